@@ -1,0 +1,106 @@
+/* tapegrad/autograd.h - the tape, backward, grad modes, hooks, gradcheck, DOT.
+ *
+ * Every differentiable op that runs while grad mode is on and has at least one
+ * input that requires grad records a node: the op's schema, edges to its
+ * inputs (their own nodes, or the leaves themselves), the tensors it saved for
+ * backward (with their versions) and a copy of its parameters.  The output
+ * tensor keeps a reference to its node (its grad_fn); nodes keep references to
+ * the nodes of their inputs.  The nodes reachable from a tensor, ordered by the
+ * sequence number they were recorded with, are its tape.
+ *
+ * tg_backward(loss) walks that tape in reverse order.  Each node's backward is
+ * written with the same differentiable ops, so with create_graph the gradients
+ * are themselves recorded and can be differentiated again.  Without
+ * retain_graph a node's saved tensors and edges are released as soon as its
+ * backward has run; a second backward through it is TG_EGRAD.
+ *
+ * Set TG_TRACE=1 in the environment to print each op as it is recorded and as
+ * its backward runs.
+ */
+#ifndef TAPEGRAD_AUTOGRAD_H
+#define TAPEGRAD_AUTOGRAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_backward_opts {
+    bool retain_graph;   /* keep saved tensors for another backward */
+    bool create_graph;   /* record the backward itself (implies retain_graph) */
+} tg_backward_opts;
+#define TG_BACKWARD_OPTS_INIT {.retain_graph = false, .create_graph = false}
+
+/* Accumulates d(sum(grad * out))/d(leaf) into the .grad of every leaf that
+ * requires grad and is reachable from out.  grad may be NULL only when out has
+ * one element (then it is 1).  opts may be NULL for the defaults.
+ * Errors: TG_EGRAD if out does not require grad or the graph was freed,
+ * TG_ESHAPE if grad's shape differs, TG_EINPLACE if a saved tensor was modified. */
+TG_API int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts);
+
+/* As torch.autograd.grad: grads_out[i] receives a new reference to
+ * d(sum_j <grad_outputs[j], outputs[j]>)/d(inputs[i]) or NULL when inputs[i] is
+ * not reachable.  grad_outputs may be NULL (all outputs must then have one
+ * element).  Nothing is accumulated into .grad.  On error grads_out is all NULL. */
+TG_API int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
+                   tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
+                   const tg_backward_opts *opts);
+
+/* Grad mode is thread-local and on by default.  tg_set_grad_enabled returns
+ * the previous value so scopes nest:  bool prev = tg_set_grad_enabled(false);
+ * ... tg_set_grad_enabled(prev); */
+TG_API bool tg_grad_enabled(void);
+TG_API bool tg_set_grad_enabled(bool enabled);
+/* Shorthand scopes: no_grad_begin pushes "off", no_grad_end restores. */
+TG_API void tg_no_grad_begin(void);
+TG_API void tg_no_grad_end(void);
+
+/* A gradient hook sees the gradient of t when it is computed (before it is
+ * accumulated into a leaf's .grad, or passed on by a non-leaf).  It may replace
+ * *grad with a new reference (releasing the old one).  Returning a negative
+ * status aborts the backward with that status. */
+typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
+TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
+
+/* Writes the graph behind t (its tape) as Graphviz DOT: one box per op node,
+ * one ellipse per leaf, edges in the direction of the forward computation. */
+TG_API int tg_graph_to_dot(FILE *f, const tg_tensor *t);
+/* Prints the tape of t, one line per node in recording order:
+ * "#12 mul  inputs: #10, leaf 'w'  saved: 2  out: f64 (3, 4)". */
+TG_API int tg_tape_print(FILE *f, const tg_tensor *t);
+
+/* ---- gradient checking ---- */
+
+/* The function under test: computes *out (a new reference) from inputs. */
+typedef int (*tg_gradcheck_fn)(tg_tensor **out, int n, tg_tensor *const *inputs, void *user);
+
+typedef struct tg_gradcheck_opts {
+    double eps;          /* central-difference step */
+    double atol, rtol;   /* pass when |analytic - numeric| <= atol + rtol * |numeric| */
+    bool fast_mode;      /* compare v^T J u for random u, v instead of the full J */
+    uint64_t seed;       /* for fast mode's u, v and gradgradcheck's grad_outputs */
+} tg_gradcheck_opts;
+#define TG_GRADCHECK_OPTS_INIT {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .fast_mode = false, .seed = 0}
+
+/* Compares analytic gradients with central differences for every input that
+ * requires grad (these must be f64).  TG_OK when all agree; TG_EGRADCHECK with
+ * a message naming the input (by index and name), the element and both values
+ * otherwise.  Inputs are restored after perturbation. */
+TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                        const tg_gradcheck_opts *opts);
+/* Checks second derivatives: gradcheck of the function that maps the inputs to
+ * the gradients of <fn(inputs), v> (computed with create_graph) for a fixed
+ * random v. */
+TG_API int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                            const tg_gradcheck_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+/* tapegrad/conv.h - ConvNd and ConvTransposeNd, N = 1, 2, 3, with PyTorch's
+ * semantics and weight layouts.
+ *
+ *   tg_conv:           x (B, C_in, S...), weight (C_out, C_in/groups, K...)
+ *                      out extent = (S + lo + hi - dilation*(K-1) - 1) / stride + 1
+ *   tg_conv_transpose: x (B, C_in, S...), weight (C_in, C_out/groups, K...)
+ *                      out extent = (S-1)*stride - lo - hi + dilation*(K-1)
+ *                                   + output_padding + 1
+ * bias is (C_out) or NULL.  An optional activation is applied after the bias.
+ *
+ * ConvTranspose is the adjoint of Conv with the same weight and parameters:
+ * <conv(z, W), x> = <z, conv_transpose(x, W)>.  Both are differentiable to any
+ * order: their backward passes are written with conv, conv_transpose and the
+ * weight-gradient op conv_weight_grad, which are themselves differentiable.
+ */
+#ifndef TAPEGRAD_CONV_H
+#define TAPEGRAD_CONV_H
+
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_CONV_MAX_SPATIAL 3
+
+typedef enum tg_activation {
+    TG_ACT_NONE = 0,
+    TG_ACT_RELU,
+    TG_ACT_LEAKY_RELU,   /* uses act_slope */
+    TG_ACT_TANH,
+    TG_ACT_SIGMOID,
+    TG_ACT_SILU,
+    TG_ACT_GELU,
+    TG_ACT_COUNT
+} tg_activation;
+
+typedef enum tg_conv_algo {
+    TG_CONV_ALGO_DEFAULT = 0, /* TG_CONV_ALGO env var ("fast"|"reference"), else fast */
+    TG_CONV_ALGO_FAST,        /* GEMM on the un-dilated input, then col2im */
+    TG_CONV_ALGO_REFERENCE,   /* interleave zeros, pad, flip, run ConvNd */
+} tg_conv_algo;
+
+/* Per spatial axis parameters.  Only the first N entries are read, where N is
+ * the rank of x minus 2. */
+typedef struct tg_conv_params {
+    int64_t stride[TG_CONV_MAX_SPATIAL];
+    int64_t dilation[TG_CONV_MAX_SPATIAL];
+    int64_t padding[TG_CONV_MAX_SPATIAL][2];   /* (low, high) per axis */
+    int64_t output_padding[TG_CONV_MAX_SPATIAL]; /* conv_transpose only */
+    int64_t groups;
+    tg_activation act;
+    double act_slope;                          /* leaky_relu slope */
+    tg_conv_algo algo;
+} tg_conv_params;
+
+#define TG_CONV_PARAMS_INIT                                                   \
+    {.stride = {1, 1, 1}, .dilation = {1, 1, 1},                              \
+     .padding = {{0, 0}, {0, 0}, {0, 0}}, .output_padding = {0, 0, 0},        \
+     .groups = 1, .act = TG_ACT_NONE, .act_slope = 0.01,                      \
+     .algo = TG_CONV_ALGO_DEFAULT}
+
+/* Sets symmetric padding p on every axis. */
+TG_API void tg_conv_params_set_padding(tg_conv_params *p, int64_t pad);
+
+TG_API int tg_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
+                   const tg_conv_params *p);
+TG_API int tg_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor *weight,
+                             tg_tensor *bias, const tg_conv_params *p);
+
+/* d<u, conv(z, W)>/dW for W of the given shape: the weight gradient of conv
+ * (input z, output gradient u) and, with z = dy and u = x, of conv_transpose.
+ * Differentiable in z and u. */
+TG_API int tg_conv_weight_grad(tg_tensor **out, tg_tensor *z, tg_tensor *u, int wndim,
+                               const int64_t *wshape, const tg_conv_params *p);
+
+/* Output extents of each op for input extents in[0..n) and kernel k[0..n).
+ * TG_EINVAL with a message when an extent would be < 1. */
+TG_API int tg_conv_output_size(int64_t *out, int n, const int64_t *in, const int64_t *k,
+                               const tg_conv_params *p);
+TG_API int tg_conv_transpose_output_size(int64_t *out, int n, const int64_t *in,
+                                         const int64_t *k, const tg_conv_params *p);
+/* The output_padding that makes conv_transpose produce extents want[0..n):
+ * writes p->output_padding.  TG_EINVAL naming the reachable range when a
+ * requested extent cannot be reached. */
+TG_API int tg_conv_transpose_output_padding_for(tg_conv_params *p, int n, const int64_t *in,
+                                                const int64_t *k, const int64_t *want);
+
+/* Weight layouts.  PyTorch's is the default everywhere.  The kernel-first
+ * layouts store the spatial taps first and flipped (tap k at K-1-k), as in
+ * the AWS NKI conv3d_transpose kernel:
+ *   KDHW_CI_CO: (K..., C_in, C_out/groups)
+ *   KDHW_CO_CI: (K..., C_out/groups, C_in)  */
+typedef enum tg_weight_layout {
+    TG_LAYOUT_PYTORCH = 0,
+    TG_LAYOUT_KDHW_CI_CO,
+    TG_LAYOUT_KDHW_CO_CI,
+} tg_weight_layout;
+
+/* Converts a conv_transpose weight stored in layout `from` to PyTorch's
+ * (C_in, C_out/groups, K...) layout; nspatial is 1, 2 or 3.  A copy. */
+TG_API int tg_conv_weight_to_pytorch(tg_tensor **out, tg_tensor *w, tg_weight_layout from,
+                                     int nspatial);
+/* The inverse conversion. */
+TG_API int tg_conv_weight_from_pytorch(tg_tensor **out, tg_tensor *w, tg_weight_layout to,
+                                       int nspatial);
+
+TG_API const char *tg_activation_name(tg_activation a);
+/* Parses "relu", "leaky_relu:0.2", "tanh", ... ; "" or "none" gives TG_ACT_NONE. */
+TG_API int tg_activation_parse(const char *s, tg_activation *act, double *slope);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/* tapegrad/dtype.h - element types, their traits and scalar conversions. */
+#ifndef TAPEGRAD_DTYPE_H
+#define TAPEGRAD_DTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tg_dtype {
+    TG_F32 = 0,
+    TG_F64,
+    TG_F16,
+    TG_BF16,
+    TG_I8,
+    TG_U8,
+    TG_I32,
+    TG_I64,
+    TG_DTYPE_COUNT
+} tg_dtype;
+
+typedef struct tg_dtype_traits {
+    const char *name;        /* "f32", "bf16", ... */
+    const char *st_name;     /* safetensors name: "F32", "BF16", ... */
+    size_t size;             /* bytes per element */
+    bool is_float;
+    bool is_signed;
+} tg_dtype_traits;
+
+/* Traits of dt; NULL when dt is not a valid dtype.  Borrowed (static table). */
+TG_API const tg_dtype_traits *tg_dtype_get_traits(tg_dtype dt);
+/* Shorthands; for an invalid dtype: "?", 0, false. */
+TG_API const char *tg_dtype_name(tg_dtype dt);
+TG_API size_t tg_dtype_size(tg_dtype dt);
+TG_API bool tg_dtype_is_float(tg_dtype dt);
+/* Parses "f32"/"F32"/"float32"/"bf16"/... into *out.  TG_EINVAL if unknown. */
+TG_API int tg_dtype_from_name(tg_dtype *out, const char *name);
+
+/* Half-precision conversions, round-to-nearest-even; NaN stays NaN (quiet),
+ * infinities stay infinite, values beyond the range round to +-inf, tiny values
+ * become subnormals or signed zero. */
+TG_API uint16_t tg_f32_to_f16(float f);
+TG_API float tg_f16_to_f32(uint16_t h);
+TG_API uint16_t tg_f32_to_bf16(float f);
+TG_API float tg_bf16_to_f32(uint16_t h);
+
+/* Reads element i of a buffer of dtype dt as a double (exact for every dtype but
+ * i64 beyond 2^53). */
+TG_API double tg_dtype_load(tg_dtype dt, const void *base, int64_t i);
+/* Writes v into element i of a buffer of dtype dt: floats round to nearest even,
+ * integers round to nearest and saturate at the type's range, NaN becomes 0. */
+TG_API void tg_dtype_store(tg_dtype dt, void *base, int64_t i, double v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/* tapegrad/ops.h - differentiable tensor operations.
+ *
+ * Every function here writes a new reference to its result into *out and
+ * returns TG_OK, or returns a negative tg_status (leaving *out untouched).
+ * Inputs are borrowed.  When grad mode is on and an input requires grad, the op
+ * is recorded on the tape (see autograd.h).
+ *
+ * Binary ops broadcast as NumPy/PyTorch do (align trailing dims; an extent of 1
+ * stretches); their gradients are summed back to each input's shape.  Float
+ * dtypes (f32, f64, f16, bf16) are accepted; f16/bf16 are computed in f32 and
+ * rounded once.  Mixed float dtypes follow the op's AMP policy (registry.h).
+ */
+#ifndef TAPEGRAD_OPS_H
+#define TAPEGRAD_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise binary (broadcasting) ---- */
+TG_API int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* a ** b elementwise (a > 0 where b's gradient is needed). */
+TG_API int tg_pow(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+
+/* ---- scalar variants ---- */
+TG_API int tg_add_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a + s */
+TG_API int tg_sub_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a - s */
+TG_API int tg_rsub_scalar(tg_tensor **out, tg_tensor *a, double s);  /* s - a */
+TG_API int tg_mul_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a * s */
+TG_API int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a / s */
+TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);   /* a ** p */
+
+/* ---- elementwise unary ---- */
+TG_API int tg_neg(tg_tensor **out, tg_tensor *a);
+TG_API int tg_exp(tg_tensor **out, tg_tensor *a);
+TG_API int tg_log(tg_tensor **out, tg_tensor *a);
+TG_API int tg_sqrt(tg_tensor **out, tg_tensor *a);
+TG_API int tg_abs(tg_tensor **out, tg_tensor *a);
+
+/* ---- activations ---- */
+TG_API int tg_relu(tg_tensor **out, tg_tensor *a);
+TG_API int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope);
+TG_API int tg_tanh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_sigmoid(tg_tensor **out, tg_tensor *a);
+TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
+/* Exact GELU, x * Phi(x) with the erf form (PyTorch's default). */
+TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
+
+/* ---- reductions ---- */
+/* Sum/mean of all elements: a 0-d tensor. */
+TG_API int tg_sum(tg_tensor **out, tg_tensor *a);
+TG_API int tg_mean(tg_tensor **out, tg_tensor *a);
+/* Over the listed dims (negative counts from the end, each at most once). */
+TG_API int tg_sum_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
+TG_API int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
+/* Sums a broadcast gradient back to a shape that broadcasts to a's shape. */
+TG_API int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
+
+/* ---- shape ops: views where the layout allows, no copy ---- */
+/* One extent may be -1 (inferred).  Copies only when a is not viewable. */
+TG_API int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
+TG_API int tg_permute(tg_tensor **out, tg_tensor *a, const int *perm);
+TG_API int tg_transpose(tg_tensor **out, tg_tensor *a, int dim0, int dim1);
+/* Elements start, start+step, ... < end of dim (Python slice rules for
+ * negative start/end; step >= 1). */
+TG_API int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end, int64_t step);
+/* Broadcasts a to shape (a view with stride 0 on stretched dims). */
+TG_API int tg_expand(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
+TG_API int tg_unsqueeze(tg_tensor **out, tg_tensor *a, int dim);
+TG_API int tg_squeeze(tg_tensor **out, tg_tensor *a, int dim);
+/* A contiguous tensor with a's elements (a itself, retained, when already so). */
+TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
+/* Concatenates n tensors of equal shape but for dim. */
+TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* Converts to dtype dt; the gradient is converted back to a's dtype. */
+TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
+
+/* ---- linear algebra through OpenBLAS ---- */
+/* (M, K) x (K, N) -> (M, N); a leading batch dim on both is allowed:
+ * (B, M, K) x (B, K, N) -> (B, M, N). */
+TG_API int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* y = x W^T + b as torch.nn.functional.linear: x (..., in), w (out, in),
+ * b (out) or NULL. */
+TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

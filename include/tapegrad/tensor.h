@@ -1,0 +1,151 @@
+/* tapegrad/tensor.h - n-dimensional tensors: views over refcounted storage.
+ *
+ * A tensor is an opaque handle: dtype, up to TG_MAX_DIMS dims, a shape, strides
+ * (in elements, may be 0 for broadcast dims) and an offset into a storage, a
+ * 64-byte aligned refcounted byte buffer shared by all views of it.
+ *
+ * Refcount contract: every function that hands out a tensor through an
+ * out-parameter returns a new reference, which the caller releases with
+ * tg_tensor_release().  tg_tensor_retain() returns its argument;
+ * tg_tensor_release(NULL) does nothing; releasing more often than retaining is
+ * an internal invariant violation (TG_ASSERT).  Tensor arguments are borrowed
+ * unless a function says it steals them.
+ *
+ * Version counter: every in-place write (fill, set, random init, copy_, an
+ * optimizer step) increments the version of the storage, shared by its views.
+ * Autograd records the version of every tensor it saves for backward and
+ * reports TG_EINPLACE at backward time if it changed.
+ *
+ * View-making operations (reshape, permute, transpose, slice, expand) are
+ * differentiable ops and live in tapegrad/ops.h.
+ */
+#ifndef TAPEGRAD_TENSOR_H
+#define TAPEGRAD_TENSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tapegrad/dtype.h"
+#include "tapegrad/export.h"
+#include "tapegrad/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_MAX_DIMS 8
+
+typedef struct tg_tensor tg_tensor;
+
+/* ---- creation (each returns a new reference in *out) ---- */
+
+/* A contiguous tensor of the given shape filled with zeros.  ndim may be 0 (a
+ * scalar with one element); every extent must be >= 0. */
+TG_API int tg_tensor_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape);
+/* Same, filled with value v (converted to dt). */
+TG_API int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, double v);
+/* A 0-d tensor holding v. */
+TG_API int tg_tensor_scalar(tg_tensor **out, tg_dtype dt, double v);
+/* A contiguous tensor whose elements are copied from data (row-major, dtype dt). */
+TG_API int tg_tensor_from_data(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape,
+                               const void *data);
+/* A contiguous tensor with the same shape and dtype as t, filled with zeros. */
+TG_API int tg_tensor_zeros_like(tg_tensor **out, const tg_tensor *t);
+/* A contiguous copy of t (same dtype), not connected to the graph. */
+TG_API int tg_tensor_clone(tg_tensor **out, const tg_tensor *t);
+
+/* ---- refcount ---- */
+TG_API tg_tensor *tg_tensor_retain(tg_tensor *t);
+TG_API void tg_tensor_release(tg_tensor *t);
+
+/* ---- metadata (all borrowed, valid while t is alive) ---- */
+TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
+TG_API int tg_tensor_ndim(const tg_tensor *t);
+TG_API const int64_t *tg_tensor_shape(const tg_tensor *t);
+TG_API const int64_t *tg_tensor_strides(const tg_tensor *t);
+TG_API int64_t tg_tensor_offset(const tg_tensor *t);
+/* Extent of dim (negative counts from the end); -1 if dim is out of range. */
+TG_API int64_t tg_tensor_dim(const tg_tensor *t, int dim);
+TG_API int64_t tg_tensor_numel(const tg_tensor *t);
+TG_API bool tg_tensor_is_contiguous(const tg_tensor *t);
+/* True when a and b have the same ndim and extents. */
+TG_API bool tg_tensor_same_shape(const tg_tensor *a, const tg_tensor *b);
+/* Pointer to element (0,...,0), i.e. storage base + offset * elem size.
+ * Writing through it does not bump the version: call tg_tensor_bump_version(). */
+TG_API void *tg_tensor_data(tg_tensor *t);
+TG_API const void *tg_tensor_cdata(const tg_tensor *t);
+/* True when a and b share a storage. */
+TG_API bool tg_tensor_shares_storage(const tg_tensor *a, const tg_tensor *b);
+/* Number of references to t (for tests and debugging). */
+TG_API int tg_tensor_refcount(const tg_tensor *t);
+
+/* ---- element access (idx has ndim entries; flat index is row-major) ---- */
+TG_API int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out);
+TG_API int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v);
+TG_API int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out);
+TG_API int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v);
+/* Copies all elements, in row-major order, into dst as doubles (n must equal numel). */
+TG_API int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n);
+/* Sets every element to v (in place). */
+TG_API int tg_tensor_fill(tg_tensor *t, double v);
+/* Copies src into dst elementwise (in place), converting dtype; src is
+ * broadcast to dst's shape.  Not recorded on the tape. */
+TG_API int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src);
+/* A tensor with the same elements that is contiguous: a new reference to t
+ * itself when it already is, else a copy.  Not recorded on the tape; for a
+ * differentiable version use tg_contiguous() in ops.h. */
+TG_API int tg_tensor_contiguous(tg_tensor **out, tg_tensor *t);
+/* A contiguous copy converted to dtype dt (not recorded; see tg_to_dtype). */
+TG_API int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt);
+
+/* ---- version counter ---- */
+TG_API uint64_t tg_tensor_version(const tg_tensor *t);
+TG_API void tg_tensor_bump_version(tg_tensor *t);
+
+/* ---- random init from a counter-based generator ----
+ * Philox-4x32-10: element k of the n-th draw depends only on (seed, counter),
+ * so results are the same on every machine and thread count.  Each call
+ * advances the counter by the number of 128-bit blocks it used. */
+typedef struct tg_rng {
+    uint64_t seed;
+    uint64_t counter;
+} tg_rng;
+
+TG_API void tg_rng_init(tg_rng *rng, uint64_t seed);
+/* Fills t in place with U[lo, hi). */
+TG_API int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi);
+/* Fills t in place with N(mean, std^2) (Box-Muller). */
+TG_API int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std);
+/* One uniform double in [0, 1); advances the counter by one block. */
+TG_API double tg_rng_uniform(tg_rng *rng);
+
+/* ---- autograd attributes (see tapegrad/autograd.h for the engine) ---- */
+/* Only leaves may change requires_grad; TG_EGRAD for a non-leaf, TG_EDTYPE
+ * when asking for gradients of a non-float tensor. */
+TG_API int tg_tensor_set_requires_grad(tg_tensor *t, bool requires_grad);
+TG_API bool tg_tensor_requires_grad(const tg_tensor *t);
+/* A leaf is a tensor not produced by a recorded op. */
+TG_API bool tg_tensor_is_leaf(const tg_tensor *t);
+/* The accumulated gradient of a leaf, or NULL.  Borrowed. */
+TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
+/* Replaces t's gradient (steals grad; NULL clears it). */
+TG_API void tg_tensor_set_grad(tg_tensor *t, tg_tensor *grad);
+/* Releases t's gradient (as PyTorch's zero_grad(set_to_none=True)). */
+TG_API void tg_tensor_zero_grad(tg_tensor *t);
+/* A new tensor sharing t's storage, a leaf with requires_grad false. */
+TG_API int tg_tensor_detach(tg_tensor **out, tg_tensor *t);
+/* A short name shown in DOT graphs, traces and gradcheck reports (copied,
+ * truncated to 31 chars). */
+TG_API void tg_tensor_set_name(tg_tensor *t, const char *name);
+TG_API const char *tg_tensor_name(const tg_tensor *t);
+
+/* Prints dtype, shape and (up to max_elems) values. */
+TG_API int tg_tensor_print(FILE *f, const tg_tensor *t, int64_t max_elems);
+/* "(2, 3, 4)" into buf (always NUL-terminated); returns buf. */
+TG_API char *tg_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

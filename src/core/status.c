@@ -1,0 +1,64 @@
+/* Status names and messages (from the one X-macro list), the thread-local
+ * last-error message, internal assertion failure and checked allocation. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local char tg__last_error[512];
+
+const char *tg_status_name(int status)
+{
+    switch (status) {
+#define TG__STATUS_NAME(name, value, msg) case value: return "TG_" #name;
+        TG_STATUS_MAP(TG__STATUS_NAME)
+#undef TG__STATUS_NAME
+    }
+    return "TG_UNKNOWN";
+}
+
+const char *tg_status_message(int status)
+{
+    switch (status) {
+#define TG__STATUS_MSG(name, value, msg) case value: return msg;
+        TG_STATUS_MAP(TG__STATUS_MSG)
+#undef TG__STATUS_MSG
+    }
+    return "unknown status";
+}
+
+const char *tg_error_message(void) { return tg__last_error; }
+
+void tg_error_clear(void) { tg__last_error[0] = '\0'; }
+
+int tg__error(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tg__last_error, sizeof tg__last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+_Noreturn void tg__assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "tapegrad: internal invariant broken: %s (%s:%d)\n", expr, file, line);
+    fflush(stderr);
+    abort();
+}
+
+void *tg__malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) tg__error(TG_ENOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *tg__calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) tg__error(TG_ENOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}

@@ -1,0 +1,224 @@
+/* src/internal.h - definitions shared by the library's files (prefix tg__).
+ * Not installed; tests may include it. */
+#ifndef TAPEGRAD_INTERNAL_H
+#define TAPEGRAD_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <uthash.h>
+
+#include "tapegrad/autograd.h"
+#include "tapegrad/dtype.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/status.h"
+#include "tapegrad/tensor.h"
+
+/* ---- invariants and errors ---------------------------------------------- */
+
+/* A broken internal invariant: abort with file and line.  Never for a
+ * caller's mistake. */
+#define TG_ASSERT(cond)                                                       \
+    do {                                                                      \
+        if (!(cond)) tg__assert_fail(#cond, __FILE__, __LINE__);              \
+    } while (0)
+_Noreturn void tg__assert_fail(const char *expr, const char *file, int line);
+
+/* Sets the thread-local message (printf-style) and returns status. */
+int tg__error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Argument check at the top of a function: return an error if cond fails. */
+#define TG_CHECK(cond, status, ...)                                           \
+    do {                                                                      \
+        if (!(cond)) return tg__error((status), __VA_ARGS__);                 \
+    } while (0)
+/* Propagate a negative status. */
+#define TG_TRY(expr)                                                          \
+    do {                                                                      \
+        int tg__rc_ = (expr);                                                 \
+        if (tg__rc_ < 0) return tg__rc_;                                      \
+    } while (0)
+
+/* malloc/calloc that set TG_ENOMEM's message on failure (return NULL). */
+void *tg__malloc(size_t n);
+void *tg__calloc(size_t n, size_t size);
+
+/* ---- storage ------------------------------------------------------------ */
+
+typedef struct tg_storage {
+    int refcount;
+    size_t nbytes;
+    void *data;          /* 64-byte aligned */
+    uint64_t version;    /* bumped by every in-place write to any view */
+} tg_storage;
+
+/* A zeroed storage of nbytes (new reference); NULL + TG_ENOMEM message. */
+tg_storage *tg__storage_new(size_t nbytes);
+tg_storage *tg__storage_retain(tg_storage *s);
+void tg__storage_release(tg_storage *s);
+
+/* ---- tensor ------------------------------------------------------------- */
+
+typedef struct tg_node tg_node;
+
+typedef struct tg_hook {
+    tg_grad_hook_fn fn;
+    void *user;
+    struct tg_hook *next;
+} tg_hook;
+
+struct tg_tensor {
+    int refcount;
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    int64_t strides[TG_MAX_DIMS];   /* in elements */
+    int64_t offset;                 /* in elements */
+    tg_storage *storage;
+    bool requires_grad;
+    tg_tensor *grad;                /* leaves: accumulated gradient, owned */
+    tg_node *grad_fn;               /* non-leaves: the node that made it, owned */
+    tg_hook *hooks;                 /* leaves' hooks (non-leaves keep them on grad_fn) */
+    char name[32];
+};
+
+/* A new tensor viewing s (retained) with the given geometry.  strides may be
+ * NULL for row-major contiguous.  Not connected to any graph. */
+tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset);
+/* A new uninitialised-by-contract (actually zeroed) contiguous tensor; NULL
+ * with TG_ENOMEM set on failure.  ndim/shape are trusted (validate first). */
+tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape);
+/* Row-major contiguous strides for shape. */
+void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+int64_t tg__numel(int ndim, const int64_t *shape);
+/* Validates an (ndim, shape) pair from a caller: 0 <= ndim <= TG_MAX_DIMS,
+ * extents >= 0.  `what` names the caller in the message. */
+int tg__check_shape(const char *what, int ndim, const int64_t *shape);
+
+/* Copies t's elements in row-major order into dst as dtype `to` (a contiguous
+ * buffer of numel elements).  Handles any strides, including 0.  */
+void tg__gather(const tg_tensor *t, tg_dtype to, void *dst);
+/* Writes a contiguous buffer of dtype `from` into t's elements (row-major),
+ * converting to t's dtype; does not bump the version. */
+void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
+/* The dtype element-wise kernels compute in: f64 for f64, f32 otherwise. */
+static inline tg_dtype tg__compute_dtype(tg_dtype dt) { return dt == TG_F64 ? TG_F64 : TG_F32; }
+
+/* Bumps the storage version of t. */
+static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
+
+/* ---- op registry and dispatch -------------------------------------------- */
+
+typedef tg_node tg_ctx;   /* what forward/backward see of their node */
+
+/* forward: computes out[0] (new reference) from in[0..n) (in[i] may be NULL
+ * for an absent optional input).  Runs with grad mode off, so ops it calls
+ * are not recorded.  When ctx is not NULL the op is being recorded and the
+ * forward saves what backward needs with tg__ctx_save(). */
+typedef int (*tg_forward_fn)(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                             const void *params);
+/* backward: given grad_out (the gradient of the output), writes new
+ * references into grad_in[i] for every i with tg__ctx_needs_grad(ctx, i)
+ * (others stay NULL; leaving a needed one NULL means zero).  Written with
+ * differentiable ops; the engine turns grad mode on or off around it
+ * according to create_graph. */
+typedef int (*tg_backward_fn)(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in);
+
+typedef struct tg_op_schema {
+    const char *name;
+    int arity;                  /* -1: variadic */
+    tg_amp_policy amp;
+    tg_forward_fn forward;
+    tg_backward_fn backward;    /* NULL: not differentiable */
+    bool double_backward;       /* backward uses only differentiable ops */
+    UT_hash_handle hh;
+} tg_op_schema;
+
+/* Registers an op (called from each op family's tg__register_* function). */
+void tg__op_register(tg_op_schema *op);
+/* Lookup by name (builds the registry on first use); NULL if unknown. */
+tg_op_schema *tg__op_find(const char *name);
+/* Builds the registry once (pthread_once); every public entry that dispatches
+ * calls it implicitly. */
+void tg__registry_init(void);
+
+/* The one dispatch path of every op:
+ *  1. checks inputs are non-NULL where required (in[i] may be NULL only if
+ *     the op allows it: forward decides),
+ *  2. applies the op's AMP policy to float inputs (recorded casts),
+ *  3. runs forward with grad mode off, with a ctx when the op is recorded
+ *     (grad mode on, an input requires grad, op has backward),
+ *  4. links the output to its new node and traces it when TG_TRACE=1.
+ * params (params_size bytes) is copied into the node.  On error *out is
+ * untouched. */
+int tg__op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
+                const void *params, size_t params_size);
+
+/* ---- nodes (the tape) ----------------------------------------------------- */
+
+#define TG_NODE_MAX_INPUTS 8
+#define TG_NODE_MAX_SAVED 8
+
+typedef struct tg_edge {
+    tg_node *fn;          /* the input's node (retained), or NULL */
+    tg_tensor *leaf;      /* the input itself if it is a leaf requiring grad (retained) */
+} tg_edge;
+
+typedef struct tg_meta {
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+} tg_meta;
+
+typedef struct tg_saved {
+    tg_tensor *t;         /* retained */
+    uint64_t version;     /* storage version when saved */
+} tg_saved;
+
+struct tg_node {
+    int refcount;
+    const tg_op_schema *op;
+    uint64_t seq;                          /* recording order, thread-local counter */
+    int n_inputs;
+    tg_edge edges[TG_NODE_MAX_INPUTS];
+    tg_meta in_meta[TG_NODE_MAX_INPUTS];   /* dtype/shape of each input (ndim -1: absent) */
+    bool needs_grad[TG_NODE_MAX_INPUTS];
+    tg_meta out_meta;
+    int n_saved;
+    tg_saved saved[TG_NODE_MAX_SAVED];
+    void *params;                          /* copy of the op's params, owned */
+    size_t params_size;
+    bool released;                         /* saved tensors/params freed after backward */
+    tg_hook *hooks;                        /* hooks of the output tensor */
+    /* engine scratch during one backward */
+    tg_tensor *grad_accum;
+    int dependencies;
+};
+
+tg_node *tg__node_retain(tg_node *n);
+void tg__node_release(tg_node *n);
+/* Releases saved tensors and params after backward (not the edges' nodes). */
+void tg__node_release_saved(tg_node *n);
+
+/* Saves t for backward (retained; its version recorded).  Returns the slot. */
+int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);
+/* The i-th saved tensor (borrowed) after checking its version:
+ * TG_EINPLACE with a message naming the op when it was modified in place,
+ * TG_EGRAD when the graph was already freed. */
+int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t);
+static inline const void *tg__ctx_params(const tg_ctx *ctx) { return ctx->params; }
+static inline bool tg__ctx_needs_grad(const tg_ctx *ctx, int i) { return ctx->needs_grad[i]; }
+static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { return &ctx->in_meta[i]; }
+
+/* True when TG_TRACE=1 (read once). */
+bool tg__trace_enabled(void);
+
+/* ---- autocast state (thread-local) --------------------------------------- */
+bool tg__autocast_dtype(tg_dtype *dt);
+
+#endif
