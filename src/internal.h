@@ -218,6 +218,17 @@ static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { retu
 /* True when TG_TRACE=1 (read once). */
 bool tg__trace_enabled(void);
 
+/* Each op family registers its schemas in one function, called once by
+ * tg__registry_init() (src/ops/registry.c). */
+void tg__register_binary(void);      /* binary.c: add sub mul div pow + scalar variants */
+void tg__register_unary(void);       /* unary.c: neg exp log sqrt abs pow_scalar erf */
+void tg__register_activation(void);  /* activation.c: relu leaky_relu tanh sigmoid silu gelu */
+void tg__register_cast(void);        /* cast.c: to_dtype */
+void tg__register_reduce(void);      /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */
+void tg__register_shape(void);       /* shape.c: reshape permute slice expand cat contiguous ... */
+void tg__register_linalg(void);      /* linalg.c: matmul linear */
+void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */
+
 /* ---- autocast state (thread-local) --------------------------------------- */
 bool tg__autocast_dtype(tg_dtype *dt);
 
