@@ -1,0 +1,47 @@
+# A thin front for meson.  `make demo` and `make test` install what is missing
+# (Debian packages, with apt-get), configure build/, compile and run.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
+              libcriterion-dev zlib1g-dev libpng-dev
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build demo test test-asan check bench goldens clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+demo: build
+	$(BUILD)/examples/worked_example
+
+test: build
+	scripts/run_tests.sh $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
+
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+	scripts/run_tests.sh $(ASAN_BUILD)
+
+check: test test-asan
+
+goldens:
+	/usr/bin/python3 scripts/make_goldens.py
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

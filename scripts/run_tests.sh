@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the Criterion suite of one build folder through meson and prints a
+# closing line "tests: N passed, N failed" summed from Criterion's synthesis.
+set -u
+build=${1:-build}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+meson test -C "$build" --print-errorlogs --num-processes 2
+rc=$?
+log="$build/meson-logs/testlog.txt"
+passed=0; failed=0
+if [ -f "$log" ]; then
+  while read -r p f c; do
+    passed=$((passed + p)); failed=$((failed + f + c))
+  done < <(sed -n 's/.*Synthesis: Tested: [0-9]* | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\1 \2 \3/p' "$log")
+fi
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "tests ($build): $passed passed, $failed failed"
+exit "$rc"
