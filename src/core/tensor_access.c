@@ -1,2 +1,184 @@
-/* placeholder: being written */
+/* Element access and strided copies: get/set, fill, to_doubles and the
+ * gather/scatter kernels every op uses to move between a strided view and a
+ * contiguous buffer (converting dtype on the way). */
+#include <string.h>
+
 #include "internal.h"
+
+/* ---- one run of n elements ------------------------------------------------ */
+
+/* Copies n elements from src (dtype from, element index si, step ss) to dst
+ * (dtype to, index di, step ds).  Indices and steps count elements of each
+ * buffer's own dtype; steps may be 0 or negative. */
+static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss, tg_dtype to,
+                         void *dst, int64_t di, int64_t ds, int64_t n)
+{
+    if (from == to) {
+        size_t sz = tg_dtype_size(from);
+        const char *s = (const char *)src;
+        char *d = (char *)dst;
+        if (ss == 1 && ds == 1) {
+            memmove(d + di * (int64_t)sz, s + si * (int64_t)sz, (size_t)n * sz);
+            return;
+        }
+        for (int64_t k = 0; k < n; k++)
+            memcpy(d + (di + k * ds) * (int64_t)sz, s + (si + k * ss) * (int64_t)sz, sz);
+        return;
+    }
+    if (from == TG_F32 && (to == TG_F16 || to == TG_BF16)) {
+        const float *s = (const float *)src;
+        uint16_t *d = (uint16_t *)dst;
+        if (to == TG_F16)
+            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f32_to_f16(s[si + k * ss]);
+        else
+            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f32_to_bf16(s[si + k * ss]);
+        return;
+    }
+    if ((from == TG_F16 || from == TG_BF16) && to == TG_F32) {
+        const uint16_t *s = (const uint16_t *)src;
+        float *d = (float *)dst;
+        if (from == TG_F16)
+            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f16_to_f32(s[si + k * ss]);
+        else
+            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_bf16_to_f32(s[si + k * ss]);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++)
+        tg_dtype_store(to, dst, di + k * ds, tg_dtype_load(from, src, si + k * ss));
+}
+
+/* ---- strided <-> contiguous ------------------------------------------------ */
+
+/* Moves every element of t, in row-major order, between t's storage and a
+ * buffer `buf` of dtype bt whose k-th logical element sits at k * bstep
+ * (bstep 1: contiguous; 0: one repeated element).  to_buf picks the
+ * direction. */
+static void tg__strided_move(const tg_tensor *t, tg_dtype bt, void *buf, int64_t bstep, bool to_buf)
+{
+    int64_t n = tg__numel(t->ndim, t->shape);
+    if (n == 0) return;
+    void *data = t->storage->data;
+    if (tg_tensor_is_contiguous(t) || t->ndim == 0) {
+        if (to_buf) tg__copy_run(t->dtype, data, t->offset, 1, bt, buf, 0, bstep, n);
+        else tg__copy_run(bt, buf, 0, bstep, t->dtype, data, t->offset, 1, n);
+        return;
+    }
+    /* Row by row along the last dim; a multi-index counter over the outer
+     * dims tracks pos = offset + sum_d idx[d] * strides[d]. */
+    int nd = t->ndim;
+    int64_t inner = t->shape[nd - 1], istep = t->strides[nd - 1];
+    int64_t idx[TG_MAX_DIMS] = {0};
+    int64_t pos = t->offset;
+    for (int64_t row = 0; row < n / inner; row++) {
+        int64_t k = row * inner * bstep;
+        if (to_buf) tg__copy_run(t->dtype, data, pos, istep, bt, buf, k, bstep, inner);
+        else tg__copy_run(bt, buf, k, bstep, t->dtype, data, pos, istep, inner);
+        for (int d = nd - 2; d >= 0; d--) {
+            pos += t->strides[d];
+            if (++idx[d] < t->shape[d]) break;
+            pos -= t->strides[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+void tg__gather(const tg_tensor *t, tg_dtype to, void *dst)
+{
+    tg__strided_move(t, to, dst, 1, true);
+}
+
+void tg__scatter(tg_tensor *t, tg_dtype from, const void *src)
+{
+    tg__strided_move(t, from, (void *)src, 1, false);
+}
+
+/* ---- element access ---------------------------------------------------------- */
+
+/* Storage element index of the multi-index idx, after bounds checks. */
+static int tg__elem_index(const char *what, const tg_tensor *t, const int64_t *idx, int64_t *pos)
+{
+    TG_CHECK(t->ndim == 0 || idx != NULL, TG_EINVAL, "%s: idx must not be NULL", what);
+    int64_t p = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        TG_CHECK(idx[d] >= 0 && idx[d] < t->shape[d], TG_EINVAL,
+                 "%s: idx[%d]=%lld out of range for dim %d of extent %lld", what, d,
+                 (long long)idx[d], d, (long long)t->shape[d]);
+        p += idx[d] * t->strides[d];
+    }
+    *pos = p;
+    return TG_OK;
+}
+
+/* Storage element index of row-major flat index i. */
+static int tg__flat_index(const char *what, const tg_tensor *t, int64_t i, int64_t *pos)
+{
+    int64_t n = tg__numel(t->ndim, t->shape);
+    TG_CHECK(i >= 0 && i < n, TG_EINVAL, "%s: i=%lld out of range for numel %lld", what,
+             (long long)i, (long long)n);
+    int64_t p = t->offset;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        p += (i % t->shape[d]) * t->strides[d];
+        i /= t->shape[d];
+    }
+    *pos = p;
+    return TG_OK;
+}
+
+int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out)
+{
+    TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get: t and out must not be NULL");
+    int64_t pos;
+    TG_TRY(tg__elem_index("tensor_get", t, idx, &pos));
+    *out = tg_dtype_load(t->dtype, t->storage->data, pos);
+    return TG_OK;
+}
+
+int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_set: t must not be NULL");
+    int64_t pos;
+    TG_TRY(tg__elem_index("tensor_set", t, idx, &pos));
+    tg_dtype_store(t->dtype, t->storage->data, pos, v);
+    tg__bump_version(t);
+    return TG_OK;
+}
+
+int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out)
+{
+    TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get_flat: t and out must not be NULL");
+    int64_t pos;
+    TG_TRY(tg__flat_index("tensor_get_flat", t, i, &pos));
+    *out = tg_dtype_load(t->dtype, t->storage->data, pos);
+    return TG_OK;
+}
+
+int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_flat: t must not be NULL");
+    int64_t pos;
+    TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
+    tg_dtype_store(t->dtype, t->storage->data, pos, v);
+    tg__bump_version(t);
+    return TG_OK;
+}
+
+int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n)
+{
+    TG_CHECK(t != NULL && dst != NULL, TG_EINVAL, "tensor_to_doubles: t and dst must not be NULL");
+    int64_t numel = tg__numel(t->ndim, t->shape);
+    TG_CHECK(n == numel, TG_EINVAL, "tensor_to_doubles: n=%lld must equal numel=%lld",
+             (long long)n, (long long)numel);
+    tg__gather(t, TG_F64, dst);
+    return TG_OK;
+}
+
+int tg_tensor_fill(tg_tensor *t, double v)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_fill: t must not be NULL");
+    /* Convert once, then repeat that element (buffer step 0) over the view. */
+    _Alignas(8) unsigned char elem[8];
+    tg_dtype_store(t->dtype, elem, 0, v);
+    tg__strided_move(t, t->dtype, elem, 0, false);
+    tg__bump_version(t);
+    return TG_OK;
+}
