@@ -109,6 +109,9 @@ void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
 /* The dtype element-wise kernels compute in: f64 for f64, f32 otherwise. */
 static inline tg_dtype tg__compute_dtype(tg_dtype dt) { return dt == TG_F64 ? TG_F64 : TG_F32; }
 
+/* Philox-4x32-10 block function (src/core/random.c): out = philox(ctr, key). */
+void tg__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
 
