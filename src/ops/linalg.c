@@ -1,2 +1,339 @@
-/* placeholder: being written */
+/* src/ops/linalg.c - matmul and linear through OpenBLAS gemm.
+ *
+ * Each operand is described as a batch of strided matrices.  A matrix whose
+ * rows or columns are unit-stride goes to gemm as is (CblasNoTrans or
+ * CblasTrans with the other stride as leading dimension); anything else, and
+ * every f16/bf16 operand, is packed into a contiguous buffer of the compute
+ * dtype (f32 for f16/bf16, rounded once into the output).
+ *
+ * Backward uses the differentiable ops themselves:
+ *   C = A B      =>  dA = dC B^T,  dB = A^T dC
+ *   y = x W^T + b  =>  dx = dy W,  dW = dy2d^T x2d,  db = dy summed over rows. */
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+/* Matrix k of a batch: element (i, j) is data[off + k*bs + i*rs + j*cs]. */
+typedef struct mat {
+    const tg_tensor *t;
+    int64_t rows, cols;
+    int64_t off, bs, rs, cs;
+} mat;
+
+static void *elem_ptr(const tg_tensor *t, int64_t off)
+{
+    return (char *)t->storage->data + off * (int64_t)tg_dtype_size(t->dtype);
+}
+
+/* Whether m can go to gemm without a copy, and how (see the file comment). */
+static bool blas_layout(const mat *m, bool *trans, int64_t *ld)
+{
+    int64_t r = m->rows, c = m->cols;
+    if ((c <= 1 || m->cs == 1) && (r <= 1 || m->rs >= (c > 1 ? c : 1))) {
+        *trans = false;
+        *ld = r <= 1 ? (c > 1 ? c : 1) : m->rs;
+        return *ld <= INT_MAX;
+    }
+    if ((r <= 1 || m->rs == 1) && (c <= 1 || m->cs >= (r > 1 ? r : 1))) {
+        *trans = true;
+        *ld = c <= 1 ? (r > 1 ? r : 1) : m->cs;
+        return *ld <= INT_MAX;
+    }
+    return false;
+}
+
+/* Copies matrix k of m into dst, row-major, converted to dtype `to`. */
+static void pack(const mat *m, int64_t k, tg_dtype to, void *dst)
+{
+    const void *base = m->t->storage->data;
+    for (int64_t i = 0; i < m->rows; i++)
+        for (int64_t j = 0; j < m->cols; j++)
+            tg_dtype_store(to, dst, i * m->cols + j,
+                           tg_dtype_load(m->t->dtype, base, m->off + k * m->bs + i * m->rs + j * m->cs));
+}
+
+/* An operand ready for gemm: a pointer, its transposition and leading dim. */
+typedef struct operand {
+    const void *p;
+    bool trans;
+    int ld;
+} operand;
+
+static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand *o)
+{
+    int64_t ld;
+    bool trans;
+    if (m->t->dtype == ct && blas_layout(m, &trans, &ld)) {
+        o->p = elem_ptr(m->t, m->off + k * m->bs);
+        o->trans = trans;
+        o->ld = (int)ld;
+        return;
+    }
+    pack(m, k, ct, scratch);
+    o->p = scratch;
+    o->trans = false;
+    o->ld = (int)(m->cols > 1 ? m->cols : 1);
+}
+
+/* c (nb, M, N) = a (nb, M, K) x b (nb, K, N) [+ bias (N) on every row]; out
+ * is a contiguous tensor of nb*M*N elements, written directly when its dtype
+ * is the compute dtype. */
+static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bias,
+                        tg_tensor *out)
+{
+    int64_t M = a->rows, K = a->cols, N = b->cols;
+    tg_dtype dt = out->dtype, ct = tg__compute_dtype(dt);
+    size_t es = tg_dtype_size(ct);
+    TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
+             "matmul: extents above INT_MAX are not supported by BLAS");
+    void *sa = tg__malloc((size_t)(M * K + 1) * es), *sb = tg__malloc((size_t)(K * N + 1) * es);
+    void *sc = dt == ct ? NULL : tg__malloc((size_t)(M * N + 1) * es);
+    if (!sa || !sb || (dt != ct && !sc)) {
+        free(sa);
+        free(sb);
+        free(sc);
+        return TG_ENOMEM;
+    }
+    for (int64_t k = 0; k < nb; k++) {
+        operand oa, ob;
+        prepare(a, k, ct, sa, &oa);
+        prepare(b, k, ct, sb, &ob);
+        void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
+        if (bias) {
+            /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++)
+                    tg_dtype_store(ct, c, i * N + j,
+                                   tg_dtype_load(bias->dtype, bias->storage->data,
+                                                 bias->offset + j * bias->strides[0]));
+        }
+        double beta = bias ? 1.0 : 0.0;
+        CBLAS_TRANSPOSE ta = oa.trans ? CblasTrans : CblasNoTrans;
+        CBLAS_TRANSPOSE tb = ob.trans ? CblasTrans : CblasNoTrans;
+        int ldc = (int)(N > 1 ? N : 1);
+        if (M > 0 && N > 0 && ct == TG_F64)
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, oa.p, oa.ld, ob.p,
+                        ob.ld, beta, c, ldc);
+        else if (M > 0 && N > 0)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, oa.p, oa.ld, ob.p,
+                        ob.ld, (float)beta, c, ldc);
+        if (sc)
+            for (int64_t i = 0; i < M * N; i++)
+                tg_dtype_store(dt, elem_ptr(out, out->offset + k * M * N), i,
+                               tg_dtype_load(ct, sc, i));
+    }
+    free(sa);
+    free(sb);
+    free(sc);
+    return TG_OK;
+}
+
+static int check_float_pair(const char *op, const char *na, const tg_tensor *a, const char *nb,
+                            const tg_tensor *b)
+{
+    TG_CHECK(tg_dtype_is_float(a->dtype), TG_EDTYPE, "%s: %s is %s but must be a float dtype",
+             op, na, tg_dtype_name(a->dtype));
+    TG_CHECK(b->dtype == a->dtype, TG_EDTYPE, "%s: %s is %s but %s is %s (dtypes must match)",
+             op, nb, tg_dtype_name(b->dtype), na, tg_dtype_name(a->dtype));
+    return TG_OK;
+}
+
+/* The last two dims of t (with the leading one, if any, as batch) as a mat. */
+static mat as_mat(const tg_tensor *t)
+{
+    int r = t->ndim - 2;
+    mat m = {t, t->shape[r], t->shape[r + 1], t->offset, 0, t->strides[r], t->strides[r + 1]};
+    if (t->ndim == 3) m.bs = t->strides[0];
+    return m;
+}
+
+/* ---- matmul -------------------------------------------------------------------- */
+
+static int matmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
+{
+    tg_tensor *a = in[0], *b = in[1];
+    char sa[96], sb[96];
+    TG_CHECK(a && b, TG_EINVAL, "matmul: a and b must not be NULL");
+    TG_TRY(check_float_pair("matmul", "a", a, "b", b));
+    tg_shape_str(sa, sizeof sa, a->ndim, a->shape);
+    tg_shape_str(sb, sizeof sb, b->ndim, b->shape);
+    TG_CHECK((a->ndim == 2 || a->ndim == 3) && b->ndim == a->ndim, TG_EINVAL,
+             "matmul: a is %s and b is %s: both must be 2-d, or both 3-d (batched)", sa, sb);
+    int r = a->ndim - 2;
+    TG_CHECK(a->shape[r + 1] == b->shape[r], TG_ESHAPE,
+             "matmul: a is %s and b is %s: inner dims %lld and %lld differ", sa, sb,
+             (long long)a->shape[r + 1], (long long)b->shape[r]);
+    TG_CHECK(r == 0 || a->shape[0] == b->shape[0], TG_ESHAPE,
+             "matmul: a is %s and b is %s: batch dims %lld and %lld differ", sa, sb,
+             (long long)a->shape[0], (long long)b->shape[0]);
+    int64_t shape[3] = {a->shape[0], 0, 0};
+    shape[r] = a->shape[r];
+    shape[r + 1] = b->shape[r + 1];
+    tg_tensor *c = tg__tensor_empty(a->dtype, a->ndim, shape);
+    if (!c) return TG_ENOMEM;
+    mat ma = as_mat(a), mb = as_mat(b);
+    int rc = gemm_batched(r ? a->shape[0] : 1, &ma, &mb, NULL, c);
+    if (rc < 0) {
+        tg_tensor_release(c);
+        return rc;
+    }
+    if (ctx) {
+        tg__ctx_save(ctx, a);
+        tg__ctx_save(ctx, b);
+    }
+    *out = c;
+    return TG_OK;
+}
+
+/* *out = x @ y^T (yt) or x^T @ y (xt), for 2-d or batched 3-d operands. */
+static int matmul_t(tg_tensor **out, tg_tensor *x, bool xt, tg_tensor *y, bool yt)
+{
+    tg_tensor *t = NULL;
+    int rc;
+    if (xt) {
+        TG_TRY(tg_transpose(&t, x, -2, -1));
+        rc = tg_matmul(out, t, y);
+    } else {
+        TG_TRY(tg_transpose(&t, y, -2, -1));
+        rc = tg_matmul(out, x, t);
+    }
+    tg_tensor_release(t);
+    return rc;
+}
+
+static int matmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    tg_tensor *a, *b;
+    TG_TRY(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY(tg__ctx_saved(ctx, 1, &b));
+    if (tg__ctx_needs_grad(ctx, 0)) TG_TRY(matmul_t(&grad_in[0], g, false, b, true));
+    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY(matmul_t(&grad_in[1], a, true, g, false));
+    return TG_OK;
+}
+
+static tg_op_schema matmul_schema = {
+    .name = "matmul", .arity = 2, .amp = TG_AMP_LOWER_PRECISION, .forward = matmul_forward,
+    .backward = matmul_backward, .double_backward = true,
+};
+
+int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "matmul: out must not be NULL");
+    TG_CHECK(a != NULL && b != NULL, TG_EINVAL, "matmul: a and b must not be NULL");
+    tg_tensor *in[2] = {a, b};
+    return tg__op_call(&matmul_schema, out, 2, in, NULL, 0);
+}
+
+/* ---- linear ---------------------------------------------------------------------- */
+
+static int linear_check(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
+{
+    char sx[96], sw[96];
+    TG_CHECK(x && w, TG_EINVAL, "linear: x and w must not be NULL");
+    TG_TRY(check_float_pair("linear", "x", x, "w", w));
+    if (b) TG_TRY(check_float_pair("linear", "x", x, "b", b));
+    tg_shape_str(sx, sizeof sx, x->ndim, x->shape);
+    tg_shape_str(sw, sizeof sw, w->ndim, w->shape);
+    TG_CHECK(x->ndim >= 1, TG_EINVAL, "linear: x is 0-d but must have at least 1 dim");
+    TG_CHECK(w->ndim == 2, TG_EINVAL, "linear: w is %s but must be 2-d (out, in)", sw);
+    TG_CHECK(x->shape[x->ndim - 1] == w->shape[1], TG_ESHAPE,
+             "linear: x is %s and w is %s: in features %lld and %lld differ", sx, sw,
+             (long long)x->shape[x->ndim - 1], (long long)w->shape[1]);
+    TG_CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), TG_ESHAPE,
+             "linear: b must be (%lld) to match w %s", (long long)w->shape[0], sw);
+    return TG_OK;
+}
+
+static int linear_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
+{
+    tg_tensor *x = in[0], *w = in[1], *b = n > 2 ? in[2] : NULL;
+    TG_TRY(linear_check(x, w, b));
+    int64_t fin = w->shape[1], fout = w->shape[0];
+    int64_t rows = tg__numel(x->ndim - 1, x->shape);
+    int64_t shape[TG_MAX_DIMS], x2shape[2] = {rows, fin};
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = fout;
+    tg_tensor *x2 = NULL, *y = tg__tensor_empty(x->dtype, x->ndim, shape);
+    if (!y) return TG_ENOMEM;
+    int rc = tg_reshape(&x2, x, 2, x2shape);   /* grad mode is off here: not recorded */
+    if (rc == TG_OK) {
+        mat ma = as_mat(x2);
+        /* W^T is (in, out): element (i, j) is w[j, i]. */
+        mat mw = {w, fin, fout, w->offset, 0, w->strides[1], w->strides[0]};
+        rc = gemm_batched(1, &ma, &mw, b, y);
+    }
+    tg_tensor_release(x2);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    if (ctx) {
+        tg__ctx_save(ctx, x);
+        tg__ctx_save(ctx, w);
+    }
+    *out = y;
+    return TG_OK;
+}
+
+/* dx = dy W (as (rows, out) x (out, in), reshaped to x's shape). */
+static int linear_dx(tg_tensor **dx, tg_tensor *g2, tg_tensor *w, const tg_meta *mx)
+{
+    tg_tensor *t = NULL;
+    TG_TRY(tg_matmul(&t, g2, w));
+    int rc = tg_reshape(dx, t, mx->ndim, mx->shape);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* dW = dy2d^T x2d: (out, rows) x (rows, in). */
+static int linear_dw(tg_tensor **dw, tg_tensor *g2, tg_tensor *x, int64_t rows, int64_t fin)
+{
+    tg_tensor *x2 = NULL;
+    int64_t x2shape[2] = {rows, fin};
+    TG_TRY(tg_reshape(&x2, x, 2, x2shape));
+    int rc = matmul_t(dw, g2, true, x2, false);
+    tg_tensor_release(x2);
+    return rc;
+}
+
+static int linear_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    tg_tensor *x, *w, *g2 = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    int64_t fout = w->shape[0], fin = w->shape[1];
+    int64_t rows = tg__numel(x->ndim - 1, x->shape);
+    int64_t g2shape[2] = {rows, fout};
+    TG_TRY(tg_reshape(&g2, g, 2, g2shape));
+    int rc = TG_OK;
+    if (tg__ctx_needs_grad(ctx, 0)) rc = linear_dx(&grad_in[0], g2, w, tg__ctx_input_meta(ctx, 0));
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1)) rc = linear_dw(&grad_in[1], g2, x, rows, fin);
+    if (rc == TG_OK && ctx->n_inputs > 2 && tg__ctx_needs_grad(ctx, 2))
+        rc = tg_sum_to_shape(&grad_in[2], g2, 1, &fout);
+    tg_tensor_release(g2);
+    return rc;
+}
+
+static tg_op_schema linear_schema = {
+    .name = "linear", .arity = 3, .amp = TG_AMP_LOWER_PRECISION, .forward = linear_forward,
+    .backward = linear_backward, .double_backward = true,
+};
+
+int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "linear: out must not be NULL");
+    TG_CHECK(x != NULL && w != NULL, TG_EINVAL, "linear: x and w must not be NULL");
+    tg_tensor *in[3] = {x, w, b};
+    return tg__op_call(&linear_schema, out, 3, in, NULL, 0);
+}
+
+void tg__register_linalg(void)
+{
+    tg__op_register(&matmul_schema);
+    tg__op_register(&linear_schema);
+}

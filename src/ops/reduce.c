@@ -1,2 +1,312 @@
-/* placeholder: being written */
+/* src/ops/reduce.c - reductions: sum, mean, sum_dims, mean_dims, sum_to_shape.
+ *
+ * One kernel serves them all.  Every input element, visited in row-major
+ * order, is added into the output element whose flat index is
+ * sum_d idx[d] * ostride[d], where ostride[d] is 0 for a reduced dim and the
+ * output's contiguous stride of that dim otherwise.  Sums accumulate in double
+ * whatever the dtype and are rounded once into the output dtype; the order is
+ * fixed, so results do not depend on the thread count.
+ *
+ * Backward: sum and sum_to_shape expand the gradient back to the input shape
+ * (the adjoint of summing is broadcasting); the means also scale by 1/N. */
+#include <string.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+/* Sums a into out (contiguous, float) following ostride (see above), then
+ * multiplies by scale.  TG_ENOMEM leaves out unchanged. */
+static int reduce_kernel(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
+{
+    int64_t n = tg__numel(a->ndim, a->shape), on = tg__numel(out->ndim, out->shape);
+    double *x = tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    double *acc = tg__calloc((size_t)(on > 0 ? on : 1), sizeof *acc);
+    if (!x || !acc) {
+        free(x);
+        free(acc);
+        return TG_ENOMEM;
+    }
+    if (n > 0) tg__gather(a, TG_F64, x);
+    int64_t idx[TG_MAX_DIMS] = {0}, o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        acc[o] += x[i];
+        /* Advance the row-major counter idx and the output index o with it. */
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            o += ostride[d];
+            if (++idx[d] < a->shape[d]) break;
+            o -= ostride[d] * a->shape[d];
+            idx[d] = 0;
+        }
+    }
+    for (int64_t j = 0; j < on; j++) acc[j] *= scale;
+    if (on > 0) tg__scatter(out, TG_F64, acc);
+    free(x);
+    free(acc);
+    return TG_OK;
+}
+
+static int check_float(const char *op, const tg_tensor *a)
+{
+    TG_CHECK(tg_dtype_is_float(a->dtype), TG_EDTYPE, "%s: a is %s but must be a float dtype",
+             op, tg_dtype_name(a->dtype));
+    return TG_OK;
+}
+
+/* Allocates out (ndim, shape) of a's dtype and reduces a into it. */
+static int reduce_into(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                       const int64_t *ostride, double scale)
+{
+    tg_tensor *r = tg__tensor_empty(a->dtype, ndim, shape);
+    if (!r) return TG_ENOMEM;
+    int rc = reduce_kernel(a, ostride, r, scale);
+    if (rc < 0) {
+        tg_tensor_release(r);
+        return rc;
+    }
+    *out = r;
+    return TG_OK;
+}
+
+/* ---- sum / mean of all elements --------------------------------------------- */
+
+typedef struct all_params {
+    bool mean;
+} all_params;
+
+static int all_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    const all_params *p = params;
+    tg_tensor *a = in[0];
+    TG_TRY(check_float(p->mean ? "mean" : "sum", a));
+    int64_t zero[TG_MAX_DIMS] = {0};
+    /* mean of no elements is 0/0 = NaN, as in PyTorch. */
+    double numel = (double)tg__numel(a->ndim, a->shape);
+    return reduce_into(out, a, 0, NULL, zero, p->mean ? 1.0 / numel : 1.0);
+}
+
+/* Expands g (the reduced shape) to the input's shape; scales by 1/N for means. */
+static int expand_back(tg_ctx *ctx, tg_tensor *g, bool mean, tg_tensor **grad)
+{
+    const tg_meta *m = tg__ctx_input_meta(ctx, 0);
+    tg_tensor *e = NULL;
+    TG_TRY(tg_expand(&e, g, m->ndim, m->shape));
+    if (!mean) {
+        *grad = e;
+        return TG_OK;
+    }
+    int64_t gn = tg__numel(g->ndim, g->shape), n = tg__numel(m->ndim, m->shape);
+    double count = gn > 0 ? (double)n / (double)gn : 0.0;
+    int rc = tg_mul_scalar(grad, e, 1.0 / count);
+    tg_tensor_release(e);
+    return rc;
+}
+
+static int all_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    return expand_back(ctx, g, ((const all_params *)tg__ctx_params(ctx))->mean, &grad_in[0]);
+}
+
+static tg_op_schema sum_schema = {
+    .name = "sum", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
+    .backward = all_backward, .double_backward = true,
+};
+static tg_op_schema mean_schema = {
+    .name = "mean", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
+    .backward = all_backward, .double_backward = true,
+};
+
+static int all_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tensor *a)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
+    TG_CHECK(a != NULL, TG_EINVAL, "%s: a must not be NULL", op->name);
+    all_params p = {mean};
+    tg_tensor *in[1] = {a};
+    return tg__op_call(op, out, 1, in, &p, sizeof p);
+}
+
+int tg_sum(tg_tensor **out, tg_tensor *a) { return all_call(&sum_schema, false, out, a); }
+int tg_mean(tg_tensor **out, tg_tensor *a) { return all_call(&mean_schema, true, out, a); }
+
+/* ---- sum_dims / mean_dims ------------------------------------------------------ */
+
+typedef struct dims_params {
+    int ndims;
+    int dims[TG_MAX_DIMS];
+    bool keepdim;
+    bool mean;
+} dims_params;
+
+/* The set of reduced dims of an ndim tensor as a bit mask. */
+static int dims_mask(const char *op, const dims_params *p, int ndim, unsigned *mask)
+{
+    *mask = 0;
+    for (int i = 0; i < p->ndims; i++) {
+        int d = p->dims[i];
+        TG_CHECK(d >= -ndim && d < ndim, TG_EINVAL, "%s: dims[%d]=%d must be in [%d, %d) for "
+                 "a %d-d tensor", op, i, d, -ndim, ndim, ndim);
+        if (d < 0) d += ndim;
+        TG_CHECK(!(*mask & (1u << d)), TG_EINVAL, "%s: dims[%d]=%d names dim %d again (each "
+                 "dim at most once)", op, i, p->dims[i], d);
+        *mask |= 1u << d;
+    }
+    return TG_OK;
+}
+
+/* The keepdim shape: reduced dims become 1. */
+static void kept_shape(int ndim, const int64_t *shape, unsigned mask, int64_t *kept)
+{
+    for (int d = 0; d < ndim; d++) kept[d] = (mask & (1u << d)) ? 1 : shape[d];
+}
+
+static int dims_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    const dims_params *p = params;
+    const char *op = p->mean ? "mean_dims" : "sum_dims";
+    tg_tensor *a = in[0];
+    unsigned mask;
+    TG_TRY(check_float(op, a));
+    TG_TRY(dims_mask(op, p, a->ndim, &mask));
+    int64_t kept[TG_MAX_DIMS], ostride[TG_MAX_DIMS], shape[TG_MAX_DIMS];
+    kept_shape(a->ndim, a->shape, mask, kept);
+    tg__contiguous_strides(a->ndim, kept, ostride);
+    int ond = 0;
+    double count = 1.0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (mask & (1u << d)) {
+            ostride[d] = 0;
+            count *= (double)a->shape[d];
+            if (!p->keepdim) continue;
+        }
+        shape[ond++] = kept[d];
+    }
+    return reduce_into(out, a, ond, shape, ostride, p->mean ? 1.0 / count : 1.0);
+}
+
+static int dims_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    const dims_params *p = tg__ctx_params(ctx);
+    const tg_meta *m = tg__ctx_input_meta(ctx, 0);
+    unsigned mask;
+    TG_TRY(dims_mask("sum_dims", p, m->ndim, &mask));
+    int64_t kept[TG_MAX_DIMS];
+    kept_shape(m->ndim, m->shape, mask, kept);
+    /* Put the removed dims back as extents of 1, then broadcast. */
+    tg_tensor *gk = NULL;
+    TG_TRY(tg_reshape(&gk, g, m->ndim, kept));
+    int rc = expand_back(ctx, gk, p->mean, &grad_in[0]);
+    tg_tensor_release(gk);
+    return rc;
+}
+
+static tg_op_schema sum_dims_schema = {
+    .name = "sum_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
+    .backward = dims_backward, .double_backward = true,
+};
+static tg_op_schema mean_dims_schema = {
+    .name = "mean_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
+    .backward = dims_backward, .double_backward = true,
+};
+
+static int dims_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tensor *a,
+                     int ndims, const int *dims, bool keepdim)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
+    TG_CHECK(a != NULL, TG_EINVAL, "%s: a must not be NULL", op->name);
+    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
+             op->name, ndims, TG_MAX_DIMS);
+    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
+    dims_params p;
+    memset(&p, 0, sizeof p);
+    p.ndims = ndims;
+    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    p.keepdim = keepdim;
+    p.mean = mean;
+    tg_tensor *in[1] = {a};
+    return tg__op_call(op, out, 1, in, &p, sizeof p);
+}
+
+int tg_sum_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim)
+{
+    return dims_call(&sum_dims_schema, false, out, a, ndims, dims, keepdim);
+}
+
+int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim)
+{
+    return dims_call(&mean_dims_schema, true, out, a, ndims, dims, keepdim);
+}
+
+/* ---- sum_to_shape -------------------------------------------------------------- */
+
+typedef struct to_shape_params {
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+} to_shape_params;
+
+/* The target must broadcast to a's shape: aligned at the trailing dims, each
+ * target extent equals a's or is 1.  Leading dims of a and the dims where the
+ * target has 1 (and a does not) are summed. */
+static int to_shape_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    const to_shape_params *p = params;
+    tg_tensor *a = in[0];
+    char sa[96], st[96];
+    TG_TRY(check_float("sum_to_shape", a));
+    tg_shape_str(sa, sizeof sa, a->ndim, a->shape);
+    tg_shape_str(st, sizeof st, p->ndim, p->shape);
+    TG_CHECK(p->ndim <= a->ndim, TG_ESHAPE, "sum_to_shape: shape %s has more dims than a %s",
+             st, sa);
+    int lead = a->ndim - p->ndim;
+    int64_t tstride[TG_MAX_DIMS], ostride[TG_MAX_DIMS];
+    tg__contiguous_strides(p->ndim, p->shape, tstride);
+    for (int d = 0; d < a->ndim; d++) {
+        if (d < lead) {
+            ostride[d] = 0;
+            continue;
+        }
+        int64_t t = p->shape[d - lead];
+        TG_CHECK(t == a->shape[d] || t == 1, TG_ESHAPE, "sum_to_shape: shape %s does not "
+                 "broadcast to a %s: dim %d is %lld, must be %lld or 1", st, sa, d - lead,
+                 (long long)t, (long long)a->shape[d]);
+        ostride[d] = t == 1 ? 0 : tstride[d - lead];
+    }
+    return reduce_into(out, a, p->ndim, p->shape, ostride, 1.0);
+}
+
+static int to_shape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    const tg_meta *m = tg__ctx_input_meta(ctx, 0);
+    return tg_expand(&grad_in[0], g, m->ndim, m->shape);
+}
+
+static tg_op_schema to_shape_schema = {
+    .name = "sum_to_shape", .arity = 1, .amp = TG_AMP_KEEP, .forward = to_shape_forward,
+    .backward = to_shape_backward, .double_backward = true,
+};
+
+int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "sum_to_shape: out must not be NULL");
+    TG_CHECK(a != NULL, TG_EINVAL, "sum_to_shape: a must not be NULL");
+    TG_CHECK(ndim >= 0 && ndim <= TG_MAX_DIMS, TG_EINVAL, "sum_to_shape: ndim=%d must be in "
+             "[0, %d]", ndim, TG_MAX_DIMS);
+    TG_CHECK(ndim == 0 || shape != NULL, TG_EINVAL, "sum_to_shape: shape must not be NULL");
+    TG_TRY(tg__check_shape("sum_to_shape", ndim, shape));
+    to_shape_params p;
+    memset(&p, 0, sizeof p);
+    p.ndim = ndim;
+    if (ndim > 0) memcpy(p.shape, shape, (size_t)ndim * sizeof *shape);
+    tg_tensor *in[1] = {a};
+    return tg__op_call(&to_shape_schema, out, 1, in, &p, sizeof p);
+}
+
+void tg__register_reduce(void)
+{
+    tg__op_register(&sum_schema);
+    tg__op_register(&mean_schema);
+    tg__op_register(&sum_dims_schema);
+    tg__op_register(&mean_dims_schema);
+    tg__op_register(&to_shape_schema);
+}

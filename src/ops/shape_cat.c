@@ -1,0 +1,258 @@
+/* src/ops/shape_cat.c - slice (a view), its adjoint slice_backward, and cat.
+ *
+ * slice and slice_backward are each other's backward: slice picks elements
+ * start, start+step, ... of one dim; slice_backward embeds a tensor of those
+ * elements into zeros of the full shape.  cat's backward slices the gradient. */
+#include <string.h>
+
+#include "internal.h"
+#include "shape_internal.h"
+#include "tapegrad/ops.h"
+
+/* Copies src's elements into dst (same shape and dtype, any strides). */
+static int copy_into(tg_tensor *dst, const tg_tensor *src)
+{
+    int64_t n = tg__numel(src->ndim, src->shape);
+    if (n == 0) return TG_OK;
+    void *buf = tg__malloc((size_t)n * tg_dtype_size(src->dtype));
+    if (!buf) return TG_ENOMEM;
+    tg__gather(src, src->dtype, buf);
+    tg__scatter(dst, src->dtype, buf);
+    free(buf);
+    return TG_OK;
+}
+
+/* ---- slice ------------------------------------------------------------------- */
+
+typedef struct slice_params {
+    int dim;
+    int64_t start, end, step;
+} slice_params;
+
+/* Python slice rules for step >= 1: a negative start/end counts from the
+ * end, then both clamp to [0, size]; the elements are start + i*step < end. */
+static void slice_range(int64_t size, int64_t start, int64_t end, int64_t step, int64_t *first,
+                        int64_t *len)
+{
+    if (start < 0) start += size;
+    if (end < 0) end += size;
+    start = start < 0 ? 0 : start > size ? size : start;
+    end = end < 0 ? 0 : end > size ? size : end;
+    *first = start;
+    *len = end > start ? (end - start - 1) / step + 1 : 0;
+}
+
+static int slice_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    const slice_params *p = params;
+    tg_tensor *a = in[0];
+    int d;
+    TG_TRY(tg__shape_wrap_dim("slice", "dim", p->dim, a->ndim, &d));
+    TG_CHECK(p->step >= 1, TG_EINVAL, "slice: step=%lld must be >= 1", (long long)p->step);
+    int64_t first, len, shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    slice_range(a->shape[d], p->start, p->end, p->step, &first, &len);
+    memcpy(shape, a->shape, sizeof shape);
+    memcpy(strides, a->strides, sizeof strides);
+    shape[d] = len;
+    strides[d] = a->strides[d] * p->step;
+    return tg__shape_view(out, a, a->ndim, shape, strides, a->offset + first * a->strides[d]);
+}
+
+typedef struct slice_bw_params {
+    int dim;
+    int64_t first, step;
+    int ndim;                       /* the full (sliced) tensor's geometry */
+    int64_t shape[TG_MAX_DIMS];
+} slice_bw_params;
+
+/* out is zeros of p->shape with g written at out[..., first + i*step, ...]. */
+static int slice_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    const slice_bw_params *p = params;
+    tg_tensor *g = in[0];
+    TG_CHECK(g->ndim == p->ndim, TG_ESHAPE, "slice_backward: g has %d dims, expected %d",
+             g->ndim, p->ndim);
+    tg_tensor *z = tg__tensor_empty(g->dtype, p->ndim, p->shape);
+    if (!z) return TG_ENOMEM;
+    int64_t strides[TG_MAX_DIMS];
+    tg__contiguous_strides(p->ndim, p->shape, strides);
+    int64_t offset = p->first * strides[p->dim];
+    strides[p->dim] *= p->step;
+    tg_tensor *region = NULL;
+    int rc = tg__shape_view(&region, z, g->ndim, g->shape, strides, offset);
+    if (rc == TG_OK) rc = copy_into(region, g);
+    tg_tensor_release(region);
+    if (rc < 0) {
+        tg_tensor_release(z);
+        return rc;
+    }
+    *out = z;
+    return TG_OK;
+}
+
+static int slice_bw_call(tg_tensor **out, tg_tensor *g, const slice_bw_params *p);
+
+static int slice_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    const slice_params *p = tg__ctx_params(ctx);
+    const tg_meta *m = tg__ctx_input_meta(ctx, 0);
+    slice_bw_params q = {0};
+    int64_t len;
+    q.dim = p->dim < 0 ? p->dim + m->ndim : p->dim;
+    q.step = p->step;
+    q.ndim = m->ndim;
+    memcpy(q.shape, m->shape, sizeof q.shape);
+    slice_range(m->shape[q.dim], p->start, p->end, p->step, &q.first, &len);
+    return slice_bw_call(&grad_in[0], g, &q);
+}
+
+/* The adjoint of embedding is picking the same elements back: a slice. */
+static int slice_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    const slice_bw_params *p = tg__ctx_params(ctx);
+    int64_t len = tg__ctx_input_meta(ctx, 0)->shape[p->dim];
+    int64_t end = len > 0 ? p->first + (len - 1) * p->step + 1 : p->first;
+    return tg_slice(&grad_in[0], g, p->dim, p->first, end, p->step);
+}
+
+static tg_op_schema slice_schema = {
+    .name = "slice", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_forward,
+    .backward = slice_backward, .double_backward = true,
+};
+static tg_op_schema slice_bw_schema = {
+    .name = "slice_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_bw_forward,
+    .backward = slice_bw_backward, .double_backward = true,
+};
+
+static int slice_bw_call(tg_tensor **out, tg_tensor *g, const slice_bw_params *p)
+{
+    tg_tensor *in[1] = {g};
+    return tg__op_call(&slice_bw_schema, out, 1, in, p, sizeof *p);
+}
+
+int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end, int64_t step)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "slice: out must not be NULL");
+    TG_CHECK(a != NULL, TG_EINVAL, "slice: a must not be NULL");
+    slice_params p = {dim, start, end, step};
+    tg_tensor *in[1] = {a};
+    return tg__op_call(&slice_schema, out, 1, in, &p, sizeof p);
+}
+
+/* ---- cat ------------------------------------------------------------------------- */
+
+typedef struct cat_params {
+    int dim;
+} cat_params;
+
+/* Checks n >= 1 tensors of one dtype and ndim whose extents agree but on dim;
+ * *dout gets the normalised dim and *total the output's extent along it. */
+static int cat_check(int n, tg_tensor *const *ts, int dim, int *dout, int64_t *total)
+{
+    TG_CHECK(n >= 1, TG_EINVAL, "cat: n=%d must be >= 1", n);
+    TG_CHECK(ts != NULL, TG_EINVAL, "cat: ts must not be NULL");
+    for (int i = 0; i < n; i++)
+        TG_CHECK(ts[i] != NULL, TG_EINVAL, "cat: ts[%d] must not be NULL", i);
+    const tg_tensor *t0 = ts[0];
+    TG_TRY(tg__shape_wrap_dim("cat", "dim", dim, t0->ndim, dout));
+    *total = 0;
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *t = ts[i];
+        char s0[96], si[96];
+        TG_CHECK(t->dtype == t0->dtype, TG_EDTYPE, "cat: ts[%d] is %s but ts[0] is %s", i,
+                 tg_dtype_name(t->dtype), tg_dtype_name(t0->dtype));
+        bool ok = t->ndim == t0->ndim;
+        for (int d = 0; ok && d < t->ndim; d++) ok = d == *dout || t->shape[d] == t0->shape[d];
+        TG_CHECK(ok, TG_ESHAPE, "cat: ts[%d] is %s and ts[0] is %s: extents must agree but "
+                 "on dim %d", i, tg_shape_str(si, sizeof si, t->ndim, t->shape),
+                 tg_shape_str(s0, sizeof s0, t0->ndim, t0->shape), *dout);
+        *total += t->shape[*dout];
+    }
+    return TG_OK;
+}
+
+static int cat_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    int d;
+    int64_t total, shape[TG_MAX_DIMS];
+    TG_TRY(cat_check(n, in, ((const cat_params *)params)->dim, &d, &total));
+    memcpy(shape, in[0]->shape, sizeof shape);
+    shape[d] = total;
+    tg_tensor *c = tg__tensor_empty(in[0]->dtype, in[0]->ndim, shape);
+    if (!c) return TG_ENOMEM;
+    /* Input i lands in the view of c at offset (sum of earlier extents) along d. */
+    int64_t at = 0;
+    int rc = TG_OK;
+    for (int i = 0; i < n && rc == TG_OK; i++) {
+        tg_tensor *region = NULL;
+        rc = tg__shape_view(&region, c, c->ndim, in[i]->shape, c->strides,
+                            c->offset + at * c->strides[d]);
+        if (rc == TG_OK) rc = copy_into(region, in[i]);
+        tg_tensor_release(region);
+        at += in[i]->shape[d];
+    }
+    if (rc < 0) {
+        tg_tensor_release(c);
+        return rc;
+    }
+    *out = c;
+    return TG_OK;
+}
+
+static int cat_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    int dim = ((const cat_params *)tg__ctx_params(ctx))->dim;
+    int d = dim < 0 ? dim + g->ndim : dim;
+    int64_t at = 0;
+    for (int i = 0; i < ctx->n_inputs; i++) {
+        int64_t len = tg__ctx_input_meta(ctx, i)->shape[d];
+        if (tg__ctx_needs_grad(ctx, i)) TG_TRY(tg_slice(&grad_in[i], g, d, at, at + len, 1));
+        at += len;
+    }
+    return TG_OK;
+}
+
+static tg_op_schema cat_schema = {
+    .name = "cat", .arity = -1, .amp = TG_AMP_KEEP, .forward = cat_forward,
+    .backward = cat_backward, .double_backward = true,
+};
+
+int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "cat: out must not be NULL");
+    int d;
+    int64_t total;
+    TG_TRY(cat_check(n, ts, dim, &d, &total));
+    cat_params p = {d};
+    if (n <= TG_NODE_MAX_INPUTS) return tg__op_call(&cat_schema, out, n, ts, &p, sizeof p);
+    /* A node has at most TG_NODE_MAX_INPUTS inputs: cat the first ones, then
+     * cat that with the rest (recursively). */
+    tg_tensor *parts[TG_NODE_MAX_INPUTS];
+    tg_tensor *head = NULL;
+    TG_TRY(tg__op_call(&cat_schema, &head, TG_NODE_MAX_INPUTS - 1, ts, &p, sizeof p));
+    parts[0] = head;
+    int rest = n - (TG_NODE_MAX_INPUTS - 1);
+    int rc;
+    if (rest <= TG_NODE_MAX_INPUTS - 1) {
+        memcpy(parts + 1, ts + TG_NODE_MAX_INPUTS - 1, (size_t)rest * sizeof *ts);
+        rc = tg__op_call(&cat_schema, out, rest + 1, parts, &p, sizeof p);
+    } else {
+        tg_tensor *tail = NULL;
+        rc = tg_cat(&tail, rest, ts + TG_NODE_MAX_INPUTS - 1, d);
+        parts[1] = tail;
+        if (rc == TG_OK) rc = tg__op_call(&cat_schema, out, 2, parts, &p, sizeof p);
+        tg_tensor_release(tail);
+    }
+    tg_tensor_release(head);
+    return rc;
+}
+
+void tg__shape_register_slice_cat(void)
+{
+    tg__op_register(&slice_schema);
+    tg__op_register(&slice_bw_schema);
+    tg__op_register(&cat_schema);
+}

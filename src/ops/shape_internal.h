@@ -1,0 +1,18 @@
+/* src/ops/shape_internal.h - helpers shared by shape.c and shape_cat.c. */
+#ifndef TAPEGRAD_SHAPE_INTERNAL_H
+#define TAPEGRAD_SHAPE_INTERNAL_H
+
+#include "internal.h"
+
+/* Normalises dim (negative counts from the end) into *out; TG_EINVAL with a
+ * message naming op and arg when it is not in [-ndim, ndim). */
+int tg__shape_wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out);
+/* A new view of a's storage (new reference in *out); TG_ENOMEM on failure. */
+int tg__shape_view(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                   const int64_t *strides, int64_t offset);
+/* True when t's elements are row-major contiguous (unit dims ignored). */
+bool tg__shape_is_contiguous(const tg_tensor *t);
+/* Registers slice, slice_backward and cat (shape_cat.c). */
+void tg__shape_register_slice_cat(void);
+
+#endif
