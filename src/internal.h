@@ -232,6 +232,77 @@ void tg__register_shape(void);       /* shape.c: reshape permute slice expand ca
 void tg__register_linalg(void);      /* linalg.c: matmul linear */
 void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */
 
+/* ---- elementwise helpers (src/ops/elementwise.c) -------------------------- */
+
+/* The broadcast shape of a and b (NumPy rules: align trailing dims, an extent
+ * of 1 stretches) into *ndim_out / shape_out.  TG_ESHAPE naming op, both
+ * shapes and the first clashing output dim otherwise. */
+int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,
+                         const int64_t *shape_b, int *ndim_out, int64_t *shape_out);
+/* TG_EINVAL if t is NULL, TG_EDTYPE if its dtype is not float; i numbers the
+ * input in the message ("mul: input 1 has dtype i32; float dtypes only"). */
+int tg__ew_check_float(const char *op, int i, const tg_tensor *t);
+
+/* An elementwise kernel over n contiguous elements of compute dtype cdt
+ * (f32 or f64): out[i] = f(a[i], b[i]; s).  b is NULL for unary kernels; s is
+ * the op's one scalar parameter (0 when it has none). */
+typedef void (*tg_ew_kernel_fn)(tg_dtype cdt, void *out, const void *a, const void *b,
+                                int64_t n, double s);
+/* Runs a kernel on a and b broadcast together; *out (new reference) has
+ * their common dtype.  Validates NULL, float dtypes, equal dtypes and shapes.
+ * Not recorded: callers are forwards, or backwards building constants. */
+int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
+                  tg_ew_kernel_fn k, double s);
+/* Same for one input (the kernel sees b == NULL). */
+int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
+                 double s);
+
+/* Kernel generators: expr is written with the element(s) `a` (and `b`) of
+ * type T (float or double) and the scalar `s` (double); the result is cast
+ * back to T.  Loops over more than 32k elements run in parallel with OpenMP. */
+#ifdef _OPENMP
+#define TG__EW_OMP _Pragma("omp parallel for schedule(static) if (n > 32768)")
+#else
+#define TG__EW_OMP
+#endif
+#define TG__EW_LOOP1(T, expr)                                                 \
+    {                                                                         \
+        T *o_ = out_;                                                         \
+        const T *pa_ = a_;                                                    \
+        TG__EW_OMP                                                            \
+        for (int64_t i_ = 0; i_ < n; i_++) {                                  \
+            const T a = pa_[i_];                                              \
+            o_[i_] = (T)(expr);                                               \
+        }                                                                     \
+    }
+#define TG__EW_LOOP2(T, expr)                                                 \
+    {                                                                         \
+        T *o_ = out_;                                                         \
+        const T *pa_ = a_, *pb_ = b_;                                         \
+        TG__EW_OMP                                                            \
+        for (int64_t i_ = 0; i_ < n; i_++) {                                  \
+            const T a = pa_[i_], b = pb_[i_];                                 \
+            o_[i_] = (T)(expr);                                               \
+        }                                                                     \
+    }
+#define TG_EW_UNARY_KERNEL(fname, expr)                                       \
+    static void fname(tg_dtype cdt_, void *out_, const void *a_, const void *b_, \
+                      int64_t n, double s)                                    \
+    {                                                                         \
+        (void)b_;                                                             \
+        (void)s;                                                              \
+        if (cdt_ == TG_F64) TG__EW_LOOP1(double, expr)                        \
+        else TG__EW_LOOP1(float, expr)                                        \
+    }
+#define TG_EW_BINARY_KERNEL(fname, expr)                                      \
+    static void fname(tg_dtype cdt_, void *out_, const void *a_, const void *b_, \
+                      int64_t n, double s)                                    \
+    {                                                                         \
+        (void)s;                                                              \
+        if (cdt_ == TG_F64) TG__EW_LOOP2(double, expr)                        \
+        else TG__EW_LOOP2(float, expr)                                        \
+    }
+
 /* ---- autocast state (thread-local) --------------------------------------- */
 bool tg__autocast_dtype(tg_dtype *dt);
 

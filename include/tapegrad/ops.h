@@ -45,6 +45,8 @@ TG_API int tg_exp(tg_tensor **out, tg_tensor *a);
 TG_API int tg_log(tg_tensor **out, tg_tensor *a);
 TG_API int tg_sqrt(tg_tensor **out, tg_tensor *a);
 TG_API int tg_abs(tg_tensor **out, tg_tensor *a);
+/* The error function erf(a) (its gradient is 2/sqrt(pi) * exp(-a^2)). */
+TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
 
 /* ---- activations ---- */
 TG_API int tg_relu(tg_tensor **out, tg_tensor *a);

@@ -1,2 +1,207 @@
-/* placeholder: being written */
+/* src/ops/activation.c - relu, leaky_relu, tanh, sigmoid, silu, gelu.
+ *
+ * Backwards save the input and recompute from it with differentiable ops.
+ * Piecewise-constant factors (relu's mask, leaky_relu's slope) enter as
+ * constant tensors made by raw kernels, so they are not differentiated.
+ */
+#include <math.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct slope_params {
+    double slope;
+} slope_params;
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
+
+/* sigmoid(x) = 1/(1+e^-x) = e^x/(1+e^x): with e = exp(-|x|) <= 1 neither form
+ * overflows, and the small tail keeps its relative precision. */
+static inline double sigmoid_d(double x)
+{
+    double e = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
+/* gelu(x) = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x/sqrt2)) = 0.5 * erfc(-x/sqrt2);
+ * the erfc form keeps precision for large negative x where 1 + erf cancels. */
+static inline double gelu_d(double x)
+{
+    return 0.5 * x * erfc(-x * M_SQRT1_2);
+}
+
+TG_EW_UNARY_KERNEL(k_relu, a > 0 || isnan(a) ? a : 0)
+TG_EW_UNARY_KERNEL(k_leaky, a > 0 ? (double)a : (double)a * s)
+TG_EW_UNARY_KERNEL(k_tanh, tanh((double)a))
+TG_EW_UNARY_KERNEL(k_sigmoid, sigmoid_d(a))
+TG_EW_UNARY_KERNEL(k_silu, (double)a * sigmoid_d(a))
+TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))
+/* d relu = [a > 0]; d leaky_relu = 1 where a > 0, slope elsewhere. */
+TG_EW_UNARY_KERNEL(k_leaky_mask, a > 0 ? 1.0 : s)
+
+static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                       tg_ew_kernel_fn k, double s)
+{
+    TG_TRY(tg__ew_unary(name, out, a, k, s));
+    if (ctx) tg__ctx_save(ctx, a);
+    return TG_OK;
+}
+
+#define ACT_FORWARD(op, k)                                                    \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        return act_forward(ctx, #op, out, in[0], k, 0.0);                     \
+    }
+ACT_FORWARD(relu, k_relu)
+ACT_FORWARD(tanh, k_tanh)
+ACT_FORWARD(sigmoid, k_sigmoid)
+ACT_FORWARD(silu, k_silu)
+ACT_FORWARD(gelu, k_gelu)
+
+static int leaky_relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                              const void *params)
+{
+    return act_forward(ctx, "leaky_relu", out, in[0], k_leaky,
+                       ((const slope_params *)params)->slope);
+}
+
+/* g * mask(a), mask a constant from k_leaky_mask with slope s (0 for relu). */
+static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
+{
+    tg_tensor *a, *mask = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
+    TRY_GOTO(tg_mul(&gi[0], g, mask));
+done:
+    tg_tensor_release(mask);
+    return rc;
+}
+
+static int relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return masked_backward(ctx, g, gi, 0.0);
+}
+
+static int leaky_relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return masked_backward(ctx, g, gi, ((const slope_params *)tg__ctx_params(ctx))->slope);
+}
+
+/* d tanh(a) = g * (1 - tanh(a)^2). */
+static int tanh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *t[3] = {NULL, NULL, NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_tanh(&t[0], a));
+    TRY_GOTO(tg_mul(&t[1], t[0], t[0]));
+    TRY_GOTO(tg_rsub_scalar(&t[2], t[1], 1.0));
+    TRY_GOTO(tg_mul(&gi[0], g, t[2]));
+done:
+    for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+/* d sigmoid(a) = g * s * (1 - s), s = sigmoid(a). */
+static int sigmoid_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *t[3] = {NULL, NULL, NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_sigmoid(&t[0], a));
+    TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
+    TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
+    TRY_GOTO(tg_mul(&gi[0], g, t[2]));
+done:
+    for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+/* d (a * s(a)) = g * (s + a*s*(1-s)) = g * s * (1 + a*(1-s)). */
+static int silu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *t[5] = {NULL, NULL, NULL, NULL, NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_sigmoid(&t[0], a));
+    TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
+    TRY_GOTO(tg_mul(&t[2], a, t[1]));
+    TRY_GOTO(tg_add_scalar(&t[3], t[2], 1.0));
+    TRY_GOTO(tg_mul(&t[4], t[0], t[3]));
+    TRY_GOTO(tg_mul(&gi[0], g, t[4]));
+done:
+    for (int i = 0; i < 5; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+/* d (a * Phi(a)) = g * (Phi(a) + a * phi(a)) with
+ * Phi(a) = 0.5 * (1 + erf(a/sqrt2)) and phi(a) = exp(-a^2/2) / sqrt(2 pi). */
+static int gelu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    enum { N = 9 };
+    tg_tensor *a, *t[N] = {NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_mul_scalar(&t[0], a, M_SQRT1_2));
+    TRY_GOTO(tg_erf(&t[1], t[0]));
+    TRY_GOTO(tg_add_scalar(&t[2], t[1], 1.0));
+    TRY_GOTO(tg_mul_scalar(&t[3], t[2], 0.5));          /* Phi(a) */
+    TRY_GOTO(tg_mul(&t[4], a, a));
+    TRY_GOTO(tg_mul_scalar(&t[5], t[4], -0.5));
+    TRY_GOTO(tg_exp(&t[6], t[5]));
+    TRY_GOTO(tg_mul_scalar(&t[7], t[6], 0.5 * M_2_SQRTPI * M_SQRT1_2)); /* phi(a) */
+    tg_tensor_release(t[0]);
+    t[0] = NULL;
+    TRY_GOTO(tg_mul(&t[0], a, t[7]));
+    TRY_GOTO(tg_add(&t[8], t[3], t[0]));
+    TRY_GOTO(tg_mul(&gi[0], g, t[8]));
+done:
+    for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+#define SCHEMA(op)                                                            \
+    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
+                                   .forward = op##_forward, .backward = op##_backward, \
+                                   .double_backward = true}
+SCHEMA(relu);
+SCHEMA(leaky_relu);
+SCHEMA(tanh);
+SCHEMA(sigmoid);
+SCHEMA(silu);
+SCHEMA(gelu);
+
+void tg__register_activation(void)
+{
+    tg__op_register(&relu_op);
+    tg__op_register(&leaky_relu_op);
+    tg__op_register(&tanh_op);
+    tg__op_register(&sigmoid_op);
+    tg__op_register(&silu_op);
+    tg__op_register(&gelu_op);
+}
+
+static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+{
+    tg_tensor *in[1] = {a};
+    return tg__op_call(op, out, 1, in, NULL, 0);
+}
+
+int tg_relu(tg_tensor **out, tg_tensor *a) { return call1(&relu_op, out, a); }
+int tg_tanh(tg_tensor **out, tg_tensor *a) { return call1(&tanh_op, out, a); }
+int tg_sigmoid(tg_tensor **out, tg_tensor *a) { return call1(&sigmoid_op, out, a); }
+int tg_silu(tg_tensor **out, tg_tensor *a) { return call1(&silu_op, out, a); }
+int tg_gelu(tg_tensor **out, tg_tensor *a) { return call1(&gelu_op, out, a); }
+
+int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope)
+{
+    slope_params p = {.slope = slope};
+    tg_tensor *in[1] = {a};
+    return tg__op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
+}

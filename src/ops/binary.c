@@ -1,2 +1,284 @@
-/* placeholder: being written */
+/* src/ops/binary.c - add, sub, mul, div, pow (broadcasting) and their scalar
+ * variants.
+ *
+ * Backwards are written with differentiable ops, so gradients of gradients
+ * come for free.  A broadcast input's gradient is the output gradient summed
+ * over the stretched dims (tg_sum_to_shape), because every stretched element
+ * contributed to several outputs.
+ */
+#include <math.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct scalar_params {
+    double s;
+} scalar_params;
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
+
+/* ---- kernels ---- */
+TG_EW_BINARY_KERNEL(k_add, a + b)
+TG_EW_BINARY_KERNEL(k_sub, a - b)
+TG_EW_BINARY_KERNEL(k_mul, a * b)
+TG_EW_BINARY_KERNEL(k_div, a / b)
+TG_EW_BINARY_KERNEL(k_pow, pow((double)a, (double)b))
+TG_EW_UNARY_KERNEL(k_add_s, a + s)
+TG_EW_UNARY_KERNEL(k_sub_s, a - s)
+TG_EW_UNARY_KERNEL(k_rsub_s, s - a)
+TG_EW_UNARY_KERNEL(k_mul_s, a * s)
+TG_EW_UNARY_KERNEL(k_div_s, a / s)
+
+/* ---- backward helpers ---- */
+
+/* Sums *g to input i's shape into *gi (new reference).  Steals *g and sets it
+ * to NULL, on success and on error. */
+static int to_input(tg_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi)
+{
+    const tg_meta *m = tg__ctx_input_meta(ctx, i);
+    tg_tensor *t = *g;
+    bool same = t->ndim == m->ndim;
+    for (int d = 0; same && d < m->ndim; d++) same = t->shape[d] == m->shape[d];
+    *g = NULL;
+    if (same) {
+        *gi = t;
+        return TG_OK;
+    }
+    int rc = tg_sum_to_shape(gi, t, m->ndim, m->shape);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* On error, releases the gradients already written so none leak. */
+static int finish(int rc, tg_tensor **gi)
+{
+    if (rc < 0) {
+        for (int i = 0; i < 2; i++) {
+            tg_tensor_release(gi[i]);
+            gi[i] = NULL;
+        }
+    }
+    return rc;
+}
+
+static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *const *in,
+                          tg_ew_kernel_fn k, bool save)
+{
+    TG_TRY(tg__ew_binary(name, out, in[0], in[1], k, 0.0));
+    if (ctx && save) {
+        tg__ctx_save(ctx, in[0]);
+        tg__ctx_save(ctx, in[1]);
+    }
+    return TG_OK;
+}
+
+#define BINARY_FORWARD(op, k, save)                                           \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        return binary_forward(ctx, #op, out, in, k, save);                    \
+    }
+BINARY_FORWARD(add, k_add, false)
+BINARY_FORWARD(sub, k_sub, false)
+BINARY_FORWARD(mul, k_mul, true)
+BINARY_FORWARD(div, k_div, true)
+BINARY_FORWARD(pow, k_pow, true)
+
+/* ---- binary backwards ---- */
+
+/* d(a+b) = g, g;  d(a-b) = g, -g. */
+static int addsub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool negate_b)
+{
+    int rc = TG_OK;
+    tg_tensor *t = NULL;
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        t = tg_tensor_retain(g);
+        rc = to_input(ctx, 0, &t, &gi[0]);
+    }
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1)) {
+        if (negate_b) rc = tg_neg(&t, g);
+        else t = tg_tensor_retain(g);
+        if (rc == TG_OK) rc = to_input(ctx, 1, &t, &gi[1]);
+    }
+    return finish(rc, gi);
+}
+
+static int add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return addsub_backward(ctx, g, gi, false);
+}
+
+static int sub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return addsub_backward(ctx, g, gi, true);
+}
+
+/* d(a*b) = g*b, g*a. */
+static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *b, *t = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        TRY_GOTO(tg_mul(&t, g, b));
+        TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg_mul(&t, g, a));
+        TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
+    }
+done:
+    return finish(rc, gi);
+}
+
+/* d(a/b) = g/b, -g*a/b^2 (computed as -((g/b)/b)*a). */
+static int div_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TRY_GOTO(tg_div(&t[0], g, b));
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg_div(&t[1], t[0], b));
+        TRY_GOTO(tg_mul(&t[2], t[1], a));
+        TRY_GOTO(tg_neg(&t[3], t[2]));
+        TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
+    }
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
+    }
+done:
+    for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
+    return finish(rc, gi);
+}
+
+/* d(a^b) = g * b * a^(b-1), g * a^b * log(a). */
+static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL}, *r = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        TRY_GOTO(tg_sub_scalar(&t[0], b, 1.0));
+        TRY_GOTO(tg_pow(&t[1], a, t[0]));
+        TRY_GOTO(tg_mul(&t[2], b, t[1]));
+        TRY_GOTO(tg_mul(&r, g, t[2]));
+        TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
+        for (int i = 0; i < 4; i++) {
+            tg_tensor_release(t[i]);
+            t[i] = NULL;
+        }
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg_pow(&t[0], a, b));
+        TRY_GOTO(tg_log(&t[1], a));
+        TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
+        TRY_GOTO(tg_mul(&r, g, t[2]));
+        TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
+    }
+done:
+    for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
+    tg_tensor_release(r);
+    return finish(rc, gi);
+}
+
+/* ---- scalar variants ---- */
+
+#define SCALAR_FORWARD(op, k)                                                 \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        return tg__ew_unary(#op, out, in[0], k, ((const scalar_params *)params)->s); \
+    }
+SCALAR_FORWARD(add_scalar, k_add_s)
+SCALAR_FORWARD(sub_scalar, k_sub_s)
+SCALAR_FORWARD(rsub_scalar, k_rsub_s)
+SCALAR_FORWARD(mul_scalar, k_mul_s)
+SCALAR_FORWARD(div_scalar, k_div_s)
+
+/* d(a+s) = d(a-s) = g. */
+static int identity_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    gi[0] = tg_tensor_retain(g);
+    return TG_OK;
+}
+
+/* d(s-a) = -g. */
+static int rsub_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_neg(&gi[0], g);
+}
+
+/* d(a*s) = g*s. */
+static int mul_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_mul_scalar(&gi[0], g, ((const scalar_params *)tg__ctx_params(ctx))->s);
+}
+
+/* d(a/s) = g/s. */
+static int div_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_div_scalar(&gi[0], g, ((const scalar_params *)tg__ctx_params(ctx))->s);
+}
+
+/* ---- schemas and public entries ---- */
+
+#define SCHEMA(op, nin, policy, bw)                                           \
+    static tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
+                                   .forward = op##_forward, .backward = bw,   \
+                                   .double_backward = true}
+SCHEMA(add, 2, TG_AMP_PROMOTE, add_backward);
+SCHEMA(sub, 2, TG_AMP_PROMOTE, sub_backward);
+SCHEMA(mul, 2, TG_AMP_PROMOTE, mul_backward);
+SCHEMA(div, 2, TG_AMP_PROMOTE, div_backward);
+SCHEMA(pow, 2, TG_AMP_PROMOTE, pow_backward);
+SCHEMA(add_scalar, 1, TG_AMP_KEEP, identity_backward);
+SCHEMA(sub_scalar, 1, TG_AMP_KEEP, identity_backward);
+SCHEMA(rsub_scalar, 1, TG_AMP_KEEP, rsub_scalar_backward);
+SCHEMA(mul_scalar, 1, TG_AMP_KEEP, mul_scalar_backward);
+SCHEMA(div_scalar, 1, TG_AMP_KEEP, div_scalar_backward);
+
+void tg__register_binary(void)
+{
+    tg__op_register(&add_op);
+    tg__op_register(&sub_op);
+    tg__op_register(&mul_op);
+    tg__op_register(&div_op);
+    tg__op_register(&pow_op);
+    tg__op_register(&add_scalar_op);
+    tg__op_register(&sub_scalar_op);
+    tg__op_register(&rsub_scalar_op);
+    tg__op_register(&mul_scalar_op);
+    tg__op_register(&div_scalar_op);
+}
+
+static int call2(tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
+{
+    tg_tensor *in[2] = {a, b};
+    return tg__op_call(op, out, 2, in, NULL, 0);
+}
+
+static int call_s(tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
+{
+    scalar_params p = {.s = s};
+    tg_tensor *in[1] = {a};
+    return tg__op_call(op, out, 1, in, &p, sizeof p);
+}
+
+int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&add_op, out, a, b); }
+int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&sub_op, out, a, b); }
+int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&mul_op, out, a, b); }
+int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&div_op, out, a, b); }
+int tg_pow(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&pow_op, out, a, b); }
+int tg_add_scalar(tg_tensor **out, tg_tensor *a, double s) { return call_s(&add_scalar_op, out, a, s); }
+int tg_sub_scalar(tg_tensor **out, tg_tensor *a, double s) { return call_s(&sub_scalar_op, out, a, s); }
+int tg_rsub_scalar(tg_tensor **out, tg_tensor *a, double s) { return call_s(&rsub_scalar_op, out, a, s); }
+int tg_mul_scalar(tg_tensor **out, tg_tensor *a, double s) { return call_s(&mul_scalar_op, out, a, s); }
+int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s) { return call_s(&div_scalar_op, out, a, s); }

@@ -1,2 +1,63 @@
-/* placeholder: being written */
+/* src/ops/cast.c - to_dtype: a differentiable dtype conversion.
+ *
+ * Floats round to nearest even, integers round to nearest and saturate (the
+ * rules of tg_dtype_store).  The gradient of a cast is the output gradient
+ * cast back to the input's dtype.  Casts to or from an integer dtype are not
+ * differentiable and are never recorded.
+ */
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct cast_params {
+    tg_dtype dt;
+} cast_params;
+
+static int to_dtype_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    tg_dtype dt = ((const cast_params *)params)->dt;
+    const tg_tensor *a = in[0];
+    TG_CHECK(a != NULL, TG_EINVAL, "to_dtype: input 0 is NULL");
+    tg_tensor *res = tg__tensor_empty(dt, a->ndim, a->shape);
+    if (!res) return TG_ENOMEM;
+    tg__gather(a, dt, tg_tensor_data(res));
+    *out = res;
+    return TG_OK;
+}
+
+/* d cast(a) = cast(g) back to a's dtype. */
+static int to_dtype_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_to_dtype(&gi[0], g, tg__ctx_input_meta(ctx, 0)->dtype);
+}
+
+static tg_op_schema to_dtype_op = {.name = "to_dtype", .arity = 1, .amp = TG_AMP_KEEP,
+                                   .forward = to_dtype_forward, .backward = to_dtype_backward,
+                                   .double_backward = true};
+
+void tg__register_cast(void)
+{
+    tg__op_register(&to_dtype_op);
+}
+
+int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "to_dtype: out is NULL");
+    TG_CHECK(a != NULL, TG_EINVAL, "to_dtype: input 0 is NULL");
+    TG_CHECK(tg_dtype_get_traits(dt) != NULL, TG_EINVAL, "to_dtype: dt=%d is not a valid dtype",
+             (int)dt);
+    /* Same dtype: the tensor itself, no node (as PyTorch's .to()). */
+    if (a->dtype == dt) {
+        *out = tg_tensor_retain(a);
+        return TG_OK;
+    }
+    cast_params p = {.dt = dt};
+    tg_tensor *in[1] = {a};
+    if (tg_dtype_is_float(dt) && tg_dtype_is_float(a->dtype))
+        return tg__op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
+    /* Integer results carry no gradient: run unrecorded. */
+    bool prev = tg_set_grad_enabled(false);
+    int rc = tg__op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
+    tg_set_grad_enabled(prev);
+    return rc;
+}

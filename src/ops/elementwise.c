@@ -1,2 +1,146 @@
-/* placeholder: being written */
+/* src/ops/elementwise.c - broadcasting and the driver of elementwise kernels.
+ *
+ * A kernel sees contiguous buffers of the compute dtype (f64 for f64, f32 for
+ * f32/f16/bf16).  Each input is gathered, broadcast to the output shape, into
+ * such a buffer unless it already is one (contiguous, same shape, dtype equal
+ * to the compute dtype), in which case it is read in place.  The kernel writes
+ * straight into the output when the output dtype is the compute dtype; f16 and
+ * bf16 results are computed in f32 and rounded once (nearest even) at the end.
+ */
+#include <string.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,
+                         const int64_t *shape_b, int *ndim_out, int64_t *shape_out)
+{
+    int nd = ndim_a > ndim_b ? ndim_a : ndim_b;
+    int64_t res[TG_MAX_DIMS];
+    TG_ASSERT(nd <= TG_MAX_DIMS);
+    /* Output dim d lines up with a's dim d - (nd - ndim_a); missing leading
+     * dims of the shorter shape act as extent 1. */
+    for (int d = 0; d < nd; d++) {
+        int da = d - (nd - ndim_a), db = d - (nd - ndim_b);
+        int64_t ea = da >= 0 ? shape_a[da] : 1, eb = db >= 0 ? shape_b[db] : 1;
+        if (ea != eb && ea != 1 && eb != 1) {
+            char sa[128], sb[128];
+            tg_shape_str(sa, sizeof sa, ndim_a, shape_a);
+            tg_shape_str(sb, sizeof sb, ndim_b, shape_b);
+            return tg__error(TG_ESHAPE,
+                             "%s: shapes %s and %s cannot be broadcast: dim %d has %lld vs %lld",
+                             op, sa, sb, d, (long long)ea, (long long)eb);
+        }
+        res[d] = ea == 1 ? eb : ea;
+    }
+    *ndim_out = nd;
+    memcpy(shape_out, res, sizeof(int64_t) * (size_t)nd);
+    return TG_OK;
+}
+
+int tg__ew_check_float(const char *op, int i, const tg_tensor *t)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "%s: input %d is NULL", op, i);
+    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EDTYPE, "%s: input %d has dtype %s; float dtypes only",
+             op, i, tg_dtype_name(t->dtype));
+    return TG_OK;
+}
+
+static bool same_shape(const tg_tensor *t, int nd, const int64_t *shape)
+{
+    if (t->ndim != nd) return false;
+    for (int d = 0; d < nd; d++)
+        if (t->shape[d] != shape[d]) return false;
+    return true;
+}
+
+/* Points *p at t's elements broadcast to (nd, shape) as a contiguous buffer of
+ * cdt: t's own data when possible, else a gathered copy stored in *owned. */
+static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *shape, int64_t n,
+                    const void **p, void **owned)
+{
+    *owned = NULL;
+    if (t->dtype == cdt && same_shape(t, nd, shape) && tg_tensor_is_contiguous(t)) {
+        *p = tg_tensor_cdata(t);
+        return TG_OK;
+    }
+    /* A view of t with nd dims: leading (missing) dims and stretched extent-1
+     * dims get stride 0, so element (i0..i_nd-1) of the view is t's element
+     * with the broadcast indices dropped. */
+    tg_tensor v = *t;
+    int lead = nd - t->ndim;
+    for (int d = 0; d < nd; d++) {
+        int dt = d - lead;
+        v.shape[d] = shape[d];
+        v.strides[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : t->strides[dt];
+    }
+    v.ndim = nd;
+    void *buf = tg__malloc((size_t)n * tg_dtype_size(cdt));
+    if (!buf) return TG_ENOMEM;
+    tg__gather(&v, cdt, buf);
+    *p = buf;
+    *owned = buf;
+    return TG_OK;
+}
+
+/* Allocates the output (dtype dt, shape (nd, shape)), runs k on a (and b, may
+ * be NULL) broadcast to that shape and writes the result. */
+static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, const tg_tensor *a,
+                  const tg_tensor *b, tg_ew_kernel_fn k, double s)
+{
+    tg_dtype cdt = tg__compute_dtype(dt);
+    int64_t n = tg__numel(nd, shape);
+    const void *pa = NULL, *pb = NULL;
+    void *own_a = NULL, *own_b = NULL, *tmp = NULL;
+    int rc = TG_OK;
+
+    tg_tensor *res = tg__tensor_empty(dt, nd, shape);
+    if (!res) return TG_ENOMEM;
+    if (n > 0) {
+        rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
+        if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
+        if (rc < 0) goto done;
+        void *dst = tg_tensor_data(res);
+        if (dt != cdt) {
+            dst = tmp = tg__malloc((size_t)n * tg_dtype_size(cdt));
+            if (!tmp) {
+                rc = TG_ENOMEM;
+                goto done;
+            }
+        }
+        k(cdt, dst, pa, pb, n, s);
+        /* The one rounding of f16/bf16 results: compute dtype -> dt. */
+        if (tmp) tg__scatter(res, cdt, tmp);
+    }
+done:
+    free(own_a);
+    free(own_b);
+    free(tmp);
+    if (rc < 0) {
+        tg_tensor_release(res);
+        return rc;
+    }
+    *out = res;
+    return TG_OK;
+}
+
+int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
+                  tg_ew_kernel_fn k, double s)
+{
+    int nd;
+    int64_t shape[TG_MAX_DIMS];
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", op);
+    TG_TRY(tg__ew_check_float(op, 0, a));
+    TG_TRY(tg__ew_check_float(op, 1, b));
+    TG_CHECK(a->dtype == b->dtype, TG_EDTYPE, "%s: inputs have dtypes %s and %s; they must match",
+             op, tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+    TG_TRY(tg__broadcast_shapes(op, a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
+    return ew_run(out, a->dtype, nd, shape, a, b, k, s);
+}
+
+int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k, double s)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", op);
+    TG_TRY(tg__ew_check_float(op, 0, a));
+    return ew_run(out, a->dtype, a->ndim, a->shape, a, NULL, k, s);
+}

@@ -1,2 +1,196 @@
-/* placeholder: being written */
+/* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf.
+ *
+ * Backwards save the op's input (never its output, which would be a refcount
+ * cycle through the node) and recompute what they need from it with
+ * differentiable ops.  log of a non-positive number is -inf/NaN as in C and
+ * PyTorch, not an error.
+ */
+#include <math.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct pow_params {
+    double p;
+} pow_params;
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
+
+TG_EW_UNARY_KERNEL(k_neg, -a)
+TG_EW_UNARY_KERNEL(k_exp, exp((double)a))
+TG_EW_UNARY_KERNEL(k_log, log((double)a))
+TG_EW_UNARY_KERNEL(k_sqrt, sqrt((double)a))
+TG_EW_UNARY_KERNEL(k_abs, fabs((double)a))
+TG_EW_UNARY_KERNEL(k_pow_s, pow((double)a, s))
+TG_EW_UNARY_KERNEL(k_erf, erf((double)a))
+/* sign(a) in {-1, 0, 1} (NaN stays NaN), the derivative of |a| as PyTorch
+ * defines it (0 at 0). */
+TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : a)
+
+/* Forward of a one-input op: runs k and saves the input when recorded. */
+static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                         tg_ew_kernel_fn k, double s, bool save)
+{
+    TG_TRY(tg__ew_unary(name, out, a, k, s));
+    if (ctx && save) tg__ctx_save(ctx, a);
+    return TG_OK;
+}
+
+#define UNARY_FORWARD(op, k, save)                                            \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        return unary_forward(ctx, #op, out, in[0], k, 0.0, save);             \
+    }
+UNARY_FORWARD(neg, k_neg, false)
+UNARY_FORWARD(exp, k_exp, true)
+UNARY_FORWARD(log, k_log, true)
+UNARY_FORWARD(sqrt, k_sqrt, true)
+UNARY_FORWARD(abs, k_abs, true)
+UNARY_FORWARD(erf, k_erf, true)
+
+static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                              const void *params)
+{
+    return unary_forward(ctx, "pow_scalar", out, in[0], k_pow_s,
+                         ((const pow_params *)params)->p, true);
+}
+
+/* d(-a) = -g. */
+static int neg_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_neg(&gi[0], g);
+}
+
+/* d exp(a) = g * exp(a). */
+static int exp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *e = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_exp(&e, a));
+    TRY_GOTO(tg_mul(&gi[0], g, e));
+done:
+    tg_tensor_release(e);
+    return rc;
+}
+
+/* d log(a) = g / a. */
+static int log_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a;
+    TG_TRY(tg__ctx_saved(ctx, 0, &a));
+    return tg_div(&gi[0], g, a);
+}
+
+/* d sqrt(a) = g * 0.5 / sqrt(a). */
+static int sqrt_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *r = NULL, *q = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_sqrt(&r, a));
+    TRY_GOTO(tg_div(&q, g, r));
+    TRY_GOTO(tg_mul_scalar(&gi[0], q, 0.5));
+done:
+    tg_tensor_release(r);
+    tg_tensor_release(q);
+    return rc;
+}
+
+/* d|a| = g * sign(a); sign is piecewise constant, so it enters as a constant
+ * tensor (computed by the raw kernel, not recorded). */
+static int abs_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *sgn = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg__ew_unary("abs", &sgn, a, k_sign, 0.0));
+    TRY_GOTO(tg_mul(&gi[0], g, sgn));
+done:
+    tg_tensor_release(sgn);
+    return rc;
+}
+
+/* d a^p = g * p * a^(p-1); p = 0 is a constant with zero gradient. */
+static int pow_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    double p = ((const pow_params *)tg__ctx_params(ctx))->p;
+    tg_tensor *a, *t = NULL, *u = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    if (p == 0.0) {
+        TRY_GOTO(tg_tensor_zeros_like(&gi[0], a));
+        goto done;
+    }
+    TRY_GOTO(tg_pow_scalar(&t, a, p - 1.0));
+    TRY_GOTO(tg_mul_scalar(&u, t, p));
+    TRY_GOTO(tg_mul(&gi[0], g, u));
+done:
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+    return rc;
+}
+
+/* d erf(a) = g * 2/sqrt(pi) * exp(-a^2). */
+static int erf_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *t[4] = {NULL, NULL, NULL, NULL};
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_mul(&t[0], a, a));
+    TRY_GOTO(tg_neg(&t[1], t[0]));
+    TRY_GOTO(tg_exp(&t[2], t[1]));
+    TRY_GOTO(tg_mul_scalar(&t[3], t[2], 2.0 / sqrt(M_PI)));
+    TRY_GOTO(tg_mul(&gi[0], g, t[3]));
+done:
+    for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+#define SCHEMA(op, policy)                                                    \
+    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
+                                   .forward = op##_forward, .backward = op##_backward, \
+                                   .double_backward = true}
+SCHEMA(neg, TG_AMP_KEEP);
+SCHEMA(exp, TG_AMP_FP32);
+SCHEMA(log, TG_AMP_FP32);
+SCHEMA(sqrt, TG_AMP_FP32);
+SCHEMA(abs, TG_AMP_KEEP);
+SCHEMA(pow_scalar, TG_AMP_FP32);
+SCHEMA(erf, TG_AMP_KEEP);
+
+void tg__register_unary(void)
+{
+    tg__op_register(&neg_op);
+    tg__op_register(&exp_op);
+    tg__op_register(&log_op);
+    tg__op_register(&sqrt_op);
+    tg__op_register(&abs_op);
+    tg__op_register(&pow_scalar_op);
+    tg__op_register(&erf_op);
+}
+
+static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+{
+    tg_tensor *in[1] = {a};
+    return tg__op_call(op, out, 1, in, NULL, 0);
+}
+
+int tg_neg(tg_tensor **out, tg_tensor *a) { return call1(&neg_op, out, a); }
+int tg_exp(tg_tensor **out, tg_tensor *a) { return call1(&exp_op, out, a); }
+int tg_log(tg_tensor **out, tg_tensor *a) { return call1(&log_op, out, a); }
+int tg_sqrt(tg_tensor **out, tg_tensor *a) { return call1(&sqrt_op, out, a); }
+int tg_abs(tg_tensor **out, tg_tensor *a) { return call1(&abs_op, out, a); }
+int tg_erf(tg_tensor **out, tg_tensor *a) { return call1(&erf_op, out, a); }
+
+int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p)
+{
+    pow_params prm = {.p = p};
+    tg_tensor *in[1] = {a};
+    return tg__op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
+}
