@@ -1,1 +1,514 @@
+/* tests/test_shape.c - shape ops (views, copies, cat) and reductions.
+ * Expected values come from index arithmetic and naive loops written here. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/tensor.h"
+
+/* A tensor of dtype dt whose row-major element k is k (an arange). */
+static tg_tensor *arange(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t k = 0; k < tg_tensor_numel(t); k++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, k, (double)k), TG_OK));
+    return t;
+}
+
+/* Uniform random values in [-1, 1). */
+static tg_tensor *randu(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    tg_tensor *t = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, -1.0, 1.0), TG_OK));
+    return t;
+}
+
+static double at(const tg_tensor *t, const int64_t *idx)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get(t, idx, &v), TG_OK));
+    return v;
+}
+
+static double flat(const tg_tensor *t, int64_t k)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get_flat(t, k, &v), TG_OK));
+    return v;
+}
+
+static void assert_shape(const tg_tensor *t, int ndim, const int64_t *shape)
+{
+    cr_assert(eq(int, tg_tensor_ndim(t), ndim));
+    for (int d = 0; d < ndim; d++) cr_assert(eq(i64, tg_tensor_shape(t)[d], shape[d]));
+}
+
+/* ---- views ---------------------------------------------------------------------- */
+
+Test(shape, reshape_of_contiguous_is_a_view)
+{
+    int64_t s[3] = {2, 3, 4}, r[2] = {4, -1}, want[2] = {4, 6};
+    tg_tensor *a = arange(TG_F32, 3, s), *v = NULL;
+    cr_assert(eq(int, tg_reshape(&v, a, 2, r), TG_OK));
+    assert_shape(v, 2, want);
+    cr_assert(tg_tensor_shares_storage(a, v));
+    cr_assert(eq(ptr, tg_tensor_data(v), tg_tensor_data(a)));
+    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, flat(v, k), (double)k));
+    tg_tensor_release(v);
+    tg_tensor_release(a);
+}
+
+Test(shape, write_through_view_is_seen_by_base_and_bumps_shared_version)
+{
+    int64_t s[2] = {3, 4};
+    tg_tensor *a = arange(TG_F64, 2, s), *t = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
+    cr_assert(tg_tensor_shares_storage(a, t));
+    uint64_t v0 = tg_tensor_version(a);
+    int64_t it[2] = {3, 1}, ia[2] = {1, 3};
+    cr_assert(eq(int, tg_tensor_set(t, it, 99.0), TG_OK));
+    cr_assert(eq(dbl, at(a, ia), 99.0));
+    cr_assert(gt(u64, tg_tensor_version(a), v0));
+    cr_assert(eq(u64, tg_tensor_version(a), tg_tensor_version(t)));
+    tg_tensor_release(t);
+    tg_tensor_release(a);
+}
+
+Test(shape, reshape_of_transposed_views_when_possible_else_copies)
+{
+    int64_t s[2] = {3, 4}, r3[3] = {2, 2, 3}, r1[1] = {12};
+    tg_tensor *a = arange(TG_F64, 2, s), *t = NULL, *v = NULL, *c = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));   /* t[i][j] = a[j][i] = 4j + i */
+    /* (4, 3) -> (2, 2, 3) only splits the strided dim 0: still a view. */
+    cr_assert(eq(int, tg_reshape(&v, t, 3, r3), TG_OK));
+    cr_assert(tg_tensor_shares_storage(v, a));
+    /* Flattening must interleave: a copy. */
+    cr_assert(eq(int, tg_reshape(&c, t, 1, r1), TG_OK));
+    cr_assert(not(tg_tensor_shares_storage(c, a)));
+    for (int64_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            int64_t iv[3] = {i / 2, i % 2, j};
+            cr_assert(eq(dbl, flat(c, i * 3 + j), (double)(4 * j + i)));
+            cr_assert(eq(dbl, at(v, iv), (double)(4 * j + i)));
+        }
+    tg_tensor_release(c);
+    tg_tensor_release(v);
+    tg_tensor_release(t);
+    tg_tensor_release(a);
+}
+
+Test(shape, permute_matches_index_math)
+{
+    int64_t s[3] = {2, 3, 4}, want[3] = {4, 2, 3};
+    int perm[3] = {2, 0, -2};
+    tg_tensor *a = arange(TG_I32, 3, s), *p = NULL;
+    cr_assert(eq(int, tg_permute(&p, a, perm), TG_OK));
+    assert_shape(p, 3, want);
+    cr_assert(tg_tensor_shares_storage(a, p));
+    for (int64_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < 2; j++)
+            for (int64_t k = 0; k < 3; k++) {
+                int64_t idx[3] = {i, j, k};
+                cr_assert(eq(dbl, at(p, idx), (double)(j * 12 + k * 4 + i)));
+            }
+    tg_tensor_release(p);
+    tg_tensor_release(a);
+}
+
+Test(shape, slice_follows_python_rules)
+{
+    int64_t s[2] = {3, 10};
+    tg_tensor *a = arange(TG_F32, 2, s), *v = NULL, *e = NULL, *w = NULL;
+    /* a[:, -8:100:3] picks columns 2, 5, 8. */
+    cr_assert(eq(int, tg_slice(&v, a, -1, -8, 100, 3), TG_OK));
+    int64_t want[2] = {3, 3};
+    assert_shape(v, 2, want);
+    cr_assert(tg_tensor_shares_storage(a, v));
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t j = 0; j < 3; j++) {
+            int64_t idx[2] = {i, j};
+            cr_assert(eq(dbl, at(v, idx), (double)(i * 10 + 2 + 3 * j)));
+        }
+    /* a[5:2] is empty, a[-100:1] is row 0. */
+    cr_assert(eq(int, tg_slice(&e, a, 1, 5, 2, 1), TG_OK));
+    cr_assert(eq(i64, tg_tensor_numel(e), 0));
+    cr_assert(eq(int, tg_slice(&w, a, 0, -100, 1, 1), TG_OK));
+    cr_assert(eq(i64, tg_tensor_dim(w, 0), 1));
+    cr_assert(eq(dbl, flat(w, 9), 9.0));
+    tg_tensor_release(w);
+    tg_tensor_release(e);
+    tg_tensor_release(v);
+    tg_tensor_release(a);
+}
+
+Test(shape, expand_stretches_with_stride_zero)
+{
+    int64_t s[2] = {3, 1}, to[3] = {2, -1, 4}, want[3] = {2, 3, 4};
+    tg_tensor *a = arange(TG_F64, 2, s), *e = NULL;
+    cr_assert(eq(int, tg_expand(&e, a, 3, to), TG_OK));
+    assert_shape(e, 3, want);
+    cr_assert(tg_tensor_shares_storage(a, e));
+    cr_assert(eq(i64, tg_tensor_strides(e)[0], 0));
+    cr_assert(eq(i64, tg_tensor_strides(e)[2], 0));
+    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, flat(e, k), (double)((k / 4) % 3)));
+    tg_tensor_release(e);
+    tg_tensor_release(a);
+}
+
+Test(shape, unsqueeze_squeeze_and_contiguous)
+{
+    int64_t s[2] = {3, 4}, w1[3] = {3, 1, 4}, w2[3] = {3, 4, 1};
+    tg_tensor *a = arange(TG_F32, 2, s), *u = NULL, *u2 = NULL, *q = NULL, *q2 = NULL;
+    cr_assert(eq(int, tg_unsqueeze(&u, a, 1), TG_OK));
+    assert_shape(u, 3, w1);
+    cr_assert(eq(int, tg_unsqueeze(&u2, a, -1), TG_OK));
+    assert_shape(u2, 3, w2);
+    cr_assert(eq(int, tg_squeeze(&q, u, 1), TG_OK));
+    assert_shape(q, 2, s);
+    cr_assert(eq(int, tg_squeeze(&q2, u, 0), TG_OK));   /* extent 3: unchanged */
+    assert_shape(q2, 3, w1);
+    cr_assert(eq(dbl, flat(u2, 7), 7.0));
+
+    tg_tensor *c = NULL, *t = NULL, *tc = NULL;
+    cr_assert(eq(int, tg_contiguous(&c, a), TG_OK));
+    cr_assert(eq(ptr, c, a));   /* not recorded: the same tensor, retained */
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
+    cr_assert(eq(int, tg_contiguous(&tc, t), TG_OK));
+    cr_assert(tg_tensor_is_contiguous(tc));
+    cr_assert(not(tg_tensor_shares_storage(tc, a)));
+    for (int64_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < 3; j++) cr_assert(eq(dbl, flat(tc, i * 3 + j), (double)(j * 4 + i)));
+    tg_tensor *all[] = {u, u2, q, q2, c, t, tc, a};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+Test(shape, cat_places_each_input_along_dim)
+{
+    int64_t s0[3] = {2, 1, 3}, s1[3] = {2, 2, 3}, s2[3] = {2, 0, 3}, want[3] = {2, 3, 3};
+    tg_tensor *ts[3] = {arange(TG_F64, 3, s0), arange(TG_F64, 3, s1), arange(TG_F64, 3, s2)};
+    tg_tensor *c = NULL;
+    cr_assert(eq(int, tg_cat(&c, 3, ts, -2), TG_OK));
+    assert_shape(c, 3, want);
+    for (int64_t i = 0; i < 2; i++)
+        for (int64_t j = 0; j < 3; j++)
+            for (int64_t k = 0; k < 3; k++) {
+                int64_t idx[3] = {i, j, k};
+                double expect = j == 0 ? (double)(i * 3 + k) : (double)(i * 6 + (j - 1) * 3 + k);
+                cr_assert(eq(dbl, at(c, idx), expect));
+            }
+    tg_tensor_release(c);
+    for (int i = 0; i < 3; i++) tg_tensor_release(ts[i]);
+}
+
+Test(shape, cat_of_more_inputs_than_a_node_holds)
+{
+    enum { N = 19 };
+    tg_tensor *ts[N], *c = NULL;
+    for (int i = 0; i < N; i++) cr_assert(eq(int, tg_tensor_full(&ts[i], TG_F32, 1,
+                                                                 (int64_t[]){2}, i), TG_OK));
+    cr_assert(eq(int, tg_cat(&c, N, ts, 0), TG_OK));
+    cr_assert(eq(i64, tg_tensor_numel(c), 2 * N));
+    for (int64_t k = 0; k < 2 * N; k++) cr_assert(eq(dbl, flat(c, k), (double)(k / 2)));
+    tg_tensor_release(c);
+    for (int i = 0; i < N; i++) tg_tensor_release(ts[i]);
+}
+
+/* ---- reductions ----------------------------------------------------------------- */
+
+Test(shape, sum_and_mean_match_naive_loops)
+{
+    int64_t s[3] = {3, 5, 7};
+    tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int di = 0; di < 2; di++) {
+        tg_tensor *a = randu(dts[di], 3, s, 7), *sm = NULL, *mn = NULL;
+        double ref = 0.0;
+        for (int64_t k = 0; k < 105; k++) ref += flat(a, k);
+        cr_assert(eq(int, tg_sum(&sm, a), TG_OK));
+        cr_assert(eq(int, tg_mean(&mn, a), TG_OK));
+        cr_assert(eq(int, tg_tensor_ndim(sm), 0));
+        cr_assert(eq(int, tg_tensor_dtype(sm), dts[di]));
+        cr_assert(epsilon_eq(dbl, flat(sm, 0), ref, 1e-5));
+        cr_assert(epsilon_eq(dbl, flat(mn, 0), ref / 105.0, 1e-6));
+        tg_tensor_release(sm);
+        tg_tensor_release(mn);
+        tg_tensor_release(a);
+    }
+}
+
+Test(shape, sum_dims_and_mean_dims_match_naive_loops)
+{
+    int64_t s[3] = {3, 4, 5};
+    tg_tensor *a = randu(TG_F64, 3, s, 11), *sd = NULL, *sk = NULL, *md = NULL;
+    int dims[2] = {-1, 0};
+    cr_assert(eq(int, tg_sum_dims(&sd, a, 2, dims, false), TG_OK));
+    cr_assert(eq(int, tg_sum_dims(&sk, a, 2, dims, true), TG_OK));
+    cr_assert(eq(int, tg_mean_dims(&md, a, 2, dims, false), TG_OK));
+    int64_t w1[1] = {4}, wk[3] = {1, 4, 1};
+    assert_shape(sd, 1, w1);
+    assert_shape(sk, 3, wk);
+    for (int64_t j = 0; j < 4; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t k = 0; k < 5; k++) ref += at(a, (int64_t[]){i, j, k});
+        cr_assert(epsilon_eq(dbl, flat(sd, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, flat(sk, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, flat(md, j), ref / 15.0, 1e-12));
+    }
+    tg_tensor_release(sd);
+    tg_tensor_release(sk);
+    tg_tensor_release(md);
+    tg_tensor_release(a);
+}
+
+Test(shape, sum_of_a_strided_view_and_half_dtypes)
+{
+    int64_t s[2] = {4, 6};
+    tg_tensor *a = randu(TG_F32, 2, s, 3), *t = NULL, *st = NULL, *h = NULL, *sh = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
+    int dim = 1;
+    cr_assert(eq(int, tg_sum_dims(&st, t, 1, &dim, false), TG_OK));   /* = column sums of a */
+    for (int64_t j = 0; j < 6; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 4; i++) ref += flat(a, i * 6 + j);
+        cr_assert(epsilon_eq(dbl, flat(st, j), ref, 1e-5));
+    }
+    tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int i = 0; i < 2; i++) {
+        double ref = 0.0;
+        cr_assert(eq(int, tg_tensor_to_dtype(&h, a, halves[i]), TG_OK));
+        for (int64_t k = 0; k < 24; k++) ref += flat(h, k);
+        cr_assert(eq(int, tg_sum(&sh, h), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(sh), halves[i]));
+        cr_assert(epsilon_eq(dbl, flat(sh, 0), ref, fabs(ref) * 1e-2 + 1e-2));
+        tg_tensor_release(sh);
+        tg_tensor_release(h);
+    }
+    tg_tensor_release(st);
+    tg_tensor_release(t);
+    tg_tensor_release(a);
+}
+
+Test(shape, sum_to_shape_sums_broadcast_dims)
+{
+    int64_t s[3] = {2, 3, 4}, to[2] = {3, 1};
+    tg_tensor *a = arange(TG_F64, 3, s), *r = NULL, *r0 = NULL;
+    cr_assert(eq(int, tg_sum_to_shape(&r, a, 2, to), TG_OK));
+    assert_shape(r, 2, to);
+    for (int64_t j = 0; j < 3; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 2; i++)
+            for (int64_t k = 0; k < 4; k++) ref += (double)(i * 12 + j * 4 + k);
+        cr_assert(eq(dbl, flat(r, j), ref));
+    }
+    cr_assert(eq(int, tg_sum_to_shape(&r0, a, 0, NULL), TG_OK));
+    cr_assert(eq(dbl, flat(r0, 0), 23.0 * 24.0 / 2.0));
+    tg_tensor_release(r0);
+    tg_tensor_release(r);
+    tg_tensor_release(a);
+}
+
+/* ---- gradients ------------------------------------------------------------------ */
+
+typedef int (*op1_fn)(tg_tensor **out, tg_tensor *x);
+/* Function pointers travel through gradcheck's void *user inside a struct. */
+typedef struct op1_box {
+    op1_fn f;
+} op1_box;
+
+static int g_reshape(tg_tensor **out, tg_tensor *x)
+{
+    /* Through a transpose, so the reshape has to copy. */
+    tg_tensor *t = NULL;
+    TG_TRY(tg_transpose(&t, x, 0, 1));
+    int rc = tg_reshape(out, t, 2, (int64_t[]){2, -1});
+    tg_tensor_release(t);
+    return rc;
+}
+static int g_permute(tg_tensor **out, tg_tensor *x) { return tg_permute(out, x, (int[]){1, 0}); }
+static int g_transpose(tg_tensor **out, tg_tensor *x) { return tg_transpose(out, x, -1, 0); }
+static int g_slice(tg_tensor **out, tg_tensor *x) { return tg_slice(out, x, 1, -3, 10, 2); }
+static int g_expand(tg_tensor **out, tg_tensor *x)
+{
+    tg_tensor *t = NULL;
+    TG_TRY(tg_slice(&t, x, 1, 0, 1, 1));   /* (3, 1) */
+    int rc = tg_expand(out, t, 3, (int64_t[]){2, 3, 4});
+    tg_tensor_release(t);
+    return rc;
+}
+static int g_unsqueeze(tg_tensor **out, tg_tensor *x) { return tg_unsqueeze(out, x, 1); }
+static int g_squeeze(tg_tensor **out, tg_tensor *x)
+{
+    tg_tensor *t = NULL;
+    TG_TRY(tg_slice(&t, x, 0, 1, 2, 1));   /* (1, 4) */
+    int rc = tg_squeeze(out, t, 0);
+    tg_tensor_release(t);
+    return rc;
+}
+static int g_contiguous(tg_tensor **out, tg_tensor *x)
+{
+    tg_tensor *t = NULL;
+    TG_TRY(tg_transpose(&t, x, 0, 1));
+    int rc = tg_contiguous(out, t);
+    tg_tensor_release(t);
+    return rc;
+}
+static int g_sum(tg_tensor **out, tg_tensor *x) { return tg_sum(out, x); }
+static int g_mean(tg_tensor **out, tg_tensor *x) { return tg_mean(out, x); }
+static int g_sum_dims(tg_tensor **out, tg_tensor *x) { return tg_sum_dims(out, x, 1, (int[]){0}, false); }
+static int g_mean_dims(tg_tensor **out, tg_tensor *x) { return tg_mean_dims(out, x, 1, (int[]){-1}, true); }
+static int g_sum_to_shape(tg_tensor **out, tg_tensor *x)
+{
+    return tg_sum_to_shape(out, x, 2, (int64_t[]){1, 4});
+}
+
+static int run1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return ((const op1_box *)user)->f(out, in[0]);
+}
+
+/* op(x) * op(x): its second derivative goes through op's backward twice. */
+static int run1_sq(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *y = NULL;
+    TG_TRY(((const op1_box *)user)->f(&y, in[0]));
+    int rc = tg_mul(out, y, y);
+    tg_tensor_release(y);
+    return rc;
+}
+
+static int run_cat(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *c = NULL;
+    TG_TRY(tg_cat(&c, n, in, 1));
+    int rc = user ? tg_mul(out, c, c) : (*out = tg_tensor_retain(c), TG_OK);
+    tg_tensor_release(c);
+    return rc;
+}
+
+static tg_tensor *leaf(int ndim, const int64_t *shape, uint64_t seed)
+{
+    tg_tensor *x = randu(TG_F64, ndim, shape, seed);
+    cr_assert(eq(int, tg_tensor_set_requires_grad(x, true), TG_OK));
+    return x;
+}
+
+Test(shape, gradcheck_every_op_in_f64)
+{
+    struct { const char *name; op1_fn f; bool gradgrad; } ops[] = {
+        {"reshape", g_reshape, false},     {"permute", g_permute, true},
+        {"transpose", g_transpose, false}, {"slice", g_slice, true},
+        {"expand", g_expand, true},        {"unsqueeze", g_unsqueeze, false},
+        {"squeeze", g_squeeze, false},     {"contiguous", g_contiguous, false},
+        {"sum", g_sum, false},             {"mean", g_mean, false},
+        {"sum_dims", g_sum_dims, true},    {"mean_dims", g_mean_dims, false},
+        {"sum_to_shape", g_sum_to_shape, false},
+    };
+    int64_t s[2] = {3, 4};
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        tg_tensor *x = leaf(2, s, 100 + i);
+        op1_box box = {ops[i].f};
+        int rc = tg_gradcheck(run1, &box, 1, &x, &o);
+        cr_assert(eq(int, rc, TG_OK), "gradcheck %s: %s", ops[i].name, tg_error_message());
+        if (ops[i].gradgrad) {
+            rc = tg_gradgradcheck(run1_sq, &box, 1, &x, &o);
+            cr_assert(eq(int, rc, TG_OK), "gradgradcheck %s: %s", ops[i].name,
+                      tg_error_message());
+        }
+        tg_tensor_release(x);
+    }
+}
+
+Test(shape, gradcheck_cat)
+{
+    tg_tensor *in[3] = {leaf(2, (int64_t[]){2, 1}, 1), leaf(2, (int64_t[]){2, 3}, 2),
+                        leaf(2, (int64_t[]){2, 2}, 3)};
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    cr_assert(eq(int, tg_gradcheck(run_cat, NULL, 3, in, &o), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(run_cat, (void *)1, 3, in, &o), TG_OK), "%s",
+              tg_error_message());
+    for (int i = 0; i < 3; i++) tg_tensor_release(in[i]);
+}
+
+Test(shape, slice_gradient_is_ones_on_the_picked_elements)
+{
+    tg_tensor *x = leaf(2, (int64_t[]){3, 5}, 9), *y = NULL, *s = NULL;
+    cr_assert(eq(int, tg_slice(&y, x, 1, 1, 5, 2), TG_OK));   /* columns 1 and 3 */
+    cr_assert(eq(int, tg_sum(&s, y), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
+    tg_tensor *g = tg_tensor_grad(x);
+    cr_assert(not(eq(ptr, g, NULL)));
+    for (int64_t k = 0; k < 15; k++)
+        cr_assert(eq(dbl, flat(g, k), (k % 5 == 1 || k % 5 == 3) ? 1.0 : 0.0));
+    tg_tensor_release(s);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+}
+
+/* ---- errors: status, message, nothing changed ------------------------------------ */
+
+Test(shape, errors_leave_out_untouched)
+{
+    int64_t s[2] = {2, 3};
+    tg_tensor *a = arange(TG_F32, 2, s), *out = NULL;
+    uint64_t v0 = tg_tensor_version(a);
+    cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 0}), TG_EINVAL));
+    cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 2}), TG_EINVAL));
+    cr_assert(eq(int, tg_transpose(&out, a, 0, 2), TG_EINVAL));
+    cr_assert(eq(int, tg_reshape(&out, a, 2, (int64_t[]){4, 2}), TG_ESHAPE));
+    cr_assert(eq(int, tg_reshape(&out, a, 2, (int64_t[]){-1, -1}), TG_EINVAL));
+    cr_assert(eq(int, tg_reshape(&out, a, 1, (int64_t[]){-5}), TG_EINVAL));
+    cr_assert(eq(int, tg_expand(&out, a, 2, (int64_t[]){2, 4}), TG_ESHAPE));
+    cr_assert(eq(int, tg_expand(&out, a, 1, (int64_t[]){3}), TG_ESHAPE));
+    cr_assert(eq(int, tg_slice(&out, a, 1, 0, 2, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_slice(&out, a, 2, 0, 2, 1), TG_EINVAL));
+    cr_assert(eq(int, tg_unsqueeze(&out, a, 3), TG_EINVAL));
+    cr_assert(eq(int, tg_squeeze(&out, a, -3), TG_EINVAL));
+    cr_assert(eq(int, tg_reshape(&out, NULL, 1, (int64_t[]){6}), TG_EINVAL));
+    cr_assert(eq(int, tg_sum_dims(&out, a, 2, (int[]){1, -1}, false), TG_EINVAL));
+    cr_assert(eq(int, tg_sum_dims(&out, a, 1, (int[]){2}, false), TG_EINVAL));
+    cr_assert(eq(int, tg_sum_to_shape(&out, a, 1, (int64_t[]){2}), TG_ESHAPE));
+    cr_assert(eq(int, tg_sum_to_shape(&out, a, 3, (int64_t[]){1, 2, 3}), TG_ESHAPE));
+    cr_assert(eq(ptr, out, NULL));
+    cr_assert(eq(u64, tg_tensor_version(a), v0));
+    cr_assert(eq(int, tg_tensor_ndim(a), 2));
+    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, flat(a, k), (double)k));
+    tg_tensor_release(a);
+}
+
+Test(shape, reductions_reject_integer_dtypes)
+{
+    int64_t s[1] = {4};
+    tg_tensor *a = arange(TG_I32, 1, s), *out = NULL;
+    cr_assert(eq(int, tg_sum(&out, a), TG_EDTYPE));
+    cr_assert(eq(int, tg_mean_dims(&out, a, 1, (int[]){0}, false), TG_EDTYPE));
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+}
+
+Test(shape, cat_errors)
+{
+    tg_tensor *a = arange(TG_F32, 2, (int64_t[]){2, 3}), *b = arange(TG_F32, 2, (int64_t[]){3, 3});
+    tg_tensor *c = arange(TG_F64, 2, (int64_t[]){2, 3}), *d = arange(TG_F32, 1, (int64_t[]){3});
+    tg_tensor *out = NULL;
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, b}, 1), TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "cat:") != NULL);
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, c}, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, d}, 0), TG_ESHAPE));
+    cr_assert(eq(int, tg_cat(&out, 0, (tg_tensor *[]){a}, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, NULL}, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, a}, 2), TG_EINVAL));
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(c);
+    tg_tensor_release(d);
+}
