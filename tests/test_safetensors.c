@@ -1,1 +1,674 @@
+/* Tests of the safetensors reader/writer and the JSON parser under it. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "io/json.h"
+#include "tapegrad/safetensors.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static char g_dir[64];
+
+static void make_dir(void)
+{
+    strcpy(g_dir, "/tmp/tg_st_XXXXXX");
+    cr_assert(mkdtemp(g_dir) != NULL);
+}
+
+static void remove_dir(void)
+{
+    DIR *d = opendir(g_dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+        if (rmdir(p) != 0) unlink(p);
+    }
+    closedir(d);
+    rmdir(g_dir);
+}
+
+static int count_dir_entries(void)
+{
+    DIR *d = opendir(g_dir);
+    cr_assert(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void path_in_dir(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", g_dir, name);
+}
+
+/* A value pattern exactly representable in every dtype (small integers and
+ * halves in [-20, 29.5] for floats; 0..199 for u8). */
+static double pattern(tg_dtype dt, int64_t i)
+{
+    if (dt == TG_U8) return (double)(i % 200);
+    if (tg_dtype_is_float(dt)) return (double)(i % 100) * 0.5 - 20.0;
+    return (double)(i % 50) - 20.0;
+}
+
+static tg_tensor *make_tensor(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), 0));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, pattern(dt, i)), 0));
+    return t;
+}
+
+/* Reads a whole file into a new malloc'd buffer. */
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert(fp != NULL, "cannot open %s", path);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    cr_assert(fread(b, 1, (size_t)n, fp) == (size_t)n);
+    fclose(fp);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Bytes of a safetensors file made from a header text and n data bytes
+ * (data[i] = i), the way the golden script writes them: u64 LE size, JSON
+ * padded with spaces to a multiple of 8, data. */
+static unsigned char *make_bytes(const char *header, size_t ndata, size_t *len)
+{
+    size_t h = strlen(header), hp = (h + 7) / 8 * 8;
+    *len = 8 + hp + ndata;
+    unsigned char *b = malloc(*len);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hp >> (8 * i));
+    memcpy(b + 8, header, h);
+    memset(b + 8 + h, ' ', hp - h);
+    for (size_t i = 0; i < ndata; i++) b[8 + hp + i] = (unsigned char)i;
+    return b;
+}
+
+static tg_st_file *const UNTOUCHED = (tg_st_file *)&g_dir;
+
+/* Parses exactly len bytes from a private copy (so ASan sees any overread)
+ * and asserts TG_EFORMAT with *out untouched. */
+static void expect_format_error(const unsigned char *bytes, size_t len, const char *why)
+{
+    unsigned char *copy = malloc(len ? len : 1);
+    memcpy(copy, bytes, len);
+    tg_st_file *f = UNTOUCHED;
+    int rc = tg_safetensors_parse(&f, copy, len);
+    cr_assert(eq(int, rc, TG_EFORMAT), "%s: rc=%d (%s)", why, rc, tg_error_message());
+    cr_assert(f == UNTOUCHED, "%s: *out was changed", why);
+    cr_assert(strlen(tg_error_message()) > 0, "%s: no message", why);
+    free(copy);
+}
+
+static void expect_header_error(const char *header, size_t ndata, const char *why)
+{
+    size_t len;
+    unsigned char *b = make_bytes(header, ndata, &len);
+    expect_format_error(b, len, why);
+    free(b);
+}
+
+static void assert_same_tensor(const tg_tensor *a, const tg_tensor *b)
+{
+    cr_assert(eq(int, (int)tg_tensor_dtype(a), (int)tg_tensor_dtype(b)));
+    cr_assert(eq(int, tg_tensor_ndim(a), tg_tensor_ndim(b)));
+    for (int d = 0; d < tg_tensor_ndim(a); d++)
+        cr_assert(eq(i64, tg_tensor_dim(a, d), tg_tensor_dim(b, d)));
+    for (int64_t i = 0; i < tg_tensor_numel(a); i++) {
+        double x, y;
+        tg_tensor_get_flat(a, i, &x);
+        tg_tensor_get_flat(b, i, &y);
+        cr_assert(eq(dbl, x, y), "element %lld", (long long)i);
+    }
+}
+
+TestSuite(safetensors, .init = make_dir, .fini = remove_dir);
+
+/* ---- round trips ------------------------------------------------------------ */
+
+Test(safetensors, round_trip_every_dtype_scalar_empty_and_metadata)
+{
+    tg_st_file *f = NULL, *g = NULL;
+    cr_assert(eq(int, tg_st_new(&f), 0));
+    const int64_t shape[3] = {2, 3, 4}, empty[2] = {0, 4};
+    for (int d = 0; d < TG_DTYPE_COUNT; d++) {
+        char name[32];
+        tg_tensor *t = make_tensor((tg_dtype)d, 3, shape);
+        snprintf(name, sizeof name, "t_%s", tg_dtype_name((tg_dtype)d));
+        cr_assert(eq(int, tg_st_set(f, name, t), 0));
+        tg_tensor_release(t);
+    }
+    tg_tensor *s = NULL, *e = make_tensor(TG_F16, 2, empty);
+    tg_tensor_scalar(&s, TG_F64, -1.25);
+    cr_assert(eq(int, tg_st_set(f, "scalar", s), 0));
+    cr_assert(eq(int, tg_st_set(f, "empty", e), 0));
+    cr_assert(eq(int, tg_st_meta_set(f, "format", "pt"), 0));
+    cr_assert(eq(int, tg_st_meta_set(f, "tricky \"key\"\n", "tab\there \\ \xc3\xa9 \x01"), 0));
+
+    char path[256];
+    path_in_dir(path, sizeof path, "all.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_safetensors_load(&g, path), 0), "%s", tg_error_message());
+
+    cr_assert(eq(int, tg_st_count(g), tg_st_count(f)));
+    for (int i = 0; i < tg_st_count(f); i++) {
+        const char *n1, *n2;
+        tg_tensor *t1, *t2;
+        tg_st_at(f, i, &n1, &t1);
+        tg_st_at(g, i, &n2, &t2);
+        cr_assert(eq(str, (char *)n1, (char *)n2), "order kept");
+        assert_same_tensor(t1, t2);
+        cr_assert(tg_tensor_is_contiguous(t2));
+    }
+    cr_assert(eq(int, tg_tensor_ndim(tg_st_get(g, "scalar")), 0));
+    cr_assert(eq(i64, tg_tensor_numel(tg_st_get(g, "empty")), 0));
+    cr_assert(eq(int, tg_st_meta_count(g), 2));
+    cr_assert(eq(str, (char *)tg_st_meta_get(g, "format"), "pt"));
+    cr_assert(eq(str, (char *)tg_st_meta_get(g, "tricky \"key\"\n"), "tab\there \\ \xc3\xa9 \x01"));
+    tg_tensor_release(s);
+    tg_tensor_release(e);
+    tg_st_free(f);
+    tg_st_free(g);
+}
+
+Test(safetensors, header_is_padded_and_data_offsets_contiguous)
+{
+    tg_st_file *f = NULL;
+    tg_st_new(&f);
+    const int64_t sh[1] = {3};
+    tg_tensor *a = make_tensor(TG_I8, 1, sh), *b = make_tensor(TG_F64, 1, sh);
+    tg_st_set(f, "a", a);
+    tg_st_set(f, "b", b);
+    char path[256];
+    path_in_dir(path, sizeof path, "pad.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0));
+    size_t len;
+    unsigned char *bytes = read_file(path, &len);
+    uint64_t hn = 0;
+    for (int i = 7; i >= 0; i--) hn = hn << 8 | bytes[i];
+    cr_assert(eq(u64, hn % 8, 0));
+    cr_assert(eq(u64, len, 8 + hn + 3 + 24), "data: 3 i8 bytes then 3 f64");
+    char *hdr = strndup((char *)bytes + 8, hn);
+    cr_assert(strstr(hdr, "\"a\":{\"dtype\":\"I8\",\"shape\":[3],\"data_offsets\":[0,3]}") != NULL,
+              "%s", hdr);
+    cr_assert(strstr(hdr, "\"data_offsets\":[3,27]") != NULL, "%s", hdr);
+    double v;
+    memcpy(&v, bytes + 8 + hn + 3 + 16, 8);   /* b[2] */
+    cr_assert(eq(dbl, v, pattern(TG_F64, 2)));
+    free(hdr);
+    free(bytes);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_st_free(f);
+}
+
+Test(safetensors, non_contiguous_tensor_is_saved_in_row_major_order)
+{
+    const int64_t shape[2] = {3, 4};
+    tg_tensor *base = make_tensor(TG_F32, 2, shape);
+    /* The transpose of base: shape (4, 3), strides (1, 4); element (i, j) is
+     * base[j][i] = pattern(j*4 + i). */
+    const int64_t tshape[2] = {4, 3}, tstrides[2] = {1, 4};
+    tg_tensor *tr = tg__tensor_view_of(base->storage, TG_F32, 2, tshape, tstrides, 0);
+    cr_assert(tg_tensor_is_contiguous(tr) == false);
+    tg_st_file *f = NULL, *g = NULL;
+    tg_st_new(&f);
+    tg_st_set(f, "tr", tr);
+    char path[256];
+    path_in_dir(path, sizeof path, "tr.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_safetensors_load(&g, path), 0));
+    tg_tensor *t = tg_st_get(g, "tr");
+    cr_assert(eq(i64, tg_tensor_dim(t, 0), 4));
+    cr_assert(eq(i64, tg_tensor_dim(t, 1), 3));
+    const float *p = tg_tensor_cdata(t);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            cr_assert(eq(flt, p[i * 3 + j], (float)pattern(TG_F32, j * 4 + i)));
+    tg_tensor_release(tr);
+    tg_tensor_release(base);
+    tg_st_free(f);
+    tg_st_free(g);
+}
+
+Test(safetensors, golden_script_format_parses)
+{
+    /* As scripts/make_goldens.py writes: tensors in order, __metadata__ last,
+     * compact separators.  Data bytes: 1.0f, -2.5f, then i64 7. */
+    const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                      "\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[8,16]},"
+                      "\"__metadata__\":{\"op\":\"conv2d\",\"padding\":\"1\"}}";
+    size_t len;
+    unsigned char *b = make_bytes(hdr, 16, &len);
+    size_t data = len - 16;
+    float w[2] = {1.0f, -2.5f};
+    int64_t n = 7;
+    memcpy(b + data, w, 8);
+    memcpy(b + data + 8, &n, 8);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_parse(&f, b, len), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_st_count(f), 2));
+    const char *name;
+    tg_tensor *t;
+    tg_st_at(f, 0, &name, &t);
+    cr_assert(eq(str, (char *)name, "w"));
+    double v;
+    tg_tensor_get_flat(t, 1, &v);
+    cr_assert(eq(dbl, v, -2.5));
+    tg_tensor_get_flat(tg_st_get(f, "n"), 0, &v);
+    cr_assert(eq(dbl, v, 7.0));
+    cr_assert(eq(int, tg_tensor_ndim(tg_st_get(f, "n")), 0));
+    cr_assert(eq(str, (char *)tg_st_meta_get(f, "padding"), "1"));
+    cr_assert(tg_st_meta_get(f, "nope") == NULL);
+    tg_st_free(f);
+    free(b);
+}
+
+Test(safetensors, committed_golden_files_load)
+{
+    char dirpath[512];
+    snprintf(dirpath, sizeof dirpath, "%s/tests/golden", TG_SOURCE_ROOT);
+    DIR *d = opendir(dirpath);
+    if (!d) cr_skip_test("no golden folder");
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (!strstr(e->d_name, ".safetensors")) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dirpath, e->d_name);
+        tg_st_file *f = NULL;
+        cr_assert(eq(int, tg_safetensors_load(&f, p), 0), "%s: %s", p, tg_error_message());
+        cr_assert(tg_st_count(f) > 0);
+        tg_st_free(f);
+        n++;
+    }
+    closedir(d);
+    cr_log_info("%d golden files loaded", n);
+}
+
+/* ---- malformed input ---------------------------------------------------------- */
+
+Test(safetensors, every_truncation_of_a_valid_file_is_rejected)
+{
+    tg_st_file *f = NULL;
+    tg_st_new(&f);
+    const int64_t sh[2] = {2, 3};
+    tg_tensor *a = make_tensor(TG_BF16, 2, sh), *b = make_tensor(TG_I32, 2, sh);
+    tg_st_set(f, "a", a);
+    tg_st_set(f, "b", b);
+    tg_st_meta_set(f, "k", "v");
+    char path[256];
+    path_in_dir(path, sizeof path, "trunc.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0));
+    size_t len;
+    unsigned char *bytes = read_file(path, &len);
+    for (size_t l = 0; l < len; l++) {
+        char why[32];
+        snprintf(why, sizeof why, "prefix %zu", l);
+        expect_format_error(bytes, l, why);
+    }
+    tg_st_file *g = NULL;
+    cr_assert(eq(int, tg_safetensors_parse(&g, bytes, len), 0), "the full file parses");
+    tg_st_free(g);
+    free(bytes);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_st_free(f);
+}
+
+Test(safetensors, bad_header_sizes_are_rejected)
+{
+    size_t len;
+    unsigned char *b = make_bytes("{}", 0, &len);   /* header "{}      " */
+    b[0] = (unsigned char)(len - 8 + 1);              /* one byte beyond the file */
+    expect_format_error(b, len, "size > file");
+    b[0] = 1;
+    expect_format_error(b, len, "size < 2");
+    b[0] = 0;
+    expect_format_error(b, len, "size 0");
+    b[0] = 8;
+    b[7] = 0x80;                                      /* 2^63 + 8 */
+    expect_format_error(b, len, "huge size");
+    b[7] = 0;
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_parse(&f, b, len), 0), "\"{}\" is a valid empty file");
+    cr_assert(eq(int, tg_st_count(f), 0));
+    tg_st_free(f);
+    free(b);
+}
+
+Test(safetensors, header_size_over_100mb_is_rejected_without_reading)
+{
+    unsigned char b[16] = {0};
+    uint64_t n = 100u * 1000u * 1000u + 1;
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(n >> (8 * i));
+    expect_format_error(b, sizeof b, "> 100 MB");
+}
+
+#define T_F32_2 "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"
+
+Test(safetensors, bad_json_is_rejected_with_offset)
+{
+    static const char *const bad[] = {
+        "{\"a\":",                                  /* truncated */
+        "{\"a\":" T_F32_2 ",}",                      /* trailing comma */
+        "{\"a\" " T_F32_2 "}",                       /* missing colon */
+        "{'a':" T_F32_2 "}",                         /* single quotes */
+        "{\"a\":" T_F32_2 "} x",                     /* trailing garbage */
+        "{\"a\":" T_F32_2 "}{}",                     /* two values */
+        "[1, 2]",                                   /* not an object */
+        "{\"__metadata__\":{\"k\":\"\\ud800\"}}",   /* lone surrogate */
+        "{\"__metadata__\":{\"k\":\"a\\qb\"}}",     /* bad escape */
+        "{\"__metadata__\":{\"k\":\"\xc0\xaf\"}}",  /* overlong UTF-8 */
+        "{\"__metadata__\":{\"k\":\"a\tb\"}}",      /* raw control character */
+        "{\"__metadata__\":{\"k\":\"\\u0000\"}}",   /* NUL */
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", /* leading zero */
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]} /* c */}",
+        "{\"a\":tru}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char why[32];
+        snprintf(why, sizeof why, "bad json #%zu", i);
+        expect_header_error(bad[i], 8, why);
+        cr_assert(strstr(tg_error_message(), "byte") != NULL, "%s", tg_error_message());
+    }
+}
+
+Test(safetensors, deep_nesting_is_rejected)
+{
+    char hdr[600] = "{\"__metadata__\":";
+    size_t n = strlen(hdr);
+    for (int i = 0; i < 200; i++) hdr[n++] = '[';
+    for (int i = 0; i < 200; i++) hdr[n++] = ']';
+    hdr[n++] = '}';
+    hdr[n] = '\0';
+    expect_header_error(hdr, 0, "deep nesting");
+    cr_assert(strstr(tg_error_message(), "nesting") != NULL, "%s", tg_error_message());
+}
+
+Test(safetensors, invalid_tensor_entries_are_rejected)
+{
+    static const struct { const char *hdr; size_t ndata; const char *needle; } bad[] = {
+        {"{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "F8_E4M3"},
+        {"{\"a\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "f32"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 12, "need"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", 8, "data size"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "begin"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, "begin"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "data_offsets"},
+        {"{\"a\":" T_F32_2 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         12, "overlap"},
+        {"{\"a\":" T_F32_2 ",\"a\":" T_F32_2 "}", 8, "duplicate"},
+        {"{\"a\":" T_F32_2 ",\"__metadata__\":{\"k\":1}}", 8, "string"},
+        {"{\"__metadata__\":[\"k\"]}", 0, "object"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
+         "rank"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0, "shape[0]"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1.0],\"data_offsets\":[0,1]}}", 1, "shape[0]"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":2,\"data_offsets\":[0,2]}}", 2, "shape"},
+        {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "dtype"},
+        {"{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,2]}}", 2, "shape"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[2]}}", 2, "data_offsets"},
+        {"{\"a\":[1]}", 0, "object"},
+        /* 2^32 * 2^32 * 8 bytes overflows 64 bits */
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
+         0, "2^64"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char why[32];
+        snprintf(why, sizeof why, "entry #%zu", i);
+        expect_header_error(bad[i].hdr, bad[i].ndata, why);
+        cr_assert(strstr(tg_error_message(), bad[i].needle) != NULL, "#%zu: %s", i,
+                  tg_error_message());
+    }
+}
+
+Test(safetensors, empty_tensors_and_holes_are_accepted)
+{
+    /* An empty tensor may sit anywhere (it occupies no bytes), and a zero
+     * extent makes any other extent irrelevant. */
+    const char *hdr = "{\"a\":" T_F32_2 ","
+                      "\"e\":{\"dtype\":\"F64\",\"shape\":[0,1000000],\"data_offsets\":[4,4]}}";
+    size_t len;
+    unsigned char *b = make_bytes(hdr, 12, &len);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_parse(&f, b, len), 0), "%s", tg_error_message());
+    cr_assert(eq(i64, tg_tensor_numel(tg_st_get(f, "e")), 0));
+    tg_st_free(f);
+    free(b);
+}
+
+Test(safetensors, missing_file_is_eio)
+{
+    tg_st_file *f = UNTOUCHED;
+    char path[256];
+    path_in_dir(path, sizeof path, "nope.safetensors");
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_EIO));
+    cr_assert(f == UNTOUCHED);
+    cr_assert(strstr(tg_error_message(), "nope.safetensors") != NULL);
+    cr_assert(eq(int, tg_safetensors_load(&f, g_dir), TG_EIO), "a directory");
+    cr_assert(f == UNTOUCHED);
+}
+
+Test(safetensors, container_argument_errors)
+{
+    tg_st_file *f = NULL;
+    tg_st_new(&f);
+    tg_tensor *s = NULL;
+    tg_tensor_scalar(&s, TG_F32, 1.0);
+    cr_assert(eq(int, tg_st_set(f, "__metadata__", s), TG_EINVAL));
+    cr_assert(eq(int, tg_st_set(f, NULL, s), TG_EINVAL));
+    cr_assert(eq(int, tg_st_set(f, "x", NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_st_set(f, "\xff", s), TG_EINVAL));
+    cr_assert(eq(int, tg_st_meta_set(f, "k", NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_st_count(f), 0));
+    cr_assert(eq(int, tg_st_meta_count(f), 0));
+    cr_assert(eq(int, tg_st_at(f, 0, NULL, NULL), TG_EINVAL));
+    /* Replacing keeps the position and swaps the reference. */
+    tg_tensor *s2 = NULL;
+    tg_tensor_scalar(&s2, TG_F32, 2.0);
+    tg_st_set(f, "x", s);
+    tg_st_set(f, "y", s);
+    tg_st_set(f, "x", s2);
+    cr_assert(eq(int, tg_st_count(f), 2));
+    cr_assert(tg_st_get(f, "x") == s2);
+    cr_assert(eq(int, tg_tensor_refcount(s), 2));
+    tg_st_free(f);
+    cr_assert(eq(int, tg_tensor_refcount(s), 1));
+    cr_assert(eq(int, tg_tensor_refcount(s2), 1));
+    tg_tensor_release(s);
+    tg_tensor_release(s2);
+}
+
+/* ---- atomic save -------------------------------------------------------------- */
+
+static tg_st_file *file_with(double v, int64_t n)
+{
+    tg_st_file *f = NULL;
+    tg_tensor *t = NULL;
+    tg_st_new(&f);
+    tg_tensor_full(&t, TG_F32, 1, &n, v);
+    tg_st_set(f, "v", t);
+    tg_tensor_release(t);
+    return f;
+}
+
+static double first_value(const char *path)
+{
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), 0), "%s", tg_error_message());
+    double v;
+    tg_tensor_get_flat(tg_st_get(f, "v"), 0, &v);
+    tg_st_free(f);
+    return v;
+}
+
+Test(safetensors, save_into_missing_directory_fails_and_leaves_nothing)
+{
+    tg_st_file *f = file_with(1.0, 4);
+    char path[256];
+    path_in_dir(path, sizeof path, "no/such/dir/x.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_EIO));
+    cr_assert(eq(int, count_dir_entries(), 0));
+    tg_st_free(f);
+}
+
+Test(safetensors, save_replaces_an_existing_file_on_success)
+{
+    tg_st_file *a = file_with(1.0, 4), *b = file_with(2.0, 9);
+    char path[256];
+    path_in_dir(path, sizeof path, "x.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(a, path), 0));
+    cr_assert(eq(dbl, first_value(path), 1.0));
+    cr_assert(eq(int, tg_safetensors_save(b, path), 0));
+    cr_assert(eq(dbl, first_value(path), 2.0));
+    cr_assert(eq(int, count_dir_entries(), 1), "no temporary file left");
+    tg_st_free(a);
+    tg_st_free(b);
+}
+
+Test(safetensors, failed_save_keeps_the_old_file)
+{
+    tg_st_file *a = file_with(1.0, 4), *b = file_with(2.0, 1 << 16);
+    char path[256];
+    path_in_dir(path, sizeof path, "x.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(a, path), 0));
+    /* Make writes beyond 4 KiB fail (EFBIG) for this (forked) test process,
+     * so b's 256 KiB of data cannot be written.  Works even as root. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim = {4096, 4096};
+    getrlimit(RLIMIT_FSIZE, &old);
+    cr_assert(eq(int, setrlimit(RLIMIT_FSIZE, &lim), 0));
+    int rc = tg_safetensors_save(b, path);
+    setrlimit(RLIMIT_FSIZE, &old);
+    cr_assert(eq(int, rc, TG_EIO), "%s", tg_error_message());
+    cr_assert(eq(dbl, first_value(path), 1.0), "old file intact");
+    cr_assert(eq(int, count_dir_entries(), 1), "temporary file removed");
+    tg_st_free(a);
+    tg_st_free(b);
+}
+
+Test(safetensors, save_over_a_directory_fails_and_cleans_up)
+{
+    tg_st_file *a = file_with(1.0, 4);
+    char path[256];
+    path_in_dir(path, sizeof path, "sub");
+    cr_assert(eq(int, mkdir(path, 0755), 0));
+    cr_assert(eq(int, tg_safetensors_save(a, path), TG_EIO));
+    cr_assert(eq(int, count_dir_entries(), 1), "only the directory");
+    struct stat st;
+    cr_assert(eq(int, stat(path, &st), 0));
+    cr_assert(eq(int, S_ISDIR(st.st_mode) ? 1 : 0, 1));
+    tg_st_free(a);
+}
+
+/* ---- fuzz --------------------------------------------------------------------- */
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+Test(safetensors, random_header_corruption_never_crashes)
+{
+    tg_st_file *f = NULL;
+    tg_st_new(&f);
+    const int64_t sh[2] = {3, 2}, sh1[1] = {5};
+    tg_tensor *a = make_tensor(TG_F16, 2, sh), *b = make_tensor(TG_I64, 1, sh1);
+    tg_st_set(f, "alpha", a);
+    tg_st_set(f, "beta", b);
+    tg_st_meta_set(f, "note", "caf\xc3\xa9 \"q\"");
+    char path[256];
+    path_in_dir(path, sizeof path, "fuzz.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0));
+    size_t len;
+    unsigned char *orig = read_file(path, &len);
+    uint64_t hn = 0, seed = 0x9E3779B97F4A7C15u;
+    for (int i = 7; i >= 0; i--) hn = hn << 8 | orig[i];
+    unsigned char *buf = malloc(len);
+    int ok = 0;
+    for (int it = 0; it < 2000; it++) {
+        memcpy(buf, orig, len);
+        int flips = 1 + (int)(xorshift(&seed) % 3);
+        for (int k = 0; k < flips; k++) {
+            size_t at = 8 + xorshift(&seed) % hn;
+            buf[at] ^= (unsigned char)(1u << (xorshift(&seed) % 8));
+        }
+        tg_st_file *g = NULL;
+        int rc = tg_safetensors_parse(&g, buf, len);
+        cr_assert(rc == 0 || rc == TG_EFORMAT, "iteration %d: rc=%d", it, rc);
+        cr_assert(rc == 0 || g == NULL);
+        ok += rc == 0;
+        tg_st_free(g);
+    }
+    cr_log_info("%d of 2000 corrupted headers still parsed", ok);
+    free(buf);
+    free(orig);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_st_free(f);
+}
+
+/* ---- the JSON parser directly ---------------------------------------------------- */
+
+Test(safetensors, json_numbers_strings_and_offsets)
+{
+    const char *doc = " {\"i\": -9223372036854775808, \"big\": 9223372036854775808, "
+                      "\"d\": -1.5e2, \"s\": \"\\u00e9\\ud83d\\ude00\\n\", \"a\": [true, false, null]} ";
+    tg__json *v = NULL;
+    cr_assert(eq(int, tg__json_parse(&v, doc, strlen(doc), "t"), 0), "%s", tg_error_message());
+    const tg__json *i = tg__json_get(v, "i"), *big = tg__json_get(v, "big");
+    cr_assert(eq(int, (int)i->type, TG__JSON_INT));
+    cr_assert(eq(i64, i->u.i, INT64_MIN));
+    cr_assert(eq(int, (int)big->type, TG__JSON_DOUBLE), "beyond int64 becomes a double");
+    cr_assert(eq(dbl, big->u.d, 9223372036854775808.0));
+    cr_assert(eq(dbl, tg__json_get(v, "d")->u.d, -150.0));
+    /* U+00E9 is C3 A9; U+1F600 (pair D83D DE00) is F0 9F 98 80. */
+    cr_assert(eq(str, tg__json_get(v, "s")->u.str.s, "\xc3\xa9\xf0\x9f\x98\x80\n"));
+    const tg__json *a = tg__json_get(v, "a");
+    cr_assert(eq(sz, a->u.arr.n, 3));
+    cr_assert(a->u.arr.items[0]->u.b && !a->u.arr.items[1]->u.b);
+    cr_assert(eq(int, (int)a->u.arr.items[2]->type, TG__JSON_NULL));
+    cr_assert(eq(sz, tg__json_get(v, "d")->offset, (size_t)(strstr(doc, "-1.5e2") - doc)));
+    tg__json_free(v);
+
+    tg__json *w = (tg__json *)doc;
+    const char *bad = "{\"x\": [1, 2,, 3]}";
+    cr_assert(eq(int, tg__json_parse(&w, bad, strlen(bad), "t"), TG_EFORMAT));
+    cr_assert(w == (tg__json *)doc);
+    cr_assert(strstr(tg_error_message(), "at byte 12") != NULL, "%s", tg_error_message());
+}
+
+Test(safetensors, json_writer_escapes_round_trip)
+{
+    const char *s = "a\"b\\c\n\t\x01\x1f \xc3\xa9";
+    tg__buf b = {0};
+    cr_assert(eq(int, tg__json_write_string(&b, s), 0));
+    cr_assert(eq(str, b.data, "\"a\\\"b\\\\c\\n\\t\\u0001\\u001f \xc3\xa9\""));
+    tg__json *v = NULL;
+    cr_assert(eq(int, tg__json_parse(&v, b.data, b.len, "t"), 0));
+    cr_assert(eq(str, v->u.str.s, (char *)s));
+    tg__json_free(v);
+    tg__buf_free(&b);
+}
