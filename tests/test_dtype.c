@@ -1,1 +1,277 @@
+/* Tests of src/core/dtype.c: traits, names, f16/bf16 conversions, load/store. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+static uint32_t bits_of(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+
+static float float_of(uint32_t x)
+{
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* The value of an f16 bit pattern computed from the IEEE definition, not from
+ * bit shuffling: subnormals are mant * 2^-24, normals (1024 + mant) * 2^(e-25). */
+static double f16_value(uint16_t h)
+{
+    int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    double s = (h & 0x8000) ? -1.0 : 1.0;
+    if (e == 31) return m ? NAN : s * INFINITY;
+    if (e == 0) return s * ldexp(m, -24);
+    return s * ldexp(1024 + m, e - 25);
+}
+
+static bool f16_is_nan(uint16_t h) { return (h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0; }
+
+Test(dtype, traits_table)
+{
+    static const struct { tg_dtype dt; const char *name, *st; size_t size; bool fl, sg; } want[] = {
+        {TG_F32, "f32", "F32", 4, true, true},   {TG_F64, "f64", "F64", 8, true, true},
+        {TG_F16, "f16", "F16", 2, true, true},   {TG_BF16, "bf16", "BF16", 2, true, true},
+        {TG_I8, "i8", "I8", 1, false, true},     {TG_U8, "u8", "U8", 1, false, false},
+        {TG_I32, "i32", "I32", 4, false, true},  {TG_I64, "i64", "I64", 8, false, true},
+    };
+    cr_assert(eq(int, (int)(sizeof want / sizeof want[0]), TG_DTYPE_COUNT));
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const tg_dtype_traits *t = tg_dtype_get_traits(want[i].dt);
+        cr_assert(t != NULL);
+        cr_assert(eq(str, (char *)t->name, (char *)want[i].name));
+        cr_assert(eq(str, (char *)t->st_name, (char *)want[i].st));
+        cr_assert(eq(sz, t->size, want[i].size));
+        cr_assert(eq(int, t->is_float, want[i].fl));
+        cr_assert(eq(int, t->is_signed, want[i].sg));
+        cr_assert(eq(str, (char *)tg_dtype_name(want[i].dt), (char *)want[i].name));
+        cr_assert(eq(sz, tg_dtype_size(want[i].dt), want[i].size));
+        cr_assert(eq(int, tg_dtype_is_float(want[i].dt), want[i].fl));
+    }
+}
+
+Test(dtype, invalid_dtype_has_no_traits)
+{
+    cr_assert(tg_dtype_get_traits(TG_DTYPE_COUNT) == NULL);
+    cr_assert(tg_dtype_get_traits((tg_dtype)-1) == NULL);
+    cr_assert(eq(str, (char *)tg_dtype_name(TG_DTYPE_COUNT), "?"));
+    cr_assert(eq(sz, tg_dtype_size((tg_dtype)99), 0));
+    cr_assert(not(tg_dtype_is_float((tg_dtype)99)));
+}
+
+Test(dtype, from_name_accepts_every_spelling)
+{
+    static const struct { const char *s; tg_dtype dt; } cases[] = {
+        {"f32", TG_F32},   {"F32", TG_F32},       {"float32", TG_F32},  {"float", TG_F32},
+        {"bf16", TG_BF16}, {"BF16", TG_BF16},     {"bfloat16", TG_BF16},
+        {"f16", TG_F16},   {"F16", TG_F16},       {"float16", TG_F16},  {"half", TG_F16},
+        {"f64", TG_F64},   {"F64", TG_F64},       {"float64", TG_F64},  {"double", TG_F64},
+        {"i8", TG_I8},     {"I8", TG_I8},         {"int8", TG_I8},
+        {"u8", TG_U8},     {"U8", TG_U8},         {"uint8", TG_U8},
+        {"i32", TG_I32},   {"I32", TG_I32},       {"int32", TG_I32},
+        {"i64", TG_I64},   {"I64", TG_I64},       {"int64", TG_I64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tg_dtype dt = TG_DTYPE_COUNT;
+        cr_assert(eq(int, tg_dtype_from_name(&dt, cases[i].s), TG_OK), "%s", cases[i].s);
+        cr_assert(eq(int, (int)dt, (int)cases[i].dt), "%s", cases[i].s);
+    }
+}
+
+Test(dtype, from_name_rejects_unknown_and_null)
+{
+    tg_dtype dt = TG_I8;
+    cr_assert(eq(int, tg_dtype_from_name(&dt, "f128"), TG_EINVAL));
+    cr_assert(eq(int, (int)dt, (int)TG_I8));
+    cr_assert(strstr(tg_error_message(), "f128") != NULL);
+    cr_assert(eq(int, tg_dtype_from_name(&dt, ""), TG_EINVAL));
+    cr_assert(eq(int, tg_dtype_from_name(&dt, "Float32"), TG_EINVAL));
+    cr_assert(eq(int, tg_dtype_from_name(&dt, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_dtype_from_name(NULL, "f32"), TG_EINVAL));
+    cr_assert(eq(int, (int)dt, (int)TG_I8));
+}
+
+Test(dtype, f16_edges)
+{
+    cr_assert(eq(u16, tg_f32_to_f16(65504.0f), 0x7BFF));          /* largest normal */
+    cr_assert(eq(flt, tg_f16_to_f32(0x7BFF), 65504.0f));
+    cr_assert(eq(u16, tg_f32_to_f16(65519.0f), 0x7BFF));          /* below the midpoint */
+    cr_assert(eq(u16, tg_f32_to_f16(65520.0f), 0x7C00));          /* midpoint: ties to inf */
+    cr_assert(eq(u16, tg_f32_to_f16(-65520.0f), 0xFC00));
+    cr_assert(eq(u16, tg_f32_to_f16(1e10f), 0x7C00));
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(1.0f, -14)), 0x0400)); /* smallest normal */
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(1.0f, -24)), 0x0001)); /* smallest subnormal */
+    cr_assert(eq(flt, tg_f16_to_f32(0x0001), ldexpf(1.0f, -24)));
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(1.0f, -25)), 0x0000)); /* half of it: tie to 0 */
+    cr_assert(eq(u16, tg_f32_to_f16(-ldexpf(1.0f, -25)), 0x8000));
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(1.0f, -25) * 1.0001f), 0x0001));
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(3.0f, -25)), 0x0002)); /* 1.5 units: tie to 2 */
+    cr_assert(eq(u16, tg_f32_to_f16(ldexpf(1023.5f, -24)), 0x0400)); /* tie to even: normal */
+    cr_assert(eq(u16, tg_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3C00));      /* tie to 1 */
+    cr_assert(eq(u16, tg_f32_to_f16(1.0f + ldexpf(3.0f, -11)), 0x3C02));      /* tie up */
+    cr_assert(eq(u16, tg_f32_to_f16(1.0f + ldexpf(1.0f, -11) + ldexpf(1.0f, -20)), 0x3C01));
+    cr_assert(eq(u16, tg_f32_to_f16(INFINITY), 0x7C00));
+    cr_assert(eq(u16, tg_f32_to_f16(-INFINITY), 0xFC00));
+    cr_assert(eq(u16, tg_f32_to_f16(-0.0f), 0x8000));
+    cr_assert(eq(u16, tg_f32_to_f16(0.0f), 0x0000));
+    cr_assert(eq(u32, bits_of(tg_f16_to_f32(0x8000)), 0x80000000u));
+    cr_assert(isinf(tg_f16_to_f32(0xFC00)) != 0 && tg_f16_to_f32(0xFC00) < 0);
+}
+
+Test(dtype, f16_nan_stays_nan)
+{
+    uint16_t h = tg_f32_to_f16(NAN);
+    cr_assert(f16_is_nan(h));
+    cr_assert(0 != (h & 0x0200), "quiet bit set");
+    cr_assert(f16_is_nan(tg_f32_to_f16(-NAN)) && (tg_f32_to_f16(-NAN) & 0x8000) != 0);
+    /* A NaN whose payload lives only in the low f32 bits must not become inf. */
+    cr_assert(f16_is_nan(tg_f32_to_f16(float_of(0x7F800001u))));
+    cr_assert(isnan(tg_f16_to_f32(0x7C01)));
+    cr_assert(isnan(tg_f16_to_f32(0xFE00)) && signbit(tg_f16_to_f32(0xFE00)) != 0);
+}
+
+/* Every f16 value converts exactly to f32 (checked against the IEEE formula)
+ * and back to the same bits. */
+Test(dtype, f16_exhaustive_round_trip)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = tg_f16_to_f32(h);
+        if (f16_is_nan(h)) {
+            cr_assert(isnan(f), "0x%04x", i);
+            uint16_t back = tg_f32_to_f16(f);
+            cr_assert(f16_is_nan(back) && (back & 0x8000) == (h & 0x8000), "0x%04x", i);
+            continue;
+        }
+        if ((double)f != f16_value(h) || tg_f32_to_f16(f) != h)
+            cr_fatal("f16 0x%04x: f32 %.9g (want %.9g), back 0x%04x", i, (double)f,
+                     f16_value(h), tg_f32_to_f16(f));
+        if (f == 0.0f) cr_assert(eq(int, !!signbit(f), !!(h & 0x8000)));
+    }
+}
+
+/* For f32 values spread over the f16 range (and past it), the result is the
+ * nearest f16, with ties to the even mantissa: checked against neighbours. */
+Test(dtype, f16_rounding_is_nearest_even)
+{
+    uint32_t state = 12345;
+    for (int k = 0; k < 200000; k++) {
+        state = state * 1664525u + 1013904223u;
+        /* exponents 2^-26 .. 2^16, any mantissa, either sign */
+        uint32_t e = 101 + (state >> 8) % 42;
+        uint32_t x = (state & 0x80000000u) | (e << 23) | ((state * 2654435761u) & 0x7FFFFFu);
+        double v = float_of(x);
+        uint16_t h = tg_f32_to_f16((float)v);
+        double got = f16_value(h);
+        cr_assert(0 == got || !!signbit(got) == !!signbit(v));
+        if (isinf(got)) {   /* only when |v| >= 65520, the midpoint past 65504 */
+            if (fabs(v) < 65520.0) cr_fatal("0x%08x -> inf", x);
+            continue;
+        }
+        double err = fabs(got - v);
+        uint16_t mag = h & 0x7FFF;
+        double up = f16_value((uint16_t)(mag + 1)), dn = mag ? f16_value((uint16_t)(mag - 1)) : 0;
+        double eu = fabs(up - fabs(v)), ed = fabs(fabs(v) - dn);
+        if (err > eu || err > ed || ((err == eu || err == ed) && (h & 1)))
+            cr_fatal("0x%08x (%.9g) -> 0x%04x: not nearest-even", x, v, h);
+    }
+}
+
+Test(dtype, bf16_edges)
+{
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x3F808000u)), 0x3F80));   /* tie to even */
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x3F818000u)), 0x3F82));   /* tie up to even */
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x3F808001u)), 0x3F81));   /* above the tie */
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x3F807FFFu)), 0x3F80));   /* below it */
+    cr_assert(eq(u16, tg_f32_to_bf16(1.0f), 0x3F80));
+    cr_assert(eq(flt, tg_bf16_to_f32(0x3F80), 1.0f));
+    cr_assert(eq(flt, tg_bf16_to_f32(0xC040), -3.0f));
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x7F7FFFFFu)), 0x7F80));   /* FLT_MAX -> inf */
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x7F7F7FFFu)), 0x7F7F));
+    cr_assert(eq(u16, tg_f32_to_bf16(INFINITY), 0x7F80));
+    cr_assert(eq(u16, tg_f32_to_bf16(-INFINITY), 0xFF80));
+    cr_assert(eq(u16, tg_f32_to_bf16(-0.0f), 0x8000));
+    cr_assert(eq(u16, tg_f32_to_bf16(float_of(0x00000001u)), 0x0000));   /* tiny subnormal */
+    uint16_t n = tg_f32_to_bf16(float_of(0x7F800001u));   /* payload only in low bits */
+    bool n_is_nan = (n & 0x7F80) == 0x7F80 && (n & 0x7F) != 0;
+    cr_assert(n_is_nan, "NaN stays NaN: 0x%04x", n);
+    cr_assert(isnan(tg_bf16_to_f32(tg_f32_to_bf16(NAN))));
+    cr_assert(isnan(tg_bf16_to_f32(tg_f32_to_bf16(-NAN))));
+    cr_assert(signbit(tg_bf16_to_f32(tg_f32_to_bf16(-NAN))) != 0);
+}
+
+Test(dtype, bf16_exhaustive_round_trip)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        float f = tg_bf16_to_f32((uint16_t)i);
+        cr_assert(eq(u32, bits_of(f), i << 16));
+        bool nan = (i & 0x7F80) == 0x7F80 && (i & 0x7F);
+        if (!nan) cr_assert(eq(u16, tg_f32_to_bf16(f), (uint16_t)i));
+        else cr_assert(isnan(tg_bf16_to_f32(tg_f32_to_bf16(f))));
+    }
+}
+
+Test(dtype, store_saturates_integers)
+{
+    int8_t i8[1];
+    uint8_t u8[1];
+    int32_t i32[1];
+    int64_t i64[1];
+    static const struct { double v; int8_t want; } c8[] = {
+        {200, 127}, {-200, -128}, {127.4, 127}, {127.6, 127}, {-128.6, -128}, {1e300, 127},
+        {-INFINITY, -128}, {INFINITY, 127}, {NAN, 0}, {2.5, 2}, {3.5, 4}, {-2.5, -2}, {-0.4, 0},
+    };
+    for (size_t k = 0; k < sizeof c8 / sizeof c8[0]; k++) {
+        tg_dtype_store(TG_I8, i8, 0, c8[k].v);
+        cr_assert(eq(i8, i8[0], c8[k].want), "i8 store %g", c8[k].v);
+    }
+    tg_dtype_store(TG_U8, u8, 0, -1.0);
+    cr_assert(eq(u8, u8[0], 0));
+    tg_dtype_store(TG_U8, u8, 0, 255.4);
+    cr_assert(eq(u8, u8[0], 255));
+    tg_dtype_store(TG_U8, u8, 0, 256.0);
+    cr_assert(eq(u8, u8[0], 255));
+    tg_dtype_store(TG_U8, u8, 0, NAN);
+    cr_assert(eq(u8, u8[0], 0));
+    tg_dtype_store(TG_I32, i32, 0, 3e9);
+    cr_assert(eq(i32, i32[0], INT32_MAX));
+    tg_dtype_store(TG_I32, i32, 0, -3e9);
+    cr_assert(eq(i32, i32[0], INT32_MIN));
+    tg_dtype_store(TG_I32, i32, 0, -2147483648.0);
+    cr_assert(eq(i32, i32[0], INT32_MIN));
+    tg_dtype_store(TG_I64, i64, 0, 9223372036854775808.0);   /* 2^63 */
+    cr_assert(eq(i64, i64[0], INT64_MAX));
+    tg_dtype_store(TG_I64, i64, 0, -1e19);
+    cr_assert(eq(i64, i64[0], INT64_MIN));
+    tg_dtype_store(TG_I64, i64, 0, 4503599627370497.0);      /* 2^52 + 1, exact */
+    cr_assert(eq(i64, i64[0], 4503599627370497LL));
+    tg_dtype_store(TG_I64, i64, 0, NAN);
+    cr_assert(eq(i64, i64[0], 0));
+}
+
+Test(dtype, load_store_every_dtype)
+{
+    _Alignas(8) unsigned char buf[3 * 8];
+    for (int d = 0; d < TG_DTYPE_COUNT; d++) {
+        memset(buf, 0xAB, sizeof buf);
+        tg_dtype_store((tg_dtype)d, buf, 1, -3.0);   /* exactly representable except u8 */
+        double want = d == TG_U8 ? 0.0 : -3.0;
+        cr_assert(eq(dbl, tg_dtype_load((tg_dtype)d, buf, 1), want), "%s", tg_dtype_name(d));
+        /* Element 0 and 2 untouched: the store wrote exactly one element. */
+        size_t sz = tg_dtype_size((tg_dtype)d);
+        cr_assert(eq(u8, buf[0], 0xAB));
+        cr_assert(eq(u8, buf[2 * sz], 0xAB));
+    }
+    /* Floats round to nearest: 1/3 in f16 is the f16 nearest to it. */
+    uint16_t h[1];
+    tg_dtype_store(TG_F16, h, 0, 1.0 / 3.0);
+    cr_assert(eq(u16, h[0], 0x3555));   /* 1365/4096 = 0.333252 (0x3556 is 0.333496) */
+    tg_dtype_store(TG_BF16, h, 0, 1.0 / 3.0);
+    cr_assert(eq(u16, h[0], 0x3EAB));   /* 171/512 = 0.333984 vs 170/512 = 0.332031 */
+}

@@ -1,1 +1,667 @@
+/* Tests of src/core: tensor creation, refcounts, element access, copies,
+ * autograd attributes, printing and the Philox random fills. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SENTINEL ((tg_tensor *)0x1)
+
+/* A contiguous tensor holding 0, 1, 2, ... in row-major order. */
+static tg_tensor *arange(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, (double)i), TG_OK));
+    return t;
+}
+
+static double at(const tg_tensor *t, int64_t i)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
+    return v;
+}
+
+/* A transposed (last two dims swapped) view of a contiguous 2-d tensor. */
+static tg_tensor *transposed(tg_tensor *t)
+{
+    int64_t shape[2] = {t->shape[1], t->shape[0]};
+    int64_t strides[2] = {t->strides[1], t->strides[0]};
+    return tg__tensor_view_of(t->storage, t->dtype, 2, shape, strides, t->offset);
+}
+
+/* ---- creation ------------------------------------------------------------- */
+
+Test(tensor, zeros_has_contiguous_geometry)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 3, (int64_t[]){2, 3, 4}), TG_OK));
+    cr_assert(eq(int, tg_tensor_ndim(t), 3));
+    cr_assert(eq(i64, tg_tensor_numel(t), 24));
+    cr_assert(eq(i64, tg_tensor_strides(t)[0], 12));
+    cr_assert(eq(i64, tg_tensor_strides(t)[1], 4));
+    cr_assert(eq(i64, tg_tensor_strides(t)[2], 1));
+    cr_assert(eq(i64, tg_tensor_dim(t, -1), 4));
+    cr_assert(eq(i64, tg_tensor_dim(t, 1), 3));
+    cr_assert(eq(i64, tg_tensor_dim(t, 3), -1));
+    cr_assert(eq(i64, tg_tensor_dim(t, -4), -1));
+    cr_assert(tg_tensor_is_contiguous(t));
+    cr_assert(eq(int, tg_tensor_refcount(t), 1));
+    cr_assert(eq(u64, tg_tensor_version(t), 0));
+    cr_assert(eq(uptr, (uintptr_t)tg_tensor_data(t) % 64, 0));
+    cr_assert(eq(int, (int)tg_tensor_dtype(t), (int)TG_F32));
+    for (int64_t i = 0; i < 24; i++) cr_assert(eq(dbl, at(t, i), 0.0));
+    cr_assert(tg_tensor_is_leaf(t) && !tg_tensor_requires_grad(t));
+    tg_tensor_release(t);
+}
+
+Test(tensor, scalar_full_and_from_data)
+{
+    tg_tensor *s = NULL, *f = NULL, *i8 = NULL, *d = NULL;
+    cr_assert(eq(int, tg_tensor_scalar(&s, TG_F64, -2.25), TG_OK));
+    cr_assert(eq(int, tg_tensor_ndim(s), 0));
+    cr_assert(eq(i64, tg_tensor_numel(s), 1));
+    double v;
+    cr_assert(eq(int, tg_tensor_get(s, NULL, &v), TG_OK));
+    cr_assert(eq(dbl, v, -2.25));
+    cr_assert(eq(int, tg_tensor_full(&f, TG_F16, 2, (int64_t[]){2, 2}, 1.5), TG_OK));
+    for (int i = 0; i < 4; i++) cr_assert(eq(dbl, at(f, i), 1.5));
+    cr_assert(eq(u64, tg_tensor_version(f), 0));
+    cr_assert(eq(int, tg_tensor_full(&i8, TG_I8, 1, (int64_t[]){3}, 300.0), TG_OK));
+    cr_assert(eq(dbl, at(i8, 2), 127.0));
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    cr_assert(eq(int, tg_tensor_from_data(&d, TG_F32, 2, (int64_t[]){2, 3}, data), TG_OK));
+    data[0] = 100;   /* the tensor holds a copy */
+    cr_assert(eq(dbl, at(d, 0), 1.0));
+    cr_assert(eq(dbl, at(d, 5), 6.0));
+    tg_tensor_release(s);
+    tg_tensor_release(f);
+    tg_tensor_release(i8);
+    tg_tensor_release(d);
+}
+
+Test(tensor, creation_errors_leave_out_untouched)
+{
+    tg_tensor *t = SENTINEL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){2, -3}), TG_EINVAL));
+    cr_assert(eq(str, (char *)tg_error_message(), "tensor_zeros: shape[1]=-3 must be >= 0"));
+    cr_assert(eq(ptr, t, SENTINEL));
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 9, (int64_t[9]){1}), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "ndim=9") != NULL);
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, -1, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 2, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_DTYPE_COUNT, 1, (int64_t[]){2}), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_full(&t, (tg_dtype)-5, 1, (int64_t[]){2}, 1.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 3, (int64_t[]){INT64_C(1) << 31, INT64_C(1) << 31, 4}),
+                 TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "overflow") != NULL);
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F32, 1, (int64_t[]){2}, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_scalar(&t, (tg_dtype)42, 1.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_zeros_like(&t, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_clone(&t, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_to_dtype(&t, NULL, TG_F32), TG_EINVAL));
+    cr_assert(eq(ptr, t, SENTINEL));
+    cr_assert(eq(int, tg_tensor_zeros(NULL, TG_F32, 1, (int64_t[]){2}), TG_EINVAL));
+}
+
+Test(tensor, empty_extent_is_valid)
+{
+    tg_tensor *t = NULL, *c = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){0, 5}), TG_OK));
+    cr_assert(eq(i64, tg_tensor_numel(t), 0));
+    cr_assert(eq(int, tg_tensor_fill(t, 3.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_clone(&c, t), TG_OK));
+    cr_assert(eq(i64, tg_tensor_numel(c), 0));
+    double x;
+    cr_assert(eq(int, tg_tensor_get_flat(t, 0, &x), TG_EINVAL));
+    tg_tensor_release(c);
+    tg_tensor_release(t);
+}
+
+/* ---- refcounts ---------------------------------------------------------------- */
+
+Test(tensor, refcount_and_views_keep_storage_alive)
+{
+    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    cr_assert(eq(ptr, tg_tensor_retain(base), base));
+    cr_assert(eq(int, tg_tensor_refcount(base), 2));
+    tg_tensor_release(base);
+    cr_assert(eq(int, tg_tensor_refcount(base), 1));
+    tg_tensor_release(NULL);   /* no-op */
+    tg_tensor *view = transposed(base);
+    tg_tensor *det = NULL;
+    cr_assert(eq(int, tg_tensor_detach(&det, base), TG_OK));
+    cr_assert(eq(int, base->storage->refcount, 3));
+    tg_tensor_release(base);
+    /* The views still read the data: view (3, 2) element (2, 1) is base (1, 2) = 5. */
+    double v;
+    cr_assert(eq(int, tg_tensor_get(view, (int64_t[]){2, 1}, &v), TG_OK));
+    cr_assert(eq(dbl, v, 5.0));
+    cr_assert(eq(dbl, at(det, 4), 4.0));
+    tg_tensor_release(view);
+    tg_tensor_release(det);
+}
+
+Test(tensor, release_frees_grad_and_hooks)
+{
+    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3});
+    tg_tensor *g = NULL;
+    cr_assert(eq(int, tg_tensor_zeros_like(&g, t), TG_OK));
+    tg_tensor_set_grad(t, g);   /* steals g */
+    cr_assert(eq(ptr, tg_tensor_grad(t), g));
+    cr_assert(eq(int, tg_tensor_refcount(g), 1));
+    for (int i = 0; i < 2; i++) {   /* LeakSanitizer checks these are freed */
+        tg_hook *h = malloc(sizeof *h);
+        *h = (tg_hook){.fn = NULL, .user = NULL, .next = t->hooks};
+        t->hooks = h;
+    }
+    tg_tensor_release(t);
+}
+
+Test(tensor, grad_set_replace_and_zero)
+{
+    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3}), *g1 = NULL, *g2 = NULL;
+    cr_assert(eq(ptr, tg_tensor_grad(t), NULL));
+    cr_assert(eq(int, tg_tensor_full(&g1, TG_F32, 1, (int64_t[]){3}, 1.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_full(&g2, TG_F32, 1, (int64_t[]){3}, 2.0), TG_OK));
+    tg_tensor_set_grad(t, g1);
+    tg_tensor_set_grad(t, g2);   /* g1 released (ASan would report a leak) */
+    cr_assert(eq(dbl, at(tg_tensor_grad(t), 0), 2.0));
+    tg_tensor_zero_grad(t);
+    cr_assert(eq(ptr, tg_tensor_grad(t), NULL));
+    tg_tensor_release(t);
+}
+
+/* ---- element access -------------------------------------------------------------- */
+
+Test(tensor, get_set_and_bounds)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F64, 2, (int64_t[]){2, 3}), TG_OK));
+    cr_assert(eq(int, tg_tensor_set(t, (int64_t[]){1, 2}, 7.5), TG_OK));
+    cr_assert(eq(dbl, at(t, 5), 7.5));   /* (1, 2) is flat 1 * 3 + 2 */
+    cr_assert(eq(int, tg_tensor_set_flat(t, 1, -1.0), TG_OK));
+    double v = 123;
+    cr_assert(eq(int, tg_tensor_get(t, (int64_t[]){0, 1}, &v), TG_OK));
+    cr_assert(eq(dbl, v, -1.0));
+    uint64_t ver = tg_tensor_version(t);
+    v = 123;
+    cr_assert(eq(int, tg_tensor_get(t, (int64_t[]){0, 3}, &v), TG_EINVAL));
+    cr_assert(eq(str, (char *)tg_error_message(),
+                 "tensor_get: idx[1]=3 out of range for dim 1 of extent 3"));
+    cr_assert(eq(dbl, v, 123.0));
+    cr_assert(eq(int, tg_tensor_set(t, (int64_t[]){-1, 0}, 9.0), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "idx[0]=-1") != NULL);
+    cr_assert(eq(int, tg_tensor_set_flat(t, 6, 9.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_get_flat(t, -1, &v), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_get(t, NULL, &v), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_get(t, (int64_t[]){0, 0}, NULL), TG_EINVAL));
+    cr_assert(eq(u64, tg_tensor_version(t), ver));
+    double all[6];
+    cr_assert(eq(int, tg_tensor_to_doubles(t, all, 6), TG_OK));
+    double want[6] = {0, -1, 0, 0, 0, 7.5};
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, all[i], want[i]));
+    cr_assert(eq(int, tg_tensor_to_doubles(t, all, 5), TG_EINVAL));
+    tg_tensor_release(t);
+}
+
+Test(tensor, strided_view_reads_in_logical_order)
+{
+    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *v = transposed(base);   /* (3, 2): v[i][j] = base[j][i] = 3j + i */
+    cr_assert(not(tg_tensor_is_contiguous(v)));
+    double got[6];
+    cr_assert(eq(int, tg_tensor_to_doubles(v, got, 6), TG_OK));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) cr_assert(eq(dbl, got[i * 2 + j], 3.0 * j + i));
+    /* get_flat agrees with the multi-index */
+    for (int k = 0; k < 6; k++) cr_assert(eq(dbl, at(v, k), got[k]));
+    tg_tensor_release(v);
+    tg_tensor_release(base);
+}
+
+Test(tensor, contiguity_ignores_unit_dims)
+{
+    tg_tensor *base = arange(TG_F32, 1, (int64_t[]){6});
+    tg_tensor *v = tg__tensor_view_of(base->storage, TG_F32, 3, (int64_t[]){2, 1, 3},
+                                      (int64_t[]){3, 99, 1}, 0);
+    cr_assert(tg_tensor_is_contiguous(v));
+    tg_tensor *w = tg__tensor_view_of(base->storage, TG_F32, 2, (int64_t[]){2, 3},
+                                      (int64_t[]){0, 1}, 0);   /* broadcast rows */
+    cr_assert(not(tg_tensor_is_contiguous(w)));
+    cr_assert(eq(dbl, at(w, 4), 1.0));   /* row 1 repeats row 0 */
+    tg_tensor_release(v);
+    tg_tensor_release(w);
+    tg_tensor_release(base);
+}
+
+Test(tensor, fill_writes_only_the_view)
+{
+    tg_tensor *base = arange(TG_I32, 1, (int64_t[]){6});
+    /* every other element: offset 1, stride 2 -> elements 1, 3, 5 */
+    tg_tensor *odd = tg__tensor_view_of(base->storage, TG_I32, 1, (int64_t[]){3},
+                                        (int64_t[]){2}, 1);
+    uint64_t ver = tg_tensor_version(base);
+    cr_assert(eq(int, tg_tensor_fill(odd, -4.0), TG_OK));
+    cr_assert(eq(u64, tg_tensor_version(base), ver + 1));
+    double want[6] = {0, -4, 2, -4, 4, -4};
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, at(base, i), want[i]));
+    cr_assert(eq(int, tg_tensor_fill(NULL, 1.0), TG_EINVAL));
+    tg_tensor_release(odd);
+    tg_tensor_release(base);
+}
+
+/* ---- copies ----------------------------------------------------------------------- */
+
+Test(tensor, copy_broadcasts_and_converts)
+{
+    tg_tensor *dst = NULL, *row = NULL, *col = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&dst, TG_F16, 2, (int64_t[]){2, 3}), TG_OK));
+    double r[3] = {1.0, 2.5, -3.0};
+    cr_assert(eq(int, tg_tensor_from_data(&row, TG_F64, 1, (int64_t[]){3}, r), TG_OK));
+    cr_assert(eq(int, tg_tensor_copy_(dst, row), TG_OK));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(dst, i * 3 + j), r[j]));
+    int32_t c[2] = {10, -20};
+    cr_assert(eq(int, tg_tensor_from_data(&col, TG_I32, 2, (int64_t[]){2, 1}, c), TG_OK));
+    uint64_t ver = tg_tensor_version(dst);
+    cr_assert(eq(int, tg_tensor_copy_(dst, col), TG_OK));
+    cr_assert(eq(u64, tg_tensor_version(dst), ver + 1));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(dst, i * 3 + j), (double)c[i]));
+    tg_tensor_release(row);
+    tg_tensor_release(col);
+    tg_tensor_release(dst);
+}
+
+Test(tensor, copy_shape_errors_change_nothing)
+{
+    tg_tensor *dst = arange(TG_F32, 2, (int64_t[]){2, 3}), *bad = NULL, *big = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&bad, TG_F32, 1, (int64_t[]){4}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&big, TG_F32, 3, (int64_t[]){1, 2, 3}), TG_OK));
+    uint64_t ver = tg_tensor_version(dst);
+    cr_assert(eq(int, tg_tensor_copy_(dst, bad), TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "(4)") != NULL);
+    cr_assert(eq(int, tg_tensor_copy_(dst, big), TG_ESHAPE));
+    cr_assert(eq(int, tg_tensor_copy_(dst, NULL), TG_EINVAL));
+    cr_assert(eq(u64, tg_tensor_version(dst), ver));
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, at(dst, i), (double)i));
+    tg_tensor_release(bad);
+    tg_tensor_release(big);
+    tg_tensor_release(dst);
+}
+
+Test(tensor, copy_from_overlapping_view_reads_old_values)
+{
+    tg_tensor *t = arange(TG_F64, 1, (int64_t[]){5});
+    /* rev views the same storage backwards: offset 4, stride -1 */
+    tg_tensor *rev = tg__tensor_view_of(t->storage, TG_F64, 1, (int64_t[]){5}, (int64_t[]){-1}, 4);
+    cr_assert(eq(int, tg_tensor_copy_(t, rev), TG_OK));
+    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, at(t, i), 4.0 - i));
+    tg_tensor_release(rev);
+    tg_tensor_release(t);
+}
+
+Test(tensor, contiguous_returns_same_tensor_or_copy)
+{
+    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3}), *same = NULL, *c = NULL;
+    cr_assert(eq(int, tg_tensor_contiguous(&same, base), TG_OK));
+    cr_assert(eq(ptr, same, base));
+    cr_assert(eq(int, tg_tensor_refcount(base), 2));
+    tg_tensor_release(same);
+    tg_tensor *v = transposed(base);
+    cr_assert(eq(int, tg_tensor_contiguous(&c, v), TG_OK));
+    cr_assert(c != v && tg_tensor_is_contiguous(c));
+    cr_assert(not(tg_tensor_shares_storage(c, base)));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) cr_assert(eq(dbl, at(c, i * 2 + j), 3.0 * j + i));
+    tg_tensor_release(c);
+    tg_tensor_release(v);
+    tg_tensor_release(base);
+}
+
+Test(tensor, clone_is_independent)
+{
+    tg_tensor *t = arange(TG_BF16, 1, (int64_t[]){4}), *c = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&c, t), TG_OK));
+    cr_assert(not(tg_tensor_shares_storage(c, t)));
+    cr_assert(eq(int, (int)tg_tensor_dtype(c), (int)TG_BF16));
+    cr_assert(eq(int, tg_tensor_set_flat(c, 0, 42.0), TG_OK));
+    cr_assert(eq(dbl, at(t, 0), 0.0));
+    cr_assert(eq(dbl, at(c, 0), 42.0));
+    cr_assert(eq(dbl, at(c, 3), 3.0));
+    tg_tensor_release(c);
+    tg_tensor_release(t);
+}
+
+Test(tensor, to_dtype_converts_with_saturation)
+{
+    float data[4] = {1.0f / 3.0f, 300.0f, -1000.0f, NAN};
+    tg_tensor *t = NULL, *h = NULL, *i = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F32, 1, (int64_t[]){4}, data), TG_OK));
+    cr_assert(eq(int, tg_tensor_to_dtype(&h, t, TG_F16), TG_OK));
+    cr_assert(eq(u16, ((uint16_t *)tg_tensor_data(h))[0], tg_f32_to_f16(data[0])));
+    cr_assert(eq(int, tg_tensor_to_dtype(&i, t, TG_I8), TG_OK));
+    double want[4] = {0, 127, -128, 0};
+    for (int k = 0; k < 4; k++) cr_assert(eq(dbl, at(i, k), want[k]));
+    tg_tensor *bad = SENTINEL;
+    cr_assert(eq(int, tg_tensor_to_dtype(&bad, t, TG_DTYPE_COUNT), TG_EINVAL));
+    cr_assert(eq(ptr, bad, SENTINEL));
+    tg_tensor_release(t);
+    tg_tensor_release(h);
+    tg_tensor_release(i);
+}
+
+Test(tensor, gather_scatter_convert_strided)
+{
+    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){3, 4});
+    tg_tensor *v = transposed(base);   /* (4, 3), v[i][j] = 4j + i */
+    uint16_t h[12];
+    tg__gather(v, TG_F16, h);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            cr_assert(eq(flt, tg_f16_to_f32(h[i * 3 + j]), (float)(4 * j + i)));
+    double d[12];
+    for (int k = 0; k < 12; k++) d[k] = -k;
+    tg__scatter(v, TG_F64, d);   /* writes base[j][i] = -(3i + j) */
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(base, j * 4 + i), -(3.0 * i + j)));
+    tg_tensor_release(v);
+    tg_tensor_release(base);
+}
+
+/* A 3-d permuted view exercises the multi-index counter's wrap-around. */
+Test(tensor, gather_scatter_permuted_3d)
+{
+    tg_tensor *base = arange(TG_F64, 3, (int64_t[]){2, 3, 4});
+    /* v = base.permute(2, 0, 1): (4, 2, 3), v[i][j][k] = base[j][k][i] = 12j + 4k + i */
+    tg_tensor *v = tg__tensor_view_of(base->storage, TG_F64, 3, (int64_t[]){4, 2, 3},
+                                      (int64_t[]){1, 12, 4}, 0);
+    double got[24];
+    cr_assert(eq(int, tg_tensor_to_doubles(v, got, 24), TG_OK));
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 3; k++)
+                cr_assert(eq(dbl, got[(i * 2 + j) * 3 + k], 12.0 * j + 4.0 * k + i));
+    float f[24];
+    for (int n = 0; n < 24; n++) f[n] = (float)(100 + n);
+    tg__scatter(v, TG_F32, f);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 3; k++)
+                cr_assert(eq(dbl, at(base, 12 * j + 4 * k + i), 100.0 + (i * 2 + j) * 3 + k));
+    /* A broadcast middle dim (stride 0) repeats: w[i][r][k] = base[i][0][k]. */
+    tg_tensor *w = tg__tensor_view_of(base->storage, TG_F64, 3, (int64_t[]){2, 5, 4},
+                                      (int64_t[]){12, 0, 1}, 0);
+    double b[40];
+    cr_assert(eq(int, tg_tensor_to_doubles(w, b, 40), TG_OK));
+    for (int i = 0; i < 2; i++)
+        for (int r = 0; r < 5; r++)
+            for (int k = 0; k < 4; k++) cr_assert(eq(dbl, b[(i * 5 + r) * 4 + k], at(base, 12 * i + k)));
+    tg_tensor_release(w);
+    tg_tensor_release(v);
+    tg_tensor_release(base);
+}
+
+Test(tensor, version_counter_bumps_on_writes)
+{
+    tg_tensor *t = NULL, *src = NULL, *view = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 1, (int64_t[]){4}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&src, TG_F32, 1, (int64_t[]){4}), TG_OK));
+    cr_assert(eq(int, tg_tensor_detach(&view, t), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    double v;
+    cr_assert(eq(int, tg_tensor_get_flat(t, 0, &v), TG_OK));
+    cr_assert(eq(u64, tg_tensor_version(t), 0));   /* reads do not bump */
+    cr_assert(eq(int, tg_tensor_set_flat(t, 0, 1.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_set(t, (int64_t[]){1}, 1.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_fill(t, 2.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_copy_(t, src), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 0, 1), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_normal(t, &rng, 0, 1), TG_OK));
+    tg_tensor_bump_version(t);
+    cr_assert(eq(u64, tg_tensor_version(t), 7));
+    cr_assert(eq(u64, tg_tensor_version(view), 7));   /* shared through the storage */
+    cr_assert(eq(u64, tg_tensor_version(src), 0));
+    tg_tensor_release(view);
+    tg_tensor_release(src);
+    tg_tensor_release(t);
+}
+
+/* ---- autograd attributes ------------------------------------------------------------- */
+
+Test(tensor, detach_shares_storage)
+{
+    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *v = transposed(base), *d = NULL;
+    cr_assert(eq(int, tg_tensor_set_requires_grad(v, true), TG_OK));
+    cr_assert(eq(int, tg_tensor_detach(&d, v), TG_OK));
+    cr_assert(tg_tensor_shares_storage(d, base));
+    cr_assert(not(tg_tensor_requires_grad(d)));
+    cr_assert(tg_tensor_is_leaf(d));
+    cr_assert(eq(i64, tg_tensor_strides(d)[0], 1));
+    cr_assert(eq(i64, tg_tensor_strides(d)[1], 3));
+    cr_assert(eq(int, tg_tensor_set(d, (int64_t[]){2, 0}, 50.0), TG_OK));
+    cr_assert(eq(dbl, at(base, 2), 50.0));   /* d(2, 0) is base(0, 2) */
+    tg_tensor *bad = SENTINEL;
+    cr_assert(eq(int, tg_tensor_detach(&bad, NULL), TG_EINVAL));
+    cr_assert(eq(ptr, bad, SENTINEL));
+    tg_tensor_release(d);
+    tg_tensor_release(v);
+    tg_tensor_release(base);
+}
+
+Test(tensor, requires_grad_rules)
+{
+    tg_tensor *f = NULL, *i = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&f, TG_F16, 1, (int64_t[]){2}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&i, TG_I32, 1, (int64_t[]){2}), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(f, true), TG_OK));
+    cr_assert(tg_tensor_requires_grad(f));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(i, true), TG_EDTYPE));
+    cr_assert(not(tg_tensor_requires_grad(i)));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(i, false), TG_OK));
+    /* A non-leaf (made by a recorded op) may not change its flag. */
+    tg_node fake = {0};
+    f->grad_fn = &fake;
+    cr_assert(not(tg_tensor_is_leaf(f)));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(f, false), TG_EGRAD));
+    cr_assert(tg_tensor_requires_grad(f));
+    f->grad_fn = NULL;
+    cr_assert(eq(int, tg_tensor_set_requires_grad(f, false), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(NULL, true), TG_EINVAL));
+    tg_tensor_release(f);
+    tg_tensor_release(i);
+}
+
+Test(tensor, names_and_printing)
+{
+    tg_tensor *t = arange(TG_F32, 2, (int64_t[]){2, 2});
+    cr_assert(eq(str, (char *)tg_tensor_name(t), ""));
+    tg_tensor_set_name(t, "weight");
+    cr_assert(eq(str, (char *)tg_tensor_name(t), "weight"));
+    char longname[64];
+    memset(longname, 'x', 63);
+    longname[63] = '\0';
+    tg_tensor_set_name(t, longname);
+    cr_assert(eq(sz, strlen(tg_tensor_name(t)), 31));
+    tg_tensor_set_name(t, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(eq(int, tg_tensor_print(f, t, 10), TG_OK));
+    cr_assert(eq(int, tg_tensor_print(f, t, 2), TG_OK));
+    fclose(f);
+    cr_assert(eq(str, buf, "tensor f32 (2, 2) [0, 1, 2, 3]\ntensor f32 (2, 2) [0, 1, ...]\n"));
+    free(buf);
+    cr_assert(eq(int, tg_tensor_print(NULL, t, 2), TG_EINVAL));
+    tg_tensor_release(t);
+}
+
+Test(tensor, shape_str)
+{
+    char buf[32];
+    cr_assert(eq(str, tg_shape_str(buf, sizeof buf, 3, (int64_t[]){2, 3, 4}), "(2, 3, 4)"));
+    cr_assert(eq(str, tg_shape_str(buf, sizeof buf, 0, NULL), "()"));
+    cr_assert(eq(str, tg_shape_str(buf, sizeof buf, 1, (int64_t[]){7}), "(7)"));
+    char small[6];
+    tg_shape_str(small, sizeof small, 3, (int64_t[]){200, 300, 400});
+    cr_assert(eq(sz, strlen(small), 5));   /* truncated, NUL-terminated */
+    cr_assert(eq(int, strncmp(small, "(200,", 5), 0));
+}
+
+/* ---- random ------------------------------------------------------------------------ */
+
+/* Known-answer vectors published with Random123 (kat_vectors, philox4x32_10). */
+Test(tensor, philox_known_answers)
+{
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
+         0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+         0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1},
+    };
+    for (int k = 0; k < 3; k++) {
+        uint32_t out[4];
+        tg__philox4x32_10(&kat[k][0], &kat[k][4], out);
+        for (int j = 0; j < 4; j++) cr_assert(eq(u32, out[j], kat[k][6 + j]), "vector %d word %d", k, j);
+    }
+}
+
+static tg_tensor *rand_vec(tg_dtype dt, int64_t n, uint64_t seed, bool normal)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, 1, &n), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    int rc = normal ? tg_tensor_rand_normal(t, &rng, 0.0, 1.0) : tg_tensor_rand_uniform(t, &rng, 0.0, 1.0);
+    cr_assert(eq(int, rc, TG_OK));
+    return t;
+}
+
+Test(tensor, random_is_reproducible_per_seed)
+{
+    tg_tensor *a = rand_vec(TG_F64, 101, 7, false), *b = rand_vec(TG_F64, 101, 7, false);
+    tg_tensor *c = rand_vec(TG_F64, 101, 8, false);
+    int differ = 0;
+    for (int i = 0; i < 101; i++) {
+        cr_assert(eq(dbl, at(a, i), at(b, i)));
+        differ += at(a, i) != at(c, i);
+    }
+    cr_assert(gt(int, differ, 95));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(c);
+}
+
+Test(tensor, random_counter_advances)
+{
+    tg_tensor *t = NULL, *u = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F64, 1, (int64_t[]){5}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&u, TG_F64, 1, (int64_t[]){5}), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 0, 1), TG_OK));
+    cr_assert(eq(u64, rng.counter, 3));   /* 5 values, two per block */
+    cr_assert(eq(int, tg_tensor_rand_uniform(u, &rng, 0, 1), TG_OK));
+    cr_assert(ne(dbl, at(t, 0), at(u, 0)));
+    /* A second stream started at counter 3 reproduces u. */
+    tg_rng again = {.seed = 3, .counter = 3};
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &again, 0, 1), TG_OK));
+    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, at(t, i), at(u, i)));
+    /* tg_rng_uniform is the first value of a block and uses one block. */
+    tg_rng one = {.seed = 3, .counter = 0}, two = {.seed = 3, .counter = 0};
+    double x = tg_rng_uniform(&one);
+    cr_assert(eq(u64, one.counter, 1));
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &two, 0, 1), TG_OK));
+    cr_assert(eq(dbl, x, at(t, 0)));
+    cr_assert(ge(dbl, x, 0.0));
+    cr_assert(lt(dbl, x, 1.0));
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+}
+
+Test(tensor, uniform_moments)
+{
+    enum { N = 100000 };
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F64, 1, (int64_t[]){N}), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, 2024);
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, -2.0, 4.0), TG_OK));
+    const double *x = tg_tensor_cdata(t);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < N; i++) {
+        cr_assert(x[i] >= -2.0 && x[i] < 4.0);
+        sum += x[i];
+    }
+    double mean = sum / N;
+    for (int i = 0; i < N; i++) sq += (x[i] - mean) * (x[i] - mean);
+    /* U[-2, 4): mean 1, variance 6^2 / 12 = 3; the standard error of the
+     * mean is sqrt(3 / N) ~ 0.0055, of the variance ~ 0.012. */
+    cr_assert(epsilon_eq(dbl, mean, 1.0, 0.03));
+    cr_assert(epsilon_eq(dbl, sq / (N - 1), 3.0, 0.06));
+    tg_tensor_release(t);
+}
+
+Test(tensor, normal_moments)
+{
+    enum { N = 100000 };
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 1, (int64_t[]){N}), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, 99);
+    cr_assert(eq(int, tg_tensor_rand_normal(t, &rng, 2.0, 3.0), TG_OK));
+    const float *x = tg_tensor_cdata(t);
+    double sum = 0, sq = 0, m4 = 0;
+    for (int i = 0; i < N; i++) sum += x[i];
+    double mean = sum / N;
+    for (int i = 0; i < N; i++) {
+        double c = (x[i] - mean) / 3.0;
+        sq += c * c;
+        m4 += c * c * c * c;
+    }
+    /* N(2, 9): standard error of the mean 3 / sqrt(N) ~ 0.0095; the
+     * standardised kurtosis of a normal is 3. */
+    cr_assert(epsilon_eq(dbl, mean, 2.0, 0.05));
+    cr_assert(epsilon_eq(dbl, 3.0 * sqrt(sq / (N - 1)), 3.0, 0.05));
+    cr_assert(epsilon_eq(dbl, m4 / N, 3.0, 0.15));
+    tg_tensor_release(t);
+}
+
+Test(tensor, random_fills_views_in_logical_order)
+{
+    tg_tensor *base = NULL, *ref = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&base, TG_F32, 2, (int64_t[]){4, 6}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&ref, TG_F32, 2, (int64_t[]){6, 4}), TG_OK));
+    tg_tensor *v = transposed(base);
+    tg_rng r1 = {.seed = 5, .counter = 0}, r2 = {.seed = 5, .counter = 0};
+    cr_assert(eq(int, tg_tensor_rand_normal(v, &r1, 0, 1), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_normal(ref, &r2, 0, 1), TG_OK));
+    for (int i = 0; i < 24; i++) cr_assert(eq(dbl, at(v, i), at(ref, i)));
+    tg_tensor_release(v);
+    tg_tensor_release(ref);
+    tg_tensor_release(base);
+}
+
+Test(tensor, random_errors_change_nothing)
+{
+    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3});
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 2.0, 1.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 0.0, INFINITY), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_rand_normal(t, &rng, 0.0, -1.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_rand_normal(t, NULL, 0.0, 1.0), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_rand_normal(NULL, &rng, 0.0, 1.0), TG_EINVAL));
+    cr_assert(eq(u64, rng.counter, 0));
+    cr_assert(eq(u64, tg_tensor_version(t), 3));   /* the three set_flat in arange */
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(t, i), (double)i));
+    tg_tensor_release(t);
+}
