@@ -1,1 +1,40 @@
-/* placeholder */
+/* tools/cmd_ops.c - `tapegrad ops`: the op registry as a table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tapegrad/registry.h"
+#include "tapegrad/status.h"
+#include "tools.h"
+
+static const char ops_usage[] =
+    "usage: tapegrad ops\n"
+    "Lists every registered op: name, arity (var = variadic), AMP policy,\n"
+    "whether it has a backward, and whether that backward is itself\n"
+    "differentiable (double backward).\n";
+
+int tg_cmd_ops(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(ops_usage, stdout);
+            return TG_EXIT_OK;
+        }
+        fprintf(stderr, "tapegrad ops: unexpected argument '%s'\n%s", argv[i], ops_usage);
+        return TG_EXIT_USAGE;
+    }
+    int n = tg_op_count();
+    printf("%-20s %-5s %-16s %-8s %s\n", "op", "arity", "amp", "backward", "double-backward");
+    for (int i = 0; i < n; i++) {
+        tg_op_info info;
+        if (tg_op_info_at(i, &info) < 0) {
+            fprintf(stderr, "tapegrad: ops: %s\n", tg_error_message());
+            return TG_EXIT_FAIL;
+        }
+        char arity[8];
+        snprintf(arity, sizeof arity, info.arity < 0 ? "var" : "%d", info.arity);
+        printf("%-20s %-5s %-16s %-8s %s\n", info.name, arity, tg_amp_policy_name(info.amp),
+               info.has_backward ? "yes" : "no", info.has_double_backward ? "yes" : "no");
+    }
+    printf("%d ops\n", n);
+    return TG_EXIT_OK;
+}

@@ -1,2 +1,85 @@
-/* placeholder */
-int main(void) { return 0; }
+/* tools/tapegrad.c - `tapegrad <command> [options]`: dispatch to the
+ * subcommands declared in tools.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools.h"
+
+#ifndef TG_VERSION
+#define TG_VERSION "unknown"
+#endif
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"run-op", tg_cmd_run_op, "run one op case (inputs from a safetensors file)"},
+    {"info", tg_cmd_info, "list the tensors and metadata of safetensors files"},
+    {"ops", tg_cmd_ops, "list the registered ops and their AMP/backward traits"},
+    {"gradcheck", tg_cmd_gradcheck, "check gradients against finite differences"},
+    {"bench", tg_cmd_bench, "time ops"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tapegrad <command> [options]\n"
+               "       tapegrad help [command] | --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'tapegrad <command> --help' for a command's options.\n");
+}
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+/* `tapegrad help` prints the usage; `tapegrad help CMD` is `tapegrad CMD --help`. */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        usage(stdout);
+        return TG_EXIT_OK;
+    }
+    const command *c = find_command(argv[2]);
+    if (!c) {
+        fprintf(stderr, "tapegrad: unknown command '%s'\n\n", argv[2]);
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    char name[32], opt[] = "--help";
+    snprintf(name, sizeof name, "%s", c->name);
+    char *args[] = {name, opt, NULL};
+    return c->run(2, args);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return TG_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) return help(argc, argv);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("tapegrad %s\n", TG_VERSION);
+        return TG_EXIT_OK;
+    }
+    const command *c = find_command(cmd);
+    if (!c) {
+        fprintf(stderr, "tapegrad: unknown command '%s'\n\n", cmd);
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    /* The command sees its own name as argv[0]. */
+    return c->run(argc - 1, argv + 1);
+}
