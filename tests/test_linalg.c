@@ -279,3 +279,37 @@ Test(linalg, errors_leave_out_untouched)
     tg_tensor *all[] = {a, b, v, a3, b3, i32, i32b, w, bad_b};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
+
+Test(linalg, autocast_lowers_matmul_and_grads_keep_input_dtype)
+{
+    tg_tensor *a = randu(TG_F32, 2, (int64_t[]){3, 4}, 12), *b = randu(TG_F32, 2, (int64_t[]){4, 2}, 13);
+    tg_tensor *ref = NULL, *c = NULL, *s = NULL;
+    cr_assert(eq(int, tg_tensor_set_requires_grad(a, true), TG_OK));
+    cr_assert(eq(int, tg_matmul(&ref, a, b), TG_OK));
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(c), TG_BF16));
+    for (int64_t k = 0; k < 6; k++) {
+        double v, r;
+        cr_assert(eq(int, tg_tensor_get_flat(c, k, &v), TG_OK));
+        cr_assert(eq(int, tg_tensor_get_flat(ref, k, &r), TG_OK));
+        cr_assert(epsilon_eq(dbl, v, r, 5e-2 * (1.0 + fabs(r))));
+    }
+    cr_assert(eq(int, tg_sum(&s, c), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
+    tg_tensor *g = tg_tensor_grad(a);
+    cr_assert(not(eq(ptr, g, NULL)));
+    cr_assert(eq(int, tg_tensor_dtype(g), TG_F32));
+    /* d(sum(a b))/da[i, k] = sum_j b[k, j]. */
+    for (int64_t i = 0; i < 3; i++)
+        for (int64_t k = 0; k < 4; k++) {
+            double gv, b0, b1;
+            cr_assert(eq(int, tg_tensor_get_flat(g, i * 4 + k, &gv), TG_OK));
+            cr_assert(eq(int, tg_tensor_get_flat(b, k * 2, &b0), TG_OK));
+            cr_assert(eq(int, tg_tensor_get_flat(b, k * 2 + 1, &b1), TG_OK));
+            cr_assert(epsilon_eq(dbl, gv, b0 + b1, 5e-2));
+        }
+    tg_tensor *all[] = {a, b, ref, c, s};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}

@@ -512,3 +512,41 @@ Test(shape, cat_errors)
     tg_tensor_release(c);
     tg_tensor_release(d);
 }
+
+/* ---- edge shapes and registration ------------------------------------------------- */
+
+Test(shape, scalars_and_empty_tensors)
+{
+    tg_tensor *s = NULL, *e = NULL, *z = NULL, *r = NULL, *sm = NULL, *mn = NULL, *out = NULL;
+    cr_assert(eq(int, tg_tensor_scalar(&s, TG_F64, 2.5), TG_OK));
+    cr_assert(eq(int, tg_expand(&e, s, 2, (int64_t[]){2, 3}), TG_OK));
+    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, flat(e, k), 2.5));
+    cr_assert(eq(int, tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){0, 3}), TG_OK));
+    cr_assert(eq(int, tg_reshape(&r, z, 2, (int64_t[]){3, 0}), TG_OK));
+    cr_assert(eq(int, tg_reshape(&out, z, 2, (int64_t[]){-1, 0}), TG_ESHAPE));   /* ambiguous */
+    cr_assert(eq(ptr, out, NULL));
+    cr_assert(eq(int, tg_sum(&sm, z), TG_OK));
+    cr_assert(eq(int, tg_mean(&mn, z), TG_OK));
+    cr_assert(eq(dbl, flat(sm, 0), 0.0));
+    cr_assert(isnan(flat(mn, 0)));   /* 0/0, as in PyTorch */
+    tg_tensor *all[] = {s, e, z, r, sm, mn};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+Test(shape, ops_are_registered_with_their_amp_policy)
+{
+    struct { const char *name; tg_amp_policy amp; } ops[] = {
+        {"sum", TG_AMP_FP32},         {"mean", TG_AMP_FP32},      {"sum_dims", TG_AMP_FP32},
+        {"mean_dims", TG_AMP_FP32},   {"sum_to_shape", TG_AMP_KEEP}, {"reshape", TG_AMP_KEEP},
+        {"permute", TG_AMP_KEEP},     {"transpose", TG_AMP_KEEP}, {"slice", TG_AMP_KEEP},
+        {"slice_backward", TG_AMP_KEEP}, {"expand", TG_AMP_KEEP}, {"unsqueeze", TG_AMP_KEEP},
+        {"squeeze", TG_AMP_KEEP},     {"contiguous", TG_AMP_KEEP}, {"cat", TG_AMP_KEEP},
+        {"matmul", TG_AMP_LOWER_PRECISION}, {"linear", TG_AMP_LOWER_PRECISION},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        tg_op_info info;
+        cr_assert(eq(int, tg_op_info_find(ops[i].name, &info), TG_OK), "%s", ops[i].name);
+        cr_assert(eq(int, (int)info.amp, (int)ops[i].amp), "%s", ops[i].name);
+        cr_assert(info.has_backward && info.has_double_backward, "%s", ops[i].name);
+    }
+}
