@@ -14,6 +14,13 @@ if [ -f "$log" ]; then
     passed=$((passed + p)); failed=$((failed + f + c))
   done < <(sed -n 's/.*Synthesis: Tested: [0-9]* | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\1 \2 \3/p' "$log")
 fi
+# Criterion counts a test whose worker only leaked as passed: a sanitizer
+# report anywhere in the log fails the run.
+if [ -f "$log" ] && grep -qE "ERROR: (Leak|Address)Sanitizer|runtime error:" "$log"; then
+  echo "sanitizer reports found in $log:" >&2
+  grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" "$log" | head -20 >&2
+  rc=1; failed=$((failed + 1))
+fi
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 echo "tests ($build): $passed passed, $failed failed"
 exit "$rc"
