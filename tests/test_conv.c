@@ -1,1 +1,850 @@
+/* tests/test_conv.c - ConvNd / ConvTransposeNd, N = 1, 2, 3.
+ *
+ * The oracle is a pair of naive direct loops written here (ConvTranspose in
+ * its scatter form y[o] += x[i] * W[k] for o = i*stride - lo + k*dilation,
+ * Conv in its gather form), run in double on a parameter sweep against both
+ * algorithms.  Gradients: tg_gradcheck / tg_gradgradcheck in f64; plus the
+ * adjoint identity, hand-computed cases and every caller error. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "internal.h"
+#include "ops/conv_internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/conv.h"
+#include "tapegrad/ops.h"
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 88172645463325252ull;
+static double rnd(void)   /* xorshift64 in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static int64_t rnd_int(int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)((rnd() + 1.0) / 2.0 * (double)(hi - lo + 1)) % (hi - lo + 1);
+}
+
+static tg_tensor *mk_rand(tg_dtype dt, int nd, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) tg_tensor_set_flat(t, i, rnd());
+    return t;
+}
+
+static tg_tensor *mk_data(tg_dtype dt, int nd, const int64_t *shape, const double *v)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) tg_tensor_set_flat(t, i, v[i]);
+    return t;
+}
+
+static double *doubles(const tg_tensor *t)
+{
+    int64_t n = tg_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    cr_assert(eq(int, tg_tensor_to_doubles(t, v, n), TG_OK));
+    return v;
+}
+
+static double act_ref(double v, tg_activation a, double slope)
+{
+    switch (a) {
+    case TG_ACT_RELU: return v > 0 ? v : 0;
+    case TG_ACT_LEAKY_RELU: return v > 0 ? v : slope * v;
+    case TG_ACT_TANH: return tanh(v);
+    case TG_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case TG_ACT_SILU: return v / (1 + exp(-v));
+    case TG_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    default: return v;
+    }
+}
+
+/* ---- the naive oracle ----
+ * Shapes are padded to 3 spatial axes with leading extent-1 axes (stride 1,
+ * dilation 1, padding 0, kernel 1), which leaves every index unchanged. */
+
+typedef struct ccase {
+    int nsp;
+    int64_t B, cin, cout, groups;
+    int64_t S[3], K[3];
+    tg_conv_params p;
+    bool bias;
+} ccase;
+
+typedef struct ax3 { int64_t S[3], K[3], O[3], s[3], d[3], lo[3]; } ax3;
+
+static ax3 axes3(const ccase *c, const int64_t *out_sp)
+{
+    ax3 a;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - c->nsp);
+        a.S[i] = j < 0 ? 1 : c->S[j];
+        a.K[i] = j < 0 ? 1 : c->K[j];
+        a.O[i] = j < 0 ? 1 : out_sp[j];
+        a.s[i] = j < 0 ? 1 : c->p.stride[j];
+        a.d[i] = j < 0 ? 1 : c->p.dilation[j];
+        a.lo[i] = j < 0 ? 0 : c->p.padding[j][0];
+    }
+    return a;
+}
+
+static int64_t at3(const int64_t *e, int64_t a, int64_t b, int64_t c) { return (a * e[1] + b) * e[2] + c; }
+
+/* ConvTranspose, scatter form: y (B, cout, O) += x (B, cin, S) * w (cin, cout/G, K). */
+static void naive_conv_transpose(const ccase *c, const int64_t *out_sp, const double *x,
+                                 const double *w, const double *b, double *y)
+{
+    ax3 a = axes3(c, out_sp);
+    int64_t cig = c->cin / c->groups, cog = c->cout / c->groups;
+    int64_t ssz = a.S[0] * a.S[1] * a.S[2], osz = a.O[0] * a.O[1] * a.O[2],
+            ksz = a.K[0] * a.K[1] * a.K[2];
+    memset(y, 0, sizeof(double) * (size_t)(c->B * c->cout * osz));
+    for (int64_t bb = 0; bb < c->B; bb++)
+    for (int64_t ci = 0; ci < c->cin; ci++)
+    for (int64_t col = 0; col < cog; col++)
+    for (int64_t i0 = 0; i0 < a.S[0]; i0++) for (int64_t i1 = 0; i1 < a.S[1]; i1++)
+    for (int64_t i2 = 0; i2 < a.S[2]; i2++)
+    for (int64_t k0 = 0; k0 < a.K[0]; k0++) for (int64_t k1 = 0; k1 < a.K[1]; k1++)
+    for (int64_t k2 = 0; k2 < a.K[2]; k2++) {
+        int64_t o0 = i0 * a.s[0] - a.lo[0] + k0 * a.d[0];
+        int64_t o1 = i1 * a.s[1] - a.lo[1] + k1 * a.d[1];
+        int64_t o2 = i2 * a.s[2] - a.lo[2] + k2 * a.d[2];
+        if (o0 < 0 || o0 >= a.O[0] || o1 < 0 || o1 >= a.O[1] || o2 < 0 || o2 >= a.O[2]) continue;
+        int64_t co = (ci / cig) * cog + col;
+        y[(bb * c->cout + co) * osz + at3(a.O, o0, o1, o2)] +=
+            x[(bb * c->cin + ci) * ssz + at3(a.S, i0, i1, i2)] *
+            w[(ci * cog + col) * ksz + at3(a.K, k0, k1, k2)];
+    }
+    for (int64_t i = 0; i < c->B * c->cout * osz; i++)
+        y[i] = act_ref(y[i] + (b ? b[(i / osz) % c->cout] : 0), c->p.act, c->p.act_slope);
+}
+
+/* Conv, gather form: y (B, cout, O) = sum x (B, cin, S) * w (cout, cin/G, K). */
+static void naive_conv(const ccase *c, const int64_t *out_sp, const double *x,
+                       const double *w, const double *b, double *y)
+{
+    ax3 a = axes3(c, out_sp);
+    int64_t cig = c->cin / c->groups, cog = c->cout / c->groups;
+    int64_t ssz = a.S[0] * a.S[1] * a.S[2], osz = a.O[0] * a.O[1] * a.O[2],
+            ksz = a.K[0] * a.K[1] * a.K[2];
+    for (int64_t bb = 0; bb < c->B; bb++)
+    for (int64_t co = 0; co < c->cout; co++)
+    for (int64_t o0 = 0; o0 < a.O[0]; o0++) for (int64_t o1 = 0; o1 < a.O[1]; o1++)
+    for (int64_t o2 = 0; o2 < a.O[2]; o2++) {
+        double acc = b ? b[co] : 0;
+        for (int64_t cil = 0; cil < cig; cil++)
+        for (int64_t k0 = 0; k0 < a.K[0]; k0++) for (int64_t k1 = 0; k1 < a.K[1]; k1++)
+        for (int64_t k2 = 0; k2 < a.K[2]; k2++) {
+            int64_t i0 = o0 * a.s[0] - a.lo[0] + k0 * a.d[0];
+            int64_t i1 = o1 * a.s[1] - a.lo[1] + k1 * a.d[1];
+            int64_t i2 = o2 * a.s[2] - a.lo[2] + k2 * a.d[2];
+            if (i0 < 0 || i0 >= a.S[0] || i1 < 0 || i1 >= a.S[1] || i2 < 0 || i2 >= a.S[2]) continue;
+            int64_t ci = (co / cog) * cig + cil;
+            acc += x[(bb * c->cin + ci) * ssz + at3(a.S, i0, i1, i2)] *
+                   w[(co * cig + cil) * ksz + at3(a.K, k0, k1, k2)];
+        }
+        y[(bb * c->cout + co) * osz + at3(a.O, o0, o1, o2)] = act_ref(acc, c->p.act, c->p.act_slope);
+    }
+}
+
+/* A random case; transposed cases get a valid output_padding. */
+static ccase random_case(int nsp, bool transpose)
+{
+    ccase c = {.nsp = nsp, .B = rnd_int(1, 2)};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    c.groups = rnd_int(1, 3) == 3 ? 2 : 1;
+    c.cin = c.groups * rnd_int(1, 2);
+    c.cout = c.groups * rnd_int(1, 2);
+    if (rnd_int(0, 5) == 0) c.groups = c.cin = c.cout = 3;   /* depthwise */
+    for (int a = 0; a < nsp; a++) {
+        c.S[a] = rnd_int(nsp == 3 ? 2 : 3, nsp == 3 ? 4 : 6);
+        c.K[a] = rnd_int(1, 3);
+        p.stride[a] = rnd_int(1, 3);
+        p.dilation[a] = rnd_int(1, 2);
+        p.padding[a][0] = rnd_int(0, 2);
+        p.padding[a][1] = rnd_int(0, 2);
+        int64_t lim = p.stride[a] > p.dilation[a] ? p.stride[a] : p.dilation[a];
+        if (transpose) p.output_padding[a] = rnd_int(0, lim - 1);
+    }
+    p.groups = c.groups;
+    p.act = (tg_activation)rnd_int(0, TG_ACT_COUNT - 1);
+    p.act_slope = 0.2;
+    c.p = p;
+    c.bias = rnd_int(0, 1);
+    return c;
+}
+
+typedef struct built { tg_tensor *x, *w, *b; int64_t out_sp[3]; bool ok; } built;
+
+static built build(const ccase *c, bool transpose, tg_dtype dt)
+{
+    built r = {0};
+    int64_t xs[5] = {c->B, c->cin}, ws[5], bs[1] = {c->cout};
+    ws[0] = transpose ? c->cin : c->cout;
+    ws[1] = transpose ? c->cout / c->groups : c->cin / c->groups;
+    memcpy(xs + 2, c->S, sizeof(int64_t) * (size_t)c->nsp);
+    memcpy(ws + 2, c->K, sizeof(int64_t) * (size_t)c->nsp);
+    int rc = transpose ? tg_conv_transpose_output_size(r.out_sp, c->nsp, c->S, c->K, &c->p)
+                       : tg_conv_output_size(r.out_sp, c->nsp, c->S, c->K, &c->p);
+    if (rc < 0) return r;
+    r.ok = true;
+    r.x = mk_rand(dt, c->nsp + 2, xs);
+    r.w = mk_rand(dt, c->nsp + 2, ws);
+    r.b = c->bias ? mk_rand(dt, 1, bs) : NULL;
+    return r;
+}
+
+static void unbuild(built *r)
+{
+    tg_tensor_release(r->x);
+    tg_tensor_release(r->w);
+    tg_tensor_release(r->b);
+}
+
+/* Runs the op with the given algo and compares with the oracle; returns the
+ * number of cases actually run. */
+static int check_case(const ccase *c, bool transpose, tg_dtype dt)
+{
+    built r = build(c, transpose, dt);
+    if (!r.ok) return 0;
+    double *x = doubles(r.x), *w = doubles(r.w), *b = r.b ? doubles(r.b) : NULL;
+    int64_t n = c->B * c->cout * r.out_sp[0] * (c->nsp > 1 ? r.out_sp[1] : 1) *
+                (c->nsp > 2 ? r.out_sp[2] : 1);
+    double *want = malloc(sizeof(double) * (size_t)n);
+    if (transpose) naive_conv_transpose(c, r.out_sp, x, w, b, want);
+    else naive_conv(c, r.out_sp, x, w, b, want);
+    const double tol = dt == TG_F64 ? 1e-12 : 1e-5;
+    for (int algo = TG_CONV_ALGO_FAST; algo <= (transpose ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST); algo++) {
+        tg_conv_params p = c->p;
+        p.algo = (tg_conv_algo)algo;
+        tg_tensor *y = NULL;
+        int rc = transpose ? tg_conv_transpose(&y, r.x, r.w, r.b, &p) : tg_conv(&y, r.x, r.w, r.b, &p);
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(i64, tg_tensor_numel(y), n));
+        double *got = doubles(y);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])),
+                      "%s nsp=%d algo=%d dt=%s elem %lld: got %g want %g",
+                      transpose ? "convT" : "conv", c->nsp, algo, tg_dtype_name(dt),
+                      (long long)i, got[i], want[i]);
+        free(got);
+        tg_tensor_release(y);
+    }
+    free(x); free(w); free(b); free(want);
+    unbuild(&r);
+    return 1;
+}
+
+Test(conv, sweep_matches_naive_oracle)
+{
+    int run = 0;
+    for (int it = 0; it < 60; it++)
+        for (int nsp = 1; nsp <= 3; nsp++)
+            for (int t = 0; t < 2; t++) {
+                ccase c = random_case(nsp, t);
+                run += check_case(&c, t, it % 2 ? TG_F32 : TG_F64);
+            }
+    cr_assert(gt(int, run, 250));
+}
+
+Test(conv, stride2_dilation2_and_op_beyond_stride)
+{
+    for (int nsp = 1; nsp <= 3; nsp++) {
+        ccase c = {.nsp = nsp, .B = 2, .cin = 4, .cout = 2, .groups = 2, .bias = true};
+        tg_conv_params p = TG_CONV_PARAMS_INIT;
+        for (int a = 0; a < nsp; a++) {
+            c.S[a] = 3; c.K[a] = 3;
+            p.stride[a] = 2; p.dilation[a] = 2; p.output_padding[a] = 1;
+            p.padding[a][0] = 1; p.padding[a][1] = 2;
+        }
+        p.groups = 2;
+        c.p = p;
+        for (int dt = 0; dt < 2; dt++) {
+            cr_assert(eq(int, check_case(&c, true, dt ? TG_F32 : TG_F64), 1));
+            cr_assert(eq(int, check_case(&c, false, dt ? TG_F32 : TG_F64), 1));
+        }
+        /* output_padding 1 >= stride 1 is allowed when dilation is 2 */
+        for (int a = 0; a < nsp; a++) c.p.stride[a] = 1;
+        cr_assert(eq(int, check_case(&c, true, TG_F64), 1));
+    }
+}
+
+Test(conv, fast_equals_reference_f64)
+{
+    for (int it = 0; it < 40; it++) {
+        ccase c = random_case(1 + it % 3, true);
+        built r = build(&c, true, TG_F64);
+        if (!r.ok) continue;
+        tg_tensor *y[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            tg_conv_params p = c.p;
+            p.algo = k ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST;
+            cr_assert(eq(int, tg_conv_transpose(&y[k], r.x, r.w, r.b, &p), TG_OK));
+        }
+        double *a = doubles(y[0]), *b = doubles(y[1]);
+        for (int64_t i = 0; i < tg_tensor_numel(y[0]); i++)
+            cr_assert(epsilon_eq(dbl, a[i], b[i], 1e-12));
+        free(a); free(b);
+        tg_tensor_release(y[0]); tg_tensor_release(y[1]);
+        unbuild(&r);
+    }
+}
+
+Test(conv, env_var_selects_algo)
+{
+    unsetenv("TG_CONV_ALGO");
+    cr_assert(eq(int, tg__conv_resolve_algo(TG_CONV_ALGO_DEFAULT), TG_CONV_ALGO_FAST));
+    setenv("TG_CONV_ALGO", "reference", 1);
+    cr_assert(eq(int, tg__conv_resolve_algo(TG_CONV_ALGO_DEFAULT), TG_CONV_ALGO_REFERENCE));
+    cr_assert(eq(int, tg__conv_resolve_algo(TG_CONV_ALGO_FAST), TG_CONV_ALGO_FAST));
+    /* the default algo now runs the reference path: still matches the oracle */
+    ccase c = random_case(2, true);
+    c.p.algo = TG_CONV_ALGO_DEFAULT;
+    check_case(&c, true, TG_F64);
+    setenv("TG_CONV_ALGO", "fast", 1);
+    cr_assert(eq(int, tg__conv_resolve_algo(TG_CONV_ALGO_DEFAULT), TG_CONV_ALGO_FAST));
+    cr_assert(eq(int, tg__conv_resolve_algo(TG_CONV_ALGO_REFERENCE), TG_CONV_ALGO_REFERENCE));
+    unsetenv("TG_CONV_ALGO");
+}
+
+/* <conv(z, W), x> = <z, conv_transpose(x, W)>: z has conv_transpose's output
+ * extents, x conv's (output_padding < stride makes them agree). */
+Test(conv, adjoint_identity_f64)
+{
+    for (int it = 0; it < 30; it++) {
+        ccase c = random_case(1 + it % 3, true);
+        c.p.act = TG_ACT_NONE;
+        c.bias = false;
+        for (int a = 0; a < c.nsp; a++) c.p.output_padding[a] %= c.p.stride[a];
+        built r = build(&c, true, TG_F64);
+        if (!r.ok) continue;
+        int64_t zs[5] = {c.B, c.cout, r.out_sp[0], r.out_sp[1], r.out_sp[2]};
+        tg_tensor *z = mk_rand(TG_F64, c.nsp + 2, zs), *cz = NULL, *tx = NULL;
+        cr_assert(eq(int, tg_conv(&cz, z, r.w, NULL, &c.p), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_conv_transpose(&tx, r.x, r.w, NULL, &c.p), TG_OK));
+        cr_assert(eq(i64, tg_tensor_numel(cz), tg_tensor_numel(r.x)));
+        double *a = doubles(cz), *x = doubles(r.x), *b = doubles(tx), *zz = doubles(z);
+        double lhs = 0, rhs = 0;
+        for (int64_t i = 0; i < tg_tensor_numel(cz); i++) lhs += a[i] * x[i];
+        for (int64_t i = 0; i < tg_tensor_numel(z); i++) rhs += zz[i] * b[i];
+        cr_assert(epsilon_eq(dbl, lhs, rhs, 1e-10 * (1 + fabs(lhs))), "%g vs %g", lhs, rhs);
+        free(a); free(x); free(b); free(zz);
+        tg_tensor_release(z); tg_tensor_release(cz); tg_tensor_release(tx);
+        unbuild(&r);
+    }
+}
+
+/* conv_transpose1d, x = [1, 2, 3], w = [1, 10, 100], stride 2, padding
+ * (lo 1, hi 0).  Scatter y_full[2i + k] += x[i] w[k]:
+ *   i=0: p0 1, p1 10, p2 100;  i=1: p2 2, p3 20, p4 200;  i=2: p4 3, p5 30, p6 300
+ *   y_full = [1, 10, 102, 20, 203, 30, 300]  (extent (3-1)*2 + 3 = 7).
+ * lo = 1 crops the first entry, hi = 0 nothing: y = [10, 102, 20, 203, 30, 300]
+ * (extent (3-1)*2 - 1 - 0 + 2 + 1 = 6).
+ * conv1d, x = [1, 2, 3, 4], w = [1, 10], padding (lo 2, hi 0): the padded input
+ * is [0, 0, 1, 2, 3, 4] and y[o] = xp[o] + 10 xp[o+1] = [0, 10, 21, 32, 43]. */
+Test(conv, asymmetric_padding_by_hand)
+{
+    const double xv[3] = {1, 2, 3}, wv[3] = {1, 10, 100};
+    const double want_t[6] = {10, 102, 20, 203, 30, 300};
+    int64_t xs[3] = {1, 1, 3}, ws[3] = {1, 1, 3};
+    tg_tensor *x = mk_data(TG_F64, 3, xs, xv), *w = mk_data(TG_F64, 3, ws, wv), *y;
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = 2;
+    p.padding[0][0] = 1;
+    for (int algo = TG_CONV_ALGO_FAST; algo <= TG_CONV_ALGO_REFERENCE; algo++) {
+        p.algo = (tg_conv_algo)algo;
+        y = NULL;
+        cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
+        cr_assert(eq(i64, tg_tensor_dim(y, 2), 6));
+        double *v = doubles(y);
+        for (int i = 0; i < 6; i++) cr_assert(ieee_ulp_eq(dbl, v[i], want_t[i], 0));
+        free(v);
+        tg_tensor_release(y);
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+
+    const double xv2[4] = {1, 2, 3, 4}, wv2[2] = {1, 10}, want_c[5] = {0, 10, 21, 32, 43};
+    int64_t xs2[3] = {1, 1, 4}, ws2[3] = {1, 1, 2};
+    x = mk_data(TG_F32, 3, xs2, xv2);
+    w = mk_data(TG_F32, 3, ws2, wv2);
+    tg_conv_params q = TG_CONV_PARAMS_INIT;
+    q.padding[0][0] = 2;
+    y = NULL;
+    cr_assert(eq(int, tg_conv(&y, x, w, NULL, &q), TG_OK));
+    cr_assert(eq(i64, tg_tensor_dim(y, 2), 5));
+    double *v = doubles(y);
+    for (int i = 0; i < 5; i++) cr_assert(ieee_ulp_eq(dbl, v[i], want_c[i], 0));
+    free(v);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+/* f16 / bf16 compute in f32 and round once: equal to the f32 result rounded. */
+Test(conv, half_dtypes_round_once)
+{
+    ccase c = random_case(2, true);
+    built r = build(&c, true, TG_F32);
+    while (!r.ok) { c = random_case(2, true); r = build(&c, true, TG_F32); }
+    tg_tensor *ref = NULL;
+    cr_assert(eq(int, tg_conv_transpose(&ref, r.x, r.w, r.b, &c.p), TG_OK));
+    double *want = doubles(ref);
+    tg_dtype dts[2] = {TG_F16, TG_BF16};
+    for (int k = 0; k < 2; k++) {
+        /* inputs exactly representable: round them first, then compare */
+        tg_tensor *x = NULL, *w = NULL, *b = NULL, *y = NULL, *x32 = NULL, *w32 = NULL,
+                  *b32 = NULL, *y32 = NULL;
+        tg_tensor_to_dtype(&x, r.x, dts[k]);
+        tg_tensor_to_dtype(&w, r.w, dts[k]);
+        if (r.b) tg_tensor_to_dtype(&b, r.b, dts[k]);
+        tg_tensor_to_dtype(&x32, x, TG_F32);
+        tg_tensor_to_dtype(&w32, w, TG_F32);
+        if (b) tg_tensor_to_dtype(&b32, b, TG_F32);
+        cr_assert(eq(int, tg_conv_transpose(&y, x, w, b, &c.p), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(y), dts[k]));
+        cr_assert(eq(int, tg_conv_transpose(&y32, x32, w32, b32, &c.p), TG_OK));
+        double *got = doubles(y), *w2 = doubles(y32);
+        for (int64_t i = 0; i < tg_tensor_numel(y); i++) {
+            double rounded = dts[k] == TG_F16 ? tg_f16_to_f32(tg_f32_to_f16((float)w2[i]))
+                                              : tg_bf16_to_f32(tg_f32_to_bf16((float)w2[i]));
+            cr_assert(ieee_ulp_eq(dbl, got[i], rounded, 0));
+        }
+        free(got); free(w2);
+        tg_tensor *all[8] = {x, w, b, y, x32, w32, b32, y32};
+        for (int i = 0; i < 8; i++) tg_tensor_release(all[i]);
+    }
+    free(want);
+    tg_tensor_release(ref);
+    unbuild(&r);
+}
+
+/* ---- gradients ---- */
+
+typedef struct gc_user {
+    int op;   /* 0 conv, 1 conv_transpose, 2 conv_weight_grad */
+    tg_conv_params p;
+    int wndim;
+    int64_t wshape[5];
+} gc_user;
+
+static int gc_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    gc_user *u = user;
+    switch (u->op) {
+    case 0: return tg_conv(out, in[0], in[1], n > 2 ? in[2] : NULL, &u->p);
+    case 1: return tg_conv_transpose(out, in[0], in[1], n > 2 ? in[2] : NULL, &u->p);
+    default: return tg_conv_weight_grad(out, in[0], in[1], u->wndim, u->wshape, &u->p);
+    }
+}
+
+/* Tiny configurations covering stride/dilation/groups/asymmetric padding and
+ * output_padding, including stride 2 + dilation 2 and output_padding >= stride. */
+static ccase grad_case(int i)
+{
+    ccase c = {.B = 1, .bias = true};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    switch (i) {
+    case 0:   /* 1-D, stride 2, dilation 2, groups 2 */
+        c.nsp = 1; c.B = 2; c.cin = 2; c.cout = 4; c.groups = 2; c.S[0] = 6; c.K[0] = 3;
+        p.stride[0] = 2; p.dilation[0] = 2; p.padding[0][0] = 1; p.output_padding[0] = 1;
+        break;
+    case 1:   /* 2-D, output_padding 1 with stride 1, dilation 2 */
+        c.nsp = 2; c.cin = 2; c.cout = 2; c.groups = 1;
+        c.S[0] = 3; c.S[1] = 4; c.K[0] = 2; c.K[1] = 3;
+        p.stride[1] = 2; p.dilation[0] = 2; p.padding[0][1] = 1; p.padding[1][0] = 1;
+        p.output_padding[0] = 1; p.output_padding[1] = 1;
+        break;
+    case 2:   /* 3-D */
+        c.nsp = 3; c.cin = 1; c.cout = 2; c.groups = 1;
+        for (int a = 0; a < 3; a++) { c.S[a] = a ? 3 : 2; c.K[a] = 2; }
+        p.stride[0] = 2; p.stride[2] = 2; p.padding[1][0] = 1; p.padding[2][1] = 1;
+        p.output_padding[0] = 1; p.output_padding[2] = 1;
+        break;
+    default:  /* depthwise 1-D, stride 3, output_padding 2 */
+        c.nsp = 1; c.cin = 3; c.cout = 3; c.groups = 3; c.S[0] = 4; c.K[0] = 2;
+        p.stride[0] = 3; p.padding[0][1] = 2; p.output_padding[0] = 2;
+        break;
+    }
+    p.groups = c.groups;
+    c.p = p;
+    return c;
+}
+
+static void run_gradchecks(const ccase *c, int op, bool second)
+{
+    bool transpose = op != 0;
+    built r = build(c, transpose, TG_F64);
+    cr_assert(r.ok, "%s", tg_error_message());
+    gc_user u = {.op = op, .p = c->p};
+    tg_tensor *in[3] = {r.x, r.w, r.b};
+    int n = r.b ? 3 : 2;
+    if (op == 2) {
+        /* weight grad of conv_transpose: z = dy (convT output), u = x */
+        int64_t zs[5] = {c->B, c->cout, r.out_sp[0], r.out_sp[1], r.out_sp[2]};
+        in[0] = mk_rand(TG_F64, c->nsp + 2, zs);
+        in[1] = tg_tensor_retain(r.x);
+        n = 2;
+        u.wndim = c->nsp + 2;
+        memcpy(u.wshape, tg_tensor_shape(r.w), sizeof(int64_t) * (size_t)u.wndim);
+    }
+    for (int i = 0; i < n; i++) tg_tensor_set_requires_grad(in[i], true);
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    int rc = second ? tg_gradgradcheck(gc_fn, &u, n, in, &o) : tg_gradcheck(gc_fn, &u, n, in, &o);
+    cr_assert(eq(int, rc, TG_OK), "op %d nsp %d act %s: %s", op, c->nsp,
+              tg_activation_name(c->p.act), tg_error_message());
+    if (op == 2) {
+        tg_tensor_release(in[0]);
+        tg_tensor_release(in[1]);
+    }
+    unbuild(&r);
+}
+
+Test(conv, gradcheck_all_ops)
+{
+    for (int i = 0; i < 4; i++)
+        for (int op = 0; op < 3; op++) {
+            ccase c = grad_case(i);
+            c.p.act = (tg_activation)((i + op) % TG_ACT_COUNT);
+            run_gradchecks(&c, op, false);
+        }
+}
+
+Test(conv, gradgradcheck_all_ops)
+{
+    for (int i = 0; i < 4; i++)
+        for (int op = 0; op < 3; op++) {
+            ccase c = grad_case(i);
+            c.p.act = (tg_activation)((i + 2 * op + 3) % TG_ACT_COUNT);
+            run_gradchecks(&c, op, true);
+        }
+}
+
+Test(conv, gradcheck_each_activation_with_bias)
+{
+    for (int a = 0; a < TG_ACT_COUNT; a++)
+        for (int op = 0; op < 2; op++) {
+            ccase c = grad_case(0);
+            c.p.act = (tg_activation)a;
+            c.p.act_slope = 0.2;
+            run_gradchecks(&c, op, false);
+            run_gradchecks(&c, op, true);
+        }
+}
+
+/* The weight gradient of conv itself: z = x, u = dy with conv's extents. */
+Test(conv, weight_grad_of_conv_gradchecks)
+{
+    for (int i = 0; i < 4; i++) {
+        ccase c = grad_case(i);
+        built r = build(&c, false, TG_F64);
+        int64_t us[5] = {c.B, c.cout, r.out_sp[0], r.out_sp[1], r.out_sp[2]};
+        gc_user u = {.op = 2, .p = c.p, .wndim = c.nsp + 2};
+        memcpy(u.wshape, tg_tensor_shape(r.w), sizeof(int64_t) * (size_t)u.wndim);
+        tg_tensor *in[2] = {r.x, mk_rand(TG_F64, c.nsp + 2, us)};
+        for (int k = 0; k < 2; k++) tg_tensor_set_requires_grad(in[k], true);
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(gc_fn, &u, 2, in, &o), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(gc_fn, &u, 2, in, &o), TG_OK), "%s", tg_error_message());
+        tg_tensor_release(in[1]);
+        unbuild(&r);
+    }
+}
+
+/* Recorded with an activation: same values as the fused no-grad kernel. */
+Test(conv, recorded_activation_matches_fused)
+{
+    ccase c = grad_case(1);
+    c.p.act = TG_ACT_SILU;
+    built r = build(&c, true, TG_F64);
+    tg_tensor *fused = NULL, *rec = NULL;
+    cr_assert(eq(int, tg_conv_transpose(&fused, r.x, r.w, r.b, &c.p), TG_OK));
+    tg_tensor_set_requires_grad(r.w, true);
+    cr_assert(eq(int, tg_conv_transpose(&rec, r.x, r.w, r.b, &c.p), TG_OK));
+    cr_assert(tg_tensor_requires_grad(rec));
+    double *a = doubles(fused), *b = doubles(rec);
+    for (int64_t i = 0; i < tg_tensor_numel(rec); i++) cr_assert(epsilon_eq(dbl, a[i], b[i], 1e-14));
+    free(a); free(b);
+    tg_tensor_release(fused); tg_tensor_release(rec);
+    unbuild(&r);
+}
+
+/* ---- helpers: output sizes, output_padding_for, activation names ---- */
+
+Test(conv, output_sizes)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = 2; p.dilation[0] = 2; p.padding[0][0] = 1; p.padding[0][1] = 2;
+    p.output_padding[0] = 1;
+    int64_t in[2] = {5, 7}, k[2] = {3, 2}, out[2] = {0, 0};
+    /* convT: (5-1)*2 - 1 - 2 + 2*2 + 1 + 1 = 11;  axis 1: (7-1) + 1 + 1 = 8 */
+    cr_assert(eq(int, tg_conv_transpose_output_size(out, 2, in, k, &p), TG_OK));
+    cr_assert(eq(i64, out[0], 11));
+    cr_assert(eq(i64, out[1], 8));
+    /* conv: floor((5 + 3 - 4 - 1) / 2) + 1 = 2;  axis 1: 7 - 1 = 6 */
+    cr_assert(eq(int, tg_conv_output_size(out, 2, in, k, &p), TG_OK));
+    cr_assert(eq(i64, out[0], 2));
+    cr_assert(eq(i64, out[1], 6));
+    /* a kernel wider than the padded input: error, out untouched */
+    int64_t big[1] = {9};
+    cr_assert(eq(int, tg_conv_output_size(out, 1, in, big, &p), TG_EINVAL));
+    cr_assert(eq(i64, out[0], 2));
+    cr_assert(eq(int, tg_conv_output_size(out, 4, in, k, &p), TG_EINVAL));
+}
+
+Test(conv, output_padding_for)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = 2; p.padding[0][0] = p.padding[0][1] = 1;
+    int64_t in[2] = {8, 4}, k[2] = {3, 3}, want[2] = {16, 7};
+    /* axis 0: base (8-1)*2 - 2 + 2 + 1 = 15, reachable 15..16 -> op 1;
+     * axis 1: base 3 - 0 + 2 + 1 = 6, stride 1 -> only 6: 7 unreachable */
+    cr_assert(eq(int, tg_conv_transpose_output_padding_for(&p, 2, in, k, want), TG_EINVAL));
+    cr_assert(eq(i64, p.output_padding[0], 0));   /* unchanged */
+    cr_assert(eq(str, (char *)tg_error_message(),
+                 "conv_transpose2d: output size 7 on axis 1 cannot be reached: reachable 6..6"));
+    want[1] = 6;
+    cr_assert(eq(int, tg_conv_transpose_output_padding_for(&p, 2, in, k, want), TG_OK));
+    cr_assert(eq(i64, p.output_padding[0], 1));
+    cr_assert(eq(i64, p.output_padding[1], 0));
+    int64_t got[2];
+    cr_assert(eq(int, tg_conv_transpose_output_size(got, 2, in, k, &p), TG_OK));
+    cr_assert(eq(i64, got[0], 16));
+    want[0] = 17;
+    cr_assert(eq(int, tg_conv_transpose_output_padding_for(&p, 2, in, k, want), TG_EINVAL));
+    cr_assert(eq(str, (char *)tg_error_message(),
+                 "conv_transpose2d: output size 17 on axis 0 cannot be reached: reachable 15..16"));
+    cr_assert(eq(i64, p.output_padding[0], 1));
+}
+
+Test(conv, activation_names_and_parse)
+{
+    const char *names[] = {"none", "relu", "leaky_relu", "tanh", "sigmoid", "silu", "gelu"};
+    for (int a = 0; a < TG_ACT_COUNT; a++) {
+        cr_assert(eq(str, (char *)tg_activation_name((tg_activation)a), (char *)names[a]));
+        tg_activation got = TG_ACT_COUNT;
+        cr_assert(eq(int, tg_activation_parse(names[a], &got, NULL), TG_OK));
+        cr_assert(eq(int, got, a));
+    }
+    tg_activation act = TG_ACT_RELU;
+    double slope = 0;
+    cr_assert(eq(int, tg_activation_parse("leaky_relu:0.2", &act, &slope), TG_OK));
+    cr_assert(eq(int, act, TG_ACT_LEAKY_RELU));
+    cr_assert(epsilon_eq(dbl, slope, 0.2, 1e-15));
+    cr_assert(eq(int, tg_activation_parse("leaky_relu", &act, &slope), TG_OK));
+    cr_assert(epsilon_eq(dbl, slope, 0.01, 1e-15));
+    cr_assert(eq(int, tg_activation_parse("", &act, &slope), TG_OK));
+    cr_assert(eq(int, act, TG_ACT_NONE));
+    const char *bad[] = {"relux", "relu:1", "leaky_relu:", "leaky_relu:x", "tan"};
+    for (int i = 0; i < 5; i++) {
+        act = TG_ACT_GELU;
+        cr_assert(eq(int, tg_activation_parse(bad[i], &act, &slope), TG_EINVAL), "%s", bad[i]);
+        cr_assert(eq(int, act, TG_ACT_GELU));
+    }
+    cr_assert(eq(str, (char *)tg_activation_name((tg_activation)42), "?"));
+}
+
+/* ---- weight layouts ---- */
+
+/* PyTorch w (C_in 2, C_out/g 2, K 2) with w[ci, co, k] = 100 ci + 10 co + k.
+ * KDHW_CI_CO[kk, ci, co] = w[ci, co, 1-kk] and KDHW_CO_CI[kk, co, ci] likewise. */
+Test(conv, weight_layout_flipped_taps_by_hand)
+{
+    double v[8];
+    for (int ci = 0; ci < 2; ci++)
+        for (int co = 0; co < 2; co++)
+            for (int k = 0; k < 2; k++) v[(ci * 2 + co) * 2 + k] = 100 * ci + 10 * co + k;
+    int64_t ws[3] = {2, 2, 2};
+    tg_tensor *w = mk_data(TG_F32, 3, ws, v), *a = NULL, *b = NULL, *back = NULL;
+    const double want_cico[8] = {1, 11, 101, 111, 0, 10, 100, 110};
+    const double want_coci[8] = {1, 101, 11, 111, 0, 100, 10, 110};
+    cr_assert(eq(int, tg_conv_weight_from_pytorch(&a, w, TG_LAYOUT_KDHW_CI_CO, 1), TG_OK));
+    cr_assert(eq(int, tg_conv_weight_from_pytorch(&b, w, TG_LAYOUT_KDHW_CO_CI, 1), TG_OK));
+    double *va = doubles(a), *vb = doubles(b);
+    for (int i = 0; i < 8; i++) {
+        cr_assert(ieee_ulp_eq(dbl, va[i], want_cico[i], 0));
+        cr_assert(ieee_ulp_eq(dbl, vb[i], want_coci[i], 0));
+    }
+    cr_assert(eq(int, tg_conv_weight_to_pytorch(&back, b, TG_LAYOUT_KDHW_CO_CI, 1), TG_OK));
+    double *vback = doubles(back);
+    for (int i = 0; i < 8; i++) cr_assert(ieee_ulp_eq(dbl, vback[i], v[i], 0));
+    free(va); free(vb); free(vback);
+    tg_tensor_release(w); tg_tensor_release(a); tg_tensor_release(b); tg_tensor_release(back);
+}
+
+Test(conv, weight_layout_round_trips)
+{
+    for (int nsp = 1; nsp <= 3; nsp++)
+        for (int lay = TG_LAYOUT_PYTORCH; lay <= TG_LAYOUT_KDHW_CO_CI; lay++) {
+            int64_t ws[5] = {3, 2, 2, 3, 2};
+            tg_tensor *w = mk_rand(TG_F64, nsp + 2, ws), *k = NULL, *back = NULL;
+            cr_assert(eq(int, tg_conv_weight_from_pytorch(&k, w, (tg_weight_layout)lay, nsp), TG_OK));
+            if (lay == TG_LAYOUT_KDHW_CI_CO) {
+                cr_assert(eq(i64, tg_tensor_dim(k, nsp), 3));
+                cr_assert(eq(i64, tg_tensor_dim(k, nsp + 1), 2));
+            }
+            cr_assert(eq(int, tg_conv_weight_to_pytorch(&back, k, (tg_weight_layout)lay, nsp), TG_OK));
+            cr_assert(tg_tensor_same_shape(w, back));
+            double *a = doubles(w), *b = doubles(back);
+            for (int64_t i = 0; i < tg_tensor_numel(w); i++) cr_assert(ieee_ulp_eq(dbl, a[i], b[i], 0));
+            free(a); free(b);
+            tg_tensor_release(w); tg_tensor_release(k); tg_tensor_release(back);
+        }
+    int64_t ws[4] = {2, 2, 2, 2};
+    tg_tensor *w = mk_rand(TG_F32, 4, ws), *o = NULL;
+    cr_assert(eq(int, tg_conv_weight_to_pytorch(&o, w, TG_LAYOUT_KDHW_CI_CO, 1), TG_ESHAPE));
+    cr_assert(eq(int, tg_conv_weight_to_pytorch(&o, w, (tg_weight_layout)9, 2), TG_EINVAL));
+    cr_assert(eq(int, tg_conv_weight_from_pytorch(&o, w, TG_LAYOUT_KDHW_CI_CO, 4), TG_EINVAL));
+    cr_assert(eq(ptr, o, NULL));
+    tg_tensor_release(w);
+}
+
+/* ---- caller errors: status, message, nothing written ---- */
+
+typedef struct err_env {
+    tg_tensor *x, *w, *b;      /* a valid 2-D conv_transpose: x (1,4,3,3), w (4,3,2,2) */
+    tg_conv_params p;
+} err_env;
+
+static err_env err_setup(void)
+{
+    err_env e;
+    int64_t xs[4] = {1, 4, 3, 3}, ws[4] = {4, 3, 2, 2}, bs[1] = {3};
+    e.x = mk_rand(TG_F32, 4, xs);
+    e.w = mk_rand(TG_F32, 4, ws);
+    e.b = mk_rand(TG_F32, 1, bs);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    e.p = p;
+    return e;
+}
+
+static void err_free(err_env *e)
+{
+    tg_tensor_release(e->x);
+    tg_tensor_release(e->w);
+    tg_tensor_release(e->b);
+}
+
+static void expect_err(bool transpose, tg_tensor *x, tg_tensor *w, tg_tensor *b,
+                       const tg_conv_params *p, int status, const char *msg)
+{
+    tg_tensor *out = NULL;
+    uint64_t vx = x ? tg_tensor_version(x) : 0;
+    int rc = transpose ? tg_conv_transpose(&out, x, w, b, p) : tg_conv(&out, x, w, b, p);
+    cr_assert(eq(int, rc, status), "%s: %s", msg, tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    cr_assert(strstr(tg_error_message(), msg) != NULL, "message \"%s\" lacks \"%s\"",
+              tg_error_message(), msg);
+    if (x) cr_assert(eq(u64, tg_tensor_version(x), vx));
+}
+
+Test(conv, errors_shapes_and_channels)
+{
+    err_env e = err_setup();
+    int64_t s2[2] = {4, 3}, s3[3] = {4, 3, 2}, b4[1] = {4}, b2d[2] = {1, 3};
+    tg_tensor *x2 = mk_rand(TG_F32, 2, s2), *w3 = mk_rand(TG_F32, 3, s3);
+    tg_tensor *bad_b = mk_rand(TG_F32, 1, b4), *b_2d = mk_rand(TG_F32, 2, b2d);
+    expect_err(true, x2, e.w, NULL, &e.p, TG_ESHAPE, "x must be 3-D, 4-D or 5-D");
+    expect_err(true, e.x, w3, NULL, &e.p, TG_ESHAPE, "conv_transpose2d: weight must be 4-D");
+    expect_err(true, e.x, e.w, bad_b, &e.p, TG_ESHAPE, "bias must be 1-D of length C_out=3");
+    expect_err(true, e.x, e.w, b_2d, &e.p, TG_ESHAPE, "bias must be 1-D");
+    expect_err(false, e.x, e.w, NULL, &e.p, TG_ESHAPE,
+               "conv2d: weight.shape[1]=3 times groups=1 must equal x's channels C_in=4");
+    int64_t ws2[4] = {3, 3, 2, 2};
+    tg_tensor *w_ci = mk_rand(TG_F32, 4, ws2);
+    expect_err(true, e.x, w_ci, NULL, &e.p, TG_ESHAPE, "weight.shape[0]=3 must equal x's channels C_in=4");
+    tg_conv_params p = e.p;
+    p.groups = 3;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "groups=3 must divide C_in=4");
+    p.groups = 0;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "groups=0 must be >= 1");
+    p.groups = 2;   /* conv: C_in 4 = 2 * 2 but C_out 4 ... use w (3, 2, 2, 2) */
+    int64_t ws3[4] = {3, 2, 2, 2};
+    tg_tensor *w_co = mk_rand(TG_F32, 4, ws3);
+    expect_err(false, e.x, w_co, NULL, &p, TG_EINVAL, "conv2d: groups=2 must divide C_out=3");
+    expect_err(true, NULL, e.w, NULL, &e.p, TG_EINVAL, "x must not be NULL");
+    expect_err(false, e.x, NULL, NULL, &e.p, TG_EINVAL, "weight must not be NULL");
+    tg_tensor *all[6] = {x2, w3, bad_b, b_2d, w_ci, w_co};
+    for (int i = 0; i < 6; i++) tg_tensor_release(all[i]);
+    err_free(&e);
+}
+
+Test(conv, errors_parameters)
+{
+    err_env e = err_setup();
+    tg_conv_params p = e.p;
+    p.stride[1] = 0;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "conv_transpose2d: stride[1]=0 must be >= 1");
+    p = e.p;
+    p.dilation[0] = -1;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "dilation[0]=-1 must be >= 1");
+    p = e.p;
+    p.padding[1][1] = -2;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "padding[1]=(0, -2) must be >= 0");
+    p = e.p;
+    p.output_padding[1] = 2;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL,
+               "conv_transpose2d: output_padding[1]=2 must be < max(stride, dilation)=2");
+    p = e.p;
+    p.padding[0][0] = p.padding[0][1] = 3;   /* (3-1)*2 - 6 + 1 + 1 = 0 */
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "output extent on axis 0 would be 0");
+    p = e.p;
+    p.act = (tg_activation)77;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "act=77 is not a tg_activation");
+    p = e.p;
+    p.algo = (tg_conv_algo)5;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "algo=5 is not a tg_conv_algo");
+    /* conv: the dilated kernel does not fit */
+    int64_t ws[4] = {2, 4, 3, 3};
+    tg_tensor *w = mk_rand(TG_F32, 4, ws);
+    p = e.p;
+    p.dilation[1] = 2;
+    expect_err(false, e.x, w, NULL, &p, TG_EINVAL, "conv2d: output extent on axis 1 would be 0");
+    tg_tensor_release(w);
+    err_free(&e);
+}
+
+Test(conv, errors_dtypes)
+{
+    err_env e = err_setup();
+    int64_t xs[4] = {1, 4, 3, 3}, ws[4] = {4, 3, 2, 2};
+    tg_tensor *xi = NULL, *wi = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&xi, TG_I32, 4, xs), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&wi, TG_I32, 4, ws), TG_OK));
+    expect_err(true, xi, wi, NULL, &e.p, TG_EDTYPE, "x must be a float tensor, got i32");
+    expect_err(true, e.x, wi, NULL, &e.p, TG_EDTYPE, "weight dtype i32 must match x dtype f32");
+    tg_tensor_release(xi);
+    tg_tensor_release(wi);
+    err_free(&e);
+}
+
+Test(conv, errors_weight_grad)
+{
+    int64_t zs[3] = {1, 2, 5}, us[3] = {1, 3, 4}, wshape[3] = {3, 2, 2};
+    tg_tensor *z = mk_rand(TG_F64, 3, zs), *u = mk_rand(TG_F64, 3, us), *out = NULL;
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    cr_assert(eq(int, tg_conv_weight_grad(&out, z, u, 3, wshape, &p), TG_OK));
+    tg_tensor_release(out);
+    out = NULL;
+    int64_t bad_w[3] = {2, 2, 2};   /* wshape[0] != u's channels */
+    cr_assert(eq(int, tg_conv_weight_grad(&out, z, u, 3, bad_w, &p), TG_ESHAPE));
+    int64_t us2[3] = {1, 3, 2};     /* extent 2 is not conv's 4 */
+    tg_tensor *u2 = mk_rand(TG_F64, 3, us2);
+    cr_assert(eq(int, tg_conv_weight_grad(&out, z, u2, 3, wshape, &p), TG_ESHAPE));
+    cr_assert(eq(int, tg_conv_weight_grad(&out, z, u, 2, wshape, &p), TG_EINVAL));
+    cr_assert(eq(int, tg_conv_weight_grad(&out, NULL, u, 3, wshape, &p), TG_EINVAL));
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(z); tg_tensor_release(u); tg_tensor_release(u2);
+}

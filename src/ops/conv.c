@@ -1,2 +1,257 @@
-/* placeholder: being written */
-#include "internal.h"
+/* src/ops/conv.c - the conv and conv_transpose ops: forward through the
+ * kernels of conv_kernels.c / conv_reference.c, backward through the same
+ * public differentiable ops, and the public entry points.
+ *
+ * Backward, with the adjoint identity <conv(z, W), x> = <z, conv_transpose(x, W)>:
+ *   y = conv(x, W, b):            dx = conv_transpose(dy, W)  (output_padding from sizes)
+ *                                 dW = conv_weight_grad(z = x, u = dy)
+ *   y = conv_transpose(x, W, b):  dx = conv(dy, W)            (cropped to x's extents)
+ *                                 dW = conv_weight_grad(z = dy, u = x)
+ *   both:                         db = sum of dy over batch and spatial axes.
+ * Every one of these is itself a differentiable op, so create_graph gives
+ * derivatives of any order.
+ */
+#include <string.h>
+
+#include "ops/conv_internal.h"
+#include "tapegrad/ops.h"
+
+/* ---- helpers shared with conv_wgrad.c ---- */
+
+void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt)
+{
+    if (!t) return NULL;
+    void *buf = tg__malloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
+    if (buf) tg__gather(t, cdt, buf);
+    return buf;
+}
+
+int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want)
+{
+    tg_tensor *cur = tg_tensor_retain(t);
+    for (int a = 0; a < nsp; a++) {
+        if (cur->shape[2 + a] == want[a]) continue;
+        TG_ASSERT(cur->shape[2 + a] > want[a]);
+        tg_tensor *next = NULL;
+        int rc = tg_slice(&next, cur, 2 + a, 0, want[a], 1);
+        tg_tensor_release(cur);
+        if (rc < 0) return rc;
+        cur = next;
+    }
+    *out = cur;
+    return TG_OK;
+}
+
+tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
+{
+    if (a != TG_CONV_ALGO_DEFAULT) return a;
+    const char *env = getenv("TG_CONV_ALGO");
+    return (env && strcmp(env, "reference") == 0) ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST;
+}
+
+/* ---- forward ---- */
+
+/* Runs the kernel chosen by (transpose, algo) on compute-dtype buffers. */
+static int run_kernel(bool transpose, const tg__conv_geom *g, const tg_conv_params *p,
+                      tg_dtype cdt, const void *x, const void *w, void *y)
+{
+    if (!transpose) return tg__conv_forward_raw(cdt, g, x, w, y);
+    if (tg__conv_resolve_algo(p->algo) == TG_CONV_ALGO_FAST)
+        return tg__conv_transpose_fast_raw(cdt, g, x, w, y);
+    int64_t hi[3] = {0, 0, 0}, op[3] = {0, 0, 0};
+    for (int a = 0; a < g->nsp; a++) {
+        hi[3 - g->nsp + a] = p->padding[a][1];
+        op[3 - g->nsp + a] = p->output_padding[a];
+    }
+    return tg__conv_transpose_reference_raw(cdt, g, hi, op, x, w, y);
+}
+
+static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tensor *const *in,
+                          const tg_conv_params *p)
+{
+    tg_tensor *x = in[0], *w = in[1], *b = in[2];
+    tg__conv_geom g;
+    int64_t oshape[5];
+    TG_TRY(tg__conv_validate(transpose, x, w, b, p, &g, oshape));
+    TG_ASSERT(!ctx || p->act == TG_ACT_NONE);   /* recorded convs apply it as an op */
+    const tg_dtype cdt = tg__compute_dtype(x->dtype);
+    int64_t spatial = 1;
+    for (int a = 2; a < x->ndim; a++) spatial *= oshape[a];
+    tg_tensor *y = tg__tensor_empty(x->dtype, x->ndim, oshape);
+    /* f32/f64 outputs are computed in place; f16/bf16 in an f32 buffer,
+     * rounded once by the final scatter. */
+    const bool own_yb = !y || y->dtype != cdt;
+    void *yb = !y ? NULL
+               : own_yb ? tg__malloc((size_t)tg_tensor_numel(y) * tg_dtype_size(cdt))
+                        : tg_tensor_data(y);
+    void *xb = tg__conv_gather(x, cdt), *wb = tg__conv_gather(w, cdt);
+    void *bb = tg__conv_gather(b, cdt);
+    int rc = TG_ENOMEM;
+    if (!yb || !xb || !wb || (b && !bb)) goto done;
+    rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
+    if (rc < 0) goto done;
+    tg__conv_epilogue(cdt, yb, oshape[0], oshape[1], spatial, bb, p->act, p->act_slope);
+    if (own_yb) tg__scatter(y, cdt, yb);
+    if (ctx) {
+        tg__ctx_save(ctx, x);
+        tg__ctx_save(ctx, w);
+    }
+    *out = y;
+    y = NULL;
+done:
+    if (own_yb) free(yb);
+    tg_tensor_release(y);
+    free(xb);
+    free(wb);
+    free(bb);
+    return rc;
+}
+
+static int conv_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    TG_ASSERT(n == 3);
+    return forward_common(false, ctx, out, in, params);
+}
+
+static int conv_transpose_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                                  const void *params)
+{
+    TG_ASSERT(n == 3);
+    return forward_common(true, ctx, out, in, params);
+}
+
+/* ---- backward ---- */
+
+/* db = sum of dy over the batch and spatial axes: (C_out). */
+static int bias_grad(tg_tensor **db, tg_tensor *gy)
+{
+    int dims[4] = {0, 2, 3, 4};
+    return tg_sum_dims(db, gy, gy->ndim - 1, dims, false);
+}
+
+static void release_grads(tg_tensor **gin, int n)
+{
+    for (int i = 0; i < n; i++) {
+        tg_tensor_release(gin[i]);
+        gin[i] = NULL;
+    }
+}
+
+static int conv_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
+{
+    tg_conv_params q = *(const tg_conv_params *)tg__ctx_params(ctx);
+    q.act = TG_ACT_NONE;
+    tg_tensor *x, *w;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    const int nsp = x->ndim - 2;
+    int rc = TG_OK;
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        /* conv_transpose maps dy's extents back to x's with the output_padding
+         * that absorbs the floor of the conv extent formula. */
+        rc = tg_conv_transpose_output_padding_for(&q, nsp, gy->shape + 2, w->shape + 2,
+                                                  x->shape + 2);
+        if (rc == TG_OK) rc = tg_conv_transpose(&gin[0], gy, w, NULL, &q);
+    }
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1))
+        rc = tg_conv_weight_grad(&gin[1], x, gy, w->ndim, w->shape, &q);
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2)) rc = bias_grad(&gin[2], gy);
+    if (rc < 0) release_grads(gin, 3);
+    return rc;
+}
+
+static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
+{
+    tg_conv_params q = *(const tg_conv_params *)tg__ctx_params(ctx);
+    q.act = TG_ACT_NONE;
+    tg_tensor *x, *w;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    const int nsp = x->ndim - 2;
+    int rc = TG_OK;
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        /* When output_padding >= stride (possible if dilation > stride) conv
+         * of dy is longer than x; the extra positions pair with no input. */
+        tg_tensor *dx = NULL;
+        rc = tg_conv(&dx, gy, w, NULL, &q);
+        if (rc == TG_OK) rc = tg__conv_crop(&gin[0], dx, nsp, x->shape + 2);
+        tg_tensor_release(dx);
+    }
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1))
+        rc = tg_conv_weight_grad(&gin[1], gy, x, w->ndim, w->shape, &q);
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2)) rc = bias_grad(&gin[2], gy);
+    if (rc < 0) release_grads(gin, 3);
+    return rc;
+}
+
+/* ---- schemas and public entry points ---- */
+
+static tg_op_schema conv_schema = {
+    .name = "conv", .arity = 3, .amp = TG_AMP_LOWER_PRECISION,
+    .forward = conv_forward, .backward = conv_backward, .double_backward = true};
+static tg_op_schema conv_transpose_schema = {
+    .name = "conv_transpose", .arity = 3, .amp = TG_AMP_PROMOTE,
+    .forward = conv_transpose_forward, .backward = conv_transpose_backward,
+    .double_backward = true};
+
+void tg__register_conv(void)
+{
+    tg__op_register(&conv_schema);
+    tg__op_register(&conv_transpose_schema);
+    tg__op_register(&tg__conv_weight_grad_schema);
+}
+
+static int apply_activation(tg_tensor **out, tg_tensor *a, tg_activation act, double slope)
+{
+    switch (act) {
+    case TG_ACT_RELU: return tg_relu(out, a);
+    case TG_ACT_LEAKY_RELU: return tg_leaky_relu(out, a, slope);
+    case TG_ACT_TANH: return tg_tanh(out, a);
+    case TG_ACT_SIGMOID: return tg_sigmoid(out, a);
+    case TG_ACT_SILU: return tg_silu(out, a);
+    case TG_ACT_GELU: return tg_gelu(out, a);
+    default: *out = tg_tensor_retain(a); return TG_OK;
+    }
+}
+
+static bool needs_recording(tg_tensor *const *in)
+{
+    if (!tg_grad_enabled()) return false;
+    for (int i = 0; i < 3; i++)
+        if (in[i] && tg_tensor_requires_grad(in[i])) return true;
+    return false;
+}
+
+/* When the conv is recorded, its activation becomes a separate public op so
+ * that its gradient flows; otherwise it is fused into the kernel's last pass. */
+static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor *w,
+                tg_tensor *b, const tg_conv_params *p)
+{
+    TG_CHECK(out, TG_EINVAL, "%s: out must not be NULL", op->name);
+    tg_conv_params q;
+    if (p) q = *p;
+    else tg__conv_params_default(&q);
+    tg_tensor *in[3] = {x, w, b};
+    bool split = q.act > TG_ACT_NONE && q.act < TG_ACT_COUNT && needs_recording(in);
+    if (!split) return tg__op_call(op, out, 3, in, &q, sizeof q);
+    tg_activation act = q.act;
+    q.act = TG_ACT_NONE;
+    tg_tensor *lin = NULL;
+    TG_TRY(tg__op_call(op, &lin, 3, in, &q, sizeof q));
+    int rc = apply_activation(out, lin, act, q.act_slope);
+    tg_tensor_release(lin);
+    return rc;
+}
+
+int tg_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
+            const tg_conv_params *p)
+{
+    return call(&conv_schema, out, x, weight, bias, p);
+}
+
+int tg_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
+                      const tg_conv_params *p)
+{
+    return call(&conv_transpose_schema, out, x, weight, bias, p);
+}

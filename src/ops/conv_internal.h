@@ -1,0 +1,95 @@
+/* src/ops/conv_internal.h - what the conv files share (prefix tg__conv).
+ *
+ * Every kernel here is written for 3 spatial axes; 1-D and 2-D convolutions
+ * are 3-D ones whose leading axes have extent 1 (kernel 1, stride 1,
+ * dilation 1, padding 0), which changes no index.
+ *
+ * One geometry describes Conv, ConvTranspose and the weight gradient: a Conv
+ * reads an "image" (c_img channels, extents img[]) and produces "columns"
+ * positions (c_col channels, extents col[]); output position o reads image
+ * position  i = o*stride - pad_lo + k*dilation  for kernel tap k.
+ *   conv:           image = x,  col side = y,  weight (c_col, c_img/groups, K...)
+ *   conv_transpose: image = y,  col side = x,  weight (c_col, c_img/groups, K...)
+ * (ConvTranspose's weight (C_in, C_out/groups, K...) is exactly that with
+ * c_col = C_in and c_img = C_out.)
+ */
+#ifndef TAPEGRAD_CONV_INTERNAL_H
+#define TAPEGRAD_CONV_INTERNAL_H
+
+#include "internal.h"
+#include "tapegrad/conv.h"
+
+typedef struct tg__conv_geom {
+    int nsp;                 /* spatial axes of the caller, 1..3 */
+    int64_t batch, groups;
+    int64_t c_img, c_col;
+    int64_t img[3], col[3], k[3];
+    int64_t stride[3], dil[3], pad[3];   /* pad is the low padding */
+} tg__conv_geom;
+
+static inline int64_t tg__conv_prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
+
+/* ---- conv_params.c ---- */
+
+/* "conv2d" / "conv_transpose3d" ... for messages (static storage). */
+const char *tg__conv_opname(bool transpose, int nsp);
+/* Fills p with the defaults (TG_CONV_PARAMS_INIT). */
+void tg__conv_params_default(tg_conv_params *p);
+/* Checks stride/dilation/padding (and output_padding when transpose) of the
+ * first n axes and the activation/algo enums. */
+int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool transpose);
+/* Validates the inputs of conv (transpose = false) or conv_transpose and fills
+ * the geometry and the output shape (ndim = x's).  bias may be NULL. */
+int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
+                      const tg_tensor *b, const tg_conv_params *p, tg__conv_geom *g,
+                      int64_t *out_shape);
+
+/* ---- conv_kernels.c: raw contiguous buffers of float (f32) or double (f64) ---- */
+
+/* cols (c*K, col) = im2col(img (c, img)): cols[(ch,k), o] = img[ch, o*s - pad + k*d]
+ * or 0 outside the image. */
+void tg__im2col_f32(const float *img, int64_t c, const tg__conv_geom *g, float *cols);
+void tg__im2col_f64(const double *img, int64_t c, const tg__conv_geom *g, double *cols);
+/* The adjoint: img[ch, o*s - pad + k*d] += cols[(ch,k), o] (out-of-range skipped). */
+void tg__col2im_f32(const float *cols, int64_t c, const tg__conv_geom *g, float *img);
+void tg__col2im_f64(const double *cols, int64_t c, const tg__conv_geom *g, double *img);
+
+/* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
+ * type.  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
+
+/* y (B, c_col, col) = conv(x (B, c_img, img), w (c_col, c_img/G, K)). */
+int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
+                         void *y);
+/* y (B, c_img, img) = conv_transpose(x (B, c_col, col), w (c_col, c_img/G, K)) by
+ * GEMM on the un-dilated input and col2im. */
+int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
+                                const void *w, void *y);
+/* dw (c_col, c_img/G, K) = d<u, conv(z, W)>/dW for z (B, c_img, img), u (B, c_col, col). */
+int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
+                             const void *u, void *dw);
+/* y (B, C, S) += bias[c] (bias may be NULL), then the activation, in place. */
+void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
+                       const void *bias, tg_activation act, double slope);
+
+/* ---- conv_reference.c ---- */
+
+/* The textbook ConvTranspose (zero interleaving, padding, flipped kernel, then
+ * a stride-1 Conv); same contract as tg__conv_transpose_fast_raw.  pad_hi and
+ * op hold the high padding and output_padding of each of the 3 axes. */
+int tg__conv_transpose_reference_raw(tg_dtype dt, const tg__conv_geom *g,
+                                     const int64_t *pad_hi, const int64_t *op,
+                                     const void *x, const void *w, void *y);
+
+/* ---- conv.c / conv_wgrad.c ---- */
+
+/* A new contiguous buffer with t's elements as cdt (NULL for t == NULL, or
+ * NULL with TG_ENOMEM set). */
+void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt);
+/* *out (new reference) = t sliced to the first want[a] positions of each of
+ * its nsp spatial axes (t itself, retained, when nothing is cut). */
+int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want);
+/* DEFAULT becomes the TG_CONV_ALGO environment choice (fast unless "reference"). */
+tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a);
+extern tg_op_schema tg__conv_weight_grad_schema;
+
+#endif
