@@ -1,1 +1,355 @@
-/* placeholder */
+/* tools/case.c - parsing and running conv case files (see case.h). */
+#include "case.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tapegrad/autograd.h"
+#include "tapegrad/status.h"
+
+/* Larger values would only overflow extent arithmetic further down. */
+#define CASE_INT_MAX INT64_C(2147483647)
+/* Padding can carry 2N values. */
+#define CASE_MAX_VALUES (2 * TG_CONV_MAX_SPATIAL)
+
+static const char *const case_ops[] = {"conv1d", "conv2d", "conv3d",
+                                       "conv_transpose1d", "conv_transpose2d",
+                                       "conv_transpose3d"};
+static const char *const case_keys[] = {"op", "stride", "padding", "output_padding",
+                                        "dilation", "groups", "activation"};
+static const char *const case_tensors[] = {"x", "weight", "bias", "grad_y"};
+
+static int fail(char *err, size_t n, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && n > 0)
+        vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static bool in_list(const char *s, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, list[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Parses "a,b,c" (spaces allowed around items) into v[0..*count), each an
+ * integer in [min, CASE_INT_MAX]. */
+static int parse_int_list(const char *key, const char *s, int64_t min, int64_t *v,
+                          int *count, char *err, size_t n)
+{
+    int k = 0;
+    const char *p = s;
+    for (;;) {
+        while (isspace((unsigned char)*p))
+            p++;
+        char *end;
+        errno = 0;
+        long long val = strtoll(p, &end, 10);
+        if (end == p || (*p != '-' && *p != '+' && !isdigit((unsigned char)*p)))
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is not an integer",
+                        key, s, k);
+        if (errno == ERANGE || val > CASE_INT_MAX)
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is too large (max %"
+                        PRId64 ")", key, s, k, CASE_INT_MAX);
+        if (val < min)
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d=%lld must be >= %"
+                        PRId64, key, s, k, val, min);
+        if (k == CASE_MAX_VALUES)
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": too many values", key, s);
+        v[k++] = val;
+        p = end;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p != ',')
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %d",
+                        key, s, *p, k - 1);
+        p++;
+    }
+    *count = k;
+    return TG_OK;
+}
+
+/* Reads key as N per-axis values (one value means every axis) into out[0..N).
+ * Absent keys leave out untouched (the defaults). */
+static int parse_axes(const tg_st_file *f, const char *key, int nsp, int64_t min,
+                      int64_t *out, char *err, size_t n)
+{
+    const char *s = tg_st_meta_get(f, key);
+    if (!s)
+        return TG_OK;
+    int64_t v[CASE_MAX_VALUES];
+    int k;
+    int rc = parse_int_list(key, s, min, v, &k, err, n);
+    if (rc < 0)
+        return rc;
+    if (k != 1 && k != nsp)
+        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected 1 or %d values, got %d",
+                    key, s, nsp, k);
+    for (int a = 0; a < nsp; a++)
+        out[a] = v[k == 1 ? 0 : a];
+    return TG_OK;
+}
+
+/* padding: 1 value, N symmetric values or 2N values lo0,hi0,lo1,hi1,... */
+static int parse_padding(const tg_st_file *f, int nsp, int64_t pad[][2], char *err,
+                         size_t n)
+{
+    const char *s = tg_st_meta_get(f, "padding");
+    if (!s)
+        return TG_OK;
+    int64_t v[CASE_MAX_VALUES];
+    int k;
+    int rc = parse_int_list("padding", s, 0, v, &k, err, n);
+    if (rc < 0)
+        return rc;
+    if (k != 1 && k != nsp && k != 2 * nsp)
+        return fail(err, n, TG_EINVAL,
+                    "case: padding=\"%s\": expected 1, %d or %d values, got %d", s, nsp,
+                    2 * nsp, k);
+    for (int a = 0; a < nsp; a++) {
+        if (k == 2 * nsp) {
+            pad[a][0] = v[2 * a];
+            pad[a][1] = v[2 * a + 1];
+        } else {
+            pad[a][0] = pad[a][1] = v[k == 1 ? 0 : a];
+        }
+    }
+    return TG_OK;
+}
+
+static int parse_groups(const tg_st_file *f, int64_t *groups, char *err, size_t n)
+{
+    const char *s = tg_st_meta_get(f, "groups");
+    if (!s)
+        return TG_OK;
+    int64_t v[CASE_MAX_VALUES];
+    int k;
+    int rc = parse_int_list("groups", s, 1, v, &k, err, n);
+    if (rc < 0)
+        return rc;
+    if (k != 1)
+        return fail(err, n, TG_EINVAL, "case: groups=\"%s\": expected one value, got %d",
+                    s, k);
+    *groups = v[0];
+    return TG_OK;
+}
+
+static int parse_activation(const tg_st_file *f, tg_conv_params *p, char *err, size_t n)
+{
+    const char *s = tg_st_meta_get(f, "activation");
+    if (!s)
+        return TG_OK;
+    if (tg_activation_parse(s, &p->act, &p->act_slope) < 0)
+        return fail(err, n, TG_EINVAL, "case: activation=\"%s\": %s", s,
+                    tg_error_message());
+    return TG_OK;
+}
+
+static int parse_op(const tg_st_file *f, tg_case *c, char *err, size_t n)
+{
+    const char *op = tg_st_meta_get(f, "op");
+    if (!op)
+        return fail(err, n, TG_EINVAL, "case: metadata key 'op' is missing");
+    size_t nops = sizeof case_ops / sizeof *case_ops;
+    for (size_t i = 0; i < nops; i++) {
+        if (strcmp(op, case_ops[i]) == 0) {
+            c->op = case_ops[i];
+            c->transpose = i >= 3;
+            c->nspatial = (int)(i % 3) + 1;
+            return TG_OK;
+        }
+    }
+    return fail(err, n, TG_EINVAL, "case: op=\"%s\" is not one of conv1d, conv2d, conv3d, "
+                "conv_transpose1d, conv_transpose2d, conv_transpose3d", op);
+}
+
+/* Unknown metadata keys and tensor names are errors: a typo ("strides")
+ * would otherwise silently run with the default. */
+static int check_names(const tg_st_file *f, char *err, size_t n)
+{
+    int nm = tg_st_meta_count(f);
+    for (int i = 0; i < nm; i++) {
+        const char *key, *value;
+        if (tg_st_meta_at(f, i, &key, &value) < 0)
+            return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
+        if (!in_list(key, case_keys, sizeof case_keys / sizeof *case_keys))
+            return fail(err, n, TG_EINVAL, "case: unknown metadata key '%s' (expected op, "
+                        "stride, padding, output_padding, dilation, groups, activation)",
+                        key);
+    }
+    int nt = tg_st_count(f);
+    for (int i = 0; i < nt; i++) {
+        const char *name;
+        tg_tensor *t;
+        if (tg_st_at(f, i, &name, &t) < 0)
+            return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
+        if (!in_list(name, case_tensors, sizeof case_tensors / sizeof *case_tensors))
+            return fail(err, n, TG_EINVAL, "case: unknown tensor '%s' (expected x, weight, "
+                        "bias, grad_y)", name);
+    }
+    return TG_OK;
+}
+
+static int parse_tensors(const tg_st_file *f, tg_case *c, char *err, size_t n)
+{
+    c->x = tg_st_get(f, "x");
+    c->weight = tg_st_get(f, "weight");
+    c->bias = tg_st_get(f, "bias");
+    c->grad_y = tg_st_get(f, "grad_y");
+    if (!c->x || !c->weight)
+        return fail(err, n, TG_EINVAL, "case: tensor '%s' is missing", c->x ? "weight" : "x");
+    int want = c->nspatial + 2;
+    if (tg_tensor_ndim(c->x) != want || tg_tensor_ndim(c->weight) != want)
+        return fail(err, n, TG_ESHAPE, "case: %s needs x and weight with %d dims, got %d "
+                    "and %d", c->op, want, tg_tensor_ndim(c->x),
+                    tg_tensor_ndim(c->weight));
+    return TG_OK;
+}
+
+int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
+{
+    if (!out || !f)
+        return fail(err, errlen, TG_EINVAL, "case: NULL argument");
+    tg_case c = {.params = TG_CONV_PARAMS_INIT};
+    int rc = check_names(f, err, errlen);
+    if (rc >= 0)
+        rc = parse_op(f, &c, err, errlen);
+    if (rc >= 0)
+        rc = parse_tensors(f, &c, err, errlen);
+    int nsp = c.nspatial;
+    if (rc >= 0)
+        rc = parse_axes(f, "stride", nsp, 1, c.params.stride, err, errlen);
+    if (rc >= 0)
+        rc = parse_axes(f, "dilation", nsp, 1, c.params.dilation, err, errlen);
+    if (rc >= 0)
+        rc = parse_axes(f, "output_padding", nsp, 0, c.params.output_padding, err, errlen);
+    if (rc >= 0)
+        rc = parse_padding(f, nsp, c.params.padding, err, errlen);
+    if (rc >= 0)
+        rc = parse_groups(f, &c.params.groups, err, errlen);
+    if (rc >= 0)
+        rc = parse_activation(f, &c.params, err, errlen);
+    if (rc >= 0 && !c.transpose) {
+        for (int a = 0; a < nsp; a++)
+            if (c.params.output_padding[a] != 0)
+                return fail(err, errlen, TG_EINVAL, "case: output_padding=\"%s\" is only "
+                            "allowed for conv_transpose ops",
+                            tg_st_meta_get(f, "output_padding"));
+    }
+    if (rc < 0)
+        return rc;
+    *out = c;
+    return TG_OK;
+}
+
+/* ---- running ---- */
+
+/* A fresh leaf sharing t's storage (so that requires_grad and .grad never
+ * touch the file's tensor), or NULL for NULL. */
+static int make_leaf(tg_tensor **out, tg_tensor *t, bool requires_grad)
+{
+    *out = NULL;
+    if (!t)
+        return TG_OK;
+    int rc = tg_tensor_detach(out, t);
+    if (rc >= 0 && requires_grad)
+        rc = tg_tensor_set_requires_grad(*out, true);
+    return rc;
+}
+
+static int lib_fail(char *err, size_t n, int rc, const char *op, const char *what)
+{
+    return fail(err, n, rc, "%s: %s failed: %s (%s)", op, what, tg_error_message(),
+                tg_status_name(rc));
+}
+
+static int store(tg_st_file *res, const char *name, tg_tensor *t, const char *op, char *err,
+                 size_t n)
+{
+    if (!t)
+        return fail(err, n, TG_EGRAD, "%s: backward produced no %s", op, name);
+    tg_tensor *d = NULL;
+    int rc = tg_tensor_detach(&d, t);
+    if (rc >= 0)
+        rc = tg_st_set(res, name, d);
+    tg_tensor_release(d);
+    return rc < 0 ? lib_fail(err, n, rc, op, "storing a result") : TG_OK;
+}
+
+static int check_grad_y(const tg_case *c, const tg_tensor *y, char *err, size_t n)
+{
+    if (tg_tensor_same_shape(y, c->grad_y))
+        return TG_OK;
+    char a[128], b[128];
+    tg_shape_str(a, sizeof a, tg_tensor_ndim(c->grad_y), tg_tensor_shape(c->grad_y));
+    tg_shape_str(b, sizeof b, tg_tensor_ndim(y), tg_tensor_shape(y));
+    return fail(err, n, TG_ESHAPE, "%s: grad_y has shape %s but y has shape %s", c->op, a, b);
+}
+
+static int run_forward_backward(tg_st_file *res, const tg_case *c, tg_tensor *const leaf[3],
+                                const tg_conv_params *p, char *err, size_t n)
+{
+    tg_tensor *y = NULL;
+    int rc = c->transpose ? tg_conv_transpose(&y, leaf[0], leaf[1], leaf[2], p)
+                          : tg_conv(&y, leaf[0], leaf[1], leaf[2], p);
+    if (rc < 0)
+        return lib_fail(err, n, rc, c->op, "forward");
+    rc = store(res, "y", y, c->op, err, n);
+    if (rc >= 0 && c->grad_y) {
+        rc = check_grad_y(c, y, err, n);
+        if (rc >= 0) {
+            rc = tg_backward(y, c->grad_y, NULL);
+            if (rc < 0)
+                rc = lib_fail(err, n, rc, c->op, "backward");
+        }
+        static const char *const names[] = {"grad_x", "grad_weight", "grad_bias"};
+        for (int i = 0; i < 3 && rc >= 0; i++)
+            if (leaf[i])
+                rc = store(res, names[i], tg_tensor_grad(leaf[i]), c->op, err, n);
+    }
+    tg_tensor_release(y);
+    return rc;
+}
+
+int tg_case_run(tg_st_file **result, const tg_case *c, tg_conv_algo algo, char *err,
+                size_t errlen)
+{
+    if (!result || !c || !c->x || !c->weight)
+        return fail(err, errlen, TG_EINVAL, "case: NULL argument");
+    bool grad = c->grad_y != NULL;
+    tg_conv_params p = c->params;
+    p.algo = algo;
+    tg_tensor *leaf[3] = {NULL, NULL, NULL};
+    tg_st_file *res = NULL;
+    int rc = make_leaf(&leaf[0], c->x, grad);
+    if (rc >= 0)
+        rc = make_leaf(&leaf[1], c->weight, grad);
+    if (rc >= 0)
+        rc = make_leaf(&leaf[2], c->bias, grad);
+    if (rc >= 0)
+        rc = tg_st_new(&res);
+    if (rc < 0)
+        rc = lib_fail(err, errlen, rc, c->op, "setting up inputs");
+    else
+        rc = run_forward_backward(res, c, leaf, &p, err, errlen);
+    for (int i = 0; i < 3; i++)
+        tg_tensor_release(leaf[i]);
+    if (rc < 0) {
+        tg_st_free(res);
+        return rc;
+    }
+    *result = res;
+    return TG_OK;
+}

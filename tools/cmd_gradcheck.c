@@ -1,1 +1,370 @@
-/* placeholder */
+/* tools/cmd_gradcheck.c - `tapegrad gradcheck [OP ...]`.
+ *
+ * Runs tg_gradcheck and tg_gradgradcheck in f64 on tiny shapes over a
+ * built-in sweep (gc_cases below), restricted to the named ops
+ * (an op name, a group name such as "conv_transpose" or "activation", or
+ * "all"), and prints one table row per case.  Exit 1 if any check fails, 2 for
+ * an unknown op name.  Conv cases run with both algorithms (fast, reference).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "tapegrad/autograd.h"
+#include "tapegrad/conv.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+#include "tools.h"
+
+#define GC_MAX_IN 3
+
+typedef enum gc_domain {
+    GC_ANY = 0,   /* U[-1, 1] kept away from 0 (kinks of relu, abs) */
+    GC_POSITIVE,  /* U[0.5, 2] (log, sqrt, pow, div) */
+} gc_domain;
+
+typedef int (*gc_unary_fn)(tg_tensor **, tg_tensor *);
+typedef int (*gc_binary_fn)(tg_tensor **, tg_tensor *, tg_tensor *);
+typedef int (*gc_scalar_fn)(tg_tensor **, tg_tensor *, double);
+
+typedef struct gc_case {
+    const char *op;      /* name on the command line */
+    const char *group;   /* conv, conv_transpose, elementwise, activation, reduce, linalg */
+    const char *label;   /* NULL: generated from the conv parameters */
+    tg_gradcheck_fn fn;
+    int n;
+    int ndim[GC_MAX_IN];
+    int64_t shape[GC_MAX_IN][5];
+    gc_domain domain;
+    gc_unary_fn unary;
+    gc_binary_fn binary;
+    gc_scalar_fn scalar_op;
+    double scalar;
+    tg_conv_params conv;
+} gc_case;
+
+/* ---- the functions under test; user is the gc_case ---- */
+
+static int f_unary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return ((const gc_case *)user)->unary(out, in[0]);
+}
+
+static int f_binary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return ((const gc_case *)user)->binary(out, in[0], in[1]);
+}
+
+static int f_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return c->scalar_op(out, in[0], c->scalar);
+}
+
+static int f_sum_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_sum_dims(out, in[0], 1, dims, false);
+}
+
+static int f_mean_dims_keep(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {0, -1};
+    return tg_mean_dims(out, in[0], 2, dims, true);
+}
+
+static int f_linear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_linear(out, in[0], in[1], n > 2 ? in[2] : NULL);
+}
+
+static int f_conv(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return tg_conv(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
+}
+
+static int f_conv_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return tg_conv_transpose(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
+}
+
+/* ---- the sweep ---- */
+
+/* Conv parameters with the same stride s, dilation d, padding (lo, hi),
+ * output_padding op on every axis. */
+#define GC_CP(s, d, lo, hi, op, g, a)                                         \
+    {.stride = {s, s, s}, .dilation = {d, d, d},                              \
+     .padding = {{lo, hi}, {lo, hi}, {lo, hi}}, .output_padding = {op, op, op}, \
+     .groups = g, .act = a, .act_slope = 0.1, .algo = TG_CONV_ALGO_DEFAULT}
+
+/* Conv: x (1, 2, S...), weight (2, 2/g, K...), bias (2).  Transposed conv
+ * has weight (C_in, C_out/g, K...), which is the same shape here. */
+#define GC_CONV1(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {3, 3, 1}, .shape = {{1, 2, S}, {2, 2 / (g), K}, {2}},           \
+     .conv = GC_CP(__VA_ARGS__)}
+#define GC_CONV2(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {4, 4, 1}, .shape = {{1, 2, S, S - 1}, {2, 2 / (g), K, K}, {2}},  \
+     .conv = GC_CP(__VA_ARGS__)}
+#define GC_CONV3(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {5, 5, 1}, .shape = {{1, 2, S, S, S}, {2, 2 / (g), K, K, K}, {2}}, \
+     .conv = GC_CP(__VA_ARGS__)}
+
+#define GC_UN(name, grp, f, nd, dom, ...)                                     \
+    {.op = name, .group = grp, .label = "(" #__VA_ARGS__ ")", .fn = f_unary, .n = 1,  \
+     .ndim = {nd}, .shape = {{__VA_ARGS__}}, .domain = dom, .unary = f}
+#define GC_SC(name, grp, f, s, dom)                                           \
+    {.op = name, .group = grp, .label = "(3, 4) scalar " #s, .fn = f_scalar,  \
+     .n = 1, .ndim = {2}, .shape = {{3, 4}}, .domain = dom, .scalar_op = f,   \
+     .scalar = s}
+#define GC_BIN(name, grp, f, dom, label_, na, nb, sa, sb)                     \
+    {.op = name, .group = grp, .label = label_, .fn = f_binary,     \
+     .n = 2, .ndim = {na, nb}, .shape = {sa, sb}, .domain = dom, .binary = f}
+#define GC_SHAPE(...) {__VA_ARGS__}
+
+static const char *const C = "conv", *const T = "conv_transpose";
+
+static const gc_case gc_cases[] = {
+    /* conv: stride, dilation, padding (incl. asymmetric), groups, bias, act */
+    GC_CONV1("conv1d", C, f_conv, 5, 3, 1, 1, 1, 1, 0, 0, 0, 1, TG_ACT_NONE),
+    GC_CONV1("conv1d", C, f_conv, 7, 2, 2, 0, 2, 2, 1, 1, 0, 2, TG_ACT_NONE),
+    GC_CONV1("conv1d", C, f_conv, 5, 3, 1, 1, 1, 1, 2, 0, 0, 1, TG_ACT_LEAKY_RELU),
+    GC_CONV1("conv1d", C, f_conv, 6, 2, 1, 1, 1, 2, 0, 1, 0, 1, TG_ACT_GELU),
+    GC_CONV2("conv2d", C, f_conv, 5, 3, 1, 1, 2, 1, 1, 1, 0, 1, TG_ACT_NONE),
+    GC_CONV2("conv2d", C, f_conv, 5, 3, 2, 1, 2, 1, 0, 2, 0, 2, TG_ACT_SIGMOID),
+    GC_CONV2("conv2d", C, f_conv, 5, 2, 2, 1, 1, 2, 1, 0, 0, 2, TG_ACT_TANH),
+    GC_CONV3("conv3d", C, f_conv, 3, 2, 1, 1, 1, 1, 0, 0, 0, 1, TG_ACT_NONE),
+    GC_CONV3("conv3d", C, f_conv, 4, 2, 2, 0, 2, 1, 1, 0, 0, 2, TG_ACT_SILU),
+    GC_CONV3("conv3d", C, f_conv, 4, 2, 1, 1, 1, 2, 1, 0, 0, 1, TG_ACT_RELU),
+    /* conv_transpose: the same plus output_padding */
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 4, 2, 2, 0, 2, 2, 0, 1, 1, 2,
+             TG_ACT_GELU),
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 3, 2, 1, 1, 3, 1, 1, 0, 2, 1,
+             TG_ACT_TANH),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2,
+             TG_ACT_SILU),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 2, 1, 1, 2, 1, 0, 0, 2,
+             TG_ACT_SIGMOID),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 1, 0, 2, 1, 0, 1, 0, 1,
+             TG_ACT_RELU),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 1, 1, 2, 1, 0, 0, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 2, 0, 2, 1, 1, 1, 1, 2,
+             TG_ACT_TANH),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 2, 1, 1, 2, 0, 1, 1, 2,
+             TG_ACT_SIGMOID),
+    /* elementwise binary, with broadcasting */
+    GC_BIN("add", "elementwise", tg_add, GC_ANY, "(3, 4) + (4)", 2, 1, GC_SHAPE(3, 4),
+           GC_SHAPE(4)),
+    GC_BIN("sub", "elementwise", tg_sub, GC_ANY, "(2, 1, 3) - (4, 1)", 3, 2,
+           GC_SHAPE(2, 1, 3), GC_SHAPE(4, 1)),
+    GC_BIN("mul", "elementwise", tg_mul, GC_ANY, "(2, 3) * (2, 1)", 2, 2, GC_SHAPE(2, 3),
+           GC_SHAPE(2, 1)),
+    GC_BIN("div", "elementwise", tg_div, GC_POSITIVE, "(3, 4) / (3, 4)", 2, 2,
+           GC_SHAPE(3, 4), GC_SHAPE(3, 4)),
+    GC_BIN("pow", "elementwise", tg_pow, GC_POSITIVE, "(3, 4) ** (4)", 2, 1,
+           GC_SHAPE(3, 4), GC_SHAPE(4)),
+    GC_SC("add_scalar", "elementwise", tg_add_scalar, 1.5, GC_ANY),
+    GC_SC("sub_scalar", "elementwise", tg_sub_scalar, 0.5, GC_ANY),
+    GC_SC("rsub_scalar", "elementwise", tg_rsub_scalar, 2.0, GC_ANY),
+    GC_SC("mul_scalar", "elementwise", tg_mul_scalar, -3.0, GC_ANY),
+    GC_SC("div_scalar", "elementwise", tg_div_scalar, 4.0, GC_ANY),
+    GC_SC("pow_scalar", "elementwise", tg_pow_scalar, 2.5, GC_POSITIVE),
+    GC_UN("neg", "elementwise", tg_neg, 2, GC_ANY, 3, 4),
+    GC_UN("exp", "elementwise", tg_exp, 2, GC_ANY, 3, 4),
+    GC_UN("log", "elementwise", tg_log, 2, GC_POSITIVE, 3, 4),
+    GC_UN("sqrt", "elementwise", tg_sqrt, 2, GC_POSITIVE, 3, 4),
+    GC_UN("abs", "elementwise", tg_abs, 2, GC_ANY, 3, 4),
+    /* activations */
+    GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
+    GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),
+    GC_UN("tanh", "activation", tg_tanh, 2, GC_ANY, 3, 4),
+    GC_UN("sigmoid", "activation", tg_sigmoid, 2, GC_ANY, 3, 4),
+    GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
+    GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
+    /* reductions */
+    GC_UN("sum", "reduce", tg_sum, 3, GC_ANY, 2, 3, 2),
+    GC_UN("mean", "reduce", tg_mean, 3, GC_ANY, 2, 3, 2),
+    {.op = "sum_dims", .group = "reduce", .label = "(2, 3, 2) dims 1", .fn = f_sum_dim1,
+     .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
+    {.op = "mean_dims", .group = "reduce", .label = "(2, 3, 2) dims 0,-1 keepdim",
+     .fn = f_mean_dims_keep, .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
+    /* linear algebra */
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(3, 4) @ (4, 2)", 2, 2, GC_SHAPE(3, 4),
+           GC_SHAPE(4, 2)),
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(2, 3, 4) @ (2, 4, 2)", 3, 3,
+           GC_SHAPE(2, 3, 4), GC_SHAPE(2, 4, 2)),
+    {.op = "linear", .group = "linalg", .label = "x (3, 4), w (2, 4), b (2)",
+     .fn = f_linear, .n = 3, .ndim = {2, 2, 1}, .shape = {{3, 4}, {2, 4}, {2}}},
+};
+#define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
+
+/* ---- running ---- */
+
+static const char gc_usage[] =
+    "usage: tapegrad gradcheck [OP ...]\n"
+    "Checks first and second derivatives (tg_gradcheck, tg_gradgradcheck, f64)\n"
+    "on a built-in sweep of tiny cases.  OP is an op name (conv2d, add, ...), a\n"
+    "group (conv, conv_transpose, elementwise, activation, reduce, linalg) or\n"
+    "all (the default).  Conv cases run with both conv algorithms.\n";
+
+/* The conv parameters as "x(1, 2, 5) k3 s2 d1 p1,0 op1 g2 bias tanh fast". */
+static void conv_label(char *buf, size_t n, const gc_case *c, tg_conv_algo algo)
+{
+    const tg_conv_params *p = &c->conv;
+    char xs[64];
+    tg_shape_str(xs, sizeof xs, c->ndim[0], c->shape[0]);
+    int len = snprintf(buf, n, "x%s k%lld s%lld d%lld p%lld,%lld", xs,
+                       (long long)c->shape[1][2], (long long)p->stride[0],
+                       (long long)p->dilation[0], (long long)p->padding[0][0],
+                       (long long)p->padding[0][1]);
+    if (c->fn == f_conv_transpose && len > 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, " op%lld", (long long)p->output_padding[0]);
+    if (len > 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, " g%lld%s%s%s %s", (long long)p->groups,
+                 c->n > 2 ? " bias" : "", p->act ? " " : "",
+                 p->act ? tg_activation_name(p->act) : "",
+                 algo == TG_CONV_ALGO_REFERENCE ? "ref" : "fast");
+}
+
+/* Random f64 inputs that require grad, in the case's domain. */
+static int make_inputs(tg_tensor **in, const gc_case *c, uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    for (int i = 0; i < c->n; i++) {
+        int rc = tg_tensor_zeros(&in[i], TG_F64, c->ndim[i], c->shape[i]);
+        if (rc < 0)
+            return rc;
+        if (c->domain == GC_POSITIVE) {
+            rc = tg_tensor_rand_uniform(in[i], &rng, 0.5, 2.0);
+        } else {
+            rc = tg_tensor_rand_uniform(in[i], &rng, -1.0, 1.0);
+            /* Keep |v| >= 0.1 so no central difference straddles a kink at 0. */
+            for (int64_t k = 0; rc >= 0 && k < tg_tensor_numel(in[i]); k++) {
+                double v;
+                rc = tg_tensor_get_flat(in[i], k, &v);
+                if (rc >= 0 && v > -0.1 && v < 0.1)
+                    rc = tg_tensor_set_flat(in[i], k, v < 0 ? v - 0.1 : v + 0.1);
+            }
+        }
+        if (rc >= 0)
+            rc = tg_tensor_set_requires_grad(in[i], true);
+        if (rc < 0)
+            return rc;
+    }
+    return TG_OK;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs one case (conv cases with the given algorithm); returns true when
+ * both checks pass. */
+static bool run_case(const gc_case *proto, int index, tg_conv_algo algo)
+{
+    gc_case copy = *proto, *c = &copy;
+    c->conv.algo = algo;
+    tg_tensor *in[GC_MAX_IN] = {NULL, NULL, NULL};
+    tg_gradcheck_opts opts = TG_GRADCHECK_OPTS_INIT;
+    opts.seed = 1000 + (uint64_t)index;
+    char label[160], msg[2][512] = {"", ""};
+    if (c->label)
+        snprintf(label, sizeof label, "%s", c->label);
+    else
+        conv_label(label, sizeof label, c, algo);
+    double t0 = now_seconds();
+    int rc[2];
+    rc[0] = rc[1] = make_inputs(in, c, opts.seed);
+    if (rc[0] < 0) {
+        snprintf(msg[0], sizeof msg[0], "%s", tg_error_message());
+    } else {
+        rc[0] = tg_gradcheck(c->fn, (void *)c, c->n, in, &opts);
+        if (rc[0] < 0)
+            snprintf(msg[0], sizeof msg[0], "%s", tg_error_message());
+        rc[1] = tg_gradgradcheck(c->fn, (void *)c, c->n, in, &opts);
+        if (rc[1] < 0)
+            snprintf(msg[1], sizeof msg[1], "%s", tg_error_message());
+    }
+    double dt = now_seconds() - t0;
+    printf("%-17s %-58s %-8s %-8s %7.3fs\n", c->op, label, rc[0] < 0 ? "FAIL" : "ok",
+           rc[1] < 0 ? "FAIL" : "ok", dt);
+    for (int k = 0; k < 2; k++)
+        if (msg[k][0])
+            printf("    %s: %s (%s)\n", k ? "gradgrad" : "grad", msg[k],
+                   tg_status_name(rc[k]));
+    for (int i = 0; i < GC_MAX_IN; i++)
+        tg_tensor_release(in[i]);
+    return rc[0] >= 0 && rc[1] >= 0;
+}
+
+static bool case_selected(const gc_case *c, const char *name)
+{
+    return strcmp(name, "all") == 0 || strcmp(name, c->op) == 0 ||
+           strcmp(name, c->group) == 0;
+}
+
+/* Marks the selected cases; returns -1 to go on, or the exit code (help, or
+ * an unknown name). */
+static int select_cases(int argc, char **argv, bool *sel)
+{
+    for (int k = 0; k < GC_NCASES; k++)
+        sel[k] = argc <= 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(gc_usage, stdout);
+            return TG_EXIT_OK;
+        }
+        bool found = false;
+        for (int k = 0; k < GC_NCASES; k++)
+            if (case_selected(&gc_cases[k], argv[i]))
+                sel[k] = found = true;
+        tg_op_info info;
+        if (!found && tg_op_info_find(argv[i], &info) == TG_OK) {
+            printf("%s: registered, but the sweep has no cases for it\n", argv[i]);
+            found = true;
+        }
+        if (!found) {
+            fprintf(stderr, "tapegrad gradcheck: unknown op '%s'\n%s", argv[i], gc_usage);
+            return TG_EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+int tg_cmd_gradcheck(int argc, char **argv)
+{
+    bool sel[GC_NCASES];
+    int code = select_cases(argc, argv, sel);
+    if (code >= 0)
+        return code;
+    printf("%-17s %-58s %-8s %-8s %8s\n", "op", "case", "grad", "gradgrad", "time");
+    int run = 0, failed = 0;
+    double t0 = now_seconds();
+    for (int k = 0; k < GC_NCASES; k++) {
+        if (!sel[k])
+            continue;
+        /* Conv cases run with both algorithms: they share no kernel code. */
+        bool conv = gc_cases[k].fn == f_conv || gc_cases[k].fn == f_conv_transpose;
+        for (int a = 0; a < (conv ? 2 : 1); a++) {
+            run++;
+            if (!run_case(&gc_cases[k], k, a ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST))
+                failed++;
+        }
+    }
+    printf("%d case%s, %d failed, %.2fs\n", run, run == 1 ? "" : "s", failed,
+           now_seconds() - t0);
+    return failed ? TG_EXIT_FAIL : TG_EXIT_OK;
+}
