@@ -501,6 +501,8 @@ Test(ops, integer_inputs_are_edtype)
     cr_assert(eq(int, tg_tensor_zeros(&i, TG_I32, 1, sh), TG_OK));
     cr_assert(eq(int, tg_mul(&y, f, i), TG_EDTYPE));
     cr_assert(eq(ptr, y, NULL));
+    cr_assert(not(eq(ptr, strstr(tg_error_message(), "input 1 has dtype i32"), NULL)), "%s",
+              tg_error_message());
     cr_assert(eq(int, tg_relu(&y, i), TG_EDTYPE));
     cr_assert(eq(ptr, y, NULL));
     cr_assert(eq(int, tg_add_scalar(&y, i, 1.0), TG_EDTYPE));
