@@ -3,7 +3,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
-              libcriterion-dev zlib1g-dev libpng-dev
+              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-asan check bench goldens clean
