@@ -207,6 +207,18 @@ tg_node *tg__node_retain(tg_node *n);
 void tg__node_release(tg_node *n);
 /* Releases saved tensors and params after backward (not the edges' nodes). */
 void tg__node_release_saved(tg_node *n);
+/* A new node (refcount 1, next thread-local seq) for op applied to in[0..n):
+ * edges, input metadata and needs_grad filled in; params and out_meta left
+ * for the caller.  NULL with TG_ENOMEM set on failure. */
+tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in);
+/* Number of nodes alive in the process (tests check memory stays flat). */
+long tg__node_live_count(void);
+/* The nodes reachable from the grad_fn of roots[0..n_roots), sorted by
+ * increasing seq, in a malloc'd array (*nodes, freed by the caller; the node
+ * pointers are borrowed).  Uses each node's `dependencies` field as a mark and
+ * leaves it 0.  TG_ENOMEM, or TG_EGRAD when a backward is already running over
+ * the same nodes. */
+int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count);
 
 /* Saves t for backward (retained; its version recorded).  Returns the slot. */
 int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);

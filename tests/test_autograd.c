@@ -1,1 +1,543 @@
+/* Tests of the autograd engine: gradients by hand, accumulation, graph
+ * lifetime, higher derivatives, grad modes, hooks, in-place detection,
+ * memory, tape views, autocast scopes and AMP dispatch. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/ops.h"
+
+/* Criterion's new cr_assert cannot start with "!". */
+static bool falsy(bool b) { return !b; }
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+/* A 1-d tensor of dtype dt from values; named, optionally requiring grad. */
+static tg_tensor *vec(tg_dtype dt, int64_t n, const double *v, const char *name, bool rg)
+{
+    tg_tensor *t = NULL;
+    int64_t shape[1] = {n};
+    OK(tg_tensor_zeros(&t, dt, 1, shape));
+    for (int64_t i = 0; i < n; i++) OK(tg_tensor_set_flat(t, i, v[i]));
+    tg_tensor_set_name(t, name);
+    OK(tg_tensor_set_requires_grad(t, rg));
+    return t;
+}
+
+static double at(const tg_tensor *t, int64_t i)
+{
+    double v = 0;
+    OK(tg_tensor_get_flat(t, i, &v));
+    return v;
+}
+
+static const double X[3] = {1.0, 2.0, 3.0}, W[3] = {4.0, -5.0, 0.5};
+
+/* y = sum(x * w + x) */
+static tg_tensor *expr1(tg_tensor *x, tg_tensor *w)
+{
+    tg_tensor *xw = NULL, *s = NULL, *y = NULL;
+    OK(tg_mul(&xw, x, w));
+    OK(tg_add(&s, xw, x));
+    OK(tg_sum(&y, s));
+    tg_tensor_release(xw);
+    tg_tensor_release(s);
+    return y;
+}
+
+Test(autograd, gradient_by_hand)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *y = expr1(x, w);
+    cr_assert(tg_tensor_requires_grad(y));
+    cr_assert(falsy(tg_tensor_is_leaf(y)));
+    OK(tg_backward(y, NULL, NULL));
+    /* dy/dx = w + 1, dy/dw = x */
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), W[i] + 1.0, 1e-12));
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(w), i), X[i], 1e-12));
+    }
+    /* Without create_graph the gradient is a plain tensor. */
+    cr_assert(falsy(tg_tensor_requires_grad(tg_tensor_grad(x))));
+    cr_assert(tg_tensor_is_leaf(tg_tensor_grad(x)));
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, gradients_accumulate_over_two_backwards)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    for (int rep = 0; rep < 2; rep++) {
+        tg_tensor *y = expr1(x, w);
+        OK(tg_backward(y, NULL, NULL));
+        tg_tensor_release(y);
+    }
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), 2 * (W[i] + 1), 1e-12));
+    tg_tensor_zero_grad(x);
+    cr_assert(tg_tensor_grad(x) == NULL);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, retain_graph)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *y = expr1(x, w);
+    OK(tg_backward(y, NULL, NULL));
+    int rc = tg_backward(y, NULL, NULL);
+    cr_assert(eq(int, rc, TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "retain_graph") != NULL, "%s", tg_error_message());
+    /* The failed call changed nothing. */
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), W[i] + 1, 1e-12));
+    tg_tensor_release(y);
+
+    tg_backward_opts keep = {.retain_graph = true};
+    y = expr1(x, w);
+    tg_tensor_zero_grad(x);
+    OK(tg_backward(y, NULL, &keep));
+    OK(tg_backward(y, NULL, NULL));
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), 2 * (W[i] + 1), 1e-12));
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+/* sum(x^3) written as x * x * x */
+static tg_tensor *sum_cube(tg_tensor *x)
+{
+    tg_tensor *x2 = NULL, *x3 = NULL, *y = NULL;
+    OK(tg_mul(&x2, x, x));
+    OK(tg_mul(&x3, x2, x));
+    OK(tg_sum(&y, x3));
+    tg_tensor_release(x2);
+    tg_tensor_release(x3);
+    return y;
+}
+
+Test(autograd, second_derivative_through_create_graph)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true);
+    tg_tensor *y = sum_cube(x), *g = NULL, *sg = NULL, *h = NULL;
+    tg_backward_opts cg = {.create_graph = true};
+    OK(tg_grad(&g, 1, &y, NULL, 1, &x, &cg));
+    cr_assert(tg_tensor_requires_grad(g));   /* recorded: differentiable again */
+    OK(tg_sum(&sg, g));
+    OK(tg_grad(&h, 1, &sg, NULL, 1, &x, NULL));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(g, i), 3 * X[i] * X[i], 1e-12));   /* d/dx x^3 */
+        cr_assert(epsilon_eq(dbl, at(h, i), 6 * X[i], 1e-12));          /* d2/dx2 x^3 */
+    }
+    cr_assert(falsy(tg_tensor_requires_grad(h)));
+    cr_assert(tg_tensor_grad(x) == NULL);   /* tg_grad accumulates nothing */
+    tg_tensor_release(h);
+    tg_tensor_release(sg);
+    tg_tensor_release(g);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+}
+
+Test(autograd, hessian_vector_product)
+{
+    /* f(x, y) = sum(x^2 y): grad = (2xy, x^2); H (vx, vy) = (2y vx + 2x vy, 2x vx). */
+    const double Y[3] = {0.5, -1.0, 2.0}, VX[3] = {1.0, -2.0, 0.25}, VY[3] = {3.0, 0.5, -1.0};
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *yv = vec(TG_F64, 3, Y, "y", true);
+    tg_tensor *vx = vec(TG_F64, 3, VX, "vx", false), *vy = vec(TG_F64, 3, VY, "vy", false);
+    tg_tensor *xx = NULL, *xxy = NULL, *f = NULL, *g[2] = {NULL, NULL}, *p0 = NULL, *p1 = NULL,
+              *s = NULL, *s0 = NULL, *s1 = NULL, *hv[2] = {NULL, NULL};
+    tg_tensor *in[2] = {x, yv};
+    OK(tg_mul(&xx, x, x));
+    OK(tg_mul(&xxy, xx, yv));
+    OK(tg_sum(&f, xxy));
+    tg_backward_opts cg = {.create_graph = true};
+    OK(tg_grad(g, 1, &f, NULL, 2, in, &cg));
+    OK(tg_mul(&p0, g[0], vx));
+    OK(tg_mul(&p1, g[1], vy));
+    OK(tg_sum(&s0, p0));
+    OK(tg_sum(&s1, p1));
+    OK(tg_add(&s, s0, s1));
+    OK(tg_grad(hv, 1, &s, NULL, 2, in, NULL));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(hv[0], i), 2 * Y[i] * VX[i] + 2 * X[i] * VY[i], 1e-12));
+        cr_assert(epsilon_eq(dbl, at(hv[1], i), 2 * X[i] * VX[i], 1e-12));
+    }
+    tg_tensor *all[] = {x, yv, vx, vy, xx, xxy, f, g[0], g[1], p0, p1, s, s0, s1, hv[0], hv[1]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+Test(autograd, no_grad_scope_records_nothing)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true), *y = NULL;
+    long live = tg__node_live_count();
+    cr_assert(tg_grad_enabled());
+    tg_no_grad_begin();
+    tg_no_grad_begin();   /* nests */
+    tg_no_grad_end();
+    cr_assert(falsy(tg_grad_enabled()));
+    OK(tg_mul(&y, x, w));
+    tg_no_grad_end();
+    cr_assert(tg_grad_enabled());
+    cr_assert(falsy(tg_tensor_requires_grad(y)));
+    cr_assert(tg_tensor_is_leaf(y));
+    cr_assert(eq(long, tg__node_live_count(), live));
+    cr_assert(epsilon_eq(dbl, at(y, 1), X[1] * W[1], 1e-12));
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_EGRAD));
+    bool prev = tg_set_grad_enabled(false);
+    cr_assert(prev);
+    cr_assert(falsy(tg_set_grad_enabled(prev)));
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, detach_cuts_the_graph)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *xw = NULL, *d = NULL, *z = NULL, *y = NULL;
+    OK(tg_mul(&xw, x, w));
+    OK(tg_tensor_detach(&d, xw));
+    cr_assert(tg_tensor_is_leaf(d));
+    cr_assert(falsy(tg_tensor_requires_grad(d)));
+    cr_assert(tg_tensor_shares_storage(d, xw));
+    OK(tg_mul(&z, d, w));   /* z = (x w) w with x w constant: dz/dw = x w */
+    OK(tg_sum(&y, z));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(tg_tensor_grad(x) == NULL);
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(w), i), X[i] * W[i], 1e-12));
+    tg_tensor *all[] = {x, w, xw, d, z, y};
+    for (size_t i = 0; i < 6; i++) tg_tensor_release(all[i]);
+}
+
+static int double_hook(tg_tensor **grad, void *user)
+{
+    int *calls = user;
+    tg_tensor *g2 = NULL;
+    TG_TRY(tg_mul_scalar(&g2, *grad, 2.0));
+    tg_tensor_release(*grad);
+    *grad = g2;
+    (*calls)++;
+    return TG_OK;
+}
+
+static int failing_hook(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    (void)user;
+    return tg__error(TG_EINVAL, "test hook refuses");
+}
+
+Test(autograd, hook_on_leaf_doubles_its_grad)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    int calls = 0;
+    OK(tg_tensor_register_hook(x, double_hook, &calls));
+    OK(tg_tensor_register_hook(x, double_hook, &calls));   /* runs after the first */
+    tg_tensor *y = expr1(x, w);
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(int, calls, 2));
+    /* x receives two contributions (x*w and x); each goes through both hooks. */
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), 4 * (W[i] + 1), 1e-12));
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(w), i), X[i], 1e-12));
+    }
+    tg_tensor *c = vec(TG_F64, 3, X, "c", false);
+    cr_assert(eq(int, tg_tensor_register_hook(c, double_hook, &calls), TG_EGRAD));
+    cr_assert(eq(int, tg_tensor_register_hook(x, NULL, NULL), TG_EINVAL));
+    tg_tensor_release(c);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, hook_on_non_leaf)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *h = NULL, *y = NULL;
+    int calls = 0;
+    OK(tg_mul(&h, x, w));
+    OK(tg_tensor_register_hook(h, double_hook, &calls));
+    OK(tg_sum(&y, h));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(int, calls, 1));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), 2 * W[i], 1e-12));
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(w), i), 2 * X[i], 1e-12));
+    }
+    tg_tensor_release(y);
+    /* A hook's error aborts the backward with its status. */
+    OK(tg_tensor_register_hook(h, failing_hook, NULL));
+    OK(tg_sum(&y, h));
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "refuses") != NULL);
+    tg_tensor_release(y);
+    tg_tensor_release(h);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, inplace_change_of_saved_tensor_is_reported)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *h = NULL, *y = NULL;
+    OK(tg_mul(&h, x, w));   /* mul saves x and w */
+    OK(tg_sum(&y, h));
+    uint64_t v0 = tg_tensor_version(w);
+    OK(tg_tensor_fill(w, 7.0));
+    cr_assert(tg_tensor_version(w) > v0);
+    int rc = tg_backward(y, NULL, NULL);
+    cr_assert(eq(int, rc, TG_EINPLACE));
+    const char *msg = tg_error_message();
+    cr_assert(strstr(msg, "mul") && strstr(msg, "modified in place") && strstr(msg, "'w'"), "%s", msg);
+    cr_assert(tg_tensor_grad(x) == NULL);
+    cr_assert(tg_tensor_grad(w) == NULL);
+    tg_tensor_release(y);
+    tg_tensor_release(h);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, backward_argument_errors)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *h = NULL, *bad = NULL, *c = vec(TG_F64, 3, X, "c", false);
+    OK(tg_mul(&h, x, w));
+    cr_assert(eq(int, tg_backward(h, NULL, NULL), TG_EINVAL));   /* non-scalar, no grad */
+    int64_t s2[1] = {2};
+    OK(tg_tensor_zeros(&bad, TG_F64, 1, s2));
+    cr_assert(eq(int, tg_backward(h, bad, NULL), TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "(2)") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_backward(c, NULL, NULL), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "does not require grad") != NULL);
+    cr_assert(eq(int, tg_backward(NULL, NULL, NULL), TG_EINVAL));
+    cr_assert(tg_tensor_grad(x) == NULL && tg_tensor_grad(w) == NULL);
+    tg_tensor *gout[1] = {(tg_tensor *)0x1};
+    cr_assert(eq(int, tg_grad(gout, 1, &h, NULL, 1, &x, NULL), TG_EINVAL));
+    cr_assert(gout[0] == NULL);
+    /* A given grad works for a non-scalar output: d<g, x*w>/dx = g*w. */
+    tg_tensor *g = vec(TG_F64, 3, X, "g", false);
+    OK(tg_backward(h, g, NULL));
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), X[i] * W[i], 1e-12));
+    tg_tensor *all[] = {x, w, h, bad, c, g};
+    for (size_t i = 0; i < 6; i++) tg_tensor_release(all[i]);
+}
+
+Test(autograd, grad_of_non_leaf_and_unreachable_inputs)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *u = vec(TG_F64, 3, X, "u", true), *h = NULL, *t = NULL, *y = NULL;
+    OK(tg_mul(&h, x, w));
+    OK(tg_tanh(&t, h));
+    OK(tg_sum(&y, t));
+    tg_tensor *in[3] = {h, u, x}, *g[3] = {NULL, NULL, NULL};
+    OK(tg_grad(g, 1, &y, NULL, 3, in, NULL));
+    cr_assert(g[1] == NULL);   /* u is not reachable from y */
+    for (int i = 0; i < 3; i++) {
+        double th = tanh(X[i] * W[i]);
+        cr_assert(epsilon_eq(dbl, at(g[0], i), 1 - th * th, 1e-12));
+        cr_assert(epsilon_eq(dbl, at(g[2], i), (1 - th * th) * W[i], 1e-12));
+    }
+    tg_tensor *all[] = {x, w, u, h, t, y, g[0], g[2]};
+    for (size_t i = 0; i < 8; i++) tg_tensor_release(all[i]);
+}
+
+Test(autograd, memory_stays_flat_over_training_steps)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", false), *w = vec(TG_F64, 3, W, "w", true);
+    long base = tg__node_live_count(), peak = 0;
+    for (int step = 0; step < 100; step++) {
+        tg_tensor *h = NULL, *t = NULL, *y = NULL;
+        OK(tg_mul(&h, x, w));
+        OK(tg_tanh(&t, h));
+        OK(tg_sum(&y, t));
+        tg_tensor_release(h);
+        tg_tensor_release(t);
+        cr_assert(eq(long, tg__node_live_count(), base + 3));
+        OK(tg_backward(y, NULL, NULL));
+        /* Saved tensors are gone right after backward. */
+        cr_assert(eq(int, y->grad_fn->n_saved, 0));
+        tg_tensor_release(y);
+        long now = tg__node_live_count();
+        if (now > peak) peak = now;
+        tg_tensor_zero_grad(w);
+    }
+    cr_assert(eq(long, peak, base));
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(autograd, long_chain_is_freed_without_recursion)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *cur = tg_tensor_retain(x);
+    long base = tg__node_live_count();
+    for (int i = 0; i < 100000; i++) {
+        tg_tensor *next = NULL;
+        OK(tg_add_scalar(&next, cur, 1e-3));
+        tg_tensor_release(cur);
+        cur = next;
+    }
+    cr_assert(eq(long, tg__node_live_count(), base + 100000));
+    tg_tensor *y = NULL;
+    OK(tg_sum(&y, cur));
+    OK(tg_backward(y, NULL, NULL));
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(x), i), 1.0, 1e-12));
+    tg_tensor_release(y);
+    tg_tensor_release(cur);
+    cr_assert(eq(long, tg__node_live_count(), base));
+    tg_tensor_release(x);
+}
+
+/* y = sum(tanh(x * w + b)) into a string, through f. */
+static char *render(int (*f)(FILE *, const tg_tensor *), tg_tensor **keep)
+{
+    tg_tensor *x = vec(TG_F64, 3, X, "x", false), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *b = vec(TG_F64, 3, X, "b", true), *xw = NULL, *s = NULL, *t = NULL, *y = NULL;
+    OK(tg_mul(&xw, x, w));
+    OK(tg_add(&s, xw, b));
+    OK(tg_tanh(&t, s));
+    OK(tg_sum(&y, t));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    OK(f(mf, y));
+    fclose(mf);
+    tg_tensor *all[] = {x, w, b, xw, s, t};
+    for (size_t i = 0; i < 6; i++) tg_tensor_release(all[i]);
+    *keep = y;
+    return buf;
+}
+
+Test(autograd, dot_names_ops_and_leaves)
+{
+    tg_tensor *y = NULL;
+    char *dot = render(tg_graph_to_dot, &y);
+    cr_assert(strncmp(dot, "digraph", 7) == 0, "%s", dot);
+    const char *want[] = {" mul\\n", " add\\n", " tanh\\n", " sum\\n", "label=\"w\\n", "label=\"b\\n", "->", "root"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_assert(strstr(dot, want[i]) != NULL, "missing %s in\n%s", want[i], dot);
+    cr_assert(strstr(dot, "label=\"x\\n") == NULL);   /* x does not require grad */
+    free(dot);
+    tg_tensor_release(y);
+}
+
+Test(autograd, tape_print_in_recording_order)
+{
+    tg_tensor *y = NULL;
+    char *txt = render(tg_tape_print, &y);
+    const char *mul = strstr(txt, " mul  inputs: const, leaf 'w'"), *add = strstr(txt, " add  inputs: #");
+    const char *th = strstr(txt, " tanh  inputs: #"), *sum = strstr(txt, " sum  inputs: #");
+    cr_assert(mul && add && th && sum, "%s", txt);
+    cr_assert(mul < add && add < th && th < sum, "%s", txt);
+    cr_assert(strstr(add, ", leaf 'b'") != NULL, "%s", txt);
+    cr_assert(strstr(txt, "out: f64 (3)") != NULL && strstr(txt, "out: f64 ()") != NULL, "%s", txt);
+    free(txt);
+    tg_tensor_release(y);
+}
+
+Test(autograd, autocast_scope_nesting)
+{
+    tg_dtype dt = TG_I8;
+    cr_assert(falsy(tg_autocast_active(&dt)));
+    cr_assert(eq(int, tg_autocast_end(), TG_EINVAL));
+    cr_assert(eq(int, tg_autocast_begin(TG_I32), TG_EINVAL));
+    cr_assert(eq(int, tg_autocast_begin(TG_F64), TG_EINVAL));
+    cr_assert(falsy(tg_autocast_active(&dt)));
+    OK(tg_autocast_begin(TG_F16));
+    cr_assert(tg_autocast_active(&dt) && dt == TG_F16);
+    OK(tg_autocast_disable_begin());
+    cr_assert(falsy(tg_autocast_active(&dt)));
+    OK(tg_autocast_begin(TG_BF16));
+    cr_assert(tg_autocast_active(&dt) && dt == TG_BF16);
+    OK(tg_autocast_end());
+    OK(tg_autocast_end());
+    cr_assert(tg_autocast_active(&dt) && dt == TG_F16);
+    OK(tg_autocast_end());
+    cr_assert(falsy(tg_autocast_active(&dt)));
+    int depth = 0;
+    while (tg_autocast_begin(TG_F32) == TG_OK) depth++;
+    cr_assert(eq(int, depth, 16));
+    while (depth-- > 0) OK(tg_autocast_end());
+    cr_assert(eq(int, tg_autocast_end(), TG_EINVAL));
+}
+
+Test(autograd, promote_dtypes_table)
+{
+    cr_assert(eq(int, tg_promote_dtypes(TG_F32, TG_F64), TG_F64));
+    cr_assert(eq(int, tg_promote_dtypes(TG_F16, TG_F64), TG_F64));
+    cr_assert(eq(int, tg_promote_dtypes(TG_F16, TG_F32), TG_F32));
+    cr_assert(eq(int, tg_promote_dtypes(TG_F16, TG_BF16), TG_F32));
+    cr_assert(eq(int, tg_promote_dtypes(TG_BF16, TG_BF16), TG_BF16));
+}
+
+Test(autograd, promote_through_dispatch)
+{
+    const double A[3] = {0.5, 1.5, -2.0};
+    tg_tensor *a = vec(TG_F32, 3, A, "a", true), *b = vec(TG_F64, 3, X, "b", true);
+    tg_tensor *c = NULL, *m = NULL, *y = NULL;
+    OK(tg_add(&c, a, b));
+    cr_assert(eq(int, tg_tensor_dtype(c), TG_F64));
+    OK(tg_mul(&m, c, b));   /* y = sum((a + b) b): dy/da = b, dy/db = a + 2b */
+    OK(tg_sum(&y, m));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F32));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(b)), TG_F64));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(a), i), X[i], 1e-6));
+        cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(b), i), A[i] + 2 * X[i], 1e-6));
+    }
+    tg_tensor *all[] = {a, b, c, m, y};
+    for (size_t i = 0; i < 5; i++) tg_tensor_release(all[i]);
+}
+
+Test(autograd, autocast_lowers_matmul_but_not_f64)
+{
+    tg_op_info info;
+    OK(tg_op_info_find("matmul", &info));
+    cr_assert(eq(int, info.amp, TG_AMP_LOWER_PRECISION));
+    int64_t s[2] = {2, 2};
+    tg_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL, *y = NULL;
+    OK(tg_tensor_full(&a, TG_F32, 2, s, 1.5));
+    OK(tg_tensor_full(&b, TG_F32, 2, s, 2.0));
+    OK(tg_tensor_set_requires_grad(a, true));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_matmul(&c, a, b));
+    cr_assert(eq(int, tg_tensor_dtype(c), TG_BF16));
+    OK(tg_sum(&y, c));   /* FP32 policy: the sum is f32 inside autocast */
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    OK(tg_autocast_end());
+    cr_assert(epsilon_eq(dbl, at(c, 0), 6.0, 1e-9));   /* 2 * 1.5 * 2, exact in bf16 */
+    OK(tg_backward(y, NULL, NULL));
+    /* d sum(a b) / da = ones b^T: every element 4; it comes back as f32. */
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F32));
+    for (int i = 0; i < 4; i++) cr_assert(epsilon_eq(dbl, at(tg_tensor_grad(a), i), 4.0, 1e-9));
+    tg_tensor *a64 = NULL;
+    OK(tg_tensor_full(&a64, TG_F64, 2, s, 1.5));
+    OK(tg_autocast_begin(TG_F16));
+    OK(tg_matmul(&d, a64, b));   /* an f64 input is never lowered: the op runs in f64 */
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(d), TG_F64));
+    tg_tensor *all[] = {a, b, c, d, y, a64};
+    for (size_t i = 0; i < 6; i++) tg_tensor_release(all[i]);
+}
+
+Test(autograd, registry_lists_ops_in_name_order)
+{
+    int n = tg_op_count();
+    cr_assert(n >= 20, "only %d ops", n);
+    tg_op_info prev, cur;
+    OK(tg_op_info_at(0, &prev));
+    for (int i = 1; i < n; i++) {
+        OK(tg_op_info_at(i, &cur));
+        cr_assert(strcmp(prev.name, cur.name) < 0, "%s before %s", prev.name, cur.name);
+        prev = cur;
+    }
+    cr_assert(eq(int, tg_op_info_at(n, &cur), TG_EINVAL));
+    cr_assert(eq(int, tg_op_info_at(-1, &cur), TG_EINVAL));
+    OK(tg_op_info_find("mul", &cur));
+    cr_assert(eq(int, cur.arity, 2));
+    cr_assert(cur.has_backward);
+    cr_assert(tg__op_find("mul") != NULL);
+    cr_assert(eq(int, tg_op_info_find("no_such_op", &cur), TG_ENOTFOUND));
+    cr_assert(eq(str, (char *)tg_amp_policy_name(TG_AMP_LOWER_PRECISION), "lower_precision"));
+}

@@ -1,1 +1,242 @@
+/* Tests of tg_gradcheck / tg_gradgradcheck: they pass on correct ops and
+ * catch deliberately wrong backwards (test-only schemas dispatched through
+ * tg__op_call). */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/ops.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+static tg_tensor *make(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
+                       const char *name, bool rg)
+{
+    tg_tensor *t = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    OK(tg_tensor_zeros(&t, dt, ndim, shape));
+    OK(tg_tensor_rand_uniform(t, &rng, -1.0, 1.0));
+    tg_tensor_set_name(t, name);
+    OK(tg_tensor_set_requires_grad(t, rg));
+    return t;
+}
+
+/* ---- functions under test ---- */
+
+static int f_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    (void)user;
+    return tg_mul(out, in[0], in[1]);
+}
+
+static int f_tanh_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    (void)user;
+    tg_tensor *h = NULL;
+    TG_TRY(tg_mul(&h, in[0], in[1]));
+    int rc = tg_tanh(out, h);
+    tg_tensor_release(h);
+    return rc;
+}
+
+static int f_matmul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    (void)user;
+    return tg_matmul(out, in[0], in[1]);
+}
+
+/* Uses only in[0]: in[1]'s gradient comes back NULL, which counts as zeros. */
+static int f_ignores_second(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    (void)user;
+    return tg_mul_scalar(out, in[0], 3.0);
+}
+
+/* ---- a test-only op with a wrong backward: x * w whose w-gradient is
+ * half what it should be ---- */
+
+static int badmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
+{
+    (void)n;
+    (void)params;
+    TG_TRY(tg_mul(out, in[0], in[1]));
+    if (ctx) {
+        tg__ctx_save(ctx, in[0]);
+        tg__ctx_save(ctx, in[1]);
+    }
+    return TG_OK;
+}
+
+static int badmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *x = NULL, *w = NULL, *gx = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    if (tg__ctx_needs_grad(ctx, 0)) TG_TRY(tg_mul(&gi[0], g, w));
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TG_TRY(tg_mul(&gx, g, x));
+        int rc = tg_mul_scalar(&gi[1], gx, 0.5);   /* wrong on purpose */
+        tg_tensor_release(gx);
+        TG_TRY(rc);
+    }
+    return TG_OK;
+}
+
+static tg_op_schema badmul_op = {.name = "test_badmul", .arity = 2, .amp = TG_AMP_KEEP,
+                                 .forward = badmul_forward, .backward = badmul_backward};
+
+static int f_badmul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)user;
+    return tg__op_call(&badmul_op, out, n, in, NULL, 0);
+}
+
+/* ---- x^2 whose backward is right but computed off the tape, so its own
+ * derivative (needed by create_graph) is lost ---- */
+
+static int sq_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                      const void *params)
+{
+    (void)n;
+    (void)params;
+    TG_TRY(tg_mul(out, in[0], in[0]));
+    if (ctx) tg__ctx_save(ctx, in[0]);
+    return TG_OK;
+}
+
+static int sq_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *x = NULL, *gx = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    tg_no_grad_begin();   /* wrong for double backward on purpose */
+    int rc = tg_mul(&gx, g, x);
+    if (rc >= 0) rc = tg_mul_scalar(&gi[0], gx, 2.0);
+    tg_no_grad_end();
+    tg_tensor_release(gx);
+    return rc;
+}
+
+static tg_op_schema sq_op = {.name = "test_square_no_double", .arity = 1, .amp = TG_AMP_KEEP,
+                             .forward = sq_forward, .backward = sq_backward};
+
+static int f_sq(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)user;
+    return tg__op_call(&sq_op, out, n, in, NULL, 0);
+}
+
+/* ---- tests ---- */
+
+static const int64_t S23[2] = {2, 3}, S34[2] = {3, 4};
+
+Test(gradcheck, passes_on_correct_ops)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *b = make(TG_F64, 2, S34, 3, "b", true);
+    tg_tensor *xw[2] = {x, w}, *xb[2] = {x, b};
+    OK(tg_gradcheck(f_mul, NULL, 2, xw, NULL));
+    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, NULL));
+    OK(tg_gradcheck(f_matmul, NULL, 2, xb, NULL));
+    OK(tg_gradcheck(f_ignores_second, NULL, 2, xw, NULL));
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+    tg_tensor_release(b);
+}
+
+Test(gradcheck, inputs_are_restored_exactly)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    double before[6], after[6];
+    OK(tg_tensor_to_doubles(x, before, 6));
+    tg_tensor *xw[2] = {x, w};
+    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, NULL));
+    OK(tg_tensor_to_doubles(x, after, 6));
+    cr_assert(memcmp(before, after, sizeof before) == 0);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(gradcheck, fails_on_wrong_backward_naming_input_and_element)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *xw[2] = {x, w};
+    int rc = tg_gradcheck(f_badmul, NULL, 2, xw, NULL);
+    cr_assert(eq(int, rc, TG_EGRADCHECK));
+    const char *msg = tg_error_message();
+    /* x's gradient is right; the first wrong entry is w's element 0 for output 0. */
+    cr_assert(strstr(msg, "input 1 ('w') element 0, output element 0") != NULL, "%s", msg);
+    double x0 = 0, expect_num = 0;
+    OK(tg_tensor_get_flat(x, 0, &x0));
+    expect_num = x0;   /* d(x0 w0)/dw0 */
+    char want[64];
+    snprintf(want, sizeof want, "vs numeric %f", expect_num);
+    cr_assert(strstr(msg, want) != NULL, "%s (want %s)", msg, want);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(gradcheck, fast_mode_passes_and_fails_likewise)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *b = make(TG_F64, 2, S34, 3, "b", true);
+    tg_tensor *xw[2] = {x, w}, *xb[2] = {x, b};
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    o.fast_mode = true;
+    o.seed = 7;
+    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, &o));
+    OK(tg_gradcheck(f_matmul, NULL, 2, xb, &o));
+    cr_assert(eq(int, tg_gradcheck(f_badmul, NULL, 2, xw, &o), TG_EGRADCHECK));
+    cr_assert(strstr(tg_error_message(), "fast mode") != NULL, "%s", tg_error_message());
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+    tg_tensor_release(b);
+}
+
+Test(gradcheck, gradgradcheck_passes_on_differentiable_backwards)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *b = make(TG_F64, 2, S34, 3, "b", true);
+    tg_tensor *xw[2] = {x, w}, *xb[2] = {x, b};
+    OK(tg_gradgradcheck(f_tanh_mul, NULL, 2, xw, NULL));
+    OK(tg_gradgradcheck(f_mul, NULL, 2, xw, NULL));
+    OK(tg_gradgradcheck(f_matmul, NULL, 2, xb, NULL));
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+    tg_tensor_release(b);
+}
+
+Test(gradcheck, gradgradcheck_catches_backward_off_the_tape)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    OK(tg_gradcheck(f_sq, NULL, 1, &x, NULL));   /* first derivative is right */
+    cr_assert(eq(int, tg_gradgradcheck(f_sq, NULL, 1, &x, NULL), TG_EGRADCHECK));
+    cr_assert(strstr(tg_error_message(), "input 0 ('x')") != NULL, "%s", tg_error_message());
+    tg_tensor_release(x);
+}
+
+Test(gradcheck, argument_errors)
+{
+    tg_tensor *x32 = make(TG_F32, 2, S23, 1, "x32", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *c = make(TG_F64, 2, S23, 3, "c", false);
+    tg_tensor *in[2] = {x32, w};
+    cr_assert(eq(int, tg_gradcheck(f_mul, NULL, 2, in, NULL), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "input 0 ('x32')") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(f_mul, NULL, 2, in, NULL), TG_EDTYPE));
+    tg_tensor *cc[2] = {c, c};
+    cr_assert(eq(int, tg_gradcheck(f_mul, NULL, 2, cc, NULL), TG_EINVAL));   /* none requires grad */
+    cr_assert(eq(int, tg_gradcheck(NULL, NULL, 2, in, NULL), TG_EINVAL));
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    o.eps = 0;
+    in[0] = c;
+    cr_assert(eq(int, tg_gradcheck(f_mul, NULL, 2, in, &o), TG_EINVAL));
+    tg_tensor_release(x32);
+    tg_tensor_release(w);
+    tg_tensor_release(c);
+}

@@ -1,2 +1,350 @@
-/* placeholder: being written */
+/* The backward engine: tg_backward, tg_grad and gradient hooks.
+ *
+ * The nodes reachable from the roots are walked in decreasing seq order.  A
+ * node is always recorded after the nodes of its inputs (its inputs existed
+ * when it ran), so decreasing seq is a reverse topological order: when a node
+ * runs, every consumer of its output has already added its share of the
+ * gradient into node->grad_accum. */
+#include <string.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct engine {
+    bool create_graph, retain_graph;
+    bool accumulate;              /* tg_backward: into leaves' .grad */
+    int n_targets;                /* tg_grad: the inputs and their result slots */
+    tg_tensor *const *targets;
+    tg_tensor **results;
+    tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
+    int n_nodes;
+    bool *flows;                  /* gradient must go through this node's backward */
+    tg_tensor **touched;          /* leaves reached by a gradient (retained) */
+    tg_tensor **pending;          /* their summed gradients, not yet delivered */
+    int n_touched, cap_touched;
+} engine;
+
+static int run_hooks(const tg_hook *h, tg_tensor **grad)
+{
+    for (; h; h = h->next) TG_TRY(h->fn(grad, h->user));
+    return TG_OK;
+}
+
+/* The gradient g must have exactly the shape and dtype in m. */
+static int check_grad(const char *who, int i, const tg_tensor *g, const tg_meta *m)
+{
+    bool ok = g->dtype == m->dtype && g->ndim == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) ok = g->shape[d] == m->shape[d];
+    if (ok) return TG_OK;
+    char gs[96], ms[96];
+    return tg__error(TG_EGRAD,
+                     "backward: %s returned a gradient %s %s for input %d of %s %s",
+                     who, tg_dtype_name(g->dtype), tg_shape_str(gs, sizeof gs, g->ndim, g->shape),
+                     i, tg_dtype_name(m->dtype), tg_shape_str(ms, sizeof ms, m->ndim, m->shape));
+}
+
+static void meta_of(tg_meta *m, const tg_tensor *t)
+{
+    m->dtype = t->dtype;
+    m->ndim = t->ndim;
+    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+/* *slot += g (a new reference either way; recorded only with create_graph). */
+static int accumulate(tg_tensor **slot, tg_tensor *g)
+{
+    if (!*slot) {
+        *slot = tg_tensor_retain(g);
+        return TG_OK;
+    }
+    tg_tensor *sum = NULL;
+    TG_TRY(tg_add(&sum, *slot, g));
+    tg_tensor_release(*slot);
+    *slot = sum;
+    return TG_OK;
+}
+
+static bool leaf_is_target(const engine *e, const tg_tensor *leaf)
+{
+    if (e->accumulate) return leaf->requires_grad;
+    for (int j = 0; j < e->n_targets; j++)
+        if (e->targets[j] == leaf) return true;
+    return false;
+}
+
+static bool node_is_target(const engine *e, const tg_node *n)
+{
+    for (int j = 0; j < e->n_targets; j++)
+        if (e->targets[j]->grad_fn == n) return true;
+    return false;
+}
+
+/* The slot of leaf in e->touched / e->pending (added on first use); -1 on ENOMEM. */
+static int touch(engine *e, tg_tensor *leaf)
+{
+    for (int i = 0; i < e->n_touched; i++)
+        if (e->touched[i] == leaf) return i;
+    if (e->n_touched == e->cap_touched) {
+        int cap = e->cap_touched ? 2 * e->cap_touched : 16;
+        tg_tensor **p = realloc(e->touched, (size_t)cap * sizeof *p);
+        if (p) e->touched = p;
+        tg_tensor **q = p ? realloc(e->pending, (size_t)cap * sizeof *q) : NULL;
+        if (!q) return tg__error(TG_ENOMEM, "backward: out of memory"), -1;
+        e->pending = q;
+        e->cap_touched = cap;
+    }
+    e->pending[e->n_touched] = NULL;
+    e->touched[e->n_touched] = tg_tensor_retain(leaf);
+    return e->n_touched++;
+}
+
+/* Adds g (borrowed), one contribution to leaf's gradient, to its pending sum.
+ * Hooks and accumulation wait for the total (deliver_leaves), so a leaf used
+ * by several ops sees its hooks run once, as in PyTorch. */
+static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
+{
+    if (!leaf_is_target(e, leaf)) return TG_OK;
+    int k = touch(e, leaf);
+    if (k < 0) return TG_ENOMEM;
+    return accumulate(&e->pending[k], g);
+}
+
+/* Runs each touched leaf's hooks on its total gradient, then accumulates it
+ * into .grad (tg_backward) or hands it to the result slots (tg_grad). */
+static int deliver_leaves(engine *e)
+{
+    int rc = TG_OK;
+    for (int k = 0; k < e->n_touched && rc >= 0; k++) {
+        tg_tensor *leaf = e->touched[k], *h = e->pending[k];
+        tg_meta m;
+        e->pending[k] = NULL;
+        meta_of(&m, leaf);
+        rc = run_hooks(leaf->hooks, &h);
+        if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
+        if (rc >= 0 && e->accumulate) rc = accumulate(&leaf->grad, h);
+        for (int j = 0; rc >= 0 && !e->accumulate && j < e->n_targets; j++)
+            if (e->targets[j] == leaf) rc = accumulate(&e->results[j], h);
+        tg_tensor_release(h);
+    }
+    return rc;
+}
+
+static int index_of(const tg_node *n) { return n->dependencies - 1; }
+
+/* Passes grad_in (borrowed), the gradient of input i of node, on. */
+static int route(engine *e, const tg_node *node, int i, tg_tensor *grad_in)
+{
+    TG_TRY(check_grad(node->op->name, i, grad_in, &node->in_meta[i]));
+    const tg_edge *edge = &node->edges[i];
+    if (edge->leaf) return route_leaf(e, edge->leaf, grad_in);
+    if (!edge->fn) return TG_OK;
+    TG_ASSERT(index_of(edge->fn) >= 0 && index_of(edge->fn) < index_of(node));
+    if (!e->flows[index_of(edge->fn)] && !node_is_target(e, edge->fn)) return TG_OK;
+    return accumulate(&edge->fn->grad_accum, grad_in);
+}
+
+/* flows[k]: some target is reachable through node k's backward.  Producers
+ * come first in e->nodes, so one forward pass settles it. */
+static void compute_flows(engine *e)
+{
+    for (int k = 0; k < e->n_nodes; k++) {
+        const tg_node *n = e->nodes[k];
+        bool f = false;
+        for (int i = 0; i < n->n_inputs && !f; i++) {
+            if (!n->needs_grad[i]) continue;
+            const tg_edge *edge = &n->edges[i];
+            if (edge->leaf) f = leaf_is_target(e, edge->leaf);
+            else if (edge->fn) f = e->flows[index_of(edge->fn)] || node_is_target(e, edge->fn);
+        }
+        e->flows[k] = f;
+    }
+}
+
+static int run_node(engine *e, tg_node *n)
+{
+    tg_tensor *g = n->grad_accum, *grad_in[TG_NODE_MAX_INPUTS] = {0};
+    n->grad_accum = NULL;
+    bool target = node_is_target(e, n);
+    int rc = TG_OK;
+    if (!g || (!e->flows[index_of(n)] && !target)) goto done;
+    rc = run_hooks(n->hooks, &g);
+    if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
+    for (int j = 0; rc >= 0 && target && j < e->n_targets; j++)
+        if (e->targets[j]->grad_fn == n) rc = accumulate(&e->results[j], g);
+    if (rc < 0 || !e->flows[index_of(n)]) goto done;
+    if (n->released) {
+        rc = tg__error(TG_EGRAD, "%s: backward through a graph that was already freed: "
+                                 "pass retain_graph", n->op->name);
+        goto done;
+    }
+    if (tg__trace_enabled())
+        fprintf(stderr, "[tape] backward #%llu %s\n", (unsigned long long)n->seq, n->op->name);
+    rc = n->op->backward(n, g, grad_in);
+    for (int i = 0; rc >= 0 && i < n->n_inputs; i++)
+        if (grad_in[i] && n->needs_grad[i]) rc = route(e, n, i, grad_in[i]);
+    if (rc >= 0 && !e->retain_graph) tg__node_release_saved(n);
+done:
+    for (int i = 0; i < n->n_inputs; i++) tg_tensor_release(grad_in[i]);
+    tg_tensor_release(g);
+    return rc;
+}
+
+/* Seeds root r with its gradient (borrowed). */
+static int seed(engine *e, tg_tensor *root, tg_tensor *g)
+{
+    if (root->grad_fn) return accumulate(&root->grad_fn->grad_accum, g);
+    return route_leaf(e, root, g);
+}
+
+/* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
+ * own: not on any tape and not aliasing the caller's grad tensor. */
+static int finalize_leaves(engine *e)
+{
+    for (int i = 0; i < e->n_touched && !e->create_graph; i++) {
+        tg_tensor *leaf = e->touched[i], *g = leaf->grad, *c = NULL;
+        if (!g || (!g->requires_grad && !g->grad_fn && g->refcount == 1 &&
+                   g->storage->refcount == 1 && tg_tensor_is_contiguous(g)))
+            continue;
+        TG_TRY(tg_tensor_clone(&c, g));
+        tg_tensor_set_grad(leaf, c);
+    }
+    return TG_OK;
+}
+
+static int finalize_results(engine *e)
+{
+    for (int j = 0; j < e->n_targets && !e->create_graph; j++) {
+        tg_tensor *g = e->results[j], *d = NULL;
+        if (!g || (!g->requires_grad && !g->grad_fn)) continue;
+        TG_TRY(tg_tensor_detach(&d, g));
+        tg_tensor_release(g);
+        e->results[j] = d;
+    }
+    return TG_OK;
+}
+
+static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const *grads)
+{
+    bool prev = tg_set_grad_enabled(e->create_graph);
+    int rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
+    if (rc < 0) goto out;
+    e->flows = tg__calloc((size_t)e->n_nodes + 1, sizeof *e->flows);
+    if (!e->flows) {
+        rc = TG_ENOMEM;
+        goto out;
+    }
+    for (int k = 0; k < e->n_nodes; k++) e->nodes[k]->dependencies = k + 1;
+    compute_flows(e);
+    for (int r = 0; r < n_roots && rc >= 0; r++) rc = seed(e, roots[r], grads[r]);
+    for (int k = e->n_nodes - 1; k >= 0 && rc >= 0; k--) rc = run_node(e, e->nodes[k]);
+    if (rc >= 0) rc = deliver_leaves(e);
+out:
+    for (int k = 0; k < e->n_nodes; k++) {
+        tg_tensor_release(e->nodes[k]->grad_accum);
+        e->nodes[k]->grad_accum = NULL;
+        e->nodes[k]->dependencies = 0;
+    }
+    if (rc >= 0) rc = e->accumulate ? finalize_leaves(e) : finalize_results(e);
+    for (int i = 0; i < e->n_touched; i++) {
+        tg_tensor_release(e->pending[i]);
+        tg_tensor_release(e->touched[i]);
+    }
+    free(e->touched);
+    free(e->pending);
+    free(e->flows);
+    free(e->nodes);
+    tg_set_grad_enabled(prev);
+    return rc;
+}
+
+/* Checks root and its gradient; *seed_out is a new reference (ones when grad
+ * is NULL). */
+static int root_grad(const char *what, tg_tensor *root, tg_tensor *grad, tg_tensor **seed_out)
+{
+    char rs[96], gs[96];
+    TG_CHECK(root->requires_grad, TG_EGRAD,
+             "%s: tensor does not require grad and has no grad_fn", what);
+    if (!grad) {
+        TG_CHECK(tg_tensor_numel(root) == 1, TG_EINVAL,
+                 "%s: grad may be NULL only for a one-element output (output has shape %s)",
+                 what, tg_shape_str(rs, sizeof rs, root->ndim, root->shape));
+        return tg_tensor_full(seed_out, root->dtype, root->ndim, root->shape, 1.0);
+    }
+    TG_CHECK(tg_tensor_same_shape(root, grad), TG_ESHAPE,
+             "%s: grad shape %s must equal the output's shape %s", what,
+             tg_shape_str(gs, sizeof gs, grad->ndim, grad->shape),
+             tg_shape_str(rs, sizeof rs, root->ndim, root->shape));
+    TG_CHECK(grad->dtype == root->dtype, TG_EDTYPE,
+             "%s: grad dtype %s must equal the output's dtype %s", what,
+             tg_dtype_name(grad->dtype), tg_dtype_name(root->dtype));
+    *seed_out = tg_tensor_retain(grad);
+    return TG_OK;
+}
+
+int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "backward: out must not be NULL");
+    tg_backward_opts o = opts ? *opts : (tg_backward_opts)TG_BACKWARD_OPTS_INIT;
+    tg_tensor *g = NULL;
+    TG_TRY(root_grad("backward", out, grad, &g));
+    engine e = {.create_graph = o.create_graph,
+                .retain_graph = o.retain_graph || o.create_graph,
+                .accumulate = true};
+    int rc = run(&e, 1, &out, &g);
+    tg_tensor_release(g);
+    return rc;
+}
+
+int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
+            tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
+            const tg_backward_opts *opts)
+{
+    TG_CHECK(grads_out != NULL, TG_EINVAL, "grad: grads_out must not be NULL");
+    TG_CHECK(n_outputs >= 1 && outputs != NULL, TG_EINVAL,
+             "grad: n_outputs=%d must be >= 1 with outputs not NULL", n_outputs);
+    TG_CHECK(n_inputs >= 1 && inputs != NULL, TG_EINVAL,
+             "grad: n_inputs=%d must be >= 1 with inputs not NULL", n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        grads_out[i] = NULL;
+        TG_CHECK(inputs[i] != NULL, TG_EINVAL, "grad: inputs[%d] must not be NULL", i);
+    }
+    tg_backward_opts o = opts ? *opts : (tg_backward_opts)TG_BACKWARD_OPTS_INIT;
+    tg_tensor **seeds = tg__calloc((size_t)n_outputs, sizeof *seeds);
+    tg_tensor **results = tg__calloc((size_t)n_inputs, sizeof *results);
+    int rc = seeds && results ? TG_OK : TG_ENOMEM;
+    for (int j = 0; j < n_outputs && rc >= 0; j++) {
+        rc = outputs[j] ? TG_OK : tg__error(TG_EINVAL, "grad: outputs[%d] must not be NULL", j);
+        if (rc >= 0)
+            rc = root_grad("grad", outputs[j], grad_outputs ? grad_outputs[j] : NULL, &seeds[j]);
+    }
+    if (rc >= 0) {
+        engine e = {.create_graph = o.create_graph,
+                    .retain_graph = o.retain_graph || o.create_graph,
+                    .n_targets = n_inputs, .targets = inputs, .results = results};
+        rc = run(&e, n_outputs, outputs, seeds);
+    }
+    for (int j = 0; seeds && j < n_outputs; j++) tg_tensor_release(seeds[j]);
+    for (int i = 0; results && i < n_inputs; i++) {
+        if (rc >= 0) grads_out[i] = results[i];
+        else tg_tensor_release(results[i]);
+    }
+    free(seeds);
+    free(results);
+    return rc;
+}
+
+int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_register_hook: t must not be NULL");
+    TG_CHECK(fn != NULL, TG_EINVAL, "tensor_register_hook: fn must not be NULL");
+    TG_CHECK(t->requires_grad, TG_EGRAD,
+             "tensor_register_hook: t '%s' does not require grad (a hook would never run)",
+             t->name);
+    tg_hook *h = tg__malloc(sizeof *h);
+    if (!h) return TG_ENOMEM;
+    *h = (tg_hook){.fn = fn, .user = user, .next = NULL};
+    tg_hook **tail = t->grad_fn ? &t->grad_fn->hooks : &t->hooks;
+    while (*tail) tail = &(*tail)->next;
+    *tail = h;
+    return TG_OK;
+}

@@ -1,2 +1,337 @@
-/* placeholder: being written */
+/* Gradient checking: analytic gradients (from the engine) against central
+ * differences, and second derivatives through create_graph. */
+#include <math.h>
+#include <string.h>
+
 #include "internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct gc {
+    tg_gradcheck_fn fn;
+    void *user;
+    int n;
+    tg_tensor *const *inputs;
+    tg_gradcheck_opts o;
+    int n_req;
+    int *req;              /* indices of the inputs that require grad */
+    tg_tensor **req_t;     /* the same inputs */
+    int64_t *off;          /* offset of input req[r] in a flattened row; off[n_req] = total */
+} gc;
+
+static void gc_free(gc *g)
+{
+    free(g->req);
+    free(g->req_t);
+    free(g->off);
+}
+
+static int gc_init(gc *g, const char *what, tg_gradcheck_fn fn, void *user, int n,
+                   tg_tensor *const *inputs, const tg_gradcheck_opts *opts)
+{
+    TG_CHECK(fn != NULL, TG_EINVAL, "%s: fn must not be NULL", what);
+    TG_CHECK(n >= 1 && inputs != NULL, TG_EINVAL, "%s: n=%d must be >= 1 with inputs", what, n);
+    *g = (gc){.fn = fn, .user = user, .n = n, .inputs = inputs};
+    g->o = opts ? *opts : (tg_gradcheck_opts)TG_GRADCHECK_OPTS_INIT;
+    TG_CHECK(g->o.eps > 0 && g->o.atol >= 0 && g->o.rtol >= 0, TG_EINVAL,
+             "%s: eps=%g must be > 0 and atol=%g, rtol=%g >= 0", what, g->o.eps, g->o.atol,
+             g->o.rtol);
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *t = inputs[i];
+        if (!t || !t->requires_grad) continue;
+        TG_CHECK(t->dtype == TG_F64, TG_EDTYPE,
+                 "%s: input %d ('%s') has dtype %s; inputs that require grad must be f64", what,
+                 i, t->name, tg_dtype_name(t->dtype));
+        g->n_req++;
+    }
+    TG_CHECK(g->n_req > 0, TG_EINVAL, "%s: no input requires grad", what);
+    g->req = tg__calloc((size_t)g->n_req, sizeof *g->req);
+    g->req_t = tg__calloc((size_t)g->n_req, sizeof *g->req_t);
+    g->off = tg__calloc((size_t)g->n_req + 1, sizeof *g->off);
+    if (!g->req || !g->req_t || !g->off) {
+        gc_free(g);
+        return TG_ENOMEM;
+    }
+    for (int i = 0, r = 0; i < n; i++) {
+        if (!inputs[i] || !inputs[i]->requires_grad) continue;
+        g->req[r] = i;
+        g->req_t[r] = inputs[i];
+        g->off[r + 1] = g->off[r] + tg_tensor_numel(inputs[i]);
+        r++;
+    }
+    return TG_OK;
+}
+
+/* Runs fn with grad mode as given; checks it produced a float tensor. */
+static int call_fn(const gc *g, bool grad, tg_tensor **out)
+{
+    bool prev = tg_set_grad_enabled(grad);
+    tg_tensor *o = NULL;
+    int rc = g->fn(&o, g->n, g->inputs, g->user);
+    tg_set_grad_enabled(prev);
+    TG_TRY(rc);
+    if (!o || !tg_dtype_is_float(o->dtype)) {
+        tg_tensor_release(o);
+        return tg__error(TG_EINVAL, "gradcheck: fn must produce a float tensor");
+    }
+    *out = o;
+    return TG_OK;
+}
+
+/* fn(inputs) under no-grad as m doubles (malloc'd into *vals). */
+static int eval(const gc *g, int64_t m, double **vals)
+{
+    tg_tensor *o = NULL;
+    TG_TRY(call_fn(g, false, &o));
+    int rc = tg_tensor_numel(o) == m ? TG_OK
+                                     : tg__error(TG_EINVAL, "gradcheck: fn's output size changed");
+    double *v = rc >= 0 ? tg__malloc((size_t)(m ? m : 1) * sizeof *v) : NULL;
+    if (rc >= 0 && !v) rc = TG_ENOMEM;
+    if (rc >= 0) rc = tg_tensor_to_doubles(o, v, m);
+    tg_tensor_release(o);
+    if (rc < 0) free(v);
+    else *vals = v;
+    return rc;
+}
+
+/* Copies the gradients (NULL counts as zeros) into row[0..total). */
+static int grads_to_row(const gc *g, tg_tensor **grads, double *row)
+{
+    int rc = TG_OK;
+    for (int r = 0; r < g->n_req; r++) {
+        int64_t len = g->off[r + 1] - g->off[r];
+        if (grads[r] && rc >= 0) rc = tg_tensor_to_doubles(grads[r], row + g->off[r], len);
+        else if (!grads[r]) memset(row + g->off[r], 0, (size_t)len * sizeof *row);
+        tg_tensor_release(grads[r]);
+        grads[r] = NULL;
+    }
+    return rc;
+}
+
+/* The analytic Jacobian, one tg_grad per output element with a one-hot
+ * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
+static int analytic_jacobian(const gc *g, int64_t *m_out, double **A_out)
+{
+    tg_tensor *o = NULL, *onehot = NULL;
+    TG_TRY(call_fn(g, true, &o));
+    int64_t m = tg_tensor_numel(o), total = g->off[g->n_req];
+    double *A = tg__calloc((size_t)(m * total + 1), sizeof *A);
+    tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
+    int rc = A && grads ? TG_OK : TG_ENOMEM;
+    if (rc >= 0 && o->requires_grad) rc = tg_tensor_zeros(&onehot, o->dtype, o->ndim, o->shape);
+    tg_backward_opts bo = {.retain_graph = true, .create_graph = false};
+    for (int64_t k = 0; rc >= 0 && onehot && k < m; k++) {
+        rc = tg_tensor_set_flat(onehot, k, 1.0);
+        if (rc >= 0) rc = tg_grad(grads, 1, &o, &onehot, g->n_req, g->req_t, &bo);
+        if (rc >= 0) rc = grads_to_row(g, grads, A + k * total);
+        if (rc >= 0) rc = tg_tensor_set_flat(onehot, k, 0.0);
+    }
+    tg_tensor_release(onehot);
+    tg_tensor_release(o);
+    free(grads);
+    if (rc < 0) {
+        free(A);
+        return rc;
+    }
+    *m_out = m;
+    *A_out = A;
+    return TG_OK;
+}
+
+static bool close_enough(const gc *g, double a, double num)
+{
+    return fabs(a - num) <= g->o.atol + g->o.rtol * fabs(num);
+}
+
+/* Column (r, j) of the numeric Jacobian by central differences, compared
+ * with the analytic one. */
+static int check_column(const gc *g, int r, int64_t j, int64_t m, const double *A)
+{
+    tg_tensor *x = g->req_t[r];
+    double orig, *fp = NULL, *fm = NULL;
+    TG_TRY(tg_tensor_get_flat(x, j, &orig));
+    int rc = tg_tensor_set_flat(x, j, orig + g->o.eps);
+    if (rc >= 0) rc = eval(g, m, &fp);
+    if (rc >= 0) rc = tg_tensor_set_flat(x, j, orig - g->o.eps);
+    if (rc >= 0) rc = eval(g, m, &fm);
+    tg_tensor_set_flat(x, j, orig);   /* f64: restored exactly */
+    int64_t total = g->off[g->n_req];
+    for (int64_t k = 0; rc >= 0 && k < m; k++) {
+        double num = (fp[k] - fm[k]) / (2.0 * g->o.eps), a = A[k * total + g->off[r] + j];
+        if (close_enough(g, a, num)) continue;
+        rc = tg__error(TG_EGRADCHECK,
+                       "gradcheck: input %d ('%s') element %lld, output element %lld: analytic "
+                       "%f vs numeric %f (atol %g, rtol %g)",
+                       g->req[r], x->name, (long long)j, (long long)k, a, num, g->o.atol,
+                       g->o.rtol);
+    }
+    free(fp);
+    free(fm);
+    return rc;
+}
+
+static int full_check(const gc *g)
+{
+    int64_t m = 0;
+    double *A = NULL;
+    TG_TRY(analytic_jacobian(g, &m, &A));
+    int rc = TG_OK;
+    for (int r = 0; r < g->n_req && rc >= 0; r++)
+        for (int64_t j = 0; j < g->off[r + 1] - g->off[r] && rc >= 0; j++)
+            rc = check_column(g, r, j, m, A);
+    free(A);
+    return rc;
+}
+
+/* ---- fast mode: v^T J u -------------------------------------------------- */
+
+static double dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Sets every input that requires grad to x0 + s * u (flattened buffers). */
+static int perturb(const gc *g, const double *x0, const double *u, double s)
+{
+    for (int r = 0; r < g->n_req; r++)
+        for (int64_t j = 0; j < g->off[r + 1] - g->off[r]; j++) {
+            int64_t k = g->off[r] + j;
+            TG_TRY(tg_tensor_set_flat(g->req_t[r], j, x0[k] + s * u[k]));
+        }
+    return TG_OK;
+}
+
+/* Analytic v^T J u with one tg_grad (grad_output v). */
+static int fast_analytic(const gc *g, tg_tensor *v, const double *u, double *out)
+{
+    tg_tensor *o = NULL;
+    int64_t total = g->off[g->n_req];
+    TG_TRY(call_fn(g, true, &o));
+    tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
+    double *row = tg__calloc((size_t)total + 1, sizeof *row);
+    int rc = grads && row ? TG_OK : TG_ENOMEM;
+    if (rc >= 0 && !tg_tensor_same_shape(o, v))
+        rc = tg__error(TG_EINVAL, "gradcheck: fn's output shape changed");
+    if (rc >= 0 && o->requires_grad) rc = tg_grad(grads, 1, &o, &v, g->n_req, g->req_t, NULL);
+    if (rc >= 0) rc = grads_to_row(g, grads, row);
+    if (rc >= 0) *out = dot(row, u, total);
+    tg_tensor_release(o);
+    free(grads);
+    free(row);
+    return rc;
+}
+
+static int fast_check(const gc *g)
+{
+    int64_t total = g->off[g->n_req], m = 0;
+    tg_tensor *o = NULL, *v = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, g->o.seed);
+    TG_TRY(call_fn(g, false, &o));
+    m = tg_tensor_numel(o);
+    int rc = tg_tensor_zeros(&v, o->dtype, o->ndim, o->shape);
+    tg_tensor_release(o);
+    TG_TRY(rc);
+    double *x0 = tg__malloc((size_t)total * sizeof *x0 + 8), *u = tg__malloc((size_t)total * sizeof *u + 8);
+    double *vd = tg__malloc((size_t)m * sizeof *vd + 8), *fp = NULL, *fm = NULL, a = 0;
+    rc = x0 && u && vd ? tg_tensor_rand_uniform(v, &rng, -1.0, 1.0) : TG_ENOMEM;
+    if (rc >= 0) rc = tg_tensor_to_doubles(v, vd, m);
+    for (int r = 0; rc >= 0 && r < g->n_req; r++)
+        rc = tg_tensor_to_doubles(g->req_t[r], x0 + g->off[r], g->off[r + 1] - g->off[r]);
+    for (int64_t k = 0; rc >= 0 && k < total; k++) u[k] = 2.0 * tg_rng_uniform(&rng) - 1.0;
+    if (rc >= 0) rc = fast_analytic(g, v, u, &a);
+    if (rc >= 0) rc = perturb(g, x0, u, g->o.eps);
+    if (rc >= 0) rc = eval(g, m, &fp);
+    if (rc >= 0) rc = perturb(g, x0, u, -g->o.eps);
+    if (rc >= 0) rc = eval(g, m, &fm);
+    if (x0 && u) perturb(g, x0, u, 0.0);   /* x0 + 0 * u == x0 exactly */
+    if (rc >= 0) {
+        /* <v, f(x + eps u)> - <v, f(x - eps u)> over 2 eps approximates v^T J u. */
+        double num = (dot(vd, fp, m) - dot(vd, fm, m)) / (2.0 * g->o.eps);
+        if (!close_enough(g, a, num))
+            rc = tg__error(TG_EGRADCHECK,
+                           "gradcheck (fast mode, seed %llu): v^T J u analytic %f vs numeric %f "
+                           "(atol %g, rtol %g)",
+                           (unsigned long long)g->o.seed, a, num, g->o.atol, g->o.rtol);
+    }
+    tg_tensor_release(v);
+    free(x0);
+    free(u);
+    free(vd);
+    free(fp);
+    free(fm);
+    return rc;
+}
+
+int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                 const tg_gradcheck_opts *opts)
+{
+    gc g;
+    TG_TRY(gc_init(&g, "gradcheck", fn, user, n, inputs, opts));
+    int rc = g.o.fast_mode ? fast_check(&g) : full_check(&g);
+    gc_free(&g);
+    return rc;
+}
+
+/* ---- gradgradcheck ---------------------------------------------------------- */
+
+typedef struct gg {
+    gc g;            /* fn, user and the inputs that require grad */
+    tg_tensor *v;    /* fixed grad_output */
+} gg;
+
+/* One flattened piece of G: grad (or zeros of n elements when NULL). */
+static int flat_piece(tg_tensor **out, tg_tensor *grad, int64_t n)
+{
+    int64_t shape[1] = {n};
+    if (!grad) return tg_tensor_zeros(out, TG_F64, 1, shape);
+    return tg_reshape(out, grad, 1, shape);
+}
+
+/* G(inputs) = cat of the flattened d<fn(inputs), v>/d(inputs requiring grad),
+ * computed with create_graph so that G is itself differentiable. */
+static int grad_fn_of(tg_tensor **out, int n, tg_tensor *const *inputs, void *user)
+{
+    gg *s = user;
+    const gc *g = &s->g;
+    bool prev = tg_set_grad_enabled(true);
+    tg_tensor *o = NULL, *grads[TG_NODE_MAX_INPUTS] = {0}, *pieces[TG_NODE_MAX_INPUTS] = {0};
+    tg_backward_opts bo = {.retain_graph = true, .create_graph = true};
+    int rc = g->fn(&o, n, inputs, g->user);
+    if (rc >= 0 && !tg_tensor_same_shape(o, s->v))
+        rc = tg__error(TG_EINVAL, "gradgradcheck: fn's output shape changed");
+    if (rc >= 0 && o->requires_grad) rc = tg_grad(grads, 1, &o, &s->v, g->n_req, g->req_t, &bo);
+    for (int r = 0; rc >= 0 && r < g->n_req; r++)
+        rc = flat_piece(&pieces[r], grads[r], g->off[r + 1] - g->off[r]);
+    if (rc >= 0) rc = tg_cat(out, g->n_req, pieces, 0);
+    for (int r = 0; r < g->n_req; r++) {
+        tg_tensor_release(grads[r]);
+        tg_tensor_release(pieces[r]);
+    }
+    tg_tensor_release(o);
+    tg_set_grad_enabled(prev);
+    return rc;
+}
+
+int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                     const tg_gradcheck_opts *opts)
+{
+    gg s = {.v = NULL};
+    TG_TRY(gc_init(&s.g, "gradgradcheck", fn, user, n, inputs, opts));
+    tg_tensor *o = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, s.g.o.seed ^ 0x9e3779b97f4a7c15ULL);
+    int rc = s.g.n_req <= TG_NODE_MAX_INPUTS
+                 ? TG_OK
+                 : tg__error(TG_EINVAL, "gradgradcheck: at most %d inputs may require grad",
+                             TG_NODE_MAX_INPUTS);
+    if (rc >= 0) rc = call_fn(&s.g, false, &o);
+    if (rc >= 0) rc = tg_tensor_zeros(&s.v, o->dtype, o->ndim, o->shape);
+    if (rc >= 0) rc = tg_tensor_rand_uniform(s.v, &rng, -1.0, 1.0);
+    if (rc >= 0) rc = tg_gradcheck(grad_fn_of, &s, n, inputs, opts);
+    tg_tensor_release(o);
+    tg_tensor_release(s.v);
+    gc_free(&s.g);
+    return rc;
+}

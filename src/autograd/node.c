@@ -1,2 +1,256 @@
-/* placeholder: being written */
+/* Tape nodes: creation, refcounting (iterative release, so a long tape cannot
+ * overflow the C stack), saved tensors with their version check, and the
+ * walk that collects a tape. */
+#include <stdatomic.h>
+#include <string.h>
+
 #include "internal.h"
+
+static _Thread_local uint64_t tg__next_seq = 1;
+static atomic_long tg__live_nodes;
+
+long tg__node_live_count(void) { return atomic_load(&tg__live_nodes); }
+
+bool tg__trace_enabled(void)
+{
+    /* Read once; racing first calls compute the same value. */
+    static atomic_int cached = -1;
+    int v = atomic_load(&cached);
+    if (v < 0) {
+        const char *e = getenv("TG_TRACE");
+        v = e && e[0] == '1' && e[1] == '\0';
+        atomic_store(&cached, v);
+    }
+    return v == 1;
+}
+
+static void fill_meta(tg_meta *m, const tg_tensor *t)
+{
+    if (!t) {
+        m->dtype = TG_F32;
+        m->ndim = -1;
+        return;
+    }
+    m->dtype = t->dtype;
+    m->ndim = t->ndim;
+    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
+{
+    TG_ASSERT(op && n >= 0 && n <= TG_NODE_MAX_INPUTS);
+    tg_node *node = tg__calloc(1, sizeof *node);
+    if (!node) return NULL;
+    node->refcount = 1;
+    node->op = op;
+    node->seq = tg__next_seq++;
+    node->n_inputs = n;
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = in[i];
+        fill_meta(&node->in_meta[i], t);
+        node->needs_grad[i] = t && t->requires_grad;
+        if (!t) continue;
+        if (t->grad_fn) node->edges[i].fn = tg__node_retain(t->grad_fn);
+        else if (t->requires_grad) node->edges[i].leaf = tg_tensor_retain(t);
+    }
+    atomic_fetch_add(&tg__live_nodes, 1);
+    return node;
+}
+
+tg_node *tg__node_retain(tg_node *n)
+{
+    if (n) {
+        TG_ASSERT(n->refcount > 0);
+        n->refcount++;
+    }
+    return n;
+}
+
+/* A growable stack of nodes whose refcount reached zero. */
+typedef struct node_stack {
+    tg_node **items;
+    size_t len, cap;
+    tg_node *local[32];
+} node_stack;
+
+static void stack_push(node_stack *s, tg_node *n)
+{
+    if (s->len == s->cap) {
+        size_t cap = s->cap * 2;
+        tg_node **items = s->items == s->local ? malloc(cap * sizeof *items)
+                                               : realloc(s->items, cap * sizeof *items);
+        TG_ASSERT(items != NULL);   /* cannot report an error from a release */
+        if (s->items == s->local) memcpy(items, s->local, s->len * sizeof *items);
+        s->items = items;
+        s->cap = cap;
+    }
+    s->items[s->len++] = n;
+}
+
+/* Drops one reference to n; pushes it when that was the last. */
+static void unref_onto(node_stack *s, tg_node *n)
+{
+    if (!n) return;
+    TG_ASSERT(n->refcount > 0);
+    if (--n->refcount == 0) stack_push(s, n);
+}
+
+/* Releases a tensor held by a node.  When this is its last reference, its
+ * grad_fn is taken over first and queued on s, so that freeing a chain
+ * x1 = f(x0), x2 = f(x1), ... does not recurse through tg_tensor_release. */
+static void release_tensor_onto(node_stack *s, tg_tensor *t)
+{
+    if (!t) return;
+    if (t->refcount == 1 && t->grad_fn) {
+        tg_node *fn = t->grad_fn;
+        t->grad_fn = NULL;
+        unref_onto(s, fn);
+    }
+    tg_tensor_release(t);
+}
+
+static void free_saved(node_stack *s, tg_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++) {
+        release_tensor_onto(s, n->saved[i].t);
+        n->saved[i].t = NULL;
+    }
+    n->n_saved = 0;
+    free(n->params);
+    n->params = NULL;
+    n->params_size = 0;
+}
+
+static void free_node(node_stack *s, tg_node *n)
+{
+    for (int i = 0; i < n->n_inputs; i++) {
+        unref_onto(s, n->edges[i].fn);
+        release_tensor_onto(s, n->edges[i].leaf);
+    }
+    free_saved(s, n);
+    release_tensor_onto(s, n->grad_accum);
+    for (tg_hook *h = n->hooks, *next; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    free(n);
+    atomic_fetch_sub(&tg__live_nodes, 1);
+}
+
+void tg__node_release(tg_node *n)
+{
+    if (!n) return;
+    node_stack s = {.items = NULL, .len = 0, .cap = 32};
+    s.items = s.local;
+    unref_onto(&s, n);
+    while (s.len > 0) free_node(&s, s.items[--s.len]);
+    if (s.items != s.local) free(s.items);
+}
+
+void tg__node_release_saved(tg_node *n)
+{
+    if (!n) return;
+    node_stack s = {.items = NULL, .len = 0, .cap = 32};
+    s.items = s.local;
+    free_saved(&s, n);
+    n->released = true;
+    while (s.len > 0) free_node(&s, s.items[--s.len]);
+    if (s.items != s.local) free(s.items);
+}
+
+int tg__ctx_save(tg_ctx *ctx, tg_tensor *t)
+{
+    TG_ASSERT(ctx != NULL && t != NULL);
+    TG_ASSERT(ctx->n_saved < TG_NODE_MAX_SAVED);
+    int slot = ctx->n_saved++;
+    ctx->saved[slot].t = tg_tensor_retain(t);
+    ctx->saved[slot].version = t->storage->version;
+    return slot;
+}
+
+int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
+{
+    TG_ASSERT(ctx != NULL && t != NULL);
+    TG_CHECK(!ctx->released, TG_EGRAD,
+             "%s: backward through a graph that was already freed: pass retain_graph",
+             ctx->op->name);
+    TG_ASSERT(i >= 0 && i < ctx->n_saved);
+    const tg_saved *sv = &ctx->saved[i];
+    if (sv->t->storage->version != sv->version) {
+        char desc[96];
+        if (sv->t->name[0]) snprintf(desc, sizeof desc, "'%s'", sv->t->name);
+        else tg_shape_str(desc, sizeof desc, sv->t->ndim, sv->t->shape);
+        return tg__error(TG_EINPLACE,
+                         "%s: saved tensor #%d (%s) was modified in place (version %llu, "
+                         "saved at version %llu)",
+                         ctx->op->name, i, desc, (unsigned long long)sv->t->storage->version,
+                         (unsigned long long)sv->version);
+    }
+    *t = sv->t;
+    return TG_OK;
+}
+
+/* ---- collecting a tape ----------------------------------------------------- */
+
+static int cmp_seq(const void *a, const void *b)
+{
+    const tg_node *x = *(tg_node *const *)a, *y = *(tg_node *const *)b;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Appends n to the growable array (*arr, *len, *cap); false on ENOMEM. */
+static bool push_node(tg_node ***arr, int *len, int *cap, tg_node *n)
+{
+    if (*len == *cap) {
+        int ncap = *cap ? *cap * 2 : 64;
+        tg_node **p = realloc(*arr, (size_t)ncap * sizeof *p);
+        if (!p) return false;
+        *arr = p;
+        *cap = ncap;
+    }
+    (*arr)[(*len)++] = n;
+    return true;
+}
+
+/* Discovers n: marks it and pushes it on both the result and the work stack. */
+static int discover(tg_node *n, tg_node ***out, int *len, int *cap, tg_node ***work,
+                    int *wlen, int *wcap)
+{
+    if (!n || n->dependencies == -1) return TG_OK;
+    TG_CHECK(n->dependencies == 0, TG_EGRAD,
+             "backward: node #%llu (%s) is already part of a running backward",
+             (unsigned long long)n->seq, n->op->name);
+    n->dependencies = -1;
+    if (!push_node(out, len, cap, n)) {
+        n->dependencies = 0;
+        return tg__error(TG_ENOMEM, "backward: out of memory collecting the tape");
+    }
+    /* On failure here n is in *out, whose marks the caller clears. */
+    if (!push_node(work, wlen, wcap, n))
+        return tg__error(TG_ENOMEM, "backward: out of memory collecting the tape");
+    return TG_OK;
+}
+
+int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count)
+{
+    tg_node **out = NULL, **work = NULL;
+    int len = 0, cap = 0, wlen = 0, wcap = 0, rc = TG_OK;
+    /* Iterative DFS: `dependencies == -1` marks a discovered node. */
+    for (int r = 0; r < n_roots && rc == TG_OK; r++)
+        if (roots[r]) rc = discover(roots[r]->grad_fn, &out, &len, &cap, &work, &wlen, &wcap);
+    while (rc == TG_OK && wlen > 0) {
+        tg_node *n = work[--wlen];
+        for (int i = 0; i < n->n_inputs && rc == TG_OK; i++)
+            rc = discover(n->edges[i].fn, &out, &len, &cap, &work, &wlen, &wcap);
+    }
+    free(work);
+    for (int i = 0; i < len; i++) out[i]->dependencies = 0;
+    if (rc < 0) {
+        free(out);
+        return rc;
+    }
+    if (len > 1) qsort(out, (size_t)len, sizeof *out, cmp_seq);
+    *nodes = out;
+    *count = len;
+    return TG_OK;
+}
