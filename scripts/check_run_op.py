@@ -81,7 +81,8 @@ def main():
         err = (got[name] - want.detach()).abs().max().item()
         agree = got[name].shape == want.shape and err <= 1e-4 * (1 + want.abs().max().item())
         ok &= agree
-        print("%-12s max |tapegrad - torch| = %.3g  %s" % (name, err, "ok" if agree else "MISMATCH"))
+        print("%-12s max |tapegrad - torch| = %.3g  %s"
+              % (name, err, "ok" if agree else "MISMATCH"))
     print("tapegrad agrees with torch" if ok else "tapegrad DISAGREES with torch")
     return 0 if ok else 1
 

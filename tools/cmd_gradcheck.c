@@ -29,7 +29,8 @@ typedef int (*gc_scalar_fn)(tg_tensor **, tg_tensor *, double);
 
 typedef struct gc_case {
     const char *op;      /* name on the command line */
-    const char *group;   /* conv, conv_transpose, elementwise, activation, reduce, linalg */
+    /* conv, conv_transpose, elementwise, activation, reduce, shape, linalg */
+    const char *group;
     const char *label;   /* NULL: generated from the conv parameters */
     tg_gradcheck_fn fn;
     int n;
@@ -76,6 +77,74 @@ static int f_mean_dims_keep(tg_tensor **out, int n, tg_tensor *const *in, void *
 static int f_linear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_linear(out, in[0], in[1], n > 2 ? in[2] : NULL);
+}
+
+static int f_conv_weight_grad(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    /* z (1, 2, 5) and u (1, 2, 3): the gradient of <u, conv1d(z, W)> for W (2, 2, 3). */
+    static const int64_t wshape[] = {2, 2, 3};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    return tg_conv_weight_grad(out, in[0], in[1], 3, wshape, &p);
+}
+
+static int f_reshape(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {3, -1};
+    return tg_reshape(out, in[0], 2, shape);
+}
+
+static int f_permute(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int perm[] = {2, 0, 1};
+    return tg_permute(out, in[0], perm);
+}
+
+static int f_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_transpose(out, in[0], 0, 1);
+}
+
+static int f_slice(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_slice(out, in[0], 0, 1, 5, 2);
+}
+
+static int f_expand(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {2, 3, 4};
+    return tg_expand(out, in[0], 3, shape);
+}
+
+static int f_unsqueeze(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_unsqueeze(out, in[0], 1);
+}
+
+static int f_squeeze(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_squeeze(out, in[0], 1);
+}
+
+/* contiguous of a transposed view, so that it really copies. */
+static int f_contiguous(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *t = NULL;
+    int rc = tg_transpose(&t, in[0], 0, 1);
+    if (rc >= 0)
+        rc = tg_contiguous(out, t);
+    tg_tensor_release(t);
+    return rc;
+}
+
+static int f_cat(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_cat(out, n, in, 0);
+}
+
+static int f_sum_to_shape(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {3, 1};
+    return tg_sum_to_shape(out, in[0], 2, shape);
 }
 
 static int f_conv(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -125,6 +194,8 @@ static int f_conv_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *
     {.op = name, .group = grp, .label = label_, .fn = f_binary,     \
      .n = 2, .ndim = {na, nb}, .shape = {sa, sb}, .domain = dom, .binary = f}
 #define GC_SHAPE(...) {__VA_ARGS__}
+#define GC_FN(name, grp, f, label_, n_, ...)                                  \
+    {.op = name, .group = grp, .label = label_, .fn = f, .n = n_, __VA_ARGS__}
 
 static const char *const C = "conv", *const T = "conv_transpose";
 
@@ -161,6 +232,8 @@ static const gc_case gc_cases[] = {
              TG_ACT_TANH),
     GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 2, 1, 1, 2, 0, 1, 1, 2,
              TG_ACT_SIGMOID),
+    GC_FN("conv_weight_grad", C, f_conv_weight_grad, "z (1, 2, 5), u (1, 2, 3), w (2, 2, 3)",
+          2, .ndim = {3, 3}, .shape = {{1, 2, 5}, {1, 2, 3}}),
     /* elementwise binary, with broadcasting */
     GC_BIN("add", "elementwise", tg_add, GC_ANY, "(3, 4) + (4)", 2, 1, GC_SHAPE(3, 4),
            GC_SHAPE(4)),
@@ -183,6 +256,7 @@ static const gc_case gc_cases[] = {
     GC_UN("log", "elementwise", tg_log, 2, GC_POSITIVE, 3, 4),
     GC_UN("sqrt", "elementwise", tg_sqrt, 2, GC_POSITIVE, 3, 4),
     GC_UN("abs", "elementwise", tg_abs, 2, GC_ANY, 3, 4),
+    GC_UN("erf", "elementwise", tg_erf, 2, GC_ANY, 3, 4),
     /* activations */
     GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
     GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),
@@ -197,6 +271,27 @@ static const gc_case gc_cases[] = {
      .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
     {.op = "mean_dims", .group = "reduce", .label = "(2, 3, 2) dims 0,-1 keepdim",
      .fn = f_mean_dims_keep, .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
+    GC_FN("sum_to_shape", "reduce", f_sum_to_shape, "(2, 3, 4) to (3, 1)", 1,
+          .ndim = {3}, .shape = {{2, 3, 4}}),
+    /* shape ops */
+    GC_FN("reshape", "shape", f_reshape, "(2, 3, 2) to (3, -1)", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
+    GC_FN("permute", "shape", f_permute, "(2, 3, 4) perm 2,0,1", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("transpose", "shape", f_transpose, "(3, 4) dims 0,1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("slice", "shape", f_slice, "(5, 4) dim 0 [1:5:2]", 1, .ndim = {2},
+          .shape = {{5, 4}}),
+    GC_FN("expand", "shape", f_expand, "(3, 1) to (2, 3, 4)", 1, .ndim = {2},
+          .shape = {{3, 1}}),
+    GC_FN("unsqueeze", "shape", f_unsqueeze, "(3, 4) dim 1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("squeeze", "shape", f_squeeze, "(3, 1, 4) dim 1", 1, .ndim = {3},
+          .shape = {{3, 1, 4}}),
+    GC_FN("contiguous", "shape", f_contiguous, "(3, 4) transposed", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("cat", "shape", f_cat, "(2, 3), (4, 3) dim 0", 2, .ndim = {2, 2},
+          .shape = {{2, 3}, {4, 3}}),
     /* linear algebra */
     GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(3, 4) @ (4, 2)", 2, 2, GC_SHAPE(3, 4),
            GC_SHAPE(4, 2)),
@@ -213,7 +308,8 @@ static const char gc_usage[] =
     "usage: tapegrad gradcheck [OP ...]\n"
     "Checks first and second derivatives (tg_gradcheck, tg_gradgradcheck, f64)\n"
     "on a built-in sweep of tiny cases.  OP is an op name (conv2d, add, ...), a\n"
-    "group (conv, conv_transpose, elementwise, activation, reduce, linalg) or\n"
+    "group (conv, conv_transpose, elementwise, activation, reduce, shape,\n"
+    "linalg) or\n"
     "all (the default).  Conv cases run with both conv algorithms.\n";
 
 /* The conv parameters as "x(1, 2, 5) k3 s2 d1 p1,0 op1 g2 bias tanh fast". */
