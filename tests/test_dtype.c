@@ -156,6 +156,24 @@ Test(dtype, f16_exhaustive_round_trip)
     }
 }
 
+/* Fails unless h is the f16 nearest to v, ties to the even mantissa; values
+ * at or past the midpoint 65520 above 65504 must give inf. */
+static void check_nearest_even(double v, uint16_t h, const char *what)
+{
+    double got = f16_value(h);
+    if (isinf(got)) {
+        if (fabs(v) < 65520.0 || !!signbit(got) != !!signbit(v)) cr_fatal("%s %.17g -> inf", what, v);
+        return;
+    }
+    if (got != 0 && !!signbit(got) != !!signbit(v)) cr_fatal("%s %.17g: sign", what, v);
+    double err = fabs(got - v);
+    uint16_t mag = h & 0x7FFF;
+    double up = f16_value((uint16_t)(mag + 1)), dn = mag ? f16_value((uint16_t)(mag - 1)) : 0;
+    double eu = fabs(up - fabs(v)), ed = fabs(fabs(v) - dn);
+    if (err > eu || err > ed || ((err == eu || err == ed) && (h & 1)))
+        cr_fatal("%s %.17g -> 0x%04x: not nearest-even", what, v, h);
+}
+
 /* For f32 values spread over the f16 range (and past it), the result is the
  * nearest f16, with ties to the even mantissa: checked against neighbours. */
 Test(dtype, f16_rounding_is_nearest_even)
@@ -166,20 +184,25 @@ Test(dtype, f16_rounding_is_nearest_even)
         /* exponents 2^-26 .. 2^16, any mantissa, either sign */
         uint32_t e = 101 + (state >> 8) % 42;
         uint32_t x = (state & 0x80000000u) | (e << 23) | ((state * 2654435761u) & 0x7FFFFFu);
-        double v = float_of(x);
-        uint16_t h = tg_f32_to_f16((float)v);
-        double got = f16_value(h);
-        cr_assert(0 == got || !!signbit(got) == !!signbit(v));
-        if (isinf(got)) {   /* only when |v| >= 65520, the midpoint past 65504 */
-            if (fabs(v) < 65520.0) cr_fatal("0x%08x -> inf", x);
-            continue;
-        }
-        double err = fabs(got - v);
-        uint16_t mag = h & 0x7FFF;
-        double up = f16_value((uint16_t)(mag + 1)), dn = mag ? f16_value((uint16_t)(mag - 1)) : 0;
-        double eu = fabs(up - fabs(v)), ed = fabs(fabs(v) - dn);
-        if (err > eu || err > ed || ((err == eu || err == ed) && (h & 1)))
-            cr_fatal("0x%08x (%.9g) -> 0x%04x: not nearest-even", x, v, h);
+        check_nearest_even(float_of(x), tg_f32_to_f16(float_of(x)), "f32");
+    }
+}
+
+/* The same from f64 through tg_dtype_store, including values within a hair
+ * of an f16 tie (where rounding to f32 first would land on the tie). */
+Test(dtype, f16_store_from_f64_is_nearest_even)
+{
+    uint64_t state = 777;
+    for (int k = 0; k < 100000; k++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        int e = -26 + (int)((state >> 33) % 43);
+        double m = 1.0 + (double)(state >> 53) / 2048.0;            /* an f16-ish grid point */
+        double tie = m + ((state >> 20) & 1 ? 1.0 : -1.0) / 4096.0;  /* a half step away */
+        double hair = ldexp((double)((state >> 10) & 0xFF) - 128.0, -52);
+        double v = ldexp(tie + hair, e) * ((state >> 5) & 1 ? -1.0 : 1.0);
+        uint16_t h;
+        tg_dtype_store(TG_F16, &h, 0, v);
+        check_nearest_even(v, h, "f64");
     }
 }
 
@@ -274,4 +297,18 @@ Test(dtype, load_store_every_dtype)
     cr_assert(eq(u16, h[0], 0x3555));   /* 1365/4096 = 0.333252 (0x3556 is 0.333496) */
     tg_dtype_store(TG_BF16, h, 0, 1.0 / 3.0);
     cr_assert(eq(u16, h[0], 0x3EAB));   /* 171/512 = 0.333984 vs 170/512 = 0.332031 */
+    /* One rounding from f64, not two: 1 + 2^-11 + 2^-40 is just above the f16
+     * tie between 1 and 1 + 2^-10 (as f32 it would be the tie itself). */
+    tg_dtype_store(TG_F16, h, 0, 1.0 + ldexp(1.0, -11) + ldexp(1.0, -40));
+    cr_assert(eq(u16, h[0], 0x3C01));
+    tg_dtype_store(TG_F16, h, 0, -(1.0 + ldexp(1.0, -11) - ldexp(1.0, -40)));
+    cr_assert(eq(u16, h[0], 0xBC00));
+    tg_dtype_store(TG_BF16, h, 0, 1.0 + ldexp(1.0, -8) + ldexp(1.0, -40));
+    cr_assert(eq(u16, h[0], 0x3F81));
+    tg_dtype_store(TG_F16, h, 0, ldexp(1.0, -25) + ldexp(1.0, -60));   /* above half the min subnormal */
+    cr_assert(eq(u16, h[0], 0x0001));
+    tg_dtype_store(TG_F16, h, 0, 1e300);
+    cr_assert(eq(u16, h[0], 0x7C00));
+    tg_dtype_store(TG_BF16, h, 0, -1e300);
+    cr_assert(eq(u16, h[0], 0xFF80));
 }

@@ -610,6 +610,34 @@ Test(tensor, uniform_moments)
     tg_tensor_release(t);
 }
 
+/* Rounding to a narrow dtype must not produce hi: in f16 every u above
+ * 1 - 2^-12 would round to 1.0, so 100k draws would hit it ~24 times. */
+Test(tensor, uniform_excludes_hi_in_narrow_dtypes)
+{
+    static const tg_dtype dts[] = {TG_F16, TG_BF16, TG_F32};
+    static const double los[] = {0.0, -1.0}, his[] = {1.0, 3.0};
+    for (int d = 0; d < 3; d++)
+        for (int r = 0; r < 2; r++) {
+            tg_tensor *t = NULL;
+            cr_assert(eq(int, tg_tensor_zeros(&t, dts[d], 1, (int64_t[]){100000}), TG_OK));
+            tg_rng rng;
+            tg_rng_init(&rng, 11);
+            cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, los[r], his[r]), TG_OK));
+            double *x = malloc(100000 * sizeof *x);
+            cr_assert(eq(int, tg_tensor_to_doubles(t, x, 100000), TG_OK));
+            double mx = -INFINITY, mn = INFINITY;
+            for (int i = 0; i < 100000; i++) {
+                mx = x[i] > mx ? x[i] : mx;
+                mn = x[i] < mn ? x[i] : mn;
+            }
+            cr_assert(lt(dbl, mx, his[r]), "%s: max %g", tg_dtype_name(dts[d]), mx);
+            cr_assert(ge(dbl, mn, los[r]), "%s: min %g", tg_dtype_name(dts[d]), mn);
+            cr_assert(gt(dbl, mx, his[r] - 0.02));   /* bf16 steps by 2^-6 near 3 */
+            free(x);
+            tg_tensor_release(t);
+        }
+}
+
 Test(tensor, normal_moments)
 {
     enum { N = 100000 };

@@ -174,15 +174,26 @@ static int64_t tg__saturate(double v, double lo, double hi_excl, int64_t lo_i, i
     return (int64_t)r;
 }
 
+/* v narrowed to f32 with round-to-odd: truncate toward zero, then set the
+ * last mantissa bit if anything was dropped.  Rounding that f32 once more to
+ * f16 or bf16 (at least 13 fewer mantissa bits) then gives the correctly
+ * rounded result of v, avoiding double-rounding errors at ties. */
+static float tg__f64_to_f32_odd(double v)
+{
+    float f = (float)v;
+    if ((double)f == v || isnan(v) || isinf(f)) return f;
+    uint32_t x = tg__f32_bits(f);
+    if (fabs((double)f) > fabs(v)) x--;   /* rounded away from zero: step back */
+    return tg__bits_f32(x | 1u);
+}
+
 void tg_dtype_store(tg_dtype dt, void *base, int64_t i, double v)
 {
     switch (dt) {
     case TG_F32:  ((float *)base)[i] = (float)v; return;
     case TG_F64:  ((double *)base)[i] = v; return;
-    /* Two roundings (f64 -> f32 -> f16) can differ from one only in rare
-     * double-rounding ties; every op here computes in f32 anyway. */
-    case TG_F16:  ((uint16_t *)base)[i] = tg_f32_to_f16((float)v); return;
-    case TG_BF16: ((uint16_t *)base)[i] = tg_f32_to_bf16((float)v); return;
+    case TG_F16:  ((uint16_t *)base)[i] = tg_f32_to_f16(tg__f64_to_f32_odd(v)); return;
+    case TG_BF16: ((uint16_t *)base)[i] = tg_f32_to_bf16(tg__f64_to_f32_odd(v)); return;
     case TG_I8:   ((int8_t *)base)[i] = (int8_t)tg__saturate(v, -128.0, 128.0, -128, 127); return;
     case TG_U8:   ((uint8_t *)base)[i] = (uint8_t)tg__saturate(v, 0.0, 256.0, 0, 255); return;
     case TG_I32:

@@ -68,9 +68,37 @@ double tg_rng_uniform(tg_rng *rng)
 
 typedef enum { TG__DIST_UNIFORM, TG__DIST_NORMAL } tg__dist;
 
+/* The largest value of float dtype dt below y (y representable in dt): one
+ * step of the sign-magnitude bit pattern towards -inf. */
+static double tg__step_down(tg_dtype dt, double y)
+{
+    if (dt == TG_F32) return nextafterf((float)y, -INFINITY);
+    uint16_t h;
+    tg_dtype_store(dt, &h, 0, y);
+    if (y > 0) h--;
+    else if (y == 0) h = 0x8001;   /* the smallest negative subnormal */
+    else h++;
+    return tg_dtype_load(dt, &h, 0);
+}
+
+/* Uniforms are drawn in f64; rounding lo + (hi - lo) u to a narrower float
+ * dtype can land on hi itself, which U[lo, hi) excludes: move such a value
+ * one step down (staying >= lo when the range allows it). */
+static double tg__below_hi(tg_dtype dt, double v, double lo, double hi)
+{
+    if (dt == TG_F64 || !tg_dtype_is_float(dt) || !(hi > lo)) return v;
+    uint32_t tmp[2];
+    tg_dtype_store(dt, tmp, 0, v);
+    double y = tg_dtype_load(dt, tmp, 0);
+    if (y < hi) return v;
+    double below = tg__step_down(dt, y);
+    return below >= lo ? below : lo;
+}
+
 /* Fills t, in row-major order of its logical elements, with a*x + b where x
- * is U[0,1) or N(0,1); advances the counter by the blocks used. */
-static int tg__rand_fill(tg_tensor *t, tg_rng *rng, tg__dist dist, double a, double b)
+ * is U[0,1) or N(0,1) (for uniforms b = lo and values stay below hi);
+ * advances the counter by the blocks used. */
+static int tg__rand_fill(tg_tensor *t, tg_rng *rng, tg__dist dist, double a, double b, double hi)
 {
     int64_t n = tg__numel(t->ndim, t->shape);
     double *buf = tg__malloc((size_t)n * sizeof *buf);
@@ -89,8 +117,11 @@ static int tg__rand_fill(tg_tensor *t, tg_rng *rng, tg__dist dist, double a, dou
             x[0] = r * cos(2.0 * M_PI * u[1]);
             x[1] = r * sin(2.0 * M_PI * u[1]);
         }
-        buf[k] = a * x[0] + b;
-        if (k + 1 < n) buf[k + 1] = a * x[1] + b;
+        for (int j = 0; j < 2 && k + j < n; j++) {
+            buf[k + j] = a * x[j] + b;
+            if (dist == TG__DIST_UNIFORM)
+                buf[k + j] = tg__below_hi(t->dtype, buf[k + j], b, hi);
+        }
     }
     tg__scatter(t, TG_F64, buf);
     free(buf);
@@ -104,7 +135,7 @@ int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi)
     TG_CHECK(t != NULL && rng != NULL, TG_EINVAL, "tensor_rand_uniform: t and rng must not be NULL");
     TG_CHECK(isfinite(lo) && isfinite(hi) && lo <= hi, TG_EINVAL,
              "tensor_rand_uniform: lo=%g, hi=%g must be finite with lo <= hi", lo, hi);
-    return tg__rand_fill(t, rng, TG__DIST_UNIFORM, hi - lo, lo);
+    return tg__rand_fill(t, rng, TG__DIST_UNIFORM, hi - lo, lo, hi);
 }
 
 int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std)
@@ -112,5 +143,5 @@ int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std)
     TG_CHECK(t != NULL && rng != NULL, TG_EINVAL, "tensor_rand_normal: t and rng must not be NULL");
     TG_CHECK(isfinite(mean) && isfinite(std) && std >= 0, TG_EINVAL,
              "tensor_rand_normal: mean=%g, std=%g must be finite with std >= 0", mean, std);
-    return tg__rand_fill(t, rng, TG__DIST_NORMAL, std, mean);
+    return tg__rand_fill(t, rng, TG__DIST_NORMAL, std, mean, INFINITY);
 }
