@@ -32,44 +32,15 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stfile import write_safetensors  # noqa: E402  (re-exported for other scripts)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "golden")
 SEED = 20240611
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32,
           "f16": torch.float16, "bf16": torch.bfloat16}
-ST_NAMES = {torch.float64: "F64", torch.float32: "F32",
-            torch.float16: "F16", torch.bfloat16: "BF16"}
-# Same-size integer dtypes used to get at the raw bytes (numpy has no bf16).
-RAW = {torch.float64: torch.int64, torch.float32: torch.int32,
-       torch.float16: torch.int16, torch.bfloat16: torch.int16}
-
-
-def tensor_bytes(t):
-    t = t.detach().contiguous()
-    return t.view(RAW[t.dtype]).numpy().astype("<i%d" % t.element_size()).tobytes()
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, tensor) in file order; metadata: dict str->str."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors:
-        data = tensor_bytes(t)
-        header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    if metadata:
-        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
 def ints(v, n):
     """A metadata value (int or list) as the list of per-axis ints."""
     if isinstance(v, int):

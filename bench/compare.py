@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""Side-by-side benchmark: tapegrad against PyTorch (Debian's python3-torch) on
+the same ConvTranspose/Conv shapes, the same thread count, in one run, with
+OpenBLAS sgemm of the same GEMM size as the ceiling.
+
+    /usr/bin/python3 bench/compare.py [--threads 2] [--repeat 10] [--only NAME]
+                                      [--build build] [--markdown FILE]
+
+Each measurement runs in its own process (so peak RSS is that case's alone);
+PyTorch and tapegrad alternate case by case.  Times are medians.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+# name, op, dtype, x shape, weight shape, stride, padding, output_padding, dilation, groups
+CASES = [
+    ("dcgan1 100-512 1->4", "conv_transpose2d", "f32", (64, 100, 1, 1), (100, 512, 4, 4), 1, 0, 0, 1, 1),
+    ("dcgan2 512-256 4->8", "conv_transpose2d", "f32", (64, 512, 4, 4), (512, 256, 4, 4), 2, 1, 0, 1, 1),
+    ("dcgan3 256-128 8->16", "conv_transpose2d", "f32", (64, 256, 8, 8), (256, 128, 4, 4), 2, 1, 0, 1, 1),
+    ("dcgan4 128-3 16->32", "conv_transpose2d", "f32", (64, 128, 16, 16), (128, 3, 4, 4), 2, 1, 0, 1, 1),
+    ("3d 64-32 8^3->16^3", "conv_transpose3d", "f32", (2, 64, 8, 8, 8), (64, 32, 4, 4, 4), 2, 1, 0, 1, 1),
+    ("1d audio 256-128 K16 s8", "conv_transpose1d", "f32", (4, 256, 1024), (256, 128, 16), 8, 4, 0, 1, 1),
+    ("1d long K1024 s256", "conv_transpose1d", "f32", (1, 16, 64), (16, 16, 1024), 256, 384, 0, 1, 1),
+    ("grouped g4 128-128", "conv_transpose2d", "f32", (16, 128, 16, 16), (128, 32, 3, 3), 2, 1, 1, 1, 4),
+    ("dilated d2 64-64", "conv_transpose2d", "f32", (16, 64, 16, 16), (64, 64, 3, 3), 1, 2, 0, 2, 1),
+    ("dcgan3 f64", "conv_transpose2d", "f64", (16, 256, 8, 8), (256, 128, 4, 4), 2, 1, 0, 1, 1),
+    ("conv2d disc 64-128 s2", "conv2d", "f32", (64, 64, 16, 16), (128, 64, 4, 4), 2, 1, 0, 1, 1),
+]
+
+
+def make_case(path, c):
+    import torch
+    from stfile import write_safetensors
+    name, op, dt, xs, ws, s, p, op_, d, g = c
+    dtype = torch.float64 if dt == "f64" else torch.float32
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(*xs, generator=gen).to(dtype)
+    w = (torch.randn(*ws, generator=gen) * 0.05).to(dtype)
+    n = len(xs) - 2
+    meta = {"op": op, "stride": str(s), "padding": str(p), "dilation": str(d),
+            "groups": str(g)}
+    if op.startswith("conv_transpose"):
+        meta["output_padding"] = str(op_)
+    write_safetensors(path, {"x": x, "weight": w}, meta)
+
+
+def gemm_size(c):
+    """The GEMM a column-based path runs: (M, N, K)."""
+    name, op, dt, xs, ws, s, p, op_, d, g = c
+    k = 1
+    for v in ws[2:]:
+        k *= v
+    sp = 1
+    for v in xs[2:]:
+        sp *= v
+    if op.startswith("conv_transpose"):
+        return (ws[1] * k, xs[0] * sp, ws[0] // g)       # (C_out/g*K, B*S_in, C_in/g)
+    import torch
+    out = [(xs[2 + i] + 2 * p - d * (ws[2 + i] - 1) - 1) // s + 1 for i in range(len(xs) - 2)]
+    so = 1
+    for v in out:
+        so *= v
+    return (ws[0] // g, xs[0] * so, ws[1] * k)            # (C_out/g, B*S_out, C_in/g*K)
+
+
+def torch_child(path, backward, repeat, threads):
+    """Runs in a child process: times the case in PyTorch, prints JSON."""
+    import resource
+    import time
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    torch.set_num_threads(threads)
+    from stfile import read_safetensors
+    t, meta = read_safetensors(path)
+    x, w = t["x"], t["weight"]
+    op = meta["op"]
+    s, p, d, g = int(meta["stride"]), int(meta["padding"]), int(meta["dilation"]), int(meta["groups"])
+    fn = {"conv_transpose1d": F.conv_transpose1d, "conv_transpose2d": F.conv_transpose2d,
+          "conv_transpose3d": F.conv_transpose3d, "conv2d": F.conv2d}[op]
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    if op.startswith("conv_transpose"):
+        kw["output_padding"] = int(meta.get("output_padding", "0"))
+    if backward:
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+
+    def once():
+        y = fn(x, w, None, **kw)
+        if backward:
+            y.backward(torch.ones_like(y))
+            x.grad = None
+            w.grad = None
+    for _ in range(3):
+        once()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        once()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    med = times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])
+    print(json.dumps({"tool": "torch", "median_ms": med,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", default=None, help="substring of case names to run")
+    ap.add_argument("--markdown", default=None, help="also write the table to this file")
+    ap.add_argument("--torch-child", nargs=2, metavar=("CASE", "BACKWARD"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a.torch_child[0], a.torch_child[1] == "1", a.repeat, a.threads)
+
+    tool = os.path.join(a.build, "tools", "tapegrad")
+    if not os.path.exists(tool):
+        sys.exit(f"compare.py: {tool} not found: run `make` first")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, c in enumerate(CASES):
+            if a.only and a.only not in c[0]:
+                continue
+            path = os.path.join(tmp, f"case{i}.safetensors")
+            make_case(path, c)
+            m, n, k = gemm_size(c)
+            gemm = run_json([tool, "bench", "--gemm", f"{m},{n},{k}", "--threads", str(a.threads),
+                             "--repeat", str(a.repeat)])
+            for bwd in (False, True):
+                tcmd = [sys.executable, os.path.abspath(__file__), "--threads", str(a.threads),
+                        "--repeat", str(a.repeat), "--torch-child", path, "1" if bwd else "0"]
+                ocmd = [tool, "bench", "--in", path, "--threads", str(a.threads),
+                        "--repeat", str(a.repeat)] + (["--backward"] if bwd else [])
+                tj = run_json(tcmd)
+                oj = run_json(ocmd)
+                rows.append((c[0], "fwd+bwd" if bwd else "fwd", tj, oj, gemm))
+                print(f"{c[0]:26s} {'fwd+bwd' if bwd else 'fwd':7s} torch {tj['median_ms']:9.3f} ms"
+                      f"  tapegrad {oj['median_ms']:9.3f} ms  speedup {tj['median_ms'] / oj['median_ms']:6.2f}x"
+                      f"  {oj['gflops']:7.1f} GFLOP/s (sgemm {gemm['gflops']:.1f})"
+                      f"  RSS torch {tj['peak_rss_mb']:.0f} MB / tapegrad {oj['peak_rss_mb']:.0f} MB",
+                      flush=True)
+    lines = [f"| case | pass | PyTorch ms | tapegrad ms | speedup | tapegrad GFLOP/s | sgemm GFLOP/s (same GEMM) | % of sgemm | peak RSS torch / tapegrad MB |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, mode, tj, oj, gemm in rows:
+        pct = 100.0 * oj["gflops"] / gemm["gflops"] if mode == "fwd" else float("nan")
+        pct_s = f"{pct:.0f}%" if mode == "fwd" else "-"
+        lines.append(f"| {name} | {mode} | {tj['median_ms']:.2f} | {oj['median_ms']:.2f} | "
+                     f"{tj['median_ms'] / oj['median_ms']:.2f}x | {oj['gflops']:.1f} | "
+                     f"{gemm['gflops']:.1f} | {pct_s} | {tj['peak_rss_mb']:.0f} / {oj['peak_rss_mb']:.0f} |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
