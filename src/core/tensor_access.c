@@ -21,9 +21,18 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
             memmove(d + di * (int64_t)sz, s + si * (int64_t)sz, (size_t)n * sz);
             return;
         }
-        for (int64_t k = 0; k < n; k++)
-            memcpy(d + (di + k * ds) * (int64_t)sz, s + (si + k * ss) * (int64_t)sz, sz);
-        return;
+        /* Word-sized element moves (storage is aligned to its element size). */
+#define TG__MOVE(T)                                                           \
+    for (int64_t k = 0; k < n; k++) ((T *)dst)[di + k * ds] = ((const T *)src)[si + k * ss]; \
+    return
+        switch (sz) {
+        case 1: TG__MOVE(uint8_t);
+        case 2: TG__MOVE(uint16_t);
+        case 4: TG__MOVE(uint32_t);
+        case 8: TG__MOVE(uint64_t);
+        default: TG_ASSERT(!"tg__copy_run: unexpected element size");
+        }
+#undef TG__MOVE
     }
     if (from == TG_F32 && (to == TG_F16 || to == TG_BF16)) {
         const float *s = (const float *)src;
