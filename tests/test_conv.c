@@ -848,3 +848,35 @@ Test(conv, errors_weight_grad)
     cr_assert(eq(ptr, out, NULL));
     tg_tensor_release(z); tg_tensor_release(u); tg_tensor_release(u2);
 }
+
+/* AMP: conv is LOWER_PRECISION (autocast dtype inside a scope), conv_transpose
+ * and conv_weight_grad PROMOTE (mixed floats widen). */
+Test(conv, amp_policies)
+{
+    int64_t xs[3] = {1, 2, 4}, ws[3] = {2, 2, 3};
+    tg_tensor *x = mk_rand(TG_F32, 3, xs), *w64 = mk_rand(TG_F64, 3, ws), *y = NULL;
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w64, NULL, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
+    tg_tensor_release(y);
+    tg_tensor *w = NULL;
+    cr_assert(eq(int, tg_tensor_to_dtype(&w, w64, TG_F32), TG_OK));
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    y = NULL;
+    cr_assert(eq(int, tg_conv(&y, x, w, NULL, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+    tg_tensor_release(y);
+    y = NULL;
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, NULL), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    tg_op_info info;
+    cr_assert(eq(int, tg_op_info_find("conv", &info), TG_OK));
+    cr_assert(eq(int, info.amp, TG_AMP_LOWER_PRECISION));
+    cr_assert(info.has_double_backward);
+    cr_assert(eq(int, tg_op_info_find("conv_transpose", &info), TG_OK));
+    cr_assert(eq(int, info.amp, TG_AMP_PROMOTE));
+    cr_assert(eq(int, tg_op_info_find("conv_weight_grad", &info), TG_OK));
+    cr_assert(eq(int, info.amp, TG_AMP_PROMOTE));
+    tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(w64);
+}
