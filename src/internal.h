@@ -315,6 +315,15 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
         else TG__EW_LOOP2(float, expr)                                        \
     }
 
+/* ---- atomic file replacement (src/io/png.c; used by the image writers) ---- */
+/* Creates and opens for writing a new temporary file "<path>.tmp.XXXXXX"
+ * next to path; *tmp (malloc'd) gets its name.  TG_EIO naming `what`. */
+int tg__atomic_open(FILE **f, char **tmp, const char *what, const char *path);
+/* Flushes, fsyncs and closes f, then renames *tmp over path.  Always closes f,
+ * removes the temporary file on failure and frees *tmp (set to NULL);
+ * ok = false just discards (returns 0). */
+int tg__atomic_finish(FILE *f, char **tmp, bool ok, const char *what, const char *path);
+
 /* ---- autocast state (thread-local) --------------------------------------- */
 bool tg__autocast_dtype(tg_dtype *dt);
 

@@ -36,6 +36,8 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/safetensors.h"
+#include "tapegrad/data.h"
+#include "tapegrad/image.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -1,0 +1,125 @@
+/* tapegrad/data.h - IDX files, image-classification datasets and batch loaders.
+ *
+ *   tg_dataset *ds; tg_loader *ld; tg_tensor *x, *y;
+ *   tg_fashion_mnist_load(&ds, NULL, true);          // 60000 training images
+ *   tg_loader_options o = TG_LOADER_OPTIONS_INIT;    // batch 64, shuffled, seed 0
+ *   tg_loader_new(&ld, ds, &o);
+ *   for (int64_t epoch = 0; epoch < 5; epoch++) {
+ *       tg_loader_reset(ld, epoch);                  // order depends on seed + epoch only
+ *       while (tg_loader_next(ld, &x, &y) == 1) {    // x (64, 1, 28, 28) f32, y (64) i64
+ *           ...; tg_tensor_release(x); tg_tensor_release(y);
+ *       }
+ *   }
+ *   tg_loader_free(ld); tg_dataset_release(ds);
+ *
+ * Ownership: datasets are refcounted (a loader holds a reference); every tensor
+ * handed out is a new reference.  On error nothing is changed.
+ */
+#ifndef TAPEGRAD_DATA_H
+#define TAPEGRAD_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- IDX files ------------------------------------------------------------
+ * Reads an IDX file (plain or gzip-compressed): magic 0x0000, a type byte
+ * (0x08 u8 -> TG_U8, 0x09 i8 -> TG_I8, 0x0B i16 -> TG_I32, 0x0C i32 -> TG_I32,
+ * 0x0D f32 -> TG_F32, 0x0E f64 -> TG_F64), ndim (1..8), ndim big-endian u32
+ * extents, then exactly the big-endian elements, row-major.  *out is a new
+ * contiguous tensor.  TG_EIO when the file cannot be opened or read,
+ * TG_EFORMAT for a bad magic or type, ndim 0 or > 8, extents whose product
+ * overflows, too few or too many data bytes, or a corrupt gzip stream. */
+TG_API int tg_idx_load(tg_tensor **out, const char *path);
+
+/* ---- datasets ---------------------------------------------------------------
+ * A dataset of N u8 images (C, H, W) and N integer labels in [0, n_classes). */
+typedef struct tg_dataset tg_dataset;
+
+/* How pixel p in 0..255 maps to the f32 batches. */
+typedef enum tg_pixel_range {
+    TG_PIXELS_SYMMETRIC = 0,   /* p / 127.5 - 1, in [-1, 1] (DCGAN's tanh range) */
+    TG_PIXELS_UNIT,            /* p / 255, in [0, 1] */
+} tg_pixel_range;
+
+/* Where the Debian package dataset-fashion-mnist installs the files. */
+#define TG_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Loads {train,t10k}-images-idx3-ubyte.gz and {train,t10k}-labels-idx1-ubyte.gz
+ * (or the same names without .gz) from dir (NULL: TG_FASHION_MNIST_DIR).
+ * Works for MNIST too (same names).  TG_EIO/TG_EFORMAT from tg_idx_load;
+ * TG_EFORMAT when images are not u8 (N, H, W), labels not u8 (N), the counts
+ * differ or a label is > 9.  Pixel range: TG_PIXELS_SYMMETRIC. */
+TG_API int tg_fashion_mnist_load(tg_dataset **out, const char *dir, bool train);
+/* A dataset over images (u8, (N, C, H, W) or (N, H, W), read as C = 1) and
+ * labels (any integer dtype, (N), values >= 0); both are copied.  n_classes is
+ * max(label) + 1.  TG_EINVAL for NULL, TG_EDTYPE / TG_ESHAPE otherwise. */
+TG_API int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images,
+                                   const tg_tensor *labels);
+
+TG_API tg_dataset *tg_dataset_retain(tg_dataset *ds);
+/* tg_dataset_release(NULL) does nothing. */
+TG_API void tg_dataset_release(tg_dataset *ds);
+
+TG_API int64_t tg_dataset_size(const tg_dataset *ds);
+TG_API int tg_dataset_num_classes(const tg_dataset *ds);
+/* The image shape (C, H, W) into shape[0..3). */
+TG_API void tg_dataset_image_shape(const tg_dataset *ds, int64_t shape[3]);
+/* Sets the range of the f32 images made by tg_dataset_batch / loaders. */
+TG_API int tg_dataset_set_pixel_range(tg_dataset *ds, tg_pixel_range range);
+/* A class's name ("T-shirt/top", ...) for datasets loaded by
+ * tg_fashion_mnist_load, else its number as text; NULL when label is out of
+ * range.  Borrowed, valid while ds is alive. */
+TG_API const char *tg_dataset_class_name(const tg_dataset *ds, int label);
+/* The Fashion-MNIST class names, label 0..9; NULL otherwise.  Static. */
+TG_API const char *tg_fashion_mnist_class_name(int label);
+
+/* Samples idx[0..n) as new tensors: *images f32 (n, C, H, W) in the dataset's
+ * pixel range, *labels i64 (n).  TG_EINVAL for n < 1 or an index out of range. */
+TG_API int tg_dataset_batch(tg_tensor **images, tg_tensor **labels, const tg_dataset *ds,
+                            const int64_t *idx, int64_t n);
+
+/* ---- loaders --------------------------------------------------------------
+ * Iterates over a dataset in batches.  With shuffle, epoch e visits the
+ * samples in the order of a Fisher-Yates shuffle driven by tg_rng seeded with
+ * seed + e, the same on every machine; without, in index order. */
+typedef struct tg_loader tg_loader;
+
+typedef struct tg_loader_options {
+    int64_t batch_size;   /* >= 1 */
+    bool shuffle;
+    uint64_t seed;
+    bool drop_last;       /* skip a last batch smaller than batch_size */
+} tg_loader_options;
+
+#define TG_LOADER_OPTIONS_INIT {64, true, 0, false}
+
+/* A new loader at (epoch 0, index 0); retains ds.  opt NULL: the defaults. */
+TG_API int tg_loader_new(tg_loader **out, tg_dataset *ds, const tg_loader_options *opt);
+/* Frees the loader and releases its dataset; NULL does nothing. */
+TG_API void tg_loader_free(tg_loader *ld);
+/* The next batch of this epoch as new tensors (images f32 (B, C, H, W),
+ * labels i64 (B)); returns 1.  At the end of the epoch returns 0 and leaves
+ * *images and *labels untouched.  Negative on error. */
+TG_API int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels);
+/* Starts epoch `epoch` (>= 0) from its first batch. */
+TG_API int tg_loader_reset(tg_loader *ld, int64_t epoch);
+/* The current position: the epoch and the number of samples of it already
+ * handed out.  Saving it and calling tg_loader_set_position later (on a loader
+ * with the same dataset and options) resumes with exactly the same batches. */
+TG_API void tg_loader_position(const tg_loader *ld, int64_t *epoch, int64_t *index);
+/* TG_EINVAL unless epoch >= 0 and 0 <= index <= dataset size. */
+TG_API int tg_loader_set_position(tg_loader *ld, int64_t epoch, int64_t index);
+/* Batches per epoch (counting a partial last batch unless drop_last). */
+TG_API int64_t tg_loader_num_batches(const tg_loader *ld);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* src/data/loader.c - batches over a dataset, reshuffled per epoch.
+ *
+ * The order of epoch e is a function of (seed + e) alone: a Fisher-Yates
+ * shuffle of 0..N-1 whose draws come from the counter-based tg_rng, so the
+ * same seed gives the same batches on every machine, and a saved
+ * (epoch, index) position is enough to resume exactly. */
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/data.h"
+
+struct tg_loader {
+    tg_dataset *ds;           /* retained */
+    tg_loader_options opt;
+    int64_t n;                /* dataset size */
+    int64_t epoch;
+    int64_t index;            /* samples of this epoch already handed out */
+    int64_t *order;           /* (n) the sample order of this epoch, owned */
+};
+
+/* order[0..n) = a uniformly random permutation: for i = n-1 down to 1, swap
+ * order[i] with order[j], j uniform in [0, i] (Durstenfeld's form). */
+static void make_order(tg_loader *ld)
+{
+    for (int64_t i = 0; i < ld->n; i++) ld->order[i] = i;
+    if (!ld->opt.shuffle) return;
+    tg_rng rng;
+    tg_rng_init(&rng, ld->opt.seed + (uint64_t)ld->epoch);
+    for (int64_t i = ld->n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(tg_rng_uniform(&rng) * (double)(i + 1));
+        if (j > i) j = i;   /* u * (i + 1) may round up to i + 1 */
+        int64_t t = ld->order[i];
+        ld->order[i] = ld->order[j];
+        ld->order[j] = t;
+    }
+}
+
+int tg_loader_new(tg_loader **out, tg_dataset *ds, const tg_loader_options *opt)
+{
+    static const tg_loader_options defaults = TG_LOADER_OPTIONS_INIT;
+    TG_CHECK(out != NULL && ds != NULL, TG_EINVAL, "loader_new: out and ds must not be NULL");
+    if (!opt) opt = &defaults;
+    TG_CHECK(opt->batch_size >= 1, TG_EINVAL, "loader_new: batch_size=%lld must be >= 1",
+             (long long)opt->batch_size);
+    tg_loader *ld = tg__calloc(1, sizeof *ld);
+    if (!ld) return TG_ENOMEM;
+    ld->n = tg_dataset_size(ds);
+    ld->order = tg__malloc((size_t)(ld->n ? ld->n : 1) * sizeof *ld->order);
+    if (!ld->order) {
+        free(ld);
+        return TG_ENOMEM;
+    }
+    ld->ds = tg_dataset_retain(ds);
+    ld->opt = *opt;
+    make_order(ld);
+    *out = ld;
+    return 0;
+}
+
+void tg_loader_free(tg_loader *ld)
+{
+    if (!ld) return;
+    tg_dataset_release(ld->ds);
+    free(ld->order);
+    free(ld);
+}
+
+int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels)
+{
+    TG_CHECK(ld && images && labels, TG_EINVAL, "loader_next: NULL argument");
+    int64_t left = ld->n - ld->index;
+    if (left <= 0 || (ld->opt.drop_last && left < ld->opt.batch_size)) return 0;
+    int64_t b = left < ld->opt.batch_size ? left : ld->opt.batch_size;
+    TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + ld->index, b));
+    ld->index += b;
+    return 1;
+}
+
+int tg_loader_set_position(tg_loader *ld, int64_t epoch, int64_t index)
+{
+    TG_CHECK(ld != NULL, TG_EINVAL, "loader_set_position: ld must not be NULL");
+    TG_CHECK(epoch >= 0, TG_EINVAL, "loader_set_position: epoch=%lld must be >= 0",
+             (long long)epoch);
+    TG_CHECK(index >= 0 && index <= ld->n, TG_EINVAL,
+             "loader_set_position: index=%lld must be in [0, %lld] (the dataset size)",
+             (long long)index, (long long)ld->n);
+    if (epoch != ld->epoch) {
+        ld->epoch = epoch;
+        make_order(ld);
+    }
+    ld->index = index;
+    return 0;
+}
+
+int tg_loader_reset(tg_loader *ld, int64_t epoch)
+{
+    TG_CHECK(ld != NULL, TG_EINVAL, "loader_reset: ld must not be NULL");
+    TG_CHECK(epoch >= 0, TG_EINVAL, "loader_reset: epoch=%lld must be >= 0", (long long)epoch);
+    return tg_loader_set_position(ld, epoch, 0);
+}
+
+void tg_loader_position(const tg_loader *ld, int64_t *epoch, int64_t *index)
+{
+    if (!ld) return;
+    if (epoch) *epoch = ld->epoch;
+    if (index) *index = ld->index;
+}
+
+int64_t tg_loader_num_batches(const tg_loader *ld)
+{
+    if (!ld) return 0;
+    int64_t b = ld->opt.batch_size;
+    return ld->opt.drop_last ? ld->n / b : (ld->n + b - 1) / b;
+}

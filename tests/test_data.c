@@ -1,0 +1,598 @@
+/* Tests of the IDX reader, datasets and batch loaders. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "internal.h"
+#include "tapegrad/data.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static char g_dir[64];
+
+static void make_dir(void)
+{
+    strcpy(g_dir, "/tmp/tg_data_XXXXXX");
+    cr_assert(mkdtemp(g_dir) != NULL);
+}
+
+static void remove_dir(void)
+{
+    DIR *d = opendir(g_dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(g_dir);
+}
+
+TestSuite(data, .init = make_dir, .fini = remove_dir);
+
+static const char *in_dir(char *buf, const char *name)
+{
+    snprintf(buf, 256, "%s/%s", g_dir, name);
+    return buf;
+}
+
+/* Writes bytes to path, through zlib's gzip writer when gz. */
+static void write_file(const char *path, const void *bytes, size_t n, bool gz)
+{
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        cr_assert(f != NULL);
+        cr_assert(eq(int, gzwrite(f, bytes, (unsigned)n), (int)n));
+        cr_assert(eq(int, gzclose(f), Z_OK));
+    } else {
+        FILE *f = fopen(path, "wb");
+        cr_assert(f != NULL);
+        cr_assert(eq(sz, fwrite(bytes, 1, n, f), n));
+        fclose(f);
+    }
+}
+
+/* An IDX image: header (type, ndim, big-endian dims) then `data` verbatim. */
+static size_t make_idx(uint8_t *buf, uint8_t type, int ndim, const uint32_t *dims,
+                       const void *data, size_t data_len)
+{
+    size_t k = 0;
+    buf[k++] = 0;
+    buf[k++] = 0;
+    buf[k++] = type;
+    buf[k++] = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) {
+        buf[k++] = (uint8_t)(dims[i] >> 24);
+        buf[k++] = (uint8_t)(dims[i] >> 16);
+        buf[k++] = (uint8_t)(dims[i] >> 8);
+        buf[k++] = (uint8_t)dims[i];
+    }
+    memcpy(buf + k, data, data_len);
+    return k + data_len;
+}
+
+/* ---- IDX ------------------------------------------------------------------- */
+
+static void check_u8_roundtrip(bool gz)
+{
+    uint8_t data[24], file[64];
+    for (int i = 0; i < 24; i++) data[i] = (uint8_t)(i * 37 % 256);
+    uint32_t dims[3] = {3, 2, 4};
+    size_t n = make_idx(file, 0x08, 3, dims, data, 24);
+    char p[256];
+    write_file(in_dir(p, gz ? "u8.idx.gz" : "u8.idx"), file, n, gz);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_idx_load(&t, p), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(t), TG_U8));
+    cr_assert(eq(int, tg_tensor_ndim(t), 3));
+    for (int d = 0; d < 3; d++) cr_assert(eq(i64, tg_tensor_dim(t, d), dims[d]));
+    cr_assert(eq(int, memcmp(tg_tensor_cdata(t), data, 24), 0));
+    tg_tensor_release(t);
+}
+
+Test(data, idx_u8_plain_and_gzip)
+{
+    check_u8_roundtrip(false);
+    check_u8_roundtrip(true);
+}
+
+/* Each multi-byte type, written big-endian by hand, comes back as its value. */
+Test(data, idx_types_big_endian)
+{
+    char p[256];
+    uint8_t file[64];
+    uint32_t dims[1] = {2};
+    tg_tensor *t = NULL;
+    double v[2];
+    struct {
+        uint8_t type;
+        uint8_t bytes[16];
+        size_t len;
+        tg_dtype dt;
+        double want[2];
+    } cases[] = {
+        {0x09, {0xFF, 0x80}, 2, TG_I8, {-1, -128}},
+        {0x0B, {0xFE, 0xD4, 0x7F, 0xFF}, 4, TG_I32, {-300, 32767}},
+        {0x0C, {0x80, 0, 0, 0, 0, 1, 0, 1}, 8, TG_I32, {-2147483648.0, 65537}},
+        /* 1.5f = 0x3FC00000, -2.25f = 0xC0100000 */
+        {0x0D, {0x3F, 0xC0, 0, 0, 0xC0, 0x10, 0, 0}, 8, TG_F32, {1.5, -2.25}},
+        /* 0.1 = 0x3FB999999999999A, -3.0 = 0xC008000000000000 */
+        {0x0E, {0x3F, 0xB9, 0x99, 0x99, 0x99, 0x99, 0x99, 0x9A, 0xC0, 0x08}, 16, TG_F64,
+         {0.1, -3.0}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t n = make_idx(file, cases[c].type, 1, dims, cases[c].bytes, cases[c].len);
+        write_file(in_dir(p, "typed.idx"), file, n, c % 2 == 1);
+        cr_assert(eq(int, tg_idx_load(&t, p), 0), "case %zu: %s", c, tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(t), cases[c].dt), "case %zu", c);
+        cr_assert(eq(int, tg_tensor_to_doubles(t, v, 2), 0));
+        cr_assert(eq(dbl, v[0], cases[c].want[0]), "case %zu", c);
+        cr_assert(eq(dbl, v[1], cases[c].want[1]), "case %zu", c);
+        tg_tensor_release(t);
+        t = NULL;
+    }
+}
+
+/* Loads p expecting status and a message containing `msg`; *out must stay
+ * untouched. */
+static void expect_fail_msg(const char *p, int status, const char *what, const char *msg)
+{
+    tg_tensor *sentinel = (tg_tensor *)&g_dir, *t = sentinel;
+    cr_assert(eq(int, tg_idx_load(&t, p), status), "%s: got '%s'", what, tg_error_message());
+    cr_assert(t == sentinel, "%s: *out changed", what);
+    cr_assert(strstr(tg_error_message(), msg) != NULL, "%s: message '%s' lacks '%s'", what,
+              tg_error_message(), msg);
+}
+
+Test(data, idx_corrupt_headers_rejected)
+{
+    char p[256];
+    uint8_t file[128], data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint32_t dims[9] = {2, 4, 1, 1, 1, 1, 1, 1, 1};
+    for (int gz = 0; gz < 2; gz++) {
+        size_t n = make_idx(file, 0x08, 2, dims, data, 8);
+        file[1] = 1;
+        write_file(in_dir(p, "bad"), file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "bad magic", "bad magic");
+        n = make_idx(file, 0x0A, 2, dims, data, 8);
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "unknown type", "unknown type");
+        n = make_idx(file, 0x08, 0, dims, data, 8);
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "ndim 0", "ndim=0");
+        n = make_idx(file, 0x08, 9, dims, data, 8);
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "ndim 9", "ndim=9");
+        n = make_idx(file, 0x08, 2, dims, data, 8);
+        write_file(p, file, 6, gz);
+        expect_fail_msg(p, TG_EFORMAT, "truncated dims", "truncated dimensions");
+        write_file(p, file, 2, gz);
+        expect_fail_msg(p, TG_EFORMAT, "truncated magic", "truncated header");
+        write_file(p, file, 0, gz);
+        expect_fail_msg(p, TG_EFORMAT, "empty file", "truncated header");
+    }
+}
+
+Test(data, idx_truncated_trailing_overflow_rejected)
+{
+    char p[256];
+    uint8_t file[128], data[12] = {0};
+    uint32_t dims[8] = {3, 4};
+    for (int gz = 0; gz < 2; gz++) {
+        size_t n = make_idx(file, 0x08, 2, dims, data, 12);
+        write_file(in_dir(p, "bad"), file, n - 1, gz);
+        expect_fail_msg(p, TG_EFORMAT, "one byte short", "fewer bytes");
+        dims[1] = 3;
+        n = make_idx(file, 0x08, 2, dims, data, 12);   /* 9 bytes claimed, 12 present */
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "trailing garbage", "trailing bytes");
+        dims[1] = 4;
+        /* 8 dims of 2^32-1: the product overflows 64 bits. */
+        uint32_t big[8];
+        for (int i = 0; i < 8; i++) big[i] = 0xFFFFFFFFu;
+        n = make_idx(file, 0x08, 8, big, data, 12);
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "dims overflow", "overflow");
+        /* 2^32-1 f64 elements: no overflow but far more than the file holds. */
+        n = make_idx(file, 0x0E, 1, big, data, 12);
+        write_file(p, file, n, gz);
+        expect_fail_msg(p, TG_EFORMAT, "huge claim", "fewer bytes");
+    }
+}
+
+Test(data, idx_missing_file_and_corrupt_gzip)
+{
+    char p[256];
+    expect_fail_msg(in_dir(p, "does-not-exist.gz"), TG_EIO, "missing file", "cannot open");
+    expect_fail_msg(g_dir, TG_EIO, "a directory", "");
+    /* A long incompressible payload, so the deflate stream has a middle to break. */
+    enum { N = 4096 };
+    uint8_t *file = malloc(N + 16), *gzbytes = malloc(2 * N + 64);
+    uint32_t dims[1] = {N};
+    uint32_t x = 12345;
+    for (int i = 0; i < N; i++) file[8 + i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 24);
+    size_t n = make_idx(file, 0x08, 1, dims, file + 8, N);
+    write_file(in_dir(p, "good.gz"), file, n, true);
+    FILE *f = fopen(p, "rb");
+    size_t gn = fread(gzbytes, 1, 2 * N + 64, f);
+    fclose(f);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_idx_load(&t, p), 0));   /* the intact file loads */
+    tg_tensor_release(t);
+    for (size_t k = 0; k < 8; k++) gzbytes[gn / 2 + k] ^= 0x5A;
+    write_file(p, gzbytes, gn, false);
+    expect_fail_msg(p, TG_EFORMAT, "flipped deflate bytes", "gzip");
+    for (size_t k = 0; k < 8; k++) gzbytes[gn / 2 + k] ^= 0x5A;
+    write_file(p, gzbytes, gn - 4, false);
+    expect_fail_msg(p, TG_EFORMAT, "gzip cut in its trailer", "gzip");
+    write_file(p, gzbytes, gn / 2, false);
+    expect_fail_msg(p, TG_EFORMAT, "gzip cut in the middle", "gzip");
+    free(file);
+    free(gzbytes);
+}
+
+Test(data, idx_null_arguments)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_idx_load(&t, NULL), TG_EINVAL));
+    cr_assert(t == NULL);
+    cr_assert(eq(int, tg_idx_load(NULL, "x"), TG_EINVAL));
+}
+
+/* ---- datasets -------------------------------------------------------------- */
+
+/* n images (1, 2, 2) whose pixels all equal 20 * i + k (k = pixel 0..3) and
+ * labels i % 7. */
+static tg_dataset *make_dataset(int64_t n)
+{
+    uint8_t *px = malloc((size_t)n * 4);
+    int32_t *lab = malloc((size_t)n * sizeof *lab);
+    for (int64_t i = 0; i < n; i++) {
+        for (int k = 0; k < 4; k++) px[i * 4 + k] = (uint8_t)(20 * i + k);
+        lab[i] = (int32_t)(i % 7);
+    }
+    int64_t is[3] = {n, 2, 2}, ls[1] = {n};
+    tg_tensor *img, *l;
+    cr_assert(eq(int, tg_tensor_from_data(&img, TG_U8, 3, is, px), 0));
+    cr_assert(eq(int, tg_tensor_from_data(&l, TG_I32, 1, ls, lab), 0));
+    tg_dataset *ds = NULL;
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, l), 0), "%s", tg_error_message());
+    tg_tensor_release(img);
+    tg_tensor_release(l);
+    free(px);
+    free(lab);
+    return ds;
+}
+
+Test(data, dataset_batch_scales_pixels)
+{
+    tg_dataset *ds = make_dataset(10);
+    int64_t shape[3];
+    tg_dataset_image_shape(ds, shape);
+    cr_assert(eq(i64, shape[0], 1));
+    cr_assert(eq(i64, shape[1], 2));
+    cr_assert(eq(i64, tg_dataset_size(ds), 10));
+    cr_assert(eq(int, tg_dataset_num_classes(ds), 7));
+    cr_assert(eq(str, (char *)tg_dataset_class_name(ds, 3), "3"));
+    cr_assert(tg_dataset_class_name(ds, 7) == NULL);
+    int64_t idx[2] = {9, 2};
+    for (int r = 0; r < 2; r++) {
+        if (r) cr_assert(eq(int, tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT), 0));
+        tg_tensor *x, *y;
+        cr_assert(eq(int, tg_dataset_batch(&x, &y, ds, idx, 2), 0));
+        cr_assert(eq(int, tg_tensor_dtype(x), TG_F32));
+        cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+        cr_assert(eq(int, tg_tensor_ndim(x), 4));
+        cr_assert(eq(i64, tg_tensor_dim(x, 0), 2));
+        cr_assert(eq(i64, tg_tensor_dim(x, 1), 1));
+        const float *dx = tg_tensor_cdata(x);
+        const int64_t *dy = tg_tensor_cdata(y);
+        for (int b = 0; b < 2; b++) {
+            cr_assert(eq(i64, dy[b], idx[b] % 7));
+            for (int k = 0; k < 4; k++) {
+                double p = 20.0 * idx[b] + k;
+                double want = r ? p / 255 : 2 * p / 255 - 1;
+                cr_assert(epsilon_eq(dbl, dx[b * 4 + k], want, 1e-6));
+            }
+        }
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+    }
+    int64_t bad[1] = {10};
+    tg_tensor *x = NULL, *y = NULL;
+    cr_assert(eq(int, tg_dataset_batch(&x, &y, ds, bad, 1), TG_EINVAL));
+    cr_assert(x == NULL && y == NULL);
+    cr_assert(eq(int, tg_dataset_set_pixel_range(ds, (tg_pixel_range)7), TG_EINVAL));
+    tg_dataset_release(ds);
+}
+
+Test(data, dataset_from_tensors_errors)
+{
+    int64_t is[3] = {4, 2, 2}, ls[1] = {4}, ls3[1] = {3};
+    tg_tensor *img, *fimg, *lab, *lab3, *flab;
+    tg_tensor_zeros(&img, TG_U8, 3, is);
+    tg_tensor_zeros(&fimg, TG_F32, 3, is);
+    tg_tensor_zeros(&lab, TG_I64, 1, ls);
+    tg_tensor_zeros(&lab3, TG_I64, 1, ls3);
+    tg_tensor_zeros(&flab, TG_F32, 1, ls);
+    tg_dataset *ds = NULL;
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, fimg, lab), TG_EDTYPE));
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, flab), TG_EDTYPE));
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, lab3), TG_ESHAPE));
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, lab, lab), TG_EDTYPE));
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, NULL, lab), TG_EINVAL));
+    int64_t i0[1] = {0};
+    tg_tensor_set(lab, i0, -1);
+    cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, lab), TG_EINVAL));
+    cr_assert(ds == NULL);
+    tg_tensor_release(img);
+    tg_tensor_release(fimg);
+    tg_tensor_release(lab);
+    tg_tensor_release(lab3);
+    tg_tensor_release(flab);
+}
+
+/* ---- loaders ----------------------------------------------------------------- */
+
+/* The sample behind a batch row: pixel 0 of image i is 20 * i (mod 256), so
+ * with n <= 12 it identifies i. */
+static int64_t sample_of(const float *img)
+{
+    return (int64_t)llround(((double)img[0] + 1) * 127.5) / 20;
+}
+
+/* Runs one epoch from the loader's position, appending sample ids to seen;
+ * returns the number of batches and checks each batch's shape. */
+static int run_epoch(tg_loader *ld, int64_t *seen, int64_t *count, int64_t bs)
+{
+    tg_tensor *x, *y;
+    int batches = 0, rc;
+    while ((rc = tg_loader_next(ld, &x, &y)) == 1) {
+        int64_t b = tg_tensor_dim(x, 0);
+        cr_assert(b >= 1 && b <= bs);
+        cr_assert(eq(i64, tg_tensor_dim(y, 0), b));
+        cr_assert(eq(i64, tg_tensor_dim(x, 2), 2));
+        for (int64_t i = 0; i < b; i++) {
+            int64_t s = sample_of((const float *)tg_tensor_cdata(x) + 4 * i);
+            cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[i], s % 7));
+            seen[(*count)++] = s;
+        }
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+        batches++;
+    }
+    cr_assert(eq(int, rc, 0));
+    return batches;
+}
+
+Test(data, loader_covers_each_sample_once)
+{
+    tg_dataset *ds = make_dataset(10);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 3;
+    o.seed = 7;
+    tg_loader *ld;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
+    cr_assert(eq(i64, tg_loader_num_batches(ld), 4));
+    for (int64_t e = 0; e < 3; e++) {
+        int64_t seen[10], n = 0, hits[10] = {0};
+        cr_assert(eq(int, tg_loader_reset(ld, e), 0));
+        cr_assert(eq(int, run_epoch(ld, seen, &n, 3), 4));
+        cr_assert(eq(i64, n, 10));
+        for (int i = 0; i < 10; i++) hits[seen[i]]++;
+        for (int i = 0; i < 10; i++) cr_assert(eq(i64, hits[i], 1), "epoch %lld", (long long)e);
+    }
+    /* The epoch is over: next keeps returning 0 and leaves the outs alone. */
+    tg_tensor *x = NULL, *y = NULL;
+    cr_assert(eq(int, tg_loader_next(ld, &x, &y), 0));
+    cr_assert(x == NULL && y == NULL);
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+}
+
+static void epoch_order(tg_dataset *ds, const tg_loader_options *o, int64_t epoch, int64_t *seen)
+{
+    tg_loader *ld;
+    int64_t n = 0;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, o), 0));
+    cr_assert(eq(int, tg_loader_reset(ld, epoch), 0));
+    run_epoch(ld, seen, &n, o->batch_size);
+    tg_loader_free(ld);
+}
+
+Test(data, loader_shuffle_is_deterministic)
+{
+    tg_dataset *ds = make_dataset(12);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 5;
+    o.seed = 1234;
+    int64_t a[12], b[12], c[12], d[12], plain[12];
+    epoch_order(ds, &o, 0, a);
+    epoch_order(ds, &o, 0, b);
+    epoch_order(ds, &o, 1, c);
+    o.seed = 1233;   /* seed + epoch is what counts: (1233, 1) is (1234, 0) */
+    epoch_order(ds, &o, 1, d);
+    o.shuffle = false;
+    epoch_order(ds, &o, 3, plain);
+    int same_ab = 0, same_ac = 0, same_ad = 0, moved = 0;
+    for (int i = 0; i < 12; i++) {
+        same_ab += a[i] == b[i];
+        same_ac += a[i] == c[i];
+        same_ad += a[i] == d[i];
+        moved += a[i] != i;
+        cr_assert(eq(i64, plain[i], i));
+    }
+    cr_assert(eq(int, same_ab, 12));
+    cr_assert(eq(int, same_ad, 12));
+    cr_assert(lt(int, same_ac, 12));
+    cr_assert(gt(int, moved, 0));
+    tg_dataset_release(ds);
+}
+
+Test(data, loader_drop_last)
+{
+    tg_dataset *ds = make_dataset(10);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 3;
+    o.drop_last = true;
+    tg_loader *ld;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
+    cr_assert(eq(i64, tg_loader_num_batches(ld), 3));
+    int64_t seen[10], n = 0;
+    cr_assert(eq(int, run_epoch(ld, seen, &n, 3), 3));
+    cr_assert(eq(i64, n, 9));
+    int64_t e, idx;
+    tg_loader_position(ld, &e, &idx);
+    cr_assert(eq(i64, e, 0));
+    cr_assert(eq(i64, idx, 9));
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+}
+
+Test(data, loader_position_resumes_exactly)
+{
+    tg_dataset *ds = make_dataset(12);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 4;
+    o.seed = 99;
+    tg_loader *a, *b;
+    tg_tensor *x, *y, *x2, *y2;
+    cr_assert(eq(int, tg_loader_new(&a, ds, &o), 0));
+    cr_assert(eq(int, tg_loader_new(&b, ds, &o), 0));
+    cr_assert(eq(int, tg_loader_reset(a, 2), 0));
+    cr_assert(eq(int, tg_loader_next(a, &x, &y), 1));
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    int64_t e, idx;
+    tg_loader_position(a, &e, &idx);
+    cr_assert(eq(i64, e, 2));
+    cr_assert(eq(i64, idx, 4));
+    cr_assert(eq(int, tg_loader_set_position(b, e, idx), 0));
+    for (int k = 0; k < 2; k++) {
+        cr_assert(eq(int, tg_loader_next(a, &x, &y), 1));
+        cr_assert(eq(int, tg_loader_next(b, &x2, &y2), 1));
+        cr_assert(eq(int, memcmp(tg_tensor_cdata(x), tg_tensor_cdata(x2), 4 * 4 * 4), 0));
+        cr_assert(eq(int, memcmp(tg_tensor_cdata(y), tg_tensor_cdata(y2), 4 * 8), 0));
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+        tg_tensor_release(x2);
+        tg_tensor_release(y2);
+    }
+    /* Bad positions change nothing. */
+    cr_assert(eq(int, tg_loader_set_position(b, -1, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_loader_set_position(b, 0, 13), TG_EINVAL));
+    tg_loader_position(b, &e, &idx);
+    cr_assert(eq(i64, e, 2));
+    cr_assert(eq(i64, idx, 12));
+    tg_loader_free(a);
+    tg_loader_free(b);
+    tg_dataset_release(ds);
+}
+
+Test(data, loader_errors)
+{
+    tg_dataset *ds = make_dataset(4);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 0;
+    tg_loader *ld = NULL;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), TG_EINVAL));
+    cr_assert(eq(int, tg_loader_new(&ld, NULL, NULL), TG_EINVAL));
+    cr_assert(ld == NULL);
+    cr_assert(eq(int, tg_loader_new(&ld, ds, NULL), 0));   /* defaults: one batch of 4 */
+    cr_assert(eq(i64, tg_loader_num_batches(ld), 1));
+    cr_assert(eq(int, tg_loader_reset(ld, -2), TG_EINVAL));
+    cr_assert(eq(int, tg_loader_next(ld, NULL, NULL), TG_EINVAL));
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+}
+
+/* ---- Fashion-MNIST ----------------------------------------------------------- */
+
+/* A tiny MNIST-named pair in g_dir: n_img images (2, 2), n_lab labels, the
+ * last of them max_label. */
+static void write_mnist(const char *prefix, uint32_t n_img, uint32_t n_lab, uint8_t max_label)
+{
+    char p[256], name[64];
+    uint8_t file[256], data[64];
+    for (int i = 0; i < 64; i++) data[i] = (uint8_t)(i * 5);
+    uint32_t dims[3] = {n_img, 2, 2};
+    size_t n = make_idx(file, 0x08, 3, dims, data, 4 * n_img);
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte.gz", prefix);
+    write_file(in_dir(p, name), file, n, true);
+    for (uint32_t i = 0; i < n_lab; i++) data[i] = i + 1 == n_lab ? max_label : (uint8_t)(i % 10);
+    n = make_idx(file, 0x08, 1, &n_lab, data, n_lab);
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);   /* plain: no .gz */
+    write_file(in_dir(p, name), file, n, false);
+}
+
+Test(data, mnist_files_in_a_dir)
+{
+    write_mnist("train", 5, 5, 9);
+    write_mnist("t10k", 3, 4, 9);
+    tg_dataset *ds = NULL;
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, true), 0), "%s", tg_error_message());
+    cr_assert(eq(i64, tg_dataset_size(ds), 5));
+    cr_assert(eq(str, (char *)tg_dataset_class_name(ds, 1), "Trouser"));
+    tg_dataset_release(ds);
+    ds = NULL;
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, false), TG_EFORMAT));
+    cr_assert(ds == NULL);
+    write_mnist("t10k", 4, 4, 10);
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, false), TG_EFORMAT));
+    char p[256];
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, in_dir(p, "nope"), true), TG_EIO));
+    cr_assert(ds == NULL);
+    cr_assert(eq(str, (char *)tg_fashion_mnist_class_name(9), "Ankle boot"));
+    cr_assert(tg_fashion_mnist_class_name(10) == NULL);
+}
+
+Test(data, fashion_mnist_test_split)
+{
+    struct stat st;
+    if (stat(TG_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", &st) != 0)
+        cr_skip("Fashion-MNIST not installed (apt install dataset-fashion-mnist)");
+    tg_dataset *ds = NULL;
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, NULL, false), 0), "%s", tg_error_message());
+    cr_assert(eq(i64, tg_dataset_size(ds), 10000));
+    cr_assert(eq(int, tg_dataset_num_classes(ds), 10));
+    int64_t shape[3];
+    tg_dataset_image_shape(ds, shape);
+    cr_assert(eq(i64, shape[0], 1));
+    cr_assert(eq(i64, shape[1], 28));
+    cr_assert(eq(i64, shape[2], 28));
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 1000;
+    tg_loader *ld;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
+    tg_tensor *x, *y;
+    int64_t per_class[10] = {0};
+    float lo = 0, hi = 0;
+    while (tg_loader_next(ld, &x, &y) == 1) {
+        const float *dx = tg_tensor_cdata(x);
+        const int64_t *dy = tg_tensor_cdata(y);
+        for (int64_t i = 0; i < tg_tensor_numel(x); i++) {
+            lo = dx[i] < lo ? dx[i] : lo;
+            hi = dx[i] > hi ? dx[i] : hi;
+        }
+        for (int64_t i = 0; i < tg_tensor_dim(y, 0); i++) {
+            cr_assert(dy[i] >= 0 && dy[i] <= 9);
+            per_class[dy[i]]++;
+        }
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+    }
+    /* The test split is balanced: 1000 of each class. */
+    for (int c = 0; c < 10; c++) cr_assert(eq(i64, per_class[c], 1000));
+    cr_assert(eq(flt, lo, -1.0f));
+    cr_assert(eq(flt, hi, 1.0f));
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+}
