@@ -38,6 +38,7 @@
 #include "tapegrad/safetensors.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
+#include "tapegrad/nn.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -1,0 +1,190 @@
+/* tapegrad/nn.h - neural-network modules with PyTorch's names and layouts.
+ *
+ * A module is an opaque refcounted object with a vtable (forward, train/eval
+ * hook, release of its private state), named children, named parameters
+ * (leaf tensors with requires_grad) and named buffers (running statistics).
+ *
+ *   tg_module *seq, *lin, *act;
+ *   tg_rng rng; tg_rng_init(&rng, 0);
+ *   tg_nn_sequential_new(&seq);
+ *   tg_nn_linear_new(&lin, 4, 3, true, &rng);
+ *   tg_nn_sequential_append(seq, lin);                 // steals lin: "0"
+ *   tg_nn_activation_new(&act, TG_ACT_RELU, 0);
+ *   tg_nn_sequential_append(seq, act);                 // "1"
+ *   tg_module_forward(seq, &y, x);                     // y = relu(x W^T + b)
+ *   // state dict keys: "0.weight" (3, 4), "0.bias" (3)
+ *
+ * Names.  Children of a Sequential are "0", "1", ...; a child added with
+ * tg_module_add_child(parent, "net", child) contributes "net.<its names>".
+ * The state dict order is PyTorch's: each module's parameters, then its
+ * buffers, in registration order, then its children depth-first in insertion
+ * order.  BatchNorm has weight, bias, running_mean, running_var,
+ * num_batches_tracked (an i64 0-d tensor).
+ *
+ * Layouts and initialisation follow torch.nn: Linear weight (out, in);
+ * ConvNd weight (C_out, C_in/groups, K...); ConvTransposeNd weight
+ * (C_in, C_out/groups, K...).  Weights and biases are drawn from
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform with a = sqrt(5)), with
+ * fan_in = weight.shape[1] * prod(K) as torch computes it, i.e. C_in/groups *
+ * prod(K) for Conv and C_out/groups * prod(K) for ConvTranspose.  Parameters
+ * are f32; tg_module_to_dtype() converts a whole module.
+ *
+ * Refcounts: constructors return a new reference in *out;
+ * tg_module_retain() returns its argument; tg_module_release(NULL) does
+ * nothing.  Functions that take a child steal it, also on error (it is then
+ * released).  Tensors returned by lookups are borrowed from the module.
+ */
+#ifndef TAPEGRAD_NN_H
+#define TAPEGRAD_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/conv.h"
+#include "tapegrad/export.h"
+#include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_module tg_module;
+
+/* Longest dotted state name (including the NUL). */
+#define TG_MODULE_NAME_MAX 256
+
+/* ---- custom modules ---- */
+
+typedef struct tg_module_vtable {
+    const char *type_name;   /* "Linear", "Sequential", ... */
+    /* *y receives a new reference; x is borrowed.  NULL: forward is
+     * TG_EUNSUPPORTED (a pure container). */
+    int (*forward)(tg_module *m, tg_tensor **y, tg_tensor *x);
+    /* Called after m's training flag changed (optional). */
+    void (*train)(tg_module *m, bool training);
+    /* Frees the private state (optional). */
+    void (*release)(void *state);
+} tg_module_vtable;
+
+/* A module with no parameters or children, in training mode.  vt is borrowed
+ * and must outlive the module; state is owned by the module (vt->release). */
+TG_API int tg_module_new(tg_module **out, const tg_module_vtable *vt, void *state);
+/* The private state given to tg_module_new (borrowed). */
+TG_API void *tg_module_state(const tg_module *m);
+TG_API const char *tg_module_type_name(const tg_module *m);
+
+TG_API tg_module *tg_module_retain(tg_module *m);
+TG_API void tg_module_release(tg_module *m);
+
+/* Registers a parameter (steals t; it becomes requires_grad) or a buffer
+ * (steals t).  Names are non-empty, without '.', unique among m's
+ * parameters, buffers and children: TG_EINVAL otherwise (t is released). */
+TG_API int tg_module_add_parameter(tg_module *m, const char *name, tg_tensor *t);
+TG_API int tg_module_add_buffer(tg_module *m, const char *name, tg_tensor *t);
+/* Adds child under name (steals child, also on error). */
+TG_API int tg_module_add_child(tg_module *parent, const char *name, tg_module *child);
+/* Borrowed direct child, or NULL. */
+TG_API tg_module *tg_module_child(const tg_module *m, const char *name);
+TG_API int tg_module_child_count(const tg_module *m);
+/* Borrowed i-th direct child in insertion order, or NULL. */
+TG_API tg_module *tg_module_child_at(const tg_module *m, int i);
+/* The parameter or buffer with the dotted name ("net.0.weight"), borrowed,
+ * or NULL. */
+TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
+
+/* ---- running ---- */
+
+/* *y is a new reference.  On error *y is untouched. */
+TG_API int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
+/* Sets the training flag of m and every descendant (eval: training=false). */
+TG_API void tg_module_train(tg_module *m, bool training);
+TG_API bool tg_module_is_training(const tg_module *m);
+/* Clears the .grad of every parameter (set_to_none). */
+TG_API void tg_module_zero_grad(tg_module *m);
+/* Converts every float parameter and buffer to float dtype dt (parameters
+ * stay leaves requiring grad; their gradients are dropped).  On error
+ * nothing is changed. */
+TG_API int tg_module_to_dtype(tg_module *m, tg_dtype dt);
+
+/* ---- the state dict ---- */
+
+/* Number of state entries (parameters and buffers) of m and its descendants. */
+TG_API int tg_module_state_count(const tg_module *m);
+/* The i-th entry in state-dict order: its dotted name (copied into name, of
+ * cap bytes), the tensor (borrowed) and whether it is a parameter.  Any of
+ * name/t/is_param may be NULL.  TG_EINVAL when i is out of range or the name
+ * does not fit. */
+TG_API int tg_module_state_at(const tg_module *m, int i, char *name, size_t cap,
+                              tg_tensor **t, bool *is_param);
+/* Calls fn for every entry in state-dict order; stops at (and returns) the
+ * first negative status fn returns.  Names are valid during the call. */
+typedef int (*tg_module_state_fn)(const char *name, tg_tensor *t, bool is_param, void *user);
+TG_API int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *user);
+/* The parameters in state-dict order: *params is a malloc'd array (free it)
+ * of *n borrowed tensors (NULL when there are none). */
+TG_API int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n);
+TG_API int tg_module_parameter_count(const tg_module *m);
+
+/* Adds every entry to f under "<prefix>.<name>" (prefix NULL or "": just the
+ * name; a prefix ending in '.' is used as is).  Tensors are retained by f,
+ * not copied: save the file before changing the module. */
+TG_API int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const char *prefix);
+/* Copies f's tensors into m's parameters and buffers.  Every entry must have
+ * the exact shape and dtype of the module's tensor: a mismatch is TG_ESHAPE
+ * or TG_EDTYPE naming the key (no implicit conversion: convert the module
+ * with tg_module_to_dtype first).  strict: a module entry missing from f is
+ * TG_ENOTFOUND and a key of f under the prefix that the module does not have
+ * is TG_EINVAL; non-strict skips both.  Everything is validated before
+ * anything is copied, so on error the module is unchanged. */
+TG_API int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix,
+                                     bool strict);
+
+/* ---- layers ---- */
+
+/* Linear: y = x W^T + b; W (out_f, in_f), b (out_f). */
+TG_API int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool bias,
+                            tg_rng *rng);
+/* ConvNd, nspatial 1..3: W (c_out, c_in/groups, kernel...), b (c_out).
+ * p may be NULL for the defaults (stride 1, no padding); p->act is applied
+ * after the bias. */
+TG_API int tg_nn_conv_new(tg_module **out, int nspatial, int64_t c_in, int64_t c_out,
+                          const int64_t *kernel, const tg_conv_params *p, bool bias,
+                          tg_rng *rng);
+/* ConvTransposeNd: W (c_in, c_out/groups, kernel...), b (c_out). */
+TG_API int tg_nn_conv_transpose_new(tg_module **out, int nspatial, int64_t c_in,
+                                    int64_t c_out, const int64_t *kernel,
+                                    const tg_conv_params *p, bool bias, tg_rng *rng);
+/* BatchNorm over dim 1.  nspatial 0 or 1: BatchNorm1d on (N, C) or (N, C, L);
+ * 2: BatchNorm2d on (N, C, H, W); 3: BatchNorm3d.  momentum < 0 means
+ * PyTorch's momentum=None (cumulative average).  Without
+ * track_running_stats there are no buffers and batch statistics are always
+ * used. */
+TG_API int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_features,
+                               double eps, double momentum, bool affine,
+                               bool track_running_stats);
+/* Dropout: in training each element is zeroed with probability p and the
+ * rest scaled by 1/(1-p); the mask of the k-th training forward depends only
+ * on (seed, k).  Eval is the identity. */
+TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
+/* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu; TG_ACT_NONE is the
+ * identity. */
+TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope);
+/* nn.Flatten(start_dim, end_dim): PyTorch's defaults are 1, -1. */
+TG_API int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim);
+/* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim). */
+TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape);
+TG_API int tg_nn_sequential_new(tg_module **out);
+/* Appends child (steals it, also on error) under the name "<count>". */
+TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);
+
+/* DCGAN's weights_init: every Linear/Conv/ConvTranspose weight ~ N(mean, std)
+ * (their biases unchanged); every affine BatchNorm weight ~ N(1, std) and
+ * bias = 0.  Modules are visited in state-dict order. */
+TG_API int tg_nn_init_normal(tg_module *m, double mean, double std, tg_rng *rng);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,293 @@
+/* src/nn/module.c - the module object: refcount, registration of parameters,
+ * buffers and children, forward, train/eval, dtype conversion. */
+#include <string.h>
+
+#include "nn/module_internal.h"
+#include "tapegrad/autograd.h"
+
+int tg_module_new(tg_module **out, const tg_module_vtable *vt, void *state)
+{
+    TG_CHECK(out != NULL && vt != NULL, TG_EINVAL, "module_new: out and vt must not be NULL");
+    tg_module *m = tg__calloc(1, sizeof *m);
+    if (!m) return TG_ENOMEM;
+    m->refcount = 1;
+    m->vt = vt;
+    m->state = state;
+    m->training = true;
+    *out = m;
+    return TG_OK;
+}
+
+void *tg_module_state(const tg_module *m) { return m ? m->state : NULL; }
+
+const char *tg_module_type_name(const tg_module *m)
+{
+    return m && m->vt->type_name ? m->vt->type_name : "Module";
+}
+
+tg_module *tg_module_retain(tg_module *m)
+{
+    if (m) m->refcount++;
+    return m;
+}
+
+void tg_module_release(tg_module *m)
+{
+    if (!m) return;
+    TG_ASSERT(m->refcount > 0);
+    if (--m->refcount > 0) return;
+    for (int i = 0; i < m->n_params; i++) tg_tensor_release(m->params[i].t);
+    for (int i = 0; i < m->n_buffers; i++) tg_tensor_release(m->buffers[i].t);
+    for (int i = 0; i < m->n_children; i++) tg_module_release(m->children[i].m);
+    free(m->params);
+    free(m->buffers);
+    free(m->children);
+    if (m->vt->release) m->vt->release(m->state);
+    free(m);
+}
+
+/* ---- registration ---- */
+
+static bool tg__name_taken(const tg_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return true;
+    for (int i = 0; i < m->n_buffers; i++)
+        if (strcmp(m->buffers[i].name, name) == 0) return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (strcmp(m->children[i].name, name) == 0) return true;
+    return false;
+}
+
+static int tg__check_name(const char *op, const tg_module *m, const char *name)
+{
+    TG_CHECK(m != NULL && name != NULL, TG_EINVAL, "%s: module and name must not be NULL", op);
+    size_t len = strlen(name);
+    TG_CHECK(len > 0 && len < TG__NN_LOCAL_NAME_MAX && !strchr(name, '.'), TG_EINVAL,
+             "%s: name '%s' must be 1..%d characters without '.'", op, name,
+             TG__NN_LOCAL_NAME_MAX - 1);
+    TG_CHECK(!tg__name_taken(m, name), TG_EINVAL,
+             "%s: name '%s' is already used by a parameter, buffer or child", op, name);
+    return TG_OK;
+}
+
+/* Makes room for one more element in *arr (of *cap elements of size sz). */
+static int tg__grow(void **arr, int *cap, int n, size_t sz)
+{
+    if (n < *cap) return TG_OK;
+    int ncap = *cap ? *cap * 2 : 4;
+    void *p = realloc(*arr, (size_t)ncap * sz);
+    if (!p) return tg__error(TG_ENOMEM, "module: out of memory growing a list to %d", ncap);
+    *arr = p;
+    *cap = ncap;
+    return TG_OK;
+}
+
+static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_tensor *t,
+                          bool param)
+{
+    int rc = t ? tg__check_name(op, m, name)
+               : tg__error(TG_EINVAL, "%s: tensor must not be NULL", op);
+    if (rc == TG_OK && param) {
+        TG_ASSERT(tg_tensor_is_leaf(t));
+        rc = tg_tensor_set_requires_grad(t, true);
+    }
+    if (rc == TG_OK) {
+        rc = param ? tg__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params)
+                   : tg__grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers,
+                              sizeof *m->buffers);
+    }
+    if (rc < 0) {
+        tg_tensor_release(t);
+        return rc;
+    }
+    tg__nn_tensor_entry *e = param ? &m->params[m->n_params++] : &m->buffers[m->n_buffers++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->t = t;
+    return TG_OK;
+}
+
+int tg_module_add_parameter(tg_module *m, const char *name, tg_tensor *t)
+{
+    return tg__add_tensor("module_add_parameter", m, name, t, true);
+}
+
+int tg_module_add_buffer(tg_module *m, const char *name, tg_tensor *t)
+{
+    return tg__add_tensor("module_add_buffer", m, name, t, false);
+}
+
+int tg_module_add_child(tg_module *parent, const char *name, tg_module *child)
+{
+    int rc = child ? tg__check_name("module_add_child", parent, name)
+                   : tg__error(TG_EINVAL, "module_add_child: child must not be NULL");
+    if (rc == TG_OK && child == parent)
+        rc = tg__error(TG_EINVAL, "module_add_child: a module cannot be its own child");
+    if (rc == TG_OK)
+        rc = tg__grow((void **)&parent->children, &parent->cap_children, parent->n_children,
+                      sizeof *parent->children);
+    if (rc < 0) {
+        tg_module_release(child);
+        return rc;
+    }
+    tg__nn_child_entry *e = &parent->children[parent->n_children++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->m = child;
+    return TG_OK;
+}
+
+int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64_t *shape,
+                           tg_tensor **borrowed)
+{
+    tg_tensor *t = NULL;
+    TG_TRY(tg_tensor_zeros(&t, TG_F32, ndim, shape));
+    TG_TRY(tg_module_add_parameter(m, name, t));
+    if (borrowed) *borrowed = t;
+    return TG_OK;
+}
+
+/* ---- lookup ---- */
+
+tg_module *tg_module_child(const tg_module *m, const char *name)
+{
+    if (!m || !name) return NULL;
+    for (int i = 0; i < m->n_children; i++)
+        if (strcmp(m->children[i].name, name) == 0) return m->children[i].m;
+    return NULL;
+}
+
+int tg_module_child_count(const tg_module *m) { return m ? m->n_children : 0; }
+
+tg_module *tg_module_child_at(const tg_module *m, int i)
+{
+    return m && i >= 0 && i < m->n_children ? m->children[i].m : NULL;
+}
+
+tg_tensor *tg__module_local(const tg_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return m->params[i].t;
+    for (int i = 0; i < m->n_buffers; i++)
+        if (strcmp(m->buffers[i].name, name) == 0) return m->buffers[i].t;
+    return NULL;
+}
+
+tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name)
+{
+    if (!m || !dotted_name) return NULL;
+    const char *dot;
+    while ((dot = strchr(dotted_name, '.')) != NULL) {
+        size_t len = (size_t)(dot - dotted_name);
+        const tg_module *next = NULL;
+        for (int i = 0; i < m->n_children && !next; i++)
+            if (strlen(m->children[i].name) == len &&
+                memcmp(m->children[i].name, dotted_name, len) == 0)
+                next = m->children[i].m;
+        if (!next) return NULL;
+        m = next;
+        dotted_name = dot + 1;
+    }
+    return tg__module_local(m, dotted_name);
+}
+
+int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void *user)
+{
+    TG_TRY(visit(m, user));
+    for (int i = 0; i < m->n_children; i++) TG_TRY(tg__module_visit(m->children[i].m, visit, user));
+    return TG_OK;
+}
+
+/* ---- running ---- */
+
+int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    TG_CHECK(m != NULL && y != NULL && x != NULL, TG_EINVAL,
+             "module_forward: m, y and x must not be NULL");
+    TG_CHECK(m->vt->forward != NULL, TG_EUNSUPPORTED,
+             "module_forward: %s has no forward (a container: call its children)",
+             tg_module_type_name(m));
+    tg_tensor *r = NULL;
+    TG_TRY(m->vt->forward(m, &r, x));
+    *y = r;
+    return TG_OK;
+}
+
+void tg_module_train(tg_module *m, bool training)
+{
+    if (!m) return;
+    m->training = training;
+    if (m->vt->train) m->vt->train(m, training);
+    for (int i = 0; i < m->n_children; i++) tg_module_train(m->children[i].m, training);
+}
+
+bool tg_module_is_training(const tg_module *m) { return m && m->training; }
+
+static int tg__zero_grad_visit(tg_module *m, void *user)
+{
+    (void)user;
+    for (int i = 0; i < m->n_params; i++) tg_tensor_zero_grad(m->params[i].t);
+    return TG_OK;
+}
+
+void tg_module_zero_grad(tg_module *m)
+{
+    if (m) tg__module_visit(m, tg__zero_grad_visit, NULL);
+}
+
+/* ---- dtype conversion: convert everything into a side list, then swap ---- */
+
+typedef struct tg__convert {
+    tg_dtype dt;
+    int n, cap;
+    tg_tensor **fresh;           /* converted tensors, in visit order (owned) */
+    tg_tensor ***slots;          /* the entry each one replaces */
+} tg__convert;
+
+static int tg__convert_one(tg__convert *c, tg_tensor **slot, bool param)
+{
+    if (!tg_dtype_is_float(tg_tensor_dtype(*slot)) || tg_tensor_dtype(*slot) == c->dt)
+        return TG_OK;
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 8;
+        tg_tensor **f = realloc(c->fresh, (size_t)cap * sizeof *f);
+        if (f) c->fresh = f;
+        tg_tensor ***s = f ? realloc(c->slots, (size_t)cap * sizeof *s) : NULL;
+        if (!s) return tg__error(TG_ENOMEM, "module_to_dtype: out of memory");
+        c->slots = s;
+        c->cap = cap;
+    }
+    tg_tensor *t = NULL;
+    TG_TRY(tg_tensor_to_dtype(&t, *slot, c->dt));
+    if (param) tg_tensor_set_requires_grad(t, true);
+    c->fresh[c->n] = t;
+    c->slots[c->n++] = slot;
+    return TG_OK;
+}
+
+static int tg__convert_visit(tg_module *m, void *user)
+{
+    tg__convert *c = user;
+    for (int i = 0; i < m->n_params; i++) TG_TRY(tg__convert_one(c, &m->params[i].t, true));
+    for (int i = 0; i < m->n_buffers; i++) TG_TRY(tg__convert_one(c, &m->buffers[i].t, false));
+    return TG_OK;
+}
+
+int tg_module_to_dtype(tg_module *m, tg_dtype dt)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "module_to_dtype: m must not be NULL");
+    TG_CHECK(tg_dtype_is_float(dt), TG_EDTYPE, "module_to_dtype: dtype %s must be a float dtype",
+             tg_dtype_name(dt));
+    tg__convert c = {.dt = dt};
+    int rc = tg__module_visit(m, tg__convert_visit, &c);
+    for (int i = 0; i < c.n; i++) {
+        if (rc < 0) {
+            tg_tensor_release(c.fresh[i]);
+        } else {
+            tg_tensor_release(*c.slots[i]);
+            *c.slots[i] = c.fresh[i];
+        }
+    }
+    free(c.fresh);
+    free(c.slots);
+    return rc;
+}

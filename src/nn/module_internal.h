@@ -1,0 +1,49 @@
+/* src/nn/module_internal.h - the module struct shared by src/nn's files. */
+#ifndef TAPEGRAD_NN_MODULE_INTERNAL_H
+#define TAPEGRAD_NN_MODULE_INTERNAL_H
+
+#include "internal.h"
+#include "tapegrad/nn.h"
+
+#define TG__NN_LOCAL_NAME_MAX 64
+
+typedef struct tg__nn_tensor_entry {
+    char name[TG__NN_LOCAL_NAME_MAX];
+    tg_tensor *t;                      /* owned */
+} tg__nn_tensor_entry;
+
+typedef struct tg__nn_child_entry {
+    char name[TG__NN_LOCAL_NAME_MAX];
+    tg_module *m;                      /* owned */
+} tg__nn_child_entry;
+
+struct tg_module {
+    int refcount;
+    const tg_module_vtable *vt;        /* borrowed, static */
+    void *state;                       /* owned, freed by vt->release */
+    bool training;
+    int n_params, n_buffers, n_children;
+    int cap_params, cap_buffers, cap_children;
+    tg__nn_tensor_entry *params;
+    tg__nn_tensor_entry *buffers;
+    tg__nn_child_entry *children;
+};
+
+/* The parameter/buffer named name of m itself (borrowed), or NULL. */
+tg_tensor *tg__module_local(const tg_module *m, const char *name);
+/* Calls visit(m, user) for m and every descendant, pre-order, children in
+ * insertion order (state-dict order); stops at the first negative status. */
+int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void *user);
+
+/* Fills w (and b, when not NULL) with U(-1/sqrt(fan_in), 1/sqrt(fan_in)):
+ * torch's kaiming_uniform_(a=sqrt(5)) and its bias rule. */
+int tg__nn_init_uniform_fan_in(tg_tensor *w, tg_tensor *b, int64_t fan_in, tg_rng *rng);
+/* A new zero-filled f32 tensor registered as parameter/buffer `name`. */
+int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64_t *shape,
+                           tg_tensor **borrowed);
+
+/* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
+extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,
+    tg__nn_batchnorm_vt;
+
+#endif

@@ -1,0 +1,195 @@
+/* src/nn/module_simple.c - parameter-free modules: Dropout, activations,
+ * Flatten and Unflatten. */
+#include <math.h>
+#include <string.h>
+
+#include "nn/module_internal.h"
+#include "tapegrad/ops.h"
+
+/* ---- Dropout ---- */
+
+typedef struct tg__dropout_state {
+    double p;
+    uint64_t seed;
+    uint64_t calls;    /* training forwards so far: call k uses counter block k << 40 */
+} tg__dropout_state;
+
+/* mask = (u >= p) / (1 - p) for u ~ U[0, 1), in x's dtype and shape. */
+static int tg__dropout_mask(tg_tensor **mask, const tg_tensor *x, tg__dropout_state *s)
+{
+    tg_tensor *m = NULL;
+    TG_TRY(tg_tensor_zeros(&m, tg_tensor_dtype(x), tg_tensor_ndim(x), tg_tensor_shape(x)));
+    /* Each call owns a disjoint range of 2^40 Philox blocks, so mask k
+     * depends only on (seed, k), whatever the sizes of earlier calls. */
+    tg_rng rng = {.seed = s->seed, .counter = s->calls << 40};
+    int rc = tg_tensor_rand_uniform(m, &rng, 0.0, 1.0);
+    if (rc < 0) {
+        tg_tensor_release(m);
+        return rc;
+    }
+    tg_dtype dt = tg_tensor_dtype(m);
+    void *d = tg_tensor_data(m);
+    double scale = s->p < 1.0 ? 1.0 / (1.0 - s->p) : 0.0;
+    for (int64_t i = 0, n = tg_tensor_numel(m); i < n; i++)
+        tg_dtype_store(dt, d, i, tg_dtype_load(dt, d, i) < s->p ? 0.0 : scale);
+    s->calls++;
+    *mask = m;
+    return TG_OK;
+}
+
+static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    tg__dropout_state *s = m->state;
+    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(x)), TG_EDTYPE,
+             "dropout: input has dtype %s; float dtypes only", tg_dtype_name(tg_tensor_dtype(x)));
+    if (!m->training || s->p == 0.0) {
+        *y = tg_tensor_retain(x);
+        return TG_OK;
+    }
+    tg_tensor *mask = NULL;
+    TG_TRY(tg__dropout_mask(&mask, x, s));
+    int rc = tg_mul(y, x, mask);
+    tg_tensor_release(mask);
+    return rc;
+}
+
+static const tg_module_vtable tg__nn_dropout_vt = {
+    .type_name = "Dropout", .forward = tg__dropout_forward, .release = free};
+
+int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_new: out must not be NULL");
+    TG_CHECK(p >= 0.0 && p <= 1.0, TG_EINVAL, "nn_dropout_new: p=%g must be in [0, 1]", p);
+    tg__dropout_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = (tg__dropout_state){.p = p, .seed = seed, .calls = 0};
+    int rc = tg_module_new(out, &tg__nn_dropout_vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+/* ---- activations ---- */
+
+typedef struct tg__act_state {
+    tg_activation act;
+    double slope;
+} tg__act_state;
+
+static int tg__act_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__act_state *s = m->state;
+    switch (s->act) {
+    case TG_ACT_RELU: return tg_relu(y, x);
+    case TG_ACT_LEAKY_RELU: return tg_leaky_relu(y, x, s->slope);
+    case TG_ACT_TANH: return tg_tanh(y, x);
+    case TG_ACT_SIGMOID: return tg_sigmoid(y, x);
+    case TG_ACT_SILU: return tg_silu(y, x);
+    case TG_ACT_GELU: return tg_gelu(y, x);
+    default: *y = tg_tensor_retain(x); return TG_OK;
+    }
+}
+
+static const tg_module_vtable tg__nn_act_vt = {
+    .type_name = "Activation", .forward = tg__act_forward, .release = free};
+
+int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_activation_new: out must not be NULL");
+    TG_CHECK((int)act >= 0 && act < TG_ACT_COUNT, TG_EINVAL,
+             "nn_activation_new: act=%d is not a tg_activation", (int)act);
+    TG_CHECK(isfinite(slope), TG_EINVAL, "nn_activation_new: slope=%g must be finite", slope);
+    tg__act_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = (tg__act_state){act, slope};
+    int rc = tg_module_new(out, &tg__nn_act_vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+/* ---- Flatten / Unflatten ---- */
+
+typedef struct tg__reshape_state {
+    int dim0, dim1;                 /* Flatten: start, end; Unflatten: dim, ndim */
+    int64_t shape[TG_MAX_DIMS];     /* Unflatten's sizes */
+} tg__reshape_state;
+
+static int tg__flatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__reshape_state *s = m->state;
+    int nd = tg_tensor_ndim(x), lo = s->dim0 < 0 ? s->dim0 + nd : s->dim0;
+    int hi = s->dim1 < 0 ? s->dim1 + nd : s->dim1;
+    if (nd == 0) { lo = hi = 0; }   /* torch flattens a scalar into (1) */
+    TG_CHECK(lo >= 0 && hi < (nd ? nd : 1) && lo <= hi, TG_EINVAL,
+             "flatten: start_dim=%d, end_dim=%d do not fit a %d-d input", s->dim0, s->dim1, nd);
+    const int64_t *xs = tg_tensor_shape(x);
+    int64_t shape[TG_MAX_DIMS], prod = 1;
+    int k = 0;
+    for (int d = 0; d < lo; d++) shape[k++] = xs[d];
+    for (int d = lo; d <= hi && nd; d++) prod *= xs[d];
+    shape[k++] = prod;
+    for (int d = hi + 1; d < nd; d++) shape[k++] = xs[d];
+    return tg_reshape(y, x, k, shape);
+}
+
+static const tg_module_vtable tg__nn_flatten_vt = {
+    .type_name = "Flatten", .forward = tg__flatten_forward, .release = free};
+
+static int tg__reshape_module_new(tg_module **out, const tg_module_vtable *vt,
+                                  const tg__reshape_state *init)
+{
+    tg__reshape_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = *init;
+    int rc = tg_module_new(out, vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_flatten_new: out must not be NULL");
+    TG_CHECK(abs(start_dim) <= TG_MAX_DIMS && abs(end_dim) <= TG_MAX_DIMS, TG_EINVAL,
+             "nn_flatten_new: start_dim=%d, end_dim=%d must be within +-%d", start_dim, end_dim,
+             TG_MAX_DIMS);
+    tg__reshape_state s = {.dim0 = start_dim, .dim1 = end_dim};
+    return tg__reshape_module_new(out, &tg__nn_flatten_vt, &s);
+}
+
+static int tg__unflatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__reshape_state *s = m->state;
+    int nd = tg_tensor_ndim(x), dim = s->dim0 < 0 ? s->dim0 + nd : s->dim0;
+    TG_CHECK(dim >= 0 && dim < nd, TG_EINVAL, "unflatten: dim=%d does not fit a %d-d input",
+             s->dim0, nd);
+    TG_CHECK(nd - 1 + s->dim1 <= TG_MAX_DIMS, TG_ESHAPE,
+             "unflatten: the result would have more than %d dims", TG_MAX_DIMS);
+    const int64_t *xs = tg_tensor_shape(x);
+    int64_t shape[TG_MAX_DIMS], prod = 1;
+    int k = 0;
+    for (int d = 0; d < dim; d++) shape[k++] = xs[d];
+    for (int i = 0; i < s->dim1; i++) prod *= (shape[k++] = s->shape[i]);
+    for (int d = dim + 1; d < nd; d++) shape[k++] = xs[d];
+    TG_CHECK(prod == xs[dim], TG_ESHAPE,
+             "unflatten: dim %d has extent %lld, not the product %lld of the sizes", dim,
+             (long long)xs[dim], (long long)prod);
+    return tg_reshape(y, x, k, shape);
+}
+
+static const tg_module_vtable tg__nn_unflatten_vt = {
+    .type_name = "Unflatten", .forward = tg__unflatten_forward, .release = free};
+
+int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape)
+{
+    TG_CHECK(out != NULL && shape != NULL, TG_EINVAL,
+             "nn_unflatten_new: out and shape must not be NULL");
+    TG_CHECK(ndim >= 1 && ndim <= TG_MAX_DIMS, TG_EINVAL,
+             "nn_unflatten_new: ndim=%d must be in 1..%d", ndim, TG_MAX_DIMS);
+    TG_CHECK(abs(dim) <= TG_MAX_DIMS, TG_EINVAL, "nn_unflatten_new: dim=%d is out of range", dim);
+    tg__reshape_state s = {.dim0 = dim, .dim1 = ndim};
+    for (int i = 0; i < ndim; i++) {
+        TG_CHECK(shape[i] >= 1, TG_EINVAL, "nn_unflatten_new: shape[%d]=%lld must be >= 1", i,
+                 (long long)shape[i]);
+        s.shape[i] = shape[i];
+    }
+    return tg__reshape_module_new(out, &tg__nn_unflatten_vt, &s);
+}

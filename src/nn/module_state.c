@@ -1,0 +1,260 @@
+/* src/nn/module_state.c - the state dict: walking parameters and buffers with
+ * their dotted names in PyTorch's order, saving to and loading from a
+ * safetensors set. */
+#include <string.h>
+
+#include "nn/module_internal.h"
+#include "tapegrad/autograd.h"
+
+/* ---- the walk ---- */
+
+typedef struct tg__walk {
+    tg_module_state_fn fn;
+    void *user;
+    char name[TG_MODULE_NAME_MAX];   /* prefix + the current path */
+} tg__walk;
+
+/* Writes s (+ suffix) at w->name + len; TG_EINVAL if the name does not fit. */
+static int tg__walk_name(tg__walk *w, size_t len, const char *s, const char *suffix,
+                         size_t *newlen)
+{
+    int k = snprintf(w->name + len, sizeof w->name - len, "%s%s", s, suffix);
+    TG_CHECK(k >= 0 && (size_t)k < sizeof w->name - len, TG_EINVAL,
+             "module state: name '%.*s%s%s' is longer than %d characters", (int)len, w->name, s,
+             suffix, TG_MODULE_NAME_MAX - 1);
+    *newlen = len + (size_t)k;
+    return TG_OK;
+}
+
+/* Per module: parameters, then buffers, then each child depth-first
+ * (torch.nn.Module.state_dict's order). */
+static int tg__walk_rec(const tg_module *m, tg__walk *w, size_t len)
+{
+    size_t nl;
+    for (int i = 0; i < m->n_params; i++) {
+        TG_TRY(tg__walk_name(w, len, m->params[i].name, "", &nl));
+        TG_TRY(w->fn(w->name, m->params[i].t, true, w->user));
+    }
+    for (int i = 0; i < m->n_buffers; i++) {
+        TG_TRY(tg__walk_name(w, len, m->buffers[i].name, "", &nl));
+        TG_TRY(w->fn(w->name, m->buffers[i].t, false, w->user));
+    }
+    for (int i = 0; i < m->n_children; i++) {
+        TG_TRY(tg__walk_name(w, len, m->children[i].name, ".", &nl));
+        TG_TRY(tg__walk_rec(m->children[i].m, w, nl));
+    }
+    w->name[len] = '\0';
+    return TG_OK;
+}
+
+/* Walks m with every name preceded by prefix ("" / NULL: none; a '.' is
+ * added unless prefix already ends with one). */
+static int tg__walk_prefixed(const tg_module *m, const char *prefix, tg_module_state_fn fn,
+                             void *user)
+{
+    tg__walk w = {.fn = fn, .user = user};
+    size_t len = 0;
+    if (prefix && prefix[0]) {
+        bool dot = prefix[strlen(prefix) - 1] == '.';
+        TG_TRY(tg__walk_name(&w, 0, prefix, dot ? "" : ".", &len));
+    }
+    return tg__walk_rec(m, &w, len);
+}
+
+int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *user)
+{
+    TG_CHECK(m != NULL && fn != NULL, TG_EINVAL, "module_foreach_state: m and fn must not be NULL");
+    return tg__walk_prefixed(m, NULL, fn, user);
+}
+
+typedef struct tg__count {
+    int n, np;
+} tg__count;
+
+static int tg__count_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    (void)name;
+    (void)t;
+    tg__count *c = user;
+    c->n++;
+    c->np += is_param;
+    return TG_OK;
+}
+
+int tg_module_state_count(const tg_module *m)
+{
+    tg__count c = {0, 0};
+    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &c);
+    return c.n;
+}
+
+int tg_module_parameter_count(const tg_module *m)
+{
+    tg__count c = {0, 0};
+    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &c);
+    return c.np;
+}
+
+typedef struct tg__at {
+    int want, seen;
+    char *name;
+    size_t cap;
+    tg_tensor *t;
+    bool is_param, found;
+} tg__at;
+
+/* Returned by a walk callback to end the walk early (not a tg_status; the
+ * caller looks at its own found flag). */
+#define TG__WALK_STOP (-1000)
+
+static int tg__at_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    tg__at *a = user;
+    if (a->seen++ != a->want) return TG_OK;
+    if (a->name) {
+        TG_CHECK(strlen(name) < a->cap, TG_EINVAL,
+                 "module_state_at: name '%s' does not fit in cap=%zu bytes", name, a->cap);
+        memcpy(a->name, name, strlen(name) + 1);
+    }
+    a->t = t;
+    a->is_param = is_param;
+    a->found = true;
+    return TG__WALK_STOP;
+}
+
+int tg_module_state_at(const tg_module *m, int i, char *name, size_t cap, tg_tensor **t,
+                       bool *is_param)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "module_state_at: m must not be NULL");
+    tg__at a = {.want = i, .name = name, .cap = cap};
+    TG_CHECK(i >= 0, TG_EINVAL, "module_state_at: i=%d must be >= 0", i);
+    int rc = tg__walk_prefixed(m, NULL, tg__at_fn, &a);
+    if (!a.found) {
+        if (rc < 0) return rc;
+        return tg__error(TG_EINVAL, "module_state_at: i=%d must be < %d entries", i, a.seen);
+    }
+    if (t) *t = a.t;
+    if (is_param) *is_param = a.is_param;
+    return TG_OK;
+}
+
+typedef struct tg__plist {
+    tg_tensor **v;
+    int n;
+} tg__plist;
+
+static int tg__plist_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    (void)name;
+    tg__plist *p = user;
+    if (is_param) p->v[p->n++] = t;
+    return TG_OK;
+}
+
+int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n)
+{
+    TG_CHECK(m != NULL && params != NULL && n != NULL, TG_EINVAL,
+             "module_parameters: m, params and n must not be NULL");
+    int np = tg_module_parameter_count(m);
+    tg__plist p = {NULL, 0};
+    if (np > 0) {
+        p.v = tg__malloc(sizeof *p.v * (size_t)np);
+        if (!p.v) return TG_ENOMEM;
+        int rc = tg__walk_prefixed(m, NULL, tg__plist_fn, &p);
+        if (rc < 0) {
+            free(p.v);
+            return rc;
+        }
+    }
+    *params = p.v;
+    *n = p.n;
+    return TG_OK;
+}
+
+/* ---- save ---- */
+
+static int tg__save_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    (void)is_param;
+    return tg_st_set(user, name, t);
+}
+
+int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const char *prefix)
+{
+    TG_CHECK(m != NULL && f != NULL, TG_EINVAL, "state_dict_save: m and f must not be NULL");
+    return tg__walk_prefixed(m, prefix, tg__save_fn, f);
+}
+
+/* ---- load: validate everything, then copy ---- */
+
+typedef struct tg__load {
+    const tg_st_file *f;
+    bool strict, copy;
+    int matched;
+} tg__load;
+
+static int tg__load_check(const char *key, const tg_tensor *dst, const tg_tensor *src)
+{
+    char a[160], b[160];
+    TG_CHECK(tg_tensor_dtype(src) == tg_tensor_dtype(dst), TG_EDTYPE,
+             "load_state_dict: '%s' has dtype %s in the file but %s in the module "
+             "(no implicit conversion; use tg_module_to_dtype)",
+             key, tg_dtype_name(tg_tensor_dtype(src)), tg_dtype_name(tg_tensor_dtype(dst)));
+    TG_CHECK(tg_tensor_same_shape(src, dst), TG_ESHAPE,
+             "load_state_dict: '%s' has shape %s in the file but %s in the module", key,
+             tg_shape_str(a, sizeof a, tg_tensor_ndim(src), tg_tensor_shape(src)),
+             tg_shape_str(b, sizeof b, tg_tensor_ndim(dst), tg_tensor_shape(dst)));
+    return TG_OK;
+}
+
+static int tg__load_fn(const char *key, tg_tensor *dst, bool is_param, void *user)
+{
+    (void)is_param;
+    tg__load *l = user;
+    tg_tensor *src = tg_st_get(l->f, key);
+    if (!src) {
+        TG_CHECK(!l->strict, TG_ENOTFOUND, "load_state_dict: missing key '%s' (strict)", key);
+        return TG_OK;
+    }
+    if (!l->copy) {
+        l->matched++;
+        return tg__load_check(key, dst, src);
+    }
+    /* Shapes and dtypes are equal (checked in the first pass), so a
+     * contiguous destination takes a straight gather that cannot fail. */
+    if (tg_tensor_is_contiguous(dst)) {
+        tg__gather(src, tg_tensor_dtype(dst), tg_tensor_data(dst));
+        tg_tensor_bump_version(dst);
+        return TG_OK;
+    }
+    return tg_tensor_copy_(dst, src);
+}
+
+/* TG_EINVAL naming the first key of f under prefix that m does not have. */
+static int tg__load_unexpected(const tg_module *m, const tg_st_file *f, const char *prefix)
+{
+    size_t plen = prefix ? strlen(prefix) : 0;
+    bool add_dot = plen > 0 && prefix[plen - 1] != '.';
+    for (int i = 0; i < tg_st_count(f); i++) {
+        const char *key = NULL;
+        tg_tensor *t = NULL;
+        tg_st_at(f, i, &key, &t);
+        if (plen && (strncmp(key, prefix, plen) != 0 || (add_dot && key[plen] != '.')))
+            continue;
+        const char *rest = key + plen + (add_dot ? 1 : 0);
+        TG_CHECK(tg_module_find(m, rest) != NULL, TG_EINVAL,
+                 "load_state_dict: unexpected key '%s' (strict): the module has no such "
+                 "parameter or buffer", key);
+    }
+    return TG_OK;
+}
+
+int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix, bool strict)
+{
+    TG_CHECK(m != NULL && f != NULL, TG_EINVAL, "load_state_dict: m and f must not be NULL");
+    tg__load l = {.f = f, .strict = strict};
+    TG_TRY(tg__walk_prefixed(m, prefix, tg__load_fn, &l));
+    if (strict) TG_TRY(tg__load_unexpected(m, f, prefix));
+    l.copy = true;
+    return tg__walk_prefixed(m, prefix, tg__load_fn, &l);
+}
