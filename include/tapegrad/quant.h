@@ -1,0 +1,186 @@
+/* tapegrad/quant.h - int8 quantization: quantize/dequantize, fake quantization
+ * for quantization-aware training, observers, an int8 GEMM and true integer
+ * ConvNd / ConvTransposeNd / Linear.
+ *
+ * Schemes.  A quantized tensor is a plain u8 or i8 tensor plus its parameters,
+ * which the caller carries:
+ *   per-tensor affine        real = scale * (q - zero_point), q in u8 or i8
+ *   per-channel symmetric    real = scale[c] * q, q in i8 (zero_point 0), c the
+ *                            index along one axis.  For weights that axis is
+ *                            the OUTPUT channel: axis 0 of a Conv/Linear weight
+ *                            (C_out, C_in/groups, K...) / (N, K), and axis 1 of
+ *                            a ConvTranspose weight (C_in, C_out/groups, K...),
+ *                            whose index j in group g is output channel
+ *                            g*(C_out/groups) + j.
+ * Quantizing rounds half to even (q = rint(x / scale) + zero_point) and
+ * saturates at the dtype's range ([0, 255] or [-128, 127]).
+ *
+ * Quantized ops (not differentiable) accumulate u8/i8 x i8 products in i32,
+ * add the bias quantized to i32 at scale x_scale * w_scale[c] (rounded half to
+ * even), and requantize each accumulator to the output's scale with a
+ * fixed-point multiplier: x_scale * w_scale[c] / y_scale = M0 * 2^-s with M0 a
+ * 31-bit integer in [2^30, 2^31); q_y = y_zero_point + round(acc * M0 / 2^s)
+ * where the division ROUNDS HALF TO EVEN (exact on the 64-bit product), then
+ * an optional ReLU (q_y = max(q_y, y_zero_point)) and saturation.  The output
+ * has x's dtype.
+ *
+ * Example (uint8 ConvTranspose2d with per-channel weights):
+ *     tg_tensor *xq, *wq, *y;
+ *     tg_quantize(&xq, x, TG_U8, 0.02, 128);
+ *     tg_quantize_per_channel(&wq, w, 1, c_out, w_scales);   // axis 1: ConvT
+ *     tg_qscales q = {.x_scale = 0.02, .x_zero_point = 128,
+ *                     .n_weight_scales = c_out, .weight_scales = w_scales,
+ *                     .y_scale = 0.05, .y_zero_point = 128};
+ *     tg_quantized_conv_transpose(&y, xq, wq, bias, &p, &q);
+ */
+#ifndef TAPEGRAD_QUANT_H
+#define TAPEGRAD_QUANT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/conv.h"
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- quantize / dequantize ------------------------------------------------ */
+
+/* *out (new reference, contiguous, dtype qdt = TG_U8 or TG_I8) =
+ * clamp(rint(x / scale) + zero_point) for a float x.  scale must be finite and
+ * > 0; zero_point must lie in qdt's range. */
+TG_API int tg_quantize(tg_tensor **out, tg_tensor *x, tg_dtype qdt, double scale,
+                       int32_t zero_point);
+/* Per-channel symmetric i8: *out = clamp(rint(x / scales[c]), -128, 127) with c
+ * the index along `axis` (negative counts from the end); n must equal that
+ * extent.  scales is borrowed. */
+TG_API int tg_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_t n,
+                                   const double *scales);
+/* *out (new reference, f32) = scale * (q - zero_point) for a u8/i8 q. */
+TG_API int tg_dequantize(tg_tensor **out, tg_tensor *q, double scale, int32_t zero_point);
+/* *out (f32) = scales[c] * q for an i8 q, c along axis. */
+TG_API int tg_dequantize_per_channel(tg_tensor **out, tg_tensor *q, int axis, int64_t n,
+                                     const double *scales);
+
+/* Per-output-channel symmetric i8 quantization of a conv weight with n = 1 or
+ * C_out scales: Conv/Linear (transpose false) weight (C_out, C_in/groups, K...)
+ * uses scales[i0]; ConvTranspose weight (C_in, C_out/groups, K...) element
+ * (ci, j, k...) uses scales[g*(C_out/groups) + j] with g = ci / (C_in/groups),
+ * its group.  (tg_quantize_per_channel on axis 1 cannot express groups > 1.) */
+TG_API int tg_quantize_conv_weight(tg_tensor **out, tg_tensor *w, bool transpose,
+                                   int64_t groups, int64_t n, const double *scales);
+TG_API int tg_dequantize_conv_weight(tg_tensor **out, tg_tensor *q, bool transpose,
+                                     int64_t groups, int64_t n, const double *scales);
+
+/* Fake quantization (differentiable): *out = (clamp(rint(x/scale) + zp, qmin, qmax)
+ * - zp) * scale in x's dtype.  Its gradient is straight-through: dx = dy where
+ * qmin <= rint(x/scale) + zp <= qmax, 0 where the value was clamped.
+ * Requires qmin < qmax and qmin <= zero_point <= qmax. */
+TG_API int tg_fake_quantize(tg_tensor **out, tg_tensor *x, double scale, int32_t zero_point,
+                            int32_t quant_min, int32_t quant_max);
+
+/* ---- observers --------------------------------------------------------------
+ * Like PyTorch's MinMaxObserver, MovingAverageMinMaxObserver and
+ * PerChannelMinMaxObserver with reduce_range=False: they track min/max of
+ * what they see and compute (all in f32 arithmetic, as torch does)
+ *   affine:    scale = max((max(hi,0) - min(lo,0)) / (qmax - qmin), eps)
+ *              zero_point = clamp(qmin - rint(min(lo,0) / scale), qmin, qmax)
+ *   symmetric: scale = max(max(-min(lo,0), max(hi,0)) / ((qmax - qmin) / 2), eps)
+ *              zero_point = 0 for i8, 128 for u8
+ * with eps = FLT_EPSILON.  Moving average: lo += c * (batch_lo - lo) (same for
+ * hi) after the first batch, c = averaging_constant (torch: 0.01). */
+typedef enum tg_observer_kind {
+    TG_OBSERVER_MINMAX = 0,
+    TG_OBSERVER_MOVING_AVERAGE,
+    TG_OBSERVER_PER_CHANNEL,
+} tg_observer_kind;
+
+typedef struct tg_observer {
+    tg_observer_kind kind;
+    tg_dtype dtype;          /* TG_U8 or TG_I8 */
+    bool symmetric;
+    int32_t quant_min, quant_max;
+    double averaging_constant;
+    int axis;                /* per-channel only */
+    int64_t n;               /* channels seen (per-channel), 1 otherwise */
+    float *min, *max;        /* owned, n entries; NULL before the first update */
+} tg_observer;
+
+/* Initialises an observer (nothing allocated yet).  Defaults as torch: the
+ * per-tensor observers are u8 affine [0, 255]; the per-channel one is i8
+ * symmetric [-128, 127] along `axis` (torch's default weight observer). */
+TG_API int tg_observer_init(tg_observer *obs, tg_observer_kind kind, tg_dtype dtype,
+                            bool symmetric, int axis);
+/* Updates the statistics with a float tensor (borrowed). */
+TG_API int tg_observer_update(tg_observer *obs, tg_tensor *x);
+/* Per-tensor parameters.  TG_EINVAL before any update or for a per-channel
+ * observer. */
+TG_API int tg_observer_qparams(const tg_observer *obs, double *scale, int32_t *zero_point);
+/* Per-channel parameters into scales[0..n) and zero_points[0..n) (may be NULL). */
+TG_API int tg_observer_channel_qparams(const tg_observer *obs, int64_t n, double *scales,
+                                       int32_t *zero_points);
+/* Frees what the observer owns; it can be initialised again. */
+TG_API void tg_observer_free(tg_observer *obs);
+
+/* ---- int8 GEMM ---------------------------------------------------------------- */
+
+typedef enum tg_int8_kernel {
+    TG_INT8_KERNEL_AUTO = 0,   /* TG_INT8_KERNEL env var, else the best the CPU has */
+    TG_INT8_KERNEL_PORTABLE,
+    TG_INT8_KERNEL_AVX2,
+    TG_INT8_KERNEL_VNNI,       /* AVX-512 VNNI (vpdpbusd) */
+} tg_int8_kernel;
+
+/* True when this CPU (and build) can run kernel k. */
+TG_API bool tg_int8_kernel_available(tg_int8_kernel k);
+/* Forces kernel k for this thread's int8 GEMMs (AUTO restores the default).
+ * TG_EUNSUPPORTED when the CPU lacks it; nothing changes then. */
+TG_API int tg_int8_kernel_set(tg_int8_kernel k);
+/* The kernel this thread's GEMMs use now (never AUTO). */
+TG_API tg_int8_kernel tg_int8_kernel_get(void);
+TG_API const char *tg_int8_kernel_name(tg_int8_kernel k);
+
+/* c (m, n) = a (m, k) * w (n, k)^T, exact in i32: a is u8 (a_signed false) or
+ * i8, w is i8, all row-major contiguous.  Every kernel gives the same
+ * integers (none saturates).  Caller keeps |k| * 255 * 128 below 2^31. */
+TG_API int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int64_t m,
+                        int64_t n, int64_t k);
+
+/* ---- quantized ops -------------------------------------------------------------- */
+
+typedef struct tg_qscales {
+    double x_scale;
+    int32_t x_zero_point;
+    int64_t n_weight_scales;       /* 1 (per tensor) or C_out (per channel) */
+    const double *weight_scales;   /* borrowed */
+    double y_scale;
+    int32_t y_zero_point;
+} tg_qscales;
+
+/* Integer ConvNd / ConvTransposeNd (N = 1, 2, 3) with the float ops' layouts
+ * and rules (tapegrad/conv.h): x u8 or i8 (B, C_in, S...), weight i8 in the
+ * float layout, bias f32 (C_out) or NULL.  p->act must be TG_ACT_NONE or
+ * TG_ACT_RELU; p->algo is ignored.  *out (new reference) has x's dtype. */
+TG_API int tg_quantized_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
+                             const tg_conv_params *p, const tg_qscales *q);
+TG_API int tg_quantized_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor *weight,
+                                       tg_tensor *bias, const tg_conv_params *p,
+                                       const tg_qscales *q);
+/* Integer Linear: x u8/i8 (..., K), weight i8 (N, K), bias f32 (N) or NULL;
+ * *out is (..., N) in x's dtype. */
+TG_API int tg_quantized_linear(tg_tensor **out, tg_tensor *x, tg_tensor *weight,
+                               tg_tensor *bias, const tg_qscales *q, bool relu);
+
+/* The fixed-point form of a real multiplier 0 < m < 2^30: m ~ m0 * 2^-shift
+ * with m0 in [2^30, 2^31) and 0 < shift <= 62 (tiny m lose low bits of m0). */
+TG_API int tg_quant_multiplier(double m, int32_t *m0, int *shift);
+/* round(acc * m0 / 2^shift), half to even, exact. */
+TG_API int64_t tg_quant_requantize(int64_t acc, int32_t m0, int shift);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

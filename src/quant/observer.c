@@ -1,0 +1,150 @@
+/* src/quant/observer.c - min-max, moving-average min-max and per-channel
+ * min-max observers with PyTorch's qparams formulas (see quant.h). */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+int tg_observer_init(tg_observer *obs, tg_observer_kind kind, tg_dtype dtype, bool symmetric,
+                     int axis)
+{
+    TG_CHECK(obs, TG_EINVAL, "observer_init: obs must not be NULL");
+    TG_CHECK(kind >= TG_OBSERVER_MINMAX && kind <= TG_OBSERVER_PER_CHANNEL, TG_EINVAL,
+             "observer_init: kind=%d is not a tg_observer_kind", (int)kind);
+    TG_CHECK(dtype == TG_U8 || dtype == TG_I8, TG_EDTYPE,
+             "observer_init: dtype must be u8 or i8, got %s", tg_dtype_name(dtype));
+    *obs = (tg_observer){.kind = kind, .dtype = dtype, .symmetric = symmetric,
+                         .quant_min = tg__q_min(dtype), .quant_max = tg__q_max(dtype),
+                         .averaging_constant = 0.01, .axis = axis, .n = 1};
+    return TG_OK;
+}
+
+void tg_observer_free(tg_observer *obs)
+{
+    if (!obs) return;
+    free(obs->min);
+    free(obs->max);
+    obs->min = obs->max = NULL;
+}
+
+/* Per-channel min/max of v (numel values, channel c = (i / inner) % n). */
+static void channel_minmax(const float *v, int64_t numel, int64_t inner, int64_t n, float *lo,
+                           float *hi)
+{
+    for (int64_t c = 0; c < n; c++) {
+        lo[c] = INFINITY;
+        hi[c] = -INFINITY;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t c = (i / inner) % n;
+        if (v[i] < lo[c]) lo[c] = v[i];
+        if (v[i] > hi[c]) hi[c] = v[i];
+    }
+}
+
+/* Folds one batch's (lo, hi) into the observer's state. */
+static void fold(tg_observer *obs, const float *lo, const float *hi, bool first)
+{
+    for (int64_t c = 0; c < obs->n; c++) {
+        if (first) {
+            obs->min[c] = lo[c];
+            obs->max[c] = hi[c];
+        } else if (obs->kind == TG_OBSERVER_MOVING_AVERAGE) {
+            const float k = (float)obs->averaging_constant;
+            obs->min[c] = obs->min[c] + k * (lo[c] - obs->min[c]);
+            obs->max[c] = obs->max[c] + k * (hi[c] - obs->max[c]);
+        } else {
+            obs->min[c] = fminf(obs->min[c], lo[c]);
+            obs->max[c] = fmaxf(obs->max[c], hi[c]);
+        }
+    }
+}
+
+int tg_observer_update(tg_observer *obs, tg_tensor *x)
+{
+    TG_CHECK(obs && x, TG_EINVAL, "observer_update: obs and x must not be NULL");
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
+             "observer_update: x must be a float tensor, got %s", tg_dtype_name(x->dtype));
+    const int64_t numel = tg_tensor_numel(x);
+    TG_CHECK(numel > 0, TG_ESHAPE, "observer_update: x must not be empty");
+    int64_t n = 1, inner = 1;
+    if (obs->kind == TG_OBSERVER_PER_CHANNEL) {
+        int a = obs->axis < 0 ? obs->axis + x->ndim : obs->axis;
+        TG_CHECK(a >= 0 && a < x->ndim, TG_EINVAL,
+                 "observer_update: axis=%d is out of range for a %d-D tensor", obs->axis, x->ndim);
+        n = x->shape[a];
+        inner = tg__numel(x->ndim - a - 1, x->shape + a + 1);
+        TG_CHECK(!obs->min || n == obs->n, TG_ESHAPE,
+                 "observer_update: x has %lld channels on axis %d, the observer saw %lld",
+                 (long long)n, a, (long long)obs->n);
+    }
+    const bool first = obs->min == NULL;
+    float *v = tg__malloc((size_t)numel * sizeof *v);
+    float *lo = tg__malloc((size_t)n * sizeof *lo), *hi = tg__malloc((size_t)n * sizeof *hi);
+    float *smin = first ? tg__malloc((size_t)n * sizeof *smin) : obs->min;
+    float *smax = first ? tg__malloc((size_t)n * sizeof *smax) : obs->max;
+    int rc = (v && lo && hi && smin && smax) ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK) {
+        tg__gather(x, TG_F32, v);
+        channel_minmax(v, numel, inner, n, lo, hi);
+        obs->min = smin;
+        obs->max = smax;
+        obs->n = n;
+        fold(obs, lo, hi, first);
+    } else if (first) {
+        free(smin);
+        free(smax);
+    }
+    free(v);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
+/* torch.ao.quantization.observer's _calculate_qparams, in f32. */
+static void qparams(const tg_observer *obs, float lo, float hi, double *scale, int32_t *zp)
+{
+    const float min_neg = fminf(lo, 0.0f), max_pos = fmaxf(hi, 0.0f);
+    const float qrange = (float)(obs->quant_max - obs->quant_min);
+    float s;
+    int32_t z;
+    if (obs->symmetric) {
+        s = fmaxf(-min_neg, max_pos) / (qrange / 2.0f);
+        s = fmaxf(s, FLT_EPSILON);
+        z = obs->dtype == TG_U8 ? 128 : 0;
+    } else {
+        s = (max_pos - min_neg) / qrange;
+        s = fmaxf(s, FLT_EPSILON);
+        z = tg__q_clamp((int64_t)obs->quant_min - (int64_t)rintf(min_neg / s), obs->quant_min,
+                        obs->quant_max);
+    }
+    *scale = s;
+    *zp = z;
+}
+
+int tg_observer_qparams(const tg_observer *obs, double *scale, int32_t *zero_point)
+{
+    TG_CHECK(obs && scale && zero_point, TG_EINVAL,
+             "observer_qparams: obs, scale and zero_point must not be NULL");
+    TG_CHECK(obs->kind != TG_OBSERVER_PER_CHANNEL, TG_EINVAL,
+             "observer_qparams: a per-channel observer: use tg_observer_channel_qparams");
+    TG_CHECK(obs->min != NULL, TG_EINVAL, "observer_qparams: the observer has seen no data");
+    qparams(obs, obs->min[0], obs->max[0], scale, zero_point);
+    return TG_OK;
+}
+
+int tg_observer_channel_qparams(const tg_observer *obs, int64_t n, double *scales,
+                                int32_t *zero_points)
+{
+    TG_CHECK(obs && scales, TG_EINVAL, "observer_channel_qparams: obs and scales must not be NULL");
+    TG_CHECK(obs->min != NULL, TG_EINVAL, "observer_channel_qparams: the observer has seen no data");
+    TG_CHECK(n == obs->n, TG_ESHAPE, "observer_channel_qparams: n=%lld must equal the %lld "
+             "channels observed", (long long)n, (long long)obs->n);
+    for (int64_t c = 0; c < n; c++) {
+        int32_t z;
+        qparams(obs, obs->min[c], obs->max[c], &scales[c], &z);
+        if (zero_points) zero_points[c] = z;
+    }
+    return TG_OK;
+}

@@ -1,0 +1,114 @@
+/* src/quant/qgemm.c - the int8 GEMM c (m, n) = a (m, k) * w (n, k)^T in i32:
+ * the portable kernel, kernel selection and the row-parallel driver.  The
+ * x86 kernels live in qgemm_x86.c. */
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+static const char *const kernel_names[] = {
+    [TG_INT8_KERNEL_AUTO] = "auto",
+    [TG_INT8_KERNEL_PORTABLE] = "portable",
+    [TG_INT8_KERNEL_AVX2] = "avx2",
+    [TG_INT8_KERNEL_VNNI] = "vnni",
+};
+
+const char *tg_int8_kernel_name(tg_int8_kernel k)
+{
+    return (k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_VNNI) ? kernel_names[k] : "?";
+}
+
+bool tg_int8_kernel_available(tg_int8_kernel k)
+{
+    switch (k) {
+    case TG_INT8_KERNEL_PORTABLE: return true;
+    case TG_INT8_KERNEL_AVX2: return tg__q_cpu_has_avx2();
+    case TG_INT8_KERNEL_VNNI: return tg__q_cpu_has_vnni();
+    default: return false;
+    }
+}
+
+/* The per-thread choice set by tg_int8_kernel_set (AUTO: not forced). */
+static _Thread_local tg_int8_kernel forced = TG_INT8_KERNEL_AUTO;
+
+int tg_int8_kernel_set(tg_int8_kernel k)
+{
+    TG_CHECK(k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_VNNI, TG_EINVAL,
+             "int8_kernel_set: k=%d is not a tg_int8_kernel", (int)k);
+    TG_CHECK(k == TG_INT8_KERNEL_AUTO || tg_int8_kernel_available(k), TG_EUNSUPPORTED,
+             "int8_kernel_set: this CPU cannot run the %s kernel", tg_int8_kernel_name(k));
+    forced = k;
+    return TG_OK;
+}
+
+/* AUTO: TG_INT8_KERNEL=portable|avx2|vnni when this CPU has it, else the best. */
+tg_int8_kernel tg_int8_kernel_get(void)
+{
+    if (forced != TG_INT8_KERNEL_AUTO) return forced;
+    const char *env = getenv("TG_INT8_KERNEL");
+    for (int k = TG_INT8_KERNEL_PORTABLE; env && k <= TG_INT8_KERNEL_VNNI; k++)
+        if (strcmp(env, kernel_names[k]) == 0 && tg_int8_kernel_available((tg_int8_kernel)k))
+            return (tg_int8_kernel)k;
+    if (tg__q_cpu_has_vnni()) return TG_INT8_KERNEL_VNNI;
+    if (tg__q_cpu_has_avx2()) return TG_INT8_KERNEL_AVX2;
+    return TG_INT8_KERNEL_PORTABLE;
+}
+
+void tg__q_row_sums(const int8_t *w, int64_t n, int64_t k, int32_t *sums)
+{
+    for (int64_t j = 0; j < n; j++) {
+        int32_t s = 0;
+        for (int64_t t = 0; t < k; t++) s += w[j * k + t];
+        sums[j] = s;
+    }
+}
+
+static void row_portable(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w,
+                         int64_t n, int64_t k)
+{
+    const int8_t *as = (const int8_t *)a;
+    for (int64_t j = 0; j < n; j++) {
+        const int8_t *wj = w + j * k;
+        int32_t s = 0;
+        if (a_signed)
+            for (int64_t t = 0; t < k; t++) s += (int32_t)as[t] * wj[t];
+        else
+            for (int64_t t = 0; t < k; t++) s += (int32_t)a[t] * wj[t];
+        c[j] = s;
+    }
+}
+
+int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int64_t m,
+                 int64_t n, int64_t k)
+{
+    TG_CHECK(m >= 0 && n >= 0 && k >= 0, TG_EINVAL,
+             "int8_gemm: m=%lld, n=%lld, k=%lld must be >= 0", (long long)m, (long long)n,
+             (long long)k);
+    TG_CHECK((c && a && w) || m * n == 0 || k == 0, TG_EINVAL,
+             "int8_gemm: c, a and w must not be NULL");
+    if (m == 0 || n == 0) return TG_OK;
+    if (k == 0) {
+        memset(c, 0, (size_t)(m * n) * sizeof *c);
+        return TG_OK;
+    }
+    const tg_int8_kernel kern = tg_int8_kernel_get();
+    int32_t *wsum = NULL;
+    if (kern == TG_INT8_KERNEL_VNNI && a_signed) {
+        wsum = tg__malloc((size_t)n * sizeof *wsum);
+        if (!wsum) return TG_ENOMEM;
+        tg__q_row_sums(w, n, k, wsum);
+    }
+    const uint8_t *a8 = a;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m * n * k > 65536)
+#endif
+    for (int64_t i = 0; i < m; i++) {
+        if (kern == TG_INT8_KERNEL_VNNI)
+            tg__q_row_vnni(c + i * n, a8 + i * k, a_signed, w, wsum, n, k);
+        else if (kern == TG_INT8_KERNEL_AVX2)
+            tg__q_row_avx2(c + i * n, a8 + i * k, a_signed, w, n, k);
+        else
+            row_portable(c + i * n, a8 + i * k, a_signed, w, n, k);
+    }
+    free(wsum);
+    return TG_OK;
+}

@@ -1,0 +1,141 @@
+/* src/quant/qgemm_x86.c - the AVX2 and AVX-512 VNNI one-row int8 kernels,
+ * compiled with per-function target attributes and chosen at run time.
+ *
+ * Both are exact (no saturating instruction):
+ *  AVX2: bytes are widened to i16 (u8 zero-extended or i8 sign-extended) and
+ *        vpmaddwd sums pairs of i16 products into i32.  (vpmaddubsw is not
+ *        used: its i16 pair sums saturate, e.g. 2 * 255 * -128.)
+ *  VNNI: vpdpbusd multiplies u8 by s8 and adds groups of 4 products into
+ *        i32 without saturation.  For i8 activations a, a + 128 is a u8
+ *        (flip the top bit), and sum a*w = sum (a+128)*w - 128 * sum w, with
+ *        the row sums of w computed once per GEMM.
+ * Tails (k not a multiple of 16 or 64) are summed in scalar code (AVX2) or
+ * with masked loads that read zeros past the end (VNNI).
+ */
+#include "quant/quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+bool tg__q_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
+bool tg__q_cpu_has_vnni(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+__attribute__((target("avx2"))) static inline int32_t hsum256(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+__attribute__((target("avx2"))) static inline __m256i widen(const void *p, bool is_signed)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    return is_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+}
+
+static inline int32_t tail_dot(const uint8_t *a, bool a_signed, const int8_t *w, int64_t t,
+                               int64_t k)
+{
+    int32_t s = 0;
+    for (; t < k; t++) s += (a_signed ? (int32_t)(int8_t)a[t] : (int32_t)a[t]) * w[t];
+    return s;
+}
+
+/* Four rows of w share each 16-byte slice of a. */
+__attribute__((target("avx2"))) void tg__q_row_avx2(int32_t *c, const uint8_t *a, bool a_signed,
+                                                   const int8_t *w, int64_t n, int64_t k)
+{
+    const int64_t k16 = k & ~(int64_t)15;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const int8_t *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+        __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0;
+        for (int64_t t = 0; t < k16; t += 16) {
+            const __m256i av = widen(a + t, a_signed);
+            c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(av, widen(w0 + t, true)));
+            c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(av, widen(w1 + t, true)));
+            c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(av, widen(w2 + t, true)));
+            c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(av, widen(w3 + t, true)));
+        }
+        c[j] = hsum256(c0) + tail_dot(a, a_signed, w0, k16, k);
+        c[j + 1] = hsum256(c1) + tail_dot(a, a_signed, w1, k16, k);
+        c[j + 2] = hsum256(c2) + tail_dot(a, a_signed, w2, k16, k);
+        c[j + 3] = hsum256(c3) + tail_dot(a, a_signed, w3, k16, k);
+    }
+    for (; j < n; j++) {
+        const int8_t *wj = w + j * k;
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t t = 0; t < k16; t += 16)
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(widen(a + t, a_signed), widen(wj + t, true)));
+        c[j] = hsum256(acc) + tail_dot(a, a_signed, wj, k16, k);
+    }
+}
+
+#define VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
+
+/* The 64 bytes of a at t as u8 (top bit flipped for i8), zero past k. */
+VNNI_TARGET static inline __m512i load_a(const uint8_t *a, bool a_signed, int64_t t, int64_t k)
+{
+    const int64_t rem = k - t;
+    const __mmask64 m = rem >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << rem) - 1);
+    __m512i v = _mm512_maskz_loadu_epi8(m, a + t);
+    if (a_signed) v = _mm512_maskz_mov_epi8(m, _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80)));
+    return v;
+}
+
+VNNI_TARGET static inline __m512i load_w(const int8_t *w, int64_t t, int64_t k)
+{
+    const int64_t rem = k - t;
+    const __mmask64 m = rem >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << rem) - 1);
+    return _mm512_maskz_loadu_epi8(m, w + t);
+}
+
+VNNI_TARGET void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w,
+                                const int32_t *wsum, int64_t n, int64_t k)
+{
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const int8_t *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+        __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+        for (int64_t t = 0; t < k; t += 64) {
+            const __m512i av = load_a(a, a_signed, t, k);
+            c0 = _mm512_dpbusd_epi32(c0, av, load_w(w0, t, k));
+            c1 = _mm512_dpbusd_epi32(c1, av, load_w(w1, t, k));
+            c2 = _mm512_dpbusd_epi32(c2, av, load_w(w2, t, k));
+            c3 = _mm512_dpbusd_epi32(c3, av, load_w(w3, t, k));
+        }
+        c[j] = _mm512_reduce_add_epi32(c0) - (a_signed ? 128 * wsum[j] : 0);
+        c[j + 1] = _mm512_reduce_add_epi32(c1) - (a_signed ? 128 * wsum[j + 1] : 0);
+        c[j + 2] = _mm512_reduce_add_epi32(c2) - (a_signed ? 128 * wsum[j + 2] : 0);
+        c[j + 3] = _mm512_reduce_add_epi32(c3) - (a_signed ? 128 * wsum[j + 3] : 0);
+    }
+    for (; j < n; j++) {
+        const int8_t *wj = w + j * k;
+        __m512i acc = _mm512_setzero_si512();
+        for (int64_t t = 0; t < k; t += 64)
+            acc = _mm512_dpbusd_epi32(acc, load_a(a, a_signed, t, k), load_w(wj, t, k));
+        c[j] = _mm512_reduce_add_epi32(acc) - (a_signed ? 128 * wsum[j] : 0);
+    }
+}
+
+#else /* not x86: only the portable kernel exists */
+
+bool tg__q_cpu_has_avx2(void) { return false; }
+bool tg__q_cpu_has_vnni(void) { return false; }
+void tg__q_row_avx2(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w, int64_t n,
+                    int64_t k)
+{
+    TG_ASSERT(!"avx2 kernel called on a non-x86 build");
+}
+void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w,
+                    const int32_t *wsum, int64_t n, int64_t k)
+{
+    TG_ASSERT(!"vnni kernel called on a non-x86 build");
+}
+#endif

@@ -1,0 +1,77 @@
+/* src/quant/quant_internal.h - what the quant files share (prefix tg__q). */
+#ifndef TAPEGRAD_QUANT_INTERNAL_H
+#define TAPEGRAD_QUANT_INTERNAL_H
+
+#include "internal.h"
+#include "tapegrad/quant.h"
+
+/* The range of a quantized dtype: [0, 255] for u8, [-128, 127] for i8. */
+static inline int32_t tg__q_min(tg_dtype dt) { return dt == TG_U8 ? 0 : -128; }
+static inline int32_t tg__q_max(tg_dtype dt) { return dt == TG_U8 ? 255 : 127; }
+static inline int32_t tg__q_clamp(int64_t v, int32_t lo, int32_t hi)
+{
+    return (int32_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+/* Checks a (scale, zero_point) pair for dtype qdt; `op` names the caller. */
+int tg__q_check_affine(const char *op, tg_dtype qdt, double scale, int32_t zero_point);
+/* Checks per-channel scales (finite, > 0) and resolves axis against ndim. */
+int tg__q_check_channels(const char *op, const tg_tensor *t, int *axis, int64_t n,
+                         const double *scales);
+
+/* ---- qgemm.c ---- */
+
+/* Row sums of w (n, k) into sums[0..n). */
+void tg__q_row_sums(const int8_t *w, int64_t n, int64_t k, int32_t *sums);
+
+/* ---- qgemm_x86.c: one-row kernels, c[j] = sum_t a[t] * w[j*k + t] for j < n.
+ * a is u8 (or i8 when a_signed), wsum holds the rows' sums (VNNI uses it for
+ * i8 activations: a*w = (a+128)*w - 128*w). */
+void tg__q_row_avx2(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w, int64_t n,
+                    int64_t k);
+void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w,
+                    const int32_t *wsum, int64_t n, int64_t k);
+bool tg__q_cpu_has_avx2(void);
+bool tg__q_cpu_has_vnni(void);
+
+/* ---- qconv_kernels.c ---- */
+
+/* Requantization of one output channel: the bias at accumulator scale, the
+ * fixed-point multiplier and the output's zero point and range. */
+typedef struct tg__q_requant {
+    int32_t bias;      /* rint(bias / (x_scale * w_scale)), saturated */
+    int32_t m0;
+    int shift;
+    int32_t zp, lo, hi;   /* lo is zp when relu is fused */
+} tg__q_requant;
+
+/* q = clamp(zp + round_half_even((acc + bias) * m0 / 2^shift), lo, hi). */
+static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
+{
+    int64_t s = (int64_t)acc + r->bias;   /* kept in i32 so s * m0 fits in i64 */
+    s = s < INT32_MIN ? INT32_MIN : s > INT32_MAX ? INT32_MAX : s;
+    int64_t v = r->zp + tg_quant_requantize(s, r->m0, r->shift);
+    return tg__q_clamp(v, r->lo, r->hi);
+}
+/* Stores q (already in range) as element i of a u8 or i8 buffer. */
+static inline void tg__q_store(void *dst, tg_dtype dt, int64_t i, int32_t q)
+{
+    if (dt == TG_U8) ((uint8_t *)dst)[i] = (uint8_t)q;
+    else ((int8_t *)dst)[i] = (int8_t)q;
+}
+/* Fills r[0..c_out) from the scales and the f32 bias (may be NULL).
+ * TG_EINVAL naming op when a multiplier is out of range. */
+int tg__q_requant_setup(const char *op, tg__q_requant *r, int64_t c_out, const tg_qscales *q,
+                        tg_dtype ydt, const float *bias, bool relu);
+
+/* The integer cores on contiguous buffers, for one whole batch; g comes from
+ * tg__conv_validate (image/col sides as in ops/conv_internal.h).
+ *   conv:           x (B, c_img, img) u8/i8, w (c_col, c_img/G, K) i8, y (B, c_col, col)
+ *   conv_transpose: x (B, c_col, col),       w (c_col, c_img/G, K),    y (B, c_img, img)
+ * r holds one entry per output channel.  TG_ENOMEM when scratch fails. */
+struct tg__conv_geom;
+int tg__q_conv_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                   const int8_t *w, const tg__q_requant *r, void *y);
+int tg__q_conv_transpose_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x,
+                             int32_t zx, const int8_t *w, const tg__q_requant *r, void *y);
+#endif

@@ -1,0 +1,238 @@
+/* src/quant/quantize.c - per-tensor affine and per-channel symmetric
+ * quantization and dequantization, and the fixed-point requantization
+ * multiplier shared by the quantized ops. */
+#include <math.h>
+
+#include "quant/quant_internal.h"
+
+int tg__q_check_affine(const char *op, tg_dtype qdt, double scale, int32_t zero_point)
+{
+    TG_CHECK(qdt == TG_U8 || qdt == TG_I8, TG_EDTYPE, "%s: quantized dtype must be u8 or i8, got %s",
+             op, tg_dtype_name(qdt));
+    TG_CHECK(isfinite(scale) && scale > 0, TG_EINVAL, "%s: scale=%g must be finite and > 0", op,
+             scale);
+    TG_CHECK(zero_point >= tg__q_min(qdt) && zero_point <= tg__q_max(qdt), TG_EINVAL,
+             "%s: zero_point=%d must lie in %s's range [%d, %d]", op, (int)zero_point,
+             tg_dtype_name(qdt), (int)tg__q_min(qdt), (int)tg__q_max(qdt));
+    return TG_OK;
+}
+
+int tg__q_check_channels(const char *op, const tg_tensor *t, int *axis, int64_t n,
+                         const double *scales)
+{
+    int a = *axis < 0 ? *axis + t->ndim : *axis;
+    TG_CHECK(a >= 0 && a < t->ndim, TG_EINVAL, "%s: axis=%d is out of range for a %d-D tensor",
+             op, *axis, t->ndim);
+    TG_CHECK(n == t->shape[a], TG_ESHAPE, "%s: n=%lld scales must equal shape[%d]=%lld", op,
+             (long long)n, a, (long long)t->shape[a]);
+    TG_CHECK(scales || n == 0, TG_EINVAL, "%s: scales must not be NULL", op);
+    for (int64_t c = 0; c < n; c++)
+        TG_CHECK(isfinite(scales[c]) && scales[c] > 0, TG_EINVAL,
+                 "%s: scales[%lld]=%g must be finite and > 0", op, (long long)c, scales[c]);
+    *axis = a;
+    return TG_OK;
+}
+
+static int check_float(const char *op, const tg_tensor *x)
+{
+    TG_CHECK(x, TG_EINVAL, "%s: x must not be NULL", op);
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x must be a float tensor, got %s", op,
+             tg_dtype_name(x->dtype));
+    return TG_OK;
+}
+
+/* Which scale element i of a row-major tensor uses:
+ *   per tensor (n == 1):  0
+ *   along an axis:        (i / inner) % n, inner = elements after the axis
+ *   ConvTranspose weight (C_in, cog, K...) with groups (cig = C_in/groups > 0):
+ *                         the output channel g*cog + j of i = (ci, j, k) is
+ *                         (ci / cig) * cog + j, ci = i / (cog*inner), j = (i/inner) % cog. */
+typedef struct chan_map {
+    int64_t n, inner, cig;   /* cig > 0 selects the ConvTranspose rule (n = cog) */
+} chan_map;
+
+static inline int64_t channel_of(int64_t i, const chan_map *m)
+{
+    if (m->n == 1 && m->cig == 0) return 0;
+    const int64_t j = (i / m->inner) % m->n;
+    if (m->cig == 0) return j;
+    return (i / (m->inner * m->n)) / m->cig * m->n + j;
+}
+
+static int64_t inner_size(const tg_tensor *t, int axis)
+{
+    int64_t inner = 1;
+    for (int d = axis + 1; d < t->ndim; d++) inner *= t->shape[d];
+    return inner;
+}
+
+/* Quantizes the doubles of x (gathered) with scales[channel] and zero point zp. */
+static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, const double *scales,
+                         const chan_map *map, int32_t zp)
+{
+    const int64_t numel = tg_tensor_numel(x);
+    double *v = tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
+    if (!v) return TG_ENOMEM;
+    tg_tensor *q = tg__tensor_empty(qdt, x->ndim, x->shape);
+    if (!q) {
+        free(v);
+        return TG_ENOMEM;
+    }
+    tg__gather(x, TG_F64, v);
+    const int32_t lo = tg__q_min(qdt), hi = tg__q_max(qdt);
+    void *dst = q->storage->data;
+    for (int64_t i = 0; i < numel; i++) {
+        double r = rint(v[i] / scales[channel_of(i, map)]) + zp;   /* nearest-even */
+        int32_t qi = isnan(r) ? zp : r < lo ? lo : r > hi ? hi : (int32_t)r;
+        if (qdt == TG_U8) ((uint8_t *)dst)[i] = (uint8_t)qi;
+        else ((int8_t *)dst)[i] = (int8_t)qi;
+    }
+    free(v);
+    *out = q;
+    return TG_OK;
+}
+
+int tg_quantize(tg_tensor **out, tg_tensor *x, tg_dtype qdt, double scale, int32_t zero_point)
+{
+    TG_CHECK(out, TG_EINVAL, "quantize: out must not be NULL");
+    TG_TRY(check_float("quantize", x));
+    TG_TRY(tg__q_check_affine("quantize", qdt, scale, zero_point));
+    const chan_map m = {.n = 1, .inner = 1};
+    return quantize_impl(out, x, qdt, &scale, &m, zero_point);
+}
+
+int tg_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_t n,
+                            const double *scales)
+{
+    TG_CHECK(out, TG_EINVAL, "quantize_per_channel: out must not be NULL");
+    TG_TRY(check_float("quantize_per_channel", x));
+    TG_TRY(tg__q_check_channels("quantize_per_channel", x, &axis, n, scales));
+    const chan_map m = {.n = n, .inner = inner_size(x, axis)};
+    return quantize_impl(out, x, TG_I8, scales, &m, 0);
+}
+
+static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *scales,
+                           const chan_map *map, int32_t zp)
+{
+    const int64_t numel = tg_tensor_numel(q);
+    int32_t *v = tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
+    if (!v) return TG_ENOMEM;
+    tg_tensor *y = tg__tensor_empty(TG_F32, q->ndim, q->shape);
+    if (!y) {
+        free(v);
+        return TG_ENOMEM;
+    }
+    tg__gather(q, TG_I32, v);
+    float *dst = y->storage->data;
+    for (int64_t i = 0; i < numel; i++)
+        dst[i] = (float)(scales[channel_of(i, map)] * (double)(v[i] - zp));
+    free(v);
+    *out = y;
+    return TG_OK;
+}
+
+int tg_dequantize(tg_tensor **out, tg_tensor *q, double scale, int32_t zero_point)
+{
+    TG_CHECK(out && q, TG_EINVAL, "dequantize: out and q must not be NULL");
+    TG_TRY(tg__q_check_affine("dequantize", q->dtype, scale, zero_point));
+    const chan_map m = {.n = 1, .inner = 1};
+    return dequantize_impl(out, q, &scale, &m, zero_point);
+}
+
+int tg_dequantize_per_channel(tg_tensor **out, tg_tensor *q, int axis, int64_t n,
+                              const double *scales)
+{
+    TG_CHECK(out && q, TG_EINVAL, "dequantize_per_channel: out and q must not be NULL");
+    TG_CHECK(q->dtype == TG_I8, TG_EDTYPE, "dequantize_per_channel: q must be i8, got %s",
+             tg_dtype_name(q->dtype));
+    TG_TRY(tg__q_check_channels("dequantize_per_channel", q, &axis, n, scales));
+    const chan_map m = {.n = n, .inner = inner_size(q, axis)};
+    return dequantize_impl(out, q, scales, &m, 0);
+}
+
+/* ---- conv weights: one scale per OUTPUT channel ---- */
+
+/* The channel map of a conv (axis 0) or conv_transpose (axis 1, per group)
+ * weight with n scales; checks shapes. */
+static int weight_map(const char *op, const tg_tensor *w, bool transpose, int64_t groups,
+                      int64_t n, const double *scales, chan_map *m)
+{
+    TG_CHECK(w->ndim >= 2, TG_ESHAPE, "%s: weight must have >= 2 dims, got %d", op, w->ndim);
+    TG_CHECK(groups >= 1 && (!transpose || w->shape[0] % groups == 0), TG_EINVAL,
+             "%s: groups=%lld must be >= 1 and divide weight.shape[0]=%lld", op,
+             (long long)groups, (long long)w->shape[0]);
+    const int64_t c_out = transpose ? w->shape[1] * groups : w->shape[0];
+    TG_CHECK(n == 1 || n == c_out, TG_ESHAPE, "%s: n=%lld scales must be 1 or C_out=%lld", op,
+             (long long)n, (long long)c_out);
+    TG_CHECK(scales, TG_EINVAL, "%s: scales must not be NULL", op);
+    for (int64_t c = 0; c < n; c++)
+        TG_CHECK(isfinite(scales[c]) && scales[c] > 0, TG_EINVAL,
+                 "%s: scales[%lld]=%g must be finite and > 0", op, (long long)c, scales[c]);
+    *m = (chan_map){.n = 1, .inner = 1};
+    if (n == 1) return TG_OK;
+    if (!transpose) *m = (chan_map){.n = n, .inner = inner_size(w, 0)};
+    else *m = (chan_map){.n = w->shape[1], .inner = inner_size(w, 1), .cig = w->shape[0] / groups};
+    return TG_OK;
+}
+
+int tg_quantize_conv_weight(tg_tensor **out, tg_tensor *w, bool transpose, int64_t groups,
+                            int64_t n, const double *scales)
+{
+    TG_CHECK(out, TG_EINVAL, "quantize_conv_weight: out must not be NULL");
+    TG_TRY(check_float("quantize_conv_weight", w));
+    chan_map m;
+    TG_TRY(weight_map("quantize_conv_weight", w, transpose, groups, n, scales, &m));
+    return quantize_impl(out, w, TG_I8, scales, &m, 0);
+}
+
+int tg_dequantize_conv_weight(tg_tensor **out, tg_tensor *q, bool transpose, int64_t groups,
+                              int64_t n, const double *scales)
+{
+    TG_CHECK(out && q, TG_EINVAL, "dequantize_conv_weight: out and q must not be NULL");
+    TG_CHECK(q->dtype == TG_I8, TG_EDTYPE, "dequantize_conv_weight: q must be i8, got %s",
+             tg_dtype_name(q->dtype));
+    chan_map m;
+    TG_TRY(weight_map("dequantize_conv_weight", q, transpose, groups, n, scales, &m));
+    return dequantize_impl(out, q, scales, &m, 0);
+}
+
+/* ---- fixed-point requantization ---- */
+
+/* m = f * 2^e with f in [0.5, 1) (frexp), so m = (f * 2^31) * 2^-(31 - e):
+ * m0 = round(f * 2^31) in [2^30, 2^31] and shift = 31 - e.  Rounding can give
+ * exactly 2^31, which is halved (shift - 1).  A shift above 62 would overflow
+ * the 64-bit rounding step, so m0 drops the extra low bits instead. */
+int tg_quant_multiplier(double m, int32_t *m0, int *shift)
+{
+    TG_CHECK(m0 && shift, TG_EINVAL, "quant_multiplier: m0 and shift must not be NULL");
+    TG_CHECK(isfinite(m) && m > 0 && m < 0x1p30, TG_EINVAL,
+             "quant_multiplier: multiplier %g must be finite and in (0, 2^30)", m);
+    int e;
+    double f = frexp(m, &e);
+    int64_t q = (int64_t)llrint(f * 0x1p31);
+    int s = 31 - e;
+    if (q == (INT64_C(1) << 31)) {
+        q >>= 1;
+        s--;
+    }
+    if (s > 62) {
+        int extra = s - 62;
+        q = extra >= 62 ? 0 : tg_quant_requantize(q, 1, extra);
+        s = 62;
+    }
+    TG_CHECK(q > 0 || s == 62, TG_EINVAL, "quant_multiplier: %g is too small", m);
+    *m0 = (int32_t)q;
+    *shift = s;
+    return TG_OK;
+}
+
+/* Floor division by 2^shift, then round half to even on the remainder. */
+int64_t tg_quant_requantize(int64_t acc, int32_t m0, int shift)
+{
+    const int64_t v = acc * (int64_t)m0;
+    if (shift <= 0) return v;
+    const int64_t q = v >> shift;   /* arithmetic shift (gcc, clang): floor */
+    const int64_t r = v - q * (INT64_C(1) << shift);
+    const int64_t half = INT64_C(1) << (shift - 1);
+    return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+}

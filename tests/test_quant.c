@@ -1,0 +1,571 @@
+/* tests/test_quant.c - int8 quantization.
+ *
+ * Oracles: quantization against rint() loops written here; the fixed-point
+ * requantizer against exact long-double arithmetic; every int8 GEMM kernel
+ * against a naive i64 loop; the quantized ops against the float op run on
+ * the dequantized inputs (dequantized here by explicit index loops, so the
+ * per-output-channel axis is checked independently), rounded to the output
+ * grid: within 1 unit; the fake-quantize gradient against its mask; the
+ * observers against PyTorch's formulas evaluated by hand. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "tapegrad/autograd.h"
+#include "tapegrad/conv.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/quant.h"
+#include "tapegrad/status.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double rnd(void)   /* xorshift64 in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static int64_t rnd_int(int64_t lo, int64_t hi)   /* inclusive */
+{
+    int64_t v = lo + (int64_t)((rnd() + 1.0) / 2.0 * (double)(hi - lo + 1));
+    return v > hi ? hi : v;
+}
+
+static tg_tensor *mk(tg_dtype dt, int nd, const int64_t *shape, double lo, double hi)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        tg_tensor_set_flat(t, i, lo + (rnd() + 1.0) / 2.0 * (hi - lo));
+    return t;
+}
+static double at(const tg_tensor *t, int64_t i)
+{
+    double v;
+    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
+    return v;
+}
+
+/* ---- quantize / dequantize ---- */
+
+Test(quant, quantize_rounds_half_to_even_and_saturates)
+{
+    const double s = 0.5;
+    const float xs[] = {0.25f, 0.75f, 1.25f, -0.25f, -0.75f, 100.0f, -100.0f, 0.0f};
+    int64_t n = 8;
+    tg_tensor *x = NULL, *qu = NULL, *qi = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&x, TG_F32, 1, &n, xs), TG_OK));
+    cr_assert(eq(int, tg_quantize(&qu, x, TG_U8, s, 10), TG_OK));
+    cr_assert(eq(int, tg_quantize(&qi, x, TG_I8, s, -3), TG_OK));
+    /* x/s = 0.5, 1.5, 2.5, -0.5, -1.5, 200, -200, 0 -> rint 0, 2, 2, -0, -2 */
+    const int want_u[] = {10, 12, 12, 10, 8, 210, 0, 10};
+    const int want_i[] = {-3, -1, -1, -3, -5, 127, -128, -3};
+    cr_assert(eq(int, tg_tensor_dtype(qu), TG_U8));
+    cr_assert(eq(int, tg_tensor_dtype(qi), TG_I8));
+    for (int i = 0; i < 8; i++) {
+        cr_assert(eq(dbl, at(qu, i), want_u[i]), "u8 element %d", i);
+        cr_assert(eq(dbl, at(qi, i), want_i[i]), "i8 element %d", i);
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(qu);
+    tg_tensor_release(qi);
+}
+
+Test(quant, round_trip_within_half_a_step)
+{
+    int64_t shape[] = {3, 50};
+    tg_tensor *x = mk(TG_F32, 2, shape, -1.0, 1.0), *q = NULL, *d = NULL;
+    const double s = 2.0 / 255;
+    cr_assert(eq(int, tg_quantize(&q, x, TG_U8, s, 128), TG_OK));
+    cr_assert(eq(int, tg_dequantize(&d, q, s, 128), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(d), TG_F32));
+    for (int64_t i = 0; i < 150; i++) {
+        double e = fabs(at(d, i) - at(x, i));
+        cr_assert(e <= s / 2 * (1 + 1e-6), "element %lld off by %g", (long long)i, e);
+        cr_assert(eq(dbl, at(q, i), fmin(255, rint(at(x, i) / s) + 128)));
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(q);
+    tg_tensor_release(d);
+}
+
+Test(quant, per_channel_uses_the_axis_index)
+{
+    int64_t shape[] = {2, 3, 4};
+    const double scales[] = {0.01, 0.02, 0.05};
+    tg_tensor *x = mk(TG_F32, 3, shape, -3.0, 3.0), *q = NULL, *d = NULL;
+    cr_assert(eq(int, tg_quantize_per_channel(&q, x, 1, 3, scales), TG_OK));
+    cr_assert(eq(int, tg_dequantize_per_channel(&d, q, -2, 3, scales), TG_OK));
+    for (int64_t i = 0; i < 24; i++) {
+        const int64_t c = (i / 4) % 3;
+        const double want = fmax(-128, fmin(127, rint(at(x, i) / scales[c])));
+        cr_assert(eq(dbl, at(q, i), want), "element %lld", (long long)i);
+        cr_assert(epsilon_eq(dbl, at(d, i), want * scales[c], 1e-6));
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(q);
+    tg_tensor_release(d);
+}
+
+/* ConvTranspose weight (C_in=4, cog=3, K=2), groups 2: element (ci, j, k)
+ * belongs to output channel (ci / 2) * 3 + j. */
+Test(quant, conv_transpose_weight_scale_is_per_output_channel_per_group)
+{
+    int64_t shape[] = {4, 3, 2};
+    double scales[6];
+    for (int c = 0; c < 6; c++) scales[c] = 0.003 * (c + 1);
+    tg_tensor *w = mk(TG_F32, 3, shape, -0.5, 0.5), *q = NULL, *d = NULL;
+    cr_assert(eq(int, tg_quantize_conv_weight(&q, w, true, 2, 6, scales), TG_OK));
+    cr_assert(eq(int, tg_dequantize_conv_weight(&d, q, true, 2, 6, scales), TG_OK));
+    for (int64_t ci = 0; ci < 4; ci++)
+        for (int64_t j = 0; j < 3; j++)
+            for (int64_t k = 0; k < 2; k++) {
+                int64_t i = (ci * 3 + j) * 2 + k;
+                double s = scales[(ci / 2) * 3 + j];
+                double want = fmax(-128, fmin(127, rint(at(w, i) / s)));
+                cr_assert(eq(dbl, at(q, i), want), "(%lld,%lld,%lld)", (long long)ci,
+                          (long long)j, (long long)k);
+                cr_assert(epsilon_eq(dbl, at(d, i), want * s, 1e-6));
+            }
+    tg_tensor_release(w);
+    tg_tensor_release(q);
+    tg_tensor_release(d);
+}
+
+Test(quant, quantize_errors_change_nothing)
+{
+    int64_t n = 4;
+    tg_tensor *x = mk(TG_F32, 1, &n, -1, 1), *out = NULL, *xi = NULL;
+    double scales[] = {0.1, 0.1, 0.1};
+    cr_assert(eq(int, tg_quantize(&out, x, TG_U8, 0.0, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize(&out, x, TG_U8, NAN, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize(&out, x, TG_U8, 0.1, 256), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize(&out, x, TG_I8, 0.1, -129), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize(&out, x, TG_I32, 0.1, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_quantize(&out, NULL, TG_U8, 0.1, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize_per_channel(&out, x, 0, 3, scales), TG_ESHAPE));
+    cr_assert(eq(int, tg_quantize_per_channel(&out, x, 1, 4, scales), TG_EINVAL));
+    cr_assert(eq(int, tg_quantize(&xi, x, TG_U8, 0.1, 0), TG_OK));
+    cr_assert(eq(int, tg_quantize(&out, xi, TG_U8, 0.1, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_dequantize(&out, x, 0.1, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_dequantize_per_channel(&out, xi, 0, 4, scales), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "i8") != NULL);
+    cr_assert(out == NULL);
+    tg_tensor_release(x);
+    tg_tensor_release(xi);
+}
+
+/* ---- fixed-point requantization ---- */
+
+Test(quant, requantize_is_exact_round_half_even)
+{
+    for (int it = 0; it < 2000; it++) {
+        double m = exp2(rnd() * 20 - 12);   /* 2^-32 .. 2^8 */
+        int32_t m0;
+        int shift;
+        cr_assert(eq(int, tg_quant_multiplier(m, &m0, &shift), TG_OK));
+        cr_assert(m0 > 0 && shift >= 1 && shift <= 62);
+        cr_assert(fabs(ldexp((double)m0, -shift) / m - 1) < 1e-8, "m=%g", m);
+        int64_t acc = rnd_int(-2000000000, 2000000000);
+        long double exact = (long double)acc * m0 / ldexpl(1.0L, shift);
+        long double fl = floorl(exact), frac = exact - fl;
+        long double want = frac > 0.5L ? fl + 1 : frac < 0.5L ? fl : (fmodl(fl, 2) != 0 ? fl + 1 : fl);
+        cr_assert(eq(i64, tg_quant_requantize(acc, m0, shift), (int64_t)want), "acc=%lld",
+                  (long long)acc);
+    }
+    /* ties: 5 * 2^30 / 2^31 = 2.5 -> 2; 7 * 2^30 / 2^31 = 3.5 -> 4; -2.5 -> -2 */
+    cr_assert(eq(i64, tg_quant_requantize(5, 1 << 30, 31), 2));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 31), 4));
+    cr_assert(eq(i64, tg_quant_requantize(-5, 1 << 30, 31), -2));
+    int32_t m0 = 7;
+    int sh = 7;
+    cr_assert(eq(int, tg_quant_multiplier(0x1p31, &m0, &sh), TG_EINVAL));
+    cr_assert(eq(int, tg_quant_multiplier(-1, &m0, &sh), TG_EINVAL));
+    cr_assert(m0 == 7 && sh == 7);
+}
+
+/* ---- int8 GEMM ---- */
+
+static void naive_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int64_t m,
+                       int64_t n, int64_t k)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t s = 0;
+            for (int64_t t = 0; t < k; t++) {
+                int64_t av = a_signed ? ((const int8_t *)a)[i * k + t] : ((const uint8_t *)a)[i * k + t];
+                s += av * w[j * k + t];
+            }
+            c[i * n + j] = (int32_t)s;
+        }
+}
+
+static void fill_bytes(uint8_t *p, int64_t n, int edge_every)
+{
+    static const uint8_t edges[] = {0x80, 0x7f, 0xff, 0x00, 0x81};
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (edge_every && i % edge_every == 0) ? edges[(i / edge_every) % 5]
+                                                   : (uint8_t)rnd_int(0, 255);
+}
+
+Test(quant, gemm_kernels_are_bit_identical)
+{
+    const int64_t ks[] = {1, 3, 15, 16, 17, 63, 64, 65, 130, 300};
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI};
+    int ran = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        const int64_t m = rnd_int(1, 9), n = rnd_int(1, 11), k = ks[ki];
+        uint8_t *a = malloc((size_t)(m * k)), *w = malloc((size_t)(n * k));
+        int32_t *want = malloc((size_t)(m * n) * 4), *got = malloc((size_t)(m * n) * 4);
+        fill_bytes(a, m * k, ki % 2 ? 3 : 0);
+        fill_bytes(w, n * k, ki % 2 ? 0 : 2);
+        if (ki == 0) memset(a, 0xff, (size_t)(m * k)), memset(w, 0x80, (size_t)(n * k));
+        for (int sgn = 0; sgn < 2; sgn++) {
+            naive_gemm(want, a, sgn, (int8_t *)w, m, n, k);
+            for (int e = 0; e < 3; e++) {
+                if (!tg_int8_kernel_available(kerns[e])) {
+                    cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_EUNSUPPORTED));
+                    continue;
+                }
+                cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_OK));
+                cr_assert(eq(int, tg_int8_kernel_get(), kerns[e]));
+                memset(got, 0x55, (size_t)(m * n) * 4);
+                cr_assert(eq(int, tg_int8_gemm(got, a, sgn, (int8_t *)w, m, n, k), TG_OK));
+                cr_assert(memcmp(got, want, (size_t)(m * n) * 4) == 0,
+                          "%s kernel, k=%lld, signed=%d", tg_int8_kernel_name(kerns[e]),
+                          (long long)k, sgn);
+                ran++;
+            }
+        }
+        free(a), free(w), free(want), free(got);
+    }
+    cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_AUTO), TG_OK));
+    cr_assert(ran >= 20);
+    if (!tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
+        cr_log_warn("this CPU has no AVX-512 VNNI: the vnni kernel was not run");
+}
+
+/* ---- quantized ops against the float op on dequantized inputs ---- */
+
+typedef struct qcase {
+    bool transpose;
+    int nsp;
+    int64_t batch, c_in, c_out, groups;
+    int64_t s[3], k[3];
+    int64_t stride, pad, dil, outpad;
+    tg_dtype dt;
+    bool per_channel, relu, bias;
+} qcase;
+
+typedef struct qdata {
+    tg_tensor *xq, *wq, *bias, *xd, *wd;
+    double wscales[64];
+    tg_qscales q;
+    tg_conv_params p;
+} qdata;
+
+/* Builds random quantized inputs and their dequantized float copies. */
+static void qdata_make(qdata *d, const qcase *c)
+{
+    memset(d, 0, sizeof *d);
+    const int nd = c->nsp + 2;
+    int64_t xs[5] = {c->batch, c->c_in}, ws[5];
+    ws[0] = c->transpose ? c->c_in : c->c_out;
+    ws[1] = c->transpose ? c->c_out / c->groups : c->c_in / c->groups;
+    for (int a = 0; a < c->nsp; a++) xs[2 + a] = c->s[a], ws[2 + a] = c->k[a];
+    const bool u8 = c->dt == TG_U8;
+    d->q.x_scale = 0.0125;
+    d->q.x_zero_point = u8 ? 120 : -7;
+    d->q.n_weight_scales = c->per_channel ? c->c_out : 1;
+    for (int64_t i = 0; i < d->q.n_weight_scales; i++) d->wscales[i] = 0.004 * (1 + i % 5);
+    d->q.weight_scales = d->wscales;
+    d->q.y_scale = 0.02 + 0.01 * c->nsp;
+    d->q.y_zero_point = u8 ? 100 : 3;
+    tg_tensor *xf = mk(TG_F32, nd, xs, -1.6, 1.6), *wf = mk(TG_F32, nd, ws, -0.6, 0.6);
+    cr_assert(eq(int, tg_quantize(&d->xq, xf, c->dt, d->q.x_scale, d->q.x_zero_point), TG_OK));
+    cr_assert(eq(int, tg_quantize_conv_weight(&d->wq, wf, c->transpose, c->groups,
+                                              d->q.n_weight_scales, d->wscales), TG_OK));
+    /* dequantize here, by index, so the channel rule is checked independently */
+    tg_tensor_clone(&d->xd, xf);
+    for (int64_t i = 0; i < tg_tensor_numel(xf); i++)
+        tg_tensor_set_flat(d->xd, i, d->q.x_scale * (at(d->xq, i) - d->q.x_zero_point));
+    tg_tensor_clone(&d->wd, wf);
+    const int64_t inner = tg_tensor_numel(wf) / (ws[0] * ws[1]);
+    for (int64_t i = 0; i < tg_tensor_numel(wf); i++) {
+        int64_t i0 = i / (ws[1] * inner), i1 = (i / inner) % ws[1];
+        int64_t ch = !c->per_channel ? 0 : !c->transpose ? i0 : (i0 / (c->c_in / c->groups)) * ws[1] + i1;
+        tg_tensor_set_flat(d->wd, i, d->wscales[ch] * at(d->wq, i));
+    }
+    if (c->bias) d->bias = mk(TG_F32, 1, &c->c_out, -0.5, 0.5);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    for (int a = 0; a < 3; a++) {
+        p.stride[a] = c->stride;
+        p.dilation[a] = c->dil;
+        p.padding[a][0] = p.padding[a][1] = c->pad;
+        p.output_padding[a] = c->transpose ? c->outpad : 0;
+    }
+    p.groups = c->groups;
+    p.act = c->relu ? TG_ACT_RELU : TG_ACT_NONE;
+    d->p = p;
+    tg_tensor_release(xf);
+    tg_tensor_release(wf);
+}
+
+static void qdata_free(qdata *d)
+{
+    tg_tensor_release(d->xq), tg_tensor_release(d->wq), tg_tensor_release(d->bias);
+    tg_tensor_release(d->xd), tg_tensor_release(d->wd);
+}
+
+/* ours must be within 1 of rint(y_float / y_scale) + zp (relu, saturation);
+ * returns how many elements differ at all. */
+static int64_t compare_to_float(const tg_tensor *ours, const tg_tensor *yf, const qdata *d,
+                                tg_dtype dt, bool relu)
+{
+    cr_assert(eq(int, tg_tensor_dtype(ours), dt));
+    cr_assert(tg_tensor_same_shape(ours, yf));
+    const double lo = dt == TG_U8 ? 0 : -128, hi = dt == TG_U8 ? 255 : 127;
+    int64_t diff = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(yf); i++) {
+        double r = rint(at(yf, i) / d->q.y_scale) + d->q.y_zero_point;
+        if (relu) r = fmax(r, d->q.y_zero_point);
+        r = fmax(lo, fmin(hi, r));
+        double e = fabs(at(ours, i) - r);
+        cr_assert(e <= 1, "element %lld: got %g, float reference %g", (long long)i,
+                  at(ours, i), r);
+        diff += e != 0;
+    }
+    return diff;
+}
+
+static void run_qcase(const qcase *c)
+{
+    qdata d;
+    qdata_make(&d, c);
+    tg_tensor *y = NULL, *yf = NULL;
+    tg_conv_params pf = d.p;
+    pf.act = TG_ACT_NONE;
+    if (c->transpose) {
+        cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK),
+                  "%s", tg_error_message());
+        cr_assert(eq(int, tg_conv_transpose(&yf, d.xd, d.wd, d.bias, &pf), TG_OK));
+    } else {
+        cr_assert(eq(int, tg_quantized_conv(&y, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK),
+                  "%s", tg_error_message());
+        cr_assert(eq(int, tg_conv(&yf, d.xd, d.wd, d.bias, &pf), TG_OK));
+    }
+    int64_t diff = compare_to_float(y, yf, &d, c->dt, c->relu);
+    cr_assert(diff * 20 <= tg_tensor_numel(y), "%lld of %lld elements off by one",
+              (long long)diff, (long long)tg_tensor_numel(y));
+    tg_tensor_release(y), tg_tensor_release(yf);
+    qdata_free(&d);
+}
+
+static const qcase sweep[] = {
+    /* transpose nsp B  Cin Cout G  S          K          st pad dil op dt   pc  relu bias */
+    {true, 1, 2, 3, 4, 1, {9}, {3}, 2, 1, 1, 1, TG_U8, true, false, true},
+    {true, 1, 1, 4, 6, 2, {7}, {2}, 3, 0, 2, 1, TG_I8, true, true, true},
+    {true, 2, 2, 4, 6, 2, {5, 4}, {3, 2}, 2, 1, 1, 1, TG_U8, true, false, true},
+    {true, 2, 1, 6, 9, 3, {4, 5}, {2, 3}, 1, 0, 2, 1, TG_I8, true, false, false},
+    {true, 2, 1, 8, 4, 1, {4, 4}, {4, 4}, 2, 1, 1, 0, TG_U8, false, true, true},
+    {true, 3, 1, 4, 4, 2, {3, 3, 2}, {2, 2, 2}, 2, 1, 1, 1, TG_U8, true, false, true},
+    {true, 3, 2, 2, 3, 1, {2, 3, 2}, {3, 1, 2}, 1, 0, 1, 0, TG_I8, false, false, true},
+    {false, 1, 2, 3, 4, 1, {11}, {3}, 2, 1, 1, 0, TG_U8, true, false, true},
+    {false, 1, 1, 4, 6, 2, {12}, {3}, 1, 2, 2, 0, TG_I8, true, true, true},
+    {false, 2, 2, 4, 6, 2, {7, 6}, {3, 2}, 2, 1, 1, 0, TG_U8, true, false, true},
+    {false, 2, 1, 6, 9, 3, {8, 7}, {3, 3}, 1, 1, 2, 0, TG_I8, true, false, false},
+    {false, 3, 1, 4, 4, 2, {5, 4, 4}, {2, 2, 2}, 2, 1, 1, 0, TG_U8, true, true, true},
+};
+
+Test(quant, quantized_conv_ops_match_float_within_one_unit)
+{
+    for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) run_qcase(&sweep[i]);
+}
+
+Test(quant, quantized_conv_transpose_identical_on_every_kernel)
+{
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI};
+    for (int ci = 0; ci < 2; ci++) {
+        qdata d;
+        qcase c = {true, 2, 2, 70, 6, 2, {5, 5}, {3, 3}, 2, 1, 1, 1, ci ? TG_I8 : TG_U8, true, false, true};
+        qdata_make(&d, &c);
+        tg_tensor *ref = NULL;
+        cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE), TG_OK));
+        cr_assert(eq(int, tg_quantized_conv_transpose(&ref, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK));
+        for (int e = 1; e < 3; e++) {
+            if (tg_int8_kernel_set(kerns[e]) < 0) continue;
+            tg_tensor *y = NULL;
+            cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK));
+            cr_assert(memcmp(tg_tensor_cdata(y), tg_tensor_cdata(ref),
+                             (size_t)tg_tensor_numel(y)) == 0, "%s", tg_int8_kernel_name(kerns[e]));
+            tg_tensor_release(y);
+        }
+        tg_int8_kernel_set(TG_INT8_KERNEL_AUTO);
+        tg_tensor_release(ref);
+        qdata_free(&d);
+    }
+}
+
+Test(quant, quantized_linear_matches_float_within_one_unit)
+{
+    for (int t = 0; t < 4; t++) {
+        const int64_t m = 5, k = 37 + 30 * t, n = 6;
+        int64_t xs[] = {m, k}, ws[] = {n, k};
+        tg_dtype dt = t % 2 ? TG_I8 : TG_U8;
+        qdata d = {0};
+        d.q = (tg_qscales){.x_scale = 0.01, .x_zero_point = dt == TG_U8 ? 128 : 0,
+                           .n_weight_scales = t < 2 ? n : 1, .weight_scales = d.wscales,
+                           .y_scale = 0.05, .y_zero_point = dt == TG_U8 ? 90 : -10};
+        for (int i = 0; i < n; i++) d.wscales[i] = 0.003 * (i + 1);
+        tg_tensor *xf = mk(TG_F32, 2, xs, -1.2, 1.2), *wf = mk(TG_F32, 2, ws, -0.4, 0.4);
+        tg_tensor *bias = mk(TG_F32, 1, &ws[0], -1, 1), *y = NULL, *yf = NULL;
+        cr_assert(eq(int, tg_quantize(&d.xq, xf, dt, d.q.x_scale, d.q.x_zero_point), TG_OK));
+        cr_assert(eq(int, tg_quantize_conv_weight(&d.wq, wf, false, 1, d.q.n_weight_scales, d.wscales), TG_OK));
+        cr_assert(eq(int, tg_dequantize(&d.xd, d.xq, d.q.x_scale, d.q.x_zero_point), TG_OK));
+        tg_tensor_clone(&d.wd, wf);
+        for (int64_t i = 0; i < n * k; i++)
+            tg_tensor_set_flat(d.wd, i, at(d.wq, i) * d.wscales[t < 2 ? i / k : 0]);
+        cr_assert(eq(int, tg_quantized_linear(&y, d.xq, d.wq, bias, &d.q, t == 3), TG_OK));
+        cr_assert(eq(int, tg_linear(&yf, d.xd, d.wd, bias), TG_OK));
+        compare_to_float(y, yf, &d, dt, t == 3);
+        tg_tensor_release(xf), tg_tensor_release(wf), tg_tensor_release(bias);
+        tg_tensor_release(y), tg_tensor_release(yf);
+        qdata_free(&d);
+    }
+}
+
+Test(quant, quantized_op_errors_change_nothing)
+{
+    qdata d;
+    qcase c = {true, 2, 1, 4, 6, 2, {4, 4}, {3, 3}, 2, 1, 1, 1, TG_U8, true, false, true};
+    qdata_make(&d, &c);
+    tg_tensor *y = NULL;
+    tg_conv_params p = d.p;
+    p.output_padding[1] = 2;   /* must be < max(stride, dilation) = 2 */
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &p, &d.q), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "output_padding[1]=2") != NULL, "%s", tg_error_message());
+    p = d.p;
+    p.groups = 3;
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &p, &d.q), TG_EINVAL));
+    p = d.p;
+    p.act = TG_ACT_TANH;
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &p, &d.q), TG_EUNSUPPORTED));
+    tg_qscales q = d.q;
+    q.n_weight_scales = 3;
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &q), TG_ESHAPE));
+    q = d.q;
+    q.y_zero_point = 300;
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &q), TG_EINVAL));
+    q = d.q;
+    q.y_scale = 1e-15;   /* multiplier beyond 2^30 */
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &q), TG_EINVAL));
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xd, d.wq, d.bias, &d.p, &d.q), TG_EDTYPE));
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wd, d.bias, &d.p, &d.q), TG_EDTYPE));
+    cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.xq, &d.p, &d.q), TG_EDTYPE));
+    cr_assert(eq(int, tg_quantized_conv(&y, d.xq, d.wq, d.bias, &d.p, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_quantized_linear(&y, d.xq, d.wq, NULL, &d.q, false), TG_ESHAPE));
+    cr_assert(y == NULL);
+    qdata_free(&d);
+}
+
+/* ---- fake quantize ---- */
+
+Test(quant, fake_quantize_values_and_straight_through_gradient)
+{
+    const double xs[] = {-1.0, -0.26, -0.25, 0.05, 0.3, 0.74, 0.76, 2.0};
+    int64_t n = 8;
+    tg_tensor *x = NULL, *y = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&x, TG_F64, 1, &n, xs), TG_OK));
+    tg_tensor_set_requires_grad(x, true);
+    /* scale 0.1, zp 2, range [0, 10]: levels rint(x/0.1)+2 */
+    cr_assert(eq(int, tg_fake_quantize(&y, x, 0.1, 2, 0, 10), TG_OK));
+    cr_assert(tg_tensor_requires_grad(y));
+    tg_tensor *g = NULL;
+    cr_assert(eq(int, tg_tensor_full(&g, TG_F64, 1, &n, 3.0), TG_OK));
+    cr_assert(eq(int, tg_backward(y, g, NULL), TG_OK));
+    tg_tensor *dx = tg_tensor_grad(x);
+    cr_assert(dx != NULL);
+    for (int i = 0; i < 8; i++) {
+        double l = rint(xs[i] / 0.1) + 2;
+        double want = (fmax(0, fmin(10, l)) - 2) * 0.1;
+        cr_assert(epsilon_eq(dbl, at(y, i), want, 1e-12), "y[%d]", i);
+        cr_assert(eq(dbl, at(dx, i), (l >= 0 && l <= 10) ? 3.0 : 0.0), "dx[%d]", i);
+    }
+    tg_tensor *bad = (tg_tensor *)0x1;
+    cr_assert(eq(int, tg_fake_quantize(&bad, x, 0.1, 11, 0, 10), TG_EINVAL));
+    cr_assert(eq(int, tg_fake_quantize(&bad, x, 0.1, 0, 5, 5), TG_EINVAL));
+    cr_assert(bad == (tg_tensor *)0x1);
+    tg_tensor_release(x), tg_tensor_release(y), tg_tensor_release(g);
+}
+
+/* ---- observers ---- */
+
+Test(quant, minmax_observer_matches_torch_formula)
+{
+    const float a[] = {-1.0f, 0.5f, 3.0f}, b[] = {-2.0f, 1.0f, 2.0f};
+    int64_t n = 3;
+    tg_tensor *ta = NULL, *tb = NULL;
+    tg_tensor_from_data(&ta, TG_F32, 1, &n, a);
+    tg_tensor_from_data(&tb, TG_F32, 1, &n, b);
+    tg_observer o;
+    double s;
+    int32_t z;
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_U8, false, 0), TG_OK));
+    cr_assert(eq(int, tg_observer_qparams(&o, &s, &z), TG_EINVAL));
+    cr_assert(eq(int, tg_observer_update(&o, ta), TG_OK));
+    cr_assert(eq(int, tg_observer_update(&o, tb), TG_OK));
+    /* range [-2, 3]: scale = 5/255, zp = 0 - rint(-2 / (5/255)) = rint(102) = 102 */
+    cr_assert(eq(int, tg_observer_qparams(&o, &s, &z), TG_OK));
+    cr_assert(epsilon_eq(dbl, s, 5.0 / 255, 1e-7));
+    cr_assert(eq(i32, z, 102));
+    tg_observer_free(&o);
+    /* moving average, c = 0.01: min = -1 + 0.01*(-2 - -1) = -1.01, max = 3 - 0.01 = 2.99 */
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MOVING_AVERAGE, TG_I8, true, 0), TG_OK));
+    tg_observer_update(&o, ta);
+    tg_observer_update(&o, tb);
+    cr_assert(epsilon_eq(flt, o.min[0], -1.01f, 1e-6));
+    cr_assert(epsilon_eq(flt, o.max[0], 2.99f, 1e-6));
+    cr_assert(eq(int, tg_observer_qparams(&o, &s, &z), TG_OK));
+    cr_assert(epsilon_eq(dbl, s, 2.99f / 127.5f, 1e-7));   /* symmetric: max|.| / 127.5 */
+    cr_assert(eq(i32, z, 0));
+    tg_observer_free(&o);
+    tg_tensor_release(ta), tg_tensor_release(tb);
+}
+
+Test(quant, per_channel_observer_and_errors)
+{
+    const float w[] = {-0.5f, 0.25f, 0.0f, 0.0f, 2.0f, -1.0f};   /* (3, 2) */
+    int64_t shape[] = {3, 2};
+    tg_tensor *t = NULL;
+    tg_tensor_from_data(&t, TG_F32, 2, shape, w);
+    tg_observer o;
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_PER_CHANNEL, TG_I8, true, 0), TG_OK));
+    cr_assert(eq(int, tg_observer_update(&o, t), TG_OK));
+    double s[3];
+    int32_t z[3] = {9, 9, 9};
+    cr_assert(eq(int, tg_observer_channel_qparams(&o, 2, s, z), TG_ESHAPE));
+    cr_assert(z[0] == 9);
+    cr_assert(eq(int, tg_observer_channel_qparams(&o, 3, s, z), TG_OK));
+    cr_assert(epsilon_eq(dbl, s[0], 0.5f / 127.5f, 1e-9));
+    cr_assert(epsilon_eq(dbl, s[1], FLT_EPSILON, 1e-12));   /* all-zero channel: eps */
+    cr_assert(epsilon_eq(dbl, s[2], 2.0f / 127.5f, 1e-9));
+    cr_assert(z[0] == 0 && z[1] == 0 && z[2] == 0);
+    double ps;
+    int32_t pz;
+    cr_assert(eq(int, tg_observer_qparams(&o, &ps, &pz), TG_EINVAL));
+    int64_t s4[] = {4, 2};
+    tg_tensor *t4 = NULL;
+    tg_tensor_zeros(&t4, TG_F32, 2, s4);
+    cr_assert(eq(int, tg_observer_update(&o, t4), TG_ESHAPE));
+    cr_assert(eq(int, o.n, 3));
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_F32, false, 0), TG_EDTYPE));
+    cr_assert(eq(int, o.kind, TG_OBSERVER_PER_CHANNEL));   /* unchanged */
+    tg_observer_free(&o);
+    tg_tensor_release(t), tg_tensor_release(t4);
+}
