@@ -197,6 +197,18 @@ CASES = [
          act="leaky_relu:0.1", bias=False),
     dict(name="convT3d_bf16_s122", op=T3, dtype="bf16", x=(1, 2, 2, 3, 3),
          w=(2, 2, 2, 2, 2), stride=(1, 2, 2)),
+    # ---- mixed dtypes (AMP PROMOTE outside autocast; appended last so the
+    # shared generator leaves every case above unchanged) ----
+    dict(name="convT2d_mixed_bf16_f32", op=T2, dtype="bf16", wdtype="f32",
+         x=(1, 2, 3, 3), w=(2, 3, 3, 3), stride=2, padding=1, output_padding=1),
+    dict(name="convT2d_mixed_f16_bf16", op=T2, dtype="f16", wdtype="bf16",
+         x=(2, 2, 3, 2), w=(2, 2, 2, 3), stride=2),
+    dict(name="convT1d_mixed_f32_f64", op=T1, dtype="f32", wdtype="f64",
+         x=(2, 3, 5), w=(3, 2, 3), stride=2, padding=1),
+    dict(name="conv2d_mixed_f16_bf16", op=C2, dtype="f16", wdtype="bf16",
+         x=(1, 2, 5, 4), w=(3, 2, 3, 3), padding=1, act="relu"),
+    dict(name="conv1d_mixed_f32_f64", op=C1, dtype="f32", wdtype="f64",
+         x=(2, 2, 7), w=(3, 2, 3), stride=2),
 ]
 
 

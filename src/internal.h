@@ -326,5 +326,8 @@ int tg__atomic_finish(FILE *f, char **tmp, bool ok, const char *what, const char
 
 /* ---- autocast state (thread-local) --------------------------------------- */
 bool tg__autocast_dtype(tg_dtype *dt);
+/* Turns autocast off (true) or back on for this thread regardless of the
+ * scopes; returns the previous setting.  The backward engine suspends it. */
+bool tg__autocast_suspend(bool suspend);
 
 #endif

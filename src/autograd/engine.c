@@ -226,6 +226,7 @@ static int finalize_results(engine *e)
 static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const *grads)
 {
     bool prev = tg_set_grad_enabled(e->create_graph);
+    bool prev_autocast = tg__autocast_suspend(true);   /* grads keep their forward dtypes */
     int rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
     if (rc < 0) goto out;
     e->flows = tg__calloc((size_t)e->n_nodes + 1, sizeof *e->flows);
@@ -253,6 +254,7 @@ out:
     free(e->pending);
     free(e->flows);
     free(e->nodes);
+    tg__autocast_suspend(prev_autocast);
     tg_set_grad_enabled(prev);
     return rc;
 }

@@ -176,9 +176,20 @@ int tg_autocast_end(void)
     return TG_OK;
 }
 
+/* Set by the backward engine: a backward's ops are never autocast, since
+ * each gradient must keep the dtype its forward gave it. */
+static _Thread_local bool tg__autocast_suspended;
+
+bool tg__autocast_suspend(bool suspend)
+{
+    bool prev = tg__autocast_suspended;
+    tg__autocast_suspended = suspend;
+    return prev;
+}
+
 bool tg__autocast_dtype(tg_dtype *dt)
 {
-    if (tg__autocast_depth == 0) return false;
+    if (tg__autocast_depth == 0 || tg__autocast_suspended) return false;
     const autocast_entry *e = &tg__autocast[tg__autocast_depth - 1];
     if (!e->enabled) return false;
     if (dt) *dt = e->dtype;

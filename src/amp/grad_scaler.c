@@ -1,0 +1,257 @@
+/* tg_grad_scaler: dynamic loss scaling (PyTorch's GradScaler).
+ *
+ * Half-precision gradients underflow to zero below ~6e-8 (f16).  Multiplying
+ * the loss by a large scale S multiplies every gradient by S (backward is
+ * linear in the seed), lifting small gradients into range; dividing by S
+ * before the optimizer step restores them.  When S is too large some
+ * gradient overflows to inf: that step is skipped and S halved.  After
+ * growth_interval clean steps in a row S is doubled again, so S hovers just
+ * below the overflow threshold. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/amp.h"
+#include "tapegrad/ops.h"
+
+/* Where a scaler is inside one training step. */
+typedef enum scaler_stage {
+    STAGE_READY = 0,   /* since the last update nothing happened */
+    STAGE_UNSCALED,    /* gradients unscaled, found_inf known */
+    STAGE_STEPPED,     /* the step was taken or skipped */
+} scaler_stage;
+
+struct tg_grad_scaler {
+    tg_grad_scaler_opts o;
+    double scale;             /* always a finite f32 value, as PyTorch's f32 tensor */
+    int64_t growth_tracker;   /* clean steps since the scale last changed */
+    bool found_inf;
+    scaler_stage stage;
+};
+
+static int check_opts(const tg_grad_scaler_opts *o)
+{
+    TG_CHECK(isfinite(o->init_scale) && o->init_scale > 0 && o->init_scale <= FLT_MAX,
+             TG_EINVAL, "grad_scaler_new: init_scale=%g must be a positive finite f32",
+             o->init_scale);
+    TG_CHECK(isfinite(o->growth_factor) && o->growth_factor > 1.0, TG_EINVAL,
+             "grad_scaler_new: growth_factor=%g must be > 1", o->growth_factor);
+    TG_CHECK(o->backoff_factor > 0.0 && o->backoff_factor < 1.0, TG_EINVAL,
+             "grad_scaler_new: backoff_factor=%g must be in (0, 1)", o->backoff_factor);
+    TG_CHECK(o->growth_interval >= 1, TG_EINVAL,
+             "grad_scaler_new: growth_interval=%lld must be >= 1",
+             (long long)o->growth_interval);
+    return TG_OK;
+}
+
+int tg_grad_scaler_new(tg_grad_scaler **out, const tg_grad_scaler_opts *opts)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "grad_scaler_new: out must not be NULL");
+    tg_grad_scaler_opts o = opts ? *opts : (tg_grad_scaler_opts)TG_GRAD_SCALER_OPTS_INIT;
+    TG_TRY(check_opts(&o));
+    tg_grad_scaler *s = tg__calloc(1, sizeof *s);
+    if (!s) return TG_ENOMEM;
+    s->o = o;
+    s->scale = (double)(float)o.init_scale;
+    *out = s;
+    return TG_OK;
+}
+
+void tg_grad_scaler_free(tg_grad_scaler *s) { free(s); }
+
+int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
+{
+    TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_scale: s must not be NULL");
+    TG_CHECK(out != NULL, TG_EINVAL, "grad_scaler_scale: out must not be NULL");
+    TG_CHECK(loss != NULL, TG_EINVAL, "grad_scaler_scale: loss must not be NULL");
+    TG_CHECK(tg_dtype_is_float(loss->dtype), TG_EDTYPE,
+             "grad_scaler_scale: loss has dtype %s; float dtypes only",
+             tg_dtype_name(loss->dtype));
+    if (!s->o.enabled) {
+        *out = tg_tensor_retain(loss);
+        return TG_OK;
+    }
+    return tg_mul_scalar(out, loss, s->scale);
+}
+
+/* grad *= inv in g's compute dtype; true when g held an inf or NaN. */
+static int unscale_one(tg_tensor *g, float inv, bool *found)
+{
+    int64_t n = tg__numel(g->ndim, g->shape);
+    if (n == 0) return TG_OK;
+    tg_dtype cdt = tg__compute_dtype(g->dtype);
+    void *buf = tg__malloc((size_t)n * tg_dtype_size(cdt));
+    if (!buf) return TG_ENOMEM;
+    tg__gather(g, cdt, buf);
+    if (cdt == TG_F64) {
+        double *d = buf;
+        for (int64_t i = 0; i < n; i++) {
+            if (!isfinite(d[i])) *found = true;
+            d[i] *= (double)inv;
+        }
+    } else {
+        float *f = buf;
+        for (int64_t i = 0; i < n; i++) {
+            if (!isfinite(f[i])) *found = true;
+            f[i] *= inv;
+        }
+    }
+    tg__scatter(g, cdt, buf);
+    tg__bump_version(g);
+    free(buf);
+    return TG_OK;
+}
+
+int tg_grad_scaler_unscale(tg_grad_scaler *s, int n, tg_tensor *const *params)
+{
+    TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_unscale: s must not be NULL");
+    TG_CHECK(n >= 0, TG_EINVAL, "grad_scaler_unscale: n=%d must be >= 0", n);
+    TG_CHECK(n == 0 || params != NULL, TG_EINVAL,
+             "grad_scaler_unscale: params must not be NULL");
+    for (int i = 0; i < n; i++)
+        TG_CHECK(params[i] != NULL, TG_EINVAL,
+                 "grad_scaler_unscale: params[%d] must not be NULL", i);
+    if (!s->o.enabled) return TG_OK;
+    TG_CHECK(s->stage == STAGE_READY, TG_EINVAL,
+             "grad_scaler_unscale: already called since the last update (once per step)");
+    /* PyTorch: inv_scale = scale.double().reciprocal().float(). */
+    float inv = (float)(1.0 / s->scale);
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        tg_tensor *g = params[i]->grad;
+        if (g) TG_TRY(unscale_one(g, inv, &found));
+    }
+    s->found_inf = found;
+    s->stage = STAGE_UNSCALED;
+    return TG_OK;
+}
+
+bool tg_grad_scaler_should_step(const tg_grad_scaler *s)
+{
+    return !s || !s->o.enabled || !s->found_inf;
+}
+
+bool tg_grad_scaler_found_inf(const tg_grad_scaler *s) { return s && s->found_inf; }
+
+int tg_grad_scaler_step(tg_grad_scaler *s, int n, tg_tensor *const *params,
+                        tg_grad_scaler_step_fn step, void *user, bool *stepped)
+{
+    TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_step: s must not be NULL");
+    TG_CHECK(step != NULL, TG_EINVAL, "grad_scaler_step: step must not be NULL");
+    TG_CHECK(!s->o.enabled || s->stage != STAGE_STEPPED, TG_EINVAL,
+             "grad_scaler_step: already called since the last update (once per step)");
+    if (stepped) *stepped = false;
+    if (s->o.enabled && s->stage == STAGE_READY) TG_TRY(tg_grad_scaler_unscale(s, n, params));
+    if (s->o.enabled) s->stage = STAGE_STEPPED;
+    if (!tg_grad_scaler_should_step(s)) return TG_OK;
+    int rc = step(user);
+    if (rc >= 0 && stepped) *stepped = true;
+    return rc;
+}
+
+int tg_grad_scaler_update(tg_grad_scaler *s)
+{
+    TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_update: s must not be NULL");
+    if (!s->o.enabled) return TG_OK;
+    TG_CHECK(s->stage != STAGE_READY, TG_EINVAL,
+             "grad_scaler_update: no unscale or step since the last update "
+             "(no inf checks were recorded)");
+    if (s->found_inf) {
+        s->scale = (double)(float)(s->scale * s->o.backoff_factor);
+        s->growth_tracker = 0;
+    } else if (++s->growth_tracker == s->o.growth_interval) {
+        float grown = (float)(s->scale * s->o.growth_factor);
+        if (isfinite(grown)) s->scale = (double)grown;   /* keep S when it would overflow */
+        s->growth_tracker = 0;
+    }
+    s->found_inf = false;
+    s->stage = STAGE_READY;
+    return TG_OK;
+}
+
+double tg_grad_scaler_get_scale(const tg_grad_scaler *s)
+{
+    return s && s->o.enabled ? s->scale : 1.0;
+}
+
+int64_t tg_grad_scaler_growth_tracker(const tg_grad_scaler *s) { return s ? s->growth_tracker : 0; }
+
+bool tg_grad_scaler_enabled(const tg_grad_scaler *s) { return s && s->o.enabled; }
+
+/* ---- checkpoint state ----------------------------------------------------------- */
+
+static const char *const state_keys[] = {"scale", "growth_factor", "backoff_factor",
+                                         "growth_tracker", "growth_interval"};
+enum { KEY_SCALE, KEY_GROWTH, KEY_BACKOFF, KEY_TRACKER, KEY_INTERVAL, N_KEYS };
+
+static int key_name(char *buf, size_t size, const char *what, const char *prefix, int k)
+{
+    int len = snprintf(buf, size, "%s.%s", prefix, state_keys[k]);
+    TG_CHECK(len > 0 && (size_t)len < size, TG_EINVAL, "%s: prefix '%.32s...' is too long",
+             what, prefix);
+    return TG_OK;
+}
+
+int tg_grad_scaler_state_save(const tg_grad_scaler *s, tg_st_file *f, const char *prefix)
+{
+    const char *what = "grad_scaler_state_save";
+    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
+             "%s: s, f and prefix must not be NULL", what);
+    if (!s->o.enabled) return TG_OK;
+    const double v[N_KEYS] = {s->scale, s->o.growth_factor, s->o.backoff_factor,
+                              (double)s->growth_tracker, (double)s->o.growth_interval};
+    char name[256];
+    for (int k = 0; k < N_KEYS; k++) TG_TRY(key_name(name, sizeof name, what, prefix, k));
+    for (int k = 0; k < N_KEYS; k++) {
+        tg_tensor *t = NULL;
+        TG_TRY(tg_tensor_scalar(&t, k >= KEY_TRACKER ? TG_I64 : TG_F64, v[k]));
+        TG_TRY(key_name(name, sizeof name, what, prefix, k));
+        int rc = tg_st_set(f, name, t);
+        tg_tensor_release(t);
+        TG_TRY(rc);
+    }
+    return TG_OK;
+}
+
+/* Reads the one value of f's tensor prefix.<key k> into *v. */
+static int read_value(const tg_st_file *f, const char *prefix, int k, double *v)
+{
+    const char *what = "grad_scaler_state_load";
+    char name[256];
+    TG_TRY(key_name(name, sizeof name, what, prefix, k));
+    tg_tensor *t = tg_st_get(f, name);
+    TG_CHECK(t != NULL, TG_ENOTFOUND, "%s: no tensor '%s'", what, name);
+    TG_CHECK(tg_tensor_numel(t) == 1, TG_EINVAL, "%s: '%s' must hold one value, not %lld",
+             what, name, (long long)tg_tensor_numel(t));
+    return tg_tensor_get_flat(t, 0, v);
+}
+
+int tg_grad_scaler_state_load(tg_grad_scaler *s, const tg_st_file *f, const char *prefix)
+{
+    const char *what = "grad_scaler_state_load";
+    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
+             "%s: s, f and prefix must not be NULL", what);
+    if (!s->o.enabled) return TG_OK;
+    double v[N_KEYS];
+    for (int k = 0; k < N_KEYS; k++) TG_TRY(read_value(f, prefix, k, &v[k]));
+    tg_grad_scaler_opts o = s->o;
+    o.init_scale = v[KEY_SCALE];
+    o.growth_factor = v[KEY_GROWTH];
+    o.backoff_factor = v[KEY_BACKOFF];
+    o.growth_interval = (int64_t)v[KEY_INTERVAL];
+    TG_CHECK(v[KEY_INTERVAL] == (double)o.growth_interval, TG_EINVAL,
+             "%s: growth_interval=%g must be an integer", what, v[KEY_INTERVAL]);
+    TG_TRY(check_opts(&o));
+    int64_t tracker = (int64_t)v[KEY_TRACKER];
+    TG_CHECK(tracker >= 0 && tracker < o.growth_interval && v[KEY_TRACKER] == (double)tracker,
+             TG_EINVAL, "%s: growth_tracker=%g must be an integer in [0, %lld)", what,
+             v[KEY_TRACKER], (long long)o.growth_interval);
+    s->o = o;
+    s->scale = (double)(float)o.init_scale;
+    s->growth_tracker = tracker;
+    s->found_inf = false;
+    s->stage = STAGE_READY;
+    return TG_OK;
+}

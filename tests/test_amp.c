@@ -1,0 +1,575 @@
+/* tests/test_amp.c - mixed precision: half dtypes through every float op, the
+ * AMP policies of the dispatch (promote table, autocast scopes), gradient
+ * dtypes, half edge cases, the gradient scaler and a small network trained
+ * under bf16 autocast. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tapegrad/amp.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/conv.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
+
+static const tg_dtype FLOATS[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
+
+/* v rounded to dt the way an f32 computation stored in dt is: once. */
+static double round_to(tg_dtype dt, double v)
+{
+    switch (dt) {
+    case TG_F64: return v;
+    case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)v));
+    case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)v));
+    default: return (float)v;
+    }
+}
+
+static tg_tensor *mk(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, v[i]), TG_OK));
+    return t;
+}
+
+/* n values in [0.5, 2) that are multiples of 1/32: exact in every float dtype. */
+static tg_tensor *mk_exact(tg_dtype dt, int ndim, const int64_t *shape, int seed)
+{
+    double v[64];
+    int64_t n = tg__numel(ndim, shape);
+    cr_assert(n <= 64);
+    for (int64_t i = 0; i < n; i++) v[i] = 0.5 + (double)((i * 7 + seed * 13) % 48) / 32.0;
+    return mk(dt, ndim, shape, v);
+}
+
+static double at(const tg_tensor *t, int64_t i)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
+    return v;
+}
+
+/* ---- the promote table ------------------------------------------------------- */
+
+/* The widest of a and b, written out by hand as a table (rows/cols FLOATS). */
+static tg_dtype expected_promote(int i, int j)
+{
+    static const tg_dtype table[4][4] = {
+        /*            f32     f64     f16     bf16 */
+        /* f32  */ {TG_F32, TG_F64, TG_F32, TG_F32},
+        /* f64  */ {TG_F64, TG_F64, TG_F64, TG_F64},
+        /* f16  */ {TG_F32, TG_F64, TG_F16, TG_F32},
+        /* bf16 */ {TG_F32, TG_F64, TG_F32, TG_BF16},
+    };
+    return table[i][j];
+}
+
+/* Tolerance for a value computed in the promoted dtype: 0 when every input
+ * is a half type (products and two-term sums are exact in f32, so the one
+ * rounding is all there is). */
+static double tol_for(tg_dtype a, tg_dtype b, tg_dtype res, double ref)
+{
+    bool halves = (a == TG_F16 || a == TG_BF16) && (b == TG_F16 || b == TG_BF16);
+    if (halves) return 0.0;
+    return (res == TG_F64 ? 1e-14 : 1e-6) * fmax(1.0, fabs(ref));
+}
+
+Test(amp, promote_table_add)
+{
+    /* f16 has 11 significant bits, bf16 8: a = 1 + 2^-10 is exact only in f16
+     * and b = 2^-7 + 2^-9 in both, so a + b needs f32 when mixing halves. */
+    const double av[2] = {1.0 + 0x1p-10, -3.5}, bv[2] = {0x1p-7 + 0x1p-9, 0.25};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            tg_tensor *a = mk(FLOATS[i], 1, (int64_t[]){2}, av);
+            tg_tensor *b = mk(FLOATS[j], 1, (int64_t[]){2}, bv), *y = NULL;
+            cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
+            tg_dtype want = expected_promote(i, j);
+            cr_assert(eq(str, (char *)tg_dtype_name(tg_tensor_dtype(y)),
+                         (char *)tg_dtype_name(want)), "%s + %s",
+                      tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]));
+            for (int k = 0; k < 2; k++) {
+                double ref = round_to(want, at(a, k) + at(b, k));
+                cr_assert(eq(dbl, at(y, k), ref), "%s + %s [%d]", tg_dtype_name(FLOATS[i]),
+                          tg_dtype_name(FLOATS[j]), k);
+            }
+            tg_tensor_release(a);
+            tg_tensor_release(b);
+            tg_tensor_release(y);
+        }
+    cr_assert(eq(int, tg_promote_dtypes(TG_F16, TG_BF16), TG_F32));
+    cr_assert(eq(int, tg_promote_dtypes(TG_BF16, TG_F64), TG_F64));
+}
+
+Test(amp, promote_table_conv_transpose_in_and_out_of_autocast)
+{
+    /* 1-d, one channel, L = 2, K = 2, stride 1: y = (x0 w0, x0 w1 + x1 w0, x1 w1). */
+    const double xv[2] = {1.0 + 0x1p-10, -0.75}, wv[2] = {1.0 + 0x1p-7, 0.5 + 0x1p-9};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    for (int scope = 0; scope < 2; scope++) {
+        if (scope) cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+                tg_tensor *x = mk(FLOATS[i], 3, (int64_t[]){1, 1, 2}, xv);
+                tg_tensor *w = mk(FLOATS[j], 3, (int64_t[]){1, 1, 2}, wv), *y = NULL;
+                cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
+                tg_dtype want = expected_promote(i, j);
+                cr_assert(eq(int, tg_tensor_dtype(y), want), "convT %s x %s (autocast %d)",
+                          tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]), scope);
+                double x0 = at(x, 0), x1 = at(x, 1), w0 = at(w, 0), w1 = at(w, 1);
+                const double exact[3] = {x0 * w0, x0 * w1 + x1 * w0, x1 * w1};
+                cr_assert(eq(i64, tg_tensor_numel(y), 3));
+                for (int k = 0; k < 3; k++) {
+                    double ref = round_to(want, exact[k]);
+                    cr_assert(epsilon_eq(dbl, at(y, k), ref,
+                                         tol_for(FLOATS[i], FLOATS[j], want, ref)),
+                              "convT %s x %s [%d]", tg_dtype_name(FLOATS[i]),
+                              tg_dtype_name(FLOATS[j]), k);
+                }
+                tg_tensor_release(x);
+                tg_tensor_release(w);
+                tg_tensor_release(y);
+            }
+        if (scope) cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    }
+}
+
+/* ---- every float op in f16 and bf16: f32 compute, one rounding ------------------- */
+
+typedef int (*op_fn)(tg_tensor **out, tg_tensor *const *in);
+typedef struct op_case {
+    const char *name;
+    op_fn fn;
+    int n;
+    int ndim[3];
+    int64_t shape[3][3];
+} op_case;
+
+static const tg_conv_params CONV_P = TG_CONV_PARAMS_INIT;
+#define BIN(nm) static int run_##nm(tg_tensor **o, tg_tensor *const *in) { return tg_##nm(o, in[0], in[1]); }
+#define UN(nm) static int run_##nm(tg_tensor **o, tg_tensor *const *in) { return tg_##nm(o, in[0]); }
+#define SC(nm, s) static int run_##nm(tg_tensor **o, tg_tensor *const *in) { return tg_##nm(o, in[0], s); }
+BIN(add) BIN(sub) BIN(mul) BIN(div) BIN(pow) BIN(matmul)
+UN(neg) UN(exp) UN(log) UN(sqrt) UN(abs) UN(erf) UN(relu) UN(tanh) UN(sigmoid) UN(silu)
+UN(gelu) UN(sum) UN(mean)
+SC(add_scalar, 0.375) SC(mul_scalar, -1.5) SC(div_scalar, 3.0) SC(rsub_scalar, 2.0)
+SC(pow_scalar, 1.5) SC(leaky_relu, 0.1)
+static int run_sum_dims(tg_tensor **o, tg_tensor *const *in)
+{
+    return tg_sum_dims(o, in[0], 1, (int[]){1}, false);
+}
+static int run_mean_dims(tg_tensor **o, tg_tensor *const *in)
+{
+    return tg_mean_dims(o, in[0], 1, (int[]){0}, true);
+}
+static int run_linear(tg_tensor **o, tg_tensor *const *in) { return tg_linear(o, in[0], in[1], in[2]); }
+static int run_conv(tg_tensor **o, tg_tensor *const *in) { return tg_conv(o, in[0], in[1], in[2], &CONV_P); }
+static int run_conv_transpose(tg_tensor **o, tg_tensor *const *in)
+{
+    return tg_conv_transpose(o, in[0], in[1], in[2], &CONV_P);
+}
+static int run_conv_weight_grad(tg_tensor **o, tg_tensor *const *in)
+{
+    return tg_conv_weight_grad(o, in[0], in[1], 3, (int64_t[]){3, 2, 3}, &CONV_P);
+}
+
+#define E1(nm) {#nm, run_##nm, 1, {2}, {{2, 3}}}
+#define E2(nm) {#nm, run_##nm, 2, {2, 2}, {{2, 3}, {2, 3}}}
+static const op_case OPS[] = {
+    E2(add), E2(sub), E2(mul), E2(div), E2(pow),
+    E1(neg), E1(exp), E1(log), E1(sqrt), E1(abs), E1(erf), E1(relu), E1(tanh), E1(sigmoid),
+    E1(silu), E1(gelu), E1(sum), E1(mean), E1(sum_dims), E1(mean_dims), E1(add_scalar),
+    E1(mul_scalar), E1(div_scalar), E1(rsub_scalar), E1(pow_scalar), E1(leaky_relu),
+    {"matmul", run_matmul, 2, {2, 2}, {{2, 3}, {3, 4}}},
+    {"linear", run_linear, 3, {2, 2, 1}, {{2, 3}, {4, 3}, {4}}},
+    {"conv", run_conv, 3, {3, 3, 1}, {{1, 2, 5}, {3, 2, 3}, {3}}},
+    {"conv_transpose", run_conv_transpose, 3, {3, 3, 1}, {{1, 2, 4}, {2, 3, 3}, {3}}},
+    {"conv_weight_grad", run_conv_weight_grad, 2, {3, 3}, {{1, 2, 5}, {1, 3, 3}}},
+};
+#define N_OPS (int)(sizeof OPS / sizeof OPS[0])
+
+/* Runs c on inputs of dtype dt (values exact in every dtype); with grad, every
+ * input requires grad and sum(y) is backpropagated. */
+static tg_tensor *run_case(const op_case *c, tg_dtype dt, bool grad, tg_tensor **in)
+{
+    for (int i = 0; i < c->n; i++) {
+        in[i] = mk_exact(dt, c->ndim[i], c->shape[i], i + 1);
+        if (grad) tg_tensor_set_requires_grad(in[i], true);
+    }
+    tg_tensor *y = NULL, *s = NULL;
+    cr_assert(eq(int, c->fn(&y, in), TG_OK), "%s %s: %s", c->name, tg_dtype_name(dt),
+              tg_error_message());
+    if (grad) {
+        cr_assert(eq(int, tg_sum(&s, y), TG_OK));
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s %s backward: %s", c->name,
+                  tg_dtype_name(dt), tg_error_message());
+        tg_tensor_release(s);
+    }
+    return y;
+}
+
+static void release_all(int n, tg_tensor **ts)
+{
+    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
+}
+
+Test(amp, every_float_op_computes_half_in_f32_and_rounds_once)
+{
+    for (int k = 0; k < N_OPS; k++) {
+        tg_tensor *in32[3], *in[3];
+        tg_tensor *ref = run_case(&OPS[k], TG_F32, false, in32);
+        for (int h = 2; h < 4; h++) {
+            tg_dtype dt = FLOATS[h];
+            tg_tensor *y = run_case(&OPS[k], dt, false, in);
+            cr_assert(eq(int, tg_tensor_dtype(y), dt), "%s %s", OPS[k].name, tg_dtype_name(dt));
+            cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
+            for (int64_t i = 0; i < tg_tensor_numel(y); i++)
+                cr_assert(eq(dbl, at(y, i), round_to(dt, at(ref, i))), "%s %s [%lld]",
+                          OPS[k].name, tg_dtype_name(dt), (long long)i);
+            tg_tensor_release(y);
+            release_all(OPS[k].n, in);
+        }
+        tg_tensor_release(ref);
+        release_all(OPS[k].n, in32);
+    }
+}
+
+Test(amp, every_float_op_gives_half_gradients_close_to_f32)
+{
+    for (int k = 0; k < N_OPS; k++) {
+        tg_tensor *in32[3], *in[3];
+        tg_tensor_release(run_case(&OPS[k], TG_F32, true, in32));
+        for (int h = 2; h < 4; h++) {
+            tg_dtype dt = FLOATS[h];
+            double rtol = dt == TG_F16 ? 1e-2 : 5e-2;
+            tg_tensor_release(run_case(&OPS[k], dt, true, in));
+            for (int i = 0; i < OPS[k].n; i++) {
+                tg_tensor *g = tg_tensor_grad(in[i]), *g32 = tg_tensor_grad(in32[i]);
+                cr_assert(g != NULL && g32 != NULL, "%s %s input %d", OPS[k].name,
+                          tg_dtype_name(dt), i);
+                cr_assert(eq(int, tg_tensor_dtype(g), dt), "%s grad %d", OPS[k].name, i);
+                for (int64_t e = 0; e < tg_tensor_numel(g); e++) {
+                    double want = at(g32, e);
+                    cr_assert(epsilon_eq(dbl, at(g, e), want, rtol * fmax(1.0, fabs(want))),
+                              "%s %s grad %d [%lld]", OPS[k].name, tg_dtype_name(dt), i,
+                              (long long)e);
+                }
+            }
+            release_all(OPS[k].n, in);
+        }
+        release_all(OPS[k].n, in32);
+    }
+}
+
+/* ---- the policies inside and outside autocast --------------------------------- */
+
+/* The dtype op k (in OPS) gives for inputs of dtypes a, b, c (same for all
+ * inputs when b, c are ignored). */
+static tg_dtype result_dtype(const char *name, const tg_dtype *dts)
+{
+    int k = 0;
+    while (k < N_OPS && strcmp(OPS[k].name, name) != 0) k++;
+    cr_assert(k < N_OPS, "%s", name);
+    tg_tensor *in[3], *y = NULL;
+    for (int i = 0; i < OPS[k].n; i++) in[i] = mk_exact(dts[i], OPS[k].ndim[i], OPS[k].shape[i], i);
+    cr_assert(eq(int, OPS[k].fn(&y, in), TG_OK), "%s: %s", name, tg_error_message());
+    tg_dtype dt = tg_tensor_dtype(y);
+    tg_tensor_release(y);
+    release_all(OPS[k].n, in);
+    return dt;
+}
+
+typedef struct policy_case {
+    const char *op;
+    tg_dtype in[3];
+    tg_dtype outside, in_bf16, in_f16;
+} policy_case;
+
+Test(amp, each_policy_inside_and_outside_autocast)
+{
+    const tg_dtype F = TG_F32, B = TG_BF16, H = TG_F16, D = TG_F64;
+    const policy_case cases[] = {
+        /* LOWER_PRECISION: the scope dtype, even from the other half type. */
+        {"matmul", {F, F}, F, B, H},
+        {"matmul", {H, H}, H, B, H},
+        {"matmul", {B, F}, F, B, H},
+        {"linear", {F, F, F}, F, B, H},
+        {"conv", {F, F, F}, F, B, H},
+        {"conv", {B, F, F}, F, B, H},
+        /* PROMOTE: the widest input, in and out of autocast. */
+        {"conv_transpose", {F, F, F}, F, F, F},
+        {"conv_transpose", {B, F, F}, F, F, F},
+        {"conv_transpose", {B, B, B}, B, B, B},
+        {"conv_transpose", {H, B, B}, F, F, F},
+        {"conv_weight_grad", {B, F}, F, F, F},
+        {"add", {H, B}, F, F, F},
+        {"mul", {B, B}, B, B, B},
+        /* FP32: f32 inside autocast. */
+        {"sum", {B}, B, F, F},
+        {"sum", {H}, H, F, F},
+        {"mean_dims", {B}, B, F, F},
+        {"exp", {H}, H, F, F},
+        {"log", {B}, B, F, F},
+        /* KEEP: never cast. */
+        {"relu", {B}, B, B, B},
+        {"relu", {F}, F, F, F},
+        {"tanh", {H}, H, H, H},
+        {"mul_scalar", {B}, B, B, B},
+        /* f64 is never lowered. */
+        {"matmul", {D, D}, D, D, D},
+        {"matmul", {D, F}, D, D, D},
+        {"conv", {D, B, F}, D, D, D},
+        {"sum", {D}, D, D, D},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const policy_case *c = &cases[i];
+        tg_dtype got[3];
+        got[0] = result_dtype(c->op, c->in);
+        cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+        got[1] = result_dtype(c->op, c->in);
+        cr_assert(eq(int, tg_autocast_end(), TG_OK));
+        cr_assert(eq(int, tg_autocast_begin(TG_F16), TG_OK));
+        got[2] = result_dtype(c->op, c->in);
+        cr_assert(eq(int, tg_autocast_end(), TG_OK));
+        const tg_dtype want[3] = {c->outside, c->in_bf16, c->in_f16};
+        for (int s = 0; s < 3; s++)
+            cr_assert(eq(str, (char *)tg_dtype_name(got[s]), (char *)tg_dtype_name(want[s])),
+                      "case %zu %s (%s, scope %d)", i, c->op, tg_dtype_name(c->in[0]), s);
+    }
+}
+
+Test(amp, policies_match_the_registry)
+{
+    const struct { const char *op; tg_amp_policy p; } want[] = {
+        {"conv", TG_AMP_LOWER_PRECISION}, {"matmul", TG_AMP_LOWER_PRECISION},
+        {"linear", TG_AMP_LOWER_PRECISION}, {"conv_transpose", TG_AMP_PROMOTE},
+        {"add", TG_AMP_PROMOTE}, {"sum", TG_AMP_FP32}, {"exp", TG_AMP_FP32},
+        {"relu", TG_AMP_KEEP}, {"to_dtype", TG_AMP_KEEP},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        tg_op_info info;
+        cr_assert(eq(int, tg_op_info_find(want[i].op, &info), TG_OK));
+        cr_assert(eq(str, (char *)tg_amp_policy_name(info.amp),
+                     (char *)tg_amp_policy_name(want[i].p)), "%s", want[i].op);
+    }
+}
+
+Test(amp, keep_rejects_mixed_dtypes_and_changes_nothing)
+{
+    tg_tensor *a = mk_exact(TG_F32, 1, (int64_t[]){3}, 1);
+    tg_tensor *b = mk_exact(TG_BF16, 1, (int64_t[]){3}, 2), *y = NULL;
+    double b0 = at(b, 0);
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){a, b}, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(y == NULL);
+    cr_assert(eq(int, tg_tensor_dtype(a), TG_F32));
+    cr_assert(eq(int, tg_tensor_dtype(b), TG_BF16));
+    cr_assert(eq(dbl, at(b, 0), b0));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+}
+
+Test(amp, lowered_matmul_rounds_inputs_then_output_once)
+{
+    /* f32 inputs not representable in bf16: autocast rounds each to bf16,
+     * accumulates in f32 and rounds the result once. */
+    const double av[4] = {1.0 + 0x1p-12, 0.3, -2.7, 0.1}, bv[4] = {0.7, 1.0 / 3, 5.1, -1.9};
+    tg_tensor *a = mk(TG_F32, 2, (int64_t[]){2, 2}, av);
+    tg_tensor *b = mk(TG_F32, 2, (int64_t[]){2, 2}, bv), *y = NULL;
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_matmul(&y, a, b), TG_OK));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < 2; k++)
+                acc += (float)(round_to(TG_BF16, av[i * 2 + k]) * round_to(TG_BF16, bv[k * 2 + j]));
+            cr_assert(eq(dbl, at(y, i * 2 + j), round_to(TG_BF16, acc)), "(%d,%d)", i, j);
+        }
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(y);
+}
+
+Test(amp, nested_autocast_and_disable_scope)
+{
+    tg_dtype dt = TG_I32;
+    cr_assert(not(tg_autocast_active(&dt)));
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_BF16));
+    cr_assert(eq(int, tg_autocast_begin(TG_F16), TG_OK));
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_F16));
+    cr_assert(eq(int, tg_autocast_disable_begin(), TG_OK));
+    cr_assert(not(tg_autocast_active(NULL)));
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_F32));
+    cr_assert(eq(int, result_dtype("sum", (tg_dtype[]){TG_BF16}), TG_BF16));
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));   /* re-enable inside disable */
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_BF16));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(tg_autocast_active(&dt));
+    cr_assert(eq(int, dt, TG_F16));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_BF16));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, result_dtype("matmul", (tg_dtype[]){TG_F32, TG_F32}), TG_F32));
+    /* Errors change nothing. */
+    cr_assert(eq(int, tg_autocast_end(), TG_EINVAL));
+    cr_assert(eq(int, tg_autocast_begin(TG_F64), TG_EINVAL));
+    cr_assert(eq(int, tg_autocast_begin(TG_I32), TG_EINVAL));
+    cr_assert(not(tg_autocast_active(NULL)));
+    cr_assert(eq(int, tg_autocast_end(), TG_EINVAL));
+}
+
+/* ---- gradient dtypes ------------------------------------------------------------ */
+
+/* loss = mean(tanh(linear(x, w, b)) * c) with f32 leaves; under autocast dt
+ * unless dt is f32.  backward_inside runs backward inside the scope too. */
+static void linear_grads(tg_dtype dt, bool backward_inside, tg_tensor *w, tg_tensor *b,
+                         tg_tensor **gw, tg_tensor **gb, tg_dtype *loss_dt)
+{
+    tg_tensor *x = mk_exact(TG_F32, 2, (int64_t[]){4, 3}, 5), *y = NULL, *t = NULL, *l = NULL;
+    tg_tensor_zero_grad(w);
+    tg_tensor_zero_grad(b);
+    if (dt != TG_F32) cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+    cr_assert(eq(int, tg_linear(&y, x, w, b), TG_OK));
+    cr_assert(eq(int, tg_tanh(&t, y), TG_OK));
+    cr_assert(eq(int, tg_mean(&l, t), TG_OK));
+    if (dt != TG_F32 && !backward_inside) cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    /* An f32 forward whose backward runs inside a bf16 scope: the backward's
+     * ops must not be autocast (each gradient has its input's dtype). */
+    if (dt == TG_F32 && backward_inside) cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK), "%s", tg_error_message());
+    if (backward_inside) cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    *loss_dt = tg_tensor_dtype(l);
+    *gw = tg_tensor_retain(tg_tensor_grad(w));
+    *gb = tg_tensor_retain(tg_tensor_grad(b));
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    tg_tensor_release(t);
+    tg_tensor_release(l);
+}
+
+Test(amp, f32_params_get_f32_grads_under_half_autocast)
+{
+    tg_tensor *w = mk(TG_F32, 2, (int64_t[]){2, 3}, (double[]){0.1, -0.2, 0.3, 0.05, 0.4, -0.1});
+    tg_tensor *b = mk(TG_F32, 1, (int64_t[]){2}, (double[]){0.01, -0.02});
+    tg_tensor_set_requires_grad(w, true);
+    tg_tensor_set_requires_grad(b, true);
+    tg_tensor *rw = NULL, *rb = NULL;
+    tg_dtype ldt;
+    linear_grads(TG_F32, false, w, b, &rw, &rb, &ldt);
+    const tg_dtype scopes[3] = {TG_BF16, TG_F16, TG_F32};
+    for (int s = 0; s < 3; s++)
+        for (int inside = 0; inside < 2; inside++) {
+            tg_tensor *gw = NULL, *gb = NULL;
+            linear_grads(scopes[s], inside, w, b, &gw, &gb, &ldt);
+            cr_assert(eq(int, ldt, TG_F32), "%d %d", s, inside);   /* mean is FP32 */
+            cr_assert(eq(int, tg_tensor_dtype(gw), TG_F32));
+            cr_assert(eq(int, tg_tensor_dtype(gb), TG_F32));
+            double tol = scopes[s] == TG_BF16 ? 2e-2 : scopes[s] == TG_F16 ? 4e-3 : 1e-6;
+            for (int i = 0; i < 6; i++)
+                cr_assert(epsilon_eq(dbl, at(gw, i), at(rw, i), tol * fmax(0.1, fabs(at(rw, i)))));
+            for (int i = 0; i < 2; i++)
+                cr_assert(epsilon_eq(dbl, at(gb, i), at(rb, i), tol * fmax(0.1, fabs(at(rb, i)))));
+            tg_tensor_release(gw);
+            tg_tensor_release(gb);
+        }
+    tg_tensor_release(rw);
+    tg_tensor_release(rb);
+    tg_tensor_release(w);
+    tg_tensor_release(b);
+}
+
+Test(amp, mixed_inputs_get_gradients_in_their_own_dtypes)
+{
+    /* add(f16, bf16) runs in f32; d/da = d/db = 1 arrive as f16 and bf16. */
+    tg_tensor *a = mk_exact(TG_F16, 1, (int64_t[]){3}, 1), *b = mk_exact(TG_BF16, 1, (int64_t[]){3}, 2);
+    tg_tensor *x = mk_exact(TG_BF16, 3, (int64_t[]){1, 2, 3}, 3);
+    tg_tensor *w = mk_exact(TG_F32, 3, (int64_t[]){2, 1, 2}, 4), *y = NULL, *s = NULL, *z = NULL;
+    tg_tensor *ts[4] = {a, b, x, w};
+    for (int i = 0; i < 4; i++) tg_tensor_set_requires_grad(ts[i], true);
+    cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
+    cr_assert(eq(int, tg_sum(&s, y), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F16));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(b)), TG_BF16));
+    cr_assert(eq(dbl, at(tg_tensor_grad(a), 2), 1.0));
+    tg_tensor_release(y);
+    tg_tensor_release(s);
+    /* conv_transpose(x bf16, w f32) in bf16 autocast: y f32; grads bf16 and f32;
+     * d sum(y)/dx[c, l] = sum of w[c, :, :] (every tap lands in the output). */
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
+    cr_assert(eq(int, tg_sum(&z, y), TG_OK));
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    cr_assert(eq(int, tg_backward(z, NULL, NULL), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
+    for (int c = 0; c < 2; c++)
+        cr_assert(eq(dbl, at(tg_tensor_grad(x), c * 3 + 1),
+                     round_to(TG_BF16, at(w, c * 2) + at(w, c * 2 + 1))));
+    tg_tensor_release(y);
+    tg_tensor_release(z);
+    release_all(4, ts);
+}
+
+/* ---- half conversions at the edges, through ops ------------------------------------ */
+
+Test(amp, half_edges_overflow_subnormal_nan_and_ties)
+{
+    /* f16: 65504 + 65504 = 131008 in f32 overflows f16 to inf; 2^-24 (smallest
+     * subnormal) * 0.5 is a tie between 0 and 2^-24 and rounds to even (0);
+     * 2^-24 * 0.75 rounds up to 2^-24. */
+    tg_tensor *a = mk(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0x1p-24, 0x1p-24, NAN});
+    tg_tensor *b = mk(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0.5, 0.75, 1.0}), *y = NULL;
+    cr_assert(eq(dbl, at(a, 1), 0x1p-24));   /* the subnormal survives storage */
+    cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
+    cr_assert(isinf(at(y, 0)) && at(y, 0) > 0);
+    cr_assert(isnan(at(y, 3)));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
+    cr_assert(isinf(at(y, 0)));
+    cr_assert(eq(dbl, at(y, 1), 0.0));
+    cr_assert(eq(dbl, at(y, 2), 0x1p-24));
+    cr_assert(isnan(at(y, 3)));
+    tg_tensor_release(y);
+    /* bf16 ties through a reduction and a matmul: 1 + 2^-8 lies halfway
+     * between 1 and 1 + 2^-7 and rounds to even (1); summed in f32,
+     * 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly (a bf16 accumulator would stay at 1). */
+    tg_tensor *c = mk(TG_BF16, 2, (int64_t[]){1, 3}, (double[]){1.0, 0x1p-8, 0x1p-8});
+    tg_tensor *ones = mk(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 1.0});
+    tg_tensor *two = mk(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 0.0});
+    cr_assert(eq(int, tg_sum(&y, c), TG_OK));
+    cr_assert(eq(dbl, at(y, 0), 1.0 + 0x1p-7));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_matmul(&y, c, ones), TG_OK));
+    cr_assert(eq(dbl, at(y, 0), 1.0 + 0x1p-7));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_matmul(&y, c, two), TG_OK));
+    cr_assert(eq(dbl, at(y, 0), 1.0));
+    tg_tensor_release(y);
+    /* bf16 keeps f32's range: 3e38 * 2 overflows to inf, NaN goes through exp. */
+    tg_tensor *d = mk(TG_BF16, 1, (int64_t[]){2}, (double[]){3e38, NAN});
+    cr_assert(eq(int, tg_mul_scalar(&y, d, 2.0), TG_OK));
+    cr_assert(isinf(at(y, 0)));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_exp(&y, d), TG_OK));
+    cr_assert(isinf(at(y, 0)) && isnan(at(y, 1)));
+    tg_tensor_release(y);
+    tg_tensor *ts[6] = {a, b, c, ones, two, d};
+    release_all(6, ts);
+}

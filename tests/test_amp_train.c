@@ -1,0 +1,418 @@
+/* tests/test_amp_train.c - the gradient scaler (PyTorch's GradScaler rules)
+ * and a small network trained under half autocast against its f32 run. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tapegrad/amp.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
+
+static tg_tensor *mk(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, v[i]), TG_OK));
+    return t;
+}
+
+static double at(const tg_tensor *t, int64_t i)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
+    return v;
+}
+
+/* w.grad = scale * 2 * w through loss = sum(w * w) scaled by gs. */
+static void scaled_backward(tg_grad_scaler *gs, tg_tensor *w)
+{
+    tg_tensor *sq = NULL, *l = NULL, *sl = NULL;
+    tg_tensor_zero_grad(w);
+    cr_assert(eq(int, tg_mul(&sq, w, w), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, sq), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_scale(gs, &sl, l), TG_OK));
+    cr_assert(eq(dbl, at(sl, 0), at(l, 0) * tg_grad_scaler_get_scale(gs)));
+    cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
+    tg_tensor_release(sq);
+    tg_tensor_release(l);
+    tg_tensor_release(sl);
+}
+
+/* The optimizer step of these tests: w -= 0.125 * grad, counting calls. */
+typedef struct sgd {
+    tg_tensor *w;
+    int calls;
+} sgd;
+
+static int sgd_step(void *user)
+{
+    sgd *o = user;
+    tg_tensor *g = tg_tensor_grad(o->w);
+    for (int64_t i = 0; i < tg_tensor_numel(o->w); i++)
+        tg_tensor_set_flat(o->w, i, at(o->w, i) - 0.125 * at(g, i));
+    o->calls++;
+    return TG_OK;
+}
+
+Test(amp, scaler_scales_loss_and_unscales_grads_exactly)
+{
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 65536.0));
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){3}, (double[]){0.5, -1.25, 3.0});
+    tg_tensor_set_requires_grad(w, true);
+    scaled_backward(gs, w);
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(tg_tensor_grad(w), i), 65536.0 * 2 * at(w, i)));
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(tg_tensor_grad(w), i), 2 * at(w, i)));
+    cr_assert(tg_grad_scaler_should_step(gs));
+    /* A second unscale in the same step is refused and divides nothing. */
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_EINVAL));
+    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 1.0));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 1));
+    /* update without an unscale in between is refused. */
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_EINVAL));
+    cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 1));
+    tg_tensor_release(w);
+    tg_grad_scaler_free(gs);
+}
+
+Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
+{
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    o.init_scale = 1024.0;
+    o.growth_interval = 3;
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
+    tg_tensor *other = mk(TG_F32, 1, (int64_t[]){2}, (double[]){0.0, 0.0});
+    tg_tensor_set_requires_grad(w, true);
+    tg_tensor_set_requires_grad(other, true);   /* no gradient: skipped */
+    sgd opt = {.w = w};
+    tg_tensor *params[2] = {w, other};
+    const double injected[2] = {INFINITY, NAN};
+    /* Two bad steps (inf, then NaN): skipped, scale halves each time. */
+    for (int k = 0; k < 2; k++) {
+        scaled_backward(gs, w);
+        tg_tensor_set_flat(tg_tensor_grad(w), 1, injected[k]);
+        bool stepped = true;
+        cr_assert(eq(int, tg_grad_scaler_step(gs, 2, params, sgd_step, &opt, &stepped), TG_OK));
+        cr_assert(not(stepped));
+        cr_assert(tg_grad_scaler_found_inf(gs));
+        cr_assert(eq(int, opt.calls, 0));
+        cr_assert(eq(dbl, at(w, 0), 1.0));
+        cr_assert(eq(int, tg_grad_scaler_step(gs, 2, params, sgd_step, &opt, NULL), TG_EINVAL));
+        cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+        cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 1024.0 / (2 << k)));
+        cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 0));
+    }
+    /* Three clean steps: each is taken with the true gradient 2w; after the
+     * third (growth_interval) the scale doubles and the count restarts. */
+    for (int k = 0; k < 3; k++) {
+        double w0 = at(w, 0);
+        scaled_backward(gs, w);
+        bool stepped = false;
+        cr_assert(eq(int, tg_grad_scaler_step(gs, 2, params, sgd_step, &opt, &stepped), TG_OK));
+        cr_assert(stepped);
+        cr_assert(eq(dbl, at(w, 0), w0 - 0.125 * 2 * w0));
+        cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), (k + 1) % 3));
+    }
+    cr_assert(eq(int, opt.calls, 3));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 512.0));
+    cr_assert(tg_tensor_grad(other) == NULL);
+    tg_tensor_release(w);
+    tg_tensor_release(other);
+    tg_grad_scaler_free(gs);
+}
+
+Test(amp, scaler_growth_stops_below_f32_overflow)
+{
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    o.init_scale = 0x1p127;
+    o.growth_interval = 1;
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 0, NULL), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 0x1p127));
+    cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 0));
+    tg_grad_scaler_free(gs);
+}
+
+Test(amp, scaler_rejects_bad_options_and_arguments)
+{
+    const tg_grad_scaler_opts base = TG_GRAD_SCALER_OPTS_INIT;
+    tg_grad_scaler_opts bad[5] = {base, base, base, base, base};
+    bad[0].init_scale = 0.0;
+    bad[1].init_scale = INFINITY;
+    bad[2].growth_factor = 1.0;
+    bad[3].backoff_factor = 1.0;
+    bad[4].growth_interval = 0;
+    for (int i = 0; i < 5; i++) {
+        tg_grad_scaler *gs = NULL;
+        cr_assert(eq(int, tg_grad_scaler_new(&gs, &bad[i]), TG_EINVAL), "%d", i);
+        cr_assert(gs == NULL);
+    }
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){1}, (double[]){2.0}), *out = NULL;
+    tg_tensor_set_requires_grad(w, true);
+    scaled_backward(gs, w);
+    /* A NULL parameter is caught before any gradient is touched. */
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 2, (tg_tensor *[]){w, NULL}), TG_EINVAL));
+    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 4.0 * 65536));
+    cr_assert(eq(int, tg_grad_scaler_scale(gs, &out, NULL), TG_EINVAL));
+    cr_assert(out == NULL);
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, NULL, NULL, NULL), TG_EINVAL));
+    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 4.0 * 65536));
+    tg_tensor_release(w);
+    tg_grad_scaler_free(gs);
+}
+
+Test(amp, scaler_disabled_does_nothing)
+{
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    o.enabled = false;
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){1}, (double[]){3.0}), *l = NULL;
+    tg_tensor_set_requires_grad(w, true);
+    cr_assert(eq(int, tg_grad_scaler_scale(gs, &l, w), TG_OK));
+    cr_assert(l == w);
+    tg_tensor_release(l);
+    scaled_backward(gs, w);
+    tg_tensor_set_flat(tg_tensor_grad(w), 0, INFINITY);
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+    cr_assert(tg_grad_scaler_should_step(gs));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 1.0));
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_state_save(gs, f, "scaler"), TG_OK));
+    cr_assert(eq(int, tg_st_count(f), 0));
+    tg_st_free(f);
+    tg_tensor_release(w);
+    tg_grad_scaler_free(gs);
+}
+
+Test(amp, scaler_state_round_trip_through_a_file)
+{
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    o.init_scale = 256.0;
+    o.growth_interval = 5;
+    o.growth_factor = 4.0;
+    tg_grad_scaler *a = NULL, *b = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&a, &o), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_new(&b, NULL), TG_OK));
+    for (int k = 0; k < 3; k++) {   /* three clean steps: tracker 3 */
+        cr_assert(eq(int, tg_grad_scaler_unscale(a, 0, NULL), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_update(a), TG_OK));
+    }
+    tg_st_file *f = NULL, *g = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_state_save(a, f, "amp.scaler"), TG_OK));
+    char path[] = "/tmp/tg_amp_scaler_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK));
+    cr_assert(eq(int, tg_safetensors_load(&g, path), TG_OK));
+    unlink(path);
+    /* Missing keys: ENOTFOUND and b unchanged. */
+    cr_assert(eq(int, tg_grad_scaler_state_load(b, g, "other"), TG_ENOTFOUND));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(b), 65536.0));
+    cr_assert(eq(int, tg_grad_scaler_state_load(b, g, "amp.scaler"), TG_OK));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(b), 256.0));
+    cr_assert(eq(int, tg_grad_scaler_growth_tracker(b), 3));
+    /* Both continue alike: two more clean steps grow the scale by 4. */
+    for (int k = 0; k < 2; k++) {
+        tg_grad_scaler *s[2] = {a, b};
+        for (int j = 0; j < 2; j++) {
+            cr_assert(eq(int, tg_grad_scaler_unscale(s[j], 0, NULL), TG_OK));
+            cr_assert(eq(int, tg_grad_scaler_update(s[j]), TG_OK));
+        }
+    }
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(a), 1024.0));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(b), 1024.0));
+    cr_assert(eq(int, tg_grad_scaler_growth_tracker(b), 0));
+    /* An out-of-range tracker is refused and changes nothing. */
+    tg_tensor *bad = NULL;
+    cr_assert(eq(int, tg_tensor_scalar(&bad, TG_I64, 7.0), TG_OK));
+    cr_assert(eq(int, tg_st_set(f, "amp.scaler.growth_tracker", bad), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_state_load(b, f, "amp.scaler"), TG_EINVAL));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(b), 1024.0));
+    tg_tensor_release(bad);
+    tg_st_free(f);
+    tg_st_free(g);
+    tg_grad_scaler_free(a);
+    tg_grad_scaler_free(b);
+}
+
+Test(amp, scaler_rescues_f16_gradients_from_underflow)
+{
+    /* loss = sum(w16 * 1e-4 * 1e-4) with w16 the f16 copy of an f32 master
+     * weight: the gradient 1e-8 underflows f16 (smallest subnormal 6e-8)
+     * unless the loss is scaled first. */
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, 2.0});
+    tg_tensor_set_requires_grad(w, true);
+    double got[2];
+    for (int scaled = 0; scaled < 2; scaled++) {
+        tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+        o.init_scale = 1024.0;
+        o.enabled = scaled;
+        tg_grad_scaler *gs = NULL;
+        cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+        tg_tensor *h = NULL, *a = NULL, *b = NULL, *l = NULL, *sl = NULL;
+        tg_tensor_zero_grad(w);
+        cr_assert(eq(int, tg_autocast_begin(TG_F16), TG_OK));
+        cr_assert(eq(int, tg_to_dtype(&h, w, TG_F16), TG_OK));
+        cr_assert(eq(int, tg_mul_scalar(&a, h, 1e-4), TG_OK));
+        cr_assert(eq(int, tg_mul_scalar(&b, a, 1e-4), TG_OK));
+        cr_assert(eq(int, tg_sum(&l, b), TG_OK));
+        cr_assert(eq(int, tg_autocast_end(), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(l), TG_F32));
+        cr_assert(eq(int, tg_grad_scaler_scale(gs, &sl, l), TG_OK));
+        cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+        cr_assert(tg_grad_scaler_should_step(gs));
+        got[scaled] = at(tg_tensor_grad(w), 0);
+        tg_tensor *ts[5] = {h, a, b, l, sl};
+        for (int i = 0; i < 5; i++) tg_tensor_release(ts[i]);
+        tg_grad_scaler_free(gs);
+    }
+    cr_assert(eq(dbl, got[0], 0.0));
+    cr_assert(epsilon_eq(dbl, got[1], 1e-8, 2e-10));
+    tg_tensor_release(w);
+}
+
+/* ---- a 2-layer MLP trained in f32 and under half autocast ------------------------ */
+
+enum { N_SAMPLES = 64, D_IN = 4, D_HID = 16, N_STEPS = 300 };
+
+typedef struct mlp {
+    tg_tensor *p[4];   /* w1 (16, 4), b1 (16), w2 (1, 16), b2 (1), f32 masters */
+} mlp;
+
+static void mlp_init(mlp *m)
+{
+    const int64_t shapes[4][2] = {{D_HID, D_IN}, {D_HID, 0}, {1, D_HID}, {1, 0}};
+    tg_rng rng;
+    tg_rng_init(&rng, 7);
+    for (int i = 0; i < 4; i++) {
+        int nd = shapes[i][1] ? 2 : 1;
+        cr_assert(eq(int, tg_tensor_zeros(&m->p[i], TG_F32, nd, shapes[i]), TG_OK));
+        cr_assert(eq(int, tg_tensor_rand_uniform(m->p[i], &rng, -0.5, 0.5), TG_OK));
+        tg_tensor_set_requires_grad(m->p[i], true);
+    }
+}
+
+/* Synthetic regression: t = x0 x1 + tanh(x2) - 0.5 x3 on x uniform in [-1, 1]. */
+static void make_data(tg_tensor **x, tg_tensor **t)
+{
+    cr_assert(eq(int, tg_tensor_zeros(x, TG_F32, 2, (int64_t[]){N_SAMPLES, D_IN}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(t, TG_F32, 2, (int64_t[]){N_SAMPLES, 1}), TG_OK));
+    tg_rng rng;
+    tg_rng_init(&rng, 11);
+    cr_assert(eq(int, tg_tensor_rand_uniform(*x, &rng, -1.0, 1.0), TG_OK));
+    for (int64_t n = 0; n < N_SAMPLES; n++) {
+        double v[D_IN];
+        for (int d = 0; d < D_IN; d++) v[d] = at(*x, n * D_IN + d);
+        tg_tensor_set_flat(*t, n, v[0] * v[1] + tanh(v[2]) - 0.5 * v[3]);
+    }
+}
+
+/* mean((linear(tanh(linear(x, w1, b1)), w2, b2) - t)^2), under autocast dt
+ * unless dt is f32. */
+static tg_tensor *mlp_loss(const mlp *m, tg_tensor *x, tg_tensor *t, tg_dtype dt)
+{
+    tg_tensor *h = NULL, *a = NULL, *y = NULL, *d = NULL, *sq = NULL, *l = NULL;
+    if (dt != TG_F32) cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+    cr_assert(eq(int, tg_linear(&h, x, m->p[0], m->p[1]), TG_OK));
+    cr_assert(eq(int, tg_tanh(&a, h), TG_OK));
+    cr_assert(eq(int, tg_linear(&y, a, m->p[2], m->p[3]), TG_OK));
+    cr_assert(eq(int, tg_sub(&d, y, t), TG_OK));
+    cr_assert(eq(int, tg_mul(&sq, d, d), TG_OK));
+    cr_assert(eq(int, tg_mean(&l, sq), TG_OK));
+    if (dt != TG_F32) {
+        cr_assert(eq(int, tg_autocast_end(), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(h), dt));
+    }
+    cr_assert(eq(int, tg_tensor_dtype(l), TG_F32));
+    tg_tensor *ts[5] = {h, a, y, d, sq};
+    for (int i = 0; i < 5; i++) tg_tensor_release(ts[i]);
+    return l;
+}
+
+static int mlp_sgd(void *user)
+{
+    mlp *m = user;
+    for (int i = 0; i < 4; i++) {
+        float *p = tg_tensor_data(m->p[i]);
+        const float *g = tg_tensor_cdata(tg_tensor_grad(m->p[i]));
+        for (int64_t e = 0; e < tg_tensor_numel(m->p[i]); e++) p[e] -= 0.1f * g[e];
+    }
+    return TG_OK;
+}
+
+/* Trains 300 steps under dt (f16 with a grad scaler); returns the final
+ * loss evaluated in f32. */
+static double train(tg_dtype dt, tg_tensor *x, tg_tensor *t)
+{
+    mlp m;
+    mlp_init(&m);
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    o.enabled = dt == TG_F16;
+    o.growth_interval = 50;
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+    for (int step = 0; step < N_STEPS; step++) {
+        for (int i = 0; i < 4; i++) tg_tensor_zero_grad(m.p[i]);
+        tg_tensor *l = mlp_loss(&m, x, t, dt), *sl = NULL;
+        cr_assert(eq(int, tg_grad_scaler_scale(gs, &sl, l), TG_OK));
+        cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
+        for (int i = 0; i < 4; i++) cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(m.p[i])), TG_F32));
+        cr_assert(eq(int, tg_grad_scaler_step(gs, 4, m.p, mlp_sgd, &m, NULL), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+        tg_tensor_release(l);
+        tg_tensor_release(sl);
+    }
+    tg_tensor *l = mlp_loss(&m, x, t, TG_F32);
+    double v = at(l, 0);
+    tg_tensor_release(l);
+    for (int i = 0; i < 4; i++) tg_tensor_release(m.p[i]);
+    tg_grad_scaler_free(gs);
+    return v;
+}
+
+Test(amp, mlp_under_half_autocast_reaches_the_f32_loss)
+{
+    tg_tensor *x = NULL, *t = NULL;
+    make_data(&x, &t);
+    tg_tensor *l0 = NULL;
+    {
+        mlp m;
+        mlp_init(&m);
+        l0 = mlp_loss(&m, x, t, TG_F32);
+        for (int i = 0; i < 4; i++) tg_tensor_release(m.p[i]);
+    }
+    double start = at(l0, 0);
+    double f32 = train(TG_F32, x, t), bf16 = train(TG_BF16, x, t), f16 = train(TG_F16, x, t);
+    cr_log_info("mlp loss: start %.5f, f32 %.7f, bf16 %.7f, f16+scaler %.7f", start, f32, bf16, f16);
+    cr_assert(f32 < 0.5 * start, "training must make progress: %g -> %g", start, f32);
+    cr_assert(fabs(bf16 - f32) <= 0.05 * f32, "bf16 %g vs f32 %g", bf16, f32);
+    cr_assert(fabs(f16 - f32) <= 0.05 * f32, "f16 %g vs f32 %g", f16, f32);
+    tg_tensor_release(l0);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
