@@ -37,6 +37,8 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/safetensors.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/optim.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
 #include "tapegrad/nn.h"

@@ -1,0 +1,109 @@
+/* tapegrad/optim.h - SGD, Adam and AdamW with PyTorch 1.13's update rules.
+ *
+ *   tg_optimizer *opt;
+ *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
+ *   tg_adam_new(&opt, 2, (tg_tensor *[]){w, b}, &o);
+ *   for (...) {
+ *       tg_optimizer_zero_grad(opt);
+ *       ... compute loss; tg_backward(loss, NULL, NULL);
+ *       tg_optimizer_step(opt);
+ *   }
+ *   tg_optimizer_free(opt);
+ *
+ * An optimizer is an opaque object owned by its creator (tg_optimizer_free).
+ * It retains its parameters, which must be float leaf tensors, each given
+ * once.  Per-parameter state (momentum buffers, moments, step counts) is
+ * created on a parameter's first step with a gradient, as in PyTorch, and kept
+ * in f64 for f64 parameters and in f32 otherwise (f16/bf16 parameters are
+ * updated in f32 and rounded once).  Functions return TG_OK or a negative
+ * tg_status; on error nothing is changed.
+ */
+#ifndef TAPEGRAD_OPTIM_H
+#define TAPEGRAD_OPTIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_optimizer tg_optimizer;
+
+/* torch.optim.SGD:  d = g + weight_decay * p;  with momentum,
+ * buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
+ * and d = d + momentum * buf (nesterov) or d = buf;  p -= lr * d.
+ * lr, momentum, weight_decay >= 0; nesterov needs momentum > 0 and
+ * dampening == 0. */
+typedef struct tg_sgd_opts {
+    double lr;
+    double momentum;
+    double dampening;
+    double weight_decay;
+    bool nesterov;
+} tg_sgd_opts;
+#define TG_SGD_OPTS_INIT                                                      \
+    {.lr = 1e-2, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false}
+
+/* torch.optim.Adam / AdamW (amsgrad off):  t += 1;
+ * Adam adds weight_decay * p to g (L2); AdamW instead scales
+ * p *= 1 - lr * weight_decay (decoupled);  m = b1 m + (1 - b1) g;
+ * v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * lr, eps, weight_decay >= 0; betas in [0, 1). */
+typedef struct tg_adam_opts {
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+} tg_adam_opts;
+#define TG_ADAM_OPTS_INIT                                                     \
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
+#define TG_ADAMW_OPTS_INIT                                                    \
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2}
+
+/* Each makes *out a new optimizer over params[0..n_params) (retained).
+ * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
+ * n_params < 1; TG_EDTYPE for a non-float parameter. */
+TG_API int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                      const tg_sgd_opts *opts);
+TG_API int tg_adam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                       const tg_adam_opts *opts);
+TG_API int tg_adamw_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                        const tg_adam_opts *opts);
+/* Frees opt and releases its parameters; NULL does nothing. */
+TG_API void tg_optimizer_free(tg_optimizer *opt);
+
+/* One update of every parameter whose .grad is set (others are skipped),
+ * with grad mode off; writes the parameters in place and bumps their
+ * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's
+ * (checked for all before any is updated). */
+TG_API int tg_optimizer_step(tg_optimizer *opt);
+/* Releases every parameter's gradient (PyTorch's set_to_none=True). */
+TG_API void tg_optimizer_zero_grad(tg_optimizer *opt);
+/* Learning rate for the next steps; TG_EINVAL when lr < 0 or NaN. */
+TG_API int tg_optimizer_set_lr(tg_optimizer *opt, double lr);
+TG_API double tg_optimizer_get_lr(const tg_optimizer *opt);
+/* Number of tg_optimizer_step calls so far (restored by state_load). */
+TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
+
+/* Adds the optimizer's state to f under prefix (copies, so f may outlive
+ * opt): "prefix.step" and "prefix.lr" (0-d i64 and f64), and per parameter i
+ * that has state: "prefix.<i>.step" (0-d i64, Adam/AdamW),
+ * "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" (Adam/AdamW) or
+ * "prefix.<i>.momentum_buffer" (SGD with momentum); and the metadata
+ * "prefix.kind" = "sgd" | "adam" | "adamw". */
+TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
+/* Restores what state_save wrote, exactly.  TG_ENOTFOUND for a missing key,
+ * TG_ESHAPE for a state tensor whose shape is not its parameter's, TG_EINVAL
+ * for another kind of optimizer or an entry for a parameter it does not have;
+ * on error the optimizer is unchanged. */
+TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

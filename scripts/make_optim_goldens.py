@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Writes the PyTorch golden files of tapegrad's optimizers and losses.
+
+Run from the repository root with the system interpreter (torch 1.13):
+    /usr/bin/python3 scripts/make_optim_goldens.py
+
+tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
+  p<j>.init          the two initial parameters, shapes (3, 4) and (5,)
+  g<k>.p<j>          the gradient of parameter j at step k (k = 0..4); absent
+                     when that parameter has no gradient at that step (skipped)
+  p<j>.step<k>       parameter j after step k
+  metadata           the optimizer ("sgd", "adam", "adamw") and its options.
+tests/golden/optim/loss.safetensors (f64):
+  <loss>.input, <loss>.target and per reduction r in mean/sum/none:
+  <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
+  elementwise losses), where the gradient is of sum(value * <loss>.<r>.gout)
+  with gout a fixed random tensor (ones for the 0-d reductions).
+The safetensors format is written by hand (struct + json).
+"""
+import json
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "optim")
+ST = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8")}
+
+
+def write_safetensors(path, tensors, metadata):
+    """tensors: list of (name, tensor); metadata: dict str -> str."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors:
+        st_name, np_type = ST[t.dtype]
+        data = t.detach().contiguous().numpy().astype(np_type).tobytes()
+        header[name] = {"dtype": st_name, "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+CONFIGS = [
+    ("sgd_plain", torch.optim.SGD, dict(lr=0.1)),
+    ("sgd_momentum", torch.optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.1)),
+    ("sgd_nesterov", torch.optim.SGD, dict(lr=0.05, momentum=0.8, nesterov=True)),
+    ("sgd_wd", torch.optim.SGD, dict(lr=0.1, momentum=0.5, weight_decay=0.01)),
+    ("adam", torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8)),
+    ("adam_wd", torch.optim.Adam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    ("adamw", torch.optim.AdamW, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)),
+]
+KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+SHAPES = [(3, 4), (5,)]
+SKIP = (2, 1)  # parameter 1 has no gradient at step 2
+
+
+def optim_case(name, cls, opts, dtype):
+    gen = torch.Generator().manual_seed(1234)
+    params = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
+              for s in SHAPES]
+    grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in SHAPES]
+             for _ in range(5)]
+    tensors = [("p%d.init" % j, p.detach().clone()) for j, p in enumerate(params)]
+    opt = cls(params, **opts)
+    for k in range(5):
+        for j, p in enumerate(params):
+            if (k, j) == SKIP:
+                p.grad = None
+            else:
+                p.grad = grads[k][j].clone()
+                tensors.append(("g%d.p%d" % (k, j), grads[k][j]))
+        opt.step()
+        tensors += [("p%d.step%d" % (j, k), p.detach().clone()) for j, p in enumerate(params)]
+    meta = {"kind": KIND[cls], "lr": repr(opts["lr"]),
+            "momentum": repr(opts.get("momentum", 0.0)),
+            "dampening": repr(opts.get("dampening", 0.0)),
+            "nesterov": "1" if opts.get("nesterov") else "0",
+            "weight_decay": repr(opts.get("weight_decay", 0.0 if cls is not torch.optim.AdamW else 0.01)),
+            "beta1": repr(opts.get("betas", (0.9, 0.999))[0]),
+            "beta2": repr(opts.get("betas", (0.9, 0.999))[1]),
+            "eps": repr(opts.get("eps", 1e-8))}
+    suffix = "f32" if dtype == torch.float32 else "f64"
+    write_safetensors(os.path.join(OUT, "%s_%s.safetensors" % (name, suffix)), tensors, meta)
+
+
+def loss_cases():
+    gen = torch.Generator().manual_seed(99)
+    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)
+    tensors = []
+    # Elementwise losses: input (3, 4).  bce's logits include 0 (gradient
+    # sigmoid(0) - t there) and +-1000 / +-40 (stability).
+    logits = rnd(3, 4) * 3
+    logits[0, 0], logits[0, 1], logits[1, 2], logits[2, 3], logits[2, 0] = 0.0, 1000.0, -1000.0, 40.0, -40.0
+    cases = [("mse", F.mse_loss, rnd(3, 4), rnd(3, 4)),
+             ("l1", F.l1_loss, rnd(3, 4), rnd(3, 4)),
+             ("bce", F.binary_cross_entropy_with_logits, logits,
+              torch.rand(3, 4, generator=gen, dtype=torch.float64))]
+    for name, fn, x, t in cases:
+        tensors += [(name + ".input", x), (name + ".target", t)]
+        for red in ("mean", "sum", "none"):
+            xi, ti = x.clone().requires_grad_(), t.clone().requires_grad_()
+            v = fn(xi, ti, reduction=red)
+            gout = rnd(*v.shape) if red == "none" else torch.ones((), dtype=torch.float64)
+            gx, gt = torch.autograd.grad((v * gout).sum(), [xi, ti])
+            tensors += [("%s.%s.value" % (name, red), v.detach()),
+                        ("%s.%s.gout" % (name, red), gout),
+                        ("%s.%s.grad_input" % (name, red), gx),
+                        ("%s.%s.grad_target" % (name, red), gt)]
+    # Cross entropy: (4, 5) logits, one row with values near 1000.
+    x = rnd(4, 5) * 2
+    x[2] = torch.tensor([1000.0, 999.0, 998.5, -1000.0, 1000.0], dtype=torch.float64)
+    t = torch.tensor([1, 0, 4, 3], dtype=torch.int64)
+    tensors += [("ce.input", x), ("ce.target", t)]
+    for red in ("mean", "sum", "none"):
+        xi = x.clone().requires_grad_()
+        v = F.cross_entropy(xi, t, reduction=red)
+        gout = rnd(*v.shape) if red == "none" else torch.ones((), dtype=torch.float64)
+        (gx,) = torch.autograd.grad((v * gout).sum(), [xi])
+        tensors += [("ce.%s.value" % red, v.detach()), ("ce.%s.gout" % red, gout),
+                    ("ce.%s.grad_input" % red, gx)]
+    write_safetensors(os.path.join(OUT, "loss.safetensors"), tensors, {"torch": torch.__version__})
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name, cls, opts in CONFIGS:
+        for dtype in (torch.float32, torch.float64):
+            optim_case(name, cls, opts, dtype)
+    loss_cases()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+/* src/nn/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
+ * of differentiable ops, plus one small op of their own: bce_softplus.
+ *
+ * Composition gives first and second derivatives from autograd.  The one new
+ * op exists because softplus(x) = max(x, 0) + log1p(exp(-|x|)) written with
+ * relu and abs has the wrong derivative at x = 0 (relu'(0) = sign(0) = 0 give
+ * 0 instead of sigmoid(0) = 1/2), and zero logits are common (zero-initialised
+ * heads).  Its backward, g * sigmoid(x), is itself differentiable.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
+
+/* ---- the bce_softplus op ----------------------------------------------- */
+
+/* log(1 + e^a) without overflow: for a > 0, log(1 + e^a) = a + log(1 + e^-a);
+ * exp(-|a|) <= 1 always, and log1p keeps precision when it is tiny. */
+TG_EW_UNARY_KERNEL(k_softplus, (a > 0 ? (double)a : 0.0) + log1p(exp(-fabs((double)a))))
+
+static int softplus_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    TG_TRY(tg__ew_unary("bce_softplus", out, in[0], k_softplus, 0.0));
+    if (ctx) tg__ctx_save(ctx, in[0]);
+    return TG_OK;
+}
+
+/* d softplus(a) = g * sigmoid(a). */
+static int softplus_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *s = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TRY_GOTO(tg_sigmoid(&s, a));
+    TRY_GOTO(tg_mul(&gi[0], g, s));
+done:
+    tg_tensor_release(s);
+    return rc;
+}
+
+static tg_op_schema softplus_op = {.name = "bce_softplus", .arity = 1, .amp = TG_AMP_FP32,
+                                   .forward = softplus_forward,
+                                   .backward = softplus_backward, .double_backward = true};
+
+static pthread_once_t softplus_once = PTHREAD_ONCE_INIT;
+static void register_softplus(void) { tg__op_register(&softplus_op); }
+
+static int softplus(tg_tensor **out, tg_tensor *a)
+{
+    /* Registered on first use (the registry accepts late ops) so that the op
+     * list and traces know its name. */
+    pthread_once(&softplus_once, register_softplus);
+    tg_tensor *in[1] = {a};
+    return tg__op_call(&softplus_op, out, 1, in, NULL, 0);
+}
+
+/* ---- shared checks and steps -------------------------------------------- */
+
+static int check_common(const char *op, tg_tensor **out, const tg_tensor *input,
+                        const tg_tensor *target, tg_reduction red)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(input != NULL, TG_EINVAL, "%s: input must not be NULL", op);
+    TG_CHECK(target != NULL, TG_EINVAL, "%s: target must not be NULL", op);
+    TG_CHECK(red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE,
+             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)red);
+    TG_CHECK(tg_dtype_is_float(input->dtype), TG_EDTYPE,
+             "%s: input has dtype %s; float dtypes only", op, tg_dtype_name(input->dtype));
+    return TG_OK;
+}
+
+/* Checks for the elementwise losses: float target of exactly input's shape. */
+static int check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
+                      const tg_tensor *target, tg_reduction red)
+{
+    TG_TRY(check_common(op, out, input, target, red));
+    TG_CHECK(tg_dtype_is_float(target->dtype), TG_EDTYPE,
+             "%s: target has dtype %s; float dtypes only", op, tg_dtype_name(target->dtype));
+    if (!tg_tensor_same_shape(input, target)) {
+        char a[96], b[96];
+        tg_shape_str(a, sizeof a, input->ndim, input->shape);
+        tg_shape_str(b, sizeof b, target->ndim, target->shape);
+        return tg__error(TG_ESHAPE, "%s: target shape %s must equal input shape %s "
+                         "(no broadcasting)", op, b, a);
+    }
+    return TG_OK;
+}
+
+/* The FP32 policy: inside an autocast scope, f16/bf16 inputs are cast to f32
+ * (a recorded cast, so their gradients come back in their own dtype). */
+static int amp_f32(tg_tensor **dst, tg_tensor *t)
+{
+    tg_dtype scope;
+    if (tg_autocast_active(&scope) && (t->dtype == TG_F16 || t->dtype == TG_BF16))
+        return tg_to_dtype(dst, t, TG_F32);
+    *dst = tg_tensor_retain(t);
+    return TG_OK;
+}
+
+static int reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
+{
+    if (red == TG_REDUCTION_MEAN) return tg_mean(out, t);
+    if (red == TG_REDUCTION_SUM) return tg_sum(out, t);
+    *out = tg_tensor_retain(t);
+    return TG_OK;
+}
+
+static void release_all(tg_tensor **t, int n)
+{
+    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
+}
+
+/* ---- elementwise losses ------------------------------------------------ */
+
+int tg_mse_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+{
+    TG_TRY(check_pair("mse_loss", out, input, target, red));
+    tg_tensor *t[4] = {0};
+    int rc;
+    TRY_GOTO(amp_f32(&t[0], input));
+    TRY_GOTO(amp_f32(&t[1], target));
+    TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
+    TRY_GOTO(tg_mul(&t[3], t[2], t[2]));
+    TRY_GOTO(reduce(out, t[3], red));
+done:
+    release_all(t, 4);
+    return rc;
+}
+
+int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+{
+    TG_TRY(check_pair("l1_loss", out, input, target, red));
+    tg_tensor *t[4] = {0};
+    int rc;
+    TRY_GOTO(amp_f32(&t[0], input));
+    TRY_GOTO(amp_f32(&t[1], target));
+    TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
+    TRY_GOTO(tg_abs(&t[3], t[2]));
+    TRY_GOTO(reduce(out, t[3], red));
+done:
+    release_all(t, 4);
+    return rc;
+}
+
+/* -log(sigmoid(x))*t - log(1 - sigmoid(x))*(1 - t) = softplus(x) - x*t, since
+ * -log(sigmoid(x)) = softplus(-x) = softplus(x) - x. */
+int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
+{
+    TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
+    tg_tensor *t[5] = {0};
+    int rc;
+    TRY_GOTO(amp_f32(&t[0], logits));
+    TRY_GOTO(amp_f32(&t[1], target));
+    TRY_GOTO(softplus(&t[2], t[0]));
+    TRY_GOTO(tg_mul(&t[3], t[0], t[1]));
+    TRY_GOTO(tg_sub(&t[4], t[2], t[3]));
+    TRY_GOTO(reduce(out, t[4], red));
+done:
+    release_all(t, 5);
+    return rc;
+}
+
+/* ---- cross entropy ------------------------------------------------------ */
+
+static int check_ce(tg_tensor **out, const tg_tensor *logits, const tg_tensor *target,
+                    tg_reduction red)
+{
+    TG_TRY(check_common("cross_entropy", out, logits, target, red));
+    TG_CHECK(logits->ndim == 2, TG_ESHAPE,
+             "cross_entropy: logits must be 2-D (N, C), got %d dims", logits->ndim);
+    TG_CHECK(target->dtype == TG_I64, TG_EDTYPE,
+             "cross_entropy: target has dtype %s; must be i64 class indices",
+             tg_dtype_name(target->dtype));
+    TG_CHECK(target->ndim == 1 && target->shape[0] == logits->shape[0], TG_ESHAPE,
+             "cross_entropy: target must have shape (N) = (%lld) to match logits (N, C)",
+             (long long)logits->shape[0]);
+    return TG_OK;
+}
+
+/* Reads the class indices into idx (N entries), checking each is in [0, C). */
+static int read_targets(const tg_tensor *target, int64_t C, int64_t *idx)
+{
+    int64_t N = target->shape[0];
+    tg__gather(target, TG_I64, idx);
+    for (int64_t n = 0; n < N; n++)
+        TG_CHECK(idx[n] >= 0 && idx[n] < C, TG_EINVAL,
+                 "cross_entropy: target[%lld]=%lld must be in [0, %lld) (a class index)",
+                 (long long)n, (long long)idx[n], (long long)C);
+    return TG_OK;
+}
+
+/* The constants of the log-softmax: m (N, 1), each row's maximum (0 when it
+ * is infinite, as torch.logsumexp does, so x - m stays finite), and the
+ * one-hot matrix (N, C) of the targets, both in x's dtype.  Neither needs a
+ * gradient: log_softmax(x) = (x - m) - log(sum(exp(x - m))) for any constant m. */
+static int ce_constants(const tg_tensor *x, const int64_t *idx, tg_tensor **m, tg_tensor **onehot)
+{
+    int64_t N = x->shape[0], C = x->shape[1];
+    int64_t ms[2] = {N, 1};
+    double *buf = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *buf);
+    double *mx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *mx);
+    *m = tg__tensor_empty(x->dtype, 2, ms);
+    *onehot = tg__tensor_empty(x->dtype, 2, x->shape);
+    int rc = TG_OK;
+    if (!buf || !mx || !*m || !*onehot) {
+        rc = tg__error(TG_ENOMEM, "cross_entropy: out of memory for (%lld, %lld) logits",
+                       (long long)N, (long long)C);
+        goto done;
+    }
+    tg__gather(x, TG_F64, buf);
+    for (int64_t n = 0; n < N; n++) {
+        double best = -INFINITY;
+        for (int64_t c = 0; c < C; c++)
+            if (buf[n * C + c] > best) best = buf[n * C + c];
+        mx[n] = isinf(best) ? 0.0 : best;
+        tg_dtype_store(x->dtype, tg_tensor_data(*onehot), n * C + idx[n], 1.0);
+    }
+    tg__scatter(*m, TG_F64, mx);
+done:
+    free(buf);
+    free(mx);
+    if (rc < 0) {
+        tg_tensor_release(*m);
+        tg_tensor_release(*onehot);
+        *m = *onehot = NULL;
+    }
+    return rc;
+}
+
+/* loss[n] = -log_softmax(x)[n, target[n]] = -sum_c onehot[n, c] * logp[n, c]. */
+int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
+{
+    TG_TRY(check_ce(out, logits, target, red));
+    int64_t N = logits->shape[0], C = logits->shape[1];
+    int64_t *idx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *idx);
+    if (!idx) return TG_ENOMEM;
+    tg_tensor *t[11] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, sum, nll */
+    const int dim1[1] = {1};
+    int rc;
+    TRY_GOTO(read_targets(target, C, idx));
+    TRY_GOTO(amp_f32(&t[0], logits));
+    TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
+    TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
+    TRY_GOTO(tg_exp(&t[4], t[3]));
+    TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
+    TRY_GOTO(tg_log(&t[6], t[5]));
+    TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
+    TRY_GOTO(tg_mul(&t[8], t[7], t[2]));
+    TRY_GOTO(tg_sum_dims(&t[9], t[8], 1, dim1, false));  /* (N) */
+    TRY_GOTO(tg_neg(&t[10], t[9]));
+    TRY_GOTO(reduce(out, t[10], red));
+done:
+    release_all(t, 11);
+    free(idx);
+    return rc;
+}

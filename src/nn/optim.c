@@ -1,0 +1,244 @@
+/* src/nn/optim.c - optimizer objects: construction and option checks, the
+ * step driver (validate every gradient, create missing state, then update
+ * each parameter through a contiguous buffer in its compute dtype), zero_grad
+ * and the learning rate.  The update rules are in optim_update.c, state
+ * save/load in optim_state.c. */
+#include <math.h>
+#include <string.h>
+
+#include "optim_internal.h"
+
+int tg__opt_n_bufs(const tg_optimizer *o)
+{
+    if (o->kind == TG__OPT_SGD) return o->sgd.momentum != 0 ? 1 : 0;
+    return 2;
+}
+
+const char *tg__opt_buf_name(const tg_optimizer *o, int j)
+{
+    if (o->kind == TG__OPT_SGD) return "momentum_buffer";
+    return j == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+const char *tg__opt_kind_name(tg__opt_kind k)
+{
+    static const char *const names[] = {"sgd", "adam", "adamw"};
+    return names[k];
+}
+
+/* ---- construction -------------------------------------------------------- */
+
+static int check_params(const char *op, tg_optimizer **out, int n, tg_tensor *const *params)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(n >= 1, TG_EINVAL, "%s: n_params=%d must be >= 1", op, n);
+    TG_CHECK(params != NULL, TG_EINVAL, "%s: params must not be NULL", op);
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *p = params[i];
+        TG_CHECK(p != NULL, TG_EINVAL, "%s: params[%d] must not be NULL", op, i);
+        TG_CHECK(tg_dtype_is_float(p->dtype), TG_EDTYPE,
+                 "%s: params[%d] has dtype %s; float dtypes only", op, i, tg_dtype_name(p->dtype));
+        TG_CHECK(p->grad_fn == NULL, TG_EINVAL,
+                 "%s: params[%d] is not a leaf (an optimizer updates leaves only)", op, i);
+        for (int j = 0; j < i; j++)
+            TG_CHECK(params[j] != p, TG_EINVAL,
+                     "%s: params[%d] is params[%d] again (each parameter at most once)", op, i, j);
+    }
+    return TG_OK;
+}
+
+/* A new optimizer of kind k over params (retained), lr set; options by the caller. */
+static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const *params,
+                     double lr)
+{
+    tg_optimizer *o = tg__calloc(1, sizeof *o);
+    tg_tensor **ps = tg__calloc((size_t)n, sizeof *ps);
+    tg__opt_state *st = tg__calloc((size_t)n, sizeof *st);
+    if (!o || !ps || !st) {
+        free(o);
+        free(ps);
+        free(st);
+        return TG_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) ps[i] = tg_tensor_retain(params[i]);
+    o->kind = k;
+    o->n = n;
+    o->params = ps;
+    o->state = st;
+    o->lr = lr;
+    *out = o;
+    return TG_OK;
+}
+
+/* !(x >= 0) also rejects NaN. */
+int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const tg_sgd_opts *opts)
+{
+    TG_TRY(check_params("sgd", out, n_params, params));
+    TG_CHECK(opts != NULL, TG_EINVAL, "sgd: opts must not be NULL (use TG_SGD_OPTS_INIT)");
+    TG_CHECK(opts->lr >= 0, TG_EINVAL, "sgd: lr=%g must be >= 0", opts->lr);
+    TG_CHECK(opts->momentum >= 0, TG_EINVAL, "sgd: momentum=%g must be >= 0", opts->momentum);
+    TG_CHECK(isfinite(opts->dampening), TG_EINVAL, "sgd: dampening=%g must be finite",
+             opts->dampening);
+    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "sgd: weight_decay=%g must be >= 0",
+             opts->weight_decay);
+    TG_CHECK(!opts->nesterov || (opts->momentum > 0 && opts->dampening == 0), TG_EINVAL,
+             "sgd: nesterov requires momentum > 0 and dampening == 0 (got momentum=%g, "
+             "dampening=%g)", opts->momentum, opts->dampening);
+    tg_optimizer *o;
+    TG_TRY(opt_alloc(&o, TG__OPT_SGD, n_params, params, opts->lr));
+    o->sgd = *opts;
+    *out = o;
+    return TG_OK;
+}
+
+static int check_adam(const char *op, const tg_adam_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
+    TG_CHECK(opts->lr >= 0, TG_EINVAL, "%s: lr=%g must be >= 0", op, opts->lr);
+    TG_CHECK(opts->eps >= 0, TG_EINVAL, "%s: eps=%g must be >= 0", op, opts->eps);
+    TG_CHECK(opts->beta1 >= 0 && opts->beta1 < 1, TG_EINVAL,
+             "%s: beta1=%g must be in [0, 1)", op, opts->beta1);
+    TG_CHECK(opts->beta2 >= 0 && opts->beta2 < 1, TG_EINVAL,
+             "%s: beta2=%g must be in [0, 1)", op, opts->beta2);
+    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "%s: weight_decay=%g must be >= 0", op,
+             opts->weight_decay);
+    return TG_OK;
+}
+
+static int adam_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
+                    tg_tensor *const *params, const tg_adam_opts *opts)
+{
+    TG_TRY(check_params(op, out, n, params));
+    TG_TRY(check_adam(op, opts));
+    tg_optimizer *o;
+    TG_TRY(opt_alloc(&o, k, n, params, opts->lr));
+    o->adam = *opts;
+    *out = o;
+    return TG_OK;
+}
+
+int tg_adam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
+{
+    return adam_new("adam", TG__OPT_ADAM, out, n, params, opts);
+}
+
+int tg_adamw_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
+{
+    return adam_new("adamw", TG__OPT_ADAMW, out, n, params, opts);
+}
+
+void tg_optimizer_free(tg_optimizer *opt)
+{
+    if (!opt) return;
+    for (int i = 0; i < opt->n; i++) {
+        tg_tensor_release(opt->params[i]);
+        for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(opt->state[i].buf[j]);
+    }
+    free(opt->params);
+    free(opt->state);
+    free(opt);
+}
+
+/* ---- step ----------------------------------------------------------------- */
+
+/* Every gradient must be a float tensor of its parameter's shape; returns the
+ * largest parameter size in *max_numel. */
+static int check_grads(const tg_optimizer *o, int64_t *max_numel)
+{
+    *max_numel = 1;
+    for (int i = 0; i < o->n; i++) {
+        const tg_tensor *p = o->params[i], *g = p->grad;
+        if (!g) continue;
+        TG_CHECK(tg_dtype_is_float(g->dtype), TG_EDTYPE,
+                 "optimizer_step: params[%d].grad has dtype %s; float dtypes only", i,
+                 tg_dtype_name(g->dtype));
+        if (!tg_tensor_same_shape(p, g)) {
+            char a[96], b[96];
+            tg_shape_str(a, sizeof a, p->ndim, p->shape);
+            tg_shape_str(b, sizeof b, g->ndim, g->shape);
+            return tg__error(TG_ESHAPE, "optimizer_step: params[%d].grad has shape %s; "
+                             "must equal the parameter's %s", i, b, a);
+        }
+        int64_t n = tg_tensor_numel(p);
+        if (n > *max_numel) *max_numel = n;
+    }
+    return TG_OK;
+}
+
+/* Creates the missing state buffers of parameters that have a gradient into
+ * fresh[i][j] (zeros); nothing is installed, so on ENOMEM opt is unchanged. */
+static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS])
+{
+    int nb = tg__opt_n_bufs(o);
+    for (int i = 0; i < o->n; i++) {
+        const tg_tensor *p = o->params[i];
+        if (!p->grad || nb == 0 || o->state[i].buf[0]) continue;
+        for (int j = 0; j < nb; j++) {
+            fresh[i][j] = tg__tensor_empty(tg__compute_dtype(p->dtype), p->ndim, p->shape);
+            if (!fresh[i][j]) return TG_ENOMEM;
+        }
+    }
+    return TG_OK;
+}
+
+static void update_one(tg_optimizer *o, int i, bool first, void *pbuf, void *gbuf)
+{
+    tg_tensor *p = o->params[i];
+    tg_dtype cdt = tg__compute_dtype(p->dtype);
+    int64_t n = tg_tensor_numel(p);
+    tg__gather(p, cdt, pbuf);
+    tg__gather(p->grad, cdt, gbuf);
+    if (o->kind == TG__OPT_SGD) tg__sgd_update(o, cdt, pbuf, gbuf, &o->state[i], first, n);
+    else tg__adam_update(o, cdt, pbuf, gbuf, &o->state[i], n);
+    tg__scatter(p, cdt, pbuf);
+    tg__bump_version(p);
+}
+
+int tg_optimizer_step(tg_optimizer *opt)
+{
+    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_step: opt must not be NULL");
+    int64_t max_numel;
+    TG_TRY(check_grads(opt, &max_numel));
+    /* Buffers for one parameter and its gradient, 8 bytes per element (f64). */
+    void *pbuf = tg__malloc((size_t)max_numel * 8), *gbuf = tg__malloc((size_t)max_numel * 8);
+    tg_tensor *(*fresh)[TG__OPT_MAX_BUFS] = tg__calloc((size_t)opt->n, sizeof *fresh);
+    int rc = pbuf && gbuf && fresh ? make_state(opt, fresh) : TG_ENOMEM;
+    if (rc < 0) {
+        for (int i = 0; fresh && i < opt->n; i++)
+            for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(fresh[i][j]);
+        goto done;
+    }
+    bool prev = tg_set_grad_enabled(false);
+    for (int i = 0; i < opt->n; i++) {
+        if (!opt->params[i]->grad) continue;
+        bool first = fresh[i][0] != NULL;
+        for (int j = 0; j < TG__OPT_MAX_BUFS; j++)
+            if (fresh[i][j]) opt->state[i].buf[j] = fresh[i][j];
+        update_one(opt, i, first, pbuf, gbuf);
+    }
+    tg_set_grad_enabled(prev);
+    opt->steps++;
+done:
+    free(pbuf);
+    free(gbuf);
+    free(fresh);
+    return rc;
+}
+
+void tg_optimizer_zero_grad(tg_optimizer *opt)
+{
+    if (!opt) return;
+    for (int i = 0; i < opt->n; i++) tg_tensor_zero_grad(opt->params[i]);
+}
+
+int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
+{
+    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
+    TG_CHECK(lr >= 0, TG_EINVAL, "optimizer_set_lr: lr=%g must be >= 0", lr);
+    opt->lr = lr;
+    return TG_OK;
+}
+
+double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->lr : NAN; }
+
+int64_t tg_optimizer_steps(const tg_optimizer *opt) { return opt ? opt->steps : -1; }

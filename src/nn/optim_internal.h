@@ -1,0 +1,49 @@
+/* src/nn/optim_internal.h - the optimizer object shared by optim*.c. */
+#ifndef TAPEGRAD_OPTIM_INTERNAL_H
+#define TAPEGRAD_OPTIM_INTERNAL_H
+
+#include "internal.h"
+#include "tapegrad/optim.h"
+
+typedef enum tg__opt_kind { TG__OPT_SGD = 0, TG__OPT_ADAM, TG__OPT_ADAMW } tg__opt_kind;
+
+#define TG__OPT_MAX_BUFS 2
+
+/* One parameter's state.  buf[j] are contiguous tensors of the parameter's
+ * shape in its compute dtype (f64 for f64, f32 otherwise), NULL until the
+ * parameter's first step with a gradient: SGD's momentum_buffer, or Adam's
+ * exp_avg and exp_avg_sq. */
+typedef struct tg__opt_state {
+    int64_t step;                       /* Adam/AdamW: this parameter's t */
+    tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
+} tg__opt_state;
+
+struct tg_optimizer {
+    tg__opt_kind kind;
+    int n;
+    tg_tensor **params;     /* retained */
+    tg__opt_state *state;   /* n entries */
+    double lr;
+    tg_sgd_opts sgd;        /* SGD only */
+    tg_adam_opts adam;      /* Adam/AdamW only */
+    int64_t steps;          /* tg_optimizer_step calls */
+};
+
+/* Number of state buffers per parameter (0 for SGD without momentum). */
+int tg__opt_n_bufs(const tg_optimizer *o);
+/* "momentum_buffer", "exp_avg", "exp_avg_sq". */
+const char *tg__opt_buf_name(const tg_optimizer *o, int j);
+/* "sgd", "adam", "adamw". */
+const char *tg__opt_kind_name(tg__opt_kind k);
+
+/* The updates of one parameter (optim_update.c).  p and g are contiguous
+ * buffers of n elements of dtype cdt (f32 or f64); p is updated in place and
+ * so is st->buf[*] (same dtype).  first: st's buffers were created for this
+ * step (SGD then sets its momentum buffer to the gradient). */
+void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+                    tg__opt_state *st, bool first, int64_t n);
+/* Also increments st->step. */
+void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+                     tg__opt_state *st, int64_t n);
+
+#endif

@@ -1,0 +1,74 @@
+/* src/nn/optim_update.c - the per-parameter update rules of SGD, Adam and
+ * AdamW, written as PyTorch 1.13's _single_tensor_* functions do them: the
+ * same operations in the same order, in the state's dtype T, with scalar
+ * factors converted to T as torch's kernels convert their Scalar arguments.
+ */
+#include <math.h>
+
+#include "optim_internal.h"
+
+/* d = g + wd * p;  buf = d (first) or mom * buf + (1 - damp) * d;
+ * d = d + mom * buf (nesterov) or buf;  p = p - lr * d. */
+#define SGD_LOOP(T)                                                           \
+    {                                                                         \
+        T *pp = p, *b = st->buf[0] ? tg_tensor_data(st->buf[0]) : NULL;       \
+        const T *gg = g;                                                      \
+        const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
+        const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            T d = gg[i];                                                      \
+            if (s->weight_decay != 0) d = d + wd * pp[i];                     \
+            if (s->momentum != 0) {                                           \
+                b[i] = first ? d : b[i] * mom + keep * d;                     \
+                d = s->nesterov ? d + mom * b[i] : b[i];                      \
+            }                                                                 \
+            pp[i] = pp[i] + alpha * d;                                        \
+        }                                                                     \
+    }
+
+void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+                    tg__opt_state *st, bool first, int64_t n)
+{
+    const tg_sgd_opts *s = &o->sgd;
+    TG_ASSERT(s->momentum == 0 || st->buf[0] != NULL);
+    if (cdt == TG_F64) SGD_LOOP(double)
+    else SGD_LOOP(float)
+}
+
+/* Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).  Then
+ * m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g;
+ * denom = sqrt(v) / sqrt(bc2) + eps;  p = p + (-lr / bc1) * m / denom
+ * (left to right, as torch's addcmul/addcdiv kernels evaluate),
+ * with the bias corrections bc_k = 1 - b_k^t computed in double. */
+#define ADAM_LOOP(T)                                                          \
+    {                                                                         \
+        T *pp = p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
+        const T *gg = g;                                                      \
+        const T wd = (T)a->weight_decay, decay = (T)(1.0 - o->lr * a->weight_decay); \
+        const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
+        const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
+        const T bc2s = (T)bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-step_size); \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            T gi = gg[i];                                                     \
+            if (decoupled) pp[i] = pp[i] * decay;                             \
+            else if (a->weight_decay != 0) gi = gi + wd * pp[i];              \
+            m[i] = m[i] * b1 + c1 * gi;                                       \
+            v[i] = v[i] * b2 + c2 * gi * gi;                                  \
+            T denom = (T)sqrt(v[i]) / bc2s + eps;                             \
+            pp[i] = pp[i] + neg_step * m[i] / denom;                          \
+        }                                                                     \
+    }
+
+void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+                     tg__opt_state *st, int64_t n)
+{
+    const tg_adam_opts *a = &o->adam;
+    bool decoupled = o->kind == TG__OPT_ADAMW;
+    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
+    st->step++;
+    double t = (double)st->step;
+    double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
+    double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
+    if (cdt == TG_F64) ADAM_LOOP(double)
+    else ADAM_LOOP(float)
+}

@@ -1,0 +1,313 @@
+/* tests/test_loss.c - losses against PyTorch's values and gradients
+ * (tests/golden/optim/loss.safetensors, scripts/make_optim_goldens.py),
+ * gradcheck/gradgradcheck in f64, stability at |x| = 1000, AMP and errors. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/safetensors.h"
+
+typedef int (*loss_fn)(tg_tensor **, tg_tensor *, tg_tensor *, tg_reduction);
+
+static const struct {
+    const char *name;
+    loss_fn fn;
+} LOSSES[] = {{"mse", tg_mse_loss}, {"l1", tg_l1_loss}, {"bce", tg_bce_with_logits},
+              {"ce", tg_cross_entropy}};
+static const char *const RED_NAMES[] = {"mean", "sum", "none"};
+static const tg_reduction REDS[] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
+
+static tg_st_file *load_golden(void)
+{
+    tg_st_file *f = NULL;
+    int rc = tg_safetensors_load(&f, TG_SOURCE_ROOT "/tests/golden/optim/loss.safetensors");
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    return f;
+}
+
+static tg_tensor *golden(const tg_st_file *f, const char *a, const char *b, const char *c)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s%s%s%s%s", a, b ? "." : "", b ? b : "", c ? "." : "", c ? c : "");
+    tg_tensor *t = tg_st_get(f, k);
+    cr_assert(t != NULL, "golden key %s missing", k);
+    return t;
+}
+
+/* Every element of got equals want within tol (relative for large values). */
+static void assert_close(const tg_tensor *got, const tg_tensor *want, double tol, const char *what)
+{
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
+    int64_t n = tg_tensor_numel(want);
+    for (int64_t i = 0; i < n; i++) {
+        double g, w;
+        tg_tensor_get_flat(got, i, &g);
+        tg_tensor_get_flat(want, i, &w);
+        cr_assert(epsilon_eq(dbl, g, w, tol * (1 + fabs(w))), "%s[%lld]: %.17g vs %.17g", what,
+                  (long long)i, g, w);
+    }
+}
+
+static tg_tensor *leaf_copy(const tg_tensor *t, bool grad)
+{
+    tg_tensor *c = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&c, t), TG_OK));
+    if (grad) cr_assert(eq(int, tg_tensor_set_requires_grad(c, true), TG_OK));
+    return c;
+}
+
+Test(loss, values_and_gradients_match_pytorch)
+{
+    tg_st_file *f = load_golden();
+    for (size_t l = 0; l < sizeof LOSSES / sizeof *LOSSES; l++) {
+        const char *ln = LOSSES[l].name;
+        bool ce = strcmp(ln, "ce") == 0;
+        for (int r = 0; r < 3; r++) {
+            const char *rn = RED_NAMES[r];
+            tg_tensor *x = leaf_copy(golden(f, ln, "input", NULL), true);
+            tg_tensor *t = leaf_copy(golden(f, ln, "target", NULL), !ce);
+            tg_tensor *v = NULL;
+            cr_assert(eq(int, LOSSES[l].fn(&v, x, t, REDS[r]), TG_OK), "%s", tg_error_message());
+            char what[64];
+            snprintf(what, sizeof what, "%s.%s.value", ln, rn);
+            assert_close(v, golden(f, ln, rn, "value"), 1e-12, what);
+            cr_assert(eq(int, tg_backward(v, golden(f, ln, rn, "gout"), NULL), TG_OK), "%s",
+                      tg_error_message());
+            snprintf(what, sizeof what, "%s.%s.grad_input", ln, rn);
+            assert_close(tg_tensor_grad(x), golden(f, ln, rn, "grad_input"), 1e-12, what);
+            if (!ce) {
+                snprintf(what, sizeof what, "%s.%s.grad_target", ln, rn);
+                assert_close(tg_tensor_grad(t), golden(f, ln, rn, "grad_target"), 1e-12, what);
+            }
+            tg_tensor_release(v);
+            tg_tensor_release(x);
+            tg_tensor_release(t);
+        }
+    }
+    tg_st_free(f);
+}
+
+/* mse in f32 against a naive loop over the same numbers. */
+Test(loss, mse_f32_matches_naive_loop)
+{
+    float xs[6] = {0.5f, -1.25f, 2.f, 3.5f, 0.f, -0.75f}, ts[6] = {1.f, 1.f, -2.f, 3.f, 0.25f, 0.f};
+    tg_tensor *x = NULL, *t = NULL, *v = NULL;
+    int64_t shape[2] = {2, 3};
+    tg_tensor_from_data(&x, TG_F32, 2, shape, xs);
+    tg_tensor_from_data(&t, TG_F32, 2, shape, ts);
+    double sum = 0;
+    for (int i = 0; i < 6; i++) sum += (double)(xs[i] - ts[i]) * (xs[i] - ts[i]);
+    cr_assert(eq(int, tg_mse_loss(&v, x, t, TG_REDUCTION_MEAN), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(v), TG_F32));
+    double got;
+    tg_tensor_get_flat(v, 0, &got);
+    cr_assert(epsilon_eq(dbl, got, sum / 6, 1e-6));
+    tg_tensor_release(v);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
+
+/* ---- gradcheck ---------------------------------------------------------- */
+
+typedef struct {
+    loss_fn fn;
+    tg_reduction red;
+    tg_tensor *target;   /* cross entropy's constant class indices */
+} gc_user;
+
+static int run_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_user *u = user;
+    return u->fn(out, in[0], u->target ? u->target : in[1], u->red);
+}
+
+static tg_tensor *rand_f64(int64_t r, int64_t c, uint64_t seed, double lo, double hi)
+{
+    tg_tensor *t = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_tensor_zeros(&t, TG_F64, 2, (int64_t[]){r, c});
+    tg_tensor_rand_uniform(t, &rng, lo, hi);
+    tg_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+Test(loss, gradcheck_and_gradgradcheck_every_loss_and_reduction)
+{
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    int64_t ci[3] = {2, 0, 3};
+    tg_tensor *cls = NULL;
+    tg_tensor_from_data(&cls, TG_I64, 1, (int64_t[]){3}, ci);
+    for (size_t l = 0; l < sizeof LOSSES / sizeof *LOSSES; l++) {
+        bool ce = LOSSES[l].fn == tg_cross_entropy;
+        bool bce = LOSSES[l].fn == tg_bce_with_logits;
+        for (int r = 0; r < 3; r++) {
+            tg_tensor *in[2];
+            in[0] = rand_f64(3, 4, 10 + l, -3, 3);
+            /* l1 is not differentiable at x == t: keep them apart. */
+            in[1] = bce ? rand_f64(3, 4, 20 + l, 0, 1) : rand_f64(3, 4, 20 + l, 3.5, 5);
+            gc_user u = {LOSSES[l].fn, REDS[r], ce ? cls : NULL};
+            int n = ce ? 1 : 2;
+            cr_assert(eq(int, tg_gradcheck(run_loss, &u, n, in, &o), TG_OK), "%s/%s: %s",
+                      LOSSES[l].name, RED_NAMES[r], tg_error_message());
+            cr_assert(eq(int, tg_gradgradcheck(run_loss, &u, n, in, &o), TG_OK), "%s/%s: %s",
+                      LOSSES[l].name, RED_NAMES[r], tg_error_message());
+            tg_tensor_release(in[0]);
+            tg_tensor_release(in[1]);
+        }
+    }
+    tg_tensor_release(cls);
+}
+
+/* ---- stability ---------------------------------------------------------- */
+
+/* bce(x, t) = softplus(x) - x t: for |x| = 1000 that is max(x, 0) - x t
+ * exactly, and the gradient sigmoid(x) - t is 1 - t or -t. */
+Test(loss, bce_is_stable_at_1000_in_f32_and_f64)
+{
+    double xs[4] = {1000, -1000, 1000, -1000}, ts[4] = {0, 1, 1, 0.25};
+    tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int d = 0; d < 2; d++) {
+        tg_tensor *x = NULL, *t = NULL, *v = NULL, *xd = NULL, *td = NULL;
+        tg_tensor_from_data(&xd, TG_F64, 1, (int64_t[]){4}, xs);
+        tg_tensor_from_data(&td, TG_F64, 1, (int64_t[]){4}, ts);
+        tg_tensor_to_dtype(&x, xd, dts[d]);
+        tg_tensor_to_dtype(&t, td, dts[d]);
+        tg_tensor_set_requires_grad(x, true);
+        cr_assert(eq(int, tg_bce_with_logits(&v, x, t, TG_REDUCTION_NONE), TG_OK));
+        cr_assert(eq(int, tg_backward(v, t, NULL), TG_OK), "%s", tg_error_message());
+        for (int i = 0; i < 4; i++) {
+            double got, g, want = fmax(xs[i], 0) - xs[i] * ts[i];
+            double gwant = ts[i] * ((xs[i] > 0 ? 1.0 : 0.0) - ts[i]);   /* gout = ts */
+            tg_tensor_get_flat(v, i, &got);
+            tg_tensor_get_flat(tg_tensor_grad(x), i, &g);
+            cr_assert(epsilon_eq(dbl, got, want, 1e-9), "value[%d]=%g want %g", i, got, want);
+            cr_assert(epsilon_eq(dbl, g, gwant, 1e-9), "grad[%d]=%g want %g", i, g, gwant);
+        }
+        tg_tensor_release(v);
+        tg_tensor_release(x);
+        tg_tensor_release(t);
+        tg_tensor_release(xd);
+        tg_tensor_release(td);
+    }
+}
+
+/* Row [1000, 0, -1000] with target 1: loss = logsumexp - 0 = 1000 (to f32
+ * precision), gradient softmax - onehot = (1, -1, 0). */
+Test(loss, cross_entropy_is_stable_at_1000_in_f32)
+{
+    float xs[3] = {1000.f, 0.f, -1000.f};
+    int64_t ti[1] = {1};
+    tg_tensor *x = NULL, *t = NULL, *v = NULL;
+    tg_tensor_from_data(&x, TG_F32, 2, (int64_t[]){1, 3}, xs);
+    tg_tensor_from_data(&t, TG_I64, 1, (int64_t[]){1}, ti);
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_cross_entropy(&v, x, t, TG_REDUCTION_SUM), TG_OK));
+    double got, g[3], want_g[3] = {1, -1, 0};
+    tg_tensor_get_flat(v, 0, &got);
+    cr_assert(epsilon_eq(dbl, got, 1000.0, 1e-3));
+    cr_assert(eq(int, tg_backward(v, NULL, NULL), TG_OK));
+    tg_tensor_to_doubles(tg_tensor_grad(x), g, 3);
+    for (int i = 0; i < 3; i++) cr_assert(epsilon_eq(dbl, g[i], want_g[i], 1e-6), "grad[%d]", i);
+    tg_tensor_release(v);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
+
+/* Inside autocast(f16) an f16 input is cast to f32 first: the loss is f32,
+ * the gradient comes back in f16. */
+Test(loss, autocast_computes_in_f32)
+{
+    tg_tensor *x = NULL, *t = NULL, *v = NULL;
+    int64_t s[1] = {4};
+    tg_tensor_full(&x, TG_F16, 1, s, 0.5);
+    tg_tensor_full(&t, TG_F16, 1, s, 0.25);
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_autocast_begin(TG_F16), TG_OK));
+    for (size_t l = 0; l < 3; l++) {
+        cr_assert(eq(int, LOSSES[l].fn(&v, x, t, TG_REDUCTION_MEAN), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(v), TG_F32), "%s", LOSSES[l].name);
+        cr_assert(eq(int, tg_backward(v, NULL, NULL), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_F16));
+        tg_tensor_zero_grad(x);
+        tg_tensor_release(v);
+        v = NULL;
+    }
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+Test(loss, shape_mismatch_is_eshape_and_out_untouched)
+{
+    tg_tensor *x = NULL, *t = NULL, *v = NULL;
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){3, 2});
+    for (size_t l = 0; l < 3; l++) {
+        cr_assert(eq(int, LOSSES[l].fn(&v, x, t, TG_REDUCTION_MEAN), TG_ESHAPE));
+        cr_assert(v == NULL);
+        cr_assert(strstr(tg_error_message(), "(3, 2)") != NULL, "%s", tg_error_message());
+    }
+    /* cross entropy: target (N) must match logits (N, C). */
+    tg_tensor *ti = NULL;
+    tg_tensor_zeros(&ti, TG_I64, 1, (int64_t[]){3});
+    cr_assert(eq(int, tg_cross_entropy(&v, x, ti, TG_REDUCTION_MEAN), TG_ESHAPE));
+    cr_assert(v == NULL);
+    tg_tensor_release(ti);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
+
+Test(loss, cross_entropy_target_out_of_range_names_the_index)
+{
+    tg_tensor *x = NULL, *t = NULL, *v = NULL;
+    int64_t ti[3] = {0, 4, 1}, tn[3] = {0, 1, -1};
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){3, 4});
+    tg_tensor_set_requires_grad(x, true);
+    tg_tensor_from_data(&t, TG_I64, 1, (int64_t[]){3}, ti);
+    cr_assert(eq(int, tg_cross_entropy(&v, x, t, TG_REDUCTION_MEAN), TG_EINVAL));
+    cr_assert(v == NULL);
+    cr_assert(strstr(tg_error_message(), "target[1]=4") != NULL, "%s", tg_error_message());
+    tg_tensor_release(t);
+    tg_tensor_from_data(&t, TG_I64, 1, (int64_t[]){3}, tn);
+    cr_assert(eq(int, tg_cross_entropy(&v, x, t, TG_REDUCTION_MEAN), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "target[2]=-1") != NULL, "%s", tg_error_message());
+    cr_assert(v == NULL);
+    cr_assert(tg_tensor_grad(x) == NULL);
+    tg_tensor_release(t);
+    tg_tensor_release(x);
+}
+
+Test(loss, bad_arguments_are_rejected)
+{
+    tg_tensor *x = NULL, *t = NULL, *ti = NULL, *v = NULL;
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor_zeros(&ti, TG_I32, 2, (int64_t[]){2, 3});
+    cr_assert(eq(int, tg_mse_loss(&v, x, t, (tg_reduction)7), TG_EINVAL));
+    cr_assert(eq(int, tg_mse_loss(&v, NULL, t, TG_REDUCTION_SUM), TG_EINVAL));
+    cr_assert(eq(int, tg_l1_loss(&v, x, NULL, TG_REDUCTION_SUM), TG_EINVAL));
+    cr_assert(eq(int, tg_bce_with_logits(NULL, x, t, TG_REDUCTION_SUM), TG_EINVAL));
+    cr_assert(eq(int, tg_mse_loss(&v, x, ti, TG_REDUCTION_SUM), TG_EDTYPE));
+    cr_assert(eq(int, tg_mse_loss(&v, ti, x, TG_REDUCTION_SUM), TG_EDTYPE));
+    /* cross entropy wants i64 targets of shape (N) and 2-D logits. */
+    tg_tensor *tf = NULL, *x1 = NULL;
+    tg_tensor_zeros(&tf, TG_F32, 1, (int64_t[]){2});
+    tg_tensor_zeros(&x1, TG_F32, 1, (int64_t[]){2});
+    cr_assert(eq(int, tg_cross_entropy(&v, x, tf, TG_REDUCTION_SUM), TG_EDTYPE));
+    cr_assert(eq(int, tg_cross_entropy(&v, x1, tf, TG_REDUCTION_SUM), TG_ESHAPE));
+    cr_assert(v == NULL);
+    tg_tensor_release(tf);
+    tg_tensor_release(x1);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+    tg_tensor_release(ti);
+}
