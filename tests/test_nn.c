@@ -422,6 +422,10 @@ Test(nn, state_walk_and_lookup)
     tg_nn_sequential_new(&extra);
     cr_assert(eq(int, tg_module_add_child(gen, "net", extra), TG_EINVAL));   /* released */
     cr_assert(eq(int, tg_module_child_count(gen), 1));
+    tg_tensor *i32 = NULL;
+    tg_tensor_zeros(&i32, TG_I32, 0, NULL);
+    cr_assert(eq(int, tg_module_add_parameter(gen, "p", i32), TG_EDTYPE));   /* released */
+    cr_assert(eq(int, tg_module_state_count(gen), 16));
     tg_module_new(&c, &box_vt, NULL);
     tg_tensor *x = NULL, *y = NULL;
     tg_tensor_zeros(&x, TG_F32, 0, NULL);

@@ -88,10 +88,9 @@ static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_ten
 {
     int rc = t ? tg__check_name(op, m, name)
                : tg__error(TG_EINVAL, "%s: tensor must not be NULL", op);
-    if (rc == TG_OK && param) {
-        TG_ASSERT(tg_tensor_is_leaf(t));
-        rc = tg_tensor_set_requires_grad(t, true);
-    }
+    if (rc == TG_OK && param && !tg_tensor_is_leaf(t))
+        rc = tg__error(TG_EINVAL, "%s: '%s' must be a leaf tensor (detach it first)", op, name);
+    if (rc == TG_OK && param) rc = tg_tensor_set_requires_grad(t, true);
     if (rc == TG_OK) {
         rc = param ? tg__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params)
                    : tg__grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers,
