@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,11 @@ static const char *const case_ops[] = {"conv1d", "conv2d", "conv3d",
                                        "conv_transpose1d", "conv_transpose2d",
                                        "conv_transpose3d"};
 static const char *const case_keys[] = {"op", "stride", "padding", "output_padding",
-                                        "dilation", "groups", "activation"};
+                                        "dilation", "groups", "activation", "x_scale",
+                                        "x_zero_point", "weight_scale", "y_scale",
+                                        "y_zero_point"};
+/* case_keys from here on belong to quantized ops only. */
+#define CASE_FIRST_QUANT_KEY 7
 static const char *const case_tensors[] = {"x", "weight", "bias", "grad_y"};
 
 static int fail(char *err, size_t n, int status, const char *fmt, ...)
@@ -162,17 +167,22 @@ static int parse_op(const tg_st_file *f, tg_case *c, char *err, size_t n)
     const char *op = tg_st_meta_get(f, "op");
     if (!op)
         return fail(err, n, TG_EINVAL, "case: metadata key 'op' is missing");
+    static const char qprefix[] = "quantized_";
+    const bool quantized = strncmp(op, qprefix, sizeof qprefix - 1) == 0;
+    const char *base = quantized ? op + sizeof qprefix - 1 : op;
     size_t nops = sizeof case_ops / sizeof *case_ops;
     for (size_t i = 0; i < nops; i++) {
-        if (strcmp(op, case_ops[i]) == 0) {
-            c->op = case_ops[i];
+        if (strcmp(base, case_ops[i]) == 0) {
+            c->op = op;
+            c->quantized = quantized;
             c->transpose = i >= 3;
             c->nspatial = (int)(i % 3) + 1;
             return TG_OK;
         }
     }
     return fail(err, n, TG_EINVAL, "case: op=\"%s\" is not one of conv1d, conv2d, conv3d, "
-                "conv_transpose1d, conv_transpose2d, conv_transpose3d", op);
+                "conv_transpose1d, conv_transpose2d, conv_transpose3d (or one of them "
+                "prefixed by quantized_)", op);
 }
 
 /* Unknown metadata keys and tensor names are errors: a typo ("strides")
@@ -186,8 +196,9 @@ static int check_names(const tg_st_file *f, char *err, size_t n)
             return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
         if (!in_list(key, case_keys, sizeof case_keys / sizeof *case_keys))
             return fail(err, n, TG_EINVAL, "case: unknown metadata key '%s' (expected op, "
-                        "stride, padding, output_padding, dilation, groups, activation)",
-                        key);
+                        "stride, padding, output_padding, dilation, groups, activation; "
+                        "quantized ops also x_scale, x_zero_point, weight_scale, y_scale, "
+                        "y_zero_point)", key);
     }
     int nt = tg_st_count(f);
     for (int i = 0; i < nt; i++) {
@@ -218,6 +229,103 @@ static int parse_tensors(const tg_st_file *f, tg_case *c, char *err, size_t n)
     return TG_OK;
 }
 
+/* ---- quantized cases ---- */
+
+/* Parses "a,b,c" into finite doubles > 0: v[0..*count), at most max. */
+static int parse_scale_list(const char *key, const char *s, double *v, int64_t max,
+                            int64_t *count, char *err, size_t n)
+{
+    int64_t k = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double d = strtod(p, &end);
+        if (end == p || errno == ERANGE || !isfinite(d) || d <= 0)
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %lld is not a finite "
+                        "number > 0", key, s, (long long)k);
+        if (k == max)
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": more than %lld values", key, s,
+                        (long long)max);
+        v[k++] = d;
+        p = end;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p != ',')
+            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %lld",
+                        key, s, *p, (long long)(k - 1));
+        p++;
+    }
+    *count = k;
+    return TG_OK;
+}
+
+static int parse_one_scale(const tg_st_file *f, const char *key, double *v, char *err,
+                           size_t n)
+{
+    const char *s = tg_st_meta_get(f, key);
+    if (!s)
+        return fail(err, n, TG_EINVAL, "case: quantized ops need metadata key '%s'", key);
+    int64_t k;
+    return parse_scale_list(key, s, v, 1, &k, err, n);
+}
+
+static int parse_zero_point(const tg_st_file *f, const char *key, tg_dtype dt, int32_t *zp,
+                            char *err, size_t n)
+{
+    const char *s = tg_st_meta_get(f, key);
+    if (!s)
+        return TG_OK;
+    int64_t v[CASE_MAX_VALUES];
+    int k;
+    int64_t lo = dt == TG_U8 ? 0 : -128, hi = dt == TG_U8 ? 255 : 127;
+    int rc = parse_int_list(key, s, lo, v, &k, err, n);
+    if (rc < 0)
+        return rc;
+    if (k != 1 || v[0] > hi)
+        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected one int in [%lld, %lld]", key,
+                    s, (long long)lo, (long long)hi);
+    *zp = (int32_t)v[0];
+    return TG_OK;
+}
+
+/* Quantization metadata of a quantized case; for a float case, its keys
+ * are errors. */
+static int parse_quant(const tg_st_file *f, tg_case *c, char *err, size_t n)
+{
+    if (!c->quantized) {
+        size_t nk = sizeof case_keys / sizeof *case_keys;
+        for (size_t i = CASE_FIRST_QUANT_KEY; i < nk; i++)
+            if (tg_st_meta_get(f, case_keys[i]))
+                return fail(err, n, TG_EINVAL, "case: metadata key '%s' is only for "
+                            "quantized ops", case_keys[i]);
+        return TG_OK;
+    }
+    tg_dtype dt = tg_tensor_dtype(c->x);
+    if (dt != TG_U8 && dt != TG_I8)
+        return fail(err, n, TG_EDTYPE, "case: %s needs x of dtype U8 or I8, got %s", c->op,
+                    tg_dtype_name(dt));
+    if (c->grad_y)
+        return fail(err, n, TG_EINVAL, "case: %s is not differentiable: remove grad_y", c->op);
+    int rc = parse_one_scale(f, "x_scale", &c->q.x_scale, err, n);
+    if (rc >= 0)
+        rc = parse_one_scale(f, "y_scale", &c->q.y_scale, err, n);
+    if (rc >= 0)
+        rc = parse_zero_point(f, "x_zero_point", dt, &c->q.x_zero_point, err, n);
+    if (rc >= 0)
+        rc = parse_zero_point(f, "y_zero_point", dt, &c->q.y_zero_point, err, n);
+    const char *ws = tg_st_meta_get(f, "weight_scale");
+    if (rc >= 0 && !ws)
+        rc = fail(err, n, TG_EINVAL, "case: quantized ops need metadata key 'weight_scale'");
+    if (rc >= 0)
+        rc = parse_scale_list("weight_scale", ws, c->weight_scales, TG_CASE_MAX_CHANNELS,
+                              &c->q.n_weight_scales, err, n);
+    c->q.weight_scales = c->weight_scales;
+    return rc;
+}
+
 int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
 {
     if (!out || !f)
@@ -241,6 +349,8 @@ int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
         rc = parse_groups(f, &c.params.groups, err, errlen);
     if (rc >= 0)
         rc = parse_activation(f, &c.params, err, errlen);
+    if (rc >= 0)
+        rc = parse_quant(f, &c, err, errlen);
     if (rc >= 0 && !c.transpose) {
         for (int a = 0; a < nsp; a++)
             if (c.params.output_padding[a] != 0)
@@ -251,6 +361,7 @@ int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     *out = c;
+    out->q.weight_scales = out->weight_scales;
     return TG_OK;
 }
 
@@ -323,11 +434,37 @@ static int run_forward_backward(tg_st_file *res, const tg_case *c, tg_tensor *co
     return rc;
 }
 
+/* A quantized case: the integer op on the file's tensors (not modified). */
+static int run_quantized(tg_st_file **result, const tg_case *c, char *err, size_t n)
+{
+    tg_qscales q = c->q;
+    q.weight_scales = c->weight_scales;
+    tg_tensor *y = NULL;
+    tg_st_file *res = NULL;
+    int rc = c->transpose
+                 ? tg_quantized_conv_transpose(&y, c->x, c->weight, c->bias, &c->params, &q)
+                 : tg_quantized_conv(&y, c->x, c->weight, c->bias, &c->params, &q);
+    if (rc < 0)
+        return lib_fail(err, n, rc, c->op, "forward");
+    rc = tg_st_new(&res);
+    if (rc >= 0)
+        rc = tg_st_set(res, "y", y);
+    tg_tensor_release(y);
+    if (rc < 0) {
+        tg_st_free(res);
+        return lib_fail(err, n, rc, c->op, "storing a result");
+    }
+    *result = res;
+    return TG_OK;
+}
+
 int tg_case_run(tg_st_file **result, const tg_case *c, tg_conv_algo algo, char *err,
                 size_t errlen)
 {
     if (!result || !c || !c->x || !c->weight)
         return fail(err, errlen, TG_EINVAL, "case: NULL argument");
+    if (c->quantized)
+        return run_quantized(result, c, err, errlen);
     bool grad = c->grad_y != NULL;
     tg_conv_params p = c->params;
     p.algo = algo;

@@ -16,6 +16,15 @@
  * A RESULT file holds y and, when grad_y was given, grad_x, grad_weight and
  * grad_bias (when there is a bias): the gradients of sum(grad_y * y).
  *
+ * Quantized cases (tapegrad/quant.h): op quantized_conv1d..3d or
+ * quantized_conv_transpose1d..3d, x U8 or I8, weight I8 in the float layout,
+ * optional bias F32, no grad_y, and the metadata
+ *   x_scale, y_scale      one finite number > 0 (required)
+ *   x_zero_point, y_zero_point   one int in x's dtype range (default 0)
+ *   weight_scale          one number, or one per output channel (required)
+ *   activation            none or relu
+ * plus the conv parameters.  RESULT holds y in x's dtype.
+ *
  * Used by `tapegrad run-op` and by tests/test_golden.c.  Public API only.
  */
 #ifndef TAPEGRAD_TOOLS_CASE_H
@@ -25,16 +34,23 @@
 #include <stddef.h>
 
 #include "tapegrad/conv.h"
+#include "tapegrad/quant.h"
 #include "tapegrad/safetensors.h"
+
+/* The most per-channel weight scales a quantized case may carry. */
+#define TG_CASE_MAX_CHANNELS 2048
 
 typedef struct tg_case {
     const char *op;     /* borrowed from the file's metadata */
     bool transpose;     /* conv_transpose* */
+    bool quantized;     /* quantized_* : q below is filled in */
     int nspatial;       /* N = 1, 2, 3 */
     tg_conv_params params;
     /* Borrowed from the file: valid while it is alive.  bias and grad_y may
      * be NULL. */
     tg_tensor *x, *weight, *bias, *grad_y;
+    tg_qscales q;       /* q.weight_scales points into weight_scales */
+    double weight_scales[TG_CASE_MAX_CHANNELS];
 } tg_case;
 
 /* Fills *c from file f, checking every metadata value strictly.  On error

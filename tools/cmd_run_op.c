@@ -1,7 +1,8 @@
 /* tools/cmd_run_op.c - `tapegrad run-op --in CASE --out RESULT [--algo A]`.
  *
  * Runs the conv op described by a case file (see case.h) and writes y and,
- * when the case has grad_y, the gradients into a result file.  Errors print
+ * when the case has grad_y, the gradients into a result file.  Quantized
+ * cases (op quantized_*) run the integer ops of tapegrad/quant.h.  Errors print
  * "tapegrad run-op: <message>" and exit 1; usage errors exit 2.
  */
 #include <stdio.h>
@@ -16,7 +17,10 @@ static const char run_op_usage[] =
     "                       [--algo reference|fast]\n"
     "CASE holds x, weight, [bias], [grad_y] and metadata op, stride, padding,\n"
     "output_padding, dilation, groups, activation.  RESULT receives y and, with\n"
-    "grad_y, grad_x, grad_weight and grad_bias.\n";
+    "grad_y, grad_x, grad_weight and grad_bias.\n"
+    "Quantized ops (op quantized_conv2d, quantized_conv_transpose2d, ...): x U8/I8,\n"
+    "weight I8, [bias F32], metadata x_scale, x_zero_point, weight_scale (one, or\n"
+    "one per output channel), y_scale, y_zero_point; RESULT holds y in x's dtype.\n";
 
 typedef struct run_op_args {
     const char *in, *out;
