@@ -12,6 +12,7 @@
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/optim.h"
 #include "tapegrad/registry.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
@@ -134,6 +135,40 @@ Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
     tg_tensor_release(w);
     tg_tensor_release(other);
     tg_grad_scaler_free(gs);
+}
+
+static int optimizer_step(void *user) { return tg_optimizer_step(user); }
+
+Test(amp, scaler_drives_an_optim_h_optimizer)
+{
+    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
+    tg_tensor_set_requires_grad(w, true);
+    tg_optimizer *opt = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.25;
+    cr_assert(eq(int, tg_sgd_new(&opt, 1, &w, &so), TG_OK));
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+    /* inf step: skipped, the optimizer never runs. */
+    scaled_backward(gs, w);
+    tg_tensor_set_flat(tg_tensor_grad(w), 0, INFINITY);
+    bool stepped = true;
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, optimizer_step, opt, &stepped), TG_OK));
+    cr_assert(not(stepped));
+    cr_assert(eq(int, tg_optimizer_steps(opt), 0));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    /* clean step: w -= 0.25 * 2w with the unscaled gradient. */
+    scaled_backward(gs, w);
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, optimizer_step, opt, &stepped), TG_OK));
+    cr_assert(stepped);
+    cr_assert(eq(int, tg_optimizer_steps(opt), 1));
+    cr_assert(eq(dbl, at(w, 0), 0.5));
+    cr_assert(eq(dbl, at(w, 1), -0.25));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 32768.0));
+    tg_grad_scaler_free(gs);
+    tg_optimizer_free(opt);
+    tg_tensor_release(w);
 }
 
 Test(amp, scaler_growth_stops_below_f32_overflow)
