@@ -1,0 +1,78 @@
+/* examples/dcgan/model.h - the DCGAN generator and discriminator for 1x28x28
+ * images (Fashion-MNIST), with PyTorch's names and layouts.
+ *
+ * The exact PyTorch equivalent (state-dict keys match one for one; the C side
+ * saves them with the prefixes "gen." and "disc."):
+ *
+ *   class Generator(nn.Module):                   # "gen"
+ *       def __init__(self, nz=64, C=128):
+ *           super().__init__()
+ *           self.net = nn.Sequential(
+ *               nn.Linear(nz, C * 7 * 7, bias=False),                # net.0  (N, C*49)
+ *               nn.Unflatten(1, (C, 7, 7)),                          # net.1  (N, C, 7, 7)
+ *               nn.BatchNorm2d(C),                                   # net.2
+ *               nn.ReLU(),                                           # net.3
+ *               nn.ConvTranspose2d(C, C // 2, 4, 2, 1, bias=False),  # net.4  (N, C/2, 14, 14)
+ *               nn.BatchNorm2d(C // 2),                              # net.5
+ *               nn.ReLU(),                                           # net.6
+ *               nn.ConvTranspose2d(C // 2, 1, 4, 2, 1),              # net.7  (N, 1, 28, 28)
+ *               nn.Tanh())                                           # net.8
+ *       def forward(self, z):                     # z (N, nz)
+ *           return self.net(z)
+ *
+ *   class Discriminator(nn.Module):               # "disc"
+ *       def __init__(self, D=64, batchnorm=True):
+ *           super().__init__()
+ *           self.net = nn.Sequential(
+ *               nn.Conv2d(1, D, 4, 2, 1),                            # net.0  (N, D, 14, 14)
+ *               nn.LeakyReLU(0.2),                                   # net.1
+ *               nn.Conv2d(D, 2 * D, 4, 2, 1, bias=not batchnorm),    # net.2  (N, 2D, 7, 7)
+ *               nn.BatchNorm2d(2 * D) if batchnorm else nn.Identity(),  # net.3
+ *               nn.LeakyReLU(0.2),                                   # net.4
+ *               nn.Flatten(),                                        # net.5  (N, 2D*49)
+ *               nn.Linear(2 * D * 7 * 7, 1))                         # net.6  (N, 1) logits
+ *       def forward(self, x):                     # x (N, 1, 28, 28) in [-1, 1]
+ *           return self.net(x)
+ *
+ * State-dict keys, generator:  net.0.weight (C*49, nz);
+ *   net.2.{weight,bias,running_mean,running_var} (C), net.2.num_batches_tracked;
+ *   net.4.weight (C, C/2, 4, 4); net.5.* (C/2); net.7.weight (C/2, 1, 4, 4),
+ *   net.7.bias (1).
+ * Discriminator:  net.0.weight (D, 1, 4, 4), net.0.bias (D);
+ *   net.2.weight (2D, D, 4, 4) [+ net.2.bias (2D) without batchnorm];
+ *   net.3.* (2D) with batchnorm; net.6.weight (1, 2D*49), net.6.bias (1).
+ *
+ * BatchNorm: eps 1e-5, momentum 0.1 (PyTorch's defaults).  Initialisation is
+ * DCGAN's weights_init after construction: tg_nn_init_normal(m, 0, 0.02),
+ * i.e. every Linear/Conv/ConvTranspose weight ~ N(0, 0.02), BatchNorm weight
+ * ~ N(1, 0.02) and bias 0 (other biases keep PyTorch's default init).
+ *
+ * The WGAN-GP critic is the discriminator with batchnorm=false: the gradient
+ * penalty is per sample, which batch statistics would break (Gulrajani et
+ * al. 2017, section 4), so BatchNorm becomes Identity and the conv gets a
+ * bias; its output is an unbounded score instead of a logit.
+ */
+#ifndef DCGAN_MODEL_H
+#define DCGAN_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/nn.h"
+
+typedef struct dcgan_arch {
+    int64_t nz;          /* latent size */
+    int64_t g_ch;        /* C: generator channels at 7x7 (even) */
+    int64_t d_ch;        /* D: discriminator channels at 14x14 */
+    bool d_batchnorm;    /* false for the WGAN-GP critic */
+} dcgan_arch;
+
+#define DCGAN_ARCH_INIT {.nz = 64, .g_ch = 128, .d_ch = 64, .d_batchnorm = true}
+
+/* Builds the generator / discriminator above (new reference in *out), with
+ * weights drawn from rng: PyTorch's default init, then DCGAN's N(0, 0.02).
+ * TG_EINVAL for a bad architecture; on error *out is untouched. */
+int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng);
+int dcgan_discriminator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng);
+
+#endif
