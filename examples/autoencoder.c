@@ -1,0 +1,319 @@
+/* autoencoder: a convolutional autoencoder on Fashion-MNIST.
+ *
+ *   encoder: Conv2d(1, 16, 3, stride 2, pad 1) -> ReLU     (N, 16, 14, 14)
+ *            Conv2d(16, 32, 3, stride 2, pad 1) -> ReLU    (N, 32, 7, 7)
+ *   decoder: ConvTranspose2d(32, 16, 4, stride 2, pad 1) -> ReLU   (N, 16, 14, 14)
+ *            ConvTranspose2d(16, 1, 4, stride 2, pad 1) -> sigmoid (N, 1, 28, 28)
+ *
+ * Pixels are scaled to [0, 1] (the sigmoid's range); the loss is the MSE
+ * between input and reconstruction, minimised with Adam.  Training stops
+ * after --epochs, --steps or --seconds, whichever comes first; then the test
+ * MSE is printed and out/autoencoder_pairs.png shows test images (odd rows)
+ * above their reconstructions (even rows).  State-dict names are PyTorch's
+ * for the same nn.Module with children `encoder` and `decoder`
+ * (encoder.0.weight, ..., decoder.2.bias), saved to out/autoencoder.safetensors.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <tapegrad/tapegrad.h>
+
+#define CHECK(call)                                                               \
+    do {                                                                          \
+        int rc_ = (call);                                                         \
+        if (rc_ < 0) {                                                            \
+            fprintf(stderr, "autoencoder: %s failed: %s: %s\n", #call,            \
+                    tg_status_name(rc_), tg_error_message());                     \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+typedef struct opts {
+    int64_t epochs, steps, batch;
+    double seconds, lr;
+    uint64_t seed;
+    int threads;
+    const char *out, *data;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: autoencoder [--epochs N (2)] [--steps N (0: no limit)] [--seconds S (60)]\n"
+               "                   [--batch N (64)] [--lr X (2e-3)] [--seed N (0)]\n"
+               "                   [--threads N] [--out DIR (out)] [--data DIR]\n");
+}
+
+static int parse_opts(opts *o, int argc, char **argv)
+{
+    *o = (opts){.epochs = 2, .steps = 0, .batch = 64, .seconds = 60, .lr = 2e-3,
+                .seed = 0, .threads = 0, .out = "out", .data = NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!v) return -1;
+        i++;
+        errno = 0;
+        if (!strcmp(a, "--epochs")) o->epochs = strtoll(v, &end, 10);
+        else if (!strcmp(a, "--steps")) o->steps = strtoll(v, &end, 10);
+        else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
+        else if (!strcmp(a, "--seconds")) o->seconds = strtod(v, &end);
+        else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--threads")) o->threads = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else return -1;
+        if (end && (*end != '\0' || errno)) return -1;
+    }
+    if (o->epochs < 1 || o->steps < 0 || o->batch < 1 || !(o->seconds > 0) || !(o->lr > 0) ||
+        o->threads < 0)
+        return -1;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* forward = decoder(encoder(x)), as `def forward(self, x)` in PyTorch. */
+static int ae_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    tg_tensor *z = NULL;
+    int rc = tg_module_forward(tg_module_child(m, "encoder"), &z, x);
+    if (rc < 0) return rc;
+    rc = tg_module_forward(tg_module_child(m, "decoder"), y, z);
+    tg_tensor_release(z);
+    return rc;
+}
+
+static const tg_module_vtable ae_vt = {.type_name = "AutoEncoder", .forward = ae_forward};
+
+/* Appends (conv or conv_transpose, kernel k, stride 2, padding 1) + act. */
+static void add_stage(tg_module *seq, bool transpose, int64_t cin, int64_t cout, int64_t k,
+                      tg_activation act, tg_rng *rng)
+{
+    tg_module *layer, *a;
+    const int64_t kk[2] = {k, k};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    tg_conv_params_set_padding(&p, 1);
+    if (transpose) CHECK(tg_nn_conv_transpose_new(&layer, 2, cin, cout, kk, &p, true, rng));
+    else CHECK(tg_nn_conv_new(&layer, 2, cin, cout, kk, &p, true, rng));
+    CHECK(tg_nn_sequential_append(seq, layer));
+    CHECK(tg_nn_activation_new(&a, act, 0));
+    CHECK(tg_nn_sequential_append(seq, a));
+}
+
+static int64_t count_weights(const tg_module *m)
+{
+    tg_tensor **params;
+    int np;
+    int64_t total = 0;
+    CHECK(tg_module_parameters(m, &params, &np));
+    for (int i = 0; i < np; i++) total += tg_tensor_numel(params[i]);
+    free(params);
+    return total;
+}
+
+static tg_module *build_model(uint64_t seed)
+{
+    tg_module *m, *enc, *dec;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    CHECK(tg_module_new(&m, &ae_vt, NULL));
+    CHECK(tg_nn_sequential_new(&enc));
+    /* 28 -> (28 + 2 - 3) / 2 + 1 = 14 -> 7 */
+    add_stage(enc, false, 1, 16, 3, TG_ACT_RELU, &rng);
+    add_stage(enc, false, 16, 32, 3, TG_ACT_RELU, &rng);
+    CHECK(tg_nn_sequential_new(&dec));
+    /* 7 -> (7 - 1) * 2 - 2 + 4 = 14 -> 28 */
+    add_stage(dec, true, 32, 16, 4, TG_ACT_RELU, &rng);
+    add_stage(dec, true, 16, 1, 4, TG_ACT_SIGMOID, &rng);
+    CHECK(tg_module_add_child(m, "encoder", enc));
+    CHECK(tg_module_add_child(m, "decoder", dec));
+    return m;
+}
+
+/* One Adam step on a batch; returns the batch's loss. */
+static double train_step(tg_module *m, tg_optimizer *opt, tg_tensor *x)
+{
+    tg_tensor *y, *loss;
+    double l;
+    tg_optimizer_zero_grad(opt);
+    CHECK(tg_module_forward(m, &y, x));
+    CHECK(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
+    CHECK(tg_backward(loss, NULL, NULL));
+    CHECK(tg_optimizer_step(opt));
+    CHECK(tg_tensor_get_flat(loss, 0, &l));
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    return l;
+}
+
+typedef struct progress {
+    int64_t step, seen;
+    double t0, sum, last_print;
+    int64_t n_sum;
+} progress;
+
+static void report(progress *p, int64_t epoch, bool force)
+{
+    double t = now_s();
+    if (!force && t - p->last_print < 2.0) return;
+    printf("epoch %lld  step %5lld  mse %.5f  %.0f img/s  %.0f s\n", (long long)epoch,
+           (long long)p->step, p->n_sum ? p->sum / (double)p->n_sum : 0.0,
+           (double)p->seen / (t - p->t0), t - p->t0);
+    fflush(stdout);
+    p->sum = 0;
+    p->n_sum = 0;
+    p->last_print = t;
+}
+
+static void train(tg_module *m, tg_dataset *ds, const opts *o)
+{
+    tg_tensor **params;
+    int np;
+    tg_optimizer *opt;
+    tg_loader *ld;
+    tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+    ao.lr = o->lr;
+    CHECK(tg_module_parameters(m, &params, &np));
+    CHECK(tg_adam_new(&opt, np, params, &ao));
+    free(params);
+    tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
+                            .drop_last = true};
+    CHECK(tg_loader_new(&ld, ds, &lo));
+    progress p = {.t0 = now_s()};
+    p.last_print = p.t0;
+    bool done = false;
+    for (int64_t e = 0; e < o->epochs && !done; e++) {
+        tg_tensor *x, *labels;
+        CHECK(tg_loader_reset(ld, e));
+        while (!done && tg_loader_next(ld, &x, &labels) == 1) {
+            p.sum += train_step(m, opt, x);
+            p.n_sum++;
+            p.step++;
+            p.seen += tg_tensor_dim(x, 0);
+            tg_tensor_release(x);
+            tg_tensor_release(labels);
+            done = (o->steps > 0 && p.step >= o->steps) || now_s() - p.t0 >= o->seconds;
+            report(&p, e, done);
+        }
+    }
+    tg_loader_free(ld);
+    tg_optimizer_free(opt);
+}
+
+/* Reconstructs the first n test images in eval mode without recording. */
+static void reconstruct(tg_module *m, tg_dataset *test, int64_t n, tg_tensor **x,
+                        tg_tensor **y)
+{
+    tg_tensor *labels;
+    int64_t *idx = malloc(sizeof *idx * (size_t)n);
+    if (!idx) exit(1);
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    CHECK(tg_dataset_batch(x, &labels, test, idx, n));
+    free(idx);
+    tg_tensor_release(labels);
+    tg_module_train(m, false);
+    tg_no_grad_begin();
+    CHECK(tg_module_forward(m, y, *x));
+    tg_no_grad_end();
+}
+
+/* Rows of 8: inputs 0..7, their reconstructions, inputs 8..15, ... */
+static void write_pairs(const char *path, tg_tensor *x, tg_tensor *y, int64_t rows)
+{
+    tg_tensor **parts = malloc(sizeof *parts * (size_t)(2 * rows)), *grid;
+    if (!parts) exit(1);
+    for (int64_t r = 0; r < rows; r++) {
+        CHECK(tg_slice(&parts[2 * r], x, 0, 8 * r, 8 * r + 8, 1));
+        CHECK(tg_slice(&parts[2 * r + 1], y, 0, 8 * r, 8 * r + 8, 1));
+    }
+    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0));   /* (16 * rows / 2, 1, 28, 28) */
+    CHECK(tg_png_write_grid(path, grid, 8, 0.0, 1.0, 2));
+    for (int64_t i = 0; i < 2 * rows; i++) tg_tensor_release(parts[i]);
+    free(parts);
+    tg_tensor_release(grid);
+}
+
+static void evaluate(tg_module *m, const opts *o)
+{
+    tg_dataset *test;
+    tg_tensor *x, *y, *mse;
+    char path[4096];
+    double v;
+    CHECK(tg_fashion_mnist_load(&test, o->data, false));
+    CHECK(tg_dataset_set_pixel_range(test, TG_PIXELS_UNIT));
+    reconstruct(m, test, 1000, &x, &y);
+    CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN));
+    CHECK(tg_tensor_get_flat(mse, 0, &v));
+    printf("test mse on 1000 images: %.5f\n", v);
+    snprintf(path, sizeof path, "%s/autoencoder_pairs.png", o->out);
+    write_pairs(path, x, y, 4);
+    printf("wrote %s (rows 1, 3, 5, 7: test inputs; rows 2, 4, 6, 8: reconstructions)\n", path);
+    tg_tensor_release(mse);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_dataset_release(test);
+}
+
+static void save_weights(const tg_module *m, const char *dir)
+{
+    tg_st_file *f;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/autoencoder.safetensors", dir);
+    CHECK(tg_st_new(&f));
+    CHECK(tg_module_state_dict_save(m, f, NULL));
+    CHECK(tg_safetensors_save(f, path));
+    tg_st_free(f);
+    printf("wrote %s\n", path);
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    tg_dataset *ds;
+    if (parse_opts(&o, argc, argv) < 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.threads > 0) {
+        openblas_set_num_threads(o.threads);
+#ifdef _OPENMP
+        omp_set_num_threads(o.threads);
+#endif
+    }
+    if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "autoencoder: cannot create %s: %s\n", o.out, strerror(errno));
+        return 1;
+    }
+    CHECK(tg_fashion_mnist_load(&ds, o.data, true));
+    CHECK(tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT));
+    tg_module *m = build_model(o.seed);
+    printf("autoencoder: %lld weights, %lld training images, batch %lld, "
+           "up to %lld epochs / %.0f s\n", (long long)count_weights(m),
+           (long long)tg_dataset_size(ds), (long long)o.batch, (long long)o.epochs, o.seconds);
+    train(m, ds, &o);
+    evaluate(m, &o);
+    save_weights(m, o.out);
+    tg_module_release(m);
+    tg_dataset_release(ds);
+    return 0;
+}
