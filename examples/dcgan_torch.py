@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""PyTorch interchange check for the DCGAN generator, both directions.
+
+1. ours -> torch: loads our generator state dict (OUT/generator.safetensors,
+   written by examples/dcgan or by `dcgan_load --export OUT`) into the same
+   architecture written in PyTorch with load_state_dict(strict=True), runs the
+   latent batch stored in OUT/latents.safetensors in eval mode and compares the
+   images with the ones our side stored next to the latents.
+2. torch -> ours: saves a randomly initialised PyTorch generator (torch's
+   default init, BatchNorm running statistics moved by a few training-mode forwards) and a
+   latent batch as safetensors, runs our `dcgan_load` on them and compares the
+   images it writes with PyTorch's.
+
+    /usr/bin/python3 examples/dcgan_torch.py --dir out --loader build/examples/dcgan_load
+
+Exit status 0 when both directions agree within --tol (max abs difference).
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from stfile import read_safetensors, write_safetensors  # noqa: E402
+
+LATENT_KEYS = ("z", "latents", "fixed_z", "noise")
+IMAGE_KEYS = ("images", "samples", "x")
+
+
+class Generator(nn.Module):
+    """The exact PyTorch equivalent given in examples/dcgan/model.h."""
+
+    def __init__(self, nz=64, C=128):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(nz, C * 7 * 7, bias=False),                # net.0  (N, C*49)
+            nn.Unflatten(1, (C, 7, 7)),                          # net.1  (N, C, 7, 7)
+            nn.BatchNorm2d(C),                                   # net.2
+            nn.ReLU(),                                           # net.3
+            nn.ConvTranspose2d(C, C // 2, 4, 2, 1, bias=False),  # net.4  (N, C/2, 14, 14)
+            nn.BatchNorm2d(C // 2),                              # net.5
+            nn.ReLU(),                                           # net.6
+            nn.ConvTranspose2d(C // 2, 1, 4, 2, 1),              # net.7  (N, 1, 28, 28)
+            nn.Tanh())                                           # net.8
+
+    def forward(self, z):
+        return self.net(z)
+
+
+def pick(tensors, keys, what, path):
+    for k in keys:
+        if k in tensors:
+            return tensors[k]
+    sys.exit(f"{path}: no {what} tensor (looked for {', '.join(keys)}; has {list(tensors)})")
+
+
+def strip_prefix(state):
+    """Our files may carry the prefix 'gen.' (as the checkpoint does)."""
+    if all(k.startswith("gen.") for k in state):
+        return {k[len("gen."):]: v for k, v in state.items()}
+    return state
+
+
+def verdict(name, ours, theirs, tol):
+    diff = (ours - theirs).abs().max().item()
+    ok = diff <= tol
+    print(f"{name}: max abs diff {diff:.3e} (tolerance {tol:.0e}; images std "
+          f"{theirs.std().item():.3f}, range [{theirs.min().item():.3f}, "
+          f"{theirs.max().item():.3f}]): {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def ours_to_torch(folder, tol):
+    gpath = os.path.join(folder, "generator.safetensors")
+    zpath = os.path.join(folder, "latents.safetensors")
+    for p in (gpath, zpath):
+        if not os.path.exists(p):
+            sys.exit(f"{p} not found: train with `make demo` (examples/dcgan) or write a "
+                     f"stand-in with `dcgan_load --export {folder}`")
+    state, _ = read_safetensors(gpath)
+    state = strip_prefix(state)
+    C, nz = state["net.0.weight"].shape[0] // 49, state["net.0.weight"].shape[1]
+    g = Generator(nz, C)
+    g.load_state_dict(state, strict=True)   # raises on any missing/unexpected key or shape
+    g.eval()
+    lat, _ = read_safetensors(zpath)
+    z = pick(lat, LATENT_KEYS, "latent", zpath)
+    ours = pick(lat, IMAGE_KEYS, "image", zpath).float()
+    with torch.no_grad():
+        theirs = g(z.float())
+    print(f"ours -> torch: {len(state)} state-dict entries loaded with strict=True "
+          f"(nz={nz}, C={C}); {z.shape[0]} latents from {zpath}")
+    return verdict("ours -> torch", ours, theirs, tol)
+
+
+def torch_to_ours(loader, tol, seed, n):
+    torch.manual_seed(seed)
+    g = Generator()                  # torch's default init: larger outputs than DCGAN's
+    with torch.no_grad():            # move the running statistics off 0 / 1
+        for _ in range(3):
+            g(torch.randn(32, 64))
+    g.eval()
+    z = torch.randn(n, 64)
+    with torch.no_grad():
+        theirs = g(z)
+    with tempfile.TemporaryDirectory() as tmp:
+        wpath, zpath, opath = (os.path.join(tmp, f) for f in
+                               ("torch_generator.safetensors", "torch_latents.safetensors",
+                                "ours.safetensors"))
+        write_safetensors(wpath, g.state_dict())   # num_batches_tracked stays int64
+        write_safetensors(zpath, {"z": z})
+        subprocess.run([loader, "--weights", wpath, "--latents", zpath, "--out", opath],
+                       check=True)
+        out, _ = read_safetensors(opath)
+    print(f"torch -> ours: {len(g.state_dict())} entries of torch's state_dict loaded "
+          f"strictly by {loader}; {n} latents")
+    return verdict("torch -> ours", out["images"], theirs, tol)
+
+
+def find_loader():
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    for c in ["build/examples/dcgan_load"] + sorted(glob.glob(os.path.join(here, "build*/examples/dcgan_load"))):
+        if os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default="out", help="folder with our generator/latents files")
+    ap.add_argument("--loader", default=None, help="path to the dcgan_load program")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n", type=int, default=16)
+    a = ap.parse_args()
+    loader = a.loader or find_loader()
+    if not loader:
+        sys.exit("dcgan_load not found: build it (ninja -C build) or pass --loader")
+    torch.set_num_threads(1)   # deterministic reductions
+    ok = ours_to_torch(a.dir, a.tol)
+    ok = torch_to_ours(loader, a.tol, a.seed, a.n) and ok
+    print("interchange: " + ("both directions PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
