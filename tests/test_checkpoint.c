@@ -1,0 +1,369 @@
+/* tests/test_checkpoint.c - checkpoint.h: round trip of every slot kind,
+ * atomic save under a failing write, all-or-nothing load. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tapegrad/autograd.h"
+#include "tapegrad/checkpoint.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+
+/* A small training state: Linear(4, 3) + BatchNorm1d(3), Adam, a loader over
+ * 10 synthetic 1x2x2 images, an RNG, a step counter and a tensor. */
+typedef struct state {
+    tg_module *model;
+    tg_optimizer *opt;
+    tg_dataset *ds;
+    tg_loader *ld;
+    tg_rng rng;
+    int64_t step;
+    tg_tensor *extra;
+    tg_checkpoint *ck;
+} state;
+
+static void state_init(state *s, uint64_t seed, bool with_opt)
+{
+    memset(s, 0, sizeof *s);
+    tg_rng_init(&s->rng, seed);
+    tg_module *lin, *bn, *flat;
+    cr_assert(eq(int, tg_nn_sequential_new(&s->model), 0));
+    cr_assert(eq(int, tg_nn_flatten_new(&flat, 1, -1), 0));
+    cr_assert(eq(int, tg_nn_sequential_append(s->model, flat), 0));
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 4, 3, true, &s->rng), 0));
+    cr_assert(eq(int, tg_nn_sequential_append(s->model, lin), 0));
+    cr_assert(eq(int, tg_nn_batchnorm_new(&bn, 1, 3, 1e-5, 0.1, true, true), 0));
+    cr_assert(eq(int, tg_nn_sequential_append(s->model, bn), 0));
+    tg_tensor **params;
+    int n;
+    cr_assert(eq(int, tg_module_parameters(s->model, &params, &n), 0));
+    tg_adam_opts o = TG_ADAM_OPTS_INIT;
+    cr_assert(eq(int, tg_adam_new(&s->opt, n, params, &o), 0));
+    free(params);
+    uint8_t px[10 * 4];
+    uint8_t lab[10];
+    for (int i = 0; i < 40; i++) px[i] = (uint8_t)(i * 37 % 256);
+    for (int i = 0; i < 10; i++) lab[i] = (uint8_t)(i % 3);
+    tg_tensor *im, *lb;
+    cr_assert(eq(int, tg_tensor_from_data(&im, TG_U8, 3, (int64_t[]){10, 2, 2}, px), 0));
+    cr_assert(eq(int, tg_tensor_from_data(&lb, TG_U8, 1, (int64_t[]){10}, lab), 0));
+    cr_assert(eq(int, tg_dataset_from_tensors(&s->ds, im, lb), 0));
+    tg_tensor_release(im);
+    tg_tensor_release(lb);
+    tg_loader_options lo = {.batch_size = 4, .shuffle = true, .seed = 7, .drop_last = true};
+    cr_assert(eq(int, tg_loader_new(&s->ld, s->ds, &lo), 0));
+    cr_assert(eq(int, tg_tensor_full(&s->extra, TG_F32, 1, (int64_t[]){5}, (double)seed), 0));
+    cr_assert(eq(int, tg_checkpoint_new(&s->ck), 0));
+    cr_assert(eq(int, tg_checkpoint_add_module(s->ck, "model", s->model), 0));
+    if (with_opt) cr_assert(eq(int, tg_checkpoint_add_optimizer(s->ck, "opt", s->opt), 0));
+    cr_assert(eq(int, tg_checkpoint_add_loader(s->ck, "loader", s->ld), 0));
+    cr_assert(eq(int, tg_checkpoint_add_rng(s->ck, "rng", &s->rng), 0));
+    cr_assert(eq(int, tg_checkpoint_add_i64(s->ck, "step", &s->step), 0));
+    cr_assert(eq(int, tg_checkpoint_add_tensor(s->ck, "extra", s->extra), 0));
+    cr_assert(eq(int, tg_checkpoint_set_meta(s->ck, "arch", "lin4-3", true), 0));
+}
+
+static void state_free(state *s)
+{
+    tg_checkpoint_free(s->ck);
+    tg_optimizer_free(s->opt);
+    tg_module_release(s->model);
+    tg_loader_free(s->ld);
+    tg_dataset_release(s->ds);
+    tg_tensor_release(s->extra);
+}
+
+/* One training step: next batch (new epoch when one ends), noise from rng
+ * added to the target, MSE, Adam. */
+static void state_step(state *s)
+{
+    tg_tensor *x, *y, *out, *target, *loss;
+    int rc = tg_loader_next(s->ld, &x, &y);
+    if (rc == 0) {
+        int64_t e, i;
+        tg_loader_position(s->ld, &e, &i);
+        cr_assert(eq(int, tg_loader_reset(s->ld, e + 1), 0));
+        rc = tg_loader_next(s->ld, &x, &y);
+    }
+    cr_assert(eq(int, rc, 1));
+    cr_assert(eq(int, tg_module_forward(s->model, &out, x), 0));
+    cr_assert(eq(int, tg_tensor_zeros(&target, TG_F32, 2, (int64_t[]){4, 3}), 0));
+    cr_assert(eq(int, tg_tensor_rand_normal(target, &s->rng, 0, 1), 0));
+    cr_assert(eq(int, tg_mse_loss(&loss, out, target, TG_REDUCTION_MEAN), 0));
+    tg_optimizer_zero_grad(s->opt);
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), 0));
+    cr_assert(eq(int, tg_optimizer_step(s->opt), 0));
+    s->step++;
+    tg_tensor_fill(s->extra, (double)s->step);
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    tg_tensor_release(out);
+    tg_tensor_release(target);
+    tg_tensor_release(loss);
+}
+
+/* Every tensor of a (as saved by a checkpoint without extras) equals b's,
+ * bit for bit, and they have the same keys. */
+static void assert_same_files(const tg_st_file *a, const tg_st_file *b)
+{
+    cr_assert(eq(int, tg_st_count(a), tg_st_count(b)));
+    for (int i = 0; i < tg_st_count(a); i++) {
+        const char *name;
+        tg_tensor *ta, *tb, *ca, *cb;
+        cr_assert(eq(int, tg_st_at(a, i, &name, &ta), 0));
+        tb = tg_st_get(b, name);
+        cr_assert(tb != NULL, "key %s missing", name);
+        cr_assert(eq(int, tg_tensor_dtype(ta), tg_tensor_dtype(tb)), "%s", name);
+        cr_assert(tg_tensor_same_shape(ta, tb), "%s", name);
+        cr_assert(eq(int, tg_tensor_contiguous(&ca, ta), 0));
+        cr_assert(eq(int, tg_tensor_contiguous(&cb, tb), 0));
+        size_t bytes = (size_t)tg_tensor_numel(ta) * tg_dtype_size(tg_tensor_dtype(ta));
+        cr_assert(eq(int, memcmp(tg_tensor_cdata(ca), tg_tensor_cdata(cb), bytes), 0), "%s",
+                  name);
+        tg_tensor_release(ca);
+        tg_tensor_release(cb);
+    }
+}
+
+/* The state as a file in memory (deep copies: a later step does not change it). */
+static tg_st_file *snapshot(const state *s)
+{
+    char path[] = "/tmp/tg_ck_snapXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert(eq(int, tg_checkpoint_save(s->ck, path, NULL), 0), "%s", tg_error_message());
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), 0));
+    unlink(path);
+    return f;
+}
+
+static char dir[64];
+static char ck_path[128];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/tg_ckXXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(ck_path, sizeof ck_path, "%s/checkpoint.safetensors", dir);
+}
+
+static void teardown(void)
+{
+    unlink(ck_path);
+    rmdir(dir);
+}
+
+TestSuite(checkpoint, .init = setup, .fini = teardown);
+
+Test(checkpoint, round_trip_restores_every_slot_bit_for_bit)
+{
+    state a, b;
+    state_init(&a, 1, true);
+    for (int i = 0; i < 3; i++) state_step(&a);   /* mid-epoch: 3 of 2 batches/epoch */
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0), "%s", tg_error_message());
+    tg_st_file *want = snapshot(&a);
+
+    state_init(&b, 99, true);   /* different weights, no optimizer state yet */
+    cr_assert(eq(int, tg_checkpoint_load(b.ck, ck_path), 0), "%s", tg_error_message());
+    tg_st_file *got = snapshot(&b);
+    assert_same_files(want, got);
+    cr_assert(eq(i64, b.step, 3));
+    cr_assert(eq(u64, b.rng.seed, a.rng.seed));
+    cr_assert(eq(u64, b.rng.counter, a.rng.counter));
+    int64_t ea, ia, eb, ib;
+    tg_loader_position(a.ld, &ea, &ia);
+    tg_loader_position(b.ld, &eb, &ib);
+    cr_assert(eq(i64, ea, eb));
+    cr_assert(eq(i64, ia, ib));
+
+    /* Both continue identically: the same next 3 steps, bit for bit. */
+    for (int i = 0; i < 3; i++) {
+        state_step(&a);
+        state_step(&b);
+    }
+    tg_st_file *fa = snapshot(&a), *fb = snapshot(&b);
+    assert_same_files(fa, fb);
+    tg_st_free(fa);
+    tg_st_free(fb);
+    tg_st_free(want);
+    tg_st_free(got);
+    state_free(&a);
+    state_free(&b);
+}
+
+Test(checkpoint, failed_save_leaves_the_old_checkpoint_intact)
+{
+    state a;
+    state_init(&a, 1, true);
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0));
+    tg_st_file *before = snapshot(&a);
+    state_step(&a);   /* Adam state appears: the next file is larger */
+    /* Writes beyond 1 KiB fail with EFBIG in this (forked) test process. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim = {1024, 1024};
+    getrlimit(RLIMIT_FSIZE, &old);
+    cr_assert(eq(int, setrlimit(RLIMIT_FSIZE, &lim), 0));
+    int rc = tg_checkpoint_save(a.ck, ck_path, NULL);
+    setrlimit(RLIMIT_FSIZE, &old);
+    cr_assert(eq(int, rc, TG_EIO), "%s", tg_error_message());
+    tg_st_file *on_disk;
+    cr_assert(eq(int, tg_safetensors_load(&on_disk, ck_path), 0), "%s", tg_error_message());
+    assert_same_files(before, on_disk);
+    tg_st_free(on_disk);
+    tg_st_free(before);
+    state_free(&a);
+}
+
+/* Loads path into a fresh state built with seed 5 and asserts status rc and
+ * that nothing changed. */
+static void assert_load_changes_nothing(const char *path, bool with_opt, int want_rc)
+{
+    state b;
+    state_init(&b, 5, with_opt);
+    state_step(&b);
+    tg_st_file *before = snapshot(&b);
+    int rc = tg_checkpoint_load(b.ck, path);
+    cr_assert(eq(int, rc, want_rc), "%s", tg_error_message());
+    tg_st_file *after = snapshot(&b);
+    assert_same_files(before, after);
+    cr_assert(eq(i64, b.step, 1));
+    tg_st_free(before);
+    tg_st_free(after);
+    state_free(&b);
+}
+
+Test(checkpoint, truncated_file_changes_nothing)
+{
+    state a;
+    state_init(&a, 1, true);
+    state_step(&a);
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0));
+    FILE *fp = fopen(ck_path, "rb");
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fclose(fp);
+    cr_assert(eq(int, truncate(ck_path, size - 7), 0));
+    assert_load_changes_nothing(ck_path, true, TG_EFORMAT);
+    state_free(&a);
+}
+
+Test(checkpoint, missing_slot_rolls_back_the_slots_already_loaded)
+{
+    /* The file has the model but no optimizer: the model loads first, the
+     * optimizer then fails, and the model must be put back. */
+    state a;
+    state_init(&a, 1, false);
+    state_step(&a);
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0));
+    assert_load_changes_nothing(ck_path, true, TG_ENOTFOUND);
+    state_free(&a);
+}
+
+Test(checkpoint, wrong_shape_or_metadata_changes_nothing)
+{
+    state a;
+    state_init(&a, 1, true);
+    cr_assert(eq(int, tg_checkpoint_set_meta(a.ck, "arch", "other", false), 0));
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0));
+    assert_load_changes_nothing(ck_path, true, TG_EINVAL);
+
+    /* A model with a different width: its Linear weight is (5, 4). */
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, ck_path), 0));
+    tg_tensor *w;
+    cr_assert(eq(int, tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){5, 4}), 0));
+    cr_assert(eq(int, tg_st_set(f, "model.1.weight", w), 0));
+    cr_assert(eq(int, tg_st_meta_set(f, "arch", "lin4-3"), 0));
+    cr_assert(eq(int, tg_safetensors_save(f, ck_path), 0));
+    assert_load_changes_nothing(ck_path, true, TG_ESHAPE);
+    tg_tensor_release(w);
+    tg_st_free(f);
+    state_free(&a);
+}
+
+Test(checkpoint, loader_position_out_of_range_changes_nothing)
+{
+    /* The loader is the third slot: model and optimizer load, then the
+     * position (index 11 > 10 samples) is refused and both are put back. */
+    state a;
+    state_init(&a, 1, true);
+    state_step(&a);
+    tg_st_file *f = snapshot(&a);
+    tg_tensor *pos;
+    cr_assert(eq(int, tg_tensor_from_data(&pos, TG_I64, 1, (int64_t[]){2},
+                                          (int64_t[]){0, 11}), 0));
+    cr_assert(eq(int, tg_st_set(f, "loader", pos), 0));
+    cr_assert(eq(int, tg_st_meta_set(f, "arch", "lin4-3"), 0));
+    cr_assert(eq(int, tg_safetensors_save(f, ck_path), 0));
+    assert_load_changes_nothing(ck_path, true, TG_EINVAL);
+    tg_tensor_release(pos);
+    tg_st_free(f);
+    state_free(&a);
+}
+
+Test(checkpoint, not_a_checkpoint_is_a_format_error)
+{
+    tg_st_file *f;
+    tg_tensor *t;
+    cr_assert(eq(int, tg_st_new(&f), 0));
+    cr_assert(eq(int, tg_tensor_scalar(&t, TG_I64, 3), 0));
+    cr_assert(eq(int, tg_st_set(f, "step", t), 0));
+    cr_assert(eq(int, tg_safetensors_save(f, ck_path), 0));
+    assert_load_changes_nothing(ck_path, true, TG_EFORMAT);
+    tg_tensor_release(t);
+    tg_st_free(f);
+}
+
+Test(checkpoint, slot_names_must_not_clash)
+{
+    tg_checkpoint *ck;
+    int64_t a = 0, b = 0;
+    cr_assert(eq(int, tg_checkpoint_new(&ck), 0));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "gen", &a), 0));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "gen", &b), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "gen.x", &b), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "", &b), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "x.", &b), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "generator", &b), 0));
+    cr_assert(eq(int, tg_checkpoint_add_i64(ck, "n", NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_set_meta(ck, "format", "x", false), TG_EINVAL));
+    /* extras may not land on a slot's keys or on the format key */
+    tg_st_file *extra;
+    tg_tensor *t;
+    cr_assert(eq(int, tg_st_new(&extra), 0));
+    cr_assert(eq(int, tg_tensor_scalar(&t, TG_F32, 1), 0));
+    cr_assert(eq(int, tg_st_set(extra, "gen.w", t), 0));
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, extra), TG_EINVAL));
+    cr_assert(eq(int, access(ck_path, F_OK), -1), "nothing written");
+    tg_tensor_release(t);
+    tg_st_free(extra);
+    cr_assert(eq(int, tg_st_new(&extra), 0));
+    cr_assert(eq(int, tg_st_meta_set(extra, "format", "mine"), 0));
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, extra), TG_EINVAL));
+    tg_st_free(extra);
+    /* and a valid extra tensor round-trips next to the slots */
+    cr_assert(eq(int, tg_st_new(&extra), 0));
+    cr_assert(eq(int, tg_tensor_scalar(&t, TG_F64, 2.5), 0));
+    cr_assert(eq(int, tg_st_set(extra, "history", t), 0));
+    a = 17;
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, extra), 0));
+    a = 0;
+    cr_assert(eq(int, tg_checkpoint_load(ck, ck_path), 0));
+    cr_assert(eq(i64, a, 17));
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, ck_path), 0));
+    double v;
+    cr_assert(eq(int, tg_tensor_get_flat(tg_st_get(f, "history"), 0, &v), 0));
+    cr_assert(eq(dbl, v, 2.5));
+    tg_st_free(f);
+    tg_tensor_release(t);
+    tg_st_free(extra);
+    tg_checkpoint_free(ck);
+}
