@@ -161,7 +161,7 @@ static void naive_conv(const ccase *c, const int64_t *out_sp, const double *x,
 /* A random case; transposed cases get a valid output_padding. */
 static ccase random_case(int nsp, bool transpose)
 {
-    ccase c = {.nsp = nsp, .B = rnd_int(1, 2)};
+    ccase c = {.nsp = nsp, .B = rnd_int(1, 3)};
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     c.groups = rnd_int(1, 3) == 3 ? 2 : 1;
     c.cin = c.groups * rnd_int(1, 2);
@@ -246,6 +246,9 @@ static int check_case(const ccase *c, bool transpose, tg_dtype dt)
     return 1;
 }
 
+/* The fast kernels cut the batch into chunks of samples (one GEMM per chunk):
+ * the sweep forces 2 samples per chunk (a remainder chunk when B = 3), one
+ * (the per-sample path) and the automatic size (whole batch here). */
 Test(conv, sweep_matches_naive_oracle)
 {
     int run = 0;
@@ -253,8 +256,10 @@ Test(conv, sweep_matches_naive_oracle)
         for (int nsp = 1; nsp <= 3; nsp++)
             for (int t = 0; t < 2; t++) {
                 ccase c = random_case(nsp, t);
+                tg__conv_set_chunk((it + nsp) % 3);
                 run += check_case(&c, t, it % 2 ? TG_F32 : TG_F64);
             }
+    tg__conv_set_chunk(0);
     cr_assert(gt(int, run, 250));
 }
 
@@ -461,7 +466,7 @@ static ccase grad_case(int i)
         p.stride[0] = 2; p.dilation[0] = 2; p.padding[0][0] = 1; p.output_padding[0] = 1;
         break;
     case 1:   /* 2-D, output_padding 1 with stride 1, dilation 2 */
-        c.nsp = 2; c.cin = 2; c.cout = 2; c.groups = 1;
+        c.nsp = 2; c.B = 3; c.cin = 2; c.cout = 2; c.groups = 1;
         c.S[0] = 3; c.S[1] = 4; c.K[0] = 2; c.K[1] = 3;
         p.stride[1] = 2; p.dilation[0] = 2; p.padding[0][1] = 1; p.padding[1][0] = 1;
         p.output_padding[0] = 1; p.output_padding[1] = 1;
@@ -513,12 +518,16 @@ static void run_gradchecks(const ccase *c, int op, bool second)
 
 Test(conv, gradcheck_all_ops)
 {
-    for (int i = 0; i < 4; i++)
-        for (int op = 0; op < 3; op++) {
-            ccase c = grad_case(i);
-            c.p.act = (tg_activation)((i + op) % TG_ACT_COUNT);
-            run_gradchecks(&c, op, false);
-        }
+    for (int chunk = 0; chunk < 2; chunk++) {   /* batched, then per-sample kernels */
+        tg__conv_set_chunk(chunk);
+        for (int i = 0; i < 4; i++)
+            for (int op = 0; op < 3; op++) {
+                ccase c = grad_case(i);
+                c.p.act = (tg_activation)((i + op) % TG_ACT_COUNT);
+                run_gradchecks(&c, op, false);
+            }
+    }
+    tg__conv_set_chunk(0);
 }
 
 Test(conv, gradgradcheck_all_ops)

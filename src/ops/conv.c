@@ -26,6 +26,15 @@ void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt)
     return buf;
 }
 
+const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned)
+{
+    *owned = NULL;
+    if (!t) return NULL;
+    if (t->dtype == cdt && tg_tensor_is_contiguous(t)) return tg_tensor_cdata(t);
+    *owned = tg__conv_gather(t, cdt);
+    return *owned;
+}
+
 int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want)
 {
     tg_tensor *cur = tg_tensor_retain(t);
@@ -84,13 +93,15 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     void *yb = !y ? NULL
                : own_yb ? tg__malloc((size_t)tg_tensor_numel(y) * tg_dtype_size(cdt))
                         : tg_tensor_data(y);
-    void *xb = tg__conv_gather(x, cdt), *wb = tg__conv_gather(w, cdt);
-    void *bb = tg__conv_gather(b, cdt);
+    void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
+    const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
+    const void *bb = tg__conv_input(b, cdt, &bo);
     int rc = TG_ENOMEM;
     if (!yb || !xb || !wb || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
     if (rc < 0) goto done;
-    tg__conv_epilogue(cdt, yb, oshape[0], oshape[1], spatial, bb, p->act, p->act_slope);
+    if (bb || p->act != TG_ACT_NONE)
+        tg__conv_epilogue(cdt, yb, oshape[0], oshape[1], spatial, bb, p->act, p->act_slope);
     if (own_yb) tg__scatter(y, cdt, yb);
     if (ctx) {
         tg__ctx_save(ctx, x);
@@ -101,9 +112,9 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
 done:
     if (own_yb) free(yb);
     tg_tensor_release(y);
-    free(xb);
-    free(wb);
-    free(bb);
+    free(xo);
+    free(wo);
+    free(bo);
     return rc;
 }
 

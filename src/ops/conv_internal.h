@@ -46,13 +46,31 @@ int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
 
 /* ---- conv_kernels.c: raw contiguous buffers of float (f32) or double (f64) ---- */
 
-/* cols (c*K, col) = im2col(img (c, img)): cols[(ch,k), o] = img[ch, o*s - pad + k*d]
- * or 0 outside the image. */
-void tg__im2col_f32(const float *img, int64_t c, const tg__conv_geom *g, float *cols);
-void tg__im2col_f64(const double *img, int64_t c, const tg__conv_geom *g, double *cols);
-/* The adjoint: img[ch, o*s - pad + k*d] += cols[(ch,k), o] (out-of-range skipped). */
-void tg__col2im_f32(const float *cols, int64_t c, const tg__conv_geom *g, float *img);
-void tg__col2im_f64(const double *cols, int64_t c, const tg__conv_geom *g, double *img);
+/* ceil(a / b) for b > 0 and any sign of a. */
+static inline int64_t tg__conv_ceil_div(int64_t a, int64_t b)
+{
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+static inline int64_t tg__conv_clamp(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+/* All K = 1, stride 1, no padding: im2col is the identity (O == I). */
+static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
+{
+    for (int a = 0; a < 3; a++)
+        if (g->k[a] != 1 || g->stride[a] != 1 || g->pad[a] != 0 || g->col[a] != g->img[a])
+            return false;
+    return true;
+}
+
+/* This thread's grow-only scratch buffer `slot` (0 or 1) of at least `bytes`;
+ * NULL with TG_ENOMEM set.  Valid until the next call for the same slot. */
+void *tg__conv_scratch(int slot, size_t bytes);
+/* Frees this thread's scratch buffers (tests; threads that are done). */
+void tg__conv_scratch_release(void);
+/* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */
+void tg__conv_set_chunk(int64_t samples);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type.  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
@@ -85,6 +103,10 @@ int tg__conv_transpose_reference_raw(tg_dtype dt, const tg__conv_geom *g,
 /* A new contiguous buffer with t's elements as cdt (NULL for t == NULL, or
  * NULL with TG_ENOMEM set). */
 void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt);
+/* t's elements as a contiguous cdt buffer: t's own data (borrowed, *owned =
+ * NULL) when t is contiguous of dtype cdt, else a copy that the caller frees
+ * through *owned.  NULL for t == NULL, or NULL with TG_ENOMEM set. */
+const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned);
 /* *out (new reference) = t sliced to the first want[a] positions of each of
  * its nsp spatial axes (t itself, retained, when nothing is cut). */
 int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want);

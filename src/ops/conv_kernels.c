@@ -1,6 +1,7 @@
-/* src/ops/conv_kernels.c - im2col/col2im and the GEMM-based Conv,
- * ConvTranspose (fast path) and weight-gradient kernels on raw contiguous
- * buffers, for float and double (conv_kernels_tmpl.h, included once per type).
+/* src/ops/conv_kernels.c - the GEMM-based Conv, ConvTranspose (fast path)
+ * and weight-gradient kernels on raw contiguous buffers, for float and double
+ * (conv_kernels_tmpl.h: im2col/col2im/permutations; conv_gemm_tmpl.h: the GEMM
+ * drivers; each included once per type), and the scratch buffers they share.
  * f16/bf16 callers convert to f32 first and round once at the end. */
 #include <math.h>
 #include <string.h>
@@ -8,6 +9,103 @@
 #include <cblas.h>
 
 #include "ops/conv_internal.h"
+
+/* ---- workspaces ----
+ * Each thread keeps TG__CONV_SCRATCH_SLOTS grow-only buffers, so repeated
+ * calls of the same shape allocate nothing.  A slot is only used between
+ * taking it and the kernel's return; no kernel calls another while holding
+ * one. */
+#define TG__CONV_SCRATCH_SLOTS 2
+static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
+static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
+static _Thread_local int64_t chunk_override;
+
+void *tg__conv_scratch(int slot, size_t bytes)
+{
+    TG_ASSERT(slot >= 0 && slot < TG__CONV_SCRATCH_SLOTS);
+    if (bytes <= scratch_cap[slot]) return scratch_buf[slot];
+    /* grow by at least half, so a slowly growing shape does not realloc each call */
+    size_t want = bytes > scratch_cap[slot] + scratch_cap[slot] / 2
+                      ? bytes : scratch_cap[slot] + scratch_cap[slot] / 2;
+    free(scratch_buf[slot]);
+    scratch_buf[slot] = tg__malloc(want);
+    scratch_cap[slot] = scratch_buf[slot] ? want : 0;
+    return scratch_buf[slot];
+}
+
+void tg__conv_scratch_release(void)
+{
+    for (int i = 0; i < TG__CONV_SCRATCH_SLOTS; i++) {
+        free(scratch_buf[i]);
+        scratch_buf[i] = NULL;
+        scratch_cap[i] = 0;
+    }
+}
+
+void tg__conv_set_chunk(int64_t samples) { chunk_override = samples > 0 ? samples : 0; }
+
+/* Samples per chunk: as many as keep the column buffer within
+ * TG__CONV_CHUNK_BYTES (at least one).  Depends only on the shapes, never on
+ * the thread count, so the summation order (and the bits) are fixed. */
+#define TG__CONV_CHUNK_BYTES ((int64_t)32 << 20)
+static int64_t conv_chunk(int64_t batch, int64_t bytes_per_sample)
+{
+    int64_t nb = chunk_override > 0 ? chunk_override
+                                    : TG__CONV_CHUNK_BYTES / (bytes_per_sample > 0 ? bytes_per_sample : 1);
+    if (nb > batch) nb = batch;
+    return nb < 1 ? 1 : nb;
+}
+
+/* The taps of col2im's gather, tabulated once per call.  Axes 0 and 1: the
+ * n[i] pairs (k, o) with i = o*s - pad + k*d, 0 <= o < O, for each image
+ * position i (row i of k[]/o[] has room for K entries).  Axis 2: tap k2 maps
+ * o2 in [lo2, hi2) to image position o2*s + off2. */
+typedef struct conv_taps {
+    int64_t *buf;
+    int64_t *n0, *k0, *o0, *n1, *k1, *o1, *lo2, *hi2, *off2;
+} conv_taps;
+
+static void taps_axis(const tg__conv_geom *g, int a, int64_t *n, int64_t *k, int64_t *o)
+{
+    for (int64_t i = 0; i < g->img[a]; i++) {
+        n[i] = 0;
+        for (int64_t t = 0; t < g->k[a]; t++) {
+            const int64_t m = i + g->pad[a] - t * g->dil[a];
+            if (m < 0 || m % g->stride[a] || m / g->stride[a] >= g->col[a]) continue;
+            k[i * g->k[a] + n[i]] = t;
+            o[i * g->k[a] + n[i]] = m / g->stride[a];
+            n[i]++;
+        }
+    }
+}
+
+static int conv_taps_init(conv_taps *tp, const tg__conv_geom *g)
+{
+    const int64_t a0 = g->img[0] * (1 + 2 * g->k[0]), a1 = g->img[1] * (1 + 2 * g->k[1]);
+    tp->buf = tg__malloc((size_t)(a0 + a1 + 3 * g->k[2]) * sizeof(int64_t));
+    if (!tp->buf) return TG_ENOMEM;
+    tp->n0 = tp->buf;
+    tp->k0 = tp->n0 + g->img[0];
+    tp->o0 = tp->k0 + g->img[0] * g->k[0];
+    tp->n1 = tp->buf + a0;
+    tp->k1 = tp->n1 + g->img[1];
+    tp->o1 = tp->k1 + g->img[1] * g->k[1];
+    tp->lo2 = tp->buf + a0 + a1;
+    tp->hi2 = tp->lo2 + g->k[2];
+    tp->off2 = tp->hi2 + g->k[2];
+    taps_axis(g, 0, tp->n0, tp->k0, tp->o0);
+    taps_axis(g, 1, tp->n1, tp->k1, tp->o1);
+    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+        const int64_t off = k2 * g->dil[2] - g->pad[2];
+        tp->off2[k2] = off;
+        tp->lo2[k2] = tg__conv_clamp(tg__conv_ceil_div(-off, g->stride[2]), 0, g->col[2]);
+        tp->hi2[k2] = tg__conv_clamp(tg__conv_ceil_div(g->img[2] - off, g->stride[2]),
+                                     tp->lo2[k2], g->col[2]);
+    }
+    return TG_OK;
+}
+
+static void conv_taps_free(conv_taps *tp) { free(tp->buf); }
 
 /* The fused activation, evaluated in double (one rounding for f32). */
 static double conv_activate(double v, tg_activation act, double slope)
@@ -27,6 +125,7 @@ static double conv_activate(double v, tg_activation act, double slope)
 #define SUF f32
 #define GEMM cblas_sgemm
 #include "ops/conv_kernels_tmpl.h"
+#include "ops/conv_gemm_tmpl.h"
 #undef T
 #undef SUF
 #undef GEMM
@@ -35,6 +134,7 @@ static double conv_activate(double v, tg_activation act, double slope)
 #define SUF f64
 #define GEMM cblas_dgemm
 #include "ops/conv_kernels_tmpl.h"
+#include "ops/conv_gemm_tmpl.h"
 #undef T
 #undef SUF
 #undef GEMM

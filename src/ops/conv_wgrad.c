@@ -95,7 +95,8 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     void *db = !dw ? NULL
                : own ? tg__malloc((size_t)tg_tensor_numel(dw) * tg_dtype_size(cdt))
                      : tg_tensor_data(dw);
-    void *zb = tg__conv_gather(z, cdt), *ub = tg__conv_gather(u, cdt);
+    void *zo, *uo;   /* owned copies, when z, u are not usable in place */
+    const void *zb = tg__conv_input(z, cdt, &zo), *ub = tg__conv_input(u, cdt, &uo);
     int rc = TG_ENOMEM;
     if (!db || !zb || !ub) goto done;
     rc = tg__conv_weight_grad_raw(cdt, &g, zb, ub, db);
@@ -110,8 +111,8 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
 done:
     if (own) free(db);
     tg_tensor_release(dw);
-    free(zb);
-    free(ub);
+    free(zo);
+    free(uo);
     return rc;
 }
 

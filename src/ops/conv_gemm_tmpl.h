@@ -1,0 +1,122 @@
+/* src/ops/conv_gemm_tmpl.h - the GEMM drivers of Conv, ConvTranspose and the
+ * weight gradient for one element type (T, SUF as in conv_kernels_tmpl.h, and
+ * GEMM = cblas_sgemm or cblas_dgemm).
+ *
+ * The batch is cut into chunks of nb samples (conv_chunk in conv_kernels.c)
+ * and each chunk is ONE GEMM per group whose N dimension is nb*O, the chunk's
+ * batch x spatial positions: per-sample GEMMs have N = O, which for small
+ * images (4x4, 8x8, or 1x1 in a generator's first layer) leaves the GEMM far
+ * from its peak.  The chunk's activations are first permuted from (nb, C, S)
+ * to (C, nb*S) (pack_cbs).  With nb = 1 that permutation is the identity and
+ * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
+ * no column buffer at all: its im2col is the image itself.
+ * The BLAS is always called outside OpenMP regions, so its threads and
+ * OpenMP's never run at the same time. */
+
+#define TG__CAT_(a, b) a##_##b
+#define TG__CAT(a, b) TG__CAT_(a, b)
+#define FN(name) TG__CAT(name, SUF)
+
+/* Conv: per chunk, cols (c_img*K, nb*O) = im2col(x chunk); per group
+ * yp_g (c_col/G, nb*O) = W_g (c_col/G, c_img/G*K) @ cols_g; y chunk = unpack(yp). */
+static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+{
+    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
+                  isz = tg__conv_prod3(g->img);
+    const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
+    const bool pw = tg__conv_is_pointwise(g);
+    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
+    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
+        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
+        const T *xb = x + b0 * g->c_img * isz;
+        T *yb = y + b0 * g->c_col * osz;
+        const T *cols = xb;
+        if (!pw || n > 1) {
+            T *c = tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
+            if (!c) return TG_ENOMEM;
+            FN(im2col_batch)(xb, n, g->c_img, g, c);
+            cols = c;
+        }
+        T *yp = n == 1 ? yb : tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+        if (!yp) return TG_ENOMEM;
+        for (int64_t gi = 0; gi < g->groups; gi++)
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)co, (int)N, (int)kk, 1,
+                 w + gi * co * kk, (int)kk, cols + gi * kk * N, (int)N, 0, yp + gi * co * N,
+                 (int)N);
+        if (n > 1) FN(unpack_cbs)(yp, n, g->c_col, osz, yb);
+    }
+    return TG_OK;
+}
+
+/* ConvTranspose: per chunk, xp (c_col, nb*O) = pack(x chunk); per group
+ * cols_g (c_img/G*K, nb*O) = W_g^T (c_img/G*K, c_col/G) @ xp_g, computed on the
+ * un-dilated input (no inserted zero is ever multiplied); then col2im gathers
+ * every y[i] from the column entries with i = o*stride - pad + k*dilation. */
+static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+{
+    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
+                  isz = tg__conv_prod3(g->img);
+    const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
+    const bool pw = tg__conv_is_pointwise(g);
+    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
+    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
+        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
+        const T *xb = x + b0 * g->c_col * osz;
+        T *yb = y + b0 * g->c_img * isz;
+        const T *xp = xb;
+        if (n > 1) {
+            T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+            if (!p) return TG_ENOMEM;
+            FN(pack_cbs)(xb, n, g->c_col, osz, p);
+            xp = p;
+        }
+        /* pointwise, one sample: the columns are y itself */
+        T *cols = pw && n == 1 ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
+        if (!cols) return TG_ENOMEM;
+        for (int64_t gi = 0; gi < g->groups; gi++)
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)N, (int)co, 1,
+                 w + gi * co * kk, (int)kk, xp + gi * co * N, (int)N, 0, cols + gi * kk * N,
+                 (int)N);
+        if (cols != yb && FN(col2im_batch)(cols, n, g->c_img, g, yb) < 0) return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
+/* Weight gradient: dW_g (c_col/G, c_img/G*K) = sum over chunks of
+ * up_g (c_col/G, nb*O) @ cols_g^T (nb*O, c_img/G*K), with cols = im2col(z chunk)
+ * and up = pack(u chunk); the sum over chunks is GEMM's beta = 1. */
+static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, T *dw)
+{
+    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
+                  isz = tg__conv_prod3(g->img);
+    const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
+    const bool pw = tg__conv_is_pointwise(g);
+    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
+    if (g->batch == 0) memset(dw, 0, (size_t)(g->c_col * kk) * sizeof(T));
+    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
+        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
+        const T *zb = z + b0 * g->c_img * isz, *ub = u + b0 * g->c_col * osz;
+        const T *cols = zb, *up = ub;
+        if (!pw || n > 1) {
+            T *c = tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
+            if (!c) return TG_ENOMEM;
+            FN(im2col_batch)(zb, n, g->c_img, g, c);
+            cols = c;
+        }
+        if (n > 1) {
+            T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+            if (!p) return TG_ENOMEM;
+            FN(pack_cbs)(ub, n, g->c_col, osz, p);
+            up = p;
+        }
+        for (int64_t gi = 0; gi < g->groups; gi++)
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)co, (int)kk, (int)N, 1,
+                 up + gi * co * N, (int)N, cols + gi * kk * N, (int)N, b0 == 0 ? 0 : 1,
+                 dw + gi * co * kk, (int)kk);
+    }
+    return TG_OK;
+}
+
+#undef FN
+#undef TG__CAT
+#undef TG__CAT_

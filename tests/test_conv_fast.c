@@ -1,0 +1,219 @@
+/* tests/test_conv_fast.c - the speed paths of the conv kernels: batch chunks
+ * (one GEMM per chunk of samples), the pointwise path without a column
+ * buffer, reused workspaces, and determinism (same bits twice; 1 vs 2 threads
+ * within rounding).  The naive oracle sweep and the gradchecks of
+ * tests/test_conv.c also run with forced chunk sizes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "internal.h"
+#include "ops/conv_internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/conv.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static tg_tensor *mk_rand(tg_dtype dt, int nd, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
+    double *v = malloc(sizeof(double) * (size_t)tg_tensor_numel(t));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) v[i] = rnd();
+    tg__scatter(t, TG_F64, v);
+    free(v);
+    return t;
+}
+
+static double *doubles(const tg_tensor *t)
+{
+    double *v = malloc(sizeof(double) * (size_t)tg_tensor_numel(t));
+    tg__gather(t, TG_F64, v);
+    return v;
+}
+
+static void assert_close(const tg_tensor *a, const tg_tensor *b, double tol, const char *what)
+{
+    cr_assert(eq(i64, tg_tensor_numel(a), tg_tensor_numel(b)));
+    double *x = doubles(a), *y = doubles(b);
+    for (int64_t i = 0; i < tg_tensor_numel(a); i++)
+        cr_assert(fabs(x[i] - y[i]) <= tol * (1 + fabs(y[i])), "%s elem %lld: %g vs %g", what,
+                  (long long)i, x[i], y[i]);
+    free(x);
+    free(y);
+}
+
+/* conv, conv_transpose and conv_weight_grad of one 2-D configuration in f64,
+ * run with `chunk` samples per GEMM; out[3] are new references. */
+static void run_ops(int64_t chunk, tg_tensor *x, tg_tensor *w, tg_tensor *xt, tg_tensor *u,
+                    const tg_conv_params *p, tg_tensor **out)
+{
+    tg__conv_set_chunk(chunk);
+    cr_assert(eq(int, tg_conv(&out[0], x, w, NULL, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_conv_transpose(&out[1], xt, w, NULL, p), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_conv_weight_grad(&out[2], x, u, 4, tg_tensor_shape(w), p), TG_OK),
+              "%s", tg_error_message());
+    tg__conv_set_chunk(0);
+}
+
+/* Every chunk size, with remainders (B = 5 in chunks of 2 and 3), gives the
+ * per-sample results (chunk 1, itself checked against the naive oracle in
+ * test_conv.c); odd extents, stride 2, dilation 2, groups 2. */
+Test(conv_fast, chunks_match_per_sample)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = 2; p.stride[1] = 1; p.dilation[1] = 2;
+    p.padding[0][0] = 1; p.padding[1][1] = 2; p.groups = 2;
+    const int64_t xs[4] = {5, 4, 7, 5}, ws[4] = {6, 2, 3, 2};
+    int64_t os[2];
+    cr_assert(eq(int, tg_conv_output_size(os, 2, xs + 2, ws + 2, &p), TG_OK));
+    const int64_t ys[4] = {5, 6, os[0], os[1]};
+    /* conv_transpose with the same weight maps 6 -> 4 channels */
+    tg_tensor *x = mk_rand(TG_F64, 4, xs), *w = mk_rand(TG_F64, 4, ws);
+    tg_tensor *xt = mk_rand(TG_F64, 4, ys), *u = mk_rand(TG_F64, 4, ys);
+    tg_tensor *want[3], *got[3];
+    run_ops(1, x, w, xt, u, &p, want);
+    for (int64_t chunk = 0; chunk <= 5; chunk++) {
+        if (chunk == 1) continue;
+        run_ops(chunk, x, w, xt, u, &p, got);
+        for (int k = 0; k < 3; k++) {
+            assert_close(got[k], want[k], 1e-12, k == 0 ? "conv" : k == 1 ? "convT" : "wgrad");
+            tg_tensor_release(got[k]);
+        }
+    }
+    for (int k = 0; k < 3; k++) tg_tensor_release(want[k]);
+    tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(xt); tg_tensor_release(u);
+}
+
+/* 1x1 stride-1 kernels skip the column buffer (B = 1) or only permute the
+ * batch (B = 3): checked against y[b, co, s] = sum_ci w[co, ci] x[b, ci, s]
+ * and, for conv_transpose, y[b, co, s] = sum_ci w[ci, co] x[b, ci, s]. */
+Test(conv_fast, pointwise_matches_matmul_loops)
+{
+    for (int64_t B = 1; B <= 3; B += 2)
+        for (int t = 0; t < 2; t++) {
+            const int64_t ci = 3, co = 4, S0 = 5, S1 = 3;
+            const int64_t xs[4] = {B, ci, S0, S1}, ws[4] = {t ? ci : co, t ? co : ci, 1, 1};
+            tg_tensor *x = mk_rand(TG_F64, 4, xs), *w = mk_rand(TG_F64, 4, ws), *y = NULL;
+            int rc = t ? tg_conv_transpose(&y, x, w, NULL, NULL) : tg_conv(&y, x, w, NULL, NULL);
+            cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+            double *xv = doubles(x), *wv = doubles(w), *yv = doubles(y);
+            const int64_t S = S0 * S1;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t o = 0; o < co; o++)
+                    for (int64_t s = 0; s < S; s++) {
+                        double acc = 0;
+                        for (int64_t i = 0; i < ci; i++)
+                            acc += (t ? wv[i * co + o] : wv[o * ci + i]) * xv[(b * ci + i) * S + s];
+                        cr_assert(epsilon_eq(dbl, yv[(b * co + o) * S + s], acc, 1e-12));
+                    }
+            free(xv); free(wv); free(yv);
+            tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(y);
+        }
+}
+
+/* A DCGAN-style layer (f32) forward and backward; returns y, dx, dW. */
+static void dcgan_layer(tg_tensor *x, tg_tensor *w, tg_tensor **out)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    tg_conv_params_set_padding(&p, 1);
+    tg_tensor_set_requires_grad(x, true);
+    tg_tensor_set_requires_grad(w, true);
+    cr_assert(eq(int, tg_conv_transpose(&out[0], x, w, NULL, &p), TG_OK), "%s",
+              tg_error_message());
+    tg_tensor *g = NULL;
+    cr_assert(eq(int, tg_tensor_full(&g, TG_F32, 4, tg_tensor_shape(out[0]), 0.5), TG_OK));
+    cr_assert(eq(int, tg_backward(out[0], g, NULL), TG_OK), "%s", tg_error_message());
+    out[1] = tg_tensor_retain(tg_tensor_grad(x));
+    out[2] = tg_tensor_retain(tg_tensor_grad(w));
+    tg_tensor_zero_grad(x);
+    tg_tensor_zero_grad(w);
+    tg_tensor_release(g);
+}
+
+static void set_threads(int n)
+{
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+static void layer_inputs(tg_tensor **x, tg_tensor **w)
+{
+    const int64_t xs[4] = {6, 24, 7, 9}, ws[4] = {24, 10, 4, 4};
+    *x = mk_rand(TG_F32, 4, xs);
+    *w = mk_rand(TG_F32, 4, ws);
+}
+
+Test(conv_fast, same_inputs_same_bits)
+{
+    set_threads(2);
+    tg_tensor *x, *w, *a[3], *b[3];
+    layer_inputs(&x, &w);
+    dcgan_layer(x, w, a);
+    dcgan_layer(x, w, b);
+    for (int k = 0; k < 3; k++) {
+        const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
+        cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
+                  "output %d differs between two identical runs", k);
+        tg_tensor_release(a[k]);
+        tg_tensor_release(b[k]);
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+Test(conv_fast, one_and_two_threads_agree)
+{
+    tg_tensor *x, *w, *a[3], *b[3];
+    layer_inputs(&x, &w);
+    set_threads(1);
+    dcgan_layer(x, w, a);
+    set_threads(2);
+    dcgan_layer(x, w, b);
+    for (int k = 0; k < 3; k++) {
+        assert_close(a[k], b[k], 1e-5, "1 vs 2 threads");
+        tg_tensor_release(a[k]);
+        tg_tensor_release(b[k]);
+    }
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+/* The scratch buffers grow and are reused: a small call after a large one
+ * (and the reverse) gives the results of a fresh thread. */
+Test(conv_fast, scratch_reuse_across_shapes)
+{
+    tg_tensor *x, *w, *first[3], *again[3];
+    layer_inputs(&x, &w);
+    tg__conv_scratch_release();
+    dcgan_layer(x, w, first);
+    const int64_t bs[4] = {9, 24, 11, 13};
+    tg_tensor *big = mk_rand(TG_F32, 4, bs), *tmp[3];
+    dcgan_layer(big, w, tmp);
+    dcgan_layer(x, w, again);
+    for (int k = 0; k < 3; k++) {
+        assert_close(again[k], first[k], 0, "after a larger call");
+        tg_tensor_release(first[k]);
+        tg_tensor_release(again[k]);
+        tg_tensor_release(tmp[k]);
+    }
+    tg_tensor_release(big);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+    tg__conv_scratch_release();
+}
