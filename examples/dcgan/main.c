@@ -1,0 +1,253 @@
+/* examples/dcgan/main.c - trains a DCGAN on Fashion-MNIST (make demo).
+ *
+ *   dcgan [--epochs N] [--batch N] [--lr X] [--seed N] [--out DIR]
+ *         [--resume PATH|auto] [--threads N] [--data DIR] [--loss bce|wgan-gp]
+ *         [--amp bf16|f16] [--sample N] [--time-budget S]
+ *
+ * Writes under DIR: samples_epoch_<k>.png after each epoch and
+ * samples_final.png at the end (from one fixed latent batch), loss.csv,
+ * loss.png, checkpoint.safetensors (everything --resume needs to continue
+ * bit for bit), and generator.safetensors + latents.safetensors for
+ * examples/dcgan_torch.py.  Stops cleanly at a step boundary after the time
+ * budget or on Ctrl-C, always with a checkpoint. */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "opts.h"
+#include "outputs.h"
+#include "progress.h"
+#include "train.h"
+
+#define N_FIXED 64
+#define CHECKPOINT_EVERY_S 60.0
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "dcgan: %s: %s: %s\n", what, tg_status_name(rc), tg_error_message());
+    return 1;
+}
+
+/* The fixed latent batch: from its own RNG stream, so it is the same for a
+ * given seed whatever the training state. */
+static int fixed_latents(tg_tensor **z, const dcgan_opts *o, int64_t n)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, o->seed ^ 0x5A17E7F00DULL);
+    const int64_t shape[2] = {n, o->arch.nz};
+    int rc = tg_tensor_zeros(z, TG_F32, 2, shape);
+    if (rc >= 0) rc = tg_tensor_rand_normal(*z, &rng, 0.0, 1.0);
+    return rc;
+}
+
+static const char *checkpoint_path(char *buf, size_t cap, const app_opts *a)
+{
+    if (a->resume && strcmp(a->resume, "auto") != 0) return a->resume;
+    return out_path(buf, cap, a->out, "checkpoint.safetensors");
+}
+
+static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
+{
+    char path[4096];
+    tg_st_file *extra = NULL;
+    int rc = tg_st_new(&extra);
+    if (rc >= 0) rc = history_save(h, extra);
+    if (rc >= 0)
+        rc = tg_checkpoint_save(t->ck, out_path(path, sizeof path, dir,
+                                                "checkpoint.safetensors"), extra);
+    tg_st_free(extra);
+    return rc;
+}
+
+/* ---- --sample N ------------------------------------------------------------ */
+
+static int sample_only(const app_opts *a)
+{
+    char buf[4096], png[4096];
+    const char *path = checkpoint_path(buf, sizeof buf, a);
+    tg_st_file *f = NULL;
+    int rc = tg_safetensors_load(&f, path);
+    if (rc < 0) return fail(path, rc);
+    dcgan_opts o = a->train;
+    tg_module *gen = NULL;
+    tg_checkpoint *ck = NULL;
+    tg_tensor *z = NULL, *img = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, o.seed);
+    rc = dcgan_opts_from_meta(&o, f);
+    if (rc >= 0) rc = dcgan_generator_new(&gen, &o.arch, &rng);
+    if (rc >= 0) rc = tg_checkpoint_new(&ck);
+    if (rc >= 0) rc = tg_checkpoint_add_module(ck, "gen", gen);
+    if (rc >= 0) rc = tg_checkpoint_load_file(ck, f);
+    if (rc >= 0) rc = tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){a->sample, o.arch.nz});
+    tg_rng_init(&rng, o.seed + 1000003);
+    if (rc >= 0) rc = tg_tensor_rand_normal(z, &rng, 0.0, 1.0);
+    if (rc >= 0) {
+        tg_module_train(gen, false);
+        tg_no_grad_begin();
+        rc = tg_module_forward(gen, &img, z);
+        tg_no_grad_end();
+    }
+    int nrow = (int)ceil(sqrt((double)a->sample));
+    if (rc >= 0) rc = tg_png_write_grid(out_path(png, sizeof png, a->out, "samples.png"), img,
+                                        nrow, -1.0, 1.0, 2);
+    if (rc >= 0) fprintf(stderr, "dcgan: wrote %lld samples to %s\n", (long long)a->sample, png);
+    tg_tensor_release(img);
+    tg_tensor_release(z);
+    tg_checkpoint_free(ck);
+    tg_module_release(gen);
+    tg_st_free(f);
+    return rc < 0 ? fail("sample", rc) : 0;
+}
+
+/* ---- training ----------------------------------------------------------------- */
+
+typedef struct run {
+    app_opts *a;
+    dcgan_trainer *t;
+    history h;
+    tg_tensor *z;
+    progress p;
+} run;
+
+/* --resume: options and state from the checkpoint. */
+static int resume(run *r, tg_dataset *ds)
+{
+    char buf[4096];
+    const char *path = checkpoint_path(buf, sizeof buf, r->a);
+    tg_st_file *f = NULL;
+    int rc = tg_safetensors_load(&f, path);
+    if (rc >= 0) rc = dcgan_opts_from_meta(&r->a->train, f);
+    if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
+    if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);
+    if (rc >= 0) rc = history_load(&r->h, f, r->t->step);
+    if (rc >= 0)
+        fprintf(stderr, "dcgan: resumed %s at step %lld (epoch %lld)\n", path,
+                (long long)r->t->step, (long long)dcgan_trainer_epoch(r->t) + 1);
+    tg_st_free(f);
+    return rc;
+}
+
+static int epoch_end(run *r)
+{
+    char name[64], path[4096];
+    int64_t e = dcgan_trainer_epoch(r->t);
+    snprintf(name, sizeof name, "samples_epoch_%lld.png", (long long)e + 1);
+    progress_break(&r->p);
+    int rc = write_samples(r->t, r->z, out_path(path, sizeof path, r->a->out, name));
+    if (rc >= 0) rc = write_losses(r->a->out, &r->h);
+    if (rc >= 0) rc = dcgan_trainer_next_epoch(r->t);
+    if (rc >= 0) rc = save_checkpoint(r->t, &r->h, r->a->out);
+    if (rc >= 0) fprintf(stderr, "dcgan: epoch %lld done: %s\n", (long long)e + 1, path);
+    return rc;
+}
+
+static int train_loop(run *r)
+{
+    const app_opts *a = r->a;
+    double last_save = progress_now();
+    while (dcgan_trainer_epoch(r->t) < a->epochs) {
+        if (interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget))
+            break;
+        double d, g;
+        int rc = dcgan_trainer_step(r->t, &d, &g);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            if ((rc = epoch_end(r)) < 0) return rc;
+            continue;
+        }
+        if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
+        progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
+        if (progress_now() - last_save >= CHECKPOINT_EVERY_S) {
+            if ((rc = save_checkpoint(r->t, &r->h, a->out)) < 0) return rc;
+            last_save = progress_now();
+        }
+    }
+    return TG_OK;
+}
+
+static int finish(run *r)
+{
+    char path[4096];
+    const char *dir = r->a->out;
+    progress_break(&r->p);
+    int rc = save_checkpoint(r->t, &r->h, dir);
+    if (rc >= 0) rc = write_samples(r->t, r->z, out_path(path, sizeof path, dir,
+                                                         "samples_final.png"));
+    if (rc >= 0) rc = write_losses(dir, &r->h);
+    if (rc >= 0) rc = write_interchange(r->t, r->z, dir);
+    double el = progress_elapsed(&r->p);
+    int64_t done = r->t->step - r->p.start_step;
+    if (rc >= 0)
+        fprintf(stderr,
+                "dcgan: %s after %lld steps (%lld this run, %.0f s, %.0f img/s); wrote %s/"
+                "{samples_final.png, loss.png, loss.csv, checkpoint.safetensors, "
+                "generator.safetensors, latents.safetensors}\n",
+                interrupted ? "interrupted" : "stopped", (long long)r->t->step,
+                (long long)done, el, el > 0 ? (double)(done * r->a->train.batch) / el : 0.0,
+                dir);
+    return rc;
+}
+
+static int train(app_opts *a)
+{
+    run r = {.a = a};
+    tg_dataset *ds = NULL;
+    int rc = tg_fashion_mnist_load(&ds, a->data, true);
+    if (rc < 0) return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
+    if (mkdir(a->out, 0755) != 0 && errno != EEXIST) {
+        tg_dataset_release(ds);
+        fprintf(stderr, "dcgan: cannot create %s: %s\n", a->out, strerror(errno));
+        return 1;
+    }
+    rc = a->resume ? resume(&r, ds) : dcgan_trainer_new(&r.t, &a->train, ds);
+    tg_dataset_release(ds);
+    if (rc >= 0) rc = fixed_latents(&r.z, &a->train, N_FIXED);
+    if (rc >= 0) {
+        const dcgan_opts *o = &a->train;
+        fprintf(stderr,
+                "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch, "
+                "lr %g, seed %llu, amp %s, budget %.0f s\n",
+                (long long)tg_dataset_size(r.t->ds), (long long)o->batch,
+                o->loss == DCGAN_LOSS_BCE ? "bce" : "wgan-gp", (long long)o->arch.nz,
+                (long long)o->arch.g_ch, (long long)o->arch.d_ch, o->lr,
+                (unsigned long long)o->seed, tg_dtype_name(o->amp), a->time_budget);
+        progress_init(&r.p, a->log_every, o->batch, tg_loader_num_batches(r.t->ld), a->epochs,
+                      r.t->step, a->time_budget);
+        signal(SIGINT, on_sigint);
+        rc = train_loop(&r);
+        if (rc >= 0) rc = finish(&r);
+    }
+    tg_tensor_release(r.z);
+    history_free(&r.h);
+    dcgan_trainer_free(r.t);
+    return rc < 0 ? fail("train", rc) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    app_opts a;
+    int prc = app_opts_parse(&a, argc, argv);
+    if (prc != 0) return prc > 0 ? 0 : 2;
+    if (a.threads > 0) {
+        openblas_set_num_threads(a.threads);
+        omp_set_num_threads(a.threads);
+    }
+    int rc = a.sample > 0 ? sample_only(&a) : train(&a);
+    tg_plot_release_caches();
+    return rc;
+}

@@ -1,0 +1,172 @@
+/* examples/dcgan/opts.c - command line and the options as checkpoint metadata. */
+#include "opts.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: dcgan [options]\n"
+    "  --epochs N          epochs to train (default 20; --time-budget usually stops first)\n"
+    "  --batch N           batch size (default 64)\n"
+    "  --lr X              Adam learning rate (default 2e-4; 1e-4 for wgan-gp)\n"
+    "  --seed N            seed of weights, data order and noise (default 0)\n"
+    "  --out DIR           output folder (default out)\n"
+    "  --resume PATH|auto  continue from a checkpoint (auto: DIR/checkpoint.safetensors)\n"
+    "  --threads N         OpenBLAS and OpenMP threads\n"
+    "  --data DIR          IDX folder (default " TG_FASHION_MNIST_DIR ")\n"
+    "  --loss bce|wgan-gp  GAN loss (default bce)\n"
+    "  --amp bf16|f16      autocast the forward passes (f16 with loss scaling)\n"
+    "  --sample N          load the checkpoint, write N samples to DIR/samples.png, exit\n"
+    "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
+    "                      0: no limit)\n"
+    "  --log-every N       progress line every N steps when stderr is not a tty (50)\n";
+
+static int parse_i64(const char *s, int64_t lo, int64_t *v)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || x < lo) return -1;
+    *v = x;
+    return 0;
+}
+
+static int parse_f64(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || end == s || *end) return -1;
+    *v = x;
+    return 0;
+}
+
+static void defaults(app_opts *o)
+{
+    *o = (app_opts){.train = (dcgan_opts)DCGAN_OPTS_INIT, .epochs = 20, .out = "out",
+                    .time_budget = 170.0, .log_every = 50};
+}
+
+/* Applies option name = val; -1 for a bad value or unknown name. */
+static int apply(app_opts *o, const char *name, const char *val)
+{
+    int64_t n;
+    dcgan_opts *t = &o->train;
+    if (!strcmp(name, "--epochs")) return parse_i64(val, 1, &o->epochs);
+    if (!strcmp(name, "--batch")) return parse_i64(val, 1, &t->batch);
+    if (!strcmp(name, "--seed")) {
+        if (parse_i64(val, 0, &n)) return -1;
+        t->seed = (uint64_t)n;
+        return 0;
+    }
+    if (!strcmp(name, "--lr")) {
+        o->lr_given = true;
+        return parse_f64(val, &t->lr) || !(t->lr > 0) ? -1 : 0;
+    }
+    if (!strcmp(name, "--out")) return (o->out = val), 0;
+    if (!strcmp(name, "--resume")) return (o->resume = val), 0;
+    if (!strcmp(name, "--data")) return (o->data = val), 0;
+    if (!strcmp(name, "--threads")) {
+        if (parse_i64(val, 1, &n) || n > 1024) return -1;
+        o->threads = (int)n;
+        return 0;
+    }
+    if (!strcmp(name, "--sample")) return parse_i64(val, 1, &o->sample);
+    if (!strcmp(name, "--time-budget")) return parse_f64(val, &o->time_budget);
+    if (!strcmp(name, "--log-every")) {
+        if (parse_i64(val, 1, &n) || n > 1000000) return -1;
+        o->log_every = (int)n;
+        return 0;
+    }
+    if (!strcmp(name, "--loss")) {
+        if (!strcmp(val, "bce")) t->loss = DCGAN_LOSS_BCE;
+        else if (!strcmp(val, "wgan-gp")) t->loss = DCGAN_LOSS_WGAN_GP;
+        else return -1;
+        return 0;
+    }
+    if (!strcmp(name, "--amp")) {
+        if (!strcmp(val, "bf16")) t->amp = TG_BF16;
+        else if (!strcmp(val, "f16")) t->amp = TG_F16;
+        else if (!strcmp(val, "off") || !strcmp(val, "f32")) t->amp = TG_F32;
+        else return -1;
+        return 0;
+    }
+    return -1;
+}
+
+int app_opts_parse(app_opts *o, int argc, char **argv)
+{
+    defaults(o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (i + 1 >= argc || apply(o, argv[i], argv[i + 1]) < 0) {
+            fprintf(stderr, "dcgan: bad option '%s'%s%s\n%s", argv[i],
+                    i + 1 < argc ? " " : " (missing value)", i + 1 < argc ? argv[i + 1] : "",
+                    usage);
+            return -1;
+        }
+        i++;
+    }
+    /* WGAN-GP: the critic has no BatchNorm and Adam uses the paper's
+     * lr 1e-4, betas (0, 0.9) (Gulrajani et al. 2017, algorithm 1). */
+    if (o->train.loss == DCGAN_LOSS_WGAN_GP) {
+        o->train.arch.d_batchnorm = false;
+        o->train.beta1 = 0.0;
+        o->train.beta2 = 0.9;
+        if (!o->lr_given) o->train.lr = 1e-4;
+    }
+    return 0;
+}
+
+/* ---- options as metadata ------------------------------------------------------ */
+
+static const char *loss_name(dcgan_loss l)
+{
+    return l == DCGAN_LOSS_WGAN_GP ? "wgan-gp" : "bce";
+}
+
+int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck)
+{
+    char arch[160], train[256];
+    snprintf(arch, sizeof arch, "nz=%" PRId64 " g_ch=%" PRId64 " d_ch=%" PRId64 " d_bn=%d",
+             o->arch.nz, o->arch.g_ch, o->arch.d_ch, o->arch.d_batchnorm ? 1 : 0);
+    /* %a: the doubles round-trip exactly */
+    snprintf(train, sizeof train,
+             "loss=%s batch=%" PRId64 " seed=%" PRIu64 " lr=%a beta1=%a beta2=%a "
+             "n_critic=%d gp_lambda=%a amp=%s",
+             loss_name(o->loss), o->batch, o->seed, o->lr, o->beta1, o->beta2, o->n_critic,
+             o->gp_lambda, tg_dtype_name(o->amp));
+    int rc = tg_checkpoint_set_meta(ck, "dcgan.arch", arch, true);
+    return rc < 0 ? rc : tg_checkpoint_set_meta(ck, "dcgan.train", train, true);
+}
+
+int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f)
+{
+    const char *arch = tg_st_meta_get(f, "dcgan.arch");
+    const char *train = tg_st_meta_get(f, "dcgan.train");
+    if (!arch || !train) return TG_ENOTFOUND;
+    dcgan_opts r = *o;
+    int bn, nc;
+    char loss[16], amp[16];
+    if (sscanf(arch, "nz=%" SCNd64 " g_ch=%" SCNd64 " d_ch=%" SCNd64 " d_bn=%d", &r.arch.nz,
+               &r.arch.g_ch, &r.arch.d_ch, &bn) != 4)
+        return TG_EFORMAT;
+    r.arch.d_batchnorm = bn != 0;
+    if (sscanf(train,
+               "loss=%15s batch=%" SCNd64 " seed=%" SCNu64 " lr=%la beta1=%la beta2=%la "
+               "n_critic=%d gp_lambda=%la amp=%15s",
+               loss, &r.batch, &r.seed, &r.lr, &r.beta1, &r.beta2, &nc, &r.gp_lambda,
+               amp) != 9)
+        return TG_EFORMAT;
+    r.n_critic = nc;
+    r.loss = !strcmp(loss, "wgan-gp") ? DCGAN_LOSS_WGAN_GP : DCGAN_LOSS_BCE;
+    r.amp = !strcmp(amp, "bf16") ? TG_BF16 : !strcmp(amp, "f16") ? TG_F16 : TG_F32;
+    *o = r;
+    return TG_OK;
+}

@@ -1,0 +1,335 @@
+/* examples/dcgan/train.c - the DCGAN training step (BCE and WGAN-GP). */
+#include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        int rc_ = (expr);                                                     \
+        if (rc_ < 0) return rc_;                                              \
+    } while (0)
+
+/* Temporaries of one step, released together (single exit). */
+#define MAX_TMP 32
+typedef struct tmps {
+    tg_tensor *t[MAX_TMP];
+    int n;
+} tmps;
+
+/* Keeps *slot for release at the end of the step; returns rc. */
+static int keep(tmps *k, tg_tensor **slot, int rc)
+{
+    if (rc >= 0 && *slot) {
+        if (k->n == MAX_TMP) return TG_ENOMEM;
+        k->t[k->n++] = *slot;
+    }
+    return rc;
+}
+#define K(k, var, call) TRY(keep((k), &(var), (call)))
+
+static void tmps_release(tmps *k)
+{
+    for (int i = 0; i < k->n; i++) tg_tensor_release(k->t[i]);
+    k->n = 0;
+}
+
+/* ---- construction ----------------------------------------------------------- */
+
+static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
+{
+    tg_tensor **p = NULL;
+    int n = 0;
+    TRY(tg_module_parameters(m, &p, &n));
+    tg_adam_opts a = TG_ADAM_OPTS_INIT;
+    a.lr = o->lr;
+    a.beta1 = o->beta1;
+    a.beta2 = o->beta2;
+    int rc = tg_adam_new(out, n, p, &a);
+    free(p);
+    return rc;
+}
+
+static int register_slots(dcgan_trainer *t)
+{
+    tg_checkpoint *ck = t->ck;
+    TRY(tg_checkpoint_add_module(ck, "gen", t->gen));
+    TRY(tg_checkpoint_add_module(ck, "disc", t->disc));
+    TRY(tg_checkpoint_add_optimizer(ck, "opt_g", t->opt_g));
+    TRY(tg_checkpoint_add_optimizer(ck, "opt_d", t->opt_d));
+    if (t->gs_g) TRY(tg_checkpoint_add_grad_scaler(ck, "scaler_g", t->gs_g));
+    if (t->gs_d) TRY(tg_checkpoint_add_grad_scaler(ck, "scaler_d", t->gs_d));
+    TRY(tg_checkpoint_add_loader(ck, "loader", t->ld));
+    TRY(tg_checkpoint_add_rng(ck, "rng", &t->rng));
+    TRY(tg_checkpoint_add_i64(ck, "step", &t->step));
+    return dcgan_opts_to_meta(&t->o, ck);
+}
+
+static int build(dcgan_trainer *t)
+{
+    const dcgan_opts *o = &t->o;
+    tg_rng_init(&t->rng, o->seed);
+    TRY(dcgan_generator_new(&t->gen, &o->arch, &t->rng));
+    TRY(dcgan_discriminator_new(&t->disc, &o->arch, &t->rng));
+    TRY(make_adam(&t->opt_g, t->gen, o));
+    TRY(make_adam(&t->opt_d, t->disc, o));
+    TRY(tg_module_parameters(t->disc, &t->d_params, &t->n_d));
+    if (o->amp == TG_F16) {
+        TRY(tg_grad_scaler_new(&t->gs_g, NULL));
+        TRY(tg_grad_scaler_new(&t->gs_d, NULL));
+    }
+    tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
+                            .drop_last = true};
+    TRY(tg_loader_new(&t->ld, t->ds, &lo));
+    TRY(tg_checkpoint_new(&t->ck));
+    return register_slots(t);
+}
+
+int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
+{
+    if (!out || !o || !ds || o->batch < 1 || o->n_critic < 1) return TG_EINVAL;
+    if (o->amp != TG_F32 && o->amp != TG_BF16 && o->amp != TG_F16) return TG_EINVAL;
+    dcgan_trainer *t = calloc(1, sizeof *t);
+    if (!t) return TG_ENOMEM;
+    t->o = *o;
+    t->ds = tg_dataset_retain(ds);
+    int rc = build(t);
+    if (rc < 0) {
+        dcgan_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return TG_OK;
+}
+
+void dcgan_trainer_free(dcgan_trainer *t)
+{
+    if (!t) return;
+    tg_checkpoint_free(t->ck);
+    tg_loader_free(t->ld);
+    tg_dataset_release(t->ds);
+    tg_grad_scaler_free(t->gs_g);
+    tg_grad_scaler_free(t->gs_d);
+    tg_optimizer_free(t->opt_g);
+    tg_optimizer_free(t->opt_d);
+    free(t->d_params);
+    tg_module_release(t->gen);
+    tg_module_release(t->disc);
+    free(t);
+}
+
+int64_t dcgan_trainer_epoch(const dcgan_trainer *t)
+{
+    int64_t e, i;
+    tg_loader_position(t->ld, &e, &i);
+    return e;
+}
+
+int dcgan_trainer_next_epoch(dcgan_trainer *t)
+{
+    return tg_loader_reset(t->ld, dcgan_trainer_epoch(t) + 1);
+}
+
+/* ---- pieces of a step ------------------------------------------------------- */
+
+/* Forward of m under the run's autocast policy. */
+static int forward(const dcgan_trainer *t, tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    if (t->o.amp == TG_F32) return tg_module_forward(m, y, x);
+    TRY(tg_autocast_begin(t->o.amp));
+    int rc = tg_module_forward(m, y, x);
+    tg_autocast_end();
+    return rc;
+}
+
+typedef struct step_ctx {
+    tg_optimizer *opt;
+    tg_grad_scaler *gs;   /* NULL: plain backward + step */
+    tg_module *m;
+} step_ctx;
+
+static int opt_step_cb(void *user)
+{
+    return tg_optimizer_step(user);
+}
+
+/* zero_grad, backward of loss (scaled for f16), optimizer step. */
+static int update(const step_ctx *s, tg_tensor *loss)
+{
+    tg_optimizer_zero_grad(s->opt);
+    if (!s->gs) {
+        TRY(tg_backward(loss, NULL, NULL));
+        return tg_optimizer_step(s->opt);
+    }
+    tg_tensor *scaled = NULL, **p = NULL;
+    int n = 0;
+    TRY(tg_grad_scaler_scale(s->gs, &scaled, loss));
+    int rc = tg_backward(scaled, NULL, NULL);
+    tg_tensor_release(scaled);
+    if (rc >= 0) rc = tg_module_parameters(s->m, &p, &n);
+    if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
+    if (rc >= 0) rc = tg_grad_scaler_update(s->gs);
+    free(p);
+    return rc;
+}
+
+/* Freezes (or thaws) the discriminator's parameters, so that the generator's
+ * backward through D computes no weight gradients for D. */
+static int set_disc_trainable(dcgan_trainer *t, bool on)
+{
+    for (int i = 0; i < t->n_d; i++) TRY(tg_tensor_set_requires_grad(t->d_params[i], on));
+    return TG_OK;
+}
+
+static int latents(dcgan_trainer *t, tmps *k, tg_tensor **z, int64_t n)
+{
+    const int64_t shape[2] = {n, t->o.arch.nz};
+    K(k, *z, tg_tensor_zeros(z, TG_F32, 2, shape));
+    return tg_tensor_rand_normal(*z, &t->rng, 0.0, 1.0);
+}
+
+static int scalar_of(tg_tensor *loss, double *v)
+{
+    return tg_tensor_get_flat(loss, 0, v);
+}
+
+/* Generator update against D: loss_g = bce(D(fake), 1) (non-saturating) or
+ * -mean(D(fake)) (WGAN).  D's parameters are frozen meanwhile. */
+static int generator_update(dcgan_trainer *t, tmps *k, tg_tensor *fake, double *g_loss)
+{
+    tg_tensor *out = NULL, *ones = NULL, *loss = NULL, *m = NULL;
+    TRY(set_disc_trainable(t, false));
+    int rc = keep(k, &out, forward(t, t->disc, &out, fake));
+    if (rc >= 0 && t->o.loss == DCGAN_LOSS_BCE) {
+        rc = keep(k, &ones, tg_tensor_full(&ones, TG_F32, 2, tg_tensor_shape(out), 1.0));
+        if (rc >= 0) rc = keep(k, &loss, tg_bce_with_logits(&loss, out, ones,
+                                                           TG_REDUCTION_MEAN));
+    } else if (rc >= 0) {
+        rc = keep(k, &m, tg_mean(&m, out));
+        if (rc >= 0) rc = keep(k, &loss, tg_neg(&loss, m));
+    }
+    int rc2 = set_disc_trainable(t, true);
+    TRY(rc);
+    TRY(rc2);
+    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen};
+    TRY(update(&s, loss));
+    return scalar_of(loss, g_loss);
+}
+
+/* ---- BCE ------------------------------------------------------------------- */
+
+static int bce_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, double *g_loss)
+{
+    const int64_t B = tg_tensor_dim(x, 0);
+    tg_tensor *z, *fake = NULL, *fake_d = NULL, *d_real = NULL, *d_fake = NULL;
+    tg_tensor *ones = NULL, *zeros = NULL, *l_real = NULL, *l_fake = NULL, *loss = NULL;
+    TRY(latents(t, k, &z, B));
+    K(k, fake, forward(t, t->gen, &fake, z));     /* recorded: reused by the G update */
+    K(k, fake_d, tg_tensor_detach(&fake_d, fake));
+    K(k, d_real, forward(t, t->disc, &d_real, x));
+    K(k, d_fake, forward(t, t->disc, &d_fake, fake_d));
+    const int64_t shape[2] = {B, 1};
+    K(k, ones, tg_tensor_full(&ones, TG_F32, 2, shape, 1.0));
+    K(k, zeros, tg_tensor_zeros(&zeros, TG_F32, 2, shape));
+    K(k, l_real, tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
+    K(k, l_fake, tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
+    K(k, loss, tg_add(&loss, l_real, l_fake));
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc};
+    TRY(update(&s, loss));
+    TRY(scalar_of(loss, d_loss));
+    return generator_update(t, k, fake, g_loss);
+}
+
+/* ---- WGAN-GP ---------------------------------------------------------------- */
+
+/* lambda * mean_n (||d critic(xhat_n) / d xhat_n||_2 - 1)^2 with
+ * xhat = eps * real + (1 - eps) * fake, eps ~ U[0, 1) per sample.  The
+ * gradient is taken with create_graph so the penalty is differentiable in
+ * the critic's weights (a second derivative through the critic). */
+static int gradient_penalty(dcgan_trainer *t, tmps *k, tg_tensor *x, tg_tensor *fake,
+                            tg_tensor **gp)
+{
+    const int64_t B = tg_tensor_dim(x, 0), eshape[4] = {B, 1, 1, 1};
+    tg_tensor *eps = NULL, *dx = NULL, *edx = NULL, *mix = NULL, *xhat = NULL, *c = NULL;
+    tg_tensor *g = NULL, *g2 = NULL, *s = NULL, *s_eps = NULL, *norm = NULL, *dev = NULL;
+    tg_tensor *dev2 = NULL, *mean = NULL;
+    K(k, eps, tg_tensor_zeros(&eps, TG_F32, 4, eshape));
+    TRY(tg_tensor_rand_uniform(eps, &t->rng, 0.0, 1.0));
+    /* xhat = fake + eps * (x - fake), a fresh leaf that requires grad */
+    K(k, dx, tg_sub(&dx, x, fake));
+    K(k, edx, tg_mul(&edx, eps, dx));
+    K(k, mix, tg_add(&mix, fake, edx));
+    K(k, xhat, tg_tensor_detach(&xhat, mix));
+    TRY(tg_tensor_set_requires_grad(xhat, true));
+    K(k, c, forward(t, t->disc, &c, xhat));
+    tg_backward_opts bo = {.retain_graph = true, .create_graph = true};
+    tg_tensor *ones = NULL;
+    K(k, ones, tg_tensor_full(&ones, tg_tensor_dtype(c), 2, tg_tensor_shape(c), 1.0));
+    K(k, g, tg_grad(&g, 1, &c, &ones, 1, &xhat, &bo));
+    const int dims[3] = {1, 2, 3};
+    K(k, g2, tg_mul(&g2, g, g));
+    K(k, s, tg_sum_dims(&s, g2, 3, dims, false));
+    K(k, s_eps, tg_add_scalar(&s_eps, s, 1e-12));   /* sqrt'(0) is infinite */
+    K(k, norm, tg_sqrt(&norm, s_eps));
+    K(k, dev, tg_sub_scalar(&dev, norm, 1.0));
+    K(k, dev2, tg_mul(&dev2, dev, dev));
+    K(k, mean, tg_mean(&mean, dev2));
+    return keep(k, gp, tg_mul_scalar(gp, mean, t->o.gp_lambda));
+}
+
+static int wgan_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, double *g_loss)
+{
+    const int64_t B = tg_tensor_dim(x, 0);
+    tg_tensor *z, *fake = NULL, *c_real = NULL, *c_fake = NULL, *m_real = NULL;
+    tg_tensor *m_fake = NULL, *w = NULL, *gp = NULL, *loss = NULL;
+    TRY(latents(t, k, &z, B));
+    bool prev = tg_set_grad_enabled(false);
+    int rc = keep(k, &fake, forward(t, t->gen, &fake, z));
+    tg_set_grad_enabled(prev);
+    TRY(rc);
+    K(k, c_real, forward(t, t->disc, &c_real, x));
+    K(k, c_fake, forward(t, t->disc, &c_fake, fake));
+    K(k, m_real, tg_mean(&m_real, c_real));
+    K(k, m_fake, tg_mean(&m_fake, c_fake));
+    K(k, w, tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
+    TRY(gradient_penalty(t, k, x, fake, &gp));
+    K(k, loss, tg_add(&loss, w, gp));
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc};
+    TRY(update(&s, loss));
+    TRY(scalar_of(loss, d_loss));
+    if ((t->step + 1) % t->o.n_critic == 0) {
+        tg_tensor *z2, *fake2 = NULL;
+        TRY(latents(t, k, &z2, B));
+        K(k, fake2, forward(t, t->gen, &fake2, z2));
+        TRY(generator_update(t, k, fake2, &t->last_g_loss));
+    }
+    *g_loss = t->last_g_loss;
+    return TG_OK;
+}
+
+int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss)
+{
+    tg_tensor *x = NULL, *labels = NULL;
+    int rc = tg_loader_next(t->ld, &x, &labels);
+    if (rc <= 0) return rc;
+    tmps k = {.n = 0};
+    rc = t->o.loss == DCGAN_LOSS_BCE ? bce_step(t, &k, x, d_loss, g_loss)
+                                     : wgan_step(t, &k, x, d_loss, g_loss);
+    tmps_release(&k);
+    tg_tensor_release(x);
+    tg_tensor_release(labels);
+    if (rc < 0) return rc;
+    t->step++;
+    return 1;
+}
+
+int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z)
+{
+    tg_module_train(t->gen, false);
+    bool prev = tg_set_grad_enabled(false);
+    int rc = tg_module_forward(t->gen, images, z);
+    tg_set_grad_enabled(prev);
+    tg_module_train(t->gen, true);
+    return rc;
+}

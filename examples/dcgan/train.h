@@ -1,0 +1,77 @@
+/* examples/dcgan/train.h - one DCGAN training run: models, optimizers, data
+ * order, noise and the checkpoint slots that make it resumable bit for bit.
+ *
+ * Everything that changes while training lives in the trainer and is a
+ * checkpoint slot: both modules (parameters and BatchNorm running stats), both
+ * Adam states, the grad scalers (f16 AMP), the loader position, the noise RNG
+ * and the step counter.  Two runs with the same options and thread count
+ * therefore produce the same losses, also when one of them was stopped,
+ * saved and resumed in a new process. */
+#ifndef DCGAN_TRAIN_H
+#define DCGAN_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "tapegrad/tapegrad.h"
+#include "tapegrad/checkpoint.h"
+
+typedef enum dcgan_loss {
+    DCGAN_LOSS_BCE = 0,   /* non-saturating GAN loss (Goodfellow 2014, DCGAN) */
+    DCGAN_LOSS_WGAN_GP,   /* Wasserstein loss + gradient penalty (Gulrajani 2017) */
+} dcgan_loss;
+
+typedef struct dcgan_opts {
+    dcgan_arch arch;
+    dcgan_loss loss;
+    int64_t batch;
+    double lr, beta1, beta2;
+    uint64_t seed;
+    int n_critic;        /* WGAN-GP: critic steps per generator step */
+    double gp_lambda;    /* WGAN-GP: penalty weight */
+    tg_dtype amp;        /* TG_F32: off; TG_BF16 / TG_F16: autocast forwards */
+} dcgan_opts;
+
+#define DCGAN_OPTS_INIT                                                       \
+    {.arch = DCGAN_ARCH_INIT, .loss = DCGAN_LOSS_BCE, .batch = 64, .lr = 2e-4,  \
+     .beta1 = 0.5, .beta2 = 0.999, .seed = 0, .n_critic = 5, .gp_lambda = 10.0, \
+     .amp = TG_F32}
+
+typedef struct dcgan_trainer {
+    dcgan_opts o;
+    tg_module *gen, *disc;
+    tg_optimizer *opt_g, *opt_d;
+    tg_grad_scaler *gs_g, *gs_d;   /* NULL unless amp == TG_F16 */
+    tg_dataset *ds;
+    tg_loader *ld;
+    tg_rng rng;                    /* latents and WGAN-GP interpolation weights */
+    int64_t step;                  /* batches trained on so far */
+    double last_g_loss;            /* WGAN-GP: the generator's last loss */
+    tg_tensor **d_params;
+    int n_d;
+    tg_checkpoint *ck;             /* slots over all of the above */
+} dcgan_trainer;
+
+/* A new run over ds (retained) at step 0: models initialised from o->seed,
+ * the loader shuffled with o->seed.  Returns a negative tg_status on error. */
+int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds);
+void dcgan_trainer_free(dcgan_trainer *t);
+
+/* Trains on the next batch: returns 1 with the losses of that step, 0 when
+ * the epoch is over (then call dcgan_trainer_next_epoch), or a negative
+ * status. */
+int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss);
+int dcgan_trainer_next_epoch(dcgan_trainer *t);
+/* The epoch the loader is in (0-based). */
+int64_t dcgan_trainer_epoch(const dcgan_trainer *t);
+
+/* Generator images (N, 1, 28, 28) in [-1, 1] for latents z (N, nz), in eval
+ * mode (BatchNorm running statistics), without recording; *images is new. */
+int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z);
+
+/* The options as checkpoint metadata (must match on load) and back. */
+int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck);
+int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f);
+
+#endif
