@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""DCGAN training step: tapegrad (bench/dcgan_step) against PyTorch, in one run.
+
+Both sides run the same step on the same models (examples/dcgan/model.h):
+fake = G(z); D step on bce(D(real), 1) + bce(D(fake.detach()), 0); G step on
+bce(D(fake), 1); Adam(lr 2e-4, betas (0.5, 0.999)); same batch, same threads.
+Each measurement is a fresh subprocess (so peak RSS is per implementation);
+the two alternate for --rounds rounds so that a busy machine slows both alike.
+Prints images/s, peak RSS and their ratios, and whether our resident memory
+after 2N steps is within 5% of that after N steps.  Targets are reported,
+not asserted: >= 2x PyTorch's images/s, <= 1/4 of its peak RSS.
+
+    /usr/bin/python3 bench/dcgan_step.py --ours build-ex/bench/dcgan_step --threads 2
+"""
+import argparse
+import glob
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def torch_worker(a):
+    """The PyTorch step; prints one JSON line like bench/dcgan_step."""
+    import torch
+    from torch import nn
+    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    from dcgan_torch import Generator
+
+    torch.set_num_threads(a.threads)
+    baseline = rss_mib()   # the interpreter and torch itself, before any model
+
+    class Discriminator(nn.Module):   # as in examples/dcgan/model.h
+        def __init__(self, D=64):
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Conv2d(1, D, 4, 2, 1), nn.LeakyReLU(0.2),
+                nn.Conv2d(D, 2 * D, 4, 2, 1, bias=False), nn.BatchNorm2d(2 * D),
+                nn.LeakyReLU(0.2), nn.Flatten(), nn.Linear(2 * D * 7 * 7, 1))
+
+        def forward(self, x):
+            return self.net(x)
+
+    def init(m):
+        if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.normal_(m.weight, 1.0, 0.02)
+            nn.init.zeros_(m.bias)
+
+    torch.manual_seed(0)
+    g, d = Generator(), Discriminator()
+    g.apply(init)
+    d.apply(init)
+    opt_g = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    B = a.batch
+    real = torch.rand(B, 1, 28, 28) * 2 - 1
+    ones, zeros = torch.ones(B, 1), torch.zeros(B, 1)
+
+    def step():
+        fake = g(torch.randn(B, 64))
+        opt_d.zero_grad(set_to_none=True)
+        (bce(d(real), ones) + bce(d(fake.detach()), zeros)).backward()
+        opt_d.step()
+        opt_g.zero_grad(set_to_none=True)
+        bce(d(fake), ones).backward()
+        opt_g.step()
+
+    for _ in range(a.warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    rss1 = rss_mib()
+    for _ in range(a.steps):
+        step()
+    secs = time.perf_counter() - t0
+    print(json.dumps({
+        "impl": "pytorch", "torch": torch.__version__, "batch": B, "threads": a.threads,
+        "steps": 2 * a.steps, "seconds": round(secs, 3),
+        "images_per_s": round(2 * a.steps * B / secs, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_baseline_mib": round(baseline, 1), "rss_after_n_mib": round(rss1, 1),
+        "rss_after_2n_mib": round(rss_mib(), 1)}))
+
+
+def run(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def find_ours():
+    for c in sorted(glob.glob(os.path.join(HERE, "..", "build*", "bench", "dcgan_step"))):
+        if os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ours", help="path to bench/dcgan_step (default: build*/bench/dcgan_step)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=10, help="N: RSS is sampled after N and 2N")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return torch_worker(a)
+    ours = a.ours or find_ours()
+    if not ours:
+        sys.exit("bench/dcgan_step not found: build it (meson setup build-ex "
+                 "-Dbuildtype=release && ninja -C build-ex) or pass --ours")
+    common = ["--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
+              "--warmup", str(a.warmup)]
+    res = {"tapegrad": [], "pytorch": []}
+    for r in range(a.rounds):
+        for name, cmd in (("tapegrad", [ours] + common),
+                          ("pytorch", [sys.executable, os.path.abspath(__file__),
+                                       "--worker", "torch"] + common)):
+            j = run(cmd)
+            res[name].append(j)
+            print(f"round {r + 1} {name:8s} {json.dumps(j)}", flush=True)
+    summary(res, a)
+
+
+def summary(res, a):
+    ips = {k: statistics.median(j["images_per_s"] for j in v) for k, v in res.items()}
+    peak = {k: max(j["peak_rss_mib"] for j in v) for k, v in res.items()}
+    print(f"\nDCGAN step, batch {a.batch}, {a.threads} threads, {2 * a.steps} timed steps "
+          f"x {a.rounds} rounds (median images/s, max peak RSS):")
+    for k in ("tapegrad", "pytorch"):
+        print(f"  {k:8s} {ips[k]:9.1f} images/s   peak RSS {peak[k]:7.1f} MiB")
+    speed, mem = ips["tapegrad"] / ips["pytorch"], peak["tapegrad"] / peak["pytorch"]
+    print(f"  speed ratio tapegrad/pytorch {speed:.2f}x (target >= 2x: "
+          f"{'met' if speed >= 2 else 'NOT met'})")
+    print(f"  memory ratio tapegrad/pytorch {mem:.2f} (target <= 0.25: "
+          f"{'met' if mem <= 0.25 else 'NOT met'})")
+    base = statistics.median(j["rss_baseline_mib"] for j in res["pytorch"])
+    print(f"  (pytorch's RSS before building any model: {base:.1f} MiB)")
+    for j in res["tapegrad"]:
+        drift = (j["rss_after_2n_mib"] - j["rss_after_n_mib"]) / j["rss_after_n_mib"]
+        print(f"  tapegrad RSS after {a.steps} steps {j['rss_after_n_mib']:.1f} MiB, after "
+              f"{2 * a.steps} {j['rss_after_2n_mib']:.1f} MiB: {100 * drift:+.1f}% "
+              f"(target within 5%: {'met' if abs(drift) <= 0.05 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
