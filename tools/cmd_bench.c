@@ -108,11 +108,27 @@ static double forward_flops(const tg_case *c, const tg_tensor *y)
     return 2.0 * (double)xs[0] * (double)ys[1] * sout * (double)ws[1] * k;
 }
 
+/* A quantized case (forward only): the integer op of tapegrad/quant.h. */
+static int run_quantized(const tg_case *c, const tg_conv_params *p, tg_tensor **y)
+{
+    tg_qscales q = c->q;
+    q.weight_scales = c->weight_scales;
+    return c->transpose ? tg_quantized_conv_transpose(y, c->x, c->weight, c->bias, p, &q)
+                        : tg_quantized_conv(y, c->x, c->weight, c->bias, p, &q);
+}
+
+/* Quantized ops are not differentiable: say so through the usual message. */
+static void say_no_quantized_backward(void)
+{
+    fprintf(stderr, "tapegrad bench: --backward is not available for quantized ops\n");
+}
+
 static int run_once(const tg_case *c, tg_conv_params *p, bool backward, tg_tensor **y_out)
 {
     tg_tensor *y = NULL;
-    int rc = c->transpose ? tg_conv_transpose(&y, c->x, c->weight, c->bias, p)
-                          : tg_conv(&y, c->x, c->weight, c->bias, p);
+    int rc = c->quantized ? run_quantized(c, p, &y)
+             : c->transpose ? tg_conv_transpose(&y, c->x, c->weight, c->bias, p)
+                            : tg_conv(&y, c->x, c->weight, c->bias, p);
     if (rc < 0) return rc;
     if (backward) {
         tg_tensor *g = c->grad_y;
@@ -136,6 +152,10 @@ static int bench(const bench_opts *o, tg_case *c)
 {
     tg_conv_params p = c->params;
     p.algo = o->algo;
+    if (o->backward && c->quantized) {
+        say_no_quantized_backward();
+        return -1;
+    }
     if (o->backward) {
         tg_tensor *ts[3] = {c->x, c->weight, c->bias};
         for (int i = 0; i < 3; i++)

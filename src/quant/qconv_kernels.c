@@ -115,24 +115,35 @@ static void transpose_weight(const int8_t *w, int64_t gi, int64_t cig, int64_t c
             wt[j * cig + ci] = w[(gi * cig + ci) * cog * K + j];
 }
 
-/* ConvTranspose, batch b, group gi, with x_g (cig, S_col):
- *   a (S_col, cig) = x_g^T;  cols (S_col, cog*K) = a * wt^T - zx * rowsum(wt);
- *   img[co, taps[o,k]] += cols[o][(co,k)]   (col2im, in i32). */
-static int convt_group(const tg__conv_geom *g, const uint8_t *xg, int32_t zx, const int8_t *wt,
-                       const int32_t *wtsum, const int64_t *taps, uint8_t *a, int32_t *cols,
-                       int32_t *img, bool is_signed)
+/* ConvTranspose, group gi, all batches at once (the GEMM's M is B*S_col):
+ *   a (B*S_col, cig) with a[(b,o)][ci] = x[b, gi*cig + ci, o];
+ *   cols (B*S_col, cog*K) = a * wt^T - zx * rowsum(wt);
+ *   img[b, gi*cog + co, taps[o,k]] += cols[(b,o)][(co,k)]   (col2im, in i32). */
+static int convt_group(const tg__conv_geom *g, const uint8_t *x, int64_t gi, int32_t zx,
+                       const int8_t *wt, const int32_t *wtsum, const int64_t *taps, uint8_t *a,
+                       int32_t *cols, int32_t *img, bool is_signed)
 {
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
-    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups;
-    for (int64_t ci = 0; ci < cig; ci++)
-        for (int64_t o = 0; o < S; o++) a[o * cig + ci] = xg[ci * S + o];
-    TG_TRY(tg_int8_gemm(cols, a, is_signed, wt, S, cog * K, cig));
-    for (int64_t o = 0; o < S; o++)
-        for (int64_t co = 0; co < cog; co++)
-            for (int64_t k = 0; k < K; k++) {
-                const int64_t i = taps[o * K + k];
-                if (i >= 0) img[co * Si + i] += cols[o * cog * K + co * K + k] - zx * wtsum[co * K + k];
-            }
+    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, B = g->batch;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t ci = 0; ci < cig; ci++) {
+            const uint8_t *src = x + (b * g->c_col + gi * cig + ci) * S;
+            for (int64_t o = 0; o < S; o++) a[(b * S + o) * cig + ci] = src[o];
+        }
+    TG_TRY(tg_int8_gemm(cols, a, is_signed, wt, B * S, cog * K, cig));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B * S * cog * K > 65536)
+#endif
+    for (int64_t b = 0; b < B; b++) {
+        int32_t *ib = img + (b * g->c_img + gi * cog) * Si;
+        for (int64_t o = 0; o < S; o++) {
+            const int32_t *row = cols + (b * S + o) * cog * K;
+            const int64_t *t = taps + o * K;
+            for (int64_t co = 0; co < cog; co++)
+                for (int64_t k = 0; k < K; k++)
+                    if (t[k] >= 0) ib[co * Si + t[k]] += row[co * K + k] - zx * wtsum[co * K + k];
+        }
+    }
     return TG_OK;
 }
 
@@ -141,29 +152,30 @@ int tg__q_conv_transpose_raw(const tg__conv_geom *g, tg_dtype dt, const void *x,
 {
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, G = g->groups;
+    const int64_t B = g->batch;
     int64_t *taps = build_taps(g);
     int8_t *wt = tg__malloc((size_t)(G * cog * K * cig) + 1);
     int32_t *wtsum = tg__malloc((size_t)(G * cog * K) * sizeof *wtsum);
-    uint8_t *a = tg__malloc((size_t)(S * cig) + 1);
-    int32_t *cols = tg__malloc((size_t)(S * cog * K) * sizeof *cols + 1);
-    int32_t *img = tg__malloc((size_t)(g->c_img * Si) * sizeof *img);
+    uint8_t *a = tg__malloc((size_t)(B * S * cig) + 1);
+    int32_t *cols = tg__malloc((size_t)(B * S * cog * K) * sizeof *cols + 1);
+    int32_t *img = tg__calloc((size_t)(B * g->c_img * Si) + 1, sizeof *img);
     int rc = (taps && wt && wtsum && a && cols && img) ? TG_OK : TG_ENOMEM;
     for (int64_t gi = 0; gi < G && rc == TG_OK; gi++) {
         transpose_weight(w, gi, cig, cog, K, wt + gi * cog * K * cig);
         tg__q_row_sums(wt + gi * cog * K * cig, cog * K, cig, wtsum + gi * cog * K);
     }
-    for (int64_t b = 0; b < g->batch && rc == TG_OK; b++) {
-        memset(img, 0, (size_t)(g->c_img * Si) * sizeof *img);
-        for (int64_t gi = 0; gi < G && rc == TG_OK; gi++)
-            rc = convt_group(g, (const uint8_t *)x + (b * g->c_col + gi * cig) * S, zx,
-                             wt + gi * cog * K * cig, wtsum + gi * cog * K, taps, a, cols,
-                             img + gi * cog * Si, dt == TG_I8);
-        /* Output channel c = gi*cog + j is weight axis 1 index j of group gi,
-         * which is exactly r's index. */
-        for (int64_t c = 0; c < g->c_img && rc == TG_OK; c++)
+    for (int64_t gi = 0; gi < G && rc == TG_OK; gi++)
+        rc = convt_group(g, x, gi, zx, wt + gi * cog * K * cig, wtsum + gi * cog * K, taps, a,
+                         cols, img, dt == TG_I8);
+    /* Output channel c = gi*cog + j is weight axis 1 index j of group gi,
+     * which is exactly r's index. */
+    if (rc == TG_OK) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B * g->c_img * Si > 65536)
+#endif
+        for (int64_t bc = 0; bc < B * g->c_img; bc++)
             for (int64_t i = 0; i < Si; i++)
-                tg__q_store(y, dt, (b * g->c_img + c) * Si + i,
-                            tg__q_requant_one(img[c * Si + i], &r[c]));
+                tg__q_store(y, dt, bc * Si + i, tg__q_requant_one(img[bc * Si + i], &r[bc % g->c_img]));
     }
     free(taps);
     free(wt);

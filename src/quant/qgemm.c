@@ -98,16 +98,28 @@ int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int6
         tg__q_row_sums(w, n, k, wsum);
     }
     const uint8_t *a8 = a;
+    /* Rows are taken in pairs (the AVX2 kernel shares each w load between
+     * two rows); an odd last row runs alone. */
+    const int64_t pairs = (m + 1) / 2;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (m * n * k > 65536)
 #endif
-    for (int64_t i = 0; i < m; i++) {
-        if (kern == TG_INT8_KERNEL_VNNI)
-            tg__q_row_vnni(c + i * n, a8 + i * k, a_signed, w, wsum, n, k);
-        else if (kern == TG_INT8_KERNEL_AVX2)
-            tg__q_row_avx2(c + i * n, a8 + i * k, a_signed, w, n, k);
-        else
-            row_portable(c + i * n, a8 + i * k, a_signed, w, n, k);
+    for (int64_t ip = 0; ip < pairs; ip++) {
+        const int64_t i = 2 * ip;
+        const bool two = i + 1 < m;
+        if (kern == TG_INT8_KERNEL_AVX2 && two) {
+            tg__q_row2_avx2(c + i * n, c + (i + 1) * n, a8 + i * k, a8 + (i + 1) * k, a_signed,
+                            w, n, k);
+            continue;
+        }
+        for (int64_t r = i; r < (two ? i + 2 : i + 1); r++) {
+            if (kern == TG_INT8_KERNEL_VNNI)
+                tg__q_row_vnni(c + r * n, a8 + r * k, a_signed, w, wsum, n, k);
+            else if (kern == TG_INT8_KERNEL_AVX2)
+                tg__q_row_avx2(c + r * n, a8 + r * k, a_signed, w, n, k);
+            else
+                row_portable(c + r * n, a8 + r * k, a_signed, w, n, k);
+        }
     }
     free(wsum);
     return TG_OK;

@@ -29,6 +29,9 @@ void tg__q_row_sums(const int8_t *w, int64_t n, int64_t k, int32_t *sums);
  * i8 activations: a*w = (a+128)*w - 128*w). */
 void tg__q_row_avx2(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w, int64_t n,
                     int64_t k);
+/* Same for two rows of a at once (c0 from a0, c1 from a1). */
+void tg__q_row2_avx2(int32_t *c0, int32_t *c1, const uint8_t *a0, const uint8_t *a1,
+                     bool a_signed, const int8_t *w, int64_t n, int64_t k);
 void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w,
                     const int32_t *wsum, int64_t n, int64_t k);
 bool tg__q_cpu_has_avx2(void);

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""int8 ConvTranspose2d on the DCGAN generator's layer shapes, in one run:
+tapegrad's integer op (tapegrad/quant.h) against tapegrad's f32 op and
+PyTorch's quantized ConvTranspose2d (engine onednn), same thread count.
+
+    /usr/bin/python3 bench/int8.py [--threads 2] [--repeat 10] [--build build]
+                                   [--kernel auto|portable|avx2|vnni]
+
+Each tapegrad figure is `tapegrad bench` on a case file (forward only); the
+PyTorch figure runs in a child process with torch.set_num_threads.  Times are
+medians in ms.  Per-tensor weights (torch refuses per-channel for transposed
+conv); u8 activations.  No assertions: figures only.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+# name, x shape, weight shape, stride, padding
+LAYERS = [
+    ("dcgan1 100-512 1->4", (64, 100, 1, 1), (100, 512, 4, 4), 1, 0),
+    ("dcgan2 512-256 4->8", (64, 512, 4, 4), (512, 256, 4, 4), 2, 1),
+    ("dcgan3 256-128 8->16", (64, 256, 8, 8), (256, 128, 4, 4), 2, 1),
+    ("dcgan4 128-64 16->32", (64, 128, 16, 16), (128, 64, 4, 4), 2, 1),
+    ("dcgan5 64-3 32->64", (64, 64, 32, 32), (64, 3, 4, 4), 2, 1),
+]
+X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.02, 128, 0.05, 128
+
+
+def make_cases(tmp, i, layer):
+    import torch
+    from stfile import write_safetensors
+    name, xs, ws, s, p = layer
+    gen = torch.Generator().manual_seed(i)
+    x = torch.randn(*xs, generator=gen)
+    w = torch.randn(*ws, generator=gen) * 0.05
+    meta = {"stride": str(s), "padding": str(p)}
+    f32 = os.path.join(tmp, f"f32_{i}.safetensors")
+    write_safetensors(f32, {"x": x, "weight": w}, dict(meta, op="conv_transpose2d"))
+    w_scale = float(w.abs().max()) / 127
+    xq = torch.quantize_per_tensor(x, X_SCALE, X_ZP, torch.quint8)
+    wq = torch.quantize_per_tensor(w, w_scale, 0, torch.qint8)
+    q = os.path.join(tmp, f"q_{i}.safetensors")
+    write_safetensors(q, {"x": xq.int_repr(), "weight": wq.int_repr()},
+                      dict(meta, op="quantized_conv_transpose2d", x_scale=str(X_SCALE),
+                           x_zero_point=str(X_ZP), weight_scale=repr(w_scale),
+                           y_scale=str(Y_SCALE), y_zero_point=str(Y_ZP)))
+    return f32, q
+
+
+def torch_child(path, repeat, threads):
+    import time
+    import torch
+    import torch.ao.nn.quantized as nnq
+    from stfile import read_safetensors
+    torch.set_num_threads(threads)
+    torch.backends.quantized.engine = "onednn"
+    t, meta = read_safetensors(path)
+    ws = float(meta["weight_scale"])
+    w = torch._make_per_tensor_quantized_tensor(t["weight"], ws, 0)
+    x = torch._make_per_tensor_quantized_tensor(t["x"], X_SCALE, X_ZP)
+    s, p = int(meta["stride"]), int(meta["padding"])
+    m = nnq.ConvTranspose2d(w.shape[0], w.shape[1], tuple(w.shape[2:]), stride=s, padding=p,
+                            bias=False)
+    m.set_weight_bias(w, None)
+    m.scale, m.zero_point = Y_SCALE, Y_ZP
+    for _ in range(3):
+        m(x)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        m(x)
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    print(json.dumps({"median_ms": times[len(times) // 2]}))
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--kernel", default="auto")
+    ap.add_argument("--torch-child", metavar="CASE", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a.torch_child, a.repeat, a.threads)
+    tool = os.path.join(a.build, "tools", "tapegrad")
+    env = dict(os.environ)
+    if a.kernel != "auto":
+        env["TG_INT8_KERNEL"] = a.kernel
+    common = ["--repeat", str(a.repeat), "--threads", str(a.threads)]
+    print(f"threads {a.threads}, repeat {a.repeat}, int8 kernel {a.kernel}; median ms")
+    print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, layer in enumerate(LAYERS):
+            f32, q = make_cases(tmp, i, layer)
+            tf = run_json([tool, "bench", "--in", f32] + common, env)["median_ms"]
+            tq = run_json([tool, "bench", "--in", q] + common, env)["median_ms"]
+            pt = run_json([sys.executable, __file__, "--torch-child", q, "--repeat",
+                           str(a.repeat), "--threads", str(a.threads)])["median_ms"]
+            print(f"{layer[0]:24} {tf:9.2f} {tq:9.2f} {pt:9.2f} {tf / tq:9.2f} {pt / tq:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
