@@ -27,7 +27,7 @@
  * Example (uint8 ConvTranspose2d with per-channel weights):
  *     tg_tensor *xq, *wq, *y;
  *     tg_quantize(&xq, x, TG_U8, 0.02, 128);
- *     tg_quantize_per_channel(&wq, w, 1, c_out, w_scales);   // axis 1: ConvT
+ *     tg_quantize_conv_weight(&wq, w, true, 1, c_out, w_scales);  // ConvT: axis 1
  *     tg_qscales q = {.x_scale = 0.02, .x_zero_point = 128,
  *                     .n_weight_scales = c_out, .weight_scales = w_scales,
  *                     .y_scale = 0.05, .y_zero_point = 128};
