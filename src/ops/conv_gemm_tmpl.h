@@ -10,12 +10,40 @@
  * to (C, nb*S) (pack_cbs).  With nb = 1 that permutation is the identity and
  * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
  * no column buffer at all: its im2col is the image itself.
- * The BLAS is always called outside OpenMP regions, so its threads and
- * OpenMP's never run at the same time. */
+ * Threads: only OpenMP's.  The kernels run with OpenBLAS set to one thread
+ * (conv_kernels.c) and cut each GEMM's output columns into one slice per
+ * OpenMP thread (gemm_par), so OpenBLAS's pool never spins next to OpenMP's
+ * on the same cores. */
 
 #define TG__CAT_(a, b) a##_##b
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
+
+/* C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta*C, row-major; ta: A is stored
+ * (k, m), tb: B is stored (n, k).  The longer side of C is cut into one slice
+ * per OpenMP thread, each a single-threaded GEMM; every element is still one
+ * dot product over all k. */
+static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
+                         int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc)
+{
+    const int64_t nt = omp_get_max_threads();
+    const bool rows = m > n;   /* slice C's rows (and A) rather than its columns (and B) */
+    const int64_t len = rows ? m : n;
+    int64_t w = (len + nt - 1) / nt;
+    w = (w + 15) / 16 * 16;   /* whole vector blocks per slice */
+    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) w = len;
+    const int64_t ns = (len + w - 1) / w;
+#pragma omp parallel for schedule(static, 1) if (ns > 1)
+    for (int64_t si = 0; si < ns; si++) {
+        const int64_t j0 = si * w, nj = j0 + w <= len ? w : len - j0;
+        const T *as = rows ? a + (ta ? j0 : j0 * lda) : a;
+        const T *bs = rows ? b : b + (tb ? j0 * ldb : j0);
+        T *cs = rows ? c + j0 * ldc : c + j0;
+        GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+             (int)(rows ? nj : m), (int)(rows ? n : nj), (int)k, 1, as, (int)lda, bs, (int)ldb,
+             beta, cs, (int)ldc);
+    }
+}
 
 /* Conv: per chunk, cols (c_img*K, nb*O) = im2col(x chunk); per group
  * yp_g (c_col/G, nb*O) = W_g (c_col/G, c_img/G*K) @ cols_g; y chunk = unpack(yp). */
@@ -40,9 +68,8 @@ static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y
         T *yp = n == 1 ? yb : tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
         if (!yp) return TG_ENOMEM;
         for (int64_t gi = 0; gi < g->groups; gi++)
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)co, (int)N, (int)kk, 1,
-                 w + gi * co * kk, (int)kk, cols + gi * kk * N, (int)N, 0, yp + gi * co * N,
-                 (int)N);
+            FN(gemm_par)(false, false, co, N, kk, w + gi * co * kk, kk, cols + gi * kk * N, N, 0,
+                         yp + gi * co * N, N);
         if (n > 1) FN(unpack_cbs)(yp, n, g->c_col, osz, yb);
     }
     return TG_OK;
@@ -74,9 +101,8 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
         T *cols = pw && n == 1 ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
         if (!cols) return TG_ENOMEM;
         for (int64_t gi = 0; gi < g->groups; gi++)
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kk, (int)N, (int)co, 1,
-                 w + gi * co * kk, (int)kk, xp + gi * co * N, (int)N, 0, cols + gi * kk * N,
-                 (int)N);
+            FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N, 0,
+                         cols + gi * kk * N, N);
         if (cols != yb && FN(col2im_batch)(cols, n, g->c_img, g, yb) < 0) return TG_ENOMEM;
     }
     return TG_OK;
@@ -110,9 +136,8 @@ static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, 
             up = p;
         }
         for (int64_t gi = 0; gi < g->groups; gi++)
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)co, (int)kk, (int)N, 1,
-                 up + gi * co * N, (int)N, cols + gi * kk * N, (int)N, b0 == 0 ? 0 : 1,
-                 dw + gi * co * kk, (int)kk);
+            FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N,
+                         b0 == 0 ? 0 : 1, dw + gi * co * kk, kk);
     }
     return TG_OK;
 }

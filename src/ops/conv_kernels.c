@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "ops/conv_internal.h"
 
@@ -139,26 +140,52 @@ static double conv_activate(double v, tg_activation act, double slope)
 #undef SUF
 #undef GEMM
 
+/* The kernels parallelise with OpenMP only (gemm_par): OpenBLAS is set to
+ * one thread for their duration and restored after.  (The setting is
+ * process-wide; a BLAS call made concurrently from another thread runs
+ * single-threaded meanwhile, with the same results.) */
+static int blas_single_begin(void)
+{
+    const int n = openblas_get_num_threads();
+    if (n != 1) openblas_set_num_threads(1);
+    return n;
+}
+
+static void blas_restore(int n)
+{
+    if (n != 1) openblas_set_num_threads(n);
+}
+
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
                          void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    return dt == TG_F32 ? conv_forward_f32(g, x, w, y) : conv_forward_f64(g, x, w, y);
+    const int saved = blas_single_begin();
+    int rc = dt == TG_F32 ? conv_forward_f32(g, x, w, y) : conv_forward_f64(g, x, w, y);
+    blas_restore(saved);
+    return rc;
 }
 
 int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                 const void *w, void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    return dt == TG_F32 ? conv_transpose_fast_f32(g, x, w, y)
-                        : conv_transpose_fast_f64(g, x, w, y);
+    const int saved = blas_single_begin();
+    int rc = dt == TG_F32 ? conv_transpose_fast_f32(g, x, w, y)
+                          : conv_transpose_fast_f64(g, x, w, y);
+    blas_restore(saved);
+    return rc;
 }
 
 int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
                              const void *u, void *dw)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    return dt == TG_F32 ? conv_weight_grad_f32(g, z, u, dw) : conv_weight_grad_f64(g, z, u, dw);
+    const int saved = blas_single_begin();
+    int rc = dt == TG_F32 ? conv_weight_grad_f32(g, z, u, dw)
+                          : conv_weight_grad_f64(g, z, u, dw);
+    blas_restore(saved);
+    return rc;
 }
 
 void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
