@@ -73,6 +73,13 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     return rc;
 }
 
+static int ensure_dir(const char *dir)
+{
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST) return 0;
+    fprintf(stderr, "dcgan: cannot create %s: %s\n", dir, strerror(errno));
+    return -1;
+}
+
 /* ---- --sample N ------------------------------------------------------------ */
 
 static int sample_only(const app_opts *a)
@@ -80,6 +87,7 @@ static int sample_only(const app_opts *a)
     char buf[4096], png[4096];
     const char *path = checkpoint_path(buf, sizeof buf, a);
     tg_st_file *f = NULL;
+    if (ensure_dir(a->out) < 0) return 1;
     int rc = tg_safetensors_load(&f, path);
     if (rc < 0) return fail(path, rc);
     dcgan_opts o = a->train;
@@ -209,9 +217,8 @@ static int train(app_opts *a)
     tg_dataset *ds = NULL;
     int rc = tg_fashion_mnist_load(&ds, a->data, true);
     if (rc < 0) return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
-    if (mkdir(a->out, 0755) != 0 && errno != EEXIST) {
+    if (ensure_dir(a->out) < 0) {
         tg_dataset_release(ds);
-        fprintf(stderr, "dcgan: cannot create %s: %s\n", a->out, strerror(errno));
         return 1;
     }
     rc = a->resume ? resume(&r, ds) : dcgan_trainer_new(&r.t, &a->train, ds);

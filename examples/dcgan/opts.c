@@ -22,7 +22,8 @@ static const char usage[] =
     "  --sample N          load the checkpoint, write N samples to DIR/samples.png, exit\n"
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
-    "  --log-every N       progress line every N steps when stderr is not a tty (50)\n";
+    "  --log-every N       progress line every N steps when stderr is not a tty (50)\n"
+    "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
 static int parse_i64(const char *s, int64_t lo, int64_t *v)
 {
@@ -74,6 +75,10 @@ static int apply(app_opts *o, const char *name, const char *val)
         o->threads = (int)n;
         return 0;
     }
+    if (!strcmp(name, "--nz")) return parse_i64(val, 1, &t->arch.nz);
+    if (!strcmp(name, "--g-ch"))
+        return parse_i64(val, 2, &t->arch.g_ch) || t->arch.g_ch % 2 ? -1 : 0;
+    if (!strcmp(name, "--d-ch")) return parse_i64(val, 1, &t->arch.d_ch);
     if (!strcmp(name, "--sample")) return parse_i64(val, 1, &o->sample);
     if (!strcmp(name, "--time-budget")) return parse_f64(val, &o->time_budget);
     if (!strcmp(name, "--log-every")) {
