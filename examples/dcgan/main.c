@@ -169,7 +169,8 @@ static int train_loop(run *r)
     const app_opts *a = r->a;
     double last_save = progress_now();
     while (dcgan_trainer_epoch(r->t) < a->epochs) {
-        if (interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget))
+        if (interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget) ||
+            (a->max_steps > 0 && r->t->step >= a->max_steps))
             break;
         double d, g;
         int rc = dcgan_trainer_step(r->t, &d, &g);

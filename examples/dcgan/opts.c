@@ -23,6 +23,7 @@ static const char usage[] =
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
     "  --log-every N       progress line every N steps when stderr is not a tty (50)\n"
+    "  --max-steps N       stop (with a checkpoint) once N steps in total are done\n"
     "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
 static int parse_i64(const char *s, int64_t lo, int64_t *v)
@@ -75,6 +76,7 @@ static int apply(app_opts *o, const char *name, const char *val)
         o->threads = (int)n;
         return 0;
     }
+    if (!strcmp(name, "--max-steps")) return parse_i64(val, 1, &o->max_steps);
     if (!strcmp(name, "--nz")) return parse_i64(val, 1, &t->arch.nz);
     if (!strcmp(name, "--g-ch"))
         return parse_i64(val, 2, &t->arch.g_ch) || t->arch.g_ch % 2 ? -1 : 0;

@@ -9,6 +9,7 @@
 typedef struct app_opts {
     dcgan_opts train;
     int64_t epochs;
+    int64_t max_steps;        /* > 0: stop after that many steps in total */
     const char *out;          /* output folder */
     const char *resume;       /* NULL, a path, or "auto" */
     int threads;              /* 0: leave the libraries' defaults */
