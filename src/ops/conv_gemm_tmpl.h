@@ -97,13 +97,18 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
             FN(pack_cbs)(xb, n, g->c_col, osz, p);
             xp = p;
         }
-        /* pointwise, one sample: the columns are y itself */
-        T *cols = pw && n == 1 ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
+        /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
+         * of cols are padded to ld = N + 16: col2im reads up to K rows at once,
+         * and with N a multiple of 1024 (usual for power-of-two images) rows
+         * exactly 4 KiB apart would all fall into the same L1 cache sets. */
+        const bool direct = pw && n == 1;
+        const int64_t ld = direct ? N : N + 16;
+        T *cols = direct ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * ld) * sizeof(T));
         if (!cols) return TG_ENOMEM;
         for (int64_t gi = 0; gi < g->groups; gi++)
             FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N, 0,
-                         cols + gi * kk * N, N);
-        if (cols != yb && FN(col2im_batch)(cols, n, g->c_img, g, yb) < 0) return TG_ENOMEM;
+                         cols + gi * kk * ld, ld);
+        if (!direct && FN(col2im_batch)(cols, ld, n, g->c_img, g, yb) < 0) return TG_ENOMEM;
     }
     return TG_OK;
 }

@@ -57,51 +57,31 @@ static int64_t conv_chunk(int64_t batch, int64_t bytes_per_sample)
     return nb < 1 ? 1 : nb;
 }
 
-/* The taps of col2im's gather, tabulated once per call.  Axes 0 and 1: the
- * n[i] pairs (k, o) with i = o*s - pad + k*d, 0 <= o < O, for each image
- * position i (row i of k[]/o[] has room for K entries).  Axis 2: tap k2 maps
- * o2 in [lo2, hi2) to image position o2*s + off2. */
+/* col2im's taps, tabulated once per call: on axis a, tap k maps the column
+ * positions o in [lo[a][k], hi[a][k]) inside the image, to o*s + off[a][k]. */
 typedef struct conv_taps {
     int64_t *buf;
-    int64_t *n0, *k0, *o0, *n1, *k1, *o1, *lo2, *hi2, *off2;
+    int64_t *lo[3], *hi[3], *off[3];
 } conv_taps;
-
-static void taps_axis(const tg__conv_geom *g, int a, int64_t *n, int64_t *k, int64_t *o)
-{
-    for (int64_t i = 0; i < g->img[a]; i++) {
-        n[i] = 0;
-        for (int64_t t = 0; t < g->k[a]; t++) {
-            const int64_t m = i + g->pad[a] - t * g->dil[a];
-            if (m < 0 || m % g->stride[a] || m / g->stride[a] >= g->col[a]) continue;
-            k[i * g->k[a] + n[i]] = t;
-            o[i * g->k[a] + n[i]] = m / g->stride[a];
-            n[i]++;
-        }
-    }
-}
 
 static int conv_taps_init(conv_taps *tp, const tg__conv_geom *g)
 {
-    const int64_t a0 = g->img[0] * (1 + 2 * g->k[0]), a1 = g->img[1] * (1 + 2 * g->k[1]);
-    tp->buf = tg__malloc((size_t)(a0 + a1 + 3 * g->k[2]) * sizeof(int64_t));
+    tp->buf = tg__malloc((size_t)(3 * (g->k[0] + g->k[1] + g->k[2])) * sizeof(int64_t));
     if (!tp->buf) return TG_ENOMEM;
-    tp->n0 = tp->buf;
-    tp->k0 = tp->n0 + g->img[0];
-    tp->o0 = tp->k0 + g->img[0] * g->k[0];
-    tp->n1 = tp->buf + a0;
-    tp->k1 = tp->n1 + g->img[1];
-    tp->o1 = tp->k1 + g->img[1] * g->k[1];
-    tp->lo2 = tp->buf + a0 + a1;
-    tp->hi2 = tp->lo2 + g->k[2];
-    tp->off2 = tp->hi2 + g->k[2];
-    taps_axis(g, 0, tp->n0, tp->k0, tp->o0);
-    taps_axis(g, 1, tp->n1, tp->k1, tp->o1);
-    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
-        const int64_t off = k2 * g->dil[2] - g->pad[2];
-        tp->off2[k2] = off;
-        tp->lo2[k2] = tg__conv_clamp(tg__conv_ceil_div(-off, g->stride[2]), 0, g->col[2]);
-        tp->hi2[k2] = tg__conv_clamp(tg__conv_ceil_div(g->img[2] - off, g->stride[2]),
-                                     tp->lo2[k2], g->col[2]);
+    int64_t *p = tp->buf;
+    for (int a = 0; a < 3; a++) {
+        tp->lo[a] = p;
+        tp->hi[a] = p + g->k[a];
+        tp->off[a] = p + 2 * g->k[a];
+        p += 3 * g->k[a];
+        for (int64_t k = 0; k < g->k[a]; k++) {
+            /* o*s + off in [0, I)  <=>  o in [ceil(-off/s), ceil((I-off)/s)) */
+            const int64_t off = k * g->dil[a] - g->pad[a];
+            tp->off[a][k] = off;
+            tp->lo[a][k] = tg__conv_clamp(tg__conv_ceil_div(-off, g->stride[a]), 0, g->col[a]);
+            tp->hi[a][k] = tg__conv_clamp(tg__conv_ceil_div(g->img[a] - off, g->stride[a]),
+                                          tp->lo[a][k], g->col[a]);
+        }
     }
     return TG_OK;
 }
