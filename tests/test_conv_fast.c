@@ -78,11 +78,12 @@ Test(conv_fast, chunks_match_per_sample)
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = 2; p.stride[1] = 1; p.dilation[1] = 2;
     p.padding[0][0] = 1; p.padding[1][1] = 2; p.groups = 2;
-    const int64_t xs[4] = {5, 4, 7, 5}, ws[4] = {6, 2, 3, 2};
+    const int64_t xs[4] = {5, 10, 7, 5}, ws[4] = {6, 5, 3, 2};
     int64_t os[2];
     cr_assert(eq(int, tg_conv_output_size(os, 2, xs + 2, ws + 2, &p), TG_OK));
     const int64_t ys[4] = {5, 6, os[0], os[1]};
-    /* conv_transpose with the same weight maps 6 -> 4 channels */
+    /* conv_transpose with the same weight maps 6 -> 10 channels: >= 8, so
+     * col2im gives each thread whole channels across the chunk's samples */
     tg_tensor *x = mk_rand(TG_F64, 4, xs), *w = mk_rand(TG_F64, 4, ws);
     tg_tensor *xt = mk_rand(TG_F64, 4, ys), *u = mk_rand(TG_F64, 4, ys);
     tg_tensor *want[3], *got[3];
