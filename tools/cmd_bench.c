@@ -108,13 +108,15 @@ static double forward_flops(const tg_case *c, const tg_tensor *y)
     return 2.0 * (double)xs[0] * (double)ys[1] * sout * (double)ws[1] * k;
 }
 
-/* A quantized case (forward only): the integer op of tapegrad/quant.h. */
-static int run_quantized(const tg_case *c, const tg_conv_params *p, tg_tensor **y)
+/* A quantized case (forward only): the integer op of tapegrad/quant.h with
+ * the weight packed once beforehand (qw), as a quantized module keeps it. */
+static int run_quantized(const tg_case *c, const tg_conv_params *p, const tg_qweight *qw,
+                         tg_tensor **y)
 {
     tg_qscales q = c->q;
     q.weight_scales = c->weight_scales;
-    return c->transpose ? tg_quantized_conv_transpose(y, c->x, c->weight, c->bias, p, &q)
-                        : tg_quantized_conv(y, c->x, c->weight, c->bias, p, &q);
+    return c->transpose ? tg_quantized_conv_transpose_packed(y, c->x, qw, c->bias, p, &q)
+                        : tg_quantized_conv_packed(y, c->x, qw, c->bias, p, &q);
 }
 
 /* Quantized ops are not differentiable: say so through the usual message. */
@@ -123,10 +125,11 @@ static void say_no_quantized_backward(void)
     fprintf(stderr, "tapegrad bench: --backward is not available for quantized ops\n");
 }
 
-static int run_once(const tg_case *c, tg_conv_params *p, bool backward, tg_tensor **y_out)
+static int run_once(const tg_case *c, tg_conv_params *p, const tg_qweight *qw, bool backward,
+                    tg_tensor **y_out)
 {
     tg_tensor *y = NULL;
-    int rc = c->quantized ? run_quantized(c, p, &y)
+    int rc = c->quantized ? run_quantized(c, p, qw, &y)
              : c->transpose ? tg_conv_transpose(&y, c->x, c->weight, c->bias, p)
                             : tg_conv(&y, c->x, c->weight, c->bias, p);
     if (rc < 0) return rc;
@@ -161,20 +164,24 @@ static int bench(const bench_opts *o, tg_case *c)
         for (int i = 0; i < 3; i++)
             if (ts[i] && tg_tensor_set_requires_grad(ts[i], true) < 0) return -1;
     }
+    tg_qweight *qw = NULL;
+    if (c->quantized && tg_qweight_new(&qw, c->weight, c->transpose, p.groups) < 0) return -1;
     tg_tensor *y = NULL;
-    if (run_once(c, &p, false, &y) < 0) return -1;
+    double *t = NULL;
+    if (run_once(c, &p, qw, false, &y) < 0) goto fail;
     double flops = forward_flops(c, y) * (o->backward ? 3.0 : 1.0);
     tg_tensor_release(y);
 
     for (int i = 0; i < o->warmup; i++)
-        if (run_once(c, &p, o->backward, NULL) < 0) return -1;
-    double *t = calloc((size_t)o->repeat, sizeof *t);
-    if (!t) return -1;
+        if (run_once(c, &p, qw, o->backward, NULL) < 0) goto fail;
+    t = calloc((size_t)o->repeat, sizeof *t);
+    if (!t) goto fail;
     for (int i = 0; i < o->repeat; i++) {
         double t0 = now_ms();
-        if (run_once(c, &p, o->backward, NULL) < 0) { free(t); return -1; }
+        if (run_once(c, &p, qw, o->backward, NULL) < 0) goto fail;
         t[i] = now_ms() - t0;
     }
+    tg_qweight_free(qw);
     double med = median(t, o->repeat);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -186,6 +193,10 @@ static int bench(const bench_opts *o, tg_case *c)
            med, t[0], t[o->repeat - 1], flops / (med * 1e6), ru.ru_maxrss / 1024.0);
     free(t);
     return 0;
+fail:
+    tg_qweight_free(qw);
+    free(t);
+    return -1;
 }
 
 /* C (M x N) = A (M x K) B (K x N), row-major, beta = 0. */

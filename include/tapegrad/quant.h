@@ -174,6 +174,29 @@ TG_API int tg_quantized_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor 
 TG_API int tg_quantized_linear(tg_tensor **out, tg_tensor *x, tg_tensor *weight,
                                tg_tensor *bias, const tg_qscales *q, bool relu);
 
+/* ---- packed weights ---------------------------------------------------------
+ * An i8 weight rearranged once for the GEMM kernels (what a quantized module
+ * keeps), so repeated calls skip the packing.  The unpacked ops above pack on
+ * every call and give the same integers.  weight is borrowed (its values are
+ * copied); layouts as above: Conv (C_out, C_in/groups, K...), ConvTranspose
+ * (C_in, C_out/groups, K...) with transpose true, Linear (N, K) with
+ * transpose false and groups 1. */
+typedef struct tg_qweight tg_qweight;
+
+TG_API int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t groups);
+/* Frees w; NULL does nothing. */
+TG_API void tg_qweight_free(tg_qweight *w);
+/* As tg_quantized_conv / _conv_transpose / _linear with a packed weight; the
+ * packing's transpose flag and groups must match the call (p->groups). */
+TG_API int tg_quantized_conv_packed(tg_tensor **out, tg_tensor *x, const tg_qweight *w,
+                                    tg_tensor *bias, const tg_conv_params *p,
+                                    const tg_qscales *q);
+TG_API int tg_quantized_conv_transpose_packed(tg_tensor **out, tg_tensor *x,
+                                              const tg_qweight *w, tg_tensor *bias,
+                                              const tg_conv_params *p, const tg_qscales *q);
+TG_API int tg_quantized_linear_packed(tg_tensor **out, tg_tensor *x, const tg_qweight *w,
+                                      tg_tensor *bias, const tg_qscales *q, bool relu);
+
 /* The fixed-point form of a real multiplier 0 < m < 2^30: m ~ m0 * 2^-shift
  * with m0 in [2^30, 2^31) and 0 < shift <= 62 (tiny m lose low bits of m0). */
 TG_API int tg_quant_multiplier(double m, int32_t *m0, int *shift);

@@ -1,15 +1,22 @@
-/* src/quant/qconv_kernels.c - integer ConvNd and ConvTransposeNd on
- * contiguous buffers: tap tables, im2col with the zero point as padding,
- * the int8 GEMM per group, col2im in i32 and requantization.
+/* src/quant/qconv_kernels.c - integer ConvNd, ConvTransposeNd and Linear on
+ * contiguous buffers: tap tables, im2col, the packed int8 GEMM per group,
+ * col2im in i32 and requantization.
  *
  * Letters: G groups, cig = c_in/G and cog = c_out/G channels per group,
  * K = kernel taps, S_col = positions on the col side, S_img on the image side.
- * The zero point of x is folded out of the GEMM: with weights symmetric (zero
- * point 0), sum_t w_t * (x_t - zx) = sum_t w_t * x_t - zx * sum_t w_t, so each
- * GEMM column is corrected by zx times its weight row's sum.
+ * The GEMM's activations are x - zx as i16 (in [-255, 255]): with weights
+ * symmetric (zero point 0) that is the real value up to x_scale, a padded
+ * position is exactly 0, and no zero-point correction is needed.
+ *
+ * Work is split into tasks of whole samples (enough rows for the 6-row tiles
+ * to be busy), run in parallel; each task owns its output samples, so the
+ * result does not depend on the thread count.  Scratch is the thread's
+ * grow-only conv workspace (no allocation per call once warm).
  */
 #include <math.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "ops/conv_internal.h"
 #include "quant/quant_internal.h"
@@ -57,131 +64,189 @@ static int64_t *build_taps(const tg__conv_geom *g)
     return taps;
 }
 
-/* Conv, batch b, group gi: cols (S_col, cig*K) with cols[o][(ci,k)] =
- * x[ci, taps[o,k]] or zx outside; acc (S_col, cog) = cols * w_g^T. */
-static int conv_group(const tg__conv_geom *g, const uint8_t *x, int32_t zx, const int8_t *wg,
-                      const int64_t *taps, uint8_t *cols, int32_t *acc, bool is_signed)
+/* Rows per task: enough samples for ~128 GEMM rows, at most the batch. */
+static int64_t task_samples(int64_t batch, int64_t rows_per_sample)
 {
-    const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
-    const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
-    const uint8_t pad = (uint8_t)zx;   /* the byte pattern of zx in u8 or i8 */
-    for (int64_t o = 0; o < S; o++)
-        for (int64_t ci = 0; ci < cig; ci++)
-            for (int64_t k = 0; k < K; k++) {
-                int64_t i = taps[o * K + k];
-                cols[(o * cig + ci) * K + k] = i < 0 ? pad : x[ci * Si + i];
-            }
-    return tg_int8_gemm(acc, cols, is_signed, wg, S, cog, cig * K);
+    int64_t nb = (128 + rows_per_sample - 1) / (rows_per_sample > 0 ? rows_per_sample : 1);
+    return nb < 1 ? 1 : nb > batch ? batch : nb;
 }
 
-int tg__q_conv_raw(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                   const int8_t *w, const tg__q_requant *r, void *y)
+/* x - zx of a u8 or i8 buffer element. */
+static inline int16_t centered(const uint8_t *x, int64_t i, bool is_signed, int32_t zx)
 {
+    return (int16_t)((is_signed ? (int32_t)(int8_t)x[i] : (int32_t)x[i]) - zx);
+}
+
+typedef struct q_job {
+    const tg__conv_geom *g;
+    tg_dtype dt;
+    const uint8_t *x;
+    int32_t zx;
+    const tg_qweight *w;
+    const tg__q_requant *r;
+    uint8_t *y;
+    const int64_t *taps;
+    tg_int8_kernel kern;
+    int64_t nb;   /* samples per task */
+} q_job;
+
+/* Conv task, samples b0..b0+nb: per group
+ *   a (nb*S_col, lda) with a[(b,o)][(ci,k)] = x[b, gi*cig+ci, taps[o,k]] - zx (0 outside);
+ *   acc (nb*S_col, cog) = a * B_gi^T;  y[b, gi*cog+co, o] = requant(acc[(b,o)][co]). */
+static int conv_task(const q_job *j, int64_t b0)
+{
+    const tg__conv_geom *g = j->g;
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
-    int64_t *taps = build_taps(g);
-    uint8_t *cols = tg__malloc((size_t)(S * cig * K) + 1);
-    int32_t *acc = tg__malloc((size_t)(S * cog) * sizeof *acc + 1);
-    int32_t *wsum = tg__malloc((size_t)g->c_col * sizeof *wsum);
-    int rc = (taps && cols && acc && wsum) ? TG_OK : TG_ENOMEM;
-    if (rc == TG_OK) tg__q_row_sums(w, g->c_col, cig * K, wsum);
-    for (int64_t b = 0; b < g->batch && rc == TG_OK; b++)
-        for (int64_t gi = 0; gi < g->groups && rc == TG_OK; gi++) {
-            const uint8_t *xg = (const uint8_t *)x + (b * g->c_img + gi * cig) * Si;
-            rc = conv_group(g, xg, zx, w + gi * cog * cig * K, taps, cols, acc, dt == TG_I8);
-            for (int64_t co = 0; co < cog && rc == TG_OK; co++) {
+    const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
+    const int64_t lda = 2 * j->w->kd2;
+    char *scr = tg__conv_scratch(0, (size_t)(rows * lda) * 2 + (size_t)(rows * cog) * 4 + 64);
+    if (!scr) return TG_ENOMEM;
+    int32_t *acc = (int32_t *)scr;
+    int16_t *a = (int16_t *)(acc + rows * cog);
+    const bool sg = j->dt == TG_I8;
+    for (int64_t gi = 0; gi < g->groups; gi++) {
+        for (int64_t bb = 0; bb < nb; bb++) {
+            const uint8_t *xg = j->x + ((b0 + bb) * g->c_img + gi * cig) * Si;
+            for (int64_t o = 0; o < S; o++) {
+                int16_t *ar = a + (bb * S + o) * lda;
+                const int64_t *t = j->taps + o * K;
+                for (int64_t ci = 0; ci < cig; ci++)
+                    for (int64_t k = 0; k < K; k++)
+                        ar[ci * K + k] = t[k] < 0 ? 0 : centered(xg, ci * Si + t[k], sg, j->zx);
+                for (int64_t e = cig * K; e < lda; e++) ar[e] = 0;
+            }
+        }
+        tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->w, gi, j->kern);
+        for (int64_t bb = 0; bb < nb; bb++)
+            for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;   /* conv: output channel = weight axis 0 */
-                const int32_t corr = zx * wsum[c];
+                const int64_t base = ((b0 + bb) * g->c_col + c) * S;
                 for (int64_t o = 0; o < S; o++)
-                    tg__q_store(y, dt, (b * g->c_col + c) * S + o,
-                                tg__q_requant_one(acc[o * cog + co] - corr, &r[c]));
+                    tg__q_store(j->y, j->dt, base + o,
+                                tg__q_requant_one(acc[(bb * S + o) * cog + co], &j->r[c]));
             }
-        }
-    free(taps);
-    free(cols);
-    free(acc);
-    free(wsum);
-    return rc;
-}
-
-/* ConvTranspose weight (c_col, cog, K) of group gi, transposed to wt
- * (cog*K, cig) so that each GEMM column (co, k) is a row: wt[(co,k)][ci] =
- * w[gi*cig + ci, co, k]. */
-static void transpose_weight(const int8_t *w, int64_t gi, int64_t cig, int64_t cog, int64_t K,
-                             int8_t *wt)
-{
-    for (int64_t ci = 0; ci < cig; ci++)
-        for (int64_t j = 0; j < cog * K; j++)
-            wt[j * cig + ci] = w[(gi * cig + ci) * cog * K + j];
-}
-
-/* ConvTranspose, group gi, all batches at once (the GEMM's M is B*S_col):
- *   a (B*S_col, cig) with a[(b,o)][ci] = x[b, gi*cig + ci, o];
- *   cols (B*S_col, cog*K) = a * wt^T - zx * rowsum(wt);
- *   img[b, gi*cog + co, taps[o,k]] += cols[(b,o)][(co,k)]   (col2im, in i32). */
-static int convt_group(const tg__conv_geom *g, const uint8_t *x, int64_t gi, int32_t zx,
-                       const int8_t *wt, const int32_t *wtsum, const int64_t *taps, uint8_t *a,
-                       int32_t *cols, int32_t *img, bool is_signed)
-{
-    const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
-    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, B = g->batch;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t ci = 0; ci < cig; ci++) {
-            const uint8_t *src = x + (b * g->c_col + gi * cig + ci) * S;
-            for (int64_t o = 0; o < S; o++) a[(b * S + o) * cig + ci] = src[o];
-        }
-    TG_TRY(tg_int8_gemm(cols, a, is_signed, wt, B * S, cog * K, cig));
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (B * S * cog * K > 65536)
-#endif
-    for (int64_t b = 0; b < B; b++) {
-        int32_t *ib = img + (b * g->c_img + gi * cog) * Si;
-        for (int64_t o = 0; o < S; o++) {
-            const int32_t *row = cols + (b * S + o) * cog * K;
-            const int64_t *t = taps + o * K;
-            for (int64_t co = 0; co < cog; co++)
-                for (int64_t k = 0; k < K; k++)
-                    if (t[k] >= 0) ib[co * Si + t[k]] += row[co * K + k] - zx * wtsum[co * K + k];
-        }
     }
     return TG_OK;
 }
 
-int tg__q_conv_transpose_raw(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                             const int8_t *w, const tg__q_requant *r, void *y)
+/* Requantizes n accumulators of output channel r into dst (u8 or i8). */
+static void requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict acc,
+                        int64_t n, const tg__q_requant *rp)
 {
-    const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
-    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, G = g->groups;
-    const int64_t B = g->batch;
-    int64_t *taps = build_taps(g);
-    int8_t *wt = tg__malloc((size_t)(G * cog * K * cig) + 1);
-    int32_t *wtsum = tg__malloc((size_t)(G * cog * K) * sizeof *wtsum);
-    uint8_t *a = tg__malloc((size_t)(B * S * cig) + 1);
-    int32_t *cols = tg__malloc((size_t)(B * S * cog * K) * sizeof *cols + 1);
-    int32_t *img = tg__calloc((size_t)(B * g->c_img * Si) + 1, sizeof *img);
-    int rc = (taps && wt && wtsum && a && cols && img) ? TG_OK : TG_ENOMEM;
-    for (int64_t gi = 0; gi < G && rc == TG_OK; gi++) {
-        transpose_weight(w, gi, cig, cog, K, wt + gi * cog * K * cig);
-        tg__q_row_sums(wt + gi * cog * K * cig, cog * K, cig, wtsum + gi * cog * K);
+    const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
+    if (dt == TG_U8) {
+        uint8_t *restrict y = (uint8_t *)dst + base;
+        for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r);
+    } else {
+        int8_t *restrict y = (int8_t *)dst + base;
+        for (int64_t i = 0; i < n; i++) y[i] = (int8_t)tg__q_requant_one(acc[i], &r);
     }
-    for (int64_t gi = 0; gi < G && rc == TG_OK; gi++)
-        rc = convt_group(g, x, gi, zx, wt + gi * cog * K * cig, wtsum + gi * cog * K, taps, a,
-                         cols, img, dt == TG_I8);
-    /* Output channel c = gi*cog + j is weight axis 1 index j of group gi,
-     * which is exactly r's index. */
-    if (rc == TG_OK) {
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (B * g->c_img * Si > 65536)
-#endif
-        for (int64_t bc = 0; bc < B * g->c_img; bc++)
-            for (int64_t i = 0; i < Si; i++)
-                tg__q_store(y, dt, bc * Si + i, tg__q_requant_one(img[bc * Si + i], &r[bc % g->c_img]));
+}
+
+/* col2im of one channel of one sample: img (S_img) = sum over (o,k) of
+ * cb[o*K + k] at taps[o*K + k] (scattered into an L1-sized row). */
+static void col2im_channel(int32_t *restrict img, int64_t Si, const int32_t *restrict cb,
+                           const int64_t *restrict taps, int64_t SK)
+{
+    memset(img, 0, (size_t)Si * sizeof *img);
+    for (int64_t e = 0; e < SK; e++)
+        if (taps[e] >= 0) img[taps[e]] += cb[e];
+}
+
+/* ConvTranspose task, samples b0..b0+nb: per group
+ *   a (nb*S_col, lda) with a[(b,o)][ci] = x[b, gi*cig + ci, o] - zx;
+ *   cols (cog, nb*S_col, K) with cols[co][(b,o)][k] = (a * B_gi^T)[(b,o)][(co,k)]
+ *   (grouped by channel so one channel's col2im reads one contiguous block;
+ *   row-major (rows, N) would put its reads N*4 bytes, often 4 KiB, apart);
+ *   img (S_img) = col2im of one (b, co), then y[b, gi*cog + co] = requant(img). */
+static int convt_task(const q_job *j, int64_t b0)
+{
+    const tg__conv_geom *g = j->g;
+    const int64_t S = tg__conv_prod3(g->col), Si = tg__conv_prod3(g->img);
+    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->w->n;
+    const int64_t K = N / cog;
+    const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
+    const int64_t lda = 2 * j->w->kd2;
+    char *scr = tg__conv_scratch(0, (size_t)(rows * N + Si) * 4 + (size_t)(rows * lda) * 2 + 64);
+    if (!scr) return TG_ENOMEM;
+    int32_t *cols = (int32_t *)scr, *img = cols + rows * N;
+    int16_t *a = (int16_t *)(img + Si);
+    const bool sg = j->dt == TG_I8;
+    for (int64_t gi = 0; gi < g->groups; gi++) {
+        for (int64_t bb = 0; bb < nb; bb++)
+            for (int64_t ci = 0; ci < lda; ci++) {
+                int16_t *col = a + bb * S * lda + ci;
+                if (ci >= cig) {   /* the zero pad column of an odd kd */
+                    for (int64_t o = 0; o < S; o++) col[o * lda] = 0;
+                    continue;
+                }
+                const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
+                for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->zx);
+            }
+        tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
+        /* Output channel c = gi*cog + co is weight axis 1 index co of group
+         * gi, which is exactly r's index. */
+        for (int64_t bb = 0; bb < nb; bb++)
+            for (int64_t co = 0; co < cog; co++) {
+                const int64_t c = gi * cog + co;
+                col2im_channel(img, Si, cols + co * rows * K + bb * S * K, j->taps, S * K);
+                requant_row(j->y, j->dt, ((b0 + bb) * g->c_img + c) * Si, img, Si, &j->r[c]);
+            }
     }
-    free(taps);
-    free(wt);
-    free(wtsum);
-    free(a);
-    free(cols);
-    free(img);
+    return TG_OK;
+}
+
+/* Runs task(j, b0) for every chunk of j->nb samples in parallel. */
+static int run_tasks(q_job *j, int (*task)(const q_job *, int64_t))
+{
+    const int64_t ntask = (j->g->batch + j->nb - 1) / j->nb;
+    int rc = TG_OK;
+#pragma omp parallel for schedule(dynamic) if (ntask > 1)
+    for (int64_t t = 0; t < ntask; t++) {
+        int trc;
+#pragma omp atomic read
+        trc = rc;
+        if (trc < 0) continue;
+        trc = task(j, t * j->nb);
+        if (trc < 0) {
+#pragma omp atomic write
+            rc = trc;
+        }
+    }
     return rc;
+}
+
+static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, const void *x,
+                        int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
+{
+    int64_t *taps = build_taps(g);
+    if (!taps) return TG_ENOMEM;
+    q_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y, .taps = taps,
+               .kern = tg_int8_kernel_get(), .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
+    int rc = run_tasks(&j, transpose ? convt_task : conv_task);
+    free(taps);
+    return rc;
+}
+
+int tg__q_conv_raw(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                   const tg_qweight *w, const tg__q_requant *r, void *y)
+{
+    return run_conv_any(false, g, dt, x, zx, w, r, y);
+}
+
+int tg__q_conv_transpose_raw(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                             const tg_qweight *w, const tg__q_requant *r, void *y)
+{
+    return run_conv_any(true, g, dt, x, zx, w, r, y);
+}
+
+/* Linear as a 1x1 conv over m "samples" of one position: the same tasks. */
+int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
+                     const tg__q_requant *r, void *y)
+{
+    tg__conv_geom g = {.nsp = 1, .batch = m, .groups = 1, .c_img = w->kd, .c_col = w->n,
+                       .img = {1, 1, 1}, .col = {1, 1, 1}, .k = {1, 1, 1},
+                       .stride = {1, 1, 1}, .dil = {1, 1, 1}};
+    return run_conv_any(false, &g, dt, x, zx, w, r, y);
 }

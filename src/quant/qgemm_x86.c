@@ -12,6 +12,8 @@
  * Tails (k not a multiple of 16 or 64) are summed in scalar code (AVX2) or
  * with masked loads that read zeros past the end (VNNI).
  */
+#include <string.h>
+
 #include "quant/quant_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -163,7 +165,67 @@ VNNI_TARGET void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, con
     }
 }
 
+/* ---- packed tiles (layout in quant_internal.h) ----
+ * 6 rows x 16 columns of i32 in 12 registers; per k pair one broadcast of
+ * the row's two i16 activations against two 8-column slices. */
+#define TILE_BODY(ADDTO)                                                                                \
+    const int16_t *ar[TG__Q_MR];                                                         \
+    for (int r = 0; r < TG__Q_MR; r++) ar[r] = a + (r < mr ? r : mr - 1) * lda;          \
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,      \
+            c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;   \
+    for (int64_t t2 = 0; t2 < kd2; t2++) {                                                 \
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(panel + t2 * 32));         \
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(panel + t2 * 32 + 16));    \
+        __m256i av;                                                                        \
+        int32_t pair;                                                                      \
+        memcpy(&pair, ar[0] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c00 = ADDTO(c00, av, b0); c01 = ADDTO(c01, av, b1);                                \
+        memcpy(&pair, ar[1] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c10 = ADDTO(c10, av, b0); c11 = ADDTO(c11, av, b1);                                \
+        memcpy(&pair, ar[2] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c20 = ADDTO(c20, av, b0); c21 = ADDTO(c21, av, b1);                                \
+        memcpy(&pair, ar[3] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c30 = ADDTO(c30, av, b0); c31 = ADDTO(c31, av, b1);                                \
+        memcpy(&pair, ar[4] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c40 = ADDTO(c40, av, b0); c41 = ADDTO(c41, av, b1);                                \
+        memcpy(&pair, ar[5] + 2 * t2, 4); av = _mm256_set1_epi32(pair);                   \
+        c50 = ADDTO(c50, av, b0); c51 = ADDTO(c51, av, b1);                                \
+    }                                                                                      \
+    const __m256i cs[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};   \
+    for (int r = 0; r < TG__Q_MR; r++) {                                                   \
+        _mm256_storeu_si256((__m256i *)(c + r * ldc), cs[2 * r]);                          \
+        _mm256_storeu_si256((__m256i *)(c + r * ldc + 8), cs[2 * r + 1]);                  \
+    }
+
+#define AVX2_ADDTO(acc, x, y) _mm256_add_epi32((acc), _mm256_madd_epi16((x), (y)))
+__attribute__((target("avx2"))) void tg__q_tile_avx2(int32_t *c, int64_t ldc, const int16_t *a,
+                                                    int64_t lda, int mr, const int16_t *panel,
+                                                    int64_t kd2)
+{
+    TILE_BODY(AVX2_ADDTO)
+}
+
+/* vpdpwssd: the same i16 pair products added into i32 in one instruction. */
+#define VNNI_ADDTO(acc, x, y) _mm256_dpwssd_epi32((acc), (x), (y))
+__attribute__((target("avx512vnni,avx512vl,avx512f,avx2"))) void
+tg__q_tile_vnni(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
+                const int16_t *panel, int64_t kd2)
+{
+    TILE_BODY(VNNI_ADDTO)
+}
+
 #else /* not x86: only the portable kernel exists */
+
+void tg__q_tile_avx2(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
+                     const int16_t *panel, int64_t kd2)
+{
+    TG_ASSERT(!"avx2 kernel called on a non-x86 build");
+}
+void tg__q_tile_vnni(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
+                     const int16_t *panel, int64_t kd2)
+{
+    TG_ASSERT(!"vnni kernel called on a non-x86 build");
+}
 
 void tg__q_row2_avx2(int32_t *c0, int32_t *c1, const uint8_t *a0, const uint8_t *a1,
                      bool a_signed, const int8_t *w, int64_t n, int64_t k)

@@ -37,6 +37,39 @@ void tg__q_row_vnni(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w
 bool tg__q_cpu_has_avx2(void);
 bool tg__q_cpu_has_vnni(void);
 
+/* ---- qpack.c: packed weights and the packed GEMM ----
+ * Per group the GEMM's B is (n, kd): row j holds the kd weights that output
+ * column j sums over.  Packed, columns come in blocks of 16 and each block is
+ * kd2 = ceil(kd/2) slices of 16 columns x 2 consecutive k (i16, zero padded):
+ * panel[blk][t2][j][e] = B[16*blk + j][2*t2 + e].  vpmaddwd / vpdpwssd of a
+ * broadcast pair of activations against one slice yields 8 columns' partial
+ * sums at once, exactly (i16 x i16 pairs summed in i32 never overflow here). */
+#define TG__Q_NR 16
+#define TG__Q_MR 6
+struct tg_qweight {
+    bool transpose;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];   /* the float layout's shape */
+    int64_t groups;
+    int64_t n, kd, kd2, nblk;     /* per group */
+    int16_t *panels;              /* groups * nblk * kd2 * 32, owned */
+};
+static inline const int16_t *tg__q_group_panels(const tg_qweight *w, int64_t gi)
+{
+    return w->panels + gi * w->nblk * w->kd2 * 2 * TG__Q_NR;
+}
+/* c (m, w->n) = a (m, 2*kd2 i16, row stride lda) * B_gi^T, stored row-major
+ * with row stride ldc (kgrp 0), or grouped by column (kgrp > 0): element
+ * (row, col) at (col / kgrp) * ldc + row * kgrp + col % kgrp.
+ * Single-threaded; callers parallelise over row blocks. */
+void tg__q_gemm_packed(int32_t *c, int64_t ldc, int64_t kgrp, const int16_t *a, int64_t lda,
+                       int64_t m, const tg_qweight *w, int64_t gi, tg_int8_kernel kern);
+/* One TG__Q_MR x TG__Q_NR tile: c[r*ldc + j] = sum_t a_r[t] * B[j][t] with
+ * a_r = a + min(r, mr-1) * lda (rows past mr repeat the last one). */
+typedef void tg__q_tile_fn(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
+                           const int16_t *panel, int64_t kd2);
+tg__q_tile_fn tg__q_tile_avx2, tg__q_tile_vnni;
+
 /* ---- qconv_kernels.c ---- */
 
 /* Requantization of one output channel: the bias at accumulator scale, the
@@ -48,12 +81,24 @@ typedef struct tg__q_requant {
     int32_t zp, lo, hi;   /* lo is zp when relu is fused */
 } tg__q_requant;
 
+/* tg_quant_requantize, inlined for the kernels' inner loops (same formula:
+ * floor division by 2^shift, then half to even on the remainder). */
+static inline int64_t tg__q_requantize(int64_t acc, int32_t m0, int shift)
+{
+    const int64_t v = acc * (int64_t)m0;
+    if (shift <= 0) return v;
+    const int64_t q = v >> shift;   /* arithmetic shift (gcc, clang): floor */
+    const int64_t r = v - q * (INT64_C(1) << shift);
+    const int64_t half = INT64_C(1) << (shift - 1);
+    return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+}
+
 /* q = clamp(zp + round_half_even((acc + bias) * m0 / 2^shift), lo, hi). */
 static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
 {
     int64_t s = (int64_t)acc + r->bias;   /* kept in i32 so s * m0 fits in i64 */
     s = s < INT32_MIN ? INT32_MIN : s > INT32_MAX ? INT32_MAX : s;
-    int64_t v = r->zp + tg_quant_requantize(s, r->m0, r->shift);
+    int64_t v = r->zp + tg__q_requantize(s, r->m0, r->shift);
     return tg__q_clamp(v, r->lo, r->hi);
 }
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */
@@ -71,10 +116,14 @@ int tg__q_requant_setup(const char *op, tg__q_requant *r, int64_t c_out, const t
  * tg__conv_validate (image/col sides as in ops/conv_internal.h).
  *   conv:           x (B, c_img, img) u8/i8, w (c_col, c_img/G, K) i8, y (B, c_col, col)
  *   conv_transpose: x (B, c_col, col),       w (c_col, c_img/G, K),    y (B, c_img, img)
+ * with w packed by tg_qweight_new.
  * r holds one entry per output channel.  TG_ENOMEM when scratch fails. */
 struct tg__conv_geom;
 int tg__q_conv_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                   const int8_t *w, const tg__q_requant *r, void *y);
+                   const tg_qweight *w, const tg__q_requant *r, void *y);
 int tg__q_conv_transpose_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x,
-                             int32_t zx, const int8_t *w, const tg__q_requant *r, void *y);
+                             int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y);
+/* Linear: y (m, w->n) = requant((x - zx) (m, kd) * B^T). */
+int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
+                     const tg__q_requant *r, void *y);
 #endif

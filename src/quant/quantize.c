@@ -229,10 +229,5 @@ int tg_quant_multiplier(double m, int32_t *m0, int *shift)
 /* Floor division by 2^shift, then round half to even on the remainder. */
 int64_t tg_quant_requantize(int64_t acc, int32_t m0, int shift)
 {
-    const int64_t v = acc * (int64_t)m0;
-    if (shift <= 0) return v;
-    const int64_t q = v >> shift;   /* arithmetic shift (gcc, clang): floor */
-    const int64_t r = v - q * (INT64_C(1) << shift);
-    const int64_t half = INT64_C(1) << (shift - 1);
-    return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+    return tg__q_requantize(acc, m0, shift);
 }
