@@ -152,6 +152,9 @@ TG_API int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool b
 TG_API int tg_nn_conv_new(tg_module **out, int nspatial, int64_t c_in, int64_t c_out,
                           const int64_t *kernel, const tg_conv_params *p, bool bias,
                           tg_rng *rng);
+/* The parameters of a Conv or ConvTranspose module, copied into *p
+ * (stride, padding, dilation, groups, ...).  TG_EINVAL for another module. */
+TG_API int tg_nn_conv_params(const tg_module *m, tg_conv_params *p);
 /* ConvTransposeNd: W (c_in, c_out/groups, kernel...), b (c_out). */
 TG_API int tg_nn_conv_transpose_new(tg_module **out, int nspatial, int64_t c_in,
                                     int64_t c_out, const int64_t *kernel,

@@ -41,6 +41,7 @@
 
 #include "tapegrad/conv.h"
 #include "tapegrad/export.h"
+#include "tapegrad/nn.h"
 #include "tapegrad/tensor.h"
 
 #ifdef __cplusplus
@@ -196,6 +197,36 @@ TG_API int tg_quantized_conv_transpose_packed(tg_tensor **out, tg_tensor *x,
                                               const tg_conv_params *p, const tg_qscales *q);
 TG_API int tg_quantized_linear_packed(tg_tensor **out, tg_tensor *x, const tg_qweight *w,
                                       tg_tensor *bias, const tg_qscales *q, bool relu);
+
+/* ---- post-training quantization of a model -----------------------------------
+ * tg_quantize_model builds *out (new reference) from float_model: every
+ * Linear, Conv and ConvTranspose module becomes a quantized module
+ * ("QuantizedLinear", "QuantizedConv", "QuantizedConvTranspose") computing
+ *     y = dequantize(int8 op(quantize(x; x_scale, x_zp), W_q), y_scale, y_zp)
+ * with W_q per-output-channel symmetric i8 (scale = max|W_c| / 127.5, as
+ * torch's per-channel observer; one scale when !per_channel), packed once,
+ * and x/y parameters from min-max observers of the layer's float input and
+ * output over the calibration batches (each run through the model in eval
+ * mode, without grad).  The bias stays f32 (quantized to i32 per call).
+ * BatchNorm is NOT folded: it, the activations and every other module stay
+ * float and are SHARED with float_model (retained, not copied).  Containers
+ * without private state (Sequential, custom tg_module_new(vt, NULL) modules)
+ * are rebuilt around the converted children; a module with private state is
+ * shared as is, so layers inside it stay float.  float_model and its shared
+ * modules are left in eval mode.  batches are borrowed.  A layer that no
+ * batch reached is TG_EINVAL (its ranges are unknown); on error *out is
+ * untouched. */
+typedef struct tg_quantize_options {
+    tg_dtype act_dtype;              /* activations: TG_U8 (default) or TG_I8 */
+    tg_observer_kind act_observer;   /* MINMAX (default) or MOVING_AVERAGE */
+    bool per_channel;                /* weight scales per output channel (default) */
+} tg_quantize_options;
+#define TG_QUANTIZE_OPTIONS_INIT \
+    {.act_dtype = TG_U8, .act_observer = TG_OBSERVER_MINMAX, .per_channel = true}
+
+/* opt may be NULL for the defaults. */
+TG_API int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
+                             tg_tensor *const *batches, const tg_quantize_options *opt);
 
 /* The fixed-point form of a real multiplier 0 < m < 2^30: m ~ m0 * 2^-shift
  * with m0 in [2^30, 2^31) and 0 < shift <= 62 (tiny m lose low bits of m0). */

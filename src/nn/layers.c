@@ -80,6 +80,16 @@ const tg_module_vtable tg__nn_conv_vt = {
 const tg_module_vtable tg__nn_conv_transpose_vt = {
     .type_name = "ConvTranspose", .forward = tg__conv_forward, .release = free};
 
+int tg_nn_conv_params(const tg_module *m, tg_conv_params *p)
+{
+    TG_CHECK(m && p, TG_EINVAL, "nn_conv_params: m and p must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_conv_vt || m->vt == &tg__nn_conv_transpose_vt, TG_EINVAL,
+             "nn_conv_params: m is a %s module, not Conv or ConvTranspose",
+             tg_module_type_name(m));
+    *p = ((const tg__conv_state *)m->state)->p;
+    return TG_OK;
+}
+
 static int tg__conv_module_new(tg_module **out, bool transpose, int nspatial, int64_t c_in,
                                int64_t c_out, const int64_t *kernel, const tg_conv_params *p,
                                bool bias, tg_rng *rng)
