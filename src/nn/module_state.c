@@ -30,7 +30,7 @@ static int tg__walk_name(tg__walk *w, size_t len, const char *s, const char *suf
  * (torch.nn.Module.state_dict's order). */
 static int tg__walk_rec(const tg_module *m, tg__walk *w, size_t len)
 {
-    size_t nl;
+    size_t nl = 0;
     for (int i = 0; i < m->n_params; i++) {
         TG_TRY(tg__walk_name(w, len, m->params[i].name, "", &nl));
         TG_TRY(w->fn(w->name, m->params[i].t, true, w->user));
