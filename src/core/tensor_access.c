@@ -136,7 +136,7 @@ static int tg__flat_index(const char *what, const tg_tensor *t, int64_t i, int64
 int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out)
 {
     TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get: t and out must not be NULL");
-    int64_t pos;
+    int64_t pos = 0;
     TG_TRY(tg__elem_index("tensor_get", t, idx, &pos));
     *out = tg_dtype_load(t->dtype, t->storage->data, pos);
     return TG_OK;
@@ -145,7 +145,7 @@ int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out)
 int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set: t must not be NULL");
-    int64_t pos;
+    int64_t pos = 0;
     TG_TRY(tg__elem_index("tensor_set", t, idx, &pos));
     tg_dtype_store(t->dtype, t->storage->data, pos, v);
     tg__bump_version(t);
@@ -155,7 +155,7 @@ int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
 int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out)
 {
     TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get_flat: t and out must not be NULL");
-    int64_t pos;
+    int64_t pos = 0;
     TG_TRY(tg__flat_index("tensor_get_flat", t, i, &pos));
     *out = tg_dtype_load(t->dtype, t->storage->data, pos);
     return TG_OK;
@@ -164,7 +164,7 @@ int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out)
 int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_flat: t must not be NULL");
-    int64_t pos;
+    int64_t pos = 0;
     TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
     tg_dtype_store(t->dtype, t->storage->data, pos, v);
     tg__bump_version(t);

@@ -185,7 +185,7 @@ static int permute_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
     bool seen[TG_MAX_DIMS] = {false};
     for (int i = 0; i < a->ndim; i++) {
-        int d;
+        int d = 0;
         TG_TRY(tg__shape_wrap_dim("permute", "perm[i]", p->perm[i], a->ndim, &d));
         TG_CHECK(!seen[d], TG_EINVAL, "permute: perm[%d]=%d repeats a dim (perm must be a "
                  "permutation of 0..%d)", i, p->perm[i], a->ndim - 1);
@@ -231,7 +231,7 @@ static int transpose_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
 {
     const transpose_params *p = params;
     tg_tensor *a = in[0];
-    int d0, d1;
+    int d0 = 0, d1 = 0;
     TG_TRY(tg__shape_wrap_dim("transpose", "dim0", p->dim0, a->ndim, &d0));
     TG_TRY(tg__shape_wrap_dim("transpose", "dim1", p->dim1, a->ndim, &d1));
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
@@ -327,7 +327,7 @@ static int unsqueeze_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
                              const void *params)
 {
     tg_tensor *a = in[0];
-    int d;
+    int d = 0;
     TG_CHECK(a->ndim < TG_MAX_DIMS, TG_EINVAL, "unsqueeze: a already has %d dims (the maximum)",
              TG_MAX_DIMS);
     TG_TRY(tg__shape_wrap_dim("unsqueeze", "dim", ((const dim_params *)params)->dim,
@@ -350,7 +350,7 @@ static int squeeze_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
                            const void *params)
 {
     tg_tensor *a = in[0];
-    int d;
+    int d = 0;
     TG_TRY(tg__shape_wrap_dim("squeeze", "dim", ((const dim_params *)params)->dim, a->ndim, &d));
     if (a->shape[d] != 1) return tg__shape_view(out, a, a->ndim, a->shape, a->strides, a->offset);
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
