@@ -7,7 +7,10 @@ OpenBLAS sgemm of the same GEMM size as the ceiling.
                                       [--build build] [--markdown FILE]
 
 Each measurement runs in its own process (so peak RSS is that case's alone);
-PyTorch and tapegrad alternate case by case.  Times are medians.
+PyTorch and tapegrad alternate case by case.  Times are medians.  Both use
+libgomp, whose default spin-waiting makes idle threads of one pool fight the
+workers of another (OpenBLAS's or PyTorch's own) on 2 cores: the children run
+with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.
 """
 import argparse
 import json
@@ -71,9 +74,18 @@ def gemm_size(c):
     return (ws[0] // g, xs[0] * so, ws[1] * k)            # (C_out/g, B*S_out, C_in/g*K)
 
 
+def peak_rss_mb():
+    """VmHWM in MiB: starts afresh at exec, unlike ru_maxrss, which a child
+    inherits from a large parent."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def torch_child(path, backward, repeat, threads):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
-    import resource
     import time
     import torch
     import torch.nn.functional as F
@@ -109,7 +121,7 @@ def torch_child(path, backward, repeat, threads):
     times.sort()
     med = times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])
     print(json.dumps({"tool": "torch", "median_ms": med,
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+                      "peak_rss_mb": peak_rss_mb()}))
 
 
 def run_json(cmd):
@@ -124,11 +136,15 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default=None, help="substring of case names to run")
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
+    ap.add_argument("--omp-wait", default="passive", choices=["passive", "active", "default"],
+                    help="OMP_WAIT_POLICY of both sides' processes (default: passive)")
     ap.add_argument("--torch-child", nargs=2, metavar=("CASE", "BACKWARD"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
         return torch_child(a.torch_child[0], a.torch_child[1] == "1", a.repeat, a.threads)
 
+    if a.omp_wait != "default":
+        os.environ["OMP_WAIT_POLICY"] = a.omp_wait.upper()
     tool = os.path.join(a.build, "tools", "tapegrad")
     if not os.path.exists(tool):
         sys.exit(f"compare.py: {tool} not found: run `make` first")

@@ -40,6 +40,24 @@ static double median(double *t, int n)
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+/* Peak resident memory of this process in MiB: VmHWM, which starts afresh at
+ * exec (ru_maxrss does not: a child of a large parent inherits its figure). */
+static double peak_rss_mb(void)
+{
+    char line[256];
+    double kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = (double)ru.ru_maxrss;
+    }
+    return kb / 1024.0;
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -183,14 +201,12 @@ static int bench(const bench_opts *o, tg_case *c)
     }
     tg_qweight_free(qw);
     double med = median(t, o->repeat);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("{\"tool\": \"tapegrad\", \"op\": \"%s\", \"dtype\": \"%s\", \"backward\": %s, "
            "\"algo\": \"%s\", \"threads\": %d, \"repeat\": %d, \"median_ms\": %.4f, "
            "\"min_ms\": %.4f, \"max_ms\": %.4f, \"gflops\": %.3f, \"peak_rss_mb\": %.1f}\n",
            c->op, tg_dtype_name(tg_tensor_dtype(c->x)), o->backward ? "true" : "false",
            o->algo == TG_CONV_ALGO_REFERENCE ? "reference" : "fast", o->threads, o->repeat,
-           med, t[0], t[o->repeat - 1], flops / (med * 1e6), ru.ru_maxrss / 1024.0);
+           med, t[0], t[o->repeat - 1], flops / (med * 1e6), peak_rss_mb());
     free(t);
     return 0;
 fail:
