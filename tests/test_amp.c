@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
@@ -32,15 +33,6 @@ static double round_to(tg_dtype dt, double v)
     }
 }
 
-static tg_tensor *mk(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
-        cr_assert(eq(int, tg_tensor_set_flat(t, i, v[i]), TG_OK));
-    return t;
-}
-
 /* n values in [0.5, 2) that are multiples of 1/32: exact in every float dtype. */
 static tg_tensor *mk_exact(tg_dtype dt, int ndim, const int64_t *shape, int seed)
 {
@@ -48,14 +40,7 @@ static tg_tensor *mk_exact(tg_dtype dt, int ndim, const int64_t *shape, int seed
     int64_t n = tg__numel(ndim, shape);
     cr_assert(n <= 64);
     for (int64_t i = 0; i < n; i++) v[i] = 0.5 + (double)((i * 7 + seed * 13) % 48) / 32.0;
-    return mk(dt, ndim, shape, v);
-}
-
-static double at(const tg_tensor *t, int64_t i)
-{
-    double v = NAN;
-    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
-    return v;
+    return th_tensor_from(dt, ndim, shape, v);
 }
 
 /* ---- the promote table ------------------------------------------------------- */
@@ -90,16 +75,16 @@ Test(amp, promote_table_add)
     const double av[2] = {1.0 + 0x1p-10, -3.5}, bv[2] = {0x1p-7 + 0x1p-9, 0.25};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            tg_tensor *a = mk(FLOATS[i], 1, (int64_t[]){2}, av);
-            tg_tensor *b = mk(FLOATS[j], 1, (int64_t[]){2}, bv), *y = NULL;
+            tg_tensor *a = th_tensor_from(FLOATS[i], 1, (int64_t[]){2}, av);
+            tg_tensor *b = th_tensor_from(FLOATS[j], 1, (int64_t[]){2}, bv), *y = NULL;
             cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
             tg_dtype want = expected_promote(i, j);
             cr_assert(eq(str, (char *)tg_dtype_name(tg_tensor_dtype(y)),
                          (char *)tg_dtype_name(want)), "%s + %s",
                       tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]));
             for (int k = 0; k < 2; k++) {
-                double ref = round_to(want, at(a, k) + at(b, k));
-                cr_assert(eq(dbl, at(y, k), ref), "%s + %s [%d]", tg_dtype_name(FLOATS[i]),
+                double ref = round_to(want, th_at(a, k) + th_at(b, k));
+                cr_assert(eq(dbl, th_at(y, k), ref), "%s + %s [%d]", tg_dtype_name(FLOATS[i]),
                           tg_dtype_name(FLOATS[j]), k);
             }
             tg_tensor_release(a);
@@ -119,18 +104,18 @@ Test(amp, promote_table_conv_transpose_in_and_out_of_autocast)
         if (scope) cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++) {
-                tg_tensor *x = mk(FLOATS[i], 3, (int64_t[]){1, 1, 2}, xv);
-                tg_tensor *w = mk(FLOATS[j], 3, (int64_t[]){1, 1, 2}, wv), *y = NULL;
+                tg_tensor *x = th_tensor_from(FLOATS[i], 3, (int64_t[]){1, 1, 2}, xv);
+                tg_tensor *w = th_tensor_from(FLOATS[j], 3, (int64_t[]){1, 1, 2}, wv), *y = NULL;
                 cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
                 tg_dtype want = expected_promote(i, j);
                 cr_assert(eq(int, tg_tensor_dtype(y), want), "convT %s x %s (autocast %d)",
                           tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]), scope);
-                double x0 = at(x, 0), x1 = at(x, 1), w0 = at(w, 0), w1 = at(w, 1);
+                double x0 = th_at(x, 0), x1 = th_at(x, 1), w0 = th_at(w, 0), w1 = th_at(w, 1);
                 const double exact[3] = {x0 * w0, x0 * w1 + x1 * w0, x1 * w1};
                 cr_assert(eq(i64, tg_tensor_numel(y), 3));
                 for (int k = 0; k < 3; k++) {
                     double ref = round_to(want, exact[k]);
-                    cr_assert(epsilon_eq(dbl, at(y, k), ref,
+                    cr_assert(epsilon_eq(dbl, th_at(y, k), ref,
                                          tol_for(FLOATS[i], FLOATS[j], want, ref)),
                               "convT %s x %s [%d]", tg_dtype_name(FLOATS[i]),
                               tg_dtype_name(FLOATS[j]), k);
@@ -233,7 +218,7 @@ Test(amp, every_float_op_computes_half_in_f32_and_rounds_once)
             cr_assert(eq(int, tg_tensor_dtype(y), dt), "%s %s", OPS[k].name, tg_dtype_name(dt));
             cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
             for (int64_t i = 0; i < tg_tensor_numel(y); i++)
-                cr_assert(eq(dbl, at(y, i), round_to(dt, at(ref, i))), "%s %s [%lld]",
+                cr_assert(eq(dbl, th_at(y, i), round_to(dt, th_at(ref, i))), "%s %s [%lld]",
                           OPS[k].name, tg_dtype_name(dt), (long long)i);
             tg_tensor_release(y);
             release_all(OPS[k].n, in);
@@ -258,8 +243,8 @@ Test(amp, every_float_op_gives_half_gradients_close_to_f32)
                           tg_dtype_name(dt), i);
                 cr_assert(eq(int, tg_tensor_dtype(g), dt), "%s grad %d", OPS[k].name, i);
                 for (int64_t e = 0; e < tg_tensor_numel(g); e++) {
-                    double want = at(g32, e);
-                    cr_assert(epsilon_eq(dbl, at(g, e), want, rtol * fmax(1.0, fabs(want))),
+                    double want = th_at(g32, e);
+                    cr_assert(epsilon_eq(dbl, th_at(g, e), want, rtol * fmax(1.0, fabs(want))),
                               "%s %s grad %d [%lld]", OPS[k].name, tg_dtype_name(dt), i,
                               (long long)e);
                 }
@@ -367,14 +352,14 @@ Test(amp, keep_rejects_mixed_dtypes_and_changes_nothing)
 {
     tg_tensor *a = mk_exact(TG_F32, 1, (int64_t[]){3}, 1);
     tg_tensor *b = mk_exact(TG_BF16, 1, (int64_t[]){3}, 2), *y = NULL;
-    double b0 = at(b, 0);
+    double b0 = th_at(b, 0);
     cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
     cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){a, b}, 0), TG_EDTYPE));
     cr_assert(eq(int, tg_autocast_end(), TG_OK));
     cr_assert(y == NULL);
     cr_assert(eq(int, tg_tensor_dtype(a), TG_F32));
     cr_assert(eq(int, tg_tensor_dtype(b), TG_BF16));
-    cr_assert(eq(dbl, at(b, 0), b0));
+    cr_assert(eq(dbl, th_at(b, 0), b0));
     tg_tensor_release(a);
     tg_tensor_release(b);
 }
@@ -384,8 +369,8 @@ Test(amp, lowered_matmul_rounds_inputs_then_output_once)
     /* f32 inputs not representable in bf16: autocast rounds each to bf16,
      * accumulates in f32 and rounds the result once. */
     const double av[4] = {1.0 + 0x1p-12, 0.3, -2.7, 0.1}, bv[4] = {0.7, 1.0 / 3, 5.1, -1.9};
-    tg_tensor *a = mk(TG_F32, 2, (int64_t[]){2, 2}, av);
-    tg_tensor *b = mk(TG_F32, 2, (int64_t[]){2, 2}, bv), *y = NULL;
+    tg_tensor *a = th_tensor_from(TG_F32, 2, (int64_t[]){2, 2}, av);
+    tg_tensor *b = th_tensor_from(TG_F32, 2, (int64_t[]){2, 2}, bv), *y = NULL;
     cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
     cr_assert(eq(int, tg_matmul(&y, a, b), TG_OK));
     cr_assert(eq(int, tg_autocast_end(), TG_OK));
@@ -395,7 +380,7 @@ Test(amp, lowered_matmul_rounds_inputs_then_output_once)
             float acc = 0.0f;
             for (int k = 0; k < 2; k++)
                 acc += (float)(round_to(TG_BF16, av[i * 2 + k]) * round_to(TG_BF16, bv[k * 2 + j]));
-            cr_assert(eq(dbl, at(y, i * 2 + j), round_to(TG_BF16, acc)), "(%d,%d)", i, j);
+            cr_assert(eq(dbl, th_at(y, i * 2 + j), round_to(TG_BF16, acc)), "(%d,%d)", i, j);
         }
     tg_tensor_release(a);
     tg_tensor_release(b);
@@ -463,8 +448,9 @@ static void linear_grads(tg_dtype dt, bool backward_inside, tg_tensor *w, tg_ten
 
 Test(amp, f32_params_get_f32_grads_under_half_autocast)
 {
-    tg_tensor *w = mk(TG_F32, 2, (int64_t[]){2, 3}, (double[]){0.1, -0.2, 0.3, 0.05, 0.4, -0.1});
-    tg_tensor *b = mk(TG_F32, 1, (int64_t[]){2}, (double[]){0.01, -0.02});
+    tg_tensor *w =
+        th_tensor_from(TG_F32, 2, (int64_t[]){2, 3}, (double[]){0.1, -0.2, 0.3, 0.05, 0.4, -0.1});
+    tg_tensor *b = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){0.01, -0.02});
     tg_tensor_set_requires_grad(w, true);
     tg_tensor_set_requires_grad(b, true);
     tg_tensor *rw = NULL, *rb = NULL;
@@ -480,9 +466,11 @@ Test(amp, f32_params_get_f32_grads_under_half_autocast)
             cr_assert(eq(int, tg_tensor_dtype(gb), TG_F32));
             double tol = scopes[s] == TG_BF16 ? 2e-2 : scopes[s] == TG_F16 ? 4e-3 : 1e-6;
             for (int i = 0; i < 6; i++)
-                cr_assert(epsilon_eq(dbl, at(gw, i), at(rw, i), tol * fmax(0.1, fabs(at(rw, i)))));
+                cr_assert(epsilon_eq(dbl, th_at(gw, i), th_at(rw, i),
+                                     tol * fmax(0.1, fabs(th_at(rw, i)))));
             for (int i = 0; i < 2; i++)
-                cr_assert(epsilon_eq(dbl, at(gb, i), at(rb, i), tol * fmax(0.1, fabs(at(rb, i)))));
+                cr_assert(epsilon_eq(dbl, th_at(gb, i), th_at(rb, i),
+                                     tol * fmax(0.1, fabs(th_at(rb, i)))));
             tg_tensor_release(gw);
             tg_tensor_release(gb);
         }
@@ -505,7 +493,7 @@ Test(amp, mixed_inputs_get_gradients_in_their_own_dtypes)
     cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F16));
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(b)), TG_BF16));
-    cr_assert(eq(dbl, at(tg_tensor_grad(a), 2), 1.0));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(a), 2), 1.0));
     tg_tensor_release(y);
     tg_tensor_release(s);
     /* conv_transpose(x bf16, w f32) in bf16 autocast: y f32; grads bf16 and f32;
@@ -520,8 +508,8 @@ Test(amp, mixed_inputs_get_gradients_in_their_own_dtypes)
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
     for (int c = 0; c < 2; c++)
-        cr_assert(eq(dbl, at(tg_tensor_grad(x), c * 3 + 1),
-                     round_to(TG_BF16, at(w, c * 2) + at(w, c * 2 + 1))));
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), c * 3 + 1),
+                     round_to(TG_BF16, th_at(w, c * 2) + th_at(w, c * 2 + 1))));
     tg_tensor_release(y);
     tg_tensor_release(z);
     release_all(4, ts);
@@ -534,41 +522,43 @@ Test(amp, half_edges_overflow_subnormal_nan_and_ties)
     /* f16: 65504 + 65504 = 131008 in f32 overflows f16 to inf; 2^-24 (smallest
      * subnormal) * 0.5 is a tie between 0 and 2^-24 and rounds to even (0);
      * 2^-24 * 0.75 rounds up to 2^-24. */
-    tg_tensor *a = mk(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0x1p-24, 0x1p-24, NAN});
-    tg_tensor *b = mk(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0.5, 0.75, 1.0}), *y = NULL;
-    cr_assert(eq(dbl, at(a, 1), 0x1p-24));   /* the subnormal survives storage */
+    tg_tensor *a =
+        th_tensor_from(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0x1p-24, 0x1p-24, NAN});
+    tg_tensor *b = th_tensor_from(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0.5, 0.75, 1.0}),
+              *y = NULL;
+    cr_assert(eq(dbl, th_at(a, 1), 0x1p-24));   /* the subnormal survives storage */
     cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
-    cr_assert(isinf(at(y, 0)) && at(y, 0) > 0);
-    cr_assert(isnan(at(y, 3)));
+    cr_assert(isinf(th_at(y, 0)) && th_at(y, 0) > 0);
+    cr_assert(isnan(th_at(y, 3)));
     tg_tensor_release(y);
     cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
-    cr_assert(isinf(at(y, 0)));
-    cr_assert(eq(dbl, at(y, 1), 0.0));
-    cr_assert(eq(dbl, at(y, 2), 0x1p-24));
-    cr_assert(isnan(at(y, 3)));
+    cr_assert(isinf(th_at(y, 0)));
+    cr_assert(eq(dbl, th_at(y, 1), 0.0));
+    cr_assert(eq(dbl, th_at(y, 2), 0x1p-24));
+    cr_assert(isnan(th_at(y, 3)));
     tg_tensor_release(y);
     /* bf16 ties through a reduction and a matmul: 1 + 2^-8 lies halfway
      * between 1 and 1 + 2^-7 and rounds to even (1); summed in f32,
      * 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly (a bf16 accumulator would stay at 1). */
-    tg_tensor *c = mk(TG_BF16, 2, (int64_t[]){1, 3}, (double[]){1.0, 0x1p-8, 0x1p-8});
-    tg_tensor *ones = mk(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 1.0});
-    tg_tensor *two = mk(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 0.0});
+    tg_tensor *c = th_tensor_from(TG_BF16, 2, (int64_t[]){1, 3}, (double[]){1.0, 0x1p-8, 0x1p-8});
+    tg_tensor *ones = th_tensor_from(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 1.0});
+    tg_tensor *two = th_tensor_from(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 0.0});
     cr_assert(eq(int, tg_sum(&y, c), TG_OK));
-    cr_assert(eq(dbl, at(y, 0), 1.0 + 0x1p-7));
+    cr_assert(eq(dbl, th_at(y, 0), 1.0 + 0x1p-7));
     tg_tensor_release(y);
     cr_assert(eq(int, tg_matmul(&y, c, ones), TG_OK));
-    cr_assert(eq(dbl, at(y, 0), 1.0 + 0x1p-7));
+    cr_assert(eq(dbl, th_at(y, 0), 1.0 + 0x1p-7));
     tg_tensor_release(y);
     cr_assert(eq(int, tg_matmul(&y, c, two), TG_OK));
-    cr_assert(eq(dbl, at(y, 0), 1.0));
+    cr_assert(eq(dbl, th_at(y, 0), 1.0));
     tg_tensor_release(y);
     /* bf16 keeps f32's range: 3e38 * 2 overflows to inf, NaN goes through exp. */
-    tg_tensor *d = mk(TG_BF16, 1, (int64_t[]){2}, (double[]){3e38, NAN});
+    tg_tensor *d = th_tensor_from(TG_BF16, 1, (int64_t[]){2}, (double[]){3e38, NAN});
     cr_assert(eq(int, tg_mul_scalar(&y, d, 2.0), TG_OK));
-    cr_assert(isinf(at(y, 0)));
+    cr_assert(isinf(th_at(y, 0)));
     tg_tensor_release(y);
     cr_assert(eq(int, tg_exp(&y, d), TG_OK));
-    cr_assert(isinf(at(y, 0)) && isnan(at(y, 1)));
+    cr_assert(isinf(th_at(y, 0)) && isnan(th_at(y, 1)));
     tg_tensor_release(y);
     tg_tensor *ts[6] = {a, b, c, ones, two, d};
     release_all(6, ts);

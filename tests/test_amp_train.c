@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
@@ -17,22 +18,6 @@
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
 
-static tg_tensor *mk(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
-        cr_assert(eq(int, tg_tensor_set_flat(t, i, v[i]), TG_OK));
-    return t;
-}
-
-static double at(const tg_tensor *t, int64_t i)
-{
-    double v = NAN;
-    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
-    return v;
-}
-
 /* w.grad = scale * 2 * w through loss = sum(w * w) scaled by gs. */
 static void scaled_backward(tg_grad_scaler *gs, tg_tensor *w)
 {
@@ -41,7 +26,7 @@ static void scaled_backward(tg_grad_scaler *gs, tg_tensor *w)
     cr_assert(eq(int, tg_mul(&sq, w, w), TG_OK));
     cr_assert(eq(int, tg_sum(&l, sq), TG_OK));
     cr_assert(eq(int, tg_grad_scaler_scale(gs, &sl, l), TG_OK));
-    cr_assert(eq(dbl, at(sl, 0), at(l, 0) * tg_grad_scaler_get_scale(gs)));
+    cr_assert(eq(dbl, th_at(sl, 0), th_at(l, 0) * tg_grad_scaler_get_scale(gs)));
     cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
     tg_tensor_release(sq);
     tg_tensor_release(l);
@@ -59,7 +44,7 @@ static int sgd_step(void *user)
     sgd *o = user;
     tg_tensor *g = tg_tensor_grad(o->w);
     for (int64_t i = 0; i < tg_tensor_numel(o->w); i++)
-        tg_tensor_set_flat(o->w, i, at(o->w, i) - 0.125 * at(g, i));
+        tg_tensor_set_flat(o->w, i, th_at(o->w, i) - 0.125 * th_at(g, i));
     o->calls++;
     return TG_OK;
 }
@@ -69,16 +54,17 @@ Test(amp, scaler_scales_loss_and_unscales_grads_exactly)
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
     cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 65536.0));
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){3}, (double[]){0.5, -1.25, 3.0});
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){3}, (double[]){0.5, -1.25, 3.0});
     tg_tensor_set_requires_grad(w, true);
     scaled_backward(gs, w);
-    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(tg_tensor_grad(w), i), 65536.0 * 2 * at(w, i)));
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 65536.0 * 2 * th_at(w, i)));
     cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
-    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(tg_tensor_grad(w), i), 2 * at(w, i)));
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 2 * th_at(w, i)));
     cr_assert(tg_grad_scaler_should_step(gs));
     /* A second unscale in the same step is refused and divides nothing. */
     cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_EINVAL));
-    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 1.0));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 1.0));
     cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
     cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 1));
     /* update without an unscale in between is refused. */
@@ -95,8 +81,8 @@ Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
     o.growth_interval = 3;
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
-    tg_tensor *other = mk(TG_F32, 1, (int64_t[]){2}, (double[]){0.0, 0.0});
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
+    tg_tensor *other = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){0.0, 0.0});
     tg_tensor_set_requires_grad(w, true);
     tg_tensor_set_requires_grad(other, true);   /* no gradient: skipped */
     sgd opt = {.w = w};
@@ -111,7 +97,7 @@ Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
         cr_assert(not(stepped));
         cr_assert(tg_grad_scaler_found_inf(gs));
         cr_assert(eq(int, opt.calls, 0));
-        cr_assert(eq(dbl, at(w, 0), 1.0));
+        cr_assert(eq(dbl, th_at(w, 0), 1.0));
         cr_assert(eq(int, tg_grad_scaler_step(gs, 2, params, sgd_step, &opt, NULL), TG_EINVAL));
         cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
         cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 1024.0 / (2 << k)));
@@ -120,12 +106,12 @@ Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
     /* Three clean steps: each is taken with the true gradient 2w; after the
      * third (growth_interval) the scale doubles and the count restarts. */
     for (int k = 0; k < 3; k++) {
-        double w0 = at(w, 0);
+        double w0 = th_at(w, 0);
         scaled_backward(gs, w);
         bool stepped = false;
         cr_assert(eq(int, tg_grad_scaler_step(gs, 2, params, sgd_step, &opt, &stepped), TG_OK));
         cr_assert(stepped);
-        cr_assert(eq(dbl, at(w, 0), w0 - 0.125 * 2 * w0));
+        cr_assert(eq(dbl, th_at(w, 0), w0 - 0.125 * 2 * w0));
         cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
         cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), (k + 1) % 3));
     }
@@ -141,7 +127,7 @@ static int optimizer_step(void *user) { return tg_optimizer_step(user); }
 
 Test(amp, scaler_drives_an_optim_h_optimizer)
 {
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
     tg_tensor_set_requires_grad(w, true);
     tg_optimizer *opt = NULL;
     tg_sgd_opts so = TG_SGD_OPTS_INIT;
@@ -162,8 +148,8 @@ Test(amp, scaler_drives_an_optim_h_optimizer)
     cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, optimizer_step, opt, &stepped), TG_OK));
     cr_assert(stepped);
     cr_assert(eq(int, tg_optimizer_steps(opt), 1));
-    cr_assert(eq(dbl, at(w, 0), 0.5));
-    cr_assert(eq(dbl, at(w, 1), -0.25));
+    cr_assert(eq(dbl, th_at(w, 0), 0.5));
+    cr_assert(eq(dbl, th_at(w, 1), -0.25));
     cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
     cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 32768.0));
     tg_grad_scaler_free(gs);
@@ -201,16 +187,16 @@ Test(amp, scaler_rejects_bad_options_and_arguments)
     }
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){1}, (double[]){2.0}), *out = NULL;
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){1}, (double[]){2.0}), *out = NULL;
     tg_tensor_set_requires_grad(w, true);
     scaled_backward(gs, w);
     /* A NULL parameter is caught before any gradient is touched. */
     cr_assert(eq(int, tg_grad_scaler_unscale(gs, 2, (tg_tensor *[]){w, NULL}), TG_EINVAL));
-    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 4.0 * 65536));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 4.0 * 65536));
     cr_assert(eq(int, tg_grad_scaler_scale(gs, &out, NULL), TG_EINVAL));
     cr_assert(out == NULL);
     cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, NULL, NULL, NULL), TG_EINVAL));
-    cr_assert(eq(dbl, at(tg_tensor_grad(w), 0), 4.0 * 65536));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 4.0 * 65536));
     tg_tensor_release(w);
     tg_grad_scaler_free(gs);
 }
@@ -221,7 +207,7 @@ Test(amp, scaler_disabled_does_nothing)
     o.enabled = false;
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){1}, (double[]){3.0}), *l = NULL;
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){1}, (double[]){3.0}), *l = NULL;
     tg_tensor_set_requires_grad(w, true);
     cr_assert(eq(int, tg_grad_scaler_scale(gs, &l, w), TG_OK));
     cr_assert(l == w);
@@ -299,7 +285,7 @@ Test(amp, scaler_rescues_f16_gradients_from_underflow)
     /* loss = sum(w16 * 1e-4 * 1e-4) with w16 the f16 copy of an f32 master
      * weight: the gradient 1e-8 underflows f16 (smallest subnormal 6e-8)
      * unless the loss is scaled first. */
-    tg_tensor *w = mk(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, 2.0});
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, 2.0});
     tg_tensor_set_requires_grad(w, true);
     double got[2];
     for (int scaled = 0; scaled < 2; scaled++) {
@@ -321,7 +307,7 @@ Test(amp, scaler_rescues_f16_gradients_from_underflow)
         cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
         cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
         cr_assert(tg_grad_scaler_should_step(gs));
-        got[scaled] = at(tg_tensor_grad(w), 0);
+        got[scaled] = th_at(tg_tensor_grad(w), 0);
         tg_tensor *ts[5] = {h, a, b, l, sl};
         for (int i = 0; i < 5; i++) tg_tensor_release(ts[i]);
         tg_grad_scaler_free(gs);
@@ -362,7 +348,7 @@ static void make_data(tg_tensor **x, tg_tensor **t)
     cr_assert(eq(int, tg_tensor_rand_uniform(*x, &rng, -1.0, 1.0), TG_OK));
     for (int64_t n = 0; n < N_SAMPLES; n++) {
         double v[D_IN];
-        for (int d = 0; d < D_IN; d++) v[d] = at(*x, n * D_IN + d);
+        for (int d = 0; d < D_IN; d++) v[d] = th_at(*x, n * D_IN + d);
         tg_tensor_set_flat(*t, n, v[0] * v[1] + tanh(v[2]) - 0.5 * v[3]);
     }
 }
@@ -423,7 +409,7 @@ static double train(tg_dtype dt, tg_tensor *x, tg_tensor *t)
         tg_tensor_release(sl);
     }
     tg_tensor *l = mlp_loss(&m, x, t, TG_F32);
-    double v = at(l, 0);
+    double v = th_at(l, 0);
     tg_tensor_release(l);
     for (int i = 0; i < 4; i++) tg_tensor_release(m.p[i]);
     tg_grad_scaler_free(gs);
@@ -441,7 +427,7 @@ Test(amp, mlp_under_half_autocast_reaches_the_f32_loss)
         l0 = mlp_loss(&m, x, t, TG_F32);
         for (int i = 0; i < 4; i++) tg_tensor_release(m.p[i]);
     }
-    double start = at(l0, 0);
+    double start = th_at(l0, 0);
     double f32 = train(TG_F32, x, t), bf16 = train(TG_BF16, x, t), f16 = train(TG_F16, x, t);
     cr_log_info("mlp loss: start %.5f, f32 %.7f, bf16 %.7f, f16+scaler %.7f", start, f32, bf16, f16);
     cr_assert(f32 < 0.5 * start, "training must make progress: %g -> %g", start, f32);

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "ops/conv_internal.h"
 #include "tapegrad/autograd.h"
@@ -39,22 +40,6 @@ static tg_tensor *mk_rand(tg_dtype dt, int nd, const int64_t *shape)
     cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
     for (int64_t i = 0; i < tg_tensor_numel(t); i++) tg_tensor_set_flat(t, i, rnd());
     return t;
-}
-
-static tg_tensor *mk_data(tg_dtype dt, int nd, const int64_t *shape, const double *v)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
-    for (int64_t i = 0; i < tg_tensor_numel(t); i++) tg_tensor_set_flat(t, i, v[i]);
-    return t;
-}
-
-static double *doubles(const tg_tensor *t)
-{
-    int64_t n = tg_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    cr_assert(eq(int, tg_tensor_to_doubles(t, v, n), TG_OK));
-    return v;
 }
 
 static double act_ref(double v, tg_activation a, double slope)
@@ -218,7 +203,7 @@ static int check_case(const ccase *c, bool transpose, tg_dtype dt)
 {
     built r = build(c, transpose, dt);
     if (!r.ok) return 0;
-    double *x = doubles(r.x), *w = doubles(r.w), *b = r.b ? doubles(r.b) : NULL;
+    double *x = th_doubles(r.x), *w = th_doubles(r.w), *b = r.b ? th_doubles(r.b) : NULL;
     int64_t n = c->B * c->cout * r.out_sp[0] * (c->nsp > 1 ? r.out_sp[1] : 1) *
                 (c->nsp > 2 ? r.out_sp[2] : 1);
     double *want = malloc(sizeof(double) * (size_t)n);
@@ -232,7 +217,7 @@ static int check_case(const ccase *c, bool transpose, tg_dtype dt)
         int rc = transpose ? tg_conv_transpose(&y, r.x, r.w, r.b, &p) : tg_conv(&y, r.x, r.w, r.b, &p);
         cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
         cr_assert(eq(i64, tg_tensor_numel(y), n));
-        double *got = doubles(y);
+        double *got = th_doubles(y);
         for (int64_t i = 0; i < n; i++)
             cr_assert(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])),
                       "%s nsp=%d algo=%d dt=%s elem %lld: got %g want %g",
@@ -297,7 +282,7 @@ Test(conv, fast_equals_reference_f64)
             p.algo = k ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST;
             cr_assert(eq(int, tg_conv_transpose(&y[k], r.x, r.w, r.b, &p), TG_OK));
         }
-        double *a = doubles(y[0]), *b = doubles(y[1]);
+        double *a = th_doubles(y[0]), *b = th_doubles(y[1]);
         for (int64_t i = 0; i < tg_tensor_numel(y[0]); i++)
             cr_assert(epsilon_eq(dbl, a[i], b[i], 1e-12));
         free(a); free(b);
@@ -339,7 +324,7 @@ Test(conv, adjoint_identity_f64)
         cr_assert(eq(int, tg_conv(&cz, z, r.w, NULL, &c.p), TG_OK), "%s", tg_error_message());
         cr_assert(eq(int, tg_conv_transpose(&tx, r.x, r.w, NULL, &c.p), TG_OK));
         cr_assert(eq(i64, tg_tensor_numel(cz), tg_tensor_numel(r.x)));
-        double *a = doubles(cz), *x = doubles(r.x), *b = doubles(tx), *zz = doubles(z);
+        double *a = th_doubles(cz), *x = th_doubles(r.x), *b = th_doubles(tx), *zz = th_doubles(z);
         double lhs = 0, rhs = 0;
         for (int64_t i = 0; i < tg_tensor_numel(cz); i++) lhs += a[i] * x[i];
         for (int64_t i = 0; i < tg_tensor_numel(z); i++) rhs += zz[i] * b[i];
@@ -363,7 +348,7 @@ Test(conv, asymmetric_padding_by_hand)
     const double xv[3] = {1, 2, 3}, wv[3] = {1, 10, 100};
     const double want_t[6] = {10, 102, 20, 203, 30, 300};
     int64_t xs[3] = {1, 1, 3}, ws[3] = {1, 1, 3};
-    tg_tensor *x = mk_data(TG_F64, 3, xs, xv), *w = mk_data(TG_F64, 3, ws, wv), *y;
+    tg_tensor *x = th_tensor_from(TG_F64, 3, xs, xv), *w = th_tensor_from(TG_F64, 3, ws, wv), *y;
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = 2;
     p.padding[0][0] = 1;
@@ -372,7 +357,7 @@ Test(conv, asymmetric_padding_by_hand)
         y = NULL;
         cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
         cr_assert(eq(i64, tg_tensor_dim(y, 2), 6));
-        double *v = doubles(y);
+        double *v = th_doubles(y);
         for (int i = 0; i < 6; i++) cr_assert(ieee_ulp_eq(dbl, v[i], want_t[i], 0));
         free(v);
         tg_tensor_release(y);
@@ -382,14 +367,14 @@ Test(conv, asymmetric_padding_by_hand)
 
     const double xv2[4] = {1, 2, 3, 4}, wv2[2] = {1, 10}, want_c[5] = {0, 10, 21, 32, 43};
     int64_t xs2[3] = {1, 1, 4}, ws2[3] = {1, 1, 2};
-    x = mk_data(TG_F32, 3, xs2, xv2);
-    w = mk_data(TG_F32, 3, ws2, wv2);
+    x = th_tensor_from(TG_F32, 3, xs2, xv2);
+    w = th_tensor_from(TG_F32, 3, ws2, wv2);
     tg_conv_params q = TG_CONV_PARAMS_INIT;
     q.padding[0][0] = 2;
     y = NULL;
     cr_assert(eq(int, tg_conv(&y, x, w, NULL, &q), TG_OK));
     cr_assert(eq(i64, tg_tensor_dim(y, 2), 5));
-    double *v = doubles(y);
+    double *v = th_doubles(y);
     for (int i = 0; i < 5; i++) cr_assert(ieee_ulp_eq(dbl, v[i], want_c[i], 0));
     free(v);
     tg_tensor_release(y);
@@ -405,7 +390,7 @@ Test(conv, half_dtypes_round_once)
     while (!r.ok) { c = random_case(2, true); r = build(&c, true, TG_F32); }
     tg_tensor *ref = NULL;
     cr_assert(eq(int, tg_conv_transpose(&ref, r.x, r.w, r.b, &c.p), TG_OK));
-    double *want = doubles(ref);
+    double *want = th_doubles(ref);
     tg_dtype dts[2] = {TG_F16, TG_BF16};
     for (int k = 0; k < 2; k++) {
         /* inputs exactly representable: round them first, then compare */
@@ -420,7 +405,7 @@ Test(conv, half_dtypes_round_once)
         cr_assert(eq(int, tg_conv_transpose(&y, x, w, b, &c.p), TG_OK));
         cr_assert(eq(int, tg_tensor_dtype(y), dts[k]));
         cr_assert(eq(int, tg_conv_transpose(&y32, x32, w32, b32, &c.p), TG_OK));
-        double *got = doubles(y), *w2 = doubles(y32);
+        double *got = th_doubles(y), *w2 = th_doubles(y32);
         for (int64_t i = 0; i < tg_tensor_numel(y); i++) {
             double rounded = dts[k] == TG_F16 ? tg_f16_to_f32(tg_f32_to_f16((float)w2[i]))
                                               : tg_bf16_to_f32(tg_f32_to_bf16((float)w2[i]));
@@ -582,7 +567,7 @@ Test(conv, recorded_activation_matches_fused)
     tg_tensor_set_requires_grad(r.w, true);
     cr_assert(eq(int, tg_conv_transpose(&rec, r.x, r.w, r.b, &c.p), TG_OK));
     cr_assert(tg_tensor_requires_grad(rec));
-    double *a = doubles(fused), *b = doubles(rec);
+    double *a = th_doubles(fused), *b = th_doubles(rec);
     for (int64_t i = 0; i < tg_tensor_numel(rec); i++) cr_assert(epsilon_eq(dbl, a[i], b[i], 1e-14));
     free(a); free(b);
     tg_tensor_release(fused); tg_tensor_release(rec);
@@ -675,18 +660,18 @@ Test(conv, weight_layout_flipped_taps_by_hand)
         for (int co = 0; co < 2; co++)
             for (int k = 0; k < 2; k++) v[(ci * 2 + co) * 2 + k] = 100 * ci + 10 * co + k;
     int64_t ws[3] = {2, 2, 2};
-    tg_tensor *w = mk_data(TG_F32, 3, ws, v), *a = NULL, *b = NULL, *back = NULL;
+    tg_tensor *w = th_tensor_from(TG_F32, 3, ws, v), *a = NULL, *b = NULL, *back = NULL;
     const double want_cico[8] = {1, 11, 101, 111, 0, 10, 100, 110};
     const double want_coci[8] = {1, 101, 11, 111, 0, 100, 10, 110};
     cr_assert(eq(int, tg_conv_weight_from_pytorch(&a, w, TG_LAYOUT_KDHW_CI_CO, 1), TG_OK));
     cr_assert(eq(int, tg_conv_weight_from_pytorch(&b, w, TG_LAYOUT_KDHW_CO_CI, 1), TG_OK));
-    double *va = doubles(a), *vb = doubles(b);
+    double *va = th_doubles(a), *vb = th_doubles(b);
     for (int i = 0; i < 8; i++) {
         cr_assert(ieee_ulp_eq(dbl, va[i], want_cico[i], 0));
         cr_assert(ieee_ulp_eq(dbl, vb[i], want_coci[i], 0));
     }
     cr_assert(eq(int, tg_conv_weight_to_pytorch(&back, b, TG_LAYOUT_KDHW_CO_CI, 1), TG_OK));
-    double *vback = doubles(back);
+    double *vback = th_doubles(back);
     for (int i = 0; i < 8; i++) cr_assert(ieee_ulp_eq(dbl, vback[i], v[i], 0));
     free(va); free(vb); free(vback);
     tg_tensor_release(w); tg_tensor_release(a); tg_tensor_release(b); tg_tensor_release(back);
@@ -705,7 +690,7 @@ Test(conv, weight_layout_round_trips)
             }
             cr_assert(eq(int, tg_conv_weight_to_pytorch(&back, k, (tg_weight_layout)lay, nsp), TG_OK));
             cr_assert(tg_tensor_same_shape(w, back));
-            double *a = doubles(w), *b = doubles(back);
+            double *a = th_doubles(w), *b = th_doubles(back);
             for (int64_t i = 0; i < tg_tensor_numel(w); i++) cr_assert(ieee_ulp_eq(dbl, a[i], b[i], 0));
             free(a); free(b);
             tg_tensor_release(w); tg_tensor_release(k); tg_tensor_release(back);

@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "ops/conv_internal.h"
 #include "tapegrad/autograd.h"
@@ -38,17 +39,10 @@ static tg_tensor *mk_rand(tg_dtype dt, int nd, const int64_t *shape)
     return t;
 }
 
-static double *doubles(const tg_tensor *t)
-{
-    double *v = malloc(sizeof(double) * (size_t)tg_tensor_numel(t));
-    tg__gather(t, TG_F64, v);
-    return v;
-}
-
 static void assert_close(const tg_tensor *a, const tg_tensor *b, double tol, const char *what)
 {
     cr_assert(eq(i64, tg_tensor_numel(a), tg_tensor_numel(b)));
-    double *x = doubles(a), *y = doubles(b);
+    double *x = th_doubles(a), *y = th_doubles(b);
     for (int64_t i = 0; i < tg_tensor_numel(a); i++)
         cr_assert(fabs(x[i] - y[i]) <= tol * (1 + fabs(y[i])), "%s elem %lld: %g vs %g", what,
                   (long long)i, x[i], y[i]);
@@ -112,7 +106,7 @@ Test(conv_fast, pointwise_matches_matmul_loops)
             tg_tensor *x = mk_rand(TG_F64, 4, xs), *w = mk_rand(TG_F64, 4, ws), *y = NULL;
             int rc = t ? tg_conv_transpose(&y, x, w, NULL, NULL) : tg_conv(&y, x, w, NULL, NULL);
             cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-            double *xv = doubles(x), *wv = doubles(w), *yv = doubles(y);
+            double *xv = th_doubles(x), *wv = th_doubles(w), *yv = th_doubles(y);
             const int64_t S = S0 * S1;
             for (int64_t b = 0; b < B; b++)
                 for (int64_t o = 0; o < co; o++)

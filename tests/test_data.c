@@ -8,40 +8,19 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/data.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static char g_dir[64];
+static void make_dir(void) { th_tmp_dir_make("tg_data_"); }
 
-static void make_dir(void)
-{
-    strcpy(g_dir, "/tmp/tg_data_XXXXXX");
-    cr_assert(mkdtemp(g_dir) != NULL);
-}
-
-static void remove_dir(void)
-{
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-TestSuite(data, .init = make_dir, .fini = remove_dir);
+TestSuite(data, .init = make_dir, .fini = th_tmp_dir_remove);
 
 static const char *in_dir(char *buf, const char *name)
 {
-    snprintf(buf, 256, "%s/%s", g_dir, name);
-    return buf;
+    return th_tmp_path(buf, 256, name);
 }
 
 /* Writes bytes to path, through zlib's gzip writer when gz. */
@@ -145,7 +124,7 @@ Test(data, idx_types_big_endian)
  * untouched. */
 static void expect_fail_msg(const char *p, int status, const char *what, const char *msg)
 {
-    tg_tensor *sentinel = (tg_tensor *)&g_dir, *t = sentinel;
+    tg_tensor *sentinel = (tg_tensor *)&th_tmp_dir, *t = sentinel;
     cr_assert(eq(int, tg_idx_load(&t, p), status), "%s: got '%s'", what, tg_error_message());
     cr_assert(t == sentinel, "%s: *out changed", what);
     cr_assert(strstr(tg_error_message(), msg) != NULL, "%s: message '%s' lacks '%s'", what,
@@ -212,7 +191,7 @@ Test(data, idx_missing_file_and_corrupt_gzip)
 {
     char p[256];
     expect_fail_msg(in_dir(p, "does-not-exist.gz"), TG_EIO, "missing file", "cannot open");
-    expect_fail_msg(g_dir, TG_EIO, "a directory", "");
+    expect_fail_msg(th_tmp_dir, TG_EIO, "a directory", "");
     /* A long incompressible payload, so the deflate stream has a middle to break. */
     enum { N = 4096 };
     uint8_t *file = malloc(N + 16), *gzbytes = malloc(2 * N + 64);
@@ -516,7 +495,7 @@ Test(data, loader_errors)
 
 /* ---- Fashion-MNIST ----------------------------------------------------------- */
 
-/* A tiny MNIST-named pair in g_dir: n_img images (2, 2), n_lab labels, the
+/* A tiny MNIST-named pair in th_tmp_dir: n_img images (2, 2), n_lab labels, the
  * last of them max_label. */
 static void write_mnist(const char *prefix, uint32_t n_img, uint32_t n_lab, uint8_t max_label)
 {
@@ -538,15 +517,15 @@ Test(data, mnist_files_in_a_dir)
     write_mnist("train", 5, 5, 9);
     write_mnist("t10k", 3, 4, 9);
     tg_dataset *ds = NULL;
-    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, true), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, th_tmp_dir, true), 0), "%s", tg_error_message());
     cr_assert(eq(i64, tg_dataset_size(ds), 5));
     cr_assert(eq(str, (char *)tg_dataset_class_name(ds, 1), "Trouser"));
     tg_dataset_release(ds);
     ds = NULL;
-    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, false), TG_EFORMAT));
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, th_tmp_dir, false), TG_EFORMAT));
     cr_assert(ds == NULL);
     write_mnist("t10k", 4, 4, 10);
-    cr_assert(eq(int, tg_fashion_mnist_load(&ds, g_dir, false), TG_EFORMAT));
+    cr_assert(eq(int, tg_fashion_mnist_load(&ds, th_tmp_dir, false), TG_EFORMAT));
     char p[256];
     cr_assert(eq(int, tg_fashion_mnist_load(&ds, in_dir(p, "nope"), true), TG_EIO));
     cr_assert(ds == NULL);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "../tools/case.h"
 #include "tapegrad/status.h"
 
@@ -25,13 +26,6 @@
 #define SUFFIX ".case.safetensors"
 #define MAX_CASES 256
 
-static const char *golden_dir(char *buf, size_t n)
-{
-    const char *root = getenv("TG_SOURCE_ROOT");
-    snprintf(buf, n, "%s/tests/golden", root && root[0] ? root : TG_SOURCE_ROOT);
-    return buf;
-}
-
 static int cmp_names(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -41,7 +35,7 @@ static int cmp_names(const void *a, const void *b)
 static int list_cases(char **names, int max)
 {
     char dir[4096];
-    DIR *d = opendir(golden_dir(dir, sizeof dir));
+    DIR *d = opendir(th_golden_path(dir, sizeof dir, "."));
     cr_assert(d != NULL, "cannot open %s", dir);
     int n = 0;
     struct dirent *e;
@@ -76,16 +70,6 @@ static golden_tol tolerance_for(tg_dtype dt)
     }
 }
 
-static void load_doubles(const tg_tensor *t, double **out, int64_t *n)
-{
-    int64_t count = tg_tensor_numel(t);
-    double *buf = malloc((size_t)(count > 0 ? count : 1) * sizeof *buf);
-    cr_assert(buf != NULL);
-    cr_assert(eq(int, tg_tensor_to_doubles(t, buf, count), TG_OK));
-    *out = buf;
-    *n = count;
-}
-
 static void compare_tensor(const char *ctx, const char *name, const tg_tensor *got,
                            const tg_tensor *want)
 {
@@ -96,10 +80,8 @@ static void compare_tensor(const char *ctx, const char *name, const tg_tensor *g
     tg_shape_str(gs, sizeof gs, tg_tensor_ndim(got), tg_tensor_shape(got));
     tg_shape_str(ws, sizeof ws, tg_tensor_ndim(want), tg_tensor_shape(want));
     cr_assert(eq(str, gs, ws), "%s: %s shape", ctx, name);
-    double *g, *w, scale = 0;
-    int64_t n;
-    load_doubles(got, &g, &n);
-    load_doubles(want, &w, &n);
+    double *g = th_doubles(got), *w = th_doubles(want), scale = 0;
+    int64_t n = tg_tensor_numel(want);
     golden_tol t = tolerance_for(tg_tensor_dtype(want));
     for (int64_t i = 0; i < n; i++)
         scale = fmax(scale, fabs(w[i]));
@@ -114,17 +96,11 @@ static void compare_tensor(const char *ctx, const char *name, const tg_tensor *g
 
 static void check_case(const char *name, tg_conv_algo algo)
 {
-    char dir[4096], path[4400], ctx[256], err[1024] = "";
-    golden_dir(dir, sizeof dir);
+    char ctx[256], err[1024] = "";
     snprintf(ctx, sizeof ctx, "%s [%s]", name,
              algo == TG_CONV_ALGO_FAST ? "fast" : "reference");
-    tg_st_file *cf = NULL, *rf = NULL, *res = NULL;
-    snprintf(path, sizeof path, "%s/%s.case.safetensors", dir, name);
-    cr_assert(eq(int, tg_safetensors_load(&cf, path), TG_OK), "%s: %s", path,
-              tg_error_message());
-    snprintf(path, sizeof path, "%s/%s.result.safetensors", dir, name);
-    cr_assert(eq(int, tg_safetensors_load(&rf, path), TG_OK), "%s: %s", path,
-              tg_error_message());
+    tg_st_file *cf = th_golden_load("%s.case.safetensors", name);
+    tg_st_file *rf = th_golden_load("%s.result.safetensors", name), *res = NULL;
     tg_case c;
     cr_assert(eq(int, tg_case_parse(&c, cf, err, sizeof err), TG_OK), "%s: %s", ctx, err);
     cr_assert(eq(int, tg_case_run(&res, &c, algo, err, sizeof err), TG_OK), "%s: %s", ctx,

@@ -9,30 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/image.h"
 
-static char g_dir[64];
-
-static void make_dir(void)
-{
-    strcpy(g_dir, "/tmp/tg_image_XXXXXX");
-    cr_assert(mkdtemp(g_dir) != NULL);
-}
+static void make_dir(void) { th_tmp_dir_make("tg_image_"); }
 
 static void remove_dir(void)
 {
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(g_dir);
+    th_tmp_dir_remove();
     tg_plot_release_caches();   /* so LeakSanitizer sees no font caches */
 }
 
@@ -40,18 +25,7 @@ TestSuite(image, .init = make_dir, .fini = remove_dir);
 
 static const char *in_dir(char *buf, const char *name)
 {
-    snprintf(buf, 256, "%s/%s", g_dir, name);
-    return buf;
-}
-
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(g_dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    return th_tmp_path(buf, 256, name);
 }
 
 /* Reads path with libpng's own low-level reader (independent of tg_png_read):
@@ -128,7 +102,7 @@ static void grid_case(int N, int C, int H, int W, int nrow, int pad)
     cr_assert(im.pixels == NULL);
     tg_tensor_release(t);
     free(vals);
-    cr_assert(eq(int, count_dir_entries(), 1));   /* no temporary file left */
+    cr_assert(eq(int, th_tmp_dir_count(), 1));   /* no temporary file left */
 }
 
 Test(image, grid_gray_pixels)
@@ -201,7 +175,7 @@ Test(image, grid_bad_arguments)
     cr_assert(eq(int, tg_png_write_grid(p, t, 2, 0, 1, -1), TG_EINVAL));
     cr_assert(eq(int, tg_png_write_grid("/nonexistent-dir/x/grid.png", t, 2, 0, 1, 1), TG_EIO));
     cr_assert(strstr(tg_error_message(), "nonexistent-dir") != NULL);
-    cr_assert(eq(int, count_dir_entries(), 0));   /* nothing was written */
+    cr_assert(eq(int, th_tmp_dir_count(), 0));   /* nothing was written */
     tg_tensor_release(t);
     tg_tensor_release(t3);
     tg_tensor_release(tc2);
@@ -262,7 +236,7 @@ Test(image, plot_writes_png)
     /* Corner pixel: background, opaque white. */
     for (int c = 0; c < ch; c++) cr_assert(eq(int, im.pixels[c], 255));
     tg_image_free(&im);
-    cr_assert(eq(int, count_dir_entries(), 1));
+    cr_assert(eq(int, th_tmp_dir_count(), 1));
 }
 
 Test(image, plot_bad_arguments)
@@ -280,8 +254,8 @@ Test(image, plot_bad_arguments)
     cr_assert(eq(int, tg_plot_losses_png(p, "t", 1, names, null_vals, 3), TG_EINVAL));
     cr_assert(eq(int, tg_plot_losses_png("/nonexistent-dir/p.png", "t", 1, names, vals, 3),
                  TG_EIO));
-    cr_assert(eq(int, count_dir_entries(), 0));
+    cr_assert(eq(int, th_tmp_dir_count(), 0));
     /* Degenerate but valid: one point, a constant series, no title. */
     cr_assert(eq(int, tg_plot_losses_png(p, NULL, 1, names, vals, 1), 0));
-    cr_assert(eq(int, count_dir_entries(), 1));
+    cr_assert(eq(int, th_tmp_dir_count(), 1));
 }

@@ -4,20 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/tensor.h"
-
-static tg_tensor *randu(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    tg_tensor *t = NULL;
-    tg_rng rng;
-    tg_rng_init(&rng, seed);
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, -1.0, 1.0), TG_OK));
-    return t;
-}
 
 static double get(const tg_tensor *t, int ndim, int64_t i, int64_t j, int64_t k)
 {
@@ -54,8 +45,8 @@ Test(linalg, matmul_matches_naive_loop_f32_f64)
     tg_dtype dts[2] = {TG_F32, TG_F64};
     double tols[2] = {1e-5, 1e-12};
     for (int d = 0; d < 2; d++) {
-        tg_tensor *a = randu(dts[d], 2, (int64_t[]){3, 4}, 1);
-        tg_tensor *b = randu(dts[d], 2, (int64_t[]){4, 5}, 2), *c = NULL;
+        tg_tensor *a = th_rand_uniform(dts[d], 2, (int64_t[]){3, 4}, 1);
+        tg_tensor *b = th_rand_uniform(dts[d], 2, (int64_t[]){4, 5}, 2), *c = NULL;
         cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
         cr_assert(eq(int, tg_tensor_dtype(c), dts[d]));
         check_matmul(a, b, c, tols[d]);
@@ -67,8 +58,8 @@ Test(linalg, matmul_matches_naive_loop_f32_f64)
 
 Test(linalg, matmul_of_transposed_and_strided_inputs)
 {
-    tg_tensor *at = randu(TG_F64, 2, (int64_t[]){4, 3}, 3), *a = NULL;
-    tg_tensor *wide = randu(TG_F64, 2, (int64_t[]){4, 10}, 4), *b = NULL, *c = NULL;
+    tg_tensor *at = th_rand_uniform(TG_F64, 2, (int64_t[]){4, 3}, 3), *a = NULL;
+    tg_tensor *wide = th_rand_uniform(TG_F64, 2, (int64_t[]){4, 10}, 4), *b = NULL, *c = NULL;
     cr_assert(eq(int, tg_transpose(&a, at, 0, 1), TG_OK));     /* (3, 4), column-major */
     cr_assert(eq(int, tg_slice(&b, wide, 1, 0, 10, 2), TG_OK)); /* (4, 5), column stride 2 */
     cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
@@ -82,8 +73,8 @@ Test(linalg, matmul_of_transposed_and_strided_inputs)
 
 Test(linalg, batched_matmul_with_permuted_operand)
 {
-    tg_tensor *a = randu(TG_F32, 3, (int64_t[]){2, 3, 4}, 5);
-    tg_tensor *bp = randu(TG_F32, 3, (int64_t[]){5, 2, 4}, 6), *b = NULL, *c = NULL;
+    tg_tensor *a = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 4}, 5);
+    tg_tensor *bp = th_rand_uniform(TG_F32, 3, (int64_t[]){5, 2, 4}, 6), *b = NULL, *c = NULL;
     cr_assert(eq(int, tg_permute(&b, bp, (int[]){1, 2, 0}), TG_OK));   /* (2, 4, 5) */
     cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
     check_matmul(a, b, c, 1e-5);
@@ -95,7 +86,8 @@ Test(linalg, batched_matmul_with_permuted_operand)
 
 Test(linalg, matmul_with_empty_inner_dim_is_zeros)
 {
-    tg_tensor *a = randu(TG_F32, 2, (int64_t[]){2, 0}, 1), *b = randu(TG_F32, 2, (int64_t[]){0, 3}, 2);
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 0}, 1),
+              *b = th_rand_uniform(TG_F32, 2, (int64_t[]){0, 3}, 2);
     tg_tensor *c = NULL;
     cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
     cr_assert(eq(i64, tg_tensor_numel(c), 6));
@@ -136,9 +128,9 @@ Test(linalg, linear_matches_naive_loop)
     tg_dtype dts[2] = {TG_F32, TG_F64};
     double tols[2] = {1e-5, 1e-12};
     for (int d = 0; d < 2; d++) {
-        tg_tensor *x = randu(dts[d], 3, (int64_t[]){2, 3, 4}, 7);
-        tg_tensor *w = randu(dts[d], 2, (int64_t[]){5, 4}, 8);
-        tg_tensor *b = randu(dts[d], 1, (int64_t[]){5}, 9), *y = NULL, *y0 = NULL;
+        tg_tensor *x = th_rand_uniform(dts[d], 3, (int64_t[]){2, 3, 4}, 7);
+        tg_tensor *w = th_rand_uniform(dts[d], 2, (int64_t[]){5, 4}, 8);
+        tg_tensor *b = th_rand_uniform(dts[d], 1, (int64_t[]){5}, 9), *y = NULL, *y0 = NULL;
         cr_assert(eq(int, tg_linear(&y, x, w, b), TG_OK));
         cr_assert(eq(int, tg_tensor_ndim(y), 3));
         check_linear(x, w, b, y, tols[d]);
@@ -156,7 +148,8 @@ Test(linalg, half_dtypes_are_close_to_f32)
 {
     tg_dtype halves[2] = {TG_F16, TG_BF16};
     double tols[2] = {1e-2, 5e-2};
-    tg_tensor *a = randu(TG_F32, 2, (int64_t[]){6, 8}, 10), *b = randu(TG_F32, 2, (int64_t[]){8, 7}, 11);
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){6, 8}, 10),
+              *b = th_rand_uniform(TG_F32, 2, (int64_t[]){8, 7}, 11);
     tg_tensor *ref = NULL;
     cr_assert(eq(int, tg_matmul(&ref, a, b), TG_OK));
     for (int h = 0; h < 2; h++) {
@@ -184,7 +177,7 @@ Test(linalg, half_dtypes_are_close_to_f32)
 
 static tg_tensor *leaf(int ndim, const int64_t *shape, uint64_t seed)
 {
-    tg_tensor *x = randu(TG_F64, ndim, shape, seed);
+    tg_tensor *x = th_rand_uniform(TG_F64, ndim, shape, seed);
     cr_assert(eq(int, tg_tensor_set_requires_grad(x, true), TG_OK));
     return x;
 }
@@ -256,9 +249,11 @@ Test(linalg, linear_of_a_vector)
 
 Test(linalg, errors_leave_out_untouched)
 {
-    tg_tensor *a = randu(TG_F32, 2, (int64_t[]){2, 3}, 1), *b = randu(TG_F32, 2, (int64_t[]){4, 5}, 2);
-    tg_tensor *v = randu(TG_F32, 1, (int64_t[]){3}, 3), *a3 = randu(TG_F32, 3, (int64_t[]){2, 2, 3}, 4);
-    tg_tensor *b3 = randu(TG_F32, 3, (int64_t[]){3, 3, 2}, 5), *i32 = NULL, *out = NULL;
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 1),
+              *b = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 5}, 2);
+    tg_tensor *v = th_rand_uniform(TG_F32, 1, (int64_t[]){3}, 3),
+              *a3 = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 2, 3}, 4);
+    tg_tensor *b3 = th_rand_uniform(TG_F32, 3, (int64_t[]){3, 3, 2}, 5), *i32 = NULL, *out = NULL;
     cr_assert(eq(int, tg_tensor_zeros(&i32, TG_I32, 2, (int64_t[]){3, 2}), TG_OK));
 
     cr_assert(eq(int, tg_matmul(&out, a, b), TG_ESHAPE));
@@ -270,7 +265,8 @@ Test(linalg, errors_leave_out_untouched)
     cr_assert(eq(int, tg_matmul(&out, a, NULL), TG_EINVAL));
     cr_assert(eq(int, tg_linear(&out, a, b, NULL), TG_ESHAPE));
     cr_assert(eq(int, tg_linear(&out, a, v, NULL), TG_EINVAL));
-    tg_tensor *w = randu(TG_F32, 2, (int64_t[]){4, 3}, 6), *bad_b = randu(TG_F32, 1, (int64_t[]){3}, 7);
+    tg_tensor *w = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 3}, 6),
+              *bad_b = th_rand_uniform(TG_F32, 1, (int64_t[]){3}, 7);
     cr_assert(eq(int, tg_linear(&out, a, w, bad_b), TG_ESHAPE));
     tg_tensor *i32b = NULL;
     cr_assert(eq(int, tg_tensor_zeros(&i32b, TG_I32, 2, (int64_t[]){2, 3}), TG_OK));
@@ -282,7 +278,8 @@ Test(linalg, errors_leave_out_untouched)
 
 Test(linalg, autocast_lowers_matmul_and_grads_keep_input_dtype)
 {
-    tg_tensor *a = randu(TG_F32, 2, (int64_t[]){3, 4}, 12), *b = randu(TG_F32, 2, (int64_t[]){4, 2}, 13);
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 4}, 12),
+              *b = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 2}, 13);
     tg_tensor *ref = NULL, *c = NULL, *s = NULL;
     cr_assert(eq(int, tg_tensor_set_requires_grad(a, true), TG_OK));
     cr_assert(eq(int, tg_matmul(&ref, a, b), TG_OK));

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/loss.h"
@@ -22,14 +23,6 @@ static const struct {
               {"ce", tg_cross_entropy}};
 static const char *const RED_NAMES[] = {"mean", "sum", "none"};
 static const tg_reduction REDS[] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
-
-static tg_st_file *load_golden(void)
-{
-    tg_st_file *f = NULL;
-    int rc = tg_safetensors_load(&f, TG_SOURCE_ROOT "/tests/golden/optim/loss.safetensors");
-    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-    return f;
-}
 
 static tg_tensor *golden(const tg_st_file *f, const char *a, const char *b, const char *c)
 {
@@ -64,7 +57,7 @@ static tg_tensor *leaf_copy(const tg_tensor *t, bool grad)
 
 Test(loss, values_and_gradients_match_pytorch)
 {
-    tg_st_file *f = load_golden();
+    tg_st_file *f = th_golden_load("optim/loss.safetensors");
     for (size_t l = 0; l < sizeof LOSSES / sizeof *LOSSES; l++) {
         const char *ln = LOSSES[l].name;
         bool ce = strcmp(ln, "ce") == 0;

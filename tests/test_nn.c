@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/nn.h"
@@ -23,15 +24,6 @@
 
 /* ---- helpers ---- */
 
-static tg_st_file *load_golden(const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/golden/nn/%s.safetensors", TG_SOURCE_ROOT, name);
-    tg_st_file *f = NULL;
-    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s: %s", path, tg_error_message());
-    return f;
-}
-
 static tg_tensor *must_get(const tg_st_file *f, const char *key)
 {
     tg_tensor *t = tg_st_get(f, key);
@@ -39,20 +31,12 @@ static tg_tensor *must_get(const tg_st_file *f, const char *key)
     return t;
 }
 
-static double *doubles(const tg_tensor *t)
-{
-    int64_t n = tg_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    cr_assert(eq(int, tg_tensor_to_doubles(t, v, n), TG_OK));
-    return v;
-}
-
 static void expect_close(const tg_tensor *got, const tg_tensor *want, double atol, double rtol,
                          const char *what)
 {
     cr_assert(got != NULL, "%s: no tensor", what);
     cr_assert(tg_tensor_same_shape(got, want), "%s: shape differs", what);
-    double *a = doubles(got), *b = doubles(want);
+    double *a = th_doubles(got), *b = th_doubles(want);
     for (int64_t i = 0; i < tg_tensor_numel(want); i++)
         cr_assert(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: got %.9g, want %.9g",
                   what, (long long)i, a[i], b[i]);
@@ -158,7 +142,7 @@ static void check_after(const tg_module *m, const tg_st_file *f, const char *pre
 
 Test(nn, linear_matches_torch)
 {
-    tg_st_file *f = load_golden("linear");
+    tg_st_file *f = th_golden_load("nn/%s.safetensors", "linear");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_module *m = NULL;
@@ -171,7 +155,7 @@ Test(nn, linear_matches_torch)
 
 Test(nn, conv2d_matches_torch)
 {
-    tg_st_file *f = load_golden("conv2d");
+    tg_st_file *f = th_golden_load("nn/%s.safetensors", "conv2d");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -187,7 +171,7 @@ Test(nn, conv2d_matches_torch)
 
 Test(nn, conv_transpose2d_matches_torch)
 {
-    tg_st_file *f = load_golden("conv_transpose2d");
+    tg_st_file *f = th_golden_load("nn/%s.safetensors", "conv_transpose2d");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -208,7 +192,7 @@ Test(nn, conv_transpose2d_matches_torch)
  * num_batches_tracked 3 -> 4), then eval from the same starting state. */
 static void bn_case(const char *name, int nspatial, double eps, double momentum)
 {
-    tg_st_file *f = load_golden(name);
+    tg_st_file *f = th_golden_load("nn/%s.safetensors", name);
     tg_module *m = NULL;
     cr_assert(eq(int, tg_nn_batchnorm_new(&m, nspatial, 3, eps, momentum, true, true), TG_OK));
     expect_torch_names(m, f, "m");
@@ -274,7 +258,7 @@ static tg_module *make_generator(tg_rng *rng)
 
 Test(nn, generator_matches_torch)
 {
-    tg_st_file *f = load_golden("generator");
+    tg_st_file *f = th_golden_load("nn/%s.safetensors", "generator");
     tg_rng rng;
     tg_rng_init(&rng, 7);
     tg_module *gen = make_generator(&rng);
@@ -442,7 +426,7 @@ Test(nn, state_walk_and_lookup)
  * which a wrong fan_in (e.g. C_in instead of C_out for ConvTranspose) fails. */
 static void expect_uniform(const tg_tensor *t, double bound, bool check_spread)
 {
-    double *v = doubles(t), mx = 0;
+    double *v = th_doubles(t), mx = 0;
     for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
         cr_assert(fabs(v[i]) <= bound, "|%g| > %g", v[i], bound);
         mx = fmax(mx, fabs(v[i]));
@@ -479,7 +463,7 @@ Test(nn, init_bounds_follow_fan_in)
     const char *names[] = {"weight", "bias", "running_mean", "running_var"};
     const double want[] = {1, 0, 0, 1};
     for (int i = 0; i < 4; i++) {
-        double *v = doubles(tg_module_find(m, names[i]));
+        double *v = th_doubles(tg_module_find(m, names[i]));
         for (int c = 0; c < 3; c++) cr_assert(eq(dbl, v[c], want[i]), "%s", names[i]);
         free(v);
     }
@@ -495,7 +479,7 @@ Test(nn, init_normal_dcgan)
     tg_tensor_fill(tg_module_find(gen, "net.2.bias"), 3.0);
     cr_assert(eq(int, tg_nn_init_normal(gen, 0.0, 0.02, &rng), TG_OK));
     tg_tensor *w = tg_module_find(gen, "net.4.weight");   /* 512 values */
-    double *v = doubles(w), s = 0, s2 = 0;
+    double *v = th_doubles(w), s = 0, s2 = 0;
     int64_t n = tg_tensor_numel(w);
     for (int64_t i = 0; i < n; i++) {
         s += v[i];
@@ -504,10 +488,10 @@ Test(nn, init_normal_dcgan)
     free(v);
     double mean = s / (double)n, sd = sqrt(s2 / (double)n - mean * mean);
     cr_assert(fabs(mean) < 0.004 && fabs(sd - 0.02) < 0.003, "mean %g sd %g", mean, sd);
-    v = doubles(tg_module_find(gen, "net.2.weight"));
+    v = th_doubles(tg_module_find(gen, "net.2.weight"));
     for (int c = 0; c < 8; c++) cr_assert(fabs(v[c] - 1.0) < 0.1 && v[c] != 1.0);
     free(v);
-    v = doubles(tg_module_find(gen, "net.2.bias"));
+    v = th_doubles(tg_module_find(gen, "net.2.bias"));
     for (int c = 0; c < 8; c++) cr_assert(eq(dbl, v[c], 0.0));
     free(v);
     tg_module_release(gen);
@@ -527,7 +511,7 @@ Test(nn, dropout_statistics_and_eval_identity)
     cr_assert(eq(int, tg_module_forward(d, &y, x), TG_OK));
     cr_assert(eq(int, tg_module_forward(d2, &y2, x), TG_OK));
     cr_assert(eq(int, tg_module_forward(d2, &y3, x), TG_OK));
-    double *v = doubles(y), *v2 = doubles(y2), *v3 = doubles(y3);
+    double *v = th_doubles(y), *v2 = th_doubles(y2), *v3 = th_doubles(y3);
     int64_t zeros = 0, same3 = 0, n = 20000;
     for (int64_t i = 0; i < n; i++) {
         cr_assert(v[i] == 0.0 || fabs(v[i] - 1 / 0.7) < 1e-6, "value %g", v[i]);
@@ -540,7 +524,7 @@ Test(nn, dropout_statistics_and_eval_identity)
     cr_assert(same3 < n - 1000, "the second call draws a new mask");
     /* d sum(y) / dx is the mask itself */
     cr_assert(eq(int, tg_backward(y, x, NULL), TG_OK));
-    double *g = doubles(tg_tensor_grad(x));
+    double *g = th_doubles(tg_tensor_grad(x));
     for (int64_t i = 0; i < n; i++) cr_assert(g[i] == v[i]);
     free(g);
     free(v);

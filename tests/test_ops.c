@@ -10,6 +10,7 @@
 #include <criterion/new/assert.h>
 #include <criterion/parameterized.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
@@ -30,14 +31,6 @@ static tg_tensor *mk(tg_dtype dt, int nd, const int64_t *shape, double lo, doubl
     int64_t n = tg_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) cr_assert(eq(int, tg_tensor_set_flat(t, i, seq_value(i, lo, hi)), TG_OK));
     return t;
-}
-
-static double *to_doubles(const tg_tensor *t)
-{
-    int64_t n = tg_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    cr_assert(eq(int, tg_tensor_to_doubles(t, v, n), TG_OK));
-    return v;
 }
 
 static bool close_to(double got, double want, double rtol, double atol)
@@ -142,7 +135,7 @@ static void check_binary_broadcast(const binary_case *c, tg_dtype dt, double rto
     cr_assert(eq(i64, tg_tensor_dim(y, 1), 4));
     cr_assert(eq(i64, tg_tensor_dim(y, 2), 3));
     cr_assert(eq(int, tg_tensor_dtype(y), dt));
-    double *va = to_doubles(a), *vb = to_doubles(b), *vy = to_doubles(y);
+    double *va = th_doubles(a), *vb = th_doubles(b), *vy = th_doubles(y);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 3; k++) {
@@ -173,7 +166,7 @@ Test(ops, binary_with_0d_scalar_tensor)
         cr_assert(eq(int, bc->op(&z, s, a), TG_OK));
         cr_assert(eq(int, tg_tensor_ndim(y), 2));
         cr_assert(eq(int, tg_tensor_ndim(z), 2));
-        double *va = to_doubles(a), *vy = to_doubles(y), *vz = to_doubles(z);
+        double *va = th_doubles(a), *vy = th_doubles(y), *vz = th_doubles(z);
         for (int i = 0; i < 6; i++) {
             cr_assert(close_to(vy[i], bc->ref(va[i], 0.75), 1e-15, 0), "%s", bc->name);
             cr_assert(close_to(vz[i], bc->ref(0.75, va[i]), 1e-15, 0), "%s", bc->name);
@@ -195,7 +188,8 @@ Test(ops, transposed_input_is_read_through_strides)
         cr_assert(eq(int, tg_tensor_is_contiguous(v), 0));
         cr_assert(eq(int, tg_add(&y, v, c), TG_OK));
         cr_assert(eq(int, tg_exp(&e, v), TG_OK));
-        double *vb = to_doubles(base), *vc = to_doubles(c), *vy = to_doubles(y), *ve = to_doubles(e);
+        double *vb = th_doubles(base), *vc = th_doubles(c), *vy = th_doubles(y),
+               *ve = th_doubles(e);
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 3; j++) {
                 double x = vb[j * 2 + i];
@@ -219,7 +213,7 @@ Test(ops, unary_matches_reference)
             cr_assert(eq(int, uc->op(&y, a), TG_OK), "%s: %s", uc->name, tg_error_message());
             cr_assert(eq(int, tg_tensor_dtype(y), dt));
             cr_assert(tg_tensor_same_shape(a, y));
-            double *va = to_doubles(a), *vy = to_doubles(y);
+            double *va = th_doubles(a), *vy = th_doubles(y);
             for (int i = 0; i < 21; i++)
                 cr_assert(close_to(vy[i], uc->ref(va[i]), d == 0 ? 1e-14 : 3e-7, 1e-30),
                           "%s(%g) = %g, want %g", uc->name, va[i], vy[i], uc->ref(va[i]));
@@ -239,7 +233,7 @@ Test(ops, sigmoid_family_is_stable_for_large_inputs)
     cr_assert(eq(int, tg_sigmoid(&s, a), TG_OK));
     cr_assert(eq(int, tg_silu(&si, a), TG_OK));
     cr_assert(eq(int, tg_gelu(&g, a), TG_OK));
-    double *vs = to_doubles(s), *vsi = to_doubles(si), *vg = to_doubles(g);
+    double *vs = th_doubles(s), *vsi = th_doubles(si), *vg = th_doubles(g);
     /* sigmoid(x) = e^x / (1 + e^x) = e^x (1 - e^x + ...) for x << 0. */
     cr_assert(eq(dbl, vs[0], 0.0));
     cr_assert(close_to(vs[1], exp(-700.0), 1e-14, 0));
@@ -261,7 +255,7 @@ Test(ops, log_of_nonpositive_is_inf_or_nan_not_an_error)
     tg_tensor_set_flat(a, 1, -1.0);
     tg_tensor_set_flat(a, 2, 1.0);
     cr_assert(eq(int, tg_log(&y, a), TG_OK));
-    double *v = to_doubles(y);
+    double *v = th_doubles(y);
     cr_assert(isinf(v[0]) && v[0] < 0);
     cr_assert(isnan(v[1]));
     cr_assert(eq(dbl, v[2], 0.0));
@@ -298,7 +292,7 @@ static void check_half_unary(const unary_case *uc, tg_dtype dt)
     cr_assert(eq(int, uc->op(&y32, ah32), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(yh), dt));
     const uint16_t *bits = tg_tensor_cdata(yh);
-    double *v = to_doubles(y32);
+    double *v = th_doubles(y32);
     for (int i = 0; i < 16; i++)
         cr_assert(eq(u16, bits[i], round_half(dt, v[i])), "%s %s [%d]", uc->name,
                   tg_dtype_name(dt), i);
@@ -319,7 +313,7 @@ static void check_half_binary(const binary_case *bc, tg_dtype dt)
     cr_assert(eq(int, bc->op(&yh, ah, bh), TG_OK), "%s", bc->name);
     cr_assert(eq(int, bc->op(&y32, a2, b2), TG_OK));
     const uint16_t *bits = tg_tensor_cdata(yh);
-    double *v = to_doubles(y32);
+    double *v = th_doubles(y32);
     for (int i = 0; i < 12; i++)
         cr_assert(eq(u16, bits[i], round_half(dt, v[i])), "%s %s [%d]", bc->name,
                   tg_dtype_name(dt), i);
@@ -407,13 +401,13 @@ Test(ops, to_dtype_converts_and_same_dtype_is_the_same_tensor)
     tg_tensor *a = mk(TG_F64, 1, sh, -3, 3), *y = NULL, *same = NULL, *i = NULL;
     cr_assert(eq(int, tg_to_dtype(&y, a, TG_F32), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-    double *va = to_doubles(a), *vy = to_doubles(y);
+    double *va = th_doubles(a), *vy = th_doubles(y);
     for (int k = 0; k < 5; k++) cr_assert(eq(dbl, vy[k], (double)(float)va[k]));
     cr_assert(eq(int, tg_to_dtype(&same, a, TG_F64), TG_OK));
     cr_assert(eq(ptr, same, a));
     cr_assert(eq(int, tg_tensor_refcount(a), 2));
     cr_assert(eq(int, tg_to_dtype(&i, a, TG_I32), TG_OK));
-    double *vi = to_doubles(i);
+    double *vi = th_doubles(i);
     for (int k = 0; k < 5; k++) cr_assert(eq(dbl, vi[k], nearbyint(va[k])));
     free(va), free(vy), free(vi);
     tg_tensor_release(a), tg_tensor_release(y), tg_tensor_release(same), tg_tensor_release(i);
@@ -431,7 +425,7 @@ Test(ops, to_dtype_gradient_comes_back_in_input_dtype)
     tg_tensor *g = tg_tensor_grad(x);
     cr_assert(not(eq(ptr, g, NULL)));
     cr_assert(eq(int, tg_tensor_dtype(g), TG_F32));
-    double *vg = to_doubles(g);
+    double *vg = th_doubles(g);
     for (int k = 0; k < 4; k++) cr_assert(eq(dbl, vg[k], 3.0));
     free(vg);
     tg_tensor_release(x), tg_tensor_release(y), tg_tensor_release(z), tg_tensor_release(ones);
@@ -445,7 +439,7 @@ Test(ops, mixed_float_dtypes_promote_in_binary_ops)
     tg_tensor *a = mk(TG_F32, 1, sh, -1, 1), *b = mk(TG_F64, 1, sh, -1, 1), *y = NULL;
     cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
-    double *va = to_doubles(a), *vb = to_doubles(b), *vy = to_doubles(y);
+    double *va = th_doubles(a), *vb = th_doubles(b), *vy = th_doubles(y);
     for (int i = 0; i < 3; i++) cr_assert(eq(dbl, vy[i], va[i] * vb[i]));
     free(va), free(vb), free(vy);
     tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(y);
@@ -551,7 +545,7 @@ Test(ops, mul_of_a_tensor_with_itself_gets_both_gradients)
     cr_assert(eq(int, tg_mul(&y, x, x), TG_OK));
     cr_assert(eq(int, tg_tensor_full(&ones, TG_F64, 1, sh, 1.0), TG_OK));
     cr_assert(eq(int, tg_backward(y, ones, NULL), TG_OK), "%s", tg_error_message());
-    double *vx = to_doubles(x), *vg = to_doubles(tg_tensor_grad(x));
+    double *vx = th_doubles(x), *vg = th_doubles(tg_tensor_grad(x));
     /* d(x*x)/dx = 2x: both edges of the node lead to x. */
     for (int i = 0; i < 4; i++) cr_assert(eq(dbl, vg[i], 2.0 * vx[i]));
     free(vx), free(vg);
@@ -579,7 +573,7 @@ Test(ops, large_tensors_take_the_parallel_path)
     tg_tensor *a = mk(TG_F32, 2, sa, -3, 3), *b = mk(TG_F32, 1, sb, -1, 1), *y = NULL, *z = NULL;
     cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
     cr_assert(eq(int, tg_gelu(&z, y), TG_OK));
-    double *va = to_doubles(a), *vb = to_doubles(b), *vy = to_doubles(y), *vz = to_doubles(z);
+    double *va = th_doubles(a), *vb = th_doubles(b), *vy = th_doubles(y), *vz = th_doubles(z);
     for (int64_t i = 0; i < 300; i++)
         for (int64_t j = 0; j < 200; j++) {
             double s = (double)(float)(va[i * 200 + j] + vb[j]);

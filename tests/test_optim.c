@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/loss.h"
@@ -17,16 +18,6 @@
 #include "tapegrad/safetensors.h"
 
 #define NP 2
-
-static tg_st_file *load_case(const char *config, const char *dt)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/golden/optim/%s_%s.safetensors", TG_SOURCE_ROOT,
-             config, dt);
-    tg_st_file *f = NULL;
-    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s", tg_error_message());
-    return f;
-}
 
 static double meta(const tg_st_file *f, const char *k)
 {
@@ -109,7 +100,7 @@ static void check_config(const char *config)
     const char *dts[2] = {"f32", "f64"};
     const double tols[2] = {1e-6, 1e-12};
     for (int d = 0; d < 2; d++) {
-        tg_st_file *f = load_case(config, dts[d]);
+        tg_st_file *f = th_golden_load("optim/%s_%s.safetensors", config, dts[d]);
         tg_tensor *params[NP];
         init_params(f, params);
         tg_optimizer *o = make_opt(f, params);
@@ -155,7 +146,7 @@ static void assert_bits_equal(const tg_tensor *a, const tg_tensor *b, const char
  * those of an uninterrupted run. */
 static void check_resume(const char *config)
 {
-    tg_st_file *f = load_case(config, "f32");
+    tg_st_file *f = th_golden_load("optim/%s_%s.safetensors", config, "f32");
     tg_tensor *a[NP], *b[NP];
     init_params(f, a);
     init_params(f, b);
@@ -243,7 +234,7 @@ static tg_st_file *copy_without(const tg_st_file *src, const char *skip)
 
 Test(optim, bad_state_files_leave_the_optimizer_unchanged)
 {
-    tg_st_file *f = load_case("adam", "f32");
+    tg_st_file *f = th_golden_load("optim/%s_%s.safetensors", "adam", "f32");
     tg_tensor *p[NP];
     init_params(f, p);
     tg_optimizer *o = make_opt(f, p);

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "helpers.h"
 #include "../tools/case.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
@@ -49,13 +50,6 @@ static tg_tensor *mk(tg_dtype dt, int nd, const int64_t *shape, double lo, doubl
         tg_tensor_set_flat(t, i, lo + (rnd() + 1.0) / 2.0 * (hi - lo));
     return t;
 }
-static double at(const tg_tensor *t, int64_t i)
-{
-    double v;
-    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
-    return v;
-}
-
 /* ---- quantize / dequantize ---- */
 
 Test(quant, quantize_rounds_half_to_even_and_saturates)
@@ -73,8 +67,8 @@ Test(quant, quantize_rounds_half_to_even_and_saturates)
     cr_assert(eq(int, tg_tensor_dtype(qu), TG_U8));
     cr_assert(eq(int, tg_tensor_dtype(qi), TG_I8));
     for (int i = 0; i < 8; i++) {
-        cr_assert(eq(dbl, at(qu, i), want_u[i]), "u8 element %d", i);
-        cr_assert(eq(dbl, at(qi, i), want_i[i]), "i8 element %d", i);
+        cr_assert(eq(dbl, th_at(qu, i), want_u[i]), "u8 element %d", i);
+        cr_assert(eq(dbl, th_at(qi, i), want_i[i]), "i8 element %d", i);
     }
     tg_tensor_release(x);
     tg_tensor_release(qu);
@@ -90,9 +84,9 @@ Test(quant, round_trip_within_half_a_step)
     cr_assert(eq(int, tg_dequantize(&d, q, s, 128), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(d), TG_F32));
     for (int64_t i = 0; i < 150; i++) {
-        double e = fabs(at(d, i) - at(x, i));
+        double e = fabs(th_at(d, i) - th_at(x, i));
         cr_assert(e <= s / 2 * (1 + 1e-6), "element %lld off by %g", (long long)i, e);
-        cr_assert(eq(dbl, at(q, i), fmin(255, rint(at(x, i) / s) + 128)));
+        cr_assert(eq(dbl, th_at(q, i), fmin(255, rint(th_at(x, i) / s) + 128)));
     }
     tg_tensor_release(x);
     tg_tensor_release(q);
@@ -108,9 +102,9 @@ Test(quant, per_channel_uses_the_axis_index)
     cr_assert(eq(int, tg_dequantize_per_channel(&d, q, -2, 3, scales), TG_OK));
     for (int64_t i = 0; i < 24; i++) {
         const int64_t c = (i / 4) % 3;
-        const double want = fmax(-128, fmin(127, rint(at(x, i) / scales[c])));
-        cr_assert(eq(dbl, at(q, i), want), "element %lld", (long long)i);
-        cr_assert(epsilon_eq(dbl, at(d, i), want * scales[c], 1e-6));
+        const double want = fmax(-128, fmin(127, rint(th_at(x, i) / scales[c])));
+        cr_assert(eq(dbl, th_at(q, i), want), "element %lld", (long long)i);
+        cr_assert(epsilon_eq(dbl, th_at(d, i), want * scales[c], 1e-6));
     }
     tg_tensor_release(x);
     tg_tensor_release(q);
@@ -132,10 +126,10 @@ Test(quant, conv_transpose_weight_scale_is_per_output_channel_per_group)
             for (int64_t k = 0; k < 2; k++) {
                 int64_t i = (ci * 3 + j) * 2 + k;
                 double s = scales[(ci / 2) * 3 + j];
-                double want = fmax(-128, fmin(127, rint(at(w, i) / s)));
-                cr_assert(eq(dbl, at(q, i), want), "(%lld,%lld,%lld)", (long long)ci,
+                double want = fmax(-128, fmin(127, rint(th_at(w, i) / s)));
+                cr_assert(eq(dbl, th_at(q, i), want), "(%lld,%lld,%lld)", (long long)ci,
                           (long long)j, (long long)k);
-                cr_assert(epsilon_eq(dbl, at(d, i), want * s, 1e-6));
+                cr_assert(epsilon_eq(dbl, th_at(d, i), want * s, 1e-6));
             }
     tg_tensor_release(w);
     tg_tensor_release(q);
@@ -300,13 +294,13 @@ static void qdata_make(qdata *d, const qcase *c)
     /* dequantize here, by index, so the channel rule is checked independently */
     tg_tensor_clone(&d->xd, xf);
     for (int64_t i = 0; i < tg_tensor_numel(xf); i++)
-        tg_tensor_set_flat(d->xd, i, d->q.x_scale * (at(d->xq, i) - d->q.x_zero_point));
+        tg_tensor_set_flat(d->xd, i, d->q.x_scale * (th_at(d->xq, i) - d->q.x_zero_point));
     tg_tensor_clone(&d->wd, wf);
     const int64_t inner = tg_tensor_numel(wf) / (ws[0] * ws[1]);
     for (int64_t i = 0; i < tg_tensor_numel(wf); i++) {
         int64_t i0 = i / (ws[1] * inner), i1 = (i / inner) % ws[1];
         int64_t ch = !c->per_channel ? 0 : !c->transpose ? i0 : (i0 / (c->c_in / c->groups)) * ws[1] + i1;
-        tg_tensor_set_flat(d->wd, i, d->wscales[ch] * at(d->wq, i));
+        tg_tensor_set_flat(d->wd, i, d->wscales[ch] * th_at(d->wq, i));
     }
     if (c->bias) d->bias = mk(TG_F32, 1, &c->c_out, -0.5, 0.5);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -339,12 +333,12 @@ static int64_t compare_to_float(const tg_tensor *ours, const tg_tensor *yf, cons
     const double lo = dt == TG_U8 ? 0 : -128, hi = dt == TG_U8 ? 255 : 127;
     int64_t diff = 0;
     for (int64_t i = 0; i < tg_tensor_numel(yf); i++) {
-        double r = rint(at(yf, i) / d->q.y_scale) + d->q.y_zero_point;
+        double r = rint(th_at(yf, i) / d->q.y_scale) + d->q.y_zero_point;
         if (relu) r = fmax(r, d->q.y_zero_point);
         r = fmax(lo, fmin(hi, r));
-        double e = fabs(at(ours, i) - r);
+        double e = fabs(th_at(ours, i) - r);
         cr_assert(e <= 1, "element %lld: got %g, float reference %g", (long long)i,
-                  at(ours, i), r);
+                  th_at(ours, i), r);
         diff += e != 0;
     }
     return diff;
@@ -437,7 +431,7 @@ Test(quant, quantized_linear_matches_float_within_one_unit)
         cr_assert(eq(int, tg_dequantize(&d.xd, d.xq, d.q.x_scale, d.q.x_zero_point), TG_OK));
         tg_tensor_clone(&d.wd, wf);
         for (int64_t i = 0; i < n * k; i++)
-            tg_tensor_set_flat(d.wd, i, at(d.wq, i) * d.wscales[t < 2 ? i / k : 0]);
+            tg_tensor_set_flat(d.wd, i, th_at(d.wq, i) * d.wscales[t < 2 ? i / k : 0]);
         cr_assert(eq(int, tg_quantized_linear(&y, d.xq, d.wq, bias, &d.q, t == 3), TG_OK));
         cr_assert(eq(int, tg_linear(&yf, d.xd, d.wd, bias), TG_OK));
         compare_to_float(y, yf, &d, dt, t == 3);
@@ -501,8 +495,8 @@ Test(quant, fake_quantize_values_and_straight_through_gradient)
     for (int i = 0; i < 8; i++) {
         double l = rint(xs[i] / 0.1) + 2;
         double want = (fmax(0, fmin(10, l)) - 2) * 0.1;
-        cr_assert(epsilon_eq(dbl, at(y, i), want, 1e-12), "y[%d]", i);
-        cr_assert(eq(dbl, at(dx, i), (l >= 0 && l <= 10) ? 3.0 : 0.0), "dx[%d]", i);
+        cr_assert(epsilon_eq(dbl, th_at(y, i), want, 1e-12), "y[%d]", i);
+        cr_assert(eq(dbl, th_at(dx, i), (l >= 0 && l <= 10) ? 3.0 : 0.0), "dx[%d]", i);
     }
     tg_tensor *bad = (tg_tensor *)0x1;
     cr_assert(eq(int, tg_fake_quantize(&bad, x, 0.1, 11, 0, 10), TG_EINVAL));
@@ -579,23 +573,13 @@ Test(quant, per_channel_observer_and_errors)
 
 /* ---- goldens from PyTorch's quantized modules (scripts/make_quant_goldens.py) ---- */
 
-static void golden_path(char *buf, size_t n, const char *name, const char *suffix)
-{
-    const char *root = getenv("TG_SOURCE_ROOT");
-    snprintf(buf, n, "%s/tests/golden/quant/%s%s", root && root[0] ? root : TG_SOURCE_ROOT,
-             name, suffix);
-}
-
 /* Runs one case through tools/case.c (the code behind `tapegrad run-op`);
  * returns the number of elements that differ from torch (each by <= 1). */
 static int64_t run_golden(const char *name, int64_t *numel)
 {
-    char path[4096], err[1024] = "";
-    tg_st_file *cf = NULL, *rf = NULL, *res = NULL;
-    golden_path(path, sizeof path, name, ".case.safetensors");
-    cr_assert(eq(int, tg_safetensors_load(&cf, path), TG_OK), "%s", path);
-    golden_path(path, sizeof path, name, ".result.safetensors");
-    cr_assert(eq(int, tg_safetensors_load(&rf, path), TG_OK), "%s", path);
+    char err[1024] = "";
+    tg_st_file *cf = th_golden_load("quant/%s.case.safetensors", name);
+    tg_st_file *rf = th_golden_load("quant/%s.result.safetensors", name), *res = NULL;
     tg_case c;
     cr_assert(eq(int, tg_case_parse(&c, cf, err, sizeof err), TG_OK), "%s: %s", name, err);
     cr_assert(c.quantized);
@@ -612,9 +596,10 @@ static int64_t run_golden(const char *name, int64_t *numel)
     int64_t diff = 0, n_out = 0;
     *numel = tg_tensor_numel(want);
     for (int64_t i = 0; i < *numel; i++) {
-        cr_assert(fabs(at(got, i) - at(ref, i)) <= 1, "%s: element %lld: got %g, f64 reference %g",
-                  name, (long long)i, at(got, i), at(ref, i));
-        if (fabs(at(want, i) - at(ref, i)) > 1) {
+        cr_assert(fabs(th_at(got, i) - th_at(ref, i)) <= 1,
+                  "%s: element %lld: got %g, f64 reference %g", name, (long long)i, th_at(got, i),
+                  th_at(ref, i));
+        if (fabs(th_at(want, i) - th_at(ref, i)) > 1) {
             char idx[32], list[512];
             snprintf(idx, sizeof idx, ",%lld,", (long long)i);
             snprintf(list, sizeof list, ",%s,", outl ? outl : "");
@@ -622,9 +607,9 @@ static int64_t run_golden(const char *name, int64_t *numel)
             n_out++;
             continue;
         }
-        double e = fabs(at(got, i) - at(want, i));
+        double e = fabs(th_at(got, i) - th_at(want, i));
         cr_assert(e <= 1, "%s: element %lld: got %g, torch %g", name, (long long)i,
-                  at(got, i), at(want, i));
+                  th_at(got, i), th_at(want, i));
         diff += e != 0;
     }
     cr_assert(n_out <= 1, "%s: %lld torch outliers", name, (long long)n_out);
@@ -635,7 +620,7 @@ static int64_t run_golden(const char *name, int64_t *numel)
 Test(quant, goldens_from_torch_within_one_unit)
 {
     char dir[4096];
-    golden_path(dir, sizeof dir, "", "");
+    th_golden_path(dir, sizeof dir, "quant");
     DIR *d = opendir(dir);
     cr_assert(d != NULL, "cannot open %s", dir);
     struct dirent *e;

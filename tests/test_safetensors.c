@@ -9,50 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "io/json.h"
 #include "tapegrad/safetensors.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static char g_dir[64];
-
-static void make_dir(void)
-{
-    strcpy(g_dir, "/tmp/tg_st_XXXXXX");
-    cr_assert(mkdtemp(g_dir) != NULL);
-}
-
-static void remove_dir(void)
-{
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-        if (rmdir(p) != 0) unlink(p);
-    }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(g_dir);
-    cr_assert(d != NULL);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-static void path_in_dir(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "%s/%s", g_dir, name);
-}
+static void make_dir(void) { th_tmp_dir_make("tg_st_"); }
 
 /* A value pattern exactly representable in every dtype (small integers and
  * halves in [-20, 29.5] for floats; 0..199 for u8). */
@@ -102,7 +66,7 @@ static unsigned char *make_bytes(const char *header, size_t ndata, size_t *len)
     return b;
 }
 
-static tg_st_file *const UNTOUCHED = (tg_st_file *)&g_dir;
+static tg_st_file *const UNTOUCHED = (tg_st_file *)&th_tmp_dir;
 
 /* Parses exactly len bytes from a private copy (so ASan sees any overread)
  * and asserts TG_EFORMAT with *out untouched. */
@@ -140,7 +104,7 @@ static void assert_same_tensor(const tg_tensor *a, const tg_tensor *b)
     }
 }
 
-TestSuite(safetensors, .init = make_dir, .fini = remove_dir);
+TestSuite(safetensors, .init = make_dir, .fini = th_tmp_dir_remove);
 
 /* ---- round trips ------------------------------------------------------------ */
 
@@ -164,7 +128,7 @@ Test(safetensors, round_trip_every_dtype_scalar_empty_and_metadata)
     cr_assert(eq(int, tg_st_meta_set(f, "tricky \"key\"\n", "tab\there \\ \xc3\xa9 \x01"), 0));
 
     char path[256];
-    path_in_dir(path, sizeof path, "all.safetensors");
+    th_tmp_path(path, sizeof path, "all.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
     cr_assert(eq(int, tg_safetensors_load(&g, path), 0), "%s", tg_error_message());
 
@@ -198,7 +162,7 @@ Test(safetensors, header_is_padded_and_data_offsets_contiguous)
     tg_st_set(f, "a", a);
     tg_st_set(f, "b", b);
     char path[256];
-    path_in_dir(path, sizeof path, "pad.safetensors");
+    th_tmp_path(path, sizeof path, "pad.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), 0));
     size_t len;
     unsigned char *bytes = read_file(path, &len);
@@ -233,7 +197,7 @@ Test(safetensors, non_contiguous_tensor_is_saved_in_row_major_order)
     tg_st_new(&f);
     tg_st_set(f, "tr", tr);
     char path[256];
-    path_in_dir(path, sizeof path, "tr.safetensors");
+    th_tmp_path(path, sizeof path, "tr.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
     cr_assert(eq(int, tg_safetensors_load(&g, path), 0));
     tg_tensor *t = tg_st_get(g, "tr");
@@ -316,7 +280,7 @@ Test(safetensors, every_truncation_of_a_valid_file_is_rejected)
     tg_st_set(f, "b", b);
     tg_st_meta_set(f, "k", "v");
     char path[256];
-    path_in_dir(path, sizeof path, "trunc.safetensors");
+    th_tmp_path(path, sizeof path, "trunc.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), 0));
     size_t len;
     unsigned char *bytes = read_file(path, &len);
@@ -460,11 +424,11 @@ Test(safetensors, missing_file_is_eio)
 {
     tg_st_file *f = UNTOUCHED;
     char path[256];
-    path_in_dir(path, sizeof path, "nope.safetensors");
+    th_tmp_path(path, sizeof path, "nope.safetensors");
     cr_assert(eq(int, tg_safetensors_load(&f, path), TG_EIO));
     cr_assert(f == UNTOUCHED);
     cr_assert(strstr(tg_error_message(), "nope.safetensors") != NULL);
-    cr_assert(eq(int, tg_safetensors_load(&f, g_dir), TG_EIO), "a directory");
+    cr_assert(eq(int, tg_safetensors_load(&f, th_tmp_dir), TG_EIO), "a directory");
     cr_assert(f == UNTOUCHED);
 }
 
@@ -521,13 +485,13 @@ static double first_value(const char *path)
     return v;
 }
 
-Test(safetensors, save_into_missing_directory_fails_and_leaves_nothing)
+Test(safetensors, save_into_missinth_tmp_directory_fails_and_leaves_nothing)
 {
     tg_st_file *f = file_with(1.0, 4);
     char path[256];
-    path_in_dir(path, sizeof path, "no/such/dir/x.safetensors");
+    th_tmp_path(path, sizeof path, "no/such/dir/x.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), TG_EIO));
-    cr_assert(eq(int, count_dir_entries(), 0));
+    cr_assert(eq(int, th_tmp_dir_count(), 0));
     tg_st_free(f);
 }
 
@@ -535,12 +499,12 @@ Test(safetensors, save_replaces_an_existing_file_on_success)
 {
     tg_st_file *a = file_with(1.0, 4), *b = file_with(2.0, 9);
     char path[256];
-    path_in_dir(path, sizeof path, "x.safetensors");
+    th_tmp_path(path, sizeof path, "x.safetensors");
     cr_assert(eq(int, tg_safetensors_save(a, path), 0));
     cr_assert(eq(dbl, first_value(path), 1.0));
     cr_assert(eq(int, tg_safetensors_save(b, path), 0));
     cr_assert(eq(dbl, first_value(path), 2.0));
-    cr_assert(eq(int, count_dir_entries(), 1), "no temporary file left");
+    cr_assert(eq(int, th_tmp_dir_count(), 1), "no temporary file left");
     tg_st_free(a);
     tg_st_free(b);
 }
@@ -549,7 +513,7 @@ Test(safetensors, failed_save_keeps_the_old_file)
 {
     tg_st_file *a = file_with(1.0, 4), *b = file_with(2.0, 1 << 16);
     char path[256];
-    path_in_dir(path, sizeof path, "x.safetensors");
+    th_tmp_path(path, sizeof path, "x.safetensors");
     cr_assert(eq(int, tg_safetensors_save(a, path), 0));
     /* Make writes beyond 4 KiB fail (EFBIG) for this (forked) test process,
      * so b's 256 KiB of data cannot be written.  Works even as root. */
@@ -561,7 +525,7 @@ Test(safetensors, failed_save_keeps_the_old_file)
     setrlimit(RLIMIT_FSIZE, &old);
     cr_assert(eq(int, rc, TG_EIO), "%s", tg_error_message());
     cr_assert(eq(dbl, first_value(path), 1.0), "old file intact");
-    cr_assert(eq(int, count_dir_entries(), 1), "temporary file removed");
+    cr_assert(eq(int, th_tmp_dir_count(), 1), "temporary file removed");
     tg_st_free(a);
     tg_st_free(b);
 }
@@ -570,10 +534,10 @@ Test(safetensors, save_over_a_directory_fails_and_cleans_up)
 {
     tg_st_file *a = file_with(1.0, 4);
     char path[256];
-    path_in_dir(path, sizeof path, "sub");
+    th_tmp_path(path, sizeof path, "sub");
     cr_assert(eq(int, mkdir(path, 0755), 0));
     cr_assert(eq(int, tg_safetensors_save(a, path), TG_EIO));
-    cr_assert(eq(int, count_dir_entries(), 1), "only the directory");
+    cr_assert(eq(int, th_tmp_dir_count(), 1), "only the directory");
     struct stat st;
     cr_assert(eq(int, stat(path, &st), 0));
     cr_assert(eq(int, S_ISDIR(st.st_mode) ? 1 : 0, 1));
@@ -600,7 +564,7 @@ Test(safetensors, random_header_corruption_never_crashes)
     tg_st_set(f, "beta", b);
     tg_st_meta_set(f, "note", "caf\xc3\xa9 \"q\"");
     char path[256];
-    path_in_dir(path, sizeof path, "fuzz.safetensors");
+    th_tmp_path(path, sizeof path, "fuzz.safetensors");
     cr_assert(eq(int, tg_safetensors_save(f, path), 0));
     size_t len;
     unsigned char *orig = read_file(path, &len);

@@ -5,31 +5,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/tensor.h"
-
-/* A tensor of dtype dt whose row-major element k is k (an arange). */
-static tg_tensor *arange(tg_dtype dt, int ndim, const int64_t *shape)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    for (int64_t k = 0; k < tg_tensor_numel(t); k++)
-        cr_assert(eq(int, tg_tensor_set_flat(t, k, (double)k), TG_OK));
-    return t;
-}
-
-/* Uniform random values in [-1, 1). */
-static tg_tensor *randu(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    tg_tensor *t = NULL;
-    tg_rng rng;
-    tg_rng_init(&rng, seed);
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, -1.0, 1.0), TG_OK));
-    return t;
-}
 
 static double at(const tg_tensor *t, const int64_t *idx)
 {
@@ -56,7 +36,7 @@ static void assert_shape(const tg_tensor *t, int ndim, const int64_t *shape)
 Test(shape, reshape_of_contiguous_is_a_view)
 {
     int64_t s[3] = {2, 3, 4}, r[2] = {4, -1}, want[2] = {4, 6};
-    tg_tensor *a = arange(TG_F32, 3, s), *v = NULL;
+    tg_tensor *a = th_arange(TG_F32, 3, s), *v = NULL;
     cr_assert(eq(int, tg_reshape(&v, a, 2, r), TG_OK));
     assert_shape(v, 2, want);
     cr_assert(tg_tensor_shares_storage(a, v));
@@ -69,7 +49,7 @@ Test(shape, reshape_of_contiguous_is_a_view)
 Test(shape, write_through_view_is_seen_by_base_and_bumps_shared_version)
 {
     int64_t s[2] = {3, 4};
-    tg_tensor *a = arange(TG_F64, 2, s), *t = NULL;
+    tg_tensor *a = th_arange(TG_F64, 2, s), *t = NULL;
     cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
     cr_assert(tg_tensor_shares_storage(a, t));
     uint64_t v0 = tg_tensor_version(a);
@@ -85,7 +65,7 @@ Test(shape, write_through_view_is_seen_by_base_and_bumps_shared_version)
 Test(shape, reshape_of_transposed_views_when_possible_else_copies)
 {
     int64_t s[2] = {3, 4}, r3[3] = {2, 2, 3}, r1[1] = {12};
-    tg_tensor *a = arange(TG_F64, 2, s), *t = NULL, *v = NULL, *c = NULL;
+    tg_tensor *a = th_arange(TG_F64, 2, s), *t = NULL, *v = NULL, *c = NULL;
     cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));   /* t[i][j] = a[j][i] = 4j + i */
     /* (4, 3) -> (2, 2, 3) only splits the strided dim 0: still a view. */
     cr_assert(eq(int, tg_reshape(&v, t, 3, r3), TG_OK));
@@ -109,7 +89,7 @@ Test(shape, permute_matches_index_math)
 {
     int64_t s[3] = {2, 3, 4}, want[3] = {4, 2, 3};
     int perm[3] = {2, 0, -2};
-    tg_tensor *a = arange(TG_I32, 3, s), *p = NULL;
+    tg_tensor *a = th_arange(TG_I32, 3, s), *p = NULL;
     cr_assert(eq(int, tg_permute(&p, a, perm), TG_OK));
     assert_shape(p, 3, want);
     cr_assert(tg_tensor_shares_storage(a, p));
@@ -126,7 +106,7 @@ Test(shape, permute_matches_index_math)
 Test(shape, slice_follows_python_rules)
 {
     int64_t s[2] = {3, 10};
-    tg_tensor *a = arange(TG_F32, 2, s), *v = NULL, *e = NULL, *w = NULL;
+    tg_tensor *a = th_arange(TG_F32, 2, s), *v = NULL, *e = NULL, *w = NULL;
     /* a[:, -8:100:3] picks columns 2, 5, 8. */
     cr_assert(eq(int, tg_slice(&v, a, -1, -8, 100, 3), TG_OK));
     int64_t want[2] = {3, 3};
@@ -152,7 +132,7 @@ Test(shape, slice_follows_python_rules)
 Test(shape, expand_stretches_with_stride_zero)
 {
     int64_t s[2] = {3, 1}, to[3] = {2, -1, 4}, want[3] = {2, 3, 4};
-    tg_tensor *a = arange(TG_F64, 2, s), *e = NULL;
+    tg_tensor *a = th_arange(TG_F64, 2, s), *e = NULL;
     cr_assert(eq(int, tg_expand(&e, a, 3, to), TG_OK));
     assert_shape(e, 3, want);
     cr_assert(tg_tensor_shares_storage(a, e));
@@ -166,7 +146,7 @@ Test(shape, expand_stretches_with_stride_zero)
 Test(shape, unsqueeze_squeeze_and_contiguous)
 {
     int64_t s[2] = {3, 4}, w1[3] = {3, 1, 4}, w2[3] = {3, 4, 1};
-    tg_tensor *a = arange(TG_F32, 2, s), *u = NULL, *u2 = NULL, *q = NULL, *q2 = NULL;
+    tg_tensor *a = th_arange(TG_F32, 2, s), *u = NULL, *u2 = NULL, *q = NULL, *q2 = NULL;
     cr_assert(eq(int, tg_unsqueeze(&u, a, 1), TG_OK));
     assert_shape(u, 3, w1);
     cr_assert(eq(int, tg_unsqueeze(&u2, a, -1), TG_OK));
@@ -193,7 +173,8 @@ Test(shape, unsqueeze_squeeze_and_contiguous)
 Test(shape, cat_places_each_input_along_dim)
 {
     int64_t s0[3] = {2, 1, 3}, s1[3] = {2, 2, 3}, s2[3] = {2, 0, 3}, want[3] = {2, 3, 3};
-    tg_tensor *ts[3] = {arange(TG_F64, 3, s0), arange(TG_F64, 3, s1), arange(TG_F64, 3, s2)};
+    tg_tensor *ts[3] = {th_arange(TG_F64, 3, s0), th_arange(TG_F64, 3, s1),
+                        th_arange(TG_F64, 3, s2)};
     tg_tensor *c = NULL;
     cr_assert(eq(int, tg_cat(&c, 3, ts, -2), TG_OK));
     assert_shape(c, 3, want);
@@ -228,7 +209,7 @@ Test(shape, sum_and_mean_match_naive_loops)
     int64_t s[3] = {3, 5, 7};
     tg_dtype dts[2] = {TG_F32, TG_F64};
     for (int di = 0; di < 2; di++) {
-        tg_tensor *a = randu(dts[di], 3, s, 7), *sm = NULL, *mn = NULL;
+        tg_tensor *a = th_rand_uniform(dts[di], 3, s, 7), *sm = NULL, *mn = NULL;
         double ref = 0.0;
         for (int64_t k = 0; k < 105; k++) ref += flat(a, k);
         cr_assert(eq(int, tg_sum(&sm, a), TG_OK));
@@ -246,7 +227,7 @@ Test(shape, sum_and_mean_match_naive_loops)
 Test(shape, sum_dims_and_mean_dims_match_naive_loops)
 {
     int64_t s[3] = {3, 4, 5};
-    tg_tensor *a = randu(TG_F64, 3, s, 11), *sd = NULL, *sk = NULL, *md = NULL;
+    tg_tensor *a = th_rand_uniform(TG_F64, 3, s, 11), *sd = NULL, *sk = NULL, *md = NULL;
     int dims[2] = {-1, 0};
     cr_assert(eq(int, tg_sum_dims(&sd, a, 2, dims, false), TG_OK));
     cr_assert(eq(int, tg_sum_dims(&sk, a, 2, dims, true), TG_OK));
@@ -271,7 +252,7 @@ Test(shape, sum_dims_and_mean_dims_match_naive_loops)
 Test(shape, sum_of_a_strided_view_and_half_dtypes)
 {
     int64_t s[2] = {4, 6};
-    tg_tensor *a = randu(TG_F32, 2, s, 3), *t = NULL, *st = NULL, *h = NULL, *sh = NULL;
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, s, 3), *t = NULL, *st = NULL, *h = NULL, *sh = NULL;
     cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
     int dim = 1;
     cr_assert(eq(int, tg_sum_dims(&st, t, 1, &dim, false), TG_OK));   /* = column sums of a */
@@ -299,7 +280,7 @@ Test(shape, sum_of_a_strided_view_and_half_dtypes)
 Test(shape, sum_to_shape_sums_broadcast_dims)
 {
     int64_t s[3] = {2, 3, 4}, to[2] = {3, 1};
-    tg_tensor *a = arange(TG_F64, 3, s), *r = NULL, *r0 = NULL;
+    tg_tensor *a = th_arange(TG_F64, 3, s), *r = NULL, *r0 = NULL;
     cr_assert(eq(int, tg_sum_to_shape(&r, a, 2, to), TG_OK));
     assert_shape(r, 2, to);
     for (int64_t j = 0; j < 3; j++) {
@@ -395,7 +376,7 @@ static int run_cat(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 
 static tg_tensor *leaf(int ndim, const int64_t *shape, uint64_t seed)
 {
-    tg_tensor *x = randu(TG_F64, ndim, shape, seed);
+    tg_tensor *x = th_rand_uniform(TG_F64, ndim, shape, seed);
     cr_assert(eq(int, tg_tensor_set_requires_grad(x, true), TG_OK));
     return x;
 }
@@ -458,7 +439,7 @@ Test(shape, slice_gradient_is_ones_on_the_picked_elements)
 Test(shape, errors_leave_out_untouched)
 {
     int64_t s[2] = {2, 3};
-    tg_tensor *a = arange(TG_F32, 2, s), *out = NULL;
+    tg_tensor *a = th_arange(TG_F32, 2, s), *out = NULL;
     uint64_t v0 = tg_tensor_version(a);
     cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 0}), TG_EINVAL));
     cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 2}), TG_EINVAL));
@@ -487,7 +468,7 @@ Test(shape, errors_leave_out_untouched)
 Test(shape, reductions_reject_integer_dtypes)
 {
     int64_t s[1] = {4};
-    tg_tensor *a = arange(TG_I32, 1, s), *out = NULL;
+    tg_tensor *a = th_arange(TG_I32, 1, s), *out = NULL;
     cr_assert(eq(int, tg_sum(&out, a), TG_EDTYPE));
     cr_assert(eq(int, tg_mean_dims(&out, a, 1, (int[]){0}, false), TG_EDTYPE));
     cr_assert(eq(ptr, out, NULL));
@@ -496,8 +477,10 @@ Test(shape, reductions_reject_integer_dtypes)
 
 Test(shape, cat_errors)
 {
-    tg_tensor *a = arange(TG_F32, 2, (int64_t[]){2, 3}), *b = arange(TG_F32, 2, (int64_t[]){3, 3});
-    tg_tensor *c = arange(TG_F64, 2, (int64_t[]){2, 3}), *d = arange(TG_F32, 1, (int64_t[]){3});
+    tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}),
+              *b = th_arange(TG_F32, 2, (int64_t[]){3, 3});
+    tg_tensor *c = th_arange(TG_F64, 2, (int64_t[]){2, 3}),
+              *d = th_arange(TG_F32, 1, (int64_t[]){3});
     tg_tensor *out = NULL;
     cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, b}, 1), TG_ESHAPE));
     cr_assert(strstr(tg_error_message(), "cat:") != NULL);

@@ -5,26 +5,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "internal.h"
 
 #define SENTINEL ((tg_tensor *)0x1)
-
-/* A contiguous tensor holding 0, 1, 2, ... in row-major order. */
-static tg_tensor *arange(tg_dtype dt, int ndim, const int64_t *shape)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
-    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
-        cr_assert(eq(int, tg_tensor_set_flat(t, i, (double)i), TG_OK));
-    return t;
-}
-
-static double at(const tg_tensor *t, int64_t i)
-{
-    double v = NAN;
-    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
-    return v;
-}
 
 /* A transposed (last two dims swapped) view of a contiguous 2-d tensor. */
 static tg_tensor *transposed(tg_tensor *t)
@@ -54,7 +38,7 @@ Test(tensor, zeros_has_contiguous_geometry)
     cr_assert(eq(u64, tg_tensor_version(t), 0));
     cr_assert(eq(uptr, (uintptr_t)tg_tensor_data(t) % 64, 0));
     cr_assert(eq(int, (int)tg_tensor_dtype(t), (int)TG_F32));
-    for (int64_t i = 0; i < 24; i++) cr_assert(eq(dbl, at(t, i), 0.0));
+    for (int64_t i = 0; i < 24; i++) cr_assert(eq(dbl, th_at(t, i), 0.0));
     cr_assert(tg_tensor_is_leaf(t) && !tg_tensor_requires_grad(t));
     tg_tensor_release(t);
 }
@@ -69,15 +53,15 @@ Test(tensor, scalar_full_and_from_data)
     cr_assert(eq(int, tg_tensor_get(s, NULL, &v), TG_OK));
     cr_assert(eq(dbl, v, -2.25));
     cr_assert(eq(int, tg_tensor_full(&f, TG_F16, 2, (int64_t[]){2, 2}, 1.5), TG_OK));
-    for (int i = 0; i < 4; i++) cr_assert(eq(dbl, at(f, i), 1.5));
+    for (int i = 0; i < 4; i++) cr_assert(eq(dbl, th_at(f, i), 1.5));
     cr_assert(eq(u64, tg_tensor_version(f), 0));
     cr_assert(eq(int, tg_tensor_full(&i8, TG_I8, 1, (int64_t[]){3}, 300.0), TG_OK));
-    cr_assert(eq(dbl, at(i8, 2), 127.0));
+    cr_assert(eq(dbl, th_at(i8, 2), 127.0));
     float data[6] = {1, 2, 3, 4, 5, 6};
     cr_assert(eq(int, tg_tensor_from_data(&d, TG_F32, 2, (int64_t[]){2, 3}, data), TG_OK));
     data[0] = 100;   /* the tensor holds a copy */
-    cr_assert(eq(dbl, at(d, 0), 1.0));
-    cr_assert(eq(dbl, at(d, 5), 6.0));
+    cr_assert(eq(dbl, th_at(d, 0), 1.0));
+    cr_assert(eq(dbl, th_at(d, 5), 6.0));
     tg_tensor_release(s);
     tg_tensor_release(f);
     tg_tensor_release(i8);
@@ -126,7 +110,7 @@ Test(tensor, empty_extent_is_valid)
 
 Test(tensor, refcount_and_views_keep_storage_alive)
 {
-    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){2, 3});
     cr_assert(eq(ptr, tg_tensor_retain(base), base));
     cr_assert(eq(int, tg_tensor_refcount(base), 2));
     tg_tensor_release(base);
@@ -141,14 +125,14 @@ Test(tensor, refcount_and_views_keep_storage_alive)
     double v;
     cr_assert(eq(int, tg_tensor_get(view, (int64_t[]){2, 1}, &v), TG_OK));
     cr_assert(eq(dbl, v, 5.0));
-    cr_assert(eq(dbl, at(det, 4), 4.0));
+    cr_assert(eq(dbl, th_at(det, 4), 4.0));
     tg_tensor_release(view);
     tg_tensor_release(det);
 }
 
 Test(tensor, release_frees_grad_and_hooks)
 {
-    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3});
+    tg_tensor *t = th_arange(TG_F32, 1, (int64_t[]){3});
     tg_tensor *g = NULL;
     cr_assert(eq(int, tg_tensor_zeros_like(&g, t), TG_OK));
     tg_tensor_set_grad(t, g);   /* steals g */
@@ -164,13 +148,13 @@ Test(tensor, release_frees_grad_and_hooks)
 
 Test(tensor, grad_set_replace_and_zero)
 {
-    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3}), *g1 = NULL, *g2 = NULL;
+    tg_tensor *t = th_arange(TG_F32, 1, (int64_t[]){3}), *g1 = NULL, *g2 = NULL;
     cr_assert(eq(ptr, tg_tensor_grad(t), NULL));
     cr_assert(eq(int, tg_tensor_full(&g1, TG_F32, 1, (int64_t[]){3}, 1.0), TG_OK));
     cr_assert(eq(int, tg_tensor_full(&g2, TG_F32, 1, (int64_t[]){3}, 2.0), TG_OK));
     tg_tensor_set_grad(t, g1);
     tg_tensor_set_grad(t, g2);   /* g1 released (ASan would report a leak) */
-    cr_assert(eq(dbl, at(tg_tensor_grad(t), 0), 2.0));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(t), 0), 2.0));
     tg_tensor_zero_grad(t);
     cr_assert(eq(ptr, tg_tensor_grad(t), NULL));
     tg_tensor_release(t);
@@ -183,7 +167,7 @@ Test(tensor, get_set_and_bounds)
     tg_tensor *t = NULL;
     cr_assert(eq(int, tg_tensor_zeros(&t, TG_F64, 2, (int64_t[]){2, 3}), TG_OK));
     cr_assert(eq(int, tg_tensor_set(t, (int64_t[]){1, 2}, 7.5), TG_OK));
-    cr_assert(eq(dbl, at(t, 5), 7.5));   /* (1, 2) is flat 1 * 3 + 2 */
+    cr_assert(eq(dbl, th_at(t, 5), 7.5));   /* (1, 2) is flat 1 * 3 + 2 */
     cr_assert(eq(int, tg_tensor_set_flat(t, 1, -1.0), TG_OK));
     double v = 123;
     cr_assert(eq(int, tg_tensor_get(t, (int64_t[]){0, 1}, &v), TG_OK));
@@ -211,7 +195,7 @@ Test(tensor, get_set_and_bounds)
 
 Test(tensor, strided_view_reads_in_logical_order)
 {
-    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){2, 3});
     tg_tensor *v = transposed(base);   /* (3, 2): v[i][j] = base[j][i] = 3j + i */
     cr_assert(not(tg_tensor_is_contiguous(v)));
     double got[6];
@@ -219,21 +203,21 @@ Test(tensor, strided_view_reads_in_logical_order)
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++) cr_assert(eq(dbl, got[i * 2 + j], 3.0 * j + i));
     /* get_flat agrees with the multi-index */
-    for (int k = 0; k < 6; k++) cr_assert(eq(dbl, at(v, k), got[k]));
+    for (int k = 0; k < 6; k++) cr_assert(eq(dbl, th_at(v, k), got[k]));
     tg_tensor_release(v);
     tg_tensor_release(base);
 }
 
 Test(tensor, contiguity_ignores_unit_dims)
 {
-    tg_tensor *base = arange(TG_F32, 1, (int64_t[]){6});
+    tg_tensor *base = th_arange(TG_F32, 1, (int64_t[]){6});
     tg_tensor *v = tg__tensor_view_of(base->storage, TG_F32, 3, (int64_t[]){2, 1, 3},
                                       (int64_t[]){3, 99, 1}, 0);
     cr_assert(tg_tensor_is_contiguous(v));
     tg_tensor *w = tg__tensor_view_of(base->storage, TG_F32, 2, (int64_t[]){2, 3},
                                       (int64_t[]){0, 1}, 0);   /* broadcast rows */
     cr_assert(not(tg_tensor_is_contiguous(w)));
-    cr_assert(eq(dbl, at(w, 4), 1.0));   /* row 1 repeats row 0 */
+    cr_assert(eq(dbl, th_at(w, 4), 1.0));   /* row 1 repeats row 0 */
     tg_tensor_release(v);
     tg_tensor_release(w);
     tg_tensor_release(base);
@@ -241,7 +225,7 @@ Test(tensor, contiguity_ignores_unit_dims)
 
 Test(tensor, fill_writes_only_the_view)
 {
-    tg_tensor *base = arange(TG_I32, 1, (int64_t[]){6});
+    tg_tensor *base = th_arange(TG_I32, 1, (int64_t[]){6});
     /* every other element: offset 1, stride 2 -> elements 1, 3, 5 */
     tg_tensor *odd = tg__tensor_view_of(base->storage, TG_I32, 1, (int64_t[]){3},
                                         (int64_t[]){2}, 1);
@@ -249,7 +233,7 @@ Test(tensor, fill_writes_only_the_view)
     cr_assert(eq(int, tg_tensor_fill(odd, -4.0), TG_OK));
     cr_assert(eq(u64, tg_tensor_version(base), ver + 1));
     double want[6] = {0, -4, 2, -4, 4, -4};
-    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, at(base, i), want[i]));
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, th_at(base, i), want[i]));
     cr_assert(eq(int, tg_tensor_fill(NULL, 1.0), TG_EINVAL));
     tg_tensor_release(odd);
     tg_tensor_release(base);
@@ -265,14 +249,14 @@ Test(tensor, copy_broadcasts_and_converts)
     cr_assert(eq(int, tg_tensor_from_data(&row, TG_F64, 1, (int64_t[]){3}, r), TG_OK));
     cr_assert(eq(int, tg_tensor_copy_(dst, row), TG_OK));
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(dst, i * 3 + j), r[j]));
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, th_at(dst, i * 3 + j), r[j]));
     int32_t c[2] = {10, -20};
     cr_assert(eq(int, tg_tensor_from_data(&col, TG_I32, 2, (int64_t[]){2, 1}, c), TG_OK));
     uint64_t ver = tg_tensor_version(dst);
     cr_assert(eq(int, tg_tensor_copy_(dst, col), TG_OK));
     cr_assert(eq(u64, tg_tensor_version(dst), ver + 1));
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(dst, i * 3 + j), (double)c[i]));
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, th_at(dst, i * 3 + j), (double)c[i]));
     tg_tensor_release(row);
     tg_tensor_release(col);
     tg_tensor_release(dst);
@@ -280,7 +264,7 @@ Test(tensor, copy_broadcasts_and_converts)
 
 Test(tensor, copy_shape_errors_change_nothing)
 {
-    tg_tensor *dst = arange(TG_F32, 2, (int64_t[]){2, 3}), *bad = NULL, *big = NULL;
+    tg_tensor *dst = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *bad = NULL, *big = NULL;
     cr_assert(eq(int, tg_tensor_zeros(&bad, TG_F32, 1, (int64_t[]){4}), TG_OK));
     cr_assert(eq(int, tg_tensor_zeros(&big, TG_F32, 3, (int64_t[]){1, 2, 3}), TG_OK));
     uint64_t ver = tg_tensor_version(dst);
@@ -289,7 +273,7 @@ Test(tensor, copy_shape_errors_change_nothing)
     cr_assert(eq(int, tg_tensor_copy_(dst, big), TG_ESHAPE));
     cr_assert(eq(int, tg_tensor_copy_(dst, NULL), TG_EINVAL));
     cr_assert(eq(u64, tg_tensor_version(dst), ver));
-    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, at(dst, i), (double)i));
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, th_at(dst, i), (double)i));
     tg_tensor_release(bad);
     tg_tensor_release(big);
     tg_tensor_release(dst);
@@ -297,18 +281,18 @@ Test(tensor, copy_shape_errors_change_nothing)
 
 Test(tensor, copy_from_overlapping_view_reads_old_values)
 {
-    tg_tensor *t = arange(TG_F64, 1, (int64_t[]){5});
+    tg_tensor *t = th_arange(TG_F64, 1, (int64_t[]){5});
     /* rev views the same storage backwards: offset 4, stride -1 */
     tg_tensor *rev = tg__tensor_view_of(t->storage, TG_F64, 1, (int64_t[]){5}, (int64_t[]){-1}, 4);
     cr_assert(eq(int, tg_tensor_copy_(t, rev), TG_OK));
-    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, at(t, i), 4.0 - i));
+    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, th_at(t, i), 4.0 - i));
     tg_tensor_release(rev);
     tg_tensor_release(t);
 }
 
 Test(tensor, contiguous_returns_same_tensor_or_copy)
 {
-    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3}), *same = NULL, *c = NULL;
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *same = NULL, *c = NULL;
     cr_assert(eq(int, tg_tensor_contiguous(&same, base), TG_OK));
     cr_assert(eq(ptr, same, base));
     cr_assert(eq(int, tg_tensor_refcount(base), 2));
@@ -318,7 +302,7 @@ Test(tensor, contiguous_returns_same_tensor_or_copy)
     cr_assert(c != v && tg_tensor_is_contiguous(c));
     cr_assert(not(tg_tensor_shares_storage(c, base)));
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 2; j++) cr_assert(eq(dbl, at(c, i * 2 + j), 3.0 * j + i));
+        for (int j = 0; j < 2; j++) cr_assert(eq(dbl, th_at(c, i * 2 + j), 3.0 * j + i));
     tg_tensor_release(c);
     tg_tensor_release(v);
     tg_tensor_release(base);
@@ -326,14 +310,14 @@ Test(tensor, contiguous_returns_same_tensor_or_copy)
 
 Test(tensor, clone_is_independent)
 {
-    tg_tensor *t = arange(TG_BF16, 1, (int64_t[]){4}), *c = NULL;
+    tg_tensor *t = th_arange(TG_BF16, 1, (int64_t[]){4}), *c = NULL;
     cr_assert(eq(int, tg_tensor_clone(&c, t), TG_OK));
     cr_assert(not(tg_tensor_shares_storage(c, t)));
     cr_assert(eq(int, (int)tg_tensor_dtype(c), (int)TG_BF16));
     cr_assert(eq(int, tg_tensor_set_flat(c, 0, 42.0), TG_OK));
-    cr_assert(eq(dbl, at(t, 0), 0.0));
-    cr_assert(eq(dbl, at(c, 0), 42.0));
-    cr_assert(eq(dbl, at(c, 3), 3.0));
+    cr_assert(eq(dbl, th_at(t, 0), 0.0));
+    cr_assert(eq(dbl, th_at(c, 0), 42.0));
+    cr_assert(eq(dbl, th_at(c, 3), 3.0));
     tg_tensor_release(c);
     tg_tensor_release(t);
 }
@@ -347,7 +331,7 @@ Test(tensor, to_dtype_converts_with_saturation)
     cr_assert(eq(u16, ((uint16_t *)tg_tensor_data(h))[0], tg_f32_to_f16(data[0])));
     cr_assert(eq(int, tg_tensor_to_dtype(&i, t, TG_I8), TG_OK));
     double want[4] = {0, 127, -128, 0};
-    for (int k = 0; k < 4; k++) cr_assert(eq(dbl, at(i, k), want[k]));
+    for (int k = 0; k < 4; k++) cr_assert(eq(dbl, th_at(i, k), want[k]));
     tg_tensor *bad = SENTINEL;
     cr_assert(eq(int, tg_tensor_to_dtype(&bad, t, TG_DTYPE_COUNT), TG_EINVAL));
     cr_assert(eq(ptr, bad, SENTINEL));
@@ -358,7 +342,7 @@ Test(tensor, to_dtype_converts_with_saturation)
 
 Test(tensor, gather_scatter_convert_strided)
 {
-    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){3, 4});
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){3, 4});
     tg_tensor *v = transposed(base);   /* (4, 3), v[i][j] = 4j + i */
     uint16_t h[12];
     tg__gather(v, TG_F16, h);
@@ -369,7 +353,7 @@ Test(tensor, gather_scatter_convert_strided)
     for (int k = 0; k < 12; k++) d[k] = -k;
     tg__scatter(v, TG_F64, d);   /* writes base[j][i] = -(3i + j) */
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, at(base, j * 4 + i), -(3.0 * i + j)));
+        for (int j = 0; j < 3; j++) cr_assert(eq(dbl, th_at(base, j * 4 + i), -(3.0 * i + j)));
     tg_tensor_release(v);
     tg_tensor_release(base);
 }
@@ -377,7 +361,7 @@ Test(tensor, gather_scatter_convert_strided)
 /* A 3-d permuted view exercises the multi-index counter's wrap-around. */
 Test(tensor, gather_scatter_permuted_3d)
 {
-    tg_tensor *base = arange(TG_F64, 3, (int64_t[]){2, 3, 4});
+    tg_tensor *base = th_arange(TG_F64, 3, (int64_t[]){2, 3, 4});
     /* v = base.permute(2, 0, 1): (4, 2, 3), v[i][j][k] = base[j][k][i] = 12j + 4k + i */
     tg_tensor *v = tg__tensor_view_of(base->storage, TG_F64, 3, (int64_t[]){4, 2, 3},
                                       (int64_t[]){1, 12, 4}, 0);
@@ -393,7 +377,7 @@ Test(tensor, gather_scatter_permuted_3d)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 2; j++)
             for (int k = 0; k < 3; k++)
-                cr_assert(eq(dbl, at(base, 12 * j + 4 * k + i), 100.0 + (i * 2 + j) * 3 + k));
+                cr_assert(eq(dbl, th_at(base, 12 * j + 4 * k + i), 100.0 + (i * 2 + j) * 3 + k));
     /* A broadcast middle dim (stride 0) repeats: w[i][r][k] = base[i][0][k]. */
     tg_tensor *w = tg__tensor_view_of(base->storage, TG_F64, 3, (int64_t[]){2, 5, 4},
                                       (int64_t[]){12, 0, 1}, 0);
@@ -401,7 +385,8 @@ Test(tensor, gather_scatter_permuted_3d)
     cr_assert(eq(int, tg_tensor_to_doubles(w, b, 40), TG_OK));
     for (int i = 0; i < 2; i++)
         for (int r = 0; r < 5; r++)
-            for (int k = 0; k < 4; k++) cr_assert(eq(dbl, b[(i * 5 + r) * 4 + k], at(base, 12 * i + k)));
+            for (int k = 0; k < 4; k++)
+                cr_assert(eq(dbl, b[(i * 5 + r) * 4 + k], th_at(base, 12 * i + k)));
     tg_tensor_release(w);
     tg_tensor_release(v);
     tg_tensor_release(base);
@@ -437,7 +422,7 @@ Test(tensor, version_counter_bumps_on_writes)
 
 Test(tensor, detach_shares_storage)
 {
-    tg_tensor *base = arange(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){2, 3});
     tg_tensor *v = transposed(base), *d = NULL;
     cr_assert(eq(int, tg_tensor_set_requires_grad(v, true), TG_OK));
     cr_assert(eq(int, tg_tensor_detach(&d, v), TG_OK));
@@ -447,7 +432,7 @@ Test(tensor, detach_shares_storage)
     cr_assert(eq(i64, tg_tensor_strides(d)[0], 1));
     cr_assert(eq(i64, tg_tensor_strides(d)[1], 3));
     cr_assert(eq(int, tg_tensor_set(d, (int64_t[]){2, 0}, 50.0), TG_OK));
-    cr_assert(eq(dbl, at(base, 2), 50.0));   /* d(2, 0) is base(0, 2) */
+    cr_assert(eq(dbl, th_at(base, 2), 50.0));   /* d(2, 0) is base(0, 2) */
     tg_tensor *bad = SENTINEL;
     cr_assert(eq(int, tg_tensor_detach(&bad, NULL), TG_EINVAL));
     cr_assert(eq(ptr, bad, SENTINEL));
@@ -481,7 +466,7 @@ Test(tensor, requires_grad_rules)
 
 Test(tensor, names_and_printing)
 {
-    tg_tensor *t = arange(TG_F32, 2, (int64_t[]){2, 2});
+    tg_tensor *t = th_arange(TG_F32, 2, (int64_t[]){2, 2});
     cr_assert(eq(str, (char *)tg_tensor_name(t), ""));
     tg_tensor_set_name(t, "weight");
     cr_assert(eq(str, (char *)tg_tensor_name(t), "weight"));
@@ -551,8 +536,8 @@ Test(tensor, random_is_reproducible_per_seed)
     tg_tensor *c = rand_vec(TG_F64, 101, 8, false);
     int differ = 0;
     for (int i = 0; i < 101; i++) {
-        cr_assert(eq(dbl, at(a, i), at(b, i)));
-        differ += at(a, i) != at(c, i);
+        cr_assert(eq(dbl, th_at(a, i), th_at(b, i)));
+        differ += th_at(a, i) != th_at(c, i);
     }
     cr_assert(gt(int, differ, 95));
     tg_tensor_release(a);
@@ -570,17 +555,17 @@ Test(tensor, random_counter_advances)
     cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 0, 1), TG_OK));
     cr_assert(eq(u64, rng.counter, 3));   /* 5 values, two per block */
     cr_assert(eq(int, tg_tensor_rand_uniform(u, &rng, 0, 1), TG_OK));
-    cr_assert(ne(dbl, at(t, 0), at(u, 0)));
+    cr_assert(ne(dbl, th_at(t, 0), th_at(u, 0)));
     /* A second stream started at counter 3 reproduces u. */
     tg_rng again = {.seed = 3, .counter = 3};
     cr_assert(eq(int, tg_tensor_rand_uniform(t, &again, 0, 1), TG_OK));
-    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, at(t, i), at(u, i)));
+    for (int i = 0; i < 5; i++) cr_assert(eq(dbl, th_at(t, i), th_at(u, i)));
     /* tg_rng_uniform is the first value of a block and uses one block. */
     tg_rng one = {.seed = 3, .counter = 0}, two = {.seed = 3, .counter = 0};
     double x = tg_rng_uniform(&one);
     cr_assert(eq(u64, one.counter, 1));
     cr_assert(eq(int, tg_tensor_rand_uniform(t, &two, 0, 1), TG_OK));
-    cr_assert(eq(dbl, x, at(t, 0)));
+    cr_assert(eq(dbl, x, th_at(t, 0)));
     cr_assert(ge(dbl, x, 0.0));
     cr_assert(lt(dbl, x, 1.0));
     tg_tensor_release(t);
@@ -672,7 +657,7 @@ Test(tensor, random_fills_views_in_logical_order)
     tg_rng r1 = {.seed = 5, .counter = 0}, r2 = {.seed = 5, .counter = 0};
     cr_assert(eq(int, tg_tensor_rand_normal(v, &r1, 0, 1), TG_OK));
     cr_assert(eq(int, tg_tensor_rand_normal(ref, &r2, 0, 1), TG_OK));
-    for (int i = 0; i < 24; i++) cr_assert(eq(dbl, at(v, i), at(ref, i)));
+    for (int i = 0; i < 24; i++) cr_assert(eq(dbl, th_at(v, i), th_at(ref, i)));
     tg_tensor_release(v);
     tg_tensor_release(ref);
     tg_tensor_release(base);
@@ -680,7 +665,7 @@ Test(tensor, random_fills_views_in_logical_order)
 
 Test(tensor, random_errors_change_nothing)
 {
-    tg_tensor *t = arange(TG_F32, 1, (int64_t[]){3});
+    tg_tensor *t = th_arange(TG_F32, 1, (int64_t[]){3});
     tg_rng rng;
     tg_rng_init(&rng, 1);
     cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 2.0, 1.0), TG_EINVAL));
@@ -690,6 +675,6 @@ Test(tensor, random_errors_change_nothing)
     cr_assert(eq(int, tg_tensor_rand_normal(NULL, &rng, 0.0, 1.0), TG_EINVAL));
     cr_assert(eq(u64, rng.counter, 0));
     cr_assert(eq(u64, tg_tensor_version(t), 3));   /* the three set_flat in arange */
-    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, at(t, i), (double)i));
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(t, i), (double)i));
     tg_tensor_release(t);
 }

@@ -1,0 +1,132 @@
+/* Helpers shared by the Criterion test files; see helpers.h. */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef TG_SOURCE_ROOT
+#define TG_SOURCE_ROOT "."
+#endif
+
+char th_tmp_dir[64];
+
+void th_tmp_dir_make(const char *prefix)
+{
+    int len = snprintf(th_tmp_dir, sizeof th_tmp_dir, "/tmp/%sXXXXXX", prefix);
+    cr_assert(len > 0 && (size_t)len < sizeof th_tmp_dir, "prefix %s too long", prefix);
+    cr_assert(mkdtemp(th_tmp_dir) != NULL);
+}
+
+void th_tmp_dir_remove(void)
+{
+    DIR *d = opendir(th_tmp_dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", th_tmp_dir, e->d_name);
+        if (rmdir(p) != 0) unlink(p);
+    }
+    closedir(d);
+    rmdir(th_tmp_dir);
+}
+
+const char *th_tmp_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", th_tmp_dir, name);
+    return buf;
+}
+
+int th_tmp_dir_count(void)
+{
+    DIR *d = opendir(th_tmp_dir);
+    cr_assert(d != NULL, "cannot open %s", th_tmp_dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, v[i]), TG_OK));
+    return t;
+}
+
+tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t k = 0; k < tg_tensor_numel(t); k++)
+        cr_assert(eq(int, tg_tensor_set_flat(t, k, (double)k), TG_OK));
+    return t;
+}
+
+tg_tensor *th_rand_uniform(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    tg_tensor *t = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, -1.0, 1.0), TG_OK));
+    return t;
+}
+
+double th_at(const tg_tensor *t, int64_t i)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get_flat(t, i, &v), TG_OK));
+    return v;
+}
+
+double *th_doubles(const tg_tensor *t)
+{
+    int64_t n = tg_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    cr_assert(v != NULL);
+    cr_assert(eq(int, tg_tensor_to_doubles(t, v, n), TG_OK));
+    return v;
+}
+
+static const char *vgolden_path(char *buf, size_t n, const char *rel_fmt, va_list ap)
+{
+    const char *root = getenv("TG_SOURCE_ROOT");
+    int len = snprintf(buf, n, "%s/tests/golden/", root && root[0] ? root : TG_SOURCE_ROOT);
+    cr_assert(len > 0 && (size_t)len < n);
+    vsnprintf(buf + len, n - (size_t)len, rel_fmt, ap);
+    return buf;
+}
+
+const char *th_golden_path(char *buf, size_t n, const char *rel_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, rel_fmt);
+    vgolden_path(buf, n, rel_fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+tg_st_file *th_golden_load(const char *rel_fmt, ...)
+{
+    char path[4096];
+    va_list ap;
+    va_start(ap, rel_fmt);
+    vgolden_path(path, sizeof path, rel_fmt, ap);
+    va_end(ap);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s: %s", path, tg_error_message());
+    return f;
+}

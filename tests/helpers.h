@@ -1,0 +1,70 @@
+/* Helpers shared by the Criterion test files (compiled into every test
+ * executable from tests/helpers.c).  Each one asserts on failure, so a test
+ * that uses them still fails at the first broken step. */
+#ifndef TG_TESTS_HELPERS_H
+#define TG_TESTS_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
+
+/* ---- a temporary directory per test (suite .init / .fini) ---- */
+
+/* The directory made by th_tmp_dir_make, e.g. "/tmp/tg_data_a1B2c3". */
+extern char th_tmp_dir[64];
+
+/* Creates a fresh directory "/tmp/<prefix>XXXXXX" into th_tmp_dir. */
+void th_tmp_dir_make(const char *prefix);
+
+/* Removes the files and empty subdirectories of th_tmp_dir, then the
+ * directory itself; does nothing if it does not exist. */
+void th_tmp_dir_remove(void);
+
+/* Writes "<th_tmp_dir>/<name>" into buf (n bytes) and returns buf. */
+const char *th_tmp_path(char *buf, size_t n, const char *name);
+
+/* The number of entries of th_tmp_dir whose name does not start with '.'. */
+int th_tmp_dir_count(void);
+
+/* ---- tensors ---- */
+
+/* A new tensor of dtype dt and the given shape holding v[0..numel) converted
+ * to dt; returns a new reference. */
+tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const double *v);
+
+/* A new tensor whose row-major element k is k (an arange). */
+tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape);
+
+/* A new tensor of uniform random values in [-1, 1) from tg_rng seeded with
+ * seed. */
+tg_tensor *th_rand_uniform(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed);
+
+/* Element i (flat, row-major) of t as a double. */
+double th_at(const tg_tensor *t, int64_t i);
+
+/* Every element of t as doubles in a new malloc'd array the caller frees
+ * (one element at least, so an empty tensor gives a valid pointer). */
+double *th_doubles(const tg_tensor *t);
+
+/* ---- golden files under tests/golden ---- */
+
+/* Writes "<root>/tests/golden/<rel>" into buf (n bytes), root being the
+ * environment's TG_SOURCE_ROOT when set and non-empty, else the compiled-in
+ * TG_SOURCE_ROOT; rel is a printf format.  Returns buf. */
+const char *th_golden_path(char *buf, size_t n, const char *rel_fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Loads "<root>/tests/golden/<rel>" (rel a printf format); returns a new
+ * file the caller frees with tg_st_free. */
+tg_st_file *th_golden_load(const char *rel_fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+#endif
