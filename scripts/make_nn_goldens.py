@@ -18,43 +18,18 @@ once to f32, the tightest reference for an f32 implementation.
 The metadata "prefix" gives the state prefix ("m" or "gen").
 """
 import copy
-import json
 import os
-import struct
+import sys
 
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stfile import write_safetensors  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "golden", "nn")
 SEED = 20240612
-
-ST = {torch.float32: ("F32", torch.int32), torch.int64: ("I64", torch.int64)}
-
-
-def tensor_bytes(t):
-    t = t.detach().contiguous().cpu()
-    raw = t.view(ST[t.dtype][1]).numpy()
-    return raw.astype(raw.dtype.newbyteorder("<")).tobytes()
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, tensor) in file order; metadata: dict str->str."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors:
-        data = tensor_bytes(t)
-        header[name] = {"dtype": ST[t.dtype][0], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
 
 
 def f32(t):

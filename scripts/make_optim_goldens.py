@@ -15,38 +15,18 @@ tests/golden/optim/loss.safetensors (f64):
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
   elementwise losses), where the gradient is of sum(value * <loss>.<r>.gout)
   with gout a fixed random tensor (ones for the 0-d reductions).
-The safetensors format is written by hand (struct + json).
+The safetensors files are written by scripts/stfile.py.
 """
-import json
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stfile import write_safetensors  # noqa: E402
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "optim")
-ST = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8")}
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, tensor); metadata: dict str -> str."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors:
-        st_name, np_type = ST[t.dtype]
-        data = t.detach().contiguous().numpy().astype(np_type).tobytes()
-        header[name] = {"dtype": st_name, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
 
 CONFIGS = [
     ("sgd_plain", torch.optim.SGD, dict(lr=0.1)),
