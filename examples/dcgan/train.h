@@ -34,7 +34,7 @@ typedef struct dcgan_opts {
 } dcgan_opts;
 
 #define DCGAN_OPTS_INIT                                                       \
-    {.arch = DCGAN_ARCH_INIT, .loss = DCGAN_LOSS_BCE, .batch = 32, .lr = 2e-4,  \
+    {.arch = DCGAN_ARCH_INIT, .loss = DCGAN_LOSS_BCE, .batch = 32, .lr = 4e-4,  \
      .beta1 = 0.5, .beta2 = 0.999, .seed = 0, .n_critic = 5, .gp_lambda = 10.0, \
      .amp = TG_F32}
 
