@@ -14,15 +14,10 @@ once, so their time includes the conversions; targets of issue 5: time <=
 1.15x f32, activations <= 0.6x.  No assertions here: it reports.
 """
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchlib import ROOT, find_tool, print_table, run_json
 
 X_SHAPE, W_SHAPE = (64, 256, 8, 8), (256, 128, 4, 4)
 Y_SHAPE = (64, 128, 16, 16)
@@ -51,11 +46,10 @@ def write_case(path, xdt, wdt):
     write_safetensors(path, {"x": x, "weight": w}, meta)
 
 
-def run_json(cmd):
+def run_tool_json(cmd):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.path.dirname(os.path.dirname(cmd[0])) + ":" + env.get("LD_LIBRARY_PATH", "")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json(cmd, env)
 
 
 def main():
@@ -65,15 +59,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
     a = ap.parse_args()
-    tool = os.path.join(a.build, "tools", "tapegrad")
-    if not os.path.exists(tool):
-        sys.exit(f"amp.py: {tool} not found: build first (meson setup {a.build} && ninja -C {a.build})")
+    tool = find_tool(a.build, f"build first (meson setup {a.build} && ninja -C {a.build})")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, xdt, wdt in VARIANTS:
             path = os.path.join(tmp, f"{xdt}_{wdt}.safetensors")
             write_case(path, xdt, wdt)
-            r = run_json([tool, "bench", "--in", path, "--backward", "--threads", str(a.threads),
+            r = run_tool_json([tool, "bench", "--in", path, "--backward", "--threads", str(a.threads),
                           "--repeat", str(a.repeat)])
             ydt = xdt if xdt == wdt else "f32"
             # Activations of the layer: its input x and its output y (and their
@@ -89,12 +81,7 @@ def main():
     for label, ydt, ms, rss, act in rows:
         lines.append(f"| {label} | {ydt} | {ms:.2f} | {ms / base[2]:.2f}x | {rss:.0f} | "
                      f"{rss / base[3]:.2f}x | {act:.2f} | {act / base[4]:.2f}x |")
-    table = "\n".join(lines)
-    print()
-    print(table)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(table + "\n")
+    print_table(lines, a.markdown)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,10 @@ with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchlib import ROOT, find_tool, print_table, run_json
 
 # name, op, dtype, x shape, weight shape, stride, padding, output_padding, dilation, groups
 CASES = [
@@ -124,11 +121,6 @@ def torch_child(path, backward, repeat, threads):
                       "peak_rss_mb": peak_rss_mb()}))
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -145,9 +137,7 @@ def main():
 
     if a.omp_wait != "default":
         os.environ["OMP_WAIT_POLICY"] = a.omp_wait.upper()
-    tool = os.path.join(a.build, "tools", "tapegrad")
-    if not os.path.exists(tool):
-        sys.exit(f"compare.py: {tool} not found: run `make` first")
+    tool = find_tool(a.build, "run `make` first")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, c in enumerate(CASES):
@@ -179,12 +169,7 @@ def main():
         lines.append(f"| {name} | {mode} | {tj['median_ms']:.2f} | {oj['median_ms']:.2f} | "
                      f"{tj['median_ms'] / oj['median_ms']:.2f}x | {oj['gflops']:.1f} | "
                      f"{gemm['gflops']:.1f} | {pct_s} | {tj['peak_rss_mb']:.0f} / {oj['peak_rss_mb']:.0f} |")
-    table = "\n".join(lines)
-    print()
-    print(table)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(table + "\n")
+    print_table(lines, a.markdown)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,10 @@ conv); u8 activations.  No assertions: figures only.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchlib import ROOT, run_json
 
 # name, x shape, weight shape, stride, padding
 LAYERS = [
@@ -83,11 +80,6 @@ def torch_child(path, repeat, threads):
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     print(json.dumps({"median_ms": times[len(times) // 2]}))
-
-
-def run_json(cmd, env=None):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():

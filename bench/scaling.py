@@ -16,12 +16,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchlib import ROOT, find_tool
 
 CIN, COUT, K = 128, 64, 4
 
@@ -75,9 +72,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=6)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "scaling.png"))
     a = ap.parse_args()
-    tool = os.path.join(a.build, "tools", "tapegrad")
-    if not os.path.exists(tool):
-        sys.exit(f"scaling.py: {tool} not found: build first")
+    tool = find_tool(a.build, "build first")
     batches = [1, 2, 4, 8, 16, 24, 32, 48, 64]
     sides = [4, 6, 8, 10, 12, 16, 20, 24, 32]   # input side; output side is 2x
     rows_b, rows_s = [], []

@@ -1,0 +1,37 @@
+"""Helpers shared by the bench/*.py scripts: where the tree and the tapegrad
+tool are, running a child that prints JSON, printing a markdown table.
+Importing this module also puts scripts/ on sys.path (for stfile)."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+
+def run_json(cmd, env=None):
+    """Runs cmd (raising if it fails) and parses its last line of stdout as JSON."""
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def find_tool(build, hint):
+    """The path of tools/tapegrad in the build folder; exits with
+    "<script>: <path> not found: <hint>" if it is missing."""
+    tool = os.path.join(build, "tools", "tapegrad")
+    if not os.path.exists(tool):
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {tool} not found: {hint}")
+    return tool
+
+
+def print_table(lines, markdown=None):
+    """Prints the markdown table lines after a blank line; also writes them to
+    the file markdown when given."""
+    table = "\n".join(lines)
+    print()
+    print(table)
+    if markdown:
+        with open(markdown, "w") as f:
+            f.write(table + "\n")
