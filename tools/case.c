@@ -47,6 +47,23 @@ static bool in_list(const char *s, const char *const *list, size_t n)
     return false;
 }
 
+/* After item k of the list key="s": skips blanks, then either ends the list
+ * (returns 1) or steps *p over the ',' before the next item (returns 0); any
+ * other character is an error. */
+static int list_next(const char **p, const char *key, const char *s, long long k, char *err,
+                     size_t n)
+{
+    while (isspace((unsigned char)**p))
+        (*p)++;
+    if (**p == '\0')
+        return 1;
+    if (**p != ',')
+        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %lld",
+                    key, s, **p, k);
+    (*p)++;
+    return 0;
+}
+
 /* Parses "a,b,c" (spaces allowed around items) into v[0..*count), each an
  * integer in [min, CASE_INT_MAX]. */
 static int parse_int_list(const char *key, const char *s, int64_t min, int64_t *v,
@@ -73,14 +90,11 @@ static int parse_int_list(const char *key, const char *s, int64_t min, int64_t *
             return fail(err, n, TG_EINVAL, "case: %s=\"%s\": too many values", key, s);
         v[k++] = val;
         p = end;
-        while (isspace((unsigned char)*p))
-            p++;
-        if (*p == '\0')
+        int rc = list_next(&p, key, s, k - 1, err, n);
+        if (rc < 0)
+            return rc;
+        if (rc > 0)
             break;
-        if (*p != ',')
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %d",
-                        key, s, *p, k - 1);
-        p++;
     }
     *count = k;
     return TG_OK;
@@ -249,14 +263,11 @@ static int parse_scale_list(const char *key, const char *s, double *v, int64_t m
                         (long long)max);
         v[k++] = d;
         p = end;
-        while (isspace((unsigned char)*p))
-            p++;
-        if (*p == '\0')
+        int rc = list_next(&p, key, s, k - 1, err, n);
+        if (rc < 0)
+            return rc;
+        if (rc > 0)
             break;
-        if (*p != ',')
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %lld",
-                        key, s, *p, (long long)(k - 1));
-        p++;
     }
     *count = k;
     return TG_OK;
