@@ -122,34 +122,32 @@ static void release_all(tg_tensor **t, int n)
 
 /* ---- elementwise losses ------------------------------------------------ */
 
-int tg_mse_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+/* reduce(|input - target|^2) or reduce(|input - target|): MSE and L1 differ
+ * only in the elementwise step (square or abs). */
+static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                     tg_reduction red, bool square)
 {
-    TG_TRY(check_pair("mse_loss", out, input, target, red));
+    TG_TRY(check_pair(op, out, input, target, red));
     tg_tensor *t[4] = {0};
     int rc;
     TRY_GOTO(amp_f32(&t[0], input));
     TRY_GOTO(amp_f32(&t[1], target));
     TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
-    TRY_GOTO(tg_mul(&t[3], t[2], t[2]));
+    TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
     TRY_GOTO(reduce(out, t[3], red));
 done:
     release_all(t, 4);
     return rc;
 }
 
+int tg_mse_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+{
+    return diff_loss("mse_loss", out, input, target, red, true);
+}
+
 int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
 {
-    TG_TRY(check_pair("l1_loss", out, input, target, red));
-    tg_tensor *t[4] = {0};
-    int rc;
-    TRY_GOTO(amp_f32(&t[0], input));
-    TRY_GOTO(amp_f32(&t[1], target));
-    TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
-    TRY_GOTO(tg_abs(&t[3], t[2]));
-    TRY_GOTO(reduce(out, t[3], red));
-done:
-    release_all(t, 4);
-    return rc;
+    return diff_loss("l1_loss", out, input, target, red, false);
 }
 
 /* -log(sigmoid(x))*t - log(1 - sigmoid(x))*(1 - t) = softplus(x) - x*t, since
