@@ -21,6 +21,16 @@ static int find_node(tg_node *const *nodes, int count, const tg_node *n)
     return -1;
 }
 
+/* The nodes behind t sorted by seq, in a new array the caller frees; op names
+ * the public function in the messages. */
+static int collect(const char *op, FILE *f, const tg_tensor *t, tg_node ***nodes, int *count)
+{
+    TG_CHECK(f != NULL, TG_EINVAL, "%s: f must not be NULL", op);
+    TG_CHECK(t != NULL, TG_EINVAL, "%s: t must not be NULL", op);
+    tg_tensor *root = (tg_tensor *)t;   /* only read */
+    return tg__tape_collect(&root, 1, nodes, count);
+}
+
 static void leaf_label(char *buf, size_t size, const tg_tensor *leaf)
 {
     char shape[96];
@@ -39,12 +49,9 @@ static void dot_leaf(FILE *f, const tg_tensor *leaf, bool root)
 
 int tg_graph_to_dot(FILE *f, const tg_tensor *t)
 {
-    TG_CHECK(f != NULL, TG_EINVAL, "graph_to_dot: f must not be NULL");
-    TG_CHECK(t != NULL, TG_EINVAL, "graph_to_dot: t must not be NULL");
     tg_node **nodes = NULL;
     int count = 0;
-    tg_tensor *root = (tg_tensor *)t;   /* only read */
-    TG_TRY(tg__tape_collect(&root, 1, &nodes, &count));
+    TG_TRY(collect("graph_to_dot", f, t, &nodes, &count));
     fprintf(f, "digraph tape {\n  rankdir=TB;\n  node [fontname=\"monospace\"];\n");
     if (!t->grad_fn) dot_leaf(f, t, true);
     for (int k = 0; k < count; k++) {
@@ -91,12 +98,9 @@ static void print_input(FILE *f, const tg_node *n, int i)
 
 int tg_tape_print(FILE *f, const tg_tensor *t)
 {
-    TG_CHECK(f != NULL, TG_EINVAL, "tape_print: f must not be NULL");
-    TG_CHECK(t != NULL, TG_EINVAL, "tape_print: t must not be NULL");
     tg_node **nodes = NULL;
     int count = 0;
-    tg_tensor *root = (tg_tensor *)t;   /* only read */
-    TG_TRY(tg__tape_collect(&root, 1, &nodes, &count));
+    TG_TRY(collect("tape_print", f, t, &nodes, &count));
     if (count == 0) fprintf(f, "(empty tape: the tensor has no grad_fn)\n");
     for (int k = 0; k < count; k++) {
         const tg_node *n = nodes[k];
