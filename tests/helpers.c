@@ -57,6 +57,19 @@ int th_tmp_dir_count(void)
     return n;
 }
 
+uint64_t th_xorshift64(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+double th_uniform_pm1(uint64_t *s)
+{
+    return (double)(th_xorshift64(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
 tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
 {
     tg_tensor *t = NULL;

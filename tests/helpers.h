@@ -28,6 +28,14 @@ const char *th_tmp_path(char *buf, size_t n, const char *name);
 /* The number of entries of th_tmp_dir whose name does not start with '.'. */
 int th_tmp_dir_count(void);
 
+/* ---- deterministic random numbers ---- */
+
+/* Advances the xorshift64 state *s (never 0) and returns it. */
+uint64_t th_xorshift64(uint64_t *s);
+
+/* The next xorshift64 value of *s as a double in [-1, 1) (53 random bits). */
+double th_uniform_pm1(uint64_t *s);
+
 /* ---- tensors ---- */
 
 /* A new tensor of dtype dt and the given shape holding v[0..numel) converted

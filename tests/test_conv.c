@@ -22,13 +22,7 @@
 /* ---- helpers ---- */
 
 static uint64_t rng_state = 88172645463325252ull;
-static double rnd(void)   /* xorshift64 in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
+static double rnd(void) { return th_uniform_pm1(&rng_state); }
 static int64_t rnd_int(int64_t lo, int64_t hi) /* inclusive */
 {
     return lo + (int64_t)((rnd() + 1.0) / 2.0 * (double)(hi - lo + 1)) % (hi - lo + 1);

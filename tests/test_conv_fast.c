@@ -20,13 +20,7 @@
 #include "tapegrad/conv.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
-}
+static double rnd(void) { return th_uniform_pm1(&rng); }
 
 static tg_tensor *mk_rand(tg_dtype dt, int nd, const int64_t *shape)
 {

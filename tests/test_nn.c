@@ -142,7 +142,7 @@ static void check_after(const tg_module *m, const tg_st_file *f, const char *pre
 
 Test(nn, linear_matches_torch)
 {
-    tg_st_file *f = th_golden_load("nn/%s.safetensors", "linear");
+    tg_st_file *f = th_golden_load("nn/linear.safetensors");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_module *m = NULL;
@@ -155,7 +155,7 @@ Test(nn, linear_matches_torch)
 
 Test(nn, conv2d_matches_torch)
 {
-    tg_st_file *f = th_golden_load("nn/%s.safetensors", "conv2d");
+    tg_st_file *f = th_golden_load("nn/conv2d.safetensors");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -171,7 +171,7 @@ Test(nn, conv2d_matches_torch)
 
 Test(nn, conv_transpose2d_matches_torch)
 {
-    tg_st_file *f = th_golden_load("nn/%s.safetensors", "conv_transpose2d");
+    tg_st_file *f = th_golden_load("nn/conv_transpose2d.safetensors");
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -258,7 +258,7 @@ static tg_module *make_generator(tg_rng *rng)
 
 Test(nn, generator_matches_torch)
 {
-    tg_st_file *f = th_golden_load("nn/%s.safetensors", "generator");
+    tg_st_file *f = th_golden_load("nn/generator.safetensors");
     tg_rng rng;
     tg_rng_init(&rng, 7);
     tg_module *gen = make_generator(&rng);

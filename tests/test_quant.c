@@ -29,13 +29,7 @@
 #endif
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double rnd(void)   /* xorshift64 in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
+static double rnd(void) { return th_uniform_pm1(&rng_state); }
 static int64_t rnd_int(int64_t lo, int64_t hi)   /* inclusive */
 {
     int64_t v = lo + (int64_t)((rnd() + 1.0) / 2.0 * (double)(hi - lo + 1));

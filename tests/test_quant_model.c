@@ -12,15 +12,14 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
+#include "helpers.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/quant.h"
 #include "tapegrad/status.h"
 
 static uint64_t xorshift(tg_rng *rng)
 {
-    uint64_t *s = &rng->seed;   /* the test reuses the seed word as a xorshift64 state */
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return *s;
+    return th_xorshift64(&rng->seed);   /* the seed word reused as a xorshift64 state */
 }
 
 /* Uniform in [lo, hi); integer dtypes get floor() of it. */

@@ -546,14 +546,6 @@ Test(safetensors, save_over_a_directory_fails_and_cleans_up)
 
 /* ---- fuzz --------------------------------------------------------------------- */
 
-static uint64_t xorshift(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 Test(safetensors, random_header_corruption_never_crashes)
 {
     tg_st_file *f = NULL;
@@ -574,10 +566,10 @@ Test(safetensors, random_header_corruption_never_crashes)
     int ok = 0;
     for (int it = 0; it < 2000; it++) {
         memcpy(buf, orig, len);
-        int flips = 1 + (int)(xorshift(&seed) % 3);
+        int flips = 1 + (int)(th_xorshift64(&seed) % 3);
         for (int k = 0; k < flips; k++) {
-            size_t at = 8 + xorshift(&seed) % hn;
-            buf[at] ^= (unsigned char)(1u << (xorshift(&seed) % 8));
+            size_t at = 8 + th_xorshift64(&seed) % hn;
+            buf[at] ^= (unsigned char)(1u << (th_xorshift64(&seed) % 8));
         }
         tg_st_file *g = NULL;
         int rc = tg_safetensors_parse(&g, buf, len);

@@ -18,13 +18,6 @@ static double at(const tg_tensor *t, const int64_t *idx)
     return v;
 }
 
-static double flat(const tg_tensor *t, int64_t k)
-{
-    double v = NAN;
-    cr_assert(eq(int, tg_tensor_get_flat(t, k, &v), TG_OK));
-    return v;
-}
-
 static void assert_shape(const tg_tensor *t, int ndim, const int64_t *shape)
 {
     cr_assert(eq(int, tg_tensor_ndim(t), ndim));
@@ -41,7 +34,7 @@ Test(shape, reshape_of_contiguous_is_a_view)
     assert_shape(v, 2, want);
     cr_assert(tg_tensor_shares_storage(a, v));
     cr_assert(eq(ptr, tg_tensor_data(v), tg_tensor_data(a)));
-    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, flat(v, k), (double)k));
+    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, th_at(v, k), (double)k));
     tg_tensor_release(v);
     tg_tensor_release(a);
 }
@@ -76,7 +69,7 @@ Test(shape, reshape_of_transposed_views_when_possible_else_copies)
     for (int64_t i = 0; i < 4; i++)
         for (int64_t j = 0; j < 3; j++) {
             int64_t iv[3] = {i / 2, i % 2, j};
-            cr_assert(eq(dbl, flat(c, i * 3 + j), (double)(4 * j + i)));
+            cr_assert(eq(dbl, th_at(c, i * 3 + j), (double)(4 * j + i)));
             cr_assert(eq(dbl, at(v, iv), (double)(4 * j + i)));
         }
     tg_tensor_release(c);
@@ -122,7 +115,7 @@ Test(shape, slice_follows_python_rules)
     cr_assert(eq(i64, tg_tensor_numel(e), 0));
     cr_assert(eq(int, tg_slice(&w, a, 0, -100, 1, 1), TG_OK));
     cr_assert(eq(i64, tg_tensor_dim(w, 0), 1));
-    cr_assert(eq(dbl, flat(w, 9), 9.0));
+    cr_assert(eq(dbl, th_at(w, 9), 9.0));
     tg_tensor_release(w);
     tg_tensor_release(e);
     tg_tensor_release(v);
@@ -138,7 +131,7 @@ Test(shape, expand_stretches_with_stride_zero)
     cr_assert(tg_tensor_shares_storage(a, e));
     cr_assert(eq(i64, tg_tensor_strides(e)[0], 0));
     cr_assert(eq(i64, tg_tensor_strides(e)[2], 0));
-    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, flat(e, k), (double)((k / 4) % 3)));
+    for (int64_t k = 0; k < 24; k++) cr_assert(eq(dbl, th_at(e, k), (double)((k / 4) % 3)));
     tg_tensor_release(e);
     tg_tensor_release(a);
 }
@@ -155,7 +148,7 @@ Test(shape, unsqueeze_squeeze_and_contiguous)
     assert_shape(q, 2, s);
     cr_assert(eq(int, tg_squeeze(&q2, u, 0), TG_OK));   /* extent 3: unchanged */
     assert_shape(q2, 3, w1);
-    cr_assert(eq(dbl, flat(u2, 7), 7.0));
+    cr_assert(eq(dbl, th_at(u2, 7), 7.0));
 
     tg_tensor *c = NULL, *t = NULL, *tc = NULL;
     cr_assert(eq(int, tg_contiguous(&c, a), TG_OK));
@@ -165,7 +158,8 @@ Test(shape, unsqueeze_squeeze_and_contiguous)
     cr_assert(tg_tensor_is_contiguous(tc));
     cr_assert(not(tg_tensor_shares_storage(tc, a)));
     for (int64_t i = 0; i < 4; i++)
-        for (int64_t j = 0; j < 3; j++) cr_assert(eq(dbl, flat(tc, i * 3 + j), (double)(j * 4 + i)));
+        for (int64_t j = 0; j < 3; j++)
+            cr_assert(eq(dbl, th_at(tc, i * 3 + j), (double)(j * 4 + i)));
     tg_tensor *all[] = {u, u2, q, q2, c, t, tc, a};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
@@ -197,7 +191,7 @@ Test(shape, cat_of_more_inputs_than_a_node_holds)
                                                                  (int64_t[]){2}, i), TG_OK));
     cr_assert(eq(int, tg_cat(&c, N, ts, 0), TG_OK));
     cr_assert(eq(i64, tg_tensor_numel(c), 2 * N));
-    for (int64_t k = 0; k < 2 * N; k++) cr_assert(eq(dbl, flat(c, k), (double)(k / 2)));
+    for (int64_t k = 0; k < 2 * N; k++) cr_assert(eq(dbl, th_at(c, k), (double)(k / 2)));
     tg_tensor_release(c);
     for (int i = 0; i < N; i++) tg_tensor_release(ts[i]);
 }
@@ -211,13 +205,13 @@ Test(shape, sum_and_mean_match_naive_loops)
     for (int di = 0; di < 2; di++) {
         tg_tensor *a = th_rand_uniform(dts[di], 3, s, 7), *sm = NULL, *mn = NULL;
         double ref = 0.0;
-        for (int64_t k = 0; k < 105; k++) ref += flat(a, k);
+        for (int64_t k = 0; k < 105; k++) ref += th_at(a, k);
         cr_assert(eq(int, tg_sum(&sm, a), TG_OK));
         cr_assert(eq(int, tg_mean(&mn, a), TG_OK));
         cr_assert(eq(int, tg_tensor_ndim(sm), 0));
         cr_assert(eq(int, tg_tensor_dtype(sm), dts[di]));
-        cr_assert(epsilon_eq(dbl, flat(sm, 0), ref, 1e-5));
-        cr_assert(epsilon_eq(dbl, flat(mn, 0), ref / 105.0, 1e-6));
+        cr_assert(epsilon_eq(dbl, th_at(sm, 0), ref, 1e-5));
+        cr_assert(epsilon_eq(dbl, th_at(mn, 0), ref / 105.0, 1e-6));
         tg_tensor_release(sm);
         tg_tensor_release(mn);
         tg_tensor_release(a);
@@ -239,9 +233,9 @@ Test(shape, sum_dims_and_mean_dims_match_naive_loops)
         double ref = 0.0;
         for (int64_t i = 0; i < 3; i++)
             for (int64_t k = 0; k < 5; k++) ref += at(a, (int64_t[]){i, j, k});
-        cr_assert(epsilon_eq(dbl, flat(sd, j), ref, 1e-12));
-        cr_assert(epsilon_eq(dbl, flat(sk, j), ref, 1e-12));
-        cr_assert(epsilon_eq(dbl, flat(md, j), ref / 15.0, 1e-12));
+        cr_assert(epsilon_eq(dbl, th_at(sd, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, th_at(sk, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, th_at(md, j), ref / 15.0, 1e-12));
     }
     tg_tensor_release(sd);
     tg_tensor_release(sk);
@@ -258,17 +252,17 @@ Test(shape, sum_of_a_strided_view_and_half_dtypes)
     cr_assert(eq(int, tg_sum_dims(&st, t, 1, &dim, false), TG_OK));   /* = column sums of a */
     for (int64_t j = 0; j < 6; j++) {
         double ref = 0.0;
-        for (int64_t i = 0; i < 4; i++) ref += flat(a, i * 6 + j);
-        cr_assert(epsilon_eq(dbl, flat(st, j), ref, 1e-5));
+        for (int64_t i = 0; i < 4; i++) ref += th_at(a, i * 6 + j);
+        cr_assert(epsilon_eq(dbl, th_at(st, j), ref, 1e-5));
     }
     tg_dtype halves[2] = {TG_F16, TG_BF16};
     for (int i = 0; i < 2; i++) {
         double ref = 0.0;
         cr_assert(eq(int, tg_tensor_to_dtype(&h, a, halves[i]), TG_OK));
-        for (int64_t k = 0; k < 24; k++) ref += flat(h, k);
+        for (int64_t k = 0; k < 24; k++) ref += th_at(h, k);
         cr_assert(eq(int, tg_sum(&sh, h), TG_OK));
         cr_assert(eq(int, tg_tensor_dtype(sh), halves[i]));
-        cr_assert(epsilon_eq(dbl, flat(sh, 0), ref, fabs(ref) * 1e-2 + 1e-2));
+        cr_assert(epsilon_eq(dbl, th_at(sh, 0), ref, fabs(ref) * 1e-2 + 1e-2));
         tg_tensor_release(sh);
         tg_tensor_release(h);
     }
@@ -287,10 +281,10 @@ Test(shape, sum_to_shape_sums_broadcast_dims)
         double ref = 0.0;
         for (int64_t i = 0; i < 2; i++)
             for (int64_t k = 0; k < 4; k++) ref += (double)(i * 12 + j * 4 + k);
-        cr_assert(eq(dbl, flat(r, j), ref));
+        cr_assert(eq(dbl, th_at(r, j), ref));
     }
     cr_assert(eq(int, tg_sum_to_shape(&r0, a, 0, NULL), TG_OK));
-    cr_assert(eq(dbl, flat(r0, 0), 23.0 * 24.0 / 2.0));
+    cr_assert(eq(dbl, th_at(r0, 0), 23.0 * 24.0 / 2.0));
     tg_tensor_release(r0);
     tg_tensor_release(r);
     tg_tensor_release(a);
@@ -428,7 +422,7 @@ Test(shape, slice_gradient_is_ones_on_the_picked_elements)
     tg_tensor *g = tg_tensor_grad(x);
     cr_assert(not(eq(ptr, g, NULL)));
     for (int64_t k = 0; k < 15; k++)
-        cr_assert(eq(dbl, flat(g, k), (k % 5 == 1 || k % 5 == 3) ? 1.0 : 0.0));
+        cr_assert(eq(dbl, th_at(g, k), (k % 5 == 1 || k % 5 == 3) ? 1.0 : 0.0));
     tg_tensor_release(s);
     tg_tensor_release(y);
     tg_tensor_release(x);
@@ -461,7 +455,7 @@ Test(shape, errors_leave_out_untouched)
     cr_assert(eq(ptr, out, NULL));
     cr_assert(eq(u64, tg_tensor_version(a), v0));
     cr_assert(eq(int, tg_tensor_ndim(a), 2));
-    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, flat(a, k), (double)k));
+    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, th_at(a, k), (double)k));
     tg_tensor_release(a);
 }
 
@@ -503,15 +497,15 @@ Test(shape, scalars_and_empty_tensors)
     tg_tensor *s = NULL, *e = NULL, *z = NULL, *r = NULL, *sm = NULL, *mn = NULL, *out = NULL;
     cr_assert(eq(int, tg_tensor_scalar(&s, TG_F64, 2.5), TG_OK));
     cr_assert(eq(int, tg_expand(&e, s, 2, (int64_t[]){2, 3}), TG_OK));
-    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, flat(e, k), 2.5));
+    for (int64_t k = 0; k < 6; k++) cr_assert(eq(dbl, th_at(e, k), 2.5));
     cr_assert(eq(int, tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){0, 3}), TG_OK));
     cr_assert(eq(int, tg_reshape(&r, z, 2, (int64_t[]){3, 0}), TG_OK));
     cr_assert(eq(int, tg_reshape(&out, z, 2, (int64_t[]){-1, 0}), TG_ESHAPE));   /* ambiguous */
     cr_assert(eq(ptr, out, NULL));
     cr_assert(eq(int, tg_sum(&sm, z), TG_OK));
     cr_assert(eq(int, tg_mean(&mn, z), TG_OK));
-    cr_assert(eq(dbl, flat(sm, 0), 0.0));
-    cr_assert(isnan(flat(mn, 0)));   /* 0/0, as in PyTorch */
+    cr_assert(eq(dbl, th_at(sm, 0), 0.0));
+    cr_assert(isnan(th_at(mn, 0)));   /* 0/0, as in PyTorch */
     tg_tensor *all[] = {s, e, z, r, sm, mn};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
