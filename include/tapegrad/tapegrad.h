@@ -41,6 +41,8 @@
 #include "tapegrad/optim.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
+#include "tapegrad/amp.h"
+#include "tapegrad/quant.h"
 #include "tapegrad/nn.h"
 
 #define TG_VERSION_MAJOR 0
