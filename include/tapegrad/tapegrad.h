@@ -41,9 +41,9 @@
 #include "tapegrad/optim.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
-#include "tapegrad/amp.h"
-#include "tapegrad/quant.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/checkpoint.h"
+#include "tapegrad/quant.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1
