@@ -12,14 +12,19 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build
 
-deps:
-	@missing=""; for p in $(PACKAGES); do \
+# $(call install_missing,PACKAGES): apt-get install those not installed yet.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(PACKAGES))
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)
@@ -28,13 +33,7 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 demo: build
-	@missing=""; for p in $(DEMO_PACKAGES); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	$(call install_missing,$(DEMO_PACKAGES))
 	$(BUILD)/examples/dcgan/dcgan --out out
 
 test: build
