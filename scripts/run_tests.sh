@@ -5,6 +5,9 @@ set -u
 build=${1:-build}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# libgomp's default spin-waiting steals the cores from OpenBLAS and from the
+# other test processes on a small machine.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 meson test -C "$build" --print-errorlogs --num-processes 2
 rc=$?
 log="$build/meson-logs/testlog.txt"
