@@ -108,7 +108,8 @@ static int apply(app_opts *o, const char *name, const char *val)
 int app_opts_parse(app_opts *o, int argc, char **argv)
 {
     defaults(o);
-    for (int i = 1; i < argc; i++) {
+    /* Every option takes a value: step over (name, value) pairs. */
+    for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 1;
@@ -119,7 +120,6 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
                     usage);
             return -1;
         }
-        i++;
     }
     /* WGAN-GP: the critic has no BatchNorm and Adam uses the paper's
      * lr 1e-4, betas (0, 0.9) (Gulrajani et al. 2017, algorithm 1). */
