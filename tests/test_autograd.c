@@ -4,7 +4,9 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "tapegrad/ops.h"
@@ -540,4 +542,41 @@ Test(autograd, registry_lists_ops_in_name_order)
     cr_assert(tg__op_find("mul") != NULL);
     cr_assert(eq(int, tg_op_info_find("no_such_op", &cur), TG_ENOTFOUND));
     cr_assert(eq(str, (char *)tg_amp_policy_name(TG_AMP_LOWER_PRECISION), "lower_precision"));
+}
+
+/* TG_TRACE=1 prints each recorded op and each backward step on stderr.  The
+ * variable is read once per process; every Criterion test runs in a process of
+ * its own, so setting it here, before the first op, takes effect. */
+Test(autograd, trace_prints_record_and_backward)
+{
+    cr_assert(eq(int, setenv("TG_TRACE", "1", 1), 0));
+    char path[] = "/tmp/tg_trace_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    cr_assert(dup2(fd, 2) == 2);
+
+    tg_tensor *x = vec(TG_F64, 3, X, "x", true), *w = vec(TG_F64, 3, W, "w", true);
+    tg_tensor *y = expr1(x, w);
+    OK(tg_backward(y, NULL, NULL));
+
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[4096] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    cr_assert(n > 0);
+    cr_assert(strstr(buf, "[tape] record #") != NULL, "trace was: %s", buf);
+    cr_assert(strstr(buf, " mul(") != NULL && strstr(buf, "leaf 'w'") != NULL, "trace: %s", buf);
+    cr_assert(strstr(buf, " sum(") != NULL, "trace: %s", buf);
+    /* Backward runs the nodes in reverse recording order: sum before mul. */
+    const char *bsum = strstr(buf, "[tape] backward #3 sum");
+    const char *bmul = strstr(buf, "[tape] backward #1 mul");
+    cr_assert(bsum != NULL && bmul != NULL && bsum < bmul, "trace: %s", buf);
+    tg_tensor_release(y);
+    tg_tensor_release(w);
+    tg_tensor_release(x);
 }
