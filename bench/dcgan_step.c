@@ -11,17 +11,24 @@
  * PyTorch).
  *
  *   dcgan_step [--batch 64] [--threads T] [--steps N (20)] [--warmup W (3)]
+ *              [--amp bf16|f16]
+ *
+ * --amp runs the forward passes of G and D inside tg_autocast_begin(dtype)
+ * with f32 master weights, as examples/dcgan --amp does; the BCE losses stay
+ * outside the scope, and for f16 each optimizer gets a tg_grad_scaler (scaled
+ * backward, unscale, step skipped on inf/NaN, update).
  *
  * After the warmup, runs 2N steps and samples the resident set size after
- * each; prints one JSON line: images/s over the 2N steps, peak RSS
- * (getrusage), the RSS after step N and after step 2N, and the largest RSS
- * sample of steps 1..N and of steps N+1..2N (memory is flat when the second
- * is not above the first), all in MiB.
+ * each; prints one JSON line: the autocast dtype ("f32" when off), images/s
+ * over the 2N steps, peak RSS (VmHWM of /proc/self/status: ru_maxrss would
+ * also count the forking parent's pages copied before exec), the RSS once
+ * models and data exist (before any step), the RSS after step N and after
+ * step 2N, and the largest RSS sample of steps 1..N and of steps N+1..2N
+ * (memory is flat when the second is not above the first), all in MiB.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,8 +55,10 @@ typedef struct bench {
     tg_module *g, *d;
     tg_optimizer *opt_g, *opt_d;
     tg_tensor *real, *ones, *zeros;   /* (B, 1, 28, 28), (B, 1), (B, 1) */
+    tg_grad_scaler *gs_g, *gs_d;     /* NULL unless amp == TG_F16 */
     tg_rng rng;
     int64_t batch, nz;
+    tg_dtype amp;                    /* TG_F32: autocast off */
 } bench;
 
 static double now_s(void)
@@ -69,11 +78,18 @@ static double rss_mib(void)
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
+/* VmHWM ("high water mark" of the resident set, in kB) of this process
+ * alone; -1 when /proc is unreadable. */
 static double peak_rss_mib(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;   /* ru_maxrss is in KiB on Linux */
+    char line[256];
+    double kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf", &kib) == 1) break;
+    fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
 }
 
 static tg_optimizer *adam_for(tg_module *m)
@@ -90,11 +106,16 @@ static tg_optimizer *adam_for(tg_module *m)
     return opt;
 }
 
-static void bench_init(bench *b, int64_t batch)
+static void bench_init(bench *b, int64_t batch, tg_dtype amp)
 {
     dcgan_arch a = DCGAN_ARCH_INIT;
     memset(b, 0, sizeof *b);
     b->batch = batch;
+    b->amp = amp;
+    if (amp == TG_F16) {
+        CHECK(tg_grad_scaler_new(&b->gs_g, NULL));
+        CHECK(tg_grad_scaler_new(&b->gs_d, NULL));
+    }
     b->nz = a.nz;
     tg_rng_init(&b->rng, 0);
     CHECK(dcgan_generator_new(&b->g, &a, &b->rng));
@@ -116,13 +137,55 @@ static void bench_free(bench *b)
     tg_optimizer_free(b->opt_g);
     tg_module_release(b->d);
     tg_module_release(b->g);
+    tg_grad_scaler_free(b->gs_d);
+    tg_grad_scaler_free(b->gs_g);
+}
+
+/* m(x) under the run's autocast dtype (plain f32 when off). */
+static void forward(const bench *b, tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    if (b->amp == TG_F32) {
+        CHECK(tg_module_forward(m, y, x));
+        return;
+    }
+    CHECK(tg_autocast_begin(b->amp));
+    int rc = tg_module_forward(m, y, x);
+    tg_autocast_end();
+    CHECK(rc);
+}
+
+static int opt_step_cb(void *user)
+{
+    return tg_optimizer_step(user);
+}
+
+/* zero_grad, backward of loss and the optimizer step; with a scaler (f16)
+ * the backward runs on loss * scale and the step goes through the scaler,
+ * which unscales m's gradients and skips the step on inf/NaN. */
+static void update(tg_optimizer *opt, tg_grad_scaler *gs, tg_module *m, tg_tensor *loss)
+{
+    tg_optimizer_zero_grad(opt);
+    if (!gs) {
+        CHECK(tg_backward(loss, NULL, NULL));
+        CHECK(tg_optimizer_step(opt));
+        return;
+    }
+    tg_tensor *scaled, **params;
+    int n;
+    CHECK(tg_grad_scaler_scale(gs, &scaled, loss));
+    CHECK(tg_backward(scaled, NULL, NULL));
+    tg_tensor_release(scaled);
+    CHECK(tg_module_parameters(m, &params, &n));
+    CHECK(tg_grad_scaler_step(gs, n, params, opt_step_cb, opt, NULL));
+    CHECK(tg_grad_scaler_update(gs));
+    free(params);
 }
 
 /* bce_with_logits(D(x), target), a new reference. */
 static tg_tensor *d_loss(bench *b, tg_tensor *x, tg_tensor *target)
 {
     tg_tensor *logits, *loss;
-    CHECK(tg_module_forward(b->d, &logits, x));
+    forward(b, b->d, &logits, x);
     CHECK(tg_bce_with_logits(&loss, logits, target, TG_REDUCTION_MEAN));
     tg_tensor_release(logits);
     return loss;
@@ -133,20 +196,16 @@ static void step(bench *b)
     tg_tensor *z, *fake, *fake_det, *lr, *lf, *ld, *lg;
     CHECK(tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){b->batch, b->nz}));
     CHECK(tg_tensor_rand_normal(z, &b->rng, 0.0, 1.0));
-    CHECK(tg_module_forward(b->g, &fake, z));
+    forward(b, b->g, &fake, z);
     CHECK(tg_tensor_detach(&fake_det, fake));
 
-    tg_optimizer_zero_grad(b->opt_d);
     lr = d_loss(b, b->real, b->ones);
     lf = d_loss(b, fake_det, b->zeros);
     CHECK(tg_add(&ld, lr, lf));
-    CHECK(tg_backward(ld, NULL, NULL));
-    CHECK(tg_optimizer_step(b->opt_d));
+    update(b->opt_d, b->gs_d, b->d, ld);
 
-    tg_optimizer_zero_grad(b->opt_g);
     lg = d_loss(b, fake, b->ones);   /* also fills D's grads, cleared next step */
-    CHECK(tg_backward(lg, NULL, NULL));
-    CHECK(tg_optimizer_step(b->opt_g));
+    update(b->opt_g, b->gs_g, b->g, lg);
 
     tg_tensor *all[] = {lg, ld, lf, lr, fake_det, fake, z};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
@@ -159,10 +218,21 @@ static int parse_int(const char *s, long lo, long *v)
     return *end == '\0' && end != s && *v >= lo ? 0 : -1;
 }
 
+static const char *dtype_label(tg_dtype dt)
+{
+    return dt == TG_BF16 ? "bf16" : dt == TG_F16 ? "f16" : "f32";
+}
+
 int main(int argc, char **argv)
 {
     long batch = 64, threads = 0, steps = 20, warmup = 3;
+    tg_dtype amp = TG_F32;
     for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--amp") && i + 1 < argc
+            && (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "f16"))) {
+            amp = !strcmp(argv[i + 1], "bf16") ? TG_BF16 : TG_F16;
+            continue;
+        }
         long *dst = !strcmp(argv[i], "--batch")     ? &batch
                     : !strcmp(argv[i], "--threads") ? &threads
                     : !strcmp(argv[i], "--steps")   ? &steps
@@ -170,7 +240,7 @@ int main(int argc, char **argv)
                                                     : NULL;
         if (!dst || i + 1 >= argc || parse_int(argv[i + 1], dst == &warmup ? 0 : 1, dst)) {
             fprintf(stderr, "usage: dcgan_step [--batch 64] [--threads T] [--steps 20] "
-                            "[--warmup 3]\n");
+                            "[--warmup 3] [--amp bf16|f16]\n");
             return 2;
         }
     }
@@ -181,7 +251,8 @@ int main(int argc, char **argv)
 #endif
     }
     bench b;
-    bench_init(&b, batch);
+    bench_init(&b, batch, amp);
+    double rss_init = rss_mib();
     for (long i = 0; i < warmup; i++) step(&b);
     /* Reading /proc/self/statm takes microseconds: negligible against a step. */
     double t0 = now_s(), rss[2] = {0, 0}, max_half[2] = {0, 0};
@@ -193,12 +264,14 @@ int main(int argc, char **argv)
         if (i == steps - 1 || i == 2 * steps - 1) rss[half] = r;
     }
     double secs = now_s() - t0;
-    printf("{\"impl\": \"tapegrad\", \"batch\": %ld, \"threads\": %ld, \"steps\": %ld, "
-           "\"seconds\": %.3f, \"images_per_s\": %.2f, \"peak_rss_mib\": %.1f, "
+    printf("{\"impl\": \"tapegrad\", \"amp\": \"%s\", \"batch\": %ld, \"threads\": %ld, "
+           "\"steps\": %ld, \"seconds\": %.3f, \"images_per_s\": %.2f, "
+           "\"peak_rss_mib\": %.1f, \"rss_init_mib\": %.1f, "
            "\"rss_after_n_mib\": %.1f, \"rss_after_2n_mib\": %.1f, "
            "\"rss_max_first_n_mib\": %.1f, \"rss_max_second_n_mib\": %.1f}\n",
-           batch, threads, 2 * steps, secs, (double)(2 * steps * batch) / secs, peak_rss_mib(),
-           rss[0], rss[1], max_half[0], max_half[1]);
+           dtype_label(amp), batch, threads, 2 * steps, secs,
+           (double)(2 * steps * batch) / secs, peak_rss_mib(), rss_init, rss[0], rss[1],
+           max_half[0], max_half[1]);
     bench_free(&b);
     return 0;
 }
