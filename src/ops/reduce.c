@@ -5,7 +5,10 @@
  * sum_d idx[d] * ostride[d], where ostride[d] is 0 for a reduced dim and the
  * output's contiguous stride of that dim otherwise.  Sums accumulate in double
  * whatever the dtype and are rounded once into the output dtype; the order is
- * fixed, so results do not depend on the thread count.
+ * fixed, so results do not depend on the thread count.  f32/f64 inputs take
+ * reduce_fast, which reads a in place and adds the same terms in the same
+ * order per output (bit-identical results); outputs may be split over threads
+ * but each is summed by one thread.
  *
  * Backward: sum and sum_to_shape expand the gradient back to the input shape
  * (the adjoint of summing is broadcasting); the means also scale by 1/N. */
@@ -45,6 +48,157 @@ static int reduce_kernel(const tg_tensor *a, const int64_t *ostride, tg_tensor *
     return TG_OK;
 }
 
+/* ---- fast path: f32/f64 input read in place ------------------------------------
+ *
+ * Same sums in the same order as reduce_kernel, without the f64 copy of a or
+ * per-element dtype dispatch.  The dims of a are first simplified: extent-1
+ * dims dropped, neighbours with the same role (reduced or kept) merged when
+ * they are one strided run (stride[d] == stride[d+1] * shape[d+1]); both keep
+ * the row-major visiting order.  Output flat index = row-major index over the
+ * kept dims, which is what ostride encodes. */
+
+typedef struct rdim {
+    int64_t n, st; /* extent, stride of a in elements */
+    bool red;
+} rdim;
+
+static int simplify_dims(const tg_tensor *a, const int64_t *ostride, rdim *dd)
+{
+    int nd = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 1) continue;
+        bool red = ostride[d] == 0;
+        if (nd > 0 && dd[nd - 1].red == red && dd[nd - 1].st == a->strides[d] * a->shape[d]) {
+            dd[nd - 1].n *= a->shape[d];
+            dd[nd - 1].st = a->strides[d];
+            continue;
+        }
+        dd[nd++] = (rdim){a->shape[d], a->strides[d], red};
+    }
+    return nd;
+}
+
+/* Steps the row-major counter idx over dims[0..nd) and pos with it. */
+static inline int64_t step_pos(int nd, const rdim *dims, int64_t *idx, int64_t pos)
+{
+    for (int d = nd - 1; d >= 0; d--) {
+        pos += dims[d].st;
+        if (++idx[d] < dims[d].n) break;
+        pos -= dims[d].st * dims[d].n;
+        idx[d] = 0;
+    }
+    return pos;
+}
+
+/* Sum over the reduced dims r[0..nr) (row-major) of a's elements from pos:
+ * for a fixed kept index that is exactly the subsequence reduce_kernel adds
+ * into that output, in the same order, so the double result is identical. */
+static double sum_block(const void *data, bool f64, int64_t pos, int nr, const rdim *r)
+{
+    double s = 0.0;
+    if (nr == 0) return s + (f64 ? ((const double *)data)[pos] : ((const float *)data)[pos]);
+    int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    for (int d = 0; d < nr - 1; d++) rows *= r[d].n;
+    for (int64_t row = 0; row < rows; row++) {
+        if (f64) {
+            const double *x = (const double *)data + pos;
+            for (int64_t k = 0; k < inner; k++) s += x[k * ist];
+        } else {
+            const float *x = (const float *)data + pos;
+            for (int64_t k = 0; k < inner; k++) s += (double)x[k * ist];
+        }
+        pos = step_pos(nr - 1, r, idx, pos);
+    }
+    return s;
+}
+
+static void store_out(tg_tensor *out, int64_t j, double v)
+{
+    if (out->dtype == TG_F64) ((double *)tg_tensor_data(out))[j] = v;
+    else ((float *)tg_tensor_data(out))[j] = (float)v;
+}
+
+/* Innermost dim reduced: each output is one independent block sum, so the
+ * outputs are split over threads; every output still has one fixed order. */
+static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
+                          tg_tensor *out, int64_t on, double scale)
+{
+    const void *data = a->storage->data;
+    bool f64 = a->dtype == TG_F64;
+    int64_t n = tg__numel(a->ndim, a->shape);
+#pragma omp parallel for schedule(static) if (on > 1 && n > 32768)
+    for (int64_t j = 0; j < on; j++) {
+        /* Kept multi-index of output j (row-major over k) -> position in a. */
+        int64_t pos = a->offset, rest = j;
+        for (int d = nk - 1; d >= 0; d--) {
+            pos += (rest % k[d].n) * k[d].st;
+            rest /= k[d].n;
+        }
+        store_out(out, j, sum_block(data, f64, pos, nr, r) * scale);
+    }
+}
+
+/* Innermost dim kept: walk a in row-major order as reduce_kernel does, the
+ * inner run adding into consecutive outputs (its output stride is 1). */
+static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *out, int64_t on,
+                       double scale)
+{
+    double *acc = tg__calloc((size_t)on, sizeof *acc);
+    if (!acc) return TG_ENOMEM;
+    int64_t ost[TG_MAX_DIMS], run = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        ost[d] = dd[d].red ? 0 : run;
+        if (!dd[d].red) run *= dd[d].n;
+    }
+    const void *data = a->storage->data;
+    int64_t inner = dd[nd - 1].n, ist = dd[nd - 1].st, rows = 1;
+    int64_t idx[TG_MAX_DIMS] = {0}, pos = a->offset, o = 0;
+    for (int d = 0; d < nd - 1; d++) rows *= dd[d].n;
+    for (int64_t row = 0; row < rows; row++) {
+        double *y = acc + o;
+        if (a->dtype == TG_F64) {
+            const double *x = (const double *)data + pos;
+            for (int64_t k = 0; k < inner; k++) y[k] += x[k * ist];
+        } else {
+            const float *x = (const float *)data + pos;
+            for (int64_t k = 0; k < inner; k++) y[k] += (double)x[k * ist];
+        }
+        /* Same counter as step_pos, also tracking the output index o. */
+        for (int d = nd - 2; d >= 0; d--) {
+            pos += dd[d].st;
+            o += ost[d];
+            if (++idx[d] < dd[d].n) break;
+            pos -= dd[d].st * dd[d].n;
+            o -= ost[d] * dd[d].n;
+            idx[d] = 0;
+        }
+    }
+    for (int64_t j = 0; j < on; j++) store_out(out, j, acc[j] * scale);
+    free(acc);
+    return TG_OK;
+}
+
+/* Returns 1 when it handled the reduction (f32/f64 a, at least one element),
+ * 0 to fall back to reduce_kernel, or TG_ENOMEM. */
+static int reduce_fast(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
+{
+    int64_t n = tg__numel(a->ndim, a->shape), on = tg__numel(out->ndim, out->shape);
+    if ((a->dtype != TG_F32 && a->dtype != TG_F64) || n == 0) return 0;
+    rdim dd[TG_MAX_DIMS], k[TG_MAX_DIMS], r[TG_MAX_DIMS];
+    int nd = simplify_dims(a, ostride, dd), nk = 0, nr = 0;
+    if (nd > 0 && !dd[nd - 1].red) {
+        TG_TRY(reduce_rows(a, nd, dd, out, on, scale));
+        return 1;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (dd[d].red) r[nr++] = dd[d];
+        else k[nk++] = dd[d];
+    }
+    reduce_blocks(a, nk, k, nr, r, out, on, scale);
+    return 1;
+}
+
 static int check_float(const char *op, const tg_tensor *a)
 {
     TG_CHECK(tg_dtype_is_float(a->dtype), TG_EDTYPE, "%s: a is %s but must be a float dtype",
@@ -58,7 +212,8 @@ static int reduce_into(tg_tensor **out, const tg_tensor *a, int ndim, const int6
 {
     tg_tensor *r = tg__tensor_empty(a->dtype, ndim, shape);
     if (!r) return TG_ENOMEM;
-    int rc = reduce_kernel(a, ostride, r, scale);
+    int rc = reduce_fast(a, ostride, r, scale);
+    if (rc == 0) rc = reduce_kernel(a, ostride, r, scale);
     if (rc < 0) {
         tg_tensor_release(r);
         return rc;
