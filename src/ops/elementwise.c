@@ -68,13 +68,22 @@ static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *sha
      * dims get stride 0, so element (i0..i_nd-1) of the view is t's element
      * with the broadcast indices dropped. */
     tg_tensor v = *t;
-    int lead = nd - t->ndim;
+    int lead = nd - t->ndim, vd = 0;
     for (int d = 0; d < nd; d++) {
         int dt = d - lead;
-        v.shape[d] = shape[d];
-        v.strides[d] = (dt < 0 || t->shape[dt] == 1) ? 0 : t->strides[dt];
+        int64_t st = (dt < 0 || t->shape[dt] == 1) ? 0 : t->strides[dt];
+        /* Merge into the previous dim when the two walk one strided run
+         * (outer stride == inner stride * inner extent; e.g. the stride-0 H, W
+         * of a (1,C,1,1) operand): same row-major order, longer gather rows. */
+        if (vd > 0 && v.strides[vd - 1] == st * shape[d]) {
+            v.shape[vd - 1] *= shape[d];
+            v.strides[vd - 1] = st;
+            continue;
+        }
+        v.shape[vd] = shape[d];
+        v.strides[vd++] = st;
     }
-    v.ndim = nd;
+    v.ndim = vd;
     void *buf = tg__malloc((size_t)n * tg_dtype_size(cdt));
     if (!buf) return TG_ENOMEM;
     tg__gather(&v, cdt, buf);
