@@ -315,13 +315,14 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
         else TG__EW_LOOP2(float, expr)                                        \
     }
 
-/* ---- atomic file replacement (src/io/png.c; used by the image writers) ---- */
+/* ---- atomic file replacement (src/io/atomic.c; used by every writer) ---- */
 /* Creates and opens for writing a new temporary file "<path>.tmp.XXXXXX"
  * next to path; *tmp (malloc'd) gets its name.  TG_EIO naming `what`. */
 int tg__atomic_open(FILE **f, char **tmp, const char *what, const char *path);
 /* Flushes, fsyncs and closes f, then renames *tmp over path.  Always closes f,
  * removes the temporary file on failure and frees *tmp (set to NULL);
- * ok = false just discards (returns 0). */
+ * ok = false just discards (returns 0).  On success the folder is fsynced
+ * too, so the rename is durable. */
 int tg__atomic_finish(FILE *f, char **tmp, bool ok, const char *what, const char *path);
 
 /* ---- autocast state (thread-local) --------------------------------------- */

@@ -1,5 +1,5 @@
 /* src/io/png.c - image grids written with libpng's simplified API, PNGs read
- * back, and the atomic temp-file-and-rename used by every image writer. */
+ * back; files are replaced atomically (src/io/atomic.c). */
 #include <errno.h>
 #include <math.h>
 #include <png.h>
@@ -8,50 +8,6 @@
 
 #include "internal.h"
 #include "tapegrad/image.h"
-
-/* ---- atomic replace ------------------------------------------------------- */
-
-int tg__atomic_open(FILE **f, char **tmp, const char *what, const char *path)
-{
-    size_t n = strlen(path) + sizeof ".tmp.XXXXXX";
-    char *name = tg__malloc(n);
-    if (!name) return TG_ENOMEM;
-    snprintf(name, n, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(name);
-    if (fd < 0) {
-        int rc = tg__error(TG_EIO, "%s: cannot create a file next to '%s': %s", what, path,
-                           strerror(errno));
-        free(name);
-        return rc;
-    }
-    FILE *fp = fdopen(fd, "wb");
-    if (!fp) {
-        int rc = tg__error(TG_EIO, "%s: fdopen '%s': %s", what, name, strerror(errno));
-        close(fd);
-        unlink(name);
-        free(name);
-        return rc;
-    }
-    *f = fp;
-    *tmp = name;
-    return 0;
-}
-
-int tg__atomic_finish(FILE *f, char **tmp, bool ok, const char *what, const char *path)
-{
-    int rc = 0;
-    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = tg__error(TG_EIO, "%s: writing '%s': %s", what, *tmp, strerror(errno));
-    if (fclose(f) != 0 && ok && rc == 0)
-        rc = tg__error(TG_EIO, "%s: closing '%s': %s", what, *tmp, strerror(errno));
-    if (ok && rc == 0 && rename(*tmp, path) != 0)
-        rc = tg__error(TG_EIO, "%s: cannot rename '%s' to '%s': %s", what, *tmp, path,
-                       strerror(errno));
-    if (!ok || rc < 0) unlink(*tmp);
-    free(*tmp);
-    *tmp = NULL;
-    return rc;
-}
 
 /* ---- grids ------------------------------------------------------------------ */
 

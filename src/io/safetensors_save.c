@@ -1,8 +1,8 @@
 /* src/io/safetensors_save.c - tg_safetensors_save: header JSON, data buffer,
- * and an atomic replace of the destination (temporary file, fsync, rename). */
+ * and an atomic replace of the destination (src/io/atomic.c: temporary file,
+ * fsync, rename). */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,21 +92,7 @@ static int write_file(int fd, const tg_st_file *f, const tg__buf *hdr, const cha
         tg_st_at(f, i, NULL, &t);
         TG_TRY(write_tensor(fd, t, path));
     }
-    if (fsync(fd) < 0) return tg__error(TG_EIO, "safetensors: fsync '%s': %s", path, strerror(errno));
     return 0;
-}
-
-/* Best effort: makes the rename itself durable. */
-static void sync_parent_dir(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy) return;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(copy);
 }
 
 int tg_safetensors_save(const tg_st_file *f, const char *path)
@@ -114,30 +100,15 @@ int tg_safetensors_save(const tg_st_file *f, const char *path)
     TG_CHECK(f && path, TG_EINVAL, "safetensors_save: f and path must not be NULL");
     TG_CHECK(path[0], TG_EINVAL, "safetensors_save: path must not be empty");
     tg__buf hdr = {0};
+    FILE *fp = NULL;
+    char *tmp = NULL;
     int rc = build_header(f, &hdr);
     if (rc < 0) goto out_hdr;
-    size_t n = strlen(path) + 32;
-    char *tmp = tg__malloc(n);
-    if (!tmp) {
-        rc = TG_ENOMEM;
-        goto out_hdr;
-    }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = tg__error(TG_EIO, "safetensors: cannot create '%s': %s", tmp, strerror(errno));
-        goto out_tmp;
-    }
-    rc = write_file(fd, f, &hdr, tmp);
-    if (close(fd) < 0 && rc == 0)
-        rc = tg__error(TG_EIO, "safetensors: closing '%s': %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = tg__error(TG_EIO, "safetensors: cannot rename '%s' to '%s': %s", tmp, path,
-                       strerror(errno));
-    if (rc < 0) unlink(tmp);
-    else sync_parent_dir(path);
-out_tmp:
-    free(tmp);
+    rc = tg__atomic_open(&fp, &tmp, "safetensors_save", path);
+    if (rc < 0) goto out_hdr;
+    rc = write_file(fileno(fp), f, &hdr, tmp);
+    int frc = tg__atomic_finish(fp, &tmp, rc == 0, "safetensors_save", path);
+    if (rc == 0) rc = frc;
 out_hdr:
     tg__buf_free(&hdr);
     return rc;
