@@ -5,7 +5,7 @@
  * diagnostics on stderr, and returns a process exit code:
  *   0  success,
  *   1  the command ran but failed (bad file, failing check, library error),
- *   2  usage error (unknown option, missing argument) or not implemented.
+ *   2  usage error (unknown option, missing argument).
  */
 #ifndef TAPEGRAD_TOOLS_H
 #define TAPEGRAD_TOOLS_H

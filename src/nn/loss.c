@@ -8,7 +8,6 @@
  * heads).  Its backward, g * sigmoid(x), is itself differentiable.
  */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
@@ -52,14 +51,10 @@ static tg_op_schema softplus_op = {.name = "bce_softplus", .arity = 1, .amp = TG
                                    .forward = softplus_forward,
                                    .backward = softplus_backward, .double_backward = true};
 
-static pthread_once_t softplus_once = PTHREAD_ONCE_INIT;
-static void register_softplus(void) { tg__op_register(&softplus_op); }
+void tg__register_loss(void) { tg__op_register(&softplus_op); }
 
 static int softplus(tg_tensor **out, tg_tensor *a)
 {
-    /* Registered on first use (the registry accepts late ops) so that the op
-     * list and traces know its name. */
-    pthread_once(&softplus_once, register_softplus);
     tg_tensor *in[1] = {a};
     return tg__op_call(&softplus_op, out, 1, in, NULL, 0);
 }

@@ -2,7 +2,6 @@
  * in float, with the straight-through gradient of quantization-aware
  * training. */
 #include <math.h>
-#include <pthread.h>
 
 #include "quant/quant_internal.h"
 #include "tapegrad/ops.h"
@@ -75,10 +74,7 @@ static tg_op_schema fq_schema = {
     .double_backward = true,
 };
 
-/* Registered on first use: the registry's family list (src/ops/registry.c)
- * covers the core ops; tg__op_register accepts later additions. */
-static pthread_once_t fq_once = PTHREAD_ONCE_INIT;
-static void fq_register(void) { tg__op_register(&fq_schema); }
+void tg__register_quant(void) { tg__op_register(&fq_schema); }
 
 int tg_fake_quantize(tg_tensor **out, tg_tensor *x, double scale, int32_t zero_point,
                      int32_t quant_min, int32_t quant_max)
@@ -92,7 +88,6 @@ int tg_fake_quantize(tg_tensor **out, tg_tensor *x, double scale, int32_t zero_p
     TG_CHECK(zero_point >= quant_min && zero_point <= quant_max, TG_EINVAL,
              "fake_quantize: zero_point=%d must lie in [quant_min, quant_max]=[%d, %d]",
              (int)zero_point, (int)quant_min, (int)quant_max);
-    pthread_once(&fq_once, fq_register);
     fq_params p = {.scale = scale, .zp = zero_point, .qmin = quant_min, .qmax = quant_max};
     tg_tensor *in[1] = {x};
     return tg__op_call(&fq_schema, out, 1, in, &p, sizeof p);
