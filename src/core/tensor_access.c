@@ -91,6 +91,11 @@ static void tg__strided_move(const tg_tensor *t, tg_dtype bt, void *buf, int64_t
     }
 }
 
+void tg__convert(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n)
+{
+    if (n > 0) tg__copy_run(from, src, 0, 1, to, dst, 0, 1, n);
+}
+
 void tg__gather(const tg_tensor *t, tg_dtype to, void *dst)
 {
     tg__strided_move(t, to, dst, 1, true);
