@@ -109,7 +109,7 @@ void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
  * the rounding of tg_dtype_store.  src and dst must not overlap unless
  * from == to. */
-void tg__convert(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n);
+void tg__convert_n(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n);
 /* The dtype element-wise kernels compute in: f64 for f64, f32 otherwise. */
 static inline tg_dtype tg__compute_dtype(tg_dtype dt) { return dt == TG_F64 ? TG_F64 : TG_F32; }
 

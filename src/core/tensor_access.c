@@ -91,7 +91,7 @@ static void tg__strided_move(const tg_tensor *t, tg_dtype bt, void *buf, int64_t
     }
 }
 
-void tg__convert(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n)
+void tg__convert_n(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n)
 {
     if (n > 0) tg__copy_run(from, src, 0, 1, to, dst, 0, 1, n);
 }
