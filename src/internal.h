@@ -106,6 +106,12 @@ void tg__gather(const tg_tensor *t, tg_dtype to, void *dst);
 /* Writes a contiguous buffer of dtype `from` into t's elements (row-major),
  * converting to t's dtype; does not bump the version. */
 void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
+/* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64);
+ * ta: A is stored (k, m), tb: B is stored (n, k).  Runs on the library's
+ * OpenMP pool with OpenBLAS single-threaded inside (src/ops/conv_kernels.c),
+ * so OpenBLAS's own thread pool is never woken to spin beside OpenMP's. */
+void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
  * the rounding of tg_dtype_store.  src and dst must not overlap unless
  * from == to. */

@@ -136,6 +136,19 @@ static void blas_restore(int n)
     if (n != 1) openblas_set_num_threads(n);
 }
 
+void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    TG_ASSERT(ct == TG_F32 || ct == TG_F64);
+    if (m <= 0 || n <= 0) return;
+    const int saved = blas_single_begin();
+    if (ct == TG_F32)
+        gemm_par_f32(ta, tb, m, n, k, a, lda, b, ldb, (float)beta, c, ldc);
+    else
+        gemm_par_f64(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    blas_restore(saved);
+}
+
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
                          void *y)
 {

@@ -9,7 +9,6 @@
  * Backward uses the differentiable ops themselves:
  *   C = A B      =>  dA = dC B^T,  dB = A^T dC
  *   y = x W^T + b  =>  dx = dy W,  dW = dy2d^T x2d,  db = dy summed over rows. */
-#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
@@ -49,10 +48,17 @@ static bool blas_layout(const mat *m, bool *trans, int64_t *ld)
 static void pack(const mat *m, int64_t k, tg_dtype to, void *dst)
 {
     const void *base = m->t->storage->data;
-    for (int64_t i = 0; i < m->rows; i++)
+    const size_t sf = tg_dtype_size(m->t->dtype), st = tg_dtype_size(to);
+    for (int64_t i = 0; i < m->rows; i++) {
+        const int64_t src = m->off + k * m->bs + i * m->rs, dst_i = i * m->cols;
+        if (m->cs == 1 || m->cols == 1) {   /* a unit-stride row: one bulk conversion */
+            tg__convert_n(m->t->dtype, (const char *)base + src * (int64_t)sf, to,
+                          (char *)dst + dst_i * (int64_t)st, m->cols);
+            continue;
+        }
         for (int64_t j = 0; j < m->cols; j++)
-            tg_dtype_store(to, dst, i * m->cols + j,
-                           tg_dtype_load(m->t->dtype, base, m->off + k * m->bs + i * m->rs + j * m->cs));
+            tg_dtype_store(to, dst, dst_i + j, tg_dtype_load(m->t->dtype, base, src + j * m->cs));
+    }
 }
 
 /* An operand ready for gemm: a pointer, its transposition and leading dim. */
@@ -102,28 +108,15 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
         prepare(a, k, ct, sa, &oa);
         prepare(b, k, ct, sb, &ob);
         void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
-        if (bias) {
+        if (bias && M > 0) {
             /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++)
-                    tg_dtype_store(ct, c, i * N + j,
-                                   tg_dtype_load(bias->dtype, bias->storage->data,
-                                                 bias->offset + j * bias->strides[0]));
+            const size_t row = (size_t)N * es;
+            tg__gather(bias, ct, c);
+            for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
-        double beta = bias ? 1.0 : 0.0;
-        CBLAS_TRANSPOSE ta = oa.trans ? CblasTrans : CblasNoTrans;
-        CBLAS_TRANSPOSE tb = ob.trans ? CblasTrans : CblasNoTrans;
-        int ldc = (int)(N > 1 ? N : 1);
-        if (M > 0 && N > 0 && ct == TG_F64)
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, oa.p, oa.ld, ob.p,
-                        ob.ld, beta, c, ldc);
-        else if (M > 0 && N > 0)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, oa.p, oa.ld, ob.p,
-                        ob.ld, (float)beta, c, ldc);
-        if (sc)
-            for (int64_t i = 0; i < M * N; i++)
-                tg_dtype_store(dt, elem_ptr(out, out->offset + k * M * N), i,
-                               tg_dtype_load(ct, sc, i));
+        tg__gemm(ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld, bias ? 1.0 : 0.0, c,
+                 N > 1 ? N : 1);
+        if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
     free(sa);
     free(sb);
