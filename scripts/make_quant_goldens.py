@@ -23,8 +23,14 @@ convT2d_u8_dcgan and convT2d_u8_s3_nobias).  The result metadata
 torch_outliers lists those flat indices; the test requires our y within 1 of
 torch everywhere else and within 1 of y_ref everywhere.
 
+It also writes tests/golden/quant/fake_quantize_per_channel.safetensors:
+torch.fake_quantize_per_channel_affine on a 4-D f32 x for each axis, with
+its output and the straight-through gradient of a random dy (see
+make_fake_quant_per_channel; tests/test_quant.c reads it).
+
 Run from the repository root:
-    /usr/bin/python3 scripts/make_quant_goldens.py
+    /usr/bin/python3 scripts/make_quant_goldens.py            # everything
+    /usr/bin/python3 scripts/make_quant_goldens.py fake_quantize_per_channel
 """
 import os
 import sys
@@ -129,9 +135,57 @@ def reference(transpose, n, xq, wq, w_scale, bias, meta, relu):
     return q
 
 
+# axis, quant_min, quant_max of each fake_quantize_per_channel case; x is (2, 3, 4, 5).
+FQ_CASES = [(0, 0, 255), (1, -128, 127), (2, 0, 15), (3, -8, 7), (-1, 0, 3)]
+FQ_SHAPE = (2, 3, 4, 5)
+
+
+def make_fake_quant_per_channel(gen):
+    """One file, keys "<i>.x", "<i>.scale" (f64 holding f32 values: torch's
+    scale is f32), "<i>.zero_point" (i32), "<i>.dy", "<i>.y", "<i>.dx" and
+    metadata "<i>.axis", "<i>.quant_min", "<i>.quant_max".  x is built as
+    (level + u - zp) * scale with u in +-[0.1, 0.4], so no element lies near a
+    rounding tie (torch computes x * (1/scale) in f32, we compute x / scale in
+    f64: they agree away from ties), and half of the levels sit next to
+    quant_min or quant_max so both sides of the clamp and its edges appear."""
+    tensors, meta = [], {"cases": str(len(FQ_CASES))}
+    for i, (axis, qmin, qmax) in enumerate(FQ_CASES):
+        n = FQ_SHAPE[axis]
+        bshape = [1] * len(FQ_SHAPE)
+        bshape[axis] = n
+        scale = (torch.rand(n, generator=gen) * 0.25 + 0.05).float()
+        zp = torch.randint(qmin, qmax + 1, (n,), generator=gen, dtype=torch.int32)
+        uniform = torch.randint(qmin - 3, qmax + 4, FQ_SHAPE, generator=gen)
+        edge = torch.tensor([qmin - 1, qmin, qmin + 1, qmax - 1, qmax, qmax + 1])
+        edge = edge[torch.randint(0, 6, FQ_SHAPE, generator=gen)]
+        pick = torch.rand(FQ_SHAPE, generator=gen) < 0.5
+        level = torch.where(pick, edge, uniform).double()
+        u = torch.rand(FQ_SHAPE, generator=gen, dtype=torch.double) * 0.3 + 0.1
+        u = torch.where(torch.rand(FQ_SHAPE, generator=gen) < 0.5, -u, u)
+        x = ((level + u - zp.view(bshape).double()) * scale.view(bshape).double()).float()
+        x.requires_grad_(True)
+        # torch wants axis >= 0; the file keeps -1 to test negative axes here
+        y = torch.fake_quantize_per_channel_affine(x, scale, zp, axis % len(FQ_SHAPE), qmin, qmax)
+        dy = torch.randn(FQ_SHAPE, generator=gen)
+        (dx,) = torch.autograd.grad(y, x, dy)
+        p = "%d." % i
+        tensors += [(p + "x", x.detach()), (p + "scale", scale.double()),
+                    (p + "zero_point", zp), (p + "dy", dy), (p + "y", y.detach()),
+                    (p + "dx", dx)]
+        meta.update({p + "axis": str(axis), p + "quant_min": str(qmin),
+                     p + "quant_max": str(qmax)})
+    path = os.path.join(OUT_DIR, "fake_quantize_per_channel.safetensors")
+    write_safetensors(path, tensors, meta)
+    print("wrote", path)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
+    if sys.argv[1:] == ["fake_quantize_per_channel"]:
+        make_fake_quant_per_channel(torch.Generator().manual_seed(SEED + 1))
+        return
     gen = torch.Generator().manual_seed(SEED)
+    make_fake_quant_per_channel(torch.Generator().manual_seed(SEED + 1))
     for case in CASES:
         try:
             make(case, gen)

@@ -5,7 +5,9 @@
  * against a naive i64 loop; the quantized ops against the float op run on
  * the dequantized inputs (dequantized here by explicit index loops, so the
  * per-output-channel axis is checked independently), rounded to the output
- * grid: within 1 unit; the fake-quantize gradient against its mask; the
+ * grid: within 1 unit; the fake-quantize gradient against its mask, and the
+ * per-channel fake quantize against a multi-index loop and torch's
+ * fake_quantize_per_channel_affine (golden file); the
  * observers against PyTorch's formulas evaluated by hand. */
 #include <dirent.h>
 #include <float.h>
@@ -497,6 +499,167 @@ Test(quant, fake_quantize_values_and_straight_through_gradient)
     cr_assert(eq(int, tg_fake_quantize(&bad, x, 0.1, 0, 5, 5), TG_EINVAL));
     cr_assert(bad == (tg_tensor *)0x1);
     tg_tensor_release(x), tg_tensor_release(y), tg_tensor_release(g);
+}
+
+/* The per-channel oracle: element idx of x (any layout, read through
+ * tg_tensor_get) uses channel idx[axis]. */
+static void fqc_oracle(const tg_tensor *x, int axis, const double *s, const int32_t *z, int32_t qmin,
+                       int32_t qmax, double *y, double *mask)
+{
+    const int64_t *d = tg_tensor_shape(x);
+    int64_t idx[4], k = 0;
+    for (idx[0] = 0; idx[0] < d[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < d[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < d[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < d[3]; idx[3]++, k++) {
+                    double v;
+                    cr_assert(eq(int, tg_tensor_get(x, idx, &v), TG_OK));
+                    const int64_t c = idx[axis];
+                    const double l = rint(v / s[c]) + z[c];
+                    y[k] = (fmin(fmax(l, qmin), qmax) - z[c]) * s[c];
+                    mask[k] = (l >= qmin && l <= qmax) ? 1.0 : 0.0;
+                }
+}
+
+Test(quant, fake_quantize_per_channel_matches_a_naive_loop_on_every_axis)
+{
+    const int64_t shape[] = {2, 3, 4, 5};
+    const int32_t ranges[][2] = {{0, 255}, {-128, 127}, {0, 15}, {-8, 7}};
+    tg_tensor *x = mk(TG_F64, 4, shape, -3.0, 3.0), *xt = NULL;
+    cr_assert(eq(int, tg_transpose(&xt, x, 0, 3), TG_OK));   /* (5, 3, 4, 2), strided */
+    double y_want[120], m_want[120], s[8];
+    int32_t z[8];
+    for (int view = 0; view < 2; view++) {
+        tg_tensor *in = view ? xt : x;
+        for (int axis = 0; axis < 4; axis++) {
+            const int64_t n = tg_tensor_dim(in, axis);
+            const int32_t qmin = ranges[axis][0], qmax = ranges[axis][1];
+            /* x spans about +-(qmax - qmin) / (1 + c/2) levels around a zero point in
+             * the lower or upper quarter: both sides of the clamp are hit */
+            const int32_t q4 = (qmax - qmin) / 4;
+            for (int64_t c = 0; c < n; c++) {
+                s[c] = 3.0 * (1.0 + 0.5 * (double)c) / (qmax - qmin);
+                z[c] = (int32_t)(c % 2 ? rnd_int(qmax - q4, qmax) : rnd_int(qmin, qmin + q4));
+            }
+            fqc_oracle(in, axis, s, z, qmin, qmax, y_want, m_want);
+            tg_tensor *leaf = NULL, *y = NULL, *dy = NULL;
+            cr_assert(eq(int, tg_tensor_clone(&leaf, in), TG_OK));
+            tg_tensor_set_requires_grad(leaf, true);
+            /* the last axis is also given as -1 */
+            cr_assert(eq(int, tg_fake_quantize_per_channel(&y, view ? in : leaf, axis == 3 ? -1 : axis,
+                                                           n, s, z, qmin, qmax), TG_OK),
+                      "%s", tg_error_message());
+            cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
+            cr_assert(tg_tensor_same_shape(y, in));
+            int clamped = 0;
+            for (int64_t i = 0; i < 120; i++) {
+                cr_assert(epsilon_eq(dbl, th_at(y, i), y_want[i], 1e-12), "view %d axis %d elt %lld",
+                          view, axis, (long long)i);
+                clamped += m_want[i] == 0;
+            }
+            cr_assert(clamped > 5 && clamped < 115, "axis %d: %d clamped, not a useful case", axis,
+                      clamped);
+            if (!view) {   /* the straight-through gradient: dx = dy * mask */
+                dy = mk(TG_F64, 4, tg_tensor_shape(in), -1.0, 1.0);
+                cr_assert(eq(int, tg_backward(y, dy, NULL), TG_OK));
+                tg_tensor *dx = tg_tensor_grad(leaf);
+                cr_assert(dx != NULL);
+                for (int64_t i = 0; i < 120; i++)
+                    cr_assert(eq(dbl, th_at(dx, i), th_at(dy, i) * m_want[i]), "axis %d dx %lld",
+                              axis, (long long)i);
+            }
+            tg_tensor_release(leaf), tg_tensor_release(y), tg_tensor_release(dy);
+        }
+    }
+    tg_tensor_release(xt), tg_tensor_release(x);
+}
+
+Test(quant, fake_quantize_per_channel_keeps_dtype_and_one_channel_is_per_tensor)
+{
+    const int64_t shape[] = {3, 40};
+    tg_tensor *x = mk(TG_F32, 2, shape, -2.0, 2.0), *yc = NULL, *yt = NULL;
+    const double s[] = {0.07};
+    const int32_t z[] = {-3};
+    tg_tensor *row = NULL;
+    cr_assert(eq(int, tg_reshape(&row, x, 2, (int64_t[]){1, 120}), TG_OK));
+    cr_assert(eq(int, tg_fake_quantize_per_channel(&yc, row, 0, 1, s, z, -8, 7), TG_OK));
+    cr_assert(eq(int, tg_fake_quantize(&yt, row, 0.07, -3, -8, 7), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(yc), TG_F32));
+    for (int64_t i = 0; i < 120; i++) cr_assert(eq(dbl, th_at(yc, i), th_at(yt, i)));
+    tg_tensor_release(row), tg_tensor_release(yc), tg_tensor_release(yt), tg_tensor_release(x);
+}
+
+Test(quant, fake_quantize_per_channel_matches_torch)
+{
+    tg_st_file *f = th_golden_load("quant/fake_quantize_per_channel.safetensors");
+    const int cases = atoi(tg_st_meta_get(f, "cases"));
+    cr_assert(cases >= 4);
+    for (int i = 0; i < cases; i++) {
+        char key[64];
+#define FQC_GET(name) (snprintf(key, sizeof key, "%d." name, i), tg_st_get(f, key))
+#define FQC_META(name) (snprintf(key, sizeof key, "%d." name, i), atoi(tg_st_meta_get(f, key)))
+        tg_tensor *x = FQC_GET("x"), *sc = FQC_GET("scale"), *zp = FQC_GET("zero_point");
+        tg_tensor *dy = FQC_GET("dy"), *want = FQC_GET("y"), *dx_want = FQC_GET("dx");
+        const int axis = FQC_META("axis"), qmin = FQC_META("quant_min"), qmax = FQC_META("quant_max");
+        cr_assert(x && sc && zp && dy && want && dx_want, "case %d incomplete", i);
+        const int64_t n = tg_tensor_numel(sc);
+        double s[8];
+        int32_t z[8];
+        cr_assert(n <= 8);
+        for (int64_t c = 0; c < n; c++) s[c] = th_at(sc, c), z[c] = (int32_t)th_at(zp, c);
+        tg_tensor *leaf = NULL, *y = NULL;
+        cr_assert(eq(int, tg_tensor_clone(&leaf, x), TG_OK));
+        tg_tensor_set_requires_grad(leaf, true);
+        cr_assert(eq(int, tg_fake_quantize_per_channel(&y, leaf, axis, n, s, z, qmin, qmax), TG_OK),
+                  "case %d: %s", i, tg_error_message());
+        cr_assert(eq(int, tg_backward(y, dy, NULL), TG_OK));
+        tg_tensor *dx = tg_tensor_grad(leaf);
+        for (int64_t k = 0; k < tg_tensor_numel(x); k++) {
+            cr_assert(eq(dbl, th_at(y, k), th_at(want, k)), "case %d (axis %d) y[%lld]", i, axis,
+                      (long long)k);
+            cr_assert(eq(dbl, th_at(dx, k), th_at(dx_want, k)), "case %d dx[%lld]", i, (long long)k);
+        }
+        tg_tensor_release(leaf), tg_tensor_release(y);
+#undef FQC_GET
+#undef FQC_META
+    }
+    tg_st_free(f);
+}
+
+Test(quant, fake_quantize_per_channel_errors_leave_out_untouched)
+{
+    const int64_t shape[] = {2, 3, 4};
+    tg_tensor *x = mk(TG_F32, 3, shape, -1.0, 1.0), *xi = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&xi, TG_I32, 3, shape), TG_OK));
+    const double s[] = {0.1, 0.2, 0.3, 0.4}, bad_s[] = {0.1, 0.0, 0.3};
+    const int32_t z[] = {0, 1, 2, 3}, bad_z[] = {0, 300, 2};
+    const double before = th_at(x, 5);
+    tg_tensor *y = NULL;
+    struct { tg_tensor *x; int axis; int64_t n; const double *s; const int32_t *z; int lo, hi, rc; } rows[] = {
+        {x, 3, 3, s, z, 0, 255, TG_EINVAL},         /* axis out of range */
+        {x, -4, 2, s, z, 0, 255, TG_EINVAL},
+        {x, 1, 4, s, z, 0, 255, TG_ESHAPE},         /* n != shape[1] = 3 */
+        {x, 1, 3, bad_s, z, 0, 255, TG_EINVAL},     /* scale 0 */
+        {x, 1, 3, NULL, z, 0, 255, TG_EINVAL},
+        {x, 1, 3, s, bad_z, 0, 255, TG_EINVAL},     /* zero point outside [qmin, qmax] */
+        {x, 1, 3, s, z, 5, 5, TG_EINVAL},           /* qmin >= qmax */
+        {x, 1, 3, s, z, 10, 2, TG_EINVAL},
+        {x, 1, 3, s, NULL, 1, 255, TG_EINVAL},      /* NULL zero points mean 0, outside */
+        {NULL, 1, 3, s, z, 0, 255, TG_EINVAL},
+        {xi, 1, 3, s, z, 0, 255, TG_EDTYPE},        /* not float */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        cr_assert(eq(int, tg_fake_quantize_per_channel(&y, rows[i].x, rows[i].axis, rows[i].n, rows[i].s,
+                                                       rows[i].z, rows[i].lo, rows[i].hi), rows[i].rc),
+                  "row %zu", i);
+        cr_assert(y == NULL, "row %zu", i);
+        cr_assert(strlen(tg_error_message()) > 0);
+    }
+    cr_assert(eq(int, tg_fake_quantize_per_channel(NULL, x, 1, 3, s, z, 0, 255), TG_EINVAL));
+    cr_assert(eq(dbl, th_at(x, 5), before));
+    /* NULL zero points are fine when 0 is in range */
+    cr_assert(eq(int, tg_fake_quantize_per_channel(&y, x, 1, 3, s, NULL, -8, 7), TG_OK));
+    tg_tensor_release(y), tg_tensor_release(x), tg_tensor_release(xi);
 }
 
 /* ---- observers ---- */

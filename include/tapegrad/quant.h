@@ -82,6 +82,18 @@ TG_API int tg_dequantize_conv_weight(tg_tensor **out, tg_tensor *q, bool transpo
  * Requires qmin < qmax and qmin <= zero_point <= qmax. */
 TG_API int tg_fake_quantize(tg_tensor **out, tg_tensor *x, double scale, int32_t zero_point,
                             int32_t quant_min, int32_t quant_max);
+/* Per-channel fake quantization (differentiable), as
+ * torch.fake_quantize_per_channel_affine: with c the index along `axis`
+ * (negative counts from the end; n must equal that extent),
+ *     *out = (clamp(rint(x / scales[c]) + zp[c], qmin, qmax) - zp[c]) * scales[c]
+ * in x's dtype, and the straight-through gradient dx = dy where
+ * qmin <= rint(x / scales[c]) + zp[c] <= qmax, 0 elsewhere (the per-tensor
+ * rule, channel by channel).  scales (n finite values > 0) and zero_points
+ * (n values in [qmin, qmax], or NULL for all 0) are borrowed and copied.
+ * Requires qmin < qmax.  On error *out is untouched. */
+TG_API int tg_fake_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_t n,
+                                        const double *scales, const int32_t *zero_points,
+                                        int32_t quant_min, int32_t quant_max);
 
 /* ---- observers --------------------------------------------------------------
  * Like PyTorch's MinMaxObserver, MovingAverageMinMaxObserver and
