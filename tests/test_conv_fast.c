@@ -206,3 +206,61 @@ Test(conv_fast, scratch_reuse_across_shapes)
     tg_tensor_release(w);
     tg__conv_scratch_release();
 }
+
+/* dx and dW of conv_transpose with and without create_graph: without it the
+ * backward shares one im2col(dy) between the two (tg__conv_and_weight_grad_raw);
+ * with it, it runs the recorded ops conv and conv_weight_grad.  Both must give
+ * the same bits: for 1-D, 2-D (groups 2, stride 2, dilation 2, padding) and
+ * 3-D, in f32, f64 and bf16, with several samples per chunk and one. */
+static void fused_vs_ops(tg_dtype dt, int nd, const int64_t *xs, const int64_t *ws,
+                         const tg_conv_params *p, int64_t chunk)
+{
+    tg_tensor *x = mk_rand(dt, nd, xs), *w = mk_rand(dt, nd, ws), *y = NULL, *r = NULL;
+    tg_tensor *g[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    tg_tensor *in[2] = {x, w};
+    cr_assert(eq(int, tg_tensor_set_requires_grad(x, true), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(w, true), TG_OK));
+    tg__conv_set_chunk(chunk);
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, p), TG_OK), "%s", tg_error_message());
+    r = mk_rand(dt, nd, tg_tensor_shape(y));
+    for (int cg = 0; cg < 2; cg++) {
+        tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+        o.create_graph = cg == 1;
+        o.retain_graph = true;
+        cr_assert(eq(int, tg_grad(g[cg], 1, &y, &r, 2, in, &o), TG_OK), "%s",
+                  tg_error_message());
+    }
+    tg__conv_set_chunk(0);
+    for (int k = 0; k < 2; k++) {
+        cr_assert(eq(int, tg_tensor_dtype(g[0][k]), dt));
+        double *a = th_doubles(g[0][k]), *b = th_doubles(g[1][k]);
+        for (int64_t i = 0; i < tg_tensor_numel(g[0][k]); i++)
+            cr_assert(a[i] == b[i], "%s grad %s elem %lld: %.17g vs %.17g (chunk %lld)",
+                      tg_dtype_name(dt), k ? "w" : "x", (long long)i, a[i], b[i],
+                      (long long)chunk);
+        free(a);
+        free(b);
+        tg_tensor_release(g[0][k]);
+        tg_tensor_release(g[1][k]);
+    }
+    tg_tensor_release(r); tg_tensor_release(y); tg_tensor_release(x); tg_tensor_release(w);
+}
+
+Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
+{
+    tg_conv_params p1 = TG_CONV_PARAMS_INIT, p2 = TG_CONV_PARAMS_INIT, p3 = TG_CONV_PARAMS_INIT;
+    p1.stride[0] = 3; p1.padding[0][0] = p1.padding[0][1] = 1;
+    p2.stride[0] = p2.stride[1] = 2; p2.dilation[1] = 2; p2.groups = 2;
+    p2.padding[0][0] = p2.padding[0][1] = 1; p2.output_padding[0] = 1;
+    p3.stride[0] = p3.stride[1] = p3.stride[2] = 2;
+    const int64_t x1[3] = {3, 4, 9}, w1[3] = {4, 3, 5};
+    const int64_t x2[4] = {3, 4, 5, 6}, w2[4] = {4, 3, 3, 2};
+    const int64_t x3[5] = {2, 3, 3, 4, 2}, w3[5] = {3, 2, 2, 3, 2};
+    const tg_dtype dts[3] = {TG_F32, TG_F64, TG_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int64_t chunk = 0; chunk <= 1; chunk++) {
+            fused_vs_ops(dts[d], 3, x1, w1, &p1, chunk);
+            fused_vs_ops(dts[d], 4, x2, w2, &p2, chunk);
+            fused_vs_ops(dts[d], 5, x3, w3, &p3, chunk);
+        }
+}

@@ -60,6 +60,18 @@ tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
 
 /* ---- forward ---- */
 
+/* The compute-dtype buffer an output t (may be NULL) is computed in: t's own
+ * data when t has dtype cdt, else a new buffer, also stored in *owned, that
+ * the caller scatters into t (rounding once) and frees.  NULL: no memory. */
+static void *out_buffer(tg_tensor *t, tg_dtype cdt, void **owned)
+{
+    *owned = NULL;
+    if (!t) return NULL;
+    if (t->dtype == cdt) return tg_tensor_data(t);
+    *owned = tg__malloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
+    return *owned;
+}
+
 /* Runs the kernel chosen by (transpose, algo) on compute-dtype buffers. */
 static int run_kernel(bool transpose, const tg__conv_geom *g, const tg_conv_params *p,
                       tg_dtype cdt, const void *x, const void *w, void *y)
@@ -89,10 +101,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     tg_tensor *y = tg__tensor_empty(x->dtype, x->ndim, oshape);
     /* f32/f64 outputs are computed in place; f16/bf16 in an f32 buffer,
      * rounded once by the final scatter. */
-    const bool own_yb = !y || y->dtype != cdt;
-    void *yb = !y ? NULL
-               : own_yb ? tg__malloc((size_t)tg_tensor_numel(y) * tg_dtype_size(cdt))
-                        : tg_tensor_data(y);
+    void *yo, *yb = out_buffer(y, cdt, &yo);
     void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
     const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
     const void *bb = tg__conv_input(b, cdt, &bo);
@@ -102,7 +111,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     if (rc < 0) goto done;
     if (bb || p->act != TG_ACT_NONE)
         tg__conv_epilogue(cdt, yb, oshape[0], oshape[1], spatial, bb, p->act, p->act_slope);
-    if (own_yb) tg__scatter(y, cdt, yb);
+    if (yo) tg__scatter(y, cdt, yo);
     if (ctx) {
         tg__ctx_save(ctx, x);
         tg__ctx_save(ctx, w);
@@ -110,7 +119,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     *out = y;
     y = NULL;
 done:
-    if (own_yb) free(yb);
+    free(yo);
     tg_tensor_release(y);
     free(xo);
     free(wo);
@@ -172,6 +181,47 @@ static int conv_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
     return rc;
 }
 
+/* ConvTranspose's dx = conv(dy, W) and dW = conv_weight_grad(dy, x) in one
+ * pass over im2col(dy) (tg__conv_and_weight_grad_raw), the same bits as the
+ * two ops.  Applies only when nothing is being recorded (no create_graph: the
+ * ops path keeps higher derivatives), dy, W and x share a dtype and conv(dy)
+ * has x's extents (no crop).  Returns 1 when it does not apply. */
+static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
+                                 const tg_conv_params *q, tg_tensor **gin)
+{
+    tg__conv_geom g;
+    int64_t oshape[5];
+    if (tg_grad_enabled() || gy->dtype != x->dtype || w->dtype != x->dtype ||
+        tg__conv_validate(false, gy, w, NULL, q, &g, oshape) < 0 ||
+        memcmp(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return 1;   /* (a validation message, if any, is re-set by the ops path) */
+    const tg_dtype cdt = tg__compute_dtype(x->dtype);
+    tg_tensor *dx = tg__tensor_empty(x->dtype, x->ndim, x->shape);
+    tg_tensor *dw = tg__tensor_empty(w->dtype, w->ndim, w->shape);
+    void *dxo, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
+    void *dxb = out_buffer(dx, cdt, &dxo), *dwb = out_buffer(dw, cdt, &dwo);
+    const void *zb = tg__conv_input(gy, cdt, &zo), *wb = tg__conv_input(w, cdt, &wo);
+    const void *ub = tg__conv_input(x, cdt, &uo);
+    int rc = TG_ENOMEM;
+    if (dxb && dwb && zb && wb && ub)
+        rc = tg__conv_and_weight_grad_raw(cdt, &g, zb, wb, ub, dxb, dwb);
+    if (rc == TG_OK) {
+        if (dxo) tg__scatter(dx, cdt, dxo);
+        if (dwo) tg__scatter(dw, cdt, dwo);
+        gin[0] = dx;
+        gin[1] = dw;
+        dx = dw = NULL;
+    }
+    free(dxo);
+    free(dwo);
+    free(zo);
+    free(wo);
+    free(uo);
+    tg_tensor_release(dx);
+    tg_tensor_release(dw);
+    return rc;
+}
+
 static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 {
     tg_conv_params q = *(const tg_conv_params *)tg__ctx_params(ctx);
@@ -181,6 +231,15 @@ static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
     TG_TRY(tg__ctx_saved(ctx, 1, &w));
     const int nsp = x->ndim - 2;
     int rc = TG_OK;
+    if (tg__ctx_needs_grad(ctx, 0) && tg__ctx_needs_grad(ctx, 1)) {
+        rc = fused_transpose_grads(gy, w, x, &q, gin);
+        if (rc <= 0) {
+            if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2)) rc = bias_grad(&gin[2], gy);
+            if (rc < 0) release_grads(gin, 3);
+            return rc;
+        }
+        rc = TG_OK;
+    }
     if (tg__ctx_needs_grad(ctx, 0)) {
         /* When output_padding >= stride (possible if dilation > stride) conv
          * of dy is longer than x; the extra positions pair with no input. */

@@ -45,32 +45,70 @@ static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
     }
 }
 
-/* Conv: per chunk, cols (c_img*K, nb*O) = im2col(x chunk); per group
- * yp_g (c_col/G, nb*O) = W_g (c_col/G, c_img/G*K) @ cols_g; y chunk = unpack(yp). */
+/* The per-chunk steps of conv, its weight gradient and both fused.  A chunk
+ * is n samples, N = n*O column positions. */
+
+/* cols (c_img*K, N) = im2col(z chunk), in scratch slot 0; a pointwise kernel
+ * on one sample needs no copy (the columns are z itself).  NULL: no memory. */
+static const T *FN(chunk_cols)(const tg__conv_geom *g, const T *zb, int64_t n, int64_t N)
+{
+    if (tg__conv_is_pointwise(g) && n == 1) return zb;
+    T *c = tg__conv_scratch(0, (size_t)(g->c_img * tg__conv_prod3(g->k) * N) * sizeof(T));
+    if (c) FN(im2col_batch)(zb, n, g->c_img, g, c);
+    return c;
+}
+
+/* y chunk = unpack(yp); per group yp_g (c_col/G, N) = W_g (c_col/G, kk) @ cols_g,
+ * with yp in scratch slot 1 (y itself for one sample). */
+static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int64_t n,
+                          int64_t N, T *yb)
+{
+    const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
+    T *yp = n == 1 ? yb : tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+    if (!yp) return TG_ENOMEM;
+    for (int64_t gi = 0; gi < g->groups; gi++)
+        FN(gemm_par)(false, false, co, N, kk, w + gi * co * kk, kk, cols + gi * kk * N, N, 0,
+                     yp + gi * co * N, N);
+    if (n > 1) FN(unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb);
+    return TG_OK;
+}
+
+/* Per group dW_g (c_col/G, kk) (+)= up_g (c_col/G, N) @ cols_g^T, up = pack(u
+ * chunk) in scratch slot 1; accumulate: beta = 1 (the sum over chunks). */
+static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const T *ub, int64_t n,
+                           int64_t N, bool accumulate, T *dw)
+{
+    const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
+    const T *up = ub;
+    if (n > 1) {
+        T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+        if (!p) return TG_ENOMEM;
+        FN(pack_cbs)(ub, n, g->c_col, tg__conv_prod3(g->col), p);
+        up = p;
+    }
+    for (int64_t gi = 0; gi < g->groups; gi++)
+        FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N,
+                     accumulate ? 1 : 0, dw + gi * co * kk, kk);
+    return TG_OK;
+}
+
+/* Samples per chunk: the column buffer (c_img*K, nb*O) within the budget. */
+static int64_t FN(cols_chunk)(const tg__conv_geom *g)
+{
+    return conv_chunk(g->batch, g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
+                                    (int64_t)sizeof(T));
+}
+
+/* Conv: per chunk, cols = im2col(x chunk), y chunk = W @ cols (per group). */
 static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y)
 {
-    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
-                  isz = tg__conv_prod3(g->img);
-    const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
-    const bool pw = tg__conv_is_pointwise(g);
-    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
+    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
+    const int64_t nb = FN(cols_chunk)(g);
     for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
         const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *xb = x + b0 * g->c_img * isz;
-        T *yb = y + b0 * g->c_col * osz;
-        const T *cols = xb;
-        if (!pw || n > 1) {
-            T *c = tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
-            if (!c) return TG_ENOMEM;
-            FN(im2col_batch)(xb, n, g->c_img, g, c);
-            cols = c;
-        }
-        T *yp = n == 1 ? yb : tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-        if (!yp) return TG_ENOMEM;
-        for (int64_t gi = 0; gi < g->groups; gi++)
-            FN(gemm_par)(false, false, co, N, kk, w + gi * co * kk, kk, cols + gi * kk * N, N, 0,
-                         yp + gi * co * N, N);
-        if (n > 1) FN(unpack_cbs)(yp, n, g->c_col, osz, yb);
+        const T *cols = FN(chunk_cols)(g, x + b0 * g->c_img * isz, n, N);
+        if (!cols) return TG_ENOMEM;
+        TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
     }
     return TG_OK;
 }
@@ -118,31 +156,36 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
  * and up = pack(u chunk); the sum over chunks is GEMM's beta = 1. */
 static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, T *dw)
 {
-    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
-                  isz = tg__conv_prod3(g->img);
-    const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
-    const bool pw = tg__conv_is_pointwise(g);
-    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
-    if (g->batch == 0) memset(dw, 0, (size_t)(g->c_col * kk) * sizeof(T));
+    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
+    const int64_t nb = FN(cols_chunk)(g);
+    if (g->batch == 0)
+        memset(dw, 0, (size_t)(g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k)) * sizeof(T));
     for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
         const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *zb = z + b0 * g->c_img * isz, *ub = u + b0 * g->c_col * osz;
-        const T *cols = zb, *up = ub;
-        if (!pw || n > 1) {
-            T *c = tg__conv_scratch(0, (size_t)(g->c_img * ksz * N) * sizeof(T));
-            if (!c) return TG_ENOMEM;
-            FN(im2col_batch)(zb, n, g->c_img, g, c);
-            cols = c;
-        }
-        if (n > 1) {
-            T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-            if (!p) return TG_ENOMEM;
-            FN(pack_cbs)(ub, n, g->c_col, osz, p);
-            up = p;
-        }
-        for (int64_t gi = 0; gi < g->groups; gi++)
-            FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N,
-                         b0 == 0 ? 0 : 1, dw + gi * co * kk, kk);
+        const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
+        if (!cols) return TG_ENOMEM;
+        TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
+    }
+    return TG_OK;
+}
+
+/* Both at once, sharing each chunk's im2col(z): conv(z, W) into y and
+ * conv_weight_grad(z, u) into dw (ConvTranspose's backward: z = dy, u = x).
+ * Same GEMMs on the same buffers as the two separate kernels, so the same
+ * bits. */
+static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T *w, const T *u,
+                                    T *y, T *dw)
+{
+    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
+    const int64_t nb = FN(cols_chunk)(g);
+    if (g->batch == 0)
+        memset(dw, 0, (size_t)(g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k)) * sizeof(T));
+    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
+        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
+        const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
+        if (!cols) return TG_ENOMEM;
+        TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
+        TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
     }
     return TG_OK;
 }

@@ -85,6 +85,12 @@ int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void 
 /* dw (c_col, c_img/G, K) = d<u, conv(z, W)>/dW for z (B, c_img, img), u (B, c_col, col). */
 int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
                              const void *u, void *dw);
+/* tg__conv_forward_raw(z, w) into y and tg__conv_weight_grad_raw(z, u) into dw
+ * (same geometry, so u has y's extents), sharing each chunk's im2col(z):
+ * ConvTranspose's backward (z = dy, u = x) when no graph is recorded.  The
+ * same bits as the two separate calls. */
+int tg__conv_and_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
+                                 const void *w, const void *u, void *y, void *dw);
 /* y (B, C, S) += bias[c] (bias may be NULL), then the activation, in place. */
 void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
                        const void *bias, tg_activation act, double slope);

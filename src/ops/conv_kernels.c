@@ -181,6 +181,17 @@ int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
     return rc;
 }
 
+int tg__conv_and_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
+                                 const void *w, const void *u, void *y, void *dw)
+{
+    TG_ASSERT(dt == TG_F32 || dt == TG_F64);
+    const int saved = blas_single_begin();
+    int rc = dt == TG_F32 ? conv_and_weight_grad_f32(g, z, w, u, y, dw)
+                          : conv_and_weight_grad_f64(g, z, w, u, y, dw);
+    blas_restore(saved);
+    return rc;
+}
+
 void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
                        const void *bias, tg_activation act, double slope)
 {
