@@ -58,6 +58,9 @@ typedef struct tg_storage {
 
 /* A zeroed storage of nbytes (new reference); NULL + TG_ENOMEM message. */
 tg_storage *tg__storage_new(size_t nbytes);
+/* As tg__storage_new, but the bytes are left uninitialised (0xFF-filled when
+ * TG_POISON_EMPTY=1): for outputs that are written whole. */
+tg_storage *tg__storage_new_uninit(size_t nbytes);
 tg_storage *tg__storage_retain(tg_storage *s);
 void tg__storage_release(tg_storage *s);
 
@@ -90,9 +93,12 @@ struct tg_tensor {
  * NULL for row-major contiguous.  Not connected to any graph. */
 tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_t *shape,
                               const int64_t *strides, int64_t offset);
-/* A new uninitialised-by-contract (actually zeroed) contiguous tensor; NULL
- * with TG_ENOMEM set on failure.  ndim/shape are trusted (validate first). */
+/* A new zeroed contiguous tensor; NULL with TG_ENOMEM set on failure.
+ * ndim/shape are trusted (validate first). */
 tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape);
+/* The same with its bytes left uninitialised (tg__storage_new_uninit), for an
+ * output the caller writes whole: saves a memset pass on hot paths. */
+tg_tensor *tg__tensor_uninit(tg_dtype dt, int ndim, const int64_t *shape);
 /* Row-major contiguous strides for shape. */
 void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t tg__numel(int ndim, const int64_t *shape);

@@ -1,11 +1,27 @@
-/* Refcounted, 64-byte aligned, zero-filled byte buffers shared by views. */
+/* Refcounted, 64-byte aligned byte buffers shared by views: zero-filled, or
+ * left uninitialised for outputs a kernel overwrites whole. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define TG__ALIGN 64u
 
-tg_storage *tg__storage_new(size_t nbytes)
+/* Whether TG_POISON_EMPTY=1 is set: uninitialised storages are then filled
+ * with 0xFF bytes (NaN for floats, -1 for integers), so a kernel that reads
+ * an output before writing it shows up in the tests (scripts/run_tests.sh
+ * runs the sanitizer build that way).  Read once. */
+static bool poison_empty(void)
+{
+    static int cached = -1;   /* benign race: every thread computes the same value */
+    if (cached < 0) {
+        const char *e = getenv("TG_POISON_EMPTY");
+        cached = e && e[0] == '1';
+    }
+    return cached == 1;
+}
+
+static tg_storage *storage_alloc(size_t nbytes, bool zero)
 {
     /* aligned_alloc wants a size that is a multiple of the alignment; an
      * empty tensor still gets one line so data is never NULL. */
@@ -22,12 +38,17 @@ tg_storage *tg__storage_new(size_t nbytes)
         tg__error(TG_ENOMEM, "storage: out of memory allocating %zu bytes", padded);
         return NULL;
     }
-    memset(s->data, 0, padded);
+    if (zero) memset(s->data, 0, padded);
+    else if (poison_empty()) memset(s->data, 0xFF, padded);
     s->refcount = 1;
     s->nbytes = nbytes;
     s->version = 0;
     return s;
 }
+
+tg_storage *tg__storage_new(size_t nbytes) { return storage_alloc(nbytes, true); }
+
+tg_storage *tg__storage_new_uninit(size_t nbytes) { return storage_alloc(nbytes, false); }
 
 tg_storage *tg__storage_retain(tg_storage *s)
 {

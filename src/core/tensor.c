@@ -94,14 +94,24 @@ tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_
     return t;
 }
 
-tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape)
+static tg_tensor *tensor_alloc(tg_dtype dt, int ndim, const int64_t *shape, bool zero)
 {
     size_t nbytes = (size_t)tg__numel(ndim, shape) * tg_dtype_size(dt);
-    tg_storage *s = tg__storage_new(nbytes);
+    tg_storage *s = zero ? tg__storage_new(nbytes) : tg__storage_new_uninit(nbytes);
     if (!s) return NULL;
     tg_tensor *t = tg__tensor_view_of(s, dt, ndim, shape, NULL, 0);
     tg__storage_release(s);   /* the view holds it now (or it is freed) */
     return t;
+}
+
+tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_alloc(dt, ndim, shape, true);
+}
+
+tg_tensor *tg__tensor_uninit(tg_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_alloc(dt, ndim, shape, false);
 }
 
 static int tg__check_dtype(const char *what, tg_dtype dt)

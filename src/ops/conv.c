@@ -98,7 +98,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
     int64_t spatial = 1;
     for (int a = 2; a < x->ndim; a++) spatial *= oshape[a];
-    tg_tensor *y = tg__tensor_empty(x->dtype, x->ndim, oshape);
+    tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, oshape);
     /* f32/f64 outputs are computed in place; f16/bf16 in an f32 buffer,
      * rounded once by the final scatter. */
     void *yo, *yb = out_buffer(y, cdt, &yo);
@@ -196,8 +196,8 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
         memcmp(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
         return 1;   /* (a validation message, if any, is re-set by the ops path) */
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
-    tg_tensor *dx = tg__tensor_empty(x->dtype, x->ndim, x->shape);
-    tg_tensor *dw = tg__tensor_empty(w->dtype, w->ndim, w->shape);
+    tg_tensor *dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
+    tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
     void *dxo, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
     void *dxb = out_buffer(dx, cdt, &dxo), *dwb = out_buffer(dw, cdt, &dwo);
     const void *zb = tg__conv_input(gy, cdt, &zo), *wb = tg__conv_input(w, cdt, &wo);

@@ -90,7 +90,7 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
         g.pad[a] = ca < 0 ? 0 : wp->p.padding[ca][0];
     }
     const tg_dtype cdt = tg__compute_dtype(z->dtype);
-    tg_tensor *dw = tg__tensor_empty(z->dtype, wp->wndim, wp->wshape);
+    tg_tensor *dw = tg__tensor_uninit(z->dtype, wp->wndim, wp->wshape);
     const bool own = !dw || dw->dtype != cdt;
     void *db = !dw ? NULL
                : own ? tg__malloc((size_t)tg_tensor_numel(dw) * tg_dtype_size(cdt))
