@@ -118,6 +118,14 @@ void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
  * so OpenBLAS's own thread pool is never woken to spin beside OpenMP's. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* Bulk half <-> f32 (src/core/dtype.c), bit-identical to tg_f32_to_f16 /
+ * tg_f32_to_bf16 / tg_f16_to_f32 / tg_bf16_to_f32; `to`/`from` is TG_F16 or
+ * TG_BF16.  simd=false forces the portable scalar loop (tests compare the
+ * two); long runs are shared by the OpenMP pool. */
+void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd);
+void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd);
+/* True when this CPU runs the AVX2/F16C conversion kernels. */
+bool tg__cpu_has_half_simd(void);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
  * the rounding of tg_dtype_store.  src and dst must not overlap unless
  * from == to. */

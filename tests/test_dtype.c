@@ -2,8 +2,10 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "internal.h"
 
 static uint32_t bits_of(float f)
@@ -311,4 +313,182 @@ Test(dtype, load_store_every_dtype)
     cr_assert(eq(u16, h[0], 0x7C00));
     tg_dtype_store(TG_BF16, h, 0, -1e300);
     cr_assert(eq(u16, h[0], 0xFF80));
+}
+
+/* ---- bulk half <-> f32 (tg__f32_to_half_n / tg__half_to_f32_n) ---------- */
+
+/* bf16 nearest to the finite f32 x, ties to even, found by comparing the
+ * distances to the two bf16 neighbours in double arithmetic (independent of
+ * the bias trick of the code); the step past the largest finite bf16 is inf
+ * at distance 2^128. */
+static uint16_t bf16_nearest_ref(uint32_t x)
+{
+    uint32_t mag = x & 0x7FFFFFFFu, lo = mag & 0xFFFF0000u, hi = lo + 0x10000u;
+    double v = (double)float_of(mag);
+    double dl = v - (double)float_of(lo);
+    double dh = (hi == 0x7F800000u ? ldexp(1.0, 128) : (double)float_of(hi)) - v;
+    uint32_t pick = dl < dh ? lo : dh < dl ? hi : (((lo >> 16) & 1u) ? hi : lo);
+    return (uint16_t)(((x & 0x80000000u) | pick) >> 16);
+}
+
+/* A sweep of f32 bit patterns: both signs, every exponent, mantissas with
+ * single bits, runs of ones and tie patterns at every rounding position
+ * (f16 subnormal results round at positions 13..24), plus pseudo-random
+ * ones; NaN payloads and infinities come from exponent 255. */
+static uint32_t *f32_sweep(size_t *count)
+{
+    enum { MANTS = 23 * 3 + 4 + 48 };
+    uint32_t mants[MANTS];
+    int m = 0;
+    for (int k = 0; k < 23; k++) {
+        mants[m++] = 1u << k;                          /* a tie when k is the cut */
+        mants[m++] = ((1u << k) - 1u) | (1u << k);     /* just above a tie */
+        mants[m++] = (1u << k) | (k < 22 ? 1u << (k + 1) : 0u);   /* tie with odd kept bit */
+    }
+    mants[m++] = 0;
+    mants[m++] = 0x7FFFFFu;
+    mants[m++] = 0x400000u | 0x1FFFu;
+    mants[m++] = 0x3FFFFFu;
+    uint64_t s = 99;
+    while (m < MANTS) mants[m++] = (uint32_t)(th_xorshift64(&s) >> 20) & 0x7FFFFFu;
+    size_t n = 2u * 256u * MANTS;
+    uint32_t *xs = malloc(n * sizeof *xs);
+    cr_assert(xs != NULL);
+    size_t i = 0;
+    for (uint32_t sg = 0; sg < 2; sg++)
+        for (uint32_t e = 0; e < 256; e++)
+            for (int k = 0; k < MANTS; k++) xs[i++] = (sg << 31) | (e << 23) | mants[k];
+    *count = n;
+    return xs;
+}
+
+Test(dtype, bulk_half_to_f32_exhaustive)
+{
+    static uint16_t h[65536];
+    static float fs[65536], fv[65536];
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (int which = 0; which < 2; which++) {
+        tg_dtype dt = which ? TG_BF16 : TG_F16;
+        tg__half_to_f32_n(dt, h, fs, 65536, false);
+        tg__half_to_f32_n(dt, h, fv, 65536, true);
+        for (uint32_t i = 0; i < 65536; i++) {
+            uint32_t want;
+            if (dt == TG_BF16) {
+                want = i << 16;   /* bf16 is the top half of f32 */
+            } else if (f16_is_nan((uint16_t)i)) {
+                /* IEEE/x86: the payload moves up 13 bits and the NaN is made quiet */
+                want = ((i & 0x8000u) << 16) | 0x7FC00000u | ((i & 0x3FFu) << 13);
+            } else {
+                want = bits_of((float)f16_value((uint16_t)i));
+            }
+            if (bits_of(fs[i]) != want || bits_of(fv[i]) != want)
+                cr_fatal("%s 0x%04x: scalar 0x%08x simd 0x%08x want 0x%08x", tg_dtype_name(dt),
+                         i, bits_of(fs[i]), bits_of(fv[i]), want);
+        }
+    }
+}
+
+Test(dtype, bulk_f32_to_half_matches_reference)
+{
+    size_t n;
+    uint32_t *xs = f32_sweep(&n);
+    float *f = malloc(n * sizeof *f);
+    uint16_t *hs = malloc(n * sizeof *hs), *hv = malloc(n * sizeof *hv);
+    cr_assert(f && hs && hv);
+    for (size_t i = 0; i < n; i++) f[i] = float_of(xs[i]);
+    for (int which = 0; which < 2; which++) {
+        tg_dtype dt = which ? TG_BF16 : TG_F16;
+        tg__f32_to_half_n(dt, f, hs, (int64_t)n, false);
+        tg__f32_to_half_n(dt, f, hv, (int64_t)n, true);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t x = xs[i];
+            bool nan = (x & 0x7FFFFFFFu) > 0x7F800000u;
+            uint16_t want;
+            if (nan)   /* quiet NaN, sign and top payload bits kept */
+                want = dt == TG_BF16 ? (uint16_t)((x >> 16) | 0x40u)
+                                     : (uint16_t)(((x >> 16) & 0x8000u) | 0x7E00u | ((x >> 13) & 0x3FFu));
+            else
+                want = dt == TG_BF16 ? bf16_nearest_ref(x) : tg_f32_to_f16(f[i]);
+            if (hs[i] != want || hv[i] != want)
+                cr_fatal("%s of 0x%08x: scalar 0x%04x simd 0x%04x want 0x%04x",
+                         tg_dtype_name(dt), x, hs[i], hv[i], want);
+            if (dt == TG_F16 && !nan) check_nearest_even((double)f[i], hv[i], "bulk");
+        }
+    }
+    free(xs);
+    free(f);
+    free(hs);
+    free(hv);
+}
+
+/* Lengths 0..40 (every SIMD tail) at unaligned starts: the bulk result equals
+ * the scalar function element by element and nothing past n is written. */
+Test(dtype, bulk_tails_and_unaligned_starts)
+{
+    float src[48], back[48];
+    uint16_t h[48], hsrc[48];
+    uint64_t s = 5;
+    for (int i = 0; i < 48; i++) {
+        src[i] = (float)(th_uniform_pm1(&s) * 70000.0);   /* some overflow f16 */
+        hsrc[i] = (uint16_t)(th_xorshift64(&s) >> 48);
+    }
+    for (int which = 0; which < 2; which++) {
+        tg_dtype dt = which ? TG_BF16 : TG_F16;
+        for (int off = 0; off < 4; off++)
+            for (int n = 0; n <= 40; n++) {
+                for (int i = 0; i < 48; i++) h[i] = 0xABCD, back[i] = -7.0f;
+                tg__f32_to_half_n(dt, src + off, h + off, n, true);
+                tg__half_to_f32_n(dt, hsrc + off, back + off, n, true);
+                for (int i = 0; i < 48; i++) {
+                    bool in = i >= off && i < off + n;
+                    uint16_t wh = !in ? 0xABCD : dt == TG_F16 ? tg_f32_to_f16(src[i])
+                                                             : tg_f32_to_bf16(src[i]);
+                    float wf = !in ? -7.0f : dt == TG_F16 ? tg_f16_to_f32(hsrc[i])
+                                                         : tg_bf16_to_f32(hsrc[i]);
+                    cr_assert(eq(u16, h[i], wh), "%s n=%d off=%d i=%d", tg_dtype_name(dt), n, off, i);
+                    cr_assert(eq(u32, bits_of(back[i]), bits_of(wf)), "%s n=%d off=%d i=%d",
+                              tg_dtype_name(dt), n, off, i);
+                }
+            }
+    }
+}
+
+/* Strided and broadcast (step 0) runs through gather/scatter of a view, and a
+ * run long enough for the parallel path, agree with element-wise load/store. */
+Test(dtype, bulk_strided_views_match_elementwise)
+{
+    int64_t shape[2] = {300, 7};
+    tg_tensor *t = tg__tensor_empty(TG_BF16, 2, shape);
+    cr_assert(t != NULL);
+    uint16_t *d = tg_tensor_data(t);
+    uint64_t s = 11;
+    for (int i = 0; i < 2100; i++) d[i] = tg_f32_to_bf16((float)th_uniform_pm1(&s));
+    /* the transpose (7, 300): strides (1, 7) */
+    tg_tensor v = *t;
+    v.shape[0] = 7, v.shape[1] = 300, v.strides[0] = 1, v.strides[1] = 7;
+    float got[2100], row[300];
+    tg__gather(&v, TG_F32, got);
+    for (int i = 0; i < 7; i++)
+        for (int j = 0; j < 300; j++)
+            cr_assert(eq(u32, bits_of(got[i * 300 + j]), (uint32_t)d[j * 7 + i] << 16));
+    for (int j = 0; j < 300; j++) row[j] = (float)j + 0.5f;   /* 10 bits: most need rounding */
+    v.shape[0] = 300, v.ndim = 1, v.strides[0] = 7, v.offset = 3;   /* column 3 */
+    tg__scatter(&v, TG_F32, row);
+    for (int j = 0; j < 300; j++) cr_assert(eq(u16, d[j * 7 + 3], tg_f32_to_bf16(row[j])));
+    tg_tensor_release(t);
+
+    enum { N = 200003 };
+    float *f = malloc(N * sizeof *f), *g = malloc(N * sizeof *g);
+    uint16_t *h = malloc(N * sizeof *h);
+    cr_assert(f && g && h);
+    for (int i = 0; i < N; i++) f[i] = (float)(th_uniform_pm1(&s) * 1e5);
+    tg__convert_n(TG_F32, f, TG_F16, h, N);
+    tg__convert_n(TG_F16, h, TG_F32, g, N);
+    for (int i = 0; i < N; i++) {
+        uint16_t w = tg_f32_to_f16(f[i]);
+        if (h[i] != w || bits_of(g[i]) != bits_of(tg_f16_to_f32(w))) cr_fatal("i=%d", i);
+    }
+    free(f);
+    free(g);
+    free(h);
 }

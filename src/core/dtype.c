@@ -78,7 +78,7 @@ static float tg__bits_f32(uint32_t x)
 }
 
 /* Rounds v >> shift to nearest, ties to even (shift in [1, 31]). */
-static uint32_t tg__shift_rne(uint32_t v, int shift)
+static inline uint32_t tg__shift_rne(uint32_t v, int shift)
 {
     uint32_t q = v >> shift;
     uint32_t rem = v & ((1u << shift) - 1);
@@ -87,7 +87,9 @@ static uint32_t tg__shift_rne(uint32_t v, int shift)
     return q;
 }
 
-uint16_t tg_f32_to_f16(float f)
+/* The scalar conversions are the reference: the bulk loops below inline
+ * them, the SIMD kernels must agree with them bit for bit. */
+static inline uint16_t tg__f32_to_f16_s(float f)
 {
     uint32_t x = tg__f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -112,7 +114,7 @@ uint16_t tg_f32_to_f16(float f)
     return (uint16_t)(sign | tg__shift_rne(m, 126 - e));
 }
 
-float tg_f16_to_f32(uint16_t h)
+static inline float tg__f16_to_f32_s(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1Fu;
@@ -131,7 +133,7 @@ float tg_f16_to_f32(uint16_t h)
     return tg__bits_f32(sign | ((uint32_t)(e + 127) << 23) | ((mant & 0x03FFu) << 13));
 }
 
-uint16_t tg_f32_to_bf16(float f)
+static inline uint16_t tg__f32_to_bf16_s(float f)
 {
     uint32_t x = tg__f32_bits(f);
     if ((x & 0x7FFFFFFFu) > 0x7F800000u)   /* NaN: quiet, keep sign */
@@ -142,7 +144,173 @@ uint16_t tg_f32_to_bf16(float f)
     return (uint16_t)((x + bias) >> 16);
 }
 
-float tg_bf16_to_f32(uint16_t h) { return tg__bits_f32((uint32_t)h << 16); }
+static inline float tg__bf16_to_f32_s(uint16_t h) { return tg__bits_f32((uint32_t)h << 16); }
+
+uint16_t tg_f32_to_f16(float f) { return tg__f32_to_f16_s(f); }
+float tg_f16_to_f32(uint16_t h) { return tg__f16_to_f32_s(h); }
+uint16_t tg_f32_to_bf16(float f) { return tg__f32_to_bf16_s(f); }
+float tg_bf16_to_f32(uint16_t h) { return tg__bf16_to_f32_s(h); }
+
+/* ---- bulk half <-> f32 ------------------------------------------------------ */
+
+/* Portable loops: the scalar reference, inlined. */
+static void tg__f32_to_half_scalar(tg_dtype to, const float *src, uint16_t *dst, int64_t n)
+{
+    if (to == TG_F16)
+        for (int64_t i = 0; i < n; i++) dst[i] = tg__f32_to_f16_s(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = tg__f32_to_bf16_s(src[i]);
+}
+
+static void tg__half_to_f32_scalar(tg_dtype from, const uint16_t *src, float *dst, int64_t n)
+{
+    if (from == TG_F16)
+        for (int64_t i = 0; i < n; i++) dst[i] = tg__f16_to_f32_s(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++) dst[i] = tg__bf16_to_f32_s(src[i]);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TG__HAVE_X86_SIMD 1
+#define TG__AVX2 __attribute__((target("avx2,f16c")))
+
+/* Eight f32 bit patterns -> eight bf16 patterns in the low halves of the
+ * 32-bit lanes, exactly as tg__f32_to_bf16_s: (x + 0x7FFF + lsb) >> 16 rounds
+ * to nearest even (no NaN reaches the add's wrap-around, they are blended
+ * out); NaN becomes its top half with the quiet bit 0x0040 set. */
+TG__AVX2 static inline __m256i tg__bf16x8(__m256i x)
+{
+    const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
+    const __m256i top = _mm256_srli_epi32(x, 16);
+    const __m256i lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
+    const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb);
+    const __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
+    const __m256i qnan = _mm256_or_si256(top, _mm256_set1_epi32(0x0040));
+    return _mm256_blendv_epi8(rne, qnan, nan);
+}
+
+TG__AVX2 static void tg__f32_to_bf16_avx2(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo = tg__bf16x8(_mm256_loadu_si256((const __m256i *)(const void *)(src + i)));
+        __m256i hi = tg__bf16x8(_mm256_loadu_si256((const __m256i *)(const void *)(src + i + 8)));
+        /* packus works per 128-bit lane (lo0-3 hi0-3 lo4-7 hi4-7); every
+         * value is <= 0xFFFF so it never saturates; the permute restores
+         * order. */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), p);
+    }
+    for (; i < n; i++) dst[i] = tg__f32_to_bf16_s(src[i]);
+}
+
+TG__AVX2 static void tg__bf16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), x);
+    }
+    for (; i < n; i++) dst[i] = tg__bf16_to_f32_s(src[i]);
+}
+
+/* F16C rounds to nearest even (the immediate, not MXCSR), keeps f16
+ * subnormals, and turns a NaN into sign | 0x7E00 | top payload bits: the
+ * scalar rule (tests/test_dtype.c checks every f16 pattern and a sweep of f32
+ * patterns against the scalar path). */
+TG__AVX2 static void tg__f32_to_f16_f16c(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
+    }
+    for (; i < n; i++) dst[i] = tg__f32_to_f16_s(src[i]);
+}
+
+TG__AVX2 static void tg__f16_to_f32_f16c(const uint16_t *src, float *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
+    for (; i < n; i++) dst[i] = tg__f16_to_f32_s(src[i]);
+}
+#endif
+
+bool tg__cpu_has_half_simd(void)
+{
+#ifdef TG__HAVE_X86_SIMD
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+/* One block of a conversion, on the fastest path allowed. */
+static void tg__f32_to_half_blk(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
+{
+#ifdef TG__HAVE_X86_SIMD
+    if (simd && tg__cpu_has_half_simd()) {
+        if (to == TG_F16) tg__f32_to_f16_f16c(src, dst, n);
+        else tg__f32_to_bf16_avx2(src, dst, n);
+        return;
+    }
+#endif
+    (void)simd;
+    tg__f32_to_half_scalar(to, src, dst, n);
+}
+
+static void tg__half_to_f32_blk(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
+{
+#ifdef TG__HAVE_X86_SIMD
+    if (simd && tg__cpu_has_half_simd()) {
+        if (from == TG_F16) tg__f16_to_f32_f16c(src, dst, n);
+        else tg__bf16_to_f32_avx2(src, dst, n);
+        return;
+    }
+#endif
+    (void)simd;
+    tg__half_to_f32_scalar(from, src, dst, n);
+}
+
+/* Long runs are split into blocks shared by the OpenMP pool (the loop runs
+ * serially when already inside a parallel region or below the threshold:
+ * a conversion is memory-bound, a short one is not worth waking threads). */
+enum { TG__CVT_BLOCK = 16384, TG__CVT_PAR_MIN = 65536 };
+
+void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
+{
+    TG_ASSERT(to == TG_F16 || to == TG_BF16);
+    if (n < TG__CVT_PAR_MIN) {
+        tg__f32_to_half_blk(to, src, dst, n, simd);
+        return;
+    }
+    int64_t nb = (n + TG__CVT_BLOCK - 1) / TG__CVT_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * TG__CVT_BLOCK, m = n - lo < TG__CVT_BLOCK ? n - lo : TG__CVT_BLOCK;
+        tg__f32_to_half_blk(to, src + lo, dst + lo, m, simd);
+    }
+}
+
+void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
+{
+    TG_ASSERT(from == TG_F16 || from == TG_BF16);
+    if (n < TG__CVT_PAR_MIN) {
+        tg__half_to_f32_blk(from, src, dst, n, simd);
+        return;
+    }
+    int64_t nb = (n + TG__CVT_BLOCK - 1) / TG__CVT_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * TG__CVT_BLOCK, m = n - lo < TG__CVT_BLOCK ? n - lo : TG__CVT_BLOCK;
+        tg__half_to_f32_blk(from, src + lo, dst + lo, m, simd);
+    }
+}
 
 /* ---- scalar load / store -------------------------------------------------- */
 

@@ -7,6 +7,57 @@
 
 /* ---- one run of n elements ------------------------------------------------ */
 
+/* Strided half <-> f32 runs go through the bulk kernels block by block: a
+ * strided side is first packed into (or unpacked from) a small stack buffer.
+ * Steps may be 0 or negative; s and d point at the run's first element. */
+enum { TG__RUN_BLOCK = 256 };
+
+static void tg__f32_half_run(const float *s, int64_t ss, tg_dtype to, uint16_t *d, int64_t ds,
+                             int64_t n)
+{
+    if (ss == 1 && ds == 1) {
+        tg__f32_to_half_n(to, s, d, n, true);
+        return;
+    }
+    float fb[TG__RUN_BLOCK];
+    uint16_t hb[TG__RUN_BLOCK];
+    for (int64_t k0 = 0; k0 < n; k0 += TG__RUN_BLOCK) {
+        int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
+        const float *ps = s + k0 * ss;
+        if (ss != 1) {
+            for (int64_t k = 0; k < m; k++) fb[k] = ps[k * ss];
+            ps = fb;
+        }
+        uint16_t *pd = ds == 1 ? d + k0 : hb;
+        tg__f32_to_half_n(to, ps, pd, m, true);
+        if (ds != 1)
+            for (int64_t k = 0; k < m; k++) d[(k0 + k) * ds] = hb[k];
+    }
+}
+
+static void tg__half_f32_run(tg_dtype from, const uint16_t *s, int64_t ss, float *d, int64_t ds,
+                             int64_t n)
+{
+    if (ss == 1 && ds == 1) {
+        tg__half_to_f32_n(from, s, d, n, true);
+        return;
+    }
+    uint16_t hb[TG__RUN_BLOCK];
+    float fb[TG__RUN_BLOCK];
+    for (int64_t k0 = 0; k0 < n; k0 += TG__RUN_BLOCK) {
+        int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
+        const uint16_t *ps = s + k0 * ss;
+        if (ss != 1) {
+            for (int64_t k = 0; k < m; k++) hb[k] = ps[k * ss];
+            ps = hb;
+        }
+        float *pd = ds == 1 ? d + k0 : fb;
+        tg__half_to_f32_n(from, ps, pd, m, true);
+        if (ds != 1)
+            for (int64_t k = 0; k < m; k++) d[(k0 + k) * ds] = fb[k];
+    }
+}
+
 /* Copies n elements from src (dtype from, element index si, step ss) to dst
  * (dtype to, index di, step ds).  Indices and steps count elements of each
  * buffer's own dtype; steps may be 0 or negative. */
@@ -34,22 +85,13 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
         }
 #undef TG__MOVE
     }
-    if (from == TG_F32 && (to == TG_F16 || to == TG_BF16)) {
-        const float *s = (const float *)src;
-        uint16_t *d = (uint16_t *)dst;
-        if (to == TG_F16)
-            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f32_to_f16(s[si + k * ss]);
-        else
-            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f32_to_bf16(s[si + k * ss]);
+    bool half_from = from == TG_F16 || from == TG_BF16, half_to = to == TG_F16 || to == TG_BF16;
+    if (from == TG_F32 && half_to) {
+        tg__f32_half_run((const float *)src + si, ss, to, (uint16_t *)dst + di, ds, n);
         return;
     }
-    if ((from == TG_F16 || from == TG_BF16) && to == TG_F32) {
-        const uint16_t *s = (const uint16_t *)src;
-        float *d = (float *)dst;
-        if (from == TG_F16)
-            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_f16_to_f32(s[si + k * ss]);
-        else
-            for (int64_t k = 0; k < n; k++) d[di + k * ds] = tg_bf16_to_f32(s[si + k * ss]);
+    if (half_from && to == TG_F32) {
+        tg__half_f32_run(from, (const uint16_t *)src + si, ss, (float *)dst + di, ds, n);
         return;
     }
     for (int64_t k = 0; k < n; k++)
