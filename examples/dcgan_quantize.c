@@ -3,16 +3,20 @@
  *
  *   dcgan_quantize [--weights out/generator.safetensors] [--latents out/latents.safetensors]
  *                  [--out DIR (out)] [--calib N (8)] [--batch B (64)] [--seed S (1)]
+ *                  [--repeat R (7)] [--fold 1|0 (1)]
  *
  * Loads the generator strictly (prefix "gen" when present), calibrates on N
  * batches of B latents z ~ N(0, 1) (eval mode: BatchNorm uses its running
  * statistics), converts its Linear and two ConvTranspose2d layers to int8
- * (per-channel weights, u8 activations; BatchNorm stays float), runs both on
- * the latents file's z (or 32 fresh latents when the file is missing) and
- * writes DIR/samples_float.png, DIR/samples_int8.png and
- * DIR/samples_float_int8.png (float row(s) above the int8 ones), then prints
- * PSNR(int8 vs float) over the images in [-1, 1] (peak-to-peak 2):
- * 10 log10(2^2 / MSE), and the time of one forward of each model.
+ * (per-channel weights, u8 activations; with --fold 1 each BatchNorm is
+ * folded into the layer before it and each ReLU fused into the int8 op,
+ * with --fold 0 they stay float), runs both on the latents file's z (or 32
+ * fresh latents when the file is missing) and writes DIR/samples_float.png,
+ * DIR/samples_int8.png and DIR/samples_float_int8.png (float row(s) above the
+ * int8 ones), then prints PSNR(int8 vs float) over the images in [-1, 1]
+ * (peak-to-peak 2): 10 log10(2^2 / MSE), and the median time of R forwards
+ * of each model on one batch of B (float and int8 runs alternate, so a
+ * load change on a shared machine hits both alike).
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,14 +41,15 @@
 
 typedef struct opts {
     const char *weights, *latents, *out;
-    int64_t calib, batch;
+    int64_t calib, batch, repeat;
     uint64_t seed;
+    bool fold;
 } opts;
 
 static int parse_opts(opts *o, int argc, char **argv)
 {
     *o = (opts){.weights = "out/generator.safetensors", .latents = "out/latents.safetensors",
-                .out = "out", .calib = 8, .batch = 64, .seed = 1};
+                .out = "out", .calib = 8, .batch = 64, .repeat = 7, .seed = 1, .fold = true};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--weights")) o->weights = v;
@@ -53,9 +58,14 @@ static int parse_opts(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--calib")) o->calib = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--batch")) o->batch = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--repeat")) o->repeat = strtoll(v, NULL, 10);
+        else if (!strcmp(a, "--fold") && (!strcmp(v, "0") || !strcmp(v, "1"))) o->fold = v[0] == '1';
         else return -1;
     }
-    return argc % 2 == 1 && o->calib >= 1 && o->calib <= 1000 && o->batch >= 1 ? 0 : -1;
+    return argc % 2 == 1 && o->calib >= 1 && o->calib <= 1000 && o->batch >= 1 &&
+                   o->repeat >= 1 && o->repeat <= 1000
+               ? 0
+               : -1;
 }
 
 static double now_ms(void)
@@ -127,6 +137,29 @@ static tg_tensor *test_latents(const char *path, tg_rng *rng, int64_t nz)
     return z;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median times of o->repeat forwards of f and q on z, alternating. */
+static void time_both(const opts *o, tg_module *f, tg_module *q, tg_tensor *z, double *ms_f,
+                      double *ms_q)
+{
+    double *tf = calloc((size_t)o->repeat, sizeof *tf), *tq = calloc((size_t)o->repeat, sizeof *tq);
+    if (!tf || !tq) exit(1);
+    for (int64_t r = 0; r < o->repeat; r++) {
+        tg_tensor_release(generate(f, z, &tf[r]));
+        tg_tensor_release(generate(q, z, &tq[r]));
+    }
+    qsort(tf, (size_t)o->repeat, sizeof *tf, cmp_double);
+    qsort(tq, (size_t)o->repeat, sizeof *tq, cmp_double);
+    *ms_f = tf[o->repeat / 2];
+    *ms_q = tq[o->repeat / 2];
+    free(tf), free(tq);
+}
+
 static double psnr_db(const tg_tensor *ref, const tg_tensor *got)
 {
     double se = 0, a, b;
@@ -162,7 +195,8 @@ int main(int argc, char **argv)
     opts o;
     if (parse_opts(&o, argc, argv) < 0) {
         fprintf(stderr, "usage: dcgan_quantize [--weights G.safetensors] [--latents Z.safetensors]\n"
-                        "                      [--out DIR] [--calib N] [--batch B] [--seed S]\n");
+                        "                      [--out DIR] [--calib N] [--batch B] [--seed S]\n"
+                        "                      [--repeat R] [--fold 1|0]\n");
         return 2;
     }
     tg_module *g = load_generator(o.weights), *gq = NULL;
@@ -173,9 +207,12 @@ int main(int argc, char **argv)
     if (!calib) return 1;
     for (int64_t i = 0; i < o.calib; i++) calib[i] = randn(&rng, o.batch, nz);
     double t0 = now_ms();
-    CHECK(tg_quantize_model(&gq, g, (int)o.calib, calib, NULL));
-    printf("dcgan_quantize: calibrated on %lld batches of %lld latents and converted in %.0f ms\n",
-           (long long)o.calib, (long long)o.batch, now_ms() - t0);
+    tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
+    qo.fold_batchnorm = qo.fuse_relu = o.fold;
+    CHECK(tg_quantize_model(&gq, g, (int)o.calib, calib, &qo));
+    printf("dcgan_quantize: calibrated on %lld batches of %lld latents and converted in %.0f ms "
+           "(BatchNorm %s)\n", (long long)o.calib, (long long)o.batch, now_ms() - t0,
+           o.fold ? "folded, ReLU fused" : "kept float");
     tg_tensor *z = test_latents(o.latents, &rng, nz);
     double ms_f, ms_q;
     tg_tensor *imf = generate(g, z, &ms_f), *imq = generate(gq, z, &ms_q);
@@ -183,13 +220,9 @@ int main(int argc, char **argv)
     printf("dcgan_quantize: PSNR int8 vs float = %.2f dB over %lld images "
            "(forward: float %.1f ms, int8 %.1f ms)\n",
            psnr_db(imf, imq), (long long)tg_tensor_dim(imf, 0), ms_f, ms_q);
-    /* timing on one calibration-sized batch as well */
-    tg_tensor *yb;
-    tg_tensor_release(generate(g, calib[0], &ms_f));
-    yb = generate(gq, calib[0], &ms_q);
-    printf("dcgan_quantize: batch of %lld: float %.1f ms, int8 %.1f ms\n", (long long)o.batch,
-           ms_f, ms_q);
-    tg_tensor_release(yb);
+    time_both(&o, g, gq, calib[0], &ms_f, &ms_q);
+    printf("dcgan_quantize: batch of %lld, median of %lld: float %.1f ms, int8 %.1f ms (%.2fx)\n",
+           (long long)o.batch, (long long)o.repeat, ms_f, ms_q, ms_f / ms_q);
     for (int64_t i = 0; i < o.calib; i++) tg_tensor_release(calib[i]);
     free(calib);
     tg_tensor_release(imf), tg_tensor_release(imq), tg_tensor_release(z);

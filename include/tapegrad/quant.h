@@ -220,25 +220,62 @@ TG_API int tg_quantized_linear_packed(tg_tensor **out, tg_tensor *x, const tg_qw
  * and x/y parameters from min-max observers of the layer's float input and
  * output over the calibration batches (each run through the model in eval
  * mode, without grad).  The bias stays f32 (quantized to i32 per call).
- * BatchNorm is NOT folded: it, the activations and every other module stay
- * float and are SHARED with float_model (retained, not copied).  Containers
- * without private state (Sequential, custom tg_module_new(vt, NULL) modules)
- * are rebuilt around the converted children; a module with private state is
- * shared as is, so layers inside it stay float.  float_model and its shared
- * modules are left in eval mode.  batches are borrowed.  A layer that no
- * batch reached is TG_EINVAL (its ranges are unknown); on error *out is
- * untouched. */
+ *
+ * Folding (opt->fold_batchnorm, default on).  Inside a Sequential, a layer
+ * directly followed by a BatchNorm with running statistics (for a Linear
+ * also: followed by an Unflatten of dim 1 into (C, ...) and then a
+ * BatchNorm of C channels) is replaced by tg_fold_batchnorm(layer, bn)
+ * BEFORE calibration, so the observers see the post-BatchNorm values, and
+ * the BatchNorm becomes an "Identity" module.  A folded Linear needs 2-d
+ * input (N, in) (TG_EINVAL otherwise: a 3-d input would put other features
+ * on BatchNorm's channel axis).  With opt->fuse_relu (default on) a ReLU
+ * right after the layer (after its folded BatchNorm / Unflatten) is fused
+ * into the int8 op (q = max(q, y_zero_point)) and also becomes "Identity";
+ * the output observer then sees the post-ReLU values.  A Conv module's own
+ * fused ReLU (tg_conv_params.act) is kept as the int8 op's ReLU; a layer
+ * with any other fused activation is left float.
+ *
+ * Everything else (unfolded BatchNorm, activations, reshapes) stays float
+ * and is SHARED with float_model (retained, not copied); float_model's
+ * parameters and buffers are never written.  Containers without private
+ * state (Sequential, custom tg_module_new(vt, NULL) modules) are rebuilt
+ * around the converted children (children keep their names); a module with
+ * private state is shared as is, so layers inside it stay float.  The
+ * shared modules are left in eval mode.  batches are borrowed.  A layer
+ * that no batch reached is TG_EINVAL (its ranges are unknown); on error
+ * *out is untouched. */
 typedef struct tg_quantize_options {
     tg_dtype act_dtype;              /* activations: TG_U8 (default) or TG_I8 */
     tg_observer_kind act_observer;   /* MINMAX (default) or MOVING_AVERAGE */
     bool per_channel;                /* weight scales per output channel (default) */
+    bool fold_batchnorm;             /* fold a following BatchNorm (default) */
+    bool fuse_relu;                  /* fuse a following ReLU into the int8 op (default) */
 } tg_quantize_options;
-#define TG_QUANTIZE_OPTIONS_INIT \
-    {.act_dtype = TG_U8, .act_observer = TG_OBSERVER_MINMAX, .per_channel = true}
+#define TG_QUANTIZE_OPTIONS_INIT                                                    \
+    {.act_dtype = TG_U8, .act_observer = TG_OBSERVER_MINMAX, .per_channel = true, \
+     .fold_batchnorm = true, .fuse_relu = true}
 
 /* opt may be NULL for the defaults. */
 TG_API int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
                              tg_tensor *const *batches, const tg_quantize_options *opt);
+
+/* A float layer computing bn(layer(x)) for an eval-mode BatchNorm bn: *out
+ * (new reference) is a new module of layer's kind (Linear, Conv or
+ * ConvTranspose, same hyper-parameters and dtype, always with a bias) with
+ *     W'[.., c, ..] = W * s_c along the OUTPUT-channel axis (axis 0 of a
+ *                     Conv/Linear weight; for ConvTranspose axis 1, element
+ *                     (ci, j, k...) in group g = ci / (C_in/groups) scaling
+ *                     by s of channel g*(C_out/groups) + j)
+ *     b'_c = (b_c - running_mean_c) * s_c + beta_c    (b = 0 without bias)
+ * where s_c = gamma_c / sqrt(running_var_c + eps) (gamma 1, beta 0 when bn is
+ * not affine).  s and beta are measured by running bn itself in eval mode
+ * on two f64 probe rows, so the fold matches the module exactly.  For a
+ * Linear with out_f = C * r, feature f belongs to channel f / r (r = 1:
+ * BatchNorm1d after it; r > 1: the BatchNorm after an Unflatten(1, (C, ...))).
+ * layer and bn are borrowed and unchanged (bn's training flag is restored).
+ * Errors: a layer with a fused activation, a bn without running statistics
+ * (TG_EINVAL), channel counts that do not match (TG_ESHAPE). */
+TG_API int tg_fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn);
 
 /* The fixed-point form of a real multiplier 0 < m < 2^30: m ~ m0 * 2^-shift
  * with m0 in [2^30, 2^31) and 0 < shift <= 62 (tiny m lose low bits of m0). */

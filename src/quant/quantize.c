@@ -66,26 +66,37 @@ static int64_t inner_size(const tg_tensor *t, int axis)
     return inner;
 }
 
-/* Quantizes the doubles of x (gathered) with scales[channel] and zero point zp. */
+/* q = clamp(rint(v / scale) + zp) (nearest-even; NaN gives zp). */
+static inline int32_t quantize_one(double v, double scale, int32_t zp, int32_t lo, int32_t hi)
+{
+    const double r = rint(v / scale) + zp;
+    return isnan(r) ? zp : r < lo ? lo : r > hi ? hi : (int32_t)r;
+}
+
+/* Quantizes x with scales[channel] and zero point zp.  A contiguous f32 x
+ * (every activation a quantized module sees) is read in place; anything
+ * else is gathered to f64 first.  Both give the same integers (f32 -> f64
+ * is exact). */
 static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, const double *scales,
                          const chan_map *map, int32_t zp)
 {
     const int64_t numel = tg_tensor_numel(x);
-    double *v = tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
-    if (!v) return TG_ENOMEM;
+    const bool direct = x->dtype == TG_F32 && tg_tensor_is_contiguous(x);
+    double *v = direct ? NULL : tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
+    if (!direct && !v) return TG_ENOMEM;
     tg_tensor *q = tg__tensor_empty(qdt, x->ndim, x->shape);
     if (!q) {
         free(v);
         return TG_ENOMEM;
     }
-    tg__gather(x, TG_F64, v);
+    const float *xf = direct ? (const float *)x->storage->data + x->offset : NULL;
+    if (!direct) tg__gather(x, TG_F64, v);
     const int32_t lo = tg__q_min(qdt), hi = tg__q_max(qdt);
     void *dst = q->storage->data;
+    const bool one = map->n == 1 && map->cig == 0;
     for (int64_t i = 0; i < numel; i++) {
-        double r = rint(v[i] / scales[channel_of(i, map)]) + zp;   /* nearest-even */
-        int32_t qi = isnan(r) ? zp : r < lo ? lo : r > hi ? hi : (int32_t)r;
-        if (qdt == TG_U8) ((uint8_t *)dst)[i] = (uint8_t)qi;
-        else ((int8_t *)dst)[i] = (int8_t)qi;
+        const double s = one ? scales[0] : scales[channel_of(i, map)];
+        tg__q_store(dst, qdt, i, quantize_one(direct ? (double)xf[i] : v[i], s, zp, lo, hi));
     }
     free(v);
     *out = q;
@@ -122,10 +133,16 @@ static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *sc
         free(v);
         return TG_ENOMEM;
     }
-    tg__gather(q, TG_I32, v);
+    if (tg_tensor_is_contiguous(q) && q->dtype == TG_U8)   /* no per-element dtype dispatch */
+        for (int64_t i = 0; i < numel; i++) v[i] = ((const uint8_t *)q->storage->data)[q->offset + i];
+    else if (tg_tensor_is_contiguous(q) && q->dtype == TG_I8)
+        for (int64_t i = 0; i < numel; i++) v[i] = ((const int8_t *)q->storage->data)[q->offset + i];
+    else
+        tg__gather(q, TG_I32, v);
     float *dst = y->storage->data;
+    const bool one = map->n == 1 && map->cig == 0;
     for (int64_t i = 0; i < numel; i++)
-        dst[i] = (float)(scales[channel_of(i, map)] * (double)(v[i] - zp));
+        dst[i] = (float)((one ? scales[0] : scales[channel_of(i, map)]) * (double)(v[i] - zp));
     free(v);
     *out = y;
     return TG_OK;
