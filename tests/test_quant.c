@@ -24,6 +24,7 @@
 #include "tapegrad/conv.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/quant.h"
+#include "tapegrad/registry.h"
 #include "tapegrad/status.h"
 
 #ifndef TG_SOURCE_ROOT
@@ -624,6 +625,18 @@ Test(quant, fake_quantize_per_channel_matches_torch)
 #undef FQC_META
     }
     tg_st_free(f);
+}
+
+Test(quant, fake_quantize_ops_are_registered_with_keep_policy)
+{
+    const char *names[] = {"fake_quantize", "fake_quantize_per_channel"};
+    for (int i = 0; i < 2; i++) {
+        tg_op_info info;
+        cr_assert(eq(int, tg_op_info_find(names[i], &info), TG_OK), "%s", names[i]);
+        cr_assert(eq(int, info.arity, 1));
+        cr_assert(info.has_backward);
+        cr_assert(eq(str, (char *)tg_amp_policy_name(info.amp), (char *)tg_amp_policy_name(TG_AMP_KEEP)));
+    }
 }
 
 Test(quant, fake_quantize_per_channel_errors_leave_out_untouched)

@@ -577,3 +577,35 @@ Test(quant_model, folded_linear_needs_2d_input)
     cr_assert(eq(int, tg_quantize_model(&q, seq, 1, &x, &o), TG_OK), "%s", tg_error_message());
     tg_module_release(q), tg_module_release(seq), tg_tensor_release(x);
 }
+
+/* A Conv module's own ReLU becomes the int8 op's fused ReLU; a Conv with
+ * another fused activation (which the int8 ops cannot apply) stays float.
+ * (The ReLU alone cannot fail this test: its output range [0, max] puts the
+ * zero point at qmin, so saturation clamps negatives anyway; a converted tanh
+ * conv would lose its tanh.) */
+Test(quant_model, conv_fused_activation_relu_is_kept_others_stay_float)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 12);
+    tg_module *seq = NULL, *l = NULL, *q = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    const int64_t k[] = {3, 3};
+    p.act = TG_ACT_RELU;
+    cr_assert(eq(int, tg_nn_conv_new(&l, 2, 3, 4, k, &p, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, l), TG_OK));
+    p.act = TG_ACT_TANH;
+    cr_assert(eq(int, tg_nn_conv_new(&l, 2, 4, 2, k, &p, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, l), TG_OK));
+    const int64_t xs[] = {2, 3, 8, 8};
+    tg_tensor *x = rnd_tensor(TG_F32, 4, xs, &rng, -1, 1), *yf = NULL, *yq = NULL;
+    cr_assert(eq(int, tg_quantize_model(&q, seq, 1, &x, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(str, (char *)tg_module_type_name(tg_module_child_at(q, 0)), "QuantizedConv"));
+    cr_assert(tg_module_child_at(q, 1) == tg_module_child_at(seq, 1), "tanh conv shared, float");
+    cr_assert(eq(int, tg_module_forward(seq, &yf, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(q, &yq, x), TG_OK));
+    const double snr = snr_db(yf, yq);
+    cr_assert(snr > 25, "SNR %.1f dB: the first conv's ReLU was lost?", snr);
+    tg_tensor_release(x), tg_tensor_release(yf), tg_tensor_release(yq);
+    tg_module_release(q), tg_module_release(seq);
+}
