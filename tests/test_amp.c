@@ -563,3 +563,54 @@ Test(amp, half_edges_overflow_subnormal_nan_and_ties)
     tg_tensor *ts[6] = {a, b, c, ones, two, d};
     release_all(6, ts);
 }
+
+/* f16/bf16 reductions (bulk-converted to f32, summed in double) equal the
+ * naive double sum of the stored values rounded once, for the patterns of a
+ * training step: the bias gradient (dims 0, 2, 3 of a 4-d tensor), a batch sum
+ * (dim 0), a mean over the last dim and a sum of a transposed view. */
+Test(amp, half_reductions_sum_in_double_and_round_once)
+{
+    const int64_t shape[4] = {5, 6, 7, 9};   /* 1890 elements */
+    for (int h = 2; h < 4; h++) {
+        tg_dtype dt = FLOATS[h];
+        tg_tensor *x = th_rand_uniform(dt, 4, shape, 41 + (uint64_t)h), *xt = NULL;
+        cr_assert(eq(int, tg_transpose(&xt, x, 1, 3), TG_OK));   /* (5, 9, 7, 6) */
+        struct { tg_tensor *a; int nd; int dims[3]; bool mean; } cs[] = {
+            {x, 3, {0, 2, 3}, false}, {x, 1, {0}, false}, {x, 1, {3}, true}, {xt, 2, {0, 1}, false},
+        };
+        for (int c = 0; c < 4; c++) {
+            tg_tensor *a = cs[c].a, *y = NULL;
+            int rc = cs[c].mean ? tg_mean_dims(&y, a, cs[c].nd, cs[c].dims, false)
+                                : tg_sum_dims(&y, a, cs[c].nd, cs[c].dims, false);
+            cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_tensor_dtype(y), dt));
+            /* out element o of the kept dims: naive sum by walking every
+             * multi-index of a and matching the kept coordinates. */
+            const int64_t *as = tg_tensor_shape(a);
+            int64_t on = tg_tensor_numel(y), count = tg_tensor_numel(a) / on;
+            double *want = calloc((size_t)on, sizeof *want);
+            cr_assert(want != NULL);
+            for (int64_t i = 0; i < tg_tensor_numel(a); i++) {
+                int64_t rest = i, o = 0, ostr = 1;
+                for (int d = 3; d >= 0; d--) {
+                    int64_t id = rest % as[d];
+                    rest /= as[d];
+                    bool red = false;
+                    for (int k = 0; k < cs[c].nd; k++) red |= cs[c].dims[k] == d;
+                    if (!red) o += id * ostr, ostr *= as[d];
+                }
+                want[o] += th_at(a, i);
+            }
+            for (int64_t o = 0; o < on; o++) {
+                uint16_t r;
+                tg_dtype_store(dt, &r, 0, cs[c].mean ? want[o] * (1.0 / (double)count) : want[o]);
+                cr_assert(eq(dbl, th_at(y, o), tg_dtype_load(dt, &r, 0)), "%s case %d [%lld]",
+                          tg_dtype_name(dt), c, (long long)o);
+            }
+            free(want);
+            tg_tensor_release(y);
+        }
+        tg_tensor_release(xt);
+        tg_tensor_release(x);
+    }
+}

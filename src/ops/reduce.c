@@ -206,6 +206,27 @@ static int check_float(const char *op, const tg_tensor *a)
     return TG_OK;
 }
 
+/* f16/bf16 a: converted in bulk to a contiguous f32 copy (exact), reduced by
+ * reduce_fast into f64 sums, then rounded once into out as reduce_kernel
+ * does (its f64 gather of a holds the same values, added in the same order),
+ * so the result is bit-identical, at half the scratch and without per-element
+ * dtype dispatch.  Returns 1 when handled, 0 to fall back, or TG_ENOMEM. */
+static int reduce_half(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
+{
+    if ((a->dtype != TG_F16 && a->dtype != TG_BF16) || tg__numel(a->ndim, a->shape) == 0) return 0;
+    int rc = TG_ENOMEM;
+    tg_tensor *af = tg__tensor_empty(TG_F32, a->ndim, a->shape);
+    tg_tensor *o64 = tg__tensor_empty(TG_F64, out->ndim, out->shape);
+    if (!af || !o64) goto done;
+    tg__gather(a, TG_F32, tg_tensor_data(af));
+    rc = reduce_fast(af, ostride, o64, scale);
+    if (rc > 0) tg__scatter(out, TG_F64, tg_tensor_cdata(o64));
+done:
+    tg_tensor_release(af);
+    tg_tensor_release(o64);
+    return rc;
+}
+
 /* Allocates out (ndim, shape) of a's dtype and reduces a into it. */
 static int reduce_into(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
                        const int64_t *ostride, double scale)
@@ -213,6 +234,7 @@ static int reduce_into(tg_tensor **out, const tg_tensor *a, int ndim, const int6
     tg_tensor *r = tg__tensor_empty(a->dtype, ndim, shape);
     if (!r) return TG_ENOMEM;
     int rc = reduce_fast(a, ostride, r, scale);
+    if (rc == 0) rc = reduce_half(a, ostride, r, scale);
     if (rc == 0) rc = reduce_kernel(a, ostride, r, scale);
     if (rc < 0) {
         tg_tensor_release(r);
