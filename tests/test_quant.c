@@ -19,6 +19,7 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
+#include "quant/quant_internal.h"
 #include "../tools/case.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
@@ -183,6 +184,37 @@ Test(quant, requantize_is_exact_round_half_even)
     cr_assert(eq(int, tg_quant_multiplier(0x1p31, &m0, &sh), TG_EINVAL));
     cr_assert(eq(int, tg_quant_multiplier(-1, &m0, &sh), TG_EINVAL));
     cr_assert(m0 == 7 && sh == 7);
+}
+
+/* The kernels' inlined requantizer (branch-free rounding) against the exact
+ * value in long double (s * m0 < 2^62 fits its 64-bit mantissa), with bias,
+ * zero point and range; ties (odd s with m0 = 2^30, shift 31) included. */
+static int64_t requant_oracle(int32_t acc, const tg__q_requant *r)
+{
+    int64_t s = (int64_t)acc + r->bias;
+    s = s < INT32_MIN ? INT32_MIN : s > INT32_MAX ? INT32_MAX : s;
+    const long double exact = (long double)s * r->m0 / ldexpl(1.0L, r->shift);
+    const long double fl = floorl(exact), frac = exact - fl;
+    const long double q = frac > 0.5L ? fl + 1 : frac < 0.5L ? fl : (fmodl(fl, 2) != 0 ? fl + 1 : fl);
+    const int64_t v = r->zp + (int64_t)q;
+    return v < r->lo ? r->lo : v > r->hi ? r->hi : v;
+}
+
+Test(quant, inlined_requantizer_is_exact)
+{
+    for (int it = 0; it < 20000; it++) {
+        const bool tie = it % 4 == 0;
+        tg__q_requant r = {.bias = tie ? 0 : (int32_t)rnd_int(-100000, 100000),
+                           .m0 = tie ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                           .shift = tie ? 31 : (int)rnd_int(0, 62),
+                           .zp = (int32_t)rnd_int(-128, 255)};
+        r.lo = it % 3 ? -128 : r.zp;
+        r.hi = it % 2 ? 127 : 255;
+        const int32_t acc = tie ? (int32_t)rnd_int(-300, 300)
+                                : (int32_t)rnd_int(-(INT64_C(1) << (it % 31)), INT64_C(1) << (it % 31));
+        cr_assert(eq(i64, tg__q_requant_one(acc, &r), requant_oracle(acc, &r)),
+                  "acc=%d bias=%d m0=%d shift=%d", acc, r.bias, r.m0, r.shift);
+    }
 }
 
 /* ---- int8 GEMM ---- */

@@ -93,13 +93,21 @@ static inline int64_t tg__q_requantize(int64_t acc, int32_t m0, int shift)
     return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
 }
 
-/* q = clamp(zp + round_half_even((acc + bias) * m0 / 2^shift), lo, hi). */
+/* q = clamp(zp + round_half_even((acc + bias) * m0 / 2^shift), lo, hi).
+ * The same integers as tg__q_requantize, without its branch: with
+ * q = floor(v / 2^shift) and rem = v - q * 2^shift in [0, 2^shift), rounding
+ * up happens when rem > half, or rem == half and q is odd, which for
+ * integers is exactly rem + (q & 1) > half. */
 static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
 {
     int64_t s = (int64_t)acc + r->bias;   /* kept in i32 so s * m0 fits in i64 */
     s = s < INT32_MIN ? INT32_MIN : s > INT32_MAX ? INT32_MAX : s;
-    int64_t v = r->zp + tg__q_requantize(s, r->m0, r->shift);
-    return tg__q_clamp(v, r->lo, r->hi);
+    const int64_t v = s * (int64_t)r->m0;
+    if (r->shift <= 0) return tg__q_clamp(r->zp + v, r->lo, r->hi);
+    const int64_t q = v >> r->shift;   /* arithmetic shift (gcc, clang): floor */
+    const int64_t rem = v & ((INT64_C(1) << r->shift) - 1);
+    const int64_t half = INT64_C(1) << (r->shift - 1);
+    return tg__q_clamp(r->zp + q + (rem + (q & 1) > half), r->lo, r->hi);
 }
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */
 static inline void tg__q_store(void *dst, tg_dtype dt, int64_t i, int32_t q)
