@@ -15,6 +15,7 @@
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
+#include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
 #include "tapegrad/safetensors.h"
@@ -612,5 +613,56 @@ Test(amp, half_reductions_sum_in_double_and_round_once)
         }
         tg_tensor_release(xt);
         tg_tensor_release(x);
+    }
+}
+
+/* Batch norm under autocast keeps a half input half: statistics and the
+ * normalisation in f32, y rounded once to x's dtype (as PyTorch), so it
+ * equals the f32 module's output on the same values rounded once; x's
+ * gradient is half, the parameters' f32 and equal to the f32 run's. */
+Test(amp, batchnorm_keeps_half_activations_under_autocast)
+{
+    const int64_t shape[4] = {4, 3, 5, 5};
+    for (int h = 2; h < 4; h++) {
+        tg_dtype dt = FLOATS[h];
+        tg_module *bn[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++)
+            cr_assert(eq(int, tg_nn_batchnorm_new(&bn[k], 2, 3, 1e-5, 0.1, true, true), TG_OK));
+        tg_tensor *x0 = th_rand_uniform(TG_F32, 4, shape, 7), *xh = NULL, *x32 = NULL;
+        cr_assert(eq(int, tg_to_dtype(&xh, x0, dt), TG_OK));
+        cr_assert(eq(int, tg_to_dtype(&x32, xh, TG_F32), TG_OK));   /* the same values in f32 */
+        tg_tensor_set_requires_grad(xh, true);
+        tg_tensor_set_requires_grad(x32, true);
+        tg_tensor *y32 = NULL, *yh = NULL, *s = NULL;
+        cr_assert(eq(int, tg_module_forward(bn[0], &y32, x32), TG_OK));
+        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+        int rc = tg_module_forward(bn[1], &yh, xh);
+        tg_autocast_end();
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(yh), dt));
+        for (int64_t i = 0; i < tg_tensor_numel(yh); i++)
+            cr_assert(eq(dbl, th_at(yh, i), round_to(dt, th_at(y32, i))), "%s [%lld]",
+                      tg_dtype_name(dt), (long long)i);
+        tg_tensor *ys[2] = {y32, yh};
+        for (int k = 0; k < 2; k++) {
+            cr_assert(eq(int, tg_sum(&s, ys[k]), TG_OK));
+            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+            tg_tensor_release(s);
+        }
+        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), dt));
+        tg_tensor **p[2];
+        int np[2];
+        for (int k = 0; k < 2; k++) cr_assert(eq(int, tg_module_parameters(bn[k], &p[k], &np[k]), TG_OK));
+        for (int j = 0; j < np[0]; j++) {
+            tg_tensor *g0 = tg_tensor_grad(p[0][j]), *g1 = tg_tensor_grad(p[1][j]);
+            cr_assert(eq(int, tg_tensor_dtype(g1), TG_F32));
+            for (int64_t i = 0; i < tg_tensor_numel(g0); i++)
+                cr_assert(epsilon_eq(dbl, th_at(g1, i), th_at(g0, i), 1e-5), "param %d [%lld]", j,
+                          (long long)i);
+        }
+        for (int k = 0; k < 2; k++) free(p[k]);
+        tg_tensor *all[] = {x0, xh, x32, y32, yh};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+        for (int k = 0; k < 2; k++) tg_module_release(bn[k]);
     }
 }

@@ -7,7 +7,15 @@
  *              running_var  = (1 - m) running_var  + m var_c * N / (N - 1)
  *   eval:      mean_c, var_c = running_mean, running_var
  *   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
- * as torch.nn.BatchNorm*d (momentum=None: m = 1 / num_batches_tracked). */
+ * as torch.nn.BatchNorm*d (momentum=None: m = 1 / num_batches_tracked).
+ *
+ * y is computed as xc * scale_c + bias_c with xc = x - mean_c and
+ * scale_c = weight_c / sqrt(var_c + eps) (C values), so the tape keeps one
+ * full-size tensor (xc, shared by the variance and the output) instead of xc
+ * and xhat.  Under autocast a half input stays half on the way out, as in
+ * PyTorch: statistics and the normalisation run in f32 (FP32 policy of the
+ * reductions, promotion by the f32 parameters), and y is rounded once to x's
+ * dtype, so the activations after it (and what their ops save) are half. */
 #include <math.h>
 
 #include "nn/module_internal.h"
@@ -60,12 +68,12 @@ static int tg__bn_update_running(tg_module *m, const tg__bn_state *s, tg_tensor 
     return TG_OK;
 }
 
-/* xhat = (x - mean) * (var + eps)^-1/2 from batch statistics or the running
- * buffers; bshape is (1, C, 1...). */
-static int tg__bn_normalize(tg_module *m, const tg__bn_state *s, tg_tensor **xhat, tg_tensor *x,
-                            int nd, const int64_t *bshape)
+/* xc = x - mean and inv = (var + eps)^-1/2 ((1, C, 1...) = bshape) from batch
+ * statistics or the running buffers. */
+static int tg__bn_center(tg_module *m, const tg__bn_state *s, tg_tensor **xc, tg_tensor **inv,
+                         tg_tensor *x, int nd, const int64_t *bshape)
 {
-    tg_tensor *mean = NULL, *xc = NULL, *sq = NULL, *var = NULL, *ve = NULL, *inv = NULL;
+    tg_tensor *mean = NULL, *sq = NULL, *var = NULL, *ve = NULL;
     int rc = TG_OK;
     int dims[TG_MAX_DIMS], k = 0;
     for (int d = 0; d < nd; d++)
@@ -78,28 +86,48 @@ static int tg__bn_normalize(tg_module *m, const tg__bn_state *s, tg_tensor **xha
                                         "when training (got input with %lld)", (long long)n);
         }
         rc = tg_mean_dims(&mean, x, k, dims, true);
-        if (rc == TG_OK) rc = tg_sub(&xc, x, mean);
-        if (rc == TG_OK) rc = tg_mul(&sq, xc, xc);
+        if (rc == TG_OK) rc = tg_sub(xc, x, mean);
+        if (rc == TG_OK) rc = tg_mul(&sq, *xc, *xc);
         if (rc == TG_OK) rc = tg_mean_dims(&var, sq, k, dims, true);
     } else {
         rc = tg_reshape(&mean, tg__module_local(m, "running_mean"), nd, bshape);
         if (rc == TG_OK) rc = tg_reshape(&var, tg__module_local(m, "running_var"), nd, bshape);
-        if (rc == TG_OK) rc = tg_sub(&xc, x, mean);
+        if (rc == TG_OK) rc = tg_sub(xc, x, mean);
     }
     if (rc == TG_OK) rc = tg_add_scalar(&ve, var, s->eps);
-    if (rc == TG_OK) rc = tg_pow_scalar(&inv, ve, -0.5);
-    if (rc == TG_OK) rc = tg_mul(xhat, xc, inv);
+    if (rc == TG_OK) rc = tg_pow_scalar(inv, ve, -0.5);
     if (rc == TG_OK && batch && m->training && s->track) {
         bool prev = tg_set_grad_enabled(false);
         rc = tg__bn_update_running(m, s, mean, var, n);
         tg_set_grad_enabled(prev);
     }
     tg_tensor_release(mean);
-    tg_tensor_release(xc);
     tg_tensor_release(sq);
     tg_tensor_release(var);
     tg_tensor_release(ve);
-    tg_tensor_release(inv);
+    if (rc < 0) {
+        tg_tensor_release(*xc);
+        tg_tensor_release(*inv);
+        *xc = *inv = NULL;
+    }
+    return rc;
+}
+
+/* y = xc * scale + bias (scale = inv * weight), or xc * inv without affine. */
+static int tg__bn_affine(tg_module *m, const tg__bn_state *s, tg_tensor **y, tg_tensor *xc,
+                         tg_tensor *inv, int nd, const int64_t *bshape)
+{
+    if (!s->affine) return tg_mul(y, xc, inv);
+    tg_tensor *w = NULL, *b = NULL, *scale = NULL, *ys = NULL;
+    int rc = tg_reshape(&w, tg__module_local(m, "weight"), nd, bshape);
+    if (rc == TG_OK) rc = tg_reshape(&b, tg__module_local(m, "bias"), nd, bshape);
+    if (rc == TG_OK) rc = tg_mul(&scale, inv, w);
+    if (rc == TG_OK) rc = tg_mul(&ys, xc, scale);
+    if (rc == TG_OK) rc = tg_add(y, ys, b);
+    tg_tensor_release(w);
+    tg_tensor_release(b);
+    tg_tensor_release(scale);
+    tg_tensor_release(ys);
     return rc;
 }
 
@@ -110,21 +138,22 @@ static int tg__bn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     int nd = tg_tensor_ndim(x);
     int64_t bshape[TG_MAX_DIMS];
     for (int d = 0; d < nd; d++) bshape[d] = d == 1 ? s->c : 1;
-    tg_tensor *xhat = NULL, *w = NULL, *b = NULL, *yw = NULL;
-    TG_TRY(tg__bn_normalize(m, s, &xhat, x, nd, bshape));
-    if (!s->affine) {
-        *y = xhat;
-        return TG_OK;
+    tg_tensor *xc = NULL, *inv = NULL, *yf = NULL;
+    TG_TRY(tg__bn_center(m, s, &xc, &inv, x, nd, bshape));
+    int rc = tg__bn_affine(m, s, &yf, xc, inv, nd, bshape);
+    tg_tensor_release(xc);
+    tg_tensor_release(inv);
+    if (rc < 0) return rc;
+    /* Under autocast an f16/bf16 input gives an output of its own dtype
+     * (computed in f32 above, rounded once here). */
+    tg_dtype adt, xdt = tg_tensor_dtype(x);
+    if ((xdt == TG_F16 || xdt == TG_BF16) && tg__autocast_dtype(&adt) && tg_tensor_dtype(yf) != xdt) {
+        rc = tg_to_dtype(y, yf, xdt);
+        tg_tensor_release(yf);
+        return rc;
     }
-    int rc = tg_reshape(&w, tg__module_local(m, "weight"), nd, bshape);
-    if (rc == TG_OK) rc = tg_reshape(&b, tg__module_local(m, "bias"), nd, bshape);
-    if (rc == TG_OK) rc = tg_mul(&yw, xhat, w);
-    if (rc == TG_OK) rc = tg_add(y, yw, b);
-    tg_tensor_release(xhat);
-    tg_tensor_release(w);
-    tg_tensor_release(b);
-    tg_tensor_release(yw);
-    return rc;
+    *y = yf;
+    return TG_OK;
 }
 
 const tg_module_vtable tg__nn_batchnorm_vt = {
