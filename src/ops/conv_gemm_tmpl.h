@@ -99,18 +99,13 @@ static int64_t FN(cols_chunk)(const tg__conv_geom *g)
                                     (int64_t)sizeof(T));
 }
 
+static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
+                           T *dw);
+
 /* Conv: per chunk, cols = im2col(x chunk), y chunk = W @ cols (per group). */
 static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y)
 {
-    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
-    const int64_t nb = FN(cols_chunk)(g);
-    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
-        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *cols = FN(chunk_cols)(g, x + b0 * g->c_img * isz, n, N);
-        if (!cols) return TG_ENOMEM;
-        TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
-    }
-    return TG_OK;
+    return FN(conv_passes)(g, x, w, NULL, y, NULL);
 }
 
 /* ConvTranspose: per chunk, xp (c_col, nb*O) = pack(x chunk); per group
@@ -156,17 +151,7 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
  * and up = pack(u chunk); the sum over chunks is GEMM's beta = 1. */
 static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, T *dw)
 {
-    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
-    const int64_t nb = FN(cols_chunk)(g);
-    if (g->batch == 0)
-        memset(dw, 0, (size_t)(g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k)) * sizeof(T));
-    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
-        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
-        if (!cols) return TG_ENOMEM;
-        TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
-    }
-    return TG_OK;
+    return FN(conv_passes)(g, z, NULL, u, NULL, dw);
 }
 
 /* Both at once, sharing each chunk's im2col(z): conv(z, W) into y and
@@ -176,16 +161,25 @@ static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, 
 static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T *w, const T *u,
                                     T *y, T *dw)
 {
+    return FN(conv_passes)(g, z, w, u, y, dw);
+}
+
+/* The chunk loop of the three above: per chunk, cols = im2col(z chunk), then
+ * y chunk = W @ cols when y is wanted and dW (+)= pack(u chunk) @ cols^T when
+ * dw is wanted. */
+static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
+                           T *dw)
+{
     const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
     const int64_t nb = FN(cols_chunk)(g);
-    if (g->batch == 0)
+    if (dw && g->batch == 0)
         memset(dw, 0, (size_t)(g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k)) * sizeof(T));
     for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
         const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
         const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
         if (!cols) return TG_ENOMEM;
-        TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
-        TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
+        if (y) TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
+        if (dw) TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
     }
     return TG_OK;
 }
