@@ -103,7 +103,7 @@ static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, co
     void *own_a = NULL, *own_b = NULL, *tmp = NULL;
     int rc = TG_OK;
 
-    tg_tensor *res = tg__tensor_empty(dt, nd, shape);
+    tg_tensor *res = tg__tensor_uninit(dt, nd, shape);   /* k writes all n */
     if (!res) return TG_ENOMEM;
     if (n > 0) {
         rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
