@@ -666,3 +666,53 @@ Test(amp, batchnorm_keeps_half_activations_under_autocast)
         for (int k = 0; k < 2; k++) tg_module_release(bn[k]);
     }
 }
+
+/* Half elementwise ops run in chunks (inputs converted piecewise, parallel
+ * above 32k elements): long, broadcast and transposed operands give the f32
+ * op's values on the same inputs rounded once, chunk boundaries included. */
+Test(amp, half_elementwise_chunks_match_f32_rounded_once)
+{
+    const int64_t shape[2] = {7, 7151}, row[2] = {1, 7151}, tshape[2] = {7151, 7};
+    for (int h = 2; h < 4; h++) {
+        tg_dtype dt = FLOATS[h];
+        tg_tensor *src[3] = {th_rand_uniform(TG_F32, 2, shape, 3), th_rand_uniform(TG_F32, 2, row, 4),
+                             th_rand_uniform(TG_F32, 2, tshape, 5)};
+        tg_tensor *hx[3], *fx[3], *tt[2] = {NULL, NULL};
+        for (int i = 0; i < 3; i++) {   /* half inputs and their exact f32 copies */
+            cr_assert(eq(int, tg_to_dtype(&hx[i], src[i], dt), TG_OK));
+            cr_assert(eq(int, tg_to_dtype(&fx[i], hx[i], TG_F32), TG_OK));
+        }
+        cr_assert(eq(int, tg_transpose(&tt[0], hx[2], 0, 1), TG_OK));   /* (7, 7151), strided */
+        cr_assert(eq(int, tg_transpose(&tt[1], fx[2], 0, 1), TG_OK));
+        for (int c = 0; c < 4; c++) {
+            tg_tensor *yh = NULL, *yf = NULL;
+            if (c == 0) {
+                cr_assert(eq(int, tg_mul(&yh, hx[0], hx[0]), TG_OK));
+                cr_assert(eq(int, tg_mul(&yf, fx[0], fx[0]), TG_OK));
+            } else if (c == 1) {
+                cr_assert(eq(int, tg_add(&yh, hx[0], hx[1]), TG_OK));   /* broadcast row */
+                cr_assert(eq(int, tg_add(&yf, fx[0], fx[1]), TG_OK));
+            } else if (c == 2) {
+                cr_assert(eq(int, tg_sub(&yh, tt[0], hx[0]), TG_OK));
+                cr_assert(eq(int, tg_sub(&yf, tt[1], fx[0]), TG_OK));
+            } else {
+                cr_assert(eq(int, tg_leaky_relu(&yh, hx[0], 0.2), TG_OK));
+                cr_assert(eq(int, tg_leaky_relu(&yf, fx[0], 0.2), TG_OK));
+            }
+            cr_assert(eq(int, tg_tensor_dtype(yh), dt));
+            for (int64_t i = 0; i < tg_tensor_numel(yf); i++)
+                if (th_at(yh, i) != round_to(dt, th_at(yf, i)))
+                    cr_fatal("%s case %d [%lld]: %g vs %g", tg_dtype_name(dt), c, (long long)i,
+                             th_at(yh, i), round_to(dt, th_at(yf, i)));
+            tg_tensor_release(yh);
+            tg_tensor_release(yf);
+        }
+        for (int i = 0; i < 3; i++) {
+            tg_tensor_release(src[i]);
+            tg_tensor_release(hx[i]);
+            tg_tensor_release(fx[i]);
+        }
+        tg_tensor_release(tt[0]);
+        tg_tensor_release(tt[1]);
+    }
+}

@@ -6,6 +6,10 @@
  * to the compute dtype), in which case it is read in place.  The kernel writes
  * straight into the output when the output dtype is the compute dtype; f16 and
  * bf16 results are computed in f32 and rounded once (nearest even) at the end.
+ * For those, the work runs in chunks of EW_CHUNK elements: half inputs of the
+ * output's shape are converted chunk by chunk into small f32 buffers and each
+ * f32 result chunk is rounded straight into the output, so no full-size f32
+ * copy exists (kernels are pointwise, so the values are the same).
  */
 #include <string.h>
 
@@ -92,6 +96,68 @@ static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *sha
     return TG_OK;
 }
 
+/* ---- f16/bf16 results: chunked ------------------------------------------ */
+
+enum { EW_CHUNK = 4096 };
+
+/* One operand of a chunked run: half data of the output's shape (converted
+ * per chunk) or an f32 buffer of n elements (read in place). */
+typedef struct ew_src {
+    const void *p;
+    bool half;
+} ew_src;
+
+/* Elements [lo, lo + m) of the result: inputs to f32 (buf holds three
+ * chunks: two inputs and the result), kernel, one rounding into dst. */
+static void ew_chunk(tg_dtype dt, tg_ew_kernel_fn k, double s, int nsrc, const ew_src *src,
+                     uint16_t *dst, int64_t lo, int64_t m, float *buf)
+{
+    const void *pin[2] = {NULL, NULL};
+    for (int i = 0; i < nsrc; i++) {
+        if (src[i].half) {
+            tg__half_to_f32_n(dt, (const uint16_t *)src[i].p + lo, buf + i * EW_CHUNK, m, true);
+            pin[i] = buf + i * EW_CHUNK;
+        } else {
+            pin[i] = (const float *)src[i].p + lo;
+        }
+    }
+    float *o = buf + 2 * EW_CHUNK;
+    k(TG_F32, o, pin[0], pin[1], m, s);
+    tg__f32_to_half_n(dt, o, dst + lo, m, true);
+}
+
+/* res (dt f16/bf16, n > 0 elements, shape (nd, shape)) = k(a, b). */
+static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, const tg_tensor *a,
+                       const tg_tensor *b, tg_ew_kernel_fn k, double s)
+{
+    const tg_tensor *in[2] = {a, b};
+    void *owned[2] = {NULL, NULL};
+    ew_src src[2];
+    int nsrc = b ? 2 : 1, rc = TG_OK;
+    for (int i = 0; i < nsrc && rc == TG_OK; i++) {
+        const tg_tensor *t = in[i];
+        src[i].half = t->dtype == res->dtype && same_shape(t, nd, shape) && tg_tensor_is_contiguous(t);
+        if (src[i].half) src[i].p = tg_tensor_cdata(t);
+        else rc = ew_input(t, TG_F32, nd, shape, n, &src[i].p, &owned[i]);
+    }
+    if (rc == TG_OK) {
+        uint16_t *dst = tg_tensor_data(res);
+        int64_t nch = (n + EW_CHUNK - 1) / EW_CHUNK;
+#pragma omp parallel if (n > 32768)
+        {
+            float buf[3 * EW_CHUNK];
+#pragma omp for schedule(static)
+            for (int64_t c = 0; c < nch; c++) {
+                int64_t lo = c * EW_CHUNK, m = n - lo < EW_CHUNK ? n - lo : EW_CHUNK;
+                ew_chunk(res->dtype, k, s, nsrc, src, dst, lo, m, buf);
+            }
+        }
+    }
+    free(owned[0]);
+    free(owned[1]);
+    return rc;
+}
+
 /* Allocates the output (dtype dt, shape (nd, shape)), runs k on a (and b, may
  * be NULL) broadcast to that shape and writes the result. */
 static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, const tg_tensor *a,
@@ -100,31 +166,20 @@ static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, co
     tg_dtype cdt = tg__compute_dtype(dt);
     int64_t n = tg__numel(nd, shape);
     const void *pa = NULL, *pb = NULL;
-    void *own_a = NULL, *own_b = NULL, *tmp = NULL;
+    void *own_a = NULL, *own_b = NULL;
     int rc = TG_OK;
 
-    tg_tensor *res = tg__tensor_uninit(dt, nd, shape);   /* k writes all n */
+    tg_tensor *res = tg__tensor_empty(dt, nd, shape);
     if (!res) return TG_ENOMEM;
-    if (n > 0) {
+    if (n > 0 && dt != cdt) {
+        rc = ew_run_half(res, nd, shape, n, a, b, k, s);
+    } else if (n > 0) {
         rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
         if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
-        if (rc < 0) goto done;
-        void *dst = tg_tensor_data(res);
-        if (dt != cdt) {
-            dst = tmp = tg__malloc((size_t)n * tg_dtype_size(cdt));
-            if (!tmp) {
-                rc = TG_ENOMEM;
-                goto done;
-            }
-        }
-        k(cdt, dst, pa, pb, n, s);
-        /* The one rounding of f16/bf16 results: compute dtype -> dt. */
-        if (tmp) tg__scatter(res, cdt, tmp);
+        if (rc == TG_OK) k(cdt, tg_tensor_data(res), pa, pb, n, s);
     }
-done:
     free(own_a);
     free(own_b);
-    free(tmp);
     if (rc < 0) {
         tg_tensor_release(res);
         return rc;
