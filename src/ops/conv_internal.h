@@ -82,6 +82,11 @@ int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, con
  * GEMM on the un-dilated input and col2im. */
 int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                 const void *w, void *y);
+/* The same by stride phases (conv_phase.c); requires tg__conv_phase_applies.
+ * Not dispatched: it measured slower than the column path on every benchmark
+ * layer (docs/performance.md); kept, tested, for future shapes. */
+int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
+                                 const void *w, void *y);
 /* dw (c_col, c_img/G, K) = d<u, conv(z, W)>/dW for z (B, c_img, img), u (B, c_col, col). */
 int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
                              const void *u, void *dw);
@@ -94,6 +99,22 @@ int tg__conv_and_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void
 /* y (B, C, S) += bias[c] (bias may be NULL), then the activation, in place. */
 void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
                        const void *bias, tg_activation act, double slope);
+
+/* ---- conv_phase.c: ConvTranspose as stride^N stride-1 correlations ---- */
+
+/* Phase ph (= (r0*s1 + r1)*s2 + r2) of a ConvTranspose geometry with
+ * dilation 1: on axis a its outputs are o = q*s + r - p for q in
+ * [qlo, qlo + q), and its taps k = r + s*t for t < t[a] read x[q - t]. */
+typedef struct tg__conv_phase {
+    int64_t r[3], t[3], qlo[3], q[3];
+    int64_t taps, pos;   /* products of t[] and q[] */
+} tg__conv_phase;
+
+void tg__conv_phase_at(const tg__conv_geom *g, int64_t ph, tg__conv_phase *f);
+/* Dilation 1 and stride <= kernel on every axis (every phase has a tap). */
+bool tg__conv_phase_applies(const tg__conv_geom *g);
+/* Multiply-adds of the phase path / those of the column path (>= 1). */
+double tg__conv_phase_work_ratio(const tg__conv_geom *g);
 
 /* ---- conv_reference.c ---- */
 

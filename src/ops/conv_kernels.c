@@ -16,7 +16,7 @@
  * calls of the same shape allocate nothing.  A slot is only used between
  * taking it and the kernel's return; no kernel calls another while holding
  * one. */
-#define TG__CONV_SCRATCH_SLOTS 2
+#define TG__CONV_SCRATCH_SLOTS 3   /* 2: conv_phase_tmpl.h's packed weights */
 static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local int64_t chunk_override;
@@ -110,6 +110,7 @@ static double conv_activate(double v, tg_activation act, double slope)
 #define GEMM cblas_sgemm
 #include "ops/conv_kernels_tmpl.h"
 #include "ops/conv_gemm_tmpl.h"
+#include "ops/conv_phase_tmpl.h"
 #undef T
 #undef SUF
 #undef GEMM
@@ -119,6 +120,7 @@ static double conv_activate(double v, tg_activation act, double slope)
 #define GEMM cblas_dgemm
 #include "ops/conv_kernels_tmpl.h"
 #include "ops/conv_gemm_tmpl.h"
+#include "ops/conv_phase_tmpl.h"
 #undef T
 #undef SUF
 #undef GEMM
@@ -169,6 +171,18 @@ int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void 
     const int saved = blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_fast_f32(g, x, w, y)
                           : conv_transpose_fast_f64(g, x, w, y);
+    blas_restore(saved);
+    return rc;
+}
+
+int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
+                                 const void *w, void *y)
+{
+    TG_ASSERT(dt == TG_F32 || dt == TG_F64);
+    TG_ASSERT(tg__conv_phase_applies(g));
+    const int saved = blas_single_begin();
+    int rc = dt == TG_F32 ? conv_transpose_phase_f32(g, x, w, y)
+                          : conv_transpose_phase_f64(g, x, w, y);
     blas_restore(saved);
     return rc;
 }
