@@ -362,6 +362,18 @@ static uint32_t *f32_sweep(size_t *count)
     return xs;
 }
 
+/* The vector kernels are really taken where the CPU has them (otherwise the
+ * vector == scalar tests below would compare the scalar loop with itself). */
+Test(dtype, bulk_simd_path_is_taken_where_supported)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    bool want = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    cr_assert(eq(int, tg__cpu_has_half_simd(), want));
+#elif !defined(__x86_64__)
+    cr_assert(!tg__cpu_has_half_simd());
+#endif
+}
+
 Test(dtype, bulk_half_to_f32_exhaustive)
 {
     static uint16_t h[65536];

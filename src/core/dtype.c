@@ -1,7 +1,9 @@
 /* Element types: the traits table, name parsing, f16/bf16 conversions by bit
- * manipulation, and scalar load/store for every dtype. */
+ * manipulation (the scalar reference), their bulk forms (AVX2/F16C chosen at
+ * run time, portable loops elsewhere) and scalar load/store for every dtype. */
 #include <assert.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
@@ -171,6 +173,7 @@ static void tg__half_to_f32_scalar(tg_dtype from, const uint16_t *src, float *ds
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define TG__HAVE_X86_SIMD 1
 #define TG__AVX2 __attribute__((target("avx2,f16c")))
@@ -244,7 +247,18 @@ TG__AVX2 static void tg__f16_to_f32_f16c(const uint16_t *src, float *dst, int64_
 bool tg__cpu_has_half_simd(void)
 {
 #ifdef TG__HAVE_X86_SIMD
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not
+     * know "f16c"); cpuid traps in a VM, so it is asked once.  A race only
+     * makes two threads store the same answer. */
+    static _Atomic int known = -1;
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
+        unsigned a, b, c, d;
+        bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        k = f16c && __builtin_cpu_supports("avx2");
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k != 0;
 #else
     return false;
 #endif
