@@ -36,8 +36,9 @@ typedef struct cfg {
     int64_t batch, groups, cx, cy, xs[3], s[3], k[3], p[3], op[3];
 } cfg;
 
-/* y's of the phase, column and reference paths for cfg c, in f64, with
- * `chunk` samples per chunk; *ny their length.  false (nothing run) when the
+/* y's of the phase (last-axis taps copied), column, reference and phase
+ * (last-axis taps shifted) paths for cfg c, in f64, with `chunk` samples per
+ * chunk; *ny their length.  false (nothing run) when the
  * output would be empty. */
 static bool run_f64(const cfg *c, int64_t chunk, double **out, int64_t *ny)
 {
@@ -66,14 +67,18 @@ static bool run_f64(const cfg *c, int64_t chunk, double **out, int64_t *ny)
         op[3 - ns + a] = c->op[a];
     }
     *ny = g.batch * g.c_img * tg__conv_prod3(g.img);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         out[i] = malloc((size_t)*ny * sizeof(double));
         for (int64_t j = 0; j < *ny; j++) out[i][j] = NAN;   /* every y must be written */
     }
     const void *xd = tg_tensor_data(x), *wd = tg_tensor_data(w);
     tg__conv_set_chunk(chunk);
+    tg__conv_phase_set_shift(1);
     cr_assert(eq(int, tg__conv_transpose_phase_raw(TG_F64, &g, xd, wd, out[0]), TG_OK));
-    cr_assert(eq(int, tg__conv_transpose_fast_raw(TG_F64, &g, xd, wd, out[1]), TG_OK));
+    tg__conv_phase_set_shift(2);
+    cr_assert(eq(int, tg__conv_transpose_phase_raw(TG_F64, &g, xd, wd, out[3]), TG_OK));
+    tg__conv_phase_set_shift(0);
+    cr_assert(eq(int, tg__conv_transpose_cols_raw(TG_F64, &g, xd, wd, out[1]), TG_OK));
     tg__conv_set_chunk(0);
     cr_assert(eq(int, tg__conv_transpose_reference_raw(TG_F64, &g, hi, op, xd, wd, out[2]),
                  TG_OK));
@@ -92,10 +97,10 @@ static void describe(const cfg *c, char *buf, size_t n)
              (long long)c->p[2], (long long)c->op[0], (long long)c->op[1], (long long)c->op[2]);
 }
 
-/* Phase == column path and == reference within 1e-12 (relative). */
+/* Phase (both variants) == column path and == reference within 1e-12 (relative). */
 static void check(const cfg *c, int64_t chunk)
 {
-    double *y[3];
+    double *y[4];
     int64_t ny;
     if (!run_f64(c, chunk, y, &ny)) return;
     char what[256];
@@ -107,8 +112,11 @@ static void check(const cfg *c, int64_t chunk)
         cr_assert(fabs(y[0][j] - y[2][j]) <= 1e-12 * (1 + fabs(y[2][j])),
                   "%s elem %lld: phase %.17g vs reference %.17g", what, (long long)j, y[0][j],
                   y[2][j]);
+        cr_assert(fabs(y[3][j] - y[1][j]) <= 1e-12 * (1 + fabs(y[1][j])),
+                  "%s chunk %lld elem %lld: shifted phase %.17g vs cols %.17g", what,
+                  (long long)chunk, (long long)j, y[3][j], y[1][j]);
     }
-    for (int i = 0; i < 3; i++) free(y[i]);
+    for (int i = 0; i < 4; i++) free(y[i]);
 }
 
 /* Axis a of the sweep point (s, dk, p, op): a rotated copy on the other axes,
@@ -207,7 +215,7 @@ Test(conv_phase, f32_close_and_deterministic)
     double *yd = malloc((size_t)ny * sizeof(double));
     for (int64_t i = 0; i < nx; i++) xf[i] = (float)xd[i];
     for (int64_t i = 0; i < nw; i++) wf[i] = (float)wd[i];
-    cr_assert(eq(int, tg__conv_transpose_fast_raw(TG_F64, &g, xd, wd, yd), TG_OK));
+    cr_assert(eq(int, tg__conv_transpose_cols_raw(TG_F64, &g, xd, wd, yd), TG_OK));
     cr_assert(eq(int, tg__conv_transpose_phase_raw(TG_F32, &g, xf, wf, a), TG_OK));
     cr_assert(eq(int, tg__conv_transpose_phase_raw(TG_F32, &g, xf, wf, b), TG_OK));
     cr_assert(eq(int, memcmp(a, b, (size_t)ny * sizeof(float)), 0), "two runs differ");
@@ -249,4 +257,46 @@ Test(conv_phase, phases_partition_outputs)
                     cr_assert(eq(i64, taps, k));
                     for (int64_t i = 0; i < o; i++) cr_assert(eq(int, hits[i], 1));
                 }
+}
+
+/* The dispatch: a 2-D layer with C_in <= C_out, 48 outputs and 289 positions
+ * per phase takes the phase path through tg_conv_transpose (bias and fused
+ * activation included) and matches the reference algorithm; a DCGAN-like
+ * layer (C_in > C_out) does not take it. */
+Test(conv_phase, dispatched_layer_matches_reference)
+{
+    omp_set_num_threads(2);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    tg_conv_params_set_padding(&p, 1);
+    p.output_padding[1] = 1;
+    p.act = TG_ACT_LEAKY_RELU;
+    p.act_slope = 0.2;
+    const int64_t xs[4] = {2, 16, 17, 17}, ws[4] = {16, 48, 4, 4}, bs[1] = {48};
+    tg_tensor *x = mk_rand(4, xs), *w = mk_rand(4, ws), *b = mk_rand(1, bs), *y[2] = {NULL, NULL};
+    tg__conv_geom g;
+    int64_t ys[4];
+    cr_assert(eq(int, tg__conv_validate(true, x, w, b, &p, &g, ys), TG_OK));
+    cr_assert(tg__conv_phase_pays(&g), "this layer should take the phase path");
+    p.algo = TG_CONV_ALGO_FAST;
+    cr_assert(eq(int, tg_conv_transpose(&y[0], x, w, b, &p), TG_OK), "%s", tg_error_message());
+    p.algo = TG_CONV_ALGO_REFERENCE;
+    cr_assert(eq(int, tg_conv_transpose(&y[1], x, w, b, &p), TG_OK), "%s", tg_error_message());
+    const double *a = tg_tensor_data(y[0]), *r = tg_tensor_data(y[1]);
+    for (int64_t i = 0; i < tg_tensor_numel(y[1]); i++)
+        cr_assert(fabs(a[i] - r[i]) <= 1e-12 * (1 + fabs(r[i])), "elem %lld: %.17g vs %.17g",
+                  (long long)i, a[i], r[i]);
+    for (int i = 0; i < 2; i++) tg_tensor_release(y[i]);
+    tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(b);
+
+    const int64_t dx[4] = {2, 64, 8, 8}, dw[4] = {64, 32, 4, 4};
+    tg_conv_params q = TG_CONV_PARAMS_INIT;
+    q.stride[0] = q.stride[1] = 2;
+    tg_conv_params_set_padding(&q, 1);
+    x = mk_rand(4, dx);
+    w = mk_rand(4, dw);
+    cr_assert(eq(int, tg__conv_validate(true, x, w, NULL, &q, &g, ys), TG_OK));
+    cr_assert(eq(int, tg__conv_phase_pays(&g), 0), "C_in > C_out stays on the column path");
+    tg_tensor_release(x); tg_tensor_release(w);
+    tg__conv_scratch_release();
 }

@@ -82,9 +82,11 @@ int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, con
  * GEMM on the un-dilated input and col2im. */
 int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                 const void *w, void *y);
+/* The same by the column path only (tests; fast_raw may take the phases). */
+int tg__conv_transpose_cols_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
+                                const void *w, void *y);
 /* The same by stride phases (conv_phase.c); requires tg__conv_phase_applies.
- * Not dispatched: it measured slower than the column path on every benchmark
- * layer (docs/performance.md); kept, tested, for future shapes. */
+ * tg__conv_transpose_fast_raw takes it where tg__conv_phase_pays. */
 int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                  const void *w, void *y);
 /* dw (c_col, c_img/G, K) = d<u, conv(z, W)>/dW for z (B, c_img, img), u (B, c_col, col). */
@@ -115,6 +117,13 @@ void tg__conv_phase_at(const tg__conv_geom *g, int64_t ph, tg__conv_phase *f);
 bool tg__conv_phase_applies(const tg__conv_geom *g);
 /* Multiply-adds of the phase path / those of the column path (>= 1). */
 double tg__conv_phase_work_ratio(const tg__conv_geom *g);
+/* Whether the phase kernel folds the last axis's taps into shifted GEMMs
+ * (conv_phase_tmpl.h) instead of copying them into its columns. */
+bool tg__conv_phase_shift(const tg__conv_geom *g);
+/* Tests: 0 = automatic, 1 = never shift, 2 = always (this thread). */
+void tg__conv_phase_set_shift(int mode);
+/* Whether tg__conv_transpose_fast_raw takes the phase path (measured rule). */
+bool tg__conv_phase_pays(const tg__conv_geom *g);
 
 /* ---- conv_reference.c ---- */
 

@@ -167,6 +167,13 @@ int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, con
 int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                 const void *w, void *y)
 {
+    if (tg__conv_phase_pays(g)) return tg__conv_transpose_phase_raw(dt, g, x, w, y);
+    return tg__conv_transpose_cols_raw(dt, g, x, w, y);
+}
+
+int tg__conv_transpose_cols_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
+                                const void *w, void *y)
+{
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
     const int saved = blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_fast_f32(g, x, w, y)

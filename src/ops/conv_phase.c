@@ -56,3 +56,37 @@ double tg__conv_phase_work_ratio(const tg__conv_geom *g)
     }
     return ratio;
 }
+
+static _Thread_local int shift_mode;
+
+void tg__conv_phase_set_shift(int mode) { shift_mode = mode; }
+
+/* Shift the last axis (conv_phase_tmpl.h, phase_dims) when its pad columns
+ * cost at most 1/16 more GEMM work in every phase: 16*(T2 - 1) <= Q2. */
+bool tg__conv_phase_shift(const tg__conv_geom *g)
+{
+    if (shift_mode) return shift_mode == 2;
+    const int64_t s = g->stride[2], p = g->pad[2], o = g->img[2];
+    for (int64_t r = 0; r < s && r < g->k[2]; r++) {
+        const int64_t qlo = tg__conv_ceil_div(p - r, s), qhi = tg__conv_ceil_div(o + p - r, s);
+        const int64_t t = tg__conv_ceil_div(g->k[2] - r, s);
+        if (qhi > qlo && 16 * (t - 1) > qhi - qlo) return false;
+    }
+    return true;
+}
+
+/* Measured (docs/performance.md, 2 threads): the phase path was faster on
+ * 2-D layers with C_in/G <= C_out/G, C_out/G >= 48 and >= 256 positions per
+ * phase (its columns are then no larger than the column path's buffer, and
+ * it drops col2im): 0.66-0.81x the time through `tapegrad bench`, 0.81-0.92x
+ * in raw A/B runs.  Not clearly faster (so not taken): 1-D layers (0.9-1.07x),
+ * 16-32 output channels (parity); slower: C_in > C_out (the DCGAN layers,
+ * 1.1-1.4x: its columns scale with C_in), 3 output channels (6x, a GEMM with
+ * M = 3), 64 positions per phase, the 3-D layers tried. */
+bool tg__conv_phase_pays(const tg__conv_geom *g)
+{
+    const int64_t nph = tg__conv_prod3(g->stride);
+    const int64_t cxg = g->c_col / g->groups, cyg = g->c_img / g->groups;
+    return tg__conv_phase_applies(g) && g->nsp == 2 && nph >= 2 && cxg <= cyg && cyg >= 48 &&
+           tg__conv_prod3(g->img) / nph >= 256 && tg__conv_phase_work_ratio(g) <= 1.05;
+}

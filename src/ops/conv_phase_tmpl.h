@@ -5,27 +5,30 @@
  * Per chunk of n samples and per phase (T_ph taps, Q_ph positions):
  *   cols (c_col*T_ph, n*Q_ph):  cols[(cx, t), b*Q + q] = x[b, cx, qlo + q - t] (0 outside)
  *   yr   (c_img, n*Q_ph):       yr_g = Wp_g^T (c_img/G, c_col/G*T_ph) @ cols_g
- *   y[b, cy, q*s + r - p] = yr[cy, b*Q + q - qlo]
+ * (or, for long last-axis rows, the last axis's taps as shifted GEMMs:
+ * phase_dims), then once per chunk y[b, cy, q*s + r - p] = yr_r[cy, b*Q + q - qlo]
+ * for all phases in y's order (phase_interleave).
  * No column buffer over the output and no scatter-add: each output element is
  * one dot product, written once.  The GEMM's inner dimension is c_col/G*T_ph
  * (the column path's is c_col/G), and cols scales with C_in rather than C_out.
  * Every OpenMP loop writes disjoint outputs, so the bits depend only on the
  * thread count through gemm_par's slices (as for the other kernels).
- * tg__conv_transpose_fast_raw does not dispatch here: on the benchmark layers
- * this path measured slower than the column path (docs/performance.md). */
+ * tg__conv_transpose_fast_raw dispatches here only where tg__conv_phase_pays
+ * (conv_phase.c; measurements in docs/performance.md). */
 
 #define TG__CAT_(a, b) a##_##b
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
 
-/* The sub-kernels of w (c_col, c_img/G, K), phase after phase: phase ph's
- * block (c_col*T_ph, c_img/G) starts at c_col*c_img/G * (taps of phases < ph):
- *   wp[(cx, t), cy] = w[cx, cy, r + s*t]   (per axis; cx over all groups).
+/* The sub-kernels of w (c_col, c_img/G, K), phase after phase: phase f's
+ * block (c_col*T_f, c_img/G) starts at c_col*c_img/G * (taps of phases before):
+ *   wp[(cx, t), cy] = w[cx, cy, r + s*t]   (per axis; cx over all groups),
+ * with (cx, t) = (cx, t0, t1, t2), or, when the last axis is shifted
+ * (phase_dims), t2 outermost: one (c_col*T0*T1, c_img/G) matrix per t2.
  * That keeps w's (cx, cy) order, so packing reads w sequentially and writes
- * T_ph runs of c_img/G per cx; the GEMM takes it transposed (as the column
- * path takes w). */
-static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, const T *w,
-                             T *wp)
+ * runs of c_img/G; the GEMM takes it transposed (as the column path takes w). */
+static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
+                             const T *w, T *wp)
 {
     const int64_t *ke = g->k, *s = g->stride;
     const int64_t nph = tg__conv_prod3(g->stride), ksz = tg__conv_prod3(ke);
@@ -35,126 +38,220 @@ static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, c
         T *blk = wp;   /* phase pi's block */
         for (int64_t pi = 0; pi < nph; pi++) {
             const tg__conv_phase *f = ph + pi;
-            const int64_t *t = f->t, *r = f->r;
+            const int64_t *t = f->t, *r = f->r, t01 = t[0] * t[1];
             for (int64_t cy = 0; cy < cyg; cy++) {
                 const T *src = w + (cx * cyg + cy) * ksz;
-                T *dst = blk + cx * f->taps * cyg + cy;
                 for (int64_t t0 = 0; t0 < t[0]; t0++)
                     for (int64_t t1 = 0; t1 < t[1]; t1++)
-                        for (int64_t t2 = 0; t2 < t[2]; t2++, dst += cyg)
-                            *dst = src[((r[0] + s[0] * t0) * ke[1] + r[1] + s[1] * t1) * ke[2] +
-                                       r[2] + s[2] * t2];
+                        for (int64_t t2 = 0; t2 < t[2]; t2++) {
+                            const int64_t row = shift ? (t2 * g->c_col + cx) * t01 + t0 * t[1] + t1
+                                                      : cx * f->taps + (t0 * t[1] + t1) * t[2] + t2;
+                            blk[row * cyg + cy] =
+                                src[((r[0] + s[0] * t0) * ke[1] + r[1] + s[1] * t1) * ke[2] + r[2] +
+                                    s[2] * t2];
+                        }
             }
             blk += g->c_col * f->taps * cyg;
         }
     }
 }
 
-/* One row of cols for input plane xp (S_in) and taps (t0, t1, t2):
- * dst[(q0, q1, q2)] = xp[qlo + q - t], 0 outside the input. */
+/* A phase's buffer dimensions.  Unshifted, cols has a row per (cx, t) and
+ * the columns (b, q0, q1, q2).  Shifted, the last axis's taps are not
+ * copied: cols has a row per (cx, t0, t1) and columns (b, q0, q1, j) with
+ * j in [0, P2), P2 = Q2 + T2 - 1, holding i2 = qlo2 + j - (T2 - 1); tap t2 is
+ * then the same matrix shifted by t2 columns, so y_f = sum_t2 W_t2^T @ cols
+ * shifted, one GEMM per t2 accumulating (beta = 1) on the padded grid, and
+ * the T2 - 1 pad columns per row are computed and discarded (waste
+ * (T2-1)/Q2, small for long rows: 1-D signals). */
+#ifndef TG__CONV_PHASE_DIMS
+#define TG__CONV_PHASE_DIMS
+typedef struct phase_dims {
+    int64_t rows_cx;   /* cols rows per input channel: T or T0*T1 */
+    int64_t p2;        /* cols/yr columns per (q0, q1) row: Q2 or Q2 + T2 - 1 */
+    int64_t pos;       /* columns per sample: Q0*Q1*p2 */
+    int64_t lead;      /* T2 - 1 when shifted, else 0 */
+} phase_dims;
+#endif
+
+static phase_dims FN(phase_dims_of)(const tg__conv_phase *f, bool shift)
+{
+    phase_dims d;
+    d.lead = shift ? f->t[2] - 1 : 0;
+    d.rows_cx = shift ? f->t[0] * f->t[1] : f->taps;
+    d.p2 = f->q[2] + d.lead;
+    d.pos = f->q[0] * f->q[1] * d.p2;
+    return d;
+}
+
+/* One row of cols for input plane xp (S_in) and taps (t0, t1):
+ * dst[(q0, q1, j)] = xp[qlo0 + q0 - t0, qlo1 + q1 - t1, j + off2] for j < p2,
+ * 0 outside the input. */
 static void FN(phase_cols_row)(const T *xp, const tg__conv_geom *g, const tg__conv_phase *f,
-                               int64_t t0, int64_t t1, int64_t t2, T *dst)
+                               int64_t t0, int64_t t1, int64_t off2, int64_t p2, T *dst)
 {
     const int64_t *ie = g->col, *q = f->q, *qlo = f->qlo;
-    /* last axis: i2 = q2 + off2 is inside for q2 in [lo, hi) */
-    const int64_t off2 = qlo[2] - t2;
-    const int64_t lo = tg__conv_clamp(-off2, 0, q[2]), hi = tg__conv_clamp(ie[2] - off2, lo, q[2]);
+    /* last axis: i2 = j + off2 is inside for j in [lo, hi) */
+    const int64_t lo = tg__conv_clamp(-off2, 0, p2), hi = tg__conv_clamp(ie[2] - off2, lo, p2);
     for (int64_t q0 = 0; q0 < q[0]; q0++) {
         const int64_t i0 = qlo[0] + q0 - t0;
-        for (int64_t q1 = 0; q1 < q[1]; q1++, dst += q[2]) {
+        for (int64_t q1 = 0; q1 < q[1]; q1++, dst += p2) {
             const int64_t i1 = qlo[1] + q1 - t1;
             if (i0 < 0 || i0 >= ie[0] || i1 < 0 || i1 >= ie[1]) {
-                memset(dst, 0, (size_t)q[2] * sizeof(T));
+                memset(dst, 0, (size_t)p2 * sizeof(T));
                 continue;
             }
             const T *src = xp + (i0 * ie[1] + i1) * ie[2] + off2;
-            for (int64_t q2 = 0; q2 < lo; q2++) dst[q2] = 0;
-            for (int64_t q2 = lo; q2 < hi; q2++) dst[q2] = src[q2];
-            for (int64_t q2 = hi; q2 < q[2]; q2++) dst[q2] = 0;
+            for (int64_t j = 0; j < lo; j++) dst[j] = 0;
+            for (int64_t j = lo; j < hi; j++) dst[j] = src[j];
+            for (int64_t j = hi; j < p2; j++) dst[j] = 0;
         }
     }
 }
 
-/* cols (c_col*T_ph, n*Q_ph) of the chunk xb (n, c_col, S_in). */
+/* cols (c_col*rows_cx, n*pos) of the chunk xb (n, c_col, S_in). */
 static void FN(phase_cols)(const T *xb, int64_t n, const tg__conv_geom *g,
-                           const tg__conv_phase *f, T *cols)
+                           const tg__conv_phase *f, const phase_dims *d, T *cols)
 {
-    const int64_t isz = tg__conv_prod3(g->col), rows = g->c_col * f->taps * n;
-    const int64_t *t = f->t;
-#pragma omp parallel for schedule(static) if (rows * f->pos > 32768)
+    const int64_t isz = tg__conv_prod3(g->col), rows = g->c_col * d->rows_cx * n;
+    const int64_t *t = f->t, tz = d->lead ? 1 : t[2];   /* taps of axis 2 in the rows */
+#pragma omp parallel for schedule(static) if (rows * d->pos > 32768)
     for (int64_t u = 0; u < rows; u++) {
-        const int64_t b = u % n, row = u / n, cx = row / f->taps, k = row % f->taps;
-        const int64_t t2 = k % t[2], t1 = (k / t[2]) % t[1], t0 = k / (t[1] * t[2]);
-        FN(phase_cols_row)(xb + (b * g->c_col + cx) * isz, g, f, t0, t1, t2, cols + u * f->pos);
+        const int64_t b = u % n, row = u / n, cx = row / d->rows_cx, k = row % d->rows_cx;
+        const int64_t t2 = k % tz, t1 = (k / tz) % t[1], t0 = k / (t[1] * tz);
+        const int64_t off2 = f->qlo[2] - (d->lead ? d->lead : t2);
+        FN(phase_cols_row)(xb + (b * g->c_col + cx) * isz, g, f, t0, t1, off2, d->p2,
+                           cols + u * d->pos);
     }
 }
 
-/* y chunk (n, c_img, S_out) at phase f's positions = yr (c_img, n*Q_ph). */
-static void FN(phase_scatter)(const T *yr, int64_t n, const tg__conv_geom *g,
-                              const tg__conv_phase *f, T *yb)
+/* y chunk (n, c_img, S_out) from every phase's yr_f (c_img, n*pos_f), stored
+ * one after the other in yall (phase f at off[f]), in one pass in y's own
+ * order: writing phase by phase would sweep all of y once per phase (8 times
+ * for a stride-8 1-D layer) with strided stores.  Output o of an axis is
+ * phase r = (o + p) mod s, index (o + p)/s - qlo_r; along the last axis r and
+ * the index are advanced incrementally.  rowoff holds s2 offsets per thread. */
+static void FN(phase_interleave)(const T *yall, const int64_t *off, int64_t n,
+                                 const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
+                                 int64_t *rowoff, T *yb)
 {
-    const int64_t *oe = g->img, *s = g->stride, *q = f->q;
+    const int64_t *oe = g->img, *s = g->stride, *p = g->pad;
     const int64_t osz = tg__conv_prod3(oe), rows = g->c_img * n;
-    int64_t base[3];   /* o = (qlo + q)*s + r - p = base + q*s */
-    for (int a = 0; a < 3; a++) base[a] = f->qlo[a] * s[a] + f->r[a] - g->pad[a];
-#pragma omp parallel for schedule(static) if (rows * f->pos > 32768)
+#pragma omp parallel for schedule(static) if (rows * osz > 32768)
     for (int64_t u = 0; u < rows; u++) {
         const int64_t c = u / n, b = u % n;
-        const T *src = yr + u * f->pos;   /* = yr + c*(n*Q) + b*Q */
-        T *plane = yb + (b * g->c_img + c) * osz;
-        for (int64_t q0 = 0; q0 < q[0]; q0++)
-            for (int64_t q1 = 0; q1 < q[1]; q1++, src += q[2]) {
-                T *dst = plane + ((base[0] + q0 * s[0]) * oe[1] + base[1] + q1 * s[1]) * oe[2] +
-                         base[2];
-                if (s[2] == 1) {
-                    memcpy(dst, src, (size_t)q[2] * sizeof(T));
-                } else {
-                    for (int64_t q2 = 0; q2 < q[2]; q2++) dst[q2 * s[2]] = src[q2];
+        int64_t *ro = rowoff + omp_get_thread_num() * s[2];
+        T *dst = yb + (b * g->c_img + c) * osz;
+        for (int64_t o0 = 0; o0 < oe[0]; o0++)
+            for (int64_t o1 = 0; o1 < oe[1]; o1++, dst += oe[2]) {
+                const int64_t r0 = (o0 + p[0]) % s[0], r1 = (o1 + p[1]) % s[1];
+                const int64_t f01 = (r0 * s[1] + r1) * s[2];
+                for (int64_t r2 = 0; r2 < s[2]; r2++) {
+                    const tg__conv_phase *f = ph + f01 + r2;
+                    if (f->pos == 0) continue;   /* no o2 of this phase */
+                    const phase_dims d = FN(phase_dims_of)(f, shift);
+                    const int64_t q0 = (o0 + p[0]) / s[0] - f->qlo[0],
+                                  q1 = (o1 + p[1]) / s[1] - f->qlo[1];
+                    ro[r2] = off[f01 + r2] + u * d.pos + (q0 * f->q[1] + q1) * d.p2 + d.lead -
+                             f->qlo[2];
+                }
+                /* o2 + p = v*s2 + r2: y[o2] = yr_f[row + v - qlo2] */
+                int64_t r2 = p[2] % s[2], v = p[2] / s[2];
+                for (int64_t o2 = 0; o2 < oe[2]; o2++) {
+                    dst[o2] = yall[ro[r2] + v];
+                    if (++r2 == s[2]) {
+                        r2 = 0;
+                        v++;
+                    }
                 }
             }
     }
 }
 
-/* Samples per chunk: the largest phase's cols and yr within the budget. */
-static int64_t FN(phase_chunk)(const tg__conv_geom *g, const tg__conv_phase *ph)
+/* Samples per chunk: the largest phase's cols plus every phase's yr within
+ * the budget. */
+static int64_t FN(phase_chunk)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift)
 {
-    int64_t most = 0;
+    int64_t most = 0, all = 0;
     for (int64_t pi = 0; pi < tg__conv_prod3(g->stride); pi++) {
-        const tg__conv_phase f = ph[pi];
-        const int64_t e = (g->c_col * f.taps + g->c_img) * f.pos;
+        const phase_dims d = FN(phase_dims_of)(ph + pi, shift);
+        const int64_t e = g->c_col * d.rows_cx * d.pos;
         if (e > most) most = e;
+        all += g->c_img * d.pos;
     }
-    return conv_chunk(g->batch, most * (int64_t)sizeof(T));
+    return conv_chunk(g->batch, (most + all) * (int64_t)sizeof(T));
 }
 
-/* The chunk loop of conv_transpose_phase (wp packed, ph tabulated). */
-static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, const T *x,
-                            const T *wp, T *y)
+/* yr (c_img, N) of one phase: per group yr_g = Wp_g^T @ cols_g, or, shifted,
+ * sum over t2 of Wp_{t2,g}^T @ (cols_g shifted right by t2), on the columns
+ * [lead, N) (the first lead are pad positions of the first row). */
+static void FN(phase_gemm)(const tg__conv_geom *g, const tg__conv_phase *f, const phase_dims *d,
+                           const T *wf, const T *cols, int64_t N, T *yr)
+{
+    const int64_t cxg = g->c_col / g->groups, cyg = g->c_img / g->groups, kk = cxg * d->rows_cx;
+    const int64_t nt = d->lead ? f->t[2] : 1;
+    for (int64_t t2 = 0; t2 < nt; t2++)
+        for (int64_t gi = 0; gi < g->groups; gi++)
+            FN(gemm_par)(true, false, cyg, N - d->lead, kk,
+                         wf + (t2 * g->groups + gi) * kk * cyg, cyg,
+                         cols + gi * kk * N + d->lead - t2, N, t2 > 0 ? 1 : 0,
+                         yr + gi * cyg * N + d->lead, N);
+}
+
+/* Phase f of a chunk: cols (in this thread's scratch slot 0), then its GEMMs
+ * into yr (c_img, n*pos).  TG_ENOMEM if cols cannot be allocated. */
+static int FN(phase_one)(const tg__conv_geom *g, const tg__conv_phase *f, bool shift,
+                         const T *xb, int64_t n, const T *wf, T *yr)
+{
+    const phase_dims d = FN(phase_dims_of)(f, shift);
+    if (f->pos == 0) return TG_OK;
+    T *cols = tg__conv_scratch(0, (size_t)(g->c_col * d.rows_cx * n * d.pos) * sizeof(T));
+    if (!cols) return TG_ENOMEM;
+    FN(phase_cols)(xb, n, g, f, &d, cols);
+    FN(phase_gemm)(g, f, &d, wf, cols, n * d.pos, yr);
+    return TG_OK;
+}
+
+/* The chunk loop of conv_transpose_phase (wp packed, ph tabulated; off,
+ * woff and rowoff are scratch tables).  The phases are independent (each
+ * writes its own yr), so with at least as many phases as threads each thread
+ * takes whole phases, single-threaded GEMMs on its own columns (the nested
+ * OpenMP loops run serially): a stride-8 1-D layer has 8 small GEMMs per
+ * chunk, which split across threads one by one would mostly wait.  Fewer
+ * phases: one after the other, each GEMM split by gemm_par.  Either way each
+ * phase's bits do not depend on which thread computed it. */
+static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
+                            const T *x, const T *wp, int64_t *off, int64_t *woff,
+                            int64_t *rowoff, T *y)
 {
     const int64_t nph = tg__conv_prod3(g->stride), isz = tg__conv_prod3(g->col),
                   osz = tg__conv_prod3(g->img);
-    const int64_t cxg = g->c_col / g->groups, cyg = g->c_img / g->groups;
-    const int64_t nb = FN(phase_chunk)(g, ph);
+    const int64_t nb = FN(phase_chunk)(g, ph, shift);
+    const bool by_phase = nph >= omp_get_max_threads() && omp_get_max_threads() > 1;
+    woff[0] = 0;
+    for (int64_t pi = 1; pi < nph; pi++)
+        woff[pi] = woff[pi - 1] + g->c_col * ph[pi - 1].taps * (g->c_img / g->groups);
     for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
         const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0;
-        const T *xb = x + b0 * g->c_col * isz;
-        T *yb = y + b0 * g->c_img * osz;
-        const T *wph = wp;
+        int64_t total = 0;
         for (int64_t pi = 0; pi < nph; pi++) {
-            const tg__conv_phase f = ph[pi];
-            const int64_t kk = cxg * f.taps, N = n * f.pos;
-            const T *wcur = wph;
-            wph += g->c_col * f.taps * cyg;
-            if (N == 0) continue;
-            T *cols = tg__conv_scratch(0, (size_t)(g->c_col * f.taps * N) * sizeof(T));
-            T *yr = cols ? tg__conv_scratch(1, (size_t)(g->c_img * N) * sizeof(T)) : NULL;
-            if (!yr) return TG_ENOMEM;
-            FN(phase_cols)(xb, n, g, &f, cols);
-            for (int64_t gi = 0; gi < g->groups; gi++)
-                FN(gemm_par)(true, false, cyg, N, kk, wcur + gi * kk * cyg, cyg,
-                             cols + gi * kk * N, N, 0, yr + gi * cyg * N, N);
-            FN(phase_scatter)(yr, n, g, &f, yb);
+            off[pi] = total;
+            total += g->c_img * n * FN(phase_dims_of)(ph + pi, shift).pos;
         }
+        T *yall = tg__conv_scratch(1, (size_t)total * sizeof(T));
+        if (!yall) return TG_ENOMEM;
+        const T *xb = x + b0 * g->c_col * isz;
+        int rc = TG_OK;
+#pragma omp parallel for schedule(dynamic, 1) if (by_phase)
+        for (int64_t pi = 0; pi < nph; pi++) {
+            const int r = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
+            if (r < 0) {
+#pragma omp atomic write
+                rc = r;
+            }
+        }
+        if (rc < 0) return rc;
+        FN(phase_interleave)(yall, off, n, g, ph, shift, rowoff, y + b0 * g->c_img * osz);
     }
     return TG_OK;
 }
@@ -166,12 +263,21 @@ static int FN(conv_transpose_phase)(const tg__conv_geom *g, const T *x, const T 
     if (g->batch == 0) return TG_OK;
     const int64_t nph = tg__conv_prod3(g->stride), cxg = g->c_col / g->groups;
     T *wp = tg__conv_scratch(2, (size_t)(g->c_img * cxg * tg__conv_prod3(g->k)) * sizeof(T));
+    /* the phase table; tab: yr offsets, weight offsets (nph each) and
+     * phase_interleave's rows (s2 per thread) */
+    const size_t nrow = (size_t)(omp_get_max_threads() * g->stride[2]);
     tg__conv_phase *ph = wp ? tg__malloc((size_t)nph * sizeof *ph) : NULL;
-    if (!ph) return TG_ENOMEM;
+    int64_t *tab = ph ? tg__malloc((2 * (size_t)nph + nrow) * sizeof *tab) : NULL;
+    if (!tab) {
+        free(ph);
+        return TG_ENOMEM;
+    }
     for (int64_t pi = 0; pi < nph; pi++) tg__conv_phase_at(g, pi, ph + pi);
-    FN(phase_pack_w)(g, ph, w, wp);
-    const int rc = FN(phase_chunks)(g, ph, x, wp, y);
+    const bool shift = tg__conv_phase_shift(g);
+    FN(phase_pack_w)(g, ph, shift, w, wp);
+    const int rc = FN(phase_chunks)(g, ph, shift, x, wp, tab, tab + nph, tab + 2 * nph, y);
     free(ph);
+    free(tab);
     return rc;
 }
 
