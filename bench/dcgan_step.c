@@ -24,7 +24,10 @@
  * also count the forking parent's pages copied before exec), the RSS once
  * models and data exist (before any step), the RSS after step N and after
  * step 2N, and the largest RSS sample of steps 1..N and of steps N+1..2N
- * (memory is flat when the second is not above the first), all in MiB.
+ * (memory is flat when the second is not above the first), all in MiB;
+ * and, from tg_memory_stats, the tensor bytes held between steps (parameters,
+ * gradients, Adam state) and the timed steps' peak of tensor bytes above that
+ * (activations saved for backward plus temporaries; scratch not included).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,6 +257,12 @@ int main(int argc, char **argv)
     bench_init(&b, batch, amp);
     double rss_init = rss_mib();
     for (long i = 0; i < warmup; i++) step(&b);
+    /* Tensor memory held between steps (parameters, their gradients, Adam
+     * state); the timed steps' peak above it is what a step adds: the
+     * activations saved for backward and the temporaries. */
+    int64_t tensor_state, tensor_peak;
+    tg_memory_stats(&tensor_state, NULL);
+    tg_memory_reset_peak();
     /* Reading /proc/self/statm takes microseconds: negligible against a step. */
     double t0 = now_s(), rss[2] = {0, 0}, max_half[2] = {0, 0};
     for (long i = 0; i < 2 * steps; i++) {
@@ -264,14 +273,18 @@ int main(int argc, char **argv)
         if (i == steps - 1 || i == 2 * steps - 1) rss[half] = r;
     }
     double secs = now_s() - t0;
+    tg_memory_stats(NULL, &tensor_peak);
+    const double mib = 1024.0 * 1024.0;
     printf("{\"impl\": \"tapegrad\", \"amp\": \"%s\", \"batch\": %ld, \"threads\": %ld, "
            "\"steps\": %ld, \"seconds\": %.3f, \"images_per_s\": %.2f, "
            "\"peak_rss_mib\": %.1f, \"rss_init_mib\": %.1f, "
            "\"rss_after_n_mib\": %.1f, \"rss_after_2n_mib\": %.1f, "
-           "\"rss_max_first_n_mib\": %.1f, \"rss_max_second_n_mib\": %.1f}\n",
+           "\"rss_max_first_n_mib\": %.1f, \"rss_max_second_n_mib\": %.1f, "
+           "\"tensor_state_mib\": %.2f, \"tensor_step_peak_mib\": %.2f}\n",
            dtype_label(amp), batch, threads, 2 * steps, secs,
            (double)(2 * steps * batch) / secs, peak_rss_mib(), rss_init, rss[0], rss[1],
-           max_half[0], max_half[1]);
+           max_half[0], max_half[1], (double)tensor_state / mib,
+           (double)(tensor_peak - tensor_state) / mib);
     bench_free(&b);
     return 0;
 }

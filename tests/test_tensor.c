@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "tapegrad/ops.h"
 
 #define SENTINEL ((tg_tensor *)0x1)
 
@@ -677,4 +678,37 @@ Test(tensor, random_errors_change_nothing)
     cr_assert(eq(u64, tg_tensor_version(t), 3));   /* the three set_flat in arange */
     for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(t, i), (double)i));
     tg_tensor_release(t);
+}
+
+/* tg_memory_stats counts tensor storage: a new tensor adds its bytes, a view
+ * adds nothing, the last release gives them back; the peak keeps the maximum
+ * until tg_memory_reset_peak.  (Criterion runs each test in its own process,
+ * so no other test's tensors are alive here.) */
+Test(tensor, memory_stats_count_storage_bytes)
+{
+    int64_t c0, p0, c1, p1, c2, p2;
+    tg_memory_reset_peak();
+    tg_memory_stats(&c0, &p0);
+    cr_assert(eq(i64, p0, c0));
+    tg_tensor *a = NULL, *b = NULL, *v = NULL;
+    const int64_t sa[2] = {100, 30}, sb[1] = {7};
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 2, sa), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&b, TG_F64, 1, sb), TG_OK));
+    tg_memory_stats(&c1, &p1);
+    cr_assert(eq(i64, c1 - c0, 100 * 30 * 4 + 7 * 8));
+    cr_assert(eq(i64, p1, c1));
+    cr_assert(eq(int, tg_slice(&v, a, 0, 10, 20, 1), TG_OK));   /* a view: no new bytes */
+    tg_memory_stats(&c2, NULL);
+    cr_assert(eq(i64, c2, c1));
+    tg_tensor_release(a);   /* v still holds a's storage */
+    tg_memory_stats(&c2, NULL);
+    cr_assert(eq(i64, c2, c1));
+    tg_tensor_release(v);
+    tg_tensor_release(b);
+    tg_memory_stats(&c2, &p2);
+    cr_assert(eq(i64, c2, c0));
+    cr_assert(eq(i64, p2, p1));   /* the peak remembers */
+    tg_memory_reset_peak();
+    tg_memory_stats(NULL, &p2);
+    cr_assert(eq(i64, p2, c0));
 }

@@ -145,6 +145,16 @@ TG_API int tg_tensor_print(FILE *f, const tg_tensor *t, int64_t max_elems);
 /* "(2, 3, 4)" into buf (always NUL-terminated); returns buf. */
 TG_API char *tg_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 
+/* Tensor memory, as torch.cuda.memory_allocated / max_memory_allocated: the
+ * bytes of tensor storage alive now and the most alive at once since the last
+ * tg_memory_reset_peak (or since start), over the whole process.  Counts the
+ * data of tensors (parameters, gradients, activations saved for backward,
+ * optimizer state), not the kernels' reusable scratch buffers.  Either
+ * pointer may be NULL. */
+TG_API void tg_memory_stats(int64_t *current_bytes, int64_t *peak_bytes);
+/* Sets the peak to the current value. */
+TG_API void tg_memory_reset_peak(void);
+
 #ifdef __cplusplus
 }
 #endif

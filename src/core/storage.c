@@ -1,5 +1,6 @@
 /* Refcounted, 64-byte aligned byte buffers shared by views: zero-filled, or
  * left uninitialised for outputs a kernel overwrites whole. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,27 @@ static bool poison_empty(void)
     }
     return cached == 1;
 }
+
+/* Bytes of tensor storage alive now, and the most alive at once since the
+ * last reset (tg_memory_stats).  Process-wide; the peak update is a CAS loop
+ * so concurrent allocations never lose a maximum. */
+static _Atomic int64_t mem_current, mem_peak;
+
+static void mem_account(int64_t delta)
+{
+    int64_t now = atomic_fetch_add(&mem_current, delta) + delta;
+    int64_t peak = atomic_load(&mem_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&mem_peak, &peak, now)) {
+    }
+}
+
+void tg_memory_stats(int64_t *current_bytes, int64_t *peak_bytes)
+{
+    if (current_bytes) *current_bytes = atomic_load(&mem_current);
+    if (peak_bytes) *peak_bytes = atomic_load(&mem_peak);
+}
+
+void tg_memory_reset_peak(void) { atomic_store(&mem_peak, atomic_load(&mem_current)); }
 
 static tg_storage *storage_alloc(size_t nbytes, bool zero)
 {
@@ -43,6 +65,7 @@ static tg_storage *storage_alloc(size_t nbytes, bool zero)
     s->refcount = 1;
     s->nbytes = nbytes;
     s->version = 0;
+    mem_account((int64_t)nbytes);
     return s;
 }
 
@@ -64,6 +87,7 @@ void tg__storage_release(tg_storage *s)
     if (!s) return;
     TG_ASSERT(s->refcount > 0);
     if (--s->refcount > 0) return;
+    mem_account(-(int64_t)s->nbytes);
     free(s->data);
     free(s);
 }
