@@ -3,11 +3,14 @@
 the same ConvTranspose/Conv shapes, the same thread count, in one run, with
 OpenBLAS sgemm of the same GEMM size as the ceiling.
 
-    /usr/bin/python3 bench/compare.py [--threads 2] [--repeat 10] [--only NAME]
-                                      [--build build] [--markdown FILE]
+    /usr/bin/python3 bench/compare.py [--threads 2] [--repeat 10] [--rounds 3]
+                                      [--only NAME] [--build build] [--markdown FILE]
 
 Each measurement runs in its own process (so peak RSS is that case's alone);
-PyTorch and tapegrad alternate case by case.  Times are medians.  Both use
+PyTorch and tapegrad alternate, --rounds times per case and pass.  Times are
+medians of --repeat calls, then the median over rounds; the speedup's range over
+the rounds shows how noisy the machine was (on this shared VM the same case can
+vary 2x between runs).  Both use
 libgomp, whose default spin-waiting makes idle threads of one pool fight the
 workers of another (OpenBLAS's or PyTorch's own) on 2 cores: the children run
 with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.
@@ -15,6 +18,7 @@ with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -125,6 +129,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternations of PyTorch and tapegrad per case and pass; the table "
+                         "gives the median over rounds and the range of the per-round speedup")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default=None, help="substring of case names to run")
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
@@ -146,29 +153,42 @@ def main():
             path = os.path.join(tmp, f"case{i}.safetensors")
             make_case(path, c)
             m, n, k = gemm_size(c)
-            gemm = run_json([tool, "bench", "--gemm", f"{m},{n},{k}", "--threads", str(a.threads),
-                             "--repeat", str(a.repeat)])
+            gcmd = [tool, "bench", "--gemm", f"{m},{n},{k}", "--threads", str(a.threads),
+                    "--repeat", str(a.repeat)]
             for bwd in (False, True):
                 tcmd = [sys.executable, os.path.abspath(__file__), "--threads", str(a.threads),
                         "--repeat", str(a.repeat), "--torch-child", path, "1" if bwd else "0"]
                 ocmd = [tool, "bench", "--in", path, "--threads", str(a.threads),
                         "--repeat", str(a.repeat)] + (["--backward"] if bwd else [])
-                tj = run_json(tcmd)
-                oj = run_json(ocmd)
-                rows.append((c[0], "fwd+bwd" if bwd else "fwd", tj, oj, gemm))
-                print(f"{c[0]:26s} {'fwd+bwd' if bwd else 'fwd':7s} torch {tj['median_ms']:9.3f} ms"
-                      f"  tapegrad {oj['median_ms']:9.3f} ms  speedup {tj['median_ms'] / oj['median_ms']:6.2f}x"
+                tjs, ojs, gjs = [], [], []
+                for _ in range(a.rounds):   # alternate, so both see the same machine state
+                    tjs.append(run_json(tcmd))
+                    ojs.append(run_json(ocmd))
+                    gjs.append(run_json(gcmd))
+                ratios = [t["median_ms"] / o["median_ms"] for t, o in zip(tjs, ojs)]
+                tm = statistics.median(t["median_ms"] for t in tjs)
+                om = statistics.median(o["median_ms"] for o in ojs)
+                oj = dict(ojs[0], median_ms=om,
+                          gflops=statistics.median(o["gflops"] for o in ojs),
+                          peak_rss_mb=max(o["peak_rss_mb"] for o in ojs))
+                tj = dict(tjs[0], median_ms=tm, peak_rss_mb=max(t["peak_rss_mb"] for t in tjs))
+                gemm = dict(gjs[0], gflops=statistics.median(g["gflops"] for g in gjs))
+                rows.append((c[0], "fwd+bwd" if bwd else "fwd", tj, oj, gemm, ratios))
+                print(f"{c[0]:26s} {'fwd+bwd' if bwd else 'fwd':7s} torch {tm:9.3f} ms"
+                      f"  tapegrad {om:9.3f} ms  speedup {tm / om:6.2f}x"
+                      f" (rounds {min(ratios):.2f}-{max(ratios):.2f})"
                       f"  {oj['gflops']:7.1f} GFLOP/s (sgemm {gemm['gflops']:.1f})"
                       f"  RSS torch {tj['peak_rss_mb']:.0f} MB / tapegrad {oj['peak_rss_mb']:.0f} MB",
                       flush=True)
-    lines = [f"| case | pass | PyTorch ms | tapegrad ms | speedup | tapegrad GFLOP/s | sgemm GFLOP/s (same GEMM) | % of sgemm | peak RSS torch / tapegrad MB |",
+    lines = [f"| case | pass | PyTorch ms | tapegrad ms | speedup (range over {a.rounds} rounds) | tapegrad GFLOP/s | sgemm GFLOP/s (same GEMM) | % of sgemm | peak RSS torch / tapegrad MB |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, mode, tj, oj, gemm in rows:
+    for name, mode, tj, oj, gemm, ratios in rows:
         pct = 100.0 * oj["gflops"] / gemm["gflops"] if mode == "fwd" else float("nan")
         pct_s = f"{pct:.0f}%" if mode == "fwd" else "-"
         lines.append(f"| {name} | {mode} | {tj['median_ms']:.2f} | {oj['median_ms']:.2f} | "
-                     f"{tj['median_ms'] / oj['median_ms']:.2f}x | {oj['gflops']:.1f} | "
-                     f"{gemm['gflops']:.1f} | {pct_s} | {tj['peak_rss_mb']:.0f} / {oj['peak_rss_mb']:.0f} |")
+                     f"{tj['median_ms'] / oj['median_ms']:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
+                     f"{oj['gflops']:.1f} | {gemm['gflops']:.1f} | {pct_s} | "
+                     f"{tj['peak_rss_mb']:.0f} / {oj['peak_rss_mb']:.0f} |")
     print_table(lines, a.markdown)
 
 
