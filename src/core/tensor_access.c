@@ -12,49 +12,31 @@
  * Steps may be 0 or negative; s and d point at the run's first element. */
 enum { TG__RUN_BLOCK = 256 };
 
-static void tg__f32_half_run(const float *s, int64_t ss, tg_dtype to, uint16_t *d, int64_t ds,
-                             int64_t n)
+/* One half <-> f32 run: to_half converts f32 -> `half` (TG_F16 or TG_BF16),
+ * else `half` -> f32.  Elements are moved as bytes (4 for f32, 2 for half). */
+static void tg__half_run(bool to_half, tg_dtype half, const void *s, int64_t ss, void *d,
+                         int64_t ds, int64_t n)
 {
-    if (ss == 1 && ds == 1) {
-        tg__f32_to_half_n(to, s, d, n, true);
+    if (ss == 1 && ds == 1) {   /* contiguous: one bulk call (parallel when long) */
+        if (to_half) tg__f32_to_half_n(half, s, d, n, true);
+        else tg__half_to_f32_n(half, s, d, n, true);
         return;
     }
-    float fb[TG__RUN_BLOCK];
-    uint16_t hb[TG__RUN_BLOCK];
+    const size_t szs = to_half ? 4 : 2, szd = to_half ? 2 : 4;
+    _Alignas(32) unsigned char sb[TG__RUN_BLOCK * 4], db[TG__RUN_BLOCK * 4];
     for (int64_t k0 = 0; k0 < n; k0 += TG__RUN_BLOCK) {
-        int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
-        const float *ps = s + k0 * ss;
-        if (ss != 1) {
-            for (int64_t k = 0; k < m; k++) fb[k] = ps[k * ss];
-            ps = fb;
+        const int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
+        const unsigned char *ps = (const unsigned char *)s + k0 * ss * (int64_t)szs;
+        unsigned char *pd = ds == 1 ? (unsigned char *)d + k0 * (int64_t)szd : db;
+        if (ss != 1) {   /* pack the strided source */
+            for (int64_t k = 0; k < m; k++) memcpy(sb + k * (int64_t)szs, ps + k * ss * (int64_t)szs, szs);
+            ps = sb;
         }
-        uint16_t *pd = ds == 1 ? d + k0 : hb;
-        tg__f32_to_half_n(to, ps, pd, m, true);
-        if (ds != 1)
-            for (int64_t k = 0; k < m; k++) d[(k0 + k) * ds] = hb[k];
-    }
-}
-
-static void tg__half_f32_run(tg_dtype from, const uint16_t *s, int64_t ss, float *d, int64_t ds,
-                             int64_t n)
-{
-    if (ss == 1 && ds == 1) {
-        tg__half_to_f32_n(from, s, d, n, true);
-        return;
-    }
-    uint16_t hb[TG__RUN_BLOCK];
-    float fb[TG__RUN_BLOCK];
-    for (int64_t k0 = 0; k0 < n; k0 += TG__RUN_BLOCK) {
-        int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
-        const uint16_t *ps = s + k0 * ss;
-        if (ss != 1) {
-            for (int64_t k = 0; k < m; k++) hb[k] = ps[k * ss];
-            ps = hb;
-        }
-        float *pd = ds == 1 ? d + k0 : fb;
-        tg__half_to_f32_n(from, ps, pd, m, true);
-        if (ds != 1)
-            for (int64_t k = 0; k < m; k++) d[(k0 + k) * ds] = fb[k];
+        if (to_half) tg__f32_to_half_n(half, (const float *)ps, (uint16_t *)pd, m, true);
+        else tg__half_to_f32_n(half, (const uint16_t *)ps, (float *)pd, m, true);
+        if (ds != 1)     /* unpack into the strided destination */
+            for (int64_t k = 0; k < m; k++)
+                memcpy((unsigned char *)d + (k0 + k) * ds * (int64_t)szd, db + k * (int64_t)szd, szd);
     }
 }
 
@@ -87,11 +69,11 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
     }
     bool half_from = from == TG_F16 || from == TG_BF16, half_to = to == TG_F16 || to == TG_BF16;
     if (from == TG_F32 && half_to) {
-        tg__f32_half_run((const float *)src + si, ss, to, (uint16_t *)dst + di, ds, n);
+        tg__half_run(true, to, (const float *)src + si, ss, (uint16_t *)dst + di, ds, n);
         return;
     }
     if (half_from && to == TG_F32) {
-        tg__half_f32_run(from, (const uint16_t *)src + si, ss, (float *)dst + di, ds, n);
+        tg__half_run(false, from, (const uint16_t *)src + si, ss, (float *)dst + di, ds, n);
         return;
     }
     for (int64_t k = 0; k < n; k++)
