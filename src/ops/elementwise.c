@@ -169,7 +169,7 @@ static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, co
     void *own_a = NULL, *own_b = NULL;
     int rc = TG_OK;
 
-    tg_tensor *res = tg__tensor_empty(dt, nd, shape);
+    tg_tensor *res = tg__tensor_uninit(dt, nd, shape);   /* both paths write all n */
     if (!res) return TG_ENOMEM;
     if (n > 0 && dt != cdt) {
         rc = ew_run_half(res, nd, shape, n, a, b, k, s);

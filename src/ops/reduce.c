@@ -215,7 +215,7 @@ static int reduce_half(const tg_tensor *a, const int64_t *ostride, tg_tensor *ou
 {
     if ((a->dtype != TG_F16 && a->dtype != TG_BF16) || tg__numel(a->ndim, a->shape) == 0) return 0;
     int rc = TG_ENOMEM;
-    tg_tensor *af = tg__tensor_empty(TG_F32, a->ndim, a->shape);
+    tg_tensor *af = tg__tensor_uninit(TG_F32, a->ndim, a->shape);   /* gathered whole */
     tg_tensor *o64 = tg__tensor_empty(TG_F64, out->ndim, out->shape);
     if (!af || !o64) goto done;
     tg__gather(a, TG_F32, tg_tensor_data(af));
