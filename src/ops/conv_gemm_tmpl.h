@@ -118,7 +118,7 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
                   isz = tg__conv_prod3(g->img);
     const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
     const bool pw = tg__conv_is_pointwise(g);
-    const int64_t nb = conv_chunk(g->batch, g->c_img * ksz * osz * (int64_t)sizeof(T));
+    const int64_t nb = FN(cols_chunk)(g);
     for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
         const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
         const T *xb = x + b0 * g->c_col * osz;
