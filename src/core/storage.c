@@ -14,12 +14,14 @@
  * runs the sanitizer build that way).  Read once. */
 static bool poison_empty(void)
 {
-    static int cached = -1;   /* benign race: every thread computes the same value */
-    if (cached < 0) {
+    static _Atomic int cached = -1;   /* every thread that races here stores the same value */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
         const char *e = getenv("TG_POISON_EMPTY");
-        cached = e && e[0] == '1';
+        v = e && e[0] == '1';
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
-    return cached == 1;
+    return v == 1;
 }
 
 /* Bytes of tensor storage alive now, and the most alive at once since the
