@@ -158,13 +158,21 @@ static void release_grads(tg_tensor **gin, int n)
     }
 }
 
+/* What both backwards start from: the forward's parameters without the
+ * activation (a recorded conv applies it as its own op) and the saved x, W. */
+static int backward_inputs(tg_ctx *ctx, tg_conv_params *q, tg_tensor **x, tg_tensor **w)
+{
+    *q = *(const tg_conv_params *)tg__ctx_params(ctx);
+    q->act = TG_ACT_NONE;
+    TG_TRY(tg__ctx_saved(ctx, 0, x));
+    return tg__ctx_saved(ctx, 1, w);
+}
+
 static int conv_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 {
-    tg_conv_params q = *(const tg_conv_params *)tg__ctx_params(ctx);
-    q.act = TG_ACT_NONE;
+    tg_conv_params q;
     tg_tensor *x, *w;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    TG_TRY(backward_inputs(ctx, &q, &x, &w));
     const int nsp = x->ndim - 2;
     int rc = TG_OK;
     if (tg__ctx_needs_grad(ctx, 0)) {
@@ -224,23 +232,18 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
 
 static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 {
-    tg_conv_params q = *(const tg_conv_params *)tg__ctx_params(ctx);
-    q.act = TG_ACT_NONE;
+    tg_conv_params q;
     tg_tensor *x, *w;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(tg__ctx_saved(ctx, 1, &w));
+    TG_TRY(backward_inputs(ctx, &q, &x, &w));
     const int nsp = x->ndim - 2;
     int rc = TG_OK;
+    bool fused = false;   /* dx and dW done by fused_transpose_grads */
     if (tg__ctx_needs_grad(ctx, 0) && tg__ctx_needs_grad(ctx, 1)) {
         rc = fused_transpose_grads(gy, w, x, &q, gin);
-        if (rc <= 0) {
-            if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2)) rc = bias_grad(&gin[2], gy);
-            if (rc < 0) release_grads(gin, 3);
-            return rc;
-        }
-        rc = TG_OK;
+        fused = rc == TG_OK;
+        if (rc > 0) rc = TG_OK;   /* does not apply: the ops below */
     }
-    if (tg__ctx_needs_grad(ctx, 0)) {
+    if (rc == TG_OK && !fused && tg__ctx_needs_grad(ctx, 0)) {
         /* When output_padding >= stride (possible if dilation > stride) conv
          * of dy is longer than x; the extra positions pair with no input. */
         tg_tensor *dx = NULL;
@@ -248,7 +251,7 @@ static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
         if (rc == TG_OK) rc = tg__conv_crop(&gin[0], dx, nsp, x->shape + 2);
         tg_tensor_release(dx);
     }
-    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1))
+    if (rc == TG_OK && !fused && tg__ctx_needs_grad(ctx, 1))
         rc = tg_conv_weight_grad(&gin[1], gy, x, w->ndim, w->shape, &q);
     if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2)) rc = bias_grad(&gin[2], gy);
     if (rc < 0) release_grads(gin, 3);
