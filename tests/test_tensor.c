@@ -712,3 +712,51 @@ Test(tensor, memory_stats_count_storage_bytes)
     tg_memory_stats(NULL, &p2);
     cr_assert(eq(i64, p2, c0));
 }
+
+/* The cache of freed storage: a released tensor of 64 KiB or more goes to the
+ * cache (tg_memory_cached grows by its bytes, tg_memory_stats drops them), the
+ * next tensor of that size gets the same block back, and a zeros tensor made
+ * from a dirty cached block is still all zeros.  Small tensors bypass it, the
+ * limit bounds it, and empty_cache empties it.  The limit is set explicitly,
+ * since the default is 0 under AddressSanitizer. */
+Test(tensor, freed_storage_is_cached_and_reused)
+{
+    const int64_t old_limit = tg_memory_set_cache_limit(1 << 20);
+    tg_memory_empty_cache();
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    const int64_t big[1] = {32768}, small[1] = {1000};   /* 128 KiB and 4000 bytes of f32 */
+    tg_tensor *a = NULL, *b = NULL, *s = NULL;
+    int64_t c0, c1;
+    tg_memory_stats(&c0, NULL);
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 1, big), TG_OK));
+    float *pa = tg_tensor_data(a);
+    for (int64_t i = 0; i < big[0]; i++) pa[i] = 1.5f;
+    tg_tensor_release(a);
+    cr_assert(eq(i64, tg_memory_cached(), 32768 * 4));
+    tg_memory_stats(&c1, NULL);
+    cr_assert(eq(i64, c1, c0));   /* cached bytes are not tensor bytes */
+    cr_assert(eq(int, tg_tensor_zeros(&b, TG_F32, 1, big), TG_OK));
+    cr_assert(eq(ptr, tg_tensor_data(b), pa));   /* the same block back */
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    const float *pb = tg_tensor_data(b);
+    for (int64_t i = 0; i < big[0]; i++) cr_assert(eq(flt, pb[i], 0.0f), "element %ld", (long)i);
+    cr_assert(eq(int, tg_tensor_zeros(&s, TG_F32, 1, small), TG_OK));
+    tg_tensor_release(s);
+    cr_assert(eq(i64, tg_memory_cached(), 0));   /* below 64 KiB: back to malloc */
+
+    /* Limit: 1 MiB holds 8 blocks of 128 KiB; the ninth released is freed. */
+    tg_tensor *many[9] = {NULL};
+    tg_tensor_release(b);
+    for (int i = 0; i < 9; i++) cr_assert(eq(int, tg_tensor_zeros(&many[i], TG_F32, 1, big), TG_OK));
+    for (int i = 0; i < 9; i++) tg_tensor_release(many[i]);
+    cr_assert(eq(i64, tg_memory_cached(), 8 * 32768 * 4));
+    cr_assert(eq(i64, tg_memory_set_cache_limit(3 * 32768 * 4), 1 << 20));
+    cr_assert(eq(i64, tg_memory_cached(), 3 * 32768 * 4));   /* trimmed to the new limit */
+    tg_memory_empty_cache();
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    tg_memory_set_cache_limit(0);   /* off: nothing is kept */
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 1, big), TG_OK));
+    tg_tensor_release(a);
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    tg_memory_set_cache_limit(old_limit);
+}

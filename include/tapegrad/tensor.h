@@ -155,6 +155,19 @@ TG_API void tg_memory_stats(int64_t *current_bytes, int64_t *peak_bytes);
 /* Sets the peak to the current value. */
 TG_API void tg_memory_reset_peak(void);
 
+/* The cache of freed tensor memory, as torch.cuda.memory_reserved /
+ * empty_cache.  A freed storage of 64 KiB or more is kept for the next
+ * storage of the same padded size instead of going back to malloc, up to a
+ * limit on the bytes kept (256 MiB by default; 0 under AddressSanitizer, so
+ * that a use after free is still caught).  Process-wide and thread-safe.
+ * tg_memory_cached: the bytes held in the cache now (not counted by
+ * tg_memory_stats).  tg_memory_empty_cache: frees them all.
+ * tg_memory_set_cache_limit: sets the limit (negative counts as 0, which
+ * turns the cache off), frees what is above it, and returns the old limit. */
+TG_API int64_t tg_memory_cached(void);
+TG_API void tg_memory_empty_cache(void);
+TG_API int64_t tg_memory_set_cache_limit(int64_t bytes);
+
 #ifdef __cplusplus
 }
 #endif
