@@ -583,3 +583,87 @@ Test(ops, large_tensors_take_the_parallel_path)
     free(va), free(vb), free(vy), free(vz);
     tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(y), tg_tensor_release(z);
 }
+
+/* relu and leaky_relu with slope >= 0 keep their output on the tape, not
+ * their input: once the caller drops the input (here a = 2x, which saves
+ * nothing), its bytes are gone while the graph lives.  The gradient is still
+ * the mask of the input's sign, including at exact zeros. */
+Test(ops, relu_family_saves_output_so_its_input_is_freed)
+{
+    const double slopes[] = {0.0, 0.2, -0.5};   /* relu, leaky, leaky with a negative slope */
+    int64_t sh[1] = {50000};
+    for (int k = 0; k < 3; k++) {
+        tg_tensor *x = mk(TG_F32, 1, sh, -2, 2), *a = NULL, *y = NULL;
+        cr_assert(eq(int, tg_tensor_set_flat(x, 7, 0.0), TG_OK));   /* a kink */
+        tg_tensor_set_requires_grad(x, true);
+        cr_assert(eq(int, tg_mul_scalar(&a, x, 2.0), TG_OK));
+        int64_t before, after;
+        tg_memory_stats(&before, NULL);   /* x and a */
+        cr_assert(eq(int, slopes[k] == 0 ? tg_relu(&y, a) : tg_leaky_relu(&y, a, slopes[k]), TG_OK));
+        tg_tensor_release(a);
+        tg_memory_stats(&after, NULL);
+        /* with a slope >= 0, a's storage went back; with a negative one, it is kept */
+        cr_assert(eq(i64, after - before, slopes[k] >= 0 ? 0 : 50000 * 4), "slope %g", slopes[k]);
+        cr_assert(eq(int, tg_backward(y, y, NULL), TG_OK), "%s", tg_error_message());
+        double *vx = th_doubles(x), *vy = th_doubles(y), *vg = th_doubles(tg_tensor_grad(x));
+        for (int64_t i = 0; i < sh[0]; i++) {
+            const double m = vx[i] > 0 ? 1.0 : slopes[k];   /* d y/d a */
+            cr_assert(eq(dbl, vg[i], (double)(float)(vy[i] * (float)m) * 2.0),
+                      "slope %g, x %g: grad %g", slopes[k], vx[i], vg[i]);
+        }
+        free(vx), free(vy), free(vg);
+        tg_tensor_release(x), tg_tensor_release(y);
+    }
+}
+
+/* The one-pass backward of relu / leaky_relu (no graph recorded) gives the
+ * same bits as the recorded mask-and-multiply path (create_graph) in f32 and
+ * f64, with NaN, inf and zero inputs and gradients.  In bf16 it rounds once,
+ * g * slope computed in f32 (as PyTorch's leaky_relu_backward), while the
+ * recorded path's mask is a bf16 tensor whose slope is rounded first: there
+ * the one-pass result is checked element by element against that single
+ * rounding, and the recorded one to within bf16's precision. */
+Test(ops, relu_backward_one_pass_same_bits_as_recorded)
+{
+    const tg_dtype dts[] = {TG_F32, TG_F64, TG_BF16};
+    const double specials[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1e-30, -1e-30};
+    int64_t sh[2] = {40, 1000};
+    for (int d = 0; d < 3; d++)
+        for (int k = 0; k < 2; k++) {
+            const double slope = k == 0 ? 0.0 : 0.3;
+            tg_tensor *x[2], *y[2], *g = mk(dts[d], 2, sh, -3, 3), *gx[2];
+            for (int i = 0; i < 7; i++) cr_assert(eq(int, tg_tensor_set_flat(g, 3 * i + 1, specials[i]), TG_OK));
+            for (int r = 0; r < 2; r++) {
+                x[r] = mk(dts[d], 2, sh, -3, 3);   /* the same values both times */
+                for (int i = 0; i < 7; i++) cr_assert(eq(int, tg_tensor_set_flat(x[r], 3 * i, specials[i]), TG_OK));
+                tg_tensor_set_requires_grad(x[r], true);
+                y[r] = NULL;
+                cr_assert(eq(int, k == 0 ? tg_relu(&y[r], x[r]) : tg_leaky_relu(&y[r], x[r], slope), TG_OK));
+                tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+                o.create_graph = r == 1;
+                cr_assert(eq(int, tg_backward(y[r], g, &o), TG_OK), "%s", tg_error_message());
+                gx[r] = tg_tensor_grad(x[r]);
+            }
+            const size_t bytes = (size_t)(sh[0] * sh[1]) * tg_dtype_size(dts[d]);
+            if (dts[d] != TG_BF16) {
+                cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), bytes), 0),
+                          "dtype %d slope %g", (int)dts[d], slope);
+            } else {
+                tg_tensor *want = NULL;
+                cr_assert(eq(int, tg_tensor_zeros(&want, TG_BF16, 2, sh), TG_OK));
+                for (int64_t i = 0; i < sh[0] * sh[1]; i++) {
+                    const float gi = (float)th_at(g, i), p = th_at(x[0], i) > 0 ? gi : gi * (float)slope;
+                    cr_assert(eq(int, tg_tensor_set_flat(want, i, p), TG_OK));
+                }
+                cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(want), bytes), 0),
+                          "bf16 slope %g", slope);
+                for (int64_t i = 0; i < sh[0] * sh[1]; i++) {
+                    const double a0 = th_at(gx[0], i), a1 = th_at(gx[1], i);
+                    cr_assert(isnan(a0) ? isnan(a1) : close_to(a1, a0, 1.0 / 128, 0), "%g vs %g", a0, a1);
+                }
+                tg_tensor_release(want);
+            }
+            for (int r = 0; r < 2; r++) tg_tensor_release(x[r]), tg_tensor_release(y[r]);
+            tg_tensor_release(g);
+        }
+}

@@ -3,6 +3,12 @@
  * Backwards save the input and recompute from it with differentiable ops.
  * Piecewise-constant factors (relu's mask, leaky_relu's slope) enter as
  * constant tensors made by raw kernels, so they are not differentiated.
+ *
+ * relu and leaky_relu with a slope >= 0 save their output instead: its sign
+ * is the input's (out > 0 exactly when a > 0), so the mask is the same, and
+ * the output is usually saved anyway by the layer that consumes it, while
+ * the input (a conv or batch-norm output) can then be freed after the forward:
+ * one activation-sized tensor less per layer on the tape.
  */
 #include <math.h>
 
@@ -43,6 +49,25 @@ TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))
 /* d relu = [a > 0]; d leaky_relu = 1 where a > 0, slope elsewhere. */
 TG_EW_UNARY_KERNEL(k_leaky_mask, a > 0 ? 1.0 : s)
 
+/* g * mask in one pass (a the saved tensor, b the gradient g): the same
+ * bits as tg_mul(g, k_leaky_mask(a)), whose mask holds 1 or the slope
+ * rounded to the element type. */
+static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                          double s)
+{
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *pa = a, *pg = b;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (int64_t i = 0; i < n; i++) o[i] = pa[i] > 0 ? pg[i] : pg[i] * s;
+    } else {
+        float *o = out;
+        const float *pa = a, *pg = b, sf = (float)s;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (int64_t i = 0; i < n; i++) o[i] = pa[i] > 0 ? pg[i] : pg[i] * sf;
+    }
+}
+
 static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
                        tg_ew_kernel_fn k, double s)
 {
@@ -57,27 +82,65 @@ static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor
     {                                                                         \
         return act_forward(ctx, #op, out, in[0], k, 0.0);                     \
     }
-ACT_FORWARD(relu, k_relu)
 ACT_FORWARD(tanh, k_tanh)
 ACT_FORWARD(sigmoid, k_sigmoid)
 ACT_FORWARD(silu, k_silu)
 ACT_FORWARD(gelu, k_gelu)
 
+/* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
+ * top of the file) and a otherwise.  The saved output is an alias of *out's
+ * storage without its grad_fn: saving *out itself would make a cycle
+ * (out -> node -> ctx -> out). */
+static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                          tg_ew_kernel_fn k, double s)
+{
+    TG_TRY(tg__ew_unary(name, out, a, k, s));
+    if (!ctx) return TG_OK;
+    if (!(s >= 0)) {
+        tg__ctx_save(ctx, a);
+        return TG_OK;
+    }
+    tg_tensor *o = *out;
+    tg_tensor *alias = tg__tensor_view_of(o->storage, o->dtype, o->ndim, o->shape, o->strides,
+                                          o->offset);
+    if (!alias) {
+        tg_tensor_release(*out);
+        *out = NULL;
+        return TG_ENOMEM;
+    }
+    tg__ctx_save(ctx, alias);
+    tg_tensor_release(alias);
+    return TG_OK;
+}
+
+static int relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    return masked_forward(ctx, "relu", out, in[0], k_relu, 0.0);
+}
+
 static int leaky_relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
-    return act_forward(ctx, "leaky_relu", out, in[0], k_leaky,
-                       ((const slope_params *)params)->slope);
+    return masked_forward(ctx, "leaky_relu", out, in[0], k_leaky,
+                          ((const slope_params *)params)->slope);
 }
 
-/* g * mask(a), mask a constant from k_leaky_mask with slope s (0 for relu). */
+/* g * mask(a), mask a constant from k_leaky_mask with slope s (0 for relu),
+ * a the saved input or output.  Outside grad mode (a backward that builds
+ * no graph) in one pass; otherwise as a recorded tg_mul, so that the
+ * gradient stays differentiable in g. */
 static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
 {
     tg_tensor *a, *mask = NULL;
     int rc;
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
-    TRY_GOTO(tg_mul(&gi[0], g, mask));
+    if (!tg_grad_enabled() && g->dtype == a->dtype) {
+        TRY_GOTO(tg__ew_binary("relu_backward", &gi[0], a, g, k_masked_grad, s));
+    } else {
+        TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
+        TRY_GOTO(tg_mul(&gi[0], g, mask));
+    }
 done:
     tg_tensor_release(mask);
     return rc;
