@@ -71,6 +71,9 @@ void *tg__conv_scratch(int slot, size_t bytes);
 void tg__conv_scratch_release(void);
 /* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */
 void tg__conv_set_chunk(int64_t samples);
+/* Tests: false makes im2col/col2im of this thread take the row-by-row path
+ * instead of the tap table of small planes (true, the default, restores). */
+void tg__conv_set_tap_tables(bool on);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type.  They return TG_ENOMEM (message set) if scratch cannot be allocated. */

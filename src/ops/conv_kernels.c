@@ -91,6 +91,53 @@ static int conv_taps_init(conv_taps *tp, const tg__conv_geom *g)
 
 static void conv_taps_free(conv_taps *tp) { free(tp->buf); }
 
+/* Small planes with short rows (the DCGAN layers: 7x7 and 14x14 column
+ * planes) spend most of im2col and col2im on per-row bookkeeping, a few
+ * elements at a time.  There one table, made once per call, gives for each
+ * kernel tap k and column position o the offset in the image plane that the
+ * column entry reads (im2col) or adds into (col2im), or -1 in the padding:
+ * tab[k * O + o], k and o row-major.  Used when the column rows are shorter
+ * than TG__TAP_TABLE_ROW and the table has at most TG__TAP_TABLE_MAX
+ * entries; NULL otherwise, or when out of memory (the callers then take the
+ * row-by-row path, which gives the same results). */
+#define TG__TAP_TABLE_ROW 32
+#define TG__TAP_TABLE_MAX ((int64_t)1 << 16)
+static _Thread_local bool tap_tables_off;
+
+void tg__conv_set_tap_tables(bool on) { tap_tables_off = !on; }
+
+static int32_t *tap_table_new(const tg__conv_geom *g)
+{
+    const int64_t *oe = g->col, *ie = g->img, *ke = g->k;
+    const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe);
+    if (tap_tables_off || oe[2] >= TG__TAP_TABLE_ROW || ksz * osz > TG__TAP_TABLE_MAX ||
+        tg__conv_prod3(ie) > INT32_MAX)
+        return NULL;
+    conv_taps tp;
+    int32_t *tab = malloc((size_t)(ksz * osz) * sizeof *tab);
+    if (!tab || conv_taps_init(&tp, g) < 0) {
+        free(tab);
+        return NULL;
+    }
+    int32_t *t = tab;
+    for (int64_t k0 = 0; k0 < ke[0]; k0++)
+        for (int64_t k1 = 0; k1 < ke[1]; k1++)
+            for (int64_t k2 = 0; k2 < ke[2]; k2++)
+                for (int64_t o0 = 0; o0 < oe[0]; o0++)
+                    for (int64_t o1 = 0; o1 < oe[1]; o1++)
+                        for (int64_t o2 = 0; o2 < oe[2]; o2++) {
+                            const bool in = o0 >= tp.lo[0][k0] && o0 < tp.hi[0][k0] &&
+                                            o1 >= tp.lo[1][k1] && o1 < tp.hi[1][k1] &&
+                                            o2 >= tp.lo[2][k2] && o2 < tp.hi[2][k2];
+                            const int64_t i0 = o0 * g->stride[0] + tp.off[0][k0],
+                                          i1 = o1 * g->stride[1] + tp.off[1][k1],
+                                          i2 = o2 * g->stride[2] + tp.off[2][k2];
+                            *t++ = in ? (int32_t)((i0 * ie[1] + i1) * ie[2] + i2) : -1;
+                        }
+    conv_taps_free(&tp);
+    return tab;
+}
+
 /* The fused activation, evaluated in double (one rounding for f32). */
 static double conv_activate(double v, tg_activation act, double slope)
 {
