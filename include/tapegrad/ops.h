@@ -94,6 +94,22 @@ TG_API int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
  * b (out) or NULL. */
 TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
 
+/* ---- normalisation ---- */
+/* As torch.nn.functional.batch_norm: x (N, C, ...) normalised per channel
+ * (dim 1), y = (x - mean) / sqrt(var + eps) * weight + bias.  training: mean
+ * and biased var of the batch, and running_mean / running_var (if not NULL)
+ * updated in place, r = (1 - momentum) r + momentum * stat (var unbiased
+ * there); otherwise running_mean and running_var are used (both required).
+ * weight and bias (C,) may be NULL.  Float dtypes; statistics in double, the
+ * rest in f32 (f64 if any input is f64).  The result has x's dtype when x is
+ * f16/bf16 inside an autocast scope, else the promotion of x, weight, bias.
+ * One recorded op, differentiable to any order; the tape keeps x and two
+ * values per channel.  TG_ESHAPE / TG_EDTYPE / TG_EINVAL for bad shapes,
+ * dtypes, eps, momentum, or one value per channel when training. */
+TG_API int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean,
+                         tg_tensor *running_var, tg_tensor *weight, tg_tensor *bias,
+                         bool training, double momentum, double eps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,6 +56,7 @@ static void build_registry(void)
     tg__register_shape();
     tg__register_linalg();
     tg__register_conv();
+    tg__register_norm();
     tg__register_loss();
     tg__register_quant();
     pthread_mutex_lock(&tg__registry_lock);

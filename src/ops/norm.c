@@ -1,0 +1,438 @@
+/* src/ops/norm.c - batch_norm as one op, as torch.nn.functional.batch_norm.
+ *
+ * x is (N, C, *); with M = N * prod(*) values per channel c:
+ *   training:  mean_c = sum x / M,  var_c = sum (x - mean_c)^2 / M  (biased),
+ *              running_mean = (1 - m) running_mean + m mean_c,
+ *              running_var  = (1 - m) running_var  + m var_c * M / (M - 1)
+ *   eval:      mean_c, var_c = running_mean, running_var
+ *   invstd_c = (var_c + eps)^-1/2,  xhat = (x - mean_c) invstd_c,
+ *   y = xhat weight_c + bias_c.
+ * Gradients, with g = dL/dy and gw = g weight_c:
+ *   training:  dx = invstd_c (gw - mean(gw) - xhat mean(gw xhat))  (means per channel)
+ *   eval:      dx = gw invstd_c
+ *   dweight_c = sum g xhat,  dbias_c = sum g.
+ *
+ * Written as a dozen elementwise ops and reductions (as this module first
+ * was), a training step made ten full passes over the activation and kept
+ * x - mean on the tape beside x.  Here the forward is three passes per
+ * channel (sum, centred sum of squares, output) and the backward two (the
+ * two sums, then dx), each channel's slice small enough to stay in cache
+ * between them; the tape keeps x itself (in its own dtype: half under
+ * autocast) and the C values of mean and invstd.
+ *
+ * Sums are in double with four interleaved accumulators (a fixed order, so
+ * the results do not depend on the thread count); the elementwise parts in
+ * the compute dtype (f64 if any input is f64, else f32; f16/bf16 inputs are
+ * converted to f32 and the output rounded once).  Output dtype: x's when x is
+ * f16/bf16 inside an autocast scope (as PyTorch keeps half activations
+ * through batch norm), otherwise the promotion of x, weight and bias.
+ *
+ * The fused backward runs when no graph is recorded.  With create_graph the
+ * backward is the formulas above written with differentiable ops (the batch
+ * statistics recomputed from the saved x), so higher derivatives come from
+ * the tape as for every other op.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "ops/conv_internal.h"   /* tg__conv_input: a contiguous copy in the compute dtype */
+#include "tapegrad/ops.h"
+
+typedef struct bn_params {
+    double momentum, eps;
+    bool training;
+    /* forward only: the running buffers read (eval) or updated (training) */
+    tg_tensor *running_mean, *running_var;
+} bn_params;
+
+/* Slots of the saved tensors. */
+enum { SAVED_X, SAVED_MEAN, SAVED_INVSTD, SAVED_WEIGHT };
+
+/* The (N, C, S) geometry of x. */
+typedef struct bn_geom {
+    int64_t n, c, s;
+} bn_geom;
+
+static bn_geom geom_of(const tg_tensor *x)
+{
+    bn_geom g = {x->shape[0], x->shape[1], 1};
+    for (int d = 2; d < x->ndim; d++) g.s *= x->shape[d];
+    return g;
+}
+
+/* ---- kernels, for T = float and double ---------------------------------------- */
+
+#define BN_KERNELS(T, SUF)                                                              \
+    /* sum over channel c of f(x) (or of g * (x - mean) when g != NULL), in double */  \
+    static double bn_sum_##SUF(const T *x, const T *gr, double mean, bool centred_sq,  \
+                               bn_geom g, int64_t c)                                    \
+    {                                                                                   \
+        double acc[4] = {0, 0, 0, 0};                                                   \
+        for (int64_t n = 0; n < g.n; n++) {                                             \
+            const T *p = x + (n * g.c + c) * g.s;                                       \
+            const T *q = gr ? gr + (n * g.c + c) * g.s : NULL;                          \
+            int64_t i = 0;                                                              \
+            for (; i + 4 <= g.s; i += 4)                                                \
+                for (int l = 0; l < 4; l++) {                                           \
+                    const double v = (double)p[i + l] - mean;                           \
+                    acc[l] += q ? (double)q[i + l] * v : centred_sq ? v * v : v;        \
+                }                                                                       \
+            for (; i < g.s; i++) {                                                      \
+                const double v = (double)p[i] - mean;                                   \
+                acc[i & 3] += q ? (double)q[i] * v : centred_sq ? v * v : v;            \
+            }                                                                           \
+        }                                                                               \
+        return (acc[0] + acc[1]) + (acc[2] + acc[3]);                                   \
+    }                                                                                   \
+                                                                                        \
+    /* Training statistics: mean[c], var[c] (biased), both double. */                  \
+    static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
+    {                                                                                   \
+        const double m = (double)(g.n * g.s);                                           \
+        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
+        for (int64_t c = 0; c < g.c; c++) {                                             \
+            mean[c] = bn_sum_##SUF(x, NULL, 0.0, false, g, c) / m;                      \
+            var[c] = bn_sum_##SUF(x, NULL, mean[c], true, g, c) / m;                    \
+        }                                                                               \
+    }                                                                                   \
+                                                                                        \
+    /* y = (x - mean) * (invstd * w) + b, per channel, in T. */                         \
+    static void bn_apply_##SUF(const T *x, bn_geom g, const double *mean,               \
+                               const double *invstd, const T *w, const T *b, T *y)      \
+    {                                                                                   \
+        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
+        for (int64_t r = 0; r < g.n * g.c; r++) {                                       \
+            const int64_t c = r % g.c;                                                  \
+            const T mu = (T)mean[c], k = (T)(invstd[c] * (w ? (double)w[c] : 1.0));     \
+            const T sh = b ? b[c] : (T)0;                                               \
+            const T *p = x + r * g.s;                                                   \
+            T *o = y + r * g.s;                                                         \
+            for (int64_t i = 0; i < g.s; i++) o[i] = (p[i] - mu) * k + sh;              \
+        }                                                                               \
+    }                                                                                   \
+                                                                                        \
+    /* The gradients (any of dx, dw, db may be NULL); dw, db in double. */             \
+    static void bn_grads_##SUF(const T *x, const T *gr, bn_geom g, const double *mean,  \
+                               const double *invstd, const T *w, bool training, T *dx,  \
+                               double *dw, double *db)                                  \
+    {                                                                                   \
+        const double m = (double)(g.n * g.s);                                           \
+        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
+        for (int64_t c = 0; c < g.c; c++) {                                             \
+            /* sum g: the centred sum of g about 0 (x = g, no weights) */              \
+            const double sg = bn_sum_##SUF(gr, NULL, 0.0, false, g, c);                 \
+            const double sgx = bn_sum_##SUF(x, gr, mean[c], false, g, c);               \
+            if (db) db[c] = sg;                                                         \
+            if (dw) dw[c] = sgx * invstd[c];                                            \
+            if (!dx) continue;                                                          \
+            const double k = invstd[c] * (w ? (double)w[c] : 1.0);                      \
+            const T kt = (T)k, mu = (T)mean[c];                                         \
+            const T a = training ? (T)(sg / m) : (T)0;                                  \
+            const T bc = training ? (T)(invstd[c] * invstd[c] * sgx / m) : (T)0;        \
+            for (int64_t n = 0; n < g.n; n++) {                                         \
+                const int64_t off = (n * g.c + c) * g.s;                                \
+                const T *p = x + off, *q = gr + off;                                    \
+                T *o = dx + off;                                                        \
+                for (int64_t i = 0; i < g.s; i++) o[i] = kt * (q[i] - a - (p[i] - mu) * bc); \
+            }                                                                           \
+        }                                                                               \
+    }
+
+BN_KERNELS(float, f32)
+BN_KERNELS(double, f64)
+
+/* ---- forward ------------------------------------------------------------------- */
+
+static int check_vec(const char *what, const tg_tensor *v, int64_t c)
+{
+    if (!v) return TG_OK;
+    TG_CHECK(v->ndim == 1 && v->shape[0] == c, TG_ESHAPE,
+             "batch_norm: %s must have shape (%lld,) (num channels)", what, (long long)c);
+    TG_CHECK(tg_dtype_is_float(v->dtype), TG_EDTYPE, "batch_norm: %s has dtype %s; float dtypes only",
+             what, tg_dtype_name(v->dtype));
+    return TG_OK;
+}
+
+static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b,
+                        const bn_params *p)
+{
+    TG_CHECK(x != NULL, TG_EINVAL, "batch_norm: x must not be NULL");
+    TG_CHECK(x->ndim >= 2, TG_ESHAPE, "batch_norm: x has %d dims; expected (N, C, ...)", x->ndim);
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "batch_norm: x has dtype %s; float dtypes only",
+             tg_dtype_name(x->dtype));
+    const bn_geom g = geom_of(x);
+    TG_TRY(check_vec("weight", w, g.c));
+    TG_TRY(check_vec("bias", b, g.c));
+    TG_TRY(check_vec("running_mean", p->running_mean, g.c));
+    TG_TRY(check_vec("running_var", p->running_var, g.c));
+    TG_CHECK(p->training || (p->running_mean && p->running_var), TG_EINVAL,
+             "batch_norm: eval mode (training=false) needs running_mean and running_var");
+    TG_CHECK(!p->training || g.n * g.s > 1, TG_EINVAL,
+             "batch_norm: expected more than 1 value per channel when training (got input with %lld)",
+             (long long)(g.n * g.s));
+    TG_CHECK(isfinite(p->eps) && p->eps >= 0, TG_EINVAL, "batch_norm: eps=%g must be finite and >= 0",
+             p->eps);
+    TG_CHECK(!p->training || !p->running_mean || (isfinite(p->momentum) && p->momentum >= 0 &&
+                                                 p->momentum <= 1),
+             TG_EINVAL, "batch_norm: momentum=%g must be in [0, 1]", p->momentum);
+    return TG_OK;
+}
+
+static tg_dtype out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
+{
+    if ((x->dtype == TG_F16 || x->dtype == TG_BF16) && tg__autocast_dtype(NULL)) return x->dtype;
+    tg_dtype dt = x->dtype;
+    if (w) dt = tg_promote_dtypes(dt, w->dtype);
+    if (b) dt = tg_promote_dtypes(dt, b->dtype);
+    return dt;
+}
+
+/* A (C,) tensor of dtype dt holding the doubles v. */
+static tg_tensor *vec_of(tg_dtype dt, int64_t c, const double *v)
+{
+    tg_tensor *t = tg__tensor_uninit(dt, 1, &c);
+    if (t) tg__scatter(t, TG_F64, v);
+    return t;
+}
+
+/* running = (1 - m) running + m * stat * factor, in the buffer's dtype. */
+static int update_running(tg_tensor *run, const double *stat, double m, double factor)
+{
+    if (!run) return TG_OK;
+    for (int64_t c = 0; c < run->shape[0]; c++) {
+        double r;
+        TG_TRY(tg_tensor_get_flat(run, c, &r));
+        TG_TRY(tg_tensor_set_flat(run, c, (1 - m) * r + m * stat[c] * factor));
+    }
+    return TG_OK;
+}
+
+static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                              const void *params)
+{
+    const bn_params *p = params;
+    tg_tensor *x = in[0], *w = in[1], *b = in[2];
+    TG_TRY(check_inputs(x, w, b, p));
+    const bn_geom g = geom_of(x);
+    bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
+    const tg_dtype cdt = f64 ? TG_F64 : TG_F32, odt = out_dtype(x, w, b);
+
+    int rc = TG_ENOMEM;
+    double *stats = tg__malloc((size_t)(3 * (g.c > 0 ? g.c : 1)) * sizeof(double));
+    void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL;
+    tg_tensor *y = tg__tensor_uninit(odt, x->ndim, x->shape), *tm = NULL, *ti = NULL;
+    const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
+    const void *bb = tg__conv_input(b, cdt, &bo);
+    void *yb = y && odt == cdt ? tg_tensor_data(y) : (yo = tg__malloc((size_t)tg_tensor_numel(x) *
+                                                                     tg_dtype_size(cdt)));
+    if (!stats || !y || !xb || (w && !wb) || (b && !bb) || !yb) goto done;
+    double *mean = stats, *var = stats + g.c, *invstd = stats + 2 * g.c;
+    if (p->training) {
+        if (f64) bn_stats_f64(xb, g, mean, var);
+        else bn_stats_f32(xb, g, mean, var);
+    } else {
+        tg__gather(p->running_mean, TG_F64, mean);
+        tg__gather(p->running_var, TG_F64, var);
+    }
+    for (int64_t c = 0; c < g.c; c++) invstd[c] = 1.0 / sqrt(var[c] + p->eps);
+    if (f64) bn_apply_f64(xb, g, mean, invstd, wb, bb, yb);
+    else bn_apply_f32(xb, g, mean, invstd, wb, bb, yb);
+    if (yo) tg__scatter(y, cdt, yo);
+    if (p->training) {
+        const double mm = (double)(g.n * g.s);
+        rc = update_running(p->running_mean, mean, p->momentum, 1.0);
+        if (rc == TG_OK) rc = update_running(p->running_var, var, p->momentum, mm / (mm - 1));
+        if (rc < 0) goto done;
+    }
+    rc = TG_OK;
+    if (ctx) {
+        tm = vec_of(cdt, g.c, mean);
+        ti = vec_of(cdt, g.c, invstd);
+        if (!tm || !ti) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+        tg__ctx_save(ctx, x);
+        tg__ctx_save(ctx, tm);
+        tg__ctx_save(ctx, ti);
+        if (w) tg__ctx_save(ctx, w);
+    }
+    *out = y;
+    y = NULL;
+done:
+    free(stats);
+    free(xo), free(wo), free(bo), free(yo);
+    tg_tensor_release(y);
+    tg_tensor_release(tm);
+    tg_tensor_release(ti);
+    return rc;
+}
+
+/* ---- backward ------------------------------------------------------------------ */
+
+/* t as (1, C, 1, ...) for x's rank. */
+static int as_channel(tg_tensor **out, tg_tensor *t, int nd)
+{
+    int64_t shape[TG_MAX_DIMS];
+    for (int d = 0; d < nd; d++) shape[d] = d == 1 ? t->shape[0] : 1;
+    return tg_reshape(out, t, nd, shape);
+}
+
+/* Sums t over every dim but 1, as a (C,) tensor of dtype dt. */
+static int channel_sum(tg_tensor **out, tg_tensor *t, tg_dtype dt)
+{
+    int dims[TG_MAX_DIMS], k = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (d != 1) dims[k++] = d;
+    tg_tensor *s = NULL;
+    TG_TRY(tg_sum_dims(&s, t, k, dims, false));
+    int rc = TG_OK;
+    if (s->dtype != dt) {
+        rc = tg_to_dtype(out, s, dt);
+        tg_tensor_release(s);
+    } else {
+        *out = s;
+    }
+    return rc;
+}
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
+
+/* The gradients as differentiable ops (create_graph). */
+static int backward_ops(tg_ctx *ctx, const bn_params *p, tg_tensor *g, tg_tensor *x,
+                        tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
+{
+    enum { MU, XC, SQ, VAR, VE, INV, XHAT, WC, GW, M1, GX, M2, T1, T2, T3, DX, GXH, N_TMP };
+    tg_tensor *t[N_TMP] = {NULL};
+    const int nd = x->ndim;
+    int dims[TG_MAX_DIMS], k = 0, rc;
+    for (int d = 0; d < nd; d++)
+        if (d != 1) dims[k++] = d;
+    if (p->training) {   /* the batch statistics, recomputed from x on the tape */
+        TRY_GOTO(tg_mean_dims(&t[MU], x, k, dims, true));
+        TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
+        TRY_GOTO(tg_mul(&t[SQ], t[XC], t[XC]));
+        TRY_GOTO(tg_mean_dims(&t[VAR], t[SQ], k, dims, true));
+        TRY_GOTO(tg_add_scalar(&t[VE], t[VAR], p->eps));
+        TRY_GOTO(tg_pow_scalar(&t[INV], t[VE], -0.5));
+    } else {             /* constants from the running buffers */
+        TRY_GOTO(as_channel(&t[MU], mean, nd));
+        TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
+        TRY_GOTO(as_channel(&t[INV], invstd, nd));
+    }
+    TRY_GOTO(tg_mul(&t[XHAT], t[XC], t[INV]));
+    if (w) {
+        TRY_GOTO(as_channel(&t[WC], w, nd));
+        TRY_GOTO(tg_mul(&t[GW], g, t[WC]));
+    } else {
+        t[GW] = tg_tensor_retain(g);
+    }
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        if (p->training) {   /* invstd (gw - mean(gw) - xhat mean(gw xhat)) */
+            TRY_GOTO(tg_mean_dims(&t[M1], t[GW], k, dims, true));
+            TRY_GOTO(tg_mul(&t[GX], t[GW], t[XHAT]));
+            TRY_GOTO(tg_mean_dims(&t[M2], t[GX], k, dims, true));
+            TRY_GOTO(tg_sub(&t[T1], t[GW], t[M1]));
+            TRY_GOTO(tg_mul(&t[T2], t[XHAT], t[M2]));
+            TRY_GOTO(tg_sub(&t[T3], t[T1], t[T2]));
+            TRY_GOTO(tg_mul(&t[DX], t[T3], t[INV]));
+        } else {
+            TRY_GOTO(tg_mul(&t[DX], t[GW], t[INV]));
+        }
+        if (t[DX]->dtype != x->dtype) TRY_GOTO(tg_to_dtype(&gin[0], t[DX], x->dtype));
+        else gin[0] = tg_tensor_retain(t[DX]);
+    }
+    if (w && tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg_mul(&t[GXH], g, t[XHAT]));
+        TRY_GOTO(channel_sum(&gin[1], t[GXH], w->dtype));
+    }
+done:
+    for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+/* The fused gradients (no graph recorded). */
+static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_tensor *x,
+                          tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
+{
+    const bn_geom g = geom_of(x);
+    const tg_dtype cdt = mean->dtype;   /* the forward's compute dtype */
+    const bool f64 = cdt == TG_F64, need_dx = tg__ctx_needs_grad(ctx, 0);
+    const bool need_dw = w && tg__ctx_needs_grad(ctx, 1), need_db = tg__ctx_needs_grad(ctx, 2);
+    int rc = TG_ENOMEM;
+    double *st = tg__malloc((size_t)(4 * (g.c > 0 ? g.c : 1)) * sizeof(double));
+    void *xo = NULL, *go = NULL, *wo = NULL, *dxo = NULL;
+    tg_tensor *dx = need_dx ? tg__tensor_uninit(x->dtype, x->ndim, x->shape) : NULL;
+    const void *xb = tg__conv_input(x, cdt, &xo), *gb = tg__conv_input(gy, cdt, &go);
+    const void *wb = tg__conv_input(w, cdt, &wo);
+    void *dxb = !dx ? NULL : x->dtype == cdt ? tg_tensor_data(dx)
+                                             : (dxo = tg__malloc((size_t)tg_tensor_numel(x) *
+                                                                 tg_dtype_size(cdt)));
+    if (!st || (need_dx && (!dx || !dxb)) || !xb || !gb || (w && !wb)) goto done;
+    double *mu = st, *inv = st + g.c, *dw = st + 2 * g.c, *db = st + 3 * g.c;
+    tg__gather(mean, TG_F64, mu);
+    tg__gather(invstd, TG_F64, inv);
+    if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
+    else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
+    if (dxo) tg__scatter(dx, cdt, dxo);
+    if (need_dw && !(gin[1] = vec_of(w->dtype, g.c, dw))) goto done;
+    if (need_db) {
+        if (!(gin[2] = vec_of(ctx->in_meta[2].dtype, g.c, db))) goto done;
+    }
+    if (need_dx) {
+        gin[0] = dx;
+        dx = NULL;
+    }
+    rc = TG_OK;
+done:
+    free(st);
+    free(xo), free(go), free(wo), free(dxo);
+    tg_tensor_release(dx);
+    return rc;
+}
+
+static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
+{
+    const bn_params *p = tg__ctx_params(ctx);
+    tg_tensor *x, *mean, *invstd, *w = NULL;
+    TG_TRY(tg__ctx_saved(ctx, SAVED_X, &x));
+    TG_TRY(tg__ctx_saved(ctx, SAVED_MEAN, &mean));
+    TG_TRY(tg__ctx_saved(ctx, SAVED_INVSTD, &invstd));
+    if (ctx->n_saved > SAVED_WEIGHT) TG_TRY(tg__ctx_saved(ctx, SAVED_WEIGHT, &w));
+    int rc = !tg_grad_enabled() ? backward_fused(ctx, p, gy, x, w, mean, invstd, gin)
+                                : backward_ops(ctx, p, gy, x, w, mean, invstd, gin);
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2) && !gin[2] && tg_grad_enabled()) {
+        rc = channel_sum(&gin[2], gy, ctx->in_meta[2].dtype);
+    }
+    if (rc < 0)
+        for (int i = 0; i < 3; i++) {
+            tg_tensor_release(gin[i]);
+            gin[i] = NULL;
+        }
+    return rc;
+}
+
+/* KEEP: the op casts nothing on the tape; its statistics are accumulated in
+ * double and its arithmetic done in f32/f64 whatever x's dtype (the FP32 rule
+ * for batch-norm statistics, without a saved f32 copy of a half x). */
+static tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
+                                     .forward = batch_norm_forward,
+                                     .backward = batch_norm_backward, .double_backward = true};
+
+void tg__register_norm(void) { tg__op_register(&batch_norm_op); }
+
+int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_tensor *running_var,
+                  tg_tensor *weight, tg_tensor *bias, bool training, double momentum, double eps)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "batch_norm: out must not be NULL");
+    bn_params p = {.momentum = momentum, .eps = eps, .training = training,
+                   .running_mean = running_mean, .running_var = running_var};
+    TG_TRY(check_inputs(x, weight, bias, &p));
+    tg_tensor *in[3] = {x, weight, bias};
+    return tg__op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
+}

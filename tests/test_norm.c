@@ -1,0 +1,293 @@
+/* tests/test_norm.c - the batch_norm op (src/ops/norm.c): values against a
+ * naive double reference, the fused backward against the recorded one,
+ * first and second derivatives by finite differences, what the tape keeps,
+ * half inputs under autocast, and errors.  The BatchNorm module built on it
+ * is checked against PyTorch goldens in test_nn.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "helpers.h"
+#include "internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+
+static const int64_t XS[4] = {3, 4, 5, 7};   /* N, C, H, W: 105 values per channel */
+
+static tg_tensor *vec(tg_dtype dt, int64_t c, uint64_t seed, double lo, double hi)
+{
+    tg_tensor *t = th_rand_uniform(dt, 1, &c, seed);
+    for (int64_t i = 0; i < c; i++) tg_tensor_set_flat(t, i, lo + (hi - lo) * (th_at(t, i) + 1) / 2);
+    return t;
+}
+
+/* y, the new running buffers, and the gradients of <y, gy> by a naive double
+ * loop over (n, c, s). */
+static void reference(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b, double *rm,
+                      double *rv, bool training, double mom, double eps, const tg_tensor *gy,
+                      double *y, double *dx, double *dw, double *db)
+{
+    const int64_t N = tg_tensor_dim(x, 0), C = tg_tensor_dim(x, 1), S = tg_tensor_numel(x) / (N * C);
+    const double M = (double)(N * S);
+    for (int64_t c = 0; c < C; c++) {
+        double mean = 0, var = 0;
+        if (training) {
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) mean += th_at(x, (n * C + c) * S + s);
+            mean /= M;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t s = 0; s < S; s++) {
+                    double d = th_at(x, (n * C + c) * S + s) - mean;
+                    var += d * d;
+                }
+            var /= M;
+            rm[c] = (1 - mom) * rm[c] + mom * mean;
+            rv[c] = (1 - mom) * rv[c] + mom * var * M / (M - 1);
+        } else {
+            mean = rm[c];
+            var = rv[c];
+        }
+        const double inv = 1 / sqrt(var + eps), wc = w ? th_at(w, c) : 1, bc = b ? th_at(b, c) : 0;
+        double sg = 0, sgx = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = (n * C + c) * S + s;
+                const double xh = (th_at(x, i) - mean) * inv;
+                y[i] = xh * wc + bc;
+                sg += th_at(gy, i);
+                sgx += th_at(gy, i) * xh;
+            }
+        dw[c] = sgx;
+        db[c] = sg;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = (n * C + c) * S + s;
+                const double xh = (th_at(x, i) - mean) * inv, g = th_at(gy, i);
+                dx[i] = training ? wc * inv * (g - sg / M - xh * sgx / M) : wc * inv * g;
+            }
+    }
+}
+
+static void expect_close(const tg_tensor *t, const double *want, double tol, const char *what)
+{
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(fabs(th_at(t, i) - want[i]) <= tol * (1 + fabs(want[i])), "%s [%lld]: %.9g vs %.9g",
+                  what, (long long)i, th_at(t, i), want[i]);
+}
+
+/* Training and eval, with and without weight and bias, f32 and f64: output,
+ * running buffers and the three gradients against the reference. */
+Test(norm, batch_norm_matches_naive_reference)
+{
+    for (int d = 0; d < 2; d++)
+        for (int training = 0; training < 2; training++)
+            for (int affine = 0; affine < 2; affine++) {
+                const tg_dtype dt = d ? TG_F64 : TG_F32;
+                const double tol = d ? 1e-12 : 2e-5, mom = 0.3, eps = 1e-3;
+                tg_tensor *x = th_rand_uniform(dt, 4, XS, 11), *gy = th_rand_uniform(dt, 4, XS, 12);
+                for (int64_t i = 0; i < tg_tensor_numel(x); i++)   /* away from 0, spread */
+                    tg_tensor_set_flat(x, i, 3 + 2 * th_at(x, i) * (1 + i % 4));
+                tg_tensor *w = affine ? vec(dt, 4, 13, 0.5, 2) : NULL;
+                tg_tensor *b = affine ? vec(dt, 4, 14, -1, 1) : NULL;
+                tg_tensor *rm = vec(dt, 4, 15, -1, 1), *rv = vec(dt, 4, 16, 0.5, 2);
+                double rmw[4], rvw[4], y[420], dx[420], dw[4], db[4];
+                for (int c = 0; c < 4; c++) rmw[c] = th_at(rm, c), rvw[c] = th_at(rv, c);
+                reference(x, w, b, rmw, rvw, training, mom, eps, gy, y, dx, dw, db);
+                tg_tensor_set_requires_grad(x, true);
+                if (affine) tg_tensor_set_requires_grad(w, true), tg_tensor_set_requires_grad(b, true);
+                tg_tensor *out = NULL;
+                cr_assert(eq(int, tg_batch_norm(&out, x, rm, rv, w, b, training, mom, eps), TG_OK),
+                          "%s", tg_error_message());
+                cr_assert(eq(int, tg_tensor_dtype(out), dt));
+                expect_close(out, y, tol, "y");
+                expect_close(rm, rmw, tol, "running_mean");
+                expect_close(rv, rvw, tol, "running_var");
+                cr_assert(eq(int, tg_backward(out, gy, NULL), TG_OK), "%s", tg_error_message());
+                expect_close(tg_tensor_grad(x), dx, d ? 1e-10 : 1e-4, "dx");
+                if (affine) {
+                    expect_close(tg_tensor_grad(w), dw, d ? 1e-10 : 1e-4, "dw");
+                    expect_close(tg_tensor_grad(b), db, d ? 1e-10 : 1e-4, "db");
+                    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), dt));
+                }
+                tg_tensor *all[] = {x, gy, w, b, rm, rv, out};
+                for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+            }
+}
+
+/* The fused backward (no graph) and the recorded one (create_graph) agree,
+ * on a 3-D (N, C, L) input and a 2-D (N, C) one. */
+Test(norm, fused_backward_matches_recorded_backward)
+{
+    const int64_t s3[3] = {4, 3, 9}, s2[2] = {6, 5};
+    for (int k = 0; k < 2; k++)
+        for (int training = 0; training < 2; training++) {
+            const int nd = k ? 2 : 3;
+            const int64_t *sh = k ? s2 : s3, c = sh[1];
+            tg_tensor *gy = th_rand_uniform(TG_F64, nd, sh, 21), *g[2][3];
+            tg_tensor *rm = vec(TG_F64, c, 22, -1, 1), *rv = vec(TG_F64, c, 23, 0.5, 2);
+            for (int r = 0; r < 2; r++) {
+                tg_tensor *x = th_rand_uniform(TG_F64, nd, sh, 24), *w = vec(TG_F64, c, 25, 0.5, 2);
+                tg_tensor *b = vec(TG_F64, c, 26, -1, 1), *y = NULL;
+                tg_tensor_set_requires_grad(x, true);
+                tg_tensor_set_requires_grad(w, true);
+                tg_tensor_set_requires_grad(b, true);
+                cr_assert(eq(int, tg_batch_norm(&y, x, NULL, NULL, w, b, true, 0.1, 1e-5), TG_OK));
+                if (!training) {   /* eval on the running buffers */
+                    tg_tensor_release(y);
+                    cr_assert(eq(int, tg_batch_norm(&y, x, rm, rv, w, b, false, 0.1, 1e-5), TG_OK));
+                }
+                tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+                o.create_graph = r == 1;
+                cr_assert(eq(int, tg_backward(y, gy, &o), TG_OK), "%s", tg_error_message());
+                g[r][0] = tg_tensor_retain(tg_tensor_grad(x));
+                g[r][1] = tg_tensor_retain(tg_tensor_grad(w));
+                g[r][2] = tg_tensor_retain(tg_tensor_grad(b));
+                /* the recorded gradients are themselves on the tape */
+                cr_assert(eq(int, r == 1, tg_tensor_requires_grad(g[r][0])));
+                /* a recorded gradient refers back to its leaf: clear the .grad
+                 * fields so that the cycle leaf -> grad -> graph -> leaf breaks */
+                tg_tensor_zero_grad(x), tg_tensor_zero_grad(w), tg_tensor_zero_grad(b);
+                tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(b), tg_tensor_release(y);
+            }
+            for (int i = 0; i < 3; i++) {
+                double *a = th_doubles(g[0][i]);
+                expect_close(g[1][i], a, 1e-12, i == 0 ? "dx" : i == 1 ? "dw" : "db");
+                free(a);
+                tg_tensor_release(g[0][i]), tg_tensor_release(g[1][i]);
+            }
+            tg_tensor_release(gy), tg_tensor_release(rm), tg_tensor_release(rv);
+        }
+}
+
+typedef struct bn_case {
+    bool training, weight, bias;
+} bn_case;
+
+static tg_tensor *g_rm, *g_rv;
+
+static int bn_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const bn_case *c = user;
+    return tg_batch_norm(out, in[0], c->training ? NULL : g_rm, c->training ? NULL : g_rv,
+                         c->weight ? in[1] : NULL, c->bias ? in[2] : NULL, c->training, 0.1, 1e-5);
+}
+
+/* First and second derivatives by central differences (f64), on a 5-D
+ * input, in every mode. */
+Test(norm, batch_norm_gradcheck_and_gradgradcheck_f64)
+{
+    const int64_t xs[5] = {2, 3, 2, 1, 2};
+    const bn_case cases[] = {{true, true, true}, {true, false, false}, {true, true, false},
+                             {false, true, true}, {false, false, true}};
+    g_rm = vec(TG_F64, 3, 31, -0.5, 0.5);
+    g_rv = vec(TG_F64, 3, 32, 0.5, 2);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        tg_tensor *in[3] = {th_rand_uniform(TG_F64, 5, xs, 33), vec(TG_F64, 3, 34, 0.5, 2),
+                            vec(TG_F64, 3, 35, -1, 1)};
+        for (int i = 0; i < 3; i++) tg_tensor_set_requires_grad(in[i], true);
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        bn_case c = cases[k];
+        cr_assert(eq(int, tg_gradcheck(bn_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(bn_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        for (int i = 0; i < 3; i++) tg_tensor_release(in[i]);
+    }
+    tg_tensor_release(g_rm), tg_tensor_release(g_rv);
+}
+
+/* The tape keeps x and per-channel values only: with its input's other
+ * owner gone, a recorded batch_norm holds x and y, and no third activation
+ * (the composed version kept x - mean as well). */
+Test(norm, tape_keeps_x_and_per_channel_values)
+{
+    const int64_t xs[4] = {8, 16, 16, 16};   /* 32768 values, 128 KiB in f32 */
+    const int64_t full = 8 * 16 * 16 * 16 * 4;
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, xs, 41), *w = vec(TG_F32, 16, 42, 0.5, 2), *a = NULL, *y = NULL;
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_mul_scalar(&a, x, 2.0), TG_OK));
+    int64_t before, after;
+    tg_memory_stats(&before, NULL);   /* x, w, a */
+    cr_assert(eq(int, tg_batch_norm(&y, a, NULL, NULL, w, NULL, true, 0.1, 1e-5), TG_OK));
+    tg_tensor_release(a);   /* still saved by batch_norm */
+    tg_memory_stats(&after, NULL);
+    cr_assert(le(i64, after - before, full + 1024), "tape holds %lld bytes more", (long long)(after - before));
+    cr_assert(ge(i64, after - before, full));   /* y itself */
+    cr_assert(eq(int, tg_backward(y, y, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(not(eq(ptr, tg_tensor_grad(x), NULL)));
+    tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(y);
+}
+
+/* A bf16 input with f32 weight: inside autocast the output is bf16 and equals
+ * the f32 computation on the same values rounded once, and the tape keeps
+ * the bf16 x (no f32 copy); outside autocast the output is promoted to f32. */
+Test(norm, half_input_under_autocast_stays_half)
+{
+    const int64_t xs[4] = {8, 16, 16, 16};
+    const int64_t half = 8 * 16 * 16 * 16 * 2;
+    tg_tensor *x32 = th_rand_uniform(TG_F32, 4, xs, 51), *xh = NULL, *xe = NULL, *w = vec(TG_F32, 16, 52, 0.5, 2);
+    cr_assert(eq(int, tg_to_dtype(&xh, x32, TG_BF16), TG_OK));
+    cr_assert(eq(int, tg_to_dtype(&xe, xh, TG_F32), TG_OK));   /* the same values in f32 */
+    tg_tensor *yh = NULL, *yf = NULL, *yp = NULL, *a = NULL;
+    cr_assert(eq(int, tg_batch_norm(&yf, xe, NULL, NULL, w, NULL, true, 0.1, 1e-5), TG_OK));
+    tg_tensor_set_requires_grad(xh, true);
+    cr_assert(eq(int, tg_mul_scalar(&a, xh, 1.0), TG_OK));
+    int64_t before, after;
+    tg_memory_stats(&before, NULL);
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    int rc = tg_batch_norm(&yh, a, NULL, NULL, w, NULL, true, 0.1, 1e-5);
+    tg_autocast_end();
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    tg_tensor_release(a);
+    tg_memory_stats(&after, NULL);
+    cr_assert(le(i64, after - before, half + 1024));   /* y; the saved x is a, bf16, counted before */
+    cr_assert(eq(int, tg_tensor_dtype(yh), TG_BF16));
+    tg_tensor *r = NULL;
+    cr_assert(eq(int, tg_to_dtype(&r, yf, TG_BF16), TG_OK));
+    cr_assert(eq(int, memcmp(tg_tensor_data(yh), tg_tensor_data(r), (size_t)half), 0));
+    cr_assert(eq(int, tg_backward(yh, yh, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), TG_BF16));
+    cr_assert(eq(int, tg_batch_norm(&yp, xh, NULL, NULL, w, NULL, true, 0.1, 1e-5), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(yp), TG_F32));   /* outside autocast: promoted */
+    tg_tensor *all[] = {x32, xh, xe, w, yh, yf, yp, r};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+/* Bad arguments: a clear status, *out untouched and the running buffers
+ * unchanged. */
+Test(norm, batch_norm_errors_change_nothing)
+{
+    const int64_t s1[1] = {4}, s2[2] = {1, 4}, s4[4] = {2, 4, 3, 3}, s5[1] = {5};
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, s4, 61), *x1 = th_rand_uniform(TG_F32, 1, s1, 62);
+    tg_tensor *one = th_rand_uniform(TG_F32, 2, s2, 63), *w5 = th_rand_uniform(TG_F32, 1, s5, 64);
+    tg_tensor *rm = vec(TG_F32, 4, 65, -1, 1), *rv = vec(TG_F32, 4, 66, 0.5, 2), *xi = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&xi, TG_I32, 4, s4), TG_OK));
+    double m0[4], v0[4];
+    for (int c = 0; c < 4; c++) m0[c] = th_at(rm, c), v0[c] = th_at(rv, c);
+    tg_tensor *y = (tg_tensor *)&y;   /* a sentinel: must stay */
+    struct { int rc; tg_tensor *x, *rm, *rv, *w; bool training; double mom, eps; const char *msg; } cs[] = {
+        {TG_EINVAL, NULL, NULL, NULL, NULL, true, 0.1, 1e-5, "x must not be NULL"},
+        {TG_ESHAPE, x1, NULL, NULL, NULL, true, 0.1, 1e-5, "expected (N, C, ...)"},
+        {TG_EDTYPE, xi, NULL, NULL, NULL, true, 0.1, 1e-5, "float dtypes only"},
+        {TG_ESHAPE, x, NULL, NULL, w5, true, 0.1, 1e-5, "weight must have shape (4,)"},
+        {TG_ESHAPE, x, w5, rv, NULL, true, 0.1, 1e-5, "running_mean must have shape (4,)"},
+        {TG_EINVAL, x, NULL, NULL, NULL, false, 0.1, 1e-5, "needs running_mean and running_var"},
+        {TG_EINVAL, one, rm, rv, NULL, true, 0.1, 1e-5, "more than 1 value per channel"},
+        {TG_EINVAL, x, rm, rv, NULL, true, 0.1, -1.0, "eps=-1"},
+        {TG_EINVAL, x, rm, rv, NULL, true, 1.5, 1e-5, "momentum=1.5"},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        cr_assert(eq(int, tg_batch_norm(&y, cs[k].x, cs[k].rm, cs[k].rv, cs[k].w, NULL,
+                                        cs[k].training, cs[k].mom, cs[k].eps), cs[k].rc), "case %zu", k);
+        cr_assert(not(eq(ptr, strstr(tg_error_message(), cs[k].msg), NULL)), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(ptr, y, (tg_tensor *)&y));
+    }
+    cr_assert(eq(int, tg_batch_norm(NULL, x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5), TG_EINVAL));
+    for (int c = 0; c < 4; c++) cr_assert(th_at(rm, c) == m0[c] && th_at(rv, c) == v0[c]);
+    tg_tensor *all[] = {x, x1, one, w5, rm, rv, xi};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
