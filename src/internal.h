@@ -205,6 +205,16 @@ typedef struct tg_meta {
 typedef struct tg_saved {
     tg_tensor *t;         /* retained */
     uint64_t version;     /* storage version when saved */
+    /* An AMP cast of an input that the forward saved is kept as the input
+     * itself (t) and cast again when backward asks for it (recast, owned):
+     * the tape then holds no second copy of the activation in another dtype.
+     * recast gets the forward cast's node as its grad_fn, so gradients that
+     * reach it (higher derivatives) add up with the first-order ones there
+     * before the cast's backward, as they would through the saved cast. */
+    bool is_cast;
+    tg_dtype cast_to;
+    tg_tensor *recast;
+    tg_node *cast_fn;     /* the forward cast's node (retained; NULL if not recorded) */
 } tg_saved;
 
 struct tg_node {
@@ -229,6 +239,10 @@ struct tg_node {
 
 tg_node *tg__node_retain(tg_node *n);
 void tg__node_release(tg_node *n);
+/* After a forward: the saved tensors that are the dispatcher's AMP casts of
+ * inputs (cast[i] of in[i], NULL where not cast) are replaced by the inputs
+ * themselves, to be cast again in tg__ctx_saved. */
+void tg__node_save_uncast(tg_node *n, int n_in, tg_tensor *const *in, tg_tensor *const *cast);
 /* Releases saved tensors and params after backward (not the edges' nodes). */
 void tg__node_release_saved(tg_node *n);
 /* A new node (refcount 1, next thread-local seq) for op applied to in[0..n):

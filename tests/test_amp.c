@@ -716,3 +716,59 @@ Test(amp, half_elementwise_chunks_match_f32_rounded_once)
         tg_tensor_release(tt[1]);
     }
 }
+
+/* A cast made by the AMP dispatch and saved by the op is kept on the tape as
+ * the input itself and cast again in backward: conv_transpose of a bf16 x
+ * with an f32 weight (PROMOTE: x cast to f32) keeps the bf16 x, not an f32
+ * copy, and its first and second derivatives are bit for bit those of the
+ * same computation with an explicit, user-made cast (which is saved as is). */
+Test(amp, dispatch_casts_are_not_kept_on_the_tape)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0][0] = p.padding[0][1] = p.padding[1][0] = p.padding[1][1] = 1;
+    const int64_t xs[4] = {4, 8, 16, 16}, ws[4] = {8, 3, 4, 4};
+    const int64_t xbytes32 = 4 * 8 * 16 * 16 * 4;
+    tg_tensor *w[2], *gw[2], *gx[2];
+    for (int r = 0; r < 2; r++) {   /* r = 0: dispatch cast; r = 1: explicit cast */
+        tg_tensor *x = NULL, *a = NULL, *y = NULL, *s = NULL, *sq = NULL, *l = NULL;
+        x = th_rand_uniform(TG_BF16, 4, xs, 3);   /* the same values both times */
+        w[r] = th_rand_uniform(TG_F32, 4, ws, 4);
+        tg_tensor_set_requires_grad(x, true);
+        tg_tensor_set_requires_grad(w[r], true);
+        int64_t before, after;
+        tg_memory_stats(&before, NULL);
+        cr_assert(eq(int, tg_mul_scalar(&a, x, 1.0), TG_OK));   /* bf16, dropped below */
+        if (r == 1) {
+            tg_tensor *c = NULL;
+            cr_assert(eq(int, tg_to_dtype(&c, a, TG_F32), TG_OK));
+            tg_tensor_release(a);
+            a = c;
+        }
+        cr_assert(eq(int, tg_conv_transpose(&y, a, w[r], NULL, &p), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+        tg_tensor_release(a);
+        tg_memory_stats(&after, NULL);
+        const int64_t ybytes = tg_tensor_numel(y) * 4;
+        /* the tape: y and the bf16 a (dispatch cast), or y and the f32 copy (explicit) */
+        if (r == 0) cr_assert(le(i64, after - before, ybytes + xbytes32 / 2 + 1024),
+                              "tape holds %lld bytes beyond y", (long long)(after - before - ybytes));
+        else cr_assert(ge(i64, after - before, ybytes + xbytes32));
+        /* l = sum(y^2); dl/dw with create_graph, then d(sum dl/dw)/dx */
+        cr_assert(eq(int, tg_mul(&sq, y, y), TG_OK));
+        cr_assert(eq(int, tg_sum(&l, sq), TG_OK));
+        tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+        o.create_graph = true;
+        tg_tensor *inputs[1] = {w[r]};
+        cr_assert(eq(int, tg_grad(&gw[r], 1, &l, NULL, 1, inputs, &o), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_sum(&s, gw[r]), TG_OK));
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+        gx[r] = tg_tensor_retain(tg_tensor_grad(x));
+        cr_assert(eq(int, tg_tensor_dtype(gx[r]), TG_BF16));
+        tg_tensor *all[] = {x, y, sq, l, s};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+    }
+    cr_assert(eq(int, memcmp(tg_tensor_data(gw[0]), tg_tensor_data(gw[1]), (size_t)(8 * 3 * 16 * 4)), 0));
+    cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), (size_t)(xbytes32 / 2)), 0));
+    for (int r = 0; r < 2; r++) tg_tensor_release(w[r]), tg_tensor_release(gw[r]), tg_tensor_release(gx[r]);
+}

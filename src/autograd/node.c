@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tapegrad/ops.h"
 
 static _Thread_local uint64_t tg__next_seq = 1;
 static atomic_long tg__live_nodes;
@@ -112,8 +113,11 @@ static void release_tensor_onto(node_stack *s, tg_tensor *t)
 static void free_saved(node_stack *s, tg_node *n)
 {
     for (int i = 0; i < n->n_saved; i++) {
+        release_tensor_onto(s, n->saved[i].recast);
         release_tensor_onto(s, n->saved[i].t);
-        n->saved[i].t = NULL;
+        unref_onto(s, n->saved[i].cast_fn);
+        n->saved[i].t = n->saved[i].recast = NULL;
+        n->saved[i].cast_fn = NULL;
     }
     n->n_saved = 0;
     free(n->params);
@@ -163,9 +167,23 @@ int tg__ctx_save(tg_ctx *ctx, tg_tensor *t)
     TG_ASSERT(ctx != NULL && t != NULL);
     TG_ASSERT(ctx->n_saved < TG_NODE_MAX_SAVED);
     int slot = ctx->n_saved++;
-    ctx->saved[slot].t = tg_tensor_retain(t);
-    ctx->saved[slot].version = t->storage->version;
+    ctx->saved[slot] = (tg_saved){.t = tg_tensor_retain(t), .version = t->storage->version};
     return slot;
+}
+
+void tg__node_save_uncast(tg_node *n, int n_in, tg_tensor *const *in, tg_tensor *const *cast)
+{
+    for (int k = 0; k < n->n_saved; k++)
+        for (int i = 0; i < n_in; i++) {
+            tg_saved *sv = &n->saved[k];
+            if (!cast[i] || sv->t != cast[i] || sv->is_cast) continue;
+            /* the cast's own reference is still held by the caller */
+            tg_tensor_release(sv->t);
+            *sv = (tg_saved){.t = tg_tensor_retain(in[i]), .version = in[i]->storage->version,
+                             .is_cast = true, .cast_to = cast[i]->dtype,
+                             .cast_fn = tg__node_retain(cast[i]->grad_fn)};
+            break;
+        }
 }
 
 int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
@@ -185,6 +203,23 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
                          "saved at version %llu)",
                          ctx->op->name, i, desc, (unsigned long long)sv->t->storage->version,
                          (unsigned long long)sv->version);
+    }
+    if (sv->is_cast) {
+        /* cast again; linked to the forward's cast node, so that higher
+         * derivatives reach the input through it (see tg_saved) */
+        tg_saved *w = &ctx->saved[i];
+        if (!w->recast) {
+            bool prev = tg_set_grad_enabled(false);
+            int rc = tg_to_dtype(&w->recast, w->t, w->cast_to);
+            tg_set_grad_enabled(prev);
+            TG_TRY(rc);
+            if (w->cast_fn) {
+                w->recast->grad_fn = tg__node_retain(w->cast_fn);
+                w->recast->requires_grad = true;
+            }
+        }
+        *t = w->recast;
+        return TG_OK;
     }
     *t = sv->t;
     return TG_OK;

@@ -356,6 +356,7 @@ int tg__op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const
             tg_tensor_release(res);
             goto done;
         }
+        tg__node_save_uncast(node, n, in, casts);
         node->out_meta.dtype = res->dtype;
         node->out_meta.ndim = res->ndim;
         memcpy(node->out_meta.shape, res->shape, sizeof(int64_t) * (size_t)res->ndim);
