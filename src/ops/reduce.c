@@ -90,23 +90,47 @@ static inline int64_t step_pos(int nd, const rdim *dims, int64_t *idx, int64_t p
     return pos;
 }
 
+/* f16/bf16 runs are converted to f32 (exactly) in pieces of this many
+ * elements, on the stack: no full-size f32 copy of a half tensor. */
+#define TG__HALF_RUN 256
+
+/* buf[0..len) = the f16/bf16 elements data[pos + k*st] as f32. */
+static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int64_t len,
+                     float *buf)
+{
+    const uint16_t *h = (const uint16_t *)data + pos;
+    if (st == 1) {
+        tg__half_to_f32_n(dt, h, buf, len, true);
+        return;
+    }
+    for (int64_t k = 0; k < len; k++) buf[k] = (float)tg_dtype_load(dt, h, k * st);
+}
+
 /* Sum over the reduced dims r[0..nr) (row-major) of a's elements from pos:
  * for a fixed kept index that is exactly the subsequence reduce_kernel adds
- * into that output, in the same order, so the double result is identical. */
-static double sum_block(const void *data, bool f64, int64_t pos, int nr, const rdim *r)
+ * into that output, in the same order, so the double result is identical.
+ * f16/bf16 elements are added as their exact f32 values. */
+static double sum_block(const void *data, tg_dtype dt, int64_t pos, int nr, const rdim *r)
 {
     double s = 0.0;
-    if (nr == 0) return s + (f64 ? ((const double *)data)[pos] : ((const float *)data)[pos]);
+    if (nr == 0) return s + tg_dtype_load(dt, data, pos);
     int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1;
     int64_t idx[TG_MAX_DIMS] = {0};
     for (int d = 0; d < nr - 1; d++) rows *= r[d].n;
     for (int64_t row = 0; row < rows; row++) {
-        if (f64) {
+        if (dt == TG_F64) {
             const double *x = (const double *)data + pos;
             for (int64_t k = 0; k < inner; k++) s += x[k * ist];
-        } else {
+        } else if (dt == TG_F32) {
             const float *x = (const float *)data + pos;
             for (int64_t k = 0; k < inner; k++) s += (double)x[k * ist];
+        } else {
+            float buf[TG__HALF_RUN];
+            for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
+                const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
+                half_run(dt, data, pos + k0 * ist, ist, len, buf);
+                for (int64_t k = 0; k < len; k++) s += (double)buf[k];
+            }
         }
         pos = step_pos(nr - 1, r, idx, pos);
     }
@@ -125,7 +149,6 @@ static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, con
                           tg_tensor *out, int64_t on, double scale)
 {
     const void *data = a->storage->data;
-    bool f64 = a->dtype == TG_F64;
     int64_t n = tg__numel(a->ndim, a->shape);
 #pragma omp parallel for schedule(static) if (on > 1 && n > 32768)
     for (int64_t j = 0; j < on; j++) {
@@ -135,7 +158,7 @@ static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, con
             pos += (rest % k[d].n) * k[d].st;
             rest /= k[d].n;
         }
-        store_out(out, j, sum_block(data, f64, pos, nr, r) * scale);
+        store_out(out, j, sum_block(data, a->dtype, pos, nr, r) * scale);
     }
 }
 
@@ -160,9 +183,16 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
         if (a->dtype == TG_F64) {
             const double *x = (const double *)data + pos;
             for (int64_t k = 0; k < inner; k++) y[k] += x[k * ist];
-        } else {
+        } else if (a->dtype == TG_F32) {
             const float *x = (const float *)data + pos;
             for (int64_t k = 0; k < inner; k++) y[k] += (double)x[k * ist];
+        } else {
+            float buf[TG__HALF_RUN];
+            for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
+                const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
+                half_run(a->dtype, data, pos + k0 * ist, ist, len, buf);
+                for (int64_t k = 0; k < len; k++) y[k0 + k] += (double)buf[k];
+            }
         }
         /* Same counter as step_pos, also tracking the output index o. */
         for (int d = nd - 2; d >= 0; d--) {
@@ -179,12 +209,13 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
     return TG_OK;
 }
 
-/* Returns 1 when it handled the reduction (f32/f64 a, at least one element),
- * 0 to fall back to reduce_kernel, or TG_ENOMEM. */
+/* Returns 1 when it handled the reduction (a float a with at least one
+ * element; out f32 or f64), 0 to fall back to reduce_kernel, or TG_ENOMEM. */
 static int reduce_fast(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
 {
     int64_t n = tg__numel(a->ndim, a->shape), on = tg__numel(out->ndim, out->shape);
-    if ((a->dtype != TG_F32 && a->dtype != TG_F64) || n == 0) return 0;
+    if (!tg_dtype_is_float(a->dtype) || n == 0) return 0;
+    if (out->dtype != TG_F32 && out->dtype != TG_F64) return 0;
     rdim dd[TG_MAX_DIMS], k[TG_MAX_DIMS], r[TG_MAX_DIMS];
     int nd = simplify_dims(a, ostride, dd), nk = 0, nr = 0;
     if (nd > 0 && !dd[nd - 1].red) {
@@ -206,23 +237,19 @@ static int check_float(const char *op, const tg_tensor *a)
     return TG_OK;
 }
 
-/* f16/bf16 a: converted in bulk to a contiguous f32 copy (exact), reduced by
- * reduce_fast into f64 sums, then rounded once into out as reduce_kernel
- * does (its f64 gather of a holds the same values, added in the same order),
- * so the result is bit-identical, at half the scratch and without per-element
- * dtype dispatch.  Returns 1 when handled, 0 to fall back, or TG_ENOMEM. */
+/* f16/bf16 a: reduced by reduce_fast (runs converted to f32 in small pieces,
+ * exactly) into f64 sums, then rounded once into out as reduce_kernel does
+ * (its f64 gather of a holds the same values, added in the same order), so
+ * the result is bit-identical, with no full-size copy of a and without
+ * per-element dtype dispatch.  Returns 1 when handled, 0 to fall back, or
+ * TG_ENOMEM. */
 static int reduce_half(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
 {
     if ((a->dtype != TG_F16 && a->dtype != TG_BF16) || tg__numel(a->ndim, a->shape) == 0) return 0;
-    int rc = TG_ENOMEM;
-    tg_tensor *af = tg__tensor_uninit(TG_F32, a->ndim, a->shape);   /* gathered whole */
     tg_tensor *o64 = tg__tensor_empty(TG_F64, out->ndim, out->shape);
-    if (!af || !o64) goto done;
-    tg__gather(a, TG_F32, tg_tensor_data(af));
-    rc = reduce_fast(af, ostride, o64, scale);
+    if (!o64) return TG_ENOMEM;
+    int rc = reduce_fast(a, ostride, o64, scale);
     if (rc > 0) tg__scatter(out, TG_F64, tg_tensor_cdata(o64));
-done:
-    tg_tensor_release(af);
     tg_tensor_release(o64);
     return rc;
 }
