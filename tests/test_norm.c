@@ -291,3 +291,39 @@ Test(norm, batch_norm_errors_change_nothing)
     tg_tensor *all[] = {x, x1, one, w5, rm, rv, xi};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
+
+/* When the incoming gradient is the engine's alone, the fused backward writes
+ * dx over it: the backward's tensor peak stays at one activation-sized
+ * buffer above the graph, and the gradients equal the recorded backward's. */
+Test(norm, fused_backward_reuses_a_sole_gradient_buffer)
+{
+    const int64_t xs[4] = {8, 4, 32, 32};   /* 32768 values, 256 KiB in f64 */
+    const int64_t bytes = 8 * 4 * 32 * 32 * 8;
+    tg_tensor *g[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        tg_tensor *x = th_rand_uniform(TG_F64, 4, xs, 71), *c = th_rand_uniform(TG_F64, 4, xs, 72);
+        tg_tensor *w = vec(TG_F64, 4, 73, 0.5, 2), *y = NULL, *z = NULL, *s = NULL;
+        tg_tensor_set_requires_grad(x, true);
+        cr_assert(eq(int, tg_batch_norm(&y, x, NULL, NULL, w, NULL, true, 0.1, 1e-5), TG_OK));
+        cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
+        cr_assert(eq(int, tg_sum(&s, z), TG_OK));
+        tg_tensor_release(z);   /* y stays, so that freeing it cannot hide a new buffer */
+        int64_t before, peak;
+        tg_memory_reset_peak();
+        tg_memory_stats(&before, NULL);
+        tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+        o.create_graph = r == 1;
+        cr_assert(eq(int, tg_backward(s, NULL, &o), TG_OK), "%s", tg_error_message());
+        tg_memory_stats(NULL, &peak);
+        if (r == 0) cr_assert(le(i64, peak - before, bytes + 4096), "%lld bytes above the graph",
+                              (long long)(peak - before));
+        g[r] = tg_tensor_retain(tg_tensor_grad(x));
+        tg_tensor_zero_grad(x);   /* the recorded gradient refers back to x */
+        tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(w), tg_tensor_release(s);
+        tg_tensor_release(y);
+    }
+    double *a = th_doubles(g[0]);
+    expect_close(g[1], a, 1e-12, "dx");
+    free(a);
+    tg_tensor_release(g[0]), tg_tensor_release(g[1]);
+}

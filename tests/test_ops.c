@@ -667,3 +667,35 @@ Test(ops, relu_backward_one_pass_same_bits_as_recorded)
             tg_tensor_release(g);
         }
 }
+
+/* When the incoming gradient is the engine's alone (here mul's output), the
+ * one-pass relu / leaky_relu backward writes over it instead of allocating:
+ * the backward's tensor peak stays at one activation-sized buffer (the
+ * gradient of y) above what the graph holds, and x's gradient is still
+ * c * mask exactly. */
+Test(ops, relu_backward_reuses_a_sole_gradient_buffer)
+{
+    int64_t sh[1] = {65536};
+    const int64_t bytes = 65536 * 4;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *x = mk(TG_F32, 1, sh, -2, 2), *c = mk(TG_F32, 1, sh, 0.5, 1.5), *y = NULL, *z = NULL,
+                  *s = NULL;
+        tg_tensor_set_requires_grad(x, true);
+        cr_assert(eq(int, k ? tg_leaky_relu(&y, x, 0.2) : tg_relu(&y, x), TG_OK));
+        cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
+        cr_assert(eq(int, tg_sum(&s, z), TG_OK));
+        tg_tensor_release(y), tg_tensor_release(z);
+        int64_t before, peak;
+        tg_memory_reset_peak();
+        tg_memory_stats(&before, NULL);
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+        tg_memory_stats(NULL, &peak);
+        cr_assert(le(i64, peak - before, bytes + 4096), "%s: %lld bytes above the graph", k ? "leaky" : "relu",
+                  (long long)(peak - before));
+        double *vx = th_doubles(x), *vc = th_doubles(c), *vg = th_doubles(tg_tensor_grad(x));
+        for (int64_t i = 0; i < sh[0]; i++)
+            cr_assert(eq(dbl, vg[i], (double)((float)vc[i] * (vx[i] > 0 ? 1.0f : k ? 0.2f : 0.0f))));
+        free(vx), free(vc), free(vg);
+        tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(s);
+    }
+}

@@ -60,13 +60,13 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
      * a branch between g and g * s: branch-free, so it vectorizes, and the
      * signs of the saved tensor are as unpredictable as its values. */
     if (cdt == TG_F64) {
-        double *restrict o = out;
-        const double *restrict pa = a, *restrict pg = b;
+        double *o = out;   /* o may be pg (in place) */
+        const double *pa = a, *pg = b;
 #pragma omp parallel for schedule(static) if (n > 32768)
         for (int64_t i = 0; i < n; i++) o[i] = pg[i] * (pa[i] > 0 ? 1.0 : s);
     } else {
-        float *restrict o = out;
-        const float *restrict pa = a, *restrict pg = b, sf = (float)s;
+        float *o = out;
+        const float *pa = a, *pg = b, sf = (float)s;
 #pragma omp parallel for schedule(static) if (n > 32768)
         for (int64_t i = 0; i < n; i++) o[i] = pg[i] * (pa[i] > 0 ? 1.0f : sf);
     }
@@ -139,7 +139,12 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
     tg_tensor *a, *mask = NULL;
     int rc;
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    if (!tg_grad_enabled() && g->dtype == a->dtype) {
+    if (!tg_grad_enabled() && tg__grad_is_reusable(g, a->dtype, a) && tg_tensor_is_contiguous(a)) {
+        /* over g itself: one activation-sized buffer less at the peak */
+        k_masked_grad(g->dtype, tg_tensor_data(g), tg_tensor_cdata(a), tg_tensor_cdata(g),
+                      tg_tensor_numel(g), s);
+        gi[0] = tg_tensor_retain(g);
+    } else if (!tg_grad_enabled() && g->dtype == a->dtype) {
         TRY_GOTO(tg__ew_binary("relu_backward", &gi[0], a, g, k_masked_grad, s));
     } else {
         TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
