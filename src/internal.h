@@ -138,15 +138,14 @@ void tg__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
 
 /* Whether a backward may write its result over the incoming gradient g
  * (then passing on a new reference to g): g is the only reference to a
- * contiguous, unshared f32/f64 buffer of dtype dt and shape like, outside any
- * graph.  The engine hands each backward its own reference to the summed
- * gradient, so this holds unless a hook or a tg_grad result slot kept one.
- * Only for backwards that build no graph (grad mode off). */
+ * contiguous, unshared buffer of dtype dt and shape like, outside any graph.
+ * The engine hands each backward its own reference to the summed gradient,
+ * so this holds unless a hook or a tg_grad result slot kept one.  Only for
+ * backwards that build no graph (grad mode off). */
 static inline bool tg__grad_is_reusable(const tg_tensor *g, tg_dtype dt, const tg_tensor *like)
 {
     if (g->refcount != 1 || g->storage->refcount != 1 || g->grad_fn || g->requires_grad ||
-        g->dtype != dt || (dt != TG_F32 && dt != TG_F64) || g->ndim != like->ndim ||
-        !tg_tensor_is_contiguous(g) || g->offset != 0)
+        g->dtype != dt || g->ndim != like->ndim || !tg_tensor_is_contiguous(g) || g->offset != 0)
         return false;
     for (int d = 0; d < g->ndim; d++)
         if (g->shape[d] != like->shape[d]) return false;

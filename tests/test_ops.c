@@ -676,12 +676,13 @@ Test(ops, relu_backward_one_pass_same_bits_as_recorded)
 Test(ops, relu_backward_reuses_a_sole_gradient_buffer)
 {
     int64_t sh[1] = {65536};
-    const int64_t bytes = 65536 * 4;
-    for (int k = 0; k < 2; k++) {
-        tg_tensor *x = mk(TG_F32, 1, sh, -2, 2), *c = mk(TG_F32, 1, sh, 0.5, 1.5), *y = NULL, *z = NULL,
-                  *s = NULL;
+    for (int k = 0; k < 4; k++) {   /* relu, leaky; f32, then bf16 (in f32 chunks) */
+        const tg_dtype dt = k < 2 ? TG_F32 : TG_BF16;
+        const int64_t bytes = 65536 * (int64_t)tg_dtype_size(dt);
+        tg_tensor *x = mk(dt, 1, sh, -2, 2), *c = mk(dt, 1, sh, 0.5, 1.5), *y = NULL, *z = NULL,
+                  *s = NULL, *want = NULL;
         tg_tensor_set_requires_grad(x, true);
-        cr_assert(eq(int, k ? tg_leaky_relu(&y, x, 0.2) : tg_relu(&y, x), TG_OK));
+        cr_assert(eq(int, k % 2 ? tg_leaky_relu(&y, x, 0.2) : tg_relu(&y, x), TG_OK));
         cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
         cr_assert(eq(int, tg_sum(&s, z), TG_OK));
         tg_tensor_release(y), tg_tensor_release(z);
@@ -690,12 +691,15 @@ Test(ops, relu_backward_reuses_a_sole_gradient_buffer)
         tg_memory_stats(&before, NULL);
         cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
         tg_memory_stats(NULL, &peak);
-        cr_assert(le(i64, peak - before, bytes + 4096), "%s: %lld bytes above the graph", k ? "leaky" : "relu",
+        cr_assert(le(i64, peak - before, bytes + 4096), "case %d: %lld bytes above the graph", k,
                   (long long)(peak - before));
-        double *vx = th_doubles(x), *vc = th_doubles(c), *vg = th_doubles(tg_tensor_grad(x));
+        cr_assert(eq(int, tg_tensor_zeros(&want, dt, 1, sh), TG_OK));   /* c * mask, rounded once */
+        double *vx = th_doubles(x), *vc = th_doubles(c);
         for (int64_t i = 0; i < sh[0]; i++)
-            cr_assert(eq(dbl, vg[i], (double)((float)vc[i] * (vx[i] > 0 ? 1.0f : k ? 0.2f : 0.0f))));
-        free(vx), free(vc), free(vg);
-        tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(s);
+            tg_tensor_set_flat(want, i, (float)vc[i] * (vx[i] > 0 ? 1.0f : k % 2 ? 0.2f : 0.0f));
+        cr_assert(eq(int, memcmp(tg_tensor_data(tg_tensor_grad(x)), tg_tensor_data(want), (size_t)bytes), 0),
+                  "case %d", k);
+        free(vx), free(vc);
+        tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(s), tg_tensor_release(want);
     }
 }

@@ -368,8 +368,9 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
     double *st = tg__malloc((size_t)(4 * (g.c > 0 ? g.c : 1)) * sizeof(double));
     void *xo = NULL, *go = NULL, *wo = NULL, *dxo = NULL;
     /* dx over gy when gy is ours alone: each channel's sums are taken before
-     * its dx is written, element by element in the same place */
-    const bool in_place = need_dx && x->dtype == cdt && tg__grad_is_reusable(gy, cdt, x);
+     * its dx is written, element by element in the same place (or, for a
+     * half gy, from the f32 copy made below) */
+    const bool in_place = need_dx && tg__grad_is_reusable(gy, x->dtype, x);
     tg_tensor *dx = !need_dx ? NULL : in_place ? tg_tensor_retain(gy)
                                                : tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     const void *xb = tg__conv_input(x, cdt, &xo), *gb = tg__conv_input(gy, cdt, &go);
