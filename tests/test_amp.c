@@ -801,3 +801,38 @@ Test(amp, half_reductions_make_no_full_size_copy)
     }
     tg_tensor_release(xh), tg_tensor_release(xf);
 }
+
+/* Half matmul operands in every layout (plain, transposed views, and a
+ * sliced one that must be packed) give the f32 product of the same values
+ * rounded once: the dense blocks are converted in bulk with their layout
+ * kept, the others packed element by element. */
+Test(amp, half_matmul_operands_in_every_layout)
+{
+    const int64_t sa[2] = {37, 53}, sb[2] = {53, 29}, sat[2] = {53, 37}, sbt[2] = {29, 53}, sw[2] = {37, 106};
+    for (int h = 2; h < 4; h++) {
+        const tg_dtype dt = FLOATS[h];
+        tg_tensor *a = th_rand_uniform(dt, 2, sa, 81), *b = th_rand_uniform(dt, 2, sb, 82);
+        tg_tensor *at0 = th_rand_uniform(dt, 2, sat, 83), *bt0 = th_rand_uniform(dt, 2, sbt, 84);
+        tg_tensor *wide = th_rand_uniform(dt, 2, sw, 85);
+        tg_tensor *at = NULL, *bt = NULL, *sl = NULL;
+        cr_assert(eq(int, tg_transpose(&at, at0, 0, 1), TG_OK));   /* (37, 53), column-major */
+        cr_assert(eq(int, tg_transpose(&bt, bt0, 0, 1), TG_OK));   /* (53, 29), column-major */
+        cr_assert(eq(int, tg_slice(&sl, wide, 1, 0, 106, 2), TG_OK));   /* (37, 53), stride 2 */
+        tg_tensor *lhs[3] = {a, at, sl}, *rhs[2] = {b, bt};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) {
+                tg_tensor *y = NULL, *lf = NULL, *rf = NULL, *yf = NULL, *yr = NULL;
+                cr_assert(eq(int, tg_matmul(&y, lhs[i], rhs[j]), TG_OK), "%s", tg_error_message());
+                cr_assert(eq(int, tg_to_dtype(&lf, lhs[i], TG_F32), TG_OK));
+                cr_assert(eq(int, tg_to_dtype(&rf, rhs[j], TG_F32), TG_OK));
+                cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
+                cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
+                cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr), 37 * 29 * 2), 0),
+                          "%s lhs %d rhs %d", tg_dtype_name(dt), i, j);
+                tg_tensor *all[] = {y, lf, rf, yf, yr};
+                for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
+            }
+        tg_tensor *all[] = {a, b, at0, bt0, wide, at, bt, sl};
+        for (size_t k = 0; k < 8; k++) tg_tensor_release(all[k]);
+    }
+}
