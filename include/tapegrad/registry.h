@@ -13,7 +13,11 @@
  *    Outside, as PROMOTE.
  *  - KEEP: never cast; mixed dtypes are TG_EDTYPE.
  * Casts are recorded on the tape, so each gradient arrives in its own tensor's
- * dtype.
+ * dtype.  When an op saves a cast input for its backward, the tape keeps the
+ * input itself and casts it again in backward (no second copy of the
+ * activation in another dtype).  So, as without autocast, changing such an
+ * input in place before backward (an optimizer step on a weight a live graph
+ * still needs, say) is TG_EINPLACE at backward.
  */
 #ifndef TAPEGRAD_REGISTRY_H
 #define TAPEGRAD_REGISTRY_H
