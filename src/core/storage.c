@@ -25,7 +25,12 @@
 
 /* The default limit on cached bytes; none under AddressSanitizer, so that a
  * use of freed tensor memory is still reported there. */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TG__ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(TG__ASAN)
 #define TG__CACHE_DEFAULT_LIMIT 0
 #else
 #define TG__CACHE_DEFAULT_LIMIT ((int64_t)256 << 20)
