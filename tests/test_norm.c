@@ -327,3 +327,36 @@ Test(norm, fused_backward_reuses_a_sole_gradient_buffer)
     free(a);
     tg_tensor_release(g[0]), tg_tensor_release(g[1]);
 }
+
+/* A strided x (a transposed view) gives the values and gradients of its
+ * contiguous copy. */
+Test(norm, strided_input_matches_contiguous_copy)
+{
+    const int64_t xs[4] = {5, 6, 3, 4};   /* viewed as (5, 3, 6, 4): C = 3 */
+    tg_tensor *base = th_rand_uniform(TG_F64, 4, xs, 91), *xv = NULL, *xc = NULL, *y[2], *g[2];
+    tg_tensor *gy = NULL, *w = vec(TG_F64, 3, 92, 0.5, 2);
+    cr_assert(eq(int, tg_transpose(&xv, base, 1, 2), TG_OK));
+    cr_assert(not(tg_tensor_is_contiguous(xv)));
+    cr_assert(eq(int, tg_contiguous(&xc, xv), TG_OK));
+    tg_tensor *xs2[2] = {xv, xc};
+    gy = th_rand_uniform(TG_F64, 4, tg_tensor_shape(xv), 93);
+    for (int r = 0; r < 2; r++) {
+        tg_tensor *leaf = NULL;
+        cr_assert(eq(int, tg_tensor_detach(&leaf, xs2[r]), TG_OK));
+        tg_tensor_set_requires_grad(leaf, true);
+        y[r] = NULL;
+        cr_assert(eq(int, tg_batch_norm(&y[r], leaf, NULL, NULL, w, NULL, true, 0.1, 1e-5), TG_OK),
+                  "%s", tg_error_message());
+        cr_assert(eq(int, tg_backward(y[r], gy, NULL), TG_OK), "%s", tg_error_message());
+        g[r] = tg_tensor_retain(tg_tensor_grad(leaf));
+        tg_tensor_release(leaf);
+    }
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *a = k ? g[0] : y[0], *b = k ? g[1] : y[1];
+        double *vb = th_doubles(b);
+        expect_close(a, vb, 1e-13, k ? "dx" : "y");
+        free(vb);
+    }
+    tg_tensor *all[] = {base, xv, xc, gy, w, y[0], y[1], g[0], g[1]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
