@@ -26,8 +26,9 @@
  * step 2N, and the largest RSS sample of steps 1..N and of steps N+1..2N
  * (memory is flat when the second is not above the first), all in MiB;
  * and, from tg_memory_stats, the tensor bytes held between steps (parameters,
- * gradients, Adam state) and the timed steps' peak of tensor bytes above that
- * (activations saved for backward plus temporaries; scratch not included).
+ * gradients, Adam state: the larger of the counts before and after the timed
+ * steps) and the timed steps' peak of tensor bytes above that (activations
+ * saved for backward plus temporaries; scratch not included).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,7 +274,13 @@ int main(int argc, char **argv)
         if (i == steps - 1 || i == 2 * steps - 1) rss[half] = r;
     }
     double secs = now_s() - t0;
-    tg_memory_stats(NULL, &tensor_peak);
+    /* The state is taken again after the timed steps, and the larger of the two
+     * counts: with f16 the grad scaler may skip the warmup steps' updates, and
+     * Adam's state is then first allocated inside the timed steps, which is
+     * not what a step adds. */
+    int64_t state_after;
+    tg_memory_stats(&state_after, &tensor_peak);
+    if (state_after > tensor_state) tensor_state = state_after;
     const double mib = 1024.0 * 1024.0;
     printf("{\"impl\": \"tapegrad\", \"amp\": \"%s\", \"batch\": %ld, \"threads\": %ld, "
            "\"steps\": %ld, \"seconds\": %.3f, \"images_per_s\": %.2f, "
