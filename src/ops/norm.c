@@ -239,7 +239,8 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     if (f64) bn_apply_f64(xb, g, mean, invstd, wb, bb, yb);
     else bn_apply_f32(xb, g, mean, invstd, wb, bb, yb);
     if (yo) tg__scatter(y, cdt, yo);
-    if (p->training) {
+    if (ctx && (!(tm = vec_of(cdt, g.c, mean)) || !(ti = vec_of(cdt, g.c, invstd)))) goto done;
+    if (p->training) {   /* last, so that a failure above leaves the buffers as they were */
         const double mm = (double)(g.n * g.s);
         rc = update_running(p->running_mean, mean, p->momentum, 1.0);
         if (rc == TG_OK) rc = update_running(p->running_var, var, p->momentum, mm / (mm - 1));
@@ -247,12 +248,6 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     }
     rc = TG_OK;
     if (ctx) {
-        tm = vec_of(cdt, g.c, mean);
-        ti = vec_of(cdt, g.c, invstd);
-        if (!tm || !ti) {
-            rc = TG_ENOMEM;
-            goto done;
-        }
         tg__ctx_save(ctx, x);
         tg__ctx_save(ctx, tm);
         tg__ctx_save(ctx, ti);
