@@ -268,8 +268,9 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
 /* The tap table of small planes (im2col in conv and the weight gradient,
  * col2im in conv_transpose) gives the same bits as the row-by-row path, in
  * 1-D, 2-D and 3-D, f32 and f64, with strides, dilations, uneven padding
- * that leaves whole rows and columns in the padding, and groups.  Each case
- * has column rows shorter than 32, so the table is taken when it is on. */
+ * that leaves whole rows and columns (and some taps entirely) in the
+ * padding, and groups.  Each case has column rows shorter than 32, so the
+ * table is taken when it is on. */
 Test(conv_fast, tap_table_same_bits_as_rows)
 {
     struct { int nsp; int64_t img[3], k[3], stride[3], dil[3], pad[3][2]; int64_t groups; } cs[] = {
@@ -277,6 +278,8 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         {2, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* DCGAN's */
         {2, {9, 11}, {3, 2}, {1, 3}, {2, 1}, {{3, 0}, {0, 2}}, 2},
         {3, {5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 2, 1}, {{1, 1}, {0, 2}, {2, 0}}, 2},
+        {2, {6, 9}, {2, 3}, {2, 1}, {1, 3}, {{0, 1}, {4, 4}}, 1},   /* stride 1, wide padding */
+        {1, {40}, {3}, {4}, {5}, {{7, 9}}, 2},                        /* taps beyond the image */
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int d = 0; d < 2; d++) {
