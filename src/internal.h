@@ -322,6 +322,11 @@ typedef void (*tg_ew_kernel_fn)(tg_dtype cdt, void *out, const void *a, const vo
  * Not recorded: callers are forwards, or backwards building constants. */
 int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
                   tg_ew_kernel_fn k, double s);
+/* b = k(a, b), written over b itself: b contiguous, a of b's shape and dtype
+ * (a may be strided).  For a backward that holds the only reference to b
+ * (tg__grad_is_reusable).  The bits are those of tg__ew_binary. */
+int tg__ew_binary_over(const char *op, const tg_tensor *a, tg_tensor *b, tg_ew_kernel_fn k,
+                       double s);
 /* Same for one input (the kernel sees b == NULL). */
 int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
                  double s);

@@ -91,32 +91,6 @@ ACT_FORWARD(sigmoid, k_sigmoid)
 ACT_FORWARD(silu, k_silu)
 ACT_FORWARD(gelu, k_gelu)
 
-/* g = g * mask(a) in place (g, a contiguous, same dtype and shape).  Half
- * dtypes go through f32 in chunks, each converted, computed and rounded back
- * into the same place: the bits of the out-of-place half kernel. */
-static int masked_grad_in_place(tg_tensor *g, const tg_tensor *a, double s)
-{
-    const int64_t n = tg_tensor_numel(g);
-    if (g->dtype == TG_F32 || g->dtype == TG_F64) {
-        k_masked_grad(g->dtype, tg_tensor_data(g), tg_tensor_cdata(a), tg_tensor_cdata(g), n, s);
-        return TG_OK;
-    }
-    enum { CHUNK = 4096 };
-    float *buf = tg__malloc(2 * CHUNK * sizeof *buf);
-    if (!buf) return TG_ENOMEM;
-    uint16_t *pg = tg_tensor_data(g);
-    const uint16_t *pa = tg_tensor_cdata(a);
-    for (int64_t i = 0; i < n; i += CHUNK) {
-        const int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        tg__half_to_f32_n(g->dtype, pa + i, buf, m, true);
-        tg__half_to_f32_n(g->dtype, pg + i, buf + CHUNK, m, true);
-        k_masked_grad(TG_F32, buf + CHUNK, buf, buf + CHUNK, m, s);
-        tg__f32_to_half_n(g->dtype, buf + CHUNK, pg + i, m, true);
-    }
-    free(buf);
-    return TG_OK;
-}
-
 /* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
  * top of the file) and a otherwise.  The saved output is an alias of *out's
  * storage without its grad_fn: saving *out itself would make a cycle
@@ -165,9 +139,9 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
     tg_tensor *a, *mask = NULL;
     int rc;
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    if (!tg_grad_enabled() && tg__grad_is_reusable(g, a->dtype, a) && tg_tensor_is_contiguous(a)) {
+    if (!tg_grad_enabled() && tg__grad_is_reusable(g, a->dtype, a)) {
         /* over g itself: one activation-sized buffer less at the peak */
-        TRY_GOTO(masked_grad_in_place(g, a, s));
+        TRY_GOTO(tg__ew_binary_over("relu_backward", a, g, k_masked_grad, s));
         gi[0] = tg_tensor_retain(g);
     } else if (!tg_grad_enabled() && g->dtype == a->dtype) {
         TRY_GOTO(tg__ew_binary("relu_backward", &gi[0], a, g, k_masked_grad, s));

@@ -158,28 +158,36 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
     return rc;
 }
 
+/* res (contiguous, of res's dtype and shape (nd, shape)) = k on a (and b,
+ * may be NULL) broadcast to that shape; every element of res is written.
+ * Each result element is computed from the same element of each input, read
+ * before it is written (whole, or chunk by chunk for half dtypes), so res may
+ * be one of the inputs. */
+static int ew_fill(tg_tensor *res, int nd, const int64_t *shape, const tg_tensor *a,
+                   const tg_tensor *b, tg_ew_kernel_fn k, double s)
+{
+    const tg_dtype dt = res->dtype, cdt = tg__compute_dtype(dt);
+    const int64_t n = tg__numel(nd, shape);
+    if (n == 0) return TG_OK;
+    if (dt != cdt) return ew_run_half(res, nd, shape, n, a, b, k, s);
+    const void *pa = NULL, *pb = NULL;
+    void *own_a = NULL, *own_b = NULL;
+    int rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
+    if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
+    if (rc == TG_OK) k(cdt, tg_tensor_data(res), pa, pb, n, s);
+    free(own_a);
+    free(own_b);
+    return rc;
+}
+
 /* Allocates the output (dtype dt, shape (nd, shape)), runs k on a (and b, may
  * be NULL) broadcast to that shape and writes the result. */
 static int ew_run(tg_tensor **out, tg_dtype dt, int nd, const int64_t *shape, const tg_tensor *a,
                   const tg_tensor *b, tg_ew_kernel_fn k, double s)
 {
-    tg_dtype cdt = tg__compute_dtype(dt);
-    int64_t n = tg__numel(nd, shape);
-    const void *pa = NULL, *pb = NULL;
-    void *own_a = NULL, *own_b = NULL;
-    int rc = TG_OK;
-
-    tg_tensor *res = tg__tensor_uninit(dt, nd, shape);   /* both paths write all n */
+    tg_tensor *res = tg__tensor_uninit(dt, nd, shape);   /* ew_fill writes all n */
     if (!res) return TG_ENOMEM;
-    if (n > 0 && dt != cdt) {
-        rc = ew_run_half(res, nd, shape, n, a, b, k, s);
-    } else if (n > 0) {
-        rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
-        if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
-        if (rc == TG_OK) k(cdt, tg_tensor_data(res), pa, pb, n, s);
-    }
-    free(own_a);
-    free(own_b);
+    int rc = ew_fill(res, nd, shape, a, b, k, s);
     if (rc < 0) {
         tg_tensor_release(res);
         return rc;
@@ -200,6 +208,19 @@ int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_
              op, tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
     TG_TRY(tg__broadcast_shapes(op, a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
     return ew_run(out, a->dtype, nd, shape, a, b, k, s);
+}
+
+int tg__ew_binary_over(const char *op, const tg_tensor *a, tg_tensor *b, tg_ew_kernel_fn k,
+                       double s)
+{
+    TG_TRY(tg__ew_check_float(op, 0, a));
+    TG_TRY(tg__ew_check_float(op, 1, b));
+    TG_CHECK(a->dtype == b->dtype, TG_EDTYPE, "%s: inputs have dtypes %s and %s; they must match",
+             op, tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+    TG_CHECK(tg_tensor_is_contiguous(b) && b->offset == 0 && same_shape(a, b->ndim, b->shape),
+             TG_ESHAPE, "%s: the result is written over b, which must be contiguous and of a's shape",
+             op);
+    return ew_fill(b, b->ndim, b->shape, a, b, k, s);
 }
 
 int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k, double s)
