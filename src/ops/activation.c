@@ -94,7 +94,7 @@ ACT_FORWARD(gelu, k_gelu)
 /* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
  * top of the file) and a otherwise.  The saved output is an alias of *out's
  * storage without its grad_fn: saving *out itself would make a cycle
- * (out -> node -> ctx -> out). */
+ * (out -> node -> ctx -> out): a detached view of it instead. */
 static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
                           tg_ew_kernel_fn k, double s)
 {
@@ -104,13 +104,12 @@ static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_ten
         tg__ctx_save(ctx, a);
         return TG_OK;
     }
-    tg_tensor *o = *out;
-    tg_tensor *alias = tg__tensor_view_of(o->storage, o->dtype, o->ndim, o->shape, o->strides,
-                                          o->offset);
-    if (!alias) {
+    tg_tensor *alias = NULL;
+    int rc = tg_tensor_detach(&alias, *out);
+    if (rc < 0) {
         tg_tensor_release(*out);
         *out = NULL;
-        return TG_ENOMEM;
+        return rc;
     }
     tg__ctx_save(ctx, alias);
     tg_tensor_release(alias);
