@@ -346,6 +346,7 @@ static int backward_ops(tg_ctx *ctx, const bn_params *p, tg_tensor *g, tg_tensor
         TRY_GOTO(tg_mul(&t[GXH], g, t[XHAT]));
         TRY_GOTO(channel_sum(&gin[1], t[GXH], w->dtype));
     }
+    if (tg__ctx_needs_grad(ctx, 2)) TRY_GOTO(channel_sum(&gin[2], g, ctx->in_meta[2].dtype));
 done:
     for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
     return rc;
@@ -406,9 +407,6 @@ static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
     if (ctx->n_saved > SAVED_WEIGHT) TG_TRY(tg__ctx_saved(ctx, SAVED_WEIGHT, &w));
     int rc = !tg_grad_enabled() ? backward_fused(ctx, p, gy, x, w, mean, invstd, gin)
                                 : backward_ops(ctx, p, gy, x, w, mean, invstd, gin);
-    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 2) && !gin[2] && tg_grad_enabled()) {
-        rc = channel_sum(&gin[2], gy, ctx->in_meta[2].dtype);
-    }
     if (rc < 0)
         for (int i = 0; i < 3; i++) {
             tg_tensor_release(gin[i]);
@@ -432,7 +430,6 @@ int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_ten
     TG_CHECK(out != NULL, TG_EINVAL, "batch_norm: out must not be NULL");
     bn_params p = {.momentum = momentum, .eps = eps, .training = training,
                    .running_mean = running_mean, .running_var = running_var};
-    TG_TRY(check_inputs(x, weight, bias, &p));
     tg_tensor *in[3] = {x, weight, bias};
     return tg__op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
 }
