@@ -72,23 +72,22 @@ static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand
 {
     int64_t ld;
     bool trans;
-    if (m->t->dtype == ct && blas_layout(m, &trans, &ld)) {
-        o->p = elem_ptr(m->t, m->off + k * m->bs);
+    if (blas_layout(m, &trans, &ld)) {
         o->trans = trans;
         o->ld = (int)ld;
-        return;
-    }
-    if (m->rows > 1 && m->cols > 1 && blas_layout(m, &trans, &ld) &&
-        ld == (trans ? m->rows : m->cols)) {
-        /* a dense block in another dtype (a half operand, transposed or not):
-         * one bulk conversion, keeping its layout, instead of packing it
-         * element by element */
-        tg__convert_n(m->t->dtype, elem_ptr(m->t, m->off + k * m->bs), ct, scratch,
-                      m->rows * m->cols);
-        o->p = scratch;
-        o->trans = trans;
-        o->ld = (int)ld;
-        return;
+        if (m->t->dtype == ct) {
+            o->p = elem_ptr(m->t, m->off + k * m->bs);
+            return;
+        }
+        if (m->rows > 1 && m->cols > 1 && ld == (trans ? m->rows : m->cols)) {
+            /* a dense block in another dtype (a half operand, transposed or
+             * not): one bulk conversion, keeping its layout, instead of
+             * packing it element by element */
+            tg__convert_n(m->t->dtype, elem_ptr(m->t, m->off + k * m->bs), ct, scratch,
+                          m->rows * m->cols);
+            o->p = scratch;
+            return;
+        }
     }
     pack(m, k, ct, scratch);
     o->p = scratch;
