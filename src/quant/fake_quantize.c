@@ -70,19 +70,34 @@ static int fq_map(tg_tensor **out, const tg_tensor *x, const fq_channel *ch, int
     return TG_OK;
 }
 
-static int64_t inner_size(const tg_tensor *x, int axis)
+/* Block size of fq_map for a channel axis; axis < 0: one channel, the whole x. */
+static int64_t fq_inner(const tg_tensor *x, int axis)
 {
-    int64_t inner = 1;
-    for (int d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];
-    return inner;
+    return axis < 0 ? tg_tensor_numel(x) : tg__q_inner_size(x, axis);
 }
 
-static int fq_check_x(const char *op, const tg_tensor *x)
+/* The forward of both ops: out = fake_quantize(x), saving x for backward. */
+static int fq_apply(tg_ctx *ctx, tg_tensor **out, tg_tensor *x, const fq_channel *ch, int64_t n,
+                    int axis, int32_t qmin, int32_t qmax)
 {
-    TG_CHECK(x, TG_EINVAL, "%s: x must not be NULL", op);
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x must be a float tensor, got %s", op,
-             tg_dtype_name(x->dtype));
+    TG_TRY(fq_map(out, x, ch, n, fq_inner(x, axis), qmin, qmax, false));
+    if (ctx) tg__ctx_save(ctx, x);
     return TG_OK;
+}
+
+/* Straight-through estimator, for both ops: d fq / dx = 1 where the level
+ * was in range, 0 where it was clamped; the mask is a constant, so
+ * dx = dy * mask is differentiable (in dy) to any order. */
+static int fq_backward_ste(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in,
+                           const fq_channel *ch, int64_t n, int axis, int32_t qmin, int32_t qmax)
+{
+    if (!tg__ctx_needs_grad(ctx, 0)) return TG_OK;
+    tg_tensor *x = NULL, *mask = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY(fq_map(&mask, x, ch, n, fq_inner(x, axis), qmin, qmax, true));
+    int rc = tg_mul(&grad_in[0], grad_out, mask);
+    tg_tensor_release(mask);
+    return rc;
 }
 
 /* ---- per tensor ---- */
@@ -92,25 +107,14 @@ static int fq_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
 {
     (void)n;
     const fq_params *p = params;
-    TG_TRY(fq_check_x("fake_quantize", in[0]));
-    TG_TRY(fq_map(out, in[0], &p->ch, 1, tg_tensor_numel(in[0]), p->qmin, p->qmax, false));
-    if (ctx) tg__ctx_save(ctx, in[0]);
-    return TG_OK;
+    TG_TRY(tg__q_check_float("fake_quantize", in[0]));
+    return fq_apply(ctx, out, in[0], &p->ch, 1, -1, p->qmin, p->qmax);
 }
 
-/* Straight-through estimator: d fq / dx = 1 where the level was in range,
- * 0 where it was clamped; the mask is a constant, so dx = dy * mask is
- * differentiable (in dy) to any order. */
 static int fq_backward(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in)
 {
-    if (!tg__ctx_needs_grad(ctx, 0)) return TG_OK;
     const fq_params *p = tg__ctx_params(ctx);
-    tg_tensor *x = NULL, *mask = NULL;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(fq_map(&mask, x, &p->ch, 1, tg_tensor_numel(x), p->qmin, p->qmax, true));
-    int rc = tg_mul(&grad_in[0], grad_out, mask);
-    tg_tensor_release(mask);
-    return rc;
+    return fq_backward_ste(ctx, grad_out, grad_in, &p->ch, 1, -1, p->qmin, p->qmax);
 }
 
 static tg_op_schema fq_schema = {
@@ -159,26 +163,17 @@ static int fqc_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     (void)n;
     const fqc_params *p = params;
     const tg_tensor *x = in[0];
-    TG_TRY(fq_check_x("fake_quantize_per_channel", x));
+    TG_TRY(tg__q_check_float("fake_quantize_per_channel", x));
     TG_CHECK(p->axis < x->ndim && x->shape[p->axis] == p->n, TG_ESHAPE,
              "fake_quantize_per_channel: x no longer has %lld channels on axis %d",
              (long long)p->n, p->axis);
-    TG_TRY(fq_map(out, x, p->ch, p->n, inner_size(x, p->axis), p->qmin, p->qmax, false));
-    if (ctx) tg__ctx_save(ctx, in[0]);
-    return TG_OK;
+    return fq_apply(ctx, out, in[0], p->ch, p->n, p->axis, p->qmin, p->qmax);
 }
 
-/* The same straight-through estimator, channel by channel. */
 static int fqc_backward(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in)
 {
-    if (!tg__ctx_needs_grad(ctx, 0)) return TG_OK;
     const fqc_params *p = tg__ctx_params(ctx);
-    tg_tensor *x = NULL, *mask = NULL;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(fq_map(&mask, x, p->ch, p->n, inner_size(x, p->axis), p->qmin, p->qmax, true));
-    int rc = tg_mul(&grad_in[0], grad_out, mask);
-    tg_tensor_release(mask);
-    return rc;
+    return fq_backward_ste(ctx, grad_out, grad_in, p->ch, p->n, p->axis, p->qmin, p->qmax);
 }
 
 static tg_op_schema fqc_schema = {
@@ -202,7 +197,7 @@ int tg_fake_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_
 {
     const char *op = "fake_quantize_per_channel";
     TG_CHECK(out, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_TRY(fq_check_x(op, x));
+    TG_TRY(tg__q_check_float(op, x));
     TG_TRY(tg__q_check_channels(op, x, &axis, n, scales));
     TG_TRY(fq_check_range(op, quant_min, quant_max));
     for (int64_t c = 0; zero_points && c < n; c++) {

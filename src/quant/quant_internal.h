@@ -13,6 +13,16 @@ static inline int32_t tg__q_clamp(int64_t v, int32_t lo, int32_t hi)
     return (int32_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
+/* Elements after dim `axis` of t (row-major): a channel block along axis. */
+static inline int64_t tg__q_inner_size(const tg_tensor *t, int axis)
+{
+    int64_t inner = 1;
+    for (int d = axis + 1; d < t->ndim; d++) inner *= t->shape[d];
+    return inner;
+}
+
+/* TG_EINVAL for a NULL x, TG_EDTYPE unless x is a float tensor. */
+int tg__q_check_float(const char *op, const tg_tensor *x);
 /* Checks a (scale, zero_point) pair for dtype qdt; `op` names the caller. */
 int tg__q_check_affine(const char *op, tg_dtype qdt, double scale, int32_t zero_point);
 /* Checks per-channel scales (finite, > 0) and resolves axis against ndim. */

@@ -33,7 +33,7 @@ int tg__q_check_channels(const char *op, const tg_tensor *t, int *axis, int64_t 
     return TG_OK;
 }
 
-static int check_float(const char *op, const tg_tensor *x)
+int tg__q_check_float(const char *op, const tg_tensor *x)
 {
     TG_CHECK(x, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x must be a float tensor, got %s", op,
@@ -57,13 +57,6 @@ static inline int64_t channel_of(int64_t i, const chan_map *m)
     const int64_t j = (i / m->inner) % m->n;
     if (m->cig == 0) return j;
     return (i / (m->inner * m->n)) / m->cig * m->n + j;
-}
-
-static int64_t inner_size(const tg_tensor *t, int axis)
-{
-    int64_t inner = 1;
-    for (int d = axis + 1; d < t->ndim; d++) inner *= t->shape[d];
-    return inner;
 }
 
 /* q = clamp(rint(v / scale) + zp) (nearest-even; NaN gives zp). */
@@ -106,7 +99,7 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
 int tg_quantize(tg_tensor **out, tg_tensor *x, tg_dtype qdt, double scale, int32_t zero_point)
 {
     TG_CHECK(out, TG_EINVAL, "quantize: out must not be NULL");
-    TG_TRY(check_float("quantize", x));
+    TG_TRY(tg__q_check_float("quantize", x));
     TG_TRY(tg__q_check_affine("quantize", qdt, scale, zero_point));
     const chan_map m = {.n = 1, .inner = 1};
     return quantize_impl(out, x, qdt, &scale, &m, zero_point);
@@ -116,9 +109,9 @@ int tg_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_t n,
                             const double *scales)
 {
     TG_CHECK(out, TG_EINVAL, "quantize_per_channel: out must not be NULL");
-    TG_TRY(check_float("quantize_per_channel", x));
+    TG_TRY(tg__q_check_float("quantize_per_channel", x));
     TG_TRY(tg__q_check_channels("quantize_per_channel", x, &axis, n, scales));
-    const chan_map m = {.n = n, .inner = inner_size(x, axis)};
+    const chan_map m = {.n = n, .inner = tg__q_inner_size(x, axis)};
     return quantize_impl(out, x, TG_I8, scales, &m, 0);
 }
 
@@ -163,7 +156,7 @@ int tg_dequantize_per_channel(tg_tensor **out, tg_tensor *q, int axis, int64_t n
     TG_CHECK(q->dtype == TG_I8, TG_EDTYPE, "dequantize_per_channel: q must be i8, got %s",
              tg_dtype_name(q->dtype));
     TG_TRY(tg__q_check_channels("dequantize_per_channel", q, &axis, n, scales));
-    const chan_map m = {.n = n, .inner = inner_size(q, axis)};
+    const chan_map m = {.n = n, .inner = tg__q_inner_size(q, axis)};
     return dequantize_impl(out, q, scales, &m, 0);
 }
 
@@ -187,8 +180,8 @@ static int weight_map(const char *op, const tg_tensor *w, bool transpose, int64_
                  "%s: scales[%lld]=%g must be finite and > 0", op, (long long)c, scales[c]);
     *m = (chan_map){.n = 1, .inner = 1};
     if (n == 1) return TG_OK;
-    if (!transpose) *m = (chan_map){.n = n, .inner = inner_size(w, 0)};
-    else *m = (chan_map){.n = w->shape[1], .inner = inner_size(w, 1), .cig = w->shape[0] / groups};
+    if (!transpose) *m = (chan_map){.n = n, .inner = tg__q_inner_size(w, 0)};
+    else *m = (chan_map){.n = w->shape[1], .inner = tg__q_inner_size(w, 1), .cig = w->shape[0] / groups};
     return TG_OK;
 }
 
@@ -196,7 +189,7 @@ int tg_quantize_conv_weight(tg_tensor **out, tg_tensor *w, bool transpose, int64
                             int64_t n, const double *scales)
 {
     TG_CHECK(out, TG_EINVAL, "quantize_conv_weight: out must not be NULL");
-    TG_TRY(check_float("quantize_conv_weight", w));
+    TG_TRY(tg__q_check_float("quantize_conv_weight", w));
     chan_map m;
     TG_TRY(weight_map("quantize_conv_weight", w, transpose, groups, n, scales, &m));
     return quantize_impl(out, w, TG_I8, scales, &m, 0);
