@@ -193,7 +193,7 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
              "%s: backward through a graph that was already freed: pass retain_graph",
              ctx->op->name);
     TG_ASSERT(i >= 0 && i < ctx->n_saved);
-    const tg_saved *sv = &ctx->saved[i];
+    tg_saved *sv = &ctx->saved[i];
     if (sv->t->storage->version != sv->version) {
         char desc[96];
         if (sv->t->name[0]) snprintf(desc, sizeof desc, "'%s'", sv->t->name);
@@ -207,18 +207,17 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
     if (sv->is_cast) {
         /* cast again; linked to the forward's cast node, so that higher
          * derivatives reach the input through it (see tg_saved) */
-        tg_saved *w = &ctx->saved[i];
-        if (!w->recast) {
+        if (!sv->recast) {
             bool prev = tg_set_grad_enabled(false);
-            int rc = tg_to_dtype(&w->recast, w->t, w->cast_to);
+            int rc = tg_to_dtype(&sv->recast, sv->t, sv->cast_to);
             tg_set_grad_enabled(prev);
             TG_TRY(rc);
-            if (w->cast_fn) {
-                w->recast->grad_fn = tg__node_retain(w->cast_fn);
-                w->recast->requires_grad = true;
+            if (sv->cast_fn) {
+                sv->recast->grad_fn = tg__node_retain(sv->cast_fn);
+                sv->recast->requires_grad = true;
             }
         }
-        *t = w->recast;
+        *t = sv->recast;
         return TG_OK;
     }
     *t = sv->t;
