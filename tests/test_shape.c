@@ -459,6 +459,30 @@ Test(shape, errors_leave_out_untouched)
     tg_tensor_release(a);
 }
 
+/* Views hold no memory, so expand could name more elements than an int64
+ * counts; it refuses.  A broadcast whose result would not fit is refused when
+ * its output is allocated, with the shape in the message. */
+Test(shape, huge_shapes_are_errors_not_overflows)
+{
+    tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){1, 1}), *out = NULL, *u = NULL, *v = NULL;
+    const int64_t big = (int64_t)1 << 40;
+    cr_assert(eq(int, tg_expand(&out, a, 3, (int64_t[]){big, big, 1}), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "expand: shape (1099511627776, 1099511627776, 1) has "
+                                         "too many elements") != NULL, "%s", tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    /* each operand is 2^31 elements (a view of one), their sum 2^62 */
+    const int64_t half = (int64_t)1 << 31;
+    cr_assert(eq(int, tg_expand(&u, a, 2, (int64_t[]){half, 1}), TG_OK));
+    cr_assert(eq(int, tg_expand(&v, a, 2, (int64_t[]){1, half}), TG_OK));
+    cr_assert(eq(int, tg_add(&out, u, v), TG_ENOMEM));
+    cr_assert(strstr(tg_error_message(), "shape (2147483648, 2147483648) would take more than "
+                                         "INT64_MAX bytes") != NULL, "%s", tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(u);
+    tg_tensor_release(v);
+    tg_tensor_release(a);
+}
+
 Test(shape, reductions_reject_integer_dtypes)
 {
     int64_t s[1] = {4};

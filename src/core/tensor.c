@@ -94,9 +94,23 @@ tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_
     return t;
 }
 
+/* Allocates a contiguous tensor; NULL with TG_ENOMEM set when out of memory,
+ * or when its byte count would not fit in an int64 (an op's output shape
+ * computed from huge parameters), which is checked before multiplying. */
 static tg_tensor *tensor_alloc(tg_dtype dt, int ndim, const int64_t *shape, bool zero)
 {
-    size_t nbytes = (size_t)tg__numel(ndim, shape) * tg_dtype_size(dt);
+    const int64_t esize = (int64_t)tg_dtype_size(dt);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] != 0 && n > INT64_MAX / esize / shape[d]) {
+            char buf[160];
+            tg__error(TG_ENOMEM, "tensor: a %s tensor of shape %s would take more than "
+                      "INT64_MAX bytes", tg_dtype_name(dt), tg_shape_str(buf, sizeof buf, ndim, shape));
+            return NULL;
+        }
+        n *= shape[d];
+    }
+    size_t nbytes = (size_t)n * (size_t)esize;
     tg_storage *s = zero ? tg__storage_new(nbytes) : tg__storage_new_uninit(nbytes);
     if (!s) return NULL;
     tg_tensor *t = tg__tensor_view_of(s, dt, ndim, shape, NULL, 0);

@@ -295,6 +295,8 @@ static int expand_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         shape[d] = want == -1 ? have : want;
         strides[d] = shape[d] == have ? a->strides[d - lead] : 0;
     }
+    /* A view holds no memory, but every op on it counts its elements. */
+    TG_TRY(tg__check_shape("expand", p->ndim, shape));
     return tg__shape_view(out, a, p->ndim, shape, strides, a->offset);
 }
 
