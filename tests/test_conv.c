@@ -804,6 +804,61 @@ Test(conv, errors_parameters)
     err_free(&e);
 }
 
+/* Parameters near the int64 limits are errors with a message, never a signed
+ * overflow (the sanitizer build reports one) or a wrapped allocation size. */
+Test(conv, errors_huge_parameters_do_not_overflow)
+{
+    err_env e = err_setup();
+    tg_conv_params p = e.p;
+    p.stride[0] = TG_CONV_MAX_PARAM + 1;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL, "must each be <= 2147483647");
+    p = e.p;
+    p.padding[1][0] = INT64_MAX;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL,
+               "conv_transpose2d: axis 1: stride=2, dilation=1, padding=(9223372036854775807, 0)");
+    /* In range, but the output (1, 3, 2^32+1, 2^32+1) has more bytes than an
+     * int64 holds: x is 3x3, so each extent is 2*(2^31-1) + 2 - 1 + 1. */
+    p = e.p;
+    p.stride[0] = p.stride[1] = TG_CONV_MAX_PARAM;
+    expect_err(true, e.x, e.w, NULL, &p, TG_EINVAL,
+               "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is too "
+               "large: its byte count overflows an int64");
+    /* A pointwise conv3d of 64 channels into 1 padded to about 2^58 positions:
+     * the output's bytes (2^61) fit, the column buffer's (64 times more) not. */
+    int64_t xs3[5] = {1, 64, 1, 1, 1}, ws3[5] = {1, 64, 1, 1, 1};
+    tg_tensor *x3 = mk_rand(TG_F32, 5, xs3), *w3 = mk_rand(TG_F32, 5, ws3);
+    p = e.p;
+    for (int a = 0; a < 3; a++) {
+        p.stride[a] = 1;
+        p.padding[a][0] = p.padding[a][1] = a == 0 ? (int64_t)1 << 19 : (int64_t)1 << 18;
+    }
+    expect_err(false, x3, w3, NULL, &p, TG_EINVAL,
+               "conv3d: the column buffer of one sample (C*prod(kernel), prod(positions)) is "
+               "too large");
+    tg_tensor_release(x3);
+    tg_tensor_release(w3);
+    /* Extents from the size helpers: terms past INT64_MAX/4 are refused. */
+    int64_t in[1] = {INT64_MAX / 2}, k[1] = {3}, out[1] = {-7};
+    p = e.p;
+    cr_assert(eq(int, tg_conv_transpose_output_size(out, 1, in, k, &p), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "the output extent on axis 0 overflows") != NULL,
+              "%s", tg_error_message());
+    cr_assert(eq(i64, out[0], -7));
+    in[0] = 5;
+    k[0] = INT64_MAX / 2;
+    p.dilation[0] = 2;
+    cr_assert(eq(int, tg_conv_output_size(out, 1, in, k, &p), TG_EINVAL));
+    cr_assert(eq(int, tg_conv_transpose_output_padding_for(&p, 1, in, k, in), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "overflows") != NULL, "%s", tg_error_message());
+    /* the largest accepted stride still gives an exact extent: (5-1)*s + 2 + 1 */
+    k[0] = 3;
+    p = e.p;
+    p.stride[0] = TG_CONV_MAX_PARAM;
+    cr_assert(eq(int, tg_conv_transpose_output_size(out, 1, in, k, &p), TG_OK));
+    cr_assert(eq(i64, out[0], 4 * TG_CONV_MAX_PARAM + 3));
+    err_free(&e);
+}
+
 Test(conv, errors_dtypes)
 {
     err_env e = err_setup();

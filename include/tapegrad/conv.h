@@ -44,8 +44,13 @@ typedef enum tg_conv_algo {
     TG_CONV_ALGO_REFERENCE,   /* interleave zeros, pad, flip, run ConvNd */
 } tg_conv_algo;
 
+/* The largest stride, dilation, padding or output_padding accepted (larger
+ * values are TG_EINVAL): it keeps every output-extent formula in int64. */
+#define TG_CONV_MAX_PARAM ((int64_t)INT32_MAX)
+
 /* Per spatial axis parameters.  Only the first N entries are read, where N is
- * the rank of x minus 2. */
+ * the rank of x minus 2.  stride and dilation are in [1, TG_CONV_MAX_PARAM],
+ * padding and output_padding in [0, TG_CONV_MAX_PARAM]. */
 typedef struct tg_conv_params {
     int64_t stride[TG_CONV_MAX_SPATIAL];
     int64_t dilation[TG_CONV_MAX_SPATIAL];

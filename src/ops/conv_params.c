@@ -36,6 +36,14 @@ int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool t
         TG_CHECK(p->padding[a][0] >= 0 && p->padding[a][1] >= 0, TG_EINVAL,
                  "%s: padding[%d]=(%lld, %lld) must be >= 0", op, a,
                  (long long)p->padding[a][0], (long long)p->padding[a][1]);
+        TG_CHECK(p->stride[a] <= TG_CONV_MAX_PARAM && p->dilation[a] <= TG_CONV_MAX_PARAM &&
+                     p->padding[a][0] <= TG_CONV_MAX_PARAM && p->padding[a][1] <= TG_CONV_MAX_PARAM &&
+                     (!transpose || p->output_padding[a] <= TG_CONV_MAX_PARAM),
+                 TG_EINVAL,
+                 "%s: axis %d: stride=%lld, dilation=%lld, padding=(%lld, %lld)%s must each be "
+                 "<= %lld", op, a, (long long)p->stride[a], (long long)p->dilation[a],
+                 (long long)p->padding[a][0], (long long)p->padding[a][1],
+                 transpose ? " and output_padding" : "", (long long)TG_CONV_MAX_PARAM);
         if (!transpose) continue;
         int64_t lim = p->stride[a] > p->dilation[a] ? p->stride[a] : p->dilation[a];
         TG_CHECK(p->output_padding[a] >= 0, TG_EINVAL,
@@ -52,26 +60,49 @@ int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool t
     return TG_OK;
 }
 
-/* The output extent of axis a; an error when it would be < 1.  Parameters
- * are already checked. */
-static int axis_extent(const char *op, bool transpose, int a, int64_t in, int64_t k,
-                       const tg_conv_params *p, int64_t *out)
+/* a*b for a, b >= 0, or -1 when it exceeds INT64_MAX/4: four such terms then
+ * add up without overflow. */
+static int64_t small_product(int64_t a, int64_t b)
+{
+    return b != 0 && a > (INT64_MAX / 4) / b ? -1 : a * b;
+}
+
+/* The extent formula of axis a (see tapegrad/conv.h) without the >= 1 rule;
+ * an error when in or k is < 1, or when a term would overflow.  Parameters
+ * are already checked, so each is <= TG_CONV_MAX_PARAM. */
+static int raw_extent(const char *op, bool transpose, int a, int64_t in, int64_t k,
+                      const tg_conv_params *p, int64_t *out)
 {
     const int64_t s = p->stride[a], d = p->dilation[a], lo = p->padding[a][0],
                   hi = p->padding[a][1];
-    int64_t e;
+    TG_CHECK(in >= 1 && k >= 1, TG_EINVAL, "%s: in[%d]=%lld and k[%d]=%lld must be >= 1", op,
+             a, (long long)in, a, (long long)k);
+    const int64_t span = small_product(d, k - 1), grow = transpose ? small_product(in - 1, s) : 0;
+    TG_CHECK(span >= 0 && grow >= 0 && in <= INT64_MAX / 4, TG_EINVAL,
+             "%s: the output extent on axis %d overflows (input %lld, kernel %lld, stride "
+             "%lld, dilation %lld)", op, a, (long long)in, (long long)k, (long long)s,
+             (long long)d);
     if (transpose) {
-        e = (in - 1) * s - lo - hi + d * (k - 1) + p->output_padding[a] + 1;
+        *out = grow - lo - hi + span + p->output_padding[a] + 1;
     } else {
         /* floor((S + lo + hi - d*(K-1) - 1) / s) + 1, with a true floor. */
-        int64_t num = in + lo + hi - d * (k - 1) - 1;
-        e = num < 0 ? 0 : num / s + 1;
+        int64_t num = in + lo + hi - span - 1;
+        *out = num < 0 ? 0 : num / s + 1;
     }
+    return TG_OK;
+}
+
+/* The output extent of axis a; an error when it would be < 1. */
+static int axis_extent(const char *op, bool transpose, int a, int64_t in, int64_t k,
+                       const tg_conv_params *p, int64_t *out)
+{
+    int64_t e;
+    TG_TRY(raw_extent(op, transpose, a, in, k, p, &e));
     TG_CHECK(e >= 1, TG_EINVAL,
              "%s: output extent on axis %d would be %lld (input %lld, kernel %lld, "
              "stride %lld, dilation %lld, padding (%lld, %lld)); it must be >= 1",
-             op, a, (long long)e, (long long)in, (long long)k, (long long)s, (long long)d,
-             (long long)lo, (long long)hi);
+             op, a, (long long)e, (long long)in, (long long)k, (long long)p->stride[a],
+             (long long)p->dilation[a], (long long)p->padding[a][0], (long long)p->padding[a][1]);
     *out = e;
     return TG_OK;
 }
@@ -85,12 +116,7 @@ static int output_sizes(bool transpose, int64_t *out, int n, const int64_t *in,
              "%s: n=%d spatial axes must be 1, 2 or 3", op, n);
     TG_TRY(tg__conv_check_params(op, n, p, transpose));
     int64_t tmp[TG_CONV_MAX_SPATIAL];
-    for (int a = 0; a < n; a++) {
-        TG_CHECK(in[a] >= 1 && k[a] >= 1, TG_EINVAL,
-                 "%s: in[%d]=%lld and k[%d]=%lld must be >= 1", op, a, (long long)in[a], a,
-                 (long long)k[a]);
-        TG_TRY(axis_extent(op, transpose, a, in[a], k[a], p, &tmp[a]));
-    }
+    for (int a = 0; a < n; a++) TG_TRY(axis_extent(op, transpose, a, in[a], k[a], p, &tmp[a]));
     memcpy(out, tmp, (size_t)n * sizeof *out);
     return TG_OK;
 }
@@ -122,7 +148,8 @@ int tg_conv_transpose_output_padding_for(tg_conv_params *p, int n, const int64_t
     TG_TRY(tg__conv_check_params(op, n, &q, true));
     for (int a = 0; a < n; a++) {
         const int64_t s = p->stride[a], d = p->dilation[a];
-        int64_t base = (in[a] - 1) * s - p->padding[a][0] - p->padding[a][1] + d * (k[a] - 1) + 1;
+        int64_t base;
+        TG_TRY(raw_extent(op, true, a, in[a], k[a], &q, &base));
         int64_t top = base + (s > d ? s : d) - 1;
         int64_t lo = base < 1 ? 1 : base;
         TG_CHECK(want[a] >= lo && want[a] <= top, TG_EINVAL,
@@ -186,6 +213,17 @@ static int check_channels(const char *op, bool transpose, const tg_tensor *x,
     return TG_OK;
 }
 
+/* Whether n dims of 8-byte elements have a byte count that fits in an int64. */
+static bool bytes_fit(int n, const int64_t *d)
+{
+    int64_t m = 8;
+    for (int i = 0; i < n; i++) {
+        if (d[i] != 0 && m > INT64_MAX / d[i]) return false;
+        m *= d[i];
+    }
+    return true;
+}
+
 int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
                       const tg_tensor *b, const tg_conv_params *p, tg__conv_geom *g,
                       int64_t *out_shape)
@@ -216,10 +254,22 @@ int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
         geo.dil[ga] = p->dilation[a];
         geo.pad[ga] = p->padding[a][0];
     }
+    /* The output and the column buffer of one sample, (c_img*K, O), must have
+     * byte counts that fit in an int64 (huge strides or paddings can make
+     * them overflow even when each extent fits). */
+    int64_t shape[TG_MAX_DIMS] = {x->shape[0], c_out};
+    memcpy(shape + 2, ext, (size_t)nsp * sizeof *ext);
+    const int64_t cols[7] = {geo.c_img, geo.k[0], geo.k[1], geo.k[2],
+                             geo.col[0], geo.col[1], geo.col[2]};
+    char buf[160];
+    TG_CHECK(bytes_fit(nsp + 2, shape), TG_EINVAL,
+             "%s: the output shape %s is too large: its byte count overflows an int64", op,
+             tg_shape_str(buf, sizeof buf, nsp + 2, shape));
+    TG_CHECK(bytes_fit(7, cols), TG_EINVAL,
+             "%s: the column buffer of one sample (C*prod(kernel), prod(positions)) is too "
+             "large: its byte count overflows an int64", op);
     *g = geo;
-    out_shape[0] = x->shape[0];
-    out_shape[1] = c_out;
-    memcpy(out_shape + 2, ext, (size_t)nsp * sizeof *ext);
+    memcpy(out_shape, shape, (size_t)(nsp + 2) * sizeof *shape);
     return TG_OK;
 }
 
