@@ -9,6 +9,7 @@
  * (C_in/groups)*prod(K); a backward (dx and dW) is twice the forward.
  */
 #include <cblas.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,29 @@ static int parse_int(const char *s, int lo, int *out)
     return 0;
 }
 
+/* "M,N,K" into g: each >= 1 and at most INT_MAX (cblas takes int), and no
+ * operand over TG__GEMM_MAX_ELEMS elements (4 GiB of floats), so the sizes
+ * computed in bench_gemm cannot overflow.  On error, says why on stderr. */
+#define TG__GEMM_MAX_ELEMS ((long)1 << 30)
+static int parse_gemm(const char *v, long g[3])
+{
+    char tail;
+    if (sscanf(v, "%ld,%ld,%ld%c", &g[0], &g[1], &g[2], &tail) != 3 || g[0] < 1 || g[1] < 1 ||
+        g[2] < 1) {
+        fprintf(stderr, "tapegrad bench: --gemm '%s': expected M,N,K, three integers >= 1\n", v);
+        return -1;
+    }
+    const long pairs[3][2] = {{g[0], g[2]}, {g[2], g[1]}, {g[0], g[1]}};   /* A, B, C */
+    for (int i = 0; i < 3; i++) {
+        if (g[i] > INT_MAX || pairs[i][0] > TG__GEMM_MAX_ELEMS / pairs[i][1]) {
+            fprintf(stderr, "tapegrad bench: --gemm '%s': too large: each of M, N, K must be "
+                    "<= %d and each matrix <= %ld elements\n", v, INT_MAX, TG__GEMM_MAX_ELEMS);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
     *o = (bench_opts){.repeat = 20, .warmup = 3, .threads = 0, .algo = TG_CONV_ALGO_DEFAULT};
@@ -90,11 +114,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
         if (!strcmp(a, "--backward")) { o->backward = true; continue; }
         if (!v) return -1;
         if (!strcmp(a, "--in")) o->in = v;
-        else if (!strcmp(a, "--gemm")) {
-            if (sscanf(v, "%ld,%ld,%ld", &o->gemm[0], &o->gemm[1], &o->gemm[2]) != 3 ||
-                o->gemm[0] < 1 || o->gemm[1] < 1 || o->gemm[2] < 1)
-                return -1;
-        }
+        else if (!strcmp(a, "--gemm")) { if (parse_gemm(v, o->gemm)) return -1; }
         else if (!strcmp(a, "--repeat")) { if (parse_int(v, 1, &o->repeat)) return -1; }
         else if (!strcmp(a, "--warmup")) { if (parse_int(v, 0, &o->warmup)) return -1; }
         else if (!strcmp(a, "--threads")) { if (parse_int(v, 1, &o->threads)) return -1; }
@@ -223,7 +243,11 @@ static int bench_gemm(const bench_opts *o)
     float *c = malloc(sizeof(float) * (size_t)(m * n));
     double *t = calloc((size_t)o->repeat, sizeof *t);
     int rc = TG_EXIT_FAIL;
-    if (!a || !b || !c || !t) goto done;
+    if (!a || !b || !c || !t) {
+        fprintf(stderr, "tapegrad bench: --gemm %ld,%ld,%ld: out of memory for %.1f MiB\n", m, n,
+                k, 4.0 * ((double)m * k + (double)k * n + (double)m * n) / (1 << 20));
+        goto done;
+    }
     for (long i = 0; i < m * k; i++) a[i] = (float)((i % 13) - 6) / 8.0f;
     for (long i = 0; i < k * n; i++) b[i] = (float)((i % 7) - 3) / 4.0f;
     for (int i = -o->warmup; i < o->repeat; i++) {
