@@ -126,7 +126,7 @@ int tg_cmd_run_op(int argc, char **argv)
     if (!a.in || !a.out) {
         fprintf(stderr, "tapegrad run-op: missing option %s (see --help)\n",
                 a.in ? "--out" : "--in");
-        return TG_EXIT_FAIL;
+        return TG_EXIT_USAGE;
     }
     return run(&a);
 }

@@ -1,0 +1,209 @@
+/* tests/test_cli.c - the `tapegrad` command as a user runs it: exit codes
+ * (0 ok, 1 failed, 2 usage; tools/tools.h), what it prints, and that a
+ * failing run-op leaves an existing RESULT file as it was.
+ *
+ * The binary is TG_TOOL (set by tests/meson.build); each run's stdout and
+ * stderr go to files in a fresh temporary directory. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+extern char **environ;
+
+static char out_text[1 << 16], err_text[1 << 14];
+
+static void read_file(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f) fclose(f);
+}
+
+/* Runs TG_TOOL with args (NULL-terminated, without argv[0]); fills out_text
+ * and err_text; returns the exit status, or -1 when the tool died of a
+ * signal (a crash). */
+static int run_tool(const char *const *args)
+{
+    const char *tool = getenv("TG_TOOL");
+    cr_assert(tool != NULL, "TG_TOOL is not set (run through meson test)");
+    char *argv[32] = {(char *)tool};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        cr_assert(n < 31);
+        argv[n] = (char *)args[n - 1];
+    }
+    argv[n] = NULL;
+    char out_path[256], err_path[256];
+    th_tmp_path(out_path, sizeof out_path, ".stdout");
+    th_tmp_path(err_path, sizeof err_path, ".stderr");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid;
+    int rc = posix_spawn(&pid, tool, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert(eq(int, rc, 0), "posix_spawn %s: %s", tool, strerror(rc));
+    int status;
+    cr_assert(eq(int, waitpid(pid, &status, 0), pid));
+    read_file(out_path, out_text, sizeof out_text);
+    read_file(err_path, err_text, sizeof err_text);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define RUN(...) run_tool((const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_in(const char *text, const char *want)
+{
+    cr_assert(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
+}
+
+static void setup(void) { th_tmp_dir_make("tg_cli_"); }
+static void teardown(void) { th_tmp_dir_remove(); }
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+/* A conv_transpose2d case file: x (1, 2, 3, 3), weight (2, 3, 2, 2), with
+ * the given metadata (key, value pairs, NULL-terminated). */
+static void write_case(const char *path, const char *const *meta)
+{
+    tg_st_file *f;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){1, 2, 3, 3}, 1);
+    tg_tensor *w = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 2, 2}, 2);
+    cr_assert(eq(int, tg_st_set(f, "x", x), TG_OK));
+    cr_assert(eq(int, tg_st_set(f, "weight", w), TG_OK));
+    for (int i = 0; meta[i]; i += 2)
+        cr_assert(eq(int, tg_st_meta_set(f, meta[i], meta[i + 1]), TG_OK));
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK));
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+    tg_st_free(f);
+}
+
+static void expect_same_bytes(const char *path, const char *want, size_t n)
+{
+    char got[64] = {0};
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "%s is gone", path);
+    size_t len = fread(got, 1, sizeof got, f);
+    fclose(f);
+    cr_assert(eq(sz, len, n));
+    cr_assert(eq(int, memcmp(got, want, n), 0), "%s was changed", path);
+}
+
+Test(cli, usage_help_and_unknown_command)
+{
+    cr_assert(eq(int, RUN("--help"), 0));
+    expect_in(out_text, "commands:");
+    cr_assert(eq(int, RUN("bogus"), 2));
+    expect_in(err_text, "unknown command 'bogus'");
+    cr_assert(eq(int, RUN("run-op"), 2));
+    expect_in(err_text, "missing option --in");
+    cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));
+    expect_in(err_text, "missing option --out");
+}
+
+Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
+{
+    char in[256], out[256], trunc[256];
+    th_tmp_path(in, sizeof in, "case.safetensors");
+    th_tmp_path(out, sizeof out, "result.safetensors");
+    th_tmp_path(trunc, sizeof trunc, "truncated.safetensors");
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2", NULL});
+    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 0), "%s", err_text);
+    tg_st_file *r;
+    cr_assert(eq(int, tg_safetensors_load(&r, out), TG_OK), "%s", tg_error_message());
+    tg_tensor *y = tg_st_get(r, "y");
+    cr_assert(y != NULL);
+    /* (3-1)*2 + (2-1) + 1 = 6 */
+    const int64_t *ys = tg_tensor_shape(y);
+    cr_assert(eq(int, tg_tensor_ndim(y), 4));
+    cr_assert(ys[0] == 1 && ys[1] == 3 && ys[2] == 6 && ys[3] == 6);
+    tg_st_free(r);
+
+    /* From here on each run fails, and the result file keeps its bytes. */
+    const char old[] = "previous result";
+    FILE *f = fopen(out, "wb");
+    fwrite(old, 1, sizeof old, f);
+    fclose(f);
+    char missing[256];
+    th_tmp_path(missing, sizeof missing, "missing.safetensors");
+    cr_assert(eq(int, RUN("run-op", "--in", missing, "--out", out), 1));
+    expect_in(err_text, missing);
+    expect_same_bytes(out, old, sizeof old);
+
+    f = fopen(trunc, "wb");   /* the first 40 bytes of a valid case */
+    FILE *g = fopen(in, "rb");
+    char head[40];
+    cr_assert(eq(sz, fread(head, 1, sizeof head, g), sizeof head));
+    fwrite(head, 1, sizeof head, f);
+    fclose(g);
+    fclose(f);
+    cr_assert(eq(int, RUN("run-op", "--in", trunc, "--out", out), 1));
+    expect_in(err_text, "safetensors");
+    expect_same_bytes(out, old, sizeof old);
+
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "3000000000", NULL});
+    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
+    expect_in(err_text, "stride=\"3000000000\": item 0 is too large");
+    expect_same_bytes(out, old, sizeof old);
+
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2147483647",
+                                         "padding", "0", NULL});
+    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
+    /* (3-1)*(2^31-1) + (2-1) + 1 = 2^32 per axis */
+    expect_in(err_text, "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is "
+                        "too large");
+    expect_same_bytes(out, old, sizeof old);
+}
+
+Test(cli, info_lists_tensors_and_rejects_a_non_safetensors_file)
+{
+    char in[256], bad[256];
+    th_tmp_path(in, sizeof in, "case.safetensors");
+    th_tmp_path(bad, sizeof bad, "three_bytes");
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", NULL});
+    cr_assert(eq(int, RUN("info", in), 0), "%s", err_text);
+    expect_in(out_text, "weight");
+    expect_in(out_text, "conv_transpose2d");
+    FILE *f = fopen(bad, "wb");
+    fputs("abc", f);
+    fclose(f);
+    cr_assert(eq(int, RUN("info", bad), 1));
+    expect_in(err_text, "too short for the 8-byte header size");
+    cr_assert(eq(int, RUN("info"), 2));
+}
+
+Test(cli, ops_and_gradcheck)
+{
+    cr_assert(eq(int, RUN("ops"), 0));
+    expect_in(out_text, "conv_transpose       3     promote");
+    cr_assert(eq(int, RUN("gradcheck", "conv_transpose1d"), 0), "%s%s", out_text, err_text);
+    expect_in(out_text, "cases, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "nope"), 2));
+    expect_in(err_text, "unknown op 'nope'");
+}
+
+Test(cli, bench_gemm_checks_its_sizes)
+{
+    cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8", "--repeat", "2", "--warmup", "0"), 0),
+              "%s", err_text);
+    expect_in(out_text, "\"tool\": \"sgemm\", \"m\": 8, \"n\": 8, \"k\": 8");
+    cr_assert(eq(int, RUN("bench", "--gemm", "0,1,1"), 2));
+    expect_in(err_text, "--gemm '0,1,1': expected M,N,K, three integers >= 1");
+    cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8x"), 2));
+    cr_assert(eq(int, RUN("bench", "--gemm", "3000000000,1,1"), 2));
+    expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
+    cr_assert(eq(int, RUN("bench", "--gemm", "70000,70000,1"), 2));
+    expect_in(err_text, "each matrix <= 1073741824 elements");
+}
