@@ -1,9 +1,9 @@
-/* tests/test_cli.c - the `tapegrad` command as a user runs it: exit codes
- * (0 ok, 1 failed, 2 usage; tools/tools.h), what it prints, and that a
- * failing run-op leaves an existing RESULT file as it was.
+/* tests/test_cli.c - the `tapegrad` command and the dcgan example as a user
+ * runs them: exit codes (0 ok, 1 failed, 2 usage; tools/tools.h), what they
+ * print, and that a failing run leaves existing output files as they were.
  *
- * The binary is TG_TOOL (set by tests/meson.build); each run's stdout and
- * stderr go to files in a fresh temporary directory. */
+ * The binaries are TG_TOOL and TG_DCGAN (set by tests/meson.build); each
+ * run's stdout and stderr go to files in a fresh temporary directory. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <fcntl.h>
@@ -28,13 +28,13 @@ static void read_file(const char *path, char *buf, size_t n)
     if (f) fclose(f);
 }
 
-/* Runs TG_TOOL with args (NULL-terminated, without argv[0]); fills out_text
- * and err_text; returns the exit status, or -1 when the tool died of a
- * signal (a crash). */
-static int run_tool(const char *const *args)
+/* Runs the binary named by the environment variable var with args
+ * (NULL-terminated, without argv[0]); fills out_text and err_text; returns
+ * the exit status, or -1 when it died of a signal (a crash). */
+static int run_env(const char *var, const char *const *args)
 {
-    const char *tool = getenv("TG_TOOL");
-    cr_assert(tool != NULL, "TG_TOOL is not set (run through meson test)");
+    const char *tool = getenv(var);
+    cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
     char *argv[32] = {(char *)tool};
     int n = 1;
     for (; args[n - 1]; n++) {
@@ -60,7 +60,8 @@ static int run_tool(const char *const *args)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-#define RUN(...) run_tool((const char *const[]){__VA_ARGS__, NULL})
+#define RUN(...) run_env("TG_TOOL", (const char *const[]){__VA_ARGS__, NULL})
+#define DCGAN(...) run_env("TG_DCGAN", (const char *const[]){__VA_ARGS__, NULL})
 
 static void expect_in(const char *text, const char *want)
 {
@@ -90,15 +91,28 @@ static void write_case(const char *path, const char *const *meta)
     tg_st_free(f);
 }
 
+/* The whole of the file at path, in a new buffer (*n bytes); NULL when it
+ * cannot be read. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(len > 0 ? (size_t)len : 1);
+    *n = buf ? fread(buf, 1, (size_t)len, f) : 0;
+    fclose(f);
+    return buf;
+}
+
 static void expect_same_bytes(const char *path, const char *want, size_t n)
 {
-    char got[64] = {0};
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "%s is gone", path);
-    size_t len = fread(got, 1, sizeof got, f);
-    fclose(f);
-    cr_assert(eq(sz, len, n));
-    cr_assert(eq(int, memcmp(got, want, n), 0), "%s was changed", path);
+    size_t len = 0;
+    char *got = slurp(path, &len);
+    cr_assert(got != NULL, "%s is gone", path);
+    cr_assert(len == n && memcmp(got, want, n) == 0, "%s was changed", path);
+    free(got);
 }
 
 Test(cli, usage_help_and_unknown_command)
@@ -206,4 +220,68 @@ Test(cli, bench_gemm_checks_its_sizes)
     expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
     cr_assert(eq(int, RUN("bench", "--gemm", "70000,70000,1"), 2));
     expect_in(err_text, "each matrix <= 1073741824 elements");
+}
+
+/* ---- examples/dcgan ------------------------------------------------------ */
+
+/* Writes an uncompressed IDX training set of n 28x28 images into th_tmp_dir
+ * (train-images-idx3-ubyte, train-labels-idx1-ubyte), pixels from seed. */
+static void write_train_set(uint32_t n)
+{
+    char path[256];
+    uint64_t seed = 7;
+    FILE *f = fopen(th_tmp_path(path, sizeof path, "train-images-idx3-ubyte"), "wb");
+    const uint8_t img_head[16] = {0, 0, 8, 3, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255,
+                                  0, 0, 0, 28, 0, 0, 0, 28};
+    fwrite(img_head, 1, sizeof img_head, f);
+    for (uint32_t i = 0; i < n * 28 * 28; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
+    fclose(f);
+    f = fopen(th_tmp_path(path, sizeof path, "train-labels-idx1-ubyte"), "wb");
+    const uint8_t lab_head[8] = {0, 0, 8, 1, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    fwrite(lab_head, 1, sizeof lab_head, f);
+    for (uint32_t i = 0; i < n; i++) fputc((int)(i % 10), f);
+    fclose(f);
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* A small run trains, writes its outputs and a checkpoint; --sample reads it
+ * back; a batch larger than the data set is refused before anything in --out
+ * is touched; so is a bad option value. */
+Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
+{
+    write_train_set(24);
+    char out[256];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
+                            "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0),
+              "%s", err_text);
+    expect_in(err_text, "stopped after 3 steps");
+    const char *outputs[] = {"checkpoint.safetensors", "generator.safetensors", "loss.csv",
+                             "loss.png", "samples_final.png", "samples_epoch_1.png"};
+    for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
+        cr_assert(file_exists(out, outputs[i]), "%s/%s is missing", out, outputs[i]);
+    cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--g-ch", "16", "--d-ch", "8"), 0),
+              "%s", err_text);
+    cr_assert(file_exists(out, "samples.png"));
+
+    char ck[512];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
+    size_t n = 0;
+    char *before = slurp(ck, &n);
+    cr_assert(before != NULL && n > 1000);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "32"), 1));
+    expect_in(err_text, "dcgan: batch 32 is larger than the 24 training images: no full batch");
+    expect_same_bytes(ck, before, n);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "0"), 2));
+    expect_in(err_text, "bad option '--batch' 0");
+    expect_same_bytes(ck, before, n);
+    free(before);
 }

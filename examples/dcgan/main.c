@@ -224,6 +224,16 @@ static int train(app_opts *a)
     }
     rc = a->resume ? resume(&r, ds) : dcgan_trainer_new(&r.t, &a->train, ds);
     tg_dataset_release(ds);
+    if (rc >= 0 && tg_loader_num_batches(r.t->ld) == 0) {
+        /* Batches are full (drop_last): nothing to train on, and nothing is
+         * written, so an earlier run's checkpoint in --out stays as it was. */
+        fprintf(stderr, "dcgan: batch %lld is larger than the %lld training images: no full "
+                "batch to train on\n", (long long)r.t->o.batch,
+                (long long)tg_dataset_size(r.t->ds));
+        history_free(&r.h);
+        dcgan_trainer_free(r.t);
+        return 1;
+    }
     if (rc >= 0) rc = fixed_latents(&r.z, &a->train, N_FIXED);
     if (rc >= 0) {
         const dcgan_opts *o = &a->train;
