@@ -82,6 +82,21 @@ static int ensure_dir(const char *dir)
 
 /* ---- --sample N ------------------------------------------------------------ */
 
+/* --resume and --sample take the model and training options from the
+ * checkpoint: one given on the command line that differs is refused here,
+ * before anything is written.  A checkpoint that cannot be read is left to
+ * the run itself to report. */
+static int check_options(const app_opts *a)
+{
+    char buf[4096];
+    tg_st_file *f = NULL;
+    if (tg_safetensors_load(&f, checkpoint_path(buf, sizeof buf, a)) < 0) return 0;
+    dcgan_opts ck = a->train;
+    int rc = dcgan_opts_from_meta(&ck, f) < 0 ? 0 : app_opts_check_checkpoint(a, &ck);
+    tg_st_free(f);
+    return rc;
+}
+
 static int sample_only(const app_opts *a)
 {
     char buf[4096], png[4096];
@@ -102,7 +117,7 @@ static int sample_only(const app_opts *a)
     if (rc >= 0) rc = tg_checkpoint_add_module(ck, "gen", gen);
     if (rc >= 0) rc = tg_checkpoint_load_file(ck, f);
     if (rc >= 0) rc = tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){a->sample, o.arch.nz});
-    tg_rng_init(&rng, o.seed + 1000003);
+    tg_rng_init(&rng, (a->owned[OWN_SEED] ? a->train.seed : o.seed) + 1000003);
     if (rc >= 0) rc = tg_tensor_rand_normal(z, &rng, 0.0, 1.0);
     if (rc >= 0) {
         tg_module_train(gen, false);
@@ -265,6 +280,7 @@ int main(int argc, char **argv)
         openblas_set_num_threads(a.threads);
         omp_set_num_threads(a.threads);
     }
+    if ((a.sample > 0 || a.resume) && check_options(&a) < 0) return 2;
     int rc = a.sample > 0 ? sample_only(&a) : train(&a);
     tg_plot_release_caches();
     return rc;

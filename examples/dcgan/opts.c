@@ -21,6 +21,7 @@ static const char usage[] =
     "  --loss bce|wgan-gp  GAN loss (default bce)\n"
     "  --amp bf16|f16      autocast the forward passes (f16 with loss scaling)\n"
     "  --sample N          load the checkpoint, write N samples to DIR/samples.png, exit\n"
+    "                      (their latents from --seed when given, else the checkpoint's)\n"
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
     "  --log-every N       progress line every N steps when stderr is not a tty (50)\n"
@@ -105,6 +106,49 @@ static int apply(app_opts *o, const char *name, const char *val)
     return -1;
 }
 
+static const char *const owned_names[OWN_COUNT] = {
+    [OWN_BATCH] = "--batch", [OWN_SEED] = "--seed", [OWN_LR] = "--lr",   [OWN_NZ] = "--nz",
+    [OWN_G_CH] = "--g-ch",   [OWN_D_CH] = "--d-ch", [OWN_LOSS] = "--loss", [OWN_AMP] = "--amp",
+};
+
+static const char *loss_name(dcgan_loss l);
+
+int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
+{
+    const dcgan_opts *u = &o->train;
+    for (int k = 0; k < OWN_COUNT; k++) {
+        /* --sample --seed S draws its latents from S: not the checkpoint's */
+        if (!o->owned[k] || (k == OWN_SEED && o->sample > 0)) continue;
+        char have[64];
+        bool same;
+        switch ((owned_opt)k) {
+        case OWN_BATCH: same = u->batch == ck->batch;
+            snprintf(have, sizeof have, "%" PRId64, ck->batch); break;
+        case OWN_SEED: same = u->seed == ck->seed;
+            snprintf(have, sizeof have, "%" PRIu64, ck->seed); break;
+        case OWN_LR: same = u->lr == ck->lr; snprintf(have, sizeof have, "%g", ck->lr); break;
+        case OWN_NZ: same = u->arch.nz == ck->arch.nz;
+            snprintf(have, sizeof have, "%" PRId64, ck->arch.nz); break;
+        case OWN_G_CH: same = u->arch.g_ch == ck->arch.g_ch;
+            snprintf(have, sizeof have, "%" PRId64, ck->arch.g_ch); break;
+        case OWN_D_CH: same = u->arch.d_ch == ck->arch.d_ch;
+            snprintf(have, sizeof have, "%" PRId64, ck->arch.d_ch); break;
+        case OWN_LOSS: same = u->loss == ck->loss;
+            snprintf(have, sizeof have, "%s", loss_name(ck->loss)); break;
+        case OWN_AMP: same = u->amp == ck->amp;
+            snprintf(have, sizeof have, "%s", ck->amp == TG_F32 ? "off" : tg_dtype_name(ck->amp));
+            break;
+        default: same = true; break;
+        }
+        if (same) continue;
+        fprintf(stderr, "dcgan: %s %s does not match the checkpoint's %s: a resumed or sampled "
+                "run keeps the checkpoint's options; leave %s out, or start a new run in "
+                "another --out\n", owned_names[k], o->owned[k], have, owned_names[k]);
+        return -1;
+    }
+    return 0;
+}
+
 int app_opts_parse(app_opts *o, int argc, char **argv)
 {
     defaults(o);
@@ -120,6 +164,8 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
                     usage);
             return -1;
         }
+        for (int k = 0; k < OWN_COUNT; k++)
+            if (!strcmp(argv[i], owned_names[k])) o->owned[k] = argv[i + 1];
     }
     /* WGAN-GP: the critic has no BatchNorm and Adam uses the paper's
      * lr 1e-4, betas (0, 0.9) (Gulrajani et al. 2017, algorithm 1). */

@@ -6,6 +6,13 @@
 
 #include "train.h"
 
+/* The options that a checkpoint records (dcgan_opts_to_meta): a resumed or
+ * sampled run takes them from the checkpoint, so giving one that differs is
+ * an error (app_opts_check_checkpoint). */
+typedef enum owned_opt {
+    OWN_BATCH, OWN_SEED, OWN_LR, OWN_NZ, OWN_G_CH, OWN_D_CH, OWN_LOSS, OWN_AMP, OWN_COUNT
+} owned_opt;
+
 typedef struct app_opts {
     dcgan_opts train;
     int64_t epochs;
@@ -18,10 +25,16 @@ typedef struct app_opts {
     double time_budget;       /* seconds; <= 0: none */
     int log_every;            /* plain progress lines every N steps */
     bool lr_given;
+    const char *owned[OWN_COUNT];   /* the value given on the command line, or NULL */
 } app_opts;
 
 /* Parses argv into *o (defaults first).  Returns 0 to run, 1 after --help,
  * -1 after printing an error. */
 int app_opts_parse(app_opts *o, int argc, char **argv);
+
+/* For --resume and --sample: 0 when every checkpoint-owned option given on the
+ * command line matches ck, the checkpoint's options; otherwise prints which
+ * one differs and returns -1. */
+int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck);
 
 #endif
