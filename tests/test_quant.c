@@ -179,6 +179,15 @@ Test(quant, requantize_is_exact_round_half_even)
     cr_assert(eq(i64, tg_quant_requantize(5, 1 << 30, 31), 2));
     cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 31), 4));
     cr_assert(eq(i64, tg_quant_requantize(-5, 1 << 30, 31), -2));
+    /* Outside the domain: defined (the sanitizer build checks the shifts and
+     * the product), shift clamped to [0, 62] and acc * m0 saturated. */
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 0), (int64_t)7 << 30));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, -5), (int64_t)7 << 30));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 1 << 30),
+                 tg_quant_requantize(7, 1 << 30, 62)));
+    cr_assert(eq(i64, tg_quant_requantize((int64_t)1 << 40, 1 << 30, 63), 2));   /* (2^63-1)/2^62 */
+    cr_assert(eq(i64, tg_quant_requantize(INT64_MIN, INT32_MAX, 62), -2));
+    cr_assert(eq(i64, tg_quant_requantize(INT64_MAX, -1, 0), -INT64_MAX));
     int32_t m0 = 7;
     int sh = 7;
     cr_assert(eq(int, tg_quant_multiplier(0x1p31, &m0, &sh), TG_EINVAL));

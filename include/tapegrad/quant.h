@@ -280,7 +280,9 @@ TG_API int tg_fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn);
 /* The fixed-point form of a real multiplier 0 < m < 2^30: m ~ m0 * 2^-shift
  * with m0 in [2^30, 2^31) and 0 < shift <= 62 (tiny m lose low bits of m0). */
 TG_API int tg_quant_multiplier(double m, int32_t *m0, int *shift);
-/* round(acc * m0 / 2^shift), half to even, exact. */
+/* round(acc * m0 / 2^shift), half to even, exact when acc * m0 fits in an
+ * int64 and 0 <= shift <= 62 (as tg_quant_multiplier gives).  Outside that
+ * the result is defined but clamped: shift to [0, 62], acc * m0 saturated. */
 TG_API int64_t tg_quant_requantize(int64_t acc, int32_t m0, int shift);
 
 #ifdef __cplusplus

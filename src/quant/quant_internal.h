@@ -91,16 +91,21 @@ typedef struct tg__q_requant {
     int32_t zp, lo, hi;   /* lo is zp when relu is fused */
 } tg__q_requant;
 
-/* tg_quant_requantize, inlined for the kernels' inner loops (same formula:
- * floor division by 2^shift, then half to even on the remainder). */
-static inline int64_t tg__q_requantize(int64_t acc, int32_t m0, int shift)
+/* tg_quant_requantize, inlined for the kernels' inner loops, whose operands
+ * are in its domain (same formula: floor division of v = acc*m0 by 2^shift,
+ * then half to even on the remainder; shift <= 62). */
+static inline int64_t tg__q_round_shift(int64_t v, int shift)
 {
-    const int64_t v = acc * (int64_t)m0;
     if (shift <= 0) return v;
     const int64_t q = v >> shift;   /* arithmetic shift (gcc, clang): floor */
     const int64_t r = v - q * (INT64_C(1) << shift);
     const int64_t half = INT64_C(1) << (shift - 1);
     return q + ((r > half || (r == half && (q & 1))) ? 1 : 0);
+}
+
+static inline int64_t tg__q_requantize(int64_t acc, int32_t m0, int shift)
+{
+    return tg__q_round_shift(acc * (int64_t)m0, shift);
 }
 
 /* q = clamp(zp + round_half_even((acc + bias) * m0 / 2^shift), lo, hi).

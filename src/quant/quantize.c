@@ -239,5 +239,9 @@ int tg_quant_multiplier(double m, int32_t *m0, int *shift)
 /* Floor division by 2^shift, then round half to even on the remainder. */
 int64_t tg_quant_requantize(int64_t acc, int32_t m0, int shift)
 {
-    return tg__q_requantize(acc, m0, shift);
+    /* Outside the documented domain the result is still defined: shift is
+     * clamped to [0, 62] and acc * m0 saturates. */
+    int64_t v;
+    if (__builtin_mul_overflow(acc, (int64_t)m0, &v)) v = (acc < 0) != (m0 < 0) ? INT64_MIN : INT64_MAX;
+    return tg__q_round_shift(v, shift < 0 ? 0 : shift > 62 ? 62 : shift);
 }
