@@ -303,6 +303,10 @@ Test(data, dataset_from_tensors_errors)
     tg_tensor_zeros(&lab3, TG_I64, 1, ls3);
     tg_tensor_zeros(&flab, TG_F32, 1, ls);
     tg_dataset *ds = NULL;
+    int64_t shape[3] = {7, 7, 7};
+    tg_dataset_image_shape(NULL, shape);   /* no dataset: zeros, no crash */
+    cr_assert(shape[0] == 0 && shape[1] == 0 && shape[2] == 0);
+    tg_dataset_image_shape(NULL, NULL);
     cr_assert(eq(int, tg_dataset_from_tensors(&ds, fimg, lab), TG_EDTYPE));
     cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, flab), TG_EDTYPE));
     cr_assert(eq(int, tg_dataset_from_tensors(&ds, img, lab3), TG_ESHAPE));

@@ -293,6 +293,14 @@ Test(dtype, load_store_every_dtype)
         cr_assert(eq(u8, buf[0], 0xAB));
         cr_assert(eq(u8, buf[2 * sz], 0xAB));
     }
+    /* A NULL buffer or a value that is not a tg_dtype: NaN read, nothing written. */
+    memset(buf, 0xAB, sizeof buf);
+    cr_assert(isnan(tg_dtype_load(TG_F32, NULL, 0)));
+    cr_assert(isnan(tg_dtype_load((tg_dtype)99, buf, 0)));
+    cr_assert(isnan(tg_dtype_load((tg_dtype)-1, buf, 0)));
+    tg_dtype_store(TG_F64, NULL, 0, 1.0);
+    tg_dtype_store(TG_DTYPE_COUNT, buf, 0, 1.0);
+    for (size_t k = 0; k < sizeof buf; k++) cr_assert(eq(u8, buf[k], 0xAB));
     /* Floats round to nearest: 1/3 in f16 is the f16 nearest to it. */
     uint16_t h[1];
     tg_dtype_store(TG_F16, h, 0, 1.0 / 3.0);

@@ -69,7 +69,7 @@ TG_API void tg_dataset_release(tg_dataset *ds);
 
 TG_API int64_t tg_dataset_size(const tg_dataset *ds);
 TG_API int tg_dataset_num_classes(const tg_dataset *ds);
-/* The image shape (C, H, W) into shape[0..3). */
+/* The image shape (C, H, W) into shape[0..3); zeros when ds is NULL. */
 TG_API void tg_dataset_image_shape(const tg_dataset *ds, int64_t shape[3]);
 /* Sets the range of the f32 images made by tg_dataset_batch / loaders. */
 TG_API int tg_dataset_set_pixel_range(tg_dataset *ds, tg_pixel_range range);

@@ -49,7 +49,11 @@ TG_API float tg_f16_to_f32(uint16_t h);
 TG_API uint16_t tg_f32_to_bf16(float f);
 TG_API float tg_bf16_to_f32(uint16_t h);
 
-/* Reads element i of a buffer of dtype dt as a double (exact for every dtype but
+/* Raw buffer access, as memcpy: base must hold at least i + 1 elements of dt
+ * (i is not checked: these run per element; use tg_tensor_get_flat and
+ * tg_tensor_set_flat for checked access to a tensor).  A NULL base or a dt
+ * that is not a tg_dtype reads NaN and writes nothing.
+ * Reads element i of a buffer of dtype dt as a double (exact for every dtype but
  * i64 beyond 2^53). */
 TG_API double tg_dtype_load(tg_dtype dt, const void *base, int64_t i);
 /* Writes v into element i of a buffer of dtype dt: floats round to nearest even,

@@ -120,7 +120,8 @@ int tg_dataset_num_classes(const tg_dataset *ds) { return ds ? ds->n_classes : 0
 
 void tg_dataset_image_shape(const tg_dataset *ds, int64_t shape[3])
 {
-    for (int d = 0; d < 3; d++) shape[d] = tg_tensor_dim(ds->images, d + 1);
+    if (!shape) return;
+    for (int d = 0; d < 3; d++) shape[d] = ds ? tg_tensor_dim(ds->images, d + 1) : 0;
 }
 
 int tg_dataset_set_pixel_range(tg_dataset *ds, tg_pixel_range range)
