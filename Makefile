@@ -42,9 +42,12 @@ test: build
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
 
+# The suite in a sanitizer build, then every public function called with bad
+# arguments (scripts/api_sweep.py; meson already needs python3).
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	scripts/run_tests.sh $(ASAN_BUILD)
+	python3 scripts/api_sweep.py --build $(ASAN_BUILD)
 
 check: test test-asan
 
