@@ -280,6 +280,13 @@ int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);
  * TG_EINPLACE with a message naming the op when it was modified in place,
  * TG_EGRAD when the graph was already freed. */
 int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t);
+/* For a saved output y of the op itself (saved as a detached alias: saving y
+ * would make the cycle y -> node -> y): a new reference to y, after the same
+ * checks as tg__ctx_saved.  In grad mode (a create_graph backward) it is an
+ * alias whose grad_fn is ctx, as y's own was, so that gradients of the
+ * backward's result reach the input through this op again; the caller
+ * releases it, so no cycle outlives the call. */
+int tg__ctx_saved_output(tg_ctx *ctx, int i, tg_tensor **t);
 static inline const void *tg__ctx_params(const tg_ctx *ctx) { return ctx->params; }
 static inline bool tg__ctx_needs_grad(const tg_ctx *ctx, int i) { return ctx->needs_grad[i]; }
 static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { return &ctx->in_meta[i]; }

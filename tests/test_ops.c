@@ -668,6 +668,74 @@ Test(ops, relu_backward_one_pass_same_bits_as_recorded)
         }
 }
 
+/* tanh and sigmoid save their output, as PyTorch does, so their input goes
+ * back after the forward; their one-pass backward (no graph) gives the same
+ * bits as the recorded one (create_graph) in f32 and f64, and writes over a
+ * sole incoming gradient; modifying the output in place before backward is
+ * TG_EINPLACE. */
+Test(ops, tanh_sigmoid_save_output_one_pass_backward)
+{
+    int64_t sh[1] = {50000};
+    for (int k = 0; k < 4; k++) {   /* tanh, sigmoid; f32, f64 */
+        const bool is_tanh = k % 2 == 0;
+        const tg_dtype dt = k < 2 ? TG_F32 : TG_F64;
+        const int64_t bytes = sh[0] * (int64_t)tg_dtype_size(dt);
+        tg_tensor *x[2], *gx[2], *c = mk(dt, 1, sh, 0.5, 1.5);
+        for (int r = 0; r < 2; r++) {   /* r = 1: create_graph */
+            tg_tensor *a = NULL, *y = NULL, *z = NULL, *s = NULL;
+            x[r] = mk(dt, 1, sh, -4, 4);
+            tg_tensor_set_requires_grad(x[r], true);
+            /* y = f(2x) with 2x freed at once: the tape keeps y, not 2x */
+            cr_assert(eq(int, tg_mul_scalar(&a, x[r], 2.0), TG_OK));
+            int64_t before, after, peak;
+            tg_memory_stats(&before, NULL);
+            cr_assert(eq(int, is_tanh ? tg_tanh(&y, a) : tg_sigmoid(&y, a), TG_OK));
+            tg_tensor_release(a);
+            tg_memory_stats(&after, NULL);
+            cr_assert(eq(i64, after - before, 0), "case %d: a was kept", k);
+            tg_tensor_release(y);
+            y = NULL;
+            /* the measured graph: s = sum(f(x) * c) */
+            cr_assert(eq(int, is_tanh ? tg_tanh(&y, x[r]) : tg_sigmoid(&y, x[r]), TG_OK));
+            cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
+            cr_assert(eq(int, tg_sum(&s, z), TG_OK));
+            tg_tensor_release(y), tg_tensor_release(z);
+            tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+            o.create_graph = r == 1;
+            tg_memory_reset_peak();
+            tg_memory_stats(&before, NULL);
+            cr_assert(eq(int, tg_backward(s, NULL, &o), TG_OK), "%s", tg_error_message());
+            tg_memory_stats(NULL, &peak);
+            if (r == 0)   /* dy = c, then written over with dx */
+                cr_assert(le(i64, peak - before, bytes + 4096), "case %d: %lld bytes", k,
+                          (long long)(peak - before));
+            gx[r] = tg_tensor_grad(x[r]);
+            tg_tensor_release(s);
+        }
+        cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), (size_t)bytes), 0),
+                  "case %d: one-pass and recorded backwards differ", k);
+        double *vx = th_doubles(x[0]), *vc = th_doubles(c), *vg = th_doubles(gx[0]);
+        for (int64_t i = 0; i < sh[0]; i++) {
+            const double y = is_tanh ? tanh(vx[i]) : 1 / (1 + exp(-vx[i]));
+            const double want = vc[i] * (is_tanh ? 1 - y * y : y * (1 - y));
+            cr_assert(close_to(vg[i], want, dt == TG_F32 ? 1e-5 : 1e-13, 1e-6), "case %d", k);
+        }
+        free(vx), free(vc), free(vg);
+        /* x[1].grad's graph leads back to x[1] (as in PyTorch, create_graph
+         * makes that cycle): clear it first */
+        tg_tensor_set_grad(x[1], NULL);
+        tg_tensor_release(x[0]), tg_tensor_release(x[1]), tg_tensor_release(c);
+    }
+    /* the saved output is checked like any saved tensor */
+    tg_tensor *x = mk(TG_F32, 1, sh, -1, 1), *y = NULL;
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_tanh(&y, x), TG_OK));
+    cr_assert(eq(int, tg_tensor_fill(y, 0.5), TG_OK));
+    cr_assert(eq(int, tg_backward(y, y, NULL), TG_EINPLACE));
+    cr_assert(strstr(tg_error_message(), "tanh: saved tensor #0") != NULL, "%s", tg_error_message());
+    tg_tensor_release(x), tg_tensor_release(y);
+}
+
 /* When the incoming gradient is the engine's alone (here mul's output), the
  * one-pass relu / leaky_relu backward writes over it instead of allocating:
  * the backward's tensor peak stays at one activation-sized buffer (the

@@ -224,6 +224,22 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
     return TG_OK;
 }
 
+int tg__ctx_saved_output(tg_ctx *ctx, int i, tg_tensor **t)
+{
+    tg_tensor *y;
+    TG_TRY(tg__ctx_saved(ctx, i, &y));
+    if (!tg_grad_enabled()) {
+        *t = tg_tensor_retain(y);
+        return TG_OK;
+    }
+    tg_tensor *alias;
+    TG_TRY(tg_tensor_detach(&alias, y));
+    alias->grad_fn = tg__node_retain(ctx);
+    alias->requires_grad = true;
+    *t = alias;
+    return TG_OK;
+}
+
 /* ---- collecting a tape ----------------------------------------------------- */
 
 static int cmp_seq(const void *a, const void *b)

@@ -8,7 +8,11 @@
  * is the input's (out > 0 exactly when a > 0), so the mask is the same, and
  * the output is usually saved anyway by the layer that consumes it, while
  * the input (a conv or batch-norm output) can then be freed after the forward:
- * one activation-sized tensor less per layer on the tape.
+ * one activation-sized tensor less per layer on the tape.  tanh and sigmoid
+ * save their output too, as PyTorch does: their derivatives are functions of
+ * it (1 - y^2 and y (1 - y)), so backward needs no tanh or exp either; for
+ * higher derivatives the output comes back with this op as its grad_fn
+ * (tg__ctx_saved_output).
  */
 #include <math.h>
 
@@ -72,35 +76,15 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
     }
 }
 
+/* out = k(a), saving a (save_out false) or out.  The saved output is an
+ * alias of *out's storage without its grad_fn: saving *out itself would make
+ * a cycle (out -> node -> ctx -> out): a detached view of it instead. */
 static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
-                       tg_ew_kernel_fn k, double s)
-{
-    TG_TRY(tg__ew_unary(name, out, a, k, s));
-    if (ctx) tg__ctx_save(ctx, a);
-    return TG_OK;
-}
-
-#define ACT_FORWARD(op, k)                                                    \
-    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
-                            const void *params)                               \
-    {                                                                         \
-        return act_forward(ctx, #op, out, in[0], k, 0.0);                     \
-    }
-ACT_FORWARD(tanh, k_tanh)
-ACT_FORWARD(sigmoid, k_sigmoid)
-ACT_FORWARD(silu, k_silu)
-ACT_FORWARD(gelu, k_gelu)
-
-/* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
- * top of the file) and a otherwise.  The saved output is an alias of *out's
- * storage without its grad_fn: saving *out itself would make a cycle
- * (out -> node -> ctx -> out): a detached view of it instead. */
-static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
-                          tg_ew_kernel_fn k, double s)
+                       tg_ew_kernel_fn k, double s, bool save_out)
 {
     TG_TRY(tg__ew_unary(name, out, a, k, s));
     if (!ctx) return TG_OK;
-    if (!(s >= 0)) {
+    if (!save_out) {
         tg__ctx_save(ctx, a);
         return TG_OK;
     }
@@ -114,6 +98,25 @@ static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_ten
     tg__ctx_save(ctx, alias);
     tg_tensor_release(alias);
     return TG_OK;
+}
+
+#define ACT_FORWARD(op, k, save_out)                                          \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        return act_forward(ctx, #op, out, in[0], k, 0.0, save_out);           \
+    }
+ACT_FORWARD(tanh, k_tanh, true)
+ACT_FORWARD(sigmoid, k_sigmoid, true)
+ACT_FORWARD(silu, k_silu, false)
+ACT_FORWARD(gelu, k_gelu, false)
+
+/* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
+ * top of the file) and a otherwise. */
+static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                          tg_ew_kernel_fn k, double s)
+{
+    return act_forward(ctx, name, out, a, k, s, s >= 0);
 }
 
 static int relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -163,34 +166,80 @@ static int leaky_relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return masked_backward(ctx, g, gi, ((const slope_params *)tg__ctx_params(ctx))->slope);
 }
 
-/* d tanh(a) = g * (1 - tanh(a)^2). */
-static int tanh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+/* d tanh(a) = g * (1 - y^2) and d sigmoid(a) = g * (y * (1 - y)), y the
+ * saved output.  Outside grad mode in one pass (over g itself when the engine
+ * holds its only reference); otherwise with recorded ops on y, which then
+ * carries this op as its grad_fn (tg__ctx_saved_output).  The one-pass
+ * kernels round each step to the element type in the recorded ops' order,
+ * so both give the same bits in f32 and f64 (a is y, b is g). */
+#define OUTPUT_GRAD_KERNEL(fname, T, step)                                    \
+    static void fname##_##T(void *out, const void *a, const void *b, int64_t n) \
+    {                                                                         \
+        T *o = out;   /* o may be pg (in place) */                            \
+        const T *py = a, *pg = b;                                             \
+        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            const T y = py[i];                                                \
+            const T f = step;                                                 \
+            o[i] = pg[i] * f;                                                 \
+        }                                                                     \
+    }
+OUTPUT_GRAD_KERNEL(tanh_grad, float, (float)1 - y * y)
+OUTPUT_GRAD_KERNEL(tanh_grad, double, 1.0 - y * y)
+OUTPUT_GRAD_KERNEL(sigmoid_grad, float, y * ((float)1 - y))
+OUTPUT_GRAD_KERNEL(sigmoid_grad, double, y * (1.0 - y))
+
+static void k_tanh_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                        double s)
 {
-    tg_tensor *a, *t[3] = {NULL, NULL, NULL};
+    (void)s;
+    if (cdt == TG_F64) tanh_grad_double(out, a, b, n);
+    else tanh_grad_float(out, a, b, n);
+}
+
+static void k_sigmoid_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                           double s)
+{
+    (void)s;
+    if (cdt == TG_F64) sigmoid_grad_double(out, a, b, n);
+    else sigmoid_grad_float(out, a, b, n);
+}
+
+static int output_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool is_tanh)
+{
+    tg_tensor *y, *t[3] = {NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_tanh(&t[0], a));
-    TRY_GOTO(tg_mul(&t[1], t[0], t[0]));
-    TRY_GOTO(tg_rsub_scalar(&t[2], t[1], 1.0));
-    TRY_GOTO(tg_mul(&gi[0], g, t[2]));
+    TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
+    const char *name = is_tanh ? "tanh_backward" : "sigmoid_backward";
+    tg_ew_kernel_fn k = is_tanh ? k_tanh_grad : k_sigmoid_grad;
+    if (!tg_grad_enabled() && tg__grad_is_reusable(g, y->dtype, y)) {
+        TRY_GOTO(tg__ew_binary_over(name, y, g, k, 0.0));
+        gi[0] = tg_tensor_retain(g);
+    } else if (!tg_grad_enabled() && g->dtype == y->dtype) {
+        TRY_GOTO(tg__ew_binary(name, &gi[0], y, g, k, 0.0));
+    } else if (is_tanh) {
+        TRY_GOTO(tg_mul(&t[0], y, y));
+        TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
+        TRY_GOTO(tg_mul(&gi[0], g, t[1]));
+    } else {
+        TRY_GOTO(tg_rsub_scalar(&t[0], y, 1.0));
+        TRY_GOTO(tg_mul(&t[1], y, t[0]));
+        TRY_GOTO(tg_mul(&gi[0], g, t[1]));
+    }
 done:
     for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    tg_tensor_release(y);
     return rc;
 }
 
-/* d sigmoid(a) = g * s * (1 - s), s = sigmoid(a). */
+static int tanh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return output_backward(ctx, g, gi, true);
+}
+
 static int sigmoid_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *a, *t[3] = {NULL, NULL, NULL};
-    int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_sigmoid(&t[0], a));
-    TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
-    TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
-    TRY_GOTO(tg_mul(&gi[0], g, t[2]));
-done:
-    for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
-    return rc;
+    return output_backward(ctx, g, gi, false);
 }
 
 /* d (a * s(a)) = g * (s + a*s*(1-s)) = g * s * (1 + a*(1-s)). */
