@@ -6,7 +6,12 @@ fake = G(z); D step on bce(D(real), 1) + bce(D(fake.detach()), 0); G step on
 bce(D(fake), 1); Adam(lr 2e-4, betas (0.5, 0.999)); same batch, same threads.
 Each measurement is a fresh subprocess (so peak RSS is per implementation);
 the two alternate for --rounds rounds so that a busy machine slows both alike.
-Both run with the same OMP_WAIT_POLICY (--omp-wait, default passive).
+--omp-wait picks libgomp's OMP_WAIT_POLICY for both sides: passive (idle
+workers sleep at once: safe on a busy machine, but every parallel region then
+pays a thread wake-up), active, inherit (the environment's; unset is libgomp's
+default, spin a while then sleep), or both (the default): every round runs
+each side under passive and under libgomp's default, and the summary gives the
+ratio under each policy and with each side at its faster policy.
 Prints images/s, peak RSS and their ratios, and whether our resident memory
 is flat: the largest RSS sampled after each of steps N+1..2N within 5% of the
 largest after steps 1..N (and the RSS after step 2N against after step N).  Targets are reported,
@@ -120,9 +125,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="N: RSS is sampled after N and 2N")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--omp-wait", choices=["passive", "active", "inherit"], default="passive",
-                    help="OMP_WAIT_POLICY for both sides (default passive: on a busy machine "
-                         "spinning OpenMP workers starve the BLAS threads of both)")
+    ap.add_argument("--omp-wait", choices=["both", "passive", "active", "inherit"],
+                    default="both",
+                    help="OMP_WAIT_POLICY for both sides; both (default): passive and "
+                         "libgomp's default, each round")
     ap.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -133,32 +139,54 @@ def main():
                  "-Dbuildtype=release && ninja -C build-ex) or pass --ours")
     common = ["--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
               "--warmup", str(a.warmup)]
-    env = dict(os.environ)
-    if a.omp_wait != "inherit":
-        env["OMP_WAIT_POLICY"] = a.omp_wait.upper()
-    res = {"tapegrad": [], "pytorch": []}
+    policies = ["passive", "default"] if a.omp_wait == "both" else [a.omp_wait]
+    envs = {}
+    for pol in policies:
+        env = dict(os.environ)
+        if pol == "default":
+            env.pop("OMP_WAIT_POLICY", None)
+        elif pol != "inherit":
+            env["OMP_WAIT_POLICY"] = pol.upper()
+        envs[pol] = env
+    res = {(name, pol): [] for name in ("tapegrad", "pytorch") for pol in policies}
     for r in range(a.rounds):
-        for name, cmd in (("tapegrad", [ours] + common),
-                          ("pytorch", [sys.executable, os.path.abspath(__file__),
-                                       "--worker", "torch"] + common)):
-            j = run(cmd, env)
-            res[name].append(j)
-            print(f"round {r + 1} {name:8s} {json.dumps(j)}", flush=True)
-    summary(res, a)
+        for pol in policies:
+            for name, cmd in (("tapegrad", [ours] + common),
+                              ("pytorch", [sys.executable, os.path.abspath(__file__),
+                                           "--worker", "torch"] + common)):
+                j = run(cmd, envs[pol])
+                res[(name, pol)].append(j)
+                print(f"round {r + 1} {pol:8s} {name:8s} {json.dumps(j)}", flush=True)
+    summary(res, policies, a)
 
 
-def summary(res, a):
+def speed_line(label, ours, torch):
+    speed = ours / torch
+    print(f"  {label}: tapegrad {ours:.1f} / pytorch {torch:.1f} images/s = {speed:.2f}x "
+          f"(target >= 2x: {'met' if speed >= 2 else 'NOT met'})")
+
+
+def summary(res, policies, a):
     ips = {k: statistics.median(j["images_per_s"] for j in v) for k, v in res.items()}
-    peak = {k: max(j["peak_rss_mib"] for j in v) for k, v in res.items()}
     print(f"\nDCGAN step, batch {a.batch}, {a.threads} threads, {2 * a.steps} timed steps "
-          f"x {a.rounds} rounds, OMP_WAIT_POLICY {a.omp_wait} (median images/s, max peak RSS):")
-    for k in ("tapegrad", "pytorch"):
-        print(f"  {k:8s} {ips[k]:9.1f} images/s   peak RSS {peak[k]:7.1f} MiB")
-    speed, mem = ips["tapegrad"] / ips["pytorch"], peak["tapegrad"] / peak["pytorch"]
-    print(f"  speed ratio tapegrad/pytorch {speed:.2f}x (target >= 2x: "
-          f"{'met' if speed >= 2 else 'NOT met'})")
-    print(f"  memory ratio tapegrad/pytorch {mem:.2f} (target <= 0.25: "
-          f"{'met' if mem <= 0.25 else 'NOT met'})")
+          f"x {a.rounds} rounds (median images/s, max peak RSS):")
+    for (name, pol), v in res.items():
+        print(f"  {name:8s} OMP_WAIT_POLICY {pol:8s} {ips[(name, pol)]:9.1f} images/s   "
+              f"peak RSS {max(j['peak_rss_mib'] for j in v):7.1f} MiB")
+    for pol in policies:
+        speed_line(f"same policy ({pol})", ips[("tapegrad", pol)], ips[("pytorch", pol)])
+    if len(policies) > 1:
+        best = {n: max(policies, key=lambda p: ips[(n, p)]) for n in ("tapegrad", "pytorch")}
+        speed_line(f"each at its faster policy (tapegrad {best['tapegrad']}, pytorch "
+                   f"{best['pytorch']})", ips[("tapegrad", best["tapegrad"])],
+                   ips[("pytorch", best["pytorch"])])
+    peak = {n: max(j["peak_rss_mib"] for (m, _), v in res.items() if m == n for j in v)
+            for n in ("tapegrad", "pytorch")}
+    mem = peak["tapegrad"] / peak["pytorch"]
+    print(f"  memory ratio tapegrad/pytorch {mem:.2f}, max peak RSS over all runs "
+          f"(target <= 0.25: {'met' if mem <= 0.25 else 'NOT met'})")
+    res = {n: [j for (m, _), v in res.items() if m == n for j in v]
+           for n in ("tapegrad", "pytorch")}
     base = statistics.median(j["rss_baseline_mib"] for j in res["pytorch"])
     print(f"  (pytorch's RSS before building any model: {base:.1f} MiB)")
     for j in res["tapegrad"]:
