@@ -183,6 +183,62 @@ Test(conv_fast, one_and_two_threads_agree)
     tg_tensor_release(w);
 }
 
+/* With several chunks, the chunks run in parallel (one thread each) and the
+ * weight-gradient partials are summed in chunk order: the bits are the same
+ * for 1 and 2 threads, for ConvTranspose (forward: GEMM + col2im; backward:
+ * the fused conv + weight gradient) and for Conv (forward, and dx through
+ * the ConvTranspose kernel). */
+Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
+{
+    tg_tensor *x, *w, *a[3], *b[3];
+    layer_inputs(&x, &w);   /* batch 6: chunks of 2, 2, 2 and of 3, 3 below */
+    for (int nb = 2; nb <= 3; nb++) {
+        tg__conv_set_chunk(nb);
+        set_threads(1);
+        dcgan_layer(x, w, a);
+        set_threads(2);
+        dcgan_layer(x, w, b);
+        for (int k = 0; k < 3; k++) {
+            const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
+            cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
+                      "chunks of %d: output %d differs between 1 and 2 threads", nb, k);
+            tg_tensor_release(a[k]);
+            tg_tensor_release(b[k]);
+        }
+        /* Conv: y = conv(x', w') and its gradients, x' = the ConvT output */
+        tg_tensor *y[2] = {NULL, NULL}, *gx[2], *gw[2];
+        tg_conv_params p = TG_CONV_PARAMS_INIT;
+        p.stride[0] = p.stride[1] = 2;
+        tg_conv_params_set_padding(&p, 1);
+        const int64_t zs[4] = {6, 10, 14, 18}, vs[4] = {24, 10, 4, 4};
+        tg_tensor *z = mk_rand(TG_F32, 4, zs), *v = mk_rand(TG_F32, 4, vs);
+        tg_tensor_set_requires_grad(z, true);
+        tg_tensor_set_requires_grad(v, true);
+        for (int t = 0; t < 2; t++) {
+            set_threads(t + 1);
+            cr_assert(eq(int, tg_conv(&y[t], z, v, NULL, &p), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_backward(y[t], y[t], NULL), TG_OK), "%s", tg_error_message());
+            gx[t] = tg_tensor_retain(tg_tensor_grad(z));
+            gw[t] = tg_tensor_retain(tg_tensor_grad(v));
+            tg_tensor_zero_grad(z);
+            tg_tensor_zero_grad(v);
+        }
+        tg_tensor *pairs[3][2] = {{y[0], y[1]}, {gx[0], gx[1]}, {gw[0], gw[1]}};
+        for (int k = 0; k < 3; k++) {
+            const size_t n = (size_t)tg_tensor_numel(pairs[k][0]) * sizeof(float);
+            cr_assert(eq(int, memcmp(tg_tensor_data(pairs[k][0]), tg_tensor_data(pairs[k][1]), n), 0),
+                      "conv, chunks of %d: output %d differs between 1 and 2 threads", nb, k);
+            tg_tensor_release(pairs[k][0]);
+            tg_tensor_release(pairs[k][1]);
+        }
+        tg_tensor_release(z);
+        tg_tensor_release(v);
+    }
+    tg__conv_set_chunk(0);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
 /* The scratch buffers grow and are reused: a small call after a large one
  * (and the reverse) gives the results of a fresh thread. */
 Test(conv_fast, scratch_reuse_across_shapes)

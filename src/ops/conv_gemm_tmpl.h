@@ -11,9 +11,14 @@
  * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
  * no column buffer at all: its im2col is the image itself.
  * Threads: only OpenMP's.  The kernels run with OpenBLAS set to one thread
- * (conv_kernels.c) and cut each GEMM's output columns into one slice per
- * OpenMP thread (gemm_par), so OpenBLAS's pool never spins next to OpenMP's
- * on the same cores. */
+ * (conv_kernels.c), so OpenBLAS's pool never spins next to OpenMP's on the
+ * same cores.  With two chunks or more, the chunks run in parallel, each on
+ * one thread from im2col to its GEMMs (one parallel region per call instead
+ * of several per chunk: under OMP_WAIT_POLICY=passive each region pays a
+ * thread wake-up); with one chunk, each step is parallel inside (gemm_par
+ * cuts a GEMM's output into one slice per thread).  Chunking depends only on
+ * the shapes, and weight-gradient partials are summed in chunk order, so the
+ * bits do not depend on the thread count. */
 
 #define TG__CAT_(a, b) a##_##b
 #define TG__CAT(a, b) TG__CAT_(a, b)
@@ -26,7 +31,7 @@
 static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
                          int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc)
 {
-    const int64_t nt = omp_get_max_threads();
+    const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     const bool rows = m > n;   /* slice C's rows (and A) rather than its columns (and B) */
     const int64_t len = rows ? m : n;
     int64_t w = (len + nt - 1) / nt;
@@ -73,10 +78,10 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
     return TG_OK;
 }
 
-/* Per group dW_g (c_col/G, kk) (+)= up_g (c_col/G, N) @ cols_g^T, up = pack(u
- * chunk) in scratch slot 1; accumulate: beta = 1 (the sum over chunks). */
+/* Per group dW_g (c_col/G, kk) = up_g (c_col/G, N) @ cols_g^T, up = pack(u
+ * chunk) in scratch slot 1: one chunk's share of the weight gradient. */
 static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const T *ub, int64_t n,
-                           int64_t N, bool accumulate, T *dw)
+                           int64_t N, T *dw)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
     const T *up = ub;
@@ -87,8 +92,8 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const T *ub, i
         up = p;
     }
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N,
-                     accumulate ? 1 : 0, dw + gi * co * kk, kk);
+        FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N, 0,
+                     dw + gi * co * kk, kk);
     return TG_OK;
 }
 
@@ -112,43 +117,60 @@ static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y
  * cols_g (c_img/G*K, nb*O) = W_g^T (c_img/G*K, c_col/G) @ xp_g, computed on the
  * un-dilated input (no inserted zero is ever multiplied); then col2im gathers
  * every y[i] from the column entries with i = o*stride - pad + k*dilation. */
-static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+static int FN(transpose_chunk)(const tg__conv_geom *g, const T *x, const T *w, T *y, int64_t nc,
+                               int64_t c)
 {
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
     const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
-    const bool pw = tg__conv_is_pointwise(g);
-    const int64_t nb = FN(cols_chunk)(g);
-    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
-        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *xb = x + b0 * g->c_col * osz;
-        T *yb = y + b0 * g->c_img * isz;
-        const T *xp = xb;
-        if (n > 1) {
-            T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-            if (!p) return TG_ENOMEM;
-            FN(pack_cbs)(xb, n, g->c_col, osz, p);
-            xp = p;
-        }
-        /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
-         * of cols are padded to ld = N + 16: col2im reads up to K rows at once,
-         * and with N a multiple of 1024 (usual for power-of-two images) rows
-         * exactly 4 KiB apart would all fall into the same L1 cache sets. */
-        const bool direct = pw && n == 1;
-        const int64_t ld = direct ? N : N + 16;
-        T *cols = direct ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * ld) * sizeof(T));
-        if (!cols) return TG_ENOMEM;
-        for (int64_t gi = 0; gi < g->groups; gi++)
-            FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N, 0,
-                         cols + gi * kk * ld, ld);
-        if (!direct && FN(col2im_batch)(cols, ld, n, g->c_img, g, yb) < 0) return TG_ENOMEM;
+    int64_t b0, n;
+    chunk_range(g->batch, nc, c, &b0, &n);
+    const int64_t N = n * osz;
+    const T *xb = x + b0 * g->c_col * osz;
+    T *yb = y + b0 * g->c_img * isz;
+    const T *xp = xb;
+    if (n > 1) {
+        T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+        if (!p) return TG_ENOMEM;
+        FN(pack_cbs)(xb, n, g->c_col, osz, p);
+        xp = p;
     }
-    return TG_OK;
+    /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
+     * of cols are padded to ld = N + 16: col2im reads up to K rows at once,
+     * and with N a multiple of 1024 (usual for power-of-two images) rows
+     * exactly 4 KiB apart would all fall into the same L1 cache sets. */
+    const bool direct = tg__conv_is_pointwise(g) && n == 1;
+    const int64_t ld = direct ? N : N + 16;
+    T *cols = direct ? yb : tg__conv_scratch(0, (size_t)(g->c_img * ksz * ld) * sizeof(T));
+    if (!cols) return TG_ENOMEM;
+    for (int64_t gi = 0; gi < g->groups; gi++)
+        FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N, 0,
+                     cols + gi * kk * ld, ld);
+    return direct ? TG_OK : FN(col2im_batch)(cols, ld, n, g->c_img, g, yb);
+}
+
+static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+{
+    const int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
+    if (!chunks_in_parallel(nc)) {
+        for (int64_t c = 0; c < nc; c++) TG_TRY(FN(transpose_chunk)(g, x, w, y, nc, c));
+        return TG_OK;
+    }
+    int rc = TG_OK;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t c = 0; c < nc; c++) {
+        const int r = FN(transpose_chunk)(g, x, w, y, nc, c);
+        if (r < 0) {
+#pragma omp atomic write
+            rc = r;
+        }
+    }
+    return rc;
 }
 
 /* Weight gradient: dW_g (c_col/G, c_img/G*K) = sum over chunks of
  * up_g (c_col/G, nb*O) @ cols_g^T (nb*O, c_img/G*K), with cols = im2col(z chunk)
- * and up = pack(u chunk); the sum over chunks is GEMM's beta = 1. */
+ * and up = pack(u chunk), summed in chunk order (conv_passes). */
 static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, T *dw)
 {
     return FN(conv_passes)(g, z, NULL, u, NULL, dw);
@@ -165,23 +187,56 @@ static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T 
 }
 
 /* The chunk loop of the three above: per chunk, cols = im2col(z chunk), then
- * y chunk = W @ cols when y is wanted and dW (+)= pack(u chunk) @ cols^T when
- * dw is wanted. */
+ * y chunk = W @ cols when y is wanted and dW_c = pack(u chunk) @ cols^T when
+ * dw is wanted.  dw is dW_0, the others go to partials (malloc'd, nc - 1 of
+ * them) added to it in chunk order at the end: the same sum for any number
+ * of threads. */
+static int FN(passes_chunk)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
+                            T *dw, int64_t nc, int64_t c)
+{
+    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
+    int64_t b0, n;
+    chunk_range(g->batch, nc, c, &b0, &n);
+    const int64_t N = n * osz;
+    const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
+    if (!cols) return TG_ENOMEM;
+    if (y) TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
+    return dw ? FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, dw) : TG_OK;
+}
+
 static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
                            T *dw)
 {
-    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
-    const int64_t nb = FN(cols_chunk)(g);
-    if (dw && g->batch == 0)
-        memset(dw, 0, (size_t)(g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k)) * sizeof(T));
-    for (int64_t b0 = 0; b0 < g->batch; b0 += nb) {
-        const int64_t n = b0 + nb <= g->batch ? nb : g->batch - b0, N = n * osz;
-        const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
-        if (!cols) return TG_ENOMEM;
-        if (y) TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
-        if (dw) TG_TRY(FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, b0 > 0, dw));
+    const int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
+    const int64_t dwn = g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k);
+    if (dw && nc == 0) memset(dw, 0, (size_t)dwn * sizeof(T));
+    T *part = NULL;
+    if (dw && nc > 1 && !(part = tg__malloc((size_t)((nc - 1) * dwn) * sizeof(T))))
+        return TG_ENOMEM;
+    int rc = TG_OK;
+    if (!chunks_in_parallel(nc)) {
+        for (int64_t c = 0; c < nc && rc == TG_OK; c++)
+            rc = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - 1) * dwn : dw, nc, c);
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t c = 0; c < nc; c++) {
+            const int r = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - 1) * dwn : dw, nc, c);
+            if (r < 0) {
+#pragma omp atomic write
+                rc = r;
+            }
+        }
     }
-    return TG_OK;
+    if (rc == TG_OK && part) {
+#pragma omp parallel for schedule(static) if (dwn * (nc - 1) > 32768 && !omp_in_parallel())
+        for (int64_t i = 0; i < dwn; i++) {
+            T v = dw[i];
+            for (int64_t c = 1; c < nc; c++) v += part[(c - 1) * dwn + i];
+            dw[i] = v;
+        }
+    }
+    free(part);
+    return rc;
 }
 
 #undef FN
