@@ -227,7 +227,8 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
     const int64_t nph = tg__conv_prod3(g->stride), isz = tg__conv_prod3(g->col),
                   osz = tg__conv_prod3(g->img);
     const int64_t nb = FN(phase_chunk)(g, ph, shift);
-    const bool by_phase = nph >= omp_get_max_threads() && omp_get_max_threads() > 1;
+    const bool by_phase = nph >= omp_get_max_threads() && omp_get_max_threads() > 1 &&
+                          !omp_in_parallel();
     woff[0] = 0;
     for (int64_t pi = 1; pi < nph; pi++)
         woff[pi] = woff[pi - 1] + g->c_col * ph[pi - 1].taps * (g->c_img / g->groups);
@@ -242,12 +243,17 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
         if (!yall) return TG_ENOMEM;
         const T *xb = x + b0 * g->c_col * isz;
         int rc = TG_OK;
-#pragma omp parallel for schedule(dynamic, 1) if (by_phase)
-        for (int64_t pi = 0; pi < nph; pi++) {
-            const int r = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
-            if (r < 0) {
+        if (!by_phase) {   /* no if(0) region: see chunks_in_parallel */
+            for (int64_t pi = 0; pi < nph && rc == TG_OK; pi++)
+                rc = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
+        } else {
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int64_t pi = 0; pi < nph; pi++) {
+                const int r = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
+                if (r < 0) {
 #pragma omp atomic write
-                rc = r;
+                    rc = r;
+                }
             }
         }
         if (rc < 0) return rc;

@@ -197,12 +197,16 @@ static int convt_task(const q_job *j, int64_t b0)
     return TG_OK;
 }
 
-/* Runs task(j, b0) for every chunk of j->nb samples in parallel. */
+/* Runs task(j, b0) for every chunk of j->nb samples in parallel.  One chunk
+ * runs on this thread without opening a region: the GEMM inside has its own,
+ * and libgomp starts fresh threads (not its pooled ones) for a region nested
+ * even in an if(0) one. */
 static int run_tasks(q_job *j, int (*task)(const q_job *, int64_t))
 {
     const int64_t ntask = (j->g->batch + j->nb - 1) / j->nb;
+    if (ntask <= 1) return ntask == 1 ? task(j, 0) : TG_OK;
     int rc = TG_OK;
-#pragma omp parallel for schedule(dynamic) if (ntask > 1)
+#pragma omp parallel for schedule(dynamic)
     for (int64_t t = 0; t < ntask; t++) {
         int trc;
 #pragma omp atomic read
