@@ -192,8 +192,10 @@ Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
 {
     tg_tensor *x, *w, *a[3], *b[3];
     layer_inputs(&x, &w);   /* batch 6: chunks of 2, 2, 2 and of 3, 3 below */
-    for (int nb = 2; nb <= 3; nb++) {
+    for (int it = 0; it < 3; it++) {
+        const int nb = it == 0 ? 3 : 2;
         tg__conv_set_chunk(nb);
+        tg__conv_set_part_bytes(it == 2 ? 1 : 0);   /* 2: waves of two chunks */
         set_threads(1);
         dcgan_layer(x, w, a);
         set_threads(2);
@@ -201,7 +203,7 @@ Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
         for (int k = 0; k < 3; k++) {
             const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
             cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
-                      "chunks of %d: output %d differs between 1 and 2 threads", nb, k);
+                      "chunks of %d (case %d): output %d differs between 1 and 2 threads", nb, it, k);
             tg_tensor_release(a[k]);
             tg_tensor_release(b[k]);
         }
@@ -235,6 +237,32 @@ Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
         tg_tensor_release(v);
     }
     tg__conv_set_chunk(0);
+    tg__conv_set_part_bytes(0);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}
+
+/* The weight gradient is ((dW_0 + dW_1) + dW_2) + ... whatever the waves:
+ * the same bits with the partials of all chunks held at once and with one
+ * partial at a time. */
+Test(conv_fast, waves_of_chunks_same_bits)
+{
+    tg_tensor *x, *w, *a[3], *b[3];
+    layer_inputs(&x, &w);
+    set_threads(2);
+    tg__conv_set_chunk(1);   /* six chunks */
+    dcgan_layer(x, w, a);
+    tg__conv_set_part_bytes(1);
+    dcgan_layer(x, w, b);
+    for (int k = 0; k < 3; k++) {
+        const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
+        cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
+                  "output %d differs between one wave and waves of two", k);
+        tg_tensor_release(a[k]);
+        tg_tensor_release(b[k]);
+    }
+    tg__conv_set_chunk(0);
+    tg__conv_set_part_bytes(0);
     tg_tensor_release(x);
     tg_tensor_release(w);
 }

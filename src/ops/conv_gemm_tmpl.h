@@ -188,9 +188,8 @@ static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T 
 
 /* The chunk loop of the three above: per chunk, cols = im2col(z chunk), then
  * y chunk = W @ cols when y is wanted and dW_c = pack(u chunk) @ cols^T when
- * dw is wanted.  dw is dW_0, the others go to partials (malloc'd, nc - 1 of
- * them) added to it in chunk order at the end: the same sum for any number
- * of threads. */
+ * dw is wanted, dw = ((dW_0 + dW_1) + dW_2) + ...: the same sum for any
+ * number of threads and any wave size. */
 static int FN(passes_chunk)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
                             T *dw, int64_t nc, int64_t c)
 {
@@ -207,32 +206,51 @@ static int FN(passes_chunk)(const tg__conv_geom *g, const T *z, const T *w, cons
 static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
                            T *dw)
 {
-    const int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
+    int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
     const int64_t dwn = g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k);
     if (dw && nc == 0) memset(dw, 0, (size_t)dwn * sizeof(T));
+    /* Chunks run in waves of `per`: a wave's chunks in parallel, each
+     * weight-gradient share into its own partial (chunk 0 into dw itself),
+     * then the partials added to dw in chunk order.  The partials take at
+     * most TG__CONV_PART_BYTES when that holds two; waves are then of an even
+     * size and the chunk count a multiple of it, so two threads always have
+     * one chunk each. */
+    int64_t per = nc;
     T *part = NULL;
-    if (dw && nc > 1 && !(part = tg__malloc((size_t)((nc - 1) * dwn) * sizeof(T))))
-        return TG_ENOMEM;
+    if (dw && nc > 1) {
+        const int64_t fit = part_bytes() / (dwn * (int64_t)sizeof(T));
+        if (fit < nc) {
+            per = fit < 2 ? 2 : fit & ~(int64_t)1;
+            nc = (nc + per - 1) / per * per;
+            if (nc > g->batch) nc = g->batch;
+        }
+        if (!(part = tg__malloc((size_t)(per * dwn) * sizeof(T)))) return TG_ENOMEM;
+    }
     int rc = TG_OK;
-    if (!chunks_in_parallel(nc)) {
-        for (int64_t c = 0; c < nc && rc == TG_OK; c++)
-            rc = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - 1) * dwn : dw, nc, c);
-    } else {
+    for (int64_t c0 = 0; c0 < nc && rc == TG_OK; c0 += per) {
+        const int64_t len = nc - c0 < per ? nc - c0 : per;
+        if (!chunks_in_parallel(len)) {
+            for (int64_t c = c0; c < c0 + len && rc == TG_OK; c++)
+                rc = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - c0) * dwn : dw, nc, c);
+        } else {
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int64_t c = 0; c < nc; c++) {
-            const int r = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - 1) * dwn : dw, nc, c);
-            if (r < 0) {
+            for (int64_t c = c0; c < c0 + len; c++) {
+                const int r = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - c0) * dwn : dw,
+                                               nc, c);
+                if (r < 0) {
 #pragma omp atomic write
-                rc = r;
+                    rc = r;
+                }
             }
         }
-    }
-    if (rc == TG_OK && part) {
-#pragma omp parallel for schedule(static) if (dwn * (nc - 1) > 32768 && !omp_in_parallel())
-        for (int64_t i = 0; i < dwn; i++) {
-            T v = dw[i];
-            for (int64_t c = 1; c < nc; c++) v += part[(c - 1) * dwn + i];
-            dw[i] = v;
+        const int64_t k0 = c0 == 0 ? 1 : 0;   /* chunk 0 wrote dw */
+        if (rc == TG_OK && part && len > k0) {
+#pragma omp parallel for schedule(static) if (dwn * len > 32768 && !omp_in_parallel())
+            for (int64_t i = 0; i < dwn; i++) {
+                T v = dw[i];
+                for (int64_t k = k0; k < len; k++) v += part[k * dwn + i];
+                dw[i] = v;
+            }
         }
     }
     free(part);

@@ -74,6 +74,9 @@ void tg__conv_set_chunk(int64_t samples);
 /* Tests: false makes im2col/col2im of this thread take the row-by-row path
  * instead of the tap table of small planes (true, the default, restores). */
 void tg__conv_set_tap_tables(bool on);
+/* Tests: the memory budget of the weight-gradient partials of one wave of
+ * chunks (conv_passes); 0 restores the default (this thread only). */
+void tg__conv_set_part_bytes(int64_t bytes);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type.  They return TG_ENOMEM (message set) if scratch cannot be allocated. */

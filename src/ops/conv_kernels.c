@@ -52,6 +52,17 @@ void tg__conv_set_chunk(int64_t samples) { chunk_override = samples > 0 ? sample
  * and col2im, and measured the same speed as 32 MiB on the DCGAN layers with
  * 10% less peak memory in the DCGAN step (108 vs 121 MiB). */
 #define TG__CONV_CHUNK_BYTES ((int64_t)4 << 20)
+/* The most memory the weight-gradient partials of chunks run in parallel may
+ * take (conv_passes); tests lower it with tg__conv_set_part_bytes. */
+#define TG__CONV_PART_BYTES ((int64_t)8 << 20)
+static _Thread_local int64_t part_bytes_override;
+
+void tg__conv_set_part_bytes(int64_t bytes) { part_bytes_override = bytes > 0 ? bytes : 0; }
+
+static int64_t part_bytes(void)
+{
+    return part_bytes_override > 0 ? part_bytes_override : TG__CONV_PART_BYTES;
+}
 static int64_t conv_chunk(int64_t batch, int64_t bytes_per_sample)
 {
     int64_t nb = chunk_override > 0 ? chunk_override
