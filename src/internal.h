@@ -99,6 +99,14 @@ tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape);
 /* The same with its bytes left uninitialised (tg__storage_new_uninit), for an
  * output the caller writes whole: saves a memset pass on hot paths. */
 tg_tensor *tg__tensor_uninit(tg_dtype dt, int ndim, const int64_t *shape);
+/* Work memory of a kernel (compute-dtype copies of f16/bf16 operands):
+ * uninitialised, 64-byte aligned, from the same cache of freed blocks as
+ * tensor storage (src/core/storage.c), so the copies a training step makes
+ * every step stop faulting in fresh pages; not counted by tg_memory_stats,
+ * which counts tensors.  NULL with TG_ENOMEM set when out of memory.
+ * tg__work_free(NULL) does nothing. */
+void *tg__work_alloc(size_t nbytes);
+void tg__work_free(void *p);
 /* Row-major contiguous strides for shape. */
 void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t tg__numel(int ndim, const int64_t *shape);

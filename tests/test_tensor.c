@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "tapegrad/conv.h"
 #include "tapegrad/ops.h"
 
 #define SENTINEL ((tg_tensor *)0x1)
@@ -758,5 +759,48 @@ Test(tensor, freed_storage_is_cached_and_reused)
     cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 1, big), TG_OK));
     tg_tensor_release(a);
     cr_assert(eq(i64, tg_memory_cached(), 0));
+    tg_memory_set_cache_limit(old_limit);
+}
+
+/* Work buffers (a kernel's f32 copies of half operands) come from the same
+ * cache as storages and go back to it, without counting as tensor memory: a
+ * bf16 conv's copies are cached after the call, and the next call takes them
+ * again instead of faulting in fresh pages. */
+Test(tensor, work_buffers_share_the_storage_cache)
+{
+    const int64_t old_limit = tg_memory_set_cache_limit(64 << 20);
+    tg_memory_empty_cache();
+    int64_t t0, t1;
+    tg_memory_stats(&t0, NULL);
+    void *p = tg__work_alloc(200000);
+    cr_assert(p != NULL);
+    cr_assert(eq(u64, (uintptr_t)p % 64, 0));
+    memset(p, 7, 200000);
+    tg_memory_stats(&t1, NULL);
+    cr_assert(eq(i64, t1, t0));   /* not tensor memory */
+    tg__work_free(p);
+    const int64_t cached = tg_memory_cached();
+    cr_assert(ge(i64, cached, 200000));
+    void *q = tg__work_alloc(200000);
+    cr_assert(eq(ptr, q, p));   /* the same block back */
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    tg__work_free(q);
+    tg__work_free(NULL);
+
+    /* a bf16 conv: its f32 copies of x, w and y are work buffers */
+    tg_memory_empty_cache();
+    const int64_t xs[4] = {8, 16, 16, 16}, ws[4] = {16, 16, 3, 3};
+    tg_tensor *x = NULL, *w = NULL, *y = NULL, *y2 = NULL;
+    cr_assert(eq(int, tg_tensor_full(&x, TG_BF16, 4, xs, 0.5), TG_OK));
+    cr_assert(eq(int, tg_tensor_full(&w, TG_BF16, 4, ws, 0.25), TG_OK));
+    cr_assert(eq(int, tg_conv(&y, x, w, NULL, NULL), TG_OK), "%s", tg_error_message());
+    const int64_t after_one = tg_memory_cached();
+    cr_assert(ge(i64, after_one, 8 * 16 * 16 * 16 * 4), "the f32 copy of x was not cached");
+    cr_assert(eq(int, tg_conv(&y2, x, w, NULL, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(i64, tg_memory_cached(), after_one), "the second call did not reuse them");
+    cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(y2),
+                             (size_t)tg_tensor_numel(y) * 2), 0));
+    tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(y), tg_tensor_release(y2);
+    tg_memory_empty_cache();
     tg_memory_set_cache_limit(old_limit);
 }

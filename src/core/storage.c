@@ -231,3 +231,36 @@ void tg__storage_release(tg_storage *s)
     if (!cache_put(s->data, padded_size(s->nbytes))) free(s->data);
     free(s);
 }
+
+/* ---- work buffers ----------------------------------------------------------- */
+
+/* A header line before each work buffer holds its padded size, so that
+ * tg__work_free can hand the block back to the cache by size. */
+#define TG__WORK_HEADER TG__ALIGN
+
+void *tg__work_alloc(size_t nbytes)
+{
+    if (nbytes > SIZE_MAX - 2 * TG__ALIGN) {
+        tg__error(TG_ENOMEM, "work buffer: %zu bytes is too large", nbytes);
+        return NULL;
+    }
+    size_t padded = padded_size(nbytes) + TG__WORK_HEADER;
+    char *b = cache_take(padded);
+    if (!b) b = aligned_alloc(TG__ALIGN, padded);
+    if (!b) {
+        tg__error(TG_ENOMEM, "work buffer: out of memory allocating %zu bytes", padded);
+        return NULL;
+    }
+    memcpy(b, &padded, sizeof padded);
+    if (poison_empty()) memset(b + TG__WORK_HEADER, 0xFF, padded - TG__WORK_HEADER);
+    return b + TG__WORK_HEADER;
+}
+
+void tg__work_free(void *p)
+{
+    if (!p) return;
+    char *b = (char *)p - TG__WORK_HEADER;
+    size_t padded;
+    memcpy(&padded, b, sizeof padded);
+    if (!cache_put(b, padded)) free(b);
+}

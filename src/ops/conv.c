@@ -21,7 +21,7 @@
 void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt)
 {
     if (!t) return NULL;
-    void *buf = tg__malloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
+    void *buf = tg__work_alloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
     if (buf) tg__gather(t, cdt, buf);
     return buf;
 }
@@ -61,14 +61,15 @@ tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
 /* ---- forward ---- */
 
 /* The compute-dtype buffer an output t (may be NULL) is computed in: t's own
- * data when t has dtype cdt, else a new buffer, also stored in *owned, that
- * the caller scatters into t (rounding once) and frees.  NULL: no memory. */
+ * data when t has dtype cdt, else a new work buffer, also stored in *owned,
+ * that the caller scatters into t (rounding once) and frees with
+ * tg__work_free.  NULL: no memory. */
 static void *out_buffer(tg_tensor *t, tg_dtype cdt, void **owned)
 {
     *owned = NULL;
     if (!t) return NULL;
     if (t->dtype == cdt) return tg_tensor_data(t);
-    *owned = tg__malloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
+    *owned = tg__work_alloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
     return *owned;
 }
 
@@ -119,11 +120,11 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     *out = y;
     y = NULL;
 done:
-    free(yo);
+    tg__work_free(yo);
     tg_tensor_release(y);
-    free(xo);
-    free(wo);
-    free(bo);
+    tg__work_free(xo);
+    tg__work_free(wo);
+    tg__work_free(bo);
     return rc;
 }
 
@@ -220,11 +221,11 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
         gin[1] = dw;
         dx = dw = NULL;
     }
-    free(dxo);
-    free(dwo);
-    free(zo);
-    free(wo);
-    free(uo);
+    tg__work_free(dxo);
+    tg__work_free(dwo);
+    tg__work_free(zo);
+    tg__work_free(wo);
+    tg__work_free(uo);
     tg_tensor_release(dx);
     tg_tensor_release(dw);
     return rc;

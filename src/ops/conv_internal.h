@@ -142,12 +142,12 @@ int tg__conv_transpose_reference_raw(tg_dtype dt, const tg__conv_geom *g,
 
 /* ---- conv.c / conv_wgrad.c ---- */
 
-/* A new contiguous buffer with t's elements as cdt (NULL for t == NULL, or
- * NULL with TG_ENOMEM set). */
+/* A new contiguous work buffer (tg__work_alloc; freed with tg__work_free)
+ * with t's elements as cdt (NULL for t == NULL, or NULL with TG_ENOMEM set). */
 void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt);
 /* t's elements as a contiguous cdt buffer: t's own data (borrowed, *owned =
  * NULL) when t is contiguous of dtype cdt, else a copy that the caller frees
- * through *owned.  NULL for t == NULL, or NULL with TG_ENOMEM set. */
+ * with tg__work_free(*owned).  NULL for t == NULL, or NULL with TG_ENOMEM set. */
 const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned);
 /* *out (new reference) = t sliced to the first want[a] positions of each of
  * its nsp spatial axes (t itself, retained, when nothing is cut). */

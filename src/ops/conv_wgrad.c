@@ -93,7 +93,7 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     tg_tensor *dw = tg__tensor_uninit(z->dtype, wp->wndim, wp->wshape);
     const bool own = !dw || dw->dtype != cdt;
     void *db = !dw ? NULL
-               : own ? tg__malloc((size_t)tg_tensor_numel(dw) * tg_dtype_size(cdt))
+               : own ? tg__work_alloc((size_t)tg_tensor_numel(dw) * tg_dtype_size(cdt))
                      : tg_tensor_data(dw);
     void *zo, *uo;   /* owned copies, when z, u are not usable in place */
     const void *zb = tg__conv_input(z, cdt, &zo), *ub = tg__conv_input(u, cdt, &uo);
@@ -109,10 +109,10 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     *out = dw;
     dw = NULL;
 done:
-    if (own) free(db);
+    if (own) tg__work_free(db);
     tg_tensor_release(dw);
-    free(zo);
-    free(uo);
+    tg__work_free(zo);
+    tg__work_free(uo);
     return rc;
 }
 

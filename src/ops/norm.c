@@ -224,7 +224,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     tg_tensor *y = tg__tensor_uninit(odt, x->ndim, x->shape), *tm = NULL, *ti = NULL;
     const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
     const void *bb = tg__conv_input(b, cdt, &bo);
-    void *yb = y && odt == cdt ? tg_tensor_data(y) : (yo = tg__malloc((size_t)tg_tensor_numel(x) *
+    void *yb = y && odt == cdt ? tg_tensor_data(y) : (yo = tg__work_alloc((size_t)tg_tensor_numel(x) *
                                                                      tg_dtype_size(cdt)));
     if (!stats || !y || !xb || (w && !wb) || (b && !bb) || !yb) goto done;
     double *mean = stats, *var = stats + g.c, *invstd = stats + 2 * g.c;
@@ -257,7 +257,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     y = NULL;
 done:
     free(stats);
-    free(xo), free(wo), free(bo), free(yo);
+    tg__work_free(xo), tg__work_free(wo), tg__work_free(bo), tg__work_free(yo);
     tg_tensor_release(y);
     tg_tensor_release(tm);
     tg_tensor_release(ti);
@@ -372,7 +372,7 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
     const void *xb = tg__conv_input(x, cdt, &xo), *gb = tg__conv_input(gy, cdt, &go);
     const void *wb = tg__conv_input(w, cdt, &wo);
     void *dxb = !dx ? NULL : x->dtype == cdt ? tg_tensor_data(dx)
-                                             : (dxo = tg__malloc((size_t)tg_tensor_numel(x) *
+                                             : (dxo = tg__work_alloc((size_t)tg_tensor_numel(x) *
                                                                  tg_dtype_size(cdt)));
     if (!st || (need_dx && (!dx || !dxb)) || !xb || !gb || (w && !wb)) goto done;
     double *mu = st, *inv = st + g.c, *dw = st + 2 * g.c, *db = st + 3 * g.c;
@@ -392,7 +392,7 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
     rc = TG_OK;
 done:
     free(st);
-    free(xo), free(go), free(wo), free(dxo);
+    tg__work_free(xo), tg__work_free(go), tg__work_free(wo), tg__work_free(dxo);
     tg_tensor_release(dx);
     return rc;
 }
