@@ -148,6 +148,18 @@ static void layer_inputs(tg_tensor **x, tg_tensor **w)
     *w = mk_rand(TG_F32, 4, ws);
 }
 
+/* Asserts a[k] and b[k] hold the same bits for k < n, then releases them. */
+static void expect_same_bits(tg_tensor **a, tg_tensor **b, int n, const char *what)
+{
+    for (int k = 0; k < n; k++) {
+        const size_t bytes = (size_t)tg_tensor_numel(a[k]) * tg_dtype_size(tg_tensor_dtype(a[k]));
+        cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), bytes), 0),
+                  "%s: output %d differs", what, k);
+        tg_tensor_release(a[k]);
+        tg_tensor_release(b[k]);
+    }
+}
+
 Test(conv_fast, same_inputs_same_bits)
 {
     set_threads(2);
@@ -155,13 +167,7 @@ Test(conv_fast, same_inputs_same_bits)
     layer_inputs(&x, &w);
     dcgan_layer(x, w, a);
     dcgan_layer(x, w, b);
-    for (int k = 0; k < 3; k++) {
-        const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
-        cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
-                  "output %d differs between two identical runs", k);
-        tg_tensor_release(a[k]);
-        tg_tensor_release(b[k]);
-    }
+    expect_same_bits(a, b, 3, "two identical runs");
     tg_tensor_release(x);
     tg_tensor_release(w);
 }
@@ -196,17 +202,13 @@ Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
         const int nb = it == 0 ? 3 : 2;
         tg__conv_set_chunk(nb);
         tg__conv_set_part_bytes(it == 2 ? 1 : 0);   /* 2: waves of two chunks */
+        char what[96];
+        snprintf(what, sizeof what, "conv_transpose, case %d, 1 vs 2 threads", it);
         set_threads(1);
         dcgan_layer(x, w, a);
         set_threads(2);
         dcgan_layer(x, w, b);
-        for (int k = 0; k < 3; k++) {
-            const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
-            cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
-                      "chunks of %d (case %d): output %d differs between 1 and 2 threads", nb, it, k);
-            tg_tensor_release(a[k]);
-            tg_tensor_release(b[k]);
-        }
+        expect_same_bits(a, b, 3, what);
         /* Conv: y = conv(x', w') and its gradients, x' = the ConvT output */
         tg_tensor *y[2] = {NULL, NULL}, *gx[2], *gw[2];
         tg_conv_params p = TG_CONV_PARAMS_INIT;
@@ -225,14 +227,9 @@ Test(conv_fast, chunks_in_parallel_same_bits_as_one_thread)
             tg_tensor_zero_grad(z);
             tg_tensor_zero_grad(v);
         }
-        tg_tensor *pairs[3][2] = {{y[0], y[1]}, {gx[0], gx[1]}, {gw[0], gw[1]}};
-        for (int k = 0; k < 3; k++) {
-            const size_t n = (size_t)tg_tensor_numel(pairs[k][0]) * sizeof(float);
-            cr_assert(eq(int, memcmp(tg_tensor_data(pairs[k][0]), tg_tensor_data(pairs[k][1]), n), 0),
-                      "conv, chunks of %d: output %d differs between 1 and 2 threads", nb, k);
-            tg_tensor_release(pairs[k][0]);
-            tg_tensor_release(pairs[k][1]);
-        }
+        tg_tensor *one[3] = {y[0], gx[0], gw[0]}, *two[3] = {y[1], gx[1], gw[1]};
+        snprintf(what, sizeof what, "conv, case %d, 1 vs 2 threads", it);
+        expect_same_bits(one, two, 3, what);
         tg_tensor_release(z);
         tg_tensor_release(v);
     }
@@ -254,13 +251,7 @@ Test(conv_fast, waves_of_chunks_same_bits)
     dcgan_layer(x, w, a);
     tg__conv_set_part_bytes(1);
     dcgan_layer(x, w, b);
-    for (int k = 0; k < 3; k++) {
-        const size_t n = (size_t)tg_tensor_numel(a[k]) * sizeof(float);
-        cr_assert(eq(int, memcmp(tg_tensor_data(a[k]), tg_tensor_data(b[k]), n), 0),
-                  "output %d differs between one wave and waves of two", k);
-        tg_tensor_release(a[k]);
-        tg_tensor_release(b[k]);
-    }
+    expect_same_bits(a, b, 3, "one wave vs waves of two");
     tg__conv_set_chunk(0);
     tg__conv_set_part_bytes(0);
     tg_tensor_release(x);
