@@ -435,6 +435,62 @@ Test(optim, f16_params_update_through_f32)
     tg_tensor_release(g32);
 }
 
+/* A contiguous f32 parameter is updated in place (in parallel above 32k
+ * elements) from its contiguous gradient; a strided one, with a strided
+ * gradient, through contiguous copies: the same bits, over three AdamW and
+ * three SGD-with-momentum steps. */
+Test(optim, in_place_and_copied_updates_give_the_same_bits)
+{
+    const int64_t n = 300, sh[2] = {n, n};   /* 90000 elements */
+    for (int kind = 0; kind < 2; kind++) {
+        tg_tensor *a = th_rand_uniform(TG_F32, 2, sh, 11), *base = NULL, *b = NULL;
+        /* b: a's values as the transposed view of a (n, n) tensor, so b is strided */
+        cr_assert(eq(int, tg_transpose(&base, a, 0, 1), TG_OK));
+        tg_tensor *bc = NULL;
+        cr_assert(eq(int, tg_tensor_contiguous(&bc, base), TG_OK));
+        cr_assert(eq(int, tg_transpose(&b, bc, 0, 1), TG_OK));   /* values of a, strides (1, n) */
+        tg_tensor *leaf_b = NULL;
+        cr_assert(eq(int, tg_tensor_detach(&leaf_b, b), TG_OK));
+        cr_assert(tg_tensor_is_contiguous(leaf_b) == false);
+        tg_tensor_set_requires_grad(a, true);
+        tg_tensor_set_requires_grad(leaf_b, true);
+        tg_optimizer *oa = NULL, *ob = NULL;
+        if (kind == 0) {
+            tg_adam_opts o = TG_ADAMW_OPTS_INIT;
+            cr_assert(eq(int, tg_adamw_new(&oa, 1, &a, &o), TG_OK));
+            cr_assert(eq(int, tg_adamw_new(&ob, 1, &leaf_b, &o), TG_OK));
+        } else {
+            tg_sgd_opts o = TG_SGD_OPTS_INIT;
+            o.lr = 0.1;
+            o.momentum = 0.9;
+            cr_assert(eq(int, tg_sgd_new(&oa, 1, &a, &o), TG_OK));
+            cr_assert(eq(int, tg_sgd_new(&ob, 1, &leaf_b, &o), TG_OK));
+        }
+        for (int step = 0; step < 3; step++) {
+            /* g2: g's values, strided as b is, so b's gradient is gathered too */
+            tg_tensor *g = th_rand_uniform(TG_F32, 2, sh, 100 + (uint64_t)step), *gt = NULL,
+                      *gtc = NULL, *g2 = NULL;
+            cr_assert(eq(int, tg_transpose(&gt, g, 0, 1), TG_OK));
+            cr_assert(eq(int, tg_tensor_contiguous(&gtc, gt), TG_OK));
+            cr_assert(eq(int, tg_transpose(&g2, gtc, 0, 1), TG_OK));
+            tg_tensor_release(gt), tg_tensor_release(gtc);
+            tg_tensor_set_grad(a, g);
+            tg_tensor_set_grad(leaf_b, g2);
+            cr_assert(eq(int, tg_optimizer_step(oa), TG_OK));
+            cr_assert(eq(int, tg_optimizer_step(ob), TG_OK));
+        }
+        for (int64_t i = 0; i < n * n; i++) {
+            double x, y;
+            tg_tensor_get_flat(a, i, &x);
+            tg_tensor_get_flat(leaf_b, i, &y);
+            cr_assert(eq(dbl, x, y), "kind %d element %lld: %.9g vs %.9g", kind, (long long)i, x, y);
+        }
+        tg_optimizer_free(oa), tg_optimizer_free(ob);
+        tg_tensor_release(a), tg_tensor_release(base), tg_tensor_release(bc), tg_tensor_release(b);
+        tg_tensor_release(leaf_b);
+    }
+}
+
 /* ---- a small regression ------------------------------------------------------ */
 
 /* y = x w* + b* with x (64, 3): a linear model trained by Adam for 200 steps

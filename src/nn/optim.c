@@ -181,16 +181,23 @@ static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUF
     return TG_OK;
 }
 
+/* Updates parameter i in its compute dtype: in place when it (or its
+ * gradient) is contiguous in that dtype, else through a contiguous copy in
+ * pbuf (gbuf), written back (rounding once for f16/bf16). */
 static void update_one(tg_optimizer *o, int i, bool first, void *pbuf, void *gbuf)
 {
     tg_tensor *p = o->params[i];
     tg_dtype cdt = tg__compute_dtype(p->dtype);
     int64_t n = tg_tensor_numel(p);
-    tg__gather(p, cdt, pbuf);
-    tg__gather(p->grad, cdt, gbuf);
-    if (o->kind == TG__OPT_SGD) tg__sgd_update(o, cdt, pbuf, gbuf, &o->state[i], first, n);
-    else tg__adam_update(o, cdt, pbuf, gbuf, &o->state[i], n);
-    tg__scatter(p, cdt, pbuf);
+    const bool p_direct = p->dtype == cdt && tg_tensor_is_contiguous(p);
+    void *pd = p_direct ? tg_tensor_data(p) : pbuf;
+    const void *gd = gbuf;
+    if (!p_direct) tg__gather(p, cdt, pbuf);
+    if (p->grad->dtype == cdt && tg_tensor_is_contiguous(p->grad)) gd = tg_tensor_cdata(p->grad);
+    else tg__gather(p->grad, cdt, gbuf);
+    if (o->kind == TG__OPT_SGD) tg__sgd_update(o, cdt, pd, gd, &o->state[i], first, n);
+    else tg__adam_update(o, cdt, pd, gd, &o->state[i], n);
+    if (!p_direct) tg__scatter(p, cdt, pbuf);
     tg__bump_version(p);
 }
 
@@ -200,7 +207,7 @@ int tg_optimizer_step(tg_optimizer *opt)
     int64_t max_numel;
     TG_TRY(check_grads(opt, &max_numel));
     /* Buffers for one parameter and its gradient, 8 bytes per element (f64). */
-    void *pbuf = tg__malloc((size_t)max_numel * 8), *gbuf = tg__malloc((size_t)max_numel * 8);
+    void *pbuf = tg__work_alloc((size_t)max_numel * 8), *gbuf = tg__work_alloc((size_t)max_numel * 8);
     tg_tensor *(*fresh)[TG__OPT_MAX_BUFS] = tg__calloc((size_t)opt->n, sizeof *fresh);
     int rc = pbuf && gbuf && fresh ? make_state(opt, fresh) : TG_ENOMEM;
     if (rc < 0) {
@@ -219,8 +226,8 @@ int tg_optimizer_step(tg_optimizer *opt)
     tg_set_grad_enabled(prev);
     opt->steps++;
 done:
-    free(pbuf);
-    free(gbuf);
+    tg__work_free(pbuf);
+    tg__work_free(gbuf);
     free(fresh);
     return rc;
 }

@@ -2,6 +2,8 @@
  * AdamW, written as PyTorch 1.13's _single_tensor_* functions do them: the
  * same operations in the same order, in the state's dtype T, with scalar
  * factors converted to T as torch's kernels convert their Scalar arguments.
+ * Each element's update is independent, so large parameters are updated in
+ * parallel with the same bits.
  */
 #include <math.h>
 
@@ -15,6 +17,7 @@
         const T *gg = g;                                                      \
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
         const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
+        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
         for (int64_t i = 0; i < n; i++) {                                     \
             T d = gg[i];                                                      \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
@@ -48,6 +51,7 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
         const T bc2s = (T)bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-step_size); \
+        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
         for (int64_t i = 0; i < n; i++) {                                     \
             T gi = gg[i];                                                     \
             if (decoupled) pp[i] = pp[i] * decay;                             \
