@@ -17,8 +17,10 @@
  * of several per chunk: under OMP_WAIT_POLICY=passive each region pays a
  * thread wake-up); with one chunk, each step is parallel inside (gemm_par
  * cuts a GEMM's output into one slice per thread).  Chunking depends only on
- * the shapes, and weight-gradient partials are summed in chunk order, so the
- * bits do not depend on the thread count. */
+ * the shapes, each chunk's GEMMs are then unsliced, and weight-gradient
+ * partials are summed in chunk order, so with two chunks or more the bits do
+ * not depend on the thread count.  (With one chunk they may: OpenBLAS's edge
+ * kernels round a sliced GEMM's border elements differently.) */
 
 #define TG__CAT_(a, b) a##_##b
 #define TG__CAT(a, b) TG__CAT_(a, b)
