@@ -137,6 +137,9 @@ static void conv_taps_free(conv_taps *tp) { free(tp->buf); }
  * entries; NULL otherwise, or when out of memory (the callers then take the
  * row-by-row path, which gives the same results). */
 #define TG__TAP_TABLE_ROW 32
+/* im2col copies planes up to this many elements next to a zero (one copy
+ * per thread on its stack: 32 KiB for f64). */
+#define TG__PLANE_COPY_MAX 4096
 #define TG__TAP_TABLE_MAX ((int64_t)1 << 16)
 static _Thread_local bool tap_tables_off;
 

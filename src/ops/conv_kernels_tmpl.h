@@ -55,9 +55,31 @@ static void FN(im2col_batch)(const T *img, int64_t nb, int64_t c, const tg__conv
                   isz = tg__conv_prod3(g->img);
     const int64_t rows = c * ksz * nb;
     int32_t *tab = tap_table_new(g);
-    if (tab) {
+    if (tab && isz <= TG__PLANE_COPY_MAX) {
         /* Plane by plane, all taps of one (image, channel) plane while it is
-         * in L1 (measured 25% faster than row order on the DCGAN layers). */
+         * in L1 (measured 25% faster than row order on the DCGAN layers).
+         * The plane is copied with a zero after it, and the table's padding
+         * entries point at that zero: a gather without a branch, which at
+         * -O3 gcc turned into code twice as slow (0.86 vs 0.42 ms per DCGAN
+         * chunk in a standalone test). */
+        for (int64_t i = 0; i < ksz * osz; i++)
+            if (tab[i] < 0) tab[i] = (int32_t)isz;
+#pragma omp parallel for schedule(static) if (rows * osz > 32768)
+        for (int64_t pl = 0; pl < c * nb; pl++) {
+            const int64_t ch = pl / nb, j = pl % nb;
+            T buf[TG__PLANE_COPY_MAX + 1];
+            memcpy(buf, img + (j * c + ch) * isz, (size_t)isz * sizeof(T));
+            buf[isz] = 0;
+            for (int64_t k = 0; k < ksz; k++) {
+                const int32_t *t = tab + k * osz;
+                T *dst = cols + ((ch * ksz + k) * nb + j) * osz;
+                for (int64_t o = 0; o < osz; o++) dst[o] = buf[t[o]];
+            }
+        }
+        free(tab);
+        return;
+    }
+    if (tab) {   /* a large plane: the padding test stays in the loop */
 #pragma omp parallel for schedule(static) if (rows * osz > 32768)
         for (int64_t pl = 0; pl < c * nb; pl++) {
             const int64_t ch = pl / nb, j = pl % nb;
