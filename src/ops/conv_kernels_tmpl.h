@@ -122,9 +122,34 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
     if (conv_taps_init(&tp, g) < 0) return TG_ENOMEM;
     int32_t *tab = tap_table_new(g);
     const int64_t jb = c >= 8 ? nb : 1, units = c * (nb / jb);
+    /* the block's summing buffer: at most 64 Ki elements (in L2) */
+    const bool padded = tab && jb * (isz + 1) <= ((int64_t)1 << 16);
+    if (padded)
+        for (int64_t i = 0; i < ksz * osz; i++)
+            if (tab[i] < 0) tab[i] = (int32_t)isz;
 #pragma omp parallel for schedule(dynamic, 1) if (nb * c * isz > 32768)
     for (int64_t u = 0; u < units; u++) {
         const int64_t ch = u / (nb / jb), j0 = (u % (nb / jb)) * jb;
+        /* With the table, the block is summed in this thread's scratch slot
+         * 2, each plane followed by one spare element that the padding
+         * entries (remapped to isz) add into: no branch in the loop, and the
+         * same order of terms per element (tap by tap), then copied out. */
+        T *acc = tab && padded ? tg__conv_scratch(2, (size_t)(jb * (isz + 1)) * sizeof(T)) : NULL;
+        if (acc) {
+            memset(acc, 0, (size_t)(jb * (isz + 1)) * sizeof(T));
+            for (int64_t k = 0; k < ksz; k++) {
+                const int32_t *t = tab + k * osz;
+                for (int64_t j = j0; j < j0 + jb; j++) {
+                    const T *src = cols + (ch * ksz + k) * ld + j * osz;
+                    T *plane = acc + (j - j0) * (isz + 1);
+                    for (int64_t o = 0; o < osz; o++) plane[t[o]] += src[o];
+                }
+            }
+            for (int64_t j = j0; j < j0 + jb; j++)
+                memcpy(img + (j * c + ch) * isz, acc + (j - j0) * (isz + 1),
+                       (size_t)isz * sizeof(T));
+            continue;
+        }
         for (int64_t j = j0; j < j0 + jb; j++)
             memset(img + (j * c + ch) * isz, 0, (size_t)isz * sizeof(T));
         if (tab) {
@@ -135,7 +160,7 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
                     const T *src = cols + (ch * ksz + k) * ld + j * osz;
                     T *plane = img + (j * c + ch) * isz;
                     for (int64_t o = 0; o < osz; o++)
-                        if (t[o] >= 0) plane[t[o]] += src[o];
+                        if (t[o] >= 0 && t[o] < isz) plane[t[o]] += src[o];
                 }
             }
             continue;
