@@ -113,6 +113,9 @@ int64_t tg__numel(int ndim, const int64_t *shape);
 /* Validates an (ndim, shape) pair from a caller: 0 <= ndim <= TG_MAX_DIMS,
  * extents >= 0.  `what` names the caller in the message. */
 int tg__check_shape(const char *what, int ndim, const int64_t *shape);
+/* Whether ndim extents (each >= 0) of elem_bytes-byte elements have a byte
+ * count that fits in an int64; checked before multiplying. */
+bool tg__shape_bytes_fit(int ndim, const int64_t *shape, int64_t elem_bytes);
 
 /* Copies t's elements in row-major order into dst as dtype `to` (a contiguous
  * buffer of numel elements).  Handles any strides, including 0.  */

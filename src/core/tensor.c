@@ -26,6 +26,16 @@ int64_t tg__numel(int ndim, const int64_t *shape)
     return n;
 }
 
+bool tg__shape_bytes_fit(int ndim, const int64_t *shape, int64_t elem_bytes)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] != 0 && n > INT64_MAX / elem_bytes / shape[d]) return false;
+        n *= shape[d];
+    }
+    return true;
+}
+
 int tg__check_shape(const char *what, int ndim, const int64_t *shape)
 {
     TG_CHECK(ndim >= 0 && ndim <= TG_MAX_DIMS, TG_EINVAL,
@@ -36,14 +46,10 @@ int tg__check_shape(const char *what, int ndim, const int64_t *shape)
         TG_CHECK(shape[d] >= 0, TG_EINVAL, "%s: shape[%d]=%lld must be >= 0", what, d,
                  (long long)shape[d]);
     /* The byte count of the largest dtype (8 bytes) must fit in an int64. */
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] != 0 && n > INT64_MAX / 8 / shape[d]) {
-            char buf[160];
-            return tg__error(TG_EINVAL, "%s: shape %s has too many elements (overflow)", what,
-                             tg_shape_str(buf, sizeof buf, ndim, shape));
-        }
-        n *= shape[d];
+    if (!tg__shape_bytes_fit(ndim, shape, 8)) {
+        char buf[160];
+        return tg__error(TG_EINVAL, "%s: shape %s has too many elements (overflow)", what,
+                         tg_shape_str(buf, sizeof buf, ndim, shape));
     }
     return TG_OK;
 }
@@ -100,17 +106,13 @@ tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_
 static tg_tensor *tensor_alloc(tg_dtype dt, int ndim, const int64_t *shape, bool zero)
 {
     const int64_t esize = (int64_t)tg_dtype_size(dt);
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] != 0 && n > INT64_MAX / esize / shape[d]) {
-            char buf[160];
-            tg__error(TG_ENOMEM, "tensor: a %s tensor of shape %s would take more than "
-                      "INT64_MAX bytes", tg_dtype_name(dt), tg_shape_str(buf, sizeof buf, ndim, shape));
-            return NULL;
-        }
-        n *= shape[d];
+    if (!tg__shape_bytes_fit(ndim, shape, esize)) {
+        char buf[160];
+        tg__error(TG_ENOMEM, "tensor: a %s tensor of shape %s would take more than "
+                  "INT64_MAX bytes", tg_dtype_name(dt), tg_shape_str(buf, sizeof buf, ndim, shape));
+        return NULL;
     }
-    size_t nbytes = (size_t)n * (size_t)esize;
+    size_t nbytes = (size_t)tg__numel(ndim, shape) * (size_t)esize;
     tg_storage *s = zero ? tg__storage_new(nbytes) : tg__storage_new_uninit(nbytes);
     if (!s) return NULL;
     tg_tensor *t = tg__tensor_view_of(s, dt, ndim, shape, NULL, 0);

@@ -213,17 +213,6 @@ static int check_channels(const char *op, bool transpose, const tg_tensor *x,
     return TG_OK;
 }
 
-/* Whether n dims of 8-byte elements have a byte count that fits in an int64. */
-static bool bytes_fit(int n, const int64_t *d)
-{
-    int64_t m = 8;
-    for (int i = 0; i < n; i++) {
-        if (d[i] != 0 && m > INT64_MAX / d[i]) return false;
-        m *= d[i];
-    }
-    return true;
-}
-
 int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
                       const tg_tensor *b, const tg_conv_params *p, tg__conv_geom *g,
                       int64_t *out_shape)
@@ -262,10 +251,10 @@ int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
     const int64_t cols[7] = {geo.c_img, geo.k[0], geo.k[1], geo.k[2],
                              geo.col[0], geo.col[1], geo.col[2]};
     char buf[160];
-    TG_CHECK(bytes_fit(nsp + 2, shape), TG_EINVAL,
+    TG_CHECK(tg__shape_bytes_fit(nsp + 2, shape, 8), TG_EINVAL,
              "%s: the output shape %s is too large: its byte count overflows an int64", op,
              tg_shape_str(buf, sizeof buf, nsp + 2, shape));
-    TG_CHECK(bytes_fit(7, cols), TG_EINVAL,
+    TG_CHECK(tg__shape_bytes_fit(7, cols, 8), TG_EINVAL,
              "%s: the column buffer of one sample (C*prod(kernel), prod(positions)) is too "
              "large: its byte count overflows an int64", op);
     *g = geo;
