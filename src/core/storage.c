@@ -184,6 +184,22 @@ void tg_memory_stats(int64_t *current_bytes, int64_t *peak_bytes)
 
 void tg_memory_reset_peak(void) { atomic_store(&mem_peak, atomic_load(&mem_current)); }
 
+/* A block of padded bytes (a multiple of TG__ALIGN): from the cache, else
+ * newly allocated; NULL with TG_ENOMEM set (`what` names the caller). */
+static void *block_get(size_t padded, const char *what)
+{
+    void *p = cache_take(padded);
+    if (!p) p = aligned_alloc(TG__ALIGN, padded);
+    if (!p) tg__error(TG_ENOMEM, "%s: out of memory allocating %zu bytes", what, padded);
+    return p;
+}
+
+/* Gives a block back: to the cache if it keeps it, else to the system. */
+static void block_put(void *p, size_t padded)
+{
+    if (!cache_put(p, padded)) free(p);
+}
+
 static tg_storage *storage_alloc(size_t nbytes, bool zero)
 {
     if (nbytes > SIZE_MAX - TG__ALIGN) {
@@ -193,11 +209,8 @@ static tg_storage *storage_alloc(size_t nbytes, bool zero)
     size_t padded = padded_size(nbytes);
     tg_storage *s = tg__malloc(sizeof *s);
     if (!s) return NULL;
-    s->data = cache_take(padded);
-    if (!s->data) s->data = aligned_alloc(TG__ALIGN, padded);
-    if (!s->data) {
+    if (!(s->data = block_get(padded, "storage"))) {
         free(s);
-        tg__error(TG_ENOMEM, "storage: out of memory allocating %zu bytes", padded);
         return NULL;
     }
     if (zero) memset(s->data, 0, padded);
@@ -228,7 +241,7 @@ void tg__storage_release(tg_storage *s)
     TG_ASSERT(s->refcount > 0);
     if (--s->refcount > 0) return;
     mem_account(-(int64_t)s->nbytes);
-    if (!cache_put(s->data, padded_size(s->nbytes))) free(s->data);
+    block_put(s->data, padded_size(s->nbytes));
     free(s);
 }
 
@@ -245,12 +258,8 @@ void *tg__work_alloc(size_t nbytes)
         return NULL;
     }
     size_t padded = padded_size(nbytes) + TG__WORK_HEADER;
-    char *b = cache_take(padded);
-    if (!b) b = aligned_alloc(TG__ALIGN, padded);
-    if (!b) {
-        tg__error(TG_ENOMEM, "work buffer: out of memory allocating %zu bytes", padded);
-        return NULL;
-    }
+    char *b = block_get(padded, "work buffer");
+    if (!b) return NULL;
     memcpy(b, &padded, sizeof padded);
     if (poison_empty()) memset(b + TG__WORK_HEADER, 0xFF, padded - TG__WORK_HEADER);
     return b + TG__WORK_HEADER;
@@ -262,5 +271,5 @@ void tg__work_free(void *p)
     char *b = (char *)p - TG__WORK_HEADER;
     size_t padded;
     memcpy(&padded, b, sizeof padded);
-    if (!cache_put(b, padded)) free(b);
+    block_put(b, padded);
 }
