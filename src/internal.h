@@ -163,6 +163,13 @@ static inline bool tg__grad_is_reusable(const tg_tensor *g, tg_dtype dt, const t
     return true;
 }
 
+/* Runs task(job, i) for i in [0, n): in parallel, one task per thread at a
+ * time, when `parallel` and there are two tasks, two threads and no
+ * enclosing parallel region; otherwise in order on this thread.  Every
+ * task's writes must be its own.  Returns TG_OK or the error of a failed task
+ * (in parallel, tasks not yet started then are skipped; in order, it stops). */
+int tg__run_tasks(int64_t n, bool parallel, int (*task)(void *job, int64_t i), void *job);
+
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
 

@@ -119,9 +119,21 @@ static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y
  * cols_g (c_img/G*K, nb*O) = W_g^T (c_img/G*K, c_col/G) @ xp_g, computed on the
  * un-dilated input (no inserted zero is ever multiplied); then col2im gathers
  * every y[i] from the column entries with i = o*stride - pad + k*dilation. */
-static int FN(transpose_chunk)(const tg__conv_geom *g, const T *x, const T *w, T *y, int64_t nc,
-                               int64_t c)
+typedef struct FN(transpose_job) {
+    const tg__conv_geom *g;
+    const T *x, *w;
+    T *y;
+    int64_t nc;   /* chunks */
+} FN(transpose_job);
+
+/* Chunk c of a transpose_job (a tg__run_tasks task). */
+static int FN(transpose_chunk)(void *job, int64_t c)
 {
+    const FN(transpose_job) *j = job;
+    const tg__conv_geom *g = j->g;
+    const T *x = j->x, *w = j->w;
+    T *y = j->y;
+    const int64_t nc = j->nc;
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
     const int64_t ci = g->c_img / g->groups, co = g->c_col / g->groups, kk = ci * ksz;
@@ -153,21 +165,9 @@ static int FN(transpose_chunk)(const tg__conv_geom *g, const T *x, const T *w, T
 
 static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *w, T *y)
 {
-    const int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
-    if (!chunks_in_parallel(nc)) {
-        for (int64_t c = 0; c < nc; c++) TG_TRY(FN(transpose_chunk)(g, x, w, y, nc, c));
-        return TG_OK;
-    }
-    int rc = TG_OK;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t c = 0; c < nc; c++) {
-        const int r = FN(transpose_chunk)(g, x, w, y, nc, c);
-        if (r < 0) {
-#pragma omp atomic write
-            rc = r;
-        }
-    }
-    return rc;
+    FN(transpose_job) j = {.g = g, .x = x, .w = w, .y = y,
+                           .nc = chunk_count(g->batch, FN(cols_chunk)(g))};
+    return tg__run_tasks(j.nc, true, FN(transpose_chunk), &j);
 }
 
 /* Weight gradient: dW_g (c_col/G, c_img/G*K) = sum over chunks of
@@ -192,17 +192,30 @@ static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T 
  * y chunk = W @ cols when y is wanted and dW_c = pack(u chunk) @ cols^T when
  * dw is wanted, dw = ((dW_0 + dW_1) + dW_2) + ...: the same sum for any
  * number of threads and any wave size. */
-static int FN(passes_chunk)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
-                            T *dw, int64_t nc, int64_t c)
+typedef struct FN(passes_job) {
+    const tg__conv_geom *g;
+    const T *z, *w, *u;
+    T *y, *dw;
+    T *part;          /* a wave's weight-gradient partials, dwn elements each */
+    int64_t dwn, nc, c0;   /* dW's size, the chunk count, the wave's first chunk */
+} FN(passes_job);
+
+/* Chunk c0 + i of a passes_job (a tg__run_tasks task): its share of y, and
+ * of dW into dw (chunk 0) or its partial. */
+static int FN(passes_chunk)(void *job, int64_t i)
 {
-    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
+    const FN(passes_job) *j = job;
+    const tg__conv_geom *g = j->g;
+    const int64_t c = j->c0 + i, osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(g->img);
     int64_t b0, n;
-    chunk_range(g->batch, nc, c, &b0, &n);
+    chunk_range(g->batch, j->nc, c, &b0, &n);
     const int64_t N = n * osz;
-    const T *cols = FN(chunk_cols)(g, z + b0 * g->c_img * isz, n, N);
+    const T *cols = FN(chunk_cols)(g, j->z + b0 * g->c_img * isz, n, N);
     if (!cols) return TG_ENOMEM;
-    if (y) TG_TRY(FN(chunk_conv)(g, cols, w, n, N, y + b0 * g->c_col * osz));
-    return dw ? FN(chunk_wgrad)(g, cols, u + b0 * g->c_col * osz, n, N, dw) : TG_OK;
+    if (j->y) TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, j->y + b0 * g->c_col * osz));
+    if (!j->dw) return TG_OK;
+    return FN(chunk_wgrad)(g, cols, j->u + b0 * g->c_col * osz, n, N,
+                           c ? j->part + i * j->dwn : j->dw);
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
@@ -228,23 +241,13 @@ static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const
         }
         if (!(part = tg__malloc((size_t)(per * dwn) * sizeof(T)))) return TG_ENOMEM;
     }
+    FN(passes_job) j = {.g = g, .z = z, .w = w, .u = u, .y = y, .dw = dw, .part = part,
+                        .dwn = dwn, .nc = nc};
     int rc = TG_OK;
     for (int64_t c0 = 0; c0 < nc && rc == TG_OK; c0 += per) {
         const int64_t len = nc - c0 < per ? nc - c0 : per;
-        if (!chunks_in_parallel(len)) {
-            for (int64_t c = c0; c < c0 + len && rc == TG_OK; c++)
-                rc = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - c0) * dwn : dw, nc, c);
-        } else {
-#pragma omp parallel for schedule(dynamic, 1)
-            for (int64_t c = c0; c < c0 + len; c++) {
-                const int r = FN(passes_chunk)(g, z, w, u, y, dw && c ? part + (c - c0) * dwn : dw,
-                                               nc, c);
-                if (r < 0) {
-#pragma omp atomic write
-                    rc = r;
-                }
-            }
-        }
+        j.c0 = c0;
+        rc = tg__run_tasks(len, true, FN(passes_chunk), &j);
         const int64_t k0 = c0 == 0 ? 1 : 0;   /* chunk 0 wrote dw */
         if (rc == TG_OK && part && len > k0) {
 #pragma omp parallel for schedule(static) if (dwn * len > 32768 && !omp_in_parallel())

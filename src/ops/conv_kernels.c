@@ -86,16 +86,6 @@ static void chunk_range(int64_t batch, int64_t nc, int64_t c, int64_t *b0, int64
     *b0 = c * q + (c < r ? c : r);
 }
 
-/* Whether a loop over nc chunks should run its chunks in parallel, one
- * thread per chunk with every step inside a chunk serial: not inside another
- * parallel region, with at least two chunks and two threads.  (Otherwise the
- * loop must not open a parallel region at all, not even an if(0) one: libgomp
- * starts fresh threads, not its pooled ones, for regions nested in another.) */
-static bool chunks_in_parallel(int64_t nc)
-{
-    return nc > 1 && !omp_in_parallel() && omp_get_max_threads() > 1;
-}
-
 /* col2im's taps, tabulated once per call: on axis a, tap k maps the column
  * positions o in [lo[a][k], hi[a][k]) inside the image, to o*s + off[a][k]. */
 typedef struct conv_taps {

@@ -212,6 +212,24 @@ static int FN(phase_one)(const tg__conv_geom *g, const tg__conv_phase *f, bool s
     return TG_OK;
 }
 
+typedef struct FN(phase_job) {
+    const tg__conv_geom *g;
+    const tg__conv_phase *ph;
+    bool shift;
+    const T *xb, *wp;   /* the chunk's x, the packed weights */
+    int64_t n;          /* samples in the chunk */
+    const int64_t *off, *woff;
+    T *yall;
+} FN(phase_job);
+
+/* Phase pi of a phase_job (a tg__run_tasks task). */
+static int FN(phase_task)(void *job, int64_t pi)
+{
+    const FN(phase_job) *j = job;
+    return FN(phase_one)(j->g, j->ph + pi, j->shift, j->xb, j->n, j->wp + j->woff[pi],
+                         j->yall + j->off[pi]);
+}
+
 /* The chunk loop of conv_transpose_phase (wp packed, ph tabulated; off,
  * woff and rowoff are scratch tables).  The phases are independent (each
  * writes its own yr), so with at least as many phases as threads each thread
@@ -227,8 +245,7 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
     const int64_t nph = tg__conv_prod3(g->stride), isz = tg__conv_prod3(g->col),
                   osz = tg__conv_prod3(g->img);
     const int64_t nb = FN(phase_chunk)(g, ph, shift);
-    const bool by_phase = nph >= omp_get_max_threads() && omp_get_max_threads() > 1 &&
-                          !omp_in_parallel();
+    const bool by_phase = nph >= omp_get_max_threads();
     woff[0] = 0;
     for (int64_t pi = 1; pi < nph; pi++)
         woff[pi] = woff[pi - 1] + g->c_col * ph[pi - 1].taps * (g->c_img / g->groups);
@@ -241,22 +258,9 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
         }
         T *yall = tg__conv_scratch(1, (size_t)total * sizeof(T));
         if (!yall) return TG_ENOMEM;
-        const T *xb = x + b0 * g->c_col * isz;
-        int rc = TG_OK;
-        if (!by_phase) {   /* no if(0) region: see chunks_in_parallel */
-            for (int64_t pi = 0; pi < nph && rc == TG_OK; pi++)
-                rc = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
-        } else {
-#pragma omp parallel for schedule(dynamic, 1)
-            for (int64_t pi = 0; pi < nph; pi++) {
-                const int r = FN(phase_one)(g, ph + pi, shift, xb, n, wp + woff[pi], yall + off[pi]);
-                if (r < 0) {
-#pragma omp atomic write
-                    rc = r;
-                }
-            }
-        }
-        if (rc < 0) return rc;
+        FN(phase_job) j = {.g = g, .ph = ph, .shift = shift, .xb = x + b0 * g->c_col * isz,
+                           .wp = wp, .n = n, .off = off, .woff = woff, .yall = yall};
+        TG_TRY(tg__run_tasks(nph, by_phase, FN(phase_task), &j));
         FN(phase_interleave)(yall, off, n, g, ph, shift, rowoff, y + b0 * g->c_img * osz);
     }
     return TG_OK;

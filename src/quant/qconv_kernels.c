@@ -90,11 +90,13 @@ typedef struct q_job {
     int64_t nb;   /* samples per task */
 } q_job;
 
-/* Conv task, samples b0..b0+nb: per group
+/* Conv task `task`, samples b0 = task*nb .. b0+nb: per group
  *   a (nb*S_col, lda) with a[(b,o)][(ci,k)] = x[b, gi*cig+ci, taps[o,k]] - zx (0 outside);
  *   acc (nb*S_col, cog) = a * B_gi^T;  y[b, gi*cog+co, o] = requant(acc[(b,o)][co]). */
-static int conv_task(const q_job *j, int64_t b0)
+static int conv_task(void *job, int64_t task)
 {
+    const q_job *j = job;
+    const int64_t b0 = task * j->nb;
     const tg__conv_geom *g = j->g;
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
@@ -154,14 +156,16 @@ static void col2im_channel(int32_t *restrict img, int64_t Si, const int32_t *res
         if (taps[e] >= 0) img[taps[e]] += cb[e];
 }
 
-/* ConvTranspose task, samples b0..b0+nb: per group
+/* ConvTranspose task `task`, samples b0 = task*nb .. b0+nb: per group
  *   a (nb*S_col, lda) with a[(b,o)][ci] = x[b, gi*cig + ci, o] - zx;
  *   cols (cog, nb*S_col, K) with cols[co][(b,o)][k] = (a * B_gi^T)[(b,o)][(co,k)]
  *   (grouped by channel so one channel's col2im reads one contiguous block;
  *   row-major (rows, N) would put its reads N*4 bytes, often 4 KiB, apart);
  *   img (S_img) = col2im of one (b, co), then y[b, gi*cog + co] = requant(img). */
-static int convt_task(const q_job *j, int64_t b0)
+static int convt_task(void *job, int64_t task)
 {
+    const q_job *j = job;
+    const int64_t b0 = task * j->nb;
     const tg__conv_geom *g = j->g;
     const int64_t S = tg__conv_prod3(g->col), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->w->n;
@@ -197,30 +201,6 @@ static int convt_task(const q_job *j, int64_t b0)
     return TG_OK;
 }
 
-/* Runs task(j, b0) for every chunk of j->nb samples in parallel.  One chunk
- * runs on this thread without opening a region: the GEMM inside has its own,
- * and libgomp starts fresh threads (not its pooled ones) for a region nested
- * even in an if(0) one. */
-static int run_tasks(q_job *j, int (*task)(const q_job *, int64_t))
-{
-    const int64_t ntask = (j->g->batch + j->nb - 1) / j->nb;
-    if (ntask <= 1) return ntask == 1 ? task(j, 0) : TG_OK;
-    int rc = TG_OK;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t t = 0; t < ntask; t++) {
-        int trc;
-#pragma omp atomic read
-        trc = rc;
-        if (trc < 0) continue;
-        trc = task(j, t * j->nb);
-        if (trc < 0) {
-#pragma omp atomic write
-            rc = trc;
-        }
-    }
-    return rc;
-}
-
 static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, const void *x,
                         int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
 {
@@ -228,7 +208,9 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
     if (!taps) return TG_ENOMEM;
     q_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y, .taps = taps,
                .kern = tg_int8_kernel_get(), .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
-    int rc = run_tasks(&j, transpose ? convt_task : conv_task);
+    /* task t: samples t*nb .. t*nb + nb, one task per thread at a time */
+    int rc = tg__run_tasks((g->batch + j.nb - 1) / j.nb, true, transpose ? convt_task : conv_task,
+                           &j);
     free(taps);
     return rc;
 }
