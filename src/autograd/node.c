@@ -226,7 +226,7 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
 
 int tg__ctx_saved_output(tg_ctx *ctx, int i, tg_tensor **t)
 {
-    tg_tensor *y;
+    tg_tensor *y = NULL;
     TG_TRY(tg__ctx_saved(ctx, i, &y));
     if (!tg_grad_enabled()) {
         *t = tg_tensor_retain(y);

@@ -96,7 +96,7 @@ static int raw_extent(const char *op, bool transpose, int a, int64_t in, int64_t
 static int axis_extent(const char *op, bool transpose, int a, int64_t in, int64_t k,
                        const tg_conv_params *p, int64_t *out)
 {
-    int64_t e;
+    int64_t e = 0;
     TG_TRY(raw_extent(op, transpose, a, in, k, p, &e));
     TG_CHECK(e >= 1, TG_EINVAL,
              "%s: output extent on axis %d would be %lld (input %lld, kernel %lld, "
@@ -148,7 +148,7 @@ int tg_conv_transpose_output_padding_for(tg_conv_params *p, int n, const int64_t
     TG_TRY(tg__conv_check_params(op, n, &q, true));
     for (int a = 0; a < n; a++) {
         const int64_t s = p->stride[a], d = p->dilation[a];
-        int64_t base;
+        int64_t base = 0;
         TG_TRY(raw_extent(op, true, a, in[a], k[a], &q, &base));
         int64_t top = base + (s > d ? s : d) - 1;
         int64_t lo = base < 1 ? 1 : base;
