@@ -239,7 +239,7 @@ static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const
             nc = (nc + per - 1) / per * per;
             if (nc > g->batch) nc = g->batch;
         }
-        if (!(part = tg__malloc((size_t)(per * dwn) * sizeof(T)))) return TG_ENOMEM;
+        if (!(part = tg__work_alloc((size_t)(per * dwn) * sizeof(T)))) return TG_ENOMEM;
     }
     FN(passes_job) j = {.g = g, .z = z, .w = w, .u = u, .y = y, .dw = dw, .part = part,
                         .dwn = dwn, .nc = nc};
@@ -258,7 +258,7 @@ static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const
             }
         }
     }
-    free(part);
+    tg__work_free(part);
     return rc;
 }
 
