@@ -132,25 +132,38 @@ static int leaky_relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
                           ((const slope_params *)params)->slope);
 }
 
+/* A backward that builds no graph (grad mode off), with g of the saved
+ * tensor's dtype: *gi = k(saved, g) in one pass, written over g itself when
+ * the engine holds its only reference (one activation-sized buffer less at
+ * the peak).  Returns 1 when done that way, 0 when the caller is to use its
+ * recorded (differentiable) ops, or an error. */
+static int one_pass_grad(const char *name, const tg_tensor *saved, tg_tensor *g,
+                         tg_ew_kernel_fn k, double s, tg_tensor **gi)
+{
+    if (tg_grad_enabled() || g->dtype != saved->dtype) return 0;
+    if (tg__grad_is_reusable(g, saved->dtype, saved)) {
+        TG_TRY(tg__ew_binary_over(name, saved, g, k, s));
+        *gi = tg_tensor_retain(g);
+        return 1;
+    }
+    TG_TRY(tg__ew_binary(name, gi, saved, g, k, s));
+    return 1;
+}
+
 /* g * mask(a), mask a constant from k_leaky_mask with slope s (0 for relu),
- * a the saved input or output.  Outside grad mode (a backward that builds
- * no graph) in one pass; otherwise as a recorded tg_mul, so that the
- * gradient stays differentiable in g. */
+ * a the saved input or output: one pass outside grad mode, else a recorded
+ * tg_mul, so that the gradient stays differentiable in g. */
 static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
 {
     tg_tensor *a, *mask = NULL;
     int rc;
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    if (!tg_grad_enabled() && tg__grad_is_reusable(g, a->dtype, a)) {
-        /* over g itself: one activation-sized buffer less at the peak */
-        TRY_GOTO(tg__ew_binary_over("relu_backward", a, g, k_masked_grad, s));
-        gi[0] = tg_tensor_retain(g);
-    } else if (!tg_grad_enabled() && g->dtype == a->dtype) {
-        TRY_GOTO(tg__ew_binary("relu_backward", &gi[0], a, g, k_masked_grad, s));
-    } else {
+    TRY_GOTO(one_pass_grad("relu_backward", a, g, k_masked_grad, s, &gi[0]));
+    if (rc == 0) {
         TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
         TRY_GOTO(tg_mul(&gi[0], g, mask));
     }
+    rc = TG_OK;
 done:
     tg_tensor_release(mask);
     return rc;
@@ -210,13 +223,10 @@ static int output_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool is_ta
     tg_tensor *y, *t[3] = {NULL, NULL, NULL};
     int rc;
     TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
-    const char *name = is_tanh ? "tanh_backward" : "sigmoid_backward";
-    tg_ew_kernel_fn k = is_tanh ? k_tanh_grad : k_sigmoid_grad;
-    if (!tg_grad_enabled() && tg__grad_is_reusable(g, y->dtype, y)) {
-        TRY_GOTO(tg__ew_binary_over(name, y, g, k, 0.0));
-        gi[0] = tg_tensor_retain(g);
-    } else if (!tg_grad_enabled() && g->dtype == y->dtype) {
-        TRY_GOTO(tg__ew_binary(name, &gi[0], y, g, k, 0.0));
+    TRY_GOTO(one_pass_grad(is_tanh ? "tanh_backward" : "sigmoid_backward", y, g,
+                           is_tanh ? k_tanh_grad : k_sigmoid_grad, 0.0, &gi[0]));
+    if (rc == 1) {
+        rc = TG_OK;
     } else if (is_tanh) {
         TRY_GOTO(tg_mul(&t[0], y, y));
         TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
