@@ -16,7 +16,7 @@
 #include "ops/conv_internal.h"
 #include "tapegrad/ops.h"
 
-/* ---- helpers shared with conv_wgrad.c ---- */
+/* ---- helpers shared with conv_wgrad.c and norm.c ---- */
 
 void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt)
 {
@@ -32,6 +32,15 @@ const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned)
     if (!t) return NULL;
     if (t->dtype == cdt && tg_tensor_is_contiguous(t)) return tg_tensor_cdata(t);
     *owned = tg__conv_gather(t, cdt);
+    return *owned;
+}
+
+void *tg__conv_output(tg_tensor *t, tg_dtype cdt, void **owned)
+{
+    *owned = NULL;
+    if (!t) return NULL;
+    if (t->dtype == cdt) return tg_tensor_data(t);
+    *owned = tg__work_alloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
     return *owned;
 }
 
@@ -59,19 +68,6 @@ tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
 }
 
 /* ---- forward ---- */
-
-/* The compute-dtype buffer an output t (may be NULL) is computed in: t's own
- * data when t has dtype cdt, else a new work buffer, also stored in *owned,
- * that the caller scatters into t (rounding once) and frees with
- * tg__work_free.  NULL: no memory. */
-static void *out_buffer(tg_tensor *t, tg_dtype cdt, void **owned)
-{
-    *owned = NULL;
-    if (!t) return NULL;
-    if (t->dtype == cdt) return tg_tensor_data(t);
-    *owned = tg__work_alloc((size_t)tg_tensor_numel(t) * tg_dtype_size(cdt));
-    return *owned;
-}
 
 /* Runs the kernel chosen by (transpose, algo) on compute-dtype buffers. */
 static int run_kernel(bool transpose, const tg__conv_geom *g, const tg_conv_params *p,
@@ -102,7 +98,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, oshape);
     /* f32/f64 outputs are computed in place; f16/bf16 in an f32 buffer,
      * rounded once by the final scatter. */
-    void *yo, *yb = out_buffer(y, cdt, &yo);
+    void *yo, *yb = tg__conv_output(y, cdt, &yo);
     void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
     const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
     const void *bb = tg__conv_input(b, cdt, &bo);
@@ -208,7 +204,7 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     tg_tensor *dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
     void *dxo, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
-    void *dxb = out_buffer(dx, cdt, &dxo), *dwb = out_buffer(dw, cdt, &dwo);
+    void *dxb = tg__conv_output(dx, cdt, &dxo), *dwb = tg__conv_output(dw, cdt, &dwo);
     const void *zb = tg__conv_input(gy, cdt, &zo), *wb = tg__conv_input(w, cdt, &wo);
     const void *ub = tg__conv_input(x, cdt, &uo);
     int rc = TG_ENOMEM;

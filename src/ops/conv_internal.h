@@ -149,6 +149,11 @@ void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt);
  * NULL) when t is contiguous of dtype cdt, else a copy that the caller frees
  * with tg__work_free(*owned).  NULL for t == NULL, or NULL with TG_ENOMEM set. */
 const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned);
+/* The compute-dtype buffer an output t (may be NULL) is computed in: t's own
+ * data when t has dtype cdt, else a new work buffer, also stored in *owned,
+ * that the caller scatters into t (rounding once) and frees with
+ * tg__work_free(*owned).  NULL for t == NULL, or NULL with TG_ENOMEM set. */
+void *tg__conv_output(tg_tensor *t, tg_dtype cdt, void **owned);
 /* *out (new reference) = t sliced to the first want[a] positions of each of
  * its nsp spatial axes (t itself, retained, when nothing is cut). */
 int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want);

@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "ops/conv_internal.h"   /* tg__conv_input: a contiguous copy in the compute dtype */
+#include "ops/conv_internal.h"   /* tg__conv_input/output: buffers in the compute dtype */
 #include "tapegrad/ops.h"
 
 typedef struct bn_params {
@@ -224,8 +224,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     tg_tensor *y = tg__tensor_uninit(odt, x->ndim, x->shape), *tm = NULL, *ti = NULL;
     const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
     const void *bb = tg__conv_input(b, cdt, &bo);
-    void *yb = y && odt == cdt ? tg_tensor_data(y) : (yo = tg__work_alloc((size_t)tg_tensor_numel(x) *
-                                                                     tg_dtype_size(cdt)));
+    void *yb = tg__conv_output(y, cdt, &yo);
     if (!stats || !y || !xb || (w && !wb) || (b && !bb) || !yb) goto done;
     double *mean = stats, *var = stats + g.c, *invstd = stats + 2 * g.c;
     if (p->training) {
@@ -371,9 +370,7 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
                                                : tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     const void *xb = tg__conv_input(x, cdt, &xo), *gb = tg__conv_input(gy, cdt, &go);
     const void *wb = tg__conv_input(w, cdt, &wo);
-    void *dxb = !dx ? NULL : x->dtype == cdt ? tg_tensor_data(dx)
-                                             : (dxo = tg__work_alloc((size_t)tg_tensor_numel(x) *
-                                                                 tg_dtype_size(cdt)));
+    void *dxb = tg__conv_output(dx, cdt, &dxo);
     if (!st || (need_dx && (!dx || !dxb)) || !xb || !gb || (w && !wb)) goto done;
     double *mu = st, *inv = st + g.c, *dw = st + 2 * g.c, *db = st + 3 * g.c;
     tg__gather(mean, TG_F64, mu);
