@@ -83,35 +83,27 @@ static int ensure_dir(const char *dir)
 /* ---- --sample N ------------------------------------------------------------ */
 
 /* --resume and --sample take the model and training options from the
- * checkpoint: one given on the command line that differs is refused here,
- * before anything is written.  A checkpoint that cannot be read is left to
- * the run itself to report. */
-static int check_options(const app_opts *a)
+ * checkpoint f: one given on the command line that differs is refused here,
+ * before anything is written.  Metadata that cannot be read is left to the
+ * run itself to report. */
+static int check_options(const app_opts *a, const tg_st_file *f)
 {
-    char buf[4096];
-    tg_st_file *f = NULL;
-    if (tg_safetensors_load(&f, checkpoint_path(buf, sizeof buf, a)) < 0) return 0;
     dcgan_opts ck = a->train;
-    int rc = dcgan_opts_from_meta(&ck, f) < 0 ? 0 : app_opts_check_checkpoint(a, &ck);
-    tg_st_free(f);
-    return rc;
+    return dcgan_opts_from_meta(&ck, f) < 0 ? 0 : app_opts_check_checkpoint(a, &ck);
 }
 
-static int sample_only(const app_opts *a)
+/* --sample N from the checkpoint f. */
+static int sample_only(const app_opts *a, const tg_st_file *f)
 {
-    char buf[4096], png[4096];
-    const char *path = checkpoint_path(buf, sizeof buf, a);
-    tg_st_file *f = NULL;
+    char png[4096];
     if (ensure_dir(a->out) < 0) return 1;
-    int rc = tg_safetensors_load(&f, path);
-    if (rc < 0) return fail(path, rc);
     dcgan_opts o = a->train;
     tg_module *gen = NULL;
     tg_checkpoint *ck = NULL;
     tg_tensor *z = NULL, *img = NULL;
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
-    rc = dcgan_opts_from_meta(&o, f);
+    int rc = dcgan_opts_from_meta(&o, f);
     if (rc >= 0) rc = dcgan_generator_new(&gen, &o.arch, &rng);
     if (rc >= 0) rc = tg_checkpoint_new(&ck);
     if (rc >= 0) rc = tg_checkpoint_add_module(ck, "gen", gen);
@@ -133,7 +125,6 @@ static int sample_only(const app_opts *a)
     tg_tensor_release(z);
     tg_checkpoint_free(ck);
     tg_module_release(gen);
-    tg_st_free(f);
     return rc < 0 ? fail("sample", rc) : 0;
 }
 
@@ -147,21 +138,18 @@ typedef struct run {
     progress p;
 } run;
 
-/* --resume: options and state from the checkpoint. */
-static int resume(run *r, tg_dataset *ds)
+/* --resume: options and state from the checkpoint f. */
+static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
 {
     char buf[4096];
-    const char *path = checkpoint_path(buf, sizeof buf, r->a);
-    tg_st_file *f = NULL;
-    int rc = tg_safetensors_load(&f, path);
-    if (rc >= 0) rc = dcgan_opts_from_meta(&r->a->train, f);
+    int rc = dcgan_opts_from_meta(&r->a->train, f);
     if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
     if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);
     if (rc >= 0) rc = history_load(&r->h, f, r->t->step);
     if (rc >= 0)
-        fprintf(stderr, "dcgan: resumed %s at step %lld (epoch %lld)\n", path,
-                (long long)r->t->step, (long long)dcgan_trainer_epoch(r->t) + 1);
-    tg_st_free(f);
+        fprintf(stderr, "dcgan: resumed %s at step %lld (epoch %lld)\n",
+                checkpoint_path(buf, sizeof buf, r->a), (long long)r->t->step,
+                (long long)dcgan_trainer_epoch(r->t) + 1);
     return rc;
 }
 
@@ -227,7 +215,8 @@ static int finish(run *r)
     return rc;
 }
 
-static int train(app_opts *a)
+/* Trains from scratch, or from the checkpoint f (--resume; NULL otherwise). */
+static int train(app_opts *a, const tg_st_file *f)
 {
     run r = {.a = a};
     tg_dataset *ds = NULL;
@@ -237,7 +226,7 @@ static int train(app_opts *a)
         tg_dataset_release(ds);
         return 1;
     }
-    rc = a->resume ? resume(&r, ds) : dcgan_trainer_new(&r.t, &a->train, ds);
+    rc = f ? resume(&r, ds, f) : dcgan_trainer_new(&r.t, &a->train, ds);
     tg_dataset_release(ds);
     if (rc >= 0 && tg_loader_num_batches(r.t->ld) == 0) {
         /* Batches are full (drop_last): nothing to train on, and nothing is
@@ -280,8 +269,20 @@ int main(int argc, char **argv)
         openblas_set_num_threads(a.threads);
         omp_set_num_threads(a.threads);
     }
-    if ((a.sample > 0 || a.resume) && check_options(&a) < 0) return 2;
-    int rc = a.sample > 0 ? sample_only(&a) : train(&a);
+    /* --sample and --resume read the checkpoint once, here */
+    tg_st_file *f = NULL;
+    if (a.sample > 0 || a.resume) {
+        char buf[4096];
+        const char *path = checkpoint_path(buf, sizeof buf, &a);
+        int lrc = tg_safetensors_load(&f, path);
+        if (lrc < 0) return fail(path, lrc);
+        if (check_options(&a, f) < 0) {
+            tg_st_free(f);
+            return 2;
+        }
+    }
+    int rc = a.sample > 0 ? sample_only(&a, f) : train(&a, f);
+    tg_st_free(f);
     tg_plot_release_caches();
     return rc;
 }
