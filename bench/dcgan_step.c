@@ -14,7 +14,8 @@
  *              [--amp bf16|f16]
  *
  * --amp runs the forward passes of G and D inside tg_autocast_begin(dtype)
- * with f32 master weights, as examples/dcgan --amp does; the BCE losses stay
+ * with f32 master weights that every layer casts to the autocast dtype
+ * (tg_module_autocast_weights), as examples/dcgan --amp does; the BCE losses stay
  * outside the scope, and for f16 each optimizer gets a tg_grad_scaler (scaled
  * backward, unscale, step skipped on inf/NaN, update).
  *
@@ -124,6 +125,10 @@ static void bench_init(bench *b, int64_t batch, tg_dtype amp)
     tg_rng_init(&b->rng, 0);
     CHECK(dcgan_generator_new(&b->g, &a, &b->rng));
     CHECK(dcgan_discriminator_new(&b->d, &a, &b->rng));
+    if (amp != TG_F32) {   /* as examples/dcgan --amp: half compute, f32 masters */
+        tg_module_autocast_weights(b->g, true);
+        tg_module_autocast_weights(b->d, true);
+    }
     b->opt_g = adam_for(b->g);
     b->opt_d = adam_for(b->d);
     CHECK(tg_tensor_zeros(&b->real, TG_F32, 4, (int64_t[]){batch, 1, 28, 28}));

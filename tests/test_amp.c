@@ -836,3 +836,96 @@ Test(amp, half_matmul_operands_in_every_layout)
         for (size_t k = 0; k < 8; k++) tg_tensor_release(all[k]);
     }
 }
+
+/* tg_module_autocast_weights: f32 master weights, half compute.  The
+ * ConvTranspose op promotes (bf16 x with an f32 weight gives f32, flag or
+ * not, outside autocast); with the flag and inside autocast the layer casts
+ * its weight and bias to the scope's dtype first, so it computes, returns and
+ * saves half, exactly as the op on hand-cast weights does, while the
+ * gradients arrive at the f32 parameters in f32. */
+Test(amp, autocast_weights_run_conv_transpose_in_half_with_f32_masters)
+{
+    const int64_t xs[4] = {2, 3, 4, 4}, k[2] = {3, 3};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0][0] = p.padding[0][1] = p.padding[1][0] = p.padding[1][1] = 1;
+    for (int h = 2; h < 4; h++) {
+        const tg_dtype dt = FLOATS[h];
+        tg_rng rng;
+        tg_rng_init(&rng, 5);
+        tg_module *seq = NULL, *ct = NULL;
+        cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+        cr_assert(eq(int, tg_nn_conv_transpose_new(&ct, 2, 3, 2, k, &p, true, &rng), TG_OK));
+        cr_assert(eq(int, tg_nn_sequential_append(seq, ct), TG_OK));   /* steals ct */
+        tg_tensor *w = tg_module_find(seq, "0.weight"), *b = tg_module_find(seq, "0.bias");
+        tg_tensor *x0 = th_rand_uniform(TG_F32, 4, xs, 3), *xh = NULL, *wh = NULL, *bh = NULL;
+        cr_assert(eq(int, tg_to_dtype(&xh, x0, dt), TG_OK));
+        cr_assert(eq(int, tg_to_dtype(&wh, w, dt), TG_OK));
+        cr_assert(eq(int, tg_to_dtype(&bh, b, dt), TG_OK));
+        tg_tensor *whl = NULL, *bhl = NULL;   /* the hand casts as leaves */
+        cr_assert(eq(int, tg_tensor_detach(&whl, wh), TG_OK));
+        cr_assert(eq(int, tg_tensor_detach(&bhl, bh), TG_OK));
+        tg_tensor_set_requires_grad(whl, true);
+        tg_tensor_set_requires_grad(bhl, true);
+
+        /* off (the default): the op's PROMOTE rule, in and out of autocast */
+        cr_assert(not(tg_module_is_autocast_weights(ct)));
+        tg_tensor *y_off = NULL, *y_ref = NULL, *y_on = NULL, *y_out = NULL, *s = NULL;
+        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+        int rc = tg_module_forward(seq, &y_off, xh);
+        tg_autocast_end();
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y_off), TG_F32));
+
+        /* on, set on the container: reaches the child */
+        tg_module_autocast_weights(seq, true);
+        cr_assert(tg_module_is_autocast_weights(ct));
+        cr_assert(eq(int, tg_module_forward(seq, &y_out, xh), TG_OK));   /* no scope: no effect */
+        cr_assert(eq(int, tg_tensor_dtype(y_out), TG_F32));
+        for (int64_t i = 0; i < tg_tensor_numel(y_out); i++)
+            cr_assert(eq(dbl, th_at(y_out, i), th_at(y_off, i)));
+        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+        rc = tg_module_forward(seq, &y_on, xh);
+        tg_autocast_end();
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y_on), dt), "%s", tg_dtype_name(dt));
+        cr_assert(eq(int, tg_conv_transpose(&y_ref, xh, whl, bhl, &p), TG_OK));
+        cr_assert(eq(int, tg_tensor_numel(y_on), tg_tensor_numel(y_ref)));
+        for (int64_t i = 0; i < tg_tensor_numel(y_on); i++)
+            cr_assert(eq(dbl, th_at(y_on, i), th_at(y_ref, i)), "%s y[%lld]", tg_dtype_name(dt),
+                      (long long)i);
+
+        /* gradients: f32 at the masters, the half gradients converted */
+        tg_tensor *ys[2] = {y_on, y_ref};
+        for (int j = 0; j < 2; j++) {
+            cr_assert(eq(int, tg_sum(&s, ys[j]), TG_OK));
+            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+            tg_tensor_release(s);
+        }
+        tg_tensor *masters[2] = {w, b}, *hands[2] = {whl, bhl};
+        for (int j = 0; j < 2; j++) {
+            tg_tensor *gm = tg_tensor_grad(masters[j]), *gh = tg_tensor_grad(hands[j]);
+            cr_assert(gm != NULL && gh != NULL);
+            cr_assert(eq(int, tg_tensor_dtype(gm), TG_F32));
+            cr_assert(eq(int, tg_tensor_dtype(gh), dt));
+            for (int64_t i = 0; i < tg_tensor_numel(gm); i++)
+                cr_assert(eq(dbl, th_at(gm, i), th_at(gh, i)), "grad %d [%lld]", j, (long long)i);
+        }
+
+        /* f64 is never lowered */
+        tg_tensor *x64 = NULL, *y64 = NULL;
+        cr_assert(eq(int, tg_module_to_dtype(seq, TG_F64), TG_OK));
+        cr_assert(eq(int, tg_to_dtype(&x64, x0, TG_F64), TG_OK));
+        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+        rc = tg_module_forward(seq, &y64, x64);
+        tg_autocast_end();
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y64), TG_F64));
+
+        tg_module_autocast_weights(seq, false);
+        cr_assert(not(tg_module_is_autocast_weights(ct)));
+        tg_tensor *all[] = {x0, xh, wh, bh, whl, bhl, y_off, y_ref, y_on, y_out, x64, y64};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+        tg_module_release(seq);
+    }
+}

@@ -72,6 +72,14 @@ static int build(dcgan_trainer *t)
     tg_rng_init(&t->rng, o->seed);
     TRY(dcgan_generator_new(&t->gen, &o->arch, &t->rng));
     TRY(dcgan_discriminator_new(&t->disc, &o->arch, &t->rng));
+    if (o->amp != TG_F32) {
+        /* f32 master weights, half compute: each layer casts its weights to
+         * the autocast dtype (ConvTranspose is PROMOTE, so without this the
+         * generator's f32 weights would keep everything after its first
+         * ConvTranspose in f32). */
+        tg_module_autocast_weights(t->gen, true);
+        tg_module_autocast_weights(t->disc, true);
+    }
     TRY(make_adam(&t->opt_g, t->gen, o));
     TRY(make_adam(&t->opt_d, t->disc, o));
     TRY(tg_module_parameters(t->disc, &t->d_params, &t->n_d));

@@ -42,14 +42,35 @@ static int tg__weighted_new(tg_module **out, const tg_module_vtable *vt, void *s
     return TG_OK;
 }
 
+typedef struct tg__conv_state {    /* the state of Conv and ConvTranspose modules */
+    tg_conv_params p;
+} tg__conv_state;
+
 /* ---- Linear ---- */
 
-static int tg__linear_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+/* y = op(x, weight, bias) of a Linear or Conv/ConvTranspose module m, with
+ * the weights tg__module_weight gives (the module's own, or their casts to
+ * the autocast dtype). */
+static int tg__weighted_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
-    return tg_linear(y, x, tg__module_local(m, "weight"), tg__module_local(m, "bias"));
+    tg_tensor *w = NULL, *b = NULL;
+    int rc = tg__module_weight(m, tg__module_local(m, "weight"), &w);
+    if (rc == TG_OK) rc = tg__module_weight(m, tg__module_local(m, "bias"), &b);
+    if (rc == TG_OK) {
+        if (m->vt == &tg__nn_linear_vt) {
+            rc = tg_linear(y, x, w, b);
+        } else {
+            const tg_conv_params *p = &((const tg__conv_state *)m->state)->p;
+            rc = m->vt == &tg__nn_conv_transpose_vt ? tg_conv_transpose(y, x, w, b, p)
+                                                    : tg_conv(y, x, w, b, p);
+        }
+    }
+    tg_tensor_release(b);
+    tg_tensor_release(w);
+    return rc;
 }
 
-const tg_module_vtable tg__nn_linear_vt = {.type_name = "Linear", .forward = tg__linear_forward};
+const tg_module_vtable tg__nn_linear_vt = {.type_name = "Linear", .forward = tg__weighted_forward};
 
 int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool bias, tg_rng *rng)
 {
@@ -63,22 +84,10 @@ int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool bias, tg
 
 /* ---- ConvNd / ConvTransposeNd ---- */
 
-typedef struct tg__conv_state {
-    tg_conv_params p;
-} tg__conv_state;
-
-static int tg__conv_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
-{
-    const tg__conv_state *s = m->state;
-    tg_tensor *w = tg__module_local(m, "weight"), *b = tg__module_local(m, "bias");
-    if (m->vt == &tg__nn_conv_transpose_vt) return tg_conv_transpose(y, x, w, b, &s->p);
-    return tg_conv(y, x, w, b, &s->p);
-}
-
 const tg_module_vtable tg__nn_conv_vt = {
-    .type_name = "Conv", .forward = tg__conv_forward, .release = free};
+    .type_name = "Conv", .forward = tg__weighted_forward, .release = free};
 const tg_module_vtable tg__nn_conv_transpose_vt = {
-    .type_name = "ConvTranspose", .forward = tg__conv_forward, .release = free};
+    .type_name = "ConvTranspose", .forward = tg__weighted_forward, .release = free};
 
 int tg_nn_conv_params(const tg_module *m, tg_conv_params *p)
 {

@@ -4,6 +4,8 @@
 
 #include "nn/module_internal.h"
 #include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 
 int tg_module_new(tg_module **out, const tg_module_vtable *vt, void *state)
 {
@@ -220,6 +222,25 @@ void tg_module_train(tg_module *m, bool training)
 }
 
 bool tg_module_is_training(const tg_module *m) { return m && m->training; }
+
+void tg_module_autocast_weights(tg_module *m, bool on)
+{
+    if (!m) return;
+    m->autocast_weights = on;
+    for (int i = 0; i < m->n_children; i++) tg_module_autocast_weights(m->children[i].m, on);
+}
+
+bool tg_module_is_autocast_weights(const tg_module *m) { return m && m->autocast_weights; }
+
+int tg__module_weight(const tg_module *m, tg_tensor *w, tg_tensor **out)
+{
+    tg_dtype dt;
+    if (w && m->autocast_weights && tg_autocast_active(&dt) && tg_dtype_is_float(w->dtype) &&
+        w->dtype != TG_F64)
+        return tg_to_dtype(out, w, dt);
+    *out = w ? tg_tensor_retain(w) : NULL;
+    return TG_OK;
+}
 
 static int tg__zero_grad_visit(tg_module *m, void *user)
 {

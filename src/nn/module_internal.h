@@ -22,6 +22,7 @@ struct tg_module {
     const tg_module_vtable *vt;        /* borrowed, static */
     void *state;                       /* owned, freed by vt->release */
     bool training;
+    bool autocast_weights;             /* tg_module_autocast_weights */
     int n_params, n_buffers, n_children;
     int cap_params, cap_buffers, cap_children;
     tg__nn_tensor_entry *params;
@@ -34,6 +35,11 @@ tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* Calls visit(m, user) for m and every descendant, pre-order, children in
  * insertion order (state-dict order); stops at the first negative status. */
 int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void *user);
+
+/* w, or (when m->autocast_weights and an autocast scope is active) w cast to
+ * the scope's dtype on the tape: a new reference in *out either way; NULL w
+ * gives NULL. */
+int tg__module_weight(const tg_module *m, tg_tensor *w, tg_tensor **out);
 
 /* Fills w (and b, when not NULL) with U(-1/sqrt(fan_in), 1/sqrt(fan_in)):
  * torch's kaiming_uniform_(a=sqrt(5)) and its bias rule. */
