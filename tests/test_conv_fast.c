@@ -340,8 +340,9 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
         }
 }
 
-/* The tap table of small planes (im2col in conv and the weight gradient,
- * col2im in conv_transpose) gives the same bits as the row-by-row path, in
+/* The tap table of small planes (im2col in conv and the weight gradient)
+ * and col2im by output phases (conv_transpose) give the same bits as the
+ * row-by-row paths, in
  * 1-D, 2-D and 3-D, f32 and f64, with strides, dilations, uneven padding
  * that leaves whole rows and columns (and some taps entirely) in the
  * padding, and groups.  Each case has column rows shorter than 32, so the

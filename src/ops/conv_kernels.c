@@ -181,6 +181,61 @@ static double conv_activate(double v, tg_activation act, double slope)
     }
 }
 
+/* col2im by output phases.  With i = o*s + off_k on each axis (off_k =
+ * k*dilation - pad), tap k adds column position o into image position i,
+ * whose phase is r = i mod s and whose place within that phase is
+ * q = i div s = o + d_k, where r_k = off_k mod s and d_k = (off_k - r_k)/s
+ * do not depend on o.  So in an image stored phase after phase, each tap's
+ * rows of columns add into contiguous runs (vectorisable adds, no index
+ * table), and one interleaving pass writes the image.  Each element still
+ * gets its terms tap by tap from zero: the bits of the other paths. */
+#define TG__COL2IM_PHASES_MAX 64
+
+typedef struct col2im_phases {
+    int64_t *r[3], *d[3];   /* per axis and tap: its phase and shift */
+    int64_t *q[3];          /* per axis and phase: the image positions in it */
+    int64_t *poff;          /* per phase (r0, r1, r2) row-major: its offset in the block */
+    int64_t *buf;
+} col2im_phases;
+
+/* false (nothing to free) when the tap tables are off, or there are more
+ * than TG__COL2IM_PHASES_MAX phases, or out of memory. */
+static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g)
+{
+    const int64_t *s = g->stride;
+    if (tap_tables_off || s[0] > TG__COL2IM_PHASES_MAX ||
+        s[0] * s[1] > TG__COL2IM_PHASES_MAX || s[0] * s[1] * s[2] > TG__COL2IM_PHASES_MAX)
+        return false;
+    const int64_t nph = s[0] * s[1] * s[2];
+    const size_t n = (size_t)(2 * (g->k[0] + g->k[1] + g->k[2]) + s[0] + s[1] + s[2] + nph);
+    int64_t *p = ph->buf = malloc(n * sizeof(int64_t));   /* (no error set: optional) */
+    if (!p) return false;
+    for (int a = 0; a < 3; a++) {
+        ph->r[a] = p;
+        ph->d[a] = p + g->k[a];
+        ph->q[a] = p + 2 * g->k[a];
+        p += 2 * g->k[a] + s[a];
+        for (int64_t k = 0; k < g->k[a]; k++) {
+            const int64_t off = k * g->dil[a] - g->pad[a];
+            const int64_t r = ((off % s[a]) + s[a]) % s[a];
+            ph->r[a][k] = r;
+            ph->d[a][k] = (off - r) / s[a];
+        }
+        for (int64_t r = 0; r < s[a]; r++)
+            ph->q[a][r] = r < g->img[a] ? tg__conv_ceil_div(g->img[a] - r, s[a]) : 0;
+    }
+    ph->poff = p;
+    int64_t at = 0;
+    for (int64_t r0 = 0; r0 < s[0]; r0++)
+        for (int64_t r1 = 0; r1 < s[1]; r1++)
+            for (int64_t r2 = 0; r2 < s[2]; r2++) {
+                *p++ = at;
+                at += ph->q[0][r0] * ph->q[1][r1] * ph->q[2][r2];
+            }
+    TG_ASSERT(at == tg__conv_prod3(g->img));
+    return true;
+}
+
 #define T float
 #define SUF f32
 #define GEMM cblas_sgemm

@@ -113,41 +113,89 @@ static void FN(im2col_batch)(const T *img, int64_t nb, int64_t c, const tg__conv
  * output element hops between K rows and measured 3x slower), while the
  * owned block (nb planes of I) stays in cache.  The per-axis runs of valid o
  * for each tap are tabulated once per call (conv_taps). */
+/* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
+ * planes stored phase after phase (col2im_phases), then interleaved into img. */
+static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
+                              const col2im_phases *ph, int64_t ch, int64_t j0, int64_t jb,
+                              T *acc, T *img)
+{
+    const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
+    const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
+    memset(acc, 0, (size_t)(jb * isz) * sizeof(T));
+    for (int64_t k = 0; k < ksz; k++) {
+        const int64_t kk[3] = {k / (ke[1] * ke[2]), (k / ke[2]) % ke[1], k % ke[2]};
+        int64_t r[3], d[3], q[3], lo[3], hi[3];
+        bool empty = false;
+        for (int a = 0; a < 3; a++) {
+            r[a] = ph->r[a][kk[a]];
+            d[a] = ph->d[a][kk[a]];
+            q[a] = ph->q[a][r[a]];
+            /* 0 <= o + d < q and 0 <= o < O */
+            lo[a] = d[a] < 0 ? -d[a] : 0;
+            hi[a] = q[a] - d[a] < oe[a] ? q[a] - d[a] : oe[a];
+            empty |= lo[a] >= hi[a];
+        }
+        if (empty) continue;
+        const int64_t base = ph->poff[(r[0] * s[1] + r[1]) * s[2] + r[2]];
+        /* Whole rows of the last axis on both sides (d = 0, q = O) are
+         * contiguous across the middle axis: one run per o0. */
+        const bool whole = d[2] == 0 && q[2] == oe[2];
+        const int64_t n1 = whole ? 1 : hi[1] - lo[1], run = whole ? (hi[1] - lo[1]) * oe[2] : 0;
+        for (int64_t j = j0; j < j0 + jb; j++) {
+            const T *src = cols + (ch * ksz + k) * ld + j * osz;
+            T *blk = acc + (j - j0) * isz + base;
+            for (int64_t o0 = lo[0]; o0 < hi[0]; o0++)
+                for (int64_t o1 = lo[1]; o1 < lo[1] + n1; o1++) {
+                    const T *sr = src + (o0 * oe[1] + o1) * oe[2];
+                    T *dr = blk + ((o0 + d[0]) * q[1] + o1 + d[1]) * q[2] + d[2];
+                    if (whole) {
+                        for (int64_t e = 0; e < run; e++) dr[e] += sr[e];
+                    } else {
+                        for (int64_t o2 = lo[2]; o2 < hi[2]; o2++) dr[o2] += sr[o2];
+                    }
+                }
+        }
+    }
+    const int64_t s2 = s[2] < ie[2] ? s[2] : ie[2];   /* the phases of the last axis in use */
+    for (int64_t j = j0; j < j0 + jb; j++) {
+        const T *a = acc + (j - j0) * isz;
+        T *plane = img + (j * c + ch) * isz;
+        for (int64_t i0 = 0; i0 < ie[0]; i0++)
+            for (int64_t i1 = 0; i1 < ie[1]; i1++) {
+                const int64_t r0 = i0 % s[0], r1 = i1 % s[1];
+                const int64_t row = (i0 / s[0]) * ph->q[1][r1] + i1 / s[1];
+                T *dst = plane + (i0 * ie[1] + i1) * ie[2];
+                for (int64_t r2 = 0; r2 < s2; r2++) {
+                    const int64_t q2 = ph->q[2][r2];
+                    const T *src = a + ph->poff[(r0 * s[1] + r1) * s[2] + r2] + row * q2;
+                    for (int64_t x = 0; x < q2; x++) dst[x * s[2] + r2] = src[x];
+                }
+            }
+    }
+}
+
 static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
                             const tg__conv_geom *g, T *img)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
-    conv_taps tp;
-    if (conv_taps_init(&tp, g) < 0) return TG_ENOMEM;
-    int32_t *tab = tap_table_new(g);
     const int64_t jb = c >= 8 ? nb : 1, units = c * (nb / jb);
-    /* the block's summing buffer: at most 64 Ki elements (in L2) */
-    const bool padded = tab && jb * (isz + 1) <= ((int64_t)1 << 16);
-    if (padded)
-        for (int64_t i = 0; i < ksz * osz; i++)
-            if (tab[i] < 0) tab[i] = (int32_t)isz;
+    /* Small blocks (at most 64 Ki elements, in L2) go phase by phase;
+     * otherwise the tap table of small planes, else row by row. */
+    col2im_phases ph;
+    const bool phased = jb * isz <= ((int64_t)1 << 16) && col2im_phases_init(&ph, g);
+    conv_taps tp;
+    if (conv_taps_init(&tp, g) < 0) {
+        if (phased) free(ph.buf);
+        return TG_ENOMEM;
+    }
+    int32_t *tab = phased ? NULL : tap_table_new(g);
 #pragma omp parallel for schedule(dynamic, 1) if (nb * c * isz > 32768)
     for (int64_t u = 0; u < units; u++) {
         const int64_t ch = u / (nb / jb), j0 = (u % (nb / jb)) * jb;
-        /* With the table, the block is summed in this thread's scratch slot
-         * 2, each plane followed by one spare element that the padding
-         * entries (remapped to isz) add into: no branch in the loop, and the
-         * same order of terms per element (tap by tap), then copied out. */
-        T *acc = tab && padded ? tg__conv_scratch(2, (size_t)(jb * (isz + 1)) * sizeof(T)) : NULL;
+        T *acc = phased ? tg__conv_scratch(2, (size_t)(jb * isz) * sizeof(T)) : NULL;
         if (acc) {
-            memset(acc, 0, (size_t)(jb * (isz + 1)) * sizeof(T));
-            for (int64_t k = 0; k < ksz; k++) {
-                const int32_t *t = tab + k * osz;
-                for (int64_t j = j0; j < j0 + jb; j++) {
-                    const T *src = cols + (ch * ksz + k) * ld + j * osz;
-                    T *plane = acc + (j - j0) * (isz + 1);
-                    for (int64_t o = 0; o < osz; o++) plane[t[o]] += src[o];
-                }
-            }
-            for (int64_t j = j0; j < j0 + jb; j++)
-                memcpy(img + (j * c + ch) * isz, acc + (j - j0) * (isz + 1),
-                       (size_t)isz * sizeof(T));
+            FN(col2im_phased)(cols, ld, c, g, &ph, ch, j0, jb, acc, img);
             continue;
         }
         for (int64_t j = j0; j < j0 + jb; j++)
@@ -160,7 +208,7 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
                     const T *src = cols + (ch * ksz + k) * ld + j * osz;
                     T *plane = img + (j * c + ch) * isz;
                     for (int64_t o = 0; o < osz; o++)
-                        if (t[o] >= 0 && t[o] < isz) plane[t[o]] += src[o];
+                        if (t[o] >= 0) plane[t[o]] += src[o];
                 }
             }
             continue;
@@ -188,6 +236,7 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
         }
     }
     free(tab);
+    if (phased) free(ph.buf);
     conv_taps_free(&tp);
     return TG_OK;
 }
