@@ -340,9 +340,9 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
         }
 }
 
-/* The tap table of small planes (im2col in conv and the weight gradient)
- * and col2im by output phases (conv_transpose) give the same bits as the
- * row-by-row paths, in
+/* The tap table of small planes (im2col in conv and the weight gradient;
+ * col2im in conv_transpose past 64 phases) and col2im by output phases give
+ * the same bits as the row-by-row paths, in
  * 1-D, 2-D and 3-D, f32 and f64, with strides, dilations, uneven padding
  * that leaves whole rows and columns (and some taps entirely) in the
  * padding, and groups.  Each case has column rows shorter than 32, so the
@@ -356,6 +356,7 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         {3, {5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 2, 1}, {{1, 1}, {0, 2}, {2, 0}}, 2},
         {2, {6, 9}, {2, 3}, {2, 1}, {1, 3}, {{0, 1}, {4, 4}}, 1},   /* stride 1, wide padding */
         {1, {40}, {3}, {4}, {5}, {{7, 9}}, 2},                        /* taps beyond the image */
+        {2, {20, 17}, {3, 2}, {9, 8}, {1, 1}, {{1, 2}, {0, 3}}, 1},   /* 72 phases: col2im's table */
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int d = 0; d < 2; d++) {
