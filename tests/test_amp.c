@@ -837,6 +837,39 @@ Test(amp, half_matmul_operands_in_every_layout)
     }
 }
 
+/* Half row and column operands (a Linear layer with one output has the
+ * weight column W^T): dense ones convert in one call, strided ones are
+ * packed; both give the f32 product of the same values rounded once. */
+Test(amp, half_matmul_row_and_column_operands)
+{
+    const int64_t sa[2] = {37, 53}, srow[2] = {1, 53}, s2[2] = {53, 2};
+    for (int h = 2; h < 4; h++) {
+        const tg_dtype dt = FLOATS[h];
+        tg_tensor *a = th_rand_uniform(dt, 2, sa, 91), *row = th_rand_uniform(dt, 2, srow, 92);
+        tg_tensor *two = th_rand_uniform(dt, 2, s2, 93);
+        tg_tensor *col = NULL, *scol = NULL;
+        cr_assert(eq(int, tg_transpose(&col, row, 0, 1), TG_OK));     /* (53, 1), dense */
+        cr_assert(eq(int, tg_slice(&scol, two, 1, 0, 1, 1), TG_OK));  /* (53, 1), row stride 2 */
+        tg_tensor *lhs[3] = {a, row, a}, *rhs[3] = {col, scol, scol};
+        for (int i = 0; i < 3; i++) {
+            tg_tensor *y = NULL, *lf = NULL, *rf = NULL, *yf = NULL, *yr = NULL;
+            cr_assert(eq(int, tg_matmul(&y, lhs[i], rhs[i]), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_to_dtype(&lf, lhs[i], TG_F32), TG_OK));
+            cr_assert(eq(int, tg_to_dtype(&rf, rhs[i], TG_F32), TG_OK));
+            cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
+            cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
+            cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(yr)));
+            cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr),
+                                     (size_t)tg_tensor_numel(y) * 2), 0),
+                      "%s case %d", tg_dtype_name(dt), i);
+            tg_tensor *all[] = {y, lf, rf, yf, yr};
+            for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
+        }
+        tg_tensor *all[] = {a, row, two, col, scol};
+        for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
+    }
+}
+
 /* tg_module_autocast_weights: f32 master weights, half compute.  The
  * ConvTranspose op promotes (bf16 x with an f32 weight gives f32, flag or
  * not, outside autocast); with the flag and inside autocast the layer casts

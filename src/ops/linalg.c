@@ -79,10 +79,11 @@ static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand
             o->p = elem_ptr(m->t, m->off + k * m->bs);
             return;
         }
-        if (m->rows > 1 && m->cols > 1 && ld == (trans ? m->rows : m->cols)) {
+        if (ld == (trans ? m->rows : m->cols)) {
             /* a dense block in another dtype (a half operand, transposed or
-             * not): one bulk conversion, keeping its layout, instead of
-             * packing it element by element */
+             * not, a row or a column): one bulk conversion, keeping its
+             * layout, instead of packing it row by row (a column of n rows
+             * would be n one-element conversions) */
             tg__convert_n(m->t->dtype, elem_ptr(m->t, m->off + k * m->bs), ct, scratch,
                           m->rows * m->cols);
             o->p = scratch;
