@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 
 static const int64_t XS[4] = {3, 4, 5, 7};   /* N, C, H, W: 105 values per channel */
 
@@ -359,4 +360,71 @@ Test(norm, strided_input_matches_contiguous_copy)
     }
     tg_tensor *all[] = {base, xv, xc, gy, w, y[0], y[1], g[0], g[1]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+/* Half x goes channel by channel through per-thread f32 copies (contiguous x
+ * only); a strided view of the same values takes the whole-tensor f32 copy.
+ * Both give the same bits: output, running buffers and every gradient, in
+ * training and eval, in and out of autocast (half or f32 output), f16 and
+ * bf16, with a half dy that the backward may overwrite in place (an f32 one
+ * when the output is f32). */
+Test(norm, half_channels_same_bits_as_whole_copy)
+{
+    const int64_t bs[4] = {4, 5, 3, 6};   /* viewed as (4, 3, 5, 6): C = 3 */
+    const tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int h = 0; h < 2; h++)
+        for (int ac = 0; ac < 2; ac++)
+            for (int tr = 0; tr < 2; tr++) {
+                const tg_dtype dt = halves[h];
+                tg_tensor *base = th_rand_uniform(dt, 4, bs, 101 + h), *xv = NULL, *xc = NULL;
+                cr_assert(eq(int, tg_transpose(&xv, base, 1, 2), TG_OK));
+                cr_assert(eq(int, tg_contiguous(&xc, xv), TG_OK));
+                cr_assert(not(tg_tensor_is_contiguous(xv)));
+                tg_tensor *w = vec(TG_F32, 3, 102, 0.5, 2), *b = vec(TG_F32, 3, 103, -1, 1);
+                tg_tensor_set_requires_grad(w, true);
+                tg_tensor_set_requires_grad(b, true);
+                tg_tensor *xs2[2] = {xv, xc}, *y[2], *gx[2], *gw[2], *gb[2], *rm[2], *rv[2];
+                tg_tensor *gy = NULL;
+                for (int r = 0; r < 2; r++) {
+                    tg_tensor *leaf = NULL;
+                    rm[r] = vec(TG_F32, 3, 104, -0.5, 0.5);
+                    rv[r] = vec(TG_F32, 3, 105, 0.5, 1.5);
+                    cr_assert(eq(int, tg_tensor_detach(&leaf, xs2[r]), TG_OK));
+                    tg_tensor_set_requires_grad(leaf, true);
+                    if (ac) cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+                    y[r] = NULL;
+                    int rc = tg_batch_norm(&y[r], leaf, rm[r], rv[r], w, b, tr, 0.1, 1e-5);
+                    if (ac) tg_autocast_end();
+                    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+                    cr_assert(eq(int, tg_tensor_dtype(y[r]), ac ? dt : TG_F32));
+                    if (!gy) gy = th_rand_uniform(tg_tensor_dtype(y[r]), 4, tg_tensor_shape(xv), 106);
+                    /* through sum(y * gy): dy arrives as a fresh tensor, which the
+                     * fused backward overwrites with dx when it is half */
+                    tg_tensor *z = NULL, *s = NULL;
+                    cr_assert(eq(int, tg_mul(&z, y[r], gy), TG_OK));
+                    cr_assert(eq(int, tg_sum(&s, z), TG_OK));
+                    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+                    tg_tensor_release(z), tg_tensor_release(s);
+                    gx[r] = tg_tensor_retain(tg_tensor_grad(leaf));
+                    gw[r] = tg_tensor_retain(tg_tensor_grad(w));
+                    gb[r] = tg_tensor_retain(tg_tensor_grad(b));
+                    tg_tensor_zero_grad(w);
+                    tg_tensor_zero_grad(b);
+                    tg_tensor_release(leaf);
+                }
+                tg_tensor *pairs[6][2] = {{y[0], y[1]},   {gx[0], gx[1]}, {gw[0], gw[1]},
+                                          {gb[0], gb[1]}, {rm[0], rm[1]}, {rv[0], rv[1]}};
+                for (int k = 0; k < 6; k++) {
+                    tg_tensor *a = pairs[k][0], *c = pairs[k][1];
+                    cr_assert(eq(int, tg_tensor_dtype(a), tg_tensor_dtype(c)));
+                    cr_assert(tg_tensor_is_contiguous(a) && tg_tensor_is_contiguous(c));
+                    cr_assert(eq(int, memcmp(tg_tensor_cdata(a), tg_tensor_cdata(c),
+                                             (size_t)tg_tensor_numel(a) *
+                                                 tg_dtype_size(tg_tensor_dtype(a))), 0),
+                              "%s autocast %d training %d: tensor %d", tg_dtype_name(dt), ac, tr, k);
+                }
+                for (int k = 0; k < 6; k++) tg_tensor_release(pairs[k][0]), tg_tensor_release(pairs[k][1]);
+                tg_tensor *all[] = {base, xv, xc, w, b, gy};
+                for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+            }
 }

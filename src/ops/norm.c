@@ -86,29 +86,64 @@ static bn_geom geom_of(const tg_tensor *x)
         return (acc[0] + acc[1]) + (acc[2] + acc[3]);                                   \
     }                                                                                   \
                                                                                         \
-    /* Training statistics: mean[c], var[c] (biased), both double. */                  \
-    static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
+    /* Channel c's statistics, mean[c] and var[c] (biased), from its values in  \
+     * x at channel index xc (xc = c for x itself, 0 for one channel's copy). */ \
+    static void bn_stats_chan_##SUF(const T *x, bn_geom g, int64_t xc, int64_t c,     \
+                                    double *mean, double *var)                          \
     {                                                                                   \
         const double m = (double)(g.n * g.s);                                           \
-        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t c = 0; c < g.c; c++) {                                             \
-            mean[c] = bn_sum_##SUF(x, NULL, 0.0, false, g, c) / m;                      \
-            var[c] = bn_sum_##SUF(x, NULL, mean[c], true, g, c) / m;                    \
-        }                                                                               \
+        mean[c] = bn_sum_##SUF(x, NULL, 0.0, false, g, xc) / m;                         \
+        var[c] = bn_sum_##SUF(x, NULL, mean[c], true, g, xc) / m;                       \
     }                                                                                   \
                                                                                         \
-    /* y = (x - mean) * (invstd * w) + b, per channel, in T. */                         \
+    /* Training statistics of every channel, both double. */                           \
+    static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
+    {                                                                                   \
+        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
+        for (int64_t c = 0; c < g.c; c++) bn_stats_chan_##SUF(x, g, c, c, mean, var);   \
+    }                                                                                   \
+                                                                                        \
+    /* One row of channel c: o = (p - mean) * (invstd * w) + b, in T. */                \
+    static void bn_row_##SUF(const T *p, int64_t s, int64_t c, const double *mean,      \
+                             const double *invstd, const T *w, const T *b, T *o)        \
+    {                                                                                   \
+        const T mu = (T)mean[c], k = (T)(invstd[c] * (w ? (double)w[c] : 1.0));         \
+        const T sh = b ? b[c] : (T)0;                                                   \
+        for (int64_t i = 0; i < s; i++) o[i] = (p[i] - mu) * k + sh;                    \
+    }                                                                                   \
+                                                                                        \
     static void bn_apply_##SUF(const T *x, bn_geom g, const double *mean,               \
                                const double *invstd, const T *w, const T *b, T *y)      \
     {                                                                                   \
         _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t r = 0; r < g.n * g.c; r++) {                                       \
-            const int64_t c = r % g.c;                                                  \
-            const T mu = (T)mean[c], k = (T)(invstd[c] * (w ? (double)w[c] : 1.0));     \
-            const T sh = b ? b[c] : (T)0;                                               \
-            const T *p = x + r * g.s;                                                   \
-            T *o = y + r * g.s;                                                         \
-            for (int64_t i = 0; i < g.s; i++) o[i] = (p[i] - mu) * k + sh;              \
+        for (int64_t r = 0; r < g.n * g.c; r++)                                         \
+            bn_row_##SUF(x + r * g.s, g.s, r % g.c, mean, invstd, w, b, y + r * g.s);   \
+    }                                                                                   \
+                                                                                        \
+    /* Channel c's gradients from its values in x and gr at channel index xc        \
+     * (as bn_stats_chan): dx's rows there (when dx != NULL; dx may be gr),         \
+     * dw[c] and db[c] (when not NULL). */                                           \
+    static void bn_grads_chan_##SUF(const T *x, const T *gr, bn_geom g, int64_t xc,     \
+                                    int64_t c, const double *mean, const double *invstd,\
+                                    const T *w, bool training, T *dx, double *dw,       \
+                                    double *db)                                         \
+    {                                                                                   \
+        const double m = (double)(g.n * g.s);                                           \
+        /* sum g: the centred sum of g about 0 (x = g, no weights) */                  \
+        const double sg = bn_sum_##SUF(gr, NULL, 0.0, false, g, xc);                    \
+        const double sgx = bn_sum_##SUF(x, gr, mean[c], false, g, xc);                  \
+        if (db) db[c] = sg;                                                             \
+        if (dw) dw[c] = sgx * invstd[c];                                                \
+        if (!dx) return;                                                                \
+        const double k = invstd[c] * (w ? (double)w[c] : 1.0);                          \
+        const T kt = (T)k, mu = (T)mean[c];                                             \
+        const T a = training ? (T)(sg / m) : (T)0;                                      \
+        const T bc = training ? (T)(invstd[c] * invstd[c] * sgx / m) : (T)0;            \
+        for (int64_t n = 0; n < g.n; n++) {                                             \
+            const int64_t off = (n * g.c + xc) * g.s;                                   \
+            const T *p = x + off, *q = gr + off;                                        \
+            T *o = dx + off;                                                            \
+            for (int64_t i = 0; i < g.s; i++) o[i] = kt * (q[i] - a - (p[i] - mu) * bc); \
         }                                                                               \
     }                                                                                   \
                                                                                         \
@@ -117,30 +152,118 @@ static bn_geom geom_of(const tg_tensor *x)
                                const double *invstd, const T *w, bool training, T *dx,  \
                                double *dw, double *db)                                  \
     {                                                                                   \
-        const double m = (double)(g.n * g.s);                                           \
         _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t c = 0; c < g.c; c++) {                                             \
-            /* sum g: the centred sum of g about 0 (x = g, no weights) */              \
-            const double sg = bn_sum_##SUF(gr, NULL, 0.0, false, g, c);                 \
-            const double sgx = bn_sum_##SUF(x, gr, mean[c], false, g, c);               \
-            if (db) db[c] = sg;                                                         \
-            if (dw) dw[c] = sgx * invstd[c];                                            \
-            if (!dx) continue;                                                          \
-            const double k = invstd[c] * (w ? (double)w[c] : 1.0);                      \
-            const T kt = (T)k, mu = (T)mean[c];                                         \
-            const T a = training ? (T)(sg / m) : (T)0;                                  \
-            const T bc = training ? (T)(invstd[c] * invstd[c] * sgx / m) : (T)0;        \
-            for (int64_t n = 0; n < g.n; n++) {                                         \
-                const int64_t off = (n * g.c + c) * g.s;                                \
-                const T *p = x + off, *q = gr + off;                                    \
-                T *o = dx + off;                                                        \
-                for (int64_t i = 0; i < g.s; i++) o[i] = kt * (q[i] - a - (p[i] - mu) * bc); \
-            }                                                                           \
-        }                                                                               \
+        for (int64_t c = 0; c < g.c; c++)                                               \
+            bn_grads_chan_##SUF(x, gr, g, c, c, mean, invstd, w, training, dx, dw, db); \
     }
 
 BN_KERNELS(float, f32)
 BN_KERNELS(double, f64)
+
+/* ---- half x: one channel at a time ------------------------------------------- */
+
+/* With x in f16/bf16 (and the compute dtype f32), instead of an f32 copy of
+ * the whole tensor (and of dy and of the output), each thread converts one
+ * channel's N*S values into its scratch buffer, runs the f32 kernels above
+ * on that copy and rounds the channel's output rows into the result: the same
+ * arithmetic on the same values, so the same bits, with one pass over the
+ * activation fewer each way and no tensor-sized buffers.  For contiguous
+ * tensors whose channel fits BN_HALF_CHAN_MAX values. */
+#define BN_HALF_CHAN_MAX ((int64_t)1 << 20)
+
+static bool half_channels(const tg_tensor *t, bn_geom g)
+{
+    return t && (t->dtype == TG_F16 || t->dtype == TG_BF16) && tg_tensor_is_contiguous(t) &&
+           g.n * g.s <= BN_HALF_CHAN_MAX;
+}
+
+/* Channel c of t (N, C, S; f16, bf16 or f32, contiguous) to or from the
+ * f32 rows buf (N, S). */
+static void chan_rows(tg_tensor *t, bn_geom g, int64_t c, float *buf, bool to_buf)
+{
+    for (int64_t n = 0; n < g.n; n++) {
+        const int64_t off = (n * g.c + c) * g.s;
+        float *row = buf + n * g.s;
+        if (t->dtype == TG_F32) {
+            float *e = (float *)tg_tensor_data(t) + off;
+            memcpy(to_buf ? row : e, to_buf ? e : row, (size_t)g.s * sizeof(float));
+        } else if (to_buf) {
+            tg__half_to_f32_n(t->dtype, (const uint16_t *)tg_tensor_cdata(t) + off, row, g.s, true);
+        } else {
+            tg__f32_to_half_n(t->dtype, row, (uint16_t *)tg_tensor_data(t) + off, g.s, true);
+        }
+    }
+}
+
+/* The channel loop shared by forward and backward: fn(job, c, bufs) for each
+ * channel, with one (two when two_bufs) f32 buffers of N*S values per thread. */
+static int for_channels(bn_geom g, bool two_bufs, void (*fn)(void *job, int64_t c, float **bufs),
+                        void *job)
+{
+    int rc = TG_OK;
+    const size_t bytes = (size_t)(g.n * g.s) * sizeof(float);
+#pragma omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)
+    for (int64_t c = 0; c < g.c; c++) {
+        float *bufs[2] = {tg__conv_scratch(0, bytes), two_bufs ? tg__conv_scratch(1, bytes) : NULL};
+        if (!bufs[0] || (two_bufs && !bufs[1])) {
+#pragma omp atomic write
+            rc = TG_ENOMEM;
+            continue;
+        }
+        fn(job, c, bufs);
+    }
+    TG_CHECK(rc == TG_OK, rc, "batch_norm: out of memory for a channel's f32 copy (%lld values)",
+             (long long)(g.n * g.s));
+    return TG_OK;
+}
+
+typedef struct bn_half_fwd {
+    tg_tensor *x, *y;
+    bn_geom g;
+    bool training;
+    double eps;
+    const float *w, *b;
+    double *mean, *var, *invstd;
+} bn_half_fwd;
+
+static void half_forward_chan(void *job, int64_t c, float **bufs)
+{
+    const bn_half_fwd *j = job;
+    const bn_geom g = j->g, g1 = {g.n, 1, g.s};
+    float *buf = bufs[0];
+    chan_rows(j->x, g, c, buf, true);
+    if (j->training) bn_stats_chan_f32(buf, g1, 0, c, j->mean, j->var);
+    j->invstd[c] = 1.0 / sqrt(j->var[c] + j->eps);
+    for (int64_t n = 0; n < g.n; n++)
+        bn_row_f32(buf + n * g.s, g.s, c, j->mean, j->invstd, j->w, j->b, buf + n * g.s);
+    chan_rows(j->y, g, c, buf, false);
+}
+
+typedef struct bn_half_bwd {
+    tg_tensor *x, *gy, *dx;   /* dx: NULL, or gy itself (in place) */
+    bn_geom g;
+    bool training;
+    const float *w;
+    const double *mean, *invstd;
+    double *dw, *db;
+} bn_half_bwd;
+
+static void half_backward_chan(void *job, int64_t c, float **bufs)
+{
+    const bn_half_bwd *j = job;
+    const bn_geom g = j->g, g1 = {g.n, 1, g.s};
+    chan_rows(j->x, g, c, bufs[0], true);
+    chan_rows(j->gy, g, c, bufs[1], true);
+    bn_grads_chan_f32(bufs[0], bufs[1], g1, 0, c, j->mean, j->invstd, j->w, j->training,
+                      j->dx ? bufs[1] : NULL, j->dw, j->db);
+    if (j->dx) chan_rows(j->dx, g, c, bufs[1], false);
+}
+
+#define TRY_GOTO(expr)                                                        \
+    do {                                                                      \
+        rc = (expr);                                                          \
+        if (rc < 0) goto done;                                                \
+    } while (0)
 
 /* ---- forward ------------------------------------------------------------------- */
 
@@ -222,22 +345,31 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     double *stats = tg__malloc((size_t)(3 * (g.c > 0 ? g.c : 1)) * sizeof(double));
     void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL;
     tg_tensor *y = tg__tensor_uninit(odt, x->ndim, x->shape), *tm = NULL, *ti = NULL;
-    const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
-    const void *bb = tg__conv_input(b, cdt, &bo);
-    void *yb = tg__conv_output(y, cdt, &yo);
-    if (!stats || !y || !xb || (w && !wb) || (b && !bb) || !yb) goto done;
+    const bool by_chan = !f64 && half_channels(x, g);   /* x is read channel by channel */
+    const void *xb = by_chan ? NULL : tg__conv_input(x, cdt, &xo);
+    const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
+    void *yb = by_chan ? NULL : tg__conv_output(y, cdt, &yo);
+    if (!stats || !y || (!by_chan && (!xb || !yb)) || (w && !wb) || (b && !bb)) goto done;
     double *mean = stats, *var = stats + g.c, *invstd = stats + 2 * g.c;
-    if (p->training) {
-        if (f64) bn_stats_f64(xb, g, mean, var);
-        else bn_stats_f32(xb, g, mean, var);
-    } else {
+    if (!p->training) {
         tg__gather(p->running_mean, TG_F64, mean);
         tg__gather(p->running_var, TG_F64, var);
     }
-    for (int64_t c = 0; c < g.c; c++) invstd[c] = 1.0 / sqrt(var[c] + p->eps);
-    if (f64) bn_apply_f64(xb, g, mean, invstd, wb, bb, yb);
-    else bn_apply_f32(xb, g, mean, invstd, wb, bb, yb);
-    if (yo) tg__scatter(y, cdt, yo);
+    if (by_chan) {
+        bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
+                         .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
+        TRY_GOTO(for_channels(g, false, half_forward_chan, &j));
+    } else {
+        if (p->training) {
+            if (f64) bn_stats_f64(xb, g, mean, var);
+            else bn_stats_f32(xb, g, mean, var);
+        }
+        for (int64_t c = 0; c < g.c; c++) invstd[c] = 1.0 / sqrt(var[c] + p->eps);
+        if (f64) bn_apply_f64(xb, g, mean, invstd, wb, bb, yb);
+        else bn_apply_f32(xb, g, mean, invstd, wb, bb, yb);
+        if (yo) tg__scatter(y, cdt, yo);
+    }
+    rc = TG_ENOMEM;
     if (ctx && (!(tm = vec_of(cdt, g.c, mean)) || !(ti = vec_of(cdt, g.c, invstd)))) goto done;
     if (p->training) {   /* last, so that a failure above leaves the buffers as they were */
         const double mm = (double)(g.n * g.s);
@@ -291,11 +423,6 @@ static int channel_sum(tg_tensor **out, tg_tensor *t, tg_dtype dt)
     return rc;
 }
 
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* The gradients as differentiable ops (create_graph). */
 static int backward_ops(tg_ctx *ctx, const bn_params *p, tg_tensor *g, tg_tensor *x,
@@ -368,16 +495,30 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
     const bool in_place = need_dx && tg__grad_is_reusable(gy, x->dtype, x);
     tg_tensor *dx = !need_dx ? NULL : in_place ? tg_tensor_retain(gy)
                                                : tg__tensor_uninit(x->dtype, x->ndim, x->shape);
-    const void *xb = tg__conv_input(x, cdt, &xo), *gb = tg__conv_input(gy, cdt, &go);
+    /* half x and gy of one dtype: channel by channel (dx's rows are written
+     * after the channel's sums, from the f32 copies) */
+    const bool by_chan = !f64 && half_channels(x, g) && half_channels(gy, g) &&
+                         gy->dtype == x->dtype;
+    const void *xb = by_chan ? NULL : tg__conv_input(x, cdt, &xo);
+    const void *gb = by_chan ? NULL : tg__conv_input(gy, cdt, &go);
     const void *wb = tg__conv_input(w, cdt, &wo);
-    void *dxb = tg__conv_output(dx, cdt, &dxo);
-    if (!st || (need_dx && (!dx || !dxb)) || !xb || !gb || (w && !wb)) goto done;
+    void *dxb = by_chan ? NULL : tg__conv_output(dx, cdt, &dxo);
+    if (!st || (need_dx && (!dx || (!by_chan && !dxb))) || (!by_chan && (!xb || !gb)) ||
+        (w && !wb))
+        goto done;
     double *mu = st, *inv = st + g.c, *dw = st + 2 * g.c, *db = st + 3 * g.c;
     tg__gather(mean, TG_F64, mu);
     tg__gather(invstd, TG_F64, inv);
-    if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
-    else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
-    if (dxo) tg__scatter(dx, cdt, dxo);
+    if (by_chan) {
+        bn_half_bwd j = {.x = x, .gy = gy, .dx = dx, .g = g, .training = p->training, .w = wb,
+                         .mean = mu, .invstd = inv, .dw = dw, .db = db};
+        TRY_GOTO(for_channels(g, true, half_backward_chan, &j));
+    } else {
+        if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
+        else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
+        if (dxo) tg__scatter(dx, cdt, dxo);
+    }
+    rc = TG_ENOMEM;
     if (need_dw && !(gin[1] = vec_of(w->dtype, g.c, dw))) goto done;
     if (need_db) {
         if (!(gin[2] = vec_of(ctx->in_meta[2].dtype, g.c, db))) goto done;
