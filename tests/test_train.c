@@ -170,3 +170,38 @@ Test(train, options_mismatch_refuses_to_resume)
     unlink(path);
     tg_dataset_release(ds);
 }
+
+/* --amp keeps f32 master weights and computes in half: the generator's
+ * output (after two ConvTranspose layers, PROMOTE ops) is half under the
+ * trainer's autocast, its parameters and their gradients stay f32, and
+ * without --amp nothing is half. */
+Test(train, amp_generator_runs_half_on_f32_master_weights)
+{
+    tg_dataset *ds = synthetic();
+    const tg_dtype amps[3] = {TG_F32, TG_BF16, TG_F16};
+    for (int a = 0; a < 3; a++) {
+        dcgan_opts o = tiny(DCGAN_LOSS_BCE);
+        o.amp = amps[a];
+        dcgan_trainer *t;
+        cr_assert(eq(int, dcgan_trainer_new(&t, &o, ds), 0), "%s", tg_error_message());
+        cr_assert(eq(int, tg_module_is_autocast_weights(t->gen), amps[a] != TG_F32));
+        double d, g;
+        cr_assert(eq(int, dcgan_trainer_step(t, &d, &g), 1), "%s", tg_error_message());
+        tg_tensor *z = NULL, *y = NULL, **params;
+        int n;
+        cr_assert(eq(int, tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){4, o.arch.nz}), 0));
+        cr_assert(eq(int, forward(t, t->gen, &y, z), 0), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y), amps[a]), "--amp %s", tg_dtype_name(amps[a]));
+        cr_assert(eq(int, tg_module_parameters(t->gen, &params, &n), 0));
+        for (int i = 0; i < n; i++) {
+            cr_assert(eq(int, tg_tensor_dtype(params[i]), TG_F32));
+            tg_tensor *gr = tg_tensor_grad(params[i]);
+            cr_assert(gr != NULL && tg_tensor_dtype(gr) == TG_F32, "param %d", i);
+        }
+        free(params);
+        tg_tensor_release(y);
+        tg_tensor_release(z);
+        dcgan_trainer_free(t);
+    }
+    tg_dataset_release(ds);
+}
