@@ -190,6 +190,7 @@ static double conv_activate(double v, tg_activation act, double slope)
  * table), and one interleaving pass writes the image.  Each element still
  * gets its terms tap by tap from zero: the bits of the other paths. */
 #define TG__COL2IM_PHASES_MAX 64
+#define TG__COL2IM_PHASED_ROW 6   /* shortest column rows that go by phases */
 
 typedef struct col2im_phases {
     int64_t *r[3], *d[3];   /* per axis and tap: its phase and shift */
