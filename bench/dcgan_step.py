@@ -5,7 +5,9 @@ Both sides run the same step on the same models (examples/dcgan/model.h):
 fake = G(z); D step on bce(D(real), 1) + bce(D(fake.detach()), 0); G step on
 bce(D(fake), 1); Adam(lr 2e-4, betas (0.5, 0.999)); same batch, same threads.
 Each measurement is a fresh subprocess (so peak RSS is per implementation);
-the two alternate for --rounds rounds so that a busy machine slows both alike.
+the two alternate for --rounds rounds, each first in turn, so that a busy
+machine slows both alike; each ratio is also given within rounds (median and
+range of the per-round ratios).
 --omp-wait picks libgomp's OMP_WAIT_POLICY for both sides: passive (idle
 workers sleep at once: safe on a busy machine, but every parallel region then
 pays a thread wake-up), active, inherit (the environment's; unset is libgomp's
@@ -17,7 +19,7 @@ is flat: the largest RSS sampled after each of steps N+1..2N within 5% of the
 largest after steps 1..N (and the RSS after step 2N against after step N).  Targets are reported,
 not asserted: >= 2x PyTorch's images/s, <= 1/4 of its peak RSS.
 
-    /usr/bin/python3 bench/dcgan_step.py --ours build-ex/bench/dcgan_step --threads 2
+    /usr/bin/python3 bench/dcgan_step.py --ours build-rel/bench/dcgan_step --threads 2
 """
 import argparse
 import glob
@@ -149,21 +151,30 @@ def main():
             env["OMP_WAIT_POLICY"] = pol.upper()
         envs[pol] = env
     res = {(name, pol): [] for name in ("tapegrad", "pytorch") for pol in policies}
+    sides = [("tapegrad", [ours] + common),
+             ("pytorch", [sys.executable, os.path.abspath(__file__), "--worker", "torch"] + common)]
     for r in range(a.rounds):
         for pol in policies:
-            for name, cmd in (("tapegrad", [ours] + common),
-                              ("pytorch", [sys.executable, os.path.abspath(__file__),
-                                           "--worker", "torch"] + common)):
+            for name, cmd in sides if r % 2 == 0 else sides[::-1]:   # each first in turn
                 j = run(cmd, envs[pol])
                 res[(name, pol)].append(j)
                 print(f"round {r + 1} {pol:8s} {name:8s} {json.dumps(j)}", flush=True)
     summary(res, policies, a)
 
 
-def speed_line(label, ours, torch):
+def speed_line(label, ours, torch, rounds):
+    """ours / torch of the medians, and of the runs of each round (side by
+    side, so the VM's slow and fast spells cancel): their median and range."""
     speed = ours / torch
-    print(f"  {label}: tapegrad {ours:.1f} / pytorch {torch:.1f} images/s = {speed:.2f}x "
+    pr = sorted(rounds)
+    print(f"  {label}: tapegrad {ours:.1f} / pytorch {torch:.1f} images/s = {speed:.2f}x; "
+          f"within rounds {statistics.median(pr):.2f}x ({pr[0]:.2f}-{pr[-1]:.2f}) "
           f"(target >= 2x: {'met' if speed >= 2 else 'NOT met'})")
+
+
+def round_ratios(res, pol_ours, pol_torch):
+    return [o["images_per_s"] / t["images_per_s"]
+            for o, t in zip(res[("tapegrad", pol_ours)], res[("pytorch", pol_torch)])]
 
 
 def summary(res, policies, a):
@@ -174,12 +185,14 @@ def summary(res, policies, a):
         print(f"  {name:8s} OMP_WAIT_POLICY {pol:8s} {ips[(name, pol)]:9.1f} images/s   "
               f"peak RSS {max(j['peak_rss_mib'] for j in v):7.1f} MiB")
     for pol in policies:
-        speed_line(f"same policy ({pol})", ips[("tapegrad", pol)], ips[("pytorch", pol)])
+        speed_line(f"same policy ({pol})", ips[("tapegrad", pol)], ips[("pytorch", pol)],
+                   round_ratios(res, pol, pol))
     if len(policies) > 1:
         best = {n: max(policies, key=lambda p: ips[(n, p)]) for n in ("tapegrad", "pytorch")}
         speed_line(f"each at its faster policy (tapegrad {best['tapegrad']}, pytorch "
                    f"{best['pytorch']})", ips[("tapegrad", best["tapegrad"])],
-                   ips[("pytorch", best["pytorch"])])
+                   ips[("pytorch", best["pytorch"])],
+                   round_ratios(res, best["tapegrad"], best["pytorch"]))
     peak = {n: max(j["peak_rss_mib"] for (m, _), v in res.items() if m == n for j in v)
             for n in ("tapegrad", "pytorch")}
     mem = peak["tapegrad"] / peak["pytorch"]
