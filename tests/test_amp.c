@@ -802,6 +802,25 @@ Test(amp, half_reductions_make_no_full_size_copy)
     tg_tensor_release(xh), tg_tensor_release(xf);
 }
 
+/* lhs @ rhs (both of half dtype dt) is the f32 product of the same values
+ * rounded once to dt, bit for bit. */
+static void expect_half_matmul_rounds_once(tg_dtype dt, tg_tensor *lhs, tg_tensor *rhs,
+                                           const char *what, int i)
+{
+    tg_tensor *y = NULL, *lf = NULL, *rf = NULL, *yf = NULL, *yr = NULL;
+    cr_assert(eq(int, tg_matmul(&y, lhs, rhs), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_to_dtype(&lf, lhs, TG_F32), TG_OK));
+    cr_assert(eq(int, tg_to_dtype(&rf, rhs, TG_F32), TG_OK));
+    cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
+    cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
+    cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(yr)));
+    const size_t bytes = (size_t)tg_tensor_numel(y) * 2;
+    cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr), bytes), 0), "%s %s case %d",
+              tg_dtype_name(dt), what, i);
+    tg_tensor *all[] = {y, lf, rf, yf, yr};
+    for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
+}
+
 /* Half matmul operands in every layout (plain, transposed views, and a
  * sliced one that must be packed) give the f32 product of the same values
  * rounded once: the dense blocks are converted in bulk with their layout
@@ -820,18 +839,8 @@ Test(amp, half_matmul_operands_in_every_layout)
         cr_assert(eq(int, tg_slice(&sl, wide, 1, 0, 106, 2), TG_OK));   /* (37, 53), stride 2 */
         tg_tensor *lhs[3] = {a, at, sl}, *rhs[2] = {b, bt};
         for (int i = 0; i < 3; i++)
-            for (int j = 0; j < 2; j++) {
-                tg_tensor *y = NULL, *lf = NULL, *rf = NULL, *yf = NULL, *yr = NULL;
-                cr_assert(eq(int, tg_matmul(&y, lhs[i], rhs[j]), TG_OK), "%s", tg_error_message());
-                cr_assert(eq(int, tg_to_dtype(&lf, lhs[i], TG_F32), TG_OK));
-                cr_assert(eq(int, tg_to_dtype(&rf, rhs[j], TG_F32), TG_OK));
-                cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
-                cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
-                cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr), 37 * 29 * 2), 0),
-                          "%s lhs %d rhs %d", tg_dtype_name(dt), i, j);
-                tg_tensor *all[] = {y, lf, rf, yf, yr};
-                for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
-            }
+            for (int j = 0; j < 2; j++)
+                expect_half_matmul_rounds_once(dt, lhs[i], rhs[j], "layouts", 2 * i + j);
         tg_tensor *all[] = {a, b, at0, bt0, wide, at, bt, sl};
         for (size_t k = 0; k < 8; k++) tg_tensor_release(all[k]);
     }
@@ -851,20 +860,8 @@ Test(amp, half_matmul_row_and_column_operands)
         cr_assert(eq(int, tg_transpose(&col, row, 0, 1), TG_OK));     /* (53, 1), dense */
         cr_assert(eq(int, tg_slice(&scol, two, 1, 0, 1, 1), TG_OK));  /* (53, 1), row stride 2 */
         tg_tensor *lhs[3] = {a, row, a}, *rhs[3] = {col, scol, scol};
-        for (int i = 0; i < 3; i++) {
-            tg_tensor *y = NULL, *lf = NULL, *rf = NULL, *yf = NULL, *yr = NULL;
-            cr_assert(eq(int, tg_matmul(&y, lhs[i], rhs[i]), TG_OK), "%s", tg_error_message());
-            cr_assert(eq(int, tg_to_dtype(&lf, lhs[i], TG_F32), TG_OK));
-            cr_assert(eq(int, tg_to_dtype(&rf, rhs[i], TG_F32), TG_OK));
-            cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
-            cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
-            cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(yr)));
-            cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr),
-                                     (size_t)tg_tensor_numel(y) * 2), 0),
-                      "%s case %d", tg_dtype_name(dt), i);
-            tg_tensor *all[] = {y, lf, rf, yf, yr};
-            for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
-        }
+        for (int i = 0; i < 3; i++)
+            expect_half_matmul_rounds_once(dt, lhs[i], rhs[i], "vectors", i);
         tg_tensor *all[] = {a, row, two, col, scol};
         for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
     }

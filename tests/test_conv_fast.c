@@ -356,7 +356,7 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         {3, {5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 2, 1}, {{1, 1}, {0, 2}, {2, 0}}, 2},
         {2, {6, 9}, {2, 3}, {2, 1}, {1, 3}, {{0, 1}, {4, 4}}, 1},   /* stride 1, wide padding */
         {1, {40}, {3}, {4}, {5}, {{7, 9}}, 2},                        /* taps beyond the image */
-        {2, {20, 17}, {3, 2}, {9, 8}, {1, 1}, {{1, 2}, {0, 3}}, 1},   /* 72 phases: col2im's table */
+        {2, {20, 17}, {3, 2}, {9, 8}, {1, 1}, {{1, 2}, {0, 3}}, 1},   /* 72 phases: a table */
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int d = 0; d < 2; d++) {

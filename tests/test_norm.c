@@ -397,7 +397,8 @@ Test(norm, half_channels_same_bits_as_whole_copy)
                     if (ac) tg_autocast_end();
                     cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
                     cr_assert(eq(int, tg_tensor_dtype(y[r]), ac ? dt : TG_F32));
-                    if (!gy) gy = th_rand_uniform(tg_tensor_dtype(y[r]), 4, tg_tensor_shape(xv), 106);
+                    if (!gy)
+                        gy = th_rand_uniform(tg_tensor_dtype(y[r]), 4, tg_tensor_shape(xv), 106);
                     /* through sum(y * gy): dy arrives as a fresh tensor, which the
                      * fused backward overwrites with dx when it is half */
                     tg_tensor *z = NULL, *s = NULL;
