@@ -422,9 +422,11 @@ Test(norm, half_channels_same_bits_as_whole_copy)
                     cr_assert(eq(int, memcmp(tg_tensor_cdata(a), tg_tensor_cdata(c),
                                              (size_t)tg_tensor_numel(a) *
                                                  tg_dtype_size(tg_tensor_dtype(a))), 0),
-                              "%s autocast %d training %d: tensor %d", tg_dtype_name(dt), ac, tr, k);
+                              "%s autocast %d training %d: tensor %d", tg_dtype_name(dt), ac, tr,
+                              k);
                 }
-                for (int k = 0; k < 6; k++) tg_tensor_release(pairs[k][0]), tg_tensor_release(pairs[k][1]);
+                for (int k = 0; k < 6; k++)
+                    tg_tensor_release(pairs[k][0]), tg_tensor_release(pairs[k][1]);
                 tg_tensor *all[] = {base, xv, xc, w, b, gy};
                 for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
             }
