@@ -105,14 +105,16 @@ TG_API bool tg_module_is_training(const tg_module *m);
  * layers among m and its descendants cast their float weight and bias to the
  * autocast dtype at each forward inside an autocast scope.  The cast is
  * recorded on the tape, so the parameters stay the (f32) master weights and
- * their gradients arrive in their own dtype.  This is what makes a PROMOTE op
+ * their gradients arrive in their own dtype.  This is what lets a PROMOTE op
  * run in half precision under autocast: the op itself promotes (a bf16 x with
- * an f32 ConvTranspose weight gives f32), so without it a ConvTranspose layer
- * computes, saves and returns f32 whatever its input.  LOWER_PRECISION layers
- * (Linear, Conv) cast their inputs anyway; for them the flag changes nothing.
- * No effect outside autocast, on f64 parameters or on other modules
- * (BatchNorm keeps f32 affine parameters: it returns x's dtype under
- * autocast).  Off by default; the flag is set on m and every descendant. */
+ * an f32 ConvTranspose weight gives f32), so without the flag a ConvTranspose
+ * layer computes, saves and returns f32 whatever its input; with it, a half
+ * input gives a half result (an f32 input still gives f32, PROMOTE's rule,
+ * with the weight rounded to half).  LOWER_PRECISION layers (Linear, Conv)
+ * cast their inputs anyway: for them the flag changes no value.  No effect
+ * outside autocast, on f64 parameters or on other modules (BatchNorm keeps
+ * f32 affine parameters: it returns x's dtype under autocast).  Off by
+ * default; the call sets the flag on m and on the descendants it has now. */
 TG_API void tg_module_autocast_weights(tg_module *m, bool on);
 TG_API bool tg_module_is_autocast_weights(const tg_module *m);
 /* Clears the .grad of every parameter (set_to_none). */
