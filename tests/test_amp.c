@@ -925,6 +925,15 @@ Test(amp, autocast_weights_run_conv_transpose_in_half_with_f32_masters)
             cr_assert(eq(dbl, th_at(y_on, i), th_at(y_ref, i)), "%s y[%lld]", tg_dtype_name(dt),
                       (long long)i);
 
+        /* an f32 input still promotes to f32 (the weight rounded to half) */
+        tg_tensor *y_f32in = NULL;
+        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
+        rc = tg_module_forward(seq, &y_f32in, x0);
+        tg_autocast_end();
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y_f32in), TG_F32));
+        tg_tensor_release(y_f32in);
+
         /* gradients: f32 at the masters, the half gradients converted */
         tg_tensor *ys[2] = {y_on, y_ref};
         for (int j = 0; j < 2; j++) {
