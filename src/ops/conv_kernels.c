@@ -199,9 +199,10 @@ typedef struct col2im_phases {
     int64_t *buf;
 } col2im_phases;
 
-/* false (nothing to free) when the tap tables are off, or there are more
- * than TG__COL2IM_PHASES_MAX phases, or out of memory. */
-static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g)
+/* From the tap offsets of tp; false (nothing to free) when the tap tables
+ * are off, or there are more than TG__COL2IM_PHASES_MAX phases, or out of
+ * memory. */
+static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const conv_taps *tp)
 {
     const int64_t *s = g->stride;
     if (tap_tables_off || s[0] > TG__COL2IM_PHASES_MAX ||
@@ -217,7 +218,7 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g)
         ph->q[a] = p + 2 * g->k[a];
         p += 2 * g->k[a] + s[a];
         for (int64_t k = 0; k < g->k[a]; k++) {
-            const int64_t off = k * g->dil[a] - g->pad[a];
+            const int64_t off = tp->off[a][k];
             const int64_t r = ((off % s[a]) + s[a]) % s[a];
             ph->r[a][k] = r;
             ph->d[a][k] = (off - r) / s[a];

@@ -101,23 +101,13 @@ static void FN(im2col_batch)(const T *img, int64_t nb, int64_t c, const tg__conv
     }
 }
 
-/* The adjoint of im2col_batch (cols has row stride ld >= nb*O): img (nb, c, I)
- * with img[j, ch, i] = sum over taps k and positions o with
- * i = o*s - pad + k*d of cols[(ch, k), j*O + o].
- * Owner computes: the output planes img[j, ch] are split into blocks (one
- * channel with all its samples, or one (sample, channel) plane when there are
- * few channels), each block owned by one thread, which zeroes it and adds its
- * column entries tap by tap in the fixed order (k0, k1, k2).  No atomics, and
- * every element sums its terms in the same order for every thread count.
- * Reading cols row by row streams it sequentially (a gather over taps per
- * output element hops between K rows and measured 3x slower), while the
- * owned block (nb planes of I) stays in cache.  The per-axis runs of valid o
- * for each tap are tabulated once per call (conv_taps). */
 /* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
- * planes stored phase after phase (col2im_phases), then interleaved into img. */
+ * planes stored phase after phase (col2im_phases), then interleaved into img.
+ * Tap k's column positions inside the image are tp's runs [lo, hi) (the
+ * same as 0 <= o + d < q). */
 static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
-                              const col2im_phases *ph, int64_t ch, int64_t j0, int64_t jb,
-                              T *acc, T *img)
+                              const conv_taps *tp, const col2im_phases *ph, int64_t ch,
+                              int64_t j0, int64_t jb, T *acc, T *img)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -130,9 +120,8 @@ static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__co
             r[a] = ph->r[a][kk[a]];
             d[a] = ph->d[a][kk[a]];
             q[a] = ph->q[a][r[a]];
-            /* 0 <= o + d < q and 0 <= o < O */
-            lo[a] = d[a] < 0 ? -d[a] : 0;
-            hi[a] = q[a] - d[a] < oe[a] ? q[a] - d[a] : oe[a];
+            lo[a] = tp->lo[a][kk[a]];
+            hi[a] = tp->hi[a][kk[a]];
             empty |= lo[a] >= hi[a];
         }
         if (empty) continue;
@@ -174,6 +163,18 @@ static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__co
     }
 }
 
+/* The adjoint of im2col_batch (cols has row stride ld >= nb*O): img (nb, c, I)
+ * with img[j, ch, i] = sum over taps k and positions o with
+ * i = o*s - pad + k*d of cols[(ch, k), j*O + o].
+ * Owner computes: the output planes img[j, ch] are split into blocks (one
+ * channel with all its samples, or one (sample, channel) plane when there are
+ * few channels), each block owned by one thread, which zeroes it and adds its
+ * column entries tap by tap in the fixed order (k0, k1, k2).  No atomics, and
+ * every element sums its terms in the same order for every thread count.
+ * Reading cols row by row streams it sequentially (a gather over taps per
+ * output element hops between K rows and measured 3x slower), while the
+ * owned block (nb planes of I) stays in cache.  The per-axis runs of valid o
+ * for each tap are tabulated once per call (conv_taps). */
 static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
                             const tg__conv_geom *g, T *img)
 {
@@ -186,14 +187,11 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
      * first layer: each tap adds one element per loop) 2x slower and at 4x4
      * about 5% slower.  Otherwise the tap table of small planes, else row by
      * row. */
+    conv_taps tp;
+    if (conv_taps_init(&tp, g) < 0) return TG_ENOMEM;
     col2im_phases ph;
     const bool phased = jb * isz <= ((int64_t)1 << 16) && oe[2] >= TG__COL2IM_PHASED_ROW &&
-                        col2im_phases_init(&ph, g);
-    conv_taps tp;
-    if (conv_taps_init(&tp, g) < 0) {
-        if (phased) free(ph.buf);
-        return TG_ENOMEM;
-    }
+                        col2im_phases_init(&ph, g, &tp);
     int32_t *tab = phased ? NULL : tap_table_new(g);
     /* the table's block summing buffer: at most 64 Ki elements (in L2) */
     const bool padded = tab && jb * (isz + 1) <= ((int64_t)1 << 16);
@@ -206,7 +204,7 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
         if (phased) {
             T *acc = tg__conv_scratch(2, (size_t)(jb * isz) * sizeof(T));
             if (acc) {
-                FN(col2im_phased)(cols, ld, c, g, &ph, ch, j0, jb, acc, img);
+                FN(col2im_phased)(cols, ld, c, g, &tp, &ph, ch, j0, jb, acc, img);
                 continue;
             }
         }
