@@ -177,21 +177,19 @@ static bool half_channels(const tg_tensor *t, bn_geom g)
            g.n * g.s <= BN_HALF_CHAN_MAX;
 }
 
-/* Channel c of t (N, C, S; f16, bf16 or f32, contiguous) to or from the
- * f32 rows buf (N, S). */
+/* Channel c of t (N, C, S, contiguous) to or from the f32 rows buf (N, S):
+ * from a half t (x, dy), or into a half or f32 one (the output). */
 static void chan_rows(tg_tensor *t, bn_geom g, int64_t c, float *buf, bool to_buf)
 {
     for (int64_t n = 0; n < g.n; n++) {
         const int64_t off = (n * g.c + c) * g.s;
         float *row = buf + n * g.s;
-        if (t->dtype == TG_F32) {
-            float *e = (float *)tg_tensor_data(t) + off;
-            memcpy(to_buf ? row : e, to_buf ? e : row, (size_t)g.s * sizeof(float));
-        } else if (to_buf) {
+        if (to_buf)
             tg__half_to_f32_n(t->dtype, (const uint16_t *)tg_tensor_cdata(t) + off, row, g.s, true);
-        } else {
+        else if (t->dtype == TG_F32)
+            memcpy((float *)tg_tensor_data(t) + off, row, (size_t)g.s * sizeof(float));
+        else
             tg__f32_to_half_n(t->dtype, row, (uint16_t *)tg_tensor_data(t) + off, g.s, true);
-        }
     }
 }
 
