@@ -18,6 +18,7 @@
 #include "ops/conv_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
+#include "tapegrad/ops.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double rnd(void) { return th_uniform_pm1(&rng); }
@@ -391,4 +392,107 @@ Test(conv_fast, tap_table_same_bits_as_rows)
             }
             tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(xt), tg_tensor_release(u);
         }
+}
+
+/* A random half tensor of shape s twice: contiguous (*c) and as a strided
+ * view of the same values (*v, batch and channel axes swapped in memory). */
+static void half_pair(tg_dtype dt, int nd, const int64_t *s, tg_tensor **c, tg_tensor **v)
+{
+    int64_t bs[5];
+    memcpy(bs, s, sizeof(int64_t) * (size_t)nd);
+    bs[0] = s[1];
+    bs[1] = s[0];
+    tg_tensor *base = mk_rand(dt, nd, bs), *vt = NULL, *cc = NULL;
+    cr_assert(eq(int, tg_transpose(&vt, base, 0, 1), TG_OK));
+    cr_assert(eq(int, tg_contiguous(&cc, vt), TG_OK));
+    cr_assert(not(tg_tensor_is_contiguous(vt)));
+    tg_tensor_release(base);
+    cr_assert(eq(int, tg_tensor_detach(c, cc), TG_OK));
+    cr_assert(eq(int, tg_tensor_detach(v, vt), TG_OK));
+    tg_tensor_release(cc);
+    tg_tensor_release(vt);
+    tg_tensor_set_requires_grad(*c, true);
+    tg_tensor_set_requires_grad(*v, true);
+}
+
+/* conv(x), conv_transpose(xt), conv_weight_grad(x, u) and the gradients
+ * (x, w) of both convs against random output gradients: 7 tensors. */
+static void half_ops(tg_tensor *x, tg_tensor *xt, tg_tensor *u, tg_tensor *w,
+                     const tg_conv_params *p, tg_tensor **out)
+{
+    tg_tensor *y[2] = {NULL, NULL}, *in[2][2] = {{x, w}, {xt, w}};
+    cr_assert(eq(int, tg_conv(&y[0], x, w, NULL, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_conv_transpose(&y[1], xt, w, NULL, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_conv_weight_grad(&out[2], x, u, tg_tensor_ndim(w), tg_tensor_shape(w), p),
+                 TG_OK), "%s", tg_error_message());
+    for (int k = 0; k < 2; k++) {
+        uint64_t keep = rng;   /* the same output gradient in both runs */
+        tg_tensor *r = mk_rand(tg_tensor_dtype(y[k]), tg_tensor_ndim(y[k]), tg_tensor_shape(y[k]));
+        rng = keep;
+        cr_assert(eq(int, tg_grad(out + 3 + 2 * k, 1, &y[k], &r, 2, in[k], NULL), TG_OK), "%s",
+                  tg_error_message());
+        tg_tensor_release(r);
+        out[k] = y[k];
+    }
+}
+
+/* Contiguous f16/bf16 activations are read in place by the GEMM kernels,
+ * converted chunk by chunk (im2col's planes, pack's rows, or one chunk at a
+ * time for large planes; the phase kernel converts x whole).  A strided view
+ * of the same values takes the whole-tensor f32 copy.  Both give the same
+ * bits: the forwards, the weight gradient op, and the backwards of conv and
+ * conv_transpose (the latter fused), with several samples per chunk and one,
+ * over the table path of small and large planes, the row path, a pointwise
+ * kernel and the phase kernel. */
+Test(conv_fast, half_inputs_read_in_place_same_bits_as_whole_copy)
+{
+    struct { int nsp; int64_t cin, cout, img[3], k[3], stride[3], dil[3], pad[3]; int64_t groups; } cs[] = {
+        {2, 6, 4, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, 1},      /* DCGAN's: small planes */
+        {1, 4, 6, {4500}, {5}, {150}, {1}, {0}, 2},                    /* a plane over 4096 */
+        {2, 4, 6, {9, 40}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, 1},       /* rows of 38: row path */
+        {2, 4, 6, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, 1},        /* pointwise */
+        {3, 4, 6, {5, 6, 7}, {2, 3, 2}, {2, 1, 2}, {1, 2, 1}, {1, 0, 2}, 2},
+        {2, 48, 8, {32, 32}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, 1},     /* conv_transpose by phases */
+    };
+    const tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int h = 0; h < 2; h++)
+            for (int64_t chunk = 0; chunk <= 2; chunk++) {
+                const tg_dtype dt = halves[h];
+                const int nsp = cs[c].nsp;
+                tg_conv_params p = TG_CONV_PARAMS_INIT;
+                p.groups = cs[c].groups;
+                int64_t xs[5] = {3, cs[c].cin}, ws[5] = {cs[c].cout, cs[c].cin / cs[c].groups};
+                int64_t ys[5] = {3, cs[c].cout};
+                for (int a = 0; a < nsp; a++) {
+                    p.stride[a] = cs[c].stride[a];
+                    p.dilation[a] = cs[c].dil[a];
+                    p.padding[a][0] = p.padding[a][1] = cs[c].pad[a];
+                    xs[2 + a] = cs[c].img[a];
+                    ws[2 + a] = cs[c].k[a];
+                }
+                cr_assert(eq(int, tg_conv_output_size(ys + 2, nsp, xs + 2, ws + 2, &p), TG_OK),
+                          "%s", tg_error_message());
+                tg_tensor *x[2], *xt[2], *u[2], *w = mk_rand(dt, 2 + nsp, ws);
+                half_pair(dt, 2 + nsp, xs, &x[0], &x[1]);
+                half_pair(dt, 2 + nsp, ys, &xt[0], &xt[1]);
+                half_pair(dt, 2 + nsp, ys, &u[0], &u[1]);
+                tg_tensor_set_requires_grad(w, true);
+                tg_tensor *out[2][7];
+                tg__conv_set_chunk(chunk);
+                for (int r = 0; r < 2; r++) half_ops(x[r], xt[r], u[r], w, &p, out[r]);
+                tg__conv_set_chunk(0);
+                for (int k = 0; k < 7; k++) {
+                    cr_assert(eq(int, tg_tensor_dtype(out[0][k]), dt));
+                    cr_assert(eq(i64, tg_tensor_numel(out[0][k]), tg_tensor_numel(out[1][k])));
+                    cr_assert(eq(int, memcmp(tg_tensor_data(out[0][k]), tg_tensor_data(out[1][k]),
+                                             (size_t)tg_tensor_numel(out[0][k]) * 2), 0),
+                              "case %zu %s chunk %lld output %d", c, tg_dtype_name(dt),
+                              (long long)chunk, k);
+                    tg_tensor_release(out[0][k]), tg_tensor_release(out[1][k]);
+                }
+                for (int r = 0; r < 2; r++)
+                    tg_tensor_release(x[r]), tg_tensor_release(xt[r]), tg_tensor_release(u[r]);
+                tg_tensor_release(w);
+            }
 }

@@ -35,6 +35,26 @@ const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned)
     return *owned;
 }
 
+static bool is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
+
+void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_tensor *b,
+                   const void **ab, const void **bb, void **ao, void **bo)
+{
+    if (cdt == TG_F32 && is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
+        (!b || (b->dtype == a->dtype && tg_tensor_is_contiguous(b)))) {
+        g->half_in = a->dtype;
+        *ao = NULL;
+        *ab = tg_tensor_cdata(a);
+        if (b) {
+            *bo = NULL;
+            *bb = tg_tensor_cdata(b);
+        }
+        return;
+    }
+    *ab = tg__conv_input(a, cdt, ao);
+    if (b) *bb = tg__conv_input(b, cdt, bo);
+}
+
 void *tg__conv_output(tg_tensor *t, tg_dtype cdt, void **owned)
 {
     *owned = NULL;
@@ -100,8 +120,13 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
      * rounded once by the final scatter. */
     void *yo, *yb = tg__conv_output(y, cdt, &yo);
     void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
-    const void *xb = tg__conv_input(x, cdt, &xo), *wb = tg__conv_input(w, cdt, &wo);
-    const void *bb = tg__conv_input(b, cdt, &bo);
+    const void *xb;
+    /* The GEMM kernels read half x as they go; the reference path takes f32. */
+    if (transpose && tg__conv_resolve_algo(p->algo) == TG_CONV_ALGO_REFERENCE)
+        xb = tg__conv_input(x, cdt, &xo);
+    else
+        tg__conv_acts(&g, cdt, x, NULL, &xb, NULL, &xo, NULL);
+    const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
     int rc = TG_ENOMEM;
     if (!yb || !xb || !wb || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
@@ -205,8 +230,8 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
     void *dxo, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
     void *dxb = tg__conv_output(dx, cdt, &dxo), *dwb = tg__conv_output(dw, cdt, &dwo);
-    const void *zb = tg__conv_input(gy, cdt, &zo), *wb = tg__conv_input(w, cdt, &wo);
-    const void *ub = tg__conv_input(x, cdt, &uo);
+    const void *zb, *ub, *wb = tg__conv_input(w, cdt, &wo);
+    tg__conv_acts(&g, cdt, gy, x, &zb, &ub, &zo, &uo);
     int rc = TG_ENOMEM;
     if (dxb && dwb && zb && wb && ub)
         rc = tg__conv_and_weight_grad_raw(cdt, &g, zb, wb, ub, dxb, dwb);

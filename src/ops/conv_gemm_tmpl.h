@@ -9,7 +9,8 @@
  * from its peak.  The chunk's activations are first permuted from (nb, C, S)
  * to (C, nb*S) (pack_cbs).  With nb = 1 that permutation is the identity and
  * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
- * no column buffer at all: its im2col is the image itself.
+ * no column buffer at all: its im2col is the image itself (both only for
+ * activations of the compute dtype: half ones are converted by these copies).
  * Threads: only OpenMP's.  The kernels run with OpenBLAS set to one thread
  * (conv_kernels.c), so OpenBLAS's pool never spins next to OpenMP's on the
  * same cores.  With two chunks or more, the chunks run in parallel, each on
@@ -56,13 +57,24 @@ static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
  * is n samples, N = n*O column positions. */
 
 /* cols (c_img*K, N) = im2col(z chunk), in scratch slot 0; a pointwise kernel
- * on one sample needs no copy (the columns are z itself).  NULL: no memory. */
-static const T *FN(chunk_cols)(const tg__conv_geom *g, const T *zb, int64_t n, int64_t N)
+ * on one sample of the compute dtype needs no copy (the columns are z
+ * itself).  NULL: no memory. */
+static const T *FN(chunk_cols)(const tg__conv_geom *g, const void *zb, int64_t n, int64_t N)
 {
-    if (tg__conv_is_pointwise(g) && n == 1) return zb;
+    if (tg__conv_is_pointwise(g) && n == 1 && !tg__conv_half_in(g)) return zb;
     T *c = tg__conv_scratch(0, (size_t)(g->c_img * tg__conv_prod3(g->k) * N) * sizeof(T));
-    if (c) FN(im2col_batch)(zb, n, g->c_img, g, c);
-    return c;
+    return c && FN(im2col_batch)(zb, n, g->c_img, g, c) == TG_OK ? c : NULL;
+}
+
+/* The chunk's activations u (n, c_col, S) as a GEMM operand (c_col, n*S):
+ * u itself for one sample of the compute dtype, else pack_cbs's copy in
+ * scratch slot 1.  NULL: no memory. */
+static const T *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int64_t n, int64_t N)
+{
+    if (n == 1 && !tg__conv_half_in(g)) return ub;
+    T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
+    if (p) FN(pack_cbs)(g, ub, n, g->c_col, N / n, p);
+    return p;
 }
 
 /* y chunk = unpack(yp); per group yp_g (c_col/G, N) = W_g (c_col/G, kk) @ cols_g,
@@ -82,17 +94,12 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
 
 /* Per group dW_g (c_col/G, kk) = up_g (c_col/G, N) @ cols_g^T, up = pack(u
  * chunk) in scratch slot 1: one chunk's share of the weight gradient. */
-static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const T *ub, int64_t n,
+static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub, int64_t n,
                            int64_t N, T *dw)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
-    const T *up = ub;
-    if (n > 1) {
-        T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-        if (!p) return TG_ENOMEM;
-        FN(pack_cbs)(ub, n, g->c_col, tg__conv_prod3(g->col), p);
-        up = p;
-    }
+    const T *up = FN(chunk_packed)(g, ub, n, N);
+    if (!up) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N, 0,
                      dw + gi * co * kk, kk);
@@ -106,11 +113,11 @@ static int64_t FN(cols_chunk)(const tg__conv_geom *g)
                                     (int64_t)sizeof(T));
 }
 
-static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
-                           T *dw);
+static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
+                           T *y, T *dw);
 
 /* Conv: per chunk, cols = im2col(x chunk), y chunk = W @ cols (per group). */
-static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+static int FN(conv_forward)(const tg__conv_geom *g, const void *x, const T *w, T *y)
 {
     return FN(conv_passes)(g, x, w, NULL, y, NULL);
 }
@@ -121,7 +128,8 @@ static int FN(conv_forward)(const tg__conv_geom *g, const T *x, const T *w, T *y
  * every y[i] from the column entries with i = o*stride - pad + k*dilation. */
 typedef struct FN(transpose_job) {
     const tg__conv_geom *g;
-    const T *x, *w;
+    const void *x;   /* an activation input */
+    const T *w;
     T *y;
     int64_t nc;   /* chunks */
 } FN(transpose_job);
@@ -131,7 +139,7 @@ static int FN(transpose_chunk)(void *job, int64_t c)
 {
     const FN(transpose_job) *j = job;
     const tg__conv_geom *g = j->g;
-    const T *x = j->x, *w = j->w;
+    const T *w = j->w;
     T *y = j->y;
     const int64_t nc = j->nc;
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
@@ -140,15 +148,9 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     int64_t b0, n;
     chunk_range(g->batch, nc, c, &b0, &n);
     const int64_t N = n * osz;
-    const T *xb = x + b0 * g->c_col * osz;
     T *yb = y + b0 * g->c_img * isz;
-    const T *xp = xb;
-    if (n > 1) {
-        T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-        if (!p) return TG_ENOMEM;
-        FN(pack_cbs)(xb, n, g->c_col, osz, p);
-        xp = p;
-    }
+    const T *xp = FN(chunk_packed)(g, in_at(g, j->x, sizeof(T), b0 * g->c_col * osz), n, N);
+    if (!xp) return TG_ENOMEM;
     /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
      * of cols are padded to ld = N + 16: col2im reads up to K rows at once,
      * and with N a multiple of 1024 (usual for power-of-two images) rows
@@ -163,7 +165,7 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     return direct ? TG_OK : FN(col2im_batch)(cols, ld, n, g->c_img, g, yb);
 }
 
-static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+static int FN(conv_transpose_fast)(const tg__conv_geom *g, const void *x, const T *w, T *y)
 {
     FN(transpose_job) j = {.g = g, .x = x, .w = w, .y = y,
                            .nc = chunk_count(g->batch, FN(cols_chunk)(g))};
@@ -173,7 +175,7 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const T *x, const T *
 /* Weight gradient: dW_g (c_col/G, c_img/G*K) = sum over chunks of
  * up_g (c_col/G, nb*O) @ cols_g^T (nb*O, c_img/G*K), with cols = im2col(z chunk)
  * and up = pack(u chunk), summed in chunk order (conv_passes). */
-static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, T *dw)
+static int FN(conv_weight_grad)(const tg__conv_geom *g, const void *z, const void *u, T *dw)
 {
     return FN(conv_passes)(g, z, NULL, u, NULL, dw);
 }
@@ -182,8 +184,8 @@ static int FN(conv_weight_grad)(const tg__conv_geom *g, const T *z, const T *u, 
  * conv_weight_grad(z, u) into dw (ConvTranspose's backward: z = dy, u = x).
  * Same GEMMs on the same buffers as the two separate kernels, so the same
  * bits. */
-static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T *w, const T *u,
-                                    T *y, T *dw)
+static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const void *z, const T *w,
+                                    const void *u, T *y, T *dw)
 {
     return FN(conv_passes)(g, z, w, u, y, dw);
 }
@@ -194,7 +196,8 @@ static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const T *z, const T 
  * number of threads and any wave size. */
 typedef struct FN(passes_job) {
     const tg__conv_geom *g;
-    const T *z, *w, *u;
+    const void *z, *u;   /* activation inputs */
+    const T *w;
     T *y, *dw;
     T *part;          /* a wave's weight-gradient partials, dwn elements each */
     int64_t dwn, nc, c0;   /* dW's size, the chunk count, the wave's first chunk */
@@ -210,16 +213,16 @@ static int FN(passes_chunk)(void *job, int64_t i)
     int64_t b0, n;
     chunk_range(g->batch, j->nc, c, &b0, &n);
     const int64_t N = n * osz;
-    const T *cols = FN(chunk_cols)(g, j->z + b0 * g->c_img * isz, n, N);
+    const T *cols = FN(chunk_cols)(g, in_at(g, j->z, sizeof(T), b0 * g->c_img * isz), n, N);
     if (!cols) return TG_ENOMEM;
     if (j->y) TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, j->y + b0 * g->c_col * osz));
     if (!j->dw) return TG_OK;
-    return FN(chunk_wgrad)(g, cols, j->u + b0 * g->c_col * osz, n, N,
+    return FN(chunk_wgrad)(g, cols, in_at(g, j->u, sizeof(T), b0 * g->c_col * osz), n, N,
                            c ? j->part + i * j->dwn : j->dw);
 }
 
-static int FN(conv_passes)(const tg__conv_geom *g, const T *z, const T *w, const T *u, T *y,
-                           T *dw)
+static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
+                           T *y, T *dw)
 {
     int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
     const int64_t dwn = g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k);

@@ -25,7 +25,18 @@ typedef struct tg__conv_geom {
     int64_t c_img, c_col;
     int64_t img[3], col[3], k[3];
     int64_t stride[3], dil[3], pad[3];   /* pad is the low padding */
+    /* TG_F16 or TG_BF16: the activation inputs (x of conv and conv_transpose,
+     * z and u of the weight gradient, all of this dtype) are half tensors that
+     * the f32 kernels convert chunk by chunk as they read them.  Any other
+     * value (a zero-initialised geometry has TG_F32): they are buffers of the
+     * compute dtype. */
+    tg_dtype half_in;
 } tg__conv_geom;
+
+static inline bool tg__conv_half_in(const tg__conv_geom *g)
+{
+    return g->half_in == TG_F16 || g->half_in == TG_BF16;
+}
 
 static inline int64_t tg__conv_prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
@@ -64,7 +75,7 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
     return true;
 }
 
-/* This thread's grow-only scratch buffer `slot` (0 or 1) of at least `bytes`;
+/* This thread's grow-only scratch buffer `slot` (0 to 3) of at least `bytes`;
  * NULL with TG_ENOMEM set.  Valid until the next call for the same slot. */
 void *tg__conv_scratch(int slot, size_t bytes);
 /* Frees this thread's scratch buffers (tests; threads that are done). */
@@ -79,7 +90,8 @@ void tg__conv_set_tap_tables(bool on);
 void tg__conv_set_part_bytes(int64_t bytes);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
- * type.  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
+ * type, except the activation inputs of a geometry with half_in set (dt is
+ * then TG_F32).  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
 
 /* y (B, c_col, col) = conv(x (B, c_img, img), w (c_col, c_img/G, K)). */
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
@@ -149,6 +161,13 @@ void *tg__conv_gather(const tg_tensor *t, tg_dtype cdt);
  * NULL) when t is contiguous of dtype cdt, else a copy that the caller frees
  * with tg__work_free(*owned).  NULL for t == NULL, or NULL with TG_ENOMEM set. */
 const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned);
+/* Buffers for the activation inputs a and b (b may be NULL, and then bb and
+ * bo too) of the GEMM kernels: when the compute dtype is f32 and both are contiguous half tensors
+ * of one dtype, their own data, read in place with g->half_in set (*ao = *bo
+ * = NULL); otherwise tg__conv_input's buffers (*ab / *bb NULL, with TG_ENOMEM
+ * set, when out of memory). */
+void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_tensor *b,
+                   const void **ab, const void **bb, void **ao, void **bo);
 /* The compute-dtype buffer an output t (may be NULL) is computed in: t's own
  * data when t has dtype cdt, else a new work buffer, also stored in *owned,
  * that the caller scatters into t (rounding once) and frees with

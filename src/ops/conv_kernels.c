@@ -2,7 +2,9 @@
  * and weight-gradient kernels on raw contiguous buffers, for float and double
  * (conv_kernels_tmpl.h: im2col/col2im/permutations; conv_gemm_tmpl.h: the GEMM
  * drivers; each included once per type), and the scratch buffers they share.
- * f16/bf16 callers convert to f32 first and round once at the end. */
+ * f16/bf16 activation inputs are converted to f32 chunk by chunk as the
+ * kernels read them (tg__conv_geom's half_in); f16/bf16 outputs are computed
+ * in f32 and rounded once by the callers. */
 #include <math.h>
 #include <string.h>
 
@@ -16,7 +18,9 @@
  * calls of the same shape allocate nothing.  A slot is only used between
  * taking it and the kernel's return; no kernel calls another while holding
  * one. */
-#define TG__CONV_SCRATCH_SLOTS 3   /* 2: conv_phase_tmpl.h's packed weights */
+/* 0: columns; 1: packed activations; 2: col2im's block sums and
+ * conv_phase_tmpl.h's packed weights; 3: a chunk of half input as f32. */
+#define TG__CONV_SCRATCH_SLOTS 4
 static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local int64_t chunk_override;
@@ -238,6 +242,28 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const 
     return true;
 }
 
+/* Activation inputs as the kernels read them: dst = elements [at, at + n)
+ * of src, converted from half when the geometry says so (exact: every half
+ * value is an f32 value), else copied.  tg__conv_in_at points at element at. */
+static void load_f32(const tg__conv_geom *g, const void *src, int64_t at, int64_t n, float *dst)
+{
+    if (tg__conv_half_in(g))
+        tg__half_to_f32_n(g->half_in, (const uint16_t *)src + at, dst, n, true);
+    else
+        memcpy(dst, (const float *)src + at, (size_t)n * sizeof(float));
+}
+
+static void load_f64(const tg__conv_geom *g, const void *src, int64_t at, int64_t n, double *dst)
+{
+    TG_ASSERT(!tg__conv_half_in(g));
+    memcpy(dst, (const double *)src + at, (size_t)n * sizeof(double));
+}
+
+static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, int64_t at)
+{
+    return (const char *)src + (size_t)at * (tg__conv_half_in(g) ? sizeof(uint16_t) : esize);
+}
+
 #define T float
 #define SUF f32
 #define GEMM cblas_sgemm
@@ -300,8 +326,18 @@ int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, con
 int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
                                 const void *w, void *y)
 {
-    if (tg__conv_phase_pays(g)) return tg__conv_transpose_phase_raw(dt, g, x, w, y);
-    return tg__conv_transpose_cols_raw(dt, g, x, w, y);
+    if (!tg__conv_phase_pays(g)) return tg__conv_transpose_cols_raw(dt, g, x, w, y);
+    if (!tg__conv_half_in(g)) return tg__conv_transpose_phase_raw(dt, g, x, w, y);
+    /* The phase kernel reads f32 only: x converted whole. */
+    const int64_t n = g->batch * g->c_col * tg__conv_prod3(g->col);
+    float *xf = tg__work_alloc((size_t)n * sizeof(float));
+    if (!xf) return TG_ENOMEM;
+    tg__half_to_f32_n(g->half_in, x, xf, n, true);
+    tg__conv_geom gf = *g;
+    gf.half_in = TG_F32;
+    int rc = tg__conv_transpose_phase_raw(dt, &gf, xf, w, y);
+    tg__work_free(xf);
+    return rc;
 }
 
 int tg__conv_transpose_cols_raw(tg_dtype dt, const tg__conv_geom *g, const void *x,
@@ -319,7 +355,7 @@ int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void
                                  const void *w, void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    TG_ASSERT(tg__conv_phase_applies(g));
+    TG_ASSERT(tg__conv_phase_applies(g) && !tg__conv_half_in(g));
     const int saved = blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_phase_f32(g, x, w, y)
                           : conv_transpose_phase_f64(g, x, w, y);

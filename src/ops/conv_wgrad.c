@@ -96,7 +96,8 @@ static int wgrad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
                : own ? tg__work_alloc((size_t)tg_tensor_numel(dw) * tg_dtype_size(cdt))
                      : tg_tensor_data(dw);
     void *zo, *uo;   /* owned copies, when z, u are not usable in place */
-    const void *zb = tg__conv_input(z, cdt, &zo), *ub = tg__conv_input(u, cdt, &uo);
+    const void *zb, *ub;
+    tg__conv_acts(&g, cdt, z, u, &zb, &ub, &zo, &uo);
     int rc = TG_ENOMEM;
     if (!db || !zb || !ub) goto done;
     rc = tg__conv_weight_grad_raw(cdt, &g, zb, ub, db);
