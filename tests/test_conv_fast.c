@@ -394,57 +394,60 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         }
 }
 
-/* A random half tensor of shape s twice: contiguous (*c) and as a strided
- * view of the same values (*v, batch and channel axes swapped in memory). */
-static void half_pair(tg_dtype dt, int nd, const int64_t *s, tg_tensor **c, tg_tensor **v)
+/* A random half tensor of shape s three times, as leaves that require
+ * grad: contiguous (v[0]), a strided view of the same values (v[1]: the
+ * first two axes swapped in memory, or every other element for one axis)
+ * and its f32 copy (v[2]). */
+static void half_triple(tg_dtype dt, int nd, const int64_t *s, tg_tensor **v)
 {
     int64_t bs[5];
     memcpy(bs, s, sizeof(int64_t) * (size_t)nd);
-    bs[0] = s[1];
-    bs[1] = s[0];
-    tg_tensor *base = mk_rand(dt, nd, bs), *vt = NULL, *cc = NULL;
-    cr_assert(eq(int, tg_transpose(&vt, base, 0, 1), TG_OK));
+    if (nd == 1) bs[0] = 2 * s[0];
+    else bs[0] = s[1], bs[1] = s[0];
+    tg_tensor *base = mk_rand(dt, nd, bs), *vt = NULL, *cc = NULL, *f = NULL;
+    cr_assert(eq(int, nd == 1 ? tg_slice(&vt, base, 0, 0, bs[0], 2) : tg_transpose(&vt, base, 0, 1),
+                 TG_OK));
     cr_assert(eq(int, tg_contiguous(&cc, vt), TG_OK));
     cr_assert(not(tg_tensor_is_contiguous(vt)));
+    cr_assert(eq(int, tg_tensor_to_dtype(&f, cc, TG_F32), TG_OK));
+    tg_tensor *src[3] = {cc, vt, f};
+    for (int k = 0; k < 3; k++) {
+        cr_assert(eq(int, tg_tensor_detach(&v[k], src[k]), TG_OK));
+        tg_tensor_set_requires_grad(v[k], true);
+        tg_tensor_release(src[k]);
+    }
     tg_tensor_release(base);
-    cr_assert(eq(int, tg_tensor_detach(c, cc), TG_OK));
-    cr_assert(eq(int, tg_tensor_detach(v, vt), TG_OK));
-    tg_tensor_release(cc);
-    tg_tensor_release(vt);
-    tg_tensor_set_requires_grad(*c, true);
-    tg_tensor_set_requires_grad(*v, true);
 }
 
-/* conv(x), conv_transpose(xt), conv_weight_grad(x, u) and the gradients
- * (x, w) of both convs against random output gradients: 7 tensors. */
-static void half_ops(tg_tensor *x, tg_tensor *xt, tg_tensor *u, tg_tensor *w,
-                     const tg_conv_params *p, tg_tensor **out)
+/* conv(x, w, b), conv_transpose(xt, w, bt), conv_weight_grad(x, u) and the
+ * gradients (x, w) of both convs for output gradients gy[0..1]: 7 tensors. */
+static void half_ops(tg_tensor *x, tg_tensor *xt, tg_tensor *u, tg_tensor *w, tg_tensor *b,
+                     tg_tensor *bt, tg_tensor *const *gy, const tg_conv_params *p, tg_tensor **out)
 {
     tg_tensor *y[2] = {NULL, NULL}, *in[2][2] = {{x, w}, {xt, w}};
-    cr_assert(eq(int, tg_conv(&y[0], x, w, NULL, p), TG_OK), "%s", tg_error_message());
-    cr_assert(eq(int, tg_conv_transpose(&y[1], xt, w, NULL, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_conv(&y[0], x, w, b, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_conv_transpose(&y[1], xt, w, bt, p), TG_OK), "%s", tg_error_message());
     cr_assert(eq(int, tg_conv_weight_grad(&out[2], x, u, tg_tensor_ndim(w), tg_tensor_shape(w), p),
                  TG_OK), "%s", tg_error_message());
     for (int k = 0; k < 2; k++) {
-        uint64_t keep = rng;   /* the same output gradient in both runs */
-        tg_tensor *r = mk_rand(tg_tensor_dtype(y[k]), tg_tensor_ndim(y[k]), tg_tensor_shape(y[k]));
-        rng = keep;
+        tg_tensor *r = gy[k];
         cr_assert(eq(int, tg_grad(out + 3 + 2 * k, 1, &y[k], &r, 2, in[k], NULL), TG_OK), "%s",
                   tg_error_message());
-        tg_tensor_release(r);
         out[k] = y[k];
     }
 }
 
-/* Contiguous f16/bf16 activations are read in place by the GEMM kernels,
- * converted chunk by chunk (im2col's planes, pack's rows, or one chunk at a
- * time for large planes; the phase kernel converts x whole).  A strided view
- * of the same values takes the whole-tensor f32 copy.  Both give the same
- * bits: the forwards, the weight gradient op, and the backwards of conv and
+/* The f16/bf16 GEMM kernels read contiguous half activations in place,
+ * converting chunk by chunk (im2col's planes, pack's rows, or one chunk at a
+ * time for large planes; the phase kernel converts x whole), and round their
+ * half outputs in chunk by chunk with the bias added (the phase kernel: whole).
+ * A strided x takes the whole-tensor f32 copy instead.  Either way every
+ * result must be the f32 computation on the same values, rounded once: the
+ * forwards with bias, the weight gradient op and the backwards of conv and
  * conv_transpose (the latter fused), with several samples per chunk and one,
  * over the table path of small and large planes, the row path, a pointwise
  * kernel and the phase kernel. */
-Test(conv_fast, half_inputs_read_in_place_same_bits_as_whole_copy)
+Test(conv_fast, half_kernels_round_the_f32_results)
 {
     struct { int nsp; int64_t cin, cout, img[3], k[3], stride[3], dil[3], pad[3]; int64_t groups; } cs[] = {
         {2, 6, 4, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, 1},      /* DCGAN's: small planes */
@@ -463,7 +466,7 @@ Test(conv_fast, half_inputs_read_in_place_same_bits_as_whole_copy)
                 tg_conv_params p = TG_CONV_PARAMS_INIT;
                 p.groups = cs[c].groups;
                 int64_t xs[5] = {3, cs[c].cin}, ws[5] = {cs[c].cout, cs[c].cin / cs[c].groups};
-                int64_t ys[5] = {3, cs[c].cout};
+                int64_t ys[5] = {3, cs[c].cout}, ts[5] = {3, cs[c].cin};
                 for (int a = 0; a < nsp; a++) {
                     p.stride[a] = cs[c].stride[a];
                     p.dilation[a] = cs[c].dil[a];
@@ -473,26 +476,43 @@ Test(conv_fast, half_inputs_read_in_place_same_bits_as_whole_copy)
                 }
                 cr_assert(eq(int, tg_conv_output_size(ys + 2, nsp, xs + 2, ws + 2, &p), TG_OK),
                           "%s", tg_error_message());
-                tg_tensor *x[2], *xt[2], *u[2], *w = mk_rand(dt, 2 + nsp, ws);
-                half_pair(dt, 2 + nsp, xs, &x[0], &x[1]);
-                half_pair(dt, 2 + nsp, ys, &xt[0], &xt[1]);
-                half_pair(dt, 2 + nsp, ys, &u[0], &u[1]);
-                tg_tensor_set_requires_grad(w, true);
-                tg_tensor *out[2][7];
+                for (int a = 0; a < nsp; a++)   /* conv_transpose(xt)'s extents */
+                    ts[2 + a] = (ys[2 + a] - 1) * p.stride[a] - 2 * p.padding[a][0] +
+                                p.dilation[a] * (ws[2 + a] - 1) + 1;
+                tg_tensor *x[3], *xt[3], *u[3], *w[3], *b[3], *bt[3], *gy[3], *gyt[3];
+                half_triple(dt, 2 + nsp, xs, x);
+                half_triple(dt, 2 + nsp, ys, xt);
+                half_triple(dt, 2 + nsp, ys, u);
+                half_triple(dt, 2 + nsp, ws, w);
+                half_triple(dt, 1, ws, b);
+                half_triple(dt, 1, ts + 1, bt);
+                half_triple(dt, 2 + nsp, ys, gy);
+                half_triple(dt, 2 + nsp, ts, gyt);
+                tg_tensor *out[3][7];
                 tg__conv_set_chunk(chunk);
-                for (int r = 0; r < 2; r++) half_ops(x[r], xt[r], u[r], w, &p, out[r]);
+                for (int r = 0; r < 3; r++) {
+                    /* the contiguous weights, biases and gradients: only x's layout varies */
+                    const int q = r == 1 ? 0 : r;
+                    tg_tensor *g2[2] = {gy[q], gyt[q]};
+                    half_ops(x[r], xt[r], u[r], w[q], b[q], bt[q], g2, &p, out[r]);
+                }
                 tg__conv_set_chunk(0);
                 for (int k = 0; k < 7; k++) {
-                    cr_assert(eq(int, tg_tensor_dtype(out[0][k]), dt));
-                    cr_assert(eq(i64, tg_tensor_numel(out[0][k]), tg_tensor_numel(out[1][k])));
-                    cr_assert(eq(int, memcmp(tg_tensor_data(out[0][k]), tg_tensor_data(out[1][k]),
-                                             (size_t)tg_tensor_numel(out[0][k]) * 2), 0),
-                              "case %zu %s chunk %lld output %d", c, tg_dtype_name(dt),
-                              (long long)chunk, k);
-                    tg_tensor_release(out[0][k]), tg_tensor_release(out[1][k]);
+                    tg_tensor *want = NULL;
+                    cr_assert(eq(int, tg_tensor_to_dtype(&want, out[2][k], dt), TG_OK));
+                    for (int r = 0; r < 2; r++) {
+                        cr_assert(eq(int, tg_tensor_dtype(out[r][k]), dt));
+                        cr_assert(eq(i64, tg_tensor_numel(out[r][k]), tg_tensor_numel(want)));
+                        cr_assert(eq(int, memcmp(tg_tensor_data(out[r][k]), tg_tensor_data(want),
+                                                 (size_t)tg_tensor_numel(want) * 2), 0),
+                                  "case %zu %s chunk %lld output %d, x %s", c, tg_dtype_name(dt),
+                                  (long long)chunk, k, r ? "strided" : "contiguous");
+                    }
+                    tg_tensor_release(want);
+                    for (int r = 0; r < 3; r++) tg_tensor_release(out[r][k]);
                 }
-                for (int r = 0; r < 2; r++)
-                    tg_tensor_release(x[r]), tg_tensor_release(xt[r]), tg_tensor_release(u[r]);
-                tg_tensor_release(w);
+                tg_tensor **all[] = {x, xt, u, w, b, bt, gy, gyt};
+                for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+                    for (int r = 0; r < 3; r++) tg_tensor_release(all[i][r]);
             }
 }

@@ -116,22 +116,28 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     int64_t spatial = 1;
     for (int a = 2; a < x->ndim; a++) spatial *= oshape[a];
     tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, oshape);
-    /* f32/f64 outputs are computed in place; f16/bf16 in an f32 buffer,
-     * rounded once by the final scatter. */
-    void *yo, *yb = tg__conv_output(y, cdt, &yo);
+    /* The GEMM kernels read half x as they go; the reference path takes f32. */
+    const bool gemm = !transpose || tg__conv_resolve_algo(p->algo) != TG_CONV_ALGO_REFERENCE;
     void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
     const void *xb;
-    /* The GEMM kernels read half x as they go; the reference path takes f32. */
-    if (transpose && tg__conv_resolve_algo(p->algo) == TG_CONV_ALGO_REFERENCE)
-        xb = tg__conv_input(x, cdt, &xo);
-    else
-        tg__conv_acts(&g, cdt, x, NULL, &xb, NULL, &xo, NULL);
+    if (gemm) tg__conv_acts(&g, cdt, x, NULL, &xb, NULL, &xo, NULL);
+    else xb = tg__conv_input(x, cdt, &xo);
     const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
+    /* f32/f64 outputs are computed in place.  f16/bf16 ones are rounded in
+     * chunk by chunk by the GEMM kernels, which add the bias (without an
+     * activation); else computed in an f32 buffer with the epilogue, rounded
+     * once by the final scatter. */
+    const bool half_out = y && gemm && y->dtype != cdt && p->act == TG_ACT_NONE;
+    if (half_out) {
+        g.half_out = y->dtype;
+        g.out_bias = bb;
+    }
+    void *yo = NULL, *yb = half_out ? tg_tensor_data(y) : tg__conv_output(y, cdt, &yo);
     int rc = TG_ENOMEM;
     if (!yb || !xb || !wb || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
     if (rc < 0) goto done;
-    if (bb || p->act != TG_ACT_NONE)
+    if (!half_out && (bb || p->act != TG_ACT_NONE))
         tg__conv_epilogue(cdt, yb, oshape[0], oshape[1], spatial, bb, p->act, p->act_slope);
     if (yo) tg__scatter(y, cdt, yo);
     if (ctx) {
@@ -228,8 +234,11 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
     tg_tensor *dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
-    void *dxo, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
-    void *dxb = tg__conv_output(dx, cdt, &dxo), *dwb = tg__conv_output(dw, cdt, &dwo);
+    void *dxo = NULL, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
+    /* half dx is rounded in chunk by chunk by the kernel */
+    if (dx && dx->dtype != cdt) g.half_out = dx->dtype;
+    void *dxb = tg__conv_half_out(&g) ? tg_tensor_data(dx) : tg__conv_output(dx, cdt, &dxo);
+    void *dwb = tg__conv_output(dw, cdt, &dwo);
     const void *zb, *ub, *wb = tg__conv_input(w, cdt, &wo);
     tg__conv_acts(&g, cdt, gy, x, &zb, &ub, &zo, &uo);
     int rc = TG_ENOMEM;

@@ -114,10 +114,10 @@ static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
-                           T *y, T *dw);
+                           void *y, T *dw);
 
 /* Conv: per chunk, cols = im2col(x chunk), y chunk = W @ cols (per group). */
-static int FN(conv_forward)(const tg__conv_geom *g, const void *x, const T *w, T *y)
+static int FN(conv_forward)(const tg__conv_geom *g, const void *x, const T *w, void *y)
 {
     return FN(conv_passes)(g, x, w, NULL, y, NULL);
 }
@@ -130,7 +130,7 @@ typedef struct FN(transpose_job) {
     const tg__conv_geom *g;
     const void *x;   /* an activation input */
     const T *w;
-    T *y;
+    void *y;         /* T, or half (g->half_out) */
     int64_t nc;   /* chunks */
 } FN(transpose_job);
 
@@ -140,7 +140,6 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     const FN(transpose_job) *j = job;
     const tg__conv_geom *g = j->g;
     const T *w = j->w;
-    T *y = j->y;
     const int64_t nc = j->nc;
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
@@ -148,7 +147,10 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     int64_t b0, n;
     chunk_range(g->batch, nc, c, &b0, &n);
     const int64_t N = n * osz;
-    T *yb = y + b0 * g->c_img * isz;
+    /* y's chunk, or its f32 values before they are rounded into half y */
+    T *yb = tg__conv_half_out(g) ? tg__conv_scratch(4, (size_t)(n * g->c_img * isz) * sizeof(T))
+                                 : (T *)j->y + b0 * g->c_img * isz;
+    if (!yb) return TG_ENOMEM;
     const T *xp = FN(chunk_packed)(g, in_at(g, j->x, sizeof(T), b0 * g->c_col * osz), n, N);
     if (!xp) return TG_ENOMEM;
     /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
@@ -162,10 +164,12 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N, 0,
                      cols + gi * kk * ld, ld);
-    return direct ? TG_OK : FN(col2im_batch)(cols, ld, n, g->c_img, g, yb);
+    if (!direct) TG_TRY(FN(col2im_batch)(cols, ld, n, g->c_img, g, yb));
+    if (tg__conv_half_out(g)) FN(store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
+    return TG_OK;
 }
 
-static int FN(conv_transpose_fast)(const tg__conv_geom *g, const void *x, const T *w, T *y)
+static int FN(conv_transpose_fast)(const tg__conv_geom *g, const void *x, const T *w, void *y)
 {
     FN(transpose_job) j = {.g = g, .x = x, .w = w, .y = y,
                            .nc = chunk_count(g->batch, FN(cols_chunk)(g))};
@@ -185,7 +189,7 @@ static int FN(conv_weight_grad)(const tg__conv_geom *g, const void *z, const voi
  * Same GEMMs on the same buffers as the two separate kernels, so the same
  * bits. */
 static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const void *z, const T *w,
-                                    const void *u, T *y, T *dw)
+                                    const void *u, void *y, T *dw)
 {
     return FN(conv_passes)(g, z, w, u, y, dw);
 }
@@ -198,7 +202,8 @@ typedef struct FN(passes_job) {
     const tg__conv_geom *g;
     const void *z, *u;   /* activation inputs */
     const T *w;
-    T *y, *dw;
+    void *y;             /* T, or half (g->half_out) */
+    T *dw;
     T *part;          /* a wave's weight-gradient partials, dwn elements each */
     int64_t dwn, nc, c0;   /* dW's size, the chunk count, the wave's first chunk */
 } FN(passes_job);
@@ -215,14 +220,21 @@ static int FN(passes_chunk)(void *job, int64_t i)
     const int64_t N = n * osz;
     const T *cols = FN(chunk_cols)(g, in_at(g, j->z, sizeof(T), b0 * g->c_img * isz), n, N);
     if (!cols) return TG_ENOMEM;
-    if (j->y) TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, j->y + b0 * g->c_col * osz));
+    if (j->y) {
+        /* y's chunk, or its f32 values before they are rounded into half y */
+        T *yc = tg__conv_half_out(g) ? tg__conv_scratch(4, (size_t)(n * g->c_col * osz) * sizeof(T))
+                                     : (T *)j->y + b0 * g->c_col * osz;
+        if (!yc) return TG_ENOMEM;
+        TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, yc));
+        if (tg__conv_half_out(g)) FN(store)(g, yc, n, g->c_col, osz, j->y, b0 * g->c_col * osz);
+    }
     if (!j->dw) return TG_OK;
     return FN(chunk_wgrad)(g, cols, in_at(g, j->u, sizeof(T), b0 * g->c_col * osz), n, N,
                            c ? j->part + i * j->dwn : j->dw);
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
-                           T *y, T *dw)
+                           void *y, T *dw)
 {
     int64_t nc = chunk_count(g->batch, FN(cols_chunk)(g));
     const int64_t dwn = g->c_col * g->c_img / g->groups * tg__conv_prod3(g->k);

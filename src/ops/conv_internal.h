@@ -31,11 +31,23 @@ typedef struct tg__conv_geom {
      * value (a zero-initialised geometry has TG_F32): they are buffers of the
      * compute dtype. */
     tg_dtype half_in;
+    /* TG_F16 or TG_BF16: the output y of conv or conv_transpose is a half
+     * tensor; the f32 kernels compute it chunk by chunk, add out_bias (f32,
+     * c_col or c_img entries, may be NULL) and round each chunk in once.  Any
+     * other value: y is a buffer of the compute dtype and out_bias is unused
+     * (the caller adds the bias). */
+    tg_dtype half_out;
+    const float *out_bias;
 } tg__conv_geom;
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)
 {
     return g->half_in == TG_F16 || g->half_in == TG_BF16;
+}
+
+static inline bool tg__conv_half_out(const tg__conv_geom *g)
+{
+    return g->half_out == TG_F16 || g->half_out == TG_BF16;
 }
 
 static inline int64_t tg__conv_prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
@@ -75,7 +87,7 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
     return true;
 }
 
-/* This thread's grow-only scratch buffer `slot` (0 to 3) of at least `bytes`;
+/* This thread's grow-only scratch buffer `slot` (0 to 4) of at least `bytes`;
  * NULL with TG_ENOMEM set.  Valid until the next call for the same slot. */
 void *tg__conv_scratch(int slot, size_t bytes);
 /* Frees this thread's scratch buffers (tests; threads that are done). */
@@ -90,8 +102,8 @@ void tg__conv_set_tap_tables(bool on);
 void tg__conv_set_part_bytes(int64_t bytes);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
- * type, except the activation inputs of a geometry with half_in set (dt is
- * then TG_F32).  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
+ * type, except the activation inputs and the output y of a geometry with
+ * half_in / half_out set (dt is then TG_F32).  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
 
 /* y (B, c_col, col) = conv(x (B, c_img, img), w (c_col, c_img/G, K)). */
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,

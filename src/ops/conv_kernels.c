@@ -19,8 +19,9 @@
  * taking it and the kernel's return; no kernel calls another while holding
  * one. */
 /* 0: columns; 1: packed activations; 2: col2im's block sums and
- * conv_phase_tmpl.h's packed weights; 3: a chunk of half input as f32. */
-#define TG__CONV_SCRATCH_SLOTS 4
+ * conv_phase_tmpl.h's packed weights; 3: a chunk of half input as f32;
+ * 4: a chunk of half output in f32. */
+#define TG__CONV_SCRATCH_SLOTS 5
 static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local int64_t chunk_override;
@@ -259,6 +260,26 @@ static void load_f64(const tg__conv_geom *g, const void *src, int64_t at, int64_
     memcpy(dst, (const double *)src + at, (size_t)n * sizeof(double));
 }
 
+static void epilogue_f32(float *y, int64_t batch, int64_t c, int64_t s, const float *bias,
+                         tg_activation act, double slope);   /* conv_kernels_tmpl.h */
+
+/* A chunk's f32 output yf (n, c, s) into the half output y from element
+ * at: out_bias[ch] added (as tg__conv_epilogue adds it), then rounded once. */
+static void store_f32(const tg__conv_geom *g, float *yf, int64_t n, int64_t c, int64_t s,
+                      void *y, int64_t at)
+{
+    TG_ASSERT(tg__conv_half_out(g));
+    if (g->out_bias) epilogue_f32(yf, n, c, s, g->out_bias, TG_ACT_NONE, 0);
+    tg__f32_to_half_n(g->half_out, yf, (uint16_t *)y + at, n * c * s, true);
+}
+
+static void store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, int64_t s,
+                      void *y, int64_t at)
+{
+    (void)g, (void)yf, (void)n, (void)c, (void)s, (void)y, (void)at;
+    TG_ASSERT(!"half output in an f64 kernel");
+}
+
 static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, int64_t at)
 {
     return (const char *)src + (size_t)at * (tg__conv_half_in(g) ? sizeof(uint16_t) : esize);
@@ -327,16 +348,24 @@ int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void 
                                 const void *w, void *y)
 {
     if (!tg__conv_phase_pays(g)) return tg__conv_transpose_cols_raw(dt, g, x, w, y);
-    if (!tg__conv_half_in(g)) return tg__conv_transpose_phase_raw(dt, g, x, w, y);
-    /* The phase kernel reads f32 only: x converted whole. */
-    const int64_t n = g->batch * g->c_col * tg__conv_prod3(g->col);
-    float *xf = tg__work_alloc((size_t)n * sizeof(float));
-    if (!xf) return TG_ENOMEM;
-    tg__half_to_f32_n(g->half_in, x, xf, n, true);
+    if (!tg__conv_half_in(g) && !tg__conv_half_out(g))
+        return tg__conv_transpose_phase_raw(dt, g, x, w, y);
+    /* The phase kernel reads and writes f32 only: half x converted whole,
+     * half y computed whole, then stored. */
+    const int64_t nx = g->batch * g->c_col * tg__conv_prod3(g->col),
+                  ny = g->batch * g->c_img * tg__conv_prod3(g->img);
+    float *xf = tg__conv_half_in(g) ? tg__work_alloc((size_t)nx * sizeof(float)) : NULL;
+    float *yf = tg__conv_half_out(g) ? tg__work_alloc((size_t)ny * sizeof(float)) : NULL;
+    int rc = TG_ENOMEM;
+    if ((tg__conv_half_in(g) && !xf) || (tg__conv_half_out(g) && !yf)) goto done;
+    if (xf) tg__half_to_f32_n(g->half_in, x, xf, nx, true);
     tg__conv_geom gf = *g;
-    gf.half_in = TG_F32;
-    int rc = tg__conv_transpose_phase_raw(dt, &gf, xf, w, y);
+    gf.half_in = gf.half_out = TG_F32;
+    rc = tg__conv_transpose_phase_raw(dt, &gf, xf ? xf : x, w, yf ? yf : y);
+    if (rc == TG_OK && yf) store_f32(g, yf, g->batch, g->c_img, tg__conv_prod3(g->img), y, 0);
+done:
     tg__work_free(xf);
+    tg__work_free(yf);
     return rc;
 }
 
@@ -355,7 +384,7 @@ int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void
                                  const void *w, void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    TG_ASSERT(tg__conv_phase_applies(g) && !tg__conv_half_in(g));
+    TG_ASSERT(tg__conv_phase_applies(g) && !tg__conv_half_in(g) && !tg__conv_half_out(g));
     const int saved = blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_phase_f32(g, x, w, y)
                           : conv_transpose_phase_f64(g, x, w, y);
