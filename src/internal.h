@@ -360,29 +360,33 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
  * type T (float or double) and the scalar `s` (double); the result is cast
  * back to T.  Loops over more than 32k elements run in parallel with OpenMP. */
 #ifdef _OPENMP
-#define TG__EW_OMP _Pragma("omp parallel for schedule(static) if (n > 32768)")
+#define TG__EW_OMP _Pragma("omp parallel for schedule(static)")
 #else
 #define TG__EW_OMP
 #endif
+/* for (int64_t i = 0; i < n; i++) { body }, in parallel above 32k elements.
+ * Below, the loop has no OpenMP construct at all: the f16/bf16 paths call
+ * the kernels on 4096-element chunks from inside their own parallel region,
+ * where even a construct whose `if` is false sets up a nested team per call
+ * (measured: bf16 leaky_relu and mul about 15-25% faster without). */
+#define TG__EW_FOR(i, n, ...)                                                 \
+    if ((n) > 32768) {                                                        \
+        TG__EW_OMP                                                            \
+        for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                     \
+    } else {                                                                  \
+        for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                     \
+    }
 #define TG__EW_LOOP1(T, expr)                                                 \
     {                                                                         \
         T *o_ = out_;                                                         \
         const T *pa_ = a_;                                                    \
-        TG__EW_OMP                                                            \
-        for (int64_t i_ = 0; i_ < n; i_++) {                                  \
-            const T a = pa_[i_];                                              \
-            o_[i_] = (T)(expr);                                               \
-        }                                                                     \
+        TG__EW_FOR(i_, n, const T a = pa_[i_]; o_[i_] = (T)(expr);)           \
     }
 #define TG__EW_LOOP2(T, expr)                                                 \
     {                                                                         \
         T *o_ = out_;                                                         \
         const T *pa_ = a_, *pb_ = b_;                                         \
-        TG__EW_OMP                                                            \
-        for (int64_t i_ = 0; i_ < n; i_++) {                                  \
-            const T a = pa_[i_], b = pb_[i_];                                 \
-            o_[i_] = (T)(expr);                                               \
-        }                                                                     \
+        TG__EW_FOR(i_, n, const T a = pa_[i_], b = pb_[i_]; o_[i_] = (T)(expr);) \
     }
 #define TG_EW_UNARY_KERNEL(fname, expr)                                       \
     static void fname(tg_dtype cdt_, void *out_, const void *a_, const void *b_, \

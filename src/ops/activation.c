@@ -66,13 +66,11 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
     if (cdt == TG_F64) {
         double *o = out;   /* o may be pg (in place) */
         const double *pa = a, *pg = b;
-#pragma omp parallel for schedule(static) if (n > 32768)
-        for (int64_t i = 0; i < n; i++) o[i] = pg[i] * (pa[i] > 0 ? 1.0 : s);
+        TG__EW_FOR(i, n, o[i] = pg[i] * (pa[i] > 0 ? 1.0 : s);)
     } else {
         float *o = out;
         const float *pa = a, *pg = b, sf = (float)s;
-#pragma omp parallel for schedule(static) if (n > 32768)
-        for (int64_t i = 0; i < n; i++) o[i] = pg[i] * (pa[i] > 0 ? 1.0f : sf);
+        TG__EW_FOR(i, n, o[i] = pg[i] * (pa[i] > 0 ? 1.0f : sf);)
     }
 }
 
@@ -190,12 +188,7 @@ static int leaky_relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     {                                                                         \
         T *o = out;   /* o may be pg (in place) */                            \
         const T *py = a, *pg = b;                                             \
-        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
-        for (int64_t i = 0; i < n; i++) {                                     \
-            const T y = py[i];                                                \
-            const T f = step;                                                 \
-            o[i] = pg[i] * f;                                                 \
-        }                                                                     \
+        TG__EW_FOR(i, n, const T y = py[i]; const T f = step; o[i] = pg[i] * f;) \
     }
 OUTPUT_GRAD_KERNEL(tanh_grad, float, (float)1 - y * y)
 OUTPUT_GRAD_KERNEL(tanh_grad, double, 1.0 - y * y)

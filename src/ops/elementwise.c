@@ -98,7 +98,12 @@ static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *sha
 
 /* ---- f16/bf16 results: chunked ------------------------------------------ */
 
-enum { EW_CHUNK = 4096 };
+/* The three f32 chunks of a thread (two inputs, the result) lie EW_STRIDE
+ * floats apart, not a multiple of 4 KiB, so that the kernel's loads and
+ * stores at the same index do not alias in the 4K-page bits of the address
+ * (bf16 mul over 9 in-process rounds, median time against f32: 2.41x with
+ * the padding against 2.62x without, three alternating runs each). */
+enum { EW_CHUNK = 4096, EW_STRIDE = EW_CHUNK + 48 };
 
 /* One operand of a chunked run: half data of the output's shape (converted
  * per chunk) or an f32 buffer of n elements (read in place). */
@@ -115,13 +120,13 @@ static void ew_chunk(tg_dtype dt, tg_ew_kernel_fn k, double s, int nsrc, const e
     const void *pin[2] = {NULL, NULL};
     for (int i = 0; i < nsrc; i++) {
         if (src[i].half) {
-            tg__half_to_f32_n(dt, (const uint16_t *)src[i].p + lo, buf + i * EW_CHUNK, m, true);
-            pin[i] = buf + i * EW_CHUNK;
+            tg__half_to_f32_n(dt, (const uint16_t *)src[i].p + lo, buf + i * EW_STRIDE, m, true);
+            pin[i] = buf + i * EW_STRIDE;
         } else {
             pin[i] = (const float *)src[i].p + lo;
         }
     }
-    float *o = buf + 2 * EW_CHUNK;
+    float *o = buf + 2 * EW_STRIDE;
     k(TG_F32, o, pin[0], pin[1], m, s);
     tg__f32_to_half_n(dt, o, dst + lo, m, true);
 }
@@ -145,7 +150,7 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
         int64_t nch = (n + EW_CHUNK - 1) / EW_CHUNK;
 #pragma omp parallel if (n > 32768)
         {
-            float buf[3 * EW_CHUNK];
+            float buf[3 * EW_STRIDE];
 #pragma omp for schedule(static)
             for (int64_t c = 0; c < nch; c++) {
                 int64_t lo = c * EW_CHUNK, m = n - lo < EW_CHUNK ? n - lo : EW_CHUNK;
