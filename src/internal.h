@@ -135,6 +135,13 @@ void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
  * two); long runs are shared by the OpenMP pool. */
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd);
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd);
+/* The same for `rows` runs of len elements, row r at src + r*sstride and
+ * dst + r*dstride (element strides): one call for a strided block, always
+ * serial (for loops that are already parallel). */
+void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
+                          int64_t dstride, int64_t rows, int64_t len);
+void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
+                          int64_t dstride, int64_t rows, int64_t len);
 /* True when this CPU runs the AVX2/F16C conversion kernels. */
 bool tg__cpu_has_half_simd(void);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
@@ -325,6 +332,11 @@ void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_
 void tg__register_norm(void);        /* norm.c: batch_norm */
 void tg__register_loss(void);        /* nn/loss.c: bce_softplus */
 void tg__register_quant(void);       /* quant/fake_quantize.c: fake_quantize */
+
+/* Tests: false makes batch_norm on this thread take its per-channel loops
+ * for rows shorter than 16 values too, instead of blocks of channels (true,
+ * the default, restores). */
+void tg__bn_set_blocks(bool on);
 
 /* ---- elementwise helpers (src/ops/elementwise.c) -------------------------- */
 

@@ -512,3 +512,36 @@ Test(dtype, bulk_strided_views_match_elementwise)
     free(g);
     free(h);
 }
+
+/* The strided block conversions equal the contiguous ones row by row, and
+ * touch nothing between the rows: rows of 49 (vector blocks and a scalar
+ * tail) and of 5, both directions, f16 and bf16. */
+Test(dtype, bulk_rows_match_contiguous_runs)
+{
+    enum { ROWS = 6, SS = 64, DS = 57 };   /* element strides of the two sides */
+    const int64_t lens[2] = {49, 5};
+    static uint16_t h[ROWS * SS], h2[ROWS * DS], hw[ROWS * DS];
+    static float f[ROWS * SS], f2[ROWS * DS], fw[ROWS * DS];
+    uint64_t s = 7;
+    for (int i = 0; i < ROWS * SS; i++) {
+        h[i] = (uint16_t)(th_xorshift64(&s) >> 48);
+        f[i] = float_of((uint32_t)(th_xorshift64(&s) >> 32));
+    }
+    for (int which = 0; which < 2; which++)
+        for (int l = 0; l < 2; l++) {
+            const tg_dtype dt = which ? TG_BF16 : TG_F16;
+            const int64_t len = lens[l];
+            memset(f2, 0xA5, sizeof f2), memset(fw, 0xA5, sizeof fw);
+            memset(h2, 0x5A, sizeof h2), memset(hw, 0x5A, sizeof hw);
+            tg__half_to_f32_rows(dt, h, SS, f2, DS, ROWS, len);
+            tg__f32_to_half_rows(dt, f, SS, h2, DS, ROWS, len);
+            for (int r = 0; r < ROWS; r++) {
+                tg__half_to_f32_n(dt, h + r * SS, fw + r * DS, len, false);
+                tg__f32_to_half_n(dt, f + r * SS, hw + r * DS, len, false);
+            }
+            cr_assert(eq(int, memcmp(f2, fw, sizeof f2), 0), "%s to f32, rows of %lld",
+                      tg_dtype_name(dt), (long long)len);
+            cr_assert(eq(int, memcmp(h2, hw, sizeof h2), 0), "f32 to %s, rows of %lld",
+                      tg_dtype_name(dt), (long long)len);
+        }
+}

@@ -431,3 +431,52 @@ Test(norm, half_channels_same_bits_as_whole_copy)
                 for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
             }
 }
+
+/* Rows shorter than 16 values (BatchNorm1d's (N, C), or tiny images) go
+ * through blocks of 256 channels, sample by sample; tg__bn_set_blocks(false)
+ * forces the per-channel loops.  Both must give the same bits: output,
+ * running buffers and the gradients of x, weight and bias, in f32 and f64,
+ * training and eval, with and without weight and bias, over channel counts
+ * that leave a partial block. */
+Test(norm, channel_blocks_same_bits_as_channel_loops)
+{
+    const int64_t shapes[3][3] = {{5, 300, 1}, {4, 520, 3}, {3, 7, 15}};   /* (N, C, S) */
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 2; d++)
+            for (int mode = 0; mode < 4; mode++) {
+                const bool training = mode & 1, affine = mode & 2;
+                const int64_t c = shapes[k][1], xs[3] = {shapes[k][0], c, shapes[k][2]};
+                const tg_dtype dt = dts[d];
+                tg_tensor *x = th_rand_uniform(dt, 3, xs, 201 + k), *gy = th_rand_uniform(dt, 3, xs, 211);
+                tg_tensor *w = affine ? vec(dt, c, 202, 0.5, 2) : NULL;
+                tg_tensor *b = affine ? vec(dt, c, 203, -1, 1) : NULL;
+                tg_tensor *out[2][6];
+                for (int r = 0; r < 2; r++) {
+                    tg__bn_set_blocks(r == 0);
+                    tg_tensor *rm = vec(dt, c, 204, -0.5, 0.5), *rv = vec(dt, c, 205, 0.5, 1.5);
+                    tg_tensor *leaf = NULL, *y = NULL;
+                    cr_assert(eq(int, tg_tensor_detach(&leaf, x), TG_OK));
+                    tg_tensor_set_requires_grad(leaf, true);
+                    if (w) tg_tensor_set_requires_grad(w, true), tg_tensor_set_requires_grad(b, true);
+                    cr_assert(eq(int, tg_batch_norm(&y, leaf, rm, rv, w, b, training, 0.1, 1e-5),
+                                 TG_OK), "%s", tg_error_message());
+                    tg_tensor *in[3] = {leaf, w, b}, *gi[3] = {NULL, NULL, NULL};
+                    cr_assert(eq(int, tg_grad(gi, 1, &y, &gy, w ? 3 : 1, in, NULL), TG_OK), "%s",
+                              tg_error_message());
+                    tg_tensor *got[6] = {y, rm, rv, gi[0], gi[1], gi[2]};
+                    memcpy(out[r], got, sizeof got);
+                    tg_tensor_release(leaf);
+                }
+                tg__bn_set_blocks(true);
+                for (int i = 0; i < 6; i++) {
+                    if (!out[0][i]) continue;
+                    cr_assert(eq(int, memcmp(tg_tensor_data(out[0][i]), tg_tensor_data(out[1][i]),
+                                             (size_t)tg_tensor_numel(out[0][i]) * tg_dtype_size(dt)), 0),
+                              "shape %d %s training %d affine %d: output %d differs", k,
+                              tg_dtype_name(dt), training, affine, i);
+                    tg_tensor_release(out[0][i]), tg_tensor_release(out[1][i]);
+                }
+                tg_tensor_release(x), tg_tensor_release(gy), tg_tensor_release(w), tg_tensor_release(b);
+            }
+}
