@@ -68,6 +68,14 @@ typedef struct operand {
     int ld;
 } operand;
 
+/* Whether prepare needs a scratch buffer for m. */
+static bool needs_scratch(const mat *m, tg_dtype ct)
+{
+    int64_t ld;
+    bool trans;
+    return m->t->dtype != ct || !blas_layout(m, &trans, &ld);
+}
+
 static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand *o)
 {
     int64_t ld;
@@ -107,12 +115,16 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
     size_t es = tg_dtype_size(ct);
     TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
              "matmul: extents above INT_MAX are not supported by BLAS");
-    void *sa = tg__malloc((size_t)(M * K + 1) * es), *sb = tg__malloc((size_t)(K * N + 1) * es);
-    void *sc = dt == ct ? NULL : tg__malloc((size_t)(M * N + 1) * es);
-    if (!sa || !sb || (dt != ct && !sc)) {
-        free(sa);
-        free(sb);
-        free(sc);
+    /* work buffers (the storage cache's blocks, so repeated calls of one
+     * shape neither map nor fault in fresh pages) */
+    const bool need_a = needs_scratch(a, ct), need_b = needs_scratch(b, ct);
+    void *sa = need_a ? tg__work_alloc((size_t)(M * K + 1) * es) : NULL;
+    void *sb = need_b ? tg__work_alloc((size_t)(K * N + 1) * es) : NULL;
+    void *sc = dt == ct ? NULL : tg__work_alloc((size_t)(M * N + 1) * es);
+    if ((need_a && !sa) || (need_b && !sb) || (dt != ct && !sc)) {
+        tg__work_free(sa);
+        tg__work_free(sb);
+        tg__work_free(sc);
         return TG_ENOMEM;
     }
     for (int64_t k = 0; k < nb; k++) {
@@ -130,9 +142,9 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
                  N > 1 ? N : 1);
         if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
-    free(sa);
-    free(sb);
-    free(sc);
+    tg__work_free(sa);
+    tg__work_free(sb);
+    tg__work_free(sc);
     return TG_OK;
 }
 
