@@ -59,7 +59,8 @@ static bool same_shape(const tg_tensor *t, int nd, const int64_t *shape)
 }
 
 /* Points *p at t's elements broadcast to (nd, shape) as a contiguous buffer of
- * cdt: t's own data when possible, else a gathered copy stored in *owned. */
+ * cdt: t's own data when possible, else a gathered copy stored in *owned (a
+ * work buffer: tg__work_free). */
 static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *shape, int64_t n,
                     const void **p, void **owned)
 {
@@ -88,7 +89,7 @@ static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *sha
         v.strides[vd++] = st;
     }
     v.ndim = vd;
-    void *buf = tg__malloc((size_t)n * tg_dtype_size(cdt));
+    void *buf = tg__work_alloc((size_t)n * tg_dtype_size(cdt));   /* tg__work_free */
     if (!buf) return TG_ENOMEM;
     tg__gather(&v, cdt, buf);
     *p = buf;
@@ -158,8 +159,8 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
             }
         }
     }
-    free(owned[0]);
-    free(owned[1]);
+    tg__work_free(owned[0]);
+    tg__work_free(owned[1]);
     return rc;
 }
 
@@ -180,8 +181,8 @@ static int ew_fill(tg_tensor *res, int nd, const int64_t *shape, const tg_tensor
     int rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
     if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
     if (rc == TG_OK) k(cdt, tg_tensor_data(res), pa, pb, n, s);
-    free(own_a);
-    free(own_b);
+    tg__work_free(own_a);
+    tg__work_free(own_b);
     return rc;
 }
 
