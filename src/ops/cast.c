@@ -18,7 +18,7 @@ static int to_dtype_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg_dtype dt = ((const cast_params *)params)->dt;
     const tg_tensor *a = in[0];
     TG_CHECK(a != NULL, TG_EINVAL, "to_dtype: input 0 is NULL");
-    tg_tensor *res = tg__tensor_empty(dt, a->ndim, a->shape);
+    tg_tensor *res = tg__tensor_uninit(dt, a->ndim, a->shape);   /* the gather writes all */
     if (!res) return TG_ENOMEM;
     tg__gather(a, dt, tg_tensor_data(res));
     *out = res;
