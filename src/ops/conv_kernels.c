@@ -2,9 +2,9 @@
  * and weight-gradient kernels on raw contiguous buffers, for float and double
  * (conv_kernels_tmpl.h: im2col/col2im/permutations; conv_gemm_tmpl.h: the GEMM
  * drivers; each included once per type), and the scratch buffers they share.
- * f16/bf16 activation inputs are converted to f32 chunk by chunk as the
- * kernels read them (tg__conv_geom's half_in); f16/bf16 outputs are computed
- * in f32 and rounded once by the callers. */
+ * f16/bf16 activations are converted to f32 chunk by chunk as the kernels
+ * read them, and f16/bf16 outputs computed in f32 chunk by chunk and rounded
+ * once into place (tg__conv_geom's half_in and half_out). */
 #include <math.h>
 #include <string.h>
 
@@ -245,7 +245,7 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const 
 
 /* Activation inputs as the kernels read them: dst = elements [at, at + n)
  * of src, converted from half when the geometry says so (exact: every half
- * value is an f32 value), else copied.  tg__conv_in_at points at element at. */
+ * value is an f32 value), else copied.  in_at points at element at. */
 static void load_f32(const tg__conv_geom *g, const void *src, int64_t at, int64_t n, float *dst)
 {
     if (tg__conv_half_in(g))
