@@ -2,6 +2,7 @@
  * and a small network trained under half autocast against its f32 run. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,4 +437,39 @@ Test(amp, mlp_under_half_autocast_reaches_the_f32_loss)
     tg_tensor_release(l0);
     tg_tensor_release(x);
     tg_tensor_release(t);
+}
+
+/* Unscale finds one non-finite value anywhere in a long gradient (in place
+ * for f32 and f64, through a copy for a strided one), and FLT_MAX alone is
+ * finite; every other value is divided by the scale exactly. */
+Test(amp, scaler_unscale_finds_one_bad_value_in_a_long_gradient)
+{
+    const double bads[3] = {-INFINITY, NAN, FLT_MAX};
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int d = 0; d < 2; d++)
+        for (int strided = 0; strided < 2; strided++)
+            for (int b = 0; b < 3; b++) {
+                const int64_t n = 1000, at = 517;
+                tg_tensor *w = NULL, *g = NULL, *base = NULL;
+                cr_assert(eq(int, tg_tensor_zeros(&w, dts[d], 1, &n), TG_OK));
+                const int64_t bn = strided ? 2 * n : n;
+                cr_assert(eq(int, tg_tensor_zeros(&base, dts[d], 1, &bn), TG_OK));
+                cr_assert(eq(int, tg_slice(&g, base, 0, 0, bn, strided ? 2 : 1), TG_OK));
+                for (int64_t i = 0; i < n; i++) tg_tensor_set_flat(g, i, 1024.0 * (double)(i % 7 - 3));
+                tg_tensor_set_flat(g, at, bads[b]);
+                tg_tensor_set_grad(w, g);   /* steals g */
+                tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+                o.init_scale = 1024.0;
+                tg_grad_scaler *gs = NULL;
+                cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+                cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+                cr_assert(eq(int, tg_grad_scaler_found_inf(gs), b < 2), "%s strided %d bad %g",
+                          tg_dtype_name(dts[d]), strided, bads[b]);
+                tg_tensor *gw = tg_tensor_grad(w);
+                for (int64_t i = 0; i < n; i++)
+                    if (i != at) cr_assert(eq(dbl, th_at(gw, i), (double)(i % 7 - 3)));
+                if (b == 2) cr_assert(eq(dbl, th_at(gw, at), (double)FLT_MAX / 1024.0));
+                tg_grad_scaler_free(gs);
+                tg_tensor_release(base), tg_tensor_release(w);
+            }
 }

@@ -76,31 +76,46 @@ int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
     return tg_mul_scalar(out, loss, s->scale);
 }
 
-/* grad *= inv in g's compute dtype; true when g held an inf or NaN. */
+/* buf[0..n) *= inv; true when it held an inf or NaN.  Branch-free (a NaN
+ * fails the <=), so the loops vectorise. */
+static bool unscale_f32(float *f, int64_t n, float inv)
+{
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= !(fabsf(f[i]) <= FLT_MAX);
+        f[i] *= inv;
+    }
+    return bad;
+}
+
+static bool unscale_f64(double *d, int64_t n, float inv)
+{
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= !(fabs(d[i]) <= DBL_MAX);
+        d[i] *= (double)inv;
+    }
+    return bad;
+}
+
+/* grad *= inv in g's compute dtype; true when g held an inf or NaN.  A
+ * contiguous f32/f64 gradient (an f32 master weight's) is scaled in place;
+ * others through a copy in the compute dtype. */
 static int unscale_one(tg_tensor *g, float inv, bool *found)
 {
     int64_t n = tg__numel(g->ndim, g->shape);
     if (n == 0) return TG_OK;
     tg_dtype cdt = tg__compute_dtype(g->dtype);
-    void *buf = tg__malloc((size_t)n * tg_dtype_size(cdt));
+    const bool in_place = g->dtype == cdt && tg_tensor_is_contiguous(g);
+    void *buf = in_place ? tg_tensor_data(g) : tg__work_alloc((size_t)n * tg_dtype_size(cdt));
     if (!buf) return TG_ENOMEM;
-    tg__gather(g, cdt, buf);
-    if (cdt == TG_F64) {
-        double *d = buf;
-        for (int64_t i = 0; i < n; i++) {
-            if (!isfinite(d[i])) *found = true;
-            d[i] *= (double)inv;
-        }
-    } else {
-        float *f = buf;
-        for (int64_t i = 0; i < n; i++) {
-            if (!isfinite(f[i])) *found = true;
-            f[i] *= inv;
-        }
+    if (!in_place) tg__gather(g, cdt, buf);
+    if (cdt == TG_F64 ? unscale_f64(buf, n, inv) : unscale_f32(buf, n, inv)) *found = true;
+    if (!in_place) {
+        tg__scatter(g, cdt, buf);
+        tg__work_free(buf);
     }
-    tg__scatter(g, cdt, buf);
     tg__bump_version(g);
-    free(buf);
     return TG_OK;
 }
 
