@@ -771,3 +771,71 @@ Test(ops, relu_backward_reuses_a_sole_gradient_buffer)
         tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(s), tg_tensor_release(want);
     }
 }
+
+/* relu and leaky_relu of contiguous f16/bf16 tensors, and their gradients,
+ * run in one pass in registers (tg__half_act_n); tg__act_set_half_fused(false)
+ * forces the general half path (f32 chunks, the f32 kernels, one rounding).
+ * Both must give the same bits for every half value: forward over all 65536
+ * patterns (NaNs, infinities, subnormals, both zeros), and the gradient over
+ * all patterns of the saved tensor against a scrambled set of gradients, with
+ * slopes 0 (relu), 0.2, 0.01 and -0.5 (which saves the input), f16 and bf16,
+ * the gradient both fresh and overwritten in place (a product after the
+ * activation hands the engine's only reference on). */
+static tg_tensor *all_halves(tg_dtype dt, uint32_t mult)
+{
+    const int64_t n = 65536;
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, 1, &n), TG_OK));
+    uint16_t *p = tg_tensor_data(t);
+    for (uint32_t i = 0; i < 65536; i++) p[i] = (uint16_t)((i * mult) & 0xFFFFu);
+    return t;
+}
+
+/* y = act(x) and x's gradient for output gradient r (through y * c when
+ * chained, so that the activation's backward may overwrite its gradient). */
+static void act_run(bool fused, bool chained, double slope, tg_tensor *xv, tg_tensor *r,
+                    tg_tensor *c, tg_tensor **y, tg_tensor **gx)
+{
+    tg__act_set_half_fused(fused);
+    tg_tensor *x = NULL, *z = NULL;
+    cr_assert(eq(int, tg_tensor_detach(&x, xv), TG_OK));
+    tg_tensor_set_requires_grad(x, true);
+    *y = NULL;
+    if (slope == 0) cr_assert(eq(int, tg_relu(y, x), TG_OK));
+    else cr_assert(eq(int, tg_leaky_relu(y, x, slope), TG_OK));
+    if (chained) cr_assert(eq(int, tg_mul(&z, *y, c), TG_OK));
+    tg_tensor *top = chained ? z : *y;
+    cr_assert(eq(int, tg_grad(gx, 1, &top, &r, 1, &x, NULL), TG_OK), "%s", tg_error_message());
+    tg_tensor_release(z);
+    tg_tensor_release(x);
+    tg__act_set_half_fused(true);
+}
+
+Test(ops, half_relu_family_one_pass_same_bits_as_general_path)
+{
+    const tg_dtype dts[2] = {TG_F16, TG_BF16};
+    const double slopes[4] = {0, 0.2, 0.01, -0.5};
+    for (int d = 0; d < 2; d++) {
+        tg_tensor *x = all_halves(dts[d], 1), *r = all_halves(dts[d], 40503);
+        tg_tensor *c = all_halves(dts[d], 2654435761u);
+        for (int k = 0; k < 4; k++)
+            for (int chained = 0; chained < 2; chained++) {
+                tg_tensor *y[2], *g[2];
+                for (int f = 0; f < 2; f++) act_run(f == 0, chained, slopes[k], x, r, c, &y[f], &g[f]);
+                for (int i = 0; i < 2; i++) {
+                    tg_tensor *a = i ? g[0] : y[0], *b = i ? g[1] : y[1];
+                    cr_assert(eq(int, tg_tensor_dtype(a), dts[d]));
+                    const uint16_t *pa = tg_tensor_cdata(a), *pb = tg_tensor_cdata(b);
+                    for (int64_t e = 0; e < 65536; e++)
+                        if (pa[e] != pb[e])
+                            cr_fatal("%s slope %g chained %d %s elem %lld (x 0x%04x): 0x%04x vs 0x%04x",
+                                     tg_dtype_name(dts[d]), slopes[k], chained, i ? "grad" : "y",
+                                     (long long)e, ((const uint16_t *)tg_tensor_cdata(x))[e], pa[e],
+                                     pb[e]);
+                }
+                tg_tensor_release(y[0]), tg_tensor_release(y[1]);
+                tg_tensor_release(g[0]), tg_tensor_release(g[1]);
+            }
+        tg_tensor_release(x), tg_tensor_release(r), tg_tensor_release(c);
+    }
+}

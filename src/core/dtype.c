@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/half_simd.h"
 #include "internal.h"
 
 static const tg_dtype_traits tg__traits[] = {
@@ -172,27 +173,8 @@ static void tg__half_to_f32_scalar(tg_dtype from, const uint16_t *src, float *ds
         for (int64_t i = 0; i < n; i++) dst[i] = tg__bf16_to_f32_s(src[i]);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef TG__HAVE_X86_SIMD
 #include <cpuid.h>
-#include <immintrin.h>
-#define TG__HAVE_X86_SIMD 1
-#define TG__AVX2 __attribute__((target("avx2,f16c")))
-
-/* Eight f32 bit patterns -> eight bf16 patterns in the low halves of the
- * 32-bit lanes, exactly as tg__f32_to_bf16_s: (x + 0x7FFF + lsb) >> 16 rounds
- * to nearest even (no NaN reaches the add's wrap-around, they are blended
- * out); NaN becomes its top half with the quiet bit 0x0040 set. */
-TG__AVX2 static inline __m256i tg__bf16x8(__m256i x)
-{
-    const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
-    const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
-    const __m256i top = _mm256_srli_epi32(x, 16);
-    const __m256i lsb = _mm256_and_si256(top, _mm256_set1_epi32(1));
-    const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb);
-    const __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
-    const __m256i qnan = _mm256_or_si256(top, _mm256_set1_epi32(0x0040));
-    return _mm256_blendv_epi8(rne, qnan, nan);
-}
 
 TG__AVX2 static void tg__f32_to_bf16_avx2(const float *src, uint16_t *dst, int64_t n)
 {

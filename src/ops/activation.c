@@ -77,10 +77,18 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
 /* out = k(a), saving a (save_out false) or out.  The saved output is an
  * alias of *out's storage without its grad_fn: saving *out itself would make
  * a cycle (out -> node -> ctx -> out): a detached view of it instead. */
+static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out);
+
 static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
                        tg_ew_kernel_fn k, double s, bool save_out)
 {
     TG_TRY(tg__ew_unary(name, out, a, k, s));
+    return act_save(ctx, out, a, save_out);
+}
+
+/* The saving half of act_forward, for *out just computed from a. */
+static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out)
+{
     if (!ctx) return TG_OK;
     if (!save_out) {
         tg__ctx_save(ctx, a);
@@ -109,25 +117,50 @@ ACT_FORWARD(sigmoid, k_sigmoid, true)
 ACT_FORWARD(silu, k_silu, false)
 ACT_FORWARD(gelu, k_gelu, false)
 
-/* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
- * top of the file) and a otherwise. */
-static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
-                          tg_ew_kernel_fn k, double s)
+/* The one-pass f16/bf16 kernels (activation_half.c) for a contiguous half
+ * a (and g), unless a test turned them off on this thread. */
+static _Thread_local bool half_fused_off;
+
+void tg__act_set_half_fused(bool on) { half_fused_off = !on; }
+
+static bool half_fused(const tg_tensor *a, const tg_tensor *g)
 {
+    return !half_fused_off && (a->dtype == TG_F16 || a->dtype == TG_BF16) &&
+           tg_tensor_is_contiguous(a) &&
+           (!g || (g->dtype == a->dtype && tg_tensor_is_contiguous(g) &&
+                   tg_tensor_numel(g) == tg_tensor_numel(a)));
+}
+
+/* relu (s = 0) and leaky_relu: out = k(a), saving out when s >= 0 (see the
+ * top of the file) and a otherwise.  A contiguous half a goes through the
+ * one-pass kernels. */
+static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                          tg_ew_kernel_fn k, double s, tg__half_act op)
+{
+    if (half_fused(a, NULL)) {
+        tg_tensor *y = tg__tensor_uninit(a->dtype, a->ndim, a->shape);
+        if (!y) return TG_ENOMEM;
+        if (tg__half_act_n(op, a->dtype, tg_tensor_cdata(a), NULL, tg_tensor_data(y),
+                           tg_tensor_numel(a), s)) {
+            *out = y;
+            return act_save(ctx, out, a, s >= 0);
+        }
+        tg_tensor_release(y);
+    }
     return act_forward(ctx, name, out, a, k, s, s >= 0);
 }
 
 static int relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
-    return masked_forward(ctx, "relu", out, in[0], k_relu, 0.0);
+    return masked_forward(ctx, "relu", out, in[0], k_relu, 0.0, TG__HALF_RELU);
 }
 
 static int leaky_relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
     return masked_forward(ctx, "leaky_relu", out, in[0], k_leaky,
-                          ((const slope_params *)params)->slope);
+                          ((const slope_params *)params)->slope, TG__HALF_LEAKY);
 }
 
 /* A backward that builds no graph (grad mode off), with g of the saved
@@ -156,6 +189,20 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
     tg_tensor *a, *mask = NULL;
     int rc;
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    if (!tg_grad_enabled() && half_fused(a, g)) {
+        /* one pass over g itself when the engine holds its only reference */
+        const bool over = tg__grad_is_reusable(g, a->dtype, a);
+        tg_tensor *r = over ? tg_tensor_retain(g) : tg__tensor_uninit(g->dtype, g->ndim, g->shape);
+        rc = TG_ENOMEM;
+        if (!r) goto done;
+        if (tg__half_act_n(TG__HALF_MASKED_GRAD, a->dtype, tg_tensor_cdata(a), tg_tensor_cdata(g),
+                           tg_tensor_data(r), tg_tensor_numel(a), s)) {
+            gi[0] = r;
+            rc = TG_OK;
+            goto done;
+        }
+        tg_tensor_release(r);
+    }
     TRY_GOTO(one_pass_grad("relu_backward", a, g, k_masked_grad, s, &gi[0]));
     if (rc == 0) {
         TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));

@@ -1,0 +1,99 @@
+/* src/ops/activation_half.c - relu, leaky_relu and their one-pass gradient
+ * on contiguous f16/bf16 arrays in one pass, without f32 buffers.
+ *
+ * The general half path (elementwise.c) converts each 4096-element chunk of
+ * every input into an f32 buffer, runs the f32 kernel over the buffers and
+ * rounds the result chunk: three trips through L1/L2 per element.  Here eight
+ * elements are converted in registers, computed with the f32 kernels'
+ * arithmetic and rounded straight into the output: the same bits, since the
+ * conversions are exact one way and the bulk conversions' rounding the other
+ * (tests/test_activation.c compares the two paths over every half value). */
+#include <math.h>
+
+#include "core/half_simd.h"
+#include "internal.h"
+
+/* The f32 kernels of activation.c, written once here for both paths:
+ *   relu:        a > 0 || isnan(a) ? a : 0
+ *   leaky:       (float)((double)a * (a > 0 ? 1.0 : s))
+ *   masked_grad: g * (a > 0 ? 1.0f : (float)s)                                 */
+static float half_ld(tg_dtype dt, uint16_t h)
+{
+    return dt == TG_F16 ? tg_f16_to_f32(h) : tg_bf16_to_f32(h);
+}
+
+static uint16_t half_st(tg_dtype dt, float f)
+{
+    return dt == TG_F16 ? tg_f32_to_f16(f) : tg_f32_to_bf16(f);
+}
+
+static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
+                       uint16_t *o, int64_t n, double s)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = half_ld(dt, a[i]);
+        float r;
+        if (op == TG__HALF_RELU) r = x > 0 || isnan(x) ? x : 0;
+        else if (op == TG__HALF_LEAKY) r = (float)((double)x * (x > 0 ? 1.0 : s));
+        else r = half_ld(dt, g[i]) * (x > 0 ? 1.0f : (float)s);
+        o[i] = half_st(dt, r);
+    }
+}
+
+#ifdef TG__HAVE_X86_SIMD
+TG__AVX2 static void act_avx2(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
+                              uint16_t *o, int64_t n, double s)
+{
+    const __m256 z = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), sf = _mm256_set1_ps((float)s);
+    const __m256d zd = _mm256_setzero_pd(), oned = _mm256_set1_pd(1.0), sd = _mm256_set1_pd(s);
+    int64_t i = 0;
+    /* one loop per op, so that none tests op per block */
+    if (op == TG__HALF_RELU) {
+        for (; i + 8 <= n; i += 8) {
+            const __m256 x = tg__half_load8(dt, a + i);
+            const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_GT_OQ),
+                                             _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            tg__half_store8(dt, o + i, _mm256_and_ps(x, keep));
+        }
+    } else if (op == TG__HALF_LEAKY) {
+        for (; i + 8 <= n; i += 8) {
+            /* in double, as the f32 kernel: x * (x > 0 ? 1 : s), then to f32 */
+            const __m256 x = tg__half_load8(dt, a + i);
+            const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+            const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+            const __m256d flo = _mm256_blendv_pd(sd, oned, _mm256_cmp_pd(lo, zd, _CMP_GT_OQ));
+            const __m256d fhi = _mm256_blendv_pd(sd, oned, _mm256_cmp_pd(hi, zd, _CMP_GT_OQ));
+            tg__half_store8(dt, o + i, _mm256_set_m128(_mm256_cvtpd_ps(_mm256_mul_pd(hi, fhi)),
+                                                       _mm256_cvtpd_ps(_mm256_mul_pd(lo, flo))));
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            const __m256 pos = _mm256_cmp_ps(tg__half_load8(dt, a + i), z, _CMP_GT_OQ);
+            tg__half_store8(dt, o + i,
+                            _mm256_mul_ps(tg__half_load8(dt, g + i), _mm256_blendv_ps(sf, one, pos)));
+        }
+    }
+    act_scalar(op, dt, a + i, g ? g + i : NULL, o + i, n - i, s);
+}
+#endif
+
+bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
+                    uint16_t *o, int64_t n, double s)
+{
+    TG_ASSERT(dt == TG_F16 || dt == TG_BF16);
+    TG_ASSERT(op != TG__HALF_MASKED_GRAD || g != NULL);
+#ifdef TG__HAVE_X86_SIMD
+    if (!tg__cpu_has_half_simd()) return false;
+    enum { BLOCK = 16384 };
+    const int64_t nb = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static) if (n > 32768)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t lo = b * BLOCK, m = n - lo < BLOCK ? n - lo : BLOCK;
+        act_avx2(op, dt, a + lo, g ? g + lo : NULL, o + lo, m, s);
+    }
+    return true;
+#else
+    (void)op, (void)a, (void)g, (void)o, (void)n, (void)s;
+    return false;
+#endif
+}
