@@ -7,13 +7,15 @@
  * elements are converted in registers, computed with the f32 kernels'
  * arithmetic and rounded straight into the output: the same bits, since the
  * conversions are exact one way and the bulk conversions' rounding the other
- * (tests/test_activation.c compares the two paths over every half value). */
+ * (tests/test_ops.c, half_relu_family_one_pass_same_bits_as_general_path,
+ * compares the two paths over every half value). */
 #include <math.h>
 
 #include "core/half_simd.h"
 #include "internal.h"
 
-/* The f32 kernels of activation.c, written once here for both paths:
+/* The f32 kernels of activation.c (k_relu, k_leaky, k_masked_grad), which
+ * both the vector loops and the scalar tail below compute:
  *   relu:        a > 0 || isnan(a) ? a : 0
  *   leaky:       (float)((double)a * (a > 0 ? 1.0 : s))
  *   masked_grad: g * (a > 0 ? 1.0f : (float)s)                                 */
