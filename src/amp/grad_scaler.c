@@ -76,8 +76,8 @@ int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
     return tg_mul_scalar(out, loss, s->scale);
 }
 
-/* buf[0..n) *= inv; true when it held an inf or NaN.  Branch-free (a NaN
- * fails the <=), so the loops vectorise. */
+/* buf[0..n) *= inv; true when it held an inf or NaN (a NaN fails the <=):
+ * one pass without a branch per element. */
 static bool unscale_f32(float *f, int64_t n, float inv)
 {
     bool bad = false;

@@ -111,8 +111,8 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
             acc[0][c] = acc[1][c] = acc[2][c] = acc[3][c] = 0;                          \
             m[c] = mu ? mu[c] : 0.0;                                                    \
         }                                                                               \
-        /* one loop per kind of term, and for one value per row one per kind   \
-         * with acc[0] alone: loops the compiler vectorises */                  \
+        /* one value per row (i = 0, acc[0] alone): a loop per kind of term,   \
+         * which the compiler vectorises */                                     \
         for (int64_t n = 0; n < g.n; n++) {                                             \
             const T *p = x + (n * g.c + c0) * g.s;                                      \
             const T *q = gr ? gr + (n * g.c + c0) * g.s : NULL;                         \
@@ -152,7 +152,7 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
     /* Training statistics of every channel, both double. */                           \
     static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
     {                                                                                   \
-        if (bn_rows(g)) {                                                        \
+        if (bn_rows(g)) {                                                               \
             _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
             for (int64_t c = 0; c < g.c; c++) bn_stats_chan_##SUF(x, g, c, c, mean, var); \
             return;                                                                     \
@@ -181,7 +181,7 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
     static void bn_apply_##SUF(const T *x, bn_geom g, const double *mean,               \
                                const double *invstd, const T *w, const T *b, T *y)      \
     {                                                                                   \
-        if (bn_rows(g)) {                                                        \
+        if (bn_rows(g)) {                                                               \
             _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
             for (int64_t r = 0; r < g.n * g.c; r++)                                     \
                 bn_row_##SUF(x + r * g.s, g.s, r % g.c, mean, invstd, w, b, y + r * g.s); \
@@ -244,7 +244,7 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
                                const double *invstd, const T *w, bool training, T *dx,  \
                                double *dw, double *db)                                  \
     {                                                                                   \
-        if (bn_rows(g)) {                                                        \
+        if (bn_rows(g)) {                                                               \
             _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
             for (int64_t c = 0; c < g.c; c++)                                           \
                 bn_grads_chan_##SUF(x, gr, g, c, c, mean, invstd, w, training, dx, dw, db); \
