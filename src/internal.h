@@ -162,6 +162,8 @@ bool tg__cpu_has_half_simd(void);
 void tg__convert_n(tg_dtype from, const void *src, tg_dtype to, void *dst, int64_t n);
 /* The dtype element-wise kernels compute in: f64 for f64, f32 otherwise. */
 static inline tg_dtype tg__compute_dtype(tg_dtype dt) { return dt == TG_F64 ? TG_F64 : TG_F32; }
+/* f16 or bf16: stored in 16 bits, computed in f32. */
+static inline bool tg__dtype_is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
 
 /* Philox-4x32-10 block function (src/core/random.c): out = philox(ctr, key). */
 void tg__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

@@ -280,7 +280,7 @@ enum { TG__CVT_BLOCK = 16384, TG__CVT_PAR_MIN = 65536 };
 
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
 {
-    TG_ASSERT(to == TG_F16 || to == TG_BF16);
+    TG_ASSERT(tg__dtype_is_half(to));
     if (n < TG__CVT_PAR_MIN) {
         tg__f32_to_half_blk(to, src, dst, n, simd);
         return;
@@ -295,7 +295,7 @@ void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, 
 
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
 {
-    TG_ASSERT(from == TG_F16 || from == TG_BF16);
+    TG_ASSERT(tg__dtype_is_half(from));
     if (n < TG__CVT_PAR_MIN) {
         tg__half_to_f32_blk(from, src, dst, n, simd);
         return;
@@ -314,7 +314,7 @@ void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n
 void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
                           int64_t dstride, int64_t rows, int64_t len)
 {
-    TG_ASSERT(to == TG_F16 || to == TG_BF16);
+    TG_ASSERT(tg__dtype_is_half(to));
 #ifdef TG__HAVE_X86_SIMD
     if (tg__cpu_has_half_simd()) {
         void (*f)(const float *, uint16_t *, int64_t) =
@@ -330,7 +330,7 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len)
 {
-    TG_ASSERT(from == TG_F16 || from == TG_BF16);
+    TG_ASSERT(tg__dtype_is_half(from));
 #ifdef TG__HAVE_X86_SIMD
     if (tg__cpu_has_half_simd()) {
         void (*f)(const uint16_t *, float *, int64_t) =

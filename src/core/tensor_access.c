@@ -67,7 +67,7 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
         }
 #undef TG__MOVE
     }
-    bool half_from = from == TG_F16 || from == TG_BF16, half_to = to == TG_F16 || to == TG_BF16;
+    bool half_from = tg__dtype_is_half(from), half_to = tg__dtype_is_half(to);
     if (from == TG_F32 && half_to) {
         tg__half_run(true, to, (const float *)src + si, ss, (uint16_t *)dst + di, ds, n);
         return;

@@ -96,7 +96,7 @@ static int check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
 static int amp_f32(tg_tensor **dst, tg_tensor *t)
 {
     tg_dtype scope;
-    if (tg_autocast_active(&scope) && (t->dtype == TG_F16 || t->dtype == TG_BF16))
+    if (tg_autocast_active(&scope) && tg__dtype_is_half(t->dtype))
         return tg_to_dtype(dst, t, TG_F32);
     *dst = tg_tensor_retain(t);
     return TG_OK;

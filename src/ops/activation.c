@@ -125,7 +125,7 @@ void tg__act_set_half_fused(bool on) { half_fused_off = !on; }
 
 static bool half_fused(const tg_tensor *a, const tg_tensor *g)
 {
-    return !half_fused_off && (a->dtype == TG_F16 || a->dtype == TG_BF16) &&
+    return !half_fused_off && tg__dtype_is_half(a->dtype) &&
            tg_tensor_is_contiguous(a) &&
            (!g || (g->dtype == a->dtype && tg_tensor_is_contiguous(g) &&
                    tg_tensor_numel(g) == tg_tensor_numel(a)));

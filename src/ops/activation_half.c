@@ -82,7 +82,7 @@ TG__AVX2 static void act_avx2(tg__half_act op, tg_dtype dt, const uint16_t *a, c
 bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
                     uint16_t *o, int64_t n, double s)
 {
-    TG_ASSERT(dt == TG_F16 || dt == TG_BF16);
+    TG_ASSERT(tg__dtype_is_half(dt));
     TG_ASSERT(op != TG__HALF_MASKED_GRAD || g != NULL);
 #ifdef TG__HAVE_X86_SIMD
     if (!tg__cpu_has_half_simd()) return false;

@@ -35,12 +35,10 @@ const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned)
     return *owned;
 }
 
-static bool is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
-
 void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_tensor *b,
                    const void **ab, const void **bb, void **ao, void **bo)
 {
-    if (cdt == TG_F32 && is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
+    if (cdt == TG_F32 && tg__dtype_is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
         (!b || (b->dtype == a->dtype && tg_tensor_is_contiguous(b)))) {
         g->half_in = a->dtype;
         *ao = NULL;

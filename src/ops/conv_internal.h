@@ -42,12 +42,12 @@ typedef struct tg__conv_geom {
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)
 {
-    return g->half_in == TG_F16 || g->half_in == TG_BF16;
+    return tg__dtype_is_half(g->half_in);
 }
 
 static inline bool tg__conv_half_out(const tg__conv_geom *g)
 {
-    return g->half_out == TG_F16 || g->half_out == TG_BF16;
+    return tg__dtype_is_half(g->half_out);
 }
 
 static inline int64_t tg__conv_prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }

@@ -306,7 +306,7 @@ BN_KERNELS(double, f64)
 
 static bool half_channels(const tg_tensor *t, bn_geom g)
 {
-    return t && (t->dtype == TG_F16 || t->dtype == TG_BF16) && tg_tensor_is_contiguous(t) &&
+    return t && tg__dtype_is_half(t->dtype) && tg_tensor_is_contiguous(t) &&
            g.n * g.s <= BN_HALF_CHAN_MAX && g.s >= BN_HALF_ROW_MIN;
 }
 
@@ -437,7 +437,7 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
 
 static tg_dtype out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
 {
-    if ((x->dtype == TG_F16 || x->dtype == TG_BF16) && tg__autocast_dtype(NULL)) return x->dtype;
+    if (tg__dtype_is_half(x->dtype) && tg__autocast_dtype(NULL)) return x->dtype;
     tg_dtype dt = x->dtype;
     if (w) dt = tg_promote_dtypes(dt, w->dtype);
     if (b) dt = tg_promote_dtypes(dt, b->dtype);
