@@ -169,12 +169,37 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         }                                                                               \
     }                                                                                   \
                                                                                         \
+    /* Channel c's output factors, in T: y = (x - mu) * k + sh. */                    \
+    static void bn_affine_##SUF(int64_t c, const double *mean, const double *invstd,    \
+                                const T *w, const T *b, T *mu, T *k, T *sh)             \
+    {                                                                                   \
+        *mu = (T)mean[c];                                                               \
+        *k = (T)(invstd[c] * (w ? (double)w[c] : 1.0));                                 \
+        *sh = b ? b[c] : (T)0;                                                          \
+    }                                                                                   \
+                                                                                        \
+    /* Channel c's gradients from its sums sg = sum g and sgx = sum g (x - mean)  \
+     * over m values: db[c] and dw[c] (when not NULL), and the factors of        \
+     * dx = kt * (g - a - (x - mu) * bc), in T. */                                 \
+    static void bn_grad_factors_##SUF(int64_t c, double sg, double sgx, double m,       \
+                                      const double *mean, const double *invstd,         \
+                                      const T *w, bool training, double *dw, double *db, \
+                                      T *kt, T *mu, T *a, T *bc)                        \
+    {                                                                                   \
+        if (db) db[c] = sg;                                                             \
+        if (dw) dw[c] = sgx * invstd[c];                                                \
+        *kt = (T)(invstd[c] * (w ? (double)w[c] : 1.0));                                \
+        *mu = (T)mean[c];                                                               \
+        *a = training ? (T)(sg / m) : (T)0;                                             \
+        *bc = training ? (T)(invstd[c] * invstd[c] * sgx / m) : (T)0;                   \
+    }                                                                                   \
+                                                                                        \
     /* One row of channel c: o = (p - mean) * (invstd * w) + b, in T. */                \
     static void bn_row_##SUF(const T *p, int64_t s, int64_t c, const double *mean,      \
                              const double *invstd, const T *w, const T *b, T *o)        \
     {                                                                                   \
-        const T mu = (T)mean[c], k = (T)(invstd[c] * (w ? (double)w[c] : 1.0));         \
-        const T sh = b ? b[c] : (T)0;                                                   \
+        T mu, k, sh;                                                                    \
+        bn_affine_##SUF(c, mean, invstd, w, b, &mu, &k, &sh);                           \
         for (int64_t i = 0; i < s; i++) o[i] = (p[i] - mu) * k + sh;                    \
     }                                                                                   \
                                                                                         \
@@ -193,11 +218,8 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         for (int64_t c0 = 0; c0 < g.c; c0 += BN_BLK) {                                  \
             const int64_t nc = g.c - c0 < BN_BLK ? g.c - c0 : BN_BLK;                   \
             T mu[BN_BLK], k[BN_BLK], sh[BN_BLK];                                        \
-            for (int64_t c = 0; c < nc; c++) {                                          \
-                mu[c] = (T)mean[c0 + c];                                                \
-                k[c] = (T)(invstd[c0 + c] * (w ? (double)w[c0 + c] : 1.0));             \
-                sh[c] = b ? b[c0 + c] : (T)0;                                           \
-            }                                                                           \
+            for (int64_t c = 0; c < nc; c++)                                            \
+                bn_affine_##SUF(c0 + c, mean, invstd, w, b, &mu[c], &k[c], &sh[c]);     \
             for (int64_t n = 0; n < g.n; n++) {                                         \
                 const int64_t off = (n * g.c + c0) * g.s;                               \
                 const T *p = x + off;                                                   \
@@ -224,13 +246,9 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         /* sum g: the centred sum of g about 0 (x = g, no weights) */                  \
         const double sg = bn_sum_##SUF(gr, NULL, 0.0, false, g, xc);                    \
         const double sgx = bn_sum_##SUF(x, gr, mean[c], false, g, xc);                  \
-        if (db) db[c] = sg;                                                             \
-        if (dw) dw[c] = sgx * invstd[c];                                                \
+        T kt, mu, a, bc;                                                                \
+        bn_grad_factors_##SUF(c, sg, sgx, m, mean, invstd, w, training, dw, db, &kt, &mu, &a, &bc); \
         if (!dx) return;                                                                \
-        const double k = invstd[c] * (w ? (double)w[c] : 1.0);                          \
-        const T kt = (T)k, mu = (T)mean[c];                                             \
-        const T a = training ? (T)(sg / m) : (T)0;                                      \
-        const T bc = training ? (T)(invstd[c] * invstd[c] * sgx / m) : (T)0;            \
         for (int64_t n = 0; n < g.n; n++) {                                             \
             const int64_t off = (n * g.c + xc) * g.s;                                   \
             const T *p = x + off, *q = gr + off;                                        \
@@ -259,15 +277,9 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
             bn_sum_blk_##SUF(gr, NULL, NULL, false, g, c0, nc, sg);                     \
             bn_sum_blk_##SUF(x, gr, mean + c0, false, g, c0, nc, sgx);                  \
             T kt[BN_BLK], mu[BN_BLK], a[BN_BLK], bc[BN_BLK];                            \
-            for (int64_t c = 0; c < nc; c++) {                                          \
-                const int64_t cc = c0 + c;                                              \
-                if (db) db[cc] = sg[c];                                                 \
-                if (dw) dw[cc] = sgx[c] * invstd[cc];                                   \
-                kt[c] = (T)(invstd[cc] * (w ? (double)w[cc] : 1.0));                    \
-                mu[c] = (T)mean[cc];                                                    \
-                a[c] = training ? (T)(sg[c] / m) : (T)0;                                \
-                bc[c] = training ? (T)(invstd[cc] * invstd[cc] * sgx[c] / m) : (T)0;    \
-            }                                                                           \
+            for (int64_t c = 0; c < nc; c++)                                            \
+                bn_grad_factors_##SUF(c0 + c, sg[c], sgx[c], m, mean, invstd, w, training, \
+                                      dw, db, &kt[c], &mu[c], &a[c], &bc[c]);           \
             if (!dx) continue;                                                          \
             for (int64_t n = 0; n < g.n; n++) {                                         \
                 const int64_t off = (n * g.c + c0) * g.s;                               \
