@@ -5,6 +5,7 @@
 #include <criterion/new/assert.h>
 
 #include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,19 +26,19 @@ void th_tmp_dir_make(const char *prefix)
     cr_assert(mkdtemp(th_tmp_dir) != NULL);
 }
 
+/* nftw callback: removes one entry; directories come after their contents
+ * (FTW_DEPTH). */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
 void th_tmp_dir_remove(void)
 {
-    DIR *d = opendir(th_tmp_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", th_tmp_dir, e->d_name);
-        if (rmdir(p) != 0) unlink(p);
-    }
-    closedir(d);
-    rmdir(th_tmp_dir);
+    /* whole tree: the CLI tests leave an out/ directory with files in it */
+    if (th_tmp_dir[0]) nftw(th_tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 const char *th_tmp_path(char *buf, size_t n, const char *name)
