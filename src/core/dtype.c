@@ -308,39 +308,23 @@ void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n
     }
 }
 
-/* Strided blocks: the kernel is chosen once, not per row (short rows, such
- * as a 7x7 plane of one channel per sample, made the per-call dispatch and
- * tensor lookups a visible share of batch_norm's half path). */
+/* Strided blocks, one serial call for all rows (for loops that are already
+ * parallel: batch_norm's half path called the bulk conversion and looked up
+ * its tensors once per row, a visible share of its time at 7x7 planes). */
 void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
                           int64_t dstride, int64_t rows, int64_t len)
 {
     TG_ASSERT(tg__dtype_is_half(to));
-#ifdef TG__HAVE_X86_SIMD
-    if (tg__cpu_has_half_simd()) {
-        void (*f)(const float *, uint16_t *, int64_t) =
-            to == TG_F16 ? tg__f32_to_f16_f16c : tg__f32_to_bf16_avx2;
-        for (int64_t r = 0; r < rows; r++) f(src + r * sstride, dst + r * dstride, len);
-        return;
-    }
-#endif
     for (int64_t r = 0; r < rows; r++)
-        tg__f32_to_half_scalar(to, src + r * sstride, dst + r * dstride, len);
+        tg__f32_to_half_blk(to, src + r * sstride, dst + r * dstride, len, true);
 }
 
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len)
 {
     TG_ASSERT(tg__dtype_is_half(from));
-#ifdef TG__HAVE_X86_SIMD
-    if (tg__cpu_has_half_simd()) {
-        void (*f)(const uint16_t *, float *, int64_t) =
-            from == TG_F16 ? tg__f16_to_f32_f16c : tg__bf16_to_f32_avx2;
-        for (int64_t r = 0; r < rows; r++) f(src + r * sstride, dst + r * dstride, len);
-        return;
-    }
-#endif
     for (int64_t r = 0; r < rows; r++)
-        tg__half_to_f32_scalar(from, src + r * sstride, dst + r * dstride, len);
+        tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, true);
 }
 
 /* ---- scalar load / store -------------------------------------------------- */
