@@ -74,19 +74,10 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
     }
 }
 
-/* out = k(a), saving a (save_out false) or out.  The saved output is an
- * alias of *out's storage without its grad_fn: saving *out itself would make
- * a cycle (out -> node -> ctx -> out): a detached view of it instead. */
-static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out);
-
-static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
-                       tg_ew_kernel_fn k, double s, bool save_out)
-{
-    TG_TRY(tg__ew_unary(name, out, a, k, s));
-    return act_save(ctx, out, a, save_out);
-}
-
-/* The saving half of act_forward, for *out just computed from a. */
+/* For *out just computed from a: saves a (save_out false) or out.  The
+ * saved output is an alias of *out's storage without its grad_fn: saving
+ * *out itself would make a cycle (out -> node -> ctx -> out): a detached view
+ * of it instead. */
 static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out)
 {
     if (!ctx) return TG_OK;
@@ -104,6 +95,14 @@ static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out)
     tg__ctx_save(ctx, alias);
     tg_tensor_release(alias);
     return TG_OK;
+}
+
+/* out = k(a), then act_save. */
+static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                       tg_ew_kernel_fn k, double s, bool save_out)
+{
+    TG_TRY(tg__ew_unary(name, out, a, k, s));
+    return act_save(ctx, out, a, save_out);
 }
 
 #define ACT_FORWARD(op, k, save_out)                                          \
