@@ -103,7 +103,8 @@ void tg__conv_set_part_bytes(int64_t bytes);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type, except the activation inputs and the output y of a geometry with
- * half_in / half_out set (dt is then TG_F32).  They return TG_ENOMEM (message set) if scratch cannot be allocated. */
+ * half_in / half_out set (dt is then TG_F32).  They return TG_ENOMEM
+ * (message set) if scratch cannot be allocated. */
 
 /* y (B, c_col, col) = conv(x (B, c_img, img), w (c_col, c_img/G, K)). */
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
