@@ -49,7 +49,7 @@ Test(shape, write_through_view_is_seen_by_base_and_bumps_shared_version)
     int64_t it[2] = {3, 1}, ia[2] = {1, 3};
     cr_assert(eq(int, tg_tensor_set(t, it, 99.0), TG_OK));
     cr_assert(eq(dbl, at(a, ia), 99.0));
-    cr_assert(gt(u64, tg_tensor_version(a), v0));
+    cr_assert(tg_tensor_version(a) > v0, "a write through a view did not bump the version");
     cr_assert(eq(u64, tg_tensor_version(a), tg_tensor_version(t)));
     tg_tensor_release(t);
     tg_tensor_release(a);

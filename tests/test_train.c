@@ -79,7 +79,7 @@ Test(train, discriminator_loss_goes_down_on_an_easy_problem)
     double d[24], g[24];
     run_steps(t, 24, d, g);
     double first = (d[0] + d[1] + d[2]) / 3, last = (d[21] + d[22] + d[23]) / 3;
-    cr_assert(gt(dbl, first, 1.0), "first D losses near chance: %g", first);
+    cr_assert(first > 1.0, "first D losses near chance: %g", first);
     cr_assert(lt(dbl, last, 0.5 * first), "D loss %g -> %g", first, last);
     for (int i = 0; i < 24; i++) cr_assert(isfinite(g[i]));
     dcgan_trainer_free(t);
