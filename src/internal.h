@@ -114,7 +114,8 @@ int64_t tg__numel(int ndim, const int64_t *shape);
  * extents >= 0.  `what` names the caller in the message. */
 int tg__check_shape(const char *what, int ndim, const int64_t *shape);
 /* Whether ndim extents (each >= 0) of elem_bytes-byte elements have a byte
- * count that fits in an int64; checked before multiplying. */
+ * count that fits in an int64, counting zero extents as 1 (so that every
+ * contiguous stride fits too); checked before multiplying. */
 bool tg__shape_bytes_fit(int ndim, const int64_t *shape, int64_t elem_bytes);
 
 /* Copies t's elements in row-major order into dst as dtype `to` (a contiguous

@@ -28,10 +28,13 @@ int64_t tg__numel(int ndim, const int64_t *shape)
 
 bool tg__shape_bytes_fit(int ndim, const int64_t *shape, int64_t elem_bytes)
 {
+    /* Zero extents count as 1, as in the strides: (2^40, 0, 2^40) holds no
+     * element but its first stride would not fit. */
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] != 0 && n > INT64_MAX / elem_bytes / shape[d]) return false;
-        n *= shape[d];
+        const int64_t e = shape[d] > 1 ? shape[d] : 1;
+        if (n > INT64_MAX / elem_bytes / e) return false;
+        n *= e;
     }
     return true;
 }
@@ -48,7 +51,7 @@ int tg__check_shape(const char *what, int ndim, const int64_t *shape)
     /* The byte count of the largest dtype (8 bytes) must fit in an int64. */
     if (!tg__shape_bytes_fit(ndim, shape, 8)) {
         char buf[160];
-        return tg__error(TG_EINVAL, "%s: shape %s has too many elements (overflow)", what,
+        return tg__error(TG_EINVAL, "%s: shape %s is too large: its extents (zeros counted as 1) overflow int64", what,
                          tg_shape_str(buf, sizeof buf, ndim, shape));
     }
     return TG_OK;
@@ -108,8 +111,9 @@ static tg_tensor *tensor_alloc(tg_dtype dt, int ndim, const int64_t *shape, bool
     const int64_t esize = (int64_t)tg_dtype_size(dt);
     if (!tg__shape_bytes_fit(ndim, shape, esize)) {
         char buf[160];
-        tg__error(TG_ENOMEM, "tensor: a %s tensor of shape %s would take more than "
-                  "INT64_MAX bytes", tg_dtype_name(dt), tg_shape_str(buf, sizeof buf, ndim, shape));
+        tg__error(TG_ENOMEM, "tensor: a %s tensor of shape %s is too large: its extents "
+                  "(zeros counted as 1) times %lld bytes exceed INT64_MAX", tg_dtype_name(dt),
+                  tg_shape_str(buf, sizeof buf, ndim, shape), (long long)esize);
         return NULL;
     }
     size_t nbytes = (size_t)tg__numel(ndim, shape) * (size_t)esize;

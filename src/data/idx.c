@@ -77,12 +77,14 @@ static int read_header(gzFile gz, const char *path, const idx_type **type, int *
              "idx_load: '%s': ndim=%d must be in 1..%d", path, h[3], TG_MAX_DIMS);
     *ndim = h[3];
     TG_TRY(read_exact(gz, d, 4 * (size_t)*ndim, path, "dimensions"));
-    /* The byte count must fit in both size_t and int64 (tensor extents). */
-    uint64_t total = (uint64_t)(*type)->file_size;
+    /* The byte count must fit in both size_t and int64, and so must the
+     * tensor's strides, which count a zero extent as 1 (tg__shape_bytes_fit). */
+    uint64_t total = (uint64_t)(*type)->file_size, span = total;
     for (int i = 0; i < *ndim; i++) {
         shape[i] = be32(d + 4 * i);
-        TG_CHECK(!__builtin_mul_overflow(total, (uint64_t)shape[i], &total) &&
-                     total <= (uint64_t)INT64_MAX && total <= SIZE_MAX,
+        total *= (uint64_t)shape[i];   /* <= span: no overflow once span fits */
+        TG_CHECK(!__builtin_mul_overflow(span, (uint64_t)(shape[i] ? shape[i] : 1), &span) &&
+                     span <= (uint64_t)INT64_MAX && span <= SIZE_MAX,
                  TG_EFORMAT, "idx_load: '%s': dimensions overflow (dim %d = %lld)", path, i,
                  (long long)shape[i]);
     }
