@@ -394,7 +394,10 @@ Test(safetensors, invalid_tensor_entries_are_rejected)
         {"{\"a\":[1]}", 0, "object"},
         /* 2^32 * 2^32 * 8 bytes overflows 64 bits */
         {"{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
-         0, "2^64"},
+         0, "too large"},
+        /* empty, but its first stride would be 2^80 */
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1099511627776,0,1099511627776],"
+         "\"data_offsets\":[0,0]}}", 0, "shape (1099511627776, 0, 1099511627776) is too large"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char why[32];

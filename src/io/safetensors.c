@@ -243,6 +243,14 @@ static int read_shape(const tg__json *v, const char *name, st_info *info)
                         name, d);
         info->shape[d] = x->u.i;
     }
+    /* Tensor extents must have int64 strides, zero extents counted as 1:
+     * (2^40, 0, 2^40) is empty but cannot be a tensor. */
+    if (!tg__shape_bytes_fit(info->ndim, info->shape, 8)) {
+        char buf[160];
+        return FERR(v->offset, "tensor \"%.64s\": shape %s is too large (its extents, zeros "
+                    "counted as 1, overflow int64)", name,
+                    tg_shape_str(buf, sizeof buf, info->ndim, info->shape));
+    }
     return 0;
 }
 
@@ -263,20 +271,12 @@ static int read_offsets(const tg__json *v, const char *name, uint64_t dlen, st_i
     return 0;
 }
 
-/* Bytes the shape needs; false when numel * elemsize overflows uint64 (a zero
- * extent anywhere makes the tensor empty whatever the other extents). */
-static bool shape_nbytes(const st_info *info, uint64_t *out)
+/* Bytes the shape needs (read_shape has checked that they fit in an int64). */
+static uint64_t shape_nbytes(const st_info *info)
 {
     uint64_t n = tg_dtype_size(info->dtype);
-    for (int d = 0; d < info->ndim; d++)
-        if (info->shape[d] == 0) n = 0;
-    for (int d = 0; d < info->ndim && n; d++) {
-        uint64_t x = (uint64_t)info->shape[d];
-        if (n > UINT64_MAX / x) return false;
-        n *= x;
-    }
-    *out = n;
-    return true;
+    for (int d = 0; d < info->ndim; d++) n *= (uint64_t)info->shape[d];
+    return n;
 }
 
 static int read_info(const tg__json_member *m, uint64_t dlen, st_info *info)
@@ -288,12 +288,11 @@ static int read_info(const tg__json_member *m, uint64_t dlen, st_info *info)
     TG_TRY(read_dtype(tg__json_get(v, "dtype"), m->key, info));
     TG_TRY(read_shape(tg__json_get(v, "shape"), m->key, info));
     TG_TRY(read_offsets(tg__json_get(v, "data_offsets"), m->key, dlen, info));
-    uint64_t need;
-    if (!shape_nbytes(info, &need) || need != info->end - info->begin)
+    const uint64_t need = shape_nbytes(info);
+    if (need != info->end - info->begin)
         return FERR(v->offset, "tensor \"%.64s\": data_offsets span %llu bytes but the "
-                    "shape and dtype need %s", m->key,
-                    (unsigned long long)(info->end - info->begin),
-                    shape_nbytes(info, &need) ? "a different size" : "more than 2^64");
+                    "shape and dtype need %llu", m->key,
+                    (unsigned long long)(info->end - info->begin), (unsigned long long)need);
     return 0;
 }
 
