@@ -213,6 +213,55 @@ Test(loss, cross_entropy_is_stable_at_1000_in_f32)
     tg_tensor_release(t);
 }
 
+/* A masked class (-inf logit, not the target) is a class that is not there:
+ * the loss and the other gradients are those of the row without it, its own
+ * gradient is 0, and nothing is NaN (0 * -inf must never be formed). */
+Test(loss, cross_entropy_masked_class_is_an_absent_class)
+{
+    double masked[2][3] = {{0.5, -INFINITY, 1.5}, {-INFINITY, 2.0, -1.0}},
+           kept[2][2] = {{0.5, 1.5}, {2.0, -1.0}};
+    int64_t ti[2] = {0, 1}, tk[2] = {0, 0};
+    tg_tensor *xm = NULL, *xk = NULL, *t = NULL, *tkt = NULL;
+    tg_tensor_from_data(&xm, TG_F64, 2, (int64_t[]){2, 3}, masked);
+    tg_tensor_from_data(&xk, TG_F64, 2, (int64_t[]){2, 2}, kept);
+    tg_tensor_from_data(&t, TG_I64, 1, (int64_t[]){2}, ti);
+    tg_tensor_from_data(&tkt, TG_I64, 1, (int64_t[]){2}, tk);
+    tg_tensor_set_requires_grad(xm, true);
+    tg_tensor_set_requires_grad(xk, true);
+    for (int r = 0; r < 3; r++) {
+        tg_tensor *vm = NULL, *vk = NULL;
+        cr_assert(eq(int, tg_cross_entropy(&vm, xm, t, REDS[r]), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_cross_entropy(&vk, xk, tkt, REDS[r]), TG_OK));
+        for (int64_t i = 0; i < tg_tensor_numel(vk); i++)
+            cr_assert(epsilon_eq(dbl, th_at(vm, i), th_at(vk, i), 1e-14), "%s: loss[%lld] %g vs %g",
+                      RED_NAMES[r], (long long)i, th_at(vm, i), th_at(vk, i));
+        tg_tensor *sm = NULL, *sk = NULL;
+        tg_sum(&sm, vm);
+        tg_sum(&sk, vk);
+        cr_assert(eq(int, tg_backward(sm, NULL, NULL), TG_OK));
+        cr_assert(eq(int, tg_backward(sk, NULL, NULL), TG_OK));
+        const tg_tensor *gm = tg_tensor_grad(xm), *gk = tg_tensor_grad(xk);
+        /* row 0 keeps columns 0 and 2, row 1 columns 1 and 2 */
+        const int keep[2][2] = {{0, 2}, {1, 2}}, drop[2] = {1, 0};
+        for (int row = 0; row < 2; row++) {
+            cr_assert(eq(dbl, th_at(gm, row * 3 + drop[row]), 0.0), "%s: row %d", RED_NAMES[r], row);
+            for (int j = 0; j < 2; j++)
+                cr_assert(epsilon_eq(dbl, th_at(gm, row * 3 + keep[row][j]), th_at(gk, row * 2 + j),
+                                     1e-14), "%s: grad[%d][%d]", RED_NAMES[r], row, keep[row][j]);
+        }
+        tg_tensor_zero_grad(xm);
+        tg_tensor_zero_grad(xk);
+        tg_tensor_release(sm);
+        tg_tensor_release(sk);
+        tg_tensor_release(vm);
+        tg_tensor_release(vk);
+    }
+    tg_tensor_release(xm);
+    tg_tensor_release(xk);
+    tg_tensor_release(t);
+    tg_tensor_release(tkt);
+}
+
 /* Inside autocast(f16) an f16 input is cast to f32 first: the loss is f32,
  * the gradient comes back in f16. */
 Test(loss, autocast_computes_in_f32)

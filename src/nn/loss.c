@@ -1,11 +1,15 @@
 /* src/nn/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
- * of differentiable ops, plus one small op of their own: bce_softplus.
+ * of differentiable ops, plus two small ops of their own: bce_softplus and
+ * ce_pick.
  *
- * Composition gives first and second derivatives from autograd.  The one new
- * op exists because softplus(x) = max(x, 0) + log1p(exp(-|x|)) written with
+ * Composition gives first and second derivatives from autograd.  bce_softplus
+ * exists because softplus(x) = max(x, 0) + log1p(exp(-|x|)) written with
  * relu and abs has the wrong derivative at x = 0 (relu'(0) = sign(0) = 0 give
  * 0 instead of sigmoid(0) = 1/2), and zero logits are common (zero-initialised
- * heads).  Its backward, g * sigmoid(x), is itself differentiable.
+ * heads).  Its backward, g * sigmoid(x), is itself differentiable.  ce_pick
+ * takes each row's target entry of the log-probabilities; multiplying by a
+ * one-hot matrix instead would turn the -inf of a masked class into
+ * 0 * -inf = NaN.  Its backward, onehot * g, is differentiable too.
  */
 #include <math.h>
 #include <string.h>
@@ -51,12 +55,76 @@ static tg_op_schema softplus_op = {.name = "bce_softplus", .arity = 1, .amp = TG
                                    .forward = softplus_forward,
                                    .backward = softplus_backward, .double_backward = true};
 
-void tg__register_loss(void) { tg__op_register(&softplus_op); }
-
 static int softplus(tg_tensor **out, tg_tensor *a)
 {
     tg_tensor *in[1] = {a};
     return tg__op_call(&softplus_op, out, 1, in, NULL, 0);
+}
+
+/* ---- the ce_pick op ------------------------------------------------------- */
+
+/* out (N) = a[n, c] where onehot[n, c] != 0, for a and onehot (N, C) of one
+ * dtype; a row without a one gives 0. */
+static int pick_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    const tg_tensor *a = in[0], *onehot = in[1];
+    const int64_t N = a->shape[0], C = a->shape[1];
+    double *va = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *va),
+           *vo = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *vo),
+           *picked = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *picked);
+    tg_tensor *y = tg__tensor_empty(a->dtype, 1, &N);
+    int rc = TG_OK;
+    if (!va || !vo || !picked || !y) {
+        rc = tg__error(TG_ENOMEM, "ce_pick: out of memory for (%lld, %lld) values",
+                       (long long)N, (long long)C);
+        goto done;
+    }
+    tg__gather(a, TG_F64, va);
+    tg__gather(onehot, TG_F64, vo);
+    for (int64_t i = 0; i < N; i++) {
+        picked[i] = 0.0;
+        for (int64_t c = 0; c < C; c++)
+            if (vo[i * C + c] != 0.0) picked[i] = va[i * C + c];
+    }
+    tg__scatter(y, TG_F64, picked);
+    if (ctx) rc = tg__ctx_save(ctx, in[1]);
+done:
+    free(va);
+    free(vo);
+    free(picked);
+    if (rc < 0) tg_tensor_release(y);
+    else *out = y;
+    return rc;
+}
+
+/* d ce_pick(a) = onehot * g[:, None]; the one-hot is a constant. */
+static int pick_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *onehot, *g1 = NULL;
+    int rc;
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
+    TRY_GOTO(tg_unsqueeze(&g1, g, 1));
+    TRY_GOTO(tg_mul(&gi[0], onehot, g1));
+done:
+    tg_tensor_release(g1);
+    return rc;
+}
+
+static tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
+                               .forward = pick_forward, .backward = pick_backward,
+                               .double_backward = true};
+
+static int pick(tg_tensor **out, tg_tensor *a, tg_tensor *onehot)
+{
+    tg_tensor *in[2] = {a, onehot};
+    return tg__op_call(&pick_op, out, 2, in, NULL, 0);
+}
+
+void tg__register_loss(void)
+{
+    tg__op_register(&softplus_op);
+    tg__op_register(&pick_op);
 }
 
 /* ---- shared checks and steps -------------------------------------------- */
@@ -230,14 +298,14 @@ done:
     return rc;
 }
 
-/* loss[n] = -log_softmax(x)[n, target[n]] = -sum_c onehot[n, c] * logp[n, c]. */
+/* loss[n] = -log_softmax(x)[n, target[n]]: logp picked at the target. */
 int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_ce(out, logits, target, red));
     int64_t N = logits->shape[0], C = logits->shape[1];
     int64_t *idx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *idx);
     if (!idx) return TG_ENOMEM;
-    tg_tensor *t[11] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, sum, nll */
+    tg_tensor *t[10] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, nll */
     const int dim1[1] = {1};
     int rc;
     TRY_GOTO(read_targets(target, C, idx));
@@ -248,12 +316,11 @@ int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_r
     TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
     TRY_GOTO(tg_log(&t[6], t[5]));
     TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
-    TRY_GOTO(tg_mul(&t[8], t[7], t[2]));
-    TRY_GOTO(tg_sum_dims(&t[9], t[8], 1, dim1, false));  /* (N) */
-    TRY_GOTO(tg_neg(&t[10], t[9]));
-    TRY_GOTO(reduce(out, t[10], red));
+    TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
+    TRY_GOTO(tg_neg(&t[9], t[8]));
+    TRY_GOTO(reduce(out, t[9], red));
 done:
-    release_all(t, 11);
+    release_all(t, 10);
     free(idx);
     return rc;
 }
