@@ -645,6 +645,55 @@ Test(nn, batchnorm_input_errors)
     tg_module_release(m);
 }
 
+/* An empty batch in training is PyTorch's no-op: an empty output, running
+ * statistics unchanged, num_batches_tracked still counted (so momentum=None
+ * weighs the next batch by 1/2), zero weight and bias gradients; in f32,
+ * f64 and f16 (the per-channel half path), with and without running stats. */
+Test(nn, batchnorm_empty_batch_in_training)
+{
+    const tg_dtype dts[3] = {TG_F32, TG_F64, TG_F16};
+    for (int d = 0; d < 3; d++)
+        for (int track = 0; track < 2; track++) {
+            tg_module *m = NULL;
+            cr_assert(eq(int, tg_nn_batchnorm_new(&m, 2, 3, 1e-5, -1.0, true, track), TG_OK));
+            if (dts[d] != TG_F32) cr_assert(eq(int, tg_module_to_dtype(m, dts[d]), TG_OK));
+            tg_tensor *x = NULL, *y = NULL, *sum = NULL;
+            cr_assert(eq(int, tg_tensor_zeros(&x, dts[d], 4, (int64_t[]){0, 3, 4, 4}), TG_OK));
+            int64_t n;
+            double *before = snapshot(m, &n);
+            cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(i64, tg_tensor_numel(y), 0));
+            cr_assert(eq(int, tg_tensor_ndim(y), 4));
+            cr_assert(eq(int, tg_sum(&sum, y), TG_OK));
+            cr_assert(eq(int, tg_backward(sum, NULL, NULL), TG_OK), "%s", tg_error_message());
+            for (int p = 0; p < 2; p++) {
+                const tg_tensor *g = tg_tensor_grad(tg_module_find(m, p ? "bias" : "weight"));
+                cr_assert(g != NULL);
+                for (int c = 0; c < 3; c++) cr_assert(eq(dbl, th_at(g, c), 0.0), "grad %d[%d]", p, c);
+            }
+            if (track) {
+                /* running_mean, running_var as before; num_batches_tracked 0 -> 1 */
+                double *now = snapshot(m, &n);
+                for (int64_t i = 0; i < n - 1; i++) cr_assert(eq(dbl, now[i], before[i]));
+                cr_assert(eq(dbl, now[n - 1], before[n - 1] + 1));
+                free(now);
+                /* then a batch of constant 2: running_mean = (1 - 1/2) 0 + 1/2 * 2 */
+                tg_tensor *x2 = NULL, *y2 = NULL;
+                tg_tensor_full(&x2, dts[d], 4, (int64_t[]){2, 3, 4, 4}, 2.0);
+                cr_assert(eq(int, tg_module_forward(m, &y2, x2), TG_OK));
+                const tg_tensor *rm = tg_module_find(m, "running_mean");
+                for (int c = 0; c < 3; c++) cr_assert(eq(dbl, th_at(rm, c), 1.0), "%s", tg_dtype_name(dts[d]));
+                tg_tensor_release(y2);
+                tg_tensor_release(x2);
+            }
+            free(before);
+            tg_tensor_release(sum);
+            tg_tensor_release(y);
+            tg_tensor_release(x);
+            tg_module_release(m);
+        }
+}
+
 Test(nn, constructor_errors_leave_out_untouched)
 {
     tg_rng rng;

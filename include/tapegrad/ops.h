@@ -105,7 +105,9 @@ TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
  * f16/bf16 inside an autocast scope, else the promotion of x, weight, bias.
  * One recorded op, differentiable to any order; the tape keeps x and two
  * values per channel.  TG_ESHAPE / TG_EDTYPE / TG_EINVAL for bad shapes,
- * dtypes, eps, momentum, or one value per channel when training. */
+ * dtypes, eps, momentum, or exactly one value per channel when training.  An
+ * empty batch in training gives an empty result and leaves the running
+ * buffers as they are (PyTorch's behaviour). */
 TG_API int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean,
                          tg_tensor *running_var, tg_tensor *weight, tg_tensor *bias,
                          bool training, double momentum, double eps);

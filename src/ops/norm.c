@@ -436,7 +436,7 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     TG_TRY(check_vec("running_var", p->running_var, g.c));
     TG_CHECK(p->training || (p->running_mean && p->running_var), TG_EINVAL,
              "batch_norm: eval mode (training=false) needs running_mean and running_var");
-    TG_CHECK(!p->training || g.n * g.s > 1, TG_EINVAL,
+    TG_CHECK(!p->training || g.n * g.s != 1, TG_EINVAL,
              "batch_norm: expected more than 1 value per channel when training (got input with %lld)",
              (long long)(g.n * g.s));
     TG_CHECK(isfinite(p->eps) && p->eps >= 0, TG_EINVAL, "batch_norm: eps=%g must be finite and >= 0",
@@ -500,7 +500,13 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
         tg__gather(p->running_mean, TG_F64, mean);
         tg__gather(p->running_var, TG_F64, var);
     }
-    if (by_chan) {
+    /* Training on an empty batch does nothing, as in PyTorch: y is empty and
+     * the running buffers stay; the statistics saved for backward are zeros
+     * (so its sums over no element give zero gradients). */
+    const bool empty = p->training && g.n * g.s == 0;
+    if (empty) {
+        for (int64_t c = 0; c < 3 * g.c; c++) stats[c] = 0.0;
+    } else if (by_chan) {
         bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
                          .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
         TRY_GOTO(for_channels(g, false, half_forward_chan, &j));
@@ -516,7 +522,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     }
     rc = TG_ENOMEM;
     if (ctx && (!(tm = vec_of(cdt, g.c, mean)) || !(ti = vec_of(cdt, g.c, invstd)))) goto done;
-    if (p->training) {   /* last, so that a failure above leaves the buffers as they were */
+    if (p->training && !empty) {   /* last: a failure above leaves the buffers as they were */
         const double mm = (double)(g.n * g.s);
         rc = update_running(p->running_mean, mean, p->momentum, 1.0);
         if (rc == TG_OK) rc = update_running(p->running_var, var, p->momentum, mm / (mm - 1));
