@@ -618,6 +618,34 @@ Test(nn, flatten_unflatten_shapes)
     tg_module_release(un);
 }
 
+/* A scalar is one dim to Flatten, as in torch: dims -1 and 0 flatten it into
+ * (1); the default start_dim=1 does not fit it. */
+Test(nn, flatten_scalar_as_torch)
+{
+    tg_tensor *x = NULL, *y = NULL;
+    tg_tensor_scalar(&x, TG_F32, 3.0);
+    const int ok[4][2] = {{0, -1}, {0, 0}, {-1, -1}, {-1, 0}}, bad[3][2] = {{1, -1}, {0, 1}, {-2, 0}};
+    for (int i = 0; i < 4; i++) {
+        tg_module *fl = NULL;
+        cr_assert(eq(int, tg_nn_flatten_new(&fl, ok[i][0], ok[i][1]), TG_OK));
+        cr_assert(eq(int, tg_module_forward(fl, &y, x), TG_OK), "(%d, %d)", ok[i][0], ok[i][1]);
+        cr_assert(eq(int, tg_tensor_ndim(y), 1));
+        cr_assert(eq(dbl, th_at(y, 0), 3.0));
+        tg_tensor_release(y);
+        y = NULL;
+        tg_module_release(fl);
+    }
+    for (int i = 0; i < 3; i++) {
+        tg_module *fl = NULL;
+        cr_assert(eq(int, tg_nn_flatten_new(&fl, bad[i][0], bad[i][1]), TG_OK));
+        cr_assert(eq(int, tg_module_forward(fl, &y, x), TG_EINVAL), "(%d, %d)", bad[i][0], bad[i][1]);
+        cr_assert(strstr(tg_error_message(), "dims in [-1, 0]") != NULL, "%s", tg_error_message());
+        cr_assert(y == NULL);
+        tg_module_release(fl);
+    }
+    tg_tensor_release(x);
+}
+
 Test(nn, batchnorm_input_errors)
 {
     tg_module *m = NULL;

@@ -116,11 +116,14 @@ typedef struct tg__reshape_state {
 static int tg__flatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__reshape_state *s = m->state;
-    int nd = tg_tensor_ndim(x), lo = s->dim0 < 0 ? s->dim0 + nd : s->dim0;
-    int hi = s->dim1 < 0 ? s->dim1 + nd : s->dim1;
-    if (nd == 0) { lo = hi = 0; }   /* torch flattens a scalar into (1) */
-    TG_CHECK(lo >= 0 && hi < (nd ? nd : 1) && lo <= hi, TG_EINVAL,
-             "flatten: start_dim=%d, end_dim=%d do not fit a %d-d input", s->dim0, s->dim1, nd);
+    /* A scalar counts as one dim, as in torch (dims -1 and 0 only), and
+     * flattens into (1). */
+    const int nd = tg_tensor_ndim(x), span = nd ? nd : 1;
+    const int lo = s->dim0 < 0 ? s->dim0 + span : s->dim0;
+    const int hi = s->dim1 < 0 ? s->dim1 + span : s->dim1;
+    TG_CHECK(lo >= 0 && hi < span && lo <= hi, TG_EINVAL,
+             "flatten: start_dim=%d, end_dim=%d do not fit a %d-d input (dims in [%d, %d], "
+             "start before end)", s->dim0, s->dim1, nd, -span, span - 1);
     const int64_t *xs = tg_tensor_shape(x);
     int64_t shape[TG_MAX_DIMS], prod = 1;
     int k = 0;
