@@ -1,0 +1,41 @@
+/* tests/fuzz/targets.h - the fuzz targets: one function per file format.
+ *
+ * Each target takes arbitrary bytes, feeds them to the library as a file of
+ * its kind and checks what must hold whatever the bytes are.  It returns 0
+ * when the bytes were handled well (accepted, or refused with an error code
+ * and a message) and -1, after printing why to stderr, when a property was
+ * broken.  A crash, a sanitizer report or a leak is a failure too.
+ *
+ * The same functions run under libFuzzer (fuzz_main.c, built with
+ * -Dfuzz=true) and, over the committed corpus in tests/fuzz/corpus/<name>,
+ * in the Criterion suite (tests/test_fuzz.c). */
+#ifndef TAPEGRAD_TESTS_FUZZ_TARGETS_H
+#define TAPEGRAD_TESTS_FUZZ_TARGETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* tg_safetensors_parse; what it accepts saves and parses back the same. */
+int tg_fuzz_safetensors(const uint8_t *data, size_t size);
+/* tg_idx_load on the bytes as a file (plain or gzip); what it accepts has as
+ * many elements as its header says. */
+int tg_fuzz_idx(const uint8_t *data, size_t size);
+/* tg_checkpoint_load_file into a small training state (model, Adam, grad
+ * scaler, loader, RNG, step); when it fails, that state is unchanged. */
+int tg_fuzz_checkpoint(const uint8_t *data, size_t size);
+/* Saves that training state to path: the seed of the checkpoint corpus. */
+int tg_fuzz_checkpoint_seed(const char *path);
+/* A conv case file (tools/case.h) run with the fast and the reference
+ * algorithm: both refuse it or both run it, and then they agree on y and on
+ * every gradient within rounding. */
+int tg_fuzz_case(const uint8_t *data, size_t size);
+
+typedef struct tg_fuzz_target {
+    const char *name;   /* also the corpus folder's name */
+    int (*run)(const uint8_t *data, size_t size);
+} tg_fuzz_target;
+
+/* Every target, ending with {NULL, NULL}. */
+extern const tg_fuzz_target tg_fuzz_targets[];
+
+#endif
