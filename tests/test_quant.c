@@ -479,6 +479,40 @@ Test(quant, quantized_linear_matches_float_within_one_unit)
     }
 }
 
+/* An empty batch gives an empty result of the right shape (it used to
+ * divide by zero when cutting the batch into tasks), as the float ops do. */
+Test(quant, empty_batch_gives_empty_output)
+{
+    tg_qscales q = {.x_scale = 0.1, .n_weight_scales = 1, .y_scale = 0.05};
+    const double ws = 0.02;
+    q.weight_scales = &ws;
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    for (int transpose = 0; transpose < 2; transpose++) {
+        tg_tensor *xq = NULL, *wf = NULL, *wq = NULL, *y = NULL;
+        cr_assert(eq(int, tg_tensor_zeros(&xq, TG_U8, 4, (int64_t[]){0, 2, 5, 5}), TG_OK));
+        /* 2 -> 3 channels: conv weight (3, 2, 3, 3), transpose weight (2, 3, 3, 3) */
+        const int64_t wshape[4] = {transpose ? 2 : 3, transpose ? 3 : 2, 3, 3};
+        cr_assert(eq(int, tg_tensor_full(&wf, TG_F32, 4, wshape, 0.1), TG_OK));
+        cr_assert(eq(int, tg_quantize_conv_weight(&wq, wf, transpose, 1, 1, &ws), TG_OK));
+        int rc = transpose ? tg_quantized_conv_transpose(&y, xq, wq, NULL, &p, &q)
+                           : tg_quantized_conv(&y, xq, wq, NULL, &p, &q);
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        const int64_t want[4] = {0, 3, transpose ? 11 : 2, transpose ? 11 : 2};
+        cr_assert(eq(int, tg_tensor_ndim(y), 4));
+        for (int d = 0; d < 4; d++) cr_assert(eq(i64, tg_tensor_dim(y, d), want[d]), "dim %d", d);
+        tg_tensor_release(y), tg_tensor_release(wq), tg_tensor_release(wf), tg_tensor_release(xq);
+    }
+    tg_tensor *xq = NULL, *wf = NULL, *wq = NULL, *y = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&xq, TG_U8, 2, (int64_t[]){0, 7}), TG_OK));
+    cr_assert(eq(int, tg_tensor_full(&wf, TG_F32, 2, (int64_t[]){4, 7}, 0.1), TG_OK));
+    cr_assert(eq(int, tg_quantize_conv_weight(&wq, wf, false, 1, 1, &ws), TG_OK));
+    cr_assert(eq(int, tg_quantized_linear(&y, xq, wq, NULL, &q, false), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(i64, tg_tensor_dim(y, 0), 0));
+    cr_assert(eq(i64, tg_tensor_dim(y, 1), 4));
+    tg_tensor_release(y), tg_tensor_release(wq), tg_tensor_release(wf), tg_tensor_release(xq);
+}
+
 Test(quant, quantized_op_errors_change_nothing)
 {
     qdata d;

@@ -64,11 +64,13 @@ static int64_t *build_taps(const tg__conv_geom *g)
     return taps;
 }
 
-/* Rows per task: enough samples for ~128 GEMM rows, at most the batch. */
+/* Rows per task: enough samples for ~128 GEMM rows, at most the batch (and
+ * at least 1, as it divides). */
 static int64_t task_samples(int64_t batch, int64_t rows_per_sample)
 {
     int64_t nb = (128 + rows_per_sample - 1) / (rows_per_sample > 0 ? rows_per_sample : 1);
-    return nb < 1 ? 1 : nb > batch ? batch : nb;
+    if (nb > batch) nb = batch;
+    return nb < 1 ? 1 : nb;
 }
 
 /* x - zx of a u8 or i8 buffer element. */
@@ -204,6 +206,7 @@ static int convt_task(void *job, int64_t task)
 static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, const void *x,
                         int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
 {
+    if (g->batch == 0) return TG_OK;   /* an empty batch: y is empty too */
     int64_t *taps = build_taps(g);
     if (!taps) return TG_ENOMEM;
     q_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y, .taps = taps,
