@@ -807,3 +807,16 @@ Test(tensor, work_buffers_share_the_storage_cache)
     tg_memory_empty_cache();
     tg_memory_set_cache_limit(old_limit);
 }
+
+/* tg_error_set: code built on tapegrad reports as the library does. */
+Test(tensor, error_set_sets_the_message_and_returns_the_status)
+{
+    cr_assert(eq(int, tg_error_set(TG_ESHAPE, "mymodule: k=%d must be odd", 4), TG_ESHAPE));
+    cr_assert(eq(str, (char *)tg_error_message(), "mymodule: k=4 must be odd"));
+    cr_assert(eq(int, tg_error_set(TG_EIO, NULL), TG_EIO));
+    cr_assert(eq(str, (char *)tg_error_message(), (char *)tg_status_message(TG_EIO)));
+    cr_assert(eq(int, tg_error_set(TG_OK, "fine"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "must be a negative tg_status") != NULL);
+    tg_error_clear();
+    cr_assert(eq(str, (char *)tg_error_message(), ""));
+}

@@ -47,6 +47,16 @@ TG_API const char *tg_status_message(int status);
 TG_API const char *tg_error_message(void);
 /* Forget the last error on this thread. */
 TG_API void tg_error_clear(void);
+/* For code built on tapegrad (a module's forward, a program): sets this
+ * thread's message as the library does and returns status, so that
+ *   return tg_error_set(TG_EINVAL, "mymodule: k=%d must be odd", k);
+ * reports like any tapegrad call.  status must be negative (otherwise the
+ * result is TG_EINVAL saying so); fmt NULL gives the status's default
+ * message. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+TG_API int tg_error_set(int status, const char *fmt, ...);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,18 @@ const char *tg_error_message(void) { return tg__last_error; }
 
 void tg_error_clear(void) { tg__last_error[0] = '\0'; }
 
+int tg_error_set(int status, const char *fmt, ...)
+{
+    if (status >= 0)
+        return tg__error(TG_EINVAL, "error_set: status=%d must be a negative tg_status", status);
+    if (!fmt) return tg__error(status, "%s", tg_status_message(status));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tg__last_error, sizeof tg__last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 int tg__error(int status, const char *fmt, ...)
 {
     va_list ap;
