@@ -280,12 +280,42 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     size_t n = 0;
     char *before = slurp(ck, &n);
     cr_assert(before != NULL && n > 1000);
-    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "32"), 1));
+    /* a new run into a folder with a checkpoint is refused without --overwrite */
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8"), 2));
+    expect_in(err_text, "holds an earlier run's checkpoint: continue it with --resume auto, "
+                        "start over with --overwrite");
+    expect_same_bytes(ck, before, n);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "32", "--overwrite"),
+                 1));
     expect_in(err_text, "dcgan: batch 32 is larger than the 24 training images: no full batch");
     expect_same_bytes(ck, before, n);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "0"), 2));
-    expect_in(err_text, "bad option '--batch' 0");
+    expect_in(err_text, "dcgan: bad value '0' for --batch");
     expect_same_bytes(ck, before, n);
+    /* non-finite or negative numbers, missing values, stray words */
+    static const char *const bad[][3] = {
+        {"--lr", "inf", "bad value 'inf' for --lr"},
+        {"--time-budget", "nan", "bad value 'nan' for --time-budget"},
+        {"--time-budget", "-1", "bad value '-1' for --time-budget"},
+        {"--g-ch", "9000000000000000000", "bad value '9000000000000000000' for --g-ch"},
+        {"--d-ch", "65537", "bad value '65537' for --d-ch"},
+        {"stray", "word", "unexpected argument 'stray'"},
+        {"--bogus", "1", "unknown option '--bogus'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, DCGAN("--out", out, bad[i][0], bad[i][1]), 2), "%s %s", bad[i][0],
+                  bad[i][1]);
+        expect_in(err_text, bad[i][2]);
+    }
+    cr_assert(eq(int, DCGAN("--out", out, "--epochs"), 2));
+    expect_in(err_text, "option '--epochs' needs a value");
+    expect_same_bytes(ck, before, n);
+    /* an --out that is not a writable folder is refused before training */
+    char notdir[512];
+    snprintf(notdir, sizeof notdir, "%s/loss.csv", out);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", notdir, "--batch", "8"), 1));
+    expect_in(err_text, "is not a directory");
+    cr_assert(strstr(err_text, "images, batch") == NULL, "it trained: %s", err_text);
 
     /* Resuming or sampling with an option that differs from the checkpoint's. */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",

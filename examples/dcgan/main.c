@@ -1,8 +1,8 @@
 /* examples/dcgan/main.c - trains a DCGAN on Fashion-MNIST (make demo).
  *
  *   dcgan [--epochs N] [--batch N] [--lr X] [--seed N] [--out DIR]
- *         [--resume PATH|auto] [--threads N] [--data DIR] [--loss bce|wgan-gp]
- *         [--amp bf16|f16] [--sample N] [--time-budget S]
+ *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
+ *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "opts.h"
 #include "outputs.h"
@@ -73,10 +74,46 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     return rc;
 }
 
+/* dir as a folder this process can write in, made if missing: checked
+ * before training, so that a run never ends unable to save its work. */
 static int ensure_dir(const char *dir)
 {
-    if (mkdir(dir, 0755) == 0 || errno == EEXIST) return 0;
-    fprintf(stderr, "dcgan: cannot create %s: %s\n", dir, strerror(errno));
+    struct stat st;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "dcgan: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "dcgan: --out %s is not a directory\n", dir);
+        return -1;
+    }
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/.dcgan-write-test-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        fprintf(stderr, "dcgan: cannot write in %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+/* A new run, or one resumed from a checkpoint elsewhere, would replace the
+ * checkpoint of an earlier run in --out at its first save: refused unless
+ * --overwrite. */
+static int check_no_earlier_run(const app_opts *a)
+{
+    char path[4096];
+    struct stat here, from;
+    out_path(path, sizeof path, a->out, "checkpoint.safetensors");
+    if (a->overwrite || stat(path, &here) != 0) return 0;
+    if (a->resume && (strcmp(a->resume, "auto") == 0 ||
+                      (stat(a->resume, &from) == 0 && from.st_dev == here.st_dev &&
+                       from.st_ino == here.st_ino)))
+        return 0;
+    fprintf(stderr, "dcgan: %s holds an earlier run's checkpoint: continue it with --resume "
+            "auto, start over with --overwrite, or choose another --out\n", path);
     return -1;
 }
 
@@ -219,13 +256,11 @@ static int finish(run *r)
 static int train(app_opts *a, const tg_st_file *f)
 {
     run r = {.a = a};
+    if (check_no_earlier_run(a) < 0) return 2;
+    if (ensure_dir(a->out) < 0) return 1;
     tg_dataset *ds = NULL;
     int rc = tg_fashion_mnist_load(&ds, a->data, true);
     if (rc < 0) return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
-    if (ensure_dir(a->out) < 0) {
-        tg_dataset_release(ds);
-        return 1;
-    }
     rc = f ? resume(&r, ds, f) : dcgan_trainer_new(&r.t, &a->train, ds);
     tg_dataset_release(ds);
     if (rc >= 0 && tg_loader_num_batches(r.t->ld) == 0) {

@@ -91,14 +91,25 @@ static tg_module *conv4s2(int *rc, bool transpose, int64_t cin, int64_t cout, bo
     return m;
 }
 
-static bool arch_ok(const dcgan_arch *a)
+int dcgan_arch_check(const dcgan_arch *a)
 {
-    return a != NULL && a->nz >= 1 && a->g_ch >= 2 && a->g_ch % 2 == 0 && a->d_ch >= 1;
+    if (!a) return tg_error_set(TG_EINVAL, "dcgan: no architecture");
+    if (a->nz < 1 || a->nz > DCGAN_MAX_WIDTH)
+        return tg_error_set(TG_EINVAL, "dcgan: nz=%lld must be in [1, %d]", (long long)a->nz,
+                            DCGAN_MAX_WIDTH);
+    if (a->g_ch < 2 || a->g_ch > DCGAN_MAX_WIDTH || a->g_ch % 2)
+        return tg_error_set(TG_EINVAL, "dcgan: g_ch=%lld must be even and in [2, %d]",
+                            (long long)a->g_ch, DCGAN_MAX_WIDTH);
+    if (a->d_ch < 1 || a->d_ch > DCGAN_MAX_WIDTH)
+        return tg_error_set(TG_EINVAL, "dcgan: d_ch=%lld must be in [1, %d]",
+                            (long long)a->d_ch, DCGAN_MAX_WIDTH);
+    return TG_OK;
 }
 
 int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
 {
-    if (out == NULL || rng == NULL || !arch_ok(a)) return TG_EINVAL;
+    if (out == NULL || rng == NULL) return tg_error_set(TG_EINVAL, "dcgan: out and rng must be set");
+    TRY(dcgan_arch_check(a));
     const int64_t C = a->g_ch, chw[3] = {C, 7, 7};
     tg_module *seq = NULL, *m = NULL;
     TRY(tg_nn_sequential_new(&seq));
@@ -122,7 +133,8 @@ int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
 
 int dcgan_discriminator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
 {
-    if (out == NULL || rng == NULL || !arch_ok(a)) return TG_EINVAL;
+    if (out == NULL || rng == NULL) return tg_error_set(TG_EINVAL, "dcgan: out and rng must be set");
+    TRY(dcgan_arch_check(a));
     const int64_t D = a->d_ch;
     const bool bn = a->d_batchnorm;
     tg_module *seq = NULL, *m = NULL;

@@ -69,9 +69,19 @@ typedef struct dcgan_arch {
 
 #define DCGAN_ARCH_INIT {.nz = 64, .g_ch = 128, .d_ch = 64, .d_batchnorm = true}
 
+/* The largest nz, g_ch and d_ch accepted: far beyond what trains on 28x28,
+ * and small enough that no layer size overflows. */
+#define DCGAN_MAX_WIDTH 65536
+
+/* TG_OK when a is an architecture the builders accept (nz, d_ch in
+ * [1, DCGAN_MAX_WIDTH], g_ch even in [2, DCGAN_MAX_WIDTH]); otherwise
+ * TG_EINVAL with a message naming the value (tg_error_message). */
+int dcgan_arch_check(const dcgan_arch *a);
+
 /* Builds the generator / discriminator above (new reference in *out), with
  * weights drawn from rng: PyTorch's default init, then DCGAN's N(0, 0.02).
- * TG_EINVAL for a bad architecture; on error *out is untouched. */
+ * TG_EINVAL for a bad architecture (dcgan_arch_check); on error *out is
+ * untouched. */
 int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng);
 int dcgan_discriminator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,9 @@ static const char usage[] =
     "  --seed N            seed of weights, data order and noise (default 0)\n"
     "  --out DIR           output folder (default out)\n"
     "  --resume PATH|auto  continue from a checkpoint (auto: DIR/checkpoint.safetensors)\n"
+    "  --overwrite         start a new run even though DIR holds an earlier run's\n"
+    "                      checkpoint (replaced at the first save); without it that is\n"
+    "                      refused\n"
     "  --threads N         OpenBLAS and OpenMP threads\n"
     "  --data DIR          IDX folder (default " TG_FASHION_MNIST_DIR ")\n"
     "  --loss bce|wgan-gp  GAN loss (default bce)\n"
@@ -39,12 +43,13 @@ static int parse_i64(const char *s, int64_t lo, int64_t *v)
     return 0;
 }
 
+/* A finite number, the whole of s. */
 static int parse_f64(const char *s, double *v)
 {
     char *end;
     errno = 0;
     double x = strtod(s, &end);
-    if (errno || end == s || *end) return -1;
+    if (errno || end == s || *end || !isfinite(x)) return -1;
     *v = x;
     return 0;
 }
@@ -55,7 +60,7 @@ static void defaults(app_opts *o)
                     .time_budget = 170.0, .log_every = 50};
 }
 
-/* Applies option name = val; -1 for a bad value or unknown name. */
+/* Applies option name = val; -1 for a bad value, -2 for an unknown name. */
 static int apply(app_opts *o, const char *name, const char *val)
 {
     int64_t n;
@@ -80,12 +85,16 @@ static int apply(app_opts *o, const char *name, const char *val)
         return 0;
     }
     if (!strcmp(name, "--max-steps")) return parse_i64(val, 1, &o->max_steps);
-    if (!strcmp(name, "--nz")) return parse_i64(val, 1, &t->arch.nz);
+    if (!strcmp(name, "--nz"))
+        return parse_i64(val, 1, &t->arch.nz) || t->arch.nz > DCGAN_MAX_WIDTH ? -1 : 0;
     if (!strcmp(name, "--g-ch"))
-        return parse_i64(val, 2, &t->arch.g_ch) || t->arch.g_ch % 2 ? -1 : 0;
-    if (!strcmp(name, "--d-ch")) return parse_i64(val, 1, &t->arch.d_ch);
+        return parse_i64(val, 2, &t->arch.g_ch) || t->arch.g_ch % 2 ||
+                       t->arch.g_ch > DCGAN_MAX_WIDTH ? -1 : 0;
+    if (!strcmp(name, "--d-ch"))
+        return parse_i64(val, 1, &t->arch.d_ch) || t->arch.d_ch > DCGAN_MAX_WIDTH ? -1 : 0;
     if (!strcmp(name, "--sample")) return parse_i64(val, 1, &o->sample);
-    if (!strcmp(name, "--time-budget")) return parse_f64(val, &o->time_budget);
+    if (!strcmp(name, "--time-budget"))
+        return parse_f64(val, &o->time_budget) || o->time_budget < 0 ? -1 : 0;
     if (!strcmp(name, "--log-every")) {
         if (parse_i64(val, 1, &n) || n > 1000000) return -1;
         o->log_every = (int)n;
@@ -104,7 +113,7 @@ static int apply(app_opts *o, const char *name, const char *val)
         else return -1;
         return 0;
     }
-    return -1;
+    return -2;
 }
 
 static const char *const owned_names[OWN_COUNT] = {
@@ -153,16 +162,30 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
 int app_opts_parse(app_opts *o, int argc, char **argv)
 {
     defaults(o);
-    /* Every option takes a value: step over (name, value) pairs. */
+    /* Options are (name, value) pairs, but for the flags --help and
+     * --overwrite. */
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 1;
         }
-        if (i + 1 >= argc || apply(o, argv[i], argv[i + 1]) < 0) {
-            fprintf(stderr, "dcgan: bad option '%s'%s%s\n%s", argv[i],
-                    i + 1 < argc ? " " : " (missing value)", i + 1 < argc ? argv[i + 1] : "",
-                    usage);
+        if (!strcmp(argv[i], "--overwrite")) {
+            o->overwrite = true;
+            i--;
+            continue;
+        }
+        const int rc = i + 1 < argc ? apply(o, argv[i], argv[i + 1]) : -3;
+        if (rc < 0) {
+            if (strncmp(argv[i], "--", 2) != 0)
+                fprintf(stderr, "dcgan: unexpected argument '%s' (options are --name value)\n",
+                        argv[i]);
+            else if (rc == -2)
+                fprintf(stderr, "dcgan: unknown option '%s'\n", argv[i]);
+            else if (rc == -3)
+                fprintf(stderr, "dcgan: option '%s' needs a value\n", argv[i]);
+            else
+                fprintf(stderr, "dcgan: bad value '%s' for %s\n", argv[i + 1], argv[i]);
+            fputs(usage, stderr);
             return -1;
         }
         for (int k = 0; k < OWN_COUNT; k++)
@@ -205,20 +228,23 @@ int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f)
 {
     const char *arch = tg_st_meta_get(f, "dcgan.arch");
     const char *train = tg_st_meta_get(f, "dcgan.train");
-    if (!arch || !train) return TG_ENOTFOUND;
+    if (!arch || !train)
+        return tg_error_set(TG_ENOTFOUND, "no dcgan.arch / dcgan.train metadata: not a "
+                            "checkpoint of this program (generator.safetensors holds weights "
+                            "only)");
     dcgan_opts r = *o;
     int bn, nc;
     char loss[16], amp[16];
     if (sscanf(arch, "nz=%" SCNd64 " g_ch=%" SCNd64 " d_ch=%" SCNd64 " d_bn=%d", &r.arch.nz,
                &r.arch.g_ch, &r.arch.d_ch, &bn) != 4)
-        return TG_EFORMAT;
+        return tg_error_set(TG_EFORMAT, "dcgan.arch metadata '%.64s' cannot be read", arch);
     r.arch.d_batchnorm = bn != 0;
     if (sscanf(train,
                "loss=%15s batch=%" SCNd64 " seed=%" SCNu64 " lr=%la beta1=%la beta2=%la "
                "n_critic=%d gp_lambda=%la amp=%15s",
                loss, &r.batch, &r.seed, &r.lr, &r.beta1, &r.beta2, &nc, &r.gp_lambda,
                amp) != 9)
-        return TG_EFORMAT;
+        return tg_error_set(TG_EFORMAT, "dcgan.train metadata '%.96s' cannot be read", train);
     r.n_critic = nc;
     r.loss = !strcmp(loss, "wgan-gp") ? DCGAN_LOSS_WGAN_GP : DCGAN_LOSS_BCE;
     r.amp = !strcmp(amp, "bf16") ? TG_BF16 : !strcmp(amp, "f16") ? TG_F16 : TG_F32;

@@ -22,7 +22,8 @@ typedef struct app_opts {
     int threads;              /* 0: leave the libraries' defaults */
     const char *data;         /* IDX folder; NULL: Fashion-MNIST */
     int64_t sample;           /* > 0: write that many samples and exit */
-    double time_budget;       /* seconds; <= 0: none */
+    double time_budget;       /* seconds; 0: none */
+    bool overwrite;           /* start over even if --out holds a checkpoint */
     int log_every;            /* plain progress lines every N steps */
     bool lr_given;
     const char *owned[OWN_COUNT];   /* the value given on the command line, or NULL */

@@ -1,6 +1,7 @@
 /* examples/dcgan/train.c - the DCGAN training step (BCE and WGAN-GP). */
 #include "train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +97,21 @@ static int build(dcgan_trainer *t)
 
 int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
 {
-    if (!out || !o || !ds || o->batch < 1 || o->n_critic < 1) return TG_EINVAL;
-    if (o->amp != TG_F32 && o->amp != TG_BF16 && o->amp != TG_F16) return TG_EINVAL;
+    if (!out || !o || !ds) return tg_error_set(TG_EINVAL, "dcgan: out, o and ds must be set");
+    if (o->batch < 1 || o->n_critic < 1)
+        return tg_error_set(TG_EINVAL, "dcgan: batch=%lld and n_critic=%d must be >= 1",
+                            (long long)o->batch, o->n_critic);
+    if (o->amp != TG_F32 && o->amp != TG_BF16 && o->amp != TG_F16)
+        return tg_error_set(TG_EINVAL, "dcgan: amp must be f32, bf16 or f16, not %s",
+                            tg_dtype_name(o->amp));
+    if (!(o->lr > 0) || !isfinite(o->lr))
+        return tg_error_set(TG_EINVAL, "dcgan: lr=%g must be finite and > 0", o->lr);
+    int64_t shape[3];
+    tg_dataset_image_shape(ds, shape);
+    if (shape[0] != 1 || shape[1] != 28 || shape[2] != 28)
+        return tg_error_set(TG_EINVAL, "dcgan: the data set's images are %lldx%lldx%lld; the "
+                            "model takes 1x28x28 (Fashion-MNIST, MNIST)", (long long)shape[0],
+                            (long long)shape[1], (long long)shape[2]);
     dcgan_trainer *t = calloc(1, sizeof *t);
     if (!t) return TG_ENOMEM;
     t->o = *o;
