@@ -149,6 +149,14 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     cr_assert(ys[0] == 1 && ys[1] == 3 && ys[2] == 6 && ys[3] == 6);
     tg_st_free(r);
 
+    /* --out naming the --in file is refused: it would replace the case */
+    size_t n_in = 0;
+    char *case_bytes = slurp(in, &n_in);
+    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", in), 2));
+    expect_in(err_text, "is the --in file");
+    expect_same_bytes(in, case_bytes, n_in);
+    free(case_bytes);
+
     /* From here on each run fails, and the result file keeps its bytes. */
     const char old[] = "previous result";
     FILE *f = fopen(out, "wb");
@@ -224,6 +232,28 @@ Test(cli, bench_gemm_checks_its_sizes)
     expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
     cr_assert(eq(int, RUN("bench", "--gemm", "70000,70000,1"), 2));
     expect_in(err_text, "each matrix <= 1073741824 elements");
+}
+
+/* bench's usage errors say why; --help is usage on stdout, exit 0. */
+Test(cli, bench_usage_errors_say_why)
+{
+    cr_assert(eq(int, RUN("bench", "--help"), 0));
+    expect_in(out_text, "usage: tapegrad bench --in CASE.safetensors");
+    static const char *const bad[][5] = {
+        {"--gemm", "8,8,8", "--repeat", "0", "--repeat must be an integer in [1, 1000000], not '0'"},
+        {"--gemm", "8,8,8", "--repeat", "3x", "--repeat must be an integer in [1, 1000000], not '3x'"},
+        {"--gemm", "8,8,8", "--algo", "FAST", "--algo must be reference or fast, not 'FAST'"},
+        {"--gemm", "8,8,8", "--in", "c.st", "give --in or --gemm, not both"},
+        {"--gemm", "8,8,8", "--frob", "1", "unknown argument '--frob'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, RUN("bench", bad[i][0], bad[i][1], bad[i][2], bad[i][3]), 2), "#%zu", i);
+        expect_in(err_text, bad[i][4]);
+    }
+    cr_assert(eq(int, RUN("bench", "--gemm"), 2));
+    expect_in(err_text, "option --gemm needs a value");
+    cr_assert(eq(int, RUN("bench", "--repeat", "2"), 2));
+    expect_in(err_text, "missing --in CASE or --gemm M,N,K");
 }
 
 /* ---- examples/dcgan ------------------------------------------------------ */

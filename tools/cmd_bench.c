@@ -66,11 +66,18 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int usage(void)
+static const char bench_usage[] =
+    "usage: tapegrad bench --in CASE.safetensors [--backward] [--repeat N]\n"
+    "                      [--warmup N] [--threads T] [--algo reference|fast]\n"
+    "       tapegrad bench --gemm M,N,K [--repeat N] [--warmup N] [--threads T]\n";
+
+/* "tapegrad bench: <why>" and the usage on stderr; the usage exit code. */
+static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "usage: tapegrad bench --in CASE.safetensors [--backward] [--repeat N]\n"
-                    "                      [--warmup N] [--threads T] [--algo reference|fast]\n"
-                    "       tapegrad bench --gemm M,N,K [--repeat N] [--warmup N] [--threads T]\n");
+    fputs("tapegrad bench: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    fputs(bench_usage, stderr);
     return TG_EXIT_USAGE;
 }
 
@@ -106,26 +113,48 @@ static int parse_gemm(const char *v, long g[3])
     return 0;
 }
 
+/* Returns -1 when the arguments are fine, else the exit code (after --help
+ * or a usage error, which says why). */
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
     *o = (bench_opts){.repeat = 20, .warmup = 3, .threads = 0, .algo = TG_CONV_ALGO_DEFAULT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(bench_usage, stdout);
+            return TG_EXIT_OK;
+        }
         if (!strcmp(a, "--backward")) { o->backward = true; continue; }
-        if (!v) return -1;
+        static const char *const takes_value[] = {"--in", "--gemm", "--repeat", "--warmup",
+                                                  "--threads", "--algo"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
+            known = known || !strcmp(a, takes_value[k]);
+        if (!known) return usage_error("unknown argument '%s'", a);
+        if (!v) return usage_error("option %s needs a value", a);
         if (!strcmp(a, "--in")) o->in = v;
-        else if (!strcmp(a, "--gemm")) { if (parse_gemm(v, o->gemm)) return -1; }
-        else if (!strcmp(a, "--repeat")) { if (parse_int(v, 1, &o->repeat)) return -1; }
-        else if (!strcmp(a, "--warmup")) { if (parse_int(v, 0, &o->warmup)) return -1; }
-        else if (!strcmp(a, "--threads")) { if (parse_int(v, 1, &o->threads)) return -1; }
-        else if (!strcmp(a, "--algo")) {
-            if (!strcmp(v, "fast")) o->algo = TG_CONV_ALGO_FAST;
-            else if (!strcmp(v, "reference")) o->algo = TG_CONV_ALGO_REFERENCE;
-            else return -1;
-        } else return -1;
+        else if (!strcmp(a, "--gemm")) { if (parse_gemm(v, o->gemm)) return TG_EXIT_USAGE; }
+        else if (!strcmp(a, "--repeat")) {
+            if (parse_int(v, 1, &o->repeat))
+                return usage_error("--repeat must be an integer in [1, 1000000], not '%s'", v);
+        } else if (!strcmp(a, "--warmup")) {
+            if (parse_int(v, 0, &o->warmup))
+                return usage_error("--warmup must be an integer in [0, 1000000], not '%s'", v);
+        } else if (!strcmp(a, "--threads")) {
+            if (parse_int(v, 1, &o->threads))
+                return usage_error("--threads must be an integer in [1, 1000000], not '%s'", v);
+        } else if (!strcmp(v, "fast")) {
+            o->algo = TG_CONV_ALGO_FAST;
+        } else if (!strcmp(v, "reference")) {
+            o->algo = TG_CONV_ALGO_REFERENCE;
+        } else {
+            return usage_error("--algo must be reference or fast, not '%s'", v);
+        }
         i++;
     }
-    return (o->in != NULL) != (o->gemm[0] > 0) ? 0 : -1;
+    if (o->in && o->gemm[0] > 0) return usage_error("%s", "give --in or --gemm, not both");
+    if (!o->in && o->gemm[0] == 0) return usage_error("%s", "missing --in CASE or --gemm M,N,K");
+    return -1;
 }
 
 /* 2 * multiply-adds of one forward call. */
@@ -158,11 +187,6 @@ static int run_quantized(const tg_case *c, const tg_conv_params *p, const tg_qwe
 }
 
 /* Quantized ops are not differentiable: say so through the usual message. */
-static void say_no_quantized_backward(void)
-{
-    fprintf(stderr, "tapegrad bench: --backward is not available for quantized ops\n");
-}
-
 static int run_once(const tg_case *c, tg_conv_params *p, const tg_qweight *qw, bool backward,
                     tg_tensor **y_out)
 {
@@ -193,10 +217,9 @@ static int bench(const bench_opts *o, tg_case *c)
 {
     tg_conv_params p = c->params;
     p.algo = o->algo;
-    if (o->backward && c->quantized) {
-        say_no_quantized_backward();
-        return -1;
-    }
+    if (o->backward && c->quantized)
+        return tg_error_set(TG_EUNSUPPORTED, "--backward is not available for quantized ops "
+                            "(they have no gradient)");
     if (o->backward) {
         tg_tensor *ts[3] = {c->x, c->weight, c->bias};
         for (int i = 0; i < 3; i++)
@@ -272,7 +295,8 @@ done:
 int tg_cmd_bench(int argc, char **argv)
 {
     bench_opts o;
-    if (parse_opts(&o, argc, argv) < 0) return usage();
+    const int code = parse_opts(&o, argc, argv);
+    if (code >= 0) return code;
     if (o.threads > 0) {
         openblas_set_num_threads(o.threads);
         omp_set_num_threads(o.threads);

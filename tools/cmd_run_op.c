@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "case.h"
 #include "tapegrad/status.h"
@@ -126,6 +127,14 @@ int tg_cmd_run_op(int argc, char **argv)
     if (!a.in || !a.out) {
         fprintf(stderr, "tapegrad run-op: missing option %s (see --help)\n",
                 a.in ? "--out" : "--in");
+        return TG_EXIT_USAGE;
+    }
+    /* The result would replace the case it came from. */
+    struct stat si, so;
+    if (stat(a.in, &si) == 0 && stat(a.out, &so) == 0 && si.st_dev == so.st_dev &&
+        si.st_ino == so.st_ino) {
+        fprintf(stderr, "tapegrad run-op: --out %s is the --in file: the result would replace "
+                "the case\n", a.out);
         return TG_EXIT_USAGE;
     }
     return run(&a);
