@@ -7,11 +7,15 @@
  *
  * Pixels are scaled to [0, 1] (the sigmoid's range); the loss is the MSE
  * between input and reconstruction, minimised with Adam.  Training stops
- * after --epochs, --steps or --seconds, whichever comes first; then the test
- * MSE is printed and out/autoencoder_pairs.png shows test images (odd rows)
- * above their reconstructions (even rows).  State-dict names are PyTorch's
- * for the same nn.Module with children `encoder` and `decoder`
- * (encoder.0.weight, ..., decoder.2.bias), saved to out/autoencoder.safetensors.
+ * after --epochs, --steps or --seconds, whichever comes first; then the
+ * weights are saved to out/autoencoder.safetensors, with PyTorch's
+ * state-dict names for the same nn.Module with children `encoder` and
+ * `decoder` (encoder.0.weight, ..., decoder.2.bias), the MSE on 1000 test
+ * images (or all, when there are fewer) is printed and
+ * out/autoencoder_pairs.png shows test images (odd rows) above their
+ * reconstructions (even rows).  A bad option value (exit 2), a missing or
+ * empty training or test set, or a batch larger than the training set
+ * (exit 1) is refused before training, with nothing written.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +31,8 @@
 
 #include <tapegrad/tapegrad.h>
 
+#include "example_args.h"
+
 #define CHECK(call)                                                               \
     do {                                                                          \
         int rc_ = (call);                                                         \
@@ -41,46 +47,56 @@ typedef struct opts {
     int64_t epochs, steps, batch;
     double seconds, lr;
     uint64_t seed;
-    int threads;
+    int64_t threads;   /* 0: leave the libraries' defaults */
     const char *out, *data;
 } opts;
+
+static const char prog[] = "autoencoder";
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: autoencoder [--epochs N (2)] [--steps N (0: no limit)] [--seconds S (60)]\n"
-               "                   [--batch N (64)] [--lr X (2e-3)] [--seed N (0)]\n"
-               "                   [--threads N] [--out DIR (out)] [--data DIR]\n");
+               "                   [--batch N (64)] [--lr X (2e-3, at most 1)] [--seed N (0)]\n"
+               "                   [--threads N (1..1024)] [--out DIR (out)] [--data DIR]\n"
+               "Needs the training and the test IDX files in DIR (default "
+               TG_FASHION_MNIST_DIR ").\n");
 }
 
+/* Applies option name = v; -1 after printing what is wrong. */
+static int apply(opts *o, const char *name, const char *v)
+{
+    if (!strcmp(name, "--epochs")) return ex_arg_i64(prog, name, v, 1, INT64_MAX, &o->epochs);
+    if (!strcmp(name, "--steps")) return ex_arg_i64(prog, name, v, 0, INT64_MAX, &o->steps);
+    if (!strcmp(name, "--batch")) return ex_arg_i64(prog, name, v, 1, INT64_MAX, &o->batch);
+    if (!strcmp(name, "--seconds")) return ex_arg_positive(prog, name, v, 1e9, &o->seconds);
+    if (!strcmp(name, "--lr")) return ex_arg_positive(prog, name, v, 1.0, &o->lr);
+    if (!strcmp(name, "--seed")) return ex_arg_u64(prog, name, v, &o->seed);
+    if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 1024, &o->threads);
+    if (!strcmp(name, "--out")) return (o->out = v), 0;
+    return (o->data = v), 0;   /* --data */
+}
+
+/* 0 to run, 1 after --help, -1 after a usage error (printed). */
 static int parse_opts(opts *o, int argc, char **argv)
 {
+    static const char *const names[] = {"--epochs", "--steps", "--batch", "--seconds", "--lr",
+                                        "--seed", "--threads", "--out", "--data"};
     *o = (opts){.epochs = 2, .steps = 0, .batch = 64, .seconds = 60, .lr = 2e-3,
                 .seed = 0, .threads = 0, .out = "out", .data = NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        const char *a = argv[i], *v;
+        if (ex_arg_is_help(a)) {
             usage(stdout);
-            exit(0);
+            return 1;
         }
-        if (!v) return -1;
-        i++;
-        errno = 0;
-        if (!strcmp(a, "--epochs")) o->epochs = strtoll(v, &end, 10);
-        else if (!strcmp(a, "--steps")) o->steps = strtoll(v, &end, 10);
-        else if (!strcmp(a, "--batch")) o->batch = strtoll(v, &end, 10);
-        else if (!strcmp(a, "--seconds")) o->seconds = strtod(v, &end);
-        else if (!strcmp(a, "--lr")) o->lr = strtod(v, &end);
-        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--threads")) o->threads = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--data")) o->data = v;
-        else return -1;
-        if (end && (*end != '\0' || errno)) return -1;
+        size_t k = 0;
+        while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
+        if (k == sizeof names / sizeof *names) {
+            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
+            return -1;
+        }
+        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
     }
-    if (o->epochs < 1 || o->steps < 0 || o->batch < 1 || !(o->seconds > 0) || !(o->lr > 0) ||
-        o->threads < 0)
-        return -1;
     return 0;
 }
 
@@ -237,41 +253,43 @@ static void reconstruct(tg_module *m, tg_dataset *test, int64_t n, tg_tensor **x
     tg_no_grad_end();
 }
 
-/* Rows of 8: inputs 0..7, their reconstructions, inputs 8..15, ... */
-static void write_pairs(const char *path, tg_tensor *x, tg_tensor *y, int64_t rows)
+/* Rows of per (8, or n when n < 8): inputs 0..per-1, their reconstructions,
+ * the next per inputs, ...; up to 4 such pairs of rows, as many as n allows. */
+static void write_pairs(const char *path, tg_tensor *x, tg_tensor *y)
 {
+    const int64_t n = tg_tensor_dim(x, 0), per = n < 8 ? n : 8;
+    const int64_t rows = n / per < 4 ? n / per : 4;
     tg_tensor **parts = malloc(sizeof *parts * (size_t)(2 * rows)), *grid;
     if (!parts) exit(1);
     for (int64_t r = 0; r < rows; r++) {
-        CHECK(tg_slice(&parts[2 * r], x, 0, 8 * r, 8 * r + 8, 1));
-        CHECK(tg_slice(&parts[2 * r + 1], y, 0, 8 * r, 8 * r + 8, 1));
+        CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1));
+        CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1));
     }
-    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0));   /* (16 * rows / 2, 1, 28, 28) */
-    CHECK(tg_png_write_grid(path, grid, 8, 0.0, 1.0, 2));
+    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0));   /* (2 * rows * per, 1, 28, 28) */
+    CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2));
     for (int64_t i = 0; i < 2 * rows; i++) tg_tensor_release(parts[i]);
     free(parts);
     tg_tensor_release(grid);
 }
 
-static void evaluate(tg_module *m, const opts *o)
+/* The MSE on the first 1000 test images (all of them when there are fewer),
+ * and the picture of some of them with their reconstructions. */
+static void evaluate(tg_module *m, tg_dataset *test, const opts *o)
 {
-    tg_dataset *test;
     tg_tensor *x, *y, *mse;
     char path[4096];
     double v;
-    CHECK(tg_fashion_mnist_load(&test, o->data, false));
-    CHECK(tg_dataset_set_pixel_range(test, TG_PIXELS_UNIT));
-    reconstruct(m, test, 1000, &x, &y);
+    const int64_t size = tg_dataset_size(test), n = size < 1000 ? size : 1000;
+    reconstruct(m, test, n, &x, &y);
     CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN));
     CHECK(tg_tensor_get_flat(mse, 0, &v));
-    printf("test mse on 1000 images: %.5f\n", v);
+    printf("test mse on %lld images: %.5f\n", (long long)n, v);
     snprintf(path, sizeof path, "%s/autoencoder_pairs.png", o->out);
-    write_pairs(path, x, y, 4);
+    write_pairs(path, x, y);
     printf("wrote %s (rows 1, 3, 5, 7: test inputs; rows 2, 4, 6, 8: reconstructions)\n", path);
     tg_tensor_release(mse);
     tg_tensor_release(y);
     tg_tensor_release(x);
-    tg_dataset_release(test);
 }
 
 static void save_weights(const tg_module *m, const char *dir)
@@ -286,34 +304,71 @@ static void save_weights(const tg_module *m, const char *dir)
     printf("wrote %s\n", path);
 }
 
+/* The training (train true) or test set in [0, 1], or NULL after saying why
+ * it cannot be used. */
+static tg_dataset *load_set(const opts *o, bool train)
+{
+    tg_dataset *ds = NULL;
+    const char *dir = o->data ? o->data : TG_FASHION_MNIST_DIR;
+    if (tg_fashion_mnist_load(&ds, o->data, train) < 0 ||
+        tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT) < 0) {
+        fprintf(stderr, "%s: cannot load the %s set from %s: %s\n", prog,
+                train ? "training" : "test", dir, tg_error_message());
+        tg_dataset_release(ds);
+        return NULL;
+    }
+    if (tg_dataset_size(ds) < 1) {
+        fprintf(stderr, "%s: the %s set in %s is empty\n", prog, train ? "training" : "test", dir);
+        tg_dataset_release(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+/* Everything that can be checked before training is: the options, both data
+ * sets and the output folder, so that a bad input costs no training and
+ * writes nothing.  The weights are saved before the evaluation. */
 int main(int argc, char **argv)
 {
     opts o;
-    tg_dataset *ds;
-    if (parse_opts(&o, argc, argv) < 0) {
-        usage(stderr);
-        return 2;
+    int rc = parse_opts(&o, argc, argv);
+    if (rc != 0) {
+        if (rc < 0) usage(stderr);
+        return rc < 0 ? EX_EXIT_USAGE : EX_EXIT_OK;
     }
-    if (o.threads > 0) {
-        openblas_set_num_threads(o.threads);
-#ifdef _OPENMP
-        omp_set_num_threads(o.threads);
-#endif
+    tg_dataset *ds = load_set(&o, true), *test = ds ? load_set(&o, false) : NULL;
+    if (!test) {
+        tg_dataset_release(ds);
+        return EX_EXIT_FAIL;
+    }
+    if (o.batch > tg_dataset_size(ds)) {
+        fprintf(stderr, "%s: batch %lld is larger than the %lld training images: no full "
+                "batch to train on\n", prog, (long long)o.batch, (long long)tg_dataset_size(ds));
+        tg_dataset_release(test);
+        tg_dataset_release(ds);
+        return EX_EXIT_FAIL;
     }
     if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "autoencoder: cannot create %s: %s\n", o.out, strerror(errno));
-        return 1;
+        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o.out, strerror(errno));
+        tg_dataset_release(test);
+        tg_dataset_release(ds);
+        return EX_EXIT_FAIL;
     }
-    CHECK(tg_fashion_mnist_load(&ds, o.data, true));
-    CHECK(tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT));
+    if (o.threads > 0) {
+        openblas_set_num_threads((int)o.threads);
+#ifdef _OPENMP
+        omp_set_num_threads((int)o.threads);
+#endif
+    }
     tg_module *m = build_model(o.seed);
     printf("autoencoder: %lld weights, %lld training images, batch %lld, "
            "up to %lld epochs / %.0f s\n", (long long)count_weights(m),
            (long long)tg_dataset_size(ds), (long long)o.batch, (long long)o.epochs, o.seconds);
     train(m, ds, &o);
-    evaluate(m, &o);
     save_weights(m, o.out);
+    evaluate(m, test, &o);
     tg_module_release(m);
+    tg_dataset_release(test);
     tg_dataset_release(ds);
-    return 0;
+    return EX_EXIT_OK;
 }

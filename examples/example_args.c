@@ -1,0 +1,76 @@
+/* examples/example_args.c - strict command-line values; see example_args.h. */
+#include "example_args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool ex_arg_is_help(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
+const char *ex_arg_value(const char *prog, int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "%s: option %s needs a value\n", prog, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* strto* skip leading blanks and take a sign; a value must start with what
+ * the caller allows (a digit, or a sign where one makes sense). */
+static bool starts_ok(const char *s, bool sign)
+{
+    return isdigit((unsigned char)s[0]) || (sign && (s[0] == '-' || s[0] == '+'));
+}
+
+int ex_arg_i64(const char *prog, const char *opt, const char *s, int64_t lo, int64_t hi,
+               int64_t *v)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = starts_ok(s, true) ? strtoll(s, &end, 10) : 0;
+    if (!end || end == s || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%" PRId64 ", %" PRId64 "]\n", prog,
+                opt, s, lo, hi);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+int ex_arg_u64(const char *prog, const char *opt, const char *s, uint64_t *v)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = starts_ok(s, false) ? strtoull(s, &end, 10) : 0;
+    if (!end || end == s || *end || errno) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [0, %" PRIu64 "]\n", prog, opt, s,
+                UINT64_MAX);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi, double *v)
+{
+    char *end = NULL;
+    errno = 0;
+    double x = starts_ok(s, true) || s[0] == '.' ? strtod(s, &end) : NAN;
+    /* ERANGE on underflow still gives a usable tiny number; only overflow
+     * (HUGE_VAL) is refused, by the isfinite test. */
+    if (!end || end == s || *end || !isfinite(x) || !(x > 0) || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected a finite number > 0 and <= %g\n", prog, opt, s,
+                hi);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* examples/example_args.h - strict command-line values for the small examples
+ * (autoencoder, dcgan_load, dcgan_quantize).
+ *
+ * Each parser takes the whole string or nothing: no empty value, no leading
+ * blank, no trailing characters, no value out of range (so "3x", "", " 5",
+ * "-1" for a seed, 4294967297 for a thread count, "inf" and "nan" are all
+ * refused).  On failure it prints "<prog>: <opt> '<value>': <the rule>" on
+ * stderr, leaves *v unchanged and returns -1; on success it returns 0.
+ *
+ * Exit codes follow the `tapegrad` command (tools/tools.h): 0 success,
+ * 1 the program ran but failed, 2 usage error (unknown option, bad value). */
+#ifndef EXAMPLE_ARGS_H
+#define EXAMPLE_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define EX_EXIT_OK 0
+#define EX_EXIT_FAIL 1
+#define EX_EXIT_USAGE 2
+
+/* True for "--help" and "-h". */
+bool ex_arg_is_help(const char *arg);
+
+/* The value of option argv[*i]: argv[*i + 1], advancing *i past it.  NULL
+ * after printing "<prog>: option <opt> needs a value" when there is none. */
+const char *ex_arg_value(const char *prog, int argc, char **argv, int *i);
+
+/* A decimal integer in [lo, hi]. */
+int ex_arg_i64(const char *prog, const char *opt, const char *s, int64_t lo, int64_t hi,
+               int64_t *v);
+
+/* A decimal integer in [0, 2^64 - 1] (a seed); no sign. */
+int ex_arg_u64(const char *prog, const char *opt, const char *s, uint64_t *v);
+
+/* A finite number x with 0 < x <= hi. */
+int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi, double *v);
+
+#endif

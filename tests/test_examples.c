@@ -1,0 +1,245 @@
+/* tests/test_examples.c - the small examples (autoencoder, tape_tour,
+ * dcgan_load, dcgan_quantize) as a user runs them: exit codes (0 ok, 1
+ * failed, 2 usage; examples/example_args.h), what they print, and that a
+ * refused run leaves existing output files as they were.
+ *
+ * The binaries are TG_AUTOENCODER, TG_TAPE_TOUR, TG_DCGAN_LOAD and
+ * TG_DCGAN_QUANTIZE (set by tests/meson.build); each run's stdout and stderr
+ * go to files in a fresh temporary directory.  Data sets are a few dozen
+ * random IDX images written there, so every run is a fraction of a second. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+extern char **environ;
+
+static char out_text[1 << 16], err_text[1 << 14];
+
+static void read_text(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f) fclose(f);
+}
+
+/* Runs the binary named by the environment variable var with args
+ * (NULL-terminated, without argv[0]) in th_tmp_dir; fills out_text and
+ * err_text; returns the exit status, or -1 when it died of a signal. */
+static int run_env(const char *var, const char *const *args)
+{
+    const char *tool = getenv(var);
+    cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
+    char *argv[32] = {(char *)tool};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        cr_assert(n < 31);
+        argv[n] = (char *)args[n - 1];
+    }
+    argv[n] = NULL;
+    char out_path[256], err_path[256];
+    th_tmp_path(out_path, sizeof out_path, ".stdout");
+    th_tmp_path(err_path, sizeof err_path, ".stderr");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addchdir_np(&fa, th_tmp_dir);
+    pid_t pid;
+    int rc = posix_spawn(&pid, tool, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert(eq(int, rc, 0), "posix_spawn %s: %s", tool, strerror(rc));
+    int status;
+    cr_assert(eq(int, waitpid(pid, &status, 0), pid));
+    read_text(out_path, out_text, sizeof out_text);
+    read_text(err_path, err_text, sizeof err_text);
+    /* In the sanitizer build the child reports on its own stderr, which the
+     * test log never sees: a report there fails the test here. */
+    cr_assert(strstr(err_text, "Sanitizer") == NULL && strstr(err_text, "runtime error:") == NULL,
+              "sanitizer report from %s:\n%s", tool, err_text);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define AE(...) run_env("TG_AUTOENCODER", (const char *const[]){__VA_ARGS__, NULL})
+#define TOUR(...) run_env("TG_TAPE_TOUR", (const char *const[]){__VA_ARGS__, NULL})
+#define LOAD(...) run_env("TG_DCGAN_LOAD", (const char *const[]){__VA_ARGS__, NULL})
+#define QUANT(...) run_env("TG_DCGAN_QUANTIZE", (const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_in(const char *text, const char *want)
+{
+    cr_assert(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
+}
+
+static void setup(void) { th_tmp_dir_make("tg_examples_"); }
+static void teardown(void) { th_tmp_dir_remove(); }
+
+TestSuite(examples, .init = setup, .fini = teardown);
+
+/* ---- files ----------------------------------------------------------------- */
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "cannot write %s", path);
+    cr_assert(eq(sz, fwrite(data, 1, n, f), n));
+    cr_assert(eq(int, fclose(f), 0));
+}
+
+/* The whole of the file at path, in a new buffer (*n bytes); NULL when it
+ * cannot be read. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(len > 0 ? (size_t)len : 1);
+    *n = buf ? fread(buf, 1, (size_t)len, f) : 0;
+    fclose(f);
+    return buf;
+}
+
+static void expect_same_bytes(const char *path, const char *want, size_t n)
+{
+    size_t len = 0;
+    char *got = slurp(path, &len);
+    cr_assert(got != NULL, "%s is gone", path);
+    cr_assert(len == n && memcmp(got, want, n) == 0, "%s was changed", path);
+    free(got);
+}
+
+/* Writes an uncompressed IDX set of n random 28x28 images into dir/<prefix>
+ * (prefix "train" or "t10k": <prefix>-images-idx3-ubyte and
+ * <prefix>-labels-idx1-ubyte). */
+static void write_idx_set(const char *dir, const char *prefix, uint32_t n)
+{
+    char path[512];
+    uint64_t seed = 7 + n;
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL);
+    const uint8_t img_head[16] = {0, 0, 8, 3, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255,
+                                  0, 0, 0, 28, 0, 0, 0, 28};
+    fwrite(img_head, 1, sizeof img_head, f);
+    for (uint32_t i = 0; i < n * 28 * 28; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
+    cr_assert(eq(int, fclose(f), 0));
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    f = fopen(path, "wb");
+    cr_assert(f != NULL);
+    const uint8_t lab_head[8] = {0, 0, 8, 1, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    fwrite(lab_head, 1, sizeof lab_head, f);
+    for (uint32_t i = 0; i < n; i++) fputc((int)(i % 10), f);
+    cr_assert(eq(int, fclose(f), 0));
+}
+
+/* ---- autoencoder ------------------------------------------------------------- */
+
+static const char old_weights[] = "weights of an earlier, good run";
+
+/* th_tmp_dir/data with 24 training and n_test test images (no test files
+ * when n_test is 0), and th_tmp_dir/out/autoencoder.safetensors holding
+ * old_weights.  Fills data and weights with their paths. */
+static void autoencoder_setup(uint32_t n_test, char *data, char *weights)
+{
+    char out[256];
+    th_tmp_path(data, 256, "data");
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, mkdir(data, 0755), 0));
+    cr_assert(eq(int, mkdir(out, 0755), 0));
+    write_idx_set(data, "train", 24);
+    if (n_test > 0) write_idx_set(data, "t10k", n_test);
+    snprintf(weights, 512, "%s/autoencoder.safetensors", out);
+    write_bytes(weights, old_weights, sizeof old_weights);
+}
+
+Test(examples, autoencoder_refuses_a_batch_larger_than_the_data_set_before_training)
+{
+    char data[256], weights[512];
+    autoencoder_setup(40, data, weights);
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "100000"), 1), "%s",
+              err_text);
+    expect_in(err_text, "autoencoder: batch 100000 is larger than the 24 training images");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
+
+Test(examples, autoencoder_checks_the_test_set_before_training)
+{
+    char data[256], weights[512];
+    autoencoder_setup(0, data, weights);
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1"), 1));
+    expect_in(err_text, "autoencoder: cannot load the test set from");
+    expect_in(err_text, "t10k-images-idx3-ubyte");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
+
+/* Fewer than 1000 test images: the MSE is over those there are, and the
+ * trained weights are written. */
+Test(examples, autoencoder_evaluates_a_short_test_set_and_saves_the_training)
+{
+    char data[256], weights[512];
+    autoencoder_setup(20, data, weights);
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1",
+                         "--threads", "1"), 0),
+              "%s", err_text);
+    expect_in(out_text, "test mse on 20 images");
+    size_t n = 0;
+    char *w = slurp(weights, &n);
+    cr_assert(w != NULL && n > 1000, "no new weights in %s", weights);
+    free(w);
+    cr_assert(exists(th_tmp_path(data, sizeof data, "out/autoencoder_pairs.png")));
+}
+
+Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
+{
+    char data[256], weights[512];
+    autoencoder_setup(40, data, weights);
+    static const struct {
+        const char *opt, *val, *msg;
+    } cases[] = {
+        {"--lr", "inf", "--lr 'inf': expected a finite number > 0"},
+        {"--lr", "nan", "--lr 'nan'"},
+        {"--lr", "-1e-3", "--lr '-1e-3'"},
+        {"--lr", "5", "--lr '5'"},
+        {"--seconds", "1e999", "--seconds '1e999'"},
+        {"--seed", "-1", "--seed '-1': expected an integer in [0, 18446744073709551615]"},
+        {"--seed", "", "--seed ''"},
+        {"--seed", "12x", "--seed '12x'"},
+        {"--steps", "", "--steps ''"},
+        {"--steps", "-2", "--steps '-2'"},
+        {"--threads", "4294967297", "--threads '4294967297': expected an integer in [1, 1024]"},
+        {"--batch", "0", "--batch '0'"},
+        {"--epochs", " 3", "--epochs ' 3'"},
+        {"--bogus", "1", "unknown option '--bogus'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert(eq(int, AE("--data", data, "--out", "out", "--steps", "1", cases[i].opt,
+                             cases[i].val), 2),
+                  "%s '%s': %s", cases[i].opt, cases[i].val, err_text);
+        expect_in(err_text, cases[i].msg);
+        expect_same_bytes(weights, old_weights, sizeof old_weights);
+    }
+    cr_assert(eq(int, AE("--data", data, "--steps"), 2));
+    expect_in(err_text, "option --steps needs a value");
+    cr_assert(eq(int, AE("--help"), 0));
+    expect_in(out_text, "usage: autoencoder");
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
