@@ -11,7 +11,12 @@
  *
  *   build/examples/tape_tour [tape.dot]
  *   TG_TRACE=1 build/examples/tape_tour     # the library's own trace on stderr
+ *
+ * Exit status 0, 1 when the DOT file or stdout cannot be written (the
+ * reason is printed), 2 for a usage error (an unknown option, more than one
+ * path); --help prints the usage on stdout.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,15 +161,24 @@ static int announce(tg_tensor **grad, void *user)
     return TG_OK;
 }
 
+/* Writes the tape of loss as DOT to path; exits with status 1 and the
+ * reason when the file cannot be opened or written whole. */
 static void write_dot(const tg_tensor *loss, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "cannot write %s\n", path);
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path, strerror(errno));
         exit(1);
     }
-    CHECK(tg_graph_to_dot(f, loss));
-    fclose(f);
+    int rc = tg_graph_to_dot(f, loss);
+    /* a full disk shows up at the last write, which fclose does */
+    int err = ferror(f) ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (rc < 0 || err) {
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path,
+                rc < 0 ? tg_error_message() : strerror(err));
+        exit(1);
+    }
     printf("\nThe same tape as a Graphviz graph is in %s: boxes are op nodes, ellipses are\n"
            "leaves, arrows follow the forward computation, the root is red.\n", path);
     if (system("command -v dot >/dev/null 2>&1") == 0)
@@ -273,9 +287,58 @@ static void network_second_derivative(net *n)
     tg_tensor_release(dp);
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tape_tour [FILE.dot (tape.dot)]\n"
+               "  Builds a small network, narrates its tape, writes it as Graphviz DOT to\n"
+               "  FILE.dot, runs backward and takes a second derivative.\n"
+               "  TG_TRACE=1 adds the library's own trace on stderr.\n");
+}
+
+/* The DOT path from the command line (after "--", a name may start with
+ * '-'), or NULL after --help (*status 0) or a usage error (*status 2,
+ * printed). */
+static const char *parse_args(int argc, char **argv, int *status)
+{
+    const char *path = NULL;
+    bool options = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (options && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            usage(stdout);
+            *status = 0;
+            return NULL;
+        }
+        if (options && !strcmp(a, "--")) {
+            options = false;
+            continue;
+        }
+        if (options && a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "tape_tour: unknown option '%s'\n", a);
+            goto usage_error;
+        }
+        if (path) {
+            fprintf(stderr, "tape_tour: one DOT file only, got '%s' and '%s'\n", path, a);
+            goto usage_error;
+        }
+        if (a[0] == '\0') {
+            fprintf(stderr, "tape_tour: the DOT file name is empty\n");
+            goto usage_error;
+        }
+        path = a;
+    }
+    return path ? path : "tape.dot";
+usage_error:
+    usage(stderr);
+    *status = 2;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    const char *dot_path = argc > 1 ? argv[1] : "tape.dot";
+    int status;
+    const char *dot_path = parse_args(argc, argv, &status);
+    if (!dot_path) return status;
     net n;
     acts o = {0};
     net_init(&n);
@@ -301,5 +364,9 @@ int main(int argc, char **argv)
     network_second_derivative(&n);
 
     net_free(&n);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tape_tour: cannot write to stdout: %s\n", strerror(errno));
+        return 1;
+    }
     return 0;
 }

@@ -243,3 +243,44 @@ Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
     expect_in(out_text, "usage: autoencoder");
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
+
+/* ---- tape_tour --------------------------------------------------------------- */
+
+Test(examples, tape_tour_writes_its_dot_file)
+{
+    char dot[256];
+    cr_assert(eq(int, TOUR("my.dot"), 0), "%s", err_text);
+    size_t n = 0;
+    char *text = slurp(th_tmp_path(dot, sizeof dot, "my.dot"), &n);
+    cr_assert(text != NULL && n > 0);
+    cr_assert(strstr(text, "digraph") != NULL, "not DOT:\n%s", text);
+    free(text);
+    expect_in(out_text, "finite differences");
+}
+
+Test(examples, tape_tour_help_and_usage_errors_write_nothing)
+{
+    char path[256];
+    cr_assert(eq(int, TOUR("--help"), 0));
+    expect_in(out_text, "usage: tape_tour");
+    cr_assert(exists(th_tmp_path(path, sizeof path, "--help")) == false, "--help made a file");
+
+    static const char keep[] = "a file that must stay";
+    write_bytes(th_tmp_path(path, sizeof path, "keep.txt"), keep, sizeof keep);
+    cr_assert(eq(int, TOUR("keep.txt", "a", "b"), 2));
+    expect_in(err_text, "tape_tour: one DOT file only, got 'keep.txt' and 'a'");
+    expect_same_bytes(path, keep, sizeof keep);
+    cr_assert(eq(int, TOUR("--bogus"), 2));
+    expect_in(err_text, "tape_tour: unknown option '--bogus'");
+    cr_assert(exists(th_tmp_path(path, sizeof path, "--bogus")) == false);
+    cr_assert(exists(th_tmp_path(path, sizeof path, "tape.dot")) == false,
+              "a usage error wrote tape.dot");
+}
+
+Test(examples, tape_tour_reports_write_errors_with_the_reason)
+{
+    cr_assert(eq(int, TOUR("/dev/full"), 1), "%s", out_text);
+    expect_in(err_text, "tape_tour: cannot write /dev/full: No space left on device");
+    cr_assert(eq(int, TOUR("no/such/dir/x.dot"), 1));
+    expect_in(err_text, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
+}
