@@ -58,6 +58,20 @@ int th_tmp_dir_count(void)
     return n;
 }
 
+char *th_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1))) {
+        *n = fread(buf, 1, (size_t)len, f);
+        buf[*n] = '\0';
+    }
+    fclose(f);
+    return buf;
+}
+
 uint64_t th_xorshift64(uint64_t *s)
 {
     *s ^= *s << 13;

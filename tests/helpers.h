@@ -28,6 +28,10 @@ const char *th_tmp_path(char *buf, size_t n, const char *name);
 /* The number of entries of th_tmp_dir whose name does not start with '.'. */
 int th_tmp_dir_count(void);
 
+/* The whole file at path in a new malloc'd buffer (*n bytes, plus a NUL not
+ * counted), or NULL when it cannot be read. */
+char *th_read_file(const char *path, size_t *n);
+
 /* ---- deterministic random numbers ---- */
 
 /* Advances the xorshift64 state *s (never 0) and returns it. */

@@ -95,25 +95,10 @@ static void write_case(const char *path, const char *const *meta)
     tg_st_free(f);
 }
 
-/* The whole of the file at path, in a new buffer (*n bytes); NULL when it
- * cannot be read. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc(len > 0 ? (size_t)len : 1);
-    *n = buf ? fread(buf, 1, (size_t)len, f) : 0;
-    fclose(f);
-    return buf;
-}
-
 static void expect_same_bytes(const char *path, const char *want, size_t n)
 {
     size_t len = 0;
-    char *got = slurp(path, &len);
+    char *got = th_read_file(path, &len);
     cr_assert(got != NULL, "%s is gone", path);
     cr_assert(len == n && memcmp(got, want, n) == 0, "%s was changed", path);
     free(got);
@@ -151,7 +136,7 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
 
     /* --out naming the --in file is refused: it would replace the case */
     size_t n_in = 0;
-    char *case_bytes = slurp(in, &n_in);
+    char *case_bytes = th_read_file(in, &n_in);
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", in), 2));
     expect_in(err_text, "is the --in file");
     expect_same_bytes(in, case_bytes, n_in);
@@ -308,7 +293,7 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     char ck[512];
     snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
     size_t n = 0;
-    char *before = slurp(ck, &n);
+    char *before = th_read_file(ck, &n);
     cr_assert(before != NULL && n > 1000);
     /* a new run into a folder with a checkpoint is refused without --overwrite */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8"), 2));
@@ -361,10 +346,10 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     char png[512];
     snprintf(png, sizeof png, "%s/samples.png", out);
     size_t n0 = 0, n1 = 0;
-    char *png0 = slurp(png, &n0);
+    char *png0 = th_read_file(png, &n0);
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--g-ch", "16", "--seed", "5"), 0),
               "%s", err_text);
-    char *png1 = slurp(png, &n1);
+    char *png1 = th_read_file(png, &n1);
     cr_assert(png0 && png1 && (n0 != n1 || memcmp(png0, png1, n0) != 0),
               "--seed 5 gave the same samples as the checkpoint's seed");
     free(png0);

@@ -20,21 +20,6 @@ static const tg_fuzz_target *target(const char *name)
     cr_fatal("no fuzz target '%s'", name);
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-    cr_assert(buf != NULL);
-    cr_assert(eq(sz, fread(buf, 1, (size_t)n, f), (size_t)n));
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Runs target t on every regular file of <source root>/rel whose name ends
  * with suffix ("" for all); returns how many there were. */
 static int replay(const tg_fuzz_target *t, const char *rel, const char *suffix)
@@ -51,9 +36,10 @@ static int replay(const tg_fuzz_target *t, const char *rel, const char *suffix)
             continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t len;
-        unsigned char *buf = slurp(path, &len);
-        int rc = t->run(buf, len);
+        size_t len = 0;
+        char *buf = th_read_file(path, &len);
+        cr_assert(buf != NULL, "cannot read %s", path);
+        int rc = t->run((const uint8_t *)buf, len);
         free(buf);
         cr_expect(eq(int, rc, 0), "fuzz target %s broke on %s", t->name, path);
         n++;

@@ -36,19 +36,12 @@ static tg_tensor *make_tensor(tg_dtype dt, int ndim, const int64_t *shape)
     return t;
 }
 
-/* Reads a whole file into a new malloc'd buffer. */
+/* th_read_file, asserting that the file can be read. */
 static unsigned char *read_file(const char *path, size_t *len)
 {
-    FILE *fp = fopen(path, "rb");
-    cr_assert(fp != NULL, "cannot open %s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    cr_assert(fread(b, 1, (size_t)n, fp) == (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
+    char *b = th_read_file(path, len);
+    cr_assert(b != NULL, "cannot read %s", path);
+    return (unsigned char *)b;
 }
 
 /* Bytes of a safetensors file made from a header text and n data bytes
