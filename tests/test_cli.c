@@ -354,5 +354,10 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
               "--seed 5 gave the same samples as the checkpoint's seed");
     free(png0);
     free(png1);
+    /* resuming on other data is refused: the data order and position depend on it */
+    write_train_set(32);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1));
+    expect_in(err_text, "the checkpoint was trained on 24 images and --data has 32");
+    expect_same_bytes(ck, before, n);
     free(before);
 }

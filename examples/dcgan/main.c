@@ -179,6 +179,14 @@ typedef struct run {
 static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
 {
     char buf[4096];
+    /* The data order and position depend on the data set: the same one, or
+     * the run would not continue as it would have. */
+    const char *data = tg_st_meta_get(f, DCGAN_DATA_META);
+    long long n;
+    if (data && sscanf(data, "images=%lld", &n) == 1 && n != tg_dataset_size(ds))
+        return tg_error_set(TG_EINVAL, "the checkpoint was trained on %lld images and --data "
+                            "has %lld: a resumed run continues on the same data", n,
+                            (long long)tg_dataset_size(ds));
     int rc = dcgan_opts_from_meta(&r->a->train, f);
     if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
     if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);

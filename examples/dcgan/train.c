@@ -64,6 +64,10 @@ static int register_slots(dcgan_trainer *t)
     TRY(tg_checkpoint_add_loader(ck, "loader", t->ld));
     TRY(tg_checkpoint_add_rng(ck, "rng", &t->rng));
     TRY(tg_checkpoint_add_i64(ck, "step", &t->step));
+    /* not must-match: older checkpoints lack it; main.c compares it */
+    char data[64];
+    snprintf(data, sizeof data, "images=%lld", (long long)tg_dataset_size(t->ds));
+    TRY(tg_checkpoint_set_meta(ck, DCGAN_DATA_META, data, false));
     return dcgan_opts_to_meta(&t->o, ck);
 }
 

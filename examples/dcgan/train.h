@@ -74,4 +74,8 @@ int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z);
 int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck);
 int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f);
 
+/* The checkpoint metadata key that records the training set's size
+ * ("images=N"), so that a resume on other data is refused. */
+#define DCGAN_DATA_META "dcgan.data"
+
 #endif
