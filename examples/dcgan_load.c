@@ -15,6 +15,10 @@
  *       not the trivial 0/1) as DIR/generator.safetensors (prefix "gen") and
  *       DIR/latents.safetensors {"z", "images"} computed in eval mode: the
  *       same files the dcgan example writes, for checking without training.
+ *
+ * Exit status 0, 1 when a file cannot be read or written or does not hold a
+ * generator of model.h (the reason is printed; on error every object is
+ * freed), 2 for a usage error; --help prints the usage on stdout.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,14 +29,25 @@
 #include <tapegrad/tapegrad.h>
 
 #include "dcgan/model.h"
+#include "example_args.h"
 
-#define CHECK(call)                                                               \
+static const char prog[] = "dcgan_load";
+
+/* Prints what failed with the library's status and message; returns -1. */
+static int report(const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, tg_status_name(rc),
+            tg_error_message());
+    return -1;
+}
+
+/* Inside a function with a `done:` label that frees what it owns. */
+#define TRY(call)                                                                 \
     do {                                                                          \
         int rc_ = (call);                                                         \
         if (rc_ < 0) {                                                            \
-            fprintf(stderr, "dcgan_load: %s failed: %s: %s\n", #call,             \
-                    tg_status_name(rc_), tg_error_message());                     \
-            exit(1);                                                              \
+            report(#call, rc_);                                                   \
+            goto done;                                                            \
         }                                                                         \
     } while (0)
 
@@ -40,147 +55,261 @@ typedef struct opts {
     const char *weights, *latents, *out, *prefix, *key, *png, *export_dir;
     uint64_t seed;
     int64_t n, warmup;
+    const char *load_opt, *export_opt;   /* an option of each mode, when given */
 } opts;
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: dcgan_load --weights G.safetensors --latents Z.safetensors --out O.safetensors\n"
             "                  [--prefix gen] [--key z] [--png O.png]\n"
-            "       dcgan_load --export DIR [--seed S (1)] [--n N (16)] [--warmup K (3)]\n");
-    return 2;
+            "       dcgan_load --export DIR [--seed S (1)] [--n N (16; <= 100000)]\n"
+            "                  [--warmup K (3; <= 1000)]\n");
 }
 
+/* Applies option name = v; -1 after printing what is wrong. */
+static int apply(opts *o, const char *name, const char *v)
+{
+    if (!strcmp(name, "--seed")) return ex_arg_u64(prog, name, v, &o->seed);
+    if (!strcmp(name, "--n")) return ex_arg_i64(prog, name, v, 1, 100000, &o->n);
+    if (!strcmp(name, "--warmup")) return ex_arg_i64(prog, name, v, 0, 1000, &o->warmup);
+    if (!strcmp(name, "--export")) return (o->export_dir = v), 0;
+    const char **dst = !strcmp(name, "--weights")   ? &o->weights
+                       : !strcmp(name, "--latents") ? &o->latents
+                       : !strcmp(name, "--out")     ? &o->out
+                       : !strcmp(name, "--prefix")  ? &o->prefix
+                       : !strcmp(name, "--key")     ? &o->key
+                                                    : &o->png;
+    *dst = v;
+    return 0;
+}
+
+/* 0 to run, 1 after --help, -1 after a usage error (printed). */
 static int parse_opts(opts *o, int argc, char **argv)
 {
+    static const char *const load_names[] = {"--weights", "--latents", "--out", "--prefix",
+                                             "--key", "--png"};
+    static const char *const export_names[] = {"--export", "--seed", "--n", "--warmup"};
     *o = (opts){.key = "z", .seed = 1, .n = 16, .warmup = 3};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--weights")) o->weights = v;
-        else if (!strcmp(a, "--latents")) o->latents = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--prefix")) o->prefix = v;
-        else if (!strcmp(a, "--key")) o->key = v;
-        else if (!strcmp(a, "--png")) o->png = v;
-        else if (!strcmp(a, "--export")) o->export_dir = v;
-        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--n")) o->n = strtoll(v, NULL, 10);
-        else if (!strcmp(a, "--warmup")) o->warmup = strtoll(v, NULL, 10);
-        else return -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (ex_arg_is_help(a)) {
+            usage(stdout);
+            return 1;
+        }
+        bool known = false;
+        for (size_t k = 0; k < 6; k++)
+            if (!strcmp(a, load_names[k])) known = true, o->load_opt = a;
+        for (size_t k = 0; k < 4; k++)
+            if (!strcmp(a, export_names[k])) known = true, o->export_opt = a;
+        if (!known) {
+            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
+            return -1;
+        }
+        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
     }
-    if (argc % 2 == 0 || o->n < 1 || o->warmup < 0) return -1;
+    if (o->load_opt && o->export_opt) {
+        fprintf(stderr, "%s: %s and %s belong to different modes: load (--weights ...) or "
+                "--export\n", prog, o->load_opt, o->export_opt);
+        return -1;
+    }
+    if (o->export_opt && !o->export_dir) {
+        fprintf(stderr, "%s: %s goes with --export DIR\n", prog, o->export_opt);
+        return -1;
+    }
     if (o->export_dir) return 0;
-    return o->weights && o->latents && o->out ? 0 : -1;
+    const char *missing = !o->weights ? "--weights" : !o->latents ? "--latents"
+                          : !o->out   ? "--out" : NULL;
+    if (missing) fprintf(stderr, "%s: missing option %s\n", prog, missing);
+    return missing ? -1 : 0;
 }
 
-/* images = G(z) in eval mode, not recorded. */
-static tg_tensor *generate(tg_module *g, tg_tensor *z)
+/* True when a and b name the same file (by name, or by device and inode
+ * when both exist). */
+static bool same_file(const char *a, const char *b)
 {
-    tg_tensor *img;
+    struct stat sa, sb;
+    if (!a || !b) return false;
+    if (!strcmp(a, b)) return true;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* The generator of model.h that a weight file describes: net.0.weight is
+ * (C*49, nz) with C even and >= 2 and nz >= 1.  -1 after saying what is
+ * wrong (dcgan_generator_new would only say TG_EINVAL). */
+static int arch_from_weight(dcgan_arch *a, const tg_tensor *w0, const char *path, const char *key)
+{
+    char shape[128];
+    if (!w0) {
+        fprintf(stderr, "%s: %s has no tensor %s (the generator's first Linear, (C*49, nz))\n",
+                prog, path, key);
+        return -1;
+    }
+    const int64_t *s = tg_tensor_shape(w0);
+    if (tg_tensor_ndim(w0) != 2 || s[0] < 98 || s[0] % 98 != 0 || s[1] < 1) {
+        fprintf(stderr, "%s: %s: %s is %s: expected (C*49, nz) with C even and >= 2, nz >= 1 "
+                "(examples/dcgan/model.h)\n", prog, path, key,
+                tg_shape_str(shape, sizeof shape, tg_tensor_ndim(w0), s));
+        return -1;
+    }
+    a->g_ch = s[0] / 49;
+    a->nz = s[1];
+    return 0;
+}
+
+/* z must be (N, nz), N >= 1: -1 after saying what is wrong. */
+static int check_latents(const tg_tensor *z, const opts *o, int64_t nz)
+{
+    char shape[128];
+    if (!z) {
+        fprintf(stderr, "%s: %s has no tensor '%s'\n", prog, o->latents, o->key);
+        return -1;
+    }
+    const int64_t *s = tg_tensor_shape(z);
+    if (tg_tensor_ndim(z) == 2 && s[0] >= 1 && s[1] == nz) return 0;
+    fprintf(stderr, "%s: %s: '%s' is %s: expected (N, %lld) with N >= 1 for this generator\n",
+            prog, o->latents, o->key, tg_shape_str(shape, sizeof shape, tg_tensor_ndim(z), s),
+            (long long)nz);
+    return -1;
+}
+
+/* *img = G(z) in eval mode, not recorded. */
+static int generate(tg_module *g, tg_tensor **img, tg_tensor *z)
+{
     tg_module_train(g, false);
     tg_no_grad_begin();
-    CHECK(tg_module_forward(g, &img, z));
+    int rc = tg_module_forward(g, img, z);
     tg_no_grad_end();
-    return img;
+    return rc;
 }
 
-static void save_pair(const char *path, tg_tensor *z, tg_tensor *img)
+static int save_pair(const char *path, tg_tensor *z, tg_tensor *img)
 {
-    tg_st_file *f;
-    CHECK(tg_st_new(&f));
-    CHECK(tg_st_set(f, "z", z));
-    CHECK(tg_st_set(f, "images", img));
-    CHECK(tg_safetensors_save(f, path));
+    tg_st_file *f = NULL;
+    int rc = tg_st_new(&f);
+    if (rc >= 0) rc = tg_st_set(f, "z", z);
+    if (rc >= 0) rc = tg_st_set(f, "images", img);
+    if (rc >= 0) rc = tg_safetensors_save(f, path);
     tg_st_free(f);
+    return rc;
 }
 
 static int load_and_run(const opts *o)
 {
-    tg_st_file *wf, *zf;
-    tg_module *g;
+    tg_st_file *wf = NULL, *zf = NULL;
+    tg_module *g = NULL;
+    tg_tensor *img = NULL;
     tg_rng rng;
-    CHECK(tg_safetensors_load(&wf, o->weights));
-    CHECK(tg_safetensors_load(&zf, o->latents));
+    int status = EX_EXIT_FAIL;
+    const char *in[2] = {o->weights, o->latents}, *outs[2] = {o->out, o->png};
+    for (int i = 0; i < 4; i++)
+        if (same_file(outs[i / 2], in[i % 2])) {
+            fprintf(stderr, "%s: %s %s would overwrite the input %s\n", prog,
+                    i / 2 ? "--png" : "--out", outs[i / 2], in[i % 2]);
+            return EX_EXIT_USAGE;
+        }
+    TRY(tg_safetensors_load(&wf, o->weights));
+    TRY(tg_safetensors_load(&zf, o->latents));
     const char *prefix = o->prefix ? o->prefix
                          : tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
     snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
-    tg_tensor *w0 = tg_st_get(wf, key), *z = tg_st_get(zf, o->key);
-    if (!w0 || tg_tensor_ndim(w0) != 2 || tg_tensor_dim(w0, 0) % 49 != 0) {
-        fprintf(stderr, "dcgan_load: %s: no 2-d %s of shape (C*49, nz)\n", o->weights, key);
-        return 1;
-    }
-    if (!z) {
-        fprintf(stderr, "dcgan_load: %s has no tensor '%s'\n", o->latents, o->key);
-        return 1;
-    }
+    tg_tensor *z = tg_st_get(zf, o->key);
     dcgan_arch a = DCGAN_ARCH_INIT;
-    a.g_ch = tg_tensor_dim(w0, 0) / 49;
-    a.nz = tg_tensor_dim(w0, 1);
+    if (arch_from_weight(&a, tg_st_get(wf, key), o->weights, key) < 0 ||
+        check_latents(z, o, a.nz) < 0)
+        goto done;
     tg_rng_init(&rng, 0);
-    CHECK(dcgan_generator_new(&g, &a, &rng));
-    CHECK(tg_module_load_state_dict(g, wf, prefix, true));
-    tg_tensor *img = generate(g, z);
-    save_pair(o->out, z, img);
-    if (o->png) CHECK(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2));
+    TRY(dcgan_generator_new(&g, &a, &rng));
+    TRY(tg_module_load_state_dict(g, wf, prefix, true));
+    TRY(generate(g, &img, z));
+    TRY(save_pair(o->out, z, img));
+    if (o->png) TRY(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2));
     printf("dcgan_load: generator nz=%lld C=%lld loaded strictly from %s (prefix '%s'); "
            "%lld images -> %s\n", (long long)a.nz, (long long)a.g_ch, o->weights, prefix,
            (long long)tg_tensor_dim(img, 0), o->out);
+    status = EX_EXIT_OK;
+done:
     tg_tensor_release(img);
     tg_module_release(g);
     tg_st_free(zf);
     tg_st_free(wf);
-    return 0;
+    return status;
 }
 
-static tg_tensor *randn(tg_rng *rng, int64_t n, int64_t nz)
+/* *z = (n, nz) samples of N(0, 1) from rng. */
+static int randn(tg_tensor **z, tg_rng *rng, int64_t n, int64_t nz)
 {
-    tg_tensor *z;
-    CHECK(tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){n, nz}));
-    CHECK(tg_tensor_rand_normal(z, rng, 0.0, 1.0));
-    return z;
+    int rc = tg_tensor_zeros(z, TG_F32, 2, (int64_t[]){n, nz});
+    if (rc < 0) return rc;
+    rc = tg_tensor_rand_normal(*z, rng, 0.0, 1.0);
+    if (rc < 0) {
+        tg_tensor_release(*z);
+        *z = NULL;
+    }
+    return rc;
+}
+
+/* k training-mode forwards of g on batches of 32 latents: they only update
+ * the BatchNorm running statistics. */
+static int warm_up(tg_module *g, tg_rng *rng, int64_t k, int64_t nz)
+{
+    int rc = TG_OK;
+    tg_no_grad_begin();
+    for (int64_t i = 0; i < k && rc >= 0; i++) {
+        tg_tensor *zw = NULL, *y = NULL;
+        rc = randn(&zw, rng, 32, nz);
+        if (rc >= 0) rc = tg_module_forward(g, &y, zw);
+        tg_tensor_release(y);
+        tg_tensor_release(zw);
+    }
+    tg_no_grad_end();
+    return rc;
 }
 
 static int export_files(const opts *o)
 {
     char path[4096];
-    tg_module *g;
+    tg_module *g = NULL;
+    tg_tensor *z = NULL, *img = NULL;
+    tg_st_file *f = NULL;
     tg_rng rng;
     dcgan_arch a = DCGAN_ARCH_INIT;
+    int status = EX_EXIT_FAIL;
     if (mkdir(o->export_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "dcgan_load: cannot create %s: %s\n", o->export_dir, strerror(errno));
-        return 1;
+        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o->export_dir, strerror(errno));
+        return EX_EXIT_FAIL;
     }
     tg_rng_init(&rng, o->seed);
-    CHECK(dcgan_generator_new(&g, &a, &rng));
-    tg_no_grad_begin();   /* training-mode forwards only update running stats */
-    for (int64_t k = 0; k < o->warmup; k++) {
-        tg_tensor *zw = randn(&rng, 32, a.nz), *y;
-        CHECK(tg_module_forward(g, &y, zw));
-        tg_tensor_release(y);
-        tg_tensor_release(zw);
-    }
-    tg_no_grad_end();
-    tg_tensor *z = randn(&rng, o->n, a.nz), *img = generate(g, z);
-    tg_st_file *f;
-    CHECK(tg_st_new(&f));
-    CHECK(tg_module_state_dict_save(g, f, "gen"));
+    TRY(dcgan_generator_new(&g, &a, &rng));
+    TRY(warm_up(g, &rng, o->warmup, a.nz));
+    TRY(randn(&z, &rng, o->n, a.nz));
+    TRY(generate(g, &img, z));
+    TRY(tg_st_new(&f));
+    TRY(tg_module_state_dict_save(g, f, "gen"));
     snprintf(path, sizeof path, "%s/generator.safetensors", o->export_dir);
-    CHECK(tg_safetensors_save(f, path));
-    tg_st_free(f);
+    TRY(tg_safetensors_save(f, path));
     snprintf(path, sizeof path, "%s/latents.safetensors", o->export_dir);
-    save_pair(path, z, img);
+    TRY(save_pair(path, z, img));
     printf("dcgan_load: wrote %s/generator.safetensors and %s/latents.safetensors\n",
            o->export_dir, o->export_dir);
+    status = EX_EXIT_OK;
+done:
+    tg_st_free(f);
     tg_tensor_release(img);
     tg_tensor_release(z);
     tg_module_release(g);
-    return 0;
+    return status;
 }
 
 int main(int argc, char **argv)
 {
     opts o;
-    if (parse_opts(&o, argc, argv) < 0) return usage();
+    int rc = parse_opts(&o, argc, argv);
+    if (rc != 0) {
+        if (rc < 0) usage(stderr);
+        return rc < 0 ? EX_EXIT_USAGE : EX_EXIT_OK;
+    }
     return o.export_dir ? export_files(&o) : load_and_run(&o);
 }

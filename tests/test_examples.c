@@ -284,3 +284,126 @@ Test(examples, tape_tour_reports_write_errors_with_the_reason)
     cr_assert(eq(int, TOUR("no/such/dir/x.dot"), 1));
     expect_in(err_text, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
 }
+
+/* ---- dcgan_load -------------------------------------------------------------- */
+
+/* Writes a safetensors file of f32 zero tensors: names and shapes from
+ * (name, ndim, d0, d1) rows, up to 4. */
+typedef struct st_entry {
+    const char *name;
+    int ndim;
+    int64_t shape[2];
+} st_entry;
+
+static void write_st(const char *path, int n, const st_entry *e)
+{
+    tg_st_file *f;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t;
+        cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, e[i].ndim, e[i].shape), TG_OK), "%s",
+                  tg_error_message());
+        cr_assert(eq(int, tg_st_set(f, e[i].name, t), TG_OK), "%s", tg_error_message());
+        tg_tensor_release(t);
+    }
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK), "%s", tg_error_message());
+    tg_st_free(f);
+}
+
+Test(examples, dcgan_load_help_and_strict_option_values)
+{
+    char dir[256];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, LOAD("--help"), 0));
+    expect_in(out_text, "usage: dcgan_load");
+    static const struct {
+        const char *opt, *val, *msg;
+    } cases[] = {
+        {"--n", "3x", "dcgan_load: --n '3x': expected an integer in [1, 100000]"},
+        {"--n", "", "--n ''"},
+        {"--n", "0", "--n '0'"},
+        {"--warmup", "abc", "dcgan_load: --warmup 'abc'"},
+        {"--warmup", "-1", "--warmup '-1'"},
+        {"--seed", "xyz", "dcgan_load: --seed 'xyz'"},
+        {"--seed", "-1", "--seed '-1'"},
+        {"--bogus", "1", "dcgan_load: unknown option '--bogus'"},
+        {"--weights", "w.safetensors", "--weights and --export belong to different modes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert(eq(int, LOAD("--export", dir, cases[i].opt, cases[i].val), 2),
+                  "%s '%s': %s", cases[i].opt, cases[i].val, err_text);
+        expect_in(err_text, cases[i].msg);
+        cr_assert(exists(dir) == false, "%s '%s' made %s", cases[i].opt, cases[i].val, dir);
+    }
+    cr_assert(eq(int, LOAD("--seed", "3"), 2));
+    expect_in(err_text, "dcgan_load: --seed goes with --export DIR");
+    cr_assert(eq(int, LOAD("--weights", "w.safetensors", "--latents", "z.safetensors"), 2));
+    expect_in(err_text, "dcgan_load: missing option --out");
+}
+
+/* (C*49, nz) with C even >= 2 and nz >= 1, else a message that says so
+ * (dcgan_generator_new itself gives TG_EINVAL with no message); the output
+ * file is left alone and, in the sanitizer build, nothing leaks. */
+Test(examples, dcgan_load_rejects_wrongly_shaped_weights_with_a_message)
+{
+    char w[256], z[256], out[256];
+    th_tmp_path(w, sizeof w, "w.safetensors");
+    th_tmp_path(z, sizeof z, "z.safetensors");
+    th_tmp_path(out, sizeof out, "o.safetensors");
+    write_st(z, 1, (st_entry[]){{"z", 2, {2, 4}}});
+    static const char old[] = "an earlier result";
+    write_bytes(out, old, sizeof old);
+    static const struct {
+        st_entry w0;
+        const char *shape;
+    } cases[] = {
+        {{"net.0.weight", 2, {147, 4}}, "(147, 4)"},   /* C = 3, odd */
+        {{"net.0.weight", 2, {0, 4}}, "(0, 4)"},
+        {{"net.0.weight", 2, {392, 0}}, "(392, 0)"},
+        {{"net.0.weight", 2, {49, 4}}, "(49, 4)"},     /* C = 1 */
+        {{"net.0.weight", 1, {392}}, "(392)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_st(w, 1, &cases[i].w0);
+        cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 1), "%s",
+                  err_text);
+        char want[256];
+        snprintf(want, sizeof want, "net.0.weight is %s: expected (C*49, nz) with C even and "
+                 ">= 2, nz >= 1", cases[i].shape);
+        expect_in(err_text, want);
+        expect_same_bytes(out, old, sizeof old);
+    }
+    write_st(w, 1, (st_entry[]){{"other", 2, {98, 4}}});
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 1));
+    expect_in(err_text, "has no tensor net.0.weight");
+    expect_same_bytes(out, old, sizeof old);
+}
+
+Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
+{
+    char dir[256], w[512], z[512], out[256], bad_z[256];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
+    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
+    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    th_tmp_path(out, sizeof out, "o.safetensors");
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 0), "%s", err_text);
+    expect_in(out_text, "loaded strictly");
+
+    static const char old[] = "an earlier result";
+    write_bytes(out, old, sizeof old);
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out, "--key", "q"), 1));
+    expect_in(err_text, "has no tensor 'q'");
+    th_tmp_path(bad_z, sizeof bad_z, "z5.safetensors");
+    write_st(bad_z, 1, (st_entry[]){{"z", 2, {2, 5}}});
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", bad_z, "--out", out), 1));
+    expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
+    expect_same_bytes(out, old, sizeof old);
+
+    size_t n = 0;
+    char *latents = slurp(z, &n);
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", z), 2));
+    expect_in(err_text, "would overwrite the input");
+    expect_same_bytes(z, latents, n);
+    free(latents);
+}
