@@ -11,31 +11,49 @@
  * (per-channel weights, u8 activations; with --fold 1 each BatchNorm is
  * folded into the layer before it and each ReLU fused into the int8 op,
  * with --fold 0 they stay float), runs both on the latents file's z (or 32
- * fresh latents when the file is missing) and writes DIR/samples_float.png,
+ * fresh latents when the default file is missing; a --latents file given on
+ * the command line must be readable) and writes DIR/samples_float.png,
  * DIR/samples_int8.png and DIR/samples_float_int8.png (float row(s) above the
  * int8 ones), then prints PSNR(int8 vs float) over the images in [-1, 1]
  * (peak-to-peak 2): 10 log10(2^2 / MSE), and the median time of R forwards
  * of each model on one batch of B (float and int8 runs alternate, so a
  * load change on a shared machine hits both alike).
+ *
+ * Exit status 0; 1 when a file cannot be read or written, does not hold a
+ * generator of model.h or latents (N, nz) of finite values, or an output is
+ * not finite (no PSNR then); 2 for a usage error; --help prints the usage on
+ * stdout.  On error every object is freed.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <tapegrad/quant.h>
 #include <tapegrad/tapegrad.h>
 
 #include "dcgan/model.h"
+#include "example_args.h"
 
-#define CHECK(call)                                                               \
+static const char prog[] = "dcgan_quantize";
+
+/* Prints what failed with the library's status and message. */
+static void report(const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, tg_status_name(rc),
+            tg_error_message());
+}
+
+/* Inside a function with a `done:` label that frees what it owns. */
+#define TRY(call)                                                                 \
     do {                                                                          \
         int rc_ = (call);                                                         \
         if (rc_ < 0) {                                                            \
-            fprintf(stderr, "dcgan_quantize: %s failed: %s: %s\n", #call,         \
-                    tg_status_name(rc_), tg_error_message());                     \
-            exit(1);                                                              \
+            report(#call, rc_);                                                   \
+            goto done;                                                            \
         }                                                                         \
     } while (0)
 
@@ -43,29 +61,55 @@ typedef struct opts {
     const char *weights, *latents, *out;
     int64_t calib, batch, repeat;
     uint64_t seed;
-    bool fold;
+    bool fold, latents_given;
 } opts;
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: dcgan_quantize [--weights G.safetensors (out/generator.safetensors)]\n"
+               "                      [--latents Z.safetensors (out/latents.safetensors)]\n"
+               "                      [--out DIR (out)] [--calib N (8; <= 1000)]\n"
+               "                      [--batch B (64; <= 65536)] [--seed S (1)]\n"
+               "                      [--repeat R (7; <= 1000)] [--fold 1|0 (1)]\n");
+}
+
+/* Applies option name = v; -1 after printing what is wrong. */
+static int apply(opts *o, const char *name, const char *v)
+{
+    if (!strcmp(name, "--weights")) return (o->weights = v), 0;
+    if (!strcmp(name, "--latents")) return (o->latents = v), (o->latents_given = true), 0;
+    if (!strcmp(name, "--out")) return (o->out = v), 0;
+    if (!strcmp(name, "--calib")) return ex_arg_i64(prog, name, v, 1, 1000, &o->calib);
+    if (!strcmp(name, "--batch")) return ex_arg_i64(prog, name, v, 1, 65536, &o->batch);
+    if (!strcmp(name, "--seed")) return ex_arg_u64(prog, name, v, &o->seed);
+    if (!strcmp(name, "--repeat")) return ex_arg_i64(prog, name, v, 1, 1000, &o->repeat);
+    if (!strcmp(v, "0") || !strcmp(v, "1")) return (o->fold = v[0] == '1'), 0;   /* --fold */
+    fprintf(stderr, "%s: --fold '%s': expected 1 or 0\n", prog, v);
+    return -1;
+}
+
+/* 0 to run, 1 after --help, -1 after a usage error (printed). */
 static int parse_opts(opts *o, int argc, char **argv)
 {
+    static const char *const names[] = {"--weights", "--latents", "--out",    "--calib",
+                                        "--batch",   "--seed",    "--repeat", "--fold"};
     *o = (opts){.weights = "out/generator.safetensors", .latents = "out/latents.safetensors",
                 .out = "out", .calib = 8, .batch = 64, .repeat = 7, .seed = 1, .fold = true};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--weights")) o->weights = v;
-        else if (!strcmp(a, "--latents")) o->latents = v;
-        else if (!strcmp(a, "--out")) o->out = v;
-        else if (!strcmp(a, "--calib")) o->calib = strtoll(v, NULL, 10);
-        else if (!strcmp(a, "--batch")) o->batch = strtoll(v, NULL, 10);
-        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--repeat")) o->repeat = strtoll(v, NULL, 10);
-        else if (!strcmp(a, "--fold") && (!strcmp(v, "0") || !strcmp(v, "1"))) o->fold = v[0] == '1';
-        else return -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (ex_arg_is_help(a)) {
+            usage(stdout);
+            return 1;
+        }
+        size_t k = 0;
+        while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
+        if (k == sizeof names / sizeof *names) {
+            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
+            return -1;
+        }
+        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
     }
-    return argc % 2 == 1 && o->calib >= 1 && o->calib <= 1000 && o->batch >= 1 &&
-                   o->repeat >= 1 && o->repeat <= 1000
-               ? 0
-               : -1;
+    return 0;
 }
 
 static double now_ms(void)
@@ -75,64 +119,127 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static tg_tensor *randn(tg_rng *rng, int64_t n, int64_t nz)
+/* *z = (n, nz) samples of N(0, 1) from rng. */
+static int randn(tg_tensor **z, tg_rng *rng, int64_t n, int64_t nz)
 {
-    tg_tensor *z;
-    CHECK(tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){n, nz}));
-    CHECK(tg_tensor_rand_normal(z, rng, 0.0, 1.0));
-    return z;
+    int rc = tg_tensor_zeros(z, TG_F32, 2, (int64_t[]){n, nz});
+    if (rc < 0) return rc;
+    rc = tg_tensor_rand_normal(*z, rng, 0.0, 1.0);
+    if (rc < 0) {
+        tg_tensor_release(*z);
+        *z = NULL;
+    }
+    return rc;
 }
 
-/* images = m(z) without grad; *ms receives the time of the forward. */
-static tg_tensor *generate(tg_module *m, tg_tensor *z, double *ms)
+/* *img = m(z) without grad; *ms receives the time of the forward. */
+static int generate(tg_module *m, tg_tensor **img, tg_tensor *z, double *ms)
 {
-    tg_tensor *img;
     tg_no_grad_begin();
     double t0 = now_ms();
-    CHECK(tg_module_forward(m, &img, z));
+    int rc = tg_module_forward(m, img, z);
     *ms = now_ms() - t0;
     tg_no_grad_end();
-    return img;
+    return rc;
 }
 
-/* The generator of model.h with the architecture read from the weights. */
-static tg_module *load_generator(const char *path)
+/* The generator of model.h that a weight file describes: net.0.weight is
+ * (C*49, nz) with C even and >= 2 and nz >= 1.  -1 after saying what is
+ * wrong (dcgan_generator_new would only say TG_EINVAL). */
+static int arch_from_weight(dcgan_arch *a, const tg_tensor *w0, const char *path, const char *key)
 {
-    tg_st_file *wf;
-    CHECK(tg_safetensors_load(&wf, path));
+    char shape[128];
+    if (!w0) {
+        fprintf(stderr, "%s: %s has no tensor %s (the generator's first Linear, (C*49, nz))\n",
+                prog, path, key);
+        return -1;
+    }
+    const int64_t *s = tg_tensor_shape(w0);
+    if (tg_tensor_ndim(w0) != 2 || s[0] < 98 || s[0] % 98 != 0 || s[1] < 1) {
+        fprintf(stderr, "%s: %s: %s is %s: expected (C*49, nz) with C even and >= 2, nz >= 1 "
+                "(examples/dcgan/model.h)\n", prog, path, key,
+                tg_shape_str(shape, sizeof shape, tg_tensor_ndim(w0), s));
+        return -1;
+    }
+    a->g_ch = s[0] / 49;
+    a->nz = s[1];
+    return 0;
+}
+
+/* The generator of model.h with the architecture read from the weights, in
+ * eval mode; NULL after saying what is wrong. */
+static tg_module *load_generator(const char *path, int64_t *nz)
+{
+    tg_st_file *wf = NULL;
+    tg_module *g = NULL;
+    tg_rng rng;
+    dcgan_arch a = DCGAN_ARCH_INIT;
+    TRY(tg_safetensors_load(&wf, path));
     const char *prefix = tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
     snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
-    tg_tensor *w0 = tg_st_get(wf, key);
-    if (!w0 || tg_tensor_ndim(w0) != 2 || tg_tensor_dim(w0, 0) % 49 != 0) {
-        fprintf(stderr, "dcgan_quantize: %s: no 2-d %s of shape (C*49, nz)\n", path, key);
-        exit(1);
-    }
-    dcgan_arch a = DCGAN_ARCH_INIT;
-    a.g_ch = tg_tensor_dim(w0, 0) / 49;
-    a.nz = tg_tensor_dim(w0, 1);
-    tg_module *g;
-    tg_rng rng;
+    if (arch_from_weight(&a, tg_st_get(wf, key), path, key) < 0) goto done;
     tg_rng_init(&rng, 0);
-    CHECK(dcgan_generator_new(&g, &a, &rng));
-    CHECK(tg_module_load_state_dict(g, wf, prefix, true));
-    tg_st_free(wf);
+    TRY(dcgan_generator_new(&g, &a, &rng));
+    int rc = tg_module_load_state_dict(g, wf, prefix, true);
+    if (rc < 0) {
+        report("tg_module_load_state_dict(g, wf, prefix, true)", rc);
+        tg_module_release(g);
+        g = NULL;
+        goto done;
+    }
     tg_module_train(g, false);
+    *nz = a.nz;
+done:
+    tg_st_free(wf);
     return g;
 }
 
-/* The latents file's z, or n fresh ones when there is no such file. */
-static tg_tensor *test_latents(const char *path, tg_rng *rng, int64_t nz)
+/* The number of elements of t that are not finite. */
+static int64_t count_nonfinite(const tg_tensor *t)
+{
+    int64_t bad = 0;
+    double v;
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        bad += tg_tensor_get_flat(t, i, &v) < 0 || !isfinite(v);
+    return bad;
+}
+
+/* The latents file's z, (N, nz) of finite values; or 32 fresh latents when
+ * the file was not named on the command line and does not exist.  NULL after
+ * saying what is wrong. */
+static tg_tensor *test_latents(const opts *o, tg_rng *rng, int64_t nz)
 {
     tg_st_file *zf = NULL;
     tg_tensor *z = NULL;
-    if (tg_safetensors_load(&zf, path) >= 0 && tg_st_get(zf, "z")) {
-        z = tg_tensor_retain(tg_st_get(zf, "z"));
-        printf("dcgan_quantize: %lld test latents from %s\n", (long long)tg_tensor_dim(z, 0), path);
-    } else {
-        z = randn(rng, 32, nz);
-        printf("dcgan_quantize: no latents in %s; 32 fresh test latents\n", path);
+    char shape[128];
+    struct stat st;
+    if (!o->latents_given && stat(o->latents, &st) < 0 && errno == ENOENT) {
+        TRY(randn(&z, rng, 32, nz));
+        printf("%s: no latents in %s; 32 fresh test latents\n", prog, o->latents);
+        return z;
     }
+    TRY(tg_safetensors_load(&zf, o->latents));
+    const tg_tensor *zt = tg_st_get(zf, "z");
+    if (!zt) {
+        fprintf(stderr, "%s: %s has no tensor 'z'\n", prog, o->latents);
+        goto done;
+    }
+    const int64_t *s = tg_tensor_shape(zt), bad = count_nonfinite(zt);
+    if (tg_tensor_ndim(zt) != 2 || s[0] < 1 || s[1] != nz) {
+        fprintf(stderr, "%s: %s: 'z' is %s: expected (N, %lld) with N >= 1 for this generator\n",
+                prog, o->latents, tg_shape_str(shape, sizeof shape, tg_tensor_ndim(zt), s),
+                (long long)nz);
+        goto done;
+    }
+    if (bad > 0) {
+        fprintf(stderr, "%s: %s: 'z' has %lld non-finite values of %lld\n", prog, o->latents,
+                (long long)bad, (long long)tg_tensor_numel(zt));
+        goto done;
+    }
+    z = tg_tensor_retain((tg_tensor *)zt);
+    printf("%s: %lld test latents from %s\n", prog, (long long)s[0], o->latents);
+done:
     tg_st_free(zf);
     return z;
 }
@@ -144,89 +251,121 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Median times of o->repeat forwards of f and q on z, alternating. */
-static void time_both(const opts *o, tg_module *f, tg_module *q, tg_tensor *z, double *ms_f,
-                      double *ms_q)
+static int time_both(const opts *o, tg_module *f, tg_module *q, tg_tensor *z, double *ms_f,
+                     double *ms_q)
 {
     double *tf = calloc((size_t)o->repeat, sizeof *tf), *tq = calloc((size_t)o->repeat, sizeof *tq);
-    if (!tf || !tq) exit(1);
-    for (int64_t r = 0; r < o->repeat; r++) {
-        tg_tensor_release(generate(f, z, &tf[r]));
-        tg_tensor_release(generate(q, z, &tq[r]));
+    int rc = tf && tq ? TG_OK : TG_ENOMEM;
+    for (int64_t r = 0; r < o->repeat && rc >= 0; r++) {
+        tg_tensor *y = NULL;
+        rc = generate(f, &y, z, &tf[r]);
+        tg_tensor_release(y);
+        y = NULL;
+        if (rc >= 0) rc = generate(q, &y, z, &tq[r]);
+        tg_tensor_release(y);
     }
-    qsort(tf, (size_t)o->repeat, sizeof *tf, cmp_double);
-    qsort(tq, (size_t)o->repeat, sizeof *tq, cmp_double);
-    *ms_f = tf[o->repeat / 2];
-    *ms_q = tq[o->repeat / 2];
+    if (rc >= 0) {
+        qsort(tf, (size_t)o->repeat, sizeof *tf, cmp_double);
+        qsort(tq, (size_t)o->repeat, sizeof *tq, cmp_double);
+        *ms_f = tf[o->repeat / 2];
+        *ms_q = tq[o->repeat / 2];
+    }
     free(tf), free(tq);
+    return rc;
 }
 
+/* 10 log10(2^2 / MSE) over images in [-1, 1]; inf when they are equal.
+ * Both must be finite (count_nonfinite). */
 static double psnr_db(const tg_tensor *ref, const tg_tensor *got)
 {
     double se = 0, a, b;
     const int64_t n = tg_tensor_numel(ref);
     for (int64_t i = 0; i < n; i++) {
-        CHECK(tg_tensor_get_flat(ref, i, &a));
-        CHECK(tg_tensor_get_flat(got, i, &b));
+        if (tg_tensor_get_flat(ref, i, &a) < 0 || tg_tensor_get_flat(got, i, &b) < 0) return NAN;
         se += (a - b) * (a - b);
     }
-    return 10.0 * log10(4.0 / fmax(se / (double)n, 1e-300));   /* peak-to-peak 2: 2^2 */
+    return se == 0 ? INFINITY : 10.0 * log10(4.0 / (se / (double)n));   /* peak-to-peak 2 */
 }
 
-static void write_pngs(const opts *o, tg_tensor *imf, tg_tensor *imq)
+static int write_pngs(const opts *o, tg_tensor *imf, tg_tensor *imq)
 {
     char path[4096];
+    tg_tensor *both = NULL, *parts[2] = {imf, imq};
     const int64_t n = tg_tensor_dim(imf, 0);
     const int nrow = (int)(n < 16 ? n : 16);
+    int status = -1;
     snprintf(path, sizeof path, "%s/samples_float.png", o->out);
-    CHECK(tg_png_write_grid(path, imf, nrow, -1.0, 1.0, 2));
+    TRY(tg_png_write_grid(path, imf, nrow, -1.0, 1.0, 2));
     snprintf(path, sizeof path, "%s/samples_int8.png", o->out);
-    CHECK(tg_png_write_grid(path, imq, nrow, -1.0, 1.0, 2));
-    tg_tensor *both, *parts[2] = {imf, imq};
-    CHECK(tg_cat(&both, 2, parts, 0));
+    TRY(tg_png_write_grid(path, imq, nrow, -1.0, 1.0, 2));
+    TRY(tg_cat(&both, 2, parts, 0));
     snprintf(path, sizeof path, "%s/samples_float_int8.png", o->out);
-    CHECK(tg_png_write_grid(path, both, nrow, -1.0, 1.0, 2));
+    TRY(tg_png_write_grid(path, both, nrow, -1.0, 1.0, 2));
+    printf("%s: wrote %s/samples_float.png, samples_int8.png and "
+           "samples_float_int8.png (float rows first)\n", prog, o->out);
+    status = 0;
+done:
     tg_tensor_release(both);
-    printf("dcgan_quantize: wrote %s/samples_float.png, samples_int8.png and "
-           "samples_float_int8.png (float rows first)\n", o->out);
+    return status;
+}
+
+/* Prints the PSNR of imq against imf, or says why there is none (-1). */
+static int report_psnr(tg_tensor *imf, tg_tensor *imq, double ms_f, double ms_q)
+{
+    const int64_t bad_f = count_nonfinite(imf), bad_q = count_nonfinite(imq);
+    const double db = bad_f || bad_q ? NAN : psnr_db(imf, imq);
+    if (isnan(db)) {
+        fprintf(stderr, "%s: PSNR int8 vs float: n/a: non-finite output (float %lld, int8 %lld "
+                "of %lld values)\n", prog, (long long)bad_f, (long long)bad_q,
+                (long long)tg_tensor_numel(imf));
+        return -1;
+    }
+    printf("%s: PSNR int8 vs float = %.2f dB over %lld images "
+           "(forward: float %.1f ms, int8 %.1f ms)\n",
+           prog, db, (long long)tg_tensor_dim(imf, 0), ms_f, ms_q);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     opts o;
-    if (parse_opts(&o, argc, argv) < 0) {
-        fprintf(stderr, "usage: dcgan_quantize [--weights G.safetensors] [--latents Z.safetensors]\n"
-                        "                      [--out DIR] [--calib N] [--batch B] [--seed S]\n"
-                        "                      [--repeat R] [--fold 1|0]\n");
-        return 2;
+    int status = parse_opts(&o, argc, argv);
+    if (status != 0) {
+        if (status < 0) usage(stderr);
+        return status < 0 ? EX_EXIT_USAGE : EX_EXIT_OK;
     }
-    tg_module *g = load_generator(o.weights), *gq = NULL;
-    const int64_t nz = tg_tensor_dim(tg_module_find(g, "net.0.weight"), 1);
+    status = EX_EXIT_FAIL;
+    int64_t nz = 0;
+    tg_module *g = load_generator(o.weights, &nz), *gq = NULL;
+    tg_tensor **calib = NULL, *z = NULL, *imf = NULL, *imq = NULL;
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
-    tg_tensor **calib = calloc((size_t)o.calib, sizeof *calib);
-    if (!calib) return 1;
-    for (int64_t i = 0; i < o.calib; i++) calib[i] = randn(&rng, o.batch, nz);
-    double t0 = now_ms();
+    if (!g || !(calib = calloc((size_t)o.calib, sizeof *calib))) goto done;
+    for (int64_t i = 0; i < o.calib; i++) TRY(randn(&calib[i], &rng, o.batch, nz));
+    if (!(z = test_latents(&o, &rng, nz))) goto done;
+    if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o.out, strerror(errno));
+        goto done;
+    }
+    double t0 = now_ms(), ms_f, ms_q;
     tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
     qo.fold_batchnorm = qo.fuse_relu = o.fold;
-    CHECK(tg_quantize_model(&gq, g, (int)o.calib, calib, &qo));
-    printf("dcgan_quantize: calibrated on %lld batches of %lld latents and converted in %.0f ms "
-           "(BatchNorm %s)\n", (long long)o.calib, (long long)o.batch, now_ms() - t0,
+    TRY(tg_quantize_model(&gq, g, (int)o.calib, calib, &qo));
+    printf("%s: calibrated on %lld batches of %lld latents and converted in %.0f ms "
+           "(BatchNorm %s)\n", prog, (long long)o.calib, (long long)o.batch, now_ms() - t0,
            o.fold ? "folded, ReLU fused" : "kept float");
-    tg_tensor *z = test_latents(o.latents, &rng, nz);
-    double ms_f, ms_q;
-    tg_tensor *imf = generate(g, z, &ms_f), *imq = generate(gq, z, &ms_q);
-    write_pngs(&o, imf, imq);
-    printf("dcgan_quantize: PSNR int8 vs float = %.2f dB over %lld images "
-           "(forward: float %.1f ms, int8 %.1f ms)\n",
-           psnr_db(imf, imq), (long long)tg_tensor_dim(imf, 0), ms_f, ms_q);
-    time_both(&o, g, gq, calib[0], &ms_f, &ms_q);
-    printf("dcgan_quantize: batch of %lld, median of %lld: float %.1f ms, int8 %.1f ms (%.2fx)\n",
+    TRY(generate(g, &imf, z, &ms_f));
+    TRY(generate(gq, &imq, z, &ms_q));
+    if (write_pngs(&o, imf, imq) < 0 || report_psnr(imf, imq, ms_f, ms_q) < 0) goto done;
+    TRY(time_both(&o, g, gq, calib[0], &ms_f, &ms_q));
+    printf("%s: batch of %lld, median of %lld: float %.1f ms, int8 %.1f ms (%.2fx)\n", prog,
            (long long)o.batch, (long long)o.repeat, ms_f, ms_q, ms_f / ms_q);
-    for (int64_t i = 0; i < o.calib; i++) tg_tensor_release(calib[i]);
+    status = EX_EXIT_OK;
+done:
+    for (int64_t i = 0; calib && i < o.calib; i++) tg_tensor_release(calib[i]);
     free(calib);
     tg_tensor_release(imf), tg_tensor_release(imq), tg_tensor_release(z);
     tg_module_release(gq);
     tg_module_release(g);
-    return 0;
+    return status;
 }

@@ -407,3 +407,113 @@ Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
     expect_same_bytes(z, latents, n);
     free(latents);
 }
+
+/* ---- dcgan_quantize ---------------------------------------------------------- */
+
+/* th_tmp_dir/ex/{generator,latents}.safetensors from dcgan_load --export;
+ * w receives the generator's path. */
+static void export_generator(char *w, size_t n)
+{
+    char dir[256];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
+    snprintf(w, n, "%s/generator.safetensors", dir);
+}
+
+#define QUANT_FAST "--calib", "1", "--batch", "4", "--repeat", "1"
+
+Test(examples, dcgan_quantize_help_and_strict_option_values)
+{
+    cr_assert(eq(int, QUANT("--help"), 0));
+    expect_in(out_text, "usage: dcgan_quantize");
+    static const struct {
+        const char *opt, *val, *msg;
+    } cases[] = {
+        {"--calib", "2x", "dcgan_quantize: --calib '2x': expected an integer in [1, 1000]"},
+        {"--repeat", "1x", "dcgan_quantize: --repeat '1x'"},
+        {"--seed", "abc", "dcgan_quantize: --seed 'abc'"},
+        {"--batch", "", "dcgan_quantize: --batch ''"},
+        {"--fold", "2", "dcgan_quantize: --fold '2': expected 1 or 0"},
+        {"--bogus", "1", "dcgan_quantize: unknown option '--bogus'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cr_assert(eq(int, QUANT(cases[i].opt, cases[i].val), 2), "%s '%s': %s", cases[i].opt,
+                  cases[i].val, err_text);
+        expect_in(err_text, cases[i].msg);
+    }
+}
+
+Test(examples, dcgan_quantize_rejects_wrongly_shaped_weights_with_a_message)
+{
+    char w[256];
+    th_tmp_path(w, sizeof w, "w.safetensors");
+    write_st(w, 1, (st_entry[]){{"net.0.weight", 2, {147, 4}}});
+    cr_assert(eq(int, QUANT("--weights", w, QUANT_FAST), 1), "%s", err_text);
+    expect_in(err_text, "net.0.weight is (147, 4): expected (C*49, nz) with C even and >= 2");
+}
+
+/* A --latents file named on the command line must be there and hold z of
+ * (N, nz) finite values: no fallback to fresh latents, nothing written. */
+Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
+{
+    char w[512], z[256], out[256];
+    export_generator(w, sizeof w);
+    th_tmp_path(out, sizeof out, "q");
+    th_tmp_path(z, sizeof z, "missing.safetensors");
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
+    expect_in(err_text, "cannot open");
+    expect_in(err_text, "missing.safetensors");
+    write_bytes(th_tmp_path(z, sizeof z, "corrupt.safetensors"), "junk", 4);
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
+    expect_in(err_text, "safetensors");
+    th_tmp_path(z, sizeof z, "z5.safetensors");
+    write_st(z, 1, (st_entry[]){{"z", 2, {2, 5}}});
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
+    expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
+    write_st(z, 1, (st_entry[]){{"y", 2, {2, 64}}});
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
+    expect_in(err_text, "has no tensor 'z'");
+
+    tg_tensor *t;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){2, 64}), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_flat(t, 5, NAN), TG_OK));
+    tg_st_file *f;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_st_set(f, "z", t), TG_OK));
+    cr_assert(eq(int, tg_safetensors_save(f, th_tmp_path(z, sizeof z, "znan.safetensors")),
+                 TG_OK));
+    tg_st_free(f);
+    tg_tensor_release(t);
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
+    expect_in(err_text, "'z' has 1 non-finite values of 128");
+    cr_assert(strstr(out_text, "PSNR") == NULL, "%s", out_text);
+    cr_assert(exists(out) == false, "a refused run made %s", out);
+
+    /* The default latents file (out/latents.safetensors in the working
+     * folder) may be missing: then fresh latents are used. */
+    cr_assert(eq(int, QUANT("--weights", w, QUANT_FAST), 0), "%s", err_text);
+    expect_in(out_text, "32 fresh test latents");
+    expect_in(out_text, "dB over 32 images");
+}
+
+/* A NaN in the generator makes the float output NaN: no PSNR is claimed
+ * (fmax(NaN, 1e-300) used to give 3006 dB). */
+Test(examples, dcgan_quantize_gives_no_psnr_for_a_non_finite_output)
+{
+    char w[512], bad[256], q[256];
+    export_generator(w, sizeof w);
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, w), TG_OK), "%s", tg_error_message());
+    tg_tensor *b = tg_st_get(f, "gen.net.7.bias");
+    cr_assert(b != NULL);
+    cr_assert(eq(int, tg_tensor_set_flat(b, 0, NAN), TG_OK));
+    cr_assert(eq(int, tg_safetensors_save(f, th_tmp_path(bad, sizeof bad, "gnan.safetensors")),
+                 TG_OK));
+    tg_st_free(f);
+    cr_assert(eq(int, mkdir(th_tmp_path(q, sizeof q, "q"), 0755), 0));
+    cr_assert(eq(int, QUANT("--weights", bad, "--latents", "ex/latents.safetensors", "--out", "q",
+                            QUANT_FAST), 1),
+              "%s", out_text);
+    expect_in(err_text, "dcgan_quantize: PSNR int8 vs float: n/a: non-finite output");
+    cr_assert(strstr(out_text, " dB") == NULL, "%s", out_text);
+}
