@@ -3,11 +3,13 @@
  * memory, tape views, autocast scopes and AMP dispatch. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "internal.h"
 #include "tapegrad/ops.h"
 
@@ -578,5 +580,52 @@ Test(autograd, trace_prints_record_and_backward)
     cr_assert(bsum != NULL && bmul != NULL && bsum < bmul, "trace: %s", buf);
     tg_tensor_release(y);
     tg_tensor_release(w);
+    tg_tensor_release(x);
+}
+
+/* A graph recorded on two threads: B = x*x after 20 other ops on the main
+ * thread, C = B*x on a worker.  Backward must order C before B whatever
+ * each thread had recorded before (node numbers were per thread: this
+ * aborted, or gave x no gradient). */
+typedef struct mul_job { tg_tensor *a, *b, *out; int rc; } mul_job;
+
+static void *mul_on_thread(void *p)
+{
+    mul_job *j = p;
+    for (int i = 0; i < 3; i++) {   /* a few nodes of the worker's own first */
+        tg_tensor *t = NULL;
+        tg_mul(&t, j->b, j->b);
+        tg_tensor_release(t);
+    }
+    j->rc = tg_mul(&j->out, j->a, j->b);
+    return NULL;
+}
+
+Test(autograd, graph_recorded_on_two_threads)
+{
+    double xs[2] = {1.5, 2.0};
+    tg_tensor *x = NULL, *b = NULL, *z = NULL;
+    tg_tensor_from_data(&x, TG_F64, 1, (int64_t[]){2}, xs);
+    tg_tensor_set_requires_grad(x, true);
+    for (int i = 0; i < 20; i++) {
+        tg_tensor *t = NULL;
+        tg_add(&t, x, x);
+        tg_tensor_release(t);
+    }
+    cr_assert(eq(int, tg_mul(&b, x, x), TG_OK));
+    mul_job j = {.a = b, .b = x};
+    pthread_t th;
+    cr_assert(eq(int, pthread_create(&th, NULL, mul_on_thread, &j), 0));
+    pthread_join(th, NULL);
+    cr_assert(eq(int, j.rc, TG_OK));
+    cr_assert(eq(int, tg_sum(&z, j.out), TG_OK));
+    cr_assert(eq(int, tg_backward(z, NULL, NULL), TG_OK), "%s", tg_error_message());
+    const tg_tensor *g = tg_tensor_grad(x);
+    cr_assert(g != NULL);
+    for (int i = 0; i < 2; i++)
+        cr_assert(eq(dbl, th_at(g, i), 3 * xs[i] * xs[i]), "x.grad[%d] = %g", i, th_at(g, i));
+    tg_tensor_release(z);
+    tg_tensor_release(j.out);
+    tg_tensor_release(b);
     tg_tensor_release(x);
 }

@@ -5,18 +5,11 @@
 static int find_node(tg_node *const *nodes, int count, const tg_node *n)
 {
     int lo = 0, hi = count - 1;
-    while (lo <= hi) {
+    while (lo <= hi) {   /* seqs are unique (node.c) */
         int mid = lo + (hi - lo) / 2;
         if (nodes[mid]->seq < n->seq) lo = mid + 1;
         else if (nodes[mid]->seq > n->seq) hi = mid - 1;
-        else {
-            /* Nodes recorded on different threads may share a seq. */
-            for (int k = mid; k >= 0 && nodes[k]->seq == n->seq; k--)
-                if (nodes[k] == n) return k;
-            for (int k = mid + 1; k < count && nodes[k]->seq == n->seq; k++)
-                if (nodes[k] == n) return k;
-            return -1;
-        }
+        else return nodes[mid] == n ? mid : -1;
     }
     return -1;
 }

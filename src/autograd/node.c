@@ -7,7 +7,12 @@
 #include "internal.h"
 #include "tapegrad/ops.h"
 
-static _Thread_local uint64_t tg__next_seq = 1;
+/* One counter for the process, not per thread: a graph may be recorded on
+ * several threads (a tensor made on one, used on another), and the engine's
+ * order needs every node numbered after the nodes of its inputs.  Relaxed is
+ * enough: a thread that uses a tensor saw its creation happen before, and
+ * the modification order of one atomic respects happens-before. */
+static atomic_uint_fast64_t tg__next_seq = 1;
 static atomic_long tg__live_nodes;
 
 long tg__node_live_count(void) { return atomic_load(&tg__live_nodes); }
@@ -44,7 +49,7 @@ tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
     if (!node) return NULL;
     node->refcount = 1;
     node->op = op;
-    node->seq = tg__next_seq++;
+    node->seq = atomic_fetch_add_explicit(&tg__next_seq, 1, memory_order_relaxed);
     node->n_inputs = n;
     for (int i = 0; i < n; i++) {
         tg_tensor *t = in[i];
