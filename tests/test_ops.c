@@ -263,6 +263,34 @@ Test(ops, log_of_nonpositive_is_inf_or_nan_not_an_error)
     tg_tensor_release(a), tg_tensor_release(y);
 }
 
+/* PyTorch's conventions at the edges (values from PyTorch 1.13): d(a^b)/da
+ * is 0 where b = 0, also at a = 0; d|a|/da is 0 at 0, -0 and NaN. */
+Test(ops, pow_and_abs_gradients_at_the_edges_as_pytorch)
+{
+    double av[4] = {0, 0, -2, 0}, bv[4] = {0, 2, 2, -1}, want_pow[4] = {0, 0, -4, -INFINITY};
+    double xv[4] = {0, -0.0, -2, NAN}, want_abs[4] = {0, 0, -1, 0};
+    tg_tensor *a = th_tensor_from(TG_F64, 1, (int64_t[]){4}, av);
+    tg_tensor *b = th_tensor_from(TG_F64, 1, (int64_t[]){4}, bv);
+    tg_tensor *x = th_tensor_from(TG_F64, 1, (int64_t[]){4}, xv), *p = NULL, *s = NULL;
+    tg_tensor_set_requires_grad(a, true);
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_pow(&p, a, b), TG_OK));
+    cr_assert(eq(int, tg_sum(&s, p), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
+    for (int i = 0; i < 4; i++)
+        cr_assert(th_at(tg_tensor_grad(a), i) == want_pow[i], "pow: a.grad[%d] = %g", i,
+                  th_at(tg_tensor_grad(a), i));
+    tg_tensor_release(s), tg_tensor_release(p);
+    cr_assert(eq(int, tg_abs(&p, x), TG_OK));
+    cr_assert(eq(int, tg_sum(&s, p), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
+    for (int i = 0; i < 4; i++)
+        cr_assert(th_at(tg_tensor_grad(x), i) == want_abs[i] && !signbit(th_at(tg_tensor_grad(x), i)) == (i != 2),
+                  "abs: x.grad[%d] = %g", i, th_at(tg_tensor_grad(x), i));
+    tg_tensor_release(s), tg_tensor_release(p);
+    tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(x);
+}
+
 Test(ops, empty_tensors_broadcast_to_empty)
 {
     int64_t sa[2] = {0, 3}, sb[1] = {3};

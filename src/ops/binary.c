@@ -32,6 +32,7 @@ TG_EW_UNARY_KERNEL(k_sub_s, a - s)
 TG_EW_UNARY_KERNEL(k_rsub_s, s - a)
 TG_EW_UNARY_KERNEL(k_mul_s, a * s)
 TG_EW_UNARY_KERNEL(k_div_s, a / s)
+TG_EW_UNARY_KERNEL(k_is_zero, a == 0 ? 1.0 : 0.0)
 
 /* ---- backward helpers ---- */
 
@@ -158,7 +159,9 @@ done:
     return finish(rc, gi);
 }
 
-/* d(a^b) = g * b * a^(b-1), g * a^b * log(a). */
+/* d(a^b) = g * b * a^(b-1), g * a^b * log(a).  Where b = 0 the first is 0,
+ * as in PyTorch, also at a = 0 (where 0 * 0^-1 would be NaN): the exponent
+ * there is b - 1 + 1, a constant shift, so a^0 = 1 and b * 1 = 0. */
 static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL}, *r = NULL;
@@ -166,7 +169,11 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg_sub_scalar(&t[0], b, 1.0));
+        TRY_GOTO(tg__ew_unary("pow", &t[3], b, k_is_zero, 0.0));   /* a constant */
+        TRY_GOTO(tg_sub_scalar(&t[2], b, 1.0));
+        TRY_GOTO(tg_add(&t[0], t[2], t[3]));
+        tg_tensor_release(t[2]);
+        t[2] = NULL;
         TRY_GOTO(tg_pow(&t[1], a, t[0]));
         TRY_GOTO(tg_mul(&t[2], b, t[1]));
         TRY_GOTO(tg_mul(&r, g, t[2]));

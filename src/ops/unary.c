@@ -27,9 +27,9 @@ TG_EW_UNARY_KERNEL(k_sqrt, sqrt((double)a))
 TG_EW_UNARY_KERNEL(k_abs, fabs((double)a))
 TG_EW_UNARY_KERNEL(k_pow_s, pow((double)a, s))
 TG_EW_UNARY_KERNEL(k_erf, erf((double)a))
-/* sign(a) in {-1, 0, 1} (NaN stays NaN), the derivative of |a| as PyTorch
- * defines it (0 at 0). */
-TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : a)
+/* sign(a) in {-1, 0, 1}, the derivative of |a| as PyTorch defines it: 0 at
+ * 0, -0 and NaN. */
+TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0)
 
 /* Forward of a one-input op: runs k and saves the input when recorded. */
 static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
