@@ -629,3 +629,35 @@ Test(autograd, graph_recorded_on_two_threads)
     tg_tensor_release(b);
     tg_tensor_release(x);
 }
+
+/* As PyTorch: tg_grad refuses an input that does not require grad (even one
+ * the output does not use), and tg_backward casts a gradient of another float
+ * dtype to the output's (an integer gradient is TG_EDTYPE). */
+Test(autograd, grad_inputs_must_require_grad_and_backward_casts_float_grads)
+{
+    float xs[2] = {1.5f, 2.0f};
+    tg_tensor *x = NULL, *c = NULL, *y = NULL, *z = NULL, *g64 = NULL, *gi = NULL;
+    tg_tensor_from_data(&x, TG_F32, 1, (int64_t[]){2}, xs);
+    tg_tensor_set_requires_grad(x, true);
+    tg_tensor_full(&c, TG_F32, 1, (int64_t[]){2}, 1.0);
+    cr_assert(eq(int, tg_mul(&y, x, x), TG_OK));
+    cr_assert(eq(int, tg_sum(&z, y), TG_OK));
+    tg_tensor *grads[2] = {(tg_tensor *)&grads, (tg_tensor *)&grads};
+    tg_tensor *inputs[2] = {x, c};
+    cr_assert(eq(int, tg_grad(grads, 1, &z, NULL, 2, inputs, NULL), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "inputs[1] does not require grad") != NULL, "%s",
+              tg_error_message());
+    cr_assert(grads[0] == NULL && grads[1] == NULL);
+    /* backward of y with an f64 gradient (1.5, 2): x.grad = 2x * g */
+    tg_tensor_from_data(&g64, TG_F64, 1, (int64_t[]){2}, (double[]){1.5, 2.0});
+    cr_assert(eq(int, tg_backward(y, g64, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_F32));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 0), 4.5));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 1), 8.0));
+    tg_tensor *y2 = NULL;
+    cr_assert(eq(int, tg_mul(&y2, x, x), TG_OK));
+    tg_tensor_full(&gi, TG_I32, 1, (int64_t[]){2}, 1.0);
+    cr_assert(eq(int, tg_backward(y2, gi, NULL), TG_EDTYPE));
+    tg_tensor *all[] = {x, c, y, z, g64, gi, y2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}

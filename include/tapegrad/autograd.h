@@ -39,15 +39,18 @@ typedef struct tg_backward_opts {
 
 /* Accumulates d(sum(grad * out))/d(leaf) into the .grad of every leaf that
  * requires grad and is reachable from out.  grad may be NULL only when out has
- * one element (then it is 1).  opts may be NULL for the defaults.
+ * one element (then it is 1); a grad of another float dtype is cast to out's.
+ * opts may be NULL for the defaults.
  * Errors: TG_EGRAD if out does not require grad or the graph was freed,
- * TG_ESHAPE if grad's shape differs, TG_EINPLACE if a saved tensor was modified. */
+ * TG_ESHAPE if grad's shape differs, TG_EDTYPE for an integer grad,
+ * TG_EINPLACE if a saved tensor was modified. */
 TG_API int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts);
 
 /* As torch.autograd.grad: grads_out[i] receives a new reference to
  * d(sum_j <grad_outputs[j], outputs[j]>)/d(inputs[i]) or NULL when inputs[i] is
  * not reachable.  grad_outputs may be NULL (all outputs must then have one
- * element).  Nothing is accumulated into .grad.  On error grads_out is all NULL. */
+ * element).  Nothing is accumulated into .grad.  TG_EGRAD when an input does
+ * not require grad (as PyTorch).  On error grads_out is all NULL. */
 TG_API int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
                    tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
                    const tg_backward_opts *opts);

@@ -129,8 +129,11 @@ TG_API bool tg_tensor_requires_grad(const tg_tensor *t);
 TG_API bool tg_tensor_is_leaf(const tg_tensor *t);
 /* The accumulated gradient of a leaf, or NULL.  Borrowed. */
 TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
-/* Replaces t's gradient (steals grad; NULL clears it). */
-TG_API void tg_tensor_set_grad(tg_tensor *t, tg_tensor *grad);
+/* Replaces t's gradient (steals grad, also on error; NULL clears it).
+ * TG_ESHAPE / TG_EDTYPE when grad's shape or dtype is not t's (as PyTorch's
+ * "assigned grad has data of a different size/type"): t keeps its old
+ * gradient.  TG_EINVAL for NULL t. */
+TG_API int tg_tensor_set_grad(tg_tensor *t, tg_tensor *grad);
 /* Releases t's gradient (as PyTorch's zero_grad(set_to_none=True)). */
 TG_API void tg_tensor_zero_grad(tg_tensor *t);
 /* A new tensor sharing t's storage, a leaf with requires_grad false. */

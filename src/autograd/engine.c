@@ -276,9 +276,11 @@ static int root_grad(const char *what, tg_tensor *root, tg_tensor *grad, tg_tens
              "%s: grad shape %s must equal the output's shape %s", what,
              tg_shape_str(gs, sizeof gs, grad->ndim, grad->shape),
              tg_shape_str(rs, sizeof rs, root->ndim, root->shape));
-    TG_CHECK(grad->dtype == root->dtype, TG_EDTYPE,
-             "%s: grad dtype %s must equal the output's dtype %s", what,
+    /* Another float dtype is cast to the output's, as in PyTorch. */
+    TG_CHECK(grad->dtype == root->dtype || tg_dtype_is_float(grad->dtype), TG_EDTYPE,
+             "%s: grad dtype %s must be a float dtype (the output is %s)", what,
              tg_dtype_name(grad->dtype), tg_dtype_name(root->dtype));
+    if (grad->dtype != root->dtype) return tg_to_dtype(seed_out, grad, root->dtype);
     *seed_out = tg_tensor_retain(grad);
     return TG_OK;
 }
@@ -306,9 +308,12 @@ int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
              "grad: n_outputs=%d must be >= 1 with outputs not NULL", n_outputs);
     TG_CHECK(n_inputs >= 1 && inputs != NULL, TG_EINVAL,
              "grad: n_inputs=%d must be >= 1 with inputs not NULL", n_inputs);
+    for (int i = 0; i < n_inputs; i++) grads_out[i] = NULL;
     for (int i = 0; i < n_inputs; i++) {
-        grads_out[i] = NULL;
         TG_CHECK(inputs[i] != NULL, TG_EINVAL, "grad: inputs[%d] must not be NULL", i);
+        TG_CHECK(inputs[i]->requires_grad, TG_EGRAD,
+                 "grad: inputs[%d] does not require grad, so it has no gradient (as PyTorch: "
+                 "'One of the differentiated Tensors does not require grad')", i);
     }
     tg_backward_opts o = opts ? *opts : (tg_backward_opts)TG_BACKWARD_OPTS_INIT;
     tg_tensor **seeds = tg__calloc((size_t)n_outputs, sizeof *seeds);

@@ -353,18 +353,33 @@ bool tg_tensor_requires_grad(const tg_tensor *t) { return t && t->requires_grad;
 bool tg_tensor_is_leaf(const tg_tensor *t) { return t && t->grad_fn == NULL; }
 tg_tensor *tg_tensor_grad(const tg_tensor *t) { return t ? t->grad : NULL; }
 
-void tg_tensor_set_grad(tg_tensor *t, tg_tensor *grad)
+int tg_tensor_set_grad(tg_tensor *t, tg_tensor *grad)
 {
-    if (!t) {
+    char ts[96], gs[96];
+    int rc = TG_OK;
+    if (!t)
+        rc = tg__error(TG_EINVAL, "tensor_set_grad: t must not be NULL");
+    else if (grad && !tg_tensor_same_shape(t, grad))
+        rc = tg__error(TG_ESHAPE, "tensor_set_grad: grad has shape %s but the tensor %s",
+                       tg_shape_str(gs, sizeof gs, grad->ndim, grad->shape),
+                       tg_shape_str(ts, sizeof ts, t->ndim, t->shape));
+    else if (grad && grad->dtype != t->dtype)
+        rc = tg__error(TG_EDTYPE, "tensor_set_grad: grad has dtype %s but the tensor %s",
+                       tg_dtype_name(grad->dtype), tg_dtype_name(t->dtype));
+    if (rc < 0) {
         tg_tensor_release(grad);   /* it was stolen */
-        return;
+        return rc;
     }
     tg_tensor *old = t->grad;
     t->grad = grad;
     tg_tensor_release(old);
+    return TG_OK;
 }
 
-void tg_tensor_zero_grad(tg_tensor *t) { tg_tensor_set_grad(t, NULL); }
+void tg_tensor_zero_grad(tg_tensor *t)
+{
+    if (t) tg_tensor_set_grad(t, NULL);
+}
 
 void tg_tensor_set_name(tg_tensor *t, const char *name)
 {
