@@ -301,6 +301,9 @@ Test(optim, bad_options_are_rejected)
     s.lr = -0.1;
     cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &s), TG_EINVAL));
     cr_assert(strstr(tg_error_message(), "lr=-0.1") != NULL, "%s", tg_error_message());
+    s.lr = INFINITY;   /* would make every weight NaN at the first step */
+    cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &s), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "lr=inf must be finite") != NULL, "%s", tg_error_message());
     s.lr = 0.1;
     s.nesterov = true;
     cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &s), TG_EINVAL));   /* momentum 0 */
@@ -325,6 +328,8 @@ Test(optim, bad_options_are_rejected)
     a = (tg_adam_opts)TG_ADAM_OPTS_INIT;
     a.lr = -1;
     cr_assert(eq(int, tg_adam_new(&o, 1, &p, &a), TG_EINVAL));
+    a.lr = INFINITY;
+    cr_assert(eq(int, tg_adamw_new(&o, 1, &p, &a), TG_EINVAL));
     a.lr = 1e-3;
     a.eps = -1;
     cr_assert(eq(int, tg_adamw_new(&o, 1, &p, &a), TG_EINVAL));

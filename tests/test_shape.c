@@ -117,6 +117,19 @@ Test(shape, slice_follows_python_rules)
     cr_assert(eq(i64, tg_tensor_dim(w, 0), 1));
     cr_assert(eq(dbl, th_at(w, 9), 9.0));
     tg_tensor_release(w);
+    /* a step beyond the extent picks the first element (its stride times
+     * the step would overflow: UBSan checks that it is never formed) */
+    tg_tensor_set_requires_grad(a, true);
+    cr_assert(eq(int, tg_slice(&w, a, 0, 1, 3, INT64_MAX), TG_OK));
+    cr_assert(eq(i64, tg_tensor_dim(w, 0), 1));
+    cr_assert(eq(dbl, th_at(w, 3), 13.0));
+    tg_tensor *sum = NULL;
+    cr_assert(eq(int, tg_sum(&sum, w), TG_OK));
+    cr_assert(eq(int, tg_backward(sum, NULL, NULL), TG_OK));
+    for (int64_t i = 0; i < 30; i++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(a), i), i >= 10 && i < 20 ? 1.0 : 0.0));
+    tg_tensor_release(sum);
+    tg_tensor_release(w);
     tg_tensor_release(e);
     tg_tensor_release(v);
     tg_tensor_release(a);

@@ -75,7 +75,8 @@ int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const
 {
     TG_TRY(check_params("sgd", out, n_params, params));
     TG_CHECK(opts != NULL, TG_EINVAL, "sgd: opts must not be NULL (use TG_SGD_OPTS_INIT)");
-    TG_CHECK(opts->lr >= 0, TG_EINVAL, "sgd: lr=%g must be >= 0", opts->lr);
+    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
+             "sgd: lr=%g must be finite and >= 0", opts->lr);
     TG_CHECK(opts->momentum >= 0, TG_EINVAL, "sgd: momentum=%g must be >= 0", opts->momentum);
     TG_CHECK(isfinite(opts->dampening), TG_EINVAL, "sgd: dampening=%g must be finite",
              opts->dampening);
@@ -94,7 +95,8 @@ int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const
 static int check_adam(const char *op, const tg_adam_opts *opts)
 {
     TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
-    TG_CHECK(opts->lr >= 0, TG_EINVAL, "%s: lr=%g must be >= 0", op, opts->lr);
+    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
+             "%s: lr=%g must be finite and >= 0", op, opts->lr);
     TG_CHECK(opts->eps >= 0, TG_EINVAL, "%s: eps=%g must be >= 0", op, opts->eps);
     TG_CHECK(opts->beta1 >= 0 && opts->beta1 < 1, TG_EINVAL,
              "%s: beta1=%g must be in [0, 1)", op, opts->beta1);
@@ -241,7 +243,8 @@ void tg_optimizer_zero_grad(tg_optimizer *opt)
 int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
 {
     TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
-    TG_CHECK(lr >= 0, TG_EINVAL, "optimizer_set_lr: lr=%g must be >= 0", lr);
+    TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL,
+             "optimizer_set_lr: lr=%g must be finite and >= 0", lr);
     opt->lr = lr;
     return TG_OK;
 }

@@ -55,7 +55,9 @@ static int slice_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     memcpy(shape, a->shape, sizeof shape);
     memcpy(strides, a->strides, sizeof strides);
     shape[d] = len;
-    strides[d] = a->strides[d] * p->step;
+    /* With two elements or more, step < size and the product fits; with one
+     * or none the stride is never used (and a huge step would overflow). */
+    if (len > 1) strides[d] = a->strides[d] * p->step;
     return tg__shape_view(out, a, a->ndim, shape, strides, a->offset + first * a->strides[d]);
 }
 
@@ -79,7 +81,7 @@ static int slice_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     int64_t strides[TG_MAX_DIMS];
     tg__contiguous_strides(p->ndim, p->shape, strides);
     int64_t offset = p->first * strides[p->dim];
-    strides[p->dim] *= p->step;
+    if (g->shape[p->dim] > 1) strides[p->dim] *= p->step;   /* as in slice_forward */
     tg_tensor *region = NULL;
     int rc = tg__shape_view(&region, z, g->ndim, g->shape, strides, offset);
     if (rc == TG_OK) rc = copy_into(region, g);
