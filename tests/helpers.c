@@ -5,13 +5,18 @@
 #include <criterion/new/assert.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #ifndef TG_SOURCE_ROOT
 #define TG_SOURCE_ROOT "."
@@ -56,6 +61,47 @@ int th_tmp_dir_count(void)
     while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+static void read_text(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f) fclose(f);
+}
+
+int th_run(const char *var, const char *const *args, char *out, size_t n_out, char *err,
+           size_t n_err)
+{
+    const char *tool = getenv(var);
+    cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
+    char *argv[32] = {(char *)tool};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        cr_assert(n < 31);
+        argv[n] = (char *)args[n - 1];
+    }
+    argv[n] = NULL;
+    char out_path[256], err_path[256];
+    th_tmp_path(out_path, sizeof out_path, ".stdout");
+    th_tmp_path(err_path, sizeof err_path, ".stderr");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addchdir_np(&fa, th_tmp_dir);
+    pid_t pid;
+    int rc = posix_spawn(&pid, tool, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert(eq(int, rc, 0), "posix_spawn %s: %s", tool, strerror(rc));
+    int status;
+    cr_assert(eq(int, waitpid(pid, &status, 0), pid));
+    read_text(out_path, out, n_out);
+    read_text(err_path, err, n_err);
+    cr_assert(strstr(err, "Sanitizer") == NULL && strstr(err, "runtime error:") == NULL,
+              "sanitizer report from %s:\n%s", tool, err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 char *th_read_file(const char *path, size_t *n)

@@ -28,6 +28,15 @@ const char *th_tmp_path(char *buf, size_t n, const char *name);
 /* The number of entries of th_tmp_dir whose name does not start with '.'. */
 int th_tmp_dir_count(void);
 
+/* Runs the program named by the environment variable var (set by
+ * tests/meson.build) with args (NULL-terminated, without argv[0]) in
+ * th_tmp_dir, its stdout and stderr into out and err (n_out, n_err bytes,
+ * NUL-terminated, cut if longer).  A sanitizer report on its stderr fails
+ * the test (the test log never sees the child's stderr).  Returns the exit
+ * status, or -1 when it died of a signal. */
+int th_run(const char *var, const char *const *args, char *out, size_t n_out, char *err,
+           size_t n_err);
+
 /* The whole file at path in a new malloc'd buffer (*n bytes, plus a NUL not
  * counted), or NULL when it cannot be read. */
 char *th_read_file(const char *path, size_t *n);

@@ -9,65 +9,21 @@
  * random IDX images written there, so every run is a fraction of a second. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
 
-extern char **environ;
-
 static char out_text[1 << 16], err_text[1 << 14];
 
-static void read_text(const char *path, char *buf, size_t n)
-{
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[got] = '\0';
-    if (f) fclose(f);
-}
-
-/* Runs the binary named by the environment variable var with args
- * (NULL-terminated, without argv[0]) in th_tmp_dir; fills out_text and
- * err_text; returns the exit status, or -1 when it died of a signal. */
+/* th_run into out_text and err_text. */
 static int run_env(const char *var, const char *const *args)
 {
-    const char *tool = getenv(var);
-    cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
-    char *argv[32] = {(char *)tool};
-    int n = 1;
-    for (; args[n - 1]; n++) {
-        cr_assert(n < 31);
-        argv[n] = (char *)args[n - 1];
-    }
-    argv[n] = NULL;
-    char out_path[256], err_path[256];
-    th_tmp_path(out_path, sizeof out_path, ".stdout");
-    th_tmp_path(err_path, sizeof err_path, ".stderr");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addchdir_np(&fa, th_tmp_dir);
-    pid_t pid;
-    int rc = posix_spawn(&pid, tool, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    cr_assert(eq(int, rc, 0), "posix_spawn %s: %s", tool, strerror(rc));
-    int status;
-    cr_assert(eq(int, waitpid(pid, &status, 0), pid));
-    read_text(out_path, out_text, sizeof out_text);
-    read_text(err_path, err_text, sizeof err_text);
-    /* In the sanitizer build the child reports on its own stderr, which the
-     * test log never sees: a report there fails the test here. */
-    cr_assert(strstr(err_text, "Sanitizer") == NULL && strstr(err_text, "runtime error:") == NULL,
-              "sanitizer report from %s:\n%s", tool, err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return th_run(var, args, out_text, sizeof out_text, err_text, sizeof err_text);
 }
 
 #define AE(...) run_env("TG_AUTOENCODER", (const char *const[]){__VA_ARGS__, NULL})
