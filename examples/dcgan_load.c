@@ -135,29 +135,6 @@ static bool same_file(const char *a, const char *b)
            sa.st_ino == sb.st_ino;
 }
 
-/* The generator of model.h that a weight file describes: net.0.weight is
- * (C*49, nz) with C even and >= 2 and nz >= 1.  -1 after saying what is
- * wrong (dcgan_generator_new would only say TG_EINVAL). */
-static int arch_from_weight(dcgan_arch *a, const tg_tensor *w0, const char *path, const char *key)
-{
-    char shape[128];
-    if (!w0) {
-        fprintf(stderr, "%s: %s has no tensor %s (the generator's first Linear, (C*49, nz))\n",
-                prog, path, key);
-        return -1;
-    }
-    const int64_t *s = tg_tensor_shape(w0);
-    if (tg_tensor_ndim(w0) != 2 || s[0] < 98 || s[0] % 98 != 0 || s[1] < 1) {
-        fprintf(stderr, "%s: %s: %s is %s: expected (C*49, nz) with C even and >= 2, nz >= 1 "
-                "(examples/dcgan/model.h)\n", prog, path, key,
-                tg_shape_str(shape, sizeof shape, tg_tensor_ndim(w0), s));
-        return -1;
-    }
-    a->g_ch = s[0] / 49;
-    a->nz = s[1];
-    return 0;
-}
-
 /* z must be (N, nz), N >= 1: -1 after saying what is wrong. */
 static int check_latents(const tg_tensor *z, const opts *o, int64_t nz)
 {
@@ -217,9 +194,11 @@ static int load_and_run(const opts *o)
     snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
     tg_tensor *z = tg_st_get(zf, o->key);
     dcgan_arch a = DCGAN_ARCH_INIT;
-    if (arch_from_weight(&a, tg_st_get(wf, key), o->weights, key) < 0 ||
-        check_latents(z, o, a.nz) < 0)
+    if (dcgan_arch_from_generator_weight(&a, tg_st_get(wf, key), key) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, o->weights, tg_error_message());
         goto done;
+    }
+    if (check_latents(z, o, a.nz) < 0) goto done;
     tg_rng_init(&rng, 0);
     TRY(dcgan_generator_new(&g, &a, &rng));
     TRY(tg_module_load_state_dict(g, wf, prefix, true));

@@ -143,29 +143,6 @@ static int generate(tg_module *m, tg_tensor **img, tg_tensor *z, double *ms)
     return rc;
 }
 
-/* The generator of model.h that a weight file describes: net.0.weight is
- * (C*49, nz) with C even and >= 2 and nz >= 1.  -1 after saying what is
- * wrong (dcgan_generator_new would only say TG_EINVAL). */
-static int arch_from_weight(dcgan_arch *a, const tg_tensor *w0, const char *path, const char *key)
-{
-    char shape[128];
-    if (!w0) {
-        fprintf(stderr, "%s: %s has no tensor %s (the generator's first Linear, (C*49, nz))\n",
-                prog, path, key);
-        return -1;
-    }
-    const int64_t *s = tg_tensor_shape(w0);
-    if (tg_tensor_ndim(w0) != 2 || s[0] < 98 || s[0] % 98 != 0 || s[1] < 1) {
-        fprintf(stderr, "%s: %s: %s is %s: expected (C*49, nz) with C even and >= 2, nz >= 1 "
-                "(examples/dcgan/model.h)\n", prog, path, key,
-                tg_shape_str(shape, sizeof shape, tg_tensor_ndim(w0), s));
-        return -1;
-    }
-    a->g_ch = s[0] / 49;
-    a->nz = s[1];
-    return 0;
-}
-
 /* The generator of model.h with the architecture read from the weights, in
  * eval mode; NULL after saying what is wrong. */
 static tg_module *load_generator(const char *path, int64_t *nz)
@@ -178,7 +155,10 @@ static tg_module *load_generator(const char *path, int64_t *nz)
     const char *prefix = tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
     snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
-    if (arch_from_weight(&a, tg_st_get(wf, key), path, key) < 0) goto done;
+    if (dcgan_arch_from_generator_weight(&a, tg_st_get(wf, key), key) < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, path, tg_error_message());
+        goto done;
+    }
     tg_rng_init(&rng, 0);
     TRY(dcgan_generator_new(&g, &a, &rng));
     int rc = tg_module_load_state_dict(g, wf, prefix, true);

@@ -331,7 +331,7 @@ Test(examples, dcgan_load_rejects_wrongly_shaped_weights_with_a_message)
     }
     write_st(w, 1, (st_entry[]){{"other", 2, {98, 4}}});
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 1));
-    expect_in(err_text, "has no tensor net.0.weight");
+    expect_in(err_text, "no tensor net.0.weight");
     expect_same_bytes(out, old, sizeof old);
 }
 

@@ -106,6 +106,26 @@ int dcgan_arch_check(const dcgan_arch *a)
     return TG_OK;
 }
 
+int dcgan_arch_from_generator_weight(dcgan_arch *a, const tg_tensor *w0, const char *key)
+{
+    if (!w0)
+        return tg_error_set(TG_ENOTFOUND, "no tensor %s (the generator's first Linear, "
+                            "(C*49, nz))", key);
+    const int64_t *s = tg_tensor_shape(w0);
+    if (tg_tensor_ndim(w0) != 2 || s[0] < 98 || s[0] % 98 != 0 || s[1] < 1) {
+        char shape[128];
+        return tg_error_set(TG_ESHAPE, "%s is %s: expected (C*49, nz) with C even and >= 2, "
+                            "nz >= 1 (examples/dcgan/model.h)", key,
+                            tg_shape_str(shape, sizeof shape, tg_tensor_ndim(w0), s));
+    }
+    dcgan_arch r = *a;
+    r.g_ch = s[0] / 49;
+    r.nz = s[1];
+    TRY(dcgan_arch_check(&r));
+    *a = r;
+    return TG_OK;
+}
+
 int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
 {
     if (out == NULL || rng == NULL) return tg_error_set(TG_EINVAL, "dcgan: out and rng must be set");

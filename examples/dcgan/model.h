@@ -78,6 +78,13 @@ typedef struct dcgan_arch {
  * TG_EINVAL with a message naming the value (tg_error_message). */
 int dcgan_arch_check(const dcgan_arch *a);
 
+/* The generator architecture that a weight file describes: its first
+ * Linear's weight w0 (named key in the messages) is (C*49, nz), so a->g_ch =
+ * C and a->nz = nz (a->d_ch and a->d_batchnorm are left as they are).
+ * TG_ENOTFOUND when w0 is NULL, TG_ESHAPE when its shape is not such, or
+ * dcgan_arch_check's TG_EINVAL; each with a message (tg_error_message). */
+int dcgan_arch_from_generator_weight(dcgan_arch *a, const tg_tensor *w0, const char *key);
+
 /* Builds the generator / discriminator above (new reference in *out), with
  * weights drawn from rng: PyTorch's default init, then DCGAN's N(0, 0.02).
  * TG_EINVAL for a bad architecture (dcgan_arch_check); on error *out is
