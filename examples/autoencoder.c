@@ -63,8 +63,9 @@ static void usage(FILE *f)
 }
 
 /* Applies option name = v; -1 after printing what is wrong. */
-static int apply(opts *o, const char *name, const char *v)
+static int apply(void *opts_, const char *name, const char *v)
 {
+    opts *o = opts_;
     if (!strcmp(name, "--epochs")) return ex_arg_i64(prog, name, v, 1, INT64_MAX, &o->epochs);
     if (!strcmp(name, "--steps")) return ex_arg_i64(prog, name, v, 0, INT64_MAX, &o->steps);
     if (!strcmp(name, "--batch")) return ex_arg_i64(prog, name, v, 1, INT64_MAX, &o->batch);
@@ -83,21 +84,7 @@ static int parse_opts(opts *o, int argc, char **argv)
                                         "--seed", "--threads", "--out", "--data"};
     *o = (opts){.epochs = 2, .steps = 0, .batch = 64, .seconds = 60, .lr = 2e-3,
                 .seed = 0, .threads = 0, .out = "out", .data = NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (ex_arg_is_help(a)) {
-            usage(stdout);
-            return 1;
-        }
-        size_t k = 0;
-        while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
-        if (k == sizeof names / sizeof *names) {
-            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
-            return -1;
-        }
-        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
-    }
-    return 0;
+    return ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, o, usage);
 }
 
 static double now_s(void)

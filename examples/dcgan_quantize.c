@@ -74,8 +74,9 @@ static void usage(FILE *f)
 }
 
 /* Applies option name = v; -1 after printing what is wrong. */
-static int apply(opts *o, const char *name, const char *v)
+static int apply(void *opts_, const char *name, const char *v)
 {
+    opts *o = opts_;
     if (!strcmp(name, "--weights")) return (o->weights = v), 0;
     if (!strcmp(name, "--latents")) return (o->latents = v), (o->latents_given = true), 0;
     if (!strcmp(name, "--out")) return (o->out = v), 0;
@@ -95,21 +96,7 @@ static int parse_opts(opts *o, int argc, char **argv)
                                         "--batch",   "--seed",    "--repeat", "--fold"};
     *o = (opts){.weights = "out/generator.safetensors", .latents = "out/latents.safetensors",
                 .out = "out", .calib = 8, .batch = 64, .repeat = 7, .seed = 1, .fold = true};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (ex_arg_is_help(a)) {
-            usage(stdout);
-            return 1;
-        }
-        size_t k = 0;
-        while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
-        if (k == sizeof names / sizeof *names) {
-            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
-            return -1;
-        }
-        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
-    }
-    return 0;
+    return ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, o, usage);
 }
 
 static double now_ms(void)

@@ -23,6 +23,27 @@ const char *ex_arg_value(const char *prog, int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+int ex_args_parse(const char *prog, int argc, char **argv, const char *const *names,
+                  size_t n_names, int (*apply)(void *o, const char *name, const char *value),
+                  void *o, void (*usage)(FILE *f))
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (ex_arg_is_help(a)) {
+            usage(stdout);
+            return 1;
+        }
+        size_t k = 0;
+        while (k < n_names && strcmp(a, names[k])) k++;
+        if (k == n_names) {
+            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
+            return -1;
+        }
+        if (!(v = ex_arg_value(prog, argc, argv, &i)) || apply(o, a, v) < 0) return -1;
+    }
+    return 0;
+}
+
 /* strto* skip leading blanks and take a sign; a value must start with what
  * the caller allows (a digit, or a sign where one makes sense). */
 static bool starts_ok(const char *s, bool sign)

@@ -13,7 +13,9 @@
 #define EXAMPLE_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define EX_EXIT_OK 0
 #define EX_EXIT_FAIL 1
@@ -25,6 +27,15 @@ bool ex_arg_is_help(const char *arg);
 /* The value of option argv[*i]: argv[*i + 1], advancing *i past it.  NULL
  * after printing "<prog>: option <opt> needs a value" when there is none. */
 const char *ex_arg_value(const char *prog, int argc, char **argv, int *i);
+
+/* The loop of a program whose options are all "--name value": --help or -h
+ * prints usage(stdout) and returns 1; a name not in names[0..n_names) prints
+ * "<prog>: unknown option" and returns -1; otherwise apply(o, name, value),
+ * which returns -1 after printing what is wrong with the value.  Returns 0
+ * when every option was applied. */
+int ex_args_parse(const char *prog, int argc, char **argv, const char *const *names,
+                  size_t n_names, int (*apply)(void *o, const char *name, const char *value),
+                  void *o, void (*usage)(FILE *f));
 
 /* A decimal integer in [lo, hi]. */
 int ex_arg_i64(const char *prog, const char *opt, const char *s, int64_t lo, int64_t hi,
