@@ -575,3 +575,43 @@ Test(shape, ops_are_registered_with_their_amp_policy)
         cr_assert(info.has_backward && info.has_double_backward, "%s", ops[i].name);
     }
 }
+
+/* A 0-d tensor takes dims -1 and 0, as in PyTorch: reductions over it and
+ * squeeze/transpose leave the scalar; slicing or concatenating one is an
+ * error, as is dim 1 or naming its dim twice. */
+Test(shape, scalar_dims_as_pytorch)
+{
+    tg_tensor *s = NULL, *y = NULL;
+    tg_tensor_scalar(&s, TG_F64, 2.5);
+    tg_tensor_set_requires_grad(s, true);
+    const int d0[1] = {0}, dm1[1] = {-1}, both[2] = {0, -1}, d1[1] = {1};
+    cr_assert(eq(int, tg_sum_dims(&y, s, 1, d0, false), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(dbl, th_at(y, 0), 2.5));
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_OK));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(s), 0), 1.0));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_mean_dims(&y, s, 1, dm1, true), TG_OK));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(dbl, th_at(y, 0), 2.5));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_squeeze(&y, s, 0), TG_OK));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_transpose(&y, s, 0, -1), TG_OK));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(dbl, th_at(y, 0), 2.5));
+    tg_tensor_release(y);
+    y = NULL;
+    cr_assert(eq(int, tg_sum_dims(&y, s, 2, both, false), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "again") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_sum_dims(&y, s, 1, d1, false), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "must be in [-1, 1) for a 0-d tensor") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_slice(&y, s, 0, 0, 1, 1), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "0-d tensor cannot be sliced") != NULL);
+    cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){s, s}, 0), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "ts[0] is 0-d") != NULL, "%s", tg_error_message());
+    cr_assert(y == NULL);
+    tg_tensor_release(s);
+}

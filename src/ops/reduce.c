@@ -344,16 +344,20 @@ typedef struct dims_params {
 /* The set of reduced dims of an ndim tensor as a bit mask. */
 static int dims_mask(const char *op, const dims_params *p, int ndim, unsigned *mask)
 {
-    *mask = 0;
+    /* A 0-d tensor takes dims -1 and 0 (PyTorch's rule); reducing over its
+     * one "dim" leaves the scalar as it is. */
+    const int span = ndim > 0 ? ndim : 1;
+    unsigned seen = 0;
     for (int i = 0; i < p->ndims; i++) {
         int d = p->dims[i];
-        TG_CHECK(d >= -ndim && d < ndim, TG_EINVAL, "%s: dims[%d]=%d must be in [%d, %d) for "
-                 "a %d-d tensor", op, i, d, -ndim, ndim, ndim);
-        if (d < 0) d += ndim;
-        TG_CHECK(!(*mask & (1u << d)), TG_EINVAL, "%s: dims[%d]=%d names dim %d again (each "
+        TG_CHECK(d >= -span && d < span, TG_EINVAL, "%s: dims[%d]=%d must be in [%d, %d) for "
+                 "a %d-d tensor", op, i, d, -span, span, ndim);
+        if (d < 0) d += span;
+        TG_CHECK(!(seen & (1u << d)), TG_EINVAL, "%s: dims[%d]=%d names dim %d again (each "
                  "dim at most once)", op, i, p->dims[i], d);
-        *mask |= 1u << d;
+        seen |= 1u << d;
     }
+    *mask = ndim > 0 ? seen : 0;
     return TG_OK;
 }
 

@@ -13,9 +13,12 @@
 
 int tg__shape_wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out)
 {
-    TG_CHECK(ndim > 0 && dim >= -ndim && dim < ndim, TG_EINVAL,
-             "%s: %s=%d must be in [%d, %d) for a %d-d tensor", op, arg, dim, -ndim, ndim, ndim);
-    *out = dim < 0 ? dim + ndim : dim;
+    /* A 0-d tensor takes dims -1 and 0, as in PyTorch (both name "the"
+     * dim of a scalar); callers check ndim where that makes no sense. */
+    const int span = ndim > 0 ? ndim : 1;
+    TG_CHECK(dim >= -span && dim < span, TG_EINVAL,
+             "%s: %s=%d must be in [%d, %d) for a %d-d tensor", op, arg, dim, -span, span, ndim);
+    *out = dim < 0 ? dim + span : dim;
     return TG_OK;
 }
 
@@ -354,7 +357,8 @@ static int squeeze_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     tg_tensor *a = in[0];
     int d = 0;
     TG_TRY(tg__shape_wrap_dim("squeeze", "dim", ((const dim_params *)params)->dim, a->ndim, &d));
-    if (a->shape[d] != 1) return tg__shape_view(out, a, a->ndim, a->shape, a->strides, a->offset);
+    if (a->ndim == 0 || a->shape[d] != 1)
+        return tg__shape_view(out, a, a->ndim, a->shape, a->strides, a->offset);
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
     for (int i = 0, j = 0; i < a->ndim; i++) {
         if (i == d) continue;

@@ -48,6 +48,7 @@ static int slice_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     const slice_params *p = params;
     tg_tensor *a = in[0];
     int d;
+    TG_CHECK(a->ndim > 0, TG_EINVAL, "slice: a 0-d tensor cannot be sliced");
     TG_TRY(tg__shape_wrap_dim("slice", "dim", p->dim, a->ndim, &d));
     TG_CHECK(p->step >= 1, TG_EINVAL, "slice: step=%lld must be >= 1", (long long)p->step);
     int64_t first, len, shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
@@ -158,6 +159,9 @@ static int cat_check(int n, tg_tensor *const *ts, int dim, int *dout, int64_t *t
     for (int i = 0; i < n; i++)
         TG_CHECK(ts[i] != NULL, TG_EINVAL, "cat: ts[%d] must not be NULL", i);
     const tg_tensor *t0 = ts[0];
+    for (int i = 0; i < n; i++)
+        TG_CHECK(ts[i]->ndim > 0, TG_EINVAL, "cat: ts[%d] is 0-d (a scalar cannot be "
+                 "concatenated; unsqueeze it)", i);
     TG_TRY(tg__shape_wrap_dim("cat", "dim", dim, t0->ndim, dout));
     *total = 0;
     for (int i = 0; i < n; i++) {
