@@ -61,7 +61,10 @@ TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
 /* Sum/mean of all elements: a 0-d tensor. */
 TG_API int tg_sum(tg_tensor **out, tg_tensor *a);
 TG_API int tg_mean(tg_tensor **out, tg_tensor *a);
-/* Over the listed dims (negative counts from the end, each at most once). */
+/* Over the listed dims (negative counts from the end, each at most once; a
+ * 0-d tensor takes -1 and 0).  An empty list reduces no dim (the result
+ * holds a's values), where PyTorch 1.13's dim=[] reduces every dim: use
+ * tg_sum / tg_mean for that. */
 TG_API int tg_sum_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
 TG_API int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
 /* Sums a broadcast gradient back to a shape that broadcasts to a's shape. */
