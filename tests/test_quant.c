@@ -784,6 +784,55 @@ Test(quant, minmax_observer_matches_torch_formula)
     tg_tensor_release(ta), tg_tensor_release(tb);
 }
 
+/* NaN in calibration data (and an infinity, for the moving average) is
+ * refused at update with the state kept; PyTorch fails later, at qparams. */
+Test(quant, observers_refuse_nan_and_keep_their_state)
+{
+    const int64_t s4[1] = {4};
+    tg_tensor *good = NULL, *nan = NULL, *inf = NULL;
+    tg_tensor_from_data(&good, TG_F32, 1, s4, (float[]){-1, 2, 3, 4});
+    tg_tensor_from_data(&nan, TG_F32, 1, s4, (float[]){NAN, 1, 2, -1});
+    tg_tensor_from_data(&inf, TG_F32, 1, s4, (float[]){-1, 2, 3, INFINITY});
+    for (int kind = TG_OBSERVER_MINMAX; kind <= TG_OBSERVER_MOVING_AVERAGE; kind++) {
+        tg_observer o;
+        cr_assert(eq(int, tg_observer_init(&o, kind, TG_U8, false, 0), TG_OK));
+        cr_assert(eq(int, tg_observer_update(&o, nan), TG_EINVAL), "kind %d", kind);
+        cr_assert(strstr(tg_error_message(), "x[0] is nan") != NULL, "%s", tg_error_message());
+        double s0, s1;
+        int32_t z0, z1;
+        cr_assert(eq(int, tg_observer_update(&o, good), TG_OK));
+        cr_assert(eq(int, tg_observer_qparams(&o, &s0, &z0), TG_OK));
+        cr_assert(eq(int, tg_observer_update(&o, nan), TG_EINVAL));
+        int rc = tg_observer_update(&o, inf);
+        cr_assert(eq(int, rc, kind == TG_OBSERVER_MOVING_AVERAGE ? TG_EINVAL : TG_OK));
+        if (kind == TG_OBSERVER_MOVING_AVERAGE) {
+            cr_assert(eq(int, tg_observer_qparams(&o, &s1, &z1), TG_OK));
+            cr_assert(s1 == s0 && z1 == z0, "state changed: %g/%d -> %g/%d", s0, z0, s1, z1);
+        }
+        tg_observer_free(&o);
+    }
+    tg_tensor_release(good), tg_tensor_release(nan), tg_tensor_release(inf);
+}
+
+/* A weight packed with groups > 1 is not a Linear weight: refused (it used
+ * to compute only the first group's outputs). */
+Test(quant, packed_linear_needs_groups_1)
+{
+    tg_tensor *x = NULL, *w = NULL, *y = NULL;
+    tg_tensor_full(&x, TG_U8, 2, (int64_t[]){2, 4}, 7);
+    tg_tensor_full(&w, TG_I8, 2, (int64_t[]){4, 4}, 1);
+    const double ws = 0.01;
+    tg_qscales q = {.x_scale = 0.1, .x_zero_point = 3, .n_weight_scales = 1,
+                    .weight_scales = &ws, .y_scale = 0.05, .y_zero_point = 10};
+    tg_qweight *pw = NULL;
+    cr_assert(eq(int, tg_qweight_new(&pw, w, false, 2), TG_OK));
+    cr_assert(eq(int, tg_quantized_linear_packed(&y, x, pw, NULL, &q, false), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "packed with groups 1") != NULL, "%s", tg_error_message());
+    cr_assert(y == NULL);
+    tg_qweight_free(pw);
+    tg_tensor_release(x), tg_tensor_release(w);
+}
+
 Test(quant, per_channel_observer_and_errors)
 {
     const float w[] = {-0.5f, 0.25f, 0.0f, 0.0f, 2.0f, -1.0f};   /* (3, 2) */

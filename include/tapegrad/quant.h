@@ -52,7 +52,12 @@ extern "C" {
 
 /* *out (new reference, contiguous, dtype qdt = TG_U8 or TG_I8) =
  * clamp(rint(x / scale) + zero_point) for a float x.  scale must be finite and
- * > 0; zero_point must lie in qdt's range. */
+ * > 0; zero_point must lie in qdt's range.  x / scale is computed in double,
+ * so a value next to a rounding tie can land one step away from
+ * torch.quantize_per_tensor, which rounds x * (1/scale) in f32 (5.05 at
+ * scale 0.1: 51 here, 50 there; about 2% of the values of a 0.05 grid); NaN
+ * becomes the zero point (torch: quant_min).  The same holds for the
+ * per-channel and conv-weight variants. */
 TG_API int tg_quantize(tg_tensor **out, tg_tensor *x, tg_dtype qdt, double scale,
                        int32_t zero_point);
 /* Per-channel symmetric i8: *out = clamp(rint(x / scales[c]), -128, 127) with c
@@ -127,7 +132,10 @@ typedef struct tg_observer {
  * symmetric [-128, 127] along `axis` (torch's default weight observer). */
 TG_API int tg_observer_init(tg_observer *obs, tg_observer_kind kind, tg_dtype dtype,
                             bool symmetric, int axis);
-/* Updates the statistics with a float tensor (borrowed). */
+/* Updates the statistics with a float tensor (borrowed).  TG_EINVAL, the
+ * statistics unchanged, when x holds NaN or, for the moving average, an
+ * infinity (PyTorch fails later, at qparams: "min nan should be less than
+ * max nan"). */
 TG_API int tg_observer_update(tg_observer *obs, tg_tensor *x);
 /* Per-tensor parameters.  TG_EINVAL before any update or for a per-channel
  * observer. */

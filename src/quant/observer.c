@@ -1,5 +1,6 @@
 /* src/quant/observer.c - min-max, moving-average min-max and per-channel
- * min-max observers with PyTorch's qparams formulas (see quant.h). */
+ * min-max observers with PyTorch's qparams formulas (see quant.h).  NaN in
+ * an update is refused (and an infinity for the moving average). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -87,6 +88,17 @@ int tg_observer_update(tg_observer *obs, tg_tensor *x)
     int rc = (v && lo && hi && smin && smax) ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK) {
         tg__gather(x, TG_F32, v);
+        /* NaN has no place in a range, and an infinity cannot be averaged
+         * (the next batch would make the average NaN); PyTorch fails later,
+         * at qparams ("min nan should be less than max nan").  Refused here,
+         * before the state changes. */
+        for (int64_t i = 0; i < numel && rc == TG_OK; i++)
+            if (isnan(v[i]) || (isinf(v[i]) && obs->kind == TG_OBSERVER_MOVING_AVERAGE))
+                rc = tg__error(TG_EINVAL, "observer_update: x[%lld] is %g: calibration data "
+                               "must be %s", (long long)i, (double)v[i],
+                               obs->kind == TG_OBSERVER_MOVING_AVERAGE ? "finite" : "free of NaN");
+    }
+    if (rc == TG_OK) {
         channel_minmax(v, numel, inner, n, lo, hi);
         obs->min = smin;
         obs->max = smax;

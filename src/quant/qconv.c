@@ -263,8 +263,9 @@ int tg_quantized_linear_packed(tg_tensor **out, tg_tensor *x, const tg_qweight *
 {
     const char *op = "quantized_linear";
     TG_CHECK(out && w, TG_EINVAL, "%s: out and weight must not be NULL", op);
-    TG_CHECK(w->ndim == 2 && !w->transpose, TG_EINVAL,
-             "%s: the packed weight must be a 2-D Linear weight (N, K)", op);
+    TG_CHECK(w->ndim == 2 && !w->transpose && w->groups == 1, TG_EINVAL,
+             "%s: the packed weight must be a 2-D Linear weight (N, K) packed with groups 1",
+             op);
     TG_TRY(check_quant_args(op, x, NULL, bias, q));
     const struct tg_tensor wt = weight_shape_of(w);
     TG_TRY(check_linear_shapes(x, &wt, bias));
