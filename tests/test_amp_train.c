@@ -158,6 +158,19 @@ Test(amp, scaler_drives_an_optim_h_optimizer)
     tg_tensor_release(w);
 }
 
+/* Unscales one parameter with a finite gradient: a clean step (PyTorch
+ * records no inf check, and refuses the update, when no gradient is seen). */
+static void clean_unscale(tg_grad_scaler *gs)
+{
+    tg_tensor *w = NULL, *g = NULL;
+    tg_tensor_zeros(&w, TG_F32, 1, (int64_t[]){1});
+    tg_tensor_set_requires_grad(w, true);
+    tg_tensor_zeros(&g, TG_F32, 1, (int64_t[]){1});
+    cr_assert(eq(int, tg_tensor_set_grad(w, g), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+    tg_tensor_release(w);
+}
+
 Test(amp, scaler_growth_stops_below_f32_overflow)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
@@ -165,7 +178,7 @@ Test(amp, scaler_growth_stops_below_f32_overflow)
     o.growth_interval = 1;
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
-    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 0, NULL), TG_OK));
+    clean_unscale(gs);
     cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
     cr_assert(eq(dbl, tg_grad_scaler_get_scale(gs), 0x1p127));
     cr_assert(eq(int, tg_grad_scaler_growth_tracker(gs), 0));
@@ -238,7 +251,7 @@ Test(amp, scaler_state_round_trip_through_a_file)
     cr_assert(eq(int, tg_grad_scaler_new(&a, &o), TG_OK));
     cr_assert(eq(int, tg_grad_scaler_new(&b, NULL), TG_OK));
     for (int k = 0; k < 3; k++) {   /* three clean steps: tracker 3 */
-        cr_assert(eq(int, tg_grad_scaler_unscale(a, 0, NULL), TG_OK));
+        clean_unscale(a);
         cr_assert(eq(int, tg_grad_scaler_update(a), TG_OK));
     }
     tg_st_file *f = NULL, *g = NULL;
@@ -261,7 +274,7 @@ Test(amp, scaler_state_round_trip_through_a_file)
     for (int k = 0; k < 2; k++) {
         tg_grad_scaler *s[2] = {a, b};
         for (int j = 0; j < 2; j++) {
-            cr_assert(eq(int, tg_grad_scaler_unscale(s[j], 0, NULL), TG_OK));
+            clean_unscale(s[j]);
             cr_assert(eq(int, tg_grad_scaler_update(s[j]), TG_OK));
         }
     }
@@ -472,4 +485,52 @@ Test(amp, scaler_unscale_finds_one_bad_value_in_a_long_gradient)
                 tg_grad_scaler_free(gs);
                 tg_tensor_release(base), tg_tensor_release(w);
             }
+}
+
+static int fail_once(void *user)
+{
+    int *calls = user;
+    return ++*calls == 1 ? tg_error_set(TG_EIO, "the optimizer failed once") : TG_OK;
+}
+
+static int count_calls(void *user)
+{
+    ++*(int *)user;
+    return TG_OK;
+}
+
+/* As PyTorch's GradScaler: a step whose optimizer fails can be taken again
+ * (the stage moves on only after it ran), and a step or an update with no
+ * gradient seen is refused ("No inf checks were recorded"). */
+Test(amp, scaler_step_retries_after_a_failing_step_and_needs_a_gradient)
+{
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+    tg_tensor *w = NULL, *g = NULL;
+    tg_tensor_zeros(&w, TG_F32, 1, (int64_t[]){2});
+    tg_tensor_set_requires_grad(w, true);
+    int calls = 0;
+    /* no gradient: refused, nothing called */
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, count_calls, &calls, NULL), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "no inf checks were recorded") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(int, calls, 0));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_EINVAL));
+    tg_grad_scaler_free(gs);
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+    /* with a gradient: the first call fails, the retry runs, the update works */
+    tg_tensor_full(&g, TG_F32, 1, (int64_t[]){2}, 65536.0);
+    cr_assert(eq(int, tg_tensor_set_grad(w, g), TG_OK));
+    bool stepped = true;
+    calls = 0;
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, fail_once, &calls, &stepped), TG_EIO));
+    cr_assert(eq(int, stepped, false));
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, fail_once, &calls, &stepped), TG_OK));
+    cr_assert(eq(int, stepped, true));
+    cr_assert(eq(int, calls, 2));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 1.0));   /* unscaled once, not twice */
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, fail_once, &calls, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_grad_scaler_update(gs), TG_OK));
+    tg_grad_scaler_free(gs);
+    tg_tensor_release(w);
 }

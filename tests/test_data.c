@@ -491,6 +491,14 @@ Test(data, loader_errors)
     cr_assert(ld == NULL);
     cr_assert(eq(int, tg_loader_new(&ld, ds, NULL), 0));   /* defaults: one batch of 4 */
     cr_assert(eq(i64, tg_loader_num_batches(ld), 1));
+    tg_loader_free(ld);
+    o.batch_size = INT64_MAX;   /* one partial batch, or none with drop_last (UBSan: no overflow) */
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
+    cr_assert(eq(i64, tg_loader_num_batches(ld), 1));
+    tg_loader_free(ld);
+    o.drop_last = true;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
+    cr_assert(eq(i64, tg_loader_num_batches(ld), 0));
     cr_assert(eq(int, tg_loader_reset(ld, -2), TG_EINVAL));
     cr_assert(eq(int, tg_loader_next(ld, NULL, NULL), TG_EINVAL));
     tg_loader_free(ld);

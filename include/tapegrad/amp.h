@@ -79,8 +79,10 @@ TG_API bool tg_grad_scaler_found_inf(const tg_grad_scaler *s);
 typedef int (*tg_grad_scaler_step_fn)(void *user);
 /* Unscales params (unless already done this step) and calls step(user) when
  * the gradients are finite.  *stepped (may be NULL) tells whether it ran.
- * Returns step's status when it fails; TG_EINVAL when step was already
- * called since the last update. */
+ * Returns step's status when it fails (the step may then be retried);
+ * TG_EINVAL when step was already called since the last update, or when no
+ * parameter had a gradient to unscale (PyTorch: "No inf checks were
+ * recorded for this optimizer"). */
 TG_API int tg_grad_scaler_step(tg_grad_scaler *s, int n, tg_tensor *const *params,
                                tg_grad_scaler_step_fn step, void *user, bool *stepped);
 
@@ -88,7 +90,8 @@ TG_API int tg_grad_scaler_step(tg_grad_scaler *s, int n, tg_tensor *const *param
  * and the count of clean steps restarts; otherwise the count grows and, when
  * it reaches growth_interval, the scale is multiplied by growth_factor (kept
  * if the product would overflow f32) and the count restarts.  TG_EINVAL when
- * no unscale (or step) happened since the last update.  Disabled: no-op. */
+ * no unscale (or step) happened since the last update, or it saw no
+ * gradient.  Disabled: no-op. */
 TG_API int tg_grad_scaler_update(tg_grad_scaler *s);
 
 TG_API double tg_grad_scaler_get_scale(const tg_grad_scaler *s);
@@ -101,7 +104,8 @@ TG_API bool tg_grad_scaler_enabled(const tg_grad_scaler *s);
  * (copies).  Disabled scalers save nothing (as PyTorch's empty state_dict). */
 TG_API int tg_grad_scaler_state_save(const tg_grad_scaler *s, tg_st_file *f,
                                      const char *prefix);
-/* Restores what state_save wrote.  TG_ENOTFOUND for a missing key, TG_EINVAL
+/* Restores what state_save wrote (as PyTorch's load_state_dict, a step in
+ * progress is left as it is).  TG_ENOTFOUND for a missing key, TG_EINVAL
  * for a value out of range (scale <= 0, tracker outside [0, interval), ...);
  * on error the scaler is unchanged.  Disabled: no-op. */
 TG_API int tg_grad_scaler_state_load(tg_grad_scaler *s, const tg_st_file *f,

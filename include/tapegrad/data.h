@@ -58,8 +58,9 @@ typedef enum tg_pixel_range {
  * differ or a label is > 9.  Pixel range: TG_PIXELS_SYMMETRIC. */
 TG_API int tg_fashion_mnist_load(tg_dataset **out, const char *dir, bool train);
 /* A dataset over images (u8, (N, C, H, W) or (N, H, W), read as C = 1) and
- * labels (any integer dtype, (N), values >= 0); both are copied.  n_classes is
- * max(label) + 1.  TG_EINVAL for NULL, TG_EDTYPE / TG_ESHAPE otherwise. */
+ * labels (any integer dtype, (N), values in [0, 65536)); both are copied.
+ * n_classes is max(label) + 1.  TG_EINVAL for NULL or a label out of range,
+ * TG_EDTYPE / TG_ESHAPE otherwise. */
 TG_API int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images,
                                    const tg_tensor *labels);
 

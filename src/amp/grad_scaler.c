@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "nn/state_check.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/ops.h"
 
@@ -28,6 +29,7 @@ struct tg_grad_scaler {
     double scale;             /* always a finite f32 value, as PyTorch's f32 tensor */
     int64_t growth_tracker;   /* clean steps since the scale last changed */
     bool found_inf;
+    bool checked;             /* the last unscale saw at least one gradient */
     scaler_stage stage;
 };
 
@@ -133,12 +135,14 @@ int tg_grad_scaler_unscale(tg_grad_scaler *s, int n, tg_tensor *const *params)
              "grad_scaler_unscale: already called since the last update (once per step)");
     /* PyTorch: inv_scale = scale.double().reciprocal().float(). */
     float inv = (float)(1.0 / s->scale);
-    bool found = false;
+    bool found = false, checked = false;
     for (int i = 0; i < n; i++) {
         tg_tensor *g = params[i]->grad;
         if (g) TG_TRY(unscale_one(g, inv, &found));
+        checked = checked || g != NULL;
     }
     s->found_inf = found;
+    s->checked = checked;
     s->stage = STAGE_UNSCALED;
     return TG_OK;
 }
@@ -159,10 +163,15 @@ int tg_grad_scaler_step(tg_grad_scaler *s, int n, tg_tensor *const *params,
              "grad_scaler_step: already called since the last update (once per step)");
     if (stepped) *stepped = false;
     if (s->o.enabled && s->stage == STAGE_READY) TG_TRY(tg_grad_scaler_unscale(s, n, params));
-    if (s->o.enabled) s->stage = STAGE_STEPPED;
-    if (!tg_grad_scaler_should_step(s)) return TG_OK;
-    int rc = step(user);
-    if (rc >= 0 && stepped) *stepped = true;
+    /* PyTorch: "No inf checks were recorded for this optimizer." */
+    TG_CHECK(!s->o.enabled || s->checked, TG_EINVAL,
+             "grad_scaler_step: no parameter had a gradient when unscaling (no inf checks "
+             "were recorded)");
+    int rc = tg_grad_scaler_should_step(s) ? step(user) : TG_OK;
+    /* Stepped only when the step ran or was skipped: after a failing step
+     * callback the stage stays, so that the step can be retried. */
+    if (rc >= 0 && s->o.enabled) s->stage = STAGE_STEPPED;
+    if (rc >= 0 && stepped) *stepped = tg_grad_scaler_should_step(s);
     return rc;
 }
 
@@ -170,9 +179,9 @@ int tg_grad_scaler_update(tg_grad_scaler *s)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_update: s must not be NULL");
     if (!s->o.enabled) return TG_OK;
-    TG_CHECK(s->stage != STAGE_READY, TG_EINVAL,
-             "grad_scaler_update: no unscale or step since the last update "
-             "(no inf checks were recorded)");
+    TG_CHECK(s->stage != STAGE_READY && s->checked, TG_EINVAL,
+             "grad_scaler_update: no unscale or step since the last update, or no "
+             "parameter had a gradient (no inf checks were recorded)");
     if (s->found_inf) {
         s->scale = (double)(float)(s->scale * s->o.backoff_factor);
         s->growth_tracker = 0;
@@ -243,12 +252,11 @@ static int read_value(const tg_st_file *f, const char *prefix, int k, double *v)
     return tg_tensor_get_flat(t, 0, v);
 }
 
-int tg_grad_scaler_state_load(tg_grad_scaler *s, const tg_st_file *f, const char *prefix)
+/* The options and growth tracker that f holds for s, validated. */
+static int read_state(const tg_grad_scaler *s, const tg_st_file *f, const char *prefix,
+                      tg_grad_scaler_opts *out, int64_t *tracker_out)
 {
     const char *what = "grad_scaler_state_load";
-    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
-             "%s: s, f and prefix must not be NULL", what);
-    if (!s->o.enabled) return TG_OK;
     double v[N_KEYS];
     for (int k = 0; k < N_KEYS; k++) TG_TRY(read_value(f, prefix, k, &v[k]));
     tg_grad_scaler_opts o = s->o;
@@ -263,10 +271,30 @@ int tg_grad_scaler_state_load(tg_grad_scaler *s, const tg_st_file *f, const char
     TG_CHECK(tracker >= 0 && tracker < o.growth_interval && v[KEY_TRACKER] == (double)tracker,
              TG_EINVAL, "%s: growth_tracker=%g must be an integer in [0, %lld)", what,
              v[KEY_TRACKER], (long long)o.growth_interval);
+    *out = o;
+    *tracker_out = tracker;
+    return TG_OK;
+}
+
+int tg__grad_scaler_state_check(const tg_grad_scaler *s, const tg_st_file *f, const char *prefix)
+{
+    tg_grad_scaler_opts o;
+    int64_t tracker;
+    return s->o.enabled ? read_state(s, f, prefix, &o, &tracker) : TG_OK;
+}
+
+/* As PyTorch's load_state_dict: the scale, factors, interval and tracker;
+ * the step in progress (found_inf, the stage) is left as it is. */
+int tg_grad_scaler_state_load(tg_grad_scaler *s, const tg_st_file *f, const char *prefix)
+{
+    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
+             "grad_scaler_state_load: s, f and prefix must not be NULL");
+    if (!s->o.enabled) return TG_OK;
+    tg_grad_scaler_opts o;
+    int64_t tracker;
+    TG_TRY(read_state(s, f, prefix, &o, &tracker));
     s->o = o;
     s->scale = (double)(float)o.init_scale;
     s->growth_tracker = tracker;
-    s->found_inf = false;
-    s->stage = STAGE_READY;
     return TG_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "nn/state_check.h"
 #include "tapegrad/data.h"
 
 struct tg_loader {
@@ -76,14 +77,20 @@ int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels)
     return 1;
 }
 
-int tg_loader_set_position(tg_loader *ld, int64_t epoch, int64_t index)
+int tg__loader_position_check(const tg_loader *ld, int64_t epoch, int64_t index)
 {
-    TG_CHECK(ld != NULL, TG_EINVAL, "loader_set_position: ld must not be NULL");
     TG_CHECK(epoch >= 0, TG_EINVAL, "loader_set_position: epoch=%lld must be >= 0",
              (long long)epoch);
     TG_CHECK(index >= 0 && index <= ld->n, TG_EINVAL,
              "loader_set_position: index=%lld must be in [0, %lld] (the dataset size)",
              (long long)index, (long long)ld->n);
+    return TG_OK;
+}
+
+int tg_loader_set_position(tg_loader *ld, int64_t epoch, int64_t index)
+{
+    TG_CHECK(ld != NULL, TG_EINVAL, "loader_set_position: ld must not be NULL");
+    TG_TRY(tg__loader_position_check(ld, epoch, index));
     if (epoch != ld->epoch) {
         ld->epoch = epoch;
         make_order(ld);
@@ -109,6 +116,6 @@ void tg_loader_position(const tg_loader *ld, int64_t *epoch, int64_t *index)
 int64_t tg_loader_num_batches(const tg_loader *ld)
 {
     if (!ld) return 0;
-    int64_t b = ld->opt.batch_size;
-    return ld->opt.drop_last ? ld->n / b : (ld->n + b - 1) / b;
+    int64_t b = ld->opt.batch_size;   /* n + b - 1 could overflow for a huge b */
+    return ld->n / b + (!ld->opt.drop_last && ld->n % b != 0);
 }

@@ -1,18 +1,21 @@
 /* src/nn/checkpoint.c - saving and loading a training state (checkpoint.h).
  *
  * Load runs in three phases so that a bad file changes nothing:
- *   1. check: the format, required metadata and every plain slot (loader,
- *      rng, i64, tensor) are read and validated without writing anything;
+ *   1. check: the format, required metadata and every slot are read and
+ *      validated without writing anything (modules, optimizers, scalers and
+ *      loader positions with their loads' own checks, nn/state_check.h), so
+ *      a bad file is refused before any slot changes: no version counter
+ *      moves, a grad scaler's step in progress stays;
  *   2. snapshot: the current state of every module, optimizer, scaler,
  *      loader and tensor is copied aside;
- *   3. apply: the slots are loaded in order; the module/optimizer/scaler
- *      loaders validate before they write, so when slot k fails, slots
- *      0..k-1 are put back from the snapshot and the error is returned. */
+ *   3. apply: the slots are loaded in order; that fails only for want of
+ *      memory, and then slots 0..k-1 are put back from the snapshot. */
 #include "tapegrad/checkpoint.h"
 
 #include <string.h>
 
 #include "internal.h"
+#include "nn/state_check.h"
 
 #define NAME_MAX_LEN 128
 
@@ -320,10 +323,7 @@ static int check_slot(const slot *s, const tg_st_file *f, int64_t v[2])
     switch (s->kind) {
     case SLOT_LOADER:
         TG_TRY(get_i64(f, s->name, 2, v));
-        TG_CHECK(v[0] >= 0 && v[1] >= 0, TG_EINVAL,
-                 "checkpoint_load: '%s' position (epoch %lld, index %lld) must be >= 0",
-                 s->name, (long long)v[0], (long long)v[1]);
-        return TG_OK;
+        return tg__loader_position_check(s->u.ld, v[0], v[1]);
     case SLOT_RNG: return get_i64(f, s->name, 2, v);
     case SLOT_I64: return get_i64(f, s->name, 0, v);
     case SLOT_TENSOR: {
@@ -337,8 +337,11 @@ static int check_slot(const slot *s, const tg_st_file *f, int64_t v[2])
                  s->name);
         return TG_OK;
     }
-    default: return TG_OK;   /* modules, optimizers, scalers validate in their loads */
+    case SLOT_MODULE: return tg__module_state_dict_check(s->u.m, f, s->name, true);
+    case SLOT_OPTIMIZER: return tg__optimizer_state_check(s->u.opt, f, s->name);
+    case SLOT_SCALER: return tg__grad_scaler_state_check(s->u.gs, f, s->name);
     }
+    return TG_OK;
 }
 
 /* ---- load: phase 2, snapshot ------------------------------------------------ */
@@ -433,9 +436,10 @@ int tg_checkpoint_load_file(tg_checkpoint *ck, const tg_st_file *f)
     int k = 0;
     for (; rc >= 0 && k < ck->n_slots; k++) rc = apply_slot(&ck->slots[k], f, p.vals[k]);
     if (rc < 0) {
-        /* Slots 0..k-2 were applied; k-1 failed without writing.  Put the
-         * applied ones back (this reloads exactly what was saved from them,
-         * so it cannot fail for a reason the first load did not). */
+        /* Every slot was checked against f first (check_slot), so a load
+         * fails here only for want of memory.  Slots 0..k-2 were applied;
+         * k-1 failed without writing.  Put the applied ones back (this
+         * reloads exactly what was saved from them). */
         for (int j = 0; j + 1 < k; j++) {
             int rrc = apply_slot(&ck->slots[j], p.snap, p.old[j]);
             TG_ASSERT(rrc >= 0);

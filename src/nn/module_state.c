@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "nn/state_check.h"
 #include "tapegrad/autograd.h"
 
 /* ---- the walk ---- */
@@ -249,12 +250,18 @@ static int tg__load_unexpected(const tg_module *m, const tg_st_file *f, const ch
     return TG_OK;
 }
 
+int tg__module_state_dict_check(const tg_module *m, const tg_st_file *f, const char *prefix,
+                                bool strict)
+{
+    tg__load l = {.f = f, .strict = strict};
+    TG_TRY(tg__walk_prefixed(m, prefix, tg__load_fn, &l));
+    return strict ? tg__load_unexpected(m, f, prefix) : TG_OK;
+}
+
 int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix, bool strict)
 {
     TG_CHECK(m != NULL && f != NULL, TG_EINVAL, "load_state_dict: m and f must not be NULL");
-    tg__load l = {.f = f, .strict = strict};
-    TG_TRY(tg__walk_prefixed(m, prefix, tg__load_fn, &l));
-    if (strict) TG_TRY(tg__load_unexpected(m, f, prefix));
-    l.copy = true;
+    TG_TRY(tg__module_state_dict_check(m, f, prefix, strict));
+    tg__load l = {.f = f, .strict = strict, .copy = true};
     return tg__walk_prefixed(m, prefix, tg__load_fn, &l);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/state_check.h"
 #include "optim_internal.h"
 
 #define KEY_MAX 256
@@ -174,6 +175,19 @@ static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char
     TG_TRY(key(k, prefix, -1, "lr"));
     TG_TRY(get_count(f, k, false, lr));
     return check_indices(opt, f, prefix);
+}
+
+int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, const char *prefix)
+{
+    double steps, lr;
+    TG_TRY(check_header(opt, f, prefix, &steps, &lr));
+    for (int i = 0; i < opt->n; i++) {   /* each parameter's state read, then dropped */
+        tg__opt_state one = {0};
+        int rc = load_param(opt, f, prefix, i, &one);
+        for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(one.buf[j]);
+        TG_TRY(rc);
+    }
+    return TG_OK;
 }
 
 int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix)

@@ -1,0 +1,25 @@
+/* src/nn/state_check.h - what tg_module_load_state_dict,
+ * tg_optimizer_state_load, tg_grad_scaler_state_load and
+ * tg_loader_set_position check before they change anything, alone: so that tg_checkpoint_load_file can check every
+ * slot before loading any (a failed load then changes nothing, not even a
+ * version counter or a scaler's step in progress). */
+#ifndef TAPEGRAD_SRC_NN_STATE_CHECK_H
+#define TAPEGRAD_SRC_NN_STATE_CHECK_H
+
+#include <stdbool.h>
+
+#include "tapegrad/amp.h"
+#include "tapegrad/data.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/optim.h"
+#include "tapegrad/safetensors.h"
+
+int tg__module_state_dict_check(const tg_module *m, const tg_st_file *f, const char *prefix,
+                                bool strict);
+int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, const char *prefix);
+int tg__grad_scaler_state_check(const tg_grad_scaler *s, const tg_st_file *f,
+                                const char *prefix);
+/* tg_loader_set_position's range check. */
+int tg__loader_position_check(const tg_loader *ld, int64_t epoch, int64_t index);
+
+#endif
