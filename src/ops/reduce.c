@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "shape_internal.h"
 #include "tapegrad/ops.h"
 
 /* Sums a into out (contiguous, float) following ostride (see above), then
@@ -344,15 +345,14 @@ typedef struct dims_params {
 /* The set of reduced dims of an ndim tensor as a bit mask. */
 static int dims_mask(const char *op, const dims_params *p, int ndim, unsigned *mask)
 {
-    /* A 0-d tensor takes dims -1 and 0 (PyTorch's rule); reducing over its
-     * one "dim" leaves the scalar as it is. */
-    const int span = ndim > 0 ? ndim : 1;
+    /* Dims wrap as in every shape op (a 0-d tensor takes -1 and 0, and
+     * reducing over its one "dim" leaves the scalar as it is). */
     unsigned seen = 0;
     for (int i = 0; i < p->ndims; i++) {
-        int d = p->dims[i];
-        TG_CHECK(d >= -span && d < span, TG_EINVAL, "%s: dims[%d]=%d must be in [%d, %d) for "
-                 "a %d-d tensor", op, i, d, -span, span, ndim);
-        if (d < 0) d += span;
+        char arg[32];
+        int d;
+        snprintf(arg, sizeof arg, "dims[%d]", i);
+        TG_TRY(tg__shape_wrap_dim(op, arg, p->dims[i], ndim, &d));
         TG_CHECK(!(seen & (1u << d)), TG_EINVAL, "%s: dims[%d]=%d names dim %d again (each "
                  "dim at most once)", op, i, p->dims[i], d);
         seen |= 1u << d;
