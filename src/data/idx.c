@@ -77,18 +77,15 @@ static int read_header(gzFile gz, const char *path, const idx_type **type, int *
              "idx_load: '%s': ndim=%d must be in 1..%d", path, h[3], TG_MAX_DIMS);
     *ndim = h[3];
     TG_TRY(read_exact(gz, d, 4 * (size_t)*ndim, path, "dimensions"));
-    /* The byte count must fit in both size_t and int64, and so must the
-     * tensor's strides, which count a zero extent as 1 (tg__shape_bytes_fit). */
-    uint64_t total = (uint64_t)(*type)->file_size, span = total;
-    for (int i = 0; i < *ndim; i++) {
-        shape[i] = be32(d + 4 * i);
-        total *= (uint64_t)shape[i];   /* <= span: no overflow once span fits */
-        TG_CHECK(!__builtin_mul_overflow(span, (uint64_t)(shape[i] ? shape[i] : 1), &span) &&
-                     span <= (uint64_t)INT64_MAX && span <= SIZE_MAX,
-                 TG_EFORMAT, "idx_load: '%s': dimensions overflow (dim %d = %lld)", path, i,
-                 (long long)shape[i]);
+    for (int i = 0; i < *ndim; i++) shape[i] = be32(d + 4 * i);
+    /* The tensor's own rule (its bytes and strides fit in an int64); the
+     * file's bytes, file_size <= the tensor's element size each, fit then. */
+    if (!tg__shape_bytes_fit(*ndim, shape, (int64_t)tg_dtype_size((*type)->dtype))) {
+        char buf[160];
+        return tg__error(TG_EFORMAT, "idx_load: '%s': dimensions %s overflow", path,
+                         tg_shape_str(buf, sizeof buf, *ndim, shape));
     }
-    *nbytes = (size_t)total;
+    *nbytes = (size_t)tg__numel(*ndim, shape) * (size_t)(*type)->file_size;
     return 0;
 }
 
