@@ -217,19 +217,6 @@ done:
     return status;
 }
 
-/* *z = (n, nz) samples of N(0, 1) from rng. */
-static int randn(tg_tensor **z, tg_rng *rng, int64_t n, int64_t nz)
-{
-    int rc = tg_tensor_zeros(z, TG_F32, 2, (int64_t[]){n, nz});
-    if (rc < 0) return rc;
-    rc = tg_tensor_rand_normal(*z, rng, 0.0, 1.0);
-    if (rc < 0) {
-        tg_tensor_release(*z);
-        *z = NULL;
-    }
-    return rc;
-}
-
 /* k training-mode forwards of g on batches of 32 latents: they only update
  * the BatchNorm running statistics. */
 static int warm_up(tg_module *g, tg_rng *rng, int64_t k, int64_t nz)
@@ -238,7 +225,7 @@ static int warm_up(tg_module *g, tg_rng *rng, int64_t k, int64_t nz)
     tg_no_grad_begin();
     for (int64_t i = 0; i < k && rc >= 0; i++) {
         tg_tensor *zw = NULL, *y = NULL;
-        rc = randn(&zw, rng, 32, nz);
+        rc = dcgan_latents(&zw, 32, nz, rng);
         if (rc >= 0) rc = tg_module_forward(g, &y, zw);
         tg_tensor_release(y);
         tg_tensor_release(zw);
@@ -263,7 +250,7 @@ static int export_files(const opts *o)
     tg_rng_init(&rng, o->seed);
     TRY(dcgan_generator_new(&g, &a, &rng));
     TRY(warm_up(g, &rng, o->warmup, a.nz));
-    TRY(randn(&z, &rng, o->n, a.nz));
+    TRY(dcgan_latents(&z, o->n, a.nz, &rng));
     TRY(generate(g, &img, z));
     TRY(tg_st_new(&f));
     TRY(tg_module_state_dict_save(g, f, "gen"));

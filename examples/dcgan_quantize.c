@@ -106,19 +106,6 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* *z = (n, nz) samples of N(0, 1) from rng. */
-static int randn(tg_tensor **z, tg_rng *rng, int64_t n, int64_t nz)
-{
-    int rc = tg_tensor_zeros(z, TG_F32, 2, (int64_t[]){n, nz});
-    if (rc < 0) return rc;
-    rc = tg_tensor_rand_normal(*z, rng, 0.0, 1.0);
-    if (rc < 0) {
-        tg_tensor_release(*z);
-        *z = NULL;
-    }
-    return rc;
-}
-
 /* *img = m(z) without grad; *ms receives the time of the forward. */
 static int generate(tg_module *m, tg_tensor **img, tg_tensor *z, double *ms)
 {
@@ -182,7 +169,7 @@ static tg_tensor *test_latents(const opts *o, tg_rng *rng, int64_t nz)
     char shape[128];
     struct stat st;
     if (!o->latents_given && stat(o->latents, &st) < 0 && errno == ENOENT) {
-        TRY(randn(&z, rng, 32, nz));
+        TRY(dcgan_latents(&z, 32, nz, rng));
         printf("%s: no latents in %s; 32 fresh test latents\n", prog, o->latents);
         return z;
     }
@@ -308,7 +295,7 @@ int main(int argc, char **argv)
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
     if (!g || !(calib = calloc((size_t)o.calib, sizeof *calib))) goto done;
-    for (int64_t i = 0; i < o.calib; i++) TRY(randn(&calib[i], &rng, o.batch, nz));
+    for (int64_t i = 0; i < o.calib; i++) TRY(dcgan_latents(&calib[i], o.batch, nz, &rng));
     if (!(z = test_latents(&o, &rng, nz))) goto done;
     if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create %s: %s\n", prog, o.out, strerror(errno));

@@ -49,10 +49,7 @@ static int fixed_latents(tg_tensor **z, const dcgan_opts *o, int64_t n)
 {
     tg_rng rng;
     tg_rng_init(&rng, o->seed ^ 0x5A17E7F00DULL);
-    const int64_t shape[2] = {n, o->arch.nz};
-    int rc = tg_tensor_zeros(z, TG_F32, 2, shape);
-    if (rc >= 0) rc = tg_tensor_rand_normal(*z, &rng, 0.0, 1.0);
-    return rc;
+    return dcgan_latents(z, n, o->arch.nz, &rng);
 }
 
 static const char *checkpoint_path(char *buf, size_t cap, const app_opts *a)
@@ -145,9 +142,8 @@ static int sample_only(const app_opts *a, const tg_st_file *f)
     if (rc >= 0) rc = tg_checkpoint_new(&ck);
     if (rc >= 0) rc = tg_checkpoint_add_module(ck, "gen", gen);
     if (rc >= 0) rc = tg_checkpoint_load_file(ck, f);
-    if (rc >= 0) rc = tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){a->sample, o.arch.nz});
     tg_rng_init(&rng, (a->owned[OWN_SEED] ? a->train.seed : o.seed) + 1000003);
-    if (rc >= 0) rc = tg_tensor_rand_normal(z, &rng, 0.0, 1.0);
+    if (rc >= 0) rc = dcgan_latents(&z, a->sample, o.arch.nz, &rng);
     if (rc >= 0) {
         tg_module_train(gen, false);
         tg_no_grad_begin();

@@ -126,6 +126,19 @@ int dcgan_arch_from_generator_weight(dcgan_arch *a, const tg_tensor *w0, const c
     return TG_OK;
 }
 
+int dcgan_latents(tg_tensor **z, int64_t n, int64_t nz, tg_rng *rng)
+{
+    tg_tensor *t = NULL;
+    int rc = tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){n, nz});
+    if (rc >= 0) rc = tg_tensor_rand_normal(t, rng, 0.0, 1.0);
+    if (rc < 0) {
+        tg_tensor_release(t);
+        return rc;
+    }
+    *z = t;
+    return TG_OK;
+}
+
 int dcgan_generator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
 {
     if (out == NULL || rng == NULL) return tg_error_set(TG_EINVAL, "dcgan: out and rng must be set");

@@ -85,6 +85,10 @@ int dcgan_arch_check(const dcgan_arch *a);
  * dcgan_arch_check's TG_EINVAL; each with a message (tg_error_message). */
 int dcgan_arch_from_generator_weight(dcgan_arch *a, const tg_tensor *w0, const char *key);
 
+/* *z = (n, nz) f32 samples of N(0, 1) from rng (a new tensor): latents for
+ * the generator.  On error *z is untouched. */
+int dcgan_latents(tg_tensor **z, int64_t n, int64_t nz, tg_rng *rng);
+
 /* Builds the generator / discriminator above (new reference in *out), with
  * weights drawn from rng: PyTorch's default init, then DCGAN's N(0, 0.02).
  * TG_EINVAL for a bad architecture (dcgan_arch_check); on error *out is
