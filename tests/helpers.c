@@ -104,6 +104,11 @@ int th_run(const char *var, const char *const *args, char *out, size_t n_out, ch
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+void th_expect_in(const char *text, const char *want)
+{
+    cr_assert(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
+}
+
 char *th_read_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");

@@ -37,6 +37,9 @@ int th_tmp_dir_count(void);
 int th_run(const char *var, const char *const *args, char *out, size_t n_out, char *err,
            size_t n_err);
 
+/* Fails the test, showing text, unless want occurs in it. */
+void th_expect_in(const char *text, const char *want);
+
 /* The whole file at path in a new malloc'd buffer (*n bytes, plus a NUL not
  * counted), or NULL when it cannot be read. */
 char *th_read_file(const char *path, size_t *n);

@@ -24,11 +24,6 @@ static int run_env(const char *var, const char *const *args)
 #define RUN(...) run_env("TG_TOOL", (const char *const[]){__VA_ARGS__, NULL})
 #define DCGAN(...) run_env("TG_DCGAN", (const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_in(const char *text, const char *want)
-{
-    cr_assert(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
-}
-
 static void setup(void) { th_tmp_dir_make("tg_cli_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
 
@@ -64,13 +59,13 @@ static void expect_same_bytes(const char *path, const char *want, size_t n)
 Test(cli, usage_help_and_unknown_command)
 {
     cr_assert(eq(int, RUN("--help"), 0));
-    expect_in(out_text, "commands:");
+    th_expect_in(out_text, "commands:");
     cr_assert(eq(int, RUN("bogus"), 2));
-    expect_in(err_text, "unknown command 'bogus'");
+    th_expect_in(err_text, "unknown command 'bogus'");
     cr_assert(eq(int, RUN("run-op"), 2));
-    expect_in(err_text, "missing option --in");
+    th_expect_in(err_text, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));
-    expect_in(err_text, "missing option --out");
+    th_expect_in(err_text, "missing option --out");
 }
 
 Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
@@ -95,7 +90,7 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     size_t n_in = 0;
     char *case_bytes = th_read_file(in, &n_in);
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", in), 2));
-    expect_in(err_text, "is the --in file");
+    th_expect_in(err_text, "is the --in file");
     expect_same_bytes(in, case_bytes, n_in);
     free(case_bytes);
 
@@ -107,7 +102,7 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     char missing[256];
     th_tmp_path(missing, sizeof missing, "missing.safetensors");
     cr_assert(eq(int, RUN("run-op", "--in", missing, "--out", out), 1));
-    expect_in(err_text, missing);
+    th_expect_in(err_text, missing);
     expect_same_bytes(out, old, sizeof old);
 
     f = fopen(trunc, "wb");   /* the first 40 bytes of a valid case */
@@ -118,19 +113,19 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     fclose(g);
     fclose(f);
     cr_assert(eq(int, RUN("run-op", "--in", trunc, "--out", out), 1));
-    expect_in(err_text, "safetensors");
+    th_expect_in(err_text, "safetensors");
     expect_same_bytes(out, old, sizeof old);
 
     write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "3000000000", NULL});
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
-    expect_in(err_text, "stride=\"3000000000\": item 0 is too large");
+    th_expect_in(err_text, "stride=\"3000000000\": item 0 is too large");
     expect_same_bytes(out, old, sizeof old);
 
     write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2147483647",
                                          "padding", "0", NULL});
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
     /* (3-1)*(2^31-1) + (2-1) + 1 = 2^32 per axis */
-    expect_in(err_text, "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is "
+    th_expect_in(err_text, "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is "
                         "too large");
     expect_same_bytes(out, old, sizeof old);
 }
@@ -142,45 +137,45 @@ Test(cli, info_lists_tensors_and_rejects_a_non_safetensors_file)
     th_tmp_path(bad, sizeof bad, "three_bytes");
     write_case(in, (const char *const[]){"op", "conv_transpose2d", NULL});
     cr_assert(eq(int, RUN("info", in), 0), "%s", err_text);
-    expect_in(out_text, "weight");
-    expect_in(out_text, "conv_transpose2d");
+    th_expect_in(out_text, "weight");
+    th_expect_in(out_text, "conv_transpose2d");
     FILE *f = fopen(bad, "wb");
     fputs("abc", f);
     fclose(f);
     cr_assert(eq(int, RUN("info", bad), 1));
-    expect_in(err_text, "too short for the 8-byte header size");
+    th_expect_in(err_text, "too short for the 8-byte header size");
     cr_assert(eq(int, RUN("info"), 2));
 }
 
 Test(cli, ops_and_gradcheck)
 {
     cr_assert(eq(int, RUN("ops"), 0));
-    expect_in(out_text, "conv_transpose       3     promote");
+    th_expect_in(out_text, "conv_transpose       3     promote");
     cr_assert(eq(int, RUN("gradcheck", "conv_transpose1d"), 0), "%s%s", out_text, err_text);
-    expect_in(out_text, "cases, 0 failed");
+    th_expect_in(out_text, "cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "nope"), 2));
-    expect_in(err_text, "unknown op 'nope'");
+    th_expect_in(err_text, "unknown op 'nope'");
 }
 
 Test(cli, bench_gemm_checks_its_sizes)
 {
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8", "--repeat", "2", "--warmup", "0"), 0),
               "%s", err_text);
-    expect_in(out_text, "\"tool\": \"sgemm\", \"m\": 8, \"n\": 8, \"k\": 8");
+    th_expect_in(out_text, "\"tool\": \"sgemm\", \"m\": 8, \"n\": 8, \"k\": 8");
     cr_assert(eq(int, RUN("bench", "--gemm", "0,1,1"), 2));
-    expect_in(err_text, "--gemm '0,1,1': expected M,N,K, three integers >= 1");
+    th_expect_in(err_text, "--gemm '0,1,1': expected M,N,K, three integers >= 1");
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8x"), 2));
     cr_assert(eq(int, RUN("bench", "--gemm", "3000000000,1,1"), 2));
-    expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
+    th_expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
     cr_assert(eq(int, RUN("bench", "--gemm", "70000,70000,1"), 2));
-    expect_in(err_text, "each matrix <= 1073741824 elements");
+    th_expect_in(err_text, "each matrix <= 1073741824 elements");
 }
 
 /* bench's usage errors say why; --help is usage on stdout, exit 0. */
 Test(cli, bench_usage_errors_say_why)
 {
     cr_assert(eq(int, RUN("bench", "--help"), 0));
-    expect_in(out_text, "usage: tapegrad bench --in CASE.safetensors");
+    th_expect_in(out_text, "usage: tapegrad bench --in CASE.safetensors");
     static const char *const bad[][5] = {
         {"--gemm", "8,8,8", "--repeat", "0", "--repeat must be an integer in [1, 1000000], not '0'"},
         {"--gemm", "8,8,8", "--repeat", "3x", "--repeat must be an integer in [1, 1000000], not '3x'"},
@@ -190,12 +185,12 @@ Test(cli, bench_usage_errors_say_why)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, RUN("bench", bad[i][0], bad[i][1], bad[i][2], bad[i][3]), 2), "#%zu", i);
-        expect_in(err_text, bad[i][4]);
+        th_expect_in(err_text, bad[i][4]);
     }
     cr_assert(eq(int, RUN("bench", "--gemm"), 2));
-    expect_in(err_text, "option --gemm needs a value");
+    th_expect_in(err_text, "option --gemm needs a value");
     cr_assert(eq(int, RUN("bench", "--repeat", "2"), 2));
-    expect_in(err_text, "missing --in CASE or --gemm M,N,K");
+    th_expect_in(err_text, "missing --in CASE or --gemm M,N,K");
 }
 
 /* ---- examples/dcgan ------------------------------------------------------ */
@@ -239,7 +234,7 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
                             "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0),
               "%s", err_text);
-    expect_in(err_text, "stopped after 3 steps");
+    th_expect_in(err_text, "stopped after 3 steps");
     const char *outputs[] = {"checkpoint.safetensors", "generator.safetensors", "loss.csv",
                              "loss.png", "samples_final.png", "samples_epoch_1.png"};
     for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
@@ -254,15 +249,15 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     cr_assert(before != NULL && n > 1000);
     /* a new run into a folder with a checkpoint is refused without --overwrite */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8"), 2));
-    expect_in(err_text, "holds an earlier run's checkpoint: continue it with --resume auto, "
+    th_expect_in(err_text, "holds an earlier run's checkpoint: continue it with --resume auto, "
                         "start over with --overwrite");
     expect_same_bytes(ck, before, n);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "32", "--overwrite"),
                  1));
-    expect_in(err_text, "dcgan: batch 32 is larger than the 24 training images: no full batch");
+    th_expect_in(err_text, "dcgan: batch 32 is larger than the 24 training images: no full batch");
     expect_same_bytes(ck, before, n);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "0"), 2));
-    expect_in(err_text, "dcgan: bad value '0' for --batch");
+    th_expect_in(err_text, "dcgan: bad value '0' for --batch");
     expect_same_bytes(ck, before, n);
     /* non-finite or negative numbers, missing values, stray words */
     static const char *const bad[][3] = {
@@ -277,27 +272,27 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, DCGAN("--out", out, bad[i][0], bad[i][1]), 2), "%s %s", bad[i][0],
                   bad[i][1]);
-        expect_in(err_text, bad[i][2]);
+        th_expect_in(err_text, bad[i][2]);
     }
     cr_assert(eq(int, DCGAN("--out", out, "--epochs"), 2));
-    expect_in(err_text, "option '--epochs' needs a value");
+    th_expect_in(err_text, "option '--epochs' needs a value");
     expect_same_bytes(ck, before, n);
     /* an --out that is not a writable folder is refused before training */
     char notdir[512];
     snprintf(notdir, sizeof notdir, "%s/loss.csv", out);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", notdir, "--batch", "8"), 1));
-    expect_in(err_text, "is not a directory");
+    th_expect_in(err_text, "is not a directory");
     cr_assert(strstr(err_text, "images, batch") == NULL, "it trained: %s", err_text);
 
     /* Resuming or sampling with an option that differs from the checkpoint's. */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
                             "--g-ch", "32"), 2));
-    expect_in(err_text, "dcgan: --g-ch 32 does not match the checkpoint's 16");
+    th_expect_in(err_text, "dcgan: --g-ch 32 does not match the checkpoint's 16");
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
                             "--loss", "wgan-gp"), 2));
-    expect_in(err_text, "dcgan: --loss wgan-gp does not match the checkpoint's bce");
+    th_expect_in(err_text, "dcgan: --loss wgan-gp does not match the checkpoint's bce");
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--batch", "16"), 2));
-    expect_in(err_text, "dcgan: --batch 16 does not match the checkpoint's 8");
+    th_expect_in(err_text, "dcgan: --batch 16 does not match the checkpoint's 8");
     expect_same_bytes(ck, before, n);
     /* the same values are fine, and --sample --seed draws other latents */
     char png[512];
@@ -314,7 +309,7 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     /* resuming on other data is refused: the data order and position depend on it */
     write_train_set(32);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1));
-    expect_in(err_text, "the checkpoint was trained on 24 images and --data has 32");
+    th_expect_in(err_text, "the checkpoint was trained on 24 images and --data has 32");
     expect_same_bytes(ck, before, n);
     free(before);
 }

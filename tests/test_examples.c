@@ -31,11 +31,6 @@ static int run_env(const char *var, const char *const *args)
 #define LOAD(...) run_env("TG_DCGAN_LOAD", (const char *const[]){__VA_ARGS__, NULL})
 #define QUANT(...) run_env("TG_DCGAN_QUANTIZE", (const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_in(const char *text, const char *want)
-{
-    cr_assert(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
-}
-
 static void setup(void) { th_tmp_dir_make("tg_examples_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
 
@@ -131,7 +126,7 @@ Test(examples, autoencoder_refuses_a_batch_larger_than_the_data_set_before_train
     autoencoder_setup(40, data, weights);
     cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "100000"), 1), "%s",
               err_text);
-    expect_in(err_text, "autoencoder: batch 100000 is larger than the 24 training images");
+    th_expect_in(err_text, "autoencoder: batch 100000 is larger than the 24 training images");
     cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
@@ -141,8 +136,8 @@ Test(examples, autoencoder_checks_the_test_set_before_training)
     char data[256], weights[512];
     autoencoder_setup(0, data, weights);
     cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1"), 1));
-    expect_in(err_text, "autoencoder: cannot load the test set from");
-    expect_in(err_text, "t10k-images-idx3-ubyte");
+    th_expect_in(err_text, "autoencoder: cannot load the test set from");
+    th_expect_in(err_text, "t10k-images-idx3-ubyte");
     cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
@@ -156,7 +151,7 @@ Test(examples, autoencoder_evaluates_a_short_test_set_and_saves_the_training)
     cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1",
                          "--threads", "1"), 0),
               "%s", err_text);
-    expect_in(out_text, "test mse on 20 images");
+    th_expect_in(out_text, "test mse on 20 images");
     size_t n = 0;
     char *w = slurp(weights, &n);
     cr_assert(w != NULL && n > 1000, "no new weights in %s", weights);
@@ -190,13 +185,13 @@ Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
         cr_assert(eq(int, AE("--data", data, "--out", "out", "--steps", "1", cases[i].opt,
                              cases[i].val), 2),
                   "%s '%s': %s", cases[i].opt, cases[i].val, err_text);
-        expect_in(err_text, cases[i].msg);
+        th_expect_in(err_text, cases[i].msg);
         expect_same_bytes(weights, old_weights, sizeof old_weights);
     }
     cr_assert(eq(int, AE("--data", data, "--steps"), 2));
-    expect_in(err_text, "option --steps needs a value");
+    th_expect_in(err_text, "option --steps needs a value");
     cr_assert(eq(int, AE("--help"), 0));
-    expect_in(out_text, "usage: autoencoder");
+    th_expect_in(out_text, "usage: autoencoder");
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
 
@@ -211,23 +206,23 @@ Test(examples, tape_tour_writes_its_dot_file)
     cr_assert(text != NULL && n > 0);
     cr_assert(strstr(text, "digraph") != NULL, "not DOT:\n%s", text);
     free(text);
-    expect_in(out_text, "finite differences");
+    th_expect_in(out_text, "finite differences");
 }
 
 Test(examples, tape_tour_help_and_usage_errors_write_nothing)
 {
     char path[256];
     cr_assert(eq(int, TOUR("--help"), 0));
-    expect_in(out_text, "usage: tape_tour");
+    th_expect_in(out_text, "usage: tape_tour");
     cr_assert(exists(th_tmp_path(path, sizeof path, "--help")) == false, "--help made a file");
 
     static const char keep[] = "a file that must stay";
     write_bytes(th_tmp_path(path, sizeof path, "keep.txt"), keep, sizeof keep);
     cr_assert(eq(int, TOUR("keep.txt", "a", "b"), 2));
-    expect_in(err_text, "tape_tour: one DOT file only, got 'keep.txt' and 'a'");
+    th_expect_in(err_text, "tape_tour: one DOT file only, got 'keep.txt' and 'a'");
     expect_same_bytes(path, keep, sizeof keep);
     cr_assert(eq(int, TOUR("--bogus"), 2));
-    expect_in(err_text, "tape_tour: unknown option '--bogus'");
+    th_expect_in(err_text, "tape_tour: unknown option '--bogus'");
     cr_assert(exists(th_tmp_path(path, sizeof path, "--bogus")) == false);
     cr_assert(exists(th_tmp_path(path, sizeof path, "tape.dot")) == false,
               "a usage error wrote tape.dot");
@@ -236,9 +231,9 @@ Test(examples, tape_tour_help_and_usage_errors_write_nothing)
 Test(examples, tape_tour_reports_write_errors_with_the_reason)
 {
     cr_assert(eq(int, TOUR("/dev/full"), 1), "%s", out_text);
-    expect_in(err_text, "tape_tour: cannot write /dev/full: No space left on device");
+    th_expect_in(err_text, "tape_tour: cannot write /dev/full: No space left on device");
     cr_assert(eq(int, TOUR("no/such/dir/x.dot"), 1));
-    expect_in(err_text, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
+    th_expect_in(err_text, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
 }
 
 /* ---- dcgan_load -------------------------------------------------------------- */
@@ -271,7 +266,7 @@ Test(examples, dcgan_load_help_and_strict_option_values)
     char dir[256];
     th_tmp_path(dir, sizeof dir, "ex");
     cr_assert(eq(int, LOAD("--help"), 0));
-    expect_in(out_text, "usage: dcgan_load");
+    th_expect_in(out_text, "usage: dcgan_load");
     static const struct {
         const char *opt, *val, *msg;
     } cases[] = {
@@ -288,13 +283,13 @@ Test(examples, dcgan_load_help_and_strict_option_values)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cr_assert(eq(int, LOAD("--export", dir, cases[i].opt, cases[i].val), 2),
                   "%s '%s': %s", cases[i].opt, cases[i].val, err_text);
-        expect_in(err_text, cases[i].msg);
+        th_expect_in(err_text, cases[i].msg);
         cr_assert(exists(dir) == false, "%s '%s' made %s", cases[i].opt, cases[i].val, dir);
     }
     cr_assert(eq(int, LOAD("--seed", "3"), 2));
-    expect_in(err_text, "dcgan_load: --seed goes with --export DIR");
+    th_expect_in(err_text, "dcgan_load: --seed goes with --export DIR");
     cr_assert(eq(int, LOAD("--weights", "w.safetensors", "--latents", "z.safetensors"), 2));
-    expect_in(err_text, "dcgan_load: missing option --out");
+    th_expect_in(err_text, "dcgan_load: missing option --out");
 }
 
 /* (C*49, nz) with C even >= 2 and nz >= 1, else a message that says so
@@ -326,12 +321,12 @@ Test(examples, dcgan_load_rejects_wrongly_shaped_weights_with_a_message)
         char want[256];
         snprintf(want, sizeof want, "net.0.weight is %s: expected (C*49, nz) with C even and "
                  ">= 2, nz >= 1", cases[i].shape);
-        expect_in(err_text, want);
+        th_expect_in(err_text, want);
         expect_same_bytes(out, old, sizeof old);
     }
     write_st(w, 1, (st_entry[]){{"other", 2, {98, 4}}});
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 1));
-    expect_in(err_text, "no tensor net.0.weight");
+    th_expect_in(err_text, "no tensor net.0.weight");
     expect_same_bytes(out, old, sizeof old);
 }
 
@@ -344,22 +339,22 @@ Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
     snprintf(z, sizeof z, "%s/latents.safetensors", dir);
     th_tmp_path(out, sizeof out, "o.safetensors");
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 0), "%s", err_text);
-    expect_in(out_text, "loaded strictly");
+    th_expect_in(out_text, "loaded strictly");
 
     static const char old[] = "an earlier result";
     write_bytes(out, old, sizeof old);
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out, "--key", "q"), 1));
-    expect_in(err_text, "has no tensor 'q'");
+    th_expect_in(err_text, "has no tensor 'q'");
     th_tmp_path(bad_z, sizeof bad_z, "z5.safetensors");
     write_st(bad_z, 1, (st_entry[]){{"z", 2, {2, 5}}});
     cr_assert(eq(int, LOAD("--weights", w, "--latents", bad_z, "--out", out), 1));
-    expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
+    th_expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
     expect_same_bytes(out, old, sizeof old);
 
     size_t n = 0;
     char *latents = slurp(z, &n);
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", z), 2));
-    expect_in(err_text, "would overwrite the input");
+    th_expect_in(err_text, "would overwrite the input");
     expect_same_bytes(z, latents, n);
     free(latents);
 }
@@ -381,7 +376,7 @@ static void export_generator(char *w, size_t n)
 Test(examples, dcgan_quantize_help_and_strict_option_values)
 {
     cr_assert(eq(int, QUANT("--help"), 0));
-    expect_in(out_text, "usage: dcgan_quantize");
+    th_expect_in(out_text, "usage: dcgan_quantize");
     static const struct {
         const char *opt, *val, *msg;
     } cases[] = {
@@ -395,7 +390,7 @@ Test(examples, dcgan_quantize_help_and_strict_option_values)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cr_assert(eq(int, QUANT(cases[i].opt, cases[i].val), 2), "%s '%s': %s", cases[i].opt,
                   cases[i].val, err_text);
-        expect_in(err_text, cases[i].msg);
+        th_expect_in(err_text, cases[i].msg);
     }
 }
 
@@ -405,7 +400,7 @@ Test(examples, dcgan_quantize_rejects_wrongly_shaped_weights_with_a_message)
     th_tmp_path(w, sizeof w, "w.safetensors");
     write_st(w, 1, (st_entry[]){{"net.0.weight", 2, {147, 4}}});
     cr_assert(eq(int, QUANT("--weights", w, QUANT_FAST), 1), "%s", err_text);
-    expect_in(err_text, "net.0.weight is (147, 4): expected (C*49, nz) with C even and >= 2");
+    th_expect_in(err_text, "net.0.weight is (147, 4): expected (C*49, nz) with C even and >= 2");
 }
 
 /* A --latents file named on the command line must be there and hold z of
@@ -417,18 +412,18 @@ Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
     th_tmp_path(out, sizeof out, "q");
     th_tmp_path(z, sizeof z, "missing.safetensors");
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
-    expect_in(err_text, "cannot open");
-    expect_in(err_text, "missing.safetensors");
+    th_expect_in(err_text, "cannot open");
+    th_expect_in(err_text, "missing.safetensors");
     write_bytes(th_tmp_path(z, sizeof z, "corrupt.safetensors"), "junk", 4);
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
-    expect_in(err_text, "safetensors");
+    th_expect_in(err_text, "safetensors");
     th_tmp_path(z, sizeof z, "z5.safetensors");
     write_st(z, 1, (st_entry[]){{"z", 2, {2, 5}}});
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
-    expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
+    th_expect_in(err_text, "'z' is (2, 5): expected (N, 64)");
     write_st(z, 1, (st_entry[]){{"y", 2, {2, 64}}});
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
-    expect_in(err_text, "has no tensor 'z'");
+    th_expect_in(err_text, "has no tensor 'z'");
 
     tg_tensor *t;
     cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 2, (int64_t[]){2, 64}), TG_OK));
@@ -441,15 +436,15 @@ Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
     tg_st_free(f);
     tg_tensor_release(t);
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
-    expect_in(err_text, "'z' has 1 non-finite values of 128");
+    th_expect_in(err_text, "'z' has 1 non-finite values of 128");
     cr_assert(strstr(out_text, "PSNR") == NULL, "%s", out_text);
     cr_assert(exists(out) == false, "a refused run made %s", out);
 
     /* The default latents file (out/latents.safetensors in the working
      * folder) may be missing: then fresh latents are used. */
     cr_assert(eq(int, QUANT("--weights", w, QUANT_FAST), 0), "%s", err_text);
-    expect_in(out_text, "32 fresh test latents");
-    expect_in(out_text, "dB over 32 images");
+    th_expect_in(out_text, "32 fresh test latents");
+    th_expect_in(out_text, "dB over 32 images");
 }
 
 /* A NaN in the generator makes the float output NaN: no PSNR is claimed
@@ -472,6 +467,6 @@ Test(examples, dcgan_quantize_refuses_a_generator_with_nan_weights)
     cr_assert(eq(int, QUANT("--weights", bad, "--latents", "ex/latents.safetensors", "--out", "q",
                             QUANT_FAST), 1),
               "%s", out_text);
-    expect_in(err_text, "calibration data must be free of NaN");
+    th_expect_in(err_text, "calibration data must be free of NaN");
     cr_assert(strstr(out_text, " dB") == NULL, "%s", out_text);
 }
