@@ -292,9 +292,9 @@ Test(examples, dcgan_load_help_and_strict_option_values)
     th_expect_in(err_text, "dcgan_load: missing option --out");
 }
 
-/* (C*49, nz) with C even >= 2 and nz >= 1, else a message that says so
- * (dcgan_generator_new itself gives TG_EINVAL with no message); the output
- * file is left alone and, in the sanitizer build, nothing leaks. */
+/* (C*49, nz) with C even >= 2 and nz >= 1, else a message that names the
+ * file and the shape (dcgan_arch_from_generator_weight); the output file is
+ * left alone and, in the sanitizer build, nothing leaks. */
 Test(examples, dcgan_load_rejects_wrongly_shaped_weights_with_a_message)
 {
     char w[256], z[256], out[256];
