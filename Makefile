@@ -34,7 +34,7 @@ build: deps $(BUILD)/build.ninja
 
 demo: build
 	$(call install_missing,$(DEMO_PACKAGES))
-	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BUILD)/examples/dcgan/dcgan --out out --overwrite
+	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
 
 test: build
 	scripts/run_tests.sh $(BUILD)

@@ -38,9 +38,6 @@
 #include <unistd.h>
 
 #include <cblas.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <tapegrad/tapegrad.h>
 
@@ -247,7 +244,8 @@ int main(int argc, char **argv)
                     : !strcmp(argv[i], "--steps")   ? &steps
                     : !strcmp(argv[i], "--warmup")  ? &warmup
                                                     : NULL;
-        if (!dst || i + 1 >= argc || parse_int(argv[i + 1], dst == &warmup ? 0 : 1, dst)) {
+        if (!dst || i + 1 >= argc || parse_int(argv[i + 1], dst == &warmup ? 0 : 1, dst) ||
+            (dst == &threads && threads > 256)) {
             fprintf(stderr, "usage: dcgan_step [--batch 64] [--threads T] [--steps 20] "
                             "[--warmup 3] [--amp bf16|f16]\n");
             return 2;
@@ -255,9 +253,7 @@ int main(int argc, char **argv)
     }
     if (threads > 0) {
         openblas_set_num_threads((int)threads);
-#ifdef _OPENMP
-        omp_set_num_threads((int)threads);
-#endif
+        tg_set_num_threads((int)threads);
     }
     bench b;
     bench_init(&b, batch, amp);

@@ -25,9 +25,6 @@
 #include <time.h>
 
 #include <cblas.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <tapegrad/tapegrad.h>
 
@@ -57,7 +54,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: autoencoder [--epochs N (2)] [--steps N (0: no limit)] [--seconds S (60)]\n"
                "                   [--batch N (64)] [--lr X (2e-3, at most 1)] [--seed N (0)]\n"
-               "                   [--threads N (1..1024)] [--out DIR (out)] [--data DIR]\n"
+               "                   [--threads N (1..256)] [--out DIR (out)] [--data DIR]\n"
                "Needs the training and the test IDX files in DIR (default "
                TG_FASHION_MNIST_DIR ").\n");
 }
@@ -72,7 +69,7 @@ static int apply(void *opts_, const char *name, const char *v)
     if (!strcmp(name, "--seconds")) return ex_arg_positive(prog, name, v, 1e9, &o->seconds);
     if (!strcmp(name, "--lr")) return ex_arg_positive(prog, name, v, 1.0, &o->lr);
     if (!strcmp(name, "--seed")) return ex_arg_u64(prog, name, v, &o->seed);
-    if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 1024, &o->threads);
+    if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 256, &o->threads);
     if (!strcmp(name, "--out")) return (o->out = v), 0;
     return (o->data = v), 0;   /* --data */
 }
@@ -343,9 +340,7 @@ int main(int argc, char **argv)
     }
     if (o.threads > 0) {
         openblas_set_num_threads((int)o.threads);
-#ifdef _OPENMP
-        omp_set_num_threads((int)o.threads);
-#endif
+        tg_set_num_threads((int)o.threads);
     }
     tg_module *m = build_model(o.seed);
     printf("autoencoder: %lld weights, %lld training images, batch %lld, "

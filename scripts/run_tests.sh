@@ -5,9 +5,6 @@ set -u
 build=${1:-build}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-# libgomp's default spin-waiting steals the cores from OpenBLAS and from the
-# other test processes on a small machine.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # The sanitizer build runs with uninitialised tensors filled with 0xFF (NaN):
 # a kernel that reads an output it was meant to write whole then fails a test.
 case "$build" in *asan*) export TG_POISON_EMPTY=${TG_POISON_EMPTY:-1} ;; esac

@@ -126,14 +126,14 @@ void tg__gather(const tg_tensor *t, tg_dtype to, void *dst);
 void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
 /* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64);
  * ta: A is stored (k, m), tb: B is stored (n, k).  Runs on the library's
- * OpenMP pool with OpenBLAS single-threaded inside (src/ops/conv_kernels.c),
- * so OpenBLAS's own thread pool is never woken to spin beside OpenMP's. */
+ * thread pool with OpenBLAS single-threaded inside (src/ops/conv_kernels.c),
+ * so OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 /* Bulk half <-> f32 (src/core/dtype.c), bit-identical to tg_f32_to_f16 /
  * tg_f32_to_bf16 / tg_f16_to_f32 / tg_bf16_to_f32; `to`/`from` is TG_F16 or
  * TG_BF16.  simd=false forces the portable scalar loop (tests compare the
- * two); long runs are shared by the OpenMP pool. */
+ * two); long runs are shared by the thread pool. */
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd);
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd);
 /* The same for `rows` runs of len elements, row r at src + r*sstride and
@@ -191,6 +191,18 @@ static inline bool tg__grad_is_reusable(const tg_tensor *g, tg_dtype dt, const t
  * task's writes must be its own.  Returns TG_OK or the error of a failed task
  * (in parallel, tasks not yet started then are skipped; in order, it stops). */
 int tg__run_tasks(int64_t n, bool parallel, int (*task)(void *job, int64_t i), void *job);
+
+/* Runs body(ctx, lo, hi) over [0, n) cut into one contiguous range per
+ * thread, when `parallel` and there are two threads and no enclosing
+ * parallel call; otherwise body(ctx, 0, n) on this thread.  Every range's
+ * writes must be its own. */
+void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_t lo, int64_t hi),
+                        void *ctx);
+/* A thread count from an environment variable's value: a number >= 1
+ * (capped at 256; "4,2" counts as 4), else 0. */
+int tg__parse_threads(const char *s);
+/* True inside a parallel call (tg__run_tasks, tg__parallel_range). */
+bool tg__in_parallel(void);
 
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
@@ -385,24 +397,9 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
 
 /* Kernel generators: expr is written with the element(s) `a` (and `b`) of
  * type T (float or double) and the scalar `s` (double); the result is cast
- * back to T.  Loops over more than 32k elements run in parallel with OpenMP. */
-#ifdef _OPENMP
-#define TG__EW_OMP _Pragma("omp parallel for schedule(static)")
-#else
-#define TG__EW_OMP
-#endif
-/* for (int64_t i = 0; i < n; i++) { body }, in parallel above 32k elements.
- * Below, the loop has no OpenMP construct at all: the f16/bf16 paths call
- * the kernels on 4096-element chunks from inside their own parallel region,
- * where even a construct whose `if` is false sets up a nested team per call
- * (measured: bf16 leaky_relu and mul about 15-25% faster without). */
-#define TG__EW_FOR(i, n, ...)                                                 \
-    if ((n) > 32768) {                                                        \
-        TG__EW_OMP                                                            \
-        for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                     \
-    } else {                                                                  \
-        for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                     \
-    }
+ * back to T.  A kernel is serial: the driver (elementwise.c) splits more
+ * than 32k elements into one range per thread. */
+#define TG__EW_FOR(i, n, ...) for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }
 #define TG__EW_LOOP1(T, expr)                                                 \
     {                                                                         \
         T *o_ = out_;                                                         \

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -138,7 +137,7 @@ static void dcgan_layer(tg_tensor *x, tg_tensor *w, tg_tensor **out)
 
 static void set_threads(int n)
 {
-    omp_set_num_threads(n);
+    tg_set_num_threads(n);
     openblas_set_num_threads(n);
 }
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -133,7 +132,7 @@ static void set_axis(cfg *c, int a, int64_t s, int64_t dk, int64_t p, int64_t op
  * groups 1..3, batch 1 and 5; chunks automatic, 1 and 2 samples. */
 static void sweep(int nd, const int64_t *ext, int threads)
 {
-    omp_set_num_threads(threads);
+    tg_set_num_threads(threads);
     int64_t n = 0;
     for (int64_t s = 1; s <= 3; s++)
         for (int64_t dk = 0; dk <= 3; dk++)
@@ -150,7 +149,7 @@ static void sweep(int nd, const int64_t *ext, int threads)
                             }
                             check(&c, n % 3);
                         }
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
 }
 
 Test(conv_phase, sweep_1d)
@@ -173,7 +172,7 @@ Test(conv_phase, sweep_3d)
     sweep(5, ext, 2);
 }
 
-/* Layers large enough that gemm_par and the OpenMP loops split the work:
+/* Layers large enough that gemm_par and the parallel loops split the work:
  * 1 and 2 threads, chunks 0..3, against the column path (same sums in
  * another order: 1e-12) and the reference. */
 Test(conv_phase, threaded_layers_match)
@@ -189,17 +188,17 @@ Test(conv_phase, threaded_layers_match)
     for (int i = 0; i < 3; i++)
         for (int t = 1; t <= 2; t++)
             for (int64_t chunk = 0; chunk <= 3; chunk++) {
-                omp_set_num_threads(t);
+                tg_set_num_threads(t);
                 check(&cs[i], chunk);
             }
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
 }
 
 /* f32: the phase path within float rounding of the f64 result, and the same
  * bits on a second run with 2 threads (deterministic). */
 Test(conv_phase, f32_close_and_deterministic)
 {
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = p.stride[1] = 2;
     tg_conv_params_set_padding(&p, 1);
@@ -265,7 +264,7 @@ Test(conv_phase, phases_partition_outputs)
  * layer (C_in > C_out) does not take it. */
 Test(conv_phase, dispatched_layer_matches_reference)
 {
-    omp_set_num_threads(2);
+    tg_set_num_threads(2);
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = p.stride[1] = 2;
     tg_conv_params_set_padding(&p, 1);

@@ -176,7 +176,7 @@ Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
         {"--seed", "12x", "--seed '12x'"},
         {"--steps", "", "--steps ''"},
         {"--steps", "-2", "--steps '-2'"},
-        {"--threads", "4294967297", "--threads '4294967297': expected an integer in [1, 1024]"},
+        {"--threads", "4294967297", "--threads '4294967297': expected an integer in [1, 256]"},
         {"--batch", "0", "--batch '0'"},
         {"--epochs", " 3", "--epochs ' 3'"},
         {"--bogus", "1", "unknown option '--bogus'"},

@@ -593,7 +593,7 @@ Test(ops, modifying_a_saved_input_is_einplace_at_backward)
     tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(y), tg_tensor_release(ones);
 }
 
-/* More than 32k elements: the OpenMP path; broadcasting a row over (300, 200)
+/* More than 32k elements: the parallel path; broadcasting a row over (300, 200)
  * and a gelu on the result, against the naive loop. */
 Test(ops, large_tensors_take_the_parallel_path)
 {

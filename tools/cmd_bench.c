@@ -10,7 +10,6 @@
  */
 #include <cblas.h>
 #include <limits.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,8 +140,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             if (parse_int(v, 0, &o->warmup))
                 return usage_error("--warmup must be an integer in [0, 1000000], not '%s'", v);
         } else if (!strcmp(a, "--threads")) {
-            if (parse_int(v, 1, &o->threads))
-                return usage_error("--threads must be an integer in [1, 1000000], not '%s'", v);
+            if (parse_int(v, 1, &o->threads) || o->threads > 256)
+                return usage_error("--threads must be an integer in [1, 256], not '%s'", v);
         } else if (!strcmp(v, "fast")) {
             o->algo = TG_CONV_ALGO_FAST;
         } else if (!strcmp(v, "reference")) {
@@ -299,7 +298,7 @@ int tg_cmd_bench(int argc, char **argv)
     if (code >= 0) return code;
     if (o.threads > 0) {
         openblas_set_num_threads(o.threads);
-        omp_set_num_threads(o.threads);
+        tg_set_num_threads(o.threads);
     }
     if (o.gemm[0] > 0) return bench_gemm(&o);
     tg_st_file *f = NULL;

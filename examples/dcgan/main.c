@@ -13,7 +13,6 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,7 +305,7 @@ int main(int argc, char **argv)
     if (prc != 0) return prc > 0 ? 0 : 2;
     if (a.threads > 0) {
         openblas_set_num_threads(a.threads);
-        omp_set_num_threads(a.threads);
+        tg_set_num_threads(a.threads);
     }
     /* --sample and --resume read the checkpoint once, here */
     tg_st_file *f = NULL;

@@ -20,7 +20,7 @@ static const char usage[] =
     "  --overwrite         start a new run even though DIR holds an earlier run's\n"
     "                      checkpoint (replaced at the first save); without it that is\n"
     "                      refused\n"
-    "  --threads N         OpenBLAS and OpenMP threads\n"
+    "  --threads N         threads, 1..256 (default: TG_NUM_THREADS, else the CPUs)\n"
     "  --data DIR          IDX folder (default " TG_FASHION_MNIST_DIR ")\n"
     "  --loss bce|wgan-gp  GAN loss (default bce)\n"
     "  --amp bf16|f16      autocast the forward passes: half compute, f32 master\n"
@@ -80,7 +80,7 @@ static int apply(app_opts *o, const char *name, const char *val)
     if (!strcmp(name, "--resume")) return (o->resume = val), 0;
     if (!strcmp(name, "--data")) return (o->data = val), 0;
     if (!strcmp(name, "--threads")) {
-        if (parse_i64(val, 1, &n) || n > 1024) return -1;
+        if (parse_i64(val, 1, &n) || n > 256) return -1;   /* tg_set_num_threads */
         o->threads = (int)n;
         return 0;
     }

@@ -171,6 +171,19 @@ TG_API int64_t tg_memory_cached(void);
 TG_API void tg_memory_empty_cache(void);
 TG_API int64_t tg_memory_set_cache_limit(int64_t bytes);
 
+/* Threads, as torch.set_num_threads / get_num_threads.  The kernels split
+ * their work over the calling thread and a pool of workers started on first
+ * use (src/core/parallel.c).  The default is TG_NUM_THREADS, else
+ * OMP_NUM_THREADS, else the number of online CPUs.  Idle workers spin for
+ * 50 us, then sleep; OMP_WAIT_POLICY does not apply.
+ * tg_set_num_threads: n in [1, 256], for the calls that follow; TG_EINVAL
+ * outside that range or from inside a kernel's parallel call.
+ * tg_get_num_threads: the number the next call uses (1 inside a parallel
+ * call).  Results do not depend on it except where docs/performance.md
+ * says so (a GEMM cut into slices). */
+TG_API int tg_set_num_threads(int n);
+TG_API int tg_get_num_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -273,39 +273,37 @@ static void tg__half_to_f32_blk(tg_dtype from, const uint16_t *src, float *dst, 
     tg__half_to_f32_scalar(from, src, dst, n);
 }
 
-/* Long runs are split into blocks shared by the OpenMP pool (the loop runs
- * serially when already inside a parallel region or below the threshold:
- * a conversion is memory-bound, a short one is not worth waking threads). */
-enum { TG__CVT_BLOCK = 16384, TG__CVT_PAR_MIN = 65536 };
+/* Long runs are split into one range per thread (serially when already
+ * inside a parallel call or below the threshold: a conversion is
+ * memory-bound, a short one is not worth waking threads). */
+enum { TG__CVT_PAR_MIN = 65536 };
+
+typedef struct {
+    tg_dtype dt;
+    float *f32;       /* const when to_half */
+    uint16_t *half;   /* const when !to_half */
+    bool to_half, simd;
+} cvt_job;
+
+static void cvt_range(void *p, int64_t lo, int64_t hi)
+{
+    const cvt_job *q = p;
+    if (q->to_half) tg__f32_to_half_blk(q->dt, q->f32 + lo, q->half + lo, hi - lo, q->simd);
+    else tg__half_to_f32_blk(q->dt, q->half + lo, q->f32 + lo, hi - lo, q->simd);
+}
 
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
 {
     TG_ASSERT(tg__dtype_is_half(to));
-    if (n < TG__CVT_PAR_MIN) {
-        tg__f32_to_half_blk(to, src, dst, n, simd);
-        return;
-    }
-    int64_t nb = (n + TG__CVT_BLOCK - 1) / TG__CVT_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * TG__CVT_BLOCK, m = n - lo < TG__CVT_BLOCK ? n - lo : TG__CVT_BLOCK;
-        tg__f32_to_half_blk(to, src + lo, dst + lo, m, simd);
-    }
+    cvt_job q = {.dt = to, .f32 = (float *)src, .half = dst, .to_half = true, .simd = simd};
+    tg__parallel_range(n, n >= TG__CVT_PAR_MIN, cvt_range, &q);
 }
 
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
 {
     TG_ASSERT(tg__dtype_is_half(from));
-    if (n < TG__CVT_PAR_MIN) {
-        tg__half_to_f32_blk(from, src, dst, n, simd);
-        return;
-    }
-    int64_t nb = (n + TG__CVT_BLOCK - 1) / TG__CVT_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t lo = b * TG__CVT_BLOCK, m = n - lo < TG__CVT_BLOCK ? n - lo : TG__CVT_BLOCK;
-        tg__half_to_f32_blk(from, src + lo, dst + lo, m, simd);
-    }
+    cvt_job q = {.dt = from, .f32 = dst, .half = (uint16_t *)src, .to_half = false, .simd = simd};
+    tg__parallel_range(n, n >= TG__CVT_PAR_MIN, cvt_range, &q);
 }
 
 /* Strided blocks, one serial call for all rows (for loops that are already

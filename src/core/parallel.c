@@ -1,30 +1,336 @@
-/* src/core/parallel.c - independent tasks on the OpenMP threads. */
-#include <omp.h>
+/* src/core/parallel.c - tapegrad's thread pool.
+ *
+ * The kernels split their work over a fixed team: the calling thread and
+ * tg_get_num_threads() - 1 workers, started on first use.  A parallel call
+ * publishes a job (a function, its argument) by bumping a generation number;
+ * each thread runs the function with its own id, and the caller waits until
+ * every worker has finished.
+ *
+ * Waiting is "spin, then sleep".  A DCGAN training step makes about a
+ * hundred parallel calls with a few tens of microseconds of serial work
+ * between most of them, so a worker that has just finished spins on the
+ * generation for up to TG__SPIN_NS before it sleeps on a condition variable;
+ * the caller waits for the workers the same way.  OpenMP (libgomp), which
+ * the kernels used before, made this an environment variable:
+ * OMP_WAIT_POLICY=passive (sleep at once) cost the step 10-30% in thread
+ * wake-ups, and its default (spin much longer) halved it when two busy
+ * processes shared the two cores (docs/performance.md).
+ *
+ * Calls made from inside a parallel call run serially on the calling
+ * thread: the team is busy, and the kernels' inner loops are written to be
+ * called either way.  The results of every kernel are the same for any
+ * thread count where docs/performance.md says so: the split of work never
+ * changes which terms are summed in which order. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
+#define TG__MAX_THREADS 256
+/* 50 us: as fast as 0.2-20 ms on an idle machine for the DCGAN step, and
+ * the least lost when another process wants the cores (docs/performance.md) */
+#define TG__SPIN_NS 50000
+
+typedef void (*tg__team_fn)(void *arg, int tid, int nt);
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;      /* workers: a new generation */
+    pthread_cond_t done;      /* caller: the last worker finished */
+    alignas(64) atomic_ullong gen;   /* bumped to publish fn/arg; each worker runs a generation once */
+    alignas(64) atomic_int pending;  /* workers still running the current generation */
+    atomic_int sleepers;      /* workers waiting on `wake` */
+    atomic_int caller_asleep; /* the caller waits on `done` */
+    tg__team_fn fn;           /* NULL: workers exit */
+    void *arg;
+    int nworkers;             /* started */
+    pthread_t *threads;
+    pid_t pid;                /* the process that started them (after fork: none) */
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .done = PTHREAD_COND_INITIALIZER};
+
+static pthread_mutex_t pool_owner = PTHREAD_MUTEX_INITIALIZER;   /* one caller at a time */
+static atomic_int wanted;   /* tg_set_num_threads; 0: not called */
+static atomic_int deflt;    /* TG_NUM_THREADS, OMP_NUM_THREADS or the CPUs; 0: not read yet */
+static _Thread_local bool in_team;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spins until *v != old (returns true) or the spin budget is spent. */
+static bool spin_until_changed_ull(atomic_ullong *v, unsigned long long old)
+{
+    const int64_t end = now_ns() + TG__SPIN_NS;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (atomic_load_explicit(v, memory_order_acquire) != old) return true;
+            cpu_relax();
+        }
+        if (now_ns() > end) return false;
+    }
+}
+
+static bool spin_until_zero(atomic_int *v)
+{
+    const int64_t end = now_ns() + TG__SPIN_NS;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (atomic_load_explicit(v, memory_order_acquire) == 0) return true;
+            cpu_relax();
+        }
+        if (now_ns() > end) return false;
+    }
+}
+
+static void *worker_main(void *p)
+{
+    const int tid = (int)(intptr_t)p;
+    unsigned long long seen = 0;
+    in_team = true;
+    for (;;) {
+        if (!spin_until_changed_ull(&pool.gen, seen)) {
+            pthread_mutex_lock(&pool.mu);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while (atomic_load(&pool.gen) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        seen = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        const tg__team_fn fn = pool.fn;
+        if (fn) fn(pool.arg, tid, pool.nworkers + 1);
+        if (atomic_fetch_sub(&pool.pending, 1) == 1 &&
+            atomic_load(&pool.caller_asleep)) {
+            pthread_mutex_lock(&pool.mu);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        if (!fn) return NULL;
+    }
+}
+
+/* Publishes fn/arg to the workers (pool_owner held). */
+static void publish(tg__team_fn fn, void *arg)
+{
+    pool.fn = fn;
+    pool.arg = arg;
+    atomic_store_explicit(&pool.pending, pool.nworkers, memory_order_relaxed);
+    atomic_fetch_add(&pool.gen, 1);   /* seq_cst: ordered before the sleepers load */
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.mu);
+    }
+}
+
+static void wait_workers(void)
+{
+    if (spin_until_zero(&pool.pending)) return;
+    pthread_mutex_lock(&pool.mu);
+    atomic_store(&pool.caller_asleep, 1);
+    while (atomic_load(&pool.pending) != 0) pthread_cond_wait(&pool.done, &pool.mu);
+    atomic_store(&pool.caller_asleep, 0);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+int tg__parse_threads(const char *s)
+{
+    if (!s || *s < '0' || *s > '9') return 0;
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (end == s || (*end != '\0' && *end != ',') || v < 1) return 0;   /* "4,2": the outer level */
+    return errno == ERANGE || v > TG__MAX_THREADS ? TG__MAX_THREADS : (int)v;
+}
+
+static int default_threads(void)
+{
+    int n = tg__parse_threads(getenv("TG_NUM_THREADS"));
+    if (n == 0) n = tg__parse_threads(getenv("OMP_NUM_THREADS"));
+    if (n > 0) return n;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1 : cpus > TG__MAX_THREADS ? TG__MAX_THREADS : (int)cpus;
+}
+
+int tg_get_num_threads(void)
+{
+    if (in_team) return 1;
+    int n = atomic_load_explicit(&wanted, memory_order_relaxed);
+    if (n > 0) return n;
+    if ((n = atomic_load_explicit(&deflt, memory_order_relaxed)) > 0) return n;
+    n = default_threads();
+    atomic_store(&deflt, n);
+    return n;
+}
+
+/* Stops the workers (pool_owner held). */
+static void pool_stop(void)
+{
+    if (pool.pid != getpid()) {   /* a forked child: its parent's workers are not here */
+        pthread_mutex_init(&pool.mu, NULL);
+        pthread_cond_init(&pool.wake, NULL);
+        pthread_cond_init(&pool.done, NULL);
+        free(pool.threads);
+        pool.threads = NULL;
+        pool.nworkers = 0;
+        return;
+    }
+    if (pool.nworkers == 0) return;
+    publish(NULL, NULL);
+    wait_workers();
+    for (int i = 0; i < pool.nworkers; i++) pthread_join(pool.threads[i], NULL);
+    free(pool.threads);
+    pool.threads = NULL;
+    pool.nworkers = 0;
+}
+
+/* Makes the pool nt - 1 workers strong (pool_owner held).  False: no thread
+ * could be started; the call then runs serially. */
+static bool pool_size(int nt)
+{
+    if (pool.pid == getpid() && pool.nworkers == nt - 1) return true;
+    pool_stop();
+    pool.pid = getpid();
+    if (nt < 2) return false;
+    if (!(pool.threads = malloc(sizeof *pool.threads * (size_t)(nt - 1)))) return false;
+    atomic_store(&pool.gen, 0);
+    atomic_store(&pool.sleepers, 0);
+    atomic_store(&pool.caller_asleep, 0);
+    for (int i = 0; i < nt - 1; i++) {
+        if (pthread_create(&pool.threads[i], NULL, worker_main, (void *)(intptr_t)(i + 1)) != 0)
+            break;
+        pool.nworkers++;
+    }
+    return pool.nworkers > 0;
+}
+
+int tg_set_num_threads(int n)
+{
+    if (n < 1 || n > TG__MAX_THREADS)
+        return tg_error_set(TG_EINVAL, "tg_set_num_threads: n=%d must be in [1, %d]", n,
+                            TG__MAX_THREADS);
+    if (in_team)
+        return tg_error_set(TG_EINVAL, "tg_set_num_threads: called from inside a parallel call");
+    atomic_store(&wanted, n);
+    return TG_OK;
+}
+
+bool tg__in_parallel(void) { return in_team; }
+
+/* Runs fn(arg, tid, nt) on nt threads, tid 0 being this one.  Serial (nt =
+ * 1) inside a parallel call, with one thread, or while another thread of
+ * the program holds the team. */
+static void team_run(tg__team_fn fn, void *arg)
+{
+    const int want = tg_get_num_threads();
+    const bool was = in_team;
+    if (in_team || want < 2 || pthread_mutex_trylock(&pool_owner) != 0) {
+        in_team = true;
+        fn(arg, 0, 1);
+        in_team = was;
+        return;
+    }
+    if (!pool_size(want)) {
+        pthread_mutex_unlock(&pool_owner);
+        in_team = true;
+        fn(arg, 0, 1);
+        in_team = false;
+        return;
+    }
+    publish(fn, arg);
+    in_team = true;
+    fn(arg, 0, pool.nworkers + 1);
+    in_team = false;
+    wait_workers();
+    pthread_mutex_unlock(&pool_owner);
+}
+
+/* ---- contiguous ranges ---------------------------------------------------- */
+
+typedef struct {
+    int64_t n;
+    void (*body)(void *ctx, int64_t lo, int64_t hi);
+    void *ctx;
+} range_job;
+
+static void range_part(void *p, int tid, int nt)
+{
+    const range_job *j = p;
+    const int64_t lo = j->n * tid / nt, hi = j->n * (tid + 1) / nt;
+    if (lo < hi) j->body(j->ctx, lo, hi);
+}
+
+void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_t lo, int64_t hi),
+                        void *ctx)
+{
+    if (n <= 0) return;
+    if (!parallel || n < 2 || in_team || tg_get_num_threads() < 2) {
+        body(ctx, 0, n);
+        return;
+    }
+    range_job j = {.n = n, .body = body, .ctx = ctx};
+    team_run(range_part, &j);
+}
+
+/* ---- independent tasks, taken one at a time ----------------------------- */
+
+typedef struct {
+    int64_t n;
+    int (*task)(void *job, int64_t i);
+    void *job;
+    atomic_llong next;
+    atomic_int rc;
+    atomic_flag msg_taken;
+    char msg[512];   /* a worker's message: tg_error_message is per thread */
+} tasks_job;
+
+static void tasks_part(void *p, int tid, int nt)
+{
+    (void)tid;
+    (void)nt;
+    tasks_job *j = p;
+    for (;;) {
+        if (atomic_load_explicit(&j->rc, memory_order_relaxed) < 0)
+            return;   /* a task failed: the ones not started are skipped */
+        const int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->n) return;
+        const int r = j->task(j->job, i);
+        if (r < 0 && !atomic_flag_test_and_set(&j->msg_taken)) {
+            snprintf(j->msg, sizeof j->msg, "%s", tg_error_message());
+            atomic_store(&j->rc, r);
+        }
+    }
+}
+
 int tg__run_tasks(int64_t n, bool parallel, int (*task)(void *job, int64_t i), void *job)
 {
-    /* Serial without opening a region: libgomp starts fresh threads, not its
-     * pooled ones, for a region nested in another, even in an if(0) one
-     * (measured 220-245 us per inner region against 5-28 us), and the tasks
-     * usually open regions of their own. */
-    if (!parallel || n < 2 || omp_in_parallel() || omp_get_max_threads() < 2) {
+    if (!parallel || n < 2 || in_team || tg_get_num_threads() < 2) {
         for (int64_t i = 0; i < n; i++) TG_TRY(task(job, i));
         return TG_OK;
     }
-    int rc = TG_OK;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n; i++) {
-        int seen;
-#pragma omp atomic read
-        seen = rc;
-        if (seen < 0) continue;   /* a task failed: the ones not started are skipped */
-        const int r = task(job, i);
-        if (r < 0) {
-#pragma omp atomic write
-            rc = r;
-        }
-    }
-    return rc;
+    tasks_job j = {.n = n, .task = task, .job = job, .msg_taken = ATOMIC_FLAG_INIT};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.rc, TG_OK);
+    team_run(tasks_part, &j);
+    const int rc = atomic_load(&j.rc);
+    return rc < 0 ? tg_error_set(rc, "%s", j.msg) : TG_OK;
 }

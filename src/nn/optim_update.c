@@ -13,12 +13,11 @@
  * d = d + mom * buf (nesterov) or buf;  p = p - lr * d. */
 #define SGD_LOOP(T)                                                           \
     {                                                                         \
-        T *pp = p, *b = st->buf[0] ? tg_tensor_data(st->buf[0]) : NULL;       \
-        const T *gg = g;                                                      \
+        T *pp = q->p, *b = st->buf[0] ? tg_tensor_data(st->buf[0]) : NULL;    \
+        const T *gg = q->g;                                                   \
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
         const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
-        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
-        for (int64_t i = 0; i < n; i++) {                                     \
+        for (int64_t i = lo; i < hi; i++) {                                     \
             T d = gg[i];                                                      \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
             if (s->momentum != 0) {                                           \
@@ -29,13 +28,34 @@
         }                                                                     \
     }
 
+/* One update call: elements [lo, hi) of a parameter per thread. */
+typedef struct {
+    const tg_optimizer *o;
+    tg_dtype cdt;
+    void *p;
+    const void *g;
+    const tg__opt_state *st;
+    bool first, decoupled;
+    double step_size, bc2_sqrt;
+} update_job;
+
+static void sgd_range(void *job, int64_t lo, int64_t hi)
+{
+    const update_job *q = job;
+    const tg_optimizer *o = q->o;
+    const tg_sgd_opts *s = &o->sgd;
+    const tg__opt_state *st = q->st;
+    const bool first = q->first;
+    if (q->cdt == TG_F64) SGD_LOOP(double)
+    else SGD_LOOP(float)
+}
+
 void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
                     tg__opt_state *st, bool first, int64_t n)
 {
-    const tg_sgd_opts *s = &o->sgd;
-    TG_ASSERT(s->momentum == 0 || st->buf[0] != NULL);
-    if (cdt == TG_F64) SGD_LOOP(double)
-    else SGD_LOOP(float)
+    TG_ASSERT(o->sgd.momentum == 0 || st->buf[0] != NULL);
+    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
+    tg__parallel_range(n, n > 32768, sgd_range, &q);
 }
 
 /* Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).  Then
@@ -45,16 +65,15 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
  * with the bias corrections bc_k = 1 - b_k^t computed in double. */
 #define ADAM_LOOP(T)                                                          \
     {                                                                         \
-        T *pp = p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
-        const T *gg = g;                                                      \
+        T *pp = q->p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
+        const T *gg = q->g;                                                   \
         const T wd = (T)a->weight_decay, decay = (T)(1.0 - o->lr * a->weight_decay); \
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
-        const T bc2s = (T)bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-step_size); \
-        _Pragma("omp parallel for schedule(static) if (n > 32768)")           \
-        for (int64_t i = 0; i < n; i++) {                                     \
+        const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
+        for (int64_t i = lo; i < hi; i++) {                                     \
             T gi = gg[i];                                                     \
-            if (decoupled) pp[i] = pp[i] * decay;                             \
+            if (q->decoupled) pp[i] = pp[i] * decay;                             \
             else if (a->weight_decay != 0) gi = gi + wd * pp[i];              \
             m[i] = m[i] * b1 + c1 * gi;                                       \
             v[i] = v[i] * b2 + c2 * gi * gi;                                  \
@@ -63,16 +82,26 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
         }                                                                     \
     }
 
+static void adam_range(void *job, int64_t lo, int64_t hi)
+{
+    const update_job *q = job;
+    const tg_optimizer *o = q->o;
+    const tg_adam_opts *a = &o->adam;
+    const tg__opt_state *st = q->st;
+    if (q->cdt == TG_F64) ADAM_LOOP(double)
+    else ADAM_LOOP(float)
+}
+
 void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
                      tg__opt_state *st, int64_t n)
 {
     const tg_adam_opts *a = &o->adam;
-    bool decoupled = o->kind == TG__OPT_ADAMW;
     TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
     st->step++;
     double t = (double)st->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
-    double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
-    if (cdt == TG_F64) ADAM_LOOP(double)
-    else ADAM_LOOP(float)
+    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st,
+                    .decoupled = o->kind == TG__OPT_ADAMW, .step_size = o->lr / bc1,
+                    .bc2_sqrt = sqrt(bc2)};
+    tg__parallel_range(n, n > 32768, adam_range, &q);
 }

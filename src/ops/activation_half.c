@@ -79,6 +79,23 @@ TG__AVX2 static void act_avx2(tg__half_act op, tg_dtype dt, const uint16_t *a, c
 }
 #endif
 
+#ifdef TG__HAVE_X86_SIMD
+typedef struct {
+    tg__half_act op;
+    tg_dtype dt;
+    const uint16_t *a, *g;
+    uint16_t *o;
+    double s;
+} act_job;
+
+/* Elements [lo, hi) of an act_job. */
+static void act_range(void *p, int64_t lo, int64_t hi)
+{
+    const act_job *q = p;
+    act_avx2(q->op, q->dt, q->a + lo, q->g ? q->g + lo : NULL, q->o + lo, hi - lo, q->s);
+}
+#endif
+
 bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
                     uint16_t *o, int64_t n, double s)
 {
@@ -86,13 +103,8 @@ bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint1
     TG_ASSERT(op != TG__HALF_MASKED_GRAD || g != NULL);
 #ifdef TG__HAVE_X86_SIMD
     if (!tg__cpu_has_half_simd()) return false;
-    enum { BLOCK = 16384 };
-    const int64_t nb = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t b = 0; b < nb; b++) {
-        const int64_t lo = b * BLOCK, m = n - lo < BLOCK ? n - lo : BLOCK;
-        act_avx2(op, dt, a + lo, g ? g + lo : NULL, o + lo, m, s);
-    }
+    act_job q = {.op = op, .dt = dt, .a = a, .g = g, .o = o, .s = s};
+    tg__parallel_range(n, n > 32768, act_range, &q);
     return true;
 #else
     (void)op, (void)a, (void)g, (void)o, (void)n, (void)s;

@@ -11,13 +11,13 @@
  * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
  * no column buffer at all: its im2col is the image itself (both only for
  * activations of the compute dtype: half ones are converted by these copies).
- * Threads: only OpenMP's.  The kernels run with OpenBLAS set to one thread
- * (conv_kernels.c), so OpenBLAS's pool never spins next to OpenMP's on the
- * same cores.  With two chunks or more, the chunks run in parallel, each on
- * one thread from im2col to its GEMMs (one parallel region per call instead
- * of several per chunk: under OMP_WAIT_POLICY=passive each region pays a
- * thread wake-up); with one chunk, each step is parallel inside (gemm_par
- * cuts a GEMM's output into one slice per thread).  Chunking depends only on
+ * Threads: only tapegrad's pool (src/core/parallel.c).  The kernels run with
+ * OpenBLAS set to one thread (conv_kernels.c), so OpenBLAS's pool never spins
+ * next to ours on the same cores.  With two chunks or more, the chunks run
+ * in parallel, each on one thread from im2col to its GEMMs (one parallel
+ * call per conv instead of several per chunk: a call that finds the workers
+ * asleep pays a thread wake-up); with one chunk, each step is parallel
+ * inside (gemm_par cuts a GEMM's output into one slice per thread).  Chunking depends only on
  * the shapes, each chunk's GEMMs are then unsliced, and weight-gradient
  * partials are summed in chunk order, so with two chunks or more the bits do
  * not depend on the thread count.  (With one chunk they may: OpenBLAS's edge
@@ -29,28 +29,40 @@
 
 /* C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta*C, row-major; ta: A is stored
  * (k, m), tb: B is stored (n, k).  The longer side of C is cut into one slice
- * per OpenMP thread, each a single-threaded GEMM; every element is still one
- * dot product over all k. */
+ * per thread, each a single-threaded GEMM; every element is still one dot
+ * product over all k. */
+typedef struct {
+    bool ta, tb, rows;
+    int64_t m, n, k, lda, ldb, ldc, w, len;
+    const T *a, *b;
+    T beta, *c;
+} FN(gemm_slices);
+
+static void FN(gemm_slice)(void *p, int64_t s0, int64_t s1)
+{
+    const FN(gemm_slices) *q = p;
+    for (int64_t si = s0; si < s1; si++) {
+        const int64_t j0 = si * q->w, nj = j0 + q->w <= q->len ? q->w : q->len - j0;
+        const T *as = q->rows ? q->a + (q->ta ? j0 : j0 * q->lda) : q->a;
+        const T *bs = q->rows ? q->b : q->b + (q->tb ? j0 * q->ldb : j0);
+        T *cs = q->rows ? q->c + j0 * q->ldc : q->c + j0;
+        GEMM(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans,
+             (int)(q->rows ? nj : q->m), (int)(q->rows ? q->n : nj), (int)q->k, 1, as, (int)q->lda,
+             bs, (int)q->ldb, q->beta, cs, (int)q->ldc);
+    }
+}
+
 static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
                          int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc)
 {
-    const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    const bool rows = m > n;   /* slice C's rows (and A) rather than its columns (and B) */
-    const int64_t len = rows ? m : n;
-    int64_t w = (len + nt - 1) / nt;
-    w = (w + 15) / 16 * 16;   /* whole vector blocks per slice */
-    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) w = len;
-    const int64_t ns = (len + w - 1) / w;
-#pragma omp parallel for schedule(static, 1) if (ns > 1)
-    for (int64_t si = 0; si < ns; si++) {
-        const int64_t j0 = si * w, nj = j0 + w <= len ? w : len - j0;
-        const T *as = rows ? a + (ta ? j0 : j0 * lda) : a;
-        const T *bs = rows ? b : b + (tb ? j0 * ldb : j0);
-        T *cs = rows ? c + j0 * ldc : c + j0;
-        GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-             (int)(rows ? nj : m), (int)(rows ? n : nj), (int)k, 1, as, (int)lda, bs, (int)ldb,
-             beta, cs, (int)ldc);
-    }
+    const int64_t nt = tg_get_num_threads();
+    FN(gemm_slices) q = {.ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n, .k = k, .lda = lda,
+                         .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c};
+    q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
+    q.w = (q.len + nt - 1) / nt;
+    q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
+    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) q.w = q.len;
+    tg__parallel_range((q.len + q.w - 1) / q.w, true, FN(gemm_slice), &q);
 }
 
 /* The per-chunk steps of conv, its weight gradient and both fused.  A chunk
@@ -208,6 +220,23 @@ typedef struct FN(passes_job) {
     int64_t dwn, nc, c0;   /* dW's size, the chunk count, the wave's first chunk */
 } FN(passes_job);
 
+/* dw[i] += part[k][i] for k in [k0, len), in chunk order, over a range of i. */
+typedef struct {
+    T *dw;
+    const T *part;
+    int64_t dwn, k0, len;
+} FN(part_sum);
+
+static void FN(part_sum_range)(void *p, int64_t i0, int64_t i1)
+{
+    const FN(part_sum) *q = p;
+    for (int64_t i = i0; i < i1; i++) {
+        T v = q->dw[i];
+        for (int64_t k = q->k0; k < q->len; k++) v += q->part[k * q->dwn + i];
+        q->dw[i] = v;
+    }
+}
+
 /* Chunk c0 + i of a passes_job (a tg__run_tasks task): its share of y, and
  * of dW into dw (chunk 0) or its partial. */
 static int FN(passes_chunk)(void *job, int64_t i)
@@ -265,12 +294,8 @@ static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, co
         rc = tg__run_tasks(len, true, FN(passes_chunk), &j);
         const int64_t k0 = c0 == 0 ? 1 : 0;   /* chunk 0 wrote dw */
         if (rc == TG_OK && part && len > k0) {
-#pragma omp parallel for schedule(static) if (dwn * len > 32768 && !omp_in_parallel())
-            for (int64_t i = 0; i < dwn; i++) {
-                T v = dw[i];
-                for (int64_t k = k0; k < len; k++) v += part[k * dwn + i];
-                dw[i] = v;
-            }
+            FN(part_sum) ps = {.dw = dw, .part = part, .dwn = dwn, .k0 = k0, .len = len};
+            tg__parallel_range(dwn, dwn * len > 32768, FN(part_sum_range), &ps);
         }
     }
     tg__work_free(part);

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include <cblas.h>
-#include <omp.h>
 
 #include "ops/conv_internal.h"
 
@@ -305,7 +304,7 @@ static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, 
 #undef SUF
 #undef GEMM
 
-/* The kernels parallelise with OpenMP only (gemm_par): OpenBLAS is set to
+/* The kernels run on tapegrad's thread pool only (gemm_par): OpenBLAS is set to
  * one thread for their duration and restored after.  (The setting is
  * process-wide; a BLAS call made concurrently from another thread runs
  * single-threaded meanwhile, with the same results.) */

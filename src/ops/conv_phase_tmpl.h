@@ -11,7 +11,7 @@
  * No column buffer over the output and no scatter-add: each output element is
  * one dot product, written once.  The GEMM's inner dimension is c_col/G*T_ph
  * (the column path's is c_col/G), and cols scales with C_in rather than C_out.
- * Every OpenMP loop writes disjoint outputs, so the bits depend only on the
+ * Every parallel loop writes disjoint outputs, so the bits depend only on the
  * thread count through gemm_par's slices (as for the other kernels).
  * tg__conv_transpose_fast_raw dispatches here only where tg__conv_phase_pays
  * (conv_phase.c; measurements in docs/performance.md). */
@@ -20,22 +20,27 @@
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
 
-/* The sub-kernels of w (c_col, c_img/G, K), phase after phase: phase f's
- * block (c_col*T_f, c_img/G) starts at c_col*c_img/G * (taps of phases before):
- *   wp[(cx, t), cy] = w[cx, cy, r + s*t]   (per axis; cx over all groups),
- * with (cx, t) = (cx, t0, t1, t2), or, when the last axis is shifted
- * (phase_dims), t2 outermost: one (c_col*T0*T1, c_img/G) matrix per t2.
- * That keeps w's (cx, cy) order, so packing reads w sequentially and writes
- * runs of c_img/G; the GEMM takes it transposed (as the column path takes w). */
-static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
-                             const T *w, T *wp)
+typedef struct {
+    const tg__conv_geom *g;
+    const tg__conv_phase *ph;
+    bool shift;
+    const T *w;
+    T *wp;
+} FN(pack_w_job);
+
+/* The rows of input channels [cx0, cx1) of every phase's block. */
+static void FN(phase_pack_w_rows)(void *p, int64_t cx0, int64_t cx1)
 {
+    const FN(pack_w_job) *q = p;
+    const tg__conv_geom *g = q->g;
+    const tg__conv_phase *ph = q->ph;
+    const bool shift = q->shift;
+    const T *w = q->w;
     const int64_t *ke = g->k, *s = g->stride;
     const int64_t nph = tg__conv_prod3(g->stride), ksz = tg__conv_prod3(ke);
     const int64_t cyg = g->c_img / g->groups;
-#pragma omp parallel for schedule(static) if (g->c_col * cyg * ksz > 32768)
-    for (int64_t cx = 0; cx < g->c_col; cx++) {
-        T *blk = wp;   /* phase pi's block */
+    for (int64_t cx = cx0; cx < cx1; cx++) {
+        T *blk = q->wp;   /* phase pi's block */
         for (int64_t pi = 0; pi < nph; pi++) {
             const tg__conv_phase *f = ph + pi;
             const int64_t *t = f->t, *r = f->r, t01 = t[0] * t[1];
@@ -54,6 +59,21 @@ static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, b
             blk += g->c_col * f->taps * cyg;
         }
     }
+}
+
+/* The sub-kernels of w (c_col, c_img/G, K), phase after phase: phase f's
+ * block (c_col*T_f, c_img/G) starts at c_col*c_img/G * (taps of phases before):
+ *   wp[(cx, t), cy] = w[cx, cy, r + s*t]   (per axis; cx over all groups),
+ * with (cx, t) = (cx, t0, t1, t2), or, when the last axis is shifted
+ * (phase_dims), t2 outermost: one (c_col*T0*T1, c_img/G) matrix per t2.
+ * That keeps w's (cx, cy) order, so packing reads w sequentially and writes
+ * runs of c_img/G; the GEMM takes it transposed (as the column path takes w). */
+static void FN(phase_pack_w)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
+                             const T *w, T *wp)
+{
+    const int64_t cyg = g->c_img / g->groups, ksz = tg__conv_prod3(g->k);
+    FN(pack_w_job) q = {.g = g, .ph = ph, .shift = shift, .w = w, .wp = wp};
+    tg__parallel_range(g->c_col, g->c_col * cyg * ksz > 32768, FN(phase_pack_w_rows), &q);
 }
 
 /* A phase's buffer dimensions.  Unshifted, cols has a row per (cx, t) and
@@ -109,20 +129,40 @@ static void FN(phase_cols_row)(const T *xp, const tg__conv_geom *g, const tg__co
     }
 }
 
+typedef struct {
+    const T *xb;
+    int64_t n;
+    const tg__conv_geom *g;
+    const tg__conv_phase *f;
+    const phase_dims *d;
+    T *cols;
+} FN(cols_job);
+
+/* Rows [u0, u1) of phase_cols. */
+static void FN(phase_cols_rows)(void *p, int64_t u0, int64_t u1)
+{
+    const FN(cols_job) *q = p;
+    const tg__conv_geom *g = q->g;
+    const tg__conv_phase *f = q->f;
+    const phase_dims *d = q->d;
+    const int64_t isz = tg__conv_prod3(g->col), n = q->n;
+    const int64_t *t = f->t, tz = d->lead ? 1 : t[2];   /* taps of axis 2 in the rows */
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t b = u % n, row = u / n, cx = row / d->rows_cx, k = row % d->rows_cx;
+        const int64_t t2 = k % tz, t1 = (k / tz) % t[1], t0 = k / (t[1] * tz);
+        const int64_t off2 = f->qlo[2] - (d->lead ? d->lead : t2);
+        FN(phase_cols_row)(q->xb + (b * g->c_col + cx) * isz, g, f, t0, t1, off2, d->p2,
+                           q->cols + u * d->pos);
+    }
+}
+
 /* cols (c_col*rows_cx, n*pos) of the chunk xb (n, c_col, S_in). */
 static void FN(phase_cols)(const T *xb, int64_t n, const tg__conv_geom *g,
                            const tg__conv_phase *f, const phase_dims *d, T *cols)
 {
-    const int64_t isz = tg__conv_prod3(g->col), rows = g->c_col * d->rows_cx * n;
-    const int64_t *t = f->t, tz = d->lead ? 1 : t[2];   /* taps of axis 2 in the rows */
-#pragma omp parallel for schedule(static) if (rows * d->pos > 32768)
-    for (int64_t u = 0; u < rows; u++) {
-        const int64_t b = u % n, row = u / n, cx = row / d->rows_cx, k = row % d->rows_cx;
-        const int64_t t2 = k % tz, t1 = (k / tz) % t[1], t0 = k / (t[1] * tz);
-        const int64_t off2 = f->qlo[2] - (d->lead ? d->lead : t2);
-        FN(phase_cols_row)(xb + (b * g->c_col + cx) * isz, g, f, t0, t1, off2, d->p2,
-                           cols + u * d->pos);
-    }
+    const int64_t rows = g->c_col * d->rows_cx * n;
+    FN(cols_job) q = {.xb = xb, .n = n, .g = g, .f = f, .d = d, .cols = cols};
+    tg__parallel_range(rows, rows * d->pos > 32768, FN(phase_cols_rows), &q);
 }
 
 /* y chunk (n, c_img, S_out) from every phase's yr_f (c_img, n*pos_f), stored
@@ -130,18 +170,34 @@ static void FN(phase_cols)(const T *xb, int64_t n, const tg__conv_geom *g,
  * order: writing phase by phase would sweep all of y once per phase (8 times
  * for a stride-8 1-D layer) with strided stores.  Output o of an axis is
  * phase r = (o + p) mod s, index (o + p)/s - qlo_r; along the last axis r and
- * the index are advanced incrementally.  rowoff holds s2 offsets per thread. */
-static void FN(phase_interleave)(const T *yall, const int64_t *off, int64_t n,
-                                 const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
-                                 int64_t *rowoff, T *yb)
+ * the index are advanced incrementally. */
+typedef struct {
+    const T *yall;
+    const int64_t *off;
+    int64_t n, parts;
+    const tg__conv_geom *g;
+    const tg__conv_phase *ph;
+    bool shift;
+    T *yb;
+} FN(interleave_job);
+
+/* Part i of parts of the rows (c, b) of phase_interleave (a tg__run_tasks
+ * task), with its own s2 row offsets.  TG_ENOMEM: no memory for them. */
+static int FN(phase_interleave_part)(void *job, int64_t i)
 {
+    const FN(interleave_job) *q = job;
+    const tg__conv_geom *g = q->g;
+    const tg__conv_phase *ph = q->ph;
+    const bool shift = q->shift;
+    const T *yall = q->yall;
+    const int64_t *off = q->off, n = q->n;
     const int64_t *oe = g->img, *s = g->stride, *p = g->pad;
     const int64_t osz = tg__conv_prod3(oe), rows = g->c_img * n;
-#pragma omp parallel for schedule(static) if (rows * osz > 32768)
-    for (int64_t u = 0; u < rows; u++) {
+    int64_t *ro = tg__malloc((size_t)s[2] * sizeof *ro);
+    if (!ro) return TG_ENOMEM;
+    for (int64_t u = rows * i / q->parts; u < rows * (i + 1) / q->parts; u++) {
         const int64_t c = u / n, b = u % n;
-        int64_t *ro = rowoff + omp_get_thread_num() * s[2];
-        T *dst = yb + (b * g->c_img + c) * osz;
+        T *dst = q->yb + (b * g->c_img + c) * osz;
         for (int64_t o0 = 0; o0 < oe[0]; o0++)
             for (int64_t o1 = 0; o1 < oe[1]; o1++, dst += oe[2]) {
                 const int64_t r0 = (o0 + p[0]) % s[0], r1 = (o1 + p[1]) % s[1];
@@ -166,6 +222,20 @@ static void FN(phase_interleave)(const T *yall, const int64_t *off, int64_t n,
                 }
             }
     }
+    free(ro);
+    return TG_OK;
+}
+
+static int FN(phase_interleave)(const T *yall, const int64_t *off, int64_t n,
+                                const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
+                                T *yb)
+{
+    const int64_t rows = g->c_img * n;
+    const bool par = rows * tg__conv_prod3(g->img) > 32768;
+    FN(interleave_job) q = {.yall = yall, .off = off, .n = n, .g = g, .ph = ph, .shift = shift,
+                            .yb = yb, .parts = par ? tg_get_num_threads() : 1};
+    if (q.parts > rows) q.parts = rows;
+    return tg__run_tasks(q.parts, par, FN(phase_interleave_part), &q);
 }
 
 /* Samples per chunk: the largest phase's cols plus every phase's yr within
@@ -230,22 +300,21 @@ static int FN(phase_task)(void *job, int64_t pi)
                          j->yall + j->off[pi]);
 }
 
-/* The chunk loop of conv_transpose_phase (wp packed, ph tabulated; off,
- * woff and rowoff are scratch tables).  The phases are independent (each
- * writes its own yr), so with at least as many phases as threads each thread
- * takes whole phases, single-threaded GEMMs on its own columns (the nested
- * OpenMP loops run serially): a stride-8 1-D layer has 8 small GEMMs per
+/* The chunk loop of conv_transpose_phase (wp packed, ph tabulated; off and
+ * woff are scratch tables).  The phases are independent (each writes its own
+ * yr), so with at least as many phases as threads each thread takes whole
+ * phases, single-threaded GEMMs on its own columns (the nested parallel
+ * calls run serially): a stride-8 1-D layer has 8 small GEMMs per
  * chunk, which split across threads one by one would mostly wait.  Fewer
  * phases: one after the other, each GEMM split by gemm_par.  Either way each
  * phase's bits do not depend on which thread computed it. */
 static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bool shift,
-                            const T *x, const T *wp, int64_t *off, int64_t *woff,
-                            int64_t *rowoff, T *y)
+                            const T *x, const T *wp, int64_t *off, int64_t *woff, T *y)
 {
     const int64_t nph = tg__conv_prod3(g->stride), isz = tg__conv_prod3(g->col),
                   osz = tg__conv_prod3(g->img);
     const int64_t nb = FN(phase_chunk)(g, ph, shift);
-    const bool by_phase = nph >= omp_get_max_threads();
+    const bool by_phase = nph >= tg_get_num_threads();
     woff[0] = 0;
     for (int64_t pi = 1; pi < nph; pi++)
         woff[pi] = woff[pi - 1] + g->c_col * ph[pi - 1].taps * (g->c_img / g->groups);
@@ -261,7 +330,7 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
         FN(phase_job) j = {.g = g, .ph = ph, .shift = shift, .xb = x + b0 * g->c_col * isz,
                            .wp = wp, .n = n, .off = off, .woff = woff, .yall = yall};
         TG_TRY(tg__run_tasks(nph, by_phase, FN(phase_task), &j));
-        FN(phase_interleave)(yall, off, n, g, ph, shift, rowoff, y + b0 * g->c_img * osz);
+        TG_TRY(FN(phase_interleave)(yall, off, n, g, ph, shift, y + b0 * g->c_img * osz));
     }
     return TG_OK;
 }
@@ -273,11 +342,9 @@ static int FN(conv_transpose_phase)(const tg__conv_geom *g, const T *x, const T 
     if (g->batch == 0) return TG_OK;
     const int64_t nph = tg__conv_prod3(g->stride), cxg = g->c_col / g->groups;
     T *wp = tg__conv_scratch(2, (size_t)(g->c_img * cxg * tg__conv_prod3(g->k)) * sizeof(T));
-    /* the phase table; tab: yr offsets, weight offsets (nph each) and
-     * phase_interleave's rows (s2 per thread) */
-    const size_t nrow = (size_t)(omp_get_max_threads() * g->stride[2]);
+    /* the phase table; tab: yr offsets, weight offsets (nph each) */
     tg__conv_phase *ph = wp ? tg__malloc((size_t)nph * sizeof *ph) : NULL;
-    int64_t *tab = ph ? tg__malloc((2 * (size_t)nph + nrow) * sizeof *tab) : NULL;
+    int64_t *tab = ph ? tg__malloc(2 * (size_t)nph * sizeof *tab) : NULL;
     if (!tab) {
         free(ph);
         return TG_ENOMEM;
@@ -285,7 +352,7 @@ static int FN(conv_transpose_phase)(const tg__conv_geom *g, const T *x, const T 
     for (int64_t pi = 0; pi < nph; pi++) tg__conv_phase_at(g, pi, ph + pi);
     const bool shift = tg__conv_phase_shift(g);
     FN(phase_pack_w)(g, ph, shift, w, wp);
-    const int rc = FN(phase_chunks)(g, ph, shift, x, wp, tab, tab + nph, tab + 2 * nph, y);
+    const int rc = FN(phase_chunks)(g, ph, shift, x, wp, tab, tab + nph, y);
     free(ph);
     free(tab);
     return rc;

@@ -132,6 +132,27 @@ static void ew_chunk(tg_dtype dt, tg_ew_kernel_fn k, double s, int nsrc, const e
     tg__f32_to_half_n(dt, o, dst + lo, m, true);
 }
 
+typedef struct {
+    tg_dtype dt;
+    tg_ew_kernel_fn k;
+    double s;
+    int nsrc;
+    const ew_src *src;
+    uint16_t *dst;
+    int64_t n;
+} ew_half_job;
+
+/* Chunks [c0, c1) of an ew_half_job, through this thread's buffer. */
+static void ew_half_chunks(void *p, int64_t c0, int64_t c1)
+{
+    const ew_half_job *q = p;
+    float buf[3 * EW_STRIDE];
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t lo = c * EW_CHUNK, m = q->n - lo < EW_CHUNK ? q->n - lo : EW_CHUNK;
+        ew_chunk(q->dt, q->k, q->s, q->nsrc, q->src, q->dst, lo, m, buf);
+    }
+}
+
 /* res (dt f16/bf16, n > 0 elements, shape (nd, shape)) = k(a, b). */
 static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, const tg_tensor *a,
                        const tg_tensor *b, tg_ew_kernel_fn k, double s)
@@ -147,21 +168,30 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
         else rc = ew_input(t, TG_F32, nd, shape, n, &src[i].p, &owned[i]);
     }
     if (rc == TG_OK) {
-        uint16_t *dst = tg_tensor_data(res);
-        int64_t nch = (n + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel if (n > 32768)
-        {
-            float buf[3 * EW_STRIDE];
-#pragma omp for schedule(static)
-            for (int64_t c = 0; c < nch; c++) {
-                int64_t lo = c * EW_CHUNK, m = n - lo < EW_CHUNK ? n - lo : EW_CHUNK;
-                ew_chunk(res->dtype, k, s, nsrc, src, dst, lo, m, buf);
-            }
-        }
+        ew_half_job q = {.dt = res->dtype, .k = k, .s = s, .nsrc = nsrc, .src = src,
+                         .dst = tg_tensor_data(res), .n = n};
+        tg__parallel_range((n + EW_CHUNK - 1) / EW_CHUNK, n > 32768, ew_half_chunks, &q);
     }
     tg__work_free(owned[0]);
     tg__work_free(owned[1]);
     return rc;
+}
+
+/* k over contiguous compute-dtype buffers, a range of elements per thread. */
+typedef struct {
+    tg_dtype cdt;
+    tg_ew_kernel_fn k;
+    double s;
+    char *out;
+    const char *a, *b;   /* b may be NULL */
+    int64_t es;          /* element size */
+} ew_whole_job;
+
+static void ew_whole_range(void *p, int64_t lo, int64_t hi)
+{
+    const ew_whole_job *q = p;
+    const int64_t at = lo * q->es;
+    q->k(q->cdt, q->out + at, q->a + at, q->b ? q->b + at : NULL, hi - lo, q->s);
 }
 
 /* res (contiguous, of res's dtype and shape (nd, shape)) = k on a (and b,
@@ -180,7 +210,11 @@ static int ew_fill(tg_tensor *res, int nd, const int64_t *shape, const tg_tensor
     void *own_a = NULL, *own_b = NULL;
     int rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
     if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
-    if (rc == TG_OK) k(cdt, tg_tensor_data(res), pa, pb, n, s);
+    if (rc == TG_OK) {
+        ew_whole_job q = {.cdt = cdt, .k = k, .s = s, .out = tg_tensor_data(res), .a = pa, .b = pb,
+                          .es = (int64_t)tg_dtype_size(cdt)};
+        tg__parallel_range(n, n > 32768, ew_whole_range, &q);
+    }
     tg__work_free(own_a);
     tg__work_free(own_b);
     return rc;

@@ -33,6 +33,7 @@
  * the tape as for every other op.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
@@ -149,26 +150,47 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         var[c] = bn_sum_##SUF(x, NULL, mean[c], true, g, xc) / m;                       \
     }                                                                                   \
                                                                                         \
-    /* Training statistics of every channel, both double. */                           \
-    static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
+    /* What the channel loops below share: inputs, statistics, outputs. */              \
+    typedef struct {                                                                    \
+        const T *x, *gr, *w, *b;                                                        \
+        bn_geom g;                                                                      \
+        bool training;                                                                  \
+        double *mean, *var;                                                             \
+        const double *invstd;                                                           \
+        T *y;                                                                           \
+        double *dw, *db;                                                                \
+    } bn_job_##SUF;                                                                     \
+                                                                                        \
+    static void bn_stats_chans_##SUF(void *job, int64_t c0, int64_t c1)                 \
     {                                                                                   \
-        if (bn_rows(g)) {                                                               \
-            _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
-            for (int64_t c = 0; c < g.c; c++) bn_stats_chan_##SUF(x, g, c, c, mean, var); \
-            return;                                                                     \
-        }                                                                               \
+        const bn_job_##SUF *q = job;                                                    \
+        for (int64_t c = c0; c < c1; c++) bn_stats_chan_##SUF(q->x, q->g, c, c, q->mean, q->var);\
+    }                                                                                   \
+                                                                                        \
+    /* Channel blocks [k0, k1), BN_BLK channels each. */                                \
+    static void bn_stats_blks_##SUF(void *job, int64_t k0, int64_t k1)                  \
+    {                                                                                   \
+        const bn_job_##SUF *q = job;                                                    \
+        const bn_geom g = q->g;                                                         \
         const double m = (double)(g.n * g.s);                                           \
-        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t c0 = 0; c0 < g.c; c0 += BN_BLK) {                                  \
+        for (int64_t c0 = k0 * BN_BLK; c0 < g.c && c0 < k1 * BN_BLK; c0 += BN_BLK) {    \
             const int64_t nc = g.c - c0 < BN_BLK ? g.c - c0 : BN_BLK;                   \
             double sum[BN_BLK];                                                         \
-            bn_sum_blk_##SUF(x, NULL, NULL, false, g, c0, nc, sum);                     \
-            for (int64_t c = 0; c < nc; c++) mean[c0 + c] = sum[c] / m;                 \
-            bn_sum_blk_##SUF(x, NULL, mean + c0, true, g, c0, nc, sum);                 \
-            for (int64_t c = 0; c < nc; c++) var[c0 + c] = sum[c] / m;                  \
+            bn_sum_blk_##SUF(q->x, NULL, NULL, false, g, c0, nc, sum);                  \
+            for (int64_t c = 0; c < nc; c++) q->mean[c0 + c] = sum[c] / m;              \
+            bn_sum_blk_##SUF(q->x, NULL, q->mean + c0, true, g, c0, nc, sum);           \
+            for (int64_t c = 0; c < nc; c++) q->var[c0 + c] = sum[c] / m;               \
         }                                                                               \
     }                                                                                   \
                                                                                         \
+    /* Training statistics of every channel, both double. */                            \
+    static void bn_stats_##SUF(const T *x, bn_geom g, double *mean, double *var)        \
+    {                                                                                   \
+        bn_job_##SUF q = {.x = x, .g = g, .mean = mean, .var = var};                    \
+        const bool par = g.n * g.c * g.s > 32768;                                       \
+        if (bn_rows(g)) tg__parallel_range(g.c, par, bn_stats_chans_##SUF, &q);         \
+        else tg__parallel_range((g.c + BN_BLK - 1) / BN_BLK, par, bn_stats_blks_##SUF, &q);\
+    }                                                                                   \
     /* Channel c's output factors, in T: y = (x - mu) * k + sh. */                    \
     static void bn_affine_##SUF(int64_t c, const double *mean, const double *invstd,    \
                                 const T *w, const T *b, T *mu, T *k, T *sh)             \
@@ -203,29 +225,31 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         for (int64_t i = 0; i < s; i++) o[i] = (p[i] - mu) * k + sh;                    \
     }                                                                                   \
                                                                                         \
-    static void bn_apply_##SUF(const T *x, bn_geom g, const double *mean,               \
-                               const double *invstd, const T *w, const T *b, T *y)      \
+    static void bn_apply_rows_##SUF(void *job, int64_t r0, int64_t r1)                  \
     {                                                                                   \
-        if (bn_rows(g)) {                                                               \
-            _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
-            for (int64_t r = 0; r < g.n * g.c; r++)                                     \
-                bn_row_##SUF(x + r * g.s, g.s, r % g.c, mean, invstd, w, b, y + r * g.s); \
-            return;                                                                     \
-        }                                                                               \
-        /* short rows: bn_row's per-channel factors once per block, then the   \
-         * rows sample by sample */                                            \
-        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t c0 = 0; c0 < g.c; c0 += BN_BLK) {                                  \
+        const bn_job_##SUF *q = job;                                                    \
+        const int64_t s = q->g.s;                                                       \
+        for (int64_t r = r0; r < r1; r++)                                               \
+            bn_row_##SUF(q->x + r * s, s, r % q->g.c, q->mean, q->invstd, q->w, q->b, q->y + r * s);\
+    }                                                                                   \
+                                                                                        \
+    /* Short rows: bn_row's per-channel factors once per block of channels,             \
+     * then the rows sample by sample; channel blocks [k0, k1). */                      \
+    static void bn_apply_blks_##SUF(void *job, int64_t k0, int64_t k1)                  \
+    {                                                                                   \
+        const bn_job_##SUF *q = job;                                                    \
+        const bn_geom g = q->g;                                                         \
+        for (int64_t c0 = k0 * BN_BLK; c0 < g.c && c0 < k1 * BN_BLK; c0 += BN_BLK) {    \
             const int64_t nc = g.c - c0 < BN_BLK ? g.c - c0 : BN_BLK;                   \
             T mu[BN_BLK], k[BN_BLK], sh[BN_BLK];                                        \
             for (int64_t c = 0; c < nc; c++)                                            \
-                bn_affine_##SUF(c0 + c, mean, invstd, w, b, &mu[c], &k[c], &sh[c]);     \
+                bn_affine_##SUF(c0 + c, q->mean, q->invstd, q->w, q->b, &mu[c], &k[c], &sh[c]);\
             for (int64_t n = 0; n < g.n; n++) {                                         \
                 const int64_t off = (n * g.c + c0) * g.s;                               \
-                const T *p = x + off;                                                   \
-                T *o = y + off;                                                         \
+                const T *p = q->x + off;                                                \
+                T *o = q->y + off;                                                      \
                 if (g.s == 1)                                                           \
-                    for (int64_t c = 0; c < nc; c++) o[c] = (p[c] - mu[c]) * k[c] + sh[c]; \
+                    for (int64_t c = 0; c < nc; c++) o[c] = (p[c] - mu[c]) * k[c] + sh[c];\
                 else                                                                    \
                     for (int64_t c = 0; c < nc; c++)                                    \
                         for (int64_t i = 0; i < g.s; i++)                               \
@@ -234,6 +258,15 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         }                                                                               \
     }                                                                                   \
                                                                                         \
+    static void bn_apply_##SUF(const T *x, bn_geom g, const double *mean,               \
+                               const double *invstd, const T *w, const T *b, T *y)      \
+    {                                                                                   \
+        bn_job_##SUF q = {.x = x, .w = w, .b = b, .g = g, .mean = (double *)mean,       \
+                          .invstd = invstd, .y = y};                                    \
+        const bool par = g.n * g.c * g.s > 32768;                                       \
+        if (bn_rows(g)) tg__parallel_range(g.n * g.c, par, bn_apply_rows_##SUF, &q);    \
+        else tg__parallel_range((g.c + BN_BLK - 1) / BN_BLK, par, bn_apply_blks_##SUF, &q);\
+    }                                                                                   \
     /* Channel c's gradients from its values in x and gr at channel index xc        \
      * (as bn_stats_chan): dx's rows there (when dx != NULL; dx may be gr),         \
      * dw[c] and db[c] (when not NULL). */                                           \
@@ -257,45 +290,58 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         }                                                                               \
     }                                                                                   \
                                                                                         \
-    /* The gradients (any of dx, dw, db may be NULL); dw, db in double. */             \
-    static void bn_grads_##SUF(const T *x, const T *gr, bn_geom g, const double *mean,  \
-                               const double *invstd, const T *w, bool training, T *dx,  \
-                               double *dw, double *db)                                  \
+    static void bn_grads_chans_##SUF(void *job, int64_t c0, int64_t c1)                 \
     {                                                                                   \
-        if (bn_rows(g)) {                                                               \
-            _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")   \
-            for (int64_t c = 0; c < g.c; c++)                                           \
-                bn_grads_chan_##SUF(x, gr, g, c, c, mean, invstd, w, training, dx, dw, db); \
-            return;                                                                     \
-        }                                                                               \
-        /* short rows: bn_grads_chan for a block of channels at once */               \
+        const bn_job_##SUF *q = job;                                                    \
+        for (int64_t c = c0; c < c1; c++)                                               \
+            bn_grads_chan_##SUF(q->x, q->gr, q->g, c, c, q->mean, q->invstd, q->w, q->training,\
+                                q->y, q->dw, q->db);                                    \
+    }                                                                                   \
+                                                                                        \
+    /* Short rows: bn_grads_chan for a block of channels at once; channel               \
+     * blocks [k0, k1).  q->y is dx (may be NULL, or gr: in place). */                  \
+    static void bn_grads_blks_##SUF(void *job, int64_t k0, int64_t k1)                  \
+    {                                                                                   \
+        const bn_job_##SUF *q = job;                                                    \
+        const bn_geom g = q->g;                                                         \
         const double m = (double)(g.n * g.s);                                           \
-        _Pragma("omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)")       \
-        for (int64_t c0 = 0; c0 < g.c; c0 += BN_BLK) {                                  \
+        for (int64_t c0 = k0 * BN_BLK; c0 < g.c && c0 < k1 * BN_BLK; c0 += BN_BLK) {    \
             const int64_t nc = g.c - c0 < BN_BLK ? g.c - c0 : BN_BLK;                   \
             double sg[BN_BLK], sgx[BN_BLK];                                             \
-            bn_sum_blk_##SUF(gr, NULL, NULL, false, g, c0, nc, sg);                     \
-            bn_sum_blk_##SUF(x, gr, mean + c0, false, g, c0, nc, sgx);                  \
+            bn_sum_blk_##SUF(q->gr, NULL, NULL, false, g, c0, nc, sg);                  \
+            bn_sum_blk_##SUF(q->x, q->gr, q->mean + c0, false, g, c0, nc, sgx);         \
             T kt[BN_BLK], mu[BN_BLK], a[BN_BLK], bc[BN_BLK];                            \
             for (int64_t c = 0; c < nc; c++)                                            \
-                bn_grad_factors_##SUF(c0 + c, sg[c], sgx[c], m, mean, invstd, w, training, \
-                                      dw, db, &kt[c], &mu[c], &a[c], &bc[c]);           \
-            if (!dx) continue;                                                          \
+                bn_grad_factors_##SUF(c0 + c, sg[c], sgx[c], m, q->mean, q->invstd, q->w,\
+                                      q->training, q->dw, q->db, &kt[c], &mu[c], &a[c], &bc[c]);\
+            if (!q->y) continue;                                                        \
             for (int64_t n = 0; n < g.n; n++) {                                         \
                 const int64_t off = (n * g.c + c0) * g.s;                               \
-                const T *p = x + off, *q = gr + off;                                    \
-                T *o = dx + off;   /* may be gr (in place) */                           \
+                const T *p = q->x + off, *r = q->gr + off;                              \
+                T *o = q->y + off;                                                      \
                 if (g.s == 1)                                                           \
                     for (int64_t c = 0; c < nc; c++)                                    \
-                        o[c] = kt[c] * (q[c] - a[c] - (p[c] - mu[c]) * bc[c]);          \
+                        o[c] = kt[c] * (r[c] - a[c] - (p[c] - mu[c]) * bc[c]);          \
                 else                                                                    \
                     for (int64_t c = 0; c < nc; c++)                                    \
                         for (int64_t i = 0; i < g.s; i++) {                             \
                             const int64_t e = c * g.s + i;                              \
-                            o[e] = kt[c] * (q[e] - a[c] - (p[e] - mu[c]) * bc[c]);      \
+                            o[e] = kt[c] * (r[e] - a[c] - (p[e] - mu[c]) * bc[c]);      \
                         }                                                               \
             }                                                                           \
         }                                                                               \
+    }                                                                                   \
+                                                                                        \
+    /* The gradients (any of dx, dw, db may be NULL); dw, db in double. */              \
+    static void bn_grads_##SUF(const T *x, const T *gr, bn_geom g, const double *mean,  \
+                               const double *invstd, const T *w, bool training, T *dx,  \
+                               double *dw, double *db)                                  \
+    {                                                                                   \
+        bn_job_##SUF q = {.x = x, .gr = gr, .w = w, .g = g, .training = training,       \
+                          .mean = (double *)mean, .invstd = invstd, .y = dx, .dw = dw, .db = db};\
+        const bool par = g.n * g.c * g.s > 32768;                                       \
+        if (bn_rows(g)) tg__parallel_range(g.c, par, bn_grads_chans_##SUF, &q);         \
+        else tg__parallel_range((g.c + BN_BLK - 1) / BN_BLK, par, bn_grads_blks_##SUF, &q);\
     }
 
 BN_KERNELS(float, f32)
@@ -342,22 +388,36 @@ static void chan_rows(tg_tensor *t, bn_geom g, int64_t c, float *buf, bool to_bu
 
 /* The channel loop shared by forward and backward: fn(job, c, bufs) for each
  * channel, with one (two when two_bufs) f32 buffers of N*S values per thread. */
+typedef struct {
+    size_t bytes;
+    bool two_bufs;
+    void (*fn)(void *job, int64_t c, float **bufs);
+    void *job;
+    atomic_bool failed;
+} chans_job;
+
+/* Channels [c0, c1) of a chans_job, through this thread's scratch. */
+static void chans_range(void *p, int64_t c0, int64_t c1)
+{
+    chans_job *q = p;
+    float *bufs[2] = {tg__conv_scratch(0, q->bytes),
+                      q->two_bufs ? tg__conv_scratch(1, q->bytes) : NULL};
+    if (!bufs[0] || (q->two_bufs && !bufs[1])) {
+        atomic_store(&q->failed, true);
+        return;
+    }
+    for (int64_t c = c0; c < c1; c++) q->fn(q->job, c, bufs);
+}
+
 static int for_channels(bn_geom g, bool two_bufs, void (*fn)(void *job, int64_t c, float **bufs),
                         void *job)
 {
-    int rc = TG_OK;
-    const size_t bytes = (size_t)(g.n * g.s) * sizeof(float);
-#pragma omp parallel for schedule(static) if (g.n * g.c * g.s > 32768)
-    for (int64_t c = 0; c < g.c; c++) {
-        float *bufs[2] = {tg__conv_scratch(0, bytes), two_bufs ? tg__conv_scratch(1, bytes) : NULL};
-        if (!bufs[0] || (two_bufs && !bufs[1])) {
-#pragma omp atomic write
-            rc = TG_ENOMEM;
-            continue;
-        }
-        fn(job, c, bufs);
-    }
-    TG_CHECK(rc == TG_OK, rc, "batch_norm: out of memory for a channel's f32 copy (%lld values)",
+    chans_job q = {.bytes = (size_t)(g.n * g.s) * sizeof(float), .two_bufs = two_bufs,
+                   .fn = fn, .job = job};
+    atomic_init(&q.failed, false);
+    tg__parallel_range(g.c, g.n * g.c * g.s > 32768, chans_range, &q);
+    TG_CHECK(!atomic_load(&q.failed), TG_ENOMEM,
+             "batch_norm: out of memory for a channel's f32 copy (%lld values)",
              (long long)(g.n * g.s));
     return TG_OK;
 }

@@ -146,21 +146,36 @@ static void store_out(tg_tensor *out, int64_t j, double v)
 
 /* Innermost dim reduced: each output is one independent block sum, so the
  * outputs are split over threads; every output still has one fixed order. */
-static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
-                          tg_tensor *out, int64_t on, double scale)
+typedef struct {
+    const tg_tensor *a;
+    int nk, nr;
+    const rdim *k, *r;
+    tg_tensor *out;
+    double scale;
+} blocks_job;
+
+/* Outputs [j0, j1) of reduce_blocks. */
+static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
 {
-    const void *data = a->storage->data;
-    int64_t n = tg__numel(a->ndim, a->shape);
-#pragma omp parallel for schedule(static) if (on > 1 && n > 32768)
-    for (int64_t j = 0; j < on; j++) {
+    const blocks_job *q = p;
+    const tg_tensor *a = q->a;
+    const rdim *k = q->k;
+    for (int64_t j = j0; j < j1; j++) {
         /* Kept multi-index of output j (row-major over k) -> position in a. */
         int64_t pos = a->offset, rest = j;
-        for (int d = nk - 1; d >= 0; d--) {
+        for (int d = q->nk - 1; d >= 0; d--) {
             pos += (rest % k[d].n) * k[d].st;
             rest /= k[d].n;
         }
-        store_out(out, j, sum_block(data, a->dtype, pos, nr, r) * scale);
+        store_out(q->out, j, sum_block(a->storage->data, a->dtype, pos, q->nr, q->r) * q->scale);
     }
+}
+
+static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
+                          tg_tensor *out, int64_t on, double scale)
+{
+    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale};
+    tg__parallel_range(on, tg__numel(a->ndim, a->shape) > 32768, reduce_blocks_range, &q);
 }
 
 /* Innermost dim kept: walk a in row-major order as reduce_kernel does, the

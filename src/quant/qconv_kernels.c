@@ -16,7 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <omp.h>
 
 #include "ops/conv_internal.h"
 #include "quant/quant_internal.h"

@@ -77,6 +77,42 @@ static void row_portable(int32_t *c, const uint8_t *a, bool a_signed, const int8
     }
 }
 
+typedef struct {
+    tg_int8_kernel kern;
+    const uint8_t *a8;
+    bool a_signed;
+    const int8_t *w;
+    const int32_t *wsum;
+    int32_t *c;
+    int64_t m, n, k;
+} qgemm_job;
+
+/* Row pairs [p0, p1) of a qgemm_job. */
+static void qgemm_pairs(void *p, int64_t p0, int64_t p1)
+{
+    const qgemm_job *q = p;
+    const int64_t m = q->m, n = q->n, k = q->k;
+    const uint8_t *a8 = q->a8;
+    int32_t *c = q->c;
+    for (int64_t ip = p0; ip < p1; ip++) {
+        const int64_t i = 2 * ip;
+        const bool two = i + 1 < m;
+        if (q->kern == TG_INT8_KERNEL_AVX2 && two) {
+            tg__q_row2_avx2(c + i * n, c + (i + 1) * n, a8 + i * k, a8 + (i + 1) * k, q->a_signed,
+                            q->w, n, k);
+            continue;
+        }
+        for (int64_t r = i; r < (two ? i + 2 : i + 1); r++) {
+            if (q->kern == TG_INT8_KERNEL_VNNI)
+                tg__q_row_vnni(c + r * n, a8 + r * k, q->a_signed, q->w, q->wsum, n, k);
+            else if (q->kern == TG_INT8_KERNEL_AVX2)
+                tg__q_row_avx2(c + r * n, a8 + r * k, q->a_signed, q->w, n, k);
+            else
+                row_portable(c + r * n, a8 + r * k, q->a_signed, q->w, n, k);
+        }
+    }
+}
+
 int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int64_t m,
                  int64_t n, int64_t k)
 {
@@ -97,30 +133,11 @@ int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int6
         if (!wsum) return TG_ENOMEM;
         tg__q_row_sums(w, n, k, wsum);
     }
-    const uint8_t *a8 = a;
+    qgemm_job q = {.kern = kern, .a8 = a, .a_signed = a_signed, .w = w, .wsum = wsum, .c = c,
+                   .m = m, .n = n, .k = k};
     /* Rows are taken in pairs (the AVX2 kernel shares each w load between
      * two rows); an odd last row runs alone. */
-    const int64_t pairs = (m + 1) / 2;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (m * n * k > 65536)
-#endif
-    for (int64_t ip = 0; ip < pairs; ip++) {
-        const int64_t i = 2 * ip;
-        const bool two = i + 1 < m;
-        if (kern == TG_INT8_KERNEL_AVX2 && two) {
-            tg__q_row2_avx2(c + i * n, c + (i + 1) * n, a8 + i * k, a8 + (i + 1) * k, a_signed,
-                            w, n, k);
-            continue;
-        }
-        for (int64_t r = i; r < (two ? i + 2 : i + 1); r++) {
-            if (kern == TG_INT8_KERNEL_VNNI)
-                tg__q_row_vnni(c + r * n, a8 + r * k, a_signed, w, wsum, n, k);
-            else if (kern == TG_INT8_KERNEL_AVX2)
-                tg__q_row_avx2(c + r * n, a8 + r * k, a_signed, w, n, k);
-            else
-                row_portable(c + r * n, a8 + r * k, a_signed, w, n, k);
-        }
-    }
+    tg__parallel_range((m + 1) / 2, m * n * k > 65536, qgemm_pairs, &q);
     free(wsum);
     return TG_OK;
 }

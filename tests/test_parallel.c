@@ -1,0 +1,266 @@
+/* Tests of src/core/parallel.c: the thread pool behind every kernel.  Each
+ * parallel call must cover its range exactly once, run on as many threads
+ * as asked, stay serial when nested, survive two application threads and a
+ * fork, and bring a worker's error message back to the caller. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+enum { MAXN = 5000 };
+
+/* What a range body saw: how often each index ran, and on which thread. */
+typedef struct {
+    atomic_int hits[MAXN];
+    pthread_t who[MAXN];
+    atomic_int nested_threads;   /* tg_get_num_threads() inside, summed */
+    atomic_int nested_flag;      /* tg__in_parallel() inside, summed */
+} seen_t;
+
+static void record(void *p, int64_t lo, int64_t hi)
+{
+    seen_t *s = p;
+    atomic_fetch_add(&s->nested_threads, tg_get_num_threads());
+    atomic_fetch_add(&s->nested_flag, tg__in_parallel() ? 1 : 0);
+    for (int64_t i = lo; i < hi; i++) {
+        atomic_fetch_add(&s->hits[i], 1);
+        s->who[i] = pthread_self();
+    }
+    /* long enough that every thread of the team gets its range */
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+}
+
+/* The number of distinct threads among who[0..n). */
+static int distinct_threads(const seen_t *s, int64_t n)
+{
+    pthread_t ids[64];
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int j = 0;
+        while (j < k && !pthread_equal(ids[j], s->who[i])) j++;
+        if (j == k && k < 64) ids[k++] = s->who[i];
+    }
+    return k;
+}
+
+Test(parallel, range_covers_every_index_once_on_the_asked_threads)
+{
+    static const int64_t ns[] = {1, 2, 3, 7, 64, 1000, MAXN};
+    for (int t = 1; t <= 4; t++) {
+        cr_assert(eq(int, tg_set_num_threads(t), TG_OK));
+        cr_assert(eq(int, tg_get_num_threads(), t));
+        for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+            static seen_t s;
+            memset(&s, 0, sizeof s);
+            const int64_t n = ns[c];
+            tg__parallel_range(n, true, record, &s);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert(eq(int, atomic_load(&s.hits[i]), 1), "threads %d, n %lld: index %lld ran %d times",
+                          t, (long long)n, (long long)i, atomic_load(&s.hits[i]));
+            const int want = n < t ? (int)n : t;
+            cr_assert(eq(int, distinct_threads(&s, n), want), "threads %d, n %lld", t, (long long)n);
+            /* inside a parallel call a nested one would be serial (1 thread);
+             * a call that ran serially leaves the team to the body */
+            const bool par = n >= 2 && t >= 2;
+            cr_assert(eq(int, atomic_load(&s.nested_threads), par ? want : t));
+            cr_assert(eq(int, atomic_load(&s.nested_flag), par ? want : 0));
+        }
+    }
+    cr_assert(not(tg__in_parallel()));
+}
+
+Test(parallel, range_not_parallel_runs_on_the_caller)
+{
+    cr_assert(eq(int, tg_set_num_threads(4), TG_OK));
+    static seen_t s;
+    memset(&s, 0, sizeof s);
+    tg__parallel_range(1000, false, record, &s);
+    cr_assert(eq(int, distinct_threads(&s, 1000), 1));
+    cr_assert(pthread_equal(s.who[0], pthread_self()));
+}
+
+/* A body that makes a nested parallel call for its own range. */
+static void nest_outer(void *p, int64_t lo, int64_t hi)
+{
+    seen_t *s = p;
+    /* the nested call covers [0, hi - lo) and writes who[lo + i] */
+    for (int64_t i = lo; i < hi; i++) s->who[i] = (pthread_t)0;
+    pthread_t me = pthread_self();
+    static _Thread_local seen_t inner;
+    memset(&inner, 0, sizeof inner);
+    tg__parallel_range(hi - lo, true, record, &inner);
+    for (int64_t i = 0; i < hi - lo; i++) {
+        atomic_fetch_add(&s->hits[lo + i], atomic_load(&inner.hits[i]));
+        if (!pthread_equal(inner.who[i], me)) atomic_fetch_add(&s->nested_flag, 1000);
+    }
+}
+
+Test(parallel, nested_calls_run_serially_on_the_calling_thread)
+{
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    static seen_t s;
+    memset(&s, 0, sizeof s);
+    tg__parallel_range(400, true, nest_outer, &s);
+    for (int64_t i = 0; i < 400; i++) cr_assert(eq(int, atomic_load(&s.hits[i]), 1));
+    cr_assert(eq(int, atomic_load(&s.nested_flag), 0), "a nested call left its thread");
+}
+
+typedef struct {
+    atomic_int ran[MAXN];
+    atomic_bool worker_ran;
+    pthread_t caller;
+} tasks_t;
+
+/* Fails on the first task a worker runs, with a message set on that worker;
+ * the caller's tasks wait (up to 5 s) until a worker has run one. */
+static int fail_on_worker(void *p, int64_t i)
+{
+    tasks_t *t = p;
+    atomic_fetch_add(&t->ran[i], 1);
+    if (!pthread_equal(pthread_self(), t->caller)) {
+        if (!atomic_exchange(&t->worker_ran, true))
+            return tg_error_set(TG_EIO, "task %lld failed on a worker", (long long)i);
+        return TG_OK;
+    }
+    for (int k = 0; k < 5000 && !atomic_load(&t->worker_ran); k++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return TG_OK;
+}
+
+Test(parallel, a_workers_error_and_message_reach_the_caller)
+{
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    static tasks_t t;
+    memset(&t, 0, sizeof t);
+    t.caller = pthread_self();
+    tg_error_set(TG_EINVAL, "stale message");
+    const int rc = tg__run_tasks(MAXN, true, fail_on_worker, &t);
+    cr_assert(eq(int, rc, TG_EIO));
+    cr_assert(atomic_load(&t.worker_ran));
+    cr_assert(strstr(tg_error_message(), "failed on a worker") != NULL, "message: %s",
+              tg_error_message());
+    /* tasks not started after the failure are skipped, none runs twice */
+    int total = 0;
+    for (int i = 0; i < MAXN; i++) {
+        cr_assert(atomic_load(&t.ran[i]) <= 1);
+        total += atomic_load(&t.ran[i]);
+    }
+    cr_assert(total < MAXN, "all %d tasks ran after a failure", total);
+}
+
+static int count_task(void *p, int64_t i)
+{
+    tasks_t *t = p;
+    atomic_fetch_add(&t->ran[i], 1);
+    return TG_OK;
+}
+
+Test(parallel, tasks_run_once_each_for_any_thread_count)
+{
+    for (int th = 1; th <= 3; th++) {
+        cr_assert(eq(int, tg_set_num_threads(th), TG_OK));
+        for (int64_t n = 0; n < 40; n += 13) {
+            static tasks_t t;
+            memset(&t, 0, sizeof t);
+            cr_assert(eq(int, tg__run_tasks(n, true, count_task, &t), TG_OK));
+            for (int64_t i = 0; i < 40; i++)
+                cr_assert(eq(int, atomic_load(&t.ran[i]), i < n ? 1 : 0));
+        }
+    }
+}
+
+/* Two application threads calling at once: one gets the team, the other runs
+ * serially; both results are whole. */
+static void *caller_thread(void *p)
+{
+    seen_t *s = p;
+    for (int r = 0; r < 50; r++) {
+        memset(s->hits, 0, sizeof s->hits);
+        tg__parallel_range(2000, true, record, s);
+        for (int64_t i = 0; i < 2000; i++)
+            if (atomic_load(&s->hits[i]) != 1) return (void *)1;
+    }
+    return NULL;
+}
+
+Test(parallel, two_application_threads_at_once)
+{
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    static seen_t a, b;
+    pthread_t ta, tb;
+    cr_assert(eq(int, pthread_create(&ta, NULL, caller_thread, &a), 0));
+    cr_assert(eq(int, pthread_create(&tb, NULL, caller_thread, &b), 0));
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    cr_assert(ra == NULL && rb == NULL, "an index was missed or run twice");
+}
+
+Test(parallel, a_forked_child_gets_its_own_team)
+{
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    static seen_t s;
+    tg__parallel_range(100, true, record, &s);   /* the parent's workers exist */
+    const pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        memset(&s, 0, sizeof s);
+        tg__parallel_range(1000, true, record, &s);
+        int ok = distinct_threads(&s, 1000) == 2;
+        for (int64_t i = 0; i < 1000; i++) ok = ok && atomic_load(&s.hits[i]) == 1;
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    cr_assert(eq(int, waitpid(pid, &st, 0), pid));
+    const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    cr_assert(ok, "child status %d", st);
+}
+
+static void set_inside(void *p, int64_t lo, int64_t hi)
+{
+    (void)lo;
+    (void)hi;
+    atomic_int *rc = p;
+    const int r = tg_set_num_threads(3);
+    if (r != TG_OK) atomic_store(rc, r);
+}
+
+Test(parallel, set_num_threads_refuses_bad_counts_and_inner_calls)
+{
+    cr_assert(eq(int, tg_set_num_threads(3), TG_OK));
+    const int bad[] = {0, -1, 257, -2147483647 - 1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, tg_set_num_threads(bad[i]), TG_EINVAL));
+        th_expect_in(tg_error_message(), "must be in [1, 256]");
+        cr_assert(eq(int, tg_get_num_threads(), 3), "a refused count changed the setting");
+    }
+    atomic_int rc = TG_OK;
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    tg__parallel_range(2, true, set_inside, &rc);
+    cr_assert(eq(int, atomic_load(&rc), TG_EINVAL));
+    cr_assert(eq(int, tg_get_num_threads(), 2));
+}
+
+Test(parallel, thread_counts_from_the_environment)
+{
+    cr_assert(eq(int, tg__parse_threads("3"), 3));
+    cr_assert(eq(int, tg__parse_threads("4,2"), 4));
+    cr_assert(eq(int, tg__parse_threads("100000"), 256));
+    cr_assert(eq(int, tg__parse_threads("99999999999999999999999"), 256));
+    cr_assert(eq(int, tg__parse_threads("0"), 0));
+    cr_assert(eq(int, tg__parse_threads("-2"), 0));
+    cr_assert(eq(int, tg__parse_threads(" 2"), 0));
+    cr_assert(eq(int, tg__parse_threads("2x"), 0));
+    cr_assert(eq(int, tg__parse_threads(""), 0));
+    cr_assert(eq(int, tg__parse_threads(NULL), 0));
+}
