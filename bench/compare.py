@@ -10,10 +10,11 @@ Each measurement runs in its own process (so peak RSS is that case's alone);
 PyTorch and tapegrad alternate, --rounds times per case and pass.  Times are
 medians of --repeat calls, then the median over rounds; the speedup's range over
 the rounds shows how noisy the machine was (on this shared VM the same case can
-vary 2x between runs).  Both use
+vary 2x between runs).  PyTorch uses
 libgomp, whose default spin-waiting makes idle threads of one pool fight the
 workers of another (OpenBLAS's or PyTorch's own) on 2 cores: the children run
-with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.
+with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.  (tapegrad has
+its own thread pool, src/core/parallel.c, and does not read it.)
 """
 import argparse
 import json

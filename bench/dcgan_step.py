@@ -8,12 +8,14 @@ Each measurement is a fresh subprocess (so peak RSS is per implementation);
 the two alternate for --rounds rounds, each first in turn, so that a busy
 machine slows both alike; each ratio is also given within rounds (median and
 range of the per-round ratios).
---omp-wait picks libgomp's OMP_WAIT_POLICY for both sides: passive (idle
-workers sleep at once: safe on a busy machine, but every parallel region then
-pays a thread wake-up), active, inherit (the environment's; unset is libgomp's
-default, spin a while then sleep), or both (the default): every round runs
-each side under passive and under libgomp's default, and the summary gives the
-ratio under each policy and with each side at its faster policy.
+--omp-wait picks libgomp's OMP_WAIT_POLICY, which this PyTorch build reads
+(tapegrad has its own thread pool since bc1d62a and ignores it; its runs under
+each policy are repeats of the same measurement): passive (idle workers sleep
+at once: safe on a busy machine, but every parallel region then pays a thread
+wake-up), active, inherit (the environment's; unset is libgomp's default,
+spin a while then sleep), or both (the default): every round runs each side
+under passive and under libgomp's default, and the summary gives the ratio
+under each policy and with each side at its faster policy.
 Prints images/s, peak RSS and their ratios, and whether our resident memory
 is flat: the largest RSS sampled after each of steps N+1..2N within 5% of the
 largest after steps 1..N (and the RSS after step 2N against after step N).  Targets are reported,
