@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -263,4 +264,36 @@ Test(parallel, thread_counts_from_the_environment)
     cr_assert(eq(int, tg__parse_threads("2x"), 0));
     cr_assert(eq(int, tg__parse_threads(""), 0));
     cr_assert(eq(int, tg__parse_threads(NULL), 0));
+}
+
+static pthread_t signalled_on;
+static volatile sig_atomic_t signalled;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    signalled_on = pthread_self();
+    signalled = 1;
+}
+
+Test(parallel, signals_go_to_the_programs_threads_not_the_workers)
+{
+    cr_assert(eq(int, tg_set_num_threads(4), TG_OK));
+    static seen_t s;
+    tg__parallel_range(100, true, record, &s);   /* the workers exist */
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    cr_assert(eq(int, sigaction(SIGUSR1, &sa, &old), 0));
+    for (int r = 0; r < 20; r++) {
+        signalled = 0;
+        cr_assert(eq(int, kill(getpid(), SIGUSR1), 0));
+        for (int k = 0; k < 1000 && !signalled; k++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        cr_assert(signalled);
+        cr_assert(pthread_equal(signalled_on, pthread_self()), "SIGUSR1 ran on a worker");
+    }
+    sigaction(SIGUSR1, &old, NULL);
 }

@@ -23,6 +23,7 @@
  * changes which terms are summed in which order. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -215,11 +216,17 @@ static bool pool_size(int nt)
     atomic_store(&pool.gen, 0);
     atomic_store(&pool.sleepers, 0);
     atomic_store(&pool.caller_asleep, 0);
+    /* Workers block every signal, so that the program's handlers (dcgan's
+     * SIGINT: save and stop) run on its own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     for (int i = 0; i < nt - 1; i++) {
         if (pthread_create(&pool.threads[i], NULL, worker_main, (void *)(intptr_t)(i + 1)) != 0)
             break;
         pool.nworkers++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pool.nworkers > 0;
 }
 
@@ -275,7 +282,9 @@ typedef struct {
 static void range_part(void *p, int tid, int nt)
 {
     const range_job *j = p;
-    const int64_t lo = j->n * tid / nt, hi = j->n * (tid + 1) / nt;
+    /* n/nt each, the first n%nt one more (no n*tid, which could overflow) */
+    const int64_t q = j->n / nt, r = j->n % nt;
+    const int64_t lo = tid * q + (tid < r ? tid : r), hi = lo + q + (tid < r ? 1 : 0);
     if (lo < hi) j->body(j->ctx, lo, hi);
 }
 
