@@ -51,6 +51,7 @@ static struct {
     tg__team_fn fn;           /* NULL: workers exit */
     void *arg;
     int nworkers;             /* started */
+    int sized_for;            /* the team size last asked for (pool_size) */
     pthread_t *threads;
     pid_t pid;                /* the process that started them (after fork: none) */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -204,13 +205,15 @@ static void pool_stop(void)
     pool.nworkers = 0;
 }
 
-/* Makes the pool nt - 1 workers strong (pool_owner held).  False: no thread
- * could be started; the call then runs serially. */
+/* Makes the pool nt - 1 workers strong (pool_owner held), or as many as
+ * could be started; they are not asked again until nt changes.  False: no
+ * worker; the call then runs serially. */
 static bool pool_size(int nt)
 {
-    if (pool.pid == getpid() && pool.nworkers == nt - 1) return true;
+    if (pool.pid == getpid() && pool.sized_for == nt) return pool.nworkers > 0;
     pool_stop();
     pool.pid = getpid();
+    pool.sized_for = nt;
     if (nt < 2) return false;
     if (!(pool.threads = malloc(sizeof *pool.threads * (size_t)(nt - 1)))) return false;
     atomic_store(&pool.gen, 0);
