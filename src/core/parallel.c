@@ -44,7 +44,7 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* workers: a new generation */
     pthread_cond_t done;      /* caller: the last worker finished */
-    alignas(64) atomic_ullong gen;   /* bumped to publish fn/arg; each worker runs a generation once */
+    alignas(64) atomic_ullong gen;   /* bumped to publish fn/arg; a worker runs each one once */
     alignas(64) atomic_int pending;  /* workers still running the current generation */
     atomic_int sleepers;      /* workers waiting on `wake` */
     atomic_int caller_asleep; /* the caller waits on `done` */

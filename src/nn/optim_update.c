@@ -17,7 +17,7 @@
         const T *gg = q->g;                                                   \
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
         const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
-        for (int64_t i = lo; i < hi; i++) {                                     \
+        for (int64_t i = lo; i < hi; i++) {                                   \
             T d = gg[i];                                                      \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
             if (s->momentum != 0) {                                           \
@@ -71,9 +71,9 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
         const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
-        for (int64_t i = lo; i < hi; i++) {                                     \
+        for (int64_t i = lo; i < hi; i++) {                                   \
             T gi = gg[i];                                                     \
-            if (q->decoupled) pp[i] = pp[i] * decay;                             \
+            if (q->decoupled) pp[i] = pp[i] * decay;                          \
             else if (a->weight_decay != 0) gi = gi + wd * pp[i];              \
             m[i] = m[i] * b1 + c1 * gi;                                       \
             v[i] = v[i] * b2 + c2 * gi * gi;                                  \

@@ -230,7 +230,8 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
         const bn_job_##SUF *q = job;                                                    \
         const int64_t s = q->g.s;                                                       \
         for (int64_t r = r0; r < r1; r++)                                               \
-            bn_row_##SUF(q->x + r * s, s, r % q->g.c, q->mean, q->invstd, q->w, q->b, q->y + r * s);\
+            bn_row_##SUF(q->x + r * s, s, r % q->g.c, q->mean, q->invstd, q->w, q->b,   \
+                         q->y + r * s);                                                 \
     }                                                                                   \
                                                                                         \
     /* Short rows: bn_row's per-channel factors once per block of channels,             \
