@@ -143,13 +143,18 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
                           int64_t dstride, int64_t rows, int64_t len);
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len);
-/* relu, leaky_relu (slope s) and their one-pass gradient g * (a > 0 ? 1 :
- * s) on n contiguous halves of dtype dt, in one pass with AVX2/F16C
- * (src/ops/activation_half.c): the bits of the f32 kernels of activation.c
- * followed by one rounding.  o may be a or g.  g is read by
- * TG__HALF_MASKED_GRAD only.  False (nothing written) on CPUs without the
- * vector kernels: the caller takes the general path. */
-typedef enum tg__half_act { TG__HALF_RELU, TG__HALF_LEAKY, TG__HALF_MASKED_GRAD } tg__half_act;
+/* relu, leaky_relu (slope s) and their one-pass gradients, leaky_relu's
+ * g * (a > 0 ? 1 : s) and relu's g * (a <= 0 ? 0 : 1), on n contiguous halves of
+ * dtype dt, in one pass with AVX2/F16C (src/ops/activation_half.c): the bits
+ * of the f32 kernels of activation.c followed by one rounding.  o may be a
+ * or g.  g is read by the gradients only.  False (nothing written) on CPUs
+ * without the vector kernels: the caller takes the general path. */
+typedef enum tg__half_act {
+    TG__HALF_RELU,
+    TG__HALF_LEAKY,
+    TG__HALF_MASKED_GRAD,
+    TG__HALF_RELU_GRAD
+} tg__half_act;
 bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
                     uint16_t *o, int64_t n, double s);
 /* Tests: false makes relu/leaky_relu on this thread take the general half

@@ -680,7 +680,12 @@ Test(ops, relu_backward_one_pass_same_bits_as_recorded)
                 tg_tensor *want = NULL;
                 cr_assert(eq(int, tg_tensor_zeros(&want, TG_BF16, 2, sh), TG_OK));
                 for (int64_t i = 0; i < sh[0] * sh[1]; i++) {
-                    const float gi = (float)th_at(g, i), p = th_at(x[0], i) > 0 ? gi : gi * (float)slope;
+                    /* leaky: a > 0 ? g : g * slope; relu: g * (a <= 0 ? 0 : 1), so a
+                     * NaN a passes g, as PyTorch's threshold_backward */
+                    const float gi = (float)th_at(g, i);
+                    const double xi = th_at(x[0], i);
+                    const float p = slope != 0 ? (xi > 0 ? gi : gi * (float)slope)
+                                               : gi * (xi <= 0 ? 0.0f : 1.0f);
                     cr_assert(eq(int, tg_tensor_set_flat(want, i, p), TG_OK));
                 }
                 cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(want), bytes), 0),
@@ -866,4 +871,40 @@ Test(ops, half_relu_family_one_pass_same_bits_as_general_path)
             }
         tg_tensor_release(x), tg_tensor_release(r), tg_tensor_release(c);
     }
+}
+
+/* relu's gradient at a NaN input is the incoming gradient, as PyTorch's
+ * threshold_backward (a <= 0 ? 0 : g); leaky_relu's is g * slope, as its
+ * leaky_relu_backward (a > 0 ? g : g * slope).  Every path: one pass (f32,
+ * f64, the fused half kernels and the general half path) and recorded. */
+Test(ops, relu_family_gradient_at_nan_inputs_as_pytorch)
+{
+    const tg_dtype dts[] = {TG_F32, TG_F64, TG_BF16, TG_F16};
+    const double xs[] = {NAN, 1.5, -1.5, 0.0, -NAN};
+    const double gs[] = {2.0, 3.0, 4.0, 5.0, 6.0};
+    int64_t n = 5;
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (int fused = 0; fused < 2; fused++)
+            for (int create_graph = 0; create_graph < 2; create_graph++)
+                for (int k = 0; k < 2; k++) {
+                    const double slope = k == 0 ? 0.0 : 0.25;
+                    tg__act_set_half_fused(fused);
+                    tg_tensor *x = th_tensor_from(dts[d], 1, &n, xs);
+                    tg_tensor *g = th_tensor_from(dts[d], 1, &n, gs), *y = NULL;
+                    tg_tensor_set_requires_grad(x, true);
+                    cr_assert(eq(int, k == 0 ? tg_relu(&y, x) : tg_leaky_relu(&y, x, slope), TG_OK));
+                    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+                    o.create_graph = create_graph;
+                    cr_assert(eq(int, tg_backward(y, g, &o), TG_OK), "%s", tg_error_message());
+                    const tg_tensor *gx = tg_tensor_grad(x);
+                    for (int64_t i = 0; i < n; i++) {
+                        const double want = isnan(xs[i]) ? (k == 0 ? gs[i] : gs[i] * slope)
+                                            : xs[i] > 0  ? gs[i]
+                                                         : gs[i] * slope;
+                        cr_assert(eq(dbl, th_at(gx, i), want), "%s fused %d graph %d slope %g x %g",
+                                  tg_dtype_name(dts[d]), fused, create_graph, slope, xs[i]);
+                    }
+                    tg_tensor_release(y), tg_tensor_release(g), tg_tensor_release(x);
+                    tg__act_set_half_fused(true);
+                }
 }

@@ -51,8 +51,12 @@ TG_EW_UNARY_KERNEL(k_tanh, tanh((double)a))
 TG_EW_UNARY_KERNEL(k_sigmoid, sigmoid_d(a))
 TG_EW_UNARY_KERNEL(k_silu, (double)a * sigmoid_d(a))
 TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))
-/* d relu = [a > 0]; d leaky_relu = 1 where a > 0, slope elsewhere. */
+/* d leaky_relu = 1 where a > 0, slope elsewhere (NaN: the slope), as
+ * PyTorch's leaky_relu_backward (a > 0 ? g : g * slope). */
 TG_EW_UNARY_KERNEL(k_leaky_mask, a > 0 ? 1.0 : s)
+/* d relu = 0 where a <= 0, 1 elsewhere: at a NaN input the gradient goes
+ * through, as PyTorch's threshold_backward (a <= 0 ? 0 : g). */
+TG_EW_UNARY_KERNEL(k_relu_mask, a <= 0 ? 0.0 : 1.0)
 
 /* g * mask in one pass (a the saved tensor, b the gradient g): the same
  * bits as tg_mul(g, k_leaky_mask(a)), whose mask holds 1 or the slope
@@ -71,6 +75,24 @@ static void k_masked_grad(tg_dtype cdt, void *out, const void *a, const void *b,
         float *o = out;
         const float *pa = a, *pg = b, sf = (float)s;
         TG__EW_FOR(i, n, o[i] = pg[i] * (pa[i] > 0 ? 1.0f : sf);)
+    }
+}
+
+/* relu's g * mask in one pass: the bits of tg_mul(g, k_relu_mask(a)), a
+ * product as k_masked_grad's (so an inf or NaN g where a <= 0 gives NaN,
+ * where PyTorch's select gives 0). */
+static void k_relu_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                        double s)
+{
+    (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;   /* o may be pg (in place) */
+        const double *pa = a, *pg = b;
+        TG__EW_FOR(i, n, o[i] = pg[i] * (pa[i] <= 0 ? 0.0 : 1.0);)
+    } else {
+        float *o = out;
+        const float *pa = a, *pg = b;
+        TG__EW_FOR(i, n, o[i] = pg[i] * (pa[i] <= 0 ? 0.0f : 1.0f);)
     }
 }
 
@@ -183,10 +205,11 @@ static int one_pass_grad(const char *name, const tg_tensor *saved, tg_tensor *g,
 /* g * mask(a), mask a constant from k_leaky_mask with slope s (0 for relu),
  * a the saved input or output: one pass outside grad mode, else a recorded
  * tg_mul, so that the gradient stays differentiable in g. */
-static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
+static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s, bool relu)
 {
     tg_tensor *a, *mask = NULL;
     int rc;
+    const char *name = relu ? "relu_backward" : "leaky_relu_backward";
     TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     if (!tg_grad_enabled() && half_fused(a, g)) {
         /* one pass over g itself when the engine holds its only reference */
@@ -194,17 +217,18 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s)
         tg_tensor *r = over ? tg_tensor_retain(g) : tg__tensor_uninit(g->dtype, g->ndim, g->shape);
         rc = TG_ENOMEM;
         if (!r) goto done;
-        if (tg__half_act_n(TG__HALF_MASKED_GRAD, a->dtype, tg_tensor_cdata(a), tg_tensor_cdata(g),
-                           tg_tensor_data(r), tg_tensor_numel(a), s)) {
+        if (tg__half_act_n(relu ? TG__HALF_RELU_GRAD : TG__HALF_MASKED_GRAD, a->dtype,
+                           tg_tensor_cdata(a), tg_tensor_cdata(g), tg_tensor_data(r),
+                           tg_tensor_numel(a), s)) {
             gi[0] = r;
             rc = TG_OK;
             goto done;
         }
         tg_tensor_release(r);
     }
-    TRY_GOTO(one_pass_grad("relu_backward", a, g, k_masked_grad, s, &gi[0]));
+    TRY_GOTO(one_pass_grad(name, a, g, relu ? k_relu_grad : k_masked_grad, s, &gi[0]));
     if (rc == 0) {
-        TRY_GOTO(tg__ew_unary("relu", &mask, a, k_leaky_mask, s));
+        TRY_GOTO(tg__ew_unary(name, &mask, a, relu ? k_relu_mask : k_leaky_mask, s));
         TRY_GOTO(tg_mul(&gi[0], g, mask));
     }
     rc = TG_OK;
@@ -215,12 +239,12 @@ done:
 
 static int relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return masked_backward(ctx, g, gi, 0.0);
+    return masked_backward(ctx, g, gi, 0.0, true);
 }
 
 static int leaky_relu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return masked_backward(ctx, g, gi, ((const slope_params *)tg__ctx_params(ctx))->slope);
+    return masked_backward(ctx, g, gi, ((const slope_params *)tg__ctx_params(ctx))->slope, false);
 }
 
 /* d tanh(a) = g * (1 - y^2) and d sigmoid(a) = g * (y * (1 - y)), y the

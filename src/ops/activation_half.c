@@ -14,11 +14,13 @@
 #include "core/half_simd.h"
 #include "internal.h"
 
-/* The f32 kernels of activation.c (k_relu, k_leaky, k_masked_grad), which
- * both the vector loops and the scalar tail below compute:
+/* The f32 kernels of activation.c (k_relu, k_leaky, k_masked_grad,
+ * k_relu_grad), which both the vector loops and the scalar tail below
+ * compute:
  *   relu:        a > 0 || isnan(a) ? a : 0
  *   leaky:       (float)((double)a * (a > 0 ? 1.0 : s))
- *   masked_grad: g * (a > 0 ? 1.0f : (float)s)                                 */
+ *   masked_grad: g * (a > 0 ? 1.0f : (float)s)
+ *   relu_grad:   g * (a <= 0 ? 0.0f : 1.0f)                                    */
 static float half_ld(tg_dtype dt, uint16_t h)
 {
     return dt == TG_F16 ? tg_f16_to_f32(h) : tg_bf16_to_f32(h);
@@ -37,6 +39,7 @@ static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const ui
         float r;
         if (op == TG__HALF_RELU) r = x > 0 || isnan(x) ? x : 0;
         else if (op == TG__HALF_LEAKY) r = (float)((double)x * (x > 0 ? 1.0 : s));
+        else if (op == TG__HALF_RELU_GRAD) r = half_ld(dt, g[i]) * (x <= 0 ? 0.0f : 1.0f);
         else r = half_ld(dt, g[i]) * (x > 0 ? 1.0f : (float)s);
         o[i] = half_st(dt, r);
     }
@@ -67,6 +70,13 @@ TG__AVX2 static void act_avx2(tg__half_act op, tg_dtype dt, const uint16_t *a, c
             const __m256d fhi = _mm256_blendv_pd(sd, oned, _mm256_cmp_pd(hi, zd, _CMP_GT_OQ));
             tg__half_store8(dt, o + i, _mm256_set_m128(_mm256_cvtpd_ps(_mm256_mul_pd(hi, fhi)),
                                                        _mm256_cvtpd_ps(_mm256_mul_pd(lo, flo))));
+        }
+    } else if (op == TG__HALF_RELU_GRAD) {
+        for (; i + 8 <= n; i += 8) {
+            /* g * (a <= 0 ? 0 : 1) (NaN a: g) */
+            const __m256 off = _mm256_cmp_ps(tg__half_load8(dt, a + i), z, _CMP_LE_OQ);
+            tg__half_store8(dt, o + i,
+                            _mm256_mul_ps(tg__half_load8(dt, g + i), _mm256_andnot_ps(off, one)));
         }
     } else {
         for (; i + 8 <= n; i += 8) {
@@ -100,7 +110,7 @@ bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint1
                     uint16_t *o, int64_t n, double s)
 {
     TG_ASSERT(tg__dtype_is_half(dt));
-    TG_ASSERT(op != TG__HALF_MASKED_GRAD || g != NULL);
+    TG_ASSERT((op != TG__HALF_MASKED_GRAD && op != TG__HALF_RELU_GRAD) || g != NULL);
 #ifdef TG__HAVE_X86_SIMD
     if (!tg__cpu_has_half_simd()) return false;
     act_job q = {.op = op, .dt = dt, .a = a, .g = g, .o = o, .s = s};
