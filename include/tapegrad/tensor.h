@@ -175,7 +175,8 @@ TG_API int64_t tg_memory_set_cache_limit(int64_t bytes);
  * their work over the calling thread and a pool of workers started on first
  * use (src/core/parallel.c).  The default is TG_NUM_THREADS, else
  * OMP_NUM_THREADS, else the number of online CPUs.  Idle workers spin for
- * 50 us, then sleep; OMP_WAIT_POLICY does not apply.
+ * 50 us (not at all with more threads than CPUs), then sleep;
+ * OMP_WAIT_POLICY does not apply.
  * tg_set_num_threads: n in [1, 256], for the calls that follow; TG_EINVAL
  * outside that range or from inside a kernel's parallel call.
  * tg_get_num_threads: the number the next call uses (1 inside a parallel
