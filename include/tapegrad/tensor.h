@@ -174,7 +174,7 @@ TG_API int64_t tg_memory_set_cache_limit(int64_t bytes);
 /* Threads, as torch.set_num_threads / get_num_threads.  The kernels split
  * their work over the calling thread and a pool of workers started on first
  * use (src/core/parallel.c).  The default is TG_NUM_THREADS, else
- * OMP_NUM_THREADS, else the number of online CPUs.  Idle workers spin for
+ * OMP_NUM_THREADS, else the CPUs the process may run on.  Idle workers spin for
  * 50 us (not at all with more threads than CPUs), then sleep;
  * OMP_WAIT_POLICY does not apply.
  * tg_set_num_threads: n in [1, 256], for the calls that follow; TG_EINVAL

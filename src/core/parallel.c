@@ -23,6 +23,7 @@
  * changes which terms are summed in which order. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -167,9 +168,16 @@ int tg__parse_threads(const char *s)
     return errno == ERANGE || v > TG__MAX_THREADS ? TG__MAX_THREADS : (int)v;
 }
 
+/* The CPUs this process may run on (its affinity mask, as `taskset` sets
+ * it), else the online ones. */
 static int online_cpus(void)
 {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = 0;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+#endif
+    if (cpus < 1) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus < 1 ? 1 : cpus > TG__MAX_THREADS ? TG__MAX_THREADS : (int)cpus;
 }
 
