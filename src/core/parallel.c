@@ -81,31 +81,31 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Spins until *v != old (returns true) or the spin budget is spent. */
-static bool spin_until_changed_ull(atomic_ullong *v, unsigned long long old)
+/* Spins until ready(arg) (returns true) or the spin budget is spent. */
+static inline bool spin(bool (*ready)(unsigned long long arg), unsigned long long arg)
 {
-    if (pool.spin_ns == 0) return atomic_load(v) != old;
+    if (pool.spin_ns == 0) return ready(arg);
     const int64_t end = now_ns() + pool.spin_ns;
     for (;;) {
         for (int i = 0; i < 64; i++) {
-            if (atomic_load_explicit(v, memory_order_acquire) != old) return true;
+            if (ready(arg)) return true;
             cpu_relax();
         }
         if (now_ns() > end) return false;
     }
 }
 
-static bool spin_until_zero(atomic_int *v)
+/* A generation after `seen` is published (workers). */
+static inline bool published_after(unsigned long long seen)
 {
-    if (pool.spin_ns == 0) return atomic_load(v) == 0;
-    const int64_t end = now_ns() + pool.spin_ns;
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            if (atomic_load_explicit(v, memory_order_acquire) == 0) return true;
-            cpu_relax();
-        }
-        if (now_ns() > end) return false;
-    }
+    return atomic_load_explicit(&pool.gen, memory_order_acquire) != seen;
+}
+
+/* Every worker has finished the current generation (the caller). */
+static inline bool all_done(unsigned long long unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&pool.pending, memory_order_acquire) == 0;
 }
 
 static void *worker_main(void *p)
@@ -114,7 +114,7 @@ static void *worker_main(void *p)
     unsigned long long seen = 0;
     in_team = true;
     for (;;) {
-        if (!spin_until_changed_ull(&pool.gen, seen)) {
+        if (!spin(published_after, seen)) {
             pthread_mutex_lock(&pool.mu);
             atomic_fetch_add(&pool.sleepers, 1);
             while (atomic_load(&pool.gen) == seen) pthread_cond_wait(&pool.wake, &pool.mu);
@@ -150,7 +150,7 @@ static void publish(tg__team_fn fn, void *arg)
 
 static void wait_workers(void)
 {
-    if (spin_until_zero(&pool.pending)) return;
+    if (spin(all_done, 0)) return;
     pthread_mutex_lock(&pool.mu);
     atomic_store(&pool.caller_asleep, 1);
     while (atomic_load(&pool.pending) != 0) pthread_cond_wait(&pool.done, &pool.mu);
@@ -265,21 +265,25 @@ int tg_set_num_threads(int n)
 
 bool tg__in_parallel(void) { return in_team; }
 
-/* Runs fn(arg, tid, nt) on nt threads, tid 0 being this one.  Serial (nt =
- * 1) inside a parallel call, with one thread, or while another thread of
- * the program holds the team. */
-static void team_run(tg__team_fn fn, void *arg)
+/* The threads a call with `parallel` and n items runs on: 1 when it is not
+ * to be split, has one item, or is made inside a parallel call. */
+static int call_threads(bool parallel, int64_t n)
 {
-    const int want = tg_get_num_threads();
-    const bool was = in_team;
-    if (in_team || want < 2 || pthread_mutex_trylock(&pool_owner) != 0) {
-        in_team = true;
-        fn(arg, 0, 1);
-        in_team = was;
-        return;
-    }
-    if (!pool_size(want)) {
+    return !parallel || n < 2 || in_team ? 1 : tg_get_num_threads();
+}
+
+/* Runs fn(arg, tid, nt) on nt threads, tid 0 being this one, for a call
+ * outside any parallel call that wants `want` >= 2 threads.  Serial (nt =
+ * 1) while another thread of the program holds the team, or when no worker
+ * could be started. */
+static void team_run(tg__team_fn fn, void *arg, int want)
+{
+    bool team = pthread_mutex_trylock(&pool_owner) == 0;
+    if (team && !pool_size(want)) {
         pthread_mutex_unlock(&pool_owner);
+        team = false;
+    }
+    if (!team) {
         in_team = true;
         fn(arg, 0, 1);
         in_team = false;
@@ -314,12 +318,13 @@ void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_
                         void *ctx)
 {
     if (n <= 0) return;
-    if (!parallel || n < 2 || in_team || tg_get_num_threads() < 2) {
+    const int nt = call_threads(parallel, n);
+    if (nt < 2) {
         body(ctx, 0, n);
         return;
     }
     range_job j = {.n = n, .body = body, .ctx = ctx};
-    team_run(range_part, &j);
+    team_run(range_part, &j, nt);
 }
 
 /* ---- independent tasks, taken one at a time ----------------------------- */
@@ -354,14 +359,15 @@ static void tasks_part(void *p, int tid, int nt)
 
 int tg__run_tasks(int64_t n, bool parallel, int (*task)(void *job, int64_t i), void *job)
 {
-    if (!parallel || n < 2 || in_team || tg_get_num_threads() < 2) {
+    const int nt = call_threads(parallel, n);
+    if (nt < 2) {
         for (int64_t i = 0; i < n; i++) TG_TRY(task(job, i));
         return TG_OK;
     }
     tasks_job j = {.n = n, .task = task, .job = job, .msg_taken = ATOMIC_FLAG_INIT};
     atomic_init(&j.next, 0);
     atomic_init(&j.rc, TG_OK);
-    team_run(tasks_part, &j);
+    team_run(tasks_part, &j, nt);
     const int rc = atomic_load(&j.rc);
     return rc < 0 ? tg_error_set(rc, "%s", j.msg) : TG_OK;
 }
