@@ -190,16 +190,16 @@ def summary(res, policies, a):
         speed_line(f"same policy ({pol})", ips[("tapegrad", pol)], ips[("pytorch", pol)],
                    round_ratios(res, pol, pol))
     if len(policies) > 1:
+        best = {n: max(policies, key=lambda p: ips[(n, p)]) for n in ("tapegrad", "pytorch")}
         # tapegrad's own pool ignores OMP_WAIT_POLICY: its runs under every
         # policy are one sample, whose median is fairer than the larger of two
         pooled = statistics.median(j["images_per_s"] for p in policies
                                    for j in res[("tapegrad", p)])
-        tbest = max(policies, key=lambda p: ips[("pytorch", p)])
-        speed = pooled / ips[("pytorch", tbest)]
+        torch_best = ips[("pytorch", best["pytorch"])]
+        speed = pooled / torch_best
         print(f"  tapegrad pooled over the policies (it ignores OMP_WAIT_POLICY): {pooled:.1f} / "
-              f"pytorch {tbest} {ips[('pytorch', tbest)]:.1f} images/s = {speed:.2f}x "
+              f"pytorch {best['pytorch']} {torch_best:.1f} images/s = {speed:.2f}x "
               f"(target >= 2x: {'met' if speed >= 2 else 'NOT met'})")
-        best = {n: max(policies, key=lambda p: ips[(n, p)]) for n in ("tapegrad", "pytorch")}
         speed_line(f"each at its faster policy (tapegrad {best['tapegrad']}, pytorch "
                    f"{best['pytorch']})", ips[("tapegrad", best["tapegrad"])],
                    ips[("pytorch", best["pytorch"])],
