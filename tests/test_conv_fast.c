@@ -282,6 +282,42 @@ Test(conv_fast, scratch_reuse_across_shapes)
     tg__conv_scratch_release();
 }
 
+/* The zeroed column buffer: all zero when taken, whether the last taker gave
+ * it back (after zeroing what it used) or failed on the way and left
+ * garbage; growing keeps the promise for the new bytes. */
+static bool all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+Test(conv_fast, zeroed_buffer_is_zero_at_every_take)
+{
+    tg__conv_scratch_release();
+    unsigned char *p = tg__conv_zeroed_take(1000);
+    cr_assert(p && all_zero(p, 1000));
+    memset(p, 0xab, 1000);   /* a taker that fails: no give */
+    p = tg__conv_zeroed_take(1000);
+    cr_assert(all_zero(p, 1000), "garbage left by a taker without a give");
+    memset(p, 0xcd, 400);    /* a taker that uses 400 bytes, zeroes them, gives */
+    memset(p, 0, 400);
+    tg__conv_zeroed_give();
+    p = tg__conv_zeroed_take(1000);
+    cr_assert(all_zero(p, 1000));
+    tg__conv_zeroed_give();
+    p = tg__conv_zeroed_take(5000);   /* larger: a new buffer */
+    cr_assert(p && all_zero(p, 5000));
+    memset(p + 4000, 0x11, 1000);
+    p = tg__conv_zeroed_take(600);    /* smaller, after a failed taker */
+    cr_assert(all_zero(p, 600));
+    tg__conv_zeroed_give();
+    p = tg__conv_zeroed_take(5000);
+    cr_assert(all_zero(p, 5000), "bytes past the last take's size");
+    tg__conv_zeroed_give();
+    tg__conv_scratch_release();
+}
+
 /* dx and dW of conv_transpose with and without create_graph: without it the
  * backward shares one im2col(dy) between the two (tg__conv_and_weight_grad_raw);
  * with it, it runs the recorded ops conv and conv_weight_grad.  Both must give

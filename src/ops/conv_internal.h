@@ -90,6 +90,13 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
 /* This thread's grow-only scratch buffer `slot` (0 to 4) of at least `bytes`;
  * NULL with TG_ENOMEM set.  Valid until the next call for the same slot. */
 void *tg__conv_scratch(int slot, size_t bytes);
+/* This thread's zeroed column buffer, at least `bytes` of zeros (NULL with
+ * TG_ENOMEM set): the ConvTranspose GEMM adds into it (beta = 1), which spares
+ * OpenBLAS's zeroing of C, and col2im zeroes what it has read.  The taker
+ * must leave all of it zero again before tg__conv_zeroed_give(); without the
+ * give (an error on the way), the next take clears it. */
+void *tg__conv_zeroed_take(size_t bytes);
+void tg__conv_zeroed_give(void);
 /* Frees this thread's scratch buffers (tests; threads that are done). */
 void tg__conv_scratch_release(void);
 /* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */

@@ -38,6 +38,34 @@ void *tg__conv_scratch(int slot, size_t bytes)
     return scratch_buf[slot];
 }
 
+/* The zeroed columns: a grow-only buffer of its own whose first zero_len
+ * bytes are known to be zero.  While taken it counts as dirty (zero_len 0),
+ * so a caller that fails before giving it back leaves it to be cleared again
+ * on the next take. */
+static _Thread_local void *zeroed_buf;
+static _Thread_local size_t zeroed_cap, zeroed_len, zeroed_len_taken;
+
+void *tg__conv_zeroed_take(size_t bytes)
+{
+    if (bytes > zeroed_cap) {
+        size_t want = bytes > zeroed_cap + zeroed_cap / 2 ? bytes : zeroed_cap + zeroed_cap / 2;
+        free(zeroed_buf);
+        zeroed_buf = tg__malloc(want);
+        zeroed_cap = zeroed_buf ? want : 0;
+        zeroed_len = 0;
+        if (!zeroed_buf) return NULL;
+    }
+    if (zeroed_len < bytes) {
+        memset((char *)zeroed_buf + zeroed_len, 0, bytes - zeroed_len);
+        zeroed_len = bytes;
+    }
+    zeroed_len_taken = zeroed_len;
+    zeroed_len = 0;
+    return zeroed_buf;
+}
+
+void tg__conv_zeroed_give(void) { zeroed_len = zeroed_len_taken; }
+
 void tg__conv_scratch_release(void)
 {
     for (int i = 0; i < TG__CONV_SCRATCH_SLOTS; i++) {
@@ -45,6 +73,9 @@ void tg__conv_scratch_release(void)
         scratch_buf[i] = NULL;
         scratch_cap[i] = 0;
     }
+    free(zeroed_buf);
+    zeroed_buf = NULL;
+    zeroed_cap = zeroed_len = zeroed_len_taken = 0;
 }
 
 void tg__conv_set_chunk(int64_t samples) { chunk_override = samples > 0 ? samples : 0; }

@@ -233,12 +233,30 @@ typedef struct {
     const int32_t *tab;
     bool padded;
     T *img;
+    T *rezero;   /* cols itself, to zero each block's rows once read; or NULL */
 } FN(col2im_job);
 
-/* Block u of a col2im_job (a tg__run_tasks task; never fails). */
+static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u);
+
+/* Block u of a col2im_job (a tg__run_tasks task; never fails): its sum, then
+ * with rezero its column rows zeroed while still in cache. */
 static int FN(col2im_block)(void *p, int64_t u)
 {
     const FN(col2im_job) *q = p;
+    FN(col2im_block_sum)(q, u);
+    if (q->rezero) {
+        const int64_t ksz = tg__conv_prod3(q->g->k), osz = tg__conv_prod3(q->g->col);
+        const int64_t ch = u / (q->nb / q->jb), j0 = (u % (q->nb / q->jb)) * q->jb;
+        for (int64_t k = 0; k < ksz; k++)
+            memset(q->rezero + (ch * ksz + k) * q->ld + j0 * osz, 0,
+                   (size_t)(q->jb * osz) * sizeof(T));
+    }
+    return TG_OK;
+}
+
+/* The sum of block u of a col2im_job into img. */
+static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
+{
     const T *cols = q->cols;
     const int64_t ld = q->ld, nb = q->nb, c = q->c, jb = q->jb;
     const tg__conv_geom *g = q->g;
@@ -328,9 +346,11 @@ static int FN(col2im_block)(void *p, int64_t u)
  * Reading cols row by row streams it sequentially (a gather over taps per
  * output element hops between K rows and measured 3x slower), while the
  * owned block (nb planes of I) stays in cache.  The per-axis runs of valid o
- * for each tap are tabulated once per call (conv_taps). */
+ * for each tap are tabulated once per call (conv_taps).  With rezero (= cols)
+ * each block then zeroes the column entries it was given, so that cols is
+ * all zero again (tg__conv_zeroed_take). */
 static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
-                            const tg__conv_geom *g, T *img)
+                            const tg__conv_geom *g, T *img, T *rezero)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -353,7 +373,8 @@ static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
         for (int64_t i = 0; i < ksz * osz; i++)
             if (tab[i] < 0) tab[i] = (int32_t)isz;
     FN(col2im_job) q = {.cols = cols, .ld = ld, .nb = nb, .c = c, .jb = jb, .g = g, .tp = &tp,
-                        .ph = phased ? &ph : NULL, .tab = tab, .padded = padded, .img = img};
+                        .ph = phased ? &ph : NULL, .tab = tab, .padded = padded, .img = img,
+                        .rezero = rezero};
     tg__run_tasks(units, nb * c * isz > 32768, FN(col2im_block), &q);
     free(tab);
     if (phased) free(ph.buf);
@@ -370,6 +391,7 @@ typedef struct {
     T *y;
     tg_activation act;
     double slope;
+    T *rezero;   /* unpack: x itself, zeroed row by row once copied; or NULL */
 } FN(rows_job);
 
 static void FN(pack_rows)(void *p, int64_t r0, int64_t r1)
@@ -397,13 +419,15 @@ static void FN(unpack_rows)(void *p, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const int64_t ch = r / q->nb, j = r % q->nb;
         memcpy(q->y + (j * q->c + ch) * q->s, yp + r * q->s, (size_t)q->s * sizeof(T));
+        if (q->rezero) memset(q->rezero + r * q->s, 0, (size_t)q->s * sizeof(T));
     }
 }
 
-/* The inverse: y (nb, c, S) = yp (c, nb*S). */
-static void FN(unpack_cbs)(const T *yp, int64_t nb, int64_t c, int64_t s, T *y)
+/* The inverse: y (nb, c, S) = yp (c, nb*S); with rezero (= yp), yp is left
+ * all zero (tg__conv_zeroed_take). */
+static void FN(unpack_cbs)(const T *yp, int64_t nb, int64_t c, int64_t s, T *y, T *rezero)
 {
-    FN(rows_job) q = {.x = yp, .nb = nb, .c = c, .s = s, .y = y};
+    FN(rows_job) q = {.x = yp, .nb = nb, .c = c, .s = s, .y = y, .rezero = rezero};
     tg__parallel_range(c * nb, nb * c * s > 32768, FN(unpack_rows), &q);
 }
 
