@@ -38,7 +38,7 @@ void *tg__conv_scratch(int slot, size_t bytes)
     return scratch_buf[slot];
 }
 
-/* The zeroed columns: a grow-only buffer of its own whose first zero_len
+/* The zeroed buffer: grow-only and apart from the slots; its first zero_len
  * bytes are known to be zero.  While taken it counts as dirty (zero_len 0),
  * so a caller that fails before giving it back leaves it to be cleared again
  * on the next take. */
