@@ -251,29 +251,12 @@ typedef struct {
     T *rezero;   /* cols itself, to zero each block's rows once read; or NULL */
 } FN(col2im_job);
 
-static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u);
-
-/* Block u of a col2im_job (a tg__run_tasks task; never fails): its sum, then
- * with rezero its column rows zeroed while still in cache. */
-static int FN(col2im_block)(void *p, int64_t u)
-{
-    const FN(col2im_job) *q = p;
-    FN(col2im_block_sum)(q, u);
-    if (q->rezero) {
-        const int64_t ksz = tg__conv_prod3(q->g->k), osz = tg__conv_prod3(q->g->col);
-        const int64_t ch = u / (q->nb / q->jb), j0 = (u % (q->nb / q->jb)) * q->jb;
-        for (int64_t k = 0; k < ksz; k++)
-            memset(q->rezero + (ch * ksz + k) * q->ld + j0 * osz, 0,
-                   (size_t)(q->jb * osz) * sizeof(T));
-    }
-    return TG_OK;
-}
-
-/* The sum of block u of a col2im_job into img. */
-static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
+/* The sum of the block (channel ch, samples [j0, j0 + jb)) of a
+ * col2im_job into img. */
+static void FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t ch, int64_t j0)
 {
     const T *cols = q->cols;
-    const int64_t ld = q->ld, nb = q->nb, c = q->c, jb = q->jb;
+    const int64_t ld = q->ld, c = q->c, jb = q->jb;
     const tg__conv_geom *g = q->g;
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -281,12 +264,11 @@ static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
     const int32_t *tab = q->tab;
     const bool phased = q->ph != NULL, padded = q->padded;
     T *img = q->img;
-    const int64_t ch = u / (nb / jb), j0 = (u % (nb / jb)) * jb;
     if (phased) {
         T *acc = tg__conv_scratch(2, (size_t)(jb * isz) * sizeof(T));
         if (acc) {
             FN(col2im_phased)(cols, ld, c, g, tp, q->ph, ch, j0, jb, acc, img);
-            return TG_OK;
+            return;
         }
     }
     /* With the table, the block is summed in this thread's scratch slot
@@ -309,7 +291,7 @@ static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
         for (int64_t j = j0; j < j0 + jb; j++)
             memcpy(img + (j * c + ch) * isz, acc + (j - j0) * (isz + 1),
                    (size_t)isz * sizeof(T));
-        return TG_OK;
+        return;
     }
     for (int64_t j = j0; j < j0 + jb; j++)
         memset(img + (j * c + ch) * isz, 0, (size_t)isz * sizeof(T));
@@ -324,7 +306,7 @@ static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
                     if (t[o] >= 0 && t[o] < isz) plane[t[o]] += src[o];
             }
         }
-        return TG_OK;
+        return;
     }
     for (int64_t k = 0; k < ksz; k++) {
         const int64_t k2 = k % ke[2], k1 = (k / ke[2]) % ke[1], k0 = k / (ke[1] * ke[2]);
@@ -346,6 +328,21 @@ static int FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t u)
                 }
             }
         }
+    }
+}
+
+/* Block u of a col2im_job (a tg__run_tasks task; never fails): its sum, then
+ * with rezero its column rows zeroed while still in cache. */
+static int FN(col2im_block)(void *p, int64_t u)
+{
+    const FN(col2im_job) *q = p;
+    const int64_t ch = u / (q->nb / q->jb), j0 = (u % (q->nb / q->jb)) * q->jb;
+    FN(col2im_block_sum)(q, ch, j0);
+    if (q->rezero) {
+        const int64_t ksz = tg__conv_prod3(q->g->k), osz = tg__conv_prod3(q->g->col);
+        for (int64_t k = 0; k < ksz; k++)
+            memset(q->rezero + (ch * ksz + k) * q->ld + j0 * osz, 0,
+                   (size_t)(q->jb * osz) * sizeof(T));
     }
     return TG_OK;
 }
