@@ -286,6 +286,26 @@ Test(conv_phase, dispatched_layer_matches_reference)
         cr_assert(fabs(a[i] - r[i]) <= 1e-12 * (1 + fabs(r[i])), "elem %lld: %.17g vs %.17g",
                   (long long)i, a[i], r[i]);
     for (int i = 0; i < 2; i++) tg_tensor_release(y[i]);
+
+    /* ... and it is the phase kernel that ran: without bias and activation,
+     * the result has its bits, not the column path's (asserted to differ) */
+    p.algo = TG_CONV_ALGO_FAST;
+    p.act = TG_ACT_NONE;
+    cr_assert(eq(int, tg__conv_validate(true, x, w, NULL, &p, &g, ys), TG_OK));
+    cr_assert(eq(int, tg_conv_transpose(&y[0], x, w, NULL, &p), TG_OK), "%s", tg_error_message());
+    const int64_t ny = tg_tensor_numel(y[0]);
+    double *ph = malloc((size_t)ny * sizeof *ph), *co = malloc((size_t)ny * sizeof *co);
+    cr_assert(ph && co);
+    cr_assert(eq(int, tg__conv_transpose_phase_raw(TG_F64, &g, tg_tensor_data(x),
+                                                   tg_tensor_data(w), ph), TG_OK));
+    cr_assert(eq(int, tg__conv_transpose_cols_raw(TG_F64, &g, tg_tensor_data(x),
+                                                  tg_tensor_data(w), co), TG_OK));
+    const size_t bytes = (size_t)ny * sizeof(double);
+    cr_assert(memcmp(ph, co, bytes) != 0, "the two kernels agree bitwise: no evidence either way");
+    cr_assert(memcmp(tg_tensor_data(y[0]), ph, bytes) == 0,
+              "tg_conv_transpose did not take the phase kernel");
+    free(ph), free(co);
+    tg_tensor_release(y[0]);
     tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(b);
 
     const int64_t dx[4] = {2, 64, 8, 8}, dw[4] = {64, 32, 4, 4};
