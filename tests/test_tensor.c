@@ -134,6 +134,8 @@ Test(tensor, refcount_and_views_keep_storage_alive)
 
 Test(tensor, release_frees_grad_and_hooks)
 {
+    int64_t before, during, after;
+    tg_memory_stats(&before, NULL);
     tg_tensor *t = th_arange(TG_F32, 1, (int64_t[]){3});
     tg_tensor *g = NULL;
     cr_assert(eq(int, tg_tensor_zeros_like(&g, t), TG_OK));
@@ -145,7 +147,11 @@ Test(tensor, release_frees_grad_and_hooks)
         *h = (tg_hook){.fn = NULL, .user = NULL, .next = t->hooks};
         t->hooks = h;
     }
+    tg_memory_stats(&during, NULL);
+    cr_assert(during > before, "the tensor and its gradient are counted");
     tg_tensor_release(t);
+    tg_memory_stats(&after, NULL);   /* the storage of both is gone */
+    cr_assert(eq(i64, after, before));
 }
 
 Test(tensor, grad_set_replace_and_zero)
