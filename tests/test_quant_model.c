@@ -578,12 +578,13 @@ Test(quant_model, folded_linear_needs_2d_input)
     tg_module_release(q), tg_module_release(seq), tg_tensor_release(x);
 }
 
-/* A Conv module's own ReLU becomes the int8 op's fused ReLU; a Conv with
- * another fused activation (which the int8 ops cannot apply) stays float.
- * (The ReLU alone cannot fail this test: its output range [0, max] puts the
- * zero point at qmin, so saturation clamps negatives anyway; a converted tanh
- * conv would lose its tanh.) */
-Test(quant_model, conv_fused_activation_relu_is_kept_others_stay_float)
+/* A Conv module with its own fused ReLU is converted to int8; a Conv with
+ * another fused activation (which the int8 ops cannot apply) stays float,
+ * and the model still matches the float one (a converted tanh conv would
+ * lose its tanh).  Whether the int8 op applies the ReLU itself is not
+ * visible here and not asserted: the observed range [0, max] puts the output
+ * zero point at qmin, so saturation clamps negatives to 0 either way. */
+Test(quant_model, conv_with_relu_converts_other_activations_stay_float)
 {
     tg_rng rng;
     tg_rng_init(&rng, 12);
