@@ -537,6 +537,11 @@ Test(optim, adam_fits_a_linear_regression)
         tg_tensor_release(loss);
     }
     cr_assert(last * 10 < first, "loss %g -> %g", first, last);
+    /* noiseless data: the fit is the true line */
+    for (int i = 0; i < 3; i++)
+        cr_assert(epsilon_eq(dbl, th_at(w, i), wt[i], 0.01), "w[%d] = %g, true %g", i,
+                  th_at(w, i), (double)wt[i]);
+    cr_assert(epsilon_eq(dbl, th_at(b, 0), 1.5, 0.01), "b = %g, true 1.5", th_at(b, 0));
     tg_optimizer_free(o);
     tg_tensor_release(x);
     tg_tensor_release(y);

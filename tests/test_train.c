@@ -108,8 +108,9 @@ static void check_resume(dcgan_loss loss, tg_dtype amp)
     cr_assert(eq(int, tg_checkpoint_save(t->ck, path, NULL), 0), "%s", tg_error_message());
     dcgan_trainer_free(t);
 
-    /* A fresh run with another seed's weights: everything must come from
-     * the file (the options must match, so only the objects differ). */
+    /* A fresh trainer with the same options, moved two steps away from the
+     * saved state: everything (weights, Adam state, step, RNG) must then
+     * come from the file. */
     cr_assert(eq(int, dcgan_trainer_new(&t, &o, ds), 0));
     double scratch_d[2], scratch_g[2];
     run_steps(t, 2, scratch_d, scratch_g);   /* move it away from step 0 */
