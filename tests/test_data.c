@@ -218,6 +218,62 @@ Test(data, idx_missing_file_and_corrupt_gzip)
     free(gzbytes);
 }
 
+/* Big enough that the compressed data spans many reads: zlib's gzread took
+ * such a file cut inside its 8-byte trailer for whole and never checked its
+ * CRC.  Every cut and every changed trailer byte is an error now; a file of
+ * two gzip members (as `cat a.gz b.gz` makes) is one stream of bytes. */
+Test(data, idx_gzip_trailer_and_members_on_a_large_file)
+{
+    char p[256];
+    enum { N = 1 << 20 };
+    uint8_t *file = malloc(N + 16), *gzbytes = malloc(N + N / 2), *two = malloc(2 * N);
+    cr_assert(file && gzbytes && two);
+    uint32_t dims[1] = {N}, x = 777;
+    for (int i = 0; i < N; i++) file[8 + i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 24);
+    const size_t n = make_idx(file, 0x08, 1, dims, file + 8, N);
+    write_file(in_dir(p, "big.gz"), file, n, true);
+    FILE *f = fopen(p, "rb");
+    const size_t gn = fread(gzbytes, 1, N + N / 2, f);
+    fclose(f);
+    cr_assert(gn > 4 * 65536, "the compressed file (%zu bytes) is not large", gn);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_idx_load(&t, p), 0), "%s", tg_error_message());
+    cr_assert(memcmp(tg_tensor_cdata(t), file + 8, N) == 0);
+    tg_tensor_release(t);
+    char what[64];
+    for (size_t cut = 1; cut <= 8; cut++) {
+        write_file(p, gzbytes, gn - cut, false);
+        snprintf(what, sizeof what, "cut %zu bytes from the end", cut);
+        expect_fail_msg(p, TG_EFORMAT, what, "truncated gzip");
+    }
+    for (size_t k = 1; k <= 8; k++) {   /* CRC-32 (last 8..5), length (last 4..1) */
+        gzbytes[gn - k] ^= 0x10;
+        write_file(p, gzbytes, gn, false);
+        gzbytes[gn - k] ^= 0x10;
+        snprintf(what, sizeof what, "trailer byte %zu from the end changed", k);
+        expect_fail_msg(p, TG_EFORMAT, what, "corrupt gzip");
+    }
+    memcpy(two, gzbytes, gn);   /* trailing bytes that are not a gzip member */
+    memcpy(two + gn, "junk", 4);
+    write_file(p, two, gn + 4, false);
+    expect_fail_msg(p, TG_EFORMAT, "junk after the stream", "trailing bytes");
+    /* the same IDX file as two members: header + first half, second half */
+    char q[256];
+    write_file(in_dir(q, "half1.gz"), file, n / 2, true);
+    f = fopen(q, "rb");
+    size_t n1 = fread(two, 1, 2 * N, f);
+    fclose(f);
+    write_file(q, file + n / 2, n - n / 2, true);
+    f = fopen(q, "rb");
+    size_t n2 = fread(two + n1, 1, 2 * N - n1, f);
+    fclose(f);
+    write_file(p, two, n1 + n2, false);
+    cr_assert(eq(int, tg_idx_load(&t, p), 0), "two members: %s", tg_error_message());
+    cr_assert(memcmp(tg_tensor_cdata(t), file + 8, N) == 0);
+    tg_tensor_release(t);
+    free(file), free(gzbytes), free(two);
+}
+
 Test(data, idx_null_arguments)
 {
     tg_tensor *t = NULL;

@@ -2,10 +2,11 @@
  *
  * Layout: bytes 0-1 are zero, byte 2 names the element type, byte 3 is ndim,
  * then ndim big-endian u32 extents and prod(extents) big-endian elements.
- * zlib's gz* functions read both gzip and plain files (gzread passes plain
- * bytes through), so one path serves both. */
+ * A file may be plain or gzip-compressed (the datasets ship as .gz). */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -30,31 +31,118 @@ static const idx_type *find_type(uint8_t code)
     return NULL;
 }
 
-/* Maps the state of a gzFile after a short or failed read to a status. */
-static int gz_status(gzFile gz, const char *path, const char *what)
+/* The file's bytes, inflated when it is gzip (RFC 1952, members one after
+ * another as gzip writes them) and passed through when it is not.  zlib's
+ * gzread is not used: when the input runs out exactly at the end of the
+ * compressed data it reports a clean end of file, so a stream cut inside its
+ * 8-byte trailer (CRC-32 and length) passed for whole and its CRC was never
+ * checked.  Here every member must reach inflate's Z_STREAM_END, which
+ * verifies both. */
+typedef struct idx_reader {
+    FILE *f;
+    const char *path;
+    bool gz;                /* a gzip file (else plain bytes) */
+    bool member_done;       /* inflate reached the end of the current member */
+    z_stream z;
+    unsigned char in[1 << 16];
+} idx_reader;
+
+static int reader_io_error(const idx_reader *r)
 {
-    int zerr = Z_OK;
-    const char *msg = gzerror(gz, &zerr);
-    if (zerr == Z_ERRNO)
-        return tg__error(TG_EIO, "idx_load: reading '%s': %s", path, strerror(errno));
-    if (zerr == Z_MEM_ERROR) return tg__error(TG_ENOMEM, "idx_load: '%s': out of memory", path);
-    if (zerr != Z_OK)
-        return tg__error(TG_EFORMAT, "idx_load: '%s': corrupt gzip stream (%s)", path, msg);
-    return tg__error(TG_EFORMAT, "idx_load: '%s': truncated %s", path, what);
+    return tg__error(TG_EIO, "idx_load: reading '%s': %s", r->path, strerror(errno));
 }
 
-/* Reads exactly n bytes (in chunks gzread's int length can take); a short
- * read is an error describing `what` was cut off. */
-static int read_exact(gzFile gz, void *dst, size_t n, const char *path, const char *what)
+/* Refills r->z's input; returns the bytes now available (0 at end of file). */
+static int refill(idx_reader *r, size_t *avail)
 {
-    unsigned char *p = dst;
-    while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int got = gzread(gz, p, chunk);
-        if (got <= 0 || (unsigned)got < chunk) return gz_status(gz, path, what);
-        p += got;
-        n -= (size_t)got;
+    if (r->z.avail_in == 0) {
+        errno = 0;
+        size_t got = fread(r->in, 1, sizeof r->in, r->f);
+        if (got == 0 && ferror(r->f)) return reader_io_error(r);
+        r->z.next_in = r->in;
+        r->z.avail_in = (uInt)got;
     }
+    *avail = r->z.avail_in;
+    return 0;
+}
+
+/* After a member's end: 1 if another gzip member follows (inflate is reset
+ * for it), 0 at the end of the file, an error for other trailing bytes. */
+static int next_member(idx_reader *r)
+{
+    size_t avail;
+    TG_TRY(refill(r, &avail));
+    if (avail == 0) return 0;
+    if (r->z.next_in[0] != 0x1f)
+        return tg__error(TG_EFORMAT, "idx_load: '%s': trailing bytes after the gzip stream",
+                         r->path);
+    if (inflateReset(&r->z) != Z_OK)
+        return tg__error(TG_EFORMAT, "idx_load: '%s': corrupt gzip stream", r->path);
+    r->member_done = false;
+    return 1;
+}
+
+/* Inflates up to n bytes into dst; *got is how many came (fewer only at the
+ * end of the last member). */
+static int inflate_some(idx_reader *r, unsigned char *dst, size_t n, size_t *got)
+{
+    r->z.next_out = dst;
+    r->z.avail_out = (uInt)n;
+    while (r->z.avail_out > 0) {
+        if (r->member_done) {
+            int more = next_member(r);
+            if (more <= 0) {
+                *got = n - r->z.avail_out;
+                return more;
+            }
+        }
+        size_t avail;
+        TG_TRY(refill(r, &avail));
+        if (avail == 0)
+            return tg__error(TG_EFORMAT, "idx_load: '%s': truncated gzip stream (the file ends "
+                             "inside the compressed data or its trailer)", r->path);
+        int ret = inflate(&r->z, Z_NO_FLUSH);
+        if (ret == Z_STREAM_END) {
+            r->member_done = true;
+        } else if (ret == Z_MEM_ERROR) {
+            return tg__error(TG_ENOMEM, "idx_load: '%s': out of memory", r->path);
+        } else if (ret != Z_OK && !(ret == Z_BUF_ERROR && r->z.avail_in == 0)) {
+            return tg__error(TG_EFORMAT, "idx_load: '%s': corrupt gzip stream (%s)", r->path,
+                             r->z.msg ? r->z.msg : "inflate failed");
+        }
+    }
+    *got = n;
+    return 0;
+}
+
+/* Reads up to n bytes; *got < n only at the end of the data. */
+static int read_some(idx_reader *r, void *dst, size_t n, size_t *got)
+{
+    if (r->gz) {
+        unsigned char *p = dst;
+        size_t total = 0;
+        while (total < n) {   /* avail_out is 32 bits */
+            size_t chunk = n - total > (1u << 30) ? (1u << 30) : n - total, part = 0;
+            TG_TRY(inflate_some(r, p + total, chunk, &part));
+            total += part;
+            if (part < chunk) break;
+        }
+        *got = total;
+        return 0;
+    }
+    errno = 0;
+    *got = fread(dst, 1, n, r->f);
+    if (*got < n && ferror(r->f)) return reader_io_error(r);
+    return 0;
+}
+
+/* Reads exactly n bytes; a short read is an error describing `what` was cut
+ * off. */
+static int read_exact(idx_reader *r, void *dst, size_t n, const char *what)
+{
+    size_t got = 0;
+    TG_TRY(read_some(r, dst, n, &got));
+    if (got < n) return tg__error(TG_EFORMAT, "idx_load: '%s': truncated %s", r->path, what);
     return 0;
 }
 
@@ -64,11 +152,12 @@ static uint32_t be32(const unsigned char *b)
 }
 
 /* Parses the header into *type, ndim and shape. */
-static int read_header(gzFile gz, const char *path, const idx_type **type, int *ndim,
-                       int64_t *shape, size_t *nbytes)
+static int read_header(idx_reader *r, const idx_type **type, int *ndim, int64_t *shape,
+                       size_t *nbytes)
 {
+    const char *path = r->path;
     unsigned char h[4], d[4 * TG_MAX_DIMS];
-    TG_TRY(read_exact(gz, h, 4, path, "header"));
+    TG_TRY(read_exact(r, h, 4, "header"));
     TG_CHECK(h[0] == 0 && h[1] == 0, TG_EFORMAT,
              "idx_load: '%s': bad magic %02x%02x (must be 0000)", path, h[0], h[1]);
     *type = find_type(h[2]);
@@ -76,7 +165,7 @@ static int read_header(gzFile gz, const char *path, const idx_type **type, int *
     TG_CHECK(h[3] >= 1 && h[3] <= TG_MAX_DIMS, TG_EFORMAT,
              "idx_load: '%s': ndim=%d must be in 1..%d", path, h[3], TG_MAX_DIMS);
     *ndim = h[3];
-    TG_TRY(read_exact(gz, d, 4 * (size_t)*ndim, path, "dimensions"));
+    TG_TRY(read_exact(r, d, 4 * (size_t)*ndim, "dimensions"));
     for (int i = 0; i < *ndim; i++) shape[i] = be32(d + 4 * i);
     /* The tensor's own rule (its bytes and strides fit in an int64); the
      * file's bytes, file_size <= the tensor's element size each, fit then. */
@@ -91,7 +180,7 @@ static int read_header(gzFile gz, const char *path, const idx_type **type, int *
 
 /* Reads the nbytes of data into a malloc'd buffer grown as bytes arrive, so a
  * header that claims terabytes fails as truncated instead of allocating them. */
-static int read_data(gzFile gz, const char *path, size_t nbytes, unsigned char **buf)
+static int read_data(idx_reader *r, size_t nbytes, unsigned char **buf)
 {
     size_t cap = nbytes < (1u << 20) ? nbytes : (1u << 20), have = 0;
     unsigned char *b = tg__malloc(cap ? cap : 1);
@@ -102,18 +191,21 @@ static int read_data(gzFile gz, const char *path, size_t nbytes, unsigned char *
             unsigned char *nb = realloc(b, ncap);
             if (!nb) {
                 free(b);
-                return tg__error(TG_ENOMEM, "idx_load: '%s': out of memory", path);
+                return tg__error(TG_ENOMEM, "idx_load: '%s': out of memory", r->path);
             }
             b = nb;
             cap = ncap;
         }
-        size_t want = cap - have > (1u << 30) ? (1u << 30) : cap - have;
-        int got = gzread(gz, b + have, (unsigned)want);
-        if (got <= 0) {
+        size_t got = 0;
+        int rc = read_some(r, b + have, cap - have, &got);
+        if (rc == 0 && got < cap - have)
+            rc = tg__error(TG_EFORMAT, "idx_load: '%s': truncated data (fewer bytes than the "
+                           "dimensions say)", r->path);
+        if (rc < 0) {
             free(b);
-            return gz_status(gz, path, "data (fewer bytes than the dimensions say)");
+            return rc;
         }
-        have += (size_t)got;
+        have += got;
     }
     *buf = b;
     return 0;
@@ -140,20 +232,20 @@ static void decode(const idx_type *ty, const unsigned char *src, void *dst, int6
     }
 }
 
-static int load_open(tg_tensor **out, gzFile gz, const char *path)
+static int load_open(tg_tensor **out, idx_reader *r)
 {
     const idx_type *ty = NULL;
     int ndim = 0;
     int64_t shape[TG_MAX_DIMS];
-    size_t nbytes = 0;
-    unsigned char *buf = NULL, extra;
-    TG_TRY(read_header(gz, path, &ty, &ndim, shape, &nbytes));
-    TG_TRY(read_data(gz, path, nbytes, &buf));
-    /* The stream must end exactly here: a clean end leaves gzerror at Z_OK,
-     * while a gzip stream cut inside its trailer or CRC is corruption. */
-    int got = gzread(gz, &extra, 1), zerr = Z_OK, rc = 0;
-    if (got > 0) rc = tg__error(TG_EFORMAT, "idx_load: '%s': trailing bytes after the data", path);
-    else if (got < 0 || (gzerror(gz, &zerr), zerr != Z_OK)) rc = gz_status(gz, path, "data");
+    size_t nbytes = 0, extra = 0;
+    unsigned char *buf = NULL, byte;
+    TG_TRY(read_header(r, &ty, &ndim, shape, &nbytes));
+    TG_TRY(read_data(r, nbytes, &buf));
+    /* The data must end exactly here, and a gzip stream with it (reading on
+     * inflates up to the end of the last member, checking its CRC). */
+    int rc = read_some(r, &byte, 1, &extra);
+    if (rc == 0 && extra)
+        rc = tg__error(TG_EFORMAT, "idx_load: '%s': trailing bytes after the data", r->path);
     tg_tensor *t = NULL;
     if (rc == 0 && !(t = tg__tensor_empty(ty->dtype, ndim, shape))) rc = TG_ENOMEM;
     if (rc == 0) decode(ty, buf, tg_tensor_data(t), (int64_t)(nbytes / (size_t)ty->file_size));
@@ -166,12 +258,30 @@ int tg_idx_load(tg_tensor **out, const char *path)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "idx_load: out must not be NULL");
     TG_CHECK(path != NULL, TG_EINVAL, "idx_load: path must not be NULL");
+    idx_reader *r = calloc(1, sizeof *r);
+    if (!r) return tg__error(TG_ENOMEM, "idx_load: out of memory");
+    r->path = path;
     errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return tg__error(errno == ENOMEM ? TG_ENOMEM : TG_EIO, "idx_load: cannot open '%s': %s",
-                         path, errno ? strerror(errno) : "gzopen failed");
-    int rc = load_open(out, gz, path);
-    gzclose_r(gz);
+    r->f = fopen(path, "rb");
+    if (!r->f) {
+        int rc = tg__error(errno == ENOMEM ? TG_ENOMEM : TG_EIO, "idx_load: cannot open '%s': %s",
+                           path, errno ? strerror(errno) : "fopen failed");
+        free(r);
+        return rc;
+    }
+    /* gzip's magic 1f 8b; inflate with a gzip wrapper (16 + window bits). */
+    size_t avail = 0;
+    int rc = refill(r, &avail);
+    r->gz = rc == 0 && avail >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b;
+    if (rc == 0 && r->gz && inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK)
+        rc = tg__error(TG_ENOMEM, "idx_load: '%s': cannot start zlib", path);
+    if (rc == 0 && !r->gz) {   /* plain bytes: give back what the sniffing read */
+        errno = 0;
+        if (fseek(r->f, 0, SEEK_SET) != 0) rc = reader_io_error(r);
+    }
+    if (rc == 0) rc = load_open(out, r);
+    if (r->gz) inflateEnd(&r->z);
+    fclose(r->f);
+    free(r);
     return rc;
 }
