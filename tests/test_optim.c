@@ -269,6 +269,23 @@ Test(optim, bad_state_files_leave_the_optimizer_unchanged)
     cr_assert(eq(int, tg_optimizer_state_load(o, bad, "other"), TG_ENOTFOUND));
     tg_st_free(bad);
 
+    /* Counters and lr that are not finite, or a step past 2^53. */
+    const struct { const char *key; double v; } nonsense[] = {
+        {"o.lr", INFINITY}, {"o.lr", NAN}, {"o.0.step", INFINITY}, {"o.0.step", 1e300},
+        {"o.0.step", 0x1p60}, {"o.0.step", 2.5}, {"o.lr", -1},
+    };
+    for (size_t i = 0; i < sizeof nonsense / sizeof *nonsense; i++) {
+        bad = copy_without(before, nonsense[i].key);
+        tg_tensor *v = NULL;
+        tg_tensor_full(&v, TG_F64, 0, NULL, nonsense[i].v);
+        tg_st_set(bad, nonsense[i].key, v);
+        tg_tensor_release(v);
+        cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_EINVAL), "%s=%g",
+                  nonsense[i].key, nonsense[i].v);
+        cr_assert(strstr(tg_error_message(), nonsense[i].key) != NULL, "%s", tg_error_message());
+        tg_st_free(bad);
+    }
+
     cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.5));
     tg_optimizer_set_lr(o, meta(f, "lr"));
     tg_st_file *after = snapshot(o);

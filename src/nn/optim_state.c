@@ -1,6 +1,7 @@
 /* src/nn/optim_state.c - saving an optimizer's state into a tg_st_file and
  * restoring it exactly.  Load validates every entry and builds the new state
  * aside before swapping it in, so a bad file leaves the optimizer unchanged. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,9 +79,10 @@ static int get_count(const tg_st_file *f, const char *k, bool integral, double *
              "optimizer_state_load: '%s' must hold one value, has %lld", k,
              (long long)tg_tensor_numel(t));
     TG_TRY(tg_tensor_get_flat(t, 0, v));
-    TG_CHECK(*v >= 0 && (!integral || *v == (double)(int64_t)*v), TG_EINVAL,
-             "optimizer_state_load: '%s'=%g must be a non-negative %s", k, *v,
-             integral ? "integer" : "number");
+    /* finite, and a count below 2^53 (where doubles still hold every integer) */
+    TG_CHECK(*v >= 0 && isfinite(*v) && (!integral || (*v <= 0x1p53 && *v == floor(*v))),
+             TG_EINVAL, "optimizer_state_load: '%s'=%g must be a finite non-negative %s", k,
+             *v, integral ? "integer" : "number");
     return TG_OK;
 }
 
