@@ -6,9 +6,11 @@
  * run's stdout and stderr go to files in a fresh temporary directory. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
@@ -312,4 +314,137 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     th_expect_in(err_text, "the checkpoint was trained on 24 images and --data has 32");
     expect_same_bytes(ck, before, n);
     free(before);
+}
+
+/* A bad value's message names the rule; a value that is the next option is a
+ * missing value (nothing is made under that name); options that contradict
+ * each other, or that --sample would ignore, are refused. */
+Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
+{
+    static const char *const bad[][3] = {
+        {"--g-ch", "5", "bad value '5' for --g-ch: an even integer in 2..65536"},
+        {"--threads", "300", "bad value '300' for --threads: an integer in 1..256"},
+        {"--nz", "70000", "bad value '70000' for --nz: an integer in 1..65536"},
+        {"--epochs", "0", "bad value '0' for --epochs: an integer >= 1"},
+        {"--loss", "foo", "bad value 'foo' for --loss: bce or wgan-gp"},
+        {"--amp", "f8", "bad value 'f8' for --amp: bf16, f16 or off"},
+        {"--lr", "1e20", "bad value '1e20' for --lr: a number in (0, 1]"},
+        {"--lr", "0", "bad value '0' for --lr: a number in (0, 1]"},
+        {"--time-budget", "0x10", "bad value '0x10' for --time-budget: a number of seconds"},
+        {"--sample", "5000", "bad value '5000' for --sample: an integer in 1..4096"},
+        {"--data", "", "bad value '' for --data: a path, not empty"},
+        {"--out", "--help", "option '--out' needs a value, got the option '--help'"},
+        {"--resume", "--overwrite", "option '--resume' needs a value, got the option"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, DCGAN(bad[i][0], bad[i][1]), 2), "%s %s: %s", bad[i][0], bad[i][1],
+                  err_text);
+        th_expect_in(err_text, bad[i][2]);
+        cr_assert(strstr(err_text, "images, batch") == NULL, "it trained: %s", err_text);
+    }
+    char out[256];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, DCGAN("--out", out, "--resume", "auto", "--overwrite"), 2));
+    th_expect_in(err_text, "--resume continues a run and --overwrite starts a new one");
+    static const char *const ignored[][2] = {
+        {"--epochs", "2"}, {"--max-steps", "5"}, {"--data", "/nonexistent"},
+        {"--time-budget", "1"}, {"--log-every", "3"},
+    };
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+        cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", ignored[i][0], ignored[i][1]), 2),
+                  "%s", ignored[i][0]);
+        th_expect_in(err_text, "has no effect with --sample");
+    }
+    cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--overwrite"), 2));
+    th_expect_in(err_text, "--overwrite has no effect with --sample");
+    cr_assert(not(file_exists(out, "samples.png") || file_exists(out, "checkpoint.safetensors")));
+}
+
+/* Replaces (or adds) tensor key of the safetensors file at path. */
+static void edit_file(const char *path, const char *key, tg_tensor *t)
+{
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_st_set(f, key, t), TG_OK));
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK), "%s", tg_error_message());
+    tg_st_free(f);
+    tg_tensor_release(t);
+}
+
+/* A 0-d tensor holding v, as the checkpoint stores its counters. */
+static tg_tensor *scalar_tensor(tg_dtype dt, double v)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_full(&t, dt, 0, NULL, v), TG_OK));
+    return t;
+}
+
+/* A checkpoint whose counters or learning rate are out of range, or whose
+ * loss history is inconsistent, is refused on --resume with a message that
+ * says which entry is wrong; nothing in --out changes.  A loss.csv that
+ * cannot be written is reported with its path. */
+Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
+{
+    write_train_set(24);
+    char out[256], ck[512], copy[512];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
+                            "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0), "%s", err_text);
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
+    size_t n = 0;
+    char *good = th_read_file(ck, &n);
+    cr_assert(good != NULL);
+    th_tmp_path(copy, sizeof copy, "good.safetensors");
+    FILE *f = fopen(copy, "wb");
+    cr_assert(f && fwrite(good, 1, n, f) == n);
+    fclose(f);
+    struct {
+        const char *key;
+        tg_tensor *value;
+        const char *msg;
+    } cases[] = {
+        {"opt_g.lr", scalar_tensor(TG_F64, INFINITY), "'opt_g.lr'=inf must be a finite"},
+        {"opt_d.step", scalar_tensor(TG_F64, 1e300), "'opt_d.step'=1e+300 must be a finite"},
+        {"step", scalar_tensor(TG_I64, -1), "the checkpoint's step=-1 must be >= 0"},
+        {"history.epoch", scalar_tensor(TG_I64, 0),
+         "history.d_loss, history.g_loss and history.epoch must have one length"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        edit_file(ck, cases[i].key, cases[i].value);
+        size_t m = 0;
+        char *edited = th_read_file(ck, &m);
+        cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1),
+                  "%s: %s", cases[i].key, err_text);
+        th_expect_in(err_text, cases[i].msg);
+        expect_same_bytes(ck, edited, m);
+        free(edited);
+        f = fopen(ck, "wb");
+        cr_assert(f && fwrite(good, 1, n, f) == n);
+        fclose(f);
+    }
+    /* an epoch number beyond any real run */
+    tg_st_file *sf = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&sf, ck), TG_OK));
+    const tg_tensor *he = tg_st_get(sf, "history.epoch");
+    cr_assert(he != NULL);
+    tg_tensor *e2 = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&e2, (tg_tensor *)he), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_flat(e2, 1, 1e17), TG_OK));
+    tg_st_free(sf);
+    edit_file(ck, "history.epoch", e2);
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1));
+    th_expect_in(err_text, "history.epoch[1]=1e+17 is not an epoch number");
+    f = fopen(ck, "wb");
+    cr_assert(f && fwrite(good, 1, n, f) == n);
+    fclose(f);
+    /* loss.csv cannot be written: a folder of that name stands in the way */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/loss.csv", out);
+    remove(dir);
+    cr_assert(eq(int, mkdir(dir, 0755), 0));
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
+                            "--max-steps", "4"), 1));
+    th_expect_in(err_text, "loss.csv");
+    th_expect_in(err_text, "Is a directory");
+    free(good);
 }

@@ -185,6 +185,9 @@ static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
     int rc = dcgan_opts_from_meta(&r->a->train, f);
     if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
     if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);
+    if (rc >= 0 && r->t->step < 0)
+        rc = tg_error_set(TG_EFORMAT, "the checkpoint's step=%lld must be >= 0",
+                          (long long)r->t->step);
     if (rc >= 0) rc = history_load(&r->h, f, r->t->step);
     if (rc >= 0)
         fprintf(stderr, "dcgan: resumed %s at step %lld (epoch %lld)\n",

@@ -12,8 +12,9 @@ static const char usage[] =
     "usage: dcgan [options]\n"
     "  --epochs N          epochs to train (default 20; --time-budget usually stops first)\n"
     "  --batch N           batch size (default 32: more steps per minute than 64)\n"
-    "  --lr X              Adam learning rate (default 4e-4, twice DCGAN's 2e-4: clothing\n"
-    "                      shapes within the 3-minute budget; 1e-4 for wgan-gp)\n"
+    "  --lr X              Adam learning rate, in (0, 1] (default 4e-4, twice DCGAN's\n"
+    "                      2e-4: clothing shapes within the 3-minute budget; 1e-4 for\n"
+    "                      wgan-gp)\n"
     "  --seed N            seed of weights, data order and noise (default 0)\n"
     "  --out DIR           output folder (default out)\n"
     "  --resume PATH|auto  continue from a checkpoint (auto: DIR/checkpoint.safetensors)\n"
@@ -25,7 +26,8 @@ static const char usage[] =
     "  --loss bce|wgan-gp  GAN loss (default bce)\n"
     "  --amp bf16|f16      autocast the forward passes: half compute, f32 master\n"
     "                      weights (f16 with loss scaling)\n"
-    "  --sample N          load the checkpoint, write N samples to DIR/samples.png, exit\n"
+    "  --sample N          load the checkpoint, write N (1..4096) samples to\n"
+    "                      DIR/samples.png, exit\n"
     "                      (their latents from --seed when given, else the checkpoint's)\n"
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
@@ -33,20 +35,22 @@ static const char usage[] =
     "  --max-steps N       stop (with a checkpoint) once N steps in total are done\n"
     "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
-static int parse_i64(const char *s, int64_t lo, int64_t *v)
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *v)
 {
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < lo) return -1;
+    if (errno || end == s || *end || x < lo || x > hi) return -1;
     *v = x;
     return 0;
 }
 
-/* A finite number, the whole of s. */
+/* A finite decimal number, the whole of s (strtod's hex and inf/nan forms
+ * are refused). */
 static int parse_f64(const char *s, double *v)
 {
     char *end;
+    if (s[0] == '\0' || strspn(s, "0123456789.eE+-") != strlen(s)) return -1;
     errno = 0;
     double x = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(x)) return -1;
@@ -60,53 +64,90 @@ static void defaults(app_opts *o)
                     .time_budget = 170.0, .log_every = 50};
 }
 
-/* Applies option name = val; -1 for a bad value, -2 for an unknown name. */
-static int apply(app_opts *o, const char *name, const char *val)
+#define MAX_SAMPLES 4096
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Applies option name = val.  Returns 0, -1 for a bad value (*rule says what
+ * a good one is) or -2 for an unknown name. */
+static int apply(app_opts *o, const char *name, const char *val, const char **rule)
 {
     int64_t n;
     dcgan_opts *t = &o->train;
-    if (!strcmp(name, "--epochs")) return parse_i64(val, 1, &o->epochs);
-    if (!strcmp(name, "--batch")) return parse_i64(val, 1, &t->batch);
+    const int64_t big = INT64_MAX;
+    if (!strcmp(name, "--out") || !strcmp(name, "--resume") || !strcmp(name, "--data")) {
+        *rule = "a path, not empty";
+        if (val[0] == '\0') return -1;
+        const char **dst = !strcmp(name, "--out")      ? &o->out
+                           : !strcmp(name, "--resume") ? &o->resume
+                                                       : &o->data;
+        *dst = val;
+        return 0;
+    }
+    if (!strcmp(name, "--epochs")) {
+        *rule = "an integer >= 1";
+        return parse_i64(val, 1, big, &o->epochs);
+    }
+    if (!strcmp(name, "--batch")) {
+        *rule = "an integer >= 1";
+        return parse_i64(val, 1, big, &t->batch);
+    }
+    if (!strcmp(name, "--max-steps")) {
+        *rule = "an integer >= 1";
+        return parse_i64(val, 1, big, &o->max_steps);
+    }
     if (!strcmp(name, "--seed")) {
-        if (parse_i64(val, 0, &n)) return -1;
+        *rule = "an integer in 0..9223372036854775807";
+        if (parse_i64(val, 0, big, &n)) return -1;
         t->seed = (uint64_t)n;
         return 0;
     }
     if (!strcmp(name, "--lr")) {
+        *rule = "a number in (0, 1]";
         o->lr_given = true;
-        return parse_f64(val, &t->lr) || !(t->lr > 0) ? -1 : 0;
+        return parse_f64(val, &t->lr) || !(t->lr > 0 && t->lr <= 1) ? -1 : 0;
     }
-    if (!strcmp(name, "--out")) return (o->out = val), 0;
-    if (!strcmp(name, "--resume")) return (o->resume = val), 0;
-    if (!strcmp(name, "--data")) return (o->data = val), 0;
-    if (!strcmp(name, "--threads")) {
-        if (parse_i64(val, 1, &n) || n > 256) return -1;   /* tg_set_num_threads */
+    if (!strcmp(name, "--threads")) {   /* tg_set_num_threads's range */
+        *rule = "an integer in 1..256";
+        if (parse_i64(val, 1, 256, &n)) return -1;
         o->threads = (int)n;
         return 0;
     }
-    if (!strcmp(name, "--max-steps")) return parse_i64(val, 1, &o->max_steps);
-    if (!strcmp(name, "--nz"))
-        return parse_i64(val, 1, &t->arch.nz) || t->arch.nz > DCGAN_MAX_WIDTH ? -1 : 0;
-    if (!strcmp(name, "--g-ch"))
-        return parse_i64(val, 2, &t->arch.g_ch) || t->arch.g_ch % 2 ||
-                       t->arch.g_ch > DCGAN_MAX_WIDTH ? -1 : 0;
-    if (!strcmp(name, "--d-ch"))
-        return parse_i64(val, 1, &t->arch.d_ch) || t->arch.d_ch > DCGAN_MAX_WIDTH ? -1 : 0;
-    if (!strcmp(name, "--sample")) return parse_i64(val, 1, &o->sample);
-    if (!strcmp(name, "--time-budget"))
+    if (!strcmp(name, "--nz")) {
+        *rule = "an integer in 1.." STR(DCGAN_MAX_WIDTH);
+        return parse_i64(val, 1, DCGAN_MAX_WIDTH, &t->arch.nz);
+    }
+    if (!strcmp(name, "--g-ch")) {
+        *rule = "an even integer in 2.." STR(DCGAN_MAX_WIDTH);
+        return parse_i64(val, 2, DCGAN_MAX_WIDTH, &t->arch.g_ch) || t->arch.g_ch % 2 ? -1 : 0;
+    }
+    if (!strcmp(name, "--d-ch")) {
+        *rule = "an integer in 1.." STR(DCGAN_MAX_WIDTH);
+        return parse_i64(val, 1, DCGAN_MAX_WIDTH, &t->arch.d_ch);
+    }
+    if (!strcmp(name, "--sample")) {
+        *rule = "an integer in 1.." STR(MAX_SAMPLES);
+        return parse_i64(val, 1, MAX_SAMPLES, &o->sample);
+    }
+    if (!strcmp(name, "--time-budget")) {
+        *rule = "a number of seconds >= 0 (0: no limit)";
         return parse_f64(val, &o->time_budget) || o->time_budget < 0 ? -1 : 0;
+    }
     if (!strcmp(name, "--log-every")) {
-        if (parse_i64(val, 1, &n) || n > 1000000) return -1;
+        *rule = "an integer in 1..1000000";
+        if (parse_i64(val, 1, 1000000, &n)) return -1;
         o->log_every = (int)n;
         return 0;
     }
     if (!strcmp(name, "--loss")) {
+        *rule = "bce or wgan-gp";
         if (!strcmp(val, "bce")) t->loss = DCGAN_LOSS_BCE;
         else if (!strcmp(val, "wgan-gp")) t->loss = DCGAN_LOSS_WGAN_GP;
         else return -1;
         return 0;
     }
     if (!strcmp(name, "--amp")) {
+        *rule = "bf16, f16 or off";
         if (!strcmp(val, "bf16")) t->amp = TG_BF16;
         else if (!strcmp(val, "f16")) t->amp = TG_F16;
         else if (!strcmp(val, "off") || !strcmp(val, "f32")) t->amp = TG_F32;
@@ -159,37 +200,74 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
     return 0;
 }
 
+/* Options that only training reads: given with --sample they would do
+ * nothing, which is refused rather than ignored. */
+static bool training_only(const char *name)
+{
+    static const char *const names[] = {"--epochs", "--max-steps", "--overwrite", "--data",
+                                        "--time-budget", "--log-every"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (!strcmp(name, names[k])) return true;
+    return false;
+}
+
+/* Prints what is wrong with argv[i] (and its value) for apply's status rc. */
+static void report(int argc, char **argv, int i, int rc, const char *rule)
+{
+    if (strncmp(argv[i], "--", 2) != 0)
+        fprintf(stderr, "dcgan: unexpected argument '%s' (options are --name value)\n", argv[i]);
+    else if (rc == -2)
+        fprintf(stderr, "dcgan: unknown option '%s'\n", argv[i]);
+    else if (i + 1 >= argc)
+        fprintf(stderr, "dcgan: option '%s' needs a value\n", argv[i]);
+    else if (rc == -3)
+        fprintf(stderr, "dcgan: option '%s' needs a value, got the option '%s' (write "
+                "./%s for a path of that name)\n", argv[i], argv[i + 1], argv[i + 1]);
+    else
+        fprintf(stderr, "dcgan: bad value '%s' for %s: %s\n", argv[i + 1], argv[i], rule);
+}
+
 int app_opts_parse(app_opts *o, int argc, char **argv)
 {
     defaults(o);
+    const char *train_only = NULL;   /* the first training-only option given */
     /* Options are (name, value) pairs, but for the flags --help and
-     * --overwrite. */
+     * --overwrite.  A value may not start with "--": that is the next
+     * option, and its own value missing. */
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 1;
         }
+        if (!train_only && training_only(argv[i])) train_only = argv[i];
         if (!strcmp(argv[i], "--overwrite")) {
             o->overwrite = true;
             i--;
             continue;
         }
-        const int rc = i + 1 < argc ? apply(o, argv[i], argv[i + 1]) : -3;
+        const char *rule = "";
+        int rc = i + 1 >= argc                       ? -3
+                 : strncmp(argv[i + 1], "--", 2) == 0 ? -3
+                                                      : apply(o, argv[i], argv[i + 1], &rule);
+        app_opts scratch = *o;   /* an unknown name is the first thing to say */
+        if (rc == -3 && apply(&scratch, argv[i], "", &rule) == -2) rc = -2;
         if (rc < 0) {
-            if (strncmp(argv[i], "--", 2) != 0)
-                fprintf(stderr, "dcgan: unexpected argument '%s' (options are --name value)\n",
-                        argv[i]);
-            else if (rc == -2)
-                fprintf(stderr, "dcgan: unknown option '%s'\n", argv[i]);
-            else if (rc == -3)
-                fprintf(stderr, "dcgan: option '%s' needs a value\n", argv[i]);
-            else
-                fprintf(stderr, "dcgan: bad value '%s' for %s\n", argv[i + 1], argv[i]);
+            report(argc, argv, i, rc, rule);
             fputs(usage, stderr);
             return -1;
         }
         for (int k = 0; k < OWN_COUNT; k++)
             if (!strcmp(argv[i], owned_names[k])) o->owned[k] = argv[i + 1];
+    }
+    if (o->resume && o->overwrite) {
+        fprintf(stderr, "dcgan: --resume continues a run and --overwrite starts a new one: "
+                "give one of them\n");
+        return -1;
+    }
+    if (o->sample > 0 && train_only) {
+        fprintf(stderr, "dcgan: %s has no effect with --sample, which only draws samples "
+                "from the checkpoint: leave it out\n", train_only);
+        return -1;
     }
     /* WGAN-GP: the critic has no BatchNorm and Adam uses the paper's
      * lr 1e-4, betas (0, 0.9) (Gulrajani et al. 2017, algorithm 1). */

@@ -2,6 +2,8 @@
  * PyTorch interchange files. */
 #include "outputs.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@ int history_push(history *h, int64_t epoch, double d, double g)
         if (ng) h->g = ng;
         int64_t *ne = realloc(h->epoch, (size_t)cap * sizeof *ne);
         if (ne) h->epoch = ne;
-        if (!nd || !ng || !ne) return TG_ENOMEM;
+        if (!nd || !ng || !ne) return tg_error_set(TG_ENOMEM, "loss history: out of memory");
         h->cap = cap;
     }
     h->d[h->n] = d;
@@ -63,13 +65,21 @@ int history_load(history *h, const tg_st_file *f, int64_t steps)
     const tg_tensor *e = tg_st_get(f, "history.epoch");
     if (!d || !g || !e) return TG_OK;   /* a checkpoint without history */
     int64_t n = tg_tensor_numel(d);
-    if (tg_tensor_numel(g) != n || tg_tensor_numel(e) != n) return TG_EFORMAT;
+    if (tg_tensor_numel(g) != n || tg_tensor_numel(e) != n)
+        return tg_error_set(TG_EFORMAT, "checkpoint: history.d_loss, history.g_loss and "
+                            "history.epoch must have one length, not %lld, %lld and %lld",
+                            (long long)n, (long long)tg_tensor_numel(g),
+                            (long long)tg_tensor_numel(e));
     if (n > steps) n = steps;
     for (int64_t i = 0; i < n; i++) {
         double dv, gv, ev;
         TRY(tg_tensor_get_flat(d, i, &dv));
         TRY(tg_tensor_get_flat(g, i, &gv));
         TRY(tg_tensor_get_flat(e, i, &ev));
+        /* an epoch is a step count divided by the batches in one: below 2^53 */
+        if (!(ev >= 0 && ev <= 0x1p53 && ev == floor(ev)))
+            return tg_error_set(TG_EFORMAT, "checkpoint: history.epoch[%lld]=%g is not an "
+                                "epoch number (an integer >= 0)", (long long)i, ev);
         TRY(history_push(h, (int64_t)ev, dv, gv));
     }
     return TG_OK;
@@ -88,15 +98,20 @@ static int write_csv(const char *dir, const history *h)
     out_path(path, sizeof path, dir, "loss.csv");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *fp = fopen(tmp, "w");
-    if (!fp) return TG_EIO;
+    if (!fp) return tg_error_set(TG_EIO, "cannot write %s: %s", tmp, strerror(errno));
     fprintf(fp, "step,epoch,d_loss,g_loss\n");
     for (int64_t i = 0; i < h->n; i++)
         fprintf(fp, "%lld,%lld,%.9g,%.9g\n", (long long)i + 1, (long long)h->epoch[i] + 1,
                 h->d[i], h->g[i]);
     int bad = ferror(fp);
-    if (fclose(fp) != 0 || bad || rename(tmp, path) != 0) {
+    if (fclose(fp) != 0 || bad) {
         remove(tmp);
-        return TG_EIO;
+        return tg_error_set(TG_EIO, "writing %s failed", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        int rc = tg_error_set(TG_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        remove(tmp);
+        return rc;
     }
     return TG_OK;
 }
