@@ -14,8 +14,9 @@
  * images (or all, when there are fewer) is printed and
  * out/autoencoder_pairs.png shows test images (odd rows) above their
  * reconstructions (even rows).  A bad option value (exit 2), a missing or
- * empty training or test set, or a batch larger than the training set
- * (exit 1) is refused before training, with nothing written.
+ * empty training or test set, images that are not 1x28x28, or a batch
+ * larger than the training set (exit 1) is refused before training, with
+ * nothing written.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,6 +50,10 @@ typedef struct opts {
 } opts;
 
 static const char prog[] = "autoencoder";
+
+/* The model maps (N, 1, 28, 28) to itself: the encoder halves 28 twice to 7,
+ * the decoder doubles 7 back to 28 (build_model). */
+enum { IMAGE_SIDE = 28 };
 
 static void usage(FILE *f)
 {
@@ -288,8 +293,8 @@ static void save_weights(const tg_module *m, const char *dir)
     printf("wrote %s\n", path);
 }
 
-/* The training (train true) or test set in [0, 1], or NULL after saying why
- * it cannot be used. */
+/* The training (train true) or test set in [0, 1] of (1, IMAGE_SIDE,
+ * IMAGE_SIDE) images, or NULL after saying why it cannot be used. */
 static tg_dataset *load_set(const opts *o, bool train)
 {
     tg_dataset *ds = NULL;
@@ -303,6 +308,15 @@ static tg_dataset *load_set(const opts *o, bool train)
     }
     if (tg_dataset_size(ds) < 1) {
         fprintf(stderr, "%s: the %s set in %s is empty\n", prog, train ? "training" : "test", dir);
+        tg_dataset_release(ds);
+        return NULL;
+    }
+    int64_t s[3];
+    tg_dataset_image_shape(ds, s);
+    if (s[0] != 1 || s[1] != IMAGE_SIDE || s[2] != IMAGE_SIDE) {
+        fprintf(stderr, "%s: --data %s: the %s images are (%lld, %lld, %lld): the model takes "
+                "(1, %d, %d)\n", prog, dir, train ? "training" : "test", (long long)s[0],
+                (long long)s[1], (long long)s[2], IMAGE_SIDE, IMAGE_SIDE);
         tg_dataset_release(ds);
         return NULL;
     }

@@ -76,10 +76,10 @@ static void expect_same_bytes(const char *path, const char *want, size_t n)
     free(got);
 }
 
-/* Writes an uncompressed IDX set of n random 28x28 images into dir/<prefix>
- * (prefix "train" or "t10k": <prefix>-images-idx3-ubyte and
+/* Writes an uncompressed IDX set of n random side x side images into
+ * dir/<prefix> (prefix "train" or "t10k": <prefix>-images-idx3-ubyte and
  * <prefix>-labels-idx1-ubyte). */
-static void write_idx_set(const char *dir, const char *prefix, uint32_t n)
+static void write_idx_set_sized(const char *dir, const char *prefix, uint32_t n, uint8_t side)
 {
     char path[512];
     uint64_t seed = 7 + n;
@@ -87,9 +87,9 @@ static void write_idx_set(const char *dir, const char *prefix, uint32_t n)
     FILE *f = fopen(path, "wb");
     cr_assert(f != NULL);
     const uint8_t img_head[16] = {0, 0, 8, 3, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255,
-                                  0, 0, 0, 28, 0, 0, 0, 28};
+                                  0, 0, 0, side, 0, 0, 0, side};
     fwrite(img_head, 1, sizeof img_head, f);
-    for (uint32_t i = 0; i < n * 28 * 28; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
+    for (uint32_t i = 0; i < n * side * side; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
     cr_assert(eq(int, fclose(f), 0));
     snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
     f = fopen(path, "wb");
@@ -98,6 +98,12 @@ static void write_idx_set(const char *dir, const char *prefix, uint32_t n)
     fwrite(lab_head, 1, sizeof lab_head, f);
     for (uint32_t i = 0; i < n; i++) fputc((int)(i % 10), f);
     cr_assert(eq(int, fclose(f), 0));
+}
+
+/* write_idx_set_sized with the 28x28 images the autoencoder takes. */
+static void write_idx_set(const char *dir, const char *prefix, uint32_t n)
+{
+    write_idx_set_sized(dir, prefix, n, 28);
 }
 
 /* ---- autoencoder ------------------------------------------------------------- */
@@ -138,6 +144,30 @@ Test(examples, autoencoder_checks_the_test_set_before_training)
     cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1"), 1));
     th_expect_in(err_text, "autoencoder: cannot load the test set from");
     th_expect_in(err_text, "t10k-images-idx3-ubyte");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
+
+/* The model takes 1x28x28 images: a test or training set of 14x14 ones is
+ * refused before training (it used to train, replace the weights, then fail
+ * in the evaluation's loss), with a message naming --data and both sizes. */
+Test(examples, autoencoder_refuses_images_of_another_size_before_training)
+{
+    char data[256], weights[512];
+    autoencoder_setup(20, data, weights);
+    write_idx_set_sized(data, "t10k", 10, 14);
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1"), 1),
+              "%s", err_text);
+    th_expect_in(err_text, "autoencoder: --data ");
+    th_expect_in(err_text, "the test images are (1, 14, 14): the model takes (1, 28, 28)");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+
+    write_idx_set(data, "t10k", 10);
+    write_idx_set_sized(data, "train", 24, 14);
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1"), 1),
+              "%s", err_text);
+    th_expect_in(err_text, "the training images are (1, 14, 14): the model takes (1, 28, 28)");
     cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
