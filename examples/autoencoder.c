@@ -14,15 +14,13 @@
  * images (or all, when there are fewer) is printed and
  * out/autoencoder_pairs.png shows test images (odd rows) above their
  * reconstructions (even rows).  A bad option value (exit 2), a missing or
- * empty training or test set, images that are not 1x28x28, or a batch
- * larger than the training set (exit 1) is refused before training, with
- * nothing written.
+ * empty training or test set, images that are not 1x28x28, a batch larger
+ * than the training set or an --out that is not a folder it can write in
+ * (exit 1) is refused before training, with nothing written.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <cblas.h>
@@ -346,8 +344,7 @@ int main(int argc, char **argv)
         tg_dataset_release(ds);
         return EX_EXIT_FAIL;
     }
-    if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o.out, strerror(errno));
+    if (ex_out_dir(prog, "--out", o.out) < 0) {
         tg_dataset_release(test);
         tg_dataset_release(ds);
         return EX_EXIT_FAIL;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 bool ex_arg_is_help(const char *arg)
 {
@@ -93,5 +95,40 @@ int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi,
         return -1;
     }
     *v = x;
+    return 0;
+}
+
+int ex_out_dir(const char *prog, const char *opt, const char *dir)
+{
+    struct stat st;
+    char probe[4096];
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: %s %s: cannot create the folder: %s\n", prog, opt, dir,
+                strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) < 0) {
+        fprintf(stderr, "%s: %s %s: cannot use the folder: %s\n", prog, opt, dir,
+                strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: %s %s: must be a folder to write the outputs into, not a file\n",
+                prog, opt, dir);
+        return -1;
+    }
+    int fd = -1;
+    if (snprintf(probe, sizeof probe, "%s/.%s-write-test-XXXXXX", dir, prog) <
+        (int)sizeof probe)
+        fd = mkstemp(probe);
+    else
+        errno = ENAMETOOLONG;
+    if (fd < 0) {
+        fprintf(stderr, "%s: %s %s: cannot write in the folder: %s\n", prog, opt, dir,
+                strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
     return 0;
 }

@@ -47,4 +47,11 @@ int ex_arg_u64(const char *prog, const char *opt, const char *s, uint64_t *v);
 /* A finite number x with 0 < x <= hi. */
 int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi, double *v);
 
+/* dir, the value of option opt, as a folder this program can write in: made
+ * (one level) when missing, then probed with a temporary file that is
+ * removed again.  Called after every other check of a run, so that a
+ * refused run makes nothing else.  -1 after printing "<prog>: <opt> <dir>:
+ * <the rule>"; an existing file at dir is left as it was. */
+int ex_out_dir(const char *prog, const char *opt, const char *dir);
+
 #endif

@@ -172,6 +172,28 @@ Test(examples, autoencoder_refuses_images_of_another_size_before_training)
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
 
+/* --out must be a folder it can write in (made when missing): a regular
+ * file, or a path through one, is refused before training and left as it
+ * was (it used to train and fail only at the save). */
+Test(examples, autoencoder_refuses_an_out_that_is_not_a_folder_before_training)
+{
+    char data[256], weights[512], file[256];
+    autoencoder_setup(20, data, weights);
+    static const char keep[] = "not a folder";
+    write_bytes(th_tmp_path(file, sizeof file, "c1.st"), keep, sizeof keep);
+    cr_assert(eq(int, AE("--data", data, "--out", "c1.st", "--batch", "8", "--steps", "1"), 1),
+              "%s", err_text);
+    th_expect_in(err_text, "autoencoder: --out c1.st: must be a folder");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(file, keep, sizeof keep);
+    cr_assert(eq(int, AE("--data", data, "--out", "c1.st/sub", "--batch", "8", "--steps", "1"),
+                 1), "%s", err_text);
+    th_expect_in(err_text, "autoencoder: --out c1.st/sub: cannot create the folder: Not a directory");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    expect_same_bytes(file, keep, sizeof keep);
+    expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
+
 /* Fewer than 1000 test images: the MSE is over those there are, and the
  * trained weights are written. */
 Test(examples, autoencoder_evaluates_a_short_test_set_and_saves_the_training)
