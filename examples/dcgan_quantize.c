@@ -20,7 +20,8 @@
  * load change on a shared machine hits both alike).
  *
  * Exit status 0; 1 when a file cannot be read or written, does not hold a
- * generator of model.h or latents (N, nz) of finite values, or an output is
+ * generator of model.h or latents (N, nz) of finite values, --out is not a
+ * folder it can write in (checked before the calibration), or an output is
  * not finite (no PSNR then); 2 for a usage error; --help prints the usage on
  * stdout.  On error every object is freed.
  */
@@ -297,10 +298,8 @@ int main(int argc, char **argv)
     if (!g || !(calib = calloc((size_t)o.calib, sizeof *calib))) goto done;
     for (int64_t i = 0; i < o.calib; i++) TRY(dcgan_latents(&calib[i], o.batch, nz, &rng));
     if (!(z = test_latents(&o, &rng, nz))) goto done;
-    if (mkdir(o.out, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o.out, strerror(errno));
-        goto done;
-    }
+    /* The last check before the calibration: a refused input makes no folder. */
+    if (ex_out_dir(prog, "--out", o.out) < 0) goto done;
     double t0 = now_ms(), ms_f, ms_q;
     tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
     qo.fold_batchnorm = qo.fuse_relu = o.fold;

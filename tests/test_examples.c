@@ -499,6 +499,23 @@ Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
     th_expect_in(out_text, "dB over 32 images");
 }
 
+/* --out must be a folder it can write in: a regular file is refused before
+ * calibration (it used to calibrate and fail at the first PNG) and left as
+ * it was. */
+Test(examples, dcgan_quantize_refuses_an_out_that_is_not_a_folder_before_calibrating)
+{
+    char w[512], file[256];
+    export_generator(w, sizeof w);
+    static const char keep[] = "not a folder";
+    write_bytes(th_tmp_path(file, sizeof file, "c1.st"), keep, sizeof keep);
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", "ex/latents.safetensors", "--out",
+                            "c1.st", QUANT_FAST), 1),
+              "%s", err_text);
+    th_expect_in(err_text, "dcgan_quantize: --out c1.st: must be a folder");
+    cr_assert(strstr(out_text, "calibrated") == NULL, "it calibrated:\n%s", out_text);
+    expect_same_bytes(file, keep, sizeof keep);
+}
+
 /* A NaN in the generator makes the float output NaN: no PSNR is claimed
  * (fmax(NaN, 1e-300) used to give 3006 dB). */
 /* A generator with a NaN weight is refused at calibration (the observers
