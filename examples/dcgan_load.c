@@ -8,6 +8,7 @@
  *       batch Z[key] (N, nz) in eval mode and writes {"z", "images"} with
  *       images (N, 1, 28, 28) in [-1, 1].  The prefix is "gen" when the file
  *       has gen.net.0.weight, else none, unless --prefix says otherwise.
+ *       --out and --png must name files other than the inputs and each other.
  *
  *   dcgan_load --export DIR [--seed S] [--n N] [--warmup K]
  *       Writes a generator made here (DCGAN init, then K training-mode
@@ -124,15 +125,33 @@ static int parse_opts(opts *o, int argc, char **argv)
     return missing ? -1 : 0;
 }
 
-/* True when a and b name the same file (by name, or by device and inode
- * when both exist). */
+/* True when the folder part of path a (up to its last '/'; "." when none)
+ * is the folder of b and the names after it are equal. */
+static bool same_entry(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    const char *na = sa ? sa + 1 : a, *nb = sb ? sb + 1 : b;
+    char da[4096], db[4096];
+    struct stat fa, fb;
+    if (!na[0] || strcmp(na, nb)) return false;
+    snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a) + 1 : 1, sa ? a : ".");
+    snprintf(db, sizeof db, "%.*s", sb ? (int)(sb - b) + 1 : 1, sb ? b : ".");
+    return stat(da, &fa) == 0 && stat(db, &fb) == 0 && fa.st_dev == fb.st_dev &&
+           fa.st_ino == fb.st_ino;
+}
+
+/* True when a and b name the same file: the same name; when either exists,
+ * both exist with the same device and inode (a link is its target); when
+ * neither does, the same name in the same folder ("o", "./o", "d/../o"). */
 static bool same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (!a || !b) return false;
     if (!strcmp(a, b)) return true;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
+    const bool has_a = stat(a, &sa) == 0, has_b = stat(b, &sb) == 0;
+    if (has_a || has_b)
+        return has_a && has_b && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return same_entry(a, b);
 }
 
 /* z must be (N, nz), N >= 1: -1 after saying what is wrong. */
@@ -186,6 +205,11 @@ static int load_and_run(const opts *o)
                     i / 2 ? "--png" : "--out", outs[i / 2], in[i % 2]);
             return EX_EXIT_USAGE;
         }
+    if (same_file(o->png, o->out)) {
+        fprintf(stderr, "%s: --png %s is the file of --out %s: they must differ\n", prog,
+                o->png, o->out);
+        return EX_EXIT_USAGE;
+    }
     TRY(tg_safetensors_load(&wf, o->weights));
     TRY(tg_safetensors_load(&zf, o->latents));
     const char *prefix = o->prefix ? o->prefix

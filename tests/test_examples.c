@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
@@ -409,6 +410,38 @@ Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
     th_expect_in(err_text, "would overwrite the input");
     expect_same_bytes(z, latents, n);
     free(latents);
+}
+
+/* --png naming the file of --out (same name, another spelling of it, or the
+ * same file through a link) is refused before anything is read: it used to
+ * write the PNG over the safetensors file just written. */
+Test(examples, dcgan_load_refuses_a_png_that_is_the_out_file)
+{
+    char dir[256], w[512], z[512], out[256], link[256];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
+    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
+    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    th_tmp_path(out, sizeof out, "same");
+    static const char *const pngs[] = {"same", "./same", "ex/../same"};
+    for (size_t i = 0; i < sizeof pngs / sizeof *pngs; i++) {
+        cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", "same", "--png",
+                               pngs[i]), 2),
+                  "--png %s: %s", pngs[i], err_text);
+        th_expect_in(err_text, "dcgan_load: --png");
+        th_expect_in(err_text, "is the file of --out same: they must differ");
+        cr_assert(exists(out) == false, "--png %s: a refused run wrote %s", pngs[i], out);
+    }
+    static const char old[] = "an earlier result";
+    write_bytes(out, old, sizeof old);
+    cr_assert(eq(int, symlink("same", th_tmp_path(link, sizeof link, "link")), 0));
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", "same", "--png", "link"),
+                 2), "%s", err_text);
+    th_expect_in(err_text, "dcgan_load: --png link is the file of --out same");
+    expect_same_bytes(out, old, sizeof old);
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", "same", "--png", "o.png"),
+                 0), "%s", err_text);
+    cr_assert(exists(th_tmp_path(link, sizeof link, "o.png")));
 }
 
 /* ---- dcgan_quantize ---------------------------------------------------------- */
