@@ -10,18 +10,19 @@
  *       has gen.net.0.weight, else none, unless --prefix says otherwise.
  *       --out and --png must name files other than the inputs and each other.
  *
- *   dcgan_load --export DIR [--seed S] [--n N] [--warmup K]
+ *   dcgan_load --export DIR [--seed S] [--n N] [--warmup K] [--overwrite]
  *       Writes a generator made here (DCGAN init, then K training-mode
  *       forwards on random latents so the BatchNorm running statistics are
  *       not the trivial 0/1) as DIR/generator.safetensors (prefix "gen") and
  *       DIR/latents.safetensors {"z", "images"} computed in eval mode: the
  *       same files the dcgan example writes, for checking without training.
+ *       When DIR holds either file already (a trained run's, perhaps) the
+ *       run is refused unless --overwrite.
  *
  * Exit status 0, 1 when a file cannot be read or written or does not hold a
  * generator of model.h (the reason is printed; on error every object is
  * freed), 2 for a usage error; --help prints the usage on stdout.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ typedef struct opts {
     const char *weights, *latents, *out, *prefix, *key, *png, *export_dir;
     uint64_t seed;
     int64_t n, warmup;
+    bool overwrite;   /* --export may replace the files in DIR */
     const char *load_opt, *export_opt;   /* an option of each mode, when given */
 } opts;
 
@@ -65,7 +67,9 @@ static void usage(FILE *f)
             "usage: dcgan_load --weights G.safetensors --latents Z.safetensors --out O.safetensors\n"
             "                  [--prefix gen] [--key z] [--png O.png]\n"
             "       dcgan_load --export DIR [--seed S (1)] [--n N (16; <= 100000)]\n"
-            "                  [--warmup K (3; <= 1000)]\n");
+            "                  [--warmup K (3; <= 1000)] [--overwrite]\n"
+            "--overwrite lets --export replace DIR/generator.safetensors and\n"
+            "DIR/latents.safetensors.\n");
 }
 
 /* Applies option name = v; -1 after printing what is wrong. */
@@ -97,6 +101,11 @@ static int parse_opts(opts *o, int argc, char **argv)
         if (ex_arg_is_help(a)) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(a, "--overwrite")) {   /* the one flag: no value */
+            o->overwrite = true;
+            o->export_opt = a;
+            continue;
         }
         bool known = false;
         for (size_t k = 0; k < 6; k++)
@@ -258,6 +267,18 @@ static int warm_up(tg_module *g, tg_rng *rng, int64_t k, int64_t nz)
     return rc;
 }
 
+/* -1 after saying why, when DIR/name exists and --overwrite is not given. */
+static int check_keep(const opts *o, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", o->export_dir, name);
+    if (o->overwrite || lstat(path, &st) != 0) return 0;
+    fprintf(stderr, "%s: --export %s: %s exists: give --overwrite to replace it, or choose "
+            "another folder\n", prog, o->export_dir, path);
+    return -1;
+}
+
 static int export_files(const opts *o)
 {
     char path[4096];
@@ -267,10 +288,9 @@ static int export_files(const opts *o)
     tg_rng rng;
     dcgan_arch a = DCGAN_ARCH_INIT;
     int status = EX_EXIT_FAIL;
-    if (mkdir(o->export_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o->export_dir, strerror(errno));
-        return EX_EXIT_FAIL;
-    }
+    if (check_keep(o, "generator.safetensors") < 0 || check_keep(o, "latents.safetensors") < 0)
+        return EX_EXIT_USAGE;
+    if (ex_out_dir(prog, "--export", o->export_dir) < 0) return EX_EXIT_FAIL;
     tg_rng_init(&rng, o->seed);
     TRY(dcgan_generator_new(&g, &a, &rng));
     TRY(warm_up(g, &rng, o->warmup, a.nz));

@@ -444,6 +444,42 @@ Test(examples, dcgan_load_refuses_a_png_that_is_the_out_file)
     cr_assert(exists(th_tmp_path(link, sizeof link, "o.png")));
 }
 
+/* --export into a folder that holds generator.safetensors or
+ * latents.safetensors (a trained dcgan's --out) is refused unless
+ * --overwrite: it used to replace a trained generator with a random one. */
+Test(examples, dcgan_load_export_keeps_existing_files_unless_overwrite)
+{
+    char dir[256], w[512], z[512];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, mkdir(dir, 0755), 0));
+    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
+    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    static const char trained[] = "a trained generator";
+    write_bytes(w, trained, sizeof trained);
+    cr_assert(eq(int, LOAD("--export", "ex", "--n", "2", "--warmup", "1"), 2), "%s", err_text);
+    th_expect_in(err_text, "dcgan_load: --export ex: ex/generator.safetensors exists: "
+                           "give --overwrite to replace it");
+    expect_same_bytes(w, trained, sizeof trained);
+    cr_assert(exists(z) == false, "a refused run wrote %s", z);
+
+    cr_assert(eq(int, remove(w), 0));
+    write_bytes(z, trained, sizeof trained);
+    cr_assert(eq(int, LOAD("--export", "ex", "--n", "2", "--warmup", "1"), 2), "%s", err_text);
+    th_expect_in(err_text, "ex/latents.safetensors exists: give --overwrite");
+    expect_same_bytes(z, trained, sizeof trained);
+    cr_assert(exists(w) == false, "a refused run wrote %s", w);
+
+    cr_assert(eq(int, LOAD("--overwrite"), 2));
+    th_expect_in(err_text, "dcgan_load: --overwrite goes with --export DIR");
+    cr_assert(eq(int, LOAD("--export", "ex", "--n", "2", "--warmup", "1", "--overwrite"), 0),
+              "%s", err_text);
+    size_t n = 0;
+    char *got = slurp(z, &n);
+    cr_assert(got != NULL && n > sizeof trained, "--overwrite did not replace %s", z);
+    free(got);
+    cr_assert(exists(w));
+}
+
 /* ---- dcgan_quantize ---------------------------------------------------------- */
 
 /* th_tmp_dir/ex/{generator,latents}.safetensors from dcgan_load --export;
