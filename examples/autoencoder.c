@@ -29,15 +29,28 @@
 
 #include "example_args.h"
 
-#define CHECK(call)                                                               \
+static const char prog[] = "autoencoder";
+
+/* Runs call; when it fails, prints "autoencoder: <what the program was doing,
+ * printf(...)>: <the library's message>" and exits with status 1. */
+#define CHECK(call, ...)                                                          \
     do {                                                                          \
-        int rc_ = (call);                                                         \
-        if (rc_ < 0) {                                                            \
-            fprintf(stderr, "autoencoder: %s failed: %s: %s\n", #call,            \
-                    tg_status_name(rc_), tg_error_message());                     \
-            exit(1);                                                              \
+        if ((call) < 0) {                                                         \
+            ex_fail(prog, __VA_ARGS__);                                           \
+            exit(EX_EXIT_FAIL);                                                   \
         }                                                                         \
     } while (0)
+
+/* malloc(n) or, when there is no memory, exit with status 1 after saying so. */
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu bytes)\n", prog, n);
+        exit(EX_EXIT_FAIL);
+    }
+    return p;
+}
 
 typedef struct opts {
     int64_t epochs, steps, batch;
@@ -46,8 +59,6 @@ typedef struct opts {
     int64_t threads;   /* 0: leave the libraries' defaults */
     const char *out, *data;
 } opts;
-
-static const char prog[] = "autoencoder";
 
 /* The model maps (N, 1, 28, 28) to itself: the encoder halves 28 twice to 7,
  * the decoder doubles 7 back to 28 (build_model). */
@@ -116,11 +127,13 @@ static void add_stage(tg_module *seq, bool transpose, int64_t cin, int64_t cout,
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = p.stride[1] = 2;
     tg_conv_params_set_padding(&p, 1);
-    if (transpose) CHECK(tg_nn_conv_transpose_new(&layer, 2, cin, cout, kk, &p, true, rng));
-    else CHECK(tg_nn_conv_new(&layer, 2, cin, cout, kk, &p, true, rng));
-    CHECK(tg_nn_sequential_append(seq, layer));
-    CHECK(tg_nn_activation_new(&a, act, 0));
-    CHECK(tg_nn_sequential_append(seq, a));
+    if (transpose)
+        CHECK(tg_nn_conv_transpose_new(&layer, 2, cin, cout, kk, &p, true, rng),
+              "building the model");
+    else CHECK(tg_nn_conv_new(&layer, 2, cin, cout, kk, &p, true, rng), "building the model");
+    CHECK(tg_nn_sequential_append(seq, layer), "building the model");
+    CHECK(tg_nn_activation_new(&a, act, 0), "building the model");
+    CHECK(tg_nn_sequential_append(seq, a), "building the model");
 }
 
 static int64_t count_weights(const tg_module *m)
@@ -128,7 +141,7 @@ static int64_t count_weights(const tg_module *m)
     tg_tensor **params;
     int np;
     int64_t total = 0;
-    CHECK(tg_module_parameters(m, &params, &np));
+    CHECK(tg_module_parameters(m, &params, &np), "counting the weights");
     for (int i = 0; i < np; i++) total += tg_tensor_numel(params[i]);
     free(params);
     return total;
@@ -139,31 +152,32 @@ static tg_module *build_model(uint64_t seed)
     tg_module *m, *enc, *dec;
     tg_rng rng;
     tg_rng_init(&rng, seed);
-    CHECK(tg_module_new(&m, &ae_vt, NULL));
-    CHECK(tg_nn_sequential_new(&enc));
+    CHECK(tg_module_new(&m, &ae_vt, NULL), "building the model");
+    CHECK(tg_nn_sequential_new(&enc), "building the model");
     /* 28 -> (28 + 2 - 3) / 2 + 1 = 14 -> 7 */
     add_stage(enc, false, 1, 16, 3, TG_ACT_RELU, &rng);
     add_stage(enc, false, 16, 32, 3, TG_ACT_RELU, &rng);
-    CHECK(tg_nn_sequential_new(&dec));
+    CHECK(tg_nn_sequential_new(&dec), "building the model");
     /* 7 -> (7 - 1) * 2 - 2 + 4 = 14 -> 28 */
     add_stage(dec, true, 32, 16, 4, TG_ACT_RELU, &rng);
     add_stage(dec, true, 16, 1, 4, TG_ACT_SIGMOID, &rng);
-    CHECK(tg_module_add_child(m, "encoder", enc));
-    CHECK(tg_module_add_child(m, "decoder", dec));
+    CHECK(tg_module_add_child(m, "encoder", enc), "building the model");
+    CHECK(tg_module_add_child(m, "decoder", dec), "building the model");
     return m;
 }
 
-/* One Adam step on a batch; returns the batch's loss. */
-static double train_step(tg_module *m, tg_optimizer *opt, tg_tensor *x)
+/* Adam step number step (from 1) on a batch; returns the batch's loss. */
+static double train_step(tg_module *m, tg_optimizer *opt, tg_tensor *x, int64_t step)
 {
     tg_tensor *y, *loss;
     double l;
+    const long long s = (long long)step;
     tg_optimizer_zero_grad(opt);
-    CHECK(tg_module_forward(m, &y, x));
-    CHECK(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
-    CHECK(tg_backward(loss, NULL, NULL));
-    CHECK(tg_optimizer_step(opt));
-    CHECK(tg_tensor_get_flat(loss, 0, &l));
+    CHECK(tg_module_forward(m, &y, x), "training step %lld: reconstructing the batch", s);
+    CHECK(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN), "training step %lld: the MSE", s);
+    CHECK(tg_backward(loss, NULL, NULL), "training step %lld: the gradients", s);
+    CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
+    CHECK(tg_tensor_get_flat(loss, 0, &l), "training step %lld: reading the MSE", s);
     tg_tensor_release(loss);
     tg_tensor_release(y);
     return l;
@@ -196,22 +210,22 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
     tg_loader *ld;
     tg_adam_opts ao = TG_ADAM_OPTS_INIT;
     ao.lr = o->lr;
-    CHECK(tg_module_parameters(m, &params, &np));
-    CHECK(tg_adam_new(&opt, np, params, &ao));
+    CHECK(tg_module_parameters(m, &params, &np), "setting up Adam");
+    CHECK(tg_adam_new(&opt, np, params, &ao), "setting up Adam");
     free(params);
     tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
                             .drop_last = true};
-    CHECK(tg_loader_new(&ld, ds, &lo));
+    CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
     progress p = {.t0 = now_s()};
     p.last_print = p.t0;
     bool done = false;
     for (int64_t e = 0; e < o->epochs && !done; e++) {
         tg_tensor *x, *labels;
-        CHECK(tg_loader_reset(ld, e));
+        CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
         while (!done && tg_loader_next(ld, &x, &labels) == 1) {
-            p.sum += train_step(m, opt, x);
-            p.n_sum++;
             p.step++;
+            p.sum += train_step(m, opt, x, p.step);
+            p.n_sum++;
             p.seen += tg_tensor_dim(x, 0);
             tg_tensor_release(x);
             tg_tensor_release(labels);
@@ -228,15 +242,15 @@ static void reconstruct(tg_module *m, tg_dataset *test, int64_t n, tg_tensor **x
                         tg_tensor **y)
 {
     tg_tensor *labels;
-    int64_t *idx = malloc(sizeof *idx * (size_t)n);
-    if (!idx) exit(1);
+    int64_t *idx = xmalloc(sizeof *idx * (size_t)n);
     for (int64_t i = 0; i < n; i++) idx[i] = i;
-    CHECK(tg_dataset_batch(x, &labels, test, idx, n));
+    CHECK(tg_dataset_batch(x, &labels, test, idx, n), "taking the first %lld test images",
+          (long long)n);
     free(idx);
     tg_tensor_release(labels);
     tg_module_train(m, false);
     tg_no_grad_begin();
-    CHECK(tg_module_forward(m, y, *x));
+    CHECK(tg_module_forward(m, y, *x), "reconstructing the test images");
     tg_no_grad_end();
 }
 
@@ -246,14 +260,16 @@ static void write_pairs(const char *path, tg_tensor *x, tg_tensor *y)
 {
     const int64_t n = tg_tensor_dim(x, 0), per = n < 8 ? n : 8;
     const int64_t rows = n / per < 4 ? n / per : 4;
-    tg_tensor **parts = malloc(sizeof *parts * (size_t)(2 * rows)), *grid;
-    if (!parts) exit(1);
+    tg_tensor **parts = xmalloc(sizeof *parts * (size_t)(2 * rows)), *grid;
     for (int64_t r = 0; r < rows; r++) {
-        CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1));
-        CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1));
+        CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1),
+              "arranging the pictures of %s", path);
+        CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1),
+              "arranging the pictures of %s", path);
     }
-    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0));   /* (2 * rows * per, 1, 28, 28) */
-    CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2));
+    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0),   /* (2 * rows * per, 1, 28, 28) */
+          "arranging the pictures of %s", path);
+    CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2), "writing %s", path);
     for (int64_t i = 0; i < 2 * rows; i++) tg_tensor_release(parts[i]);
     free(parts);
     tg_tensor_release(grid);
@@ -268,8 +284,8 @@ static void evaluate(tg_module *m, tg_dataset *test, const opts *o)
     double v;
     const int64_t size = tg_dataset_size(test), n = size < 1000 ? size : 1000;
     reconstruct(m, test, n, &x, &y);
-    CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN));
-    CHECK(tg_tensor_get_flat(mse, 0, &v));
+    CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN), "the MSE on the test images");
+    CHECK(tg_tensor_get_flat(mse, 0, &v), "the MSE on the test images");
     printf("test mse on %lld images: %.5f\n", (long long)n, v);
     snprintf(path, sizeof path, "%s/autoencoder_pairs.png", o->out);
     write_pairs(path, x, y);
@@ -284,9 +300,9 @@ static void save_weights(const tg_module *m, const char *dir)
     tg_st_file *f;
     char path[4096];
     snprintf(path, sizeof path, "%s/autoencoder.safetensors", dir);
-    CHECK(tg_st_new(&f));
-    CHECK(tg_module_state_dict_save(m, f, NULL));
-    CHECK(tg_safetensors_save(f, path));
+    CHECK(tg_st_new(&f), "collecting the weights");
+    CHECK(tg_module_state_dict_save(m, f, NULL), "collecting the weights");
+    CHECK(tg_safetensors_save(f, path), "saving the weights to %s", path);
     tg_st_free(f);
     printf("wrote %s\n", path);
 }

@@ -35,20 +35,13 @@
 
 static const char prog[] = "dcgan_load";
 
-/* Prints what failed with the library's status and message; returns -1. */
-static int report(const char *what, int rc)
-{
-    fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, tg_status_name(rc),
-            tg_error_message());
-    return -1;
-}
-
-/* Inside a function with a `done:` label that frees what it owns. */
-#define TRY(call)                                                                 \
+/* Inside a function with a `done:` label that frees what it owns: when call
+ * fails, prints "<prog>: <what the program was doing, printf(...)>: <the
+ * library's message>" and jumps there. */
+#define TRY(call, ...)                                                            \
     do {                                                                          \
-        int rc_ = (call);                                                         \
-        if (rc_ < 0) {                                                            \
-            report(#call, rc_);                                                   \
+        if ((call) < 0) {                                                         \
+            ex_fail(prog, __VA_ARGS__);                                           \
             goto done;                                                            \
         }                                                                         \
     } while (0)
@@ -219,8 +212,8 @@ static int load_and_run(const opts *o)
                 o->png, o->out);
         return EX_EXIT_USAGE;
     }
-    TRY(tg_safetensors_load(&wf, o->weights));
-    TRY(tg_safetensors_load(&zf, o->latents));
+    TRY(tg_safetensors_load(&wf, o->weights), "reading --weights %s", o->weights);
+    TRY(tg_safetensors_load(&zf, o->latents), "reading --latents %s", o->latents);
     const char *prefix = o->prefix ? o->prefix
                          : tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
@@ -233,11 +226,12 @@ static int load_and_run(const opts *o)
     }
     if (check_latents(z, o, a.nz) < 0) goto done;
     tg_rng_init(&rng, 0);
-    TRY(dcgan_generator_new(&g, &a, &rng));
-    TRY(tg_module_load_state_dict(g, wf, prefix, true));
-    TRY(generate(g, &img, z));
-    TRY(save_pair(o->out, z, img));
-    if (o->png) TRY(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2));
+    TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
+    TRY(tg_module_load_state_dict(g, wf, prefix, true),
+        "loading the generator from %s (prefix '%s', strict)", o->weights, prefix);
+    TRY(generate(g, &img, z), "generating the images");
+    TRY(save_pair(o->out, z, img), "writing --out %s", o->out);
+    if (o->png) TRY(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2), "writing --png %s", o->png);
     printf("dcgan_load: generator nz=%lld C=%lld loaded strictly from %s (prefix '%s'); "
            "%lld images -> %s\n", (long long)a.nz, (long long)a.g_ch, o->weights, prefix,
            (long long)tg_tensor_dim(img, 0), o->out);
@@ -292,16 +286,16 @@ static int export_files(const opts *o)
         return EX_EXIT_USAGE;
     if (ex_out_dir(prog, "--export", o->export_dir) < 0) return EX_EXIT_FAIL;
     tg_rng_init(&rng, o->seed);
-    TRY(dcgan_generator_new(&g, &a, &rng));
-    TRY(warm_up(g, &rng, o->warmup, a.nz));
-    TRY(dcgan_latents(&z, o->n, a.nz, &rng));
-    TRY(generate(g, &img, z));
-    TRY(tg_st_new(&f));
-    TRY(tg_module_state_dict_save(g, f, "gen"));
+    TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
+    TRY(warm_up(g, &rng, o->warmup, a.nz), "warming up the BatchNorm statistics");
+    TRY(dcgan_latents(&z, o->n, a.nz, &rng), "drawing %lld latents", (long long)o->n);
+    TRY(generate(g, &img, z), "generating the images");
+    TRY(tg_st_new(&f), "collecting the weights");
+    TRY(tg_module_state_dict_save(g, f, "gen"), "collecting the weights");
     snprintf(path, sizeof path, "%s/generator.safetensors", o->export_dir);
-    TRY(tg_safetensors_save(f, path));
+    TRY(tg_safetensors_save(f, path), "writing %s", path);
     snprintf(path, sizeof path, "%s/latents.safetensors", o->export_dir);
-    TRY(save_pair(path, z, img));
+    TRY(save_pair(path, z, img), "writing %s", path);
     printf("dcgan_load: wrote %s/generator.safetensors and %s/latents.safetensors\n",
            o->export_dir, o->export_dir);
     status = EX_EXIT_OK;

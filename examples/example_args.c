@@ -1,15 +1,19 @@
-/* examples/example_args.c - strict command-line values; see example_args.h. */
+/* examples/example_args.c - strict command-line values, output folders and
+ * failure messages; see example_args.h. */
 #include "example_args.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <tapegrad/tapegrad.h>
 
 bool ex_arg_is_help(const char *arg)
 {
@@ -131,4 +135,14 @@ int ex_out_dir(const char *prog, const char *opt, const char *dir)
     close(fd);
     unlink(probe);
     return 0;
+}
+
+void ex_fail(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s\n", tg_error_message());
 }

@@ -1,5 +1,6 @@
 /* examples/example_args.h - strict command-line values for the small examples
- * (autoencoder, dcgan_load, dcgan_quantize).
+ * (autoencoder, dcgan_load, dcgan_quantize), the check of an output folder
+ * and the message of a failed library call that they share.
  *
  * Each parser takes the whole string or nothing: no empty value, no leading
  * blank, no trailing characters, no value out of range (so "3x", "", " 5",
@@ -53,5 +54,14 @@ int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi,
  * refused run makes nothing else.  -1 after printing "<prog>: <opt> <dir>:
  * <the rule>"; an existing file at dir is left as it was. */
 int ex_out_dir(const char *prog, const char *opt, const char *dir);
+
+/* After a tapegrad call failed: prints "<prog>: <what>: <tg_error_message()>"
+ * on stderr, what being printf(fmt, ...) - what the program was doing, in
+ * the user's words ("reading --weights G.safetensors"), not the C call. */
+void ex_fail(const char *prog, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #endif

@@ -77,6 +77,16 @@ static void expect_same_bytes(const char *path, const char *want, size_t n)
     free(got);
 }
 
+/* Fails unless err (a failed run's stderr) says what the program was doing
+ * in want, and quotes no C call or status name (as "tg_x(&y, z) failed:
+ * TG_EIO: ..." did). */
+static void expect_plain_message(const char *err, const char *want)
+{
+    th_expect_in(err, want);
+    cr_assert(strstr(err, " failed: ") == NULL && strstr(err, ": TG_E") == NULL,
+              "the message quotes source code:\n%s", err);
+}
+
 /* Writes an uncompressed IDX set of n random side x side images into
  * dir/<prefix> (prefix "train" or "t10k": <prefix>-images-idx3-ubyte and
  * <prefix>-labels-idx1-ubyte). */
@@ -193,6 +203,25 @@ Test(examples, autoencoder_refuses_an_out_that_is_not_a_folder_before_training)
     cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
     expect_same_bytes(file, keep, sizeof keep);
     expect_same_bytes(weights, old_weights, sizeof old_weights);
+}
+
+/* A failure after training (here: the files it writes are folders) says
+ * what the program was doing, not which C call failed. */
+Test(examples, autoencoder_says_what_it_was_doing_when_it_fails)
+{
+    char data[256], weights[512], png[256];
+    autoencoder_setup(20, data, weights);
+    cr_assert(eq(int, mkdir(th_tmp_path(png, sizeof png, "out/autoencoder_pairs.png"), 0755),
+                 0));
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1",
+                         "--threads", "1"), 1), "%s", err_text);
+    expect_plain_message(err_text, "autoencoder: writing out/autoencoder_pairs.png: ");
+    cr_assert(eq(int, remove(weights), 0));
+    cr_assert(eq(int, mkdir(weights, 0755), 0));
+    cr_assert(eq(int, AE("--data", data, "--out", "out", "--batch", "8", "--steps", "1",
+                         "--threads", "1"), 1), "%s", err_text);
+    expect_plain_message(err_text,
+                         "autoencoder: saving the weights to out/autoencoder.safetensors: ");
 }
 
 /* Fewer than 1000 test images: the MSE is over those there are, and the
@@ -480,6 +509,25 @@ Test(examples, dcgan_load_export_keeps_existing_files_unless_overwrite)
     cr_assert(exists(w));
 }
 
+/* Failures say what the program was doing, not which C call failed. */
+Test(examples, dcgan_load_says_what_it_was_doing_when_it_fails)
+{
+    char dir[256], w[512], z[512];
+    th_tmp_path(dir, sizeof dir, "ex");
+    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
+    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
+    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    cr_assert(eq(int, LOAD("--weights", "nope.st", "--latents", z, "--out", "o.st"), 1));
+    expect_plain_message(err_text, "dcgan_load: reading --weights nope.st: ");
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", "nope.st", "--out", "o.st"), 1));
+    expect_plain_message(err_text, "dcgan_load: reading --latents nope.st: ");
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", "ex"), 1));
+    expect_plain_message(err_text, "dcgan_load: writing --out ex: ");
+    write_st(w, 1, (st_entry[]){{"net.0.weight", 2, {98, 64}}});
+    cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", "o.st"), 1));
+    expect_plain_message(err_text, "dcgan_load: loading the generator from ");
+}
+
 /* ---- dcgan_quantize ---------------------------------------------------------- */
 
 /* th_tmp_dir/ex/{generator,latents}.safetensors from dcgan_load --export;
@@ -583,6 +631,22 @@ Test(examples, dcgan_quantize_refuses_an_out_that_is_not_a_folder_before_calibra
     th_expect_in(err_text, "dcgan_quantize: --out c1.st: must be a folder");
     cr_assert(strstr(out_text, "calibrated") == NULL, "it calibrated:\n%s", out_text);
     expect_same_bytes(file, keep, sizeof keep);
+}
+
+/* Failures say what the program was doing, not which C call failed. */
+Test(examples, dcgan_quantize_says_what_it_was_doing_when_it_fails)
+{
+    char w[512], png[256];
+    export_generator(w, sizeof w);
+    cr_assert(eq(int, QUANT("--weights", "nope.st", QUANT_FAST), 1));
+    expect_plain_message(err_text, "dcgan_quantize: reading --weights nope.st: ");
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", "nope.st", QUANT_FAST), 1));
+    expect_plain_message(err_text, "dcgan_quantize: reading --latents nope.st: ");
+    cr_assert(eq(int, mkdir(th_tmp_path(png, sizeof png, "q"), 0755), 0));
+    cr_assert(eq(int, mkdir(th_tmp_path(png, sizeof png, "q/samples_int8.png"), 0755), 0));
+    cr_assert(eq(int, QUANT("--weights", w, "--latents", "ex/latents.safetensors", "--out", "q",
+                            QUANT_FAST), 1));
+    expect_plain_message(err_text, "dcgan_quantize: writing q/samples_int8.png: ");
 }
 
 /* A NaN in the generator makes the float output NaN: no PSNR is claimed
