@@ -26,6 +26,14 @@ const char *ex_arg_value(const char *prog, int argc, char **argv, int *i)
         fprintf(stderr, "%s: option %s needs a value\n", prog, argv[*i]);
         return NULL;
     }
+    /* "--out --seconds" is an --out whose value was forgotten, not a folder
+     * named "--seconds"; "-1" goes on to the number parsers' range rules. */
+    const char *v = argv[*i + 1];
+    if (!strncmp(v, "--", 2)) {
+        fprintf(stderr, "%s: option %s needs a value (got '%s'; write ./%s for a path of that "
+                "name)\n", prog, argv[*i], v, v);
+        return NULL;
+    }
     return argv[++*i];
 }
 

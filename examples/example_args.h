@@ -26,7 +26,9 @@
 bool ex_arg_is_help(const char *arg);
 
 /* The value of option argv[*i]: argv[*i + 1], advancing *i past it.  NULL
- * after printing "<prog>: option <opt> needs a value" when there is none. */
+ * after printing "<prog>: option <opt> needs a value" when there is none or
+ * it starts with "--" (an option, not a value; a path of that name is
+ * written "./--name").  A single dash ("-1") is a value. */
 const char *ex_arg_value(const char *prog, int argc, char **argv, int *i);
 
 /* The loop of a program whose options are all "--name value": --help or -h

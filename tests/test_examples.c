@@ -277,6 +277,34 @@ Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
     expect_same_bytes(weights, old_weights, sizeof old_weights);
 }
 
+/* A value that starts with "--" is an option forgotten its value, not a
+ * path: "--out --seconds 3" used to write into a folder named "--seconds".
+ * A single dash still reaches the number parsers and their range rules. */
+Test(examples, option_values_that_look_like_options_are_refused)
+{
+    char data[256], weights[512], path[256];
+    autoencoder_setup(20, data, weights);
+    cr_assert(eq(int, AE("--data", data, "--batch", "8", "--steps", "1", "--out", "--seconds"), 2),
+              "%s", err_text);
+    th_expect_in(err_text, "autoencoder: option --out needs a value (got '--seconds'; "
+                           "write ./--seconds for a path of that name)");
+    cr_assert(exists(th_tmp_path(path, sizeof path, "--seconds")) == false,
+              "it made a folder named --seconds");
+    cr_assert(strstr(out_text, "epoch") == NULL, "it trained:\n%s", out_text);
+    cr_assert(eq(int, AE("--data", data, "--seconds", "-1"), 2), "%s", err_text);
+    th_expect_in(err_text, "autoencoder: --seconds '-1': expected a finite number > 0");
+
+    cr_assert(eq(int, LOAD("--warmup", "1", "--export", "--n"), 2), "%s", err_text);
+    th_expect_in(err_text, "dcgan_load: option --export needs a value (got '--n'");
+    cr_assert(exists(th_tmp_path(path, sizeof path, "--n")) == false,
+              "it made a folder named --n");
+    cr_assert(eq(int, LOAD("--export", "ex", "--warmup", "-1"), 2), "%s", err_text);
+    th_expect_in(err_text, "dcgan_load: --warmup '-1': expected an integer in [0, 1000]");
+    cr_assert(eq(int, QUANT("--calib", "1", "--out", "--calib"), 2), "%s", err_text);
+    th_expect_in(err_text, "dcgan_quantize: option --out needs a value (got '--calib'");
+    cr_assert(exists(th_tmp_path(path, sizeof path, "--calib")) == false);
+}
+
 /* ---- tape_tour --------------------------------------------------------------- */
 
 Test(examples, tape_tour_writes_its_dot_file)
