@@ -1,9 +1,14 @@
 /* The worked example of tapegrad.h: y = conv_transpose(x, w) + b, loss =
- * mean(y), backward, then print w's gradient.  Every call is checked. */
+ * mean(y), backward, then print w's gradient.  Every call is checked.
+ *
+ * It takes no options: --help or -h prints the usage (exit 0), any other
+ * argument is a usage error (exit 2; example_args.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include <tapegrad/tapegrad.h>
+
+#include "example_args.h"
 
 #define CHECK(call)                                                           \
     do {                                                                      \
@@ -15,8 +20,35 @@
         }                                                                     \
     } while (0)
 
-int main(void)
+static void usage(FILE *f)
 {
+    fprintf(f, "usage: worked_example\n"
+               "Builds y = conv_transpose(x, w) + b and loss = mean(y), prints the tape,\n"
+               "runs backward and prints d loss / d w and d loss / d b.  No options.\n");
+}
+
+/* 0 to run, 1 after --help, -1 after a usage error (printed). */
+static int parse_args(int argc, char **argv)
+{
+    bool help = false;
+    for (int i = 1; i < argc; i++) {
+        if (ex_arg_is_help(argv[i])) {
+            help = true;
+            continue;
+        }
+        fprintf(stderr, "worked_example: unexpected argument '%s' (it takes no options)\n",
+                argv[i]);
+        usage(stderr);
+        return -1;
+    }
+    if (help) usage(stdout);
+    return help;
+}
+
+int main(int argc, char **argv)
+{
+    const int args = parse_args(argc, argv);
+    if (args != 0) return args < 0 ? EX_EXIT_USAGE : EX_EXIT_OK;
     tg_tensor *x, *w, *b, *y, *loss;
     int64_t xs[] = {1, 2, 3, 3}, ws[] = {2, 1, 4, 4}, bs[] = {1};
     tg_rng rng;

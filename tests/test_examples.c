@@ -1,10 +1,10 @@
 /* tests/test_examples.c - the small examples (autoencoder, tape_tour,
- * dcgan_load, dcgan_quantize) as a user runs them: exit codes (0 ok, 1
+ * dcgan_load, dcgan_quantize, worked_example) as a user runs them: exit codes (0 ok, 1
  * failed, 2 usage; examples/example_args.h), what they print, and that a
  * refused run leaves existing output files as they were.
  *
- * The binaries are TG_AUTOENCODER, TG_TAPE_TOUR, TG_DCGAN_LOAD and
- * TG_DCGAN_QUANTIZE (set by tests/meson.build); each run's stdout and stderr
+ * The binaries are TG_AUTOENCODER, TG_TAPE_TOUR, TG_DCGAN_LOAD,
+ * TG_DCGAN_QUANTIZE and TG_WORKED_EXAMPLE (set by tests/meson.build); each run's stdout and stderr
  * go to files in a fresh temporary directory.  Data sets are a few dozen
  * random IDX images written there, so every run is a fraction of a second. */
 #include <criterion/criterion.h>
@@ -31,6 +31,7 @@ static int run_env(const char *var, const char *const *args)
 #define TOUR(...) run_env("TG_TAPE_TOUR", (const char *const[]){__VA_ARGS__, NULL})
 #define LOAD(...) run_env("TG_DCGAN_LOAD", (const char *const[]){__VA_ARGS__, NULL})
 #define QUANT(...) run_env("TG_DCGAN_QUANTIZE", (const char *const[]){__VA_ARGS__, NULL})
+#define WORKED(...) run_env("TG_WORKED_EXAMPLE", (const char *const[]){__VA_ARGS__, NULL})
 
 static void setup(void) { th_tmp_dir_make("tg_examples_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
@@ -344,6 +345,34 @@ Test(examples, tape_tour_reports_write_errors_with_the_reason)
     th_expect_in(err_text, "tape_tour: cannot write /dev/full: No space left on device");
     cr_assert(eq(int, TOUR("no/such/dir/x.dot"), 1));
     th_expect_in(err_text, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
+}
+
+/* ---- worked_example ------------------------------------------------------------ */
+
+/* It takes no options: --help and -h print the usage; any other argument is
+ * a usage error (it used to be ignored, exit 0). */
+Test(examples, worked_example_takes_no_arguments)
+{
+    cr_assert(eq(int, run_env("TG_WORKED_EXAMPLE", (const char *const[]){NULL}), 0), "%s",
+              err_text);
+    th_expect_in(out_text, "d loss / d w:");
+    cr_assert(eq(int, WORKED("--help"), 0), "%s", err_text);
+    th_expect_in(out_text, "usage: worked_example");
+    cr_assert(strstr(out_text, "tensor f32") == NULL, "--help ran the example:\n%s", out_text);
+    cr_assert(eq(int, WORKED("-h"), 0), "%s", err_text);
+    th_expect_in(out_text, "usage: worked_example");
+    static const char *const bad[] = {"--bogus", "xyz", "-v", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, WORKED(bad[i]), 2), "'%s': %s", bad[i], out_text);
+        char want[128];
+        snprintf(want, sizeof want, "worked_example: unexpected argument '%s' (it takes no "
+                 "options)", bad[i]);
+        th_expect_in(err_text, want);
+        th_expect_in(err_text, "usage: worked_example");
+        cr_assert(strstr(out_text, "tensor f32") == NULL, "'%s' ran the example", bad[i]);
+    }
+    cr_assert(eq(int, WORKED("--help", "xyz"), 2), "%s", out_text);
+    th_expect_in(err_text, "unexpected argument 'xyz'");
 }
 
 /* ---- dcgan_load -------------------------------------------------------------- */
