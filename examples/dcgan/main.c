@@ -11,7 +11,6 @@
  * examples/dcgan_torch.py.  Stops cleanly at a step boundary after the time
  * budget or on Ctrl-C, always with a checkpoint. */
 #include <cblas.h>
-#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "example_args.h"
 #include "opts.h"
 #include "outputs.h"
 #include "progress.h"
@@ -70,31 +70,6 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     return rc;
 }
 
-/* dir as a folder this process can write in, made if missing: checked
- * before training, so that a run never ends unable to save its work. */
-static int ensure_dir(const char *dir)
-{
-    struct stat st;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "dcgan: cannot create %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "dcgan: --out %s is not a directory\n", dir);
-        return -1;
-    }
-    char probe[4096];
-    snprintf(probe, sizeof probe, "%s/.dcgan-write-test-XXXXXX", dir);
-    int fd = mkstemp(probe);
-    if (fd < 0) {
-        fprintf(stderr, "dcgan: cannot write in %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    close(fd);
-    unlink(probe);
-    return 0;
-}
-
 /* A new run, or one resumed from a checkpoint elsewhere, would replace the
  * checkpoint of an earlier run in --out at its first save: refused unless
  * --overwrite. */
@@ -129,7 +104,7 @@ static int check_options(const app_opts *a, const tg_st_file *f)
 static int sample_only(const app_opts *a, const tg_st_file *f)
 {
     char png[4096];
-    if (ensure_dir(a->out) < 0) return 1;
+    if (ex_out_dir("dcgan", "--out", a->out) < 0) return 1;
     dcgan_opts o = a->train;
     tg_module *gen = NULL;
     tg_checkpoint *ck = NULL;
@@ -263,7 +238,7 @@ static int train(app_opts *a, const tg_st_file *f)
 {
     run r = {.a = a};
     if (check_no_earlier_run(a) < 0) return 2;
-    if (ensure_dir(a->out) < 0) return 1;
+    if (ex_out_dir("dcgan", "--out", a->out) < 0) return 1;
     tg_dataset *ds = NULL;
     int rc = tg_fashion_mnist_load(&ds, a->data, true);
     if (rc < 0) return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
