@@ -68,6 +68,9 @@ Test(cli, usage_help_and_unknown_command)
     th_expect_in(err_text, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));
     th_expect_in(err_text, "missing option --out");
+    /* a value that is the next option: the value is missing */
+    cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors", "--out", "--algo", "fast"), 2));
+    th_expect_in(err_text, "option --out needs a value");
 }
 
 Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
@@ -184,6 +187,9 @@ Test(cli, bench_usage_errors_say_why)
         {"--gemm", "8,8,8", "--algo", "FAST", "--algo must be reference or fast, not 'FAST'"},
         {"--gemm", "8,8,8", "--in", "c.st", "give --in or --gemm, not both"},
         {"--gemm", "8,8,8", "--frob", "1", "unknown argument '--frob'"},
+        {"--gemm", "8,8,8", "--algo", "fast", "--backward and --algo apply to --in CASE"},
+        {"--gemm", "8,8,8", "--backward", "--backward", "--backward and --algo apply to --in"},
+        {"--in", "--gemm", "8,8,8", "--repeat", "option --in needs a value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, RUN("bench", bad[i][0], bad[i][1], bad[i][2], bad[i][3]), 2), "#%zu", i);

@@ -130,7 +130,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             known = known || !strcmp(a, takes_value[k]);
         if (!known) return usage_error("unknown argument '%s'", a);
-        if (!v) return usage_error("option %s needs a value", a);
+        if (!v || !strncmp(v, "--", 2)) return usage_error("option %s needs a value", a);
         if (!strcmp(a, "--in")) o->in = v;
         else if (!strcmp(a, "--gemm")) { if (parse_gemm(v, o->gemm)) return TG_EXIT_USAGE; }
         else if (!strcmp(a, "--repeat")) {
@@ -152,6 +152,9 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
         i++;
     }
     if (o->in && o->gemm[0] > 0) return usage_error("%s", "give --in or --gemm, not both");
+    if (o->gemm[0] > 0 && (o->backward || o->algo != TG_CONV_ALGO_DEFAULT))
+        return usage_error("%s", "--backward and --algo apply to --in CASE; --gemm times "
+                                 "one OpenBLAS sgemm");
     if (!o->in && o->gemm[0] == 0) return usage_error("%s", "missing --in CASE or --gemm M,N,K");
     return -1;
 }

@@ -49,7 +49,8 @@ static const char *option_value(int argc, char **argv, int *i, const char *opt,
         return argv[*i] + len + 1;
     if (argv[*i][len] != '\0')
         return NULL;
-    if (*i + 1 >= argc) {
+    /* "--out --algo": the value was forgotten; "--out=--x" names such a path */
+    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
         *missing = 1;
         return NULL;
     }
