@@ -259,7 +259,7 @@ static int train(app_opts *a, const tg_st_file *f)
         const dcgan_opts *o = &a->train;
         fprintf(stderr,
                 "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch, "
-                "lr %g, seed %llu, amp %s, budget %.0f s\n",
+                "lr %g, seed %llu, amp %s, budget %g s\n",
                 (long long)tg_dataset_size(r.t->ds), (long long)o->batch,
                 o->loss == DCGAN_LOSS_BCE ? "bce" : "wgan-gp", (long long)o->arch.nz,
                 (long long)o->arch.g_ch, (long long)o->arch.d_ch, o->lr,
