@@ -222,7 +222,9 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
     for (int64_t e = 0; e < o->epochs && !done; e++) {
         tg_tensor *x, *labels;
         CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
-        while (!done && tg_loader_next(ld, &x, &labels) == 1) {
+        int got;
+        while (!done && (got = tg_loader_next(ld, &x, &labels)) != 0) {
+            CHECK(got, "taking batch %lld of epoch %lld", (long long)p.step + 1, (long long)e);
             p.step++;
             p.sum += train_step(m, opt, x, p.step);
             p.n_sum++;
