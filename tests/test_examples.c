@@ -469,13 +469,22 @@ Test(examples, dcgan_load_rejects_wrongly_shaped_weights_with_a_message)
     expect_same_bytes(out, old, sizeof old);
 }
 
-Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
+/* th_tmp_dir/ex/{generator,latents}.safetensors from dcgan_load --export;
+ * w (512 bytes) receives the generator's path and z, unless NULL, the
+ * latents'. */
+static void export_generator(char *w, char *z)
 {
-    char dir[256], w[512], z[512], out[256], bad_z[256];
+    char dir[256];
     th_tmp_path(dir, sizeof dir, "ex");
     cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
-    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
-    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    snprintf(w, 512, "%s/generator.safetensors", dir);
+    if (z) snprintf(z, 512, "%s/latents.safetensors", dir);
+}
+
+Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
+{
+    char w[512], z[512], out[256], bad_z[256];
+    export_generator(w, z);
     th_tmp_path(out, sizeof out, "o.safetensors");
     cr_assert(eq(int, LOAD("--weights", w, "--latents", z, "--out", out), 0), "%s", err_text);
     th_expect_in(out_text, "loaded strictly");
@@ -503,11 +512,8 @@ Test(examples, dcgan_load_runs_an_exported_generator_and_checks_the_latents)
  * write the PNG over the safetensors file just written. */
 Test(examples, dcgan_load_refuses_a_png_that_is_the_out_file)
 {
-    char dir[256], w[512], z[512], out[256], link[256];
-    th_tmp_path(dir, sizeof dir, "ex");
-    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
-    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
-    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    char w[512], z[512], out[256], link[256];
+    export_generator(w, z);
     th_tmp_path(out, sizeof out, "same");
     static const char *const pngs[] = {"same", "./same", "ex/../same"};
     for (size_t i = 0; i < sizeof pngs / sizeof *pngs; i++) {
@@ -569,11 +575,8 @@ Test(examples, dcgan_load_export_keeps_existing_files_unless_overwrite)
 /* Failures say what the program was doing, not which C call failed. */
 Test(examples, dcgan_load_says_what_it_was_doing_when_it_fails)
 {
-    char dir[256], w[512], z[512];
-    th_tmp_path(dir, sizeof dir, "ex");
-    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
-    snprintf(w, sizeof w, "%s/generator.safetensors", dir);
-    snprintf(z, sizeof z, "%s/latents.safetensors", dir);
+    char w[512], z[512];
+    export_generator(w, z);
     cr_assert(eq(int, LOAD("--weights", "nope.st", "--latents", z, "--out", "o.st"), 1));
     expect_plain_message(err_text, "dcgan_load: reading --weights nope.st: ");
     cr_assert(eq(int, LOAD("--weights", w, "--latents", "nope.st", "--out", "o.st"), 1));
@@ -586,16 +589,6 @@ Test(examples, dcgan_load_says_what_it_was_doing_when_it_fails)
 }
 
 /* ---- dcgan_quantize ---------------------------------------------------------- */
-
-/* th_tmp_dir/ex/{generator,latents}.safetensors from dcgan_load --export;
- * w receives the generator's path. */
-static void export_generator(char *w, size_t n)
-{
-    char dir[256];
-    th_tmp_path(dir, sizeof dir, "ex");
-    cr_assert(eq(int, LOAD("--export", dir, "--n", "2", "--warmup", "1"), 0), "%s", err_text);
-    snprintf(w, n, "%s/generator.safetensors", dir);
-}
 
 #define QUANT_FAST "--calib", "1", "--batch", "4", "--repeat", "1"
 
@@ -634,7 +627,7 @@ Test(examples, dcgan_quantize_rejects_wrongly_shaped_weights_with_a_message)
 Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
 {
     char w[512], z[256], out[256];
-    export_generator(w, sizeof w);
+    export_generator(w, NULL);
     th_tmp_path(out, sizeof out, "q");
     th_tmp_path(z, sizeof z, "missing.safetensors");
     cr_assert(eq(int, QUANT("--weights", w, "--latents", z, "--out", out, QUANT_FAST), 1));
@@ -679,7 +672,7 @@ Test(examples, dcgan_quantize_needs_a_readable_latents_file_when_one_is_named)
 Test(examples, dcgan_quantize_refuses_an_out_that_is_not_a_folder_before_calibrating)
 {
     char w[512], file[256];
-    export_generator(w, sizeof w);
+    export_generator(w, NULL);
     static const char keep[] = "not a folder";
     write_bytes(th_tmp_path(file, sizeof file, "c1.st"), keep, sizeof keep);
     cr_assert(eq(int, QUANT("--weights", w, "--latents", "ex/latents.safetensors", "--out",
@@ -694,7 +687,7 @@ Test(examples, dcgan_quantize_refuses_an_out_that_is_not_a_folder_before_calibra
 Test(examples, dcgan_quantize_says_what_it_was_doing_when_it_fails)
 {
     char w[512], png[256];
-    export_generator(w, sizeof w);
+    export_generator(w, NULL);
     cr_assert(eq(int, QUANT("--weights", "nope.st", QUANT_FAST), 1));
     expect_plain_message(err_text, "dcgan_quantize: reading --weights nope.st: ");
     cr_assert(eq(int, QUANT("--weights", w, "--latents", "nope.st", QUANT_FAST), 1));
@@ -713,7 +706,7 @@ Test(examples, dcgan_quantize_says_what_it_was_doing_when_it_fails)
 Test(examples, dcgan_quantize_refuses_a_generator_with_nan_weights)
 {
     char w[512], bad[256], q[256];
-    export_generator(w, sizeof w);
+    export_generator(w, NULL);
     tg_st_file *f;
     cr_assert(eq(int, tg_safetensors_load(&f, w), TG_OK), "%s", tg_error_message());
     tg_tensor *b = tg_st_get(f, "gen.net.7.bias");
