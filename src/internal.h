@@ -4,6 +4,7 @@
 #define TAPEGRAD_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,8 +50,11 @@ void *tg__calloc(size_t n, size_t size);
 
 /* ---- storage ------------------------------------------------------------ */
 
+/* Refcounts are atomic: a tensor (a weight, a constant an op saves) may be
+ * shared by graphs that threads build and release at the same time, as in
+ * PyTorch.  A test of refcount == 1 is only meaningful to a sole owner. */
 typedef struct tg_storage {
-    int refcount;
+    _Atomic int refcount;
     size_t nbytes;
     void *data;          /* 64-byte aligned */
     uint64_t version;    /* bumped by every in-place write to any view */
@@ -75,7 +79,7 @@ typedef struct tg_hook {
 } tg_hook;
 
 struct tg_tensor {
-    int refcount;
+    _Atomic int refcount;
     tg_dtype dtype;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
@@ -291,7 +295,7 @@ typedef struct tg_saved {
 } tg_saved;
 
 struct tg_node {
-    int refcount;
+    _Atomic int refcount;
     const tg_op_schema *op;
     uint64_t seq;                          /* recording order, thread-local counter */
     int n_inputs;

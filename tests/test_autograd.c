@@ -661,3 +661,132 @@ Test(autograd, grad_inputs_must_require_grad_and_backward_casts_float_grads)
     tg_tensor *all[] = {x, c, y, z, g64, gi, y2};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
+
+/* ---- tensors shared by threads ---------------------------------------------- */
+
+enum { SHARED_ITERS = 20000 };
+
+typedef struct shared_job {
+    tg_tensor *c, *p;   /* borrowed: a constant and a leaf, shared by both threads */
+    int failures;
+} shared_job;
+
+/* Each thread: s = sum(x * c * p) on its own leaf x, backward (mul saves c
+ * and p, retaining them; p's .grad receives x * c), and a no-grad reshape
+ * of p (a view: another retain of p's storage). */
+static void *use_shared(void *arg)
+{
+    shared_job *j = arg;
+    const double xs[4] = {1, 2, 3, 4};
+    for (int it = 0; it < SHARED_ITERS; it++) {
+        tg_tensor *x = NULL, *xc = NULL, *y = NULL, *s = NULL, *r = NULL;
+        int rc = tg_tensor_from_data(&x, TG_F64, 1, (int64_t[]){4}, xs);
+        if (rc >= 0) rc = tg_tensor_set_requires_grad(x, true);
+        if (rc >= 0) rc = tg_mul(&xc, x, j->c);
+        if (rc >= 0) rc = tg_mul(&y, xc, j->p);
+        if (rc >= 0) rc = tg_sum(&s, y);
+        if (rc >= 0) rc = tg_backward(s, NULL, NULL);
+        tg_no_grad_begin();
+        if (rc >= 0) rc = tg_reshape(&r, j->p, 2, (int64_t[]){2, 2});
+        tg_no_grad_end();
+        j->failures += rc < 0;
+        tg_tensor *all[] = {r, s, y, xc, x};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++) tg_tensor_release(all[k]);
+    }
+    return NULL;
+}
+
+/* Two threads build, backpropagate and free their own graphs over one shared
+ * constant and one shared leaf at the same time, as PyTorch allows: the
+ * refcounts end where they started and the leaf's gradient is the sum of
+ * every backward (2 * SHARED_ITERS * x * c).  With plain int refcounts and
+ * an unguarded .grad this crashed (use after free) or lost additions. */
+Test(autograd, tensors_shared_by_two_threads_keep_refcounts_and_gradients)
+{
+    const double ones[4] = {1, 1, 1, 1};
+    tg_tensor *c = vec(TG_F64, 4, ones, "c", false), *p = vec(TG_F64, 4, ones, "p", true);
+    shared_job jobs[2] = {{.c = c, .p = p}, {.c = c, .p = p}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert(eq(int, pthread_create(&th[i], NULL, use_shared, &jobs[i]), 0));
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    cr_assert(eq(int, jobs[0].failures + jobs[1].failures, 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_refcount(c), 1));
+    cr_assert(eq(int, tg_tensor_refcount(p), 1));
+    const tg_tensor *g = tg_tensor_grad(p);
+    cr_assert(g != NULL);
+    for (int i = 0; i < 4; i++)
+        cr_assert(eq(dbl, th_at(g, i), 2.0 * SHARED_ITERS * (i + 1)), "p.grad[%d] = %g", i,
+                  th_at(g, i));
+    tg_tensor_release(p);
+    tg_tensor_release(c);
+}
+
+/* ---- hooks under tg_grad ------------------------------------------------------ */
+
+static int times_two(tg_tensor **grad, void *user)
+{
+    (void)user;
+    tg_tensor *d = NULL;
+    TG_TRY(tg_mul_scalar(&d, *grad, 2.0));
+    tg_tensor_release(*grad);
+    *grad = d;
+    return TG_OK;
+}
+
+/* As torch.autograd.grad in PyTorch 1.13: x = ones(3), m = 3x, a x2 hook on
+ * m and on x.  For s = sum(m * m): ds/dm is returned as it arrives, 2m = 6
+ * (m's hook does not touch it), while what flows on through m is doubled:
+ * ds/dx = 2 * 6 * 3 = 36, and x's hook (a leaf's, run when .grad is
+ * accumulated) does not run.  tg_backward of sum(m) runs both: x.grad =
+ * 1 * 2 * 3 * 2 = 12.  (torch: grad(s, [m, x]) = (6, 36), x.grad = 12.) */
+Test(autograd, tg_grad_runs_hooks_as_torch_autograd_grad)
+{
+    const double ones[3] = {1, 1, 1};
+    tg_tensor *x = vec(TG_F64, 3, ones, "x", true), *m = NULL, *mm = NULL, *s = NULL;
+    OK(tg_mul_scalar(&m, x, 3.0));
+    OK(tg_tensor_register_hook(m, times_two, NULL));
+    OK(tg_tensor_register_hook(x, times_two, NULL));
+    OK(tg_mul(&mm, m, m));
+    OK(tg_sum(&s, mm));
+    tg_tensor *g[2] = {NULL, NULL}, *in[2] = {m, x};
+    tg_backward_opts keep = {.retain_graph = true};
+    OK(tg_grad(g, 1, &s, NULL, 2, in, &keep));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, at(g[0], i), 6.0), "ds/dm[%d] = %g", i, at(g[0], i));
+        cr_assert(eq(dbl, at(g[1], i), 36.0), "ds/dx[%d] = %g", i, at(g[1], i));
+    }
+    cr_assert(tg_tensor_grad(x) == NULL, "tg_grad wrote x.grad");
+    tg_tensor *s2 = NULL;
+    OK(tg_sum(&s2, m));
+    OK(tg_backward(s2, NULL, NULL));
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(dbl, at(tg_tensor_grad(x), i), 12.0), "x.grad[%d]", i);
+    tg_tensor *all[] = {g[0], g[1], s2, s, mm, m, x};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tg_tensor_release(all[k]);
+}
+
+static int null_hook(tg_tensor **grad, void *user)
+{
+    (void)user;
+    tg_tensor_release(*grad);
+    *grad = NULL;
+    return TG_OK;
+}
+
+/* A hook that leaves no gradient is an error with a message, on a leaf and
+ * on a non-leaf (it used to crash). */
+Test(autograd, hook_leaving_a_null_gradient_is_an_error)
+{
+    const double ones[3] = {1, 1, 1};
+    for (int leaf = 0; leaf < 2; leaf++) {
+        tg_tensor *x = vec(TG_F64, 3, ones, "x", true), *m = NULL, *s = NULL;
+        OK(tg_mul_scalar(&m, x, 3.0));
+        OK(tg_tensor_register_hook(leaf ? x : m, null_hook, NULL));
+        OK(tg_sum(&s, m));
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_EGRAD));
+        cr_assert(strstr(tg_error_message(), "hook left the gradient NULL") != NULL, "%s",
+                  tg_error_message());
+        tg_tensor_release(s), tg_tensor_release(m), tg_tensor_release(x);
+    }
+}

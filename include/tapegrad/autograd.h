@@ -49,8 +49,10 @@ TG_API int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *
 /* As torch.autograd.grad: grads_out[i] receives a new reference to
  * d(sum_j <grad_outputs[j], outputs[j]>)/d(inputs[i]) or NULL when inputs[i] is
  * not reachable.  grad_outputs may be NULL (all outputs must then have one
- * element).  Nothing is accumulated into .grad.  TG_EGRAD when an input does
- * not require grad (as PyTorch).  On error grads_out is all NULL. */
+ * element).  Nothing is accumulated into .grad, and leaves' hooks do not run;
+ * a non-leaf input's gradient is returned before its node's hooks (as
+ * PyTorch 1.13's autograd.grad).  TG_EGRAD when an input does not require
+ * grad (as PyTorch).  On error grads_out is all NULL. */
 TG_API int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
                    tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
                    const tg_backward_opts *opts);
@@ -66,8 +68,9 @@ TG_API void tg_no_grad_end(void);
 
 /* A gradient hook sees the gradient of t when it is computed (before it is
  * accumulated into a leaf's .grad, or passed on by a non-leaf).  It may replace
- * *grad with a new reference (releasing the old one).  Returning a negative
- * status aborts the backward with that status. */
+ * *grad with a new reference (releasing the old one); leaving it NULL is
+ * TG_EGRAD.  Returning a negative status aborts the backward with that
+ * status. */
 typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
 TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
 

@@ -5,6 +5,7 @@
  * when it ran), so decreasing seq is a reverse topological order: when a node
  * runs, every consumer of its output has already added its share of the
  * gradient into node->grad_accum. */
+#include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
@@ -26,7 +27,11 @@ typedef struct engine {
 
 static int run_hooks(const tg_hook *h, tg_tensor **grad)
 {
-    for (; h; h = h->next) TG_TRY(h->fn(grad, h->user));
+    for (; h; h = h->next) {
+        TG_TRY(h->fn(grad, h->user));
+        TG_CHECK(*grad != NULL, TG_EGRAD, "backward: a gradient hook left the gradient NULL "
+                 "(a hook keeps it, or replaces it with a new reference)");
+    }
     return TG_OK;
 }
 
@@ -109,8 +114,15 @@ static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
     return accumulate(&e->pending[k], g);
 }
 
-/* Runs each touched leaf's hooks on its total gradient, then accumulates it
- * into .grad (tg_backward) or hands it to the result slots (tg_grad). */
+/* Guards every leaf's .grad while a backward adds into it: two threads may
+ * run backward on their own graphs over shared leaves (the parameters of one
+ * model), as PyTorch allows.  One lock for all leaves: it is held only for
+ * the additions at the end of a backward. */
+static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Accumulates each touched leaf's total gradient into .grad after its hooks
+ * (tg_backward), or hands it to the result slots (tg_grad, which, as
+ * PyTorch's autograd.grad, runs no leaf hooks: they belong to accumulation). */
 static int deliver_leaves(engine *e)
 {
     int rc = TG_OK;
@@ -119,9 +131,15 @@ static int deliver_leaves(engine *e)
         tg_meta m;
         e->pending[k] = NULL;
         meta_of(&m, leaf);
-        rc = run_hooks(leaf->hooks, &h);
-        if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
-        if (rc >= 0 && e->accumulate) rc = accumulate(&leaf->grad, h);
+        if (e->accumulate) {
+            rc = run_hooks(leaf->hooks, &h);
+            if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
+            if (rc >= 0) {
+                pthread_mutex_lock(&leaf_grad_lock);
+                rc = accumulate(&leaf->grad, h);
+                pthread_mutex_unlock(&leaf_grad_lock);
+            }
+        }
         for (int j = 0; rc >= 0 && !e->accumulate && j < e->n_targets; j++)
             if (e->targets[j] == leaf) rc = accumulate(&e->results[j], h);
         tg_tensor_release(h);
@@ -167,11 +185,14 @@ static int run_node(engine *e, tg_node *n)
     bool target = node_is_target(e, n);
     int rc = TG_OK;
     if (!g || (!e->flows[index_of(n)] && !target)) goto done;
-    rc = run_hooks(n->hooks, &g);
-    if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
+    /* tg_grad returns a non-leaf input's gradient as it arrives; the node's
+     * hooks then act on what goes on through it (PyTorch's autograd.grad) */
     for (int j = 0; rc >= 0 && target && j < e->n_targets; j++)
         if (e->targets[j]->grad_fn == n) rc = accumulate(&e->results[j], g);
     if (rc < 0 || !e->flows[index_of(n)]) goto done;
+    rc = run_hooks(n->hooks, &g);
+    if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
+    if (rc < 0) goto done;
     if (n->released) {
         rc = tg__error(TG_EGRAD, "%s: backward through a graph that was already freed: "
                                  "pass retain_graph", n->op->name);
@@ -200,15 +221,18 @@ static int seed(engine *e, tg_tensor *root, tg_tensor *g)
  * own: not on any tape and not aliasing the caller's grad tensor. */
 static int finalize_leaves(engine *e)
 {
-    for (int i = 0; i < e->n_touched && !e->create_graph; i++) {
+    int rc = TG_OK;
+    pthread_mutex_lock(&leaf_grad_lock);
+    for (int i = 0; i < e->n_touched && !e->create_graph && rc >= 0; i++) {
         tg_tensor *leaf = e->touched[i], *g = leaf->grad, *c = NULL;
         if (!g || (!g->requires_grad && !g->grad_fn && g->refcount == 1 &&
                    g->storage->refcount == 1 && tg_tensor_is_contiguous(g)))
             continue;
-        TG_TRY(tg_tensor_clone(&c, g));
-        tg_tensor_set_grad(leaf, c);
+        rc = tg_tensor_clone(&c, g);
+        if (rc >= 0) tg_tensor_set_grad(leaf, c);
     }
-    return TG_OK;
+    pthread_mutex_unlock(&leaf_grad_lock);
+    return rc;
 }
 
 static int finalize_results(engine *e)

@@ -1,6 +1,7 @@
 /* src/data/dataset.c - in-memory image-classification datasets: u8 images
  * (N, C, H, W) and i64 labels (N), turned into f32 batches on demand so that
  * a 60000-image dataset costs 47 MB rather than 188 MB. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
@@ -10,7 +11,7 @@
 #define TG__MAX_CLASSES 65536
 
 struct tg_dataset {
-    int refcount;
+    _Atomic int refcount;
     tg_tensor *images;        /* u8 (N, C, H, W), contiguous, owned */
     tg_tensor *labels;        /* i64 (N), contiguous, owned */
     int n_classes;

@@ -18,7 +18,7 @@ typedef struct tg__nn_child_entry {
 } tg__nn_child_entry;
 
 struct tg_module {
-    int refcount;
+    _Atomic int refcount;
     const tg_module_vtable *vt;        /* borrowed, static */
     void *state;                       /* owned, freed by vt->release */
     bool training;
