@@ -96,6 +96,37 @@ Test(amp, promote_table_add)
     cr_assert(eq(int, tg_promote_dtypes(TG_BF16, TG_F64), TG_F64));
 }
 
+/* As PyTorch: a 0-d input's dtype counts only when no float input has
+ * dimensions, so a (2,) tensor of any float dtype times a 0-d tensor of any
+ * other keeps its dtype (torch: ones(2, dtype=a) * tensor(2., dtype=b) is
+ * a for every pair), two 0-d tensors follow the table, and the 0-d input's
+ * gradient comes back in its own dtype. */
+Test(amp, zero_dim_inputs_do_not_widen_dimensioned_ones)
+{
+    const double av[2] = {1.5, -0.75}, bv[1] = {2.0};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            tg_tensor *a = th_tensor_from(FLOATS[i], 1, (int64_t[]){2}, av);
+            tg_tensor *b = th_tensor_from(FLOATS[j], 0, NULL, bv), *y = NULL, *s = NULL;
+            cr_assert(eq(int, tg_tensor_set_requires_grad(b, true), TG_OK));
+            cr_assert(eq(int, tg_mul(&y, a, b), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_tensor_dtype(y), FLOATS[i]), "%s (2,) * %s (): %s",
+                      tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]),
+                      tg_dtype_name(tg_tensor_dtype(y)));
+            for (int k = 0; k < 2; k++) cr_assert(eq(dbl, th_at(y, k), 2 * av[k]));
+            cr_assert(eq(int, tg_sum(&s, y), TG_OK));
+            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+            const tg_tensor *g = tg_tensor_grad(b);
+            cr_assert(g != NULL && tg_tensor_dtype(g) == FLOATS[j] && tg_tensor_ndim(g) == 0);
+            cr_assert(eq(dbl, th_at(g, 0), av[0] + av[1]));
+            tg_tensor_release(s), tg_tensor_release(y), tg_tensor_release(a);
+            tg_tensor *a0 = th_tensor_from(FLOATS[i], 0, NULL, av);
+            cr_assert(eq(int, tg_mul(&y, a0, b), TG_OK));
+            cr_assert(eq(int, tg_tensor_dtype(y), expected_promote(i, j)), "() * ()");
+            tg_tensor_release(y), tg_tensor_release(a0), tg_tensor_release(b);
+        }
+}
+
 Test(amp, promote_table_conv_transpose_in_and_out_of_autocast)
 {
     /* 1-d, one channel, L = 2, K = 2, stride 1: y = (x0 w0, x0 w1 + x1 w0, x1 w1). */

@@ -7,6 +7,8 @@
  * AMP policies, applied by one mechanism in the op dispatch:
  *  - PROMOTE: float inputs of different dtypes are cast to the widest of them
  *    (f16 with bf16 gives f32; f64 wins over all), in and out of autocast.
+ *    As in PyTorch, 0-d inputs count only when every float input is 0-d: an
+ *    f32 tensor times an f64 0-d tensor is computed in f32.
  *  - LOWER_PRECISION: inside an autocast scope, float inputs are cast to the
  *    scope's dtype (f64 is never lowered).  Outside, as PROMOTE.
  *  - FP32: inside an autocast scope, float inputs are cast to f32 (f64 kept).

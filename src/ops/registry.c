@@ -217,10 +217,15 @@ tg_dtype tg_promote_dtypes(tg_dtype a, tg_dtype b)
 static bool amp_target(const tg_op_schema *op, int n, tg_tensor *const *in, tg_dtype *target)
 {
     if (op->amp == TG_AMP_KEEP) return false;
-    bool any = false;
+    /* As PyTorch's type promotion: a 0-d tensor's dtype counts only when every
+     * float input is 0-d (an f32 tensor times an f64 0-d tensor is f32). */
+    bool any = false, dimensioned = false;
+    for (int i = 0; i < n; i++)
+        dimensioned |= in[i] && tg_dtype_is_float(in[i]->dtype) && in[i]->ndim > 0;
     tg_dtype widest = TG_F32;
     for (int i = 0; i < n; i++) {
-        if (!in[i] || !tg_dtype_is_float(in[i]->dtype)) continue;
+        if (!in[i] || !tg_dtype_is_float(in[i]->dtype) || (dimensioned && in[i]->ndim == 0))
+            continue;
         widest = any ? tg_promote_dtypes(widest, in[i]->dtype) : in[i]->dtype;
         any = true;
     }
