@@ -369,8 +369,8 @@ int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_register_hook: t must not be NULL");
     TG_CHECK(fn != NULL, TG_EINVAL, "tensor_register_hook: fn must not be NULL");
     TG_CHECK(t->requires_grad, TG_EGRAD,
-             "tensor_register_hook: t '%s' does not require grad (a hook would never run)",
-             t->name);
+             "tensor_register_hook: t%s%s%s does not require grad (a hook would never run)",
+             t->name[0] ? " '" : "", t->name, t->name[0] ? "'" : "");
     tg_hook *h = tg__malloc(sizeof *h);
     if (!h) return TG_ENOMEM;
     *h = (tg_hook){.fn = fn, .user = user, .next = NULL};

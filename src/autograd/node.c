@@ -200,11 +200,12 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
     TG_ASSERT(i >= 0 && i < ctx->n_saved);
     tg_saved *sv = &ctx->saved[i];
     if (sv->t->storage->version != sv->version) {
-        char desc[96];
-        if (sv->t->name[0]) snprintf(desc, sizeof desc, "'%s'", sv->t->name);
-        else tg_shape_str(desc, sizeof desc, sv->t->ndim, sv->t->shape);
+        char desc[160], shape[80];
+        tg_shape_str(shape, sizeof shape, sv->t->ndim, sv->t->shape);
+        if (sv->t->name[0]) snprintf(desc, sizeof desc, "'%s' %s", sv->t->name, shape);
+        else snprintf(desc, sizeof desc, "of shape %s", shape);
         return tg__error(TG_EINPLACE,
-                         "%s: saved tensor #%d (%s) was modified in place (version %llu, "
+                         "%s: saved tensor #%d %s was modified in place (version %llu, "
                          "saved at version %llu)",
                          ctx->op->name, i, desc, (unsigned long long)sv->t->storage->version,
                          (unsigned long long)sv->version);
