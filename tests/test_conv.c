@@ -806,8 +806,17 @@ Test(conv, errors_shapes_and_channels)
     expect_err(false, e.x, w_co, NULL, &p, TG_EINVAL, "conv2d: groups=2 must divide C_out=3");
     expect_err(true, NULL, e.w, NULL, &e.p, TG_EINVAL, "x must not be NULL");
     expect_err(false, e.x, NULL, NULL, &e.p, TG_EINVAL, "weight must not be NULL");
-    tg_tensor *all[6] = {x2, w3, bad_b, b_2d, w_ci, w_co};
-    for (int i = 0; i < 6; i++) tg_tensor_release(all[i]);
+    /* a zero extent anywhere but the batch: the message says which */
+    int64_t xc0[4] = {1, 0, 3, 3}, xh0[4] = {1, 4, 3, 0}, wk0[4] = {4, 3, 2, 0};
+    tg_tensor *x_c0 = mk_rand(TG_F32, 4, xc0), *x_h0 = mk_rand(TG_F32, 4, xh0);
+    tg_tensor *w_k0 = mk_rand(TG_F32, 4, wk0);
+    expect_err(true, x_c0, e.w, NULL, &e.p, TG_ESHAPE, "x (1, 0, 3, 3) has C_in = 0");
+    expect_err(true, x_h0, e.w, NULL, &e.p, TG_ESHAPE,
+               "x (1, 4, 3, 0) has a spatial extent of 0: it must be >= 1");
+    expect_err(false, e.x, w_k0, NULL, &e.p, TG_ESHAPE,
+               "weight (4, 3, 2, 0) has extent 0 in dim 3: every extent must be >= 1");
+    tg_tensor *all[9] = {x2, w3, bad_b, b_2d, w_ci, w_co, x_c0, x_h0, w_k0};
+    for (int i = 0; i < 9; i++) tg_tensor_release(all[i]);
     err_free(&e);
 }
 
