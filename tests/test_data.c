@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -272,6 +273,42 @@ Test(data, idx_gzip_trailer_and_members_on_a_large_file)
     cr_assert(memcmp(tg_tensor_cdata(t), file + 8, N) == 0);
     tg_tensor_release(t);
     free(file), free(gzbytes), free(two);
+}
+
+/* A file that cannot seek (a pipe, as `--data <(...)` would give): the bytes
+ * read to tell gzip from plain are not read twice or lost, in both forms. */
+Test(data, idx_loads_from_a_pipe_plain_and_gzip)
+{
+    char p[256], src[256];
+    uint8_t file[64], data[12];
+    uint32_t dims[2] = {3, 4};
+    for (int i = 0; i < 12; i++) data[i] = (uint8_t)(7 * i + 1);
+    const size_t n = make_idx(file, 0x08, 2, dims, data, 12);
+    for (int gz = 0; gz < 2; gz++) {
+        write_file(in_dir(src, "src"), file, n, gz);
+        in_dir(p, "fifo");
+        unlink(p);
+        cr_assert(eq(int, mkfifo(p, 0600), 0));
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {   /* the writer: the file's bytes into the pipe */
+            FILE *in = fopen(src, "rb"), *out = fopen(p, "wb");
+            int c;
+            while (in && out && (c = fgetc(in)) != EOF) fputc(c, out);
+            _exit(in && out && fclose(out) == 0 ? 0 : 1);
+        }
+        tg_tensor *t = NULL;
+        int rc = tg_idx_load(&t, p);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        cr_assert(eq(int, rc, 0), "%s: %s", gz ? "gzip" : "plain", tg_error_message());
+        const bool writer_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        cr_assert(writer_ok, "the writer process failed");
+        cr_assert(eq(i64, tg_tensor_numel(t), 12));
+        cr_assert(memcmp(tg_tensor_cdata(t), data, 12) == 0, "%s", gz ? "gzip" : "plain");
+        tg_tensor_release(t);
+        unlink(p);
+    }
 }
 
 Test(data, idx_null_arguments)

@@ -130,8 +130,13 @@ static int read_some(idx_reader *r, void *dst, size_t n, size_t *got)
         *got = total;
         return 0;
     }
+    /* plain bytes: first those the gzip sniffing read, then the file's */
+    size_t have = r->z.avail_in < n ? r->z.avail_in : n;
+    memcpy(dst, r->z.next_in, have);
+    r->z.next_in += have;
+    r->z.avail_in -= (uInt)have;
     errno = 0;
-    *got = fread(dst, 1, n, r->f);
+    *got = have + (have < n ? fread((unsigned char *)dst + have, 1, n - have, r->f) : 0);
     if (*got < n && ferror(r->f)) return reader_io_error(r);
     return 0;
 }
@@ -275,10 +280,6 @@ int tg_idx_load(tg_tensor **out, const char *path)
     r->gz = rc == 0 && avail >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b;
     if (rc == 0 && r->gz && inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK)
         rc = tg__error(TG_ENOMEM, "idx_load: '%s': cannot start zlib", path);
-    if (rc == 0 && !r->gz) {   /* plain bytes: give back what the sniffing read */
-        errno = 0;
-        if (fseek(r->f, 0, SEEK_SET) != 0) rc = reader_io_error(r);
-    }
     if (rc == 0) rc = load_open(out, r);
     if (r->gz) inflateEnd(&r->z);
     fclose(r->f);
