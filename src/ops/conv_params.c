@@ -179,16 +179,20 @@ static int check_tensors(const char *op, bool transpose, const tg_tensor *x,
              tg_dtype_name(w->dtype), tg_dtype_name(x->dtype));
     TG_CHECK(!b || b->dtype == x->dtype, TG_EDTYPE, "%s: bias dtype %s must match x dtype %s",
              op, tg_dtype_name(b ? b->dtype : x->dtype), tg_dtype_name(x->dtype));
-    /* every extent but the batch must be >= 1 (the batch may be 0) */
-    char xs[96], ws[96];
-    tg_shape_str(xs, sizeof xs, x->ndim, x->shape);
-    tg_shape_str(ws, sizeof ws, w->ndim, w->shape);
+    /* every extent but the batch must be >= 1 (the batch may be 0); the
+     * shapes are formatted only for the message */
+    char buf[96];
     for (int a = 1; a < x->ndim; a++)
-        TG_CHECK(x->shape[a] >= 1, TG_ESHAPE, "%s: x %s has %s %lld: it must be >= 1", op, xs,
-                 a == 1 ? "C_in =" : "a spatial extent of", (long long)x->shape[a]);
+        if (x->shape[a] < 1)
+            return tg__error(TG_ESHAPE, "%s: x %s has %s %lld: it must be >= 1", op,
+                             tg_shape_str(buf, sizeof buf, x->ndim, x->shape),
+                             a == 1 ? "C_in =" : "a spatial extent of", (long long)x->shape[a]);
     for (int a = 0; a < w->ndim; a++)
-        TG_CHECK(w->shape[a] >= 1, TG_ESHAPE, "%s: weight %s has extent %lld in dim %d: "
-                 "every extent must be >= 1", op, ws, (long long)w->shape[a], a);
+        if (w->shape[a] < 1)
+            return tg__error(TG_ESHAPE, "%s: weight %s has extent %lld in dim %d: every "
+                             "extent must be >= 1", op,
+                             tg_shape_str(buf, sizeof buf, w->ndim, w->shape),
+                             (long long)w->shape[a], a);
     return TG_OK;
 }
 
