@@ -201,16 +201,12 @@ static int read_data(idx_reader *r, size_t nbytes, unsigned char **buf)
             b = nb;
             cap = ncap;
         }
-        size_t got = 0;
-        int rc = read_some(r, b + have, cap - have, &got);
-        if (rc == 0 && got < cap - have)
-            rc = tg__error(TG_EFORMAT, "idx_load: '%s': truncated data (fewer bytes than the "
-                           "dimensions say)", r->path);
+        int rc = read_exact(r, b + have, cap - have, "data (fewer bytes than the dimensions say)");
         if (rc < 0) {
             free(b);
             return rc;
         }
-        have += got;
+        have = cap;
     }
     *buf = b;
     return 0;
