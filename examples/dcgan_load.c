@@ -35,17 +35,6 @@
 
 static const char prog[] = "dcgan_load";
 
-/* Inside a function with a `done:` label that frees what it owns: when call
- * fails, prints "<prog>: <what the program was doing, printf(...)>: <the
- * library's message>" and jumps there. */
-#define TRY(call, ...)                                                            \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            goto done;                                                            \
-        }                                                                         \
-    } while (0)
-
 typedef struct opts {
     const char *weights, *latents, *out, *prefix, *key, *png, *export_dir;
     uint64_t seed;
@@ -212,8 +201,8 @@ static int load_and_run(const opts *o)
                 o->png, o->out);
         return EX_EXIT_USAGE;
     }
-    TRY(tg_safetensors_load(&wf, o->weights), "reading --weights %s", o->weights);
-    TRY(tg_safetensors_load(&zf, o->latents), "reading --latents %s", o->latents);
+    EX_TRY(tg_safetensors_load(&wf, o->weights), "reading --weights %s", o->weights);
+    EX_TRY(tg_safetensors_load(&zf, o->latents), "reading --latents %s", o->latents);
     const char *prefix = o->prefix ? o->prefix
                          : tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
@@ -226,12 +215,12 @@ static int load_and_run(const opts *o)
     }
     if (check_latents(z, o, a.nz) < 0) goto done;
     tg_rng_init(&rng, 0);
-    TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
-    TRY(tg_module_load_state_dict(g, wf, prefix, true),
-        "loading the generator from %s (prefix '%s', strict)", o->weights, prefix);
-    TRY(generate(g, &img, z), "generating the images");
-    TRY(save_pair(o->out, z, img), "writing --out %s", o->out);
-    if (o->png) TRY(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2), "writing --png %s", o->png);
+    EX_TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
+    EX_TRY(tg_module_load_state_dict(g, wf, prefix, true),
+           "loading the generator from %s (prefix '%s', strict)", o->weights, prefix);
+    EX_TRY(generate(g, &img, z), "generating the images");
+    EX_TRY(save_pair(o->out, z, img), "writing --out %s", o->out);
+    if (o->png) EX_TRY(tg_png_write_grid(o->png, img, 8, -1.0, 1.0, 2), "writing --png %s", o->png);
     printf("dcgan_load: generator nz=%lld C=%lld loaded strictly from %s (prefix '%s'); "
            "%lld images -> %s\n", (long long)a.nz, (long long)a.g_ch, o->weights, prefix,
            (long long)tg_tensor_dim(img, 0), o->out);
@@ -286,16 +275,16 @@ static int export_files(const opts *o)
         return EX_EXIT_USAGE;
     if (ex_out_dir(prog, "--export", o->export_dir) < 0) return EX_EXIT_FAIL;
     tg_rng_init(&rng, o->seed);
-    TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
-    TRY(warm_up(g, &rng, o->warmup, a.nz), "warming up the BatchNorm statistics");
-    TRY(dcgan_latents(&z, o->n, a.nz, &rng), "drawing %lld latents", (long long)o->n);
-    TRY(generate(g, &img, z), "generating the images");
-    TRY(tg_st_new(&f), "collecting the weights");
-    TRY(tg_module_state_dict_save(g, f, "gen"), "collecting the weights");
+    EX_TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
+    EX_TRY(warm_up(g, &rng, o->warmup, a.nz), "warming up the BatchNorm statistics");
+    EX_TRY(dcgan_latents(&z, o->n, a.nz, &rng), "drawing %lld latents", (long long)o->n);
+    EX_TRY(generate(g, &img, z), "generating the images");
+    EX_TRY(tg_st_new(&f), "collecting the weights");
+    EX_TRY(tg_module_state_dict_save(g, f, "gen"), "collecting the weights");
     snprintf(path, sizeof path, "%s/generator.safetensors", o->export_dir);
-    TRY(tg_safetensors_save(f, path), "writing %s", path);
+    EX_TRY(tg_safetensors_save(f, path), "writing %s", path);
     snprintf(path, sizeof path, "%s/latents.safetensors", o->export_dir);
-    TRY(save_pair(path, z, img), "writing %s", path);
+    EX_TRY(save_pair(path, z, img), "writing %s", path);
     printf("dcgan_load: wrote %s/generator.safetensors and %s/latents.safetensors\n",
            o->export_dir, o->export_dir);
     status = EX_EXIT_OK;

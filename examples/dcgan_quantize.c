@@ -41,17 +41,6 @@
 
 static const char prog[] = "dcgan_quantize";
 
-/* Inside a function with a `done:` label that frees what it owns: when call
- * fails, prints "<prog>: <what the program was doing, printf(...)>: <the
- * library's message>" and jumps there. */
-#define TRY(call, ...)                                                            \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            goto done;                                                            \
-        }                                                                         \
-    } while (0)
-
 typedef struct opts {
     const char *weights, *latents, *out;
     int64_t calib, batch, repeat;
@@ -120,7 +109,7 @@ static tg_module *load_generator(const char *path, int64_t *nz)
     tg_module *g = NULL;
     tg_rng rng;
     dcgan_arch a = DCGAN_ARCH_INIT;
-    TRY(tg_safetensors_load(&wf, path), "reading --weights %s", path);
+    EX_TRY(tg_safetensors_load(&wf, path), "reading --weights %s", path);
     const char *prefix = tg_st_get(wf, "gen.net.0.weight") ? "gen" : "";
     char key[TG_MODULE_NAME_MAX];
     snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
@@ -129,7 +118,7 @@ static tg_module *load_generator(const char *path, int64_t *nz)
         goto done;
     }
     tg_rng_init(&rng, 0);
-    TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
+    EX_TRY(dcgan_generator_new(&g, &a, &rng), "building the generator");
     if (tg_module_load_state_dict(g, wf, prefix, true) < 0) {
         ex_fail(prog, "loading the generator from %s (prefix '%s', strict)", path, prefix);
         tg_module_release(g);
@@ -163,11 +152,11 @@ static tg_tensor *test_latents(const opts *o, tg_rng *rng, int64_t nz)
     char shape[128];
     struct stat st;
     if (!o->latents_given && stat(o->latents, &st) < 0 && errno == ENOENT) {
-        TRY(dcgan_latents(&z, 32, nz, rng), "drawing 32 test latents");
+        EX_TRY(dcgan_latents(&z, 32, nz, rng), "drawing 32 test latents");
         printf("%s: no latents in %s; 32 fresh test latents\n", prog, o->latents);
         return z;
     }
-    TRY(tg_safetensors_load(&zf, o->latents), "reading --latents %s", o->latents);
+    EX_TRY(tg_safetensors_load(&zf, o->latents), "reading --latents %s", o->latents);
     const tg_tensor *zt = tg_st_get(zf, "z");
     if (!zt) {
         fprintf(stderr, "%s: %s has no tensor 'z'\n", prog, o->latents);
@@ -243,12 +232,12 @@ static int write_pngs(const opts *o, tg_tensor *imf, tg_tensor *imq)
     const int nrow = (int)(n < 16 ? n : 16);
     int status = -1;
     snprintf(path, sizeof path, "%s/samples_float.png", o->out);
-    TRY(tg_png_write_grid(path, imf, nrow, -1.0, 1.0, 2), "writing %s", path);
+    EX_TRY(tg_png_write_grid(path, imf, nrow, -1.0, 1.0, 2), "writing %s", path);
     snprintf(path, sizeof path, "%s/samples_int8.png", o->out);
-    TRY(tg_png_write_grid(path, imq, nrow, -1.0, 1.0, 2), "writing %s", path);
+    EX_TRY(tg_png_write_grid(path, imq, nrow, -1.0, 1.0, 2), "writing %s", path);
     snprintf(path, sizeof path, "%s/samples_float_int8.png", o->out);
-    TRY(tg_cat(&both, 2, parts, 0), "arranging the pictures of %s", path);
-    TRY(tg_png_write_grid(path, both, nrow, -1.0, 1.0, 2), "writing %s", path);
+    EX_TRY(tg_cat(&both, 2, parts, 0), "arranging the pictures of %s", path);
+    EX_TRY(tg_png_write_grid(path, both, nrow, -1.0, 1.0, 2), "writing %s", path);
     printf("%s: wrote %s/samples_float.png, samples_int8.png and "
            "samples_float_int8.png (float rows first)\n", prog, o->out);
     status = 0;
@@ -294,22 +283,22 @@ int main(int argc, char **argv)
         goto done;
     }
     for (int64_t i = 0; i < o.calib; i++)
-        TRY(dcgan_latents(&calib[i], o.batch, nz, &rng), "drawing the calibration latents");
+        EX_TRY(dcgan_latents(&calib[i], o.batch, nz, &rng), "drawing the calibration latents");
     if (!(z = test_latents(&o, &rng, nz))) goto done;
     /* The last check before the calibration: a refused input makes no folder. */
     if (ex_out_dir(prog, "--out", o.out) < 0) goto done;
     double t0 = now_ms(), ms_f, ms_q;
     tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
     qo.fold_batchnorm = qo.fuse_relu = o.fold;
-    TRY(tg_quantize_model(&gq, g, (int)o.calib, calib, &qo),
+    EX_TRY(tg_quantize_model(&gq, g, (int)o.calib, calib, &qo),
         "calibrating the generator and converting it to int8");
     printf("%s: calibrated on %lld batches of %lld latents and converted in %.0f ms "
            "(BatchNorm %s)\n", prog, (long long)o.calib, (long long)o.batch, now_ms() - t0,
            o.fold ? "folded, ReLU fused" : "kept float");
-    TRY(generate(g, &imf, z, &ms_f), "running the float generator");
-    TRY(generate(gq, &imq, z, &ms_q), "running the int8 generator");
+    EX_TRY(generate(g, &imf, z, &ms_f), "running the float generator");
+    EX_TRY(generate(gq, &imq, z, &ms_q), "running the int8 generator");
     if (write_pngs(&o, imf, imq) < 0 || report_psnr(imf, imq, ms_f, ms_q) < 0) goto done;
-    TRY(time_both(&o, g, gq, calib[0], &ms_f, &ms_q), "timing the two generators");
+    EX_TRY(time_both(&o, g, gq, calib[0], &ms_f, &ms_q), "timing the two generators");
     printf("%s: batch of %lld, median of %lld: float %.1f ms, int8 %.1f ms (%.2fx)\n", prog,
            (long long)o.batch, (long long)o.repeat, ms_f, ms_q, ms_f / ms_q);
     status = EX_EXIT_OK;

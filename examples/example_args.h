@@ -66,4 +66,15 @@ void ex_fail(const char *prog, const char *fmt, ...)
 #endif
     ;
 
+/* Inside a function with a `done:` label that frees what it owns, in a file
+ * whose program name is `prog`: when call fails, ex_fail(prog, ...) (what the
+ * program was doing, printf-style) and a jump to done. */
+#define EX_TRY(call, ...)                                                         \
+    do {                                                                          \
+        if ((call) < 0) {                                                         \
+            ex_fail(prog, __VA_ARGS__);                                           \
+            goto done;                                                            \
+        }                                                                         \
+    } while (0)
+
 #endif
