@@ -790,3 +790,49 @@ Test(autograd, hook_leaving_a_null_gradient_is_an_error)
         tg_tensor_release(s), tg_tensor_release(m), tg_tensor_release(x);
     }
 }
+
+/* ---- an input given twice ------------------------------------------------------ */
+
+/* tg_grad fills every slot of an input given more than once, as PyTorch 1.13's
+ * torch.autograd.grad does (it returns the gradient at each input's gradient
+ * edge).  x = ones(3); m = 3x, with a x2 hook; a, a second tensor on m's node
+ * (as the alias tg__ctx_saved_output makes); u, unused;
+ * s = sum(m * m) + sum(5a) + sum(x).  A tensor on m's node is m to the engine,
+ * so torch's answer is that of s = sum(m * m) + sum(5m) + sum(x) for inputs
+ * [m, x, m, u, x, m, u]: (11, 67, 11, None, 67, 11, None) with
+ * allow_unused=True; m's slots get its gradient before m's hook doubles it. */
+Test(autograd, tg_grad_fills_every_slot_of_a_repeated_input)
+{
+    const double ones[3] = {1, 1, 1};
+    tg_tensor *x = vec(TG_F64, 3, ones, "x", true), *u = vec(TG_F64, 3, ones, "u", true);
+    tg_tensor *m = NULL, *a = NULL, *mm = NULL, *a5 = NULL, *s1 = NULL, *s2 = NULL, *s3 = NULL,
+              *s12 = NULL, *s = NULL;
+    OK(tg_mul_scalar(&m, x, 3.0));
+    OK(tg_tensor_register_hook(m, times_two, NULL));
+    OK(tg_tensor_detach(&a, m));
+    a->grad_fn = tg__node_retain(m->grad_fn);
+    a->requires_grad = true;
+    OK(tg_mul(&mm, m, m));
+    OK(tg_mul_scalar(&a5, a, 5.0));
+    OK(tg_sum(&s1, mm));
+    OK(tg_sum(&s2, a5));
+    OK(tg_sum(&s3, x));
+    OK(tg_add(&s12, s1, s2));
+    OK(tg_add(&s, s12, s3));
+    tg_tensor *in[7] = {m, x, a, u, x, m, u}, *g[7] = {NULL};
+    const double want[7] = {11, 67, 11, 0, 67, 11, 0};
+    OK(tg_grad(g, 1, &s, NULL, 7, in, NULL));
+    for (int j = 0; j < 7; j++) {
+        if (in[j] == u) {
+            cr_assert(g[j] == NULL, "slot %d: u is unused", j);
+            continue;
+        }
+        cr_assert(g[j] != NULL, "slot %d has no gradient", j);
+        for (int i = 0; i < 3; i++)
+            cr_assert(eq(dbl, at(g[j], i), want[j]), "slot %d [%d] = %g", j, i, at(g[j], i));
+    }
+    cr_assert(tg_tensor_grad(x) == NULL && tg_tensor_grad(u) == NULL);
+    for (int j = 0; j < 7; j++) tg_tensor_release(g[j]);
+    tg_tensor *all[] = {s, s12, s3, s2, s1, a5, mm, a, m, u, x};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tg_tensor_release(all[k]);
+}
