@@ -4,12 +4,33 @@
  * node is always recorded after the nodes of its inputs (its inputs existed
  * when it ran), so decreasing seq is a reverse topological order: when a node
  * runs, every consumer of its output has already added its share of the
- * gradient into node->grad_accum. */
+ * gradient into node->grad_accum.
+ *
+ * The leaves reached by a gradient are found through a uthash index (by
+ * pointer), so routing a gradient to a leaf costs O(1) whatever the number
+ * of leaves; an array in first-use order keeps their delivery in a fixed
+ * order (the index is never iterated). */
+
+/* A failed allocation inside uthash sets the element's oom flag instead of
+ * exiting the process: the element is then not in the table, which is left
+ * as it was, and the caller returns TG_ENOMEM.  Must come before the first
+ * #include <uthash.h> (through internal.h). */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) ((elt)->oom = true)
+
 #include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
 #include "tapegrad/ops.h"
+
+/* A leaf reached by a gradient, and the sum of what reached it so far. */
+typedef struct touched_leaf {
+    tg_tensor *leaf;              /* retained; the key of engine.by_leaf */
+    tg_tensor *pending;           /* summed gradient, not yet delivered */
+    bool oom;                     /* set by uthash_nonfatal_oom */
+    UT_hash_handle hh;
+} touched_leaf;
 
 typedef struct engine {
     bool create_graph, retain_graph;
@@ -20,9 +41,9 @@ typedef struct engine {
     tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
     int n_nodes;
     bool *flows;                  /* gradient must go through this node's backward */
-    tg_tensor **touched;          /* leaves reached by a gradient (retained) */
-    tg_tensor **pending;          /* their summed gradients, not yet delivered */
+    touched_leaf **touched;       /* in the order they were first reached */
     int n_touched, cap_touched;
+    touched_leaf *by_leaf;        /* uthash over the same entries */
 } engine;
 
 static int run_hooks(const tg_hook *h, tg_tensor **grad)
@@ -84,23 +105,30 @@ static bool node_is_target(const engine *e, const tg_node *n)
     return false;
 }
 
-/* The slot of leaf in e->touched / e->pending (added on first use); -1 on ENOMEM. */
-static int touch(engine *e, tg_tensor *leaf)
+/* leaf's entry in e->touched, added on first use; NULL on TG_ENOMEM. */
+static touched_leaf *touch(engine *e, tg_tensor *leaf)
 {
-    for (int i = 0; i < e->n_touched; i++)
-        if (e->touched[i] == leaf) return i;
+    touched_leaf *x = NULL;
+    HASH_FIND_PTR(e->by_leaf, &leaf, x);
+    if (x) return x;
     if (e->n_touched == e->cap_touched) {
         int cap = e->cap_touched ? 2 * e->cap_touched : 16;
-        tg_tensor **p = realloc(e->touched, (size_t)cap * sizeof *p);
-        if (p) e->touched = p;
-        tg_tensor **q = p ? realloc(e->pending, (size_t)cap * sizeof *q) : NULL;
-        if (!q) return tg__error(TG_ENOMEM, "backward: out of memory"), -1;
-        e->pending = q;
+        touched_leaf **p = realloc(e->touched, (size_t)cap * sizeof *p);
+        if (!p) return tg__error(TG_ENOMEM, "backward: out of memory"), NULL;
+        e->touched = p;
         e->cap_touched = cap;
     }
-    e->pending[e->n_touched] = NULL;
-    e->touched[e->n_touched] = tg_tensor_retain(leaf);
-    return e->n_touched++;
+    x = tg__calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->leaf = leaf;
+    HASH_ADD_PTR(e->by_leaf, leaf, x);
+    if (x->oom) {
+        free(x);
+        return tg__error(TG_ENOMEM, "backward: out of memory indexing the leaves"), NULL;
+    }
+    tg_tensor_retain(leaf);
+    e->touched[e->n_touched++] = x;
+    return x;
 }
 
 /* Adds g (borrowed), one contribution to leaf's gradient, to its pending sum.
@@ -109,9 +137,9 @@ static int touch(engine *e, tg_tensor *leaf)
 static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
 {
     if (!leaf_is_target(e, leaf)) return TG_OK;
-    int k = touch(e, leaf);
-    if (k < 0) return TG_ENOMEM;
-    return accumulate(&e->pending[k], g);
+    touched_leaf *x = touch(e, leaf);
+    if (!x) return TG_ENOMEM;
+    return accumulate(&x->pending, g);
 }
 
 /* Guards every leaf's .grad while a backward adds into it: two threads may
@@ -127,9 +155,9 @@ static int deliver_leaves(engine *e)
 {
     int rc = TG_OK;
     for (int k = 0; k < e->n_touched && rc >= 0; k++) {
-        tg_tensor *leaf = e->touched[k], *h = e->pending[k];
+        tg_tensor *leaf = e->touched[k]->leaf, *h = e->touched[k]->pending;
         tg_meta m;
-        e->pending[k] = NULL;
+        e->touched[k]->pending = NULL;
         meta_of(&m, leaf);
         if (e->accumulate) {
             rc = run_hooks(leaf->hooks, &h);
@@ -224,7 +252,7 @@ static int finalize_leaves(engine *e)
     int rc = TG_OK;
     pthread_mutex_lock(&leaf_grad_lock);
     for (int i = 0; i < e->n_touched && !e->create_graph && rc >= 0; i++) {
-        tg_tensor *leaf = e->touched[i], *g = leaf->grad, *c = NULL;
+        tg_tensor *leaf = e->touched[i]->leaf, *g = leaf->grad, *c = NULL;
         if (!g || (!g->requires_grad && !g->grad_fn && g->refcount == 1 &&
                    g->storage->refcount == 1 && tg_tensor_is_contiguous(g)))
             continue;
@@ -270,12 +298,13 @@ out:
         e->nodes[k]->dependencies = 0;
     }
     if (rc >= 0) rc = e->accumulate ? finalize_leaves(e) : finalize_results(e);
+    HASH_CLEAR(hh, e->by_leaf);
     for (int i = 0; i < e->n_touched; i++) {
-        tg_tensor_release(e->pending[i]);
-        tg_tensor_release(e->touched[i]);
+        tg_tensor_release(e->touched[i]->pending);
+        tg_tensor_release(e->touched[i]->leaf);
+        free(e->touched[i]);
     }
     free(e->touched);
-    free(e->pending);
     free(e->flows);
     free(e->nodes);
     tg__autocast_suspend(prev_autocast);
