@@ -6,10 +6,10 @@
  * runs, every consumer of its output has already added its share of the
  * gradient into node->grad_accum.
  *
- * The leaves reached by a gradient are found through a uthash index (by
- * pointer), so routing a gradient to a leaf costs O(1) whatever the number
- * of leaves; an array in first-use order keeps their delivery in a fixed
- * order (the index is never iterated). */
+ * Leaves reached by a gradient and tg_grad's inputs are found through uthash
+ * indexes (by pointer), so a lookup costs O(1) whatever the number of leaves
+ * or inputs; arrays in first-use or slot order keep every delivery in a
+ * fixed order (the indexes are never iterated). */
 
 /* A failed allocation inside uthash sets the element's oom flag instead of
  * exiting the process: the element is then not in the table, which is left
@@ -23,6 +23,25 @@
 
 #include "internal.h"
 #include "tapegrad/ops.h"
+
+/* The result slots of tg_grad's inputs by a key (an input tensor, or the
+ * grad_fn of a non-leaf input).  Each distinct key has one entry, holding the
+ * first slot with that key; next[j] chains the later ones in increasing order
+ * (-1 ends it).  An input passed twice, or two tensors that share one grad_fn,
+ * so fill every one of their slots, as torch.autograd.grad does. */
+typedef struct slot_key {
+    const void *key;
+    int first, last;
+    bool oom;                     /* set by uthash_nonfatal_oom */
+    UT_hash_handle hh;
+} slot_key;
+
+typedef struct slot_index {
+    slot_key *table;              /* uthash head */
+    slot_key *keys;               /* the entries: at most one per slot */
+    int n_keys;
+    int *next;                    /* one per slot */
+} slot_index;
 
 /* A leaf reached by a gradient, and the sum of what reached it so far. */
 typedef struct touched_leaf {
@@ -38,6 +57,8 @@ typedef struct engine {
     int n_targets;                /* tg_grad: the inputs and their result slots */
     tg_tensor *const *targets;
     tg_tensor **results;
+    slot_index by_tensor;         /* every target, by tensor */
+    slot_index by_fn;             /* non-leaf targets, by grad_fn */
     tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
     int n_nodes;
     bool *flows;                  /* gradient must go through this node's backward */
@@ -90,19 +111,77 @@ static int accumulate(tg_tensor **slot, tg_tensor *g)
     return TG_OK;
 }
 
+static int index_init(slot_index *ix, int n)
+{
+    ix->keys = tg__calloc((size_t)n, sizeof *ix->keys);
+    ix->next = tg__calloc((size_t)n, sizeof *ix->next);
+    return ix->keys && ix->next ? TG_OK : TG_ENOMEM;
+}
+
+static void index_free(slot_index *ix)
+{
+    HASH_CLEAR(hh, ix->table);
+    free(ix->keys);
+    free(ix->next);
+}
+
+/* The first slot with key, or -1. */
+static int index_first(const slot_index *ix, const void *key)
+{
+    slot_key *k = NULL;
+    HASH_FIND_PTR(ix->table, &key, k);
+    return k ? k->first : -1;
+}
+
+/* Adds slot j (greater than every slot added before) under key.  On
+ * TG_ENOMEM the index is as it was, and still consistent. */
+static int index_add(slot_index *ix, const void *key, int j)
+{
+    slot_key *k = NULL;
+    HASH_FIND_PTR(ix->table, &key, k);
+    ix->next[j] = -1;
+    if (k) {
+        ix->next[k->last] = j;
+        k->last = j;
+        return TG_OK;
+    }
+    k = &ix->keys[ix->n_keys];
+    *k = (slot_key){.key = key, .first = j, .last = j};
+    HASH_ADD_PTR(ix->table, key, k);
+    if (k->oom) return tg__error(TG_ENOMEM, "grad: out of memory indexing the inputs");
+    ix->n_keys++;
+    return TG_OK;
+}
+
+/* Indexes tg_grad's inputs: each by tensor, and a non-leaf one by grad_fn. */
+static int index_targets(engine *e)
+{
+    if (e->n_targets == 0) return TG_OK;
+    TG_TRY(index_init(&e->by_tensor, e->n_targets));
+    TG_TRY(index_init(&e->by_fn, e->n_targets));
+    for (int j = 0; j < e->n_targets; j++) {
+        const tg_tensor *t = e->targets[j];
+        TG_TRY(index_add(&e->by_tensor, t, j));
+        if (t->grad_fn) TG_TRY(index_add(&e->by_fn, t->grad_fn, j));
+    }
+    return TG_OK;
+}
+
 static bool leaf_is_target(const engine *e, const tg_tensor *leaf)
 {
     if (e->accumulate) return leaf->requires_grad;
-    for (int j = 0; j < e->n_targets; j++)
-        if (e->targets[j] == leaf) return true;
-    return false;
+    return index_first(&e->by_tensor, leaf) >= 0;
+}
+
+/* The first slot of an input whose grad_fn is n, or -1. */
+static int node_target_slot(const engine *e, const tg_node *n)
+{
+    return e->n_targets ? index_first(&e->by_fn, n) : -1;
 }
 
 static bool node_is_target(const engine *e, const tg_node *n)
 {
-    for (int j = 0; j < e->n_targets; j++)
-        if (e->targets[j]->grad_fn == n) return true;
-    return false;
+    return node_target_slot(e, n) >= 0;
 }
 
 /* leaf's entry in e->touched, added on first use; NULL on TG_ENOMEM. */
@@ -168,8 +247,9 @@ static int deliver_leaves(engine *e)
                 pthread_mutex_unlock(&leaf_grad_lock);
             }
         }
-        for (int j = 0; rc >= 0 && !e->accumulate && j < e->n_targets; j++)
-            if (e->targets[j] == leaf) rc = accumulate(&e->results[j], h);
+        int j = e->accumulate ? -1 : index_first(&e->by_tensor, leaf);
+        for (; rc >= 0 && j >= 0; j = e->by_tensor.next[j])
+            rc = accumulate(&e->results[j], h);
         tg_tensor_release(h);
     }
     return rc;
@@ -210,13 +290,12 @@ static int run_node(engine *e, tg_node *n)
 {
     tg_tensor *g = n->grad_accum, *grad_in[TG_NODE_MAX_INPUTS] = {0};
     n->grad_accum = NULL;
-    bool target = node_is_target(e, n);
-    int rc = TG_OK;
-    if (!g || (!e->flows[index_of(n)] && !target)) goto done;
+    int slot = node_target_slot(e, n), rc = TG_OK;
+    if (!g || (!e->flows[index_of(n)] && slot < 0)) goto done;
     /* tg_grad returns a non-leaf input's gradient as it arrives; the node's
      * hooks then act on what goes on through it (PyTorch's autograd.grad) */
-    for (int j = 0; rc >= 0 && target && j < e->n_targets; j++)
-        if (e->targets[j]->grad_fn == n) rc = accumulate(&e->results[j], g);
+    for (; rc >= 0 && slot >= 0; slot = e->by_fn.next[slot])
+        rc = accumulate(&e->results[slot], g);
     if (rc < 0 || !e->flows[index_of(n)]) goto done;
     rc = run_hooks(n->hooks, &g);
     if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
@@ -279,7 +358,8 @@ static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const
 {
     bool prev = tg_set_grad_enabled(e->create_graph);
     bool prev_autocast = tg__autocast_suspend(true);   /* grads keep their forward dtypes */
-    int rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
+    int rc = index_targets(e);
+    if (rc >= 0) rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
     if (rc < 0) goto out;
     e->flows = tg__calloc((size_t)e->n_nodes + 1, sizeof *e->flows);
     if (!e->flows) {
@@ -305,6 +385,8 @@ out:
         free(e->touched[i]);
     }
     free(e->touched);
+    index_free(&e->by_tensor);
+    index_free(&e->by_fn);
     free(e->flows);
     free(e->nodes);
     tg__autocast_suspend(prev_autocast);
