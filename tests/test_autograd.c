@@ -836,3 +836,143 @@ Test(autograd, tg_grad_fills_every_slot_of_a_repeated_input)
     tg_tensor *all[] = {s, s12, s3, s2, s1, a5, mm, a, m, u, x};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tg_tensor_release(all[k]);
 }
+
+/* ---- many inputs, many leaves --------------------------------------------------- */
+
+enum { MANY = 20000 };
+
+/* x[i] = i / 2, scalar leaves; m[i] = 2 x[i]; y = sum_i ((i + 1) m[i] + x[i]),
+ * summed left to right.  So dy/dm[i] = i + 1 and dy/dx[i] = 2 (i + 1) + 1:
+ * another value in every slot, and each leaf is reached twice.  The caller
+ * releases x[i], m[i] and y. */
+static tg_tensor *many_terms(int n, tg_tensor **x, tg_tensor **m)
+{
+    tg_tensor *y = NULL;
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = NULL, *v = NULL, *s = NULL;
+        OK(tg_tensor_scalar(&x[i], TG_F64, 0.5 * i));
+        OK(tg_tensor_set_requires_grad(x[i], true));
+        OK(tg_mul_scalar(&m[i], x[i], 2.0));
+        OK(tg_mul_scalar(&t, m[i], i + 1.0));
+        OK(tg_add(&v, t, x[i]));
+        tg_tensor_release(t);
+        if (!y) {
+            y = v;
+            continue;
+        }
+        OK(tg_add(&s, y, v));
+        tg_tensor_release(y);
+        tg_tensor_release(v);
+        y = s;
+    }
+    return y;
+}
+
+static double d_dm(int i) { return i + 1.0; }
+static double d_dx(int i) { return 2.0 * (i + 1) + 1; }
+
+/* The first k < n with g[k * stride] not a one-element tensor holding exactly
+ * want(k), or -1 (one assertion for all, not one per element). */
+static int first_wrong(tg_tensor *const *g, int n, int stride, double (*want)(int))
+{
+    for (int k = 0; k < n; k++) {
+        const tg_tensor *t = g[k * stride];
+        if (!t || tg_tensor_numel(t) != 1 || th_at(t, 0) != want(k)) return k;
+    }
+    return -1;
+}
+
+static void release_all(tg_tensor **t, int n)
+{
+    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
+}
+
+Test(autograd, tg_grad_of_many_leaf_inputs)
+{
+    tg_tensor **x = calloc(MANY, sizeof *x), **m = calloc(MANY, sizeof *m);
+    tg_tensor **g = calloc(MANY, sizeof *g);
+    cr_assert(x && m && g);
+    tg_tensor *y = many_terms(MANY, x, m);
+    OK(tg_grad(g, 1, &y, NULL, MANY, x, NULL));
+    int k = first_wrong(g, MANY, 1, d_dx);
+    cr_assert(eq(int, k, -1), "dy/dx[%d] = %g, want %g", k, k < 0 || !g[k] ? 0 : th_at(g[k], 0),
+              k < 0 ? 0 : d_dx(k));
+    for (int i = 0; i < MANY; i++) cr_assert(tg_tensor_grad(x[i]) == NULL, "x[%d].grad set", i);
+    release_all(g, MANY);
+    tg_tensor_release(y);
+    release_all(m, MANY);
+    release_all(x, MANY);
+    free(g), free(m), free(x);
+}
+
+/* Non-leaf and leaf inputs interleaved: in[2i] = m[i], in[2i + 1] = x[i]. */
+Test(autograd, tg_grad_of_many_non_leaf_inputs)
+{
+    tg_tensor **x = calloc(MANY, sizeof *x), **m = calloc(MANY, sizeof *m);
+    tg_tensor **in = calloc(2 * MANY, sizeof *in), **g = calloc(2 * MANY, sizeof *g);
+    cr_assert(x && m && in && g);
+    tg_tensor *y = many_terms(MANY, x, m);
+    for (int i = 0; i < MANY; i++) in[2 * i] = m[i], in[2 * i + 1] = x[i];
+    OK(tg_grad(g, 1, &y, NULL, 2 * MANY, in, NULL));
+    int k = first_wrong(g, MANY, 2, d_dm);
+    cr_assert(eq(int, k, -1), "dy/dm[%d] = %g, want %g", k,
+              k < 0 || !g[2 * k] ? 0 : th_at(g[2 * k], 0), k < 0 ? 0 : d_dm(k));
+    k = first_wrong(g + 1, MANY, 2, d_dx);
+    cr_assert(eq(int, k, -1), "dy/dx[%d] = %g, want %g", k,
+              k < 0 || !g[2 * k + 1] ? 0 : th_at(g[2 * k + 1], 0), k < 0 ? 0 : d_dx(k));
+    release_all(g, 2 * MANY);
+    tg_tensor_release(y);
+    release_all(m, MANY);
+    release_all(x, MANY);
+    free(g), free(in), free(m), free(x);
+}
+
+/* The order in which leaves' hooks ran. */
+typedef struct hook_log {
+    int *index;
+    int n, cap;
+} hook_log;
+
+typedef struct leaf_tag {
+    hook_log *log;
+    int index;
+} leaf_tag;
+
+static int log_leaf(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    leaf_tag *t = user;
+    if (t->log->n < t->log->cap) t->log->index[t->log->n] = t->index;
+    t->log->n++;
+    return TG_OK;
+}
+
+/* Every leaf's .grad is its total, and its hooks run once, on leaves in the
+ * order the backward first reached them: the last term's leaf first. */
+Test(autograd, backward_over_many_leaves)
+{
+    tg_tensor **x = calloc(MANY, sizeof *x), **m = calloc(MANY, sizeof *m);
+    tg_tensor **g = calloc(MANY, sizeof *g);
+    leaf_tag *tags = calloc(MANY, sizeof *tags);
+    hook_log log = {.index = calloc(MANY, sizeof(int)), .cap = MANY};
+    cr_assert(x && m && g && tags && log.index);
+    tg_tensor *y = many_terms(MANY, x, m);
+    for (int i = 0; i < MANY; i++) {
+        tags[i] = (leaf_tag){.log = &log, .index = i};
+        OK(tg_tensor_register_hook(x[i], log_leaf, &tags[i]));
+    }
+    OK(tg_backward(y, NULL, NULL));
+    for (int i = 0; i < MANY; i++) g[i] = tg_tensor_grad(x[i]);
+    int k = first_wrong(g, MANY, 1, d_dx);
+    cr_assert(eq(int, k, -1), "x[%d].grad = %g, want %g", k, k < 0 || !g[k] ? 0 : th_at(g[k], 0),
+              k < 0 ? 0 : d_dx(k));
+    cr_assert(eq(int, log.n, MANY), "%d hook calls for %d leaves", log.n, MANY);
+    k = -1;
+    for (int i = 0; i < MANY && k < 0; i++)
+        if (log.index[i] != MANY - 1 - i) k = i;
+    cr_assert(eq(int, k, -1), "hook call %d was x[%d]'s", k, k < 0 ? 0 : log.index[k]);
+    tg_tensor_release(y);
+    release_all(m, MANY);
+    release_all(x, MANY);
+    free(log.index), free(tags), free(g), free(m), free(x);
+}
