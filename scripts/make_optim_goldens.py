@@ -15,6 +15,8 @@ tests/golden/optim/loss.safetensors (f64):
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
   elementwise losses), where the gradient is of sum(value * <loss>.<r>.gout)
   with gout a fixed random tensor (ones for the 0-d reductions).
+  bce_inf.* and ce_inf.* (reduction none only, gout ones): infinite logits,
+  where PyTorch's values include inf and NaN.
 The safetensors files are written by scripts/stfile.py.
 """
 import os
@@ -106,7 +108,33 @@ def loss_cases():
         (gx,) = torch.autograd.grad((v * gout).sum(), [xi])
         tensors += [("ce.%s.value" % red, v.detach()), ("ce.%s.gout" % red, gout),
                     ("ce.%s.grad_input" % red, gx)]
+    tensors += infinite_logit_cases()
     write_safetensors(os.path.join(OUT, "loss.safetensors"), tensors, {"torch": torch.__version__})
+
+
+def infinite_logit_cases():
+    """bce_inf and ce_inf: PyTorch's values at infinite logits, NaN included,
+    with reduction none and gout ones.  bce at x = +-inf for t in {0, 0.3, 1}
+    (torch: (1 - t) x at +inf, NaN at -inf, where its formula meets
+    inf - inf), then finite extremes; cross entropy on rows holding +inf (its
+    log_softmax makes the whole row NaN) or -inf (a class of probability 0)."""
+    inf = float("inf")
+    x = torch.tensor([inf, inf, inf, -inf, -inf, -inf, 1e4, -1e4, 30.0, -30.0],
+                     dtype=torch.float64)
+    t = torch.tensor([0.0, 0.3, 1.0, 0.0, 0.3, 1.0, 0.0, 1.0, 0.5, 0.5], dtype=torch.float64)
+    xi, ti = x.clone().requires_grad_(), t.clone().requires_grad_()
+    v = F.binary_cross_entropy_with_logits(xi, ti, reduction="none")
+    gx, gt = torch.autograd.grad(v.sum(), [xi, ti])
+    out = [("bce_inf.input", x), ("bce_inf.target", t), ("bce_inf.none.value", v.detach()),
+           ("bce_inf.none.grad_input", gx), ("bce_inf.none.grad_target", gt)]
+    x = torch.tensor([[inf, 0.0, 1.0], [inf, 0.0, 1.0], [inf, inf, 1.0], [inf, -inf, 0.0],
+                      [-inf, 0.0, 1.0], [-inf, 0.0, 1.0]], dtype=torch.float64)
+    t = torch.tensor([0, 1, 2, 1, 0, 2], dtype=torch.int64)
+    xi = x.clone().requires_grad_()
+    v = F.cross_entropy(xi, t, reduction="none")
+    (gx,) = torch.autograd.grad(v.sum(), [xi])
+    return out + [("ce_inf.input", x), ("ce_inf.target", t), ("ce_inf.none.value", v.detach()),
+                  ("ce_inf.none.grad_input", gx)]
 
 
 def main():

@@ -366,7 +366,7 @@ void tg__register_shape(void);       /* shape.c: reshape permute slice expand ca
 void tg__register_linalg(void);      /* linalg.c: matmul linear */
 void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */
 void tg__register_norm(void);        /* norm.c: batch_norm */
-void tg__register_loss(void);        /* nn/loss.c: bce_softplus */
+void tg__register_loss(void);        /* nn/loss.c: bce_logits, ce_pick */
 void tg__register_quant(void);       /* quant/fake_quantize.c: fake_quantize */
 
 /* Tests: false makes batch_norm on this thread take its per-channel loops

@@ -86,6 +86,61 @@ Test(loss, values_and_gradients_match_pytorch)
     tg_st_free(f);
 }
 
+/* As assert_close, but NaN must meet NaN and an infinity the same infinity. */
+static void assert_close_nonfinite(const tg_tensor *got, const tg_tensor *want, double tol,
+                                   const char *what)
+{
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
+    for (int64_t i = 0, n = tg_tensor_numel(want); i < n; i++) {
+        double g, w;
+        tg_tensor_get_flat(got, i, &g);
+        tg_tensor_get_flat(want, i, &w);
+        bool ok = isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= tol * (1 + fabs(w));
+        cr_assert(ok, "%s[%lld]: %.17g vs PyTorch's %.17g", what, (long long)i, g, w);
+    }
+}
+
+/* Runs golden case name (bce_inf or ce_inf: reduction none, gout ones) in
+ * f64 and f32 against PyTorch's values and gradients, inf and NaN included. */
+static void check_infinite_case(const char *name, bool ce)
+{
+    tg_st_file *f = th_golden_load("optim/loss.safetensors");
+    const tg_dtype dts[2] = {TG_F64, TG_F32};
+    for (int d = 0; d < 2; d++) {
+        tg_tensor *x = NULL, *t = NULL, *v = NULL, *ones = NULL;
+        cr_assert(eq(int, tg_tensor_to_dtype(&x, golden(f, name, "input", NULL), dts[d]), TG_OK));
+        cr_assert(eq(int, tg_tensor_to_dtype(&t, golden(f, name, "target", NULL), ce ? TG_I64 : dts[d]),
+                     TG_OK));
+        tg_tensor_set_requires_grad(x, true);
+        if (!ce) tg_tensor_set_requires_grad(t, true);
+        int rc = ce ? tg_cross_entropy(&v, x, t, TG_REDUCTION_NONE)
+                    : tg_bce_with_logits(&v, x, t, TG_REDUCTION_NONE);
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        tg_tensor_full(&ones, dts[d], tg_tensor_ndim(v), tg_tensor_shape(v), 1.0);
+        cr_assert(eq(int, tg_backward(v, ones, NULL), TG_OK), "%s", tg_error_message());
+        char what[64];
+        double tol = d == 0 ? 1e-12 : 1e-6;
+        snprintf(what, sizeof what, "%s %s value", name, tg_dtype_name(dts[d]));
+        assert_close_nonfinite(v, golden(f, name, "none", "value"), tol, what);
+        snprintf(what, sizeof what, "%s %s grad_input", name, tg_dtype_name(dts[d]));
+        assert_close_nonfinite(tg_tensor_grad(x), golden(f, name, "none", "grad_input"), tol, what);
+        if (!ce) {
+            snprintf(what, sizeof what, "%s %s grad_target", name, tg_dtype_name(dts[d]));
+            assert_close_nonfinite(tg_tensor_grad(t), golden(f, name, "none", "grad_target"), tol,
+                                   what);
+        }
+        tg_tensor_release(ones);
+        tg_tensor_release(v);
+        tg_tensor_release(x);
+        tg_tensor_release(t);
+    }
+    tg_st_free(f);
+}
+
+/* x = +inf gives (1 - t) x, inf or NaN, not inf - inf = NaN for every t;
+ * x = -inf gives NaN, as PyTorch's formula does. */
+Test(loss, bce_at_infinite_logits_gives_pytorch_values) { check_infinite_case("bce_inf", false); }
+
 /* mse in f32 against a naive loop over the same numbers. */
 Test(loss, mse_f32_matches_naive_loop)
 {

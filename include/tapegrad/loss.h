@@ -36,7 +36,9 @@ TG_API int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_r
 /* Binary cross entropy of sigmoid(logits) against target probabilities,
  * computed stably as softplus(x) - x*t with
  * softplus(x) = max(x, 0) + log1p(exp(-|x|)): finite for |x| = 1000, and its
- * gradient is exactly sigmoid(x) - t (also at x = 0). */
+ * gradient is exactly sigmoid(x) - t (also at x = 0).  Infinite logits give
+ * PyTorch's values: (1 - t) * x at x = +inf (inf; NaN for t = 1) and NaN at
+ * x = -inf. */
 TG_API int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                               tg_reduction red);
 /* Cross entropy of logits (N, C) against class indices target (N), dtype i64:

@@ -1,15 +1,17 @@
 /* src/nn/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
- * of differentiable ops, plus two small ops of their own: bce_softplus and
+ * of differentiable ops, plus two small ops of their own: bce_logits and
  * ce_pick.
  *
- * Composition gives first and second derivatives from autograd.  bce_softplus
- * exists because softplus(x) = max(x, 0) + log1p(exp(-|x|)) written with
- * relu and abs has the wrong derivative at x = 0 (relu'(0) = sign(0) = 0 give
- * 0 instead of sigmoid(0) = 1/2), and zero logits are common (zero-initialised
- * heads).  Its backward, g * sigmoid(x), is itself differentiable.  ce_pick
- * takes each row's target entry of the log-probabilities; multiplying by a
- * one-hot matrix instead would turn the -inf of a masked class into
- * 0 * -inf = NaN.  Its backward, onehot * g, is differentiable too.
+ * Composition gives first and second derivatives from autograd.  bce_logits
+ * is the elementwise loss softplus(x) - x t in one op: written with relu and
+ * abs, softplus(x) = max(x, 0) + log1p(exp(-|x|)) has the wrong derivative at
+ * x = 0 (relu'(0) = sign(0) = 0 give 0 instead of sigmoid(0) = 1/2), and zero
+ * logits are common (zero-initialised heads); and as a difference of two ops
+ * it would give inf - inf = NaN at x = +inf.  Its backward, g (sigmoid(x) - t)
+ * and -g x, is itself differentiable.  ce_pick takes each row's target entry
+ * of the log-probabilities; multiplying by a one-hot matrix instead would turn
+ * the -inf of a masked class into 0 * -inf = NaN.  Its backward, onehot * g,
+ * is differentiable too.
  */
 #include <math.h>
 #include <string.h>
@@ -24,42 +26,83 @@
         if (rc < 0) goto done;                                                \
     } while (0)
 
-/* ---- the bce_softplus op ----------------------------------------------- */
+/* ---- the bce_logits op ------------------------------------------------- */
 
-/* log(1 + e^a) without overflow: for a > 0, log(1 + e^a) = a + log(1 + e^-a);
- * exp(-|a|) <= 1 always, and log1p keeps precision when it is tiny. */
-TG_EW_UNARY_KERNEL(k_softplus, (a > 0 ? (double)a : 0.0) + log1p(exp(-fabs((double)a))))
+/* softplus(x) - x t for finite x, with softplus(x) = log(1 + e^x) computed
+ * without overflow: for x > 0, log(1 + e^x) = x + log(1 + e^-x); exp(-|x|)
+ * <= 1 always, and log1p keeps precision when it is tiny.  softplus is
+ * rounded to T before the subtraction, as the two ops this replaces did.
+ * Infinite x gives PyTorch 1.13's values: its kernel evaluates
+ * (1 - t) x + m + log(e^-m + e^(-x-m)) with m = max(-x, 0), which is
+ * (1 - t) x at x = +inf (inf for t < 1, NaN for t = 1) and inf - inf = NaN at
+ * x = -inf for every t. */
+#define BCE_LOOP(T)                                                           \
+    {                                                                         \
+        T *o = out;                                                           \
+        const T *px = a, *pt = b;                                             \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            const T x = px[i], t = pt[i];                                     \
+            if (isinf(x)) {                                                   \
+                o[i] = x > 0 ? (1 - t) * x : (T)NAN;                          \
+                continue;                                                     \
+            }                                                                 \
+            T sp = (T)((x > 0 ? (double)x : 0.0) + log1p(exp(-fabs((double)x)))); \
+            o[i] = sp - x * t;                                                \
+        }                                                                     \
+    }
 
-static int softplus_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                            const void *params)
+static void k_bce(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
 {
-    TG_TRY(tg__ew_unary("bce_softplus", out, in[0], k_softplus, 0.0));
-    if (ctx) tg__ctx_save(ctx, in[0]);
+    (void)s;
+    if (cdt == TG_F64) BCE_LOOP(double)
+    else BCE_LOOP(float)
+}
+
+static int bce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    TG_TRY(tg__ew_binary("bce_with_logits", out, in[0], in[1], k_bce, 0.0));
+    if (ctx) {
+        tg__ctx_save(ctx, in[0]);
+        tg__ctx_save(ctx, in[1]);
+    }
     return TG_OK;
 }
 
-/* d softplus(a) = g * sigmoid(a). */
-static int softplus_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+/* d/dx = g (sigmoid(x) - t);  d/dt = -g x. */
+static int bce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *a, *s = NULL;
+    tg_tensor *x, *t, *a = NULL, *b = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_sigmoid(&s, a));
-    TRY_GOTO(tg_mul(&gi[0], g, s));
+    TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
+    TRY_GOTO(tg__ctx_saved(ctx, 1, &t));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        TRY_GOTO(tg_sigmoid(&a, x));
+        TRY_GOTO(tg_sub(&b, a, t));
+        TRY_GOTO(tg_mul(&gi[0], g, b));
+        tg_tensor_release(a);
+        tg_tensor_release(b);
+        a = b = NULL;
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg_mul(&a, g, x));
+        TRY_GOTO(tg_neg(&gi[1], a));
+    }
 done:
-    tg_tensor_release(s);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    if (rc < 0) {
+        tg_tensor_release(gi[0]);
+        gi[0] = NULL;
+    }
     return rc;
 }
 
-static tg_op_schema softplus_op = {.name = "bce_softplus", .arity = 1, .amp = TG_AMP_FP32,
-                                   .forward = softplus_forward,
-                                   .backward = softplus_backward, .double_backward = true};
-
-static int softplus(tg_tensor **out, tg_tensor *a)
-{
-    tg_tensor *in[1] = {a};
-    return tg__op_call(&softplus_op, out, 1, in, NULL, 0);
-}
+/* FP32: inside an autocast scope the inputs are cast to f32; outside, mixed
+ * float dtypes are promoted (recorded casts either way). */
+static tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
+                              .forward = bce_forward, .backward = bce_backward,
+                              .double_backward = true};
 
 /* ---- the ce_pick op ------------------------------------------------------- */
 
@@ -123,7 +166,7 @@ static int pick(tg_tensor **out, tg_tensor *a, tg_tensor *onehot)
 
 void tg__register_loss(void)
 {
-    tg__op_register(&softplus_op);
+    tg__op_register(&bce_op);
     tg__op_register(&pick_op);
 }
 
@@ -218,16 +261,10 @@ int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reductio
 int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
-    tg_tensor *t[5] = {0};
-    int rc;
-    TRY_GOTO(amp_f32(&t[0], logits));
-    TRY_GOTO(amp_f32(&t[1], target));
-    TRY_GOTO(softplus(&t[2], t[0]));
-    TRY_GOTO(tg_mul(&t[3], t[0], t[1]));
-    TRY_GOTO(tg_sub(&t[4], t[2], t[3]));
-    TRY_GOTO(reduce(out, t[4], red));
-done:
-    release_all(t, 5);
+    tg_tensor *in[2] = {logits, target}, *l = NULL;
+    int rc = tg__op_call(&bce_op, &l, 2, in, NULL, 0);
+    if (rc == TG_OK) rc = reduce(out, l, red);
+    tg_tensor_release(l);
     return rc;
 }
 
