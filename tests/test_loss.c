@@ -141,6 +141,14 @@ static void check_infinite_case(const char *name, bool ce)
  * x = -inf gives NaN, as PyTorch's formula does. */
 Test(loss, bce_at_infinite_logits_gives_pytorch_values) { check_infinite_case("bce_inf", false); }
 
+/* A row holding +inf is NaN throughout (value and every gradient entry), as
+ * PyTorch's log_softmax makes it, whatever the target; a -inf logit is a
+ * class of probability 0 (loss inf when it is the target). */
+Test(loss, cross_entropy_with_an_infinite_logit_gives_pytorch_values)
+{
+    check_infinite_case("ce_inf", true);
+}
+
 /* mse in f32 against a naive loop over the same numbers. */
 Test(loss, mse_f32_matches_naive_loop)
 {

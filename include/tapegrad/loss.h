@@ -43,8 +43,9 @@ TG_API int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *tar
                               tg_reduction red);
 /* Cross entropy of logits (N, C) against class indices target (N), dtype i64:
  * loss[n] = logsumexp(logits[n, :]) - logits[n, target[n]], with the row
- * maximum subtracted before exp.  A target outside [0, C) is TG_EINVAL naming
- * its index. */
+ * maximum subtracted before exp (so a row holding +inf is NaN, value and
+ * gradient, as in PyTorch).  A target outside [0, C) is TG_EINVAL naming its
+ * index. */
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
 

@@ -297,10 +297,13 @@ static int read_targets(const tg_tensor *target, int64_t C, int64_t *idx)
     return TG_OK;
 }
 
-/* The constants of the log-softmax: m (N, 1), each row's maximum (0 when it
- * is infinite, as torch.logsumexp does, so x - m stays finite), and the
+/* The constants of the log-softmax: m (N, 1), each row's maximum, and the
  * one-hot matrix (N, C) of the targets, both in x's dtype.  Neither needs a
- * gradient: log_softmax(x) = (x - m) - log(sum(exp(x - m))) for any constant m. */
+ * gradient: log_softmax(x) = (x - m) - log(sum(exp(x - m))) for any constant m.
+ * A row whose maximum is +inf then has x - m = inf - inf = NaN and is NaN
+ * throughout, value and gradient, as PyTorch's log_softmax (which subtracts
+ * the maximum too; only torch.logsumexp treats an infinite maximum as 0).  A
+ * row of -inf only takes m = 0: NaN either way. */
 static int ce_constants(const tg_tensor *x, const int64_t *idx, tg_tensor **m, tg_tensor **onehot)
 {
     int64_t N = x->shape[0], C = x->shape[1];
@@ -320,7 +323,7 @@ static int ce_constants(const tg_tensor *x, const int64_t *idx, tg_tensor **m, t
         double best = -INFINITY;
         for (int64_t c = 0; c < C; c++)
             if (buf[n * C + c] > best) best = buf[n * C + c];
-        mx[n] = isinf(best) ? 0.0 : best;
+        mx[n] = best == -INFINITY ? 0.0 : best;
         tg_dtype_store(x->dtype, tg_tensor_data(*onehot), n * C + idx[n], 1.0);
     }
     tg__scatter(*m, TG_F64, mx);
