@@ -663,6 +663,9 @@ Test(nn, batchnorm_input_errors)
     int64_t n;
     double *before = snapshot(m, &n);
     cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EINVAL));
+    /* the message shows the input's shape, as PyTorch's does */
+    th_expect_in(tg_error_message(), "more than 1 value per channel when training");
+    th_expect_in(tg_error_message(), "input of shape (1, 3)");
     expect_snapshot(m, before, n);
     free(before);
     cr_assert(y == NULL);

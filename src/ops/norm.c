@@ -497,9 +497,12 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     TG_TRY(check_vec("running_var", p->running_var, g.c));
     TG_CHECK(p->training || (p->running_mean && p->running_var), TG_EINVAL,
              "batch_norm: eval mode (training=false) needs running_mean and running_var");
-    TG_CHECK(!p->training || g.n * g.s != 1, TG_EINVAL,
-             "batch_norm: expected more than 1 value per channel when training (got input with %lld)",
-             (long long)(g.n * g.s));
+    if (p->training && g.n * g.s == 1) {
+        char shape[96];
+        tg_shape_str(shape, sizeof shape, x->ndim, x->shape);
+        return tg__error(TG_EINVAL, "batch_norm: expected more than 1 value per channel when "
+                         "training, got input of shape %s (N * spatial = 1)", shape);
+    }
     TG_CHECK(isfinite(p->eps) && p->eps >= 0, TG_EINVAL, "batch_norm: eps=%g must be finite and >= 0",
              p->eps);
     TG_CHECK(!p->training || !p->running_mean || (isfinite(p->momentum) && p->momentum >= 0 &&
