@@ -375,6 +375,57 @@ Test(nn, load_errors_change_nothing)
     tg_module_release(b);
 }
 
+/* A file without BatchNorm's num_batches_tracked (what PyTorch before 0.4.1
+ * saved, e.g. torchvision's first ResNet weights) loads as in PyTorch, where
+ * BatchNorm treats a state dict without version metadata (as every
+ * safetensors file is) as holding num_batches_tracked = 0: strict or not, the
+ * rest loads and the count becomes 0.  Another module's buffer of that name
+ * gets no such allowance. */
+Test(nn, load_without_num_batches_tracked_sets_it_to_zero)
+{
+    tg_rng r1, r2;
+    tg_rng_init(&r1, 1);
+    tg_rng_init(&r2, 2);
+    for (int strict = 0; strict < 2; strict++) {
+        tg_module *a = make_generator(&r1), *b = make_generator(&r2);
+        tg_tensor_set_flat(tg_module_find(a, "net.2.num_batches_tracked"), 0, 7);
+        tg_tensor_set_flat(tg_module_find(a, "net.5.num_batches_tracked"), 0, 7);
+        tg_tensor_set_flat(tg_module_find(b, "net.5.num_batches_tracked"), 0, 3);
+        tg_st_file *f = NULL;
+        cr_assert(eq(int, tg_st_new(&f), TG_OK));
+        for (int i = 0; i < tg_module_state_count(b); i++) {
+            char name[TG_MODULE_NAME_MAX];
+            tg_tensor *t;
+            tg_module_state_at(b, i, name, sizeof name, &t, NULL);
+            if (strcmp(name, "net.2.num_batches_tracked") != 0) tg_st_set(f, name, t);
+        }
+        cr_assert(eq(int, tg_module_load_state_dict(a, f, NULL, strict), TG_OK), "%s",
+                  tg_error_message());
+        double v;
+        tg_tensor_get_flat(tg_module_find(a, "net.2.num_batches_tracked"), 0, &v);
+        cr_assert(eq(dbl, v, 0.0), "strict=%d: the absent count is %g, not 0", strict, v);
+        tg_tensor_get_flat(tg_module_find(a, "net.5.num_batches_tracked"), 0, &v);
+        cr_assert(eq(dbl, v, 3.0));
+        expect_close(tg_module_find(a, "net.2.running_var"), tg_module_find(b, "net.2.running_var"),
+                     0, 0, "running_var");
+        tg_st_free(f);
+        tg_module_release(a);
+        tg_module_release(b);
+    }
+    /* a custom module's buffer named num_batches_tracked is an ordinary key */
+    tg_module *box = NULL;
+    tg_tensor *t = NULL;
+    static const tg_module_vtable counter_vt = {.type_name = "Counter"};
+    cr_assert(eq(int, tg_module_new(&box, &counter_vt, NULL), TG_OK));
+    tg_tensor_zeros(&t, TG_I64, 0, NULL);
+    cr_assert(eq(int, tg_module_add_buffer(box, "num_batches_tracked", t), TG_OK));
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_module_load_state_dict(box, f, NULL, true), TG_ENOTFOUND));
+    tg_st_free(f);
+    tg_module_release(box);
+}
+
 static const tg_module_vtable box_vt = {.type_name = "Box"};
 
 Test(nn, state_walk_and_lookup)

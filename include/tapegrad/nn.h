@@ -152,8 +152,11 @@ TG_API int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const ch
  * or TG_EDTYPE naming the key (no implicit conversion: convert the module
  * with tg_module_to_dtype first).  strict: a module entry missing from f is
  * TG_ENOTFOUND and a key of f under the prefix that the module does not have
- * is TG_EINVAL; non-strict skips both.  Everything is validated before
- * anything is copied, so on error the module is unchanged. */
+ * is TG_EINVAL; non-strict skips both.  Except, as in PyTorch (which reads
+ * a state dict without version metadata, as every safetensors file is, this
+ * way): a BatchNorm's num_batches_tracked absent from f is set to 0, strict
+ * or not (checkpoints from before torch 0.4.1 have none).  Everything is
+ * validated before anything is copied, so on error the module is unchanged. */
 TG_API int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix,
                                      bool strict);
 

@@ -189,10 +189,22 @@ int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const char *pre
 /* ---- load: validate everything, then copy ---- */
 
 typedef struct tg__load {
+    const tg_module *root;
     const tg_st_file *f;
     bool strict, copy;
     int matched;
 } tg__load;
+
+/* Whether t is the num_batches_tracked buffer of a BatchNorm among m and its
+ * descendants. */
+static bool tg__is_bn_count(const tg_module *m, const tg_tensor *t)
+{
+    if (m->vt == &tg__nn_batchnorm_vt && tg__module_local(m, "num_batches_tracked") == t)
+        return true;
+    for (int i = 0; i < m->n_children; i++)
+        if (tg__is_bn_count(m->children[i].m, t)) return true;
+    return false;
+}
 
 static int tg__load_check(const char *key, const tg_tensor *dst, const tg_tensor *src)
 {
@@ -213,6 +225,11 @@ static int tg__load_fn(const char *key, tg_tensor *dst, bool is_param, void *use
     (void)is_param;
     tg__load *l = user;
     tg_tensor *src = tg_st_get(l->f, key);
+    /* PyTorch's BatchNorm reads a state dict without version metadata (as
+     * every safetensors file is) that lacks num_batches_tracked as holding 0,
+     * strict or not: checkpoints from before torch 0.4.1 have no count. */
+    if (!src && !is_param && tg__is_bn_count(l->root, dst))
+        return l->copy ? tg_tensor_set_flat(dst, 0, 0.0) : TG_OK;
     if (!src) {
         TG_CHECK(!l->strict, TG_ENOTFOUND, "load_state_dict: missing key '%s' (strict)", key);
         return TG_OK;
@@ -253,7 +270,7 @@ static int tg__load_unexpected(const tg_module *m, const tg_st_file *f, const ch
 int tg__module_state_dict_check(const tg_module *m, const tg_st_file *f, const char *prefix,
                                 bool strict)
 {
-    tg__load l = {.f = f, .strict = strict};
+    tg__load l = {.root = m, .f = f, .strict = strict};
     TG_TRY(tg__walk_prefixed(m, prefix, tg__load_fn, &l));
     return strict ? tg__load_unexpected(m, f, prefix) : TG_OK;
 }
@@ -262,6 +279,6 @@ int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *pre
 {
     TG_CHECK(m != NULL && f != NULL, TG_EINVAL, "load_state_dict: m and f must not be NULL");
     TG_TRY(tg__module_state_dict_check(m, f, prefix, strict));
-    tg__load l = {.f = f, .strict = strict, .copy = true};
+    tg__load l = {.root = m, .f = f, .strict = strict, .copy = true};
     return tg__walk_prefixed(m, prefix, tg__load_fn, &l);
 }
