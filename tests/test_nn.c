@@ -361,8 +361,17 @@ Test(nn, load_errors_change_nothing)
     tg_tensor_zeros(&bad, TG_F64, 1, s);
     tg_st_set(f, "net.5.bias", bad);
     expect_load_fails(a, f, true, TG_EDTYPE);
+    th_expect_in(tg_error_message(), "use tg_module_to_dtype");
     tg_tensor_release(bad);
     tg_st_set(f, "net.5.bias", tg_module_find(b, "net.5.bias"));
+    /* an f32 count for the i64 one: converting the module would not help */
+    tg_tensor_zeros(&bad, TG_F32, 0, NULL);
+    tg_st_set(f, "net.5.num_batches_tracked", bad);
+    expect_load_fails(a, f, true, TG_EDTYPE);
+    th_expect_in(tg_error_message(), "'net.5.num_batches_tracked' has dtype f32 in the file but i64");
+    cr_assert(strstr(tg_error_message(), "tg_module_to_dtype") == NULL, "%s", tg_error_message());
+    tg_tensor_release(bad);
+    tg_st_set(f, "net.5.num_batches_tracked", tg_module_find(b, "net.5.num_batches_tracked"));
     /* unexpected key: strict fails, non-strict ignores it */
     tg_tensor_zeros(&bad, TG_F32, 1, s);
     tg_st_set(f, "net.9.weight", bad);

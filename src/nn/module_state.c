@@ -209,10 +209,12 @@ static bool tg__is_bn_count(const tg_module *m, const tg_tensor *t)
 static int tg__load_check(const char *key, const tg_tensor *dst, const tg_tensor *src)
 {
     char a[160], b[160];
-    TG_CHECK(tg_tensor_dtype(src) == tg_tensor_dtype(dst), TG_EDTYPE,
+    const tg_dtype fdt = tg_tensor_dtype(src), mdt = tg_tensor_dtype(dst);
+    /* tg_module_to_dtype converts float tensors only: no hint for the others */
+    TG_CHECK(fdt == mdt, TG_EDTYPE,
              "load_state_dict: '%s' has dtype %s in the file but %s in the module "
-             "(no implicit conversion; use tg_module_to_dtype)",
-             key, tg_dtype_name(tg_tensor_dtype(src)), tg_dtype_name(tg_tensor_dtype(dst)));
+             "(no implicit conversion%s)", key, tg_dtype_name(fdt), tg_dtype_name(mdt),
+             tg_dtype_is_float(fdt) && tg_dtype_is_float(mdt) ? "; use tg_module_to_dtype" : "");
     TG_CHECK(tg_tensor_same_shape(src, dst), TG_ESHAPE,
              "load_state_dict: '%s' has shape %s in the file but %s in the module", key,
              tg_shape_str(a, sizeof a, tg_tensor_ndim(src), tg_tensor_shape(src)),
