@@ -20,6 +20,7 @@
 #include "tapegrad/autograd.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
 
 /* ---- helpers ---- */
@@ -433,6 +434,44 @@ Test(nn, load_without_num_batches_tracked_sets_it_to_zero)
     cr_assert(eq(int, tg_module_load_state_dict(box, f, NULL, true), TG_ENOTFOUND));
     tg_st_free(f);
     tg_module_release(box);
+}
+
+/* Sequential(lin, lin, box) where box's "weight" is lin's weight: five state
+ * entries, as PyTorch's state_dict, but two parameters, as its parameters()
+ * (each tensor once, at its first name), which an optimizer accepts. */
+static tg_module *make_tied(void)
+{
+    static const tg_module_vtable tie_vt = {.type_name = "Tie"};
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_module *seq = NULL, *lin = NULL, *box = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 3, 2, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_new(&box, &tie_vt, NULL), TG_OK));
+    tg_tensor *w = tg_module_find(lin, "weight");
+    cr_assert(eq(int, tg_module_add_parameter(box, "weight", tg_tensor_retain(w)), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, tg_module_retain(lin)), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, lin), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, box), TG_OK));
+    return seq;
+}
+
+Test(nn, shared_parameters_are_listed_once)
+{
+    tg_module *seq = make_tied();
+    cr_assert(eq(int, tg_module_state_count(seq), 5));
+    tg_tensor **ps = NULL;
+    int n = 0;
+    cr_assert(eq(int, tg_module_parameters(seq, &ps, &n), TG_OK));
+    cr_assert(eq(int, n, 2), "%d parameters; the two distinct tensors expected", n);
+    cr_assert(eq(int, tg_module_parameter_count(seq), 2));
+    cr_assert(ps[0] == tg_module_find(seq, "0.weight") && ps[1] == tg_module_find(seq, "0.bias"));
+    tg_optimizer *opt = NULL;
+    tg_sgd_opts o = TG_SGD_OPTS_INIT;
+    cr_assert(eq(int, tg_sgd_new(&opt, n, ps, &o), TG_OK), "%s", tg_error_message());
+    tg_optimizer_free(opt);
+    free(ps);
+    tg_module_release(seq);
 }
 
 static const tg_module_vtable box_vt = {.type_name = "Box"};

@@ -139,8 +139,12 @@ TG_API int tg_module_state_at(const tg_module *m, int i, char *name, size_t cap,
 typedef int (*tg_module_state_fn)(const char *name, tg_tensor *t, bool is_param, void *user);
 TG_API int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *user);
 /* The parameters in state-dict order: *params is a malloc'd array (free it)
- * of *n borrowed tensors (NULL when there are none). */
+ * of *n borrowed tensors (NULL when there are none).  As torch's
+ * Module.parameters(), a tensor registered under several names (tied
+ * weights, a module added twice) is listed once, at its first name, so the
+ * list can be given to an optimizer; the state dict keeps every name. */
 TG_API int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n);
+/* The length of that list. */
 TG_API int tg_module_parameter_count(const tg_module *m);
 
 /* Adds every entry to f under "<prefix>.<name>" (prefix NULL or "": just the

@@ -68,32 +68,72 @@ int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *use
     return tg__walk_prefixed(m, NULL, fn, user);
 }
 
-typedef struct tg__count {
-    int n, np;
-} tg__count;
-
 static int tg__count_fn(const char *name, tg_tensor *t, bool is_param, void *user)
 {
     (void)name;
     (void)t;
-    tg__count *c = user;
-    c->n++;
-    c->np += is_param;
+    (void)is_param;
+    ++*(int *)user;
     return TG_OK;
 }
 
 int tg_module_state_count(const tg_module *m)
 {
-    tg__count c = {0, 0};
-    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &c);
-    return c.n;
+    int n = 0;
+    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &n);
+    return n;
+}
+
+/* ---- parameters, each tensor once ---- */
+
+/* Calls fn(t, user) for every parameter entry (name) of m and its
+ * descendants in state-dict order; stops when fn returns false (and then
+ * returns false). */
+static bool tg__each_param(const tg_module *m, bool (*fn)(tg_tensor *t, void *user), void *user)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (!fn(m->params[i].t, user)) return false;
+    for (int i = 0; i < m->n_children; i++)
+        if (!tg__each_param(m->children[i].m, fn, user)) return false;
+    return true;
+}
+
+/* Whether t is among the first `left` entries: a repeat of an earlier one. */
+typedef struct tg__earlier {
+    const tg_tensor *t;
+    int left;
+    bool seen;
+} tg__earlier;
+
+static bool tg__earlier_fn(tg_tensor *t, void *user)
+{
+    tg__earlier *e = user;
+    if (e->left-- == 0) return false;
+    e->seen = t == e->t;
+    return !e->seen;
+}
+
+/* Counts the entries whose tensor no earlier entry holds (pointer
+ * comparisons only: no allocation, so counting cannot fail). */
+typedef struct tg__unique {
+    const tg_module *root;
+    int k, n;
+} tg__unique;
+
+static bool tg__unique_fn(tg_tensor *t, void *user)
+{
+    tg__unique *u = user;
+    tg__earlier e = {t, u->k++, false};
+    tg__each_param(u->root, tg__earlier_fn, &e);
+    u->n += !e.seen;
+    return true;
 }
 
 int tg_module_parameter_count(const tg_module *m)
 {
-    tg__count c = {0, 0};
-    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &c);
-    return c.np;
+    tg__unique u = {m, 0, 0};
+    if (m) tg__each_param(m, tg__unique_fn, &u);
+    return u.n;
 }
 
 typedef struct tg__at {
@@ -144,12 +184,13 @@ typedef struct tg__plist {
     int n;
 } tg__plist;
 
-static int tg__plist_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+static bool tg__plist_fn(tg_tensor *t, void *user)
 {
-    (void)name;
     tg__plist *p = user;
-    if (is_param) p->v[p->n++] = t;
-    return TG_OK;
+    for (int i = 0; i < p->n; i++)
+        if (p->v[i] == t) return true;   /* shared: listed at its first name */
+    p->v[p->n++] = t;
+    return true;
 }
 
 int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n)
@@ -161,12 +202,9 @@ int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n)
     if (np > 0) {
         p.v = tg__malloc(sizeof *p.v * (size_t)np);
         if (!p.v) return TG_ENOMEM;
-        int rc = tg__walk_prefixed(m, NULL, tg__plist_fn, &p);
-        if (rc < 0) {
-            free(p.v);
-            return rc;
-        }
+        tg__each_param(m, tg__plist_fn, &p);
     }
+    TG_ASSERT(p.n == np);
     *params = p.v;
     *n = p.n;
     return TG_OK;
