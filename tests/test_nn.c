@@ -474,6 +474,30 @@ Test(nn, shared_parameters_are_listed_once)
     tg_module_release(seq);
 }
 
+/* torch's Module.to(dtype) converts each parameter once and keeps it shared;
+ * here too: every name of a shared tensor gets the same converted tensor. */
+Test(nn, to_dtype_keeps_shared_parameters_shared)
+{
+    tg_module *seq = make_tied();
+    double w0[6];
+    cr_assert(eq(int, tg_tensor_to_doubles(tg_module_find(seq, "0.weight"), w0, 6), TG_OK));
+    cr_assert(eq(int, tg_module_to_dtype(seq, TG_F64), TG_OK), "%s", tg_error_message());
+    tg_tensor *w = tg_module_find(seq, "0.weight"), *b = tg_module_find(seq, "0.bias");
+    cr_assert(eq(int, tg_tensor_dtype(w), TG_F64));
+    cr_assert(eq(int, tg_tensor_dtype(b), TG_F64));
+    cr_assert(tg_module_find(seq, "1.weight") == w && tg_module_find(seq, "2.weight") == w,
+              "the tie is broken");
+    cr_assert(tg_module_find(seq, "1.bias") == b);
+    cr_assert(tg_tensor_requires_grad(w) && tg_tensor_is_leaf(w));
+    for (int i = 0; i < 6; i++) {
+        double v;
+        tg_tensor_get_flat(w, i, &v);
+        cr_assert(eq(dbl, v, w0[i]));
+    }
+    cr_assert(eq(int, tg_module_parameter_count(seq), 2));
+    tg_module_release(seq);
+}
+
 static const tg_module_vtable box_vt = {.type_name = "Box"};
 
 Test(nn, state_walk_and_lookup)

@@ -120,7 +120,8 @@ TG_API bool tg_module_is_autocast_weights(const tg_module *m);
 /* Clears the .grad of every parameter (set_to_none). */
 TG_API void tg_module_zero_grad(tg_module *m);
 /* Converts every float parameter and buffer to float dtype dt (parameters
- * stay leaves requiring grad; their gradients are dropped).  On error
+ * stay leaves requiring grad; their gradients are dropped).  A tensor under
+ * several names (tied weights) is converted once and stays shared.  On error
  * nothing is changed. */
 TG_API int tg_module_to_dtype(tg_module *m, tg_dtype dt);
 

@@ -263,10 +263,16 @@ typedef struct tg__convert {
     tg_tensor ***slots;          /* the entry each one replaces */
 } tg__convert;
 
+/* A tensor under several names (tied weights; a module added twice, whose
+ * slots are then visited twice) is converted once and stays shared, as
+ * torch's Module.to(): a slot seen before is skipped, and a slot holding a
+ * tensor seen before gets that tensor's conversion. */
 static int tg__convert_one(tg__convert *c, tg_tensor **slot, bool param)
 {
     if (!tg_dtype_is_float(tg_tensor_dtype(*slot)) || tg_tensor_dtype(*slot) == c->dt)
         return TG_OK;
+    for (int i = 0; i < c->n; i++)
+        if (c->slots[i] == slot) return TG_OK;
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 8;
         tg_tensor **f = realloc(c->fresh, (size_t)cap * sizeof *f);
@@ -277,8 +283,12 @@ static int tg__convert_one(tg__convert *c, tg_tensor **slot, bool param)
         c->cap = cap;
     }
     tg_tensor *t = NULL;
-    TG_TRY(tg_tensor_to_dtype(&t, *slot, c->dt));
-    if (param) tg_tensor_set_requires_grad(t, true);
+    for (int i = 0; i < c->n && !t; i++)
+        if (*c->slots[i] == *slot) t = tg_tensor_retain(c->fresh[i]);
+    if (!t) {
+        TG_TRY(tg_tensor_to_dtype(&t, *slot, c->dt));
+        if (param) tg_tensor_set_requires_grad(t, true);
+    }
     c->fresh[c->n] = t;
     c->slots[c->n++] = slot;
     return TG_OK;
