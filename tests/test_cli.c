@@ -367,6 +367,20 @@ Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
     cr_assert(not(file_exists(out, "samples.png") || file_exists(out, "checkpoint.safetensors")));
 }
 
+/* --help names every value --amp accepts and its default, and the thread
+ * default as the library takes it (tg_set_num_threads: TG_NUM_THREADS, else
+ * OMP_NUM_THREADS, else the CPUs). */
+Test(cli, dcgan_help_lists_the_values_and_defaults_the_parser_uses)
+{
+    cr_assert(eq(int, DCGAN("--help"), 0), "%s", err_text);
+    th_expect_in(out_text, "--amp bf16|f16|off");
+    th_expect_in(out_text, "(default off)");
+    th_expect_in(out_text, "(default: TG_NUM_THREADS, else\n");
+    th_expect_in(out_text, " OMP_NUM_THREADS, else the CPUs)");
+    cr_assert(eq(int, DCGAN("--out", "--help"), 2));
+    cr_assert(eq(int, DCGAN("--amp", "off", "--help"), 0), "%s", err_text);
+}
+
 /* Replaces (or adds) tensor key of the safetensors file at path. */
 static void edit_file(const char *path, const char *key, tg_tensor *t)
 {
