@@ -297,7 +297,7 @@ typedef struct tg_saved {
 struct tg_node {
     _Atomic int refcount;
     const tg_op_schema *op;
-    uint64_t seq;                          /* recording order, thread-local counter */
+    uint64_t seq;                          /* recording order, one process-wide counter */
     int n_inputs;
     tg_edge edges[TG_NODE_MAX_INPUTS];
     tg_meta in_meta[TG_NODE_MAX_INPUTS];   /* dtype/shape of each input (ndim -1: absent) */
@@ -322,7 +322,7 @@ void tg__node_release(tg_node *n);
 void tg__node_save_uncast(tg_node *n, int n_in, tg_tensor *const *in, tg_tensor *const *cast);
 /* Releases saved tensors and params after backward (not the edges' nodes). */
 void tg__node_release_saved(tg_node *n);
-/* A new node (refcount 1, next thread-local seq) for op applied to in[0..n):
+/* A new node (refcount 1, next process-wide seq) for op applied to in[0..n):
  * edges, input metadata and needs_grad filled in; params and out_meta left
  * for the caller.  NULL with TG_ENOMEM set on failure. */
 tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in);
