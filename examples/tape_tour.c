@@ -121,7 +121,8 @@ static void forward(const net *n, acts *o, bool explain)
         show_new_node(o->a);
         say("Its input is the output of the previous node, so the edge points to that node,");
         say("not to a tensor: nodes own the nodes of their inputs, never their outputs.");
-        say("It saves h and recomputes tanh(h) in backward: d tanh/dh = 1 - tanh(h)^2.");
+        say("It saves its output a: d tanh/dh = 1 - a^2, so backward computes no tanh.");
+        say("(A detached alias of a: saving a itself would make the cycle a -> node -> a.)");
     }
     CHECK(tg_reshape(&o->r, o->a, 3, (int64_t[]){2, 1, 4}));   /* (B, C_in=1, L=4) */
     if (explain) {
@@ -232,8 +233,9 @@ static void scalar_second_derivative(double u0)
     printf("\nf = tanh(u) at u = %.2f.  g = df/du with create_graph has a tape of its own:\n",
            u0);
     CHECK(tg_tape_print(stdout, df));
-    printf("  (#6 was f = tanh(u) itself. Its backward recomputed tanh(u), squared it,\n"
-           "  took 1 - t^2 and multiplied by the incoming gradient 1: four new nodes.)\n");
+    printf("  (#6 was f = tanh(u) itself. Its backward took the output t it saved (back\n"
+           "  with #6 as its grad_fn), squared it, took 1 - t^2 and multiplied by the\n"
+           "  incoming gradient 1: three new nodes.)\n");
     CHECK(tg_grad(&d2f, 1, &df, NULL, 1, &u, NULL));
     double t = tanh(u0), g1, g2;
     CHECK(tg_tensor_get_flat(df, 0, &g1));

@@ -320,6 +320,22 @@ Test(examples, tape_tour_writes_its_dot_file)
     th_expect_in(out_text, "finite differences");
 }
 
+/* The narration says what the library does: tanh saves its output (a
+ * detached alias, as PyTorch) and its derivative 1 - y^2 comes from that
+ * output, so the create_graph tape of df/du holds tanh's node and three new
+ * ones (y*y, 1 - that, times the incoming 1), with no tanh recomputed. */
+Test(examples, tape_tour_says_what_tanh_saves_and_records)
+{
+    cr_assert(eq(int, TOUR("my.dot"), 0), "%s", err_text);
+    th_expect_in(out_text, "#7 mul  inputs: #6, #6");
+    th_expect_in(out_text, "#9 mul  inputs: const, #8");
+    cr_assert(strstr(out_text, "#10 ") == NULL, "more nodes than narrated:\n%s", out_text);
+    th_expect_in(out_text, "It saves its output a");
+    th_expect_in(out_text, "three new nodes");
+    cr_assert(strstr(out_text, "recompute") == NULL, "it narrates a recomputation:\n%s",
+              out_text);
+}
+
 Test(examples, tape_tour_help_and_usage_errors_write_nothing)
 {
     char path[256];
