@@ -176,6 +176,28 @@ Test(cli, bench_gemm_checks_its_sizes)
     th_expect_in(err_text, "each matrix <= 1073741824 elements");
 }
 
+/* bench's JSON names what ran: the algo TG_CONV_ALGO chose when --algo is
+ * absent, and the library's thread count when --threads is. */
+Test(cli, bench_reports_the_algo_and_threads_that_ran)
+{
+    char path[4096];
+    th_golden_path(path, sizeof path, "convT2d_bf16_silu.case.safetensors");
+    const char *const args[] = {"bench", "--in", path, "--repeat", "1", "--warmup", "0"};
+    cr_assert(eq(int, setenv("TG_CONV_ALGO", "reference", 1), 0));
+    cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6]), 0),
+              "%s", err_text);
+    th_expect_in(out_text, "\"algo\": \"reference\"");
+    cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], "--algo", "fast"), 0));
+    th_expect_in(out_text, "\"algo\": \"fast\"");
+    cr_assert(eq(int, unsetenv("TG_CONV_ALGO"), 0));
+    cr_assert(eq(int, setenv("TG_NUM_THREADS", "3", 1), 0));
+    cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6]), 0));
+    th_expect_in(out_text, "\"algo\": \"fast\", \"threads\": 3,");
+    cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], "--threads", "1"), 0));
+    th_expect_in(out_text, "\"threads\": 1,");
+    cr_assert(eq(int, unsetenv("TG_NUM_THREADS"), 0));
+}
+
 /* bench's usage errors say why; --help is usage on stdout, exit 0. */
 Test(cli, bench_usage_errors_say_why)
 {

@@ -246,11 +246,16 @@ static int bench(const bench_opts *o, tg_case *c)
     }
     tg_qweight_free(qw);
     double med = median(t, o->repeat);
+    /* What ran: --algo, else TG_CONV_ALGO as tg_conv_algo's default reads it;
+     * --threads, else the library's default. */
+    const char *env = getenv("TG_CONV_ALGO");
+    bool reference = o->algo == TG_CONV_ALGO_REFERENCE ||
+                     (o->algo == TG_CONV_ALGO_DEFAULT && env && !strcmp(env, "reference"));
     printf("{\"tool\": \"tapegrad\", \"op\": \"%s\", \"dtype\": \"%s\", \"backward\": %s, "
            "\"algo\": \"%s\", \"threads\": %d, \"repeat\": %d, \"median_ms\": %.4f, "
            "\"min_ms\": %.4f, \"max_ms\": %.4f, \"gflops\": %.3f, \"peak_rss_mb\": %.1f}\n",
            c->op, tg_dtype_name(tg_tensor_dtype(c->x)), o->backward ? "true" : "false",
-           o->algo == TG_CONV_ALGO_REFERENCE ? "reference" : "fast", o->threads, o->repeat,
+           reference ? "reference" : "fast", tg_get_num_threads(), o->repeat,
            med, t[0], t[o->repeat - 1], flops / (med * 1e6), peak_rss_mb());
     free(t);
     return 0;
@@ -284,7 +289,7 @@ static int bench_gemm(const bench_opts *o)
     double med = median(t, o->repeat);
     printf("{\"tool\": \"sgemm\", \"m\": %ld, \"n\": %ld, \"k\": %ld, \"threads\": %d, "
            "\"median_ms\": %.4f, \"gflops\": %.3f}\n",
-           m, n, k, o->threads, med, 2.0 * (double)m * (double)n * (double)k / (med * 1e6));
+           m, n, k, openblas_get_num_threads(), med, 2.0 * (double)m * (double)n * (double)k / (med * 1e6));
     rc = TG_EXIT_OK;
 done:
     free(a);
