@@ -1,7 +1,7 @@
 /* tapegrad.h - the umbrella header of tapegrad, an autograd mini-framework in
  * C17 centred on a transposed convolution.
  *
- * A worked example (examples/worked_example.c runs it; `make demo`):
+ * A worked example (examples/worked_example.c runs it: `build/examples/worked_example`):
  *
  *   tg_tensor *x, *w, *b, *y, *loss;
  *   int64_t xs[] = {1, 2, 3, 3}, ws[] = {2, 1, 4, 4}, bs[] = {1};
