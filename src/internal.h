@@ -243,13 +243,16 @@ typedef struct tg_op_schema {
     UT_hash_handle hh;
 } tg_op_schema;
 
-/* Registers an op (called from each op family's tg__register_* function). */
-void tg__op_register(tg_op_schema *op);
-/* Lookup by name (builds the registry on first use); NULL if unknown. */
+/* The registry is used by name (tg_op_info_*, tg__op_find); dispatch takes
+ * the schema itself and never needs it.  It is built on first use; a build
+ * that fails (TG_ENOMEM) leaves it empty, and the next use tries again.
+ * Registers an op: from each op family's tg__register_* function during the
+ * build (which reports the first error), or later (a test's own op, after
+ * the built-ins).  TG_ENOMEM with nothing registered when out of memory. */
+int tg__op_register(tg_op_schema *op);
+/* Lookup by name (builds the registry on first use); NULL if unknown, or if
+ * the registry cannot be built (message set). */
 tg_op_schema *tg__op_find(const char *name);
-/* Builds the registry once (pthread_once); every public entry that dispatches
- * calls it implicitly. */
-void tg__registry_init(void);
 
 /* The one dispatch path of every op:
  *  1. checks inputs are non-NULL where required (in[i] may be NULL only if
@@ -355,8 +358,8 @@ static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { retu
 /* True when TG_TRACE=1 (read once). */
 bool tg__trace_enabled(void);
 
-/* Each op family registers its schemas in one function, called once by
- * tg__registry_init() (src/ops/registry.c). */
+/* Each op family registers its schemas in one function, called by the
+ * registry's build (src/ops/registry.c). */
 void tg__register_binary(void);      /* binary.c: add sub mul div pow + scalar variants */
 void tg__register_unary(void);       /* unary.c: neg exp log sqrt abs pow_scalar erf */
 void tg__register_activation(void);  /* activation.c: relu leaky_relu tanh sigmoid silu gelu */

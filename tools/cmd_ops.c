@@ -23,6 +23,10 @@ int tg_cmd_ops(int argc, char **argv)
         return TG_EXIT_USAGE;
     }
     int n = tg_op_count();
+    if (n < 0) {
+        fprintf(stderr, "tapegrad: ops: %s\n", tg_error_message());
+        return TG_EXIT_FAIL;
+    }
     printf("%-20s %-5s %-16s %-8s %s\n", "op", "arity", "amp", "backward", "double-backward");
     for (int i = 0; i < n; i++) {
         tg_op_info info;

@@ -2,7 +2,9 @@
  *
  * Every op registers once (when the library is first used) with its name,
  * arity, AMP policy, forward and backward.  The registry is the only global
- * mutable state of the library and is built once, thread-safely.
+ * mutable state of the library and is built once, thread-safely, by the first
+ * call below.  If that build runs out of memory, the call returns TG_ENOMEM
+ * and the next call builds it again.
  *
  * AMP policies, applied by one mechanism in the op dispatch:
  *  - PROMOTE: float inputs of different dtypes are cast to the widest of them
@@ -51,12 +53,14 @@ typedef struct tg_op_info {
     bool has_double_backward; /* backward written with differentiable ops */
 } tg_op_info;
 
-/* Number of registered ops. */
+/* Number of registered ops, or TG_ENOMEM (negative) when the registry could
+ * not be built. */
 TG_API int tg_op_count(void);
 /* Info of the i-th op in name order (0 <= i < tg_op_count()); TG_EINVAL if out
- * of range. */
+ * of range, TG_ENOMEM as tg_op_count. */
 TG_API int tg_op_info_at(int i, tg_op_info *out);
-/* Info of the op called name; TG_ENOTFOUND if there is none. */
+/* Info of the op called name; TG_ENOTFOUND if there is none, TG_ENOMEM as
+ * tg_op_count. */
 TG_API int tg_op_info_find(const char *name, tg_op_info *out);
 
 /* Autocast scopes: thread-local and nestable.  Inside begin(dt) (dt is f16,

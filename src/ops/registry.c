@@ -8,30 +8,41 @@
 
 /* ---- registry ---------------------------------------------------------------- */
 
+/* Built on first use, under the lock, by running every family's register
+ * function.  A build that fails (out of memory) leaves the registry empty and
+ * reports the error; the next use tries again. */
 static tg_op_schema *tg__ops;           /* uthash table keyed by name */
 static const tg_op_schema **tg__sorted; /* the ops in name order */
 static int tg__n_ops;
-static pthread_once_t tg__registry_once = PTHREAD_ONCE_INIT;
+static bool tg__built;                  /* the built-in ops are in */
 static pthread_mutex_t tg__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This thread is running the families' register functions (with the lock
+ * held), and the first error they met. */
+static _Thread_local bool tg__building;
+static _Thread_local int tg__build_rc;
 
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp((*(const tg_op_schema *const *)a)->name, (*(const tg_op_schema *const *)b)->name);
 }
 
-/* Rebuilds the name-ordered array; called with the lock held. */
-static void sort_ops(void)
+/* Rebuilds the name-ordered array; called with the lock held.  On TG_ENOMEM
+ * the old array is kept. */
+static int sort_ops(void)
 {
-    const tg_op_schema **arr = realloc(tg__sorted, (size_t)(tg__n_ops ? tg__n_ops : 1) * sizeof *arr);
-    TG_ASSERT(arr != NULL);   /* a few hundred bytes at start-up */
+    const tg_op_schema **arr = tg__malloc((size_t)(tg__n_ops ? tg__n_ops : 1) * sizeof *arr);
+    if (!arr) return tg__error(TG_ENOMEM, "op registry: out of memory sorting %d ops", tg__n_ops);
     int i = 0;
     for (tg_op_schema *op = tg__ops; op; op = op->hh.next) arr[i++] = op;
     TG_ASSERT(i == tg__n_ops);
     qsort(arr, (size_t)tg__n_ops, sizeof *arr, cmp_name);
+    free(tg__sorted);
     tg__sorted = arr;
+    return TG_OK;
 }
 
-static void add_op(tg_op_schema *op)
+/* Adds op to the table; called with the lock held. */
+static int add_op(tg_op_schema *op)
 {
     TG_ASSERT(op != NULL && op->name != NULL && op->forward != NULL);
     tg_op_schema *dup = NULL;
@@ -39,15 +50,16 @@ static void add_op(tg_op_schema *op)
     TG_ASSERT(dup == NULL);   /* two schemas with one name */
     HASH_ADD_KEYPTR(hh, tg__ops, op->name, strlen(op->name), op);
     tg__n_ops++;
+    return TG_OK;
 }
 
-static bool tg__building;   /* true inside build_registry (same thread) */
-
-static void build_registry(void)
+/* Registers the built-in ops unless they are in; called with the lock held.
+ * On error the table is left empty, to be built again by the next call. */
+static int build_locked(void)
 {
-    pthread_mutex_lock(&tg__registry_lock);
+    if (tg__built) return TG_OK;
     tg__building = true;
-    pthread_mutex_unlock(&tg__registry_lock);
+    tg__build_rc = TG_OK;
     tg__register_binary();
     tg__register_unary();
     tg__register_activation();
@@ -59,32 +71,51 @@ static void build_registry(void)
     tg__register_norm();
     tg__register_loss();
     tg__register_quant();
-    pthread_mutex_lock(&tg__registry_lock);
     tg__building = false;
-    sort_ops();
-    pthread_mutex_unlock(&tg__registry_lock);
+    int rc = tg__build_rc;
+    if (rc == TG_OK) rc = sort_ops();
+    if (rc < 0) {
+        HASH_CLEAR(hh, tg__ops);
+        tg__n_ops = 0;
+        return rc;
+    }
+    tg__built = true;
+    return TG_OK;
 }
 
-void tg__registry_init(void) { pthread_once(&tg__registry_once, build_registry); }
-
-void tg__op_register(tg_op_schema *op)
+/* TG_OK once the built-in ops are registered; TG_ENOMEM (message set) when
+ * they cannot be. */
+static int registry_ready(void)
 {
-    /* Families register from inside build_registry; anything registered
-     * later (tests' own ops) first makes sure the built-ins are there. */
     pthread_mutex_lock(&tg__registry_lock);
-    bool building = tg__building;
+    int rc = build_locked();
     pthread_mutex_unlock(&tg__registry_lock);
-    if (!building) tg__registry_init();
+    return rc;
+}
+
+int tg__op_register(tg_op_schema *op)
+{
+    /* Families register from inside build_locked, on this thread, with the
+     * lock held: the first error is kept for it to report. */
+    if (tg__building) {
+        if (tg__build_rc == TG_OK) tg__build_rc = add_op(op);
+        return tg__build_rc;
+    }
+    /* Anything registered later (tests' own ops) comes after the built-ins. */
     pthread_mutex_lock(&tg__registry_lock);
-    add_op(op);
-    if (!tg__building) sort_ops();
+    int rc = build_locked();
+    if (rc == TG_OK) rc = add_op(op);
+    if (rc == TG_OK && (rc = sort_ops()) < 0) {
+        HASH_DEL(tg__ops, op);
+        tg__n_ops--;
+    }
     pthread_mutex_unlock(&tg__registry_lock);
+    return rc;
 }
 
 tg_op_schema *tg__op_find(const char *name)
 {
-    if (!name) return NULL;
-    tg__registry_init();
+    if (!name || registry_ready() < 0) return NULL;
     tg_op_schema *op = NULL;
     pthread_mutex_lock(&tg__registry_lock);
     HASH_FIND_STR(tg__ops, name, op);
@@ -103,7 +134,7 @@ static void fill_info(const tg_op_schema *op, tg_op_info *out)
 
 int tg_op_count(void)
 {
-    tg__registry_init();
+    TG_TRY(registry_ready());
     pthread_mutex_lock(&tg__registry_lock);
     int n = tg__n_ops;
     pthread_mutex_unlock(&tg__registry_lock);
@@ -114,6 +145,7 @@ int tg_op_info_at(int i, tg_op_info *out)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "op_info_at: out must not be NULL");
     int n = tg_op_count();
+    TG_TRY(n);
     TG_CHECK(i >= 0 && i < n, TG_EINVAL, "op_info_at: i=%d must be in [0, %d)", i, n);
     pthread_mutex_lock(&tg__registry_lock);
     fill_info(tg__sorted[i], out);
@@ -125,6 +157,7 @@ int tg_op_info_find(const char *name, tg_op_info *out)
 {
     TG_CHECK(name != NULL, TG_EINVAL, "op_info_find: name must not be NULL");
     TG_CHECK(out != NULL, TG_EINVAL, "op_info_find: out must not be NULL");
+    TG_TRY(registry_ready());
     const tg_op_schema *op = tg__op_find(name);
     TG_CHECK(op != NULL, TG_ENOTFOUND, "op_info_find: no op named '%s'", name);
     fill_info(op, out);
