@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <uthash.h>
+#include "hash.h"   /* uthash, non-fatal when out of memory */
 
 #include "tapegrad/autograd.h"
 #include "tapegrad/dtype.h"

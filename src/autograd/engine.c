@@ -9,14 +9,9 @@
  * Leaves reached by a gradient and tg_grad's inputs are found through uthash
  * indexes (by pointer), so a lookup costs O(1) whatever the number of leaves
  * or inputs; arrays in first-use or slot order keep every delivery in a
- * fixed order (the indexes are never iterated). */
-
-/* A failed allocation inside uthash sets the element's oom flag instead of
- * exiting the process: the element is then not in the table, which is left
- * as it was, and the caller returns TG_ENOMEM.  Must come before the first
- * #include <uthash.h> (through internal.h). */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) ((elt)->oom = true)
+ * fixed order (the indexes are never iterated).  An index that cannot grow
+ * (uthash out of memory, src/hash.h) is TG_ENOMEM, with the element not in
+ * it and the index as it was. */
 
 #include <pthread.h>
 #include <string.h>
@@ -32,7 +27,6 @@
 typedef struct slot_key {
     const void *key;
     int first, last;
-    bool oom;                     /* set by uthash_nonfatal_oom */
     UT_hash_handle hh;
 } slot_key;
 
@@ -47,7 +41,6 @@ typedef struct slot_index {
 typedef struct touched_leaf {
     tg_tensor *leaf;              /* retained; the key of engine.by_leaf */
     tg_tensor *pending;           /* summed gradient, not yet delivered */
-    bool oom;                     /* set by uthash_nonfatal_oom */
     UT_hash_handle hh;
 } touched_leaf;
 
@@ -148,7 +141,8 @@ static int index_add(slot_index *ix, const void *key, int j)
     k = &ix->keys[ix->n_keys];
     *k = (slot_key){.key = key, .first = j, .last = j};
     HASH_ADD_PTR(ix->table, key, k);
-    if (k->oom) return tg__error(TG_ENOMEM, "grad: out of memory indexing the inputs");
+    if (TG_HASH_ADD_FAILED(k))
+        return tg__error(TG_ENOMEM, "grad: out of memory indexing the inputs");
     ix->n_keys++;
     return TG_OK;
 }
@@ -201,7 +195,7 @@ static touched_leaf *touch(engine *e, tg_tensor *leaf)
     if (!x) return NULL;
     x->leaf = leaf;
     HASH_ADD_PTR(e->by_leaf, leaf, x);
-    if (x->oom) {
+    if (TG_HASH_ADD_FAILED(x)) {
         free(x);
         return tg__error(TG_ENOMEM, "backward: out of memory indexing the leaves"), NULL;
     }

@@ -69,7 +69,8 @@ static void *cache_take(size_t padded)
 }
 
 /* Keeps a freed block for reuse if it is large and fits under the limit;
- * false when the caller is to free it. */
+ * false when the caller is to free it (also when no memory is left for a
+ * new bin or a bigger index: a cache may always decline). */
 static bool cache_put(void *p, size_t padded)
 {
     if (padded < TG__CACHE_MIN_BYTES) return false;
@@ -81,6 +82,10 @@ static bool cache_put(void *p, size_t padded)
         if (!b && (b = calloc(1, sizeof *b)) != NULL) {
             b->size = padded;
             HASH_ADD(hh, cache.bins, size, sizeof b->size, b);
+            if (TG_HASH_ADD_FAILED(b)) {   /* out of memory: p is not kept */
+                free(b);
+                b = NULL;
+            }
         }
         if (b) {
             memcpy(p, &b->top, sizeof(void *));

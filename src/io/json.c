@@ -337,6 +337,12 @@ static int parse_member(parser *p, tg__json *v, size_t *cap)
         return rc;
     }
     HASH_ADD_KEYPTR(hh, v->u.obj.index, m->key, klen, m);
+    if (TG_HASH_ADD_FAILED(m)) {
+        free(m->key);
+        free(m);
+        return tg__error(TG_ENOMEM, "%s: out of memory indexing an object's keys at byte %zu",
+                         p->what, at);
+    }
     v->u.obj.members[v->u.obj.n++] = m;
     skip_ws(p);
     if (peek(p) != ':') return perr(p, p->pos, "':' expected after object key");

@@ -61,7 +61,8 @@ static st_entry *list_find(const st_list *l, const char *name)
     return e;
 }
 
-/* Appends a new entry called name (copied) and returns it in *out. */
+/* Appends a new entry called name (copied) and returns it in *out.  On
+ * TG_ENOMEM the list holds what it held (its array may have grown). */
 static int list_add(st_list *l, const char *name, st_entry **out)
 {
     if (l->n == l->cap) {
@@ -79,6 +80,12 @@ static int list_add(st_list *l, const char *name, st_entry **out)
     }
     e->name = nm;
     HASH_ADD_KEYPTR(hh, l->index, e->name, strlen(e->name), e);
+    if (TG_HASH_ADD_FAILED(e)) {
+        free(nm);
+        free(e);
+        return tg__error(TG_ENOMEM, "safetensors: out of memory indexing the name \"%.64s\"",
+                         name);
+    }
     l->items[l->n++] = e;
     *out = e;
     return 0;

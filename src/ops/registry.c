@@ -41,7 +41,8 @@ static int sort_ops(void)
     return TG_OK;
 }
 
-/* Adds op to the table; called with the lock held. */
+/* Adds op to the table; called with the lock held.  TG_ENOMEM leaves the
+ * table as it was. */
 static int add_op(tg_op_schema *op)
 {
     TG_ASSERT(op != NULL && op->name != NULL && op->forward != NULL);
@@ -49,6 +50,8 @@ static int add_op(tg_op_schema *op)
     HASH_FIND_STR(tg__ops, op->name, dup);
     TG_ASSERT(dup == NULL);   /* two schemas with one name */
     HASH_ADD_KEYPTR(hh, tg__ops, op->name, strlen(op->name), op);
+    if (TG_HASH_ADD_FAILED(op))
+        return tg__error(TG_ENOMEM, "op registry: out of memory registering op '%s'", op->name);
     tg__n_ops++;
     return TG_OK;
 }
