@@ -643,3 +643,159 @@ Test(safetensors, json_writer_escapes_round_trip)
     tg__json_free(v);
     tg__buf_free(&b);
 }
+
+/* ---- out of memory inside uthash (src/hash.h) ------------------------------------ */
+
+/* Each test below fails the uthash allocations of one call one at a time
+ * (tg__hash_fail_after(k): the (k+1)-th fails), for k = 0, 1, ... until the
+ * call makes fewer than k + 1, and then checks the one run that succeeded.
+ * Every failure must be TG_ENOMEM with the caller's objects as they were; a
+ * leak shows up in the sanitizer build. */
+
+/* True when the failure set by tg__hash_fail_after happened (and clears it). */
+static bool hash_failed(void) { return tg__hash_fail_after(-1) < 0; }
+
+enum { JSON_KEYS = 3000 };
+
+/* {"k0": 0, "k1": 7, ...}: one object whose key index doubles its buckets
+ * several times. */
+Test(safetensors, json_object_out_of_memory_is_enomem)
+{
+    tg__buf doc = {0};
+    cr_assert(eq(int, tg__buf_append(&doc, "{", 1), 0));
+    for (int i = 0; i < JSON_KEYS; i++)
+        cr_assert(eq(int, tg__buf_printf(&doc, "%s\"k%d\": %d", i ? ", " : "", i, 7 * i), 0));
+    cr_assert(eq(int, tg__buf_append(&doc, "}", 1), 0));
+    int k = 0;
+    for (;; k++) {
+        tg__json *v = (tg__json *)&doc;
+        tg__hash_fail_after(k);
+        int rc = tg__json_parse(&v, doc.data, doc.len, "t");
+        if (!hash_failed()) {
+            cr_assert(eq(int, rc, 0), "k=%d: %s", k, tg_error_message());
+            cr_assert(eq(sz, v->u.obj.n, JSON_KEYS));
+            for (int i = 0; i < JSON_KEYS; i++) {
+                char key[16];
+                snprintf(key, sizeof key, "k%d", i);
+                const tg__json *x = tg__json_get(v, key);
+                cr_assert(x != NULL && x->u.i == 7 * i, "k=%d: key %s", k, key);
+            }
+            tg__json_free(v);
+            break;
+        }
+        cr_assert(eq(int, rc, TG_ENOMEM), "k=%d: rc=%d (%s)", k, rc, tg_error_message());
+        cr_assert(v == (tg__json *)&doc, "k=%d: *out was changed", k);
+        th_expect_in(tg_error_message(), "t: out of memory indexing an object's keys at byte");
+    }
+    /* the table, its first buckets, then at least three doublings */
+    cr_assert(k >= 5, "%d uthash allocations for %d keys", k, JSON_KEYS);
+    tg__buf_free(&doc);
+}
+
+enum { ST_TENSORS = 1000, ST_META = 20 };
+
+static const char *nth_name(char *buf, size_t n, const char *prefix, int i)
+{
+    snprintf(buf, n, "%s%d", prefix, i);
+    return buf;
+}
+
+/* ST_TENSORS scalars "w<i>" = i and ST_META metadata "m<i>" = "v<i>". */
+static void check_many(const tg_st_file *f)
+{
+    char name[32], value[32];
+    cr_assert(eq(int, tg_st_count(f), ST_TENSORS));
+    cr_assert(eq(int, tg_st_meta_count(f), ST_META));
+    for (int i = 0; i < ST_TENSORS; i++) {
+        const char *at = NULL;
+        const tg_tensor *t = tg_st_get(f, nth_name(name, sizeof name, "w", i));
+        double x = -1;
+        cr_assert(t != NULL && tg_tensor_get_flat(t, 0, &x) == 0 && x == i, "%s", name);
+        cr_assert(eq(int, tg_st_at(f, i, &at, NULL), 0));
+        cr_assert(eq(str, (char *)at, name));
+    }
+    for (int i = 0; i < ST_META; i++) {
+        const char *v = tg_st_meta_get(f, nth_name(name, sizeof name, "m", i));
+        cr_assert(v != NULL, "%s", name);
+        cr_assert(eq(str, (char *)v, (char *)nth_name(value, sizeof value, "v", i)));
+    }
+}
+
+/* Loading a file of many tensors: the header's JSON objects (the root, one
+ * per tensor, the metadata) and the file's indexes by name all allocate. */
+Test(safetensors, load_out_of_memory_is_enomem)
+{
+    char path[256], name[32], value[32];
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), 0));
+    for (int i = 0; i < ST_TENSORS; i++) {
+        tg_tensor *t = NULL;
+        cr_assert(eq(int, tg_tensor_scalar(&t, TG_F32, i), 0));
+        cr_assert(eq(int, tg_st_set(f, nth_name(name, sizeof name, "w", i), t), 0));
+        tg_tensor_release(t);
+    }
+    for (int i = 0; i < ST_META; i++)
+        cr_assert(eq(int, tg_st_meta_set(f, nth_name(name, sizeof name, "m", i),
+                                         nth_name(value, sizeof value, "v", i)), 0));
+    th_tmp_path(path, sizeof path, "many.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
+    tg_st_free(f);
+    int k = 0;
+    for (;; k++) {
+        tg_st_file *g = UNTOUCHED;
+        tg__hash_fail_after(k);
+        int rc = tg_safetensors_load(&g, path);
+        if (!hash_failed()) {
+            cr_assert(eq(int, rc, 0), "k=%d: %s", k, tg_error_message());
+            check_many(g);
+            tg_st_free(g);
+            break;
+        }
+        cr_assert(eq(int, rc, TG_ENOMEM), "k=%d: rc=%d (%s)", k, rc, tg_error_message());
+        cr_assert(g == UNTOUCHED, "k=%d: *out was changed", k);
+        th_expect_in(tg_error_message(), "out of memory indexing");
+    }
+    cr_assert(k >= 2 * ST_TENSORS + 10, "%d uthash allocations", k);
+}
+
+/* tg_st_set / tg_st_meta_set with the first uthash allocation of each call
+ * failing: the table's, then each doubling of its buckets.  The set is left
+ * as it was (the tensor not retained), and the same call then succeeds. */
+static void fill_failing_each_growth(bool meta)
+{
+    tg_st_file *f = NULL;
+    tg_tensor *t = NULL;
+    char name[32];
+    cr_assert(eq(int, tg_st_new(&f), 0));
+    cr_assert(eq(int, tg_tensor_scalar(&t, TG_F32, 1.5), 0));
+    int failed = 0;
+    for (int i = 0; i < ST_TENSORS; i++) {
+        nth_name(name, sizeof name, meta ? "m" : "w", i);
+        tg__hash_fail_after(0);
+        int rc = meta ? tg_st_meta_set(f, name, "v") : tg_st_set(f, name, t);
+        if (hash_failed()) {
+            failed++;
+            cr_assert(eq(int, rc, TG_ENOMEM), "%s: rc=%d (%s)", name, rc, tg_error_message());
+            th_expect_in(tg_error_message(), "safetensors: out of memory indexing the name");
+            cr_assert(eq(int, meta ? tg_st_meta_count(f) : tg_st_count(f), i));
+            cr_assert(tg_st_get(f, name) == NULL && tg_st_meta_get(f, name) == NULL);
+            cr_assert(eq(int, t->refcount, 1 + (meta ? 0 : i)));
+            rc = meta ? tg_st_meta_set(f, name, "v") : tg_st_set(f, name, t);
+        }
+        cr_assert(eq(int, rc, 0), "%s: %s", name, tg_error_message());
+    }
+    for (int i = 0; i < ST_TENSORS; i++) {
+        nth_name(name, sizeof name, meta ? "m" : "w", i);
+        cr_assert(meta ? tg_st_meta_get(f, name) != NULL : tg_st_get(f, name) == t, "%s", name);
+    }
+    cr_assert(eq(int, t->refcount, 1 + (meta ? 0 : ST_TENSORS)));
+    cr_assert(failed >= 4, "%d failures: the table, then at least three doublings", failed);
+    tg_st_free(f);
+    tg_tensor_release(t);
+}
+
+Test(safetensors, st_set_out_of_memory_leaves_the_set_unchanged)
+{
+    fill_failing_each_growth(false);
+    fill_failing_each_growth(true);
+}
