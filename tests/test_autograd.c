@@ -976,3 +976,99 @@ Test(autograd, backward_over_many_leaves)
     release_all(x, MANY);
     free(log.index), free(tags), free(g), free(m), free(x);
 }
+
+/* ---- out of memory inside uthash (src/hash.h) ------------------------------------ */
+
+/* The engine's indexes (tg_grad's inputs by tensor and by grad_fn, the leaves
+ * a gradient reached) allocate through uthash.  Each test fails those
+ * allocations one at a time (tg__hash_fail_after(k): the (k+1)-th fails) for
+ * k = 0, 1, ... until the call makes fewer than k + 1.  The graph is kept
+ * (retain_graph), so every attempt runs over the same graph. */
+
+enum { OOM_TERMS = 3000 };
+
+/* True when the failure set by tg__hash_fail_after happened (and clears it). */
+static bool hash_failed(void) { return tg__hash_fail_after(-1) < 0; }
+
+/* A failed tg_grad leaves every slot NULL and no leaf's .grad set. */
+Test(autograd, tg_grad_out_of_memory_is_enomem)
+{
+    const int n = OOM_TERMS;
+    tg_tensor **x = calloc(n, sizeof *x), **m = calloc(n, sizeof *m);
+    tg_tensor **in = calloc(2 * n, sizeof *in), **g = calloc(2 * n, sizeof *g);
+    cr_assert(x && m && in && g);
+    tg_tensor *y = many_terms(n, x, m);
+    for (int i = 0; i < n; i++) in[2 * i] = m[i], in[2 * i + 1] = x[i];
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.retain_graph = true;
+    int k = 0;
+    for (;; k++) {
+        tg__hash_fail_after(k);
+        int rc = tg_grad(g, 1, &y, NULL, 2 * n, in, &o);
+        if (!hash_failed()) {
+            OK(rc);
+            break;
+        }
+        cr_assert(eq(int, rc, TG_ENOMEM), "k=%d: rc=%d (%s)", k, rc, tg_error_message());
+        th_expect_in(tg_error_message(), "out of memory indexing the");
+        int j = 0;
+        while (j < 2 * n && !g[j]) j++;
+        cr_assert(eq(int, j, 2 * n), "k=%d: slot %d was filled", k, j);
+        for (int i = 0; i < n; i++) cr_assert(tg_tensor_grad(x[i]) == NULL, "x[%d].grad set", i);
+    }
+    /* three indexes: each a table, its buckets and at least three doublings */
+    cr_assert(k >= 3 * (2 + 3), "%d uthash allocations", k);
+    int bad = first_wrong(g, n, 2, d_dm);
+    cr_assert(eq(int, bad, -1), "dy/dm[%d] wrong", bad);
+    bad = first_wrong(g + 1, n, 2, d_dx);
+    cr_assert(eq(int, bad, -1), "dy/dx[%d] wrong", bad);
+    release_all(g, 2 * n);
+    tg_tensor_release(y);
+    release_all(m, n);
+    release_all(x, n);
+    free(g), free(in), free(m), free(x);
+}
+
+static int count_call(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    ++*(int *)user;
+    return TG_OK;
+}
+
+/* A failed tg_backward leaves every leaf's .grad as it was (NULL) and runs no
+ * leaf hook: both wait for the end of the backward. */
+Test(autograd, backward_out_of_memory_is_enomem)
+{
+    const int n = OOM_TERMS;
+    tg_tensor **x = calloc(n, sizeof *x), **m = calloc(n, sizeof *m);
+    tg_tensor **g = calloc(n, sizeof *g);
+    cr_assert(x && m && g);
+    tg_tensor *y = many_terms(n, x, m);
+    int calls = 0;
+    for (int i = 0; i < n; i++) OK(tg_tensor_register_hook(x[i], count_call, &calls));
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.retain_graph = true;
+    int k = 0;
+    for (;; k++) {
+        tg__hash_fail_after(k);
+        int rc = tg_backward(y, NULL, &o);
+        if (!hash_failed()) {
+            OK(rc);
+            break;
+        }
+        cr_assert(eq(int, rc, TG_ENOMEM), "k=%d: rc=%d (%s)", k, rc, tg_error_message());
+        th_expect_in(tg_error_message(), "backward: out of memory indexing the leaves");
+        for (int i = 0; i < n; i++) cr_assert(tg_tensor_grad(x[i]) == NULL, "x[%d].grad set", i);
+        cr_assert(eq(int, calls, 0), "k=%d: hooks ran", k);
+    }
+    cr_assert(k >= 2 + 3, "%d uthash allocations: the table, then three doublings", k);
+    cr_assert(eq(int, calls, n));
+    for (int i = 0; i < n; i++) g[i] = tg_tensor_grad(x[i]);
+    int bad = first_wrong(g, n, 1, d_dx);
+    cr_assert(eq(int, bad, -1), "x[%d].grad wrong", bad);
+    tg_tensor_release(y);
+    release_all(m, n);
+    release_all(x, n);
+    free(g), free(m), free(x);
+}
