@@ -814,6 +814,52 @@ Test(tensor, work_buffers_share_the_storage_cache)
     tg_memory_set_cache_limit(old_limit);
 }
 
+enum { CACHE_SIZES = 600 };
+
+/* Bytes of the CACHE_SIZES distinct block sizes: 64 KiB plus i lines. */
+static int64_t cache_size(int i) { return ((int64_t)64 << 10) + 64 * i; }
+
+/* The cache finds its bins (one per block size) through a uthash index.  When
+ * that index cannot grow (its table, or a doubling of its buckets: here the
+ * first uthash allocation of each release fails), the released block is not
+ * cached but freed, and the cache stays consistent: tg_memory_cached counts
+ * exactly the blocks it holds, each is given back for its size, and
+ * empty_cache frees them all (a block kept in a bin the index lost would stay
+ * counted, and leak in the sanitizer build). */
+Test(tensor, storage_cache_declines_a_block_when_its_index_cannot_grow)
+{
+    const int64_t old_limit = tg_memory_set_cache_limit((int64_t)1 << 30);
+    tg_memory_empty_cache();
+    tg_tensor *t[CACHE_SIZES] = {NULL};
+    int64_t want = 0;
+    int declined = 0;
+    for (int i = 0; i < CACHE_SIZES; i++) {
+        const int64_t shape[1] = {cache_size(i)};
+        cr_assert(eq(int, tg_tensor_zeros(&t[i], TG_U8, 1, shape), TG_OK));
+        tg__hash_fail_after(0);
+        tg_tensor_release(t[i]);
+        if (tg__hash_fail_after(-1) < 0) {   /* declined; with memory, it is kept */
+            declined++;
+            cr_assert(eq(i64, tg_memory_cached(), want), "block %d was counted", i);
+            cr_assert(eq(int, tg_tensor_zeros(&t[i], TG_U8, 1, shape), TG_OK));
+            tg_tensor_release(t[i]);
+        }
+        want += cache_size(i);
+        cr_assert(eq(i64, tg_memory_cached(), want), "block %d", i);
+    }
+    cr_assert(declined >= 3, "%d declined: the table, then at least two doublings", declined);
+    for (int i = 0; i < CACHE_SIZES; i++) {   /* each comes back for its size */
+        const int64_t shape[1] = {cache_size(i)};
+        cr_assert(eq(int, tg_tensor_zeros(&t[i], TG_U8, 1, shape), TG_OK));
+        want -= cache_size(i);
+        cr_assert(eq(i64, tg_memory_cached(), want), "block %d", i);
+    }
+    for (int i = 0; i < CACHE_SIZES; i++) tg_tensor_release(t[i]);
+    tg_memory_empty_cache();
+    cr_assert(eq(i64, tg_memory_cached(), 0));
+    tg_memory_set_cache_limit(old_limit);
+}
+
 /* tg_error_set: code built on tapegrad reports as the library does. */
 Test(tensor, error_set_sets_the_message_and_returns_the_status)
 {
