@@ -1072,3 +1072,42 @@ Test(autograd, backward_out_of_memory_is_enomem)
     release_all(x, n);
     free(g), free(m), free(x);
 }
+
+/* The registry is built by its first use.  When that build runs out of memory
+ * inside uthash (the table, its first buckets), the call that needed it is
+ * TG_ENOMEM and the registry stays empty; the next call builds it again, in
+ * full.  Criterion runs each test in a process of its own, where nothing has
+ * built the registry yet. */
+Test(autograd, registry_build_out_of_memory_is_enomem_then_retried)
+{
+    tg_op_info info, prev;
+    int k = 0, n = 0;
+    for (;; k++) {
+        tg__hash_fail_after(k);
+        n = tg_op_count();
+        if (!hash_failed()) break;
+        cr_assert(eq(int, n, TG_ENOMEM), "k=%d: %d (%s)", k, n, tg_error_message());
+        th_expect_in(tg_error_message(), "op registry: out of memory registering op '");
+        /* each entry point that needs the registry meets the same failure */
+        tg__hash_fail_after(k);
+        cr_assert(eq(int, tg_op_info_find("mul", &info), TG_ENOMEM));
+        cr_assert(hash_failed());
+        tg__hash_fail_after(k);
+        cr_assert(eq(int, tg_op_info_at(0, &info), TG_ENOMEM));
+        cr_assert(hash_failed());
+        tg__hash_fail_after(k);
+        cr_assert(tg__op_find("mul") == NULL);
+        cr_assert(hash_failed());
+    }
+    cr_assert(k >= 2, "%d uthash allocations", k);
+    cr_assert(n >= 20, "only %d ops", n);
+    for (int i = 0; i < n; i++) {   /* every op, found by name too */
+        OK(tg_op_info_at(i, &info));
+        cr_assert(i == 0 || strcmp(prev.name, info.name) < 0, "%s before %s", prev.name,
+                  info.name);
+        cr_assert(tg__op_find(info.name) != NULL, "%s", info.name);
+        prev = info;
+    }
+    OK(tg_op_info_find("mul", &info));
+    cr_assert(eq(int, info.arity, 2));
+}
