@@ -990,3 +990,67 @@ Test(quant, case_parser_checks_quant_metadata)
     tg_st_free(res), tg_st_free(f);
     tg_tensor_release(x), tg_tensor_release(w);
 }
+
+/* A min-max observer accepts an infinity, but its range then has no finite
+ * scale: qparams is TG_EINVAL naming the channel (it used to return scale
+ * inf, and for [-inf, 0] a zero point from (int64_t)rintf(NaN)), and writes
+ * nothing.  The public quant_min/quant_max are checked as torch's observer
+ * arguments are (qmin < qmax inside the dtype's range, 0 included). */
+Test(quant, observer_qparams_refuse_infinite_ranges_and_bad_quant_ranges)
+{
+    const int64_t s4[1] = {4}, s22[2] = {2, 2};
+    tg_tensor *pinf = NULL, *ninf = NULL, *ch = NULL;
+    tg_tensor_from_data(&pinf, TG_F32, 1, s4, (float[]){-1, 2, 3, INFINITY});
+    tg_tensor_from_data(&ninf, TG_F32, 1, s4, (float[]){-INFINITY, -1, -2, -3});
+    tg_tensor_from_data(&ch, TG_F32, 2, s22, (float[]){1, -2, 3, -INFINITY});   /* channels on axis 1 */
+    tg_tensor *const bad[2] = {pinf, ninf};
+    for (int i = 0; i < 2; i++)
+        for (int sym = 0; sym < 2; sym++) {
+            tg_observer o;
+            cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_U8, sym, 0), TG_OK));
+            cr_assert(eq(int, tg_observer_update(&o, bad[i]), TG_OK));
+            double s = 7;
+            int32_t z = 7;
+            cr_assert(eq(int, tg_observer_qparams(&o, &s, &z), TG_EINVAL), "case %d sym %d", i, sym);
+            cr_assert(strstr(tg_error_message(), "is not finite") != NULL, "%s", tg_error_message());
+            cr_assert(s == 7 && z == 7);
+            tg_observer_free(&o);
+        }
+    tg_observer o;
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_PER_CHANNEL, TG_I8, false, 1), TG_OK));
+    cr_assert(eq(int, tg_observer_update(&o, ch), TG_OK));
+    double s[2] = {7, 7};
+    int32_t z[2] = {7, 7};
+    cr_assert(eq(int, tg_observer_channel_qparams(&o, 2, s, z), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "channel 1's observed range") != NULL, "%s",
+              tg_error_message());
+    cr_assert(s[0] == 7 && z[0] == 7, "channel 0 was written before the error");
+    tg_observer_free(&o);
+
+    const int32_t ranges[][2] = {{10, 5}, {1, 255}, {-5, 255}, {0, 256}, {7, 7}};
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_U8, false, 0), TG_OK));
+        cr_assert(eq(int, tg_observer_update(&o, ch), TG_OK));
+        o.quant_min = ranges[k][0];
+        o.quant_max = ranges[k][1];
+        double ps;
+        int32_t pz;
+        cr_assert(eq(int, tg_observer_qparams(&o, &ps, &pz), TG_EINVAL), "range %zu", k);
+        cr_assert(strstr(tg_error_message(), "quant_m") != NULL ||
+                      strstr(tg_error_message(), "include 0") != NULL, "%s", tg_error_message());
+        tg_observer_free(&o);
+    }
+    /* a narrower range that holds 0 is fine (torch's reduce_range: [0, 127]) */
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_U8, false, 0), TG_OK));
+    o.quant_max = 127;
+    tg_tensor *t = NULL;
+    tg_tensor_from_data(&t, TG_F32, 1, s4, (float[]){-1, 2, 3, 0.5f});
+    cr_assert(eq(int, tg_observer_update(&o, t), TG_OK));
+    double ps;
+    int32_t pz;
+    cr_assert(eq(int, tg_observer_qparams(&o, &ps, &pz), TG_OK));
+    cr_assert(epsilon_eq(dbl, ps, 4.0f / 127.0f, 1e-9));   /* (3 - -1) / 127 */
+    cr_assert(eq(i32, pz, 32));                             /* 0 - rint(-1 / (4/127)) = 31.75 -> 32 */
+    tg_observer_free(&o);
+    tg_tensor_release(pinf), tg_tensor_release(ninf), tg_tensor_release(ch), tg_tensor_release(t);
+}

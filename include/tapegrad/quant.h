@@ -137,10 +137,15 @@ TG_API int tg_observer_init(tg_observer *obs, tg_observer_kind kind, tg_dtype dt
  * infinity (PyTorch fails later, at qparams: "min nan should be less than
  * max nan"). */
 TG_API int tg_observer_update(tg_observer *obs, tg_tensor *x);
-/* Per-tensor parameters.  TG_EINVAL before any update or for a per-channel
- * observer. */
+/* Per-tensor parameters.  TG_EINVAL before any update, for a per-channel
+ * observer, for a range that is not qmin < qmax within the dtype's range and
+ * holding 0 (quant_min/quant_max may be set after init, as torch's
+ * arguments), or when the observed range is infinite (a min-max observer
+ * that saw an infinity: no finite scale).  On error nothing is written. */
 TG_API int tg_observer_qparams(const tg_observer *obs, double *scale, int32_t *zero_point);
-/* Per-channel parameters into scales[0..n) and zero_points[0..n) (may be NULL). */
+/* Per-channel parameters into scales[0..n) and zero_points[0..n) (may be
+ * NULL).  Errors as tg_observer_qparams (an infinite range in any channel,
+ * named), plus TG_ESHAPE when n is not the channel count. */
 TG_API int tg_observer_channel_qparams(const tg_observer *obs, int64_t n, double *scales,
                                        int32_t *zero_points);
 /* Frees what the observer owns; it can be initialised again. */

@@ -114,25 +114,48 @@ int tg_observer_update(tg_observer *obs, tg_tensor *x)
     return rc;
 }
 
-/* torch.ao.quantization.observer's _calculate_qparams, in f32. */
-static void qparams(const tg_observer *obs, float lo, float hi, double *scale, int32_t *zp)
+/* The quantization range the observer's public fields hold: as torch's
+ * observers, qmin < qmax inside the dtype's range, and 0 must be in it (the
+ * range the statistics are stretched to includes 0). */
+static int check_range(const char *op, const tg_observer *obs)
 {
+    const int32_t lo = tg__q_min(obs->dtype), hi = tg__q_max(obs->dtype);
+    TG_CHECK(obs->quant_min < obs->quant_max && obs->quant_min >= lo && obs->quant_max <= hi,
+             TG_EINVAL, "%s: quant_min=%d, quant_max=%d must satisfy %d <= quant_min < quant_max "
+             "<= %d (%s)", op, (int)obs->quant_min, (int)obs->quant_max, (int)lo, (int)hi,
+             tg_dtype_name(obs->dtype));
+    TG_CHECK(obs->quant_min <= 0 && obs->quant_max >= 0, TG_EINVAL,
+             "%s: the range [quant_min, quant_max]=[%d, %d] must include 0", op,
+             (int)obs->quant_min, (int)obs->quant_max);
+    return TG_OK;
+}
+
+/* torch.ao.quantization.observer's _calculate_qparams, in f32.  An infinite
+ * observed range (a min-max observer that saw an infinity) has no finite
+ * scale: TG_EINVAL naming the channel, rather than an unusable scale (and a
+ * zero point from rint(-inf / inf) = NaN, which no integer holds). */
+static int qparams(const char *op, const tg_observer *obs, int64_t c, double *scale, int32_t *zp)
+{
+    const float lo = obs->min[c], hi = obs->max[c];
     const float min_neg = fminf(lo, 0.0f), max_pos = fmaxf(hi, 0.0f);
     const float qrange = (float)(obs->quant_max - obs->quant_min);
     float s;
-    int32_t z;
+    int32_t z = obs->dtype == TG_U8 ? 128 : 0;   /* symmetric */
     if (obs->symmetric) {
         s = fmaxf(-min_neg, max_pos) / (qrange / 2.0f);
         s = fmaxf(s, FLT_EPSILON);
-        z = obs->dtype == TG_U8 ? 128 : 0;
     } else {
         s = (max_pos - min_neg) / qrange;
         s = fmaxf(s, FLT_EPSILON);
+    }
+    TG_CHECK(isfinite(s), TG_EINVAL, "%s: channel %lld's observed range [%g, %g] is not finite, "
+             "so it has no scale", op, (long long)c, (double)lo, (double)hi);
+    if (!obs->symmetric)
         z = tg__q_clamp((int64_t)obs->quant_min - (int64_t)rintf(min_neg / s), obs->quant_min,
                         obs->quant_max);
-    }
     *scale = s;
     *zp = z;
+    return TG_OK;
 }
 
 int tg_observer_qparams(const tg_observer *obs, double *scale, int32_t *zero_point)
@@ -142,8 +165,8 @@ int tg_observer_qparams(const tg_observer *obs, double *scale, int32_t *zero_poi
     TG_CHECK(obs->kind != TG_OBSERVER_PER_CHANNEL, TG_EINVAL,
              "observer_qparams: a per-channel observer: use tg_observer_channel_qparams");
     TG_CHECK(obs->min != NULL, TG_EINVAL, "observer_qparams: the observer has seen no data");
-    qparams(obs, obs->min[0], obs->max[0], scale, zero_point);
-    return TG_OK;
+    TG_TRY(check_range("observer_qparams", obs));
+    return qparams("observer_qparams", obs, 0, scale, zero_point);
 }
 
 int tg_observer_channel_qparams(const tg_observer *obs, int64_t n, double *scales,
@@ -153,9 +176,14 @@ int tg_observer_channel_qparams(const tg_observer *obs, int64_t n, double *scale
     TG_CHECK(obs->min != NULL, TG_EINVAL, "observer_channel_qparams: the observer has seen no data");
     TG_CHECK(n == obs->n, TG_ESHAPE, "observer_channel_qparams: n=%lld must equal the %lld "
              "channels observed", (long long)n, (long long)obs->n);
+    const char *op = "observer_channel_qparams";
+    TG_TRY(check_range(op, obs));
+    double s;
+    int32_t z;
+    for (int64_t c = 0; c < n; c++)   /* all checked first: on error nothing is written */
+        TG_TRY(qparams(op, obs, c, &s, &z));
     for (int64_t c = 0; c < n; c++) {
-        int32_t z;
-        qparams(obs, obs->min[c], obs->max[c], &scales[c], &z);
+        qparams(op, obs, c, &scales[c], &z);
         if (zero_points) zero_points[c] = z;
     }
     return TG_OK;
