@@ -534,3 +534,33 @@ Test(amp, scaler_step_retries_after_a_failing_step_and_needs_a_gradient)
     tg_grad_scaler_free(gs);
     tg_tensor_release(w);
 }
+
+/* PyTorch's scaled loss is loss * (f32 scale tensor): an f16/bf16 loss is
+ * promoted to f32, so a loss of 2 at the default scale 65536 is 131072, not
+ * inf (in f16 65536 itself is beyond the range).  The gradient of an f16
+ * parameter still arrives in f16, scaled. */
+Test(amp_train, half_loss_is_scaled_in_f32_as_torch)
+{
+    const tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int h = 0; h < 2; h++) {
+        tg_grad_scaler *gs = NULL;
+        cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
+        tg_tensor *w = NULL, *l = NULL, *sl = NULL;
+        cr_assert(eq(int, tg_tensor_full(&w, halves[h], 1, (int64_t[]){2}, 1.0), TG_OK));
+        tg_tensor_set_requires_grad(w, true);
+        cr_assert(eq(int, tg_sum(&l, w), TG_OK));   /* 2, in the half dtype */
+        cr_assert(eq(int, tg_tensor_dtype(l), halves[h]));
+        cr_assert(eq(int, tg_grad_scaler_scale(gs, &sl, l), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(sl), TG_F32), "%s", tg_dtype_name(halves[h]));
+        cr_assert(eq(dbl, th_at(sl, 0), 131072.0));
+        cr_assert(eq(int, tg_backward(sl, NULL, NULL), TG_OK));
+        tg_tensor *g = tg_tensor_grad(w);
+        cr_assert(eq(int, tg_tensor_dtype(g), halves[h]));
+        cr_assert(eq(dbl, th_at(g, 0), 65536.0 > 65504.0 && halves[h] == TG_F16 ? INFINITY
+                                                                                 : 65536.0));
+        cr_assert(eq(int, tg_grad_scaler_unscale(gs, 1, &w), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_found_inf(gs), halves[h] == TG_F16));
+        tg_tensor_release(w), tg_tensor_release(l), tg_tensor_release(sl);
+        tg_grad_scaler_free(gs);
+    }
+}

@@ -58,7 +58,9 @@ TG_API int tg_grad_scaler_new(tg_grad_scaler **out, const tg_grad_scaler_opts *o
 TG_API void tg_grad_scaler_free(tg_grad_scaler *s);
 
 /* *out (new reference) is loss * scale, recorded on the tape (so backward
- * delivers gradients multiplied by the scale); it keeps loss's dtype.
+ * delivers gradients multiplied by the scale), in f32 for an f32 or half
+ * loss and f64 for an f64 one: as in PyTorch, whose f32 scale tensor
+ * promotes an f16/bf16 loss (in f16 the default scale 65536 is itself inf).
  * Disabled: *out is loss itself, retained. */
 TG_API int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss);
 

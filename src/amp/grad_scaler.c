@@ -75,7 +75,14 @@ int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
         *out = tg_tensor_retain(loss);
         return TG_OK;
     }
-    return tg_mul_scalar(out, loss, s->scale);
+    if (loss->dtype == TG_F64 || loss->dtype == TG_F32) return tg_mul_scalar(out, loss, s->scale);
+    /* A half loss is scaled in f32, as PyTorch's f32 scale tensor promotes
+     * it: in f16 the default scale 65536 alone is already inf. */
+    tg_tensor *l32 = NULL;
+    TG_TRY(tg_to_dtype(&l32, loss, TG_F32));
+    int rc = tg_mul_scalar(out, l32, s->scale);
+    tg_tensor_release(l32);
+    return rc;
 }
 
 /* buf[0..n) *= inv; true when it held an inf or NaN (a NaN fails the <=):
