@@ -31,7 +31,11 @@ TG_API int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* a ** b elementwise (a > 0 where b's gradient is needed). */
 TG_API int tg_pow(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 
-/* ---- scalar variants ---- */
+/* ---- scalar variants ----
+ * As a Python number in PyTorch, s is first converted to a's dtype (f32, or
+ * f16/bf16 through f32: a half x * 0.1 multiplies by 0.0999755859375, and
+ * x * 70000.0 by inf), then the op runs on the two values and rounds once.
+ * The backward of mul/div by s uses that converted s too. */
 TG_API int tg_add_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a + s */
 TG_API int tg_sub_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a - s */
 TG_API int tg_rsub_scalar(tg_tensor **out, tg_tensor *a, double s);  /* s - a */

@@ -272,9 +272,23 @@ static int call2(tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
     return tg__op_call(op, out, 2, in, NULL, 0);
 }
 
+/* The scalar as PyTorch uses it: a Python number operand is converted to the
+ * tensor's dtype before the op (x * 0.1 multiplies an f32 x by 0.1f, an f16
+ * x by 0.0999755859375, going through f32 as c10::Half does), so the result
+ * is the op on two values of that dtype, rounded once.  f64 keeps s. */
+static double scalar_in_dtype(tg_dtype dt, double s)
+{
+    switch (dt) {
+    case TG_F32: return (float)s;
+    case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)s));
+    case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)s));
+    default: return s;   /* f64; other dtypes are refused by the forward */
+    }
+}
+
 static int call_s(tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
 {
-    scalar_params p = {.s = s};
+    scalar_params p = {.s = a ? scalar_in_dtype(a->dtype, s) : s};
     tg_tensor *in[1] = {a};
     return tg__op_call(op, out, 1, in, &p, sizeof p);
 }
