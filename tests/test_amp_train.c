@@ -564,3 +564,36 @@ Test(amp_train, half_loss_is_scaled_in_f32_as_torch)
         tg_grad_scaler_free(gs);
     }
 }
+
+/* State values that are not integers in range (NaN, 1e300, 2.5) are refused
+ * with the key named, and checked before any conversion to int64 (NaN or
+ * 1e300 cast to int64 is undefined behaviour). */
+Test(amp, scaler_state_load_refuses_non_integer_counts)
+{
+    tg_grad_scaler *a = NULL, *b = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&a, NULL), TG_OK));
+    cr_assert(eq(int, tg_grad_scaler_new(&b, NULL), TG_OK));
+    const struct {
+        const char *key;
+        double v;
+    } bad[] = {{"s.growth_interval", NAN}, {"s.growth_interval", 1e300},
+               {"s.growth_interval", 2.5}, {"s.growth_interval", 0},
+               {"s.growth_tracker", NAN},  {"s.growth_tracker", -1e300},
+               {"s.growth_tracker", 1.5},  {"s.growth_tracker", 2000}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        tg_st_file *f = NULL;
+        cr_assert(eq(int, tg_st_new(&f), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_state_save(a, f, "s"), TG_OK));
+        tg_tensor *t = NULL;
+        cr_assert(eq(int, tg_tensor_scalar(&t, TG_F64, bad[k].v), TG_OK));
+        cr_assert(eq(int, tg_st_set(f, bad[k].key, t), TG_OK));
+        cr_assert(eq(int, tg_grad_scaler_state_load(b, f, "s"), TG_EINVAL), "%s=%g", bad[k].key,
+                  bad[k].v);
+        cr_assert(strstr(tg_error_message(), bad[k].key + 2) != NULL, "%s", tg_error_message());
+        cr_assert(eq(dbl, tg_grad_scaler_get_scale(b), 65536.0));
+        tg_tensor_release(t);
+        tg_st_free(f);
+    }
+    tg_grad_scaler_free(a);
+    tg_grad_scaler_free(b);
+}

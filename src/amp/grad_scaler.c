@@ -270,14 +270,17 @@ static int read_state(const tg_grad_scaler *s, const tg_st_file *f, const char *
     o.init_scale = v[KEY_SCALE];
     o.growth_factor = v[KEY_GROWTH];
     o.backoff_factor = v[KEY_BACKOFF];
+    /* Range first: converting NaN or a double beyond int64 is undefined. */
+    TG_CHECK(v[KEY_INTERVAL] >= 1 && v[KEY_INTERVAL] < 0x1p62 &&
+                 v[KEY_INTERVAL] == floor(v[KEY_INTERVAL]),
+             TG_EINVAL, "%s: growth_interval=%g must be an integer >= 1", what, v[KEY_INTERVAL]);
     o.growth_interval = (int64_t)v[KEY_INTERVAL];
-    TG_CHECK(v[KEY_INTERVAL] == (double)o.growth_interval, TG_EINVAL,
-             "%s: growth_interval=%g must be an integer", what, v[KEY_INTERVAL]);
     TG_TRY(check_opts(&o));
-    int64_t tracker = (int64_t)v[KEY_TRACKER];
-    TG_CHECK(tracker >= 0 && tracker < o.growth_interval && v[KEY_TRACKER] == (double)tracker,
+    TG_CHECK(v[KEY_TRACKER] >= 0 && v[KEY_TRACKER] < (double)o.growth_interval &&
+                 v[KEY_TRACKER] == floor(v[KEY_TRACKER]),
              TG_EINVAL, "%s: growth_tracker=%g must be an integer in [0, %lld)", what,
              v[KEY_TRACKER], (long long)o.growth_interval);
+    int64_t tracker = (int64_t)v[KEY_TRACKER];
     *out = o;
     *tracker_out = tracker;
     return TG_OK;
