@@ -117,6 +117,12 @@ int64_t tg__numel(int ndim, const int64_t *shape);
 /* Validates an (ndim, shape) pair from a caller: 0 <= ndim <= TG_MAX_DIMS,
  * extents >= 0.  `what` names the caller in the message. */
 int tg__check_shape(const char *what, int ndim, const int64_t *shape);
+/* Validates a value v a caller writes into a tensor of dtype dt (full,
+ * scalar, fill, set), as PyTorch's checked scalar conversion: a float dtype
+ * takes NaN, +-inf and finite values within its finite range (65504 for
+ * f16), an integer dtype finite values within its range (a fraction is then
+ * rounded as tg_dtype_store does).  TG_EINVAL naming `what` otherwise. */
+int tg__check_value(const char *what, tg_dtype dt, double v);
 /* Whether ndim extents (each >= 0) of elem_bytes-byte elements have a byte
  * count that fits in an int64, counting zero extents as 1 (so that every
  * contiguous stride fits too); checked before multiplying. */

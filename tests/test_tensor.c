@@ -57,7 +57,7 @@ Test(tensor, scalar_full_and_from_data)
     cr_assert(eq(int, tg_tensor_full(&f, TG_F16, 2, (int64_t[]){2, 2}, 1.5), TG_OK));
     for (int i = 0; i < 4; i++) cr_assert(eq(dbl, th_at(f, i), 1.5));
     cr_assert(eq(u64, tg_tensor_version(f), 0));
-    cr_assert(eq(int, tg_tensor_full(&i8, TG_I8, 1, (int64_t[]){3}, 300.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_full(&i8, TG_I8, 1, (int64_t[]){3}, 127.0), TG_OK));
     cr_assert(eq(dbl, th_at(i8, 2), 127.0));
     float data[6] = {1, 2, 3, 4, 5, 6};
     cr_assert(eq(int, tg_tensor_from_data(&d, TG_F32, 2, (int64_t[]){2, 3}, data), TG_OK));
@@ -871,4 +871,55 @@ Test(tensor, error_set_sets_the_message_and_returns_the_status)
     cr_assert(strstr(tg_error_message(), "must be a negative tg_status") != NULL);
     tg_error_clear();
     cr_assert(eq(str, (char *)tg_error_message(), ""));
+}
+
+/* A value beyond the dtype's range is refused as PyTorch refuses it
+ * ("value cannot be converted to type at::Half without overflow": torch.full,
+ * fill_, t[i] = v), where it used to become inf (f16 70000) or saturate (i8
+ * 300) silently.  NaN and +-inf are values of the float dtypes; an integer
+ * dtype takes neither.  On error nothing is written. */
+Test(tensor, values_beyond_the_dtype_range_are_refused_as_torch)
+{
+    const struct {
+        tg_dtype dt;
+        double v;
+        bool ok;
+    } cases[] = {
+        {TG_F16, 65504, true},     {TG_F16, 65519, false},   {TG_F16, 70000, false},
+        {TG_F16, -1e6, false},     {TG_F16, INFINITY, true}, {TG_F16, NAN, true},
+        {TG_BF16, 3.3895313892515355e38, true}, {TG_BF16, 1e39, false},
+        {TG_F32, 1e39, false},     {TG_F32, -INFINITY, true}, {TG_F64, 1e300, true},
+        {TG_I8, 127, true},        {TG_I8, 300, false},      {TG_I8, -129, false},
+        {TG_I8, NAN, false},       {TG_U8, -1, false},       {TG_U8, 255, true},
+        {TG_I32, 3e9, false},      {TG_I64, INFINITY, false}, {TG_I8, 2.5, true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const tg_dtype dt = cases[k].dt;
+        const double v = cases[k].v;
+        const int want = cases[k].ok ? TG_OK : TG_EINVAL;
+        tg_tensor *t = SENTINEL;
+        cr_assert(eq(int, tg_tensor_full(&t, dt, 1, (int64_t[]){2}, v), want), "full %s %g",
+                  tg_dtype_name(dt), v);
+        if (!cases[k].ok) {
+            cr_assert(eq(ptr, t, SENTINEL));
+            cr_assert(strstr(tg_error_message(), "without overflow") != NULL, "%s",
+                      tg_error_message());
+        } else {
+            tg_tensor_release(t);
+        }
+        t = SENTINEL;
+        cr_assert(eq(int, tg_tensor_scalar(&t, dt, v), want), "scalar %s %g", tg_dtype_name(dt), v);
+        if (cases[k].ok) tg_tensor_release(t);
+        tg_tensor *z = NULL;
+        cr_assert(eq(int, tg_tensor_zeros(&z, dt, 1, (int64_t[]){2}), TG_OK));
+        cr_assert(eq(int, tg_tensor_fill(z, v), want), "fill %s %g", tg_dtype_name(dt), v);
+        cr_assert(eq(int, tg_tensor_set_flat(z, 1, v), want), "set_flat %s %g", tg_dtype_name(dt), v);
+        cr_assert(eq(int, tg_tensor_set(z, (int64_t[]){0}, v), want), "set %s %g", tg_dtype_name(dt), v);
+        if (!cases[k].ok) {
+            cr_assert(eq(dbl, th_at(z, 0), 0.0), "nothing written");
+            cr_assert(eq(dbl, th_at(z, 1), 0.0), "nothing written");
+            cr_assert(eq(u64, tg_tensor_version(z), 0));
+        }
+        tg_tensor_release(z);
+    }
 }

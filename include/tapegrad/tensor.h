@@ -43,7 +43,13 @@ typedef struct tg_tensor tg_tensor;
 /* A contiguous tensor of the given shape filled with zeros.  ndim may be 0 (a
  * scalar with one element); every extent must be >= 0. */
 TG_API int tg_tensor_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape);
-/* Same, filled with value v (converted to dt). */
+/* Same, filled with value v (converted to dt as tg_dtype_store does).  As
+ * PyTorch, a v beyond dt's range is TG_EINVAL ("cannot be converted to f16
+ * without overflow"), not inf or a saturated integer: a float dtype takes
+ * NaN, +-inf and finite values up to its largest finite one (65504 for
+ * f16), an integer dtype finite values in its range.  The same check applies
+ * to tg_tensor_scalar, tg_tensor_fill, tg_tensor_set and tg_tensor_set_flat
+ * (on error nothing is written). */
 TG_API int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, double v);
 /* A 0-d tensor holding v. */
 TG_API int tg_tensor_scalar(tg_tensor **out, tg_dtype dt, double v);

@@ -163,6 +163,7 @@ int tg_tensor_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape
 int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, double v)
 {
     tg_tensor *t = NULL;
+    TG_TRY(tg__check_value("tensor_full", dt, v));
     TG_TRY(tg__create("tensor_full", out, dt, ndim, shape, &t));
     TG_ASSERT(tg_tensor_fill(t, v) == TG_OK);
     t->storage->version = 0;   /* a fresh tensor has not been written in place */
@@ -173,6 +174,7 @@ int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape,
 int tg_tensor_scalar(tg_tensor **out, tg_dtype dt, double v)
 {
     tg_tensor *t = NULL;
+    TG_TRY(tg__check_value("tensor_scalar", dt, v));
     TG_TRY(tg__create("tensor_scalar", out, dt, 0, NULL, &t));
     tg_dtype_store(dt, t->storage->data, 0, v);
     *out = t;

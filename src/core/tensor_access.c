@@ -1,6 +1,9 @@
 /* Element access and strided copies: get/set, fill, to_doubles and the
  * gather/scatter kernels every op uses to move between a strided view and a
  * contiguous buffer (converting dtype on the way). */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -176,6 +179,7 @@ int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set: t must not be NULL");
     int64_t pos = 0;
     TG_TRY(tg__elem_index("tensor_set", t, idx, &pos));
+    TG_TRY(tg__check_value("tensor_set", t->dtype, v));
     tg_dtype_store(t->dtype, t->storage->data, pos, v);
     tg__bump_version(t);
     return TG_OK;
@@ -195,6 +199,7 @@ int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_flat: t must not be NULL");
     int64_t pos = 0;
     TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
+    TG_TRY(tg__check_value("tensor_set_flat", t->dtype, v));
     tg_dtype_store(t->dtype, t->storage->data, pos, v);
     tg__bump_version(t);
     return TG_OK;
@@ -210,9 +215,30 @@ int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n)
     return TG_OK;
 }
 
+int tg__check_value(const char *what, tg_dtype dt, double v)
+{
+    double lo, hi;
+    switch (dt) {
+    case TG_F32: lo = -FLT_MAX, hi = FLT_MAX; break;
+    case TG_F16: lo = -65504.0, hi = 65504.0; break;
+    case TG_BF16: lo = -0x1.fep127, hi = 0x1.fep127; break;
+    case TG_I8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case TG_U8: lo = 0, hi = UINT8_MAX; break;
+    case TG_I32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case TG_I64: lo = -0x1p63, hi = 0x1p63; break;
+    default: return TG_OK;   /* f64 holds every double */
+    }
+    if (tg_dtype_is_float(dt) && !isfinite(v)) return TG_OK;   /* NaN, +-inf */
+    TG_CHECK(v >= lo && v <= hi, TG_EINVAL,
+             "%s: value %.17g cannot be converted to %s without overflow (range [%.17g, %.17g])",
+             what, v, tg_dtype_name(dt), lo, hi);
+    return TG_OK;
+}
+
 int tg_tensor_fill(tg_tensor *t, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_fill: t must not be NULL");
+    TG_TRY(tg__check_value("tensor_fill", t->dtype, v));
     /* Convert once, then repeat that element (buffer step 0) over the view. */
     _Alignas(8) unsigned char elem[8];
     tg_dtype_store(t->dtype, elem, 0, v);
