@@ -974,3 +974,43 @@ Test(ops, scalar_operand_is_converted_to_the_tensor_dtype_as_torch)
     cr_assert(eq(dbl, th_at(y, 0), (double)(0.1f * 0.1f)));   /* 0.010000000707805157 */
     tg_tensor_release(y), tg_tensor_release(f);
 }
+
+/* mean's backward divides the incoming gradient by the count, as PyTorch's
+ * (grad / numel, the count converted to the dtype like any scalar operand):
+ * multiplying by a rounded 1/count differs in half precision (f16, n = 7,
+ * g = 0.7: 0.10003662 by division, 0.09997559 by 1/7 rounded first). */
+Test(ops, mean_backward_divides_by_the_count)
+{
+    const tg_dtype dts[3] = {TG_F16, TG_BF16, TG_F32};
+    for (int d = 0; d < 3; d++)
+        for (int64_t n = 1; n <= 40; n++) {
+            tg_tensor *x = th_rand_uniform(dts[d], 2, (int64_t[]){3, n}, 5), *m = NULL;
+            tg_tensor *w = th_rand_uniform(dts[d], 1, (int64_t[]){3}, 6), *p = NULL, *l = NULL;
+            tg_tensor_set_requires_grad(x, true);
+            cr_assert(eq(int, tg_mean_dims(&m, x, 1, (int[]){1}, false), TG_OK));
+            cr_assert(eq(int, tg_mul(&p, m, w), TG_OK));
+            cr_assert(eq(int, tg_sum(&l, p), TG_OK));
+            cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK));
+            tg_tensor *want = NULL;
+            cr_assert(eq(int, tg_div_scalar(&want, w, (double)n), TG_OK));
+            for (int64_t r = 0; r < 3; r++)
+                for (int64_t c = 0; c < n; c++)
+                    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), r * n + c), th_at(want, r)),
+                              "%s n=%lld row %lld", tg_dtype_name(dts[d]), (long long)n,
+                              (long long)r);
+            tg_tensor *all = NULL, *g1 = NULL;   /* mean of everything: the same rule */
+            tg_tensor_zero_grad(x);
+            cr_assert(eq(int, tg_mean(&all, x), TG_OK));
+            cr_assert(eq(int, tg_mul(&g1, all, w), TG_OK));   /* (3,): seed 1 each */
+            tg_tensor_release(l), l = NULL;
+            cr_assert(eq(int, tg_sum(&l, g1), TG_OK));
+            cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK));
+            tg_tensor *s = NULL, *ws = NULL;
+            cr_assert(eq(int, tg_sum(&s, w), TG_OK));
+            cr_assert(eq(int, tg_div_scalar(&ws, s, (double)(3 * n)), TG_OK));
+            cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 0), th_at(ws, 0)), "%s n=%lld all",
+                      tg_dtype_name(dts[d]), (long long)n);
+            tg_tensor *rel[] = {x, m, w, p, l, want, all, g1, s, ws};
+            for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) tg_tensor_release(rel[i]);
+        }
+}

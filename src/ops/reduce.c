@@ -315,9 +315,12 @@ static int expand_back(tg_ctx *ctx, tg_tensor *g, bool mean, tg_tensor **grad)
         *grad = e;
         return TG_OK;
     }
+    /* g / count, as PyTorch's mean backward divides (count is converted to
+     * g's dtype first, as every scalar operand: multiplying by a rounded
+     * 1/count would differ in half precision). */
     int64_t gn = tg__numel(g->ndim, g->shape), n = tg__numel(m->ndim, m->shape);
     double count = gn > 0 ? (double)n / (double)gn : 0.0;
-    int rc = tg_mul_scalar(grad, e, 1.0 / count);
+    int rc = tg_div_scalar(grad, e, count);
     tg_tensor_release(e);
     return rc;
 }
