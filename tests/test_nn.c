@@ -312,6 +312,20 @@ Test(nn, save_load_round_trip)
 
 /* A file holding b's state (which differs from a's) with one entry altered:
  * loading it into a must fail and leave a as it was. */
+/* m's state dict in a new file, without the entry named skip. */
+static tg_st_file *state_without(const tg_module *m, const char *skip)
+{
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    for (int i = 0; i < tg_module_state_count(m); i++) {
+        char name[TG_MODULE_NAME_MAX];
+        tg_tensor *t;
+        tg_module_state_at(m, i, name, sizeof name, &t, NULL);
+        if (strcmp(name, skip) != 0) cr_assert(eq(int, tg_st_set(f, name, t), TG_OK));
+    }
+    return f;
+}
+
 static void expect_load_fails(tg_module *a, tg_st_file *f, bool strict, int want)
 {
     int64_t n;
@@ -332,13 +346,7 @@ Test(nn, load_errors_change_nothing)
     tg_tensor *bad = NULL;
     tg_st_file *f = NULL;
     /* missing key */
-    cr_assert(eq(int, tg_st_new(&f), TG_OK));
-    for (int i = 0; i < tg_module_state_count(b); i++) {
-        char name[TG_MODULE_NAME_MAX];
-        tg_tensor *t;
-        tg_module_state_at(b, i, name, sizeof name, &t, NULL);
-        if (strcmp(name, "net.7.bias") != 0) tg_st_set(f, name, t);
-    }
+    f = state_without(b, "net.7.bias");
     expect_load_fails(a, f, true, TG_ENOTFOUND);
     cr_assert(strstr(tg_error_message(), "net.7.bias") != NULL, "%s", tg_error_message());
     /* non-strict: the rest loads */
@@ -401,14 +409,7 @@ Test(nn, load_without_num_batches_tracked_sets_it_to_zero)
         tg_tensor_set_flat(tg_module_find(a, "net.2.num_batches_tracked"), 0, 7);
         tg_tensor_set_flat(tg_module_find(a, "net.5.num_batches_tracked"), 0, 7);
         tg_tensor_set_flat(tg_module_find(b, "net.5.num_batches_tracked"), 0, 3);
-        tg_st_file *f = NULL;
-        cr_assert(eq(int, tg_st_new(&f), TG_OK));
-        for (int i = 0; i < tg_module_state_count(b); i++) {
-            char name[TG_MODULE_NAME_MAX];
-            tg_tensor *t;
-            tg_module_state_at(b, i, name, sizeof name, &t, NULL);
-            if (strcmp(name, "net.2.num_batches_tracked") != 0) tg_st_set(f, name, t);
-        }
+        tg_st_file *f = state_without(b, "net.2.num_batches_tracked");
         cr_assert(eq(int, tg_module_load_state_dict(a, f, NULL, strict), TG_OK), "%s",
                   tg_error_message());
         double v;
