@@ -892,6 +892,7 @@ Test(tensor, values_beyond_the_dtype_range_are_refused_as_torch)
         {TG_I8, 127, true},        {TG_I8, 300, false},      {TG_I8, -129, false},
         {TG_I8, NAN, false},       {TG_U8, -1, false},       {TG_U8, 255, true},
         {TG_I32, 3e9, false},      {TG_I64, INFINITY, false}, {TG_I8, 2.5, true},
+        {TG_I64, 0x1p63, false},   {TG_I64, -0x1p63, true},  {TG_I64, 0x1.fffffffffffffp62, true},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const tg_dtype dt = cases[k].dt;

@@ -225,7 +225,7 @@ int tg__check_value(const char *what, tg_dtype dt, double v)
     case TG_I8: lo = INT8_MIN, hi = INT8_MAX; break;
     case TG_U8: lo = 0, hi = UINT8_MAX; break;
     case TG_I32: lo = INT32_MIN, hi = INT32_MAX; break;
-    case TG_I64: lo = -0x1p63, hi = 0x1p63; break;
+    case TG_I64: lo = -0x1p63, hi = 0x1.fffffffffffffp62; break;   /* the double below 2^63 */
     default: return TG_OK;   /* f64 holds every double */
     }
     if (tg_dtype_is_float(dt) && !isfinite(v)) return TG_OK;   /* NaN, +-inf */
