@@ -36,27 +36,15 @@
  * (1 - t) x + m + log(e^-m + e^(-x-m)) with m = max(-x, 0), which is
  * (1 - t) x at x = +inf (inf for t < 1, NaN for t = 1) and inf - inf = NaN at
  * x = -inf for every t. */
-#define BCE_LOOP(T)                                                           \
-    {                                                                         \
-        T *o = out;                                                           \
-        const T *px = a, *pt = b;                                             \
-        for (int64_t i = 0; i < n; i++) {                                     \
-            const T x = px[i], t = pt[i];                                     \
-            if (isinf(x)) {                                                   \
-                o[i] = x > 0 ? (1 - t) * x : (T)NAN;                          \
-                continue;                                                     \
-            }                                                                 \
-            T sp = (T)((x > 0 ? (double)x : 0.0) + log1p(exp(-fabs((double)x)))); \
-            o[i] = sp - x * t;                                                \
-        }                                                                     \
-    }
-
-static void k_bce(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+static double softplus(double x)
 {
-    (void)s;
-    if (cdt == TG_F64) BCE_LOOP(double)
-    else BCE_LOOP(float)
+    return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
 }
+
+/* a = x, b = t.  _Generic rounds softplus to the kernel's type T. */
+TG_EW_BINARY_KERNEL(k_bce, isinf(a) ? (a > 0 ? (1 - b) * a : NAN)
+                                    : _Generic(a, float: (float)softplus(a),
+                                                  default: softplus(a)) - a * b)
 
 static int bce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                        const void *params)
