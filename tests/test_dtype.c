@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "internal.h"
+#include "tapegrad/ops.h"
 
 static uint32_t bits_of(float f)
 {
@@ -246,7 +247,9 @@ Test(dtype, bf16_exhaustive_round_trip)
     }
 }
 
-Test(dtype, store_saturates_integers)
+/* Truncation toward zero inside the range, as C and PyTorch; beyond it,
+ * where both leave the result undefined, saturation. */
+Test(dtype, store_truncates_and_saturates_integers)
 {
     int8_t i8[1];
     uint8_t u8[1];
@@ -254,7 +257,8 @@ Test(dtype, store_saturates_integers)
     int64_t i64[1];
     static const struct { double v; int8_t want; } c8[] = {
         {200, 127}, {-200, -128}, {127.4, 127}, {127.6, 127}, {-128.6, -128}, {1e300, 127},
-        {-INFINITY, -128}, {INFINITY, 127}, {NAN, 0}, {2.5, 2}, {3.5, 4}, {-2.5, -2}, {-0.4, 0},
+        {-INFINITY, -128}, {INFINITY, 127}, {NAN, 0}, {2.5, 2}, {3.5, 3}, {-2.5, -2}, {-0.4, 0},
+        {2.7, 2}, {-2.7, -2}, {-0.99, 0}, {128.0, 127}, {-129.0, -128},
     };
     for (size_t k = 0; k < sizeof c8 / sizeof c8[0]; k++) {
         tg_dtype_store(TG_I8, i8, 0, c8[k].v);
@@ -262,8 +266,10 @@ Test(dtype, store_saturates_integers)
     }
     tg_dtype_store(TG_U8, u8, 0, -1.0);
     cr_assert(eq(u8, u8[0], 0));
-    tg_dtype_store(TG_U8, u8, 0, 255.4);
+    tg_dtype_store(TG_U8, u8, 0, 255.9);
     cr_assert(eq(u8, u8[0], 255));
+    tg_dtype_store(TG_U8, u8, 0, -0.9);
+    cr_assert(eq(u8, u8[0], 0));
     tg_dtype_store(TG_U8, u8, 0, 256.0);
     cr_assert(eq(u8, u8[0], 255));
     tg_dtype_store(TG_U8, u8, 0, NAN);
@@ -280,8 +286,41 @@ Test(dtype, store_saturates_integers)
     cr_assert(eq(i64, i64[0], INT64_MIN));
     tg_dtype_store(TG_I64, i64, 0, 4503599627370497.0);      /* 2^52 + 1, exact */
     cr_assert(eq(i64, i64[0], 4503599627370497LL));
+    tg_dtype_store(TG_I64, i64, 0, -4503599627370495.5);     /* -(2^52 - 0.5), exact */
+    cr_assert(eq(i64, i64[0], -4503599627370495LL));
     tg_dtype_store(TG_I64, i64, 0, NAN);
     cr_assert(eq(i64, i64[0], 0));
+}
+
+/* tg_to_dtype from f32 and f64 to every integer dtype against torch 1.13's
+ * Tensor.to (scripts/make_cast_goldens.py: values whose cast torch defines,
+ * ties and both ends of each range included), bit for bit. */
+Test(dtype, float_to_int_casts_match_torch)
+{
+    tg_st_file *f = th_golden_load("cast.safetensors");
+    static const char *const src[] = {"f32", "f64"}, *const dst[] = {"i8", "u8", "i32", "i64"};
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t j = 0; j < 4; j++) {
+            char xn[16], yn[16];
+            snprintf(xn, sizeof xn, "x.%s.%s", src[i], dst[j]);
+            snprintf(yn, sizeof yn, "y.%s.%s", src[i], dst[j]);
+            tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
+            cr_assert(x && want, "%s and %s in the golden file", xn, yn);
+            cr_assert(eq(int, tg_to_dtype(&y, x, tg_tensor_dtype(want)), TG_OK), "%s",
+                      tg_error_message());
+            const int64_t n = tg_tensor_numel(want);
+            cr_assert(eq(i64, tg_tensor_numel(y), n));
+            cr_assert(n > 250, "%s: the file holds the cases", xn);
+            const size_t esz = tg_dtype_size(tg_tensor_dtype(want));
+            const unsigned char *a = tg_tensor_cdata(y), *b = tg_tensor_cdata(want);
+            for (int64_t k = 0; k < n; k++)
+                cr_assert(eq(int, memcmp(a + k * esz, b + k * esz, esz), 0),
+                          "%s[%lld] = %.17g: got %.17g, torch %.17g", xn, (long long)k,
+                          th_at(x, k), th_at(y, k), th_at(want, k));
+            tg_tensor_release(y);
+        }
+    }
+    tg_st_free(f);
 }
 
 Test(dtype, load_store_every_dtype)

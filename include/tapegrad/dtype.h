@@ -59,8 +59,10 @@ TG_API float tg_bf16_to_f32(uint16_t h);
  * Reads element i of a buffer of dtype dt as a double (exact for every dtype but
  * i64 beyond 2^53). */
 TG_API double tg_dtype_load(tg_dtype dt, const void *base, int64_t i);
-/* Writes v into element i of a buffer of dtype dt: floats round to nearest even,
- * integers round to nearest and saturate at the type's range, NaN becomes 0.
+/* Writes v into element i of a buffer of dtype dt: floats round to nearest even;
+ * integers truncate toward zero, as a C cast and PyTorch's Tensor.to (2.7 -> 2,
+ * -2.7 -> -2), and saturate at the type's range, where C and PyTorch are
+ * undefined (torch 1.13 gives 300.0 -> int8 44 on x86); NaN becomes 0.
  * A double goes to f16/bf16 in one rounding; PyTorch converts through f32
  * (c10::Half(float)), which differs when v lies within 2^-29 (relative) of a
  * half tie: 5549.999999999999 is 5548 here, 5552 in torch. */

@@ -344,13 +344,15 @@ double tg_dtype_load(tg_dtype dt, const void *base, int64_t i)
     return NAN;   /* not a tg_dtype */
 }
 
-/* v rounded to nearest (ties to even) and clamped to [lo, hi]; NaN -> 0.
+/* v truncated toward zero (as a C cast and PyTorch's Tensor.to) and clamped
+ * to [lo, hi]; NaN -> 0.  Beyond the range, where C and PyTorch leave the
+ * result undefined, the nearest end is the defined answer.
  * The bounds are compared as doubles so 2^63 (not representable in i64) is
  * handled: hi_excl is the first value above the range. */
 static int64_t tg__saturate(double v, double lo, double hi_excl, int64_t lo_i, int64_t hi_i)
 {
     if (isnan(v)) return 0;
-    double r = nearbyint(v);
+    double r = trunc(v);
     if (r < lo) return lo_i;
     if (r >= hi_excl) return hi_i;
     return (int64_t)r;

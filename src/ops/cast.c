@@ -1,7 +1,7 @@
 /* src/ops/cast.c - to_dtype: a differentiable dtype conversion.
  *
- * Floats round to nearest even, integers round to nearest and saturate (the
- * rules of tg_dtype_store).  The gradient of a cast is the output gradient
+ * Floats round to nearest even, integers truncate toward zero and saturate
+ * (the rules of tg_dtype_store).  The gradient of a cast is the output gradient
  * cast back to the input's dtype.  Casts to or from an integer dtype are not
  * differentiable and are never recorded.
  */
