@@ -538,6 +538,25 @@ static tg_tensor *rand_vec(tg_dtype dt, int64_t n, uint64_t seed, bool normal)
     return t;
 }
 
+Test(tensor, random_fills_refuse_integer_dtypes)
+{
+    static const tg_dtype ints[] = {TG_I8, TG_U8, TG_I32, TG_I64};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        tg_tensor *t = NULL;
+        cr_assert(eq(int, tg_tensor_full(&t, ints[k], 1, (int64_t[]){3}, 5.0), TG_OK));
+        tg_rng rng;
+        tg_rng_init(&rng, 1);
+        cr_assert(eq(int, tg_tensor_rand_uniform(t, &rng, 0.0, 10.0), TG_EINVAL));
+        th_expect_in(tg_error_message(), "only float dtypes");
+        cr_assert(eq(int, tg_tensor_rand_normal(t, &rng, 0.0, 1.0), TG_EINVAL));
+        th_expect_in(tg_error_message(), tg_dtype_name(ints[k]));
+        for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(t, i), 5.0));   /* unchanged */
+        cr_assert(eq(u64, tg_tensor_version(t), 0));
+        cr_assert(eq(u64, rng.counter, 0));
+        tg_tensor_release(t);
+    }
+}
+
 Test(tensor, random_is_reproducible_per_seed)
 {
     tg_tensor *a = rand_vec(TG_F64, 101, 7, false), *b = rand_vec(TG_F64, 101, 7, false);

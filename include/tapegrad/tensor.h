@@ -119,9 +119,10 @@ typedef struct tg_rng {
 } tg_rng;
 
 TG_API void tg_rng_init(tg_rng *rng, uint64_t seed);
-/* Fills t in place with U[lo, hi). */
+/* Fills t in place with U[lo, hi).  t must have a float dtype (an integer one
+ * is TG_EINVAL, as torch's uniform_ and normal_ refuse it; nothing is written). */
 TG_API int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi);
-/* Fills t in place with N(mean, std^2) (Box-Muller). */
+/* Fills t in place with N(mean, std^2) (Box-Muller); float dtypes only, as above. */
 TG_API int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std);
 /* One uniform double in [0, 1); advances the counter by one block. */
 TG_API double tg_rng_uniform(tg_rng *rng);

@@ -133,6 +133,9 @@ static int tg__rand_fill(tg_tensor *t, tg_rng *rng, tg__dist dist, double a, dou
 int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi)
 {
     TG_CHECK(t != NULL && rng != NULL, TG_EINVAL, "tensor_rand_uniform: t and rng must not be NULL");
+    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EINVAL,
+             "tensor_rand_uniform: t is %s; only float dtypes are drawn (as torch's uniform_)",
+             tg_dtype_name(t->dtype));
     TG_CHECK(isfinite(lo) && isfinite(hi) && lo <= hi, TG_EINVAL,
              "tensor_rand_uniform: lo=%g, hi=%g must be finite with lo <= hi", lo, hi);
     return tg__rand_fill(t, rng, TG__DIST_UNIFORM, hi - lo, lo, hi);
@@ -141,6 +144,9 @@ int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi)
 int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std)
 {
     TG_CHECK(t != NULL && rng != NULL, TG_EINVAL, "tensor_rand_normal: t and rng must not be NULL");
+    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EINVAL,
+             "tensor_rand_normal: t is %s; only float dtypes are drawn (as torch's normal_)",
+             tg_dtype_name(t->dtype));
     TG_CHECK(isfinite(mean) && isfinite(std) && std >= 0, TG_EINVAL,
              "tensor_rand_normal: mean=%g, std=%g must be finite with std >= 0", mean, std);
     return tg__rand_fill(t, rng, TG__DIST_NORMAL, std, mean, INFINITY);
