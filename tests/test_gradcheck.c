@@ -240,3 +240,26 @@ Test(gradcheck, argument_errors)
     tg_tensor_release(w);
     tg_tensor_release(c);
 }
+
+/* As torch.autograd.gradcheck, which perturbs through .data: the inputs' version
+ * counters do not move, so a graph built before the check still runs backward. */
+Test(gradcheck, inputs_keep_their_version_so_earlier_graphs_still_run_backward)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *xw[2] = {x, w}, *y = NULL, *loss = NULL;
+    OK(tg_mul(&y, x, w));   /* saves x and w */
+    OK(tg_sum(&loss, y));
+    uint64_t vx = tg_tensor_version(x), vw = tg_tensor_version(w);
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, NULL));
+    o.fast_mode = true;
+    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, &o));
+    OK(tg_gradgradcheck(f_tanh_mul, NULL, 2, xw, NULL));
+    cr_assert(eq(u64, tg_tensor_version(x), vx));
+    cr_assert(eq(u64, tg_tensor_version(w), vw));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}

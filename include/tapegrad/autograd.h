@@ -97,7 +97,9 @@ typedef struct tg_gradcheck_opts {
 /* Compares analytic gradients with central differences for every input that
  * requires grad (these must be f64).  TG_OK when all agree; TG_EGRADCHECK with
  * a message naming the input (by index and name), the element and both values
- * otherwise.  Inputs are restored after perturbation. */
+ * otherwise.  Inputs are restored bit for bit after perturbation, and their
+ * version counters do not change (as torch, which perturbs through .data), so
+ * a graph that saved them before the check can still run backward. */
 TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                         const tg_gradcheck_opts *opts);
 /* Checks second derivatives: gradcheck of the function that maps the inputs to
