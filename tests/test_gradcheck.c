@@ -263,3 +263,22 @@ Test(gradcheck, inputs_keep_their_version_so_earlier_graphs_still_run_backward)
     tg_tensor_release(x);
     tg_tensor_release(w);
 }
+
+/* An expanded input (a stride-0 dim) would move several elements with one
+ * perturbation; torch.autograd.gradcheck refuses it, and so do we. */
+Test(gradcheck, refuses_an_input_with_a_stride_0_dim)
+{
+    static const int64_t S31[2] = {3, 1};
+    tg_tensor *b = make(TG_F64, 2, S31, 1, "b", false), *e = NULL, *x = NULL;
+    OK(tg_expand(&e, b, 2, S34));
+    OK(tg_tensor_detach(&x, e));
+    tg_tensor_set_name(x, "e");
+    OK(tg_tensor_set_requires_grad(x, true));
+    cr_assert(eq(int, tg_gradcheck(f_ignores_second, NULL, 1, &x, NULL), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "input 0 ('e') has a dimension with stride 0") != NULL,
+              "%s", tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(f_ignores_second, NULL, 1, &x, NULL), TG_EINVAL));
+    tg_tensor_release(x);
+    tg_tensor_release(e);
+    tg_tensor_release(b);
+}
