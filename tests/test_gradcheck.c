@@ -132,6 +132,44 @@ static int f_sq(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg__op_call(&sq_op, out, n, in, NULL, 0);
 }
 
+/* ---- y = a x whose backward is k g + delta sum(g): its analytic Jacobian is
+ * k I + delta (all ones) where the numeric one is a I ---- */
+
+typedef struct lin_params {
+    double a, k, delta;
+} lin_params;
+
+static int lin_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    (void)ctx;
+    (void)n;
+    return tg_mul_scalar(out, in[0], ((const lin_params *)params)->a);
+}
+
+static int lin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const lin_params *p = tg__ctx_params(ctx);
+    tg_tensor *kg = NULL, *s = NULL, *ds = NULL;
+    int rc = tg_mul_scalar(&kg, g, p->k);
+    if (rc >= 0) rc = tg_sum(&s, g);
+    if (rc >= 0) rc = tg_mul_scalar(&ds, s, p->delta);
+    if (rc >= 0) rc = tg_add(&gi[0], kg, ds);
+    tg_tensor_release(kg);
+    tg_tensor_release(s);
+    tg_tensor_release(ds);
+    return rc;
+}
+
+static tg_op_schema lin_op = {.name = "test_lin", .arity = 1, .amp = TG_AMP_KEEP,
+                              .forward = lin_forward, .backward = lin_backward};
+
+/* user is a lin_params. */
+static int f_lin(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg__op_call(&lin_op, out, n, in, user, sizeof(lin_params));
+}
+
 /* ---- tests ---- */
 
 static const int64_t S23[2] = {2, 3}, S34[2] = {3, 4};
@@ -172,12 +210,12 @@ Test(gradcheck, fails_on_wrong_backward_naming_input_and_element)
     const char *msg = tg_error_message();
     /* x's gradient is right; the first wrong entry is w's element 0 for output 0. */
     cr_assert(strstr(msg, "input 1 ('w') element 0, output element 0") != NULL, "%s", msg);
-    double x0 = 0, expect_num = 0;
+    double x0 = 0, a = 0, num = 0;
     OK(tg_tensor_get_flat(x, 0, &x0));
-    expect_num = x0;   /* d(x0 w0)/dw0 */
-    char want[64];
-    snprintf(want, sizeof want, "vs numeric %f", expect_num);
-    cr_assert(strstr(msg, want) != NULL, "%s (want %s)", msg, want);
+    const char *vals = strstr(msg, "analytic ");
+    cr_assert(vals && sscanf(vals, "analytic %lf vs numeric %lf", &a, &num) == 2, "%s", msg);
+    cr_assert(epsilon_eq(dbl, num, x0, 1e-8), "%s", msg);       /* d(x0 w0)/dw0 */
+    cr_assert(epsilon_eq(dbl, a, 0.5 * x0, 1e-9), "%s", msg);   /* the halved backward */
     tg_tensor_release(x);
     tg_tensor_release(w);
 }
@@ -281,4 +319,22 @@ Test(gradcheck, refuses_an_input_with_a_stride_0_dim)
     tg_tensor_release(x);
     tg_tensor_release(e);
     tg_tensor_release(b);
+}
+
+/* Values are printed so that small ones stay readable (torch prints
+ * tensor(3.0000e-07)), not as %f's 0.000000. */
+Test(gradcheck, failure_report_keeps_small_values_readable)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    lin_params p = {.a = 1e-7, .k = 3e-7, .delta = 0};
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    o.atol = 0;
+    cr_assert(eq(int, tg_gradcheck(f_lin, &p, 1, &x, &o), TG_EGRADCHECK));
+    const char *msg = strstr(tg_error_message(), "analytic ");
+    double a = 0, num = 0;
+    cr_assert(msg && sscanf(msg, "analytic %lf vs numeric %lf", &a, &num) == 2, "%s",
+              tg_error_message());
+    cr_assert(ieee_ulp_eq(dbl, a, 3e-7, 4), "%s", tg_error_message());
+    cr_assert(epsilon_eq(dbl, num, 1e-7, 1e-12), "%s", tg_error_message());
+    tg_tensor_release(x);
 }

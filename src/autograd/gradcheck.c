@@ -179,7 +179,7 @@ static int check_column(const gc *g, int r, int64_t j, int64_t m, const double *
         if (close_enough(g, a, num)) continue;
         rc = tg__error(TG_EGRADCHECK,
                        "gradcheck: input %d ('%s') element %lld, output element %lld: analytic "
-                       "%f vs numeric %f (atol %g, rtol %g)",
+                       "%.10g vs numeric %.10g (atol %g, rtol %g)",
                        g->req[r], x->name, (long long)j, (long long)k, a, num, g->o.atol,
                        g->o.rtol);
     }
@@ -269,7 +269,7 @@ static int fast_check(const gc *g)
         double num = (dot(vd, fp, m) - dot(vd, fm, m)) / (2.0 * g->o.eps);
         if (!close_enough(g, a, num))
             rc = tg__error(TG_EGRADCHECK,
-                           "gradcheck (fast mode, seed %llu): v^T J u analytic %f vs numeric %f "
+                           "gradcheck (fast mode, seed %llu): v^T J u analytic %.10g vs numeric %.10g "
                            "(atol %g, rtol %g)",
                            (unsigned long long)g->o.seed, a, num, g->o.atol, g->o.rtol);
     }
