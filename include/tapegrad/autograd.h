@@ -89,7 +89,9 @@ typedef int (*tg_gradcheck_fn)(tg_tensor **out, int n, tg_tensor *const *inputs,
 typedef struct tg_gradcheck_opts {
     double eps;          /* central-difference step */
     double atol, rtol;   /* pass when |analytic - numeric| <= atol + rtol * |numeric| */
-    bool fast_mode;      /* compare v^T J u for random u, v instead of the full J */
+    bool fast_mode;      /* compare v^T J_i u_i per input i (random u_i, v >= 0,
+                          * as torch's fast mode; atol scaled by sum(u_i) sum(v))
+                          * instead of the full J */
     uint64_t seed;       /* for fast mode's u, v and gradgradcheck's grad_outputs */
 } tg_gradcheck_opts;
 #define TG_GRADCHECK_OPTS_INIT {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .fast_mode = false, .seed = 0}
