@@ -132,6 +132,31 @@ static int f_sq(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg__op_call(&sq_op, out, n, in, NULL, 0);
 }
 
+/* ---- x^2 whose backward 2 x g is on the tape for x but takes g detached,
+ * so the derivative of the gradient with respect to g is lost ---- */
+
+static int sqd_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *x = NULL, *x2 = NULL, *gd = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    int rc = tg_tensor_detach(&gd, g);   /* wrong for double backward on purpose */
+    if (rc >= 0) rc = tg_mul_scalar(&x2, x, 2.0);
+    if (rc >= 0) rc = tg_mul(&gi[0], x2, gd);
+    tg_tensor_release(x2);
+    tg_tensor_release(gd);
+    return rc;
+}
+
+static tg_op_schema sqd_op = {.name = "test_square_detached_grad", .arity = 1,
+                              .amp = TG_AMP_KEEP, .forward = sq_forward,
+                              .backward = sqd_backward};
+
+static int f_sqd(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)user;
+    return tg__op_call(&sqd_op, out, n, in, NULL, 0);
+}
+
 /* ---- y = a x whose backward is k g + delta sum(g): its analytic Jacobian is
  * k I + delta (all ones) where the numeric one is a I ---- */
 
@@ -388,4 +413,19 @@ Test(gradcheck, fast_mode_failure_names_the_input_and_element)
     cr_assert(strstr(msg, "element 0, output element 0") != NULL, "%s", msg);
     tg_tensor_release(x);
     tg_tensor_release(w);
+}
+
+/* As torch.autograd.gradgradcheck, the grad_output v is an input of the
+ * checked map (x, v) -> d<fn(x), v>/dx too: a backward that detaches its
+ * grad_output passes gradcheck, and gradgradcheck with respect to x alone,
+ * but fails with respect to v (torch: "Jacobian mismatch for output 0 with
+ * respect to input 1"). */
+Test(gradcheck, gradgradcheck_checks_the_derivative_in_grad_output)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    OK(tg_gradcheck(f_sqd, NULL, 1, &x, NULL));
+    cr_assert(eq(int, tg_gradgradcheck(f_sqd, NULL, 1, &x, NULL), TG_EGRADCHECK));
+    cr_assert(strstr(tg_error_message(), "input 1 ('grad_output')") != NULL, "%s",
+              tg_error_message());
+    tg_tensor_release(x);
 }

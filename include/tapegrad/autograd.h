@@ -105,9 +105,12 @@ typedef struct tg_gradcheck_opts {
  * a graph that saved them before the check can still run backward. */
 TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                         const tg_gradcheck_opts *opts);
-/* Checks second derivatives: gradcheck of the function that maps the inputs to
- * the gradients of <fn(inputs), v> (computed with create_graph) for a fixed
- * random v. */
+/* Checks second derivatives: gradcheck of the function that maps (inputs, v)
+ * to the gradients of <fn(inputs), v> (computed with create_graph), at a
+ * random grad_output v drawn from opts->seed.  As in torch.autograd.gradgradcheck,
+ * v is an input of that map (named 'grad_output', index n in reports) when
+ * fn's output is f64, so a backward that takes its grad_output off the tape
+ * fails too. */
 TG_API int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                             const tg_gradcheck_opts *opts);
 

@@ -348,11 +348,16 @@ int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs
     return rc;
 }
 
-/* ---- gradgradcheck ---------------------------------------------------------- */
+/* ---- gradgradcheck ----------------------------------------------------------
+ * As torch.autograd.gradgradcheck: gradcheck of the map
+ * (inputs, v) -> d<fn(inputs), v>/d(inputs requiring grad), computed with
+ * create_graph, where the grad_output v is random (U[-1, 1], from the seed)
+ * and an input of the map itself (when fn's output is f64), so that a
+ * backward that takes its grad_output off the tape is caught too. */
 
 typedef struct gg {
     gc g;            /* fn, user and the inputs that require grad */
-    tg_tensor *v;    /* fixed grad_output */
+    tg_tensor *v;    /* the grad_output at which G is checked */
 } gg;
 
 /* One flattened piece of G: grad (or zeros of n elements when NULL). */
@@ -363,19 +368,21 @@ static int flat_piece(tg_tensor **out, tg_tensor *grad, int64_t n)
     return tg_reshape(out, grad, 1, shape);
 }
 
-/* G(inputs) = cat of the flattened d<fn(inputs), v>/d(inputs requiring grad),
- * computed with create_graph so that G is itself differentiable. */
+/* G(inputs, v) = cat of the flattened d<fn(inputs), v>/d(inputs requiring
+ * grad), computed with create_graph so that G is itself differentiable;
+ * in[n - 1] is v, fn's inputs are in[0 .. n - 1). */
 static int grad_fn_of(tg_tensor **out, int n, tg_tensor *const *inputs, void *user)
 {
     gg *s = user;
     const gc *g = &s->g;
     bool prev = tg_set_grad_enabled(true);
-    tg_tensor *o = NULL, *grads[TG_NODE_MAX_INPUTS] = {0}, *pieces[TG_NODE_MAX_INPUTS] = {0};
+    tg_tensor *o = NULL, *v = inputs[n - 1];
+    tg_tensor *grads[TG_NODE_MAX_INPUTS] = {0}, *pieces[TG_NODE_MAX_INPUTS] = {0};
     tg_backward_opts bo = {.retain_graph = true, .create_graph = true};
-    int rc = g->fn(&o, n, inputs, g->user);
-    if (rc >= 0 && !tg_tensor_same_shape(o, s->v))
+    int rc = g->fn(&o, n - 1, inputs, g->user);
+    if (rc >= 0 && !tg_tensor_same_shape(o, v))
         rc = tg__error(TG_EINVAL, "gradgradcheck: fn's output shape changed");
-    if (rc >= 0 && o->requires_grad) rc = tg_grad(grads, 1, &o, &s->v, g->n_req, g->req_t, &bo);
+    if (rc >= 0 && o->requires_grad) rc = tg_grad(grads, 1, &o, &v, g->n_req, g->req_t, &bo);
     for (int r = 0; rc >= 0 && r < g->n_req; r++)
         rc = flat_piece(&pieces[r], grads[r], g->off[r + 1] - g->off[r]);
     if (rc >= 0) rc = tg_cat(out, g->n_req, pieces, 0);
@@ -393,17 +400,25 @@ int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in
 {
     gg s = {.v = NULL};
     TG_TRY(gc_init(&s.g, "gradgradcheck", fn, user, n, inputs, opts));
-    tg_tensor *o = NULL;
+    tg_tensor *o = NULL, **ext = tg__calloc((size_t)n + 1, sizeof *ext);
     tg_rng rng;
     tg_rng_init(&rng, s.g.o.seed ^ 0x9e3779b97f4a7c15ULL);
-    int rc = s.g.n_req <= TG_NODE_MAX_INPUTS
-                 ? TG_OK
-                 : tg__error(TG_EINVAL, "gradgradcheck: at most %d inputs may require grad",
-                             TG_NODE_MAX_INPUTS);
+    int rc = ext ? TG_OK : TG_ENOMEM;
+    if (rc >= 0 && s.g.n_req > TG_NODE_MAX_INPUTS)
+        rc = tg__error(TG_EINVAL, "gradgradcheck: at most %d inputs may require grad",
+                       TG_NODE_MAX_INPUTS);
     if (rc >= 0) rc = call_fn(&s.g, false, &o);
     if (rc >= 0) rc = tg_tensor_zeros(&s.v, o->dtype, o->ndim, o->shape);
     if (rc >= 0) rc = tg_tensor_rand_uniform(s.v, &rng, -1.0, 1.0);
-    if (rc >= 0) rc = tg_gradcheck(grad_fn_of, &s, n, inputs, opts);
+    /* An f32 or half v stays a constant: gradcheck wants f64 inputs. */
+    if (rc >= 0 && s.v->dtype == TG_F64) rc = tg_tensor_set_requires_grad(s.v, true);
+    if (rc >= 0) {
+        tg_tensor_set_name(s.v, "grad_output");
+        memcpy(ext, inputs, (size_t)n * sizeof *ext);
+        ext[n] = s.v;
+        rc = tg_gradcheck(grad_fn_of, &s, n + 1, ext, opts);
+    }
+    free(ext);
     tg_tensor_release(o);
     tg_tensor_release(s.v);
     gc_free(&s.g);
