@@ -429,3 +429,31 @@ Test(gradcheck, gradgradcheck_checks_the_derivative_in_grad_output)
               tg_error_message());
     tg_tensor_release(x);
 }
+
+/* (2, 3) at x, (3, 2) once x[0] moves up: torch refuses with "Expected
+ * `func` to return outputs with the same shape when inputs are perturbed". */
+static int f_shape_moves(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    static const int64_t S32[2] = {3, 2};
+    double x0 = 0;
+    TG_TRY(tg_tensor_get_flat(in[0], 0, &x0));
+    if (x0 > *(const double *)user) return tg_reshape(out, in[0], 2, S32);
+    return tg_mul_scalar(out, in[0], 1.0);
+}
+
+Test(gradcheck, refuses_an_output_whose_shape_changes_under_perturbation)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    double x0 = 0;
+    OK(tg_tensor_get_flat(x, 0, &x0));
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    cr_assert(eq(int, tg_gradcheck(f_shape_moves, &x0, 1, &x, &o), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "output shape changed") != NULL, "%s",
+              tg_error_message());
+    o.fast_mode = true;
+    cr_assert(eq(int, tg_gradcheck(f_shape_moves, &x0, 1, &x, &o), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "output shape changed") != NULL, "%s",
+              tg_error_message());
+    tg_tensor_release(x);
+}

@@ -16,6 +16,9 @@ typedef struct gc {
     int *req;              /* indices of the inputs that require grad */
     tg_tensor **req_t;     /* the same inputs */
     int64_t *off;          /* offset of input req[r] in a flattened row; off[n_req] = total */
+    tg_dtype out_dtype;    /* fn's output at the unperturbed inputs */
+    int out_ndim;
+    int64_t out_shape[TG_MAX_DIMS];
 } gc;
 
 static void gc_free(gc *g)
@@ -82,13 +85,31 @@ static int call_fn(const gc *g, bool grad, tg_tensor **out)
     return TG_OK;
 }
 
-/* fn(inputs) under no-grad as m doubles (malloc'd into *vals). */
+/* Notes the dtype and shape of fn's output o at the unperturbed inputs. */
+static void note_output(gc *g, const tg_tensor *o)
+{
+    g->out_dtype = o->dtype;
+    g->out_ndim = o->ndim;
+    memcpy(g->out_shape, o->shape, (size_t)o->ndim * sizeof *o->shape);
+}
+
+/* fn(inputs) under no-grad as m doubles (malloc'd into *vals); as torch,
+ * an output whose dtype or shape is not the noted one is refused. */
 static int eval(const gc *g, int64_t m, double **vals)
 {
     tg_tensor *o = NULL;
     TG_TRY(call_fn(g, false, &o));
-    int rc = tg_tensor_numel(o) == m ? TG_OK
-                                     : tg__error(TG_EINVAL, "gradcheck: fn's output size changed");
+    int rc = TG_OK;
+    if (o->dtype != g->out_dtype || o->ndim != g->out_ndim ||
+        memcmp(o->shape, g->out_shape, (size_t)o->ndim * sizeof *o->shape) != 0) {
+        char was[96], now[96];
+        tg_shape_str(was, sizeof was, g->out_ndim, g->out_shape);
+        tg_shape_str(now, sizeof now, o->ndim, o->shape);
+        rc = tg__error(TG_EINVAL,
+                       "gradcheck: fn's output shape changed when an input was perturbed "
+                       "by eps=%g: %s %s, then %s %s",
+                       g->o.eps, tg_dtype_name(g->out_dtype), was, tg_dtype_name(o->dtype), now);
+    }
     double *v = rc >= 0 ? tg__malloc((size_t)(m ? m : 1) * sizeof *v) : NULL;
     if (rc >= 0 && !v) rc = TG_ENOMEM;
     if (rc >= 0) rc = tg_tensor_to_doubles(o, v, m);
@@ -114,10 +135,11 @@ static int grads_to_row(const gc *g, tg_tensor **grads, double *row)
 
 /* The analytic Jacobian, one tg_grad per output element with a one-hot
  * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
-static int analytic_jacobian(const gc *g, int64_t *m_out, double **A_out)
+static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
 {
     tg_tensor *o = NULL, *onehot = NULL;
     TG_TRY(call_fn(g, true, &o));
+    note_output(g, o);
     int64_t m = tg_tensor_numel(o), total = g->off[g->n_req];
     double *A = tg__calloc((size_t)(m * total + 1), sizeof *A);
     tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
@@ -189,7 +211,7 @@ static int check_column(const gc *g, int r, int64_t j, int64_t m, const double *
 }
 
 /* The full check of the inputs req[r0..r1): every column of their Jacobian. */
-static int full_check(const gc *g, int r0, int r1)
+static int full_check(gc *g, int r0, int r1)
 {
     int64_t m = 0;
     double *A = NULL;
@@ -279,7 +301,7 @@ static int fast_numeric(const gc *g, int r, const double *x0, const double *u,
 
 /* A fast-mode mismatch on input r: the report names it, then runs the slow
  * check of that input to name the element (as torch reruns slow mode). */
-static int fast_mismatch(const gc *g, int r, double a, double num, double atol)
+static int fast_mismatch(gc *g, int r, double a, double num, double atol)
 {
     char head[256];
     snprintf(head, sizeof head,
@@ -300,13 +322,14 @@ static int fast_mismatch(const gc *g, int r, double a, double num, double atol)
                      head);
 }
 
-static int fast_check(const gc *g)
+static int fast_check(gc *g)
 {
     int64_t total = g->off[g->n_req], m = 0;
     tg_tensor *o = NULL, *v = NULL;
     tg_rng rng;
     tg_rng_init(&rng, g->o.seed);
     TG_TRY(call_fn(g, false, &o));
+    note_output(g, o);
     m = tg_tensor_numel(o);
     int rc = tg_tensor_zeros(&v, o->dtype, o->ndim, o->shape);
     tg_tensor_release(o);
