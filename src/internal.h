@@ -114,6 +114,9 @@ void tg__work_free(void *p);
 /* Row-major contiguous strides for shape. */
 void tg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t tg__numel(int ndim, const int64_t *shape);
+/* The storage index of t's element i in row-major order (0 <= i < numel,
+ * not checked). */
+int64_t tg__flat_pos(const tg_tensor *t, int64_t i);
 /* Validates an (ndim, shape) pair from a caller: 0 <= ndim <= TG_MAX_DIMS,
  * extents >= 0.  `what` names the caller in the message. */
 int tg__check_shape(const char *what, int ndim, const int64_t *shape);

@@ -171,12 +171,7 @@ static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
  * graph that saved the input before the check must still run backward. */
 static double *elem(tg_tensor *x, int64_t j)
 {
-    int64_t pos = x->offset;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        pos += (j % x->shape[d]) * x->strides[d];
-        j /= x->shape[d];
-    }
-    return (double *)x->storage->data + pos;
+    return (double *)x->storage->data + tg__flat_pos(x, j);
 }
 
 static bool close_enough(const gc *g, double a, double num)

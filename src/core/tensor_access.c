@@ -150,18 +150,23 @@ static int tg__elem_index(const char *what, const tg_tensor *t, const int64_t *i
     return TG_OK;
 }
 
-/* Storage element index of row-major flat index i. */
-static int tg__flat_index(const char *what, const tg_tensor *t, int64_t i, int64_t *pos)
+int64_t tg__flat_pos(const tg_tensor *t, int64_t i)
 {
-    int64_t n = tg__numel(t->ndim, t->shape);
-    TG_CHECK(i >= 0 && i < n, TG_EINVAL, "%s: i=%lld out of range for numel %lld", what,
-             (long long)i, (long long)n);
     int64_t p = t->offset;
     for (int d = t->ndim - 1; d >= 0; d--) {
         p += (i % t->shape[d]) * t->strides[d];
         i /= t->shape[d];
     }
-    *pos = p;
+    return p;
+}
+
+/* Storage element index of row-major flat index i, after the bounds check. */
+static int tg__flat_index(const char *what, const tg_tensor *t, int64_t i, int64_t *pos)
+{
+    int64_t n = tg__numel(t->ndim, t->shape);
+    TG_CHECK(i >= 0 && i < n, TG_EINVAL, "%s: i=%lld out of range for numel %lld", what,
+             (long long)i, (long long)n);
+    *pos = tg__flat_pos(t, i);
     return TG_OK;
 }
 
