@@ -162,6 +162,22 @@ Test(cli, ops_and_gradcheck)
     th_expect_in(err_text, "unknown op 'nope'");
 }
 
+/* The losses and batch norm have sweep cases; an op without any checks
+ * nothing, which is not a pass. */
+Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
+{
+    cr_assert(eq(int, RUN("gradcheck", "nn"), 0), "%s%s", out_text, err_text);
+    th_expect_in(out_text, "batch_norm ");
+    th_expect_in(out_text, "bce_logits ");
+    th_expect_in(out_text, "ce_pick ");
+    th_expect_in(out_text, "3 cases, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", out_text, err_text);
+    th_expect_in(out_text, "fake_quantize: registered, but the sweep has no cases for it");
+    th_expect_in(err_text, "no case checked");
+    cr_assert(eq(int, RUN("gradcheck", "fake_quantize", "tanh"), 0), "%s%s", out_text, err_text);
+    th_expect_in(out_text, "1 case, 0 failed");
+}
+
 Test(cli, bench_gemm_checks_its_sizes)
 {
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8", "--repeat", "2", "--warmup", "0"), 0),

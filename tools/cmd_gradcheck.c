@@ -3,8 +3,9 @@
  * Runs tg_gradcheck and tg_gradgradcheck in f64 on tiny shapes over a
  * built-in sweep (gc_cases below), restricted to the named ops
  * (an op name, a group name such as "conv_transpose" or "activation", or
- * "all"), and prints one table row per case.  Exit 1 if any check fails, 2 for
- * an unknown op name.  Conv cases run with both algorithms (fast, reference).
+ * "all"), and prints one table row per case.  Exit 1 if any check fails or
+ * no case ran (the named ops have none), 2 for an unknown op name.  Conv
+ * cases run with both algorithms (fast, reference).
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
+#include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
 #include "tools.h"
@@ -159,6 +161,32 @@ static int f_conv_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *
     return tg_conv_transpose(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
 }
 
+/* Training-mode batch norm of x (4, 3, 2) with weight and bias (3), no
+ * running statistics. */
+static int f_batch_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_batch_norm(out, in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+}
+
+/* Mean BCE with logits: both the logits and the target are differentiable. */
+static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
+}
+
+/* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: logsumexp
+ * minus ce_pick, the op that picks each row's target logit. */
+static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
+    tg_tensor *target = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
+    if (rc >= 0)
+        rc = tg_cross_entropy(out, in[0], target, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
 /* ---- the sweep ---- */
 
 /* Conv parameters with the same stride s, dilation d, padding (lo, hi),
@@ -299,6 +327,13 @@ static const gc_case gc_cases[] = {
            GC_SHAPE(2, 3, 4), GC_SHAPE(2, 4, 2)),
     {.op = "linear", .group = "linalg", .label = "x (3, 4), w (2, 4), b (2)",
      .fn = f_linear, .n = 3, .ndim = {2, 2, 1}, .shape = {{3, 4}, {2, 4}, {2}}},
+    /* normalisation and losses */
+    GC_FN("batch_norm", "nn", f_batch_norm, "x (4, 3, 2), w (3), b (3) training", 3,
+          .ndim = {3, 1, 1}, .shape = {{4, 3, 2}, {3}, {3}}),
+    GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("ce_pick", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
 };
 #define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
 
@@ -309,8 +344,9 @@ static const char gc_usage[] =
     "Checks first and second derivatives (tg_gradcheck, tg_gradgradcheck, f64)\n"
     "on a built-in sweep of tiny cases.  OP is an op name (conv2d, add, ...), a\n"
     "group (conv, conv_transpose, elementwise, activation, reduce, shape,\n"
-    "linalg) or\n"
-    "all (the default).  Conv cases run with both conv algorithms.\n";
+    "linalg, nn) or all (the default).  Conv cases run with both conv\n"
+    "algorithms.  Exit 0 when every case passes, 1 when one fails or when the\n"
+    "named ops have no case (nothing was checked), 2 for an unknown name.\n";
 
 /* The conv parameters as "x(1, 2, 5) k3 s2 d1 p1,0 op1 g2 bias tanh fast". */
 static void conv_label(char *buf, size_t n, const gc_case *c, tg_conv_algo algo)
@@ -429,7 +465,8 @@ static int select_cases(int argc, char **argv, bool *sel)
                 sel[k] = found = true;
         tg_op_info info;
         if (!found && tg_op_info_find(argv[i], &info) == TG_OK) {
-            printf("%s: registered, but the sweep has no cases for it\n", argv[i]);
+            printf("%s: registered, but the sweep has no cases for it (its gradient is "
+                   "checked in the test suite, or it has none to check)\n", argv[i]);
             found = true;
         }
         if (!found) {
@@ -462,5 +499,7 @@ int tg_cmd_gradcheck(int argc, char **argv)
     }
     printf("%d case%s, %d failed, %.2fs\n", run, run == 1 ? "" : "s", failed,
            now_seconds() - t0);
-    return failed ? TG_EXIT_FAIL : TG_EXIT_OK;
+    if (run == 0)
+        fprintf(stderr, "tapegrad gradcheck: no case checked\n");
+    return failed || run == 0 ? TG_EXIT_FAIL : TG_EXIT_OK;
 }
