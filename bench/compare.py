@@ -38,6 +38,12 @@ CASES = [
     ("dilated d2 64-64", "conv_transpose2d", "f32", (16, 64, 16, 16), (64, 64, 3, 3), 1, 2, 0, 2, 1),
     ("dcgan3 f64", "conv_transpose2d", "f64", (16, 256, 8, 8), (256, 128, 4, 4), 2, 1, 0, 1, 1),
     ("conv2d disc 64-128 s2", "conv2d", "f32", (64, 64, 16, 16), (128, 64, 4, 4), 2, 1, 0, 1, 1),
+    # the four conv layers of bench/dcgan_step (examples/dcgan/model.h, batch 64):
+    # --only fmnist gives each layer's share of the step against PyTorch
+    ("fmnist G convT 128-64 7->14", "conv_transpose2d", "f32", (64, 128, 7, 7), (128, 64, 4, 4), 2, 1, 0, 1, 1),
+    ("fmnist G convT 64-1 14->28", "conv_transpose2d", "f32", (64, 64, 14, 14), (64, 1, 4, 4), 2, 1, 0, 1, 1),
+    ("fmnist D conv 1-64 28->14", "conv2d", "f32", (64, 1, 28, 28), (64, 1, 4, 4), 2, 1, 0, 1, 1),
+    ("fmnist D conv 64-128 14->7", "conv2d", "f32", (64, 64, 14, 14), (128, 64, 4, 4), 2, 1, 0, 1, 1),
 ]
 
 
