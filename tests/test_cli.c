@@ -160,6 +160,8 @@ Test(cli, ops_and_gradcheck)
     th_expect_in(out_text, "cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "nope"), 2));
     th_expect_in(err_text, "unknown op 'nope'");
+    cr_assert(eq(int, RUN("gradcheck", "--seed"), 2));
+    th_expect_in(err_text, "unknown option '--seed'");
 }
 
 /* The losses and batch norm have sweep cases; an op without any checks

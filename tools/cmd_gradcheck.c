@@ -470,7 +470,8 @@ static int select_cases(int argc, char **argv, bool *sel)
             found = true;
         }
         if (!found) {
-            fprintf(stderr, "tapegrad gradcheck: unknown op '%s'\n%s", argv[i], gc_usage);
+            fprintf(stderr, "tapegrad gradcheck: unknown %s '%s'\n%s",
+                    argv[i][0] == '-' ? "option" : "op", argv[i], gc_usage);
             return TG_EXIT_USAGE;
         }
     }
