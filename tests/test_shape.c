@@ -616,3 +616,46 @@ Test(shape, scalar_dims_as_pytorch)
     cr_assert(y == NULL);
     tg_tensor_release(s);
 }
+
+/* ---- error messages name the argument and the rule ------------------------------- */
+
+/* unsqueeze takes dim in [-ndim-1, ndim] of a (torch's [-3, 2] for a 2-d a):
+ * the message states that range and a's own ndim, not ndim + 1. */
+Test(shape, unsqueeze_out_of_range_names_a_and_its_range)
+{
+    tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *s = NULL, *out = NULL;
+    cr_assert(eq(int, tg_unsqueeze(&out, a, 3), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "unsqueeze: dim=3 must be in [-3, 2] for a 2-d tensor")
+              != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_unsqueeze(&out, a, -4), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "dim=-4 must be in [-3, 2] for a 2-d tensor") != NULL,
+              "%s", tg_error_message());
+    tg_tensor_scalar(&s, TG_F32, 1.0);
+    cr_assert(eq(int, tg_unsqueeze(&out, s, 1), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "dim=1 must be in [-1, 0] for a 0-d tensor") != NULL,
+              "%s", tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(s);
+    tg_tensor_release(a);
+}
+
+Test(shape, permute_error_names_the_entry_of_perm)
+{
+    tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *out = NULL;
+    cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 5}), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "permute: perm[1]=5 must be in [-2, 2)") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+}
+
+/* torch refuses expand(3, -2) of a (3, 1) tensor; the message says why. */
+Test(shape, expand_negative_extent_names_the_rule)
+{
+    tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){3, 1}), *out = NULL;
+    cr_assert(eq(int, tg_expand(&out, a, 2, (int64_t[]){3, -2}), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "expand: shape[1]=-2 must be >= 0 or -1") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+}

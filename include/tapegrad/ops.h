@@ -86,9 +86,20 @@ TG_API int tg_transpose(tg_tensor **out, tg_tensor *a, int dim0, int dim1);
 /* Elements start, start+step, ... < end of dim (Python slice rules for
  * negative start/end; step >= 1). */
 TG_API int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end, int64_t step);
-/* Broadcasts a to shape (a view with stride 0 on stretched dims). */
+/* Broadcasts a to shape (a view with stride 0 on stretched dims), as
+ * Tensor.expand: new leading dims may be added (extent >= 0), an extent of 1
+ * may stretch to any extent >= 0 (0 included), -1 keeps a's extent (not in a
+ * new leading dim: TG_ESHAPE), and a's other extents must stay (TG_ESHAPE).
+ * An extent below -1 is TG_EINVAL.  Its gradient sums over the stretched
+ * dims. */
 TG_API int tg_expand(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
+/* A view with a new dim of extent 1 before dim of a; dim is in
+ * [-ndim-1, ndim] (ndim appends, a negative dim counts from the end of the
+ * result), as torch.unsqueeze. */
 TG_API int tg_unsqueeze(tg_tensor **out, tg_tensor *a, int dim);
+/* A view without dim when its extent is 1; otherwise a view of a unchanged
+ * (PyTorch's no-op, not an error).  dim is in [-ndim, ndim) (a 0-d tensor
+ * takes -1 and 0 and stays 0-d). */
 TG_API int tg_squeeze(tg_tensor **out, tg_tensor *a, int dim);
 /* A contiguous tensor with a's elements (a itself, retained, when already so). */
 TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);

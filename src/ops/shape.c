@@ -189,7 +189,9 @@ static int permute_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     bool seen[TG_MAX_DIMS] = {false};
     for (int i = 0; i < a->ndim; i++) {
         int d = 0;
-        TG_TRY(tg__shape_wrap_dim("permute", "perm[i]", p->perm[i], a->ndim, &d));
+        char arg[16];
+        snprintf(arg, sizeof arg, "perm[%d]", i);
+        TG_TRY(tg__shape_wrap_dim("permute", arg, p->perm[i], a->ndim, &d));
         TG_CHECK(!seen[d], TG_EINVAL, "permute: perm[%d]=%d repeats a dim (perm must be a "
                  "permutation of 0..%d)", i, p->perm[i], a->ndim - 1);
         seen[d] = true;
@@ -282,6 +284,8 @@ static int expand_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
     for (int d = 0; d < p->ndim; d++) {
         int64_t want = p->shape[d];
+        TG_CHECK(want >= -1, TG_EINVAL, "expand: shape[%d]=%lld must be >= 0 or -1 (keep the "
+                 "extent)", d, (long long)want);
         if (d < lead) {
             /* A new leading dim repeats all of a: stride 0. */
             TG_CHECK(want >= 0, TG_ESHAPE, "expand: shape[%d]=%lld must be >= 0 for a new "
@@ -333,10 +337,16 @@ static int unsqueeze_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
 {
     tg_tensor *a = in[0];
     int d = 0;
+    const int dim = ((const dim_params *)params)->dim;
     TG_CHECK(a->ndim < TG_MAX_DIMS, TG_EINVAL, "unsqueeze: a already has %d dims (the maximum)",
              TG_MAX_DIMS);
-    TG_TRY(tg__shape_wrap_dim("unsqueeze", "dim", ((const dim_params *)params)->dim,
-                              a->ndim + 1, &d));
+    /* The new dim goes before dim d of a, or last for d = ndim: as in
+     * PyTorch, dim is in [-ndim-1, ndim] and a negative one counts from the
+     * end of the result. */
+    TG_CHECK(dim >= -a->ndim - 1 && dim <= a->ndim, TG_EINVAL,
+             "unsqueeze: dim=%d must be in [%d, %d] for a %d-d tensor", dim, -a->ndim - 1,
+             a->ndim, a->ndim);
+    d = dim < 0 ? dim + a->ndim + 1 : dim;
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
     for (int i = 0, j = 0; i <= a->ndim; i++) {
         if (i == d) {
