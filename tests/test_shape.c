@@ -522,12 +522,12 @@ Test(shape, cat_errors)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}),
               *b = th_arange(TG_F32, 2, (int64_t[]){3, 3});
-    tg_tensor *c = th_arange(TG_F64, 2, (int64_t[]){2, 3}),
+    tg_tensor *c = th_arange(TG_F64, 2, (int64_t[]){2, 4}),
               *d = th_arange(TG_F32, 1, (int64_t[]){3});
     tg_tensor *out = NULL;
     cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, b}, 1), TG_ESHAPE));
     cr_assert(strstr(tg_error_message(), "cat:") != NULL);
-    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, c}, 0), TG_EDTYPE));
+    cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, c}, 0), TG_ESHAPE));   /* dtypes promote */
     cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, d}, 0), TG_ESHAPE));
     cr_assert(eq(int, tg_cat(&out, 0, (tg_tensor *[]){a}, 0), TG_EINVAL));
     cr_assert(eq(int, tg_cat(&out, 2, (tg_tensor *[]){a, NULL}, 0), TG_EINVAL));
@@ -566,7 +566,7 @@ Test(shape, ops_are_registered_with_their_amp_policy)
         {"mean_dims", TG_AMP_FP32},   {"sum_to_shape", TG_AMP_KEEP}, {"reshape", TG_AMP_KEEP},
         {"permute", TG_AMP_KEEP},     {"transpose", TG_AMP_KEEP}, {"slice", TG_AMP_KEEP},
         {"slice_backward", TG_AMP_KEEP}, {"expand", TG_AMP_KEEP}, {"unsqueeze", TG_AMP_KEEP},
-        {"squeeze", TG_AMP_KEEP},     {"contiguous", TG_AMP_KEEP}, {"cat", TG_AMP_KEEP},
+        {"squeeze", TG_AMP_KEEP},     {"contiguous", TG_AMP_KEEP}, {"cat", TG_AMP_PROMOTE},
         {"matmul", TG_AMP_LOWER_PRECISION}, {"linear", TG_AMP_LOWER_PRECISION},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
@@ -658,4 +658,81 @@ Test(shape, expand_negative_extent_names_the_rule)
               tg_error_message());
     cr_assert(eq(ptr, out, NULL));
     tg_tensor_release(a);
+}
+
+/* ---- cat of mixed dtypes -------------------------------------------------------- */
+
+/* torch.cat promotes (torch 1.13: f32 + f64 -> f64, i32 + f32 -> f32,
+ * i32 + i64 -> i64, u8 + i32 -> i32, f16 + bf16 -> f32); each value is
+ * converted exactly here. */
+Test(shape, cat_promotes_mixed_dtypes_as_torch)
+{
+    struct { tg_dtype a, b, want; } cases[] = {
+        {TG_F32, TG_F64, TG_F64}, {TG_I32, TG_F32, TG_F32}, {TG_I32, TG_I64, TG_I64},
+        {TG_U8, TG_I32, TG_I32},  {TG_F16, TG_BF16, TG_F32}, {TG_I8, TG_F16, TG_F16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tg_tensor *a = th_arange(cases[i].a, 2, (int64_t[]){2, 2});
+        tg_tensor *b = th_arange(cases[i].b, 2, (int64_t[]){2, 1}), *y = NULL;
+        cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){a, b}, 1), TG_OK), "%zu: %s", i,
+                  tg_error_message());
+        cr_assert(eq(int, tg_tensor_dtype(y), cases[i].want), "case %zu", i);
+        assert_shape(y, 2, (int64_t[]){2, 3});
+        const double want[6] = {0, 1, 0, 2, 3, 1};
+        for (int k = 0; k < 6; k++) cr_assert(eq(dbl, th_at(y, k), want[k]), "%zu[%d]", i, k);
+        tg_tensor_release(y);
+        tg_tensor_release(a);
+        tg_tensor_release(b);
+    }
+}
+
+/* u8 with i8 promotes to i16 in torch, a dtype tapegrad does not have. */
+Test(shape, cat_of_u8_and_i8_is_edtype)
+{
+    tg_tensor *a = th_arange(TG_U8, 1, (int64_t[]){2}), *b = th_arange(TG_I8, 1, (int64_t[]){2});
+    tg_tensor *y = NULL;
+    cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){a, b}, 0), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "cat: ts[1] is i8 and ts[0] is u8") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(ptr, y, NULL));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+}
+
+/* A cat of more inputs than a node holds runs in chunks; each chunk comes out
+ * in the dtype of the whole cat, even one whose own inputs (u8 and i8) would
+ * not promote: 4 u8, 4 i8 and an i32 give i32 (torch: i32). */
+Test(shape, long_cat_of_integers_promotes_over_all_inputs)
+{
+    tg_tensor *ts[9], *y = NULL;
+    for (int i = 0; i < 9; i++)
+        ts[i] = th_arange(i < 4 ? TG_U8 : i < 8 ? TG_I8 : TG_I32, 1, (int64_t[]){2});
+    cr_assert(eq(int, tg_cat(&y, 9, ts, 0), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I32));
+    assert_shape(y, 1, (int64_t[]){18});
+    for (int k = 0; k < 18; k++) cr_assert(eq(dbl, th_at(y, k), (double)(k % 2)));
+    tg_tensor_release(y);
+    for (int i = 0; i < 9; i++) tg_tensor_release(ts[i]);
+}
+
+/* The promotion is a recorded cast: each input's gradient comes back in its
+ * own dtype, as torch's (a f32 -> a.grad f32, b f64 -> b.grad f64). */
+Test(shape, cat_of_mixed_floats_sends_each_gradient_in_its_dtype)
+{
+    tg_tensor *a = th_rand_uniform(TG_F32, 1, (int64_t[]){2}, 1);
+    tg_tensor *b = th_rand_uniform(TG_F64, 1, (int64_t[]){3}, 2), *y = NULL, *w = NULL, *l = NULL;
+    tg_tensor_set_requires_grad(a, true);
+    tg_tensor_set_requires_grad(b, true);
+    cr_assert(eq(int, tg_cat(&y, 2, (tg_tensor *[]){a, b}, 0), TG_OK), "%s", tg_error_message());
+    w = th_arange(TG_F64, 1, (int64_t[]){5});
+    cr_assert(eq(int, tg_mul(&l, y, w), TG_OK));
+    tg_tensor *s = NULL;
+    cr_assert(eq(int, tg_sum(&s, l), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F32));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(b)), TG_F64));
+    for (int k = 0; k < 2; k++) cr_assert(eq(dbl, th_at(tg_tensor_grad(a), k), (double)k));
+    for (int k = 0; k < 3; k++) cr_assert(eq(dbl, th_at(tg_tensor_grad(b), k), (double)(k + 2)));
+    tg_tensor *all[] = {a, b, y, w, l, s};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }

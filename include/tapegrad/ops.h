@@ -103,7 +103,12 @@ TG_API int tg_unsqueeze(tg_tensor **out, tg_tensor *a, int dim);
 TG_API int tg_squeeze(tg_tensor **out, tg_tensor *a, int dim);
 /* A contiguous tensor with a's elements (a itself, retained, when already so). */
 TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
-/* Concatenates n tensors of equal shape but for dim. */
+/* Concatenates n tensors of equal shape but for dim (a copy, even for n = 1).
+ * Mixed dtypes promote as torch.cat: floats to the widest (through recorded
+ * casts, so each gradient comes back in its input's dtype; the PROMOTE
+ * policy, also under autocast, as cat is on torch's autocast promote list),
+ * a float wins over integers, integers to the widest signed one (u8 with i8
+ * would be i16, which tapegrad lacks: TG_EDTYPE).  0-d inputs are TG_EINVAL. */
 TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);

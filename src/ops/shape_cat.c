@@ -9,7 +9,8 @@
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
-/* Copies src's elements into dst (same shape and dtype, any strides). */
+/* Copies src's elements into dst (same shape, any strides), converting them
+ * to dst's dtype. */
 static int copy_into(tg_tensor *dst, const tg_tensor *src)
 {
     int64_t n = tg__numel(src->ndim, src->shape);
@@ -148,10 +149,39 @@ int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end,
 
 typedef struct cat_params {
     int dim;
+    tg_dtype dt;   /* the dtype of the whole cat (see tg_cat) */
 } cat_params;
 
-/* Checks n >= 1 tensors of one dtype and ndim whose extents agree but on dim;
- * *dout gets the normalised dim and *total the output's extent along it. */
+/* The dtype torch.cat gives ts[0..n): floats promote among themselves (as
+ * the PROMOTE policy, which has already cast them when this runs in the
+ * forward) and win over integers; integers promote to the widest signed one,
+ * u8 with i32/i64 to that.  u8 with i8 (and nothing wider) is i16 in torch,
+ * which tapegrad does not have: TG_EDTYPE. */
+static int cat_dtype(int n, tg_tensor *const *ts, tg_dtype *out)
+{
+    tg_dtype dt = ts[0]->dtype;
+    int first_u8 = -1, first_i8 = -1;
+    for (int i = 0; i < n; i++) {
+        tg_dtype t = ts[i]->dtype;
+        if (t == TG_U8 && first_u8 < 0) first_u8 = i;
+        if (t == TG_I8 && first_i8 < 0) first_i8 = i;
+        if (t == dt) continue;
+        if (tg_dtype_is_float(t) || tg_dtype_is_float(dt)) dt = tg_promote_dtypes(dt, t);
+        else if (tg_dtype_size(t) > tg_dtype_size(dt) || dt == TG_U8) dt = t;
+    }
+    if (dt == TG_I8 && first_u8 >= 0) {
+        const int i = first_u8 > first_i8 ? first_u8 : first_i8;
+        const int j = first_u8 > first_i8 ? first_i8 : first_u8;
+        return tg__error(TG_EDTYPE, "cat: ts[%d] is %s and ts[%d] is %s: torch promotes them to "
+                         "i16, which tapegrad does not have (convert one first)", i,
+                         tg_dtype_name(ts[i]->dtype), j, tg_dtype_name(ts[j]->dtype));
+    }
+    *out = dt;
+    return TG_OK;
+}
+
+/* Checks n >= 1 tensors of one ndim whose extents agree but on dim; *dout
+ * gets the normalised dim and *total the output's extent along it. */
 static int cat_check(int n, tg_tensor *const *ts, int dim, int *dout, int64_t *total)
 {
     TG_CHECK(n >= 1, TG_EINVAL, "cat: n=%d must be >= 1", n);
@@ -167,8 +197,6 @@ static int cat_check(int n, tg_tensor *const *ts, int dim, int *dout, int64_t *t
     for (int i = 0; i < n; i++) {
         const tg_tensor *t = ts[i];
         char s0[96], si[96];
-        TG_CHECK(t->dtype == t0->dtype, TG_EDTYPE, "cat: ts[%d] is %s but ts[0] is %s", i,
-                 tg_dtype_name(t->dtype), tg_dtype_name(t0->dtype));
         bool ok = t->ndim == t0->ndim;
         for (int d = 0; ok && d < t->ndim; d++) ok = d == *dout || t->shape[d] == t0->shape[d];
         TG_CHECK(ok, TG_ESHAPE, "cat: ts[%d] is %s and ts[0] is %s: extents must agree but "
@@ -184,10 +212,17 @@ static int cat_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
 {
     int d;
     int64_t total, shape[TG_MAX_DIMS];
-    TG_TRY(cat_check(n, in, ((const cat_params *)params)->dim, &d, &total));
+    const cat_params *p = params;
+    /* Float inputs arrive cast to one dtype by the PROMOTE policy.  A cat of
+     * integers only (nothing to differentiate) takes the whole cat's dtype:
+     * a chunk of a long cat (tg_cat) may hold a pair that alone does not
+     * promote (u8 and i8), and each chunk must come out in that dtype. */
+    tg_dtype dt = p->dt;
+    TG_TRY(cat_check(n, in, p->dim, &d, &total));
+    if (tg_dtype_is_float(dt)) TG_TRY(cat_dtype(n, in, &dt));
     memcpy(shape, in[0]->shape, sizeof shape);
     shape[d] = total;
-    tg_tensor *c = tg__tensor_empty(in[0]->dtype, in[0]->ndim, shape);
+    tg_tensor *c = tg__tensor_empty(dt, in[0]->ndim, shape);
     if (!c) return TG_ENOMEM;
     /* Input i lands in the view of c at offset (sum of earlier extents) along d. */
     int64_t at = 0;
@@ -222,7 +257,7 @@ static int cat_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 }
 
 static tg_op_schema cat_schema = {
-    .name = "cat", .arity = -1, .amp = TG_AMP_KEEP, .forward = cat_forward,
+    .name = "cat", .arity = -1, .amp = TG_AMP_PROMOTE, .forward = cat_forward,
     .backward = cat_backward, .double_backward = true,
 };
 
@@ -231,8 +266,10 @@ int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
     TG_CHECK(out != NULL, TG_EINVAL, "cat: out must not be NULL");
     int d;
     int64_t total;
+    tg_dtype dt;
     TG_TRY(cat_check(n, ts, dim, &d, &total));
-    cat_params p = {d};
+    TG_TRY(cat_dtype(n, ts, &dt));
+    cat_params p = {d, dt};
     if (n <= TG_NODE_MAX_INPUTS) return tg__op_call(&cat_schema, out, n, ts, &p, sizeof p);
     /* A node has at most TG_NODE_MAX_INPUTS inputs: cat the first ones, then
      * cat that with the rest (recursively). */
