@@ -374,6 +374,11 @@ void tg__register_unary(void);       /* unary.c: neg exp log sqrt abs pow_scalar
 void tg__register_activation(void);  /* activation.c: relu leaky_relu tanh sigmoid silu gelu */
 void tg__register_cast(void);        /* cast.c: to_dtype */
 void tg__register_reduce(void);      /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */
+/* Sum of an integer tensor a into a new int64 tensor (ndim, shape), exact
+ * and wrapping as torch's; ostride as in reduce.c (0 for a reduced dim,
+ * else the output's contiguous stride).  src/ops/reduce_int.c. */
+int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                   const int64_t *ostride);
 void tg__register_shape(void);       /* shape.c: reshape permute slice expand cat contiguous ... */
 void tg__register_linalg(void);      /* linalg.c: matmul linear */
 void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */

@@ -508,13 +508,82 @@ Test(shape, huge_shapes_are_errors_not_overflows)
     tg_tensor_release(a);
 }
 
-Test(shape, reductions_reject_integer_dtypes)
+/* mean of an integer tensor is an error in torch too ("could not infer output
+ * dtype"); so is sum_to_shape here (a gradient helper). */
+Test(shape, mean_of_integers_is_edtype)
 {
     int64_t s[1] = {4};
     tg_tensor *a = th_arange(TG_I32, 1, s), *out = NULL;
-    cr_assert(eq(int, tg_sum(&out, a), TG_EDTYPE));
+    cr_assert(eq(int, tg_mean(&out, a), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "mean: a is i32") != NULL, "%s", tg_error_message());
     cr_assert(eq(int, tg_mean_dims(&out, a, 1, (int[]){0}, false), TG_EDTYPE));
+    cr_assert(eq(int, tg_sum_to_shape(&out, a, 1, (int64_t[]){1}), TG_EDTYPE));
     cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+}
+
+static int64_t i64_at(const tg_tensor *t, int64_t i)
+{
+    cr_assert(eq(int, tg_tensor_dtype(t), TG_I64));
+    cr_assert(tg_tensor_is_contiguous(t));
+    return ((const int64_t *)tg_tensor_cdata(t))[i];
+}
+
+/* torch sums an integer tensor exactly into an int64, wrapping on overflow:
+ * int32 [2^31-1, 1] -> 2147483648, uint8 arange(4) -> 6, int64 [2^53+1, 0]
+ * -> 2^53+1 (no double on the way), int64 [2^62, 2^62] -> -2^63, and
+ * ones((2, 3), int8).sum(1, keepdim=True) -> int64 [[3], [3]]. */
+Test(shape, sum_of_integers_is_exact_i64_as_torch)
+{
+    tg_tensor *y = NULL;
+    tg_tensor *a = th_tensor_from(TG_I32, 1, (int64_t[]){2}, (double[]){2147483647.0, 1.0});
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(i64, i64_at(y, 0), (int64_t)2147483648));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    a = th_arange(TG_U8, 1, (int64_t[]){4});
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), 6));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    const int64_t big[2] = {((int64_t)1 << 53) + 1, 0}, wrap[2] = {(int64_t)1 << 62, (int64_t)1 << 62};
+    tg_tensor_from_data(&a, TG_I64, 1, (int64_t[]){2}, big);
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), big[0]));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    tg_tensor_from_data(&a, TG_I64, 1, (int64_t[]){2}, wrap);
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), INT64_MIN));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    tg_tensor_full(&a, TG_I8, 2, (int64_t[]){2, 3}, 1.0);
+    cr_assert(eq(int, tg_sum_dims(&y, a, 1, (int[]){1}, true), TG_OK), "%s", tg_error_message());
+    assert_shape(y, 2, (int64_t[]){2, 1});
+    cr_assert(eq(i64, i64_at(y, 0), 3));
+    cr_assert(eq(i64, i64_at(y, 1), 3));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+}
+
+/* The integer sum follows the same dims, strides and empty-tensor rules as
+ * the float one: sum over dim 0 of a transposed i32 arange, and of an empty
+ * one (zeros). */
+Test(shape, sum_dims_of_a_strided_integer_view)
+{
+    tg_tensor *a = th_arange(TG_I32, 2, (int64_t[]){2, 3}), *t = NULL, *y = NULL, *e = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));   /* (3, 2): [[0,3],[1,4],[2,5]] */
+    cr_assert(eq(int, tg_sum_dims(&y, t, 1, (int[]){-1}, false), TG_OK));
+    assert_shape(y, 1, (int64_t[]){3});
+    for (int k = 0; k < 3; k++) cr_assert(eq(i64, i64_at(y, k), 2 * k + 3));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_slice(&e, t, 1, 2, 2, 1), TG_OK));   /* (3, 0) */
+    cr_assert(eq(int, tg_sum_dims(&y, e, 1, (int[]){1}, false), TG_OK));
+    for (int k = 0; k < 3; k++) cr_assert(eq(i64, i64_at(y, k), 0));
+    tg_tensor_release(y);
+    tg_tensor_release(e);
+    tg_tensor_release(t);
     tg_tensor_release(a);
 }
 

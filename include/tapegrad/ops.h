@@ -65,7 +65,11 @@ TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
 /* Exact GELU, x * Phi(x) with the erf form (PyTorch's default). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
 
-/* ---- reductions ---- */
+/* ---- reductions ----
+ * Float inputs give their own dtype (summed in double, rounded once); over
+ * no elements a sum is 0 and a mean NaN, as in PyTorch.  An integer input's
+ * sum is an exact int64 (wrapping on overflow), as torch's; its mean is
+ * TG_EDTYPE (torch: "could not infer output dtype"). */
 /* Sum/mean of all elements: a 0-d tensor. */
 TG_API int tg_sum(tg_tensor **out, tg_tensor *a);
 TG_API int tg_mean(tg_tensor **out, tg_tensor *a);
@@ -75,7 +79,8 @@ TG_API int tg_mean(tg_tensor **out, tg_tensor *a);
  * tg_sum / tg_mean for that. */
 TG_API int tg_sum_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
 TG_API int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim);
-/* Sums a broadcast gradient back to a shape that broadcasts to a's shape. */
+/* Sums a broadcast gradient back to a shape that broadcasts to a's shape
+ * (Tensor.sum_to_size); float dtypes only. */
 TG_API int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
 
 /* ---- shape ops: views where the layout allows, no copy ---- */

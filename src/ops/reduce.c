@@ -10,6 +10,9 @@
  * order per output (bit-identical results); outputs may be split over threads
  * but each is summed by one thread.
  *
+ * Integer inputs: sum and sum_dims give an exact int64 (reduce_int.c), as
+ * torch; mean, mean_dims and sum_to_shape take float dtypes only.
+ *
  * Backward: sum and sum_to_shape expand the gradient back to the input shape
  * (the adjoint of summing is broadcasting); the means also scale by 1/N. */
 #include <string.h>
@@ -298,8 +301,9 @@ static int all_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
 {
     const all_params *p = params;
     tg_tensor *a = in[0];
-    TG_TRY(check_float(p->mean ? "mean" : "sum", a));
     int64_t zero[TG_MAX_DIMS] = {0};
+    if (!p->mean && !tg_dtype_is_float(a->dtype)) return tg__reduce_int(out, a, 0, NULL, zero);
+    TG_TRY(check_float("mean", a));
     /* mean of no elements is 0/0 = NaN, as in PyTorch. */
     double numel = (double)tg__numel(a->ndim, a->shape);
     return reduce_into(out, a, 0, NULL, zero, p->mean ? 1.0 / numel : 1.0);
@@ -392,7 +396,7 @@ static int dims_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     const char *op = p->mean ? "mean_dims" : "sum_dims";
     tg_tensor *a = in[0];
     unsigned mask;
-    TG_TRY(check_float(op, a));
+    if (p->mean) TG_TRY(check_float(op, a));
     TG_TRY(dims_mask(op, p, a->ndim, &mask));
     int64_t kept[TG_MAX_DIMS], ostride[TG_MAX_DIMS], shape[TG_MAX_DIMS];
     kept_shape(a->ndim, a->shape, mask, kept);
@@ -407,6 +411,7 @@ static int dims_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
         }
         shape[ond++] = kept[d];
     }
+    if (!tg_dtype_is_float(a->dtype)) return tg__reduce_int(out, a, ond, shape, ostride);
     return reduce_into(out, a, ond, shape, ostride, p->mean ? 1.0 / count : 1.0);
 }
 
