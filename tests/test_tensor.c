@@ -943,3 +943,18 @@ Test(tensor, values_beyond_the_dtype_range_are_refused_as_torch)
         tg_tensor_release(z);
     }
 }
+
+/* clone and zeros_like check their own out and name themselves, not the
+ * function they call. */
+Test(tensor, clone_and_zeros_like_errors_name_themselves)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 1, (int64_t[]){2}), TG_OK));
+    cr_assert(eq(int, tg_tensor_clone(NULL, t), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "tensor_clone: out must not be NULL") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_tensor_zeros_like(NULL, t), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "tensor_zeros_like: out must not be NULL") != NULL,
+              "%s", tg_error_message());
+    tg_tensor_release(t);
+}

@@ -199,6 +199,7 @@ int tg_tensor_from_data(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *s
 
 int tg_tensor_zeros_like(tg_tensor **out, const tg_tensor *t)
 {
+    TG_CHECK(out != NULL, TG_EINVAL, "tensor_zeros_like: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_zeros_like: t must not be NULL");
     return tg_tensor_zeros(out, t->dtype, t->ndim, t->shape);
 }
@@ -217,6 +218,7 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
 
 int tg_tensor_clone(tg_tensor **out, const tg_tensor *t)
 {
+    TG_CHECK(out != NULL, TG_EINVAL, "tensor_clone: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_clone: t must not be NULL");
     return tg_tensor_to_dtype(out, t, t->dtype);
 }
