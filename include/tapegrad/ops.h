@@ -113,7 +113,10 @@ TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
  * casts, so each gradient comes back in its input's dtype; the PROMOTE
  * policy, also under autocast, as cat is on torch's autocast promote list),
  * a float wins over integers, integers to the widest signed one (u8 with i8
- * would be i16, which tapegrad lacks: TG_EDTYPE).  0-d inputs are TG_EINVAL. */
+ * would be i16, which tapegrad lacks: TG_EDTYPE).  0-d inputs are TG_EINVAL.
+ * Every input must have the same ndim: PyTorch 1.13's legacy rule that
+ * skips a 1-d input of shape (0,) beside inputs of other ndims
+ * (torch.cat([torch.zeros(0), x])) is not followed, it is TG_ESHAPE here. */
 TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);

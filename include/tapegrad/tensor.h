@@ -16,6 +16,14 @@
  * Autograd records the version of every tensor it saves for backward and
  * reports TG_EINPLACE at backward time if it changed.
  *
+ * In-place writes are never recorded on the tape: they act as PyTorch's
+ * writes under torch.no_grad() (or through .data), on a leaf that requires
+ * grad and on views of it too, where PyTorch outside no_grad refuses ("a
+ * leaf Variable that requires grad is being used in an in-place
+ * operation") or records a CopySlices node.  This is deliberate: optimizers
+ * and initialisers write parameters this way.  The version check above still
+ * catches a write that a saved tensor would see.
+ *
  * View-making operations (reshape, permute, transpose, slice, expand) are
  * differentiable ops and live in tapegrad/ops.h.
  */
