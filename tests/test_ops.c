@@ -1014,3 +1014,35 @@ Test(ops, mean_backward_divides_by_the_count)
             for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) tg_tensor_release(rel[i]);
         }
 }
+
+/* ---- bit for bit against torch 1.13 (scripts/make_ew_goldens.py) ---- */
+
+/* d(a ** b) at base 0, negative bases, exponent 0 and NaN as torch's
+ * autograd: in particular d/db is 0 where a = 0 and b >= 0 (the limit of
+ * a^b log a), not 0 * -inf = NaN. */
+Test(ops, pow_gradients_match_torch_at_special_points)
+{
+    tg_st_file *f = th_golden_load("elementwise.safetensors");
+    tg_tensor *a0 = tg_st_get(f, "powgrad.a"), *b0 = tg_st_get(f, "powgrad.b");
+    tg_tensor *ga = tg_st_get(f, "powgrad.ga"), *gb = tg_st_get(f, "powgrad.gb");
+    cr_assert(a0 && b0 && ga && gb, "powgrad.* in the golden file");
+    tg_tensor *a = NULL, *b = NULL, *p = NULL, *s = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&a, a0), TG_OK));
+    cr_assert(eq(int, tg_tensor_clone(&b, b0), TG_OK));
+    tg_tensor_set_requires_grad(a, true);
+    tg_tensor_set_requires_grad(b, true);
+    cr_assert(eq(int, tg_pow(&p, a, b), TG_OK));
+    cr_assert(eq(int, tg_sum(&s, p), TG_OK));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+    for (int64_t i = 0; i < tg_tensor_numel(ga); i++) {
+        const double wa = th_at(ga, i), wb = th_at(gb, i);
+        const double da = th_at(tg_tensor_grad(a), i), db = th_at(tg_tensor_grad(b), i);
+        /* to rounding (torch's pow and log are not correctly rounded) */
+        cr_assert(close_to(da, wa, 1e-15, 0), "d/da at (%g, %g): got %.17g, torch %.17g",
+                  th_at(a, i), th_at(b, i), da, wa);
+        cr_assert(close_to(db, wb, 1e-15, 0), "d/db at (%g, %g): got %.17g, torch %.17g",
+                  th_at(a, i), th_at(b, i), db, wb);
+    }
+    tg_tensor_release(s), tg_tensor_release(p), tg_tensor_release(a), tg_tensor_release(b);
+    tg_st_free(f);
+}

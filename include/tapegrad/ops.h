@@ -28,7 +28,9 @@ TG_API int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b);
-/* a ** b elementwise (a > 0 where b's gradient is needed). */
+/* a ** b elementwise.  Gradients as torch's: d/da is 0 where b = 0 (also
+ * at a = 0); d/db = a^b log a is 0 where a = 0 and b >= 0, and NaN for a
+ * negative a. */
 TG_API int tg_pow(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 
 /* ---- scalar variants ----

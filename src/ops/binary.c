@@ -33,6 +33,9 @@ TG_EW_UNARY_KERNEL(k_rsub_s, s - a)
 TG_EW_UNARY_KERNEL(k_mul_s, a * s)
 TG_EW_UNARY_KERNEL(k_div_s, a / s)
 TG_EW_UNARY_KERNEL(k_is_zero, a == 0 ? 1.0 : 0.0)
+/* 1 where a = 0 and b >= 0, else 0: the shift that makes log(a + it) 0 there
+ * (see pow_backward). */
+TG_EW_BINARY_KERNEL(k_zero_base_shift, a == 0 && b >= 0 ? 1.0 : 0.0)
 
 /* ---- backward helpers ---- */
 
@@ -161,7 +164,10 @@ done:
 
 /* d(a^b) = g * b * a^(b-1), g * a^b * log(a).  Where b = 0 the first is 0,
  * as in PyTorch, also at a = 0 (where 0 * 0^-1 would be NaN): the exponent
- * there is b - 1 + 1, a constant shift, so a^0 = 1 and b * 1 = 0. */
+ * there is b - 1 + 1, a constant shift, so a^0 = 1 and b * 1 = 0.  Where
+ * a = 0 and b >= 0 the second is 0, as PyTorch's (the limit of a^b log a;
+ * 0^b * log 0 would be 0 * -inf = NaN, or -inf at b = 0): log's argument
+ * there is a + 1, a constant shift, so the factor is 0^b * log 1 = 0. */
 static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL}, *r = NULL;
@@ -184,8 +190,12 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
         }
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
+        TRY_GOTO(tg__ew_binary("pow", &t[3], a, b, k_zero_base_shift, 0.0));   /* a constant */
+        TRY_GOTO(tg_add(&t[2], a, t[3]));
+        TRY_GOTO(tg_log(&t[1], t[2]));
+        tg_tensor_release(t[2]);
+        t[2] = NULL;
         TRY_GOTO(tg_pow(&t[0], a, b));
-        TRY_GOTO(tg_log(&t[1], a));
         TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
         TRY_GOTO(tg_mul(&r, g, t[2]));
         TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
