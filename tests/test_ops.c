@@ -1017,6 +1017,42 @@ Test(ops, mean_backward_divides_by_the_count)
 
 /* ---- bit for bit against torch 1.13 (scripts/make_ew_goldens.py) ---- */
 
+/* Fails unless got and want hold the same values: NaN matches NaN, and the
+ * sign of a zero counts. */
+static void expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
+                             const tg_tensor *want)
+{
+    const int64_t n = tg_tensor_numel(want);
+    cr_assert(eq(i64, tg_tensor_numel(got), n), "%s", what);
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s", what);
+    for (int64_t i = 0; i < n; i++) {
+        const double g = th_at(got, i), w = th_at(want, i);
+        const bool same = isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w);
+        cr_assert(same, "%s[%lld]: x = %.17g: got %.17g, torch %.17g", what, (long long)i,
+                  th_at(x, i), g, w);
+    }
+}
+
+/* leaky_relu(x, 0.2) as torch's: the slope is converted to the tensor's
+ * dtype (f32 for f32 and bf16, whose kernel runs in f32) before the
+ * multiply, so the f32 result is x * 0.2f rounded once. */
+Test(ops, leaky_relu_matches_torch_bit_for_bit)
+{
+    tg_st_file *f = th_golden_load("elementwise.safetensors");
+    static const char *const dn[] = {"f32", "f64", "bf16"};
+    for (int d = 0; d < 3; d++) {
+        char xn[32], yn[32];
+        snprintf(xn, sizeof xn, "leaky.x.%s", dn[d]);
+        snprintf(yn, sizeof yn, "leaky.y.%s", dn[d]);
+        tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
+        cr_assert(x && want, "%s in the golden file", xn);
+        cr_assert(eq(int, tg_leaky_relu(&y, x, 0.2), TG_OK), "%s", tg_error_message());
+        expect_same_bits(xn, x, y, want);
+        tg_tensor_release(y);
+    }
+    tg_st_free(f);
+}
+
 /* d(a ** b) at base 0, negative bases, exponent 0 and NaN as torch's
  * autograd: in particular d/db is 0 where a = 0 and b >= 0 (the limit of
  * a^b log a), not 0 * -inf = NaN. */

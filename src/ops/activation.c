@@ -393,7 +393,11 @@ int tg_gelu(tg_tensor **out, tg_tensor *a) { return call1(&gelu_op, out, a); }
 
 int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope)
 {
-    slope_params p = {.slope = slope};
+    /* The slope in the kernel's dtype, as torch's (f32 for f32, f16 and
+     * bf16): then x * s in double is exact and rounds to x * (float)s, the
+     * f32 product torch's kernel makes, and the backward's mask holds the
+     * same s. */
+    slope_params p = {.slope = a && a->dtype != TG_F64 ? (double)(float)slope : slope};
     tg_tensor *in[1] = {a};
     return tg__op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
 }
