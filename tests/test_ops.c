@@ -1033,6 +1033,24 @@ static void expect_same_bits(const char *what, const tg_tensor *x, const tg_tens
     }
 }
 
+/* relu as torch.relu (clamp_min(x, 0)): NaN stays, and so does -0.0. */
+Test(ops, relu_matches_torch_bit_for_bit)
+{
+    tg_st_file *f = th_golden_load("elementwise.safetensors");
+    static const char *const dn[] = {"f32", "f64"};
+    for (int d = 0; d < 2; d++) {
+        char xn[32], yn[32];
+        snprintf(xn, sizeof xn, "relu.x.%s", dn[d]);
+        snprintf(yn, sizeof yn, "relu.y.%s", dn[d]);
+        tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
+        cr_assert(x && want, "%s in the golden file", xn);
+        cr_assert(eq(int, tg_relu(&y, x), TG_OK), "%s", tg_error_message());
+        expect_same_bits(xn, x, y, want);
+        tg_tensor_release(y);
+    }
+    tg_st_free(f);
+}
+
 /* leaky_relu(x, 0.2) as torch's: the slope is converted to the tensor's
  * dtype (f32 for f32 and bf16, whose kernel runs in f32) before the
  * multiply, so the f32 result is x * 0.2f rounded once. */

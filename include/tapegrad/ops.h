@@ -55,9 +55,9 @@ TG_API int tg_abs(tg_tensor **out, tg_tensor *a);
 TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
 
 /* ---- activations ---- */
-/* relu keeps NaN; its gradient is g where a > 0 or a is NaN, 0 where a <= 0
- * (PyTorch's threshold_backward, except that an inf or NaN g there gives NaN:
- * a product, not a select).  leaky_relu's gradient is g where a > 0 and
+/* relu is torch's clamp_min(a, 0): NaN and -0.0 stay.  Its gradient is g
+ * where a > 0 or a is NaN, 0 where a <= 0 (PyTorch's threshold_backward,
+ * except that an inf or NaN g there gives NaN: a product, not a select).  leaky_relu's gradient is g where a > 0 and
  * g * slope elsewhere, NaN included, as PyTorch's.  As in torch, the slope
  * is first converted to f32 unless a is f64 (an f32 result is a * 0.2f). */
 TG_API int tg_relu(tg_tensor **out, tg_tensor *a);

@@ -44,7 +44,8 @@ static inline double gelu_d(double x)
     return 0.5 * x * erfc(-x * M_SQRT1_2);
 }
 
-TG_EW_UNARY_KERNEL(k_relu, a > 0 || isnan(a) ? a : 0)
+/* a < 0 ? 0 : a, as torch's clamp_min(a, 0): NaN and -0.0 stay. */
+TG_EW_UNARY_KERNEL(k_relu, a < 0 ? 0 : a)
 /* (a times 1 is a: branch-free, see k_masked_grad) */
 TG_EW_UNARY_KERNEL(k_leaky, (double)a * (a > 0 ? 1.0 : s))
 TG_EW_UNARY_KERNEL(k_tanh, tanh((double)a))

@@ -17,7 +17,7 @@
 /* The f32 kernels of activation.c (k_relu, k_leaky, k_masked_grad,
  * k_relu_grad), which both the vector loops and the scalar tail below
  * compute:
- *   relu:        a > 0 || isnan(a) ? a : 0
+ *   relu:        a < 0 ? 0 : a   (NaN and -0.0 stay)
  *   leaky:       (float)((double)a * (a > 0 ? 1.0 : s))
  *   masked_grad: g * (a > 0 ? 1.0f : (float)s)
  *   relu_grad:   g * (a <= 0 ? 0.0f : 1.0f)                                    */
@@ -37,7 +37,7 @@ static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const ui
     for (int64_t i = 0; i < n; i++) {
         const float x = half_ld(dt, a[i]);
         float r;
-        if (op == TG__HALF_RELU) r = x > 0 || isnan(x) ? x : 0;
+        if (op == TG__HALF_RELU) r = x < 0 ? 0 : x;
         else if (op == TG__HALF_LEAKY) r = (float)((double)x * (x > 0 ? 1.0 : s));
         else if (op == TG__HALF_RELU_GRAD) r = half_ld(dt, g[i]) * (x <= 0 ? 0.0f : 1.0f);
         else r = half_ld(dt, g[i]) * (x > 0 ? 1.0f : (float)s);
@@ -56,8 +56,8 @@ TG__AVX2 static void act_avx2(tg__half_act op, tg_dtype dt, const uint16_t *a, c
     if (op == TG__HALF_RELU) {
         for (; i + 8 <= n; i += 8) {
             const __m256 x = tg__half_load8(dt, a + i);
-            const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_GT_OQ),
-                                             _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            /* not (x < 0): x >= 0 (-0.0 included) or NaN */
+            const __m256 keep = _mm256_cmp_ps(x, z, _CMP_NLT_UQ);
             tg__half_store8(dt, o + i, _mm256_and_ps(x, keep));
         }
     } else if (op == TG__HALF_LEAKY) {
