@@ -563,6 +563,38 @@ Test(ops, null_inputs_are_einval)
     tg_tensor_release(a);
 }
 
+/* Every one-input elementwise op given a NULL input: TG_EINVAL naming the op
+ * and the input, *out untouched (relu and leaky_relu read the input's dtype
+ * for their half-precision path first, and crashed). */
+Test(ops, every_unary_op_refuses_a_null_input)
+{
+    static const struct {
+        const char *name;
+        int (*f)(tg_tensor **, tg_tensor *);
+    } u[] = {{"neg", tg_neg},   {"exp", tg_exp},         {"log", tg_log},   {"sqrt", tg_sqrt},
+             {"abs", tg_abs},   {"erf", tg_erf},         {"relu", tg_relu}, {"tanh", tg_tanh},
+             {"sigmoid", tg_sigmoid}, {"silu", tg_silu}, {"gelu", tg_gelu}};
+    static const struct {
+        const char *name;
+        int (*f)(tg_tensor **, tg_tensor *, double);
+    } s[] = {{"leaky_relu", tg_leaky_relu}, {"pow_scalar", tg_pow_scalar},
+             {"add_scalar", tg_add_scalar}, {"sub_scalar", tg_sub_scalar},
+             {"rsub_scalar", tg_rsub_scalar}, {"mul_scalar", tg_mul_scalar},
+             {"div_scalar", tg_div_scalar}};
+    tg_tensor *const sentinel = (tg_tensor *)&sentinel;
+    for (size_t i = 0; i < sizeof u / sizeof u[0] + sizeof s / sizeof s[0]; i++) {
+        tg_tensor *y = sentinel;
+        const bool un = i < sizeof u / sizeof u[0];
+        const char *name = un ? u[i].name : s[i - sizeof u / sizeof u[0]].name;
+        const int rc = un ? u[i].f(&y, NULL) : s[i - sizeof u / sizeof u[0]].f(&y, NULL, 0.5);
+        cr_assert(eq(int, rc, TG_EINVAL), "%s", name);
+        cr_assert(eq(ptr, y, sentinel), "%s: out untouched", name);
+        char want[64];
+        snprintf(want, sizeof want, "%s: input 0 is NULL", name);
+        th_expect_in(tg_error_message(), want);
+    }
+}
+
 /* ---- autograd details ---- */
 
 Test(ops, mul_of_a_tensor_with_itself_gets_both_gradients)

@@ -159,6 +159,7 @@ static bool half_fused(const tg_tensor *a, const tg_tensor *g)
 static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
                           tg_ew_kernel_fn k, double s, tg__half_act op)
 {
+    TG_TRY(tg__ew_check_float(name, 0, a));   /* before half_fused reads a */
     if (half_fused(a, NULL)) {
         tg_tensor *y = tg__tensor_uninit(a->dtype, a->ndim, a->shape);
         if (!y) return TG_ENOMEM;
