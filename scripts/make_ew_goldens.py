@@ -6,6 +6,9 @@ the elementwise ops where tests/test_ops.c checks tapegrad bit for bit.
                               and the special ones (+-0, +-inf, NaN, tiny)
   leaky.x.<d>, leaky.y.<d>    F.leaky_relu(x, 0.2), d in (f32, f64, bf16;
                               torch has no f16 leaky_relu on the CPU)
+  pows.x.<d>, pows.y<k>.<d>   torch.pow(x, p) for a Python number p
+                              (k 0: 1.7, k 1: -1.3), d in (f32, f16,
+                              bf16): torch converts p to d first
   powgrad.a, powgrad.b        f64 bases and exponents around the special
                               points (base 0, negative base, exponent 0)
   powgrad.ga, powgrad.gb      torch.autograd's d(a ** b)/da and /db there
@@ -27,6 +30,7 @@ OUT = os.path.join(ROOT, "tests", "golden", "elementwise.safetensors")
 SEED = 20261130
 SPECIAL = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-40, -1e-40,
            1e-300, -1e-300, 1.0, -1.0]
+POW_EXPONENTS = (1.7, -1.3)
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}
 
 
@@ -55,6 +59,11 @@ def main():
     for dn, dt in DTYPES.items():
         x = inputs(gen, dt)
         out += [("leaky.x." + dn, x), ("leaky.y." + dn, F.leaky_relu(x, 0.2))]
+    for dn, dt in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
+        x = (torch.rand(3000, generator=gen, dtype=torch.float64) * 4).to(dt)
+        out.append(("pows.x." + dn, x))
+        for k, p in enumerate(POW_EXPONENTS):
+            out.append(("pows.y%d.%s" % (k, dn), torch.pow(x, p)))
     out += pow_grads()
     write_safetensors(OUT, out, {"torch": torch.__version__})
     print("wrote", OUT, "(%d tensors)" % len(out))

@@ -420,6 +420,10 @@ int tg__ew_binary_over(const char *op, const tg_tensor *a, tg_tensor *b, tg_ew_k
 /* Same for one input (the kernel sees b == NULL). */
 int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
                  double s);
+/* A Python-number operand s as torch uses it with a tensor of dtype dt:
+ * converted to dt (f16/bf16 through f32), returned as a double; f64 and
+ * other dtypes keep s (src/ops/binary.c). */
+double tg__scalar_in_dtype(tg_dtype dt, double s);
 
 /* Kernel generators: expr is written with the element(s) `a` (and `b`) of
  * type T (float or double) and the scalar `s` (double); the result is cast

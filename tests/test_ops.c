@@ -1132,3 +1132,37 @@ Test(ops, pow_gradients_match_torch_at_special_points)
     tg_tensor_release(s), tg_tensor_release(p), tg_tensor_release(a), tg_tensor_release(b);
     tg_st_free(f);
 }
+
+/* x ** p as torch.pow(x, p) with p a Python number: p is converted to x's
+ * dtype first, as for the other scalar operands.  f16/bf16 bit for bit
+ * (torch computes them in double from the converted p); f32 to within an
+ * ulp, as torch's vectorised f32 pow is not correctly rounded. */
+Test(ops, pow_scalar_converts_the_exponent_to_the_dtype_as_torch)
+{
+    tg_st_file *f = th_golden_load("elementwise.safetensors");
+    static const char *const dn[] = {"f32", "f16", "bf16"};
+    static const double ps[] = {1.7, -1.3};   /* POW_EXPONENTS of the script */
+    for (int d = 0; d < 3; d++) {
+        char xn[32], yn[32];
+        snprintf(xn, sizeof xn, "pows.x.%s", dn[d]);
+        tg_tensor *x = tg_st_get(f, xn);
+        cr_assert(x != NULL, "%s in the golden file", xn);
+        for (int k = 0; k < 2; k++) {
+            snprintf(yn, sizeof yn, "pows.y%d.%s", k, dn[d]);
+            tg_tensor *want = tg_st_get(f, yn), *y = NULL;
+            cr_assert(want != NULL, "%s in the golden file", yn);
+            cr_assert(eq(int, tg_pow_scalar(&y, x, ps[k]), TG_OK), "%s", tg_error_message());
+            if (d > 0) {
+                expect_same_bits(yn, x, y, want);
+            } else {
+                for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
+                    const float g = (float)th_at(y, i), w = (float)th_at(want, i);
+                    cr_assert(g == w || nextafterf(g, w) == w, "%s[%lld]: x = %.9g: got %.9g, torch %.9g",
+                              yn, (long long)i, th_at(x, i), g, w);
+                }
+            }
+            tg_tensor_release(y);
+        }
+    }
+    tg_st_free(f);
+}

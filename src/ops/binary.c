@@ -286,7 +286,7 @@ static int call2(tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
  * tensor's dtype before the op (x * 0.1 multiplies an f32 x by 0.1f, an f16
  * x by 0.0999755859375, going through f32 as c10::Half does), so the result
  * is the op on two values of that dtype, rounded once.  f64 keeps s. */
-static double scalar_in_dtype(tg_dtype dt, double s)
+double tg__scalar_in_dtype(tg_dtype dt, double s)
 {
     switch (dt) {
     case TG_F32: return (float)s;
@@ -298,7 +298,7 @@ static double scalar_in_dtype(tg_dtype dt, double s)
 
 static int call_s(tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
 {
-    scalar_params p = {.s = a ? scalar_in_dtype(a->dtype, s) : s};
+    scalar_params p = {.s = a ? tg__scalar_in_dtype(a->dtype, s) : s};
     tg_tensor *in[1] = {a};
     return tg__op_call(op, out, 1, in, &p, sizeof p);
 }

@@ -188,9 +188,12 @@ int tg_sqrt(tg_tensor **out, tg_tensor *a) { return call1(&sqrt_op, out, a); }
 int tg_abs(tg_tensor **out, tg_tensor *a) { return call1(&abs_op, out, a); }
 int tg_erf(tg_tensor **out, tg_tensor *a) { return call1(&erf_op, out, a); }
 
+/* The exponent in a's dtype, as torch's (and as the scalar ops of
+ * binary.c): an f32 x ** 1.7 is x ** 1.7f, a bf16 one x ** 1.703125, each
+ * computed in double and rounded once. */
 int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p)
 {
-    pow_params prm = {.p = p};
+    pow_params prm = {.p = a ? tg__scalar_in_dtype(a->dtype, p) : p};
     tg_tensor *in[1] = {a};
     return tg__op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
 }
