@@ -9,6 +9,12 @@
  * stretches); their gradients are summed back to each input's shape.  Float
  * dtypes (f32, f64, f16, bf16) are accepted; f16/bf16 are computed in f32 and
  * rounded once.  Mixed float dtypes follow the op's AMP policy (registry.h).
+ * An integer input is TG_EDTYPE naming it, where torch computes in the
+ * integer type (or, for /, exp, log, ..., in float): tg_to_dtype first.
+ * Transcendental functions are computed in double and rounded once, so f32
+ * results are within 0.5 ulp and may differ by an ulp from torch's
+ * vectorised kernels; the deliberate differences from torch are listed in
+ * docs/autograd.md (Elementwise ops against PyTorch 1.13).
  */
 #ifndef TAPEGRAD_OPS_H
 #define TAPEGRAD_OPS_H
@@ -43,7 +49,10 @@ TG_API int tg_sub_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a - s */
 TG_API int tg_rsub_scalar(tg_tensor **out, tg_tensor *a, double s);  /* s - a */
 TG_API int tg_mul_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a * s */
 TG_API int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a / s */
-TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);   /* a ** p */
+/* a ** p, p converted as s above.  C's pow for every p: torch's f32/f64
+ * kernels take sqrt / rsqrt for p = 0.5 / -0.5, which differ at -0.0 and
+ * -inf (torch -0.0, NaN; here +0.0, +inf as C pow and torch's f16). */
+TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);
 
 /* ---- elementwise unary ---- */
 TG_API int tg_neg(tg_tensor **out, tg_tensor *a);
@@ -57,15 +66,22 @@ TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
 /* ---- activations ---- */
 /* relu is torch's clamp_min(a, 0): NaN and -0.0 stay.  Its gradient is g
  * where a > 0 or a is NaN, 0 where a <= 0 (PyTorch's threshold_backward,
- * except that an inf or NaN g there gives NaN: a product, not a select).  leaky_relu's gradient is g where a > 0 and
- * g * slope elsewhere, NaN included, as PyTorch's.  As in torch, the slope
- * is first converted to f32 unless a is f64 (an f32 result is a * 0.2f). */
+ * except that an inf or NaN g there gives NaN: a product, not a select).
+ * leaky_relu's gradient is g where a > 0 and g * slope elsewhere, NaN
+ * included, as PyTorch's.  As in torch, the slope is first converted to f32
+ * unless a is f64 (an f32 result is a * 0.2f). */
 TG_API int tg_relu(tg_tensor **out, tg_tensor *a);
 TG_API int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope);
 TG_API int tg_tanh(tg_tensor **out, tg_tensor *a);
+/* sigmoid and silu use e^x / (1 + e^x) for x < 0, so their far negative
+ * tails keep the value (f32 sigmoid(-88.75) = 2.85e-39) where torch's
+ * 1 / (1 + e^-x) gives 0; no overflow, exact 0 and 1 limits. */
 TG_API int tg_sigmoid(tg_tensor **out, tg_tensor *a);
 TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
-/* Exact GELU, x * Phi(x) with the erf form (PyTorch's default). */
+/* Exact GELU, x * Phi(x) with the erf form: torch's gelu(approximate='none'),
+ * its default; the tanh approximation is not provided.  Computed as
+ * 0.5 x erfc(-x / sqrt 2), which keeps the negative tail (f32 gelu(-5.54) =
+ * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
 
 /* ---- reductions ----
