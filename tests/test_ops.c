@@ -1065,42 +1065,41 @@ static void expect_same_bits(const char *what, const tg_tensor *x, const tg_tens
     }
 }
 
-/* relu as torch.relu (clamp_min(x, 0)): NaN stays, and so does -0.0. */
-Test(ops, relu_matches_torch_bit_for_bit)
+/* For each dtype name dn[d]: fn(<op>.x.<dn>) must equal <op>.y.<dn> of the
+ * golden file bit for bit. */
+static void expect_golden_unary(const char *op, int nd, const char *const *dn,
+                                int (*fn)(tg_tensor **, tg_tensor *))
 {
     tg_st_file *f = th_golden_load("elementwise.safetensors");
-    static const char *const dn[] = {"f32", "f64"};
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < nd; d++) {
         char xn[32], yn[32];
-        snprintf(xn, sizeof xn, "relu.x.%s", dn[d]);
-        snprintf(yn, sizeof yn, "relu.y.%s", dn[d]);
+        snprintf(xn, sizeof xn, "%s.x.%s", op, dn[d]);
+        snprintf(yn, sizeof yn, "%s.y.%s", op, dn[d]);
         tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
         cr_assert(x && want, "%s in the golden file", xn);
-        cr_assert(eq(int, tg_relu(&y, x), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, fn(&y, x), TG_OK), "%s", tg_error_message());
         expect_same_bits(xn, x, y, want);
         tg_tensor_release(y);
     }
     tg_st_free(f);
 }
 
+/* relu as torch.relu (clamp_min(x, 0)): NaN stays, and so does -0.0. */
+Test(ops, relu_matches_torch_bit_for_bit)
+{
+    static const char *const dn[] = {"f32", "f64"};
+    expect_golden_unary("relu", 2, dn, tg_relu);
+}
+
+static int leaky_02(tg_tensor **out, tg_tensor *x) { return tg_leaky_relu(out, x, 0.2); }
+
 /* leaky_relu(x, 0.2) as torch's: the slope is converted to the tensor's
  * dtype (f32 for f32 and bf16, whose kernel runs in f32) before the
  * multiply, so the f32 result is x * 0.2f rounded once. */
 Test(ops, leaky_relu_matches_torch_bit_for_bit)
 {
-    tg_st_file *f = th_golden_load("elementwise.safetensors");
     static const char *const dn[] = {"f32", "f64", "bf16"};
-    for (int d = 0; d < 3; d++) {
-        char xn[32], yn[32];
-        snprintf(xn, sizeof xn, "leaky.x.%s", dn[d]);
-        snprintf(yn, sizeof yn, "leaky.y.%s", dn[d]);
-        tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
-        cr_assert(x && want, "%s in the golden file", xn);
-        cr_assert(eq(int, tg_leaky_relu(&y, x, 0.2), TG_OK), "%s", tg_error_message());
-        expect_same_bits(xn, x, y, want);
-        tg_tensor_release(y);
-    }
-    tg_st_free(f);
+    expect_golden_unary("leaky", 3, dn, leaky_02);
 }
 
 /* d(a ** b) at base 0, negative bases, exponent 0 and NaN as torch's
