@@ -379,6 +379,21 @@ void tg__register_reduce(void);      /* reduce.c: sum mean sum_dims mean_dims su
  * else the output's contiguous stride).  src/ops/reduce_int.c. */
 int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
                    const int64_t *ostride);
+/* One step of the reductions' row-major walk over a: advances the counter
+ * idx (a->ndim entries, all 0 at the start) and returns the output index o
+ * moved with it, ostride[d] being o's step along dim d (reduce.c,
+ * reduce_int.c). */
+static inline int64_t tg__reduce_next(const tg_tensor *a, const int64_t *ostride, int64_t *idx,
+                                      int64_t o)
+{
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        o += ostride[d];
+        if (++idx[d] < a->shape[d]) break;
+        o -= ostride[d] * a->shape[d];
+        idx[d] = 0;
+    }
+    return o;
+}
 void tg__register_shape(void);       /* shape.c: reshape permute slice expand cat contiguous ... */
 void tg__register_linalg(void);      /* linalg.c: matmul linear */
 void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */

@@ -37,13 +37,7 @@ static int reduce_kernel(const tg_tensor *a, const int64_t *ostride, tg_tensor *
     int64_t idx[TG_MAX_DIMS] = {0}, o = 0;
     for (int64_t i = 0; i < n; i++) {
         acc[o] += x[i];
-        /* Advance the row-major counter idx and the output index o with it. */
-        for (int d = a->ndim - 1; d >= 0; d--) {
-            o += ostride[d];
-            if (++idx[d] < a->shape[d]) break;
-            o -= ostride[d] * a->shape[d];
-            idx[d] = 0;
-        }
+        o = tg__reduce_next(a, ostride, idx, o);
     }
     for (int64_t j = 0; j < on; j++) acc[j] *= scale;
     if (on > 0) tg__scatter(out, TG_F64, acc);

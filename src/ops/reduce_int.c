@@ -3,9 +3,9 @@
  * way).  Not differentiable (an integer tensor never requires grad), so
  * sum and sum_dims call it from their forward and record nothing.
  *
- * The walk is reduce.c's reduce_kernel: every input element, in row-major
- * order, is added into the output whose flat index is sum_d idx[d] *
- * ostride[d] (ostride[d] = 0 for a reduced dim). */
+ * The walk is reduce.c's reduce_kernel (tg__reduce_next): every input
+ * element, in row-major order, is added into the output whose flat index is
+ * sum_d idx[d] * ostride[d] (ostride[d] = 0 for a reduced dim). */
 #include <string.h>
 
 #include "internal.h"
@@ -29,12 +29,7 @@ int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t 
     int64_t idx[TG_MAX_DIMS] = {0}, o = 0;
     for (int64_t i = 0; i < n; i++) {
         acc[o] += (uint64_t)x[i];
-        for (int d = a->ndim - 1; d >= 0; d--) {
-            o += ostride[d];
-            if (++idx[d] < a->shape[d]) break;
-            o -= ostride[d] * a->shape[d];
-            idx[d] = 0;
-        }
+        o = tg__reduce_next(a, ostride, idx, o);
     }
     free(x);
     *out = r;
