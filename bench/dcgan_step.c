@@ -20,7 +20,7 @@
  * backward, unscale, step skipped on inf/NaN, update).
  *
  * After the warmup, runs 2N steps and samples the resident set size after
- * each; prints one JSON line: the autocast dtype ("f32" when off), images/s
+ * each; prints one JSON line: OpenBLAS's kernel set (tg_blas_core), the autocast dtype ("f32" when off), images/s
  * over the 2N steps, peak RSS (VmHWM of /proc/self/status: ru_maxrss would
  * also count the forking parent's pages copied before exec), the RSS once
  * models and data exist (before any step), the RSS after step N and after
@@ -283,13 +283,13 @@ int main(int argc, char **argv)
     tg_memory_stats(&state_after, &tensor_peak);
     if (state_after > tensor_state) tensor_state = state_after;
     const double mib = 1024.0 * 1024.0;
-    printf("{\"impl\": \"tapegrad\", \"amp\": \"%s\", \"batch\": %ld, \"threads\": %ld, "
-           "\"steps\": %ld, \"seconds\": %.3f, \"images_per_s\": %.2f, "
+    printf("{\"impl\": \"tapegrad\", \"blas_core\": \"%s\", \"amp\": \"%s\", \"batch\": %ld, "
+           "\"threads\": %ld, \"steps\": %ld, \"seconds\": %.3f, \"images_per_s\": %.2f, "
            "\"peak_rss_mib\": %.1f, \"rss_init_mib\": %.1f, "
            "\"rss_after_n_mib\": %.1f, \"rss_after_2n_mib\": %.1f, "
            "\"rss_max_first_n_mib\": %.1f, \"rss_max_second_n_mib\": %.1f, "
            "\"tensor_state_mib\": %.2f, \"tensor_step_peak_mib\": %.2f}\n",
-           dtype_label(amp), batch, threads, 2 * steps, secs,
+           tg_blas_core(), dtype_label(amp), batch, threads, 2 * steps, secs,
            (double)(2 * steps * batch) / secs, peak_rss_mib(), rss_init, rss[0], rss[1],
            max_half[0], max_half[1], (double)tensor_state / mib,
            (double)(tensor_peak - tensor_state) / mib);

@@ -143,6 +143,9 @@ void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
  * so OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), chosen when the library
+ * is loaded (src/core/blas.c). */
+const char *tg__blas_core(void);
 /* Bulk half <-> f32 (src/core/dtype.c), bit-identical to tg_f32_to_f16 /
  * tg_f32_to_bf16 / tg_f16_to_f32 / tg_bf16_to_f32; `to`/`from` is TG_F16 or
  * TG_BF16.  simd=false forces the portable scalar loop (tests compare the

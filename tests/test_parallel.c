@@ -1,18 +1,22 @@
 /* Tests of src/core/parallel.c: the thread pool behind every kernel.  Each
  * parallel call must cover its range exactly once, run on as many threads
  * as asked, stay serial when nested, survive two application threads and a
- * fork, and bring a worker's error message back to the caller. */
+ * fork, and bring a worker's error message back to the caller.  And the
+ * BLAS kernels those workers call fit the CPU (src/core/blas.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tapegrad/ops.h"
 #include "internal.h"
 
 enum { MAXN = 5000 };
@@ -296,4 +300,37 @@ Test(parallel, signals_go_to_the_programs_threads_not_the_workers)
         cr_assert(pthread_equal(signalled_on, pthread_self()), "SIGUSR1 ran on a worker");
     }
     sigaction(SIGUSR1, &old, NULL);
+}
+
+/* src/core/blas.c: where OpenBLAS fell back to its SSE3 kernels (Prescott)
+ * on a CPU with AVX2 + FMA or AVX-512, tapegrad selects Haswell or SkylakeX
+ * at load (unless OPENBLAS_CORETYPE is set), and the GEMMs that follow are
+ * still right. */
+Test(parallel, blas_kernels_fit_the_cpu_and_compute_right)
+{
+    const char *core = tg_blas_core();
+    cr_assert(core != NULL && core[0] != '\0');
+    cr_assert(eq(str, (char *)core, (char *)tg__blas_core()));
+#if defined(__x86_64__)
+    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        cr_assert(strcasecmp(core, "Prescott") != 0,
+                  "OpenBLAS runs its SSE3 kernels on a CPU with AVX2 and FMA");
+#endif
+    enum { M = 37, K = 53, N = 70 };
+    tg_tensor *a, *b, *c;
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 2, (int64_t[]){M, K}), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&b, TG_F32, 2, (int64_t[]){K, N}), TG_OK));
+    float *pa = tg_tensor_data(a), *pb = tg_tensor_data(b);
+    for (int i = 0; i < M * K; i++) pa[i] = (float)((i * 7) % 19 - 9) / 8.0f;
+    for (int i = 0; i < K * N; i++) pb[i] = (float)((i * 5) % 17 - 8) / 4.0f;
+    cr_assert(eq(int, tg_matmul(&c, a, b), TG_OK));
+    const float *pc = tg_tensor_cdata(c);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;   /* exact: small multiples of 1/32 */
+            for (int t = 0; t < K; t++) s += (double)pa[i * K + t] * pb[t * N + j];
+            cr_assert(eq(dbl, (double)pc[i * N + j], s), "c[%d][%d] (core %s)", i, j, core);
+        }
+    tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(c);
 }

@@ -288,8 +288,8 @@ static int bench_gemm(const bench_opts *o)
     }
     double med = median(t, o->repeat);
     printf("{\"tool\": \"sgemm\", \"m\": %ld, \"n\": %ld, \"k\": %ld, \"threads\": %d, "
-           "\"median_ms\": %.4f, \"gflops\": %.3f}\n",
-           m, n, k, openblas_get_num_threads(), med,
+           "\"blas_core\": \"%s\", \"median_ms\": %.4f, \"gflops\": %.3f}\n",
+           m, n, k, openblas_get_num_threads(), tg_blas_core(), med,
            2.0 * (double)m * (double)n * (double)k / (med * 1e6));
     rc = TG_EXIT_OK;
 done:

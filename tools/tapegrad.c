@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tapegrad/tensor.h"
 #include "tools.h"
 
 #ifndef TG_VERSION
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0) return help(argc, argv);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-        printf("tapegrad %s\n", TG_VERSION);
+        printf("tapegrad %s (OpenBLAS kernels: %s)\n", TG_VERSION, tg_blas_core());
         return TG_EXIT_OK;
     }
     const command *c = find_command(cmd);

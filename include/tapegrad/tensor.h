@@ -200,6 +200,13 @@ TG_API int64_t tg_memory_set_cache_limit(int64_t bytes);
 TG_API int tg_set_num_threads(int n);
 TG_API int tg_get_num_threads(void);
 
+/* The name of the kernel set OpenBLAS runs ("SkylakeX", "Haswell", "Zen",
+ * ...).  Where Debian's OpenBLAS does not know the CPU and falls back to its
+ * SSE3 kernels ("Prescott") though the CPU has AVX2 or AVX-512, tapegrad
+ * selects Haswell or SkylakeX when it is loaded, unless OPENBLAS_CORETYPE is
+ * set (src/core/blas.c). */
+TG_API const char *tg_blas_core(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -341,6 +341,7 @@ static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, 
  * single-threaded meanwhile, with the same results.) */
 static int blas_single_begin(void)
 {
+    (void)tg__blas_core();   /* links src/core/blas.c, whose constructor picks the kernels */
     const int n = openblas_get_num_threads();
     if (n != 1) openblas_set_num_threads(1);
     return n;
