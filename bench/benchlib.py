@@ -3,6 +3,7 @@ tool are, running a child that prints JSON, printing a markdown table.
 Importing this module also puts scripts/ on sys.path (for stfile)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,22 @@ def find_tool(build, hint):
     if not os.path.exists(tool):
         sys.exit(f"{os.path.basename(sys.argv[0])}: {tool} not found: {hint}")
     return tool
+
+
+def same_blas_kernels(tool):
+    """Runs every child of this script, tapegrad's and PyTorch's, on the
+    OpenBLAS kernels that tapegrad picks on this CPU (`tapegrad --version`;
+    src/core/blas.c replaces OpenBLAS's SSE3 fallback on a CPU it does not
+    know), through OPENBLAS_CORETYPE, unless that is set already.  PyTorch's
+    Linear and ConvTranspose GEMMs run in Debian's OpenBLAS too, so without
+    this the peer would run them on the slow fallback.  Returns the name."""
+    if "OPENBLAS_CORETYPE" not in os.environ:
+        out = subprocess.run([tool, "--version"], check=True, capture_output=True,
+                             text=True).stdout
+        m = re.search(r"OpenBLAS kernels: (\w+)", out)
+        if m:
+            os.environ["OPENBLAS_CORETYPE"] = m.group(1)
+    return os.environ.get("OPENBLAS_CORETYPE", "unknown")
 
 
 def print_table(lines, markdown=None):

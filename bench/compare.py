@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import ROOT, find_tool, print_table, run_json
+from benchlib import ROOT, find_tool, print_table, run_json, same_blas_kernels
 
 # name, op, dtype, x shape, weight shape, stride, padding, output_padding, dilation, groups
 CASES = [
@@ -152,6 +152,7 @@ def main():
     if a.omp_wait != "default":
         os.environ["OMP_WAIT_POLICY"] = a.omp_wait.upper()
     tool = find_tool(a.build, "run `make` first")
+    print(f"OpenBLAS kernels, both sides: {same_blas_kernels(tool)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, c in enumerate(CASES):

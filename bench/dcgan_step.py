@@ -20,6 +20,9 @@ Prints images/s, peak RSS and their ratios, and whether our resident memory
 is flat: the largest RSS sampled after each of steps N+1..2N within 5% of the
 largest after steps 1..N (and the RSS after step 2N against after step N).  Targets are reported,
 not asserted: >= 2x PyTorch's images/s, <= 1/4 of its peak RSS.
+Both sides run on the OpenBLAS kernels tapegrad picks on this CPU
+(benchlib.same_blas_kernels: PyTorch's Linear and ConvTranspose GEMMs are
+OpenBLAS calls too).
 
     /usr/bin/python3 bench/dcgan_step.py --ours build-rel/bench/dcgan_step --threads 2
 """
@@ -32,6 +35,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from benchlib import same_blas_kernels
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -141,6 +146,9 @@ def main():
     if not ours:
         sys.exit("bench/dcgan_step not found: build it (meson setup build-ex "
                  "-Dbuildtype=release && ninja -C build-ex) or pass --ours")
+    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ours))), "tools",
+                        "tapegrad")
+    print(f"OpenBLAS kernels, both sides: {same_blas_kernels(tool)}", flush=True)
     common = ["--batch", str(a.batch), "--threads", str(a.threads), "--steps", str(a.steps),
               "--warmup", str(a.warmup)]
     policies = ["passive", "default"] if a.omp_wait == "both" else [a.omp_wait]

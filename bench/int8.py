@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-from benchlib import ROOT, run_json
+from benchlib import ROOT, run_json, same_blas_kernels
 
 # name, x shape, weight shape, stride, padding
 LAYERS = [
@@ -94,11 +94,13 @@ def main():
     if a.torch_child:
         return torch_child(a.torch_child, a.repeat, a.threads)
     tool = os.path.join(a.build, "tools", "tapegrad")
+    core = same_blas_kernels(tool)
     env = dict(os.environ)
     if a.kernel != "auto":
         env["TG_INT8_KERNEL"] = a.kernel
     common = ["--repeat", str(a.repeat), "--threads", str(a.threads)]
-    print(f"threads {a.threads}, repeat {a.repeat}, int8 kernel {a.kernel}; median ms")
+    print(f"threads {a.threads}, repeat {a.repeat}, int8 kernel {a.kernel}, OpenBLAS kernels "
+          f"{core}; median ms")
     print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for i, layer in enumerate(LAYERS):
