@@ -426,28 +426,99 @@ Test(quant, quantized_conv_ops_match_float_within_one_unit)
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) run_qcase(&sweep[i]);
 }
 
-Test(quant, quantized_conv_transpose_identical_on_every_kernel)
+/* The op of case c (conv, conv_transpose, or, with c->nsp == 0, Linear on
+ * x (batch, c_in)) on the given kernel; NULL when this CPU lacks it. */
+static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
 {
-    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
-                                    TG_INT8_KERNEL_VNNI};
-    for (int ci = 0; ci < 2; ci++) {
+    if (tg_int8_kernel_set(k) < 0) return NULL;
+    tg_tensor *y = NULL;
+    int rc = c->nsp == 0 ? tg_quantized_linear(&y, d->xq, d->wq, d->bias, &d->q, c->relu)
+             : c->transpose ? tg_quantized_conv_transpose(&y, d->xq, d->wq, d->bias, &d->p, &d->q)
+                            : tg_quantized_conv(&y, d->xq, d->wq, d->bias, &d->p, &d->q);
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_AUTO), TG_OK));
+    return y;
+}
+
+/* Every kernel this CPU has gives the portable kernel's bytes: on the
+ * sweep (conv and conv_transpose, 1-3 spatial axes, padding read through a
+ * nonzero zero point, groups with per-channel scales, dilation, relu), on a
+ * 70-channel ConvTranspose (kd past one 64-byte vector, a partial column
+ * block) and on Linear with sizes off every block (the VNNI kernel works on
+ * 8 x 32 tiles and groups of 4 k). */
+Test(quant, every_kernel_gives_the_portable_bytes)
+{
+    qcase cases[sizeof sweep / sizeof *sweep + 4];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
+    for (int ci = 0; ci < 2; ci++)
+        cases[n++] = (qcase){true, 2, 2, 70, 6, 2, {5, 5}, {3, 3}, 2, 1, 1, 1,
+                             ci ? TG_I8 : TG_U8, true, false, true};
+    for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
+        cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
+                             ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI};
+    int compared = 0;
+    for (size_t i = 0; i < n; i++) {
         qdata d;
-        qcase c = {true, 2, 2, 70, 6, 2, {5, 5}, {3, 3}, 2, 1, 1, 1, ci ? TG_I8 : TG_U8, true, false, true};
-        qdata_make(&d, &c);
-        tg_tensor *ref = NULL;
-        cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE), TG_OK));
-        cr_assert(eq(int, tg_quantized_conv_transpose(&ref, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK));
-        for (int e = 1; e < 3; e++) {
-            if (tg_int8_kernel_set(kerns[e]) < 0) continue;
-            tg_tensor *y = NULL;
-            cr_assert(eq(int, tg_quantized_conv_transpose(&y, d.xq, d.wq, d.bias, &d.p, &d.q), TG_OK));
+        qdata_make(&d, &cases[i]);
+        tg_tensor *ref = run_on_kernel(&cases[i], &d, TG_INT8_KERNEL_PORTABLE);
+        for (int e = 0; e < 2; e++) {
+            tg_tensor *y = run_on_kernel(&cases[i], &d, kerns[e]);
+            if (!y) continue;
+            cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
             cr_assert(memcmp(tg_tensor_cdata(y), tg_tensor_cdata(ref),
-                             (size_t)tg_tensor_numel(y)) == 0, "%s", tg_int8_kernel_name(kerns[e]));
+                             (size_t)tg_tensor_numel(y)) == 0,
+                      "case %zu, %s kernel", i, tg_int8_kernel_name(kerns[e]));
+            compared++;
             tg_tensor_release(y);
         }
-        tg_int8_kernel_set(TG_INT8_KERNEL_AUTO);
         tg_tensor_release(ref);
         qdata_free(&d);
+    }
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)n);
+}
+
+/* tg__q_requant_row through AVX-512 gives tg__q_requant_one's bytes: ties
+ * at every shift, both ends of i32 with biases that push past them, every
+ * tail length, u8 and i8 ranges, relu's lower bound. */
+Test(quant, simd_requantization_gives_the_scalar_bytes)
+{
+    if (!tg__q_cpu_has_vnni()) {
+        cr_log_info("this CPU has no AVX-512: the SIMD requantization was not run");
+        return;
+    }
+    enum { N = 67 };
+    int32_t acc[N];
+    uint8_t got[N + 8], want[N + 8];
+    for (int trial = 0; trial < 400; trial++) {
+        /* every fourth trial: (acc + bias) / 2^(1..3) with acc + bias small, so
+         * about half the values are ties */
+        const bool ties = trial % 4 == 0;
+        tg__q_requant r = {.m0 = ties ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                           .shift = ties ? 31 + trial % 3 : 1 + trial % 62};
+        const bool u8 = trial % 2;
+        r.zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127));
+        r.lo = trial % 5 == 0 ? r.zp : u8 ? 0 : -128;
+        r.hi = u8 ? 255 : 127;
+        r.bias = ties ? (int32_t)rnd_int(-20, 20)
+                 : trial % 7 == 1 ? INT32_MAX : trial % 7 == 2 ? INT32_MIN
+                                              : (int32_t)rnd_int(-100000, 100000);
+        for (int i = 0; i < N; i++) {
+            const int64_t kind = rnd_int(0, 3);
+            acc[i] = ties ? (int32_t)rnd_int(-300, 300)
+                     : kind == 0 ? INT32_MAX - (int32_t)rnd_int(0, 3)
+                     : kind == 1 ? INT32_MIN + (int32_t)rnd_int(0, 3)
+                                 : (int32_t)rnd_int(-(INT64_C(1) << (trial % 31)),
+                                                    INT64_C(1) << (trial % 31));
+        }
+        const int n = 1 + trial % N;
+        memset(got, 0xAA, sizeof got);
+        memset(want, 0xAA, sizeof want);
+        const tg_dtype dt = u8 ? TG_U8 : TG_I8;
+        tg__q_requant_row(got, dt, 0, acc, n, &r, true);
+        tg__q_requant_row(want, dt, 0, acc, n, &r, false);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
     }
 }
 

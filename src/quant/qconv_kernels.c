@@ -4,9 +4,12 @@
  *
  * Letters: G groups, cig = c_in/G and cog = c_out/G channels per group,
  * K = kernel taps, S_col = positions on the col side, S_img on the image side.
- * The GEMM's activations are x - zx as i16 (in [-255, 255]): with weights
- * symmetric (zero point 0) that is the real value up to x_scale, a padded
- * position is exactly 0, and no zero-point correction is needed.
+ * The portable and AVX2 GEMMs take the activations as x - zx in i16 (in
+ * [-255, 255]): with weights symmetric (zero point 0) that is the real value
+ * up to x_scale, a padded position is exactly 0, and no zero-point
+ * correction is needed.  The VNNI GEMM takes them as bytes x + off (u8; see
+ * as_u8), a padded position holding zoff, and subtracts zoff times the
+ * weights' column sums: the same integers.
  *
  * Work is split into tasks of whole samples (enough rows for the 6-row tiles
  * to be busy), run in parallel; each task owns its output samples, so the
@@ -78,6 +81,77 @@ static inline int16_t centered(const uint8_t *x, int64_t i, bool is_signed, int3
     return (int16_t)((is_signed ? (int32_t)(int8_t)x[i] : (int32_t)x[i]) - zx);
 }
 
+/* The transposed conv's col2im works in a "full" image, uncropped: col
+ * position o_a through tap k_a lands at o_a*stride_a + k_a*dil_a, always
+ * inside it, so no tap needs a bounds test; the output is the window that
+ * starts at pad_a (image positions past the full extent, from
+ * output_padding, stay 0).  base[o*Kr + kr] is the full-image offset of col
+ * position o with tap kr of the leading axes and tap 0 of the last one;
+ * that axis's Kl taps then follow at steps of dil_2. */
+typedef struct col2im_plan {
+    int64_t full[3], fsize;   /* full extent per axis, elements in all */
+    int64_t kl, kr;           /* taps on the last axis, on the others */
+    int32_t *base;            /* S_col * kr entries */
+} col2im_plan;
+
+static int col2im_plan_make(col2im_plan *pl, const tg__conv_geom *g)
+{
+    pl->fsize = 1;
+    for (int a = 0; a < 3; a++) {
+        const int64_t reach = (g->col[a] - 1) * g->stride[a] + (g->k[a] - 1) * g->dil[a] + 1;
+        pl->full[a] = reach > g->pad[a] + g->img[a] ? reach : g->pad[a] + g->img[a];
+        pl->fsize *= pl->full[a];
+    }
+    if (pl->fsize > INT32_MAX) return tg__error(TG_EINVAL, "quantized conv_transpose: an "
+                                                "output of %lld elements per channel is too large",
+                                                (long long)pl->fsize);
+    pl->kl = g->k[2];
+    pl->kr = g->k[0] * g->k[1];
+    const int64_t S = tg__conv_prod3(g->col);
+    pl->base = tg__malloc((size_t)(S * pl->kr) * sizeof *pl->base + 1);
+    if (!pl->base) return TG_ENOMEM;
+    for (int64_t o = 0; o < S; o++) {
+        const int64_t o0 = o / (g->col[1] * g->col[2]), o1 = (o / g->col[2]) % g->col[1],
+                      o2 = o % g->col[2];
+        for (int64_t kr = 0; kr < pl->kr; kr++) {
+            const int64_t p0 = o0 * g->stride[0] + (kr / g->k[1]) * g->dil[0];
+            const int64_t p1 = o1 * g->stride[1] + (kr % g->k[1]) * g->dil[1];
+            pl->base[o * pl->kr + kr] =
+                (int32_t)((p0 * pl->full[1] + p1) * pl->full[2] + o2 * g->stride[2]);
+        }
+    }
+    return TG_OK;
+}
+
+/* full (fsize) = col2im of one channel of one sample, cb[o*K + k] the
+ * GEMM's column for col position o and tap k. */
+static void col2im_full(int32_t *restrict full, const col2im_plan *pl, int64_t S, int64_t dl,
+                        const int32_t *restrict cb)
+{
+    memset(full, 0, (size_t)pl->fsize * sizeof *full);
+    const int64_t kl = pl->kl, kr = pl->kr;
+    const int32_t *restrict base = pl->base;
+    if (dl == 1 && kl % 4 == 0) {   /* runs of 4 adjacent taps: one vector add each */
+        for (int64_t e = 0; e < S * kr; e++, cb += kl)
+            for (int64_t t = 0; t < kl; t += 4) {
+                int32_t *restrict d = full + base[e] + t;
+                d[0] += cb[t], d[1] += cb[t + 1], d[2] += cb[t + 2], d[3] += cb[t + 3];
+            }
+        return;
+    }
+    for (int64_t e = 0; e < S * kr; e++, cb += kl)
+        for (int64_t t = 0; t < kl; t++) full[base[e] + t * dl] += cb[t];
+}
+
+/* The VNNI path's u8 activations: x + off with off = zx (u8 x) or zx + 128
+ * (i8 x, top bit flipped), so that (x + off) - zoff = x - zx for
+ * zoff = off_zero(...) and a padded position holds zoff. */
+static inline uint8_t as_u8(const uint8_t *x, int64_t i, bool is_signed)
+{
+    return is_signed ? (uint8_t)(x[i] ^ 0x80) : x[i];
+}
+static inline int32_t off_zero(bool is_signed, int32_t zx) { return is_signed ? zx + 128 : zx; }
+
 typedef struct q_job {
     const tg__conv_geom *g;
     tg_dtype dt;
@@ -86,7 +160,8 @@ typedef struct q_job {
     const tg_qweight *w;
     const tg__q_requant *r;
     uint8_t *y;
-    const int64_t *taps;
+    const int64_t *taps;        /* conv */
+    const col2im_plan *plan;    /* conv_transpose */
     tg_int8_kernel kern;
     int64_t nb;   /* samples per task */
 } q_job;
@@ -102,14 +177,29 @@ static int conv_task(void *job, int64_t task)
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
-    const int64_t lda = 2 * j->w->kd2;
-    char *scr = tg__conv_scratch(0, (size_t)(rows * lda) * 2 + (size_t)(rows * cog) * 4 + 64);
+    const bool vnni = j->kern == TG_INT8_KERNEL_VNNI;
+    const int64_t lda = vnni ? 4 * j->w->kq : 2 * j->w->kd2;   /* elements */
+    char *scr = tg__conv_scratch(0, (size_t)(rows * lda) * (vnni ? 1 : 2) +
+                                        (size_t)(rows * cog) * 4 + 64);
     if (!scr) return TG_ENOMEM;
     int32_t *acc = (int32_t *)scr;
     int16_t *a = (int16_t *)(acc + rows * cog);
+    uint8_t *a8 = (uint8_t *)(acc + rows * cog);
     const bool sg = j->dt == TG_I8;
+    const int32_t zoff = off_zero(sg, j->zx);
     for (int64_t gi = 0; gi < g->groups; gi++) {
-        for (int64_t bb = 0; bb < nb; bb++) {
+        for (int64_t bb = 0; vnni && bb < nb; bb++) {
+            const uint8_t *xg = j->x + ((b0 + bb) * g->c_img + gi * cig) * Si;
+            for (int64_t o = 0; o < S; o++) {
+                uint8_t *ar = a8 + (bb * S + o) * lda;
+                const int64_t *t = j->taps + o * K;
+                for (int64_t ci = 0; ci < cig; ci++)
+                    for (int64_t k = 0; k < K; k++)
+                        ar[ci * K + k] = t[k] < 0 ? (uint8_t)zoff : as_u8(xg, ci * Si + t[k], sg);
+                memset(ar + cig * K, 0, (size_t)(lda - cig * K));
+            }
+        }
+        for (int64_t bb = 0; !vnni && bb < nb; bb++) {
             const uint8_t *xg = j->x + ((b0 + bb) * g->c_img + gi * cig) * Si;
             for (int64_t o = 0; o < S; o++) {
                 int16_t *ar = a + (bb * S + o) * lda;
@@ -120,7 +210,8 @@ static int conv_task(void *job, int64_t task)
                 for (int64_t e = cig * K; e < lda; e++) ar[e] = 0;
             }
         }
-        tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->w, gi, j->kern);
+        if (vnni) tg__q_gemm_vnni(acc, cog, 0, a8, lda, rows, j->w, gi, zoff);
+        else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->w, gi, j->kern);
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;   /* conv: output channel = weight axis 0 */
@@ -133,11 +224,14 @@ static int conv_task(void *job, int64_t task)
     return TG_OK;
 }
 
-/* Requantizes n accumulators of output channel r into dst (u8 or i8). */
-static void requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict acc,
-                        int64_t n, const tg__q_requant *rp)
+void tg__q_requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict acc,
+                       int64_t n, const tg__q_requant *rp, bool simd)
 {
     const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
+    if (simd && r.shift > 0 && tg__q_cpu_has_vnni()) {
+        tg__q_requant_avx512((uint8_t *)dst + base, acc, n, &r);
+        return;
+    }
     if (dt == TG_U8) {
         uint8_t *restrict y = (uint8_t *)dst + base;
         for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r);
@@ -147,22 +241,13 @@ static void requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *res
     }
 }
 
-/* col2im of one channel of one sample: img (S_img) = sum over (o,k) of
- * cb[o*K + k] at taps[o*K + k] (scattered into an L1-sized row). */
-static void col2im_channel(int32_t *restrict img, int64_t Si, const int32_t *restrict cb,
-                           const int64_t *restrict taps, int64_t SK)
-{
-    memset(img, 0, (size_t)Si * sizeof *img);
-    for (int64_t e = 0; e < SK; e++)
-        if (taps[e] >= 0) img[taps[e]] += cb[e];
-}
-
 /* ConvTranspose task `task`, samples b0 = task*nb .. b0+nb: per group
  *   a (nb*S_col, lda) with a[(b,o)][ci] = x[b, gi*cig + ci, o] - zx;
  *   cols (cog, nb*S_col, K) with cols[co][(b,o)][k] = (a * B_gi^T)[(b,o)][(co,k)]
  *   (grouped by channel so one channel's col2im reads one contiguous block;
  *   row-major (rows, N) would put its reads N*4 bytes, often 4 KiB, apart);
- *   img (S_img) = col2im of one (b, co), then y[b, gi*cog + co] = requant(img). */
+ *   full = col2im of one (b, co) (col2im_full), then y[b, gi*cog + co] =
+ *   requant of its window, row by row. */
 static int convt_task(void *job, int64_t task)
 {
     const q_job *j = job;
@@ -172,14 +257,27 @@ static int convt_task(void *job, int64_t task)
     const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->w->n;
     const int64_t K = N / cog;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
-    const int64_t lda = 2 * j->w->kd2;
-    char *scr = tg__conv_scratch(0, (size_t)(rows * N + Si) * 4 + (size_t)(rows * lda) * 2 + 64);
+    const bool vnni = j->kern == TG_INT8_KERNEL_VNNI;
+    const int64_t lda = vnni ? 4 * j->w->kq : 2 * j->w->kd2;   /* elements */
+    const col2im_plan *pl = j->plan;
+    char *scr = tg__conv_scratch(0, (size_t)(rows * N + pl->fsize) * 4 +
+                                        (size_t)(rows * lda) * (vnni ? 1 : 2) + 64);
     if (!scr) return TG_ENOMEM;
-    int32_t *cols = (int32_t *)scr, *img = cols + rows * N;
-    int16_t *a = (int16_t *)(img + Si);
+    int32_t *cols = (int32_t *)scr, *full = cols + rows * N;
+    int16_t *a = (int16_t *)(full + pl->fsize);
+    uint8_t *a8 = (uint8_t *)(full + pl->fsize);
     const bool sg = j->dt == TG_I8;
+    const int32_t zoff = off_zero(sg, j->zx);
     for (int64_t gi = 0; gi < g->groups; gi++) {
-        for (int64_t bb = 0; bb < nb; bb++)
+        for (int64_t bb = 0; vnni && bb < nb; bb++) {
+            uint8_t *rows8 = a8 + bb * S * lda;
+            for (int64_t ci = 0; ci < cig; ci++) {
+                const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
+                for (int64_t o = 0; o < S; o++) rows8[o * lda + ci] = as_u8(src, o, sg);
+            }
+            for (int64_t o = 0; o < S; o++) memset(rows8 + o * lda + cig, 0, (size_t)(lda - cig));
+        }
+        for (int64_t bb = 0; !vnni && bb < nb; bb++)
             for (int64_t ci = 0; ci < lda; ci++) {
                 int16_t *col = a + bb * S * lda + ci;
                 if (ci >= cig) {   /* the zero pad column of an odd kd */
@@ -189,14 +287,22 @@ static int convt_task(void *job, int64_t task)
                 const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
                 for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->zx);
             }
-        tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
+        if (vnni) tg__q_gemm_vnni(cols, rows * K, K, a8, lda, rows, j->w, gi, zoff);
+        else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
          * gi, which is exactly r's index. */
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
-                col2im_channel(img, Si, cols + co * rows * K + bb * S * K, j->taps, S * K);
-                requant_row(j->y, j->dt, ((b0 + bb) * g->c_img + c) * Si, img, Si, &j->r[c]);
+                col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
+                const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
+                for (int64_t i0 = 0; i0 < g->img[0]; i0++)
+                    for (int64_t i1 = 0; i1 < g->img[1]; i1++) {
+                        const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + i1 +
+                                                     g->pad[1]) * pl->full[2] + g->pad[2];
+                        tg__q_requant_row(j->y, j->dt, ybase + (i0 * g->img[1] + i1) * g->img[2],
+                                          src, g->img[2], &j->r[c], vnni);
+                    }
             }
     }
     return TG_OK;
@@ -206,14 +312,18 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
                         int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
 {
     if (g->batch == 0) return TG_OK;   /* an empty batch: y is empty too */
-    int64_t *taps = build_taps(g);
-    if (!taps) return TG_ENOMEM;
+    int64_t *taps = NULL;
+    col2im_plan plan = {0};
+    if (transpose) TG_TRY(col2im_plan_make(&plan, g));
+    else if (!(taps = build_taps(g))) return TG_ENOMEM;
     q_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y, .taps = taps,
-               .kern = tg_int8_kernel_get(), .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
+               .plan = &plan, .kern = tg_int8_kernel_get(),
+               .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
     /* task t: samples t*nb .. t*nb + nb, one task per thread at a time */
     int rc = tg__run_tasks((g->batch + j.nb - 1) / j.nb, true, transpose ? convt_task : conv_task,
                            &j);
     free(taps);
+    free(plan.base);
     return rc;
 }
 

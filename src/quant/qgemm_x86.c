@@ -1,5 +1,8 @@
-/* src/quant/qgemm_x86.c - the AVX2 and AVX-512 VNNI one-row int8 kernels,
- * compiled with per-function target attributes and chosen at run time.
+/* src/quant/qgemm_x86.c - the x86 int8 kernels, compiled with per-function
+ * target attributes and chosen at run time: the AVX2 and AVX-512 VNNI
+ * one-row kernels of tg_int8_gemm, the AVX2 tile of the packed GEMM (i16
+ * activations), the VNNI packed GEMM (u8 activations; quant_internal.h) and
+ * the AVX-512 requantization.
  *
  * Both are exact (no saturating instruction):
  *  AVX2: bytes are widened to i16 (u8 zero-extended or i8 sign-extended) and
@@ -205,13 +208,127 @@ __attribute__((target("avx2"))) void tg__q_tile_avx2(int32_t *c, int64_t ldc, co
     TILE_BODY(AVX2_ADDTO)
 }
 
-/* vpdpwssd: the same i16 pair products added into i32 in one instruction. */
-#define VNNI_ADDTO(acc, x, y) _mm256_dpwssd_epi32((acc), (x), (y))
-__attribute__((target("avx512vnni,avx512vl,avx512f,avx2"))) void
-tg__q_tile_vnni(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
-                const int16_t *panel, int64_t kd2)
+/* ---- the u8 x i8 packed GEMM (panels8; layout in quant_internal.h) ----
+ * An 8-row x 32-column tile in 16 zmm accumulators: per group of four k,
+ * two 64-byte weight vectors and, per row, one broadcast of four activation
+ * bytes; vpdpbusd adds the four u8 x s8 products of each lane into its i32
+ * without saturation. */
+#define VNNI512_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
+
+static inline __mmask16 lanes(int nr) { return nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1); }
+
+/* Row `row`, columns j..j+nr (nr <= 16, j a multiple of 16) of c in the
+ * layout of tg__q_gemm_packed. */
+VNNI512_TARGET static inline void store16(int32_t *c, int64_t ldc, int64_t kgrp, int64_t row,
+                                          int64_t j, int nr, __m512i v)
 {
-    TILE_BODY(VNNI_ADDTO)
+    if (kgrp == 0) {
+        _mm512_mask_storeu_epi32(c + row * ldc + j, lanes(nr), v);
+    } else if (kgrp % 16 == 0) {   /* the 16 columns lie in one group of kgrp */
+        _mm512_mask_storeu_epi32(c + (j / kgrp) * ldc + row * kgrp + j % kgrp, lanes(nr), v);
+    } else {
+        int32_t tmp[16];
+        _mm512_storeu_si512(tmp, v);
+        for (int e = 0; e < nr; e++)
+            c[((j + e) / kgrp) * ldc + row * kgrp + (j + e) % kgrp] = tmp[e];
+    }
+}
+
+VNNI512_TARGET static inline __m512i bcast4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+#define ROW_STEP(r)                                                           \
+    {                                                                         \
+        const __m512i av = bcast4(a##r + 4 * t4);                             \
+        c##r##0 = _mm512_dpbusd_epi32(c##r##0, av, b0);                       \
+        c##r##1 = _mm512_dpbusd_epi32(c##r##1, av, b1);                       \
+    }
+
+/* Rows i..i+mr (mr <= 8; rows past mr repeat the last one and are not
+ * stored), columns j0..j0+nr (nr <= 32) of block `panel`. */
+VNNI512_TARGET static void tile_vnni8(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a,
+                                      int64_t lda, int64_t i, int mr, const int8_t *panel,
+                                      int64_t kq, int64_t j0, int nr, const int32_t *colsum,
+                                      int32_t zoff)
+{
+    const uint8_t *ar[TG__Q_MR8];
+    for (int r = 0; r < TG__Q_MR8; r++) ar[r] = a + (i + (r < mr ? r : mr - 1)) * lda;
+    const uint8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3], *a4 = ar[4], *a5 = ar[5],
+                  *a6 = ar[6], *a7 = ar[7];
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00,
+            c61 = c00, c70 = c00, c71 = c00;
+    for (int64_t t4 = 0; t4 < kq; t4++) {
+        const __m512i b0 = _mm512_loadu_si512(panel + t4 * 4 * TG__Q_NR8);
+        const __m512i b1 = _mm512_loadu_si512(panel + t4 * 4 * TG__Q_NR8 + 64);
+        ROW_STEP(0) ROW_STEP(1) ROW_STEP(2) ROW_STEP(3)
+        ROW_STEP(4) ROW_STEP(5) ROW_STEP(6) ROW_STEP(7)
+    }
+    const int nr0 = nr < 16 ? nr : 16, nr1 = nr - nr0;
+    const __m512i z = _mm512_set1_epi32(zoff);
+    const __m512i k0 = _mm512_mullo_epi32(z, _mm512_maskz_loadu_epi32(lanes(nr0), colsum + j0));
+    const __m512i k1 = nr1 > 0 ? _mm512_mullo_epi32(
+                                     z, _mm512_maskz_loadu_epi32(lanes(nr1), colsum + j0 + 16))
+                               : _mm512_setzero_si512();
+    const __m512i acc[2 * TG__Q_MR8] = {c00, c01, c10, c11, c20, c21, c30, c31,
+                                        c40, c41, c50, c51, c60, c61, c70, c71};
+    for (int r = 0; r < mr; r++) {
+        store16(c, ldc, kgrp, i + r, j0, nr0, _mm512_sub_epi32(acc[2 * r], k0));
+        if (nr1 > 0) store16(c, ldc, kgrp, i + r, j0 + 16, nr1, _mm512_sub_epi32(acc[2 * r + 1], k1));
+    }
+}
+#undef ROW_STEP
+
+/* Column blocks outside: one block's panel (kq * 128 bytes) stays in cache
+ * while every row block of a sweeps past it. */
+VNNI512_TARGET void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a,
+                                    int64_t lda, int64_t m, const tg_qweight *w, int64_t gi,
+                                    int32_t zoff)
+{
+    const int8_t *panels = tg__q_group_panels8(w, gi);
+    const int32_t *colsum = w->colsum + gi * w->n;
+    for (int64_t blk = 0; blk < w->nblk8; blk++) {
+        const int64_t j0 = blk * TG__Q_NR8;
+        const int nr = (int)(w->n - j0 < TG__Q_NR8 ? w->n - j0 : TG__Q_NR8);
+        const int8_t *panel = panels + blk * w->kq * 4 * TG__Q_NR8;
+        for (int64_t i = 0; i < m; i += TG__Q_MR8) {
+            const int mr = (int)(m - i < TG__Q_MR8 ? m - i : TG__Q_MR8);
+            tile_vnni8(c, ldc, kgrp, a, lda, i, mr, panel, w->kq, j0, nr, colsum, zoff);
+        }
+    }
+}
+
+/* tg__q_requant_one on eight accumulators at a time, in i64 lanes: the same
+ * clamp of acc + bias to i32, the exact product with m0 (vpmuldq: the low 32
+ * bits of each lane, signed), the floor shift, the half-to-even carry
+ * rem + (q & 1) > half, the zero point and the clamp to [lo, hi]. */
+__attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, const int32_t *acc,
+                                                             int64_t n, const tg__q_requant *r)
+{
+    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
+    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
+    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
+    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
+    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
+    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
+    const __m128i sh = _mm_cvtsi32_si128(r->shift);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
+        __m512i s = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, acc + i)));
+        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
+        const __m512i v = _mm512_mul_epi32(s, m0);
+        __m512i q = _mm512_sra_epi64(v, sh);
+        const __m512i rem = _mm512_and_si512(v, mask);
+        const __mmask8 up = _mm512_cmpgt_epi64_mask(
+            _mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
+        q = _mm512_mask_add_epi64(q, up, q, one);
+        q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
+        _mm512_mask_cvtepi64_storeu_epi8(y + i, m, q);
+    }
 }
 
 #else /* not x86: only the portable kernel exists */
@@ -221,16 +338,21 @@ void tg__q_tile_avx2(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int
 {
     TG_ASSERT(!"avx2 kernel called on a non-x86 build");
 }
-void tg__q_tile_vnni(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
-                     const int16_t *panel, int64_t kd2)
-{
-    TG_ASSERT(!"vnni kernel called on a non-x86 build");
-}
-
 void tg__q_row2_avx2(int32_t *c0, int32_t *c1, const uint8_t *a0, const uint8_t *a1,
                      bool a_signed, const int8_t *w, int64_t n, int64_t k)
 {
     TG_ASSERT(!"avx2 kernel called on a non-x86 build");
+}
+
+void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
+                     int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff)
+{
+    TG_ASSERT(!"vnni kernel called on a non-x86 build");
+}
+
+void tg__q_requant_avx512(uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r)
+{
+    TG_ASSERT(!"avx512 requantization called on a non-x86 build");
 }
 
 bool tg__q_cpu_has_avx2(void) { return false; }

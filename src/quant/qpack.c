@@ -25,6 +25,24 @@ static void pack_group(tg_qweight *w, const int8_t *wb, int64_t gi)
                 }
 }
 
+/* panels8 and colsum of group gi (layout in quant_internal.h). */
+static void pack_group8(tg_qweight *w, const int8_t *wb, int64_t gi)
+{
+    int8_t *p = w->panels8 + gi * w->nblk8 * w->kq * 4 * TG__Q_NR8;
+    for (int64_t blk = 0; blk < w->nblk8; blk++)
+        for (int64_t t4 = 0; t4 < w->kq; t4++)
+            for (int64_t j = 0; j < TG__Q_NR8; j++)
+                for (int64_t e = 0; e < 4; e++) {
+                    const int64_t col = blk * TG__Q_NR8 + j, t = 4 * t4 + e;
+                    *p++ = (col < w->n && t < w->kd) ? b_at(w, wb, gi, col, t) : 0;
+                }
+    for (int64_t j = 0; j < w->n; j++) {
+        int32_t sum = 0;
+        for (int64_t t = 0; t < w->kd; t++) sum += b_at(w, wb, gi, j, t);
+        w->colsum[gi * w->n + j] = sum;
+    }
+}
+
 static int check_weight(const tg_tensor *weight, bool transpose, int64_t groups)
 {
     const char *op = "qweight_new";
@@ -55,16 +73,24 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
     w->kd = transpose ? weight->shape[0] / groups : weight->shape[1] * K;
     w->kd2 = (w->kd + 1) / 2;
     w->nblk = (w->n + TG__Q_NR - 1) / TG__Q_NR;
+    w->kq = (w->kd + 3) / 4;
+    w->nblk8 = (w->n + TG__Q_NR8 - 1) / TG__Q_NR8;
     const size_t nel = (size_t)(groups * w->nblk * w->kd2 * 2 * TG__Q_NR);
+    const size_t nel8 = (size_t)(groups * w->nblk8 * w->kq * 4 * TG__Q_NR8);
     int8_t *wb = tg__malloc((size_t)tg_tensor_numel(weight) + 1);
     w->panels = tg__malloc(nel * sizeof *w->panels + 1);
-    if (!wb || !w->panels) {
+    w->panels8 = tg__malloc(nel8 + 1);
+    w->colsum = tg__malloc((size_t)(groups * w->n) * sizeof *w->colsum + 1);
+    if (!wb || !w->panels || !w->panels8 || !w->colsum) {
         free(wb);
         tg_qweight_free(w);
         return TG_ENOMEM;
     }
     tg__gather(weight, TG_I8, wb);
-    for (int64_t gi = 0; gi < groups; gi++) pack_group(w, wb, gi);
+    for (int64_t gi = 0; gi < groups; gi++) {
+        pack_group(w, wb, gi);
+        pack_group8(w, wb, gi);
+    }
     free(wb);
     *out = w;
     return TG_OK;
@@ -74,6 +100,8 @@ void tg_qweight_free(tg_qweight *w)
 {
     if (!w) return;
     free(w->panels);
+    free(w->panels8);
+    free(w->colsum);
     free(w);
 }
 
@@ -115,9 +143,7 @@ static void store_tile(int32_t *c, int64_t ldc, int64_t kgrp, const int32_t *til
 void tg__q_gemm_packed(int32_t *c, int64_t ldc, int64_t kgrp, const int16_t *a, int64_t lda,
                        int64_t m, const tg_qweight *w, int64_t gi, tg_int8_kernel kern)
 {
-    tg__q_tile_fn *tile = kern == TG_INT8_KERNEL_AVX2   ? tg__q_tile_avx2
-                          : kern == TG_INT8_KERNEL_VNNI ? tg__q_tile_vnni
-                                                        : tile_portable;
+    tg__q_tile_fn *tile = kern == TG_INT8_KERNEL_AVX2 ? tg__q_tile_avx2 : tile_portable;
     const int16_t *panels = tg__q_group_panels(w, gi);
     int32_t tmp[TG__Q_MR * TG__Q_NR];
     /* Column blocks outside: one panel (kd * 32 bytes) stays in cache while
