@@ -440,30 +440,35 @@ static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
     return y;
 }
 
-/* Every kernel this CPU has gives the portable kernel's bytes: on the
+/* Every kernel this CPU has (AVX2, AVX-512 VNNI, AMX) gives the portable kernel's bytes: on the
  * sweep (conv and conv_transpose, 1-3 spatial axes, padding read through a
  * nonzero zero point, groups with per-channel scales, dilation, relu), on a
  * 70-channel ConvTranspose (kd past one 64-byte vector, a partial column
- * block) and on Linear with sizes off every block (the VNNI kernel works on
- * 8 x 32 tiles and groups of 4 k). */
+ * block), on layers whose AMX tiles are stored whole, and on Linear with
+ * sizes off every block (VNNI works on 8 x 32 tiles and groups of 4 k, AMX
+ * on 32 x 32 tiles and 64 k). */
 Test(quant, every_kernel_gives_the_portable_bytes)
 {
-    qcase cases[sizeof sweep / sizeof *sweep + 4];
+    qcase cases[sizeof sweep / sizeof *sweep + 6];
     size_t n = 0;
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
     for (int ci = 0; ci < 2; ci++)
         cases[n++] = (qcase){true, 2, 2, 70, 6, 2, {5, 5}, {3, 3}, 2, 1, 1, 1,
                              ci ? TG_I8 : TG_U8, true, false, true};
+    /* full 32 x 32 tiles stored straight into both layouts of the GEMM's
+     * result: 4x4 taps (column groups of 16), and rows of 40 channels */
+    cases[n++] = (qcase){true, 2, 2, 70, 4, 1, {6, 6}, {4, 4}, 2, 1, 1, 0, TG_U8, true, false, true};
+    cases[n++] = (qcase){false, 2, 2, 6, 40, 1, {9, 9}, {3, 3}, 1, 1, 1, 0, TG_I8, true, false, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};
-    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI};
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
     int compared = 0;
     for (size_t i = 0; i < n; i++) {
         qdata d;
         qdata_make(&d, &cases[i]);
         tg_tensor *ref = run_on_kernel(&cases[i], &d, TG_INT8_KERNEL_PORTABLE);
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < 3; e++) {
             tg_tensor *y = run_on_kernel(&cases[i], &d, kerns[e]);
             if (!y) continue;
             cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
@@ -479,12 +484,12 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)n);
 }
 
-/* tg__q_requant_row through AVX-512 gives tg__q_requant_one's bytes: ties
+/* tg__q_requant_rows through AVX-512 gives tg__q_requant_one's bytes: ties
  * at every shift, both ends of i32 with biases that push past them, every
  * tail length, u8 and i8 ranges, relu's lower bound. */
 Test(quant, simd_requantization_gives_the_scalar_bytes)
 {
-    if (!tg__q_cpu_has_vnni()) {
+    if (!tg__q_cpu_has_vnni()) {   /* the simd flag promises AVX-512 */
         cr_log_info("this CPU has no AVX-512: the SIMD requantization was not run");
         return;
     }
@@ -516,8 +521,13 @@ Test(quant, simd_requantization_gives_the_scalar_bytes)
         memset(got, 0xAA, sizeof got);
         memset(want, 0xAA, sizeof want);
         const tg_dtype dt = u8 ? TG_U8 : TG_I8;
-        tg__q_requant_row(got, dt, 0, acc, n, &r, true);
-        tg__q_requant_row(want, dt, 0, acc, n, &r, false);
+        /* as one run, and as rows of n/3 read at a stride of n/3 + 1 */
+        tg__q_requant_rows(got, dt, 0, acc, 1, n, n, &r, true);
+        tg__q_requant_rows(want, dt, 0, acc, 1, n, n, &r, false);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
+        const int64_t cols = n / 3 > 0 ? n / 3 : 1, rows = n / (cols + 1) > 0 ? n / (cols + 1) : 1;
+        tg__q_requant_rows(got, dt, 0, acc, rows, cols, cols + 1, &r, true);
+        tg__q_requant_rows(want, dt, 0, acc, rows, cols, cols + 1, &r, false);
         cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
     }
 }

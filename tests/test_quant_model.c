@@ -77,7 +77,7 @@ Test(quant_model, packed_weight_gives_the_unpacked_integers_on_every_kernel)
         {2, {7, 9, 1, 1}, {9, 20, 4, 4}, 4, 1, 1, 0, TG_I8},
     };
     const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
-                                    TG_INT8_KERNEL_VNNI};
+                                    TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
     tg_rng rng;
     tg_rng_init(&rng, 7);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -96,7 +96,7 @@ Test(quant_model, packed_weight_gives_the_unpacked_integers_on_every_kernel)
         cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE), TG_OK));
         tg_tensor *ref = NULL;
         cr_assert(eq(int, run_op(c, &ref, x, w, NULL, b, &q), TG_OK), "%s", tg_error_message());
-        for (int e = 0; e < 3; e++) {
+        for (int e = 0; e < 4; e++) {
             if (!tg_int8_kernel_available(kerns[e])) continue;
             cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_OK));
             tg_tensor *y = NULL;

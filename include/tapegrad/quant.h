@@ -158,6 +158,8 @@ typedef enum tg_int8_kernel {
     TG_INT8_KERNEL_PORTABLE,
     TG_INT8_KERNEL_AVX2,
     TG_INT8_KERNEL_VNNI,       /* AVX-512 VNNI (vpdpbusd) */
+    TG_INT8_KERNEL_AMX,        /* AMX-INT8 tiles (tdpbusd) for the quantized conv
+                                * and Linear ops; tg_int8_gemm runs VNNI for it */
 } tg_int8_kernel;
 
 /* True when this CPU (and build) can run kernel k. */

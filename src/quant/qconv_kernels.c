@@ -152,6 +152,24 @@ static inline uint8_t as_u8(const uint8_t *x, int64_t i, bool is_signed)
 }
 static inline int32_t off_zero(bool is_signed, int32_t zx) { return is_signed ? zx + 128 : zx; }
 
+/* The u8 activations' rows, rounded up for the AMX tiles (which read 32
+ * rows at a time); the extra rows are zeroed and never stored. */
+static inline int64_t padded_rows(int64_t rows)
+{
+    return (rows + TG__Q_AMX_ROWS - 1) / TG__Q_AMX_ROWS * TG__Q_AMX_ROWS;
+}
+
+static void gemm_u8(tg_int8_kernel kern, int32_t *c, int64_t ldc, int64_t kgrp, uint8_t *a,
+                    int64_t lda, int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff)
+{
+    if (kern == TG_INT8_KERNEL_AMX) {
+        memset(a + m * lda, 0, (size_t)((padded_rows(m) - m) * lda));
+        tg__q_gemm_amx(c, ldc, kgrp, a, lda, m, w, gi, zoff);
+    } else {
+        tg__q_gemm_vnni(c, ldc, kgrp, a, lda, m, w, gi, zoff);
+    }
+}
+
 typedef struct q_job {
     const tg__conv_geom *g;
     tg_dtype dt;
@@ -177,9 +195,10 @@ static int conv_task(void *job, int64_t task)
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
-    const bool vnni = j->kern == TG_INT8_KERNEL_VNNI;
-    const int64_t lda = vnni ? 4 * j->w->kq : 2 * j->w->kd2;   /* elements */
-    char *scr = tg__conv_scratch(0, (size_t)(rows * lda) * (vnni ? 1 : 2) +
+    const bool vnni = j->kern >= TG_INT8_KERNEL_VNNI;   /* u8 activations */
+    const int64_t lda = vnni ? 4 * j->w->kqp : 2 * j->w->kd2;   /* elements */
+    const int64_t arows = vnni ? padded_rows(rows) : rows;
+    char *scr = tg__conv_scratch(0, (size_t)(arows * lda) * (vnni ? 1 : 2) +
                                         (size_t)(rows * cog) * 4 + 64);
     if (!scr) return TG_ENOMEM;
     int32_t *acc = (int32_t *)scr;
@@ -210,7 +229,7 @@ static int conv_task(void *job, int64_t task)
                 for (int64_t e = cig * K; e < lda; e++) ar[e] = 0;
             }
         }
-        if (vnni) tg__q_gemm_vnni(acc, cog, 0, a8, lda, rows, j->w, gi, zoff);
+        if (vnni) gemm_u8(j->kern, acc, cog, 0, a8, lda, rows, j->w, gi, zoff);
         else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->w, gi, j->kern);
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
@@ -224,20 +243,23 @@ static int conv_task(void *job, int64_t task)
     return TG_OK;
 }
 
-void tg__q_requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict acc,
-                       int64_t n, const tg__q_requant *rp, bool simd)
+void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict src,
+                        int64_t rows, int64_t cols, int64_t ss, const tg__q_requant *rp, bool simd)
 {
     const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
-    if (simd && r.shift > 0 && tg__q_cpu_has_vnni()) {
-        tg__q_requant_avx512((uint8_t *)dst + base, acc, n, &r);
+    if (ss == cols) cols *= rows, rows = 1;   /* one run */
+    if (simd && r.shift > 0) {
+        tg__q_requant_avx512((uint8_t *)dst + base, src, rows, cols, ss, &r);
         return;
     }
-    if (dt == TG_U8) {
-        uint8_t *restrict y = (uint8_t *)dst + base;
-        for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r);
-    } else {
-        int8_t *restrict y = (int8_t *)dst + base;
-        for (int64_t i = 0; i < n; i++) y[i] = (int8_t)tg__q_requant_one(acc[i], &r);
+    for (int64_t i = 0; i < rows; i++, src += ss, base += cols) {
+        if (dt == TG_U8) {
+            uint8_t *restrict y = (uint8_t *)dst + base;
+            for (int64_t e = 0; e < cols; e++) y[e] = (uint8_t)tg__q_requant_one(src[e], &r);
+        } else {
+            int8_t *restrict y = (int8_t *)dst + base;
+            for (int64_t e = 0; e < cols; e++) y[e] = (int8_t)tg__q_requant_one(src[e], &r);
+        }
     }
 }
 
@@ -257,11 +279,12 @@ static int convt_task(void *job, int64_t task)
     const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->w->n;
     const int64_t K = N / cog;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
-    const bool vnni = j->kern == TG_INT8_KERNEL_VNNI;
-    const int64_t lda = vnni ? 4 * j->w->kq : 2 * j->w->kd2;   /* elements */
+    const bool vnni = j->kern >= TG_INT8_KERNEL_VNNI;   /* u8 activations */
+    const int64_t lda = vnni ? 4 * j->w->kqp : 2 * j->w->kd2;   /* elements */
+    const int64_t arows = vnni ? padded_rows(rows) : rows;
     const col2im_plan *pl = j->plan;
     char *scr = tg__conv_scratch(0, (size_t)(rows * N + pl->fsize) * 4 +
-                                        (size_t)(rows * lda) * (vnni ? 1 : 2) + 64);
+                                        (size_t)(arows * lda) * (vnni ? 1 : 2) + 64);
     if (!scr) return TG_ENOMEM;
     int32_t *cols = (int32_t *)scr, *full = cols + rows * N;
     int16_t *a = (int16_t *)(full + pl->fsize);
@@ -287,7 +310,7 @@ static int convt_task(void *job, int64_t task)
                 const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
                 for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->zx);
             }
-        if (vnni) tg__q_gemm_vnni(cols, rows * K, K, a8, lda, rows, j->w, gi, zoff);
+        if (vnni) gemm_u8(j->kern, cols, rows * K, K, a8, lda, rows, j->w, gi, zoff);
         else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
          * gi, which is exactly r's index. */
@@ -296,13 +319,12 @@ static int convt_task(void *job, int64_t task)
                 const int64_t c = gi * cog + co;
                 col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
-                for (int64_t i0 = 0; i0 < g->img[0]; i0++)
-                    for (int64_t i1 = 0; i1 < g->img[1]; i1++) {
-                        const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + i1 +
-                                                     g->pad[1]) * pl->full[2] + g->pad[2];
-                        tg__q_requant_row(j->y, j->dt, ybase + (i0 * g->img[1] + i1) * g->img[2],
-                                          src, g->img[2], &j->r[c], vnni);
-                    }
+                for (int64_t i0 = 0; i0 < g->img[0]; i0++) {   /* window rows i1 of plane i0 */
+                    const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + g->pad[1]) *
+                                                    pl->full[2] + g->pad[2];
+                    tg__q_requant_rows(j->y, j->dt, ybase + i0 * g->img[1] * g->img[2], src,
+                                       g->img[1], g->img[2], pl->full[2], &j->r[c], vnni);
+                }
             }
     }
     return TG_OK;

@@ -10,11 +10,12 @@ static const char *const kernel_names[] = {
     [TG_INT8_KERNEL_PORTABLE] = "portable",
     [TG_INT8_KERNEL_AVX2] = "avx2",
     [TG_INT8_KERNEL_VNNI] = "vnni",
+    [TG_INT8_KERNEL_AMX] = "amx",
 };
 
 const char *tg_int8_kernel_name(tg_int8_kernel k)
 {
-    return (k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_VNNI) ? kernel_names[k] : "?";
+    return (k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_AMX) ? kernel_names[k] : "?";
 }
 
 bool tg_int8_kernel_available(tg_int8_kernel k)
@@ -23,6 +24,7 @@ bool tg_int8_kernel_available(tg_int8_kernel k)
     case TG_INT8_KERNEL_PORTABLE: return true;
     case TG_INT8_KERNEL_AVX2: return tg__q_cpu_has_avx2();
     case TG_INT8_KERNEL_VNNI: return tg__q_cpu_has_vnni();
+    case TG_INT8_KERNEL_AMX: return tg__q_cpu_has_amx();
     default: return false;
     }
 }
@@ -32,7 +34,7 @@ static _Thread_local tg_int8_kernel forced = TG_INT8_KERNEL_AUTO;
 
 int tg_int8_kernel_set(tg_int8_kernel k)
 {
-    TG_CHECK(k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_VNNI, TG_EINVAL,
+    TG_CHECK(k >= TG_INT8_KERNEL_AUTO && k <= TG_INT8_KERNEL_AMX, TG_EINVAL,
              "int8_kernel_set: k=%d is not a tg_int8_kernel", (int)k);
     TG_CHECK(k == TG_INT8_KERNEL_AUTO || tg_int8_kernel_available(k), TG_EUNSUPPORTED,
              "int8_kernel_set: this CPU cannot run the %s kernel", tg_int8_kernel_name(k));
@@ -40,14 +42,15 @@ int tg_int8_kernel_set(tg_int8_kernel k)
     return TG_OK;
 }
 
-/* AUTO: TG_INT8_KERNEL=portable|avx2|vnni when this CPU has it, else the best. */
+/* AUTO: TG_INT8_KERNEL=portable|avx2|vnni|amx when this CPU has it, else the best. */
 tg_int8_kernel tg_int8_kernel_get(void)
 {
     if (forced != TG_INT8_KERNEL_AUTO) return forced;
     const char *env = getenv("TG_INT8_KERNEL");
-    for (int k = TG_INT8_KERNEL_PORTABLE; env && k <= TG_INT8_KERNEL_VNNI; k++)
+    for (int k = TG_INT8_KERNEL_PORTABLE; env && k <= TG_INT8_KERNEL_AMX; k++)
         if (strcmp(env, kernel_names[k]) == 0 && tg_int8_kernel_available((tg_int8_kernel)k))
             return (tg_int8_kernel)k;
+    if (tg__q_cpu_has_amx()) return TG_INT8_KERNEL_AMX;
     if (tg__q_cpu_has_vnni()) return TG_INT8_KERNEL_VNNI;
     if (tg__q_cpu_has_avx2()) return TG_INT8_KERNEL_AVX2;
     return TG_INT8_KERNEL_PORTABLE;
@@ -126,7 +129,8 @@ int tg_int8_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int6
         memset(c, 0, (size_t)(m * n) * sizeof *c);
         return TG_OK;
     }
-    const tg_int8_kernel kern = tg_int8_kernel_get();
+    tg_int8_kernel kern = tg_int8_kernel_get();
+    if (kern == TG_INT8_KERNEL_AMX) kern = TG_INT8_KERNEL_VNNI;   /* rows, not tiles */
     int32_t *wsum = NULL;
     if (kern == TG_INT8_KERNEL_VNNI && a_signed) {
         wsum = tg__malloc((size_t)n * sizeof *wsum);

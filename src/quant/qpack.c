@@ -28,9 +28,9 @@ static void pack_group(tg_qweight *w, const int8_t *wb, int64_t gi)
 /* panels8 and colsum of group gi (layout in quant_internal.h). */
 static void pack_group8(tg_qweight *w, const int8_t *wb, int64_t gi)
 {
-    int8_t *p = w->panels8 + gi * w->nblk8 * w->kq * 4 * TG__Q_NR8;
+    int8_t *p = w->panels8 + gi * w->nblk8 * w->kqp * 4 * TG__Q_NR8;
     for (int64_t blk = 0; blk < w->nblk8; blk++)
-        for (int64_t t4 = 0; t4 < w->kq; t4++)
+        for (int64_t t4 = 0; t4 < w->kqp; t4++)
             for (int64_t j = 0; j < TG__Q_NR8; j++)
                 for (int64_t e = 0; e < 4; e++) {
                     const int64_t col = blk * TG__Q_NR8 + j, t = 4 * t4 + e;
@@ -74,9 +74,10 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
     w->kd2 = (w->kd + 1) / 2;
     w->nblk = (w->n + TG__Q_NR - 1) / TG__Q_NR;
     w->kq = (w->kd + 3) / 4;
+    w->kqp = (w->kq + 15) / 16 * 16;
     w->nblk8 = (w->n + TG__Q_NR8 - 1) / TG__Q_NR8;
     const size_t nel = (size_t)(groups * w->nblk * w->kd2 * 2 * TG__Q_NR);
-    const size_t nel8 = (size_t)(groups * w->nblk8 * w->kq * 4 * TG__Q_NR8);
+    const size_t nel8 = (size_t)(groups * w->nblk8 * w->kqp * 4 * TG__Q_NR8);
     int8_t *wb = tg__malloc((size_t)tg_tensor_numel(weight) + 1);
     w->panels = tg__malloc(nel * sizeof *w->panels + 1);
     w->panels8 = tg__malloc(nel8 + 1);

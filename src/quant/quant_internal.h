@@ -56,11 +56,14 @@ bool tg__q_cpu_has_vnni(void);
  * sums at once, exactly (i16 x i16 pairs summed in i32 never overflow here). */
 #define TG__Q_NR 16
 #define TG__Q_MR 6
-/* The VNNI kernel's packing of the same B, as bytes: columns in blocks of 32,
- * each block kq = ceil(kd/4) slices of 32 columns x 4 consecutive k (zero
- * padded): panels8[blk][t4][j][e] = B[32*blk + j][4*t4 + e], so one slice is
- * two 64-byte vectors, and vpdpbusd of a broadcast group of four u8
- * activations against one adds 16 columns' four products at once. */
+/* The VNNI and AMX kernels' packing of the same B, as bytes: columns in
+ * blocks of 32, each block kqp slices of 32 columns x 4 consecutive k (zero
+ * padded): panels8[blk][t4][j][e] = B[32*blk + j][4*t4 + e].  One slice is
+ * two 64-byte vectors: vpdpbusd of a broadcast group of four u8 activations
+ * against one adds 16 columns' four products at once (VNNI reads the kq =
+ * ceil(kd/4) slices that hold weights).  kqp rounds kq up to 16, so that 16
+ * slices, read with a row stride of 128 bytes, are an AMX B tile of 64 k
+ * for 16 columns. */
 #define TG__Q_NR8 32
 #define TG__Q_MR8 8
 struct tg_qweight {
@@ -70,8 +73,8 @@ struct tg_qweight {
     int64_t groups;
     int64_t n, kd, kd2, nblk;     /* per group */
     int16_t *panels;              /* groups * nblk * kd2 * 32, owned */
-    int64_t kq, nblk8;            /* per group, for panels8 */
-    int8_t *panels8;              /* groups * nblk8 * kq * 128, owned */
+    int64_t kq, kqp, nblk8;       /* per group, for panels8 */
+    int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned */
     int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned */
 };
 static inline const int16_t *tg__q_group_panels(const tg_qweight *w, int64_t gi)
@@ -80,7 +83,7 @@ static inline const int16_t *tg__q_group_panels(const tg_qweight *w, int64_t gi)
 }
 static inline const int8_t *tg__q_group_panels8(const tg_qweight *w, int64_t gi)
 {
-    return w->panels8 + gi * w->nblk8 * w->kq * 4 * TG__Q_NR8;
+    return w->panels8 + gi * w->nblk8 * w->kqp * 4 * TG__Q_NR8;
 }
 /* c (m, w->n) = a (m, 2*kd2 i16, row stride lda) * B_gi^T on the portable
  * or AVX2 tile (kern), stored row-major
@@ -94,14 +97,22 @@ void tg__q_gemm_packed(int32_t *c, int64_t ldc, int64_t kgrp, const int16_t *a, 
 typedef void tg__q_tile_fn(int32_t *c, int64_t ldc, const int16_t *a, int64_t lda, int mr,
                            const int16_t *panel, int64_t kd2);
 tg__q_tile_fn tg__q_tile_avx2;
-/* The same product for the VNNI kernel from u8 activations: a (m, 4*kq
- * bytes, row stride lda; bytes past kd are never weighted) holds x + off,
+/* The same product for the VNNI kernel from u8 activations: a (m, 4*kqp
+ * bytes, row stride lda = 4*kqp; bytes past kd are never weighted, and for
+ * AMX m is rounded up to 32 rows, read but not stored) holds x + off,
  * where off is zx for u8 x and zx + 128 for i8 x (top bit flipped), so
  * c = a * B_gi^T - zoff * colsum_gi with zoff = off is sum (x - zx) * w
  * exactly (i32 arithmetic wraps, so the identity holds wherever the result
  * fits).  Layout of c as for tg__q_gemm_packed.  Single-threaded. */
 void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
                      int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
+/* The same on AMX tiles (32 x 32 per step, 64 k per tdpbusd). */
+void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
+                    int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
+#define TG__Q_AMX_ROWS 32
+/* AMX-TILE and AMX-INT8 in the CPU, enabled by the OS, and granted to this
+ * process (Linux arch_prctl ARCH_REQ_XCOMP_PERM); with AVX-512 VNNI. */
+bool tg__q_cpu_has_amx(void);
 
 /* ---- qconv_kernels.c ---- */
 
@@ -147,14 +158,16 @@ static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
     const int64_t half = INT64_C(1) << (r->shift - 1);
     return tg__q_clamp(r->zp + q + (rem + (q & 1) > half), r->lo, r->hi);
 }
-/* dst[base + i] = tg__q_requant_one(acc[i], r) for i < n, dst u8 or i8
- * (dt).  simd: through tg__q_requant_avx512 where this CPU has AVX-512 (the
- * VNNI kernel's CPUs) and r->shift > 0; the same bytes either way. */
-void tg__q_requant_row(void *dst, tg_dtype dt, int64_t base, const int32_t *acc, int64_t n,
-                       const tg__q_requant *r, bool simd);
+/* dst[base + i*cols + e] = tg__q_requant_one(src[i*ss + e], r) for i < rows,
+ * e < cols; dst u8 or i8 (dt).  simd (the caller's CPU has AVX-512, as the
+ * VNNI and AMX kernels' CPUs do): through tg__q_requant_avx512 when
+ * r->shift > 0; the same bytes either way. */
+void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, const int32_t *src, int64_t rows,
+                        int64_t cols, int64_t ss, const tg__q_requant *r, bool simd);
 /* The same for r->shift in [1, 62], eight lanes of i64 at a time
- * (qgemm_x86.c; AVX-512 F only).  y is the row's first byte. */
-void tg__q_requant_avx512(uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r);
+ * (qgemm_x86.c; AVX-512 F only).  y is the first byte. */
+void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t cols, int64_t ss,
+                          const tg__q_requant *r);
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */
 static inline void tg__q_store(void *dst, tg_dtype dt, int64_t i, int32_t q)
 {
