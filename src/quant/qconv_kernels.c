@@ -66,12 +66,14 @@ static int64_t *build_taps(const tg__conv_geom *g)
     return taps;
 }
 
-/* Rows per task: enough samples for ~128 GEMM rows, at most the batch (and
- * at least 1, as it divides). */
+/* Samples per task: enough for ~128 GEMM rows, but no more than leave two
+ * tasks per thread (a batch of 64 one-position samples was one task, run by
+ * one thread); at least 1, as it divides. */
 static int64_t task_samples(int64_t batch, int64_t rows_per_sample)
 {
     int64_t nb = (128 + rows_per_sample - 1) / (rows_per_sample > 0 ? rows_per_sample : 1);
-    if (nb > batch) nb = batch;
+    const int64_t share = (batch + 2 * tg_get_num_threads() - 1) / (2 * tg_get_num_threads());
+    if (nb > share) nb = share;
     return nb < 1 ? 1 : nb;
 }
 
@@ -314,11 +316,19 @@ static int convt_task(void *job, int64_t task)
         else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
          * gi, which is exactly r's index. */
+        /* One col position whose taps are the whole output in order (the
+         * first layer of a DCGAN generator, 1x1 -> KxK): no col2im at all. */
+        const bool direct = S == 1 && pl->fsize == K && Si == K;
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
-                col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
+                if (direct) {
+                    tg__q_requant_rows(j->y, j->dt, ybase, cols + co * rows * K + bb * K, 1, K, K,
+                                       &j->r[c], vnni);
+                    continue;
+                }
+                col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
                 for (int64_t i0 = 0; i0 < g->img[0]; i0++) {   /* window rows i1 of plane i0 */
                     const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + g->pad[1]) *
                                                     pl->full[2] + g->pad[2];
