@@ -295,12 +295,15 @@ static int convt_task(void *job, int64_t task)
     const int32_t zoff = off_zero(sg, j->zx);
     for (int64_t gi = 0; gi < g->groups; gi++) {
         for (int64_t bb = 0; vnni && bb < nb; bb++) {
-            uint8_t *rows8 = a8 + bb * S * lda;
-            for (int64_t ci = 0; ci < cig; ci++) {
-                const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
-                for (int64_t o = 0; o < S; o++) rows8[o * lda + ci] = as_u8(src, o, sg);
+            /* row o gathers byte o of the cig channel planes: the planes'
+             * current cache lines (cig of them) serve 64 rows in a row */
+            const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig) * S;
+            const uint8_t flip = sg ? 0x80 : 0;
+            for (int64_t o = 0; o < S; o++) {
+                uint8_t *row = a8 + (bb * S + o) * lda;
+                for (int64_t ci = 0; ci < cig; ci++) row[ci] = src[ci * S + o] ^ flip;
+                memset(row + cig, 0, (size_t)(lda - cig));
             }
-            for (int64_t o = 0; o < S; o++) memset(rows8 + o * lda + cig, 0, (size_t)(lda - cig));
         }
         for (int64_t bb = 0; !vnni && bb < nb; bb++)
             for (int64_t ci = 0; ci < lda; ci++) {
