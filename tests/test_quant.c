@@ -450,7 +450,7 @@ static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
  * on 32 x 32 tiles and 64 k). */
 Test(quant, every_kernel_gives_the_portable_bytes)
 {
-    qcase cases[sizeof sweep / sizeof *sweep + 6];
+    qcase cases[sizeof sweep / sizeof *sweep + 8];
     size_t n = 0;
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
     for (int ci = 0; ci < 2; ci++)
@@ -460,29 +460,38 @@ Test(quant, every_kernel_gives_the_portable_bytes)
      * result: 4x4 taps (column groups of 16), and rows of 40 channels */
     cases[n++] = (qcase){true, 2, 2, 70, 4, 1, {6, 6}, {4, 4}, 2, 1, 1, 0, TG_U8, true, false, true};
     cases[n++] = (qcase){false, 2, 2, 6, 40, 1, {9, 9}, {3, 3}, 1, 1, 1, 0, TG_I8, true, false, true};
+    /* 16x16 and 300 input positions: AMX takes its column-free path by default */
+    cases[n++] = (qcase){true, 2, 2, 70, 20, 1, {16, 16}, {4, 4}, 2, 1, 1, 1, TG_I8, true, true, true};
+    cases[n++] = (qcase){true, 1, 1, 6, 9, 3, {300}, {5}, 3, 2, 1, 2, TG_U8, true, false, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};
     const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
     int compared = 0;
-    for (size_t i = 0; i < n; i++) {
+    /* first pass: AMX's column-free ConvTranspose from the smallest input on
+     * (qconvt_amx.c), second pass: where it runs by default */
+    const int64_t phase_default = tg__q_phase_min_positions;
+    for (size_t i = 0; i < 2 * n; i++) {
+        tg__q_phase_min_positions = i < n ? 1 : phase_default;
+        const qcase *c = &cases[i % n];
         qdata d;
-        qdata_make(&d, &cases[i]);
-        tg_tensor *ref = run_on_kernel(&cases[i], &d, TG_INT8_KERNEL_PORTABLE);
+        qdata_make(&d, c);
+        tg_tensor *ref = run_on_kernel(c, &d, TG_INT8_KERNEL_PORTABLE);
         for (int e = 0; e < 3; e++) {
-            tg_tensor *y = run_on_kernel(&cases[i], &d, kerns[e]);
+            tg_tensor *y = run_on_kernel(c, &d, kerns[e]);
             if (!y) continue;
             cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
             cr_assert(memcmp(tg_tensor_cdata(y), tg_tensor_cdata(ref),
                              (size_t)tg_tensor_numel(y)) == 0,
-                      "case %zu, %s kernel", i, tg_int8_kernel_name(kerns[e]));
+                      "case %zu (pass %zu), %s kernel", i % n, i / n, tg_int8_kernel_name(kerns[e]));
             compared++;
             tg_tensor_release(y);
         }
         tg_tensor_release(ref);
         qdata_free(&d);
     }
-    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)n);
+    tg__q_phase_min_positions = phase_default;
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)(2 * n));
 }
 
 /* tg__q_requant_rows through AVX-512 gives tg__q_requant_one's bytes: ties

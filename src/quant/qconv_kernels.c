@@ -347,6 +347,8 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
                         int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
 {
     if (g->batch == 0) return TG_OK;   /* an empty batch: y is empty too */
+    if (transpose && tg_int8_kernel_get() == TG_INT8_KERNEL_AMX && tg__q_convt_amx_fits(g, w))
+        return tg__q_convt_amx(g, dt, x, zx, w, r, y);
     int64_t *taps = NULL;
     col2im_plan plan = {0};
     if (transpose) TG_TRY(col2im_plan_make(&plan, g));

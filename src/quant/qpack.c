@@ -43,6 +43,27 @@ static void pack_group8(tg_qweight *w, const int8_t *wb, int64_t gi)
     }
 }
 
+/* taps8 and tapsum of a transposed weight (layout in quant_internal.h). */
+static int pack_taps(tg_qweight *w, const int8_t *wb)
+{
+    const int64_t cog = w->shape[1], cig = w->kd, K = w->n / cog;
+    w->ncob = ((cog + 15) / 16 + 1) / 2 * 2;
+    w->ncc = (cig + 63) / 64;
+    w->taps8 = tg__calloc((size_t)(w->groups * K * w->ncob * w->ncc) * 16 * 64, 1);
+    w->tapsum = tg__calloc((size_t)(w->groups * K * cog), sizeof *w->tapsum);
+    if (!w->taps8 || !w->tapsum) return TG_ENOMEM;
+    for (int64_t gi = 0; gi < w->groups; gi++)
+        for (int64_t ci = 0; ci < cig; ci++)
+            for (int64_t co = 0; co < cog; co++)
+                for (int64_t k = 0; k < K; k++) {
+                    const int8_t v = wb[((gi * cig + ci) * cog + co) * K + k];
+                    const int64_t tile = ((gi * K + k) * w->ncob + co / 16) * w->ncc + ci / 64;
+                    w->taps8[(tile * 16 + co % 16) * 64 + ci % 64] = v;
+                    w->tapsum[(gi * K + k) * cog + co] += v;
+                }
+    return TG_OK;
+}
+
 static int check_weight(const tg_tensor *weight, bool transpose, int64_t groups)
 {
     const char *op = "qweight_new";
@@ -92,6 +113,11 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
         pack_group(w, wb, gi);
         pack_group8(w, wb, gi);
     }
+    if (transpose && w->ndim <= 4 && tg__q_cpu_has_amx() && pack_taps(w, wb) < 0) {
+        free(wb);
+        tg_qweight_free(w);
+        return TG_ENOMEM;
+    }
     free(wb);
     *out = w;
     return TG_OK;
@@ -103,6 +129,8 @@ void tg_qweight_free(tg_qweight *w)
     free(w->panels);
     free(w->panels8);
     free(w->colsum);
+    free(w->taps8);
+    free(w->tapsum);
     free(w);
 }
 

@@ -76,6 +76,14 @@ struct tg_qweight {
     int64_t kq, kqp, nblk8;       /* per group, for panels8 */
     int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned */
     int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned */
+    /* Transposed weights on an AMX CPU, per group, tap k, block of 16 output
+     * channels (ncob, even) and 64 input channels (ncc): 16 x 64 bytes,
+     * taps8[...][r][e] = w[gi*cig + 64*cc + e][16*cob + r][k] (0 past the
+     * ends): one AMX A tile (qconvt_amx.c).  tapsum[(gi*K + k)*cog + co] sums
+     * w over the input channels.  NULL elsewhere. */
+    int64_t ncob, ncc;
+    int8_t *taps8;
+    int32_t *tapsum;
 };
 static inline const int16_t *tg__q_group_panels(const tg_qweight *w, int64_t gi)
 {
@@ -106,6 +114,14 @@ tg__q_tile_fn tg__q_tile_avx2;
  * fits).  Layout of c as for tg__q_gemm_packed.  Single-threaded. */
 void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
                      int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
+/* The 16 x 64 A tiles of tap k, output-channel block cob (and cob + 1
+ * after them), as ncc tiles of 1 KiB. */
+static inline const int8_t *tg__q_tap_panel(const tg_qweight *w, int64_t gi, int64_t k,
+                                            int64_t cob)
+{
+    const int64_t K = w->n / w->shape[1];
+    return w->taps8 + (((gi * K + k) * w->ncob + cob) * w->ncc) * 16 * 64;
+}
 /* The same on AMX tiles (32 x 32 per step, 64 k per tdpbusd). */
 void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
                     int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
@@ -193,4 +209,13 @@ int tg__q_conv_transpose_raw(const struct tg__conv_geom *g, tg_dtype dt, const v
 /* Linear: y (m, w->n) = requant((x - zx) (m, kd) * B^T). */
 int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
                      const tg__q_requant *r, void *y);
+/* ConvTranspose without columns on AMX (qconvt_amx.c): for 1-D and 2-D
+ * layers without dilation whose weight has taps8; same contract as
+ * tg__q_conv_transpose_raw. */
+bool tg__q_convt_amx_fits(const struct tg__conv_geom *g, const tg_qweight *w);
+/* The input positions (product of the spatial sizes) from which it is used;
+ * the tests lower it to run every case through it. */
+extern int64_t tg__q_phase_min_positions;
+int tg__q_convt_amx(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                    const tg_qweight *w, const tg__q_requant *r, void *y);
 #endif

@@ -1,0 +1,373 @@
+/* src/quant/qconvt_amx.c - the quantized ConvTranspose on AMX tiles with no
+ * columns: a stride-phase implicit GEMM (1-D and 2-D, no dilation).
+ *
+ * On an axis with stride s, padding p and K taps, input i reaches output
+ * y = i*s - p + k through tap k.  The outputs of one phase phi = (y + p) mod s
+ * are reached only by the taps k = phi + s*t (t = 0, 1, ...), from input
+ * i = q - t where q = (y + p - phi) / s.  So each phase is a plain
+ * correlation of x over q with T = ceil((K - phi) / s) taps per axis:
+ *
+ *     out_phi[co][q] = sum over t, ci of  w[ci][co][phi + s*t] * x[ci][q - t]
+ *
+ * (2-D: t and q are pairs).  x is laid out once per sample as a grid of
+ * positions wide enough for every phase's reads (positions outside the input
+ * hold the zero point), four channels interleaved: x4[cq][P][e] =
+ * x[4*cq + e][P] + off (u8, as the VNNI kernel's activations).  A flat
+ * position f = r*Wg + c of that grid and a tap t read x4 at f - (t1*Wg + t2),
+ * so sixteen consecutive f of one tap and 64 channels are one AMX B tile
+ * (16 rows of channel quads, 64 bytes apart... 4*NP apart), read in place:
+ * no im2col.  The weights of one tap, 16 output channels x 64 input channels,
+ * are an A tile (tg_qweight.taps8).  tdpbsud (signed A, unsigned B) adds
+ * their products into a 16 x 16 tile of out_phi[co][f], which starts from
+ * -zoff times the sum of the phase's weights, so the zero point cancels
+ * exactly as in the other kernels.  Positions f that fall in the grid's
+ * margins are computed and dropped.
+ *
+ * Each tile row (one output channel, 16 or 32 positions) is requantized in
+ * AVX-512 registers into a per-phase byte plane; the phases are then
+ * interleaved into y.  The integers are the portable kernel's: every sum is
+ * the same set of exact i32 products and the requantization is the same
+ * formula (tests: quant::every_kernel_gives_the_portable_bytes).
+ *
+ * Work is split by samples, one task each, run in parallel; scratch is the
+ * thread's conv workspace.
+ *
+ * It pays where the input has many positions: the grid's margins are
+ * computed and dropped, and a small input is mostly margin.  Measured on the
+ * DCGAN generator's layers (2 threads, docs/quantization.md): 16x16 -> 32x32
+ * 7.4-8.1 ms against 11.5 ms through columns, 32x32 -> 64x64 and 8x8 -> 16x16
+ * about the same, 4x4 -> 8x8 slower (8.3-12.3 against 8.3-8.4 ms), 1x1 ->
+ * 4x4 three times slower.  So it runs from tg__q_phase_min_positions (256)
+ * input positions on. */
+#include <string.h>
+
+#include "ops/conv_internal.h"
+#include "quant/quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
+#define TILE 16
+#define MARGIN 32   /* positions after the grid that a last 32-wide block may read */
+
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+/* One axis of the phase decomposition (axes 1 and 2 of the geometry). */
+typedef struct axis_plan {
+    int64_t s, K, pad, in, out;
+    int64_t lo, ext;   /* the grid covers input positions lo .. lo + ext - 1 */
+} axis_plan;
+
+/* Taps of phase phi on an axis: k = phi + s*t for t < taps(phi). */
+static int64_t phase_taps(const axis_plan *a, int64_t phi)
+{
+    return phi < a->K ? (a->K - phi + a->s - 1) / a->s : 0;
+}
+
+/* The q of phase phi whose outputs y = q*s + phi - pad lie in [0, out):
+ * [*qlo, *qhi], empty when *qlo > *qhi. */
+static void phase_range(const axis_plan *a, int64_t phi, int64_t *qlo, int64_t *qhi)
+{
+    const int64_t first = a->pad - phi;   /* y = 0 at q = first / s */
+    *qlo = first >= 0 ? (first + a->s - 1) / a->s : -((-first) / a->s);
+    const int64_t last = a->out - 1 + a->pad - phi;
+    *qhi = last >= 0 ? last / a->s : -((-last + a->s - 1) / a->s);
+}
+
+static void axis_make(axis_plan *a, const tg__conv_geom *g, int ax)
+{
+    *a = (axis_plan){.s = g->stride[ax], .K = g->k[ax], .pad = g->pad[ax], .in = g->col[ax],
+                     .out = g->img[ax]};
+    int64_t lo = 0, hi = a->in - 1;
+    for (int64_t phi = 0; phi < a->s; phi++) {
+        int64_t qlo, qhi;
+        phase_range(a, phi, &qlo, &qhi);
+        if (qlo > qhi) continue;
+        const int64_t t = phase_taps(a, phi);
+        if (qlo - (t > 0 ? t - 1 : 0) < lo) lo = qlo - (t > 0 ? t - 1 : 0);
+        if (qhi > hi) hi = qhi;
+    }
+    a->lo = lo;
+    a->ext = hi - lo + 1;
+}
+
+int64_t tg__q_phase_min_positions = 256;
+
+bool tg__q_convt_amx_fits(const tg__conv_geom *g, const tg_qweight *w)
+{
+    return w->taps8 && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
+           g->dil[2] == 1 && g->col[1] * g->col[2] >= tg__q_phase_min_positions;
+}
+
+typedef struct amx_job {
+    const tg__conv_geom *g;
+    tg_dtype dt;
+    const uint8_t *x;
+    int32_t zx;
+    const tg_qweight *w;
+    const tg__q_requant *r;
+    uint8_t *y;
+    axis_plan ax[2];
+    int64_t np;        /* grid positions + MARGIN */
+    int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
+} amx_job;
+
+/* 32 accumulators of one output channel -> 32 bytes (as tg__q_requant_one;
+ * shift > 0). */
+AMX_TARGET static void requant32(uint8_t *dst, const int32_t *src, const tg__q_requant *r)
+{
+    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
+    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
+    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
+    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
+    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
+    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
+    const __m128i sh = _mm_cvtsi32_si128(r->shift);
+    for (int i = 0; i < 32; i += 8) {
+        __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(src + i)));
+        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
+        const __m512i v = _mm512_mul_epi32(s, m0);
+        __m512i q = _mm512_sra_epi64(v, sh);
+        const __m512i rem = _mm512_and_si512(v, mask);
+        const __mmask8 up =
+            _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
+        q = _mm512_mask_add_epi64(q, up, q, one);
+        q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
+        _mm_storel_epi64((__m128i *)(dst + i), _mm512_cvtepi64_epi8(q));
+    }
+}
+
+/* x4 of sample b, group gi (layout above): the zero point everywhere
+ * (zero bytes for the padding channels past cig), then each input row of
+ * four channel planes interleaved into its place, 16 positions at a time. */
+static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64_t ncq)
+{
+    const tg__conv_geom *g = j->g;
+    const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2];
+    const bool sg = j->dt == TG_I8;
+    const uint8_t zoff = (uint8_t)(sg ? j->zx + 128 : j->zx);
+    const __m128i flip = _mm_set1_epi8(sg ? (char)0x80 : 0);
+    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const uint8_t *xb = j->x + (b * g->c_col + gi * cig) * S;
+    for (int64_t cq = 0; cq < ncq; cq++) {
+        uint8_t *plane = x4 + cq * j->np * 4;
+        uint8_t fill[4];
+        for (int e = 0; e < 4; e++) fill[e] = 4 * cq + e < cig ? zoff : 0;
+        for (int64_t p = 0; p < j->np - MARGIN; p++) memcpy(plane + 4 * p, fill, 4);
+        memset(plane + 4 * (j->np - MARGIN), 0, MARGIN * 4);
+        const uint8_t *src[4];
+        for (int e = 0; e < 4; e++)   /* a padding channel reads channel 0: dropped below */
+            src[e] = xb + (4 * cq + e < cig ? 4 * cq + e : 0) * S;
+        for (int64_t i1 = 0; i1 < a1->in; i1++) {
+            uint8_t *dst = plane + 4 * ((i1 - a1->lo) * a2->ext - a2->lo);
+            const int64_t off = i1 * a2->in;
+            int64_t i2 = 0;
+            for (; i2 + 16 <= a2->in; i2 += 16) {
+                const __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[0] + off + i2)), flip);
+                const __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[1] + off + i2)), flip);
+                const __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[2] + off + i2)), flip);
+                const __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[3] + off + i2)), flip);
+                const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                uint8_t *d = dst + 4 * i2;
+                _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+                _mm_storeu_si128((__m128i *)(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+                _mm_storeu_si128((__m128i *)(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+            }
+            for (; i2 < a2->in; i2++)
+                for (int e = 0; e < 4; e++) dst[4 * i2 + e] = src[e][off + i2] ^ (sg ? 0x80 : 0);
+            if (4 * cq + 3 >= cig)   /* padding channels back to 0 */
+                for (int64_t c = 0; c < a2->in; c++)
+                    for (int e = 0; e < 4; e++)
+                        if (4 * cq + e >= cig) dst[4 * c + e] = 0;
+        }
+    }
+}
+
+/* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
+ * phase's flat positions f, requantized. */
+AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
+                                 int64_t p2, uint8_t *planes, int64_t *ffirst, int64_t *flast)
+{
+    const tg__conv_geom *g = j->g;
+    const tg_qweight *w = j->w;
+    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const int64_t cog = g->c_img / g->groups, K2 = g->k[2], Kt = g->k[1] * K2;
+    const int64_t wg = a2->ext, T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
+    int64_t q1lo, q1hi, q2lo, q2hi;
+    phase_range(a1, p1, &q1lo, &q1hi);
+    phase_range(a2, p2, &q2lo, &q2hi);
+    *ffirst = (q1lo - a1->lo) * wg + (q2lo - a2->lo);
+    *flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
+    const bool sg = j->dt == TG_I8;
+    const uint32_t zoff = (uint32_t)(sg ? j->zx + 128 : j->zx);
+    _Alignas(64) int32_t corr[2][TILE * TILE];
+    _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
+    for (int64_t cob = 0; cob < w->ncob; cob += 2) {
+        for (int h = 0; h < 2; h++)   /* -zoff * (the phase's weights summed), per row */
+            for (int rr = 0; rr < TILE; rr++) {
+                const int64_t co = (cob + h) * TILE + rr;
+                uint32_t sum = 0;
+                for (int64_t t1 = 0; co < cog && t1 < T1; t1++)
+                    for (int64_t t2 = 0; t2 < T2; t2++)
+                        sum += (uint32_t)w->tapsum[(gi * Kt + (p1 + a1->s * t1) * K2 + p2 +
+                                                    a2->s * t2) * cog + co];
+                const int32_t v = (int32_t)(0u - zoff * sum);
+                for (int c = 0; c < TILE; c++) corr[h][rr * TILE + c] = v;
+            }
+        for (int64_t f0 = *ffirst; f0 <= *flast; f0 += 2 * TILE) {
+            _tile_loadd(0, corr[0], 4 * TILE);
+            _tile_loadd(1, corr[0], 4 * TILE);
+            _tile_loadd(2, corr[1], 4 * TILE);
+            _tile_loadd(3, corr[1], 4 * TILE);
+            for (int64_t t1 = 0; t1 < T1; t1++)
+                for (int64_t t2 = 0; t2 < T2; t2++) {
+                    const int64_t k = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
+                    const uint8_t *xb = x4 + (f0 - (t1 * wg + t2)) * 4;
+                    const int8_t *wa = tg__q_tap_panel(w, gi, k, cob);
+                    for (int64_t cc = 0; cc < w->ncc; cc++) {
+                        const uint8_t *xc = xb + cc * TILE * j->np * 4;
+                        _tile_loadd(4, wa + cc * TILE * 64, 64);
+                        _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
+                        _tile_loadd(6, xc, j->np * 4);
+                        _tile_loadd(7, xc + 64, j->np * 4);
+                        _tile_dpbsud(0, 4, 6);
+                        _tile_dpbsud(1, 4, 7);
+                        _tile_dpbsud(2, 5, 6);
+                        _tile_dpbsud(3, 5, 7);
+                    }
+                }
+            _tile_stored(0, tmp, 8 * TILE);
+            _tile_stored(1, tmp + TILE, 8 * TILE);
+            _tile_stored(2, tmp + 2 * TILE * TILE, 8 * TILE);
+            _tile_stored(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
+            for (int rr = 0; rr < 2 * TILE; rr++) {
+                const int64_t co = cob * TILE + rr;
+                if (co >= cog) break;
+                const tg__q_requant *r = &j->r[gi * cog + co];
+                uint8_t *dst = planes + co * j->fmax + (f0 - *ffirst);
+                if (r->shift > 0) {
+                    requant32(dst, tmp + rr * 2 * TILE, r);
+                } else {
+                    for (int c = 0; c < 2 * TILE; c++)
+                        dst[c] = (uint8_t)tg__q_requant_one(tmp[rr * 2 * TILE + c], r);
+                }
+            }
+        }
+    }
+}
+
+/* y[b, gi*cog + co] from the phase planes.  Output row y1 belongs to one
+ * phase p1 (row q1); along it, the outputs y2 = s2*m + e of residue e come
+ * from phase p2 = (e + pad2) mod s2, at q2 = m + (e + pad2 - p2) / s2: one
+ * contiguous run per residue, interleaved (two at a time by SSE2 when s2 is
+ * 2). */
+static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *planes,
+                       const int64_t *ffirst)
+{
+    const tg__conv_geom *g = j->g;
+    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const int64_t cog = g->c_img / g->groups, plane = cog * j->fmax, wg = a2->ext;
+    const int64_t s2 = a2->s, O2 = a2->out;
+    for (int64_t co = 0; co < cog; co++) {
+        uint8_t *yc = j->y + ((b * g->c_img) + gi * cog + co) * a1->out * O2;
+        for (int64_t y1 = 0; y1 < a1->out; y1++) {
+            const int64_t p1 = (y1 + a1->pad) % a1->s, q1 = (y1 + a1->pad - p1) / a1->s;
+            const uint8_t *run[2];
+            uint8_t *yr = yc + y1 * O2;
+            for (int64_t e = 0; e < s2 && e < O2; e++) {
+                const int64_t p2 = (e + a2->pad) % s2, q2 = (e + a2->pad - p2) / s2;
+                const int64_t ph = p1 * s2 + p2;
+                const uint8_t *src = planes + ph * plane + co * j->fmax - ffirst[ph] +
+                                     (q1 - a1->lo) * wg + q2 - a2->lo;
+                if (s2 == 2) {
+                    run[e] = src;
+                    continue;
+                }
+                for (int64_t m = 0; s2 * m + e < O2; m++) yr[s2 * m + e] = src[m];
+            }
+            if (s2 != 2 || O2 < 2) continue;
+            int64_t m = 0;
+            for (; 2 * m + 32 <= O2; m += 16) {
+                const __m128i ev = _mm_loadu_si128((const __m128i *)(run[0] + m));
+                const __m128i od = _mm_loadu_si128((const __m128i *)(run[1] + m));
+                _mm_storeu_si128((__m128i *)(yr + 2 * m), _mm_unpacklo_epi8(ev, od));
+                _mm_storeu_si128((__m128i *)(yr + 2 * m + 16), _mm_unpackhi_epi8(ev, od));
+            }
+            for (; 2 * m < O2; m++) {
+                yr[2 * m] = run[0][m];
+                if (2 * m + 1 < O2) yr[2 * m + 1] = run[1][m];
+            }
+        }
+    }
+}
+
+AMX_TARGET static int amx_task(void *job, int64_t b)
+{
+    const amx_job *j = job;
+    const tg__conv_geom *g = j->g;
+    const int64_t cog = g->c_img / g->groups, nph = j->ax[0].s * j->ax[1].s;
+    const int64_t ncq = j->w->ncc * TILE;
+    const size_t x4_bytes = (size_t)(ncq * j->np * 4), plane_bytes = (size_t)(cog * j->fmax);
+    char *scr = tg__conv_scratch(0, x4_bytes + (size_t)nph * (plane_bytes + 8) + 64);
+    int64_t *ffirst = tg__malloc((size_t)nph * sizeof *ffirst);
+    if (!scr || !ffirst) {
+        free(ffirst);
+        return TG_ENOMEM;
+    }
+    uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
+    amx_config cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.rows[t] = TILE, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+    for (int64_t gi = 0; gi < g->groups; gi++) {
+        build_x4(x4, j, b, gi, ncq);
+        for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
+            for (int64_t p2 = 0; p2 < j->ax[1].s; p2++) {
+                int64_t flast;
+                const int64_t ph = p1 * j->ax[1].s + p2;
+                run_phase(j, x4, gi, p1, p2, planes + ph * plane_bytes, &ffirst[ph], &flast);
+            }
+        interleave(j, b, gi, planes, ffirst);
+    }
+    _tile_release();
+    free(ffirst);
+    return TG_OK;
+}
+
+int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                    const tg_qweight *w, const tg__q_requant *r, void *y)
+{
+    if (g->batch == 0) return TG_OK;
+    amx_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y};
+    axis_make(&j.ax[0], g, 1);
+    axis_make(&j.ax[1], g, 2);
+    j.np = j.ax[0].ext * j.ax[1].ext + MARGIN;
+    for (int64_t p1 = 0; p1 < j.ax[0].s; p1++)
+        for (int64_t p2 = 0; p2 < j.ax[1].s; p2++) {
+            int64_t q1lo, q1hi, q2lo, q2hi;
+            phase_range(&j.ax[0], p1, &q1lo, &q1hi);
+            phase_range(&j.ax[1], p2, &q2lo, &q2hi);
+            const int64_t len = (q1hi - q1lo) * j.ax[1].ext + (q2hi - q2lo) + 1;
+            const int64_t up = (len + 2 * TILE - 1) / (2 * TILE) * (2 * TILE);
+            if (up > j.fmax) j.fmax = up;
+        }
+    return tg__run_tasks(g->batch, true, amx_task, &j);
+}
+
+#else
+
+int64_t tg__q_phase_min_positions = 256;
+bool tg__q_convt_amx_fits(const tg__conv_geom *g, const tg_qweight *w) { return false; }
+int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                    const tg_qweight *w, const tg__q_requant *r, void *y)
+{
+    TG_ASSERT(!"amx kernel called on a non-x86 build");
+    return TG_EUNSUPPORTED;
+}
+#endif
