@@ -164,7 +164,7 @@ static inline int64_t padded_rows(int64_t rows)
 static void gemm_u8(tg_int8_kernel kern, int32_t *c, int64_t ldc, int64_t kgrp, uint8_t *a,
                     int64_t lda, int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff)
 {
-    if (kern == TG_INT8_KERNEL_AMX) {
+    if (kern == TG_INT8_KERNEL_AMX && m >= TG__Q_AMX_ROWS) {   /* fewer rows: VNNI is faster */
         memset(a + m * lda, 0, (size_t)((padded_rows(m) - m) * lda));
         tg__q_gemm_amx(c, ldc, kgrp, a, lda, m, w, gi, zoff);
     } else {
