@@ -51,12 +51,6 @@
 #define TILE 16
 #define MARGIN 32   /* positions after the grid that a last 32-wide block may read */
 
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
-
 /* One axis of the phase decomposition (axes 1 and 2 of the geometry). */
 typedef struct axis_plan {
     int64_t s, K, pad, in, out;
@@ -116,31 +110,6 @@ typedef struct amx_job {
     int64_t np;        /* grid positions + MARGIN */
     int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
 } amx_job;
-
-/* 32 accumulators of one output channel -> 32 bytes (as tg__q_requant_one;
- * shift > 0). */
-AMX_TARGET static void requant32(uint8_t *dst, const int32_t *src, const tg__q_requant *r)
-{
-    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
-    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
-    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
-    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
-    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
-    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
-    const __m128i sh = _mm_cvtsi32_si128(r->shift);
-    for (int i = 0; i < 32; i += 8) {
-        __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(src + i)));
-        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
-        const __m512i v = _mm512_mul_epi32(s, m0);
-        __m512i q = _mm512_sra_epi64(v, sh);
-        const __m512i rem = _mm512_and_si512(v, mask);
-        const __mmask8 up =
-            _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
-        q = _mm512_mask_add_epi64(q, up, q, one);
-        q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
-        _mm_storel_epi64((__m128i *)(dst + i), _mm512_cvtepi64_epi8(q));
-    }
-}
 
 /* x4 of sample b, group gi (layout above): the zero point everywhere
  * (zero bytes for the padding channels past cig), then each input row of
@@ -253,7 +222,7 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
                 const tg__q_requant *r = &j->r[gi * cog + co];
                 uint8_t *dst = planes + co * j->fmax + (f0 - *ffirst);
                 if (r->shift > 0) {
-                    requant32(dst, tmp + rr * 2 * TILE, r);
+                    tg__q_requant_avx512(dst, tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE, r);
                 } else {
                     for (int c = 0; c < 2 * TILE; c++)
                         dst[c] = (uint8_t)tg__q_requant_one(tmp[rr * 2 * TILE + c], r);
@@ -322,9 +291,7 @@ AMX_TARGET static int amx_task(void *job, int64_t b)
         return TG_ENOMEM;
     }
     uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = TILE, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);
+    tg__q_amx_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
         build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
@@ -335,7 +302,7 @@ AMX_TARGET static int amx_task(void *job, int64_t b)
             }
         interleave(j, b, gi, planes, ffirst);
     }
-    _tile_release();
+    tg__q_amx_end();
     free(ffirst);
     return TG_OK;
 }

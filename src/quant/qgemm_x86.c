@@ -328,6 +328,19 @@ typedef struct amx_config {
     uint8_t rows[16];
 } amx_config;
 
+AMX_TARGET void tg__q_amx_begin(void)
+{
+    amx_config cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
+     * without this barrier the stores above may be dropped (seen: rows and
+     * colsb never written, a #GP at the first tile load). */
+    __asm__ volatile("" : : "r"(&cfg) : "memory");
+    _tile_loadconfig(&cfg);
+}
+
+AMX_TARGET void tg__q_amx_end(void) { _tile_release(); }
+
 static bool amx_probe(void)
 {
     unsigned a, b, c, d;
@@ -374,9 +387,7 @@ AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint
                                int64_t lda, int64_t m, const tg_qweight *w, int64_t gi,
                                int32_t zoff)
 {
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);   /* per call: tile state belongs to the thread */
+    tg__q_amx_begin();   /* per call: tile state belongs to the thread */
     const int8_t *panels = tg__q_group_panels8(w, gi);
     const int32_t *colsum = w->colsum + gi * w->n;
     const int64_t chunks = w->kqp / 16, R = TG__Q_AMX_ROWS, NB = 4 * TG__Q_NR8;
@@ -430,7 +441,7 @@ AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint
             }
         }
     }
-    _tile_release();
+    tg__q_amx_end();
 }
 
 /* tg__q_requant_one on eight accumulators at a time, in i64 lanes, over
@@ -497,6 +508,9 @@ void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int
 {
     TG_ASSERT(!"amx kernel called on a non-x86 build");
 }
+
+void tg__q_amx_begin(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
+void tg__q_amx_end(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
 
 bool tg__q_cpu_has_avx2(void) { return false; }
 bool tg__q_cpu_has_vnni(void) { return false; }
