@@ -4,7 +4,7 @@ tapegrad's integer op (tapegrad/quant.h) against tapegrad's f32 op and
 PyTorch's quantized ConvTranspose2d (engine onednn), same thread count.
 
     /usr/bin/python3 bench/int8.py [--threads 2] [--repeat 10] [--build build]
-                                   [--kernel auto|portable|avx2|vnni]
+                                   [--kernel auto|portable|avx2|vnni|amx]
 
 Each tapegrad figure is `tapegrad bench` on a case file (forward only); the
 PyTorch figure runs in a child process with torch.set_num_threads.  Times are
