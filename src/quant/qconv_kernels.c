@@ -173,13 +173,7 @@ static void gemm_u8(tg_int8_kernel kern, int32_t *c, int64_t ldc, int64_t kgrp, 
 }
 
 typedef struct q_job {
-    const tg__conv_geom *g;
-    tg_dtype dt;
-    const uint8_t *x;
-    int32_t zx;
-    const tg_qweight *w;
-    const tg__q_requant *r;
-    uint8_t *y;
+    tg__q_operands op;
     const int64_t *taps;        /* conv */
     const col2im_plan *plan;    /* conv_transpose */
     tg_int8_kernel kern;
@@ -193,12 +187,12 @@ static int conv_task(void *job, int64_t task)
 {
     const q_job *j = job;
     const int64_t b0 = task * j->nb;
-    const tg__conv_geom *g = j->g;
+    const tg__conv_geom *g = j->op.g;
     const int64_t S = tg__conv_prod3(g->col), K = tg__conv_prod3(g->k), Si = tg__conv_prod3(g->img);
     const int64_t cig = g->c_img / g->groups, cog = g->c_col / g->groups;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
     const bool vnni = j->kern >= TG_INT8_KERNEL_VNNI;   /* u8 activations */
-    const int64_t lda = vnni ? 4 * j->w->kqp : 2 * j->w->kd2;   /* elements */
+    const int64_t lda = vnni ? 4 * j->op.w->kqp : 2 * j->op.w->kd2;   /* elements */
     const int64_t arows = vnni ? padded_rows(rows) : rows;
     char *scr = tg__conv_scratch(0, (size_t)(arows * lda) * (vnni ? 1 : 2) +
                                         (size_t)(rows * cog) * 4 + 64);
@@ -206,40 +200,34 @@ static int conv_task(void *job, int64_t task)
     int32_t *acc = (int32_t *)scr;
     int16_t *a = (int16_t *)(acc + rows * cog);
     uint8_t *a8 = (uint8_t *)(acc + rows * cog);
-    const bool sg = j->dt == TG_I8;
-    const int32_t zoff = off_zero(sg, j->zx);
+    const bool sg = j->op.dt == TG_I8;
+    const int32_t zoff = off_zero(sg, j->op.zx);
     for (int64_t gi = 0; gi < g->groups; gi++) {
-        for (int64_t bb = 0; vnni && bb < nb; bb++) {
-            const uint8_t *xg = j->x + ((b0 + bb) * g->c_img + gi * cig) * Si;
+        for (int64_t bb = 0; bb < nb; bb++) {
+            const uint8_t *xg = j->op.x + ((b0 + bb) * g->c_img + gi * cig) * Si;
             for (int64_t o = 0; o < S; o++) {
-                uint8_t *ar = a8 + (bb * S + o) * lda;
-                const int64_t *t = j->taps + o * K;
+                const int64_t *t = j->taps + o * K, row = (bb * S + o) * lda;
                 for (int64_t ci = 0; ci < cig; ci++)
-                    for (int64_t k = 0; k < K; k++)
-                        ar[ci * K + k] = t[k] < 0 ? (uint8_t)zoff : as_u8(xg, ci * Si + t[k], sg);
-                memset(ar + cig * K, 0, (size_t)(lda - cig * K));
+                    for (int64_t k = 0; k < K; k++) {   /* the branch on vnni is unswitched */
+                        const int64_t e = row + ci * K + k, at = ci * Si + t[k];
+                        if (vnni) a8[e] = t[k] < 0 ? (uint8_t)zoff : as_u8(xg, at, sg);
+                        else a[e] = t[k] < 0 ? 0 : centered(xg, at, sg, j->op.zx);
+                    }
+                for (int64_t e = row + cig * K; e < row + lda; e++) {
+                    if (vnni) a8[e] = 0;
+                    else a[e] = 0;
+                }
             }
         }
-        for (int64_t bb = 0; !vnni && bb < nb; bb++) {
-            const uint8_t *xg = j->x + ((b0 + bb) * g->c_img + gi * cig) * Si;
-            for (int64_t o = 0; o < S; o++) {
-                int16_t *ar = a + (bb * S + o) * lda;
-                const int64_t *t = j->taps + o * K;
-                for (int64_t ci = 0; ci < cig; ci++)
-                    for (int64_t k = 0; k < K; k++)
-                        ar[ci * K + k] = t[k] < 0 ? 0 : centered(xg, ci * Si + t[k], sg, j->zx);
-                for (int64_t e = cig * K; e < lda; e++) ar[e] = 0;
-            }
-        }
-        if (vnni) gemm_u8(j->kern, acc, cog, 0, a8, lda, rows, j->w, gi, zoff);
-        else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->w, gi, j->kern);
+        if (vnni) gemm_u8(j->kern, acc, cog, 0, a8, lda, rows, j->op.w, gi, zoff);
+        else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->op.w, gi, j->kern);
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;   /* conv: output channel = weight axis 0 */
                 const int64_t base = ((b0 + bb) * g->c_col + c) * S;
                 for (int64_t o = 0; o < S; o++)
-                    tg__q_store(j->y, j->dt, base + o,
-                                tg__q_requant_one(acc[(bb * S + o) * cog + co], &j->r[c]));
+                    tg__q_store(j->op.y, j->op.dt, base + o,
+                                tg__q_requant_one(acc[(bb * S + o) * cog + co], &j->op.r[c]));
             }
     }
     return TG_OK;
@@ -276,13 +264,13 @@ static int convt_task(void *job, int64_t task)
 {
     const q_job *j = job;
     const int64_t b0 = task * j->nb;
-    const tg__conv_geom *g = j->g;
+    const tg__conv_geom *g = j->op.g;
     const int64_t S = tg__conv_prod3(g->col), Si = tg__conv_prod3(g->img);
-    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->w->n;
+    const int64_t cig = g->c_col / g->groups, cog = g->c_img / g->groups, N = j->op.w->n;
     const int64_t K = N / cog;
     const int64_t nb = b0 + j->nb > g->batch ? g->batch - b0 : j->nb, rows = nb * S;
     const bool vnni = j->kern >= TG_INT8_KERNEL_VNNI;   /* u8 activations */
-    const int64_t lda = vnni ? 4 * j->w->kqp : 2 * j->w->kd2;   /* elements */
+    const int64_t lda = vnni ? 4 * j->op.w->kqp : 2 * j->op.w->kd2;   /* elements */
     const int64_t arows = vnni ? padded_rows(rows) : rows;
     const col2im_plan *pl = j->plan;
     char *scr = tg__conv_scratch(0, (size_t)(rows * N + pl->fsize) * 4 +
@@ -291,13 +279,13 @@ static int convt_task(void *job, int64_t task)
     int32_t *cols = (int32_t *)scr, *full = cols + rows * N;
     int16_t *a = (int16_t *)(full + pl->fsize);
     uint8_t *a8 = (uint8_t *)(full + pl->fsize);
-    const bool sg = j->dt == TG_I8;
-    const int32_t zoff = off_zero(sg, j->zx);
+    const bool sg = j->op.dt == TG_I8;
+    const int32_t zoff = off_zero(sg, j->op.zx);
     for (int64_t gi = 0; gi < g->groups; gi++) {
         for (int64_t bb = 0; vnni && bb < nb; bb++) {
             /* row o gathers byte o of the cig channel planes: the planes'
              * current cache lines (cig of them) serve 64 rows in a row */
-            const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig) * S;
+            const uint8_t *src = j->op.x + ((b0 + bb) * g->c_col + gi * cig) * S;
             const uint8_t flip = sg ? 0x80 : 0;
             for (int64_t o = 0; o < S; o++) {
                 uint8_t *row = a8 + (bb * S + o) * lda;
@@ -312,11 +300,11 @@ static int convt_task(void *job, int64_t task)
                     for (int64_t o = 0; o < S; o++) col[o * lda] = 0;
                     continue;
                 }
-                const uint8_t *src = j->x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
-                for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->zx);
+                const uint8_t *src = j->op.x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
+                for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->op.zx);
             }
-        if (vnni) gemm_u8(j->kern, cols, rows * K, K, a8, lda, rows, j->w, gi, zoff);
-        else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->w, gi, j->kern);
+        if (vnni) gemm_u8(j->kern, cols, rows * K, K, a8, lda, rows, j->op.w, gi, zoff);
+        else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->op.w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
          * gi, which is exactly r's index. */
         /* One col position whose taps are the whole output in order (the
@@ -327,16 +315,16 @@ static int convt_task(void *job, int64_t task)
                 const int64_t c = gi * cog + co;
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
                 if (direct) {
-                    tg__q_requant_rows(j->y, j->dt, ybase, cols + co * rows * K + bb * K, 1, K, K,
-                                       &j->r[c], vnni);
+                    tg__q_requant_rows(j->op.y, j->op.dt, ybase, cols + co * rows * K + bb * K, 1, K, K,
+                                       &j->op.r[c], vnni);
                     continue;
                 }
                 col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
                 for (int64_t i0 = 0; i0 < g->img[0]; i0++) {   /* window rows i1 of plane i0 */
                     const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + g->pad[1]) *
                                                     pl->full[2] + g->pad[2];
-                    tg__q_requant_rows(j->y, j->dt, ybase + i0 * g->img[1] * g->img[2], src,
-                                       g->img[1], g->img[2], pl->full[2], &j->r[c], vnni);
+                    tg__q_requant_rows(j->op.y, j->op.dt, ybase + i0 * g->img[1] * g->img[2], src,
+                                       g->img[1], g->img[2], pl->full[2], &j->op.r[c], vnni);
                 }
             }
     }
@@ -353,7 +341,7 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
     col2im_plan plan = {0};
     if (transpose) TG_TRY(col2im_plan_make(&plan, g));
     else if (!(taps = build_taps(g))) return TG_ENOMEM;
-    q_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y, .taps = taps,
+    q_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y}, .taps = taps,
                .plan = &plan, .kern = tg_int8_kernel_get(),
                .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
     /* task t: samples t*nb .. t*nb + nb, one task per thread at a time */

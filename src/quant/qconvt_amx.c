@@ -99,13 +99,7 @@ bool tg__q_convt_amx_fits(const tg__conv_geom *g, const tg_qweight *w)
 }
 
 typedef struct amx_job {
-    const tg__conv_geom *g;
-    tg_dtype dt;
-    const uint8_t *x;
-    int32_t zx;
-    const tg_qweight *w;
-    const tg__q_requant *r;
-    uint8_t *y;
+    tg__q_operands op;
     axis_plan ax[2];
     int64_t np;        /* grid positions + MARGIN */
     int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
@@ -116,13 +110,13 @@ typedef struct amx_job {
  * four channel planes interleaved into its place, 16 positions at a time. */
 static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64_t ncq)
 {
-    const tg__conv_geom *g = j->g;
+    const tg__conv_geom *g = j->op.g;
     const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2];
-    const bool sg = j->dt == TG_I8;
-    const uint8_t zoff = (uint8_t)(sg ? j->zx + 128 : j->zx);
+    const bool sg = j->op.dt == TG_I8;
+    const uint8_t zoff = (uint8_t)(sg ? j->op.zx + 128 : j->op.zx);
     const __m128i flip = _mm_set1_epi8(sg ? (char)0x80 : 0);
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
-    const uint8_t *xb = j->x + (b * g->c_col + gi * cig) * S;
+    const uint8_t *xb = j->op.x + (b * g->c_col + gi * cig) * S;
     for (int64_t cq = 0; cq < ncq; cq++) {
         uint8_t *plane = x4 + cq * j->np * 4;
         uint8_t fill[4];
@@ -164,8 +158,8 @@ static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64
 AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
                                  int64_t p2, uint8_t *planes, int64_t *ffirst, int64_t *flast)
 {
-    const tg__conv_geom *g = j->g;
-    const tg_qweight *w = j->w;
+    const tg__conv_geom *g = j->op.g;
+    const tg_qweight *w = j->op.w;
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t cog = g->c_img / g->groups, K2 = g->k[2], Kt = g->k[1] * K2;
     const int64_t wg = a2->ext, T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
@@ -174,8 +168,8 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
     phase_range(a2, p2, &q2lo, &q2hi);
     *ffirst = (q1lo - a1->lo) * wg + (q2lo - a2->lo);
     *flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
-    const bool sg = j->dt == TG_I8;
-    const uint32_t zoff = (uint32_t)(sg ? j->zx + 128 : j->zx);
+    const bool sg = j->op.dt == TG_I8;
+    const uint32_t zoff = (uint32_t)(sg ? j->op.zx + 128 : j->op.zx);
     _Alignas(64) int32_t corr[2][TILE * TILE];
     _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
     for (int64_t cob = 0; cob < w->ncob; cob += 2) {
@@ -219,7 +213,7 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
             for (int rr = 0; rr < 2 * TILE; rr++) {
                 const int64_t co = cob * TILE + rr;
                 if (co >= cog) break;
-                const tg__q_requant *r = &j->r[gi * cog + co];
+                const tg__q_requant *r = &j->op.r[gi * cog + co];
                 uint8_t *dst = planes + co * j->fmax + (f0 - *ffirst);
                 if (r->shift > 0) {
                     tg__q_requant_avx512(dst, tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE, r);
@@ -240,12 +234,12 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
 static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *planes,
                        const int64_t *ffirst)
 {
-    const tg__conv_geom *g = j->g;
+    const tg__conv_geom *g = j->op.g;
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t cog = g->c_img / g->groups, plane = cog * j->fmax, wg = a2->ext;
     const int64_t s2 = a2->s, O2 = a2->out;
     for (int64_t co = 0; co < cog; co++) {
-        uint8_t *yc = j->y + ((b * g->c_img) + gi * cog + co) * a1->out * O2;
+        uint8_t *yc = j->op.y + ((b * g->c_img) + gi * cog + co) * a1->out * O2;
         for (int64_t y1 = 0; y1 < a1->out; y1++) {
             const int64_t p1 = (y1 + a1->pad) % a1->s, q1 = (y1 + a1->pad - p1) / a1->s;
             const uint8_t *run[2];
@@ -280,9 +274,9 @@ static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *p
 AMX_TARGET static int amx_task(void *job, int64_t b)
 {
     const amx_job *j = job;
-    const tg__conv_geom *g = j->g;
+    const tg__conv_geom *g = j->op.g;
     const int64_t cog = g->c_img / g->groups, nph = j->ax[0].s * j->ax[1].s;
-    const int64_t ncq = j->w->ncc * TILE;
+    const int64_t ncq = j->op.w->ncc * TILE;
     const size_t x4_bytes = (size_t)(ncq * j->np * 4), plane_bytes = (size_t)(cog * j->fmax);
     char *scr = tg__conv_scratch(0, x4_bytes + (size_t)nph * (plane_bytes + 8) + 64);
     int64_t *ffirst = tg__malloc((size_t)nph * sizeof *ffirst);
@@ -311,7 +305,7 @@ int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t 
                     const tg_qweight *w, const tg__q_requant *r, void *y)
 {
     if (g->batch == 0) return TG_OK;
-    amx_job j = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y};
+    amx_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y}};
     axis_make(&j.ax[0], g, 1);
     axis_make(&j.ax[1], g, 2);
     j.np = j.ax[0].ext * j.ax[1].ext + MARGIN;

@@ -210,6 +210,17 @@ int tg__q_conv_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x, in
                    const tg_qweight *w, const tg__q_requant *r, void *y);
 int tg__q_conv_transpose_raw(const struct tg__conv_geom *g, tg_dtype dt, const void *x,
                              int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y);
+/* What every integer conv core works on: the geometry, x (dt, zero point
+ * zx), the packed weight, one requantization per output channel, y. */
+typedef struct tg__q_operands {
+    const struct tg__conv_geom *g;
+    tg_dtype dt;
+    const uint8_t *x;
+    int32_t zx;
+    const tg_qweight *w;
+    const tg__q_requant *r;
+    uint8_t *y;
+} tg__q_operands;
 /* Linear: y (m, w->n) = requant((x - zx) (m, kd) * B^T). */
 int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
                      const tg__q_requant *r, void *y);
