@@ -73,6 +73,53 @@ Test(quant, quantize_rounds_half_to_even_and_saturates)
     tg_tensor_release(qi);
 }
 
+/* tg_quantize of a contiguous f32 tensor (eight lanes at a time with
+ * AVX-512, split over the threads past 65536 elements) is
+ * clamp(rint(x / s) + zp) in f64, NaN giving zp: ties of every parity, NaN,
+ * +-inf, huge and tiny values, -0.0, every tail length. */
+Test(quant, quantize_of_contiguous_f32_is_the_f64_formula_everywhere)
+{
+    const double scales[] = {0.5, 0.1, 1e-3, 3.7};
+    const int32_t zps[2][3] = {{0, 128, 255}, {-128, 0, 127}};
+    for (int big = 0; big < 2; big++) {
+        const int64_t n = big ? 70001 : 1003;
+        float *xs = malloc((size_t)n * sizeof *xs);
+        for (int si = 0; si < 4; si++) {
+            const double s = scales[si];
+            for (int64_t i = 0; i < n; i++) {
+                const int kind = (int)(i % 9);
+                xs[i] = kind == 0   ? (float)(((double)(i % 601) - 300.5) * s)   /* ties */
+                        : kind == 1 ? NAN
+                        : kind == 2 ? (i % 2 ? INFINITY : -INFINITY)
+                        : kind == 3 ? (i % 2 ? 3e38f : -3e38f)
+                        : kind == 4 ? (i % 2 ? 1e-40f : -0.0f)
+                                    : (float)(rnd() * 300.0 * s);
+            }
+            tg_tensor *x = NULL;
+            cr_assert(eq(int, tg_tensor_from_data(&x, TG_F32, 1, &n, xs), TG_OK));
+            for (int d = 0; d < 2; d++)
+                for (int z = 0; z < 3; z++) {
+                    const tg_dtype dt = d ? TG_I8 : TG_U8;
+                    const int32_t zp = zps[d][z], lo = d ? -128 : 0, hi = d ? 127 : 255;
+                    tg_tensor *q = NULL;
+                    cr_assert(eq(int, tg_quantize(&q, x, dt, s, zp), TG_OK));
+                    for (int64_t i = 0; i < n; i++) {
+                        const double r = rint((double)xs[i] / s) + zp;
+                        const double want = isnan(r) ? zp : r < lo ? lo : r > hi ? hi : r;
+                        if (th_at(q, i) != want)
+                            cr_assert(th_at(q, i) == want,
+                                      "n %lld, scale %g, %s zp %d: element %lld (%g) -> %g, "
+                                      "want %g", (long long)n, s, tg_dtype_name(dt), (int)zp,
+                                      (long long)i, (double)xs[i], th_at(q, i), want);
+                    }
+                    tg_tensor_release(q);
+                }
+            tg_tensor_release(x);
+        }
+        free(xs);
+    }
+}
+
 Test(quant, round_trip_within_half_a_step)
 {
     int64_t shape[] = {3, 50};
@@ -492,6 +539,40 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     }
     tg__q_phase_min_positions = phase_default;
     if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)(2 * n));
+}
+
+/* The per-channel AVX-512 requantization (one channel per lane, as a
+ * Linear's outputs) gives tg__q_requant_one's bytes, with lanes whose
+ * multiplier needs shift <= 0, ties and both ends of i32 among them. */
+Test(quant, simd_per_channel_requantization_gives_the_scalar_bytes)
+{
+    if (!tg__q_cpu_has_vnni()) {
+        cr_log_info("this CPU has no AVX-512: the per-channel SIMD requantization was not run");
+        return;
+    }
+    enum { N = 83 };
+    tg__q_requant r[N];
+    int32_t acc[N];
+    uint8_t got[N], want[N];
+    for (int trial = 0; trial < 200; trial++) {
+        for (int c = 0; c < N; c++) {
+            const bool u8 = (c + trial) % 2, tie = c % 5 == 0;
+            r[c] = (tg__q_requant){
+                .bias = tie ? 0 : (int32_t)rnd_int(-100000, 100000),
+                .m0 = tie ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                .shift = tie ? 31 : (trial + c) % 23 == 0 ? (int)rnd_int(-2, 0) : (int)rnd_int(1, 62),
+                .zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127))};
+            r[c].lo = c % 7 == 0 ? r[c].zp : u8 ? 0 : -128;
+            r[c].hi = u8 ? 255 : 127;
+            acc[c] = tie ? (int32_t)rnd_int(-300, 300)
+                     : c % 11 == 0 ? (c % 2 ? INT32_MAX : INT32_MIN)
+                                   : (int32_t)rnd_int(-(INT64_C(1) << (c % 31)), INT64_C(1) << (c % 31));
+        }
+        const int n = 1 + trial % N;
+        tg__q_requant_channels_avx512(got, acc, n, r);
+        for (int c = 0; c < n; c++) want[c] = (uint8_t)tg__q_requant_one(acc[c], &r[c]);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "trial %d, n %d", trial, n);
+    }
 }
 
 /* tg__q_requant_rows through AVX-512 gives tg__q_requant_one's bytes: ties

@@ -188,6 +188,15 @@ void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, const int32_t *src
  * (qgemm_x86.c; AVX-512 F only).  y is the first byte. */
 void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t cols, int64_t ss,
                           const tg__q_requant *r);
+/* y[c] = tg__q_requant_one(acc[c], &r[c]) for c < n: one output channel
+ * per lane, its parameters gathered (AVX-512 F; qgemm_x86.c); eight lanes
+ * where one has shift <= 0 run the scalar formula. */
+void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
+                                   const tg__q_requant *r);
+/* tg_quantize of n contiguous f32 into bytes y (u8 or i8 by lo, hi): the
+ * scalar formula's integers, eight at a time (AVX-512 F; qgemm_x86.c). */
+void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
+                           int32_t lo, int32_t hi);
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */
 static inline void tg__q_store(void *dst, tg_dtype dt, int64_t i, int32_t q)
 {

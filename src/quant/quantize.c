@@ -66,6 +66,26 @@ static inline int32_t quantize_one(double v, double scale, int32_t zp, int32_t l
     return isnan(r) ? zp : r < lo ? lo : r > hi ? hi : (int32_t)r;
 }
 
+/* One thread's share of a per-tensor quantization of contiguous f32. */
+typedef struct quant_run {
+    const float *x;
+    uint8_t *y;
+    double scale;
+    int32_t zp, lo, hi;
+    bool simd;
+} quant_run;
+
+static void quant_range(void *p, int64_t lo, int64_t hi)
+{
+    const quant_run *q = p;
+    if (q->simd) {
+        tg__q_quantize_avx512(q->y + lo, q->x + lo, hi - lo, q->scale, q->zp, q->lo, q->hi);
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++)
+        q->y[i] = (uint8_t)quantize_one((double)q->x[i], q->scale, q->zp, q->lo, q->hi);
+}
+
 /* Quantizes x with scales[channel] and zero point zp.  A contiguous f32 x
  * (every activation a quantized module sees) is read in place; anything
  * else is gathered to f64 first.  Both give the same integers (f32 -> f64
@@ -87,6 +107,13 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
     const int32_t lo = tg__q_min(qdt), hi = tg__q_max(qdt);
     void *dst = q->storage->data;
     const bool one = map->n == 1 && map->cig == 0;
+    if (direct && one) {   /* every activation a quantized module sees */
+        quant_run run = {.x = xf, .y = dst, .scale = scales[0], .zp = zp, .lo = lo, .hi = hi,
+                         .simd = tg__q_cpu_has_vnni()};
+        tg__parallel_range(numel, numel >= 65536, quant_range, &run);
+        *out = q;
+        return TG_OK;
+    }
     for (int64_t i = 0; i < numel; i++) {
         const double s = one ? scales[0] : scales[channel_of(i, map)];
         tg__q_store(dst, qdt, i, quantize_one(direct ? (double)xf[i] : v[i], s, zp, lo, hi));
