@@ -7,9 +7,10 @@
  * The portable and AVX2 GEMMs take the activations as x - zx in i16 (in
  * [-255, 255]): with weights symmetric (zero point 0) that is the real value
  * up to x_scale, a padded position is exactly 0, and no zero-point
- * correction is needed.  The VNNI GEMM takes them as bytes x + off (u8; see
- * as_u8), a padded position holding zoff, and subtracts zoff times the
- * weights' column sums: the same integers.
+ * correction is needed.  The VNNI and AMX GEMMs take them as bytes x + off
+ * (u8; see as_u8), a padded position holding zoff, and subtract zoff times
+ * the weights' column sums: the same integers.  (AMX's ConvTranspose from
+ * 256 input positions on is in qconvt_amx.c.)
  *
  * Work is split into tasks of whole samples (enough rows for the 6-row tiles
  * to be busy), run in parallel; each task owns its output samples, so the
@@ -309,17 +310,17 @@ static int convt_task(void *job, int64_t task)
         if (vnni) gemm_u8(j->kern, cols, rows * K, K, a8, lda, rows, j->op.w, gi, zoff);
         else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->op.w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
-         * gi, which is exactly r's index. */
-        /* One col position whose taps are the whole output in order (the
-         * first layer of a DCGAN generator, 1x1 -> KxK): no col2im at all. */
+         * gi, which is exactly r's index.  With one col position whose taps
+         * are the whole output in order (the first layer of a DCGAN
+         * generator, 1x1 -> KxK), there is no col2im at all. */
         const bool direct = S == 1 && pl->fsize == K && Si == K;
         for (int64_t bb = 0; bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
                 if (direct) {
-                    tg__q_requant_rows(j->op.y, j->op.dt, ybase, cols + co * rows * K + bb * K, 1, K, K,
-                                       &j->op.r[c], vnni);
+                    tg__q_requant_rows(j->op.y, j->op.dt, ybase, cols + co * rows * K + bb * K,
+                                       1, K, K, &j->op.r[c], vnni);
                     continue;
                 }
                 col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);

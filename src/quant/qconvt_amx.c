@@ -131,10 +131,9 @@ static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64
             const int64_t off = i1 * a2->in;
             int64_t i2 = 0;
             for (; i2 + 16 <= a2->in; i2 += 16) {
-                const __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[0] + off + i2)), flip);
-                const __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[1] + off + i2)), flip);
-                const __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[2] + off + i2)), flip);
-                const __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[3] + off + i2)), flip);
+#define ROW16(e) _mm_xor_si128(_mm_loadu_si128((const __m128i *)(src[e] + off + i2)), flip)
+                const __m128i r0 = ROW16(0), r1 = ROW16(1), r2 = ROW16(2), r3 = ROW16(3);
+#undef ROW16
                 const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
                 const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
                 uint8_t *d = dst + 4 * i2;

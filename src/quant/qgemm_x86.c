@@ -1,8 +1,9 @@
 /* src/quant/qgemm_x86.c - the x86 int8 kernels, compiled with per-function
  * target attributes and chosen at run time: the AVX2 and AVX-512 VNNI
  * one-row kernels of tg_int8_gemm, the AVX2 tile of the packed GEMM (i16
- * activations), the VNNI packed GEMM (u8 activations; quant_internal.h) and
- * the AVX-512 requantization.
+ * activations), the VNNI and AMX packed GEMMs (u8 activations;
+ * quant_internal.h), the AMX probe and tile configuration, and AVX-512
+ * requantization (by rows, or one channel per lane) and quantization.
  *
  * Both are exact (no saturating instruction):
  *  AVX2: bytes are widened to i16 (u8 zero-extended or i8 sign-extended) and
@@ -220,7 +221,10 @@ __attribute__((target("avx2"))) void tg__q_tile_avx2(int32_t *c, int64_t ldc, co
  * without saturation. */
 #define VNNI512_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
 
-static inline __mmask16 lanes(int nr) { return nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1); }
+static inline __mmask16 lanes(int nr)
+{
+    return nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+}
 
 /* Row `row`, columns j..j+nr (nr <= 16, j a multiple of 16) of c in the
  * layout of tg__q_gemm_packed. */
@@ -253,7 +257,8 @@ VNNI512_TARGET static void store_rows(int32_t *c, int64_t ldc, int64_t kgrp, con
                                : _mm512_setzero_si512();
     for (int r = 0; r < mr; r++) {
         store16(c, ldc, kgrp, i + r, j0, nr0, _mm512_sub_epi32(acc[2 * r], k0));
-        if (nr1 > 0) store16(c, ldc, kgrp, i + r, j0 + 16, nr1, _mm512_sub_epi32(acc[2 * r + 1], k1));
+        if (nr1 > 0)
+            store16(c, ldc, kgrp, i + r, j0 + 16, nr1, _mm512_sub_epi32(acc[2 * r + 1], k1));
     }
 }
 
@@ -502,7 +507,8 @@ __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
     for (; i + 8 <= n; i += 8) {
         const __m512i sh = field8(r + i, 2);
         if (_mm512_cmple_epi64_mask(sh, zero)) {   /* a multiplier >= 1: the scalar rule */
-            for (int e = 0; e < 8; e++) y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
+            for (int e = 0; e < 8; e++)
+                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
             continue;
         }
         __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
