@@ -159,7 +159,11 @@ typedef enum tg_int8_kernel {
     TG_INT8_KERNEL_AVX2,
     TG_INT8_KERNEL_VNNI,       /* AVX-512 VNNI (vpdpbusd) */
     TG_INT8_KERNEL_AMX,        /* AMX-INT8 tiles (tdpbusd) for the quantized conv
-                                * and Linear ops; tg_int8_gemm runs VNNI for it */
+                                * and Linear ops; tg_int8_gemm runs VNNI for it.
+                                * Finding out whether it is available asks Linux
+                                * for this process's AMX permission (arch_prctl
+                                * ARCH_REQ_XCOMP_PERM), which makes its signal
+                                * frames about 8 KiB larger. */
 } tg_int8_kernel;
 
 /* True when this CPU (and build) can run kernel k. */
