@@ -15,8 +15,8 @@
  * x[4*cq + e][P] + off (u8, as the VNNI kernel's activations).  A flat
  * position f = r*Wg + c of that grid and a tap t read x4 at f - (t1*Wg + t2),
  * so sixteen consecutive f of one tap and 64 channels are one AMX B tile
- * (16 rows of channel quads, 64 bytes apart... 4*NP apart), read in place:
- * no im2col.  The weights of one tap, 16 output channels x 64 input channels,
+ * (16 rows, one per channel quad, 4*np bytes apart), read in place: no
+ * im2col.  The weights of one tap, 16 output channels x 64 input channels,
  * are an A tile (tg_qweight.taps8).  tdpbsud (signed A, unsigned B) adds
  * their products into a 16 x 16 tile of out_phi[co][f], which starts from
  * -zoff times the sum of the phase's weights, so the zero point cancels
