@@ -66,6 +66,7 @@ Test(cli, usage_help_and_unknown_command)
     th_expect_in(err_text, "unknown command 'bogus'");
     cr_assert(eq(int, RUN("--version"), 0));
     th_expect_in(out_text, "tapegrad " TG_VERSION_STRING " (OpenBLAS kernels: ");
+    th_expect_in(out_text, "; int8 kernel: ");
     cr_assert(eq(int, RUN("run-op"), 2));
     th_expect_in(err_text, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));
