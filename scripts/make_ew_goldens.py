@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/golden/elementwise.safetensors: PyTorch 1.13's values for
-the elementwise ops where tests/test_ops.c checks tapegrad bit for bit.
+the elementwise ops where tests/test_ops.c and tests/test_activation.c check
+tapegrad bit for bit.
 
   relu.x.<d>, relu.y.<d>      torch.relu, d in (f32, f64): random values
                               and the special ones (+-0, +-inf, NaN, tiny)

@@ -180,6 +180,39 @@ double *th_doubles(const tg_tensor *t)
     return v;
 }
 
+tg_tensor *th_seq(tg_dtype dt, int ndim, const int64_t *shape, double lo, double hi)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    const int64_t n = tg_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        const double f = fmod((double)(i + 1) * 0.6180339887498949, 1.0);
+        cr_assert(eq(int, tg_tensor_set_flat(t, i, lo + (hi - lo) * f), TG_OK));
+    }
+    return t;
+}
+
+bool th_close(double got, double want, double rtol, double atol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
+                         const tg_tensor *want)
+{
+    const int64_t n = tg_tensor_numel(want);
+    cr_assert(eq(i64, tg_tensor_numel(got), n), "%s", what);
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s", what);
+    for (int64_t i = 0; i < n; i++) {
+        const double g = th_at(got, i), w = th_at(want, i);
+        const bool same = isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w);
+        cr_assert(same, "%s[%lld]: x = %.17g: got %.17g, torch %.17g", what, (long long)i,
+                  th_at(x, i), g, w);
+    }
+}
+
 static const char *vgolden_path(char *buf, size_t n, const char *rel_fmt, va_list ap)
 {
     const char *root = getenv("TG_SOURCE_ROOT");

@@ -72,6 +72,19 @@ double th_at(const tg_tensor *t, int64_t i);
  * (one element at least, so an empty tensor gives a valid pointer). */
 double *th_doubles(const tg_tensor *t);
 
+/* A new tensor whose element i is a low-discrepancy value in [lo, hi):
+ * lo + (hi - lo) * frac((i + 1) * 0.618...), the same for every run. */
+tg_tensor *th_seq(tg_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+
+/* |got - want| <= atol + rtol * |want|; NaN matches NaN, an infinity only
+ * itself. */
+bool th_close(double got, double want, double rtol, double atol);
+
+/* Fails unless got and want hold the same values and dtype: NaN matches
+ * NaN, and the sign of a zero counts; x is the input, for the message. */
+void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
+                         const tg_tensor *want);
+
 /* ---- golden files under tests/golden ---- */
 
 /* Writes "<root>/tests/golden/<rel>" into buf (n bytes), root being the

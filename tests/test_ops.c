@@ -1,4 +1,6 @@
 /* tests/test_ops.c - elementwise binary, scalar, unary, activation and cast ops.
+ * (What the activations keep on the tape, their one-pass backward and their
+ * torch goldens are in test_activation.c.)
  *
  * Forward values are compared with naive double loops written here; gradients
  * with tg_gradcheck / tg_gradgradcheck in f64; f16/bf16 forwards with the f32
@@ -16,29 +18,6 @@
 #include "tapegrad/ops.h"
 
 /* ---- helpers ---- */
-
-/* Deterministic values in [lo, hi): a low-discrepancy sequence. */
-static double seq_value(int64_t i, double lo, double hi)
-{
-    double f = fmod((double)(i + 1) * 0.6180339887498949, 1.0);
-    return lo + (hi - lo) * f;
-}
-
-static tg_tensor *mk(tg_dtype dt, int nd, const int64_t *shape, double lo, double hi)
-{
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, nd, shape), TG_OK));
-    int64_t n = tg_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) cr_assert(eq(int, tg_tensor_set_flat(t, i, seq_value(i, lo, hi)), TG_OK));
-    return t;
-}
-
-static bool close_to(double got, double want, double rtol, double atol)
-{
-    if (isnan(want)) return isnan(got);
-    if (isinf(want)) return got == want;
-    return fabs(got - want) <= atol + rtol * fabs(want);
-}
 
 static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double ref_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
@@ -128,7 +107,7 @@ static const binary_case binary_cases[] = {
 static void check_binary_broadcast(const binary_case *c, tg_dtype dt, double rtol)
 {
     int64_t sa[3] = {2, 1, 3}, sb[2] = {4, 1};
-    tg_tensor *a = mk(dt, 3, sa, c->alo, c->ahi), *b = mk(dt, 2, sb, c->blo, c->bhi), *y = NULL;
+    tg_tensor *a = th_seq(dt, 3, sa, c->alo, c->ahi), *b = th_seq(dt, 2, sb, c->blo, c->bhi), *y = NULL;
     cr_assert(eq(int, c->op(&y, a, b), TG_OK), "%s: %s", c->name, tg_error_message());
     cr_assert(eq(int, tg_tensor_ndim(y), 3));
     cr_assert(eq(i64, tg_tensor_dim(y, 0), 2));
@@ -140,7 +119,7 @@ static void check_binary_broadcast(const binary_case *c, tg_dtype dt, double rto
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 3; k++) {
                 double want = c->ref(va[i * 3 + k], vb[j]), got = vy[(i * 4 + j) * 3 + k];
-                cr_assert(close_to(got, want, rtol, 1e-300), "%s [%d,%d,%d]: %g vs %g", c->name, i,
+                cr_assert(th_close(got, want, rtol, 1e-300), "%s [%d,%d,%d]: %g vs %g", c->name, i,
                           j, k, got, want);
             }
     free(va), free(vb), free(vy);
@@ -160,7 +139,7 @@ Test(ops, binary_with_0d_scalar_tensor)
     int64_t sa[2] = {2, 3};
     for (int c = 0; c < N_BINARY; c++) {
         const binary_case *bc = &binary_cases[c];
-        tg_tensor *a = mk(TG_F64, 2, sa, bc->alo, bc->ahi), *s = NULL, *y = NULL, *z = NULL;
+        tg_tensor *a = th_seq(TG_F64, 2, sa, bc->alo, bc->ahi), *s = NULL, *y = NULL, *z = NULL;
         cr_assert(eq(int, tg_tensor_scalar(&s, TG_F64, 0.75), TG_OK));
         cr_assert(eq(int, bc->op(&y, a, s), TG_OK));
         cr_assert(eq(int, bc->op(&z, s, a), TG_OK));
@@ -168,8 +147,8 @@ Test(ops, binary_with_0d_scalar_tensor)
         cr_assert(eq(int, tg_tensor_ndim(z), 2));
         double *va = th_doubles(a), *vy = th_doubles(y), *vz = th_doubles(z);
         for (int i = 0; i < 6; i++) {
-            cr_assert(close_to(vy[i], bc->ref(va[i], 0.75), 1e-15, 0), "%s", bc->name);
-            cr_assert(close_to(vz[i], bc->ref(0.75, va[i]), 1e-15, 0), "%s", bc->name);
+            cr_assert(th_close(vy[i], bc->ref(va[i], 0.75), 1e-15, 0), "%s", bc->name);
+            cr_assert(th_close(vz[i], bc->ref(0.75, va[i]), 1e-15, 0), "%s", bc->name);
         }
         free(va), free(vy), free(vz);
         tg_tensor_release(a), tg_tensor_release(s), tg_tensor_release(y), tg_tensor_release(z);
@@ -183,7 +162,7 @@ Test(ops, transposed_input_is_read_through_strides)
     int64_t sb[2] = {3, 2}, sv[2] = {2, 3}, st[2] = {1, 2}, sc[1] = {3};
     for (int d = 0; d < 2; d++) {
         tg_dtype dt = d == 0 ? TG_F64 : TG_F32;
-        tg_tensor *base = mk(dt, 2, sb, -2, 2), *c = mk(dt, 1, sc, -1, 1), *y = NULL, *e = NULL;
+        tg_tensor *base = th_seq(dt, 2, sb, -2, 2), *c = th_seq(dt, 1, sc, -1, 1), *y = NULL, *e = NULL;
         tg_tensor *v = tg__tensor_view_of(base->storage, dt, 2, sv, st, 0);
         cr_assert(eq(int, tg_tensor_is_contiguous(v), 0));
         cr_assert(eq(int, tg_add(&y, v, c), TG_OK));
@@ -193,8 +172,8 @@ Test(ops, transposed_input_is_read_through_strides)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 3; j++) {
                 double x = vb[j * 2 + i];
-                cr_assert(close_to(vy[i * 3 + j], x + vc[j], 2e-7, 0));
-                cr_assert(close_to(ve[i * 3 + j], exp(x), 2e-7, 0));
+                cr_assert(th_close(vy[i * 3 + j], x + vc[j], 2e-7, 0));
+                cr_assert(th_close(ve[i * 3 + j], exp(x), 2e-7, 0));
             }
         free(vb), free(vc), free(vy), free(ve);
         tg_tensor_release(base), tg_tensor_release(c), tg_tensor_release(v);
@@ -209,13 +188,13 @@ Test(ops, unary_matches_reference)
         const unary_case *uc = &unary_cases[c];
         for (int d = 0; d < 2; d++) {
             tg_dtype dt = d == 0 ? TG_F64 : TG_F32;
-            tg_tensor *a = mk(dt, 2, sh, uc->lo, uc->hi), *y = NULL;
+            tg_tensor *a = th_seq(dt, 2, sh, uc->lo, uc->hi), *y = NULL;
             cr_assert(eq(int, uc->op(&y, a), TG_OK), "%s: %s", uc->name, tg_error_message());
             cr_assert(eq(int, tg_tensor_dtype(y), dt));
             cr_assert(tg_tensor_same_shape(a, y));
             double *va = th_doubles(a), *vy = th_doubles(y);
             for (int i = 0; i < 21; i++)
-                cr_assert(close_to(vy[i], uc->ref(va[i]), d == 0 ? 1e-14 : 3e-7, 1e-30),
+                cr_assert(th_close(vy[i], uc->ref(va[i]), d == 0 ? 1e-14 : 3e-7, 1e-30),
                           "%s(%g) = %g, want %g", uc->name, va[i], vy[i], uc->ref(va[i]));
             free(va), free(vy);
             tg_tensor_release(a), tg_tensor_release(y);
@@ -236,7 +215,7 @@ Test(ops, sigmoid_family_is_stable_for_large_inputs)
     double *vs = th_doubles(s), *vsi = th_doubles(si), *vg = th_doubles(g);
     /* sigmoid(x) = e^x / (1 + e^x) = e^x (1 - e^x + ...) for x << 0. */
     cr_assert(eq(dbl, vs[0], 0.0));
-    cr_assert(close_to(vs[1], exp(-700.0), 1e-14, 0));
+    cr_assert(th_close(vs[1], exp(-700.0), 1e-14, 0));
     cr_assert(eq(dbl, vs[2], 1.0));
     cr_assert(eq(dbl, vs[3], 1.0));
     for (int i = 0; i < 4; i++) cr_assert(eq(int, isnan(vsi[i]) || isnan(vg[i]), 0));
@@ -294,7 +273,7 @@ Test(ops, pow_and_abs_gradients_at_the_edges_as_pytorch)
 Test(ops, empty_tensors_broadcast_to_empty)
 {
     int64_t sa[2] = {0, 3}, sb[1] = {3};
-    tg_tensor *a = mk(TG_F32, 2, sa, 0, 1), *b = mk(TG_F32, 1, sb, 0, 1), *y = NULL;
+    tg_tensor *a = th_seq(TG_F32, 2, sa, 0, 1), *b = th_seq(TG_F32, 1, sb, 0, 1), *y = NULL;
     cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
     cr_assert(eq(i64, tg_tensor_numel(y), 0));
     cr_assert(eq(i64, tg_tensor_dim(y, 1), 3));
@@ -311,7 +290,7 @@ static uint16_t round_half(tg_dtype dt, double v)
 static void check_half_unary(const unary_case *uc, tg_dtype dt)
 {
     int64_t sh[1] = {16};
-    tg_tensor *a32 = mk(TG_F32, 1, sh, uc->lo, uc->hi), *ah = NULL, *ah32 = NULL;
+    tg_tensor *a32 = th_seq(TG_F32, 1, sh, uc->lo, uc->hi), *ah = NULL, *ah32 = NULL;
     tg_tensor *yh = NULL, *y32 = NULL;
     cr_assert(eq(int, tg_tensor_to_dtype(&ah, a32, dt), TG_OK));
     /* The f32 reference starts from the half values, so only the op differs. */
@@ -332,7 +311,7 @@ static void check_half_unary(const unary_case *uc, tg_dtype dt)
 static void check_half_binary(const binary_case *bc, tg_dtype dt)
 {
     int64_t sa[2] = {4, 3}, sb[1] = {3};
-    tg_tensor *a = mk(TG_F32, 2, sa, bc->alo, bc->ahi), *b = mk(TG_F32, 1, sb, bc->blo, bc->bhi);
+    tg_tensor *a = th_seq(TG_F32, 2, sa, bc->alo, bc->ahi), *b = th_seq(TG_F32, 1, sb, bc->blo, bc->bhi);
     tg_tensor *ah = NULL, *bh = NULL, *a2 = NULL, *b2 = NULL, *yh = NULL, *y32 = NULL;
     cr_assert(eq(int, tg_tensor_to_dtype(&ah, a, dt), TG_OK));
     cr_assert(eq(int, tg_tensor_to_dtype(&bh, b, dt), TG_OK));
@@ -382,7 +361,7 @@ ParameterizedTest(int *ci, ops, unary_gradcheck)
 {
     const unary_case *uc = &unary_cases[*ci];
     int64_t sh[2] = {2, 3};
-    tg_tensor *a = mk(TG_F64, 2, sh, uc->lo, uc->hi);
+    tg_tensor *a = th_seq(TG_F64, 2, sh, uc->lo, uc->hi);
     tg_tensor_set_requires_grad(a, true);
     tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
     cr_assert(eq(int, tg_gradcheck(unary_fn_call, (void *)uc, 1, &a, &o), TG_OK), "%s: %s",
@@ -407,8 +386,8 @@ ParameterizedTest(int *ci, ops, binary_gradcheck)
     const binary_case *bc = &binary_cases[*ci];
     int64_t s23[2] = {2, 3}, sa[3] = {2, 1, 3}, sb[2] = {4, 1};
     for (int pass = 0; pass < 2; pass++) {
-        tg_tensor *in[2] = {mk(TG_F64, pass ? 3 : 2, pass ? sa : s23, bc->alo, bc->ahi),
-                            mk(TG_F64, 2, pass ? sb : s23, bc->blo, bc->bhi)};
+        tg_tensor *in[2] = {th_seq(TG_F64, pass ? 3 : 2, pass ? sa : s23, bc->alo, bc->ahi),
+                            th_seq(TG_F64, 2, pass ? sb : s23, bc->blo, bc->bhi)};
         tg_tensor_set_requires_grad(in[0], true);
         tg_tensor_set_requires_grad(in[1], true);
         tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
@@ -426,7 +405,7 @@ ParameterizedTest(int *ci, ops, binary_gradcheck)
 Test(ops, to_dtype_converts_and_same_dtype_is_the_same_tensor)
 {
     int64_t sh[1] = {5};
-    tg_tensor *a = mk(TG_F64, 1, sh, -3, 3), *y = NULL, *same = NULL, *i = NULL;
+    tg_tensor *a = th_seq(TG_F64, 1, sh, -3, 3), *y = NULL, *same = NULL, *i = NULL;
     cr_assert(eq(int, tg_to_dtype(&y, a, TG_F32), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
     double *va = th_doubles(a), *vy = th_doubles(y);
@@ -444,7 +423,7 @@ Test(ops, to_dtype_converts_and_same_dtype_is_the_same_tensor)
 Test(ops, to_dtype_gradient_comes_back_in_input_dtype)
 {
     int64_t sh[2] = {2, 2};
-    tg_tensor *x = mk(TG_F32, 2, sh, -1, 1), *y = NULL, *z = NULL, *ones = NULL;
+    tg_tensor *x = th_seq(TG_F32, 2, sh, -1, 1), *y = NULL, *z = NULL, *ones = NULL;
     tg_tensor_set_requires_grad(x, true);
     cr_assert(eq(int, tg_to_dtype(&y, x, TG_F64), TG_OK));
     cr_assert(eq(int, tg_mul_scalar(&z, y, 3.0), TG_OK));
@@ -464,7 +443,7 @@ Test(ops, to_dtype_gradient_comes_back_in_input_dtype)
 Test(ops, mixed_float_dtypes_promote_in_binary_ops)
 {
     int64_t sh[1] = {3};
-    tg_tensor *a = mk(TG_F32, 1, sh, -1, 1), *b = mk(TG_F64, 1, sh, -1, 1), *y = NULL;
+    tg_tensor *a = th_seq(TG_F32, 1, sh, -1, 1), *b = th_seq(TG_F64, 1, sh, -1, 1), *y = NULL;
     cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
     double *va = th_doubles(a), *vb = th_doubles(b), *vy = th_doubles(y);
@@ -501,7 +480,7 @@ Test(ops, amp_policies_are_registered)
 Test(ops, mismatched_shapes_are_eshape)
 {
     int64_t sa[2] = {2, 3}, sb[1] = {4};
-    tg_tensor *a = mk(TG_F32, 2, sa, 0, 1), *b = mk(TG_F32, 1, sb, 0, 1), *y = NULL;
+    tg_tensor *a = th_seq(TG_F32, 2, sa, 0, 1), *b = th_seq(TG_F32, 1, sb, 0, 1), *y = NULL;
     uint64_t va = tg_tensor_version(a), vb = tg_tensor_version(b);
     cr_assert(eq(int, tg_add(&y, a, b), TG_ESHAPE));
     cr_assert(eq(ptr, y, NULL));
@@ -519,7 +498,7 @@ Test(ops, mismatched_shapes_are_eshape)
 Test(ops, integer_inputs_are_edtype)
 {
     int64_t sh[1] = {3};
-    tg_tensor *f = mk(TG_F32, 1, sh, 0, 1), *i = NULL, *y = NULL;
+    tg_tensor *f = th_seq(TG_F32, 1, sh, 0, 1), *i = NULL, *y = NULL;
     cr_assert(eq(int, tg_tensor_zeros(&i, TG_I32, 1, sh), TG_OK));
     cr_assert(eq(int, tg_mul(&y, f, i), TG_EDTYPE));
     cr_assert(eq(ptr, y, NULL));
@@ -537,7 +516,7 @@ Test(ops, integer_inputs_are_edtype)
 Test(ops, keep_policy_rejects_mixed_dtypes_in_forward)
 {
     int64_t sh[1] = {3};
-    tg_tensor *a = mk(TG_F32, 1, sh, 0, 1), *b = mk(TG_F64, 1, sh, 0, 1), *y = NULL;
+    tg_tensor *a = th_seq(TG_F32, 1, sh, 0, 1), *b = th_seq(TG_F64, 1, sh, 0, 1), *y = NULL;
     /* The raw helper is what every forward runs after dispatch. */
     cr_assert(eq(int, tg__ew_binary("mul", &y, a, b, NULL, 0.0), TG_EDTYPE));
     cr_assert(eq(ptr, y, NULL));
@@ -549,7 +528,7 @@ Test(ops, keep_policy_rejects_mixed_dtypes_in_forward)
 Test(ops, null_inputs_are_einval)
 {
     int64_t sh[1] = {3};
-    tg_tensor *a = mk(TG_F32, 1, sh, 0, 1), *y = NULL;
+    tg_tensor *a = th_seq(TG_F32, 1, sh, 0, 1), *y = NULL;
     cr_assert(eq(int, tg_add(&y, a, NULL), TG_EINVAL));
     cr_assert(eq(ptr, y, NULL));
     cr_assert(eq(int, tg_sub(&y, NULL, a), TG_EINVAL));
@@ -600,7 +579,7 @@ Test(ops, every_unary_op_refuses_a_null_input)
 Test(ops, mul_of_a_tensor_with_itself_gets_both_gradients)
 {
     int64_t sh[1] = {4};
-    tg_tensor *x = mk(TG_F64, 1, sh, -2, 2), *y = NULL, *ones = NULL;
+    tg_tensor *x = th_seq(TG_F64, 1, sh, -2, 2), *y = NULL, *ones = NULL;
     tg_tensor_set_requires_grad(x, true);
     cr_assert(eq(int, tg_mul(&y, x, x), TG_OK));
     cr_assert(eq(int, tg_tensor_full(&ones, TG_F64, 1, sh, 1.0), TG_OK));
@@ -615,7 +594,7 @@ Test(ops, mul_of_a_tensor_with_itself_gets_both_gradients)
 Test(ops, modifying_a_saved_input_is_einplace_at_backward)
 {
     int64_t sh[1] = {3};
-    tg_tensor *x = mk(TG_F64, 1, sh, -2, 2), *w = mk(TG_F64, 1, sh, 1, 2), *y = NULL, *ones = NULL;
+    tg_tensor *x = th_seq(TG_F64, 1, sh, -2, 2), *w = th_seq(TG_F64, 1, sh, 1, 2), *y = NULL, *ones = NULL;
     tg_tensor_set_requires_grad(x, true);
     cr_assert(eq(int, tg_mul(&y, x, w), TG_OK));
     cr_assert(eq(int, tg_tensor_fill(w, 5.0), TG_OK));
@@ -630,7 +609,7 @@ Test(ops, modifying_a_saved_input_is_einplace_at_backward)
 Test(ops, large_tensors_take_the_parallel_path)
 {
     int64_t sa[2] = {300, 200}, sb[1] = {200};
-    tg_tensor *a = mk(TG_F32, 2, sa, -3, 3), *b = mk(TG_F32, 1, sb, -1, 1), *y = NULL, *z = NULL;
+    tg_tensor *a = th_seq(TG_F32, 2, sa, -3, 3), *b = th_seq(TG_F32, 1, sb, -1, 1), *y = NULL, *z = NULL;
     cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
     cr_assert(eq(int, tg_gelu(&z, y), TG_OK));
     double *va = th_doubles(a), *vb = th_doubles(b), *vy = th_doubles(y), *vz = th_doubles(z);
@@ -638,307 +617,10 @@ Test(ops, large_tensors_take_the_parallel_path)
         for (int64_t j = 0; j < 200; j++) {
             double s = (double)(float)(va[i * 200 + j] + vb[j]);
             cr_assert(eq(dbl, vy[i * 200 + j], s));
-            cr_assert(close_to(vz[i * 200 + j], ref_gelu(s), 3e-7, 1e-30));
+            cr_assert(th_close(vz[i * 200 + j], ref_gelu(s), 3e-7, 1e-30));
         }
     free(va), free(vb), free(vy), free(vz);
     tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(y), tg_tensor_release(z);
-}
-
-/* relu and leaky_relu with slope >= 0 keep their output on the tape, not
- * their input: once the caller drops the input (here a = 2x, which saves
- * nothing), its bytes are gone while the graph lives.  The gradient is still
- * the mask of the input's sign, including at exact zeros. */
-Test(ops, relu_family_saves_output_so_its_input_is_freed)
-{
-    const double slopes[] = {0.0, 0.2, -0.5};   /* relu, leaky, leaky with a negative slope */
-    int64_t sh[1] = {50000};
-    for (int k = 0; k < 3; k++) {
-        tg_tensor *x = mk(TG_F32, 1, sh, -2, 2), *a = NULL, *y = NULL;
-        cr_assert(eq(int, tg_tensor_set_flat(x, 7, 0.0), TG_OK));   /* a kink */
-        tg_tensor_set_requires_grad(x, true);
-        cr_assert(eq(int, tg_mul_scalar(&a, x, 2.0), TG_OK));
-        int64_t before, after;
-        tg_memory_stats(&before, NULL);   /* x and a */
-        cr_assert(eq(int, slopes[k] == 0 ? tg_relu(&y, a) : tg_leaky_relu(&y, a, slopes[k]), TG_OK));
-        tg_tensor_release(a);
-        tg_memory_stats(&after, NULL);
-        /* with a slope >= 0, a's storage went back; with a negative one, it is kept */
-        cr_assert(eq(i64, after - before, slopes[k] >= 0 ? 0 : 50000 * 4), "slope %g", slopes[k]);
-        cr_assert(eq(int, tg_backward(y, y, NULL), TG_OK), "%s", tg_error_message());
-        double *vx = th_doubles(x), *vy = th_doubles(y), *vg = th_doubles(tg_tensor_grad(x));
-        for (int64_t i = 0; i < sh[0]; i++) {
-            const double m = vx[i] > 0 ? 1.0 : slopes[k];   /* d y/d a */
-            cr_assert(eq(dbl, vg[i], (double)(float)(vy[i] * (float)m) * 2.0),
-                      "slope %g, x %g: grad %g", slopes[k], vx[i], vg[i]);
-        }
-        free(vx), free(vy), free(vg);
-        tg_tensor_release(x), tg_tensor_release(y);
-    }
-}
-
-/* The one-pass backward of relu / leaky_relu (no graph recorded) gives the
- * same bits as the recorded mask-and-multiply path (create_graph) in f32 and
- * f64, with NaN, inf and zero inputs and gradients.  In bf16 it rounds once,
- * g * slope computed in f32 (as PyTorch's leaky_relu_backward), while the
- * recorded path's mask is a bf16 tensor whose slope is rounded first: there
- * the one-pass result is checked element by element against that single
- * rounding, and the recorded one to within bf16's precision. */
-Test(ops, relu_backward_one_pass_same_bits_as_recorded)
-{
-    const tg_dtype dts[] = {TG_F32, TG_F64, TG_BF16};
-    const double specials[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1e-30, -1e-30};
-    int64_t sh[2] = {40, 1000};
-    for (int d = 0; d < 3; d++)
-        for (int k = 0; k < 2; k++) {
-            const double slope = k == 0 ? 0.0 : 0.3;
-            tg_tensor *x[2], *y[2], *g = mk(dts[d], 2, sh, -3, 3), *gx[2];
-            for (int i = 0; i < 7; i++) cr_assert(eq(int, tg_tensor_set_flat(g, 3 * i + 1, specials[i]), TG_OK));
-            for (int r = 0; r < 2; r++) {
-                x[r] = mk(dts[d], 2, sh, -3, 3);   /* the same values both times */
-                for (int i = 0; i < 7; i++) cr_assert(eq(int, tg_tensor_set_flat(x[r], 3 * i, specials[i]), TG_OK));
-                tg_tensor_set_requires_grad(x[r], true);
-                y[r] = NULL;
-                cr_assert(eq(int, k == 0 ? tg_relu(&y[r], x[r]) : tg_leaky_relu(&y[r], x[r], slope), TG_OK));
-                tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-                o.create_graph = r == 1;
-                cr_assert(eq(int, tg_backward(y[r], g, &o), TG_OK), "%s", tg_error_message());
-                gx[r] = tg_tensor_grad(x[r]);
-            }
-            const size_t bytes = (size_t)(sh[0] * sh[1]) * tg_dtype_size(dts[d]);
-            if (dts[d] != TG_BF16) {
-                cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), bytes), 0),
-                          "dtype %d slope %g", (int)dts[d], slope);
-            } else {
-                tg_tensor *want = NULL;
-                cr_assert(eq(int, tg_tensor_zeros(&want, TG_BF16, 2, sh), TG_OK));
-                for (int64_t i = 0; i < sh[0] * sh[1]; i++) {
-                    /* leaky: a > 0 ? g : g * slope; relu: g * (a <= 0 ? 0 : 1), so a
-                     * NaN a passes g, as PyTorch's threshold_backward */
-                    const float gi = (float)th_at(g, i);
-                    const double xi = th_at(x[0], i);
-                    const float p = slope != 0 ? (xi > 0 ? gi : gi * (float)slope)
-                                               : gi * (xi <= 0 ? 0.0f : 1.0f);
-                    cr_assert(eq(int, tg_tensor_set_flat(want, i, p), TG_OK));
-                }
-                cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(want), bytes), 0),
-                          "bf16 slope %g", slope);
-                for (int64_t i = 0; i < sh[0] * sh[1]; i++) {
-                    const double a0 = th_at(gx[0], i), a1 = th_at(gx[1], i);
-                    cr_assert(isnan(a0) ? isnan(a1) : close_to(a1, a0, 1.0 / 128, 0), "%g vs %g", a0, a1);
-                }
-                tg_tensor_release(want);
-            }
-            for (int r = 0; r < 2; r++) tg_tensor_release(x[r]), tg_tensor_release(y[r]);
-            tg_tensor_release(g);
-        }
-}
-
-/* tanh and sigmoid save their output, as PyTorch does, so their input goes
- * back after the forward; their one-pass backward (no graph) gives the same
- * bits as the recorded one (create_graph) in f32 and f64, and writes over a
- * sole incoming gradient; modifying the output in place before backward is
- * TG_EINPLACE. */
-Test(ops, tanh_sigmoid_save_output_one_pass_backward)
-{
-    int64_t sh[1] = {50000};
-    for (int k = 0; k < 4; k++) {   /* tanh, sigmoid; f32, f64 */
-        const bool is_tanh = k % 2 == 0;
-        const tg_dtype dt = k < 2 ? TG_F32 : TG_F64;
-        const int64_t bytes = sh[0] * (int64_t)tg_dtype_size(dt);
-        tg_tensor *x[2], *gx[2], *c = mk(dt, 1, sh, 0.5, 1.5);
-        for (int r = 0; r < 2; r++) {   /* r = 1: create_graph */
-            tg_tensor *a = NULL, *y = NULL, *z = NULL, *s = NULL;
-            x[r] = mk(dt, 1, sh, -4, 4);
-            tg_tensor_set_requires_grad(x[r], true);
-            /* y = f(2x) with 2x freed at once: the tape keeps y, not 2x */
-            cr_assert(eq(int, tg_mul_scalar(&a, x[r], 2.0), TG_OK));
-            int64_t before, after, peak;
-            tg_memory_stats(&before, NULL);
-            cr_assert(eq(int, is_tanh ? tg_tanh(&y, a) : tg_sigmoid(&y, a), TG_OK));
-            tg_tensor_release(a);
-            tg_memory_stats(&after, NULL);
-            cr_assert(eq(i64, after - before, 0), "case %d: a was kept", k);
-            tg_tensor_release(y);
-            y = NULL;
-            /* the measured graph: s = sum(f(x) * c) */
-            cr_assert(eq(int, is_tanh ? tg_tanh(&y, x[r]) : tg_sigmoid(&y, x[r]), TG_OK));
-            cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
-            cr_assert(eq(int, tg_sum(&s, z), TG_OK));
-            tg_tensor_release(y), tg_tensor_release(z);
-            tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-            o.create_graph = r == 1;
-            tg_memory_reset_peak();
-            tg_memory_stats(&before, NULL);
-            cr_assert(eq(int, tg_backward(s, NULL, &o), TG_OK), "%s", tg_error_message());
-            tg_memory_stats(NULL, &peak);
-            if (r == 0)   /* dy = c, then written over with dx */
-                cr_assert(le(i64, peak - before, bytes + 4096), "case %d: %lld bytes", k,
-                          (long long)(peak - before));
-            gx[r] = tg_tensor_grad(x[r]);
-            tg_tensor_release(s);
-        }
-        cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), (size_t)bytes), 0),
-                  "case %d: one-pass and recorded backwards differ", k);
-        double *vx = th_doubles(x[0]), *vc = th_doubles(c), *vg = th_doubles(gx[0]);
-        for (int64_t i = 0; i < sh[0]; i++) {
-            const double y = is_tanh ? tanh(vx[i]) : 1 / (1 + exp(-vx[i]));
-            const double want = vc[i] * (is_tanh ? 1 - y * y : y * (1 - y));
-            cr_assert(close_to(vg[i], want, dt == TG_F32 ? 1e-5 : 1e-13, 1e-6), "case %d", k);
-        }
-        free(vx), free(vc), free(vg);
-        /* x[1].grad's graph leads back to x[1] (as in PyTorch, create_graph
-         * makes that cycle): clear it first */
-        tg_tensor_set_grad(x[1], NULL);
-        tg_tensor_release(x[0]), tg_tensor_release(x[1]), tg_tensor_release(c);
-    }
-    /* the saved output is checked like any saved tensor */
-    tg_tensor *x = mk(TG_F32, 1, sh, -1, 1), *y = NULL;
-    tg_tensor_set_requires_grad(x, true);
-    cr_assert(eq(int, tg_tanh(&y, x), TG_OK));
-    cr_assert(eq(int, tg_tensor_fill(y, 0.5), TG_OK));
-    cr_assert(eq(int, tg_backward(y, y, NULL), TG_EINPLACE));
-    cr_assert(strstr(tg_error_message(), "tanh: saved tensor #0") != NULL, "%s", tg_error_message());
-    tg_tensor_release(x), tg_tensor_release(y);
-}
-
-/* When the incoming gradient is the engine's alone (here mul's output), the
- * one-pass relu / leaky_relu backward writes over it instead of allocating:
- * the backward's tensor peak stays at one activation-sized buffer (the
- * gradient of y) above what the graph holds, and x's gradient is still
- * c * mask exactly. */
-Test(ops, relu_backward_reuses_a_sole_gradient_buffer)
-{
-    int64_t sh[1] = {65536};
-    for (int k = 0; k < 4; k++) {   /* relu, leaky; f32, then bf16 (in f32 chunks) */
-        const tg_dtype dt = k < 2 ? TG_F32 : TG_BF16;
-        const int64_t bytes = 65536 * (int64_t)tg_dtype_size(dt);
-        tg_tensor *x = mk(dt, 1, sh, -2, 2), *c = mk(dt, 1, sh, 0.5, 1.5), *y = NULL, *z = NULL,
-                  *s = NULL, *want = NULL;
-        tg_tensor_set_requires_grad(x, true);
-        cr_assert(eq(int, k % 2 ? tg_leaky_relu(&y, x, 0.2) : tg_relu(&y, x), TG_OK));
-        cr_assert(eq(int, tg_mul(&z, y, c), TG_OK));
-        cr_assert(eq(int, tg_sum(&s, z), TG_OK));
-        tg_tensor_release(y), tg_tensor_release(z);
-        int64_t before, peak;
-        tg_memory_reset_peak();
-        tg_memory_stats(&before, NULL);
-        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
-        tg_memory_stats(NULL, &peak);
-        cr_assert(le(i64, peak - before, bytes + 4096), "case %d: %lld bytes above the graph", k,
-                  (long long)(peak - before));
-        cr_assert(eq(int, tg_tensor_zeros(&want, dt, 1, sh), TG_OK));   /* c * mask, rounded once */
-        double *vx = th_doubles(x), *vc = th_doubles(c);
-        for (int64_t i = 0; i < sh[0]; i++)
-            tg_tensor_set_flat(want, i, (float)vc[i] * (vx[i] > 0 ? 1.0f : k % 2 ? 0.2f : 0.0f));
-        cr_assert(eq(int, memcmp(tg_tensor_data(tg_tensor_grad(x)), tg_tensor_data(want), (size_t)bytes), 0),
-                  "case %d", k);
-        free(vx), free(vc);
-        tg_tensor_release(x), tg_tensor_release(c), tg_tensor_release(s), tg_tensor_release(want);
-    }
-}
-
-/* relu and leaky_relu of contiguous f16/bf16 tensors, and their gradients,
- * run in one pass in registers (tg__half_act_n); tg__act_set_half_fused(false)
- * forces the general half path (f32 chunks, the f32 kernels, one rounding).
- * Both must give the same bits for every half value: forward over all 65536
- * patterns (NaNs, infinities, subnormals, both zeros), and the gradient over
- * all patterns of the saved tensor against a scrambled set of gradients, with
- * slopes 0 (relu), 0.2, 0.01 and -0.5 (which saves the input), f16 and bf16,
- * the gradient both fresh and overwritten in place (a product after the
- * activation hands the engine's only reference on). */
-static tg_tensor *all_halves(tg_dtype dt, uint32_t mult)
-{
-    const int64_t n = 65536;
-    tg_tensor *t = NULL;
-    cr_assert(eq(int, tg_tensor_zeros(&t, dt, 1, &n), TG_OK));
-    uint16_t *p = tg_tensor_data(t);
-    for (uint32_t i = 0; i < 65536; i++) p[i] = (uint16_t)((i * mult) & 0xFFFFu);
-    return t;
-}
-
-/* y = act(x) and x's gradient for output gradient r (through y * c when
- * chained, so that the activation's backward may overwrite its gradient). */
-static void act_run(bool fused, bool chained, double slope, tg_tensor *xv, tg_tensor *r,
-                    tg_tensor *c, tg_tensor **y, tg_tensor **gx)
-{
-    tg__act_set_half_fused(fused);
-    tg_tensor *x = NULL, *z = NULL;
-    cr_assert(eq(int, tg_tensor_detach(&x, xv), TG_OK));
-    tg_tensor_set_requires_grad(x, true);
-    *y = NULL;
-    if (slope == 0) cr_assert(eq(int, tg_relu(y, x), TG_OK));
-    else cr_assert(eq(int, tg_leaky_relu(y, x, slope), TG_OK));
-    if (chained) cr_assert(eq(int, tg_mul(&z, *y, c), TG_OK));
-    tg_tensor *top = chained ? z : *y;
-    cr_assert(eq(int, tg_grad(gx, 1, &top, &r, 1, &x, NULL), TG_OK), "%s", tg_error_message());
-    tg_tensor_release(z);
-    tg_tensor_release(x);
-    tg__act_set_half_fused(true);
-}
-
-Test(ops, half_relu_family_one_pass_same_bits_as_general_path)
-{
-    const tg_dtype dts[2] = {TG_F16, TG_BF16};
-    const double slopes[4] = {0, 0.2, 0.01, -0.5};
-    for (int d = 0; d < 2; d++) {
-        tg_tensor *x = all_halves(dts[d], 1), *r = all_halves(dts[d], 40503);
-        tg_tensor *c = all_halves(dts[d], 2654435761u);
-        for (int k = 0; k < 4; k++)
-            for (int chained = 0; chained < 2; chained++) {
-                tg_tensor *y[2], *g[2];
-                for (int f = 0; f < 2; f++) act_run(f == 0, chained, slopes[k], x, r, c, &y[f], &g[f]);
-                for (int i = 0; i < 2; i++) {
-                    tg_tensor *a = i ? g[0] : y[0], *b = i ? g[1] : y[1];
-                    cr_assert(eq(int, tg_tensor_dtype(a), dts[d]));
-                    const uint16_t *pa = tg_tensor_cdata(a), *pb = tg_tensor_cdata(b);
-                    for (int64_t e = 0; e < 65536; e++)
-                        if (pa[e] != pb[e])
-                            cr_fatal("%s slope %g chained %d %s elem %lld (x 0x%04x): 0x%04x vs 0x%04x",
-                                     tg_dtype_name(dts[d]), slopes[k], chained, i ? "grad" : "y",
-                                     (long long)e, ((const uint16_t *)tg_tensor_cdata(x))[e], pa[e],
-                                     pb[e]);
-                }
-                tg_tensor_release(y[0]), tg_tensor_release(y[1]);
-                tg_tensor_release(g[0]), tg_tensor_release(g[1]);
-            }
-        tg_tensor_release(x), tg_tensor_release(r), tg_tensor_release(c);
-    }
-}
-
-/* relu's gradient at a NaN input is the incoming gradient, as PyTorch's
- * threshold_backward (a <= 0 ? 0 : g); leaky_relu's is g * slope, as its
- * leaky_relu_backward (a > 0 ? g : g * slope).  Every path: one pass (f32,
- * f64, the fused half kernels and the general half path) and recorded. */
-Test(ops, relu_family_gradient_at_nan_inputs_as_pytorch)
-{
-    const tg_dtype dts[] = {TG_F32, TG_F64, TG_BF16, TG_F16};
-    const double xs[] = {NAN, 1.5, -1.5, 0.0, -NAN};
-    const double gs[] = {2.0, 3.0, 4.0, 5.0, 6.0};
-    int64_t n = 5;
-    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
-        for (int fused = 0; fused < 2; fused++)
-            for (int create_graph = 0; create_graph < 2; create_graph++)
-                for (int k = 0; k < 2; k++) {
-                    const double slope = k == 0 ? 0.0 : 0.25;
-                    tg__act_set_half_fused(fused);
-                    tg_tensor *x = th_tensor_from(dts[d], 1, &n, xs);
-                    tg_tensor *g = th_tensor_from(dts[d], 1, &n, gs), *y = NULL;
-                    tg_tensor_set_requires_grad(x, true);
-                    cr_assert(eq(int, k == 0 ? tg_relu(&y, x) : tg_leaky_relu(&y, x, slope), TG_OK));
-                    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-                    o.create_graph = create_graph;
-                    cr_assert(eq(int, tg_backward(y, g, &o), TG_OK), "%s", tg_error_message());
-                    const tg_tensor *gx = tg_tensor_grad(x);
-                    for (int64_t i = 0; i < n; i++) {
-                        const double want = isnan(xs[i]) ? (k == 0 ? gs[i] : gs[i] * slope)
-                                            : xs[i] > 0  ? gs[i]
-                                                         : gs[i] * slope;
-                        cr_assert(eq(dbl, th_at(gx, i), want), "%s fused %d graph %d slope %g x %g",
-                                  tg_dtype_name(dts[d]), fused, create_graph, slope, xs[i]);
-                    }
-                    tg_tensor_release(y), tg_tensor_release(g), tg_tensor_release(x);
-                    tg__act_set_half_fused(true);
-                }
 }
 
 /* ---- scalar operands as PyTorch converts them ---- */
@@ -1049,59 +731,6 @@ Test(ops, mean_backward_divides_by_the_count)
 
 /* ---- bit for bit against torch 1.13 (scripts/make_ew_goldens.py) ---- */
 
-/* Fails unless got and want hold the same values: NaN matches NaN, and the
- * sign of a zero counts. */
-static void expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
-                             const tg_tensor *want)
-{
-    const int64_t n = tg_tensor_numel(want);
-    cr_assert(eq(i64, tg_tensor_numel(got), n), "%s", what);
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s", what);
-    for (int64_t i = 0; i < n; i++) {
-        const double g = th_at(got, i), w = th_at(want, i);
-        const bool same = isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w);
-        cr_assert(same, "%s[%lld]: x = %.17g: got %.17g, torch %.17g", what, (long long)i,
-                  th_at(x, i), g, w);
-    }
-}
-
-/* For each dtype name dn[d]: fn(<op>.x.<dn>) must equal <op>.y.<dn> of the
- * golden file bit for bit. */
-static void expect_golden_unary(const char *op, int nd, const char *const *dn,
-                                int (*fn)(tg_tensor **, tg_tensor *))
-{
-    tg_st_file *f = th_golden_load("elementwise.safetensors");
-    for (int d = 0; d < nd; d++) {
-        char xn[32], yn[32];
-        snprintf(xn, sizeof xn, "%s.x.%s", op, dn[d]);
-        snprintf(yn, sizeof yn, "%s.y.%s", op, dn[d]);
-        tg_tensor *x = tg_st_get(f, xn), *want = tg_st_get(f, yn), *y = NULL;
-        cr_assert(x && want, "%s in the golden file", xn);
-        cr_assert(eq(int, fn(&y, x), TG_OK), "%s", tg_error_message());
-        expect_same_bits(xn, x, y, want);
-        tg_tensor_release(y);
-    }
-    tg_st_free(f);
-}
-
-/* relu as torch.relu (clamp_min(x, 0)): NaN stays, and so does -0.0. */
-Test(ops, relu_matches_torch_bit_for_bit)
-{
-    static const char *const dn[] = {"f32", "f64"};
-    expect_golden_unary("relu", 2, dn, tg_relu);
-}
-
-static int leaky_02(tg_tensor **out, tg_tensor *x) { return tg_leaky_relu(out, x, 0.2); }
-
-/* leaky_relu(x, 0.2) as torch's: the slope is converted to the tensor's
- * dtype (f32 for f32 and bf16, whose kernel runs in f32) before the
- * multiply, so the f32 result is x * 0.2f rounded once. */
-Test(ops, leaky_relu_matches_torch_bit_for_bit)
-{
-    static const char *const dn[] = {"f32", "f64", "bf16"};
-    expect_golden_unary("leaky", 3, dn, leaky_02);
-}
-
 /* d(a ** b) at base 0, negative bases, exponent 0 and NaN as torch's
  * autograd: in particular d/db is 0 where a = 0 and b >= 0 (the limit of
  * a^b log a), not 0 * -inf = NaN. */
@@ -1123,9 +752,9 @@ Test(ops, pow_gradients_match_torch_at_special_points)
         const double wa = th_at(ga, i), wb = th_at(gb, i);
         const double da = th_at(tg_tensor_grad(a), i), db = th_at(tg_tensor_grad(b), i);
         /* to rounding (torch's pow and log are not correctly rounded) */
-        cr_assert(close_to(da, wa, 1e-15, 0), "d/da at (%g, %g): got %.17g, torch %.17g",
+        cr_assert(th_close(da, wa, 1e-15, 0), "d/da at (%g, %g): got %.17g, torch %.17g",
                   th_at(a, i), th_at(b, i), da, wa);
-        cr_assert(close_to(db, wb, 1e-15, 0), "d/db at (%g, %g): got %.17g, torch %.17g",
+        cr_assert(th_close(db, wb, 1e-15, 0), "d/db at (%g, %g): got %.17g, torch %.17g",
                   th_at(a, i), th_at(b, i), db, wb);
     }
     tg_tensor_release(s), tg_tensor_release(p), tg_tensor_release(a), tg_tensor_release(b);
@@ -1152,7 +781,7 @@ Test(ops, pow_scalar_converts_the_exponent_to_the_dtype_as_torch)
             cr_assert(want != NULL, "%s in the golden file", yn);
             cr_assert(eq(int, tg_pow_scalar(&y, x, ps[k]), TG_OK), "%s", tg_error_message());
             if (d > 0) {
-                expect_same_bits(yn, x, y, want);
+                th_expect_same_bits(yn, x, y, want);
             } else {
                 for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
                     const float g = (float)th_at(y, i), w = (float)th_at(want, i);

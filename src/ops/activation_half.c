@@ -7,7 +7,7 @@
  * elements are converted in registers, computed with the f32 kernels'
  * arithmetic and rounded straight into the output: the same bits, since the
  * conversions are exact one way and the bulk conversions' rounding the other
- * (tests/test_ops.c, half_relu_family_one_pass_same_bits_as_general_path,
+ * (tests/test_activation.c, half_relu_family_one_pass_same_bits_as_general_path,
  * compares the two paths over every half value). */
 #include <math.h>
 
