@@ -180,6 +180,19 @@ double *th_doubles(const tg_tensor *t)
     return v;
 }
 
+double th_get(const tg_tensor *t, const int64_t *idx)
+{
+    double v = NAN;
+    cr_assert(eq(int, tg_tensor_get(t, idx, &v), TG_OK));
+    return v;
+}
+
+void th_expect_shape(const tg_tensor *t, int ndim, const int64_t *shape)
+{
+    cr_assert(eq(int, tg_tensor_ndim(t), ndim));
+    for (int d = 0; d < ndim; d++) cr_assert(eq(i64, tg_tensor_shape(t)[d], shape[d]), "dim %d", d);
+}
+
 tg_tensor *th_seq(tg_dtype dt, int ndim, const int64_t *shape, double lo, double hi)
 {
     tg_tensor *t = NULL;

@@ -72,6 +72,12 @@ double th_at(const tg_tensor *t, int64_t i);
  * (one element at least, so an empty tensor gives a valid pointer). */
 double *th_doubles(const tg_tensor *t);
 
+/* The element of t at the multi-index idx, as a double. */
+double th_get(const tg_tensor *t, const int64_t *idx);
+
+/* Fails unless t has ndim dims of the given extents. */
+void th_expect_shape(const tg_tensor *t, int ndim, const int64_t *shape);
+
 /* A new tensor whose element i is a low-discrepancy value in [lo, hi):
  * lo + (hi - lo) * frac((i + 1) * 0.618...), the same for every run. */
 tg_tensor *th_seq(tg_dtype dt, int ndim, const int64_t *shape, double lo, double hi);

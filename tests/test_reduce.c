@@ -1,0 +1,190 @@
+/* tests/test_reduce.c - sum, mean and their _dims forms, sum_to_shape, and
+ * the exact int64 sums of integer tensors, against naive loops written here
+ * (their gradients are checked with the shape ops' in test_shape.c). */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/tensor.h"
+
+/* ---- reductions ----------------------------------------------------------------- */
+
+Test(reduce, sum_and_mean_match_naive_loops)
+{
+    int64_t s[3] = {3, 5, 7};
+    tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int di = 0; di < 2; di++) {
+        tg_tensor *a = th_rand_uniform(dts[di], 3, s, 7), *sm = NULL, *mn = NULL;
+        double ref = 0.0;
+        for (int64_t k = 0; k < 105; k++) ref += th_at(a, k);
+        cr_assert(eq(int, tg_sum(&sm, a), TG_OK));
+        cr_assert(eq(int, tg_mean(&mn, a), TG_OK));
+        cr_assert(eq(int, tg_tensor_ndim(sm), 0));
+        cr_assert(eq(int, tg_tensor_dtype(sm), dts[di]));
+        const double tol = dts[di] == TG_F64 ? 1e-12 : 1e-5;   /* 105 terms in [-1, 1) */
+        cr_assert(epsilon_eq(dbl, th_at(sm, 0), ref, tol));
+        cr_assert(epsilon_eq(dbl, th_at(mn, 0), ref / 105.0, tol / 10));
+        tg_tensor_release(sm);
+        tg_tensor_release(mn);
+        tg_tensor_release(a);
+    }
+}
+
+Test(reduce, sum_dims_and_mean_dims_match_naive_loops)
+{
+    int64_t s[3] = {3, 4, 5};
+    tg_tensor *a = th_rand_uniform(TG_F64, 3, s, 11), *sd = NULL, *sk = NULL, *md = NULL;
+    int dims[2] = {-1, 0};
+    cr_assert(eq(int, tg_sum_dims(&sd, a, 2, dims, false), TG_OK));
+    cr_assert(eq(int, tg_sum_dims(&sk, a, 2, dims, true), TG_OK));
+    cr_assert(eq(int, tg_mean_dims(&md, a, 2, dims, false), TG_OK));
+    int64_t w1[1] = {4}, wk[3] = {1, 4, 1};
+    th_expect_shape(sd, 1, w1);
+    th_expect_shape(sk, 3, wk);
+    for (int64_t j = 0; j < 4; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t k = 0; k < 5; k++) ref += th_get(a, (int64_t[]){i, j, k});
+        cr_assert(epsilon_eq(dbl, th_at(sd, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, th_at(sk, j), ref, 1e-12));
+        cr_assert(epsilon_eq(dbl, th_at(md, j), ref / 15.0, 1e-12));
+    }
+    tg_tensor_release(sd);
+    tg_tensor_release(sk);
+    tg_tensor_release(md);
+    tg_tensor_release(a);
+}
+
+Test(reduce, sum_of_a_strided_view_and_half_dtypes)
+{
+    int64_t s[2] = {4, 6};
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, s, 3), *t = NULL, *st = NULL, *h = NULL, *sh = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));
+    int dim = 1;
+    cr_assert(eq(int, tg_sum_dims(&st, t, 1, &dim, false), TG_OK));   /* = column sums of a */
+    for (int64_t j = 0; j < 6; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 4; i++) ref += th_at(a, i * 6 + j);
+        cr_assert(epsilon_eq(dbl, th_at(st, j), ref, 1e-5));
+    }
+    tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int i = 0; i < 2; i++) {
+        double ref = 0.0;
+        cr_assert(eq(int, tg_tensor_to_dtype(&h, a, halves[i]), TG_OK));
+        for (int64_t k = 0; k < 24; k++) ref += th_at(h, k);
+        cr_assert(eq(int, tg_sum(&sh, h), TG_OK));
+        cr_assert(eq(int, tg_tensor_dtype(sh), halves[i]));
+        cr_assert(epsilon_eq(dbl, th_at(sh, 0), ref, fabs(ref) * 1e-2 + 1e-2));
+        tg_tensor_release(sh);
+        tg_tensor_release(h);
+    }
+    tg_tensor_release(st);
+    tg_tensor_release(t);
+    tg_tensor_release(a);
+}
+
+Test(reduce, sum_to_shape_sums_broadcast_dims)
+{
+    int64_t s[3] = {2, 3, 4}, to[2] = {3, 1};
+    tg_tensor *a = th_arange(TG_F64, 3, s), *r = NULL, *r0 = NULL;
+    cr_assert(eq(int, tg_sum_to_shape(&r, a, 2, to), TG_OK));
+    th_expect_shape(r, 2, to);
+    for (int64_t j = 0; j < 3; j++) {
+        double ref = 0.0;
+        for (int64_t i = 0; i < 2; i++)
+            for (int64_t k = 0; k < 4; k++) ref += (double)(i * 12 + j * 4 + k);
+        cr_assert(eq(dbl, th_at(r, j), ref));
+    }
+    cr_assert(eq(int, tg_sum_to_shape(&r0, a, 0, NULL), TG_OK));
+    cr_assert(eq(dbl, th_at(r0, 0), 23.0 * 24.0 / 2.0));
+    tg_tensor_release(r0);
+    tg_tensor_release(r);
+    tg_tensor_release(a);
+}
+
+/* mean of an integer tensor is an error in torch too ("could not infer output
+ * dtype"); so is sum_to_shape here (a gradient helper). */
+/* ---- integer inputs --------------------------------------------------------------- */
+
+Test(reduce, mean_of_integers_is_edtype)
+{
+    int64_t s[1] = {4};
+    tg_tensor *a = th_arange(TG_I32, 1, s), *out = NULL;
+    cr_assert(eq(int, tg_mean(&out, a), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "mean: a is i32") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_mean_dims(&out, a, 1, (int[]){0}, false), TG_EDTYPE));
+    cr_assert(eq(int, tg_sum_to_shape(&out, a, 1, (int64_t[]){1}), TG_EDTYPE));
+    cr_assert(eq(ptr, out, NULL));
+    tg_tensor_release(a);
+}
+
+static int64_t i64_at(const tg_tensor *t, int64_t i)
+{
+    cr_assert(eq(int, tg_tensor_dtype(t), TG_I64));
+    cr_assert(tg_tensor_is_contiguous(t));
+    return ((const int64_t *)tg_tensor_cdata(t))[i];
+}
+
+/* torch sums an integer tensor exactly into an int64, wrapping on overflow:
+ * int32 [2^31-1, 1] -> 2147483648, uint8 arange(4) -> 6, int64 [2^53+1, 0]
+ * -> 2^53+1 (no double on the way), int64 [2^62, 2^62] -> -2^63, and
+ * ones((2, 3), int8).sum(1, keepdim=True) -> int64 [[3], [3]]. */
+Test(reduce, sum_of_integers_is_exact_i64_as_torch)
+{
+    tg_tensor *y = NULL;
+    tg_tensor *a = th_tensor_from(TG_I32, 1, (int64_t[]){2}, (double[]){2147483647.0, 1.0});
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(i64, i64_at(y, 0), (int64_t)2147483648));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    a = th_arange(TG_U8, 1, (int64_t[]){4});
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), 6));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    const int64_t big[2] = {((int64_t)1 << 53) + 1, 0}, wrap[2] = {(int64_t)1 << 62, (int64_t)1 << 62};
+    tg_tensor_from_data(&a, TG_I64, 1, (int64_t[]){2}, big);
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), big[0]));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    tg_tensor_from_data(&a, TG_I64, 1, (int64_t[]){2}, wrap);
+    cr_assert(eq(int, tg_sum(&y, a), TG_OK));
+    cr_assert(eq(i64, i64_at(y, 0), INT64_MIN));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+    tg_tensor_full(&a, TG_I8, 2, (int64_t[]){2, 3}, 1.0);
+    cr_assert(eq(int, tg_sum_dims(&y, a, 1, (int[]){1}, true), TG_OK), "%s", tg_error_message());
+    th_expect_shape(y, 2, (int64_t[]){2, 1});
+    cr_assert(eq(i64, i64_at(y, 0), 3));
+    cr_assert(eq(i64, i64_at(y, 1), 3));
+    tg_tensor_release(y);
+    tg_tensor_release(a);
+}
+
+/* The integer sum follows the same dims, strides and empty-tensor rules as
+ * the float one: sum over dim 0 of a transposed i32 arange, and of an empty
+ * one (zeros). */
+Test(reduce, sum_dims_of_a_strided_integer_view)
+{
+    tg_tensor *a = th_arange(TG_I32, 2, (int64_t[]){2, 3}), *t = NULL, *y = NULL, *e = NULL;
+    cr_assert(eq(int, tg_transpose(&t, a, 0, 1), TG_OK));   /* (3, 2): [[0,3],[1,4],[2,5]] */
+    cr_assert(eq(int, tg_sum_dims(&y, t, 1, (int[]){-1}, false), TG_OK));
+    th_expect_shape(y, 1, (int64_t[]){3});
+    for (int k = 0; k < 3; k++) cr_assert(eq(i64, i64_at(y, k), 2 * k + 3));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_slice(&e, t, 1, 2, 2, 1), TG_OK));   /* (3, 0) */
+    cr_assert(eq(int, tg_sum_dims(&y, e, 1, (int[]){1}, false), TG_OK));
+    for (int k = 0; k < 3; k++) cr_assert(eq(i64, i64_at(y, k), 0));
+    tg_tensor_release(y);
+    tg_tensor_release(e);
+    tg_tensor_release(t);
+    tg_tensor_release(a);
+}
