@@ -26,7 +26,7 @@ torch everywhere else and within 1 of y_ref everywhere.
 It also writes tests/golden/quant/fake_quantize_per_channel.safetensors:
 torch.fake_quantize_per_channel_affine on a 4-D f32 x for each axis, with
 its output and the straight-through gradient of a random dy (see
-make_fake_quant_per_channel; tests/test_quant.c reads it).
+make_fake_quant_per_channel; tests/test_fake_quant.c reads it).
 
 Run from the repository root:
     /usr/bin/python3 scripts/make_quant_goldens.py            # everything

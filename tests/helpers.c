@@ -180,6 +180,22 @@ double *th_doubles(const tg_tensor *t)
     return v;
 }
 
+int64_t th_rand_int(uint64_t *s, int64_t lo, int64_t hi)
+{
+    const int64_t v = lo + (int64_t)((th_uniform_pm1(s) + 1.0) / 2.0 * (double)(hi - lo + 1));
+    return v > hi ? hi : v;
+}
+
+tg_tensor *th_rand_tensor(uint64_t *s, tg_dtype dt, int ndim, const int64_t *shape, double lo,
+                          double hi)
+{
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, dt, ndim, shape), TG_OK));
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        tg_tensor_set_flat(t, i, lo + (th_uniform_pm1(s) + 1.0) / 2.0 * (hi - lo));
+    return t;
+}
+
 double th_get(const tg_tensor *t, const int64_t *idx)
 {
     double v = NAN;

@@ -52,7 +52,15 @@ uint64_t th_xorshift64(uint64_t *s);
 /* The next xorshift64 value of *s as a double in [-1, 1) (53 random bits). */
 double th_uniform_pm1(uint64_t *s);
 
+/* An integer in [lo, hi] (inclusive) from the xorshift64 state *s. */
+int64_t th_rand_int(uint64_t *s, int64_t lo, int64_t hi);
+
 /* ---- tensors ---- */
+
+/* A new tensor of values uniform in [lo, hi) drawn from the xorshift64
+ * state *s (th_uniform_pm1), element by element. */
+tg_tensor *th_rand_tensor(uint64_t *s, tg_dtype dt, int ndim, const int64_t *shape, double lo,
+                          double hi);
 
 /* A new tensor of dtype dt and the given shape holding v[0..numel) converted
  * to dt; returns a new reference. */

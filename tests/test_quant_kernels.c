@@ -1,0 +1,240 @@
+/* tests/test_quant_kernels.c - the integer arithmetic under the quantized
+ * ops: the fixed-point requantizer against exact long-double arithmetic,
+ * every int8 GEMM kernel against a naive i64 loop, and the AVX-512
+ * requantization (by rows, and one channel per lane) against the scalar
+ * formula.  (Every kernel against the portable one on whole quantized ops:
+ * test_quant.c.) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "helpers.h"
+#include "quant/quant_internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/quant.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/status.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;   /* each test starts from it (fork) */
+static double rnd(void) { return th_uniform_pm1(&rng_state); }
+static int64_t rnd_int(int64_t lo, int64_t hi) { return th_rand_int(&rng_state, lo, hi); }
+
+/* ---- fixed-point requantization ---- */
+
+Test(quant_kernels, requantize_is_exact_round_half_even)
+{
+    for (int it = 0; it < 2000; it++) {
+        double m = exp2(rnd() * 20 - 12);   /* 2^-32 .. 2^8 */
+        int32_t m0;
+        int shift;
+        cr_assert(eq(int, tg_quant_multiplier(m, &m0, &shift), TG_OK));
+        cr_assert(m0 > 0 && shift >= 1 && shift <= 62);
+        cr_assert(fabs(ldexp((double)m0, -shift) / m - 1) < 1e-8, "m=%g", m);
+        int64_t acc = rnd_int(-2000000000, 2000000000);
+        long double exact = (long double)acc * m0 / ldexpl(1.0L, shift);
+        long double fl = floorl(exact), frac = exact - fl;
+        long double want = frac > 0.5L ? fl + 1 : frac < 0.5L ? fl : (fmodl(fl, 2) != 0 ? fl + 1 : fl);
+        cr_assert(eq(i64, tg_quant_requantize(acc, m0, shift), (int64_t)want), "acc=%lld",
+                  (long long)acc);
+    }
+    /* ties: 5 * 2^30 / 2^31 = 2.5 -> 2; 7 * 2^30 / 2^31 = 3.5 -> 4; -2.5 -> -2 */
+    cr_assert(eq(i64, tg_quant_requantize(5, 1 << 30, 31), 2));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 31), 4));
+    cr_assert(eq(i64, tg_quant_requantize(-5, 1 << 30, 31), -2));
+    /* Outside the domain: defined (the sanitizer build checks the shifts and
+     * the product), shift clamped to [0, 62] and acc * m0 saturated. */
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 0), (int64_t)7 << 30));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, -5), (int64_t)7 << 30));
+    cr_assert(eq(i64, tg_quant_requantize(7, 1 << 30, 1 << 30),
+                 tg_quant_requantize(7, 1 << 30, 62)));
+    cr_assert(eq(i64, tg_quant_requantize((int64_t)1 << 40, 1 << 30, 63), 2));   /* (2^63-1)/2^62 */
+    cr_assert(eq(i64, tg_quant_requantize(INT64_MIN, INT32_MAX, 62), -2));
+    cr_assert(eq(i64, tg_quant_requantize(INT64_MAX, -1, 0), -INT64_MAX));
+    int32_t m0 = 7;
+    int sh = 7;
+    cr_assert(eq(int, tg_quant_multiplier(0x1p31, &m0, &sh), TG_EINVAL));
+    cr_assert(eq(int, tg_quant_multiplier(-1, &m0, &sh), TG_EINVAL));
+    cr_assert(m0 == 7 && sh == 7);
+}
+
+/* The kernels' inlined requantizer (branch-free rounding) against the exact
+ * value in long double (s * m0 < 2^62 fits its 64-bit mantissa), with bias,
+ * zero point and range; ties (odd s with m0 = 2^30, shift 31) included. */
+static int64_t requant_oracle(int32_t acc, const tg__q_requant *r)
+{
+    int64_t s = (int64_t)acc + r->bias;
+    s = s < INT32_MIN ? INT32_MIN : s > INT32_MAX ? INT32_MAX : s;
+    const long double exact = (long double)s * r->m0 / ldexpl(1.0L, r->shift);
+    const long double fl = floorl(exact), frac = exact - fl;
+    const long double q = frac > 0.5L ? fl + 1 : frac < 0.5L ? fl : (fmodl(fl, 2) != 0 ? fl + 1 : fl);
+    const int64_t v = r->zp + (int64_t)q;
+    return v < r->lo ? r->lo : v > r->hi ? r->hi : v;
+}
+
+Test(quant_kernels, inlined_requantizer_is_exact)
+{
+    for (int it = 0; it < 20000; it++) {
+        const bool tie = it % 4 == 0;
+        tg__q_requant r = {.bias = tie ? 0 : (int32_t)rnd_int(-100000, 100000),
+                           .m0 = tie ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                           .shift = tie ? 31 : (int)rnd_int(0, 62),
+                           .zp = (int32_t)rnd_int(-128, 255)};
+        r.lo = it % 3 ? -128 : r.zp;
+        r.hi = it % 2 ? 127 : 255;
+        const int32_t acc = tie ? (int32_t)rnd_int(-300, 300)
+                                : (int32_t)rnd_int(-(INT64_C(1) << (it % 31)), INT64_C(1) << (it % 31));
+        cr_assert(eq(i64, tg__q_requant_one(acc, &r), requant_oracle(acc, &r)),
+                  "acc=%d bias=%d m0=%d shift=%d", acc, r.bias, r.m0, r.shift);
+    }
+}
+
+/* ---- int8 GEMM ---- */
+
+static void naive_gemm(int32_t *c, const void *a, bool a_signed, const int8_t *w, int64_t m,
+                       int64_t n, int64_t k)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t s = 0;
+            for (int64_t t = 0; t < k; t++) {
+                int64_t av = a_signed ? ((const int8_t *)a)[i * k + t] : ((const uint8_t *)a)[i * k + t];
+                s += av * w[j * k + t];
+            }
+            c[i * n + j] = (int32_t)s;
+        }
+}
+
+static void fill_bytes(uint8_t *p, int64_t n, int edge_every)
+{
+    static const uint8_t edges[] = {0x80, 0x7f, 0xff, 0x00, 0x81};
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (edge_every && i % edge_every == 0) ? edges[(i / edge_every) % 5]
+                                                   : (uint8_t)rnd_int(0, 255);
+}
+
+Test(quant_kernels, gemm_kernels_are_bit_identical)
+{
+    const int64_t ks[] = {1, 3, 15, 16, 17, 63, 64, 65, 130, 300};
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI};
+    int ran = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        const int64_t m = rnd_int(1, 9), n = rnd_int(1, 11), k = ks[ki];
+        uint8_t *a = malloc((size_t)(m * k)), *w = malloc((size_t)(n * k));
+        int32_t *want = malloc((size_t)(m * n) * 4), *got = malloc((size_t)(m * n) * 4);
+        fill_bytes(a, m * k, ki % 2 ? 3 : 0);
+        fill_bytes(w, n * k, ki % 2 ? 0 : 2);
+        if (ki == 0) memset(a, 0xff, (size_t)(m * k)), memset(w, 0x80, (size_t)(n * k));
+        for (int sgn = 0; sgn < 2; sgn++) {
+            naive_gemm(want, a, sgn, (int8_t *)w, m, n, k);
+            for (int e = 0; e < 3; e++) {
+                if (!tg_int8_kernel_available(kerns[e])) {
+                    cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_EUNSUPPORTED));
+                    continue;
+                }
+                cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_OK));
+                cr_assert(eq(int, tg_int8_kernel_get(), kerns[e]));
+                memset(got, 0x55, (size_t)(m * n) * 4);
+                cr_assert(eq(int, tg_int8_gemm(got, a, sgn, (int8_t *)w, m, n, k), TG_OK));
+                cr_assert(memcmp(got, want, (size_t)(m * n) * 4) == 0,
+                          "%s kernel, k=%lld, signed=%d", tg_int8_kernel_name(kerns[e]),
+                          (long long)k, sgn);
+                ran++;
+            }
+        }
+        free(a), free(w), free(want), free(got);
+    }
+    cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_AUTO), TG_OK));
+    cr_assert(ran >= 20);
+    if (!tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
+        /* Criterion exits 1 after cr_log_warn, so this note is informational. */
+        cr_log_info("this CPU has no AVX-512 VNNI: the vnni kernel was not run");
+}
+
+/* ---- AVX-512 requantization ---- */
+
+/* The per-channel AVX-512 requantization (one channel per lane, as a
+ * Linear's outputs) gives tg__q_requant_one's bytes, with lanes whose
+ * multiplier needs shift <= 0, ties and both ends of i32 among them. */
+Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
+{
+    if (!tg__q_cpu_has_vnni()) {
+        cr_log_info("this CPU has no AVX-512: the per-channel SIMD requantization was not run");
+        return;
+    }
+    enum { N = 83 };
+    tg__q_requant r[N];
+    int32_t acc[N];
+    uint8_t got[N], want[N];
+    for (int trial = 0; trial < 200; trial++) {
+        for (int c = 0; c < N; c++) {
+            const bool u8 = (c + trial) % 2, tie = c % 5 == 0;
+            r[c] = (tg__q_requant){
+                .bias = tie ? 0 : (int32_t)rnd_int(-100000, 100000),
+                .m0 = tie ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                .shift = tie ? 31 : (trial + c) % 23 == 0 ? (int)rnd_int(-2, 0) : (int)rnd_int(1, 62),
+                .zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127))};
+            r[c].lo = c % 7 == 0 ? r[c].zp : u8 ? 0 : -128;
+            r[c].hi = u8 ? 255 : 127;
+            acc[c] = tie ? (int32_t)rnd_int(-300, 300)
+                     : c % 11 == 0 ? (c % 2 ? INT32_MAX : INT32_MIN)
+                                   : (int32_t)rnd_int(-(INT64_C(1) << (c % 31)), INT64_C(1) << (c % 31));
+        }
+        const int n = 1 + trial % N;
+        tg__q_requant_channels_avx512(got, acc, n, r);
+        for (int c = 0; c < n; c++) want[c] = (uint8_t)tg__q_requant_one(acc[c], &r[c]);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "trial %d, n %d", trial, n);
+    }
+}
+
+/* tg__q_requant_rows through AVX-512 gives tg__q_requant_one's bytes: ties
+ * at every shift, both ends of i32 with biases that push past them, every
+ * tail length, u8 and i8 ranges, relu's lower bound. */
+Test(quant_kernels, simd_requantization_gives_the_scalar_bytes)
+{
+    if (!tg__q_cpu_has_vnni()) {   /* the simd flag promises AVX-512 */
+        cr_log_info("this CPU has no AVX-512: the SIMD requantization was not run");
+        return;
+    }
+    enum { N = 67 };
+    int32_t acc[N];
+    uint8_t got[N + 8], want[N + 8];
+    for (int trial = 0; trial < 400; trial++) {
+        /* every fourth trial: (acc + bias) / 2^(1..3) with acc + bias small, so
+         * about half the values are ties */
+        const bool ties = trial % 4 == 0;
+        tg__q_requant r = {.m0 = ties ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
+                           .shift = ties ? 31 + trial % 3 : 1 + trial % 62};
+        const bool u8 = trial % 2;
+        r.zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127));
+        r.lo = trial % 5 == 0 ? r.zp : u8 ? 0 : -128;
+        r.hi = u8 ? 255 : 127;
+        r.bias = ties ? (int32_t)rnd_int(-20, 20)
+                 : trial % 7 == 1 ? INT32_MAX : trial % 7 == 2 ? INT32_MIN
+                                              : (int32_t)rnd_int(-100000, 100000);
+        for (int i = 0; i < N; i++) {
+            const int64_t kind = rnd_int(0, 3);
+            acc[i] = ties ? (int32_t)rnd_int(-300, 300)
+                     : kind == 0 ? INT32_MAX - (int32_t)rnd_int(0, 3)
+                     : kind == 1 ? INT32_MIN + (int32_t)rnd_int(0, 3)
+                                 : (int32_t)rnd_int(-(INT64_C(1) << (trial % 31)),
+                                                    INT64_C(1) << (trial % 31));
+        }
+        const int n = 1 + trial % N;
+        memset(got, 0xAA, sizeof got);
+        memset(want, 0xAA, sizeof want);
+        const tg_dtype dt = u8 ? TG_U8 : TG_I8;
+        /* as one run, and as rows of n/3 read at a stride of n/3 + 1 */
+        tg__q_requant_rows(got, dt, 0, acc, 1, n, n, &r, true);
+        tg__q_requant_rows(want, dt, 0, acc, 1, n, n, &r, false);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
+        const int64_t cols = n / 3 > 0 ? n / 3 : 1, rows = n / (cols + 1) > 0 ? n / (cols + 1) : 1;
+        tg__q_requant_rows(got, dt, 0, acc, rows, cols, cols + 1, &r, true);
+        tg__q_requant_rows(want, dt, 0, acc, rows, cols, cols + 1, &r, false);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
+    }
+}
