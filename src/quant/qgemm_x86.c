@@ -1,9 +1,9 @@
-/* src/quant/qgemm_x86.c - the x86 int8 kernels, compiled with per-function
- * target attributes and chosen at run time: the AVX2 and AVX-512 VNNI
- * one-row kernels of tg_int8_gemm, the AVX2 tile of the packed GEMM (i16
- * activations), the VNNI and AMX packed GEMMs (u8 activations;
- * quant_internal.h), the AMX probe and tile configuration, and AVX-512
- * requantization (by rows, or one channel per lane) and quantization.
+/* src/quant/qgemm_x86.c - the x86 int8 GEMM kernels, compiled with
+ * per-function target attributes and chosen at run time: the AVX2 and
+ * AVX-512 VNNI one-row kernels of tg_int8_gemm, the AVX2 tile of the packed
+ * GEMM (i16 activations) and the VNNI packed GEMM (u8 activations;
+ * quant_internal.h).  AMX is in qamx_x86.c, the AVX-512 requantization and
+ * quantization in qsimd_x86.c.
  *
  * Both are exact (no saturating instruction):
  *  AVX2: bytes are widened to i16 (u8 zero-extended or i8 sign-extended) and
@@ -16,17 +16,12 @@
  * Tails (k not a multiple of 16 or 64) are summed in scalar code (AVX2) or
  * with masked loads that read zeros past the end (VNNI).
  */
-#include <stdatomic.h>
-#include <stddef.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 bool tg__q_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
@@ -302,6 +297,19 @@ VNNI512_TARGET static void tile_vnni8(int32_t *c, int64_t ldc, int64_t kgrp, con
 }
 #undef ROW_STEP
 
+VNNI512_TARGET void tg__q_store_tile(int32_t *c, int64_t ldc, int64_t kgrp, const int32_t *tmp,
+                                     int64_t i, int mr, int64_t j0, int nr,
+                                     const int32_t *colsum, int32_t zoff)
+{
+    for (int r0 = 0; r0 < mr; r0 += TG__Q_MR8) {
+        __m512i acc[2 * TG__Q_MR8];
+        for (int r = 0; r < 2 * TG__Q_MR8; r++)
+            acc[r] = _mm512_loadu_si512(tmp + (r0 + r / 2) * TG__Q_NR8 + 16 * (r % 2));
+        store_rows(c, ldc, kgrp, acc, i + r0, mr - r0 < TG__Q_MR8 ? mr - r0 : TG__Q_MR8, j0, nr,
+                   colsum, zoff);
+    }
+}
+
 /* Column blocks outside: one block's panel (kqp * 128 bytes) stays in cache
  * while every row block of a sweeps past it. */
 VNNI512_TARGET void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a,
@@ -318,233 +326,6 @@ VNNI512_TARGET void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const
             const int mr = (int)(m - i < TG__Q_MR8 ? m - i : TG__Q_MR8);
             tile_vnni8(c, ldc, kgrp, a, lda, i, mr, panel, w->kq, j0, nr, colsum, zoff);
         }
-    }
-}
-
-/* ---- AMX-INT8: the same GEMM on tiles ----
- * Tiles 0-3 hold a 32 x 32 block of c (four 16 x 16 i32), 4-5 two 16-row
- * slices of a (64 k each), 6-7 the block's two 16-column B tiles: 16
- * slices of panels8, rows 128 bytes apart.  Each tdpbusd adds 16 x 16 x 64
- * u8 x s8 products into i32, exactly. */
-#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512vnni,avx512bw,avx512f")))
-
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
-
-AMX_TARGET void tg__q_amx_begin(void)
-{
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
-     * without this barrier the stores above may be dropped (seen: rows and
-     * colsb never written, a #GP at the first tile load). */
-    __asm__ volatile("" : : "r"(&cfg) : "memory");
-    _tile_loadconfig(&cfg);
-}
-
-AMX_TARGET void tg__q_amx_end(void) { _tile_release(); }
-
-static bool amx_probe(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
-        return false;   /* AMX-TILE, AMX-INT8 */
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;   /* XTILECFG, XTILEDATA state */
-#if defined(__linux__) && defined(SYS_arch_prctl)
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-    return false;
-#endif
-}
-
-bool tg__q_cpu_has_amx(void)
-{
-    static atomic_int state;   /* 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (s == 0) {
-        s = tg__q_cpu_has_vnni() && amx_probe() ? 1 : 2;
-        atomic_store_explicit(&state, s, memory_order_release);
-    }
-    return s == 1;
-}
-
-/* Where c's layout puts a 16 x 16 tile's rows at one stride (row-major, or
- * grouped by column with kgrp a multiple of 16), the address of (row, col)
- * and that stride in bytes; else NULL. */
-static int32_t *tile_dst(int32_t *c, int64_t ldc, int64_t kgrp, int64_t row, int64_t col,
-                         int64_t *stride)
-{
-    if (kgrp == 0) {
-        *stride = ldc * 4;
-        return c + row * ldc + col;
-    }
-    if (kgrp % 16 != 0) return NULL;
-    *stride = kgrp * 4;
-    return c + (col / kgrp) * ldc + row * kgrp + col % kgrp;
-}
-
-AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a,
-                               int64_t lda, int64_t m, const tg_qweight *w, int64_t gi,
-                               int32_t zoff)
-{
-    tg__q_amx_begin();   /* per call: tile state belongs to the thread */
-    const int8_t *panels = tg__q_group_panels8(w, gi);
-    const int32_t *colsum = w->colsum + gi * w->n;
-    const int64_t chunks = w->kqp / 16, R = TG__Q_AMX_ROWS, NB = 4 * TG__Q_NR8;
-    _Alignas(64) int32_t tmp[TG__Q_AMX_ROWS * TG__Q_NR8];
-    /* 16 equal rows of -zoff * colsum over the block's 32 columns: the tiles
-     * of c start from it, so a full tile needs no pass after the products */
-    _Alignas(64) int32_t corr[16 * TG__Q_NR8];
-    for (int64_t blk = 0; blk < w->nblk8; blk++) {
-        const int64_t j0 = blk * TG__Q_NR8;
-        const int nr = (int)(w->n - j0 < TG__Q_NR8 ? w->n - j0 : TG__Q_NR8);
-        const int8_t *panel = panels + blk * w->kqp * NB;
-        for (int j = 0; j < TG__Q_NR8; j++)   /* wrapping, as the tiles add */
-            corr[j] = j < nr ? (int32_t)(0u - (uint32_t)zoff * (uint32_t)colsum[j0 + j]) : 0;
-        for (int r = 1; r < 16; r++) memcpy(corr + r * TG__Q_NR8, corr, sizeof *corr * TG__Q_NR8);
-        for (int64_t i = 0; i < m; i += R) {
-            _tile_loadd(0, corr, NB);
-            _tile_loadd(1, corr + 16, NB);
-            _tile_loadd(2, corr, NB);
-            _tile_loadd(3, corr + 16, NB);
-            for (int64_t t = 0; t < chunks; t++) {
-                _tile_loadd(4, a + i * lda + 64 * t, lda);
-                _tile_loadd(5, a + (i + 16) * lda + 64 * t, lda);
-                _tile_loadd(6, panel + t * 16 * NB, NB);
-                _tile_loadd(7, panel + t * 16 * NB + 64, NB);
-                _tile_dpbusd(0, 4, 6);
-                _tile_dpbusd(1, 4, 7);
-                _tile_dpbusd(2, 5, 6);
-                _tile_dpbusd(3, 5, 7);
-            }
-            const int mr = (int)(m - i < R ? m - i : R);
-            int64_t st;
-            int32_t *d0 = tile_dst(c, ldc, kgrp, i, j0, &st);
-            if (mr == R && nr == TG__Q_NR8 && d0) {
-                int32_t *d1 = tile_dst(c, ldc, kgrp, i, j0 + 16, &st);
-                _tile_stored(0, d0, st);
-                _tile_stored(1, d1, st);
-                _tile_stored(2, tile_dst(c, ldc, kgrp, i + 16, j0, &st), st);
-                _tile_stored(3, tile_dst(c, ldc, kgrp, i + 16, j0 + 16, &st), st);
-                continue;
-            }
-            _tile_stored(0, tmp, NB);
-            _tile_stored(1, tmp + 16, NB);
-            _tile_stored(2, tmp + 16 * TG__Q_NR8, NB);
-            _tile_stored(3, tmp + 16 * TG__Q_NR8 + 16, NB);
-            for (int r0 = 0; r0 < mr; r0 += TG__Q_MR8) {
-                __m512i acc[2 * TG__Q_MR8];
-                for (int r = 0; r < 2 * TG__Q_MR8; r++)
-                    acc[r] = _mm512_load_si512(tmp + (r0 + r / 2) * TG__Q_NR8 + 16 * (r % 2));
-                store_rows(c, ldc, kgrp, acc, i + r0, mr - r0 < TG__Q_MR8 ? mr - r0 : TG__Q_MR8,
-                           j0, nr, colsum, 0);   /* the correction is in already */
-            }
-        }
-    }
-    tg__q_amx_end();
-}
-
-/* tg__q_requant_one on eight accumulators at a time, in i64 lanes, over
- * `rows` runs of n read ss apart and written one after another: the same
- * clamp of acc + bias to i32, the exact product with m0 (vpmuldq: the low 32
- * bits of each lane, signed), the floor shift, the half-to-even carry
- * rem + (q & 1) > half, the zero point and the clamp to [lo, hi]. */
-__attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, const int32_t *src,
-                                                             int64_t rows, int64_t n, int64_t ss,
-                                                             const tg__q_requant *r)
-{
-    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
-    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
-    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
-    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
-    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
-    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
-    const __m128i sh = _mm_cvtsi32_si128(r->shift);
-    for (int64_t row = 0; row < rows; row++, src += ss, y += n) {
-        for (int64_t i = 0; i < n; i += 8) {
-            const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
-            __m512i s = _mm512_cvtepi32_epi64(
-                _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i)));
-            s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
-            const __m512i v = _mm512_mul_epi32(s, m0);
-            __m512i q = _mm512_sra_epi64(v, sh);
-            const __m512i rem = _mm512_and_si512(v, mask);
-            const __mmask8 up =
-                _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
-            q = _mm512_mask_add_epi64(q, up, q, one);
-            q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
-            _mm512_mask_cvtepi64_storeu_epi8(y + i, m, q);
-        }
-    }
-}
-
-_Static_assert(sizeof(tg__q_requant) == 6 * sizeof(int32_t) &&
-                   offsetof(tg__q_requant, m0) == 4 && offsetof(tg__q_requant, shift) == 8 &&
-                   offsetof(tg__q_requant, zp) == 12 && offsetof(tg__q_requant, lo) == 16 &&
-                   offsetof(tg__q_requant, hi) == 20,
-               "tg__q_requant_channels_avx512 gathers the fields as six i32");
-
-/* Field f (0 bias ... 5 hi) of r[0..8), widened to i64 lanes. */
-__attribute__((target("avx512f,avx2"))) static inline __m512i field8(const tg__q_requant *r,
-                                                                     int f)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 6, 12, 18, 24, 30, 36, 42);
-    return _mm512_cvtepi32_epi64(_mm256_i32gather_epi32((const int *)r + f, idx, 4));
-}
-
-__attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
-    uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r)
-{
-    const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
-    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m512i sh = field8(r + i, 2);
-        if (_mm512_cmple_epi64_mask(sh, zero)) {   /* a multiplier >= 1: the scalar rule */
-            for (int e = 0; e < 8; e++)
-                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
-            continue;
-        }
-        __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
-        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, field8(r + i, 0)), i32lo), i32hi);
-        const __m512i v = _mm512_mul_epi32(s, field8(r + i, 1));
-        __m512i q = _mm512_srav_epi64(v, sh);
-        const __m512i rem = _mm512_and_si512(v, _mm512_sub_epi64(_mm512_sllv_epi64(one, sh), one));
-        const __m512i half = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one));
-        const __mmask8 up =
-            _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
-        q = _mm512_mask_add_epi64(q, up, q, one);
-        q = _mm512_add_epi64(q, field8(r + i, 3));
-        q = _mm512_min_epi64(_mm512_max_epi64(q, field8(r + i, 4)), field8(r + i, 5));
-        _mm512_mask_cvtepi64_storeu_epi8(y + i, 0xff, q);
-    }
-    for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
-}
-
-/* tg_quantize's formula on n contiguous f32, eight lanes of f64 at a time:
- * r = rint(x / scale) + zp (correctly rounded division, rounding in the
- * current mode, as rint), NaN -> zp, clamp to [lo, hi], the low byte
- * stored. */
-__attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const float *x,
-                                                              int64_t n, double scale,
-                                                              int32_t zp, int32_t lo, int32_t hi)
-{
-    const __m512d s = _mm512_set1_pd(scale), z = _mm512_set1_pd(zp);
-    const __m512d dlo = _mm512_set1_pd(lo), dhi = _mm512_set1_pd(hi);
-    for (int64_t i = 0; i < n; i += 8) {
-        const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
-        const __m512d v = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, x + i)));
-        __m512d r = _mm512_add_pd(
-            _mm512_roundscale_pd(_mm512_div_pd(v, s), _MM_FROUND_CUR_DIRECTION), z);
-        const __mmask8 nan = _mm512_cmp_pd_mask(r, r, _CMP_UNORD_Q);
-        r = _mm512_mask_blend_pd(nan, _mm512_min_pd(_mm512_max_pd(r, dlo), dhi), z);
-        _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_castsi256_si512(_mm512_cvtpd_epi32(r)));
     }
 }
 
@@ -567,36 +348,14 @@ void tg__q_gemm_vnni(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, in
     TG_ASSERT(!"vnni kernel called on a non-x86 build");
 }
 
-void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t n, int64_t ss,
-                          const tg__q_requant *r)
+void tg__q_store_tile(int32_t *c, int64_t ldc, int64_t kgrp, const int32_t *tmp, int64_t i,
+                      int mr, int64_t j0, int nr, const int32_t *colsum, int32_t zoff)
 {
-    TG_ASSERT(!"avx512 requantization called on a non-x86 build");
-}
-
-void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
-                    int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff)
-{
-    TG_ASSERT(!"amx kernel called on a non-x86 build");
-}
-
-void tg__q_amx_begin(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
-void tg__q_amx_end(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
-
-void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
-                           int32_t lo, int32_t hi)
-{
-    TG_ASSERT(!"avx512 quantization called on a non-x86 build");
-}
-
-void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
-                                   const tg__q_requant *r)
-{
-    TG_ASSERT(!"avx512 requantization called on a non-x86 build");
+    TG_ASSERT(!"vnni store called on a non-x86 build");
 }
 
 bool tg__q_cpu_has_avx2(void) { return false; }
 bool tg__q_cpu_has_vnni(void) { return false; }
-bool tg__q_cpu_has_amx(void) { return false; }
 void tg__q_row_avx2(int32_t *c, const uint8_t *a, bool a_signed, const int8_t *w, int64_t n,
                     int64_t k)
 {

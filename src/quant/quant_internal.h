@@ -122,6 +122,11 @@ static inline const int8_t *tg__q_tap_panel(const tg_qweight *w, int64_t gi, int
     const int64_t K = w->n / w->shape[1];
     return w->taps8 + (((gi * K + k) * w->ncob + cob) * w->ncc) * 16 * 64;
 }
+/* Rows i..i+mr (any count), columns j0..j0+nr (nr <= 32) of c, in the
+ * layout of tg__q_gemm_packed, from tmp (rows of 32 i32) less zoff times
+ * the column sums; the AMX GEMM's partial tiles go through it. */
+void tg__q_store_tile(int32_t *c, int64_t ldc, int64_t kgrp, const int32_t *tmp, int64_t i,
+                      int mr, int64_t j0, int nr, const int32_t *colsum, int32_t zoff);
 /* The same on AMX tiles (32 x 32 per step, 64 k per tdpbusd). */
 void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
                     int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
@@ -185,16 +190,16 @@ static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, const int32_t *src, int64_t rows,
                         int64_t cols, int64_t ss, const tg__q_requant *r, bool simd);
 /* The same for r->shift in [1, 62], eight lanes of i64 at a time
- * (qgemm_x86.c; AVX-512 F only).  y is the first byte. */
+ * (qsimd_x86.c; AVX-512 F only).  y is the first byte. */
 void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t cols, int64_t ss,
                           const tg__q_requant *r);
 /* y[c] = tg__q_requant_one(acc[c], &r[c]) for c < n: one output channel
- * per lane, its parameters gathered (AVX-512 F; qgemm_x86.c); eight lanes
+ * per lane, its parameters gathered (AVX-512 F; qsimd_x86.c); eight lanes
  * where one has shift <= 0 run the scalar formula. */
 void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
                                    const tg__q_requant *r);
 /* tg_quantize of n contiguous f32 into bytes y (u8 or i8 by lo, hi): the
- * scalar formula's integers, eight at a time (AVX-512 F; qgemm_x86.c). */
+ * scalar formula's integers, eight at a time (AVX-512 F; qsimd_x86.c). */
 void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
                            int32_t lo, int32_t hi);
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */

@@ -1,0 +1,147 @@
+/* src/quant/qamx_x86.c - AMX-INT8 for the int8 GEMM: finding out whether
+ * this process may use it, the tile configuration, and the packed GEMM on
+ * tiles (the column-free ConvTranspose is in qconvt_amx.c). */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "quant/quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The GEMM: tiles 0-3 hold a 32 x 32 block of c (four 16 x 16 i32), 4-5
+ * two 16-row slices of a (64 k each), 6-7 the block's two 16-column B
+ * tiles: 16 slices of panels8, rows 128 bytes apart.  Each tdpbusd adds
+ * 16 x 16 x 64 u8 x s8 products into i32, exactly. */
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512vnni,avx512bw,avx512f")))
+
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+AMX_TARGET void tg__q_amx_begin(void)
+{
+    amx_config cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
+     * without this barrier the stores above may be dropped (seen: rows and
+     * colsb never written, a #GP at the first tile load). */
+    __asm__ volatile("" : : "r"(&cfg) : "memory");
+    _tile_loadconfig(&cfg);
+}
+
+AMX_TARGET void tg__q_amx_end(void) { _tile_release(); }
+
+static bool amx_probe(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return false;   /* AMX-TILE, AMX-INT8 */
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;   /* XTILECFG, XTILEDATA state */
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
+
+bool tg__q_cpu_has_amx(void)
+{
+    static atomic_int state;   /* 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (s == 0) {
+        s = tg__q_cpu_has_vnni() && amx_probe() ? 1 : 2;
+        atomic_store_explicit(&state, s, memory_order_release);
+    }
+    return s == 1;
+}
+
+/* Where c's layout puts a 16 x 16 tile's rows at one stride (row-major, or
+ * grouped by column with kgrp a multiple of 16), the address of (row, col)
+ * and that stride in bytes; else NULL. */
+static int32_t *tile_dst(int32_t *c, int64_t ldc, int64_t kgrp, int64_t row, int64_t col,
+                         int64_t *stride)
+{
+    if (kgrp == 0) {
+        *stride = ldc * 4;
+        return c + row * ldc + col;
+    }
+    if (kgrp % 16 != 0) return NULL;
+    *stride = kgrp * 4;
+    return c + (col / kgrp) * ldc + row * kgrp + col % kgrp;
+}
+
+AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a,
+                               int64_t lda, int64_t m, const tg_qweight *w, int64_t gi,
+                               int32_t zoff)
+{
+    tg__q_amx_begin();   /* per call: tile state belongs to the thread */
+    const int8_t *panels = tg__q_group_panels8(w, gi);
+    const int32_t *colsum = w->colsum + gi * w->n;
+    const int64_t chunks = w->kqp / 16, R = TG__Q_AMX_ROWS, NB = 4 * TG__Q_NR8;
+    _Alignas(64) int32_t tmp[TG__Q_AMX_ROWS * TG__Q_NR8];
+    /* 16 equal rows of -zoff * colsum over the block's 32 columns: the tiles
+     * of c start from it, so a full tile needs no pass after the products */
+    _Alignas(64) int32_t corr[16 * TG__Q_NR8];
+    for (int64_t blk = 0; blk < w->nblk8; blk++) {
+        const int64_t j0 = blk * TG__Q_NR8;
+        const int nr = (int)(w->n - j0 < TG__Q_NR8 ? w->n - j0 : TG__Q_NR8);
+        const int8_t *panel = panels + blk * w->kqp * NB;
+        for (int j = 0; j < TG__Q_NR8; j++)   /* wrapping, as the tiles add */
+            corr[j] = j < nr ? (int32_t)(0u - (uint32_t)zoff * (uint32_t)colsum[j0 + j]) : 0;
+        for (int r = 1; r < 16; r++) memcpy(corr + r * TG__Q_NR8, corr, sizeof *corr * TG__Q_NR8);
+        for (int64_t i = 0; i < m; i += R) {
+            _tile_loadd(0, corr, NB);
+            _tile_loadd(1, corr + 16, NB);
+            _tile_loadd(2, corr, NB);
+            _tile_loadd(3, corr + 16, NB);
+            for (int64_t t = 0; t < chunks; t++) {
+                _tile_loadd(4, a + i * lda + 64 * t, lda);
+                _tile_loadd(5, a + (i + 16) * lda + 64 * t, lda);
+                _tile_loadd(6, panel + t * 16 * NB, NB);
+                _tile_loadd(7, panel + t * 16 * NB + 64, NB);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 4, 7);
+                _tile_dpbusd(2, 5, 6);
+                _tile_dpbusd(3, 5, 7);
+            }
+            const int mr = (int)(m - i < R ? m - i : R);
+            int64_t st;
+            int32_t *d0 = tile_dst(c, ldc, kgrp, i, j0, &st);
+            if (mr == R && nr == TG__Q_NR8 && d0) {
+                int32_t *d1 = tile_dst(c, ldc, kgrp, i, j0 + 16, &st);
+                _tile_stored(0, d0, st);
+                _tile_stored(1, d1, st);
+                _tile_stored(2, tile_dst(c, ldc, kgrp, i + 16, j0, &st), st);
+                _tile_stored(3, tile_dst(c, ldc, kgrp, i + 16, j0 + 16, &st), st);
+                continue;
+            }
+            _tile_stored(0, tmp, NB);
+            _tile_stored(1, tmp + 16, NB);
+            _tile_stored(2, tmp + 16 * TG__Q_NR8, NB);
+            _tile_stored(3, tmp + 16 * TG__Q_NR8 + 16, NB);
+            tg__q_store_tile(c, ldc, kgrp, tmp, i, mr, j0, nr, colsum, 0);   /* corrected already */
+        }
+    }
+    tg__q_amx_end();
+}
+
+#else /* not x86 */
+
+void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
+                    int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff)
+{
+    TG_ASSERT(!"amx kernel called on a non-x86 build");
+}
+void tg__q_amx_begin(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
+void tg__q_amx_end(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
+bool tg__q_cpu_has_amx(void) { return false; }
+#endif

@@ -1,0 +1,127 @@
+/* src/quant/qsimd_x86.c - AVX-512 forms of the quantization formulas:
+ * requantization by rows and one channel per lane, and tg_quantize of
+ * contiguous f32.  Each gives the scalar formula's integers (tests in
+ * test_quant_kernels.c and test_quant.c). */
+#include <stddef.h>
+
+#include "quant/quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* tg__q_requant_one on eight accumulators at a time, in i64 lanes, over
+ * `rows` runs of n read ss apart and written one after another: the same
+ * clamp of acc + bias to i32, the exact product with m0 (vpmuldq: the low 32
+ * bits of each lane, signed), the floor shift, the half-to-even carry
+ * rem + (q & 1) > half, the zero point and the clamp to [lo, hi]. */
+__attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, const int32_t *src,
+                                                             int64_t rows, int64_t n, int64_t ss,
+                                                             const tg__q_requant *r)
+{
+    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
+    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
+    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
+    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
+    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
+    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
+    const __m128i sh = _mm_cvtsi32_si128(r->shift);
+    for (int64_t row = 0; row < rows; row++, src += ss, y += n) {
+        for (int64_t i = 0; i < n; i += 8) {
+            const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
+            __m512i s = _mm512_cvtepi32_epi64(
+                _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i)));
+            s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
+            const __m512i v = _mm512_mul_epi32(s, m0);
+            __m512i q = _mm512_sra_epi64(v, sh);
+            const __m512i rem = _mm512_and_si512(v, mask);
+            const __mmask8 up =
+                _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
+            q = _mm512_mask_add_epi64(q, up, q, one);
+            q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
+            _mm512_mask_cvtepi64_storeu_epi8(y + i, m, q);
+        }
+    }
+}
+
+_Static_assert(sizeof(tg__q_requant) == 6 * sizeof(int32_t) &&
+                   offsetof(tg__q_requant, m0) == 4 && offsetof(tg__q_requant, shift) == 8 &&
+                   offsetof(tg__q_requant, zp) == 12 && offsetof(tg__q_requant, lo) == 16 &&
+                   offsetof(tg__q_requant, hi) == 20,
+               "tg__q_requant_channels_avx512 gathers the fields as six i32");
+
+/* Field f (0 bias ... 5 hi) of r[0..8), widened to i64 lanes. */
+__attribute__((target("avx512f,avx2"))) static inline __m512i field8(const tg__q_requant *r,
+                                                                     int f)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 6, 12, 18, 24, 30, 36, 42);
+    return _mm512_cvtepi32_epi64(_mm256_i32gather_epi32((const int *)r + f, idx, 4));
+}
+
+__attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
+    uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r)
+{
+    const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
+    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512i sh = field8(r + i, 2);
+        if (_mm512_cmple_epi64_mask(sh, zero)) {   /* a multiplier >= 1: the scalar rule */
+            for (int e = 0; e < 8; e++)
+                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
+            continue;
+        }
+        __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
+        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, field8(r + i, 0)), i32lo), i32hi);
+        const __m512i v = _mm512_mul_epi32(s, field8(r + i, 1));
+        __m512i q = _mm512_srav_epi64(v, sh);
+        const __m512i rem = _mm512_and_si512(v, _mm512_sub_epi64(_mm512_sllv_epi64(one, sh), one));
+        const __m512i half = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one));
+        const __mmask8 up =
+            _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
+        q = _mm512_mask_add_epi64(q, up, q, one);
+        q = _mm512_add_epi64(q, field8(r + i, 3));
+        q = _mm512_min_epi64(_mm512_max_epi64(q, field8(r + i, 4)), field8(r + i, 5));
+        _mm512_mask_cvtepi64_storeu_epi8(y + i, 0xff, q);
+    }
+    for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
+}
+
+/* tg_quantize's formula on n contiguous f32, eight lanes of f64 at a time:
+ * r = rint(x / scale) + zp (correctly rounded division, rounding in the
+ * current mode, as rint), NaN -> zp, clamp to [lo, hi], the low byte
+ * stored. */
+__attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const float *x,
+                                                              int64_t n, double scale,
+                                                              int32_t zp, int32_t lo, int32_t hi)
+{
+    const __m512d s = _mm512_set1_pd(scale), z = _mm512_set1_pd(zp);
+    const __m512d dlo = _mm512_set1_pd(lo), dhi = _mm512_set1_pd(hi);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
+        const __m512d v = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, x + i)));
+        __m512d r = _mm512_add_pd(
+            _mm512_roundscale_pd(_mm512_div_pd(v, s), _MM_FROUND_CUR_DIRECTION), z);
+        const __mmask8 nan = _mm512_cmp_pd_mask(r, r, _CMP_UNORD_Q);
+        r = _mm512_mask_blend_pd(nan, _mm512_min_pd(_mm512_max_pd(r, dlo), dhi), z);
+        _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_castsi256_si512(_mm512_cvtpd_epi32(r)));
+    }
+}
+
+#else /* not x86 */
+
+void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t n, int64_t ss,
+                          const tg__q_requant *r)
+{
+    TG_ASSERT(!"avx512 requantization called on a non-x86 build");
+}
+void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
+                                   const tg__q_requant *r)
+{
+    TG_ASSERT(!"avx512 requantization called on a non-x86 build");
+}
+void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
+                           int32_t lo, int32_t hi)
+{
+    TG_ASSERT(!"avx512 quantization called on a non-x86 build");
+}
+#endif
