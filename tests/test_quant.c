@@ -365,8 +365,9 @@ Test(quant, every_kernel_gives_the_portable_bytes)
      * result: 4x4 taps (column groups of 16), and rows of 40 channels */
     cases[n++] = (qcase){true, 2, 2, 70, 4, 1, {6, 6}, {4, 4}, 2, 1, 1, 0, TG_U8, true, false, true};
     cases[n++] = (qcase){false, 2, 2, 6, 40, 1, {9, 9}, {3, 3}, 1, 1, 1, 0, TG_I8, true, false, true};
-    /* 16x16 and 300 input positions: AMX takes its column-free path by default */
-    cases[n++] = (qcase){true, 2, 2, 70, 20, 1, {16, 16}, {4, 4}, 2, 1, 1, 1, TG_I8, true, true, true};
+    /* 16x16 and 300 input positions: AMX takes its column-free path by default
+     * (40 output channels: a pair of 16-channel blocks and a single one) */
+    cases[n++] = (qcase){true, 2, 2, 70, 40, 1, {16, 16}, {4, 4}, 2, 1, 1, 1, TG_I8, true, true, true};
     cases[n++] = (qcase){true, 1, 1, 6, 9, 3, {300}, {5}, 3, 2, 1, 2, TG_U8, true, false, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,

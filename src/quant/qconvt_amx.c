@@ -172,7 +172,10 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
     _Alignas(64) int32_t corr[2][TILE * TILE];
     _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
     for (int64_t cob = 0; cob < w->ncob; cob += 2) {
-        for (int h = 0; h < 2; h++)   /* -zoff * (the phase's weights summed), per row */
+        /* two blocks of 16 output channels at a time; a last single block
+         * (16 or fewer channels in all) uses tiles 0, 1, 4, 6 and 7 only */
+        const bool two = cob + 1 < w->ncob;
+        for (int h = 0; h < (two ? 2 : 1); h++)   /* -zoff * (the phase's weights summed) */
             for (int rr = 0; rr < TILE; rr++) {
                 const int64_t co = (cob + h) * TILE + rr;
                 uint32_t sum = 0;
@@ -186,8 +189,10 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
         for (int64_t f0 = *ffirst; f0 <= *flast; f0 += 2 * TILE) {
             _tile_loadd(0, corr[0], 4 * TILE);
             _tile_loadd(1, corr[0], 4 * TILE);
-            _tile_loadd(2, corr[1], 4 * TILE);
-            _tile_loadd(3, corr[1], 4 * TILE);
+            if (two) {
+                _tile_loadd(2, corr[1], 4 * TILE);
+                _tile_loadd(3, corr[1], 4 * TILE);
+            }
             for (int64_t t1 = 0; t1 < T1; t1++)
                 for (int64_t t2 = 0; t2 < T2; t2++) {
                     const int64_t k = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
@@ -196,20 +201,24 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
                     for (int64_t cc = 0; cc < w->ncc; cc++) {
                         const uint8_t *xc = xb + cc * TILE * j->np * 4;
                         _tile_loadd(4, wa + cc * TILE * 64, 64);
-                        _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
                         _tile_loadd(6, xc, j->np * 4);
                         _tile_loadd(7, xc + 64, j->np * 4);
                         _tile_dpbsud(0, 4, 6);
                         _tile_dpbsud(1, 4, 7);
-                        _tile_dpbsud(2, 5, 6);
-                        _tile_dpbsud(3, 5, 7);
+                        if (two) {
+                            _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
+                            _tile_dpbsud(2, 5, 6);
+                            _tile_dpbsud(3, 5, 7);
+                        }
                     }
                 }
             _tile_stored(0, tmp, 8 * TILE);
             _tile_stored(1, tmp + TILE, 8 * TILE);
-            _tile_stored(2, tmp + 2 * TILE * TILE, 8 * TILE);
-            _tile_stored(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
-            for (int rr = 0; rr < 2 * TILE; rr++) {
+            if (two) {
+                _tile_stored(2, tmp + 2 * TILE * TILE, 8 * TILE);
+                _tile_stored(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
+            }
+            for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
                 const int64_t co = cob * TILE + rr;
                 if (co >= cog) break;
                 const tg__q_requant *r = &j->op.r[gi * cog + co];

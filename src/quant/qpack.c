@@ -47,7 +47,7 @@ static void pack_group8(tg_qweight *w, const int8_t *wb, int64_t gi)
 static int pack_taps(tg_qweight *w, const int8_t *wb)
 {
     const int64_t cog = w->shape[1], cig = w->kd, K = w->n / cog;
-    w->ncob = ((cog + 15) / 16 + 1) / 2 * 2;
+    w->ncob = (cog + 15) / 16;
     w->ncc = (cig + 63) / 64;
     w->taps8 = tg__calloc((size_t)(w->groups * K * w->ncob * w->ncc) * 16 * 64, 1);
     w->tapsum = tg__calloc((size_t)(w->groups * K * cog), sizeof *w->tapsum);

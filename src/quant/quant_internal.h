@@ -77,7 +77,7 @@ struct tg_qweight {
     int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned */
     int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned */
     /* Transposed weights on an AMX CPU, per group, tap k, block of 16 output
-     * channels (ncob, even) and 64 input channels (ncc): 16 x 64 bytes,
+     * channels (ncob) and 64 input channels (ncc): 16 x 64 bytes,
      * taps8[...][r][e] = w[gi*cig + 64*cc + e][16*cob + r][k] (0 past the
      * ends): one AMX A tile (qconvt_amx.c).  tapsum[(gi*K + k)*cog + co] sums
      * w over the input channels.  NULL elsewhere. */
