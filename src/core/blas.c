@@ -19,7 +19,9 @@
  * to Prescott) turns this off.
  *
  * A constructor, not a lazy call, because a process's environment and
- * OpenBLAS's kernel table must not change while other threads may use them.
+ * OpenBLAS's kernel table must not change while other threads may use them
+ * (a program that dlopen()s tapegrad while its threads call OpenBLAS should
+ * set OPENBLAS_CORETYPE itself).
  * tg__blas_core() is what the GEMM wrappers call, so a program linked with
  * the static library keeps this object (and so its constructor). */
 #include <stdlib.h>
