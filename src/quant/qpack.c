@@ -99,11 +99,15 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
     w->nblk8 = (w->n + TG__Q_NR8 - 1) / TG__Q_NR8;
     const size_t nel = (size_t)(groups * w->nblk * w->kd2 * 2 * TG__Q_NR);
     const size_t nel8 = (size_t)(groups * w->nblk8 * w->kqp * 4 * TG__Q_NR8);
+    /* the byte panels only where the VNNI or AMX kernel can run */
+    const bool bytes = tg__q_cpu_has_vnni();
     int8_t *wb = tg__malloc((size_t)tg_tensor_numel(weight) + 1);
     w->panels = tg__malloc(nel * sizeof *w->panels + 1);
-    w->panels8 = tg__malloc(nel8 + 1);
-    w->colsum = tg__malloc((size_t)(groups * w->n) * sizeof *w->colsum + 1);
-    if (!wb || !w->panels || !w->panels8 || !w->colsum) {
+    if (bytes) {
+        w->panels8 = tg__malloc(nel8 + 1);
+        w->colsum = tg__malloc((size_t)(groups * w->n) * sizeof *w->colsum + 1);
+    }
+    if (!wb || !w->panels || (bytes && (!w->panels8 || !w->colsum))) {
         free(wb);
         tg_qweight_free(w);
         return TG_ENOMEM;
@@ -111,7 +115,7 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
     tg__gather(weight, TG_I8, wb);
     for (int64_t gi = 0; gi < groups; gi++) {
         pack_group(w, wb, gi);
-        pack_group8(w, wb, gi);
+        if (bytes) pack_group8(w, wb, gi);
     }
     if (transpose && w->ndim <= 4 && tg__q_cpu_has_amx() && pack_taps(w, wb) < 0) {
         free(wb);

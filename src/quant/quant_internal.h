@@ -74,8 +74,8 @@ struct tg_qweight {
     int64_t n, kd, kd2, nblk;     /* per group */
     int16_t *panels;              /* groups * nblk * kd2 * 32, owned */
     int64_t kq, kqp, nblk8;       /* per group, for panels8 */
-    int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned */
-    int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned */
+    int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned; NULL without VNNI */
+    int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned; ditto */
     /* Transposed weights on an AMX CPU, per group, tap k, block of 16 output
      * channels (ncob) and 64 input channels (ncc): 16 x 64 bytes,
      * taps8[...][r][e] = w[gi*cig + 64*cc + e][16*cob + r][k] (0 past the
