@@ -3,7 +3,7 @@
 tapegrad's integer op (tapegrad/quant.h) against tapegrad's f32 op and
 PyTorch's quantized ConvTranspose2d (engine onednn), same thread count.
 
-    /usr/bin/python3 bench/int8.py [--threads 2] [--repeat 10] [--build build]
+    /usr/bin/python3 bench/int8.py [--threads 2] [--repeat 10] [--rounds 1] [--build build]
                                    [--kernel auto|portable|avx2|vnni|amx]
 
 Each tapegrad figure is `tapegrad bench` on a case file (forward only); the
@@ -14,6 +14,7 @@ conv); u8 activations.  No assertions: figures only.
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -89,6 +90,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--kernel", default="auto")
     ap.add_argument("--no-torch", action="store_true", help="tapegrad figures only")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of the three per layer, alternating; the table gives medians "
+                         "over rounds and the range of the per-round ratios")
     ap.add_argument("--torch-child", metavar="CASE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -99,18 +103,27 @@ def main():
     if a.kernel != "auto":
         env["TG_INT8_KERNEL"] = a.kernel
     common = ["--repeat", str(a.repeat), "--threads", str(a.threads)]
-    print(f"threads {a.threads}, repeat {a.repeat}, int8 kernel {a.kernel}, OpenBLAS kernels "
-          f"{core}; median ms")
-    print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}")
+    print(f"threads {a.threads}, repeat {a.repeat}, rounds {a.rounds}, int8 kernel {a.kernel}, "
+          f"OpenBLAS kernels {core}; median ms")
+    print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}"
+          + ("   per-round ranges: f32/int8, torch/int8" if a.rounds > 1 else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for i, layer in enumerate(LAYERS):
             f32, q = make_cases(tmp, i, layer)
-            tf = run_json([tool, "bench", "--in", f32] + common, env)["median_ms"]
-            tq = run_json([tool, "bench", "--in", q] + common, env)["median_ms"]
-            pt = float("nan") if a.no_torch else run_json(
-                [sys.executable, __file__, "--torch-child", q, "--repeat", str(a.repeat),
-                 "--threads", str(a.threads)])["median_ms"]
-            print(f"{layer[0]:24} {tf:9.2f} {tq:9.2f} {pt:9.2f} {tf / tq:9.2f} {pt / tq:10.2f}")
+            tfs, tqs, pts = [], [], []
+            for _ in range(a.rounds):   # alternate, so a slow spell of the VM hits all three
+                tfs.append(run_json([tool, "bench", "--in", f32] + common, env)["median_ms"])
+                tqs.append(run_json([tool, "bench", "--in", q] + common, env)["median_ms"])
+                pts.append(float("nan") if a.no_torch else run_json(
+                    [sys.executable, __file__, "--torch-child", q, "--repeat", str(a.repeat),
+                     "--threads", str(a.threads)])["median_ms"])
+            tf, tq, pt = (statistics.median(v) for v in (tfs, tqs, pts))
+            line = f"{layer[0]:24} {tf:9.2f} {tq:9.2f} {pt:9.2f} {tf / tq:9.2f} {pt / tq:10.2f}"
+            if a.rounds > 1:
+                rf = sorted(f / q_ for f, q_ in zip(tfs, tqs))
+                rt = sorted(p / q_ for p, q_ in zip(pts, tqs))
+                line += f"   {rf[0]:.2f}-{rf[-1]:.2f}, {rt[0]:.2f}-{rt[-1]:.2f}"
+            print(line, flush=True)
 
 
 if __name__ == "__main__":
