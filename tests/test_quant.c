@@ -317,7 +317,7 @@ static const qcase sweep[] = {
     {true, 2, 2, 4, 6, 2, {5, 4}, {3, 2}, 2, 1, 1, 1, TG_U8, true, false, true},
     {true, 2, 1, 6, 9, 3, {4, 5}, {2, 3}, 1, 0, 2, 1, TG_I8, true, false, false},
     {true, 2, 1, 8, 4, 1, {4, 4}, {4, 4}, 2, 1, 1, 0, TG_U8, false, true, true},
-    {true, 2, 3, 5, 7, 1, {1, 1}, {4, 4}, 1, 0, 1, 0, TG_I8, true, true, true},   /* 1x1 -> 4x4 */
+    {true, 2, 9, 5, 7, 1, {1, 1}, {4, 4}, 1, 0, 1, 0, TG_I8, true, true, true},   /* 1x1 -> 4x4 */
     {true, 3, 1, 4, 4, 2, {3, 3, 2}, {2, 2, 2}, 2, 1, 1, 1, TG_U8, true, false, true},
     {true, 3, 2, 2, 3, 1, {2, 3, 2}, {3, 1, 2}, 1, 0, 1, 0, TG_I8, false, false, true},
     {false, 1, 2, 3, 4, 1, {11}, {3}, 2, 1, 1, 0, TG_U8, true, false, true},

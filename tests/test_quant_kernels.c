@@ -228,13 +228,14 @@ Test(quant_kernels, simd_requantization_gives_the_scalar_bytes)
         memset(got, 0xAA, sizeof got);
         memset(want, 0xAA, sizeof want);
         const tg_dtype dt = u8 ? TG_U8 : TG_I8;
-        /* as one run, and as rows of n/3 read at a stride of n/3 + 1 */
-        tg__q_requant_rows(got, dt, 0, acc, 1, n, n, &r, true);
-        tg__q_requant_rows(want, dt, 0, acc, 1, n, n, &r, false);
+        /* as one run, and as rows of n/3 read at a stride of n/3 + 1 and
+         * written at a stride of n/3 + 2 */
+        tg__q_requant_rows(got, dt, 0, n, acc, 1, n, n, &r, true);
+        tg__q_requant_rows(want, dt, 0, n, acc, 1, n, n, &r, false);
         cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
-        const int64_t cols = n / 3 > 0 ? n / 3 : 1, rows = n / (cols + 1) > 0 ? n / (cols + 1) : 1;
-        tg__q_requant_rows(got, dt, 0, acc, rows, cols, cols + 1, &r, true);
-        tg__q_requant_rows(want, dt, 0, acc, rows, cols, cols + 1, &r, false);
+        const int64_t cols = n / 3 > 0 ? n / 3 : 1, rows = n / (cols + 2) > 0 ? n / (cols + 2) : 1;
+        tg__q_requant_rows(got, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, true);
+        tg__q_requant_rows(want, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, false);
         cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
     }
 }

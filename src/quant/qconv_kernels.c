@@ -237,16 +237,17 @@ static int conv_task(void *job, int64_t task)
     return TG_OK;
 }
 
-void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, const int32_t *restrict src,
-                        int64_t rows, int64_t cols, int64_t ss, const tg__q_requant *rp, bool simd)
+void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
+                        const int32_t *restrict src, int64_t rows, int64_t cols, int64_t ss,
+                        const tg__q_requant *rp, bool simd)
 {
     const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
-    if (ss == cols) cols *= rows, rows = 1;   /* one run */
+    if (ss == cols && ds == cols) cols *= rows, rows = 1;   /* one run */
     if (simd && r.shift > 0) {
-        tg__q_requant_avx512((uint8_t *)dst + base, src, rows, cols, ss, &r);
+        tg__q_requant_avx512((uint8_t *)dst + base, ds, src, rows, cols, ss, &r);
         return;
     }
-    for (int64_t i = 0; i < rows; i++, src += ss, base += cols) {
+    for (int64_t i = 0; i < rows; i++, src += ss, base += ds) {
         if (dt == TG_U8) {
             uint8_t *restrict y = (uint8_t *)dst + base;
             for (int64_t e = 0; e < cols; e++) y[e] = (uint8_t)tg__q_requant_one(src[e], &r);
@@ -314,21 +315,21 @@ static int convt_task(void *job, int64_t task)
          * are the whole output in order (the first layer of a DCGAN
          * generator, 1x1 -> KxK), there is no col2im at all. */
         const bool direct = S == 1 && pl->fsize == K && Si == K;
-        for (int64_t bb = 0; bb < nb; bb++)
+        for (int64_t co = 0; direct && co < cog; co++)   /* every sample's K taps in one call */
+            tg__q_requant_rows(j->op.y, j->op.dt, (b0 * g->c_img + gi * cog + co) * Si,
+                               g->c_img * Si, cols + co * rows * K, nb, K, K,
+                               &j->op.r[gi * cog + co], vnni);
+        for (int64_t bb = 0; !direct && bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
-                if (direct) {
-                    tg__q_requant_rows(j->op.y, j->op.dt, ybase, cols + co * rows * K + bb * K,
-                                       1, K, K, &j->op.r[c], vnni);
-                    continue;
-                }
                 col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
                 for (int64_t i0 = 0; i0 < g->img[0]; i0++) {   /* window rows i1 of plane i0 */
                     const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + g->pad[1]) *
                                                     pl->full[2] + g->pad[2];
-                    tg__q_requant_rows(j->op.y, j->op.dt, ybase + i0 * g->img[1] * g->img[2], src,
-                                       g->img[1], g->img[2], pl->full[2], &j->op.r[c], vnni);
+                    tg__q_requant_rows(j->op.y, j->op.dt, ybase + i0 * g->img[1] * g->img[2],
+                                       g->img[2], src, g->img[1], g->img[2], pl->full[2],
+                                       &j->op.r[c], vnni);
                 }
             }
     }

@@ -224,7 +224,8 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
                 const tg__q_requant *r = &j->op.r[gi * cog + co];
                 uint8_t *dst = planes + co * j->fmax + (f0 - *ffirst);
                 if (r->shift > 0) {
-                    tg__q_requant_avx512(dst, tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE, r);
+                    tg__q_requant_avx512(dst, 2 * TILE, tmp + rr * 2 * TILE, 1, 2 * TILE,
+                                         2 * TILE, r);
                 } else {
                     for (int c = 0; c < 2 * TILE; c++)
                         dst[c] = (uint8_t)tg__q_requant_one(tmp[rr * 2 * TILE + c], r);

@@ -10,12 +10,13 @@
 #include <immintrin.h>
 
 /* tg__q_requant_one on eight accumulators at a time, in i64 lanes, over
- * `rows` runs of n read ss apart and written one after another: the same
+ * `rows` runs of n read ss apart and written ds apart: the same
  * clamp of acc + bias to i32, the exact product with m0 (vpmuldq: the low 32
  * bits of each lane, signed), the floor shift, the half-to-even carry
  * rem + (q & 1) > half, the zero point and the clamp to [lo, hi]. */
-__attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, const int32_t *src,
-                                                             int64_t rows, int64_t n, int64_t ss,
+__attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t ds,
+                                                             const int32_t *src, int64_t rows,
+                                                             int64_t n, int64_t ss,
                                                              const tg__q_requant *r)
 {
     const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
@@ -25,7 +26,7 @@ __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, const i
     const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
     const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
     const __m128i sh = _mm_cvtsi32_si128(r->shift);
-    for (int64_t row = 0; row < rows; row++, src += ss, y += n) {
+    for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         for (int64_t i = 0; i < n; i += 8) {
             const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
             __m512i s = _mm512_cvtepi32_epi64(
@@ -109,8 +110,8 @@ __attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const 
 
 #else /* not x86 */
 
-void tg__q_requant_avx512(uint8_t *y, const int32_t *src, int64_t rows, int64_t n, int64_t ss,
-                          const tg__q_requant *r)
+void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
+                          int64_t ss, const tg__q_requant *r)
 {
     TG_ASSERT(!"avx512 requantization called on a non-x86 build");
 }
