@@ -35,10 +35,10 @@
  * It pays where the input has many positions: the grid's margins are
  * computed and dropped, and a small input is mostly margin.  Measured on the
  * DCGAN generator's layers (2 threads, docs/quantization.md): 16x16 -> 32x32
- * 7.4-8.1 ms against 11.5 ms through columns, 32x32 -> 64x64 and 8x8 -> 16x16
- * about the same, 4x4 -> 8x8 slower (8.3-12.3 against 8.3-8.4 ms), 1x1 ->
- * 4x4 three times slower.  So it runs from tg__q_phase_min_positions (256)
- * input positions on. */
+ * 5.6-7.1 ms against 8.4-11.1 ms through columns, 32x32 -> 64x64 (3
+ * channels) 2.4-4.0 against 3.5-4.3 ms, 8x8 -> 16x16 about the same, 4x4 ->
+ * 8x8 slower (8.3-12.3 against 8.3-8.4 ms), 1x1 -> 4x4 three times slower.
+ * So it runs from tg__q_phase_min_positions (256) input positions on. */
 #include <string.h>
 
 #include "ops/conv_internal.h"
