@@ -189,7 +189,7 @@ static int permute_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     bool seen[TG_MAX_DIMS] = {false};
     for (int i = 0; i < a->ndim; i++) {
         int d = 0;
-        char arg[16];
+        char arg[24];   /* "perm[" + any int + "]" */
         snprintf(arg, sizeof arg, "perm[%d]", i);
         TG_TRY(tg__shape_wrap_dim("permute", arg, p->perm[i], a->ndim, &d));
         TG_CHECK(!seen[d], TG_EINVAL, "permute: perm[%d]=%d repeats a dim (perm must be a "
