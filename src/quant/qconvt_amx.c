@@ -103,6 +103,7 @@ typedef struct amx_job {
     axis_plan ax[2];
     int64_t np;        /* grid positions + MARGIN */
     int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
+    int64_t *ffirst;   /* per phase p1*s2 + p2: its first flat position */
 } amx_job;
 
 /* x4 of sample b, group gi (layout above): the zero point everywhere
@@ -155,7 +156,7 @@ static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64
 /* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
  * phase's flat positions f, requantized. */
 AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
-                                 int64_t p2, uint8_t *planes, int64_t *ffirst, int64_t *flast)
+                                 int64_t p2, uint8_t *planes)
 {
     const tg__conv_geom *g = j->op.g;
     const tg_qweight *w = j->op.w;
@@ -165,8 +166,8 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
     int64_t q1lo, q1hi, q2lo, q2hi;
     phase_range(a1, p1, &q1lo, &q1hi);
     phase_range(a2, p2, &q2lo, &q2hi);
-    *ffirst = (q1lo - a1->lo) * wg + (q2lo - a2->lo);
-    *flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
+    const int64_t ffirst = j->ffirst[p1 * a2->s + p2];
+    const int64_t flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
     const bool sg = j->op.dt == TG_I8;
     const uint32_t zoff = (uint32_t)(sg ? j->op.zx + 128 : j->op.zx);
     _Alignas(64) int32_t corr[2][TILE * TILE];
@@ -186,7 +187,7 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
                 const int32_t v = (int32_t)(0u - zoff * sum);
                 for (int c = 0; c < TILE; c++) corr[h][rr * TILE + c] = v;
             }
-        for (int64_t f0 = *ffirst; f0 <= *flast; f0 += 2 * TILE) {
+        for (int64_t f0 = ffirst; f0 <= flast; f0 += 2 * TILE) {
             _tile_loadd(0, corr[0], 4 * TILE);
             _tile_loadd(1, corr[0], 4 * TILE);
             if (two) {
@@ -221,15 +222,9 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
             for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
                 const int64_t co = cob * TILE + rr;
                 if (co >= cog) break;
-                const tg__q_requant *r = &j->op.r[gi * cog + co];
-                uint8_t *dst = planes + co * j->fmax + (f0 - *ffirst);
-                if (r->shift > 0) {
-                    tg__q_requant_avx512(dst, 2 * TILE, tmp + rr * 2 * TILE, 1, 2 * TILE,
-                                         2 * TILE, r);
-                } else {
-                    for (int c = 0; c < 2 * TILE; c++)
-                        dst[c] = (uint8_t)tg__q_requant_one(tmp[rr * 2 * TILE + c], r);
-                }
+                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ffirst), 2 * TILE,
+                                   tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
+                                   &j->op.r[gi * cog + co], true);
             }
         }
     }
@@ -240,9 +235,9 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
  * from phase p2 = (e + pad2) mod s2, at q2 = m + (e + pad2 - p2) / s2: one
  * contiguous run per residue, interleaved (two at a time by SSE2 when s2 is
  * 2). */
-static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *planes,
-                       const int64_t *ffirst)
+static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *planes)
 {
+    const int64_t *ffirst = j->ffirst;
     const tg__conv_geom *g = j->op.g;
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t cog = g->c_img / g->groups, plane = cog * j->fmax, wg = a2->ext;
@@ -288,25 +283,17 @@ AMX_TARGET static int amx_task(void *job, int64_t b)
     const int64_t ncq = j->op.w->ncc * TILE;
     const size_t x4_bytes = (size_t)(ncq * j->np * 4), plane_bytes = (size_t)(cog * j->fmax);
     char *scr = tg__conv_scratch(0, x4_bytes + (size_t)nph * (plane_bytes + 8) + 64);
-    int64_t *ffirst = tg__malloc((size_t)nph * sizeof *ffirst);
-    if (!scr || !ffirst) {
-        free(ffirst);
-        return TG_ENOMEM;
-    }
+    if (!scr) return TG_ENOMEM;
     uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
     tg__q_amx_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
         build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
-            for (int64_t p2 = 0; p2 < j->ax[1].s; p2++) {
-                int64_t flast;
-                const int64_t ph = p1 * j->ax[1].s + p2;
-                run_phase(j, x4, gi, p1, p2, planes + ph * plane_bytes, &ffirst[ph], &flast);
-            }
-        interleave(j, b, gi, planes, ffirst);
+            for (int64_t p2 = 0; p2 < j->ax[1].s; p2++)
+                run_phase(j, x4, gi, p1, p2, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
+        interleave(j, b, gi, planes);
     }
     tg__q_amx_end();
-    free(ffirst);
     return TG_OK;
 }
 
@@ -318,16 +305,21 @@ int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t 
     axis_make(&j.ax[0], g, 1);
     axis_make(&j.ax[1], g, 2);
     j.np = j.ax[0].ext * j.ax[1].ext + MARGIN;
+    j.ffirst = tg__malloc((size_t)(j.ax[0].s * j.ax[1].s) * sizeof *j.ffirst);
+    if (!j.ffirst) return TG_ENOMEM;
     for (int64_t p1 = 0; p1 < j.ax[0].s; p1++)
         for (int64_t p2 = 0; p2 < j.ax[1].s; p2++) {
             int64_t q1lo, q1hi, q2lo, q2hi;
             phase_range(&j.ax[0], p1, &q1lo, &q1hi);
             phase_range(&j.ax[1], p2, &q2lo, &q2hi);
+            j.ffirst[p1 * j.ax[1].s + p2] = (q1lo - j.ax[0].lo) * j.ax[1].ext + q2lo - j.ax[1].lo;
             const int64_t len = (q1hi - q1lo) * j.ax[1].ext + (q2hi - q2lo) + 1;
             const int64_t up = (len + 2 * TILE - 1) / (2 * TILE) * (2 * TILE);
             if (up > j.fmax) j.fmax = up;
         }
-    return tg__run_tasks(g->batch, true, amx_task, &j);
+    const int rc = tg__run_tasks(g->batch, true, amx_task, &j);
+    free(j.ffirst);
+    return rc;
 }
 
 #else
