@@ -9,37 +9,49 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-/* tg__q_requant_one on eight accumulators at a time, in i64 lanes, over
- * `rows` runs of n read ss apart and written ds apart: the same
- * clamp of acc + bias to i32, the exact product with m0 (vpmuldq: the low 32
- * bits of each lane, signed), the floor shift, the half-to-even carry
- * rem + (q & 1) > half, the zero point and the clamp to [lo, hi]. */
+/* tg__q_requant_one on eight lanes of i64, each with its own parameters
+ * (i64 lanes; shift in [1, 62]): the same clamp of acc + bias to i32, the
+ * exact product with m0 (vpmuldq: the low 32 bits of each lane, signed), the
+ * floor shift, the half-to-even carry rem + (q & 1) > half, the zero point
+ * and the clamp to [lo, hi]. */
+typedef struct requant8 {
+    __m512i bias, m0, shift, zp, lo, hi;
+} requant8;
+
+__attribute__((target("avx512f"))) static inline __m512i requant_lanes(__m512i acc,
+                                                                      const requant8 *p)
+{
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
+    const __m512i s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(acc, p->bias), i32lo),
+                                       i32hi);
+    const __m512i v = _mm512_mul_epi32(s, p->m0);
+    __m512i q = _mm512_srav_epi64(v, p->shift);
+    const __m512i mask = _mm512_sub_epi64(_mm512_sllv_epi64(one, p->shift), one);
+    const __m512i rem = _mm512_and_si512(v, mask);
+    const __m512i half = _mm512_sllv_epi64(one, _mm512_sub_epi64(p->shift, one));
+    const __mmask8 up =
+        _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
+    q = _mm512_mask_add_epi64(q, up, q, one);
+    return _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, p->zp), p->lo), p->hi);
+}
+
+/* One requantization r over `rows` runs of n read ss apart and written ds
+ * apart. */
 __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t ds,
                                                              const int32_t *src, int64_t rows,
                                                              int64_t n, int64_t ss,
                                                              const tg__q_requant *r)
 {
-    const __m512i bias = _mm512_set1_epi64(r->bias), m0 = _mm512_set1_epi64(r->m0);
-    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
-    const __m512i mask = _mm512_set1_epi64((INT64_C(1) << r->shift) - 1);
-    const __m512i half = _mm512_set1_epi64(INT64_C(1) << (r->shift - 1));
-    const __m512i one = _mm512_set1_epi64(1), zp = _mm512_set1_epi64(r->zp);
-    const __m512i lo = _mm512_set1_epi64(r->lo), hi = _mm512_set1_epi64(r->hi);
-    const __m128i sh = _mm_cvtsi32_si128(r->shift);
+    const requant8 p = {.bias = _mm512_set1_epi64(r->bias), .m0 = _mm512_set1_epi64(r->m0),
+                        .shift = _mm512_set1_epi64(r->shift), .zp = _mm512_set1_epi64(r->zp),
+                        .lo = _mm512_set1_epi64(r->lo), .hi = _mm512_set1_epi64(r->hi)};
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         for (int64_t i = 0; i < n; i += 8) {
             const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
-            __m512i s = _mm512_cvtepi32_epi64(
+            const __m512i acc = _mm512_cvtepi32_epi64(
                 _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i)));
-            s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, bias), i32lo), i32hi);
-            const __m512i v = _mm512_mul_epi32(s, m0);
-            __m512i q = _mm512_sra_epi64(v, sh);
-            const __m512i rem = _mm512_and_si512(v, mask);
-            const __mmask8 up =
-                _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
-            q = _mm512_mask_add_epi64(q, up, q, one);
-            q = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(q, zp), lo), hi);
-            _mm512_mask_cvtepi64_storeu_epi8(y + i, m, q);
+            _mm512_mask_cvtepi64_storeu_epi8(y + i, m, requant_lanes(acc, &p));
         }
     }
 }
@@ -58,31 +70,22 @@ __attribute__((target("avx512f,avx2"))) static inline __m512i field8(const tg__q
     return _mm512_cvtepi32_epi64(_mm256_i32gather_epi32((const int *)r + f, idx, 4));
 }
 
+/* One channel per lane, its requantization gathered from r[]. */
 __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
     uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r)
 {
-    const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
-    const __m512i i32lo = _mm512_set1_epi64(INT32_MIN), i32hi = _mm512_set1_epi64(INT32_MAX);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m512i sh = field8(r + i, 2);
-        if (_mm512_cmple_epi64_mask(sh, zero)) {   /* a multiplier >= 1: the scalar rule */
+        const requant8 p = {.bias = field8(r + i, 0), .m0 = field8(r + i, 1),
+                            .shift = field8(r + i, 2), .zp = field8(r + i, 3),
+                            .lo = field8(r + i, 4), .hi = field8(r + i, 5)};
+        if (_mm512_cmple_epi64_mask(p.shift, _mm512_setzero_si512())) {   /* the scalar rule */
             for (int e = 0; e < 8; e++)
                 y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
             continue;
         }
-        __m512i s = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
-        s = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(s, field8(r + i, 0)), i32lo), i32hi);
-        const __m512i v = _mm512_mul_epi32(s, field8(r + i, 1));
-        __m512i q = _mm512_srav_epi64(v, sh);
-        const __m512i rem = _mm512_and_si512(v, _mm512_sub_epi64(_mm512_sllv_epi64(one, sh), one));
-        const __m512i half = _mm512_sllv_epi64(one, _mm512_sub_epi64(sh, one));
-        const __mmask8 up =
-            _mm512_cmpgt_epi64_mask(_mm512_add_epi64(rem, _mm512_and_si512(q, one)), half);
-        q = _mm512_mask_add_epi64(q, up, q, one);
-        q = _mm512_add_epi64(q, field8(r + i, 3));
-        q = _mm512_min_epi64(_mm512_max_epi64(q, field8(r + i, 4)), field8(r + i, 5));
-        _mm512_mask_cvtepi64_storeu_epi8(y + i, 0xff, q);
+        const __m512i a = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
+        _mm512_mask_cvtepi64_storeu_epi8(y + i, 0xff, requant_lanes(a, &p));
     }
     for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
 }
