@@ -62,7 +62,7 @@ static bn_geom geom_of(const tg_tensor *x)
     return g;
 }
 
-/* ---- kernels, for T = float and double ---------------------------------------- */
+/* ---- kernels, for T = float and double: norm_kernels_tmpl.h ------------------ */
 
 /* Rows shorter than BN_BLK_ROW values go BN_BLK channels at a time (unless
  * a test turned that off for this thread: tg__bn_set_blocks). */
