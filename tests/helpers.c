@@ -145,6 +145,14 @@ tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const dou
     return t;
 }
 
+tg_tensor *th_vec(tg_dtype dt, int64_t n, const double *v, const char *name, bool rg)
+{
+    tg_tensor *t = th_tensor_from(dt, 1, (int64_t[]){n}, v);
+    tg_tensor_set_name(t, name);
+    cr_assert(eq(int, tg_tensor_set_requires_grad(t, rg), TG_OK));
+    return t;
+}
+
 tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape)
 {
     tg_tensor *t = NULL;

@@ -66,6 +66,9 @@ tg_tensor *th_rand_tensor(uint64_t *s, tg_dtype dt, int ndim, const int64_t *sha
  * to dt; returns a new reference. */
 tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const double *v);
 
+/* A new 1-d tensor of n values from v, named name, requiring grad when rg. */
+tg_tensor *th_vec(tg_dtype dt, int64_t n, const double *v, const char *name, bool rg);
+
 /* A new tensor whose row-major element k is k (an arange). */
 tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape);
 
