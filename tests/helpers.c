@@ -153,6 +153,23 @@ tg_tensor *th_vec(tg_dtype dt, int64_t n, const double *v, const char *name, boo
     return t;
 }
 
+const tg_dtype th_floats[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
+
+double th_round_to(tg_dtype dt, double v)
+{
+    switch (dt) {
+    case TG_F64: return v;
+    case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)v));
+    case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)v));
+    default: return (float)v;
+    }
+}
+
+void th_release_all(int n, tg_tensor **ts)
+{
+    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
+}
+
 tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape)
 {
     tg_tensor *t = NULL;

@@ -69,6 +69,15 @@ tg_tensor *th_tensor_from(tg_dtype dt, int ndim, const int64_t *shape, const dou
 /* A new 1-d tensor of n values from v, named name, requiring grad when rg. */
 tg_tensor *th_vec(tg_dtype dt, int64_t n, const double *v, const char *name, bool rg);
 
+/* The four float dtypes: f32, f64, f16, bf16. */
+extern const tg_dtype th_floats[4];
+
+/* v rounded to dt as an f32 computation stored in dt rounds it: once. */
+double th_round_to(tg_dtype dt, double v);
+
+/* Releases ts[0..n). */
+void th_release_all(int n, tg_tensor **ts);
+
 /* A new tensor whose row-major element k is k (an arange). */
 tg_tensor *th_arange(tg_dtype dt, int ndim, const int64_t *shape);
 

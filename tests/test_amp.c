@@ -1,38 +1,20 @@
-/* tests/test_amp.c - mixed precision: half dtypes through every float op, the
- * AMP policies of the dispatch (promote table, autocast scopes), gradient
- * dtypes, half edge cases, the gradient scaler and a small network trained
- * under bf16 autocast. */
+/* tests/test_amp.c - mixed precision: the AMP policies of the dispatch
+ * (promote table, autocast scopes), every float op in f16 and bf16, and
+ * gradient dtypes (half values at the edges and half kernels: test_half.c;
+ * the gradient scaler and training under autocast: test_amp_train.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "helpers.h"
 #include "internal.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"
-#include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
-#include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
-
-static const tg_dtype FLOATS[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
-
-/* v rounded to dt the way an f32 computation stored in dt is: once. */
-static double round_to(tg_dtype dt, double v)
-{
-    switch (dt) {
-    case TG_F64: return v;
-    case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)v));
-    case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)v));
-    default: return (float)v;
-    }
-}
 
 /* n values in [0.5, 2) that are multiples of 1/32: exact in every float dtype. */
 static tg_tensor *mk_exact(tg_dtype dt, int ndim, const int64_t *shape, int seed)
@@ -46,7 +28,7 @@ static tg_tensor *mk_exact(tg_dtype dt, int ndim, const int64_t *shape, int seed
 
 /* ---- the promote table ------------------------------------------------------- */
 
-/* The widest of a and b, written out by hand as a table (rows/cols FLOATS). */
+/* The widest of a and b, written out by hand as a table (rows/cols th_floats). */
 static tg_dtype expected_promote(int i, int j)
 {
     static const tg_dtype table[4][4] = {
@@ -76,17 +58,17 @@ Test(amp, promote_table_add)
     const double av[2] = {1.0 + 0x1p-10, -3.5}, bv[2] = {0x1p-7 + 0x1p-9, 0.25};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            tg_tensor *a = th_tensor_from(FLOATS[i], 1, (int64_t[]){2}, av);
-            tg_tensor *b = th_tensor_from(FLOATS[j], 1, (int64_t[]){2}, bv), *y = NULL;
+            tg_tensor *a = th_tensor_from(th_floats[i], 1, (int64_t[]){2}, av);
+            tg_tensor *b = th_tensor_from(th_floats[j], 1, (int64_t[]){2}, bv), *y = NULL;
             cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
             tg_dtype want = expected_promote(i, j);
             cr_assert(eq(str, (char *)tg_dtype_name(tg_tensor_dtype(y)),
                          (char *)tg_dtype_name(want)), "%s + %s",
-                      tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]));
+                      tg_dtype_name(th_floats[i]), tg_dtype_name(th_floats[j]));
             for (int k = 0; k < 2; k++) {
-                double ref = round_to(want, th_at(a, k) + th_at(b, k));
-                cr_assert(eq(dbl, th_at(y, k), ref), "%s + %s [%d]", tg_dtype_name(FLOATS[i]),
-                          tg_dtype_name(FLOATS[j]), k);
+                double ref = th_round_to(want, th_at(a, k) + th_at(b, k));
+                cr_assert(eq(dbl, th_at(y, k), ref), "%s + %s [%d]", tg_dtype_name(th_floats[i]),
+                          tg_dtype_name(th_floats[j]), k);
             }
             tg_tensor_release(a);
             tg_tensor_release(b);
@@ -106,21 +88,21 @@ Test(amp, zero_dim_inputs_do_not_widen_dimensioned_ones)
     const double av[2] = {1.5, -0.75}, bv[1] = {2.0};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            tg_tensor *a = th_tensor_from(FLOATS[i], 1, (int64_t[]){2}, av);
-            tg_tensor *b = th_tensor_from(FLOATS[j], 0, NULL, bv), *y = NULL, *s = NULL;
+            tg_tensor *a = th_tensor_from(th_floats[i], 1, (int64_t[]){2}, av);
+            tg_tensor *b = th_tensor_from(th_floats[j], 0, NULL, bv), *y = NULL, *s = NULL;
             cr_assert(eq(int, tg_tensor_set_requires_grad(b, true), TG_OK));
             cr_assert(eq(int, tg_mul(&y, a, b), TG_OK), "%s", tg_error_message());
-            cr_assert(eq(int, tg_tensor_dtype(y), FLOATS[i]), "%s (2,) * %s (): %s",
-                      tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]),
+            cr_assert(eq(int, tg_tensor_dtype(y), th_floats[i]), "%s (2,) * %s (): %s",
+                      tg_dtype_name(th_floats[i]), tg_dtype_name(th_floats[j]),
                       tg_dtype_name(tg_tensor_dtype(y)));
             for (int k = 0; k < 2; k++) cr_assert(eq(dbl, th_at(y, k), 2 * av[k]));
             cr_assert(eq(int, tg_sum(&s, y), TG_OK));
             cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
             const tg_tensor *g = tg_tensor_grad(b);
-            cr_assert(g != NULL && tg_tensor_dtype(g) == FLOATS[j] && tg_tensor_ndim(g) == 0);
+            cr_assert(g != NULL && tg_tensor_dtype(g) == th_floats[j] && tg_tensor_ndim(g) == 0);
             cr_assert(eq(dbl, th_at(g, 0), av[0] + av[1]));
             tg_tensor_release(s), tg_tensor_release(y), tg_tensor_release(a);
-            tg_tensor *a0 = th_tensor_from(FLOATS[i], 0, NULL, av);
+            tg_tensor *a0 = th_tensor_from(th_floats[i], 0, NULL, av);
             cr_assert(eq(int, tg_mul(&y, a0, b), TG_OK));
             cr_assert(eq(int, tg_tensor_dtype(y), expected_promote(i, j)), "() * ()");
             tg_tensor_release(y), tg_tensor_release(a0), tg_tensor_release(b);
@@ -136,21 +118,21 @@ Test(amp, promote_table_conv_transpose_in_and_out_of_autocast)
         if (scope) cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++) {
-                tg_tensor *x = th_tensor_from(FLOATS[i], 3, (int64_t[]){1, 1, 2}, xv);
-                tg_tensor *w = th_tensor_from(FLOATS[j], 3, (int64_t[]){1, 1, 2}, wv), *y = NULL;
+                tg_tensor *x = th_tensor_from(th_floats[i], 3, (int64_t[]){1, 1, 2}, xv);
+                tg_tensor *w = th_tensor_from(th_floats[j], 3, (int64_t[]){1, 1, 2}, wv), *y = NULL;
                 cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
                 tg_dtype want = expected_promote(i, j);
                 cr_assert(eq(int, tg_tensor_dtype(y), want), "convT %s x %s (autocast %d)",
-                          tg_dtype_name(FLOATS[i]), tg_dtype_name(FLOATS[j]), scope);
+                          tg_dtype_name(th_floats[i]), tg_dtype_name(th_floats[j]), scope);
                 double x0 = th_at(x, 0), x1 = th_at(x, 1), w0 = th_at(w, 0), w1 = th_at(w, 1);
                 const double exact[3] = {x0 * w0, x0 * w1 + x1 * w0, x1 * w1};
                 cr_assert(eq(i64, tg_tensor_numel(y), 3));
                 for (int k = 0; k < 3; k++) {
-                    double ref = round_to(want, exact[k]);
+                    double ref = th_round_to(want, exact[k]);
                     cr_assert(epsilon_eq(dbl, th_at(y, k), ref,
-                                         tol_for(FLOATS[i], FLOATS[j], want, ref)),
-                              "convT %s x %s [%d]", tg_dtype_name(FLOATS[i]),
-                              tg_dtype_name(FLOATS[j]), k);
+                                         tol_for(th_floats[i], th_floats[j], want, ref)),
+                              "convT %s x %s [%d]", tg_dtype_name(th_floats[i]),
+                              tg_dtype_name(th_floats[j]), k);
                 }
                 tg_tensor_release(x);
                 tg_tensor_release(w);
@@ -234,10 +216,6 @@ static tg_tensor *run_case(const op_case *c, tg_dtype dt, bool grad, tg_tensor *
     return y;
 }
 
-static void release_all(int n, tg_tensor **ts)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
-}
 
 Test(amp, every_float_op_computes_half_in_f32_and_rounds_once)
 {
@@ -245,18 +223,18 @@ Test(amp, every_float_op_computes_half_in_f32_and_rounds_once)
         tg_tensor *in32[3], *in[3];
         tg_tensor *ref = run_case(&OPS[k], TG_F32, false, in32);
         for (int h = 2; h < 4; h++) {
-            tg_dtype dt = FLOATS[h];
+            tg_dtype dt = th_floats[h];
             tg_tensor *y = run_case(&OPS[k], dt, false, in);
             cr_assert(eq(int, tg_tensor_dtype(y), dt), "%s %s", OPS[k].name, tg_dtype_name(dt));
             cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
             for (int64_t i = 0; i < tg_tensor_numel(y); i++)
-                cr_assert(eq(dbl, th_at(y, i), round_to(dt, th_at(ref, i))), "%s %s [%lld]",
+                cr_assert(eq(dbl, th_at(y, i), th_round_to(dt, th_at(ref, i))), "%s %s [%lld]",
                           OPS[k].name, tg_dtype_name(dt), (long long)i);
             tg_tensor_release(y);
-            release_all(OPS[k].n, in);
+            th_release_all(OPS[k].n, in);
         }
         tg_tensor_release(ref);
-        release_all(OPS[k].n, in32);
+        th_release_all(OPS[k].n, in32);
     }
 }
 
@@ -266,7 +244,7 @@ Test(amp, every_float_op_gives_half_gradients_close_to_f32)
         tg_tensor *in32[3], *in[3];
         tg_tensor_release(run_case(&OPS[k], TG_F32, true, in32));
         for (int h = 2; h < 4; h++) {
-            tg_dtype dt = FLOATS[h];
+            tg_dtype dt = th_floats[h];
             double rtol = dt == TG_F16 ? 1e-2 : 5e-2;
             tg_tensor_release(run_case(&OPS[k], dt, true, in));
             for (int i = 0; i < OPS[k].n; i++) {
@@ -281,9 +259,9 @@ Test(amp, every_float_op_gives_half_gradients_close_to_f32)
                               (long long)e);
                 }
             }
-            release_all(OPS[k].n, in);
+            th_release_all(OPS[k].n, in);
         }
-        release_all(OPS[k].n, in32);
+        th_release_all(OPS[k].n, in32);
     }
 }
 
@@ -301,7 +279,7 @@ static tg_dtype result_dtype(const char *name, const tg_dtype *dts)
     cr_assert(eq(int, OPS[k].fn(&y, in), TG_OK), "%s: %s", name, tg_error_message());
     tg_dtype dt = tg_tensor_dtype(y);
     tg_tensor_release(y);
-    release_all(OPS[k].n, in);
+    th_release_all(OPS[k].n, in);
     return dt;
 }
 
@@ -418,8 +396,8 @@ Test(amp, lowered_matmul_rounds_inputs_then_output_once)
         for (int j = 0; j < 2; j++) {
             float acc = 0.0f;
             for (int k = 0; k < 2; k++)
-                acc += (float)(round_to(TG_BF16, av[i * 2 + k]) * round_to(TG_BF16, bv[k * 2 + j]));
-            cr_assert(eq(dbl, th_at(y, i * 2 + j), round_to(TG_BF16, acc)), "(%d,%d)", i, j);
+                acc += (float)(th_round_to(TG_BF16, av[i * 2 + k]) * th_round_to(TG_BF16, bv[k * 2 + j]));
+            cr_assert(eq(dbl, th_at(y, i * 2 + j), th_round_to(TG_BF16, acc)), "(%d,%d)", i, j);
         }
     tg_tensor_release(a);
     tg_tensor_release(b);
@@ -548,479 +526,8 @@ Test(amp, mixed_inputs_get_gradients_in_their_own_dtypes)
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
     for (int c = 0; c < 2; c++)
         cr_assert(eq(dbl, th_at(tg_tensor_grad(x), c * 3 + 1),
-                     round_to(TG_BF16, th_at(w, c * 2) + th_at(w, c * 2 + 1))));
+                     th_round_to(TG_BF16, th_at(w, c * 2) + th_at(w, c * 2 + 1))));
     tg_tensor_release(y);
     tg_tensor_release(z);
-    release_all(4, ts);
-}
-
-/* ---- half conversions at the edges, through ops ------------------------------------ */
-
-Test(amp, half_edges_overflow_subnormal_nan_and_ties)
-{
-    /* f16: 65504 + 65504 = 131008 in f32 overflows f16 to inf; 2^-24 (smallest
-     * subnormal) * 0.5 is a tie between 0 and 2^-24 and rounds to even (0);
-     * 2^-24 * 0.75 rounds up to 2^-24. */
-    tg_tensor *a =
-        th_tensor_from(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0x1p-24, 0x1p-24, NAN});
-    tg_tensor *b = th_tensor_from(TG_F16, 1, (int64_t[]){4}, (double[]){65504, 0.5, 0.75, 1.0}),
-              *y = NULL;
-    cr_assert(eq(dbl, th_at(a, 1), 0x1p-24));   /* the subnormal survives storage */
-    cr_assert(eq(int, tg_add(&y, a, b), TG_OK));
-    cr_assert(isinf(th_at(y, 0)) && th_at(y, 0) > 0);
-    cr_assert(isnan(th_at(y, 3)));
-    tg_tensor_release(y);
-    cr_assert(eq(int, tg_mul(&y, a, b), TG_OK));
-    cr_assert(isinf(th_at(y, 0)));
-    cr_assert(eq(dbl, th_at(y, 1), 0.0));
-    cr_assert(eq(dbl, th_at(y, 2), 0x1p-24));
-    cr_assert(isnan(th_at(y, 3)));
-    tg_tensor_release(y);
-    /* bf16 ties through a reduction and a matmul: 1 + 2^-8 lies halfway
-     * between 1 and 1 + 2^-7 and rounds to even (1); summed in f32,
-     * 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly (a bf16 accumulator would stay at 1). */
-    tg_tensor *c = th_tensor_from(TG_BF16, 2, (int64_t[]){1, 3}, (double[]){1.0, 0x1p-8, 0x1p-8});
-    tg_tensor *ones = th_tensor_from(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 1.0});
-    tg_tensor *two = th_tensor_from(TG_BF16, 2, (int64_t[]){3, 1}, (double[]){1.0, 1.0, 0.0});
-    cr_assert(eq(int, tg_sum(&y, c), TG_OK));
-    cr_assert(eq(dbl, th_at(y, 0), 1.0 + 0x1p-7));
-    tg_tensor_release(y);
-    cr_assert(eq(int, tg_matmul(&y, c, ones), TG_OK));
-    cr_assert(eq(dbl, th_at(y, 0), 1.0 + 0x1p-7));
-    tg_tensor_release(y);
-    cr_assert(eq(int, tg_matmul(&y, c, two), TG_OK));
-    cr_assert(eq(dbl, th_at(y, 0), 1.0));
-    tg_tensor_release(y);
-    /* bf16 keeps f32's range: 3e38 * 2 overflows to inf, NaN goes through exp. */
-    tg_tensor *d = th_tensor_from(TG_BF16, 1, (int64_t[]){2}, (double[]){3e38, NAN});
-    cr_assert(eq(int, tg_mul_scalar(&y, d, 2.0), TG_OK));
-    cr_assert(isinf(th_at(y, 0)));
-    tg_tensor_release(y);
-    cr_assert(eq(int, tg_exp(&y, d), TG_OK));
-    cr_assert(isinf(th_at(y, 0)) && isnan(th_at(y, 1)));
-    tg_tensor_release(y);
-    tg_tensor *ts[6] = {a, b, c, ones, two, d};
-    release_all(6, ts);
-}
-
-/* f16/bf16 reductions (bulk-converted to f32, summed in double) equal the
- * naive double sum of the stored values rounded once, for the patterns of a
- * training step: the bias gradient (dims 0, 2, 3 of a 4-d tensor), a batch sum
- * (dim 0), a mean over the last dim and a sum of a transposed view. */
-Test(amp, half_reductions_sum_in_double_and_round_once)
-{
-    const int64_t shape[4] = {5, 6, 7, 9};   /* 1890 elements */
-    for (int h = 2; h < 4; h++) {
-        tg_dtype dt = FLOATS[h];
-        tg_tensor *x = th_rand_uniform(dt, 4, shape, 41 + (uint64_t)h), *xt = NULL;
-        cr_assert(eq(int, tg_transpose(&xt, x, 1, 3), TG_OK));   /* (5, 9, 7, 6) */
-        struct { tg_tensor *a; int nd; int dims[3]; bool mean; } cs[] = {
-            {x, 3, {0, 2, 3}, false}, {x, 1, {0}, false}, {x, 1, {3}, true}, {xt, 2, {0, 1}, false},
-        };
-        for (int c = 0; c < 4; c++) {
-            tg_tensor *a = cs[c].a, *y = NULL;
-            int rc = cs[c].mean ? tg_mean_dims(&y, a, cs[c].nd, cs[c].dims, false)
-                                : tg_sum_dims(&y, a, cs[c].nd, cs[c].dims, false);
-            cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-            cr_assert(eq(int, tg_tensor_dtype(y), dt));
-            /* out element o of the kept dims: naive sum by walking every
-             * multi-index of a and matching the kept coordinates. */
-            const int64_t *as = tg_tensor_shape(a);
-            int64_t on = tg_tensor_numel(y), count = tg_tensor_numel(a) / on;
-            double *want = calloc((size_t)on, sizeof *want);
-            cr_assert(want != NULL);
-            for (int64_t i = 0; i < tg_tensor_numel(a); i++) {
-                int64_t rest = i, o = 0, ostr = 1;
-                for (int d = 3; d >= 0; d--) {
-                    int64_t id = rest % as[d];
-                    rest /= as[d];
-                    bool red = false;
-                    for (int k = 0; k < cs[c].nd; k++) red |= cs[c].dims[k] == d;
-                    if (!red) o += id * ostr, ostr *= as[d];
-                }
-                want[o] += th_at(a, i);
-            }
-            for (int64_t o = 0; o < on; o++) {
-                uint16_t r;
-                tg_dtype_store(dt, &r, 0, cs[c].mean ? want[o] * (1.0 / (double)count) : want[o]);
-                cr_assert(eq(dbl, th_at(y, o), tg_dtype_load(dt, &r, 0)), "%s case %d [%lld]",
-                          tg_dtype_name(dt), c, (long long)o);
-            }
-            free(want);
-            tg_tensor_release(y);
-        }
-        tg_tensor_release(xt);
-        tg_tensor_release(x);
-    }
-}
-
-/* Batch norm under autocast keeps a half input half: statistics and the
- * normalisation in f32, y rounded once to x's dtype (as PyTorch), so it
- * equals the f32 module's output on the same values rounded once; x's
- * gradient is half, the parameters' f32 and equal to the f32 run's. */
-Test(amp, batchnorm_keeps_half_activations_under_autocast)
-{
-    const int64_t shape[4] = {4, 3, 5, 5};
-    for (int h = 2; h < 4; h++) {
-        tg_dtype dt = FLOATS[h];
-        tg_module *bn[2] = {NULL, NULL};
-        for (int k = 0; k < 2; k++)
-            cr_assert(eq(int, tg_nn_batchnorm_new(&bn[k], 2, 3, 1e-5, 0.1, true, true), TG_OK));
-        tg_tensor *x0 = th_rand_uniform(TG_F32, 4, shape, 7), *xh = NULL, *x32 = NULL;
-        cr_assert(eq(int, tg_to_dtype(&xh, x0, dt), TG_OK));
-        cr_assert(eq(int, tg_to_dtype(&x32, xh, TG_F32), TG_OK));   /* the same values in f32 */
-        tg_tensor_set_requires_grad(xh, true);
-        tg_tensor_set_requires_grad(x32, true);
-        tg_tensor *y32 = NULL, *yh = NULL, *s = NULL;
-        cr_assert(eq(int, tg_module_forward(bn[0], &y32, x32), TG_OK));
-        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
-        int rc = tg_module_forward(bn[1], &yh, xh);
-        tg_autocast_end();
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(yh), dt));
-        for (int64_t i = 0; i < tg_tensor_numel(yh); i++)
-            cr_assert(eq(dbl, th_at(yh, i), round_to(dt, th_at(y32, i))), "%s [%lld]",
-                      tg_dtype_name(dt), (long long)i);
-        tg_tensor *ys[2] = {y32, yh};
-        for (int k = 0; k < 2; k++) {
-            cr_assert(eq(int, tg_sum(&s, ys[k]), TG_OK));
-            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
-            tg_tensor_release(s);
-        }
-        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), dt));
-        tg_tensor **p[2];
-        int np[2];
-        for (int k = 0; k < 2; k++) cr_assert(eq(int, tg_module_parameters(bn[k], &p[k], &np[k]), TG_OK));
-        for (int j = 0; j < np[0]; j++) {
-            tg_tensor *g0 = tg_tensor_grad(p[0][j]), *g1 = tg_tensor_grad(p[1][j]);
-            cr_assert(eq(int, tg_tensor_dtype(g1), TG_F32));
-            for (int64_t i = 0; i < tg_tensor_numel(g0); i++)
-                cr_assert(epsilon_eq(dbl, th_at(g1, i), th_at(g0, i), 1e-5), "param %d [%lld]", j,
-                          (long long)i);
-        }
-        for (int k = 0; k < 2; k++) free(p[k]);
-        tg_tensor *all[] = {x0, xh, x32, y32, yh};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
-        for (int k = 0; k < 2; k++) tg_module_release(bn[k]);
-    }
-}
-
-/* Half elementwise ops run in chunks (inputs converted piecewise, parallel
- * above 32k elements): long, broadcast and transposed operands give the f32
- * op's values on the same inputs rounded once, chunk boundaries included. */
-Test(amp, half_elementwise_chunks_match_f32_rounded_once)
-{
-    const int64_t shape[2] = {7, 7151}, row[2] = {1, 7151}, tshape[2] = {7151, 7};
-    for (int h = 2; h < 4; h++) {
-        tg_dtype dt = FLOATS[h];
-        tg_tensor *src[3] = {th_rand_uniform(TG_F32, 2, shape, 3), th_rand_uniform(TG_F32, 2, row, 4),
-                             th_rand_uniform(TG_F32, 2, tshape, 5)};
-        tg_tensor *hx[3], *fx[3], *tt[2] = {NULL, NULL};
-        for (int i = 0; i < 3; i++) {   /* half inputs and their exact f32 copies */
-            cr_assert(eq(int, tg_to_dtype(&hx[i], src[i], dt), TG_OK));
-            cr_assert(eq(int, tg_to_dtype(&fx[i], hx[i], TG_F32), TG_OK));
-        }
-        cr_assert(eq(int, tg_transpose(&tt[0], hx[2], 0, 1), TG_OK));   /* (7, 7151), strided */
-        cr_assert(eq(int, tg_transpose(&tt[1], fx[2], 0, 1), TG_OK));
-        for (int c = 0; c < 4; c++) {
-            tg_tensor *yh = NULL, *yf = NULL;
-            if (c == 0) {
-                cr_assert(eq(int, tg_mul(&yh, hx[0], hx[0]), TG_OK));
-                cr_assert(eq(int, tg_mul(&yf, fx[0], fx[0]), TG_OK));
-            } else if (c == 1) {
-                cr_assert(eq(int, tg_add(&yh, hx[0], hx[1]), TG_OK));   /* broadcast row */
-                cr_assert(eq(int, tg_add(&yf, fx[0], fx[1]), TG_OK));
-            } else if (c == 2) {
-                cr_assert(eq(int, tg_sub(&yh, tt[0], hx[0]), TG_OK));
-                cr_assert(eq(int, tg_sub(&yf, tt[1], fx[0]), TG_OK));
-            } else {
-                cr_assert(eq(int, tg_leaky_relu(&yh, hx[0], 0.2), TG_OK));
-                cr_assert(eq(int, tg_leaky_relu(&yf, fx[0], 0.2), TG_OK));
-            }
-            cr_assert(eq(int, tg_tensor_dtype(yh), dt));
-            for (int64_t i = 0; i < tg_tensor_numel(yf); i++)
-                if (th_at(yh, i) != round_to(dt, th_at(yf, i)))
-                    cr_fatal("%s case %d [%lld]: %g vs %g", tg_dtype_name(dt), c, (long long)i,
-                             th_at(yh, i), round_to(dt, th_at(yf, i)));
-            tg_tensor_release(yh);
-            tg_tensor_release(yf);
-        }
-        for (int i = 0; i < 3; i++) {
-            tg_tensor_release(src[i]);
-            tg_tensor_release(hx[i]);
-            tg_tensor_release(fx[i]);
-        }
-        tg_tensor_release(tt[0]);
-        tg_tensor_release(tt[1]);
-    }
-}
-
-/* A cast made by the AMP dispatch and saved by the op is kept on the tape as
- * the input itself and cast again in backward: conv_transpose of a bf16 x
- * with an f32 weight (PROMOTE: x cast to f32) keeps the bf16 x, not an f32
- * copy, and its first and second derivatives are bit for bit those of the
- * same computation with an explicit, user-made cast (which is saved as is). */
-Test(amp, dispatch_casts_are_not_kept_on_the_tape)
-{
-    tg_conv_params p = TG_CONV_PARAMS_INIT;
-    p.stride[0] = p.stride[1] = 2;
-    p.padding[0][0] = p.padding[0][1] = p.padding[1][0] = p.padding[1][1] = 1;
-    const int64_t xs[4] = {4, 8, 16, 16}, ws[4] = {8, 3, 4, 4};
-    const int64_t xbytes32 = 4 * 8 * 16 * 16 * 4;
-    tg_tensor *w[2], *gw[2], *gx[2];
-    for (int r = 0; r < 2; r++) {   /* r = 0: dispatch cast; r = 1: explicit cast */
-        tg_tensor *x = NULL, *a = NULL, *y = NULL, *s = NULL, *sq = NULL, *l = NULL;
-        x = th_rand_uniform(TG_BF16, 4, xs, 3);   /* the same values both times */
-        w[r] = th_rand_uniform(TG_F32, 4, ws, 4);
-        tg_tensor_set_requires_grad(x, true);
-        tg_tensor_set_requires_grad(w[r], true);
-        int64_t before, after;
-        tg_memory_stats(&before, NULL);
-        cr_assert(eq(int, tg_mul_scalar(&a, x, 1.0), TG_OK));   /* bf16, dropped below */
-        if (r == 1) {
-            tg_tensor *c = NULL;
-            cr_assert(eq(int, tg_to_dtype(&c, a, TG_F32), TG_OK));
-            tg_tensor_release(a);
-            a = c;
-        }
-        cr_assert(eq(int, tg_conv_transpose(&y, a, w[r], NULL, &p), TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-        tg_tensor_release(a);
-        tg_memory_stats(&after, NULL);
-        const int64_t ybytes = tg_tensor_numel(y) * 4;
-        /* the tape: y and the bf16 a (dispatch cast), or y and the f32 copy (explicit) */
-        if (r == 0) cr_assert(le(i64, after - before, ybytes + xbytes32 / 2 + 1024),
-                              "tape holds %lld bytes beyond y", (long long)(after - before - ybytes));
-        else cr_assert(ge(i64, after - before, ybytes + xbytes32));
-        /* l = sum(y^2); dl/dw with create_graph, then d(sum dl/dw)/dx */
-        cr_assert(eq(int, tg_mul(&sq, y, y), TG_OK));
-        cr_assert(eq(int, tg_sum(&l, sq), TG_OK));
-        tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-        o.create_graph = true;
-        tg_tensor *inputs[1] = {w[r]};
-        cr_assert(eq(int, tg_grad(&gw[r], 1, &l, NULL, 1, inputs, &o), TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_sum(&s, gw[r]), TG_OK));
-        cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
-        gx[r] = tg_tensor_retain(tg_tensor_grad(x));
-        cr_assert(eq(int, tg_tensor_dtype(gx[r]), TG_BF16));
-        tg_tensor *all[] = {x, y, sq, l, s};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
-    }
-    cr_assert(eq(int, memcmp(tg_tensor_data(gw[0]), tg_tensor_data(gw[1]), (size_t)(8 * 3 * 16 * 4)), 0));
-    cr_assert(eq(int, memcmp(tg_tensor_data(gx[0]), tg_tensor_data(gx[1]), (size_t)(xbytes32 / 2)), 0));
-    for (int r = 0; r < 2; r++) tg_tensor_release(w[r]), tg_tensor_release(gw[r]), tg_tensor_release(gx[r]);
-}
-
-/* A half reduction makes no full-size f32 copy of its input: the tensor
- * peak while summing a bf16 (64, 64, 14, 14) over dims 0, 2, 3 (the bias
- * gradient of a half conv) and over dim 0 stays within a few KiB of the
- * inputs already alive, and the sums still equal f32 sums of the same values. */
-Test(amp, half_reductions_make_no_full_size_copy)
-{
-    const int64_t shape[4] = {64, 64, 14, 14};
-    tg_tensor *xh = th_rand_uniform(TG_BF16, 4, shape, 9), *xf = NULL;
-    cr_assert(eq(int, tg_to_dtype(&xf, xh, TG_F32), TG_OK));
-    const int dims[2][3] = {{0, 2, 3}, {0}};
-    const int nd[2] = {3, 1};
-    for (int c = 0; c < 2; c++) {
-        tg_tensor *yh = NULL, *yf = NULL, *yr = NULL;
-        int64_t before, peak;
-        tg_memory_reset_peak();
-        tg_memory_stats(&before, NULL);
-        cr_assert(eq(int, tg_sum_dims(&yh, xh, nd[c], dims[c], false), TG_OK));
-        tg_memory_stats(NULL, &peak);
-        cr_assert(le(i64, peak - before, 2 * 3 * tg_tensor_numel(yh) * 8 + 4096),
-                  "case %d: %lld bytes above the input", c, (long long)(peak - before));
-        cr_assert(eq(int, tg_sum_dims(&yf, xf, nd[c], dims[c], false), TG_OK));
-        cr_assert(eq(int, tg_to_dtype(&yr, yf, TG_BF16), TG_OK));
-        cr_assert(eq(int, memcmp(tg_tensor_data(yh), tg_tensor_data(yr),
-                                 (size_t)tg_tensor_numel(yh) * 2), 0), "case %d", c);
-        tg_tensor_release(yh), tg_tensor_release(yf), tg_tensor_release(yr);
-    }
-    tg_tensor_release(xh), tg_tensor_release(xf);
-}
-
-/* lhs @ rhs (both of half dtype dt) is the f32 product lf @ rf of the same
- * values rounded once to dt, bit for bit.  lf and rf are given in the
- * layouts that the half path hands to OpenBLAS (whose kernels may sum in
- * another order for another layout, e.g. its small-matrix AVX-512 ones);
- * NULL: tg_to_dtype of lhs or rhs. */
-static void expect_half_matmul_rounds_once(tg_dtype dt, tg_tensor *lhs, tg_tensor *rhs,
-                                           tg_tensor *lf, tg_tensor *rf, const char *what, int i)
-{
-    tg_tensor *y = NULL, *yf = NULL, *yr = NULL;
-    cr_assert(eq(int, tg_matmul(&y, lhs, rhs), TG_OK), "%s", tg_error_message());
-    if (lf) tg_tensor_retain(lf);
-    else cr_assert(eq(int, tg_to_dtype(&lf, lhs, TG_F32), TG_OK));
-    if (rf) tg_tensor_retain(rf);
-    else cr_assert(eq(int, tg_to_dtype(&rf, rhs, TG_F32), TG_OK));
-    cr_assert(eq(int, tg_matmul(&yf, lf, rf), TG_OK));
-    cr_assert(eq(int, tg_to_dtype(&yr, yf, dt), TG_OK));
-    cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(yr)));
-    const size_t bytes = (size_t)tg_tensor_numel(y) * 2;
-    cr_assert(eq(int, memcmp(tg_tensor_data(y), tg_tensor_data(yr), bytes), 0), "%s %s case %d",
-              tg_dtype_name(dt), what, i);
-    tg_tensor *all[] = {y, lf, rf, yf, yr};
-    for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
-}
-
-/* t0 converted to f32, then viewed transposed as t0's transposed view is. */
-static tg_tensor *f32_transposed(tg_tensor *t0)
-{
-    tg_tensor *f = NULL, *ft = NULL;
-    cr_assert(eq(int, tg_to_dtype(&f, t0, TG_F32), TG_OK));
-    cr_assert(eq(int, tg_transpose(&ft, f, 0, 1), TG_OK));
-    tg_tensor_release(f);
-    return ft;
-}
-
-/* Half matmul operands in every layout (plain, transposed views, and a
- * sliced one that must be packed) give the f32 product of the same values
- * rounded once: the dense blocks are converted in bulk with their layout
- * kept, the others packed element by element. */
-Test(amp, half_matmul_operands_in_every_layout)
-{
-    const int64_t sa[2] = {37, 53}, sb[2] = {53, 29}, sat[2] = {53, 37}, sbt[2] = {29, 53}, sw[2] = {37, 106};
-    for (int h = 2; h < 4; h++) {
-        const tg_dtype dt = FLOATS[h];
-        tg_tensor *a = th_rand_uniform(dt, 2, sa, 81), *b = th_rand_uniform(dt, 2, sb, 82);
-        tg_tensor *at0 = th_rand_uniform(dt, 2, sat, 83), *bt0 = th_rand_uniform(dt, 2, sbt, 84);
-        tg_tensor *wide = th_rand_uniform(dt, 2, sw, 85);
-        tg_tensor *at = NULL, *bt = NULL, *sl = NULL;
-        cr_assert(eq(int, tg_transpose(&at, at0, 0, 1), TG_OK));   /* (37, 53), column-major */
-        cr_assert(eq(int, tg_transpose(&bt, bt0, 0, 1), TG_OK));   /* (53, 29), column-major */
-        cr_assert(eq(int, tg_slice(&sl, wide, 1, 0, 106, 2), TG_OK));   /* (37, 53), stride 2 */
-        tg_tensor *atf = f32_transposed(at0), *btf = f32_transposed(bt0);
-        tg_tensor *lhs[3] = {a, at, sl}, *rhs[2] = {b, bt};
-        tg_tensor *lhsf[3] = {NULL, atf, NULL}, *rhsf[2] = {NULL, btf};
-        for (int i = 0; i < 3; i++)
-            for (int j = 0; j < 2; j++)
-                expect_half_matmul_rounds_once(dt, lhs[i], rhs[j], lhsf[i], rhsf[j], "layouts",
-                                               2 * i + j);
-        tg_tensor *all[] = {a, b, at0, bt0, wide, at, bt, sl, atf, btf};
-        for (size_t k = 0; k < 10; k++) tg_tensor_release(all[k]);
-    }
-}
-
-/* Half row and column operands (a Linear layer with one output has the
- * weight column W^T): dense ones convert in one call, strided ones are
- * packed; both give the f32 product of the same values rounded once. */
-Test(amp, half_matmul_row_and_column_operands)
-{
-    const int64_t sa[2] = {37, 53}, srow[2] = {1, 53}, s2[2] = {53, 2};
-    for (int h = 2; h < 4; h++) {
-        const tg_dtype dt = FLOATS[h];
-        tg_tensor *a = th_rand_uniform(dt, 2, sa, 91), *row = th_rand_uniform(dt, 2, srow, 92);
-        tg_tensor *two = th_rand_uniform(dt, 2, s2, 93);
-        tg_tensor *col = NULL, *scol = NULL;
-        cr_assert(eq(int, tg_transpose(&col, row, 0, 1), TG_OK));     /* (53, 1), dense */
-        cr_assert(eq(int, tg_slice(&scol, two, 1, 0, 1, 1), TG_OK));  /* (53, 1), row stride 2 */
-        tg_tensor *lhs[3] = {a, row, a}, *rhs[3] = {col, scol, scol};
-        for (int i = 0; i < 3; i++)
-            expect_half_matmul_rounds_once(dt, lhs[i], rhs[i], NULL, NULL, "vectors", i);
-        tg_tensor *all[] = {a, row, two, col, scol};
-        for (size_t k = 0; k < 5; k++) tg_tensor_release(all[k]);
-    }
-}
-
-/* tg_module_autocast_weights: f32 master weights, half compute.  The
- * ConvTranspose op promotes (bf16 x with an f32 weight gives f32, flag or
- * not, outside autocast); with the flag and inside autocast the layer casts
- * its weight and bias to the scope's dtype first, so it computes, returns and
- * saves half, exactly as the op on hand-cast weights does, while the
- * gradients arrive at the f32 parameters in f32. */
-Test(amp, autocast_weights_run_conv_transpose_in_half_with_f32_masters)
-{
-    const int64_t xs[4] = {2, 3, 4, 4}, k[2] = {3, 3};
-    tg_conv_params p = TG_CONV_PARAMS_INIT;
-    p.stride[0] = p.stride[1] = 2;
-    p.padding[0][0] = p.padding[0][1] = p.padding[1][0] = p.padding[1][1] = 1;
-    for (int h = 2; h < 4; h++) {
-        const tg_dtype dt = FLOATS[h];
-        tg_rng rng;
-        tg_rng_init(&rng, 5);
-        tg_module *seq = NULL, *ct = NULL;
-        cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
-        cr_assert(eq(int, tg_nn_conv_transpose_new(&ct, 2, 3, 2, k, &p, true, &rng), TG_OK));
-        cr_assert(eq(int, tg_nn_sequential_append(seq, ct), TG_OK));   /* steals ct */
-        tg_tensor *w = tg_module_find(seq, "0.weight"), *b = tg_module_find(seq, "0.bias");
-        tg_tensor *x0 = th_rand_uniform(TG_F32, 4, xs, 3), *xh = NULL, *wh = NULL, *bh = NULL;
-        cr_assert(eq(int, tg_to_dtype(&xh, x0, dt), TG_OK));
-        cr_assert(eq(int, tg_to_dtype(&wh, w, dt), TG_OK));
-        cr_assert(eq(int, tg_to_dtype(&bh, b, dt), TG_OK));
-        tg_tensor *whl = NULL, *bhl = NULL;   /* the hand casts as leaves */
-        cr_assert(eq(int, tg_tensor_detach(&whl, wh), TG_OK));
-        cr_assert(eq(int, tg_tensor_detach(&bhl, bh), TG_OK));
-        tg_tensor_set_requires_grad(whl, true);
-        tg_tensor_set_requires_grad(bhl, true);
-
-        /* off (the default): the op's PROMOTE rule, in and out of autocast */
-        cr_assert(not(tg_module_is_autocast_weights(ct)));
-        tg_tensor *y_off = NULL, *y_ref = NULL, *y_on = NULL, *y_out = NULL, *s = NULL;
-        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
-        int rc = tg_module_forward(seq, &y_off, xh);
-        tg_autocast_end();
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(y_off), TG_F32));
-
-        /* on, set on the container: reaches the child */
-        tg_module_autocast_weights(seq, true);
-        cr_assert(tg_module_is_autocast_weights(ct));
-        cr_assert(eq(int, tg_module_forward(seq, &y_out, xh), TG_OK));   /* no scope: no effect */
-        cr_assert(eq(int, tg_tensor_dtype(y_out), TG_F32));
-        for (int64_t i = 0; i < tg_tensor_numel(y_out); i++)
-            cr_assert(eq(dbl, th_at(y_out, i), th_at(y_off, i)));
-        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
-        rc = tg_module_forward(seq, &y_on, xh);
-        tg_autocast_end();
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(y_on), dt), "%s", tg_dtype_name(dt));
-        cr_assert(eq(int, tg_conv_transpose(&y_ref, xh, whl, bhl, &p), TG_OK));
-        cr_assert(eq(int, tg_tensor_numel(y_on), tg_tensor_numel(y_ref)));
-        for (int64_t i = 0; i < tg_tensor_numel(y_on); i++)
-            cr_assert(eq(dbl, th_at(y_on, i), th_at(y_ref, i)), "%s y[%lld]", tg_dtype_name(dt),
-                      (long long)i);
-
-        /* an f32 input still promotes to f32 (the weight rounded to half) */
-        tg_tensor *y_f32in = NULL;
-        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
-        rc = tg_module_forward(seq, &y_f32in, x0);
-        tg_autocast_end();
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(y_f32in), TG_F32));
-        tg_tensor_release(y_f32in);
-
-        /* gradients: f32 at the masters, the half gradients converted */
-        tg_tensor *ys[2] = {y_on, y_ref};
-        for (int j = 0; j < 2; j++) {
-            cr_assert(eq(int, tg_sum(&s, ys[j]), TG_OK));
-            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
-            tg_tensor_release(s);
-        }
-        tg_tensor *masters[2] = {w, b}, *hands[2] = {whl, bhl};
-        for (int j = 0; j < 2; j++) {
-            tg_tensor *gm = tg_tensor_grad(masters[j]), *gh = tg_tensor_grad(hands[j]);
-            cr_assert(gm != NULL && gh != NULL);
-            cr_assert(eq(int, tg_tensor_dtype(gm), TG_F32));
-            cr_assert(eq(int, tg_tensor_dtype(gh), dt));
-            for (int64_t i = 0; i < tg_tensor_numel(gm); i++)
-                cr_assert(eq(dbl, th_at(gm, i), th_at(gh, i)), "grad %d [%lld]", j, (long long)i);
-        }
-
-        /* f64 is never lowered */
-        tg_tensor *x64 = NULL, *y64 = NULL;
-        cr_assert(eq(int, tg_module_to_dtype(seq, TG_F64), TG_OK));
-        cr_assert(eq(int, tg_to_dtype(&x64, x0, TG_F64), TG_OK));
-        cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
-        rc = tg_module_forward(seq, &y64, x64);
-        tg_autocast_end();
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_tensor_dtype(y64), TG_F64));
-
-        tg_module_autocast_weights(seq, false);
-        cr_assert(not(tg_module_is_autocast_weights(ct)));
-        tg_tensor *all[] = {x0, xh, wh, bh, whl, bhl, y_off, y_ref, y_on, y_out, x64, y64};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
-        tg_module_release(seq);
-    }
+    th_release_all(4, ts);
 }

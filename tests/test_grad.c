@@ -203,11 +203,6 @@ static int first_wrong(tg_tensor *const *g, int n, int stride, double (*want)(in
     return -1;
 }
 
-static void release_all(tg_tensor **t, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
-}
-
 Test(grad, tg_grad_of_many_leaf_inputs)
 {
     tg_tensor **x = calloc(MANY, sizeof *x), **m = calloc(MANY, sizeof *m);
@@ -219,10 +214,10 @@ Test(grad, tg_grad_of_many_leaf_inputs)
     cr_assert(eq(int, k, -1), "dy/dx[%d] = %g, want %g", k, k < 0 || !g[k] ? 0 : th_at(g[k], 0),
               k < 0 ? 0 : d_dx(k));
     for (int i = 0; i < MANY; i++) cr_assert(tg_tensor_grad(x[i]) == NULL, "x[%d].grad set", i);
-    release_all(g, MANY);
+    th_release_all(MANY, g);
     tg_tensor_release(y);
-    release_all(m, MANY);
-    release_all(x, MANY);
+    th_release_all(MANY, m);
+    th_release_all(MANY, x);
     free(g), free(m), free(x);
 }
 
@@ -241,10 +236,10 @@ Test(grad, tg_grad_of_many_non_leaf_inputs)
     k = first_wrong(g + 1, MANY, 2, d_dx);
     cr_assert(eq(int, k, -1), "dy/dx[%d] = %g, want %g", k,
               k < 0 || !g[2 * k + 1] ? 0 : th_at(g[2 * k + 1], 0), k < 0 ? 0 : d_dx(k));
-    release_all(g, 2 * MANY);
+    th_release_all(2 * MANY, g);
     tg_tensor_release(y);
-    release_all(m, MANY);
-    release_all(x, MANY);
+    th_release_all(MANY, m);
+    th_release_all(MANY, x);
     free(g), free(in), free(m), free(x);
 }
 
@@ -293,8 +288,8 @@ Test(grad, backward_over_many_leaves)
         if (log.index[i] != MANY - 1 - i) k = i;
     cr_assert(eq(int, k, -1), "hook call %d was x[%d]'s", k, k < 0 ? 0 : log.index[k]);
     tg_tensor_release(y);
-    release_all(m, MANY);
-    release_all(x, MANY);
+    th_release_all(MANY, m);
+    th_release_all(MANY, x);
     free(log.index), free(tags), free(g), free(m), free(x);
 }
 
@@ -343,10 +338,10 @@ Test(grad, tg_grad_out_of_memory_is_enomem)
     cr_assert(eq(int, bad, -1), "dy/dm[%d] wrong", bad);
     bad = first_wrong(g + 1, n, 2, d_dx);
     cr_assert(eq(int, bad, -1), "dy/dx[%d] wrong", bad);
-    release_all(g, 2 * n);
+    th_release_all(2 * n, g);
     tg_tensor_release(y);
-    release_all(m, n);
-    release_all(x, n);
+    th_release_all(n, m);
+    th_release_all(n, x);
     free(g), free(in), free(m), free(x);
 }
 
@@ -389,8 +384,8 @@ Test(grad, backward_out_of_memory_is_enomem)
     int bad = first_wrong(g, n, 1, d_dx);
     cr_assert(eq(int, bad, -1), "x[%d].grad wrong", bad);
     tg_tensor_release(y);
-    release_all(m, n);
-    release_all(x, n);
+    th_release_all(n, m);
+    th_release_all(n, x);
     free(g), free(m), free(x);
 }
 
