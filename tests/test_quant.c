@@ -355,7 +355,7 @@ static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
  * on 32 x 32 tiles and 64 k). */
 Test(quant, every_kernel_gives_the_portable_bytes)
 {
-    qcase cases[sizeof sweep / sizeof *sweep + 8];
+    qcase cases[sizeof sweep / sizeof *sweep + 9];
     size_t n = 0;
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
     for (int ci = 0; ci < 2; ci++)
@@ -369,6 +369,10 @@ Test(quant, every_kernel_gives_the_portable_bytes)
      * (40 output channels: a pair of 16-channel blocks and a single one) */
     cases[n++] = (qcase){true, 2, 2, 70, 40, 1, {16, 16}, {4, 4}, 2, 1, 1, 1, TG_I8, true, true, true};
     cases[n++] = (qcase){true, 1, 1, 6, 9, 3, {300}, {5}, 3, 2, 1, 2, TG_U8, true, false, true};
+    /* 300 x 1 -> 599 x 1: stride 2 onto a last axis of one output (its
+     * column-free interleave once wrote nothing there; found by the case
+     * fuzz target) */
+    cases[n++] = (qcase){true, 2, 1, 6, 5, 1, {300, 1}, {3, 3}, 2, 1, 1, 0, TG_U8, true, false, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};

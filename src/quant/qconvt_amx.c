@@ -259,7 +259,7 @@ static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *p
                 }
                 for (int64_t m = 0; s2 * m + e < O2; m++) yr[s2 * m + e] = src[m];
             }
-            if (s2 != 2 || O2 < 2) continue;
+            if (s2 != 2) continue;
             int64_t m = 0;
             for (; 2 * m + 32 <= O2; m += 16) {
                 const __m128i ev = _mm_loadu_si128((const __m128i *)(run[0] + m));
