@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../tools/case.h"
+#include "quant/quant_internal.h"   /* tg__q_phase_min_positions */
 #include "tapegrad/tapegrad.h"
 #include "targets.h"
 
@@ -504,6 +505,72 @@ static int case_differential(const tg_case *c)
     return bad;
 }
 
+/* got holds the tensors of want with the same dtypes, shapes and values. */
+static int same_results(const tg_st_file *want, const tg_st_file *got, const char *what,
+                        const char *op)
+{
+    for (int i = 0; i < tg_st_count(want); i++) {
+        const char *name = NULL;
+        tg_tensor *a = NULL;
+        tg_st_at(want, i, &name, &a);
+        tg_tensor *b = tg_st_get(got, name);
+        if (!b || tg_tensor_dtype(a) != tg_tensor_dtype(b) || !tg_tensor_same_shape(a, b))
+            return broken("case", "%s: %s differs from portable in presence, dtype or shape",
+                          op, what);
+        for (int64_t e = 0; e < tg_tensor_numel(a); e++) {
+            double va = 0.0, vb = 0.0;
+            tg_tensor_get_flat(a, e, &va);
+            tg_tensor_get_flat(b, e, &vb);
+            if (va != vb && !(isnan(va) && isnan(vb)))
+                return broken("case", "%s: %s[%lld] portable %.9g, %s %.9g", op, name,
+                              (long long)e, va, what, vb);
+        }
+    }
+    return 0;
+}
+
+/* A quantized case with the portable int8 kernel and with every other one
+ * this CPU has (AMX also with its column-free ConvTranspose forced for any
+ * size): the same refusal, or the same values (every kernel computes the
+ * same integers and requantizes them the same way). */
+static int case_kernels(const tg_case *c)
+{
+    if (!size_case(c).ok)
+        return 0;
+    const int64_t phase_default = tg__q_phase_min_positions;
+    char err[512];
+    tg_st_file *want = NULL;
+    tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE);
+    const int rw = tg_case_run(&want, c, TG_CONV_ALGO_DEFAULT, err, sizeof err);
+    int bad = rw < 0 && !*err ? broken("case", "%s: refused with no message", c->op) : 0;
+    static const struct {
+        tg_int8_kernel k;
+        bool phase_always;
+        const char *what;
+    } runs[] = {{TG_INT8_KERNEL_AVX2, false, "avx2"},
+                {TG_INT8_KERNEL_VNNI, false, "vnni"},
+                {TG_INT8_KERNEL_AMX, false, "amx"},
+                {TG_INT8_KERNEL_AMX, true, "amx (column-free forced)"}};
+    for (size_t i = 0; !bad && i < sizeof runs / sizeof *runs; i++) {
+        if (!tg_int8_kernel_available(runs[i].k))
+            continue;
+        tg_int8_kernel_set(runs[i].k);
+        tg__q_phase_min_positions = runs[i].phase_always ? 1 : phase_default;
+        tg_st_file *got = NULL;
+        const int rg = tg_case_run(&got, c, TG_CONV_ALGO_DEFAULT, err, sizeof err);
+        if (rg != rw)
+            bad = broken("case", "%s: portable %s, %s %s", c->op, tg_status_name(rw),
+                         runs[i].what, tg_status_name(rg));
+        else if (rg >= 0)
+            bad = same_results(want, got, runs[i].what, c->op);
+        tg_st_free(got);
+    }
+    tg__q_phase_min_positions = phase_default;
+    tg_int8_kernel_set(TG_INT8_KERNEL_AUTO);
+    tg_st_free(want);
+    return bad;
+}
+
 int tg_fuzz_case(const uint8_t *data, size_t size)
 {
     tg_st_file *f = NULL;
@@ -516,12 +583,8 @@ int tg_fuzz_case(const uint8_t *data, size_t size)
     if (tg_case_parse(&c, f, err, sizeof err) >= 0) {
         if (!c.quantized) {
             bad = case_differential(&c);
-        } else if (size_case(&c).ok) {
-            tg_st_file *res = NULL;
-            rc = tg_case_run(&res, &c, TG_CONV_ALGO_DEFAULT, err, sizeof err);
-            if (rc < 0 && !*err)
-                bad = broken("case", "%s: refused with no message", c.op);
-            tg_st_free(res);
+        } else {
+            bad = case_kernels(&c);
         }
     }
     tg_st_free(f);

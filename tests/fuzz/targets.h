@@ -27,7 +27,9 @@ int tg_fuzz_checkpoint(const uint8_t *data, size_t size);
 int tg_fuzz_checkpoint_seed(const char *path);
 /* A conv case file (tools/case.h) run with the fast and the reference
  * algorithm: both refuse it or both run it, and then they agree on y and on
- * every gradient within rounding. */
+ * every gradient within rounding.  A quantized case runs with the portable
+ * int8 kernel and with every other one the CPU has: the same refusal or the
+ * same values. */
 int tg_fuzz_case(const uint8_t *data, size_t size);
 
 typedef struct tg_fuzz_target {
