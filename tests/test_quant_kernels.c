@@ -123,7 +123,9 @@ Test(quant_kernels, gemm_kernels_are_bit_identical)
                                     TG_INT8_KERNEL_VNNI};
     int ran = 0;
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
-        const int64_t m = rnd_int(1, 9), n = rnd_int(1, 11), k = ks[ki];
+        /* small, and (every other k) large enough for tg_int8_gemm to split
+         * its row pairs over the threads (m * n * k > 65536) */
+        const int64_t m = rnd_int(1, ki % 2 ? 70 : 9), n = rnd_int(1, ki % 2 ? 100 : 11), k = ks[ki];
         uint8_t *a = malloc((size_t)(m * k)), *w = malloc((size_t)(n * k));
         int32_t *want = malloc((size_t)(m * n) * 4), *got = malloc((size_t)(m * n) * 4);
         fill_bytes(a, m * k, ki % 2 ? 3 : 0);
