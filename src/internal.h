@@ -126,6 +126,11 @@ int tg__check_shape(const char *what, int ndim, const int64_t *shape);
  * f16), an integer dtype finite values within its range (a fraction is then
  * rounded as tg_dtype_store does).  TG_EINVAL naming `what` otherwise. */
 int tg__check_value(const char *what, tg_dtype dt, double v);
+/* tg_tensor_set_flat without tg__check_value, for a value the library
+ * computed into one of its own float buffers (a running statistic): a value
+ * past the dtype's range is stored as +-inf, as arithmetic in that dtype
+ * gives it (PyTorch's in-place updates), instead of being refused. */
+int tg__set_flat_rounded(tg_tensor *t, int64_t i, double v);
 /* Whether ndim extents (each >= 0) of elem_bytes-byte elements have a byte
  * count that fits in an int64, counting zero extents as 1 (so that every
  * contiguous stride fits too); checked before multiplying. */

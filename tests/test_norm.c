@@ -480,3 +480,29 @@ Test(norm, channel_blocks_same_bits_as_channel_loops)
                 tg_tensor_release(x), tg_tensor_release(gy), tg_tensor_release(w), tg_tensor_release(b);
             }
 }
+
+/* A batch variance past f32's range (values of +-1e20: 1e40) makes the f32
+ * running_var +inf, as PyTorch's in-place update does, with the output
+ * computed (the batch statistics are in double) and no error.  It used to be
+ * refused by the checked store of tg_tensor_set_flat, after running_mean had
+ * been updated. */
+Test(norm, running_var_past_the_dtype_range_becomes_inf)
+{
+    const double xv[8] = {1e20, -1e20, -1e20, 1e20, 1e20, 1e20, -1e20, -1e20};
+    tg_tensor *x = th_tensor_from(TG_F32, 2, (int64_t[]){4, 2}, xv);
+    tg_tensor *rm = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){0.5, 0.5});
+    tg_tensor *rv = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, 1.0}), *y = NULL;
+    cr_assert(eq(int, tg_batch_norm(&y, x, rm, rv, NULL, NULL, true, 0.1, 1e-5), TG_OK), "%s",
+              tg_error_message());
+    for (int c = 0; c < 2; c++) {
+        cr_assert(isinf(th_at(rv, c)) && th_at(rv, c) > 0, "running_var[%d] = %g", c, th_at(rv, c));
+        cr_assert(th_close(th_at(rm, c), 0.45, 1e-6, 0), "running_mean[%d] = %g", c, th_at(rm, c));
+    }
+    for (int i = 0; i < 8; i++)
+        cr_assert(th_close(th_at(y, i), xv[i] > 0 ? 1.0 : -1.0, 1e-5, 0), "y[%d] = %g", i,
+                  th_at(y, i));
+    tg_tensor_release(y);
+    tg_tensor_release(rv);
+    tg_tensor_release(rm);
+    tg_tensor_release(x);
+}

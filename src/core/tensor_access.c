@@ -210,6 +210,15 @@ int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
     return TG_OK;
 }
 
+int tg__set_flat_rounded(tg_tensor *t, int64_t i, double v)
+{
+    int64_t pos = 0;
+    TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
+    tg_dtype_store(t->dtype, t->storage->data, pos, v);
+    tg__bump_version(t);
+    return TG_OK;
+}
+
 int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n)
 {
     TG_CHECK(t != NULL && dst != NULL, TG_EINVAL, "tensor_to_doubles: t and dst must not be NULL");

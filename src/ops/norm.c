@@ -266,14 +266,15 @@ static tg_tensor *vec_of(tg_dtype dt, int64_t c, const double *v)
     return t;
 }
 
-/* running = (1 - m) running + m * stat * factor, in the buffer's dtype. */
+/* running = (1 - m) running + m * stat * factor, in the buffer's dtype (past its
+ * range: +-inf, as PyTorch's in-place update gives). */
 static int update_running(tg_tensor *run, const double *stat, double m, double factor)
 {
     if (!run) return TG_OK;
     for (int64_t c = 0; c < run->shape[0]; c++) {
         double r;
         TG_TRY(tg_tensor_get_flat(run, c, &r));
-        TG_TRY(tg_tensor_set_flat(run, c, (1 - m) * r + m * stat[c] * factor));
+        TG_TRY(tg__set_flat_rounded(run, c, (1 - m) * r + m * stat[c] * factor));
     }
     return TG_OK;
 }
