@@ -793,6 +793,20 @@ Test(nn, batchnorm_input_errors)
     expect_snapshot(m, before, n);
     free(before);
     cr_assert(y == NULL);
+    /* a num_batches_tracked (from a file) that cannot be incremented is
+     * refused before the running statistics change (INT64_MAX was refused
+     * by the increment's store, after they had changed) */
+    tg_tensor *nbt = tg_module_find(m, "num_batches_tracked");
+    *(int64_t *)tg_tensor_data(nbt) = INT64_MAX;
+    tg_tensor_release(x);
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){4, 3});
+    cr_assert(eq(int, tg_tensor_set_flat(x, 0, 5.0), TG_OK));
+    before = snapshot(m, &n);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EINVAL));
+    th_expect_in(tg_error_message(), "num_batches_tracked");
+    expect_snapshot(m, before, n);
+    free(before);
+    cr_assert(y == NULL);
     tg_module_train(m, false);
     cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK));
     tg_tensor_release(y);

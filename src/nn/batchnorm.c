@@ -52,6 +52,11 @@ static int tg__bn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     double count = 0, mom = 0;
     if (update) {
         TG_TRY(tg_tensor_get_flat(nbt, 0, &count));
+        /* checked before anything changes: count + 1 is stored after the
+         * running statistics are updated */
+        TG_CHECK(count < 0x1p53, TG_EINVAL,
+                 "batch_norm: num_batches_tracked = %.17g is too large to count on "
+                 "(2^53 or more)", count);
         mom = s->momentum < 0 ? 1.0 / (count + 1) : s->momentum;   /* None: cumulative */
     }
     tg_tensor *w = s->affine ? tg__module_local(m, "weight") : NULL;
