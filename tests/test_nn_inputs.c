@@ -1,0 +1,185 @@
+/* tests/test_nn_inputs.c - what modules do with unusual and bad inputs:
+ * Flatten/Unflatten shapes (a scalar included, as torch), BatchNorm's input
+ * errors and its empty training batch, constructor errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "helpers.h"
+#include "nn_fixtures.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/ops.h"
+
+Test(nn_inputs, flatten_unflatten_shapes)
+{
+    int64_t xs[4] = {2, 3, 4, 5}, us[2] = {6, 10};
+    tg_tensor *x = NULL, *y = NULL, *z = NULL;
+    tg_tensor_zeros(&x, TG_F32, 4, xs);
+    for (int64_t i = 0; i < 120; i++) tg_tensor_set_flat(x, i, (double)i);
+    tg_module *fl = NULL, *un = NULL;
+    cr_assert(eq(int, tg_nn_flatten_new(&fl, 1, -1), TG_OK));
+    cr_assert(eq(int, tg_nn_unflatten_new(&un, -1, 2, us), TG_OK));
+    cr_assert(eq(int, tg_module_forward(fl, &y, x), TG_OK));
+    cr_assert(tg_tensor_ndim(y) == 2 && tg_tensor_dim(y, 0) == 2 && tg_tensor_dim(y, 1) == 60);
+    cr_assert(eq(int, tg_module_forward(un, &z, y), TG_OK));
+    cr_assert(tg_tensor_ndim(z) == 3 && tg_tensor_dim(z, 1) == 6 && tg_tensor_dim(z, 2) == 10);
+    double v;
+    int64_t idx[3] = {1, 2, 3};
+    tg_tensor_get(z, idx, &v);
+    cr_assert(eq(dbl, v, 60.0 + 2 * 10 + 3));   /* row-major order is kept */
+    tg_tensor_release(z);
+    z = NULL;
+    cr_assert(eq(int, tg_module_forward(un, &z, x), TG_ESHAPE));   /* 5 != 60 */
+    cr_assert(z == NULL);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_module_release(fl);
+    tg_module_release(un);
+}
+
+/* A scalar is one dim to Flatten, as in torch: dims -1 and 0 flatten it into
+ * (1); the default start_dim=1 does not fit it. */
+Test(nn_inputs, flatten_scalar_as_torch)
+{
+    tg_tensor *x = NULL, *y = NULL;
+    tg_tensor_scalar(&x, TG_F32, 3.0);
+    const int ok[4][2] = {{0, -1}, {0, 0}, {-1, -1}, {-1, 0}}, bad[3][2] = {{1, -1}, {0, 1}, {-2, 0}};
+    for (int i = 0; i < 4; i++) {
+        tg_module *fl = NULL;
+        cr_assert(eq(int, tg_nn_flatten_new(&fl, ok[i][0], ok[i][1]), TG_OK));
+        cr_assert(eq(int, tg_module_forward(fl, &y, x), TG_OK), "(%d, %d)", ok[i][0], ok[i][1]);
+        cr_assert(eq(int, tg_tensor_ndim(y), 1));
+        cr_assert(eq(dbl, th_at(y, 0), 3.0));
+        tg_tensor_release(y);
+        y = NULL;
+        tg_module_release(fl);
+    }
+    for (int i = 0; i < 3; i++) {
+        tg_module *fl = NULL;
+        cr_assert(eq(int, tg_nn_flatten_new(&fl, bad[i][0], bad[i][1]), TG_OK));
+        cr_assert(eq(int, tg_module_forward(fl, &y, x), TG_EINVAL), "(%d, %d)", bad[i][0], bad[i][1]);
+        cr_assert(strstr(tg_error_message(), "dims in [-1, 0]") != NULL, "%s", tg_error_message());
+        cr_assert(y == NULL);
+        tg_module_release(fl);
+    }
+    tg_tensor_release(x);
+}
+
+Test(nn_inputs, batchnorm_input_errors)
+{
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_batchnorm_new(&m, 0, 3, 1e-5, 0.1, true, true), TG_OK));
+    tg_tensor *x = NULL, *y = NULL;
+    int64_t s4[4] = {2, 3, 2, 2}, s2[2] = {4, 5}, s1[2] = {1, 3};
+    tg_tensor_zeros(&x, TG_F32, 4, s4);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_ESHAPE));
+    tg_tensor_release(x);
+    tg_tensor_zeros(&x, TG_F32, 2, s2);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_ESHAPE));
+    tg_tensor_release(x);
+    /* one value per channel cannot be normalised in training; stats untouched */
+    tg_tensor_zeros(&x, TG_F32, 2, s1);
+    int64_t n;
+    double *before = nf_snapshot(m, &n);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EINVAL));
+    /* the message shows the input's shape, as PyTorch's does */
+    th_expect_in(tg_error_message(), "more than 1 value per channel when training");
+    th_expect_in(tg_error_message(), "input of shape (1, 3)");
+    nf_expect_snapshot(m, before, n);
+    free(before);
+    cr_assert(y == NULL);
+    /* a num_batches_tracked (from a file) that cannot be incremented is
+     * refused before the running statistics change (INT64_MAX was refused
+     * by the increment's store, after they had changed) */
+    tg_tensor *nbt = tg_module_find(m, "num_batches_tracked");
+    *(int64_t *)tg_tensor_data(nbt) = INT64_MAX;
+    tg_tensor_release(x);
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){4, 3});
+    cr_assert(eq(int, tg_tensor_set_flat(x, 0, 5.0), TG_OK));
+    before = nf_snapshot(m, &n);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EINVAL));
+    th_expect_in(tg_error_message(), "num_batches_tracked");
+    nf_expect_snapshot(m, before, n);
+    free(before);
+    cr_assert(y == NULL);
+    tg_module_train(m, false);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK));
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* An empty batch in training is PyTorch's no-op: an empty output, running
+ * statistics unchanged, num_batches_tracked still counted (so momentum=None
+ * weighs the next batch by 1/2), zero weight and bias gradients; in f32,
+ * f64 and f16 (the per-channel half path), with and without running stats. */
+Test(nn_inputs, batchnorm_empty_batch_in_training)
+{
+    const tg_dtype dts[3] = {TG_F32, TG_F64, TG_F16};
+    for (int d = 0; d < 3; d++)
+        for (int track = 0; track < 2; track++) {
+            tg_module *m = NULL;
+            cr_assert(eq(int, tg_nn_batchnorm_new(&m, 2, 3, 1e-5, -1.0, true, track), TG_OK));
+            if (dts[d] != TG_F32) cr_assert(eq(int, tg_module_to_dtype(m, dts[d]), TG_OK));
+            tg_tensor *x = NULL, *y = NULL, *sum = NULL;
+            cr_assert(eq(int, tg_tensor_zeros(&x, dts[d], 4, (int64_t[]){0, 3, 4, 4}), TG_OK));
+            int64_t n;
+            double *before = nf_snapshot(m, &n);
+            cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(i64, tg_tensor_numel(y), 0));
+            cr_assert(eq(int, tg_tensor_ndim(y), 4));
+            cr_assert(eq(int, tg_sum(&sum, y), TG_OK));
+            cr_assert(eq(int, tg_backward(sum, NULL, NULL), TG_OK), "%s", tg_error_message());
+            for (int p = 0; p < 2; p++) {
+                const tg_tensor *g = tg_tensor_grad(tg_module_find(m, p ? "bias" : "weight"));
+                cr_assert(g != NULL);
+                for (int c = 0; c < 3; c++) cr_assert(eq(dbl, th_at(g, c), 0.0), "grad %d[%d]", p, c);
+            }
+            if (track) {
+                /* running_mean, running_var as before; num_batches_tracked 0 -> 1 */
+                double *now = nf_snapshot(m, &n);
+                for (int64_t i = 0; i < n - 1; i++) cr_assert(eq(dbl, now[i], before[i]));
+                cr_assert(eq(dbl, now[n - 1], before[n - 1] + 1));
+                free(now);
+                /* then a batch of constant 2: running_mean = (1 - 1/2) 0 + 1/2 * 2 */
+                tg_tensor *x2 = NULL, *y2 = NULL;
+                tg_tensor_full(&x2, dts[d], 4, (int64_t[]){2, 3, 4, 4}, 2.0);
+                cr_assert(eq(int, tg_module_forward(m, &y2, x2), TG_OK));
+                const tg_tensor *rm = tg_module_find(m, "running_mean");
+                for (int c = 0; c < 3; c++) cr_assert(eq(dbl, th_at(rm, c), 1.0), "%s", tg_dtype_name(dts[d]));
+                tg_tensor_release(y2);
+                tg_tensor_release(x2);
+            }
+            free(before);
+            tg_tensor_release(sum);
+            tg_tensor_release(y);
+            tg_tensor_release(x);
+            tg_module_release(m);
+        }
+}
+
+Test(nn_inputs, constructor_errors_leave_out_untouched)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    int64_t k[2] = {3, 3}, bad_k[2] = {3, 0};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.groups = 2;
+    cr_assert(eq(int, tg_nn_linear_new(&m, 0, 3, true, &rng), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_linear_new(&m, 3, 3, true, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_conv_new(&m, 4, 3, 4, k, NULL, true, &rng), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_conv_new(&m, 2, 3, 4, k, &p, true, &rng), TG_EINVAL));   /* 3 % 2 */
+    cr_assert(eq(int, tg_nn_conv_transpose_new(&m, 2, 4, 4, bad_k, NULL, true, &rng), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_batchnorm_new(&m, 4, 3, 1e-5, 0.1, true, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_batchnorm_new(&m, 2, 0, 1e-5, 0.1, true, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_dropout_new(&m, 1.5, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_activation_new(&m, TG_ACT_COUNT, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_unflatten_new(&m, 1, 0, k), TG_EINVAL));
+    cr_assert(m == NULL);
+    cr_assert(eq(int, tg_nn_sequential_append(NULL, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_module_to_dtype(NULL, TG_F64), TG_EINVAL));
+}
