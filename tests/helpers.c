@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,8 +72,9 @@ static void read_text(const char *path, char *buf, size_t n)
     if (f) fclose(f);
 }
 
-int th_run(const char *var, const char *const *args, char *out, size_t n_out, char *err,
-           size_t n_err)
+char th_out[1 << 16], th_err[1 << 14];
+
+int th_run(const char *var, const char *const *args)
 {
     const char *tool = getenv(var);
     cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
@@ -97,10 +99,10 @@ int th_run(const char *var, const char *const *args, char *out, size_t n_out, ch
     cr_assert(eq(int, rc, 0), "posix_spawn %s: %s", tool, strerror(rc));
     int status;
     cr_assert(eq(int, waitpid(pid, &status, 0), pid));
-    read_text(out_path, out, n_out);
-    read_text(err_path, err, n_err);
-    cr_assert(strstr(err, "Sanitizer") == NULL && strstr(err, "runtime error:") == NULL,
-              "sanitizer report from %s:\n%s", tool, err);
+    read_text(out_path, th_out, sizeof th_out);
+    read_text(err_path, th_err, sizeof th_err);
+    cr_assert(strstr(th_err, "Sanitizer") == NULL && strstr(th_err, "runtime error:") == NULL,
+              "sanitizer report from %s:\n%s", tool, th_err);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -121,6 +123,57 @@ char *th_read_file(const char *path, size_t *n)
     }
     fclose(f);
     return buf;
+}
+
+bool th_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void th_write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "cannot write %s", path);
+    cr_assert(eq(sz, fwrite(data, 1, n, f), n));
+    cr_assert(eq(int, fclose(f), 0));
+}
+
+void th_expect_same_bytes(const char *path, const char *want, size_t n)
+{
+    size_t len = 0;
+    char *got = th_read_file(path, &len);
+    cr_assert(got != NULL, "%s is gone", path);
+    cr_assert(len == n && memcmp(got, want, n) == 0, "%s was changed", path);
+    free(got);
+}
+
+void th_expect_plain_message(const char *err, const char *want)
+{
+    th_expect_in(err, want);
+    cr_assert(strstr(err, " failed: ") == NULL && strstr(err, ": TG_E") == NULL,
+              "the message quotes source code:\n%s", err);
+}
+
+void th_write_idx_set(const char *dir, const char *prefix, uint32_t n, uint8_t side,
+                      uint64_t seed)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "cannot write %s", path);
+    const uint8_t img_head[16] = {0, 0, 8, 3, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255,
+                                  0, 0, 0, side, 0, 0, 0, side};
+    fwrite(img_head, 1, sizeof img_head, f);
+    for (uint32_t i = 0; i < n * side * side; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
+    cr_assert(eq(int, fclose(f), 0));
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    f = fopen(path, "wb");
+    cr_assert(f != NULL, "cannot write %s", path);
+    const uint8_t lab_head[8] = {0, 0, 8, 1, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    fwrite(lab_head, 1, sizeof lab_head, f);
+    for (uint32_t i = 0; i < n; i++) fputc((int)(i % 10), f);
+    cr_assert(eq(int, fclose(f), 0));
 }
 
 uint64_t th_xorshift64(uint64_t *s)

@@ -4,6 +4,7 @@
 #ifndef TG_TESTS_HELPERS_H
 #define TG_TESTS_HELPERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,14 +29,16 @@ const char *th_tmp_path(char *buf, size_t n, const char *name);
 /* The number of entries of th_tmp_dir whose name does not start with '.'. */
 int th_tmp_dir_count(void);
 
+/* What the last th_run's program wrote to stdout and stderr (NUL-terminated,
+ * cut if longer). */
+extern char th_out[1 << 16], th_err[1 << 14];
+
 /* Runs the program named by the environment variable var (set by
  * tests/meson.build) with args (NULL-terminated, without argv[0]) in
- * th_tmp_dir, its stdout and stderr into out and err (n_out, n_err bytes,
- * NUL-terminated, cut if longer).  A sanitizer report on its stderr fails
- * the test (the test log never sees the child's stderr).  Returns the exit
- * status, or -1 when it died of a signal. */
-int th_run(const char *var, const char *const *args, char *out, size_t n_out, char *err,
-           size_t n_err);
+ * th_tmp_dir, its stdout and stderr into th_out and th_err.  A sanitizer
+ * report on its stderr fails the test (the test log never sees the child's
+ * stderr).  Returns the exit status, or -1 when it died of a signal. */
+int th_run(const char *var, const char *const *args);
 
 /* Fails the test, showing text, unless want occurs in it. */
 void th_expect_in(const char *text, const char *want);
@@ -43,6 +46,28 @@ void th_expect_in(const char *text, const char *want);
 /* The whole file at path in a new malloc'd buffer (*n bytes, plus a NUL not
  * counted), or NULL when it cannot be read. */
 char *th_read_file(const char *path, size_t *n);
+
+/* True when path exists (a file, a folder or anything else). */
+bool th_exists(const char *path);
+
+/* Writes n bytes of data to the file at path (created or truncated). */
+void th_write_bytes(const char *path, const void *data, size_t n);
+
+/* Fails unless the file at path holds exactly the n bytes of want: a run
+ * that failed left it as it was. */
+void th_expect_same_bytes(const char *path, const char *want, size_t n);
+
+/* Fails unless err (a failed run's stderr) says what the program was doing
+ * in want, and quotes no C call or status name (as "tg_x(&y, z) failed:
+ * TG_EIO: ..." did). */
+void th_expect_plain_message(const char *err, const char *want);
+
+/* Writes an uncompressed IDX set of n side x side images into dir/<prefix>
+ * (prefix "train" or "t10k": <prefix>-images-idx3-ubyte and
+ * <prefix>-labels-idx1-ubyte): pixels from th_xorshift64 on seed, labels
+ * i % 10. */
+void th_write_idx_set(const char *dir, const char *prefix, uint32_t n, uint8_t side,
+                      uint64_t seed);
 
 /* ---- deterministic random numbers ---- */
 

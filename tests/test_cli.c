@@ -15,16 +15,8 @@
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
 
-static char out_text[1 << 16], err_text[1 << 14];
-
-/* th_run into out_text and err_text. */
-static int run_env(const char *var, const char *const *args)
-{
-    return th_run(var, args, out_text, sizeof out_text, err_text, sizeof err_text);
-}
-
-#define RUN(...) run_env("TG_TOOL", (const char *const[]){__VA_ARGS__, NULL})
-#define DCGAN(...) run_env("TG_DCGAN", (const char *const[]){__VA_ARGS__, NULL})
+#define RUN(...) th_run("TG_TOOL", (const char *const[]){__VA_ARGS__, NULL})
+#define DCGAN(...) th_run("TG_DCGAN", (const char *const[]){__VA_ARGS__, NULL})
 
 static void setup(void) { th_tmp_dir_make("tg_cli_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
@@ -49,31 +41,22 @@ static void write_case(const char *path, const char *const *meta)
     tg_st_free(f);
 }
 
-static void expect_same_bytes(const char *path, const char *want, size_t n)
-{
-    size_t len = 0;
-    char *got = th_read_file(path, &len);
-    cr_assert(got != NULL, "%s is gone", path);
-    cr_assert(len == n && memcmp(got, want, n) == 0, "%s was changed", path);
-    free(got);
-}
-
 Test(cli, usage_help_and_unknown_command)
 {
     cr_assert(eq(int, RUN("--help"), 0));
-    th_expect_in(out_text, "commands:");
+    th_expect_in(th_out, "commands:");
     cr_assert(eq(int, RUN("bogus"), 2));
-    th_expect_in(err_text, "unknown command 'bogus'");
+    th_expect_in(th_err, "unknown command 'bogus'");
     cr_assert(eq(int, RUN("--version"), 0));
-    th_expect_in(out_text, "tapegrad " TG_VERSION_STRING " (OpenBLAS kernels: ");
-    th_expect_in(out_text, "; int8 kernel: ");
+    th_expect_in(th_out, "tapegrad " TG_VERSION_STRING " (OpenBLAS kernels: ");
+    th_expect_in(th_out, "; int8 kernel: ");
     cr_assert(eq(int, RUN("run-op"), 2));
-    th_expect_in(err_text, "missing option --in");
+    th_expect_in(th_err, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));
-    th_expect_in(err_text, "missing option --out");
+    th_expect_in(th_err, "missing option --out");
     /* a value that is the next option: the value is missing */
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors", "--out", "--algo", "fast"), 2));
-    th_expect_in(err_text, "option --out needs a value");
+    th_expect_in(th_err, "option --out needs a value");
 }
 
 Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
@@ -83,7 +66,7 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     th_tmp_path(out, sizeof out, "result.safetensors");
     th_tmp_path(trunc, sizeof trunc, "truncated.safetensors");
     write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2", NULL});
-    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 0), "%s", err_text);
+    cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 0), "%s", th_err);
     tg_st_file *r;
     cr_assert(eq(int, tg_safetensors_load(&r, out), TG_OK), "%s", tg_error_message());
     tg_tensor *y = tg_st_get(r, "y");
@@ -98,8 +81,8 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     size_t n_in = 0;
     char *case_bytes = th_read_file(in, &n_in);
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", in), 2));
-    th_expect_in(err_text, "is the --in file");
-    expect_same_bytes(in, case_bytes, n_in);
+    th_expect_in(th_err, "is the --in file");
+    th_expect_same_bytes(in, case_bytes, n_in);
     free(case_bytes);
 
     /* From here on each run fails, and the result file keeps its bytes. */
@@ -110,8 +93,8 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     char missing[256];
     th_tmp_path(missing, sizeof missing, "missing.safetensors");
     cr_assert(eq(int, RUN("run-op", "--in", missing, "--out", out), 1));
-    th_expect_in(err_text, missing);
-    expect_same_bytes(out, old, sizeof old);
+    th_expect_in(th_err, missing);
+    th_expect_same_bytes(out, old, sizeof old);
 
     f = fopen(trunc, "wb");   /* the first 40 bytes of a valid case */
     FILE *g = fopen(in, "rb");
@@ -121,21 +104,21 @@ Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
     fclose(g);
     fclose(f);
     cr_assert(eq(int, RUN("run-op", "--in", trunc, "--out", out), 1));
-    th_expect_in(err_text, "safetensors");
-    expect_same_bytes(out, old, sizeof old);
+    th_expect_in(th_err, "safetensors");
+    th_expect_same_bytes(out, old, sizeof old);
 
     write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "3000000000", NULL});
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
-    th_expect_in(err_text, "stride=\"3000000000\": item 0 is too large");
-    expect_same_bytes(out, old, sizeof old);
+    th_expect_in(th_err, "stride=\"3000000000\": item 0 is too large");
+    th_expect_same_bytes(out, old, sizeof old);
 
     write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2147483647",
                                          "padding", "0", NULL});
     cr_assert(eq(int, RUN("run-op", "--in", in, "--out", out), 1));
     /* (3-1)*(2^31-1) + (2-1) + 1 = 2^32 per axis */
-    th_expect_in(err_text, "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is "
+    th_expect_in(th_err, "conv_transpose2d: the output shape (1, 3, 4294967296, 4294967296) is "
                         "too large");
-    expect_same_bytes(out, old, sizeof old);
+    th_expect_same_bytes(out, old, sizeof old);
 }
 
 Test(cli, info_lists_tensors_and_rejects_a_non_safetensors_file)
@@ -144,57 +127,57 @@ Test(cli, info_lists_tensors_and_rejects_a_non_safetensors_file)
     th_tmp_path(in, sizeof in, "case.safetensors");
     th_tmp_path(bad, sizeof bad, "three_bytes");
     write_case(in, (const char *const[]){"op", "conv_transpose2d", NULL});
-    cr_assert(eq(int, RUN("info", in), 0), "%s", err_text);
-    th_expect_in(out_text, "weight");
-    th_expect_in(out_text, "conv_transpose2d");
+    cr_assert(eq(int, RUN("info", in), 0), "%s", th_err);
+    th_expect_in(th_out, "weight");
+    th_expect_in(th_out, "conv_transpose2d");
     FILE *f = fopen(bad, "wb");
     fputs("abc", f);
     fclose(f);
     cr_assert(eq(int, RUN("info", bad), 1));
-    th_expect_in(err_text, "too short for the 8-byte header size");
+    th_expect_in(th_err, "too short for the 8-byte header size");
     cr_assert(eq(int, RUN("info"), 2));
 }
 
 Test(cli, ops_and_gradcheck)
 {
     cr_assert(eq(int, RUN("ops"), 0));
-    th_expect_in(out_text, "conv_transpose       3     promote");
-    cr_assert(eq(int, RUN("gradcheck", "conv_transpose1d"), 0), "%s%s", out_text, err_text);
-    th_expect_in(out_text, "cases, 0 failed");
+    th_expect_in(th_out, "conv_transpose       3     promote");
+    cr_assert(eq(int, RUN("gradcheck", "conv_transpose1d"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "nope"), 2));
-    th_expect_in(err_text, "unknown op 'nope'");
+    th_expect_in(th_err, "unknown op 'nope'");
     cr_assert(eq(int, RUN("gradcheck", "--seed"), 2));
-    th_expect_in(err_text, "unknown option '--seed'");
+    th_expect_in(th_err, "unknown option '--seed'");
 }
 
 /* The losses and batch norm have sweep cases; an op without any checks
  * nothing, which is not a pass. */
 Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
 {
-    cr_assert(eq(int, RUN("gradcheck", "nn"), 0), "%s%s", out_text, err_text);
-    th_expect_in(out_text, "batch_norm ");
-    th_expect_in(out_text, "bce_logits ");
-    th_expect_in(out_text, "ce_pick ");
-    th_expect_in(out_text, "3 cases, 0 failed");
-    cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", out_text, err_text);
-    th_expect_in(out_text, "fake_quantize: registered, but the sweep has no cases for it");
-    th_expect_in(err_text, "no case checked");
-    cr_assert(eq(int, RUN("gradcheck", "fake_quantize", "tanh"), 0), "%s%s", out_text, err_text);
-    th_expect_in(out_text, "1 case, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "nn"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "batch_norm ");
+    th_expect_in(th_out, "bce_logits ");
+    th_expect_in(th_out, "ce_pick ");
+    th_expect_in(th_out, "3 cases, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "fake_quantize: registered, but the sweep has no cases for it");
+    th_expect_in(th_err, "no case checked");
+    cr_assert(eq(int, RUN("gradcheck", "fake_quantize", "tanh"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "1 case, 0 failed");
 }
 
 Test(cli, bench_gemm_checks_its_sizes)
 {
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8", "--repeat", "2", "--warmup", "0"), 0),
-              "%s", err_text);
-    th_expect_in(out_text, "\"tool\": \"sgemm\", \"m\": 8, \"n\": 8, \"k\": 8");
+              "%s", th_err);
+    th_expect_in(th_out, "\"tool\": \"sgemm\", \"m\": 8, \"n\": 8, \"k\": 8");
     cr_assert(eq(int, RUN("bench", "--gemm", "0,1,1"), 2));
-    th_expect_in(err_text, "--gemm '0,1,1': expected M,N,K, three integers >= 1");
+    th_expect_in(th_err, "--gemm '0,1,1': expected M,N,K, three integers >= 1");
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8x"), 2));
     cr_assert(eq(int, RUN("bench", "--gemm", "3000000000,1,1"), 2));
-    th_expect_in(err_text, "too large: each of M, N, K must be <= 2147483647");
+    th_expect_in(th_err, "too large: each of M, N, K must be <= 2147483647");
     cr_assert(eq(int, RUN("bench", "--gemm", "70000,70000,1"), 2));
-    th_expect_in(err_text, "each matrix <= 1073741824 elements");
+    th_expect_in(th_err, "each matrix <= 1073741824 elements");
 }
 
 /* bench's JSON names what ran: the algo TG_CONV_ALGO chose when --algo is
@@ -206,16 +189,16 @@ Test(cli, bench_reports_the_algo_and_threads_that_ran)
     const char *const args[] = {"bench", "--in", path, "--repeat", "1", "--warmup", "0"};
     cr_assert(eq(int, setenv("TG_CONV_ALGO", "reference", 1), 0));
     cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6]), 0),
-              "%s", err_text);
-    th_expect_in(out_text, "\"algo\": \"reference\"");
+              "%s", th_err);
+    th_expect_in(th_out, "\"algo\": \"reference\"");
     cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], "--algo", "fast"), 0));
-    th_expect_in(out_text, "\"algo\": \"fast\"");
+    th_expect_in(th_out, "\"algo\": \"fast\"");
     cr_assert(eq(int, unsetenv("TG_CONV_ALGO"), 0));
     cr_assert(eq(int, setenv("TG_NUM_THREADS", "3", 1), 0));
     cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], args[5], args[6]), 0));
-    th_expect_in(out_text, "\"algo\": \"fast\", \"threads\": 3,");
+    th_expect_in(th_out, "\"algo\": \"fast\", \"threads\": 3,");
     cr_assert(eq(int, RUN(args[0], args[1], args[2], args[3], args[4], "--threads", "1"), 0));
-    th_expect_in(out_text, "\"threads\": 1,");
+    th_expect_in(th_out, "\"threads\": 1,");
     cr_assert(eq(int, unsetenv("TG_NUM_THREADS"), 0));
 }
 
@@ -223,7 +206,7 @@ Test(cli, bench_reports_the_algo_and_threads_that_ran)
 Test(cli, bench_usage_errors_say_why)
 {
     cr_assert(eq(int, RUN("bench", "--help"), 0));
-    th_expect_in(out_text, "usage: tapegrad bench --in CASE.safetensors");
+    th_expect_in(th_out, "usage: tapegrad bench --in CASE.safetensors");
     static const char *const bad[][5] = {
         {"--gemm", "8,8,8", "--repeat", "0", "--repeat must be an integer in [1, 1000000], not '0'"},
         {"--gemm", "8,8,8", "--repeat", "3x", "--repeat must be an integer in [1, 1000000], not '3x'"},
@@ -236,34 +219,18 @@ Test(cli, bench_usage_errors_say_why)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, RUN("bench", bad[i][0], bad[i][1], bad[i][2], bad[i][3]), 2), "#%zu", i);
-        th_expect_in(err_text, bad[i][4]);
+        th_expect_in(th_err, bad[i][4]);
     }
     cr_assert(eq(int, RUN("bench", "--gemm"), 2));
-    th_expect_in(err_text, "option --gemm needs a value");
+    th_expect_in(th_err, "option --gemm needs a value");
     cr_assert(eq(int, RUN("bench", "--repeat", "2"), 2));
-    th_expect_in(err_text, "missing --in CASE or --gemm M,N,K");
+    th_expect_in(th_err, "missing --in CASE or --gemm M,N,K");
 }
 
 /* ---- examples/dcgan ------------------------------------------------------ */
 
-/* Writes an uncompressed IDX training set of n 28x28 images into th_tmp_dir
- * (train-images-idx3-ubyte, train-labels-idx1-ubyte), pixels from seed. */
-static void write_train_set(uint32_t n)
-{
-    char path[256];
-    uint64_t seed = 7;
-    FILE *f = fopen(th_tmp_path(path, sizeof path, "train-images-idx3-ubyte"), "wb");
-    const uint8_t img_head[16] = {0, 0, 8, 3, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255,
-                                  0, 0, 0, 28, 0, 0, 0, 28};
-    fwrite(img_head, 1, sizeof img_head, f);
-    for (uint32_t i = 0; i < n * 28 * 28; i++) fputc((int)(th_xorshift64(&seed) & 255), f);
-    fclose(f);
-    f = fopen(th_tmp_path(path, sizeof path, "train-labels-idx1-ubyte"), "wb");
-    const uint8_t lab_head[8] = {0, 0, 8, 1, n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
-    fwrite(lab_head, 1, sizeof lab_head, f);
-    for (uint32_t i = 0; i < n; i++) fputc((int)(i % 10), f);
-    fclose(f);
-}
+/* An IDX training set of n 28x28 images in th_tmp_dir. */
+static void write_train_set(uint32_t n) { th_write_idx_set(th_tmp_dir, "train", n, 28, 7); }
 
 static bool file_exists(const char *dir, const char *name)
 {
@@ -284,13 +251,13 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     th_tmp_path(out, sizeof out, "out");
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
                             "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0),
-              "%s", err_text);
-    th_expect_in(err_text, "stopped after 3 steps");
+              "%s", th_err);
+    th_expect_in(th_err, "stopped after 3 steps");
     const char *outputs[] = {"checkpoint.safetensors", "generator.safetensors", "loss.csv",
                              "loss.png", "samples_final.png", "samples_epoch_1.png"};
     for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
         cr_assert(file_exists(out, outputs[i]), "%s/%s is missing", out, outputs[i]);
-    cr_assert(eq(int, DCGAN("--out", out, "--sample", "4"), 0), "%s", err_text);
+    cr_assert(eq(int, DCGAN("--out", out, "--sample", "4"), 0), "%s", th_err);
     cr_assert(file_exists(out, "samples.png"));
 
     char ck[512];
@@ -300,16 +267,16 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     cr_assert(before != NULL && n > 1000);
     /* a new run into a folder with a checkpoint is refused without --overwrite */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8"), 2));
-    th_expect_in(err_text, "holds an earlier run's checkpoint: continue it with --resume auto, "
+    th_expect_in(th_err, "holds an earlier run's checkpoint: continue it with --resume auto, "
                         "start over with --overwrite");
-    expect_same_bytes(ck, before, n);
+    th_expect_same_bytes(ck, before, n);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "32", "--overwrite"),
                  1));
-    th_expect_in(err_text, "dcgan: batch 32 is larger than the 24 training images: no full batch");
-    expect_same_bytes(ck, before, n);
+    th_expect_in(th_err, "dcgan: batch 32 is larger than the 24 training images: no full batch");
+    th_expect_same_bytes(ck, before, n);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "0"), 2));
-    th_expect_in(err_text, "dcgan: bad value '0' for --batch");
-    expect_same_bytes(ck, before, n);
+    th_expect_in(th_err, "dcgan: bad value '0' for --batch");
+    th_expect_same_bytes(ck, before, n);
     /* non-finite or negative numbers, missing values, stray words */
     static const char *const bad[][3] = {
         {"--lr", "inf", "bad value 'inf' for --lr"},
@@ -323,36 +290,36 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, DCGAN("--out", out, bad[i][0], bad[i][1]), 2), "%s %s", bad[i][0],
                   bad[i][1]);
-        th_expect_in(err_text, bad[i][2]);
+        th_expect_in(th_err, bad[i][2]);
     }
     cr_assert(eq(int, DCGAN("--out", out, "--epochs"), 2));
-    th_expect_in(err_text, "option '--epochs' needs a value");
-    expect_same_bytes(ck, before, n);
+    th_expect_in(th_err, "option '--epochs' needs a value");
+    th_expect_same_bytes(ck, before, n);
     /* an --out that is not a writable folder is refused before training */
     char notdir[512];
     snprintf(notdir, sizeof notdir, "%s/loss.csv", out);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", notdir, "--batch", "8"), 1));
-    th_expect_in(err_text, "dcgan: --out ");
-    th_expect_in(err_text, "loss.csv: must be a folder to write the outputs into, not a file");
-    cr_assert(strstr(err_text, "images, batch") == NULL, "it trained: %s", err_text);
+    th_expect_in(th_err, "dcgan: --out ");
+    th_expect_in(th_err, "loss.csv: must be a folder to write the outputs into, not a file");
+    cr_assert(strstr(th_err, "images, batch") == NULL, "it trained: %s", th_err);
 
     /* Resuming or sampling with an option that differs from the checkpoint's. */
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
                             "--g-ch", "32"), 2));
-    th_expect_in(err_text, "dcgan: --g-ch 32 does not match the checkpoint's 16");
+    th_expect_in(th_err, "dcgan: --g-ch 32 does not match the checkpoint's 16");
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
                             "--loss", "wgan-gp"), 2));
-    th_expect_in(err_text, "dcgan: --loss wgan-gp does not match the checkpoint's bce");
+    th_expect_in(th_err, "dcgan: --loss wgan-gp does not match the checkpoint's bce");
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--batch", "16"), 2));
-    th_expect_in(err_text, "dcgan: --batch 16 does not match the checkpoint's 8");
-    expect_same_bytes(ck, before, n);
+    th_expect_in(th_err, "dcgan: --batch 16 does not match the checkpoint's 8");
+    th_expect_same_bytes(ck, before, n);
     /* the same values are fine, and --sample --seed draws other latents */
     char png[512];
     snprintf(png, sizeof png, "%s/samples.png", out);
     size_t n0 = 0, n1 = 0;
     char *png0 = th_read_file(png, &n0);
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--g-ch", "16", "--seed", "5"), 0),
-              "%s", err_text);
+              "%s", th_err);
     char *png1 = th_read_file(png, &n1);
     cr_assert(png0 && png1 && (n0 != n1 || memcmp(png0, png1, n0) != 0),
               "--seed 5 gave the same samples as the checkpoint's seed");
@@ -361,8 +328,8 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
     /* resuming on other data is refused: the data order and position depend on it */
     write_train_set(32);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1));
-    th_expect_in(err_text, "the checkpoint was trained on 24 images and --data has 32");
-    expect_same_bytes(ck, before, n);
+    th_expect_in(th_err, "the checkpoint was trained on 24 images and --data has 32");
+    th_expect_same_bytes(ck, before, n);
     free(before);
 }
 
@@ -388,14 +355,14 @@ Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert(eq(int, DCGAN(bad[i][0], bad[i][1]), 2), "%s %s: %s", bad[i][0], bad[i][1],
-                  err_text);
-        th_expect_in(err_text, bad[i][2]);
-        cr_assert(strstr(err_text, "images, batch") == NULL, "it trained: %s", err_text);
+                  th_err);
+        th_expect_in(th_err, bad[i][2]);
+        cr_assert(strstr(th_err, "images, batch") == NULL, "it trained: %s", th_err);
     }
     char out[256];
     th_tmp_path(out, sizeof out, "out");
     cr_assert(eq(int, DCGAN("--out", out, "--resume", "auto", "--overwrite"), 2));
-    th_expect_in(err_text, "--resume continues a run and --overwrite starts a new one");
+    th_expect_in(th_err, "--resume continues a run and --overwrite starts a new one");
     static const char *const ignored[][2] = {
         {"--epochs", "2"}, {"--max-steps", "5"}, {"--data", "/nonexistent"},
         {"--time-budget", "1"}, {"--log-every", "3"},
@@ -403,10 +370,10 @@ Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
         cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", ignored[i][0], ignored[i][1]), 2),
                   "%s", ignored[i][0]);
-        th_expect_in(err_text, "has no effect with --sample");
+        th_expect_in(th_err, "has no effect with --sample");
     }
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--overwrite"), 2));
-    th_expect_in(err_text, "--overwrite has no effect with --sample");
+    th_expect_in(th_err, "--overwrite has no effect with --sample");
     cr_assert(not(file_exists(out, "samples.png") || file_exists(out, "checkpoint.safetensors")));
 }
 
@@ -415,13 +382,13 @@ Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
  * OMP_NUM_THREADS, else the CPUs). */
 Test(cli, dcgan_help_lists_the_values_and_defaults_the_parser_uses)
 {
-    cr_assert(eq(int, DCGAN("--help"), 0), "%s", err_text);
-    th_expect_in(out_text, "--amp bf16|f16|off");
-    th_expect_in(out_text, "(default off)");
-    th_expect_in(out_text, "(default: TG_NUM_THREADS, else\n");
-    th_expect_in(out_text, " OMP_NUM_THREADS, else the CPUs)");
+    cr_assert(eq(int, DCGAN("--help"), 0), "%s", th_err);
+    th_expect_in(th_out, "--amp bf16|f16|off");
+    th_expect_in(th_out, "(default off)");
+    th_expect_in(th_out, "(default: TG_NUM_THREADS, else\n");
+    th_expect_in(th_out, " OMP_NUM_THREADS, else the CPUs)");
     cr_assert(eq(int, DCGAN("--out", "--help"), 2));
-    cr_assert(eq(int, DCGAN("--amp", "off", "--help"), 0), "%s", err_text);
+    cr_assert(eq(int, DCGAN("--amp", "off", "--help"), 0), "%s", th_err);
 }
 
 /* Replaces (or adds) tensor key of the safetensors file at path. */
@@ -453,7 +420,7 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
     char out[256], ck[512], copy[512];
     th_tmp_path(out, sizeof out, "out");
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
-                            "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0), "%s", err_text);
+                            "--g-ch", "16", "--d-ch", "8", "--threads", "1"), 0), "%s", th_err);
     snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out);
     size_t n = 0;
     char *good = th_read_file(ck, &n);
@@ -478,9 +445,9 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
         size_t m = 0;
         char *edited = th_read_file(ck, &m);
         cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1),
-                  "%s: %s", cases[i].key, err_text);
-        th_expect_in(err_text, cases[i].msg);
-        expect_same_bytes(ck, edited, m);
+                  "%s: %s", cases[i].key, th_err);
+        th_expect_in(th_err, cases[i].msg);
+        th_expect_same_bytes(ck, edited, m);
         free(edited);
         f = fopen(ck, "wb");
         cr_assert(f && fwrite(good, 1, n, f) == n);
@@ -497,7 +464,7 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
     tg_st_free(sf);
     edit_file(ck, "history.epoch", e2);
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto"), 1));
-    th_expect_in(err_text, "history.epoch[1]=1e+17 is not an epoch number");
+    th_expect_in(th_err, "history.epoch[1]=1e+17 is not an epoch number");
     f = fopen(ck, "wb");
     cr_assert(f && fwrite(good, 1, n, f) == n);
     fclose(f);
@@ -508,7 +475,7 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
     cr_assert(eq(int, mkdir(dir, 0755), 0));
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--resume", "auto",
                             "--max-steps", "4"), 1));
-    th_expect_in(err_text, "loss.csv");
-    th_expect_in(err_text, "Is a directory");
+    th_expect_in(th_err, "loss.csv");
+    th_expect_in(th_err, "Is a directory");
     free(good);
 }
