@@ -457,3 +457,42 @@ Test(gradcheck, refuses_an_output_whose_shape_changes_under_perturbation)
               tg_error_message());
     tg_tensor_release(x);
 }
+
+/* fn itself takes a gradient, as a function checked for a higher derivative
+ * does: d/dx sum(tanh(x) * w), recorded (create_graph) so that it is
+ * differentiable.  gradcheck calls fn in grad mode for the finite
+ * differences too (as torch does); it used to call it under no-grad, where
+ * fn's tg_grad found nothing recorded and the check failed with "tensor
+ * does not require grad".  Also from a caller in no-grad mode. */
+static int f_grad_of_tanh_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    (void)user;
+    tg_tensor *y = NULL;
+    TG_TRY(f_tanh_mul(&y, 2, in, NULL));
+    tg_backward_opts o = {.create_graph = true};
+    tg_tensor *ones = NULL;
+    int rc = tg_tensor_full(&ones, TG_F64, y->ndim, y->shape, 1.0);
+    if (rc == TG_OK) rc = tg_grad(out, 1, &y, &ones, 1, in, &o);
+    tg_tensor_release(ones);
+    tg_tensor_release(y);
+    return rc;
+}
+
+Test(gradcheck, fn_may_take_gradients_itself)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
+    tg_tensor *xw[2] = {x, w};
+    OK(tg_gradcheck(f_grad_of_tanh_mul, NULL, 2, xw, NULL));
+    OK(tg_gradgradcheck(f_grad_of_tanh_mul, NULL, 2, xw, NULL));
+    tg_gradcheck_opts fast = TG_GRADCHECK_OPTS_INIT;
+    fast.fast_mode = true;
+    OK(tg_gradcheck(f_grad_of_tanh_mul, NULL, 2, xw, &fast));
+    tg_no_grad_begin();
+    int rc = tg_gradcheck(f_grad_of_tanh_mul, NULL, 2, xw, NULL);
+    tg_no_grad_end();
+    cr_assert(eq(int, rc, TG_OK), "from no-grad mode: %s", tg_error_message());
+    cr_assert(tg_grad_enabled(), "grad mode is restored");
+    tg_tensor_release(x);
+    tg_tensor_release(w);
+}

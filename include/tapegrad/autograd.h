@@ -83,7 +83,10 @@ TG_API int tg_tape_print(FILE *f, const tg_tensor *t);
 
 /* ---- gradient checking ---- */
 
-/* The function under test: computes *out (a new reference) from inputs. */
+/* The function under test: computes *out (a new reference) from inputs.  It
+ * is always called in grad mode (as torch's gradcheck calls it), so it may
+ * take gradients itself with tg_grad and create_graph, as a function checked
+ * for a higher derivative does. */
 typedef int (*tg_gradcheck_fn)(tg_tensor **out, int n, tg_tensor *const *inputs, void *user);
 
 typedef struct tg_gradcheck_opts {

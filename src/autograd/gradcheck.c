@@ -69,10 +69,13 @@ static int gc_init(gc *g, const char *what, tg_gradcheck_fn fn, void *user, int 
     return TG_OK;
 }
 
-/* Runs fn with grad mode as given; checks it produced a float tensor. */
-static int call_fn(const gc *g, bool grad, tg_tensor **out)
+/* Runs fn with grad mode on, for the finite differences too (as torch, whose
+ * gradcheck calls fn in grad mode): fn may take gradients itself, as a
+ * function checked for a higher derivative does.  Checks that it produced a
+ * float tensor. */
+static int call_fn(const gc *g, tg_tensor **out)
 {
-    bool prev = tg_set_grad_enabled(grad);
+    bool prev = tg_set_grad_enabled(true);
     tg_tensor *o = NULL;
     int rc = g->fn(&o, g->n, g->inputs, g->user);
     tg_set_grad_enabled(prev);
@@ -93,12 +96,12 @@ static void note_output(gc *g, const tg_tensor *o)
     memcpy(g->out_shape, o->shape, (size_t)o->ndim * sizeof *o->shape);
 }
 
-/* fn(inputs) under no-grad as m doubles (malloc'd into *vals); as torch,
+/* fn(inputs) as m doubles (malloc'd into *vals); as torch,
  * an output whose dtype or shape is not the noted one is refused. */
 static int eval(const gc *g, int64_t m, double **vals)
 {
     tg_tensor *o = NULL;
-    TG_TRY(call_fn(g, false, &o));
+    TG_TRY(call_fn(g, &o));
     int rc = TG_OK;
     if (o->dtype != g->out_dtype || o->ndim != g->out_ndim ||
         memcmp(o->shape, g->out_shape, (size_t)o->ndim * sizeof *o->shape) != 0) {
@@ -138,7 +141,7 @@ static int grads_to_row(const gc *g, tg_tensor **grads, double *row)
 static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
 {
     tg_tensor *o = NULL, *onehot = NULL;
-    TG_TRY(call_fn(g, true, &o));
+    TG_TRY(call_fn(g, &o));
     note_output(g, o);
     int64_t m = tg_tensor_numel(o), total = g->off[g->n_req];
     double *A = tg__calloc((size_t)(m * total + 1), sizeof *A);
@@ -264,7 +267,7 @@ static void perturb(const gc *g, int r, const double *x0, const double *u, doubl
 static int fast_analytic(const gc *g, tg_tensor *v, double *row)
 {
     tg_tensor *o = NULL;
-    TG_TRY(call_fn(g, true, &o));
+    TG_TRY(call_fn(g, &o));
     tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
     int rc = grads ? TG_OK : TG_ENOMEM;
     if (rc >= 0 && !tg_tensor_same_shape(o, v))
@@ -323,7 +326,7 @@ static int fast_check(gc *g)
     tg_tensor *o = NULL, *v = NULL;
     tg_rng rng;
     tg_rng_init(&rng, g->o.seed);
-    TG_TRY(call_fn(g, false, &o));
+    TG_TRY(call_fn(g, &o));
     note_output(g, o);
     m = tg_tensor_numel(o);
     int rc = tg_tensor_zeros(&v, o->dtype, o->ndim, o->shape);
@@ -425,7 +428,7 @@ int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in
     if (rc >= 0 && s.g.n_req > TG_NODE_MAX_INPUTS)
         rc = tg__error(TG_EINVAL, "gradgradcheck: at most %d inputs may require grad",
                        TG_NODE_MAX_INPUTS);
-    if (rc >= 0) rc = call_fn(&s.g, false, &o);
+    if (rc >= 0) rc = call_fn(&s.g, &o);
     if (rc >= 0) rc = tg_tensor_zeros(&s.v, o->dtype, o->ndim, o->shape);
     if (rc >= 0) rc = tg_tensor_rand_uniform(s.v, &rng, -1.0, 1.0);
     /* An f32 or half v stays a constant: gradcheck wants f64 inputs. */
