@@ -387,9 +387,13 @@ void tg__register_reduce(void);      /* reduce.c: sum mean sum_dims mean_dims su
  * else the output's contiguous stride).  src/ops/reduce_int.c. */
 int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
                    const int64_t *ostride);
+/* Sum of a float tensor a into a new tensor (ndim, shape) of a's dtype,
+ * times scale; ostride as for tg__reduce_int.  src/ops/reduce_float.c. */
+int tg__reduce_float(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                     const int64_t *ostride, double scale);
 /* One step of the reductions' row-major walk over a: advances the counter
  * idx (a->ndim entries, all 0 at the start) and returns the output index o
- * moved with it, ostride[d] being o's step along dim d (reduce.c,
+ * moved with it, ostride[d] being o's step along dim d (reduce_float.c,
  * reduce_int.c). */
 static inline int64_t tg__reduce_next(const tg_tensor *a, const int64_t *ostride, int64_t *idx,
                                       int64_t o)

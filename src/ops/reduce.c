@@ -1,14 +1,11 @@
 /* src/ops/reduce.c - reductions: sum, mean, sum_dims, mean_dims, sum_to_shape.
  *
- * One kernel serves them all.  Every input element, visited in row-major
- * order, is added into the output element whose flat index is
+ * One kernel serves them all (reduce_float.c, tg__reduce_float): every input
+ * element is added into the output element whose flat index is
  * sum_d idx[d] * ostride[d], where ostride[d] is 0 for a reduced dim and the
- * output's contiguous stride of that dim otherwise.  Sums accumulate in double
- * whatever the dtype and are rounded once into the output dtype; the order is
- * fixed, so results do not depend on the thread count.  f32/f64 inputs take
- * reduce_fast, which reads a in place and adds the same terms in the same
- * order per output (bit-identical results); outputs may be split over threads
- * but each is summed by one thread.
+ * output's contiguous stride of that dim otherwise; sums accumulate in
+ * double and are rounded once, in an order that does not depend on the
+ * thread count.
  *
  * Integer inputs: sum and sum_dims give an exact int64 (reduce_int.c), as
  * torch; mean, mean_dims and sum_to_shape take float dtypes only.
@@ -21,266 +18,10 @@
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
-/* Sums a into out (contiguous, float) following ostride (see above), then
- * multiplies by scale.  TG_ENOMEM leaves out unchanged. */
-static int reduce_kernel(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
-{
-    int64_t n = tg__numel(a->ndim, a->shape), on = tg__numel(out->ndim, out->shape);
-    double *x = tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
-    double *acc = tg__calloc((size_t)(on > 0 ? on : 1), sizeof *acc);
-    if (!x || !acc) {
-        free(x);
-        free(acc);
-        return TG_ENOMEM;
-    }
-    if (n > 0) tg__gather(a, TG_F64, x);
-    int64_t idx[TG_MAX_DIMS] = {0}, o = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc[o] += x[i];
-        o = tg__reduce_next(a, ostride, idx, o);
-    }
-    for (int64_t j = 0; j < on; j++) acc[j] *= scale;
-    if (on > 0) tg__scatter(out, TG_F64, acc);
-    free(x);
-    free(acc);
-    return TG_OK;
-}
-
-/* ---- fast path: f32/f64 input read in place ------------------------------------
- *
- * Same sums in the same order as reduce_kernel, without the f64 copy of a or
- * per-element dtype dispatch.  The dims of a are first simplified: extent-1
- * dims dropped, neighbours with the same role (reduced or kept) merged when
- * they are one strided run (stride[d] == stride[d+1] * shape[d+1]); both keep
- * the row-major visiting order.  Output flat index = row-major index over the
- * kept dims, which is what ostride encodes. */
-
-typedef struct rdim {
-    int64_t n, st; /* extent, stride of a in elements */
-    bool red;
-} rdim;
-
-static int simplify_dims(const tg_tensor *a, const int64_t *ostride, rdim *dd)
-{
-    int nd = 0;
-    for (int d = 0; d < a->ndim; d++) {
-        if (a->shape[d] == 1) continue;
-        bool red = ostride[d] == 0;
-        if (nd > 0 && dd[nd - 1].red == red && dd[nd - 1].st == a->strides[d] * a->shape[d]) {
-            dd[nd - 1].n *= a->shape[d];
-            dd[nd - 1].st = a->strides[d];
-            continue;
-        }
-        dd[nd++] = (rdim){a->shape[d], a->strides[d], red};
-    }
-    return nd;
-}
-
-/* Steps the row-major counter idx over dims[0..nd) and pos with it. */
-static inline int64_t step_pos(int nd, const rdim *dims, int64_t *idx, int64_t pos)
-{
-    for (int d = nd - 1; d >= 0; d--) {
-        pos += dims[d].st;
-        if (++idx[d] < dims[d].n) break;
-        pos -= dims[d].st * dims[d].n;
-        idx[d] = 0;
-    }
-    return pos;
-}
-
-/* f16/bf16 runs are converted to f32 (exactly) in pieces of this many
- * elements, on the stack: no full-size f32 copy of a half tensor. */
-#define TG__HALF_RUN 256
-
-/* buf[0..len) = the f16/bf16 elements data[pos + k*st] as f32. */
-static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int64_t len,
-                     float *buf)
-{
-    const uint16_t *h = (const uint16_t *)data + pos;
-    if (st == 1) {
-        tg__half_to_f32_n(dt, h, buf, len, true);
-        return;
-    }
-    for (int64_t k = 0; k < len; k++) buf[k] = (float)tg_dtype_load(dt, h, k * st);
-}
-
-/* Sum over the reduced dims r[0..nr) (row-major) of a's elements from pos:
- * for a fixed kept index that is exactly the subsequence reduce_kernel adds
- * into that output, in the same order, so the double result is identical.
- * f16/bf16 elements are added as their exact f32 values. */
-static double sum_block(const void *data, tg_dtype dt, int64_t pos, int nr, const rdim *r)
-{
-    double s = 0.0;
-    if (nr == 0) return s + tg_dtype_load(dt, data, pos);
-    int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1;
-    int64_t idx[TG_MAX_DIMS] = {0};
-    for (int d = 0; d < nr - 1; d++) rows *= r[d].n;
-    for (int64_t row = 0; row < rows; row++) {
-        if (dt == TG_F64) {
-            const double *x = (const double *)data + pos;
-            for (int64_t k = 0; k < inner; k++) s += x[k * ist];
-        } else if (dt == TG_F32) {
-            const float *x = (const float *)data + pos;
-            for (int64_t k = 0; k < inner; k++) s += (double)x[k * ist];
-        } else {
-            float buf[TG__HALF_RUN];
-            for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
-                const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
-                half_run(dt, data, pos + k0 * ist, ist, len, buf);
-                for (int64_t k = 0; k < len; k++) s += (double)buf[k];
-            }
-        }
-        pos = step_pos(nr - 1, r, idx, pos);
-    }
-    return s;
-}
-
-static void store_out(tg_tensor *out, int64_t j, double v)
-{
-    if (out->dtype == TG_F64) ((double *)tg_tensor_data(out))[j] = v;
-    else ((float *)tg_tensor_data(out))[j] = (float)v;
-}
-
-/* Innermost dim reduced: each output is one independent block sum, so the
- * outputs are split over threads; every output still has one fixed order. */
-typedef struct {
-    const tg_tensor *a;
-    int nk, nr;
-    const rdim *k, *r;
-    tg_tensor *out;
-    double scale;
-} blocks_job;
-
-/* Outputs [j0, j1) of reduce_blocks. */
-static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
-{
-    const blocks_job *q = p;
-    const tg_tensor *a = q->a;
-    const rdim *k = q->k;
-    for (int64_t j = j0; j < j1; j++) {
-        /* Kept multi-index of output j (row-major over k) -> position in a. */
-        int64_t pos = a->offset, rest = j;
-        for (int d = q->nk - 1; d >= 0; d--) {
-            pos += (rest % k[d].n) * k[d].st;
-            rest /= k[d].n;
-        }
-        store_out(q->out, j, sum_block(a->storage->data, a->dtype, pos, q->nr, q->r) * q->scale);
-    }
-}
-
-static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
-                          tg_tensor *out, int64_t on, double scale)
-{
-    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale};
-    tg__parallel_range(on, tg__numel(a->ndim, a->shape) > 32768, reduce_blocks_range, &q);
-}
-
-/* Innermost dim kept: walk a in row-major order as reduce_kernel does, the
- * inner run adding into consecutive outputs (its output stride is 1). */
-static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *out, int64_t on,
-                       double scale)
-{
-    double *acc = tg__calloc((size_t)on, sizeof *acc);
-    if (!acc) return TG_ENOMEM;
-    int64_t ost[TG_MAX_DIMS], run = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        ost[d] = dd[d].red ? 0 : run;
-        if (!dd[d].red) run *= dd[d].n;
-    }
-    const void *data = a->storage->data;
-    int64_t inner = dd[nd - 1].n, ist = dd[nd - 1].st, rows = 1;
-    int64_t idx[TG_MAX_DIMS] = {0}, pos = a->offset, o = 0;
-    for (int d = 0; d < nd - 1; d++) rows *= dd[d].n;
-    for (int64_t row = 0; row < rows; row++) {
-        double *y = acc + o;
-        if (a->dtype == TG_F64) {
-            const double *x = (const double *)data + pos;
-            for (int64_t k = 0; k < inner; k++) y[k] += x[k * ist];
-        } else if (a->dtype == TG_F32) {
-            const float *x = (const float *)data + pos;
-            for (int64_t k = 0; k < inner; k++) y[k] += (double)x[k * ist];
-        } else {
-            float buf[TG__HALF_RUN];
-            for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
-                const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
-                half_run(a->dtype, data, pos + k0 * ist, ist, len, buf);
-                for (int64_t k = 0; k < len; k++) y[k0 + k] += (double)buf[k];
-            }
-        }
-        /* Same counter as step_pos, also tracking the output index o. */
-        for (int d = nd - 2; d >= 0; d--) {
-            pos += dd[d].st;
-            o += ost[d];
-            if (++idx[d] < dd[d].n) break;
-            pos -= dd[d].st * dd[d].n;
-            o -= ost[d] * dd[d].n;
-            idx[d] = 0;
-        }
-    }
-    for (int64_t j = 0; j < on; j++) store_out(out, j, acc[j] * scale);
-    free(acc);
-    return TG_OK;
-}
-
-/* Returns 1 when it handled the reduction (a float a with at least one
- * element; out f32 or f64), 0 to fall back to reduce_kernel, or TG_ENOMEM. */
-static int reduce_fast(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
-{
-    int64_t n = tg__numel(a->ndim, a->shape), on = tg__numel(out->ndim, out->shape);
-    if (!tg_dtype_is_float(a->dtype) || n == 0) return 0;
-    if (out->dtype != TG_F32 && out->dtype != TG_F64) return 0;
-    rdim dd[TG_MAX_DIMS], k[TG_MAX_DIMS], r[TG_MAX_DIMS];
-    int nd = simplify_dims(a, ostride, dd), nk = 0, nr = 0;
-    if (nd > 0 && !dd[nd - 1].red) {
-        TG_TRY(reduce_rows(a, nd, dd, out, on, scale));
-        return 1;
-    }
-    for (int d = 0; d < nd; d++) {
-        if (dd[d].red) r[nr++] = dd[d];
-        else k[nk++] = dd[d];
-    }
-    reduce_blocks(a, nk, k, nr, r, out, on, scale);
-    return 1;
-}
-
 static int check_float(const char *op, const tg_tensor *a)
 {
     TG_CHECK(tg_dtype_is_float(a->dtype), TG_EDTYPE, "%s: a is %s but must be a float dtype",
              op, tg_dtype_name(a->dtype));
-    return TG_OK;
-}
-
-/* f16/bf16 a: reduced by reduce_fast (runs converted to f32 in small pieces,
- * exactly) into f64 sums, then rounded once into out as reduce_kernel does
- * (its f64 gather of a holds the same values, added in the same order), so
- * the result is bit-identical, with no full-size copy of a and without
- * per-element dtype dispatch.  Returns 1 when handled, 0 to fall back, or
- * TG_ENOMEM. */
-static int reduce_half(const tg_tensor *a, const int64_t *ostride, tg_tensor *out, double scale)
-{
-    if ((a->dtype != TG_F16 && a->dtype != TG_BF16) || tg__numel(a->ndim, a->shape) == 0) return 0;
-    tg_tensor *o64 = tg__tensor_empty(TG_F64, out->ndim, out->shape);
-    if (!o64) return TG_ENOMEM;
-    int rc = reduce_fast(a, ostride, o64, scale);
-    if (rc > 0) tg__scatter(out, TG_F64, tg_tensor_cdata(o64));
-    tg_tensor_release(o64);
-    return rc;
-}
-
-/* Allocates out (ndim, shape) of a's dtype and reduces a into it. */
-static int reduce_into(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
-                       const int64_t *ostride, double scale)
-{
-    tg_tensor *r = tg__tensor_empty(a->dtype, ndim, shape);
-    if (!r) return TG_ENOMEM;
-    int rc = reduce_fast(a, ostride, r, scale);
-    if (rc == 0) rc = reduce_half(a, ostride, r, scale);
-    if (rc == 0) rc = reduce_kernel(a, ostride, r, scale);
-    if (rc < 0) {
-        tg_tensor_release(r);
-        return rc;
-    }
-    *out = r;
     return TG_OK;
 }
 
@@ -300,7 +41,7 @@ static int all_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     TG_TRY(check_float("mean", a));
     /* mean of no elements is 0/0 = NaN, as in PyTorch. */
     double numel = (double)tg__numel(a->ndim, a->shape);
-    return reduce_into(out, a, 0, NULL, zero, p->mean ? 1.0 / numel : 1.0);
+    return tg__reduce_float(out, a, 0, NULL, zero, p->mean ? 1.0 / numel : 1.0);
 }
 
 /* Expands g (the reduced shape) to the input's shape; scales by 1/N for means. */
@@ -406,7 +147,7 @@ static int dims_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
         shape[ond++] = kept[d];
     }
     if (!tg_dtype_is_float(a->dtype)) return tg__reduce_int(out, a, ond, shape, ostride);
-    return reduce_into(out, a, ond, shape, ostride, p->mean ? 1.0 / count : 1.0);
+    return tg__reduce_float(out, a, ond, shape, ostride, p->mean ? 1.0 / count : 1.0);
 }
 
 static int dims_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
@@ -497,7 +238,7 @@ static int to_shape_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
                  (long long)t, (long long)a->shape[d]);
         ostride[d] = t == 1 ? 0 : tstride[d - lead];
     }
-    return reduce_into(out, a, p->ndim, p->shape, ostride, 1.0);
+    return tg__reduce_float(out, a, p->ndim, p->shape, ostride, 1.0);
 }
 
 static int to_shape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)

@@ -3,7 +3,7 @@
  * way).  Not differentiable (an integer tensor never requires grad), so
  * sum and sum_dims call it from their forward and record nothing.
  *
- * The walk is reduce.c's reduce_kernel (tg__reduce_next): every input
+ * The walk is reduce_float.c's reduce_kernel (tg__reduce_next): every input
  * element, in row-major order, is added into the output whose flat index is
  * sum_d idx[d] * ostride[d] (ostride[d] = 0 for a reduced dim). */
 #include <string.h>
