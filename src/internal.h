@@ -32,6 +32,13 @@ _Noreturn void tg__assert_fail(const char *expr, const char *file, int line);
 /* Sets the thread-local message (printf-style) and returns status. */
 int tg__error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A call back into the user's code (a gradient hook, gradcheck's function,
+ * a module's forward): rc = tg__callback_end(what, fn(...)) after
+ * tg__callback_begin().  A failure the callback gave no message of its own
+ * (tg_error_set) gets one naming it, instead of an older error's message. */
+void tg__callback_begin(void);
+int tg__callback_end(const char *what, int rc);
+
 /* Argument check at the top of a function: return an error if cond fails. */
 #define TG_CHECK(cond, status, ...)                                           \
     do {                                                                      \

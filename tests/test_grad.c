@@ -112,6 +112,33 @@ Test(grad, hook_leaving_a_null_gradient_is_an_error)
     }
 }
 
+/* A hook that fails: its own message (tg_error_set) is kept; a failure
+ * without one gets a message naming the hook, not an older error's message
+ * (found by the tape fuzz target).  The status is the hook's. */
+static int failing_hook(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    return user ? tg_error_set(TG_EIO, "the hook's own words") : TG_ENOTFOUND;
+}
+
+Test(grad, a_failing_hook_fails_the_backward_with_a_message)
+{
+    const double ones[3] = {1, 1, 1};
+    for (int own = 0; own < 2; own++) {
+        tg_tensor *x = th_vec(TG_F64, 3, ones, "x", true), *m = NULL, *s = NULL, *bad = NULL;
+        OK(tg_mul_scalar(&m, x, 3.0));
+        OK(tg_tensor_register_hook(m, failing_hook, own ? &own : NULL));
+        OK(tg_sum(&s, m));
+        cr_assert(eq(int, tg_reshape(&bad, x, 1, (int64_t[]){4}), TG_ESHAPE));   /* an old error */
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), own ? TG_EIO : TG_ENOTFOUND));
+        th_expect_in(tg_error_message(), own ? "the hook's own words"
+                                             : "backward: a gradient hook failed with "
+                                               "TG_ENOTFOUND and no message");
+        cr_assert(tg_tensor_grad(x) == NULL);
+        tg_tensor_release(s), tg_tensor_release(m), tg_tensor_release(x);
+    }
+}
+
 /* ---- an input given twice ------------------------------------------------------ */
 
 /* tg_grad fills every slot of an input given more than once, as PyTorch 1.13's

@@ -496,3 +496,21 @@ Test(gradcheck, fn_may_take_gradients_itself)
     tg_tensor_release(x);
     tg_tensor_release(w);
 }
+
+/* fn fails without a message of its own: gradcheck's message names fn
+ * rather than repeating an older error's. */
+static int f_fails_quietly(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)out, (void)n, (void)in, (void)user;
+    return TG_EIO;
+}
+
+Test(gradcheck, fn_failing_without_a_message_gets_one)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *bad = NULL;
+    cr_assert(eq(int, tg_reshape(&bad, x, 1, (int64_t[]){4}), TG_ESHAPE));   /* an old error */
+    cr_assert(eq(int, tg_gradcheck(f_fails_quietly, NULL, 1, &x, NULL), TG_EIO));
+    cr_assert(strstr(tg_error_message(), "gradcheck: fn failed with TG_EIO and no message") != NULL,
+              "%s", tg_error_message());
+    tg_tensor_release(x);
+}

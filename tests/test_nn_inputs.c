@@ -183,3 +183,27 @@ Test(nn_inputs, constructor_errors_leave_out_untouched)
     cr_assert(eq(int, tg_nn_sequential_append(NULL, NULL), TG_EINVAL));
     cr_assert(eq(int, tg_module_to_dtype(NULL, TG_F64), TG_EINVAL));
 }
+
+/* A custom module whose forward fails without a message of its own: the
+ * message names the module, not an older error. */
+static int quiet_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m, (void)y, (void)x;
+    return TG_EUNSUPPORTED;
+}
+
+Test(nn_inputs, failing_custom_forward_gets_a_message)
+{
+    static const tg_module_vtable quiet_vt = {.type_name = "Quiet", .forward = quiet_forward};
+    tg_module *m = NULL;
+    tg_tensor *x = NULL, *y = NULL, *bad = NULL;
+    cr_assert(eq(int, tg_module_new(&m, &quiet_vt, NULL), TG_OK));
+    tg_tensor_zeros(&x, TG_F32, 1, (int64_t[]){3});
+    cr_assert(eq(int, tg_reshape(&bad, x, 1, (int64_t[]){4}), TG_ESHAPE));   /* an old error */
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EUNSUPPORTED));
+    cr_assert(y == NULL);
+    th_expect_in(tg_error_message(),
+                 "module_forward: Quiet's forward failed with TG_EUNSUPPORTED and no message");
+    tg_tensor_release(x);
+    tg_module_release(m);
+}

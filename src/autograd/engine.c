@@ -63,7 +63,8 @@ typedef struct engine {
 static int run_hooks(const tg_hook *h, tg_tensor **grad)
 {
     for (; h; h = h->next) {
-        TG_TRY(h->fn(grad, h->user));
+        tg__callback_begin();
+        TG_TRY(tg__callback_end("backward: a gradient hook", h->fn(grad, h->user)));
         TG_CHECK(*grad != NULL, TG_EGRAD, "backward: a gradient hook left the gradient NULL "
                  "(a hook keeps it, or replaces it with a new reference)");
     }

@@ -77,7 +77,8 @@ static int call_fn(const gc *g, tg_tensor **out)
 {
     bool prev = tg_set_grad_enabled(true);
     tg_tensor *o = NULL;
-    int rc = g->fn(&o, g->n, g->inputs, g->user);
+    tg__callback_begin();
+    int rc = tg__callback_end("gradcheck: fn", g->fn(&o, g->n, g->inputs, g->user));
     tg_set_grad_enabled(prev);
     TG_TRY(rc);
     if (!o || !tg_dtype_is_float(o->dtype)) {
@@ -400,7 +401,8 @@ static int grad_fn_of(tg_tensor **out, int n, tg_tensor *const *inputs, void *us
     tg_tensor *o = NULL, *v = inputs[n - 1];
     tg_tensor *grads[TG_NODE_MAX_INPUTS] = {0}, *pieces[TG_NODE_MAX_INPUTS] = {0};
     tg_backward_opts bo = {.retain_graph = true, .create_graph = true};
-    int rc = g->fn(&o, n - 1, inputs, g->user);
+    tg__callback_begin();
+    int rc = tg__callback_end("gradgradcheck: fn", g->fn(&o, n - 1, inputs, g->user));
     if (rc >= 0 && !tg_tensor_same_shape(o, v))
         rc = tg__error(TG_EINVAL, "gradgradcheck: fn's output shape changed");
     if (rc >= 0 && o->requires_grad) rc = tg_grad(grads, 1, &o, &v, g->n_req, g->req_t, &bo);

@@ -33,6 +33,15 @@ const char *tg_error_message(void) { return tg__last_error; }
 
 void tg_error_clear(void) { tg__last_error[0] = '\0'; }
 
+void tg__callback_begin(void) { tg_error_clear(); }
+
+int tg__callback_end(const char *what, int rc)
+{
+    if (rc >= 0 || tg__last_error[0]) return rc;
+    return tg__error(rc, "%s failed with %s and no message (a callback sets one with "
+                         "tg_error_set)", what, tg_status_name(rc));
+}
+
 int tg_error_set(int status, const char *fmt, ...)
 {
     if (status >= 0)

@@ -208,7 +208,13 @@ int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
              "module_forward: %s has no forward (a container: call its children)",
              tg_module_type_name(m));
     tg_tensor *r = NULL;
-    TG_TRY(m->vt->forward(m, &r, x));
+    tg__callback_begin();
+    int rc = m->vt->forward(m, &r, x);
+    if (rc < 0) {
+        char what[96];
+        snprintf(what, sizeof what, "module_forward: %s's forward", tg_module_type_name(m));
+        return tg__callback_end(what, rc);
+    }
     *y = r;
     return TG_OK;
 }
