@@ -72,3 +72,8 @@ Test(fuzz, case_corpus)
     cr_assert(replay(t, "tests/golden", ".case.safetensors") > 30);
     cr_assert(replay(t, "tests/golden/quant", ".case.safetensors") > 0);
 }
+
+Test(fuzz, tape_corpus)
+{
+    cr_assert(replay(target("tape"), "tests/fuzz/corpus/tape", "") > 5);
+}

@@ -1,6 +1,6 @@
 /* tests/fuzz/targets.c - the fuzz targets of targets.h.
  *
- * What every target checks of a refusal (refused()): the status is one of
+ * What every target checks of a refusal (tg_fuzz_refused()): the status is one of
  * tapegrad's negative codes and tg_error_message() says something.  What
  * each checks of an acceptance is in targets.h.  Files go to one private
  * directory (scratch_path) that is removed at exit. */
@@ -20,9 +20,7 @@
 
 /* ---- shared ------------------------------------------------------------------ */
 
-static int broken(const char *target, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int broken(const char *target, const char *fmt, ...)
+int tg_fuzz_broken(const char *target, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -34,15 +32,15 @@ static int broken(const char *target, const char *fmt, ...)
 }
 
 /* A refusal must be a known negative status with a message. */
-static int refused(const char *target, const char *call, int rc)
+int tg_fuzz_refused(const char *target, const char *call, int rc)
 {
     if (rc >= 0)
         return 0;
     if (strcmp(tg_status_name(rc), "TG_UNKNOWN") == 0)
-        return broken(target, "%s returned %d, not a tg_status", call, rc);
+        return tg_fuzz_broken(target, "%s returned %d, not a tg_status", call, rc);
     const char *msg = tg_error_message();
     if (!msg || !*msg)
-        return broken(target, "%s returned %s with no message", call, tg_status_name(rc));
+        return tg_fuzz_broken(target, "%s returned %s with no message", call, tg_status_name(rc));
     return 0;
 }
 
@@ -110,16 +108,16 @@ static bool same_tensors(const tg_st_file *a, const tg_st_file *b)
 static int files_identical(const tg_st_file *a, const tg_st_file *b)
 {
     if (!same_tensors(a, b))
-        return broken("safetensors", "round trip changed the tensors");
+        return tg_fuzz_broken("safetensors", "round trip changed the tensors");
     if (tg_st_meta_count(a) != tg_st_meta_count(b))
-        return broken("safetensors", "round trip changed the metadata count %d -> %d",
+        return tg_fuzz_broken("safetensors", "round trip changed the metadata count %d -> %d",
                       tg_st_meta_count(a), tg_st_meta_count(b));
     for (int i = 0; i < tg_st_meta_count(a); i++) {
         const char *ka, *va, *kb, *vb;
         tg_st_meta_at(a, i, &ka, &va);
         tg_st_meta_at(b, i, &kb, &vb);
         if (strcmp(ka, kb) != 0 || strcmp(va, vb) != 0)
-            return broken("safetensors", "round trip changed metadata %d ('%s')", i, ka);
+            return tg_fuzz_broken("safetensors", "round trip changed metadata %d ('%s')", i, ka);
     }
     return 0;
 }
@@ -129,16 +127,16 @@ int tg_fuzz_safetensors(const uint8_t *data, size_t size)
     tg_st_file *f = NULL, *back = NULL;
     int rc = tg_safetensors_parse(&f, data, size);
     if (rc < 0)
-        return f ? broken("safetensors", "a refused parse set *out")
-                 : refused("safetensors", "tg_safetensors_parse", rc);
+        return f ? tg_fuzz_broken("safetensors", "a refused parse set *out")
+                 : tg_fuzz_refused("safetensors", "tg_safetensors_parse", rc);
     char path[128];
     int bad = 0;
     if (!scratch_path(path, sizeof path, "roundtrip.safetensors")) {
-        bad = broken("safetensors", "no scratch directory");
+        bad = tg_fuzz_broken("safetensors", "no scratch directory");
     } else if ((rc = tg_safetensors_save(f, path)) < 0) {
-        bad = broken("safetensors", "a parsed file does not save: %s", tg_error_message());
+        bad = tg_fuzz_broken("safetensors", "a parsed file does not save: %s", tg_error_message());
     } else if ((rc = tg_safetensors_load(&back, path)) < 0) {
-        bad = broken("safetensors", "a saved file does not load: %s", tg_error_message());
+        bad = tg_fuzz_broken("safetensors", "a saved file does not load: %s", tg_error_message());
     } else {
         bad = files_identical(f, back);
     }
@@ -155,10 +153,10 @@ int tg_fuzz_idx(const uint8_t *data, size_t size)
      * /proc name (tg_idx_load takes a path). */
     int fd = memfd_create("idx", 0);
     if (fd < 0)
-        return broken("idx", "memfd_create failed");
+        return tg_fuzz_broken("idx", "memfd_create failed");
     if (size > 0 && write(fd, data, size) != (ssize_t)size) {
         close(fd);
-        return broken("idx", "writing the memfd failed");
+        return tg_fuzz_broken("idx", "writing the memfd failed");
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -166,7 +164,7 @@ int tg_fuzz_idx(const uint8_t *data, size_t size)
     int rc = tg_idx_load(&t, path);
     close(fd);
     if (rc < 0)
-        return t ? broken("idx", "a refused load set *out") : refused("idx", "tg_idx_load", rc);
+        return t ? tg_fuzz_broken("idx", "a refused load set *out") : tg_fuzz_refused("idx", "tg_idx_load", rc);
     int bad = 0;
     /* A plain (not gzip) file: its header is the bytes themselves. */
     if (size >= 4 && data[0] == 0 && data[1] == 0) {
@@ -177,7 +175,7 @@ int tg_fuzz_idx(const uint8_t *data, size_t size)
             numel *= (int64_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3];
         }
         if (tg_tensor_ndim(t) != ndim || tg_tensor_numel(t) != numel)
-            bad = broken("idx", "header says %d dims, %lld elements; tensor has %d, %lld", ndim,
+            bad = tg_fuzz_broken("idx", "header says %d dims, %lld elements; tensor has %d, %lld", ndim,
                          (long long)numel, tg_tensor_ndim(t), (long long)tg_tensor_numel(t));
     }
     tg_tensor_release(t);
@@ -303,27 +301,27 @@ int tg_fuzz_checkpoint(const uint8_t *data, size_t size)
     tg_st_file *f = NULL;
     int rc = tg_safetensors_parse(&f, data, size);
     if (rc < 0)
-        return refused("checkpoint", "tg_safetensors_parse", rc);
+        return tg_fuzz_refused("checkpoint", "tg_safetensors_parse", rc);
     train_state s;
     tg_st_file *before = NULL, *after = NULL;
     int bad = 0;
     if (state_make(&s) < 0) {
         tg_st_free(f);
-        return broken("checkpoint", "making the training state failed: %s",
+        return tg_fuzz_broken("checkpoint", "making the training state failed: %s",
                       tg_error_message());
     }
     if (state_snapshot(&s, &before) < 0) {
-        bad = broken("checkpoint", "snapshot failed: %s", tg_error_message());
+        bad = tg_fuzz_broken("checkpoint", "snapshot failed: %s", tg_error_message());
     } else if ((rc = tg_checkpoint_load_file(s.ck, f)) < 0) {
-        bad = refused("checkpoint", "tg_checkpoint_load_file", rc);
+        bad = tg_fuzz_refused("checkpoint", "tg_checkpoint_load_file", rc);
         if (!bad && state_snapshot(&s, &after) < 0)
-            bad = broken("checkpoint", "snapshot failed: %s", tg_error_message());
+            bad = tg_fuzz_broken("checkpoint", "snapshot failed: %s", tg_error_message());
         else if (!bad && !same_tensors(before, after))
-            bad = broken("checkpoint", "a refused load (%s: %s) changed the state",
+            bad = tg_fuzz_broken("checkpoint", "a refused load (%s: %s) changed the state",
                          tg_status_name(rc), tg_error_message());
     } else if (state_train_once(&s) < 0) {
         /* An accepted state must be one training can go on from. */
-        bad = broken("checkpoint", "a step after an accepted load failed: %s",
+        bad = tg_fuzz_broken("checkpoint", "a step after an accepted load failed: %s",
                      tg_error_message());
     }
     tg_st_free(after);
@@ -436,7 +434,7 @@ static int results_agree(const tg_st_file *fast, const tg_st_file *ref, const ch
     if (!a && !b)
         return 0;
     if (!a || !b || tg_tensor_dtype(a) != tg_tensor_dtype(b) || !tg_tensor_same_shape(a, b))
-        return broken("case", "%s: %s differs in presence, dtype or shape", op, name);
+        return tg_fuzz_broken("case", "%s: %s differs in presence, dtype or shape", op, name);
     const tg_dtype dt = tg_tensor_dtype(a);
     const double u_sum = dt == TG_F64 ? 0x1p-53 : 0x1p-24;
     const double tol_abs = 4.0 * (terms + 2.0) * u_sum * scale;
@@ -453,12 +451,12 @@ static int results_agree(const tg_st_file *fast, const tg_st_file *ref, const ch
             const double fin = isfinite(va) ? fabs(va) : isfinite(vb) ? fabs(vb) : 0.0;
             if (!isnan(va) && !isnan(vb) && fin > 0.25 * max_finite(dt))
                 continue;
-            return broken("case", "%s: %s[%lld] fast %.9g, reference %.9g", op, name,
+            return tg_fuzz_broken("case", "%s: %s[%lld] fast %.9g, reference %.9g", op, name,
                           (long long)i, va, vb);
         }
         const double tol = tol_abs + 2.0 * u_out * fmax(fabs(va), fabs(vb)) + 2.0 * u_out * tol_abs;
         if (!(fabs(va - vb) <= tol))
-            return broken("case", "%s: %s[%lld] fast %.9g, reference %.9g (tolerance %.3g)", op,
+            return tg_fuzz_broken("case", "%s: %s[%lld] fast %.9g, reference %.9g (tolerance %.3g)", op,
                           name, (long long)i, va, vb, tol);
     }
     return 0;
@@ -476,11 +474,11 @@ static int case_differential(const tg_case *c)
     const int rr = tg_case_run(&ref, c, TG_CONV_ALGO_REFERENCE, err_ref, sizeof err_ref);
     int bad = 0;
     if ((rf < 0) != (rr < 0)) {
-        bad = broken("case", "%s: fast %s (%s), reference %s (%s)", c->op, tg_status_name(rf),
+        bad = tg_fuzz_broken("case", "%s: fast %s (%s), reference %s (%s)", c->op, tg_status_name(rf),
                      rf < 0 ? err_fast : "ok", tg_status_name(rr), rr < 0 ? err_ref : "ok");
     } else if (rf < 0) {
         if (rf != rr)
-            bad = broken("case", "%s: fast refused with %s, reference with %s", c->op,
+            bad = tg_fuzz_broken("case", "%s: fast refused with %s, reference with %s", c->op,
                          tg_status_name(rf), tg_status_name(rr));
     } else {
         /* Inputs with NaN, infinities or values too large to bound the
@@ -515,14 +513,14 @@ static int same_results(const tg_st_file *want, const tg_st_file *got, const cha
         tg_st_at(want, i, &name, &a);
         tg_tensor *b = tg_st_get(got, name);
         if (!b || tg_tensor_dtype(a) != tg_tensor_dtype(b) || !tg_tensor_same_shape(a, b))
-            return broken("case", "%s: %s differs from portable in presence, dtype or shape",
+            return tg_fuzz_broken("case", "%s: %s differs from portable in presence, dtype or shape",
                           op, what);
         for (int64_t e = 0; e < tg_tensor_numel(a); e++) {
             double va = 0.0, vb = 0.0;
             tg_tensor_get_flat(a, e, &va);
             tg_tensor_get_flat(b, e, &vb);
             if (va != vb && !(isnan(va) && isnan(vb)))
-                return broken("case", "%s: %s[%lld] portable %.9g, %s %.9g", op, name,
+                return tg_fuzz_broken("case", "%s: %s[%lld] portable %.9g, %s %.9g", op, name,
                               (long long)e, va, what, vb);
         }
     }
@@ -542,7 +540,7 @@ static int case_kernels(const tg_case *c)
     tg_st_file *want = NULL;
     tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE);
     const int rw = tg_case_run(&want, c, TG_CONV_ALGO_DEFAULT, err, sizeof err);
-    int bad = rw < 0 && !*err ? broken("case", "%s: refused with no message", c->op) : 0;
+    int bad = rw < 0 && !*err ? tg_fuzz_broken("case", "%s: refused with no message", c->op) : 0;
     static const struct {
         tg_int8_kernel k;
         bool phase_always;
@@ -559,7 +557,7 @@ static int case_kernels(const tg_case *c)
         tg_st_file *got = NULL;
         const int rg = tg_case_run(&got, c, TG_CONV_ALGO_DEFAULT, err, sizeof err);
         if (rg != rw)
-            bad = broken("case", "%s: portable %s, %s %s", c->op, tg_status_name(rw),
+            bad = tg_fuzz_broken("case", "%s: portable %s, %s %s", c->op, tg_status_name(rw),
                          runs[i].what, tg_status_name(rg));
         else if (rg >= 0)
             bad = same_results(want, got, runs[i].what, c->op);
@@ -576,7 +574,7 @@ int tg_fuzz_case(const uint8_t *data, size_t size)
     tg_st_file *f = NULL;
     int rc = tg_safetensors_parse(&f, data, size);
     if (rc < 0)
-        return refused("case", "tg_safetensors_parse", rc);
+        return tg_fuzz_refused("case", "tg_safetensors_parse", rc);
     tg_case c;
     char err[512];
     int bad = 0;
@@ -596,5 +594,6 @@ const tg_fuzz_target tg_fuzz_targets[] = {
     {"idx", tg_fuzz_idx},
     {"checkpoint", tg_fuzz_checkpoint},
     {"case", tg_fuzz_case},
+    {"tape", tg_fuzz_tape},
     {NULL, NULL},
 };

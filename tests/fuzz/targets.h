@@ -32,6 +32,21 @@ int tg_fuzz_checkpoint_seed(const char *path);
  * same values. */
 int tg_fuzz_case(const uint8_t *data, size_t size);
 
+/* A bytes-as-program target (target_tape.c): tensors made, combined by ops,
+ * viewed, changed in place, differentiated with backward and tg_grad (hooks,
+ * retain_graph, create_graph, no-grad and autocast scopes) and released in
+ * any order.  Every call succeeds or is refused (below), an output is set
+ * exactly when the call succeeds, and nothing leaks. */
+int tg_fuzz_tape(const uint8_t *data, size_t size);
+
+/* ---- shared by the target files (targets.c) ---- */
+
+/* Prints "fuzz <target>: <why>" to stderr and returns -1: a broken property. */
+int tg_fuzz_broken(const char *target, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 0 when rc >= 0, or when rc is one of tapegrad's negative statuses and
+ * tg_error_message() says something; otherwise tg_fuzz_broken. */
+int tg_fuzz_refused(const char *target, const char *call, int rc);
+
 typedef struct tg_fuzz_target {
     const char *name;   /* also the corpus folder's name */
     int (*run)(const uint8_t *data, size_t size);
