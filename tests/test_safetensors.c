@@ -171,6 +171,8 @@ Test(safetensors, non_contiguous_tensor_is_saved_in_row_major_order)
     tg_st_free(g);
 }
 
+/* Loads every .safetensors file under dirpath and its subfolders; returns
+ * how many. */
 static int load_goldens_under(const char *dirpath)
 {
     DIR *d = opendir(dirpath);

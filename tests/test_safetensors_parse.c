@@ -54,6 +54,17 @@ static void expect_header_error(const char *header, size_t ndata, const char *wh
     free(b);
 }
 
+/* The bytes of f saved as th_tmp_dir/name (*len of them). */
+static unsigned char *saved_bytes(const tg_st_file *f, const char *name, size_t *len)
+{
+    char path[256];
+    th_tmp_path(path, sizeof path, name);
+    cr_assert(eq(int, tg_safetensors_save(f, path), 0), "%s", tg_error_message());
+    unsigned char *b = (unsigned char *)th_read_file(path, len);
+    cr_assert(b != NULL, "cannot read %s", path);
+    return b;
+}
+
 TestSuite(safetensors_parse, .init = make_dir, .fini = th_tmp_dir_remove);
 
 /* ---- what the golden script writes --------------------------------------------- */
@@ -91,8 +102,6 @@ Test(safetensors_parse, golden_script_format_parses)
     free(b);
 }
 
-/* Loads every .safetensors file under dirpath and its subfolders; returns
- * how many. */
 /* ---- malformed input ---------------------------------------------------------- */
 
 Test(safetensors_parse, every_truncation_of_a_valid_file_is_rejected)
@@ -104,12 +113,8 @@ Test(safetensors_parse, every_truncation_of_a_valid_file_is_rejected)
     tg_st_set(f, "a", a);
     tg_st_set(f, "b", b);
     tg_st_meta_set(f, "k", "v");
-    char path[256];
-    th_tmp_path(path, sizeof path, "trunc.safetensors");
-    cr_assert(eq(int, tg_safetensors_save(f, path), 0));
     size_t len;
-    unsigned char *bytes = (unsigned char *)th_read_file(path, &len);
-    cr_assert(bytes != NULL);
+    unsigned char *bytes = saved_bytes(f, "trunc.safetensors", &len);
     for (size_t l = 0; l < len; l++) {
         char why[32];
         snprintf(why, sizeof why, "prefix %zu", l);
@@ -260,12 +265,8 @@ Test(safetensors_parse, random_header_corruption_never_crashes)
     tg_st_set(f, "alpha", a);
     tg_st_set(f, "beta", b);
     tg_st_meta_set(f, "note", "caf\xc3\xa9 \"q\"");
-    char path[256];
-    th_tmp_path(path, sizeof path, "fuzz.safetensors");
-    cr_assert(eq(int, tg_safetensors_save(f, path), 0));
     size_t len;
-    unsigned char *orig = (unsigned char *)th_read_file(path, &len);
-    cr_assert(orig != NULL);
+    unsigned char *orig = saved_bytes(f, "fuzz.safetensors", &len);
     uint64_t hn = 0, seed = 0x9E3779B97F4A7C15u;
     for (int i = 7; i >= 0; i--) hn = hn << 8 | orig[i];
     unsigned char *buf = malloc(len);
