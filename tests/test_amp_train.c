@@ -75,6 +75,34 @@ Test(amp, scaler_scales_loss_and_unscales_grads_exactly)
     tg_grad_scaler_free(gs);
 }
 
+static int quiet_failing_step(void *user)
+{
+    (void)user;
+    return TG_EIO;
+}
+
+/* A step callback that fails without a message: the scaler's message names
+ * it; the stage stays, so the step can be retried. */
+Test(amp, failing_step_callback_gets_a_message_and_can_be_retried)
+{
+    tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
+    tg_grad_scaler *gs = NULL;
+    cr_assert(eq(int, tg_grad_scaler_new(&gs, &o), TG_OK));
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5}), *bad = NULL;
+    tg_tensor_set_requires_grad(w, true);
+    scaled_backward(gs, w);
+    cr_assert(eq(int, tg_reshape(&bad, w, 1, (int64_t[]){3}), TG_ESHAPE));   /* an old error */
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, quiet_failing_step, NULL, NULL), TG_EIO));
+    th_expect_in(tg_error_message(),
+                 "grad_scaler_step: the step callback failed with TG_EIO and no message");
+    sgd opt = {.w = w};
+    bool stepped = false;
+    cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, sgd_step, &opt, &stepped), TG_OK));
+    cr_assert(stepped && opt.calls == 1);
+    tg_tensor_release(w);
+    tg_grad_scaler_free(gs);
+}
+
 Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;

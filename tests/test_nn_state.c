@@ -12,6 +12,7 @@
 #include "helpers.h"
 #include "nn_fixtures.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/ops.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
 
@@ -310,5 +311,29 @@ Test(nn_state, to_dtype_keeps_leaves_and_values)
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
     tg_tensor_release(y);
     tg_tensor_release(x);
+    tg_module_release(gen);
+}
+
+/* A foreach_state callback that fails without a message: the message names
+ * it, and the walk stops there. */
+static int stop_at_second(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    (void)name, (void)t, (void)is_param;
+    return ++*(int *)user == 2 ? TG_ENOTFOUND : TG_OK;
+}
+
+Test(nn_state, failing_foreach_state_callback_gets_a_message)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 6);
+    tg_module *gen = nf_make_generator(&rng);
+    tg_tensor *bad = NULL;
+    cr_assert(eq(int, tg_reshape(&bad, tg_module_find(gen, "net.0.bias"), 1, (int64_t[]){5}),
+                 TG_ESHAPE));   /* an old error */
+    int calls = 0;
+    cr_assert(eq(int, tg_module_foreach_state(gen, stop_at_second, &calls), TG_ENOTFOUND));
+    cr_assert(eq(int, calls, 2));
+    th_expect_in(tg_error_message(),
+                 "module_foreach_state: fn failed with TG_ENOTFOUND and no message");
     tg_module_release(gen);
 }

@@ -174,7 +174,11 @@ int tg_grad_scaler_step(tg_grad_scaler *s, int n, tg_tensor *const *params,
     TG_CHECK(!s->o.enabled || s->checked, TG_EINVAL,
              "grad_scaler_step: no parameter had a gradient when unscaling (no inf checks "
              "were recorded)");
-    int rc = tg_grad_scaler_should_step(s) ? step(user) : TG_OK;
+    int rc = TG_OK;
+    if (tg_grad_scaler_should_step(s)) {
+        tg__callback_begin();
+        rc = tg__callback_end("grad_scaler_step: the step callback", step(user));
+    }
     /* Stepped only when the step ran or was skipped: after a failing step
      * callback the stage stays, so that the step can be retried. */
     if (rc >= 0 && s->o.enabled) s->stage = STAGE_STEPPED;

@@ -62,10 +62,24 @@ static int tg__walk_prefixed(const tg_module *m, const char *prefix, tg_module_s
     return tg__walk_rec(m, &w, len);
 }
 
+/* The user's fn and its user pointer, called through user_state_fn. */
+typedef struct {
+    tg_module_state_fn fn;
+    void *user;
+} user_walk;
+
+static int user_state_fn(const char *name, tg_tensor *t, bool is_param, void *p)
+{
+    const user_walk *u = p;
+    tg__callback_begin();
+    return tg__callback_end("module_foreach_state: fn", u->fn(name, t, is_param, u->user));
+}
+
 int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *user)
 {
     TG_CHECK(m != NULL && fn != NULL, TG_EINVAL, "module_foreach_state: m and fn must not be NULL");
-    return tg__walk_prefixed(m, NULL, fn, user);
+    user_walk u = {.fn = fn, .user = user};
+    return tg__walk_prefixed(m, NULL, user_state_fn, &u);
 }
 
 static int tg__count_fn(const char *name, tg_tensor *t, bool is_param, void *user)
