@@ -2,13 +2,14 @@
 # (Debian packages, with apt-get), configure build/, compile and run.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev
 # Extra packages only `make demo` needs (the data set).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan check bench goldens clean
+.PHONY: all deps build demo test test-asan test-tsan check bench goldens clean
 
 all: build
 
@@ -49,10 +50,25 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	scripts/run_tests.sh $(ASAN_BUILD)
 	python3 scripts/api_sweep.py --build $(ASAN_BUILD)
 
+$(TSAN_BUILD)/build.ninja:
+	meson setup $(TSAN_BUILD) -Db_sanitize=thread
+
+# ThreadSanitizer (Criterion's runner does not run under it): two application
+# threads on shared parameters (tests/threads.c), then training steps of the
+# DCGAN in f32, bf16 and f16 with the worker pool at 2 threads.  Any data
+# race report fails (halt_on_error).  Not part of `make test`.
+test-tsan: deps $(TSAN_BUILD)/build.ninja
+	ninja -C $(TSAN_BUILD) tests/test_threads bench/dcgan_step
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_threads
+	for amp in f32 bf16 f16; do \
+	  TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/bench/dcgan_step --threads 2 --batch 16 \
+	    --steps 2 --warmup 1 $$( [ $$amp = f32 ] || echo --amp $$amp ) >/dev/null || exit 1; \
+	done
+
 check: test test-asan
 
 goldens:
 	/usr/bin/python3 scripts/make_goldens.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
