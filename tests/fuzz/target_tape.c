@@ -4,9 +4,9 @@
  * Each instruction is an opcode byte and its operand bytes (a missing byte
  * reads as 0, so every input is a program).  The instructions make small
  * tensors of every dtype, run elementwise, reduction, view, matmul and conv
- * ops on them, change them in place, run tg_backward and tg_grad (with
- * hooks, retain_graph and create_graph, in no-grad and autocast scopes),
- * and release them in any order.  What must hold, whatever the program:
+ * ops and losses on them, change them in place, run tg_backward and tg_grad
+ * (with hooks, retain_graph and create_graph, in no-grad and autocast
+ * scopes), step SGD/Adam/AdamW over them, and release them in any order.  What must hold, whatever the program:
  *   - every call returns TG_OK or a refusal with a message of its own
  *     (tg_fuzz_refused, with the message cleared before each instruction);
  *   - an output is set exactly when its call succeeds;
@@ -33,6 +33,7 @@ typedef struct {
     size_t n, at;
     tg_tensor *s[SLOTS];
     int no_grad, autocast;   /* open scopes */
+    tg_optimizer *opt;       /* at most one at a time */
     FILE *devnull;
     bool trace;   /* TG_FUZZ_TRACE set: each call and its status on stderr */
 } prog;
@@ -393,6 +394,68 @@ static int op_scope(prog *g)
     return 0;
 }
 
+static int op_loss(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 4;
+    tg_reduction red = (tg_reduction)(u8(g) % 4);   /* one past the end too */
+    if (big(a) || big(b)) return 0;
+    int rc;
+    switch (k) {
+    case 0: rc = tg_mse_loss(&y, a, b, red); break;
+    case 1: rc = tg_l1_loss(&y, a, b, red); break;
+    case 2: rc = tg_bce_with_logits(&y, a, b, red); break;
+    default: rc = tg_cross_entropy(&y, a, b, red); break;
+    }
+    return after(g, i, "loss", rc, y);
+}
+
+/* An optimizer over up to three slots: made (SGD, Adam, AdamW, with options
+ * from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
+ * changes the parameters in place, so a graph that saved one is refused at
+ * its next backward. */
+static int op_optim(prog *g)
+{
+    uint8_t k = u8(g) % 5;
+    if (k == 0) {
+        tg_tensor *ps[3];
+        int n = u8(g) % 4;
+        for (int j = 0; j < n; j++) ps[j] = slot(g);
+        const double lr = value(u8(g)), b1 = value(u8(g)) / 4, b2 = value(u8(g)) / 4,
+                     wd = value(u8(g));
+        const uint8_t kind = u8(g) % 3, flags = u8(g);
+        tg_optimizer *o = NULL;
+        int rc;
+        if (kind == 0) {
+            tg_sgd_opts so = {.lr = lr, .momentum = b1, .dampening = b2, .weight_decay = wd,
+                              .nesterov = flags & 1};
+            rc = tg_sgd_new(&o, n, ps, &so);
+        } else {
+            tg_adam_opts ao = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8, .weight_decay = wd};
+            rc = kind == 1 ? tg_adam_new(&o, n, ps, &ao) : tg_adamw_new(&o, n, ps, &ao);
+        }
+        if (rc < 0 && o) return tg_fuzz_broken(NAME, "optimizer_new failed and set *out");
+        if (rc >= 0 && !o) return tg_fuzz_broken(NAME, "optimizer_new succeeded without *out");
+        if (checked(g, "optimizer_new", rc) < 0) return -1;
+        if (o) {
+            tg_optimizer_free(g->opt);
+            g->opt = o;
+        }
+        return 0;
+    }
+    if (!g->opt) return 0;
+    switch (k) {
+    case 1: return checked(g, "optimizer_step", tg_optimizer_step(g->opt));
+    case 2: tg_optimizer_zero_grad(g->opt); return 0;
+    case 3: return checked(g, "optimizer_set_lr", tg_optimizer_set_lr(g->opt, value(u8(g))));
+    default:
+        tg_optimizer_free(g->opt);
+        g->opt = NULL;
+        return 0;
+    }
+}
+
 static int op_release(prog *g)
 {
     put(g, u8(g) % SLOTS, NULL);
@@ -407,7 +470,7 @@ static const struct {
     {"binary", op_binary},   {"view", op_view},         {"conv", op_conv},
     {"batch_norm", op_batch_norm}, {"backward", op_backward}, {"grad", op_grad},
     {"in_place", op_in_place}, {"misc", op_misc},       {"scope", op_scope},
-    {"release", op_release},
+    {"release", op_release}, {"loss", op_loss},         {"optim", op_optim},
 };
 
 int tg_fuzz_tape(const uint8_t *data, size_t size)
@@ -425,6 +488,7 @@ int tg_fuzz_tape(const uint8_t *data, size_t size)
     while (g.no_grad-- > 0) tg_no_grad_end();
     while (g.autocast-- > 0)
         if (rc == 0 && checked(&g, "autocast_end", tg_autocast_end()) < 0) rc = -1;
+    tg_optimizer_free(g.opt);
     for (int i = 0; i < SLOTS; i++) put(&g, i, NULL);
     fclose(g.devnull);
     if (rc == 0 && !tg_grad_enabled()) rc = tg_fuzz_broken(NAME, "grad mode left off");
