@@ -6,7 +6,8 @@
  * tensors of every dtype, run elementwise, reduction, view, matmul and conv
  * ops and losses on them, change them in place, run tg_backward and tg_grad
  * (with hooks, retain_graph and create_graph, in no-grad and autocast
- * scopes), step SGD/Adam/AdamW over them, and release them in any order.  What must hold, whatever the program:
+ * scopes), step SGD/Adam/AdamW over them, and release them in any order.
+ * What must hold, whatever the program:
  *   - every call returns TG_OK or a refusal with a message of its own
  *     (tg_fuzz_refused, with the message cleared before each instruction);
  *   - an output is set exactly when its call succeeds;
@@ -60,7 +61,6 @@ static bool too_much_work(const tg_tensor *a, const tg_tensor *b, int64_t n)
 /* Stores t (owned) in slot i, dropping what was there. */
 static void put(prog *g, int i, tg_tensor *t)
 {
-    tg_tensor_zero_grad(g->s[i]);
     tg_tensor_release(g->s[i]);
     g->s[i] = t;
 }
@@ -68,7 +68,8 @@ static void put(prog *g, int i, tg_tensor *t)
 /* tg_fuzz_refused, and the call's status on stderr when tracing. */
 static int checked(const prog *g, const char *call, int rc)
 {
-    if (g->trace) fprintf(stderr, "  %s: %s %s\n", call, tg_status_name(rc), rc < 0 ? tg_error_message() : "");
+    if (g->trace)
+        fprintf(stderr, "  %s: %s %s\n", call, tg_status_name(rc), rc < 0 ? tg_error_message() : "");
     return tg_fuzz_refused(NAME, call, rc);
 }
 
