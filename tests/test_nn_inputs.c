@@ -112,6 +112,47 @@ Test(nn_inputs, batchnorm_input_errors)
     tg_module_release(m);
 }
 
+/* num_batches_tracked counts in int64 as torch's add_(1): 2^53 (past which
+ * a double would lose the increment) becomes 2^53 + 1; with momentum None
+ * (cumulative average) a count of -1 would divide by zero and is refused
+ * with nothing changed.  (A checkpoint holding a count of 2^54 was accepted
+ * by the load and then refused by the next training step: found by the
+ * checkpoint fuzz target.) */
+Test(nn_inputs, batchnorm_counts_num_batches_tracked_exactly_in_int64)
+{
+    for (int cumulative = 0; cumulative < 2; cumulative++) {
+        tg_module *m = NULL;
+        cr_assert(eq(int, tg_nn_batchnorm_new(&m, 0, 3, 1e-5, cumulative ? -1.0 : 0.1, true,
+                                              true), TG_OK));
+        tg_tensor *x = NULL, *y = NULL;
+        tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){4, 3});
+        cr_assert(eq(int, tg_tensor_set_flat(x, 0, 5.0), TG_OK));
+        int64_t *nbt = tg_tensor_data(tg_module_find(m, "num_batches_tracked"));
+        const int64_t starts[3] = {(int64_t)1 << 53, (int64_t)1 << 54, INT64_MAX - 1};
+        for (int k = 0; k < 3; k++) {
+            *nbt = starts[k];
+            cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(i64, *nbt, starts[k] + 1));
+            tg_tensor_release(y);
+            y = NULL;
+        }
+        *nbt = -1;
+        int64_t n;
+        double *before = nf_snapshot(m, &n);
+        cr_assert(eq(int, tg_module_forward(m, &y, x), cumulative ? TG_EINVAL : TG_OK));
+        if (cumulative) {
+            th_expect_in(tg_error_message(), "num_batches_tracked = -1");
+            nf_expect_snapshot(m, before, n);
+        } else {
+            cr_assert(eq(i64, *nbt, 0));
+        }
+        free(before);
+        tg_tensor_release(y);
+        tg_tensor_release(x);
+        tg_module_release(m);
+    }
+}
+
 /* An empty batch in training is PyTorch's no-op: an empty output, running
  * statistics unchanged, num_batches_tracked still counted (so momentum=None
  * weighs the next batch by 1/2), zero weight and bias gradients; in f32,

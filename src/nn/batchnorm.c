@@ -10,6 +10,7 @@
  * half input gives a half output (the op keeps x's dtype there), so the
  * activations after it stay half. */
 #include <math.h>
+#include <stdint.h>
 
 #include "nn/module_internal.h"
 #include "tapegrad/autograd.h"
@@ -49,20 +50,33 @@ static int tg__bn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     }
     /* batch statistics when training, and in eval without running buffers */
     const bool batch = m->training || !s->track, update = m->training && s->track;
-    double count = 0, mom = 0;
+    /* num_batches_tracked counts in int64 as torch's add_(1), exactly (a
+     * file may hold any value; loading keeps it i64).  Checked before
+     * anything changes: count + 1 is stored after the running statistics
+     * are updated. */
+    int64_t count = 0;
+    double mom = 0;
     if (update) {
-        TG_TRY(tg_tensor_get_flat(nbt, 0, &count));
-        /* checked before anything changes: count + 1 is stored after the
-         * running statistics are updated */
-        TG_CHECK(count < 0x1p53, TG_EINVAL,
-                 "batch_norm: num_batches_tracked = %.17g is too large to count on "
-                 "(2^53 or more)", count);
-        mom = s->momentum < 0 ? 1.0 / (count + 1) : s->momentum;   /* None: cumulative */
+        TG_ASSERT(tg_tensor_dtype(nbt) == TG_I64 && tg_tensor_numel(nbt) == 1);
+        count = *(const int64_t *)tg_tensor_cdata(nbt);
+        TG_CHECK(count < INT64_MAX, TG_EINVAL,
+                 "batch_norm: num_batches_tracked = %lld cannot be incremented (the largest "
+                 "int64)", (long long)count);
+        /* momentum None: the cumulative average's 1 / (count + 1) (torch
+         * divides by zero at count = -1) */
+        TG_CHECK(s->momentum >= 0 || count != -1, TG_EINVAL,
+                 "batch_norm: num_batches_tracked = -1 makes the cumulative average's factor "
+                 "1 / 0 (momentum None)");
+        mom = s->momentum < 0 ? 1.0 / ((double)count + 1) : s->momentum;
     }
     tg_tensor *w = s->affine ? tg__module_local(m, "weight") : NULL;
     tg_tensor *b = s->affine ? tg__module_local(m, "bias") : NULL;
     TG_TRY(tg_batch_norm(y, x, rm, rv, w, b, batch, mom, s->eps));
-    return update ? tg_tensor_set_flat(nbt, 0, count + 1) : TG_OK;
+    if (update) {
+        *(int64_t *)tg_tensor_data(nbt) = count + 1;
+        tg_tensor_bump_version(nbt);
+    }
+    return TG_OK;
 }
 
 const tg_module_vtable tg__nn_batchnorm_vt = {
