@@ -21,7 +21,9 @@ int tg_fuzz_safetensors(const uint8_t *data, size_t size);
  * many elements as its header says. */
 int tg_fuzz_idx(const uint8_t *data, size_t size);
 /* tg_checkpoint_load_file into a small training state (model, Adam, grad
- * scaler, loader, RNG, step); when it fails, that state is unchanged. */
+ * scaler, loader, RNG, step); when it fails, that state is unchanged; when it
+ * succeeds, a training step runs (unless the BatchNorm count is INT64_MAX,
+ * which the step refuses to increment). */
 int tg_fuzz_checkpoint(const uint8_t *data, size_t size);
 /* Saves that training state to path: the seed of the checkpoint corpus. */
 int tg_fuzz_checkpoint_seed(const char *path);
