@@ -77,7 +77,8 @@ TG_API bool tg_grad_scaler_should_step(const tg_grad_scaler *s);
 /* True when the last unscale found an inf or NaN. */
 TG_API bool tg_grad_scaler_found_inf(const tg_grad_scaler *s);
 
-/* The optimizer step as a callback: returns TG_OK or a negative status. */
+/* The optimizer step as a callback: returns TG_OK or a negative status (with
+ * a message from tg_error_set; without one, the scaler names the callback). */
 typedef int (*tg_grad_scaler_step_fn)(void *user);
 /* Unscales params (unless already done this step) and calls step(user) when
  * the gradients are finite.  *stepped (may be NULL) tells whether it ran.

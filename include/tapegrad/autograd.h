@@ -70,7 +70,8 @@ TG_API void tg_no_grad_end(void);
  * accumulated into a leaf's .grad, or passed on by a non-leaf).  It may replace
  * *grad with a new reference (releasing the old one); leaving it NULL is
  * TG_EGRAD.  Returning a negative status aborts the backward with that
- * status. */
+ * status and the hook's message (tg_error_set; without one, backward's
+ * message names the hook). */
 typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
 TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
 

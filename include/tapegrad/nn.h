@@ -60,7 +60,9 @@ typedef struct tg_module tg_module;
 typedef struct tg_module_vtable {
     const char *type_name;   /* "Linear", "Sequential", ... */
     /* *y receives a new reference; x is borrowed.  NULL: forward is
-     * TG_EUNSUPPORTED (a pure container). */
+     * TG_EUNSUPPORTED (a pure container).  On failure, a negative status
+     * and a message (tg_error_set; without one, module_forward names the
+     * module). */
     int (*forward)(tg_module *m, tg_tensor **y, tg_tensor *x);
     /* Called after m's training flag changed (optional). */
     void (*train)(tg_module *m, bool training);
@@ -136,7 +138,8 @@ TG_API int tg_module_state_count(const tg_module *m);
 TG_API int tg_module_state_at(const tg_module *m, int i, char *name, size_t cap,
                               tg_tensor **t, bool *is_param);
 /* Calls fn for every entry in state-dict order; stops at (and returns) the
- * first negative status fn returns.  Names are valid during the call. */
+ * first negative status fn returns (with fn's message from tg_error_set, or
+ * one naming fn).  Names are valid during the call. */
 typedef int (*tg_module_state_fn)(const char *name, tg_tensor *t, bool is_param, void *user);
 TG_API int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, void *user);
 /* The parameters in state-dict order: *params is a malloc'd array (free it)
