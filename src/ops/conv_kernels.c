@@ -6,6 +6,7 @@
  * read them, and f16/bf16 outputs computed in f32 chunk by chunk and rounded
  * once into place (tg__conv_geom's half_in and half_out). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -25,10 +26,37 @@ static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local int64_t chunk_override;
 
+/* A thread's buffers are freed when it exits (an application thread that
+ * ran conv ops, or a pool worker): a key whose destructor releases them is
+ * set on the thread's first allocation.  (glibc runs key destructors before
+ * it frees the thread's _Thread_local storage.) */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool scratch_registered;
+
+static void scratch_thread_exit(void *unused)
+{
+    (void)unused;
+    tg__conv_scratch_release();
+}
+
+static void scratch_key_make(void)
+{
+    TG_ASSERT(pthread_key_create(&scratch_key, scratch_thread_exit) == 0);
+}
+
+static void scratch_register(void)
+{
+    if (scratch_registered) return;
+    pthread_once(&scratch_key_once, scratch_key_make);
+    scratch_registered = pthread_setspecific(scratch_key, &scratch_registered) == 0;
+}
+
 void *tg__conv_scratch(int slot, size_t bytes)
 {
     TG_ASSERT(slot >= 0 && slot < TG__CONV_SCRATCH_SLOTS);
     if (bytes <= scratch_cap[slot]) return scratch_buf[slot];
+    scratch_register();
     /* grow by at least half, so a slowly growing shape does not realloc each call */
     size_t want = bytes > scratch_cap[slot] + scratch_cap[slot] / 2
                       ? bytes : scratch_cap[slot] + scratch_cap[slot] / 2;
@@ -48,6 +76,7 @@ static _Thread_local size_t zeroed_cap, zeroed_len, zeroed_len_taken;
 void *tg__conv_zeroed_take(size_t bytes)
 {
     if (bytes > zeroed_cap) {
+        scratch_register();
         size_t want = bytes > zeroed_cap + zeroed_cap / 2 ? bytes : zeroed_cap + zeroed_cap / 2;
         free(zeroed_buf);
         zeroed_buf = tg__malloc(want);
