@@ -30,7 +30,6 @@ static tg_tensor *must_get(const tg_st_file *f, const char *key)
     return t;
 }
 
-
 /* The module's state names in order equal the file's keys under "prefix.",
  * in the file's order (which is torch's state_dict order). */
 static void expect_torch_names(const tg_module *m, const tg_st_file *f, const char *prefix)

@@ -287,7 +287,6 @@ Test(nn_state, state_walk_and_lookup)
     tg_module_release(gen);
 }
 
-
 Test(nn_state, to_dtype_keeps_leaves_and_values)
 {
     tg_rng rng;
