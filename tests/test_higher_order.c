@@ -44,26 +44,22 @@ static int next_level(tg_tensor **out, int depth, tg_tensor *const *in, const ho
     tg_backward_opts o = {.create_graph = true};
     tg_tensor *const *go = depth == 1 ? &h->v : NULL;
     rc = tg_grad(g, 1, &prev, go, N_IN, in, &o);
+    if (rc == 0) rc = tg_tensor_scalar(&s, TG_F64, 0.0);
     for (int i = 0; i < N_IN && rc == 0; i++) {
-        tg_tensor *gu = NULL, *term = NULL, *acc = NULL;
         if (!g[i]) continue;   /* not reachable: contributes nothing */
+        tg_tensor *gu = NULL, *term = NULL, *acc = NULL;
         rc = tg_mul(&gu, g[i], h->u[depth][i]);
         if (rc == 0) rc = tg_sum(&term, gu);
-        if (rc == 0 && s) rc = tg_add(&acc, s, term);
-        if (rc == 0 && s) {
+        if (rc == 0) rc = tg_add(&acc, s, term);
+        if (rc == 0) {   /* s += term, recorded */
             tg_tensor_release(s);
             s = acc;
-            acc = NULL;
-        } else if (rc == 0) {
-            s = tg_tensor_retain(term);
         }
         tg_tensor_release(gu);
         tg_tensor_release(term);
-        tg_tensor_release(acc);
     }
     for (int i = 0; i < N_IN; i++) tg_tensor_release(g[i]);
     tg_tensor_release(prev);
-    if (rc == 0 && !s) rc = tg_tensor_scalar(&s, TG_F64, 0.0);
     if (rc < 0) {
         tg_tensor_release(s);
         return rc;
