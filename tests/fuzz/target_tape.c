@@ -360,10 +360,10 @@ static int op_misc(prog *g)
     case 0: rc = tg_tensor_detach(&y, a); break;
     case 1: rc = tg_tensor_clone(&y, a); break;
     case 2: rc = tg_to_dtype(&y, a, DTYPES[b % 7]); break;
-    case 3:   /* a's gradient into a slot */
-        y = tg_tensor_grad(a) ? tg_tensor_retain(tg_tensor_grad(a)) : NULL;
-        rc = y ? TG_OK : TG_ENOTFOUND;
-        if (!y) return 0;
+    case 3:   /* a's gradient into a slot, when it has one */
+        if (!tg_tensor_grad(a)) return 0;
+        y = tg_tensor_retain(tg_tensor_grad(a));
+        rc = TG_OK;
         break;
     case 4: return checked(g, "register_hook",
                                    tg_tensor_register_hook(a, hook, (void *)(intptr_t)(b % 5)));
