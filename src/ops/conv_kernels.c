@@ -31,6 +31,7 @@ static _Thread_local int64_t chunk_override;
  * set on the thread's first allocation.  (glibc runs key destructors before
  * it frees the thread's _Thread_local storage.) */
 static pthread_key_t scratch_key;
+static bool scratch_key_made;   /* false if the process ran out of keys */
 static pthread_once_t scratch_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool scratch_registered;
 
@@ -42,14 +43,17 @@ static void scratch_thread_exit(void *unused)
 
 static void scratch_key_make(void)
 {
-    TG_ASSERT(pthread_key_create(&scratch_key, scratch_thread_exit) == 0);
+    scratch_key_made = pthread_key_create(&scratch_key, scratch_thread_exit) == 0;
 }
 
+/* Without a key (PTHREAD_KEYS_MAX reached by the program) the buffers stay
+ * until the process ends, as they did before: no reason to fail a conv. */
 static void scratch_register(void)
 {
     if (scratch_registered) return;
     pthread_once(&scratch_key_once, scratch_key_make);
-    scratch_registered = pthread_setspecific(scratch_key, &scratch_registered) == 0;
+    scratch_registered =
+        scratch_key_made && pthread_setspecific(scratch_key, &scratch_registered) == 0;
 }
 
 void *tg__conv_scratch(int slot, size_t bytes)
