@@ -5,7 +5,9 @@
 #include <criterion/new/assert.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())

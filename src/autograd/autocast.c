@@ -1,7 +1,8 @@
 /* src/autograd/autocast.c - the thread-local autocast scopes, kept beside
  * grad mode: both are state of the thread that records a tape, read by the
  * op dispatch (src/ops/dispatch.c) and suspended by the backward engine. */
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 
 #define TG__AUTOCAST_DEPTH 16
 

@@ -1,7 +1,8 @@
 /* src/autograd/ctx.c - the context a recorded op call's forward and backward
  * share (tapegrad/op.h): saved tensors, saved numbers, which inputs need a
  * gradient.  The ctx is the call's node on the tape. */
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 
 int tg_op_ctx_save(tg_op_ctx *ctx, tg_tensor *t)
 {

@@ -9,19 +9,15 @@
 #include <assert.h>
 #include <math.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct scalar_params {
     double s;
 } scalar_params;
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* ---- kernels ---- */
 TG_EW_BINARY_KERNEL(k_add, a + b)
@@ -128,15 +124,15 @@ static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg_mul(&t, g, b));
-        TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
+        TG_TRY_GOTO(tg_mul(&t, g, b));
+        TG_TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_mul(&t, g, a));
-        TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
+        TG_TRY_GOTO(tg_mul(&t, g, a));
+        TG_TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
     }
 done:
     return finish(rc, gi);
@@ -147,17 +143,17 @@ static int div_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
-    TRY_GOTO(tg_div(&t[0], g, b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg_div(&t[0], g, b));
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_div(&t[1], t[0], b));
-        TRY_GOTO(tg_mul(&t[2], t[1], a));
-        TRY_GOTO(tg_neg(&t[3], t[2]));
-        TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
+        TG_TRY_GOTO(tg_div(&t[1], t[0], b));
+        TG_TRY_GOTO(tg_mul(&t[2], t[1], a));
+        TG_TRY_GOTO(tg_neg(&t[3], t[2]));
+        TG_TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
     }
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
+        TG_TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
@@ -174,33 +170,33 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL}, *r = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg__ew_unary("pow", &t[3], b, k_is_zero, 0.0));   /* a constant */
-        TRY_GOTO(tg_sub_scalar(&t[2], b, 1.0));
-        TRY_GOTO(tg_add(&t[0], t[2], t[3]));
+        TG_TRY_GOTO(tg__ew_unary("pow", &t[3], b, k_is_zero, 0.0));   /* a constant */
+        TG_TRY_GOTO(tg_sub_scalar(&t[2], b, 1.0));
+        TG_TRY_GOTO(tg_add(&t[0], t[2], t[3]));
         tg_tensor_release(t[2]);
         t[2] = NULL;
-        TRY_GOTO(tg_pow(&t[1], a, t[0]));
-        TRY_GOTO(tg_mul(&t[2], b, t[1]));
-        TRY_GOTO(tg_mul(&r, g, t[2]));
-        TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
+        TG_TRY_GOTO(tg_pow(&t[1], a, t[0]));
+        TG_TRY_GOTO(tg_mul(&t[2], b, t[1]));
+        TG_TRY_GOTO(tg_mul(&r, g, t[2]));
+        TG_TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
         for (int i = 0; i < 4; i++) {
             tg_tensor_release(t[i]);
             t[i] = NULL;
         }
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg__ew_binary("pow", &t[3], a, b, k_zero_base_shift, 0.0));   /* a constant */
-        TRY_GOTO(tg_add(&t[2], a, t[3]));
-        TRY_GOTO(tg_log(&t[1], t[2]));
+        TG_TRY_GOTO(tg__ew_binary("pow", &t[3], a, b, k_zero_base_shift, 0.0));   /* a constant */
+        TG_TRY_GOTO(tg_add(&t[2], a, t[3]));
+        TG_TRY_GOTO(tg_log(&t[1], t[2]));
         tg_tensor_release(t[2]);
         t[2] = NULL;
-        TRY_GOTO(tg_pow(&t[0], a, b));
-        TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
-        TRY_GOTO(tg_mul(&r, g, t[2]));
-        TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
+        TG_TRY_GOTO(tg_pow(&t[0], a, b));
+        TG_TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
+        TG_TRY_GOTO(tg_mul(&r, g, t[2]));
+        TG_TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);

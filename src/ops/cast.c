@@ -6,7 +6,8 @@
  * differentiable and are never recorded.
  */
 #include <assert.h>
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
 

@@ -16,7 +16,7 @@
 #ifndef TAPEGRAD_CONV_INTERNAL_H
 #define TAPEGRAD_CONV_INTERNAL_H
 
-#include "internal.h"
+#include "ops/dispatch.h"
 #include "tapegrad/conv.h"
 
 typedef struct tg__conv_geom {

@@ -3,7 +3,8 @@
  * recording on the tape and tracing. */
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 /* The dtype PROMOTE gives (registry.h). */

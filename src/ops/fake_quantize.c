@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops/quant_params.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
 

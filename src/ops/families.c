@@ -3,7 +3,8 @@
  * through tg_op_register, the call a program's own op uses. */
 #include <assert.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/dispatch.h"
 #include "ops/families.h"
 
 typedef struct op_family {

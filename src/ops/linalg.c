@@ -13,7 +13,8 @@
 #include <limits.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
 

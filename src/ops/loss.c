@@ -17,16 +17,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* ---- the bce_logits op ------------------------------------------------- */
 
@@ -64,19 +60,19 @@ static int bce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *x, *t, *a = NULL, *b = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &t));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &t));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg_sigmoid(&a, x));
-        TRY_GOTO(tg_sub(&b, a, t));
-        TRY_GOTO(tg_mul(&gi[0], g, b));
+        TG_TRY_GOTO(tg_sigmoid(&a, x));
+        TG_TRY_GOTO(tg_sub(&b, a, t));
+        TG_TRY_GOTO(tg_mul(&gi[0], g, b));
         tg_tensor_release(a);
         tg_tensor_release(b);
         a = b = NULL;
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_mul(&a, g, x));
-        TRY_GOTO(tg_neg(&gi[1], a));
+        TG_TRY_GOTO(tg_mul(&a, g, x));
+        TG_TRY_GOTO(tg_neg(&gi[1], a));
     }
 done:
     tg_tensor_release(a);
@@ -136,9 +132,9 @@ static int pick_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *onehot, *g1 = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
-    TRY_GOTO(tg_unsqueeze(&g1, g, 1));
-    TRY_GOTO(tg_mul(&gi[0], onehot, g1));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
+    TG_TRY_GOTO(tg_unsqueeze(&g1, g, 1));
+    TG_TRY_GOTO(tg_mul(&gi[0], onehot, g1));
 done:
     tg_tensor_release(g1);
     return rc;
@@ -225,11 +221,11 @@ static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tenso
     TG_TRY(check_pair(op, out, input, target, red));
     tg_tensor *t[4] = {0};
     int rc;
-    TRY_GOTO(amp_f32(&t[0], input));
-    TRY_GOTO(amp_f32(&t[1], target));
-    TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
-    TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
-    TRY_GOTO(reduce(out, t[3], red));
+    TG_TRY_GOTO(amp_f32(&t[0], input));
+    TG_TRY_GOTO(amp_f32(&t[1], target));
+    TG_TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
+    TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
+    TG_TRY_GOTO(reduce(out, t[3], red));
 done:
     release_all(t, 4);
     return rc;
@@ -337,17 +333,17 @@ int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_r
     tg_tensor *t[10] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, nll */
     const int dim1[1] = {1};
     int rc;
-    TRY_GOTO(read_targets(target, C, idx));
-    TRY_GOTO(amp_f32(&t[0], logits));
-    TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
-    TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
-    TRY_GOTO(tg_exp(&t[4], t[3]));
-    TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
-    TRY_GOTO(tg_log(&t[6], t[5]));
-    TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
-    TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
-    TRY_GOTO(tg_neg(&t[9], t[8]));
-    TRY_GOTO(reduce(out, t[9], red));
+    TG_TRY_GOTO(read_targets(target, C, idx));
+    TG_TRY_GOTO(amp_f32(&t[0], logits));
+    TG_TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
+    TG_TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
+    TG_TRY_GOTO(tg_exp(&t[4], t[3]));
+    TG_TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
+    TG_TRY_GOTO(tg_log(&t[6], t[5]));
+    TG_TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
+    TG_TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
+    TG_TRY_GOTO(tg_neg(&t[9], t[8]));
+    TG_TRY_GOTO(reduce(out, t[9], red));
 done:
     release_all(t, 10);
     free(idx);

@@ -4,7 +4,7 @@
 #ifndef TAPEGRAD_OPS_QUANT_PARAMS_H
 #define TAPEGRAD_OPS_QUANT_PARAMS_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* Elements after dim `axis` of t (row-major): a channel block along axis. */
 static inline int64_t tg__q_inner_size(const tg_tensor *t, int axis)

@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/dispatch.h"
 
 typedef struct op_entry {
     const tg_op_schema *op;

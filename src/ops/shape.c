@@ -8,7 +8,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "shape_internal.h"
 #include "tapegrad/ops.h"

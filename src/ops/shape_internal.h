@@ -2,7 +2,7 @@
 #ifndef TAPEGRAD_SHAPE_INTERNAL_H
 #define TAPEGRAD_SHAPE_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* Normalises dim (negative counts from the end) into *out; TG_EINVAL with a
  * message naming op and arg when it is not in [-ndim, ndim). */

@@ -8,19 +8,15 @@
 #include <assert.h>
 #include <math.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct pow_params {
     double p;
 } pow_params;
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 TG_EW_UNARY_KERNEL(k_neg, -a)
 TG_EW_UNARY_KERNEL(k_exp, exp((double)a))
@@ -73,9 +69,9 @@ static int exp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *e = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_exp(&e, a));
-    TRY_GOTO(tg_mul(&gi[0], g, e));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_exp(&e, a));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, e));
 done:
     tg_tensor_release(e);
     return rc;
@@ -94,10 +90,10 @@ static int sqrt_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *r = NULL, *q = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_sqrt(&r, a));
-    TRY_GOTO(tg_div(&q, g, r));
-    TRY_GOTO(tg_mul_scalar(&gi[0], q, 0.5));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_sqrt(&r, a));
+    TG_TRY_GOTO(tg_div(&q, g, r));
+    TG_TRY_GOTO(tg_mul_scalar(&gi[0], q, 0.5));
 done:
     tg_tensor_release(r);
     tg_tensor_release(q);
@@ -110,9 +106,9 @@ static int abs_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *sgn = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ew_unary("abs", &sgn, a, k_sign, 0.0));
-    TRY_GOTO(tg_mul(&gi[0], g, sgn));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ew_unary("abs", &sgn, a, k_sign, 0.0));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, sgn));
 done:
     tg_tensor_release(sgn);
     return rc;
@@ -124,14 +120,14 @@ static int pow_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     double p = ((const pow_params *)tg__ctx_params(ctx))->p;
     tg_tensor *a, *t = NULL, *u = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     if (p == 0.0) {
-        TRY_GOTO(tg_tensor_zeros_like(&gi[0], a));
+        TG_TRY_GOTO(tg_tensor_zeros_like(&gi[0], a));
         goto done;
     }
-    TRY_GOTO(tg_pow_scalar(&t, a, p - 1.0));
-    TRY_GOTO(tg_mul_scalar(&u, t, p));
-    TRY_GOTO(tg_mul(&gi[0], g, u));
+    TG_TRY_GOTO(tg_pow_scalar(&t, a, p - 1.0));
+    TG_TRY_GOTO(tg_mul_scalar(&u, t, p));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, u));
 done:
     tg_tensor_release(t);
     tg_tensor_release(u);
@@ -143,12 +139,12 @@ static int erf_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *t[4] = {NULL, NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_mul(&t[0], a, a));
-    TRY_GOTO(tg_neg(&t[1], t[0]));
-    TRY_GOTO(tg_exp(&t[2], t[1]));
-    TRY_GOTO(tg_mul_scalar(&t[3], t[2], 2.0 / sqrt(M_PI)));
-    TRY_GOTO(tg_mul(&gi[0], g, t[3]));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_mul(&t[0], a, a));
+    TG_TRY_GOTO(tg_neg(&t[1], t[0]));
+    TG_TRY_GOTO(tg_exp(&t[2], t[1]));
+    TG_TRY_GOTO(tg_mul_scalar(&t[3], t[2], 2.0 / sqrt(M_PI)));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, t[3]));
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
     return rc;

@@ -2,7 +2,7 @@
 #ifndef TAPEGRAD_QUANT_INTERNAL_H
 #define TAPEGRAD_QUANT_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 #include "ops/quant_params.h"
 #include "tapegrad/quant.h"
 
