@@ -301,6 +301,14 @@ static int run_node(engine *e, tg_node *n)
                                  "pass retain_graph", n->op->name);
         goto done;
     }
+    if (e->create_graph && !n->op->double_backward) {
+        /* its backward is not made of recorded ops: a graph of it would give
+         * wrong higher derivatives (PyTorch's once_differentiable) */
+        rc = tg__error(TG_EGRAD, "%s: create_graph through an op whose backward is not "
+                                 "differentiable (its schema says double_backward = false)",
+                       n->op->name);
+        goto done;
+    }
     if (tg__trace_enabled())
         fprintf(stderr, "[tape] backward #%llu %s\n", (unsigned long long)n->seq, n->op->name);
     rc = n->op->backward(n, g, grad_in);
