@@ -17,6 +17,7 @@
 #define TAPEGRAD_CONV_INTERNAL_H
 
 #include "ops/dispatch.h"
+#include "ops/scratch.h"
 #include "tapegrad/conv.h"
 
 typedef struct tg__conv_geom {
@@ -87,19 +88,6 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
     return true;
 }
 
-/* This thread's grow-only scratch buffer `slot` (0 to 4) of at least `bytes`;
- * NULL with TG_ENOMEM set.  Valid until the next call for the same slot. */
-void *tg__conv_scratch(int slot, size_t bytes);
-/* This thread's zeroed buffer, at least `bytes` of zeros (NULL with
- * TG_ENOMEM set): the ConvTranspose GEMM (columns) and the conv GEMM of a
- * chunk (packed output) add into it with beta = 1, which spares OpenBLAS's
- * zeroing of C, and col2im / the unpack zero what they have read.  The taker
- * must leave all of it zero again before tg__conv_zeroed_give(); without the
- * give (an error on the way), the next take clears it. */
-void *tg__conv_zeroed_take(size_t bytes);
-void tg__conv_zeroed_give(void);
-/* Frees this thread's scratch buffers (tests; threads that are done). */
-void tg__conv_scratch_release(void);
 /* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */
 void tg__conv_set_chunk(int64_t samples);
 /* Tests: false makes im2col/col2im of this thread take the row-by-row path
