@@ -31,6 +31,55 @@ BF16_TARGET static inline __m512i pairs_of_run(const float *x, int64_t n)
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
+/* out[q] = lane q of each of r[0..16) (a 16 x 16 transpose of 32-bit lanes):
+ * pairs of rows interleaved, then pairs of pairs, then 128-bit lanes. */
+BF16_TARGET static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* u[4b + c] holds lanes c, c+4, c+8, c+12 of rows 4b..4b+3 (one per 128 bits) */
+    for (int b = 0; b < 4; b++) {
+        u[4 * b] = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
+        u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);
+        const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+        r[c + 8] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[c + 4] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+        r[c + 12] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
+/* Lines whose k is contiguous, line stride 1 in dst: 16 lines x 16 pairs
+ * at a time, transposed so that each pair's lines are one store. */
+BF16_TARGET static void pack_krun_t(uint32_t *dst, int64_t R, int64_t ps, const tg__bf16_src *s,
+                                    int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kp)
+{
+    __m512i v[16];
+    for (int64_t l = 0; l < R; l += 16) {
+        const __mmask16 keep = first_lanes(R - l);
+        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+            for (int64_t r = 0; r < 16; r++)
+                v[r] = l + r < nl ? pairs_of_run(s->p + (l0 + l + r) * s->ld + t0 + 2 * p0,
+                                                 kc - 2 * p0)
+                                  : _mm512_setzero_si512();
+            transpose16(v);
+            const int64_t q1 = kp - p0 < 16 ? kp - p0 : 16;
+            for (int64_t q = 0; q < q1; q++)
+                _mm512_mask_storeu_epi32(dst + (p0 + q) * ps + l, keep, v[q]);
+        }
+    }
+}
+
 /* Lines whose k is contiguous: each line's run of k becomes its pairs. */
 BF16_TARGET static void pack_krun(uint32_t *dst, int64_t R, int64_t rs, int64_t ps,
                                   const tg__bf16_src *s, int64_t l0, int64_t nl, int64_t t0,
@@ -91,7 +140,8 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
                    int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp)
 {
     TG_ASSERT(kcp % 2 == 0 && kcp >= kc && nl <= R);
-    if (s->tcontig) pack_krun(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
+    if (s->tcontig && rs == 1) pack_krun_t(dst, R, ps, s, l0, nl, t0, kc, kcp / 2);
+    else if (s->tcontig) pack_krun(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
     else pack_lines(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
 }
 
@@ -104,9 +154,22 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
     } while (0)
 #define OUT(r)                                                                    \
     do {                                                                          \
-        _mm512_store_ps(acc + (r) * 32, c##r##0);                                 \
-        _mm512_store_ps(acc + (r) * 32 + 16, c##r##1);                            \
+        if ((r) < mr) store_row(c + (r) * ldc, c##r##0, c##r##1, m0, m1, first, beta); \
     } while (0)
+
+/* tg__bf16_store of one row of the tile, the first nr of its 32 lanes (masks
+ * m0, m1). */
+BF16_TARGET static inline void store_row(float *c, __m512 v0, __m512 v1, __mmask16 m0,
+                                         __mmask16 m1, bool first, float beta)
+{
+    if (!first || beta != 0) {
+        const __m512 b = _mm512_set1_ps(first ? beta : 1.0f);
+        v0 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m0, c), v0);
+        v1 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+}
 
 BF16_TARGET void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp,
                                        float *c, int64_t ldc, int mr, int nr, bool first,
@@ -123,10 +186,9 @@ BF16_TARGET void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, i
         ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5);
         ROW(6); ROW(7); ROW(8); ROW(9); ROW(10); ROW(11);
     }
-    _Alignas(64) float acc[12 * 32];
+    const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
     OUT(0); OUT(1); OUT(2); OUT(3); OUT(4); OUT(5);
     OUT(6); OUT(7); OUT(8); OUT(9); OUT(10); OUT(11);
-    tg__bf16_store(c, ldc, acc, 32, mr, nr, first, beta);
 }
 
 #undef ROW
