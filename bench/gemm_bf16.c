@@ -7,7 +7,9 @@
  *             of 16 lanes with the SkylakeX kernels, 8 with Haswell's
  *   avx512    vdpbf16ps, 32 bf16 products per instruction
  *   amx       tdpbf16ps (where the CPU has it)
- * One JSON line per shape and kernel.
+ * One JSON line per shape and kernel.  Times are the thread's CPU time (the
+ * best of --repeat runs), so that other processes on a shared machine do not
+ * count; the GEMM runs on the calling thread only.
  *
  *   gemm_bf16 [--ghz G (from /proc/cpuinfo)] [--per-cycle 2] [--repeat N (5)]
  */
@@ -24,7 +26,7 @@
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 

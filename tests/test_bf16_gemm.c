@@ -18,6 +18,7 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
+#include "core/gemm_bf16.h"
 #include "internal.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
@@ -58,9 +59,8 @@ static float rnd_bf16(void)
 /* c = op(a) op(b) + beta c on kernel k against f64, element by element, over
  * shapes that cross the blocking (m past 120 and 32, n past 32, k odd and
  * past 384) and leading dimensions past the extents. */
-static void gemm_sweep(tg_bf16_kernel k)
+static void gemm_sweep_on(tg_bf16_kernel k)
 {
-    use_kernel(k);
     static const int64_t dims[][3] = {{1, 1, 1},    {3, 5, 7},     {12, 32, 2},   {13, 33, 3},
                                       {31, 17, 64}, {33, 65, 385}, {130, 70, 51}, {5, 200, 800},
                                       {64, 48, 1000}};
@@ -106,9 +106,29 @@ static void gemm_sweep(tg_bf16_kernel k)
         }
 }
 
+static void gemm_sweep(tg_bf16_kernel k)
+{
+    use_kernel(k);
+    gemm_sweep_on(k);
+}
+
 Test(bf16_gemm, portable_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_PORTABLE); }
 Test(bf16_gemm, avx512_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AVX512); }
 Test(bf16_gemm, amx_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AMX); }
+
+/* The amx kernel's packing and blocking (A as rows of k, k padded to 32,
+ * 32 x 32 tiles) on a scalar model of the tiles, where the CPU has the
+ * AVX-512 BF16 packers but no AMX. */
+static void gemm_sweep_amx_layout(void)
+{
+    if (!tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512))
+        cr_skip_test("the amx layout is packed with AVX-512 BF16, which this machine lacks");
+    tg__bf16_set_amx_emulated(true);
+    gemm_sweep_on(TG_BF16_KERNEL_AMX);
+    tg__bf16_set_amx_emulated(false);
+}
+
+Test(bf16_gemm, amx_layout_on_emulated_tiles_against_f64) { gemm_sweep_amx_layout(); }
 
 /* ---- the ops: conv, conv_transpose, linear ---- */
 

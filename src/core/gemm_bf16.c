@@ -84,8 +84,12 @@ typedef struct driver {
     int mr;      /* rows of a micro-kernel tile */
     int64_t mc;  /* rows of an A block, a multiple of mr */
     int kal;     /* k of a block padded to a multiple of kal */
-    bool amx;
+    bool amx, emulated;   /* emulated: the amx layout on tg__bf16_micro_amx_emulated */
 } driver;
+
+static _Thread_local bool amx_emulated;
+
+void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -120,7 +124,10 @@ static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64
         const int nr = (int)(nc - j < TG__BF16_NR ? nc - j : TG__BF16_NR);
         for (int64_t i = 0; i < mc; i += d->mr) {
             const int mr = (int)(mc - i < d->mr ? mc - i : d->mr);
-            if (d->amx)
+            if (d->emulated)
+                tg__bf16_micro_amx_emulated(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc,
+                                            mr, nr, first, beta);
+            else if (d->amx)
                 tg__bf16_micro_amx(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr, nr,
                                    first, beta);
             else
@@ -141,7 +148,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
     uint32_t *bp = tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
     const bool ok = ap && bp;
     if (!ok) goto done;
-    if (d->amx) tg__bf16_amx_begin();
+    if (d->amx && !d->emulated) tg__bf16_amx_begin();
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         const int64_t nc = n - j0 < NC ? n - j0 : NC;
         for (int64_t t0 = 0; t0 < k; t0 += KC) {
@@ -154,7 +161,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
             }
         }
     }
-    if (d->amx) tg__bf16_amx_end();
+    if (d->amx && !d->emulated) tg__bf16_amx_end();
 done:
     tg__work_free(ap);
     tg__work_free(bp);
@@ -172,7 +179,8 @@ void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, 
         const tg__bf16_src sb = {.p = b, .ld = ldb, .tcontig = tb};
         const driver d =
             kern == TG_BF16_KERNEL_AMX
-                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true}
+                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
+                           .emulated = amx_emulated}
                 : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
         if (gemm_packed(&d, m, n, k, &sa, &sb, beta, c, ldc)) return;
     }

@@ -9,6 +9,25 @@
 
 #include "core/gemm_bf16.h"
 
+static float bf16_lo(uint32_t v) { return tg_bf16_to_f32((uint16_t)(v & 0xFFFF)); }
+static float bf16_hi(uint32_t v) { return tg_bf16_to_f32((uint16_t)(v >> 16)); }
+
+void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                 int64_t ldc, int mr, int nr, bool first, float beta)
+{
+    float acc[32 * 32];
+    for (int i = 0; i < 32; i++)
+        for (int j = 0; j < 32; j++) {
+            float s = 0;
+            for (int64_t p = 0; p < kp; p++) {
+                const uint32_t a = ap[i * kp + p], b = bp[p * TG__BF16_NR + j];
+                s += bf16_lo(a) * bf16_lo(b) + bf16_hi(a) * bf16_hi(b);
+            }
+            acc[i * 32 + j] = s;
+        }
+    tg__bf16_store(c, ldc, acc, 32, mr, nr, first, beta);
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>

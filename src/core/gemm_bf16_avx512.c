@@ -117,12 +117,14 @@ BF16_TARGET static void pack_lines(uint32_t *dst, int64_t R, int64_t rs, int64_t
                                          16, 0);
     _Alignas(64) uint32_t tmp[16];
     for (int64_t p = 0; p < kp; p++) {
+        /* rows t, t + 1 of k; past kc (the padding up to kcp) they are zero */
         const int64_t t = 2 * p;
-        const float *x0 = s->p + (t0 + t) * s->ld + l0, *x1 = x0 + s->ld;
+        const float *x0 = t < kc ? s->p + (t0 + t) * s->ld + l0 : NULL;
+        const float *x1 = t + 1 < kc ? x0 + s->ld : NULL;
         for (int64_t l = 0; l < R; l += 16) {
             const __mmask16 m = first_lanes(nl - l);
-            const __m512 lo = t < kc ? _mm512_maskz_loadu_ps(m, x0 + l) : _mm512_setzero_ps();
-            const __m512 hi = t + 1 < kc ? _mm512_maskz_loadu_ps(m, x1 + l) : _mm512_setzero_ps();
+            const __m512 lo = x0 ? _mm512_maskz_loadu_ps(m, x0 + l) : _mm512_setzero_ps();
+            const __m512 hi = x1 ? _mm512_maskz_loadu_ps(m, x1 + l) : _mm512_setzero_ps();
             const __m512i v =
                 _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
             const int64_t q1 = R - l < 16 ? R - l : 16;
