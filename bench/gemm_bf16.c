@@ -74,8 +74,10 @@ int main(int argc, char **argv)
         float *a = malloc(sizeof(float) * (size_t)na), *b = malloc(sizeof(float) * (size_t)nb);
         float *c = malloc(sizeof(float) * (size_t)(sh->m * sh->n));
         if (!a || !b || !c) return 1;
-        for (int64_t i = 0; i < na; i++) a[i] = tg_bf16_to_f32(tg_f32_to_bf16((float)sin((double)i)));
-        for (int64_t i = 0; i < nb; i++) b[i] = tg_bf16_to_f32(tg_f32_to_bf16((float)cos((double)i)));
+        for (int64_t i = 0; i < na; i++)
+            a[i] = tg_bf16_to_f32(tg_f32_to_bf16((float)sin((double)i)));
+        for (int64_t i = 0; i < nb; i++)
+            b[i] = tg_bf16_to_f32(tg_f32_to_bf16((float)cos((double)i)));
         const int64_t lda = sh->ta ? sh->m : sh->k, ldb = sh->tb ? sh->k : sh->n;
         for (int kern = TG_BF16_KERNEL_PORTABLE; kern <= TG_BF16_KERNEL_AMX; kern++) {
             if (!tg_bf16_kernel_available((tg_bf16_kernel)kern)) continue;
@@ -95,11 +97,15 @@ int main(int argc, char **argv)
             const double peak = kern == TG_BF16_KERNEL_AMX ? ghz * lanes * 2 / 16
                                                            : ghz * lanes * 2 * (double)per_cycle;
             printf("{\"shape\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"kernel\": \"%s\", "
-                   "\"instruction\": \"%s\", \"ms\": %.3f, \"gflops\": %.1f, \"peak_gflops\": %.1f, "
+                   "\"instruction\": \"%s\", \"ms\": %.3f, \"gflops\": %.1f, "
+                   "\"peak_gflops\": %.1f, "
                    "\"ghz\": %.3f, \"lanes\": %d, \"per_cycle\": %ld}\n",
                    sh->name, (long long)sh->m, (long long)sh->n, (long long)sh->k,
-                   kern == TG_BF16_KERNEL_PORTABLE ? "sgemm" : tg_bf16_kernel_name((tg_bf16_kernel)kern),
-                   kern == TG_BF16_KERNEL_PORTABLE ? (zmm ? "vfmadd231ps zmm" : "vfmadd231ps ymm") : kern == TG_BF16_KERNEL_AVX512 ? "vdpbf16ps zmm" : "tdpbf16ps",
+                   kern == TG_BF16_KERNEL_PORTABLE ? "sgemm"
+                                                   : tg_bf16_kernel_name((tg_bf16_kernel)kern),
+                   kern == TG_BF16_KERNEL_PORTABLE   ? (zmm ? "vfmadd231ps zmm" : "vfmadd231ps ymm")
+                   : kern == TG_BF16_KERNEL_AVX512 ? "vdpbf16ps zmm"
+                                                   : "tdpbf16ps",
                    best * 1e3, gflops, peak, ghz, lanes, per_cycle);
             fflush(stdout);
         }

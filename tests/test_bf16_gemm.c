@@ -72,7 +72,8 @@ static void gemm_sweep_on(tg_bf16_kernel k)
             const int64_t lda = (ta ? m : kk) + 3, ldb = (tb ? kk : n) + 1, ldc = n + 2;
             float *a = malloc(sizeof(float) * (size_t)((ta ? kk : m) * lda));
             float *b = malloc(sizeof(float) * (size_t)((tb ? n : kk) * ldb));
-            float *c = malloc(sizeof(float) * (size_t)(m * ldc)), *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
+            float *c = malloc(sizeof(float) * (size_t)(m * ldc));
+            float *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
             cr_assert(a && b && c && c0);
             for (int64_t i = 0; i < (ta ? kk : m) * lda; i++) a[i] = rnd_bf16();
             for (int64_t i = 0; i < (tb ? n : kk) * ldb; i++) b[i] = rnd_bf16();
@@ -209,7 +210,8 @@ static int64_t check(const char *what, const char *tag, const tg_tensor *got,
 {
     const int64_t n = tg_tensor_numel(got);
     cr_assert(eq(i64, n, tg_tensor_numel(ref)));
-    double *g = doubles(got), *r = doubles(ref), *s = doubles(sabs), *o = other ? doubles(other) : NULL;
+    double *g = doubles(got), *r = doubles(ref), *s = doubles(sabs);
+    double *o = other ? doubles(other) : NULL;
     int64_t differ = 0;
     for (int64_t i = 0; i < n; i++) {
         const double bound =
@@ -339,13 +341,17 @@ static void conv_sweep(tg_bf16_kernel k, bool cmp)
 }
 
 Test(bf16_gemm, portable_conv_sweep_against_f64) { conv_sweep(TG_BF16_KERNEL_PORTABLE, false); }
-Test(bf16_gemm, avx512_conv_sweep_against_f64_and_portable) { conv_sweep(TG_BF16_KERNEL_AVX512, true); }
+Test(bf16_gemm, avx512_conv_sweep_against_f64_and_portable)
+{
+    conv_sweep(TG_BF16_KERNEL_AVX512, true);
+}
 Test(bf16_gemm, amx_conv_sweep_against_f64_and_portable) { conv_sweep(TG_BF16_KERNEL_AMX, true); }
 
 static void linear_sweep(tg_bf16_kernel k, bool cmp)
 {
     use_kernel(k);
-    static const int64_t dims[][3] = {{1, 1, 1}, {5, 13, 7}, {64, 100, 33}, {17, 500, 40}, {64, 500, 300}};
+    static const int64_t dims[][3] = {
+        {1, 1, 1}, {5, 13, 7}, {64, 100, 33}, {17, 500, 40}, {64, 500, 300}};
     int64_t differ = 0;
     for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
         layer L = {.kind = 2, .ndim = 2, .xs = {dims[i][0], dims[i][1]},
@@ -360,7 +366,10 @@ static void linear_sweep(tg_bf16_kernel k, bool cmp)
 }
 
 Test(bf16_gemm, portable_linear_against_f64) { linear_sweep(TG_BF16_KERNEL_PORTABLE, false); }
-Test(bf16_gemm, avx512_linear_against_f64_and_portable) { linear_sweep(TG_BF16_KERNEL_AVX512, true); }
+Test(bf16_gemm, avx512_linear_against_f64_and_portable)
+{
+    linear_sweep(TG_BF16_KERNEL_AVX512, true);
+}
 Test(bf16_gemm, amx_linear_against_f64_and_portable) { linear_sweep(TG_BF16_KERNEL_AMX, true); }
 
 /* Under autocast an f32 conv casts x and its f32 master weight to bf16 and
@@ -393,7 +402,8 @@ Test(bf16_gemm, forcing_a_kernel_the_cpu_lacks_is_refused)
     cr_assert(eq(int, tg_bf16_kernel_set((tg_bf16_kernel)9), TG_EINVAL));
     for (int k = TG_BF16_KERNEL_PORTABLE; k <= TG_BF16_KERNEL_AMX; k++) {
         const int rc = tg_bf16_kernel_set((tg_bf16_kernel)k);
-        cr_assert(eq(int, rc, tg_bf16_kernel_available((tg_bf16_kernel)k) ? TG_OK : TG_EUNSUPPORTED));
+        const int want = tg_bf16_kernel_available((tg_bf16_kernel)k) ? TG_OK : TG_EUNSUPPORTED;
+        cr_assert(eq(int, rc, want));
         if (rc < 0) th_expect_in(tg_error_message(), tg_bf16_kernel_name((tg_bf16_kernel)k));
     }
     cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AUTO), TG_OK));
