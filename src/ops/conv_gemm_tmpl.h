@@ -64,8 +64,9 @@ static void FN(gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64
                          T *c, int64_t ldc)
 {
     const int64_t nt = tg_get_num_threads();
-    FN(gemm_slices) q = {.bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n, .k = k, .lda = lda,
-                         .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c};
+    FN(gemm_slices) q = {.bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n,
+                         .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b,
+                         .beta = beta, .c = c};
     q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
     q.w = (q.len + nt - 1) / nt;
     q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
@@ -107,8 +108,8 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
     T *yp = n == 1 ? yb : tg__conv_zeroed_take((size_t)(g->c_col * N) * sizeof(T));
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk, cols + gi * kk * N, N,
-                     n == 1 ? 0 : 1, yp + gi * co * N, N);
+        FN(gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk,
+                     cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
     if (n > 1) {
         FN(unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
         tg__conv_zeroed_give();
@@ -125,8 +126,8 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub
     const T *up = FN(chunk_packed)(g, ub, n, N);
     if (!up) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N, 0,
-                     dw + gi * co * kk, kk);
+        FN(gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N,
+                     N, 0, dw + gi * co * kk, kk);
     return TG_OK;
 }
 
@@ -189,8 +190,8 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N,
-                     direct ? 0 : 1, cols + gi * kk * ld, ld);
+        FN(gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N,
+                     N, direct ? 0 : 1, cols + gi * kk * ld, ld);
     if (!direct) {
         TG_TRY(FN(col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
         tg__conv_zeroed_give();

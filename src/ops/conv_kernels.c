@@ -4,7 +4,8 @@
  * drivers; each included once per type), and the scratch buffers they share.
  * f16/bf16 activations are converted to f32 chunk by chunk as the kernels
  * read them, and f16/bf16 outputs computed in f32 chunk by chunk and rounded
- * once into place (tg__conv_geom's half_in and half_out). */
+ * once into place (tg__conv_geom's half_in and half_out); the GEMMs of bf16
+ * operands run on the bf16 kernel that tg__conv_geom's bf16 names. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
