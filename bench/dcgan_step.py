@@ -85,13 +85,21 @@ def torch_worker(a):
     real = torch.rand(B, 1, 28, 28) * 2 - 1
     ones, zeros = torch.ones(B, 1), torch.zeros(B, 1)
 
+    # --amp bf16: the forward passes under CPU autocast (f32 master weights)
+    amp = dict(device_type="cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16")
+
     def step():
-        fake = g(torch.randn(B, 64))
+        with torch.autocast(**amp):
+            fake = g(torch.randn(B, 64))
         opt_d.zero_grad(set_to_none=True)
-        (bce(d(real), ones) + bce(d(fake.detach()), zeros)).backward()
+        with torch.autocast(**amp):
+            loss_d = bce(d(real), ones) + bce(d(fake.detach()), zeros)
+        loss_d.backward()
         opt_d.step()
         opt_g.zero_grad(set_to_none=True)
-        bce(d(fake), ones).backward()
+        with torch.autocast(**amp):
+            loss_g = bce(d(fake), ones)
+        loss_g.backward()
         opt_g.step()
 
     for _ in range(a.warmup):
@@ -105,7 +113,7 @@ def torch_worker(a):
         rss[half] = r
     secs = time.perf_counter() - t0
     print(json.dumps({
-        "impl": "pytorch", "torch": torch.__version__, "batch": B, "threads": a.threads,
+        "impl": "pytorch", "torch": torch.__version__, "amp": a.amp or "f32", "batch": B, "threads": a.threads,
         "steps": 2 * a.steps, "seconds": round(secs, 3),
         "images_per_s": round(2 * a.steps * B / secs, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -139,6 +147,7 @@ def main():
                     help="OMP_WAIT_POLICY for both sides; both (default): passive and "
                          "libgomp's default, each round")
     ap.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--amp", choices=["bf16"], help=argparse.SUPPRESS)   # the torch worker's
     a = ap.parse_args()
     if a.worker:
         return torch_worker(a)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tapegrad/precision.h"
 #include "tapegrad/quant.h"
 #include "tapegrad/tensor.h"
 #include "tools.h"
@@ -73,8 +74,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0) return help(argc, argv);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-        printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s)\n", TG_VERSION,
-               tg_blas_core(), tg_int8_kernel_name(tg_int8_kernel_get()));
+        printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s; bf16 kernel: %s; "
+               "f16 kernel: %s)\n",
+               TG_VERSION, tg_blas_core(), tg_int8_kernel_name(tg_int8_kernel_get()),
+               tg_bf16_kernel_name(tg_bf16_kernel_get()), tg_f16_kernel_name());
         return TG_EXIT_OK;
     }
     const command *c = find_command(cmd);

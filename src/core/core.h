@@ -16,6 +16,7 @@
 
 #include "tapegrad/autograd.h"   /* tg_grad_hook_fn, kept in a tensor's hook list */
 #include "tapegrad/dtype.h"
+#include "tapegrad/precision.h"
 #include "tapegrad/status.h"
 #include "tapegrad/tensor.h"
 
@@ -164,12 +165,20 @@ void tg__gather(const tg_tensor *t, tg_dtype to, void *dst);
 /* Writes a contiguous buffer of dtype `from` into t's elements (row-major),
  * converting to t's dtype; does not bump the version. */
 void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
-/* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64);
+/* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64;
+ * TG_BF16: f32 buffers holding bf16 values, multiplied by tg__gemm_bf16);
  * ta: A is stored (k, m), tb: B is stored (n, k).  Runs on the library's
  * thread pool with OpenBLAS single-threaded inside (src/ops/conv_kernels.c),
  * so OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* C (m, n) = op(A) @ op(B) + beta*C as tg__gemm in f32, with A and B f32
+ * buffers that hold bf16 values (widened, as the GEMM kernels' columns of
+ * bf16 tensors are): the products of bf16 values added in f32 by kernel kern
+ * (not AUTO; tapegrad/precision.h).  Single-threaded (src/core/gemm_bf16.c). */
+void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc);
 /* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), chosen when the library
  * is loaded (src/core/blas.c). */
 const char *tg__blas_core(void);

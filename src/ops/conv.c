@@ -40,6 +40,7 @@ const void *tg__conv_input(const tg_tensor *t, tg_dtype cdt, void **owned)
 void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_tensor *b,
                    const void **ab, const void **bb, void **ao, void **bo)
 {
+    if (a->dtype == TG_BF16) g->bf16 = tg_bf16_kernel_get();
     if (cdt == TG_F32 && tg__dtype_is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
         (!b || (b->dtype == a->dtype && tg_tensor_is_contiguous(b)))) {
         g->half_in = a->dtype;

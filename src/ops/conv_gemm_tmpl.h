@@ -30,8 +30,10 @@
 /* C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta*C, row-major; ta: A is stored
  * (k, m), tb: B is stored (n, k).  The longer side of C is cut into one slice
  * per thread, each a single-threaded GEMM; every element is still one dot
- * product over all k. */
+ * product over all k.  bf16 AVX512 or AMX: the operands hold bf16 values and
+ * each slice runs on that kernel (gemm_bf16, conv_kernels.c). */
 typedef struct {
+    tg_bf16_kernel bf16;   /* as tg__conv_geom's */
     bool ta, tb, rows;
     int64_t m, n, k, lda, ldb, ldc, w, len;
     const T *a, *b;
@@ -46,18 +48,25 @@ static void FN(gemm_slice)(void *p, int64_t s0, int64_t s1)
         const T *as = q->rows ? q->a + (q->ta ? j0 : j0 * q->lda) : q->a;
         const T *bs = q->rows ? q->b : q->b + (q->tb ? j0 * q->ldb : j0);
         T *cs = q->rows ? q->c + j0 * q->ldc : q->c + j0;
-        GEMM(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans, q->tb ? CblasTrans : CblasNoTrans,
-             (int)(q->rows ? nj : q->m), (int)(q->rows ? q->n : nj), (int)q->k, 1, as, (int)q->lda,
-             bs, (int)q->ldb, q->beta, cs, (int)q->ldc);
+        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)
+            FN(gemm_bf16)(q->bf16, q->ta, q->tb, q->rows ? nj : q->m, q->rows ? q->n : nj, q->k,
+                          as, q->lda, bs, q->ldb, q->beta, cs, q->ldc);
+        else
+            GEMM(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
+                 q->tb ? CblasTrans : CblasNoTrans, (int)(q->rows ? nj : q->m),
+                 (int)(q->rows ? q->n : nj), (int)q->k, 1, as, (int)q->lda, bs, (int)q->ldb,
+                 q->beta, cs, (int)q->ldc);
     }
 }
 
-static void FN(gemm_par)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
-                         int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc)
+static void FN(gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                         int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
+                         T *c, int64_t ldc)
 {
     const int64_t nt = tg_get_num_threads();
-    FN(gemm_slices) q = {.ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n, .k = k, .lda = lda,
-                         .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c};
+    FN(gemm_slices) q = {.bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n,
+                         .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b,
+                         .beta = beta, .c = c};
     q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
     q.w = (q.len + nt - 1) / nt;
     q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
@@ -99,8 +108,8 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
     T *yp = n == 1 ? yb : tg__conv_zeroed_take((size_t)(g->c_col * N) * sizeof(T));
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(false, false, co, N, kk, w + gi * co * kk, kk, cols + gi * kk * N, N,
-                     n == 1 ? 0 : 1, yp + gi * co * N, N);
+        FN(gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk,
+                     cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
     if (n > 1) {
         FN(unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
         tg__conv_zeroed_give();
@@ -117,8 +126,8 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub
     const T *up = FN(chunk_packed)(g, ub, n, N);
     if (!up) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N, N, 0,
-                     dw + gi * co * kk, kk);
+        FN(gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N,
+                     N, 0, dw + gi * co * kk, kk);
     return TG_OK;
 }
 
@@ -181,8 +190,8 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N, N,
-                     direct ? 0 : 1, cols + gi * kk * ld, ld);
+        FN(gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N,
+                     N, direct ? 0 : 1, cols + gi * kk * ld, ld);
     if (!direct) {
         TG_TRY(FN(col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
         tg__conv_zeroed_give();

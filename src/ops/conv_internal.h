@@ -39,6 +39,10 @@ typedef struct tg__conv_geom {
      * (the caller adds the bias). */
     tg_dtype half_out;
     const float *out_bias;
+    /* AVX512 or AMX: the operands are bf16 values (in f32 buffers) and the
+     * f32 GEMMs run on that bf16 kernel (tg__conv_acts sets it).  AUTO (a
+     * zeroed geometry) or PORTABLE: OpenBLAS's GEMM of the compute dtype. */
+    tg_bf16_kernel bf16;
 } tg__conv_geom;
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)

@@ -4,7 +4,8 @@
  * drivers; each included once per type).
  * f16/bf16 activations are converted to f32 chunk by chunk as the kernels
  * read them, and f16/bf16 outputs computed in f32 chunk by chunk and rounded
- * once into place (tg__conv_geom's half_in and half_out). */
+ * once into place (tg__conv_geom's half_in and half_out); the GEMMs of bf16
+ * operands run on the bf16 kernel that tg__conv_geom's bf16 names. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -248,6 +249,24 @@ static void store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, 
     TG_ASSERT(!"half output in an f64 kernel");
 }
 
+/* The bf16 GEMM of conv_gemm_tmpl.h's slices: f32 buffers holding bf16
+ * values only (a geometry with bf16 set never reaches an f64 kernel). */
+static void gemm_bf16_f32(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
+                          int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                          float beta, float *c, int64_t ldc)
+{
+    tg__gemm_bf16(kern, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void gemm_bf16_f64(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
+                          int64_t k, const double *a, int64_t lda, const double *b, int64_t ldb,
+                          double beta, double *c, int64_t ldc)
+{
+    (void)kern, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b;
+    (void)ldb, (void)beta, (void)c, (void)ldc;
+    TG_ASSERT(!"bf16 operands in an f64 kernel");
+}
+
 static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, int64_t at)
 {
     return (const char *)src + (size_t)at * (tg__conv_half_in(g) ? sizeof(uint16_t) : esize);
@@ -293,13 +312,14 @@ static void blas_restore(int n)
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
-    TG_ASSERT(ct == TG_F32 || ct == TG_F64);
+    TG_ASSERT(ct == TG_F32 || ct == TG_F64 || ct == TG_BF16);
     if (m <= 0 || n <= 0) return;
     const int saved = blas_single_begin();
-    if (ct == TG_F32)
-        gemm_par_f32(ta, tb, m, n, k, a, lda, b, ldb, (float)beta, c, ldc);
+    if (ct == TG_F64)
+        gemm_par_f64(TG_BF16_KERNEL_AUTO, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     else
-        gemm_par_f64(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+        gemm_par_f32(ct == TG_BF16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO, ta, tb, m, n, k,
+                     a, lda, b, ldb, (float)beta, c, ldc);
     blas_restore(saved);
 }
 

@@ -12,6 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/quant.h"
 
 typedef struct fq_channel {
     double scale;

@@ -141,8 +141,9 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             tg__gather(bias, ct, c);
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
-        tg__gemm(ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld, bias ? 1.0 : 0.0, c,
-                 N > 1 ? N : 1);
+        /* bf16: the operands' f32 copies hold bf16 values, multiplied as bf16 */
+        tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p,
+                 ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
         if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
     tg__work_free(sa);

@@ -1,0 +1,205 @@
+/* src/core/gemm_bf16.c - the bf16 GEMM: kernel selection and the blocked
+ * driver that packs the operands for the avx512 and amx micro-kernels
+ * (gemm_bf16_avx512.c, gemm_bf16_amx.c; layout in gemm_bf16.h).
+ *
+ * Blocking: k in blocks of KC, B in blocks of (KC, NC) packed once per
+ * block, A in blocks of (MC, KC); within them each B panel (KC x 32 bf16,
+ * 24 KiB) stays in L1 while the A panels stream from L2 past it. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "core/gemm_bf16.h"
+
+static const char *const kernel_names[] = {
+    [TG_BF16_KERNEL_AUTO] = "auto",
+    [TG_BF16_KERNEL_PORTABLE] = "portable",
+    [TG_BF16_KERNEL_AVX512] = "avx512",
+    [TG_BF16_KERNEL_AMX] = "amx",
+};
+
+const char *tg_bf16_kernel_name(tg_bf16_kernel k)
+{
+    return (k >= TG_BF16_KERNEL_AUTO && k <= TG_BF16_KERNEL_AMX) ? kernel_names[k] : "?";
+}
+
+const char *tg_f16_kernel_name(void) { return tg__cpu_has_half_simd() ? "f32 (F16C)" : "f32"; }
+
+bool tg_bf16_kernel_available(tg_bf16_kernel k)
+{
+    switch (k) {
+    case TG_BF16_KERNEL_PORTABLE: return true;
+    case TG_BF16_KERNEL_AVX512: return tg__bf16_cpu_has_avx512();
+    case TG_BF16_KERNEL_AMX: return tg__bf16_cpu_has_amx();
+    default: return false;
+    }
+}
+
+/* The per-thread choice set by tg_bf16_kernel_set (AUTO: not forced). */
+static _Thread_local tg_bf16_kernel forced = TG_BF16_KERNEL_AUTO;
+
+int tg_bf16_kernel_set(tg_bf16_kernel k)
+{
+    TG_CHECK(k >= TG_BF16_KERNEL_AUTO && k <= TG_BF16_KERNEL_AMX, TG_EINVAL,
+             "bf16_kernel_set: k=%d is not a tg_bf16_kernel", (int)k);
+    TG_CHECK(k == TG_BF16_KERNEL_AUTO || tg_bf16_kernel_available(k), TG_EUNSUPPORTED,
+             "bf16_kernel_set: this CPU cannot run the %s kernel", tg_bf16_kernel_name(k));
+    forced = k;
+    return TG_OK;
+}
+
+static tg_bf16_kernel best(void)
+{
+    if (tg__bf16_cpu_has_amx()) return TG_BF16_KERNEL_AMX;
+    if (tg__bf16_cpu_has_avx512()) return TG_BF16_KERNEL_AVX512;
+    return TG_BF16_KERNEL_PORTABLE;
+}
+
+/* AUTO: TG_BF16_KERNEL when this CPU has that kernel, else the best (an
+ * unknown or unavailable name is reported once on stderr). */
+tg_bf16_kernel tg_bf16_kernel_get(void)
+{
+    if (forced != TG_BF16_KERNEL_AUTO) return forced;
+    const char *env = getenv("TG_BF16_KERNEL");
+    if (!env || !*env) return best();
+    for (int k = TG_BF16_KERNEL_PORTABLE; k <= TG_BF16_KERNEL_AMX; k++)
+        if (strcmp(env, kernel_names[k]) == 0 && tg_bf16_kernel_available((tg_bf16_kernel)k))
+            return (tg_bf16_kernel)k;
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&told))
+        fprintf(stderr,
+                "tapegrad: TG_BF16_KERNEL=%s is not a bf16 kernel this CPU runs "
+                "(portable, avx512, amx); using %s\n",
+                env, tg_bf16_kernel_name(best()));
+    return best();
+}
+
+/* ---- the blocked driver ---- */
+
+enum { KC = 384, MC_AVX512 = 120, MC_AMX = 128, NC = 3072 };
+
+typedef struct driver {
+    int mr;      /* rows of a micro-kernel tile */
+    int64_t mc;  /* rows of an A block, a multiple of mr */
+    int kal;     /* k of a block padded to a multiple of kal */
+    bool amx, emulated;   /* emulated: the amx layout on tg__bf16_micro_amx_emulated */
+} driver;
+
+static _Thread_local bool amx_emulated;
+
+void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* A block (mc, kc) at (i0, t0) into panels of mr rows. */
+static void pack_a(const driver *d, uint32_t *ap, const tg__bf16_src *a, int64_t i0, int64_t mc,
+                   int64_t t0, int64_t kc, int64_t kcp)
+{
+    const int64_t kp = kcp / 2;
+    for (int64_t i = 0; i < mc; i += d->mr) {
+        const int64_t nl = mc - i < d->mr ? mc - i : d->mr;
+        uint32_t *dst = ap + i * kp;
+        if (d->amx) tg__bf16_pack(dst, d->mr, kp, 1, a, i0 + i, nl, t0, kc, kcp);
+        else tg__bf16_pack(dst, d->mr, 1, d->mr, a, i0 + i, nl, t0, kc, kcp);
+    }
+}
+
+static void pack_b(uint32_t *bp, const tg__bf16_src *b, int64_t j0, int64_t nc, int64_t t0,
+                   int64_t kc, int64_t kcp)
+{
+    const int64_t kp = kcp / 2;
+    for (int64_t j = 0; j < nc; j += TG__BF16_NR) {
+        const int64_t nl = nc - j < TG__BF16_NR ? nc - j : TG__BF16_NR;
+        tg__bf16_pack(bp + j * kp, TG__BF16_NR, 1, TG__BF16_NR, b, j0 + j, nl, t0, kc, kcp);
+    }
+}
+
+/* C += A B over one (mc, nc) block and one k block, packed. */
+static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64_t mc,
+                  int64_t nc, int64_t kp, float *c, int64_t ldc, bool first, float beta)
+{
+    for (int64_t j = 0; j < nc; j += TG__BF16_NR) {
+        const int nr = (int)(nc - j < TG__BF16_NR ? nc - j : TG__BF16_NR);
+        for (int64_t i = 0; i < mc; i += d->mr) {
+            const int mr = (int)(mc - i < d->mr ? mc - i : d->mr);
+            if (d->emulated)
+                tg__bf16_micro_amx_emulated(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc,
+                                            mr, nr, first, beta);
+            else if (d->amx)
+                tg__bf16_micro_amx(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr, nr,
+                                   first, beta);
+            else
+                tg__bf16_micro_avx512(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr,
+                                      nr, first, beta);
+        }
+    }
+}
+
+/* False (nothing written) when the packing buffers cannot be allocated. */
+static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const tg__bf16_src *a,
+                       const tg__bf16_src *b, float beta, float *c, int64_t ldc)
+{
+    const int64_t kcmax = round_up(k < KC ? k : KC, d->kal);
+    const int64_t mcmax = round_up(m < d->mc ? m : d->mc, d->mr);
+    const int64_t ncmax = round_up(n < NC ? n : NC, TG__BF16_NR);
+    uint32_t *ap = tg__work_alloc((size_t)(mcmax * kcmax / 2) * sizeof *ap);
+    uint32_t *bp = tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
+    const bool ok = ap && bp;
+    if (!ok) goto done;
+    if (d->amx && !d->emulated) tg__bf16_amx_begin();
+    for (int64_t j0 = 0; j0 < n; j0 += NC) {
+        const int64_t nc = n - j0 < NC ? n - j0 : NC;
+        for (int64_t t0 = 0; t0 < k; t0 += KC) {
+            const int64_t kc = k - t0 < KC ? k - t0 : KC, kcp = round_up(kc, d->kal);
+            pack_b(bp, b, j0, nc, t0, kc, kcp);
+            for (int64_t i0 = 0; i0 < m; i0 += d->mc) {
+                const int64_t mc = m - i0 < d->mc ? m - i0 : d->mc;
+                pack_a(d, ap, a, i0, mc, t0, kc, kcp);
+                block(d, ap, bp, mc, nc, kcp / 2, c + i0 * ldc + j0, ldc, t0 == 0, beta);
+            }
+        }
+    }
+    if (d->amx && !d->emulated) tg__bf16_amx_end();
+done:
+    tg__work_free(ap);
+    tg__work_free(bp);
+    return ok;
+}
+
+void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc)
+{
+    TG_ASSERT(kern != TG_BF16_KERNEL_AUTO);
+    if (m <= 0 || n <= 0) return;
+    if (kern != TG_BF16_KERNEL_PORTABLE && k > 0) {
+        const tg__bf16_src sa = {.p = a, .ld = lda, .tcontig = !ta};
+        const tg__bf16_src sb = {.p = b, .ld = ldb, .tcontig = tb};
+        const driver d =
+            kern == TG_BF16_KERNEL_AMX
+                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
+                           .emulated = amx_emulated}
+                : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
+        if (gemm_packed(&d, m, n, k, &sa, &sb, beta, c, ldc)) return;
+    }
+    /* portable, or no memory for the packed operands: the same products */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr, int nr,
+                    bool first, float beta)
+{
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + r * ldc;
+        const float *ar = acc + r * ldt;
+        if (!first)
+            for (int j = 0; j < nr; j++) cr[j] += ar[j];
+        else if (beta == 0)
+            memcpy(cr, ar, (size_t)nr * sizeof *cr);
+        else
+            for (int j = 0; j < nr; j++) cr[j] = beta * cr[j] + ar[j];
+    }
+}

@@ -1,0 +1,65 @@
+/* src/core/gemm_bf16.h - the bf16 GEMM's kernels (prefix tg__bf16).
+ *
+ * The packed layout.  A dot product over k is cut into pairs of k: the
+ * instructions (vdpbf16ps, tdpbf16ps) take two bf16 of one operand in a
+ * 32-bit lane and multiply them with the two bf16 of the other operand in
+ * the same lane.  So both operands are packed as 32-bit "pairs"
+ * (x[2p], x[2p+1]) along k, k padded with zeros to the kernel's multiple:
+ *   B block (kc, nc) -> panels of NR = 32 columns, panel j0 at
+ *     bp + (j0/NR) * (kcp/2) * NR pairs, pair p of column j at [p*NR + j];
+ *   A block (mc, kc) -> panels of MR rows, pair p of row r at
+ *     [p*MR + r]       for avx512 (one broadcast per row and pair),
+ *     [r*(kcp/2) + p]  for amx (a tile's rows are rows of A, 64 bytes of k).
+ * A B tile of AMX (16 pairs x 16 columns) is then 16 rows of a panel, 128
+ * bytes apart.
+ */
+#ifndef TAPEGRAD_GEMM_BF16_H
+#define TAPEGRAD_GEMM_BF16_H
+
+#include "core/core.h"
+#include "tapegrad/precision.h"
+
+#define TG__BF16_NR 32
+
+/* A source operand of the packers: element (line, t), t the index along k, is
+ * tcontig ? p[line*ld + t] : p[t*ld + line] (f32 holding bf16 values). */
+typedef struct tg__bf16_src {
+    const float *p;
+    int64_t ld;
+    bool tcontig;
+} tg__bf16_src;
+
+/* Packs lines [l0, l0+nl) x k [t0, t0+kc) of s as pairs into dst: pair p of
+ * line r (r < R; lines past nl and k past kc are zero) at dst[r*rs + p*ps],
+ * for p < kcp/2.  Rounds to bf16 (nearest even; exact for bf16 values). */
+void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__bf16_src *s,
+                   int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp);
+
+/* The store of a kernel's f32 tile acc (mr x nr used of rows ldt apart) into
+ * c: first block of k: c = acc (beta 0) or beta*c + acc; later: c += acc. */
+void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr, int nr,
+                    bool first, float beta);
+
+/* The micro-kernels: c's tile (mr <= MR rows, nr <= NR columns) from a
+ * packed A panel and B panel of kp pairs, stored as tg__bf16_store. */
+#define TG__BF16_MR_AVX512 12
+void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                           int64_t ldc, int mr, int nr, bool first, float beta);
+#define TG__BF16_MR_AMX 32
+void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                        int64_t ldc, int mr, int nr, bool first, float beta);
+/* The same tile product in portable C, tdpbf16ps's sums in order (tests
+ * check the amx layout through it on CPUs without AMX). */
+void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                 int64_t ldc, int mr, int nr, bool first, float beta);
+/* Tests: true makes this thread's amx GEMMs run the emulated tile product
+ * (still packed with the AVX-512 BF16 packers); false restores. */
+void tg__bf16_set_amx_emulated(bool on);
+/* Tile configuration of the calling thread (amx), before and after. */
+void tg__bf16_amx_begin(void);
+void tg__bf16_amx_end(void);
+
+bool tg__bf16_cpu_has_avx512(void);
+bool tg__bf16_cpu_has_amx(void);
+
+#endif

@@ -1,0 +1,212 @@
+/* src/core/gemm_bf16_avx512.c - the AVX-512 BF16 pieces of the bf16 GEMM:
+ * the packers (used by the amx kernel too: every CPU with AMX-BF16 has
+ * AVX-512 BF16) and the 12 x 32 micro-kernel on vdpbf16ps. */
+#include <string.h>
+
+#include "core/gemm_bf16.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512bw,avx512vl,avx512f")))
+
+bool tg__bf16_cpu_has_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+static __mmask16 first_lanes(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+
+/* 32 f32 -> 16 pairs: x[2q] in the low half of lane q, x[2q+1] in the high
+ * (cvtne2ps2bf16 puts its second operand first). */
+BF16_TARGET static inline __m512i pairs_of_run(const float *x, int64_t n)
+{
+    const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(n), x);
+    const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(n - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+/* out[q] = lane q of each of r[0..16) (a 16 x 16 transpose of 32-bit lanes):
+ * pairs of rows interleaved, then pairs of pairs, then 128-bit lanes. */
+BF16_TARGET static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* u[4b + c] holds lanes c, c+4, c+8, c+12 of rows 4b..4b+3 (one per 128 bits) */
+    for (int b = 0; b < 4; b++) {
+        u[4 * b] = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
+        u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);
+        const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+        r[c + 8] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[c + 4] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+        r[c + 12] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
+/* Lines whose k is contiguous, line stride 1 in dst: 16 lines x 16 pairs
+ * at a time, transposed so that each pair's lines are one store. */
+BF16_TARGET static void pack_krun_t(uint32_t *dst, int64_t R, int64_t ps, const tg__bf16_src *s,
+                                    int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kp)
+{
+    __m512i v[16];
+    for (int64_t l = 0; l < R; l += 16) {
+        const __mmask16 keep = first_lanes(R - l);
+        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+            for (int64_t r = 0; r < 16; r++)
+                v[r] = l + r < nl ? pairs_of_run(s->p + (l0 + l + r) * s->ld + t0 + 2 * p0,
+                                                 kc - 2 * p0)
+                                  : _mm512_setzero_si512();
+            transpose16(v);
+            const int64_t q1 = kp - p0 < 16 ? kp - p0 : 16;
+            for (int64_t q = 0; q < q1; q++)
+                _mm512_mask_storeu_epi32(dst + (p0 + q) * ps + l, keep, v[q]);
+        }
+    }
+}
+
+/* Lines whose k is contiguous: each line's run of k becomes its pairs. */
+BF16_TARGET static void pack_krun(uint32_t *dst, int64_t R, int64_t rs, int64_t ps,
+                                  const tg__bf16_src *s, int64_t l0, int64_t nl, int64_t t0,
+                                  int64_t kc, int64_t kp)
+{
+    _Alignas(64) uint32_t tmp[16];
+    for (int64_t r = 0; r < R; r++) {
+        uint32_t *d = dst + r * rs;
+        if (r >= nl) {
+            for (int64_t p = 0; p < kp; p++) d[p * ps] = 0;
+            continue;
+        }
+        const float *x = s->p + (l0 + r) * s->ld + t0;
+        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+            const __m512i v = pairs_of_run(x + 2 * p0, kc - 2 * p0);
+            const int64_t q1 = kp - p0 < 16 ? kp - p0 : 16;
+            if (ps == 1) {
+                _mm512_mask_storeu_epi32(d + p0, first_lanes(q1), v);
+                continue;
+            }
+            _mm512_store_si512((void *)tmp, v);
+            for (int64_t q = 0; q < q1; q++) d[(p0 + q) * ps] = tmp[q];
+        }
+    }
+}
+
+/* Lines contiguous, k strided: rows 2p and 2p+1 of k interleaved. */
+BF16_TARGET static void pack_lines(uint32_t *dst, int64_t R, int64_t rs, int64_t ps,
+                                   const tg__bf16_src *s, int64_t l0, int64_t nl, int64_t t0,
+                                   int64_t kc, int64_t kp)
+{
+    /* lane q of the result: elements q and 16 + q of cvtne2ps2bf16(hi, lo) */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                         16, 0);
+    _Alignas(64) uint32_t tmp[16];
+    for (int64_t p = 0; p < kp; p++) {
+        /* rows t, t + 1 of k; past kc (the padding up to kcp) they are zero */
+        const int64_t t = 2 * p;
+        const float *x0 = t < kc ? s->p + (t0 + t) * s->ld + l0 : NULL;
+        const float *x1 = t + 1 < kc ? x0 + s->ld : NULL;
+        for (int64_t l = 0; l < R; l += 16) {
+            const __mmask16 m = first_lanes(nl - l);
+            const __m512 lo = x0 ? _mm512_maskz_loadu_ps(m, x0 + l) : _mm512_setzero_ps();
+            const __m512 hi = x1 ? _mm512_maskz_loadu_ps(m, x1 + l) : _mm512_setzero_ps();
+            const __m512i v =
+                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            const int64_t q1 = R - l < 16 ? R - l : 16;
+            if (rs == 1) {
+                _mm512_mask_storeu_epi32(dst + p * ps + l, first_lanes(q1), v);
+                continue;
+            }
+            _mm512_store_si512((void *)tmp, v);
+            for (int64_t q = 0; q < q1; q++) dst[(l + q) * rs + p * ps] = tmp[q];
+        }
+    }
+}
+
+void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__bf16_src *s,
+                   int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp)
+{
+    TG_ASSERT(kcp % 2 == 0 && kcp >= kc && nl <= R);
+    if (s->tcontig && rs == 1) pack_krun_t(dst, R, ps, s, l0, nl, t0, kc, kcp / 2);
+    else if (s->tcontig) pack_krun(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
+    else pack_lines(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
+}
+
+/* Row r of the tile: acc_r0, acc_r1 += pair p of row r times the B pairs. */
+#define ROW(r)                                                                    \
+    do {                                                                          \
+        const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)ap[p * 12 + (r)]);  \
+        c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);                              \
+        c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);                              \
+    } while (0)
+#define OUT(r)                                                                    \
+    do {                                                                          \
+        if ((r) < mr) store_row(c + (r) * ldc, c##r##0, c##r##1, m0, m1, first, beta); \
+    } while (0)
+
+/* tg__bf16_store of one row of the tile, the first nr of its 32 lanes (masks
+ * m0, m1). */
+BF16_TARGET static inline void store_row(float *c, __m512 v0, __m512 v1, __mmask16 m0,
+                                         __mmask16 m1, bool first, float beta)
+{
+    if (!first || beta != 0) {
+        const __m512 b = _mm512_set1_ps(first ? beta : 1.0f);
+        v0 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m0, c), v0);
+        v1 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+}
+
+BF16_TARGET void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp,
+                                       float *c, int64_t ldc, int mr, int nr, bool first,
+                                       float beta)
+{
+    _Static_assert(TG__BF16_MR_AVX512 == 12 && TG__BF16_NR == 32, "the tile below is 12 x 32");
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
+    __m512 c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;
+    for (int64_t p = 0; p < kp; p++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32));
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32 + 16));
+        ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5);
+        ROW(6); ROW(7); ROW(8); ROW(9); ROW(10); ROW(11);
+    }
+    const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
+    OUT(0); OUT(1); OUT(2); OUT(3); OUT(4); OUT(5);
+    OUT(6); OUT(7); OUT(8); OUT(9); OUT(10); OUT(11);
+}
+
+#undef ROW
+#undef OUT
+
+#else /* not x86 with GCC or Clang */
+
+bool tg__bf16_cpu_has_avx512(void) { return false; }
+void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__bf16_src *s,
+                   int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp)
+{
+    TG_ASSERT(!"bf16 packing called on a build without AVX-512 BF16");
+}
+void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                           int64_t ldc, int mr, int nr, bool first, float beta)
+{
+    TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
+}
+#endif
