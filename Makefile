@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev \
-              libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs npm
+              libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs
 # Extra packages only `make demo` needs (the data set).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -40,7 +40,9 @@ demo: build
 
 # ONNX Runtime for the ONNX export tests (tests/onnx/package-lock.json);
 # --ignore-scripts keeps the bundled CPU library and skips a download step.
-onnx-runtime:
+# npm: Debian's package, unless the installed nodejs already brings it.
+onnx-runtime: deps
+	$(call install_missing,$(if $(shell command -v npm),,npm))
 	cd tests/onnx && npm ci --ignore-scripts --no-audit --no-fund
 
 test: build onnx-runtime

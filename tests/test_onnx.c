@@ -193,3 +193,302 @@ Test(onnx, conv_and_conv_transpose_sweep_matches_onnxruntime)
     }
     check_cases();
 }
+
+/* ---- the other modules ---- */
+
+/* Appends m to seq (asserting). */
+static void append(tg_module *seq, tg_module *m)
+{
+    cr_assert(m != NULL && tg_nn_sequential_append(seq, m) == TG_OK, "%s", tg_error_message());
+}
+
+static tg_module *act(tg_activation a, double slope)
+{
+    tg_module *m = NULL;
+    cr_assert(tg_nn_activation_new(&m, a, slope) == TG_OK);
+    return m;
+}
+
+/* Sets a BatchNorm's running statistics to values away from (0, 1). */
+static void set_running_stats(tg_module *bn, uint64_t seed)
+{
+    tg_tensor *mean = tg_module_find(bn, "running_mean"), *var = tg_module_find(bn, "running_var");
+    uint64_t s = seed;
+    for (int64_t i = 0; i < tg_tensor_numel(mean); i++) {
+        tg_tensor_set_flat(mean, i, 0.3 * th_uniform_pm1(&s));
+        tg_tensor_set_flat(var, i, 0.5 + 0.4 * th_uniform_pm1(&s));
+    }
+}
+
+/* Flatten -> Linear -> BatchNorm1d -> gelu -> Linear -> Unflatten ->
+ * BatchNorm2d (no affine) -> sigmoid -> Dropout -> Flatten(2, 3) ->
+ * leaky_relu -> Linear on a 3-d input (MatMul) -> silu -> tanh -> Identity. */
+static tg_module *mixed_model(tg_rng *rng)
+{
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_flatten_new(&m, 1, -1) == TG_OK);
+    append(seq, m);                                                        /* 0 */
+    cr_assert(tg_nn_linear_new(&m, 12, 24, true, rng) == TG_OK);
+    append(seq, m);                                                        /* 1 */
+    cr_assert(tg_nn_batchnorm_new(&m, 0, 24, 1e-3, 0.1, true, true) == TG_OK);
+    set_running_stats(m, 5);
+    append(seq, m);                                                        /* 2 */
+    append(seq, act(TG_ACT_GELU, 0));                                      /* 3 */
+    cr_assert(tg_nn_linear_new(&m, 24, 24, false, rng) == TG_OK);
+    append(seq, m);                                                        /* 4 */
+    cr_assert(tg_nn_unflatten_new(&m, 1, 3, (const int64_t[]){2, 3, 4}) == TG_OK);
+    append(seq, m);                                                        /* 5 */
+    cr_assert(tg_nn_batchnorm_new(&m, 2, 2, 1e-5, 0.1, false, true) == TG_OK);
+    set_running_stats(m, 6);
+    append(seq, m);                                                        /* 6 */
+    append(seq, act(TG_ACT_SIGMOID, 0));                                   /* 7 */
+    cr_assert(tg_nn_dropout_new(&m, 0.5, 1) == TG_OK);
+    append(seq, m);                                                        /* 8 */
+    cr_assert(tg_nn_flatten_new(&m, 2, 3) == TG_OK);
+    append(seq, m);                                                        /* 9: (N, 2, 12) */
+    append(seq, act(TG_ACT_LEAKY_RELU, 0.3));                              /* 10 */
+    cr_assert(tg_nn_linear_new(&m, 12, 5, true, rng) == TG_OK);
+    append(seq, m);                                                        /* 11 */
+    append(seq, act(TG_ACT_SILU, 0));                                      /* 12 */
+    append(seq, act(TG_ACT_TANH, 0));                                      /* 13 */
+    append(seq, act(TG_ACT_NONE, 0));                                      /* 14 */
+    return seq;
+}
+
+Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 7);
+    tg_module *m = mixed_model(&rng);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){3, 3, 4}, 11);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    write_case("mixed", m, x, 1e-5, 0, NULL, &o);
+    /* a leaf alone, and the identity model (one Identity node) */
+    tg_module *relu = act(TG_ACT_RELU, 0), *id = act(TG_ACT_NONE, 0);
+    write_case("relu_alone", relu, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
+    write_case("identity_alone", id, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
+    check_cases();
+    tg_module_release(relu);
+    tg_module_release(id);
+    tg_module_release(m);
+    tg_tensor_release(x);
+}
+
+/* ---- the DCGAN generator, float and int8 ---- */
+
+/* The generator of examples/dcgan/model.h (nz 16, C 8) after a few
+ * training-mode forwards, so its running statistics are not (0, 1). */
+static tg_module *dcgan_generator(void)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    dcgan_arch a = DCGAN_ARCH_INIT;
+    a.nz = 16;
+    a.g_ch = 8;
+    tg_module *g = NULL;
+    cr_assert(dcgan_generator_new(&g, &a, &rng) == TG_OK, "%s", tg_error_message());
+    tg_module_train(g, true);
+    tg_no_grad_begin();
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){8, 16}, 40 + i), *y = NULL;
+        cr_assert(tg_module_forward(g, &y, z) == TG_OK);
+        tg_tensor_release(y);
+        tg_tensor_release(z);
+    }
+    tg_no_grad_end();
+    return g;
+}
+
+static const char *const generator_inits[] = {
+    "net.0.weight", "net.2.weight", "net.2.bias", "net.2.running_mean", "net.2.running_var",
+    "net.4.weight", "net.5.weight", "net.5.bias", "net.5.running_mean", "net.5.running_var",
+    "net.7.weight", "net.7.bias", "/net/1/shape", NULL};
+
+Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    write_case("dcgan_generator", g, z, 1e-5, 0, generator_inits, &o);
+    check_cases();
+    tg_module_release(g);
+    tg_tensor_release(z);
+}
+
+/* The generator quantized by tg_quantize_model (BatchNorms folded, ReLUs
+ * fused): QDQ nodes around Gemm / ConvTranspose.  Between the same integers
+ * ONNX Runtime's arithmetic may round a layer's output one step away from
+ * tapegrad's fixed-point requantization, so the tolerance is one step of
+ * the last int8 layer's output (tanh after it has slope <= 1). */
+Test(onnx, int8_generator_matches_onnxruntime_within_quantization_error)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator(), *q = NULL;
+    tg_tensor *calib[2] = {th_rand_uniform(TG_F32, 2, (const int64_t[]){16, 16}, 50),
+                           th_rand_uniform(TG_F32, 2, (const int64_t[]){16, 16}, 51)};
+    cr_assert(tg_quantize_model(&q, g, 2, calib, NULL) == TG_OK, "%s", tg_error_message());
+    tg_qlayer_info last;
+    tg_module *l7 = tg_module_child(tg_module_child(q, "net"), "7");
+    cr_assert(tg_quantized_layer_info(l7, &last) == TG_OK, "%s", tg_error_message());
+    cr_assert(last.transpose && last.q.n_weight_scales == 1);
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
+    write_case("dcgan_generator_int8", q, z, 0, last.q.y_scale, NULL, NULL);
+    check_cases();
+    cr_log_info("int8 generator: tolerance y_scale = %g", last.q.y_scale);
+    tg_module_release(q);
+    tg_module_release(g);
+    th_release_all(2, calib);
+    tg_tensor_release(z);
+}
+
+/* Conv (groups 2, fused ReLU) -> ConvTranspose with per-channel weight
+ * scales on axis 1 -> Linear, quantized; i8 activations too. */
+Test(onnx, int8_conv_convT_linear_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 12);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, conv_module(&conv_cases[4], &rng));          /* conv2d g3 relu: 3 -> 6 */
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0][0] = 1;
+    p.output_padding[1] = 1;
+    cr_assert(tg_nn_conv_transpose_new(&m, 2, 6, 5, (const int64_t[]){3, 3}, &p, true, &rng) ==
+              TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_flatten_new(&m, 1, -1) == TG_OK);
+    append(seq, m);
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 8, 7}, 60);
+    tg_tensor *y = forward(seq, x);
+    cr_assert(tg_nn_linear_new(&m, tg_tensor_dim(y, 1), 4, true, &rng) == TG_OK);
+    append(seq, m);
+    tg_tensor_release(y);
+    for (int i = 0; i < 2; i++) {
+        tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
+        qo.act_dtype = i ? TG_I8 : TG_U8;
+        tg_module *q = NULL;
+        cr_assert(tg_quantize_model(&q, seq, 1, &x, &qo) == TG_OK, "%s", tg_error_message());
+        tg_qlayer_info lin;
+        cr_assert(tg_quantized_layer_info(tg_module_child(q, "3"), &lin) == TG_OK);
+        write_case(i ? "int8_stack_i8" : "int8_stack_u8", q, x, 0, lin.q.y_scale, NULL, NULL);
+        tg_module_release(q);
+    }
+    check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+/* ---- errors ---- */
+
+static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_mul_scalar(y, x, 2.0);
+}
+static const tg_module_vtable custom_vt = {.type_name = "Doubler", .forward = custom_forward};
+
+/* Exports m and expects status rc with `want` in the message, no file at
+ * path, and an existing file left as it was. */
+static void expect_refused(tg_module *m, tg_tensor *x, const tg_onnx_options *o, int rc,
+                           const char *want)
+{
+    char path[256], prev[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    cr_assert(tg_onnx_export(m, x, path, o) == rc, "expected %s: %s", tg_status_name(rc),
+              tg_error_message());
+    th_expect_in(tg_error_message(), want);
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    th_tmp_path(prev, sizeof prev, "kept.onnx");
+    th_write_bytes(prev, "previous", 8);
+    cr_assert(tg_onnx_export(m, x, prev, o) == rc);
+    th_expect_same_bytes(prev, "previous", 8);
+    cr_assert(th_tmp_dir_count() == 1, "a temporary file was left behind");
+    remove(prev);
+}
+
+Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *seq = NULL, *lin = NULL, *custom = NULL, *bn = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_linear_new(&lin, 4, 4, true, &rng) == TG_OK);
+    append(seq, lin);
+    cr_assert(tg_module_new(&custom, &custom_vt, NULL) == TG_OK);
+    append(seq, custom);
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 4}, 1);
+    expect_refused(seq, x, NULL, TG_EUNSUPPORTED, "module '1' (Doubler) is not supported");
+
+    cr_assert(tg_nn_batchnorm_new(&bn, 0, 4, 1e-5, 0.1, true, false) == TG_OK);
+    expect_refused(bn, x, NULL, TG_EUNSUPPORTED, "has no running statistics");
+
+    /* a one-child wrapper whose forward is not its child's */
+    tg_module *wrap = NULL;
+    cr_assert(tg_module_new(&wrap, &custom_vt, NULL) == TG_OK);
+    cr_assert(tg_module_add_child(wrap, "net", tg_module_retain(lin)) == TG_OK);
+    expect_refused(wrap, x, NULL, TG_EUNSUPPORTED, "its forward is not its one child's");
+
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.opset = 13;
+    expect_refused(lin, x, &o, TG_EINVAL, "only opset 17");
+    o = (tg_onnx_options)TG_ONNX_OPTIONS_INIT;
+    o.output_name = "input";
+    expect_refused(lin, x, &o, TG_EINVAL, "distinct");
+
+    tg_tensor *x64 = NULL;
+    cr_assert(tg_tensor_to_dtype(&x64, x, TG_F64) == TG_OK);
+    expect_refused(lin, x64, NULL, TG_EDTYPE, "example_input has dtype f64");
+    cr_assert(tg_module_to_dtype(lin, TG_F64) == TG_OK);
+    expect_refused(lin, x, NULL, TG_EDTYPE, "'weight' has dtype f64");
+    cr_assert(tg_onnx_export(NULL, x, "x.onnx", NULL) == TG_EINVAL);
+
+    /* a grouped ConvTranspose with per-channel scales that differ between
+     * groups: DequantizeLinear on axis 1 holds only C_out/groups scales */
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.groups = 2;
+    tg_module *ct = NULL, *q = NULL;
+    cr_assert(tg_nn_conv_transpose_new(&ct, 1, 4, 4, (const int64_t[]){3}, &p, true, &rng) ==
+              TG_OK);
+    tg_tensor *w = tg_module_find(ct, "weight");
+    tg_tensor_set_flat(w, 0, 5.0);   /* group 0's channel 0 has the larger scale */
+    tg_tensor *xc = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 4, 5}, 2);
+    cr_assert(tg_quantize_model(&q, ct, 1, &xc, NULL) == TG_OK, "%s", tg_error_message());
+    expect_refused(q, xc, NULL, TG_EUNSUPPORTED, "(QuantizedConvTranspose) is not supported: groups=2");
+    tg_module_release(q);
+    tg_module_release(ct);
+    tg_tensor_release(xc);
+
+    tg_module_release(wrap);
+    tg_module_release(bn);
+    tg_module_release(seq);
+    tg_tensor_release(x);
+    tg_tensor_release(x64);
+}
+
+Test(onnx, export_restores_training_flags_and_changes_no_state)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_module *net = tg_module_child(g, "net");
+    tg_module_train(g, true);
+    tg_module_train(tg_module_child(net, "5"), false);   /* a mixed tree */
+    const tg_tensor *nbt = tg_module_find(g, "net.2.num_batches_tracked");
+    const double before = th_at(nbt, 0), mean0 = th_at(tg_module_find(g, "net.2.running_mean"), 0);
+    char path[256];
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 16}, 3);
+    cr_assert(tg_onnx_export(g, z, th_tmp_path(path, sizeof path, "g.onnx"), NULL) == TG_OK);
+    cr_assert(tg_module_is_training(g) && tg_module_is_training(tg_module_child(net, "2")));
+    cr_assert(tg_module_is_training(tg_module_child(net, "5")) == false);
+    cr_assert(th_at(nbt, 0) == before);
+    cr_assert(th_at(tg_module_find(g, "net.2.running_mean"), 0) == mean0);
+    tg_module_release(g);
+    tg_tensor_release(z);
+}
