@@ -492,3 +492,55 @@ Test(onnx, export_restores_training_flags_and_changes_no_state)
     tg_module_release(g);
     tg_tensor_release(z);
 }
+
+/* ---- the command line, against torch.onnx.export ---- */
+
+/* `tapegrad export --onnx` of a generator file, and PyTorch's export of the
+ * same file (examples/dcgan_torch.py --export-onnx): both pass the checker
+ * and give the same images under ONNX Runtime, for a batch other than the
+ * example's (the batch dim is dynamic in both). */
+Test(onnx, cli_export_matches_torch_onnx_export)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_st_file *f = NULL;
+    char path[256];
+    cr_assert(tg_st_new(&f) == TG_OK);
+    cr_assert(tg_module_state_dict_save(g, f, "gen") == TG_OK);
+    cr_assert(tg_safetensors_save(f, th_tmp_path(path, sizeof path, "generator.safetensors")) ==
+              TG_OK);
+    tg_st_free(f);
+    int rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "ours.onnx",
+                                                     "--dynamic-batch", "--batch", "2",
+                                                     "generator.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "generator nz=16 C=8");
+    rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/examples/dcgan_torch.py",
+                                                   "--dir", ".", "--export-onnx", "torch.onnx",
+                                                   NULL});
+    cr_assert(rc == 0, "dcgan_torch.py --export-onnx:\n%s%s", th_out, th_err);
+    rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/check.py", ".",
+                                                   NULL});
+    cr_assert(rc == 0, "onnx checker:\n%s%s", th_out, th_err);
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){5, 16}, 77);
+    write_f32("z", ".f32", z);
+    rc = th_run("TG_NODE", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/run.mjs", "--same",
+                                                 "ours.onnx", "torch.onnx", "z.f32", "5,16",
+                                                 "1e-5", NULL});
+    cr_log_info("%s", th_out);
+    cr_assert(rc == 0, "onnxruntime:\n%s%s", th_out, th_err);
+    /* --int8 writes QDQ nodes; a missing file is a plain error */
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "int8.onnx", "--int8",
+                                                 "--calib", "2", "generator.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export --int8:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "int8 QDQ");
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "x.onnx", "none.safetensors",
+                                                 NULL});
+    cr_assert(rc == 1);
+    th_expect_in(th_err, "none.safetensors");
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "x.onnx")) == false);
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "generator.safetensors", NULL});
+    cr_assert(rc == 2);
+    tg_tensor_release(z);
+    tg_module_release(g);
+}
