@@ -60,17 +60,13 @@ static void json_shape(FILE *f, const char *key, const tg_tensor *t)
     fprintf(f, "]");
 }
 
-/* Exports m on x as case `name` with its expected output y = m(x); inits
- * (NULL-terminated, or NULL to skip the check) are the initializer names the
- * file must hold. */
-static void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, double atol,
-                       const char *const *inits, const tg_onnx_options *o)
+/* The files of case `name` but its .onnx: the input x, tapegrad's output y
+ * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
+ * the initializer names the file must hold. */
+static void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, double rtol,
+                           double atol, const char *const *inits)
 {
     char path[256], file[128];
-    tg_tensor *y = forward(m, x);
-    snprintf(file, sizeof file, "%s.onnx", name);
-    int rc = tg_onnx_export(m, x, th_tmp_path(path, sizeof path, file), o);
-    cr_assert(rc == TG_OK, "%s: %s", name, tg_error_message());
     write_f32(name, ".in.f32", x);
     write_f32(name, ".out.f32", y);
     snprintf(file, sizeof file, "%s.json", name);
@@ -88,6 +84,18 @@ static void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol
     }
     fprintf(f, "}\n");
     fclose(f);
+}
+
+/* Exports m on x as case `name`, with its expected output m(x). */
+static void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, double atol,
+                       const char *const *inits, const tg_onnx_options *o)
+{
+    char path[256], file[128];
+    tg_tensor *y = forward(m, x);
+    snprintf(file, sizeof file, "%s.onnx", name);
+    int rc = tg_onnx_export(m, x, th_tmp_path(path, sizeof path, file), o);
+    cr_assert(rc == TG_OK, "%s: %s", name, tg_error_message());
+    write_expected(name, x, y, rtol, atol, inits);
     tg_tensor_release(y);
 }
 
@@ -543,4 +551,40 @@ Test(onnx, cli_export_matches_torch_onnx_export)
     cr_assert(rc == 2);
     tg_tensor_release(z);
     tg_module_release(g);
+}
+
+/* examples/dcgan trains a few steps and writes its generator with
+ * --export-onnx (and again with --sample): ONNX Runtime draws from it the
+ * images the run stored in latents.safetensors. */
+Test(onnx, dcgan_example_exports_its_trained_generator)
+{
+    need_onnx();
+    th_write_idx_set(th_tmp_dir, "train", 24, 28, 7);
+    char out[256], path[512];
+    th_tmp_path(out, sizeof out, "out");
+    int rc = th_run("TG_DCGAN", (const char *const[]){"--data", th_tmp_dir, "--out", out,
+                                                      "--batch", "8", "--epochs", "1", "--g-ch",
+                                                      "8", "--d-ch", "4", "--nz", "16",
+                                                      "--threads", "1", "--export-onnx",
+                                                      "dcgan_trained.onnx", NULL});
+    cr_assert(rc == 0, "dcgan:\n%s", th_err);
+    th_expect_in(th_err, "wrote the generator as ONNX to dcgan_trained.onnx");
+    tg_st_file *f = NULL;
+    snprintf(path, sizeof path, "%s/latents.safetensors", out);
+    cr_assert(tg_safetensors_load(&f, path) == TG_OK, "%s", tg_error_message());
+    write_expected("dcgan_trained", tg_st_get(f, "z"), tg_st_get(f, "images"), 1e-5, 0, NULL);
+    tg_st_free(f);
+    rc = th_run("TG_DCGAN", (const char *const[]){"--out", out, "--sample", "4", "--export-onnx",
+                                                  "sampled.onnx", NULL});
+    cr_assert(rc == 0, "dcgan --sample:\n%s", th_err);
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "sampled.onnx")));
+    /* the same weights: the same bytes */
+    size_t n1 = 0, n2 = 0;
+    char *a = th_read_file(path, &n1);
+    char *b = th_read_file(th_tmp_path(path, sizeof path, "dcgan_trained.onnx"), &n2);
+    cr_assert(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
+    free(a);
+    free(b);
+    remove(th_tmp_path(path, sizeof path, "sampled.onnx"));
+    check_cases();
 }
