@@ -442,7 +442,8 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
     tg_module *wrap = NULL;
     cr_assert(tg_module_new(&wrap, &custom_vt, NULL) == TG_OK);
     cr_assert(tg_module_add_child(wrap, "net", tg_module_retain(lin)) == TG_OK);
-    expect_refused(wrap, x, NULL, TG_EUNSUPPORTED, "its forward is not its one child's");
+    expect_refused(wrap, x, NULL, TG_EUNSUPPORTED,
+                   "module '<top>' (Doubler) is not supported: its forward is not its one child's");
 
     tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
     o.opset = 13;
@@ -587,4 +588,19 @@ Test(onnx, dcgan_example_exports_its_trained_generator)
     free(b);
     remove(th_tmp_path(path, sizeof path, "sampled.onnx"));
     check_cases();
+}
+
+/* A library built with -Donnx=disabled (or without protobuf-c) says so. */
+Test(onnx, a_build_without_onnx_support_says_so)
+{
+    if (tg_onnx_available()) cr_skip_test("this build has ONNX support");
+    tg_module *relu = act(TG_ACT_RELU, 0);
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){1, 3}, 1);
+    char path[256];
+    cr_assert(tg_onnx_export(relu, x, th_tmp_path(path, sizeof path, "m.onnx"), NULL) ==
+              TG_EUNSUPPORTED);
+    th_expect_in(tg_error_message(), "built without ONNX support");
+    cr_assert(th_exists(path) == false);
+    tg_module_release(relu);
+    tg_tensor_release(x);
 }

@@ -16,12 +16,6 @@
 #include "io/onnx_graph.h"
 #include "tapegrad/autograd.h"
 
-int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y);
-int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
-int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
-int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
-int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
-
 /* The identity in eval: no node. */
 static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
 {
@@ -114,7 +108,7 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
         if (rc >= 0 && !tg__onnx_same(own, cur.t))
             rc = tg__error(TG_EUNSUPPORTED,
                            "onnx_export: module '%s' (%s) is not supported: its forward is not "
-                           "its one child's", path, tg_module_type_name(m));
+                           "its one child's", path[0] ? path : "<top>", tg_module_type_name(m));
         tg_tensor_release(own);
     }
     if (rc < 0) {

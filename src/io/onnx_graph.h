@@ -90,5 +90,13 @@ int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activa
  * for a 2-d x, Transpose + MatMul (+ Add) otherwise. */
 int tg__onnx_linear(tg__onnx *g, const char *scope, const char *x, int x_ndim,
                     const char *wname, const char *bname, const char **y);
-/* The QDQ form of a QuantizedLinear/Conv/ConvTranspose (onnx_qdq.c). */
+
+/* The emitters of the leaf modules: append the module's nodes after s->x,
+ * its output value's name in *y (onnx_nodes.c; onnx_qdq.c for the
+ * QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model). */
+int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);

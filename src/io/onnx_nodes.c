@@ -119,7 +119,6 @@ static int tg__onnx_param(const tg__onnx_site *s, const char *name, const char *
     return TG_OK;
 }
 
-int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y)
 {
     const char *w = NULL, *b = NULL;
@@ -129,7 +128,6 @@ int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y)
     return tg__onnx_linear(s->g, s->scope, s->x, tg_tensor_ndim(s->xt), w, b, y);
 }
 
-int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y)
 {
     tg_conv_params p;
@@ -157,7 +155,6 @@ static const char *tg__onnx_fill(const tg__onnx_site *s, const char *what, int64
     return rc == TG_OK ? name : NULL;
 }
 
-int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
 {
     double eps;
@@ -184,7 +181,6 @@ int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
     return tg__onnx_attr_float(s->g, n, "epsilon", (float)eps);
 }
 
-int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
 {
     tg_activation act;
@@ -197,7 +193,6 @@ int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
 /* Flatten and Unflatten: Reshape to the output's shape, where the dims
  * before the first one the module changes are 0 ("copy the input's", so the
  * batch stays free) and a flattened dim is -1. */
-int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y)
 {
     const bool flatten = !strcmp(tg_module_type_name(s->m), "Flatten");
