@@ -401,6 +401,7 @@ static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     return tg_mul_scalar(y, x, 2.0);
 }
 static const tg_module_vtable custom_vt = {.type_name = "Doubler", .forward = custom_forward};
+static const tg_module_vtable fake_seq_vt = {.type_name = "Sequential", .forward = custom_forward};
 
 /* Exports m and expects status rc with `want` in the message, no file at
  * path, and an existing file left as it was. */
@@ -444,6 +445,12 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
     cr_assert(tg_module_add_child(wrap, "net", tg_module_retain(lin)) == TG_OK);
     expect_refused(wrap, x, NULL, TG_EUNSUPPORTED,
                    "module '<top>' (Doubler) is not supported: its forward is not its one child's");
+    /* a custom module that only borrows the name Sequential */
+    tg_module *fake = NULL;
+    cr_assert(tg_module_new(&fake, &fake_seq_vt, NULL) == TG_OK);
+    cr_assert(tg_module_add_child(fake, "0", tg_module_retain(lin)) == TG_OK);
+    expect_refused(fake, x, NULL, TG_EUNSUPPORTED, "its forward is not its children in order");
+    tg_module_release(fake);
 
     tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
     o.opset = 13;

@@ -7,8 +7,9 @@
  * introspection calls, which also check that it is the library's module of
  * that name.  Containers: a Sequential runs its children in order; a module
  * whose whole content is one child (PyTorch's `self.net = Sequential(...)`
- * with `forward = self.net`) is exported as that child, after checking that
- * its forward gives exactly the child's output on the example input. */
+ * with `forward = self.net`) is exported as that child.  Every container's
+ * own forward is checked to give the children's output on the example
+ * input. */
 #include <math.h>
 #include <string.h>
 
@@ -85,7 +86,9 @@ static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b)
     return diff <= 1e-6 * mag;
 }
 
-/* A Sequential's children in order, or a one-child wrapper's child. */
+/* A Sequential's children in order, or a one-child wrapper's child; either
+ * way the container's forward must give the same output on x (a custom
+ * module may share the name "Sequential"). */
 static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *path,
                               const char *scope, tg__onnx_val x, tg__onnx_val *y)
 {
@@ -102,13 +105,14 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
         tg_tensor_release(cur.t);
         cur = next;
     }
-    if (rc >= 0 && !seq) {   /* check the wrapper's own forward */
+    if (rc >= 0) {   /* the container's own forward computes what the graph does */
         tg_tensor *own = NULL;
         rc = tg_module_forward(m, &own, x.t);
         if (rc >= 0 && !tg__onnx_same(own, cur.t))
             rc = tg__error(TG_EUNSUPPORTED,
                            "onnx_export: module '%s' (%s) is not supported: its forward is not "
-                           "its one child's", path[0] ? path : "<top>", tg_module_type_name(m));
+                           "%s", path[0] ? path : "<top>", tg_module_type_name(m),
+                           seq ? "its children in order" : "its one child's");
         tg_tensor_release(own);
     }
     if (rc < 0) {
@@ -205,8 +209,8 @@ static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx
                        tg_dtype_name(tg_tensor_dtype(y.t)));
     if (rc >= 0 && !strcmp(y.name, o->input_name))   /* the identity model */
         rc = tg__onnx_add(g, NULL, &y.name, "", "Identity", 1, (const char *const[]){y.name});
+    if (rc >= 0) rc = tg__onnx_rename(g, y.name, o->output_name);
     if (rc >= 0) {
-        tg__onnx_rename(g, y.name, o->output_name);
         rc = tg__onnx_io(g, true, o->output_name, TG__ONNX_FLOAT, tg_tensor_ndim(y.t),
                          tg_tensor_shape(y.t), o->dynamic_batch);
     }

@@ -274,18 +274,18 @@ int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
     return TG_OK;
 }
 
-void tg__onnx_rename(tg__onnx *g, const char *from, const char *to)
+int tg__onnx_rename(tg__onnx *g, const char *from, const char *to)
 {
-    char *from_copy = strdup(from);   /* from may be one of the strings replaced */
-    TG_ASSERT(from_copy != NULL);
+    const char *old = tg__onnx_str(g, "%s", from);   /* from may be a string replaced */
+    if (!old) return TG_ENOMEM;
     for (size_t i = 0; i < g->n_nodes; i++) {
         Onnx__NodeProto *n = g->nodes[i];
         for (size_t j = 0; j < n->n_input; j++)
-            if (!strcmp(n->input[j], from_copy)) n->input[j] = (char *)to;
+            if (!strcmp(n->input[j], old)) n->input[j] = (char *)to;
         for (size_t j = 0; j < n->n_output; j++)
-            if (!strcmp(n->output[j], from_copy)) n->output[j] = (char *)to;
+            if (!strcmp(n->output[j], old)) n->output[j] = (char *)to;
     }
-    free(from_copy);
+    return TG_OK;
 }
 
 int tg__onnx_write(tg__onnx *g, const char *path)

@@ -57,7 +57,7 @@ int tg__onnx_init_tensor(tg__onnx *g, const char *name, const tg_tensor *t);
 int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                 const int64_t *shape, bool dynamic_batch);
 /* Renames value `from` to `to` in every node's inputs and outputs. */
-void tg__onnx_rename(tg__onnx *g, const char *from, const char *to);
+int tg__onnx_rename(tg__onnx *g, const char *from, const char *to);
 
 /* Serializes the model to path through the atomic writer: on error no file
  * is left behind (and an existing one is unchanged). */
