@@ -15,6 +15,7 @@
 
 #include "tapegrad/autograd.h"
 #include "tapegrad/dtype.h"
+#include "tapegrad/op.h"
 #include "tapegrad/registry.h"
 #include "tapegrad/status.h"
 #include "tapegrad/tensor.h"
@@ -240,60 +241,22 @@ bool tg__in_parallel(void);
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
 
-/* ---- op registry and dispatch -------------------------------------------- */
+/* ---- op registry and dispatch (public: tapegrad/op.h) --------------------- */
 
-typedef tg_node tg_ctx;   /* what forward/backward see of their node */
+typedef tg_op_ctx tg_ctx;   /* what forward/backward see of their node */
 
-/* forward: computes out[0] (new reference) from in[0..n) (in[i] may be NULL
- * for an absent optional input).  Runs with grad mode off, so ops it calls
- * are not recorded.  When ctx is not NULL the op is being recorded and the
- * forward saves what backward needs with tg__ctx_save(). */
-typedef int (*tg_forward_fn)(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                             const void *params);
-/* backward: given grad_out (the gradient of the output), writes new
- * references into grad_in[i] for every i with tg__ctx_needs_grad(ctx, i)
- * (others stay NULL; leaving a needed one NULL means zero).  Written with
- * differentiable ops; the engine turns grad mode on or off around it
- * according to create_graph. */
-typedef int (*tg_backward_fn)(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in);
-
-typedef struct tg_op_schema {
-    const char *name;
-    int arity;                  /* -1: variadic */
-    tg_amp_policy amp;
-    tg_forward_fn forward;
-    tg_backward_fn backward;    /* NULL: not differentiable */
-    bool double_backward;       /* backward uses only differentiable ops */
-    UT_hash_handle hh;
-} tg_op_schema;
-
-/* The registry is used by name (tg_op_info_*, tg__op_find); dispatch takes
- * the schema itself and never needs it.  It is built on first use; a build
- * that fails (TG_ENOMEM) leaves it empty, and the next use tries again.
- * Registers an op: from each op family's tg__register_* function during the
- * build (which reports the first error), or later (a test's own op, after
- * the built-ins).  TG_ENOMEM with nothing registered when out of memory. */
-int tg__op_register(tg_op_schema *op);
 /* Lookup by name (builds the registry on first use); NULL if unknown, or if
  * the registry cannot be built (message set). */
-tg_op_schema *tg__op_find(const char *name);
+const tg_op_schema *tg__op_find(const char *name);
 
-/* The one dispatch path of every op:
- *  1. checks inputs are non-NULL where required (in[i] may be NULL only if
- *     the op allows it: forward decides),
- *  2. applies the op's AMP policy to float inputs (recorded casts),
- *  3. runs forward with grad mode off, with a ctx when the op is recorded
- *     (grad mode on, an input requires grad, op has backward),
- *  4. links the output to its new node and traces it when TG_TRACE=1.
- * params (params_size bytes) is copied into the node.  On error *out is
- * untouched. */
-int tg__op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
-                const void *params, size_t params_size);
+/* The built-in op families (src/ops/families.c lists them): registers every
+ * one through tg_op_register.  Called once, by the registry's build. */
+int tg__register_builtin_ops(void);
 
 /* ---- nodes (the tape) ----------------------------------------------------- */
 
-#define TG_NODE_MAX_INPUTS 8
-#define TG_NODE_MAX_SAVED 8
+#define TG_NODE_MAX_INPUTS TG_OP_MAX_INPUTS
+#define TG_NODE_MAX_SAVED TG_OP_MAX_SAVED
 
 typedef struct tg_edge {
     tg_node *fn;          /* the input's node (retained), or NULL */
@@ -332,6 +295,8 @@ struct tg_node {
     tg_meta out_meta;
     int n_saved;
     tg_saved saved[TG_NODE_MAX_SAVED];
+    int n_scalars;
+    double scalars[TG_OP_MAX_SCALARS];     /* tg_op_ctx_save_scalar */
     void *params;                          /* copy of the op's params, owned */
     size_t params_size;
     bool released;                         /* saved tensors/params freed after backward */
@@ -382,13 +347,6 @@ static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { retu
 /* True when TG_TRACE=1 (read once). */
 bool tg__trace_enabled(void);
 
-/* Each op family registers its schemas in one function, called by the
- * registry's build (src/ops/registry.c). */
-void tg__register_binary(void);      /* binary.c: add sub mul div pow + scalar variants */
-void tg__register_unary(void);       /* unary.c: neg exp log sqrt abs pow_scalar erf */
-void tg__register_activation(void);  /* activation.c: relu leaky_relu tanh sigmoid silu gelu */
-void tg__register_cast(void);        /* cast.c: to_dtype */
-void tg__register_reduce(void);      /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */
 /* Sum of an integer tensor a into a new int64 tensor (ndim, shape), exact
  * and wrapping as torch's; ostride as in reduce.c (0 for a reduced dim,
  * else the output's contiguous stride).  src/ops/reduce_int.c. */
@@ -413,12 +371,6 @@ static inline int64_t tg__reduce_next(const tg_tensor *a, const int64_t *ostride
     }
     return o;
 }
-void tg__register_shape(void);       /* shape.c: reshape permute slice expand cat contiguous ... */
-void tg__register_linalg(void);      /* linalg.c: matmul linear */
-void tg__register_conv(void);        /* conv.c: conv conv_transpose conv_weight_grad */
-void tg__register_norm(void);        /* norm.c: batch_norm */
-void tg__register_loss(void);        /* nn/loss.c: bce_logits, ce_pick */
-void tg__register_quant(void);       /* quant/fake_quantize.c: fake_quantize */
 
 /* Tests: false makes batch_norm on this thread take its per-channel loops
  * for rows shorter than 16 values too, instead of blocks of channels (true,

@@ -14,9 +14,11 @@
  * higher derivatives the output comes back with this op as its grad_fn
  * (tg__ctx_saved_output).
  */
+#include <assert.h>
 #include <math.h>
 
 #include "internal.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct slope_params {
@@ -361,7 +363,7 @@ done:
 }
 
 #define SCHEMA(op)                                                            \
-    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
+    static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
                                    .forward = op##_forward, .backward = op##_backward, \
                                    .double_backward = true}
 SCHEMA(relu);
@@ -371,20 +373,15 @@ SCHEMA(sigmoid);
 SCHEMA(silu);
 SCHEMA(gelu);
 
-void tg__register_activation(void)
-{
-    tg__op_register(&relu_op);
-    tg__op_register(&leaky_relu_op);
-    tg__op_register(&tanh_op);
-    tg__op_register(&sigmoid_op);
-    tg__op_register(&silu_op);
-    tg__op_register(&gelu_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__activation_ops[] = {&relu_op, &leaky_relu_op, &tanh_op, &sigmoid_op, &silu_op, &gelu_op};
+static_assert(sizeof tg__activation_ops / sizeof tg__activation_ops[0] == TG__activation_N,
+              "src/ops/families.h must count the activation ops");
 
-static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+static int call1(const tg_op_schema *op, tg_tensor **out, tg_tensor *a)
 {
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, NULL, 0);
+    return tg_op_call(op, out, 1, in, NULL, 0);
 }
 
 int tg_relu(tg_tensor **out, tg_tensor *a) { return call1(&relu_op, out, a); }
@@ -401,5 +398,5 @@ int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope)
      * same s. */
     slope_params p = {.slope = a && a->dtype != TG_F64 ? (double)(float)slope : slope};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
+    return tg_op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
 }

@@ -6,9 +6,11 @@
  * over the stretched dims (tg_sum_to_shape), because every stretched element
  * contributed to several outputs.
  */
+#include <assert.h>
 #include <math.h>
 
 #include "internal.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct scalar_params {
@@ -248,7 +250,7 @@ static int div_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 /* ---- schemas and public entries ---- */
 
 #define SCHEMA(op, nin, policy, bw)                                           \
-    static tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
+    static const tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
                                    .forward = op##_forward, .backward = bw,   \
                                    .double_backward = true}
 SCHEMA(add, 2, TG_AMP_PROMOTE, add_backward);
@@ -262,24 +264,15 @@ SCHEMA(rsub_scalar, 1, TG_AMP_KEEP, rsub_scalar_backward);
 SCHEMA(mul_scalar, 1, TG_AMP_KEEP, mul_scalar_backward);
 SCHEMA(div_scalar, 1, TG_AMP_KEEP, div_scalar_backward);
 
-void tg__register_binary(void)
-{
-    tg__op_register(&add_op);
-    tg__op_register(&sub_op);
-    tg__op_register(&mul_op);
-    tg__op_register(&div_op);
-    tg__op_register(&pow_op);
-    tg__op_register(&add_scalar_op);
-    tg__op_register(&sub_scalar_op);
-    tg__op_register(&rsub_scalar_op);
-    tg__op_register(&mul_scalar_op);
-    tg__op_register(&div_scalar_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__binary_ops[] = {&add_op, &sub_op, &mul_op, &div_op, &pow_op, &add_scalar_op, &sub_scalar_op, &rsub_scalar_op, &mul_scalar_op, &div_scalar_op};
+static_assert(sizeof tg__binary_ops / sizeof tg__binary_ops[0] == TG__binary_N,
+              "src/ops/families.h must count the binary ops");
 
-static int call2(tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
+static int call2(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
 {
     tg_tensor *in[2] = {a, b};
-    return tg__op_call(op, out, 2, in, NULL, 0);
+    return tg_op_call(op, out, 2, in, NULL, 0);
 }
 
 /* The scalar as PyTorch uses it: a Python number operand is converted to the
@@ -296,11 +289,11 @@ double tg__scalar_in_dtype(tg_dtype dt, double s)
     }
 }
 
-static int call_s(tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
+static int call_s(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
 {
     scalar_params p = {.s = a ? tg__scalar_in_dtype(a->dtype, s) : s};
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, &p, sizeof p);
+    return tg_op_call(op, out, 1, in, &p, sizeof p);
 }
 
 int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&add_op, out, a, b); }

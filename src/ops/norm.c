@@ -32,11 +32,13 @@
  * statistics recomputed from the saved x), so higher derivatives come from
  * the tape as for every other op.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
+#include "ops/families.h"
 #include "ops/conv_internal.h"   /* tg__conv_input/output: buffers in the compute dtype */
 #include "tapegrad/ops.h"
 
@@ -510,11 +512,14 @@ static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 /* KEEP: the op casts nothing on the tape; its statistics are accumulated in
  * double and its arithmetic done in f32/f64 whatever x's dtype (the FP32 rule
  * for batch-norm statistics, without a saved f32 copy of a half x). */
-static tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
+static const tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
                                      .forward = batch_norm_forward,
                                      .backward = batch_norm_backward, .double_backward = true};
 
-void tg__register_norm(void) { tg__op_register(&batch_norm_op); }
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__norm_ops[] = {&batch_norm_op};
+static_assert(sizeof tg__norm_ops / sizeof tg__norm_ops[0] == TG__norm_N,
+              "src/ops/families.h must count the norm ops");
 
 int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_tensor *running_var,
                   tg_tensor *weight, tg_tensor *bias, bool training, double momentum, double eps)
@@ -523,5 +528,5 @@ int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_ten
     bn_params p = {.momentum = momentum, .eps = eps, .training = training,
                    .running_mean = running_mean, .running_var = running_var};
     tg_tensor *in[3] = {x, weight, bias};
-    return tg__op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
+    return tg_op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
 }

@@ -5,9 +5,11 @@
  * differentiable ops.  log of a non-positive number is -inf/NaN as in C and
  * PyTorch, not an error.
  */
+#include <assert.h>
 #include <math.h>
 
 #include "internal.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct pow_params {
@@ -153,7 +155,7 @@ done:
 }
 
 #define SCHEMA(op, policy)                                                    \
-    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
+    static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
                                    .forward = op##_forward, .backward = op##_backward, \
                                    .double_backward = true}
 SCHEMA(neg, TG_AMP_KEEP);
@@ -164,21 +166,15 @@ SCHEMA(abs, TG_AMP_KEEP);
 SCHEMA(pow_scalar, TG_AMP_FP32);
 SCHEMA(erf, TG_AMP_KEEP);
 
-void tg__register_unary(void)
-{
-    tg__op_register(&neg_op);
-    tg__op_register(&exp_op);
-    tg__op_register(&log_op);
-    tg__op_register(&sqrt_op);
-    tg__op_register(&abs_op);
-    tg__op_register(&pow_scalar_op);
-    tg__op_register(&erf_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op, &log_op, &sqrt_op, &abs_op, &pow_scalar_op, &erf_op};
+static_assert(sizeof tg__unary_ops / sizeof tg__unary_ops[0] == TG__unary_N,
+              "src/ops/families.h must count the unary ops");
 
-static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+static int call1(const tg_op_schema *op, tg_tensor **out, tg_tensor *a)
 {
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, NULL, 0);
+    return tg_op_call(op, out, 1, in, NULL, 0);
 }
 
 int tg_neg(tg_tensor **out, tg_tensor *a) { return call1(&neg_op, out, a); }
@@ -195,5 +191,5 @@ int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p)
 {
     pow_params prm = {.p = a ? tg__scalar_in_dtype(a->dtype, p) : p};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
+    return tg_op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
 }

@@ -1,4 +1,4 @@
-/* src/nn/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
+/* src/ops/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
  * of differentiable ops, plus two small ops of their own: bce_logits and
  * ce_pick.
  *
@@ -13,10 +13,12 @@
  * the -inf of a masked class into 0 * -inf = NaN.  Its backward, onehot * g,
  * is differentiable too.
  */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
 #include "internal.h"
+#include "ops/families.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
@@ -88,7 +90,7 @@ done:
 
 /* FP32: inside an autocast scope the inputs are cast to f32; outside, mixed
  * float dtypes are promoted (recorded casts either way). */
-static tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
+static const tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
                               .forward = bce_forward, .backward = bce_backward,
                               .double_backward = true};
 
@@ -142,21 +144,20 @@ done:
     return rc;
 }
 
-static tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
+static const tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
                                .forward = pick_forward, .backward = pick_backward,
                                .double_backward = true};
 
 static int pick(tg_tensor **out, tg_tensor *a, tg_tensor *onehot)
 {
     tg_tensor *in[2] = {a, onehot};
-    return tg__op_call(&pick_op, out, 2, in, NULL, 0);
+    return tg_op_call(&pick_op, out, 2, in, NULL, 0);
 }
 
-void tg__register_loss(void)
-{
-    tg__op_register(&bce_op);
-    tg__op_register(&pick_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__loss_ops[] = {&bce_op, &pick_op};
+static_assert(sizeof tg__loss_ops / sizeof tg__loss_ops[0] == TG__loss_N,
+              "src/ops/families.h must count the loss ops");
 
 /* ---- shared checks and steps -------------------------------------------- */
 
@@ -250,7 +251,7 @@ int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg
 {
     TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
     tg_tensor *in[2] = {logits, target}, *l = NULL;
-    int rc = tg__op_call(&bce_op, &l, 2, in, NULL, 0);
+    int rc = tg_op_call(&bce_op, &l, 2, in, NULL, 0);
     if (rc == TG_OK) rc = reduce(out, l, red);
     tg_tensor_release(l);
     return rc;
