@@ -53,7 +53,7 @@ $(ASAN_BUILD)/build.ninja:
 
 # The suite in a sanitizer build, then every public function called with bad
 # arguments (scripts/api_sweep.py; meson already needs python3).
-test-asan: deps $(ASAN_BUILD)/build.ninja
+test-asan: deps onnx-runtime $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	scripts/run_tests.sh $(ASAN_BUILD)
 	python3 scripts/api_sweep.py --build $(ASAN_BUILD)

@@ -15,7 +15,14 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
-const ort = require('onnxruntime-node');
+let ort;
+try {
+  ort = require('onnxruntime-node');
+} catch (e) {
+  console.error(`onnxruntime-node is not installed (${e.message.split('\n')[0]}): run ` +
+                '`make onnx-runtime` (npm ci --ignore-scripts in tests/onnx)');
+  process.exit(1);
+}
 
 function f32(path) {
   const b = readFileSync(path);
@@ -40,7 +47,12 @@ function diff(a, b) {
 
 async function cases(dir) {
   let bad = 0;
-  for (const f of readdirSync(dir).filter((f) => f.endsWith('.json')).sort()) {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  if (files.length === 0) {
+    console.log(`no cases (.json files) in ${dir}`);
+    return 1;
+  }
+  for (const f of files) {
     const name = f.slice(0, -5);
     const c = JSON.parse(readFileSync(join(dir, f), 'utf8'));
     const want = f32(join(dir, name + '.out.f32'));
