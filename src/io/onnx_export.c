@@ -71,7 +71,8 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
     return TG_OK;
 }
 
-/* max |a - b| <= 1e-6 max(1, max |a|): the wrapper computes its child. */
+/* max |a - b| <= 1e-6 max(1, max |a|): a container computes what its
+ * exported children do. */
 static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b)
 {
     if (!tg_tensor_same_shape(a, b) || tg_tensor_dtype(a) != tg_tensor_dtype(b)) return false;
