@@ -477,7 +477,8 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
     tg_tensor_set_flat(w, 0, 5.0);   /* group 0's channel 0 has the larger scale */
     tg_tensor *xc = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 4, 5}, 2);
     cr_assert(tg_quantize_model(&q, ct, 1, &xc, NULL) == TG_OK, "%s", tg_error_message());
-    expect_refused(q, xc, NULL, TG_EUNSUPPORTED, "(QuantizedConvTranspose) is not supported: groups=2");
+    expect_refused(q, xc, NULL, TG_EUNSUPPORTED,
+                   "(QuantizedConvTranspose) is not supported: groups=2");
     tg_module_release(q);
     tg_module_release(ct);
     tg_tensor_release(xc);

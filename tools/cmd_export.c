@@ -134,20 +134,31 @@ int tg_cmd_export(int argc, char **argv)
     const char *step = "reading";
     int rc = tg_safetensors_load(&f, o.weights);
     const char *prefix = o.prefix ? o.prefix : f && tg_st_get(f, "gen.net.0.weight") ? "gen" : "";
-    if (rc >= 0) step = "loading the generator from", rc = load_generator(&g, f, prefix);
+    if (rc >= 0) {
+        step = "loading the generator from";
+        rc = load_generator(&g, f, prefix);
+    }
     const int64_t nz = rc >= 0 ? tg_tensor_dim(tg_module_find(g, "net.0.weight"), 1) : 0;
-    if (rc >= 0 && o.int8) step = "quantizing the generator of", rc = quantize(&q, g, nz, &o, &rng);
+    if (rc >= 0 && o.int8) {
+        step = "quantizing the generator of";
+        rc = quantize(&q, g, nz, &o, &rng);
+    }
     if (rc >= 0) rc = dcgan_latents(&z, o.batch, nz, &rng);
     tg_onnx_options oo = TG_ONNX_OPTIONS_INIT;
     oo.dynamic_batch = o.dynamic_batch;
     oo.graph_name = o.int8 ? "dcgan_generator_int8" : "dcgan_generator";
-    if (rc >= 0) step = "exporting the generator of", rc = tg_onnx_export(q ? q : g, z, o.onnx, &oo);
-    if (rc < 0) fprintf(stderr, "tapegrad export: %s %s: %s\n", step, o.weights, tg_error_message());
-    else
+    if (rc >= 0) {
+        step = "exporting the generator of";
+        rc = tg_onnx_export(q ? q : g, z, o.onnx, &oo);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "tapegrad export: %s %s: %s\n", step, o.weights, tg_error_message());
+    } else {
+        const int64_t c = tg_tensor_dim(tg_module_find(g, "net.0.weight"), 0) / 49;
         printf("tapegrad export: generator nz=%lld C=%lld from %s (prefix '%s') -> %s (%s, "
-               "opset 17)\n", (long long)nz,
-               (long long)tg_tensor_dim(tg_module_find(g, "net.0.weight"), 0) / 49, o.weights,
-               prefix, o.onnx, o.int8 ? "int8 QDQ" : "f32");
+               "opset 17)\n", (long long)nz, (long long)c, o.weights, prefix, o.onnx,
+               o.int8 ? "int8 QDQ" : "f32");
+    }
     tg_tensor_release(z);
     tg_module_release(q);
     tg_module_release(g);

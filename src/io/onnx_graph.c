@@ -176,10 +176,11 @@ int tg__onnx_attr_float(tg__onnx *g, tg__onnx_node *n, const char *name, float v
 int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
                        const int64_t *v)
 {
-    Onnx__AttributeProto *a = tg__onnx_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    Onnx__AttributeProto *a =
+        tg__onnx_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *copy = tg__onnx_alloc(g, (size_t)(count > 0 ? count : 1) * sizeof *copy);
     if (!a || !copy) return TG_ENOMEM;
-    memcpy(copy, v, (size_t)count * sizeof *copy);
+    if (count > 0) memcpy(copy, v, (size_t)count * sizeof *copy);
     a->n_ints = (size_t)count;
     a->ints = copy;
     return TG_OK;
@@ -197,8 +198,8 @@ int tg__onnx_init_raw(tg__onnx *g, const char *name, int dt, int ndim, const int
     uint8_t *raw = tg__onnx_alloc(g, bytes ? bytes : 1);
     if (!t || !dims || !nm || !raw) return TG_ENOMEM;
     onnx__tensor_proto__init(t);
-    memcpy(dims, shape, (size_t)ndim * sizeof *dims);
-    memcpy(raw, data, bytes);   /* little-endian host: the raw_data byte order */
+    if (ndim > 0) memcpy(dims, shape, (size_t)ndim * sizeof *dims);   /* NULL shape at 0-d */
+    if (bytes > 0) memcpy(raw, data, bytes);   /* little-endian host: the raw_data byte order */
     t->n_dims = (size_t)ndim;
     t->dims = dims;
     t->has_data_type = true;

@@ -107,7 +107,8 @@ static int tg__qdq_bias(const tg__onnx_site *s, const tg_qlayer_info *in,
     }
     const int64_t c_out = tg_tensor_numel(in->bias), nw = in->q.n_weight_scales;
     float *b = tg__malloc((size_t)c_out * sizeof *b), *sc = tg__malloc((size_t)c_out * sizeof *sc);
-    int32_t *bq = tg__malloc((size_t)c_out * sizeof *bq), *zp = tg__calloc((size_t)c_out, sizeof *zp);
+    int32_t *bq = tg__malloc((size_t)c_out * sizeof *bq);
+    int32_t *zp = tg__calloc((size_t)c_out, sizeof *zp);
     const char *bname = tg__onnx_param_name(s, "bias"), *sn = NULL, *zn = NULL;
     int rc = b && sc && bq && zp && bname ? TG_OK : TG_ENOMEM;
     if (rc >= 0) {
