@@ -4,12 +4,13 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
-              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev
+              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev \
+              libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs
 # Extra packages only `make demo` needs (the data set).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan test-tsan check bench goldens clean
+.PHONY: all deps build demo onnx-runtime test test-asan test-tsan check bench goldens clean
 
 all: build
 
@@ -37,7 +38,14 @@ demo: build
 	$(call install_missing,$(DEMO_PACKAGES))
 	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
 
-test: build
+# ONNX Runtime for the ONNX export tests (tests/onnx/package-lock.json);
+# --ignore-scripts keeps the bundled CPU library and skips a download step.
+# npm: Debian's package, unless the installed nodejs already brings it.
+onnx-runtime: deps
+	$(call install_missing,$(if $(shell command -v npm),,npm))
+	cd tests/onnx && npm ci --ignore-scripts --no-audit --no-fund
+
+test: build onnx-runtime
 	scripts/run_tests.sh $(BUILD)
 
 $(ASAN_BUILD)/build.ninja:
@@ -45,7 +53,7 @@ $(ASAN_BUILD)/build.ninja:
 
 # The suite in a sanitizer build, then every public function called with bad
 # arguments (scripts/api_sweep.py; meson already needs python3).
-test-asan: deps $(ASAN_BUILD)/build.ninja
+test-asan: deps onnx-runtime $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	scripts/run_tests.sh $(ASAN_BUILD)
 	python3 scripts/api_sweep.py --build $(ASAN_BUILD)

@@ -14,6 +14,11 @@
     /usr/bin/python3 examples/dcgan_torch.py --dir out --loader build/examples/dcgan_load
 
 Exit status 0 when both directions agree within --tol (max abs difference).
+
+With --export-onnx PATH it only loads OUT/generator.safetensors into the
+PyTorch generator and writes it with torch.onnx.export (opset 17, input
+"input" (batch, nz), output "output", batch dim dynamic): the file that
+`tapegrad export --onnx` should match under ONNX Runtime (tests/test_onnx.c).
 """
 import argparse
 import glob
@@ -75,19 +80,54 @@ def verdict(name, ours, theirs, tol):
     return ok
 
 
-def ours_to_torch(folder, tol):
-    gpath = os.path.join(folder, "generator.safetensors")
-    zpath = os.path.join(folder, "latents.safetensors")
-    for p in (gpath, zpath):
+def need(*paths):
+    for p in paths:
         if not os.path.exists(p):
+            folder = os.path.dirname(p) or "."
             sys.exit(f"{p} not found: train with `make demo` (examples/dcgan) or write a "
                      f"stand-in with `dcgan_load --export {folder}`")
+
+
+def load_ours(gpath):
+    """Our generator file in the PyTorch Generator, strictly, in eval mode."""
     state, _ = read_safetensors(gpath)
     state = strip_prefix(state)
     C, nz = state["net.0.weight"].shape[0] // 49, state["net.0.weight"].shape[1]
     g = Generator(nz, C)
     g.load_state_dict(state, strict=True)   # raises on any missing/unexpected key or shape
     g.eval()
+    return g, state, nz, C
+
+
+class Reshape(nn.Module):
+    """nn.Unflatten(1, shape) written as a reshape: torch 1.13's ONNX exporter
+    has no symbolic for aten::unflatten."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = shape
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], *self.shape)
+
+
+def export_onnx(folder, path):
+    gpath = os.path.join(folder, "generator.safetensors")
+    need(gpath)
+    g, _, nz, C = load_ours(gpath)
+    g.net[1] = Reshape((C, 7, 7))   # no parameters: the state dict is unchanged
+    torch.onnx.export(g, torch.zeros(1, nz), path, opset_version=17, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    print(f"torch.onnx.export: generator nz={nz} C={C} from {gpath} -> {path} (opset 17)")
+    return True
+
+
+def ours_to_torch(folder, tol):
+    gpath = os.path.join(folder, "generator.safetensors")
+    zpath = os.path.join(folder, "latents.safetensors")
+    need(gpath, zpath)
+    g, state, nz, C = load_ours(gpath)
     lat, _ = read_safetensors(zpath)
     z = pick(lat, LATENT_KEYS, "latent", zpath)
     ours = pick(lat, IMAGE_KEYS, "image", zpath).float()
@@ -137,7 +177,11 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--export-onnx", metavar="PATH", default=None,
+                    help="only write DIR's generator with torch.onnx.export to PATH")
     a = ap.parse_args()
+    if a.export_onnx:
+        return 0 if export_onnx(a.dir, a.export_onnx) else 1
     loader = a.loader or find_loader()
     if not loader:
         sys.exit("dcgan_load not found: build it (ninja -C build) or pass --loader")

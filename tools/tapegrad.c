@@ -24,6 +24,7 @@ static const command commands[] = {
     {"ops", tg_cmd_ops, "list the registered ops and their AMP/backward traits"},
     {"gradcheck", tg_cmd_gradcheck, "check gradients against finite differences"},
     {"bench", tg_cmd_bench, "time ops"},
+    {"export", tg_cmd_export, "write the DCGAN generator of a weights file as ONNX"},
 };
 
 static void usage(FILE *f)

@@ -42,5 +42,7 @@ int tg_cmd_ops(int argc, char **argv);
 int tg_cmd_gradcheck(int argc, char **argv);
 /* tapegrad bench: timings (tools/cmd_bench.c). */
 int tg_cmd_bench(int argc, char **argv);
+/* tapegrad export --onnx: a DCGAN generator as ONNX (tools/cmd_export.c). */
+int tg_cmd_export(int argc, char **argv);
 
 #endif

@@ -3,6 +3,7 @@
  *   dcgan [--epochs N] [--batch N] [--lr X] [--seed N] [--out DIR]
  *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
  *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
+ *         [--export-onnx PATH]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
@@ -23,6 +24,7 @@
 #include "opts.h"
 #include "outputs.h"
 #include "progress.h"
+#include "tapegrad/onnx.h"
 #include "train.h"
 
 #define N_FIXED 64
@@ -100,6 +102,19 @@ static int check_options(const app_opts *a, const tg_st_file *f)
     return dcgan_opts_from_meta(&ck, f) < 0 ? 0 : app_opts_check_checkpoint(a, &ck);
 }
 
+/* --export-onnx PATH: the generator as ONNX (tapegrad/onnx.h), z the example
+ * input; nothing without the option. */
+static int export_onnx(const app_opts *a, tg_module *gen, tg_tensor *z)
+{
+    if (!a->export_onnx) return TG_OK;
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    o.graph_name = "dcgan_generator";
+    int rc = tg_onnx_export(gen, z, a->export_onnx, &o);
+    if (rc >= 0) fprintf(stderr, "dcgan: wrote the generator as ONNX to %s\n", a->export_onnx);
+    return rc;
+}
+
 /* --sample N from the checkpoint f. */
 static int sample_only(const app_opts *a, const tg_st_file *f)
 {
@@ -128,6 +143,7 @@ static int sample_only(const app_opts *a, const tg_st_file *f)
     if (rc >= 0) rc = tg_png_write_grid(out_path(png, sizeof png, a->out, "samples.png"), img,
                                         nrow, -1.0, 1.0, 2);
     if (rc >= 0) fprintf(stderr, "dcgan: wrote %lld samples to %s\n", (long long)a->sample, png);
+    if (rc >= 0) rc = export_onnx(a, gen, z);
     tg_tensor_release(img);
     tg_tensor_release(z);
     tg_checkpoint_free(ck);
@@ -220,6 +236,7 @@ static int finish(run *r)
                                                          "samples_final.png"));
     if (rc >= 0) rc = write_losses(dir, &r->h);
     if (rc >= 0) rc = write_interchange(r->t, r->z, dir);
+    if (rc >= 0) rc = export_onnx(r->a, r->t->gen, r->z);
     double el = progress_elapsed(&r->p);
     int64_t done = r->t->step - r->p.start_step;
     if (rc >= 0)

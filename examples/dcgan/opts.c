@@ -30,6 +30,8 @@ static const char usage[] =
     "  --sample N          load the checkpoint, write N (1..4096) samples to\n"
     "                      DIR/samples.png, exit\n"
     "                      (their latents from --seed when given, else the checkpoint's)\n"
+    "  --export-onnx PATH  at the end (of training, or of --sample) also write the\n"
+    "                      generator as an ONNX model (opset 17, batch dim dynamic)\n"
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
     "  --log-every N       progress line every N steps when stderr is not a tty (50)\n"
@@ -129,6 +131,11 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
     if (!strcmp(name, "--sample")) {
         *rule = "an integer in 1.." STR(MAX_SAMPLES);
         return parse_i64(val, 1, MAX_SAMPLES, &o->sample);
+    }
+    if (!strcmp(name, "--export-onnx")) {
+        *rule = "a file path";
+        o->export_onnx = val;
+        return val[0] ? 0 : -1;
     }
     if (!strcmp(name, "--time-budget")) {
         *rule = "a number of seconds >= 0 (0: no limit)";

@@ -22,6 +22,7 @@ typedef struct app_opts {
     int threads;              /* 0: leave the libraries' defaults */
     const char *data;         /* IDX folder; NULL: Fashion-MNIST */
     int64_t sample;           /* > 0: write that many samples and exit */
+    const char *export_onnx;  /* NULL, or where to write the generator as ONNX */
     double time_budget;       /* seconds; 0: none */
     bool overwrite;           /* start over even if --out holds a checkpoint */
     int log_every;            /* plain progress lines every N steps */

@@ -92,6 +92,8 @@ TG_API tg_module *tg_module_child(const tg_module *m, const char *name);
 TG_API int tg_module_child_count(const tg_module *m);
 /* Borrowed i-th direct child in insertion order, or NULL. */
 TG_API tg_module *tg_module_child_at(const tg_module *m, int i);
+/* The name of the i-th direct child (borrowed from m), or NULL. */
+TG_API const char *tg_module_child_name_at(const tg_module *m, int i);
 /* The parameter or buffer with the dotted name ("net.0.weight"), borrowed,
  * or NULL. */
 TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
@@ -205,6 +207,15 @@ TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope
 TG_API int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim);
 /* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim). */
 TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape);
+/* What the built-in modules were made with, for code that walks a model
+ * (an exporter).  Any out-pointer may be NULL.  TG_EINVAL naming the module's
+ * type when m is not of that kind. */
+TG_API int tg_nn_activation_params(const tg_module *m, tg_activation *act, double *slope);
+TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim);
+/* shape receives *ndim sizes (at most TG_MAX_DIMS). */
+TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
+TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
+                                  double *momentum, bool *affine, bool *track_running_stats);
 TG_API int tg_nn_sequential_new(tg_module **out);
 /* Appends child (steals it, also on error) under the name "<count>". */
 TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);

@@ -278,6 +278,23 @@ typedef struct tg_quantize_options {
 TG_API int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
                              tg_tensor *const *batches, const tg_quantize_options *opt);
 
+/* What a quantized layer of tg_quantize_model computes (for an exporter):
+ * y = dequantize(op(quantize(x; q.x_scale, q.x_zero_point) as act_dtype,
+ * weight; q.weight_scales), then ReLU when relu, requantized to (q.y_scale,
+ * q.y_zero_point)).  Tensors and scales are borrowed from m. */
+typedef struct tg_qlayer_info {
+    bool linear;             /* QuantizedLinear */
+    bool transpose;          /* QuantizedConvTranspose */
+    tg_tensor *weight;       /* i8, the float layer's layout */
+    tg_tensor *bias;         /* f32 (C_out) or NULL */
+    tg_conv_params p;        /* Conv / ConvTranspose only */
+    tg_qscales q;
+    tg_dtype act_dtype;      /* TG_U8 or TG_I8 */
+    bool relu;
+} tg_qlayer_info;
+/* TG_EINVAL when m is not a QuantizedLinear/Conv/ConvTranspose module. */
+TG_API int tg_quantized_layer_info(const tg_module *m, tg_qlayer_info *info);
+
 /* A float layer computing bn(layer(x)) for an eval-mode BatchNorm bn: *out
  * (new reference) is a new module of layer's kind (Linear, Conv or
  * ConvTranspose, same hyper-parameters and dtype, always with a bias) with

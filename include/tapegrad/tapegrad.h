@@ -46,6 +46,7 @@
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/quant.h"
 #include "tapegrad/precision.h"
+#include "tapegrad/onnx.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -128,3 +128,18 @@ int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_features, dou
     *out = m;
     return TG_OK;
 }
+
+int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps, double *momentum,
+                           bool *affine, bool *track_running_stats)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_batchnorm_params: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_batchnorm_vt, TG_EINVAL,
+             "nn_batchnorm_params: m is a %s module, not BatchNorm", tg_module_type_name(m));
+    const tg__bn_state *s = m->state;
+    if (nspatial) *nspatial = s->nspatial;
+    if (eps) *eps = s->eps;
+    if (momentum) *momentum = s->momentum;
+    if (affine) *affine = s->affine;
+    if (track_running_stats) *track_running_stats = s->track;
+    return TG_OK;
+}

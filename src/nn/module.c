@@ -164,6 +164,11 @@ tg_module *tg_module_child_at(const tg_module *m, int i)
     return m && i >= 0 && i < m->n_children ? m->children[i].m : NULL;
 }
 
+const char *tg_module_child_name_at(const tg_module *m, int i)
+{
+    return m && i >= 0 && i < m->n_children ? m->children[i].name : NULL;
+}
+
 tg_tensor *tg__module_local(const tg_module *m, const char *name)
 {
     for (int i = 0; i < m->n_params; i++)

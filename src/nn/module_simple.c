@@ -196,3 +196,39 @@ int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape
     }
     return tg__reshape_module_new(out, &tg__nn_unflatten_vt, &s);
 }
+
+/* ---- introspection ---- */
+
+int tg_nn_activation_params(const tg_module *m, tg_activation *act, double *slope)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_activation_params: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_act_vt, TG_EINVAL,
+             "nn_activation_params: m is a %s module, not Activation", tg_module_type_name(m));
+    const tg__act_state *s = m->state;
+    if (act) *act = s->act;
+    if (slope) *slope = s->slope;
+    return TG_OK;
+}
+
+int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_flatten_params: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_flatten_vt, TG_EINVAL,
+             "nn_flatten_params: m is a %s module, not Flatten", tg_module_type_name(m));
+    const tg__reshape_state *s = m->state;
+    if (start_dim) *start_dim = s->dim0;
+    if (end_dim) *end_dim = s->dim1;
+    return TG_OK;
+}
+
+int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_unflatten_params: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_unflatten_vt, TG_EINVAL,
+             "nn_unflatten_params: m is a %s module, not Unflatten", tg_module_type_name(m));
+    const tg__reshape_state *s = m->state;
+    if (dim) *dim = s->dim0;
+    if (ndim) *ndim = s->dim1;
+    if (shape) memcpy(shape, s->shape, (size_t)s->dim1 * sizeof *shape);
+    return TG_OK;
+}

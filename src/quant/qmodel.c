@@ -33,6 +33,7 @@ typedef struct qlayer {
     tg_observer in_obs, out_obs;
     /* converted: */
     tg_qweight *w;
+    tg_tensor *wq;                /* i8 weight in the float layout, owned */
     tg_tensor *bias;              /* f32 (c_out) or NULL, owned */
     tg_conv_params p;
     double *wscales;              /* owned, q.n_weight_scales entries */
@@ -46,6 +47,7 @@ static void qlayer_release(void *state)
     tg_observer_free(&s->in_obs);
     tg_observer_free(&s->out_obs);
     tg_qweight_free(s->w);
+    tg_tensor_release(s->wq);
     tg_tensor_release(s->bias);
     free(s->wscales);
     free(s);
@@ -175,10 +177,9 @@ static int pack_weight(qlayer *s, tg_tensor *w, int64_t c_out, bool per_channel)
     free(wv);
     s->q.n_weight_scales = per_channel ? c_out : 1;
     s->q.weight_scales = s->wscales;
-    tg_tensor *wq = NULL;
-    int rc = tg_quantize_conv_weight(&wq, w, transpose, groups, s->q.n_weight_scales, s->wscales);
-    if (rc >= 0) rc = tg_qweight_new(&s->w, wq, transpose, groups);
-    tg_tensor_release(wq);
+    int rc = tg_quantize_conv_weight(&s->wq, w, transpose, groups, s->q.n_weight_scales,
+                                     s->wscales);
+    if (rc >= 0) rc = tg_qweight_new(&s->w, s->wq, transpose, groups);
     return rc;
 }
 
@@ -434,5 +435,19 @@ int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
         return rc;
     }
     *out = q;
+    return TG_OK;
+}
+
+int tg_quantized_layer_info(const tg_module *m, tg_qlayer_info *info)
+{
+    TG_CHECK(m && info, TG_EINVAL, "quantized_layer_info: m and info must not be NULL");
+    TG_CHECK(is_qlayer(m), TG_EINVAL, "quantized_layer_info: m is a %s module, not a quantized "
+             "layer of tg_quantize_model", tg_module_type_name(m));
+    const qlayer *s = m->state;
+    TG_CHECK(s->float_layer == NULL, TG_EINVAL,
+             "quantized_layer_info: the %s module is still calibrating", tg_module_type_name(m));
+    *info = (tg_qlayer_info){
+        .transpose = s->kind == QL_CONVT, .linear = s->kind == QL_LINEAR, .weight = s->wq,
+        .bias = s->bias, .p = s->p, .q = s->q, .act_dtype = s->act, .relu = s->relu};
     return TG_OK;
 }

@@ -1,0 +1,62 @@
+/* tapegrad/onnx.h - export a module to an ONNX model file (opset 17), float
+ * or the int8 models of tg_quantize_model in QDQ form.
+ *
+ *   tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+ *   o.dynamic_batch = true;                       // dim 0 becomes "batch"
+ *   if (tg_onnx_export(generator, z, "generator.onnx", &o) < 0)
+ *       fprintf(stderr, "%s\n", tg_error_message());
+ *
+ * The module runs once on example_input (borrowed) in eval mode without
+ * grad, which fixes every shape of the graph; the training flags of the
+ * module and its descendants are restored afterwards, and no parameter or
+ * buffer changes.  The graph has one input and one output, both f32.
+ * Initializers carry the module's state-dict names ("0.weight",
+ * "1.running_mean"); docs/onnx.md lists the nodes each module becomes.
+ *
+ * Supported: Sequential, Linear, Conv1d/2d/3d and ConvTranspose1d/2d/3d with
+ * every tg_conv_params option (a fused activation becomes its own node),
+ * BatchNorm with running statistics (inference form), the activations,
+ * Flatten, Unflatten, Dropout (the identity in eval), Identity, and the
+ * QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything
+ * else is TG_EUNSUPPORTED with a message naming the module's path and type
+ * ("onnx_export: module '2' (MyBlock) is not supported"); parameters that
+ * are not f32 are TG_EDTYPE.  On any error no file is written (an existing
+ * file at path is left unchanged): the file is written to a temporary name
+ * and renamed over path.  A library built without protobuf-c returns
+ * TG_EUNSUPPORTED ("built without ONNX support"). */
+#ifndef TAPEGRAD_ONNX_H
+#define TAPEGRAD_ONNX_H
+
+#include <stdbool.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_onnx_options {
+    int opset;                  /* 17, the only opset written */
+    bool dynamic_batch;         /* dim 0 of the input and output is "batch" */
+    const char *input_name;     /* "input" */
+    const char *output_name;    /* "output" */
+    const char *graph_name;     /* "tapegrad" */
+} tg_onnx_options;
+
+#define TG_ONNX_OPTIONS_INIT                                                  \
+    {.opset = 17, .dynamic_batch = false, .input_name = "input",              \
+     .output_name = "output", .graph_name = "tapegrad"}
+
+/* Writes m as an ONNX model to path.  m and example_input (f32, its dim 0
+ * the batch) are borrowed; opt NULL gives the defaults. */
+TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
+                          const tg_onnx_options *opt);
+/* True when the library was built with ONNX export (protobuf-c). */
+TG_API bool tg_onnx_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,244 @@
+/* src/io/onnx_export.c - tg_onnx_export: walk the module tree with the
+ * example input, run each leaf module once (eval, no grad) to learn the
+ * shapes, and append its nodes (onnx_nodes.c, onnx_qdq.c) to the graph
+ * (onnx_graph.c), which is then written atomically.
+ *
+ * A leaf is recognised by its type name and read through the public
+ * introspection calls, which also check that it is the library's module of
+ * that name.  Containers: a Sequential runs its children in order; a module
+ * whose whole content is one child (PyTorch's `self.net = Sequential(...)`
+ * with `forward = self.net`) is exported as that child.  Every container's
+ * own forward is checked to give the children's output on the example
+ * input. */
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "io/onnx_graph.h"
+#include "tapegrad/autograd.h"
+
+/* The identity in eval: no node. */
+static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
+{
+    *y = s->x;
+    return TG_OK;
+}
+
+typedef struct tg__onnx_leaf {
+    const char *type;
+    int (*emit)(const tg__onnx_site *s, const char **y);
+} tg__onnx_leaf;
+
+static const tg__onnx_leaf tg__onnx_leaves[] = {
+    {"Linear", tg__onnx_emit_linear},
+    {"Conv", tg__onnx_emit_conv},
+    {"ConvTranspose", tg__onnx_emit_conv},
+    {"BatchNorm", tg__onnx_emit_batchnorm},
+    {"Activation", tg__onnx_emit_activation},
+    {"Flatten", tg__onnx_emit_reshape},
+    {"Unflatten", tg__onnx_emit_reshape},
+    {"Dropout", tg__onnx_emit_pass},
+    {"Identity", tg__onnx_emit_pass},
+    {"QuantizedLinear", tg__onnx_emit_qdq},
+    {"QuantizedConv", tg__onnx_emit_qdq},
+    {"QuantizedConvTranspose", tg__onnx_emit_qdq},
+};
+
+/* A value of the graph: its name and tapegrad's tensor for it (owned). */
+typedef struct tg__onnx_val {
+    const char *name;
+    tg_tensor *t;
+} tg__onnx_val;
+
+static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
+                         tg__onnx_val x, tg__onnx_val *y);
+
+static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *leaf,
+                                const char *path, const char *scope, tg__onnx_val x,
+                                tg__onnx_val *y)
+{
+    tg_tensor *yt = NULL;
+    TG_TRY(tg_module_forward(m, &yt, x.t));
+    tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,
+                       .yt = yt};
+    const char *yname = NULL;
+    int rc = leaf->emit(&s, &yname);
+    if (rc < 0) {
+        tg_tensor_release(yt);
+        return rc;
+    }
+    *y = (tg__onnx_val){yname, yt};
+    return TG_OK;
+}
+
+/* max |a - b| <= 1e-6 max(1, max |a|): a container computes what its
+ * exported children do. */
+static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b)
+{
+    if (!tg_tensor_same_shape(a, b) || tg_tensor_dtype(a) != tg_tensor_dtype(b)) return false;
+    double diff = 0, mag = 1;
+    for (int64_t i = 0, n = tg_tensor_numel(a); i < n; i++) {
+        double u = 0, v = 0;
+        tg_tensor_get_flat(a, i, &u);
+        tg_tensor_get_flat(b, i, &v);
+        diff = fmax(diff, fabs(u - v));
+        mag = fmax(mag, fabs(u));
+    }
+    return diff <= 1e-6 * mag;
+}
+
+/* A Sequential's children in order, or a one-child wrapper's child; either
+ * way the container's forward must give the same output on x (a custom
+ * module may share the name "Sequential"). */
+static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *path,
+                              const char *scope, tg__onnx_val x, tg__onnx_val *y)
+{
+    tg__onnx_val cur = {x.name, tg_tensor_retain(x.t)};
+    int rc = TG_OK;
+    for (int i = 0; i < tg_module_child_count(m) && rc >= 0; i++) {
+        const char *name = tg_module_child_name_at(m, i);
+        const char *cpath = path[0] ? tg__onnx_str(g, "%s.%s", path, name)
+                                    : tg__onnx_str(g, "%s", name);
+        const char *cscope = tg__onnx_str(g, "%s/%s", scope, name);
+        tg__onnx_val next = {0};
+        rc = cpath && cscope ? tg__onnx_walk(g, tg_module_child_at(m, i), cpath, cscope, cur, &next)
+                             : TG_ENOMEM;
+        tg_tensor_release(cur.t);
+        cur = next;
+    }
+    if (rc >= 0) {   /* the container's own forward computes what the graph does */
+        tg_tensor *own = NULL;
+        rc = tg_module_forward(m, &own, x.t);
+        if (rc >= 0 && !tg__onnx_same(own, cur.t))
+            rc = tg__error(TG_EUNSUPPORTED,
+                           "onnx_export: module '%s' (%s) is not supported: its forward is not "
+                           "%s", path[0] ? path : "<top>", tg_module_type_name(m),
+                           seq ? "its children in order" : "its one child's");
+        tg_tensor_release(own);
+    }
+    if (rc < 0) {
+        tg_tensor_release(cur.t);
+        return rc;
+    }
+    *y = cur;
+    return TG_OK;
+}
+
+static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
+                         tg__onnx_val x, tg__onnx_val *y)
+{
+    const char *type = tg_module_type_name(m);
+    const int n_children = tg_module_child_count(m);
+    if (!strcmp(type, "Sequential") || (n_children == 1 && tg_module_state(m) == NULL &&
+                                        tg_module_state_count(m) ==
+                                            tg_module_state_count(tg_module_child_at(m, 0))))
+        return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
+    for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
+        if (!strcmp(type, tg__onnx_leaves[i].type))
+            return tg__onnx_leaf_export(g, m, &tg__onnx_leaves[i], path, scope, x, y);
+    return tg__error(TG_EUNSUPPORTED,
+                     "onnx_export: module '%s' (%s) is not supported (docs/onnx.md lists the "
+                     "modules that export)", path[0] ? path : "<top>", type);
+}
+
+/* ---- training flags ---- */
+
+typedef struct tg__onnx_flags {
+    int n, cap;
+    tg_module **m;
+    bool *training;
+} tg__onnx_flags;
+
+/* Records the flags of m and its descendants, pre-order. */
+static int tg__onnx_flags_save(tg__onnx_flags *f, tg_module *m)
+{
+    if (f->n == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 32;
+        tg_module **mm = realloc(f->m, (size_t)cap * sizeof *mm);
+        if (mm) f->m = mm;
+        bool *tt = mm ? realloc(f->training, (size_t)cap * sizeof *tt) : NULL;
+        if (!tt) return tg__error(TG_ENOMEM, "onnx_export: out of memory");
+        f->training = tt;
+        f->cap = cap;
+    }
+    f->m[f->n] = m;
+    f->training[f->n++] = tg_module_is_training(m);
+    for (int i = 0; i < tg_module_child_count(m); i++)
+        TG_TRY(tg__onnx_flags_save(f, tg_module_child_at(m, i)));
+    return TG_OK;
+}
+
+/* Sets them back: pre-order, so each module's own flag is set last. */
+static void tg__onnx_flags_restore(tg__onnx_flags *f)
+{
+    for (int i = 0; i < f->n; i++) tg_module_train(f->m[i], f->training[i]);
+    free(f->m);
+    free(f->training);
+}
+
+/* ---- the public call ---- */
+
+static int tg__onnx_check_args(const tg_module *m, const tg_tensor *x, const char *path,
+                               const tg_onnx_options *o)
+{
+    const char *op = "onnx_export";
+    TG_CHECK(m && x && path, TG_EINVAL, "%s: m, example_input and path must not be NULL", op);
+    TG_CHECK(o->opset == 17, TG_EINVAL, "%s: opt->opset=%d; only opset 17 is written", op,
+             o->opset);
+    TG_CHECK(o->input_name && o->input_name[0] && o->output_name && o->output_name[0] &&
+                 strcmp(o->input_name, o->output_name) != 0 && o->graph_name,
+             TG_EINVAL, "%s: opt->input_name and opt->output_name must be distinct, non-empty "
+             "names (and graph_name set)", op);
+    TG_CHECK(tg_tensor_dtype(x) == TG_F32, TG_EDTYPE,
+             "%s: example_input has dtype %s; the exported graph takes f32", op,
+             tg_dtype_name(tg_tensor_dtype(x)));
+    TG_CHECK(tg_tensor_ndim(x) >= 1, TG_EINVAL,
+             "%s: example_input must have a batch dim (it is 0-d)", op);
+    return TG_OK;
+}
+
+/* Builds the graph of m on x in g. */
+static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx_options *o)
+{
+    TG_TRY(tg__onnx_io(g, false, o->input_name, TG__ONNX_FLOAT, tg_tensor_ndim(x),
+                       tg_tensor_shape(x), o->dynamic_batch));
+    tg__onnx_val y = {0};
+    TG_TRY(tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y));
+    int rc = TG_OK;
+    if (tg_tensor_dtype(y.t) != TG_F32)
+        rc = tg__error(TG_EDTYPE, "onnx_export: the model's output has dtype %s, not f32",
+                       tg_dtype_name(tg_tensor_dtype(y.t)));
+    if (rc >= 0 && !strcmp(y.name, o->input_name))   /* the identity model */
+        rc = tg__onnx_add(g, NULL, &y.name, "", "Identity", 1, (const char *const[]){y.name});
+    if (rc >= 0) rc = tg__onnx_rename(g, y.name, o->output_name);
+    if (rc >= 0) {
+        rc = tg__onnx_io(g, true, o->output_name, TG__ONNX_FLOAT, tg_tensor_ndim(y.t),
+                         tg_tensor_shape(y.t), o->dynamic_batch);
+    }
+    tg_tensor_release(y.t);
+    return rc;
+}
+
+int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
+                   const tg_onnx_options *opt)
+{
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    if (opt) o = *opt;
+    TG_TRY(tg__onnx_check_args(m, example_input, path, &o));
+    tg__onnx_flags flags = {0};
+    tg__onnx *g = NULL;
+    int rc = tg__onnx_flags_save(&flags, m);
+    if (rc >= 0) rc = tg__onnx_new(&g, o.opset, o.graph_name);
+    if (rc >= 0) {
+        tg_module_train(m, false);
+        tg_no_grad_begin();
+        rc = tg__onnx_build(g, m, example_input, &o);
+        tg_no_grad_end();
+    }
+    if (rc >= 0) rc = tg__onnx_write(g, path);
+    tg__onnx_free(g);
+    tg__onnx_flags_restore(&flags);
+    return rc;
+}
+
+bool tg_onnx_available(void) { return true; }

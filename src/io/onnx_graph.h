@@ -1,0 +1,102 @@
+/* src/io/onnx_graph.h - an ONNX graph under construction (src/io/onnx_graph.c
+ * keeps it as protobuf-c structs of onnx.proto and serializes it), used by the
+ * module exporter (onnx_export.c, onnx_qdq.c).
+ *
+ * Every string and array the builder hands out lives until tg__onnx_free;
+ * functions that fail return a negative tg_status with a message. */
+#ifndef TAPEGRAD_IO_ONNX_GRAPH_H
+#define TAPEGRAD_IO_ONNX_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/conv.h"
+#include "tapegrad/onnx.h"
+#include "tapegrad/tensor.h"
+
+/* TensorProto.DataType values (onnx.proto). */
+enum {
+    TG__ONNX_FLOAT = 1,
+    TG__ONNX_UINT8 = 2,
+    TG__ONNX_INT8 = 3,
+    TG__ONNX_INT32 = 6,
+    TG__ONNX_INT64 = 7,
+};
+
+typedef struct tg__onnx tg__onnx;
+typedef struct tg__onnx_node tg__onnx_node;
+
+int tg__onnx_new(tg__onnx **out, int opset, const char *graph_name);
+/* Frees g and everything it handed out; NULL does nothing. */
+void tg__onnx_free(tg__onnx *g);
+
+/* A printf-formatted string owned by g, or NULL (TG_ENOMEM set). */
+const char *tg__onnx_str(tg__onnx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds the node op_type(inputs) -> one output named *out, a new value name
+ * "<scope>/<op_type>_output_<k>" (scope "" for the top level).  An input
+ * "" is an omitted optional input.  *node receives the node for its
+ * attributes (may be NULL). */
+int tg__onnx_add(tg__onnx *g, tg__onnx_node **node, const char **out, const char *scope,
+                  const char *op_type, int n_in, const char *const *inputs);
+int tg__onnx_attr_int(tg__onnx *g, tg__onnx_node *n, const char *name, int64_t v);
+int tg__onnx_attr_float(tg__onnx *g, tg__onnx_node *n, const char *name, float v);
+int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
+                       const int64_t *v);
+
+/* An initializer `name` of ONNX data type dt and the given shape, from
+ * numel(shape) values of elem_size bytes (little-endian raw data, copied). */
+int tg__onnx_init_raw(tg__onnx *g, const char *name, int dt, int ndim, const int64_t *shape,
+                      const void *data, size_t elem_size);
+/* An initializer from tensor t (f32, u8, i8, i32 or i64; any strides). */
+int tg__onnx_init_tensor(tg__onnx *g, const char *name, const tg_tensor *t);
+
+/* Declares a graph input or output of element type dt; dim 0 is the
+ * symbolic "batch" when dynamic_batch. */
+int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
+                const int64_t *shape, bool dynamic_batch);
+/* Renames value `from` to `to` in every node's inputs and outputs. */
+int tg__onnx_rename(tg__onnx *g, const char *from, const char *to);
+
+/* Serializes the model to path through the atomic writer: on error no file
+ * is left behind (and an existing one is unchanged). */
+int tg__onnx_write(tg__onnx *g, const char *path);
+
+#endif
+
+/* ---- the module exporter (onnx_export.c, onnx_qdq.c) ---- */
+
+/* Where one leaf module is exported: its state-dict prefix, the node scope,
+ * the graph value it reads and what tapegrad computes for it and from it. */
+typedef struct tg__onnx_site {
+    tg__onnx *g;
+    tg_module *m;              /* borrowed */
+    const char *path;          /* dotted state-dict prefix, "" at the top */
+    const char *scope;         /* node-name scope: "/net/4" */
+    const char *x;             /* the input value's name */
+    const tg_tensor *xt, *yt;  /* tapegrad's input and output (borrowed) */
+} tg__onnx_site;
+
+/* "<path>.<name>", or name at the top level; NULL with TG_ENOMEM set. */
+const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name);
+/* The attributes of a Conv / ConvTranspose node for weight w and p. */
+int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
+                        const tg_tensor *w, bool transpose);
+/* The node(s) of activation act applied to x; *y = x for TG_ACT_NONE. */
+int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activation act,
+                        double slope, const char **y);
+/* x @ w^T + b for a Linear weight w (N, K) named wname (b "" for none): Gemm
+ * for a 2-d x, Transpose + MatMul (+ Add) otherwise. */
+int tg__onnx_linear(tg__onnx *g, const char *scope, const char *x, int x_ndim,
+                    const char *wname, const char *bname, const char **y);
+
+/* The emitters of the leaf modules: append the module's nodes after s->x,
+ * its output value's name in *y (onnx_nodes.c; onnx_qdq.c for the
+ * QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model). */
+int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);

@@ -1,0 +1,214 @@
+/* src/io/onnx_nodes.c - the ONNX nodes of the float modules: Linear, Conv,
+ * ConvTranspose, BatchNorm, the activations, Flatten / Unflatten.  Each
+ * emitter reads one module (through the public introspection of
+ * tapegrad/nn.h) and appends its nodes after the value site->x.
+ *
+ * Mapping (docs/onnx.md): Linear -> Gemm(transB=1) on 2-d input, else
+ * Transpose + MatMul + Add; ConvNd / ConvTransposeNd -> Conv / ConvTranspose
+ * with pads = (low..., high...) and the fused activation as its own node;
+ * BatchNorm -> BatchNormalization with the running statistics; Flatten and
+ * Unflatten -> Reshape; gelu (erf form, opset 17 has no Gelu) ->
+ * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x). */
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "io/onnx_graph.h"
+
+const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name)
+{
+    return s->path[0] ? tg__onnx_str(s->g, "%s.%s", s->path, name) : tg__onnx_str(s->g, "%s", name);
+}
+
+/* One-input node op(x) -> *y. */
+static int tg__onnx_unary(tg__onnx *g, const char *scope, const char *op, const char *x,
+                          tg__onnx_node **n, const char **y)
+{
+    return tg__onnx_add(g, n, y, scope, op, 1, (const char *const[]){x});
+}
+
+/* A 0-d f32 initializer holding v, named after the scope. */
+static const char *tg__onnx_const(tg__onnx *g, const char *scope, const char *what, float v)
+{
+    const char *name = tg__onnx_str(g, "%s/%s", scope, what);
+    if (!name || tg__onnx_init_raw(g, name, TG__ONNX_FLOAT, 0, NULL, &v, sizeof v) < 0)
+        return NULL;
+    return name;
+}
+
+int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activation act,
+                        double slope, const char **y)
+{
+    static const char *const simple[TG_ACT_COUNT] = {
+        [TG_ACT_RELU] = "Relu", [TG_ACT_TANH] = "Tanh", [TG_ACT_SIGMOID] = "Sigmoid"};
+    tg__onnx_node *n = NULL;
+    if (act == TG_ACT_NONE) {
+        *y = x;
+        return TG_OK;
+    }
+    if (simple[act]) return tg__onnx_unary(g, scope, simple[act], x, NULL, y);
+    if (act == TG_ACT_LEAKY_RELU) {
+        TG_TRY(tg__onnx_unary(g, scope, "LeakyRelu", x, &n, y));
+        return tg__onnx_attr_float(g, n, "alpha", (float)slope);
+    }
+    const char *t = NULL;
+    if (act == TG_ACT_SILU) {   /* x * sigmoid(x) */
+        TG_TRY(tg__onnx_unary(g, scope, "Sigmoid", x, NULL, &t));
+        return tg__onnx_add(g, NULL, y, scope, "Mul", 2, (const char *const[]){x, t});
+    }
+    TG_ASSERT(act == TG_ACT_GELU);
+    /* gelu(x) = x * 0.5 * (1 + erf(x / sqrt 2)), tapegrad's (exact) form */
+    const char *r2 = tg__onnx_const(g, scope, "sqrt2", (float)sqrt(2.0));
+    const char *one = tg__onnx_const(g, scope, "one", 1.0f);
+    const char *half = tg__onnx_const(g, scope, "half", 0.5f);
+    if (!r2 || !one || !half) return TG_ENOMEM;
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Div", 2, (const char *const[]){x, r2}));
+    TG_TRY(tg__onnx_unary(g, scope, "Erf", t, NULL, &t));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Add", 2, (const char *const[]){t, one}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){x, t}));
+    return tg__onnx_add(g, NULL, y, scope, "Mul", 2, (const char *const[]){t, half});
+}
+
+int tg__onnx_linear(tg__onnx *g, const char *scope, const char *x, int x_ndim,
+                    const char *wname, const char *bname, const char **y)
+{
+    tg__onnx_node *n = NULL;
+    const bool bias = bname[0] != '\0';
+    if (x_ndim == 2) {
+        TG_TRY(tg__onnx_add(g, &n, y, scope, "Gemm", bias ? 3 : 2,
+                             (const char *const[]){x, wname, bname}));
+        return tg__onnx_attr_int(g, n, "transB", 1);
+    }
+    const char *wt = NULL, *t = NULL;
+    TG_TRY(tg__onnx_unary(g, scope, "Transpose", wname, NULL, &wt));
+    TG_TRY(tg__onnx_add(g, NULL, bias ? &t : y, scope, "MatMul", 2, (const char *const[]){x, wt}));
+    if (!bias) return TG_OK;
+    return tg__onnx_add(g, NULL, y, scope, "Add", 2, (const char *const[]){t, bname});
+}
+
+int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
+                        const tg_tensor *w, bool transpose)
+{
+    const int ns = tg_tensor_ndim(w) - 2;
+    int64_t pads[2 * TG_CONV_MAX_SPATIAL];
+    for (int i = 0; i < ns; i++) {   /* ONNX: all beginnings, then all ends */
+        pads[i] = p->padding[i][0];
+        pads[ns + i] = p->padding[i][1];
+    }
+    TG_TRY(tg__onnx_attr_ints(g, n, "kernel_shape", ns, tg_tensor_shape(w) + 2));
+    TG_TRY(tg__onnx_attr_ints(g, n, "strides", ns, p->stride));
+    TG_TRY(tg__onnx_attr_ints(g, n, "dilations", ns, p->dilation));
+    TG_TRY(tg__onnx_attr_ints(g, n, "pads", 2 * ns, pads));
+    if (transpose) TG_TRY(tg__onnx_attr_ints(g, n, "output_padding", ns, p->output_padding));
+    return tg__onnx_attr_int(g, n, "group", p->groups);
+}
+
+/* Adds parameter `name` of the site's module as an initializer: *out gets
+ * its graph name, or "" when the module has no such parameter. */
+static int tg__onnx_param(const tg__onnx_site *s, const char *name, const char **out)
+{
+    tg_tensor *t = tg_module_find(s->m, name);
+    if (!t) {
+        *out = "";
+        return TG_OK;
+    }
+    const char *full = tg__onnx_param_name(s, name);
+    if (!full) return TG_ENOMEM;
+    TG_TRY(tg__onnx_init_tensor(s->g, full, t));
+    *out = full;
+    return TG_OK;
+}
+
+int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y)
+{
+    const char *w = NULL, *b = NULL;
+    TG_TRY(tg__onnx_param(s, "weight", &w));
+    TG_TRY(tg__onnx_param(s, "bias", &b));
+    TG_ASSERT(w[0] != '\0');
+    return tg__onnx_linear(s->g, s->scope, s->x, tg_tensor_ndim(s->xt), w, b, y);
+}
+
+int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y)
+{
+    tg_conv_params p;
+    TG_TRY(tg_nn_conv_params(s->m, &p));
+    const bool transpose = !strcmp(tg_module_type_name(s->m), "ConvTranspose");
+    const char *w = NULL, *b = NULL, *t = NULL;
+    TG_TRY(tg__onnx_param(s, "weight", &w));
+    TG_TRY(tg__onnx_param(s, "bias", &b));
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, &t, s->scope, transpose ? "ConvTranspose" : "Conv",
+                         b[0] ? 3 : 2, (const char *const[]){s->x, w, b}));
+    TG_TRY(tg__onnx_conv_attrs(s->g, n, &p, tg_module_find(s->m, "weight"), transpose));
+    return tg__onnx_activation(s->g, s->scope, t, p.act, p.act_slope, y);
+}
+
+/* c values v as a 1-d f32 initializer `<path>.<what>`. */
+static const char *tg__onnx_fill(const tg__onnx_site *s, const char *what, int64_t c, float v)
+{
+    const char *name = tg__onnx_param_name(s, what);
+    float *buf = tg__malloc((size_t)c * sizeof *buf);
+    int rc = name && buf ? TG_OK : TG_ENOMEM;
+    for (int64_t i = 0; rc == TG_OK && i < c; i++) buf[i] = v;
+    if (rc == TG_OK) rc = tg__onnx_init_raw(s->g, name, TG__ONNX_FLOAT, 1, &c, buf, sizeof *buf);
+    free(buf);
+    return rc == TG_OK ? name : NULL;
+}
+
+int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
+{
+    double eps;
+    bool affine, track;
+    TG_TRY(tg_nn_batchnorm_params(s->m, NULL, &eps, NULL, &affine, &track));
+    TG_CHECK(track, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (BatchNorm) has no running statistics "
+             "(track_running_stats=false): its inference form is not defined", s->path);
+    const int64_t c = tg_tensor_dim(s->xt, 1);
+    const char *w = NULL, *b = NULL, *mean = NULL, *var = NULL;
+    if (affine) {
+        TG_TRY(tg__onnx_param(s, "weight", &w));
+        TG_TRY(tg__onnx_param(s, "bias", &b));
+    } else {   /* gamma 1, beta 0 */
+        w = tg__onnx_fill(s, "unit_weight", c, 1.0f);
+        b = tg__onnx_fill(s, "zero_bias", c, 0.0f);
+        if (!w || !b) return TG_ENOMEM;
+    }
+    TG_TRY(tg__onnx_param(s, "running_mean", &mean));
+    TG_TRY(tg__onnx_param(s, "running_var", &var));
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "BatchNormalization", 5,
+                         (const char *const[]){s->x, w, b, mean, var}));
+    return tg__onnx_attr_float(s->g, n, "epsilon", (float)eps);
+}
+
+int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
+{
+    tg_activation act;
+    double slope;
+    TG_TRY(tg_nn_activation_params(s->m, &act, &slope));
+    if (act == TG_ACT_NONE) return tg__onnx_unary(s->g, s->scope, "Identity", s->x, NULL, y);
+    return tg__onnx_activation(s->g, s->scope, s->x, act, slope, y);
+}
+
+/* Flatten and Unflatten: Reshape to the output's shape, where the dims
+ * before the first one the module changes are 0 ("copy the input's", so the
+ * batch stays free) and a flattened dim is -1. */
+int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y)
+{
+    const bool flatten = !strcmp(tg_module_type_name(s->m), "Flatten");
+    const int xnd = tg_tensor_ndim(s->xt), ynd = tg_tensor_ndim(s->yt);
+    int first, ndim = 0;
+    if (flatten) TG_TRY(tg_nn_flatten_params(s->m, &first, NULL));
+    else TG_TRY(tg_nn_unflatten_params(s->m, &first, &ndim, NULL));
+    const int span = xnd ? xnd : 1;
+    if (first < 0) first += span;
+    TG_ASSERT(first >= 0 && first < span);
+    int64_t shape[TG_MAX_DIMS];
+    for (int d = 0; d < ynd; d++)
+        shape[d] = d < first ? 0 : d == first && flatten ? -1 : tg_tensor_dim(s->yt, d);
+    const char *name = tg__onnx_str(s->g, "%s/shape", s->scope);
+    if (!name) return TG_ENOMEM;
+    const int64_t n = ynd;
+    TG_TRY(tg__onnx_init_raw(s->g, name, TG__ONNX_INT64, 1, &n, shape, sizeof *shape));
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Reshape", 2, (const char *const[]){s->x, name});
+}

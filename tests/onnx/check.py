@@ -1,0 +1,45 @@
+"""Validates every ONNX file of a folder with onnx's checker (full_check:
+shape inference too) and, where <name>.json lists "initializers", that the
+file's initializer names are exactly those.
+
+    python3 tests/onnx/check.py DIR
+
+Prints one line per file; exit status 1 if any file fails."""
+import glob
+import json
+import os
+import sys
+
+import onnx
+
+
+def check(path):
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    meta = os.path.splitext(path)[0] + ".json"
+    if os.path.exists(meta):
+        want = json.load(open(meta)).get("initializers")
+        got = sorted(t.name for t in model.graph.initializer)
+        if want is not None and got != sorted(want):
+            raise ValueError(f"initializers {got}, expected {sorted(want)}")
+    ops = sorted({n.op_type for n in model.graph.node})
+    return f"opset {model.opset_import[0].version}, nodes {','.join(ops)}"
+
+
+def main():
+    paths = sorted(glob.glob(os.path.join(sys.argv[1], "*.onnx")))
+    if not paths:
+        print("no .onnx files in", sys.argv[1])
+        return 1
+    bad = 0
+    for p in paths:
+        try:
+            print(f"ok   {os.path.basename(p)}: {check(p)}")
+        except Exception as e:  # the checker raises several exception types
+            bad += 1
+            print(f"FAIL {os.path.basename(p)}: {e}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

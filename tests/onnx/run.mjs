@@ -1,0 +1,92 @@
+// Runs exported ONNX models under ONNX Runtime (onnxruntime-node, CPU) and
+// compares them with the outputs tapegrad computed.
+//
+//   node tests/onnx/run.mjs DIR
+//     For every DIR/<name>.json: {"input_shape", "output_shape", "rtol",
+//     "atol"} with DIR/<name>.onnx, DIR/<name>.in.f32 and DIR/<name>.out.f32
+//     (raw little-endian f32): runs the model on the input and requires
+//     max |ort - tapegrad| <= atol + rtol * max |tapegrad|.
+//   node tests/onnx/run.mjs --same A.onnx B.onnx IN.f32 D0,D1,... [tol]
+//     Runs both models on the same input and requires the same outputs
+//     within tol (default 1e-5) relative to their largest magnitude.
+// Prints one line per model; exit status 1 if any differs.
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+let ort;
+try {
+  ort = require('onnxruntime-node');
+} catch (e) {
+  console.error(`onnxruntime-node is not installed (${e.message.split('\n')[0]}): run ` +
+                '`make onnx-runtime` (npm ci --ignore-scripts in tests/onnx)');
+  process.exit(1);
+}
+
+function f32(path) {
+  const b = readFileSync(path);
+  return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+}
+
+async function run(model, input, shape) {
+  const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: 'all' });
+  const out = await s.run({ [s.inputNames[0]]: new ort.Tensor('float32', input, shape) });
+  return out[s.outputNames[0]];
+}
+
+// max |a - b| and max |b|
+function diff(a, b) {
+  let d = 0, m = 0;
+  for (let i = 0; i < b.length; i++) {
+    d = Math.max(d, Math.abs(a[i] - b[i]));
+    m = Math.max(m, Math.abs(b[i]));
+  }
+  return [d, m];
+}
+
+async function cases(dir) {
+  let bad = 0;
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  if (files.length === 0) {
+    console.log(`no cases (.json files) in ${dir}`);
+    return 1;
+  }
+  for (const f of files) {
+    const name = f.slice(0, -5);
+    const c = JSON.parse(readFileSync(join(dir, f), 'utf8'));
+    const want = f32(join(dir, name + '.out.f32'));
+    let line;
+    try {
+      const y = await run(join(dir, name + '.onnx'), f32(join(dir, name + '.in.f32')),
+                          c.input_shape);
+      const [d, m] = diff(y.data, want);
+      const ok = y.dims.join(',') === c.output_shape.join(',') && y.data.length === want.length &&
+                 d <= c.atol + c.rtol * m;
+      line = `${ok ? 'ok  ' : 'FAIL'} ${name}: max|diff| ${d.toExponential(3)}, ` +
+             `max|y| ${m.toExponential(3)}, dims ${y.dims}`;
+      if (!ok) bad++;
+    } catch (e) {
+      line = `FAIL ${name}: ${e.message}`;
+      bad++;
+    }
+    console.log(line);
+  }
+  return bad;
+}
+
+async function same(a, b, inPath, dims, tol) {
+  const x = f32(inPath), shape = dims.split(',').map(Number);
+  const ya = await run(a, x, shape), yb = await run(b, x, shape);
+  const [d, m] = diff(ya.data, yb.data);
+  const ok = ya.dims.join(',') === yb.dims.join(',') && d <= tol * Math.max(m, 1e-30);
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${a} vs ${b}: max|diff| ${d.toExponential(3)}, ` +
+              `max|y| ${m.toExponential(3)}`);
+  return ok ? 0 : 1;
+}
+
+const args = process.argv.slice(2);
+const bad = args[0] === '--same'
+  ? await same(args[1], args[2], args[3], args[4], Number(args[5] ?? 1e-5))
+  : await cases(args[0]);
+process.exit(bad ? 1 : 0);

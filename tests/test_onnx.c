@@ -1,0 +1,614 @@
+/* tests/test_onnx.c - tg_onnx_export, checked by parts that tapegrad did
+ * not write: every exported file passes onnx's checker (tests/onnx/check.py,
+ * python3-onnx) and ONNX Runtime (onnxruntime-node, tests/onnx/run.mjs)
+ * computes tapegrad's outputs from it: within 1e-5 of the largest output
+ * magnitude in f32, within the output's quantization step for int8.
+ *
+ * Each case writes <name>.onnx, the input and tapegrad's output (raw f32)
+ * and <name>.json (shapes, tolerances, the expected initializer names) into
+ * the test's temporary folder; the two scripts then run over the folder. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dcgan/model.h"
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+static void setup(void)
+{
+    th_tmp_dir_make("tg_onnx_");
+}
+
+TestSuite(onnx, .init = setup, .fini = th_tmp_dir_remove);
+
+static void need_onnx(void)
+{
+    if (!tg_onnx_available()) cr_skip_test("the library was built without ONNX support");
+}
+
+/* Runs m (eval, no grad) on x: a new reference. */
+static tg_tensor *forward(tg_module *m, tg_tensor *x)
+{
+    tg_tensor *y = NULL;
+    tg_module_train(m, false);
+    tg_no_grad_begin();
+    int rc = tg_module_forward(m, &y, x);
+    tg_no_grad_end();
+    cr_assert(rc == TG_OK, "forward: %s", tg_error_message());
+    return y;
+}
+
+static void write_f32(const char *name, const char *ext, const tg_tensor *t)
+{
+    char path[256], file[128];
+    snprintf(file, sizeof file, "%s%s", name, ext);
+    const int64_t n = tg_tensor_numel(t);
+    float *v = malloc((size_t)n * sizeof *v + 1);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)th_at(t, i);
+    th_write_bytes(th_tmp_path(path, sizeof path, file), v, (size_t)n * sizeof *v);
+    free(v);
+}
+
+static void json_shape(FILE *f, const char *key, const tg_tensor *t)
+{
+    fprintf(f, "\"%s\": [", key);
+    for (int d = 0; d < tg_tensor_ndim(t); d++)
+        fprintf(f, "%s%lld", d ? ", " : "", (long long)tg_tensor_dim(t, d));
+    fprintf(f, "]");
+}
+
+/* The files of case `name` but its .onnx: the input x, tapegrad's output y
+ * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
+ * the initializer names the file must hold. */
+static void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, double rtol,
+                           double atol, const char *const *inits)
+{
+    char path[256], file[128];
+    write_f32(name, ".in.f32", x);
+    write_f32(name, ".out.f32", y);
+    snprintf(file, sizeof file, "%s.json", name);
+    FILE *f = fopen(th_tmp_path(path, sizeof path, file), "w");
+    cr_assert(f != NULL);
+    fprintf(f, "{");
+    json_shape(f, "input_shape", x);
+    fprintf(f, ", ");
+    json_shape(f, "output_shape", y);
+    fprintf(f, ", \"rtol\": %.17g, \"atol\": %.17g", rtol, atol);
+    if (inits) {
+        fprintf(f, ", \"initializers\": [");
+        for (int i = 0; inits[i]; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", inits[i]);
+        fprintf(f, "]");
+    }
+    fprintf(f, "}\n");
+    fclose(f);
+}
+
+/* Exports m on x as case `name`, with its expected output m(x). */
+static void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, double atol,
+                       const char *const *inits, const tg_onnx_options *o)
+{
+    char path[256], file[128];
+    tg_tensor *y = forward(m, x);
+    snprintf(file, sizeof file, "%s.onnx", name);
+    int rc = tg_onnx_export(m, x, th_tmp_path(path, sizeof path, file), o);
+    cr_assert(rc == TG_OK, "%s: %s", name, tg_error_message());
+    write_expected(name, x, y, rtol, atol, inits);
+    tg_tensor_release(y);
+}
+
+/* The checker and ONNX Runtime over every case of the folder. */
+static void check_cases(void)
+{
+    int rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/check.py",
+                                                       ".", NULL});
+    cr_log_info("check.py:\n%s%s", th_out, th_err);
+    cr_assert(rc == 0, "onnx checker:\n%s%s", th_out, th_err);
+    rc = th_run("TG_NODE", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/run.mjs", ".", NULL});
+    cr_log_info("run.mjs:\n%s%s", th_out, th_err);
+    cr_assert(rc == 0, "onnxruntime:\n%s%s", th_out, th_err);
+}
+
+/* ---- the conv / convT sweep ---- */
+
+typedef struct conv_case {
+    const char *name;
+    bool transpose;
+    int ns;
+    int64_t c_in, c_out, groups;
+    int64_t k[3], stride[3], dil[3], lo[3], hi[3], outpad[3], in[3];
+    tg_activation act;
+    bool bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"conv1d_s2_d2_asym_g2", false, 1, 4, 6, 2, {3}, {2}, {2}, {1}, {2}, {0}, {11},
+     TG_ACT_NONE, true},
+    {"conv1d_depthwise_relu", false, 1, 3, 3, 3, {5}, {1}, {1}, {2}, {2}, {0}, {9},
+     TG_ACT_RELU, false},
+    {"convT1d_s2_asym_op1_g2", true, 1, 4, 6, 2, {3}, {2}, {1}, {1}, {0}, {1}, {7},
+     TG_ACT_NONE, true},
+    {"convT1d_s3_d2_op2_leaky", true, 1, 3, 2, 1, {4}, {3}, {2}, {2}, {1}, {2}, {5},
+     TG_ACT_LEAKY_RELU, true},
+    {"conv2d_s21_d12_asym_g3_relu", false, 2, 3, 6, 3, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {0, 2},
+     {0, 0}, {8, 7}, TG_ACT_RELU, true},
+    {"convT2d_dcgan", true, 2, 6, 3, 1, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {5, 5},
+     TG_ACT_TANH, true},
+    {"convT2d_s23_d21_asym_op12_g2_gelu", true, 2, 4, 6, 2, {3, 2}, {2, 3}, {2, 1}, {0, 1},
+     {2, 1}, {1, 2}, {4, 5}, TG_ACT_GELU, true},
+    {"convT2d_g4_nobias_sigmoid", true, 2, 8, 4, 4, {2, 3}, {1, 2}, {1, 1}, {0, 1}, {0, 1},
+     {0, 1}, {3, 4}, TG_ACT_SIGMOID, false},
+    {"conv3d_s121_asym_g2_silu", false, 3, 4, 4, 2, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1},
+     {0, 2, 0}, {0, 0, 0}, {4, 6, 5}, TG_ACT_SILU, true},
+    {"convT3d_s212_d121_asym_op101_g2", true, 3, 4, 6, 2, {3, 2, 2}, {2, 1, 2}, {1, 2, 1},
+     {1, 0, 1}, {0, 1, 1}, {1, 0, 1}, {3, 4, 3}, TG_ACT_NONE, true},
+};
+
+static tg_module *conv_module(const conv_case *c, tg_rng *rng)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    for (int i = 0; i < c->ns; i++) {
+        p.stride[i] = c->stride[i];
+        p.dilation[i] = c->dil[i];
+        p.padding[i][0] = c->lo[i];
+        p.padding[i][1] = c->hi[i];
+        p.output_padding[i] = c->outpad[i];
+    }
+    p.groups = c->groups;
+    p.act = c->act;
+    p.act_slope = 0.15;
+    tg_module *m = NULL;
+    int rc = c->transpose
+                 ? tg_nn_conv_transpose_new(&m, c->ns, c->c_in, c->c_out, c->k, &p, c->bias, rng)
+                 : tg_nn_conv_new(&m, c->ns, c->c_in, c->c_out, c->k, &p, c->bias, rng);
+    cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+    return m;
+}
+
+static tg_tensor *conv_input(const conv_case *c, int64_t batch, uint64_t seed)
+{
+    int64_t shape[5] = {batch, c->c_in};
+    for (int i = 0; i < c->ns; i++) shape[2 + i] = c->in[i];
+    return th_rand_uniform(TG_F32, 2 + c->ns, shape, seed);
+}
+
+Test(onnx, conv_and_conv_transpose_sweep_matches_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 31);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        const conv_case *c = &conv_cases[i];
+        tg_module *conv = conv_module(c, &rng), *seq = NULL;
+        tg_tensor *x = conv_input(c, 2, 100 + i);
+        /* odd cases inside a Sequential ("0.weight"), even ones at the top */
+        tg_module *m = conv;
+        if (i % 2) {
+            cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+            cr_assert(tg_nn_sequential_append(seq, conv) == TG_OK);
+            m = seq;
+        }
+        const char *inits_seq[] = {"0.weight", "0.bias", NULL}, *inits_top[] = {"weight", "bias",
+                                                                                NULL};
+        if (!c->bias) inits_seq[1] = inits_top[1] = NULL;
+        /* gelu adds its constants (sqrt 2, 1, 1/2) as initializers */
+        const char *const *inits = c->act == TG_ACT_GELU ? NULL : i % 2 ? inits_seq : inits_top;
+        write_case(c->name, m, x, 1e-5, 0, inits, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+}
+
+/* ---- the other modules ---- */
+
+/* Appends m to seq (asserting). */
+static void append(tg_module *seq, tg_module *m)
+{
+    cr_assert(m != NULL && tg_nn_sequential_append(seq, m) == TG_OK, "%s", tg_error_message());
+}
+
+static tg_module *act(tg_activation a, double slope)
+{
+    tg_module *m = NULL;
+    cr_assert(tg_nn_activation_new(&m, a, slope) == TG_OK);
+    return m;
+}
+
+/* Sets a BatchNorm's running statistics to values away from (0, 1). */
+static void set_running_stats(tg_module *bn, uint64_t seed)
+{
+    tg_tensor *mean = tg_module_find(bn, "running_mean"), *var = tg_module_find(bn, "running_var");
+    uint64_t s = seed;
+    for (int64_t i = 0; i < tg_tensor_numel(mean); i++) {
+        tg_tensor_set_flat(mean, i, 0.3 * th_uniform_pm1(&s));
+        tg_tensor_set_flat(var, i, 0.5 + 0.4 * th_uniform_pm1(&s));
+    }
+}
+
+/* Flatten -> Linear -> BatchNorm1d -> gelu -> Linear -> Unflatten ->
+ * BatchNorm2d (no affine) -> sigmoid -> Dropout -> Flatten(2, 3) ->
+ * leaky_relu -> Linear on a 3-d input (MatMul) -> silu -> tanh -> Identity. */
+static tg_module *mixed_model(tg_rng *rng)
+{
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_flatten_new(&m, 1, -1) == TG_OK);
+    append(seq, m);                                                        /* 0 */
+    cr_assert(tg_nn_linear_new(&m, 12, 24, true, rng) == TG_OK);
+    append(seq, m);                                                        /* 1 */
+    cr_assert(tg_nn_batchnorm_new(&m, 0, 24, 1e-3, 0.1, true, true) == TG_OK);
+    set_running_stats(m, 5);
+    append(seq, m);                                                        /* 2 */
+    append(seq, act(TG_ACT_GELU, 0));                                      /* 3 */
+    cr_assert(tg_nn_linear_new(&m, 24, 24, false, rng) == TG_OK);
+    append(seq, m);                                                        /* 4 */
+    cr_assert(tg_nn_unflatten_new(&m, 1, 3, (const int64_t[]){2, 3, 4}) == TG_OK);
+    append(seq, m);                                                        /* 5 */
+    cr_assert(tg_nn_batchnorm_new(&m, 2, 2, 1e-5, 0.1, false, true) == TG_OK);
+    set_running_stats(m, 6);
+    append(seq, m);                                                        /* 6 */
+    append(seq, act(TG_ACT_SIGMOID, 0));                                   /* 7 */
+    cr_assert(tg_nn_dropout_new(&m, 0.5, 1) == TG_OK);
+    append(seq, m);                                                        /* 8 */
+    cr_assert(tg_nn_flatten_new(&m, 2, 3) == TG_OK);
+    append(seq, m);                                                        /* 9: (N, 2, 12) */
+    append(seq, act(TG_ACT_LEAKY_RELU, 0.3));                              /* 10 */
+    cr_assert(tg_nn_linear_new(&m, 12, 5, true, rng) == TG_OK);
+    append(seq, m);                                                        /* 11 */
+    append(seq, act(TG_ACT_SILU, 0));                                      /* 12 */
+    append(seq, act(TG_ACT_TANH, 0));                                      /* 13 */
+    append(seq, act(TG_ACT_NONE, 0));                                      /* 14 */
+    return seq;
+}
+
+Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 7);
+    tg_module *m = mixed_model(&rng);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){3, 3, 4}, 11);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    write_case("mixed", m, x, 1e-5, 0, NULL, &o);
+    /* a leaf alone, and the identity model (one Identity node) */
+    tg_module *relu = act(TG_ACT_RELU, 0), *id = act(TG_ACT_NONE, 0);
+    write_case("relu_alone", relu, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
+    write_case("identity_alone", id, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
+    check_cases();
+    tg_module_release(relu);
+    tg_module_release(id);
+    tg_module_release(m);
+    tg_tensor_release(x);
+}
+
+/* ---- the DCGAN generator, float and int8 ---- */
+
+/* The generator of examples/dcgan/model.h (nz 16, C 8) after a few
+ * training-mode forwards, so its running statistics are not (0, 1). */
+static tg_module *dcgan_generator(void)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    dcgan_arch a = DCGAN_ARCH_INIT;
+    a.nz = 16;
+    a.g_ch = 8;
+    tg_module *g = NULL;
+    cr_assert(dcgan_generator_new(&g, &a, &rng) == TG_OK, "%s", tg_error_message());
+    tg_module_train(g, true);
+    tg_no_grad_begin();
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){8, 16}, 40 + i), *y = NULL;
+        cr_assert(tg_module_forward(g, &y, z) == TG_OK);
+        tg_tensor_release(y);
+        tg_tensor_release(z);
+    }
+    tg_no_grad_end();
+    return g;
+}
+
+static const char *const generator_inits[] = {
+    "net.0.weight", "net.2.weight", "net.2.bias", "net.2.running_mean", "net.2.running_var",
+    "net.4.weight", "net.5.weight", "net.5.bias", "net.5.running_mean", "net.5.running_var",
+    "net.7.weight", "net.7.bias", "/net/1/shape", NULL};
+
+Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    write_case("dcgan_generator", g, z, 1e-5, 0, generator_inits, &o);
+    check_cases();
+    tg_module_release(g);
+    tg_tensor_release(z);
+}
+
+/* The generator quantized by tg_quantize_model (BatchNorms folded, ReLUs
+ * fused): QDQ nodes around Gemm / ConvTranspose.  Between the same integers
+ * ONNX Runtime's arithmetic may round a layer's output one step away from
+ * tapegrad's fixed-point requantization, so the tolerance is one step of
+ * the last int8 layer's output (tanh after it has slope <= 1). */
+Test(onnx, int8_generator_matches_onnxruntime_within_quantization_error)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator(), *q = NULL;
+    tg_tensor *calib[2] = {th_rand_uniform(TG_F32, 2, (const int64_t[]){16, 16}, 50),
+                           th_rand_uniform(TG_F32, 2, (const int64_t[]){16, 16}, 51)};
+    cr_assert(tg_quantize_model(&q, g, 2, calib, NULL) == TG_OK, "%s", tg_error_message());
+    tg_qlayer_info last;
+    tg_module *l7 = tg_module_child(tg_module_child(q, "net"), "7");
+    cr_assert(tg_quantized_layer_info(l7, &last) == TG_OK, "%s", tg_error_message());
+    cr_assert(last.transpose && last.q.n_weight_scales == 1);
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
+    write_case("dcgan_generator_int8", q, z, 0, last.q.y_scale, NULL, NULL);
+    check_cases();
+    cr_log_info("int8 generator: tolerance y_scale = %g", last.q.y_scale);
+    tg_module_release(q);
+    tg_module_release(g);
+    th_release_all(2, calib);
+    tg_tensor_release(z);
+}
+
+/* Conv (groups 2, fused ReLU) -> ConvTranspose with per-channel weight
+ * scales on axis 1 -> Linear, quantized; i8 activations too. */
+Test(onnx, int8_conv_convT_linear_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 12);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, conv_module(&conv_cases[4], &rng));          /* conv2d g3 relu: 3 -> 6 */
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0][0] = 1;
+    p.output_padding[1] = 1;
+    cr_assert(tg_nn_conv_transpose_new(&m, 2, 6, 5, (const int64_t[]){3, 3}, &p, true, &rng) ==
+              TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_flatten_new(&m, 1, -1) == TG_OK);
+    append(seq, m);
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 8, 7}, 60);
+    tg_tensor *y = forward(seq, x);
+    cr_assert(tg_nn_linear_new(&m, tg_tensor_dim(y, 1), 4, true, &rng) == TG_OK);
+    append(seq, m);
+    tg_tensor_release(y);
+    for (int i = 0; i < 2; i++) {
+        tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
+        qo.act_dtype = i ? TG_I8 : TG_U8;
+        tg_module *q = NULL;
+        cr_assert(tg_quantize_model(&q, seq, 1, &x, &qo) == TG_OK, "%s", tg_error_message());
+        tg_qlayer_info lin;
+        cr_assert(tg_quantized_layer_info(tg_module_child(q, "3"), &lin) == TG_OK);
+        write_case(i ? "int8_stack_i8" : "int8_stack_u8", q, x, 0, lin.q.y_scale, NULL, NULL);
+        tg_module_release(q);
+    }
+    check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+/* ---- errors ---- */
+
+static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_mul_scalar(y, x, 2.0);
+}
+static const tg_module_vtable custom_vt = {.type_name = "Doubler", .forward = custom_forward};
+static const tg_module_vtable fake_seq_vt = {.type_name = "Sequential", .forward = custom_forward};
+
+/* Exports m and expects status rc with `want` in the message, no file at
+ * path, and an existing file left as it was. */
+static void expect_refused(tg_module *m, tg_tensor *x, const tg_onnx_options *o, int rc,
+                           const char *want)
+{
+    char path[256], prev[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    cr_assert(tg_onnx_export(m, x, path, o) == rc, "expected %s: %s", tg_status_name(rc),
+              tg_error_message());
+    th_expect_in(tg_error_message(), want);
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    th_tmp_path(prev, sizeof prev, "kept.onnx");
+    th_write_bytes(prev, "previous", 8);
+    cr_assert(tg_onnx_export(m, x, prev, o) == rc);
+    th_expect_same_bytes(prev, "previous", 8);
+    cr_assert(th_tmp_dir_count() == 1, "a temporary file was left behind");
+    remove(prev);
+}
+
+Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *seq = NULL, *lin = NULL, *custom = NULL, *bn = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_linear_new(&lin, 4, 4, true, &rng) == TG_OK);
+    append(seq, lin);
+    cr_assert(tg_module_new(&custom, &custom_vt, NULL) == TG_OK);
+    append(seq, custom);
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 4}, 1);
+    expect_refused(seq, x, NULL, TG_EUNSUPPORTED, "module '1' (Doubler) is not supported");
+
+    cr_assert(tg_nn_batchnorm_new(&bn, 0, 4, 1e-5, 0.1, true, false) == TG_OK);
+    expect_refused(bn, x, NULL, TG_EUNSUPPORTED, "has no running statistics");
+
+    /* a one-child wrapper whose forward is not its child's */
+    tg_module *wrap = NULL;
+    cr_assert(tg_module_new(&wrap, &custom_vt, NULL) == TG_OK);
+    cr_assert(tg_module_add_child(wrap, "net", tg_module_retain(lin)) == TG_OK);
+    expect_refused(wrap, x, NULL, TG_EUNSUPPORTED,
+                   "module '<top>' (Doubler) is not supported: its forward is not its one child's");
+    /* a custom module that only borrows the name Sequential */
+    tg_module *fake = NULL;
+    cr_assert(tg_module_new(&fake, &fake_seq_vt, NULL) == TG_OK);
+    cr_assert(tg_module_add_child(fake, "0", tg_module_retain(lin)) == TG_OK);
+    expect_refused(fake, x, NULL, TG_EUNSUPPORTED, "its forward is not its children in order");
+    tg_module_release(fake);
+
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.opset = 13;
+    expect_refused(lin, x, &o, TG_EINVAL, "only opset 17");
+    o = (tg_onnx_options)TG_ONNX_OPTIONS_INIT;
+    o.output_name = "input";
+    expect_refused(lin, x, &o, TG_EINVAL, "distinct");
+
+    tg_tensor *x64 = NULL;
+    cr_assert(tg_tensor_to_dtype(&x64, x, TG_F64) == TG_OK);
+    expect_refused(lin, x64, NULL, TG_EDTYPE, "example_input has dtype f64");
+    cr_assert(tg_module_to_dtype(lin, TG_F64) == TG_OK);
+    expect_refused(lin, x, NULL, TG_EDTYPE, "'weight' has dtype f64");
+    cr_assert(tg_onnx_export(NULL, x, "x.onnx", NULL) == TG_EINVAL);
+
+    /* a grouped ConvTranspose with per-channel scales that differ between
+     * groups: DequantizeLinear on axis 1 holds only C_out/groups scales */
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.groups = 2;
+    tg_module *ct = NULL, *q = NULL;
+    cr_assert(tg_nn_conv_transpose_new(&ct, 1, 4, 4, (const int64_t[]){3}, &p, true, &rng) ==
+              TG_OK);
+    tg_tensor *w = tg_module_find(ct, "weight");
+    tg_tensor_set_flat(w, 0, 5.0);   /* group 0's channel 0 has the larger scale */
+    tg_tensor *xc = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 4, 5}, 2);
+    cr_assert(tg_quantize_model(&q, ct, 1, &xc, NULL) == TG_OK, "%s", tg_error_message());
+    expect_refused(q, xc, NULL, TG_EUNSUPPORTED,
+                   "(QuantizedConvTranspose) is not supported: groups=2");
+    tg_module_release(q);
+    tg_module_release(ct);
+    tg_tensor_release(xc);
+
+    tg_module_release(wrap);
+    tg_module_release(bn);
+    tg_module_release(seq);
+    tg_tensor_release(x);
+    tg_tensor_release(x64);
+}
+
+Test(onnx, export_restores_training_flags_and_changes_no_state)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_module *net = tg_module_child(g, "net");
+    tg_module_train(g, true);
+    tg_module_train(tg_module_child(net, "5"), false);   /* a mixed tree */
+    const tg_tensor *nbt = tg_module_find(g, "net.2.num_batches_tracked");
+    const double before = th_at(nbt, 0), mean0 = th_at(tg_module_find(g, "net.2.running_mean"), 0);
+    char path[256];
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 16}, 3);
+    cr_assert(tg_onnx_export(g, z, th_tmp_path(path, sizeof path, "g.onnx"), NULL) == TG_OK);
+    cr_assert(tg_module_is_training(g) && tg_module_is_training(tg_module_child(net, "2")));
+    cr_assert(tg_module_is_training(tg_module_child(net, "5")) == false);
+    cr_assert(th_at(nbt, 0) == before);
+    cr_assert(th_at(tg_module_find(g, "net.2.running_mean"), 0) == mean0);
+    tg_module_release(g);
+    tg_tensor_release(z);
+}
+
+/* ---- the command line, against torch.onnx.export ---- */
+
+/* `tapegrad export --onnx` of a generator file, and PyTorch's export of the
+ * same file (examples/dcgan_torch.py --export-onnx): both pass the checker
+ * and give the same images under ONNX Runtime, for a batch other than the
+ * example's (the batch dim is dynamic in both). */
+Test(onnx, cli_export_matches_torch_onnx_export)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator();
+    tg_st_file *f = NULL;
+    char path[256];
+    cr_assert(tg_st_new(&f) == TG_OK);
+    cr_assert(tg_module_state_dict_save(g, f, "gen") == TG_OK);
+    cr_assert(tg_safetensors_save(f, th_tmp_path(path, sizeof path, "generator.safetensors")) ==
+              TG_OK);
+    tg_st_free(f);
+    int rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "ours.onnx",
+                                                     "--dynamic-batch", "--batch", "2",
+                                                     "generator.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "generator nz=16 C=8");
+    rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/examples/dcgan_torch.py",
+                                                   "--dir", ".", "--export-onnx", "torch.onnx",
+                                                   NULL});
+    cr_assert(rc == 0, "dcgan_torch.py --export-onnx:\n%s%s", th_out, th_err);
+    rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/check.py", ".",
+                                                   NULL});
+    cr_assert(rc == 0, "onnx checker:\n%s%s", th_out, th_err);
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){5, 16}, 77);
+    write_f32("z", ".f32", z);
+    rc = th_run("TG_NODE", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/run.mjs", "--same",
+                                                 "ours.onnx", "torch.onnx", "z.f32", "5,16",
+                                                 "1e-5", NULL});
+    cr_log_info("%s", th_out);
+    cr_assert(rc == 0, "onnxruntime:\n%s%s", th_out, th_err);
+    /* --int8 writes QDQ nodes; a missing file is a plain error */
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "int8.onnx", "--int8",
+                                                 "--calib", "2", "generator.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export --int8:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "int8 QDQ");
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "x.onnx", "none.safetensors",
+                                                 NULL});
+    cr_assert(rc == 1);
+    th_expect_in(th_err, "none.safetensors");
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "x.onnx")) == false);
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "generator.safetensors", NULL});
+    cr_assert(rc == 2);
+    tg_tensor_release(z);
+    tg_module_release(g);
+}
+
+/* examples/dcgan trains a few steps and writes its generator with
+ * --export-onnx (and again with --sample): ONNX Runtime draws from it the
+ * images the run stored in latents.safetensors. */
+Test(onnx, dcgan_example_exports_its_trained_generator)
+{
+    need_onnx();
+    th_write_idx_set(th_tmp_dir, "train", 24, 28, 7);
+    char out[256], path[512];
+    th_tmp_path(out, sizeof out, "out");
+    int rc = th_run("TG_DCGAN", (const char *const[]){"--data", th_tmp_dir, "--out", out,
+                                                      "--batch", "8", "--epochs", "1", "--g-ch",
+                                                      "8", "--d-ch", "4", "--nz", "16",
+                                                      "--threads", "1", "--export-onnx",
+                                                      "dcgan_trained.onnx", NULL});
+    cr_assert(rc == 0, "dcgan:\n%s", th_err);
+    th_expect_in(th_err, "wrote the generator as ONNX to dcgan_trained.onnx");
+    tg_st_file *f = NULL;
+    snprintf(path, sizeof path, "%s/latents.safetensors", out);
+    cr_assert(tg_safetensors_load(&f, path) == TG_OK, "%s", tg_error_message());
+    write_expected("dcgan_trained", tg_st_get(f, "z"), tg_st_get(f, "images"), 1e-5, 0, NULL);
+    tg_st_free(f);
+    rc = th_run("TG_DCGAN", (const char *const[]){"--out", out, "--sample", "4", "--export-onnx",
+                                                  "sampled.onnx", NULL});
+    cr_assert(rc == 0, "dcgan --sample:\n%s", th_err);
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "sampled.onnx")));
+    /* the same weights: the same bytes */
+    size_t n1 = 0, n2 = 0;
+    char *a = th_read_file(path, &n1);
+    char *b = th_read_file(th_tmp_path(path, sizeof path, "dcgan_trained.onnx"), &n2);
+    cr_assert(a && b && n1 == n2 && memcmp(a, b, n1) == 0);
+    free(a);
+    free(b);
+    remove(th_tmp_path(path, sizeof path, "sampled.onnx"));
+    check_cases();
+}
+
+/* A library built with -Donnx=disabled (or without protobuf-c) says so. */
+Test(onnx, a_build_without_onnx_support_says_so)
+{
+    if (tg_onnx_available()) cr_skip_test("this build has ONNX support");
+    tg_module *relu = act(TG_ACT_RELU, 0);
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){1, 3}, 1);
+    char path[256];
+    cr_assert(tg_onnx_export(relu, x, th_tmp_path(path, sizeof path, "m.onnx"), NULL) ==
+              TG_EUNSUPPORTED);
+    th_expect_in(tg_error_message(), "built without ONNX support");
+    cr_assert(th_exists(path) == false);
+    tg_module_release(relu);
+    tg_tensor_release(x);
+}
