@@ -22,7 +22,7 @@ LAYERS = [
     ("amp",),        # the gradient scaler
     ("nn",),         # modules, optimizers, checkpoints
     ("quant",),      # int8 kernels, quantized modules
-    ("dist",),       # data-parallel training
+    ("onnx", "dist"),  # export of modules to ONNX; data-parallel training
 ]
 RANK = {d: r for r, ds in enumerate(LAYERS) for d in ds}
 __doc__ += "".join(f"  {r}: {', '.join(ds)}\n" for r, ds in enumerate(LAYERS))

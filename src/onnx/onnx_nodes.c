@@ -1,4 +1,4 @@
-/* src/io/onnx_nodes.c - the ONNX nodes of the float modules: Linear, Conv,
+/* src/onnx_nodes.c - the ONNX nodes of the float modules: Linear, Conv,
  * ConvTranspose, BatchNorm, the activations, Flatten / Unflatten.  Each
  * emitter reads one module (through the public introspection of
  * tapegrad/nn.h) and appends its nodes after the value site->x.
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "io/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name)
 {

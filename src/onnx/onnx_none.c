@@ -1,4 +1,4 @@
-/* src/io/onnx_none.c - tg_onnx_export in a library built without protobuf-c
+/* src/onnx_none.c - tg_onnx_export in a library built without protobuf-c
  * (meson option onnx=disabled, or protobuf-c / onnx.proto not found). */
 #include "core/core.h"
 #include "tapegrad/onnx.h"

@@ -1,4 +1,4 @@
-/* src/io/onnx_graph.c - the ONNX graph builder over the protobuf-c structs
+/* src/onnx_graph.c - the ONNX graph builder over the protobuf-c structs
  * that protoc-c generates from onnx.proto (the ModelProto of IR version 8,
  * which carries opsets up to 17).  Every struct, string and array is
  * allocated in one list owned by the builder, so one free releases the
@@ -9,8 +9,8 @@
 
 #include "core/core.h"
 #include "io/atomic.h"
-#include "io/onnx_graph.h"
-#include "io/onnx.pb-c.h"
+#include "onnx/onnx_graph.h"
+#include "onnx/onnx.pb-c.h"
 
 #define TG__ONNX_IR_VERSION 8
 #define TG__ONNX_MAX_ATTRS 8

@@ -1,4 +1,4 @@
-/* src/io/onnx_graph.h - an ONNX graph under construction (src/io/onnx_graph.c
+/* src/onnx/onnx_graph.h - an ONNX graph under construction (src/onnx/onnx_graph.c
  * keeps it as protobuf-c structs of onnx.proto and serializes it), used by the
  * module exporter (onnx_export.c, onnx_qdq.c).
  *

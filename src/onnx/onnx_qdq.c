@@ -1,4 +1,4 @@
-/* src/io/onnx_qdq.c - the QDQ form of tg_quantize_model's int8 layers:
+/* src/onnx_qdq.c - the QDQ form of tg_quantize_model's int8 layers:
  *
  *   x -> QuantizeLinear(x_scale, x_zp) -> DequantizeLinear ----\
  *   W (i8) -> DequantizeLinear(w_scale[c], 0, axis) ----------- op -> [Relu]
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "io/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 #include "tapegrad/quant.h"
 
 /* A (scale, zero point) pair of n entries (n = 1: 0-d) as initializers

@@ -1,4 +1,4 @@
-/* src/io/onnx_export.c - tg_onnx_export: walk the module tree with the
+/* src/onnx_export.c - tg_onnx_export: walk the module tree with the
  * example input, run each leaf module once (eval, no grad) to learn the
  * shapes, and append its nodes (onnx_nodes.c, onnx_qdq.c) to the graph
  * (onnx_graph.c), which is then written atomically.
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "io/onnx_graph.h"
+#include "onnx/onnx_graph.h"
 #include "tapegrad/autograd.h"
 
 /* The identity in eval: no node. */
