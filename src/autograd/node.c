@@ -17,18 +17,20 @@ static atomic_long tg__live_nodes;
 
 long tg__node_live_count(void) { return atomic_load(&tg__live_nodes); }
 
-bool tg__trace_enabled(void)
+int tg__trace_level(void)
 {
     /* Read once; racing first calls compute the same value. */
     static atomic_int cached = -1;
     int v = atomic_load(&cached);
     if (v < 0) {
         const char *e = getenv("TG_TRACE");
-        v = e && e[0] == '1' && e[1] == '\0';
+        v = e && (e[0] == '1' || e[0] == '2') && e[1] == '\0' ? e[0] - '0' : 0;
         atomic_store(&cached, v);
     }
-    return v == 1;
+    return v;
 }
+
+bool tg__trace_enabled(void) { return tg__trace_level() >= 1; }
 
 static void fill_meta(tg_meta *m, const tg_tensor *t)
 {
@@ -54,6 +56,7 @@ tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
     for (int i = 0; i < n; i++) {
         tg_tensor *t = in[i];
         fill_meta(&node->in_meta[i], t);
+        node->in_id[i] = t;
         node->needs_grad[i] = t && t->requires_grad;
         if (!t) continue;
         if (t->grad_fn) node->edges[i].fn = tg__node_retain(t->grad_fn);
@@ -109,6 +112,7 @@ static void release_tensor_onto(node_stack *s, tg_tensor *t)
     if (!t) return;
     if (t->refcount == 1 && t->grad_fn) {
         tg_node *fn = t->grad_fn;
+        if (fn->out == t) fn->out = NULL;
         t->grad_fn = NULL;
         unref_onto(s, fn);
     }

@@ -262,6 +262,7 @@ void tg_tensor_release(tg_tensor *t)
     TG_ASSERT(t->refcount > 0);
     if (--t->refcount > 0) return;
     tg_tensor_release(t->grad);
+    if (t->grad_fn && t->grad_fn->out == t) t->grad_fn->out = NULL;
     if (t->grad_fn) tg__node_release(t->grad_fn);
     for (tg_hook *h = t->hooks, *next; h; h = next) {
         next = h->next;
@@ -389,6 +390,8 @@ void tg_tensor_set_name(tg_tensor *t, const char *name)
 {
     if (!t) return;
     snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (t->grad_fn && t->grad_fn->out == t)   /* the tape shows it after t is gone */
+        memcpy(t->grad_fn->name, t->name, sizeof t->name);
 }
 
 const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }
