@@ -4,7 +4,10 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
-              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev
+              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev
+# The browser test (tests/browser): skipped, with the reason, where these
+# cannot be installed.
+BROWSER_PACKAGES := chromium nodejs npm
 # Extra packages only `make demo` needs (the data set).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -38,6 +41,10 @@ demo: build
 	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
 
 test: build
+	$(call install_missing,$(BROWSER_PACKAGES)) || \
+	  echo "could not install $(BROWSER_PACKAGES): the browser test will be skipped"
+	if command -v npm >/dev/null 2>&1; then \
+	  (cd tests/browser && npm ci --no-audit --no-fund --ignore-scripts); fi
 	scripts/run_tests.sh $(BUILD)
 
 $(ASAN_BUILD)/build.ninja:

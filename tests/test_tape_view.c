@@ -281,6 +281,38 @@ Test(tape_view, steps_callback_error_aborts_the_backward)
     net_free(&n);
 }
 
+/* The gradient a hook sees on a (tanh's output), and the one step shows. */
+static int keep_grad(tg_tensor **grad, void *user)
+{
+    tg_tensor **kept = user;
+    OK(tg_tensor_clone(kept, *grad));
+    return TG_OK;
+}
+
+static int keep_tanh_g(const tg_backward_step *s, void *user)
+{
+    if (strcmp(s->op, "tanh") == 0) OK(tg_tensor_clone(user, s->grad_out));
+    return TG_OK;
+}
+
+/* tanh's backward may overwrite its incoming gradient in place when it holds
+ * the only reference: the step still shows g as it arrived. */
+Test(tape_view, steps_show_each_incoming_gradient_as_it_arrived)
+{
+    int64_t shape[1] = {5};
+    tg_tensor *x = th_rand_uniform(TG_F64, 1, shape, 4), *a = NULL, *b = NULL, *y = NULL;
+    tg_tensor *by_hook = NULL, *by_step = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tanh(&a, x));
+    OK(tg_mul(&b, a, a));
+    OK(tg_sum(&y, b));
+    OK(tg_tensor_register_hook(a, keep_grad, &by_hook));
+    OK(tg_backward_steps(y, NULL, NULL, keep_tanh_g, &by_step));
+    cr_assert(by_hook != NULL && by_step != NULL);
+    th_expect_same_bits("g of tanh", x, by_step, by_hook);
+    th_release_all(6, (tg_tensor *[]){by_step, by_hook, y, b, a, x});
+}
+
 /* Runs y's backward with stderr captured; returns what was printed. */
 static char *captured_backward(tg_tensor *y)
 {

@@ -305,9 +305,15 @@ static int run_node(engine *e, tg_node *n)
     }
     if (tg__trace_enabled())
         fprintf(stderr, "[tape] backward #%llu %s\n", (unsigned long long)n->seq, n->op->name);
+    /* A learner watches (steps.c).  The step shows g as it arrived: the extra
+     * reference keeps a backward from reusing g's buffer in place (one it
+     * may take when it holds the only reference; the bits are the same). */
+    bool watched = e->on_step || tg__trace_level() >= 2;
+    tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     rc = n->op->backward(n, g, grad_in);
-    if (rc >= 0 && (e->on_step || tg__trace_level() >= 2))   /* a learner watches (steps.c) */
+    if (rc >= 0 && watched)
         rc = tg__backward_step(e->on_step, e->step_user, e->n_steps++, n, g, grad_in);
+    tg_tensor_release(shown);
     for (int i = 0; rc >= 0 && i < n->n_inputs; i++)
         if (grad_in[i] && n->needs_grad[i]) rc = route(e, n, i, grad_in[i]);
     if (rc >= 0 && !e->retain_graph) tg__node_release_saved(n);
