@@ -181,8 +181,9 @@ static void write_dot(const tg_tensor *loss, const char *path)
                 rc < 0 ? tg_error_message() : strerror(err));
         exit(1);
     }
-    printf("\nThe same tape as a Graphviz graph is in %s: boxes are op nodes, ellipses are\n"
-           "leaves, arrows follow the forward computation, the root is red.\n", path);
+    printf("\nThe same tape as a Graphviz graph is in %s: square boxes are op nodes, rounded\n"
+           "ones leaves (grey: constants; dashed: tensors saved for backward), arrows\n"
+           "follow the forward computation, the root is red.\n", path);
     if (system("command -v dot >/dev/null 2>&1") == 0)
         printf("Graphviz is installed; draw it with:  dot -Tpng %s -o tape.png\n", path);
     else

@@ -91,7 +91,7 @@ static void dot_tensor(dot_ctx *c, const char *id, const tg_tensor *t, const cha
 
 static const char *leaf_style(bool root)
 {
-    return root ? "shape=ellipse, penwidth=3, color=red" : "shape=ellipse";
+    return root ? "shape=box, style=rounded, penwidth=3, color=red" : "shape=box, style=rounded";
 }
 
 void tg__dot_leaf_id(char *buf, size_t size, const tg_tensor *leaf)
@@ -132,7 +132,7 @@ void tg__dot_input_id(char *buf, size_t size, const tg_node *n, int i)
     else snprintf(buf, size, "c%llu_%d", (unsigned long long)n->seq, i);
 }
 
-static const char *const_style = "shape=ellipse, style=filled, fillcolor=\"#eeeeee\", fontsize=10";
+static const char *const_style = "shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", fontsize=10";
 static const char *saved_style = "shape=box, style=\"dashed,rounded\", fontsize=10";
 
 /* The inputs of n that are not leaves with requires_grad nor node outputs:
@@ -234,8 +234,8 @@ int tg_graph_to_dot_ex(FILE *f, const tg_tensor *t, const tg_dot_opts *opts)
     int count = 0;
     TG_TRY(collect("graph_to_dot", f, t, &nodes, &count));
     dot_ctx c = {.f = f, .o = o};
-    fprintf(f, "digraph tape {\n  rankdir=TB;\n  node [fontname=\"monospace\"];\n"
-               "  edge [fontname=\"monospace\"];\n");
+    fprintf(f, "digraph tape {\n  rankdir=TB;\n  node [fontname=\"Courier\"];\n"
+               "  edge [fontname=\"Courier\"];\n");
     if (!t->grad_fn) dot_leaf(&c, t, true);
     for (int k = 0; k < count; k++) {
         dot_node(&c, nodes[k], nodes[k] == t->grad_fn);
