@@ -340,11 +340,13 @@ struct tg_node {
      * is copied here by tg_tensor_set_name, because the node does not own its
      * output (that would be a cycle) and the name must outlive it.  out is
      * the output itself, borrowed: cleared when that tensor is freed.  in_id
-     * is each input's address at record time, only compared (never
-     * dereferenced) to tell which saved tensor is which input. */
+     * is each input's address at record time, kept as a number (the input
+     * may be freed since) and only compared, to tell which saved tensor is
+     * which input: a saved tensor has been alive since the record, so an
+     * equal address is the same tensor. */
     char name[32];
     tg_tensor *out;
-    const void *in_id[TG_NODE_MAX_INPUTS];
+    uintptr_t in_id[TG_NODE_MAX_INPUTS];
     /* engine scratch during one backward */
     tg_tensor *grad_accum;
     int dependencies;

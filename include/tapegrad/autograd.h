@@ -123,7 +123,7 @@ typedef struct tg_dot_opts {
 /* Writes the graph behind t (its tape) as Graphviz DOT, edges in the
  * direction of the forward computation.  Each op node is a box with its
  * sequence number, op, the output's name (tg_tensor_set_name, kept after the
- * output is freed), dtype and shape; each leaf an ellipse with its name;
+ * output is freed), dtype and shape; each leaf a rounded box with its name;
  * constant inputs and scalar operands (mul_scalar's s) small grey nodes of
  * their own; each tensor is declared once.  Values are read only from
  * tensors still alive: a leaf, a saved tensor, an output the caller holds.

@@ -110,7 +110,7 @@ static void dot_leaf(dot_ctx *c, const tg_tensor *leaf, bool root)
 static int saved_slot_of_input(const tg_node *n, int i)
 {
     for (int k = 0; k < n->n_saved; k++)
-        if (n->saved[k].t && (const void *)n->saved[k].t == n->in_id[i]) return k;
+        if (n->saved[k].t && (uintptr_t)n->saved[k].t == n->in_id[i]) return k;
     return -1;
 }
 
@@ -118,7 +118,7 @@ static int saved_slot_of_input(const tg_node *n, int i)
 static int input_of_saved(const tg_node *n, int k)
 {
     for (int i = 0; i < n->n_inputs; i++)
-        if (n->in_meta[i].ndim >= 0 && (const void *)n->saved[k].t == n->in_id[i]) return i;
+        if (n->in_meta[i].ndim >= 0 && (uintptr_t)n->saved[k].t == n->in_id[i]) return i;
     return -1;
 }
 

@@ -56,7 +56,7 @@ tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
     for (int i = 0; i < n; i++) {
         tg_tensor *t = in[i];
         fill_meta(&node->in_meta[i], t);
-        node->in_id[i] = t;
+        node->in_id[i] = (uintptr_t)t;
         node->needs_grad[i] = t && t->requires_grad;
         if (!t) continue;
         if (t->grad_fn) node->edges[i].fn = tg__node_retain(t->grad_fn);
