@@ -118,7 +118,8 @@ typedef struct tg_dot_opts {
     bool show_saved;    /* tensors saved for backward: dashed edges to the node */
     int max_elems;      /* values shown per tensor, >= 0 */
 } tg_dot_opts;
-#define TG_DOT_OPTS_INIT {.show_values = false, .show_grads = false, .show_saved = true, .max_elems = 4}
+#define TG_DOT_OPTS_INIT \
+    {.show_values = false, .show_grads = false, .show_saved = true, .max_elems = 4}
 
 /* Writes the graph behind t (its tape) as Graphviz DOT, edges in the
  * direction of the forward computation.  Each op node is a box with its

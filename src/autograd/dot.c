@@ -132,8 +132,9 @@ void tg__dot_input_id(char *buf, size_t size, const tg_node *n, int i)
     else snprintf(buf, size, "c%llu_%d", (unsigned long long)n->seq, i);
 }
 
-static const char *const_style = "shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", fontsize=10";
-static const char *saved_style = "shape=box, style=\"dashed,rounded\", fontsize=10";
+static const char *const const_style =
+    "shape=box, style=\"rounded,filled\", fillcolor=\"#eeeeee\", fontsize=10";
+static const char *const saved_style = "shape=box, style=\"dashed,rounded\", fontsize=10";
 
 /* The inputs of n that are not leaves with requires_grad nor node outputs:
  * constants (a saved one shows its name and values) and the scalar operand. */
@@ -146,7 +147,8 @@ static void dot_operands(dot_ctx *c, const tg_node *n)
         tg__dot_input_id(id, sizeof id, n, i);
         int k = saved_slot_of_input(n, i);
         if (k >= 0) {
-            if (!seen(&c->decl, n->saved[k].t)) dot_tensor(c, id, n->saved[k].t, "constant", const_style);
+            if (!seen(&c->decl, n->saved[k].t))
+                dot_tensor(c, id, n->saved[k].t, "constant", const_style);
         } else {
             const tg_meta *m = &n->in_meta[i];
             fprintf(c->f, "  \"%s\" [id=\"%s\", %s, label=\"constant\\n%s\"];\n", id, id,
@@ -200,15 +202,16 @@ static void dot_node(dot_ctx *c, const tg_node *n, bool root)
     unsigned long long seq = (unsigned long long)n->seq;
     fprintf(c->f, "  \"n%llu\" [id=\"n%llu\", shape=box, label=\"#%llu %s\\n", seq, seq, seq,
             n->op->name);
-    const char *name = n->out && n->out->name[0] ? n->out->name : n->name;
-    if (name[0]) {
-        put_escaped(c->f, name);
+    if (n->name[0]) {
+        put_escaped(c->f, n->name);
         fputs(": ", c->f);
     }
-    fputs(meta_str(meta, sizeof meta, n->out_meta.dtype, n->out_meta.ndim, n->out_meta.shape), c->f);
+    fputs(meta_str(meta, sizeof meta, n->out_meta.dtype, n->out_meta.ndim, n->out_meta.shape),
+          c->f);
     if (c->o.show_values && n->out) put_values(c, "", n->out);
     bool saves_out = false;
-    for (int k = 0; k < n->n_saved; k++) saves_out |= n->saved[k].t && is_own_output(n, n->saved[k].t);
+    for (int k = 0; k < n->n_saved; k++)
+        saves_out |= n->saved[k].t && is_own_output(n, n->saved[k].t);
     if (c->o.show_saved && saves_out) fputs("\\nsaves its output", c->f);
     fprintf(c->f, "\"%s];\n", root ? ", penwidth=3, color=red" : "");
 }

@@ -19,7 +19,8 @@ static void trace_tensor(FILE *f, const tg_tensor *t)
 {
     char shape[96], vals[1024];
     int64_t n = tg_tensor_numel(t);
-    fprintf(f, "%s %s ", tg_dtype_name(t->dtype), tg_shape_str(shape, sizeof shape, t->ndim, t->shape));
+    fprintf(f, "%s %s ", tg_dtype_name(t->dtype),
+            tg_shape_str(shape, sizeof shape, t->ndim, t->shape));
     if (n <= TRACE_FULL_ELEMS) {
         fprintf(f, "%s\n", tg__values_str(vals, sizeof vals, t, TRACE_FULL_ELEMS));
         return;
@@ -56,9 +57,8 @@ int tg__backward_step(tg_backward_step_fn fn, void *user, int index, const tg_no
                       const tg_tensor *g, tg_tensor *const *grad_in)
 {
     tg_backward_step s = {.index = index, .node = n, .seq = n->seq, .op = n->op->name,
-                          .name = n->out && n->out->name[0] ? n->out->name : n->name,
-                          .vjp = tg__vjp_formula(n->op->name), .grad_out = g,
-                          .n_inputs = n->n_inputs};
+                          .name = n->name, .vjp = tg__vjp_formula(n->op->name),
+                          .grad_out = g, .n_inputs = n->n_inputs};
     for (int i = 0; i < n->n_inputs; i++) {
         /* as the engine: a gradient for an input that needs none is dropped */
         s.grad_in[i] = n->needs_grad[i] ? grad_in[i] : NULL;
