@@ -23,6 +23,7 @@ static const command commands[] = {
     {"ops", tg_cmd_ops, "list the registered ops and their AMP/backward traits"},
     {"gradcheck", tg_cmd_gradcheck, "check gradients against finite differences"},
     {"bench", tg_cmd_bench, "time ops"},
+    {"viz", tg_cmd_viz, "write a case's backward as a page to step through in a browser"},
 };
 
 static void usage(FILE *f)

@@ -24,5 +24,7 @@ int tg_cmd_ops(int argc, char **argv);
 int tg_cmd_gradcheck(int argc, char **argv);
 /* tapegrad bench: timings (tools/cmd_bench.c). */
 int tg_cmd_bench(int argc, char **argv);
+/* tapegrad viz: a case's backward as an HTML page (tools/cmd_viz.c). */
+int tg_cmd_viz(int argc, char **argv);
 
 #endif
