@@ -4,13 +4,16 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
-              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev \
+              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev \
               libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs
+# The browser test (tests/browser): skipped, with the reason, where Chromium
+# cannot be installed.
+BROWSER_PACKAGES := chromium
 # Extra packages only `make demo` needs (the data set).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo onnx-runtime test test-asan test-tsan check bench goldens clean
+.PHONY: all deps build demo node-deps test test-asan test-tsan check bench goldens clean
 
 all: build
 
@@ -38,14 +41,20 @@ demo: build
 	$(call install_missing,$(DEMO_PACKAGES))
 	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
 
-# ONNX Runtime for the ONNX export tests (tests/onnx/package-lock.json);
-# --ignore-scripts keeps the bundled CPU library and skips a download step.
-# npm: Debian's package, unless the installed nodejs already brings it.
-onnx-runtime: deps
+# The tests' Node packages: ONNX Runtime (tests/onnx) and playwright-core
+# (tests/browser).  --ignore-scripts keeps onnxruntime's bundled CPU library
+# and skips download steps that cannot work here.  npm: Debian's package,
+# unless the installed nodejs already brings it.
+node-deps: deps
 	$(call install_missing,$(if $(shell command -v npm),,npm))
 	cd tests/onnx && npm ci --ignore-scripts --no-audit --no-fund
+	cd tests/browser && npm ci --ignore-scripts --no-audit --no-fund
 
-test: build onnx-runtime
+test: build node-deps
+	@command -v chromium >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq $(BROWSER_PACKAGES); } || \
+	  echo "could not install $(BROWSER_PACKAGES): the browser test will be skipped"
 	scripts/run_tests.sh $(BUILD)
 
 $(ASAN_BUILD)/build.ninja:
@@ -53,7 +62,7 @@ $(ASAN_BUILD)/build.ninja:
 
 # The suite in a sanitizer build, then every public function called with bad
 # arguments (scripts/api_sweep.py; meson already needs python3).
-test-asan: deps onnx-runtime $(ASAN_BUILD)/build.ninja
+test-asan: deps node-deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	scripts/run_tests.sh $(ASAN_BUILD)
 	python3 scripts/api_sweep.py --build $(ASAN_BUILD)

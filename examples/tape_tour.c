@@ -7,7 +7,8 @@
  * first argument), runs backward while hooks report the order in which the
  * engine reaches each tensor, prints the gradients, and finally takes a
  * second derivative with create_graph (checked against a formula and against
- * finite differences).
+ * finite differences).  Last, it writes the backward as an HTML page beside
+ * the DOT file (tape.html) to step through in a browser.
  *
  *   build/examples/tape_tour [tape.dot]
  *   TG_TRACE=1 build/examples/tape_tour     # the library's own trace on stderr
@@ -180,8 +181,9 @@ static void write_dot(const tg_tensor *loss, const char *path)
                 rc < 0 ? tg_error_message() : strerror(err));
         exit(1);
     }
-    printf("\nThe same tape as a Graphviz graph is in %s: boxes are op nodes, ellipses are\n"
-           "leaves, arrows follow the forward computation, the root is red.\n", path);
+    printf("\nThe same tape as a Graphviz graph is in %s: square boxes are op nodes, rounded\n"
+           "ones leaves (grey: constants; dashed: tensors saved for backward), arrows\n"
+           "follow the forward computation, the root is red.\n", path);
     if (system("command -v dot >/dev/null 2>&1") == 0)
         printf("Graphviz is installed; draw it with:  dot -Tpng %s -o tape.png\n", path);
     else
@@ -289,11 +291,68 @@ static void network_second_derivative(net *n)
     tg_tensor_release(dp);
 }
 
+/* The HTML path beside the DOT one: a.dot -> a.html, other names + ".html". */
+static char *html_path_for(const char *dot_path)
+{
+    size_t n = strlen(dot_path);
+    if (n > 4 && !strcmp(dot_path + n - 4, ".dot")) n -= 4;
+    char *p = malloc(n + 6);
+    if (!p) {
+        fprintf(stderr, "tape_tour: out of memory\n");
+        exit(1);
+    }
+    memcpy(p, dot_path, n);
+    memcpy(p + n, ".html", 6);
+    return p;
+}
+
+/* A fresh forward pass whose backward is written as a page to step through
+ * in a browser (tg_viz_backward_html runs the backward itself). */
+static void write_html(const char *dot_path)
+{
+    if (!tg_viz_available()) {
+        printf("\n(This build has no Graphviz library, so no HTML page: install\n"
+               "libgraphviz-dev and rebuild.)\n");
+        return;
+    }
+    char *path = html_path_for(dot_path);
+    net n;
+    acts o = {0};
+    net_init(&n);
+    forward(&n, &o, false);
+    tg_tensor_set_name(o.h, "h");
+    tg_tensor_set_name(o.a, "a");
+    tg_tensor_set_name(o.r, "r");
+    tg_tensor_set_name(o.y, "y");
+    tg_tensor_set_name(o.loss, "loss");
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    tg_viz_opts vo = TG_VIZ_OPTS_INIT;
+    vo.title = "tape_tour: loss = mean(convT1d(reshape(tanh(linear(x)))))";
+    int rc = tg_viz_backward_html(f, o.loss, NULL, &vo);
+    int err = ferror(f) ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (rc < 0 || err) {
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path,
+                rc < 0 ? tg_error_message() : strerror(err));
+        exit(1);
+    }
+    printf("\nThe backward, one vector-Jacobian product at a time, is in %s: open it in a\n"
+           "browser and step with the arrow keys.\n", path);
+    acts_free(&o);
+    net_free(&n);
+    free(path);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tape_tour [FILE.dot (tape.dot)]\n"
                "  Builds a small network, narrates its tape, writes it as Graphviz DOT to\n"
-               "  FILE.dot, runs backward and takes a second derivative.\n"
+               "  FILE.dot, runs backward and takes a second derivative; writes the\n"
+               "  backward as a page to step through in a browser to FILE.html.\n"
                "  TG_TRACE=1 adds the library's own trace on stderr.\n");
 }
 
@@ -366,6 +425,7 @@ int main(int argc, char **argv)
     network_second_derivative(&n);
 
     net_free(&n);
+    write_html(dot_path);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "tape_tour: cannot write to stdout: %s\n", strerror(errno));
         return 1;

@@ -59,6 +59,55 @@ Test(cli, usage_help_and_unknown_command)
     th_expect_in(th_err, "option --out needs a value");
 }
 
+/* The case's backward as a page: its weight gradient is the one a backward
+ * of sum(y) gives here, to the bit (17 digits in the page's data). */
+Test(cli, viz_writes_the_backward_of_a_case_as_a_page)
+{
+    char in[256], page[256], want[256];
+    th_tmp_path(in, sizeof in, "case.safetensors");
+    th_tmp_path(page, sizeof page, "page.html");
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2", NULL});
+    int rc = RUN("viz", "--in", in, "--out", page);
+    if (!tg_viz_available()) {
+        cr_assert(eq(int, rc, 1));
+        th_expect_in(th_err, "this build has no Graphviz");
+        cr_assert(th_exists(page) == false);
+        cr_skip_test("this build has no Graphviz");
+    }
+    cr_assert(eq(int, rc, 0), "%s", th_err);
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, in), TG_OK));
+    tg_tensor *x = NULL, *w = NULL, *y = NULL, *l = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&x, tg_st_get(f, "x")), TG_OK));
+    cr_assert(eq(int, tg_tensor_clone(&w, tg_st_get(f, "weight")), TG_OK));
+    cr_assert(eq(int, tg_tensor_set_requires_grad(w, true), TG_OK));
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, y), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK));
+    snprintf(want, sizeof want, "\"name\":\"weight\",\"grad\":{\"dtype\":\"f32\","
+             "\"shape\":[2,3,2,2],\"numel\":24,\"values\":[%.17g,", th_at(tg_tensor_grad(w), 0));
+    size_t n = 0;
+    char *html = th_read_file(page, &n);
+    cr_assert(html != NULL);
+    th_expect_in(html, "\"op\":\"conv_transpose\"");
+    th_expect_in(html, want);
+    free(html);
+    th_release_all(4, (tg_tensor *[]){l, y, w, x});
+    tg_st_free(f);
+
+    cr_assert(eq(int, RUN("viz"), 2));
+    th_expect_in(th_err, "missing option --in");
+    cr_assert(eq(int, RUN("viz", "--in", in, "--out", page, "--algo", "slow"), 2));
+    th_expect_in(th_err, "--algo must be reference or fast, not 'slow'");
+    th_tmp_path(in, sizeof in, "missing.safetensors");
+    th_tmp_path(page, sizeof page, "other.html");
+    cr_assert(eq(int, RUN("viz", "--in", in, "--out", page), 1));
+    th_expect_in(th_err, "tapegrad viz: cannot read ");
+    cr_assert(th_exists(page) == false);
+}
+
 Test(cli, run_op_writes_y_and_a_failed_run_keeps_the_old_result)
 {
     char in[256], out[256], trunc[256];

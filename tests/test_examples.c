@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tapegrad/viz.h"
 
 #define AE(...) th_run("TG_AUTOENCODER", (const char *const[]){__VA_ARGS__, NULL})
 #define TOUR(...) th_run("TG_TAPE_TOUR", (const char *const[]){__VA_ARGS__, NULL})
@@ -268,6 +269,53 @@ Test(examples, tape_tour_reports_write_errors_with_the_reason)
     th_expect_in(th_err, "tape_tour: cannot write /dev/full: No space left on device");
     cr_assert(eq(int, TOUR("no/such/dir/x.dot"), 1));
     th_expect_in(th_err, "tape_tour: cannot write no/such/dir/x.dot: No such file or directory");
+}
+
+/* Beside the DOT file, the backward as a page (when this build has Graphviz). */
+Test(examples, tape_tour_writes_the_backward_page_beside_its_dot)
+{
+    char path[256];
+    cr_assert(eq(int, TOUR("my.dot"), 0), "%s", th_err);
+    if (!tg_viz_available()) {
+        th_expect_in(th_out, "no HTML page");
+        cr_skip_test("this build has no Graphviz");
+    }
+    size_t n = 0;
+    char *html = th_read_file(th_tmp_path(path, sizeof path, "my.html"), &n);
+    cr_assert(html != NULL && n > 0);
+    th_expect_in(html, "<svg");
+    th_expect_in(html, "\"op\":\"conv_transpose\"");
+    free(html);
+    th_expect_in(th_out, "my.html: open it in a");
+}
+
+/* ---- convt_viz ------------------------------------------------------------------ */
+
+#define CONVT(...) th_run("TG_CONVT_VIZ", (const char *const[]){__VA_ARGS__, NULL})
+
+/* The reference path (zeros interleaved, padded, flipped kernel) and the
+ * fast path print the same y; dL/dx = [-1, 0, 1] by hand:
+ * sum_k c[2i+k] w[k] = (2i+1) + 0.5 (2i+2) - (2i+3) = i - 1. */
+Test(examples, convt_viz_shows_both_paths_and_writes_its_page)
+{
+    char path[256];
+    int rc = CONVT(th_tmp_path(path, sizeof path, "c.html"));
+    if (!tg_viz_available()) {
+        cr_assert(eq(int, rc, 1));
+        cr_skip_test("this build has no Graphviz");
+    }
+    cr_assert(eq(int, rc, 0), "%s", th_err);
+    th_expect_in(th_out, "  x interleaved and padded        [0, 0, 1, 0, 2, 0, 3, 0, 0]\n"
+                         "  conv with w flipped             [1, 0.5, 1, 1, 1, 1.5, -3]\n"
+                         "fast path (GEMM, then col2im)     [1, 0.5, 1, 1, 1, 1.5, -3]\n");
+    th_expect_in(th_out, "The two paths agree.");
+    th_expect_in(th_out, "dL/dx = [-1, 0, 1]");
+    size_t n = 0;
+    char *html = th_read_file(path, &n);
+    cr_assert(html != NULL);
+    th_expect_in(html, "x interleaved and padded        [0, 0, 1, 0, 2, 0, 3, 0, 0]");
+    free(html);
+    cr_assert(eq(int, CONVT("a", "b"), 2));
 }
 
 /* ---- worked_example ------------------------------------------------------------ */

@@ -44,5 +44,7 @@ int tg_cmd_gradcheck(int argc, char **argv);
 int tg_cmd_bench(int argc, char **argv);
 /* tapegrad export --onnx: a DCGAN generator as ONNX (tools/cmd_export.c). */
 int tg_cmd_export(int argc, char **argv);
+/* tapegrad viz: a case's backward as an HTML page (tools/cmd_viz.c). */
+int tg_cmd_viz(int argc, char **argv);
 
 #endif

@@ -15,7 +15,9 @@
  * backward has run; a second backward through it is TG_EGRAD.
  *
  * Set TG_TRACE=1 in the environment to print each op as it is recorded and as
- * its backward runs.
+ * its backward runs; TG_TRACE=2 adds, at each backward step, the
+ * vector-Jacobian product applied and the gradients that go in and out
+ * (tg_backward_steps).
  */
 #ifndef TAPEGRAD_AUTOGRAD_H
 #define TAPEGRAD_AUTOGRAD_H
@@ -46,6 +48,40 @@ typedef struct tg_backward_opts {
  * TG_EINPLACE if a saved tensor was modified. */
 TG_API int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts);
 
+/* One step of a backward, as a learner watches it: the node whose backward
+ * just ran, the gradient g of its output that it received (after the
+ * output's hooks), and the gradient its vector-Jacobian product produced for
+ * each input, before any of them is added to anything.  Everything is
+ * borrowed for the duration of the callback. */
+#define TG_STEP_MAX_INPUTS 8
+typedef struct tg_backward_step {
+    int index;                       /* 0, 1, ... in the order the nodes run */
+    const struct tg_node *node;      /* the node itself (opaque) */
+    uint64_t seq;                    /* its sequence number, "#12" in tg_tape_print */
+    const char *op;                  /* its op, "mul" */
+    const char *name;                /* its output's name, "" when it has none */
+    const char *vjp;                 /* the product it applies: "da = g * b, db = g * a" */
+    const tg_tensor *grad_out;       /* g, the gradient of the node's output */
+    int n_inputs;
+    /* what input i receives, NULL when it needs none (a constant) */
+    const tg_tensor *grad_in[TG_STEP_MAX_INPUTS];
+    /* where it goes: the node that made input i (its seq), or 0 with the
+     * leaf in input_leaf[i] (NULL for a constant) */
+    uint64_t input_seq[TG_STEP_MAX_INPUTS];
+    const tg_tensor *input_leaf[TG_STEP_MAX_INPUTS];
+} tg_backward_step;
+
+/* Called at each step; a negative return aborts the backward with that
+ * status (and the callback's message, tg_error_set). */
+typedef int (*tg_backward_step_fn)(const tg_backward_step *step, void *user);
+
+/* tg_backward that calls fn at each node, in the order the engine runs
+ * them.  The gradients it accumulates are those of tg_backward, bit for
+ * bit.  TG_TRACE=2 prints the same steps on stderr for every backward.
+ * Errors as tg_backward, and TG_EINVAL for a NULL fn. */
+TG_API int tg_backward_steps(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts,
+                             tg_backward_step_fn fn, void *user);
+
 /* As torch.autograd.grad: grads_out[i] receives a new reference to
  * d(sum_j <grad_outputs[j], outputs[j]>)/d(inputs[i]) or NULL when inputs[i] is
  * not reachable.  grad_outputs may be NULL (all outputs must then have one
@@ -75,8 +111,27 @@ TG_API void tg_no_grad_end(void);
 typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
 TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
 
-/* Writes the graph behind t (its tape) as Graphviz DOT: one box per op node,
- * one ellipse per leaf, edges in the direction of the forward computation. */
+/* What tg_graph_to_dot_ex draws besides the nodes and their inputs. */
+typedef struct tg_dot_opts {
+    bool show_values;   /* up to max_elems values of every tensor still alive */
+    bool show_grads;    /* up to max_elems values of each leaf's .grad */
+    bool show_saved;    /* tensors saved for backward: dashed edges to the node */
+    int max_elems;      /* values shown per tensor, >= 0 */
+} tg_dot_opts;
+#define TG_DOT_OPTS_INIT \
+    {.show_values = false, .show_grads = false, .show_saved = true, .max_elems = 4}
+
+/* Writes the graph behind t (its tape) as Graphviz DOT, edges in the
+ * direction of the forward computation.  Each op node is a box with its
+ * sequence number, op, the output's name (tg_tensor_set_name, kept after the
+ * output is freed), dtype and shape; each leaf a rounded box with its name;
+ * constant inputs and scalar operands (mul_scalar's s) small grey nodes of
+ * their own; each tensor is declared once.  Values are read only from
+ * tensors still alive: a leaf, a saved tensor, an output the caller holds.
+ * opts may be NULL for TG_DOT_OPTS_INIT.  TG_EINVAL for a NULL f or t or a
+ * negative max_elems; nothing is written then. */
+TG_API int tg_graph_to_dot_ex(FILE *f, const tg_tensor *t, const tg_dot_opts *opts);
+/* tg_graph_to_dot_ex with the default options. */
 TG_API int tg_graph_to_dot(FILE *f, const tg_tensor *t);
 /* Prints the tape of t, one line per node in recording order:
  * "#12 mul  inputs: #10, leaf 'w'  saved: 2  out: f64 (3, 4)". */

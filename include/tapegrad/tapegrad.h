@@ -47,6 +47,7 @@
 #include "tapegrad/quant.h"
 #include "tapegrad/precision.h"
 #include "tapegrad/onnx.h"
+#include "tapegrad/viz.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -17,18 +17,20 @@ static atomic_long tg__live_nodes;
 
 long tg__node_live_count(void) { return atomic_load(&tg__live_nodes); }
 
-bool tg__trace_enabled(void)
+int tg__trace_level(void)
 {
     /* Read once; racing first calls compute the same value. */
     static atomic_int cached = -1;
     int v = atomic_load(&cached);
     if (v < 0) {
         const char *e = getenv("TG_TRACE");
-        v = e && e[0] == '1' && e[1] == '\0';
+        v = e && (e[0] == '1' || e[0] == '2') && e[1] == '\0' ? e[0] - '0' : 0;
         atomic_store(&cached, v);
     }
-    return v == 1;
+    return v;
 }
+
+bool tg__trace_enabled(void) { return tg__trace_level() >= 1; }
 
 static void fill_meta(tg_meta *m, const tg_tensor *t)
 {
@@ -42,13 +44,26 @@ static void fill_meta(tg_meta *m, const tg_tensor *t)
     memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
 }
 
+/* Core's calls into the tape (core.h): t, made by n, is freed or renamed. */
+static void output_freed(tg_node *n, const tg_tensor *t)
+{
+    if (n->out == t) n->out = NULL;
+    tg__node_release(n);
+}
+
+static void output_renamed(tg_node *n, const tg_tensor *t)
+{
+    if (n->out == t) memcpy(n->name, t->name, sizeof n->name);
+}
+
 tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
 {
     TG_ASSERT(op && n >= 0 && n <= TG_NODE_MAX_INPUTS);
     tg_node *node = tg__calloc(1, sizeof *node);
     if (!node) return NULL;
-    /* from now on a tensor may own a node: core releases it through this */
-    atomic_store_explicit(&tg__grad_fn_release, tg__node_release, memory_order_release);
+    /* from now on a tensor may own a node: core reaches it through these */
+    atomic_store_explicit(&tg__grad_fn_release, output_freed, memory_order_release);
+    atomic_store_explicit(&tg__grad_fn_renamed, output_renamed, memory_order_release);
     node->refcount = 1;
     node->op = op;
     node->seq = atomic_fetch_add_explicit(&tg__next_seq, 1, memory_order_relaxed);
@@ -56,6 +71,7 @@ tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
     for (int i = 0; i < n; i++) {
         tg_tensor *t = in[i];
         fill_meta(&node->in_meta[i], t);
+        node->in_id[i] = (uintptr_t)t;
         node->needs_grad[i] = t && t->requires_grad;
         if (!t) continue;
         if (t->grad_fn) node->edges[i].fn = tg__node_retain(t->grad_fn);
@@ -111,6 +127,7 @@ static void release_tensor_onto(node_stack *s, tg_tensor *t)
     if (!t) return;
     if (t->refcount == 1 && t->grad_fn) {
         tg_node *fn = t->grad_fn;
+        if (fn->out == t) fn->out = NULL;
         t->grad_fn = NULL;
         unref_onto(s, fn);
     }

@@ -58,6 +58,17 @@ struct tg_node {
     size_t params_size;
     bool released;                         /* saved tensors/params freed after backward */
     tg_hook *hooks;                        /* hooks of the output tensor */
+    /* For views of the tape (dot.c, trace, the HTML page).  The output's name
+     * is copied here when it is named (tg__grad_fn_renamed), because the node
+     * does not own its output (that would be a cycle) and the name must
+     * outlive it.  out is the output itself, borrowed: cleared when that
+     * tensor is freed.  in_id is each input's address at record time, kept as
+     * a number (the input may be freed since) and only compared, to tell
+     * which saved tensor is which input: a saved tensor has been alive since
+     * the record, so an equal address is the same tensor. */
+    char name[32];
+    tg_tensor *out;
+    uintptr_t in_id[TG_NODE_MAX_INPUTS];
     /* engine scratch during one backward */
     tg_tensor *grad_accum;
     int dependencies;
@@ -101,8 +112,27 @@ static inline const void *tg__ctx_params(const tg_ctx *ctx) { return ctx->params
 static inline bool tg__ctx_needs_grad(const tg_ctx *ctx, int i) { return ctx->needs_grad[i]; }
 static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { return &ctx->in_meta[i]; }
 
-/* True when TG_TRACE=1 (read once). */
+/* True when TG_TRACE is 1 or 2 (read once); tg__trace_level is that number
+ * (0 when unset): 2 adds each backward step's gradients (tg__backward_step). */
 bool tg__trace_enabled(void);
+int tg__trace_level(void);
+
+/* ---- views of the tape (tape_notes.c) ---- */
+/* The vector-Jacobian product an op's backward applies, as a formula in g
+ * (the output's gradient) and the inputs a, b, ...; static text. */
+const char *tg__vjp_formula(const char *op);
+/* The scalar operand of n (add_scalar's s, leaky_relu's slope, ...), and
+ * the symbol the formula uses for it; false when the op has none. */
+bool tg__node_scalar(const tg_node *n, double *value, const char **symbol);
+/* "[v0, v1, ...]": up to max_elems values of t (row-major), into buf. */
+char *tg__values_str(char *buf, size_t size, const tg_tensor *t, int max_elems);
+/* One step of a backward (steps.c): prints it when TG_TRACE=2, then calls
+ * fn (may be NULL) with it.  g and grad_in are the node's, borrowed. */
+int tg__backward_step(tg_backward_step_fn fn, void *user, int index, const tg_node *n,
+                      const tg_tensor *g, tg_tensor *const *grad_in);
+/* The DOT (and SVG) id of a leaf, and of input i of node n (dot.c). */
+void tg__dot_leaf_id(char *buf, size_t size, const tg_tensor *leaf);
+void tg__dot_input_id(char *buf, size_t size, const tg_node *n, int i);
 
 /* ---- autocast state (thread-local) --------------------------------------- */
 bool tg__autocast_dtype(tg_dtype *dt);

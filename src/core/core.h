@@ -110,11 +110,14 @@ struct tg_tensor {
 };
 
 /* A tensor owns a reference to the node that made it (grad_fn), but core
- * knows nothing of nodes: the tape (src/autograd/node.c) installs the
- * function that releases one when it makes its first node, before any
- * tensor can have a grad_fn. */
-typedef void (*tg__node_release_fn)(tg_node *n);
-extern _Atomic(tg__node_release_fn) tg__grad_fn_release;
+ * knows nothing of nodes: the tape (src/autograd/node.c) installs these when
+ * it makes its first node, before any tensor can have a grad_fn.
+ * tg__grad_fn_release(n, t): t, whose grad_fn is n, is being freed: drop
+ * its reference.  tg__grad_fn_renamed(n, t): t was renamed (the tape keeps
+ * the name for its views after t is gone). */
+typedef void (*tg__grad_fn_fn)(tg_node *n, const tg_tensor *t);
+extern _Atomic(tg__grad_fn_fn) tg__grad_fn_release;
+extern _Atomic(tg__grad_fn_fn) tg__grad_fn_renamed;
 
 /* A new tensor viewing s (retained) with the given geometry.  strides may be
  * NULL for row-major contiguous.  Not connected to any graph. */

@@ -6,7 +6,8 @@
 
 #include "core/core.h"
 
-_Atomic(tg__node_release_fn) tg__grad_fn_release;   /* set by the tape (core.h) */
+_Atomic(tg__grad_fn_fn) tg__grad_fn_release;   /* set by the tape (core.h) */
+_Atomic(tg__grad_fn_fn) tg__grad_fn_renamed;
 
 /* ---- shapes ---------------------------------------------------------------- */
 
@@ -265,7 +266,7 @@ void tg_tensor_release(tg_tensor *t)
     if (--t->refcount > 0) return;
     tg_tensor_release(t->grad);
     if (t->grad_fn)
-        atomic_load_explicit(&tg__grad_fn_release, memory_order_acquire)(t->grad_fn);
+        atomic_load_explicit(&tg__grad_fn_release, memory_order_acquire)(t->grad_fn, t);
     for (tg_hook *h = t->hooks, *next; h; h = next) {
         next = h->next;
         free(h);
@@ -392,6 +393,8 @@ void tg_tensor_set_name(tg_tensor *t, const char *name)
 {
     if (!t) return;
     snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (t->grad_fn)   /* the tape shows the name after t is gone */
+        atomic_load_explicit(&tg__grad_fn_renamed, memory_order_acquire)(t->grad_fn, t);
 }
 
 const char *tg_tensor_name(const tg_tensor *t) { return t ? t->name : ""; }

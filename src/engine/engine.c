@@ -59,6 +59,9 @@ typedef struct engine {
     touched_leaf **touched;       /* in the order they were first reached */
     int n_touched, cap_touched;
     touched_leaf *by_leaf;        /* uthash over the same entries */
+    tg_backward_step_fn on_step;  /* tg_backward_steps' callback, or NULL */
+    void *step_user;
+    int n_steps;
 } engine;
 
 static int run_hooks(const tg_hook *h, tg_tensor **grad)
@@ -311,7 +314,15 @@ static int run_node(engine *e, tg_node *n)
     }
     if (tg__trace_enabled())
         fprintf(stderr, "[tape] backward #%llu %s\n", (unsigned long long)n->seq, n->op->name);
+    /* A learner watches (steps.c).  The step shows g as it arrived: the extra
+     * reference keeps a backward from reusing g's buffer in place (one it
+     * may take when it holds the only reference; the bits are the same). */
+    bool watched = e->on_step || tg__trace_level() >= 2;
+    tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     rc = n->op->backward(n, g, grad_in);
+    if (rc >= 0 && watched)
+        rc = tg__backward_step(e->on_step, e->step_user, e->n_steps++, n, g, grad_in);
+    tg_tensor_release(shown);
     for (int i = 0; rc >= 0 && i < n->n_inputs; i++)
         if (grad_in[i] && n->needs_grad[i]) rc = route(e, n, i, grad_in[i]);
     if (rc >= 0 && !e->retain_graph) tg__node_release_saved(n);
@@ -424,18 +435,31 @@ static int root_grad(const char *what, tg_tensor *root, tg_tensor *grad, tg_tens
     return TG_OK;
 }
 
-int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts)
+static int backward(const char *what, tg_tensor *out, tg_tensor *grad,
+                    const tg_backward_opts *opts, tg_backward_step_fn fn, void *user)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "backward: out must not be NULL");
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", what);
     tg_backward_opts o = opts ? *opts : (tg_backward_opts)TG_BACKWARD_OPTS_INIT;
     tg_tensor *g = NULL;
-    TG_TRY(root_grad("backward", out, grad, &g));
+    TG_TRY(root_grad(what, out, grad, &g));
     engine e = {.create_graph = o.create_graph,
                 .retain_graph = o.retain_graph || o.create_graph,
-                .accumulate = true};
+                .accumulate = true, .on_step = fn, .step_user = user};
     int rc = run(&e, 1, &out, &g);
     tg_tensor_release(g);
     return rc;
+}
+
+int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts)
+{
+    return backward("backward", out, grad, opts, NULL, NULL);
+}
+
+int tg_backward_steps(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts,
+                      tg_backward_step_fn fn, void *user)
+{
+    TG_CHECK(fn != NULL, TG_EINVAL, "backward_steps: fn must not be NULL");
+    return backward("backward_steps", out, grad, opts, fn, user);
 }
 
 int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,

@@ -218,6 +218,7 @@ int tg_op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const 
         node->out_meta.ndim = res->ndim;
         memcpy(node->out_meta.shape, res->shape, sizeof(int64_t) * (size_t)res->ndim);
         res->grad_fn = node;   /* steals the node's first reference */
+        node->out = res;       /* borrowed: cleared when res is freed */
         res->requires_grad = true;
         if (tg__trace_enabled()) trace_record(node, n, eff, res);
         node = NULL;

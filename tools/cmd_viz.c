@@ -1,0 +1,162 @@
+/* tools/cmd_viz.c - `tapegrad viz --in CASE --out PAGE.html [--algo A]`.
+ *
+ * Runs the conv op of a case file (case.h) with x, weight and bias as leaves
+ * that require grad, takes loss = sum(grad_y * y) (sum(y) without grad_y),
+ * and writes its backward as a page to step through in a browser
+ * (tg_viz_backward_html).  Errors print "tapegrad viz: <message>" and exit
+ * 1; usage errors exit 2.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "case.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/status.h"
+#include "tapegrad/viz.h"
+#include "tools.h"
+
+static const char viz_usage[] =
+    "usage: tapegrad viz --in CASE.safetensors --out PAGE.html [--algo reference|fast]\n"
+    "Runs the conv op of CASE (x, weight, [bias], [grad_y] and metadata as for\n"
+    "run-op), takes loss = sum(grad_y * y), or sum(y) without grad_y, and writes\n"
+    "its backward as a self-contained HTML page: open it in a browser and step\n"
+    "through it with the arrow keys.\n";
+
+typedef struct viz_args {
+    const char *in, *out;
+    tg_conv_algo algo;
+} viz_args;
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("tapegrad viz: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    fputs(viz_usage, stderr);
+    return TG_EXIT_USAGE;
+}
+
+/* "--opt VALUE" or "--opt=VALUE": the value, or NULL (*missing set when the
+ * option is there without one). */
+static const char *option_value(int argc, char **argv, int *i, const char *opt, int *missing)
+{
+    size_t len = strlen(opt);
+    if (strncmp(argv[*i], opt, len) != 0) return NULL;
+    if (argv[*i][len] == '=') return argv[*i] + len + 1;
+    if (argv[*i][len] != '\0') return NULL;
+    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* -1 when the arguments are fine, else the exit code. */
+static int parse_args(int argc, char **argv, viz_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        int missing = 0;
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(viz_usage, stdout);
+            return TG_EXIT_OK;
+        } else if ((v = option_value(argc, argv, &i, "--in", &missing))) {
+            a->in = v;
+        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
+            a->out = v;
+        } else if ((v = option_value(argc, argv, &i, "--algo", &missing))) {
+            if (!strcmp(v, "reference")) a->algo = TG_CONV_ALGO_REFERENCE;
+            else if (!strcmp(v, "fast")) a->algo = TG_CONV_ALGO_FAST;
+            else return usage_error("--algo must be reference or fast, not '%s'", v);
+        } else if (missing) {
+            return usage_error("option %s needs a value", argv[i]);
+        } else {
+            return usage_error("unknown argument '%s'", argv[i]);
+        }
+    }
+    if (!a->in) return usage_error("missing option %s", "--in");
+    if (!a->out) return usage_error("missing option %s", "--out");
+    return -1;
+}
+
+/* A copy of a case tensor (borrowed from the file) as a named leaf. */
+static int leaf(tg_tensor **out, const tg_tensor *t, const char *name)
+{
+    if (!t) return TG_OK;
+    int rc = tg_tensor_clone(out, t);
+    if (rc < 0) return rc;
+    tg_tensor_set_name(*out, name);
+    return tg_tensor_set_requires_grad(*out, true);
+}
+
+/* The loss of the case (a new reference in *loss). */
+static int case_loss(tg_tensor **loss, const tg_case *c, tg_tensor *const *p, tg_conv_algo algo)
+{
+    tg_conv_params prm = c->params;
+    tg_tensor *y = NULL, *yg = NULL;
+    prm.algo = algo;
+    int rc = c->transpose ? tg_conv_transpose(&y, p[0], p[1], p[2], &prm)
+                          : tg_conv(&y, p[0], p[1], p[2], &prm);
+    if (rc >= 0) tg_tensor_set_name(y, "y");
+    if (rc >= 0 && c->grad_y) rc = tg_mul(&yg, y, c->grad_y);
+    if (rc >= 0) rc = tg_sum(loss, yg ? yg : y);
+    if (rc >= 0) tg_tensor_set_name(*loss, "loss");
+    tg_tensor_release(yg);
+    tg_tensor_release(y);
+    return rc;
+}
+
+static int write_page(const viz_args *a, const tg_case *c, tg_tensor *loss)
+{
+    char title[256];
+    snprintf(title, sizeof title, "%s: backward of loss = sum(%sy)", c->op,
+             c->grad_y ? "grad_y * " : "");
+    FILE *f = fopen(a->out, "w");
+    if (!f) return tg_error_set(TG_EIO, "cannot write %s", a->out);
+    tg_viz_opts o = TG_VIZ_OPTS_INIT;
+    o.title = title;
+    int rc = tg_viz_backward_html(f, loss, NULL, &o);
+    if (fclose(f) != 0 && rc >= 0) rc = tg_error_set(TG_EIO, "cannot write %s", a->out);
+    if (rc < 0) remove(a->out);
+    return rc;
+}
+
+static int run(const viz_args *a)
+{
+    char err[1024] = "";
+    tg_st_file *in = NULL;
+    tg_case c;
+    tg_tensor *p[3] = {NULL, NULL, NULL}, *loss = NULL;
+    int rc = tg_safetensors_load(&in, a->in);
+    if (rc < 0) snprintf(err, sizeof err, "cannot read %s: %s", a->in, tg_error_message());
+    if (rc >= 0) rc = tg_case_parse(&c, in, err, sizeof err);
+    if (rc >= 0 && c.quantized) {
+        rc = TG_EUNSUPPORTED;
+        snprintf(err, sizeof err, "%s has no backward to show (quantized ops are inference only)",
+                 c.op);
+    }
+    if (rc >= 0) {
+        rc = leaf(&p[0], c.x, "x");
+        if (rc >= 0) rc = leaf(&p[1], c.weight, "weight");
+        if (rc >= 0) rc = leaf(&p[2], c.bias, "bias");
+        if (rc >= 0) rc = case_loss(&loss, &c, p, a->algo);
+        if (rc >= 0) rc = write_page(a, &c, loss);
+        if (rc < 0) snprintf(err, sizeof err, "%s", tg_error_message());
+    }
+    tg_tensor_release(loss);
+    for (int i = 0; i < 3; i++) tg_tensor_release(p[i]);
+    tg_st_free(in);
+    if (rc < 0) {
+        fprintf(stderr, "tapegrad viz: %s\n", err);
+        return TG_EXIT_FAIL;
+    }
+    printf("wrote %s\n", a->out);
+    return TG_EXIT_OK;
+}
+
+int tg_cmd_viz(int argc, char **argv)
+{
+    viz_args a = {.in = NULL, .out = NULL, .algo = TG_CONV_ALGO_DEFAULT};
+    int code = parse_args(argc, argv, &a);
+    return code >= 0 ? code : run(&a);
+}
