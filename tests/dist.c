@@ -375,6 +375,95 @@ static void an_error_on_one_rank_is_returned_on_every_rank(void)
     tg_module_release(m);
 }
 
+/* Fills t (N, C, H, W) with a smooth function of (row0 + n, c, h, w). */
+static void fill_rows(tg_tensor *t, int64_t row0, double phase)
+{
+    const int64_t *s = tg_tensor_shape(t);
+    float *p = tg_tensor_data(t);
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
+        int64_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1];
+        int64_t n = row0 + i / (s[3] * s[2] * s[1]);
+        p[i] = (float)(0.5 * c + sin(1.1 * (double)n + 0.7 * (double)h + 0.3 * (double)w +
+                                     phase * (double)(c + 1)));
+    }
+}
+
+static void set_affine(tg_module *bn)
+{
+    float *w = tg_tensor_data(tg_module_find(bn, "weight"));
+    float *b = tg_tensor_data(tg_module_find(bn, "bias"));
+    for (int c = 0; c < 3; c++) w[c] = 1.0f + 0.25f * (float)c, b[c] = 0.1f * (float)c;
+}
+
+static double max_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
+{
+    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
+    const float *p = tg_tensor_cdata(part), *q = (const float *)tg_tensor_cdata(whole) + row0 * per_row;
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(part); i++) worst = fmax(worst, fabs(p[i] - q[i]));
+    return worst;
+}
+
+/* Rank r holds rows [3r, 3r + 3) of a (3 world, 3, 4, 5) batch; loss =
+ * sum(y * G) with a fixed G.  Outputs and input gradients must be the rows of
+ * one BatchNorm2d's over the whole batch; the ranks' weight and bias
+ * gradients sum to its; the running statistics equal its. */
+static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
+{
+    const int world = tg_dist_size(g_dist), rank = tg_dist_rank(g_dist);
+    const int64_t rows = 3, part_shape[4] = {rows, 3, 4, 5}, all_shape[4] = {rows * world, 3, 4, 5};
+    tg_module *sbn = NULL, *bn = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+    OK(tg_nn_batchnorm_new(&bn, 2, 3, 1e-5, 0.1, true, true));
+    set_affine(sbn);
+    set_affine(bn);
+    tg_tensor *x = NULL, *xa = NULL, *g = NULL, *ga = NULL, *y = NULL, *ya = NULL;
+    tg_tensor *yg = NULL, *yga = NULL, *l = NULL, *la = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 4, part_shape));
+    OK(tg_tensor_zeros(&g, TG_F32, 4, part_shape));
+    OK(tg_tensor_zeros(&xa, TG_F32, 4, all_shape));
+    OK(tg_tensor_zeros(&ga, TG_F32, 4, all_shape));
+    fill_rows(x, rank * rows, 0.4);
+    fill_rows(xa, 0, 0.4);
+    fill_rows(g, rank * rows, 2.3);
+    fill_rows(ga, 0, 2.3);
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_set_requires_grad(xa, true));
+    OK(tg_module_forward(sbn, &y, x));
+    OK(tg_module_forward(bn, &ya, xa));
+    OK(tg_mul(&yg, y, g));
+    OK(tg_mul(&yga, ya, ga));
+    OK(tg_sum(&l, yg));
+    OK(tg_sum(&la, yga));
+    OK(tg_backward(l, NULL, NULL));
+    OK(tg_backward(la, NULL, NULL));
+    double dy = max_diff_rows(y, ya, rank * rows);
+    double dx = max_diff_rows(tg_tensor_grad(x), tg_tensor_grad(xa), rank * rows);
+    CHECK(dy <= 1e-5, "outputs differ by %g", dy);
+    CHECK(dx <= 1e-5, "input gradients differ by %g", dx);
+    const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
+        tg_tensor *v = NULL;
+        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
+            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
+            OK(tg_dist_allreduce_sum(g_dist, v));
+            want = tg_tensor_grad(want);
+        } else {
+            OK(tg_tensor_clone(&v, mine));
+        }
+        double d = max_diff_rows(v, want, 0);
+        CHECK(d <= 1e-4, "%s%s differs by %g", names[i], i < 2 ? ".grad" : "", d);
+        tg_tensor_release(v);
+    }
+    if (rank == 0) printf("  sync batchnorm vs one batchnorm: max |dy| = %.3g, |dx| = %.3g\n", dy, dx);
+    tg_tensor_release(l), tg_tensor_release(la), tg_tensor_release(yg), tg_tensor_release(yga);
+    tg_tensor_release(y), tg_tensor_release(ya), tg_tensor_release(x), tg_tensor_release(xa);
+    tg_tensor_release(g), tg_tensor_release(ga);
+    tg_module_release(sbn);
+    tg_module_release(bn);
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -394,6 +483,8 @@ int main(int argc, char **argv)
         {"bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce",
          bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce},
         {"backward_without_prepare_reduces_nothing", backward_without_prepare_reduces_nothing},
+        {"sync_batchnorm_matches_one_batchnorm_over_the_whole_batch",
+         sync_batchnorm_matches_one_batchnorm_over_the_whole_batch},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

@@ -117,6 +117,24 @@ TG_API int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t);
 TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *path,
                                    const tg_st_file *extra);
 
+/* ---- synchronised BatchNorm -------------------------------------------- */
+
+/* BatchNorm over dim 1 of (N, C, ...) f32/f64 input whose batch statistics,
+ * in training, are those of the whole job's batch (torch.nn.SyncBatchNorm):
+ * each forward all-reduces the per-channel sums of x and x^2, and the
+ * backward all-reduces their gradients, so every rank gets the output and
+ * gradients one BatchNorm over the concatenated batch would give (within
+ * f32 rounding).  In eval it uses the running statistics, which every rank
+ * updates alike.  Affine, with running statistics; momentum in [0, 1].  The
+ * state dict has BatchNorm's names (weight, bias, running_mean, running_var,
+ * num_batches_tracked), so it loads from and into tg_nn_batchnorm_new's.
+ * A plain BatchNorm (tg_nn_batchnorm_new) under data parallelism uses each
+ * rank's own batch statistics, which is the default.  Training forward and
+ * backward are collective: every rank must run them, in the same order.  d
+ * is borrowed and must outlive the module. */
+TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
+                                      double eps, double momentum);
+
 /* ---- gradient averaging ------------------------------------------------- */
 
 typedef struct tg_ddp tg_ddp;

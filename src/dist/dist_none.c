@@ -65,6 +65,13 @@ int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *pat
     return NO_MPI("dist_checkpoint_save");
 }
 
+int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
+                               double eps, double momentum)
+{
+    (void)out, (void)d, (void)num_features, (void)eps, (void)momentum;
+    return NO_MPI("dist_sync_batchnorm_new");
+}
+
 int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const tg_ddp_opts *o)
 {
     (void)out, (void)d, (void)n, (void)params, (void)o;
