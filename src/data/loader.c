@@ -9,8 +9,8 @@
  * positions of that order; index stays a position in the whole epoch. */
 #include <string.h>
 
-#include "internal.h"
-#include "nn/state_check.h"
+#include "core/core.h"
+#include "data/loader_check.h"
 #include "tapegrad/data.h"
 
 struct tg_loader {

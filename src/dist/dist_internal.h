@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/dist.h"
 
 struct tg_dist {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/dist.h"
 
 #define NO_MPI(fn)                                                            \

@@ -19,6 +19,7 @@
 
 #include "dist/dist_internal.h"
 #include "tapegrad/autograd.h"
+#include "tapegrad/op.h"
 #include "tapegrad/ops.h"
 
 /* ---- the differentiable all-reduce -------------------------------------- */
@@ -29,7 +30,7 @@ typedef struct ar_params {
 
 static int allreduce_diff(tg_tensor **out, tg_tensor *x, tg_dist *d);
 
-static int ar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+static int ar_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                       const void *params)
 {
     (void)ctx, (void)n;
@@ -46,13 +47,13 @@ static int ar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
 }
 
 /* y_r = sum_s x_s on every rank r, so dL/dx_s = sum_r dL/dy_r. */
-static int ar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+static int ar_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    const ar_params *p = tg__ctx_params(ctx);
+    const ar_params *p = tg_op_ctx_params(ctx);
     return allreduce_diff(&gi[0], g, p->d);
 }
 
-static tg_op_schema ar_op = {.name = "dist_allreduce_sum", .arity = 1, .amp = TG_AMP_KEEP,
+static const tg_op_schema ar_op = {.name = "dist_allreduce_sum", .arity = 1, .amp = TG_AMP_KEEP,
                              .forward = ar_forward, .backward = ar_backward,
                              .double_backward = true};
 
@@ -60,7 +61,7 @@ static int allreduce_diff(tg_tensor **out, tg_tensor *x, tg_dist *d)
 {
     ar_params p = {d};
     tg_tensor *in[1] = {x};
-    return tg__op_call(&ar_op, out, 1, in, &p, sizeof p);
+    return tg_op_call(&ar_op, out, 1, in, &p, sizeof p);
 }
 
 /* ---- the module ------------------------------------------------------------ */

@@ -16,7 +16,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 /* The result slots of tg_grad's inputs by a key (an input tensor, or the
