@@ -198,6 +198,7 @@ typedef struct step_ctx {
     tg_grad_scaler *gs;   /* NULL: plain backward + step */
     tg_module *m;
     tg_ddp *ddp;          /* NULL: one process */
+    tg_dist *dist;        /* the ddp's */
 } step_ctx;
 
 /* Backward of loss; with a ddp, the gradients are averaged over the ranks
@@ -208,7 +209,7 @@ static int backward(const step_ctx *s, tg_tensor *loss)
     int rc = tg_backward(loss, NULL, NULL);
     if (s->ddp) {
         /* every rank waits in finish: one whose backward failed must stop the job */
-        if (rc < 0) tg_dist_abort(NULL, rc);
+        if (rc < 0) tg_dist_abort(s->dist, rc);
         rc = tg_ddp_finish(s->ddp);
     }
     return rc;
@@ -298,7 +299,8 @@ static int generator_update(dcgan_trainer *t, tmps *k, tg_tensor *fake, double *
     int rc2 = set_disc_trainable(t, true);
     TRY(rc);
     TRY(rc2);
-    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen, .ddp = t->ddp_g};
+    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen, .ddp = t->ddp_g,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     return scalar_of(loss, g_loss);
 }
@@ -321,7 +323,8 @@ static int bce_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, dou
     K(k, l_real, tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
     K(k, l_fake, tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
     K(k, loss, tg_add(&loss, l_real, l_fake));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d};
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     TRY(scalar_of(loss, d_loss));
     return generator_update(t, k, fake, g_loss);
@@ -380,7 +383,8 @@ static int wgan_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, do
     K(k, w, tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
     TRY(gradient_penalty(t, k, x, fake, &gp));
     K(k, loss, tg_add(&loss, w, gp));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d};
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     TRY(scalar_of(loss, d_loss));
     if ((t->step + 1) % t->o.n_critic == 0) {
