@@ -508,7 +508,8 @@ Test(autograd, post_accumulate_hook_runs_once_the_leaf_gradient_is_final)
     post_log lb = {.other = a}, la = {.other = b};
     OK(tg_tensor_register_post_accumulate_hook(b, post_hook, &lb));
     OK(tg_tensor_register_post_accumulate_hook(a, post_hook, &la));
-    OK(tg_tensor_register_hook(b, double_hook, &(int){0}));   /* seen by the post hook */
+    int doubled = 0;
+    OK(tg_tensor_register_hook(b, double_hook, &doubled));   /* seen by the post hook */
     OK(tg_mul(&c, a, x));
     OK(tg_mul(&d, c, b));
     OK(tg_mul(&e, d, a));
