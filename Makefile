@@ -5,7 +5,8 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev \
-              libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs
+              libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs \
+              libopenmpi-dev openmpi-bin
 # The browser test (tests/browser): skipped, with the reason, where Chromium
 # cannot be installed.
 BROWSER_PACKAGES := chromium

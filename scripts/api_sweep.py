@@ -27,6 +27,8 @@ SKIP = {
     "tg_tensor_release", "tg_tensor_retain",   # the harness releases t itself
     "tg_shape_str",                            # writes n bytes into buf
     "tg_grad", "tg_cat",                       # read n entries of an array
+    "tg_dist_abort",                           # ends the process (MPI_Abort) by contract
+    "tg_dist_init", "tg_dist_init_comm",       # join an MPI job: an mpirun's, or MPI_Init'ed
 }
 INTS = ("int", "int64_t", "size_t", "long", "int32_t")
 UINTS = ("uint64_t", "uint32_t", "unsigned")

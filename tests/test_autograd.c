@@ -479,3 +479,83 @@ Test(autograd, tensors_shared_by_two_threads_keep_refcounts_and_gradients)
     tg_tensor_release(p);
     tg_tensor_release(c);
 }
+
+/* ---- post-accumulate hooks ---- */
+
+typedef struct post_log {
+    int calls;
+    tg_tensor *other;       /* a leaf whose .grad must still be NULL at the call */
+    bool other_was_null;
+    double grad0;           /* the leaf's .grad[0] the hook saw */
+} post_log;
+
+static int post_hook(tg_tensor *leaf, void *user)
+{
+    post_log *log = user;
+    log->calls++;
+    log->other_was_null = tg_tensor_grad(log->other) == NULL;
+    log->grad0 = th_at(tg_tensor_grad(leaf), 0);
+    return TG_OK;
+}
+
+/* loss = sum(a * x * b * a): b is last fed by the second mul, a by the first
+ * (and again by the third).  Nodes run from the sum down, so b's gradient
+ * a^2 x is final (and delivered) before a's first mul has run. */
+Test(autograd, post_accumulate_hook_runs_once_the_leaf_gradient_is_final)
+{
+    tg_tensor *x = th_vec(TG_F64, 3, X, "x", false), *a = th_vec(TG_F64, 3, W, "a", true);
+    tg_tensor *b = th_vec(TG_F64, 3, X, "b", true), *c = NULL, *d = NULL, *e = NULL, *y = NULL;
+    post_log lb = {.other = a}, la = {.other = b};
+    OK(tg_tensor_register_post_accumulate_hook(b, post_hook, &lb));
+    OK(tg_tensor_register_post_accumulate_hook(a, post_hook, &la));
+    int doubled = 0;
+    OK(tg_tensor_register_hook(b, double_hook, &doubled));   /* seen by the post hook */
+    OK(tg_mul(&c, a, x));
+    OK(tg_mul(&d, c, b));
+    OK(tg_mul(&e, d, a));
+    OK(tg_sum(&y, e));
+    const tg_backward_opts keep = {.retain_graph = true};
+    OK(tg_backward(y, NULL, &keep));
+    cr_assert(eq(int, lb.calls, 1));
+    cr_assert(eq(int, la.calls, 1));
+    cr_assert(lb.other_was_null, "b's post hook ran after a's gradient was delivered");
+    cr_assert(la.other_was_null == false);
+    cr_assert(epsilon_eq(dbl, lb.grad0, 2 * W[0] * W[0] * X[0], 1e-12));
+    cr_assert(epsilon_eq(dbl, la.grad0, 2 * W[0] * X[0] * X[0], 1e-12));
+    /* A second backward adds: the hook sees the accumulated .grad. */
+    tg_tensor_release(y);
+    OK(tg_sum(&y, d));
+    OK(tg_backward(y, NULL, &keep));
+    cr_assert(eq(int, lb.calls, 2));
+    cr_assert(epsilon_eq(dbl, lb.grad0, 2 * W[0] * W[0] * X[0] + W[0] * X[0] * 2, 1e-12));
+    /* Removed hooks run no more; a non-leaf takes none. */
+    OK(tg_tensor_remove_post_accumulate_hook(b, post_hook, &lb));
+    cr_assert(eq(int, tg_tensor_remove_post_accumulate_hook(b, post_hook, &lb), TG_ENOTFOUND));
+    cr_assert(eq(int, tg_tensor_register_post_accumulate_hook(d, post_hook, &lb), TG_EINVAL));
+    cr_assert(eq(int, tg_tensor_register_post_accumulate_hook(x, post_hook, &lb), TG_EGRAD));
+    cr_assert(eq(int, tg_tensor_register_post_accumulate_hook(a, NULL, &lb), TG_EINVAL));
+    tg_tensor_release(y);
+    OK(tg_sum(&y, d));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(int, lb.calls, 2));
+    th_release_all(7, (tg_tensor *[]){x, a, b, c, d, e, y});
+}
+
+static int failing_post_hook(tg_tensor *leaf, void *user)
+{
+    (void)leaf;
+    (void)user;
+    return tg_error_set(TG_EINVAL, "post hook refuses");
+}
+
+Test(autograd, failing_post_accumulate_hook_aborts_the_backward)
+{
+    tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *w = th_vec(TG_F64, 3, W, "w", true);
+    tg_tensor *h = NULL, *y = NULL;
+    OK(tg_tensor_register_post_accumulate_hook(w, failing_post_hook, NULL));
+    OK(tg_mul(&h, x, w));
+    OK(tg_sum(&y, h));
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "refuses") != NULL, "%s", tg_error_message());
+    th_release_all(4, (tg_tensor *[]){x, w, h, y});
+}

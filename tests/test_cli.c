@@ -528,3 +528,37 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
     th_expect_in(th_err, "Is a directory");
     free(good);
 }
+
+/* dcgan --ddp under `mpirun -np 2`: the batch is split over the ranks, rank 0
+ * writes the outputs and the checkpoint, which resumes in one process; a bad
+ * data path stops both ranks with one message.  Skipped without MPI. */
+#define MPIRUN_DCGAN(...)                                                     \
+    th_run("TG_MPIRUN", (const char *const[]){"-np", "2", "--allow-run-as-root", \
+                                              "--oversubscribe", getenv("TG_DCGAN"), \
+                                              __VA_ARGS__, NULL})
+
+Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char out[256];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--data", th_tmp_dir, "--out", out, "--batch", "8",
+                                   "--epochs", "1", "--g-ch", "16", "--d-ch", "8",
+                                   "--threads", "1"), 0), "%s", th_err);
+    th_expect_in(th_err, "data-parallel over 2 ranks, batch 4 per rank");
+    th_expect_in(th_err, "stopped after 3 steps");
+    cr_assert(file_exists(out, "checkpoint.safetensors") && file_exists(out, "samples_final.png"));
+    cr_assert(eq(int, DCGAN("--resume", "auto", "--data", th_tmp_dir, "--out", out, "--epochs",
+                            "2", "--threads", "1"), 0), "%s", th_err);
+    th_expect_in(th_err, "resumed");
+    th_expect_in(th_err, "stopped after 6 steps (3 this run");
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/no-such-dir", th_tmp_dir);
+    cr_assert(MPIRUN_DCGAN("--ddp", "--data", bad, "--out", out, "--overwrite", "--threads",
+                           "1") != 0);
+    const char *first = strstr(th_err, "cannot open");
+    cr_assert(first != NULL, "%s", th_err);
+    cr_assert(strstr(first + 1, "cannot open") == NULL, "printed twice:\n%s", th_err);
+}

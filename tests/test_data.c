@@ -681,3 +681,76 @@ Test(data, fashion_mnist_test_split)
     tg_loader_free(ld);
     tg_dataset_release(ds);
 }
+
+/* The samples of every batch of one epoch: ids[k][0..len[k]). */
+typedef struct epoch_batches {
+    int64_t ids[12][12], len[12];
+    int n;
+} epoch_batches;
+
+static void shard_epoch(tg_dataset *ds, const tg_loader_options *o, int rank, int world,
+                        epoch_batches *eb)
+{
+    tg_loader *ld;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, o), 0));
+    cr_assert(eq(int, tg_loader_set_shard(ld, rank, world), 0));
+    cr_assert(eq(int, tg_loader_reset(ld, 1), 0));
+    tg_tensor *x, *y;
+    eb->n = 0;
+    while (tg_loader_next(ld, &x, &y) == 1) {
+        int64_t b = tg_tensor_dim(x, 0);
+        for (int64_t i = 0; i < b; i++)
+            eb->ids[eb->n][i] = sample_of((const float *)tg_tensor_cdata(x) + 4 * i);
+        eb->len[eb->n++] = b;
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+    }
+    cr_assert(eq(i64, tg_loader_num_batches(ld), eb->n), "rank %d of %d", rank, world);
+    tg_loader_free(ld);
+}
+
+/* Rank r's k-th batch is its slice of the k-th batch of one loader with
+ * batch world * b; the ranks' k-th batches, in rank order, are that batch. */
+static void expect_shards_make_global_batches(int64_t n, int64_t b, int world,
+                                              const int64_t *want_len0)
+{
+    tg_dataset *ds = make_dataset(n);
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = b * world;
+    o.seed = 5;
+    epoch_batches whole, part[3];
+    shard_epoch(ds, &o, 0, 1, &whole);
+    o.batch_size = b;
+    for (int r = 0; r < world; r++) shard_epoch(ds, &o, r, world, &part[r]);
+    int64_t seen = 0;
+    for (int k = 0; k < part[0].n; k++) {
+        int64_t pos = 0;
+        for (int r = 0; r < world; r++) {
+            cr_assert(eq(int, part[r].n, part[0].n), "every rank does the same steps");
+            cr_assert(eq(i64, part[r].len[k], want_len0[r + k * world]), "batch %d rank %d", k, r);
+            for (int64_t i = 0; i < part[r].len[k]; i++, pos++)
+                cr_assert(eq(i64, part[r].ids[k][i], whole.ids[k][pos]));
+        }
+        seen += pos;
+    }
+    /* the whole epoch, less a remainder smaller than the world size */
+    cr_assert(eq(i64, seen, n % (b * world) < world ? n - n % (b * world) : n));
+    tg_dataset_release(ds);
+}
+
+Test(data, loader_shards_split_each_global_batch_between_ranks)
+{
+    expect_shards_make_global_batches(12, 2, 2, (const int64_t[]){2, 2, 2, 2, 2, 2});
+    /* 11 = 6 + 5: the last run is split 1, 2, 2 */
+    expect_shards_make_global_batches(11, 2, 3, (const int64_t[]){2, 2, 2, 1, 2, 2});
+    /* 10 = 9 + 1: a remainder of 1 < 3 ranks is skipped on every rank */
+    expect_shards_make_global_batches(10, 3, 3, (const int64_t[]){3, 3, 3});
+    tg_dataset *ds = make_dataset(4);
+    tg_loader *ld;
+    cr_assert(eq(int, tg_loader_new(&ld, ds, NULL), 0));
+    cr_assert(eq(int, tg_loader_set_shard(ld, 2, 2), TG_EINVAL));
+    cr_assert(eq(int, tg_loader_set_shard(ld, 0, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_loader_set_shard(ld, 0, INT32_MAX), TG_OK));
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+}

@@ -10,7 +10,15 @@
  * loss.png, checkpoint.safetensors (everything --resume needs to continue
  * bit for bit), and generator.safetensors + latents.safetensors for
  * examples/dcgan_torch.py.  Stops cleanly at a step boundary after the time
- * budget or on Ctrl-C, always with a checkpoint. */
+ * budget or on Ctrl-C, always with a checkpoint.
+ *
+ * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md).
+ * Rank 0 draws the progress, writes every file and decides when to stop and
+ * save (the decision is broadcast, so all ranks take the same steps); an
+ * error on one rank before training is agreed on by all (every rank prints
+ * nothing but rank 0, which prints it), and one during a step ends the whole
+ * job (MPI_Abort) after printing it, since the other ranks wait in a
+ * collective call. */
 #include <cblas.h>
 #include <math.h>
 #include <signal.h>
@@ -31,6 +39,15 @@
 #define CHECKPOINT_EVERY_S 60.0
 
 static volatile sig_atomic_t interrupted;
+static tg_dist *g_dist;   /* --ddp; NULL: one process */
+
+static bool rank0(void) { return tg_dist_rank(g_dist) == 0; }
+
+/* With --ddp, every rank returns the worst rank's status (and message). */
+static int agree(int rc)
+{
+    return g_dist ? tg_dist_agree(g_dist, rc) : rc;
+}
 
 static void on_sigint(int sig)
 {
@@ -40,6 +57,7 @@ static void on_sigint(int sig)
 
 static int fail(const char *what, int rc)
 {
+    if (!rank0()) return 1;
     fprintf(stderr, "dcgan: %s: %s: %s\n", what, tg_status_name(rc), tg_error_message());
     return 1;
 }
@@ -65,9 +83,9 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     tg_st_file *extra = NULL;
     int rc = tg_st_new(&extra);
     if (rc >= 0) rc = history_save(h, extra);
-    if (rc >= 0)
-        rc = tg_checkpoint_save(t->ck, out_path(path, sizeof path, dir,
-                                                "checkpoint.safetensors"), extra);
+    out_path(path, sizeof path, dir, "checkpoint.safetensors");
+    if (g_dist) rc = tg_dist_checkpoint_save(g_dist, t->ck, path, extra);
+    else if (rc >= 0) rc = tg_checkpoint_save(t->ck, path, extra);
     tg_st_free(extra);
     return rc;
 }
@@ -180,7 +198,7 @@ static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
         rc = tg_error_set(TG_EFORMAT, "the checkpoint's step=%lld must be >= 0",
                           (long long)r->t->step);
     if (rc >= 0) rc = history_load(&r->h, f, r->t->step);
-    if (rc >= 0)
+    if (rc >= 0 && rank0())
         fprintf(stderr, "dcgan: resumed %s at step %lld (epoch %lld)\n",
                 checkpoint_path(buf, sizeof buf, r->a), (long long)r->t->step,
                 (long long)dcgan_trainer_epoch(r->t) + 1);
@@ -193,11 +211,37 @@ static int epoch_end(run *r)
     int64_t e = dcgan_trainer_epoch(r->t);
     snprintf(name, sizeof name, "samples_epoch_%lld.png", (long long)e + 1);
     progress_break(&r->p);
-    int rc = write_samples(r->t, r->z, out_path(path, sizeof path, r->a->out, name));
-    if (rc >= 0) rc = write_losses(r->a->out, &r->h);
-    if (rc >= 0) rc = dcgan_trainer_next_epoch(r->t);
+    int rc = TG_OK;
+    if (rank0()) rc = write_samples(r->t, r->z, out_path(path, sizeof path, r->a->out, name));
+    if (rc >= 0 && rank0()) rc = write_losses(r->a->out, &r->h);
+    if (rc >= 0) rc = agree(dcgan_trainer_next_epoch(r->t));
     if (rc >= 0) rc = save_checkpoint(r->t, &r->h, r->a->out);
-    if (rc >= 0) fprintf(stderr, "dcgan: epoch %lld done: %s\n", (long long)e + 1, path);
+    if (rc >= 0 && rank0()) fprintf(stderr, "dcgan: epoch %lld done: %s\n", (long long)e + 1, path);
+    return rc;
+}
+
+/* Whether to stop, and whether to save a checkpoint now: rank 0's view,
+ * given to every rank, which must take the same steps and the same
+ * collective saves. */
+static int decide(run *r, double last_save, bool *stop, bool *save)
+{
+    const app_opts *a = r->a;
+    *stop = interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget) ||
+            (a->max_steps > 0 && r->t->step >= a->max_steps);
+    *save = progress_now() - last_save >= CHECKPOINT_EVERY_S;
+    if (!g_dist) return TG_OK;
+    tg_tensor *flags = NULL;
+    const int64_t two = 2;
+    int rc = tg_tensor_zeros(&flags, TG_I64, 1, &two);
+    if (rc >= 0) {
+        int64_t *v = tg_tensor_data(flags);
+        v[0] = *stop;
+        v[1] = *save;
+        rc = tg_dist_broadcast_tensor(g_dist, flags, 0);
+        *stop = v[0] != 0;
+        *save = v[1] != 0;
+    }
+    tg_tensor_release(flags);
     return rc;
 }
 
@@ -206,19 +250,21 @@ static int train_loop(run *r)
     const app_opts *a = r->a;
     double last_save = progress_now();
     while (dcgan_trainer_epoch(r->t) < a->epochs) {
-        if (interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget) ||
-            (a->max_steps > 0 && r->t->step >= a->max_steps))
-            break;
+        bool stop, save;
+        int rc = decide(r, last_save, &stop, &save);
+        if (rc < 0) return rc;
+        if (stop) break;
         double d, g;
-        int rc = dcgan_trainer_step(r->t, &d, &g);
+        rc = dcgan_trainer_step(r->t, &d, &g);
+        if (rc < 0 && g_dist) tg_dist_abort(g_dist, rc);   /* the others wait in a step */
         if (rc < 0) return rc;
         if (rc == 0) {
             if ((rc = epoch_end(r)) < 0) return rc;
             continue;
         }
         if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
-        progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
-        if (progress_now() - last_save >= CHECKPOINT_EVERY_S) {
+        if (rank0()) progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
+        if (save) {
             if ((rc = save_checkpoint(r->t, &r->h, a->out)) < 0) return rc;
             last_save = progress_now();
         }
@@ -232,6 +278,7 @@ static int finish(run *r)
     const char *dir = r->a->out;
     progress_break(&r->p);
     int rc = save_checkpoint(r->t, &r->h, dir);
+    if (!rank0()) return rc;
     if (rc >= 0) rc = write_samples(r->t, r->z, out_path(path, sizeof path, dir,
                                                          "samples_final.png"));
     if (rc >= 0) rc = write_losses(dir, &r->h);
@@ -254,12 +301,19 @@ static int finish(run *r)
 static int train(app_opts *a, const tg_st_file *f)
 {
     run r = {.a = a};
-    if (check_no_earlier_run(a) < 0) return 2;
-    if (ex_out_dir("dcgan", "--out", a->out) < 0) return 1;
+    /* rank 0 owns --out; the others follow its verdict (it printed why) */
+    int out_rc = !rank0() ? 0 : check_no_earlier_run(a) < 0 ? 2
+                              : ex_out_dir("dcgan", "--out", a->out) < 0 ? 1 : 0;
+    if (agree(out_rc ? tg_error_set(TG_EINVAL, "--out refused") : TG_OK) < 0)
+        return out_rc ? out_rc : 1;
     tg_dataset *ds = NULL;
-    int rc = tg_fashion_mnist_load(&ds, a->data, true);
-    if (rc < 0) return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
+    int rc = agree(tg_fashion_mnist_load(&ds, a->data, true));
+    if (rc < 0) {
+        tg_dataset_release(ds);
+        return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
+    }
     rc = f ? resume(&r, ds, f) : dcgan_trainer_new(&r.t, &a->train, ds);
+    rc = agree(rc);
     tg_dataset_release(ds);
     if (rc >= 0 && tg_loader_num_batches(r.t->ld) == 0) {
         /* Batches are full (drop_last): nothing to train on, and nothing is
@@ -274,7 +328,10 @@ static int train(app_opts *a, const tg_st_file *f)
     if (rc >= 0) rc = fixed_latents(&r.z, &a->train, N_FIXED);
     if (rc >= 0) {
         const dcgan_opts *o = &a->train;
-        fprintf(stderr,
+        if (rank0() && g_dist)
+            fprintf(stderr, "dcgan: data-parallel over %d ranks, batch %lld per rank\n",
+                    tg_dist_size(g_dist), (long long)o->batch / tg_dist_size(g_dist));
+        if (rank0()) fprintf(stderr,
                 "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch, "
                 "lr %g, seed %llu, amp %s, budget %g s\n",
                 (long long)tg_dataset_size(r.t->ds), (long long)o->batch,
@@ -298,6 +355,11 @@ int main(int argc, char **argv)
     app_opts a;
     int prc = app_opts_parse(&a, argc, argv);
     if (prc != 0) return prc > 0 ? 0 : 2;
+    if (a.ddp) {
+        int drc = tg_dist_init(&g_dist, &argc, &argv);
+        if (drc < 0) return fail("--ddp", drc);
+        a.train.dist = g_dist;
+    }
     if (a.threads > 0) {
         openblas_set_num_threads(a.threads);
         tg_set_num_threads(a.threads);
@@ -307,15 +369,21 @@ int main(int argc, char **argv)
     if (a.sample > 0 || a.resume) {
         char buf[4096];
         const char *path = checkpoint_path(buf, sizeof buf, &a);
-        int lrc = tg_safetensors_load(&f, path);
-        if (lrc < 0) return fail(path, lrc);
+        int lrc = agree(tg_safetensors_load(&f, path));
+        if (lrc < 0) {
+            tg_st_free(f);
+            tg_dist_free(g_dist);
+            return fail(path, lrc);
+        }
         if (check_options(&a, f) < 0) {
             tg_st_free(f);
+            tg_dist_free(g_dist);
             return 2;
         }
     }
     int rc = a.sample > 0 ? sample_only(&a, f) : train(&a, f);
     tg_st_free(f);
     tg_plot_release_caches();
+    tg_dist_free(g_dist);
     return rc;
 }

@@ -18,6 +18,9 @@ static const char usage[] =
     "  --seed N            seed of weights, data order and noise (default 0)\n"
     "  --out DIR           output folder (default out)\n"
     "  --resume PATH|auto  continue from a checkpoint (auto: DIR/checkpoint.safetensors)\n"
+    "  --ddp               data-parallel training under mpirun -np N: each rank\n"
+    "                      trains on batch/N of every batch, gradients are averaged;\n"
+    "                      rank 0 draws the progress and writes the files\n"
     "  --overwrite         start a new run even though DIR holds an earlier run's\n"
     "                      checkpoint (replaced at the first save); without it that is\n"
     "                      refused\n"
@@ -253,6 +256,11 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
             i--;
             continue;
         }
+        if (!strcmp(argv[i], "--ddp")) {
+            o->ddp = true;
+            i--;
+            continue;
+        }
         const char *rule = "";
         int rc = i + 1 >= argc                       ? -3
                  : strncmp(argv[i + 1], "--", 2) == 0 ? -3
@@ -272,7 +280,8 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
                 "give one of them\n");
         return -1;
     }
-    if (o->sample > 0 && train_only) {
+    if (o->sample > 0 && (train_only || o->ddp)) {
+        if (!train_only) train_only = "--ddp";
         fprintf(stderr, "dcgan: %s has no effect with --sample, which only draws samples "
                 "from the checkpoint: leave it out\n", train_only);
         return -1;

@@ -25,6 +25,7 @@ typedef struct app_opts {
     const char *export_onnx;  /* NULL, or where to write the generator as ONNX */
     double time_budget;       /* seconds; 0: none */
     bool overwrite;           /* start over even if --out holds a checkpoint */
+    bool ddp;                 /* data-parallel over the ranks of mpirun */
     int log_every;            /* plain progress lines every N steps */
     bool lr_given;
     const char *owned[OWN_COUNT];   /* the value given on the command line, or NULL */

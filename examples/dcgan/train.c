@@ -71,6 +71,23 @@ static int register_slots(dcgan_trainer *t)
     return dcgan_opts_to_meta(&t->o, ck);
 }
 
+/* Rank 0's models everywhere, this rank's shard of the data, and gradient
+ * averaging for both optimizers' parameters. */
+static int distribute(dcgan_trainer *t)
+{
+    tg_dist *d = t->o.dist;
+    TRY(tg_dist_broadcast_module(d, t->gen));
+    TRY(tg_dist_broadcast_module(d, t->disc));
+    TRY(tg_loader_set_shard(t->ld, tg_dist_rank(d), tg_dist_size(d)));
+    tg_tensor **p = NULL;
+    int n = 0;
+    TRY(tg_module_parameters(t->gen, &p, &n));
+    int rc = tg_ddp_new(&t->ddp_g, d, n, p, NULL);
+    free(p);
+    TRY(rc);
+    return tg_ddp_new(&t->ddp_d, d, t->n_d, t->d_params, NULL);
+}
+
 static int build(dcgan_trainer *t)
 {
     const dcgan_opts *o = &t->o;
@@ -92,9 +109,11 @@ static int build(dcgan_trainer *t)
         TRY(tg_grad_scaler_new(&t->gs_g, NULL));
         TRY(tg_grad_scaler_new(&t->gs_d, NULL));
     }
-    tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
+    const int world = tg_dist_size(o->dist);
+    tg_loader_options lo = {.batch_size = o->batch / world, .shuffle = true, .seed = o->seed,
                             .drop_last = true};
     TRY(tg_loader_new(&t->ld, t->ds, &lo));
+    if (o->dist) TRY(distribute(t));
     TRY(tg_checkpoint_new(&t->ck));
     return register_slots(t);
 }
@@ -105,6 +124,9 @@ int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
     if (o->batch < 1 || o->n_critic < 1)
         return tg_error_set(TG_EINVAL, "dcgan: batch=%lld and n_critic=%d must be >= 1",
                             (long long)o->batch, o->n_critic);
+    if (o->dist && o->batch % tg_dist_size(o->dist) != 0)
+        return tg_error_set(TG_EINVAL, "dcgan: batch=%lld must be a multiple of the %d ranks",
+                            (long long)o->batch, tg_dist_size(o->dist));
     if (o->amp != TG_F32 && o->amp != TG_BF16 && o->amp != TG_F16)
         return tg_error_set(TG_EINVAL, "dcgan: amp must be f32, bf16 or f16, not %s",
                             tg_dtype_name(o->amp));
@@ -132,6 +154,8 @@ int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
 void dcgan_trainer_free(dcgan_trainer *t)
 {
     if (!t) return;
+    tg_ddp_free(t->ddp_g);
+    tg_ddp_free(t->ddp_d);
     tg_checkpoint_free(t->ck);
     tg_loader_free(t->ld);
     tg_dataset_release(t->ds);
@@ -173,7 +197,23 @@ typedef struct step_ctx {
     tg_optimizer *opt;
     tg_grad_scaler *gs;   /* NULL: plain backward + step */
     tg_module *m;
+    tg_ddp *ddp;          /* NULL: one process */
+    tg_dist *dist;        /* the ddp's */
 } step_ctx;
+
+/* Backward of loss; with a ddp, the gradients are averaged over the ranks
+ * (reduced while the backward runs) before it returns. */
+static int backward(const step_ctx *s, tg_tensor *loss)
+{
+    if (s->ddp) TRY(tg_ddp_prepare(s->ddp));
+    int rc = tg_backward(loss, NULL, NULL);
+    if (s->ddp) {
+        /* every rank waits in finish: one whose backward failed must stop the job */
+        if (rc < 0) tg_dist_abort(s->dist, rc);
+        rc = tg_ddp_finish(s->ddp);
+    }
+    return rc;
+}
 
 static int opt_step_cb(void *user)
 {
@@ -185,13 +225,13 @@ static int update(const step_ctx *s, tg_tensor *loss)
 {
     tg_optimizer_zero_grad(s->opt);
     if (!s->gs) {
-        TRY(tg_backward(loss, NULL, NULL));
+        TRY(backward(s, loss));
         return tg_optimizer_step(s->opt);
     }
     tg_tensor *scaled = NULL, **p = NULL;
     int n = 0;
     TRY(tg_grad_scaler_scale(s->gs, &scaled, loss));
-    int rc = tg_backward(scaled, NULL, NULL);
+    int rc = backward(s, scaled);
     tg_tensor_release(scaled);
     if (rc >= 0) rc = tg_module_parameters(s->m, &p, &n);
     if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
@@ -208,11 +248,32 @@ static int set_disc_trainable(dcgan_trainer *t, bool on)
     return TG_OK;
 }
 
+/* Noise of shape (n, rest...) for this rank: the whole job's n * size rows
+ * are drawn (so the RNG advances alike on every rank, and as one process
+ * with the whole batch draws), and this rank keeps its own n rows. */
+static int draw(dcgan_trainer *t, tmps *k, tg_tensor **out, int ndim, const int64_t *shape,
+                bool normal)
+{
+    const int world = tg_dist_size(t->o.dist), rank = tg_dist_rank(t->o.dist);
+    int64_t all_shape[4];
+    memcpy(all_shape, shape, sizeof(int64_t) * (size_t)ndim);
+    all_shape[0] *= world;
+    tg_tensor *all = NULL, *mine = NULL;
+    K(k, all, tg_tensor_zeros(&all, TG_F32, ndim, all_shape));
+    TRY(normal ? tg_tensor_rand_normal(all, &t->rng, 0.0, 1.0)
+               : tg_tensor_rand_uniform(all, &t->rng, 0.0, 1.0));
+    if (world == 1) {
+        *out = all;
+        return TG_OK;
+    }
+    K(k, mine, tg_slice(&mine, all, 0, rank * shape[0], (rank + 1) * shape[0], 1));
+    return keep(k, out, tg_tensor_contiguous(out, mine));
+}
+
 static int latents(dcgan_trainer *t, tmps *k, tg_tensor **z, int64_t n)
 {
     const int64_t shape[2] = {n, t->o.arch.nz};
-    K(k, *z, tg_tensor_zeros(z, TG_F32, 2, shape));
-    return tg_tensor_rand_normal(*z, &t->rng, 0.0, 1.0);
+    return draw(t, k, z, 2, shape, true);
 }
 
 static int scalar_of(tg_tensor *loss, double *v)
@@ -238,7 +299,8 @@ static int generator_update(dcgan_trainer *t, tmps *k, tg_tensor *fake, double *
     int rc2 = set_disc_trainable(t, true);
     TRY(rc);
     TRY(rc2);
-    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen};
+    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen, .ddp = t->ddp_g,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     return scalar_of(loss, g_loss);
 }
@@ -261,7 +323,8 @@ static int bce_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, dou
     K(k, l_real, tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
     K(k, l_fake, tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
     K(k, loss, tg_add(&loss, l_real, l_fake));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc};
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     TRY(scalar_of(loss, d_loss));
     return generator_update(t, k, fake, g_loss);
@@ -280,8 +343,7 @@ static int gradient_penalty(dcgan_trainer *t, tmps *k, tg_tensor *x, tg_tensor *
     tg_tensor *eps = NULL, *dx = NULL, *edx = NULL, *mix = NULL, *xhat = NULL, *c = NULL;
     tg_tensor *g = NULL, *g2 = NULL, *s = NULL, *s_eps = NULL, *norm = NULL, *dev = NULL;
     tg_tensor *dev2 = NULL, *mean = NULL;
-    K(k, eps, tg_tensor_zeros(&eps, TG_F32, 4, eshape));
-    TRY(tg_tensor_rand_uniform(eps, &t->rng, 0.0, 1.0));
+    TRY(draw(t, k, &eps, 4, eshape, false));
     /* xhat = fake + eps * (x - fake), a fresh leaf that requires grad */
     K(k, dx, tg_sub(&dx, x, fake));
     K(k, edx, tg_mul(&edx, eps, dx));
@@ -321,7 +383,8 @@ static int wgan_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, do
     K(k, w, tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
     TRY(gradient_penalty(t, k, x, fake, &gp));
     K(k, loss, tg_add(&loss, w, gp));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc};
+    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
+                  .dist = t->o.dist};
     TRY(update(&s, loss));
     TRY(scalar_of(loss, d_loss));
     if ((t->step + 1) % t->o.n_critic == 0) {

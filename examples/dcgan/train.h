@@ -16,6 +16,7 @@
 #include "model.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/checkpoint.h"
+#include "tapegrad/dist.h"
 
 typedef enum dcgan_loss {
     DCGAN_LOSS_BCE = 0,   /* non-saturating GAN loss (Goodfellow 2014, DCGAN) */
@@ -31,6 +32,9 @@ typedef struct dcgan_opts {
     int n_critic;        /* WGAN-GP: critic steps per generator step */
     double gp_lambda;    /* WGAN-GP: penalty weight */
     tg_dtype amp;        /* TG_F32: off; TG_BF16 / TG_F16: autocast forwards */
+    tg_dist *dist;       /* data-parallel over its ranks (borrowed; not saved); NULL:
+                          * one process.  batch is then the whole job's, each rank
+                          * training on batch / size of it */
 } dcgan_opts;
 
 #define DCGAN_OPTS_INIT                                                       \
@@ -51,10 +55,15 @@ typedef struct dcgan_trainer {
     tg_tensor **d_params;
     int n_d;
     tg_checkpoint *ck;             /* slots over all of the above */
+    tg_ddp *ddp_g, *ddp_d;         /* gradient averaging with o.dist, else NULL */
 } dcgan_trainer;
 
 /* A new run over ds (retained) at step 0: models initialised from o->seed,
- * the loader shuffled with o->seed.  Returns a negative tg_status on error. */
+ * the loader shuffled with o->seed.  Returns a negative tg_status on error.
+ * With o->dist: collective; every rank starts from rank 0's models, its
+ * loader hands out its shard of each batch, and latents are drawn for the
+ * whole batch on every rank (the same RNG stream), each rank taking its
+ * rows, so the noise is the single-process run's. */
 int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds);
 void dcgan_trainer_free(dcgan_trainer *t);
 

@@ -111,6 +111,27 @@ TG_API void tg_no_grad_end(void);
 typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
 TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
 
+/* A post-accumulate hook (PyTorch's register_post_accumulate_grad_hook) runs
+ * during tg_backward once a leaf's gradient is final: after the last node
+ * that feeds the leaf has run, its gradient hooks have run and the sum has
+ * been added into .grad.  So it runs while the rest of the backward still
+ * goes on, and can start work on the finished .grad (a data-parallel
+ * all-reduce).  A leaf with such a hook therefore has its .grad updated as
+ * soon as its gradient is final rather than at the end of the backward (if
+ * a later node fails, that .grad has changed).  The hook receives the leaf
+ * (borrowed; read tg_tensor_grad) and must not start another backward.
+ * tg_grad runs none (it accumulates nothing).  Hooks run in registration
+ * order; a negative return aborts the backward as a gradient hook's does.
+ * Leaves only: TG_EINVAL for a non-leaf, TG_EGRAD if t does not require
+ * grad. */
+typedef int (*tg_post_accumulate_hook_fn)(tg_tensor *leaf, void *user);
+TG_API int tg_tensor_register_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
+                                                   void *user);
+/* Removes the first registration of (fn, user) from t; TG_ENOTFOUND when there
+ * is none. */
+TG_API int tg_tensor_remove_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
+                                                 void *user);
+
 /* What tg_graph_to_dot_ex draws besides the nodes and their inputs. */
 typedef struct tg_dot_opts {
     bool show_values;   /* up to max_elems values of every tensor still alive */

@@ -117,8 +117,24 @@ TG_API int tg_loader_reset(tg_loader *ld, int64_t epoch);
 TG_API void tg_loader_position(const tg_loader *ld, int64_t *epoch, int64_t *index);
 /* TG_EINVAL unless epoch >= 0 and 0 <= index <= dataset size. */
 TG_API int tg_loader_set_position(tg_loader *ld, int64_t epoch, int64_t index);
-/* Batches per epoch (counting a partial last batch unless drop_last). */
+/* Batches per epoch (counting a partial last batch unless drop_last).  With
+ * a shard, the batches each rank gets (the same count on every rank). */
 TG_API int64_t tg_loader_num_batches(const tg_loader *ld);
+/* Makes ld hand out rank's share of each batch of world_size * batch_size
+ * samples of the epoch's order, for data-parallel training: batch k of rank r
+ * is positions [r b, (r + 1) b) of the k-th run of world_size * b positions.
+ * So the union over ranks of their k-th batches is the k-th batch a single
+ * process with batch world_size * b would get, the ranks' slices never
+ * overlap, and the same seed gives the same order on every rank.  A last,
+ * partial run of L samples (without drop_last) is split as evenly as
+ * possible, rank r taking [floor(r L / world), floor((r + 1) L / world));
+ * when L < world_size some rank would get none, so that remainder is skipped
+ * on every rank, and every rank always does the same number of steps.  The
+ * position (tg_loader_position, checkpoints) counts samples of the whole
+ * epoch, so a checkpoint written with one number of ranks resumes with
+ * another.  (0, 1) restores a plain loader.  TG_EINVAL unless
+ * 0 <= rank < world_size.  Takes effect from the next batch. */
+TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
 
 #ifdef __cplusplus
 }

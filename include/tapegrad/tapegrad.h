@@ -48,6 +48,7 @@
 #include "tapegrad/precision.h"
 #include "tapegrad/onnx.h"
 #include "tapegrad/viz.h"
+#include "tapegrad/dist.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -94,6 +94,12 @@ typedef struct tg_hook {
     struct tg_hook *next;
 } tg_hook;
 
+typedef struct tg_post_hook {
+    tg_post_accumulate_hook_fn fn;
+    void *user;
+    struct tg_post_hook *next;
+} tg_post_hook;
+
 struct tg_tensor {
     _Atomic int refcount;
     tg_dtype dtype;
@@ -106,6 +112,7 @@ struct tg_tensor {
     tg_tensor *grad;                /* leaves: accumulated gradient, owned */
     tg_node *grad_fn;               /* non-leaves: the node that made it, owned */
     tg_hook *hooks;                 /* leaves' hooks (non-leaves keep them on grad_fn) */
+    tg_post_hook *post_hooks;       /* leaves: run once .grad holds this backward's sum */
     char name[32];
 };
 

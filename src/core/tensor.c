@@ -271,6 +271,10 @@ void tg_tensor_release(tg_tensor *t)
         next = h->next;
         free(h);
     }
+    for (tg_post_hook *h = t->post_hooks, *next; h; h = next) {
+        next = h->next;
+        free(h);
+    }
     tg__storage_release(t->storage);
     free(t);
 }

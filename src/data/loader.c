@@ -3,7 +3,10 @@
  * The order of epoch e is a function of (seed + e) alone: a Fisher-Yates
  * shuffle of 0..N-1 whose draws come from the counter-based tg_rng, so the
  * same seed gives the same batches on every machine, and a saved
- * (epoch, index) position is enough to resume exactly. */
+ * (epoch, index) position is enough to resume exactly.
+ *
+ * A shard (rank r of w) hands out rank r's slice of each run of w * b
+ * positions of that order; index stays a position in the whole epoch. */
 #include <string.h>
 
 #include "core/core.h"
@@ -17,6 +20,7 @@ struct tg_loader {
     int64_t epoch;
     int64_t index;            /* samples of this epoch already handed out */
     int64_t *order;           /* (n) the sample order of this epoch, owned */
+    int rank, world;          /* the shard: rank's slice of each run of world * batch */
 };
 
 /* order[0..n) = a uniformly random permutation: for i = n-1 down to 1, swap
@@ -53,6 +57,7 @@ int tg_loader_new(tg_loader **out, tg_dataset *ds, const tg_loader_options *opt)
     }
     ld->ds = tg_dataset_retain(ds);
     ld->opt = *opt;
+    ld->world = 1;
     make_order(ld);
     *out = ld;
     return 0;
@@ -69,11 +74,13 @@ void tg_loader_free(tg_loader *ld)
 int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels)
 {
     TG_CHECK(ld && images && labels, TG_EINVAL, "loader_next: NULL argument");
-    int64_t left = ld->n - ld->index;
-    if (left <= 0 || (ld->opt.drop_last && left < ld->opt.batch_size)) return 0;
-    int64_t b = left < ld->opt.batch_size ? left : ld->opt.batch_size;
-    TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + ld->index, b));
-    ld->index += b;
+    /* the run of the whole world's batch (set_shard checked that b * w fits) */
+    int64_t left = ld->n - ld->index, run = ld->opt.batch_size * ld->world;
+    if (left <= 0 || (ld->opt.drop_last && left < run) || left < ld->world) return 0;
+    int64_t len = left < run ? left : run;
+    int64_t lo = len * ld->rank / ld->world, hi = len * (ld->rank + 1) / ld->world;
+    TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + ld->index + lo, hi - lo));
+    ld->index += len;
     return 1;
 }
 
@@ -116,6 +123,19 @@ void tg_loader_position(const tg_loader *ld, int64_t *epoch, int64_t *index)
 int64_t tg_loader_num_batches(const tg_loader *ld)
 {
     if (!ld) return 0;
-    int64_t b = ld->opt.batch_size;   /* n + b - 1 could overflow for a huge b */
-    return ld->n / b + (!ld->opt.drop_last && ld->n % b != 0);
+    int64_t b = ld->opt.batch_size * ld->world;   /* n + b - 1 could overflow */
+    return ld->n / b + (!ld->opt.drop_last && ld->n % b >= ld->world);
+}
+
+int tg_loader_set_shard(tg_loader *ld, int rank, int world_size)
+{
+    TG_CHECK(ld != NULL, TG_EINVAL, "loader_set_shard: ld must not be NULL");
+    TG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, TG_EINVAL,
+             "loader_set_shard: rank=%d must be in [0, world_size=%d)", rank, world_size);
+    TG_CHECK(ld->opt.batch_size <= INT64_MAX / world_size, TG_EINVAL,
+             "loader_set_shard: batch_size=%lld times world_size=%d overflows",
+             (long long)ld->opt.batch_size, world_size);
+    ld->rank = rank;
+    ld->world = world_size;
+    return TG_OK;
 }

@@ -42,6 +42,8 @@ typedef struct slot_index {
 typedef struct touched_leaf {
     tg_tensor *leaf;              /* retained; the key of engine.by_leaf */
     tg_tensor *pending;           /* summed gradient, not yet delivered */
+    int ready_at;                 /* early leaves: the index of the last node that feeds
+                                   * it (delivered right after it); else -1 */
     UT_hash_handle hh;
 } touched_leaf;
 
@@ -56,8 +58,10 @@ typedef struct engine {
     tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
     int n_nodes;
     bool *flows;                  /* gradient must go through this node's backward */
-    touched_leaf **touched;       /* in the order they were first reached */
+    touched_leaf **touched;       /* early leaves by increasing ready_at, then the
+                                   * others in the order they were first reached */
     int n_touched, cap_touched;
+    int n_early;                  /* leaves with post-accumulate hooks: touched[0, n_early) */
     touched_leaf *by_leaf;        /* uthash over the same entries */
     tg_backward_step_fn on_step;  /* tg_backward_steps' callback, or NULL */
     void *step_user;
@@ -199,6 +203,7 @@ static touched_leaf *touch(engine *e, tg_tensor *leaf)
     x = tg__calloc(1, sizeof *x);
     if (!x) return NULL;
     x->leaf = leaf;
+    x->ready_at = -1;
     HASH_ADD_PTR(e->by_leaf, leaf, x);
     if (TG_HASH_ADD_FAILED(x)) {
         free(x);
@@ -226,32 +231,90 @@ static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
  * the additions at the end of a backward. */
 static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Accumulates each touched leaf's total gradient into .grad after its hooks
- * (tg_backward), or hands it to the result slots (tg_grad, which, as
- * PyTorch's autograd.grad, runs no leaf hooks: they belong to accumulation). */
+/* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
+ * own: not on any tape and not aliasing the caller's grad tensor.  Called
+ * with leaf_grad_lock held. */
+static int finalize_leaf(const engine *e, tg_tensor *leaf)
+{
+    tg_tensor *g = leaf->grad, *c = NULL;
+    if (e->create_graph || !g ||
+        (!g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
+         tg_tensor_is_contiguous(g)))
+        return TG_OK;
+    TG_TRY(tg_tensor_clone(&c, g));
+    tg_tensor_set_grad(leaf, c);
+    return TG_OK;
+}
+
+static int run_post_hooks(tg_tensor *leaf)
+{
+    for (const tg_post_hook *h = leaf->post_hooks; h; h = h->next) {
+        tg__callback_begin();
+        TG_TRY(tg__callback_end("backward: a post-accumulate hook", h->fn(leaf, h->user)));
+    }
+    return TG_OK;
+}
+
+/* Accumulates touched leaf k's total gradient into .grad after its hooks
+ * (tg_backward), then runs its post-accumulate hooks on the final .grad; or
+ * hands it to the result slots (tg_grad, which, as PyTorch's autograd.grad,
+ * runs no leaf hooks: they belong to accumulation).  Does nothing for a leaf
+ * with nothing pending (delivered already, or an early leaf no gradient
+ * reached). */
+static int deliver_leaf(engine *e, int k)
+{
+    tg_tensor *leaf = e->touched[k]->leaf, *h = e->touched[k]->pending;
+    if (!h) return TG_OK;
+    tg_meta m;
+    int rc = TG_OK;
+    e->touched[k]->pending = NULL;
+    meta_of(&m, leaf);
+    if (e->accumulate) {
+        rc = run_hooks(leaf->hooks, &h);
+        if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
+        if (rc >= 0) {
+            pthread_mutex_lock(&leaf_grad_lock);
+            rc = accumulate(&leaf->grad, h);
+            if (rc >= 0 && leaf->post_hooks) rc = finalize_leaf(e, leaf);
+            pthread_mutex_unlock(&leaf_grad_lock);
+        }
+        if (rc >= 0 && leaf->post_hooks) rc = run_post_hooks(leaf);
+    }
+    int j = e->accumulate ? -1 : index_first(&e->by_tensor, leaf);
+    for (; rc >= 0 && j >= 0; j = e->by_tensor.next[j])
+        rc = accumulate(&e->results[j], h);
+    tg_tensor_release(h);
+    return rc;
+}
+
 static int deliver_leaves(engine *e)
 {
     int rc = TG_OK;
-    for (int k = 0; k < e->n_touched && rc >= 0; k++) {
-        tg_tensor *leaf = e->touched[k]->leaf, *h = e->touched[k]->pending;
-        tg_meta m;
-        e->touched[k]->pending = NULL;
-        meta_of(&m, leaf);
-        if (e->accumulate) {
-            rc = run_hooks(leaf->hooks, &h);
-            if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
-            if (rc >= 0) {
-                pthread_mutex_lock(&leaf_grad_lock);
-                rc = accumulate(&leaf->grad, h);
-                pthread_mutex_unlock(&leaf_grad_lock);
-            }
-        }
-        int j = e->accumulate ? -1 : index_first(&e->by_tensor, leaf);
-        for (; rc >= 0 && j >= 0; j = e->by_tensor.next[j])
-            rc = accumulate(&e->results[j], h);
-        tg_tensor_release(h);
-    }
+    for (int k = 0; k < e->n_touched && rc >= 0; k++) rc = deliver_leaf(e, k);
     return rc;
+}
+
+/* tg_backward delivers a leaf with post-accumulate hooks as soon as its
+ * gradient is final: right after the lowest-index node with an edge to it
+ * has run (nodes run in decreasing index, so none can add to it later).
+ * Registering these leaves first, in increasing node index, keeps
+ * touched[0, n_early) sorted by ready_at; doing it before any node runs
+ * means an index that cannot grow fails the call with nothing delivered. */
+static int touch_early_leaves(engine *e)
+{
+    for (int k = 0; k < e->n_nodes && e->accumulate; k++) {
+        const tg_node *n = e->nodes[k];
+        for (int i = 0; i < n->n_inputs; i++) {
+            tg_tensor *leaf = n->edges[i].leaf;
+            if (!n->needs_grad[i] || !leaf || !leaf->requires_grad || !leaf->post_hooks)
+                continue;
+            touched_leaf *x = touch(e, leaf);
+            if (!x) return TG_ENOMEM;
+            if (x->ready_at < 0) x->ready_at = k;
+        }
+    }
+    e->n_early = e->n_touched;
+    return TG_OK;
 }
 
 static int index_of(const tg_node *n) { return n->dependencies - 1; }
@@ -339,20 +402,11 @@ static int seed(engine *e, tg_tensor *root, tg_tensor *g)
     return route_leaf(e, root, g);
 }
 
-/* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
- * own: not on any tape and not aliasing the caller's grad tensor. */
 static int finalize_leaves(engine *e)
 {
     int rc = TG_OK;
     pthread_mutex_lock(&leaf_grad_lock);
-    for (int i = 0; i < e->n_touched && !e->create_graph && rc >= 0; i++) {
-        tg_tensor *leaf = e->touched[i]->leaf, *g = leaf->grad, *c = NULL;
-        if (!g || (!g->requires_grad && !g->grad_fn && g->refcount == 1 &&
-                   g->storage->refcount == 1 && tg_tensor_is_contiguous(g)))
-            continue;
-        rc = tg_tensor_clone(&c, g);
-        if (rc >= 0) tg_tensor_set_grad(leaf, c);
-    }
+    for (int i = 0; i < e->n_touched && rc >= 0; i++) rc = finalize_leaf(e, e->touched[i]->leaf);
     pthread_mutex_unlock(&leaf_grad_lock);
     return rc;
 }
@@ -383,8 +437,14 @@ static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const
     }
     for (int k = 0; k < e->n_nodes; k++) e->nodes[k]->dependencies = k + 1;
     compute_flows(e);
+    rc = touch_early_leaves(e);
     for (int r = 0; r < n_roots && rc >= 0; r++) rc = seed(e, roots[r], grads[r]);
-    for (int k = e->n_nodes - 1; k >= 0 && rc >= 0; k--) rc = run_node(e, e->nodes[k]);
+    int early = e->n_early - 1;
+    for (int k = e->n_nodes - 1; k >= 0 && rc >= 0; k--) {
+        rc = run_node(e, e->nodes[k]);
+        for (; rc >= 0 && early >= 0 && e->touched[early]->ready_at >= k; early--)
+            rc = deliver_leaf(e, early);
+    }
     if (rc >= 0) rc = deliver_leaves(e);
 out:
     for (int k = 0; k < e->n_nodes; k++) {
@@ -517,4 +577,38 @@ int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
     while (*tail) tail = &(*tail)->next;
     *tail = h;
     return TG_OK;
+}
+
+int tg_tensor_register_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
+                                            void *user)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_register_post_accumulate_hook: t must not be NULL");
+    TG_CHECK(fn != NULL, TG_EINVAL, "tensor_register_post_accumulate_hook: fn must not be NULL");
+    TG_CHECK(t->grad_fn == NULL, TG_EINVAL,
+             "tensor_register_post_accumulate_hook: t must be a leaf (a non-leaf accumulates "
+             "no .grad)");
+    TG_CHECK(t->requires_grad, TG_EGRAD,
+             "tensor_register_post_accumulate_hook: t%s%s%s does not require grad (a hook "
+             "would never run)", t->name[0] ? " '" : "", t->name, t->name[0] ? "'" : "");
+    tg_post_hook *h = tg__malloc(sizeof *h);
+    if (!h) return TG_ENOMEM;
+    *h = (tg_post_hook){.fn = fn, .user = user, .next = NULL};
+    tg_post_hook **tail = &t->post_hooks;
+    while (*tail) tail = &(*tail)->next;
+    *tail = h;
+    return TG_OK;
+}
+
+int tg_tensor_remove_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
+                                          void *user)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_remove_post_accumulate_hook: t must not be NULL");
+    for (tg_post_hook **p = &t->post_hooks; *p; p = &(*p)->next) {
+        if ((*p)->fn != fn || (*p)->user != user) continue;
+        tg_post_hook *h = *p;
+        *p = h->next;
+        free(h);
+        return TG_OK;
+    }
+    return tg__error(TG_ENOTFOUND, "tensor_remove_post_accumulate_hook: no such hook on t");
 }

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Data-parallel DCGAN steps (bench/ddp_step) for 1 and 2 ranks, one thread
+each, side by side in one run: images/s, and the all-reduce time per step
+with and without overlap.  Without overlap every bucket is reduced after
+backward, so the time inside tg_ddp_finish is the whole reduction; with
+overlap it is the part not hidden behind backward.
+
+    python3 bench/ddp.py [--build build] [--batch 32] [--steps 10]
+
+Prints a Markdown table (docs/distributed.md keeps the last one)."""
+import argparse
+import json
+import subprocess
+import sys
+
+
+def run(build, ranks, extra, batch, steps):
+    cmd = ["mpirun", "-np", str(ranks), "--allow-run-as-root", "--oversubscribe",
+           f"{build}/bench/ddp_step", "--batch", str(batch), "--steps", str(steps),
+           "--threads", "1"] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    configs = [
+        (1, [], "1 rank"),
+        (2, ["--no-overlap"], "2 ranks, reduce after backward"),
+        (2, [], "2 ranks, overlap, 25 MB buckets"),
+        (2, ["--bucket-mb", "0.5"], "2 ranks, overlap, 0.5 MB buckets"),
+    ]
+    rows = [(label, run(a.build, r, extra, a.batch, a.steps)) for r, extra, label in configs]
+    print(f"batch {a.batch} per rank, {a.steps} timed steps, 1 thread per rank; "
+          f"gradient bytes per step {rows[0][1]['grad_bytes_per_step']}")
+    print()
+    print("| run | images/s | step ms | in tg_ddp_finish, ms/step | buckets (G, D) |")
+    print("|---|---|---|---|---|")
+    for label, r in rows:
+        print(f"| {label} | {r['images_per_s']:.1f} | {r['step_ms']:.0f} | "
+              f"{r['finish_ms_per_step']:.1f} | {r['buckets'][0]}, {r['buckets'][1]} |")
+    full = rows[1][1]["finish_ms_per_step"]
+    for label, r in rows[2:]:
+        hidden = full - r["finish_ms_per_step"]
+        print(f"\n{label}: {hidden:.1f} of {full:.1f} ms of all-reduce per step hidden "
+              f"behind backward ({100 * hidden / full if full > 0 else 0:.0f}%)", end="")
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

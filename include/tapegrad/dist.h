@@ -1,0 +1,190 @@
+/* tapegrad/dist.h - data-parallel training over MPI.
+ *
+ * Every process (rank) holds the whole model, trains on its own slice of
+ * each batch, and averages the gradients with the others before each
+ * optimizer step, so all ranks take the same step, the step a single process
+ * would take on the whole batch.  The transport is MPI (Open MPI): start the
+ * program with `mpirun -np N prog`.
+ *
+ *   tg_dist *d;  tg_ddp *ddp;
+ *   tg_dist_init(&d, &argc, &argv);                  // MPI_Init, rank, size
+ *   tg_dist_broadcast_module(d, model);              // rank 0's weights everywhere
+ *   tg_module_parameters(model, &params, &n);
+ *   tg_ddp_new(&ddp, d, n, params, NULL);            // 25 MB buckets, overlapped
+ *   tg_loader_set_shard(ld, tg_dist_rank(d), tg_dist_size(d));
+ *   while (tg_loader_next(ld, &x, &y) == 1) {
+ *       ... forward, loss ...
+ *       tg_optimizer_zero_grad(opt);
+ *       tg_ddp_prepare(ddp);                         // the next backward reduces
+ *       tg_backward(loss, NULL, NULL);               // buckets reduced meanwhile
+ *       tg_ddp_finish(ddp);                          // .grad = mean over ranks
+ *       tg_optimizer_step(opt);
+ *   }
+ *   tg_dist_checkpoint_save(d, ck, "ck.safetensors", NULL);   // rank 0 writes
+ *   tg_ddp_free(ddp); tg_dist_free(d);               // MPI_Finalize
+ *
+ * Gradient reduction (as PyTorch's DistributedDataParallel): the parameters
+ * are grouped, in reverse order (the order their gradients become final in
+ * backward), into buckets of at most bucket_cap_bytes, one dtype per
+ * bucket.  A post-accumulate hook on each parameter copies its finished
+ * gradient into its bucket; when a bucket is complete, and every bucket
+ * before it has been started, it is all-reduced with MPI_Iallreduce while the
+ * backward goes on (each hook call also drives MPI's progress with MPI_Test).
+ * Buckets are started in the same order on every rank.  tg_ddp_finish waits
+ * for them and writes sum / world_size into every parameter's .grad.
+ *
+ * Collective calls: every function that takes a tg_dist and is marked
+ * "collective" must be called by every rank, in the same order.  An error
+ * found on one rank only (a file that is missing there) is returned on that
+ * rank; tg_dist_agree turns it into the same error on every rank.
+ *
+ * Built without MPI (meson option mpi=disabled, or libopenmpi-dev absent),
+ * tg_dist_available() is false and every function here returns
+ * TG_EUNSUPPORTED except tg_loader_set_shard (data.h), which needs no MPI.
+ *
+ * Ownership: a tg_dist and a tg_ddp are owned by their creator (_free; NULL
+ * does nothing).  A tg_ddp borrows its tg_dist and retains its parameters.
+ */
+#ifndef TAPEGRAD_DIST_H
+#define TAPEGRAD_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tapegrad/checkpoint.h"
+#include "tapegrad/export.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_dist tg_dist;
+
+/* Whether this build of the library has MPI. */
+TG_API bool tg_dist_available(void);
+
+/* Joins the MPI job the program was started in: MPI_Init_thread
+ * (MPI_THREAD_FUNNELED: only the thread that called it talks to MPI) unless
+ * MPI is already initialised, then a duplicate of MPI_COMM_WORLD.  argc/argv
+ * may be NULL.  Started without mpirun, the job is one rank.  Collective. */
+TG_API int tg_dist_init(tg_dist **out, int *argc, char ***argv);
+/* The same over a communicator the program made (MPI already initialised):
+ * mpi_comm points at an MPI_Comm (borrowed; it is duplicated).  Collective
+ * over that communicator. */
+TG_API int tg_dist_init_comm(tg_dist **out, const void *mpi_comm);
+/* Frees the duplicate communicator, and calls MPI_Finalize when
+ * tg_dist_init initialised MPI.  Collective. */
+TG_API void tg_dist_free(tg_dist *d);
+
+/* This process's rank in [0, size) and the number of ranks; 0 and 1 for
+ * NULL. */
+TG_API int tg_dist_rank(const tg_dist *d);
+TG_API int tg_dist_size(const tg_dist *d);
+
+/* Collective.  Returns when every rank has called it. */
+TG_API int tg_dist_barrier(tg_dist *d);
+
+/* Every rank passes its own status; all return the same one: TG_OK when
+ * every status was >= 0, else the most negative status, with the message of
+ * the lowest rank that had it, prefixed "rank R: ".  Collective.  Use it
+ * after work that can fail on one rank only, so that no rank goes on to a
+ * collective call the failing one never makes (which would hang). */
+TG_API int tg_dist_agree(tg_dist *d, int status);
+
+/* Prints "rank R: <message of status>" to stderr and ends every rank of the
+ * job (MPI_Abort with exit code 1).  For an error in the middle of a step,
+ * where the other ranks are blocked in a collective call and tg_dist_agree
+ * cannot be reached.  Does not return. */
+TG_API void tg_dist_abort(tg_dist *d, int status);
+
+/* Copies rank 0's parameters and buffers of m into every rank's m (in
+ * state-dict order; the data are sent as bytes).  Every rank's m must have
+ * the same entries with the same shapes and dtypes: otherwise TG_ESHAPE on
+ * every rank, and nothing is changed.  Collective. */
+TG_API int tg_dist_broadcast_module(tg_dist *d, tg_module *m);
+/* Copies root's t into every rank's t (same shape and dtype on each, and
+ * contiguous: TG_EINVAL otherwise, on every rank).  Collective. */
+TG_API int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root);
+/* t = sum over ranks of t, in place (f32, f64 or i64, contiguous).
+ * Collective. */
+TG_API int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t);
+
+/* Rank 0 saves ck to path (tg_checkpoint_save); the others write nothing.
+ * Every rank returns rank 0's status (and message).  Collective. */
+TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *path,
+                                   const tg_st_file *extra);
+
+/* ---- synchronised BatchNorm -------------------------------------------- */
+
+/* BatchNorm over dim 1 of (N, C, ...) f32/f64 input whose batch statistics,
+ * in training, are those of the whole job's batch (torch.nn.SyncBatchNorm):
+ * each forward all-reduces the per-channel sums of x and x^2, and the
+ * backward all-reduces their gradients, so every rank gets the output and
+ * gradients one BatchNorm over the concatenated batch would give (within
+ * f32 rounding).  In eval it uses the running statistics, which every rank
+ * updates alike.  Affine, with running statistics; momentum in [0, 1].  The
+ * state dict has BatchNorm's names (weight, bias, running_mean, running_var,
+ * num_batches_tracked), so it loads from and into tg_nn_batchnorm_new's.
+ * A plain BatchNorm (tg_nn_batchnorm_new) under data parallelism uses each
+ * rank's own batch statistics, which is the default.  Training forward and
+ * backward are collective: every rank must run them, in the same order.  d
+ * is borrowed and must outlive the module. */
+TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
+                                      double eps, double momentum);
+
+/* ---- gradient averaging ------------------------------------------------- */
+
+typedef struct tg_ddp tg_ddp;
+
+typedef struct tg_ddp_opts {
+    size_t bucket_cap_bytes;   /* a bucket closes before it would exceed this (a
+                                * parameter larger than the cap gets a bucket of
+                                * its own); 1 gives one bucket per parameter */
+    bool overlap;              /* start each bucket's all-reduce during backward;
+                                * false: all of them in tg_ddp_finish */
+} tg_ddp_opts;
+#define TG_DDP_OPTS_INIT {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true}
+
+/* Averages the gradients of params[0..n) (f32 or f64 leaves that require
+ * grad, distinct, contiguous; retained) over the ranks of d.  Every rank
+ * must pass the same list (same count, shapes and dtypes, in the same
+ * order): checked, TG_EINVAL on every rank otherwise.  o NULL: the defaults.
+ * Registers a post-accumulate hook on each parameter (removed by
+ * tg_ddp_free).  Collective. */
+TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
+                      const tg_ddp_opts *o);
+/* Removes the hooks, releases the parameters.  A reduction still in flight
+ * is waited for first.  NULL does nothing. */
+TG_API void tg_ddp_free(tg_ddp *ddp);
+
+/* Arms the hooks for the next backward: the gradients it finishes are sent
+ * off.  Backward passes without prepare reduce nothing (a GAN's generator
+ * step through the discriminator, say).  TG_EINVAL if the previous prepare
+ * was not finished. */
+TG_API int tg_ddp_prepare(tg_ddp *ddp);
+/* Waits for every bucket (starting those the backward left unstarted, in
+ * order; a parameter that received no gradient in the backward contributes
+ * its current .grad, or zeros without one), then sets every parameter's
+ * .grad to the sum over ranks divided by the number of ranks.  Collective:
+ * every rank must have called tg_ddp_prepare and run its backward.  An MPI
+ * error is TG_EIO. */
+TG_API int tg_ddp_finish(tg_ddp *ddp);
+
+/* Counters since tg_ddp_new. */
+typedef struct tg_ddp_stats {
+    int n_buckets;
+    int64_t bytes_per_step;     /* gradient bytes each rank sends into the reduction */
+    int64_t steps;              /* finished reductions */
+    int64_t buckets_overlapped; /* buckets started during backward */
+    double finish_seconds;      /* total time spent inside tg_ddp_finish: the part of
+                                 * the reduction not hidden behind backward */
+} tg_ddp_stats;
+TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

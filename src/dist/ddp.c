@@ -1,0 +1,353 @@
+/* src/dist/ddp.c - gradient averaging in buckets, overlapped with backward.
+ *
+ * Layout (as PyTorch's DDP reducer): the parameters, taken in reverse order,
+ * are packed into buckets of one dtype and at most bucket_cap_bytes each
+ * (a parameter larger than the cap is a bucket alone).  Reverse order is
+ * roughly the order in which backward finishes the gradients, so the first
+ * bucket is complete first.  Each bucket owns one contiguous buffer; slot s
+ * of parameter p occupies buf[offset, offset + numel(p)).
+ *
+ * A step: tg_ddp_prepare arms the hooks.  When backward finishes parameter
+ * p's gradient, its post-accumulate hook copies .grad into the slot and, if
+ * that completes buckets [next_start, ...) in order, starts their
+ * MPI_Iallreduce (sum, in place), then calls MPI_Test on the oldest bucket
+ * still in flight, which drives MPI's progress engine (Open MPI has no
+ * progress thread for non-blocking collectives: they advance inside MPI
+ * calls).  Starting strictly in bucket order keeps the sequence of
+ * collectives the same on every rank whatever the order in which hooks run
+ * there.  tg_ddp_finish fills the slots the backward did not reach, starts
+ * what remains, waits, and writes buf / size into each .grad.
+ *
+ * Every rank sums the same per-element values with the same MPI reduction
+ * whatever the bucket layout, so the result does not depend on
+ * bucket_cap_bytes or overlap for two ranks (a + b = b + a exactly); with
+ * more ranks Open MPI may pick another summation order for another message
+ * size. */
+#include <string.h>
+
+#include "dist/dist_internal.h"
+
+typedef struct ddp_slot {
+    tg_ddp *ddp;           /* back pointer for the hook */
+    tg_tensor *p;          /* retained */
+    int bucket;
+    int64_t offset, numel; /* in elements of the bucket's buffer */
+    bool ready;            /* copied into the bucket this step */
+} ddp_slot;
+
+typedef struct ddp_bucket {
+    tg_dtype dt;
+    MPI_Datatype mt;
+    int64_t numel;
+    size_t bytes;
+    void *buf;             /* (numel) owned */
+    int n_slots, n_ready;
+    MPI_Request req;
+    bool started, done;
+} ddp_bucket;
+
+struct tg_ddp {
+    tg_dist *d;            /* borrowed */
+    tg_ddp_opts o;
+    int n;
+    ddp_slot *slots;       /* (n) in the caller's parameter order */
+    int n_buckets;
+    ddp_bucket *buckets;
+    int next_start;        /* buckets [0, next_start) have been started */
+    int next_test;         /* buckets [0, next_test) are known to be done */
+    bool armed;
+    tg_ddp_stats stats;
+};
+
+/* ---- construction ---------------------------------------------------------- */
+
+static int check_params(int n, tg_tensor *const *params)
+{
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *p = params[i];
+        TG_CHECK(p != NULL, TG_EINVAL, "ddp_new: params[%d] must not be NULL", i);
+        TG_CHECK(tg_tensor_is_leaf(p) && tg_tensor_requires_grad(p), TG_EINVAL,
+                 "ddp_new: params[%d] must be a leaf that requires grad", i);
+        TG_CHECK(tg_tensor_dtype(p) == TG_F32 || tg_tensor_dtype(p) == TG_F64, TG_EDTYPE,
+                 "ddp_new: params[%d] is %s; f32 and f64 parameters only (keep f32 master "
+                 "weights under autocast)", i, tg_dtype_name(tg_tensor_dtype(p)));
+        TG_CHECK(tg_tensor_numel(p) <= INT32_MAX, TG_EINVAL,
+                 "ddp_new: params[%d] has %lld elements; at most 2^31 - 1", i,
+                 (long long)tg_tensor_numel(p));
+        for (int j = 0; j < i; j++)
+            TG_CHECK(params[j] != p, TG_EINVAL, "ddp_new: params[%d] repeats params[%d]", i, j);
+    }
+    return TG_OK;
+}
+
+/* Assigns slots to buckets, last parameter first; one open bucket per dtype. */
+static int plan_buckets(tg_ddp *ddp)
+{
+    ddp->buckets = tg__calloc((size_t)ddp->n, sizeof *ddp->buckets);
+    if (!ddp->buckets) return TG_ENOMEM;
+    int open[2] = {-1, -1};   /* f32, f64 */
+    for (int i = ddp->n - 1; i >= 0; i--) {
+        ddp_slot *s = &ddp->slots[i];
+        tg_dtype dt = tg_tensor_dtype(s->p);
+        size_t bytes = (size_t)s->numel * tg_dtype_size(dt);
+        int *o = &open[dt == TG_F64];
+        ddp_bucket *b = *o >= 0 ? &ddp->buckets[*o] : NULL;
+        if (!b || b->bytes + bytes > ddp->o.bucket_cap_bytes ||
+            b->numel + s->numel > INT32_MAX) {
+            *o = ddp->n_buckets++;
+            b = &ddp->buckets[*o];
+            *b = (ddp_bucket){.dt = dt, .mt = tg__mpi_type(dt), .req = MPI_REQUEST_NULL};
+        }
+        s->bucket = *o;
+        s->offset = b->numel;
+        b->numel += s->numel;
+        b->bytes += bytes;
+        b->n_slots++;
+    }
+    for (int k = 0; k < ddp->n_buckets; k++) {
+        ddp->buckets[k].buf = tg__malloc(ddp->buckets[k].bytes);
+        if (!ddp->buckets[k].buf) return TG_ENOMEM;
+        ddp->stats.bytes_per_step += (int64_t)ddp->buckets[k].bytes;
+    }
+    ddp->stats.n_buckets = ddp->n_buckets;
+    return TG_OK;
+}
+
+/* A fingerprint of the parameter list, compared with rank 0's. */
+static uint64_t params_hash(int n, tg_tensor *const *params)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h = (h ^ (uint64_t)tg_tensor_dtype(params[i])) * 0x100000001b3ull;
+        for (int k = 0; k < tg_tensor_ndim(params[i]); k++)
+            h = (h ^ (uint64_t)tg_tensor_shape(params[i])[k]) * 0x100000001b3ull;
+        h = (h ^ 0xff) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static int ddp_hook(tg_tensor *leaf, void *user);
+
+static int ddp_build(tg_ddp *ddp, int n, tg_tensor *const *params)
+{
+    ddp->slots = tg__calloc((size_t)n, sizeof *ddp->slots);
+    if (!ddp->slots) return TG_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        ddp->slots[i] = (ddp_slot){.ddp = ddp, .p = tg_tensor_retain(params[i]),
+                                   .numel = tg_tensor_numel(params[i])};
+        ddp->n = i + 1;
+    }
+    TG_TRY(plan_buckets(ddp));
+    for (int i = 0; i < n; i++) {
+        int rc = tg_tensor_register_post_accumulate_hook(params[i], ddp_hook, &ddp->slots[i]);
+        if (rc < 0) {
+            for (int j = 0; j < i; j++)
+                tg_tensor_remove_post_accumulate_hook(params[j], ddp_hook, &ddp->slots[j]);
+            return rc;
+        }
+    }
+    return TG_OK;
+}
+
+static void ddp_destroy(tg_ddp *ddp, bool hooks)
+{
+    for (int i = 0; i < ddp->n; i++) {
+        if (hooks) tg_tensor_remove_post_accumulate_hook(ddp->slots[i].p, ddp_hook, &ddp->slots[i]);
+        tg_tensor_release(ddp->slots[i].p);
+    }
+    for (int k = 0; k < ddp->n_buckets; k++) free(ddp->buckets[k].buf);
+    free(ddp->buckets);
+    free(ddp->slots);
+    free(ddp);
+}
+
+int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const tg_ddp_opts *o)
+{
+    static const tg_ddp_opts defaults = TG_DDP_OPTS_INIT;
+    TG_CHECK(out != NULL && d != NULL, TG_EINVAL, "ddp_new: out and d must not be NULL");
+    if (!o) o = &defaults;
+    int rc = n >= 1 && params != NULL
+                 ? TG_OK
+                 : tg__error(TG_EINVAL, "ddp_new: n=%d must be >= 1 with params not NULL", n);
+    if (rc >= 0 && o->bucket_cap_bytes < 1)
+        rc = tg__error(TG_EINVAL, "ddp_new: bucket_cap_bytes must be >= 1");
+    if (rc >= 0) rc = check_params(n, params);
+    uint64_t mine = rc >= 0 ? params_hash(n, params) : 0, root = mine;
+    TG_TRY(tg__mpi_check(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, d->comm), "ddp_new"));
+    if (rc >= 0 && root != mine)
+        rc = tg__error(TG_EINVAL, "ddp_new: this rank's parameters differ from rank 0's in "
+                                  "number, order, shape or dtype");
+    TG_TRY(tg_dist_agree(d, rc));
+    tg_ddp *ddp = tg__calloc(1, sizeof *ddp);
+    if (!ddp) return TG_ENOMEM;
+    ddp->d = d;
+    ddp->o = *o;
+    rc = ddp_build(ddp, n, params);
+    if (rc < 0) {
+        ddp_destroy(ddp, false);
+        return rc;
+    }
+    *out = ddp;
+    return TG_OK;
+}
+
+static void wait_all(tg_ddp *ddp)
+{
+    for (int k = 0; k < ddp->next_start; k++)
+        if (!ddp->buckets[k].done) MPI_Wait(&ddp->buckets[k].req, MPI_STATUS_IGNORE);
+}
+
+void tg_ddp_free(tg_ddp *ddp)
+{
+    if (!ddp) return;
+    wait_all(ddp);
+    ddp_destroy(ddp, true);
+}
+
+/* ---- a step ---------------------------------------------------------------- */
+
+static void reset_step(tg_ddp *ddp)
+{
+    for (int i = 0; i < ddp->n; i++) ddp->slots[i].ready = false;
+    for (int k = 0; k < ddp->n_buckets; k++) {
+        ddp_bucket *b = &ddp->buckets[k];
+        b->n_ready = 0;
+        b->started = b->done = false;
+        b->req = MPI_REQUEST_NULL;
+    }
+    ddp->next_start = ddp->next_test = 0;
+    ddp->armed = false;
+}
+
+int tg_ddp_prepare(tg_ddp *ddp)
+{
+    TG_CHECK(ddp != NULL, TG_EINVAL, "ddp_prepare: ddp must not be NULL");
+    TG_CHECK(!ddp->armed, TG_EINVAL,
+             "ddp_prepare: the previous tg_ddp_prepare has not been finished (tg_ddp_finish)");
+    ddp->armed = true;
+    return TG_OK;
+}
+
+/* Copies p's .grad (zeros without one) into its slot. */
+static int copy_in(tg_ddp *ddp, ddp_slot *s)
+{
+    ddp_bucket *b = &ddp->buckets[s->bucket];
+    size_t es = tg_dtype_size(b->dt);
+    unsigned char *dst = (unsigned char *)b->buf + (size_t)s->offset * es;
+    tg_tensor *g = tg_tensor_grad(s->p), *c = NULL;
+    if (!g) {
+        memset(dst, 0, (size_t)s->numel * es);
+    } else if (tg_tensor_is_contiguous(g)) {
+        memcpy(dst, tg_tensor_cdata(g), (size_t)s->numel * es);
+    } else {
+        TG_TRY(tg_tensor_contiguous(&c, g));
+        memcpy(dst, tg_tensor_cdata(c), (size_t)s->numel * es);
+        tg_tensor_release(c);
+    }
+    s->ready = true;
+    b->n_ready++;
+    return TG_OK;
+}
+
+/* Starts every complete bucket that follows the started ones, in order. */
+static int start_ready(tg_ddp *ddp)
+{
+    for (; ddp->next_start < ddp->n_buckets; ddp->next_start++) {
+        ddp_bucket *b = &ddp->buckets[ddp->next_start];
+        if (b->n_ready < b->n_slots) break;
+        TG_TRY(tg__mpi_check(MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel, b->mt, MPI_SUM,
+                                            ddp->d->comm, &b->req),
+                             "ddp: MPI_Iallreduce"));
+        b->started = true;
+    }
+    return TG_OK;
+}
+
+/* Lets MPI advance the reductions in flight; marks the finished ones. */
+static int progress(tg_ddp *ddp)
+{
+    for (; ddp->next_test < ddp->next_start; ddp->next_test++) {
+        ddp_bucket *b = &ddp->buckets[ddp->next_test];
+        int flag = 0;
+        TG_TRY(tg__mpi_check(MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE), "ddp: MPI_Test"));
+        if (!flag) break;
+        b->done = true;
+    }
+    return TG_OK;
+}
+
+static int ddp_hook(tg_tensor *leaf, void *user)
+{
+    ddp_slot *s = user;
+    tg_ddp *ddp = s->ddp;
+    (void)leaf;
+    if (!ddp->armed) return TG_OK;
+    TG_CHECK(!s->ready, TG_EGRAD,
+             "ddp: a parameter's gradient was finished twice after one tg_ddp_prepare (a "
+             "second backward needs tg_ddp_finish and tg_ddp_prepare first)");
+    TG_TRY(copy_in(ddp, s));
+    if (!ddp->o.overlap) return TG_OK;
+    TG_TRY(start_ready(ddp));
+    return progress(ddp);
+}
+
+/* .grad of s's parameter = its slot / size: in place when .grad is a plain
+ * contiguous tensor of the parameter's dtype, else a new tensor. */
+static int copy_out(tg_ddp *ddp, ddp_slot *s)
+{
+    ddp_bucket *b = &ddp->buckets[s->bucket];
+    tg_tensor *g = tg_tensor_grad(s->p);
+    if (!g || !tg_tensor_is_contiguous(g) || tg_tensor_requires_grad(g) ||
+        tg_tensor_dtype(g) != b->dt) {
+        tg_tensor *fresh = NULL;
+        TG_TRY(tg_tensor_zeros_like(&fresh, s->p));
+        TG_TRY(tg_tensor_set_grad(s->p, fresh));
+        g = tg_tensor_grad(s->p);
+    }
+    if (b->dt == TG_F32) {
+        const float *src = (const float *)b->buf + s->offset, size = (float)ddp->d->size;
+        float *dst = tg_tensor_data(g);
+        for (int64_t i = 0; i < s->numel; i++) dst[i] = src[i] / size;
+    } else {
+        const double *src = (const double *)b->buf + s->offset, size = ddp->d->size;
+        double *dst = tg_tensor_data(g);
+        for (int64_t i = 0; i < s->numel; i++) dst[i] = src[i] / size;
+    }
+    tg_tensor_bump_version(g);
+    return TG_OK;
+}
+
+static int finish(tg_ddp *ddp)
+{
+    for (int i = 0; i < ddp->n; i++)
+        if (!ddp->slots[i].ready) TG_TRY(copy_in(ddp, &ddp->slots[i]));
+    ddp->stats.buckets_overlapped += ddp->next_start;
+    TG_TRY(start_ready(ddp));
+    TG_ASSERT(ddp->next_start == ddp->n_buckets);
+    for (int k = ddp->next_test; k < ddp->n_buckets; k++) {
+        TG_TRY(tg__mpi_check(MPI_Wait(&ddp->buckets[k].req, MPI_STATUS_IGNORE), "ddp: MPI_Wait"));
+        ddp->buckets[k].done = true;
+    }
+    for (int i = 0; i < ddp->n; i++) TG_TRY(copy_out(ddp, &ddp->slots[i]));
+    return TG_OK;
+}
+
+int tg_ddp_finish(tg_ddp *ddp)
+{
+    TG_CHECK(ddp != NULL, TG_EINVAL, "ddp_finish: ddp must not be NULL");
+    TG_CHECK(ddp->armed, TG_EINVAL, "ddp_finish: no tg_ddp_prepare before this backward");
+    double t0 = MPI_Wtime();
+    int rc = finish(ddp);
+    if (rc < 0) wait_all(ddp);
+    reset_step(ddp);
+    ddp->stats.finish_seconds += MPI_Wtime() - t0;
+    if (rc >= 0) ddp->stats.steps++;
+    return rc;
+}
+
+int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s)
+{
+    TG_CHECK(ddp != NULL && s != NULL, TG_EINVAL, "ddp_get_stats: ddp and s must not be NULL");
+    *s = ddp->stats;
+    return TG_OK;
+}

@@ -1,0 +1,23 @@
+/* src/dist/dist_internal.h - the MPI context shared by the files of src/dist. */
+#ifndef TG_DIST_INTERNAL_H
+#define TG_DIST_INTERNAL_H
+
+#include <mpi.h>
+
+#include "core/core.h"
+#include "tapegrad/dist.h"
+
+struct tg_dist {
+    MPI_Comm comm;       /* a duplicate: our messages never meet the program's */
+    int rank, size;
+    bool finalize;       /* tg_dist_init called MPI_Init_thread */
+};
+
+/* TG_OK when an MPI call returned MPI_SUCCESS, else TG_EIO naming what. */
+int tg__mpi_check(int mpi_rc, const char *what);
+
+/* The MPI datatype of a float tensor dtype (f32, f64, i64), or
+ * MPI_DATATYPE_NULL. */
+MPI_Datatype tg__mpi_type(tg_dtype dt);
+
+#endif

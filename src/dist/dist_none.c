@@ -1,0 +1,89 @@
+/* src/dist/dist_none.c - tapegrad/dist.h in a build without MPI (meson
+ * option mpi disabled or libopenmpi-dev absent): every call is
+ * TG_EUNSUPPORTED and says how to get the real thing. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "tapegrad/dist.h"
+
+#define NO_MPI(fn)                                                            \
+    tg__error(TG_EUNSUPPORTED, fn ": tapegrad was built without MPI (install "     \
+                                  "libopenmpi-dev and reconfigure with -Dmpi=enabled)")
+
+bool tg_dist_available(void) { return false; }
+
+int tg_dist_init(tg_dist **out, int *argc, char ***argv)
+{
+    (void)out, (void)argc, (void)argv;
+    return NO_MPI("dist_init");
+}
+
+int tg_dist_init_comm(tg_dist **out, const void *mpi_comm)
+{
+    (void)out, (void)mpi_comm;
+    return NO_MPI("dist_init_comm");
+}
+
+void tg_dist_free(tg_dist *d) { (void)d; }
+int tg_dist_rank(const tg_dist *d) { return (void)d, 0; }
+int tg_dist_size(const tg_dist *d) { return (void)d, 1; }
+int tg_dist_barrier(tg_dist *d) { return (void)d, NO_MPI("dist_barrier"); }
+int tg_dist_agree(tg_dist *d, int status) { return (void)d, (void)status, NO_MPI("dist_agree"); }
+
+void tg_dist_abort(tg_dist *d, int status)
+{
+    (void)d;
+    const char *msg = tg_error_message();
+    fprintf(stderr, "rank 0: %s (%s)\n", msg[0] ? msg : tg_status_message(status),
+            tg_status_name(status));
+    exit(1);
+}
+
+int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
+{
+    (void)d, (void)m;
+    return NO_MPI("dist_broadcast_module");
+}
+
+int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
+{
+    (void)d, (void)t, (void)root;
+    return NO_MPI("dist_broadcast_tensor");
+}
+
+int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
+{
+    (void)d, (void)t;
+    return NO_MPI("dist_allreduce_sum");
+}
+
+int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *path,
+                            const tg_st_file *extra)
+{
+    (void)d, (void)ck, (void)path, (void)extra;
+    return NO_MPI("dist_checkpoint_save");
+}
+
+int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
+                               double eps, double momentum)
+{
+    (void)out, (void)d, (void)num_features, (void)eps, (void)momentum;
+    return NO_MPI("dist_sync_batchnorm_new");
+}
+
+int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const tg_ddp_opts *o)
+{
+    (void)out, (void)d, (void)n, (void)params, (void)o;
+    return NO_MPI("ddp_new");
+}
+
+void tg_ddp_free(tg_ddp *ddp) { (void)ddp; }
+int tg_ddp_prepare(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_prepare"); }
+int tg_ddp_finish(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_finish"); }
+
+int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s)
+{
+    (void)ddp, (void)s;
+    return NO_MPI("ddp_get_stats");
+}

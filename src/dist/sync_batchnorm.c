@@ -1,0 +1,225 @@
+/* src/dist/sync_batchnorm.c - BatchNorm whose batch statistics are those of
+ * the whole job's batch (torch.nn.SyncBatchNorm).
+ *
+ * In training each rank sums x and x^2 over every dim but the channel (in
+ * f64), one all-reduce makes them the sums over all ranks' batches, and
+ *     mean = S1 / n,   var = S2 / n - mean^2   (n: elements per channel, all ranks)
+ *     y = (x - mean) / sqrt(var + eps) * weight + bias.
+ * The all-reduce is an op on the tape (dist_allreduce_sum): every rank's
+ * sums feed every rank's output, so its backward is again an all-reduce of
+ * the gradient, d x_r = sum_s d y_s.  Everything else is ordinary
+ * differentiable ops, so the gradients of mean and var flow back through
+ * all ranks exactly as through one BatchNorm over the whole batch.  The
+ * running statistics take the same update on every rank (PyTorch's, with
+ * the unbiased variance var n / (n - 1)); in eval the module is a plain
+ * batch_norm with them.  Parameter and buffer names are BatchNorm's, so a
+ * state dict moves between the two. */
+#include <math.h>
+#include <string.h>
+
+#include "dist/dist_internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/op.h"
+#include "tapegrad/ops.h"
+
+/* ---- the differentiable all-reduce -------------------------------------- */
+
+typedef struct ar_params {
+    tg_dist *d;
+} ar_params;
+
+static int allreduce_diff(tg_tensor **out, tg_tensor *x, tg_dist *d);
+
+static int ar_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                      const void *params)
+{
+    (void)ctx, (void)n;
+    const ar_params *p = params;
+    tg_tensor *y = NULL;
+    TG_TRY(tg_tensor_clone(&y, in[0]));
+    int rc = tg_dist_allreduce_sum(p->d, y);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
+
+/* y_r = sum_s x_s on every rank r, so dL/dx_s = sum_r dL/dy_r. */
+static int ar_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const ar_params *p = tg_op_ctx_params(ctx);
+    return allreduce_diff(&gi[0], g, p->d);
+}
+
+static const tg_op_schema ar_op = {.name = "dist_allreduce_sum", .arity = 1, .amp = TG_AMP_KEEP,
+                             .forward = ar_forward, .backward = ar_backward,
+                             .double_backward = true};
+
+static int allreduce_diff(tg_tensor **out, tg_tensor *x, tg_dist *d)
+{
+    ar_params p = {d};
+    tg_tensor *in[1] = {x};
+    return tg_op_call(&ar_op, out, 1, in, &p, sizeof p);
+}
+
+/* ---- the module ------------------------------------------------------------ */
+
+typedef struct sbn_state {
+    tg_dist *d;            /* borrowed */
+    int64_t c;
+    double eps, momentum;
+} sbn_state;
+
+/* Temporaries of one forward, released together. */
+typedef struct tmps {
+    tg_tensor *t[24];
+    int n;
+} tmps;
+
+static tg_tensor *keep(tmps *k, tg_tensor *t)
+{
+    TG_ASSERT(k->n < 24);
+    k->t[k->n++] = t;
+    return t;
+}
+#define T(k, var, call)                                                       \
+    do {                                                                      \
+        var = NULL;                                                           \
+        int rc_ = (call);                                                     \
+        if (rc_ < 0) return rc_;                                              \
+        keep((k), var);                                                       \
+    } while (0)
+
+/* The running statistics take the batch's (every rank computes the same). */
+static int update_running(tg_module *m, const sbn_state *s, tg_tensor *mean, tg_tensor *var,
+                          int64_t n)
+{
+    tg_tensor *rm = tg_module_find(m, "running_mean"), *rv = tg_module_find(m, "running_var");
+    tg_tensor *nbt = tg_module_find(m, "num_batches_tracked");
+    float *pm = tg_tensor_data(rm), *pv = tg_tensor_data(rv);
+    const double mom = s->momentum, unbias = n > 1 ? (double)n / (double)(n - 1) : 1.0;
+    for (int64_t c = 0; c < s->c; c++) {
+        double mu = 0, v = 0;
+        TG_TRY(tg_tensor_get_flat(mean, c, &mu));
+        TG_TRY(tg_tensor_get_flat(var, c, &v));
+        pm[c] = (float)((1 - mom) * pm[c] + mom * mu);
+        pv[c] = (float)((1 - mom) * pv[c] + mom * v * unbias);
+    }
+    (*(int64_t *)tg_tensor_data(nbt))++;
+    tg_tensor_bump_version(rm);
+    tg_tensor_bump_version(rv);
+    tg_tensor_bump_version(nbt);
+    return TG_OK;
+}
+
+static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tensor **y,
+                             tg_tensor *x)
+{
+    const int nd = tg_tensor_ndim(x);
+    int dims[TG_MAX_DIMS], nred = 0;
+    int64_t bshape[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        if (i != 1) dims[nred++] = i;
+        bshape[i] = i == 1 ? s->c : 1;
+    }
+    tg_tensor *x64, *x2, *s1, *s2, *st, *S, *S1, *S2, *mean, *ex2, *m2, *var, *mean_b, *var_b;
+    tg_tensor *ve, *sd, *xc, *xh, *xw, *cnt;
+    T(k, x64, tg_to_dtype(&x64, x, TG_F64));
+    T(k, x2, tg_mul(&x2, x64, x64));
+    T(k, s1, tg_sum_dims(&s1, x64, nred, dims, false));
+    T(k, s2, tg_sum_dims(&s2, x2, nred, dims, false));
+    T(k, st, tg_cat(&st, 2, (tg_tensor *[]){s1, s2}, 0));
+    T(k, S, allreduce_diff(&S, st, s->d));
+    /* n, the elements per channel over all ranks (batches may differ in size) */
+    T(k, cnt, tg_tensor_scalar(&cnt, TG_I64, (double)(tg_tensor_numel(x) / s->c)));
+    TG_TRY(tg_dist_allreduce_sum(s->d, cnt));
+    const int64_t n = *(const int64_t *)tg_tensor_cdata(cnt);
+    T(k, S1, tg_slice(&S1, S, 0, 0, s->c, 1));
+    T(k, S2, tg_slice(&S2, S, 0, s->c, 2 * s->c, 1));
+    T(k, mean, tg_div_scalar(&mean, S1, (double)n));
+    T(k, ex2, tg_div_scalar(&ex2, S2, (double)n));
+    T(k, m2, tg_mul(&m2, mean, mean));
+    T(k, var, tg_sub(&var, ex2, m2));
+    tg_tensor *mean_x, *var_x;   /* back to x's dtype */
+    T(k, mean_x, tg_to_dtype(&mean_x, mean, tg_tensor_dtype(x)));
+    T(k, var_x, tg_to_dtype(&var_x, var, tg_tensor_dtype(x)));
+    T(k, mean_b, tg_reshape(&mean_b, mean_x, nd, bshape));
+    T(k, var_b, tg_reshape(&var_b, var_x, nd, bshape));
+    T(k, ve, tg_add_scalar(&ve, var_b, s->eps));
+    T(k, sd, tg_sqrt(&sd, ve));
+    T(k, xc, tg_sub(&xc, x, mean_b));
+    T(k, xh, tg_div(&xh, xc, sd));
+    tg_tensor *w_b, *b_b;
+    T(k, w_b, tg_reshape(&w_b, tg_module_find(m, "weight"), nd, bshape));
+    T(k, b_b, tg_reshape(&b_b, tg_module_find(m, "bias"), nd, bshape));
+    T(k, xw, tg_mul(&xw, xh, w_b));
+    TG_TRY(tg_add(y, xw, b_b));
+    tg_no_grad_begin();
+    int rc = update_running(m, s, mean, var, n);
+    tg_no_grad_end();
+    return rc;
+}
+
+static int sbn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const sbn_state *s = tg_module_state(m);
+    const int nd = tg_tensor_ndim(x);
+    TG_CHECK(nd >= 2 && tg_tensor_dim(x, 1) == s->c, TG_ESHAPE,
+             "sync_batchnorm: input must be (N, C, ...) with C = %lld", (long long)s->c);
+    TG_CHECK(tg_tensor_dtype(x) == TG_F32 || tg_tensor_dtype(x) == TG_F64, TG_EDTYPE,
+             "sync_batchnorm: input has dtype %s; f32 or f64", tg_dtype_name(tg_tensor_dtype(x)));
+    tg_tensor *w = tg_module_find(m, "weight"), *b = tg_module_find(m, "bias");
+    if (!tg_module_is_training(m))
+        return tg_batch_norm(y, x, tg_module_find(m, "running_mean"),
+                             tg_module_find(m, "running_var"), w, b, false, 0.0, s->eps);
+    tmps k = {.n = 0};
+    int rc = sbn_train_forward(m, s, &k, y, x);
+    for (int i = 0; i < k.n; i++) tg_tensor_release(k.t[i]);
+    return rc;
+}
+
+static const tg_module_vtable sbn_vt = {
+    .type_name = "SyncBatchNorm", .forward = sbn_forward, .release = free};
+
+static int add_filled(tg_module *m, const char *name, int64_t c, double v, bool param)
+{
+    tg_tensor *t = NULL;
+    if (c < 0) TG_TRY(tg_tensor_zeros(&t, TG_I64, 0, NULL));
+    else TG_TRY(tg_tensor_full(&t, TG_F32, 1, &c, v));
+    return param ? tg_module_add_parameter(m, name, t) : tg_module_add_buffer(m, name, t);
+}
+
+int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features, double eps,
+                               double momentum)
+{
+    TG_CHECK(out != NULL && d != NULL, TG_EINVAL,
+             "dist_sync_batchnorm_new: out and d must not be NULL");
+    TG_CHECK(num_features > 0, TG_EINVAL,
+             "dist_sync_batchnorm_new: num_features=%lld must be > 0", (long long)num_features);
+    TG_CHECK(isfinite(eps) && eps >= 0, TG_EINVAL,
+             "dist_sync_batchnorm_new: eps=%g must be >= 0", eps);
+    TG_CHECK(momentum >= 0 && momentum <= 1, TG_EINVAL,
+             "dist_sync_batchnorm_new: momentum=%g must be in [0, 1]", momentum);
+    sbn_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = (sbn_state){.d = d, .c = num_features, .eps = eps, .momentum = momentum};
+    tg_module *m = NULL;
+    int rc = tg_module_new(&m, &sbn_vt, s);
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    rc = add_filled(m, "weight", num_features, 1.0, true);
+    if (rc >= 0) rc = add_filled(m, "bias", num_features, 0.0, true);
+    if (rc >= 0) rc = add_filled(m, "running_mean", num_features, 0.0, false);
+    if (rc >= 0) rc = add_filled(m, "running_var", num_features, 1.0, false);
+    if (rc >= 0) rc = add_filled(m, "num_batches_tracked", -1, 0.0, false);
+    if (rc < 0) {
+        tg_module_release(m);
+        return rc;
+    }
+    *out = m;
+    return TG_OK;
+}

@@ -1,0 +1,513 @@
+/* Tests of data-parallel training (tapegrad/dist.h), run as
+ * `mpirun -np 2 tests/test_dist` (meson registers it that way).  A plain
+ * program rather than a Criterion suite: Criterion forks a worker per test,
+ * and an MPI process must not be forked.  Every test runs on every rank;
+ * rank 0 prints one line per test and a closing "dist: N passed, N failed";
+ * the exit status is non-zero when any check failed on any rank.
+ *
+ * The model: Linear(5, 16) - tanh - Linear(16, 16) - tanh - Linear(16, 2)
+ * (six parameters of 16 to 256 elements), MSE against a fixed target, on a
+ * global batch of 2B = 8 rows; rank r trains on rows [r B, (r + 1) B). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tapegrad/tapegrad.h"
+#include "tapegrad/checkpoint.h"
+#include "tapegrad/dist.h"
+
+enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
+
+/* Two ranks averaging the means of B rows each and one process taking the
+ * mean of 2B rows round differently (a sum in another order, one more
+ * division); over STEPS Adam steps on this model the parameters (of order
+ * 0.1 to 1) stay within this absolute bound: the gap measured is 3e-8. */
+#define F32_BOUND 1e-6
+
+static tg_dist *g_dist;
+static int g_failed, g_checks;
+static const char *g_test;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        g_checks++;                                                           \
+        if (!(cond)) {                                                        \
+            g_failed++;                                                       \
+            fprintf(stderr, "rank %d: %s: %s:%d: ", tg_dist_rank(g_dist), g_test, __FILE__, \
+                    __LINE__);                                                \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+#define OK(call)                                                              \
+    do {                                                                      \
+        int rc_ = (call);                                                     \
+        CHECK(rc_ >= 0, "%s = %s: %s", #call, tg_status_name(rc_), tg_error_message()); \
+        if (rc_ < 0) return;                                                  \
+    } while (0)
+
+static tg_module *make_model(uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *seq = NULL, *m = NULL;
+    tg_nn_sequential_new(&seq);
+    const int64_t dims[4] = {IN, 16, 16, OUT};
+    for (int i = 0; i < 3; i++) {
+        tg_nn_linear_new(&m, dims[i], dims[i + 1], true, &rng);
+        tg_nn_sequential_append(seq, m);
+        if (i < 2) {
+            tg_nn_activation_new(&m, TG_ACT_TANH, 0);
+            tg_nn_sequential_append(seq, m);
+        }
+    }
+    return seq;
+}
+
+/* Rows [row0, row0 + n) of the global batch of step `step`: x, and the
+ * target y = a fixed function of x. */
+static void make_batch(tg_tensor **x, tg_tensor **y, int step, int64_t row0, int64_t n)
+{
+    const int64_t xs[2] = {n, IN}, ys[2] = {n, OUT};
+    tg_tensor_zeros(x, TG_F32, 2, xs);
+    tg_tensor_zeros(y, TG_F32, 2, ys);
+    float *px = tg_tensor_data(*x), *py = tg_tensor_data(*y);
+    for (int64_t r = 0; r < n; r++) {
+        double s = 0;
+        for (int c = 0; c < IN; c++) {
+            double v = sin(0.7 * (double)(row0 + r) + 1.3 * c + 0.37 * step);
+            px[r * IN + c] = (float)v;
+            s += v * (c + 1);
+        }
+        py[r * OUT] = (float)tanh(s / 4);
+        py[r * OUT + 1] = (float)cos(s);
+    }
+}
+
+typedef struct trainer {
+    tg_module *m;
+    tg_tensor **p;
+    int n;
+    tg_optimizer *opt;
+    tg_ddp *ddp;   /* NULL: a single process */
+} trainer;
+
+static int trainer_new(trainer *t, uint64_t seed, tg_dist *d, const tg_ddp_opts *o)
+{
+    memset(t, 0, sizeof *t);
+    t->m = make_model(seed);
+    int rc = tg_module_parameters(t->m, &t->p, &t->n);
+    tg_adam_opts a = TG_ADAM_OPTS_INIT;
+    a.lr = 0.01;
+    if (rc >= 0) rc = tg_adam_new(&t->opt, t->n, t->p, &a);
+    if (rc >= 0 && d) rc = tg_dist_broadcast_module(d, t->m);
+    if (rc >= 0 && d) rc = tg_ddp_new(&t->ddp, d, t->n, t->p, o);
+    return rc;
+}
+
+static void trainer_free(trainer *t)
+{
+    tg_ddp_free(t->ddp);
+    tg_optimizer_free(t->opt);
+    free(t->p);
+    tg_module_release(t->m);
+}
+
+/* Forward and backward of rows [row0, row0 + n) of the step's batch. */
+static int forward_backward(trainer *t, int step, int64_t row0, int64_t n)
+{
+    tg_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
+    make_batch(&x, &y, step, row0, n);
+    int rc = tg_module_forward(t->m, &out, x);
+    if (rc >= 0) rc = tg_mse_loss(&loss, out, y, TG_REDUCTION_MEAN);
+    if (rc >= 0) rc = tg_backward(loss, NULL, NULL);
+    tg_tensor_release(loss);
+    tg_tensor_release(out);
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    return rc;
+}
+
+/* One training step: this rank's B rows (with a ddp) or all 2B rows. */
+static int train_step(trainer *t, int step)
+{
+    tg_optimizer_zero_grad(t->opt);
+    int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
+    if (t->ddp) {
+        int rc = tg_ddp_prepare(t->ddp);
+        if (rc >= 0) rc = forward_backward(t, step, (int64_t)rank * B, B);
+        if (rc < 0) tg_dist_abort(g_dist, rc);   /* the other rank waits in finish */
+        rc = tg_ddp_finish(t->ddp);
+        if (rc < 0) return rc;
+    } else {
+        int rc = forward_backward(t, step, 0, (int64_t)world * B);
+        if (rc < 0) return rc;
+    }
+    return tg_optimizer_step(t->opt);
+}
+
+static double max_param_diff(const trainer *a, const trainer *b)
+{
+    double worst = 0;
+    for (int i = 0; i < a->n; i++)
+        for (int64_t k = 0; k < tg_tensor_numel(a->p[i]); k++) {
+            double u = ((const float *)tg_tensor_cdata(a->p[i]))[k];
+            double v = ((const float *)tg_tensor_cdata(b->p[i]))[k];
+            worst = fmax(worst, fabs(u - v));
+        }
+    return worst;
+}
+
+static bool same_bits(const tg_tensor *a, const tg_tensor *b)
+{
+    return tg_tensor_numel(a) == tg_tensor_numel(b) &&
+           memcmp(tg_tensor_cdata(a), tg_tensor_cdata(b),
+                  (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a))) == 0;
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+static void broadcast_gives_every_rank_rank_0s_model(void)
+{
+    trainer mine, zero;
+    /* each rank starts from its own seed; after the broadcast all hold seed 100's */
+    OK(trainer_new(&mine, 100 + (uint64_t)tg_dist_rank(g_dist), g_dist, NULL));
+    OK(trainer_new(&zero, 100, NULL, NULL));
+    for (int i = 0; i < mine.n; i++) CHECK(same_bits(mine.p[i], zero.p[i]), "parameter %d", i);
+    trainer_free(&mine);
+    trainer_free(&zero);
+}
+
+static void ranks_with_batch_b_match_one_process_with_batch_world_b(void)
+{
+    trainer dist, whole;
+    OK(trainer_new(&dist, 100 + (uint64_t)tg_dist_rank(g_dist), g_dist, NULL));
+    OK(trainer_new(&whole, 100, NULL, NULL));
+    for (int s = 0; s < STEPS; s++) {
+        OK(train_step(&dist, s));
+        OK(train_step(&whole, s));
+    }
+    double diff = max_param_diff(&dist, &whole);
+    CHECK(diff <= F32_BOUND, "max |p_ddp - p_single| = %g after %d steps > %g", diff, STEPS,
+          F32_BOUND);
+    CHECK(diff > 0 || tg_dist_size(g_dist) == 1, "the runs were not independent");
+    if (tg_dist_rank(g_dist) == 0)
+        printf("  %d ranks x batch %d vs 1 x batch %d: max |dp| = %.3g after %d Adam steps\n",
+               tg_dist_size(g_dist), B, tg_dist_size(g_dist) * B, diff, STEPS);
+    /* and every rank holds the same parameters, bit for bit */
+    for (int i = 0; i < dist.n; i++) {
+        tg_tensor *c = NULL;
+        OK(tg_tensor_clone(&c, dist.p[i]));
+        OK(tg_dist_broadcast_tensor(g_dist, c, 0));
+        CHECK(same_bits(c, dist.p[i]), "parameter %d differs from rank 0's", i);
+        tg_tensor_release(c);
+    }
+    trainer_free(&dist);
+    trainer_free(&whole);
+}
+
+/* A checkpoint slot list over a trainer. */
+static int checkpoint_of(tg_checkpoint **ck, trainer *t, int64_t *step)
+{
+    int rc = tg_checkpoint_new(ck);
+    if (rc >= 0) rc = tg_checkpoint_add_module(*ck, "model", t->m);
+    if (rc >= 0) rc = tg_checkpoint_add_optimizer(*ck, "opt", t->opt);
+    if (rc >= 0) rc = tg_checkpoint_add_i64(*ck, "step", step);
+    return rc;
+}
+
+static void checkpoint_of_a_ddp_run_resumes_in_one_process(void)
+{
+    char path[256] = "";
+    if (tg_dist_rank(g_dist) == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/tg_dist_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(path)) path[0] = '\0';
+        else strncat(path, "/ck.safetensors", sizeof path - strlen(path) - 1);
+    }
+    trainer dist, resumed;
+    tg_checkpoint *ck = NULL, *ck2 = NULL;
+    int64_t step = 0, step2 = 0;
+    OK(trainer_new(&dist, 7, g_dist, NULL));
+    for (; step < 3; step++) OK(train_step(&dist, (int)step));
+    OK(checkpoint_of(&ck, &dist, &step));
+    OK(tg_dist_checkpoint_save(g_dist, ck, path, NULL));
+    /* rank 0 alone, as a one-process run would: load, then take step 3 on
+     * the whole batch; the ranks take step 3 together */
+    OK(train_step(&dist, (int)step));
+    if (tg_dist_rank(g_dist) == 0) {
+        OK(trainer_new(&resumed, 12345, NULL, NULL));
+        OK(checkpoint_of(&ck2, &resumed, &step2));
+        OK(tg_checkpoint_load(ck2, path));
+        CHECK(step2 == 3, "step %lld after the load", (long long)step2);
+        OK(train_step(&resumed, (int)step2));
+        double diff = max_param_diff(&dist, &resumed);
+        CHECK(diff <= F32_BOUND, "resumed step differs by %g", diff);
+        printf("  checkpoint of %d ranks after 3 steps, step 4 in one process: max |dp| = %.3g\n",
+               tg_dist_size(g_dist), diff);
+        tg_checkpoint_free(ck2);
+        trainer_free(&resumed);
+        remove(path);
+        *strrchr(path, '/') = '\0';
+        rmdir(path);
+    }
+    tg_checkpoint_free(ck);
+    trainer_free(&dist);
+}
+
+/* The gradients of every parameter, concatenated (f32). */
+static float *grads_flat(const trainer *t, int64_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < t->n; i++) *total += tg_tensor_numel(t->p[i]);
+    float *out = malloc((size_t)*total * sizeof *out), *q = out;
+    for (int i = 0; i < t->n && out; i++) {
+        const tg_tensor *g = tg_tensor_grad(t->p[i]);
+        memcpy(q, tg_tensor_cdata(g), (size_t)tg_tensor_numel(g) * sizeof *q);
+        q += tg_tensor_numel(g);
+    }
+    return out;
+}
+
+/* The reference: a local backward, then one blocking all-reduce of all the
+ * gradients as one tensor, divided by the number of ranks. */
+static float *reference_grads(int64_t *total)
+{
+    trainer t;
+    float *ref = NULL;
+    if (trainer_new(&t, 3, g_dist, NULL) < 0) return NULL;
+    if (forward_backward(&t, 0, (int64_t)tg_dist_rank(g_dist) * B, B) >= 0) {
+        ref = grads_flat(&t, total);
+        tg_tensor *all = NULL;
+        const int64_t shape[1] = {*total};
+        if (ref && tg_tensor_from_data(&all, TG_F32, 1, shape, ref) >= 0 &&
+            tg_dist_allreduce_sum(g_dist, all) >= 0) {
+            const float *s = tg_tensor_cdata(all), size = (float)tg_dist_size(g_dist);
+            for (int64_t k = 0; k < *total; k++) ref[k] = s[k] / size;
+        }
+        tg_tensor_release(all);
+    }
+    trainer_free(&t);
+    return ref;
+}
+
+static void bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce(void)
+{
+    int64_t total = 0;
+    float *ref = reference_grads(&total);
+    CHECK(ref != NULL, "reference: %s", tg_error_message());
+    if (!ref) return;
+    /* caps from one parameter per bucket (1 byte) to all in one bucket */
+    const size_t caps[] = {1, 64, 300, 1100, 2000, (size_t)1 << 30};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        for (int overlap = 0; overlap < 2; overlap++) {
+            tg_ddp_opts o = {.bucket_cap_bytes = caps[c], .overlap = overlap};
+            trainer t;
+            OK(trainer_new(&t, 3, g_dist, &o));
+            OK(tg_ddp_prepare(t.ddp));
+            OK(forward_backward(&t, 0, (int64_t)tg_dist_rank(g_dist) * B, B));
+            OK(tg_ddp_finish(t.ddp));
+            int64_t n = 0;
+            float *got = grads_flat(&t, &n);
+            CHECK(n == total && memcmp(got, ref, (size_t)n * sizeof *got) == 0,
+                  "cap %zu overlap %d: gradients differ from one all-reduce", caps[c], overlap);
+            tg_ddp_stats st;
+            OK(tg_ddp_get_stats(t.ddp, &st));
+            if (caps[c] == 1) CHECK(st.n_buckets == t.n, "%d buckets", st.n_buckets);
+            if (caps[c] == (size_t)1 << 30) CHECK(st.n_buckets == 1, "%d buckets", st.n_buckets);
+            CHECK(st.bytes_per_step == total * 4, "bytes %lld", (long long)st.bytes_per_step);
+            /* the last layer's bucket completes before backward reaches the first */
+            if (overlap && st.n_buckets > 1)
+                CHECK(st.buckets_overlapped >= 1, "no bucket started during backward");
+            if (!overlap) CHECK(st.buckets_overlapped == 0, "started during backward");
+            free(got);
+            trainer_free(&t);
+        }
+    }
+    free(ref);
+}
+
+static void backward_without_prepare_reduces_nothing(void)
+{
+    trainer t, local;
+    OK(trainer_new(&t, 3, g_dist, NULL));
+    OK(trainer_new(&local, 3, NULL, NULL));
+    const int64_t row0 = (int64_t)tg_dist_rank(g_dist) * B;
+    OK(forward_backward(&t, 0, row0, B));
+    OK(forward_backward(&local, 0, row0, B));
+    for (int i = 0; i < t.n; i++)
+        CHECK(same_bits(tg_tensor_grad(t.p[i]), tg_tensor_grad(local.p[i])), "grad %d", i);
+    CHECK(tg_ddp_finish(t.ddp) == TG_EINVAL, "finish without prepare");
+    OK(tg_ddp_prepare(t.ddp));
+    CHECK(tg_ddp_prepare(t.ddp) == TG_EINVAL, "prepare twice");
+    OK(tg_ddp_finish(t.ddp));   /* reduces the gradients already there */
+    trainer_free(&t);
+    trainer_free(&local);
+}
+
+static void an_error_on_one_rank_is_returned_on_every_rank(void)
+{
+    int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
+    int mine = rank == world - 1 ? tg_error_set(TG_EIO, "cannot open /no/such/data") : TG_OK;
+    int rc = tg_dist_agree(g_dist, mine);
+    CHECK(rc == TG_EIO, "agree gave %s", tg_status_name(rc));
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: cannot open /no/such/data", world - 1);
+    CHECK(strcmp(tg_error_message(), want) == 0, "message '%s'", tg_error_message());
+    CHECK(tg_dist_agree(g_dist, TG_OK) == TG_OK, "all fine");
+    /* a model that differs on one rank is refused everywhere */
+    tg_module *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    OK(tg_nn_linear_new(&m, rank == 0 ? 3 : 4, 2, true, &rng));
+    rc = tg_dist_broadcast_module(g_dist, m);
+    CHECK(rc == (world > 1 ? TG_ESHAPE : TG_OK), "broadcast gave %s", tg_status_name(rc));
+    tg_tensor **p = NULL;
+    int n = 0;
+    OK(tg_module_parameters(m, &p, &n));
+    tg_ddp *ddp = NULL;
+    rc = tg_ddp_new(&ddp, g_dist, n, p, NULL);
+    CHECK(rc == (world > 1 ? TG_EINVAL : TG_OK), "ddp_new gave %s", tg_status_name(rc));
+    tg_ddp_free(ddp);
+    free(p);
+    tg_module_release(m);
+}
+
+/* Fills t (N, C, H, W) with a smooth function of (row0 + n, c, h, w). */
+static void fill_rows(tg_tensor *t, int64_t row0, double phase)
+{
+    const int64_t *s = tg_tensor_shape(t);
+    float *p = tg_tensor_data(t);
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
+        int64_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1];
+        int64_t n = row0 + i / (s[3] * s[2] * s[1]);
+        p[i] = (float)(0.5 * c + sin(1.1 * (double)n + 0.7 * (double)h + 0.3 * (double)w +
+                                     phase * (double)(c + 1)));
+    }
+}
+
+static void set_affine(tg_module *bn)
+{
+    float *w = tg_tensor_data(tg_module_find(bn, "weight"));
+    float *b = tg_tensor_data(tg_module_find(bn, "bias"));
+    for (int c = 0; c < 3; c++) w[c] = 1.0f + 0.25f * (float)c, b[c] = 0.1f * (float)c;
+}
+
+static double max_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
+{
+    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
+    const float *p = tg_tensor_cdata(part), *q = (const float *)tg_tensor_cdata(whole) + row0 * per_row;
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(part); i++) worst = fmax(worst, fabs(p[i] - q[i]));
+    return worst;
+}
+
+/* Rank r holds rows [3r, 3r + 3) of a (3 world, 3, 4, 5) batch; loss =
+ * sum(y * G) with a fixed G.  Outputs and input gradients must be the rows of
+ * one BatchNorm2d's over the whole batch; the ranks' weight and bias
+ * gradients sum to its; the running statistics equal its. */
+static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
+{
+    const int world = tg_dist_size(g_dist), rank = tg_dist_rank(g_dist);
+    const int64_t rows = 3, part_shape[4] = {rows, 3, 4, 5}, all_shape[4] = {rows * world, 3, 4, 5};
+    tg_module *sbn = NULL, *bn = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+    OK(tg_nn_batchnorm_new(&bn, 2, 3, 1e-5, 0.1, true, true));
+    set_affine(sbn);
+    set_affine(bn);
+    tg_tensor *x = NULL, *xa = NULL, *g = NULL, *ga = NULL, *y = NULL, *ya = NULL;
+    tg_tensor *yg = NULL, *yga = NULL, *l = NULL, *la = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 4, part_shape));
+    OK(tg_tensor_zeros(&g, TG_F32, 4, part_shape));
+    OK(tg_tensor_zeros(&xa, TG_F32, 4, all_shape));
+    OK(tg_tensor_zeros(&ga, TG_F32, 4, all_shape));
+    fill_rows(x, rank * rows, 0.4);
+    fill_rows(xa, 0, 0.4);
+    fill_rows(g, rank * rows, 2.3);
+    fill_rows(ga, 0, 2.3);
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_set_requires_grad(xa, true));
+    OK(tg_module_forward(sbn, &y, x));
+    OK(tg_module_forward(bn, &ya, xa));
+    OK(tg_mul(&yg, y, g));
+    OK(tg_mul(&yga, ya, ga));
+    OK(tg_sum(&l, yg));
+    OK(tg_sum(&la, yga));
+    OK(tg_backward(l, NULL, NULL));
+    OK(tg_backward(la, NULL, NULL));
+    double dy = max_diff_rows(y, ya, rank * rows);
+    double dx = max_diff_rows(tg_tensor_grad(x), tg_tensor_grad(xa), rank * rows);
+    CHECK(dy <= 1e-5, "outputs differ by %g", dy);
+    CHECK(dx <= 1e-5, "input gradients differ by %g", dx);
+    const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
+        tg_tensor *v = NULL;
+        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
+            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
+            OK(tg_dist_allreduce_sum(g_dist, v));
+            want = tg_tensor_grad(want);
+        } else {
+            OK(tg_tensor_clone(&v, mine));
+        }
+        double d = max_diff_rows(v, want, 0);
+        CHECK(d <= 1e-4, "%s%s differs by %g", names[i], i < 2 ? ".grad" : "", d);
+        tg_tensor_release(v);
+    }
+    if (rank == 0) printf("  sync batchnorm vs one batchnorm: max |dy| = %.3g, |dx| = %.3g\n", dy, dx);
+    tg_tensor_release(l), tg_tensor_release(la), tg_tensor_release(yg), tg_tensor_release(yga);
+    tg_tensor_release(y), tg_tensor_release(ya), tg_tensor_release(x), tg_tensor_release(xa);
+    tg_tensor_release(g), tg_tensor_release(ga);
+    tg_module_release(sbn);
+    tg_module_release(bn);
+}
+
+typedef void (*test_fn)(void);
+
+int main(int argc, char **argv)
+{
+    int rc = tg_dist_init(&g_dist, &argc, &argv);
+    if (rc < 0) {
+        fprintf(stderr, "dist_init: %s\n", tg_error_message());
+        return 1;
+    }
+    tg_set_num_threads(1);
+    static const struct { const char *name; test_fn fn; } tests[] = {
+        {"broadcast_gives_every_rank_rank_0s_model", broadcast_gives_every_rank_rank_0s_model},
+        {"ranks_with_batch_b_match_one_process_with_batch_world_b",
+         ranks_with_batch_b_match_one_process_with_batch_world_b},
+        {"checkpoint_of_a_ddp_run_resumes_in_one_process",
+         checkpoint_of_a_ddp_run_resumes_in_one_process},
+        {"bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce",
+         bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce},
+        {"backward_without_prepare_reduces_nothing", backward_without_prepare_reduces_nothing},
+        {"sync_batchnorm_matches_one_batchnorm_over_the_whole_batch",
+         sync_batchnorm_matches_one_batchnorm_over_the_whole_batch},
+        {"an_error_on_one_rank_is_returned_on_every_rank",
+         an_error_on_one_rank_is_returned_on_every_rank},
+    };
+    int n_tests = (int)(sizeof tests / sizeof tests[0]), passed = 0;
+    for (int i = 0; i < n_tests; i++) {
+        g_test = tests[i].name;
+        int before = g_failed, failed_any = 0;
+        tests[i].fn();
+        int mine = g_failed > before;
+        tg_dist_barrier(g_dist);
+        /* a test fails when it failed on any rank */
+        tg_tensor *f = NULL;
+        tg_tensor_scalar(&f, TG_I64, mine);
+        tg_dist_allreduce_sum(g_dist, f);
+        failed_any = *(const int64_t *)tg_tensor_cdata(f) > 0;
+        tg_tensor_release(f);
+        passed += !failed_any;
+        if (tg_dist_rank(g_dist) == 0)
+            printf("[%s] dist::%s\n", failed_any ? "FAIL" : "PASS", tests[i].name);
+    }
+    if (tg_dist_rank(g_dist) == 0)
+        printf("dist (%d ranks): %d passed, %d failed\n", tg_dist_size(g_dist), passed,
+               n_tests - passed);
+    tg_dist_free(g_dist);
+    return passed == n_tests ? 0 : 1;
+}
