@@ -281,6 +281,13 @@ int main(int argc, char **argv)
     app_opts a;
     int prc = app_opts_parse(&a, argc, argv);
     if (prc != 0) return prc > 0 ? 0 : 2;
+    /* Every run writes sample grids: refuse before any work in a build
+     * without PNG support (meson -Dpng=disabled, or no libpng). */
+    if (!tg_png_available()) {
+        fprintf(stderr, "dcgan: this tapegrad was built without PNG support, so the sample "
+                "images cannot be written; rebuild with libpng installed (meson -Dpng=enabled)\n");
+        return 1;
+    }
     if (a.threads > 0) {
         openblas_set_num_threads(a.threads);
         tg_set_num_threads(a.threads);

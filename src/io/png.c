@@ -9,6 +9,11 @@
 #include "internal.h"
 #include "tapegrad/image.h"
 
+bool tg_png_available(void)
+{
+    return true;
+}
+
 /* ---- grids ------------------------------------------------------------------ */
 
 static int check_grid(const char *path, const tg_tensor *images, int nrow, double lo, double hi,

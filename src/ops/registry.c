@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pointwise_internal.h"
 #include "tapegrad/ops.h"
 
 /* ---- registry ---------------------------------------------------------------- */
@@ -74,6 +75,11 @@ static int build_locked(void)
     tg__register_norm();
     tg__register_loss();
     tg__register_quant();
+    tg__register_softplus();
+    tg__register_clamp();
+    tg__register_where();
+    tg__register_one_hot();
+    tg__register_embedding();
     tg__building = false;
     int rc = tg__build_rc;
     if (rc == TG_OK) rc = sort_ops();
@@ -360,8 +366,8 @@ static tg_node *make_node(const tg_op_schema *op, int n, tg_tensor *const *in,
     return node;
 }
 
-int tg__op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
-                const void *params, size_t params_size)
+static int op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
+                   const void *params, size_t params_size)
 {
     TG_ASSERT(op != NULL && (op->arity < 0 || op->arity == n));
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
@@ -411,4 +417,15 @@ done:
     tg__node_release(node);
     for (int i = 0; i < n; i++) tg_tensor_release(casts[i]);
     return rc;
+}
+
+/* The ops an op runs itself (casts, its forward's helpers) are the library's;
+ * its result goes to the caller's scope (tapegrad/scope.h). */
+int tg__op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
+                const void *params, size_t params_size)
+{
+    tg__lib_enter();
+    int rc = op_call(op, out, n, in, params, params_size);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
 }
