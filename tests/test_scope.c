@@ -257,3 +257,28 @@ Test(scope, a_module_with_several_inputs)
     for (int i = 0; i < 3; i++) tg_tensor_release(x[i]);
     tg_module_release(m);
 }
+
+/* Library calls that run a model themselves (calibration) leave nothing in
+ * the caller's scope, and the quantized model's forward is captured like any
+ * other. */
+Test(scope, a_model_quantized_inside_a_scope)
+{
+    const int64_t before = bytes_now();
+    tg_module *m = small_mlp(), *q = NULL;
+    tg_tensor *x, *y;
+    tg_rng rng;
+    tg_rng_init(&rng, 4);
+    cr_assert(eq(int, tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){8, 4}), 0));
+    cr_assert(eq(int, tg_tensor_rand_normal(x, &rng, 0, 1), 0));
+    tg_quantize_options qo = TG_QUANTIZE_OPTIONS_INIT;
+    cr_assert(eq(int, tg_scope_begin(), 0));
+    cr_assert(eq(int, tg_quantize_model(&q, m, 1, &x, &qo), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_scope_size(), 0), "calibration's outputs went to the scope");
+    cr_assert(eq(int, tg_module_forward(q, &y, x), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_scope_size(), 1));
+    cr_assert(eq(int, tg_scope_end(), 0));
+    tg_module_release(q);
+    tg_module_release(m);
+    tg_tensor_release(x);
+    cr_assert(eq(i64, bytes_now(), before));
+}

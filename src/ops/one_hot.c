@@ -27,6 +27,8 @@ static int one_hot_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     int64_t shape[TG_MAX_DIMS], m = tg_tensor_numel(lab);
     for (int i = 0; i < lab->ndim; i++) shape[i] = lab->shape[i];
     shape[lab->ndim] = p->num_classes;
+    TG_CHECK(tg__shape_bytes_fit(lab->ndim + 1, shape, (int64_t)tg_dtype_size(p->dt)), TG_EINVAL,
+             "one_hot: num_classes=%lld makes the result too large", (long long)p->num_classes);
     int64_t *v = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
     if (!v) return TG_ENOMEM;
     tg__gather(lab, TG_I64, v);
