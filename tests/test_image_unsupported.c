@@ -14,7 +14,7 @@ TestSuite(image_unsupported, .init = make_dir, .fini = th_tmp_dir_remove);
 
 Test(image_unsupported, functions_say_the_build_lacks_them)
 {
-    cr_assert(!tg_png_available() && !tg_plot_available());
+    cr_assert(tg_png_available() == false && tg_plot_available() == false);
     tg_tensor *t;
     cr_assert(eq(int, tg_tensor_zeros(&t, TG_F32, 4, (int64_t[]){1, 1, 2, 2}), 0));
     cr_assert(eq(int, tg_png_write_grid("x.png", t, 1, 0, 1, 0), TG_EUNSUPPORTED));

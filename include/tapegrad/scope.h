@@ -23,11 +23,13 @@
  * forward or a gradient hook even while the caller has a scope open.  Such a
  * callback may open a scope of its own.
  *
- * Scopes nest and are per thread.  A scope's tensors are released in the
- * reverse order of their creation.  A tensor released at the end of a scope
- * lives on while something else holds it (a node of the tape saving it, a
- * module): the scope releases its reference, nothing more.  Do not release a
- * captured tensor yourself (that would release it twice): keep it instead.
+ * Scopes nest and are per thread; end each scope in the function that began
+ * it, before any scope that encloses it ends.  A scope's tensors are
+ * released in the reverse order of their creation.  A tensor released at the
+ * end of a scope lives on while something else holds it (a node of the tape
+ * saving it, a module): the scope releases its reference, nothing more.  Do
+ * not release a captured tensor yourself (that would release it twice): keep
+ * it instead.
  */
 #ifndef TAPEGRAD_SCOPE_H
 #define TAPEGRAD_SCOPE_H

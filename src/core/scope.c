@@ -30,10 +30,11 @@ void tg__lib_enter(void)
     lib_depth++;
 }
 
+/* A scope left open inside a callback (a caller's mistake, not an invariant)
+ * may have reset the depth to 0: it then stays there. */
 void tg__lib_leave(void)
 {
-    TG_ASSERT(lib_depth > 0);
-    lib_depth--;
+    if (lib_depth > 0) lib_depth--;
 }
 
 static int push_item(scope *s, tg_tensor *t)
