@@ -37,6 +37,7 @@ static int check_images(void)
         fprintf(stderr, "consumer: plot_losses_png gave %d (%s)\n", rc, tg_error_message());
         return 1;
     }
+    tg_plot_release_caches();   /* cairo's font caches, for LeakSanitizer */
     printf("png %s, plot %s\n", tg_png_available() ? "yes" : "no",
            tg_plot_available() ? "yes" : "no");
     return 0;
