@@ -14,7 +14,7 @@ BROWSER_PACKAGES := chromium
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo node-deps test test-asan test-tsan check bench goldens clean
+.PHONY: all deps build demo node-deps test test-minimal test-asan test-tsan check bench goldens clean
 
 all: build
 
@@ -58,6 +58,12 @@ test: build node-deps
 	  echo "could not install $(BROWSER_PACKAGES): the browser test will be skipped"
 	scripts/run_tests.sh $(BUILD)
 
+# The library without libpng and cairo (-Dpng=disabled -Dplot=disabled), built
+# as a meson subproject of a small program (tests/consumer) that runs against
+# it: one compile of the library, no Criterion.
+test-minimal: deps
+	scripts/test_install.sh --subproject
+
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
 
@@ -85,8 +91,20 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 
 check: test test-asan
 
+REL_BUILD ?= build-rel
+
+# The results table of the README, in a release build: the DCGAN training step,
+# the conv layers against PyTorch and OpenBLAS sgemm, AMP, int8 (about 15 min).
+bench: deps
+	[ -f $(REL_BUILD)/build.ninja ] || meson setup $(REL_BUILD) -Dbuildtype=release
+	ninja -C $(REL_BUILD)
+	/usr/bin/python3 bench/dcgan_step.py --ours $(REL_BUILD)/bench/dcgan_step --threads 2 --steps 10 --rounds 5
+	/usr/bin/python3 bench/compare.py --build $(REL_BUILD) --repeat 10 --rounds 3 --markdown bench/results.md
+	/usr/bin/python3 bench/amp_dcgan.py --ours $(REL_BUILD)/bench/dcgan_step --threads 2 --rounds 12
+	/usr/bin/python3 bench/int8.py --build $(REL_BUILD) --repeat 20 --rounds 3
+
 goldens:
 	/usr/bin/python3 scripts/make_goldens.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(REL_BUILD)

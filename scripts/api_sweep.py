@@ -24,6 +24,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = {
     "tg_module_add_parameter", "tg_module_add_buffer", "tg_tensor_set_grad",  # steal t
+    "tg_scope_add",                            # steals t
     "tg_tensor_release", "tg_tensor_retain",   # the harness releases t itself
     "tg_shape_str",                            # writes n bytes into buf
     "tg_grad", "tg_cat",                       # read n entries of an array

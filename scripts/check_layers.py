@@ -72,7 +72,7 @@ def member_layer(member):
 
 
 def check_symbols(build):
-    lib = os.path.join(build, "libtapegrad_static.a")
+    lib = os.path.join(build, "libtapegrad.a")
     if not os.path.isfile(lib):
         raise SystemExit(f"check_layers: {lib} not found: build first")
     out = subprocess.run(["nm", "-A", lib], check=True, capture_output=True, text=True).stdout

@@ -355,6 +355,13 @@ int main(int argc, char **argv)
     app_opts a;
     int prc = app_opts_parse(&a, argc, argv);
     if (prc != 0) return prc > 0 ? 0 : 2;
+    /* Every run writes sample grids: refuse before any work in a build
+     * without PNG support (meson -Dpng=disabled, or no libpng). */
+    if (!tg_png_available()) {
+        fprintf(stderr, "dcgan: this tapegrad was built without PNG support, so the sample "
+                "images cannot be written; rebuild with libpng installed (meson -Dpng=enabled)\n");
+        return 1;
+    }
     if (a.ddp) {
         int drc = tg_dist_init(&g_dist, &argc, &argv);
         if (drc < 0) return fail("--ddp", drc);

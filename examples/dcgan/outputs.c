@@ -134,6 +134,10 @@ int write_losses(const char *dir, const history *h)
 {
     TRY(write_csv(dir, h));
     if (h->n == 0) return TG_OK;
+    if (!tg_plot_available()) {   /* a build without cairo: loss.csv only */
+        fprintf(stderr, "dcgan: built without plot support: loss.png not drawn (see loss.csv)\n");
+        return TG_OK;
+    }
     int64_t w = h->n / 400 + 1;
     double *d = malloc((size_t)h->n * sizeof *d), *g = malloc((size_t)h->n * sizeof *g);
     int rc = TG_ENOMEM;

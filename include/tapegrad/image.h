@@ -1,11 +1,16 @@
 /* tapegrad/image.h - PNG image grids and loss plots (libpng and cairo).
  *
+ * Both parts are optional at build time (meson -Dpng=..., -Dplot=...).  In a
+ * build without one, its functions return TG_EUNSUPPORTED with a message
+ * saying so, and tg_png_available() / tg_plot_available() return false.
+ *
  * Every writer replaces its destination atomically: it writes a temporary
  * file next to it, fsyncs it and renames it over path, so a reader never sees
  * a half-written image.  On error the destination is left as it was. */
 #ifndef TAPEGRAD_IMAGE_H
 #define TAPEGRAD_IMAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tapegrad/export.h"
@@ -14,6 +19,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Whether this build reads and writes PNGs (libpng); whether it draws plots
+ * (cairo). */
+TG_API bool tg_png_available(void);
+TG_API bool tg_plot_available(void);
 
 /* Tiles images (N, C, H, W), C = 1 (gray) or 3 (RGB), any dtype, into a grid
  * of nrow images per row (as torchvision's make_grid) and ceil(N / nrow)

@@ -64,6 +64,11 @@ typedef struct tg_module_vtable {
      * and a message (tg_error_set; without one, module_forward names the
      * module). */
     int (*forward)(tg_module *m, tg_tensor **y, tg_tensor *x);
+    /* Forward of a module that takes several inputs (optional; as
+     * `def forward(self, x, mask)`): xs[0..n) borrowed, *y a new reference.
+     * A module with forward_n is run by tg_module_forward_n with any n and
+     * by tg_module_forward with n = 1.  A module may set both. */
+    int (*forward_n)(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
     /* Called after m's training flag changed (optional). */
     void (*train)(tg_module *m, bool training);
     /* Frees the private state (optional). */
@@ -100,8 +105,13 @@ TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
 
 /* ---- running ---- */
 
-/* *y is a new reference.  On error *y is untouched. */
+/* *y is a new reference (owned by the caller's scope when one is open:
+ * tapegrad/scope.h).  On error *y is untouched. */
 TG_API int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
+/* The forward of a module taking n >= 1 inputs (its vtable's forward_n; a
+ * module with only forward takes n = 1).  TG_EINVAL for n < 1 or a NULL
+ * input; TG_EUNSUPPORTED when m has no forward for n inputs. */
+TG_API int tg_module_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
 /* Sets the training flag of m and every descendant (eval: training=false). */
 TG_API void tg_module_train(tg_module *m, bool training);
 TG_API bool tg_module_is_training(const tg_module *m);
@@ -152,6 +162,9 @@ TG_API int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, vo
 TG_API int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n);
 /* The length of that list. */
 TG_API int tg_module_parameter_count(const tg_module *m);
+/* The number of scalar weights in that list (the sum of their numel), as
+ * sum(p.numel() for p in model.parameters()); 0 for NULL or out of memory. */
+TG_API int64_t tg_module_parameter_numel(const tg_module *m);
 
 /* Adds every entry to f under "<prefix>.<name>" (prefix NULL or "": just the
  * name; a prefix ending in '.' is used as is).  Tensors are retained by f,
@@ -216,6 +229,10 @@ TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim
 TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
 TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
                                   double *momentum, bool *affine, bool *track_running_stats);
+/* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
+ * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
+TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,
+                               tg_rng *rng);
 TG_API int tg_nn_sequential_new(tg_module **out);
 /* Appends child (steals it, also on error) under the name "<count>". */
 TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);

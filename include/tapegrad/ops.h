@@ -84,6 +84,25 @@ TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
  * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
 
+/* softplus(a) = log(1 + e^(beta a)) / beta, and a itself where
+ * beta a > threshold (torch's defaults: beta 1, threshold 20).  beta > 0. */
+TG_API int tg_softplus(tg_tensor **out, tg_tensor *a, double beta, double threshold);
+/* min(max(a, lo), hi) as torch.clamp; NAN for lo or hi means no such bound.
+ * NaN elements stay NaN.  The gradient passes where lo <= a <= hi. */
+TG_API int tg_clamp(tg_tensor **out, tg_tensor *a, double lo, double hi);
+/* a where cond is nonzero, else b (torch.where); the three broadcast
+ * together.  cond: any dtype, no gradient; a, b: float (promoted). */
+TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
+/* (..., num_classes) with 1 at each label of labels (...) and 0 elsewhere,
+ * in dtype dt (torch.nn.functional.one_hot gives int64: TG_I64).  Labels are
+ * integers in [0, num_classes), else TG_EINVAL naming the first bad one.
+ * Not differentiable. */
+TG_API int tg_one_hot(tg_tensor **out, tg_tensor *labels, int64_t num_classes, tg_dtype dt);
+/* The rows of weight (V, D) picked by the integer indices (...): (..., D),
+ * as torch.nn.functional.embedding.  An index outside [0, V) is TG_EINVAL.
+ * weight's gradient adds each gradient row into the row it picked;
+ * differentiable to any order. */
+TG_API int tg_embedding(tg_tensor **out, tg_tensor *weight, tg_tensor *indices);
 /* ---- reductions ----
  * Float inputs give their own dtype (summed in double, rounded once); over
  * no elements a sum is 0 and a mean NaN, as in PyTorch.  An integer input's

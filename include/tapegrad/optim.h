@@ -33,6 +33,7 @@ extern "C" {
 #endif
 
 typedef struct tg_optimizer tg_optimizer;
+typedef struct tg_module tg_module;   /* tapegrad/nn.h */
 
 /* torch.optim.SGD:  d = g + weight_decay * p;  with momentum,
  * buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
@@ -74,6 +75,15 @@ TG_API int tg_adam_new(tg_optimizer **out, int n_params, tg_tensor *const *param
                        const tg_adam_opts *opts);
 TG_API int tg_adamw_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_adam_opts *opts);
+/* The same over the parameters of module m (tg_module_parameters: each
+ * tensor once, in state-dict order), as torch.optim.Adam(model.parameters()).
+ * TG_EINVAL for NULL or a module without parameters. */
+TG_API int tg_sgd_from_module(tg_optimizer **out, const tg_module *m,
+                              const tg_sgd_opts *opts);
+TG_API int tg_adam_from_module(tg_optimizer **out, const tg_module *m,
+                               const tg_adam_opts *opts);
+TG_API int tg_adamw_from_module(tg_optimizer **out, const tg_module *m,
+                                const tg_adam_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 

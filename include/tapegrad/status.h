@@ -58,6 +58,25 @@ __attribute__((format(printf, 2, 3)))
 #endif
 TG_API int tg_error_set(int status, const char *fmt, ...);
 
+/* Propagates a failure: evaluates expr (a tapegrad call, or any int status)
+ * and, when it is negative, returns it from the enclosing function, whose
+ * return type must be int.  The thread's message stays the failing call's.
+ *
+ *   static int step(tg_module *m, tg_tensor *x, double *loss_out) {
+ *       tg_tensor *y, *loss;
+ *       TG_TRY(tg_module_forward(m, &y, x));   // inside a scope: no release
+ *       TG_TRY(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
+ *       ...
+ *   }
+ *
+ * Outside a scope, what the function holds leaks on the early return: open a
+ * scope (tapegrad/scope.h) or clean up with a goto. */
+#define TG_TRY(expr)                                                          \
+    do {                                                                      \
+        int tg__rc_ = (expr);                                                 \
+        if (tg__rc_ < 0) return tg__rc_;                                      \
+    } while (0)
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,7 @@
 #include "tapegrad/status.h"
 #include "tapegrad/dtype.h"
 #include "tapegrad/tensor.h"
+#include "tapegrad/scope.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/registry.h"
 #include "tapegrad/op.h"

@@ -98,6 +98,11 @@ TG_API int tg_tensor_refcount(const tg_tensor *t);
 TG_API int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out);
 TG_API int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v);
 TG_API int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out);
+/* The value of a one-element tensor (any ndim), as PyTorch's .item().  NaN,
+ * with this thread's error message set (TG_EINVAL), when t is NULL or has
+ * another number of elements: test with tg_error_message() where a NaN value
+ * is possible. */
+TG_API double tg_tensor_item(const tg_tensor *t);
 TG_API int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v);
 /* Copies all elements, in row-major order, into dst as doubles (n must equal numel). */
 TG_API int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n);

@@ -63,7 +63,7 @@ int tg_grad_scaler_new(tg_grad_scaler **out, const tg_grad_scaler_opts *opts)
 
 void tg_grad_scaler_free(tg_grad_scaler *s) { free(s); }
 
-int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
+static int scale_loss(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_scale: s must not be NULL");
     TG_CHECK(out != NULL, TG_EINVAL, "grad_scaler_scale: out must not be NULL");
@@ -83,6 +83,14 @@ int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
     int rc = tg_mul_scalar(out, l32, s->scale);
     tg_tensor_release(l32);
     return rc;
+}
+
+int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *loss)
+{
+    tg__lib_enter();
+    int rc = scale_loss(s, out, loss);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
 }
 
 /* buf[0..n) *= inv; true when it held an inf or NaN (a NaN fails the <=):

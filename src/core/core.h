@@ -39,18 +39,20 @@ int tg__error(int status, const char *fmt, ...) __attribute__((format(printf, 2,
  * (tg_error_set) gets one naming it, instead of an older error's message. */
 void tg__callback_begin(void);
 int tg__callback_end(const char *what, int rc);
+/* Scopes (src/core/scope.c): tg__lib_enter/leave bracket library code that
+ * runs public ops on its own behalf; tg__scope_capture(out, rc) hands *out to
+ * the caller's open scope when rc >= 0 and the call came from user code.
+ * Returns rc, or TG_ENOMEM (with *out released and NULL). */
+void tg__lib_enter(void);
+void tg__lib_leave(void);
+int tg__scope_capture(tg_tensor **out, int rc);
 
 /* Argument check at the top of a function: return an error if cond fails. */
 #define TG_CHECK(cond, status, ...)                                           \
     do {                                                                      \
         if (!(cond)) return tg__error((status), __VA_ARGS__);                 \
     } while (0)
-/* Propagate a negative status. */
-#define TG_TRY(expr)                                                          \
-    do {                                                                      \
-        int tg__rc_ = (expr);                                                 \
-        if (tg__rc_ < 0) return tg__rc_;                                      \
-    } while (0)
+/* TG_TRY (propagate a negative status) is public: tapegrad/status.h. */
 
 /* In a function with `int rc` and a `done:` cleanup label: on a negative
  * status, keep it in rc and go to done. */

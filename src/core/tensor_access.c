@@ -199,6 +199,21 @@ int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out)
     return TG_OK;
 }
 
+double tg_tensor_item(const tg_tensor *t)
+{
+    if (!t) {
+        tg__error(TG_EINVAL, "tensor_item: t must not be NULL");
+        return NAN;
+    }
+    int64_t n = tg__numel(t->ndim, t->shape);
+    if (n != 1) {
+        tg__error(TG_EINVAL, "tensor_item: t has %lld elements; item needs exactly one",
+                  (long long)n);
+        return NAN;
+    }
+    return tg_dtype_load(t->dtype, t->storage->data, t->offset);
+}
+
 int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_flat: t must not be NULL");

@@ -510,21 +510,9 @@ static int backward(const char *what, tg_tensor *out, tg_tensor *grad,
     return rc;
 }
 
-int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts)
-{
-    return backward("backward", out, grad, opts, NULL, NULL);
-}
-
-int tg_backward_steps(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts,
-                      tg_backward_step_fn fn, void *user)
-{
-    TG_CHECK(fn != NULL, TG_EINVAL, "backward_steps: fn must not be NULL");
-    return backward("backward_steps", out, grad, opts, fn, user);
-}
-
-int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
-            tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
-            const tg_backward_opts *opts)
+static int grad_impl(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
+                     tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
+                     const tg_backward_opts *opts)
 {
     TG_CHECK(grads_out != NULL, TG_EINVAL, "grad: grads_out must not be NULL");
     TG_CHECK(n_outputs >= 1 && outputs != NULL, TG_EINVAL,
@@ -560,6 +548,44 @@ int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
     }
     free(seeds);
     free(results);
+    return rc;
+}
+
+/* Backward runs ops and hooks on the library's behalf (never captured by a
+ * scope); the gradients tg_grad hands out are the caller's. */
+int tg_backward(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts)
+{
+    tg__lib_enter();
+    int rc = backward("backward", out, grad, opts, NULL, NULL);
+    tg__lib_leave();
+    return rc;
+}
+
+int tg_backward_steps(tg_tensor *out, tg_tensor *grad, const tg_backward_opts *opts,
+                      tg_backward_step_fn fn, void *user)
+{
+    TG_CHECK(fn != NULL, TG_EINVAL, "backward_steps: fn must not be NULL");
+    tg__lib_enter();
+    int rc = backward("backward_steps", out, grad, opts, fn, user);
+    tg__lib_leave();
+    return rc;
+}
+
+int tg_grad(tg_tensor **grads_out, int n_outputs, tg_tensor *const *outputs,
+            tg_tensor *const *grad_outputs, int n_inputs, tg_tensor *const *inputs,
+            const tg_backward_opts *opts)
+{
+    tg__lib_enter();
+    int rc = grad_impl(grads_out, n_outputs, outputs, grad_outputs, n_inputs, inputs, opts);
+    tg__lib_leave();
+    for (int i = 0; rc >= 0 && i < n_inputs; i++) {
+        rc = tg__scope_capture(&grads_out[i], rc);
+        if (rc < 0)   /* out of memory: hand out nothing, as on any error */
+            for (int k = 0; k < n_inputs; k++) {
+                if (k >= i) tg_tensor_release(grads_out[k]);
+                grads_out[k] = NULL;
+            }
+    }
     return rc;
 }
 

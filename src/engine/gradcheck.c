@@ -361,8 +361,8 @@ static int fast_check(gc *g)
     return rc;
 }
 
-int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
-                 const tg_gradcheck_opts *opts)
+static int gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                     const tg_gradcheck_opts *opts)
 {
     gc g;
     TG_TRY(gc_init(&g, "gradcheck", fn, user, n, inputs, opts));
@@ -419,8 +419,8 @@ static int grad_fn_of(tg_tensor **out, int n, tg_tensor *const *inputs, void *us
     return rc;
 }
 
-int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
-                     const tg_gradcheck_opts *opts)
+static int gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                         const tg_gradcheck_opts *opts)
 {
     gg s = {.v = NULL};
     TG_TRY(gc_init(&s.g, "gradgradcheck", fn, user, n, inputs, opts));
@@ -440,11 +440,31 @@ int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in
         tg_tensor_set_name(s.v, "grad_output");
         memcpy(ext, inputs, (size_t)n * sizeof *ext);
         ext[n] = s.v;
-        rc = tg_gradcheck(grad_fn_of, &s, n + 1, ext, opts);
+        rc = gradcheck(grad_fn_of, &s, n + 1, ext, opts);
     }
     free(ext);
     tg_tensor_release(o);
     tg_tensor_release(s.v);
     gc_free(&s.g);
+    return rc;
+}
+
+/* The function under test runs on the library's behalf (its tensors are never
+ * captured by the caller's scope). */
+int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                 const tg_gradcheck_opts *opts)
+{
+    tg__lib_enter();
+    int rc = gradcheck(fn, user, n, inputs, opts);
+    tg__lib_leave();
+    return rc;
+}
+
+int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
+                     const tg_gradcheck_opts *opts)
+{
+    tg__lib_enter();
+    int rc = gradgradcheck(fn, user, n, inputs, opts);
+    tg__lib_leave();
     return rc;
 }

@@ -186,6 +186,11 @@ static cairo_status_t write_stream(void *closure, const unsigned char *data, uns
     return fwrite(data, 1, len, closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+bool tg_plot_available(void)
+{
+    return true;
+}
+
 int tg_plot_losses_png(const char *path, const char *title, int n_series,
                        const char *const *names, const double *const *values, int n_points)
 {

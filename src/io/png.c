@@ -10,6 +10,11 @@
 #include "io/atomic.h"
 #include "tapegrad/image.h"
 
+bool tg_png_available(void)
+{
+    return true;
+}
+
 /* ---- grids ------------------------------------------------------------------ */
 
 static int check_grid(const char *path, const tg_tensor *images, int nrow, double lo, double hi,

@@ -205,23 +205,45 @@ int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void 
 
 /* ---- running ---- */
 
-int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+/* Runs m's forward for n inputs, on the library's behalf: only *y goes to the
+ * caller's scope (tapegrad/scope.h). */
+static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
 {
-    TG_CHECK(m != NULL && y != NULL && x != NULL, TG_EINVAL,
-             "module_forward: m, y and x must not be NULL");
-    TG_CHECK(m->vt->forward != NULL, TG_EUNSUPPORTED,
-             "module_forward: %s has no forward (a container: call its children)",
-             tg_module_type_name(m));
     tg_tensor *r = NULL;
     tg__callback_begin();
-    int rc = m->vt->forward(m, &r, x);
+    tg__lib_enter();
+    int rc = m->vt->forward_n ? m->vt->forward_n(m, &r, n, xs) : m->vt->forward(m, &r, xs[0]);
+    tg__lib_leave();
     if (rc < 0) {
         char what[96];
         snprintf(what, sizeof what, "module_forward: %s's forward", tg_module_type_name(m));
         return tg__callback_end(what, rc);
     }
     *y = r;
-    return TG_OK;
+    return tg__scope_capture(y, TG_OK);
+}
+
+int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    TG_CHECK(m != NULL && y != NULL && x != NULL, TG_EINVAL,
+             "module_forward: m, y and x must not be NULL");
+    TG_CHECK(m->vt->forward != NULL || m->vt->forward_n != NULL, TG_EUNSUPPORTED,
+             "module_forward: %s has no forward (a container: call its children)",
+             tg_module_type_name(m));
+    return forward(m, y, 1, &x);
+}
+
+int tg_module_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+{
+    TG_CHECK(m != NULL && y != NULL, TG_EINVAL, "module_forward_n: m and y must not be NULL");
+    TG_CHECK(n >= 1 && xs != NULL, TG_EINVAL,
+             "module_forward_n: n=%d must be >= 1 with xs not NULL", n);
+    for (int i = 0; i < n; i++)
+        TG_CHECK(xs[i] != NULL, TG_EINVAL, "module_forward_n: xs[%d] must not be NULL", i);
+    TG_CHECK(m->vt->forward_n != NULL || (n == 1 && m->vt->forward != NULL), TG_EUNSUPPORTED,
+             "module_forward_n: %s has no forward for %d inputs%s", tg_module_type_name(m), n,
+             m->vt->forward ? " (its forward takes one)" : "");
+    return forward(m, y, n, xs);
 }
 
 void tg_module_train(tg_module *m, bool training)

@@ -150,6 +150,17 @@ int tg_module_parameter_count(const tg_module *m)
     return u.n;
 }
 
+int64_t tg_module_parameter_numel(const tg_module *m)
+{
+    tg_tensor **params = NULL;
+    int n = 0;
+    int64_t total = 0;
+    if (!m || tg_module_parameters(m, &params, &n) < 0) return 0;
+    for (int i = 0; i < n; i++) total += tg_tensor_numel(params[i]);
+    free(params);
+    return total;
+}
+
 typedef struct tg__at {
     int want, seen;
     char *name;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "optim_internal.h"
+#include "tapegrad/nn.h"
 
 int tg__opt_n_bufs(const tg_optimizer *o)
 {
@@ -252,3 +253,49 @@ int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
 double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->lr : NAN; }
 
 int64_t tg_optimizer_steps(const tg_optimizer *opt) { return opt ? opt->steps : -1; }
+
+/* ---- over a module's parameters ------------------------------------------ */
+
+typedef int (*make_fn)(tg_optimizer **out, int n, tg_tensor *const *params, const void *opts);
+
+static int from_module(const char *what, tg_optimizer **out, const tg_module *m,
+                       const void *opts, make_fn make)
+{
+    TG_CHECK(out != NULL && m != NULL, TG_EINVAL, "%s: out and m must not be NULL", what);
+    tg_tensor **params = NULL;
+    int n = 0;
+    TG_TRY(tg_module_parameters(m, &params, &n));
+    int rc = n > 0 ? make(out, n, params, opts)
+                   : tg__error(TG_EINVAL, "%s: module %s has no parameters", what,
+                               tg_module_type_name(m));
+    free(params);
+    return rc;
+}
+
+static int make_sgd(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_sgd_new(out, n, p, o);
+}
+static int make_adam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_adam_new(out, n, p, o);
+}
+static int make_adamw(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_adamw_new(out, n, p, o);
+}
+
+int tg_sgd_from_module(tg_optimizer **out, const tg_module *m, const tg_sgd_opts *opts)
+{
+    return from_module("sgd_from_module", out, m, opts, make_sgd);
+}
+
+int tg_adam_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_opts *opts)
+{
+    return from_module("adam_from_module", out, m, opts, make_adam);
+}
+
+int tg_adamw_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_opts *opts)
+{
+    return from_module("adamw_from_module", out, m, opts, make_adamw);
+}

@@ -52,7 +52,7 @@ int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt)
     /* Same dtype: the tensor itself, no node (as PyTorch's .to()). */
     if (a->dtype == dt) {
         *out = tg_tensor_retain(a);
-        return TG_OK;
+        return tg__scope_capture(out, TG_OK);
     }
     cast_params p = {.dt = dt};
     tg_tensor *in[1] = {a};

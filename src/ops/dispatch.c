@@ -172,8 +172,8 @@ static int run_forward(const tg_op_schema *op, tg_node *node, tg_tensor **res, i
     return rc;
 }
 
-int tg_op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
-               const void *params, size_t params_size)
+static int op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
+                   const void *params, size_t params_size)
 {
     TG_CHECK(op != NULL && op->name != NULL && op->forward != NULL, TG_EINVAL,
              "op_call: op must be a schema with a name and a forward");
@@ -228,4 +228,15 @@ done:
     tg__node_release(node);
     for (int i = 0; i < n; i++) tg_tensor_release(casts[i]);
     return rc;
+}
+
+/* The ops an op runs itself (casts, its forward's helpers) are the library's;
+ * its result goes to the caller's scope (tapegrad/scope.h). */
+int tg_op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const *in,
+               const void *params, size_t params_size)
+{
+    tg__lib_enter();
+    int rc = op_call(op, out, n, in, params, params_size);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
 }

@@ -20,7 +20,12 @@
     X(conv, 3)           /* conv.c: conv conv_transpose conv_weight_grad */   \
     X(norm, 1)           /* norm.c: batch_norm */                             \
     X(loss, 2)           /* loss.c: bce_logits ce_pick */                     \
-    X(fake_quantize, 2)  /* fake_quantize.c: fake_quantize fake_quantize_per_channel */
+    X(fake_quantize, 2)  /* fake_quantize.c: fake_quantize fake_quantize_per_channel */ \
+    X(softplus, 1)       /* softplus.c: softplus */                           \
+    X(clamp, 1)          /* clamp.c: clamp */                                 \
+    X(where, 1)          /* where.c: where */                                 \
+    X(one_hot, 1)        /* one_hot.c: one_hot */                             \
+    X(embedding, 2)      /* embedding.c: embedding embedding_backward */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

@@ -231,19 +231,19 @@ done:
     return rc;
 }
 
-int tg_mse_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+static int mse_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
 {
     return diff_loss("mse_loss", out, input, target, red, true);
 }
 
-int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
+static int l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
 {
     return diff_loss("l1_loss", out, input, target, red, false);
 }
 
 /* -log(sigmoid(x))*t - log(1 - sigmoid(x))*(1 - t) = softplus(x) - x*t, since
  * -log(sigmoid(x)) = softplus(-x) = softplus(x) - x. */
-int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
+static int bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
     tg_tensor *in[2] = {logits, target}, *l = NULL;
@@ -324,7 +324,7 @@ done:
 }
 
 /* loss[n] = -log_softmax(x)[n, target[n]]: logp picked at the target. */
-int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
+static int cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_ce(out, logits, target, red));
     int64_t N = logits->shape[0], C = logits->shape[1];
@@ -349,3 +349,19 @@ done:
     free(idx);
     return rc;
 }
+
+/* A loss runs its ops on the library's behalf; only the result goes to the
+ * caller's scope (tapegrad/scope.h).  Defines tg_mse_loss, tg_l1_loss,
+ * tg_bce_with_logits and tg_cross_entropy. */
+#define SCOPED_LOSS(name)                                                         \
+    int tg_##name(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red) \
+    {                                                                             \
+        tg__lib_enter();                                                          \
+        int rc = name(out, input, target, red);                                   \
+        tg__lib_leave();                                                          \
+        return tg__scope_capture(out, rc);                                        \
+    }
+SCOPED_LOSS(mse_loss)
+SCOPED_LOSS(l1_loss)
+SCOPED_LOSS(bce_with_logits)
+SCOPED_LOSS(cross_entropy)

@@ -159,7 +159,7 @@ static int fold_into(tg_module **out, tg_module *layer, const tg_tensor *w, cons
     return rc;
 }
 
-int tg_fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn)
+static int fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn)
 {
     const char *op = "fold_batchnorm";
     TG_CHECK(out && layer && bn, TG_EINVAL, "%s: out, layer and bn must not be NULL", op);
@@ -190,5 +190,15 @@ int tg_fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn)
                        .cig = tg_tensor_dim(w, 0) / p.groups, .inner_f = lin ? c_out / m.c : 1};
     if (rc >= 0) rc = fold_into(out, layer, w, b, &m, &L, c_out);
     bn_map_free(&m);
+    return rc;
+}
+
+/* The BatchNorm probe runs on the library's behalf (never in the caller's
+ * scope). */
+int tg_fold_batchnorm(tg_module **out, tg_module *layer, tg_module *bn)
+{
+    tg__lib_enter();
+    int rc = fold_batchnorm(out, layer, bn);
+    tg__lib_leave();
     return rc;
 }

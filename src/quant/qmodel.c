@@ -410,8 +410,8 @@ static int calibrate(tg_module *q, int n_batches, tg_tensor *const *batches)
     return rc;
 }
 
-int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
-                      tg_tensor *const *batches, const tg_quantize_options *opt)
+static int quantize_model(tg_module **out, tg_module *float_model, int n_batches,
+                          tg_tensor *const *batches, const tg_quantize_options *opt)
 {
     const char *op = "quantize_model";
     TG_CHECK(out && float_model, TG_EINVAL, "%s: out and float_model must not be NULL", op);
@@ -450,4 +450,15 @@ int tg_quantized_layer_info(const tg_module *m, tg_qlayer_info *info)
         .transpose = s->kind == QL_CONVT, .linear = s->kind == QL_LINEAR, .weight = s->wq,
         .bias = s->bias, .p = s->p, .q = s->q, .act_dtype = s->act, .relu = s->relu};
     return TG_OK;
+}
+
+/* Calibration runs the model on the library's behalf: nothing it makes goes to
+ * the caller's scope (tapegrad/scope.h). */
+int tg_quantize_model(tg_module **out, tg_module *float_model, int n_batches,
+                      tg_tensor *const *batches, const tg_quantize_options *opt)
+{
+    tg__lib_enter();
+    int rc = quantize_model(out, float_model, n_batches, batches, opt);
+    tg__lib_leave();
+    return rc;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds tests/consumer/consumer.c out of tree as a user would, and runs it:
+#   1. against the build tree, with the uninstalled pkg-config file;
+#   2. against `meson install` into a temporary prefix, via pkg-config,
+#      linked with the shared library and then with the static one.
+# With --subproject (make test-minimal) instead: a meson project holding
+# tapegrad as a subproject, configured with -Dpng=disabled -Dplot=disabled,
+# so that the library builds and runs without libpng and cairo.
+# Usage: scripts/test_install.sh BUILD_DIR | scripts/test_install.sh --subproject
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg_install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cc=${CC:-cc}
+step() { printf '%s\n' "test_install: $*"; }
+
+if [ "${1:-}" = --subproject ]; then
+  mkdir -p "$tmp/proj/subprojects"
+  cp "$root/tests/consumer/consumer.c" "$root/tests/consumer/meson.build" "$tmp/proj/"
+  ln -s "$root" "$tmp/proj/subprojects/tapegrad"
+  step "meson subproject with -Dpng=disabled -Dplot=disabled"
+  meson setup "$tmp/proj/build" "$tmp/proj" -Dtapegrad:png=disabled -Dtapegrad:plot=disabled \
+    >"$tmp/setup.log" || { cat "$tmp/setup.log"; exit 1; }
+  ninja -C "$tmp/proj/build" >"$tmp/build.log" || { tail -50 "$tmp/build.log"; exit 1; }
+  if ldd "$tmp/proj/build/consumer" | grep -E 'libpng|libcairo'; then
+    echo "test_install: the minimal build links libpng or cairo" >&2; exit 1
+  fi
+  out=$("$tmp/proj/build/consumer")
+  echo "$out"
+  case "$out" in *"png no, plot no"*) ;; *) echo "test_install: expected no png, no plot" >&2; exit 1 ;; esac
+  exit 0
+fi
+
+build=$(cd "${1:?usage: test_install.sh BUILD_DIR}" && pwd)
+# A sanitizer build's library needs its runtime in the program too.
+san=$(meson introspect "$build" --buildoptions |
+      python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"))')
+if [ "$san" != none ]; then cc="$cc -fsanitize=$san"; fi
+
+step "against the build tree (meson-uninstalled/tapegrad-uninstalled.pc)"
+export PKG_CONFIG_PATH="$build/meson-uninstalled"
+# shellcheck disable=SC2046
+$cc -std=c17 -o "$tmp/consumer_uninstalled" "$root/tests/consumer/consumer.c" \
+  $(pkg-config --cflags --libs tapegrad)
+LD_LIBRARY_PATH="$build" "$tmp/consumer_uninstalled"
+
+step "meson install into a temporary prefix"
+meson install -C "$build" --no-rebuild --destdir "$tmp/dest" >"$tmp/install.log" \
+  || { cat "$tmp/install.log"; exit 1; }
+pc=$(find "$tmp/dest" -name tapegrad.pc | head -1)
+[ -n "$pc" ] || { echo "test_install: no tapegrad.pc installed" >&2; exit 1; }
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+export PKG_CONFIG_PATH=$(dirname "$pc")
+pcflags() { pkg-config --define-variable=prefix="$tmp/dest$prefix" "$@" tapegrad; }
+libdir=$(pcflags --variable=libdir)
+for h in tapegrad.h scope.h export.h; do
+  [ -f "$(pcflags --variable=includedir)/tapegrad/$h" ] || { echo "missing header $h" >&2; exit 1; }
+done
+[ -f "$libdir/libtapegrad.a" ] || { echo "test_install: no libtapegrad.a in $libdir" >&2; exit 1; }
+
+step "shared library via pkg-config"
+# shellcheck disable=SC2046
+$cc -std=c17 -o "$tmp/consumer_shared" "$root/tests/consumer/consumer.c" $(pcflags --cflags --libs)
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer_shared"
+
+step "static library via pkg-config --static"
+libs=$(pcflags --libs --static | sed "s|-ltapegrad|$libdir/libtapegrad.a|")
+# shellcheck disable=SC2086
+$cc -std=c17 -o "$tmp/consumer_static" "$root/tests/consumer/consumer.c" $(pcflags --cflags) $libs
+if ldd "$tmp/consumer_static" | grep -q libtapegrad; then
+  echo "test_install: the static link still uses libtapegrad.so" >&2; exit 1
+fi
+"$tmp/consumer_static"
+step "ok"

@@ -1,0 +1,24 @@
+/* src/ops/pointwise.c - tg__map_f64, the elementwise map in double shared by
+ * softplus, clamp and where (src/ops/pointwise_internal.h). */
+#include <stdlib.h>
+
+#include "ops/pointwise_internal.h"
+
+int tg__map_f64(tg_tensor **out, const tg_tensor *a, tg_dtype dt,
+                double (*f)(double v, const void *user), const void *user)
+{
+    int64_t n = tg_tensor_numel(a);
+    double *v = tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    tg_tensor *r = tg__tensor_uninit(dt, a->ndim, a->shape);
+    if (!v || !r) {
+        free(v);
+        tg_tensor_release(r);
+        return TG_ENOMEM;
+    }
+    tg__gather(a, TG_F64, v);
+    for (int64_t i = 0; i < n; i++) v[i] = f(v[i], user);
+    tg__scatter(r, TG_F64, v);
+    free(v);
+    *out = r;
+    return TG_OK;
+}

@@ -1,0 +1,103 @@
+/* src/ops/where.c - where(cond, a, b): a where cond is nonzero, b elsewhere,
+ * the three broadcast together (torch.where).  cond may have any dtype (a
+ * mask of 0 and 1, or a comparison's result); a and b are float of one dtype.
+ *
+ * Gradients: da = sum_to_shape(g * c), db = sum_to_shape(g * (1 - c)) with c
+ * the 0/1 mask of cond, a constant: products that can be differentiated
+ * again.  cond has no gradient. */
+#include <assert.h>
+#include <stdlib.h>
+
+#include "ops/families.h"
+#include "ops/pointwise_internal.h"
+#include "tapegrad/ops.h"
+
+static double nonzero(double v, const void *user)
+{
+    (void)user;
+    return v != 0 ? 1.0 : 0.0;
+}
+
+/* The broadcast shape of the three inputs. */
+static int where_shape(tg_tensor *const *in, int *nd, int64_t *shape)
+{
+    int nd1;
+    int64_t s1[TG_MAX_DIMS];
+    TG_TRY(tg__broadcast_shapes("where", in[0]->ndim, in[0]->shape, in[1]->ndim, in[1]->shape,
+                                &nd1, s1));
+    return tg__broadcast_shapes("where", nd1, s1, in[2]->ndim, in[2]->shape, nd, shape);
+}
+
+/* in[i] broadcast to shape, as doubles (malloc'd) in *v. */
+static int expanded(tg_tensor *t, int nd, const int64_t *shape, double **v)
+{
+    tg_tensor *e = NULL;
+    TG_TRY(tg_expand(&e, t, nd, shape));
+    *v = tg__malloc((size_t)(tg_tensor_numel(e) > 0 ? tg_tensor_numel(e) : 1) * sizeof **v);
+    if (*v) tg__gather(e, TG_F64, *v);
+    tg_tensor_release(e);
+    return *v ? TG_OK : TG_ENOMEM;
+}
+
+static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    TG_CHECK(in[0] != NULL, TG_EINVAL, "where: cond must not be NULL");
+    TG_TRY(tg__ew_check_float("where", 1, in[1]));
+    TG_TRY(tg__ew_check_float("where", 2, in[2]));
+    TG_CHECK(in[1]->dtype == in[2]->dtype, TG_EDTYPE,
+             "where: a (%s) and b (%s) must have the same dtype", tg_dtype_name(in[1]->dtype),
+             tg_dtype_name(in[2]->dtype));
+    int nd;
+    int64_t shape[TG_MAX_DIMS];
+    TG_TRY(where_shape(in, &nd, shape));
+    double *v[3] = {NULL, NULL, NULL};
+    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape);
+    int rc = r ? TG_OK : TG_ENOMEM;
+    for (int i = 0; i < 3 && rc >= 0; i++) rc = expanded(in[i], nd, shape, &v[i]);
+    if (rc >= 0) {
+        int64_t numel = tg_tensor_numel(r);
+        for (int64_t k = 0; k < numel; k++) v[1][k] = v[0][k] != 0 ? v[1][k] : v[2][k];
+        tg__scatter(r, TG_F64, v[1]);
+        if (ctx) tg__ctx_save(ctx, in[0]);
+        *out = r;
+        r = NULL;
+    }
+    for (int i = 0; i < 3; i++) free(v[i]);
+    tg_tensor_release(r);
+    return rc;
+}
+
+static int where_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *cond, *c = NULL, *nc = NULL, *t = NULL;
+    int rc = tg__ctx_saved(ctx, 0, &cond);
+    if (rc >= 0) rc = tg__map_f64(&c, cond, g->dtype, nonzero, NULL);
+    for (int i = 1; i <= 2 && rc >= 0; i++) {
+        if (!tg__ctx_needs_grad(ctx, i)) continue;
+        const tg_meta *m = tg__ctx_input_meta(ctx, i);
+        if (i == 2) rc = tg_rsub_scalar(&nc, c, 1.0);
+        if (rc >= 0) rc = tg_mul(&t, g, i == 1 ? c : nc);
+        if (rc >= 0) rc = tg_sum_to_shape(&gi[i], t, m->ndim, m->shape);
+        tg_tensor_release(t);
+        t = NULL;
+    }
+    tg_tensor_release(c);
+    tg_tensor_release(nc);
+    return rc;
+}
+
+static const tg_op_schema where_op = {.name = "where", .arity = 3, .amp = TG_AMP_PROMOTE,
+                                .forward = where_forward, .backward = where_backward,
+                                .double_backward = true};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__where_ops[] = {&where_op};
+static_assert(sizeof tg__where_ops / sizeof tg__where_ops[0] == TG__where_N,
+              "src/ops/families.h must count the where ops");
+
+int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b)
+{
+    tg_tensor *in[3] = {cond, a, b};
+    return tg_op_call(&where_op, out, 3, in, NULL, 0);
+}
