@@ -23,7 +23,11 @@
  * (a program that dlopen()s tapegrad while its threads call OpenBLAS should
  * set OPENBLAS_CORETYPE itself).
  * tg__blas_core() is what the GEMM wrappers call, so a program linked with
- * the static library keeps this object (and so its constructor). */
+ * the static library keeps this object (and so its constructor).
+ *
+ * Below that, the GEMM every kernel of the library runs: on tapegrad's own
+ * thread pool, with OpenBLAS set to one thread meanwhile, so OpenBLAS's pool
+ * never spins next to ours on the same cores. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -69,3 +73,94 @@ __attribute__((constructor)) static void blas_pick_core(void)
 const char *tg__blas_core(void) { return openblas_core(); }
 
 const char *tg_blas_core(void) { return tg__blas_core(); }
+
+/* ---- GEMM on tapegrad's thread pool ---- */
+
+int tg__blas_single_begin(void)
+{
+    (void)tg__blas_core();   /* keeps this object, and so its constructor, linked */
+    const int n = openblas_get_num_threads();
+    if (n != 1) openblas_set_num_threads(1);
+    return n;
+}
+
+void tg__blas_restore(int n)
+{
+    if (n != 1) openblas_set_num_threads(n);
+}
+
+/* One GEMM cut along the longer side of C: slices [s0, s1) of w rows (or
+ * columns) each. */
+typedef struct gemm_slices {
+    tg_dtype dt;           /* TG_F32 or TG_F64 */
+    tg_bf16_kernel bf16;   /* AVX512 or AMX: f32 operands holding bf16 values */
+    bool ta, tb, rows;
+    int64_t m, n, k, lda, ldb, ldc, w, len;
+    const void *a, *b;
+    double beta;
+    void *c;
+} gemm_slices;
+
+/* The element offset of row (or column) j0 of C's slice in A, B and C. */
+static void slice_offsets(const gemm_slices *q, int64_t j0, int64_t *oa, int64_t *ob,
+                          int64_t *oc)
+{
+    *oa = q->rows ? (q->ta ? j0 : j0 * q->lda) : 0;
+    *ob = q->rows ? 0 : (q->tb ? j0 * q->ldb : j0);
+    *oc = q->rows ? j0 * q->ldc : j0;
+}
+
+static void gemm_slice(void *p, int64_t s0, int64_t s1)
+{
+    const gemm_slices *q = p;
+    const enum CBLAS_TRANSPOSE ta = q->ta ? CblasTrans : CblasNoTrans,
+                               tb = q->tb ? CblasTrans : CblasNoTrans;
+    for (int64_t si = s0; si < s1; si++) {
+        const int64_t j0 = si * q->w, nj = j0 + q->w <= q->len ? q->w : q->len - j0;
+        const int64_t m = q->rows ? nj : q->m, n = q->rows ? q->n : nj;
+        int64_t oa, ob, oc;
+        slice_offsets(q, j0, &oa, &ob, &oc);
+        if (q->dt == TG_F64) {
+            const double *a = q->a, *b = q->b;
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)q->k, 1, a + oa, (int)q->lda,
+                        b + ob, (int)q->ldb, q->beta, (double *)q->c + oc, (int)q->ldc);
+            continue;
+        }
+        const float *a = q->a, *b = q->b;
+        float *c = (float *)q->c + oc;
+        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)
+            tg__gemm_bf16(q->bf16, q->ta, q->tb, m, n, q->k, a + oa, q->lda, b + ob, q->ldb,
+                          (float)q->beta, c, q->ldc);
+        else
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)q->k, 1, a + oa, (int)q->lda,
+                        b + ob, (int)q->ldb, (float)q->beta, c, (int)q->ldc);
+    }
+}
+
+void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                  int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                  void *c, int64_t ldc)
+{
+    TG_ASSERT(dt == TG_F32 || (dt == TG_F64 && bf16 <= TG_BF16_KERNEL_PORTABLE));
+    const int64_t nt = tg_get_num_threads();
+    gemm_slices q = {.dt = dt, .bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m,
+                     .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b,
+                     .beta = beta, .c = c};
+    q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
+    q.w = (q.len + nt - 1) / nt;
+    q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
+    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) q.w = q.len;
+    tg__parallel_range((q.len + q.w - 1) / q.w, true, gemm_slice, &q);
+}
+
+void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    TG_ASSERT(ct == TG_F32 || ct == TG_F64 || ct == TG_BF16);
+    if (m <= 0 || n <= 0) return;
+    const int saved = tg__blas_single_begin();
+    tg__gemm_par(ct == TG_F64 ? TG_F64 : TG_F32,
+                 ct == TG_BF16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO, ta, tb, m, n, k, a,
+                 lda, b, ldb, beta, c, ldc);
+    tg__blas_restore(saved);
+}

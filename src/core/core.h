@@ -180,10 +180,22 @@ void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
 /* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64;
  * TG_BF16: f32 buffers holding bf16 values, multiplied by tg__gemm_bf16);
  * ta: A is stored (k, m), tb: B is stored (n, k).  Runs on the library's
- * thread pool with OpenBLAS single-threaded inside (src/ops/conv_kernels.c),
- * so OpenBLAS's own thread pool is never woken to spin beside ours. */
+ * thread pool with OpenBLAS single-threaded inside (src/core/blas.c), so
+ * OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* tg__gemm's work for a caller that has already set OpenBLAS to one thread:
+ * dt TG_F32 or TG_F64, and for f32 the bf16 kernel (above PORTABLE: the
+ * operands hold bf16 values).  The longer side of C is cut into one slice per
+ * thread (none below 2^18 multiply-adds), each a single-threaded GEMM; every
+ * element is still one dot product over all k. */
+void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                  int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                  void *c, int64_t ldc);
+/* Sets OpenBLAS to one thread (returns the count to restore) and back:
+ * around kernels that call tg__gemm_par or OpenBLAS in the pool's threads. */
+int tg__blas_single_begin(void);
+void tg__blas_restore(int n);
 /* C (m, n) = op(A) @ op(B) + beta*C as tg__gemm in f32, with A and B f32
  * buffers that hold bf16 values (widened, as the GEMM kernels' columns of
  * bf16 tensors are): the products of bf16 values added in f32 by kernel kern

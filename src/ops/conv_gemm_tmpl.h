@@ -1,6 +1,6 @@
 /* src/ops/conv_gemm_tmpl.h - the GEMM drivers of Conv, ConvTranspose and the
  * weight gradient for one element type (T, SUF as in conv_kernels_tmpl.h, and
- * GEMM = cblas_sgemm or cblas_dgemm).
+ * GEMM_DT = TG_F32 or TG_F64).
  *
  * The batch is cut into chunks of nb samples (conv_chunk in conv_kernels.c)
  * and each chunk is ONE GEMM per group whose N dimension is nb*O, the chunk's
@@ -27,51 +27,13 @@
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
 
-/* C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta*C, row-major; ta: A is stored
- * (k, m), tb: B is stored (n, k).  The longer side of C is cut into one slice
- * per thread, each a single-threaded GEMM; every element is still one dot
- * product over all k.  bf16 AVX512 or AMX: the operands hold bf16 values and
- * each slice runs on that kernel (gemm_bf16, conv_kernels.c). */
-typedef struct {
-    tg_bf16_kernel bf16;   /* as tg__conv_geom's */
-    bool ta, tb, rows;
-    int64_t m, n, k, lda, ldb, ldc, w, len;
-    const T *a, *b;
-    T beta, *c;
-} FN(gemm_slices);
-
-static void FN(gemm_slice)(void *p, int64_t s0, int64_t s1)
-{
-    const FN(gemm_slices) *q = p;
-    for (int64_t si = s0; si < s1; si++) {
-        const int64_t j0 = si * q->w, nj = j0 + q->w <= q->len ? q->w : q->len - j0;
-        const T *as = q->rows ? q->a + (q->ta ? j0 : j0 * q->lda) : q->a;
-        const T *bs = q->rows ? q->b : q->b + (q->tb ? j0 * q->ldb : j0);
-        T *cs = q->rows ? q->c + j0 * q->ldc : q->c + j0;
-        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)
-            FN(gemm_bf16)(q->bf16, q->ta, q->tb, q->rows ? nj : q->m, q->rows ? q->n : nj, q->k,
-                          as, q->lda, bs, q->ldb, q->beta, cs, q->ldc);
-        else
-            GEMM(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
-                 q->tb ? CblasTrans : CblasNoTrans, (int)(q->rows ? nj : q->m),
-                 (int)(q->rows ? q->n : nj), (int)q->k, 1, as, (int)q->lda, bs, (int)q->ldb,
-                 q->beta, cs, (int)q->ldc);
-    }
-}
-
+/* C (m, n) = op(A) @ op(B) + beta*C cut into one slice per thread
+ * (tg__gemm_par, src/core/blas.c), in this file's element type. */
 static void FN(gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
                          int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
                          T *c, int64_t ldc)
 {
-    const int64_t nt = tg_get_num_threads();
-    FN(gemm_slices) q = {.bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m, .n = n,
-                         .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b,
-                         .beta = beta, .c = c};
-    q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
-    q.w = (q.len + nt - 1) / nt;
-    q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
-    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) q.w = q.len;
-    tg__parallel_range((q.len + q.w - 1) / q.w, true, FN(gemm_slice), &q);
+    tg__gemm_par(GEMM_DT, bf16, ta, tb, m, n, k, a, lda, b, ldb, (double)beta, c, ldc);
 }
 
 /* The per-chunk steps of conv, its weight gradient and both fused.  A chunk

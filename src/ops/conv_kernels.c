@@ -249,24 +249,6 @@ static void store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, 
     TG_ASSERT(!"half output in an f64 kernel");
 }
 
-/* The bf16 GEMM of conv_gemm_tmpl.h's slices: f32 buffers holding bf16
- * values only (a geometry with bf16 set never reaches an f64 kernel). */
-static void gemm_bf16_f32(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
-                          int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                          float beta, float *c, int64_t ldc)
-{
-    tg__gemm_bf16(kern, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
-}
-
-static void gemm_bf16_f64(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
-                          int64_t k, const double *a, int64_t lda, const double *b, int64_t ldb,
-                          double beta, double *c, int64_t ldc)
-{
-    (void)kern, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b;
-    (void)ldb, (void)beta, (void)c, (void)ldc;
-    TG_ASSERT(!"bf16 operands in an f64 kernel");
-}
-
 static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, int64_t at)
 {
     return (const char *)src + (size_t)at * (tg__conv_half_in(g) ? sizeof(uint16_t) : esize);
@@ -274,62 +256,35 @@ static const void *in_at(const tg__conv_geom *g, const void *src, size_t esize, 
 
 #define T float
 #define SUF f32
-#define GEMM cblas_sgemm
+#define GEMM_DT TG_F32
 #include "ops/conv_kernels_tmpl.h"
 #include "ops/conv_gemm_tmpl.h"
 #include "ops/conv_phase_tmpl.h"
 #undef T
 #undef SUF
-#undef GEMM
+#undef GEMM_DT
 
 #define T double
 #define SUF f64
-#define GEMM cblas_dgemm
+#define GEMM_DT TG_F64
 #include "ops/conv_kernels_tmpl.h"
 #include "ops/conv_gemm_tmpl.h"
 #include "ops/conv_phase_tmpl.h"
 #undef T
 #undef SUF
-#undef GEMM
+#undef GEMM_DT
 
 /* The kernels run on tapegrad's thread pool only (gemm_par): OpenBLAS is set to
  * one thread for their duration and restored after.  (The setting is
  * process-wide; a BLAS call made concurrently from another thread runs
  * single-threaded meanwhile, with the same results.) */
-static int blas_single_begin(void)
-{
-    (void)tg__blas_core();   /* links src/core/blas.c, whose constructor picks the kernels */
-    const int n = openblas_get_num_threads();
-    if (n != 1) openblas_set_num_threads(1);
-    return n;
-}
-
-static void blas_restore(int n)
-{
-    if (n != 1) openblas_set_num_threads(n);
-}
-
-void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
-{
-    TG_ASSERT(ct == TG_F32 || ct == TG_F64 || ct == TG_BF16);
-    if (m <= 0 || n <= 0) return;
-    const int saved = blas_single_begin();
-    if (ct == TG_F64)
-        gemm_par_f64(TG_BF16_KERNEL_AUTO, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
-    else
-        gemm_par_f32(ct == TG_BF16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO, ta, tb, m, n, k,
-                     a, lda, b, ldb, (float)beta, c, ldc);
-    blas_restore(saved);
-}
-
 int tg__conv_forward_raw(tg_dtype dt, const tg__conv_geom *g, const void *x, const void *w,
                          void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    const int saved = blas_single_begin();
+    const int saved = tg__blas_single_begin();
     int rc = dt == TG_F32 ? conv_forward_f32(g, x, w, y) : conv_forward_f64(g, x, w, y);
-    blas_restore(saved);
+    tg__blas_restore(saved);
     return rc;
 }
 
@@ -362,10 +317,10 @@ int tg__conv_transpose_cols_raw(tg_dtype dt, const tg__conv_geom *g, const void 
                                 const void *w, void *y)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    const int saved = blas_single_begin();
+    const int saved = tg__blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_fast_f32(g, x, w, y)
                           : conv_transpose_fast_f64(g, x, w, y);
-    blas_restore(saved);
+    tg__blas_restore(saved);
     return rc;
 }
 
@@ -374,10 +329,10 @@ int tg__conv_transpose_phase_raw(tg_dtype dt, const tg__conv_geom *g, const void
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
     TG_ASSERT(tg__conv_phase_applies(g) && !tg__conv_half_in(g) && !tg__conv_half_out(g));
-    const int saved = blas_single_begin();
+    const int saved = tg__blas_single_begin();
     int rc = dt == TG_F32 ? conv_transpose_phase_f32(g, x, w, y)
                           : conv_transpose_phase_f64(g, x, w, y);
-    blas_restore(saved);
+    tg__blas_restore(saved);
     return rc;
 }
 
@@ -385,10 +340,10 @@ int tg__conv_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void *z,
                              const void *u, void *dw)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    const int saved = blas_single_begin();
+    const int saved = tg__blas_single_begin();
     int rc = dt == TG_F32 ? conv_weight_grad_f32(g, z, u, dw)
                           : conv_weight_grad_f64(g, z, u, dw);
-    blas_restore(saved);
+    tg__blas_restore(saved);
     return rc;
 }
 
@@ -396,10 +351,10 @@ int tg__conv_and_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void
                                  const void *w, const void *u, void *y, void *dw)
 {
     TG_ASSERT(dt == TG_F32 || dt == TG_F64);
-    const int saved = blas_single_begin();
+    const int saved = tg__blas_single_begin();
     int rc = dt == TG_F32 ? conv_and_weight_grad_f32(g, z, w, u, y, dw)
                           : conv_and_weight_grad_f64(g, z, w, u, y, dw);
-    blas_restore(saved);
+    tg__blas_restore(saved);
     return rc;
 }
 
