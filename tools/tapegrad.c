@@ -23,6 +23,7 @@ static const command commands[] = {
     {"ops", tg_cmd_ops, "list the registered ops and their AMP/backward traits"},
     {"gradcheck", tg_cmd_gradcheck, "check gradients against finite differences"},
     {"bench", tg_cmd_bench, "time ops"},
+    {"fid", tg_cmd_fid, "sample quality: FID of image sets or generators (Fashion-MNIST)"},
 };
 
 static void usage(FILE *f)

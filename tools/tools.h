@@ -24,5 +24,7 @@ int tg_cmd_ops(int argc, char **argv);
 int tg_cmd_gradcheck(int argc, char **argv);
 /* tapegrad bench: timings (tools/cmd_bench.c). */
 int tg_cmd_bench(int argc, char **argv);
+/* tapegrad fid REF SET...: Frechet distances of image sets (tools/cmd_fid.c). */
+int tg_cmd_fid(int argc, char **argv);
 
 #endif

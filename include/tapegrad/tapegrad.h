@@ -44,6 +44,7 @@
 #include "tapegrad/nn.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/quant.h"
+#include "tapegrad/metrics.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1
