@@ -3,6 +3,7 @@
  *   dcgan [--epochs N] [--batch N] [--lr X] [--seed N] [--out DIR]
  *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
  *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
+ *         [--snapshot-every S]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
@@ -185,10 +186,24 @@ static int epoch_end(run *r)
     return rc;
 }
 
+/* --snapshot-every: the generator's state dict (as generator.safetensors)
+ * after t seconds of training, to DIR/generator_<t>s.safetensors. */
+static int save_snapshot(const dcgan_trainer *t, const char *dir, double seconds)
+{
+    char name[64], path[4096];
+    snprintf(name, sizeof name, "generator_%.0fs.safetensors", seconds);
+    tg_st_file *f = NULL;
+    int rc = tg_st_new(&f);
+    if (rc >= 0) rc = tg_module_state_dict_save(t->gen, f, "gen");
+    if (rc >= 0) rc = tg_safetensors_save(f, out_path(path, sizeof path, dir, name));
+    tg_st_free(f);
+    return rc;
+}
+
 static int train_loop(run *r)
 {
     const app_opts *a = r->a;
-    double last_save = progress_now();
+    double last_save = progress_now(), next_snapshot = a->snapshot_every;
     while (dcgan_trainer_epoch(r->t) < a->epochs) {
         if (interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget) ||
             (a->max_steps > 0 && r->t->step >= a->max_steps))
@@ -201,6 +216,10 @@ static int train_loop(run *r)
             continue;
         }
         if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
+        if (next_snapshot > 0 && progress_elapsed(&r->p) >= next_snapshot) {
+            if ((rc = save_snapshot(r->t, a->out, next_snapshot)) < 0) return rc;
+            next_snapshot += a->snapshot_every;
+        }
         progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
         if (progress_now() - last_save >= CHECKPOINT_EVERY_S) {
             if ((rc = save_checkpoint(r->t, &r->h, a->out)) < 0) return rc;

@@ -23,6 +23,7 @@ typedef struct app_opts {
     const char *data;         /* IDX folder; NULL: Fashion-MNIST */
     int64_t sample;           /* > 0: write that many samples and exit */
     double time_budget;       /* seconds; 0: none */
+    double snapshot_every;    /* seconds; 0: no generator snapshots */
     bool overwrite;           /* start over even if --out holds a checkpoint */
     int log_every;            /* plain progress lines every N steps */
     bool lr_given;
