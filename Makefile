@@ -4,8 +4,10 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
-              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev
-# Extra packages only `make demo` needs (the data set).
+              libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev \
+              dataset-fashion-mnist
+# Extra packages only `make demo` needs (the data set; tests/test_fid.c reads
+# it too, so it is in PACKAGES as well).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -36,6 +38,9 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	$(call install_missing,$(DEMO_PACKAGES))
 	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
+	@echo "FID of 10000 samples against the test set, and real vs real (docs/fid.md):"
+	$(BUILD)/tools/tapegrad fid test out/generator.safetensors train:10000 > out/fid.txt
+	@cat out/fid.txt
 
 test: build
 	scripts/run_tests.sh $(BUILD)
