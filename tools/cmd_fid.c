@@ -279,8 +279,9 @@ int tg_cmd_fid(int argc, char **argv)
             code = TG_EXIT_FAIL;
             continue;
         }
-        printf("fid %.4f %s (%lld images) vs %s (%lld images)\n", fid, spec, (long long)n, ref,
-               (long long)n_ref);
+        /* A distance is >= 0; a set against itself can come out as -1e-12. */
+        printf("fid %.4f %s (%lld images) vs %s (%lld images)\n", fid > 0 ? fid : 0.0, spec,
+               (long long)n, ref, (long long)n_ref);
         fflush(stdout);
     }
 done:
