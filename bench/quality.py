@@ -41,20 +41,23 @@ def run(cmd, env=None, log=None):
     if log:
         lines = (p.stdout + p.stderr).strip().splitlines()
         print(f"  {log}: {lines[-1] if lines else ''}", flush=True)
-    return p.stdout
+    return p.stdout + p.stderr
 
 
 def train_both(a, seed, work):
-    """Trains both frameworks for seed; returns {framework: {seconds: path}}."""
-    out = {}
+    """Trains both frameworks for seed; returns {framework: {seconds: path}} and
+    {framework: steps trained}."""
+    out, steps = {}, {}
     tdir = os.path.join(work, f"tapegrad_{seed}")
-    run([os.path.join(a.build, "examples", "dcgan", "dcgan"), "--out", tdir, "--overwrite",
+    steps["tapegrad"] = run(
+        [os.path.join(a.build, "examples", "dcgan", "dcgan"), "--out", tdir, "--overwrite",
          "--threads", str(a.threads), "--seed", str(seed), "--time-budget", str(a.budget),
          "--snapshot-every", str(a.snapshot_every), "--log-every", "1000000"],
         log=f"tapegrad seed {seed}")
     pdir = os.path.join(work, f"torch_{seed}")
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    run(["/usr/bin/python3", os.path.join(ROOT, "examples", "dcgan_torch.py"), "--train",
+    steps["pytorch"] = run(
+        ["/usr/bin/python3", os.path.join(ROOT, "examples", "dcgan_torch.py"), "--train",
          "--dir", pdir, "--threads", str(a.threads), "--seed", str(seed),
          "--time-budget", str(a.budget), "--snapshot-every", str(a.snapshot_every)],
         env=env, log=f"pytorch seed {seed}")
@@ -66,7 +69,10 @@ def train_both(a, seed, work):
                 snaps[int(m.group(1))] = os.path.join(d, f)
         snaps[int(a.budget)] = os.path.join(d, "generator.safetensors")
         out[name] = snaps
-    return out
+    for name, text in steps.items():
+        m = re.search(r"stopped after (\d+) steps", text)
+        steps[name] = int(m.group(1)) if m else 0
+    return out, steps
 
 
 def score(tool, a, paths):
@@ -138,9 +144,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or tmp
         os.makedirs(work, exist_ok=True)
-        runs = []
+        runs, steps = [], []
         for seed in a.seeds:
-            runs.append(train_both(a, seed, work))
+            r, n = train_both(a, seed, work)
+            runs.append(r)
+            steps.append(n)
         paths = [p for r in runs for snaps in r.values() for p in snaps.values()]
         fids = score(tool, a, paths)
     baseline = fids["train:10000"]
@@ -163,9 +171,9 @@ def main():
           f"{' '.join(map(str, a.seeds))}; FID of {a.count} samples vs the test set "
           f"(real vs real, 10000 training images: {baseline:.2f}); OpenBLAS kernels {core}")
     print_table(lines, a.markdown)
-    for r, seed in zip(runs, a.seeds):
+    for r, n, seed in zip(runs, steps, a.seeds):
         print(f"seed {seed}: " + "  ".join(
-            f"{fw} " + " ".join(f"{t}s={fids[r[fw][t]]:.1f}" for t in times)
+            f"{fw} ({n[fw]} steps) " + " ".join(f"{t}s={fids[r[fw][t]]:.1f}" for t in times)
             for fw in ("tapegrad", "pytorch")))
     plot(a, times, {"tapegrad": med["tapegrad"], "PyTorch": med["pytorch"],
                     "real vs real": [(times[0], baseline), (times[-1], baseline)]})
