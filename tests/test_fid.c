@@ -138,7 +138,8 @@ Test(fid, matches_torch_on_fixed_features)
         char key[64];
         snprintf(key, sizeof key, "%s.a", cases[c]);
         const int64_t d = tg_tensor_dim(tg_st_get(f, key), 1);
-        double *mu = malloc(2 * (size_t)d * sizeof *mu), *cov = malloc(2 * (size_t)(d * d) * sizeof *cov);
+        double *mu = malloc(2 * (size_t)d * sizeof *mu);
+        double *cov = malloc(2 * (size_t)(d * d) * sizeof *cov);
         check_stats(f, cases[c], "a", mu, cov);
         check_stats(f, cases[c], "b", mu + d, cov + d * d);
         int64_t one;
@@ -274,7 +275,8 @@ Test(fid, feature_network_refuses_bad_images_and_weights)
 
 /* ---- the command ------------------------------------------------------------ */
 
-#define FID(...) th_run("TG_TOOL", (const char *const[]){"fid", "--weights", WEIGHTS, __VA_ARGS__, NULL})
+#define FID(...)                                                                   \
+    th_run("TG_TOOL", (const char *const[]){"fid", "--weights", WEIGHTS, __VA_ARGS__, NULL})
 
 static void setup(void) { th_tmp_dir_make("tg_fid_cli_"); }
 static void teardown(void) { th_tmp_dir_remove(); }

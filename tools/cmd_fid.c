@@ -93,8 +93,8 @@ static int parse_args(fid_args *a, int argc, char **argv)
         if (!strcmp(opt, "--weights")) a->weights = v;
         else if (!strcmp(opt, "--data")) a->data = v;
         else if (!strcmp(opt, "--count")) {
-            if (parse_int(v, 2, FID_MAX_COUNT, &x)) return usage_error("--count '%s' must be "
-                                                                       "an integer in 2..1000000", v);
+            if (parse_int(v, 2, FID_MAX_COUNT, &x))
+                return usage_error("--count '%s' must be an integer in 2..1000000", v);
             a->count = x;
         } else if (!strcmp(opt, "--seed")) {
             if (parse_int(v, 0, INT64_MAX, &x)) return usage_error("--seed '%s' must be an "
