@@ -143,8 +143,9 @@ def train(a):
             steps += 1
             el = time.monotonic() - t0
             if a.snapshot_every > 0 and el >= next_snap:
-                save_generator(g, os.path.join(a.dir, f"generator_{next_snap:.0f}s.safetensors"))
-                next_snap += a.snapshot_every
+                save_generator(g, os.path.join(a.dir, f"generator_{next_snap:g}s.safetensors"))
+                while next_snap <= el:        # one snapshot per step
+                    next_snap += a.snapshot_every
     el = time.monotonic() - t0
     save_generator(g, os.path.join(a.dir, "generator.safetensors"))
     print(f"dcgan_torch: stopped after {steps} steps ({el:.0f} s, "

@@ -191,7 +191,7 @@ static int epoch_end(run *r)
 static int save_snapshot(const dcgan_trainer *t, const char *dir, double seconds)
 {
     char name[64], path[4096];
-    snprintf(name, sizeof name, "generator_%.0fs.safetensors", seconds);
+    snprintf(name, sizeof name, "generator_%gs.safetensors", seconds);
     tg_st_file *f = NULL;
     int rc = tg_st_new(&f);
     if (rc >= 0) rc = tg_module_state_dict_save(t->gen, f, "gen");
@@ -216,9 +216,10 @@ static int train_loop(run *r)
             continue;
         }
         if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
-        if (next_snapshot > 0 && progress_elapsed(&r->p) >= next_snapshot) {
+        const double el = progress_elapsed(&r->p);
+        if (next_snapshot > 0 && el >= next_snapshot) {
             if ((rc = save_snapshot(r->t, a->out, next_snapshot)) < 0) return rc;
-            next_snapshot += a->snapshot_every;
+            while (next_snapshot <= el) next_snapshot += a->snapshot_every;   /* one per step */
         }
         progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
         if (progress_now() - last_save >= CHECKPOINT_EVERY_S) {
