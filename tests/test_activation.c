@@ -12,7 +12,9 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "ops/activation_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"

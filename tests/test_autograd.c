@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 /* Criterion's new cr_assert cannot start with "!". */

@@ -12,7 +12,8 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "ops/conv_internal.h"
 #include "tapegrad/conv.h"
 

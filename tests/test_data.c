@@ -10,7 +10,8 @@
 #include <zlib.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/data.h"
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/ops.h"
 
 static uint32_t bits_of(float f)

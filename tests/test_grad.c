@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "ops/dispatch.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/conv.h"

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/image.h"
 
 static void make_dir(void) { th_tmp_dir_make("tg_image_"); }

@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "io/json.h"
 #include "tapegrad/safetensors.h"
 

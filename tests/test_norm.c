@@ -11,7 +11,9 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "ops/norm_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"

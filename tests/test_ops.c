@@ -13,7 +13,8 @@
 #include <criterion/parameterized.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 

@@ -17,7 +17,8 @@
 
 #include "helpers.h"
 #include "tapegrad/ops.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 
 enum { MAXN = 5000 };
 

@@ -6,7 +6,8 @@
 #include <math.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/ops.h"
 
 /* Known-answer vectors published with Random123 (kat_vectors, philox4x32_10). */

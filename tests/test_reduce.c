@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/tensor.h"

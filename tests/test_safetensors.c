@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/safetensors.h"
 
 /* ---- helpers ------------------------------------------------------------- */

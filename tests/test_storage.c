@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/ops.h"
 

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "ops/dispatch.h"
 #include "tapegrad/ops.h"
 
 /* Criterion's new cr_assert cannot start with "!". */

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "core/core.h"
+#include "tapegrad/tapegrad.h"
+#include "ops/dispatch.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/ops.h"
 

@@ -30,7 +30,8 @@ typedef int (*gc_binary_fn)(tg_tensor **, tg_tensor *, tg_tensor *);
 typedef int (*gc_scalar_fn)(tg_tensor **, tg_tensor *, double);
 
 typedef struct gc_case {
-    const char *op;      /* name on the command line */
+    const char *op;      /* the registered op's name (`tapegrad ops`) */
+    const char *alias;   /* the same cases by rank (conv2d, conv_transpose1d ...), or NULL */
     /* conv, conv_transpose, elementwise, activation, reduce, shape, linalg */
     const char *group;
     const char *label;   /* NULL: generated from the conv parameters */
@@ -199,15 +200,15 @@ static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *u
 /* Conv: x (1, 2, S...), weight (2, 2/g, K...), bias (2).  Transposed conv
  * has weight (C_in, C_out/g, K...), which is the same shape here. */
 #define GC_CONV1(name, grp, f, S, K, g, bias, ...)                            \
-    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
      .ndim = {3, 3, 1}, .shape = {{1, 2, S}, {2, 2 / (g), K}, {2}},           \
      .conv = GC_CP(__VA_ARGS__)}
 #define GC_CONV2(name, grp, f, S, K, g, bias, ...)                            \
-    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
      .ndim = {4, 4, 1}, .shape = {{1, 2, S, S - 1}, {2, 2 / (g), K, K}, {2}},  \
      .conv = GC_CP(__VA_ARGS__)}
 #define GC_CONV3(name, grp, f, S, K, g, bias, ...)                            \
-    {.op = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
      .ndim = {5, 5, 1}, .shape = {{1, 2, S, S, S}, {2, 2 / (g), K, K, K}, {2}}, \
      .conv = GC_CP(__VA_ARGS__)}
 
@@ -340,13 +341,19 @@ static const gc_case gc_cases[] = {
 /* ---- running ---- */
 
 static const char gc_usage[] =
-    "usage: tapegrad gradcheck [OP ...]\n"
+    "usage: tapegrad gradcheck [--plugin PATH.so ...] [OP ...]\n"
     "Checks first and second derivatives (tg_gradcheck, tg_gradgradcheck, f64)\n"
-    "on a built-in sweep of tiny cases.  OP is an op name (conv2d, add, ...), a\n"
-    "group (conv, conv_transpose, elementwise, activation, reduce, shape,\n"
-    "linalg, nn) or all (the default).  Conv cases run with both conv\n"
-    "algorithms.  Exit 0 when every case passes, 1 when one fails or when the\n"
-    "named ops have no case (nothing was checked), 2 for an unknown name.\n";
+    "on a built-in sweep of tiny cases.  OP is an op name as `tapegrad ops`\n"
+    "lists it (conv_transpose, add, ...), a conv op with its rank\n"
+    "(conv_transpose2d), a group (conv, conv_transpose, elementwise,\n"
+    "activation, reduce, shape, linalg, nn) or all (the default).  Conv cases\n"
+    "run with both conv algorithms.\n"
+    "--plugin loads a shared object whose `int tapegrad_register(void)`\n"
+    "registers ops (tapegrad/op.h); its ops are checked on (3, 4) f64 inputs,\n"
+    "and are the default OPs when plugins are given.\n"
+    "Exit 0 when every case passes, 1 when one fails or when the named ops\n"
+    "have no case (nothing was checked), 2 for an unknown name or a plugin\n"
+    "that cannot be loaded, lacks the entry point or registers nothing.\n";
 
 /* The conv parameters as "x(1, 2, 5) k3 s2 d1 p1,0 op1 g2 bias tanh fast". */
 static void conv_label(char *buf, size_t n, const gc_case *c, tg_conv_algo algo)
@@ -413,10 +420,13 @@ static bool run_case(const gc_case *proto, int index, tg_conv_algo algo)
     tg_gradcheck_opts opts = TG_GRADCHECK_OPTS_INIT;
     opts.seed = 1000 + (uint64_t)index;
     char label[160], msg[2][512] = {"", ""};
-    if (c->label)
+    if (c->label) {
         snprintf(label, sizeof label, "%s", c->label);
-    else
-        conv_label(label, sizeof label, c, algo);
+    } else {   /* the rank first: "2d x(1, 2, 5, 4) ..." */
+        char conv[120];
+        conv_label(conv, sizeof conv, c, algo);
+        snprintf(label, sizeof label, "%s %s", c->alias ? c->alias + strlen(c->op) : "", conv);
+    }
     double t0 = now_seconds();
     int rc[2];
     rc[0] = rc[1] = make_inputs(in, c, opts.seed);
@@ -445,15 +455,18 @@ static bool run_case(const gc_case *proto, int index, tg_conv_algo algo)
 static bool case_selected(const gc_case *c, const char *name)
 {
     return strcmp(name, "all") == 0 || strcmp(name, c->op) == 0 ||
-           strcmp(name, c->group) == 0;
+           strcmp(name, c->group) == 0 || (c->alias && strcmp(name, c->alias) == 0);
 }
 
 /* Marks the selected cases; returns -1 to go on, or the exit code (help, or
  * an unknown name). */
-static int select_cases(int argc, char **argv, bool *sel)
+static int select_cases(int argc, char **argv, bool *sel, const tg_plugin_ops *plugin,
+                        bool *psel)
 {
     for (int k = 0; k < GC_NCASES; k++)
-        sel[k] = argc <= 1;
+        sel[k] = argc <= 1 && plugin->n == 0;
+    for (int k = 0; k < plugin->n; k++)
+        psel[k] = argc <= 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(gc_usage, stdout);
@@ -463,6 +476,9 @@ static int select_cases(int argc, char **argv, bool *sel)
         for (int k = 0; k < GC_NCASES; k++)
             if (case_selected(&gc_cases[k], argv[i]))
                 sel[k] = found = true;
+        for (int k = 0; k < plugin->n; k++)
+            if (strcmp(argv[i], plugin->names[k]) == 0 || strcmp(argv[i], "all") == 0)
+                psel[k] = found = true;
         tg_op_info info;
         if (!found && tg_op_info_find(argv[i], &info) == TG_OK) {
             printf("%s: registered, but the sweep has no cases for it (its gradient is "
@@ -480,8 +496,12 @@ static int select_cases(int argc, char **argv, bool *sel)
 
 int tg_cmd_gradcheck(int argc, char **argv)
 {
-    bool sel[GC_NCASES];
-    int code = select_cases(argc, argv, sel);
+    tg_plugin_ops plugin;
+    int code = tg_tool_load_plugins("gradcheck", &argc, argv, &plugin);
+    if (code >= 0)
+        return code;
+    bool sel[GC_NCASES], psel[TG_PLUGIN_MAX_OPS];
+    code = select_cases(argc, argv, sel, &plugin, psel);
     if (code >= 0)
         return code;
     printf("%-17s %-58s %-8s %-8s %8s\n", "op", "case", "grad", "gradgrad", "time");
@@ -497,6 +517,13 @@ int tg_cmd_gradcheck(int argc, char **argv)
             if (!run_case(&gc_cases[k], k, a ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST))
                 failed++;
         }
+    }
+    for (int k = 0; k < plugin.n; k++) {
+        if (!psel[k])
+            continue;
+        run++;
+        if (!tg_tool_gradcheck_plugin_op(plugin.names[k]))
+            failed++;
     }
     printf("%d case%s, %d failed, %.2fs\n", run, run == 1 ? "" : "s", failed,
            now_seconds() - t0);

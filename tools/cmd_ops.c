@@ -7,13 +7,18 @@
 #include "tools.h"
 
 static const char ops_usage[] =
-    "usage: tapegrad ops\n"
-    "Lists every registered op: name, arity (var = variadic), AMP policy,\n"
+    "usage: tapegrad ops [--plugin PATH.so ...]\n"
+    "Lists every registered op, with those the plugins register (see\n"
+    "`tapegrad gradcheck --help`): name, arity (var = variadic), AMP policy,\n"
     "whether it has a backward, and whether that backward is itself\n"
     "differentiable (double backward).\n";
 
 int tg_cmd_ops(int argc, char **argv)
 {
+    tg_plugin_ops plugin;
+    int code = tg_tool_load_plugins("ops", &argc, argv, &plugin);
+    if (code >= 0)
+        return code;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(ops_usage, stdout);

@@ -14,6 +14,24 @@
 #define TG_EXIT_FAIL 1
 #define TG_EXIT_USAGE 2
 
+#include <stdbool.h>
+
+/* The ops that --plugin shared objects registered (tools/plugin.c). */
+#define TG_PLUGIN_MAX_OPS 64
+typedef struct tg_plugin_ops {
+    int n;
+    const char *names[TG_PLUGIN_MAX_OPS];   /* borrowed from the registry */
+} tg_plugin_ops;
+/* Loads every `--plugin PATH` of argv[1..*argc) and removes those arguments
+ * from argv.  -1 when all loaded (ops gets the names they registered), or an
+ * exit code after printing why: TG_EXIT_USAGE for a plugin that cannot be
+ * loaded, has no tapegrad_register, fails in it or registers nothing. */
+int tg_tool_load_plugins(const char *cmd, int *argc, char **argv, tg_plugin_ops *ops);
+/* tg_gradcheck (and tg_gradgradcheck when the op's backward is
+ * differentiable) of a registered op on generic f64 inputs; prints one row.
+ * True when the checks pass. */
+bool tg_tool_gradcheck_plugin_op(const char *name);
+
 /* tapegrad run-op: runs one op case (tools/cmd_run_op.c). */
 int tg_cmd_run_op(int argc, char **argv);
 /* tapegrad info FILE.safetensors: lists tensors and metadata (tools/cmd_info.c). */

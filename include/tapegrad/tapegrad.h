@@ -33,6 +33,7 @@
 #include "tapegrad/tensor.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/registry.h"
+#include "tapegrad/op.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/conv.h"

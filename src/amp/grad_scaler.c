@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
-#include "nn/state_check.h"
+#include "core/core.h"
+#include "amp/scaler_check.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/ops.h"
 

@@ -1,5 +1,6 @@
 /* Views of a tape: Graphviz DOT and a one-line-per-node listing. */
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 
 /* Index of n in nodes (sorted by seq); -1 if absent. */
 static int find_node(tg_node *const *nodes, int count, const tg_node *n)

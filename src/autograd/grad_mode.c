@@ -1,6 +1,6 @@
 /* Thread-local grad mode: on by default.  tg_no_grad_begin/end keep a small
  * stack of the previous modes so scopes nest. */
-#include "internal.h"
+#include "core/core.h"
 
 #define TG__NO_GRAD_DEPTH 64
 

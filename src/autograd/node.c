@@ -4,8 +4,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
-#include "tapegrad/ops.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 
 /* One counter for the process, not per thread: a graph may be recorded on
  * several threads (a tensor made on one, used on another), and the engine's
@@ -47,6 +47,8 @@ tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in)
     TG_ASSERT(op && n >= 0 && n <= TG_NODE_MAX_INPUTS);
     tg_node *node = tg__calloc(1, sizeof *node);
     if (!node) return NULL;
+    /* from now on a tensor may own a node: core releases it through this */
+    atomic_store_explicit(&tg__grad_fn_release, tg__node_release, memory_order_release);
     node->refcount = 1;
     node->op = op;
     node->seq = atomic_fetch_add_explicit(&tg__next_seq, 1, memory_order_relaxed);
@@ -215,7 +217,7 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
          * derivatives reach the input through it (see tg_saved) */
         if (!sv->recast) {
             bool prev = tg_set_grad_enabled(false);
-            int rc = tg_to_dtype(&sv->recast, sv->t, sv->cast_to);
+            int rc = tg_tensor_to_dtype(&sv->recast, sv->t, sv->cast_to);   /* as to_dtype's forward */
             tg_set_grad_enabled(prev);
             TG_TRY(rc);
             if (sv->cast_fn) {

@@ -30,7 +30,7 @@
 
 #include <cblas.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));

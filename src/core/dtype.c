@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/half_simd.h"
-#include "internal.h"
+#include "core/core.h"
 
 static const tg_dtype_traits tg__traits[] = {
     [TG_F32]  = {.name = "f32",  .st_name = "F32",  .size = 4, .is_float = true,  .is_signed = true},

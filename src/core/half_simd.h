@@ -5,7 +5,7 @@
 #ifndef TAPEGRAD_HALF_SIMD_H
 #define TAPEGRAD_HALF_SIMD_H
 
-#include "internal.h"
+#include "core/core.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

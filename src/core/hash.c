@@ -1,7 +1,7 @@
 /* uthash's allocator (src/hash.h), with the failure tests inject. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 /* The uthash allocations still to succeed on this thread before one fails;
  * -1: none is to fail.  Off, the hook costs one thread-local load and a

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define TG__MAX_THREADS 256
 /* 50 us: as fast as 0.2-20 ms on an idle machine for the DCGAN step, and

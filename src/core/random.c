@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define TG__PHILOX_M0 0xD2511F53u
 #define TG__PHILOX_M1 0xCD9E8D57u

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define TG__ALIGN 64u
 

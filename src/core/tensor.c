@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+
+_Atomic(tg__node_release_fn) tg__grad_fn_release;   /* set by the tape (core.h) */
 
 /* ---- shapes ---------------------------------------------------------------- */
 
@@ -262,7 +264,8 @@ void tg_tensor_release(tg_tensor *t)
     TG_ASSERT(t->refcount > 0);
     if (--t->refcount > 0) return;
     tg_tensor_release(t->grad);
-    if (t->grad_fn) tg__node_release(t->grad_fn);
+    if (t->grad_fn)
+        atomic_load_explicit(&tg__grad_fn_release, memory_order_acquire)(t->grad_fn);
     for (tg_hook *h = t->hooks, *next; h; h = next) {
         next = h->next;
         free(h);

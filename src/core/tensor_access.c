@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 /* ---- one run of n elements ------------------------------------------------ */
 

@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/data.h"
 
 /* Labels must stay below this so that class names stay small. */

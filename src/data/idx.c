@@ -10,7 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/data.h"
 
 typedef struct idx_type {

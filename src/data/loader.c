@@ -6,8 +6,8 @@
  * (epoch, index) position is enough to resume exactly. */
 #include <string.h>
 
-#include "internal.h"
-#include "nn/state_check.h"
+#include "core/core.h"
+#include "data/loader_check.h"
 #include "tapegrad/data.h"
 
 struct tg_loader {

@@ -10,7 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "io/atomic.h"
 
 /* Best effort: makes the rename itself durable. */
 static void sync_parent_dir(const char *path)

@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 typedef struct parser {
     const unsigned char *buf;

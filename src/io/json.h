@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hash.h"   /* uthash, non-fatal when out of memory */
+#include "core/hash.h"   /* uthash, non-fatal when out of memory */
 
 typedef enum tg__json_type {
     TG__JSON_NULL = 0,

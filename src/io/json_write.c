@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 int tg__buf_append(tg__buf *b, const char *s, size_t n)
 {

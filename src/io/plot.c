@@ -5,7 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "io/atomic.h"
 #include "tapegrad/image.h"
 
 #define PLOT_MAX_SERIES 10

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "io/json.h"
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u)   /* 100 MB */

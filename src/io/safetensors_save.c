@@ -6,7 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "io/atomic.h"
 #include "io/json.h"
 #include "tapegrad/safetensors.h"
 

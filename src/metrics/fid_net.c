@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/metrics.h"
 #include "tapegrad/safetensors.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/metrics.h"
 
 /* LAPACK's symmetric eigensolver (divide and conquer), from OpenBLAS or the

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "nn/state_check.h"
 
 #define NAME_MAX_LEN 128

@@ -2,7 +2,7 @@
 #ifndef TAPEGRAD_NN_MODULE_INTERNAL_H
 #define TAPEGRAD_NN_MODULE_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/nn.h"
 
 #define TG__NN_LOCAL_NAME_MAX 64

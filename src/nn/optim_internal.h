@@ -2,7 +2,7 @@
 #ifndef TAPEGRAD_OPTIM_INTERNAL_H
 #define TAPEGRAD_OPTIM_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 #include "tapegrad/optim.h"
 
 typedef enum tg__opt_kind { TG__OPT_SGD = 0, TG__OPT_ADAM, TG__OPT_ADAMW } tg__opt_kind;

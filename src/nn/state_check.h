@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-#include "tapegrad/amp.h"
-#include "tapegrad/data.h"
+#include "amp/scaler_check.h"
+#include "data/loader_check.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
@@ -17,9 +17,5 @@
 int tg__module_state_dict_check(const tg_module *m, const tg_st_file *f, const char *prefix,
                                 bool strict);
 int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, const char *prefix);
-int tg__grad_scaler_state_check(const tg_grad_scaler *s, const tg_st_file *f,
-                                const char *prefix);
-/* tg_loader_set_position's range check. */
-int tg__loader_position_check(const tg_loader *ld, int64_t epoch, int64_t index);
 
 #endif

@@ -14,20 +14,20 @@
  * higher derivatives the output comes back with this op as its grad_fn
  * (tg__ctx_saved_output).
  */
+#include <assert.h>
 #include <math.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/activation_internal.h"
+#include "ops/elementwise.h"
+#include "ops/dispatch.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct slope_params {
     double slope;
 } slope_params;
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* sigmoid(x) = 1/(1+e^-x) = e^x/(1+e^x): with e = exp(-|x|) <= 1 neither form
  * overflows, and the small tail keeps its relative precision. */
@@ -212,7 +212,7 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s, 
     tg_tensor *a, *mask = NULL;
     int rc;
     const char *name = relu ? "relu_backward" : "leaky_relu_backward";
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     if (!tg_grad_enabled() && half_fused(a, g)) {
         /* one pass over g itself when the engine holds its only reference */
         const bool over = tg__grad_is_reusable(g, a->dtype, a);
@@ -228,10 +228,10 @@ static int masked_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, double s, 
         }
         tg_tensor_release(r);
     }
-    TRY_GOTO(one_pass_grad(name, a, g, relu ? k_relu_grad : k_masked_grad, s, &gi[0]));
+    TG_TRY_GOTO(one_pass_grad(name, a, g, relu ? k_relu_grad : k_masked_grad, s, &gi[0]));
     if (rc == 0) {
-        TRY_GOTO(tg__ew_unary(name, &mask, a, relu ? k_relu_mask : k_leaky_mask, s));
-        TRY_GOTO(tg_mul(&gi[0], g, mask));
+        TG_TRY_GOTO(tg__ew_unary(name, &mask, a, relu ? k_relu_mask : k_leaky_mask, s));
+        TG_TRY_GOTO(tg_mul(&gi[0], g, mask));
     }
     rc = TG_OK;
 done:
@@ -288,18 +288,18 @@ static int output_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool is_ta
     tg_tensor *y, *t[3] = {NULL, NULL, NULL};
     int rc;
     TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
-    TRY_GOTO(one_pass_grad(is_tanh ? "tanh_backward" : "sigmoid_backward", y, g,
+    TG_TRY_GOTO(one_pass_grad(is_tanh ? "tanh_backward" : "sigmoid_backward", y, g,
                            is_tanh ? k_tanh_grad : k_sigmoid_grad, 0.0, &gi[0]));
     if (rc == 1) {
         rc = TG_OK;
     } else if (is_tanh) {
-        TRY_GOTO(tg_mul(&t[0], y, y));
-        TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
-        TRY_GOTO(tg_mul(&gi[0], g, t[1]));
+        TG_TRY_GOTO(tg_mul(&t[0], y, y));
+        TG_TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
+        TG_TRY_GOTO(tg_mul(&gi[0], g, t[1]));
     } else {
-        TRY_GOTO(tg_rsub_scalar(&t[0], y, 1.0));
-        TRY_GOTO(tg_mul(&t[1], y, t[0]));
-        TRY_GOTO(tg_mul(&gi[0], g, t[1]));
+        TG_TRY_GOTO(tg_rsub_scalar(&t[0], y, 1.0));
+        TG_TRY_GOTO(tg_mul(&t[1], y, t[0]));
+        TG_TRY_GOTO(tg_mul(&gi[0], g, t[1]));
     }
 done:
     for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
@@ -322,13 +322,13 @@ static int silu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *t[5] = {NULL, NULL, NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_sigmoid(&t[0], a));
-    TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
-    TRY_GOTO(tg_mul(&t[2], a, t[1]));
-    TRY_GOTO(tg_add_scalar(&t[3], t[2], 1.0));
-    TRY_GOTO(tg_mul(&t[4], t[0], t[3]));
-    TRY_GOTO(tg_mul(&gi[0], g, t[4]));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_sigmoid(&t[0], a));
+    TG_TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
+    TG_TRY_GOTO(tg_mul(&t[2], a, t[1]));
+    TG_TRY_GOTO(tg_add_scalar(&t[3], t[2], 1.0));
+    TG_TRY_GOTO(tg_mul(&t[4], t[0], t[3]));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, t[4]));
 done:
     for (int i = 0; i < 5; i++) tg_tensor_release(t[i]);
     return rc;
@@ -341,27 +341,27 @@ static int gelu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     enum { N = 9 };
     tg_tensor *a, *t[N] = {NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_mul_scalar(&t[0], a, M_SQRT1_2));
-    TRY_GOTO(tg_erf(&t[1], t[0]));
-    TRY_GOTO(tg_add_scalar(&t[2], t[1], 1.0));
-    TRY_GOTO(tg_mul_scalar(&t[3], t[2], 0.5));          /* Phi(a) */
-    TRY_GOTO(tg_mul(&t[4], a, a));
-    TRY_GOTO(tg_mul_scalar(&t[5], t[4], -0.5));
-    TRY_GOTO(tg_exp(&t[6], t[5]));
-    TRY_GOTO(tg_mul_scalar(&t[7], t[6], 0.5 * M_2_SQRTPI * M_SQRT1_2)); /* phi(a) */
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_mul_scalar(&t[0], a, M_SQRT1_2));
+    TG_TRY_GOTO(tg_erf(&t[1], t[0]));
+    TG_TRY_GOTO(tg_add_scalar(&t[2], t[1], 1.0));
+    TG_TRY_GOTO(tg_mul_scalar(&t[3], t[2], 0.5));          /* Phi(a) */
+    TG_TRY_GOTO(tg_mul(&t[4], a, a));
+    TG_TRY_GOTO(tg_mul_scalar(&t[5], t[4], -0.5));
+    TG_TRY_GOTO(tg_exp(&t[6], t[5]));
+    TG_TRY_GOTO(tg_mul_scalar(&t[7], t[6], 0.5 * M_2_SQRTPI * M_SQRT1_2)); /* phi(a) */
     tg_tensor_release(t[0]);
     t[0] = NULL;
-    TRY_GOTO(tg_mul(&t[0], a, t[7]));
-    TRY_GOTO(tg_add(&t[8], t[3], t[0]));
-    TRY_GOTO(tg_mul(&gi[0], g, t[8]));
+    TG_TRY_GOTO(tg_mul(&t[0], a, t[7]));
+    TG_TRY_GOTO(tg_add(&t[8], t[3], t[0]));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, t[8]));
 done:
     for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
     return rc;
 }
 
 #define SCHEMA(op)                                                            \
-    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
+    static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
                                    .forward = op##_forward, .backward = op##_backward, \
                                    .double_backward = true}
 SCHEMA(relu);
@@ -371,20 +371,15 @@ SCHEMA(sigmoid);
 SCHEMA(silu);
 SCHEMA(gelu);
 
-void tg__register_activation(void)
-{
-    tg__op_register(&relu_op);
-    tg__op_register(&leaky_relu_op);
-    tg__op_register(&tanh_op);
-    tg__op_register(&sigmoid_op);
-    tg__op_register(&silu_op);
-    tg__op_register(&gelu_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__activation_ops[] = {&relu_op, &leaky_relu_op, &tanh_op, &sigmoid_op, &silu_op, &gelu_op};
+static_assert(sizeof tg__activation_ops / sizeof tg__activation_ops[0] == TG__activation_N,
+              "src/ops/families.h must count the activation ops");
 
-static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+static int call1(const tg_op_schema *op, tg_tensor **out, tg_tensor *a)
 {
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, NULL, 0);
+    return tg_op_call(op, out, 1, in, NULL, 0);
 }
 
 int tg_relu(tg_tensor **out, tg_tensor *a) { return call1(&relu_op, out, a); }
@@ -401,5 +396,5 @@ int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope)
      * same s. */
     slope_params p = {.slope = a && a->dtype != TG_F64 ? (double)(float)slope : slope};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
+    return tg_op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
 }

@@ -12,7 +12,8 @@
 #include <math.h>
 
 #include "core/half_simd.h"
-#include "internal.h"
+#include "core/core.h"
+#include "ops/activation_internal.h"
 
 /* The f32 kernels of activation.c (k_relu, k_leaky, k_masked_grad,
  * k_relu_grad), which both the vector loops and the scalar tail below

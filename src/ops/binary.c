@@ -6,20 +6,18 @@
  * over the stretched dims (tg_sum_to_shape), because every stretched element
  * contributed to several outputs.
  */
+#include <assert.h>
 #include <math.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct scalar_params {
     double s;
 } scalar_params;
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* ---- kernels ---- */
 TG_EW_BINARY_KERNEL(k_add, a + b)
@@ -126,15 +124,15 @@ static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg_mul(&t, g, b));
-        TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
+        TG_TRY_GOTO(tg_mul(&t, g, b));
+        TG_TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_mul(&t, g, a));
-        TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
+        TG_TRY_GOTO(tg_mul(&t, g, a));
+        TG_TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
     }
 done:
     return finish(rc, gi);
@@ -145,17 +143,17 @@ static int div_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
-    TRY_GOTO(tg_div(&t[0], g, b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg_div(&t[0], g, b));
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_div(&t[1], t[0], b));
-        TRY_GOTO(tg_mul(&t[2], t[1], a));
-        TRY_GOTO(tg_neg(&t[3], t[2]));
-        TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
+        TG_TRY_GOTO(tg_div(&t[1], t[0], b));
+        TG_TRY_GOTO(tg_mul(&t[2], t[1], a));
+        TG_TRY_GOTO(tg_neg(&t[3], t[2]));
+        TG_TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
     }
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
+        TG_TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
@@ -172,33 +170,33 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL}, *r = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg__ew_unary("pow", &t[3], b, k_is_zero, 0.0));   /* a constant */
-        TRY_GOTO(tg_sub_scalar(&t[2], b, 1.0));
-        TRY_GOTO(tg_add(&t[0], t[2], t[3]));
+        TG_TRY_GOTO(tg__ew_unary("pow", &t[3], b, k_is_zero, 0.0));   /* a constant */
+        TG_TRY_GOTO(tg_sub_scalar(&t[2], b, 1.0));
+        TG_TRY_GOTO(tg_add(&t[0], t[2], t[3]));
         tg_tensor_release(t[2]);
         t[2] = NULL;
-        TRY_GOTO(tg_pow(&t[1], a, t[0]));
-        TRY_GOTO(tg_mul(&t[2], b, t[1]));
-        TRY_GOTO(tg_mul(&r, g, t[2]));
-        TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
+        TG_TRY_GOTO(tg_pow(&t[1], a, t[0]));
+        TG_TRY_GOTO(tg_mul(&t[2], b, t[1]));
+        TG_TRY_GOTO(tg_mul(&r, g, t[2]));
+        TG_TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
         for (int i = 0; i < 4; i++) {
             tg_tensor_release(t[i]);
             t[i] = NULL;
         }
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg__ew_binary("pow", &t[3], a, b, k_zero_base_shift, 0.0));   /* a constant */
-        TRY_GOTO(tg_add(&t[2], a, t[3]));
-        TRY_GOTO(tg_log(&t[1], t[2]));
+        TG_TRY_GOTO(tg__ew_binary("pow", &t[3], a, b, k_zero_base_shift, 0.0));   /* a constant */
+        TG_TRY_GOTO(tg_add(&t[2], a, t[3]));
+        TG_TRY_GOTO(tg_log(&t[1], t[2]));
         tg_tensor_release(t[2]);
         t[2] = NULL;
-        TRY_GOTO(tg_pow(&t[0], a, b));
-        TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
-        TRY_GOTO(tg_mul(&r, g, t[2]));
-        TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
+        TG_TRY_GOTO(tg_pow(&t[0], a, b));
+        TG_TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
+        TG_TRY_GOTO(tg_mul(&r, g, t[2]));
+        TG_TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
@@ -248,7 +246,7 @@ static int div_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 /* ---- schemas and public entries ---- */
 
 #define SCHEMA(op, nin, policy, bw)                                           \
-    static tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
+    static const tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
                                    .forward = op##_forward, .backward = bw,   \
                                    .double_backward = true}
 SCHEMA(add, 2, TG_AMP_PROMOTE, add_backward);
@@ -262,24 +260,15 @@ SCHEMA(rsub_scalar, 1, TG_AMP_KEEP, rsub_scalar_backward);
 SCHEMA(mul_scalar, 1, TG_AMP_KEEP, mul_scalar_backward);
 SCHEMA(div_scalar, 1, TG_AMP_KEEP, div_scalar_backward);
 
-void tg__register_binary(void)
-{
-    tg__op_register(&add_op);
-    tg__op_register(&sub_op);
-    tg__op_register(&mul_op);
-    tg__op_register(&div_op);
-    tg__op_register(&pow_op);
-    tg__op_register(&add_scalar_op);
-    tg__op_register(&sub_scalar_op);
-    tg__op_register(&rsub_scalar_op);
-    tg__op_register(&mul_scalar_op);
-    tg__op_register(&div_scalar_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__binary_ops[] = {&add_op, &sub_op, &mul_op, &div_op, &pow_op, &add_scalar_op, &sub_scalar_op, &rsub_scalar_op, &mul_scalar_op, &div_scalar_op};
+static_assert(sizeof tg__binary_ops / sizeof tg__binary_ops[0] == TG__binary_N,
+              "src/ops/families.h must count the binary ops");
 
-static int call2(tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
+static int call2(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *b)
 {
     tg_tensor *in[2] = {a, b};
-    return tg__op_call(op, out, 2, in, NULL, 0);
+    return tg_op_call(op, out, 2, in, NULL, 0);
 }
 
 /* The scalar as PyTorch uses it: a Python number operand is converted to the
@@ -296,11 +285,11 @@ double tg__scalar_in_dtype(tg_dtype dt, double s)
     }
 }
 
-static int call_s(tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
+static int call_s(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, double s)
 {
     scalar_params p = {.s = a ? tg__scalar_in_dtype(a->dtype, s) : s};
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, &p, sizeof p);
+    return tg_op_call(op, out, 1, in, &p, sizeof p);
 }
 
 int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&add_op, out, a, b); }

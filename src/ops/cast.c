@@ -5,7 +5,10 @@
  * cast back to the input's dtype.  Casts to or from an integer dtype are not
  * differentiable and are never recorded.
  */
-#include "internal.h"
+#include <assert.h>
+#include "core/core.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct cast_params {
@@ -31,14 +34,14 @@ static int to_dtype_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg_to_dtype(&gi[0], g, tg__ctx_input_meta(ctx, 0)->dtype);
 }
 
-static tg_op_schema to_dtype_op = {.name = "to_dtype", .arity = 1, .amp = TG_AMP_KEEP,
+static const tg_op_schema to_dtype_op = {.name = "to_dtype", .arity = 1, .amp = TG_AMP_KEEP,
                                    .forward = to_dtype_forward, .backward = to_dtype_backward,
                                    .double_backward = true};
 
-void tg__register_cast(void)
-{
-    tg__op_register(&to_dtype_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__cast_ops[] = {&to_dtype_op};
+static_assert(sizeof tg__cast_ops / sizeof tg__cast_ops[0] == TG__cast_N,
+              "src/ops/families.h must count the cast ops");
 
 int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt)
 {
@@ -54,10 +57,10 @@ int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt)
     cast_params p = {.dt = dt};
     tg_tensor *in[1] = {a};
     if (tg_dtype_is_float(dt) && tg_dtype_is_float(a->dtype))
-        return tg__op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
+        return tg_op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
     /* Integer results carry no gradient: run unrecorded. */
     bool prev = tg_set_grad_enabled(false);
-    int rc = tg__op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
+    int rc = tg_op_call(&to_dtype_op, out, 1, in, &p, sizeof p);
     tg_set_grad_enabled(prev);
     return rc;
 }

@@ -11,9 +11,11 @@
  * Every one of these is itself a differentiable op, so create_graph gives
  * derivatives of any order.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "ops/conv_internal.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 /* ---- helpers shared with conv_wgrad.c and norm.c ---- */
@@ -289,20 +291,18 @@ static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 
 /* ---- schemas and public entry points ---- */
 
-static tg_op_schema conv_schema = {
+static const tg_op_schema conv_schema = {
     .name = "conv", .arity = 3, .amp = TG_AMP_LOWER_PRECISION,
     .forward = conv_forward, .backward = conv_backward, .double_backward = true};
-static tg_op_schema conv_transpose_schema = {
+static const tg_op_schema conv_transpose_schema = {
     .name = "conv_transpose", .arity = 3, .amp = TG_AMP_PROMOTE,
     .forward = conv_transpose_forward, .backward = conv_transpose_backward,
     .double_backward = true};
 
-void tg__register_conv(void)
-{
-    tg__op_register(&conv_schema);
-    tg__op_register(&conv_transpose_schema);
-    tg__op_register(&tg__conv_weight_grad_schema);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__conv_ops[] = {&conv_schema, &conv_transpose_schema, &tg__conv_weight_grad_schema};
+static_assert(sizeof tg__conv_ops / sizeof tg__conv_ops[0] == TG__conv_N,
+              "src/ops/families.h must count the conv ops");
 
 static int apply_activation(tg_tensor **out, tg_tensor *a, tg_activation act, double slope)
 {
@@ -336,11 +336,11 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
     else tg__conv_params_default(&q);
     tg_tensor *in[3] = {x, w, b};
     bool split = q.act > TG_ACT_NONE && q.act < TG_ACT_COUNT && needs_recording(in);
-    if (!split) return tg__op_call(op, out, 3, in, &q, sizeof q);
+    if (!split) return tg_op_call(op, out, 3, in, &q, sizeof q);
     tg_activation act = q.act;
     q.act = TG_ACT_NONE;
     tg_tensor *lin = NULL;
-    TG_TRY(tg__op_call(op, &lin, 3, in, &q, sizeof q));
+    TG_TRY(tg_op_call(op, &lin, 3, in, &q, sizeof q));
     int rc = apply_activation(out, lin, act, q.act_slope);
     tg_tensor_release(lin);
     return rc;

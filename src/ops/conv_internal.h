@@ -16,7 +16,7 @@
 #ifndef TAPEGRAD_CONV_INTERNAL_H
 #define TAPEGRAD_CONV_INTERNAL_H
 
-#include "internal.h"
+#include "ops/dispatch.h"
 #include "tapegrad/conv.h"
 
 typedef struct tg__conv_geom {
@@ -199,6 +199,6 @@ void *tg__conv_output(tg_tensor *t, tg_dtype cdt, void **owned);
 int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want);
 /* DEFAULT becomes the TG_CONV_ALGO environment choice (fast unless "reference"). */
 tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a);
-extern tg_op_schema tg__conv_weight_grad_schema;
+extern const tg_op_schema tg__conv_weight_grad_schema;
 
 #endif

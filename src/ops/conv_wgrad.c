@@ -145,7 +145,7 @@ static int wgrad_backward(tg_ctx *ctx, tg_tensor *gw, tg_tensor **gin)
     return rc;
 }
 
-tg_op_schema tg__conv_weight_grad_schema = {
+const tg_op_schema tg__conv_weight_grad_schema = {
     .name = "conv_weight_grad", .arity = 2, .amp = TG_AMP_PROMOTE,
     .forward = wgrad_forward, .backward = wgrad_backward, .double_backward = true};
 
@@ -163,5 +163,5 @@ int tg_conv_weight_grad(tg_tensor **out, tg_tensor *z, tg_tensor *u, int wndim,
     wp.p.algo = TG_CONV_ALGO_DEFAULT;
     memcpy(wp.wshape, wshape, (size_t)wndim * sizeof *wshape);
     tg_tensor *in[2] = {z, u};
-    return tg__op_call(&tg__conv_weight_grad_schema, out, 2, in, &wp, sizeof wp);
+    return tg_op_call(&tg__conv_weight_grad_schema, out, 2, in, &wp, sizeof wp);
 }

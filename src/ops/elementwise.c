@@ -13,7 +13,8 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
 #include "tapegrad/ops.h"
 
 int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,

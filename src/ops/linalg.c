@@ -9,10 +9,13 @@
  * Backward uses the differentiable ops themselves:
  *   C = A B      =>  dA = dC B^T,  dB = A^T dC
  *   y = x W^T + b  =>  dx = dy W,  dW = dy2d^T x2d,  db = dy summed over rows. */
+#include <assert.h>
 #include <limits.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 /* Matrix k of a batch: element (i, j) is data[off + k*bs + i*rs + j*cs]. */
@@ -232,7 +235,7 @@ static int matmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return TG_OK;
 }
 
-static tg_op_schema matmul_schema = {
+static const tg_op_schema matmul_schema = {
     .name = "matmul", .arity = 2, .amp = TG_AMP_LOWER_PRECISION, .forward = matmul_forward,
     .backward = matmul_backward, .double_backward = true,
 };
@@ -242,7 +245,7 @@ int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b)
     TG_CHECK(out != NULL, TG_EINVAL, "matmul: out must not be NULL");
     TG_CHECK(a != NULL && b != NULL, TG_EINVAL, "matmul: a and b must not be NULL");
     tg_tensor *in[2] = {a, b};
-    return tg__op_call(&matmul_schema, out, 2, in, NULL, 0);
+    return tg_op_call(&matmul_schema, out, 2, in, NULL, 0);
 }
 
 /* ---- linear ---------------------------------------------------------------------- */
@@ -336,7 +339,7 @@ static int linear_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return rc;
 }
 
-static tg_op_schema linear_schema = {
+static const tg_op_schema linear_schema = {
     .name = "linear", .arity = 3, .amp = TG_AMP_LOWER_PRECISION, .forward = linear_forward,
     .backward = linear_backward, .double_backward = true,
 };
@@ -346,11 +349,10 @@ int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)
     TG_CHECK(out != NULL, TG_EINVAL, "linear: out must not be NULL");
     TG_CHECK(x != NULL && w != NULL, TG_EINVAL, "linear: x and w must not be NULL");
     tg_tensor *in[3] = {x, w, b};
-    return tg__op_call(&linear_schema, out, 3, in, NULL, 0);
+    return tg_op_call(&linear_schema, out, 3, in, NULL, 0);
 }
 
-void tg__register_linalg(void)
-{
-    tg__op_register(&matmul_schema);
-    tg__op_register(&linear_schema);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__linalg_ops[] = {&matmul_schema, &linear_schema};
+static_assert(sizeof tg__linalg_ops / sizeof tg__linalg_ops[0] == TG__linalg_N,
+              "src/ops/families.h must count the linalg ops");

@@ -32,11 +32,16 @@
  * statistics recomputed from the saved x), so higher derivatives come from
  * the tape as for every other op.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/norm_internal.h"
+#include "ops/dispatch.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "ops/conv_internal.h"   /* tg__conv_input/output: buffers in the compute dtype */
 #include "tapegrad/ops.h"
 
@@ -203,12 +208,6 @@ static void half_backward_chan(void *job, int64_t c, float **bufs)
     if (j->dx) chan_rows(j->dx, g, c, bufs[1], false);
 }
 
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
-
 /* ---- forward ------------------------------------------------------------------- */
 
 static int check_vec(const char *what, const tg_tensor *v, int64_t c)
@@ -312,7 +311,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     } else if (by_chan) {
         bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
                          .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
-        TRY_GOTO(for_channels(g, false, half_forward_chan, &j));
+        TG_TRY_GOTO(for_channels(g, false, half_forward_chan, &j));
     } else {
         if (p->training) {
             if (f64) bn_stats_f64(xb, g, mean, var);
@@ -389,44 +388,44 @@ static int backward_ops(tg_ctx *ctx, const bn_params *p, tg_tensor *g, tg_tensor
     for (int d = 0; d < nd; d++)
         if (d != 1) dims[k++] = d;
     if (p->training) {   /* the batch statistics, recomputed from x on the tape */
-        TRY_GOTO(tg_mean_dims(&t[MU], x, k, dims, true));
-        TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
-        TRY_GOTO(tg_mul(&t[SQ], t[XC], t[XC]));
-        TRY_GOTO(tg_mean_dims(&t[VAR], t[SQ], k, dims, true));
-        TRY_GOTO(tg_add_scalar(&t[VE], t[VAR], p->eps));
-        TRY_GOTO(tg_pow_scalar(&t[INV], t[VE], -0.5));
+        TG_TRY_GOTO(tg_mean_dims(&t[MU], x, k, dims, true));
+        TG_TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
+        TG_TRY_GOTO(tg_mul(&t[SQ], t[XC], t[XC]));
+        TG_TRY_GOTO(tg_mean_dims(&t[VAR], t[SQ], k, dims, true));
+        TG_TRY_GOTO(tg_add_scalar(&t[VE], t[VAR], p->eps));
+        TG_TRY_GOTO(tg_pow_scalar(&t[INV], t[VE], -0.5));
     } else {             /* constants from the running buffers */
-        TRY_GOTO(as_channel(&t[MU], mean, nd));
-        TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
-        TRY_GOTO(as_channel(&t[INV], invstd, nd));
+        TG_TRY_GOTO(as_channel(&t[MU], mean, nd));
+        TG_TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
+        TG_TRY_GOTO(as_channel(&t[INV], invstd, nd));
     }
-    TRY_GOTO(tg_mul(&t[XHAT], t[XC], t[INV]));
+    TG_TRY_GOTO(tg_mul(&t[XHAT], t[XC], t[INV]));
     if (w) {
-        TRY_GOTO(as_channel(&t[WC], w, nd));
-        TRY_GOTO(tg_mul(&t[GW], g, t[WC]));
+        TG_TRY_GOTO(as_channel(&t[WC], w, nd));
+        TG_TRY_GOTO(tg_mul(&t[GW], g, t[WC]));
     } else {
         t[GW] = tg_tensor_retain(g);
     }
     if (tg__ctx_needs_grad(ctx, 0)) {
         if (p->training) {   /* invstd (gw - mean(gw) - xhat mean(gw xhat)) */
-            TRY_GOTO(tg_mean_dims(&t[M1], t[GW], k, dims, true));
-            TRY_GOTO(tg_mul(&t[GX], t[GW], t[XHAT]));
-            TRY_GOTO(tg_mean_dims(&t[M2], t[GX], k, dims, true));
-            TRY_GOTO(tg_sub(&t[T1], t[GW], t[M1]));
-            TRY_GOTO(tg_mul(&t[T2], t[XHAT], t[M2]));
-            TRY_GOTO(tg_sub(&t[T3], t[T1], t[T2]));
-            TRY_GOTO(tg_mul(&t[DX], t[T3], t[INV]));
+            TG_TRY_GOTO(tg_mean_dims(&t[M1], t[GW], k, dims, true));
+            TG_TRY_GOTO(tg_mul(&t[GX], t[GW], t[XHAT]));
+            TG_TRY_GOTO(tg_mean_dims(&t[M2], t[GX], k, dims, true));
+            TG_TRY_GOTO(tg_sub(&t[T1], t[GW], t[M1]));
+            TG_TRY_GOTO(tg_mul(&t[T2], t[XHAT], t[M2]));
+            TG_TRY_GOTO(tg_sub(&t[T3], t[T1], t[T2]));
+            TG_TRY_GOTO(tg_mul(&t[DX], t[T3], t[INV]));
         } else {
-            TRY_GOTO(tg_mul(&t[DX], t[GW], t[INV]));
+            TG_TRY_GOTO(tg_mul(&t[DX], t[GW], t[INV]));
         }
-        if (t[DX]->dtype != x->dtype) TRY_GOTO(tg_to_dtype(&gin[0], t[DX], x->dtype));
+        if (t[DX]->dtype != x->dtype) TG_TRY_GOTO(tg_to_dtype(&gin[0], t[DX], x->dtype));
         else gin[0] = tg_tensor_retain(t[DX]);
     }
     if (w && tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_mul(&t[GXH], g, t[XHAT]));
-        TRY_GOTO(channel_sum(&gin[1], t[GXH], w->dtype));
+        TG_TRY_GOTO(tg_mul(&t[GXH], g, t[XHAT]));
+        TG_TRY_GOTO(channel_sum(&gin[1], t[GXH], w->dtype));
     }
-    if (tg__ctx_needs_grad(ctx, 2)) TRY_GOTO(channel_sum(&gin[2], g, ctx->in_meta[2].dtype));
+    if (tg__ctx_needs_grad(ctx, 2)) TG_TRY_GOTO(channel_sum(&gin[2], g, ctx->in_meta[2].dtype));
 done:
     for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
     return rc;
@@ -466,7 +465,7 @@ static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_ten
     if (by_chan) {
         bn_half_bwd j = {.x = x, .gy = gy, .dx = dx, .g = g, .training = p->training, .w = wb,
                          .mean = mu, .invstd = inv, .dw = dw, .db = db};
-        TRY_GOTO(for_channels(g, true, half_backward_chan, &j));
+        TG_TRY_GOTO(for_channels(g, true, half_backward_chan, &j));
     } else {
         if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
         else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
@@ -510,11 +509,14 @@ static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 /* KEEP: the op casts nothing on the tape; its statistics are accumulated in
  * double and its arithmetic done in f32/f64 whatever x's dtype (the FP32 rule
  * for batch-norm statistics, without a saved f32 copy of a half x). */
-static tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
+static const tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
                                      .forward = batch_norm_forward,
                                      .backward = batch_norm_backward, .double_backward = true};
 
-void tg__register_norm(void) { tg__op_register(&batch_norm_op); }
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__norm_ops[] = {&batch_norm_op};
+static_assert(sizeof tg__norm_ops / sizeof tg__norm_ops[0] == TG__norm_N,
+              "src/ops/families.h must count the norm ops");
 
 int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_tensor *running_var,
                   tg_tensor *weight, tg_tensor *bias, bool training, double momentum, double eps)
@@ -523,5 +525,5 @@ int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_ten
     bn_params p = {.momentum = momentum, .eps = eps, .training = training,
                    .running_mean = running_mean, .running_var = running_var};
     tg_tensor *in[3] = {x, weight, bias};
-    return tg__op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
+    return tg_op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
 }

@@ -12,9 +12,13 @@
  *
  * Backward: sum and sum_to_shape expand the gradient back to the input shape
  * (the adjoint of summing is broadcasting); the means also scale by 1/N. */
+#include <assert.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/reduce_internal.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
@@ -69,11 +73,11 @@ static int all_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return expand_back(ctx, g, ((const all_params *)tg__ctx_params(ctx))->mean, &grad_in[0]);
 }
 
-static tg_op_schema sum_schema = {
+static const tg_op_schema sum_schema = {
     .name = "sum", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
     .backward = all_backward, .double_backward = true,
 };
-static tg_op_schema mean_schema = {
+static const tg_op_schema mean_schema = {
     .name = "mean", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
     .backward = all_backward, .double_backward = true,
 };
@@ -84,7 +88,7 @@ static int all_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tenso
     TG_CHECK(a != NULL, TG_EINVAL, "%s: a must not be NULL", op->name);
     all_params p = {mean};
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, &p, sizeof p);
+    return tg_op_call(op, out, 1, in, &p, sizeof p);
 }
 
 int tg_sum(tg_tensor **out, tg_tensor *a) { return all_call(&sum_schema, false, out, a); }
@@ -166,11 +170,11 @@ static int dims_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return rc;
 }
 
-static tg_op_schema sum_dims_schema = {
+static const tg_op_schema sum_dims_schema = {
     .name = "sum_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
     .backward = dims_backward, .double_backward = true,
 };
-static tg_op_schema mean_dims_schema = {
+static const tg_op_schema mean_dims_schema = {
     .name = "mean_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
     .backward = dims_backward, .double_backward = true,
 };
@@ -190,7 +194,7 @@ static int dims_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tens
     p.keepdim = keepdim;
     p.mean = mean;
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, &p, sizeof p);
+    return tg_op_call(op, out, 1, in, &p, sizeof p);
 }
 
 int tg_sum_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dims, bool keepdim)
@@ -247,7 +251,7 @@ static int to_shape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_expand(&grad_in[0], g, m->ndim, m->shape);
 }
 
-static tg_op_schema to_shape_schema = {
+static const tg_op_schema to_shape_schema = {
     .name = "sum_to_shape", .arity = 1, .amp = TG_AMP_KEEP, .forward = to_shape_forward,
     .backward = to_shape_backward, .double_backward = true,
 };
@@ -265,14 +269,10 @@ int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shap
     p.ndim = ndim;
     if (ndim > 0) memcpy(p.shape, shape, (size_t)ndim * sizeof *shape);
     tg_tensor *in[1] = {a};
-    return tg__op_call(&to_shape_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&to_shape_schema, out, 1, in, &p, sizeof p);
 }
 
-void tg__register_reduce(void)
-{
-    tg__op_register(&sum_schema);
-    tg__op_register(&mean_schema);
-    tg__op_register(&sum_dims_schema);
-    tg__op_register(&mean_dims_schema);
-    tg__op_register(&to_shape_schema);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__reduce_ops[] = {&sum_schema, &mean_schema, &sum_dims_schema, &mean_dims_schema, &to_shape_schema};
+static_assert(sizeof tg__reduce_ops / sizeof tg__reduce_ops[0] == TG__reduce_N,
+              "src/ops/families.h must count the reduce ops");

@@ -12,7 +12,9 @@
  * thread.  f16/bf16 inputs go through reduce_fast in small f32 pieces. */
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/activation_internal.h"
+#include "ops/reduce_internal.h"
 
 /* Sums a into out (contiguous, float) following ostride (see above), then
  * multiplies by scale.  TG_ENOMEM leaves out unchanged. */

@@ -8,7 +8,8 @@
  * sum_d idx[d] * ostride[d] (ostride[d] = 0 for a reduced dim). */
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/reduce_internal.h"
 
 int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
                    const int64_t *ostride)

@@ -5,9 +5,12 @@
  * version counter: a write through a view bumps the version the base sees.
  * Every backward is again a shape op (or sum_to_shape for expand), so
  * gradients of gradients come for free.  Shape ops accept any dtype. */
+#include <assert.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
@@ -146,7 +149,7 @@ static int reshape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_reshape(&grad_in[0], g, m->ndim, m->shape);
 }
 
-static tg_op_schema reshape_schema = {
+static const tg_op_schema reshape_schema = {
     .name = "reshape", .arity = 1, .amp = TG_AMP_KEEP, .forward = reshape_forward,
     .backward = reshape_backward, .double_backward = true,
 };
@@ -171,7 +174,7 @@ int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape)
     shape_params p;
     TG_TRY(shape_args("reshape", out, a, ndim, shape, &p));
     tg_tensor *in[1] = {a};
-    return tg__op_call(&reshape_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&reshape_schema, out, 1, in, &p, sizeof p);
 }
 
 /* ---- permute / transpose --------------------------------------------------- */
@@ -211,7 +214,7 @@ static int permute_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_permute(&grad_in[0], g, inv);
 }
 
-static tg_op_schema permute_schema = {
+static const tg_op_schema permute_schema = {
     .name = "permute", .arity = 1, .amp = TG_AMP_KEEP, .forward = permute_forward,
     .backward = permute_backward, .double_backward = true,
 };
@@ -224,7 +227,7 @@ int tg_permute(tg_tensor **out, tg_tensor *a, const int *perm)
     perm_params p = {{0}};
     if (a->ndim > 0) memcpy(p.perm, perm, (size_t)a->ndim * sizeof *perm);
     tg_tensor *in[1] = {a};
-    return tg__op_call(&permute_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&permute_schema, out, 1, in, &p, sizeof p);
 }
 
 typedef struct transpose_params {
@@ -255,7 +258,7 @@ static int transpose_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_transpose(&grad_in[0], g, p->dim0, p->dim1);
 }
 
-static tg_op_schema transpose_schema = {
+static const tg_op_schema transpose_schema = {
     .name = "transpose", .arity = 1, .amp = TG_AMP_KEEP, .forward = transpose_forward,
     .backward = transpose_backward, .double_backward = true,
 };
@@ -266,7 +269,7 @@ int tg_transpose(tg_tensor **out, tg_tensor *a, int dim0, int dim1)
     TG_CHECK(a != NULL, TG_EINVAL, "transpose: a must not be NULL");
     transpose_params p = {dim0, dim1};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&transpose_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&transpose_schema, out, 1, in, &p, sizeof p);
 }
 
 /* ---- expand ------------------------------------------------------------------ */
@@ -313,7 +316,7 @@ static int expand_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_sum_to_shape(&grad_in[0], g, m->ndim, m->shape);
 }
 
-static tg_op_schema expand_schema = {
+static const tg_op_schema expand_schema = {
     .name = "expand", .arity = 1, .amp = TG_AMP_KEEP, .forward = expand_forward,
     .backward = expand_backward, .double_backward = true,
 };
@@ -323,7 +326,7 @@ int tg_expand(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape)
     shape_params p;
     TG_TRY(shape_args("expand", out, a, ndim, shape, &p));
     tg_tensor *in[1] = {a};
-    return tg__op_call(&expand_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&expand_schema, out, 1, in, &p, sizeof p);
 }
 
 /* ---- unsqueeze / squeeze --------------------------------------------------- */
@@ -385,11 +388,11 @@ static int reshape_back(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_reshape(&grad_in[0], g, m->ndim, m->shape);
 }
 
-static tg_op_schema unsqueeze_schema = {
+static const tg_op_schema unsqueeze_schema = {
     .name = "unsqueeze", .arity = 1, .amp = TG_AMP_KEEP, .forward = unsqueeze_forward,
     .backward = reshape_back, .double_backward = true,
 };
-static tg_op_schema squeeze_schema = {
+static const tg_op_schema squeeze_schema = {
     .name = "squeeze", .arity = 1, .amp = TG_AMP_KEEP, .forward = squeeze_forward,
     .backward = reshape_back, .double_backward = true,
 };
@@ -400,7 +403,7 @@ static int dim_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, int d
     TG_CHECK(a != NULL, TG_EINVAL, "%s: a must not be NULL", op->name);
     dim_params p = {dim};
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, &p, sizeof p);
+    return tg_op_call(op, out, 1, in, &p, sizeof p);
 }
 
 int tg_unsqueeze(tg_tensor **out, tg_tensor *a, int dim)
@@ -434,7 +437,7 @@ static int contiguous_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     return TG_OK;
 }
 
-static tg_op_schema contiguous_schema = {
+static const tg_op_schema contiguous_schema = {
     .name = "contiguous", .arity = 1, .amp = TG_AMP_KEEP, .forward = contiguous_forward,
     .backward = reshape_back, .double_backward = true,
 };
@@ -444,17 +447,10 @@ int tg_contiguous(tg_tensor **out, tg_tensor *a)
     TG_CHECK(out != NULL, TG_EINVAL, "contiguous: out must not be NULL");
     TG_CHECK(a != NULL, TG_EINVAL, "contiguous: a must not be NULL");
     tg_tensor *in[1] = {a};
-    return tg__op_call(&contiguous_schema, out, 1, in, NULL, 0);
+    return tg_op_call(&contiguous_schema, out, 1, in, NULL, 0);
 }
 
-void tg__register_shape(void)
-{
-    tg__op_register(&reshape_schema);
-    tg__op_register(&permute_schema);
-    tg__op_register(&transpose_schema);
-    tg__op_register(&expand_schema);
-    tg__op_register(&unsqueeze_schema);
-    tg__op_register(&squeeze_schema);
-    tg__op_register(&contiguous_schema);
-    tg__shape_register_slice_cat();
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__shape_ops[] = {&reshape_schema, &permute_schema, &transpose_schema, &expand_schema, &unsqueeze_schema, &squeeze_schema, &contiguous_schema};
+static_assert(sizeof tg__shape_ops / sizeof tg__shape_ops[0] == TG__shape_N,
+              "src/ops/families.h must count the shape ops");

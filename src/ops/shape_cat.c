@@ -3,9 +3,12 @@
  * slice and slice_backward are each other's backward: slice picks elements
  * start, start+step, ... of one dim; slice_backward embeds a tensor of those
  * elements into zeros of the full shape.  cat's backward slices the gradient. */
+#include <assert.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
@@ -121,11 +124,11 @@ static int slice_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return tg_slice(&grad_in[0], g, p->dim, p->first, end, p->step);
 }
 
-static tg_op_schema slice_schema = {
+static const tg_op_schema slice_schema = {
     .name = "slice", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_forward,
     .backward = slice_backward, .double_backward = true,
 };
-static tg_op_schema slice_bw_schema = {
+static const tg_op_schema slice_bw_schema = {
     .name = "slice_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_bw_forward,
     .backward = slice_bw_backward, .double_backward = true,
 };
@@ -133,7 +136,7 @@ static tg_op_schema slice_bw_schema = {
 static int slice_bw_call(tg_tensor **out, tg_tensor *g, const slice_bw_params *p)
 {
     tg_tensor *in[1] = {g};
-    return tg__op_call(&slice_bw_schema, out, 1, in, p, sizeof *p);
+    return tg_op_call(&slice_bw_schema, out, 1, in, p, sizeof *p);
 }
 
 int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end, int64_t step)
@@ -142,7 +145,7 @@ int tg_slice(tg_tensor **out, tg_tensor *a, int dim, int64_t start, int64_t end,
     TG_CHECK(a != NULL, TG_EINVAL, "slice: a must not be NULL");
     slice_params p = {dim, start, end, step};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&slice_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&slice_schema, out, 1, in, &p, sizeof p);
 }
 
 /* ---- cat ------------------------------------------------------------------------- */
@@ -256,7 +259,7 @@ static int cat_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     return TG_OK;
 }
 
-static tg_op_schema cat_schema = {
+static const tg_op_schema cat_schema = {
     .name = "cat", .arity = -1, .amp = TG_AMP_PROMOTE, .forward = cat_forward,
     .backward = cat_backward, .double_backward = true,
 };
@@ -270,32 +273,30 @@ int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
     TG_TRY(cat_check(n, ts, dim, &d, &total));
     TG_TRY(cat_dtype(n, ts, &dt));
     cat_params p = {d, dt};
-    if (n <= TG_NODE_MAX_INPUTS) return tg__op_call(&cat_schema, out, n, ts, &p, sizeof p);
+    if (n <= TG_NODE_MAX_INPUTS) return tg_op_call(&cat_schema, out, n, ts, &p, sizeof p);
     /* A node has at most TG_NODE_MAX_INPUTS inputs: cat the first ones, then
      * cat that with the rest (recursively). */
     tg_tensor *parts[TG_NODE_MAX_INPUTS];
     tg_tensor *head = NULL;
-    TG_TRY(tg__op_call(&cat_schema, &head, TG_NODE_MAX_INPUTS - 1, ts, &p, sizeof p));
+    TG_TRY(tg_op_call(&cat_schema, &head, TG_NODE_MAX_INPUTS - 1, ts, &p, sizeof p));
     parts[0] = head;
     int rest = n - (TG_NODE_MAX_INPUTS - 1);
     int rc;
     if (rest <= TG_NODE_MAX_INPUTS - 1) {
         memcpy(parts + 1, ts + TG_NODE_MAX_INPUTS - 1, (size_t)rest * sizeof *ts);
-        rc = tg__op_call(&cat_schema, out, rest + 1, parts, &p, sizeof p);
+        rc = tg_op_call(&cat_schema, out, rest + 1, parts, &p, sizeof p);
     } else {
         tg_tensor *tail = NULL;
         rc = tg_cat(&tail, rest, ts + TG_NODE_MAX_INPUTS - 1, d);
         parts[1] = tail;
-        if (rc == TG_OK) rc = tg__op_call(&cat_schema, out, 2, parts, &p, sizeof p);
+        if (rc == TG_OK) rc = tg_op_call(&cat_schema, out, 2, parts, &p, sizeof p);
         tg_tensor_release(tail);
     }
     tg_tensor_release(head);
     return rc;
 }
 
-void tg__shape_register_slice_cat(void)
-{
-    tg__op_register(&slice_schema);
-    tg__op_register(&slice_bw_schema);
-    tg__op_register(&cat_schema);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__slice_cat_ops[] = {&slice_schema, &slice_bw_schema, &cat_schema};
+static_assert(sizeof tg__slice_cat_ops / sizeof tg__slice_cat_ops[0] == TG__slice_cat_N,
+              "src/ops/families.h must count the slice_cat ops");

@@ -2,7 +2,7 @@
 #ifndef TAPEGRAD_SHAPE_INTERNAL_H
 #define TAPEGRAD_SHAPE_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* Normalises dim (negative counts from the end) into *out; TG_EINVAL with a
  * message naming op and arg when it is not in [-ndim, ndim). */
@@ -13,6 +13,5 @@ int tg__shape_view(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t 
 /* True when t's elements are row-major contiguous (unit dims ignored). */
 bool tg__shape_is_contiguous(const tg_tensor *t);
 /* Registers slice, slice_backward and cat (shape_cat.c). */
-void tg__shape_register_slice_cat(void);
 
 #endif

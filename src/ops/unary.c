@@ -5,20 +5,18 @@
  * differentiable ops.  log of a non-positive number is -inf/NaN as in C and
  * PyTorch, not an error.
  */
+#include <assert.h>
 #include <math.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
 
 typedef struct pow_params {
     double p;
 } pow_params;
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 TG_EW_UNARY_KERNEL(k_neg, -a)
 TG_EW_UNARY_KERNEL(k_exp, exp((double)a))
@@ -71,9 +69,9 @@ static int exp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *e = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_exp(&e, a));
-    TRY_GOTO(tg_mul(&gi[0], g, e));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_exp(&e, a));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, e));
 done:
     tg_tensor_release(e);
     return rc;
@@ -92,10 +90,10 @@ static int sqrt_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *r = NULL, *q = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_sqrt(&r, a));
-    TRY_GOTO(tg_div(&q, g, r));
-    TRY_GOTO(tg_mul_scalar(&gi[0], q, 0.5));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_sqrt(&r, a));
+    TG_TRY_GOTO(tg_div(&q, g, r));
+    TG_TRY_GOTO(tg_mul_scalar(&gi[0], q, 0.5));
 done:
     tg_tensor_release(r);
     tg_tensor_release(q);
@@ -108,9 +106,9 @@ static int abs_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *sgn = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg__ew_unary("abs", &sgn, a, k_sign, 0.0));
-    TRY_GOTO(tg_mul(&gi[0], g, sgn));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ew_unary("abs", &sgn, a, k_sign, 0.0));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, sgn));
 done:
     tg_tensor_release(sgn);
     return rc;
@@ -122,14 +120,14 @@ static int pow_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     double p = ((const pow_params *)tg__ctx_params(ctx))->p;
     tg_tensor *a, *t = NULL, *u = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     if (p == 0.0) {
-        TRY_GOTO(tg_tensor_zeros_like(&gi[0], a));
+        TG_TRY_GOTO(tg_tensor_zeros_like(&gi[0], a));
         goto done;
     }
-    TRY_GOTO(tg_pow_scalar(&t, a, p - 1.0));
-    TRY_GOTO(tg_mul_scalar(&u, t, p));
-    TRY_GOTO(tg_mul(&gi[0], g, u));
+    TG_TRY_GOTO(tg_pow_scalar(&t, a, p - 1.0));
+    TG_TRY_GOTO(tg_mul_scalar(&u, t, p));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, u));
 done:
     tg_tensor_release(t);
     tg_tensor_release(u);
@@ -141,19 +139,19 @@ static int erf_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *t[4] = {NULL, NULL, NULL, NULL};
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TRY_GOTO(tg_mul(&t[0], a, a));
-    TRY_GOTO(tg_neg(&t[1], t[0]));
-    TRY_GOTO(tg_exp(&t[2], t[1]));
-    TRY_GOTO(tg_mul_scalar(&t[3], t[2], 2.0 / sqrt(M_PI)));
-    TRY_GOTO(tg_mul(&gi[0], g, t[3]));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_mul(&t[0], a, a));
+    TG_TRY_GOTO(tg_neg(&t[1], t[0]));
+    TG_TRY_GOTO(tg_exp(&t[2], t[1]));
+    TG_TRY_GOTO(tg_mul_scalar(&t[3], t[2], 2.0 / sqrt(M_PI)));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, t[3]));
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
     return rc;
 }
 
 #define SCHEMA(op, policy)                                                    \
-    static tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
+    static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
                                    .forward = op##_forward, .backward = op##_backward, \
                                    .double_backward = true}
 SCHEMA(neg, TG_AMP_KEEP);
@@ -164,21 +162,15 @@ SCHEMA(abs, TG_AMP_KEEP);
 SCHEMA(pow_scalar, TG_AMP_FP32);
 SCHEMA(erf, TG_AMP_KEEP);
 
-void tg__register_unary(void)
-{
-    tg__op_register(&neg_op);
-    tg__op_register(&exp_op);
-    tg__op_register(&log_op);
-    tg__op_register(&sqrt_op);
-    tg__op_register(&abs_op);
-    tg__op_register(&pow_scalar_op);
-    tg__op_register(&erf_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op, &log_op, &sqrt_op, &abs_op, &pow_scalar_op, &erf_op};
+static_assert(sizeof tg__unary_ops / sizeof tg__unary_ops[0] == TG__unary_N,
+              "src/ops/families.h must count the unary ops");
 
-static int call1(tg_op_schema *op, tg_tensor **out, tg_tensor *a)
+static int call1(const tg_op_schema *op, tg_tensor **out, tg_tensor *a)
 {
     tg_tensor *in[1] = {a};
-    return tg__op_call(op, out, 1, in, NULL, 0);
+    return tg_op_call(op, out, 1, in, NULL, 0);
 }
 
 int tg_neg(tg_tensor **out, tg_tensor *a) { return call1(&neg_op, out, a); }
@@ -195,5 +187,5 @@ int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p)
 {
     pow_params prm = {.p = a ? tg__scalar_in_dtype(a->dtype, p) : p};
     tg_tensor *in[1] = {a};
-    return tg__op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
+    return tg_op_call(&pow_scalar_op, out, 1, in, &prm, sizeof prm);
 }

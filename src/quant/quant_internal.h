@@ -2,7 +2,8 @@
 #ifndef TAPEGRAD_QUANT_INTERNAL_H
 #define TAPEGRAD_QUANT_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/quant_params.h"
 #include "tapegrad/quant.h"
 
 /* The range of a quantized dtype: [0, 255] for u8, [-128, 127] for i8. */
@@ -13,22 +14,8 @@ static inline int32_t tg__q_clamp(int64_t v, int32_t lo, int32_t hi)
     return (int32_t)(v < lo ? lo : v > hi ? hi : v);
 }
 
-/* Elements after dim `axis` of t (row-major): a channel block along axis. */
-static inline int64_t tg__q_inner_size(const tg_tensor *t, int axis)
-{
-    int64_t inner = 1;
-    for (int d = axis + 1; d < t->ndim; d++) inner *= t->shape[d];
-    return inner;
-}
-
-/* TG_EINVAL for a NULL x, TG_EDTYPE unless x is a float tensor. */
-int tg__q_check_float(const char *op, const tg_tensor *x);
 /* Checks a (scale, zero_point) pair for dtype qdt; `op` names the caller. */
 int tg__q_check_affine(const char *op, tg_dtype qdt, double scale, int32_t zero_point);
-/* Checks per-channel scales (finite, > 0) and resolves axis against ndim. */
-int tg__q_check_channels(const char *op, const tg_tensor *t, int *axis, int64_t n,
-                         const double *scales);
-
 /* ---- qgemm.c ---- */
 
 /* Row sums of w (n, k) into sums[0..n). */

@@ -3,7 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 typedef struct gc {

@@ -1,4 +1,4 @@
-/* src/nn/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
+/* src/ops/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
  * of differentiable ops, plus two small ops of their own: bce_logits and
  * ce_pick.
  *
@@ -13,18 +13,16 @@
  * the -inf of a masked class into 0 * -inf = NaN.  Its backward, onehot * g,
  * is differentiable too.
  */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
-
-#define TRY_GOTO(expr)                                                        \
-    do {                                                                      \
-        rc = (expr);                                                          \
-        if (rc < 0) goto done;                                                \
-    } while (0)
 
 /* ---- the bce_logits op ------------------------------------------------- */
 
@@ -62,19 +60,19 @@ static int bce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *x, *t, *a = NULL, *b = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
-    TRY_GOTO(tg__ctx_saved(ctx, 1, &t));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &t));
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TRY_GOTO(tg_sigmoid(&a, x));
-        TRY_GOTO(tg_sub(&b, a, t));
-        TRY_GOTO(tg_mul(&gi[0], g, b));
+        TG_TRY_GOTO(tg_sigmoid(&a, x));
+        TG_TRY_GOTO(tg_sub(&b, a, t));
+        TG_TRY_GOTO(tg_mul(&gi[0], g, b));
         tg_tensor_release(a);
         tg_tensor_release(b);
         a = b = NULL;
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
-        TRY_GOTO(tg_mul(&a, g, x));
-        TRY_GOTO(tg_neg(&gi[1], a));
+        TG_TRY_GOTO(tg_mul(&a, g, x));
+        TG_TRY_GOTO(tg_neg(&gi[1], a));
     }
 done:
     tg_tensor_release(a);
@@ -88,7 +86,7 @@ done:
 
 /* FP32: inside an autocast scope the inputs are cast to f32; outside, mixed
  * float dtypes are promoted (recorded casts either way). */
-static tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
+static const tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
                               .forward = bce_forward, .backward = bce_backward,
                               .double_backward = true};
 
@@ -134,29 +132,28 @@ static int pick_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *onehot, *g1 = NULL;
     int rc;
-    TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
-    TRY_GOTO(tg_unsqueeze(&g1, g, 1));
-    TRY_GOTO(tg_mul(&gi[0], onehot, g1));
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
+    TG_TRY_GOTO(tg_unsqueeze(&g1, g, 1));
+    TG_TRY_GOTO(tg_mul(&gi[0], onehot, g1));
 done:
     tg_tensor_release(g1);
     return rc;
 }
 
-static tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
+static const tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
                                .forward = pick_forward, .backward = pick_backward,
                                .double_backward = true};
 
 static int pick(tg_tensor **out, tg_tensor *a, tg_tensor *onehot)
 {
     tg_tensor *in[2] = {a, onehot};
-    return tg__op_call(&pick_op, out, 2, in, NULL, 0);
+    return tg_op_call(&pick_op, out, 2, in, NULL, 0);
 }
 
-void tg__register_loss(void)
-{
-    tg__op_register(&bce_op);
-    tg__op_register(&pick_op);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__loss_ops[] = {&bce_op, &pick_op};
+static_assert(sizeof tg__loss_ops / sizeof tg__loss_ops[0] == TG__loss_N,
+              "src/ops/families.h must count the loss ops");
 
 /* ---- shared checks and steps -------------------------------------------- */
 
@@ -224,11 +221,11 @@ static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tenso
     TG_TRY(check_pair(op, out, input, target, red));
     tg_tensor *t[4] = {0};
     int rc;
-    TRY_GOTO(amp_f32(&t[0], input));
-    TRY_GOTO(amp_f32(&t[1], target));
-    TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
-    TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
-    TRY_GOTO(reduce(out, t[3], red));
+    TG_TRY_GOTO(amp_f32(&t[0], input));
+    TG_TRY_GOTO(amp_f32(&t[1], target));
+    TG_TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
+    TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
+    TG_TRY_GOTO(reduce(out, t[3], red));
 done:
     release_all(t, 4);
     return rc;
@@ -250,7 +247,7 @@ int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg
 {
     TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
     tg_tensor *in[2] = {logits, target}, *l = NULL;
-    int rc = tg__op_call(&bce_op, &l, 2, in, NULL, 0);
+    int rc = tg_op_call(&bce_op, &l, 2, in, NULL, 0);
     if (rc == TG_OK) rc = reduce(out, l, red);
     tg_tensor_release(l);
     return rc;
@@ -336,17 +333,17 @@ int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_r
     tg_tensor *t[10] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, nll */
     const int dim1[1] = {1};
     int rc;
-    TRY_GOTO(read_targets(target, C, idx));
-    TRY_GOTO(amp_f32(&t[0], logits));
-    TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
-    TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
-    TRY_GOTO(tg_exp(&t[4], t[3]));
-    TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
-    TRY_GOTO(tg_log(&t[6], t[5]));
-    TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
-    TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
-    TRY_GOTO(tg_neg(&t[9], t[8]));
-    TRY_GOTO(reduce(out, t[9], red));
+    TG_TRY_GOTO(read_targets(target, C, idx));
+    TG_TRY_GOTO(amp_f32(&t[0], logits));
+    TG_TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
+    TG_TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
+    TG_TRY_GOTO(tg_exp(&t[4], t[3]));
+    TG_TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
+    TG_TRY_GOTO(tg_log(&t[6], t[5]));
+    TG_TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
+    TG_TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
+    TG_TRY_GOTO(tg_neg(&t[9], t[8]));
+    TG_TRY_GOTO(reduce(out, t[9], red));
 done:
     release_all(t, 10);
     free(idx);

@@ -1,14 +1,18 @@
-/* src/quant/fake_quantize.c - the fake_quantize ops (per tensor and per
+/* src/ops/fake_quantize.c - the fake_quantize ops (per tensor and per
  * channel): quantize then dequantize in float, with the straight-through
  * gradient of quantization-aware training.
  *
  * Both ops share one kernel: a per-tensor op is the per-channel one with a
  * single channel spanning the whole tensor. */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
-#include "quant/quant_internal.h"
+#include "ops/quant_params.h"
+#include "ops/dispatch.h"
+#include "ops/families.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/quant.h"   /* the TG_API declarations: exported from the shared library */
 
 typedef struct fq_channel {
     double scale;
@@ -117,7 +121,7 @@ static int fq_backward(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in)
     return fq_backward_ste(ctx, grad_out, grad_in, &p->ch, 1, -1, p->qmin, p->qmax);
 }
 
-static tg_op_schema fq_schema = {
+static const tg_op_schema fq_schema = {
     .name = "fake_quantize",
     .arity = 1,
     .amp = TG_AMP_KEEP,
@@ -152,7 +156,7 @@ int tg_fake_quantize(tg_tensor **out, tg_tensor *x, double scale, int32_t zero_p
     TG_TRY(fq_check_zp("fake_quantize", "zero_point", zero_point, quant_min, quant_max));
     fq_params p = {.qmin = quant_min, .qmax = quant_max, .ch = {scale, zero_point}};
     tg_tensor *in[1] = {x};
-    return tg__op_call(&fq_schema, out, 1, in, &p, sizeof p);
+    return tg_op_call(&fq_schema, out, 1, in, &p, sizeof p);
 }
 
 /* ---- per channel ---- */
@@ -176,7 +180,7 @@ static int fqc_backward(tg_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in)
     return fq_backward_ste(ctx, grad_out, grad_in, p->ch, p->n, p->axis, p->qmin, p->qmax);
 }
 
-static tg_op_schema fqc_schema = {
+static const tg_op_schema fqc_schema = {
     .name = "fake_quantize_per_channel",
     .arity = 1,
     .amp = TG_AMP_KEEP,
@@ -185,11 +189,10 @@ static tg_op_schema fqc_schema = {
     .double_backward = true,
 };
 
-void tg__register_quant(void)
-{
-    tg__op_register(&fq_schema);
-    tg__op_register(&fqc_schema);
-}
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__fake_quantize_ops[] = {&fq_schema, &fqc_schema};
+static_assert(sizeof tg__fake_quantize_ops / sizeof tg__fake_quantize_ops[0] == TG__fake_quantize_N,
+              "src/ops/families.h must count the fake_quantize ops");
 
 int tg_fake_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_t n,
                                  const double *scales, const int32_t *zero_points,
@@ -215,7 +218,7 @@ int tg_fake_quantize_per_channel(tg_tensor **out, tg_tensor *x, int axis, int64_
     for (int64_t c = 0; c < n; c++)
         p->ch[c] = (fq_channel){scales[c], zero_points ? zero_points[c] : 0};
     tg_tensor *in[1] = {x};
-    int rc = tg__op_call(&fqc_schema, out, 1, in, p, size);
+    int rc = tg_op_call(&fqc_schema, out, 1, in, p, size);
     free(p);
     return rc;
 }

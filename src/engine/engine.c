@@ -16,7 +16,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "autograd/tape.h"
 #include "tapegrad/ops.h"
 
 /* The result slots of tg_grad's inputs by a key (an input tensor, or the
@@ -298,6 +299,14 @@ static int run_node(engine *e, tg_node *n)
     if (n->released) {
         rc = tg__error(TG_EGRAD, "%s: backward through a graph that was already freed: "
                                  "pass retain_graph", n->op->name);
+        goto done;
+    }
+    if (e->create_graph && !n->op->double_backward) {
+        /* its backward is not made of recorded ops: a graph of it would give
+         * wrong higher derivatives (PyTorch's once_differentiable) */
+        rc = tg__error(TG_EGRAD, "%s: create_graph through an op whose backward is not "
+                                 "differentiable (its schema says double_backward = false)",
+                       n->op->name);
         goto done;
     }
     if (tg__trace_enabled())

@@ -1,0 +1,113 @@
+/* src/autograd/tape.h - the tape: nodes, the context an op call's forward and
+ * backward share, grad mode and autocast state (prefix tg__).  Below the ops,
+ * which record onto it; the backward engine (src/engine) walks it. */
+#ifndef TAPEGRAD_AUTOGRAD_TAPE_H
+#define TAPEGRAD_AUTOGRAD_TAPE_H
+
+#include "core/core.h"
+#include "tapegrad/op.h"
+#include "tapegrad/registry.h"
+
+typedef tg_op_ctx tg_ctx;   /* what forward/backward see of their node */
+
+/* ---- nodes (the tape) ----------------------------------------------------- */
+
+#define TG_NODE_MAX_INPUTS TG_OP_MAX_INPUTS
+#define TG_NODE_MAX_SAVED TG_OP_MAX_SAVED
+
+typedef struct tg_edge {
+    tg_node *fn;          /* the input's node (retained), or NULL */
+    tg_tensor *leaf;      /* the input itself if it is a leaf requiring grad (retained) */
+} tg_edge;
+
+typedef struct tg_meta {
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+} tg_meta;
+
+typedef struct tg_saved {
+    tg_tensor *t;         /* retained */
+    uint64_t version;     /* storage version when saved */
+    /* An AMP cast of an input that the forward saved is kept as the input
+     * itself (t) and cast again when backward asks for it (recast, owned):
+     * the tape then holds no second copy of the activation in another dtype.
+     * recast gets the forward cast's node as its grad_fn, so gradients that
+     * reach it (higher derivatives) add up with the first-order ones there
+     * before the cast's backward, as they would through the saved cast. */
+    bool is_cast;
+    tg_dtype cast_to;
+    tg_tensor *recast;
+    tg_node *cast_fn;     /* the forward cast's node (retained; NULL if not recorded) */
+} tg_saved;
+
+struct tg_node {
+    _Atomic int refcount;
+    const tg_op_schema *op;
+    uint64_t seq;                          /* recording order, one process-wide counter */
+    int n_inputs;
+    tg_edge edges[TG_NODE_MAX_INPUTS];
+    tg_meta in_meta[TG_NODE_MAX_INPUTS];   /* dtype/shape of each input (ndim -1: absent) */
+    bool needs_grad[TG_NODE_MAX_INPUTS];
+    tg_meta out_meta;
+    int n_saved;
+    tg_saved saved[TG_NODE_MAX_SAVED];
+    int n_scalars;
+    double scalars[TG_OP_MAX_SCALARS];     /* tg_op_ctx_save_scalar */
+    void *params;                          /* copy of the op's params, owned */
+    size_t params_size;
+    bool released;                         /* saved tensors/params freed after backward */
+    tg_hook *hooks;                        /* hooks of the output tensor */
+    /* engine scratch during one backward */
+    tg_tensor *grad_accum;
+    int dependencies;
+};
+
+tg_node *tg__node_retain(tg_node *n);
+void tg__node_release(tg_node *n);
+/* After a forward: the saved tensors that are the dispatcher's AMP casts of
+ * inputs (cast[i] of in[i], NULL where not cast) are replaced by the inputs
+ * themselves, to be cast again in tg__ctx_saved. */
+void tg__node_save_uncast(tg_node *n, int n_in, tg_tensor *const *in, tg_tensor *const *cast);
+/* Releases saved tensors and params after backward (not the edges' nodes). */
+void tg__node_release_saved(tg_node *n);
+/* A new node (refcount 1, next process-wide seq) for op applied to in[0..n):
+ * edges, input metadata and needs_grad filled in; params and out_meta left
+ * for the caller.  NULL with TG_ENOMEM set on failure. */
+tg_node *tg__node_new(const tg_op_schema *op, int n, tg_tensor *const *in);
+/* Number of nodes alive in the process (tests check memory stays flat). */
+long tg__node_live_count(void);
+/* The nodes reachable from the grad_fn of roots[0..n_roots), sorted by
+ * increasing seq, in a malloc'd array (*nodes, freed by the caller; the node
+ * pointers are borrowed).  Uses each node's `dependencies` field as a mark and
+ * leaves it 0.  TG_ENOMEM, or TG_EGRAD when a backward is already running over
+ * the same nodes. */
+int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count);
+
+/* Saves t for backward (retained; its version recorded).  Returns the slot. */
+int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);
+/* The i-th saved tensor (borrowed) after checking its version:
+ * TG_EINPLACE with a message naming the op when it was modified in place,
+ * TG_EGRAD when the graph was already freed. */
+int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t);
+/* For a saved output y of the op itself (saved as a detached alias: saving y
+ * would make the cycle y -> node -> y): a new reference to y, after the same
+ * checks as tg__ctx_saved.  In grad mode (a create_graph backward) it is an
+ * alias whose grad_fn is ctx, as y's own was, so that gradients of the
+ * backward's result reach the input through this op again; the caller
+ * releases it, so no cycle outlives the call. */
+int tg__ctx_saved_output(tg_ctx *ctx, int i, tg_tensor **t);
+static inline const void *tg__ctx_params(const tg_ctx *ctx) { return ctx->params; }
+static inline bool tg__ctx_needs_grad(const tg_ctx *ctx, int i) { return ctx->needs_grad[i]; }
+static inline const tg_meta *tg__ctx_input_meta(const tg_ctx *ctx, int i) { return &ctx->in_meta[i]; }
+
+/* True when TG_TRACE=1 (read once). */
+bool tg__trace_enabled(void);
+
+/* ---- autocast state (thread-local) --------------------------------------- */
+bool tg__autocast_dtype(tg_dtype *dt);
+/* Turns autocast off (true) or back on for this thread regardless of the
+ * scopes; returns the previous setting.  The backward engine suspends it. */
+bool tg__autocast_suspend(bool suspend);
+
+#endif

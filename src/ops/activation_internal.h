@@ -1,0 +1,26 @@
+/* src/ops/activation_internal.h - the half-precision activation kernels of
+ * activation_half.c, used by activation.c. */
+#ifndef TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
+#define TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
+
+#include "core/core.h"
+
+/* relu, leaky_relu (slope s) and their one-pass gradients, leaky_relu's
+ * g * (a > 0 ? 1 : s) and relu's g * (a <= 0 ? 0 : 1), on n contiguous halves of
+ * dtype dt, in one pass with AVX2/F16C (src/ops/activation_half.c): the bits
+ * of the f32 kernels of activation.c followed by one rounding.  o may be a
+ * or g.  g is read by the gradients only.  False (nothing written) on CPUs
+ * without the vector kernels: the caller takes the general path. */
+typedef enum tg__half_act {
+    TG__HALF_RELU,
+    TG__HALF_LEAKY,
+    TG__HALF_MASKED_GRAD,
+    TG__HALF_RELU_GRAD
+} tg__half_act;
+bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
+                    uint16_t *o, int64_t n, double s);
+/* Tests: false makes relu/leaky_relu on this thread take the general half
+ * path instead of tg__half_act_n (true, the default, restores). */
+void tg__act_set_half_fused(bool on);
+
+#endif

@@ -1,0 +1,75 @@
+/* src/ops/elementwise.h - the element-wise driver (src/ops/elementwise.c) and
+ * the kernel generators its op files use. */
+#ifndef TAPEGRAD_OPS_ELEMENTWISE_H
+#define TAPEGRAD_OPS_ELEMENTWISE_H
+
+#include "ops/dispatch.h"
+
+/* The broadcast shape of a and b (NumPy rules: align trailing dims, an extent
+ * of 1 stretches) into *ndim_out / shape_out.  TG_ESHAPE naming op, both
+ * shapes and the first clashing output dim otherwise. */
+int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,
+                         const int64_t *shape_b, int *ndim_out, int64_t *shape_out);
+/* TG_EINVAL if t is NULL, TG_EDTYPE if its dtype is not float; i numbers the
+ * input in the message ("mul: input 1 has dtype i32; float dtypes only"). */
+int tg__ew_check_float(const char *op, int i, const tg_tensor *t);
+
+/* An elementwise kernel over n contiguous elements of compute dtype cdt
+ * (f32 or f64): out[i] = f(a[i], b[i]; s).  b is NULL for unary kernels; s is
+ * the op's one scalar parameter (0 when it has none). */
+typedef void (*tg_ew_kernel_fn)(tg_dtype cdt, void *out, const void *a, const void *b,
+                                int64_t n, double s);
+/* Runs a kernel on a and b broadcast together; *out (new reference) has
+ * their common dtype.  Validates NULL, float dtypes, equal dtypes and shapes.
+ * Not recorded: callers are forwards, or backwards building constants. */
+int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
+                  tg_ew_kernel_fn k, double s);
+/* b = k(a, b), written over b itself: b contiguous, a of b's shape and dtype
+ * (a may be strided).  For a backward that holds the only reference to b
+ * (tg__grad_is_reusable).  The bits are those of tg__ew_binary. */
+int tg__ew_binary_over(const char *op, const tg_tensor *a, tg_tensor *b, tg_ew_kernel_fn k,
+                       double s);
+/* Same for one input (the kernel sees b == NULL). */
+int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
+                 double s);
+/* A Python-number operand s as torch uses it with a tensor of dtype dt:
+ * converted to dt (f16/bf16 through f32), returned as a double; f64 and
+ * other dtypes keep s (src/ops/binary.c). */
+double tg__scalar_in_dtype(tg_dtype dt, double s);
+
+/* Kernel generators: expr is written with the element(s) `a` (and `b`) of
+ * type T (float or double) and the scalar `s` (double); the result is cast
+ * back to T.  A kernel is serial: the driver (elementwise.c) splits more
+ * than 32k elements into one range per thread. */
+#define TG__EW_FOR(i, n, ...) for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }
+#define TG__EW_LOOP1(T, expr)                                                 \
+    {                                                                         \
+        T *o_ = out_;                                                         \
+        const T *pa_ = a_;                                                    \
+        TG__EW_FOR(i_, n, const T a = pa_[i_]; o_[i_] = (T)(expr);)           \
+    }
+#define TG__EW_LOOP2(T, expr)                                                 \
+    {                                                                         \
+        T *o_ = out_;                                                         \
+        const T *pa_ = a_, *pb_ = b_;                                         \
+        TG__EW_FOR(i_, n, const T a = pa_[i_], b = pb_[i_]; o_[i_] = (T)(expr);) \
+    }
+#define TG_EW_UNARY_KERNEL(fname, expr)                                       \
+    static void fname(tg_dtype cdt_, void *out_, const void *a_, const void *b_, \
+                      int64_t n, double s)                                    \
+    {                                                                         \
+        (void)b_;                                                             \
+        (void)s;                                                              \
+        if (cdt_ == TG_F64) TG__EW_LOOP1(double, expr)                        \
+        else TG__EW_LOOP1(float, expr)                                        \
+    }
+#define TG_EW_BINARY_KERNEL(fname, expr)                                      \
+    static void fname(tg_dtype cdt_, void *out_, const void *a_, const void *b_, \
+                      int64_t n, double s)                                    \
+    {                                                                         \
+        (void)s;                                                              \
+        if (cdt_ == TG_F64) TG__EW_LOOP2(double, expr)                        \
+        else TG__EW_LOOP2(float, expr)                                        \
+    }
+
+#endif

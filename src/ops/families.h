@@ -1,0 +1,35 @@
+/* src/ops/families.h - the built-in op families: each file that defines ops
+ * exports its schemas as one const table, tg__<family>_ops, of
+ * TG__<family>_N entries (checked by a static_assert beside the table).
+ * src/ops/families.c registers them all through tg_op_register. */
+#ifndef TAPEGRAD_OPS_FAMILIES_H
+#define TAPEGRAD_OPS_FAMILIES_H
+
+#include "tapegrad/op.h"
+
+/* X(family, count, file: ops) */
+#define TG__OP_FAMILIES(X)                                                    \
+    X(binary, 10)        /* binary.c: add sub mul div pow, scalar variants */ \
+    X(unary, 7)          /* unary.c: neg exp log sqrt abs pow_scalar erf */   \
+    X(activation, 6)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu */ \
+    X(cast, 1)           /* cast.c: to_dtype */                               \
+    X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \
+    X(shape, 7)          /* shape.c: reshape permute transpose expand unsqueeze squeeze contiguous */ \
+    X(slice_cat, 3)      /* shape_cat.c: slice slice_backward cat */          \
+    X(linalg, 2)         /* linalg.c: matmul linear */                        \
+    X(conv, 3)           /* conv.c: conv conv_transpose conv_weight_grad */   \
+    X(norm, 1)           /* norm.c: batch_norm */                             \
+    X(loss, 2)           /* loss.c: bce_logits ce_pick */                     \
+    X(fake_quantize, 2)  /* fake_quantize.c: fake_quantize fake_quantize_per_channel */
+
+/* Declares tg__binary_ops ... the tables. */
+#define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
+TG__OP_FAMILIES(TG__FAMILY_DECLARE)
+#undef TG__FAMILY_DECLARE
+
+/* TG__binary_N ...: the number of schemas in each table. */
+#define TG__FAMILY_COUNT(fam, count) TG__##fam##_N = count,
+enum { TG__OP_FAMILIES(TG__FAMILY_COUNT) };
+#undef TG__FAMILY_COUNT
+
+#endif

@@ -1,0 +1,33 @@
+/* src/ops/reduce_internal.h - the reduction kernels reduce.c shares with
+ * reduce_float.c and reduce_int.c. */
+#ifndef TAPEGRAD_OPS_REDUCE_INTERNAL_H
+#define TAPEGRAD_OPS_REDUCE_INTERNAL_H
+
+#include "core/core.h"
+
+/* Sum of an integer tensor a into a new int64 tensor (ndim, shape), exact
+ * and wrapping as torch's; ostride as in reduce.c (0 for a reduced dim,
+ * else the output's contiguous stride).  src/ops/reduce_int.c. */
+int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                   const int64_t *ostride);
+/* Sum of a float tensor a into a new tensor (ndim, shape) of a's dtype,
+ * times scale; ostride as for tg__reduce_int.  src/ops/reduce_float.c. */
+int tg__reduce_float(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
+                     const int64_t *ostride, double scale);
+/* One step of the reductions' row-major walk over a: advances the counter
+ * idx (a->ndim entries, all 0 at the start) and returns the output index o
+ * moved with it, ostride[d] being o's step along dim d (reduce_float.c,
+ * reduce_int.c). */
+static inline int64_t tg__reduce_next(const tg_tensor *a, const int64_t *ostride, int64_t *idx,
+                                      int64_t o)
+{
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        o += ostride[d];
+        if (++idx[d] < a->shape[d]) break;
+        o -= ostride[d] * a->shape[d];
+        idx[d] = 0;
+    }
+    return o;
+}
+
+#endif

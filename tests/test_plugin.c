@@ -1,0 +1,95 @@
+/* tests/test_plugin.c - ops from outside the library: examples/custom_op run
+ * as a user runs it, and `tapegrad ops/gradcheck --plugin` with the plugin
+ * built from the same ops (examples/custom_ops.c), with a plugin that
+ * registers nothing (tests/plugin_empty.c) and with shared objects that are
+ * not plugins.  Paths come from tests/meson.build. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#define RUN(...) th_run("TG_TOOL", (const char *const[]){__VA_ARGS__, NULL})
+
+static void setup(void) { th_tmp_dir_make("tg_plugin_"); }
+static void teardown(void) { th_tmp_dir_remove(); }
+
+TestSuite(plugin, .init = setup, .fini = teardown);
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    cr_assert(v != NULL, "%s is not set (run through meson test)", name);
+    return v;
+}
+
+Test(plugin, custom_op_example_checks_and_trains_its_ops)
+{
+    cr_assert(eq(int, th_run("TG_CUSTOM_OP", (const char *const[]){"--steps", "300", NULL}), 0),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "gradcheck     custom_softplus  ok");
+    th_expect_in(th_out, "gradgradcheck custom_mish      ok");
+    th_expect_in(th_out, "gradgradcheck custom_softplus  refused: custom_softplus: create_graph "
+                         "through an op whose backward is not differentiable");
+    th_expect_in(th_out, "step  300");
+    cr_assert(eq(int, th_run("TG_CUSTOM_OP", (const char *const[]){"--steps", "x", NULL}), 2));
+}
+
+Test(plugin, ops_lists_the_plugins_ops)
+{
+    cr_assert(eq(int, RUN("ops", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s", th_err);
+    th_expect_in(th_out, "custom_mish          1     fp32             yes      yes");
+    th_expect_in(th_out, "custom_softplus      1     fp32             yes      no");
+    th_expect_in(th_out, "conv_transpose ");
+}
+
+Test(plugin, gradcheck_checks_the_plugins_ops)
+{
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s%s", th_out,
+              th_err);
+    th_expect_in(th_out, "custom_mish ");
+    th_expect_in(th_out, "custom_softplus ");
+    th_expect_in(th_out, "2 cases, 0 failed");
+    /* one of them by name, beside a built-in */
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_CUSTOM_OPS"), "custom_mish", "tanh"),
+                 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "2 cases, 0 failed");
+}
+
+Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
+{
+    char missing[256];
+    th_tmp_path(missing, sizeof missing, "no-such-plugin.so");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", missing), 2));
+    th_expect_in(th_err, "cannot load it");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_LIBTAPEGRAD")), 2));
+    th_expect_in(th_err, "no entry point 'int tapegrad_register(void)'");
+    cr_assert(eq(int, RUN("ops", "--plugin", env("TG_EMPTY_PLUGIN")), 2));
+    th_expect_in(th_err, "tapegrad_register registered no op");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin"), 2));
+    th_expect_in(th_err, "--plugin needs a path");
+}
+
+/* The first column of gradcheck's rows is an op name `tapegrad ops` lists. */
+Test(plugin, gradcheck_and_ops_use_the_same_names)
+{
+    cr_assert(eq(int, RUN("ops"), 0));
+    char *ops = strdup(th_out);
+    cr_assert(eq(int, RUN("gradcheck", "conv", "conv_transpose", "nn", "elementwise", "shape"),
+                 0), "%s%s", th_out, th_err);
+    int rows = 0;
+    for (char *line = strtok(th_out, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64];
+        if (line[0] == ' ' || sscanf(line, "%63s", name) != 1) continue;
+        if (strcmp(name, "op") == 0 || strchr(line, ',') == NULL) continue;   /* header, total */
+        if (strstr(line, " cases, ")) continue;
+        char want[80];
+        snprintf(want, sizeof want, "\n%s ", name);
+        cr_assert(strstr(ops, want) != NULL, "gradcheck row '%s' is not an op of `ops`", name);
+        rows++;
+    }
+    cr_assert(rows > 20, "%d rows", rows);
+    free(ops);
+}

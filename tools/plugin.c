@@ -1,0 +1,133 @@
+/* tools/plugin.c - `--plugin PATH.so` of `tapegrad ops` and `tapegrad
+ * gradcheck`: loads a shared object that registers ops through its entry
+ * point
+ *
+ *     int tapegrad_register(void);   // tg_op_register(...) for each op
+ *
+ * and checks a plugin op's derivatives on generic inputs. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tapegrad/tapegrad.h"
+#include "tools.h"
+
+/* The names registered since the registry held `before` ops: every name of
+ * the registry not in names[0..n) yet is appended (borrowed strings). */
+static void collect_new(tg_plugin_ops *ops, const char **seen, int n_seen)
+{
+    int n = tg_op_count();
+    for (int i = 0; i < n && ops->n < TG_PLUGIN_MAX_OPS; i++) {
+        tg_op_info info;
+        if (tg_op_info_at(i, &info) < 0) continue;
+        bool old = false;
+        for (int k = 0; k < n_seen && !old; k++) old = strcmp(seen[k], info.name) == 0;
+        for (int k = 0; k < ops->n && !old; k++) old = strcmp(ops->names[k], info.name) == 0;
+        if (!old) ops->names[ops->n++] = info.name;
+    }
+}
+
+static int load_one(const char *cmd, const char *path, tg_plugin_ops *ops)
+{
+    int before = tg_op_count();
+    if (before < 0) {
+        fprintf(stderr, "tapegrad %s: %s\n", cmd, tg_error_message());
+        return TG_EXIT_FAIL;
+    }
+    const char **seen = malloc((size_t)(before ? before : 1) * sizeof *seen);
+    if (!seen) {
+        fprintf(stderr, "tapegrad %s: out of memory\n", cmd);
+        return TG_EXIT_FAIL;
+    }
+    for (int i = 0; i < before; i++) {
+        tg_op_info info;
+        seen[i] = tg_op_info_at(i, &info) == TG_OK ? info.name : "";
+    }
+    int code = TG_EXIT_USAGE;
+    /* the handle is kept open: the plugin's schemas live in it */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int (*entry)(void) = NULL;
+    if (!h) {
+        fprintf(stderr, "tapegrad %s: --plugin %s: cannot load it: %s\n", cmd, path, dlerror());
+    } else if (!(*(void **)&entry = dlsym(h, "tapegrad_register"))) {
+        fprintf(stderr, "tapegrad %s: --plugin %s: no entry point 'int "
+                        "tapegrad_register(void)' in it\n", cmd, path);
+    } else if (entry() < 0) {
+        fprintf(stderr, "tapegrad %s: --plugin %s: tapegrad_register failed: %s\n", cmd, path,
+                tg_error_message());
+    } else if (tg_op_count() <= before) {
+        fprintf(stderr, "tapegrad %s: --plugin %s: tapegrad_register registered no op\n", cmd,
+                path);
+    } else {
+        collect_new(ops, seen, before);
+        code = -1;
+    }
+    free(seen);
+    return code;
+}
+
+int tg_tool_load_plugins(const char *cmd, int *argc, char **argv, tg_plugin_ops *ops)
+{
+    ops->n = 0;
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--plugin") != 0) {
+            argv[k++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "tapegrad %s: --plugin needs a path to a shared object\n", cmd);
+            return TG_EXIT_USAGE;
+        }
+        int code = load_one(cmd, argv[++i], ops);
+        if (code >= 0) return code;
+    }
+    *argc = k;
+    return -1;
+}
+
+static int call_op(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_op_call(user, out, n, in, NULL, 0);
+}
+
+bool tg_tool_gradcheck_plugin_op(const char *name)
+{
+    const tg_op_schema *op = NULL;
+    if (tg_op_find(&op, name) < 0) {
+        printf("%-17s %s\n", name, tg_error_message());
+        return false;
+    }
+    /* inputs of shape (3, 4) in [-1, 1], away from 0, f64; a variadic op
+     * gets two; params NULL, so the op must take defaults for them */
+    int n = op->arity < 0 ? 2 : op->arity;
+    tg_tensor *in[TG_OP_MAX_INPUTS] = {0};
+    int64_t shape[] = {3, 4};
+    tg_rng rng;
+    tg_rng_init(&rng, 1234);
+    int rc = TG_OK;
+    for (int i = 0; i < n && rc >= 0; i++) {
+        rc = tg_tensor_zeros(&in[i], TG_F64, 2, shape);
+        if (rc >= 0) rc = tg_tensor_rand_uniform(in[i], &rng, 0.1, 1.0);
+        for (int64_t k = 0; rc >= 0 && k < 12; k += 2) {   /* half of them negative */
+            double v;
+            rc = tg_tensor_get_flat(in[i], k, &v);
+            if (rc >= 0) rc = tg_tensor_set_flat(in[i], k, -v);
+        }
+        if (rc >= 0) rc = tg_tensor_set_requires_grad(in[i], true);
+    }
+    char msg[2][512] = {"", ""};
+    int r[2] = {rc, rc};
+    if (rc >= 0) r[0] = tg_gradcheck(call_op, (void *)op, n, in, NULL);
+    if (r[0] < 0) snprintf(msg[0], sizeof msg[0], "%s", tg_error_message());
+    bool second = op->backward && op->double_backward;
+    if (rc >= 0 && second) r[1] = tg_gradgradcheck(call_op, (void *)op, n, in, NULL);
+    if (r[1] < 0) snprintf(msg[1], sizeof msg[1], "%s", tg_error_message());
+    printf("%-17s %-58s %-8s %-8s\n", name, "plugin: (3, 4) f64 inputs", r[0] < 0 ? "FAIL" : "ok",
+           !second ? "n/a" : r[1] < 0 ? "FAIL" : "ok");
+    for (int k = 0; k < 2; k++)
+        if (msg[k][0]) printf("    %s: %s\n", k ? "gradgrad" : "grad", msg[k]);
+    for (int i = 0; i < n; i++) tg_tensor_release(in[i]);
+    return r[0] >= 0 && r[1] >= 0;
+}
