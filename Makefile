@@ -6,11 +6,12 @@ TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev \
               libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs \
-              libopenmpi-dev openmpi-bin
+              libopenmpi-dev openmpi-bin dataset-fashion-mnist
 # The browser test (tests/browser): skipped, with the reason, where Chromium
 # cannot be installed.
 BROWSER_PACKAGES := chromium
-# Extra packages only `make demo` needs (the data set).
+# Extra packages only `make demo` needs (the data set; tests/test_fid.c reads
+# it too, so it is in PACKAGES as well).
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -41,6 +42,9 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	$(call install_missing,$(DEMO_PACKAGES))
 	$(BUILD)/examples/dcgan/dcgan --out out --overwrite
+	@echo "FID of 10000 samples against the test set, and real vs real (docs/fid.md):"
+	$(BUILD)/tools/tapegrad fid test out/generator.safetensors train:10000 > out/fid.txt
+	@cat out/fid.txt
 
 # The tests' Node packages: ONNX Runtime (tests/onnx) and playwright-core
 # (tests/browser).  --ignore-scripts keeps onnxruntime's bundled CPU library

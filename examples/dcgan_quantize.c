@@ -3,7 +3,8 @@
  *
  *   dcgan_quantize [--weights out/generator.safetensors] [--latents out/latents.safetensors]
  *                  [--out DIR (out)] [--calib N (8)] [--batch B (64)] [--seed S (1)]
- *                  [--repeat R (7)] [--fold 1|0 (1)]
+ *                  [--repeat R (7)] [--fold 1|0 (1)] [--fid N (0)]
+ *                  [--fid-weights PATH (data/fid_classifier.safetensors)] [--qat STEPS (0)]
  *
  * Loads the generator strictly (prefix "gen" when present), calibrates on N
  * batches of B latents z ~ N(0, 1) (eval mode: BatchNorm uses its running
@@ -18,6 +19,13 @@
  * (peak-to-peak 2): 10 log10(2^2 / MSE), and the median time of R forwards
  * of each model on one batch of B (float and int8 runs alternate, so a
  * load change on a shared machine hits both alike).
+ *
+ * With --fid N it also prints the FID (tapegrad/metrics.h) of N images of each
+ * generator against Fashion-MNIST's test set, from the same latents.  With
+ * --qat STEPS (which needs --fold 1) it fine-tunes the folded generator with
+ * the int8 roundings simulated (examples/dcgan_qat.h) for STEPS steps,
+ * converts that to int8 (same calibration latents) and prints its FID (with
+ * --fid) or its PSNR against the float generator.
  *
  * Exit status 0; 1 when a file cannot be read or written, does not hold a
  * generator of model.h or latents (N, nz) of finite values, --out is not a
@@ -37,13 +45,16 @@
 #include <tapegrad/tapegrad.h>
 
 #include "dcgan/model.h"
+#include "dcgan_qat.h"
 #include "example_args.h"
+#include "gen_fid.h"
 
 static const char prog[] = "dcgan_quantize";
 
 typedef struct opts {
     const char *weights, *latents, *out;
-    int64_t calib, batch, repeat;
+    int64_t calib, batch, repeat, fid, qat;
+    const char *fid_weights;
     uint64_t seed;
     bool fold, latents_given;
 } opts;
@@ -54,7 +65,10 @@ static void usage(FILE *f)
                "                      [--latents Z.safetensors (out/latents.safetensors)]\n"
                "                      [--out DIR (out)] [--calib N (8; <= 1000)]\n"
                "                      [--batch B (64; <= 65536)] [--seed S (1)]\n"
-               "                      [--repeat R (7; <= 1000)] [--fold 1|0 (1)]\n");
+               "                      [--repeat R (7; <= 1000)] [--fold 1|0 (1)]\n"
+               "                      [--fid N (0: off; 2..100000 images)]\n"
+               "                      [--fid-weights PATH (data/fid_classifier.safetensors)]\n"
+               "                      [--qat STEPS (0: off; <= 100000)]\n");
 }
 
 /* Applies option name = v; -1 after printing what is wrong. */
@@ -68,6 +82,14 @@ static int apply(void *opts_, const char *name, const char *v)
     if (!strcmp(name, "--batch")) return ex_arg_i64(prog, name, v, 1, 65536, &o->batch);
     if (!strcmp(name, "--seed")) return ex_arg_u64(prog, name, v, &o->seed);
     if (!strcmp(name, "--repeat")) return ex_arg_i64(prog, name, v, 1, 1000, &o->repeat);
+    if (!strcmp(name, "--fid")) {
+        if (ex_arg_i64(prog, name, v, 0, 100000, &o->fid) < 0) return -1;
+        if (o->fid != 1) return 0;
+        fprintf(stderr, "%s: --fid '1': a covariance needs 2 images or more\n", prog);
+        return -1;
+    }
+    if (!strcmp(name, "--fid-weights")) return (o->fid_weights = v), 0;
+    if (!strcmp(name, "--qat")) return ex_arg_i64(prog, name, v, 0, 100000, &o->qat);
     if (!strcmp(v, "0") || !strcmp(v, "1")) return (o->fold = v[0] == '1'), 0;   /* --fold */
     fprintf(stderr, "%s: --fold '%s': expected 1 or 0\n", prog, v);
     return -1;
@@ -77,10 +99,18 @@ static int apply(void *opts_, const char *name, const char *v)
 static int parse_opts(opts *o, int argc, char **argv)
 {
     static const char *const names[] = {"--weights", "--latents", "--out",    "--calib",
-                                        "--batch",   "--seed",    "--repeat", "--fold"};
+                                        "--batch",   "--seed",    "--repeat", "--fold",
+                                        "--fid",     "--fid-weights", "--qat"};
     *o = (opts){.weights = "out/generator.safetensors", .latents = "out/latents.safetensors",
-                .out = "out", .calib = 8, .batch = 64, .repeat = 7, .seed = 1, .fold = true};
-    return ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, o, usage);
+                .out = "out", .calib = 8, .batch = 64, .repeat = 7, .seed = 1, .fold = true,
+                .fid_weights = "data/fid_classifier.safetensors"};
+    int rc = ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, o,
+                           usage);
+    if (rc == 0 && o->qat > 0 && !o->fold) {
+        fprintf(stderr, "%s: --qat trains the folded generator: it needs --fold 1\n", prog);
+        return -1;
+    }
+    return rc;
 }
 
 static double now_ms(void)
@@ -263,6 +293,59 @@ static int report_psnr(tg_tensor *imf, tg_tensor *imq, double ms_f, double ms_q)
     return 0;
 }
 
+/* --fid and --qat (see the file comment): the FID of the float and int8
+ * generators, then the int8 generator made after fine-tuning; imf is the
+ * float generator's images of the test latents z.  -1 after saying what
+ * failed. */
+static int quality(const opts *o, tg_module *g, tg_module *gq, int64_t nz, tg_tensor **calib,
+                   const tg_quantize_options *qo, tg_tensor *z, tg_tensor *imf)
+{
+    gen_fid r = {0};
+    tg_module *folded = NULL, *gq2 = NULL;
+    tg_tensor *im2 = NULL;
+    double f_float = 0, f_int8 = 0, f_qat, l0 = 0, l1 = 0, ms;
+    const long long n = (long long)o->fid;
+    const uint64_t seed = o->seed + 1000003;   /* the same latents for every generator */
+    int status = -1;
+    if (o->fid > 0) {
+        EX_TRY(gen_fid_init(&r, o->fid_weights, NULL),
+               "loading the FID classifier %s and the test set", o->fid_weights);
+        EX_TRY(gen_fid_score(&r, g, nz, o->fid, seed, &f_float), "the float generator's FID");
+        EX_TRY(gen_fid_score(&r, gq, nz, o->fid, seed, &f_int8), "the int8 generator's FID");
+        printf("%s: FID of %lld images vs the test set: float %.2f, int8 %.2f (%+.1f%%)\n",
+               prog, n, f_float, f_int8, 100.0 * (f_int8 / f_float - 1.0));
+    }
+    if (o->qat > 0) {
+        dcgan_qat_opts qa = DCGAN_QAT_OPTS_INIT;
+        qa.steps = o->qat;
+        qa.batch = o->batch;
+        const double t0 = now_ms();
+        EX_TRY(dcgan_qat(&folded, &l0, &l1, g, nz, (int)o->calib, calib, &qa),
+               "fine-tuning the generator with fake quantization");
+        EX_TRY(tg_quantize_model(&gq2, folded, (int)o->calib, calib, qo),
+               "converting the fine-tuned generator to int8");
+        printf("%s: QAT: %lld steps of %lld latents in %.0f s, distillation MSE %.5f -> %.5f\n",
+               prog, (long long)qa.steps, (long long)qa.batch, (now_ms() - t0) / 1e3, l0, l1);
+        EX_TRY(generate(gq2, &im2, z, &ms), "running the fine-tuned int8 generator");
+        if (count_nonfinite(im2) == 0)
+            printf("%s: PSNR int8 after QAT vs float = %.2f dB over %lld images\n", prog,
+                   psnr_db(imf, im2), (long long)tg_tensor_dim(imf, 0));
+        if (o->fid > 0) {
+            EX_TRY(gen_fid_score(&r, gq2, nz, o->fid, seed, &f_qat),
+                   "the fine-tuned int8 generator's FID");
+            printf("%s: FID after QAT: int8 %.2f (%+.1f%% vs float %.2f; %.2f before QAT)\n",
+                   prog, f_qat, 100.0 * (f_qat / f_float - 1.0), f_float, f_int8);
+        }
+    }
+    status = 0;
+done:
+    tg_tensor_release(im2);
+    tg_module_release(gq2);
+    tg_module_release(folded);
+    gen_fid_free(&r);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -301,6 +384,7 @@ int main(int argc, char **argv)
     EX_TRY(time_both(&o, g, gq, calib[0], &ms_f, &ms_q), "timing the two generators");
     printf("%s: batch of %lld, median of %lld: float %.1f ms, int8 %.1f ms (%.2fx)\n", prog,
            (long long)o.batch, (long long)o.repeat, ms_f, ms_q, ms_f / ms_q);
+    if ((o.fid > 0 || o.qat > 0) && quality(&o, g, gq, nz, calib, &qo, z, imf) < 0) goto done;
     status = EX_EXIT_OK;
 done:
     for (int64_t i = 0; calib && i < o.calib; i++) tg_tensor_release(calib[i]);

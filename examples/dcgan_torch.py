@@ -19,13 +19,26 @@ With --export-onnx PATH it only loads OUT/generator.safetensors into the
 PyTorch generator and writes it with torch.onnx.export (opset 17, input
 "input" (batch, nz), output "output", batch dim dynamic): the file that
 `tapegrad export --onnx` should match under ONNX Runtime (tests/test_onnx.c).
+
+Training mode (--train): the same DCGAN trained by PyTorch as examples/dcgan
+trains it (model.h's architecture and DCGAN init, non-saturating BCE loss,
+Adam with lr 4e-4 and betas (0.5, 0.999), batch 32, shuffled epochs without the
+last partial batch, pixels p / 127.5 - 1), for --time-budget seconds, writing
+the generator as DIR/generator.safetensors at the end and
+DIR/generator_<T>s.safetensors every --snapshot-every seconds, with the keys
+examples/dcgan writes ("gen.net.0.weight", ...), so that `tapegrad fid` scores
+both alike (bench/quality.py):
+
+    /usr/bin/python3 examples/dcgan_torch.py --train --dir out_torch --threads 2
 """
 import argparse
 import glob
+import gzip
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 from torch import nn
@@ -55,6 +68,94 @@ class Generator(nn.Module):
 
     def forward(self, z):
         return self.net(z)
+
+
+class Discriminator(nn.Module):
+    """The discriminator of examples/dcgan/model.h (with BatchNorm)."""
+
+    def __init__(self, D=64):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(1, D, 4, 2, 1),                            # net.0  (N, D, 14, 14)
+            nn.LeakyReLU(0.2),                                   # net.1
+            nn.Conv2d(D, 2 * D, 4, 2, 1, bias=False),            # net.2  (N, 2D, 7, 7)
+            nn.BatchNorm2d(2 * D),                               # net.3
+            nn.LeakyReLU(0.2),                                   # net.4
+            nn.Flatten(),                                        # net.5  (N, 2D*49)
+            nn.Linear(2 * D * 7 * 7, 1))                         # net.6  (N, 1) logits
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def dcgan_init(m):
+    """DCGAN's weights_init, as tg_nn_init_normal(m, 0, 0.02)."""
+    for mod in m.modules():
+        if isinstance(mod, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.normal_(mod.weight, 0.0, 0.02)
+        elif isinstance(mod, nn.BatchNorm2d):
+            nn.init.normal_(mod.weight, 1.0, 0.02)
+            nn.init.zeros_(mod.bias)
+
+
+def load_images(folder):
+    """Fashion-MNIST's training images (N, 1, 28, 28) in [-1, 1] from the IDX file."""
+    path = os.path.join(folder, "train-images-idx3-ubyte.gz")
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    n, h, w = (int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(3))
+    x = torch.frombuffer(bytearray(raw[16:16 + n * h * w]), dtype=torch.uint8)
+    return x.view(n, 1, h, w).float() / 127.5 - 1.0
+
+
+def save_generator(g, path):
+    write_safetensors(path, {"gen." + k: v for k, v in g.state_dict().items()})
+
+
+def train(a):
+    """--train: see the module docstring."""
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    x = load_images(a.data)
+    g, d = Generator(), Discriminator()
+    dcgan_init(g)
+    dcgan_init(d)
+    opt_g = torch.optim.Adam(g.parameters(), lr=a.lr, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(d.parameters(), lr=a.lr, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    os.makedirs(a.dir, exist_ok=True)
+    ones, zeros = torch.ones(a.batch, 1), torch.zeros(a.batch, 1)
+    steps, next_snap, t0 = 0, a.snapshot_every, time.monotonic()
+    while time.monotonic() - t0 < a.time_budget:
+        perm = torch.randperm(x.shape[0])
+        for i in range(0, x.shape[0] - a.batch + 1, a.batch):
+            if time.monotonic() - t0 >= a.time_budget:
+                break
+            real = x[perm[i:i + a.batch]]
+            fake = g(torch.randn(a.batch, 64))
+            loss_d = bce(d(real), ones) + bce(d(fake.detach()), zeros)
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+            for p in d.parameters():          # D frozen for the generator's update
+                p.requires_grad_(False)
+            loss_g = bce(d(fake), ones)
+            for p in d.parameters():
+                p.requires_grad_(True)
+            opt_g.zero_grad(set_to_none=True)
+            loss_g.backward()
+            opt_g.step()
+            steps += 1
+            el = time.monotonic() - t0
+            if a.snapshot_every > 0 and el >= next_snap:
+                save_generator(g, os.path.join(a.dir, f"generator_{next_snap:g}s.safetensors"))
+                while next_snap <= el:        # one snapshot per step
+                    next_snap += a.snapshot_every
+    el = time.monotonic() - t0
+    save_generator(g, os.path.join(a.dir, "generator.safetensors"))
+    print(f"dcgan_torch: stopped after {steps} steps ({el:.0f} s, "
+          f"{steps * a.batch / el:.0f} img/s); wrote {a.dir}/generator.safetensors")
+    return 0
 
 
 def pick(tensors, keys, what, path):
@@ -179,9 +280,19 @@ def main():
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--export-onnx", metavar="PATH", default=None,
                     help="only write DIR's generator with torch.onnx.export to PATH")
+    ap.add_argument("--train", action="store_true", help="train the DCGAN (see above)")
+    ap.add_argument("--time-budget", type=float, default=170.0, help="--train: seconds")
+    ap.add_argument("--snapshot-every", type=float, default=0.0, help="--train: seconds")
+    ap.add_argument("--threads", type=int, default=2, help="--train: torch threads")
+    ap.add_argument("--batch", type=int, default=32, help="--train: batch size")
+    ap.add_argument("--lr", type=float, default=4e-4, help="--train: Adam learning rate")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
+                    help="--train: folder of train-images-idx3-ubyte.gz")
     a = ap.parse_args()
     if a.export_onnx:
         return 0 if export_onnx(a.dir, a.export_onnx) else 1
+    if a.train:
+        return train(a)
     loader = a.loader or find_loader()
     if not loader:
         sys.exit("dcgan_load not found: build it (ninja -C build) or pass --loader")

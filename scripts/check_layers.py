@@ -21,6 +21,7 @@ LAYERS = [
     ("io", "data"),  # files (safetensors, JSON, PNG, plots) and data sets
     ("amp",),        # the gradient scaler
     ("nn",),         # modules, optimizers, checkpoints
+    ("metrics",),    # sample quality: Frechet distance, the FID feature network
     ("quant",),      # int8 kernels, quantized modules
     ("onnx", "dist"),  # export of modules to ONNX; data-parallel training
 ]

@@ -6,6 +6,7 @@
  * run's stdout and stderr go to files in a fresh temporary directory. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -561,4 +562,27 @@ Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
     const char *first = strstr(th_err, "cannot open");
     cr_assert(first != NULL, "%s", th_err);
     cr_assert(strstr(first + 1, "cannot open") == NULL, "printed twice:\n%s", th_err);
+}
+
+/* --snapshot-every: generator snapshots during training, in the format of
+ * generator.safetensors, that `tapegrad fid` scores (docs/fid.md). */
+Test(cli, dcgan_snapshots_are_generators_that_fid_scores)
+{
+    write_train_set(24);
+    char out[256], snap[512];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--batch", "8", "--epochs", "1",
+                            "--g-ch", "16", "--d-ch", "8", "--threads", "1",
+                            "--snapshot-every", "0.001"), 0), "%s", th_err);
+    glob_t g;
+    snprintf(snap, sizeof snap, "%s/generator_*s.safetensors", out);
+    cr_assert(eq(int, glob(snap, 0, NULL, &g), 0), "no snapshot %s", snap);
+    snprintf(snap, sizeof snap, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    snprintf(out + strlen(out), sizeof out - strlen(out), "/generator.safetensors");
+    cr_assert(eq(int, RUN("fid", "--weights", TG_SOURCE_ROOT "/data/fid_classifier.safetensors",
+                          "--count", "20", out, snap), 0), "%s", th_err);
+    th_expect_in(th_out, "(20 images) vs ");
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--snapshot-every", "0"), 2));
+    th_expect_in(th_err, "bad value '0' for --snapshot-every: a number of seconds > 0");
 }

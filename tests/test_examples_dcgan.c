@@ -389,3 +389,30 @@ Test(examples_dcgan, dcgan_quantize_refuses_a_generator_with_nan_weights)
     th_expect_in(th_err, "calibration data must be free of NaN");
     cr_assert(strstr(th_out, " dB") == NULL, "%s", th_out);
 }
+
+/* --fid N: the FID of the float and the int8 generator from the same
+ * latents (an untrained generator here: only that the numbers are there and
+ * close); --qat STEPS: the fine-tuned int8 generator's as well. */
+Test(examples_dcgan, dcgan_quantize_reports_fid_and_qat)
+{
+    char w[512];
+    export_generator(w, NULL);
+    cr_assert(eq(int, QUANT("--weights", w, "--fid", "300", "--qat", "3", "--fid-weights",
+                            TG_SOURCE_ROOT "/data/fid_classifier.safetensors", QUANT_FAST), 0),
+              "%s", th_err);
+    th_expect_in(th_out, "FID of 300 images vs the test set: float ");
+    th_expect_in(th_out, "QAT: 3 steps of 4 latents");
+    th_expect_in(th_out, "PSNR int8 after QAT vs float = ");
+    th_expect_in(th_out, "FID after QAT: int8 ");
+    double f, q;
+    const char *line = strstr(th_out, "vs the test set: float ");
+    cr_assert(eq(int, sscanf(line, "vs the test set: float %lf, int8 %lf", &f, &q), 2), "%s", line);
+    cr_assert(f > 0 && q > 0 && q < 2 * f && f < 2 * q, "float %g, int8 %g", f, q);
+
+    cr_assert(eq(int, QUANT("--weights", w, "--fid", "1"), 2));
+    th_expect_in(th_err, "--fid '1': a covariance needs 2 images or more");
+    cr_assert(eq(int, QUANT("--weights", w, "--qat", "5", "--fold", "0"), 2));
+    th_expect_in(th_err, "--qat trains the folded generator: it needs --fold 1");
+    cr_assert(eq(int, QUANT("--weights", w, "--fid", "10", "--fid-weights", w, QUANT_FAST), 1));
+    th_expect_in(th_err, "dcgan_quantize: loading the FID classifier");
+}

@@ -26,6 +26,7 @@ static const command commands[] = {
     {"bench", tg_cmd_bench, "time ops"},
     {"export", tg_cmd_export, "write the DCGAN generator of a weights file as ONNX"},
     {"viz", tg_cmd_viz, "write a case's backward as a page to step through in a browser"},
+    {"fid", tg_cmd_fid, "sample quality: FID of image sets or generators (Fashion-MNIST)"},
 };
 
 static void usage(FILE *f)

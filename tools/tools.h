@@ -46,5 +46,7 @@ int tg_cmd_bench(int argc, char **argv);
 int tg_cmd_export(int argc, char **argv);
 /* tapegrad viz: a case's backward as an HTML page (tools/cmd_viz.c). */
 int tg_cmd_viz(int argc, char **argv);
+/* tapegrad fid REF SET...: Frechet distances of image sets (tools/cmd_fid.c). */
+int tg_cmd_fid(int argc, char **argv);
 
 #endif

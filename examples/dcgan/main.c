@@ -4,6 +4,7 @@
  *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
  *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
  *         [--export-onnx PATH]
+ *         [--snapshot-every S]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
@@ -245,10 +246,24 @@ static int decide(run *r, double last_save, bool *stop, bool *save)
     return rc;
 }
 
+/* --snapshot-every: the generator's state dict (as generator.safetensors)
+ * after t seconds of training, to DIR/generator_<t>s.safetensors. */
+static int save_snapshot(const dcgan_trainer *t, const char *dir, double seconds)
+{
+    char name[64], path[4096];
+    snprintf(name, sizeof name, "generator_%gs.safetensors", seconds);
+    tg_st_file *f = NULL;
+    int rc = tg_st_new(&f);
+    if (rc >= 0) rc = tg_module_state_dict_save(t->gen, f, "gen");
+    if (rc >= 0) rc = tg_safetensors_save(f, out_path(path, sizeof path, dir, name));
+    tg_st_free(f);
+    return rc;
+}
+
 static int train_loop(run *r)
 {
     const app_opts *a = r->a;
-    double last_save = progress_now();
+    double last_save = progress_now(), next_snapshot = a->snapshot_every;
     while (dcgan_trainer_epoch(r->t) < a->epochs) {
         bool stop, save;
         int rc = decide(r, last_save, &stop, &save);
@@ -263,6 +278,13 @@ static int train_loop(run *r)
             continue;
         }
         if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
+        const double el = progress_elapsed(&r->p);
+        if (rank0() && next_snapshot > 0 && el >= next_snapshot) {
+            rc = save_snapshot(r->t, a->out, next_snapshot);
+            if (rc < 0 && g_dist) tg_dist_abort(g_dist, rc);   /* the others wait in a step */
+            if (rc < 0) return rc;
+            while (next_snapshot <= el) next_snapshot += a->snapshot_every;   /* one per step */
+        }
         if (rank0()) progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);
         if (save) {
             if ((rc = save_checkpoint(r->t, &r->h, a->out)) < 0) return rc;

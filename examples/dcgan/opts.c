@@ -38,6 +38,9 @@ static const char usage[] =
     "  --time-budget S     stop cleanly after S seconds with a checkpoint (default 170;\n"
     "                      0: no limit)\n"
     "  --log-every N       progress line every N steps when stderr is not a tty (50)\n"
+    "  --snapshot-every S  also write the generator to DIR/generator_<T>s.safetensors\n"
+    "                      after every S seconds of training (T = S, 2S, ...; for\n"
+    "                      quality-over-time curves: tapegrad fid, bench/quality.py)\n"
     "  --max-steps N       stop (with a checkpoint) once N steps in total are done\n"
     "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
@@ -144,6 +147,10 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
         *rule = "a number of seconds >= 0 (0: no limit)";
         return parse_f64(val, &o->time_budget) || o->time_budget < 0 ? -1 : 0;
     }
+    if (!strcmp(name, "--snapshot-every")) {
+        *rule = "a number of seconds > 0";
+        return parse_f64(val, &o->snapshot_every) || !(o->snapshot_every > 0) ? -1 : 0;
+    }
     if (!strcmp(name, "--log-every")) {
         *rule = "an integer in 1..1000000";
         if (parse_i64(val, 1, 1000000, &n)) return -1;
@@ -216,7 +223,7 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
 static bool training_only(const char *name)
 {
     static const char *const names[] = {"--epochs", "--max-steps", "--overwrite", "--data",
-                                        "--time-budget", "--log-every"};
+                                        "--time-budget", "--log-every", "--snapshot-every"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!strcmp(name, names[k])) return true;
     return false;

@@ -24,6 +24,7 @@ typedef struct app_opts {
     int64_t sample;           /* > 0: write that many samples and exit */
     const char *export_onnx;  /* NULL, or where to write the generator as ONNX */
     double time_budget;       /* seconds; 0: none */
+    double snapshot_every;    /* seconds; 0: no generator snapshots */
     bool overwrite;           /* start over even if --out holds a checkpoint */
     bool ddp;                 /* data-parallel over the ranks of mpirun */
     int log_every;            /* plain progress lines every N steps */

@@ -50,6 +50,7 @@
 #include "tapegrad/onnx.h"
 #include "tapegrad/viz.h"
 #include "tapegrad/dist.h"
+#include "tapegrad/metrics.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -12,7 +12,7 @@
 #include "ops/dispatch.h"
 #include "ops/families.h"
 #include "tapegrad/ops.h"
-#include "tapegrad/quant.h"
+#include "tapegrad/quant.h"   /* the TG_API declarations: exported from the shared library */
 
 typedef struct fq_channel {
     double scale;
