@@ -40,16 +40,11 @@ static void tmps_release(tmps *k)
 
 static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
 {
-    tg_tensor **p = NULL;
-    int n = 0;
-    TRY(tg_module_parameters(m, &p, &n));
     tg_adam_opts a = TG_ADAM_OPTS_INIT;
     a.lr = o->lr;
     a.beta1 = o->beta1;
     a.beta2 = o->beta2;
-    int rc = tg_adam_new(out, n, p, &a);
-    free(p);
-    return rc;
+    return tg_adam_from_module(out, m, &a);
 }
 
 static int register_slots(dcgan_trainer *t)
