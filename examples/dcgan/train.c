@@ -12,14 +12,6 @@
         if (rc_ < 0) return rc_;                                              \
     } while (0)
 
-/* Each step runs in a scope (tapegrad/scope.h), which owns what the ops hand
- * out; a tensor made by tensor.h joins it here.  Returns rc. */
-static int own(tg_tensor **slot, int rc)
-{
-    if (rc >= 0 && !tg_scope_add(*slot)) return TG_ENOMEM;
-    return rc;
-}
-
 /* ---- construction ----------------------------------------------------------- */
 
 static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
@@ -162,6 +154,14 @@ int dcgan_trainer_next_epoch(dcgan_trainer *t)
 
 /* ---- pieces of a step ------------------------------------------------------- */
 
+/* Each step runs in a scope (tapegrad/scope.h), which owns what the ops hand
+ * out; a tensor made by tensor.h joins it here.  Returns rc. */
+static int own(tg_tensor **slot, int rc)
+{
+    if (rc >= 0 && !tg_scope_add(*slot)) return TG_ENOMEM;
+    return rc;
+}
+
 /* Forward of m under the run's autocast policy. */
 static int forward(const dcgan_trainer *t, tg_module *m, tg_tensor **y, tg_tensor *x)
 {
@@ -245,7 +245,7 @@ static int draw(dcgan_trainer *t, tg_tensor **out, int ndim, const int64_t *shap
         return TG_OK;
     }
     TRY(tg_slice(&mine, all, 0, rank * shape[0], (rank + 1) * shape[0], 1));
-    return own(out, tg_tensor_contiguous(out, mine));
+    return tg_contiguous(out, mine);
 }
 
 static int latents(dcgan_trainer *t, tg_tensor **z, int64_t n)
