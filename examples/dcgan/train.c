@@ -12,44 +12,15 @@
         if (rc_ < 0) return rc_;                                              \
     } while (0)
 
-/* Temporaries of one step, released together (single exit). */
-#define MAX_TMP 32
-typedef struct tmps {
-    tg_tensor *t[MAX_TMP];
-    int n;
-} tmps;
-
-/* Keeps *slot for release at the end of the step; returns rc. */
-static int keep(tmps *k, tg_tensor **slot, int rc)
-{
-    if (rc >= 0 && *slot) {
-        if (k->n == MAX_TMP) return TG_ENOMEM;
-        k->t[k->n++] = *slot;
-    }
-    return rc;
-}
-#define K(k, var, call) TRY(keep((k), &(var), (call)))
-
-static void tmps_release(tmps *k)
-{
-    for (int i = 0; i < k->n; i++) tg_tensor_release(k->t[i]);
-    k->n = 0;
-}
-
 /* ---- construction ----------------------------------------------------------- */
 
 static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
 {
-    tg_tensor **p = NULL;
-    int n = 0;
-    TRY(tg_module_parameters(m, &p, &n));
     tg_adam_opts a = TG_ADAM_OPTS_INIT;
     a.lr = o->lr;
     a.beta1 = o->beta1;
     a.beta2 = o->beta2;
-    int rc = tg_adam_new(out, n, p, &a);
-    free(p);
-    return rc;
+    return tg_adam_from_module(out, m, &a);
 }
 
 static int register_slots(dcgan_trainer *t)
@@ -183,6 +154,14 @@ int dcgan_trainer_next_epoch(dcgan_trainer *t)
 
 /* ---- pieces of a step ------------------------------------------------------- */
 
+/* Each step runs in a scope (tapegrad/scope.h), which owns what the ops hand
+ * out; a tensor made by tensor.h joins it here.  Returns rc. */
+static int own(tg_tensor **slot, int rc)
+{
+    if (rc >= 0 && !tg_scope_add(*slot)) return TG_ENOMEM;
+    return rc;
+}
+
 /* Forward of m under the run's autocast policy. */
 static int forward(const dcgan_trainer *t, tg_module *m, tg_tensor **y, tg_tensor *x)
 {
@@ -232,7 +211,6 @@ static int update(const step_ctx *s, tg_tensor *loss)
     int n = 0;
     TRY(tg_grad_scaler_scale(s->gs, &scaled, loss));
     int rc = backward(s, scaled);
-    tg_tensor_release(scaled);
     if (rc >= 0) rc = tg_module_parameters(s->m, &p, &n);
     if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
     if (rc >= 0) rc = tg_grad_scaler_update(s->gs);
@@ -251,7 +229,7 @@ static int set_disc_trainable(dcgan_trainer *t, bool on)
 /* Noise of shape (n, rest...) for this rank: the whole job's n * size rows
  * are drawn (so the RNG advances alike on every rank, and as one process
  * with the whole batch draws), and this rank keeps its own n rows. */
-static int draw(dcgan_trainer *t, tmps *k, tg_tensor **out, int ndim, const int64_t *shape,
+static int draw(dcgan_trainer *t, tg_tensor **out, int ndim, const int64_t *shape,
                 bool normal)
 {
     const int world = tg_dist_size(t->o.dist), rank = tg_dist_rank(t->o.dist);
@@ -259,42 +237,36 @@ static int draw(dcgan_trainer *t, tmps *k, tg_tensor **out, int ndim, const int6
     memcpy(all_shape, shape, sizeof(int64_t) * (size_t)ndim);
     all_shape[0] *= world;
     tg_tensor *all = NULL, *mine = NULL;
-    K(k, all, tg_tensor_zeros(&all, TG_F32, ndim, all_shape));
+    TRY(own(&all, tg_tensor_zeros(&all, TG_F32, ndim, all_shape)));
     TRY(normal ? tg_tensor_rand_normal(all, &t->rng, 0.0, 1.0)
                : tg_tensor_rand_uniform(all, &t->rng, 0.0, 1.0));
     if (world == 1) {
         *out = all;
         return TG_OK;
     }
-    K(k, mine, tg_slice(&mine, all, 0, rank * shape[0], (rank + 1) * shape[0], 1));
-    return keep(k, out, tg_tensor_contiguous(out, mine));
+    TRY(tg_slice(&mine, all, 0, rank * shape[0], (rank + 1) * shape[0], 1));
+    return tg_contiguous(out, mine);
 }
 
-static int latents(dcgan_trainer *t, tmps *k, tg_tensor **z, int64_t n)
+static int latents(dcgan_trainer *t, tg_tensor **z, int64_t n)
 {
     const int64_t shape[2] = {n, t->o.arch.nz};
-    return draw(t, k, z, 2, shape, true);
-}
-
-static int scalar_of(tg_tensor *loss, double *v)
-{
-    return tg_tensor_get_flat(loss, 0, v);
+    return draw(t, z, 2, shape, true);
 }
 
 /* Generator update against D: loss_g = bce(D(fake), 1) (non-saturating) or
  * -mean(D(fake)) (WGAN).  D's parameters are frozen meanwhile. */
-static int generator_update(dcgan_trainer *t, tmps *k, tg_tensor *fake, double *g_loss)
+static int generator_update(dcgan_trainer *t, tg_tensor *fake, double *g_loss)
 {
     tg_tensor *out = NULL, *ones = NULL, *loss = NULL, *m = NULL;
     TRY(set_disc_trainable(t, false));
-    int rc = keep(k, &out, forward(t, t->disc, &out, fake));
+    int rc = forward(t, t->disc, &out, fake);
     if (rc >= 0 && t->o.loss == DCGAN_LOSS_BCE) {
-        rc = keep(k, &ones, tg_tensor_full(&ones, TG_F32, 2, tg_tensor_shape(out), 1.0));
-        if (rc >= 0) rc = keep(k, &loss, tg_bce_with_logits(&loss, out, ones,
-                                                           TG_REDUCTION_MEAN));
+        rc = own(&ones, tg_tensor_full(&ones, TG_F32, 2, tg_tensor_shape(out), 1.0));
+        if (rc >= 0) rc = tg_bce_with_logits(&loss, out, ones, TG_REDUCTION_MEAN);
     } else if (rc >= 0) {
-        rc = keep(k, &m, tg_mean(&m, out));
-        if (rc >= 0) rc = keep(k, &loss, tg_neg(&loss, m));
+        rc = tg_mean(&m, out);
+        if (rc >= 0) rc = tg_neg(&loss, m);
     }
     int rc2 = set_disc_trainable(t, true);
     TRY(rc);
@@ -302,32 +274,33 @@ static int generator_update(dcgan_trainer *t, tmps *k, tg_tensor *fake, double *
     step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen, .ddp = t->ddp_g,
                   .dist = t->o.dist};
     TRY(update(&s, loss));
-    return scalar_of(loss, g_loss);
+    *g_loss = tg_tensor_item(loss);
+    return TG_OK;
 }
 
 /* ---- BCE ------------------------------------------------------------------- */
 
-static int bce_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, double *g_loss)
+static int bce_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_loss)
 {
     const int64_t B = tg_tensor_dim(x, 0);
     tg_tensor *z, *fake = NULL, *fake_d = NULL, *d_real = NULL, *d_fake = NULL;
     tg_tensor *ones = NULL, *zeros = NULL, *l_real = NULL, *l_fake = NULL, *loss = NULL;
-    TRY(latents(t, k, &z, B));
-    K(k, fake, forward(t, t->gen, &fake, z));     /* recorded: reused by the G update */
-    K(k, fake_d, tg_tensor_detach(&fake_d, fake));
-    K(k, d_real, forward(t, t->disc, &d_real, x));
-    K(k, d_fake, forward(t, t->disc, &d_fake, fake_d));
+    TRY(latents(t, &z, B));
+    TRY(forward(t, t->gen, &fake, z));     /* recorded: reused by the G update */
+    TRY(own(&fake_d, tg_tensor_detach(&fake_d, fake)));
+    TRY(forward(t, t->disc, &d_real, x));
+    TRY(forward(t, t->disc, &d_fake, fake_d));
     const int64_t shape[2] = {B, 1};
-    K(k, ones, tg_tensor_full(&ones, TG_F32, 2, shape, 1.0));
-    K(k, zeros, tg_tensor_zeros(&zeros, TG_F32, 2, shape));
-    K(k, l_real, tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
-    K(k, l_fake, tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
-    K(k, loss, tg_add(&loss, l_real, l_fake));
+    TRY(own(&ones, tg_tensor_full(&ones, TG_F32, 2, shape, 1.0)));
+    TRY(own(&zeros, tg_tensor_zeros(&zeros, TG_F32, 2, shape)));
+    TRY(tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
+    TRY(tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
+    TRY(tg_add(&loss, l_real, l_fake));
     step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
                   .dist = t->o.dist};
     TRY(update(&s, loss));
-    TRY(scalar_of(loss, d_loss));
-    return generator_update(t, k, fake, g_loss);
+    *d_loss = tg_tensor_item(loss);
+    return generator_update(t, fake, g_loss);
 }
 
 /* ---- WGAN-GP ---------------------------------------------------------------- */
@@ -336,62 +309,61 @@ static int bce_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, dou
  * xhat = eps * real + (1 - eps) * fake, eps ~ U[0, 1) per sample.  The
  * gradient is taken with create_graph so the penalty is differentiable in
  * the critic's weights (a second derivative through the critic). */
-static int gradient_penalty(dcgan_trainer *t, tmps *k, tg_tensor *x, tg_tensor *fake,
-                            tg_tensor **gp)
+static int gradient_penalty(dcgan_trainer *t, tg_tensor *x, tg_tensor *fake, tg_tensor **gp)
 {
     const int64_t B = tg_tensor_dim(x, 0), eshape[4] = {B, 1, 1, 1};
     tg_tensor *eps = NULL, *dx = NULL, *edx = NULL, *mix = NULL, *xhat = NULL, *c = NULL;
     tg_tensor *g = NULL, *g2 = NULL, *s = NULL, *s_eps = NULL, *norm = NULL, *dev = NULL;
     tg_tensor *dev2 = NULL, *mean = NULL;
-    TRY(draw(t, k, &eps, 4, eshape, false));
+    TRY(draw(t, &eps, 4, eshape, false));
     /* xhat = fake + eps * (x - fake), a fresh leaf that requires grad */
-    K(k, dx, tg_sub(&dx, x, fake));
-    K(k, edx, tg_mul(&edx, eps, dx));
-    K(k, mix, tg_add(&mix, fake, edx));
-    K(k, xhat, tg_tensor_detach(&xhat, mix));
+    TRY(tg_sub(&dx, x, fake));
+    TRY(tg_mul(&edx, eps, dx));
+    TRY(tg_add(&mix, fake, edx));
+    TRY(own(&xhat, tg_tensor_detach(&xhat, mix)));
     TRY(tg_tensor_set_requires_grad(xhat, true));
-    K(k, c, forward(t, t->disc, &c, xhat));
+    TRY(forward(t, t->disc, &c, xhat));
     tg_backward_opts bo = {.retain_graph = true, .create_graph = true};
     tg_tensor *ones = NULL;
-    K(k, ones, tg_tensor_full(&ones, tg_tensor_dtype(c), 2, tg_tensor_shape(c), 1.0));
-    K(k, g, tg_grad(&g, 1, &c, &ones, 1, &xhat, &bo));
+    TRY(own(&ones, tg_tensor_full(&ones, tg_tensor_dtype(c), 2, tg_tensor_shape(c), 1.0)));
+    TRY(tg_grad(&g, 1, &c, &ones, 1, &xhat, &bo));
     const int dims[3] = {1, 2, 3};
-    K(k, g2, tg_mul(&g2, g, g));
-    K(k, s, tg_sum_dims(&s, g2, 3, dims, false));
-    K(k, s_eps, tg_add_scalar(&s_eps, s, 1e-12));   /* sqrt'(0) is infinite */
-    K(k, norm, tg_sqrt(&norm, s_eps));
-    K(k, dev, tg_sub_scalar(&dev, norm, 1.0));
-    K(k, dev2, tg_mul(&dev2, dev, dev));
-    K(k, mean, tg_mean(&mean, dev2));
-    return keep(k, gp, tg_mul_scalar(gp, mean, t->o.gp_lambda));
+    TRY(tg_mul(&g2, g, g));
+    TRY(tg_sum_dims(&s, g2, 3, dims, false));
+    TRY(tg_add_scalar(&s_eps, s, 1e-12));   /* sqrt'(0) is infinite */
+    TRY(tg_sqrt(&norm, s_eps));
+    TRY(tg_sub_scalar(&dev, norm, 1.0));
+    TRY(tg_mul(&dev2, dev, dev));
+    TRY(tg_mean(&mean, dev2));
+    return tg_mul_scalar(gp, mean, t->o.gp_lambda);
 }
 
-static int wgan_step(dcgan_trainer *t, tmps *k, tg_tensor *x, double *d_loss, double *g_loss)
+static int wgan_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_loss)
 {
     const int64_t B = tg_tensor_dim(x, 0);
     tg_tensor *z, *fake = NULL, *c_real = NULL, *c_fake = NULL, *m_real = NULL;
     tg_tensor *m_fake = NULL, *w = NULL, *gp = NULL, *loss = NULL;
-    TRY(latents(t, k, &z, B));
+    TRY(latents(t, &z, B));
     bool prev = tg_set_grad_enabled(false);
-    int rc = keep(k, &fake, forward(t, t->gen, &fake, z));
+    int rc = forward(t, t->gen, &fake, z);
     tg_set_grad_enabled(prev);
     TRY(rc);
-    K(k, c_real, forward(t, t->disc, &c_real, x));
-    K(k, c_fake, forward(t, t->disc, &c_fake, fake));
-    K(k, m_real, tg_mean(&m_real, c_real));
-    K(k, m_fake, tg_mean(&m_fake, c_fake));
-    K(k, w, tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
-    TRY(gradient_penalty(t, k, x, fake, &gp));
-    K(k, loss, tg_add(&loss, w, gp));
+    TRY(forward(t, t->disc, &c_real, x));
+    TRY(forward(t, t->disc, &c_fake, fake));
+    TRY(tg_mean(&m_real, c_real));
+    TRY(tg_mean(&m_fake, c_fake));
+    TRY(tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
+    TRY(gradient_penalty(t, x, fake, &gp));
+    TRY(tg_add(&loss, w, gp));
     step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
                   .dist = t->o.dist};
     TRY(update(&s, loss));
-    TRY(scalar_of(loss, d_loss));
+    *d_loss = tg_tensor_item(loss);
     if ((t->step + 1) % t->o.n_critic == 0) {
         tg_tensor *z2, *fake2 = NULL;
-        TRY(latents(t, k, &z2, B));
-        K(k, fake2, forward(t, t->gen, &fake2, z2));
-        TRY(generator_update(t, k, fake2, &t->last_g_loss));
+        TRY(latents(t, &z2, B));
+        TRY(forward(t, t->gen, &fake2, z2));
+        TRY(generator_update(t, fake2, &t->last_g_loss));
     }
     *g_loss = t->last_g_loss;
     return TG_OK;
@@ -402,12 +374,14 @@ int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss)
     tg_tensor *x = NULL, *labels = NULL;
     int rc = tg_loader_next(t->ld, &x, &labels);
     if (rc <= 0) return rc;
-    tmps k = {.n = 0};
-    rc = t->o.loss == DCGAN_LOSS_BCE ? bce_step(t, &k, x, d_loss, g_loss)
-                                     : wgan_step(t, &k, x, d_loss, g_loss);
-    tmps_release(&k);
+    tg_tensor_release(labels);   /* a GAN learns from the images alone */
+    rc = tg_scope_begin();
+    if (rc >= 0) {
+        rc = t->o.loss == DCGAN_LOSS_BCE ? bce_step(t, x, d_loss, g_loss)
+                                         : wgan_step(t, x, d_loss, g_loss);
+        tg_scope_end();
+    }
     tg_tensor_release(x);
-    tg_tensor_release(labels);
     if (rc < 0) return rc;
     t->step++;
     return 1;
