@@ -32,8 +32,8 @@
 /* C (m, n) = op(A) @ op(B) + beta*C cut into one slice per thread
  * (tg__gemm_par, src/core/blas.c), in this file's element type. */
 void FN(tg__conv_gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
-                         int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
-                         T *c, int64_t ldc)
+                           int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
+                           T *c, int64_t ldc)
 {
     tg__gemm_par(GEMM_DT, bf16, ta, tb, m, n, k, a, lda, b, ldb, (double)beta, c, ldc);
 }
@@ -184,7 +184,7 @@ int FN(tg__conv_weight_grad)(const tg__conv_geom *g, const void *z, const void *
  * Same GEMMs on the same buffers as the two separate kernels, so the same
  * bits. */
 int FN(tg__conv_and_weight_grad)(const tg__conv_geom *g, const void *z, const T *w,
-                                    const void *u, void *y, T *dw)
+                                 const void *u, void *y, T *dw)
 {
     return FN(conv_passes)(g, z, w, u, y, dw);
 }

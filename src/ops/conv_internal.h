@@ -95,10 +95,12 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
 /* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */
 void tg__conv_set_chunk(int64_t samples);
 /* Tests: false makes im2col/col2im of this thread take the row-by-row path
- * instead of the tap table of small planes (true, the default, restores). */
+ * instead of the tap table of small planes (true, the default, restores;
+ * conv_im2col.c). */
 void tg__conv_set_tap_tables(bool on);
 /* Tests: the memory budget of the weight-gradient partials of one wave of
- * chunks (conv_passes); 0 restores the default (this thread only). */
+ * chunks (conv_passes); 0 restores the default (this thread only;
+ * conv_gemm.c). */
 void tg__conv_set_part_bytes(int64_t bytes);
 
 /* Samples per GEMM chunk of a batch whose samples take bytes_per_sample of
@@ -106,37 +108,6 @@ void tg__conv_set_part_bytes(int64_t bytes);
  * overrides). */
 int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample);
 
-/* col2im's taps, tabulated once per call: on axis a, tap k maps the column
- * positions o in [lo[a][k], hi[a][k]) inside the image, to o*s + off[a][k]. */
-typedef struct tg__conv_taps {
-    int64_t *buf;
-    int64_t *lo[3], *hi[3], *off[3];
-} tg__conv_taps;
-
-/* TG_ENOMEM (message set) when out of memory; else free with tg__conv_taps_free. */
-int tg__conv_taps_init(tg__conv_taps *tp, const tg__conv_geom *g);
-void tg__conv_taps_free(tg__conv_taps *tp);
-/* The tap table of small planes (tab[k * O + o]: the image offset that tap k
- * of column position o reads, or -1 in the padding), freed with free(); NULL
- * where the row-by-row path is taken instead. */
-int32_t *tg__conv_tap_table_new(const tg__conv_geom *g);
-/* im2col copies planes up to this many elements next to a zero (one copy
- * per thread on its stack: 32 KiB for f64). */
-#define TG__PLANE_COPY_MAX 4096
-#define TG__COL2IM_PHASED_ROW 6   /* shortest column rows that col2im takes by phases */
-
-/* col2im by output phases (conv_kernels.c explains the indexing). */
-typedef struct tg__conv_col2im_phases {
-    int64_t *r[3], *d[3];   /* per axis and tap: its phase and shift */
-    int64_t *q[3];          /* per axis and phase: the image positions in it */
-    int64_t *poff;          /* per phase (r0, r1, r2) row-major: its offset in the block */
-    int64_t *buf;
-} tg__conv_col2im_phases;
-
-/* From the tap offsets of tp; true: filled, free(ph->buf) after.  false
- * (nothing to free): col2im takes another path. */
-bool tg__conv_col2im_phases_init(tg__conv_col2im_phases *ph, const tg__conv_geom *g,
-                                 const tg__conv_taps *tp);
 /* A chunk's f32 output yf (n, c, s) into the half output y from element at:
  * g->out_bias added, then rounded once.  The f64 one asserts (no half
  * output is computed in f64); it exists for the templates. */

@@ -117,15 +117,15 @@ static void FN(im2col_rows)(void *p, int64_t r0, int64_t r1)
 
 /* cols (c*K, nb*O) = im2col of nb images img (nb, c, I):
  * cols[(ch, k), j*O + o] = img[j, ch, o*s - pad + k*d].  Short rows go
- * through the tap table (tg__conv_tap_table_new), the others row by row.  img is an
+ * through the tap table (tap_table_new), the others row by row.  img is an
  * activation input (half when g->half_in says so).  TG_ENOMEM: no memory. */
 int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
-                            T *cols)
+                              T *cols)
 {
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
     const int64_t rows = c * ksz * nb;
-    int32_t *tab = tg__conv_tap_table_new(g);
+    int32_t *tab = tap_table_new(g);
     tg__conv_geom gf;   /* g, reading the converted copy below */
     if (tg__conv_half_in(g) && !(tab && isz <= TG__PLANE_COPY_MAX)) {
         /* Large planes: the paths below index img directly, so the half
@@ -164,11 +164,11 @@ int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__
 }
 
 /* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
- * planes stored phase after phase (tg__conv_col2im_phases), then interleaved into img.
+ * planes stored phase after phase (col2im_phases), then interleaved into img.
  * Tap k's column positions inside the image are tp's runs [lo, hi) (the
  * same as 0 <= o + d < q). */
 static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
-                              const tg__conv_taps *tp, const tg__conv_col2im_phases *ph, int64_t ch,
+                              const conv_taps *tp, const col2im_phases *ph, int64_t ch,
                               int64_t j0, int64_t jb, T *acc, T *img)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
@@ -245,8 +245,8 @@ typedef struct {
     const T *cols;
     int64_t ld, nb, c, jb;
     const tg__conv_geom *g;
-    const tg__conv_taps *tp;
-    const tg__conv_col2im_phases *ph;   /* NULL: not phased */
+    const conv_taps *tp;
+    const col2im_phases *ph;   /* NULL: not phased */
     const int32_t *tab;
     bool padded;
     T *img;
@@ -262,7 +262,7 @@ static void FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t ch, int64_t j0
     const tg__conv_geom *g = q->g;
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
-    const tg__conv_taps *tp = q->tp;
+    const conv_taps *tp = q->tp;
     const int32_t *tab = q->tab;
     const bool phased = q->ph != NULL, padded = q->padded;
     T *img = q->img;
@@ -360,11 +360,11 @@ static int FN(col2im_block)(void *p, int64_t u)
  * Reading cols row by row streams it sequentially (a gather over taps per
  * output element hops between K rows and measured 3x slower), while the
  * owned block (nb planes of I) stays in cache.  The per-axis runs of valid o
- * for each tap are tabulated once per call (tg__conv_taps).  With rezero (= cols)
+ * for each tap are tabulated once per call (conv_taps).  With rezero (= cols)
  * each block then zeroes the column entries it was given, so that cols is
  * all zero again (tg__conv_zeroed_take). */
 int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
-                            const tg__conv_geom *g, T *img, T *rezero)
+                              const tg__conv_geom *g, T *img, T *rezero)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -375,12 +375,12 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
      * first layer: each tap adds one element per loop) 2x slower and at 4x4
      * about 5% slower.  Otherwise the tap table of small planes, else row by
      * row. */
-    tg__conv_taps tp;
-    if (tg__conv_taps_init(&tp, g) < 0) return TG_ENOMEM;
-    tg__conv_col2im_phases ph;
+    conv_taps tp;
+    if (conv_taps_init(&tp, g) < 0) return TG_ENOMEM;
+    col2im_phases ph;
     const bool phased = jb * isz <= ((int64_t)1 << 16) && oe[2] >= TG__COL2IM_PHASED_ROW &&
-                        tg__conv_col2im_phases_init(&ph, g, &tp);
-    int32_t *tab = phased ? NULL : tg__conv_tap_table_new(g);
+                        col2im_phases_init(&ph, g, &tp);
+    int32_t *tab = phased ? NULL : tap_table_new(g);
     /* the table's block summing buffer: at most 64 Ki elements (in L2) */
     const bool padded = tab && jb * (isz + 1) <= ((int64_t)1 << 16);
     if (padded)
@@ -392,7 +392,7 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
     tg__run_tasks(units, nb * c * isz > 32768, FN(col2im_block), &q);
     free(tab);
     if (phased) free(ph.buf);
-    tg__conv_taps_free(&tp);
+    conv_taps_free(&tp);
     return TG_OK;
 }
 
@@ -420,7 +420,7 @@ static void FN(pack_rows)(void *p, int64_t r0, int64_t r1)
 /* xp (c, nb*S) = x (nb, c, S) with the batch moved inside: xp[ch, j*S + s] = x[j, ch, s].
  * x is an activation input (half when g->half_in says so). */
 void FN(tg__conv_pack_cbs)(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
-                         int64_t s, T *xp)
+                           int64_t s, T *xp)
 {
     FN(rows_job) q = {.g = g, .x = x, .nb = nb, .c = c, .s = s, .y = xp};
     tg__parallel_range(c * nb, nb * c * s > 32768, FN(pack_rows), &q);
@@ -463,7 +463,7 @@ static void FN(epilogue_rows)(void *p, int64_t r0, int64_t r1)
 
 /* y (B, c, s) gets bias[ch] added and the activation applied, in place. */
 void FN(tg__conv_epilogue)(T *y, int64_t batch, int64_t c, int64_t s, const T *bias,
-                         tg_activation act, double slope)
+                           tg_activation act, double slope)
 {
     FN(rows_job) q = {.bias = bias, .c = c, .s = s, .y = y, .act = act, .slope = slope};
     tg__parallel_range(batch * c, batch * c * s > 32768, FN(epilogue_rows), &q);
