@@ -9,7 +9,7 @@
  * batch x spatial positions: per-sample GEMMs have N = O, which for small
  * images (4x4, 8x8, or 1x1 in a generator's first layer) leaves the GEMM far
  * from its peak.  The chunk's activations are first permuted from (nb, C, S)
- * to (C, nb*S) (tg__conv_pack_cbs).  With nb = 1 that permutation is the identity and
+ * to (C, nb*S) (pack_cbs).  With nb = 1 that permutation is the identity and
  * is skipped, and a pointwise kernel (all K = 1, stride 1, no padding) needs
  * no column buffer at all: its im2col is the image itself (both only for
  * activations of the compute dtype: half ones are converted by these copies).
@@ -73,7 +73,7 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(tg__conv_gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk,
-                     cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
+                              cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
     if (n > 1) {
         FN(tg__conv_unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
         tg__conv_zeroed_give();
@@ -90,8 +90,8 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub
     const T *up = FN(chunk_packed)(g, ub, n, N);
     if (!up) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(tg__conv_gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N,
-                     N, 0, dw + gi * co * kk, kk);
+        FN(tg__conv_gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N,
+                              cols + gi * kk * N, N, 0, dw + gi * co * kk, kk);
     return TG_OK;
 }
 
@@ -99,7 +99,7 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub
 static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 {
     return tg__conv_chunk(g->batch, g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
-                                    (int64_t)sizeof(T));
+                                        (int64_t)sizeof(T));
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
@@ -154,13 +154,14 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(tg__conv_gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N,
-                     N, direct ? 0 : 1, cols + gi * kk * ld, ld);
+        FN(tg__conv_gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk,
+                              xp + gi * co * N, N, direct ? 0 : 1, cols + gi * kk * ld, ld);
     if (!direct) {
         TG_TRY(FN(tg__conv_col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
         tg__conv_zeroed_give();
     }
-    if (tg__conv_half_out(g)) FN(tg__conv_store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
+    if (tg__conv_half_out(g))
+        FN(tg__conv_store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
     return TG_OK;
 }
 
@@ -238,7 +239,8 @@ static int FN(passes_chunk)(void *job, int64_t i)
                                      : (T *)j->y + b0 * g->c_col * osz;
         if (!yc) return TG_ENOMEM;
         TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, yc));
-        if (tg__conv_half_out(g)) FN(tg__conv_store)(g, yc, n, g->c_col, osz, j->y, b0 * g->c_col * osz);
+        if (tg__conv_half_out(g))
+            FN(tg__conv_store)(g, yc, n, g->c_col, osz, j->y, b0 * g->c_col * osz);
     }
     if (!j->dw) return TG_OK;
     return FN(chunk_wgrad)(g, cols, in_at(g, j->u, sizeof(T), b0 * g->c_col * osz), n, N,

@@ -265,9 +265,9 @@ static void FN(phase_gemm)(const tg__conv_geom *g, const tg__conv_phase *f, cons
     for (int64_t t2 = 0; t2 < nt; t2++)
         for (int64_t gi = 0; gi < g->groups; gi++)
             FN(tg__conv_gemm_par)(g->bf16, true, false, cyg, N - d->lead, kk,
-                         wf + (t2 * g->groups + gi) * kk * cyg, cyg,
-                         cols + gi * kk * N + d->lead - t2, N, t2 > 0 ? 1 : 0,
-                         yr + gi * cyg * N + d->lead, N);
+                                  wf + (t2 * g->groups + gi) * kk * cyg, cyg,
+                                  cols + gi * kk * N + d->lead - t2, N, t2 > 0 ? 1 : 0,
+                                  yr + gi * cyg * N + d->lead, N);
 }
 
 /* Phase f of a chunk: cols (in this thread's scratch slot 0), then its GEMMs
