@@ -1,8 +1,10 @@
 /* src/ops/conv_gemm_tmpl.h - the GEMM drivers of Conv, ConvTranspose and the
  * weight gradient for one element type (T, SUF as in conv_kernels_tmpl.h, and
- * GEMM_DT = TG_F32 or TG_F64).
+ * GEMM_DT = TG_F32 or TG_F64), included by conv_gemm.c once per type.  It
+ * defines tg__conv_{gemm_par,forward,transpose_cols,weight_grad,
+ * and_weight_grad}_SUF (FN pastes the suffix; declared in conv_internal.h).
  *
- * The batch is cut into chunks of nb samples (conv_chunk in conv_kernels.c)
+ * The batch is cut into chunks of nb samples (tg__conv_chunk in conv_kernels.c)
  * and each chunk is ONE GEMM per group whose N dimension is nb*O, the chunk's
  * batch x spatial positions: per-sample GEMMs have N = O, which for small
  * images (4x4, 8x8, or 1x1 in a generator's first layer) leaves the GEMM far
@@ -29,9 +31,9 @@
 
 /* C (m, n) = op(A) @ op(B) + beta*C cut into one slice per thread
  * (tg__gemm_par, src/core/blas.c), in this file's element type. */
-static void FN(gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
-                         int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
-                         T *c, int64_t ldc)
+void FN(tg__conv_gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
+                           T *c, int64_t ldc)
 {
     tg__gemm_par(GEMM_DT, bf16, ta, tb, m, n, k, a, lda, b, ldb, (double)beta, c, ldc);
 }
@@ -46,7 +48,7 @@ static const T *FN(chunk_cols)(const tg__conv_geom *g, const void *zb, int64_t n
 {
     if (tg__conv_is_pointwise(g) && n == 1 && !tg__conv_half_in(g)) return zb;
     T *c = tg__conv_scratch(0, (size_t)(g->c_img * tg__conv_prod3(g->k) * N) * sizeof(T));
-    return c && FN(im2col_batch)(zb, n, g->c_img, g, c) == TG_OK ? c : NULL;
+    return c && FN(tg__conv_im2col_batch)(zb, n, g->c_img, g, c) == TG_OK ? c : NULL;
 }
 
 /* The chunk's activations u (n, c_col, S) as a GEMM operand (c_col, n*S):
@@ -56,7 +58,7 @@ static const T *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int64_t
 {
     if (n == 1 && !tg__conv_half_in(g)) return ub;
     T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-    if (p) FN(pack_cbs)(g, ub, n, g->c_col, N / n, p);
+    if (p) FN(tg__conv_pack_cbs)(g, ub, n, g->c_col, N / n, p);
     return p;
 }
 
@@ -70,10 +72,10 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
     T *yp = n == 1 ? yb : tg__conv_zeroed_take((size_t)(g->c_col * N) * sizeof(T));
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk,
-                     cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
+        FN(tg__conv_gemm_par)(g->bf16, false, false, co, N, kk, w + gi * co * kk, kk,
+                              cols + gi * kk * N, N, n == 1 ? 0 : 1, yp + gi * co * N, N);
     if (n > 1) {
-        FN(unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
+        FN(tg__conv_unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
         tg__conv_zeroed_give();
     }
     return TG_OK;
@@ -88,23 +90,23 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub
     const T *up = FN(chunk_packed)(g, ub, n, N);
     if (!up) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N, cols + gi * kk * N,
-                     N, 0, dw + gi * co * kk, kk);
+        FN(tg__conv_gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N,
+                              cols + gi * kk * N, N, 0, dw + gi * co * kk, kk);
     return TG_OK;
 }
 
 /* Samples per chunk: the column buffer (c_img*K, nb*O) within the budget. */
 static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 {
-    return conv_chunk(g->batch, g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
-                                    (int64_t)sizeof(T));
+    return tg__conv_chunk(g->batch, g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
+                                        (int64_t)sizeof(T));
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,
                            void *y, T *dw);
 
 /* Conv: per chunk, cols = im2col(x chunk), y chunk = W @ cols (per group). */
-static int FN(conv_forward)(const tg__conv_geom *g, const void *x, const T *w, void *y)
+int FN(tg__conv_forward)(const tg__conv_geom *g, const void *x, const T *w, void *y)
 {
     return FN(conv_passes)(g, x, w, NULL, y, NULL);
 }
@@ -152,17 +154,18 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk, xp + gi * co * N,
-                     N, direct ? 0 : 1, cols + gi * kk * ld, ld);
+        FN(tg__conv_gemm_par)(g->bf16, true, false, kk, N, co, w + gi * co * kk, kk,
+                              xp + gi * co * N, N, direct ? 0 : 1, cols + gi * kk * ld, ld);
     if (!direct) {
-        TG_TRY(FN(col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
+        TG_TRY(FN(tg__conv_col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
         tg__conv_zeroed_give();
     }
-    if (tg__conv_half_out(g)) FN(store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
+    if (tg__conv_half_out(g))
+        FN(tg__conv_store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
     return TG_OK;
 }
 
-static int FN(conv_transpose_fast)(const tg__conv_geom *g, const void *x, const T *w, void *y)
+int FN(tg__conv_transpose_cols)(const tg__conv_geom *g, const void *x, const T *w, void *y)
 {
     FN(transpose_job) j = {.g = g, .x = x, .w = w, .y = y,
                            .nc = chunk_count(g->batch, FN(cols_chunk)(g))};
@@ -172,7 +175,7 @@ static int FN(conv_transpose_fast)(const tg__conv_geom *g, const void *x, const 
 /* Weight gradient: dW_g (c_col/G, c_img/G*K) = sum over chunks of
  * up_g (c_col/G, nb*O) @ cols_g^T (nb*O, c_img/G*K), with cols = im2col(z chunk)
  * and up = pack(u chunk), summed in chunk order (conv_passes). */
-static int FN(conv_weight_grad)(const tg__conv_geom *g, const void *z, const void *u, T *dw)
+int FN(tg__conv_weight_grad)(const tg__conv_geom *g, const void *z, const void *u, T *dw)
 {
     return FN(conv_passes)(g, z, NULL, u, NULL, dw);
 }
@@ -181,8 +184,8 @@ static int FN(conv_weight_grad)(const tg__conv_geom *g, const void *z, const voi
  * conv_weight_grad(z, u) into dw (ConvTranspose's backward: z = dy, u = x).
  * Same GEMMs on the same buffers as the two separate kernels, so the same
  * bits. */
-static int FN(conv_and_weight_grad)(const tg__conv_geom *g, const void *z, const T *w,
-                                    const void *u, void *y, T *dw)
+int FN(tg__conv_and_weight_grad)(const tg__conv_geom *g, const void *z, const T *w,
+                                 const void *u, void *y, T *dw)
 {
     return FN(conv_passes)(g, z, w, u, y, dw);
 }
@@ -236,7 +239,8 @@ static int FN(passes_chunk)(void *job, int64_t i)
                                      : (T *)j->y + b0 * g->c_col * osz;
         if (!yc) return TG_ENOMEM;
         TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, yc));
-        if (tg__conv_half_out(g)) FN(store)(g, yc, n, g->c_col, osz, j->y, b0 * g->c_col * osz);
+        if (tg__conv_half_out(g))
+            FN(tg__conv_store)(g, yc, n, g->c_col, osz, j->y, b0 * g->c_col * osz);
     }
     if (!j->dw) return TG_OK;
     return FN(chunk_wgrad)(g, cols, in_at(g, j->u, sizeof(T), b0 * g->c_col * osz), n, N,

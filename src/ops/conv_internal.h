@@ -95,11 +95,26 @@ static inline bool tg__conv_is_pointwise(const tg__conv_geom *g)
 /* Tests: samples per GEMM chunk on this thread (0 = automatic, by size). */
 void tg__conv_set_chunk(int64_t samples);
 /* Tests: false makes im2col/col2im of this thread take the row-by-row path
- * instead of the tap table of small planes (true, the default, restores). */
+ * instead of the tap table of small planes (true, the default, restores;
+ * conv_im2col.c). */
 void tg__conv_set_tap_tables(bool on);
 /* Tests: the memory budget of the weight-gradient partials of one wave of
- * chunks (conv_passes); 0 restores the default (this thread only). */
+ * chunks (conv_passes); 0 restores the default (this thread only;
+ * conv_gemm.c). */
 void tg__conv_set_part_bytes(int64_t bytes);
+
+/* Samples per GEMM chunk of a batch whose samples take bytes_per_sample of
+ * column buffer each: the same for any thread count (tg__conv_set_chunk
+ * overrides). */
+int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample);
+
+/* A chunk's f32 output yf (n, c, s) into the half output y from element at:
+ * g->out_bias added, then rounded once.  The f64 one asserts (no half
+ * output is computed in f64); it exists for the templates. */
+void tg__conv_store_f32(const tg__conv_geom *g, float *yf, int64_t n, int64_t c, int64_t s,
+                        void *y, int64_t at);
+void tg__conv_store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, int64_t s,
+                        void *y, int64_t at);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type, except the activation inputs and the output y of a geometry with
@@ -132,6 +147,81 @@ int tg__conv_and_weight_grad_raw(tg_dtype dt, const tg__conv_geom *g, const void
 /* y (B, C, S) += bias[c] (bias may be NULL), then the activation, in place. */
 void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s,
                        const void *bias, tg_activation act, double slope);
+
+/* ---- conv_im2col.c, conv_gemm.c, conv_phase_kernels.c: the kernels ----
+ *
+ * Each file instantiates one template (conv_kernels_tmpl.h, conv_gemm_tmpl.h,
+ * conv_phase_tmpl.h) for float and double; the template macro FN(x)
+ * pastes x_f32 and x_f64, so the names declared below are not spelled out in
+ * the templates.  Buffers are as in the _raw functions above, of float (f32)
+ * or double (f64); the "void *" ones are activation inputs or outputs that
+ * may be half (g->half_in, g->half_out).  The generated names:
+ *   conv_im2col.c:         tg__conv_im2col_batch_f32   tg__conv_im2col_batch_f64
+ *                          tg__conv_col2im_batch_f32   tg__conv_col2im_batch_f64
+ *                          tg__conv_pack_cbs_f32       tg__conv_pack_cbs_f64
+ *                          tg__conv_unpack_cbs_f32     tg__conv_unpack_cbs_f64
+ *                          tg__conv_epilogue_f32       tg__conv_epilogue_f64
+ *   conv_gemm.c:           tg__conv_gemm_par_f32       tg__conv_gemm_par_f64
+ *                          tg__conv_forward_f32        tg__conv_forward_f64
+ *                          tg__conv_transpose_cols_f32 tg__conv_transpose_cols_f64
+ *                          tg__conv_weight_grad_f32    tg__conv_weight_grad_f64
+ *                          tg__conv_and_weight_grad_f32 tg__conv_and_weight_grad_f64
+ *   conv_phase_kernels.c:  tg__conv_transpose_phase_f32 tg__conv_transpose_phase_f64
+ * The int ones return TG_OK or TG_ENOMEM (message set). */
+
+/* cols (c*K, nb*O) = im2col of nb images img (nb, c, I). */
+int tg__conv_im2col_batch_f32(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
+                              float *cols);
+int tg__conv_im2col_batch_f64(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
+                              double *cols);
+/* img (nb, c, I) = col2im(cols (c*K, nb*O), row stride ld); with rezero
+ * (= cols), cols is left all zero. */
+int tg__conv_col2im_batch_f32(const float *cols, int64_t ld, int64_t nb, int64_t c,
+                              const tg__conv_geom *g, float *img, float *rezero);
+int tg__conv_col2im_batch_f64(const double *cols, int64_t ld, int64_t nb, int64_t c,
+                              const tg__conv_geom *g, double *img, double *rezero);
+/* xp (c, nb*S) = x (nb, c, S). */
+void tg__conv_pack_cbs_f32(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
+                           int64_t s, float *xp);
+void tg__conv_pack_cbs_f64(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
+                           int64_t s, double *xp);
+/* y (nb, c, S) = yp (c, nb*S); with rezero (= yp), yp is left all zero. */
+void tg__conv_unpack_cbs_f32(const float *yp, int64_t nb, int64_t c, int64_t s, float *y,
+                             float *rezero);
+void tg__conv_unpack_cbs_f64(const double *yp, int64_t nb, int64_t c, int64_t s, double *y,
+                             double *rezero);
+/* y (B, c, s) += bias[ch] (bias may be NULL), then the activation, in place. */
+void tg__conv_epilogue_f32(float *y, int64_t batch, int64_t c, int64_t s, const float *bias,
+                           tg_activation act, double slope);
+void tg__conv_epilogue_f64(double *y, int64_t batch, int64_t c, int64_t s, const double *bias,
+                           tg_activation act, double slope);
+
+/* C (m, n) = op(A) @ op(B) + beta*C, one slice per thread (tg__gemm_par). */
+void tg__conv_gemm_par_f32(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                           float beta, float *c, int64_t ldc);
+void tg__conv_gemm_par_f64(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const double *a, int64_t lda, const double *b,
+                           int64_t ldb, double beta, double *c, int64_t ldc);
+/* The kernels of tg__conv_forward_raw, tg__conv_transpose_cols_raw,
+ * tg__conv_weight_grad_raw and tg__conv_and_weight_grad_raw. */
+int tg__conv_forward_f32(const tg__conv_geom *g, const void *x, const float *w, void *y);
+int tg__conv_forward_f64(const tg__conv_geom *g, const void *x, const double *w, void *y);
+int tg__conv_transpose_cols_f32(const tg__conv_geom *g, const void *x, const float *w, void *y);
+int tg__conv_transpose_cols_f64(const tg__conv_geom *g, const void *x, const double *w,
+                                void *y);
+int tg__conv_weight_grad_f32(const tg__conv_geom *g, const void *z, const void *u, float *dw);
+int tg__conv_weight_grad_f64(const tg__conv_geom *g, const void *z, const void *u, double *dw);
+int tg__conv_and_weight_grad_f32(const tg__conv_geom *g, const void *z, const float *w,
+                                 const void *u, void *y, float *dw);
+int tg__conv_and_weight_grad_f64(const tg__conv_geom *g, const void *z, const double *w,
+                                 const void *u, void *y, double *dw);
+
+/* The kernel of tg__conv_transpose_phase_raw (no half buffers). */
+int tg__conv_transpose_phase_f32(const tg__conv_geom *g, const float *x, const float *w,
+                                 float *y);
+int tg__conv_transpose_phase_f64(const tg__conv_geom *g, const double *x, const double *w,
+                                 double *y);
 
 /* ---- conv_phase.c: ConvTranspose as stride^N stride-1 correlations ---- */
 

@@ -1,9 +1,11 @@
 /* src/ops/conv_kernels_tmpl.h - the data movement of the conv kernels for one
  * element type: im2col, col2im (gather form) and the (B, C, S) <-> (C, B*S)
  * permutations that let one GEMM cover a whole chunk of the batch.
- * Included by conv_kernels.c once per type with these macros defined:
+ * Included by conv_im2col.c once per type with these macros defined:
  *   T     the element type (float or double)
  *   SUF   the name suffix (f32 or f64)
+ * It defines tg__conv_{im2col_batch,col2im_batch,pack_cbs,unpack_cbs,epilogue}_SUF
+ * (FN pastes the suffix; declared in conv_internal.h), the rest static.
  * Every buffer is contiguous row-major; shapes are given in comments.  Every
  * parallel loop here writes disjoint outputs, each summed in a fixed order, so
  * the results do not depend on the thread count. */
@@ -117,8 +119,8 @@ static void FN(im2col_rows)(void *p, int64_t r0, int64_t r1)
  * cols[(ch, k), j*O + o] = img[j, ch, o*s - pad + k*d].  Short rows go
  * through the tap table (tap_table_new), the others row by row.  img is an
  * activation input (half when g->half_in says so).  TG_ENOMEM: no memory. */
-static int FN(im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
-                            T *cols)
+int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
+                              T *cols)
 {
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
@@ -361,8 +363,8 @@ static int FN(col2im_block)(void *p, int64_t u)
  * for each tap are tabulated once per call (conv_taps).  With rezero (= cols)
  * each block then zeroes the column entries it was given, so that cols is
  * all zero again (tg__conv_zeroed_take). */
-static int FN(col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
-                            const tg__conv_geom *g, T *img, T *rezero)
+int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
+                              const tg__conv_geom *g, T *img, T *rezero)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -417,8 +419,8 @@ static void FN(pack_rows)(void *p, int64_t r0, int64_t r1)
 
 /* xp (c, nb*S) = x (nb, c, S) with the batch moved inside: xp[ch, j*S + s] = x[j, ch, s].
  * x is an activation input (half when g->half_in says so). */
-static void FN(pack_cbs)(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
-                         int64_t s, T *xp)
+void FN(tg__conv_pack_cbs)(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
+                           int64_t s, T *xp)
 {
     FN(rows_job) q = {.g = g, .x = x, .nb = nb, .c = c, .s = s, .y = xp};
     tg__parallel_range(c * nb, nb * c * s > 32768, FN(pack_rows), &q);
@@ -437,7 +439,7 @@ static void FN(unpack_rows)(void *p, int64_t r0, int64_t r1)
 
 /* The inverse: y (nb, c, S) = yp (c, nb*S); with rezero (= yp), yp is left
  * all zero (tg__conv_zeroed_take). */
-static void FN(unpack_cbs)(const T *yp, int64_t nb, int64_t c, int64_t s, T *y, T *rezero)
+void FN(tg__conv_unpack_cbs)(const T *yp, int64_t nb, int64_t c, int64_t s, T *y, T *rezero)
 {
     FN(rows_job) q = {.x = yp, .nb = nb, .c = c, .s = s, .y = y, .rezero = rezero};
     tg__parallel_range(c * nb, nb * c * s > 32768, FN(unpack_rows), &q);
@@ -460,8 +462,8 @@ static void FN(epilogue_rows)(void *p, int64_t r0, int64_t r1)
 }
 
 /* y (B, c, s) gets bias[ch] added and the activation applied, in place. */
-static void FN(epilogue)(T *y, int64_t batch, int64_t c, int64_t s, const T *bias,
-                         tg_activation act, double slope)
+void FN(tg__conv_epilogue)(T *y, int64_t batch, int64_t c, int64_t s, const T *bias,
+                           tg_activation act, double slope)
 {
     FN(rows_job) q = {.bias = bias, .c = c, .s = s, .y = y, .act = act, .slope = slope};
     tg__parallel_range(batch * c, batch * c * s > 32768, FN(epilogue_rows), &q);

@@ -1,5 +1,5 @@
 /* src/ops/conv_phase.c - the geometry of ConvTranspose by stride phases
- * (the kernels are conv_phase_tmpl.h, included by conv_kernels.c).
+ * (the kernels are conv_phase_tmpl.h, included by conv_phase_kernels.c).
  *
  * One axis, dilation 1: y[o] = sum over (i, k) with o = i*s - p + k of
  * x[i] w[k].  Write o + p = q*s + r with r = (o + p) mod s, the phase of o.

@@ -1,6 +1,8 @@
 /* src/ops/conv_phase_tmpl.h - ConvTranspose by stride phases for one element
- * type (T, SUF, GEMM as in conv_gemm_tmpl.h, after which conv_kernels.c
- * includes this).  The math and the phase geometry are in conv_phase.c.
+ * type (T, SUF as in conv_kernels_tmpl.h), included by conv_phase_kernels.c
+ * once per type; it defines tg__conv_transpose_phase_SUF (FN pastes the
+ * suffix; declared in conv_internal.h).  The math and the phase geometry
+ * are in conv_phase.c.
  *
  * Per chunk of n samples and per phase (T_ph taps, Q_ph positions):
  *   cols (c_col*T_ph, n*Q_ph):  cols[(cx, t), b*Q + q] = x[b, cx, qlo + q - t] (0 outside)
@@ -249,7 +251,7 @@ static int64_t FN(phase_chunk)(const tg__conv_geom *g, const tg__conv_phase *ph,
         if (e > most) most = e;
         all += g->c_img * d.pos;
     }
-    return conv_chunk(g->batch, (most + all) * (int64_t)sizeof(T));
+    return tg__conv_chunk(g->batch, (most + all) * (int64_t)sizeof(T));
 }
 
 /* yr (c_img, N) of one phase: per group yr_g = Wp_g^T @ cols_g, or, shifted,
@@ -262,10 +264,10 @@ static void FN(phase_gemm)(const tg__conv_geom *g, const tg__conv_phase *f, cons
     const int64_t nt = d->lead ? f->t[2] : 1;
     for (int64_t t2 = 0; t2 < nt; t2++)
         for (int64_t gi = 0; gi < g->groups; gi++)
-            FN(gemm_par)(g->bf16, true, false, cyg, N - d->lead, kk,
-                         wf + (t2 * g->groups + gi) * kk * cyg, cyg,
-                         cols + gi * kk * N + d->lead - t2, N, t2 > 0 ? 1 : 0,
-                         yr + gi * cyg * N + d->lead, N);
+            FN(tg__conv_gemm_par)(g->bf16, true, false, cyg, N - d->lead, kk,
+                                  wf + (t2 * g->groups + gi) * kk * cyg, cyg,
+                                  cols + gi * kk * N + d->lead - t2, N, t2 > 0 ? 1 : 0,
+                                  yr + gi * cyg * N + d->lead, N);
 }
 
 /* Phase f of a chunk: cols (in this thread's scratch slot 0), then its GEMMs
@@ -337,7 +339,7 @@ static int FN(phase_chunks)(const tg__conv_geom *g, const tg__conv_phase *ph, bo
 
 /* y (B, c_img, S_out) = conv_transpose(x (B, c_col, S_in), w): the phase
  * table and the packed sub-kernels once per call, then the chunks. */
-static int FN(conv_transpose_phase)(const tg__conv_geom *g, const T *x, const T *w, T *y)
+int FN(tg__conv_transpose_phase)(const tg__conv_geom *g, const T *x, const T *w, T *y)
 {
     if (g->batch == 0) return TG_OK;
     const int64_t nph = tg__conv_prod3(g->stride), cxg = g->c_col / g->groups;
