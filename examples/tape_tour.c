@@ -163,6 +163,20 @@ static int announce(tg_tensor **grad, void *user)
     return TG_OK;
 }
 
+/* Closes f, written by a call that returned rc, and exits with the reason if
+ * the call or any write failed (a full disk shows up at the last write, which
+ * fclose does). */
+static void close_or_exit(FILE *f, const char *path, int rc)
+{
+    int err = ferror(f) ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (rc < 0 || err) {
+        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path,
+                rc < 0 ? tg_error_message() : strerror(err));
+        exit(1);
+    }
+}
+
 /* Writes the tape of loss as DOT to path; exits with status 1 and the
  * reason when the file cannot be opened or written whole. */
 static void write_dot(const tg_tensor *loss, const char *path)
@@ -172,15 +186,7 @@ static void write_dot(const tg_tensor *loss, const char *path)
         fprintf(stderr, "tape_tour: cannot write %s: %s\n", path, strerror(errno));
         exit(1);
     }
-    int rc = tg_graph_to_dot(f, loss);
-    /* a full disk shows up at the last write, which fclose does */
-    int err = ferror(f) ? errno : 0;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (rc < 0 || err) {
-        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path,
-                rc < 0 ? tg_error_message() : strerror(err));
-        exit(1);
-    }
+    close_or_exit(f, path, tg_graph_to_dot(f, loss));
     printf("\nThe same tape as a Graphviz graph is in %s: square boxes are op nodes, rounded\n"
            "ones leaves (grey: constants; dashed: tensors saved for backward), arrows\n"
            "follow the forward computation, the root is red.\n", path);
@@ -332,14 +338,7 @@ static void write_html(const char *dot_path)
     }
     tg_viz_opts vo = TG_VIZ_OPTS_INIT;
     vo.title = "tape_tour: loss = mean(convT1d(reshape(tanh(linear(x)))))";
-    int rc = tg_viz_backward_html(f, o.loss, NULL, &vo);
-    int err = ferror(f) ? errno : 0;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (rc < 0 || err) {
-        fprintf(stderr, "tape_tour: cannot write %s: %s\n", path,
-                rc < 0 ? tg_error_message() : strerror(err));
-        exit(1);
-    }
+    close_or_exit(f, path, tg_viz_backward_html(f, o.loss, NULL, &vo));
     printf("\nThe backward, one vector-Jacobian product at a time, is in %s: open it in a\n"
            "browser and step with the arrow keys.\n", path);
     acts_free(&o);
