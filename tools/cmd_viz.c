@@ -22,63 +22,6 @@ static const char viz_usage[] =
     "its backward as a self-contained HTML page: open it in a browser and step\n"
     "through it with the arrow keys.\n";
 
-typedef struct viz_args {
-    const char *in, *out;
-    tg_conv_algo algo;
-} viz_args;
-
-static int usage_error(const char *fmt, const char *arg)
-{
-    fputs("tapegrad viz: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputc('\n', stderr);
-    fputs(viz_usage, stderr);
-    return TG_EXIT_USAGE;
-}
-
-/* "--opt VALUE" or "--opt=VALUE": the value, or NULL (*missing set when the
- * option is there without one). */
-static const char *option_value(int argc, char **argv, int *i, const char *opt, int *missing)
-{
-    size_t len = strlen(opt);
-    if (strncmp(argv[*i], opt, len) != 0) return NULL;
-    if (argv[*i][len] == '=') return argv[*i] + len + 1;
-    if (argv[*i][len] != '\0') return NULL;
-    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-/* -1 when the arguments are fine, else the exit code. */
-static int parse_args(int argc, char **argv, viz_args *a)
-{
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v;
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(viz_usage, stdout);
-            return TG_EXIT_OK;
-        } else if ((v = option_value(argc, argv, &i, "--in", &missing))) {
-            a->in = v;
-        } else if ((v = option_value(argc, argv, &i, "--out", &missing))) {
-            a->out = v;
-        } else if ((v = option_value(argc, argv, &i, "--algo", &missing))) {
-            if (!strcmp(v, "reference")) a->algo = TG_CONV_ALGO_REFERENCE;
-            else if (!strcmp(v, "fast")) a->algo = TG_CONV_ALGO_FAST;
-            else return usage_error("--algo must be reference or fast, not '%s'", v);
-        } else if (missing) {
-            return usage_error("option %s needs a value", argv[i]);
-        } else {
-            return usage_error("unknown argument '%s'", argv[i]);
-        }
-    }
-    if (!a->in) return usage_error("missing option %s", "--in");
-    if (!a->out) return usage_error("missing option %s", "--out");
-    return -1;
-}
-
 /* A copy of a case tensor (borrowed from the file) as a named leaf. */
 static int leaf(tg_tensor **out, const tg_tensor *t, const char *name)
 {
@@ -106,7 +49,7 @@ static int case_loss(tg_tensor **loss, const tg_case *c, tg_tensor *const *p, tg
     return rc;
 }
 
-static int write_page(const viz_args *a, const tg_case *c, tg_tensor *loss)
+static int write_page(const tg_case_args *a, const tg_case *c, tg_tensor *loss)
 {
     char title[256];
     snprintf(title, sizeof title, "%s: backward of loss = sum(%sy)", c->op,
@@ -121,7 +64,7 @@ static int write_page(const viz_args *a, const tg_case *c, tg_tensor *loss)
     return rc;
 }
 
-static int run(const viz_args *a)
+static int run(const tg_case_args *a)
 {
     char err[1024] = "";
     tg_st_file *in = NULL;
@@ -156,7 +99,7 @@ static int run(const viz_args *a)
 
 int tg_cmd_viz(int argc, char **argv)
 {
-    viz_args a = {.in = NULL, .out = NULL, .algo = TG_CONV_ALGO_DEFAULT};
-    int code = parse_args(argc, argv, &a);
+    tg_case_args a;
+    int code = tg_tool_case_args("viz", viz_usage, argc, argv, &a);
     return code >= 0 ? code : run(&a);
 }

@@ -16,6 +16,18 @@
 
 #include <stdbool.h>
 
+#include "tapegrad/conv.h"
+
+/* The arguments of run-op and viz (tools/case_args.c): --in CASE, --out
+ * PATH (both required), [--algo reference|fast].  -1 when they are fine,
+ * else the exit code after printing help or what is wrong with the usage. */
+typedef struct tg_case_args {
+    const char *in, *out;
+    tg_conv_algo algo;
+} tg_case_args;
+int tg_tool_case_args(const char *cmd, const char *usage, int argc, char **argv,
+                      tg_case_args *a);
+
 /* The ops that --plugin shared objects registered (tools/plugin.c). */
 #define TG_PLUGIN_MAX_OPS 64
 typedef struct tg_plugin_ops {
