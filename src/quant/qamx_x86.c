@@ -1,6 +1,6 @@
 /* src/quant/qamx_x86.c - AMX-INT8 for the int8 GEMM: finding out whether
  * this process may use it, the tile configuration, and the packed GEMM on
- * tiles (the column-free ConvTranspose is in qconvt_amx.c). */
+ * tiles (the column-free ConvTranspose is in qconvt_phase.c). */
 #include <stdatomic.h>
 #include <string.h>
 

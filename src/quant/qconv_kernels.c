@@ -9,8 +9,8 @@
  * up to x_scale, a padded position is exactly 0, and no zero-point
  * correction is needed.  The VNNI and AMX GEMMs take them as bytes x + off
  * (u8; see as_u8), a padded position holding zoff, and subtract zoff times
- * the weights' column sums: the same integers.  (AMX's ConvTranspose from
- * 256 input positions on is in qconvt_amx.c.)
+ * the weights' column sums: the same integers.  (The VNNI and AMX
+ * ConvTranspose of a large input has no columns: qconvt_phase.c.)
  *
  * Work is split into tasks of whole samples (enough rows for the 6-row tiles
  * to be busy), run in parallel; each task owns its output samples, so the
@@ -340,14 +340,15 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
                         int32_t zx, const tg_qweight *w, const tg__q_requant *r, void *y)
 {
     if (g->batch == 0) return TG_OK;   /* an empty batch: y is empty too */
-    if (transpose && tg_int8_kernel_get() == TG_INT8_KERNEL_AMX && tg__q_convt_amx_fits(g, w))
-        return tg__q_convt_amx(g, dt, x, zx, w, r, y);
+    const tg_int8_kernel kern = tg_int8_kernel_get();
+    if (transpose && kern >= TG_INT8_KERNEL_VNNI && tg__q_convt_phase_fits(g, w))
+        return tg__q_convt_phase(g, dt, x, zx, w, r, y, kern == TG_INT8_KERNEL_AMX);
     int64_t *taps = NULL;
     col2im_plan plan = {0};
     if (transpose) TG_TRY(col2im_plan_make(&plan, g));
     else if (!(taps = build_taps(g))) return TG_ENOMEM;
     q_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y}, .taps = taps,
-               .plan = &plan, .kern = tg_int8_kernel_get(),
+               .plan = &plan, .kern = kern,
                .nb = task_samples(g->batch, tg__conv_prod3(g->col))};
     /* task t: samples t*nb .. t*nb + nb, one task per thread at a time */
     int rc = tg__run_tasks((g->batch + j.nb - 1) / j.nb, true, transpose ? convt_task : conv_task,

@@ -117,7 +117,7 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
         pack_group(w, wb, gi);
         if (bytes) pack_group8(w, wb, gi);
     }
-    if (transpose && w->ndim <= 4 && tg__q_cpu_has_amx() && pack_taps(w, wb) < 0) {
+    if (transpose && w->ndim <= 4 && bytes && pack_taps(w, wb) < 0) {
         free(wb);
         tg_qweight_free(w);
         return TG_ENOMEM;

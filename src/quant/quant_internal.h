@@ -63,10 +63,10 @@ struct tg_qweight {
     int64_t kq, kqp, nblk8;       /* per group, for panels8 */
     int8_t *panels8;              /* groups * nblk8 * kqp * 128, owned; NULL without VNNI */
     int32_t *colsum;              /* groups * n: sum over t of B_gi[j][t], owned; ditto */
-    /* Transposed weights on an AMX CPU, per group, tap k, block of 16 output
+    /* Transposed weights on a VNNI or AMX CPU, per group, tap k, block of 16 output
      * channels (ncob) and 64 input channels (ncc): 16 x 64 bytes,
      * taps8[...][r][e] = w[gi*cig + 64*cc + e][16*cob + r][k] (0 past the
-     * ends): one AMX A tile (qconvt_amx.c).  tapsum[(gi*K + k)*cog + co] sums
+     * ends): one AMX A tile (qconvt_phase.c).  tapsum[(gi*K + k)*cog + co] sums
      * w over the input channels.  NULL elsewhere. */
     int64_t ncob, ncc;
     int8_t *taps8;
@@ -226,13 +226,13 @@ typedef struct tg__q_operands {
 /* Linear: y (m, w->n) = requant((x - zx) (m, kd) * B^T). */
 int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
                      const tg__q_requant *r, void *y);
-/* ConvTranspose without columns on AMX (qconvt_amx.c): for 1-D and 2-D
- * layers without dilation whose weight has taps8; same contract as
- * tg__q_conv_transpose_raw. */
-bool tg__q_convt_amx_fits(const struct tg__conv_geom *g, const tg_qweight *w);
+/* ConvTranspose without columns on AMX tiles or VNNI registers
+ * (qconvt_phase.c): for 1-D and 2-D layers without dilation whose weight
+ * has taps8; same contract as tg__q_conv_transpose_raw. */
+bool tg__q_convt_phase_fits(const struct tg__conv_geom *g, const tg_qweight *w);
 /* The input positions (product of the spatial sizes) from which it is used;
  * the tests lower it to run every case through it. */
 extern int64_t tg__q_phase_min_positions;
-int tg__q_convt_amx(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                    const tg_qweight *w, const tg__q_requant *r, void *y);
+int tg__q_convt_phase(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx);
 #endif

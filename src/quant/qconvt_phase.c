@@ -1,5 +1,6 @@
-/* src/quant/qconvt_amx.c - the quantized ConvTranspose on AMX tiles with no
- * columns: a stride-phase implicit GEMM (1-D and 2-D, no dilation).
+/* src/quant/qconvt_phase.c - the quantized ConvTranspose with no columns:
+ * a stride-phase implicit GEMM (1-D and 2-D, no dilation), on AMX tiles or
+ * in AVX-512 VNNI registers.
  *
  * On an axis with stride s, padding p and K taps, input i reaches output
  * y = i*s - p + k through tap k.  The outputs of one phase phi = (y + p) mod s
@@ -14,31 +15,35 @@
  * hold the zero point), four channels interleaved: x4[cq][P][e] =
  * x[4*cq + e][P] + off (u8, as the VNNI kernel's activations).  A flat
  * position f = r*Wg + c of that grid and a tap t read x4 at f - (t1*Wg + t2),
- * so sixteen consecutive f of one tap and 64 channels are one AMX B tile
- * (16 rows, one per channel quad, 4*np bytes apart), read in place: no
- * im2col.  The weights of one tap, 16 output channels x 64 input channels,
- * are an A tile (tg_qweight.taps8).  tdpbsud (signed A, unsigned B) adds
- * their products into a 16 x 16 tile of out_phi[co][f], which starts from
- * -zoff times the sum of the phase's weights, so the zero point cancels
- * exactly as in the other kernels.  Positions f that fall in the grid's
- * margins are computed and dropped.
+ * so sixteen consecutive f of one channel quad are one 64-byte vector, and
+ * sixteen quads of them one AMX B tile (rows 4*np bytes apart), read in
+ * place: no im2col.  The weights of one tap are tg_qweight.taps8: 16 output
+ * channels x 64 input channels, an AMX A tile, whose four bytes for one
+ * output channel and one quad are what the VNNI kernel broadcasts.
  *
- * Each tile row (one output channel, 16 or 32 positions) is requantized in
- * AVX-512 registers into a per-phase byte plane; the phases are then
- * interleaved into y.  The integers are the portable kernel's: every sum is
- * the same set of exact i32 products and the requantization is the same
- * formula (tests: quant::every_kernel_gives_the_portable_bytes).
+ *  AMX:  tdpbsud (signed A, unsigned B) adds a tap's products into a 16 x 16
+ *        tile of out_phi[co][f] (two blocks of 16 channels, 32 positions).
+ *  VNNI: vpdpbusd of a broadcast weight quad against a vector of 16
+ *        positions' quads adds four products per lane; a block of 4 output
+ *        channels x 96 positions is 24 zmm accumulators, summed over every
+ *        tap and quad before it is stored once.
+ * Both start from -zoff times the sum of the phase's weights, so the zero
+ * point cancels exactly as in the other kernels.  Positions f that fall in
+ * the grid's margins are computed and dropped.
+ *
+ * Each row of a block (one output channel) is requantized in AVX-512
+ * registers into a per-phase byte plane; the phases are then interleaved
+ * into y.  The integers are the portable kernel's: every sum is the same
+ * set of exact i32 products and the requantization is the same formula
+ * (tests: quant::every_kernel_gives_the_portable_bytes).
  *
  * Work is split by samples, one task each, run in parallel; scratch is the
  * thread's conv workspace.
  *
  * It pays where the input has many positions: the grid's margins are
- * computed and dropped, and a small input is mostly margin.  Measured on the
- * DCGAN generator's layers (2 threads, docs/quantization.md): 16x16 -> 32x32
- * 5.6-7.1 ms against 8.4-11.1 ms through columns, 32x32 -> 64x64 (3
- * channels) 2.4-4.0 against 3.5-4.3 ms, 8x8 -> 16x16 about the same, 4x4 ->
- * 8x8 slower (8.3-12.3 against 8.3-8.4 ms), 1x1 -> 4x4 three times slower.
- * So it runs from tg__q_phase_min_positions (256) input positions on. */
+ * computed and dropped, and a small input is mostly margin.  So it runs from
+ * tg__q_phase_min_positions input positions on (bench/int8.py, figures in
+ * docs/quantization.md). */
 #include <string.h>
 
 #include "ops/conv_internal.h"
@@ -48,8 +53,10 @@
 #include <immintrin.h>
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
+#define VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
 #define TILE 16
 #define MARGIN 32   /* positions after the grid that a last 32-wide block may read */
+#define MAX_PHASE_TAPS 64   /* taps of one phase (both axes): the VNNI kernel's tables */
 
 /* One axis of the phase decomposition (axes 1 and 2 of the geometry). */
 typedef struct axis_plan {
@@ -90,26 +97,30 @@ static void axis_make(axis_plan *a, const tg__conv_geom *g, int ax)
     a->ext = hi - lo + 1;
 }
 
-int64_t tg__q_phase_min_positions = 256;
+int64_t tg__q_phase_min_positions = 64;
 
-bool tg__q_convt_amx_fits(const tg__conv_geom *g, const tg_qweight *w)
+bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w)
 {
+    const int64_t taps = ((g->k[1] + g->stride[1] - 1) / g->stride[1]) *
+                         ((g->k[2] + g->stride[2] - 1) / g->stride[2]);
     return w->taps8 && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
-           g->dil[2] == 1 && g->col[1] * g->col[2] >= tg__q_phase_min_positions;
+           g->dil[2] == 1 && taps <= MAX_PHASE_TAPS &&
+           g->col[1] * g->col[2] >= tg__q_phase_min_positions;
 }
 
-typedef struct amx_job {
+typedef struct phase_job {
     tg__q_operands op;
     axis_plan ax[2];
     int64_t np;        /* grid positions + MARGIN */
     int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
     int64_t *ffirst;   /* per phase p1*s2 + p2: its first flat position */
-} amx_job;
+    bool amx;          /* tiles, else VNNI registers */
+} phase_job;
 
 /* x4 of sample b, group gi (layout above): the zero point everywhere
  * (zero bytes for the padding channels past cig), then each input row of
  * four channel planes interleaved into its place, 16 positions at a time. */
-static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64_t ncq)
+static void build_x4(uint8_t *x4, const phase_job *j, int64_t b, int64_t gi, int64_t ncq)
 {
     const tg__conv_geom *g = j->op.g;
     const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2];
@@ -122,7 +133,9 @@ static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64
         uint8_t *plane = x4 + cq * j->np * 4;
         uint8_t fill[4];
         for (int e = 0; e < 4; e++) fill[e] = 4 * cq + e < cig ? zoff : 0;
-        for (int64_t p = 0; p < j->np - MARGIN; p++) memcpy(plane + 4 * p, fill, 4);
+        uint32_t fill4;
+        memcpy(&fill4, fill, 4);
+        for (int64_t p = 0; p < j->np - MARGIN; p++) memcpy(plane + 4 * p, &fill4, 4);
         memset(plane + 4 * (j->np - MARGIN), 0, MARGIN * 4);
         const uint8_t *src[4];
         for (int e = 0; e < 4; e++)   /* a padding channel reads channel 0: dropped below */
@@ -155,7 +168,7 @@ static void build_x4(uint8_t *x4, const amx_job *j, int64_t b, int64_t gi, int64
 
 /* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
  * phase's flat positions f, requantized. */
-AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
+AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
                                  int64_t p2, uint8_t *planes)
 {
     const tg__conv_geom *g = j->op.g;
@@ -230,54 +243,151 @@ AMX_TARGET static void run_phase(const amx_job *j, const uint8_t *x4, int64_t gi
     }
 }
 
+/* ---- the VNNI kernel ---- */
+#define VR 4   /* output channels per register block (a divisor of 16) */
+#define VV 6   /* vectors of 16 positions per block: VR * VV = 24 accumulators */
+
+/* acc[r][v] (r < VR, v < nv) = corr[r] + the phase's sums for output
+ * channel r of the block and positions 16v.. of the flat block at x4 (the
+ * grid already offset to the block's first position): over taps t < nt
+ * (flat offset toff[t], weights wt[t]: taps8 row of the block's first
+ * channel in its first 64-channel tile) and channel quads cq < ncq.  Stored
+ * into out (rows of VV * 16). */
+VNNI_TARGET static inline __attribute__((always_inline)) void
+block_vnni(const int nv, const uint8_t *x4, int64_t pstride, const int64_t *toff,
+           const int8_t *const *wt, int nt, int64_t ncc, const int32_t *corr, int32_t *out)
+{
+    __m512i acc[VR][VV];
+    for (int r = 0; r < VR; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_set1_epi32(corr[r]);
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *xt = x4 - 4 * toff[t];
+        for (int64_t cc = 0; cc < ncc; cc++) {
+            const int8_t *wc = wt[t] + cc * TILE * 64;
+            const uint8_t *xc = xt + cc * TILE * pstride;
+            for (int e = 0; e < TILE; e++, xc += pstride) {
+                __m512i xv[VV];
+                for (int v = 0; v < nv; v++) xv[v] = _mm512_loadu_si512(xc + 64 * v);
+                for (int r = 0; r < VR; r++) {
+                    int32_t quad;
+                    memcpy(&quad, wc + r * 64 + 4 * e, sizeof quad);
+                    const __m512i b = _mm512_set1_epi32(quad);
+                    for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xv[v], b);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < VR; r++)
+        for (int v = 0; v < nv; v++) _mm512_storeu_si512(out + r * VV * 16 + 16 * v, acc[r][v]);
+}
+
+VNNI_TARGET static void run_phase_vnni(const phase_job *j, const uint8_t *x4, int64_t gi,
+                                       int64_t p1, int64_t p2, uint8_t *planes)
+{
+    const tg__conv_geom *g = j->op.g;
+    const tg_qweight *w = j->op.w;
+    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const int64_t cog = g->c_img / g->groups, K2 = g->k[2], Kt = g->k[1] * K2;
+    const int64_t wg = a2->ext, T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
+    int64_t q1lo, q1hi, q2lo, q2hi;
+    phase_range(a1, p1, &q1lo, &q1hi);
+    phase_range(a2, p2, &q2lo, &q2hi);
+    const int64_t ffirst = j->ffirst[p1 * a2->s + p2];
+    const int64_t flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
+    const bool sg = j->op.dt == TG_I8;
+    const uint32_t zoff = (uint32_t)(sg ? j->op.zx + 128 : j->op.zx);
+    const int nt = (int)(T1 * T2);
+    int64_t toff[MAX_PHASE_TAPS], tk[MAX_PHASE_TAPS];
+    for (int64_t t1 = 0, t = 0; t1 < T1; t1++)
+        for (int64_t t2 = 0; t2 < T2; t2++, t++) {
+            toff[t] = t1 * wg + t2;
+            tk[t] = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
+        }
+    _Alignas(64) int32_t out[VR * VV * 16];
+    for (int64_t f0 = ffirst; f0 <= flast; f0 += VV * 16) {
+        const int64_t left = (flast - f0 + 16) / 16;   /* vectors up to flast */
+        const int nv = (int)(left < VV ? left : VV);
+        const uint8_t *xb = x4 + 4 * f0;
+        for (int64_t co0 = 0; co0 < cog; co0 += VR) {
+            const int8_t *wt[MAX_PHASE_TAPS];
+            int32_t corr[VR];
+            for (int t = 0; t < nt; t++)
+                wt[t] = tg__q_tap_panel(w, gi, tk[t], co0 / TILE) + (co0 % TILE) * 64;
+            for (int r = 0; r < VR; r++) {   /* -zoff * (the phase's weights summed) */
+                uint32_t sum = 0;
+                for (int t = 0; co0 + r < cog && t < nt; t++)
+                    sum += (uint32_t)w->tapsum[(gi * Kt + tk[t]) * cog + co0 + r];
+                corr[r] = (int32_t)(0u - zoff * sum);
+            }
+            switch (nv) {   /* constant vector counts: the accumulators stay in registers */
+            case 1: block_vnni(1, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            case 2: block_vnni(2, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            case 3: block_vnni(3, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            case 4: block_vnni(4, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            case 5: block_vnni(5, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            default: block_vnni(VV, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            }
+            for (int r = 0; r < VR && co0 + r < cog; r++)
+                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ffirst),
+                                   16 * nv, out + r * VV * 16, 1, 16 * nv, 16 * nv,
+                                   &j->op.r[gi * cog + co0 + r], true);
+        }
+    }
+}
+
 /* y[b, gi*cog + co] from the phase planes.  Output row y1 belongs to one
  * phase p1 (row q1); along it, the outputs y2 = s2*m + e of residue e come
  * from phase p2 = (e + pad2) mod s2, at q2 = m + (e + pad2 - p2) / s2: one
  * contiguous run per residue, interleaved (two at a time by SSE2 when s2 is
  * 2). */
-static void interleave(const amx_job *j, int64_t b, int64_t gi, const uint8_t *planes)
+static void interleave(const phase_job *j, int64_t b, int64_t gi, const uint8_t *planes)
 {
     const int64_t *ffirst = j->ffirst;
     const tg__conv_geom *g = j->op.g;
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t cog = g->c_img / g->groups, plane = cog * j->fmax, wg = a2->ext;
-    const int64_t s2 = a2->s, O2 = a2->out;
-    for (int64_t co = 0; co < cog; co++) {
-        uint8_t *yc = j->op.y + ((b * g->c_img) + gi * cog + co) * a1->out * O2;
-        for (int64_t y1 = 0; y1 < a1->out; y1++) {
-            const int64_t p1 = (y1 + a1->pad) % a1->s, q1 = (y1 + a1->pad - p1) / a1->s;
-            const uint8_t *run[2];
-            uint8_t *yr = yc + y1 * O2;
-            for (int64_t e = 0; e < s2 && e < O2; e++) {
-                const int64_t p2 = (e + a2->pad) % s2, q2 = (e + a2->pad - p2) / s2;
-                const int64_t ph = p1 * s2 + p2;
-                const uint8_t *src = planes + ph * plane + co * j->fmax - ffirst[ph] +
-                                     (q1 - a1->lo) * wg + q2 - a2->lo;
-                if (s2 == 2) {
-                    run[e] = src;
-                    continue;
-                }
-                for (int64_t m = 0; s2 * m + e < O2; m++) yr[s2 * m + e] = src[m];
+    const int64_t s2 = a2->s, O2 = a2->out, ysize = a1->out * O2;
+    uint8_t *yg = j->op.y + (b * g->c_img + gi * cog) * ysize;
+    for (int64_t y1 = 0; y1 < a1->out; y1++) {
+        const int64_t p1 = (y1 + a1->pad) % a1->s, q1 = (y1 + a1->pad - p1) / a1->s;
+        const uint8_t *run[2] = {NULL, NULL};   /* s2 == 2: the two residues' runs, channel 0 */
+        for (int64_t e = 0; e < s2 && e < O2; e++) {
+            const int64_t p2 = (e + a2->pad) % s2, q2 = (e + a2->pad - p2) / s2;
+            const int64_t ph = p1 * s2 + p2;
+            const uint8_t *src = planes + ph * plane - ffirst[ph] + (q1 - a1->lo) * wg + q2 -
+                                 a2->lo;
+            if (s2 == 2) {
+                run[e] = src;
+                continue;
             }
-            if (s2 != 2) continue;
+            for (int64_t co = 0; co < cog; co++) {
+                uint8_t *yr = yg + co * ysize + y1 * O2;
+                const uint8_t *sc = src + co * j->fmax;
+                for (int64_t m = 0; s2 * m + e < O2; m++) yr[s2 * m + e] = sc[m];
+            }
+        }
+        for (int64_t co = 0; s2 == 2 && co < cog; co++) {
+            uint8_t *yr = yg + co * ysize + y1 * O2;
+            const uint8_t *ev = run[0] + co * j->fmax;
+            const uint8_t *od = O2 > 1 ? run[1] + co * j->fmax : NULL;
             int64_t m = 0;
             for (; 2 * m + 32 <= O2; m += 16) {
-                const __m128i ev = _mm_loadu_si128((const __m128i *)(run[0] + m));
-                const __m128i od = _mm_loadu_si128((const __m128i *)(run[1] + m));
-                _mm_storeu_si128((__m128i *)(yr + 2 * m), _mm_unpacklo_epi8(ev, od));
-                _mm_storeu_si128((__m128i *)(yr + 2 * m + 16), _mm_unpackhi_epi8(ev, od));
+                const __m128i e16 = _mm_loadu_si128((const __m128i *)(ev + m));
+                const __m128i o16 = _mm_loadu_si128((const __m128i *)(od + m));
+                _mm_storeu_si128((__m128i *)(yr + 2 * m), _mm_unpacklo_epi8(e16, o16));
+                _mm_storeu_si128((__m128i *)(yr + 2 * m + 16), _mm_unpackhi_epi8(e16, o16));
             }
             for (; 2 * m < O2; m++) {
-                yr[2 * m] = run[0][m];
-                if (2 * m + 1 < O2) yr[2 * m + 1] = run[1][m];
+                yr[2 * m] = ev[m];
+                if (2 * m + 1 < O2) yr[2 * m + 1] = od[m];
             }
         }
     }
 }
 
-AMX_TARGET static int amx_task(void *job, int64_t b)
+static int phase_task(void *job, int64_t b)
 {
-    const amx_job *j = job;
+    const phase_job *j = job;
     const tg__conv_geom *g = j->op.g;
     const int64_t cog = g->c_img / g->groups, nph = j->ax[0].s * j->ax[1].s;
     const int64_t ncq = j->op.w->ncc * TILE;
@@ -285,23 +395,25 @@ AMX_TARGET static int amx_task(void *job, int64_t b)
     char *scr = tg__conv_scratch(0, x4_bytes + (size_t)nph * (plane_bytes + 8) + 64);
     if (!scr) return TG_ENOMEM;
     uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
-    tg__q_amx_begin();
+    if (j->amx) tg__q_amx_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
         build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
             for (int64_t p2 = 0; p2 < j->ax[1].s; p2++)
-                run_phase(j, x4, gi, p1, p2, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
+                (j->amx ? run_phase_amx : run_phase_vnni)(
+                    j, x4, gi, p1, p2, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
         interleave(j, b, gi, planes);
     }
-    tg__q_amx_end();
+    if (j->amx) tg__q_amx_end();
     return TG_OK;
 }
 
-int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                    const tg_qweight *w, const tg__q_requant *r, void *y)
+int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx)
 {
     if (g->batch == 0) return TG_OK;
-    amx_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y}};
+    phase_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y},
+                   .amx = amx};
     axis_make(&j.ax[0], g, 1);
     axis_make(&j.ax[1], g, 2);
     j.np = j.ax[0].ext * j.ax[1].ext + MARGIN;
@@ -317,19 +429,19 @@ int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t 
             const int64_t up = (len + 2 * TILE - 1) / (2 * TILE) * (2 * TILE);
             if (up > j.fmax) j.fmax = up;
         }
-    const int rc = tg__run_tasks(g->batch, true, amx_task, &j);
+    const int rc = tg__run_tasks(g->batch, true, phase_task, &j);
     free(j.ffirst);
     return rc;
 }
 
 #else
 
-int64_t tg__q_phase_min_positions = 256;
-bool tg__q_convt_amx_fits(const tg__conv_geom *g, const tg_qweight *w) { return false; }
-int tg__q_convt_amx(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                    const tg_qweight *w, const tg__q_requant *r, void *y)
+int64_t tg__q_phase_min_positions = 64;
+bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w) { return false; }
+int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
+                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx)
 {
-    TG_ASSERT(!"amx kernel called on a non-x86 build");
+    TG_ASSERT(!"column-free kernel called on a non-x86 build");
     return TG_EUNSUPPORTED;
 }
 #endif
