@@ -193,15 +193,26 @@ Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
     }
 }
 
-/* tg__q_requant_rows through AVX-512 gives tg__q_requant_one's bytes: ties
- * at every shift, both ends of i32 with biases that push past them, every
- * tail length, u8 and i8 ranges, relu's lower bound. */
+/* tg__q_requant_rows through AVX-512 (the VNNI kernel's) and AVX2 gives
+ * tg__q_requant_one's bytes: ties at every shift, both ends of i32 with
+ * biases that push past them, every tail length, u8 and i8 ranges, relu's
+ * lower bound. */
+static void requant_rows_case(tg_int8_kernel kern);
 Test(quant_kernels, simd_requantization_gives_the_scalar_bytes)
 {
-    if (!tg__q_cpu_has_vnni()) {   /* the simd flag promises AVX-512 */
-        cr_log_info("this CPU has no AVX-512: the SIMD requantization was not run");
-        return;
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AVX2};
+    for (int k = 0; k < 2; k++) {
+        if (!tg_int8_kernel_available(kerns[k])) {
+            cr_log_info("this CPU has no %s kernel: its SIMD requantization was not run",
+                        tg_int8_kernel_name(kerns[k]));
+            continue;
+        }
+        requant_rows_case(kerns[k]);
     }
+}
+
+static void requant_rows_case(tg_int8_kernel kern)
+{
     enum { N = 67 };
     int32_t acc[N];
     uint8_t got[N + 8], want[N + 8];
@@ -232,12 +243,15 @@ Test(quant_kernels, simd_requantization_gives_the_scalar_bytes)
         const tg_dtype dt = u8 ? TG_U8 : TG_I8;
         /* as one run, and as rows of n/3 read at a stride of n/3 + 1 and
          * written at a stride of n/3 + 2 */
-        tg__q_requant_rows(got, dt, 0, n, acc, 1, n, n, &r, true);
-        tg__q_requant_rows(want, dt, 0, n, acc, 1, n, n, &r, false);
-        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
+        const tg_int8_kernel ref = TG_INT8_KERNEL_PORTABLE;
+        tg__q_requant_rows(got, dt, 0, n, acc, 1, n, n, &r, kern);
+        tg__q_requant_rows(want, dt, 0, n, acc, 1, n, n, &r, ref);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d: shift %d, n %d",
+                  tg_int8_kernel_name(kern), trial, r.shift, n);
         const int64_t cols = n / 3 > 0 ? n / 3 : 1, rows = n / (cols + 2) > 0 ? n / (cols + 2) : 1;
-        tg__q_requant_rows(got, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, true);
-        tg__q_requant_rows(want, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, false);
-        cr_assert(memcmp(got, want, sizeof got) == 0, "trial %d: shift %d, n %d", trial, r.shift, n);
+        tg__q_requant_rows(got, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, kern);
+        tg__q_requant_rows(want, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, ref);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d: shift %d, n %d",
+                  tg_int8_kernel_name(kern), trial, r.shift, n);
     }
 }

@@ -239,12 +239,16 @@ static int conv_task(void *job, int64_t task)
 
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
                         const int32_t *restrict src, int64_t rows, int64_t cols, int64_t ss,
-                        const tg__q_requant *rp, bool simd)
+                        const tg__q_requant *rp, tg_int8_kernel kern)
 {
     const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
     if (ss == cols && ds == cols) cols *= rows, rows = 1;   /* one run */
-    if (simd && r.shift > 0) {
+    if (kern >= TG_INT8_KERNEL_VNNI && r.shift > 0) {
         tg__q_requant_avx512((uint8_t *)dst + base, ds, src, rows, cols, ss, &r);
+        return;
+    }
+    if (kern == TG_INT8_KERNEL_AVX2 && r.shift > 0) {
+        tg__q_requant_avx2((uint8_t *)dst + base, dt == TG_I8, ds, src, rows, cols, ss, &r);
         return;
     }
     for (int64_t i = 0; i < rows; i++, src += ss, base += ds) {
@@ -318,7 +322,7 @@ static int convt_task(void *job, int64_t task)
         for (int64_t co = 0; direct && co < cog; co++)   /* every sample's K taps in one call */
             tg__q_requant_rows(j->op.y, j->op.dt, (b0 * g->c_img + gi * cog + co) * Si,
                                g->c_img * Si, cols + co * rows * K, nb, K, K,
-                               &j->op.r[gi * cog + co], vnni);
+                               &j->op.r[gi * cog + co], j->kern);
         for (int64_t bb = 0; !direct && bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
@@ -329,7 +333,7 @@ static int convt_task(void *job, int64_t task)
                                                     pl->full[2] + g->pad[2];
                     tg__q_requant_rows(j->op.y, j->op.dt, ybase + i0 * g->img[1] * g->img[2],
                                        g->img[2], src, g->img[1], g->img[2], pl->full[2],
-                                       &j->op.r[c], vnni);
+                                       &j->op.r[c], j->kern);
                 }
             }
     }

@@ -237,7 +237,7 @@ AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int6
                 if (co >= cog) break;
                 tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ffirst), 2 * TILE,
                                    tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
-                                   &j->op.r[gi * cog + co], true);
+                                   &j->op.r[gi * cog + co], TG_INT8_KERNEL_AMX);
             }
         }
     }
@@ -330,7 +330,7 @@ VNNI_TARGET static void run_phase_vnni(const phase_job *j, const uint8_t *x4, in
             for (int r = 0; r < VR && co0 + r < cog; r++)
                 tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ffirst),
                                    16 * nv, out + r * VV * 16, 1, 16 * nv, 16 * nv,
-                                   &j->op.r[gi * cog + co0 + r], true);
+                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_VNNI);
         }
     }
 }

@@ -1,5 +1,5 @@
 /* src/quant/qsimd_x86.c - AVX-512 forms of the quantization formulas:
- * requantization by rows and one channel per lane, and tg_quantize of
+ * requantization by rows (AVX-512 and AVX2) and one channel per lane, and tg_quantize of
  * contiguous f32.  Each gives the scalar formula's integers (tests in
  * test_quant_kernels.c and test_quant.c). */
 #include <stddef.h>
@@ -53,6 +53,70 @@ __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t
                 _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i)));
             _mm512_mask_cvtepi64_storeu_epi8(y + i, m, requant_lanes(acc, &p));
         }
+    }
+}
+
+/* The same on four lanes of i64 with AVX2 only, which has no 64-bit
+ * arithmetic shift, min or max: the shift is done on v ^ sign (a logical
+ * shift of the ones' complement of a negative v floors it too), min and max
+ * by compare and blend. */
+__attribute__((target("avx2"))) static inline __m256i sra64_avx2(__m256i v, __m128i count)
+{
+    const __m256i sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), v);
+    return _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(v, sign), count), sign);
+}
+
+__attribute__((target("avx2"))) static inline __m256i clamp64_avx2(__m256i v, __m256i lo,
+                                                                    __m256i hi)
+{
+    v = _mm256_blendv_epi8(v, lo, _mm256_cmpgt_epi64(lo, v));
+    return _mm256_blendv_epi8(v, hi, _mm256_cmpgt_epi64(v, hi));
+}
+
+typedef struct requant4 {
+    __m256i bias, m0, mask, half, zp, lo, hi, i32lo, i32hi;
+    __m128i count;
+} requant4;
+
+__attribute__((target("avx2"))) static inline __m256i requant_lanes_avx2(__m256i acc,
+                                                                         const requant4 *p)
+{
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i s = clamp64_avx2(_mm256_add_epi64(acc, p->bias), p->i32lo, p->i32hi);
+    const __m256i v = _mm256_mul_epi32(s, p->m0);
+    const __m256i q = sra64_avx2(v, p->count);
+    const __m256i rem = _mm256_and_si256(v, p->mask);
+    const __m256i up = _mm256_cmpgt_epi64(_mm256_add_epi64(rem, _mm256_and_si256(q, one)), p->half);
+    return clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), p->zp), p->lo, p->hi);
+}
+
+__attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds,
+                                                        const int32_t *src, int64_t rows,
+                                                        int64_t n, int64_t ss,
+                                                        const tg__q_requant *r)
+{
+    const requant4 p = {.bias = _mm256_set1_epi64x(r->bias), .m0 = _mm256_set1_epi64x(r->m0),
+                        .mask = _mm256_set1_epi64x((INT64_C(1) << r->shift) - 1),
+                        .half = _mm256_set1_epi64x(INT64_C(1) << (r->shift - 1)),
+                        .zp = _mm256_set1_epi64x(r->zp), .lo = _mm256_set1_epi64x(r->lo),
+                        .hi = _mm256_set1_epi64x(r->hi), .i32lo = _mm256_set1_epi64x(INT32_MIN),
+                        .i32hi = _mm256_set1_epi64x(INT32_MAX),
+                        .count = _mm_cvtsi32_si128(r->shift)};
+    const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+    for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const __m128i a0 = _mm_loadu_si128((const __m128i *)(src + i));
+            const __m128i a1 = _mm_loadu_si128((const __m128i *)(src + i + 4));
+            const __m256i q0 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a0), &p);
+            const __m256i q1 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a1), &p);
+            const __m128i d0 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q0, low32));
+            const __m128i d1 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q1, low32));
+            const __m128i w = _mm_packs_epi32(d0, d1);   /* in [-128, 255]: exact */
+            const __m128i b = is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+            _mm_storel_epi64((__m128i *)(y + i), b);
+        }
+        for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], r);
     }
 }
 
@@ -113,6 +177,11 @@ __attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const 
 
 #else /* not x86 */
 
+void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
+                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r)
+{
+    TG_ASSERT(!"avx2 requantization called on a non-x86 build");
+}
 void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
                           int64_t ss, const tg__q_requant *r)
 {

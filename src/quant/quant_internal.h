@@ -171,16 +171,21 @@ static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
     return tg__q_clamp(r->zp + q + (rem + (q & 1) > half), r->lo, r->hi);
 }
 /* dst[base + i*ds + e] = tg__q_requant_one(src[i*ss + e], r) for i < rows,
- * e < cols; dst u8 or i8 (dt).  simd (the caller's CPU has AVX-512, as the
- * VNNI and AMX kernels' CPUs do): through tg__q_requant_avx512 when
- * r->shift > 0; the same bytes either way. */
+ * e < cols; dst u8 or i8 (dt).  kern: the caller's int8 kernel; when
+ * r->shift > 0 the VNNI and AMX kernels' CPUs (AVX-512) run
+ * tg__q_requant_avx512, the AVX2 kernel's tg__q_requant_avx2, the portable
+ * kernel the scalar formula; the same bytes in every case. */
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t cols, int64_t ss, const tg__q_requant *r,
-                        bool simd);
+                        tg_int8_kernel kern);
 /* The same for r->shift in [1, 62], eight lanes of i64 at a time
  * (qsimd_x86.c; AVX-512 F only): y is the first byte, rows ds apart. */
 void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
                           int64_t ss, const tg__q_requant *r);
+/* The same on four lanes of i64 with AVX2 (qsimd_x86.c); is_signed: y is
+ * i8, else u8. */
+void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
+                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r);
 /* y[c] = tg__q_requant_one(acc[c], &r[c]) for c < n: one output channel
  * per lane, its parameters gathered (AVX-512 F; qsimd_x86.c); eight lanes
  * where one has shift <= 0 run the scalar formula. */
