@@ -10,11 +10,22 @@ Each tapegrad figure is `tapegrad bench` on a case file (forward only); the
 PyTorch figure runs in a child process with torch.set_num_threads.  Times are
 medians in ms.  Per-tensor weights (torch refuses per-channel for transposed
 conv); u8 activations.  No assertions: figures only.
+
+The last columns give tapegrad's int8 rate in GOP/s (2 x the layer's
+multiply-adds, B x C_in x H x W x C_out x kh x kw, per second) and its share
+of the peak of the kernel's instruction on the threads used: threads x
+frequency (--ghz, default the "cpu MHz" of /proc/cpuinfo, the nominal clock;
+cores that boost run faster) x products per instruction x 2 x instructions
+per cycle (--per-cycle, 2: AVX-512 VNNI on Zen 4 and Intel's server cores
+issues two 512-bit vpdpbusd a cycle; AMX one 16x16x64 tdpbusd per 16 cycles;
+AVX2 vpmaddwd 16 products, portable 1).
 """
 import argparse
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -83,6 +94,30 @@ def torch_child(path, repeat, threads):
     print(json.dumps({"median_ms": times[len(times) // 2]}))
 
 
+def cpu_ghz():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("cpu MHz"):
+                    return float(line.split(":")[1]) / 1000
+    except OSError:
+        pass
+    return float("nan")
+
+
+def int8_kernel(tool, env):
+    out = subprocess.run([tool, "--version"], check=True, capture_output=True, text=True,
+                         env=env).stdout
+    m = re.search(r"int8 kernel: (\w+)", out)
+    return m.group(1) if m else "?"
+
+
+# products per instruction and instructions per cycle of each int8 kernel's
+# multiply instruction (per_cycle None: --per-cycle)
+KERNEL_RATE = {"vnni": (64, None), "amx": (16 * 16 * 64, 1 / 16), "avx2": (16, None),
+               "portable": (1, 1)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -90,6 +125,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--kernel", default="auto")
     ap.add_argument("--no-torch", action="store_true", help="tapegrad figures only")
+    ap.add_argument("--ghz", type=float, default=None, help="clock for the peak (cpuinfo)")
+    ap.add_argument("--per-cycle", type=float, default=2,
+                    help="vpdpbusd / vpmaddwd per cycle per core for the peak")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of the three per layer, alternating; the table gives medians "
                          "over rounds and the range of the per-round ratios")
@@ -103,9 +141,15 @@ def main():
     if a.kernel != "auto":
         env["TG_INT8_KERNEL"] = a.kernel
     common = ["--repeat", str(a.repeat), "--threads", str(a.threads)]
-    print(f"threads {a.threads}, repeat {a.repeat}, rounds {a.rounds}, int8 kernel {a.kernel}, "
-          f"OpenBLAS kernels {core}; median ms")
+    kern = int8_kernel(tool, env)
+    ghz = a.ghz if a.ghz else cpu_ghz()
+    lanes, per_cycle = KERNEL_RATE.get(kern, (float("nan"), 1))
+    peak = a.threads * ghz * lanes * 2 * (per_cycle if per_cycle else a.per_cycle)
+    print(f"threads {a.threads}, repeat {a.repeat}, rounds {a.rounds}, int8 kernel {kern}, "
+          f"OpenBLAS kernels {core}; median ms; int8 peak {peak:.0f} GOP/s "
+          f"({a.threads} x {ghz:.2f} GHz x {lanes} x 2 x {per_cycle if per_cycle else a.per_cycle:g})")
     print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}"
+          f" {'GOP/s':>7} {'of peak':>7}"
           + ("   per-round ranges: f32/int8, torch/int8" if a.rounds > 1 else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for i, layer in enumerate(LAYERS):
@@ -118,7 +162,10 @@ def main():
                     [sys.executable, __file__, "--torch-child", q, "--repeat", str(a.repeat),
                      "--threads", str(a.threads)])["median_ms"])
             tf, tq, pt = (statistics.median(v) for v in (tfs, tqs, pts))
-            line = f"{layer[0]:24} {tf:9.2f} {tq:9.2f} {pt:9.2f} {tf / tq:9.2f} {pt / tq:10.2f}"
+            _, xs, ws, _, _ = layer
+            gop = 2 * xs[0] * xs[1] * xs[2] * xs[3] * ws[1] * ws[2] * ws[3] / (tq * 1e-3) / 1e9
+            line = (f"{layer[0]:24} {tf:9.2f} {tq:9.2f} {pt:9.2f} {tf / tq:9.2f} {pt / tq:10.2f}"
+                    f" {gop:7.0f} {gop / peak:7.0%}")
             if a.rounds > 1:
                 rf = sorted(f / q_ for f, q_ in zip(tfs, tqs))
                 rt = sorted(p / q_ for p, q_ in zip(pts, tqs))

@@ -1,4 +1,4 @@
-/* src/quant/qsimd_x86.c - AVX-512 forms of the quantization formulas:
+/* src/quant/qsimd_x86.c - SIMD forms of the quantization formulas:
  * requantization by rows (AVX-512 and AVX2) and one channel per lane, and tg_quantize of
  * contiguous f32.  Each gives the scalar formula's integers (tests in
  * test_quant_kernels.c and test_quant.c). */
