@@ -11,13 +11,17 @@ committed classifier data/fid_classifier.safetensors).
                                       [--snapshot-every 30] [--count 10000]
                                       [--build build] [--work DIR]
                                       [--png docs/quality.png] [--markdown FILE]
+    /usr/bin/python3 bench/quality.py --replot [--png docs/quality.png] [--build build]
 
 Prints the FID of both at 60, 120 s and the budget (median over the seeds, with
 min and max), the ratio tapegrad / PyTorch of the medians (target: <= 0.7 at
 the budget) and the real-vs-real baseline (the first 10000 training images
-against the test set), and draws the medians over time into --png with
-tapegrad's plotting (tg_plot_losses_png, through ctypes).  PyTorch runs with
-OMP_WAIT_POLICY=PASSIVE and on the OpenBLAS kernels tapegrad picks.
+against the test set), and draws the medians over seconds of training into
+--png with tapegrad's plotting (tg_plot_lines_png, through ctypes).  The
+medians are also written next to the picture (docs/quality.dat: seconds,
+tapegrad, PyTorch, real vs real), and --replot redraws the picture from that
+file alone, without training.  PyTorch runs with OMP_WAIT_POLICY=PASSIVE and
+on the OpenBLAS kernels tapegrad picks.
 """
 import argparse
 import ctypes
@@ -94,9 +98,46 @@ def summary(vals):
     return statistics.median(vals), min(vals), max(vals)
 
 
-def plot(a, times, series):
+def dat_path(a):
+    return os.path.splitext(a.png)[0] + ".dat"
+
+
+def save_dat(a, title, series):
+    """The plotted medians, one row per snapshot time, next to the picture."""
+    names = list(series)
+    times = sorted(set(t for pts in series.values() for t, _ in pts))
+    cols = [dict(series[n]) for n in names]
+    with open(dat_path(a), "w") as fh:
+        fh.write(f"# {title}\n")
+        fh.write("# seconds\t" + "\t".join(n.replace(" ", "_") for n in names) + "\n")
+        for t in times:
+            fh.write(f"{t}\t" + "\t".join(f"{c[t]:.4f}" if t in c else "nan" for c in cols)
+                     + "\n")
+    print("wrote", dat_path(a))
+
+
+def load_dat(a):
+    """(title, series) from the file save_dat wrote; each series keeps the
+    times it has a value at."""
+    path = dat_path(a)
+    if not os.path.exists(path):
+        sys.exit(f"quality.py: {path} not found: run the benchmark first")
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    title = lines[0][2:]
+    names = [n.replace("_", " ") for n in lines[1][2:].split("\t")[1:]]
+    series = {n: [] for n in names}
+    for line in lines[2:]:
+        cells = line.split("\t")
+        for n, v in zip(names, cells[1:]):
+            if v != "nan":
+                series[n].append((int(cells[0]), float(v)))
+    return title, series
+
+
+def plot(a, title, series):
     """The medians over time as a line chart (x: seconds; nothing before the
-    first snapshot), through tg_plot_losses_png."""
+    first snapshot), through tg_plot_lines_png."""
     lib = None
     for cand in ("libtapegrad.so", "libtapegrad.so.0"):
         p = os.path.join(a.build, cand)
@@ -106,7 +147,7 @@ def plot(a, times, series):
     if lib is None:
         print(f"quality.py: libtapegrad.so not found in {a.build}: no picture")
         return
-    n = int(max(times)) + 1
+    n = int(max(t for pts in series.values() for t, _ in pts)) + 1
     names, arrays = [], []
     for name, pts in series.items():
         vals = [math.nan] * n
@@ -118,9 +159,8 @@ def plot(a, times, series):
     name_arr = (ctypes.c_char_p * len(names))(*names)
     val_arr = (ctypes.POINTER(ctypes.c_double) * len(arrays))(
         *[ctypes.cast(x, ctypes.POINTER(ctypes.c_double)) for x in arrays])
-    title = (f"FID (lower is better) by second of training (x), {a.threads} threads, "
-             f"median of {len(a.seeds)} seeds").encode()
-    rc = lib.tg_plot_losses_png(a.png.encode(), title, len(names), name_arr, val_arr, n)
+    rc = lib.tg_plot_lines_png(a.png.encode(), title.encode(), b"seconds of training",
+                               len(names), name_arr, val_arr, n)
     if rc < 0:
         sys.exit(f"quality.py: writing {a.png} failed ({rc})")
     print("wrote", a.png)
@@ -138,7 +178,12 @@ def main():
     ap.add_argument("--work", default=None, help="keep the runs here (default: a temp dir)")
     ap.add_argument("--png", default=os.path.join(ROOT, "docs", "quality.png"))
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--replot", action="store_true",
+                    help="only redraw --png from the .dat beside it (no training)")
     a = ap.parse_args()
+    if a.replot:
+        plot(a, *load_dat(a))
+        return
     tool = find_tool(a.build, "build first (ninja -C build)")
     core = same_blas_kernels(tool)
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,8 +220,12 @@ def main():
         print(f"seed {seed}: " + "  ".join(
             f"{fw} ({n[fw]} steps) " + " ".join(f"{t}s={fids[r[fw][t]]:.1f}" for t in times)
             for fw in ("tapegrad", "pytorch")))
-    plot(a, times, {"tapegrad": med["tapegrad"], "PyTorch": med["pytorch"],
-                    "real vs real": [(times[0], baseline), (times[-1], baseline)]})
+    title = (f"FID (lower is better) by second of training, {a.threads} threads, "
+             f"median of {len(a.seeds)} seeds")
+    series = {"tapegrad": med["tapegrad"], "PyTorch": med["pytorch"],
+              "real vs real": [(times[0], baseline), (times[-1], baseline)]}
+    save_dat(a, title, series)
+    plot(a, title, series)
 
 
 if __name__ == "__main__":

@@ -464,6 +464,77 @@ static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
     tg_module_release(bn);
 }
 
+/* Sequential(BatchNorm2d(3), ReLU, Sequential(BatchNorm2d(3))) with DCGAN's
+ * init drawn from seed. */
+static tg_module *make_bn_model(uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *seq = NULL, *inner = NULL, *m = NULL;
+    tg_nn_sequential_new(&seq);
+    tg_nn_batchnorm_new(&m, 2, 3, 1e-5, 0.1, true, true);
+    tg_nn_sequential_append(seq, m);
+    tg_nn_activation_new(&m, TG_ACT_RELU, 0);
+    tg_nn_sequential_append(seq, m);
+    tg_nn_sequential_new(&inner);
+    tg_nn_batchnorm_new(&m, 2, 3, 1e-5, 0.1, true, true);
+    tg_nn_sequential_append(inner, m);
+    tg_nn_sequential_append(seq, inner);
+    tg_nn_init_normal(seq, 0.0, 0.02, &rng);
+    return seq;
+}
+
+/* Converting a model's BatchNorms keeps their tensors (the init, the very
+ * objects) and names; the converted model on rank r's rows gives the rows
+ * and running statistics of the plain model over the whole batch.  A
+ * BatchNorm that cannot be converted is refused with nothing changed. */
+static void convert_sync_batchnorm_keeps_the_init_and_syncs(void)
+{
+    const int world = tg_dist_size(g_dist), rank = tg_dist_rank(g_dist);
+    const int64_t rows = 2, part_shape[4] = {rows, 3, 4, 5}, all_shape[4] = {rows * world, 3, 4, 5};
+    tg_module *sm = make_bn_model(7), *pm = make_bn_model(7), *bad = NULL, *nobn = NULL;
+    tg_tensor *w0 = tg_module_find(sm, "0.weight"), *rv1 = tg_module_find(sm, "2.0.running_var");
+    int n = 0;
+    OK(tg_dist_convert_sync_batchnorm(g_dist, sm, &n));
+    CHECK(n == 2, "converted %d BatchNorms, not 2", n);
+    CHECK(!strcmp(tg_module_type_name(tg_module_child(sm, "0")), "SyncBatchNorm") &&
+          !strcmp(tg_module_type_name(tg_module_child(tg_module_child(sm, "2"), "0")),
+                  "SyncBatchNorm"), "a BatchNorm was left");
+    CHECK(tg_module_find(sm, "0.weight") == w0 && tg_module_find(sm, "2.0.running_var") == rv1,
+          "the converted modules hold other tensors");
+    CHECK(max_diff_rows(w0, tg_module_find(pm, "0.weight"), 0) == 0, "the init changed");
+    tg_tensor *x = NULL, *xa = NULL, *y = NULL, *ya = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 4, part_shape));
+    OK(tg_tensor_zeros(&xa, TG_F32, 4, all_shape));
+    fill_rows(x, rank * rows, 0.9);
+    fill_rows(xa, 0, 0.9);
+    OK(tg_module_forward(sm, &y, x));
+    OK(tg_module_forward(pm, &ya, xa));
+    double dy = max_diff_rows(y, ya, rank * rows);
+    double dr = max_diff_rows(tg_module_find(sm, "2.0.running_var"),
+                              tg_module_find(pm, "2.0.running_var"), 0);
+    CHECK(dy <= 1e-5, "outputs differ by %g", dy);
+    CHECK(dr <= 1e-5, "running_var differs by %g", dr);
+    /* BatchNorm without affine parameters, below a plain one: refused whole */
+    tg_nn_sequential_new(&bad);
+    tg_nn_batchnorm_new(&nobn, 2, 3, 1e-5, 0.1, true, true);
+    tg_nn_sequential_append(bad, nobn);
+    tg_nn_batchnorm_new(&nobn, 2, 3, 1e-5, 0.1, false, true);
+    tg_nn_sequential_append(bad, nobn);
+    int rc = tg_dist_convert_sync_batchnorm(g_dist, bad, NULL);
+    CHECK(rc == TG_EINVAL && strstr(tg_error_message(), "1 has affine=0"), "gave %s: %s",
+          tg_status_name(rc), tg_error_message());
+    CHECK(!strcmp(tg_module_type_name(tg_module_child(bad, "0")), "BatchNorm"),
+          "a refused conversion changed the model");
+    rc = tg_dist_convert_sync_batchnorm(g_dist, tg_module_child(bad, "0"), NULL);
+    CHECK(rc == TG_EINVAL && strstr(tg_error_message(), "itself a BatchNorm"), "gave %s",
+          tg_status_name(rc));
+    tg_tensor_release(x), tg_tensor_release(xa), tg_tensor_release(y), tg_tensor_release(ya);
+    tg_module_release(bad);
+    tg_module_release(sm);
+    tg_module_release(pm);
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -485,6 +556,8 @@ int main(int argc, char **argv)
         {"backward_without_prepare_reduces_nothing", backward_without_prepare_reduces_nothing},
         {"sync_batchnorm_matches_one_batchnorm_over_the_whole_batch",
          sync_batchnorm_matches_one_batchnorm_over_the_whole_batch},
+        {"convert_sync_batchnorm_keeps_the_init_and_syncs",
+         convert_sync_batchnorm_keeps_the_init_and_syncs},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

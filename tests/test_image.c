@@ -240,6 +240,39 @@ Test(image, plot_writes_png)
     cr_assert(eq(int, th_tmp_dir_count(), 1));
 }
 
+/* The x-axis label is the only difference between tg_plot_lines_png and
+ * tg_plot_losses_png ("iteration"), and it is drawn below the tick labels. */
+Test(image, plot_lines_png_labels_the_x_axis)
+{
+    double v[50];
+    for (int i = 0; i < 50; i++) v[i] = 400.0 - 1.5 * i;
+    const char *names[1] = {"FID"};
+    const double *vals[1] = {v};
+    const char *labels[4] = {NULL, "iteration", "seconds of training", NULL};
+    tg_image im[4];
+    char p[256];
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "plot%d.png", k);
+        int rc = k == 0 ? tg_plot_losses_png(in_dir(p, name), "t", 1, names, vals, 50)
+                        : tg_plot_lines_png(in_dir(p, name), "t", labels[k], 1, names, vals, 50);
+        cr_assert(eq(int, rc, 0), "%s", tg_error_message());
+        cr_assert(eq(int, tg_png_read(&im[k], p), 0));
+    }
+    const size_t row = (size_t)im[0].width * (size_t)im[0].channels;
+    const size_t strip = (size_t)(TG_PLOT_HEIGHT - 30) * row, all = (size_t)TG_PLOT_HEIGHT * row;
+    cr_assert(memcmp(im[0].pixels, im[1].pixels, all) == 0, "\"iteration\" differs");
+    cr_assert(memcmp(im[0].pixels, im[2].pixels, strip) == 0, "a change above the label");
+    cr_assert(memcmp(im[0].pixels + strip, im[2].pixels + strip, all - strip) != 0,
+              "the label did not change");
+    size_t inked = 0;   /* NULL: no label at all */
+    for (size_t i = strip; i < all; i++) inked += im[3].pixels[i] != 255;
+    cr_assert(eq(sz, inked, 0));
+    for (int k = 0; k < 4; k++) tg_image_free(&im[k]);
+    cr_assert(eq(int, tg_plot_lines_png(NULL, "t", "x", 1, names, vals, 3), TG_EINVAL));
+    th_expect_in(tg_error_message(), "plot_lines_png: path, names and values");
+}
+
 Test(image, plot_bad_arguments)
 {
     double v[3] = {1, 2, 3};

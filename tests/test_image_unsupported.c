@@ -27,6 +27,8 @@ Test(image_unsupported, functions_say_the_build_lacks_them)
     const char *names[1] = {"x"};
     cr_assert(eq(int, tg_plot_losses_png("x.png", NULL, 1, names, vals, 1), TG_EUNSUPPORTED));
     th_expect_in(tg_error_message(), "plot_losses_png: tapegrad was built without plot support");
+    cr_assert(eq(int, tg_plot_lines_png("x.png", NULL, "s", 1, names, vals, 1), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "plot_lines_png: tapegrad was built without plot support");
     tg_plot_release_caches();
     tg_tensor_release(t);
 }

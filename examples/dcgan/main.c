@@ -13,7 +13,8 @@
  * examples/dcgan_torch.py.  Stops cleanly at a step boundary after the time
  * budget or on Ctrl-C, always with a checkpoint.
  *
- * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md).
+ * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
+ * --sync-bn with it: BatchNorm over the whole job's batch.
  * Rank 0 draws the progress, writes every file and decides when to stop and
  * save (the decision is broadcast, so all ranks take the same steps); an
  * error on one rank before training is agreed on by all (every rank prints
@@ -131,6 +132,27 @@ static int export_onnx(const app_opts *a, tg_module *gen, tg_tensor *z)
     o.graph_name = "dcgan_generator";
     int rc = tg_onnx_export(gen, z, a->export_onnx, &o);
     if (rc >= 0) fprintf(stderr, "dcgan: wrote the generator as ONNX to %s\n", a->export_onnx);
+    return rc;
+}
+
+/* export_onnx for the trained generator t->gen.  With --sync-bn its
+ * BatchNorms are SyncBatchNorms, which ONNX export does not know (they are
+ * training-time modules): a plain generator with the same state dict, whose
+ * eval-mode BatchNorm computes the same, is exported instead. */
+static int export_trained(const app_opts *a, const dcgan_trainer *t, tg_tensor *z)
+{
+    if (!a->export_onnx || !t->o.sync_bn) return export_onnx(a, t->gen, z);
+    tg_module *plain = NULL;
+    tg_st_file *f = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 0);   /* the weights are overwritten */
+    int rc = dcgan_generator_new(&plain, &t->o.arch, &rng);
+    if (rc >= 0) rc = tg_st_new(&f);
+    if (rc >= 0) rc = tg_module_state_dict_save(t->gen, f, NULL);
+    if (rc >= 0) rc = tg_module_load_state_dict(plain, f, NULL, true);
+    if (rc >= 0) rc = export_onnx(a, plain, z);
+    tg_st_free(f);
+    tg_module_release(plain);
     return rc;
 }
 
@@ -305,7 +327,7 @@ static int finish(run *r)
                                                          "samples_final.png"));
     if (rc >= 0) rc = write_losses(dir, &r->h);
     if (rc >= 0) rc = write_interchange(r->t, r->z, dir);
-    if (rc >= 0) rc = export_onnx(r->a, r->t->gen, r->z);
+    if (rc >= 0) rc = export_trained(r->a, r->t, r->z);
     double el = progress_elapsed(&r->p);
     int64_t done = r->t->step - r->p.start_step;
     if (rc >= 0)
@@ -351,8 +373,9 @@ static int train(app_opts *a, const tg_st_file *f)
     if (rc >= 0) {
         const dcgan_opts *o = &a->train;
         if (rank0() && g_dist)
-            fprintf(stderr, "dcgan: data-parallel over %d ranks, batch %lld per rank\n",
-                    tg_dist_size(g_dist), (long long)o->batch / tg_dist_size(g_dist));
+            fprintf(stderr, "dcgan: data-parallel over %d ranks, batch %lld per rank%s\n",
+                    tg_dist_size(g_dist), (long long)o->batch / tg_dist_size(g_dist),
+                    o->sync_bn ? ", synchronised BatchNorm" : "");
         if (rank0()) fprintf(stderr,
                 "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch, "
                 "lr %g, seed %llu, amp %s, budget %g s\n",

@@ -21,6 +21,10 @@ static const char usage[] =
     "  --ddp               data-parallel training under mpirun -np N: each rank\n"
     "                      trains on batch/N of every batch, gradients are averaged;\n"
     "                      rank 0 draws the progress and writes the files\n"
+    "  --sync-bn           with --ddp: BatchNorm statistics over the whole batch of\n"
+    "                      all ranks (SyncBatchNorm), so a step is the one-process\n"
+    "                      step; without it each rank normalises by its own share.\n"
+    "                      Not saved in the checkpoint: give it again on --resume\n"
     "  --overwrite         start a new run even though DIR holds an earlier run's\n"
     "                      checkpoint (replaced at the first save); without it that is\n"
     "                      refused\n"
@@ -249,9 +253,9 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
 {
     defaults(o);
     const char *train_only = NULL;   /* the first training-only option given */
-    /* Options are (name, value) pairs, but for the flags --help and
-     * --overwrite.  A value may not start with "--": that is the next
-     * option, and its own value missing. */
+    /* Options are (name, value) pairs, but for the flags --help,
+     * --overwrite, --ddp and --sync-bn.  A value may not start with "--":
+     * that is the next option, and its own value missing. */
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
@@ -263,8 +267,11 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
             i--;
             continue;
         }
-        if (!strcmp(argv[i], "--ddp")) {
-            o->ddp = true;
+        bool *flag = !strcmp(argv[i], "--ddp")       ? &o->ddp
+                     : !strcmp(argv[i], "--sync-bn") ? &o->train.sync_bn
+                                                     : NULL;
+        if (flag) {
+            *flag = true;
             i--;
             continue;
         }
@@ -285,6 +292,11 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     if (o->resume && o->overwrite) {
         fprintf(stderr, "dcgan: --resume continues a run and --overwrite starts a new one: "
                 "give one of them\n");
+        return -1;
+    }
+    if (o->train.sync_bn && !o->ddp) {
+        fprintf(stderr, "dcgan: --sync-bn synchronises BatchNorm over the ranks of --ddp: "
+                "give both (mpirun -np N dcgan --ddp --sync-bn ...)\n");
         return -1;
     }
     if (o->sample > 0 && (train_only || o->ddp)) {

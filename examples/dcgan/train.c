@@ -65,6 +65,10 @@ static int build(dcgan_trainer *t)
     tg_rng_init(&t->rng, o->seed);
     TRY(dcgan_generator_new(&t->gen, &o->arch, &t->rng));
     TRY(dcgan_discriminator_new(&t->disc, &o->arch, &t->rng));
+    if (o->dist && o->sync_bn) {   /* after the init, as convert_sync_batchnorm */
+        TRY(tg_dist_convert_sync_batchnorm(o->dist, t->gen, NULL));
+        TRY(tg_dist_convert_sync_batchnorm(o->dist, t->disc, NULL));
+    }
     if (o->amp != TG_F32) {
         /* f32 master weights, half compute: each layer casts its weights to
          * the autocast dtype (ConvTranspose is PROMOTE, so without this the

@@ -35,6 +35,8 @@ typedef struct dcgan_opts {
     tg_dist *dist;       /* data-parallel over its ranks (borrowed; not saved); NULL:
                           * one process.  batch is then the whole job's, each rank
                           * training on batch / size of it */
+    bool sync_bn;        /* with dist: BatchNorm statistics over the whole job's
+                          * batch (tg_dist_convert_sync_batchnorm; not saved) */
 } dcgan_opts;
 
 #define DCGAN_OPTS_INIT                                                       \
@@ -63,7 +65,10 @@ typedef struct dcgan_trainer {
  * With o->dist: collective; every rank starts from rank 0's models, its
  * loader hands out its shard of each batch, and latents are drawn for the
  * whole batch on every rank (the same RNG stream), each rank taking its
- * rows, so the noise is the single-process run's. */
+ * rows, so the noise is the single-process run's.  With o->sync_bn as
+ * well, the BatchNorms are converted to SyncBatchNorms after the init, and
+ * each step is the single-process step on the whole batch (within f32
+ * rounding). */
 int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds);
 void dcgan_trainer_free(dcgan_trainer *t);
 

@@ -135,6 +135,20 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
 
+/* Replaces every BatchNorm (tg_nn_batchnorm_new) below m by a SyncBatchNorm
+ * over d that shares its tensors (weight, bias, running statistics, count:
+ * the same tensor objects, so an optimizer made before keeps working), eps,
+ * momentum, training mode and autocast flag, under the same name
+ * (torch.nn.SyncBatchNorm.convert_sync_batchnorm).  So a model is built and
+ * initialised as for one process (tg_nn_init_normal knows BatchNorm), then
+ * converted.  *n_converted (may be NULL) receives the count.  Each BatchNorm
+ * must be affine with running statistics, momentum in [0, 1] and f32 state:
+ * TG_EINVAL / TG_EDTYPE naming the first that is not, and nothing is
+ * changed.  m itself must not be a BatchNorm (TG_EINVAL: convert the module
+ * holding it).  Not collective (no messages); d is borrowed and must outlive
+ * m. */
+TG_API int tg_dist_convert_sync_batchnorm(tg_dist *d, tg_module *m, int *n_converted);
+
 /* ---- gradient averaging ------------------------------------------------- */
 
 typedef struct tg_ddp tg_ddp;

@@ -50,19 +50,26 @@ TG_API int tg_png_read(tg_image *out, const char *path);
 /* Frees img->pixels and zeroes *img; NULL does nothing. */
 TG_API void tg_image_free(tg_image *img);
 
-/* Size of the images tg_plot_losses_png writes. */
+/* Size of the images tg_plot_lines_png and tg_plot_losses_png write. */
 #define TG_PLOT_WIDTH 800
 #define TG_PLOT_HEIGHT 500
 
 /* A line chart of n_series series of n_points values each (names[i],
  * values[i][0..n_points)) against the index 0..n_points-1, with axes, tick
- * labels, a legend and a title (may be NULL), written as an RGB PNG of
+ * labels, the x axis labelled "iteration", a legend and a title (may be
+ * NULL), written as an RGB PNG of
  * TG_PLOT_WIDTH x TG_PLOT_HEIGHT.  Non-finite values are skipped (the line
  * breaks).  TG_EINVAL for NULL arguments, n_series not in 1..10 or
  * n_points < 1; TG_EIO when the file cannot be written. */
 TG_API int tg_plot_losses_png(const char *path, const char *title, int n_series,
                               const char *const *names, const double *const *values,
                               int n_points);
+/* The same chart with x_label under the x axis instead of "iteration" (NULL:
+ * no label), for curves over another x: value i is drawn at x = i (seconds
+ * of training, say).  Same errors, named "plot_lines_png". */
+TG_API int tg_plot_lines_png(const char *path, const char *title, const char *x_label,
+                             int n_series, const char *const *names,
+                             const double *const *values, int n_points);
 
 /* Cairo and fontconfig keep font caches for the life of the process, which
  * LeakSanitizer reports as leaks.  A program (or test) that drew plots may call

@@ -239,7 +239,9 @@ TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);
 
 /* DCGAN's weights_init: every Linear/Conv/ConvTranspose weight ~ N(mean, std)
  * (their biases unchanged); every affine BatchNorm weight ~ N(1, std) and
- * bias = 0.  Modules are visited in state-dict order. */
+ * bias = 0.  Modules are visited in state-dict order.  For synchronised
+ * BatchNorm, initialise the plain model, then convert it
+ * (tg_dist_convert_sync_batchnorm keeps the values). */
 TG_API int tg_nn_init_normal(tg_module *m, double mean, double std, tg_rng *rng);
 
 #ifdef __cplusplus

@@ -72,6 +72,12 @@ int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features
     return NO_MPI("dist_sync_batchnorm_new");
 }
 
+int tg_dist_convert_sync_batchnorm(tg_dist *d, tg_module *m, int *n_converted)
+{
+    (void)d, (void)m, (void)n_converted;
+    return NO_MPI("dist_convert_sync_batchnorm");
+}
+
 int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const tg_ddp_opts *o)
 {
     (void)out, (void)d, (void)n, (void)params, (void)o;

@@ -13,11 +13,13 @@
  * running statistics take the same update on every rank (PyTorch's, with
  * the unbiased variance var n / (n - 1)); in eval the module is a plain
  * batch_norm with them.  Parameter and buffer names are BatchNorm's, so a
- * state dict moves between the two. */
+ * state dict moves between the two, and tg_dist_convert_sync_batchnorm swaps
+ * a model's BatchNorms for SyncBatchNorms that share their tensors. */
 #include <math.h>
 #include <string.h>
 
 #include "dist/dist_internal.h"
+#include "nn/module_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/op.h"
 #include "tapegrad/ops.h"
@@ -183,12 +185,41 @@ static int sbn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 static const tg_module_vtable sbn_vt = {
     .type_name = "SyncBatchNorm", .forward = sbn_forward, .release = free};
 
-static int add_filled(tg_module *m, const char *name, int64_t c, double v, bool param)
+/* The five state tensors, in BatchNorm's order. */
+static const char *const sbn_names[5] = {"weight", "bias", "running_mean", "running_var",
+                                         "num_batches_tracked"};
+
+/* A SyncBatchNorm holding from[0..5) (retained: shared with their owner), or
+ * fresh tensors (weight 1, bias 0, mean 0, var 1, count 0) when from is
+ * NULL. */
+static int sbn_make(tg_module **out, tg_dist *d, int64_t c, double eps, double momentum,
+                    tg_tensor *const *from)
 {
-    tg_tensor *t = NULL;
-    if (c < 0) TG_TRY(tg_tensor_zeros(&t, TG_I64, 0, NULL));
-    else TG_TRY(tg_tensor_full(&t, TG_F32, 1, &c, v));
-    return param ? tg_module_add_parameter(m, name, t) : tg_module_add_buffer(m, name, t);
+    sbn_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = (sbn_state){.d = d, .c = c, .eps = eps, .momentum = momentum};
+    tg_module *m = NULL;
+    int rc = tg_module_new(&m, &sbn_vt, s);
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    static const double fill[5] = {1.0, 0.0, 0.0, 1.0, 0.0};
+    for (int i = 0; i < 5 && rc >= 0; i++) {
+        tg_tensor *t = NULL;
+        if (from) t = tg_tensor_retain(from[i]);
+        else if (i == 4) rc = tg_tensor_zeros(&t, TG_I64, 0, NULL);
+        else rc = tg_tensor_full(&t, TG_F32, 1, &c, fill[i]);
+        if (rc >= 0)
+            rc = i < 2 ? tg_module_add_parameter(m, sbn_names[i], t)
+                       : tg_module_add_buffer(m, sbn_names[i], t);
+    }
+    if (rc < 0) {
+        tg_module_release(m);
+        return rc;
+    }
+    *out = m;
+    return TG_OK;
 }
 
 int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features, double eps,
@@ -202,24 +233,101 @@ int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features
              "dist_sync_batchnorm_new: eps=%g must be >= 0", eps);
     TG_CHECK(momentum >= 0 && momentum <= 1, TG_EINVAL,
              "dist_sync_batchnorm_new: momentum=%g must be in [0, 1]", momentum);
-    sbn_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = (sbn_state){.d = d, .c = num_features, .eps = eps, .momentum = momentum};
-    tg_module *m = NULL;
-    int rc = tg_module_new(&m, &sbn_vt, s);
-    if (rc < 0) {
-        free(s);
-        return rc;
+    return sbn_make(out, d, num_features, eps, momentum, NULL);
+}
+
+/* ---- converting a model's BatchNorms ---------------------------------------- */
+
+/* A BatchNorm to replace: parent's child number index, and its successor. */
+typedef struct bn_site {
+    tg_module *parent;
+    int index;
+    tg_module *sync;
+} bn_site;
+
+typedef struct bn_sites {
+    bn_site *v;
+    int n, cap;
+} bn_sites;
+
+/* Whether bn (named name) can become a SyncBatchNorm: affine, with running
+ * statistics, momentum in [0, 1], f32 state. */
+static int check_bn(const tg_module *bn, const char *name)
+{
+    double eps = 0, momentum = 0;
+    bool affine = false, track = false;
+    TG_TRY(tg_nn_batchnorm_params(bn, NULL, &eps, &momentum, &affine, &track));
+    TG_CHECK(affine && track, TG_EINVAL,
+             "dist_convert_sync_batchnorm: %s has affine=%d, track_running_stats=%d; "
+             "SyncBatchNorm needs both", name, affine, track);
+    TG_CHECK(momentum >= 0 && momentum <= 1, TG_EINVAL,
+             "dist_convert_sync_batchnorm: %s has momentum=%g; SyncBatchNorm needs one in "
+             "[0, 1] (no cumulative average)", name, momentum);
+    for (int i = 0; i < 4; i++) {
+        const tg_tensor *t = tg_module_find(bn, sbn_names[i]);
+        TG_CHECK(tg_tensor_dtype(t) == TG_F32, TG_EDTYPE,
+                 "dist_convert_sync_batchnorm: %s.%s is %s; SyncBatchNorm keeps f32 state",
+                 name, sbn_names[i], tg_dtype_name(tg_tensor_dtype(t)));
     }
-    rc = add_filled(m, "weight", num_features, 1.0, true);
-    if (rc >= 0) rc = add_filled(m, "bias", num_features, 0.0, true);
-    if (rc >= 0) rc = add_filled(m, "running_mean", num_features, 0.0, false);
-    if (rc >= 0) rc = add_filled(m, "running_var", num_features, 1.0, false);
-    if (rc >= 0) rc = add_filled(m, "num_batches_tracked", -1, 0.0, false);
-    if (rc < 0) {
-        tg_module_release(m);
-        return rc;
-    }
-    *out = m;
     return TG_OK;
+}
+
+/* Appends every BatchNorm below m (named prefix) to out, pre-order, after
+ * checking it. */
+static int find_bns(tg_module *m, const char *prefix, bn_sites *out)
+{
+    for (int i = 0; i < tg_module_child_count(m); i++) {
+        tg_module *c = tg_module_child_at(m, i);
+        char name[TG_MODULE_NAME_MAX];
+        snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "." : "",
+                 tg_module_child_name_at(m, i));
+        if (c->vt != &tg__nn_batchnorm_vt) {
+            TG_TRY(find_bns(c, name, out));
+            continue;
+        }
+        TG_TRY(check_bn(c, name));
+        if (out->n == out->cap) {
+            int cap = out->cap ? 2 * out->cap : 8;
+            bn_site *v = realloc(out->v, (size_t)cap * sizeof *v);
+            if (!v) return tg__error(TG_ENOMEM, "dist_convert_sync_batchnorm: out of memory");
+            out->v = v;
+            out->cap = cap;
+        }
+        out->v[out->n++] = (bn_site){.parent = m, .index = i};
+    }
+    return TG_OK;
+}
+
+/* The successor of site's BatchNorm: same tensors, options and modes. */
+static int make_successor(bn_site *site, tg_dist *d)
+{
+    tg_module *bn = tg_module_child_at(site->parent, site->index);
+    double eps = 0, momentum = 0;
+    TG_TRY(tg_nn_batchnorm_params(bn, NULL, &eps, &momentum, NULL, NULL));
+    tg_tensor *from[5];
+    for (int i = 0; i < 5; i++) from[i] = tg_module_find(bn, sbn_names[i]);
+    TG_TRY(sbn_make(&site->sync, d, tg_tensor_numel(from[0]), eps, momentum, from));
+    tg_module_train(site->sync, tg_module_is_training(bn));
+    tg_module_autocast_weights(site->sync, tg_module_is_autocast_weights(bn));
+    return TG_OK;
+}
+
+int tg_dist_convert_sync_batchnorm(tg_dist *d, tg_module *m, int *n_converted)
+{
+    TG_CHECK(d != NULL && m != NULL, TG_EINVAL,
+             "dist_convert_sync_batchnorm: d and m must not be NULL");
+    if (m->vt == &tg__nn_batchnorm_vt)
+        return tg__error(TG_EINVAL, "dist_convert_sync_batchnorm: m is itself a BatchNorm; "
+                         "convert the module that holds it, or build it with "
+                         "tg_dist_sync_batchnorm_new");
+    bn_sites sites = {0};
+    int rc = find_bns(m, "", &sites);
+    for (int i = 0; i < sites.n && rc >= 0; i++) rc = make_successor(&sites.v[i], d);
+    for (int i = 0; i < sites.n; i++) {
+        if (rc < 0) tg_module_release(sites.v[i].sync);   /* nothing was changed */
+        else tg__module_replace_child(sites.v[i].parent, sites.v[i].index, sites.v[i].sync);
+    }
+    if (rc >= 0 && n_converted) *n_converted = sites.n;
+    free(sites.v);
+    return rc;
 }

@@ -1,5 +1,6 @@
-/* src/io/plot.c - tg_plot_losses_png: a line chart of loss curves drawn with
- * cairo (axes, "nice" ticks, a legend, a title) and written as a PNG. */
+/* src/io/plot.c - tg_plot_lines_png and tg_plot_losses_png: a line chart of
+ * curves drawn with cairo (axes, "nice" ticks, an x-axis label, a legend, a
+ * title) and written as a PNG. */
 #include <cairo.h>
 #include <fontconfig/fontconfig.h>
 #include <math.h>
@@ -55,7 +56,7 @@ static void text_at(cairo_t *cr, const char *s, double x, double y, double ax, d
     cairo_show_text(cr, s);
 }
 
-static void draw_axes(cairo_t *cr, const axis *ax, const axis *ay)
+static void draw_axes(cairo_t *cr, const axis *ax, const axis *ay, const char *x_label)
 {
     const double x0 = LEFT, x1 = TG_PLOT_WIDTH - RIGHT, y0 = TG_PLOT_HEIGHT - BOTTOM, y1 = TOP;
     char buf[32];
@@ -83,7 +84,7 @@ static void draw_axes(cairo_t *cr, const axis *ax, const axis *ay)
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_rectangle(cr, x0 + 0.5, y1 + 0.5, x1 - x0, y0 - y1);
     cairo_stroke(cr);
-    text_at(cr, "iteration", (x0 + x1) / 2, TG_PLOT_HEIGHT - 8, 0.5, 1.0);
+    if (x_label) text_at(cr, x_label, (x0 + x1) / 2, TG_PLOT_HEIGHT - 8, 0.5, 1.0);
 }
 
 static void draw_series(cairo_t *cr, const double *v, int n, const axis *ax, const axis *ay)
@@ -134,22 +135,23 @@ static void draw_legend(cairo_t *cr, int n, const char *const *names)
     }
 }
 
-static int check_plot(const char *path, int n_series, const char *const *names,
+/* fn: the public function's name, for the messages. */
+static int check_plot(const char *fn, const char *path, int n_series, const char *const *names,
                       const double *const *values, int n_points)
 {
     TG_CHECK(path != NULL && names != NULL && values != NULL, TG_EINVAL,
-             "plot_losses_png: path, names and values must not be NULL");
+             "%s: path, names and values must not be NULL", fn);
     TG_CHECK(n_series >= 1 && n_series <= PLOT_MAX_SERIES, TG_EINVAL,
-             "plot_losses_png: n_series=%d must be in 1..%d", n_series, PLOT_MAX_SERIES);
-    TG_CHECK(n_points >= 1, TG_EINVAL, "plot_losses_png: n_points=%d must be >= 1", n_points);
+             "%s: n_series=%d must be in 1..%d", fn, n_series, PLOT_MAX_SERIES);
+    TG_CHECK(n_points >= 1, TG_EINVAL, "%s: n_points=%d must be >= 1", fn, n_points);
     for (int i = 0; i < n_series; i++)
         TG_CHECK(names[i] != NULL && values[i] != NULL, TG_EINVAL,
-                 "plot_losses_png: names[%d] and values[%d] must not be NULL", i, i);
+                 "%s: names[%d] and values[%d] must not be NULL", fn, i, i);
     return 0;
 }
 
-static void draw_plot(cairo_t *cr, const char *title, int n_series, const char *const *names,
-                      const double *const *values, int n_points)
+static void draw_plot(cairo_t *cr, const char *title, const char *x_label, int n_series,
+                      const char *const *names, const double *const *values, int n_points)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (int s = 0; s < n_series; s++)
@@ -163,7 +165,7 @@ static void draw_plot(cairo_t *cr, const char *title, int n_series, const char *
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    draw_axes(cr, &ax, &ay);
+    draw_axes(cr, &ax, &ay, x_label);
     cairo_save(cr);
     cairo_rectangle(cr, LEFT, TOP, TG_PLOT_WIDTH - LEFT - RIGHT, TG_PLOT_HEIGHT - TOP - BOTTOM);
     cairo_clip(cr);
@@ -191,31 +193,46 @@ bool tg_plot_available(void)
     return true;
 }
 
-int tg_plot_losses_png(const char *path, const char *title, int n_series,
-                       const char *const *names, const double *const *values, int n_points)
+/* Draws and writes the chart; fn names the public function in messages. */
+static int plot_png(const char *fn, const char *path, const char *title, const char *x_label,
+                    int n_series, const char *const *names, const double *const *values,
+                    int n_points)
 {
-    TG_TRY(check_plot(path, n_series, names, values, n_points));
+    TG_TRY(check_plot(fn, path, n_series, names, values, n_points));
     cairo_surface_t *surf =
         cairo_image_surface_create(CAIRO_FORMAT_ARGB32, TG_PLOT_WIDTH, TG_PLOT_HEIGHT);
     cairo_t *cr = cairo_create(surf);
-    draw_plot(cr, title, n_series, names, values, n_points);
+    draw_plot(cr, title, x_label, n_series, names, values, n_points);
     cairo_status_t st = cairo_status(cr);
     cairo_destroy(cr);
     FILE *f = NULL;
     char *tmp = NULL;
     int rc = st == CAIRO_STATUS_SUCCESS
-                 ? tg__atomic_open(&f, &tmp, "plot_losses_png", path)
-                 : tg__error(TG_ENOMEM, "plot_losses_png: cairo: %s", cairo_status_to_string(st));
+                 ? tg__atomic_open(&f, &tmp, fn, path)
+                 : tg__error(TG_ENOMEM, "%s: cairo: %s", fn, cairo_status_to_string(st));
     if (rc == 0) {
         st = cairo_surface_write_to_png_stream(surf, write_stream, f);
         if (st != CAIRO_STATUS_SUCCESS)
-            rc = tg__error(TG_EIO, "plot_losses_png: writing '%s': %s", path,
+            rc = tg__error(TG_EIO, "%s: writing '%s': %s", fn, path,
                            cairo_status_to_string(st));
-        int frc = tg__atomic_finish(f, &tmp, rc == 0, "plot_losses_png", path);
+        int frc = tg__atomic_finish(f, &tmp, rc == 0, fn, path);
         if (rc == 0) rc = frc;
     }
     cairo_surface_destroy(surf);
     return rc;
+}
+
+int tg_plot_lines_png(const char *path, const char *title, const char *x_label, int n_series,
+                      const char *const *names, const double *const *values, int n_points)
+{
+    return plot_png("plot_lines_png", path, title, x_label, n_series, names, values, n_points);
+}
+
+int tg_plot_losses_png(const char *path, const char *title, int n_series,
+                       const char *const *names, const double *const *values, int n_points)
+{
+    return plot_png("plot_losses_png", path, title, "iteration", n_series, names, values,
+                    n_points);
 }
 
 void tg_plot_release_caches(void)

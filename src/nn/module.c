@@ -137,6 +137,13 @@ int tg_module_add_child(tg_module *parent, const char *name, tg_module *child)
     return TG_OK;
 }
 
+void tg__module_replace_child(tg_module *parent, int i, tg_module *child)
+{
+    TG_ASSERT(parent && child && i >= 0 && i < parent->n_children);
+    tg_module_release(parent->children[i].m);
+    parent->children[i].m = child;
+}
+
 int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64_t *shape,
                            tg_tensor **borrowed)
 {
