@@ -166,23 +166,53 @@ static void build_x4(uint8_t *x4, const phase_job *j, int64_t b, int64_t gi, int
     }
 }
 
-/* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
- * phase's flat positions f, requantized. */
-AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int64_t gi, int64_t p1,
-                                 int64_t p2, uint8_t *planes)
+/* One phase (p1, p2) of the job: its taps t < nt (tap index tk[t] into the
+ * weight, flat offset toff[t] of its reads), its flat positions
+ * ffirst..flast, and the activations' offset zoff. */
+typedef struct phase_plan {
+    int nt;
+    int64_t tk[MAX_PHASE_TAPS], toff[MAX_PHASE_TAPS];
+    int64_t ffirst, flast;
+    uint32_t zoff;
+} phase_plan;
+
+static void phase_make(phase_plan *ph, const phase_job *j, int64_t p1, int64_t p2)
 {
-    const tg__conv_geom *g = j->op.g;
-    const tg_qweight *w = j->op.w;
     const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
-    const int64_t cog = g->c_img / g->groups, K2 = g->k[2], Kt = g->k[1] * K2;
-    const int64_t wg = a2->ext, T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
+    const int64_t K2 = j->op.g->k[2], wg = a2->ext;
+    const int64_t T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
     int64_t q1lo, q1hi, q2lo, q2hi;
     phase_range(a1, p1, &q1lo, &q1hi);
     phase_range(a2, p2, &q2lo, &q2hi);
-    const int64_t ffirst = j->ffirst[p1 * a2->s + p2];
-    const int64_t flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
-    const bool sg = j->op.dt == TG_I8;
-    const uint32_t zoff = (uint32_t)(sg ? j->op.zx + 128 : j->op.zx);
+    ph->nt = (int)(T1 * T2);
+    for (int64_t t1 = 0, t = 0; t1 < T1; t1++)
+        for (int64_t t2 = 0; t2 < T2; t2++, t++) {
+            ph->toff[t] = t1 * wg + t2;
+            ph->tk[t] = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
+        }
+    ph->ffirst = j->ffirst[p1 * a2->s + p2];
+    ph->flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
+    ph->zoff = (uint32_t)(j->op.dt == TG_I8 ? j->op.zx + 128 : j->op.zx);
+}
+
+/* -zoff times the phase's weights for output channel co of group gi summed
+ * (0 past the channels), where every accumulator of that channel starts. */
+static int32_t phase_corr(const phase_job *j, const phase_plan *ph, int64_t gi, int64_t co)
+{
+    const int64_t cog = j->op.g->c_img / j->op.g->groups, Kt = j->op.g->k[1] * j->op.g->k[2];
+    uint32_t sum = 0;
+    for (int t = 0; co < cog && t < ph->nt; t++)
+        sum += (uint32_t)j->op.w->tapsum[(gi * Kt + ph->tk[t]) * cog + co];
+    return (int32_t)(0u - ph->zoff * sum);
+}
+
+/* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
+ * phase's flat positions f, requantized. */
+AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int64_t gi,
+                                     const phase_plan *ph, uint8_t *planes)
+{
+    const tg_qweight *w = j->op.w;
+    const int64_t cog = j->op.g->c_img / j->op.g->groups;
     _Alignas(64) int32_t corr[2][TILE * TILE];
     _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
     for (int64_t cob = 0; cob < w->ncob; cob += 2) {
@@ -191,41 +221,33 @@ AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int6
         const bool two = cob + 1 < w->ncob;
         for (int h = 0; h < (two ? 2 : 1); h++)   /* -zoff * (the phase's weights summed) */
             for (int rr = 0; rr < TILE; rr++) {
-                const int64_t co = (cob + h) * TILE + rr;
-                uint32_t sum = 0;
-                for (int64_t t1 = 0; co < cog && t1 < T1; t1++)
-                    for (int64_t t2 = 0; t2 < T2; t2++)
-                        sum += (uint32_t)w->tapsum[(gi * Kt + (p1 + a1->s * t1) * K2 + p2 +
-                                                    a2->s * t2) * cog + co];
-                const int32_t v = (int32_t)(0u - zoff * sum);
+                const int32_t v = phase_corr(j, ph, gi, (cob + h) * TILE + rr);
                 for (int c = 0; c < TILE; c++) corr[h][rr * TILE + c] = v;
             }
-        for (int64_t f0 = ffirst; f0 <= flast; f0 += 2 * TILE) {
+        for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += 2 * TILE) {
             _tile_loadd(0, corr[0], 4 * TILE);
             _tile_loadd(1, corr[0], 4 * TILE);
             if (two) {
                 _tile_loadd(2, corr[1], 4 * TILE);
                 _tile_loadd(3, corr[1], 4 * TILE);
             }
-            for (int64_t t1 = 0; t1 < T1; t1++)
-                for (int64_t t2 = 0; t2 < T2; t2++) {
-                    const int64_t k = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
-                    const uint8_t *xb = x4 + (f0 - (t1 * wg + t2)) * 4;
-                    const int8_t *wa = tg__q_tap_panel(w, gi, k, cob);
-                    for (int64_t cc = 0; cc < w->ncc; cc++) {
-                        const uint8_t *xc = xb + cc * TILE * j->np * 4;
-                        _tile_loadd(4, wa + cc * TILE * 64, 64);
-                        _tile_loadd(6, xc, j->np * 4);
-                        _tile_loadd(7, xc + 64, j->np * 4);
-                        _tile_dpbsud(0, 4, 6);
-                        _tile_dpbsud(1, 4, 7);
-                        if (two) {
-                            _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
-                            _tile_dpbsud(2, 5, 6);
-                            _tile_dpbsud(3, 5, 7);
-                        }
+            for (int t = 0; t < ph->nt; t++) {
+                const uint8_t *xb = x4 + (f0 - ph->toff[t]) * 4;
+                const int8_t *wa = tg__q_tap_panel(w, gi, ph->tk[t], cob);
+                for (int64_t cc = 0; cc < w->ncc; cc++) {
+                    const uint8_t *xc = xb + cc * TILE * j->np * 4;
+                    _tile_loadd(4, wa + cc * TILE * 64, 64);
+                    _tile_loadd(6, xc, j->np * 4);
+                    _tile_loadd(7, xc + 64, j->np * 4);
+                    _tile_dpbsud(0, 4, 6);
+                    _tile_dpbsud(1, 4, 7);
+                    if (two) {
+                        _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
+                        _tile_dpbsud(2, 5, 6);
+                        _tile_dpbsud(3, 5, 7);
                     }
                 }
+            }
             _tile_stored(0, tmp, 8 * TILE);
             _tile_stored(1, tmp + TILE, 8 * TILE);
             if (two) {
@@ -235,7 +257,7 @@ AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int6
             for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
                 const int64_t co = cob * TILE + rr;
                 if (co >= cog) break;
-                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ffirst), 2 * TILE,
+                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ph->ffirst), 2 * TILE,
                                    tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
                                    &j->op.r[gi * cog + co], TG_INT8_KERNEL_AMX);
             }
@@ -282,53 +304,31 @@ block_vnni(const int nv, const uint8_t *x4, int64_t pstride, const int64_t *toff
 }
 
 VNNI_TARGET static void run_phase_vnni(const phase_job *j, const uint8_t *x4, int64_t gi,
-                                       int64_t p1, int64_t p2, uint8_t *planes)
+                                       const phase_plan *ph, uint8_t *planes)
 {
-    const tg__conv_geom *g = j->op.g;
     const tg_qweight *w = j->op.w;
-    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
-    const int64_t cog = g->c_img / g->groups, K2 = g->k[2], Kt = g->k[1] * K2;
-    const int64_t wg = a2->ext, T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
-    int64_t q1lo, q1hi, q2lo, q2hi;
-    phase_range(a1, p1, &q1lo, &q1hi);
-    phase_range(a2, p2, &q2lo, &q2hi);
-    const int64_t ffirst = j->ffirst[p1 * a2->s + p2];
-    const int64_t flast = (q1hi - a1->lo) * wg + (q2hi - a2->lo);
-    const bool sg = j->op.dt == TG_I8;
-    const uint32_t zoff = (uint32_t)(sg ? j->op.zx + 128 : j->op.zx);
-    const int nt = (int)(T1 * T2);
-    int64_t toff[MAX_PHASE_TAPS], tk[MAX_PHASE_TAPS];
-    for (int64_t t1 = 0, t = 0; t1 < T1; t1++)
-        for (int64_t t2 = 0; t2 < T2; t2++, t++) {
-            toff[t] = t1 * wg + t2;
-            tk[t] = (p1 + a1->s * t1) * K2 + p2 + a2->s * t2;
-        }
+    const int64_t cog = j->op.g->c_img / j->op.g->groups;
     _Alignas(64) int32_t out[VR * VV * 16];
-    for (int64_t f0 = ffirst; f0 <= flast; f0 += VV * 16) {
-        const int64_t left = (flast - f0 + 16) / 16;   /* vectors up to flast */
+    for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += VV * 16) {
+        const int64_t left = (ph->flast - f0 + 16) / 16;   /* vectors up to flast */
         const int nv = (int)(left < VV ? left : VV);
         const uint8_t *xb = x4 + 4 * f0;
         for (int64_t co0 = 0; co0 < cog; co0 += VR) {
             const int8_t *wt[MAX_PHASE_TAPS];
             int32_t corr[VR];
-            for (int t = 0; t < nt; t++)
-                wt[t] = tg__q_tap_panel(w, gi, tk[t], co0 / TILE) + (co0 % TILE) * 64;
-            for (int r = 0; r < VR; r++) {   /* -zoff * (the phase's weights summed) */
-                uint32_t sum = 0;
-                for (int t = 0; co0 + r < cog && t < nt; t++)
-                    sum += (uint32_t)w->tapsum[(gi * Kt + tk[t]) * cog + co0 + r];
-                corr[r] = (int32_t)(0u - zoff * sum);
-            }
+            for (int t = 0; t < ph->nt; t++)
+                wt[t] = tg__q_tap_panel(w, gi, ph->tk[t], co0 / TILE) + (co0 % TILE) * 64;
+            for (int r = 0; r < VR; r++) corr[r] = phase_corr(j, ph, gi, co0 + r);
             switch (nv) {   /* constant vector counts: the accumulators stay in registers */
-            case 1: block_vnni(1, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
-            case 2: block_vnni(2, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
-            case 3: block_vnni(3, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
-            case 4: block_vnni(4, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
-            case 5: block_vnni(5, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
-            default: block_vnni(VV, xb, j->np * 4, toff, wt, nt, w->ncc, corr, out); break;
+            case 1: block_vnni(1, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
+            case 2: block_vnni(2, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
+            case 3: block_vnni(3, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
+            case 4: block_vnni(4, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
+            case 5: block_vnni(5, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
+            default: block_vnni(VV, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
             }
             for (int r = 0; r < VR && co0 + r < cog; r++)
-                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ffirst),
+                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
                                    16 * nv, out + r * VV * 16, 1, 16 * nv, 16 * nv,
                                    &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_VNNI);
         }
@@ -399,9 +399,12 @@ static int phase_task(void *job, int64_t b)
     for (int64_t gi = 0; gi < g->groups; gi++) {
         build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
-            for (int64_t p2 = 0; p2 < j->ax[1].s; p2++)
+            for (int64_t p2 = 0; p2 < j->ax[1].s; p2++) {
+                phase_plan ph;
+                phase_make(&ph, j, p1, p2);
                 (j->amx ? run_phase_amx : run_phase_vnni)(
-                    j, x4, gi, p1, p2, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
+                    j, x4, gi, &ph, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
+            }
         interleave(j, b, gi, planes);
     }
     if (j->amx) tg__q_amx_end();
