@@ -272,9 +272,10 @@ AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int6
 /* acc[r][v] (r < VR, v < nv) = corr[r] + the phase's sums for output
  * channel r of the block and positions 16v.. of the flat block at x4 (the
  * grid already offset to the block's first position): over taps t < nt
- * (flat offset toff[t], weights wt[t]: taps8 row of the block's first
- * channel in its first 64-channel tile) and channel quads cq < ncq.  Stored
- * into out (rows of VV * 16). */
+ * (flat offset toff[t], weights wt[t]: the taps8 row of the block's first
+ * channel in its first 64-channel tile) and the 16 channel quads of each of
+ * the ncc tiles (quad planes pstride bytes apart).  Rows past the channels
+ * read the tiles' zero rows.  Stored into out (rows of VV * 16). */
 VNNI_TARGET static inline __attribute__((always_inline)) void
 block_vnni(const int nv, const uint8_t *x4, int64_t pstride, const int64_t *toff,
            const int8_t *const *wt, int nt, int64_t ncc, const int32_t *corr, int32_t *out)
