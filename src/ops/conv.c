@@ -81,6 +81,23 @@ int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want)
     return TG_OK;
 }
 
+tg__bf16_panels *tg__conv_weight_panels(tg__conv_geom *g, const tg_tensor *w, bool transposed)
+{
+    g->wp = NULL;
+    if (g->bf16 <= TG_BF16_KERNEL_PORTABLE || g->groups != 1 ||
+        (transposed && tg__conv_phase_pays(g)))
+        return NULL;
+    const int64_t kk = g->c_img * tg__conv_prod3(g->k);
+    /* conv: A = W (c_col, kk) row-major; conv_transpose: A = W^T, so k runs
+     * down W's columns */
+    const tg__bf16_operand o = transposed
+        ? (tg__bf16_operand){.lines = kk, .k = g->c_col, .ld = kk, .tcontig = false}
+        : (tg__bf16_operand){.lines = g->c_col, .k = kk, .ld = kk, .tcontig = true};
+    tg__bf16_panels *p = tg__bf16_panels_get(w, g->bf16, false, &o);
+    g->wp = p;
+    return p;
+}
+
 tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
 {
     if (a != TG_CONV_ALGO_DEFAULT) return a;
@@ -134,6 +151,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
         g.out_bias = bb;
     }
     void *yo = NULL, *yb = half_out ? tg_tensor_data(y) : tg__conv_output(y, cdt, &yo);
+    tg__bf16_panels *wp = gemm ? tg__conv_weight_panels(&g, w, transpose) : NULL;
     int rc = TG_ENOMEM;
     if (!yb || !xb || !wb || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
@@ -148,6 +166,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     *out = y;
     y = NULL;
 done:
+    tg__bf16_panels_release(wp);
     tg__work_free(yo);
     tg_tensor_release(y);
     tg__work_free(xo);
@@ -242,9 +261,11 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     void *dwb = tg__conv_output(dw, cdt, &dwo);
     const void *zb, *ub, *wb = tg__conv_input(w, cdt, &wo);
     tg__conv_acts(&g, cdt, gy, x, &zb, &ub, &zo, &uo);
+    tg__bf16_panels *wp = tg__conv_weight_panels(&g, w, false);
     int rc = TG_ENOMEM;
     if (dxb && dwb && zb && wb && ub)
         rc = tg__conv_and_weight_grad_raw(cdt, &g, zb, wb, ub, dxb, dwb);
+    tg__bf16_panels_release(wp);
     if (rc == TG_OK) {
         if (dxo) tg__scatter(dx, cdt, dxo);
         if (dwo) tg__scatter(dw, cdt, dwo);

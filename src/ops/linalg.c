@@ -4,7 +4,9 @@
  * rows or columns are unit-stride goes to gemm as is (CblasNoTrans or
  * CblasTrans with the other stride as leading dimension); anything else, and
  * every f16/bf16 operand, is packed into a contiguous buffer of the compute
- * dtype (f32 for f16/bf16, rounded once into the output).
+ * dtype (f32 for f16/bf16, rounded once into the output).  A bf16 weight (a
+ * Linear's W, in the forward and in dx) is multiplied from its panels,
+ * packed once per version (tg__bf16_panels_get).
  *
  * Backward uses the differentiable ops themselves:
  *   C = A B      =>  dA = dC B^T,  dB = A^T dC
@@ -107,6 +109,34 @@ static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand
     o->ld = (int)(m->cols > 1 ? m->cols : 1);
 }
 
+/* m as operand o of the bf16 GEMM: its rows (A side) or columns (B side) as
+ * lines; false when neither the lines nor k are unit-stride. */
+static bool panel_operand(const mat *m, bool b_side, tg__bf16_operand *o)
+{
+    const int64_t lines = b_side ? m->cols : m->rows, k = b_side ? m->rows : m->cols;
+    const int64_t ls = b_side ? m->cs : m->rs, ks = b_side ? m->rs : m->cs;
+    if (lines <= 0 || k <= 0 || m->off < m->t->offset) return false;
+    *o = (tg__bf16_operand){.off = m->off - m->t->offset, .lines = lines, .k = k};
+    if (ks == 1 || k == 1) {
+        o->tcontig = true;
+        o->ld = lines > 1 ? ls : k;
+    } else if (ls == 1 || lines == 1) {
+        o->tcontig = false;
+        o->ld = k > 1 ? ks : lines;
+    } else {
+        return false;
+    }
+    return o->ld >= 1;
+}
+
+/* The panels of m (one matrix) when it is a bf16 weight, else NULL. */
+static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel kern)
+{
+    tg__bf16_operand o;
+    if (m->t->dtype != TG_BF16 || !panel_operand(m, b_side, &o)) return NULL;
+    return tg__bf16_panels_get(m->t, kern, b_side, &o);
+}
+
 /* c (nb, M, N) = a (nb, M, K) x b (nb, K, N) [+ bias (N) on every row]; out
  * is a contiguous tensor of nb*M*N elements, written directly when its dtype
  * is the compute dtype. */
@@ -130,6 +160,14 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
         tg__work_free(sc);
         return TG_ENOMEM;
     }
+    /* one bf16 product: a weight operand from its panels */
+    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 ? tg_bf16_kernel_get()
+                                                         : TG_BF16_KERNEL_AUTO;
+    tg__bf16_panels *pa = NULL, *pb = NULL;
+    if (kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0) {
+        pa = weight_panels(a, false, kern);
+        pb = weight_panels(b, true, kern);
+    }
     for (int64_t k = 0; k < nb; k++) {
         operand oa, ob;
         prepare(a, k, ct, sa, &oa);
@@ -142,10 +180,19 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
         /* bf16: the operands' f32 copies hold bf16 values, multiplied as bf16 */
-        tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p,
-                 ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
+        if (pa || pb) {
+            const int saved = tg__blas_single_begin();
+            tg__gemm_par_panels(kern, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld,
+                                bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, pa, pb);
+            tg__blas_restore(saved);
+        } else {
+            tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld,
+                     ob.p, ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
+        }
         if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
+    tg__bf16_panels_release(pa);
+    tg__bf16_panels_release(pb);
     tg__work_free(sa);
     tg__work_free(sb);
     tg__work_free(sc);
