@@ -129,10 +129,10 @@ static void gemm_slice(void *p, int64_t s0, int64_t s1)
         }
         const float *a = q->a, *b = q->b;
         float *c = (float *)q->c + oc;
-        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)
-            tg__gemm_bf16_panels(q->bf16, q->ta, q->tb, m, n, q->k, a + oa, q->lda, b + ob,
-                                 q->ldb, (float)q->beta, c, q->ldc, q->pa, q->rows ? j0 : 0,
-                                 q->pb, q->rows ? 0 : j0);
+        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)   /* a or b may be NULL: from panels */
+            tg__gemm_bf16_panels(q->bf16, q->ta, q->tb, m, n, q->k, a ? a + oa : NULL,
+                                 q->lda, b ? b + ob : NULL, q->ldb, (float)q->beta, c, q->ldc,
+                                 q->pa, q->rows ? j0 : 0, q->pb, q->rows ? 0 : j0);
         else
             cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)q->k, 1, a + oa, (int)q->lda,
                         b + ob, (int)q->ldb, (float)q->beta, c, (int)q->ldc);

@@ -82,7 +82,7 @@ typedef struct tg_storage {
      * version it was packed at (src/core/gemm_bf16_panels.c); owned, freed
      * with the storage. */
     tg__bf16_panels *panels;
-    /* Set by to_dtype on an f32 -> bf16 cast of a contiguous tensor: this
+    /* Set by to_dtype on an f32 -> bf16 cast of a contiguous leaf: this
      * storage (at version 0) holds the bf16 roundings of the f32 elements of
      * cast_of (owned reference) from element cast_offset on, as they were at
      * cast_of's version cast_version.  NULL otherwise. */
@@ -234,16 +234,22 @@ typedef struct tg__bf16_operand {
     bool tcontig;
 } tg__bf16_operand;
 
-/* Panels of operand o of the bf16 tensor t (contiguous; o within its
+/* Panels of operand o of the bf16 weight t (contiguous; o within its
  * elements) as the A (b_side false) or B operand of kernel kern (AVX512 or
- * AMX): a new reference, packed now or found packed for the current
- * version; or NULL (pack per call) when t is not a weight (a leaf that
- * requires grad, or a to_dtype cast of an f32 one) or memory is short.  Safe
- * to call from several threads. */
+ * AMX): a new reference, found packed for the current version or packed
+ * now and kept (on t's storage, or on its master's: see tg_storage's
+ * cast_of) until the storage is written or freed; NULL (pack per call) when
+ * t is not a contiguous bf16 tensor or memory is short.  Callers pass
+ * weights only (an activation's panels would be kept for nothing).  Safe to
+ * call from several threads. */
 tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bool b_side,
                                      const tg__bf16_operand *o);
 /* Drops a reference; NULL does nothing. */
 void tg__bf16_panels_release(tg__bf16_panels *p);
+/* Notes that dst (new, contiguous) was just made as src's values rounded to
+ * bf16 (a cast): when src is a contiguous f32 leaf (a master weight), sets
+ * dst's storage's cast_of.  Otherwise does nothing. */
+void tg__bf16_note_cast(tg_tensor *dst, const tg_tensor *src);
 /* Tests: the number of times panels were packed since the process began. */
 int64_t tg__bf16_panels_packed(void);
 /* Tests: false makes tg__bf16_panels_get return NULL on this thread (every
@@ -255,16 +261,16 @@ void tg__bf16_panels_free_all(tg_storage *s);
 /* tg__gemm_bf16 with either packed operand taken from panels (NULL: packed
  * per call from a or b): pa's lines from pa_line0 on are op(A)'s rows,
  * pb's from pb_line0 on op(B)'s columns; each line0 is a multiple of the
- * panel height (tg__bf16_panel_lines).  a and b are still read when the
- * packing buffers cannot be allocated. */
+ * panel height (tg__bf16_panel_lines).  a (b) may be NULL when pa (pb) is
+ * given: the panels hold its values. */
 void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
                           int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                           float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
                           int64_t pa_line0, const tg__bf16_panels *pb, int64_t pb_line0);
 /* Lines per panel of kernel kern's A (b_side false) or B operand. */
 int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side);
-/* tg__gemm_par with panels for A and/or B (NULL: packed per call); the
- * slices of C start at whole panels. */
+/* tg__gemm_par with panels for A and/or B (NULL: packed per call; a or b
+ * may be NULL as above); the slices of C start at whole panels. */
 void tg__gemm_par_panels(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc, const tg__bf16_panels *pa,

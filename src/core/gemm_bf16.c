@@ -218,6 +218,42 @@ void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
     }
 }
 
+/* Element t of line l of p (its bf16 value as f32): pair (t - t0)/2 of the
+ * line's panel in block t0, the low half for even t. */
+static float panel_elem(const tg__bf16_panels *p, int64_t l, int64_t t)
+{
+    const driver d = driver_of(p->kern);
+    const int64_t h = tg__bf16_panel_lines(p->kern, p->b_side), t0 = t / KC * KC;
+    const int64_t kp = round_up(p->o.k - t0 < KC ? p->o.k - t0 : KC, d.kal) / 2;
+    const int64_t r = l % h, q = (t - t0) / 2;
+    const uint32_t *panel = p->data + p->lines_pad * (t0 / 2) + (l - r) * kp;
+    const uint32_t pair = d.amx && !p->b_side ? panel[r * kp + q] : panel[q * h + r];
+    const uint32_t bits = ((t - t0) & 1 ? pair >> 16 : pair & 0xFFFF) << 16;
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+/* C = op(A) op(B) + beta*C in plain loops, reading either operand from its
+ * panels: when the packing buffers cannot be allocated and a or b was not
+ * given in f32 (its panels hold it). */
+static void gemm_scalar(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const operand *a,
+                        const operand *b, float beta, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0;
+            for (int64_t t = 0; t < k; t++) {
+                const float x = a->p ? panel_elem(a->p, a->line0 + i, t)
+                                     : a->src->p[ta ? t * a->src->ld + i : i * a->src->ld + t];
+                const float y = b->p ? panel_elem(b->p, b->line0 + j, t)
+                                     : b->src->p[tb ? j * b->src->ld + t : t * b->src->ld + j];
+                s += x * y;
+            }
+            c[i * ldc + j] = (beta != 0 ? beta * c[i * ldc + j] : 0) + s;
+        }
+}
+
 void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
                           int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                           float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
@@ -237,6 +273,10 @@ void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int6
         const operand ob = {.src = &sb, .p = pb, .line0 = pb_line0};
         const driver d = driver_of(kern);
         if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
+        if (!a || !b) {
+            gemm_scalar(ta, tb, m, n, k, &oa, &ob, beta, c, ldc);
+            return;
+        }
     }
     /* portable, or no memory for the packed operands: the same products */
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

@@ -139,6 +139,17 @@ static tg__bf16_panels *get_locked(tg_storage *s, tg_bf16_kernel kern, bool b_si
     return p;
 }
 
+void tg__bf16_note_cast(tg_tensor *dst, const tg_tensor *src)
+{
+    if (dst->dtype != TG_BF16 || src->dtype != TG_F32 || src->grad_fn ||
+        !tg_tensor_is_contiguous(src) || !tg_tensor_is_contiguous(dst) || dst->offset != 0 ||
+        dst->storage->version != 0 || dst->storage->cast_of)
+        return;
+    dst->storage->cast_of = tg__storage_retain(src->storage);
+    dst->storage->cast_offset = src->offset;
+    dst->storage->cast_version = src->storage->version;
+}
+
 tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bool b_side,
                                      const tg__bf16_operand *o)
 {
@@ -146,13 +157,11 @@ tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bo
     if (disabled || kern <= TG_BF16_KERNEL_PORTABLE || t->dtype != TG_BF16 ||
         !tg_tensor_is_contiguous(t) || span(o) > tg__numel(t->ndim, t->shape))
         return NULL;
+    /* Kept on the master a cast came from when the master still holds the
+     * values it was cast from, else on t's storage; the key's offset counts
+     * the elements of that storage. */
     const tg_storage *s = t->storage;
-    const bool cast = s->cast_of && s->version == 0;
-    const bool leaf = t->requires_grad && !t->grad_fn;
-    if (!cast && !leaf) return NULL;   /* an activation: used once, packed per call */
-    /* The key's offset counts the elements of the storage the panels are
-     * kept on: t's own, or the master's a cast came from. */
-    const bool master = cast && s->cast_of->version == s->cast_version;
+    const bool master = s->cast_of && s->version == 0 && s->cast_of->version == s->cast_version;
     tg__bf16_operand ok = *o;
     ok.off += t->offset + (master ? s->cast_offset : 0);
     pthread_mutex_lock(&lock);

@@ -5,8 +5,8 @@
  * cast back to the input's dtype.  Casts to or from an integer dtype are not
  * differentiable and are never recorded.
  *
- * A bf16 cast of an f32 weight (a contiguous leaf that requires grad: a
- * master weight under autocast) records where its values came from
+ * A bf16 cast of a contiguous f32 leaf (a master weight under autocast)
+ * records where its values came from
  * (tg_storage's cast_of), so that the bf16 GEMMs pack the master's values
  * once per version instead of each cast's (src/core/gemm_bf16_panels.c).
  */
@@ -29,12 +29,7 @@ static int to_dtype_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg_tensor *res = tg__tensor_uninit(dt, a->ndim, a->shape);   /* the gather writes all */
     if (!res) return TG_ENOMEM;
     tg__gather(a, dt, tg_tensor_data(res));
-    if (dt == TG_BF16 && a->dtype == TG_F32 && a->requires_grad && !a->grad_fn &&
-        tg_tensor_is_contiguous(a)) {
-        res->storage->cast_of = tg__storage_retain(a->storage);
-        res->storage->cast_offset = a->offset;
-        res->storage->cast_version = a->storage->version;
-    }
+    tg__bf16_note_cast(res, a);
     *out = res;
     return TG_OK;
 }

@@ -136,11 +136,14 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, oshape);
     /* The GEMM kernels read half x as they go; the reference path takes f32. */
     const bool gemm = !transpose || tg__conv_resolve_algo(p->algo) != TG_CONV_ALGO_REFERENCE;
-    void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
+    void *xo, *wo = NULL, *bo;   /* owned copies, when x, w, b are not usable in place */
     const void *xb;
     if (gemm) tg__conv_acts(&g, cdt, x, NULL, &xb, NULL, &xo, NULL);
     else xb = tg__conv_input(x, cdt, &xo);
-    const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
+    /* a weight multiplied from its panels needs no f32 copy */
+    tg__bf16_panels *wp = gemm ? tg__conv_weight_panels(&g, w, transpose) : NULL;
+    const void *wb = wp ? NULL : tg__conv_input(w, cdt, &wo);
+    const void *bb = tg__conv_input(b, cdt, &bo);
     /* f32/f64 outputs are computed in place.  f16/bf16 ones are rounded in
      * chunk by chunk by the GEMM kernels, which add the bias (without an
      * activation); else computed in an f32 buffer with the epilogue, rounded
@@ -151,9 +154,8 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
         g.out_bias = bb;
     }
     void *yo = NULL, *yb = half_out ? tg_tensor_data(y) : tg__conv_output(y, cdt, &yo);
-    tg__bf16_panels *wp = gemm ? tg__conv_weight_panels(&g, w, transpose) : NULL;
     int rc = TG_ENOMEM;
-    if (!yb || !xb || !wb || (b && !bb)) goto done;
+    if (!yb || !xb || !(wb || wp) || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
     if (rc < 0) goto done;
     if (!half_out && (bb || p->act != TG_ACT_NONE))
@@ -254,16 +256,17 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
     tg_tensor *dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
-    void *dxo = NULL, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
+    void *dxo = NULL, *dwo, *zo, *wo = NULL, *uo;   /* owned buffers and copies */
     /* half dx is rounded in chunk by chunk by the kernel */
     if (dx && dx->dtype != cdt) g.half_out = dx->dtype;
     void *dxb = tg__conv_half_out(&g) ? tg_tensor_data(dx) : tg__conv_output(dx, cdt, &dxo);
     void *dwb = tg__conv_output(dw, cdt, &dwo);
-    const void *zb, *ub, *wb = tg__conv_input(w, cdt, &wo);
+    const void *zb, *ub;
     tg__conv_acts(&g, cdt, gy, x, &zb, &ub, &zo, &uo);
     tg__bf16_panels *wp = tg__conv_weight_panels(&g, w, false);
+    const void *wb = wp ? NULL : tg__conv_input(w, cdt, &wo);
     int rc = TG_ENOMEM;
-    if (dxb && dwb && zb && wb && ub)
+    if (dxb && dwb && zb && (wb || wp) && ub)
         rc = tg__conv_and_weight_grad_raw(cdt, &g, zb, wb, ub, dxb, dwb);
     tg__bf16_panels_release(wp);
     if (rc == TG_OK) {
