@@ -79,6 +79,35 @@ static void expect_same_c(const char *what, const float *c, const float *c0, int
     cr_assert(memcmp(c, c0, sizeof(float) * (size_t)n) == 0, "%s: bits differ", what);
 }
 
+/* Without packing buffers, C from the panels alone (a and b NULL) by the
+ * plain loops: each element within the f32 summation bound k u S of the
+ * f64 product (the products of bf16 values are exact in f32). */
+static void expect_fallback(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
+                            int64_t k, const float *a, const float *b, const tg__bf16_panels *pa,
+                            const tg__bf16_panels *pb, const char *what)
+{
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    float *c = malloc(sizeof(float) * (size_t)(m * n));
+    cr_assert(c != NULL);
+    tg__bf16_set_no_pack_buffers(true);
+    tg__gemm_bf16_panels(kern, ta, tb, m, n, k, NULL, lda, NULL, ldb, 0, c, n, pa, 0, pb, 0);
+    tg__bf16_set_no_pack_buffers(false);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double ref = 0, s = 0;
+            for (int64_t t = 0; t < k; t++) {
+                const double x = a[ta ? t * lda + i : i * lda + t];
+                const double y = b[tb ? j * ldb + t : t * ldb + j];
+                ref += x * y;
+                s += fabs(x * y);
+            }
+            const double err = fabs(c[i * n + j] - ref), bound = (double)k * 0x1p-24 * s;
+            cr_assert(err <= bound, "%s fallback [%lld, %lld]: %.9g, f64 %.9g", what,
+                      (long long)i, (long long)j, c[i * n + j], ref);
+        }
+    free(c);
+}
+
 /* C = op(A) op(B) on kernel kern from A's panels, B's, both, and cut among
  * two threads: the bits of packing per call. */
 static void gemm_case(tg_bf16_kernel kern, int64_t m, int64_t n, int64_t k, bool ta, bool tb)
@@ -110,6 +139,7 @@ static void gemm_case(tg_bf16_kernel kern, int64_t m, int64_t n, int64_t k, bool
                             form & 1 ? pa : NULL, form & 2 ? pb : NULL);
         expect_same_c(what, c, c0, m * n);
     }
+    if (m * n * k <= 100000) expect_fallback(kern, ta, tb, m, n, k, a, b, pa, pb, what);
     tg__bf16_panels_release(pa);
     tg__bf16_panels_release(pb);
     free(a);
@@ -124,8 +154,9 @@ static void gemm_case(tg_bf16_kernel kern, int64_t m, int64_t n, int64_t k, bool
  * 3072) and the panels' edges; m > n and m < n cut C's rows or columns. */
 static void gemm_sweep(tg_bf16_kernel kern)
 {
-    static const int64_t dims[][3] = {{1, 1, 1},   {13, 33, 3},   {130, 70, 800},
-                                      {70, 130, 385}, {4, 3100, 40}, {300, 9, 97}};
+    static const int64_t dims[][3] = {{1, 1, 1},      {13, 33, 3},   {130, 70, 800},
+                                      {70, 130, 385}, {4, 3100, 40}, {300, 9, 97},
+                                      {5, 37, 800}};
     for (size_t s = 0; s < sizeof dims / sizeof *dims; s++)
         for (int form = 0; form < 4; form++)
             gemm_case(kern, dims[s][0], dims[s][1], dims[s][2], form & 1, form & 2);

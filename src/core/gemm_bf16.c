@@ -87,7 +87,9 @@ typedef struct driver {
     bool amx, emulated;   /* emulated: the amx layout on tg__bf16_micro_amx_emulated */
 } driver;
 
-static _Thread_local bool amx_emulated;
+static _Thread_local bool amx_emulated, no_pack_buffers;
+
+void tg__bf16_set_no_pack_buffers(bool on) { no_pack_buffers = on; }
 
 void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
 
@@ -154,6 +156,7 @@ static const uint32_t *panels_at(const operand *o, int64_t l, int64_t t0, int64_
 static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const operand *a,
                         const operand *b, float beta, float *c, int64_t ldc)
 {
+    if (no_pack_buffers) return false;
     const int64_t kcmax = round_up(k < KC ? k : KC, d->kal);
     const int64_t mcmax = round_up(m < d->mc ? m : d->mc, d->mr);
     const int64_t ncmax = round_up(n < NC ? n : NC, TG__BF16_NR);

@@ -78,6 +78,9 @@ void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t
 /* Tests: true makes this thread's amx GEMMs run the emulated tile product
  * (still packed with the AVX-512 BF16 packers); false restores. */
 void tg__bf16_set_amx_emulated(bool on);
+/* Tests: true makes this thread's bf16 GEMMs take the path of packing
+ * buffers that cannot be allocated (the fallbacks); false restores. */
+void tg__bf16_set_no_pack_buffers(bool on);
 /* Tile configuration of the calling thread (amx), before and after. */
 void tg__bf16_amx_begin(void);
 void tg__bf16_amx_end(void);
