@@ -425,6 +425,7 @@ static int mlp_sgd(void *user)
         float *p = tg_tensor_data(m->p[i]);
         const float *g = tg_tensor_cdata(tg_tensor_grad(m->p[i]));
         for (int64_t e = 0; e < tg_tensor_numel(m->p[i]); e++) p[e] -= 0.1f * g[e];
+        tg_tensor_bump_version(m->p[i]);   /* a write through tg_tensor_data */
     }
     return TG_OK;
 }

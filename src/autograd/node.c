@@ -235,6 +235,7 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
         if (!sv->recast) {
             bool prev = tg_set_grad_enabled(false);
             int rc = tg_tensor_to_dtype(&sv->recast, sv->t, sv->cast_to);   /* as to_dtype's forward */
+            if (rc == TG_OK) tg__bf16_note_cast(sv->recast, sv->t);
             tg_set_grad_enabled(prev);
             TG_TRY(rc);
             if (sv->cast_fn) {

@@ -99,6 +99,7 @@ typedef struct gemm_slices {
     const void *a, *b;
     double beta;
     void *c;
+    const tg__bf16_panels *pa, *pb;   /* bf16: packed operands, or NULL */
 } gemm_slices;
 
 /* The element offset of row (or column) j0 of C's slice in A, B and C. */
@@ -128,13 +129,26 @@ static void gemm_slice(void *p, int64_t s0, int64_t s1)
         }
         const float *a = q->a, *b = q->b;
         float *c = (float *)q->c + oc;
-        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)
-            tg__gemm_bf16(q->bf16, q->ta, q->tb, m, n, q->k, a + oa, q->lda, b + ob, q->ldb,
-                          (float)q->beta, c, q->ldc);
+        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)   /* a or b may be NULL: from panels */
+            tg__gemm_bf16_panels(q->bf16, q->ta, q->tb, m, n, q->k, a ? a + oa : NULL,
+                                 q->lda, b ? b + ob : NULL, q->ldb, (float)q->beta, c, q->ldc,
+                                 q->pa, q->rows ? j0 : 0, q->pb, q->rows ? 0 : j0);
         else
             cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)q->k, 1, a + oa, (int)q->lda,
                         b + ob, (int)q->ldb, (float)q->beta, c, (int)q->ldc);
     }
+}
+
+/* Runs q cut into one slice per thread, each a multiple of `unit` wide. */
+static void run_slices(gemm_slices *q, int64_t unit)
+{
+    const int64_t nt = tg_get_num_threads();
+    q->rows = q->m > q->n;
+    q->len = q->rows ? q->m : q->n;   /* slice C's rows (and A) rather than its columns (and B) */
+    q->w = (q->len + nt - 1) / nt;
+    q->w = (q->w + unit - 1) / unit * unit;
+    if (nt == 1 || q->m * q->n * q->k < ((int64_t)1 << 18)) q->w = q->len;
+    tg__parallel_range((q->len + q->w - 1) / q->w, true, gemm_slice, q);
 }
 
 void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n,
@@ -142,15 +156,28 @@ void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m,
                   void *c, int64_t ldc)
 {
     TG_ASSERT(dt == TG_F32 || (dt == TG_F64 && bf16 <= TG_BF16_KERNEL_PORTABLE));
-    const int64_t nt = tg_get_num_threads();
-    gemm_slices q = {.dt = dt, .bf16 = bf16, .ta = ta, .tb = tb, .rows = m > n, .m = m,
-                     .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b,
-                     .beta = beta, .c = c};
-    q.len = q.rows ? m : n;   /* slice C's rows (and A) rather than its columns (and B) */
-    q.w = (q.len + nt - 1) / nt;
-    q.w = (q.w + 15) / 16 * 16;   /* whole vector blocks per slice */
-    if (nt == 1 || m * n * k < ((int64_t)1 << 18)) q.w = q.len;
-    tg__parallel_range((q.len + q.w - 1) / q.w, true, gemm_slice, &q);
+    gemm_slices q = {.dt = dt, .bf16 = bf16, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+                     .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c};
+    run_slices(&q, 16);   /* whole vector blocks per slice */
+}
+
+void tg__gemm_par_panels(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                         float *c, int64_t ldc, const tg__bf16_panels *pa,
+                         const tg__bf16_panels *pb)
+{
+    TG_ASSERT(bf16 > TG_BF16_KERNEL_PORTABLE || (!pa && !pb));
+    gemm_slices q = {.dt = TG_F32, .bf16 = bf16, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+                     .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c,
+                     .pa = pa, .pb = pb};
+    /* A slice of a packed operand starts at a whole panel: slices are whole
+     * vector blocks and whole panels (48 rows for avx512's A panels of 12).
+     * The bf16 kernels' bits do not depend on where C is cut. */
+    const bool rows = m > n;
+    int64_t unit = 16;
+    if (rows ? pa != NULL : pb != NULL)
+        while (unit % tg__bf16_panel_lines(bf16, !rows) != 0) unit += 16;
+    run_slices(&q, unit);
 }
 
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,

@@ -71,11 +71,24 @@ void *tg__calloc(size_t n, size_t size);
 /* Refcounts are atomic: a tensor (a weight, a constant an op saves) may be
  * shared by graphs that threads build and release at the same time, as in
  * PyTorch.  A test of refcount == 1 is only meaningful to a sole owner. */
+typedef struct tg__bf16_panels tg__bf16_panels;
+
 typedef struct tg_storage {
     _Atomic int refcount;
     size_t nbytes;
     void *data;          /* 64-byte aligned */
     uint64_t version;    /* bumped by every in-place write to any view */
+    /* The bf16 GEMM operands packed from this storage's values, each for the
+     * version it was packed at (src/core/gemm_bf16_panels.c); owned, freed
+     * with the storage. */
+    tg__bf16_panels *panels;
+    /* Set by to_dtype on an f32 -> bf16 cast of a contiguous leaf: this
+     * storage (at version 0) holds the bf16 roundings of the f32 elements of
+     * cast_of (owned reference) from element cast_offset on, as they were at
+     * cast_of's version cast_version.  NULL otherwise. */
+    struct tg_storage *cast_of;
+    int64_t cast_offset;
+    uint64_t cast_version;
 } tg_storage;
 
 /* A zeroed storage of nbytes (new reference); NULL + TG_ENOMEM message. */
@@ -203,6 +216,65 @@ void tg__blas_restore(int n);
 void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc);
+/* ---- bf16 GEMM operands packed once (src/core/gemm_bf16_panels.c) ----
+ *
+ * A weight that several GEMMs of a step multiply (a conv's forward and its
+ * input gradient, a Linear's forward and dx, one model run three times) is
+ * packed into the kernel's pair-interleaved panels once and kept on its
+ * storage until its version changes (an optimizer step) or it is freed.  A
+ * bf16 cast of an f32 master weight (to_dtype, autocast) keeps its panels on
+ * the master's storage, packed straight from the f32 values (the same bf16
+ * roundings), so the casts of one master share them. */
+
+/* The operand: line l (a row of op(A), a column of op(B)), element t along
+ * k, is element off + (tcontig ? l*ld + t : t*ld + l) of tensor t's
+ * row-major elements. */
+typedef struct tg__bf16_operand {
+    int64_t off, lines, k, ld;
+    bool tcontig;
+} tg__bf16_operand;
+
+/* Panels of operand o of the bf16 weight t (contiguous; o within its
+ * elements) as the A (b_side false) or B operand of kernel kern (AVX512 or
+ * AMX): a new reference, found packed for the current version or packed
+ * now and kept (on t's storage, or on its master's: see tg_storage's
+ * cast_of) until the storage is written or freed; NULL (pack per call) when
+ * t is not a contiguous bf16 tensor or memory is short.  Callers pass
+ * weights only (an activation's panels would be kept for nothing).  Safe to
+ * call from several threads. */
+tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bool b_side,
+                                     const tg__bf16_operand *o);
+/* Drops a reference; NULL does nothing. */
+void tg__bf16_panels_release(tg__bf16_panels *p);
+/* Notes that dst (new, contiguous) was just made as src's values rounded to
+ * bf16 (a cast): when src is a contiguous f32 leaf (a master weight), sets
+ * dst's storage's cast_of.  Otherwise does nothing. */
+void tg__bf16_note_cast(tg_tensor *dst, const tg_tensor *src);
+/* Tests: the number of times panels were packed since the process began. */
+int64_t tg__bf16_panels_packed(void);
+/* Tests: false makes tg__bf16_panels_get return NULL on this thread (every
+ * GEMM packs its operands per call, as without the cache); true restores. */
+void tg__bf16_panels_set_enabled(bool on);
+/* Storage teardown: frees s's panels. */
+void tg__bf16_panels_free_all(tg_storage *s);
+
+/* tg__gemm_bf16 with either packed operand taken from panels (NULL: packed
+ * per call from a or b): pa's lines from pa_line0 on are op(A)'s rows,
+ * pb's from pb_line0 on op(B)'s columns; each line0 is a multiple of the
+ * panel height (tg__bf16_panel_lines).  a (b) may be NULL when pa (pb) is
+ * given: the panels hold its values. */
+void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
+                          int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                          float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
+                          int64_t pa_line0, const tg__bf16_panels *pb, int64_t pb_line0);
+/* Lines per panel of kernel kern's A (b_side false) or B operand. */
+int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side);
+/* tg__gemm_par with panels for A and/or B (NULL: packed per call; a or b
+ * may be NULL as above); the slices of C start at whole panels. */
+void tg__gemm_par_panels(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                         float *c, int64_t ldc, const tg__bf16_panels *pa,
+                         const tg__bf16_panels *pb);
 /* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), chosen when the library
  * is loaded (src/core/blas.c). */
 const char *tg__blas_core(void);

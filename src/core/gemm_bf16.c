@@ -87,7 +87,9 @@ typedef struct driver {
     bool amx, emulated;   /* emulated: the amx layout on tg__bf16_micro_amx_emulated */
 } driver;
 
-static _Thread_local bool amx_emulated;
+static _Thread_local bool amx_emulated, no_pack_buffers;
+
+void tg__bf16_set_no_pack_buffers(bool on) { no_pack_buffers = on; }
 
 void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
 
@@ -137,27 +139,45 @@ static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64
     }
 }
 
-/* False (nothing written) when the packing buffers cannot be allocated. */
-static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const tg__bf16_src *a,
-                       const tg__bf16_src *b, float beta, float *c, int64_t ldc)
+/* A packed operand of one call: panels (line0 a whole panel) or per call. */
+typedef struct operand {
+    const tg__bf16_src *src;
+    const tg__bf16_panels *p;
+    int64_t line0;
+} operand;
+
+/* Block t0's panels from line l on (p set). */
+static const uint32_t *panels_at(const operand *o, int64_t l, int64_t t0, int64_t kcp)
 {
+    return o->p->data + o->p->lines_pad * (t0 / 2) + (o->line0 + l) * (kcp / 2);
+}
+
+/* False (nothing written) when the packing buffers cannot be allocated. */
+static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const operand *a,
+                        const operand *b, float beta, float *c, int64_t ldc)
+{
+    if (no_pack_buffers) return false;
     const int64_t kcmax = round_up(k < KC ? k : KC, d->kal);
     const int64_t mcmax = round_up(m < d->mc ? m : d->mc, d->mr);
     const int64_t ncmax = round_up(n < NC ? n : NC, TG__BF16_NR);
-    uint32_t *ap = tg__work_alloc((size_t)(mcmax * kcmax / 2) * sizeof *ap);
-    uint32_t *bp = tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
-    const bool ok = ap && bp;
+    uint32_t *ap = a->p ? NULL : tg__work_alloc((size_t)(mcmax * kcmax / 2) * sizeof *ap);
+    uint32_t *bp = b->p ? NULL : tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
+    const bool ok = (ap || a->p) && (bp || b->p);
     if (!ok) goto done;
     if (d->amx && !d->emulated) tg__bf16_amx_begin();
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         const int64_t nc = n - j0 < NC ? n - j0 : NC;
         for (int64_t t0 = 0; t0 < k; t0 += KC) {
             const int64_t kc = k - t0 < KC ? k - t0 : KC, kcp = round_up(kc, d->kal);
-            pack_b(bp, b, j0, nc, t0, kc, kcp);
+            const uint32_t *bb = bp;
+            if (b->p) bb = panels_at(b, j0, t0, kcp);
+            else pack_b(bp, b->src, j0, nc, t0, kc, kcp);
             for (int64_t i0 = 0; i0 < m; i0 += d->mc) {
                 const int64_t mc = m - i0 < d->mc ? m - i0 : d->mc;
-                pack_a(d, ap, a, i0, mc, t0, kc, kcp);
-                block(d, ap, bp, mc, nc, kcp / 2, c + i0 * ldc + j0, ldc, t0 == 0, beta);
+                const uint32_t *ab = ap;
+                if (a->p) ab = panels_at(a, i0, t0, kcp);
+                else pack_a(d, ap, a->src, i0, mc, t0, kc, kcp);
+                block(d, ab, bb, mc, nc, kcp / 2, c + i0 * ldc + j0, ldc, t0 == 0, beta);
             }
         }
     }
@@ -168,25 +188,109 @@ done:
     return ok;
 }
 
-void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                  int64_t ldc)
+static driver driver_of(tg_bf16_kernel kern)
+{
+    return kern == TG_BF16_KERNEL_AMX
+               ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
+                          .emulated = amx_emulated}
+               : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
+}
+
+int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side)
+{
+    return b_side ? TG__BF16_NR : driver_of(kern).mr;
+}
+
+int64_t tg__bf16_panels_words(tg_bf16_kernel kern, bool b_side, int64_t lines, int64_t k)
+{
+    const driver d = driver_of(kern);
+    const int64_t full = k / KC * KC, last = round_up(k - full, d.kal);
+    return round_up(lines, tg__bf16_panel_lines(kern, b_side)) * (full + last) / 2;
+}
+
+/* Every k block as gemm_packed packs one: B as pack_b, A as pack_a. */
+void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
+{
+    const driver d = driver_of(p->kern);
+    const int64_t lines = p->o.lines, k = p->o.k;
+    for (int64_t t0 = 0; t0 < k; t0 += KC) {
+        const int64_t kc = k - t0 < KC ? k - t0 : KC, kcp = round_up(kc, d.kal);
+        uint32_t *dst = p->data + p->lines_pad * (t0 / 2);
+        if (p->b_side) pack_b(dst, s, 0, lines, t0, kc, kcp);
+        else pack_a(&d, dst, s, 0, lines, t0, kc, kcp);
+    }
+}
+
+/* Element t of line l of p (its bf16 value as f32): pair (t - t0)/2 of the
+ * line's panel in block t0, the low half for even t. */
+static float panel_elem(const tg__bf16_panels *p, int64_t l, int64_t t)
+{
+    const driver d = driver_of(p->kern);
+    const int64_t h = tg__bf16_panel_lines(p->kern, p->b_side), t0 = t / KC * KC;
+    const int64_t kp = round_up(p->o.k - t0 < KC ? p->o.k - t0 : KC, d.kal) / 2;
+    const int64_t r = l % h, q = (t - t0) / 2;
+    const uint32_t *panel = p->data + p->lines_pad * (t0 / 2) + (l - r) * kp;
+    const uint32_t pair = d.amx && !p->b_side ? panel[r * kp + q] : panel[q * h + r];
+    const uint32_t bits = ((t - t0) & 1 ? pair >> 16 : pair & 0xFFFF) << 16;
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+/* C = op(A) op(B) + beta*C in plain loops, reading either operand from its
+ * panels: when the packing buffers cannot be allocated and a or b was not
+ * given in f32 (its panels hold it). */
+static void gemm_scalar(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const operand *a,
+                        const operand *b, float beta, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0;
+            for (int64_t t = 0; t < k; t++) {
+                const float x = a->p ? panel_elem(a->p, a->line0 + i, t)
+                                     : a->src->p[ta ? t * a->src->ld + i : i * a->src->ld + t];
+                const float y = b->p ? panel_elem(b->p, b->line0 + j, t)
+                                     : b->src->p[tb ? j * b->src->ld + t : t * b->src->ld + j];
+                s += x * y;
+            }
+            c[i * ldc + j] = (beta != 0 ? beta * c[i * ldc + j] : 0) + s;
+        }
+}
+
+void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
+                          int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                          float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
+                          int64_t pa_line0, const tg__bf16_panels *pb, int64_t pb_line0)
 {
     TG_ASSERT(kern != TG_BF16_KERNEL_AUTO);
     if (m <= 0 || n <= 0) return;
     if (kern != TG_BF16_KERNEL_PORTABLE && k > 0) {
         const tg__bf16_src sa = {.p = a, .ld = lda, .tcontig = !ta};
         const tg__bf16_src sb = {.p = b, .ld = ldb, .tcontig = tb};
-        const driver d =
-            kern == TG_BF16_KERNEL_AMX
-                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
-                           .emulated = amx_emulated}
-                : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
-        if (gemm_packed(&d, m, n, k, &sa, &sb, beta, c, ldc)) return;
+        TG_ASSERT(!pa || (pa->kern == kern && !pa->b_side && pa->o.k == k &&
+                          pa_line0 % tg__bf16_panel_lines(kern, false) == 0 &&
+                          pa_line0 + m <= pa->o.lines));
+        TG_ASSERT(!pb || (pb->kern == kern && pb->b_side && pb->o.k == k &&
+                          pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
+        const operand oa = {.src = &sa, .p = pa, .line0 = pa_line0};
+        const operand ob = {.src = &sb, .p = pb, .line0 = pb_line0};
+        const driver d = driver_of(kern);
+        if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
+        if (!a || !b) {
+            gemm_scalar(ta, tb, m, n, k, &oa, &ob, beta, c, ldc);
+            return;
+        }
     }
     /* portable, or no memory for the packed operands: the same products */
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                  int64_t ldc)
+{
+    tg__gemm_bf16_panels(kern, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL, 0);
 }
 
 void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr, int nr,

@@ -35,6 +35,29 @@ typedef struct tg__bf16_src {
 void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__bf16_src *s,
                    int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp);
 
+/* Whole-operand panels (the cache of gemm_bf16_panels.c).  For each block
+ * of k of the driver (KC, the last one shorter), the lines in panels of
+ * tg__bf16_panel_lines each, laid out as the driver packs one block: block
+ * t0 at data + lines_pad * t0/2, line l of it (a multiple of the panel
+ * height) at + l * kcp/2, kcp the block's k padded to the kernel's multiple.
+ * A block of lines [l, l + mc) is then exactly what the driver would pack. */
+struct tg__bf16_panels {
+    _Atomic int refcount;
+    struct tg__bf16_panels *next;   /* the storage's list */
+    /* the key: kernel, side, operand (elements of the storage), version */
+    tg_bf16_kernel kern;
+    bool b_side;
+    tg__bf16_operand o;
+    uint64_t version;
+    int64_t lines_pad;   /* lines rounded up to whole panels */
+    uint32_t *data;
+};
+
+/* The 32-bit words of operand (lines, k)'s panels for kernel kern. */
+int64_t tg__bf16_panels_words(tg_bf16_kernel kern, bool b_side, int64_t lines, int64_t k);
+/* Packs all of s (lines x k) into p->data as p's layout (p->kern, b_side). */
+void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s);
+
 /* The store of a kernel's f32 tile acc (mr x nr used of rows ldt apart) into
  * c: first block of k: c = acc (beta 0) or beta*c + acc; later: c += acc. */
 void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr, int nr,
@@ -55,6 +78,9 @@ void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t
 /* Tests: true makes this thread's amx GEMMs run the emulated tile product
  * (still packed with the AVX-512 BF16 packers); false restores. */
 void tg__bf16_set_amx_emulated(bool on);
+/* Tests: true makes this thread's bf16 GEMMs take the path of packing
+ * buffers that cannot be allocated (the fallbacks); false restores. */
+void tg__bf16_set_no_pack_buffers(bool on);
 /* Tile configuration of the calling thread (amx), before and after. */
 void tg__bf16_amx_begin(void);
 void tg__bf16_amx_end(void);

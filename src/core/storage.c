@@ -223,6 +223,10 @@ static tg_storage *storage_alloc(size_t nbytes, bool zero)
     s->refcount = 1;
     s->nbytes = nbytes;
     s->version = 0;
+    s->panels = NULL;
+    s->cast_of = NULL;
+    s->cast_offset = 0;
+    s->cast_version = 0;
     mem_account((int64_t)nbytes);
     return s;
 }
@@ -245,6 +249,8 @@ void tg__storage_release(tg_storage *s)
     if (!s) return;
     TG_ASSERT(s->refcount > 0);
     if (--s->refcount > 0) return;
+    tg__bf16_panels_free_all(s);
+    tg__storage_release(s->cast_of);
     mem_account(-(int64_t)s->nbytes);
     block_put(s->data, padded_size(s->nbytes));
     free(s);

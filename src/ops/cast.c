@@ -4,6 +4,11 @@
  * (the rules of tg_dtype_store).  The gradient of a cast is the output gradient
  * cast back to the input's dtype.  Casts to or from an integer dtype are not
  * differentiable and are never recorded.
+ *
+ * A bf16 cast of a contiguous f32 leaf (a master weight under autocast)
+ * records where its values came from
+ * (tg_storage's cast_of), so that the bf16 GEMMs pack the master's values
+ * once per version instead of each cast's (src/core/gemm_bf16_panels.c).
  */
 #include <assert.h>
 #include "core/core.h"
@@ -24,6 +29,7 @@ static int to_dtype_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg_tensor *res = tg__tensor_uninit(dt, a->ndim, a->shape);   /* the gather writes all */
     if (!res) return TG_ENOMEM;
     tg__gather(a, dt, tg_tensor_data(res));
+    tg__bf16_note_cast(res, a);
     *out = res;
     return TG_OK;
 }

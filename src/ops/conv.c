@@ -81,6 +81,23 @@ int tg__conv_crop(tg_tensor **out, tg_tensor *t, int nsp, const int64_t *want)
     return TG_OK;
 }
 
+tg__bf16_panels *tg__conv_weight_panels(tg__conv_geom *g, const tg_tensor *w, bool transposed)
+{
+    g->wp = NULL;
+    if (g->bf16 <= TG_BF16_KERNEL_PORTABLE || g->groups != 1 ||
+        (transposed && tg__conv_phase_pays(g)))
+        return NULL;
+    const int64_t kk = g->c_img * tg__conv_prod3(g->k);
+    /* conv: A = W (c_col, kk) row-major; conv_transpose: A = W^T, so k runs
+     * down W's columns */
+    const tg__bf16_operand o = transposed
+        ? (tg__bf16_operand){.lines = kk, .k = g->c_col, .ld = kk, .tcontig = false}
+        : (tg__bf16_operand){.lines = g->c_col, .k = kk, .ld = kk, .tcontig = true};
+    tg__bf16_panels *p = tg__bf16_panels_get(w, g->bf16, false, &o);
+    g->wp = p;
+    return p;
+}
+
 tg_conv_algo tg__conv_resolve_algo(tg_conv_algo a)
 {
     if (a != TG_CONV_ALGO_DEFAULT) return a;
@@ -119,11 +136,14 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, oshape);
     /* The GEMM kernels read half x as they go; the reference path takes f32. */
     const bool gemm = !transpose || tg__conv_resolve_algo(p->algo) != TG_CONV_ALGO_REFERENCE;
-    void *xo, *wo, *bo;   /* owned copies, when x, w, b are not usable in place */
+    void *xo, *wo = NULL, *bo;   /* owned copies, when x, w, b are not usable in place */
     const void *xb;
     if (gemm) tg__conv_acts(&g, cdt, x, NULL, &xb, NULL, &xo, NULL);
     else xb = tg__conv_input(x, cdt, &xo);
-    const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
+    /* a weight multiplied from its panels needs no f32 copy */
+    tg__bf16_panels *wp = gemm ? tg__conv_weight_panels(&g, w, transpose) : NULL;
+    const void *wb = wp ? NULL : tg__conv_input(w, cdt, &wo);
+    const void *bb = tg__conv_input(b, cdt, &bo);
     /* f32/f64 outputs are computed in place.  f16/bf16 ones are rounded in
      * chunk by chunk by the GEMM kernels, which add the bias (without an
      * activation); else computed in an f32 buffer with the epilogue, rounded
@@ -135,7 +155,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     }
     void *yo = NULL, *yb = half_out ? tg_tensor_data(y) : tg__conv_output(y, cdt, &yo);
     int rc = TG_ENOMEM;
-    if (!yb || !xb || !wb || (b && !bb)) goto done;
+    if (!yb || !xb || !(wb || wp) || (b && !bb)) goto done;
     rc = run_kernel(transpose, &g, p, cdt, xb, wb, yb);
     if (rc < 0) goto done;
     if (!half_out && (bb || p->act != TG_ACT_NONE))
@@ -148,6 +168,7 @@ static int forward_common(bool transpose, tg_ctx *ctx, tg_tensor **out, tg_tenso
     *out = y;
     y = NULL;
 done:
+    tg__bf16_panels_release(wp);
     tg__work_free(yo);
     tg_tensor_release(y);
     tg__work_free(xo);
@@ -235,16 +256,19 @@ static int fused_transpose_grads(tg_tensor *gy, tg_tensor *w, tg_tensor *x,
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
     tg_tensor *dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     tg_tensor *dw = tg__tensor_uninit(w->dtype, w->ndim, w->shape);
-    void *dxo = NULL, *dwo, *zo, *wo, *uo;   /* owned buffers and copies */
+    void *dxo = NULL, *dwo, *zo, *wo = NULL, *uo;   /* owned buffers and copies */
     /* half dx is rounded in chunk by chunk by the kernel */
     if (dx && dx->dtype != cdt) g.half_out = dx->dtype;
     void *dxb = tg__conv_half_out(&g) ? tg_tensor_data(dx) : tg__conv_output(dx, cdt, &dxo);
     void *dwb = tg__conv_output(dw, cdt, &dwo);
-    const void *zb, *ub, *wb = tg__conv_input(w, cdt, &wo);
+    const void *zb, *ub;
     tg__conv_acts(&g, cdt, gy, x, &zb, &ub, &zo, &uo);
+    tg__bf16_panels *wp = tg__conv_weight_panels(&g, w, false);
+    const void *wb = wp ? NULL : tg__conv_input(w, cdt, &wo);
     int rc = TG_ENOMEM;
-    if (dxb && dwb && zb && wb && ub)
+    if (dxb && dwb && zb && (wb || wp) && ub)
         rc = tg__conv_and_weight_grad_raw(cdt, &g, zb, wb, ub, dxb, dwb);
+    tg__bf16_panels_release(wp);
     if (rc == TG_OK) {
         if (dxo) tg__scatter(dx, cdt, dxo);
         if (dwo) tg__scatter(dw, cdt, dwo);

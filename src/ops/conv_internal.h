@@ -43,6 +43,11 @@ typedef struct tg__conv_geom {
      * f32 GEMMs run on that bf16 kernel (tg__conv_acts sets it).  AUTO (a
      * zeroed geometry) or PORTABLE: OpenBLAS's GEMM of the compute dtype. */
     tg_bf16_kernel bf16;
+    /* With bf16 set and one group: the weight's panels as the A operand of
+     * the weight's GEMMs (conv: W (c_col, kk); the column path of
+     * conv_transpose: W^T (kk, c_col)), packed once per weight version
+     * (tg__bf16_panels_get, borrowed); NULL: packed per call. */
+    const tg__bf16_panels *wp;
 } tg__conv_geom;
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)
@@ -256,6 +261,12 @@ int tg__conv_transpose_reference_raw(tg_dtype dt, const tg__conv_geom *g,
                                      const void *x, const void *w, void *y);
 
 /* ---- conv.c / conv_wgrad.c ---- */
+
+/* Sets g->wp (a new reference, for the caller to release) to w's panels
+ * when g's GEMMs run on a bf16 kernel, g has one group, and the weight's
+ * GEMMs are conv's (transposed false) or the column path of
+ * conv_transpose's; otherwise leaves it NULL. */
+tg__bf16_panels *tg__conv_weight_panels(tg__conv_geom *g, const tg_tensor *w, bool transposed);
 
 /* A new contiguous work buffer (tg__work_alloc; freed with tg__work_free)
  * with t's elements as cdt (NULL for t == NULL, or NULL with TG_ENOMEM set). */

@@ -4,7 +4,10 @@
  * rows or columns are unit-stride goes to gemm as is (CblasNoTrans or
  * CblasTrans with the other stride as leading dimension); anything else, and
  * every f16/bf16 operand, is packed into a contiguous buffer of the compute
- * dtype (f32 for f16/bf16, rounded once into the output).
+ * dtype (f32 for f16/bf16, rounded once into the output).  A Linear's bf16
+ * weight (in the forward, and in dx when no graph is recorded) is
+ * multiplied from its panels, packed once per version
+ * (tg__bf16_panels_get), without the f32 copy.
  *
  * Backward uses the differentiable ops themselves:
  *   C = A B      =>  dA = dC B^T,  dB = A^T dC
@@ -107,33 +110,71 @@ static void prepare(const mat *m, int64_t k, tg_dtype ct, void *scratch, operand
     o->ld = (int)(m->cols > 1 ? m->cols : 1);
 }
 
+/* m as operand o of the bf16 GEMM: its rows (A side) or columns (B side) as
+ * lines; false when neither the lines nor k are unit-stride. */
+static bool panel_operand(const mat *m, bool b_side, tg__bf16_operand *o)
+{
+    const int64_t lines = b_side ? m->cols : m->rows, k = b_side ? m->rows : m->cols;
+    const int64_t ls = b_side ? m->cs : m->rs, ks = b_side ? m->rs : m->cs;
+    if (lines <= 0 || k <= 0 || m->off < m->t->offset) return false;
+    *o = (tg__bf16_operand){.off = m->off - m->t->offset, .lines = lines, .k = k};
+    if (ks == 1 || k == 1) {
+        o->tcontig = true;
+        o->ld = lines > 1 ? ls : k;
+    } else if (ls == 1 || lines == 1) {
+        o->tcontig = false;
+        o->ld = k > 1 ? ks : lines;
+    } else {
+        return false;
+    }
+    return o->ld >= 1;
+}
+
+/* The panels of m (one matrix) when it is a bf16 weight, else NULL. */
+static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel kern)
+{
+    tg__bf16_operand o;
+    if (m->t->dtype != TG_BF16 || !panel_operand(m, b_side, &o)) return NULL;
+    return tg__bf16_panels_get(m->t, kern, b_side, &o);
+}
+
 /* c (nb, M, N) = a (nb, M, K) x b (nb, K, N) [+ bias (N) on every row]; out
  * is a contiguous tensor of nb*M*N elements, written directly when its dtype
- * is the compute dtype. */
+ * is the compute dtype.  b_weight: b is a weight, multiplied from its panels
+ * when the product is one bf16 GEMM. */
 static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bias,
-                        tg_tensor *out)
+                        tg_tensor *out, bool b_weight)
 {
     int64_t M = a->rows, K = a->cols, N = b->cols;
     tg_dtype dt = out->dtype, ct = tg__compute_dtype(dt);
     size_t es = tg_dtype_size(ct);
     TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
              "matmul: extents above INT_MAX are not supported by BLAS");
+    /* one bf16 product: the weight from its panels (no f32 copy) */
+    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && b_weight ? tg_bf16_kernel_get()
+                                                                     : TG_BF16_KERNEL_AUTO;
+    tg__bf16_panels *pa = NULL;   /* (A is never a weight here) */
+    tg__bf16_panels *pb = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0
+                              ? weight_panels(b, true, kern)
+                              : NULL;
     /* work buffers (the storage cache's blocks, so repeated calls of one
      * shape neither map nor fault in fresh pages) */
-    const bool need_a = needs_scratch(a, ct), need_b = needs_scratch(b, ct);
+    const bool need_a = !pa && needs_scratch(a, ct), need_b = !pb && needs_scratch(b, ct);
     void *sa = need_a ? tg__work_alloc((size_t)(M * K + 1) * es) : NULL;
     void *sb = need_b ? tg__work_alloc((size_t)(K * N + 1) * es) : NULL;
     void *sc = dt == ct ? NULL : tg__work_alloc((size_t)(M * N + 1) * es);
     if ((need_a && !sa) || (need_b && !sb) || (dt != ct && !sc)) {
+        tg__bf16_panels_release(pa);
+        tg__bf16_panels_release(pb);
         tg__work_free(sa);
         tg__work_free(sb);
         tg__work_free(sc);
         return TG_ENOMEM;
     }
     for (int64_t k = 0; k < nb; k++) {
-        operand oa, ob;
-        prepare(a, k, ct, sa, &oa);
-        prepare(b, k, ct, sb, &ob);
+        operand oa = {.ld = 1}, ob = {.ld = 1};   /* p NULL: from panels */
+        if (!pa) prepare(a, k, ct, sa, &oa);
+        if (!pb) prepare(b, k, ct, sb, &ob);
         void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
         if (bias && M > 0) {
             /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
@@ -142,10 +183,19 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
         /* bf16: the operands' f32 copies hold bf16 values, multiplied as bf16 */
-        tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p,
-                 ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
+        if (pa || pb) {
+            const int saved = tg__blas_single_begin();
+            tg__gemm_par_panels(kern, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld,
+                                bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, pa, pb);
+            tg__blas_restore(saved);
+        } else {
+            tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld,
+                     ob.p, ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
+        }
         if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
+    tg__bf16_panels_release(pa);
+    tg__bf16_panels_release(pb);
     tg__work_free(sa);
     tg__work_free(sb);
     tg__work_free(sc);
@@ -197,7 +247,7 @@ static int matmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     tg_tensor *c = tg__tensor_empty(a->dtype, a->ndim, shape);
     if (!c) return TG_ENOMEM;
     mat ma = as_mat(a), mb = as_mat(b);
-    int rc = gemm_batched(r ? a->shape[0] : 1, &ma, &mb, NULL, c);
+    int rc = gemm_batched(r ? a->shape[0] : 1, &ma, &mb, NULL, c, false);
     if (rc < 0) {
         tg_tensor_release(c);
         return rc;
@@ -286,7 +336,7 @@ static int linear_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         mat ma = as_mat(x2);
         /* W^T is (in, out): element (i, j) is w[j, i]. */
         mat mw = {w, fin, fout, w->offset, 0, w->strides[1], w->strides[0]};
-        rc = gemm_batched(1, &ma, &mw, b, y);
+        rc = gemm_batched(1, &ma, &mw, b, y, true);
     }
     tg_tensor_release(x2);
     if (rc < 0) {
@@ -301,10 +351,21 @@ static int linear_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     return TG_OK;
 }
 
-/* dx = dy W (as (rows, out) x (out, in), reshaped to x's shape). */
+/* dx = dy W (as (rows, out) x (out, in), reshaped to x's shape): the
+ * differentiable matmul when a graph is recorded (create_graph) or the
+ * dtypes differ, else the same GEMM with W as a weight (its panels). */
 static int linear_dx(tg_tensor **dx, tg_tensor *g2, tg_tensor *w, const tg_meta *mx)
 {
     tg_tensor *t = NULL;
+    if (!tg_grad_enabled() && g2->dtype == w->dtype) {
+        const int64_t shape[2] = {g2->shape[0], w->shape[1]};
+        if (!(t = tg__tensor_empty(g2->dtype, 2, shape))) return TG_ENOMEM;
+        const mat ma = as_mat(g2), mw = as_mat(w);
+        int rc = gemm_batched(1, &ma, &mw, NULL, t, true);
+        if (rc == TG_OK) rc = tg_reshape(dx, t, mx->ndim, mx->shape);
+        tg_tensor_release(t);
+        return rc;
+    }
     TG_TRY(tg_matmul(&t, g2, w));
     int rc = tg_reshape(dx, t, mx->ndim, mx->shape);
     tg_tensor_release(t);
