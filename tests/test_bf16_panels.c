@@ -259,7 +259,8 @@ static step run_step(kind k, const tg_tensor *x0, const tg_tensor *w0, bool cach
 static void shapes(kind k, int *nd, int64_t *xs, int *wnd, int64_t *ws)
 {
     static const int64_t conv_x[4] = {4, 8, 14, 14}, conv_w[4] = {24, 8, 4, 4};
-    static const int64_t convt_x[4] = {4, 24, 7, 7}, lin_x[2] = {16, 400}, lin_w[2] = {40, 400};
+    /* the Linear shapes padded to 4 (the copies below take the first nd) */
+    static const int64_t convt_x[4] = {4, 24, 7, 7}, lin_x[4] = {16, 400}, lin_w[4] = {40, 400};
     *nd = k == LINEAR ? 2 : 4;
     *wnd = *nd;
     memcpy(xs, k == CONV ? conv_x : k == CONV_T ? convt_x : lin_x, sizeof(int64_t) * (size_t)*nd);
@@ -405,4 +406,39 @@ Test(bf16_panels, a_cast_older_than_its_master_keeps_its_values)
     expect_same("an old cast", fresh, y);
     tg_tensor *all[] = {x, w, wb, y, fresh};
     th_release_all(5, all);
+}
+
+/* A weight written through tg_tensor_data without a version bump (a loop of
+ * the caller's own, as in a hand-written SGD): the next forward does not use
+ * the panels of the old values, on the weight itself and on an autocast
+ * master; reading through tg_tensor_cdata keeps them. */
+static void raw_write_repacks(kind k, bool amp)
+{
+    need_avx512();
+    cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AVX512), TG_OK));
+    int nd, wnd;
+    int64_t xs[4], ws[4];
+    shapes(k, &nd, xs, &wnd, ws);
+    const tg_dtype dt = amp ? TG_F32 : TG_BF16;
+    tg_tensor *x = th_rand_uniform(dt, nd, xs, 5), *w = weight(dt, wnd, ws, 6);
+    tg_tensor *y1 = expect_fresh(k, x, w, amp, "before the write");
+    const int64_t p0 = tg__bf16_panels_packed();
+    (void)tg_tensor_cdata(w);
+    tg_tensor *y2 = expect_fresh(k, x, w, amp, "after a read");
+    cr_assert(eq(i64, tg__bf16_panels_packed() - p0, 0), "a read repacked");
+    expect_same("y after a read", y1, y2);
+    char *wv = tg_tensor_data(w);   /* the weight negated, no bump */
+    for (int64_t i = 0; i < tg_tensor_numel(w); i++)
+        wv[i * tg_dtype_size(dt) + tg_dtype_size(dt) - 1] ^= (char)0x80;
+    tg_tensor *y3 = expect_fresh(k, x, w, amp, "after the write");
+    cr_assert(eq(i64, tg__bf16_panels_packed() - p0, 1), "the write did not repack");
+    expect_differ("y after the write", y1, y3);
+    tg_tensor *all[] = {x, w, y1, y2, y3};
+    th_release_all(5, all);
+}
+
+Test(bf16_panels, a_write_through_tensor_data_repacks)
+{
+    raw_write_repacks(CONV, false);
+    raw_write_repacks(LINEAR, true);
 }

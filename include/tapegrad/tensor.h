@@ -86,7 +86,10 @@ TG_API bool tg_tensor_is_contiguous(const tg_tensor *t);
 /* True when a and b have the same ndim and extents. */
 TG_API bool tg_tensor_same_shape(const tg_tensor *a, const tg_tensor *b);
 /* Pointer to element (0,...,0), i.e. storage base + offset * elem size.
- * Writing through it does not bump the version: call tg_tensor_bump_version(). */
+ * Writing through it does not bump the version: call tg_tensor_bump_version()
+ * so that autograd can tell a saved tensor changed.  Copies that kernels
+ * keep of a weight's values (the packed bf16 operands) are not reused after
+ * it, bumped or not; tg_tensor_cdata is the pointer for reading only. */
 TG_API void *tg_tensor_data(tg_tensor *t);
 TG_API const void *tg_tensor_cdata(const tg_tensor *t);
 /* True when a and b share a storage. */

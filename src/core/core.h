@@ -78,6 +78,10 @@ typedef struct tg_storage {
     size_t nbytes;
     void *data;          /* 64-byte aligned */
     uint64_t version;    /* bumped by every in-place write to any view */
+    /* Writable pointers handed out by tg_tensor_data, whose writes need not
+     * bump the version: packed copies of the values (panels, below) are
+     * keyed on it too, so they never outlive a write made that way. */
+    _Atomic uint64_t handed;
     /* The bf16 GEMM operands packed from this storage's values, each for the
      * version it was packed at (src/core/gemm_bf16_panels.c); owned, freed
      * with the storage. */
@@ -88,7 +92,7 @@ typedef struct tg_storage {
      * cast_of's version cast_version.  NULL otherwise. */
     struct tg_storage *cast_of;
     int64_t cast_offset;
-    uint64_t cast_version;
+    uint64_t cast_version, cast_handed;   /* cast_of's version and handed then */
 } tg_storage;
 
 /* A zeroed storage of nbytes (new reference); NULL + TG_ENOMEM message. */

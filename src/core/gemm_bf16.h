@@ -44,11 +44,12 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
 struct tg__bf16_panels {
     _Atomic int refcount;
     struct tg__bf16_panels *next;   /* the storage's list */
-    /* the key: kernel, side, operand (elements of the storage), version */
+    /* the key: kernel, side, operand (elements of the storage), version and
+     * the writable pointers handed out (tg_storage) */
     tg_bf16_kernel kern;
     bool b_side;
     tg__bf16_operand o;
-    uint64_t version;
+    uint64_t version, handed;
     int64_t lines_pad;   /* lines rounded up to whole panels */
     uint32_t *data;
 };

@@ -67,7 +67,7 @@ static tg__bf16_panels *find_locked(tg_storage *s, tg_bf16_kernel kern, bool b_s
     for (tg__bf16_panels **pp = &s->panels; *pp; pp = &(*pp)->next) {
         tg__bf16_panels *p = *pp;
         if (!same_key(p, kern, b_side, o)) continue;
-        if (p->version == s->version) {
+        if (p->version == s->version && p->handed == atomic_load(&s->handed)) {
             p->refcount++;
             return p;
         }
@@ -97,6 +97,7 @@ static tg__bf16_panels *pack_locked(tg_storage *s, tg_bf16_kernel kern, bool b_s
     p->b_side = b_side;
     p->o = *o;
     p->version = s->version;
+    p->handed = atomic_load(&s->handed);
     p->lines_pad = (o->lines + h - 1) / h * h;
     const tg__bf16_src src = {.p = first, .ld = o->ld, .tcontig = o->tcontig};
     tg__bf16_pack_panels(p, &src);
@@ -148,6 +149,7 @@ void tg__bf16_note_cast(tg_tensor *dst, const tg_tensor *src)
     dst->storage->cast_of = tg__storage_retain(src->storage);
     dst->storage->cast_offset = src->offset;
     dst->storage->cast_version = src->storage->version;
+    dst->storage->cast_handed = atomic_load(&src->storage->handed);
 }
 
 tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bool b_side,
@@ -161,7 +163,8 @@ tg__bf16_panels *tg__bf16_panels_get(const tg_tensor *t, tg_bf16_kernel kern, bo
      * values it was cast from, else on t's storage; the key's offset counts
      * the elements of that storage. */
     const tg_storage *s = t->storage;
-    const bool master = s->cast_of && s->version == 0 && s->cast_of->version == s->cast_version;
+    const bool master = s->cast_of && s->version == 0 && s->cast_of->version == s->cast_version &&
+                        atomic_load(&s->cast_of->handed) == s->cast_handed;
     tg__bf16_operand ok = *o;
     ok.off += t->offset + (master ? s->cast_offset : 0);
     pthread_mutex_lock(&lock);

@@ -223,10 +223,12 @@ static tg_storage *storage_alloc(size_t nbytes, bool zero)
     s->refcount = 1;
     s->nbytes = nbytes;
     s->version = 0;
+    atomic_init(&s->handed, 0);
     s->panels = NULL;
     s->cast_of = NULL;
     s->cast_offset = 0;
     s->cast_version = 0;
+    s->cast_handed = 0;
     mem_account((int64_t)nbytes);
     return s;
 }

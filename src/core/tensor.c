@@ -324,6 +324,7 @@ bool tg_tensor_same_shape(const tg_tensor *a, const tg_tensor *b)
 void *tg_tensor_data(tg_tensor *t)
 {
     if (!t) return NULL;
+    atomic_fetch_add_explicit(&t->storage->handed, 1, memory_order_relaxed);
     return (char *)t->storage->data + t->offset * (int64_t)tg_dtype_size(t->dtype);
 }
 
