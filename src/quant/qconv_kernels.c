@@ -302,16 +302,15 @@ static int convt_task(void *job, int64_t task)
                 memset(row + cig, 0, (size_t)(lda - cig));
             }
         }
-        for (int64_t bb = 0; !vnni && bb < nb; bb++)
-            for (int64_t ci = 0; ci < lda; ci++) {
-                int16_t *col = a + bb * S * lda + ci;
-                if (ci >= cig) {   /* the zero pad column of an odd kd */
-                    for (int64_t o = 0; o < S; o++) col[o * lda] = 0;
-                    continue;
-                }
-                const uint8_t *src = j->op.x + ((b0 + bb) * g->c_col + gi * cig + ci) * S;
-                for (int64_t o = 0; o < S; o++) col[o * lda] = centered(src, o, sg, j->op.zx);
+        for (int64_t bb = 0; !vnni && bb < nb; bb++) {   /* rows gathered, as above */
+            const uint8_t *src = j->op.x + ((b0 + bb) * g->c_col + gi * cig) * S;
+            for (int64_t o = 0; o < S; o++) {
+                int16_t *row = a + (bb * S + o) * lda;
+                for (int64_t ci = 0; ci < cig; ci++)
+                    row[ci] = centered(src, ci * S + o, sg, j->op.zx);
+                for (int64_t ci = cig; ci < lda; ci++) row[ci] = 0;   /* an odd kd's pad */
             }
+        }
         if (vnni) gemm_u8(j->kern, cols, rows * K, K, a8, lda, rows, j->op.w, gi, zoff);
         else tg__q_gemm_packed(cols, rows * K, K, a, lda, rows, j->op.w, gi, j->kern);
         /* Output channel c = gi*cog + co is weight axis 1 index co of group
