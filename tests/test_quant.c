@@ -379,7 +379,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
     int compared = 0;
     /* first pass: the column-free ConvTranspose from the smallest input on
-     * (qconvt_phase.c, VNNI and AMX), second pass: where it runs by default */
+     * (qconvt_phase.c: AVX2, VNNI, AMX), second pass: where it runs by default */
     const int64_t phase_default = tg__q_phase_min_positions;
     for (size_t i = 0; i < 2 * n; i++) {
         tg__q_phase_min_positions = i < n ? 1 : phase_default;

@@ -344,8 +344,8 @@ static int run_conv_any(bool transpose, const tg__conv_geom *g, tg_dtype dt, con
 {
     if (g->batch == 0) return TG_OK;   /* an empty batch: y is empty too */
     const tg_int8_kernel kern = tg_int8_kernel_get();
-    if (transpose && kern >= TG_INT8_KERNEL_VNNI && tg__q_convt_phase_fits(g, w))
-        return tg__q_convt_phase(g, dt, x, zx, w, r, y, kern == TG_INT8_KERNEL_AMX);
+    if (transpose && kern >= TG_INT8_KERNEL_AVX2 && tg__q_convt_phase_fits(g, w, kern))
+        return tg__q_convt_phase(g, dt, x, zx, w, r, y, kern);
     int64_t *taps = NULL;
     col2im_plan plan = {0};
     if (transpose) TG_TRY(col2im_plan_make(&plan, g));

@@ -1,6 +1,6 @@
 /* src/quant/qconvt_phase.c - the quantized ConvTranspose with no columns:
  * a stride-phase implicit GEMM (1-D and 2-D, no dilation), on AMX tiles or
- * in AVX-512 VNNI registers.
+ * in AVX-512 VNNI or AVX2 registers.
  *
  * On an axis with stride s, padding p and K taps, input i reaches output
  * y = i*s - p + k through tap k.  The outputs of one phase phi = (y + p) mod s
@@ -28,7 +28,10 @@
  *        channels x 96 positions is 24 zmm accumulators, summed over every
  *        tap and quad before it is stored once.
  * Both start from -zoff times the sum of the phase's weights, so the zero
- * point cancels exactly as in the other kernels.  Positions f that fall in
+ * point cancels exactly as in the other kernels.
+ *  AVX2: its own grid of x - zx as i16 channel pairs and vpmaddwd (see
+ *        "the AVX2 kernel" below); 3 channels x 32 positions a block.  It
+ *        runs for groups of fewer than 16 output channels only.  Positions f that fall in
  * the grid's margins are computed and dropped.
  *
  * Each row of a block (one output channel) is requantized in AVX-512
@@ -56,7 +59,8 @@
 #define VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
 #define TILE 16
 #define MARGIN 32   /* positions after the grid that a last 32-wide block may read */
-#define MAX_PHASE_TAPS 64   /* taps of one phase (both axes): the VNNI kernel's tables */
+#define MAX_PHASE_TAPS 64   /* taps of one phase (both axes): the kernels' tables */
+#define AVX2_MAX_CHANNELS 16   /* AVX2 runs it below this many output channels a group */
 
 /* One axis of the phase decomposition (axes 1 and 2 of the geometry). */
 typedef struct axis_plan {
@@ -99,11 +103,14 @@ static void axis_make(axis_plan *a, const tg__conv_geom *g, int ax)
 
 int64_t tg__q_phase_min_positions = 64;
 
-bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w)
+bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w, tg_int8_kernel kern)
 {
     const int64_t taps = ((g->k[1] + g->stride[1] - 1) / g->stride[1]) *
                          ((g->k[2] + g->stride[2] - 1) / g->stride[2]);
-    return w->taps8 && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
+    /* AVX2's 12-accumulator blocks lose to the column GEMM's tiles where a
+     * group has many output channels (docs/quantization.md) */
+    if (kern == TG_INT8_KERNEL_AVX2 && g->c_img / g->groups >= AVX2_MAX_CHANNELS) return false;
+    return (kern == TG_INT8_KERNEL_AVX2 ? w->taps16 != NULL : w->taps8 != NULL) && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
            g->dil[2] == 1 && taps <= MAX_PHASE_TAPS &&
            g->col[1] * g->col[2] >= tg__q_phase_min_positions;
 }
@@ -114,7 +121,7 @@ typedef struct phase_job {
     int64_t np;        /* grid positions + MARGIN */
     int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
     int64_t *ffirst;   /* per phase p1*s2 + p2: its first flat position */
-    bool amx;          /* tiles, else VNNI registers */
+    tg_int8_kernel kern;   /* AMX tiles, VNNI or AVX2 registers */
 } phase_job;
 
 /* x4 of sample b, group gi (layout above): the zero point everywhere
@@ -336,6 +343,118 @@ VNNI_TARGET static void run_phase_vnni(const phase_job *j, const uint8_t *x4, in
     }
 }
 
+/* ---- the AVX2 kernel ----
+ * AVX2 has no exact u8 x s8 dot product (vpmaddubsw saturates), so this
+ * grid holds the activations as x - zx in i16 pairs of input channels
+ * (padding and margins 0, so no zero-point sum is needed), x2[cp][P] =
+ * (x[2cp][P] - zx) | (x[2cp+1][P] - zx) << 16, and vpmaddwd of a broadcast
+ * pair of weights (taps16) against 8 positions' pairs adds two exact
+ * products per lane. */
+#define AVX2_TARGET __attribute__((target("avx2")))
+#define AR 3   /* output channels per block */
+#define AV 4   /* vectors of 8 positions per block: AR * AV = 12 accumulators */
+
+AVX2_TARGET static void build_x2(int32_t *x2, const phase_job *j, int64_t b, int64_t gi)
+{
+    const tg__conv_geom *g = j->op.g;
+    const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2], ncp = j->op.w->ncp;
+    const bool sg = j->op.dt == TG_I8;
+    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const uint8_t *xb = j->op.x + (b * g->c_col + gi * cig) * S;
+    const __m256i zx = _mm256_set1_epi16((int16_t)j->op.zx);
+    memset(x2, 0, (size_t)(ncp * j->np) * sizeof *x2);
+    for (int64_t cp = 0; cp < ncp; cp++) {
+        const bool two = 2 * cp + 1 < cig;   /* else the odd last channel and 0 */
+        const uint8_t *s0 = xb + 2 * cp * S, *s1 = two ? s0 + S : s0;
+        for (int64_t i1 = 0; i1 < a1->in; i1++) {
+            int32_t *dst = x2 + cp * j->np + (i1 - a1->lo) * a2->ext - a2->lo;
+            const int64_t off = i1 * a2->in;
+            int64_t i2 = 0;
+            for (; two && i2 + 16 <= a2->in; i2 += 16) {
+                const __m128i r0 = _mm_loadu_si128((const __m128i *)(s0 + off + i2));
+                const __m128i r1 = _mm_loadu_si128((const __m128i *)(s1 + off + i2));
+                const __m256i c0 = _mm256_sub_epi16(sg ? _mm256_cvtepi8_epi16(r0)
+                                                       : _mm256_cvtepu8_epi16(r0), zx);
+                const __m256i c1 = _mm256_sub_epi16(sg ? _mm256_cvtepi8_epi16(r1)
+                                                       : _mm256_cvtepu8_epi16(r1), zx);
+                /* within each 128-bit lane: positions 0-3 | 8-11, then 4-7 | 12-15 */
+                const __m256i lo = _mm256_unpacklo_epi16(c0, c1), hi = _mm256_unpackhi_epi16(c0, c1);
+                _mm256_storeu_si256((__m256i *)(dst + i2), _mm256_permute2x128_si256(lo, hi, 0x20));
+                _mm256_storeu_si256((__m256i *)(dst + i2 + 8),
+                                    _mm256_permute2x128_si256(lo, hi, 0x31));
+            }
+            for (; i2 < a2->in; i2++) {
+                const int32_t v0 = (sg ? (int32_t)(int8_t)s0[off + i2] : s0[off + i2]) - j->op.zx;
+                const int32_t v1 =
+                    two ? (sg ? (int32_t)(int8_t)s1[off + i2] : s1[off + i2]) - j->op.zx : 0;
+                dst[i2] = (int32_t)((uint32_t)(uint16_t)(int16_t)v0 |
+                                    (uint32_t)(uint16_t)(int16_t)v1 << 16);
+            }
+        }
+    }
+}
+
+/* out[r][8v..] (r < AR, v < nv) = the phase's sums for output channel row r
+ * (weights wr[t][r]: its taps16 pairs for tap t) at positions 8v.. of the
+ * flat block at x2, over taps t < nt (flat offset toff[t]) and channel
+ * pairs cp < ncp (planes np apart). */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+block_avx2(const int nv, const int32_t *x2, int64_t np, const int64_t *toff,
+           const int32_t *const (*wr)[AR], int nt, int64_t ncp, int32_t *out)
+{
+    __m256i acc[AR][AV];
+    for (int r = 0; r < AR; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_si256();
+    for (int t = 0; t < nt; t++) {
+        const int32_t *xc = x2 - toff[t];
+        const int32_t *w0 = wr[t][0], *w1 = wr[t][1], *w2 = wr[t][2];
+        for (int64_t cp = 0; cp < ncp; cp++, xc += np) {
+            const __m256i b0 = _mm256_set1_epi32(w0[cp]), b1 = _mm256_set1_epi32(w1[cp]);
+            const __m256i b2 = _mm256_set1_epi32(w2[cp]);
+            for (int v = 0; v < nv; v++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xc + 8 * v));
+                acc[0][v] = _mm256_add_epi32(acc[0][v], _mm256_madd_epi16(xv, b0));
+                acc[1][v] = _mm256_add_epi32(acc[1][v], _mm256_madd_epi16(xv, b1));
+                acc[2][v] = _mm256_add_epi32(acc[2][v], _mm256_madd_epi16(xv, b2));
+            }
+        }
+    }
+    for (int r = 0; r < AR; r++)
+        for (int v = 0; v < nv; v++)
+            _mm256_storeu_si256((__m256i *)(out + r * AV * 8 + 8 * v), acc[r][v]);
+}
+
+AVX2_TARGET static void run_phase_avx2(const phase_job *j, const uint8_t *grid, int64_t gi,
+                                       const phase_plan *ph, uint8_t *planes)
+{
+    const tg_qweight *w = j->op.w;
+    const int64_t cog = j->op.g->c_img / j->op.g->groups, K = w->n / cog, ncp = w->ncp;
+    const int32_t *x2 = (const int32_t *)grid;
+    _Alignas(32) int32_t out[AR * AV * 8];
+    for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += AV * 8) {
+        const int64_t left = (ph->flast - f0 + 8) / 8;   /* vectors up to flast */
+        const int nv = (int)(left < AV ? left : AV);
+        const int32_t *xb = x2 + f0;
+        for (int64_t co0 = 0; co0 < cog; co0 += AR) {
+            const int32_t *wr[MAX_PHASE_TAPS][AR];
+            for (int t = 0; t < ph->nt; t++)
+                for (int r = 0; r < AR; r++)   /* rows past the channels repeat the last */
+                    wr[t][r] = w->taps16 + ((gi * K + ph->tk[t]) * cog +
+                                            (co0 + r < cog ? co0 + r : cog - 1)) * ncp;
+            switch (nv) {   /* constant vector counts: the accumulators stay in registers */
+            case 1: block_avx2(1, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
+            case 2: block_avx2(2, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
+            case 3: block_avx2(3, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
+            default: block_avx2(AV, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
+            }
+            for (int r = 0; r < AR && co0 + r < cog; r++)
+                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
+                                   8 * nv, out + r * AV * 8, 1, 8 * nv, 8 * nv,
+                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_AVX2);
+        }
+    }
+}
+
 /* y[b, gi*cog + co] from the phase planes.  Output row y1 belongs to one
  * phase p1 (row q1); along it, the outputs y2 = s2*m + e of residue e come
  * from phase p2 = (e + pad2) mod s2, at q2 = m + (e + pad2 - p2) / s2: one
@@ -391,33 +510,38 @@ static int phase_task(void *job, int64_t b)
     const phase_job *j = job;
     const tg__conv_geom *g = j->op.g;
     const int64_t cog = g->c_img / g->groups, nph = j->ax[0].s * j->ax[1].s;
-    const int64_t ncq = j->op.w->ncc * TILE;
-    const size_t x4_bytes = (size_t)(ncq * j->np * 4), plane_bytes = (size_t)(cog * j->fmax);
+    const int64_t ncq = j->op.w->ncc * TILE;   /* VNNI, AMX: channel quads; AVX2: pairs */
+    const size_t x4_bytes = (size_t)((j->kern == TG_INT8_KERNEL_AVX2 ? j->op.w->ncp : ncq) *
+                                     j->np * 4),
+                 plane_bytes = (size_t)(cog * j->fmax);
     char *scr = tg__conv_scratch(0, x4_bytes + (size_t)nph * (plane_bytes + 8) + 64);
     if (!scr) return TG_ENOMEM;
     uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
-    if (j->amx) tg__q_amx_begin();
+    const bool amx = j->kern == TG_INT8_KERNEL_AMX, avx2 = j->kern == TG_INT8_KERNEL_AVX2;
+    if (amx) tg__q_amx_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
-        build_x4(x4, j, b, gi, ncq);
+        if (avx2) build_x2((int32_t *)x4, j, b, gi);
+        else build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
             for (int64_t p2 = 0; p2 < j->ax[1].s; p2++) {
                 phase_plan ph;
                 phase_make(&ph, j, p1, p2);
-                (j->amx ? run_phase_amx : run_phase_vnni)(
+                (amx ? run_phase_amx : avx2 ? run_phase_avx2 : run_phase_vnni)(
                     j, x4, gi, &ph, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
             }
         interleave(j, b, gi, planes);
     }
-    if (j->amx) tg__q_amx_end();
+    if (amx) tg__q_amx_end();
     return TG_OK;
 }
 
 int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx)
+                      const tg_qweight *w, const tg__q_requant *r, void *y,
+                      tg_int8_kernel kern)
 {
     if (g->batch == 0) return TG_OK;
     phase_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y},
-                   .amx = amx};
+                   .kern = kern};
     axis_make(&j.ax[0], g, 1);
     axis_make(&j.ax[1], g, 2);
     j.np = j.ax[0].ext * j.ax[1].ext + MARGIN;
@@ -441,9 +565,13 @@ int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_
 #else
 
 int64_t tg__q_phase_min_positions = 64;
-bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w) { return false; }
+bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w, tg_int8_kernel kern)
+{
+    return false;
+}
 int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx)
+                      const tg_qweight *w, const tg__q_requant *r, void *y,
+                      tg_int8_kernel kern)
 {
     TG_ASSERT(!"column-free kernel called on a non-x86 build");
     return TG_EUNSUPPORTED;

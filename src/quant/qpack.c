@@ -64,6 +64,25 @@ static int pack_taps(tg_qweight *w, const int8_t *wb)
     return TG_OK;
 }
 
+/* taps16 of a transposed weight (layout in quant_internal.h). */
+static int pack_taps16(tg_qweight *w, const int8_t *wb)
+{
+    const int64_t cog = w->shape[1], cig = w->kd, K = w->n / cog;
+    w->ncp = (cig + 1) / 2;
+    w->taps16 = tg__calloc((size_t)(w->groups * K * cog * w->ncp), sizeof *w->taps16);
+    if (!w->taps16) return TG_ENOMEM;
+    for (int64_t gi = 0; gi < w->groups; gi++)
+        for (int64_t ci = 0; ci < cig; ci++)
+            for (int64_t co = 0; co < cog; co++)
+                for (int64_t k = 0; k < K; k++) {
+                    const int8_t v = wb[((gi * cig + ci) * cog + co) * K + k];
+                    int32_t *pair = &w->taps16[((gi * K + k) * cog + co) * w->ncp + ci / 2];
+                    const uint32_t half = (uint32_t)(uint16_t)(int16_t)v << (ci % 2 ? 16 : 0);
+                    *pair = (int32_t)((uint32_t)*pair | half);
+                }
+    return TG_OK;
+}
+
 static int check_weight(const tg_tensor *weight, bool transpose, int64_t groups)
 {
     const char *op = "qweight_new";
@@ -117,7 +136,8 @@ int tg_qweight_new(tg_qweight **out, tg_tensor *weight, bool transpose, int64_t 
         pack_group(w, wb, gi);
         if (bytes) pack_group8(w, wb, gi);
     }
-    if (transpose && w->ndim <= 4 && bytes && pack_taps(w, wb) < 0) {
+    if (transpose && w->ndim <= 4 && ((bytes && pack_taps(w, wb) < 0) ||
+                                       (tg__q_cpu_has_avx2() && pack_taps16(w, wb) < 0))) {
         free(wb);
         tg_qweight_free(w);
         return TG_ENOMEM;
@@ -135,6 +155,7 @@ void tg_qweight_free(tg_qweight *w)
     free(w->colsum);
     free(w->taps8);
     free(w->tapsum);
+    free(w->taps16);
     free(w);
 }
 

@@ -71,6 +71,13 @@ struct tg_qweight {
     int64_t ncob, ncc;
     int8_t *taps8;
     int32_t *tapsum;
+    /* The same weights for the AVX2 kernel's column-free path, as i16 pairs
+     * of input channels: taps16[((gi*K + k)*cog + co)*ncp + cp] holds
+     * w[gi*cig + 2cp][co][k] in its low half and w[gi*cig + 2cp + 1][co][k]
+     * (0 past cig) in its high half; ncp = ceil(cig / 2).  NULL without
+     * AVX2. */
+    int64_t ncp;
+    int32_t *taps16;
 };
 static inline const int16_t *tg__q_group_panels(const tg_qweight *w, int64_t gi)
 {
@@ -231,13 +238,16 @@ typedef struct tg__q_operands {
 /* Linear: y (m, w->n) = requant((x - zx) (m, kd) * B^T). */
 int tg__q_linear_raw(tg_dtype dt, const void *x, int32_t zx, int64_t m, const tg_qweight *w,
                      const tg__q_requant *r, void *y);
-/* ConvTranspose without columns on AMX tiles or VNNI registers
+/* ConvTranspose without columns on AMX tiles, VNNI or AVX2 registers
  * (qconvt_phase.c): for 1-D and 2-D layers without dilation whose weight
- * has taps8; same contract as tg__q_conv_transpose_raw. */
-bool tg__q_convt_phase_fits(const struct tg__conv_geom *g, const tg_qweight *w);
+ * has the kernel's tap-major form (taps8, or taps16 for AVX2); same
+ * contract as tg__q_conv_transpose_raw. */
+bool tg__q_convt_phase_fits(const struct tg__conv_geom *g, const tg_qweight *w,
+                            tg_int8_kernel kern);
 /* The input positions (product of the spatial sizes) from which it is used;
  * the tests lower it to run every case through it. */
 extern int64_t tg__q_phase_min_positions;
 int tg__q_convt_phase(const struct tg__conv_geom *g, tg_dtype dt, const void *x, int32_t zx,
-                      const tg_qweight *w, const tg__q_requant *r, void *y, bool amx);
+                      const tg_qweight *w, const tg__q_requant *r, void *y,
+                      tg_int8_kernel kern);
 #endif

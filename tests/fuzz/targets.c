@@ -531,7 +531,7 @@ static int same_results(const tg_st_file *want, const tg_st_file *got, const cha
 }
 
 /* A quantized case with the portable int8 kernel and with every other one
- * this CPU has (VNNI and AMX also with their column-free ConvTranspose
+ * this CPU has (AVX2, VNNI and AMX also with their column-free ConvTranspose
  * forced for any size): the same refusal, or the same values (every kernel computes the
  * same integers and requantizes them the same way). */
 static int case_kernels(const tg_case *c)
@@ -549,6 +549,7 @@ static int case_kernels(const tg_case *c)
         bool phase_always;
         const char *what;
     } runs[] = {{TG_INT8_KERNEL_AVX2, false, "avx2"},
+                {TG_INT8_KERNEL_AVX2, true, "avx2 (column-free forced)"},
                 {TG_INT8_KERNEL_VNNI, false, "vnni"},
                 {TG_INT8_KERNEL_VNNI, true, "vnni (column-free forced)"},
                 {TG_INT8_KERNEL_AMX, false, "amx"},
