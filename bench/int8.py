@@ -16,8 +16,8 @@ multiply-adds, B x C_in x H x W x C_out x kh x kw, per second) and its share
 of the peak of the kernel's instruction on the threads used: threads x
 frequency (--ghz, default the "cpu MHz" of /proc/cpuinfo, the nominal clock;
 cores that boost run faster) x products per instruction x 2 x instructions
-per cycle (--per-cycle, 2: AVX-512 VNNI on Zen 4 and Intel's server cores
-issues two 512-bit vpdpbusd a cycle; AMX one 16x16x64 tdpbusd per 16 cycles;
+per cycle (--per-cycle, 2: Zen 5 and Intel's server cores issue two 512-bit
+vpdpbusd a cycle, give 1 for Zen 4; AMX one 16x16x64 tdpbusd per 16 cycles;
 AVX2 vpmaddwd 16 products, portable 1).
 """
 import argparse
