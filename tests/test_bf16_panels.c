@@ -267,10 +267,9 @@ static void shapes(kind k, int *nd, int64_t *xs, int *wnd, int64_t *ws)
     memcpy(ws, k == LINEAR ? lin_w : conv_w, sizeof(int64_t) * (size_t)*nd);
 }
 
-/* Each weight is packed once per layout its GEMMs read: the forward's and
- * the input gradient's (2), however many times the step multiplies it, and
- * the step's outputs and gradients are those of packing per call. */
-static void packs_once(kind k, const char *name, bool amp)
+/* The avx512 kernel forced, and an input and weight of kind k: f32 under
+ * autocast (amp), else bf16. */
+static void step_inputs(kind k, bool amp, tg_tensor **x, tg_tensor **w)
 {
     need_avx512();
     cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AVX512), TG_OK));
@@ -278,7 +277,17 @@ static void packs_once(kind k, const char *name, bool amp)
     int64_t xs[4], ws[4];
     shapes(k, &nd, xs, &wnd, ws);
     const tg_dtype dt = amp ? TG_F32 : TG_BF16;
-    tg_tensor *x = th_rand_uniform(dt, nd, xs, 5), *w = th_rand_uniform(dt, wnd, ws, 6);
+    *x = th_rand_uniform(dt, nd, xs, 5);
+    *w = weight(dt, wnd, ws, 6);
+}
+
+/* Each weight is packed once per layout its GEMMs read: the forward's and
+ * the input gradient's (2), however many times the step multiplies it, and
+ * the step's outputs and gradients are those of packing per call. */
+static void packs_once(kind k, const char *name, bool amp)
+{
+    tg_tensor *x, *w;
+    step_inputs(k, amp, &x, &w);
     step on = run_step(k, x, w, true, amp), off = run_step(k, x, w, false, amp);
     cr_assert(eq(i64, on.packs, 2), "%s: %lld packs in a step that multiplies the weight 6 times "
               "(3 forwards, 3 input gradients)", name, (long long)on.packs);
@@ -324,13 +333,8 @@ static tg_tensor *expect_fresh(kind k, tg_tensor *x, tg_tensor *w, bool amp, con
  * next forward repacks and sees the new values. */
 static void update_repacks(kind k, bool amp)
 {
-    need_avx512();
-    cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AVX512), TG_OK));
-    int nd, wnd;
-    int64_t xs[4], ws[4];
-    shapes(k, &nd, xs, &wnd, ws);
-    const tg_dtype dt = amp ? TG_F32 : TG_BF16;
-    tg_tensor *x = th_rand_uniform(dt, nd, xs, 5), *w = weight(dt, wnd, ws, 6);
+    tg_tensor *x, *w;
+    step_inputs(k, amp, &x, &w);
     tg_optimizer *opt = NULL;
     tg_sgd_opts so = TG_SGD_OPTS_INIT;
     so.lr = 0.5;
@@ -414,13 +418,8 @@ Test(bf16_panels, a_cast_older_than_its_master_keeps_its_values)
  * master; reading through tg_tensor_cdata keeps them. */
 static void raw_write_repacks(kind k, bool amp)
 {
-    need_avx512();
-    cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AVX512), TG_OK));
-    int nd, wnd;
-    int64_t xs[4], ws[4];
-    shapes(k, &nd, xs, &wnd, ws);
-    const tg_dtype dt = amp ? TG_F32 : TG_BF16;
-    tg_tensor *x = th_rand_uniform(dt, nd, xs, 5), *w = weight(dt, wnd, ws, 6);
+    tg_tensor *x, *w;
+    step_inputs(k, amp, &x, &w);
     tg_tensor *y1 = expect_fresh(k, x, w, amp, "before the write");
     const int64_t p0 = tg__bf16_panels_packed();
     (void)tg_tensor_cdata(w);
@@ -428,8 +427,8 @@ static void raw_write_repacks(kind k, bool amp)
     cr_assert(eq(i64, tg__bf16_panels_packed() - p0, 0), "a read repacked");
     expect_same("y after a read", y1, y2);
     char *wv = tg_tensor_data(w);   /* the weight negated, no bump */
-    for (int64_t i = 0; i < tg_tensor_numel(w); i++)
-        wv[i * tg_dtype_size(dt) + tg_dtype_size(dt) - 1] ^= (char)0x80;
+    const int64_t es = tg_dtype_size(tg_tensor_dtype(w));
+    for (int64_t i = 0; i < tg_tensor_numel(w); i++) wv[i * es + es - 1] ^= (char)0x80;
     tg_tensor *y3 = expect_fresh(k, x, w, amp, "after the write");
     cr_assert(eq(i64, tg__bf16_panels_packed() - p0, 1), "the write did not repack");
     expect_differ("y after the write", y1, y3);
