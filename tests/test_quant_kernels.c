@@ -159,15 +159,20 @@ Test(quant_kernels, gemm_kernels_are_bit_identical)
 
 /* ---- AVX-512 requantization ---- */
 
-/* The per-channel AVX-512 requantization (one channel per lane, as a
- * Linear's outputs) gives tg__q_requant_one's bytes, with lanes whose
+/* The per-channel AVX-512 and AVX2 requantizations (one channel per lane,
+ * as a Linear's outputs) give tg__q_requant_one's bytes, with lanes whose
  * multiplier needs shift <= 0, ties and both ends of i32 among them. */
+static void per_channel_case(bool avx512);
 Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
 {
-    if (!tg__q_cpu_has_vnni()) {
-        cr_log_info("this CPU has no AVX-512: the per-channel SIMD requantization was not run");
-        return;
-    }
+    if (tg__q_cpu_has_vnni()) per_channel_case(true);
+    else cr_log_info("this CPU has no AVX-512: its per-channel requantization was not run");
+    if (tg__q_cpu_has_avx2()) per_channel_case(false);
+    else cr_log_info("this CPU has no AVX2: its per-channel requantization was not run");
+}
+
+static void per_channel_case(bool avx512)
+{
     enum { N = 83 };
     tg__q_requant r[N];
     int32_t acc[N];
@@ -187,9 +192,10 @@ Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
                                    : (int32_t)rnd_int(-(INT64_C(1) << (c % 31)), INT64_C(1) << (c % 31));
         }
         const int n = 1 + trial % N;
-        tg__q_requant_channels_avx512(got, acc, n, r);
+        (avx512 ? tg__q_requant_channels_avx512 : tg__q_requant_channels_avx2)(got, acc, n, r);
         for (int c = 0; c < n; c++) want[c] = (uint8_t)tg__q_requant_one(acc[c], &r[c]);
-        cr_assert(memcmp(got, want, (size_t)n) == 0, "trial %d, n %d", trial, n);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "%s, trial %d, n %d",
+                  avx512 ? "avx512" : "avx2", trial, n);
     }
 }
 

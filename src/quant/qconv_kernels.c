@@ -222,10 +222,13 @@ static int conv_task(void *job, int64_t task)
         }
         if (vnni) gemm_u8(j->kern, acc, cog, 0, a8, lda, rows, j->op.w, gi, zoff);
         else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->op.w, gi, j->kern);
-        for (int64_t bb = 0; S == 1 && vnni && bb < nb; bb++)   /* Linear, 1x1 outputs */
-            tg__q_requant_channels_avx512(j->op.y + (b0 + bb) * g->c_col + gi * cog,
-                                          acc + bb * cog, cog, j->op.r + gi * cog);
-        for (int64_t bb = 0; !(S == 1 && vnni) && bb < nb; bb++)
+        /* Linear, 1x1 outputs: a channel per lane */
+        const bool lanes = S == 1 && j->kern >= TG_INT8_KERNEL_AVX2;
+        for (int64_t bb = 0; lanes && bb < nb; bb++)
+            (vnni ? tg__q_requant_channels_avx512 : tg__q_requant_channels_avx2)(
+                j->op.y + (b0 + bb) * g->c_col + gi * cog, acc + bb * cog, cog,
+                j->op.r + gi * cog);
+        for (int64_t bb = 0; !lanes && bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;   /* conv: output channel = weight axis 0 */
                 const int64_t base = ((b0 + bb) * g->c_col + c) * S;

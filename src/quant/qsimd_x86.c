@@ -154,6 +154,41 @@ __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
     for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
 }
 
+/* The same with AVX2, four channels at a time: per-lane shifts through
+ * vpsrlvq / vpsllvq (the sign trick of sra64_avx2 with a variable count). */
+__attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc,
+                                                                 int64_t n,
+                                                                 const tg__q_requant *r)
+{
+    const __m128i idx = _mm_setr_epi32(0, 6, 12, 18);
+    const __m256i one = _mm256_set1_epi64x(1), zero = _mm256_setzero_si256();
+    const __m256i i32lo = _mm256_set1_epi64x(INT32_MIN), i32hi = _mm256_set1_epi64x(INT32_MAX);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+#define FIELD4(f) _mm256_cvtepi32_epi64(_mm_i32gather_epi32((const int *)(r + i) + (f), idx, 4))
+        const __m256i bias = FIELD4(0), m0 = FIELD4(1), shift = FIELD4(2), zp = FIELD4(3),
+                      lo = FIELD4(4), hi = FIELD4(5);
+#undef FIELD4
+        if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(one, shift))) {   /* a shift <= 0 */
+            for (int e = 0; e < 4; e++) y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
+            continue;
+        }
+        const __m256i a = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)(acc + i)));
+        const __m256i s = clamp64_avx2(_mm256_add_epi64(a, bias), i32lo, i32hi);
+        const __m256i v = _mm256_mul_epi32(s, m0);
+        const __m256i sign = _mm256_cmpgt_epi64(zero, v);
+        const __m256i q = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), shift), sign);
+        const __m256i rem = _mm256_and_si256(v, _mm256_sub_epi64(_mm256_sllv_epi64(one, shift), one));
+        const __m256i half = _mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one));
+        const __m256i up = _mm256_cmpgt_epi64(_mm256_add_epi64(rem, _mm256_and_si256(q, one)), half);
+        const __m256i out = clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), zp), lo, hi);
+        int64_t lanes[4];
+        _mm256_storeu_si256((__m256i *)lanes, out);
+        for (int e = 0; e < 4; e++) y[i + e] = (uint8_t)lanes[e];
+    }
+    for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
+}
+
 /* tg_quantize's formula on n contiguous f32, eight lanes of f64 at a time:
  * r = rint(x / scale) + zp (correctly rounded division, rounding in the
  * current mode, as rint), NaN -> zp, clamp to [lo, hi], the low byte
@@ -177,6 +212,11 @@ __attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const 
 
 #else /* not x86 */
 
+void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc, int64_t n,
+                                 const tg__q_requant *r)
+{
+    TG_ASSERT(!"avx2 requantization called on a non-x86 build");
+}
 void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r)
 {

@@ -198,6 +198,9 @@ void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *s
  * where one has shift <= 0 run the scalar formula. */
 void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
                                    const tg__q_requant *r);
+/* The same four lanes at a time with AVX2 (qsimd_x86.c). */
+void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc, int64_t n,
+                                 const tg__q_requant *r);
 /* tg_quantize of n contiguous f32 into bytes y (u8 or i8 by lo, hi): the
  * scalar formula's integers, eight at a time (AVX-512 F; qsimd_x86.c). */
 void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
