@@ -213,6 +213,16 @@ void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m,
  * around kernels that call tg__gemm_par or OpenBLAS in the pool's threads. */
 int tg__blas_single_begin(void);
 void tg__blas_restore(int n);
+/* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
+typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;
+/* AMX-TILE and the type's AMX extension in the CPU, the tile state enabled
+ * by the OS and granted to this process (Linux); probed once per type. */
+bool tg__amx_available(tg__amx_type type);
+/* Loads the tile configuration every AMX kernel uses (eight tiles of 16 rows
+ * x 64 bytes) for the calling thread; tg__amx_tiles_end releases it. */
+void tg__amx_tiles_begin(void);
+void tg__amx_tiles_end(void);
+
 /* C (m, n) = op(A) @ op(B) + beta*C as tg__gemm in f32, with A and B f32
  * buffers that hold bf16 values (widened, as the GEMM kernels' columns of
  * bf16 tensors are): the products of bf16 values added in f32 by kernel kern

@@ -164,7 +164,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
     uint32_t *bp = b->p ? NULL : tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
     const bool ok = (ap || a->p) && (bp || b->p);
     if (!ok) goto done;
-    if (d->amx && !d->emulated) tg__bf16_amx_begin();
+    if (d->amx && !d->emulated) tg__amx_tiles_begin();
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         const int64_t nc = n - j0 < NC ? n - j0 : NC;
         for (int64_t t0 = 0; t0 < k; t0 += KC) {
@@ -181,7 +181,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
             }
         }
     }
-    if (d->amx && !d->emulated) tg__bf16_amx_end();
+    if (d->amx && !d->emulated) tg__amx_tiles_end();
 done:
     tg__work_free(ap);
     tg__work_free(bp);

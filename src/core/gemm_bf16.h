@@ -82,10 +82,6 @@ void tg__bf16_set_amx_emulated(bool on);
 /* Tests: true makes this thread's bf16 GEMMs take the path of packing
  * buffers that cannot be allocated (the fallbacks); false restores. */
 void tg__bf16_set_no_pack_buffers(bool on);
-/* Tile configuration of the calling thread (amx), before and after. */
-void tg__bf16_amx_begin(void);
-void tg__bf16_amx_end(void);
-
 bool tg__bf16_cpu_has_avx512(void);
 bool tg__bf16_cpu_has_amx(void);
 

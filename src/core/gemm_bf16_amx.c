@@ -1,11 +1,11 @@
 /* src/core/gemm_bf16_amx.c - the AMX-BF16 micro-kernel of the bf16 GEMM
- * and finding out whether this process may use it.
+ * (the probe and tile configuration it shares with the int8 kernels are in
+ * amx.c).
  *
  * A 32 x 32 tile of c is four 16 x 16 f32 tiles (tmm0-3); per 32 k, tmm4-5
  * hold two 16-row slices of the A panel (rows of kcp bf16), tmm6-7 the B
  * panel's two 16-column halves (16 rows of pairs, 128 bytes apart), and four
  * tdpbf16ps add 4 x 16 x 16 x 32 products into f32. */
-#include <stdatomic.h>
 
 #include "core/gemm_bf16.h"
 
@@ -29,58 +29,13 @@ void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512bw,avx512f")))
 
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
-
-AMX_TARGET void tg__bf16_amx_begin(void)
-{
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes only: the
-     * barrier keeps the stores above. */
-    __asm__ volatile("" : : "r"(&cfg) : "memory");
-    _tile_loadconfig(&cfg);
-}
-
-AMX_TARGET void tg__bf16_amx_end(void) { _tile_release(); }
-
-/* CPUID.(7,0):EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), the OS saving the
- * tile state (XCR0 bits 17, 18), and Linux's permission for this process. */
-static bool amx_probe(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
-        return false;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;
-#if defined(__linux__) && defined(SYS_arch_prctl)
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-    return false;
-#endif
-}
-
 bool tg__bf16_cpu_has_amx(void)
 {
-    static atomic_int state;   /* 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (s == 0) {
-        s = tg__bf16_cpu_has_avx512() && amx_probe() ? 1 : 2;
-        atomic_store_explicit(&state, s, memory_order_release);
-    }
-    return s == 1;
+    return tg__bf16_cpu_has_avx512() && tg__amx_available(TG__AMX_BF16);
 }
 
 AMX_TARGET void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp,
@@ -115,8 +70,6 @@ AMX_TARGET void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64
 #else /* not x86 with GCC or Clang */
 
 bool tg__bf16_cpu_has_amx(void) { return false; }
-void tg__bf16_amx_begin(void) { TG_ASSERT(!"amx called on a build without AMX"); }
-void tg__bf16_amx_end(void) { TG_ASSERT(!"amx called on a build without AMX"); }
 void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                         int64_t ldc, int mr, int nr, bool first, float beta)
 {

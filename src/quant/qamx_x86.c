@@ -1,16 +1,12 @@
-/* src/quant/qamx_x86.c - AMX-INT8 for the int8 GEMM: finding out whether
- * this process may use it, the tile configuration, and the packed GEMM on
- * tiles (the column-free ConvTranspose is in qconvt_phase.c). */
-#include <stdatomic.h>
+/* src/quant/qamx_x86.c - AMX-INT8 for the int8 GEMM: the packed GEMM on
+ * tiles (the probe and the tile configuration are core's, src/core/amx.c;
+ * the column-free ConvTranspose is in qconvt_phase.c). */
 #include <string.h>
 
 #include "quant/quant_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 /* The GEMM: tiles 0-3 hold a 32 x 32 block of c (four 16 x 16 i32), 4-5
  * two 16-row slices of a (64 k each), 6-7 the block's two 16-column B
@@ -18,51 +14,7 @@
  * 16 x 16 x 64 u8 x s8 products into i32, exactly. */
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512vnni,avx512bw,avx512f")))
 
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
-
-AMX_TARGET void tg__q_amx_begin(void)
-{
-    amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
-     * without this barrier the stores above may be dropped (seen: rows and
-     * colsb never written, a #GP at the first tile load). */
-    __asm__ volatile("" : : "r"(&cfg) : "memory");
-    _tile_loadconfig(&cfg);
-}
-
-AMX_TARGET void tg__q_amx_end(void) { _tile_release(); }
-
-static bool amx_probe(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
-        return false;   /* AMX-TILE, AMX-INT8 */
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;   /* XTILECFG, XTILEDATA state */
-#if defined(__linux__) && defined(SYS_arch_prctl)
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-    return false;
-#endif
-}
-
-bool tg__q_cpu_has_amx(void)
-{
-    static atomic_int state;   /* 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (s == 0) {
-        s = tg__q_cpu_has_vnni() && amx_probe() ? 1 : 2;
-        atomic_store_explicit(&state, s, memory_order_release);
-    }
-    return s == 1;
-}
+bool tg__q_cpu_has_amx(void) { return tg__q_cpu_has_vnni() && tg__amx_available(TG__AMX_INT8); }
 
 /* Where c's layout puts a 16 x 16 tile's rows at one stride (row-major, or
  * grouped by column with kgrp a multiple of 16), the address of (row, col)
@@ -83,7 +35,7 @@ AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint
                                int64_t lda, int64_t m, const tg_qweight *w, int64_t gi,
                                int32_t zoff)
 {
-    tg__q_amx_begin();   /* per call: tile state belongs to the thread */
+    tg__amx_tiles_begin();   /* per call: tile state belongs to the thread */
     const int8_t *panels = tg__q_group_panels8(w, gi);
     const int32_t *colsum = w->colsum + gi * w->n;
     const int64_t chunks = w->kqp / 16, R = TG__Q_AMX_ROWS, NB = 4 * TG__Q_NR8;
@@ -131,7 +83,7 @@ AMX_TARGET void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint
             tg__q_store_tile(c, ldc, kgrp, tmp, i, mr, j0, nr, colsum, 0);   /* corrected already */
         }
     }
-    tg__q_amx_end();
+    tg__amx_tiles_end();
 }
 
 #else /* not x86 */
@@ -141,7 +93,5 @@ void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int
 {
     TG_ASSERT(!"amx kernel called on a non-x86 build");
 }
-void tg__q_amx_begin(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
-void tg__q_amx_end(void) { TG_ASSERT(!"amx called on a non-x86 build"); }
 bool tg__q_cpu_has_amx(void) { return false; }
 #endif

@@ -518,7 +518,7 @@ static int phase_task(void *job, int64_t b)
     if (!scr) return TG_ENOMEM;
     uint8_t *x4 = (uint8_t *)scr, *planes = x4 + x4_bytes;
     const bool amx = j->kern == TG_INT8_KERNEL_AMX, avx2 = j->kern == TG_INT8_KERNEL_AVX2;
-    if (amx) tg__q_amx_begin();
+    if (amx) tg__amx_tiles_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
         if (avx2) build_x2((int32_t *)x4, j, b, gi);
         else build_x4(x4, j, b, gi, ncq);
@@ -531,7 +531,7 @@ static int phase_task(void *job, int64_t b)
             }
         interleave(j, b, gi, planes);
     }
-    if (amx) tg__q_amx_end();
+    if (amx) tg__amx_tiles_end();
     return TG_OK;
 }
 

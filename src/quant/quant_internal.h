@@ -125,10 +125,6 @@ void tg__q_store_tile(int32_t *c, int64_t ldc, int64_t kgrp, const int32_t *tmp,
 void tg__q_gemm_amx(int32_t *c, int64_t ldc, int64_t kgrp, const uint8_t *a, int64_t lda,
                     int64_t m, const tg_qweight *w, int64_t gi, int32_t zoff);
 #define TG__Q_AMX_ROWS 32
-/* Loads the tile configuration every AMX kernel here uses (eight tiles of
- * 16 rows x 64 bytes) for the calling thread; tg__q_amx_end releases it. */
-void tg__q_amx_begin(void);
-void tg__q_amx_end(void);
 /* AMX-TILE and AMX-INT8 in the CPU, enabled by the OS, and granted to this
  * process (Linux arch_prctl ARCH_REQ_XCOMP_PERM); with AVX-512 VNNI. */
 bool tg__q_cpu_has_amx(void);
