@@ -58,14 +58,9 @@ __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t
 
 /* The same on four lanes of i64 with AVX2 only, which has no 64-bit
  * arithmetic shift, min or max: the shift is done on v ^ sign (a logical
- * shift of the ones' complement of a negative v floors it too), min and max
- * by compare and blend. */
-__attribute__((target("avx2"))) static inline __m256i sra64_avx2(__m256i v, __m128i count)
-{
-    const __m256i sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), v);
-    return _mm256_xor_si256(_mm256_srl_epi64(_mm256_xor_si256(v, sign), count), sign);
-}
-
+ * shift of the ones' complement of a negative v floors it too), per lane
+ * (vpsrlvq), min and max by compare and blend.  Each lane has its own
+ * parameters (shift in [1, 62]). */
 __attribute__((target("avx2"))) static inline __m256i clamp64_avx2(__m256i v, __m256i lo,
                                                                     __m256i hi)
 {
@@ -74,17 +69,30 @@ __attribute__((target("avx2"))) static inline __m256i clamp64_avx2(__m256i v, __
 }
 
 typedef struct requant4 {
-    __m256i bias, m0, mask, half, zp, lo, hi, i32lo, i32hi;
-    __m128i count;
+    __m256i bias, m0, shift, mask, half, zp, lo, hi;
 } requant4;
+
+/* The lanes' parameters, with the shift's mask and half derived. */
+__attribute__((target("avx2"))) static inline requant4 requant4_make(__m256i bias, __m256i m0,
+                                                                     __m256i shift, __m256i zp,
+                                                                     __m256i lo, __m256i hi)
+{
+    const __m256i one = _mm256_set1_epi64x(1);
+    return (requant4){.bias = bias, .m0 = m0, .shift = shift,
+                      .mask = _mm256_sub_epi64(_mm256_sllv_epi64(one, shift), one),
+                      .half = _mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one)),
+                      .zp = zp, .lo = lo, .hi = hi};
+}
 
 __attribute__((target("avx2"))) static inline __m256i requant_lanes_avx2(__m256i acc,
                                                                          const requant4 *p)
 {
-    const __m256i one = _mm256_set1_epi64x(1);
-    const __m256i s = clamp64_avx2(_mm256_add_epi64(acc, p->bias), p->i32lo, p->i32hi);
+    const __m256i one = _mm256_set1_epi64x(1), zero = _mm256_setzero_si256();
+    const __m256i s = clamp64_avx2(_mm256_add_epi64(acc, p->bias),
+                                   _mm256_set1_epi64x(INT32_MIN), _mm256_set1_epi64x(INT32_MAX));
     const __m256i v = _mm256_mul_epi32(s, p->m0);
-    const __m256i q = sra64_avx2(v, p->count);
+    const __m256i sign = _mm256_cmpgt_epi64(zero, v);
+    const __m256i q = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), p->shift), sign);
     const __m256i rem = _mm256_and_si256(v, p->mask);
     const __m256i up = _mm256_cmpgt_epi64(_mm256_add_epi64(rem, _mm256_and_si256(q, one)), p->half);
     return clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), p->zp), p->lo, p->hi);
@@ -95,13 +103,9 @@ __attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_sign
                                                         int64_t n, int64_t ss,
                                                         const tg__q_requant *r)
 {
-    const requant4 p = {.bias = _mm256_set1_epi64x(r->bias), .m0 = _mm256_set1_epi64x(r->m0),
-                        .mask = _mm256_set1_epi64x((INT64_C(1) << r->shift) - 1),
-                        .half = _mm256_set1_epi64x(INT64_C(1) << (r->shift - 1)),
-                        .zp = _mm256_set1_epi64x(r->zp), .lo = _mm256_set1_epi64x(r->lo),
-                        .hi = _mm256_set1_epi64x(r->hi), .i32lo = _mm256_set1_epi64x(INT32_MIN),
-                        .i32hi = _mm256_set1_epi64x(INT32_MAX),
-                        .count = _mm_cvtsi32_si128(r->shift)};
+    const requant4 p = requant4_make(
+        _mm256_set1_epi64x(r->bias), _mm256_set1_epi64x(r->m0), _mm256_set1_epi64x(r->shift),
+        _mm256_set1_epi64x(r->zp), _mm256_set1_epi64x(r->lo), _mm256_set1_epi64x(r->hi));
     const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         int64_t i = 0;
@@ -154,36 +158,28 @@ __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
     for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
 }
 
-/* The same with AVX2, four channels at a time: per-lane shifts through
- * vpsrlvq / vpsllvq (the sign trick of sra64_avx2 with a variable count). */
+/* The same with AVX2, four channels at a time. */
 __attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc,
                                                                  int64_t n,
                                                                  const tg__q_requant *r)
 {
     const __m128i idx = _mm_setr_epi32(0, 6, 12, 18);
-    const __m256i one = _mm256_set1_epi64x(1), zero = _mm256_setzero_si256();
-    const __m256i i32lo = _mm256_set1_epi64x(INT32_MIN), i32hi = _mm256_set1_epi64x(INT32_MAX);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
 #define FIELD4(f) _mm256_cvtepi32_epi64(_mm_i32gather_epi32((const int *)(r + i) + (f), idx, 4))
-        const __m256i bias = FIELD4(0), m0 = FIELD4(1), shift = FIELD4(2), zp = FIELD4(3),
-                      lo = FIELD4(4), hi = FIELD4(5);
+        const requant4 p = requant4_make(FIELD4(0), FIELD4(1), FIELD4(2), FIELD4(3), FIELD4(4),
+                                         FIELD4(5));
 #undef FIELD4
-        if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(one, shift))) {   /* a shift <= 0 */
-            for (int e = 0; e < 4; e++) y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
+        if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(_mm256_set1_epi64x(1), p.shift))) {
+            for (int e = 0; e < 4; e++)   /* a shift <= 0: the scalar rule */
+                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
             continue;
         }
-        const __m256i a = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)(acc + i)));
-        const __m256i s = clamp64_avx2(_mm256_add_epi64(a, bias), i32lo, i32hi);
-        const __m256i v = _mm256_mul_epi32(s, m0);
-        const __m256i sign = _mm256_cmpgt_epi64(zero, v);
-        const __m256i q = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), shift), sign);
-        const __m256i rem = _mm256_and_si256(v, _mm256_sub_epi64(_mm256_sllv_epi64(one, shift), one));
-        const __m256i half = _mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one));
-        const __m256i up = _mm256_cmpgt_epi64(_mm256_add_epi64(rem, _mm256_and_si256(q, one)), half);
-        const __m256i out = clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), zp), lo, hi);
         int64_t lanes[4];
-        _mm256_storeu_si256((__m256i *)lanes, out);
+        _mm256_storeu_si256((__m256i *)lanes,
+                            requant_lanes_avx2(_mm256_cvtepi32_epi64(
+                                                   _mm_loadu_si128((const __m128i *)(acc + i))),
+                                               &p));
         for (int e = 0; e < 4; e++) y[i + e] = (uint8_t)lanes[e];
     }
     for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
