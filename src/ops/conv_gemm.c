@@ -19,12 +19,19 @@ static int64_t part_bytes(void)
     return part_bytes_override > 0 ? part_bytes_override : TG__CONV_PART_BYTES;
 }
 
-/* The batch cut into nc = ceil(batch / nb) chunks of nearly equal size (the
+/* The batch cut into chunks of at most nb samples, of nearly equal size (the
  * first batch % nc have one sample more): chunk c is samples [*b0, *b0 + *n).
- * Equal chunks keep two threads that take one chunk each equally busy. */
+ * Their count ceil(batch / nb) is rounded up to a multiple of 4 (of 2 below
+ * 4), or to the batch when that is fewer: equal chunks, evenly many, keep two
+ * or four threads equally busy (7 chunks on two threads leave one idle for
+ * an eighth of the layer: the bf16 DCGAN step's 64->128 conv).  The count
+ * depends only on the shapes, never on the thread count. */
 static int64_t chunk_count(int64_t batch, int64_t nb)
 {
-    return batch > 0 ? (batch + nb - 1) / nb : 0;
+    if (batch <= 0) return 0;
+    int64_t nc = (batch + nb - 1) / nb;
+    if (nc > 1) nc = nc <= 2 ? 2 : (nc + 3) / 4 * 4;
+    return nc < batch ? nc : batch;
 }
 
 static void chunk_range(int64_t batch, int64_t nc, int64_t c, int64_t *b0, int64_t *n)
