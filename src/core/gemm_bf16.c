@@ -78,7 +78,10 @@ tg_bf16_kernel tg_bf16_kernel_get(void)
 
 /* ---- the blocked driver ---- */
 
-enum { KC = 384, MC_AVX512 = 120, MC_AMX = 128, NC = 3072 };
+/* MC_AVX512: 12 tiles of 12 rows, so that A of up to 144 rows (the DCGAN
+ * convs' 64 and 128 output channels) is one block and B is streamed once,
+ * where 120 left a block of 8 rows that streamed all of B again. */
+enum { KC = 384, MC_AVX512 = 144, MC_AMX = 128, NC = 3072 };
 
 typedef struct driver {
     int mr;      /* rows of a micro-kernel tile */
@@ -111,11 +114,7 @@ static void pack_a(const driver *d, uint32_t *ap, const tg__bf16_src *a, int64_t
 static void pack_b(uint32_t *bp, const tg__bf16_src *b, int64_t j0, int64_t nc, int64_t t0,
                    int64_t kc, int64_t kcp)
 {
-    const int64_t kp = kcp / 2;
-    for (int64_t j = 0; j < nc; j += TG__BF16_NR) {
-        const int64_t nl = nc - j < TG__BF16_NR ? nc - j : TG__BF16_NR;
-        tg__bf16_pack(bp + j * kp, TG__BF16_NR, 1, TG__BF16_NR, b, j0 + j, nl, t0, kc, kcp);
-    }
+    tg__bf16_pack_b(bp, b, j0, nc, t0, kc, kcp);
 }
 
 /* C += A B over one (mc, nc) block and one k block, packed. */

@@ -35,6 +35,13 @@ typedef struct tg__bf16_src {
 void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__bf16_src *s,
                    int64_t l0, int64_t nl, int64_t t0, int64_t kc, int64_t kcp);
 
+/* A block of B, lines [j0, j0 + nc) x k [t0, t0 + kc) of s, as the panels
+ * of NR lines each that tg__bf16_pack makes one at a time (pair p of line
+ * l of the block at bp[(l/NR) * (kcp/2) * NR + p*NR + l%NR]; lines past nc
+ * in the last panel and k past kc are zero). */
+void tg__bf16_pack_b(uint32_t *bp, const tg__bf16_src *s, int64_t j0, int64_t nc, int64_t t0,
+                     int64_t kc, int64_t kcp);
+
 /* Whole-operand panels (the cache of gemm_bf16_panels.c).  For each block
  * of k of the driver (KC, the last one shorter), the lines in panels of
  * tg__bf16_panel_lines each, laid out as the driver packs one block: block
