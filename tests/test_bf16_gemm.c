@@ -58,17 +58,28 @@ static float rnd_bf16(void)
     return tg_bf16_to_f32(tg_f32_to_bf16((float)(rnd() * exp2(rnd_int(-3, 3)))));
 }
 
+/* The bf16 bits of n f32 values that are bf16 values. */
+static uint16_t *bits_of(const float *v, int64_t n)
+{
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+    cr_assert(h != NULL);
+    for (int64_t i = 0; i < n; i++) h[i] = tg_f32_to_bf16(v[i]);
+    return h;
+}
+
 /* c = op(a) op(b) + beta c on kernel k against f64, element by element, over
- * shapes that cross the blocking (m past 120 and 32, n past 32, k odd and
- * past 384) and leading dimensions past the extents. */
+ * shapes that cross the blocking (m past 144 and 32, n past 32, k odd and
+ * past 384) and leading dimensions past the extents; a and b given as f32
+ * and, above PORTABLE, as bf16 bits too (tg__gemm_bf16_bits). */
 static void gemm_sweep_on(tg_bf16_kernel k)
 {
     static const int64_t dims[][3] = {{1, 1, 1},    {3, 5, 7},     {12, 32, 2},   {13, 33, 3},
                                       {31, 17, 64}, {33, 65, 385}, {130, 70, 51}, {5, 200, 800},
-                                      {64, 48, 1000}};
+                                      {64, 48, 1000}, {150, 40, 20}};
+    const int forms = k == TG_BF16_KERNEL_PORTABLE ? 8 : 32;
     for (size_t s = 0; s < sizeof dims / sizeof *dims; s++)
-        for (int form = 0; form < 8; form++) {
-            const bool ta = form & 1, tb = form & 2;
+        for (int form = 0; form < forms; form++) {
+            const bool ta = form & 1, tb = form & 2, a_bits = form & 8, b_bits = form & 16;
             const float beta = (form & 4) ? 1.0f : 0.0f;
             const int64_t m = dims[s][0], n = dims[s][1], kk = dims[s][2];
             const int64_t lda = (ta ? m : kk) + 3, ldb = (tb ? kk : n) + 1, ldc = n + 2;
@@ -80,7 +91,16 @@ static void gemm_sweep_on(tg_bf16_kernel k)
             for (int64_t i = 0; i < (ta ? kk : m) * lda; i++) a[i] = rnd_bf16();
             for (int64_t i = 0; i < (tb ? n : kk) * ldb; i++) b[i] = rnd_bf16();
             for (int64_t i = 0; i < m * ldc; i++) c[i] = c0[i] = beta != 0 ? (float)rnd() : NAN;
-            tg__gemm_bf16(k, ta, tb, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+            uint16_t *ah = a_bits ? bits_of(a, (ta ? kk : m) * lda) : NULL;
+            uint16_t *bh = b_bits ? bits_of(b, (tb ? n : kk) * ldb) : NULL;
+            if (a_bits || b_bits)
+                tg__gemm_bf16_bits(k, ta, tb, m, n, kk, a_bits ? (const void *)ah : a, a_bits,
+                                   lda, b_bits ? (const void *)bh : b, b_bits, ldb, beta, c, ldc,
+                                   NULL, 0, NULL, 0);
+            else
+                tg__gemm_bf16(k, ta, tb, m, n, kk, a, lda, b, ldb, beta, c, ldc);
+            free(ah);
+            free(bh);
             for (int64_t i = 0; i < m; i++)
                 for (int64_t j = 0; j < n; j++) {
                     double ref = beta != 0 ? c0[i * ldc + j] : 0, sabs = fabs(ref);
@@ -92,11 +112,11 @@ static void gemm_sweep_on(tg_bf16_kernel k)
                     }
                     const double bound = 1.01 * (double)(kk + 1) * U32 * sabs + 0x1p-120;
                     cr_assert(fabs(c[i * ldc + j] - ref) <= bound,
-                              "%s m=%lld n=%lld k=%lld ta=%d tb=%d beta=%g: c[%lld][%lld]=%.9g, "
-                              "f64 %.9g, bound %.3g",
+                              "%s m=%lld n=%lld k=%lld ta=%d tb=%d bits %d%d beta=%g: "
+                              "c[%lld][%lld]=%.9g, f64 %.9g, bound %.3g",
                               tg_bf16_kernel_name(k), (long long)m, (long long)n, (long long)kk,
-                              ta, tb, beta, (long long)i, (long long)j, c[i * ldc + j], ref,
-                              bound);
+                              ta, tb, a_bits, b_bits, beta, (long long)i, (long long)j,
+                              c[i * ldc + j], ref, bound);
                 }
             for (int64_t i = 0; i < m; i++)   /* the padding between rows is untouched */
                 for (int64_t j = n; j < ldc; j++)
@@ -118,6 +138,16 @@ static void gemm_sweep(tg_bf16_kernel k)
 Test(bf16_gemm, portable_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_PORTABLE); }
 Test(bf16_gemm, avx512_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AVX512); }
 Test(bf16_gemm, amx_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AMX); }
+
+/* Without memory for the packing buffers: the plain loops, which read f32
+ * operands, bits and panels alike. */
+Test(bf16_gemm, avx512_kernel_without_packing_buffers_against_f64)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_no_pack_buffers(true);
+    gemm_sweep_on(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_no_pack_buffers(false);
+}
 
 /* The amx kernel's packing and blocking (A as rows of k, k padded to 32,
  * 32 x 32 tiles) on a scalar model of the tiles, where the CPU has the
@@ -340,6 +370,51 @@ static void conv_sweep(tg_bf16_kernel k, bool cmp)
     if (cmp)   /* the kernel ran: its f32 sums are not sgemm's everywhere */
         cr_assert(differ > 0, "the %s kernel gave the portable kernel's bits on every output",
                   tg_bf16_kernel_name(k));
+}
+
+static void expect_same_bits(const char *what, const char *tag, const tg_tensor *a,
+                             const tg_tensor *b)
+{
+    cr_assert(eq(i64, tg_tensor_numel(a), tg_tensor_numel(b)));
+    cr_assert(memcmp(tg_tensor_cdata(a), tg_tensor_cdata(b),
+                     (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a))) == 0,
+              "%s %s: the columns of bf16 bits gave other bits than widened columns", tag, what);
+}
+
+/* bf16 activations go into the columns (and the batch permutations) as
+ * their bits, which the kernel packs as they are: the bits of columns
+ * widened to f32 and rounded back when packed, over the conv sweep, with
+ * chunks of 1 and 2 samples and whole batches. */
+Test(bf16_gemm, columns_of_bf16_bits_give_the_bits_of_widened_columns)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    char tag[96];
+    for (int kind = 0; kind < 2; kind++)
+        for (int nsp = 1; nsp <= 3; nsp++)
+            for (int rep = 0; rep < 6; rep++) {
+                layer L = random_conv(kind, nsp, rep == 0 && nsp == 2);
+                L.xs[0] = rnd_int(1, 5);
+                snprintf(tag, sizeof tag, "%s%dd #%d", kind ? "conv_transpose" : "conv", nsp, rep);
+                tg_tensor *x = th_rand_uniform(TG_BF16, L.ndim, L.xs, (uint64_t)rnd_int(1, 1 << 30));
+                tg_tensor *w = th_rand_uniform(TG_BF16, L.ndim, L.ws, (uint64_t)rnd_int(1, 1 << 30));
+                tg_tensor *y0 = NULL;
+                cr_assert(eq(int, forward(&L, &y0, x, w), TG_OK), "%s: %s", tag, tg_error_message());
+                tg_tensor *dy = th_rand_uniform(TG_BF16, tg_tensor_ndim(y0), tg_tensor_shape(y0),
+                                                (uint64_t)rnd_int(1, 1 << 30));
+                tg__conv_set_chunk(rep % 3);   /* 0: the default */
+                tg__conv_set_bits(false);
+                outs wide = run(&L, x, w, dy);
+                tg__conv_set_bits(true);
+                outs bits = run(&L, x, w, dy);
+                tg__conv_set_chunk(0);
+                expect_same_bits("y", tag, bits.y, wide.y);
+                expect_same_bits("dx", tag, bits.gx, wide.gx);
+                expect_same_bits("dw", tag, bits.gw, wide.gw);
+                outs_release(&wide);
+                outs_release(&bits);
+                tg_tensor *all[] = {x, w, y0, dy};
+                for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+            }
 }
 
 Test(bf16_gemm, portable_conv_sweep_against_f64) { conv_sweep(TG_BF16_KERNEL_PORTABLE, false); }

@@ -100,6 +100,7 @@ typedef struct gemm_slices {
     double beta;
     void *c;
     const tg__bf16_panels *pa, *pb;   /* bf16: packed operands, or NULL */
+    bool a_bits, b_bits;              /* bf16: a (b) holds bf16 bits, not f32 */
 } gemm_slices;
 
 /* The element offset of row (or column) j0 of C's slice in A, B and C. */
@@ -129,11 +130,15 @@ static void gemm_slice(void *p, int64_t s0, int64_t s1)
         }
         const float *a = q->a, *b = q->b;
         float *c = (float *)q->c + oc;
-        if (q->bf16 > TG_BF16_KERNEL_PORTABLE)   /* a or b may be NULL: from panels */
-            tg__gemm_bf16_panels(q->bf16, q->ta, q->tb, m, n, q->k, a ? a + oa : NULL,
-                                 q->lda, b ? b + ob : NULL, q->ldb, (float)q->beta, c, q->ldc,
-                                 q->pa, q->rows ? j0 : 0, q->pb, q->rows ? 0 : j0);
-        else
+        if (q->bf16 > TG_BF16_KERNEL_PORTABLE) {   /* a or b may be NULL: from panels */
+            const size_t ea = q->a_bits ? sizeof(uint16_t) : sizeof(float),
+                         eb = q->b_bits ? sizeof(uint16_t) : sizeof(float);
+            tg__gemm_bf16_bits(q->bf16, q->ta, q->tb, m, n, q->k,
+                               a ? (const char *)q->a + (size_t)oa * ea : NULL, q->a_bits, q->lda,
+                               b ? (const char *)q->b + (size_t)ob * eb : NULL, q->b_bits, q->ldb,
+                               (float)q->beta, c, q->ldc, q->pa, q->rows ? j0 : 0, q->pb,
+                               q->rows ? 0 : j0);
+        } else
             cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)q->k, 1, a + oa, (int)q->lda,
                         b + ob, (int)q->ldb, (float)q->beta, c, (int)q->ldc);
     }
@@ -166,10 +171,18 @@ void tg__gemm_par_panels(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64
                          float *c, int64_t ldc, const tg__bf16_panels *pa,
                          const tg__bf16_panels *pb)
 {
-    TG_ASSERT(bf16 > TG_BF16_KERNEL_PORTABLE || (!pa && !pb));
+    tg__gemm_par_bits(bf16, ta, tb, m, n, k, a, false, lda, b, false, ldb, beta, c, ldc, pa, pb);
+}
+
+void tg__gemm_par_bits(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                       const void *a, bool a_bits, int64_t lda, const void *b, bool b_bits,
+                       int64_t ldb, float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
+                       const tg__bf16_panels *pb)
+{
+    TG_ASSERT(bf16 > TG_BF16_KERNEL_PORTABLE || (!pa && !pb && !a_bits && !b_bits));
     gemm_slices q = {.dt = TG_F32, .bf16 = bf16, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
                      .lda = lda, .ldb = ldb, .ldc = ldc, .a = a, .b = b, .beta = beta, .c = c,
-                     .pa = pa, .pb = pb};
+                     .pa = pa, .pb = pb, .a_bits = a_bits, .b_bits = b_bits};
     /* A slice of a packed operand starts at a whole panel: slices are whole
      * vector blocks and whole panels (48 rows for avx512's A panels of 12).
      * The bf16 kernels' bits do not depend on where C is cut. */

@@ -281,6 +281,15 @@ void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int6
                           int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                           float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
                           int64_t pa_line0, const tg__bf16_panels *pb, int64_t pb_line0);
+/* tg__gemm_bf16_panels with a (b) given as bf16 bits (uint16_t elements) when
+ * a_bits (b_bits), as f32 holding bf16 values otherwise: the same products
+ * (the packers copy bits into the pairs, and round f32 values that are
+ * already bf16 exactly). */
+void tg__gemm_bf16_bits(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                        const void *a, bool a_bits, int64_t lda, const void *b, bool b_bits,
+                        int64_t ldb, float beta, float *c, int64_t ldc,
+                        const tg__bf16_panels *pa, int64_t pa_line0, const tg__bf16_panels *pb,
+                        int64_t pb_line0);
 /* Lines per panel of kernel kern's A (b_side false) or B operand. */
 int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side);
 /* tg__gemm_par with panels for A and/or B (NULL: packed per call; a or b
@@ -289,6 +298,12 @@ void tg__gemm_par_panels(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc, const tg__bf16_panels *pa,
                          const tg__bf16_panels *pb);
+/* tg__gemm_par_panels with either operand as bf16 bits (tg__gemm_bf16_bits);
+ * bits only with a bf16 kernel above PORTABLE. */
+void tg__gemm_par_bits(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                       const void *a, bool a_bits, int64_t lda, const void *b, bool b_bits,
+                       int64_t ldb, float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
+                       const tg__bf16_panels *pb);
 /* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), chosen when the library
  * is loaded (src/core/blas.c). */
 const char *tg__blas_core(void);

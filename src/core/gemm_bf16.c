@@ -236,24 +236,62 @@ static float panel_elem(const tg__bf16_panels *p, int64_t l, int64_t t)
     return v;
 }
 
+/* Element t of line l of source s (its bf16 value as f32). */
+static float src_elem(const tg__bf16_src *s, int64_t l, int64_t t)
+{
+    const int64_t i = s->tcontig ? l * s->ld + t : t * s->ld + l;
+    return s->h ? tg_bf16_to_f32(s->h[i]) : s->p[i];
+}
+
 /* C = op(A) op(B) + beta*C in plain loops, reading either operand from its
- * panels: when the packing buffers cannot be allocated and a or b was not
- * given in f32 (its panels hold it). */
-static void gemm_scalar(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const operand *a,
-                        const operand *b, float beta, float *c, int64_t ldc)
+ * panels or its source: when the packing buffers cannot be allocated and a
+ * or b was not given in f32 (its panels or its bf16 bits hold it), or on the
+ * portable kernel with bits. */
+static void gemm_scalar(int64_t m, int64_t n, int64_t k, const operand *a, const operand *b,
+                        float beta, float *c, int64_t ldc)
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             float s = 0;
             for (int64_t t = 0; t < k; t++) {
-                const float x = a->p ? panel_elem(a->p, a->line0 + i, t)
-                                     : a->src->p[ta ? t * a->src->ld + i : i * a->src->ld + t];
-                const float y = b->p ? panel_elem(b->p, b->line0 + j, t)
-                                     : b->src->p[tb ? j * b->src->ld + t : t * b->src->ld + j];
+                const float x = a->p ? panel_elem(a->p, a->line0 + i, t) : src_elem(a->src, i, t);
+                const float y = b->p ? panel_elem(b->p, b->line0 + j, t) : src_elem(b->src, j, t);
                 s += x * y;
             }
             c[i * ldc + j] = (beta != 0 ? beta * c[i * ldc + j] : 0) + s;
         }
+}
+
+void tg__gemm_bf16_bits(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                        const void *a, bool a_bits, int64_t lda, const void *b, bool b_bits,
+                        int64_t ldb, float beta, float *c, int64_t ldc,
+                        const tg__bf16_panels *pa, int64_t pa_line0, const tg__bf16_panels *pb,
+                        int64_t pb_line0)
+{
+    TG_ASSERT(kern != TG_BF16_KERNEL_AUTO);
+    if (m <= 0 || n <= 0) return;
+    const tg__bf16_src sa = {.p = a_bits ? NULL : a, .h = a_bits ? a : NULL, .ld = lda,
+                             .tcontig = !ta};
+    const tg__bf16_src sb = {.p = b_bits ? NULL : b, .h = b_bits ? b : NULL, .ld = ldb,
+                             .tcontig = tb};
+    const operand oa = {.src = &sa, .p = pa, .line0 = pa_line0};
+    const operand ob = {.src = &sb, .p = pb, .line0 = pb_line0};
+    if (kern != TG_BF16_KERNEL_PORTABLE && k > 0) {
+        TG_ASSERT(!pa || (pa->kern == kern && !pa->b_side && pa->o.k == k &&
+                          pa_line0 % tg__bf16_panel_lines(kern, false) == 0 &&
+                          pa_line0 + m <= pa->o.lines));
+        TG_ASSERT(!pb || (pb->kern == kern && pb->b_side && pb->o.k == k &&
+                          pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
+        const driver d = driver_of(kern);
+        if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
+    }
+    if (!a || !b || a_bits || b_bits) {
+        gemm_scalar(m, n, k, &oa, &ob, beta, c, ldc);
+        return;
+    }
+    /* portable, or no memory for the packed operands: the same products */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
 void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n,
@@ -261,28 +299,8 @@ void tg__gemm_bf16_panels(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int6
                           float beta, float *c, int64_t ldc, const tg__bf16_panels *pa,
                           int64_t pa_line0, const tg__bf16_panels *pb, int64_t pb_line0)
 {
-    TG_ASSERT(kern != TG_BF16_KERNEL_AUTO);
-    if (m <= 0 || n <= 0) return;
-    if (kern != TG_BF16_KERNEL_PORTABLE && k > 0) {
-        const tg__bf16_src sa = {.p = a, .ld = lda, .tcontig = !ta};
-        const tg__bf16_src sb = {.p = b, .ld = ldb, .tcontig = tb};
-        TG_ASSERT(!pa || (pa->kern == kern && !pa->b_side && pa->o.k == k &&
-                          pa_line0 % tg__bf16_panel_lines(kern, false) == 0 &&
-                          pa_line0 + m <= pa->o.lines));
-        TG_ASSERT(!pb || (pb->kern == kern && pb->b_side && pb->o.k == k &&
-                          pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
-        const operand oa = {.src = &sa, .p = pa, .line0 = pa_line0};
-        const operand ob = {.src = &sb, .p = pb, .line0 = pb_line0};
-        const driver d = driver_of(kern);
-        if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
-        if (!a || !b) {
-            gemm_scalar(ta, tb, m, n, k, &oa, &ob, beta, c, ldc);
-            return;
-        }
-    }
-    /* portable, or no memory for the packed operands: the same products */
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, 1, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    tg__gemm_bf16_bits(kern, ta, tb, m, n, k, a, false, lda, b, false, ldb, beta, c, ldc, pa,
+                       pa_line0, pb, pb_line0);
 }
 
 void tg__gemm_bf16(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_t n, int64_t k,

@@ -22,9 +22,11 @@
 #define TG__BF16_NR 32
 
 /* A source operand of the packers: element (line, t), t the index along k, is
- * tcontig ? p[line*ld + t] : p[t*ld + line] (f32 holding bf16 values). */
+ * at tcontig ? line*ld + t : t*ld + line, in p (f32 holding bf16 values) or,
+ * when h is set, in h (bf16 bits, copied into the pairs as they are). */
 typedef struct tg__bf16_src {
     const float *p;
+    const uint16_t *h;
     int64_t ld;
     bool tcontig;
 } tg__bf16_src;

@@ -31,6 +31,43 @@ BF16_TARGET static inline __m512i pairs_of_run(const float *x, int64_t n)
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
+/* The same 16 pairs from bf16 bits: two neighbours along k already are the
+ * pair's low and high half. */
+BF16_TARGET static inline __m512i pairs_of_bits(const uint16_t *x, int64_t n)
+{
+    const __mmask32 m = n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+    return _mm512_maskz_loadu_epi16(m, x);
+}
+
+/* Pairs [0, n) along k of line l (k contiguous) of s from element t on. */
+BF16_TARGET static inline __m512i pairs_at(const tg__bf16_src *s, int64_t l, int64_t t, int64_t n)
+{
+    return s->h ? pairs_of_bits(s->h + l * s->ld + t, n) : pairs_of_run(s->p + l * s->ld + t, n);
+}
+
+/* Lane q: element q of row x0 in its low half and of row x1 in its high half,
+ * for the first n lanes (zero after; a NULL row is zeros); rows of s at
+ * element offsets o0, o1 (negative: NULL). */
+BF16_TARGET static inline __m512i pairs_across(const tg__bf16_src *s, int64_t o0, int64_t o1,
+                                               int64_t n)
+{
+    const __mmask16 m = first_lanes(n);
+    if (s->h) {
+        const __m512i lo = o0 >= 0 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s->h + o0))
+                                   : _mm512_setzero_si512();
+        const __m512i hi = o1 >= 0 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s->h + o1))
+                                   : _mm512_setzero_si512();
+        return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+    }
+    /* lane q of the result: elements q and 16 + q of cvtne2ps2bf16(hi, lo) */
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                         16, 0);
+    const __m512 lo = o0 >= 0 ? _mm512_maskz_loadu_ps(m, s->p + o0) : _mm512_setzero_ps();
+    const __m512 hi = o1 >= 0 ? _mm512_maskz_loadu_ps(m, s->p + o1) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
 /* out[q] = lane q of each of r[0..16) (a 16 x 16 transpose of 32-bit lanes):
  * pairs of rows interleaved, then pairs of pairs, then 128-bit lanes. */
 BF16_TARGET static inline void transpose16(__m512i r[16])
@@ -69,8 +106,7 @@ BF16_TARGET static void pack_krun_t(uint32_t *dst, int64_t R, int64_t ps, const 
         const __mmask16 keep = first_lanes(R - l);
         for (int64_t p0 = 0; p0 < kp; p0 += 16) {
             for (int64_t r = 0; r < 16; r++)
-                v[r] = l + r < nl ? pairs_of_run(s->p + (l0 + l + r) * s->ld + t0 + 2 * p0,
-                                                 kc - 2 * p0)
+                v[r] = l + r < nl ? pairs_at(s, l0 + l + r, t0 + 2 * p0, kc - 2 * p0)
                                   : _mm512_setzero_si512();
             transpose16(v);
             const int64_t q1 = kp - p0 < 16 ? kp - p0 : 16;
@@ -92,9 +128,8 @@ BF16_TARGET static void pack_krun(uint32_t *dst, int64_t R, int64_t rs, int64_t 
             for (int64_t p = 0; p < kp; p++) d[p * ps] = 0;
             continue;
         }
-        const float *x = s->p + (l0 + r) * s->ld + t0;
         for (int64_t p0 = 0; p0 < kp; p0 += 16) {
-            const __m512i v = pairs_of_run(x + 2 * p0, kc - 2 * p0);
+            const __m512i v = pairs_at(s, l0 + r, t0 + 2 * p0, kc - 2 * p0);
             const int64_t q1 = kp - p0 < 16 ? kp - p0 : 16;
             if (ps == 1) {
                 _mm512_mask_storeu_epi32(d + p0, first_lanes(q1), v);
@@ -111,22 +146,14 @@ BF16_TARGET static void pack_lines(uint32_t *dst, int64_t R, int64_t rs, int64_t
                                    const tg__bf16_src *s, int64_t l0, int64_t nl, int64_t t0,
                                    int64_t kc, int64_t kp)
 {
-    /* lane q of the result: elements q and 16 + q of cvtne2ps2bf16(hi, lo) */
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
-                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
-                                         16, 0);
     _Alignas(64) uint32_t tmp[16];
     for (int64_t p = 0; p < kp; p++) {
         /* rows t, t + 1 of k; past kc (the padding up to kcp) they are zero */
         const int64_t t = 2 * p;
-        const float *x0 = t < kc ? s->p + (t0 + t) * s->ld + l0 : NULL;
-        const float *x1 = t + 1 < kc ? x0 + s->ld : NULL;
+        const int64_t o0 = t < kc ? (t0 + t) * s->ld + l0 : -1;
+        const int64_t o1 = t + 1 < kc ? o0 + s->ld : -1;
         for (int64_t l = 0; l < R; l += 16) {
-            const __mmask16 m = first_lanes(nl - l);
-            const __m512 lo = x0 ? _mm512_maskz_loadu_ps(m, x0 + l) : _mm512_setzero_ps();
-            const __m512 hi = x1 ? _mm512_maskz_loadu_ps(m, x1 + l) : _mm512_setzero_ps();
-            const __m512i v =
-                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            const __m512i v = pairs_across(s, o0 < 0 ? -1 : o0 + l, o1 < 0 ? -1 : o1 + l, nl - l);
             const int64_t q1 = R - l < 16 ? R - l : 16;
             if (rs == 1) {
                 _mm512_mask_storeu_epi32(dst + p * ps + l, first_lanes(q1), v);
@@ -147,20 +174,13 @@ BF16_TARGET static void pack_lines(uint32_t *dst, int64_t R, int64_t rs, int64_t
 BF16_TARGET static void pack_b_lines(uint32_t *bp, const tg__bf16_src *s, int64_t j0,
                                      int64_t nc, int64_t t0, int64_t kc, int64_t kp)
 {
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
-                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
-                                         16, 0);
     for (int64_t p = 0; p < kp; p++) {
         const int64_t t = 2 * p;
-        const float *x0 = t < kc ? s->p + (t0 + t) * s->ld + j0 : NULL;
-        const float *x1 = t + 1 < kc ? x0 + s->ld : NULL;
+        const int64_t o0 = t < kc ? (t0 + t) * s->ld + j0 : -1;
+        const int64_t o1 = t + 1 < kc ? o0 + s->ld : -1;
         uint32_t *d = bp + p * TG__BF16_NR;
         for (int64_t l = 0; l < nc; l += 16) {
-            const __mmask16 m = first_lanes(nc - l);
-            const __m512 lo = x0 ? _mm512_maskz_loadu_ps(m, x0 + l) : _mm512_setzero_ps();
-            const __m512 hi = x1 ? _mm512_maskz_loadu_ps(m, x1 + l) : _mm512_setzero_ps();
-            const __m512i v =
-                _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            const __m512i v = pairs_across(s, o0 < 0 ? -1 : o0 + l, o1 < 0 ? -1 : o1 + l, nc - l);
             /* line l of the block: panel l / NR, lane l % NR */
             _mm512_storeu_si512((void *)(d + (l / TG__BF16_NR) * kp * TG__BF16_NR +
                                          l % TG__BF16_NR),

@@ -44,6 +44,7 @@ void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_
     if (cdt == TG_F32 && tg__dtype_is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
         (!b || (b->dtype == a->dtype && tg_tensor_is_contiguous(b)))) {
         g->half_in = a->dtype;
+        g->bits = tg__conv_bits_enabled();
         *ao = NULL;
         *ab = tg_tensor_cdata(a);
         if (b) {

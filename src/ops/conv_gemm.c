@@ -14,6 +14,12 @@ static _Thread_local int64_t part_bytes_override;
 
 void tg__conv_set_part_bytes(int64_t bytes) { part_bytes_override = bytes > 0 ? bytes : 0; }
 
+static _Thread_local bool bits_off;
+
+void tg__conv_set_bits(bool on) { bits_off = !on; }
+
+bool tg__conv_bits_enabled(void) { return !bits_off; }
+
 static int64_t part_bytes(void)
 {
     return part_bytes_override > 0 ? part_bytes_override : TG__CONV_PART_BYTES;

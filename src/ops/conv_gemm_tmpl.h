@@ -38,58 +38,73 @@ void FN(tg__conv_gemm_par)(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int
     tg__gemm_par(GEMM_DT, bf16, ta, tb, m, n, k, a, lda, b, ldb, (double)beta, c, ldc);
 }
 
+/* Element i of a column or packed buffer p: T, or bf16 bits (tg__conv_bits). */
+static const void *FN(col_at)(const tg__conv_geom *g, const void *p, int64_t i)
+{
+    return (const char *)p + (size_t)i * (tg__conv_bits(g) ? sizeof(uint16_t) : sizeof(T));
+}
+
 /* C (m, n) = op(W_gi) @ B + beta*C for group gi of the weight, W_gi at
- * w + woff: from the weight's panels when g has them (bf16, so T is float;
- * one group; w is then NULL), else as tg__conv_gemm_par. */
+ * w + woff, B a column or packed buffer: from the weight's panels when g
+ * has them (bf16, so T is float; one group; w is then NULL) and with B in
+ * bits (tg__conv_bits), else as tg__conv_gemm_par. */
 static void FN(weight_gemm)(const tg__conv_geom *g, bool ta, int64_t m, int64_t n, int64_t k,
-                            const T *w, int64_t woff, int64_t lda, const T *b, int64_t ldb,
+                            const T *w, int64_t woff, int64_t lda, const void *b, int64_t ldb,
                             T beta, T *c, int64_t ldc)
 {
-    if (!g->wp) {
+    const bool bits = tg__conv_bits(g);
+    if (!g->wp && !bits) {
         FN(tg__conv_gemm_par)(g->bf16, ta, false, m, n, k, w + woff, lda, b, ldb, beta, c, ldc);
         return;
     }
-    TG_ASSERT(sizeof(T) == sizeof(float) && woff == 0);
-    tg__gemm_par_panels(g->bf16, ta, false, m, n, k, NULL, lda, (const float *)(const void *)b,
-                        ldb, (float)beta, (float *)(void *)c, ldc, g->wp, NULL);
+    TG_ASSERT(sizeof(T) == sizeof(float) && (!g->wp || woff == 0));
+    tg__gemm_par_bits(g->bf16, ta, false, m, n, k, g->wp ? NULL : (const void *)(w + woff), false,
+                      lda, b, bits, ldb, (float)beta, (float *)(void *)c, ldc, g->wp, NULL);
 }
 
 /* The per-chunk steps of conv, its weight gradient and both fused.  A chunk
  * is n samples, N = n*O column positions. */
 
-/* cols (c_img*K, N) = im2col(z chunk), in scratch slot 0; a pointwise kernel
- * on one sample of the compute dtype needs no copy (the columns are z
- * itself).  NULL: no memory. */
-static const T *FN(chunk_cols)(const tg__conv_geom *g, const void *zb, int64_t n, int64_t N)
+/* cols (c_img*K, N) = im2col(z chunk), of T or bf16 bits (tg__conv_bits), in
+ * scratch slot 0; a pointwise kernel on one sample of the columns' type
+ * needs no copy (the columns are z itself).  NULL: no memory. */
+static const void *FN(chunk_cols)(const tg__conv_geom *g, const void *zb, int64_t n, int64_t N)
 {
-    if (tg__conv_is_pointwise(g) && n == 1 && !tg__conv_half_in(g)) return zb;
-    T *c = tg__conv_scratch(0, (size_t)(g->c_img * tg__conv_prod3(g->k) * N) * sizeof(T));
-    return c && FN(tg__conv_im2col_batch)(zb, n, g->c_img, g, c) == TG_OK ? c : NULL;
+    const bool bits = tg__conv_bits(g);
+    if (tg__conv_is_pointwise(g) && n == 1 && (bits || !tg__conv_half_in(g))) return zb;
+    const size_t es = bits ? sizeof(uint16_t) : sizeof(T);
+    void *c = tg__conv_scratch(0, (size_t)(g->c_img * tg__conv_prod3(g->k) * N) * es);
+    if (!c) return NULL;
+    const int rc = bits ? tg__conv_im2col_batch_bf16(zb, n, g->c_img, g, c)
+                        : FN(tg__conv_im2col_batch)(zb, n, g->c_img, g, c);
+    return rc == TG_OK ? c : NULL;
 }
 
-/* The chunk's activations u (n, c_col, S) as a GEMM operand (c_col, n*S):
- * u itself for one sample of the compute dtype, else pack_cbs's copy in
- * scratch slot 1.  NULL: no memory. */
-static const T *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int64_t n, int64_t N)
+/* The chunk's activations u (n, c_col, S) as a GEMM operand (c_col, n*S), of
+ * T or bf16 bits: u itself for one sample of that type, else pack_cbs's copy
+ * in scratch slot 1.  NULL: no memory. */
+static const void *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int64_t n, int64_t N)
 {
-    if (n == 1 && !tg__conv_half_in(g)) return ub;
-    T *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * sizeof(T));
-    if (p) FN(tg__conv_pack_cbs)(g, ub, n, g->c_col, N / n, p);
+    const bool bits = tg__conv_bits(g);
+    if (n == 1 && (bits || !tg__conv_half_in(g))) return ub;
+    void *p = tg__conv_scratch(1, (size_t)(g->c_col * N) * (bits ? sizeof(uint16_t) : sizeof(T)));
+    if (p && bits) tg__conv_pack_cbs_bf16(g, ub, n, g->c_col, N / n, p);
+    else if (p) FN(tg__conv_pack_cbs)(g, ub, n, g->c_col, N / n, p);
     return p;
 }
 
 /* y chunk = unpack(yp); per group yp_g (c_col/G, N) = W_g (c_col/G, kk) @ cols_g,
  * with yp the zeroed buffer, added into and left zero by the unpack (y
  * itself for one sample). */
-static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int64_t n,
+static int FN(chunk_conv)(const tg__conv_geom *g, const void *cols, const T *w, int64_t n,
                           int64_t N, T *yb)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
     T *yp = n == 1 ? yb : tg__conv_zeroed_take((size_t)(g->c_col * N) * sizeof(T));
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(weight_gemm)(g, false, co, N, kk, w, gi * co * kk, kk, cols + gi * kk * N, N,
-                        n == 1 ? 0 : 1, yp + gi * co * N, N);
+        FN(weight_gemm)(g, false, co, N, kk, w, gi * co * kk, kk, FN(col_at)(g, cols, gi * kk * N),
+                        N, n == 1 ? 0 : 1, yp + gi * co * N, N);
     if (n > 1) {
         FN(tg__conv_unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
         tg__conv_zeroed_give();
@@ -99,22 +114,31 @@ static int FN(chunk_conv)(const tg__conv_geom *g, const T *cols, const T *w, int
 
 /* Per group dW_g (c_col/G, kk) = up_g (c_col/G, N) @ cols_g^T, up = pack(u
  * chunk) in scratch slot 1: one chunk's share of the weight gradient. */
-static int FN(chunk_wgrad)(const tg__conv_geom *g, const T *cols, const void *ub, int64_t n,
+static int FN(chunk_wgrad)(const tg__conv_geom *g, const void *cols, const void *ub, int64_t n,
                            int64_t N, T *dw)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
-    const T *up = FN(chunk_packed)(g, ub, n, N);
+    const void *up = FN(chunk_packed)(g, ub, n, N);
     if (!up) return TG_ENOMEM;
-    for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(tg__conv_gemm_par)(g->bf16, false, true, co, kk, N, up + gi * co * N, N,
-                              cols + gi * kk * N, N, 0, dw + gi * co * kk, kk);
+    for (int64_t gi = 0; gi < g->groups; gi++) {
+        const void *ug = FN(col_at)(g, up, gi * co * N), *cg = FN(col_at)(g, cols, gi * kk * N);
+        if (tg__conv_bits(g))
+            tg__gemm_par_bits(g->bf16, false, true, co, kk, N, ug, true, N, cg, true, N, 0,
+                              (float *)(void *)(dw + gi * co * kk), kk, NULL, NULL);
+        else
+            FN(tg__conv_gemm_par)(g->bf16, false, true, co, kk, N, ug, N, cg, N, 0,
+                                  dw + gi * co * kk, kk);
+    }
     return TG_OK;
 }
 
 /* Samples per chunk: the column buffer (c_img*K, nb*O) within the budget,
  * or within half of it for the bf16 kernels, which read the columns once
  * more to pack them (the DCGAN bf16 step: 1.4% more images/s and 1.9% less
- * CPU time with half; f32 unchanged). */
+ * CPU time with half; f32 unchanged).  Counted in T even when the columns
+ * are bf16 bits: the DCGAN bf16 step ran 5% slower on the twice larger
+ * chunks that counting their own bytes gave, and 5% slower on chunks half
+ * as large. */
 static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 {
     const int64_t per = g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
@@ -160,7 +184,7 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *yb = tg__conv_half_out(g) ? tg__conv_scratch(4, (size_t)(n * g->c_img * isz) * sizeof(T))
                                  : (T *)j->y + b0 * g->c_img * isz;
     if (!yb) return TG_ENOMEM;
-    const T *xp = FN(chunk_packed)(g, in_at(g, j->x, sizeof(T), b0 * g->c_col * osz), n, N);
+    const void *xp = FN(chunk_packed)(g, in_at(g, j->x, sizeof(T), b0 * g->c_col * osz), n, N);
     if (!xp) return TG_ENOMEM;
     /* Pointwise, one sample: the columns are y itself.  Otherwise the rows
      * of cols are padded to ld = N + 16: col2im reads up to K rows at once,
@@ -174,8 +198,8 @@ static int FN(transpose_chunk)(void *job, int64_t c)
     T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
-        FN(weight_gemm)(g, true, kk, N, co, w, gi * co * kk, kk, xp + gi * co * N, N,
-                        direct ? 0 : 1, cols + gi * kk * ld, ld);
+        FN(weight_gemm)(g, true, kk, N, co, w, gi * co * kk, kk, FN(col_at)(g, xp, gi * co * N),
+                        N, direct ? 0 : 1, cols + gi * kk * ld, ld);
     if (!direct) {
         TG_TRY(FN(tg__conv_col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
         tg__conv_zeroed_give();
@@ -251,7 +275,7 @@ static int FN(passes_chunk)(void *job, int64_t i)
     int64_t b0, n;
     chunk_range(g->batch, j->nc, c, &b0, &n);
     const int64_t N = n * osz;
-    const T *cols = FN(chunk_cols)(g, in_at(g, j->z, sizeof(T), b0 * g->c_img * isz), n, N);
+    const void *cols = FN(chunk_cols)(g, in_at(g, j->z, sizeof(T), b0 * g->c_img * isz), n, N);
     if (!cols) return TG_ENOMEM;
     if (j->y) {
         /* y's chunk, or its f32 values before they are rounded into half y */

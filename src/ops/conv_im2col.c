@@ -1,7 +1,8 @@
 /* src/ops/conv_im2col.c - the data movement of the conv kernels (im2col,
  * col2im, the batch permutations and the epilogue): the tables of kernel
- * taps they share, then conv_kernels_tmpl.h instantiated for float (f32) and
- * double (f64).  The names it exports are listed in conv_internal.h. */
+ * taps they share, then conv_gather_tmpl.h and conv_kernels_tmpl.h
+ * instantiated for float (f32) and double (f64), and conv_gather_tmpl.h for
+ * bf16 bits.  The names it exports are listed in conv_internal.h. */
 #include <math.h>
 #include <string.h>
 
@@ -37,6 +38,13 @@ static void load_f64(const tg__conv_geom *g, const void *src, int64_t at, int64_
 {
     TG_ASSERT(!tg__conv_half_in(g));
     memcpy(dst, (const double *)src + at, (size_t)n * sizeof(double));
+}
+
+static void load_bf16(const tg__conv_geom *g, const void *src, int64_t at, int64_t n,
+                      uint16_t *dst)
+{
+    TG_ASSERT(g->half_in == TG_BF16);
+    memcpy(dst, (const uint16_t *)src + at, (size_t)n * sizeof(uint16_t));
 }
 
 /* col2im's taps, tabulated once per call: on axis a, tap k maps the column
@@ -180,12 +188,26 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const 
 
 #define T float
 #define SUF f32
+#define BITS 0
+#include "ops/conv_gather_tmpl.h"
 #include "ops/conv_kernels_tmpl.h"
 #undef T
 #undef SUF
+#undef BITS
 
 #define T double
 #define SUF f64
+#define BITS 0
+#include "ops/conv_gather_tmpl.h"
 #include "ops/conv_kernels_tmpl.h"
 #undef T
 #undef SUF
+#undef BITS
+
+#define T uint16_t
+#define SUF bf16
+#define BITS 1
+#include "ops/conv_gather_tmpl.h"
+#undef T
+#undef SUF
+#undef BITS

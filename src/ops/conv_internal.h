@@ -48,11 +48,29 @@ typedef struct tg__conv_geom {
      * conv_transpose: W^T (kk, c_col)), packed once per weight version
      * (tg__bf16_panels_get, borrowed); NULL: packed per call. */
     const tg__bf16_panels *wp;
+    /* Set with bf16 by tg__conv_acts (tg__conv_bits; the calling thread's
+     * tg__conv_set_bits). */
+    bool bits;
 } tg__conv_geom;
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)
 {
     return tg__dtype_is_half(g->half_in);
+}
+
+/* Tests: false makes the convs this thread calls widen bf16 activations to
+ * f32 columns as f16 ones are (tg__conv_bits false); true restores. */
+void tg__conv_set_bits(bool on);
+bool tg__conv_bits_enabled(void);
+
+/* The columns and packed copies of the activation inputs are bf16 bits
+ * (uint16_t), copied from the bf16 activations as they are and packed by
+ * the bf16 GEMM kernel from bits: bf16 activations on a bf16 kernel above
+ * PORTABLE (so the f32 instance only).  Otherwise they are of the compute
+ * dtype, half inputs widened. */
+static inline bool tg__conv_bits(const tg__conv_geom *g)
+{
+    return g->bits && g->half_in == TG_BF16 && g->bf16 > TG_BF16_KERNEL_PORTABLE;
 }
 
 static inline bool tg__conv_half_out(const tg__conv_geom *g)
@@ -162,8 +180,10 @@ void tg__conv_epilogue(tg_dtype dt, void *y, int64_t batch, int64_t c, int64_t s
  * or double (f64); the "void *" ones are activation inputs or outputs that
  * may be half (g->half_in, g->half_out).  The generated names:
  *   conv_im2col.c:         tg__conv_im2col_batch_f32   tg__conv_im2col_batch_f64
+ *                          (and tg__conv_im2col_batch_bf16: bf16 bits)
  *                          tg__conv_col2im_batch_f32   tg__conv_col2im_batch_f64
  *                          tg__conv_pack_cbs_f32       tg__conv_pack_cbs_f64
+ *                          (and tg__conv_pack_cbs_bf16)
  *                          tg__conv_unpack_cbs_f32     tg__conv_unpack_cbs_f64
  *                          tg__conv_epilogue_f32       tg__conv_epilogue_f64
  *   conv_gemm.c:           tg__conv_gemm_par_f32       tg__conv_gemm_par_f64
@@ -179,6 +199,8 @@ int tg__conv_im2col_batch_f32(const void *img, int64_t nb, int64_t c, const tg__
                               float *cols);
 int tg__conv_im2col_batch_f64(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
                               double *cols);
+int tg__conv_im2col_batch_bf16(const void *img, int64_t nb, int64_t c, const tg__conv_geom *g,
+                               uint16_t *cols);
 /* img (nb, c, I) = col2im(cols (c*K, nb*O), row stride ld); with rezero
  * (= cols), cols is left all zero. */
 int tg__conv_col2im_batch_f32(const float *cols, int64_t ld, int64_t nb, int64_t c,
@@ -190,6 +212,8 @@ void tg__conv_pack_cbs_f32(const tg__conv_geom *g, const void *x, int64_t nb, in
                            int64_t s, float *xp);
 void tg__conv_pack_cbs_f64(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
                            int64_t s, double *xp);
+void tg__conv_pack_cbs_bf16(const tg__conv_geom *g, const void *x, int64_t nb, int64_t c,
+                            int64_t s, uint16_t *xp);
 /* y (nb, c, S) = yp (c, nb*S); with rezero (= yp), yp is left all zero. */
 void tg__conv_unpack_cbs_f32(const float *yp, int64_t nb, int64_t c, int64_t s, float *y,
                              float *rezero);
