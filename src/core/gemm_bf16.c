@@ -2,8 +2,8 @@
  * driver that packs the operands for the avx512 and amx micro-kernels
  * (gemm_bf16_avx512.c, gemm_bf16_amx.c; layout in gemm_bf16.h).
  *
- * Blocking: k in blocks of KC, B in blocks of (KC, NC) packed once per
- * block, A in blocks of (MC, KC); within them each B panel (KC x 32 bf16,
+ * Blocking: k in blocks of about KC (kblock), B in blocks of (KC, NC) packed
+ * once per block, A in blocks of (MC, KC); within them each B panel (KC x 32 bf16,
  * 24 KiB) stays in L1 while the A panels stream from L2 past it. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -98,6 +98,17 @@ void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+/* The k blocks of a dot product of k terms: as few as blocks of at most
+ * about KC allow, of equal length (a multiple of kal, the last one shorter
+ * by the rest), so that no block is a short remainder that costs a whole
+ * pass over C for a few terms (the DCGAN weight gradients' k = 392 was
+ * 384 + 8). */
+static int64_t kblock(const driver *d, int64_t k)
+{
+    const int64_t n = (k + KC - 1) / KC;
+    return n <= 1 ? round_up(k, d->kal) : round_up((k + n - 1) / n, d->kal);
+}
+
 /* A block (mc, kc) at (i0, t0) into panels of mr rows. */
 static void pack_a(const driver *d, uint32_t *ap, const tg__bf16_src *a, int64_t i0, int64_t mc,
                    int64_t t0, int64_t kc, int64_t kcp)
@@ -156,7 +167,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
                         const operand *b, float beta, float *c, int64_t ldc)
 {
     if (no_pack_buffers) return false;
-    const int64_t kcmax = round_up(k < KC ? k : KC, d->kal);
+    const int64_t kb = kblock(d, k), kcmax = round_up(k < kb ? k : kb, d->kal);
     const int64_t mcmax = round_up(m < d->mc ? m : d->mc, d->mr);
     const int64_t ncmax = round_up(n < NC ? n : NC, TG__BF16_NR);
     uint32_t *ap = a->p ? NULL : tg__work_alloc((size_t)(mcmax * kcmax / 2) * sizeof *ap);
@@ -166,8 +177,8 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
     if (d->amx && !d->emulated) tg__amx_tiles_begin();
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         const int64_t nc = n - j0 < NC ? n - j0 : NC;
-        for (int64_t t0 = 0; t0 < k; t0 += KC) {
-            const int64_t kc = k - t0 < KC ? k - t0 : KC, kcp = round_up(kc, d->kal);
+        for (int64_t t0 = 0; t0 < k; t0 += kb) {
+            const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, d->kal);
             const uint32_t *bb = bp;
             if (b->p) bb = panels_at(b, j0, t0, kcp);
             else pack_b(bp, b->src, j0, nc, t0, kc, kcp);
@@ -203,7 +214,7 @@ int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side)
 int64_t tg__bf16_panels_words(tg_bf16_kernel kern, bool b_side, int64_t lines, int64_t k)
 {
     const driver d = driver_of(kern);
-    const int64_t full = k / KC * KC, last = round_up(k - full, d.kal);
+    const int64_t kb = kblock(&d, k), full = k / kb * kb, last = round_up(k - full, d.kal);
     return round_up(lines, tg__bf16_panel_lines(kern, b_side)) * (full + last) / 2;
 }
 
@@ -212,8 +223,9 @@ void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
 {
     const driver d = driver_of(p->kern);
     const int64_t lines = p->o.lines, k = p->o.k;
-    for (int64_t t0 = 0; t0 < k; t0 += KC) {
-        const int64_t kc = k - t0 < KC ? k - t0 : KC, kcp = round_up(kc, d.kal);
+    const int64_t kb = kblock(&d, k);
+    for (int64_t t0 = 0; t0 < k; t0 += kb) {
+        const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, d.kal);
         uint32_t *dst = p->data + p->lines_pad * (t0 / 2);
         if (p->b_side) pack_b(dst, s, 0, lines, t0, kc, kcp);
         else pack_a(&d, dst, s, 0, lines, t0, kc, kcp);
@@ -225,8 +237,9 @@ void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
 static float panel_elem(const tg__bf16_panels *p, int64_t l, int64_t t)
 {
     const driver d = driver_of(p->kern);
-    const int64_t h = tg__bf16_panel_lines(p->kern, p->b_side), t0 = t / KC * KC;
-    const int64_t kp = round_up(p->o.k - t0 < KC ? p->o.k - t0 : KC, d.kal) / 2;
+    const int64_t kb = kblock(&d, p->o.k);
+    const int64_t h = tg__bf16_panel_lines(p->kern, p->b_side), t0 = t / kb * kb;
+    const int64_t kp = round_up(p->o.k - t0 < kb ? p->o.k - t0 : kb, d.kal) / 2;
     const int64_t r = l % h, q = (t - t0) / 2;
     const uint32_t *panel = p->data + p->lines_pad * (t0 / 2) + (l - r) * kp;
     const uint32_t pair = d.amx && !p->b_side ? panel[r * kp + q] : panel[q * h + r];

@@ -45,7 +45,7 @@ void tg__bf16_pack_b(uint32_t *bp, const tg__bf16_src *s, int64_t j0, int64_t nc
                      int64_t kc, int64_t kcp);
 
 /* Whole-operand panels (the cache of gemm_bf16_panels.c).  For each block
- * of k of the driver (KC, the last one shorter), the lines in panels of
+ * of k of the driver (of equal length near KC, the last one shorter), the lines in panels of
  * tg__bf16_panel_lines each, laid out as the driver packs one block: block
  * t0 at data + lines_pad * t0/2, line l of it (a multiple of the panel
  * height) at + l * kcp/2, kcp the block's k padded to the kernel's multiple.
