@@ -171,12 +171,14 @@ Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
     else cr_log_info("this CPU has no AVX2: its per-channel requantization was not run");
 }
 
+/* Rows of n channels: acc's rows N + 5 apart, y's n + 3 apart (the bytes
+ * between stay untouched), each row with its own accumulators. */
 static void per_channel_case(bool avx512)
 {
-    enum { N = 83 };
+    enum { N = 83, ROWS = 3, AS = N + 5 };
     tg__q_requant r[N];
-    int32_t acc[N];
-    uint8_t got[N], want[N];
+    int32_t acc[ROWS * AS];
+    uint8_t got[ROWS * (N + 3)], want[ROWS * (N + 3)];
     for (int trial = 0; trial < 200; trial++) {
         for (int c = 0; c < N; c++) {
             const bool u8 = (c + trial) % 2, tie = c % 5 == 0;
@@ -187,15 +189,23 @@ static void per_channel_case(bool avx512)
                 .zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127))};
             r[c].lo = c % 7 == 0 ? r[c].zp : u8 ? 0 : -128;
             r[c].hi = u8 ? 255 : 127;
-            acc[c] = tie ? (int32_t)rnd_int(-300, 300)
-                     : c % 11 == 0 ? (c % 2 ? INT32_MAX : INT32_MIN)
-                                   : (int32_t)rnd_int(-(INT64_C(1) << (c % 31)), INT64_C(1) << (c % 31));
+            for (int row = 0; row < ROWS; row++)
+                acc[row * AS + c] =
+                    tie ? (int32_t)rnd_int(-300, 300)
+                    : (c + row) % 11 == 0 ? (c % 2 ? INT32_MAX : INT32_MIN)
+                                          : (int32_t)rnd_int(-(INT64_C(1) << (c % 31)),
+                                                             INT64_C(1) << (c % 31));
         }
-        const int n = 1 + trial % N;
-        (avx512 ? tg__q_requant_channels_avx512 : tg__q_requant_channels_avx2)(got, acc, n, r);
-        for (int c = 0; c < n; c++) want[c] = (uint8_t)tg__q_requant_one(acc[c], &r[c]);
-        cr_assert(memcmp(got, want, (size_t)n) == 0, "%s, trial %d, n %d",
-                  avx512 ? "avx512" : "avx2", trial, n);
+        const int n = 1 + trial % N, rows = 1 + trial % ROWS, ys = n + 3;
+        memset(got, 0xAA, sizeof got);
+        memset(want, 0xAA, sizeof want);
+        (avx512 ? tg__q_requant_channels_avx512 : tg__q_requant_channels_avx2)(got, ys, acc, AS,
+                                                                               rows, n, r);
+        for (int row = 0; row < rows; row++)
+            for (int c = 0; c < n; c++)
+                want[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * AS + c], &r[c]);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d, n %d, rows %d",
+                  avx512 ? "avx512" : "avx2", trial, n, rows);
     }
 }
 

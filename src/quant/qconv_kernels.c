@@ -224,9 +224,9 @@ static int conv_task(void *job, int64_t task)
         else tg__q_gemm_packed(acc, cog, 0, a, lda, rows, j->op.w, gi, j->kern);
         /* Linear, 1x1 outputs: a channel per lane */
         const bool lanes = S == 1 && j->kern >= TG_INT8_KERNEL_AVX2;
-        for (int64_t bb = 0; lanes && bb < nb; bb++)
+        if (lanes)   /* each channel's parameters gathered once for the nb rows */
             (vnni ? tg__q_requant_channels_avx512 : tg__q_requant_channels_avx2)(
-                j->op.y + (b0 + bb) * g->c_col + gi * cog, acc + bb * cog, cog,
+                j->op.y + b0 * g->c_col + gi * cog, g->c_col, acc, cog, nb, cog,
                 j->op.r + gi * cog);
         for (int64_t bb = 0; !lanes && bb < nb; bb++)
             for (int64_t co = 0; co < cog; co++) {

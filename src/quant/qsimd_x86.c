@@ -3,6 +3,7 @@
  * contiguous f32.  Each gives the scalar formula's integers (tests in
  * test_quant_kernels.c and test_quant.c). */
 #include <stddef.h>
+#include <string.h>
 
 #include "quant/quant_internal.h"
 
@@ -98,6 +99,22 @@ __attribute__((target("avx2"))) static inline __m256i requant_lanes_avx2(__m256i
     return clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), p->zp), p->lo, p->hi);
 }
 
+/* Eight accumulators at a, requantized by p into eight bytes (the low 64 bits). */
+__attribute__((target("avx2"))) static inline __m128i requant8_avx2(const int32_t *a,
+                                                                    const requant4 *p,
+                                                                    bool is_signed)
+{
+    const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+    const __m128i a0 = _mm_loadu_si128((const __m128i *)a);
+    const __m128i a1 = _mm_loadu_si128((const __m128i *)(a + 4));
+    const __m256i q0 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a0), p);
+    const __m256i q1 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a1), p);
+    const __m128i d0 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q0, low32));
+    const __m128i d1 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q1, low32));
+    const __m128i w = _mm_packs_epi32(d0, d1);   /* in [-128, 255]: exact */
+    return is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+}
+
 __attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds,
                                                         const int32_t *src, int64_t rows,
                                                         int64_t n, int64_t ss,
@@ -106,21 +123,17 @@ __attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_sign
     const requant4 p = requant4_make(
         _mm256_set1_epi64x(r->bias), _mm256_set1_epi64x(r->m0), _mm256_set1_epi64x(r->shift),
         _mm256_set1_epi64x(r->zp), _mm256_set1_epi64x(r->lo), _mm256_set1_epi64x(r->hi));
-    const __m256i low32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         int64_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            const __m128i a0 = _mm_loadu_si128((const __m128i *)(src + i));
-            const __m128i a1 = _mm_loadu_si128((const __m128i *)(src + i + 4));
-            const __m256i q0 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a0), &p);
-            const __m256i q1 = requant_lanes_avx2(_mm256_cvtepi32_epi64(a1), &p);
-            const __m128i d0 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q0, low32));
-            const __m128i d1 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(q1, low32));
-            const __m128i w = _mm_packs_epi32(d0, d1);   /* in [-128, 255]: exact */
-            const __m128i b = is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
-            _mm_storel_epi64((__m128i *)(y + i), b);
+        for (; i + 8 <= n; i += 8)
+            _mm_storel_epi64((__m128i *)(y + i), requant8_avx2(src + i, &p, is_signed));
+        if (i < n) {   /* the rest of a short row (a DCGAN plane's 14), through a copy */
+            int32_t a[8] = {0};
+            uint8_t b[8];
+            memcpy(a, src + i, (size_t)(n - i) * sizeof *a);
+            _mm_storel_epi64((__m128i *)b, requant8_avx2(a, &p, is_signed));
+            memcpy(y + i, b, (size_t)(n - i));
         }
-        for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], r);
     }
 }
 
@@ -138,29 +151,39 @@ __attribute__((target("avx512f,avx2"))) static inline __m512i field8(const tg__q
     return _mm512_cvtepi32_epi64(_mm256_i32gather_epi32((const int *)r + f, idx, 4));
 }
 
-/* One channel per lane, its requantization gathered from r[]. */
+/* One channel per lane, its requantization gathered from r[] once per eight
+ * channels and used for every row. */
 __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
-    uint8_t *y, const int32_t *acc, int64_t n, const tg__q_requant *r)
+    uint8_t *y, int64_t ys, const int32_t *acc, int64_t as, int64_t rows, int64_t n,
+    const tg__q_requant *r)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const requant8 p = {.bias = field8(r + i, 0), .m0 = field8(r + i, 1),
                             .shift = field8(r + i, 2), .zp = field8(r + i, 3),
                             .lo = field8(r + i, 4), .hi = field8(r + i, 5)};
-        if (_mm512_cmple_epi64_mask(p.shift, _mm512_setzero_si512())) {   /* the scalar rule */
-            for (int e = 0; e < 8; e++)
-                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
-            continue;
+        const bool scalar = _mm512_cmple_epi64_mask(p.shift, _mm512_setzero_si512());
+        for (int64_t row = 0; row < rows; row++) {
+            uint8_t *yr = y + row * ys;
+            const int32_t *ar = acc + row * as;
+            if (scalar) {   /* a shift <= 0: the scalar rule */
+                for (int e = 0; e < 8; e++)
+                    yr[i + e] = (uint8_t)tg__q_requant_one(ar[i + e], &r[i + e]);
+                continue;
+            }
+            const __m512i a = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(ar + i)));
+            _mm512_mask_cvtepi64_storeu_epi8(yr + i, 0xff, requant_lanes(a, &p));
         }
-        const __m512i a = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc + i)));
-        _mm512_mask_cvtepi64_storeu_epi8(y + i, 0xff, requant_lanes(a, &p));
     }
-    for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
+    for (int64_t row = 0; row < rows; row++)
+        for (int64_t c = i; c < n; c++)
+            y[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * as + c], &r[c]);
 }
 
 /* The same with AVX2, four channels at a time. */
-__attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc,
-                                                                 int64_t n,
+__attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, int64_t ys,
+                                                                 const int32_t *acc, int64_t as,
+                                                                 int64_t rows, int64_t n,
                                                                  const tg__q_requant *r)
 {
     const __m128i idx = _mm_setr_epi32(0, 6, 12, 18);
@@ -170,19 +193,27 @@ __attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, con
         const requant4 p = requant4_make(FIELD4(0), FIELD4(1), FIELD4(2), FIELD4(3), FIELD4(4),
                                          FIELD4(5));
 #undef FIELD4
-        if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(_mm256_set1_epi64x(1), p.shift))) {
-            for (int e = 0; e < 4; e++)   /* a shift <= 0: the scalar rule */
-                y[i + e] = (uint8_t)tg__q_requant_one(acc[i + e], &r[i + e]);
-            continue;
+        const bool scalar =
+            _mm256_movemask_epi8(_mm256_cmpgt_epi64(_mm256_set1_epi64x(1), p.shift)) != 0;
+        for (int64_t row = 0; row < rows; row++) {
+            uint8_t *yr = y + row * ys;
+            const int32_t *ar = acc + row * as;
+            if (scalar) {   /* a shift <= 0: the scalar rule */
+                for (int e = 0; e < 4; e++)
+                    yr[i + e] = (uint8_t)tg__q_requant_one(ar[i + e], &r[i + e]);
+                continue;
+            }
+            int64_t lanes[4];
+            _mm256_storeu_si256(
+                (__m256i *)lanes,
+                requant_lanes_avx2(_mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)(ar + i))),
+                                   &p));
+            for (int e = 0; e < 4; e++) yr[i + e] = (uint8_t)lanes[e];
         }
-        int64_t lanes[4];
-        _mm256_storeu_si256((__m256i *)lanes,
-                            requant_lanes_avx2(_mm256_cvtepi32_epi64(
-                                                   _mm_loadu_si128((const __m128i *)(acc + i))),
-                                               &p));
-        for (int e = 0; e < 4; e++) y[i + e] = (uint8_t)lanes[e];
     }
-    for (; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(acc[i], &r[i]);
+    for (int64_t row = 0; row < rows; row++)
+        for (int64_t c = i; c < n; c++)
+            y[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * as + c], &r[c]);
 }
 
 /* tg_quantize's formula on n contiguous f32, eight lanes of f64 at a time:

@@ -189,14 +189,15 @@ void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t ro
  * i8, else u8. */
 void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r);
-/* y[c] = tg__q_requant_one(acc[c], &r[c]) for c < n: one output channel
- * per lane, its parameters gathered (AVX-512 F; qsimd_x86.c); eight lanes
- * where one has shift <= 0 run the scalar formula. */
-void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
-                                   const tg__q_requant *r);
+/* y[row*ys + c] = tg__q_requant_one(acc[row*as + c], &r[c]) for row < rows,
+ * c < n: one output channel per lane, its parameters gathered once for all
+ * rows (AVX-512 F; qsimd_x86.c); eight lanes where one has shift <= 0 run
+ * the scalar formula. */
+void tg__q_requant_channels_avx512(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
+                                   int64_t rows, int64_t n, const tg__q_requant *r);
 /* The same four lanes at a time with AVX2 (qsimd_x86.c). */
-void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc, int64_t n,
-                                 const tg__q_requant *r);
+void tg__q_requant_channels_avx2(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
+                                 int64_t rows, int64_t n, const tg__q_requant *r);
 /* tg_quantize of n contiguous f32 into bytes y (u8 or i8 by lo, hi): the
  * scalar formula's integers, eight at a time (AVX-512 F; qsimd_x86.c). */
 void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
