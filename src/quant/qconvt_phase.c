@@ -49,34 +49,22 @@
  * docs/quantization.md). */
 #include <string.h>
 
-#include "ops/conv_internal.h"
-#include "quant/quant_internal.h"
+#include "quant/qconvt_phase.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
-#define VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
-#define TILE 16
-#define MARGIN 32   /* positions after the grid that a last 32-wide block may read */
-#define MAX_PHASE_TAPS 64   /* taps of one phase (both axes): the kernels' tables */
 #define AVX2_MAX_CHANNELS 16   /* AVX2 runs it below this many output channels a group */
 
-/* One axis of the phase decomposition (axes 1 and 2 of the geometry). */
-typedef struct axis_plan {
-    int64_t s, K, pad, in, out;
-    int64_t lo, ext;   /* the grid covers input positions lo .. lo + ext - 1 */
-} axis_plan;
-
 /* Taps of phase phi on an axis: k = phi + s*t for t < taps(phi). */
-static int64_t phase_taps(const axis_plan *a, int64_t phi)
+static int64_t phase_taps(const tg__q_phase_axis *a, int64_t phi)
 {
     return phi < a->K ? (a->K - phi + a->s - 1) / a->s : 0;
 }
 
 /* The q of phase phi whose outputs y = q*s + phi - pad lie in [0, out):
  * [*qlo, *qhi], empty when *qlo > *qhi. */
-static void phase_range(const axis_plan *a, int64_t phi, int64_t *qlo, int64_t *qhi)
+static void phase_range(const tg__q_phase_axis *a, int64_t phi, int64_t *qlo, int64_t *qhi)
 {
     const int64_t first = a->pad - phi;   /* y = 0 at q = first / s */
     *qlo = first >= 0 ? (first + a->s - 1) / a->s : -((-first) / a->s);
@@ -84,9 +72,9 @@ static void phase_range(const axis_plan *a, int64_t phi, int64_t *qlo, int64_t *
     *qhi = last >= 0 ? last / a->s : -((-last + a->s - 1) / a->s);
 }
 
-static void axis_make(axis_plan *a, const tg__conv_geom *g, int ax)
+static void axis_make(tg__q_phase_axis *a, const tg__conv_geom *g, int ax)
 {
-    *a = (axis_plan){.s = g->stride[ax], .K = g->k[ax], .pad = g->pad[ax], .in = g->col[ax],
+    *a = (tg__q_phase_axis){.s = g->stride[ax], .K = g->k[ax], .pad = g->pad[ax], .in = g->col[ax],
                      .out = g->img[ax]};
     int64_t lo = 0, hi = a->in - 1;
     for (int64_t phi = 0; phi < a->s; phi++) {
@@ -110,31 +98,23 @@ bool tg__q_convt_phase_fits(const tg__conv_geom *g, const tg_qweight *w, tg_int8
     /* AVX2's 12-accumulator blocks lose to the column GEMM's tiles where a
      * group has many output channels (docs/quantization.md) */
     if (kern == TG_INT8_KERNEL_AVX2 && g->c_img / g->groups >= AVX2_MAX_CHANNELS) return false;
-    return (kern == TG_INT8_KERNEL_AVX2 ? w->taps16 != NULL : w->taps8 != NULL) && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
+    const bool packed = kern == TG_INT8_KERNEL_AVX2 ? w->taps16 != NULL : w->taps8 != NULL;
+    return packed && g->k[0] == 1 && g->col[0] == 1 && g->img[0] == 1 && g->dil[1] == 1 &&
            g->dil[2] == 1 && taps <= MAX_PHASE_TAPS &&
            g->col[1] * g->col[2] >= tg__q_phase_min_positions;
 }
 
-typedef struct phase_job {
-    tg__q_operands op;
-    axis_plan ax[2];
-    int64_t np;        /* grid positions + MARGIN */
-    int64_t fmax;      /* the longest phase plane, in flat positions, rounded up to 32 */
-    int64_t *ffirst;   /* per phase p1*s2 + p2: its first flat position */
-    tg_int8_kernel kern;   /* AMX tiles, VNNI or AVX2 registers */
-} phase_job;
-
 /* x4 of sample b, group gi (layout above): the zero point everywhere
  * (zero bytes for the padding channels past cig), then each input row of
  * four channel planes interleaved into its place, 16 positions at a time. */
-static void build_x4(uint8_t *x4, const phase_job *j, int64_t b, int64_t gi, int64_t ncq)
+static void build_x4(uint8_t *x4, const tg__q_phase_job *j, int64_t b, int64_t gi, int64_t ncq)
 {
     const tg__conv_geom *g = j->op.g;
     const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2];
     const bool sg = j->op.dt == TG_I8;
     const uint8_t zoff = (uint8_t)(sg ? j->op.zx + 128 : j->op.zx);
     const __m128i flip = _mm_set1_epi8(sg ? (char)0x80 : 0);
-    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const tg__q_phase_axis *a1 = &j->ax[0], *a2 = &j->ax[1];
     const uint8_t *xb = j->op.x + (b * g->c_col + gi * cig) * S;
     for (int64_t cq = 0; cq < ncq; cq++) {
         uint8_t *plane = x4 + cq * j->np * 4;
@@ -173,19 +153,9 @@ static void build_x4(uint8_t *x4, const phase_job *j, int64_t b, int64_t gi, int
     }
 }
 
-/* One phase (p1, p2) of the job: its taps t < nt (tap index tk[t] into the
- * weight, flat offset toff[t] of its reads), its flat positions
- * ffirst..flast, and the activations' offset zoff. */
-typedef struct phase_plan {
-    int nt;
-    int64_t tk[MAX_PHASE_TAPS], toff[MAX_PHASE_TAPS];
-    int64_t ffirst, flast;
-    uint32_t zoff;
-} phase_plan;
-
-static void phase_make(phase_plan *ph, const phase_job *j, int64_t p1, int64_t p2)
+static void phase_make(tg__q_phase_plan *ph, const tg__q_phase_job *j, int64_t p1, int64_t p2)
 {
-    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const tg__q_phase_axis *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t K2 = j->op.g->k[2], wg = a2->ext;
     const int64_t T1 = phase_taps(a1, p1), T2 = phase_taps(a2, p2);
     int64_t q1lo, q1hi, q2lo, q2hi;
@@ -202,269 +172,16 @@ static void phase_make(phase_plan *ph, const phase_job *j, int64_t p1, int64_t p
     ph->zoff = (uint32_t)(j->op.dt == TG_I8 ? j->op.zx + 128 : j->op.zx);
 }
 
-/* -zoff times the phase's weights for output channel co of group gi summed
- * (0 past the channels), where every accumulator of that channel starts. */
-static int32_t phase_corr(const phase_job *j, const phase_plan *ph, int64_t gi, int64_t co)
-{
-    const int64_t cog = j->op.g->c_img / j->op.g->groups, Kt = j->op.g->k[1] * j->op.g->k[2];
-    uint32_t sum = 0;
-    for (int t = 0; co < cog && t < ph->nt; t++)
-        sum += (uint32_t)j->op.w->tapsum[(gi * Kt + ph->tk[t]) * cog + co];
-    return (int32_t)(0u - ph->zoff * sum);
-}
-
-/* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
- * phase's flat positions f, requantized. */
-AMX_TARGET static void run_phase_amx(const phase_job *j, const uint8_t *x4, int64_t gi,
-                                     const phase_plan *ph, uint8_t *planes)
-{
-    const tg_qweight *w = j->op.w;
-    const int64_t cog = j->op.g->c_img / j->op.g->groups;
-    _Alignas(64) int32_t corr[2][TILE * TILE];
-    _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
-    for (int64_t cob = 0; cob < w->ncob; cob += 2) {
-        /* two blocks of 16 output channels at a time; a last single block
-         * (16 or fewer channels in all) uses tiles 0, 1, 4, 6 and 7 only */
-        const bool two = cob + 1 < w->ncob;
-        for (int h = 0; h < (two ? 2 : 1); h++)   /* -zoff * (the phase's weights summed) */
-            for (int rr = 0; rr < TILE; rr++) {
-                const int32_t v = phase_corr(j, ph, gi, (cob + h) * TILE + rr);
-                for (int c = 0; c < TILE; c++) corr[h][rr * TILE + c] = v;
-            }
-        for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += 2 * TILE) {
-            _tile_loadd(0, corr[0], 4 * TILE);
-            _tile_loadd(1, corr[0], 4 * TILE);
-            if (two) {
-                _tile_loadd(2, corr[1], 4 * TILE);
-                _tile_loadd(3, corr[1], 4 * TILE);
-            }
-            for (int t = 0; t < ph->nt; t++) {
-                const uint8_t *xb = x4 + (f0 - ph->toff[t]) * 4;
-                const int8_t *wa = tg__q_tap_panel(w, gi, ph->tk[t], cob);
-                for (int64_t cc = 0; cc < w->ncc; cc++) {
-                    const uint8_t *xc = xb + cc * TILE * j->np * 4;
-                    _tile_loadd(4, wa + cc * TILE * 64, 64);
-                    _tile_loadd(6, xc, j->np * 4);
-                    _tile_loadd(7, xc + 64, j->np * 4);
-                    _tile_dpbsud(0, 4, 6);
-                    _tile_dpbsud(1, 4, 7);
-                    if (two) {
-                        _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
-                        _tile_dpbsud(2, 5, 6);
-                        _tile_dpbsud(3, 5, 7);
-                    }
-                }
-            }
-            _tile_stored(0, tmp, 8 * TILE);
-            _tile_stored(1, tmp + TILE, 8 * TILE);
-            if (two) {
-                _tile_stored(2, tmp + 2 * TILE * TILE, 8 * TILE);
-                _tile_stored(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
-            }
-            for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
-                const int64_t co = cob * TILE + rr;
-                if (co >= cog) break;
-                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ph->ffirst), 2 * TILE,
-                                   tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
-                                   &j->op.r[gi * cog + co], TG_INT8_KERNEL_AMX);
-            }
-        }
-    }
-}
-
-/* ---- the VNNI kernel ---- */
-#define VR 4   /* output channels per register block (a divisor of 16) */
-#define VV 6   /* vectors of 16 positions per block: VR * VV = 24 accumulators */
-
-/* acc[r][v] (r < VR, v < nv) = corr[r] + the phase's sums for output
- * channel r of the block and positions 16v.. of the flat block at x4 (the
- * grid already offset to the block's first position): over taps t < nt
- * (flat offset toff[t], weights wt[t]: the taps8 row of the block's first
- * channel in its first 64-channel tile) and the 16 channel quads of each of
- * the ncc tiles (quad planes pstride bytes apart).  Rows past the channels
- * read the tiles' zero rows.  Stored into out (rows of VV * 16). */
-VNNI_TARGET static inline __attribute__((always_inline)) void
-block_vnni(const int nv, const uint8_t *x4, int64_t pstride, const int64_t *toff,
-           const int8_t *const *wt, int nt, int64_t ncc, const int32_t *corr, int32_t *out)
-{
-    __m512i acc[VR][VV];
-    for (int r = 0; r < VR; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_set1_epi32(corr[r]);
-    for (int t = 0; t < nt; t++) {
-        const uint8_t *xt = x4 - 4 * toff[t];
-        for (int64_t cc = 0; cc < ncc; cc++) {
-            const int8_t *wc = wt[t] + cc * TILE * 64;
-            const uint8_t *xc = xt + cc * TILE * pstride;
-            for (int e = 0; e < TILE; e++, xc += pstride) {
-                __m512i xv[VV];
-                for (int v = 0; v < nv; v++) xv[v] = _mm512_loadu_si512(xc + 64 * v);
-                for (int r = 0; r < VR; r++) {
-                    int32_t quad;
-                    memcpy(&quad, wc + r * 64 + 4 * e, sizeof quad);
-                    const __m512i b = _mm512_set1_epi32(quad);
-                    for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xv[v], b);
-                }
-            }
-        }
-    }
-    for (int r = 0; r < VR; r++)
-        for (int v = 0; v < nv; v++) _mm512_storeu_si512(out + r * VV * 16 + 16 * v, acc[r][v]);
-}
-
-VNNI_TARGET static void run_phase_vnni(const phase_job *j, const uint8_t *x4, int64_t gi,
-                                       const phase_plan *ph, uint8_t *planes)
-{
-    const tg_qweight *w = j->op.w;
-    const int64_t cog = j->op.g->c_img / j->op.g->groups;
-    _Alignas(64) int32_t out[VR * VV * 16];
-    for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += VV * 16) {
-        const int64_t left = (ph->flast - f0 + 16) / 16;   /* vectors up to flast */
-        const int nv = (int)(left < VV ? left : VV);
-        const uint8_t *xb = x4 + 4 * f0;
-        for (int64_t co0 = 0; co0 < cog; co0 += VR) {
-            const int8_t *wt[MAX_PHASE_TAPS];
-            int32_t corr[VR];
-            for (int t = 0; t < ph->nt; t++)
-                wt[t] = tg__q_tap_panel(w, gi, ph->tk[t], co0 / TILE) + (co0 % TILE) * 64;
-            for (int r = 0; r < VR; r++) corr[r] = phase_corr(j, ph, gi, co0 + r);
-            switch (nv) {   /* constant vector counts: the accumulators stay in registers */
-            case 1: block_vnni(1, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            case 2: block_vnni(2, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            case 3: block_vnni(3, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            case 4: block_vnni(4, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            case 5: block_vnni(5, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            default: block_vnni(VV, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
-            }
-            for (int r = 0; r < VR && co0 + r < cog; r++)
-                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
-                                   16 * nv, out + r * VV * 16, 1, 16 * nv, 16 * nv,
-                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_VNNI);
-        }
-    }
-}
-
-/* ---- the AVX2 kernel ----
- * AVX2 has no exact u8 x s8 dot product (vpmaddubsw saturates), so this
- * grid holds the activations as x - zx in i16 pairs of input channels
- * (padding and margins 0, so no zero-point sum is needed), x2[cp][P] =
- * (x[2cp][P] - zx) | (x[2cp+1][P] - zx) << 16, and vpmaddwd of a broadcast
- * pair of weights (taps16) against 8 positions' pairs adds two exact
- * products per lane. */
-#define AVX2_TARGET __attribute__((target("avx2")))
-#define AR 3   /* output channels per block */
-#define AV 4   /* vectors of 8 positions per block: AR * AV = 12 accumulators */
-
-AVX2_TARGET static void build_x2(int32_t *x2, const phase_job *j, int64_t b, int64_t gi)
-{
-    const tg__conv_geom *g = j->op.g;
-    const int64_t cig = g->c_col / g->groups, S = g->col[1] * g->col[2], ncp = j->op.w->ncp;
-    const bool sg = j->op.dt == TG_I8;
-    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
-    const uint8_t *xb = j->op.x + (b * g->c_col + gi * cig) * S;
-    const __m256i zx = _mm256_set1_epi16((int16_t)j->op.zx);
-    memset(x2, 0, (size_t)(ncp * j->np) * sizeof *x2);
-    for (int64_t cp = 0; cp < ncp; cp++) {
-        const bool two = 2 * cp + 1 < cig;   /* else the odd last channel and 0 */
-        const uint8_t *s0 = xb + 2 * cp * S, *s1 = two ? s0 + S : s0;
-        for (int64_t i1 = 0; i1 < a1->in; i1++) {
-            int32_t *dst = x2 + cp * j->np + (i1 - a1->lo) * a2->ext - a2->lo;
-            const int64_t off = i1 * a2->in;
-            int64_t i2 = 0;
-            for (; two && i2 + 16 <= a2->in; i2 += 16) {
-                const __m128i r0 = _mm_loadu_si128((const __m128i *)(s0 + off + i2));
-                const __m128i r1 = _mm_loadu_si128((const __m128i *)(s1 + off + i2));
-                const __m256i c0 = _mm256_sub_epi16(sg ? _mm256_cvtepi8_epi16(r0)
-                                                       : _mm256_cvtepu8_epi16(r0), zx);
-                const __m256i c1 = _mm256_sub_epi16(sg ? _mm256_cvtepi8_epi16(r1)
-                                                       : _mm256_cvtepu8_epi16(r1), zx);
-                /* within each 128-bit lane: positions 0-3 | 8-11, then 4-7 | 12-15 */
-                const __m256i lo = _mm256_unpacklo_epi16(c0, c1), hi = _mm256_unpackhi_epi16(c0, c1);
-                _mm256_storeu_si256((__m256i *)(dst + i2), _mm256_permute2x128_si256(lo, hi, 0x20));
-                _mm256_storeu_si256((__m256i *)(dst + i2 + 8),
-                                    _mm256_permute2x128_si256(lo, hi, 0x31));
-            }
-            for (; i2 < a2->in; i2++) {
-                const int32_t v0 = (sg ? (int32_t)(int8_t)s0[off + i2] : s0[off + i2]) - j->op.zx;
-                const int32_t v1 =
-                    two ? (sg ? (int32_t)(int8_t)s1[off + i2] : s1[off + i2]) - j->op.zx : 0;
-                dst[i2] = (int32_t)((uint32_t)(uint16_t)(int16_t)v0 |
-                                    (uint32_t)(uint16_t)(int16_t)v1 << 16);
-            }
-        }
-    }
-}
-
-/* out[r][8v..] (r < AR, v < nv) = the phase's sums for output channel row r
- * (weights wr[t][r]: its taps16 pairs for tap t) at positions 8v.. of the
- * flat block at x2, over taps t < nt (flat offset toff[t]) and channel
- * pairs cp < ncp (planes np apart). */
-AVX2_TARGET static inline __attribute__((always_inline)) void
-block_avx2(const int nv, const int32_t *x2, int64_t np, const int64_t *toff,
-           const int32_t *const (*wr)[AR], int nt, int64_t ncp, int32_t *out)
-{
-    __m256i acc[AR][AV];
-    for (int r = 0; r < AR; r++)
-        for (int v = 0; v < nv; v++) acc[r][v] = _mm256_setzero_si256();
-    for (int t = 0; t < nt; t++) {
-        const int32_t *xc = x2 - toff[t];
-        const int32_t *w0 = wr[t][0], *w1 = wr[t][1], *w2 = wr[t][2];
-        for (int64_t cp = 0; cp < ncp; cp++, xc += np) {
-            const __m256i b0 = _mm256_set1_epi32(w0[cp]), b1 = _mm256_set1_epi32(w1[cp]);
-            const __m256i b2 = _mm256_set1_epi32(w2[cp]);
-            for (int v = 0; v < nv; v++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xc + 8 * v));
-                acc[0][v] = _mm256_add_epi32(acc[0][v], _mm256_madd_epi16(xv, b0));
-                acc[1][v] = _mm256_add_epi32(acc[1][v], _mm256_madd_epi16(xv, b1));
-                acc[2][v] = _mm256_add_epi32(acc[2][v], _mm256_madd_epi16(xv, b2));
-            }
-        }
-    }
-    for (int r = 0; r < AR; r++)
-        for (int v = 0; v < nv; v++)
-            _mm256_storeu_si256((__m256i *)(out + r * AV * 8 + 8 * v), acc[r][v]);
-}
-
-AVX2_TARGET static void run_phase_avx2(const phase_job *j, const uint8_t *grid, int64_t gi,
-                                       const phase_plan *ph, uint8_t *planes)
-{
-    const tg_qweight *w = j->op.w;
-    const int64_t cog = j->op.g->c_img / j->op.g->groups, K = w->n / cog, ncp = w->ncp;
-    const int32_t *x2 = (const int32_t *)grid;
-    _Alignas(32) int32_t out[AR * AV * 8];
-    for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += AV * 8) {
-        const int64_t left = (ph->flast - f0 + 8) / 8;   /* vectors up to flast */
-        const int nv = (int)(left < AV ? left : AV);
-        const int32_t *xb = x2 + f0;
-        for (int64_t co0 = 0; co0 < cog; co0 += AR) {
-            const int32_t *wr[MAX_PHASE_TAPS][AR];
-            for (int t = 0; t < ph->nt; t++)
-                for (int r = 0; r < AR; r++)   /* rows past the channels repeat the last */
-                    wr[t][r] = w->taps16 + ((gi * K + ph->tk[t]) * cog +
-                                            (co0 + r < cog ? co0 + r : cog - 1)) * ncp;
-            switch (nv) {   /* constant vector counts: the accumulators stay in registers */
-            case 1: block_avx2(1, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
-            case 2: block_avx2(2, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
-            case 3: block_avx2(3, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
-            default: block_avx2(AV, xb, j->np, ph->toff, (const int32_t *const (*)[AR])wr, ph->nt, ncp, out); break;
-            }
-            for (int r = 0; r < AR && co0 + r < cog; r++)
-                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
-                                   8 * nv, out + r * AV * 8, 1, 8 * nv, 8 * nv,
-                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_AVX2);
-        }
-    }
-}
-
 /* y[b, gi*cog + co] from the phase planes.  Output row y1 belongs to one
  * phase p1 (row q1); along it, the outputs y2 = s2*m + e of residue e come
  * from phase p2 = (e + pad2) mod s2, at q2 = m + (e + pad2 - p2) / s2: one
  * contiguous run per residue, interleaved (two at a time by SSE2 when s2 is
  * 2). */
-static void interleave(const phase_job *j, int64_t b, int64_t gi, const uint8_t *planes)
+static void interleave(const tg__q_phase_job *j, int64_t b, int64_t gi, const uint8_t *planes)
 {
     const int64_t *ffirst = j->ffirst;
     const tg__conv_geom *g = j->op.g;
-    const axis_plan *a1 = &j->ax[0], *a2 = &j->ax[1];
+    const tg__q_phase_axis *a1 = &j->ax[0], *a2 = &j->ax[1];
     const int64_t cog = g->c_img / g->groups, plane = cog * j->fmax, wg = a2->ext;
     const int64_t s2 = a2->s, O2 = a2->out, ysize = a1->out * O2;
     uint8_t *yg = j->op.y + (b * g->c_img + gi * cog) * ysize;
@@ -507,7 +224,7 @@ static void interleave(const phase_job *j, int64_t b, int64_t gi, const uint8_t 
 
 static int phase_task(void *job, int64_t b)
 {
-    const phase_job *j = job;
+    const tg__q_phase_job *j = job;
     const tg__conv_geom *g = j->op.g;
     const int64_t cog = g->c_img / g->groups, nph = j->ax[0].s * j->ax[1].s;
     const int64_t ncq = j->op.w->ncc * TILE;   /* VNNI, AMX: channel quads; AVX2: pairs */
@@ -520,13 +237,13 @@ static int phase_task(void *job, int64_t b)
     const bool amx = j->kern == TG_INT8_KERNEL_AMX, avx2 = j->kern == TG_INT8_KERNEL_AVX2;
     if (amx) tg__amx_tiles_begin();
     for (int64_t gi = 0; gi < g->groups; gi++) {
-        if (avx2) build_x2((int32_t *)x4, j, b, gi);
+        if (avx2) tg__q_phase_build_x2((int32_t *)x4, j, b, gi);
         else build_x4(x4, j, b, gi, ncq);
         for (int64_t p1 = 0; p1 < j->ax[0].s; p1++)
             for (int64_t p2 = 0; p2 < j->ax[1].s; p2++) {
-                phase_plan ph;
+                tg__q_phase_plan ph;
                 phase_make(&ph, j, p1, p2);
-                (amx ? run_phase_amx : avx2 ? run_phase_avx2 : run_phase_vnni)(
+                (amx ? tg__q_phase_run_amx : avx2 ? tg__q_phase_run_avx2 : tg__q_phase_run_vnni)(
                     j, x4, gi, &ph, planes + (p1 * j->ax[1].s + p2) * plane_bytes);
             }
         interleave(j, b, gi, planes);
@@ -540,7 +257,7 @@ int tg__q_convt_phase(const tg__conv_geom *g, tg_dtype dt, const void *x, int32_
                       tg_int8_kernel kern)
 {
     if (g->batch == 0) return TG_OK;
-    phase_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y},
+    tg__q_phase_job j = {.op = {.g = g, .dt = dt, .x = x, .zx = zx, .w = w, .r = r, .y = y},
                    .kern = kern};
     axis_make(&j.ax[0], g, 1);
     axis_make(&j.ax[1], g, 2);
