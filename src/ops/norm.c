@@ -29,8 +29,8 @@
  *
  * The fused backward runs when no graph is recorded.  With create_graph the
  * backward is the formulas above written with differentiable ops (the batch
- * statistics recomputed from the saved x), so higher derivatives come from
- * the tape as for every other op.
+ * statistics recomputed from the saved x; norm_backward_ops.c), so higher
+ * derivatives come from the tape as for every other op.
  */
 #include <assert.h>
 #include <math.h>
@@ -44,13 +44,6 @@
 #include "ops/families.h"
 #include "ops/conv_internal.h"   /* tg__conv_input/output: buffers in the compute dtype */
 #include "tapegrad/ops.h"
-
-typedef struct bn_params {
-    double momentum, eps;
-    bool training;
-    /* forward only: the running buffers read (eval) or updated (training) */
-    tg_tensor *running_mean, *running_var;
-} bn_params;
 
 /* Slots of the saved tensors. */
 enum { SAVED_X, SAVED_MEAN, SAVED_INVSTD, SAVED_WEIGHT };
@@ -221,7 +214,7 @@ static int check_vec(const char *what, const tg_tensor *v, int64_t c)
 }
 
 static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b,
-                        const bn_params *p)
+                        const tg__bn_params *p)
 {
     TG_CHECK(x != NULL, TG_EINVAL, "batch_norm: x must not be NULL");
     TG_CHECK(x->ndim >= 2, TG_ESHAPE, "batch_norm: x has %d dims; expected (N, C, ...)", x->ndim);
@@ -281,7 +274,7 @@ static int update_running(tg_tensor *run, const double *stat, double m, double f
 static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
-    const bn_params *p = params;
+    const tg__bn_params *p = params;
     tg_tensor *x = in[0], *w = in[1], *b = in[2];
     TG_TRY(check_inputs(x, w, b, p));
     const bn_geom g = geom_of(x);
@@ -350,89 +343,8 @@ done:
 
 /* ---- backward ------------------------------------------------------------------ */
 
-/* t as (1, C, 1, ...) for x's rank. */
-static int as_channel(tg_tensor **out, tg_tensor *t, int nd)
-{
-    int64_t shape[TG_MAX_DIMS];
-    for (int d = 0; d < nd; d++) shape[d] = d == 1 ? t->shape[0] : 1;
-    return tg_reshape(out, t, nd, shape);
-}
-
-/* Sums t over every dim but 1, as a (C,) tensor of dtype dt. */
-static int channel_sum(tg_tensor **out, tg_tensor *t, tg_dtype dt)
-{
-    int dims[TG_MAX_DIMS], k = 0;
-    for (int d = 0; d < t->ndim; d++)
-        if (d != 1) dims[k++] = d;
-    tg_tensor *s = NULL;
-    TG_TRY(tg_sum_dims(&s, t, k, dims, false));
-    int rc = TG_OK;
-    if (s->dtype != dt) {
-        rc = tg_to_dtype(out, s, dt);
-        tg_tensor_release(s);
-    } else {
-        *out = s;
-    }
-    return rc;
-}
-
-
-/* The gradients as differentiable ops (create_graph). */
-static int backward_ops(tg_ctx *ctx, const bn_params *p, tg_tensor *g, tg_tensor *x,
-                        tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
-{
-    enum { MU, XC, SQ, VAR, VE, INV, XHAT, WC, GW, M1, GX, M2, T1, T2, T3, DX, GXH, N_TMP };
-    tg_tensor *t[N_TMP] = {NULL};
-    const int nd = x->ndim;
-    int dims[TG_MAX_DIMS], k = 0, rc;
-    for (int d = 0; d < nd; d++)
-        if (d != 1) dims[k++] = d;
-    if (p->training) {   /* the batch statistics, recomputed from x on the tape */
-        TG_TRY_GOTO(tg_mean_dims(&t[MU], x, k, dims, true));
-        TG_TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
-        TG_TRY_GOTO(tg_mul(&t[SQ], t[XC], t[XC]));
-        TG_TRY_GOTO(tg_mean_dims(&t[VAR], t[SQ], k, dims, true));
-        TG_TRY_GOTO(tg_add_scalar(&t[VE], t[VAR], p->eps));
-        TG_TRY_GOTO(tg_pow_scalar(&t[INV], t[VE], -0.5));
-    } else {             /* constants from the running buffers */
-        TG_TRY_GOTO(as_channel(&t[MU], mean, nd));
-        TG_TRY_GOTO(tg_sub(&t[XC], x, t[MU]));
-        TG_TRY_GOTO(as_channel(&t[INV], invstd, nd));
-    }
-    TG_TRY_GOTO(tg_mul(&t[XHAT], t[XC], t[INV]));
-    if (w) {
-        TG_TRY_GOTO(as_channel(&t[WC], w, nd));
-        TG_TRY_GOTO(tg_mul(&t[GW], g, t[WC]));
-    } else {
-        t[GW] = tg_tensor_retain(g);
-    }
-    if (tg__ctx_needs_grad(ctx, 0)) {
-        if (p->training) {   /* invstd (gw - mean(gw) - xhat mean(gw xhat)) */
-            TG_TRY_GOTO(tg_mean_dims(&t[M1], t[GW], k, dims, true));
-            TG_TRY_GOTO(tg_mul(&t[GX], t[GW], t[XHAT]));
-            TG_TRY_GOTO(tg_mean_dims(&t[M2], t[GX], k, dims, true));
-            TG_TRY_GOTO(tg_sub(&t[T1], t[GW], t[M1]));
-            TG_TRY_GOTO(tg_mul(&t[T2], t[XHAT], t[M2]));
-            TG_TRY_GOTO(tg_sub(&t[T3], t[T1], t[T2]));
-            TG_TRY_GOTO(tg_mul(&t[DX], t[T3], t[INV]));
-        } else {
-            TG_TRY_GOTO(tg_mul(&t[DX], t[GW], t[INV]));
-        }
-        if (t[DX]->dtype != x->dtype) TG_TRY_GOTO(tg_to_dtype(&gin[0], t[DX], x->dtype));
-        else gin[0] = tg_tensor_retain(t[DX]);
-    }
-    if (w && tg__ctx_needs_grad(ctx, 1)) {
-        TG_TRY_GOTO(tg_mul(&t[GXH], g, t[XHAT]));
-        TG_TRY_GOTO(channel_sum(&gin[1], t[GXH], w->dtype));
-    }
-    if (tg__ctx_needs_grad(ctx, 2)) TG_TRY_GOTO(channel_sum(&gin[2], g, ctx->in_meta[2].dtype));
-done:
-    for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
-    return rc;
-}
-
 /* The fused gradients (no graph recorded). */
-static int backward_fused(tg_ctx *ctx, const bn_params *p, tg_tensor *gy, tg_tensor *x,
+static int backward_fused(tg_ctx *ctx, const tg__bn_params *p, tg_tensor *gy, tg_tensor *x,
                           tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
 {
     const bn_geom g = geom_of(x);
@@ -490,14 +402,14 @@ done:
 
 static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 {
-    const bn_params *p = tg__ctx_params(ctx);
+    const tg__bn_params *p = tg__ctx_params(ctx);
     tg_tensor *x, *mean, *invstd, *w = NULL;
     TG_TRY(tg__ctx_saved(ctx, SAVED_X, &x));
     TG_TRY(tg__ctx_saved(ctx, SAVED_MEAN, &mean));
     TG_TRY(tg__ctx_saved(ctx, SAVED_INVSTD, &invstd));
     if (ctx->n_saved > SAVED_WEIGHT) TG_TRY(tg__ctx_saved(ctx, SAVED_WEIGHT, &w));
     int rc = !tg_grad_enabled() ? backward_fused(ctx, p, gy, x, w, mean, invstd, gin)
-                                : backward_ops(ctx, p, gy, x, w, mean, invstd, gin);
+                                : tg__bn_backward_ops(ctx, p, gy, x, w, mean, invstd, gin);
     if (rc < 0)
         for (int i = 0; i < 3; i++) {
             tg_tensor_release(gin[i]);
@@ -522,8 +434,8 @@ int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean, tg_ten
                   tg_tensor *weight, tg_tensor *bias, bool training, double momentum, double eps)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "batch_norm: out must not be NULL");
-    bn_params p = {.momentum = momentum, .eps = eps, .training = training,
-                   .running_mean = running_mean, .running_var = running_var};
+    tg__bn_params p = {.momentum = momentum, .eps = eps, .training = training,
+                       .running_mean = running_mean, .running_var = running_var};
     tg_tensor *in[3] = {x, weight, bias};
     return tg_op_call(&batch_norm_op, out, 3, in, &p, sizeof p);
 }
