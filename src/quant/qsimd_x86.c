@@ -93,7 +93,8 @@ __attribute__((target("avx2"))) static inline __m256i requant_lanes_avx2(__m256i
                                    _mm256_set1_epi64x(INT32_MIN), _mm256_set1_epi64x(INT32_MAX));
     const __m256i v = _mm256_mul_epi32(s, p->m0);
     const __m256i sign = _mm256_cmpgt_epi64(zero, v);
-    const __m256i q = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), p->shift), sign);
+    const __m256i q =
+        _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), p->shift), sign);
     const __m256i rem = _mm256_and_si256(v, p->mask);
     const __m256i up = _mm256_cmpgt_epi64(_mm256_add_epi64(rem, _mm256_and_si256(q, one)), p->half);
     return clamp64_avx2(_mm256_add_epi64(_mm256_sub_epi64(q, up), p->zp), p->lo, p->hi);
@@ -151,6 +152,16 @@ __attribute__((target("avx512f,avx2"))) static inline __m512i field8(const tg__q
     return _mm512_cvtepi32_epi64(_mm256_i32gather_epi32((const int *)r + f, idx, 4));
 }
 
+/* Channels [c0, c1) of every row by the scalar formula. */
+static void requant_channels_scalar(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
+                                    int64_t rows, int64_t c0, int64_t c1,
+                                    const tg__q_requant *r)
+{
+    for (int64_t row = 0; row < rows; row++)
+        for (int64_t c = c0; c < c1; c++)
+            y[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * as + c], &r[c]);
+}
+
 /* One channel per lane, its requantization gathered from r[] once per eight
  * channels and used for every row. */
 __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
@@ -162,22 +173,17 @@ __attribute__((target("avx512f,avx2"))) void tg__q_requant_channels_avx512(
         const requant8 p = {.bias = field8(r + i, 0), .m0 = field8(r + i, 1),
                             .shift = field8(r + i, 2), .zp = field8(r + i, 3),
                             .lo = field8(r + i, 4), .hi = field8(r + i, 5)};
-        const bool scalar = _mm512_cmple_epi64_mask(p.shift, _mm512_setzero_si512());
+        if (_mm512_cmple_epi64_mask(p.shift, _mm512_setzero_si512())) {   /* the scalar rule */
+            requant_channels_scalar(y, ys, acc, as, rows, i, i + 8, r);
+            continue;
+        }
         for (int64_t row = 0; row < rows; row++) {
-            uint8_t *yr = y + row * ys;
-            const int32_t *ar = acc + row * as;
-            if (scalar) {   /* a shift <= 0: the scalar rule */
-                for (int e = 0; e < 8; e++)
-                    yr[i + e] = (uint8_t)tg__q_requant_one(ar[i + e], &r[i + e]);
-                continue;
-            }
-            const __m512i a = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(ar + i)));
-            _mm512_mask_cvtepi64_storeu_epi8(yr + i, 0xff, requant_lanes(a, &p));
+            const int32_t *ar = acc + row * as + i;
+            const __m512i a = _mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)ar));
+            _mm512_mask_cvtepi64_storeu_epi8(y + row * ys + i, 0xff, requant_lanes(a, &p));
         }
     }
-    for (int64_t row = 0; row < rows; row++)
-        for (int64_t c = i; c < n; c++)
-            y[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * as + c], &r[c]);
+    requant_channels_scalar(y, ys, acc, as, rows, i, n, r);
 }
 
 /* The same with AVX2, four channels at a time. */
@@ -193,27 +199,19 @@ __attribute__((target("avx2"))) void tg__q_requant_channels_avx2(uint8_t *y, int
         const requant4 p = requant4_make(FIELD4(0), FIELD4(1), FIELD4(2), FIELD4(3), FIELD4(4),
                                          FIELD4(5));
 #undef FIELD4
-        const bool scalar =
-            _mm256_movemask_epi8(_mm256_cmpgt_epi64(_mm256_set1_epi64x(1), p.shift)) != 0;
+        if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(_mm256_set1_epi64x(1), p.shift))) {
+            requant_channels_scalar(y, ys, acc, as, rows, i, i + 4, r);   /* a shift <= 0 */
+            continue;
+        }
         for (int64_t row = 0; row < rows; row++) {
-            uint8_t *yr = y + row * ys;
-            const int32_t *ar = acc + row * as;
-            if (scalar) {   /* a shift <= 0: the scalar rule */
-                for (int e = 0; e < 4; e++)
-                    yr[i + e] = (uint8_t)tg__q_requant_one(ar[i + e], &r[i + e]);
-                continue;
-            }
+            const __m128i a = _mm_loadu_si128((const __m128i *)(acc + row * as + i));
             int64_t lanes[4];
-            _mm256_storeu_si256(
-                (__m256i *)lanes,
-                requant_lanes_avx2(_mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)(ar + i))),
-                                   &p));
-            for (int e = 0; e < 4; e++) yr[i + e] = (uint8_t)lanes[e];
+            _mm256_storeu_si256((__m256i *)lanes,
+                                requant_lanes_avx2(_mm256_cvtepi32_epi64(a), &p));
+            for (int e = 0; e < 4; e++) y[row * ys + i + e] = (uint8_t)lanes[e];
         }
     }
-    for (int64_t row = 0; row < rows; row++)
-        for (int64_t c = i; c < n; c++)
-            y[row * ys + c] = (uint8_t)tg__q_requant_one(acc[row * as + c], &r[c]);
+    requant_channels_scalar(y, ys, acc, as, rows, i, n, r);
 }
 
 /* tg_quantize's formula on n contiguous f32, eight lanes of f64 at a time:
