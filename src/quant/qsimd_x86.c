@@ -237,8 +237,8 @@ __attribute__((target("avx512f"))) void tg__q_quantize_avx512(uint8_t *y, const 
 
 #else /* not x86 */
 
-void tg__q_requant_channels_avx2(uint8_t *y, const int32_t *acc, int64_t n,
-                                 const tg__q_requant *r)
+void tg__q_requant_channels_avx2(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
+                                 int64_t rows, int64_t n, const tg__q_requant *r)
 {
     TG_ASSERT(!"avx2 requantization called on a non-x86 build");
 }
@@ -252,8 +252,8 @@ void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t ro
 {
     TG_ASSERT(!"avx512 requantization called on a non-x86 build");
 }
-void tg__q_requant_channels_avx512(uint8_t *y, const int32_t *acc, int64_t n,
-                                   const tg__q_requant *r)
+void tg__q_requant_channels_avx512(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
+                                   int64_t rows, int64_t n, const tg__q_requant *r)
 {
     TG_ASSERT(!"avx512 requantization called on a non-x86 build");
 }
