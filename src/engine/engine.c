@@ -50,11 +50,7 @@ typedef struct touched_leaf {
 } touched_leaf;
 
 typedef struct engine {
-    bool create_graph, retain_graph;
-    bool accumulate;              /* tg_backward: into leaves' .grad */
-    int n_targets;                /* tg_grad: the inputs and their result slots */
-    tg_tensor *const *targets;
-    tg_tensor **results;
+    tg__engine_req req;           /* what was asked (engine.h) */
     slot_index by_tensor;         /* every target, by tensor */
     slot_index by_fn;             /* non-leaf targets, by grad_fn */
     tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
@@ -65,8 +61,6 @@ typedef struct engine {
     int n_touched, cap_touched;
     int n_early;                  /* leaves with post-accumulate hooks: touched[0, n_early) */
     touched_leaf *by_leaf;        /* uthash over the same entries */
-    tg_backward_step_fn on_step;  /* tg_backward_steps' callback, or NULL */
-    void *step_user;
     int n_steps;
 } engine;
 
@@ -161,11 +155,11 @@ static int index_add(slot_index *ix, const void *key, int j)
 /* Indexes tg_grad's inputs: each by tensor, and a non-leaf one by grad_fn. */
 static int index_targets(engine *e)
 {
-    if (e->n_targets == 0) return TG_OK;
-    TG_TRY(index_init(&e->by_tensor, e->n_targets));
-    TG_TRY(index_init(&e->by_fn, e->n_targets));
-    for (int j = 0; j < e->n_targets; j++) {
-        const tg_tensor *t = e->targets[j];
+    if (e->req.n_targets == 0) return TG_OK;
+    TG_TRY(index_init(&e->by_tensor, e->req.n_targets));
+    TG_TRY(index_init(&e->by_fn, e->req.n_targets));
+    for (int j = 0; j < e->req.n_targets; j++) {
+        const tg_tensor *t = e->req.targets[j];
         TG_TRY(index_add(&e->by_tensor, t, j));
         if (t->grad_fn) TG_TRY(index_add(&e->by_fn, t->grad_fn, j));
     }
@@ -174,14 +168,14 @@ static int index_targets(engine *e)
 
 static bool leaf_is_target(const engine *e, const tg_tensor *leaf)
 {
-    if (e->accumulate) return leaf->requires_grad;
+    if (e->req.accumulate) return leaf->requires_grad;
     return index_first(&e->by_tensor, leaf) >= 0;
 }
 
 /* The first slot of an input whose grad_fn is n, or -1. */
 static int node_target_slot(const engine *e, const tg_node *n)
 {
-    return e->n_targets ? index_first(&e->by_fn, n) : -1;
+    return e->req.n_targets ? index_first(&e->by_fn, n) : -1;
 }
 
 static bool node_is_target(const engine *e, const tg_node *n)
@@ -239,7 +233,7 @@ static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finalize_leaf(const engine *e, tg_tensor *leaf)
 {
     tg_tensor *g = leaf->grad, *c = NULL;
-    if (e->create_graph || !g ||
+    if (e->req.create_graph || !g ||
         (!g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
          tg_tensor_is_contiguous(g)))
         return TG_OK;
@@ -271,7 +265,7 @@ static int deliver_leaf(engine *e, int k)
     int rc = TG_OK;
     e->touched[k]->pending = NULL;
     meta_of(&m, leaf);
-    if (e->accumulate) {
+    if (e->req.accumulate) {
         rc = run_hooks(leaf->hooks, &h);
         if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
         if (rc >= 0) {
@@ -282,9 +276,9 @@ static int deliver_leaf(engine *e, int k)
         }
         if (rc >= 0 && leaf->post_hooks) rc = run_post_hooks(leaf);
     }
-    int j = e->accumulate ? -1 : index_first(&e->by_tensor, leaf);
+    int j = e->req.accumulate ? -1 : index_first(&e->by_tensor, leaf);
     for (; rc >= 0 && j >= 0; j = e->by_tensor.next[j])
-        rc = accumulate(&e->results[j], h);
+        rc = accumulate(&e->req.results[j], h);
     tg_tensor_release(h);
     return rc;
 }
@@ -304,7 +298,7 @@ static int deliver_leaves(engine *e)
  * means an index that cannot grow fails the call with nothing delivered. */
 static int touch_early_leaves(engine *e)
 {
-    for (int k = 0; k < e->n_nodes && e->accumulate; k++) {
+    for (int k = 0; k < e->n_nodes && e->req.accumulate; k++) {
         const tg_node *n = e->nodes[k];
         for (int i = 0; i < n->n_inputs; i++) {
             tg_tensor *leaf = n->edges[i].leaf;
@@ -359,7 +353,7 @@ static int run_node(engine *e, tg_node *n)
     /* tg_grad returns a non-leaf input's gradient as it arrives; the node's
      * hooks then act on what goes on through it (PyTorch's autograd.grad) */
     for (; rc >= 0 && slot >= 0; slot = e->by_fn.next[slot])
-        rc = accumulate(&e->results[slot], g);
+        rc = accumulate(&e->req.results[slot], g);
     if (rc < 0 || !e->flows[index_of(n)]) goto done;
     rc = run_hooks(n->hooks, &g);
     if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
@@ -369,7 +363,7 @@ static int run_node(engine *e, tg_node *n)
                                  "pass retain_graph", n->op->name);
         goto done;
     }
-    if (e->create_graph && !n->op->double_backward) {
+    if (e->req.create_graph && !n->op->double_backward) {
         /* its backward is not made of recorded ops: a graph of it would give
          * wrong higher derivatives (PyTorch's once_differentiable) */
         rc = tg__error(TG_EGRAD, "%s: create_graph through an op whose backward is not "
@@ -382,15 +376,15 @@ static int run_node(engine *e, tg_node *n)
     /* A learner watches (steps.c).  The step shows g as it arrived: the extra
      * reference keeps a backward from reusing g's buffer in place (one it
      * may take when it holds the only reference; the bits are the same). */
-    bool watched = e->on_step || tg__trace_level() >= 2;
+    bool watched = e->req.on_step || tg__trace_level() >= 2;
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     rc = n->op->backward(n, g, grad_in);
     if (rc >= 0 && watched)
-        rc = tg__backward_step(e->on_step, e->step_user, e->n_steps++, n, g, grad_in);
+        rc = tg__backward_step(e->req.on_step, e->req.step_user, e->n_steps++, n, g, grad_in);
     tg_tensor_release(shown);
     for (int i = 0; rc >= 0 && i < n->n_inputs; i++)
         if (grad_in[i] && n->needs_grad[i]) rc = route(e, n, i, grad_in[i]);
-    if (rc >= 0 && !e->retain_graph) tg__node_release_saved(n);
+    if (rc >= 0 && !e->req.retain_graph) tg__node_release_saved(n);
 done:
     for (int i = 0; i < n->n_inputs; i++) tg_tensor_release(grad_in[i]);
     tg_tensor_release(g);
@@ -415,19 +409,19 @@ static int finalize_leaves(engine *e)
 
 static int finalize_results(engine *e)
 {
-    for (int j = 0; j < e->n_targets && !e->create_graph; j++) {
-        tg_tensor *g = e->results[j], *d = NULL;
+    for (int j = 0; j < e->req.n_targets && !e->req.create_graph; j++) {
+        tg_tensor *g = e->req.results[j], *d = NULL;
         if (!g || (!g->requires_grad && !g->grad_fn)) continue;
         TG_TRY(tg_tensor_detach(&d, g));
         tg_tensor_release(g);
-        e->results[j] = d;
+        e->req.results[j] = d;
     }
     return TG_OK;
 }
 
 static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const *grads)
 {
-    bool prev = tg_set_grad_enabled(e->create_graph);
+    bool prev = tg_set_grad_enabled(e->req.create_graph);
     bool prev_autocast = tg__autocast_suspend(true);   /* grads keep their forward dtypes */
     int rc = index_targets(e);
     if (rc >= 0) rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
@@ -454,7 +448,7 @@ out:
         e->nodes[k]->grad_accum = NULL;
         e->nodes[k]->dependencies = 0;
     }
-    if (rc >= 0) rc = e->accumulate ? finalize_leaves(e) : finalize_results(e);
+    if (rc >= 0) rc = e->req.accumulate ? finalize_leaves(e) : finalize_results(e);
     HASH_CLEAR(hh, e->by_leaf);
     for (int i = 0; i < e->n_touched; i++) {
         tg_tensor_release(e->touched[i]->pending);
@@ -474,9 +468,6 @@ out:
 int tg__engine_run(const tg__engine_req *r, int n_roots, tg_tensor *const *roots,
                    tg_tensor *const *grads)
 {
-    engine e = {.create_graph = r->create_graph, .retain_graph = r->retain_graph,
-                .accumulate = r->accumulate, .n_targets = r->n_targets,
-                .targets = r->targets, .results = r->results,
-                .on_step = r->on_step, .step_user = r->step_user};
+    engine e = {.req = *r};
     return run(&e, n_roots, roots, grads);
 }
