@@ -122,12 +122,6 @@ static void pack_a(const driver *d, uint32_t *ap, const tg__bf16_src *a, int64_t
     }
 }
 
-static void pack_b(uint32_t *bp, const tg__bf16_src *b, int64_t j0, int64_t nc, int64_t t0,
-                   int64_t kc, int64_t kcp)
-{
-    tg__bf16_pack_b(bp, b, j0, nc, t0, kc, kcp);
-}
-
 /* C += A B over one (mc, nc) block and one k block, packed. */
 static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64_t mc,
                   int64_t nc, int64_t kp, float *c, int64_t ldc, bool first, float beta)
@@ -181,7 +175,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
             const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, d->kal);
             const uint32_t *bb = bp;
             if (b->p) bb = panels_at(b, j0, t0, kcp);
-            else pack_b(bp, b->src, j0, nc, t0, kc, kcp);
+            else tg__bf16_pack_b(bp, b->src, j0, nc, t0, kc, kcp);
             for (int64_t i0 = 0; i0 < m; i0 += d->mc) {
                 const int64_t mc = m - i0 < d->mc ? m - i0 : d->mc;
                 const uint32_t *ab = ap;
@@ -218,7 +212,7 @@ int64_t tg__bf16_panels_words(tg_bf16_kernel kern, bool b_side, int64_t lines, i
     return round_up(lines, tg__bf16_panel_lines(kern, b_side)) * (full + last) / 2;
 }
 
-/* Every k block as gemm_packed packs one: B as pack_b, A as pack_a. */
+/* Every k block as gemm_packed packs one: B as tg__bf16_pack_b, A as pack_a. */
 void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
 {
     const driver d = driver_of(p->kern);
@@ -227,7 +221,7 @@ void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
     for (int64_t t0 = 0; t0 < k; t0 += kb) {
         const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, d.kal);
         uint32_t *dst = p->data + p->lines_pad * (t0 / 2);
-        if (p->b_side) pack_b(dst, s, 0, lines, t0, kc, kcp);
+        if (p->b_side) tg__bf16_pack_b(dst, s, 0, lines, t0, kc, kcp);
         else pack_a(&d, dst, s, 0, lines, t0, kc, kcp);
     }
 }

@@ -48,8 +48,8 @@ typedef struct tg__conv_geom {
      * conv_transpose: W^T (kk, c_col)), packed once per weight version
      * (tg__bf16_panels_get, borrowed); NULL: packed per call. */
     const tg__bf16_panels *wp;
-    /* Set with bf16 by tg__conv_acts (tg__conv_bits; the calling thread's
-     * tg__conv_set_bits). */
+    /* The calling thread's tg__conv_set_bits, taken by tg__conv_acts with
+     * half_in (the workers read it here); tg__conv_bits says when it applies. */
     bool bits;
 } tg__conv_geom;
 
