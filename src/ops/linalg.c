@@ -153,18 +153,16 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
     /* one bf16 product: the weight from its panels (no f32 copy) */
     const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && b_weight ? tg_bf16_kernel_get()
                                                                      : TG_BF16_KERNEL_AUTO;
-    tg__bf16_panels *pa = NULL;   /* (A is never a weight here) */
     tg__bf16_panels *pb = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0
                               ? weight_panels(b, true, kern)
                               : NULL;
     /* work buffers (the storage cache's blocks, so repeated calls of one
      * shape neither map nor fault in fresh pages) */
-    const bool need_a = !pa && needs_scratch(a, ct), need_b = !pb && needs_scratch(b, ct);
+    const bool need_a = needs_scratch(a, ct), need_b = !pb && needs_scratch(b, ct);
     void *sa = need_a ? tg__work_alloc((size_t)(M * K + 1) * es) : NULL;
     void *sb = need_b ? tg__work_alloc((size_t)(K * N + 1) * es) : NULL;
     void *sc = dt == ct ? NULL : tg__work_alloc((size_t)(M * N + 1) * es);
     if ((need_a && !sa) || (need_b && !sb) || (dt != ct && !sc)) {
-        tg__bf16_panels_release(pa);
         tg__bf16_panels_release(pb);
         tg__work_free(sa);
         tg__work_free(sb);
@@ -172,8 +170,8 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
         return TG_ENOMEM;
     }
     for (int64_t k = 0; k < nb; k++) {
-        operand oa = {.ld = 1}, ob = {.ld = 1};   /* p NULL: from panels */
-        if (!pa) prepare(a, k, ct, sa, &oa);
+        operand oa, ob = {.ld = 1};   /* ob.p NULL: B from its panels */
+        prepare(a, k, ct, sa, &oa);
         if (!pb) prepare(b, k, ct, sb, &ob);
         void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
         if (bias && M > 0) {
@@ -183,10 +181,10 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
         /* bf16: the operands' f32 copies hold bf16 values, multiplied as bf16 */
-        if (pa || pb) {
+        if (pb) {
             const int saved = tg__blas_single_begin();
             tg__gemm_par_panels(kern, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld,
-                                bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, pa, pb);
+                                bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
             tg__blas_restore(saved);
         } else {
             tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld,
@@ -194,7 +192,6 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
         }
         if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
     }
-    tg__bf16_panels_release(pa);
     tg__bf16_panels_release(pb);
     tg__work_free(sa);
     tg__work_free(sb);
