@@ -78,11 +78,11 @@ static tg__bf16_panels *find_locked(tg_storage *s, tg_bf16_kernel kern, bool b_s
     return NULL;
 }
 
-/* New panels of o (its offset is in s's elements) packed from f32 values,
+/* New panels of o (its offset is in s's elements) packed from bf16 bits,
  * first the one of element o->off, kept on s (one reference) and returned
  * (another); NULL when out of memory.  The lock is held. */
 static tg__bf16_panels *pack_locked(tg_storage *s, tg_bf16_kernel kern, bool b_side,
-                                    const tg__bf16_operand *o, const float *first)
+                                    const tg__bf16_operand *o, const uint16_t *first)
 {
     tg__bf16_panels *p = calloc(1, sizeof *p);
     const int64_t words = tg__bf16_panels_words(kern, b_side, o->lines, o->k);
@@ -99,7 +99,7 @@ static tg__bf16_panels *pack_locked(tg_storage *s, tg_bf16_kernel kern, bool b_s
     p->version = s->version;
     p->handed = atomic_load(&s->handed);
     p->lines_pad = (o->lines + h - 1) / h * h;
-    const tg__bf16_src src = {.p = first, .ld = o->ld, .tcontig = o->tcontig};
+    const tg__bf16_src src = {.h = first, .ld = o->ld, .tcontig = o->tcontig};
     tg__bf16_pack_panels(p, &src);
     p->next = s->panels;
     s->panels = p;
@@ -116,26 +116,20 @@ static int64_t span(const tg__bf16_operand *o)
 }
 
 /* The panels of o (offset in s's elements) on s, found or packed from the
- * bf16 values of n elements from o->off on: s's own (from_f32 false) or
- * the roundings of its f32 ones (a master), widened to f32 exactly.  The
- * lock is held. */
+ * bf16 bits of n elements from o->off on: s's own (from_f32 false), or the
+ * roundings of its f32 ones (a master) as the cast rounds them.  The lock is
+ * held. */
 static tg__bf16_panels *get_locked(tg_storage *s, tg_bf16_kernel kern, bool b_side,
                                    const tg__bf16_operand *o, int64_t n, bool from_f32)
 {
     tg__bf16_panels *p = find_locked(s, kern, b_side, o);
     if (p) return p;
-    float *wide = tg__work_alloc((size_t)n * sizeof *wide);
-    uint16_t *half = from_f32 ? tg__work_alloc((size_t)n * sizeof *half) : NULL;
-    if (wide && (half || !from_f32)) {
-        const uint16_t *h = (const uint16_t *)s->data + o->off;
-        if (from_f32) {
-            tg__f32_to_half_n(TG_BF16, (const float *)s->data + o->off, half, n, true);
-            h = half;
-        }
-        tg__half_to_f32_n(TG_BF16, h, wide, n, true);
-        p = pack_locked(s, kern, b_side, o, wide);
+    if (!from_f32) return pack_locked(s, kern, b_side, o, (const uint16_t *)s->data + o->off);
+    uint16_t *half = tg__work_alloc((size_t)n * sizeof *half);
+    if (half) {
+        tg__f32_to_half_n(TG_BF16, (const float *)s->data + o->off, half, n, true);
+        p = pack_locked(s, kern, b_side, o, half);
     }
-    tg__work_free(wide);
     tg__work_free(half);
     return p;
 }
