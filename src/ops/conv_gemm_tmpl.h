@@ -93,22 +93,29 @@ static const void *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int6
     return p;
 }
 
+/* True when the GEMMs of g write C with beta = 0 without reading it: the
+ * bf16 kernels of our own (src/core/gemm_bf16.c).  Their outputs then go to
+ * plain scratch with beta = 0; the others (OpenBLAS's sgemm, which zeroes C
+ * first for beta = 0) add into the zeroed buffer with beta = 1. */
+static bool FN(writes_c)(const tg__conv_geom *g) { return g->bf16 > TG_BF16_KERNEL_PORTABLE; }
+
 /* y chunk = unpack(yp); per group yp_g (c_col/G, N) = W_g (c_col/G, kk) @ cols_g,
- * with yp the zeroed buffer, added into and left zero by the unpack (y
- * itself for one sample). */
+ * with yp the zeroed buffer, added into and left zero by the unpack, or
+ * scratch slot 2 (writes_c) (y itself for one sample). */
 static int FN(chunk_conv)(const tg__conv_geom *g, const void *cols, const T *w, int64_t n,
                           int64_t N, T *yb)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
-    T *yp = n == 1 ? yb : tg__conv_zeroed_take((size_t)(g->c_col * N) * sizeof(T));
+    const bool zeroed = n > 1 && !FN(writes_c)(g);
+    const size_t bytes = (size_t)(g->c_col * N) * sizeof(T);
+    T *yp = n == 1 ? yb : zeroed ? tg__conv_zeroed_take(bytes) : tg__conv_scratch(2, bytes);
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(weight_gemm)(g, false, co, N, kk, w, gi * co * kk, kk, FN(col_at)(g, cols, gi * kk * N),
-                        N, n == 1 ? 0 : 1, yp + gi * co * N, N);
-    if (n > 1) {
-        FN(tg__conv_unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, yp);
-        tg__conv_zeroed_give();
-    }
+                        N, zeroed ? 1 : 0, yp + gi * co * N, N);
+    if (n > 1)
+        FN(tg__conv_unpack_cbs)(yp, n, g->c_col, tg__conv_prod3(g->col), yb, zeroed ? yp : NULL);
+    if (zeroed) tg__conv_zeroed_give();
     return TG_OK;
 }
 
@@ -192,18 +199,21 @@ static int FN(transpose_chunk)(void *job, int64_t c)
      * exactly 4 KiB apart would all fall into the same L1 cache sets.  The
      * columns are then the zeroed buffer, which the GEMM adds into (beta = 1:
      * the same bits as beta = 0, without OpenBLAS zeroing C first, 4% of the
-     * DCGAN step) and col2im leaves zero again. */
+     * DCGAN step) and col2im leaves zero again; or, for a GEMM that writes C
+     * (writes_c), scratch slot 0 with beta = 0 (no zeroing, and C is not read). */
     const bool direct = tg__conv_is_pointwise(g) && n == 1;
+    const bool zeroed = !direct && !FN(writes_c)(g);
     const int64_t ld = direct ? N : N + 16;
-    T *cols = direct ? yb : tg__conv_zeroed_take((size_t)(g->c_img * ksz * ld) * sizeof(T));
+    const size_t bytes = (size_t)(g->c_img * ksz * ld) * sizeof(T);
+    T *cols = direct ? yb : zeroed ? tg__conv_zeroed_take(bytes) : tg__conv_scratch(0, bytes);
     if (!cols) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(weight_gemm)(g, true, kk, N, co, w, gi * co * kk, kk, FN(col_at)(g, xp, gi * co * N),
-                        N, direct ? 0 : 1, cols + gi * kk * ld, ld);
-    if (!direct) {
-        TG_TRY(FN(tg__conv_col2im_batch)(cols, ld, n, g->c_img, g, yb, cols));
-        tg__conv_zeroed_give();
-    }
+                        N, zeroed ? 1 : 0, cols + gi * kk * ld, ld);
+    int rc = TG_OK;
+    if (!direct) rc = FN(tg__conv_col2im_batch)(cols, ld, n, g->c_img, g, yb, zeroed ? cols : NULL);
+    if (zeroed) tg__conv_zeroed_give();
+    TG_TRY(rc);
     if (tg__conv_half_out(g))
         FN(tg__conv_store)(g, yb, n, g->c_img, isz, j->y, b0 * g->c_img * isz);
     return TG_OK;
