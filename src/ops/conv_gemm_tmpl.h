@@ -265,13 +265,22 @@ typedef struct {
     int64_t dwn, k0, len;
 } FN(part_sum);
 
+/* In blocks of 256 elements, partial by partial: the same terms in the same
+ * order per element as one element at a time, but each inner loop is a
+ * contiguous one that the compiler vectorises (element by element, the
+ * partials are dwn apart: 2.5% of the DCGAN bf16 step). */
 static void FN(part_sum_range)(void *p, int64_t i0, int64_t i1)
 {
     const FN(part_sum) *q = p;
-    for (int64_t i = i0; i < i1; i++) {
-        T v = q->dw[i];
-        for (int64_t k = q->k0; k < q->len; k++) v += q->part[k * q->dwn + i];
-        q->dw[i] = v;
+    T acc[256];
+    for (int64_t b = i0; b < i1; b += 256) {
+        const int64_t nb = i1 - b < 256 ? i1 - b : 256;
+        memcpy(acc, q->dw + b, (size_t)nb * sizeof(T));
+        for (int64_t k = q->k0; k < q->len; k++) {
+            const T *pk = q->part + k * q->dwn + b;
+            for (int64_t i = 0; i < nb; i++) acc[i] += pk[i];
+        }
+        memcpy(q->dw + b, acc, (size_t)nb * sizeof(T));
     }
 }
 
