@@ -384,7 +384,9 @@ static void expect_same_bits(const char *what, const char *tag, const tg_tensor 
 /* bf16 activations go into the columns (and the batch permutations) as
  * their bits, which the kernel packs as they are: the bits of columns
  * widened to f32 and rounded back when packed, over the conv sweep, with
- * chunks of 1 and 2 samples and whole batches. */
+ * chunks of 1 and 2 samples and whole batches; the columns of small planes
+ * both by permutes (where the CPU has AVX-512 BW) and by the table-driven
+ * copy. */
 Test(bf16_gemm, columns_of_bf16_bits_give_the_bits_of_widened_columns)
 {
     use_kernel(TG_BF16_KERNEL_AVX512);
@@ -406,12 +408,19 @@ Test(bf16_gemm, columns_of_bf16_bits_give_the_bits_of_widened_columns)
                 outs wide = run(&L, x, w, dy);
                 tg__conv_set_bits(true);
                 outs bits = run(&L, x, w, dy);
+                tg__conv_set_perm(false);
+                outs copied = run(&L, x, w, dy);
+                tg__conv_set_perm(true);
                 tg__conv_set_chunk(0);
                 expect_same_bits("y", tag, bits.y, wide.y);
                 expect_same_bits("dx", tag, bits.gx, wide.gx);
                 expect_same_bits("dw", tag, bits.gw, wide.gw);
+                expect_same_bits("y (copied columns)", tag, copied.y, wide.y);
+                expect_same_bits("dx (copied columns)", tag, copied.gx, wide.gx);
+                expect_same_bits("dw (copied columns)", tag, copied.gw, wide.gw);
                 outs_release(&wide);
                 outs_release(&bits);
+                outs_release(&copied);
                 tg_tensor *all[] = {x, w, y0, dy};
                 for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
             }

@@ -53,8 +53,23 @@ typedef struct {
     const void *img;
     int64_t nb, c, ksz, osz, isz;
     const int32_t *tab;
+    const uint16_t *idx;   /* bits: tab as tg__conv_perm_table made it, or NULL */
     T *cols;
 } FN(im2col_job);
+
+#if BITS
+/* Planes [p0, p1) by permutes (tg__conv_perm_plane). */
+static void FN(im2col_planes_perm)(void *p, int64_t p0, int64_t p1)
+{
+    const FN(im2col_job) *q = p;
+    const int64_t nb = q->nb, ksz = q->ksz, osz = q->osz, isz = q->isz;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const int64_t ch = pl / nb, j = pl % nb;
+        tg__conv_perm_plane((const T *)q->img + (j * q->c + ch) * isz, isz, q->idx, ksz, osz,
+                            q->cols + (ch * ksz * nb + j) * osz, nb * osz);
+    }
+}
+#endif
 
 /* Planes [p0, p1) through the tap table, each copied next to a zero. */
 static void FN(im2col_planes_copied)(void *p, int64_t p0, int64_t p1)
@@ -154,6 +169,15 @@ int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__
          * chunk in a standalone test). */
         for (int64_t i = 0; i < ksz * osz; i++)
             if (tab[i] < 0) tab[i] = (int32_t)isz;
+#if BITS
+        /* bits planes of under 256 elements: by permutes, when the CPU has them */
+        if (tg__conv_perm_usable(isz) && (q.idx = tg__conv_perm_table(tab, ksz, osz))) {
+            tg__parallel_range(c * nb, par, FN(im2col_planes_perm), &q);
+            free((void *)q.idx);
+            free(tab);
+            return TG_OK;
+        }
+#endif
         tg__parallel_range(c * nb, par, FN(im2col_planes_copied), &q);
     } else if (tab) {   /* a large plane: the padding test stays in the loop */
         tg__parallel_range(c * nb, par, FN(im2col_planes), &q);

@@ -121,6 +121,22 @@ void tg__conv_set_chunk(int64_t samples);
  * instead of the tap table of small planes (true, the default, restores;
  * conv_im2col.c). */
 void tg__conv_set_tap_tables(bool on);
+
+/* im2col of small planes of bf16 bits by AVX-512 permutes
+ * (conv_im2col_avx512.c), for planes of fewer than TG__CONV_PERM_PLANE
+ * elements read through a tap table.  tg__conv_perm_usable: the CPU has
+ * AVX-512 BW, the path is on (tg__conv_set_perm, for tests: process-wide,
+ * on by default; off, the table-driven copy) and
+ * the plane is small enough.  tg__conv_perm_table: the table tab (K taps x
+ * O positions, every entry in [0, isz], isz the plane's zero) as 16-bit
+ * vectors of 32 per tap, for free(); NULL: no memory.  tg__conv_perm_plane:
+ * dst + k*tap_ld = the O column entries of tap k of the plane. */
+#define TG__CONV_PERM_PLANE 256
+void tg__conv_set_perm(bool on);
+bool tg__conv_perm_usable(int64_t isz);
+uint16_t *tg__conv_perm_table(const int32_t *tab, int64_t ksz, int64_t osz);
+void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx, int64_t ksz,
+                         int64_t osz, uint16_t *dst, int64_t tap_ld);
 /* Tests: the memory budget of the weight-gradient partials of one wave of
  * chunks (conv_passes); 0 restores the default (this thread only;
  * conv_gemm.c). */
