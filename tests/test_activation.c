@@ -252,6 +252,17 @@ static void act_run(bool fused, bool chained, double slope, tg_tensor *xv, tg_te
     tg__act_set_half_fused(true);
 }
 
+static void expect_same_halves(tg_tensor *a, tg_tensor *b, const char *what, tg_dtype dt,
+                               double slope, int chained, tg_tensor *x)
+{
+    const uint16_t *pa = tg_tensor_cdata(a), *pb = tg_tensor_cdata(b);
+    for (int64_t e = 0; e < 65536; e++)
+        if (pa[e] != pb[e])
+            cr_fatal("%s slope %g chained %d %s elem %lld (x 0x%04x): 0x%04x vs 0x%04x",
+                     tg_dtype_name(dt), slope, chained, what, (long long)e,
+                     ((const uint16_t *)tg_tensor_cdata(x))[e], pa[e], pb[e]);
+}
+
 Test(activation, half_relu_family_one_pass_same_bits_as_general_path)
 {
     const tg_dtype dts[2] = {TG_F16, TG_BF16};
@@ -263,6 +274,14 @@ Test(activation, half_relu_family_one_pass_same_bits_as_general_path)
             for (int chained = 0; chained < 2; chained++) {
                 tg_tensor *y[2], *g[2];
                 for (int f = 0; f < 2; f++) act_run(f == 0, chained, slopes[k], x, r, c, &y[f], &g[f]);
+                /* the fused kernels' AVX2 loop also where the CPU has AVX-512 */
+                tg__act_set_half_avx512(false);
+                tg_tensor *y2, *g2;
+                act_run(true, chained, slopes[k], x, r, c, &y2, &g2);
+                tg__act_set_half_avx512(true);
+                expect_same_halves(y2, y[1], "y (avx2)", dts[d], slopes[k], chained, x);
+                expect_same_halves(g2, g[1], "grad (avx2)", dts[d], slopes[k], chained, x);
+                tg_tensor_release(y2), tg_tensor_release(g2);
                 for (int i = 0; i < 2; i++) {
                     tg_tensor *a = i ? g[0] : y[0], *b = i ? g[1] : y[1];
                     cr_assert(eq(int, tg_tensor_dtype(a), dts[d]));

@@ -22,5 +22,8 @@ bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint1
 /* Tests: false makes relu/leaky_relu on this thread take the general half
  * path instead of tg__half_act_n (true, the default, restores). */
 void tg__act_set_half_fused(bool on);
+/* Tests: false makes tg__half_act_n take its AVX2 loop on a CPU with
+ * AVX-512 BW too (process-wide; true, the default, restores). */
+void tg__act_set_half_avx512(bool on);
 
 #endif
