@@ -4,8 +4,9 @@
  * The general half path (elementwise.c) converts each 4096-element chunk of
  * every input into an f32 buffer, runs the f32 kernel over the buffers and
  * rounds the result chunk: three trips through L1/L2 per element.  Here eight
- * elements (AVX2) or sixteen (AVX-512 BW) are converted in registers, computed with the f32 kernels'
- * arithmetic and rounded straight into the output: the same bits, since the
+ * elements (AVX2) or sixteen (AVX-512 BW) are converted in registers,
+ * computed with the f32 kernels' arithmetic and rounded straight into the
+ * output: the same bits, since the
  * conversions are exact one way and the bulk conversions' rounding the other
  * (tests/test_activation.c, half_relu_family_one_pass_same_bits_as_general_path,
  * compares the two paths over every half value). */
@@ -146,13 +147,13 @@ TG__AVX512 static void act_avx512(tg__half_act op, tg_dtype dt, const uint16_t *
             const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
             const __m512d hi =
                 _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-            const __m512d flo = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(lo, zd, _CMP_GT_OQ), sd, oned);
-            const __m512d fhi = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(hi, zd, _CMP_GT_OQ), sd, oned);
-            const __m256 ylo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, flo));
-            const __m256 yhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, fhi));
-            half_store16(dt, o + i,
-                         _mm512_castpd_ps(_mm512_insertf64x4(
-                             _mm512_castps_pd(_mm512_castps256_ps512(ylo)), _mm256_castps_pd(yhi), 1)));
+            const __mmask8 plo = _mm512_cmp_pd_mask(lo, zd, _CMP_GT_OQ),
+                           phi = _mm512_cmp_pd_mask(hi, zd, _CMP_GT_OQ);
+            const __m256 ylo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, _mm512_mask_blend_pd(plo, sd, oned)));
+            const __m256 yhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, _mm512_mask_blend_pd(phi, sd, oned)));
+            const __m512d y = _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(ylo)),
+                                                 _mm256_castps_pd(yhi), 1);
+            half_store16(dt, o + i, _mm512_castpd_ps(y));
         }
     } else if (op == TG__HALF_RELU_GRAD) {
         for (; i + 16 <= n; i += 16) {
