@@ -149,8 +149,10 @@ TG__AVX512 static void act_avx512(tg__half_act op, tg_dtype dt, const uint16_t *
                 _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
             const __mmask8 plo = _mm512_cmp_pd_mask(lo, zd, _CMP_GT_OQ),
                            phi = _mm512_cmp_pd_mask(hi, zd, _CMP_GT_OQ);
-            const __m256 ylo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, _mm512_mask_blend_pd(plo, sd, oned)));
-            const __m256 yhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, _mm512_mask_blend_pd(phi, sd, oned)));
+            const __m512d flo = _mm512_mask_blend_pd(plo, sd, oned),
+                          fhi = _mm512_mask_blend_pd(phi, sd, oned);
+            const __m256 ylo = _mm512_cvtpd_ps(_mm512_mul_pd(lo, flo));
+            const __m256 yhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, fhi));
             const __m512d y = _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(ylo)),
                                                  _mm256_castps_pd(yhi), 1);
             half_store16(dt, o + i, _mm512_castpd_ps(y));
