@@ -322,6 +322,9 @@ void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, f
                           int64_t dstride, int64_t rows, int64_t len);
 /* True when this CPU runs the AVX2/F16C conversion kernels. */
 bool tg__cpu_has_half_simd(void);
+/* True when this CPU has AVX-512 F and BW (the kernels of half_simd.h's
+ * sixteen-lane helpers). */
+bool tg__cpu_has_avx512bw(void);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
  * the rounding of tg_dtype_store.  src and dst must not overlap unless
  * from == to. */

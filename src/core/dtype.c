@@ -226,6 +226,22 @@ TG__AVX2 static void tg__f16_to_f32_f16c(const uint16_t *src, float *dst, int64_
 }
 #endif
 
+bool tg__cpu_has_avx512bw(void)
+{
+#ifdef TG__HAVE_X86_SIMD
+    static _Atomic int known = -1;   /* a race only stores the same answer twice */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k != 0;
+#else
+    return false;
+#endif
+}
+
 bool tg__cpu_has_half_simd(void)
 {
 #ifdef TG__HAVE_X86_SIMD

@@ -49,6 +49,39 @@ TG__AVX2 static inline void tg__half_store8(tg_dtype dt, uint16_t *p, __m256 v)
     }
     _mm_storeu_si128((__m128i *)(void *)p, h);
 }
+
+/* The same sixteen at a time, for CPUs with AVX-512 BW (callers ask
+ * tg__cpu_has_avx512bw() first, core.h). */
+#define TG__AVX512 __attribute__((target("avx512f,avx512bw,avx2,f16c")))
+
+/* Sixteen halves of dtype dt at p as f32 (exact). */
+TG__AVX512 static inline __m512 tg__half_load16(tg_dtype dt, const uint16_t *p)
+{
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (dt == TG_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Sixteen f32 rounded into halves at p: tg__half_store8's bits. */
+TG__AVX512 static inline void tg__half_store16(tg_dtype dt, uint16_t *p, __m512 v)
+{
+    __m256i h;
+    if (dt == TG_F16) {
+        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+        /* tg__bf16x8's rounding: (x + 0x7FFF + lsb) >> 16, NaN its top half
+         * with the quiet bit set */
+        const __m512i x = _mm512_castps_si512(v);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+            _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        const __m512i top = _mm512_srli_epi32(x, 16);
+        const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                              _mm512_and_si512(top, _mm512_set1_epi32(1)));
+        const __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
+        h = _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rne, nan, top, _mm512_set1_epi32(0x0040)));
+    }
+    _mm256_storeu_si256((__m256i *)(void *)p, h);
+}
 #endif
 
 #endif

@@ -97,38 +97,6 @@ static atomic_bool avx512_off;   /* process-wide: the ranges run on the pool's t
 void tg__act_set_half_avx512(bool on) { atomic_store(&avx512_off, !on); }
 
 #ifdef TG__HAVE_X86_SIMD
-#define TG__AVX512 __attribute__((target("avx512f,avx512bw,avx2,f16c")))
-
-/* Sixteen halves of dtype dt at p as f32 (exact). */
-TG__AVX512 static inline __m512 half_load16(tg_dtype dt, const uint16_t *p)
-{
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    if (dt == TG_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* Sixteen f32 rounded into halves at p: the bits of tg__half_store8. */
-TG__AVX512 static inline void half_store16(tg_dtype dt, uint16_t *p, __m512 v)
-{
-    __m256i h;
-    if (dt == TG_F16) {
-        h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else {
-        /* tg__bf16x8's rounding: (x + 0x7FFF + lsb) >> 16, NaN its top half
-         * with the quiet bit set */
-        const __m512i x = _mm512_castps_si512(v);
-        const __mmask16 nan = _mm512_cmpgt_epi32_mask(
-            _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-        const __m512i top = _mm512_srli_epi32(x, 16);
-        const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                                              _mm512_and_si512(top, _mm512_set1_epi32(1)));
-        const __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
-        h = _mm512_cvtepi32_epi16(
-            _mm512_mask_or_epi32(rne, nan, top, _mm512_set1_epi32(0x0040)));
-    }
-    _mm256_storeu_si256((__m256i *)(void *)p, h);
-}
-
 /* act_avx2 sixteen elements at a time, the rest by act_avx2. */
 TG__AVX512 static void act_avx512(tg__half_act op, tg_dtype dt, const uint16_t *a,
                                   const uint16_t *g, uint16_t *o, int64_t n, double s)
@@ -138,12 +106,13 @@ TG__AVX512 static void act_avx512(tg__half_act op, tg_dtype dt, const uint16_t *
     int64_t i = 0;
     if (op == TG__HALF_RELU) {
         for (; i + 16 <= n; i += 16) {
-            const __m512 x = half_load16(dt, a + i);
-            half_store16(dt, o + i, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, z, _CMP_NLT_UQ), x));
+            const __m512 x = tg__half_load16(dt, a + i);
+            const __mmask16 keep = _mm512_cmp_ps_mask(x, z, _CMP_NLT_UQ);
+            tg__half_store16(dt, o + i, _mm512_maskz_mov_ps(keep, x));
         }
     } else if (op == TG__HALF_LEAKY) {
         for (; i + 16 <= n; i += 16) {
-            const __m512 x = half_load16(dt, a + i);
+            const __m512 x = tg__half_load16(dt, a + i);
             const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
             const __m512d hi =
                 _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
@@ -155,33 +124,27 @@ TG__AVX512 static void act_avx512(tg__half_act op, tg_dtype dt, const uint16_t *
             const __m256 yhi = _mm512_cvtpd_ps(_mm512_mul_pd(hi, fhi));
             const __m512d y = _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(ylo)),
                                                  _mm256_castps_pd(yhi), 1);
-            half_store16(dt, o + i, _mm512_castpd_ps(y));
+            tg__half_store16(dt, o + i, _mm512_castpd_ps(y));
         }
     } else if (op == TG__HALF_RELU_GRAD) {
         for (; i + 16 <= n; i += 16) {
-            const __mmask16 off = _mm512_cmp_ps_mask(half_load16(dt, a + i), z, _CMP_LE_OQ);
-            half_store16(dt, o + i,
-                         _mm512_mul_ps(half_load16(dt, g + i), _mm512_mask_blend_ps(off, one, z)));
+            const __mmask16 off = _mm512_cmp_ps_mask(tg__half_load16(dt, a + i), z, _CMP_LE_OQ);
+            tg__half_store16(dt, o + i,
+                             _mm512_mul_ps(tg__half_load16(dt, g + i),
+                                           _mm512_mask_blend_ps(off, one, z)));
         }
     } else {
         for (; i + 16 <= n; i += 16) {
-            const __mmask16 pos = _mm512_cmp_ps_mask(half_load16(dt, a + i), z, _CMP_GT_OQ);
-            half_store16(dt, o + i,
-                         _mm512_mul_ps(half_load16(dt, g + i), _mm512_mask_blend_ps(pos, sf, one)));
+            const __mmask16 pos = _mm512_cmp_ps_mask(tg__half_load16(dt, a + i), z, _CMP_GT_OQ);
+            tg__half_store16(dt, o + i,
+                             _mm512_mul_ps(tg__half_load16(dt, g + i),
+                                           _mm512_mask_blend_ps(pos, sf, one)));
         }
     }
     act_avx2(op, dt, a + i, g ? g + i : NULL, o + i, n - i, s);
 }
 
-static bool use_avx512(void)
-{
-    static int has = -1;   /* racing first calls compute the same value */
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    }
-    return has && !atomic_load(&avx512_off);
-}
+static bool use_avx512(void) { return tg__cpu_has_avx512bw() && !atomic_load(&avx512_off); }
 
 typedef struct {
     tg__half_act op;
