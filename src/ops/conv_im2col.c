@@ -143,8 +143,13 @@ typedef struct col2im_phases {
     int64_t *r[3], *d[3];   /* per axis and tap: its phase and shift */
     int64_t *q[3];          /* per axis and phase: the image positions in it */
     int64_t *poff;          /* per phase (r0, r1, r2) row-major: its offset in the block */
-    int64_t *buf;
+    /* per tap k2 of the last axis, O1*O2 masks: all ones where column
+     * position (o1, o2) is inside the image on the last axis, else 0; NULL
+     * when O1*O2 > TG__COL2IM_KEEP_MAX */
+    int32_t *keep;
+    int64_t *buf;           /* all of the above */
 } col2im_phases;
+#define TG__COL2IM_KEEP_MAX 4096
 
 
 /* From the tap offsets of tp; false (nothing to free) when the tap tables
@@ -156,10 +161,17 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const 
     if (tap_tables_off || s[0] > TG__COL2IM_PHASES_MAX ||
         s[0] * s[1] > TG__COL2IM_PHASES_MAX || s[0] * s[1] * s[2] > TG__COL2IM_PHASES_MAX)
         return false;
-    const int64_t nph = s[0] * s[1] * s[2];
+    const int64_t nph = s[0] * s[1] * s[2], o12 = g->col[1] * g->col[2];
     const size_t n = (size_t)(2 * (g->k[0] + g->k[1] + g->k[2]) + s[0] + s[1] + s[2] + nph);
-    int64_t *p = ph->buf = malloc(n * sizeof(int64_t));   /* (no error set: optional) */
+    const size_t nkeep = o12 <= TG__COL2IM_KEEP_MAX ? (size_t)(g->k[2] * o12) : 0;
+    /* (no error set: optional) */
+    int64_t *p = ph->buf = malloc(n * sizeof(int64_t) + nkeep * sizeof(int32_t));
     if (!p) return false;
+    ph->keep = nkeep ? (int32_t *)(void *)(p + n) : NULL;
+    for (size_t i = 0; i < nkeep; i++) {
+        const int64_t k2 = (int64_t)i / o12, o2 = (int64_t)i % g->col[2];
+        ph->keep[i] = o2 >= tp->lo[2][k2] && o2 < tp->hi[2][k2] ? -1 : 0;
+    }
     for (int a = 0; a < 3; a++) {
         ph->r[a] = p;
         ph->d[a] = p + g->k[a];

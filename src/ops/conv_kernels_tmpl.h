@@ -20,6 +20,28 @@
  * planes stored phase after phase (col2im_phases), then interleaved into img.
  * Tap k's column positions inside the image are tp's runs [lo, hi) (the
  * same as 0 <= o + d < q). */
+/* dr[f] += sr[f] where kp[f] is all ones, += +0 where it is 0, by masking
+ * the bits (a loop that gcc vectorises, where a select was one element at a
+ * time). */
+static void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp, int64_t n)
+{
+    for (int64_t f = 0; f < n; f++) {
+        T v;
+        if (sizeof(T) == sizeof(uint32_t)) {
+            uint32_t u;
+            memcpy(&u, sr + f, sizeof u);
+            u &= (uint32_t)kp[f];
+            memcpy(&v, &u, sizeof u);
+        } else {
+            uint64_t u;
+            memcpy(&u, sr + f, sizeof u);
+            u &= (uint64_t)(int64_t)kp[f];
+            memcpy(&v, &u, sizeof u);
+        }
+        dr[f] += v;
+    }
+}
+
 static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
                               const conv_taps *tp, const col2im_phases *ph, int64_t ch,
                               int64_t j0, int64_t jb, T *acc, T *img)
@@ -45,9 +67,26 @@ static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__co
          * contiguous across the middle axis: one run per o0. */
         const bool whole = d[2] == 0 && q[2] == oe[2];
         const int64_t n1 = whole ? 1 : hi[1] - lo[1], run = whole ? (hi[1] - lo[1]) * oe[2] : 0;
+        /* Phase planes the shape of the column planes (q = O on the last two
+         * axes: stride s, image s*O) are one run per o0 too, shifted by d,
+         * with the column positions outside the image on the last axis
+         * adding 0 instead of their entry (keep): one loop of 42 elements
+         * instead of 7 of 6 on the DCGAN's layers.  +0 leaves every sum as
+         * it is, since a sum started at +0 is never -0. */
+        const bool flat = !whole && ph->keep && q[2] == oe[2] && q[1] == oe[1];
+        const int64_t f0 = lo[1] * oe[2] + lo[2], f1 = (hi[1] - 1) * oe[2] + hi[2];
+        const int32_t *kp = flat ? ph->keep + kk[2] * oe[1] * oe[2] : NULL;
         for (int64_t j = j0; j < j0 + jb; j++) {
             const T *src = cols + (ch * ksz + k) * ld + j * osz;
             T *blk = acc + (j - j0) * isz + base;
+            if (flat) {
+                for (int64_t o0 = lo[0]; o0 < hi[0]; o0++) {
+                    const T *sr = src + o0 * oe[1] * oe[2];
+                    T *dr = blk + ((o0 + d[0]) * q[1] + d[1]) * q[2] + d[2];
+                    FN(add_kept)(dr + f0, sr + f0, kp + f0, f1 - f0);
+                }
+                continue;
+            }
             for (int64_t o0 = lo[0]; o0 < hi[0]; o0++)
                 for (int64_t o1 = lo[1]; o1 < lo[1] + n1; o1++) {
                     const T *sr = src + (o0 * oe[1] + o1) * oe[2];
