@@ -29,12 +29,8 @@ void tg__conv_set_perm(bool on) { atomic_store(&perm_off, !on); }
 
 bool tg__conv_perm_usable(int64_t isz)
 {
-    static int has = -1;   /* racing first calls compute the same value */
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    }
-    return has && !atomic_load(&perm_off) && isz >= 0 && isz < TG__CONV_PERM_PLANE;
+    return tg__cpu_has_avx512bw() && !atomic_load(&perm_off) && isz >= 0 &&
+           isz < TG__CONV_PERM_PLANE;
 }
 
 uint16_t *tg__conv_perm_table(const int32_t *tab, int64_t ksz, int64_t osz)
