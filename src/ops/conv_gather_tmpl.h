@@ -169,21 +169,19 @@ int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__
          * chunk in a standalone test). */
         for (int64_t i = 0; i < ksz * osz; i++)
             if (tab[i] < 0) tab[i] = (int32_t)isz;
+        void (*planes)(void *, int64_t, int64_t) = FN(im2col_planes_copied);
 #if BITS
         /* bits planes of under 256 elements: by permutes, when the CPU has them */
-        if (tg__conv_perm_usable(isz) && (q.idx = tg__conv_perm_table(tab, ksz, osz))) {
-            tg__parallel_range(c * nb, par, FN(im2col_planes_perm), &q);
-            free((void *)q.idx);
-            free(tab);
-            return TG_OK;
-        }
+        if (tg__conv_perm_usable(isz) && (q.idx = tg__conv_perm_table(tab, ksz, osz)))
+            planes = FN(im2col_planes_perm);
 #endif
-        tg__parallel_range(c * nb, par, FN(im2col_planes_copied), &q);
+        tg__parallel_range(c * nb, par, planes, &q);
     } else if (tab) {   /* a large plane: the padding test stays in the loop */
         tg__parallel_range(c * nb, par, FN(im2col_planes), &q);
     } else {
         tg__parallel_range(rows, par, FN(im2col_rows), &q);
     }
+    free((void *)q.idx);
     free(tab);
     return TG_OK;
 }

@@ -11,9 +11,11 @@
  * calls of the same shape allocate nothing.  A slot is only used between
  * taking it and the kernel's return; no kernel calls another while holding
  * one. */
-/* 0: columns; 1: packed activations; 2: col2im's block sums and
- * conv_phase_tmpl.h's packed weights; 3: a chunk of half input as f32;
- * 4: a chunk of half output in f32. */
+/* 0: columns (a conv's im2col, or ConvTranspose's GEMM output on the bf16
+ * kernels); 1: packed activations; 2: col2im's block sums,
+ * conv_phase_tmpl.h's packed weights, and a conv's GEMM output before its
+ * unpack on the bf16 kernels; 3: a chunk of half input as f32; 4: a chunk
+ * of half output in f32. */
 #define TG__CONV_SCRATCH_SLOTS 5
 static _Thread_local void *scratch_buf[TG__CONV_SCRATCH_SLOTS];
 static _Thread_local size_t scratch_cap[TG__CONV_SCRATCH_SLOTS];
