@@ -149,19 +149,101 @@ Test(bf16_gemm, avx512_kernel_without_packing_buffers_against_f64)
     tg__bf16_set_no_pack_buffers(false);
 }
 
-/* The amx kernel's packing and blocking (A as rows of k, k padded to 32,
- * 32 x 32 tiles) on a scalar model of the tiles, where the CPU has the
- * AVX-512 BF16 packers but no AMX. */
-static void gemm_sweep_amx_layout(void)
+/* The amx kernel (its packing, its blocking: A as rows of k, k padded to
+ * 32, 32 x 32 tiles, and its micro-kernel's tile loads, products and
+ * stores) on emulated tiles: it runs where the CPU has the AVX-512 BF16
+ * packers, with AMX or without. */
+static void emulate_amx(void)
 {
     if (!tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512))
-        cr_skip_test("the amx layout is packed with AVX-512 BF16, which this machine lacks");
-    tg__bf16_set_amx_emulated(true);
+        cr_skip_test("the amx kernel packs with AVX-512 BF16, which this machine lacks: "
+                     "amx not run, not even on emulated tiles");
+    tg__amx_set_emulated(true);
+}
+
+static void gemm_sweep_amx_layout(void)
+{
+    emulate_amx();
     gemm_sweep_on(TG_BF16_KERNEL_AMX);
-    tg__bf16_set_amx_emulated(false);
+    tg__amx_set_emulated(false);
 }
 
 Test(bf16_gemm, amx_layout_on_emulated_tiles_against_f64) { gemm_sweep_amx_layout(); }
+
+/* ---- the AMX-BF16 tile product ---- */
+
+/* c (16 x 16 f32) += a (16 rows of 32 bf16) times b (16 rows of 16 bf16
+ * pairs) as tdpbf16ps defines it: c[m][n] += sum over k < 16, i < 2 of
+ * a[m][2k+i] b[k][2n+i]; here in f64, for a bound on the f32 sums. */
+static void naive_tile_dpbf16(double *c, double *mag, const uint16_t *a, const uint16_t *b)
+{
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            double s = c[m * 16 + n], g = fabs(s);
+            for (int k = 0; k < 16; k++)
+                for (int i = 0; i < 2; i++) {
+                    const double p = (double)tg_bf16_to_f32(a[m * 32 + 2 * k + i]) *
+                                     tg_bf16_to_f32(b[k * 32 + 2 * n + i]);
+                    s += p, g += fabs(p);
+                }
+            c[m * 16 + n] = s, mag[m * 16 + n] = g;
+        }
+}
+
+static void emulated_tile_dpbf16(float *c, const uint16_t *a, const uint16_t *b)
+{
+    tg__amx_emu_load(2, c, 64);
+    tg__amx_emu_load(6, a, 64);
+    tg__amx_emu_load(1, b, 64);
+    tg__amx_emu_dpbf16ps(2, 6, 1);
+    tg__amx_emu_store(2, c, 64);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("amx-tile,amx-bf16"))) static void cpu_tile_dpbf16(float *c,
+                                                                         const uint16_t *a,
+                                                                         const uint16_t *b)
+{
+    tg__amx_tiles_begin();
+    _tile_loadd(2, c, 64);
+    _tile_loadd(6, a, 64);
+    _tile_loadd(1, b, 64);
+    _tile_dpbf16ps(2, 6, 1);
+    _tile_stored(2, c, 64);
+    tg__amx_tiles_end();
+}
+static bool cpu_has_amx_bf16(void) { return !tg__amx_emulated() && tg__amx_available(TG__AMX_BF16); }
+#else
+static void cpu_tile_dpbf16(float *c, const uint16_t *a, const uint16_t *b) {}
+static bool cpu_has_amx_bf16(void) { return false; }
+#endif
+
+/* The emulated tdpbf16ps, and the CPU's where it has AMX-BF16, within 33
+ * f32 roundings of the f64 sums (one per added term). */
+Test(bf16_gemm, amx_tile_product_follows_the_instruction)
+{
+    const bool cpu = cpu_has_amx_bf16();
+    uint16_t a[512], b[512];
+    float c0[256], got[256];
+    double want[256], mag[256];
+    for (int trial = 0; trial < 20; trial++) {
+        for (int i = 0; i < 512; i++)
+            a[i] = tg_f32_to_bf16(rnd_bf16()), b[i] = tg_f32_to_bf16(rnd_bf16());
+        for (int i = 0; i < 256; i++) c0[i] = trial % 2 ? (float)(rnd() * 8) : 0.0f;
+        for (int i = 0; i < 256; i++) want[i] = c0[i];
+        naive_tile_dpbf16(want, mag, a, b);
+        for (int run = 0; run < (cpu ? 2 : 1); run++) {
+            memcpy(got, c0, sizeof got);
+            if (run == 0) emulated_tile_dpbf16(got, a, b);
+            else cpu_tile_dpbf16(got, a, b);
+            for (int i = 0; i < 256; i++)
+                cr_assert(fabs(got[i] - want[i]) <= 33 * U32 * mag[i], "%s, trial %d, %d: %g, not %g",
+                          run ? "the CPU's" : "emulated", trial, i, got[i], want[i]);
+        }
+    }
+    if (!cpu) cr_log_info("this CPU has no AMX-BF16: the tile product ran emulated only");
+}
 
 /* ---- the ops: conv, conv_transpose, linear ---- */
 
@@ -431,7 +513,18 @@ Test(bf16_gemm, avx512_conv_sweep_against_f64_and_portable)
 {
     conv_sweep(TG_BF16_KERNEL_AVX512, true);
 }
-Test(bf16_gemm, amx_conv_sweep_against_f64_and_portable) { conv_sweep(TG_BF16_KERNEL_AMX, true); }
+/* (under TG_AMX_EMULATE, the emulated tiles' sums in order may be sgemm's:
+ * not compared) */
+Test(bf16_gemm, amx_conv_sweep_against_f64_and_portable)
+{
+    conv_sweep(TG_BF16_KERNEL_AMX, !tg_amx_emulated());
+}
+Test(bf16_gemm, amx_conv_sweep_on_emulated_tiles_against_f64)
+{
+    emulate_amx();   /* its sums in order, as sgemm's may be: not compared */
+    conv_sweep(TG_BF16_KERNEL_AMX, false);
+    tg__amx_set_emulated(false);
+}
 
 static void linear_sweep(tg_bf16_kernel k, bool cmp)
 {
@@ -456,7 +549,16 @@ Test(bf16_gemm, avx512_linear_against_f64_and_portable)
 {
     linear_sweep(TG_BF16_KERNEL_AVX512, true);
 }
-Test(bf16_gemm, amx_linear_against_f64_and_portable) { linear_sweep(TG_BF16_KERNEL_AMX, true); }
+Test(bf16_gemm, amx_linear_against_f64_and_portable)
+{
+    linear_sweep(TG_BF16_KERNEL_AMX, !tg_amx_emulated());
+}
+Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64)
+{
+    emulate_amx();
+    linear_sweep(TG_BF16_KERNEL_AMX, false);
+    tg__amx_set_emulated(false);
+}
 
 /* Under autocast an f32 conv casts x and its f32 master weight to bf16 and
  * runs the bf16 kernel: the bits of the same conv on bf16 tensors. */

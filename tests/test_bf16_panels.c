@@ -171,10 +171,9 @@ Test(bf16_panels, gemm_from_panels_has_the_bits_of_packing_per_call)
 Test(bf16_panels, amx_layout_from_panels_on_emulated_tiles)
 {
     need_avx512();
-    tg_set_num_threads(1);   /* the emulation is set for this thread only */
-    tg__bf16_set_amx_emulated(true);
+    tg__amx_set_emulated(true);
     gemm_sweep(TG_BF16_KERNEL_AMX);
-    tg__bf16_set_amx_emulated(false);
+    tg__amx_set_emulated(false);
 }
 
 /* ---- the ops ---- */

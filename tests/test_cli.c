@@ -51,6 +51,17 @@ Test(cli, usage_help_and_unknown_command)
     cr_assert(eq(int, RUN("--version"), 0));
     th_expect_in(th_out, "tapegrad " TG_VERSION_STRING " (OpenBLAS kernels: ");
     th_expect_in(th_out, "; int8 kernel: ");
+    /* TG_AMX_EMULATE=1: amx on emulated tiles, where the packing's AVX-512 is */
+    setenv("TG_AMX_EMULATE", "1", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
+        th_expect_in(th_out, "; int8 kernel: amx on emulated tiles;");
+    if (tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512))
+        th_expect_in(th_out, "; bf16 kernel: amx on emulated tiles;");
+    setenv("TG_AMX_EMULATE", "0", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    cr_assert(strstr(th_out, "emulated") == NULL, "%s", th_out);
+    unsetenv("TG_AMX_EMULATE");
     cr_assert(eq(int, RUN("run-op"), 2));
     th_expect_in(th_err, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));

@@ -353,7 +353,39 @@ static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
  * block), on layers whose AMX tiles are stored whole, and on Linear with
  * sizes off every block (VNNI works on 8 x 32 tiles and groups of 4 k, AMX
  * on 32 x 32 tiles and 64 k). */
+static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int *ncases);
+
 Test(quant, every_kernel_gives_the_portable_bytes)
+{
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
+    int n;
+    const int compared = kernels_give_portable_bytes(kerns, 3, &n);
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= 2 * n);
+    if (!tg_int8_kernel_available(TG_INT8_KERNEL_AMX))
+        cr_log_info("this CPU has no AMX-INT8: amx not run on tiles here (on emulated "
+                    "ones by amx_kernel_on_emulated_tiles_gives_the_portable_bytes)");
+}
+
+/* The amx kernel's addressing and tile use (its GEMM and its column-free
+ * ConvTranspose), on emulated tiles where the CPU has none; its
+ * requantization and packing are AVX-512's, so the CPU needs VNNI. */
+Test(quant, amx_kernel_on_emulated_tiles_gives_the_portable_bytes)
+{
+    if (!tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
+        cr_skip_test("this CPU has no AVX-512 VNNI, which the amx kernel's packing and "
+                     "requantization need: amx not run, not even on emulated tiles");
+    tg__amx_set_emulated(true);
+    const tg_int8_kernel amx = TG_INT8_KERNEL_AMX;
+    cr_assert(tg_int8_kernel_available(amx));
+    int n;
+    const int compared = kernels_give_portable_bytes(&amx, 1, &n);
+    tg__amx_set_emulated(false);
+    cr_assert(eq(int, compared, 2 * n));
+}
+
+/* The cases below (*ncases of them) on each kernel of kerns this CPU has,
+ * in two passes: the number of outputs compared. */
+static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int *ncases)
 {
     qcase cases[sizeof sweep / sizeof *sweep + 9];
     size_t n = 0;
@@ -376,7 +408,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};
-    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
+    *ncases = (int)n;
     int compared = 0;
     /* first pass: the column-free ConvTranspose from the smallest input on
      * (qconvt_phase.c: AVX2, VNNI, AMX), second pass: where it runs by default */
@@ -387,7 +419,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
         qdata d;
         qdata_make(&d, c);
         tg_tensor *ref = run_on_kernel(c, &d, TG_INT8_KERNEL_PORTABLE);
-        for (int e = 0; e < 3; e++) {
+        for (int e = 0; e < nk; e++) {
             tg_tensor *y = run_on_kernel(c, &d, kerns[e]);
             if (!y) continue;
             cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(ref)));
@@ -401,7 +433,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
         qdata_free(&d);
     }
     tg__q_phase_min_positions = phase_default;
-    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= (int)(2 * n));
+    return compared;
 }
 
 Test(quant, quantized_linear_matches_float_within_one_unit)

@@ -2,8 +2,9 @@
  * ops: the fixed-point requantizer against exact long-double arithmetic,
  * every int8 GEMM kernel against a naive i64 loop, and the AVX-512
  * requantization (by rows, and one channel per lane) against the scalar
- * formula.  (Every kernel against the portable one on whole quantized ops:
- * test_quant.c.) */
+ * formula, and the AMX byte-tile products (emulated, and on the CPU's
+ * tiles where it has them) against the instructions' definition.  (Every
+ * kernel against the portable one on whole quantized ops: test_quant.c.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
+#include "core/core.h"
 #include "quant/quant_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
@@ -270,4 +272,88 @@ static void requant_rows_case(tg_int8_kernel kern)
         cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d: shift %d, n %d",
                   tg_int8_kernel_name(kern), trial, r.shift, n);
     }
+}
+
+/* ---- AMX byte-tile products ---- */
+
+/* c (16 x 16 i32) += a (16 rows of 64 bytes) times b (16 rows of 64 bytes)
+ * as tdpbusd (a unsigned, b signed) or tdpbsud (a signed, b unsigned)
+ * define it: c[m][n] += sum over k < 16, i < 4 of a[m][4k+i] b[k][4n+i],
+ * wrapping to 32 bits. */
+static void naive_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool signed_a)
+{
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            int64_t s = c[m * 16 + n];
+            for (int k = 0; k < 16; k++)
+                for (int i = 0; i < 4; i++) {
+                    const int64_t x = signed_a ? (int8_t)a[m * 64 + 4 * k + i] : a[m * 64 + 4 * k + i];
+                    const int64_t y = signed_a ? b[k * 64 + 4 * n + i] : (int8_t)b[k * 64 + 4 * n + i];
+                    s += x * y;
+                }
+            c[m * 16 + n] = (int32_t)(uint32_t)(uint64_t)s;
+        }
+}
+
+static void emulated_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool signed_a)
+{
+    tg__amx_emu_load(5, c, 64);
+    tg__amx_emu_load(3, a, 64);
+    tg__amx_emu_load(7, b, 64);
+    if (signed_a) tg__amx_emu_dpbsud(5, 3, 7);
+    else tg__amx_emu_dpbusd(5, 3, 7);
+    tg__amx_emu_store(5, c, 64);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("amx-tile,amx-int8"))) static void cpu_tile_dp(int32_t *c, const uint8_t *a,
+                                                                     const uint8_t *b, bool signed_a)
+{
+    tg__amx_tiles_begin();
+    _tile_loadd(5, c, 64);
+    _tile_loadd(3, a, 64);
+    _tile_loadd(7, b, 64);
+    if (signed_a) _tile_dpbsud(5, 3, 7);
+    else _tile_dpbusd(5, 3, 7);
+    _tile_stored(5, c, 64);
+    tg__amx_tiles_end();
+}
+static bool cpu_has_amx_int8(void)
+{
+    return !tg__amx_emulated() && tg__amx_available(TG__AMX_INT8);
+}
+#else
+static void cpu_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool signed_a) {}
+static bool cpu_has_amx_int8(void) { return false; }
+#endif
+
+/* Random bytes with both ends among them, and sums started near both ends
+ * of i32 so that some wrap. */
+Test(quant_kernels, amx_byte_tile_products_follow_the_instructions)
+{
+    const bool cpu = cpu_has_amx_int8();
+    uint8_t a[1024], b[1024];
+    int32_t c0[256], want[256], got[256];
+    for (int trial = 0; trial < 40; trial++) {
+        fill_bytes(a, 1024, trial % 3 ? 5 : 0);
+        fill_bytes(b, 1024, trial % 3 ? 0 : 3);
+        for (int i = 0; i < 256; i++)
+            c0[i] = trial % 4 == 1 ? INT32_MAX - (int32_t)rnd_int(0, 1 << 20)
+                    : trial % 4 == 2 ? INT32_MIN + (int32_t)rnd_int(0, 1 << 20)
+                                     : (int32_t)rnd_int(-100000, 100000);
+        const bool sa = trial % 2;
+        memcpy(want, c0, sizeof want);
+        naive_tile_dp(want, a, b, sa);
+        memcpy(got, c0, sizeof got);
+        emulated_tile_dp(got, a, b, sa);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "emulated %s, trial %d",
+                  sa ? "tdpbsud" : "tdpbusd", trial);
+        if (!cpu) continue;
+        memcpy(got, c0, sizeof got);
+        cpu_tile_dp(got, a, b, sa);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "the CPU's %s, trial %d",
+                  sa ? "tdpbsud" : "tdpbusd", trial);
+    }
+    if (!cpu) cr_log_info("this CPU has no AMX-INT8: the tile products ran emulated only");
 }

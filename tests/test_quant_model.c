@@ -15,6 +15,7 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
+#include "core/core.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/quant.h"
 #include "tapegrad/status.h"
@@ -73,6 +74,7 @@ Test(quant_model, packed_weight_gives_the_unpacked_integers_on_every_kernel)
     static const pcase cases[] = {
         {0, {13, 37}, {11, 37}, 2, 1, 1, 0, TG_U8},
         {1, {3, 4, 7, 6}, {6, 2, 3, 3}, 4, 2, 2, 1, TG_I8},
+        {1, {2, 4, 9, 9}, {6, 2, 3, 3}, 4, 2, 1, 1, TG_I8},   /* 81 rows: AMX's tiles */
         {2, {2, 6, 5, 4}, {6, 5, 4, 4}, 4, 3, 2, 1, TG_U8},
         {2, {7, 9, 1, 1}, {9, 20, 4, 4}, 4, 1, 1, 0, TG_I8},
     };
@@ -96,14 +98,21 @@ Test(quant_model, packed_weight_gives_the_unpacked_integers_on_every_kernel)
         cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_PORTABLE), TG_OK));
         tg_tensor *ref = NULL;
         cr_assert(eq(int, run_op(c, &ref, x, w, NULL, b, &q), TG_OK), "%s", tg_error_message());
-        for (int e = 0; e < 4; e++) {
-            if (!tg_int8_kernel_available(kerns[e])) continue;
-            cr_assert(eq(int, tg_int8_kernel_set(kerns[e]), TG_OK));
+        /* e = 4: amx on emulated tiles, where the CPU has VNNI (AMX or not) */
+        for (int e = 0; e < 5; e++) {
+            const bool emu = e == 4;
+            if (emu && !tg_int8_kernel_available(TG_INT8_KERNEL_VNNI)) continue;
+            tg__amx_set_emulated(emu);
+            const tg_int8_kernel kern = emu ? TG_INT8_KERNEL_AMX : kerns[e];
+            if (!tg_int8_kernel_available(kern)) continue;
+            cr_assert(eq(int, tg_int8_kernel_set(kern), TG_OK));
             tg_tensor *y = NULL;
             cr_assert(eq(int, run_op(c, &y, x, w, pw, b, &q), TG_OK), "%s", tg_error_message());
-            cr_assert(same_bytes(y, ref), "case %zu, %s kernel", i, tg_int8_kernel_name(kerns[e]));
+            cr_assert(same_bytes(y, ref), "case %zu, %s kernel%s", i, tg_int8_kernel_name(kern),
+                      emu ? " on emulated tiles" : "");
             tg_tensor_release(y);
         }
+        tg__amx_set_emulated(false);
         tg_int8_kernel_set(TG_INT8_KERNEL_AUTO);
         tg_tensor_release(ref), tg_qweight_free(pw);
         tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(b);

@@ -59,6 +59,11 @@ TG_API const char *tg_bf16_kernel_name(tg_bf16_kernel k);
 /* What the f16 GEMMs run on this CPU, for display: "f32 (F16C)" or "f32"
  * (static). */
 TG_API const char *tg_f16_kernel_name(void);
+/* True when the amx kernels (bf16 and int8) run on tiles emulated in C:
+ * set by TG_AMX_EMULATE=1 in the environment, read once.  The kernels'
+ * code then runs on a CPU without AMX (one with AVX-512 BF16, VNNI), far
+ * slower than any other kernel: for checking that code, never for speed. */
+TG_API bool tg_amx_emulated(void);
 
 #ifdef __cplusplus
 }

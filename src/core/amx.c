@@ -1,9 +1,99 @@
 /* src/core/amx.c - what every AMX kernel (the bf16 GEMM's, the int8 ones)
- * shares: whether this process may use the tiles for a data type, and the
- * one tile configuration they all load. */
+ * shares: whether this process may use the tiles for a data type, the one
+ * tile configuration they all load, and that configuration's tiles
+ * emulated in C. */
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
+
+/* The configuration: eight tiles of ROWS rows of COLSB bytes. */
+enum { NTILES = 8, ROWS = 16, COLSB = 64 };
+
+/* ---- emulated tiles ---- */
+
+/* 0 not read yet, 1 on, 2 off; the environment is read once */
+static atomic_int emulated;
+
+bool tg__amx_emulated(void)
+{
+    int s = atomic_load_explicit(&emulated, memory_order_acquire);
+    if (s == 0) {
+        const char *e = getenv("TG_AMX_EMULATE");
+        s = e && e[0] && strcmp(e, "0") != 0 ? 1 : 2;
+        int expect = 0;   /* a hook's setting, made meanwhile, wins */
+        if (!atomic_compare_exchange_strong(&emulated, &expect, s)) s = expect;
+    }
+    return s == 1;
+}
+
+void tg__amx_set_emulated(bool on) { atomic_store(&emulated, on ? 1 : 2); }
+
+typedef union tile {
+    uint8_t u8[ROWS * COLSB];
+    int8_t i8[ROWS * COLSB];
+    uint16_t bf16[ROWS * COLSB / 2];
+    int32_t i32[ROWS * COLSB / 4];
+    float f32[ROWS * COLSB / 4];
+} tile;
+
+static _Thread_local _Alignas(64) tile tiles[NTILES];
+
+void tg__amx_emu_zero(int t) { memset(&tiles[t], 0, sizeof tiles[t]); }
+
+void tg__amx_emu_load(int t, const void *base, int64_t stride)
+{
+    for (int r = 0; r < ROWS; r++)
+        memcpy(tiles[t].u8 + r * COLSB, (const char *)base + r * stride, COLSB);
+}
+
+void tg__amx_emu_store(int t, void *base, int64_t stride)
+{
+    for (int r = 0; r < ROWS; r++)
+        memcpy((char *)base + r * stride, tiles[t].u8 + r * COLSB, COLSB);
+}
+
+/* c[m][n] += sum over k of the four products of a's bytes 4k.. of row m
+ * and b's bytes 4n.. of row k, a's bytes signed if sa, b's if sb, the sums
+ * wrapping as the instruction's do. */
+static void dp_bytes(int c, int a, int b, bool sa, bool sb)
+{
+    const tile *ta = &tiles[a], *tb = &tiles[b];
+    tile *tc = &tiles[c];
+    for (int m = 0; m < ROWS; m++)
+        for (int n = 0; n < COLSB / 4; n++) {
+            uint32_t s = (uint32_t)tc->i32[m * (COLSB / 4) + n];
+            for (int k = 0; k < COLSB / 4; k++)
+                for (int i = 0; i < 4; i++) {
+                    const int ai = m * COLSB + 4 * k + i, bi = k * COLSB + 4 * n + i;
+                    const int32_t x = sa ? ta->i8[ai] : ta->u8[ai];
+                    const int32_t y = sb ? tb->i8[bi] : tb->u8[bi];
+                    s += (uint32_t)(x * y);
+                }
+            tc->i32[m * (COLSB / 4) + n] = (int32_t)s;
+        }
+}
+
+void tg__amx_emu_dpbusd(int c, int a, int b) { dp_bytes(c, a, b, false, true); }
+void tg__amx_emu_dpbsud(int c, int a, int b) { dp_bytes(c, a, b, true, false); }
+
+void tg__amx_emu_dpbf16ps(int c, int a, int b)
+{
+    const tile *ta = &tiles[a], *tb = &tiles[b];
+    tile *tc = &tiles[c];
+    for (int m = 0; m < ROWS; m++)
+        for (int n = 0; n < COLSB / 4; n++) {
+            float s = tc->f32[m * (COLSB / 4) + n];
+            for (int k = 0; k < COLSB / 4; k++)
+                for (int i = 0; i < 2; i++)
+                    s += tg_bf16_to_f32(ta->bf16[m * (COLSB / 2) + 2 * k + i]) *
+                         tg_bf16_to_f32(tb->bf16[k * (COLSB / 2) + 2 * n + i]);
+            tc->f32[m * (COLSB / 4) + n] = s;
+        }
+}
+
+/* ---- the CPU's tiles ---- */
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -19,8 +109,9 @@ typedef struct amx_config {
 
 __attribute__((target("amx-tile"))) void tg__amx_tiles_begin(void)
 {
+    if (tg__amx_emulated()) return;
     amx_config cfg = {.palette = 1};
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    for (int t = 0; t < NTILES; t++) cfg.rows[t] = ROWS, cfg.colsb[t] = COLSB;
     /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
      * without this barrier the stores above may be dropped (seen: rows and
      * colsb never written, a #GP at the first tile load). */
@@ -28,7 +119,10 @@ __attribute__((target("amx-tile"))) void tg__amx_tiles_begin(void)
     _tile_loadconfig(&cfg);
 }
 
-__attribute__((target("amx-tile"))) void tg__amx_tiles_end(void) { _tile_release(); }
+__attribute__((target("amx-tile"))) void tg__amx_tiles_end(void)
+{
+    if (!tg__amx_emulated()) _tile_release();
+}
 
 /* CPUID.(7,0):EDX bit 24 (AMX-TILE) and the type's bit, the OS saving the
  * tile state (OSXSAVE; XCR0 bits 17, 18: XTILECFG, XTILEDATA), and Linux's
@@ -51,6 +145,7 @@ static bool amx_probe(unsigned type_bit)
 
 bool tg__amx_available(tg__amx_type type)
 {
+    if (tg__amx_emulated()) return true;
     /* per type: 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
     static atomic_int state[2];
     static const unsigned bit[2] = {[TG__AMX_BF16] = 22, [TG__AMX_INT8] = 25};
@@ -67,8 +162,8 @@ bool tg__amx_available(tg__amx_type type)
 bool tg__amx_available(tg__amx_type type)
 {
     (void)type;
-    return false;
+    return tg__amx_emulated();
 }
-void tg__amx_tiles_begin(void) { TG_ASSERT(!"amx called on a build without AMX"); }
-void tg__amx_tiles_end(void) { TG_ASSERT(!"amx called on a build without AMX"); }
+void tg__amx_tiles_begin(void) { TG_ASSERT(tg__amx_emulated()); }
+void tg__amx_tiles_end(void) { TG_ASSERT(tg__amx_emulated()); }
 #endif

@@ -222,6 +222,23 @@ bool tg__amx_available(tg__amx_type type);
  * x 64 bytes) for the calling thread; tg__amx_tiles_end releases it. */
 void tg__amx_tiles_begin(void);
 void tg__amx_tiles_end(void);
+/* Emulated tiles: with TG_AMX_EMULATE=1 in the environment, or after
+ * tg__amx_set_emulated(true) (tests; process-wide), the AMX kernels run on
+ * eight tiles of that configuration held in C, per thread, and
+ * tg__amx_available answers yes for both types, so the kernels' addressing
+ * and tile use run on CPUs without AMX.  Slow: for tests only. */
+bool tg__amx_emulated(void);
+void tg__amx_set_emulated(bool on);
+/* The tile instructions on the emulated tiles (t, c, a, b: tile numbers
+ * 0-7; loads and stores move 16 rows of 64 bytes, stride bytes apart):
+ * tdpbusd c += u8 a . s8 b, tdpbsud c += s8 a . u8 b (four byte products
+ * per i32, wrapping), tdpbf16ps c += bf16 a . bf16 b (pairs, into f32). */
+void tg__amx_emu_zero(int t);
+void tg__amx_emu_load(int t, const void *base, int64_t stride);
+void tg__amx_emu_store(int t, void *base, int64_t stride);
+void tg__amx_emu_dpbusd(int c, int a, int b);
+void tg__amx_emu_dpbsud(int c, int a, int b);
+void tg__amx_emu_dpbf16ps(int c, int a, int b);
 
 /* C (m, n) = op(A) @ op(B) + beta*C as tg__gemm in f32, with A and B f32
  * buffers that hold bf16 values (widened, as the GEMM kernels' columns of

@@ -27,6 +27,8 @@ const char *tg_bf16_kernel_name(tg_bf16_kernel k)
 
 const char *tg_f16_kernel_name(void) { return tg__cpu_has_half_simd() ? "f32 (F16C)" : "f32"; }
 
+bool tg_amx_emulated(void) { return tg__amx_emulated(); }
+
 bool tg_bf16_kernel_available(tg_bf16_kernel k)
 {
     switch (k) {
@@ -87,14 +89,12 @@ typedef struct driver {
     int mr;      /* rows of a micro-kernel tile */
     int64_t mc;  /* rows of an A block, a multiple of mr */
     int kal;     /* k of a block padded to a multiple of kal */
-    bool amx, emulated;   /* emulated: the amx layout on tg__bf16_micro_amx_emulated */
+    bool amx, emulated;   /* emulated: amx on emulated tiles (tg__amx_emulated) */
 } driver;
 
-static _Thread_local bool amx_emulated, no_pack_buffers;
+static _Thread_local bool no_pack_buffers;
 
 void tg__bf16_set_no_pack_buffers(bool on) { no_pack_buffers = on; }
-
-void tg__bf16_set_amx_emulated(bool on) { amx_emulated = on; }
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -168,7 +168,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
     uint32_t *bp = b->p ? NULL : tg__work_alloc((size_t)(ncmax * kcmax / 2) * sizeof *bp);
     const bool ok = (ap || a->p) && (bp || b->p);
     if (!ok) goto done;
-    if (d->amx && !d->emulated) tg__amx_tiles_begin();
+    if (d->amx) tg__amx_tiles_begin();
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         const int64_t nc = n - j0 < NC ? n - j0 : NC;
         for (int64_t t0 = 0; t0 < k; t0 += kb) {
@@ -185,7 +185,7 @@ static bool gemm_packed(const driver *d, int64_t m, int64_t n, int64_t k, const 
             }
         }
     }
-    if (d->amx && !d->emulated) tg__amx_tiles_end();
+    if (d->amx) tg__amx_tiles_end();
 done:
     tg__work_free(ap);
     tg__work_free(bp);
@@ -196,7 +196,7 @@ static driver driver_of(tg_bf16_kernel kern)
 {
     return kern == TG_BF16_KERNEL_AMX
                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
-                          .emulated = amx_emulated}
+                          .emulated = tg__amx_emulated()}
                : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
 }
 

@@ -81,13 +81,9 @@ void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp, f
 #define TG__BF16_MR_AMX 32
 void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                         int64_t ldc, int mr, int nr, bool first, float beta);
-/* The same tile product in portable C, tdpbf16ps's sums in order (tests
- * check the amx layout through it on CPUs without AMX). */
+/* The same on emulated tiles (tg__amx_emulated: the driver calls it then). */
 void tg__bf16_micro_amx_emulated(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                                  int64_t ldc, int mr, int nr, bool first, float beta);
-/* Tests: true makes this thread's amx GEMMs run the emulated tile product
- * (still packed with the AVX-512 BF16 packers); false restores. */
-void tg__bf16_set_amx_emulated(bool on);
 /* Tests: true makes this thread's bf16 GEMMs take the path of packing
  * buffers that cannot be allocated (the fallbacks); false restores. */
 void tg__bf16_set_no_pack_buffers(bool on);

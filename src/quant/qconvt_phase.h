@@ -1,8 +1,8 @@
 /* src/quant/qconvt_phase.h - the plan of the stride-phase ConvTranspose
  * (the layout and the method are described in qconvt_phase.c), shared by
  * its driver (qconvt_phase.c: the plan, the VNNI and AMX grid, the
- * interleave into y, the tasks) and its kernels (qconvt_phase_kernels.c:
- * AMX tiles, AVX-512 VNNI and AVX2 registers).  x86 only. */
+ * interleave into y, the tasks) and its kernels (qamx_x86.c: AMX tiles;
+ * qconvt_phase_kernels.c: AVX-512 VNNI and AVX2 registers).  x86 only. */
 #ifndef TAPEGRAD_QCONVT_PHASE_H
 #define TAPEGRAD_QCONVT_PHASE_H
 
@@ -44,8 +44,8 @@ int32_t tg__q_phase_corr(const tg__q_phase_job *j, const tg__q_phase_plan *ph, i
                          int64_t co);
 /* The phase ph of the sample whose grid is x4 (x2 for AVX2), group gi:
  * planes[co][f - ffirst] for the phase's flat positions f, requantized; on
- * AMX tiles (the caller has loaded the tile configuration), in VNNI or in
- * AVX2 registers. */
+ * AMX tiles (the caller has loaded the tile configuration; emulated ones
+ * under tg__amx_emulated), in VNNI or in AVX2 registers. */
 void tg__q_phase_run_amx(const tg__q_phase_job *j, const uint8_t *x4, int64_t gi,
                          const tg__q_phase_plan *ph, uint8_t *planes);
 void tg__q_phase_run_vnni(const tg__q_phase_job *j, const uint8_t *x4, int64_t gi,

@@ -1,9 +1,9 @@
-/* src/quant/qconvt_phase_kernels.c - the kernels of the stride-phase
- * ConvTranspose (qconvt_phase.c describes the method and the grid): one
- * phase of one sample and group, on AMX tiles (tdpbsud), in AVX-512 VNNI
- * registers (vpdpbusd), or in AVX2 registers (vpmaddwd on i16 channel
- * pairs, with its own grid); each block requantized into the phase's byte
- * plane. */
+/* src/quant/qconvt_phase_kernels.c - the register kernels of the
+ * stride-phase ConvTranspose (qconvt_phase.c describes the method and the
+ * grid; the AMX kernel is in qamx_x86.c): one phase of one sample and
+ * group, in AVX-512 VNNI registers (vpdpbusd), or in AVX2 registers
+ * (vpmaddwd on i16 channel pairs, with its own grid); each block
+ * requantized into the phase's byte plane. */
 #include <string.h>
 
 #include "quant/qconvt_phase.h"
@@ -11,7 +11,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
 #define VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f")))
 
 int32_t tg__q_phase_corr(const tg__q_phase_job *j, const tg__q_phase_plan *ph, int64_t gi,
@@ -22,65 +21,6 @@ int32_t tg__q_phase_corr(const tg__q_phase_job *j, const tg__q_phase_plan *ph, i
     for (int t = 0; co < cog && t < ph->nt; t++)
         sum += (uint32_t)j->op.w->tapsum[(gi * Kt + ph->tk[t]) * cog + co];
     return (int32_t)(0u - ph->zoff * sum);
-}
-
-/* The phase (p1, p2) of sample b, group gi: planes[co][f - ffirst] for the
- * phase's flat positions f, requantized. */
-AMX_TARGET void tg__q_phase_run_amx(const tg__q_phase_job *j, const uint8_t *x4, int64_t gi,
-                                     const tg__q_phase_plan *ph, uint8_t *planes)
-{
-    const tg_qweight *w = j->op.w;
-    const int64_t cog = j->op.g->c_img / j->op.g->groups;
-    _Alignas(64) int32_t corr[2][TILE * TILE];
-    _Alignas(64) int32_t tmp[2 * TILE * 2 * TILE];
-    for (int64_t cob = 0; cob < w->ncob; cob += 2) {
-        /* two blocks of 16 output channels at a time; a last single block
-         * (16 or fewer channels in all) uses tiles 0, 1, 4, 6 and 7 only */
-        const bool two = cob + 1 < w->ncob;
-        for (int h = 0; h < (two ? 2 : 1); h++)   /* -zoff * (the phase's weights summed) */
-            for (int rr = 0; rr < TILE; rr++) {
-                const int32_t v = tg__q_phase_corr(j, ph, gi, (cob + h) * TILE + rr);
-                for (int c = 0; c < TILE; c++) corr[h][rr * TILE + c] = v;
-            }
-        for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += 2 * TILE) {
-            _tile_loadd(0, corr[0], 4 * TILE);
-            _tile_loadd(1, corr[0], 4 * TILE);
-            if (two) {
-                _tile_loadd(2, corr[1], 4 * TILE);
-                _tile_loadd(3, corr[1], 4 * TILE);
-            }
-            for (int t = 0; t < ph->nt; t++) {
-                const uint8_t *xb = x4 + (f0 - ph->toff[t]) * 4;
-                const int8_t *wa = tg__q_tap_panel(w, gi, ph->tk[t], cob);
-                for (int64_t cc = 0; cc < w->ncc; cc++) {
-                    const uint8_t *xc = xb + cc * TILE * j->np * 4;
-                    _tile_loadd(4, wa + cc * TILE * 64, 64);
-                    _tile_loadd(6, xc, j->np * 4);
-                    _tile_loadd(7, xc + 64, j->np * 4);
-                    _tile_dpbsud(0, 4, 6);
-                    _tile_dpbsud(1, 4, 7);
-                    if (two) {
-                        _tile_loadd(5, wa + (w->ncc + cc) * TILE * 64, 64);
-                        _tile_dpbsud(2, 5, 6);
-                        _tile_dpbsud(3, 5, 7);
-                    }
-                }
-            }
-            _tile_stored(0, tmp, 8 * TILE);
-            _tile_stored(1, tmp + TILE, 8 * TILE);
-            if (two) {
-                _tile_stored(2, tmp + 2 * TILE * TILE, 8 * TILE);
-                _tile_stored(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
-            }
-            for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
-                const int64_t co = cob * TILE + rr;
-                if (co >= cog) break;
-                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ph->ffirst), 2 * TILE,
-                                   tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
-                                   &j->op.r[gi * cog + co], TG_INT8_KERNEL_AMX);
-            }
-        }
-    }
 }
 
 /* ---- the VNNI kernel ---- */
