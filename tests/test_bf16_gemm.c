@@ -190,29 +190,37 @@ static void naive_tile_dpbf16(double *c, double *mag, const uint16_t *a, const u
         }
 }
 
+/* One tile product, on the tiles that core/amx_tiles.h names at its use. */
+#define TILE_DPBF16(c, a, b)                                                                    \
+    do {                                                                                        \
+        TG__TILE_LOAD(2, c, 64);                                                                \
+        TG__TILE_LOAD(6, a, 64);                                                                \
+        TG__TILE_LOAD(1, b, 64);                                                                \
+        TG__TILE_DPBF16PS(2, 6, 1);                                                             \
+        TG__TILE_STORE(2, c, 64);                                                               \
+    } while (0)
+
+#define TG__AMX_EMU 1
+#include "core/amx_tiles.h"
 static void emulated_tile_dpbf16(float *c, const uint16_t *a, const uint16_t *b)
 {
-    tg__amx_emu_load(2, c, 64);
-    tg__amx_emu_load(6, a, 64);
-    tg__amx_emu_load(1, b, 64);
-    tg__amx_emu_dpbf16ps(2, 6, 1);
-    tg__amx_emu_store(2, c, 64);
+    TILE_DPBF16(c, a, b);
 }
+#undef TG__AMX_EMU
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define TG__AMX_EMU 0
+#include "core/amx_tiles.h"
 __attribute__((target("amx-tile,amx-bf16"))) static void cpu_tile_dpbf16(float *c,
                                                                          const uint16_t *a,
                                                                          const uint16_t *b)
 {
     tg__amx_tiles_begin();
-    _tile_loadd(2, c, 64);
-    _tile_loadd(6, a, 64);
-    _tile_loadd(1, b, 64);
-    _tile_dpbf16ps(2, 6, 1);
-    _tile_stored(2, c, 64);
+    TILE_DPBF16(c, a, b);
     tg__amx_tiles_end();
 }
+#undef TG__AMX_EMU
 static bool cpu_has_amx_bf16(void) { return !tg__amx_emulated() && tg__amx_available(TG__AMX_BF16); }
 #else
 static void cpu_tile_dpbf16(float *c, const uint16_t *a, const uint16_t *b) {}

@@ -295,30 +295,37 @@ static void naive_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool s
         }
 }
 
+/* One tile product, on the tiles that core/amx_tiles.h names at its use. */
+#define TILE_DP(c, a, b, signed_a)                                                              \
+    do {                                                                                        \
+        TG__TILE_LOAD(5, c, 64);                                                                \
+        TG__TILE_LOAD(3, a, 64);                                                                \
+        TG__TILE_LOAD(7, b, 64);                                                                \
+        if (signed_a) TG__TILE_DPBSUD(5, 3, 7);                                                 \
+        else TG__TILE_DPBUSD(5, 3, 7);                                                          \
+        TG__TILE_STORE(5, c, 64);                                                               \
+    } while (0)
+
+#define TG__AMX_EMU 1
+#include "core/amx_tiles.h"
 static void emulated_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool signed_a)
 {
-    tg__amx_emu_load(5, c, 64);
-    tg__amx_emu_load(3, a, 64);
-    tg__amx_emu_load(7, b, 64);
-    if (signed_a) tg__amx_emu_dpbsud(5, 3, 7);
-    else tg__amx_emu_dpbusd(5, 3, 7);
-    tg__amx_emu_store(5, c, 64);
+    TILE_DP(c, a, b, signed_a);
 }
+#undef TG__AMX_EMU
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define TG__AMX_EMU 0
+#include "core/amx_tiles.h"
 __attribute__((target("amx-tile,amx-int8"))) static void cpu_tile_dp(int32_t *c, const uint8_t *a,
                                                                      const uint8_t *b, bool signed_a)
 {
     tg__amx_tiles_begin();
-    _tile_loadd(5, c, 64);
-    _tile_loadd(3, a, 64);
-    _tile_loadd(7, b, 64);
-    if (signed_a) _tile_dpbsud(5, 3, 7);
-    else _tile_dpbusd(5, 3, 7);
-    _tile_stored(5, c, 64);
+    TILE_DP(c, a, b, signed_a);
     tg__amx_tiles_end();
 }
+#undef TG__AMX_EMU
 static bool cpu_has_amx_int8(void)
 {
     return !tg__amx_emulated() && tg__amx_available(TG__AMX_INT8);
