@@ -63,11 +63,28 @@ Test(quant, quantize_rounds_half_to_even_and_saturates)
     tg_tensor_release(qi);
 }
 
-/* tg_quantize of a contiguous f32 tensor (eight lanes at a time with
- * AVX-512, split over the threads past 65536 elements) is
+/* tg_quantize of a contiguous f32 tensor (on the SIMD of each int8 kernel
+ * this CPU has: eight lanes at a time with AVX-512, four with AVX2, none on
+ * portable; split over the threads past 65536 elements) is
  * clamp(rint(x / s) + zp) in f64, NaN giving zp: ties of every parity, NaN,
  * +-inf, huge and tiny values, -0.0, every tail length. */
+static void quantize_formula_case(void);
 Test(quant, quantize_of_contiguous_f32_is_the_f64_formula_everywhere)
+{
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI};
+    for (int k = 0; k < 3; k++) {
+        if (tg_int8_kernel_set(kerns[k]) < 0) {
+            cr_log_info("this CPU has no %s kernel: its quantization was not run",
+                        tg_int8_kernel_name(kerns[k]));
+            continue;
+        }
+        quantize_formula_case();
+    }
+    tg_int8_kernel_set(TG_INT8_KERNEL_AUTO);
+}
+
+static void quantize_formula_case(void)
 {
     const double scales[] = {0.5, 0.1, 1e-3, 3.7};
     const int32_t zps[2][3] = {{0, 128, 255}, {-128, 0, 127}};
@@ -91,18 +108,27 @@ Test(quant, quantize_of_contiguous_f32_is_the_f64_formula_everywhere)
                 for (int z = 0; z < 3; z++) {
                     const tg_dtype dt = d ? TG_I8 : TG_U8;
                     const int32_t zp = zps[d][z], lo = d ? -128 : 0, hi = d ? 127 : 255;
-                    tg_tensor *q = NULL;
+                    tg_tensor *q = NULL, *back = NULL;
                     cr_assert(eq(int, tg_quantize(&q, x, dt, s, zp), TG_OK));
+                    cr_assert(eq(int, tg_dequantize(&back, q, s, zp), TG_OK));
+                    const float *bf = tg_tensor_cdata(back);
                     for (int64_t i = 0; i < n; i++) {
                         const double r = rint((double)xs[i] / s) + zp;
                         const double want = isnan(r) ? zp : r < lo ? lo : r > hi ? hi : r;
                         if (th_at(q, i) != want)
                             cr_assert(th_at(q, i) == want,
-                                      "n %lld, scale %g, %s zp %d: element %lld (%g) -> %g, "
-                                      "want %g", (long long)n, s, tg_dtype_name(dt), (int)zp,
-                                      (long long)i, (double)xs[i], th_at(q, i), want);
+                                      "%s kernel, n %lld, scale %g, %s zp %d: element %lld (%g) "
+                                      "-> %g, want %g", tg_int8_kernel_name(tg_int8_kernel_get()),
+                                      (long long)n, s, tg_dtype_name(dt), (int)zp, (long long)i,
+                                      (double)xs[i], th_at(q, i), want);
+                        /* and back: (float)(s * (q - zp)) */
+                        const float wantf = (float)(s * (want - zp));
+                        if (memcmp(&bf[i], &wantf, sizeof wantf) != 0)
+                            cr_assert(false, "%s kernel: dequantize of element %lld: %g, want %g",
+                                      tg_int8_kernel_name(tg_int8_kernel_get()), (long long)i,
+                                      (double)bf[i], (double)wantf);
                     }
-                    tg_tensor_release(q);
+                    tg_tensor_release(q), tg_tensor_release(back);
                 }
             tg_tensor_release(x);
         }

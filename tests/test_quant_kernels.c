@@ -240,6 +240,10 @@ static void requant_rows_case(tg_int8_kernel kern)
         const bool ties = trial % 4 == 0;
         tg__q_requant r = {.m0 = ties ? 1 << 30 : (int32_t)rnd_int(1 << 30, INT32_MAX),
                            .shift = ties ? 31 + trial % 3 : 1 + trial % 62};
+        /* trials 1, 29, 57, ...: a small multiplier (m0 < 2^12, shift 20-43),
+         * so that the clamp of acc + bias to i32 decides results in range */
+        if (trial % 28 == 1)
+            r.m0 = (int32_t)rnd_int(1, 1 << 12), r.shift = 20 + (int)rnd_int(0, 23);
         const bool u8 = trial % 2;
         r.zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127));
         r.lo = trial % 5 == 0 ? r.zp : u8 ? 0 : -128;
@@ -271,6 +275,29 @@ static void requant_rows_case(tg_int8_kernel kern)
         tg__q_requant_rows(want, dt, 0, cols + 2, acc, rows, cols, cols + 1, &r, ref);
         cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d: shift %d, n %d",
                   tg_int8_kernel_name(kern), trial, r.shift, n);
+    }
+}
+
+/* The SIMD requantizations compute in f64 where that is exact (shift up to
+ * 43); past it, a product that f64 rounds onto a tie must not be rounded as
+ * one: 536838145 * 536903681 = 2^58 + 1, so with shift 59 the exact result
+ * is 0.5 + 2^-59, which rounds to 1 (and its negative to -1), where the f64
+ * product 2^58 would round half to even, to 0. */
+Test(quant_kernels, requantization_past_f64_exactness_rounds_exactly)
+{
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI};
+    const tg__q_requant r = {.bias = 0, .m0 = 536903681, .shift = 59, .zp = 100, .lo = 0,
+                             .hi = 255};
+    int32_t acc[11];
+    for (int i = 0; i < 11; i++) acc[i] = i % 2 ? -536838145 : 536838145;
+    for (int k = 0; k < 3; k++) {
+        if (!tg_int8_kernel_available(kerns[k])) continue;
+        uint8_t y[11];
+        tg__q_requant_rows(y, TG_U8, 0, 11, acc, 1, 11, 11, &r, kerns[k]);
+        for (int i = 0; i < 11; i++)
+            cr_assert(eq(int, y[i], i % 2 ? 99 : 101), "%s kernel, lane %d",
+                      tg_int8_kernel_name(kerns[k]), i);
     }
 }
 

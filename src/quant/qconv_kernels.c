@@ -246,11 +246,12 @@ void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
 {
     const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
     if (ss == cols && ds == cols) cols *= rows, rows = 1;   /* one run */
-    if (kern >= TG_INT8_KERNEL_VNNI && r.shift > 0) {
+    const bool f64 = r.shift >= 1 && r.shift <= TG__Q_F64_MAX_SHIFT;
+    if (kern >= TG_INT8_KERNEL_VNNI && f64) {
         tg__q_requant_avx512((uint8_t *)dst + base, ds, src, rows, cols, ss, &r);
         return;
     }
-    if (kern == TG_INT8_KERNEL_AVX2 && r.shift > 0) {
+    if (kern == TG_INT8_KERNEL_AVX2 && f64) {
         tg__q_requant_avx2((uint8_t *)dst + base, dt == TG_I8, ds, src, rows, cols, ss, &r);
         return;
     }

@@ -175,24 +175,28 @@ static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
 }
 /* dst[base + i*ds + e] = tg__q_requant_one(src[i*ss + e], r) for i < rows,
  * e < cols; dst u8 or i8 (dt).  kern: the caller's int8 kernel; when
- * r->shift > 0 the VNNI and AMX kernels' CPUs (AVX-512) run
- * tg__q_requant_avx512, the AVX2 kernel's tg__q_requant_avx2, the portable
- * kernel the scalar formula; the same bytes in every case. */
+ * r->shift is in [1, TG__Q_F64_MAX_SHIFT] the VNNI and AMX kernels' CPUs
+ * (AVX-512) run tg__q_requant_avx512, the AVX2 kernel's tg__q_requant_avx2;
+ * else, and on the portable kernel, the scalar formula: the same bytes in
+ * every case. */
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t cols, int64_t ss, const tg__q_requant *r,
                         tg_int8_kernel kern);
-/* The same for r->shift in [1, 62], eight lanes of i64 at a time
- * (qsimd_x86.c; AVX-512 F only): y is the first byte, rows ds apart. */
+/* The largest shift for which the formula in f64 gives its exact integers
+ * (qsimd_x86.c says why); the SIMD requantizations compute in f64. */
+#define TG__Q_F64_MAX_SHIFT 43
+/* The same for r->shift in [1, TG__Q_F64_MAX_SHIFT], eight lanes of f64 at
+ * a time (qsimd_x86.c; AVX-512 F only): y is the first byte, rows ds apart. */
 void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
                           int64_t ss, const tg__q_requant *r);
-/* The same on four lanes of i64 with AVX2 (qsimd_x86.c); is_signed: y is
+/* The same on four lanes of f64 with AVX2 (qsimd_x86.c); is_signed: y is
  * i8, else u8. */
 void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r);
 /* y[row*ys + c] = tg__q_requant_one(acc[row*as + c], &r[c]) for row < rows,
  * c < n: one output channel per lane, its parameters gathered once for all
- * rows (AVX-512 F; qsimd_x86.c); eight lanes where one has shift <= 0 run
- * the scalar formula. */
+ * rows (AVX-512 F; qsimd_x86.c); eight lanes where one has a shift outside
+ * [1, TG__Q_F64_MAX_SHIFT] run the scalar formula. */
 void tg__q_requant_channels_avx512(uint8_t *y, int64_t ys, const int32_t *acc, int64_t as,
                                    int64_t rows, int64_t n, const tg__q_requant *r);
 /* The same four lanes at a time with AVX2 (qsimd_x86.c). */
@@ -202,6 +206,13 @@ void tg__q_requant_channels_avx2(uint8_t *y, int64_t ys, const int32_t *acc, int
  * scalar formula's integers, eight at a time (AVX-512 F; qsimd_x86.c). */
 void tg__q_quantize_avx512(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
                            int32_t lo, int32_t hi);
+/* The same four at a time with AVX2 (qsimd_x86.c). */
+void tg__q_quantize_avx2(uint8_t *y, const float *x, int64_t n, double scale, int32_t zp,
+                         int32_t lo, int32_t hi);
+/* tg_dequantize of n contiguous u8 or i8 (is_signed) into f32 y: the scalar
+ * formula's floats, eight at a time (AVX2; qsimd_x86.c). */
+void tg__q_dequantize_avx2(float *y, const uint8_t *x, int64_t n, bool is_signed, double scale,
+                           int32_t zp);
 /* Stores q (already in range) as element i of a u8 or i8 buffer. */
 static inline void tg__q_store(void *dst, tg_dtype dt, int64_t i, int32_t q)
 {

@@ -42,24 +42,43 @@ static inline int32_t quantize_one(double v, double scale, int32_t zp, int32_t l
     return isnan(r) ? zp : r < lo ? lo : r > hi ? hi : (int32_t)r;
 }
 
-/* One thread's share of a per-tensor quantization of contiguous f32. */
+/* One thread's share of a per-tensor quantization of contiguous f32, or
+ * of a dequantization of contiguous u8 / i8, on the SIMD of the int8
+ * kernel in use (VNNI, AMX: AVX-512; AVX2; portable: none). */
 typedef struct quant_run {
     const float *x;
     uint8_t *y;
+    const uint8_t *qx;
+    float *qy;
     double scale;
     int32_t zp, lo, hi;
-    bool simd;
+    tg_int8_kernel kern;
 } quant_run;
 
 static void quant_range(void *p, int64_t lo, int64_t hi)
 {
     const quant_run *q = p;
-    if (q->simd) {
+    if (q->kern >= TG_INT8_KERNEL_VNNI)
         tg__q_quantize_avx512(q->y + lo, q->x + lo, hi - lo, q->scale, q->zp, q->lo, q->hi);
+    else if (q->kern == TG_INT8_KERNEL_AVX2)
+        tg__q_quantize_avx2(q->y + lo, q->x + lo, hi - lo, q->scale, q->zp, q->lo, q->hi);
+    else
+        for (int64_t i = lo; i < hi; i++)
+            q->y[i] = (uint8_t)quantize_one((double)q->x[i], q->scale, q->zp, q->lo, q->hi);
+}
+
+static void dequant_range(void *p, int64_t lo, int64_t hi)
+{
+    const quant_run *q = p;
+    const bool sg = q->lo < 0;   /* i8 */
+    if (q->kern >= TG_INT8_KERNEL_AVX2) {
+        tg__q_dequantize_avx2(q->qy + lo, q->qx + lo, hi - lo, sg, q->scale, q->zp);
         return;
     }
-    for (int64_t i = lo; i < hi; i++)
-        q->y[i] = (uint8_t)quantize_one((double)q->x[i], q->scale, q->zp, q->lo, q->hi);
+    for (int64_t i = lo; i < hi; i++) {
+        const int32_t v = sg ? (int8_t)q->qx[i] : q->qx[i];
+        q->qy[i] = (float)(q->scale * (double)(v - q->zp));
+    }
 }
 
 /* Quantizes x with scales[channel] and zero point zp.  A contiguous f32 x
@@ -85,7 +104,7 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
     const bool one = map->n == 1 && map->cig == 0;
     if (direct && one) {   /* every activation a quantized module sees */
         quant_run run = {.x = xf, .y = dst, .scale = scales[0], .zp = zp, .lo = lo, .hi = hi,
-                         .simd = tg__q_cpu_has_vnni()};
+                         .kern = tg_int8_kernel_get()};
         tg__parallel_range(numel, numel >= 65536, quant_range, &run);
         *out = q;
         return TG_OK;
@@ -122,6 +141,16 @@ static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *sc
                            const chan_map *map, int32_t zp)
 {
     const int64_t numel = tg_tensor_numel(q);
+    if (tg_tensor_is_contiguous(q) && map->n == 1 && map->cig == 0) {   /* every activation */
+        tg_tensor *y = tg__tensor_empty(TG_F32, q->ndim, q->shape);
+        if (!y) return TG_ENOMEM;
+        quant_run run = {.qx = (const uint8_t *)q->storage->data + q->offset,
+                         .qy = y->storage->data, .scale = scales[0], .zp = zp,
+                         .lo = q->dtype == TG_I8 ? -128 : 0, .kern = tg_int8_kernel_get()};
+        tg__parallel_range(numel, numel >= 65536, dequant_range, &run);
+        *out = y;
+        return TG_OK;
+    }
     int32_t *v = tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
     if (!v) return TG_ENOMEM;
     tg_tensor *y = tg__tensor_empty(TG_F32, q->ndim, q->shape);
