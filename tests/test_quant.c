@@ -197,6 +197,81 @@ Test(quant, conv_transpose_weight_scale_is_per_output_channel_per_group)
     tg_tensor_release(d);
 }
 
+/* Bytes equal to tg_quantize of a fresh copy of x's values (so never the
+ * shortcut of a dequantized tensor). */
+static void expect_fresh_quantize(tg_tensor *q, tg_tensor *x, tg_dtype dt, double s, int32_t zp,
+                                  const char *what)
+{
+    tg_tensor *fresh = NULL, *qf = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&fresh, x), TG_OK));
+    cr_assert(eq(int, tg_quantize(&qf, fresh, dt, s, zp), TG_OK));
+    cr_assert(memcmp(tg_tensor_cdata(q), tg_tensor_cdata(qf), (size_t)tg_tensor_numel(q)) == 0,
+              "%s", what);
+    tg_tensor_release(fresh), tg_tensor_release(qf);
+}
+
+/* tg_quantize of what tg_dequantize made, with the same parameters, copies
+ * the bytes it came from (every byte value, both dtypes, a view of it), and
+ * they are the bytes quantizing the values afresh gives; other parameters,
+ * or a write to either tensor since, quantize afresh; the copy is not
+ * shared with the source. */
+Test(quant, quantize_after_dequantize_gives_the_source_bytes)
+{
+    const double scales[] = {0.02, 0.37, 1.0 / 3, 3e-8, 4000.0};
+    for (int d = 0; d < 2; d++)
+        for (size_t si = 0; si < sizeof scales / sizeof *scales; si++) {
+            const tg_dtype dt = d ? TG_I8 : TG_U8;
+            const int32_t zp = d ? -5 : 131;
+            const double sc = scales[si];
+            const int64_t shape[2] = {16, 32};
+            uint8_t bytes[512];
+            for (int i = 0; i < 512; i++) bytes[i] = (uint8_t)(i * 7 + si);
+            tg_tensor *q = NULL, *x = NULL, *back = NULL, *view = NULL, *other = NULL;
+            cr_assert(eq(int, tg_tensor_from_data(&q, dt, 2, shape, bytes), TG_OK));
+            cr_assert(eq(int, tg_dequantize(&x, q, sc, zp), TG_OK));
+            cr_assert(eq(int, tg_quantize(&back, x, dt, sc, zp), TG_OK));
+            cr_assert(memcmp(tg_tensor_cdata(back), bytes, 512) == 0, "%s, scale %g",
+                      tg_dtype_name(dt), sc);
+            expect_fresh_quantize(back, x, dt, sc, zp, "the source's bytes are the fresh ones");
+            /* a view (the reshape an Unflatten makes) */
+            const int64_t flat = 512;
+            cr_assert(eq(int, tg_reshape(&view, x, 1, &flat), TG_OK));
+            tg_tensor_release(back);
+            cr_assert(eq(int, tg_quantize(&back, view, dt, sc, zp), TG_OK));
+            cr_assert(memcmp(tg_tensor_cdata(back), bytes, 512) == 0);
+            /* not shared: writing the copy leaves q as it was */
+            cr_assert(eq(int, tg_tensor_set_flat(back, 3, 9), TG_OK));
+            cr_assert(eq(int, th_at(q, 3), (double)(d ? (int8_t)bytes[3] : bytes[3])));
+            tg_tensor_release(back);
+            /* other parameters: quantized afresh */
+            cr_assert(eq(int, tg_quantize(&other, x, dt, sc * 2, zp), TG_OK));
+            expect_fresh_quantize(other, x, dt, sc * 2, zp, "another scale");
+            tg_tensor_release(other);
+            cr_assert(eq(int, tg_quantize(&other, x, dt, sc, zp + 1), TG_OK));
+            expect_fresh_quantize(other, x, dt, sc, zp + 1, "another zero point");
+            tg_tensor_release(other);
+            /* a write to the source: x's values are still the old bytes' */
+            cr_assert(eq(int, tg_tensor_set_flat(q, 0, d ? 100 : 3), TG_OK));
+            cr_assert(eq(int, tg_quantize(&other, x, dt, sc, zp), TG_OK));
+            cr_assert(eq(int, th_at(other, 0), (double)(d ? (int8_t)bytes[0] : bytes[0])));
+            expect_fresh_quantize(other, x, dt, sc, zp, "after a write to the source");
+            tg_tensor_release(other);
+            tg_tensor_release(x), tg_tensor_release(view);
+            /* a write to the dequantized tensor, in place and through its data */
+            cr_assert(eq(int, tg_dequantize(&x, q, sc, zp), TG_OK));
+            cr_assert(eq(int, tg_tensor_set_flat(x, 5, 0.0), TG_OK));
+            cr_assert(eq(int, tg_quantize(&other, x, dt, sc, zp), TG_OK));
+            expect_fresh_quantize(other, x, dt, sc, zp, "after tg_tensor_set_flat");
+            cr_assert(eq(int, th_at(other, 5), (double)zp));
+            tg_tensor_release(other), tg_tensor_release(x);
+            cr_assert(eq(int, tg_dequantize(&x, q, sc, zp), TG_OK));
+            ((float *)tg_tensor_data(x))[7] = 0.0f;
+            cr_assert(eq(int, tg_quantize(&other, x, dt, sc, zp), TG_OK));
+            cr_assert(eq(int, th_at(other, 7), (double)zp));
+            tg_tensor_release(other), tg_tensor_release(x), tg_tensor_release(q);
+        }
+}
+
 Test(quant, quantize_errors_change_nothing)
 {
     int64_t n = 4;

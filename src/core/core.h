@@ -93,6 +93,19 @@ typedef struct tg_storage {
     struct tg_storage *cast_of;
     int64_t cast_offset;
     uint64_t cast_version, cast_handed;   /* cast_of's version and handed then */
+    /* Set by tg_dequantize (per tensor) on its f32 output: this storage (at
+     * version 0, never handed) holds the dequantization with deq_scale and
+     * deq_zp of the deq_dtype (u8 or i8) elements of deq_of (owned
+     * reference) from element deq_offset on, as they were at deq_of's
+     * version deq_version, so that tg_quantize with the same parameters
+     * copies those bytes instead of recomputing them (src/quant/quantize.c).
+     * NULL otherwise. */
+    struct tg_storage *deq_of;
+    int64_t deq_offset;
+    uint64_t deq_version, deq_handed;
+    double deq_scale;
+    int32_t deq_zp;
+    int deq_dtype;
 } tg_storage;
 
 /* A zeroed storage of nbytes (new reference); NULL + TG_ENOMEM message. */

@@ -229,6 +229,7 @@ static tg_storage *storage_alloc(size_t nbytes, bool zero)
     s->cast_offset = 0;
     s->cast_version = 0;
     s->cast_handed = 0;
+    s->deq_of = NULL;
     mem_account((int64_t)nbytes);
     return s;
 }
@@ -253,6 +254,7 @@ void tg__storage_release(tg_storage *s)
     if (--s->refcount > 0) return;
     tg__bf16_panels_free_all(s);
     tg__storage_release(s->cast_of);
+    tg__storage_release(s->deq_of);
     mem_account(-(int64_t)s->nbytes);
     block_put(s->data, padded_size(s->nbytes));
     free(s);
