@@ -16,6 +16,7 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "ops/activation_internal.h"
@@ -48,7 +49,73 @@ static inline double gelu_d(double x)
 TG_EW_UNARY_KERNEL(k_relu, a < 0 ? 0 : a)
 /* (a times 1 is a: branch-free, see k_masked_grad) */
 TG_EW_UNARY_KERNEL(k_leaky, (double)a * (a > 0 ? 1.0 : s))
-TG_EW_UNARY_KERNEL(k_tanh, tanh((double)a))
+/* tanh of f32 in f64 arithmetic, branch-free so that its loop vectorizes.
+ * With t = 2|a| = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi
+ * is exact), expm1(t) = p(r) for k = 0, else 2^k (1 + p(r)) - 1, where
+ * p(r) is expm1's Taylor series to r^13 / 13! (truncated below 1e-17
+ * relative); tanh|a| = expm1(t) / (expm1(t) + 2).  Relative error a few
+ * 1e-16, so the f32 result is (float)tanh((double)a), correctly rounded,
+ * but where that double rounding falls within it of a halfway point
+ * (tests).  tanh is 1 in f32 past |a| = 9.1, so t is capped at 40; the
+ * sign comes back by copysign (tanh(-0) = -0), and NaN stays NaN. */
+static inline __attribute__((always_inline)) float tanh_f32(float a)
+{
+    const double ax = fabs((double)a), t = 2.0 * (ax < 20.0 ? ax : 20.0);
+    const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
+                 ln2_lo = 0x1.cf79abc9e3b3ap-40;
+    const double km = t * 0x1.71547652b82fep0 + magic;   /* round(t / ln2) in its low bits */
+    const double kd = km - magic;
+    const double r = (t - kd * ln2_hi) - kd * ln2_lo;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r * r + r;
+    uint64_t kb;
+    memcpy(&kb, &km, sizeof kb);
+    const uint64_t sb = ((kb & 0xFFF) + 1023) << 52;   /* 2^k, k in [0, 58] */
+    double scale;
+    memcpy(&scale, &sb, sizeof scale);
+    const double u = kd == 0.0 ? p : scale * (1.0 + p) - 1.0;
+    const float y = (float)copysign(u / (u + 2.0), (double)a);
+    return a != a ? a : y;
+}
+
+static inline __attribute__((always_inline)) void tanh_run(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = tanh_f32(a[i]);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void tanh_run_avx2(float *o, const float *a, int64_t n)
+{
+    tanh_run(o, a, n);
+}
+#else
+static void tanh_run_avx2(float *o, const float *a, int64_t n) { tanh_run(o, a, n); }
+#endif
+
+void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd)
+{
+    if (simd && tg__cpu_has_half_simd()) tanh_run_avx2(out, a, n);   /* AVX2 */
+    else tanh_run(out, a, n);
+}
+
+static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    if (cdt == TG_F64)
+        for (int64_t i = 0; i < n; i++) ((double *)out)[i] = tanh(((const double *)a)[i]);
+    else tg__tanh_f32_n(out, a, n, true);
+}
 TG_EW_UNARY_KERNEL(k_sigmoid, sigmoid_d(a))
 TG_EW_UNARY_KERNEL(k_silu, (double)a * sigmoid_d(a))
 TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))

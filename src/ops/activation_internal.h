@@ -25,5 +25,9 @@ void tg__act_set_half_fused(bool on);
 /* Tests: false makes tg__half_act_n take its AVX2 loop on a CPU with
  * AVX-512 BW too (process-wide; true, the default, restores). */
 void tg__act_set_half_avx512(bool on);
+/* tanh of n contiguous f32 as the f32 op computes it (activation.c: in f64
+ * arithmetic), in AVX2 registers where the CPU has them and simd is true,
+ * else in the same arithmetic without (the same results). */
+void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd);
 
 #endif
