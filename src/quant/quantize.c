@@ -143,7 +143,7 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
     }
     double *v = direct ? NULL : tg__malloc((size_t)(numel ? numel : 1) * sizeof *v);
     if (!direct && !v) return TG_ENOMEM;
-    tg_tensor *q = tg__tensor_empty(qdt, x->ndim, x->shape);
+    tg_tensor *q = tg__tensor_uninit(qdt, x->ndim, x->shape);   /* every element written */
     if (!q) {
         free(v);
         return TG_ENOMEM;
@@ -193,7 +193,7 @@ static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *sc
 {
     const int64_t numel = tg_tensor_numel(q);
     if (tg_tensor_is_contiguous(q) && map->n == 1 && map->cig == 0) {   /* every activation */
-        tg_tensor *y = tg__tensor_empty(TG_F32, q->ndim, q->shape);
+        tg_tensor *y = tg__tensor_uninit(TG_F32, q->ndim, q->shape);   /* written whole */
         if (!y) return TG_ENOMEM;
         quant_run run = {.qx = (const uint8_t *)q->storage->data + q->offset,
                          .qy = y->storage->data, .scale = scales[0], .zp = zp,
