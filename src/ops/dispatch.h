@@ -19,14 +19,18 @@ int tg__register_builtin_ops(void);
  * contiguous, unshared buffer of dtype dt and shape like, outside any graph.
  * The engine hands each backward its own reference to the summed gradient,
  * so this holds unless a hook or a tg_grad result slot kept one.  Only for
- * backwards that build no graph (grad mode off). */
-static inline bool tg__grad_is_reusable(const tg_tensor *g, tg_dtype dt, const tg_tensor *like)
+ * backwards that build no graph (grad mode off).  On yes the caller writes
+ * g in place, so g's version is bumped here, as every in-place write bumps
+ * it (what is kept by version: packed bf16 panels, the bytes a dequantized
+ * tensor came from). */
+static inline bool tg__grad_is_reusable(tg_tensor *g, tg_dtype dt, const tg_tensor *like)
 {
     if (g->refcount != 1 || g->storage->refcount != 1 || g->grad_fn || g->requires_grad ||
         g->dtype != dt || g->ndim != like->ndim || !tg_tensor_is_contiguous(g) || g->offset != 0)
         return false;
     for (int d = 0; d < g->ndim; d++)
         if (g->shape[d] != like->shape[d]) return false;
+    tg__bump_version(g);
     return true;
 }
 
