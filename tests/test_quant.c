@@ -635,6 +635,29 @@ Test(quant, quantized_op_errors_change_nothing)
     qdata_free(&d);
 }
 
+/* A Linear's thousands of channels are set up over the threads: the
+ * message still names the lowest channel whose multiplier is out of range,
+ * and nothing is made. */
+Test(quant, a_bad_channel_multiplier_is_named_among_thousands)
+{
+    enum { N = 3000, K = 8 };
+    const int64_t xs[2] = {2, K}, ws[2] = {N, K};
+    tg_tensor *x = NULL, *w = NULL, *y = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&x, TG_U8, 2, xs), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros(&w, TG_I8, 2, ws), TG_OK));
+    static double scales[N];
+    for (int c = 0; c < N; c++) scales[c] = 0.01;
+    scales[2900] = scales[1200] = 1e10;   /* multiplier 0.02 * 1e10 / 0.05 >= 2^30 */
+    const tg_qscales q = {.x_scale = 0.02, .x_zero_point = 3, .n_weight_scales = N,
+                          .weight_scales = scales, .y_scale = 0.05, .y_zero_point = 7};
+    cr_assert(eq(int, tg_quantized_linear(&y, x, w, NULL, &q, false), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "weight_scale[1200]") != NULL, "%s", tg_error_message());
+    cr_assert(y == NULL);
+    scales[1200] = scales[2900] = 0.01;
+    cr_assert(eq(int, tg_quantized_linear(&y, x, w, NULL, &q, false), TG_OK));
+    tg_tensor_release(y), tg_tensor_release(x), tg_tensor_release(w);
+}
+
 /* ---- goldens from PyTorch's quantized modules (scripts/make_quant_goldens.py) ---- */
 
 /* Runs one case through tools/case.c (the code behind `tapegrad run-op`);

@@ -18,31 +18,60 @@
  * grow-only conv workspace (no allocation per call once warm).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 
 #include "ops/conv_internal.h"
 #include "quant/quant_internal.h"
 
+/* One thread's channels of tg__q_requant_setup; a channel whose multiplier
+ * is out of range is noted in *bad (the lowest such channel wins). */
+typedef struct setup_job {
+    tg__q_requant *r;
+    const tg_qscales *q;
+    tg_dtype ydt;
+    const float *bias;
+    bool relu;
+    _Atomic int64_t bad;
+} setup_job;
+
+static void setup_range(void *p, int64_t c0, int64_t c1)
+{
+    setup_job *j = p;
+    const tg_qscales *q = j->q;
+    for (int64_t c = c0; c < c1; c++) {
+        const double ws = q->weight_scales[q->n_weight_scales == 1 ? 0 : c];
+        const double acc_scale = q->x_scale * ws;
+        tg__q_requant e = {.zp = q->y_zero_point, .hi = tg__q_max(j->ydt)};
+        e.lo = j->relu ? q->y_zero_point : tg__q_min(j->ydt);
+        if (tg_quant_multiplier(acc_scale / q->y_scale, &e.m0, &e.shift) < 0) {
+            int64_t seen = atomic_load(&j->bad);
+            while (c < seen && !atomic_compare_exchange_weak(&j->bad, &seen, c)) {
+            }
+            return;
+        }
+        if (j->bias) {
+            double b = rint((double)j->bias[c] / acc_scale);   /* half to even */
+            e.bias = b != b ? 0 : b < INT32_MIN ? INT32_MIN : b > INT32_MAX ? INT32_MAX : (int32_t)b;
+        }
+        j->r[c] = e;
+    }
+}
+
 int tg__q_requant_setup(const char *op, tg__q_requant *r, int64_t c_out, const tg_qscales *q,
                         tg_dtype ydt, const float *bias, bool relu)
 {
-    for (int64_t c = 0; c < c_out; c++) {
-        const double ws = q->weight_scales[q->n_weight_scales == 1 ? 0 : c];
-        const double acc_scale = q->x_scale * ws;
-        tg__q_requant e = {.zp = q->y_zero_point, .hi = tg__q_max(ydt)};
-        e.lo = relu ? q->y_zero_point : tg__q_min(ydt);
-        if (tg_quant_multiplier(acc_scale / q->y_scale, &e.m0, &e.shift) < 0)
-            return tg__error(TG_EINVAL,
-                             "%s: x_scale * weight_scale[%lld] / y_scale = %g must lie in "
-                             "(0, 2^30)", op, (long long)c, acc_scale / q->y_scale);
-        if (bias) {
-            double b = rint((double)bias[c] / acc_scale);   /* half to even */
-            e.bias = b != b ? 0 : b < INT32_MIN ? INT32_MIN : b > INT32_MAX ? INT32_MAX : (int32_t)b;
-        }
-        r[c] = e;
-    }
-    return TG_OK;
+    setup_job j = {.r = r, .q = q, .ydt = ydt, .bias = bias, .relu = relu};
+    atomic_init(&j.bad, INT64_MAX);
+    /* a Linear's thousands of channels over the threads */
+    tg__parallel_range(c_out, c_out >= 1024, setup_range, &j);
+    const int64_t c = atomic_load(&j.bad);
+    if (c == INT64_MAX) return TG_OK;
+    const double m = q->x_scale * q->weight_scales[q->n_weight_scales == 1 ? 0 : c] / q->y_scale;
+    return tg__error(TG_EINVAL,
+                     "%s: x_scale * weight_scale[%lld] / y_scale = %g must lie in (0, 2^30)", op,
+                     (long long)c, m);
 }
 
 /* taps[o*K + k] = the image position that col position o reads through tap k,
