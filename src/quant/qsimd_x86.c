@@ -1,7 +1,8 @@
 /* src/quant/qsimd_x86.c - SIMD forms of the quantization formulas:
- * requantization by rows (AVX-512 and AVX2) and one channel per lane, and tg_quantize of
- * contiguous f32.  Each gives the scalar formula's integers (tests in
- * test_quant_kernels.c and test_quant.c). */
+ * requantization by rows and one channel per lane, tg_quantize of
+ * contiguous f32 and tg_dequantize of contiguous bytes, in AVX-512 and
+ * AVX2.  Each gives the scalar formula's integers (or floats): tests in
+ * test_quant_kernels.c and test_quant.c. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -16,9 +17,10 @@
  * (exact), rounded to nearest with ties to even, plus zp, clamped to
  * [lo, hi].  The one rounding of the product to f64 (relative error at
  * most 2^-53) moves a result that the clamp keeps (|q| < 2^9) by at most
- * 2^(shift-53+9-shift) = 2^-44 of a unit, while a non-tie lies at least
- * 2^-shift from the nearest half; a tie (an odd multiple of 1/2 below 2^9)
- * is exact in f64.  So the f64 rounding gives the exact rule's integer. */
+ * 2^9 * 2^-53 = 2^-44, while a non-tie lies at least 2^-shift from the
+ * nearest half (the exact product is an integer over 2^shift); a tie (an
+ * odd multiple of 1/2 below 2^9) is exact in f64.  So the f64 rounding
+ * gives the exact rule's integer. */
 typedef struct requant_f64 {
     double bias, mult, zp, lo, hi;
 } requant_f64;
