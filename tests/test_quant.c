@@ -488,7 +488,7 @@ Test(quant, amx_kernel_on_emulated_tiles_gives_the_portable_bytes)
  * in two passes: the number of outputs compared. */
 static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int *ncases)
 {
-    qcase cases[sizeof sweep / sizeof *sweep + 9];
+    qcase cases[sizeof sweep / sizeof *sweep + 11];
     size_t n = 0;
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
     for (int ci = 0; ci < 2; ci++)
@@ -506,6 +506,11 @@ static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int 
      * column-free interleave once wrote nothing there; found by the case
      * fuzz target) */
     cases[n++] = (qcase){true, 2, 1, 6, 5, 1, {300, 1}, {3, 3}, 2, 1, 1, 0, TG_U8, true, false, true};
+    /* one output channel (the DCGAN's last layer): the AVX2 column-free
+     * kernel's one-channel blocks of 96 positions, and the rest */
+    for (int ci = 0; ci < 2; ci++)
+        cases[n++] = (qcase){true, 2, 2, 12, 1, 1, {14, 14 + ci}, {4, 4}, 2, 1, 1, ci,
+                             ci ? TG_I8 : TG_U8, true, ci == 1, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};

@@ -178,14 +178,46 @@ block_avx2(const int nv, const int32_t *x2, int64_t np, const int64_t *toff,
             _mm256_storeu_si256((__m256i *)(out + r * AV * 8 + 8 * v), acc[r][v]);
 }
 
+/* One output channel (a group of one, as the DCGAN's 64 -> 1 last layer):
+ * out[8v..] (v < A1) for the A1 * 8 positions of the flat block at x2, all
+ * A1 accumulators on that channel, where block_avx2 would spend two of its
+ * three rows on copies of it. */
+#define A1 12
+AVX2_TARGET static void block1_avx2(const int32_t *x2, int64_t np, const int64_t *toff,
+                                    const int32_t *const *wt, int nt, int64_t ncp, int32_t *out)
+{
+    __m256i acc[A1];
+    for (int v = 0; v < A1; v++) acc[v] = _mm256_setzero_si256();
+    for (int t = 0; t < nt; t++) {
+        const int32_t *xc = x2 - toff[t], *w0 = wt[t];
+        for (int64_t cp = 0; cp < ncp; cp++, xc += np) {
+            const __m256i b = _mm256_set1_epi32(w0[cp]);
+            for (int v = 0; v < A1; v++)
+                acc[v] = _mm256_add_epi32(
+                    acc[v], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xc + 8 * v)), b));
+        }
+    }
+    for (int v = 0; v < A1; v++) _mm256_storeu_si256((__m256i *)(out + 8 * v), acc[v]);
+}
+
 AVX2_TARGET void tg__q_phase_run_avx2(const tg__q_phase_job *j, const uint8_t *grid, int64_t gi,
                                        const tg__q_phase_plan *ph, uint8_t *planes)
 {
     const tg_qweight *w = j->op.w;
     const int64_t cog = j->op.g->c_img / j->op.g->groups, K = w->n / cog, ncp = w->ncp;
     const int32_t *x2 = (const int32_t *)grid;
-    _Alignas(32) int32_t out[AR * AV * 8];
-    for (int64_t f0 = ph->ffirst; f0 <= ph->flast; f0 += AV * 8) {
+    _Alignas(32) int32_t out[AR * AV * 8 > A1 * 8 ? AR * AV * 8 : A1 * 8];
+    int64_t f0 = ph->ffirst;
+    if (cog == 1) {   /* whole blocks of A1 vectors on the one channel, the rest below */
+        const int32_t *wt[MAX_PHASE_TAPS];
+        for (int t = 0; t < ph->nt; t++) wt[t] = w->taps16 + (gi * K + ph->tk[t]) * ncp;
+        for (; f0 + A1 * 8 - 1 <= ph->flast + 7; f0 += A1 * 8) {
+            block1_avx2(x2 + f0, j->np, ph->toff, wt, ph->nt, ncp, out);
+            tg__q_requant_rows(planes, j->op.dt, f0 - ph->ffirst, A1 * 8, out, 1, A1 * 8,
+                               A1 * 8, &j->op.r[gi], TG_INT8_KERNEL_AVX2);
+        }
+    }
+    for (; f0 <= ph->flast; f0 += AV * 8) {
         const int64_t left = (ph->flast - f0 + 8) / 8;   /* vectors up to flast */
         const int nv = (int)(left < AV ? left : AV);
         const int32_t *xb = x2 + f0;
