@@ -1,7 +1,6 @@
 /* src/core/gemm_bf16_avx512.c - the AVX-512 BF16 pieces of the bf16 GEMM:
  * the packers (used by the amx kernel too: every CPU with AMX-BF16 has
  * AVX-512 BF16) and the 12 x 32 micro-kernel on vdpbf16ps. */
-#include <stdatomic.h>
 #include <string.h>
 
 #include "core/gemm_bf16.h"
@@ -13,15 +12,9 @@
 
 bool tg__bf16_cpu_has_avx512(void)
 {
-    static _Atomic int known = -1;   /* asked once; a race stores the same answer twice */
-    int k = atomic_load_explicit(&known, memory_order_relaxed);
-    if (k < 0) {
-        __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-        atomic_store_explicit(&known, k, memory_order_relaxed);
-    }
-    return k != 0;
+    /* (tg__cpu_has_avx512bw has run __builtin_cpu_init) */
+    return tg__cpu_has_avx512bw() && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bf16");
 }
 
 static __mmask16 first_lanes(int64_t n)

@@ -16,10 +16,6 @@
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
 
-/* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
- * planes stored phase after phase (col2im_phases), then interleaved into img.
- * Tap k's column positions inside the image are tp's runs [lo, hi) (the
- * same as 0 <= o + d < q). */
 /* dr[f] += sr[f] where kp[f] is all ones, += +0 where it is 0, by masking
  * the bits (a loop that gcc vectorises, where a select was one element at a
  * time). */
@@ -42,6 +38,10 @@ static void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp
     }
 }
 
+/* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
+ * planes stored phase after phase (col2im_phases), then interleaved into img.
+ * Tap k's column positions inside the image are tp's runs [lo, hi) (the
+ * same as 0 <= o + d < q). */
 static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
                               const conv_taps *tp, const col2im_phases *ph, int64_t ch,
                               int64_t j0, int64_t jb, T *acc, T *img)
