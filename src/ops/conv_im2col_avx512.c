@@ -9,8 +9,9 @@
  * entry's index choose the element within a pair, bits 6 and up the pair.
  * The indices are the tap table's (tap_table_new in conv_im2col.c, the
  * padding pointing at the zero), as 16-bit numbers in vectors of 32 per tap.
- * The element-by-element gather through the same table took 8% of the DCGAN
- * bf16 step. */
+ * On the DCGAN's bf16 step this im2col costs about a third of the
+ * element-by-element gather through the same table (which other CPUs and
+ * larger planes use). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
