@@ -274,7 +274,8 @@ __attribute__((target("avx2"))) void tg__q_dequantize_avx2(float *y, const uint8
         const __m128i b = _mm_loadl_epi64((const __m128i *)xi);
         const __m256i v = _mm256_sub_epi32(is_signed ? _mm256_cvtepi8_epi32(b)
                                                      : _mm256_cvtepu8_epi32(b), z);
-        const __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), s));
+        const __m128 lo =
+            _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), s));
         const __m128 hi =
             _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1)), s));
         if (n - i >= 8) {
