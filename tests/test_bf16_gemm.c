@@ -204,7 +204,9 @@ static void naive_tile_dpbf16(double *c, double *mag, const uint16_t *a, const u
 #include "core/amx_tiles.h"
 static void emulated_tile_dpbf16(float *c, const uint16_t *a, const uint16_t *b)
 {
+    tg__amx_emu_config();
     TILE_DPBF16(c, a, b);
+    tg__amx_emu_release();
 }
 #undef TG__AMX_EMU
 

@@ -6,6 +6,7 @@
  * tiles where it has them) against the instructions' definition.  (Every
  * kernel against the portable one on whole quantized ops: test_quant.c.) */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,7 +338,9 @@ static void naive_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool s
 #include "core/amx_tiles.h"
 static void emulated_tile_dp(int32_t *c, const uint8_t *a, const uint8_t *b, bool signed_a)
 {
+    tg__amx_emu_config();
     TILE_DP(c, a, b, signed_a);
+    tg__amx_emu_release();
 }
 #undef TG__AMX_EMU
 
@@ -390,4 +393,39 @@ Test(quant_kernels, amx_byte_tile_products_follow_the_instructions)
                   sa ? "tdpbsud" : "tdpbusd", trial);
     }
     if (!cpu) cr_log_info("this CPU has no AMX-INT8: the tile products ran emulated only");
+}
+
+/* The emulated tiles refuse an instruction outside a configuration, as the
+ * CPU raises #UD: once before any, once after a release.  Within one, a
+ * tile must be loaded or zeroed before it is read. */
+static void tile_dp_unconfigured(bool after_release)
+{
+    uint8_t a[1024] = {0}, b[1024] = {0};
+    int32_t c[256] = {0};
+    if (after_release) emulated_tile_dp(c, a, b, false);   /* configures, then releases */
+    tg__amx_emu_load(3, a, 64);
+}
+
+Test(quant_kernels, emulated_tile_instruction_before_configuration_aborts, .signal = SIGABRT)
+{
+    tile_dp_unconfigured(false);
+}
+
+Test(quant_kernels, emulated_tile_instruction_after_release_aborts, .signal = SIGABRT)
+{
+    tile_dp_unconfigured(true);
+}
+
+Test(quant_kernels, emulated_tiles_start_as_junk)
+{
+    int32_t c[256];
+    tg__amx_emu_config();
+    tg__amx_emu_store(1, c, 64);
+    bool zero = true;
+    for (int i = 0; i < 256; i++) zero = zero && c[i] == 0;
+    cr_assert(zero == false, "a configured tile read before a load or zero is all zeros");
+    tg__amx_emu_zero(1);
+    tg__amx_emu_store(1, c, 64);
+    for (int i = 0; i < 256; i++) cr_assert(c[i] == 0, "a zeroed tile, element %d", i);
+    tg__amx_emu_release();
 }

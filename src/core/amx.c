@@ -39,17 +39,46 @@ typedef union tile {
 } tile;
 
 static _Thread_local _Alignas(64) tile tiles[NTILES];
+/* As the CPU's TILES_CONFIGURED: a tile instruction outside a thread's
+ * tiles_begin .. tiles_end is the CPU's #UD (SIGILL), here an abort, so a
+ * kernel that forgets the configuration on a thread, or uses the tiles after
+ * a nested call released them, fails on this CPU as it would on one with
+ * AMX.  Configuring fills the tiles with junk, not the CPU's zeros: a kernel
+ * must zero or load a tile before it reads it. */
+static _Thread_local bool configured;
 
-void tg__amx_emu_zero(int t) { memset(&tiles[t], 0, sizeof tiles[t]); }
+void tg__amx_emu_config(void)
+{
+    memset(tiles, 0xA5, sizeof tiles);
+    configured = true;
+}
+
+void tg__amx_emu_release(void)
+{
+    memset(tiles, 0x5A, sizeof tiles);
+    configured = false;
+}
+
+/* The tile t of a configured thread. */
+static tile *tile_at(int t)
+{
+    TG_ASSERT(configured && "a tile instruction without the tile configuration");
+    TG_ASSERT(t >= 0 && t < NTILES);
+    return &tiles[t];
+}
+
+void tg__amx_emu_zero(int t) { memset(tile_at(t), 0, sizeof(tile)); }
 
 void tg__amx_emu_load(int t, const void *base, int64_t stride)
 {
+    tile_at(t);
     for (int r = 0; r < ROWS; r++)
         memcpy(tiles[t].u8 + r * COLSB, (const char *)base + r * stride, COLSB);
 }
 
 void tg__amx_emu_store(int t, void *base, int64_t stride)
 {
+    tile_at(t);
     for (int r = 0; r < ROWS; r++)
         memcpy((char *)base + r * stride, tiles[t].u8 + r * COLSB, COLSB);
 }
@@ -59,8 +88,8 @@ void tg__amx_emu_store(int t, void *base, int64_t stride)
  * wrapping as the instruction's do. */
 static void dp_bytes(int c, int a, int b, bool sa, bool sb)
 {
-    const tile *ta = &tiles[a], *tb = &tiles[b];
-    tile *tc = &tiles[c];
+    const tile *ta = tile_at(a), *tb = tile_at(b);
+    tile *tc = tile_at(c);
     for (int m = 0; m < ROWS; m++)
         for (int n = 0; n < COLSB / 4; n++) {
             uint32_t s = (uint32_t)tc->i32[m * (COLSB / 4) + n];
@@ -80,8 +109,8 @@ void tg__amx_emu_dpbsud(int c, int a, int b) { dp_bytes(c, a, b, true, false); }
 
 void tg__amx_emu_dpbf16ps(int c, int a, int b)
 {
-    const tile *ta = &tiles[a], *tb = &tiles[b];
-    tile *tc = &tiles[c];
+    const tile *ta = tile_at(a), *tb = tile_at(b);
+    tile *tc = tile_at(c);
     for (int m = 0; m < ROWS; m++)
         for (int n = 0; n < COLSB / 4; n++) {
             float s = tc->f32[m * (COLSB / 4) + n];
@@ -109,7 +138,10 @@ typedef struct amx_config {
 
 __attribute__((target("amx-tile"))) void tg__amx_tiles_begin(void)
 {
-    if (tg__amx_emulated()) return;
+    if (tg__amx_emulated()) {
+        tg__amx_emu_config();
+        return;
+    }
     amx_config cfg = {.palette = 1};
     for (int t = 0; t < NTILES; t++) cfg.rows[t] = ROWS, cfg.colsb[t] = COLSB;
     /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
@@ -121,7 +153,8 @@ __attribute__((target("amx-tile"))) void tg__amx_tiles_begin(void)
 
 __attribute__((target("amx-tile"))) void tg__amx_tiles_end(void)
 {
-    if (!tg__amx_emulated()) _tile_release();
+    if (tg__amx_emulated()) tg__amx_emu_release();
+    else _tile_release();
 }
 
 /* CPUID.(7,0):EDX bit 24 (AMX-TILE) and the type's bit, the OS saving the
@@ -164,6 +197,14 @@ bool tg__amx_available(tg__amx_type type)
     (void)type;
     return tg__amx_emulated();
 }
-void tg__amx_tiles_begin(void) { TG_ASSERT(tg__amx_emulated()); }
-void tg__amx_tiles_end(void) { TG_ASSERT(tg__amx_emulated()); }
+void tg__amx_tiles_begin(void)
+{
+    TG_ASSERT(tg__amx_emulated());
+    tg__amx_emu_config();
+}
+void tg__amx_tiles_end(void)
+{
+    TG_ASSERT(tg__amx_emulated());
+    tg__amx_emu_release();
+}
 #endif
