@@ -255,6 +255,36 @@ Test(bf16_gemm, amx_tile_product_follows_the_instruction)
     if (!cpu) cr_log_info("this CPU has no AMX-BF16: the tile product ran emulated only");
 }
 
+/* Subnormals are zeros to tdpbf16ps, in and out: a subnormal bf16 input
+ * times 2^100 adds nothing, a product of 2^-70 and 2^-70 (2^-140, an f32
+ * subnormal) adds nothing, and a subnormal c comes out as zero; a normal
+ * product beside them is kept. */
+Test(bf16_gemm, amx_tile_product_flushes_subnormals)
+{
+    const bool cpu = cpu_has_amx_bf16();
+    uint16_t a[512] = {0}, b[512] = {0};
+    float got[256];
+    const uint16_t tiny = 0x0001,   /* the least bf16 subnormal, 2^-133 */
+        big = tg_f32_to_bf16(0x1p100f), small = tg_f32_to_bf16(0x1p-70f);
+    /* c[0][0]: tiny x big; c[1][0]: small x small (the odd elements of
+     * pair 0); c[2][1]: 1 x 3 */
+    a[0] = tiny, b[0] = big;
+    a[33] = small, b[1] = small;
+    a[64] = tg_f32_to_bf16(1.0f), b[2] = tg_f32_to_bf16(3.0f), b[3] = tg_f32_to_bf16(3.0f);
+    for (int run = 0; run < (cpu ? 2 : 1); run++) {
+        for (int i = 0; i < 256; i++) got[i] = 0.0f;
+        got[3 * 16] = 0x1p-140f;   /* row 3: a subnormal c, nothing added */
+        if (run == 0) emulated_tile_dpbf16(got, a, b);
+        else cpu_tile_dpbf16(got, a, b);
+        const char *who = run ? "the CPU's" : "emulated";
+        cr_assert(got[0] == 0.0f, "%s: a subnormal input counted: %a", who, got[0]);
+        cr_assert(got[16] == 0.0f, "%s: a subnormal product kept: %a", who, got[16]);
+        cr_assert(got[32 + 1] == 3.0f, "%s: 1 x 3 gave %a", who, got[33]);
+        cr_assert(got[48] == 0.0f, "%s: a subnormal c kept: %a", who, got[48]);
+    }
+    if (!cpu) cr_log_info("this CPU has no AMX-BF16: the tile product ran emulated only");
+}
+
 /* ---- the ops: conv, conv_transpose, linear ---- */
 
 /* One op on (x, w): y, and with dy the gradients gx, gw (tg_backward). */

@@ -2,6 +2,7 @@
  * shares: whether this process may use the tiles for a data type, the one
  * tile configuration they all load, and that configuration's tiles
  * emulated in C. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,18 +108,27 @@ static void dp_bytes(int c, int a, int b, bool sa, bool sb)
 void tg__amx_emu_dpbusd(int c, int a, int b) { dp_bytes(c, a, b, false, true); }
 void tg__amx_emu_dpbsud(int c, int a, int b) { dp_bytes(c, a, b, true, false); }
 
+/* DAZ and FTZ: a subnormal f32, in or out, is a zero of its sign. */
+static float flush(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+
+/* As the SDM defines it: per row, the even and the odd products of the
+ * pairs summed apart (an f32 FMA each, rounding to nearest, subnormals in
+ * and out taken as zero), then their sum added to c. */
 void tg__amx_emu_dpbf16ps(int c, int a, int b)
 {
     const tile *ta = tile_at(a), *tb = tile_at(b);
     tile *tc = tile_at(c);
     for (int m = 0; m < ROWS; m++)
         for (int n = 0; n < COLSB / 4; n++) {
-            float s = tc->f32[m * (COLSB / 4) + n];
+            float half[2] = {0.0f, 0.0f};
             for (int k = 0; k < COLSB / 4; k++)
-                for (int i = 0; i < 2; i++)
-                    s += tg_bf16_to_f32(ta->bf16[m * (COLSB / 2) + 2 * k + i]) *
-                         tg_bf16_to_f32(tb->bf16[k * (COLSB / 2) + 2 * n + i]);
-            tc->f32[m * (COLSB / 4) + n] = s;
+                for (int i = 0; i < 2; i++) {
+                    const float x = flush(tg_bf16_to_f32(ta->bf16[m * (COLSB / 2) + 2 * k + i]));
+                    const float y = flush(tg_bf16_to_f32(tb->bf16[k * (COLSB / 2) + 2 * n + i]));
+                    half[i] = flush(fmaf(x, y, half[i]));
+                }
+            float *d = &tc->f32[m * (COLSB / 4) + n];
+            *d = flush(flush(*d) + flush(half[0] + half[1]));
         }
 }
 

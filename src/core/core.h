@@ -245,7 +245,8 @@ void tg__amx_set_emulated(bool on);
 /* The tile instructions on the emulated tiles (t, c, a, b: tile numbers
  * 0-7; loads and stores move 16 rows of 64 bytes, stride bytes apart):
  * tdpbusd c += u8 a . s8 b, tdpbsud c += s8 a . u8 b (four byte products
- * per i32, wrapping), tdpbf16ps c += bf16 a . bf16 b (pairs, into f32). */
+ * per i32, wrapping), tdpbf16ps c += bf16 a . bf16 b (pairs, into f32:
+ * the even and odd products summed apart, subnormals taken as zero). */
 /* tg__amx_emu_config / _release: the thread's emulated tiles configured (as
  * tg__amx_tiles_begin does under emulation) and released; a tile
  * instruction outside them aborts, as the CPU's raises #UD. */
