@@ -553,16 +553,14 @@ Test(bf16_gemm, avx512_conv_sweep_against_f64_and_portable)
 {
     conv_sweep(TG_BF16_KERNEL_AVX512, true);
 }
-/* (under TG_AMX_EMULATE, the emulated tiles' sums in order may be sgemm's:
- * not compared) */
 Test(bf16_gemm, amx_conv_sweep_against_f64_and_portable)
 {
-    conv_sweep(TG_BF16_KERNEL_AMX, !tg_amx_emulated());
+    conv_sweep(TG_BF16_KERNEL_AMX, true);
 }
-Test(bf16_gemm, amx_conv_sweep_on_emulated_tiles_against_f64)
+Test(bf16_gemm, amx_conv_sweep_on_emulated_tiles_against_f64_and_portable)
 {
-    emulate_amx();   /* its sums in order, as sgemm's may be: not compared */
-    conv_sweep(TG_BF16_KERNEL_AMX, false);
+    emulate_amx();
+    conv_sweep(TG_BF16_KERNEL_AMX, true);
     tg__amx_set_emulated(false);
 }
 
@@ -591,12 +589,12 @@ Test(bf16_gemm, avx512_linear_against_f64_and_portable)
 }
 Test(bf16_gemm, amx_linear_against_f64_and_portable)
 {
-    linear_sweep(TG_BF16_KERNEL_AMX, !tg_amx_emulated());
+    linear_sweep(TG_BF16_KERNEL_AMX, true);
 }
-Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64)
+Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64_and_portable)
 {
     emulate_amx();
-    linear_sweep(TG_BF16_KERNEL_AMX, false);
+    linear_sweep(TG_BF16_KERNEL_AMX, true);
     tg__amx_set_emulated(false);
 }
 
