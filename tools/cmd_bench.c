@@ -306,7 +306,9 @@ int tg_cmd_bench(int argc, char **argv)
     const int code = parse_opts(&o, argc, argv);
     if (code >= 0) return code;
     if (o.threads > 0) {
-        openblas_set_num_threads(o.threads);
+        /* OpenBLAS's own threads only for the sgemm; tapegrad's ops run
+         * OpenBLAS single-threaded on tapegrad's pool */
+        if (o.gemm[0] > 0) openblas_set_num_threads(o.threads);
         tg_set_num_threads(o.threads);
     }
     if (o.gemm[0] > 0) return bench_gemm(&o);

@@ -250,7 +250,9 @@ int tg_cmd_fid(int argc, char **argv)
     int prc = parse_args(&a, argc, argv);
     if (prc != 0) return prc > 0 ? TG_EXIT_OK : TG_EXIT_USAGE;
     if (a.threads > 0) {
-        openblas_set_num_threads(a.threads);
+        /* for the statistics' LAPACK calls; an unchanged count is not set
+         * again, which would start OpenBLAS's pool at once (core/blas.c) */
+        if (openblas_get_num_threads() != a.threads) openblas_set_num_threads(a.threads);
         tg_set_num_threads(a.threads);
     }
     enum { D = TG_FID_FEATURES };

@@ -25,12 +25,33 @@
  * tg__blas_core() is what the GEMM wrappers call, so a program linked with
  * the static library keeps this object (and so its constructor).
  *
+ * OpenBLAS's own threads: its pthread build starts a pool when it is
+ * loaded, and each worker spins (sched_yield) for about 2^28 cycles, 0.1-0.2
+ * s, before it sleeps; it starts the pool again on openblas_set_num_threads
+ * after the pool was stopped (as it is before a fork).  tapegrad runs every
+ * OpenBLAS call single-threaded on its own pool, so those workers only take
+ * CPUs from tapegrad's threads: an int8 layer timed over its first 20 calls
+ * took 5.0-5.7 ms instead of 2.8-3.0 in about half the processes on 2 CPUs.
+ * So a second constructor stops OpenBLAS's pool (blas_thread_shutdown_,
+ * which OpenBLAS itself calls before a fork) when its workers are the only
+ * threads besides this one, as when a program starts, so that nobody can be
+ * inside an OpenBLAS call; and while the pool is stopped, the switch to one
+ * thread and back below writes OpenBLAS's thread count
+ * (blas_cpu_number) instead of calling openblas_set_num_threads, which would
+ * start it.  OpenBLAS's thread count is left as it was, so a program's own
+ * multi-threaded OpenBLAS call starts the pool as after a fork.  Only for
+ * OpenBLAS's pthread build (openblas_get_parallel() == 1), through weak
+ * references; anything else is left alone.
+ *
  * Below that, the GEMM every kernel of the library runs: on tapegrad's own
  * thread pool, with OpenBLAS set to one thread meanwhile, so OpenBLAS's pool
  * never spins next to ours on the same cores. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#ifdef __linux__
+#include <dirent.h>
+#endif
 
 #include <cblas.h>
 
@@ -70,6 +91,49 @@ __attribute__((constructor)) static void blas_pick_core(void)
     unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* OpenBLAS's pool (pthread builds): its size, the caller counted; the
+ * threads its next call uses; whether the pool runs; and its shutdown. */
+extern int blas_num_threads __attribute__((weak));
+extern int blas_cpu_number __attribute__((weak));
+extern int blas_server_avail __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+static bool pthread_pool(void)
+{
+    return blas_thread_shutdown_ && &blas_num_threads && &blas_cpu_number && &blas_server_avail &&
+           openblas_get_parallel() == 1;
+}
+
+/* The threads of this process, or -1 if that cannot be read. */
+static int process_threads(void)
+{
+#ifdef __linux__
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (const struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+#else
+    return -1;
+#endif
+}
+
+__attribute__((constructor)) static void blas_stop_pool(void)
+{
+    if (!pthread_pool() || !blas_server_avail || blas_num_threads < 2) return;
+    if (process_threads() != blas_num_threads) return;   /* others may be calling OpenBLAS */
+    blas_thread_shutdown_();
+}
+
+/* OpenBLAS's thread count for its next calls, without starting its pool. */
+static void blas_threads_set(int n)
+{
+    if (pthread_pool() && !blas_server_avail) blas_cpu_number = n;
+    else openblas_set_num_threads(n);
+}
+
 const char *tg__blas_core(void) { return openblas_core(); }
 
 const char *tg_blas_core(void) { return tg__blas_core(); }
@@ -80,13 +144,13 @@ int tg__blas_single_begin(void)
 {
     (void)tg__blas_core();   /* keeps this object, and so its constructor, linked */
     const int n = openblas_get_num_threads();
-    if (n != 1) openblas_set_num_threads(1);
+    if (n != 1) blas_threads_set(1);
     return n;
 }
 
 void tg__blas_restore(int n)
 {
-    if (n != 1) openblas_set_num_threads(n);
+    if (n != 1) blas_threads_set(n);
 }
 
 /* One GEMM cut along the longer side of C: slices [s0, s1) of w rows (or
