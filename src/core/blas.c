@@ -1,4 +1,6 @@
-/* src/core/blas.c - OpenBLAS's kernels on a CPU that OpenBLAS does not know.
+/* src/core/blas.c - tapegrad and OpenBLAS: OpenBLAS's kernels on a CPU that
+ * OpenBLAS does not know, OpenBLAS's own thread pool kept out of the way of
+ * tapegrad's, and the GEMM on tapegrad's pool.
  *
  * Debian's OpenBLAS is built for many CPUs at once (DYNAMIC_ARCH) and picks
  * its kernels from the CPU's family and model when it is loaded.  A model
@@ -28,9 +30,10 @@
  * OpenBLAS's own threads: its pthread build starts a pool when it is
  * loaded, and each worker spins (sched_yield) for about 2^28 cycles, 0.1-0.2
  * s, before it sleeps; it starts the pool again on openblas_set_num_threads
- * after the pool was stopped (as it is before a fork).  tapegrad runs every
- * OpenBLAS call single-threaded on its own pool, so those workers only take
- * CPUs from tapegrad's threads: an int8 layer timed over its first 20 calls
+ * after the pool was stopped (as it is before a fork).  tapegrad runs its
+ * OpenBLAS calls single-threaded on its own pool (all but the few large ones
+ * of the FID statistics, src/metrics/frechet.c, which start OpenBLAS's pool
+ * themselves), so those workers only take CPUs from tapegrad's threads: an int8 layer timed over its first 20 calls
  * took 5.0-5.7 ms instead of 2.8-3.0 in about half the processes on 2 CPUs.
  * So a second constructor stops OpenBLAS's pool (blas_thread_shutdown_,
  * which OpenBLAS itself calls before a fork) when its workers are the only
