@@ -70,7 +70,7 @@ static int refill(idx_reader *r, size_t *avail)
  * for it), 0 at the end of the file, an error for other trailing bytes. */
 static int next_member(idx_reader *r)
 {
-    size_t avail;
+    size_t avail = 0;
     TG_TRY(refill(r, &avail));
     if (avail == 0) return 0;
     if (r->z.next_in[0] != 0x1f)
@@ -96,7 +96,7 @@ static int inflate_some(idx_reader *r, unsigned char *dst, size_t n, size_t *got
                 return more;
             }
         }
-        size_t avail;
+        size_t avail = 0;
         TG_TRY(refill(r, &avail));
         if (avail == 0)
             return tg__error(TG_EFORMAT, "idx_load: '%s': truncated gzip stream (the file ends "
