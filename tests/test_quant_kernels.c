@@ -279,6 +279,62 @@ static void requant_rows_case(tg_int8_kernel kern)
     }
 }
 
+/* tg__q_requant_channel_rows, a block of output channels with one
+ * requantization a row, gives tg__q_requant_one's bytes on every kernel the
+ * CPU runs: rows whose shifts are inside and outside f64's exact range (0,
+ * 1-43, 44-62) side by side, the same parameters on neighbouring rows and
+ * not, tails of every length, strides past the row. */
+Test(quant_kernels, block_requantization_uses_each_rows_parameters)
+{
+    const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_PORTABLE, TG_INT8_KERNEL_AVX2,
+                                    TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
+    enum { R = 9, C = 41 };
+    int32_t acc[R * (C + 3)];
+    tg__q_requant r[R];
+    uint8_t got[R * (C + 5)], want[R * (C + 5)];
+    int ran = 0;
+    for (int k = 0; k < 4; k++) {
+        if (!tg_int8_kernel_available(kerns[k])) {
+            cr_log_info("this CPU has no %s kernel: its block requantization was not run",
+                        tg_int8_kernel_name(kerns[k]));
+            continue;
+        }
+        ran++;
+        for (int trial = 0; trial < 200; trial++) {
+            const int rows = 1 + trial % R, cols = 1 + (trial * 7) % C;
+            const int64_t ss = cols + 3, ds = cols + 5;
+            const bool u8 = trial % 2;
+            for (int i = 0; i < rows; i++) {
+                if (i > 0 && trial % 3 == 0) {   /* a repeat of the row above */
+                    r[i] = r[i - 1];
+                    continue;
+                }
+                const int64_t pick = rnd_int(0, 9);
+                r[i] = (tg__q_requant){
+                    .bias = (int32_t)rnd_int(-100000, 100000),
+                    .m0 = (int32_t)rnd_int(1 << 30, INT32_MAX),
+                    .shift = pick == 0 ? 0 : pick < 6 ? (int)rnd_int(1, 43) : (int)rnd_int(44, 62)};
+                if (r[i].shift == 0) r[i].m0 = (int32_t)rnd_int(-3, 3);
+                r[i].zp = (int32_t)(u8 ? rnd_int(0, 255) : rnd_int(-128, 127));
+                r[i].lo = u8 ? 0 : -128;
+                r[i].hi = u8 ? 255 : 127;
+            }
+            for (int i = 0; i < rows * ss; i++)
+                acc[i] = (int32_t)rnd_int(-(INT64_C(1) << (trial % 32)), INT64_C(1) << (trial % 32));
+            memset(got, 0xAA, sizeof got);
+            memset(want, 0xAA, sizeof want);
+            for (int i = 0; i < rows; i++)
+                for (int e = 0; e < cols; e++)
+                    want[i * ds + e] = (uint8_t)tg__q_requant_one(acc[i * ss + e], &r[i]);
+            tg__q_requant_channel_rows(got, u8 ? TG_U8 : TG_I8, 0, ds, acc, rows, cols, ss, r,
+                                       kerns[k]);
+            cr_assert(memcmp(got, want, sizeof got) == 0, "%s, trial %d: %d rows of %d",
+                      tg_int8_kernel_name(kerns[k]), trial, rows, cols);
+        }
+    }
+    cr_assert(ran > 0);
+}
+
 /* The SIMD requantizations compute in f64 where that is exact (shift up to
  * 43); past it, a product that f64 rounds onto a tie must not be rounded as
  * one: 536838145 * 536903681 = 2^58 + 1, so with shift 59 the exact result

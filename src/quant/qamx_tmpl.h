@@ -113,13 +113,11 @@ static AMX_ATTR void AMX_FN(phase)(const tg__q_phase_job *j, const uint8_t *x4, 
                 TG__TILE_STORE(2, tmp + 2 * TILE * TILE, 8 * TILE);
                 TG__TILE_STORE(3, tmp + 2 * TILE * TILE + TILE, 8 * TILE);
             }
-            for (int rr = 0; rr < (two ? 2 : 1) * TILE; rr++) {
-                const int64_t co = cob * TILE + rr;
-                if (co >= cog) break;
-                tg__q_requant_rows(planes, j->op.dt, co * j->fmax + (f0 - ph->ffirst), 2 * TILE,
-                                   tmp + rr * 2 * TILE, 1, 2 * TILE, 2 * TILE,
-                                   &j->op.r[gi * cog + co], TG_INT8_KERNEL_AMX);
-            }
+            const int64_t co0 = cob * TILE, nco = (two ? 2 : 1) * TILE;
+            tg__q_requant_channel_rows(planes, j->op.dt, co0 * j->fmax + (f0 - ph->ffirst),
+                                       j->fmax, tmp, cog - co0 < nco ? cog - co0 : nco,
+                                       2 * TILE, 2 * TILE, &j->op.r[gi * cog + co0],
+                                       TG_INT8_KERNEL_AMX);
         }
     }
 }

@@ -269,30 +269,44 @@ static int conv_task(void *job, int64_t task)
     return TG_OK;
 }
 
+/* Row i by r[i * rs] (rs 0 or 1). */
+static void requant_runs(void *dst, tg_dtype dt, int64_t base, int64_t ds,
+                         const int32_t *restrict src, int64_t rows, int64_t cols, int64_t ss,
+                         const tg__q_requant *r, int64_t rs, tg_int8_kernel kern)
+{
+    if (rs == 0 && ss == cols && ds == cols) cols *= rows, rows = 1;   /* one run */
+    if (kern >= TG_INT8_KERNEL_VNNI) {
+        tg__q_requant_avx512((uint8_t *)dst + base, ds, src, rows, cols, ss, r, rs);
+        return;
+    }
+    if (kern == TG_INT8_KERNEL_AVX2) {
+        tg__q_requant_avx2((uint8_t *)dst + base, dt == TG_I8, ds, src, rows, cols, ss, r, rs);
+        return;
+    }
+    for (int64_t i = 0; i < rows; i++, src += ss, base += ds) {
+        const tg__q_requant ri = r[i * rs];   /* a copy: the byte stores cannot alias it */
+        if (dt == TG_U8) {
+            uint8_t *restrict y = (uint8_t *)dst + base;
+            for (int64_t e = 0; e < cols; e++) y[e] = (uint8_t)tg__q_requant_one(src[e], &ri);
+        } else {
+            int8_t *restrict y = (int8_t *)dst + base;
+            for (int64_t e = 0; e < cols; e++) y[e] = (int8_t)tg__q_requant_one(src[e], &ri);
+        }
+    }
+}
+
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
                         const int32_t *restrict src, int64_t rows, int64_t cols, int64_t ss,
                         const tg__q_requant *rp, tg_int8_kernel kern)
 {
-    const tg__q_requant r = *rp;   /* a copy: the byte stores below cannot alias it */
-    if (ss == cols && ds == cols) cols *= rows, rows = 1;   /* one run */
-    const bool f64 = r.shift >= 1 && r.shift <= TG__Q_F64_MAX_SHIFT;
-    if (kern >= TG_INT8_KERNEL_VNNI && f64) {
-        tg__q_requant_avx512((uint8_t *)dst + base, ds, src, rows, cols, ss, &r);
-        return;
-    }
-    if (kern == TG_INT8_KERNEL_AVX2 && f64) {
-        tg__q_requant_avx2((uint8_t *)dst + base, dt == TG_I8, ds, src, rows, cols, ss, &r);
-        return;
-    }
-    for (int64_t i = 0; i < rows; i++, src += ss, base += ds) {
-        if (dt == TG_U8) {
-            uint8_t *restrict y = (uint8_t *)dst + base;
-            for (int64_t e = 0; e < cols; e++) y[e] = (uint8_t)tg__q_requant_one(src[e], &r);
-        } else {
-            int8_t *restrict y = (int8_t *)dst + base;
-            for (int64_t e = 0; e < cols; e++) y[e] = (int8_t)tg__q_requant_one(src[e], &r);
-        }
-    }
+    requant_runs(dst, dt, base, ds, src, rows, cols, ss, rp, 0, kern);
+}
+
+void tg__q_requant_channel_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
+                                const int32_t *restrict src, int64_t rows, int64_t cols,
+                                int64_t ss, const tg__q_requant *r, tg_int8_kernel kern)
+{
+    requant_runs(dst, dt, base, ds, src, rows, cols, ss, r, 1, kern);
 }
 
 /* ConvTranspose task `task`, samples b0 = task*nb .. b0+nb: per group

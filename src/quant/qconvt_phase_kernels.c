@@ -87,10 +87,9 @@ VNNI_TARGET void tg__q_phase_run_vnni(const tg__q_phase_job *j, const uint8_t *x
             case 5: block_vnni(5, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
             default: block_vnni(VV, xb, j->np * 4, ph->toff, wt, ph->nt, w->ncc, corr, out); break;
             }
-            for (int r = 0; r < VR && co0 + r < cog; r++)
-                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
-                                   16 * nv, out + r * VV * 16, 1, 16 * nv, 16 * nv,
-                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_VNNI);
+            tg__q_requant_channel_rows(planes, j->op.dt, co0 * j->fmax + (f0 - ph->ffirst),
+                                       j->fmax, out, cog - co0 < VR ? cog - co0 : VR, 16 * nv,
+                                       VV * 16, &j->op.r[gi * cog + co0], TG_INT8_KERNEL_VNNI);
         }
     }
 }
@@ -234,10 +233,9 @@ AVX2_TARGET void tg__q_phase_run_avx2(const tg__q_phase_job *j, const uint8_t *g
             case 3: block_avx2(3, xb, j->np, ph->toff, wc, ph->nt, ncp, out); break;
             default: block_avx2(AV, xb, j->np, ph->toff, wc, ph->nt, ncp, out); break;
             }
-            for (int r = 0; r < AR && co0 + r < cog; r++)
-                tg__q_requant_rows(planes, j->op.dt, (co0 + r) * j->fmax + (f0 - ph->ffirst),
-                                   8 * nv, out + r * AV * 8, 1, 8 * nv, 8 * nv,
-                                   &j->op.r[gi * cog + co0 + r], TG_INT8_KERNEL_AVX2);
+            tg__q_requant_channel_rows(planes, j->op.dt, co0 * j->fmax + (f0 - ph->ffirst),
+                                       j->fmax, out, cog - co0 < AR ? cog - co0 : AR, 8 * nv,
+                                       AV * 8, &j->op.r[gi * cog + co0], TG_INT8_KERNEL_AVX2);
         }
     }
 }

@@ -77,24 +77,38 @@ __attribute__((target("avx512f"))) static inline __m256i requant8_avx512(__m256i
     return _mm512_cvtpd_epi32(v);
 }
 
-/* One requantization r over `rows` runs of n read ss apart and written ds
- * apart; the low byte of each result stored (u8 or i8 alike). */
+/* Row i of the `rows` runs of n (read ss apart, written ds apart) by its
+ * requantization r[i * rs] (rs 0: r for every row); the low byte of each
+ * result stored (u8 or i8 alike).  A row whose shift is outside [1,
+ * TG__Q_F64_MAX_SHIFT] runs the scalar formula. */
 __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t ds,
                                                              const int32_t *src, int64_t rows,
                                                              int64_t n, int64_t ss,
-                                                             const tg__q_requant *r)
+                                                             const tg__q_requant *r, int64_t rs)
 {
-    const requant_f64 f = requant_f64_of(r);
-    const lanes8 p = {.bias = _mm512_set1_pd(f.bias), .mult = _mm512_set1_pd(f.mult),
-                      .zp = _mm512_set1_pd(f.zp), .lo = _mm512_set1_pd(f.lo),
-                      .hi = _mm512_set1_pd(f.hi)};
-    for (int64_t row = 0; row < rows; row++, src += ss, y += ds)
+    const __m512d z8 = _mm512_setzero_pd();
+    lanes8 p = {.bias = z8, .mult = z8, .zp = z8, .lo = z8, .hi = z8};
+    const tg__q_requant *pr = NULL;   /* the requantization in p */
+    for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
+        const tg__q_requant *ri = r + row * rs;
+        if (ri->shift < 1 || ri->shift > TG__Q_F64_MAX_SHIFT) {
+            for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], ri);
+            continue;
+        }
+        if (ri != pr) {
+            const requant_f64 f = requant_f64_of(ri);
+            p = (lanes8){.bias = _mm512_set1_pd(f.bias), .mult = _mm512_set1_pd(f.mult),
+                         .zp = _mm512_set1_pd(f.zp), .lo = _mm512_set1_pd(f.lo),
+                         .hi = _mm512_set1_pd(f.hi)};
+            pr = ri;
+        }
         for (int64_t i = 0; i < n; i += 8) {
             const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
             const __m256i acc = _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i));
             _mm512_mask_cvtepi32_storeu_epi8(y + i, m,
                                              _mm512_castsi256_si512(requant8_avx512(acc, &p)));
         }
+    }
 }
 
 _Static_assert(sizeof(tg__q_requant) == 6 * sizeof(int32_t) &&
@@ -171,13 +185,24 @@ __attribute__((target("avx2"))) static inline __m128i requant8_avx2(const int32_
 __attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds,
                                                         const int32_t *src, int64_t rows,
                                                         int64_t n, int64_t ss,
-                                                        const tg__q_requant *r)
+                                                        const tg__q_requant *r, int64_t rs)
 {
-    const requant_f64 f = requant_f64_of(r);
-    const lanes4 p = {.bias = _mm256_set1_pd(f.bias), .mult = _mm256_set1_pd(f.mult),
-                      .zp = _mm256_set1_pd(f.zp), .lo = _mm256_set1_pd(f.lo),
-                      .hi = _mm256_set1_pd(f.hi)};
+    const __m256d z4 = _mm256_setzero_pd();
+    lanes4 p = {.bias = z4, .mult = z4, .zp = z4, .lo = z4, .hi = z4};
+    const tg__q_requant *pr = NULL;   /* the requantization in p */
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
+        const tg__q_requant *ri = r + row * rs;
+        if (ri->shift < 1 || ri->shift > TG__Q_F64_MAX_SHIFT) {
+            for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], ri);
+            continue;
+        }
+        if (ri != pr) {
+            const requant_f64 f = requant_f64_of(ri);
+            p = (lanes4){.bias = _mm256_set1_pd(f.bias), .mult = _mm256_set1_pd(f.mult),
+                         .zp = _mm256_set1_pd(f.zp), .lo = _mm256_set1_pd(f.lo),
+                         .hi = _mm256_set1_pd(f.hi)};
+            pr = ri;
+        }
         int64_t i = 0;
         for (; i + 8 <= n; i += 8)
             _mm_storel_epi64((__m128i *)(y + i), requant8_avx2(src + i, &p, is_signed));
@@ -309,12 +334,12 @@ void tg__q_requant_channels_avx2(uint8_t *y, int64_t ys, const int32_t *acc, int
     TG_ASSERT(!"avx2 requantization called on a non-x86 build");
 }
 void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
-                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r)
+                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r, int64_t rs)
 {
     TG_ASSERT(!"avx2 requantization called on a non-x86 build");
 }
 void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
-                          int64_t ss, const tg__q_requant *r)
+                          int64_t ss, const tg__q_requant *r, int64_t rs)
 {
     TG_ASSERT(!"avx512 requantization called on a non-x86 build");
 }

@@ -182,17 +182,24 @@ static inline int32_t tg__q_requant_one(int32_t acc, const tg__q_requant *r)
 void tg__q_requant_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds, const int32_t *src,
                         int64_t rows, int64_t cols, int64_t ss, const tg__q_requant *r,
                         tg_int8_kernel kern);
+/* The same with row i requantized by r[i] (a block of output channels, one
+ * a row): one call for the block, not one a row. */
+void tg__q_requant_channel_rows(void *dst, tg_dtype dt, int64_t base, int64_t ds,
+                                const int32_t *src, int64_t rows, int64_t cols, int64_t ss,
+                                const tg__q_requant *r, tg_int8_kernel kern);
 /* The largest shift for which the formula in f64 gives its exact integers
  * (qsimd_x86.c says why); the SIMD requantizations compute in f64. */
 #define TG__Q_F64_MAX_SHIFT 43
-/* The same for r->shift in [1, TG__Q_F64_MAX_SHIFT], eight lanes of f64 at
- * a time (qsimd_x86.c; AVX-512 F only): y is the first byte, rows ds apart. */
+/* Row i by r[i * rs] (rs 0: r for every row), eight lanes of f64 at a time
+ * (qsimd_x86.c; AVX-512 F only), a row whose shift is outside [1,
+ * TG__Q_F64_MAX_SHIFT] by the scalar formula: y is the first byte, rows ds
+ * apart. */
 void tg__q_requant_avx512(uint8_t *y, int64_t ds, const int32_t *src, int64_t rows, int64_t n,
-                          int64_t ss, const tg__q_requant *r);
+                          int64_t ss, const tg__q_requant *r, int64_t rs);
 /* The same on four lanes of f64 with AVX2 (qsimd_x86.c); is_signed: y is
  * i8, else u8. */
 void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds, const int32_t *src,
-                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r);
+                        int64_t rows, int64_t n, int64_t ss, const tg__q_requant *r, int64_t rs);
 /* y[row*ys + c] = tg__q_requant_one(acc[row*as + c], &r[c]) for row < rows,
  * c < n: one output channel per lane, its parameters gathered once for all
  * rows (AVX-512 F; qsimd_x86.c); eight lanes where one has a shift outside
