@@ -310,6 +310,52 @@ Test(fake_quant, packed_linear_needs_groups_1)
     tg_tensor_release(x), tg_tensor_release(w);
 }
 
+/* Per-channel min/max over an axis with dimensions before and after it,
+ * across updates, against a plain loop; and the first NaN of a long tensor
+ * is the one named. */
+Test(fake_quant, per_channel_observer_ranges_on_a_middle_axis)
+{
+    const int64_t shape[3] = {3, 5, 7};
+    tg_observer o;
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_PER_CHANNEL, TG_I8, true, 1), TG_OK));
+    float want_lo[5], want_hi[5];
+    for (int c = 0; c < 5; c++) want_lo[c] = INFINITY, want_hi[c] = -INFINITY;
+    uint64_t seed = 12345;
+    for (int update = 0; update < 3; update++) {
+        float v[105];
+        for (int i = 0; i < 105; i++)
+            v[i] = (float)(th_uniform_pm1(&seed) * 10) * (float)(1 + (i / 7) % 5);
+        for (int i = 0; i < 105; i++) {
+            const int c = (i / 7) % 5;
+            want_lo[c] = fminf(want_lo[c], v[i]);
+            want_hi[c] = fmaxf(want_hi[c], v[i]);
+        }
+        tg_tensor *t = NULL;
+        cr_assert(eq(int, tg_tensor_from_data(&t, TG_F32, 3, shape, v), TG_OK));
+        cr_assert(eq(int, tg_observer_update(&o, t), TG_OK));
+        tg_tensor_release(t);
+        for (int c = 0; c < 5; c++)
+            cr_assert(o.min[c] == want_lo[c] && o.max[c] == want_hi[c],
+                      "update %d, channel %d: [%g, %g], not [%g, %g]", update, c, o.min[c],
+                      o.max[c], want_lo[c], want_hi[c]);
+    }
+    tg_observer_free(&o);
+
+    enum { N = 100000 };
+    float *v = malloc(N * sizeof *v);
+    cr_assert(v != NULL);
+    for (int i = 0; i < N; i++) v[i] = (float)i;
+    v[76543] = NAN, v[90000] = NAN;
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F32, 1, (int64_t[]){N}, v), TG_OK));
+    cr_assert(eq(int, tg_observer_init(&o, TG_OBSERVER_MINMAX, TG_U8, false, 0), TG_OK));
+    cr_assert(eq(int, tg_observer_update(&o, t), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "x[76543] is nan") != NULL, "%s", tg_error_message());
+    tg_observer_free(&o);
+    tg_tensor_release(t);
+    free(v);
+}
+
 Test(fake_quant, per_channel_observer_and_errors)
 {
     const float w[] = {-0.5f, 0.25f, 0.0f, 0.0f, 2.0f, -1.0f};   /* (3, 2) */

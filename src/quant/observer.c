@@ -7,6 +7,10 @@
 
 #include "quant/quant_internal.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 int tg_observer_init(tg_observer *obs, tg_observer_kind kind, tg_dtype dtype, bool symmetric,
                      int axis)
 {
@@ -29,19 +33,63 @@ void tg_observer_free(tg_observer *obs)
     obs->min = obs->max = NULL;
 }
 
-/* Per-channel min/max of v (numel values, channel c = (i / inner) % n). */
-static void channel_minmax(const float *v, int64_t numel, int64_t inner, int64_t n, float *lo,
+/* *lo = min(*lo, run[0..len)), *hi = max(*hi, ...) over the values that
+ * are not NaN; true if one is NaN.  On x86, in SSE registers (part of
+ * x86-64 itself): two vectors of minima and of maxima, not one chain of
+ * dependent compares (the compiler does not vectorize a float min without
+ * -ffinite-math-only). */
+static bool run_minmax(const float *run, int64_t len, float *lo, float *hi)
+{
+    float mn = *lo, mx = *hi;
+    bool nan = false;
+    int64_t j = 0;
+#if defined(__x86_64__)
+    if (len >= 8) {
+        __m128 mn0 = _mm_set1_ps(mn), mn1 = mn0, mx0 = _mm_set1_ps(mx), mx1 = mx0;
+        __m128 un = _mm_setzero_ps();   /* lanes that met a NaN */
+        for (; j + 8 <= len; j += 8) {
+            const __m128 a = _mm_loadu_ps(run + j), b = _mm_loadu_ps(run + j + 4);
+            mn0 = _mm_min_ps(a, mn0), mn1 = _mm_min_ps(b, mn1);   /* a NaN: the old */
+            mx0 = _mm_max_ps(a, mx0), mx1 = _mm_max_ps(b, mx1);
+            un = _mm_or_ps(un, _mm_cmpunord_ps(a, b));
+        }
+        nan = _mm_movemask_ps(un) != 0;
+        float m[4], x[4];
+        _mm_storeu_ps(m, _mm_min_ps(mn0, mn1));
+        _mm_storeu_ps(x, _mm_max_ps(mx0, mx1));
+        for (int k = 0; k < 4; k++) {
+            mn = m[k] < mn ? m[k] : mn;
+            mx = x[k] > mx ? x[k] : mx;
+        }
+    }
+#endif
+    for (; j < len; j++) {
+        nan |= run[j] != run[j];
+        mn = run[j] < mn ? run[j] : mn;
+        mx = run[j] > mx ? run[j] : mx;
+    }
+    *lo = mn;
+    *hi = mx;
+    return nan;
+}
+
+/* Per-channel min/max of v (numel values, channel c = (i / inner) % n) over
+ * the values that are not NaN, in runs of inner values of one channel (no
+ * division per value, which was most of a calibration's time); true if a
+ * value is NaN. */
+static bool channel_minmax(const float *v, int64_t numel, int64_t inner, int64_t n, float *lo,
                            float *hi)
 {
     for (int64_t c = 0; c < n; c++) {
         lo[c] = INFINITY;
         hi[c] = -INFINITY;
     }
-    for (int64_t i = 0; i < numel; i++) {
-        int64_t c = (i / inner) % n;
-        if (v[i] < lo[c]) lo[c] = v[i];
-        if (v[i] > hi[c]) hi[c] = v[i];
-    }
+    if (n == 1) inner = numel;   /* one channel: one run */
+    bool nan = false;
+    for (int64_t base = 0; base < numel; base += n * inner)
+        for (int64_t c = 0; c < n; c++)
+            nan |= run_minmax(v + base + c * inner, inner, &lo[c], &hi[c]);
+    return nan;
 }
 
 /* Folds one batch's (lo, hi) into the observer's state. */
@@ -81,25 +129,32 @@ int tg_observer_update(tg_observer *obs, tg_tensor *x)
                  (long long)n, a, (long long)obs->n);
     }
     const bool first = obs->min == NULL;
-    float *v = tg__malloc((size_t)numel * sizeof *v);
+    /* a contiguous f32 x is read where it is; others through an f32 copy */
+    const bool direct = x->dtype == TG_F32 && tg_tensor_is_contiguous(x);
+    float *copy = direct ? NULL : tg__malloc((size_t)numel * sizeof *copy);
+    const float *v = direct ? tg_tensor_cdata(x) : copy;
     float *lo = tg__malloc((size_t)n * sizeof *lo), *hi = tg__malloc((size_t)n * sizeof *hi);
     float *smin = first ? tg__malloc((size_t)n * sizeof *smin) : obs->min;
     float *smax = first ? tg__malloc((size_t)n * sizeof *smax) : obs->max;
     int rc = (v && lo && hi && smin && smax) ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK) {
-        tg__gather(x, TG_F32, v);
+        if (!direct) tg__gather(x, TG_F32, copy);
         /* NaN has no place in a range, and an infinity cannot be averaged
          * (the next batch would make the average NaN); PyTorch fails later,
          * at qparams ("min nan should be less than max nan").  Refused here,
-         * before the state changes. */
-        for (int64_t i = 0; i < numel && rc == TG_OK; i++)
-            if (isnan(v[i]) || (isinf(v[i]) && obs->kind == TG_OBSERVER_MOVING_AVERAGE))
+         * before the state changes, naming the first such value. */
+        const bool avg = obs->kind == TG_OBSERVER_MOVING_AVERAGE;
+        bool bad = channel_minmax(v, numel, inner, n, lo, hi);
+        for (int64_t c = 0; avg && c < n; c++) bad |= isinf(lo[c]) || isinf(hi[c]);
+        for (int64_t i = 0; bad && i < numel; i++)
+            if (isnan(v[i]) || (isinf(v[i]) && avg)) {
                 rc = tg__error(TG_EINVAL, "observer_update: x[%lld] is %g: calibration data "
                                "must be %s", (long long)i, (double)v[i],
-                               obs->kind == TG_OBSERVER_MOVING_AVERAGE ? "finite" : "free of NaN");
+                               avg ? "finite" : "free of NaN");
+                break;
+            }
     }
     if (rc == TG_OK) {
-        channel_minmax(v, numel, inner, n, lo, hi);
         obs->min = smin;
         obs->max = smax;
         obs->n = n;
@@ -108,7 +163,7 @@ int tg_observer_update(tg_observer *obs, tg_tensor *x)
         free(smin);
         free(smax);
     }
-    free(v);
+    free(copy);
     free(lo);
     free(hi);
     return rc;
