@@ -133,8 +133,12 @@ __attribute__((constructor)) static void blas_stop_pool(void)
 /* OpenBLAS's thread count for its next calls, without starting its pool. */
 static void blas_threads_set(int n)
 {
-    if (pthread_pool() && !blas_server_avail) blas_cpu_number = n;
-    else openblas_set_num_threads(n);
+    /* atomic: two application threads may switch at once (OpenBLAS's own
+     * openblas_set_num_threads writes it plainly, unseen by sanitizers) */
+    if (pthread_pool() && !__atomic_load_n(&blas_server_avail, __ATOMIC_RELAXED))
+        __atomic_store_n(&blas_cpu_number, n, __ATOMIC_RELAXED);
+    else
+        openblas_set_num_threads(n);
 }
 
 const char *tg__blas_core(void) { return openblas_core(); }
