@@ -213,17 +213,36 @@ int64_t tg__bf16_panels_words(tg_bf16_kernel kern, bool b_side, int64_t lines, i
 }
 
 /* Every k block as gemm_packed packs one: B as tg__bf16_pack_b, A as pack_a. */
+typedef struct pack_job {
+    tg__bf16_panels *p;
+    const tg__bf16_src *s;
+    driver d;
+    int64_t h;   /* lines a panel */
+} pack_job;
+
+/* Panels [q0, q1) of every k block: lines h*q0 .. */
+static void pack_panel_range(void *arg, int64_t q0, int64_t q1)
+{
+    const pack_job *j = arg;
+    const int64_t lines = j->p->o.lines, k = j->p->o.k, kb = kblock(&j->d, k);
+    const int64_t l0 = q0 * j->h, l1 = q1 * j->h < lines ? q1 * j->h : lines;
+    for (int64_t t0 = 0; t0 < k; t0 += kb) {
+        const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, j->d.kal);
+        uint32_t *dst = j->p->data + j->p->lines_pad * (t0 / 2) + l0 * (kcp / 2);
+        if (j->p->b_side) tg__bf16_pack_b(dst, j->s, l0, l1 - l0, t0, kc, kcp);
+        else pack_a(&j->d, dst, j->s, l0, l1 - l0, t0, kc, kcp);
+    }
+}
+
+/* Split over the pool by whole panels: a weight's panels are packed once a
+ * step, on the caller's thread while the workers waited (about 1% of the
+ * DCGAN bf16 step). */
 void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
 {
-    const driver d = driver_of(p->kern);
-    const int64_t lines = p->o.lines, k = p->o.k;
-    const int64_t kb = kblock(&d, k);
-    for (int64_t t0 = 0; t0 < k; t0 += kb) {
-        const int64_t kc = k - t0 < kb ? k - t0 : kb, kcp = round_up(kc, d.kal);
-        uint32_t *dst = p->data + p->lines_pad * (t0 / 2);
-        if (p->b_side) tg__bf16_pack_b(dst, s, 0, lines, t0, kc, kcp);
-        else pack_a(&d, dst, s, 0, lines, t0, kc, kcp);
-    }
+    pack_job j = {.p = p, .s = s, .d = driver_of(p->kern),
+                  .h = tg__bf16_panel_lines(p->kern, p->b_side)};
+    const int64_t npanels = (p->o.lines + j.h - 1) / j.h;
+    tg__parallel_range(npanels, p->o.lines * p->o.k > 65536, pack_panel_range, &j);
 }
 
 /* Element t of line l of p (its bf16 value as f32): pair (t - t0)/2 of the
