@@ -235,8 +235,7 @@ static void pack_panel_range(void *arg, int64_t q0, int64_t q1)
 }
 
 /* Split over the pool by whole panels: a weight's panels are packed once a
- * step, on the caller's thread while the workers waited (about 1% of the
- * DCGAN bf16 step). */
+ * step, and packed on one thread they would leave the others waiting. */
 void tg__bf16_pack_panels(tg__bf16_panels *p, const tg__bf16_src *s)
 {
     pack_job j = {.p = p, .s = s, .d = driver_of(p->kern),
