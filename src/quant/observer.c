@@ -75,8 +75,7 @@ static bool run_minmax(const float *run, int64_t len, float *lo, float *hi)
 
 /* Per-channel min/max of v (numel values, channel c = (i / inner) % n) over
  * the values that are not NaN, in runs of inner values of one channel (no
- * division per value, which was most of a calibration's time); true if a
- * value is NaN. */
+ * division per value); true if a value is NaN. */
 static bool channel_minmax(const float *v, int64_t numel, int64_t inner, int64_t n, float *lo,
                            float *hi)
 {

@@ -25,8 +25,8 @@ typedef struct requant_f64 {
     double bias, mult, zp, lo, hi;
 } requant_f64;
 
-/* 2^-s for s in [1, TG__Q_F64_MAX_SHIFT], exactly, from its bits (ldexp,
- * once per run of a few vectors, was 1.5% of an int8 layer). */
+/* 2^-s for s in [1, TG__Q_F64_MAX_SHIFT], exactly, from its bits (a call
+ * to ldexp per run of a few vectors costs about 1.5% of an int8 layer). */
 static inline double pow2_neg(int s)
 {
     const uint64_t bits = (uint64_t)(1023 - s) << 52;
