@@ -26,20 +26,32 @@ typedef struct requant_f64 {
 } requant_f64;
 
 /* 2^-s for s in [1, TG__Q_F64_MAX_SHIFT], exactly, from its bits (a call
- * to ldexp per run of a few vectors costs about 1.5% of an int8 layer). */
+ * to ldexp per run of a few vectors costs about 1.5% of an int8 layer); 0
+ * for other s, whose rows take the scalar formula. */
 static inline double pow2_neg(int s)
 {
+    if (s < 1 || s > TG__Q_F64_MAX_SHIFT) return 0.0;
     const uint64_t bits = (uint64_t)(1023 - s) << 52;
     double d;
     memcpy(&d, &bits, sizeof d);
     return d;
 }
 
-/* r's parameters in f64; r->shift in [1, TG__Q_F64_MAX_SHIFT]. */
+/* r's parameters in f64 (the multiplier 0 when r's shift is outside [1,
+ * TG__Q_F64_MAX_SHIFT]). */
 static inline requant_f64 requant_f64_of(const tg__q_requant *r)
 {
     return (requant_f64){.bias = r->bias, .mult = (double)r->m0 * pow2_neg(r->shift),
                          .zp = r->zp, .lo = r->lo, .hi = r->hi};
+}
+
+/* A row of n by r through the scalar formula when r's shift is outside
+ * [1, TG__Q_F64_MAX_SHIFT] (true), else nothing (false). */
+static bool scalar_row(uint8_t *y, const int32_t *src, int64_t n, const tg__q_requant *r)
+{
+    if (r->shift >= 1 && r->shift <= TG__Q_F64_MAX_SHIFT) return false;
+    for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], r);
+    return true;
 }
 
 /* Channels [c0, c1) of every row by the scalar formula. */
@@ -77,6 +89,15 @@ __attribute__((target("avx512f"))) static inline __m256i requant8_avx512(__m256i
     return _mm512_cvtpd_epi32(v);
 }
 
+/* r's parameters in eight lanes each. */
+__attribute__((target("avx512f"))) static inline lanes8 lanes8_of(const tg__q_requant *r)
+{
+    const requant_f64 f = requant_f64_of(r);
+    return (lanes8){.bias = _mm512_set1_pd(f.bias), .mult = _mm512_set1_pd(f.mult),
+                    .zp = _mm512_set1_pd(f.zp), .lo = _mm512_set1_pd(f.lo),
+                    .hi = _mm512_set1_pd(f.hi)};
+}
+
 /* Row i of the `rows` runs of n (read ss apart, written ds apart) by its
  * requantization r[i * rs] (rs 0: r for every row); the low byte of each
  * result stored (u8 or i8 alike).  A row whose shift is outside [1,
@@ -86,22 +107,12 @@ __attribute__((target("avx512f"))) void tg__q_requant_avx512(uint8_t *y, int64_t
                                                              int64_t n, int64_t ss,
                                                              const tg__q_requant *r, int64_t rs)
 {
-    const __m512d z8 = _mm512_setzero_pd();
-    lanes8 p = {.bias = z8, .mult = z8, .zp = z8, .lo = z8, .hi = z8};
-    const tg__q_requant *pr = NULL;   /* the requantization in p */
+    lanes8 p = lanes8_of(r);
+    const tg__q_requant *pr = r;   /* the requantization in p */
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         const tg__q_requant *ri = r + row * rs;
-        if (ri->shift < 1 || ri->shift > TG__Q_F64_MAX_SHIFT) {
-            for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], ri);
-            continue;
-        }
-        if (ri != pr) {
-            const requant_f64 f = requant_f64_of(ri);
-            p = (lanes8){.bias = _mm512_set1_pd(f.bias), .mult = _mm512_set1_pd(f.mult),
-                         .zp = _mm512_set1_pd(f.zp), .lo = _mm512_set1_pd(f.lo),
-                         .hi = _mm512_set1_pd(f.hi)};
-            pr = ri;
-        }
+        if (scalar_row(y, src, n, ri)) continue;
+        if (ri != pr) p = lanes8_of(ri), pr = ri;
         for (int64_t i = 0; i < n; i += 8) {
             const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
             const __m256i acc = _mm512_castsi512_si256(_mm512_maskz_loadu_epi32(m, src + i));
@@ -182,27 +193,26 @@ __attribute__((target("avx2"))) static inline __m128i requant8_avx2(const int32_
     return is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
 }
 
+/* r's parameters in four lanes each. */
+__attribute__((target("avx2"))) static inline lanes4 lanes4_of(const tg__q_requant *r)
+{
+    const requant_f64 f = requant_f64_of(r);
+    return (lanes4){.bias = _mm256_set1_pd(f.bias), .mult = _mm256_set1_pd(f.mult),
+                    .zp = _mm256_set1_pd(f.zp), .lo = _mm256_set1_pd(f.lo),
+                    .hi = _mm256_set1_pd(f.hi)};
+}
+
 __attribute__((target("avx2"))) void tg__q_requant_avx2(uint8_t *y, bool is_signed, int64_t ds,
                                                         const int32_t *src, int64_t rows,
                                                         int64_t n, int64_t ss,
                                                         const tg__q_requant *r, int64_t rs)
 {
-    const __m256d z4 = _mm256_setzero_pd();
-    lanes4 p = {.bias = z4, .mult = z4, .zp = z4, .lo = z4, .hi = z4};
-    const tg__q_requant *pr = NULL;   /* the requantization in p */
+    lanes4 p = lanes4_of(r);
+    const tg__q_requant *pr = r;   /* the requantization in p */
     for (int64_t row = 0; row < rows; row++, src += ss, y += ds) {
         const tg__q_requant *ri = r + row * rs;
-        if (ri->shift < 1 || ri->shift > TG__Q_F64_MAX_SHIFT) {
-            for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)tg__q_requant_one(src[i], ri);
-            continue;
-        }
-        if (ri != pr) {
-            const requant_f64 f = requant_f64_of(ri);
-            p = (lanes4){.bias = _mm256_set1_pd(f.bias), .mult = _mm256_set1_pd(f.mult),
-                         .zp = _mm256_set1_pd(f.zp), .lo = _mm256_set1_pd(f.lo),
-                         .hi = _mm256_set1_pd(f.hi)};
-            pr = ri;
-        }
+        if (scalar_row(y, src, n, ri)) continue;
+        if (ri != pr) p = lanes4_of(ri), pr = ri;
         int64_t i = 0;
         for (; i + 8 <= n; i += 8)
             _mm_storel_epi64((__m128i *)(y + i), requant8_avx2(src + i, &p, is_signed));
