@@ -72,16 +72,16 @@ void tg__amx_emu_zero(int t) { memset(tile_at(t), 0, sizeof(tile)); }
 
 void tg__amx_emu_load(int t, const void *base, int64_t stride)
 {
-    tile_at(t);
+    tile *tl = tile_at(t);
     for (int r = 0; r < ROWS; r++)
-        memcpy(tiles[t].u8 + r * COLSB, (const char *)base + r * stride, COLSB);
+        memcpy(tl->u8 + r * COLSB, (const char *)base + r * stride, COLSB);
 }
 
 void tg__amx_emu_store(int t, void *base, int64_t stride)
 {
-    tile_at(t);
+    const tile *tl = tile_at(t);
     for (int r = 0; r < ROWS; r++)
-        memcpy((char *)base + r * stride, tiles[t].u8 + r * COLSB, COLSB);
+        memcpy((char *)base + r * stride, tl->u8 + r * COLSB, COLSB);
 }
 
 /* c[m][n] += sum over k of the four products of a's bytes 4k.. of row m

@@ -33,8 +33,9 @@
  * after the pool was stopped (as it is before a fork).  tapegrad runs its
  * OpenBLAS calls single-threaded on its own pool (all but the few large ones
  * of the FID statistics, src/metrics/frechet.c, which start OpenBLAS's pool
- * themselves), so those workers only take CPUs from tapegrad's threads: an int8 layer timed over its first 20 calls
- * took 5.0-5.7 ms instead of 2.8-3.0 in about half the processes on 2 CPUs.
+ * themselves), so those workers only take CPUs from tapegrad's threads: an
+ * int8 layer timed over its first 20 calls took 5.0-5.7 ms instead of
+ * 2.8-3.0 in about half the processes on 2 CPUs.
  * So a second constructor stops OpenBLAS's pool (blas_thread_shutdown_,
  * which OpenBLAS itself calls before a fork) when its workers are the only
  * threads besides this one, as when a program starts, so that nobody can be

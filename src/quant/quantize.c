@@ -134,7 +134,8 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
 {
     const int64_t numel = tg_tensor_numel(x);
     const bool direct = x->dtype == TG_F32 && tg_tensor_is_contiguous(x);
-    if (direct && map->n == 1 && map->cig == 0) {
+    const bool one = map->n == 1 && map->cig == 0;
+    if (direct && one) {
         tg_tensor *q = requantized_copy(x, qdt, scales[0], zp);
         if (q) {
             *out = q;
@@ -152,7 +153,6 @@ static int quantize_impl(tg_tensor **out, const tg_tensor *x, tg_dtype qdt, cons
     if (!direct) tg__gather(x, TG_F64, v);
     const int32_t lo = tg__q_min(qdt), hi = tg__q_max(qdt);
     void *dst = q->storage->data;
-    const bool one = map->n == 1 && map->cig == 0;
     if (direct && one) {   /* every activation a quantized module sees */
         quant_run run = {.x = xf, .y = dst, .scale = scales[0], .zp = zp, .lo = lo, .hi = hi,
                          .kern = tg_int8_kernel_get()};
@@ -192,7 +192,8 @@ static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *sc
                            const chan_map *map, int32_t zp)
 {
     const int64_t numel = tg_tensor_numel(q);
-    if (tg_tensor_is_contiguous(q) && map->n == 1 && map->cig == 0) {   /* every activation */
+    const bool one = map->n == 1 && map->cig == 0;
+    if (tg_tensor_is_contiguous(q) && one) {   /* every activation */
         tg_tensor *y = tg__tensor_uninit(TG_F32, q->ndim, q->shape);   /* written whole */
         if (!y) return TG_ENOMEM;
         quant_run run = {.qx = (const uint8_t *)q->storage->data + q->offset,
@@ -217,7 +218,6 @@ static int dequantize_impl(tg_tensor **out, const tg_tensor *q, const double *sc
     else
         tg__gather(q, TG_I32, v);
     float *dst = y->storage->data;
-    const bool one = map->n == 1 && map->cig == 0;
     for (int64_t i = 0; i < numel; i++)
         dst[i] = (float)((one ? scales[0] : scales[channel_of(i, map)]) * (double)(v[i] - zp));
     free(v);
