@@ -7,6 +7,9 @@ PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev \
               libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs \
               libopenmpi-dev openmpi-bin dataset-fashion-mnist
+# PyTorch, the oracle of the tests that run it live (the ONNX export of
+# examples/dcgan_torch.py, the goldens' script) and the peer of the benchmarks.
+TORCH_PACKAGES := python3-torch
 # The browser test (tests/browser): skipped, with the reason, where Chromium
 # cannot be installed.
 BROWSER_PACKAGES := chromium
@@ -15,7 +18,7 @@ BROWSER_PACKAGES := chromium
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo node-deps test test-minimal test-asan test-tsan check bench goldens clean
+.PHONY: all deps torch-deps build demo node-deps test test-minimal test-asan test-tsan check bench goldens clean
 
 all: build
 
@@ -32,6 +35,9 @@ endef
 
 deps:
 	$(call install_missing,$(PACKAGES))
+
+torch-deps:
+	$(call install_missing,$(TORCH_PACKAGES))
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)
@@ -55,7 +61,7 @@ node-deps: deps
 	cd tests/onnx && npm ci --ignore-scripts --no-audit --no-fund
 	cd tests/browser && npm ci --ignore-scripts --no-audit --no-fund
 
-test: build node-deps
+test: build node-deps torch-deps
 	@command -v chromium >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq $(BROWSER_PACKAGES); } || \
@@ -73,7 +79,7 @@ $(ASAN_BUILD)/build.ninja:
 
 # The suite in a sanitizer build, then every public function called with bad
 # arguments (scripts/api_sweep.py; meson already needs python3).
-test-asan: deps node-deps $(ASAN_BUILD)/build.ninja
+test-asan: deps node-deps torch-deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	scripts/run_tests.sh $(ASAN_BUILD)
 	python3 scripts/api_sweep.py --build $(ASAN_BUILD)
@@ -99,7 +105,7 @@ REL_BUILD ?= build-rel
 
 # The results table of the README, in a release build: the DCGAN training step,
 # the conv layers against PyTorch and OpenBLAS sgemm, AMP, int8 (about 15 min).
-bench: deps
+bench: deps torch-deps
 	[ -f $(REL_BUILD)/build.ninja ] || meson setup $(REL_BUILD) -Dbuildtype=release
 	ninja -C $(REL_BUILD)
 	/usr/bin/python3 bench/dcgan_step.py --ours $(REL_BUILD)/bench/dcgan_step --threads 2 --steps 10 --rounds 5
@@ -107,7 +113,7 @@ bench: deps
 	/usr/bin/python3 bench/amp_dcgan.py --ours $(REL_BUILD)/bench/dcgan_step --threads 2 --rounds 12
 	/usr/bin/python3 bench/int8.py --build $(REL_BUILD) --repeat 20 --rounds 3
 
-goldens:
+goldens: torch-deps
 	/usr/bin/python3 scripts/make_goldens.py
 
 clean:

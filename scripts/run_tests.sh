@@ -32,6 +32,21 @@ if [ -f "$log" ] && grep -qE "ERROR: (Leak|Address)Sanitizer|runtime error:" "$l
   grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" "$log" | head -20 >&2
   rc=1; failed=$((failed + 1))
 fi
+# What this CPU or build does not run, with the reasons the tests print
+# (helpers.c): skipped tests counted per suite and reason, then the parts of
+# passing tests that were left out.
+if [ -f "$log" ]; then
+  awk '/^\[SKIP\] / { line = substr($0, 8); split(line, p, "::"); i = index(line, ": ");
+                       n[p[1] ": " substr(line, i + 2)]++ }
+       /^\[NOT RUN\] / { m[substr($0, 11)] = 1 }
+       END { for (k in n) { split(k, q, ": "); r = substr(k, length(q[1]) + 3);
+                            printf "  skipped, %d in %s: %s\n", n[k], q[1], r }
+             for (k in m) printf "  not run in %s\n", k }' "$log" | sort > "$build/meson-logs/not_run.txt"
+  if [ -s "$build/meson-logs/not_run.txt" ]; then
+    echo "not run on this machine or build:"
+    cat "$build/meson-logs/not_run.txt"
+  fi
+fi
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 echo "tests ($build): $passed passed, $failed failed"
 exit "$rc"

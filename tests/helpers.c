@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 #include <criterion/new/assert.h>
 
 #include <dirent.h>
@@ -22,6 +23,28 @@ extern char **environ;
 #ifndef TG_SOURCE_ROOT
 #define TG_SOURCE_ROOT "."
 #endif
+
+void th_not_run(const char *fmt, ...)
+{
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    const struct criterion_test *t = criterion_current_test;
+    fprintf(stderr, "[NOT RUN] %s::%s: %s\n", t ? t->category : "?", t ? t->name : "?", reason);
+    fflush(stderr);
+}
+
+/* Criterion prints a skipped test's reason only when verbose: print it
+ * always, in the form th_not_run uses. */
+ReportHook(POST_TEST)(struct criterion_test_stats *st)
+{
+    if (st->test_status != CR_STATUS_SKIPPED) return;
+    fprintf(stderr, "[SKIP] %s::%s: %s\n", st->test->category, st->test->name,
+            st->message ? st->message : "(no reason given)");
+    fflush(stderr);
+}
 
 char th_tmp_dir[64];
 

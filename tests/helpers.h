@@ -11,6 +11,15 @@
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
 
+/* ---- what a test does not run here ---- */
+
+/* Prints "[NOT RUN] suite::test: <reason>" on stderr, for a part of the
+ * current test that this CPU or build cannot run (a kernel whose
+ * instructions it lacks, say).  The test goes on and can still pass.  A
+ * skipped test's reason is printed as "[SKIP] suite::test: <reason>" by a
+ * report hook of helpers.c; scripts/run_tests.sh lists both at the end. */
+void th_not_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- a temporary directory per test (suite .init / .fini) ---- */
 
 /* The directory made by th_tmp_dir_make, e.g. "/tmp/tg_data_a1B2c3". */

@@ -266,7 +266,7 @@ static void expect_same_halves(tg_tensor *a, tg_tensor *b, const char *what, tg_
 Test(activation, half_relu_family_one_pass_same_bits_as_general_path)
 {
     if (!tg__cpu_has_avx512bw())
-        cr_log_warn("the fused half activations' AVX-512 BW loop is not run: this CPU lacks "
+        th_not_run("the fused half activations' AVX-512 BW loop is not run: this CPU lacks "
                     "AVX-512 F and BW (the AVX2 loop is)");
     const tg_dtype dts[2] = {TG_F16, TG_BF16};
     const double slopes[4] = {0, 0.2, 0.01, -0.5};
@@ -425,5 +425,5 @@ Test(activation, f32_tanh_is_libms_correctly_rounded_tanh)
     tanh_sweep(lo, hi, 5, &n, &off);
     tanh_sweep(lo | 0x80000000u, hi | 0x80000000u, 5, &n, &off);
     cr_assert(off * 1000000 <= n, "%lld of %lld one unit off", (long long)off, (long long)n);
-    if (!tg__cpu_has_half_simd()) cr_log_info("this CPU has no AVX2: tanh's AVX2 loop was not run");
+    if (!tg__cpu_has_half_simd()) th_not_run("this CPU has no AVX2: tanh's AVX2 loop was not run");
 }

@@ -75,7 +75,7 @@ Test(quant, quantize_of_contiguous_f32_is_the_f64_formula_everywhere)
                                     TG_INT8_KERNEL_VNNI};
     for (int k = 0; k < 3; k++) {
         if (tg_int8_kernel_set(kerns[k]) < 0) {
-            cr_log_info("this CPU has no %s kernel: its quantization was not run",
+            th_not_run("this CPU has no %s kernel: its quantization was not run",
                         tg_int8_kernel_name(kerns[k]));
             continue;
         }
@@ -463,7 +463,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     const int compared = kernels_give_portable_bytes(kerns, 3, &n);
     if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= 2 * n);
     if (!tg_int8_kernel_available(TG_INT8_KERNEL_AMX))
-        cr_log_info("this CPU has no AMX-INT8: amx not run on tiles here (on emulated "
+        th_not_run("this CPU has no AMX-INT8: amx not run on tiles here (on emulated "
                     "ones by amx_kernel_on_emulated_tiles_gives_the_portable_bytes)");
 }
 

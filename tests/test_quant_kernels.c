@@ -156,8 +156,7 @@ Test(quant_kernels, gemm_kernels_are_bit_identical)
     cr_assert(eq(int, tg_int8_kernel_set(TG_INT8_KERNEL_AUTO), TG_OK));
     cr_assert(ran >= 20);
     if (!tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
-        /* Criterion exits 1 after cr_log_warn, so this note is informational. */
-        cr_log_info("this CPU has no AVX-512 VNNI: the vnni kernel was not run");
+        th_not_run("this CPU has no AVX-512 VNNI: the vnni kernel was not run");
 }
 
 /* ---- AVX-512 requantization ---- */
@@ -169,9 +168,9 @@ static void per_channel_case(bool avx512);
 Test(quant_kernels, simd_per_channel_requantization_gives_the_scalar_bytes)
 {
     if (tg__q_cpu_has_vnni()) per_channel_case(true);
-    else cr_log_info("this CPU has no AVX-512: its per-channel requantization was not run");
+    else th_not_run("this CPU has no AVX-512: its per-channel requantization was not run");
     if (tg__q_cpu_has_avx2()) per_channel_case(false);
-    else cr_log_info("this CPU has no AVX2: its per-channel requantization was not run");
+    else th_not_run("this CPU has no AVX2: its per-channel requantization was not run");
 }
 
 /* Rows of n channels: acc's rows N + 5 apart, y's n + 3 apart (the bytes
@@ -222,7 +221,7 @@ Test(quant_kernels, simd_requantization_gives_the_scalar_bytes)
     const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AVX2};
     for (int k = 0; k < 2; k++) {
         if (!tg_int8_kernel_available(kerns[k])) {
-            cr_log_info("this CPU has no %s kernel: its SIMD requantization was not run",
+            th_not_run("this CPU has no %s kernel: its SIMD requantization was not run",
                         tg_int8_kernel_name(kerns[k]));
             continue;
         }
@@ -295,7 +294,7 @@ Test(quant_kernels, block_requantization_uses_each_rows_parameters)
     int ran = 0;
     for (int k = 0; k < 4; k++) {
         if (!tg_int8_kernel_available(kerns[k])) {
-            cr_log_info("this CPU has no %s kernel: its block requantization was not run",
+            th_not_run("this CPU has no %s kernel: its block requantization was not run",
                         tg_int8_kernel_name(kerns[k]));
             continue;
         }
