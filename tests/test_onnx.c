@@ -5,8 +5,9 @@
  * magnitude in f32, within the output's quantization step for int8.
  *
  * Each case writes <name>.onnx, the input and tapegrad's output (raw f32)
- * and <name>.json (shapes, tolerances, the expected initializer names) into
- * the test's temporary folder; the two scripts then run over the folder. */
+ * and <name>.json (shapes, tolerances, the expected initializer names,
+ * ONNX Runtime's optimization level) into the test's temporary folder; the
+ * two scripts then run over the folder. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -60,6 +61,13 @@ static void json_shape(FILE *f, const char *key, const tg_tensor *t)
     fprintf(f, "]");
 }
 
+/* What write_expected adds to the next case's .json: ONNX Runtime's
+ * graphOptimizationLevel (NULL: run.mjs's "all") and the initializers
+ * whose types check.py checks ("name": "UINT8" pairs, NULL for none).
+ * Reset after each case. */
+static const char *case_level;
+static const char *case_types;
+
 /* The files of case `name` but its .onnx: the input x, tapegrad's output y
  * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
  * the initializer names the file must hold. */
@@ -82,6 +90,9 @@ static void write_expected(const char *name, const tg_tensor *x, const tg_tensor
         for (int i = 0; inits[i]; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", inits[i]);
         fprintf(f, "]");
     }
+    if (case_level) fprintf(f, ", \"level\": \"%s\"", case_level);
+    if (case_types) fprintf(f, ", \"initializer_types\": {%s}", case_types);
+    case_level = case_types = NULL;
     fprintf(f, "}\n");
     fclose(f);
 }
@@ -328,6 +339,40 @@ Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
     tg_tensor_release(z);
 }
 
+/* ONNX Runtime fuses QDQ nodes into int8 ops whose x86 kernels, on a CPU
+ * without VNNI, multiply u8 x i8 with vpmaddubsw, which saturates each pair
+ * of products at 16 bits (ONNX Runtime's quantization docs): a model with
+ * i8 weights then gives other numbers there, by design.  So i8-weight
+ * files run fused (level "all") where the CPU has VNNI, else as written
+ * (level "basic", the QDQ nodes evaluated one by one); u8-weight files
+ * (tg_onnx_options.u8_weights) run fused everywhere. */
+static const char *i8_weights_level(void)
+{
+    if (__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni")) return "all";
+    th_not_run("ONNX Runtime's fused u8 x i8 kernels: this CPU has no VNNI, where they saturate "
+               "pairs of products; the i8-weight models ran unfused, the u8-weight ones fused");
+    return "basic";
+}
+
+/* Exports the int8 model q on x as case `name` (one step of y_scale of
+ * tolerance) twice: with i8 weights at i8_weights_level, and as
+ * `<name>_u8w` with u8 weights, fused, whose weight and zero point
+ * initializers (`<wpath>.weight`, `<wpath>.weight_zero_point`) must be u8. */
+static void write_int8_cases(const char *name, tg_module *q, tg_tensor *x, double y_scale,
+                             const char *wpath)
+{
+    char name_u8[128], types[256];
+    case_level = i8_weights_level();
+    write_case(name, q, x, 0, y_scale, NULL, NULL);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.u8_weights = true;
+    snprintf(name_u8, sizeof name_u8, "%s_u8w", name);
+    snprintf(types, sizeof types, "\"%s.weight\": \"UINT8\", \"%s.weight_zero_point\": \"UINT8\"",
+             wpath, wpath);
+    case_types = types;
+    write_case(name_u8, q, x, 0, y_scale, NULL, &o);
+}
+
 /* The generator quantized by tg_quantize_model (BatchNorms folded, ReLUs
  * fused): QDQ nodes around Gemm / ConvTranspose.  Between the same integers
  * ONNX Runtime's arithmetic may round a layer's output one step away from
@@ -345,7 +390,7 @@ Test(onnx, int8_generator_matches_onnxruntime_within_quantization_error)
     cr_assert(tg_quantized_layer_info(l7, &last) == TG_OK, "%s", tg_error_message());
     cr_assert(last.transpose && last.q.n_weight_scales == 1);
     tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
-    write_case("dcgan_generator_int8", q, z, 0, last.q.y_scale, NULL, NULL);
+    write_int8_cases("dcgan_generator_int8", q, z, last.q.y_scale, "net.7");
     check_cases();
     cr_log_info("int8 generator: tolerance y_scale = %g", last.q.y_scale);
     tg_module_release(q);
@@ -385,7 +430,7 @@ Test(onnx, int8_conv_convT_linear_match_onnxruntime)
         cr_assert(tg_quantize_model(&q, seq, 1, &x, &qo) == TG_OK, "%s", tg_error_message());
         tg_qlayer_info lin;
         cr_assert(tg_quantized_layer_info(tg_module_child(q, "3"), &lin) == TG_OK);
-        write_case(i ? "int8_stack_i8" : "int8_stack_u8", q, x, 0, lin.q.y_scale, NULL, NULL);
+        write_int8_cases(i ? "int8_stack_i8" : "int8_stack_u8", q, x, lin.q.y_scale, "1");
         tg_module_release(q);
     }
     check_cases();
@@ -551,6 +596,16 @@ Test(onnx, cli_export_matches_torch_onnx_export)
                                                  "--calib", "2", "generator.safetensors", NULL});
     cr_assert(rc == 0, "tapegrad export --int8:\n%s%s", th_out, th_err);
     th_expect_in(th_out, "int8 QDQ");
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "int8u.onnx", "--int8",
+                                                 "--u8-weights", "--calib", "2",
+                                                 "generator.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export --int8 --u8-weights:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "int8 QDQ, u8 weights");
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "u.onnx", "--u8-weights",
+                                                 "generator.safetensors", NULL});
+    cr_assert(rc == 2);
+    th_expect_in(th_err, "--u8-weights applies to int8 weights: add --int8");
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "u.onnx")) == false);
     rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "x.onnx", "none.safetensors",
                                                  NULL});
     cr_assert(rc == 1);

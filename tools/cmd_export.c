@@ -26,13 +26,16 @@ static const char export_usage[] =
     "  --batch N         batch of the example input (default 1)\n"
     "  --dynamic-batch   make the batch dim symbolic (\"batch\")\n"
     "  --int8            quantize first (tg_quantize_model) and write QDQ nodes\n"
+    "  --u8-weights      with --int8: the weights as u8 with zero point 128 (the same\n"
+    "                    values), which ONNX Runtime multiplies without saturation\n"
+    "                    on CPUs that lack VNNI (docs/onnx.md)\n"
     "  --calib N         calibration batches of 64 latents for --int8 (default 8)\n"
     "  --seed S          seed of the example input and the calibration latents (0)\n";
 
 typedef struct export_opts {
     const char *onnx, *weights, *prefix;
     long long batch, calib, seed;
-    bool dynamic_batch, int8;
+    bool dynamic_batch, int8, u8_weights;
 } export_opts;
 
 static int parse_ll(const char *s, long long lo, long long hi, long long *v)
@@ -61,6 +64,8 @@ static int parse(export_opts *o, int argc, char **argv)
             o->dynamic_batch = true;
         } else if (!strcmp(a, "--int8")) {
             o->int8 = true;
+        } else if (!strcmp(a, "--u8-weights")) {
+            o->u8_weights = true;
         } else if (!strcmp(a, "--onnx") || !strcmp(a, "--prefix") || num) {
             if (!v) {
                 fprintf(stderr, "tapegrad export: %s needs a value\n%s", a, export_usage);
@@ -88,6 +93,11 @@ static int parse(export_opts *o, int argc, char **argv)
     }
     if (!o->onnx || !o->weights) {
         fprintf(stderr, "tapegrad export: --onnx OUT.onnx and a WEIGHTS file are required\n%s",
+                export_usage);
+        return TG_EXIT_USAGE;
+    }
+    if (o->u8_weights && !o->int8) {
+        fprintf(stderr, "tapegrad export: --u8-weights applies to int8 weights: add --int8\n%s",
                 export_usage);
         return TG_EXIT_USAGE;
     }
@@ -146,6 +156,7 @@ int tg_cmd_export(int argc, char **argv)
     if (rc >= 0) rc = dcgan_latents(&z, o.batch, nz, &rng);
     tg_onnx_options oo = TG_ONNX_OPTIONS_INIT;
     oo.dynamic_batch = o.dynamic_batch;
+    oo.u8_weights = o.u8_weights;
     oo.graph_name = o.int8 ? "dcgan_generator_int8" : "dcgan_generator";
     if (rc >= 0) {
         step = "exporting the generator of";
@@ -157,7 +168,7 @@ int tg_cmd_export(int argc, char **argv)
         const int64_t c = tg_tensor_dim(tg_module_find(g, "net.0.weight"), 0) / 49;
         printf("tapegrad export: generator nz=%lld C=%lld from %s (prefix '%s') -> %s (%s, "
                "opset 17)\n", (long long)nz, (long long)c, o.weights, prefix, o.onnx,
-               o.int8 ? "int8 QDQ" : "f32");
+               o.int8 ? (o.u8_weights ? "int8 QDQ, u8 weights" : "int8 QDQ") : "f32");
     }
     tg_tensor_release(z);
     tg_module_release(q);

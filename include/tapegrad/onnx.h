@@ -43,11 +43,17 @@ typedef struct tg_onnx_options {
     const char *input_name;     /* "input" */
     const char *output_name;    /* "output" */
     const char *graph_name;     /* "tapegrad" */
+    /* The int8 layers' weights as u8 with zero point 128 instead of i8 with
+     * zero point 0: the same values, which ONNX Runtime multiplies exactly
+     * on every CPU.  With i8 weights its x86 kernels on CPUs without VNNI
+     * use an instruction that saturates pairs of u8 x i8 products
+     * (docs/onnx.md).  false */
+    bool u8_weights;
 } tg_onnx_options;
 
 #define TG_ONNX_OPTIONS_INIT                                                  \
     {.opset = 17, .dynamic_batch = false, .input_name = "input",              \
-     .output_name = "output", .graph_name = "tapegrad"}
+     .output_name = "output", .graph_name = "tapegrad", .u8_weights = false}
 
 /* Writes m as an ONNX model to path.  m and example_input (f32, its dim 0
  * the batch) are borrowed; opt NULL gives the defaults. */

@@ -228,7 +228,7 @@ int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
     tg__onnx_flags flags = {0};
     tg__onnx *g = NULL;
     int rc = tg__onnx_flags_save(&flags, m);
-    if (rc >= 0) rc = tg__onnx_new(&g, o.opset, o.graph_name);
+    if (rc >= 0) rc = tg__onnx_new(&g, &o);
     if (rc >= 0) {
         tg_module_train(m, false);
         tg_no_grad_begin();

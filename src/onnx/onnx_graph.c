@@ -36,6 +36,7 @@ struct tg__onnx {
     Onnx__NodeProto **nodes;
     Onnx__TensorProto **inits;
     Onnx__ValueInfoProto *io[2];   /* input, output */
+    tg_onnx_options opt;
 };
 
 /* n zeroed bytes owned by g, or NULL with TG_ENOMEM set. */
@@ -48,16 +49,17 @@ static void *tg__onnx_alloc(tg__onnx *g, size_t n)
     return b->data;
 }
 
-int tg__onnx_new(tg__onnx **out, int opset, const char *graph_name)
+int tg__onnx_new(tg__onnx **out, const tg_onnx_options *o)
 {
     tg__onnx *g = tg__calloc(1, sizeof *g);
     if (!g) return TG_ENOMEM;
+    g->opt = *o;
     onnx__model_proto__init(&g->model);
     onnx__graph_proto__init(&g->graph);
     onnx__operator_set_id_proto__init(&g->opset);
     g->opset.domain = "";
     g->opset.has_version = true;
-    g->opset.version = opset;
+    g->opset.version = o->opset;
     g->opsets[0] = &g->opset;
     g->model.has_ir_version = true;
     g->model.ir_version = TG__ONNX_IR_VERSION;
@@ -65,7 +67,7 @@ int tg__onnx_new(tg__onnx **out, int opset, const char *graph_name)
     g->model.n_opset_import = 1;
     g->model.opset_import = g->opsets;
     g->model.graph = &g->graph;
-    g->graph.name = (char *)tg__onnx_str(g, "%s", graph_name);
+    g->graph.name = (char *)tg__onnx_str(g, "%s", o->graph_name);
     if (!g->graph.name) {
         tg__onnx_free(g);
         return TG_ENOMEM;
@@ -73,6 +75,8 @@ int tg__onnx_new(tg__onnx **out, int opset, const char *graph_name)
     *out = g;
     return TG_OK;
 }
+
+const tg_onnx_options *tg__onnx_options(const tg__onnx *g) { return &g->opt; }
 
 void tg__onnx_free(tg__onnx *g)
 {

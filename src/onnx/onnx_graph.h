@@ -27,7 +27,11 @@ enum {
 typedef struct tg__onnx tg__onnx;
 typedef struct tg__onnx_node tg__onnx_node;
 
-int tg__onnx_new(tg__onnx **out, int opset, const char *graph_name);
+/* A new graph for the export options o (copied; its strings are borrowed
+ * until tg__onnx_free): opset o->opset, named o->graph_name. */
+int tg__onnx_new(tg__onnx **out, const tg_onnx_options *o);
+/* The options g was made with. */
+const tg_onnx_options *tg__onnx_options(const tg__onnx *g);
 /* Frees g and everything it handed out; NULL does nothing. */
 void tg__onnx_free(tg__onnx *g);
 

@@ -8,6 +8,9 @@
  * which is what the int8 module computes (tapegrad/quant.h): the same
  * quantized input, weight and bias integers, the float op in between and
  * the requantized output.  A runtime that fuses QDQ runs it as an int8 op.
+ * With tg_onnx_options.u8_weights the weight is W + 128 as u8 with zero
+ * point 128: the same values, in the u8 x u8 form that ONNX Runtime
+ * multiplies without saturation on CPUs that lack VNNI.
  * The weight scales lie along the output-channel axis: 0 for Conv / Linear
  * weights (C_out, C_in/g, K...), 1 for ConvTranspose weights
  * (C_in, C_out/g, K...).  DequantizeLinear has one scale per index of that
@@ -73,19 +76,41 @@ static int tg__qdq_weight_scales(const tg__onnx_site *s, const tg_qlayer_info *i
     return TG_OK;
 }
 
-/* DequantizeLinear of the i8 weight: *y. */
+/* The i8 weight w as u8 values w + 128, an initializer `name`. */
+static int tg__qdq_weight_u8(const tg__onnx_site *s, const char *name, const tg_tensor *w)
+{
+    const int64_t n = tg_tensor_numel(w);
+    int8_t *v = tg__malloc((size_t)(n ? n : 1));
+    if (!v) return TG_ENOMEM;
+    tg__gather(w, TG_I8, v);
+    uint8_t *u = (uint8_t *)v;
+    for (int64_t i = 0; i < n; i++) u[i] = (uint8_t)(v[i] + 128);
+    const int rc = tg__onnx_init_raw(s->g, name, TG__ONNX_UINT8, tg_tensor_ndim(w),
+                                     tg_tensor_shape(w), u, 1);
+    free(v);
+    return rc;
+}
+
+/* DequantizeLinear of the weight: the i8 values with zero point 0, or with
+ * u8_weights the same values as u8 with zero point 128.  *y. */
 static int tg__qdq_weight(const tg__onnx_site *s, const tg_qlayer_info *in,
                           const char **y)
 {
+    const bool u8 = tg__onnx_options(s->g)->u8_weights;
     const int64_t n = in->q.n_weight_scales;
     float *sc = tg__malloc((size_t)n * sizeof *sc);
-    int8_t *zp = tg__calloc((size_t)n, sizeof *zp);
+    uint8_t *zp = tg__malloc((size_t)n);
     const char *wname = tg__onnx_param_name(s, "weight"), *sn = NULL, *zn = NULL;
     int64_t k = 0;
     int rc = sc && zp && wname ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) memset(zp, u8 ? 128 : 0, (size_t)n);
     if (rc >= 0) rc = tg__qdq_weight_scales(s, in, sc, &k);
-    if (rc >= 0) rc = tg__onnx_init_tensor(s->g, wname, in->weight);
-    if (rc >= 0) rc = tg__qdq_params(s, "weight", k, sc, TG__ONNX_INT8, zp, 1, &sn, &zn);
+    if (rc >= 0)
+        rc = u8 ? tg__qdq_weight_u8(s, wname, in->weight)
+                : tg__onnx_init_tensor(s->g, wname, in->weight);
+    if (rc >= 0)
+        rc = tg__qdq_params(s, "weight", k, sc, u8 ? TG__ONNX_UINT8 : TG__ONNX_INT8, zp, 1,
+                            &sn, &zn);
     tg__onnx_node *node = NULL;
     if (rc >= 0)
         rc = tg__onnx_add(s->g, &node, y, s->scope, "DequantizeLinear", 3,

@@ -1,6 +1,8 @@
 """Validates every ONNX file of a folder with onnx's checker (full_check:
 shape inference too) and, where <name>.json lists "initializers", that the
-file's initializer names are exactly those.
+file's initializer names are exactly those; where it maps
+"initializer_types" (name -> TensorProto data type, "UINT8"), that those
+initializers have those types.
 
     python3 tests/onnx/check.py DIR
 
@@ -22,6 +24,11 @@ def check(path):
         got = sorted(t.name for t in model.graph.initializer)
         if want is not None and got != sorted(want):
             raise ValueError(f"initializers {got}, expected {sorted(want)}")
+        types = {t.name: onnx.TensorProto.DataType.Name(t.data_type)
+                 for t in model.graph.initializer}
+        for name, dt in json.load(open(meta)).get("initializer_types", {}).items():
+            if types.get(name) != dt:
+                raise ValueError(f"initializer {name} is {types.get(name)}, expected {dt}")
     ops = sorted({n.op_type for n in model.graph.node})
     return f"opset {model.opset_import[0].version}, nodes {','.join(ops)}"
 

@@ -5,7 +5,9 @@
 //     For every DIR/<name>.json: {"input_shape", "output_shape", "rtol",
 //     "atol"} with DIR/<name>.onnx, DIR/<name>.in.f32 and DIR/<name>.out.f32
 //     (raw little-endian f32): runs the model on the input and requires
-//     max |ort - tapegrad| <= atol + rtol * max |tapegrad|.
+//     max |ort - tapegrad| <= atol + rtol * max |tapegrad|.  An optional
+//     "level" is ONNX Runtime's graphOptimizationLevel (default "all";
+//     "basic" runs QDQ nodes as written, without fusing them into int8 ops).
 //   node tests/onnx/run.mjs --same A.onnx B.onnx IN.f32 D0,D1,... [tol]
 //     Runs both models on the same input and requires the same outputs
 //     within tol (default 1e-5) relative to their largest magnitude.
@@ -29,8 +31,8 @@ function f32(path) {
   return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 }
 
-async function run(model, input, shape) {
-  const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: 'all' });
+async function run(model, input, shape, level = 'all') {
+  const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: level });
   const out = await s.run({ [s.inputNames[0]]: new ort.Tensor('float32', input, shape) });
   return out[s.outputNames[0]];
 }
@@ -59,12 +61,12 @@ async function cases(dir) {
     let line;
     try {
       const y = await run(join(dir, name + '.onnx'), f32(join(dir, name + '.in.f32')),
-                          c.input_shape);
+                          c.input_shape, c.level ?? 'all');
       const [d, m] = diff(y.data, want);
       const ok = y.dims.join(',') === c.output_shape.join(',') && y.data.length === want.length &&
                  d <= c.atol + c.rtol * m;
       line = `${ok ? 'ok  ' : 'FAIL'} ${name}: max|diff| ${d.toExponential(3)}, ` +
-             `max|y| ${m.toExponential(3)}, dims ${y.dims}`;
+             `max|y| ${m.toExponential(3)}, dims ${y.dims}, optimization ${c.level ?? 'all'}`;
       if (!ok) bad++;
     } catch (e) {
       line = `FAIL ${name}: ${e.message}`;
