@@ -62,6 +62,22 @@ Test(cli, usage_help_and_unknown_command)
     cr_assert(eq(int, RUN("--version"), 0));
     cr_assert(strstr(th_out, "emulated") == NULL, "%s", th_out);
     unsetenv("TG_AMX_EMULATE");
+    /* a kernel variable naming no kernel this CPU runs: said once, the best used */
+    setenv("TG_INT8_KERNEL", "tiles", 1);
+    setenv("TG_BF16_KERNEL", "tiles", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    unsetenv("TG_INT8_KERNEL");
+    unsetenv("TG_BF16_KERNEL");
+    char want[160];
+    snprintf(want, sizeof want, "; int8 kernel: %s", tg_int8_kernel_name(tg_int8_kernel_get()));
+    th_expect_in(th_out, want);
+    snprintf(want, sizeof want,
+             "tapegrad: TG_INT8_KERNEL=tiles is not an int8 kernel this CPU runs (portable, "
+             "avx2, vnni, amx); using %s\n", tg_int8_kernel_name(tg_int8_kernel_get()));
+    th_expect_in(th_err, want);
+    th_expect_in(th_err, "tapegrad: TG_BF16_KERNEL=tiles is not a bf16 kernel this CPU runs");
+    cr_assert(strstr(strstr(th_err, "TG_INT8_KERNEL") + 1, "TG_INT8_KERNEL") == NULL,
+              "said more than once:\n%s", th_err);
     cr_assert(eq(int, RUN("run-op"), 2));
     th_expect_in(th_err, "missing option --in");
     cr_assert(eq(int, RUN("run-op", "--in", "x.safetensors"), 2));

@@ -1,6 +1,8 @@
 /* src/quant/qgemm.c - the int8 GEMM c (m, n) = a (m, k) * w (n, k)^T in i32:
  * the portable kernel, kernel selection and the row-parallel driver.  The
  * x86 kernels live in qgemm_x86.c. */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
@@ -42,18 +44,31 @@ int tg_int8_kernel_set(tg_int8_kernel k)
     return TG_OK;
 }
 
-/* AUTO: TG_INT8_KERNEL=portable|avx2|vnni|amx when this CPU has it, else the best. */
-tg_int8_kernel tg_int8_kernel_get(void)
+static tg_int8_kernel best(void)
 {
-    if (forced != TG_INT8_KERNEL_AUTO) return forced;
-    const char *env = getenv("TG_INT8_KERNEL");
-    for (int k = TG_INT8_KERNEL_PORTABLE; env && k <= TG_INT8_KERNEL_AMX; k++)
-        if (strcmp(env, kernel_names[k]) == 0 && tg_int8_kernel_available((tg_int8_kernel)k))
-            return (tg_int8_kernel)k;
     if (tg__q_cpu_has_amx()) return TG_INT8_KERNEL_AMX;
     if (tg__q_cpu_has_vnni()) return TG_INT8_KERNEL_VNNI;
     if (tg__q_cpu_has_avx2()) return TG_INT8_KERNEL_AVX2;
     return TG_INT8_KERNEL_PORTABLE;
+}
+
+/* AUTO: TG_INT8_KERNEL=portable|avx2|vnni|amx when this CPU has it, else the
+ * best (an unknown or unavailable name is reported once on stderr). */
+tg_int8_kernel tg_int8_kernel_get(void)
+{
+    if (forced != TG_INT8_KERNEL_AUTO) return forced;
+    const char *env = getenv("TG_INT8_KERNEL");
+    if (!env || !*env) return best();
+    for (int k = TG_INT8_KERNEL_PORTABLE; k <= TG_INT8_KERNEL_AMX; k++)
+        if (strcmp(env, kernel_names[k]) == 0 && tg_int8_kernel_available((tg_int8_kernel)k))
+            return (tg_int8_kernel)k;
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&told))
+        fprintf(stderr,
+                "tapegrad: TG_INT8_KERNEL=%s is not an int8 kernel this CPU runs "
+                "(portable, avx2, vnni, amx); using %s\n",
+                env, tg_int8_kernel_name(best()));
+    return best();
 }
 
 void tg__q_row_sums(const int8_t *w, int64_t n, int64_t k, int32_t *sums)
