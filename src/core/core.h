@@ -356,6 +356,14 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
                           int64_t dstride, int64_t rows, int64_t len);
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len);
+/* The kernel that the environment variable var (TG_INT8_KERNEL,
+ * TG_BF16_KERNEL) chooses among names[1..n): k when the variable is
+ * names[k] and available(k), best when it is unset or empty.  Any other
+ * value gives best and is reported on stderr once per *told ("tapegrad:
+ * TG_INT8_KERNEL=x is not an int8 kernel this CPU runs (portable, avx2,
+ * vnni, amx); using avx2"); `a_kind` is "an int8", "a bf16". */
+int tg__kernel_from_env(const char *var, const char *a_kind, const char *const *names, int n,
+                        bool (*available)(int), int best, atomic_flag *told);
 /* True when this CPU runs the AVX2/F16C conversion kernels. */
 bool tg__cpu_has_half_simd(void);
 /* True when this CPU has AVX-512 F and BW (the kernels of half_simd.h's

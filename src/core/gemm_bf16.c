@@ -61,21 +61,14 @@ static tg_bf16_kernel best(void)
 
 /* AUTO: TG_BF16_KERNEL when this CPU has that kernel, else the best (an
  * unknown or unavailable name is reported once on stderr). */
+static bool available(int k) { return tg_bf16_kernel_available((tg_bf16_kernel)k); }
+
 tg_bf16_kernel tg_bf16_kernel_get(void)
 {
-    if (forced != TG_BF16_KERNEL_AUTO) return forced;
-    const char *env = getenv("TG_BF16_KERNEL");
-    if (!env || !*env) return best();
-    for (int k = TG_BF16_KERNEL_PORTABLE; k <= TG_BF16_KERNEL_AMX; k++)
-        if (strcmp(env, kernel_names[k]) == 0 && tg_bf16_kernel_available((tg_bf16_kernel)k))
-            return (tg_bf16_kernel)k;
     static atomic_flag told = ATOMIC_FLAG_INIT;
-    if (!atomic_flag_test_and_set(&told))
-        fprintf(stderr,
-                "tapegrad: TG_BF16_KERNEL=%s is not a bf16 kernel this CPU runs "
-                "(portable, avx512, amx); using %s\n",
-                env, tg_bf16_kernel_name(best()));
-    return best();
+    if (forced != TG_BF16_KERNEL_AUTO) return forced;
+    return (tg_bf16_kernel)tg__kernel_from_env("TG_BF16_KERNEL", "a bf16", kernel_names,
+                                               TG_BF16_KERNEL_AMX + 1, available, best(), &told);
 }
 
 /* ---- the blocked driver ---- */

@@ -1,6 +1,7 @@
 /* Status names and messages (from the one X-macro list), the thread-local
  * last-error message, internal assertion failure and checked allocation. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,4 +83,22 @@ void *tg__calloc(size_t n, size_t size)
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) tg__error(TG_ENOMEM, "out of memory allocating %zu x %zu bytes", n, size);
     return p;
+}
+
+int tg__kernel_from_env(const char *var, const char *a_kind, const char *const *names, int n,
+                        bool (*available)(int), int best, atomic_flag *told)
+{
+    const char *env = getenv(var);
+    if (!env || !*env) return best;
+    for (int k = 1; k < n; k++)
+        if (strcmp(env, names[k]) == 0 && available(k)) return k;
+    if (!atomic_flag_test_and_set(told)) {
+        char list[128] = "";
+        for (int k = 1; k < n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k > 1 ? ", " : "",
+                     names[k]);
+        fprintf(stderr, "tapegrad: %s=%s is not %s kernel this CPU runs (%s); using %s\n", var,
+                env, a_kind, list, names[best]);
+    }
+    return best;
 }

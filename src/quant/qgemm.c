@@ -2,7 +2,6 @@
  * the portable kernel, kernel selection and the row-parallel driver.  The
  * x86 kernels live in qgemm_x86.c. */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
@@ -52,23 +51,16 @@ static tg_int8_kernel best(void)
     return TG_INT8_KERNEL_PORTABLE;
 }
 
+static bool available(int k) { return tg_int8_kernel_available((tg_int8_kernel)k); }
+
 /* AUTO: TG_INT8_KERNEL=portable|avx2|vnni|amx when this CPU has it, else the
  * best (an unknown or unavailable name is reported once on stderr). */
 tg_int8_kernel tg_int8_kernel_get(void)
 {
-    if (forced != TG_INT8_KERNEL_AUTO) return forced;
-    const char *env = getenv("TG_INT8_KERNEL");
-    if (!env || !*env) return best();
-    for (int k = TG_INT8_KERNEL_PORTABLE; k <= TG_INT8_KERNEL_AMX; k++)
-        if (strcmp(env, kernel_names[k]) == 0 && tg_int8_kernel_available((tg_int8_kernel)k))
-            return (tg_int8_kernel)k;
     static atomic_flag told = ATOMIC_FLAG_INIT;
-    if (!atomic_flag_test_and_set(&told))
-        fprintf(stderr,
-                "tapegrad: TG_INT8_KERNEL=%s is not an int8 kernel this CPU runs "
-                "(portable, avx2, vnni, amx); using %s\n",
-                env, tg_int8_kernel_name(best()));
-    return best();
+    if (forced != TG_INT8_KERNEL_AUTO) return forced;
+    return (tg_int8_kernel)tg__kernel_from_env("TG_INT8_KERNEL", "an int8", kernel_names,
+                                               TG_INT8_KERNEL_AMX + 1, available, best(), &told);
 }
 
 void tg__q_row_sums(const int8_t *w, int64_t n, int64_t k, int32_t *sums)
