@@ -463,8 +463,10 @@ Test(quant, every_kernel_gives_the_portable_bytes)
     const int compared = kernels_give_portable_bytes(kerns, 3, &n);
     if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) cr_assert(compared >= 2 * n);
     if (!tg_int8_kernel_available(TG_INT8_KERNEL_AMX))
-        th_not_run("this CPU has no AMX-INT8: amx not run on tiles here (on emulated "
-                    "ones by amx_kernel_on_emulated_tiles_gives_the_portable_bytes)");
+        th_not_run("this CPU has no AMX-INT8: amx not run on tiles here (%s)",
+                   tg_int8_kernel_available(TG_INT8_KERNEL_VNNI)
+                       ? "on emulated ones by amx_kernel_on_emulated_tiles_gives_the_portable_bytes"
+                       : "nor on emulated ones, whose packing needs AVX-512 VNNI");
 }
 
 /* The amx kernel's addressing and tile use (its GEMM and its column-free
