@@ -1,5 +1,7 @@
 /* Status names and messages (from the one X-macro list), the thread-local
- * last-error message, internal assertion failure and checked allocation. */
+ * last-error message, internal assertion failure, checked allocation, and
+ * the kernel that a TG_*_KERNEL variable chooses (with its report of a name
+ * this CPU cannot run). */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
