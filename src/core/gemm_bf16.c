@@ -6,7 +6,6 @@
  * once per block, A in blocks of (MC, KC); within them each B panel (KC x 32 bf16,
  * 24 KiB) stays in L1 while the A panels stream from L2 past it. */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -59,10 +58,10 @@ static tg_bf16_kernel best(void)
     return TG_BF16_KERNEL_PORTABLE;
 }
 
-/* AUTO: TG_BF16_KERNEL when this CPU has that kernel, else the best (an
- * unknown or unavailable name is reported once on stderr). */
 static bool available(int k) { return tg_bf16_kernel_available((tg_bf16_kernel)k); }
 
+/* AUTO: TG_BF16_KERNEL when this CPU has that kernel, else the best (an
+ * unknown or unavailable name is reported once on stderr). */
 tg_bf16_kernel tg_bf16_kernel_get(void)
 {
     static atomic_flag told = ATOMIC_FLAG_INIT;
