@@ -490,7 +490,7 @@ Test(quant, amx_kernel_on_emulated_tiles_gives_the_portable_bytes)
  * in two passes: the number of outputs compared. */
 static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int *ncases)
 {
-    qcase cases[sizeof sweep / sizeof *sweep + 11];
+    qcase cases[sizeof sweep / sizeof *sweep + 12];
     size_t n = 0;
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) cases[n++] = sweep[i];
     for (int ci = 0; ci < 2; ci++)
@@ -513,6 +513,10 @@ static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int 
     for (int ci = 0; ci < 2; ci++)
         cases[n++] = (qcase){true, 2, 2, 12, 1, 1, {14, 14 + ci}, {4, 4}, 2, 1, 1, ci,
                              ci ? TG_I8 : TG_U8, true, ci == 1, true};
+    /* stride 2 and 4 taps on an odd last axis, 20 output channels (more
+     * than AVX2's column-free limit): col2im's pairs of positions and the
+     * last position alone */
+    cases[n++] = (qcase){true, 2, 2, 9, 20, 1, {4, 7}, {4, 4}, 2, 1, 1, 1, TG_I8, true, false, true};
     for (int ci = 0; ci < 2; ci++)   /* Linear: x (13, 70), weight (37, 70) */
         cases[n++] = (qcase){false, 0, 13, 70, 37, 1, {0}, {0}, 1, 0, 1, 0,
                              ci ? TG_I8 : TG_U8, ci == 0, ci == 1, true};

@@ -20,7 +20,9 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
-
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ops/conv_internal.h"
 #include "quant/quant_internal.h"
@@ -123,6 +125,8 @@ static inline int16_t centered(const uint8_t *x, int64_t i, bool is_signed, int3
 typedef struct col2im_plan {
     int64_t full[3], fsize;   /* full extent per axis, elements in all */
     int64_t kl, kr;           /* taps on the last axis, on the others */
+    int64_t width;            /* col positions on the last axis */
+    bool pairs;               /* last axis stride 2, 4 taps, dilation 1 */
     int32_t *base;            /* S_col * kr entries */
 } col2im_plan;
 
@@ -139,6 +143,8 @@ static int col2im_plan_make(col2im_plan *pl, const tg__conv_geom *g)
                                                 (long long)pl->fsize);
     pl->kl = g->k[2];
     pl->kr = g->k[0] * g->k[1];
+    pl->width = g->col[2];
+    pl->pairs = g->stride[2] == 2 && g->k[2] == 4 && g->dil[2] == 1;
     const int64_t S = tg__conv_prod3(g->col);
     pl->base = tg__malloc((size_t)(S * pl->kr) * sizeof *pl->base + 1);
     if (!pl->base) return TG_ENOMEM;
@@ -155,14 +161,76 @@ static int col2im_plan_make(col2im_plan *pl, const tg__conv_geom *g)
     return TG_OK;
 }
 
+/* One line of col2im_full's stride-2, 4-tap case: d[2m + t] += c[m*K + t]
+ * for m < width, t < 4.  Output pair (2m, 2m+1) takes taps 0 and 1 of
+ * position m and taps 2 and 3 of position m-1, so each output element is
+ * loaded and stored once.  (Adding the four taps straight into d, position
+ * by position, reads each vector half-overwritten by the store before it,
+ * which store-to-load forwarding cannot serve: the load waits for that store
+ * to reach the cache, and col2im ran at half the speed.) */
+static void col2im_pairs_line(int32_t *restrict d, const int32_t *restrict c, int64_t width,
+                              int64_t K)
+{
+    int32_t p2 = 0, p3 = 0;   /* taps 2 and 3 of position m-1 */
+    for (int64_t m = 0; m < width; m++, c += K) {
+        d[2 * m] += c[0] + p2;
+        d[2 * m + 1] += c[1] + p3;
+        p2 = c[2], p3 = c[3];
+    }
+    d[2 * width] += p2;
+    d[2 * width + 1] += p3;
+}
+
+#if defined(__SSE2__)
+/* col2im_pairs_line two positions a step: one 4-lane add into d. */
+static void col2im_pairs_line_sse2(int32_t *restrict d, const int32_t *restrict c,
+                                   int64_t width, int64_t K)
+{
+    __m128i prev = _mm_setzero_si128();   /* position m-1's taps */
+    int64_t m = 0;
+    for (; m + 2 <= width; m += 2) {
+        const __m128i v0 = _mm_loadu_si128((const __m128i *)(c + m * K));
+        const __m128i v1 = _mm_loadu_si128((const __m128i *)(c + (m + 1) * K));
+        const __m128i t0 = _mm_add_epi32(v0, _mm_srli_si128(prev, 8));
+        const __m128i t1 = _mm_add_epi32(v1, _mm_srli_si128(v0, 8));
+        __m128i *dp = (__m128i *)(d + 2 * m);
+        _mm_storeu_si128(dp, _mm_add_epi32(_mm_loadu_si128(dp), _mm_unpacklo_epi64(t0, t1)));
+        prev = v1;
+    }
+    if (m < width) {   /* an odd width's last position */
+        const __m128i v0 = _mm_loadu_si128((const __m128i *)(c + m * K));
+        __m128i *dp = (__m128i *)(d + 2 * m);
+        _mm_storel_epi64(
+            dp, _mm_add_epi32(_mm_loadl_epi64(dp), _mm_add_epi32(v0, _mm_srli_si128(prev, 8))));
+        prev = v0;
+        m++;
+    }
+    __m128i *dp = (__m128i *)(d + 2 * m);
+    _mm_storel_epi64(dp, _mm_add_epi32(_mm_loadl_epi64(dp), _mm_srli_si128(prev, 8)));
+}
+#endif
+
 /* full (fsize) = col2im of one channel of one sample, cb[o*K + k] the
  * GEMM's column for col position o and tap k. */
 static void col2im_full(int32_t *restrict full, const col2im_plan *pl, int64_t S, int64_t dl,
-                        const int32_t *restrict cb)
+                        const int32_t *restrict cb, bool simd)
 {
     memset(full, 0, (size_t)pl->fsize * sizeof *full);
     const int64_t kl = pl->kl, kr = pl->kr;
     const int32_t *restrict base = pl->base;
+    if (pl->pairs) {   /* line by line: col positions (o0, o1, *) with leading tap kr */
+        const int64_t W = pl->width, K = kr * kl;
+        void (*line)(int32_t *restrict, const int32_t *restrict, int64_t, int64_t) =
+            col2im_pairs_line;
+#if defined(__SSE2__)
+        if (simd) line = col2im_pairs_line_sse2;
+#endif
+        (void)simd;
+        for (int64_t o = 0; o < S; o += W)
+            for (int64_t r = 0; r < kr; r++)
+                line(full + base[o * kr + r], cb + o * K + r * kl, W, K);
+        return;
+    }
     if (dl == 1 && kl % 4 == 0) {   /* runs of 4 adjacent taps: one vector add each */
         for (int64_t e = 0; e < S * kr; e++, cb += kl)
             for (int64_t t = 0; t < kl; t += 4) {
@@ -373,7 +441,8 @@ static int convt_task(void *job, int64_t task)
             for (int64_t co = 0; co < cog; co++) {
                 const int64_t c = gi * cog + co;
                 const int64_t ybase = ((b0 + bb) * g->c_img + c) * Si;
-                col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K);
+                col2im_full(full, pl, S, g->dil[2], cols + co * rows * K + bb * S * K,
+                            j->kern != TG_INT8_KERNEL_PORTABLE);
                 for (int64_t i0 = 0; i0 < g->img[0]; i0++) {   /* window rows i1 of plane i0 */
                     const int32_t *src = full + ((i0 + g->pad[0]) * pl->full[1] + g->pad[1]) *
                                                     pl->full[2] + g->pad[2];
