@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "nn_fixtures.h"
+#include "tapegrad/autograd.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/optim.h"
@@ -311,6 +312,68 @@ Test(nn_state, to_dtype_keeps_leaves_and_values)
     tg_tensor_release(y);
     tg_tensor_release(x);
     tg_module_release(gen);
+}
+
+/* One forward/backward/step of lin on x; the loss is sum(lin(x)). */
+static int train_step(tg_module *lin, tg_optimizer *opt, tg_tensor *x)
+{
+    tg_tensor *y = NULL, *loss = NULL;
+    int rc = tg_module_forward(lin, &y, x);
+    if (rc == TG_OK) rc = tg_sum(&loss, y);
+    if (rc == TG_OK) rc = tg_backward(loss, NULL, NULL);
+    if (rc == TG_OK) rc = tg_optimizer_step(opt);
+    tg_optimizer_zero_grad(opt);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    return rc;
+}
+
+/* As torch's `opt = Adam(model.parameters()); model.double()`: the module
+ * keeps its parameter objects, so an optimizer made before (with state in
+ * the old dtype) goes on training it, and pointers found before stay the
+ * module's.  A graph recorded before the conversion is refused in backward,
+ * not run on the new values. */
+Test(nn_state, to_dtype_keeps_the_tensors_an_optimizer_holds)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_module *lin = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 3, 2, true, &rng), TG_OK));
+    tg_tensor *w = tg_module_find(lin, "weight");
+    tg_optimizer *opt = NULL;
+    const tg_adam_opts o = TG_ADAM_OPTS_INIT;
+    cr_assert(eq(int, tg_adam_from_module(&opt, lin, &o), TG_OK), "%s", tg_error_message());
+    int64_t xs[2] = {4, 3};
+    tg_tensor *x = NULL, *x64 = NULL, *old_y = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&x, TG_F32, 2, xs), TG_OK));
+    tg_tensor_rand_normal(x, &rng, 0, 1);
+    cr_assert(eq(int, train_step(lin, opt, x), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_module_forward(lin, &old_y, x), TG_OK));
+    tg_tensor *old_loss = NULL;
+    cr_assert(eq(int, tg_sum(&old_loss, old_y), TG_OK));
+
+    cr_assert(eq(int, tg_module_to_dtype(lin, TG_F64), TG_OK), "%s", tg_error_message());
+    cr_assert(tg_module_find(lin, "weight") == w, "the parameter object was replaced");
+    cr_assert(eq(int, tg_tensor_dtype(w), TG_F64));
+    cr_assert(tg_tensor_requires_grad(w) && tg_tensor_is_leaf(w));
+    cr_assert(eq(int, tg_backward(old_loss, NULL, NULL), TG_EINPLACE), "a graph from before ran");
+    th_expect_in(tg_error_message(), "modified");
+
+    cr_assert(eq(int, tg_tensor_to_dtype(&x64, x, TG_F64), TG_OK));
+    double w0[6], w1[6];
+    cr_assert(eq(int, tg_tensor_to_doubles(w, w0, 6), TG_OK));
+    for (int step = 0; step < 2; step++)
+        cr_assert(eq(int, train_step(lin, opt, x64), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_to_doubles(w, w1, 6), TG_OK));
+    int moved = 0;
+    for (int i = 0; i < 6; i++) moved += w1[i] != w0[i];
+    cr_assert(eq(int, moved, 6), "the optimizer no longer trains the module");
+    tg_tensor_release(old_loss);
+    tg_tensor_release(old_y);
+    tg_tensor_release(x64);
+    tg_tensor_release(x);
+    tg_optimizer_free(opt);
+    tg_module_release(lin);
 }
 
 /* A foreach_state callback that fails without a message: the message names

@@ -133,10 +133,13 @@ TG_API void tg_module_autocast_weights(tg_module *m, bool on);
 TG_API bool tg_module_is_autocast_weights(const tg_module *m);
 /* Clears the .grad of every parameter (set_to_none). */
 TG_API void tg_module_zero_grad(tg_module *m);
-/* Converts every float parameter and buffer to float dtype dt (parameters
- * stay leaves requiring grad; their gradients are dropped).  A tensor under
- * several names (tied weights) is converted once and stays shared.  On error
- * nothing is changed. */
+/* Converts every float parameter and buffer to float dtype dt in place, as
+ * torch's Module.to(): each keeps its tensor object (an optimizer made
+ * before, or a pointer from tg_module_find, still holds it), parameters stay
+ * leaves requiring grad, and gradients are dropped.  A graph recorded before
+ * the conversion that saved one of them fails in backward (TG_EINPLACE).  A
+ * tensor under several names (tied weights) is converted once and stays
+ * shared.  On error nothing is changed. */
 TG_API int tg_module_to_dtype(tg_module *m, tg_dtype dt);
 
 /* ---- the state dict ---- */

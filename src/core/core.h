@@ -165,6 +165,11 @@ tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_
 /* A new zeroed contiguous tensor; NULL with TG_ENOMEM set on failure.
  * ndim/shape are trusted (validate first). */
 tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape);
+/* Leaf t takes data's dtype, geometry and storage (retained) and drops its
+ * gradient, keeping its identity, requires_grad, hooks and name: torch's
+ * `param.data = data`.  The storage's version is set past t's old one, so a
+ * graph that saved t refuses it in backward. */
+void tg__tensor_assign(tg_tensor *t, const tg_tensor *data);
 /* The same with its bytes left uninitialised (tg__storage_new_uninit), for an
  * output the caller writes whole: saves a memset pass on hot paths. */
 tg_tensor *tg__tensor_uninit(tg_dtype dt, int ndim, const int64_t *shape);

@@ -219,6 +219,22 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
     return TG_OK;
 }
 
+void tg__tensor_assign(tg_tensor *t, const tg_tensor *data)
+{
+    TG_ASSERT(t->grad_fn == NULL);
+    tg_storage *old = t->storage;
+    if (data->storage->version <= old->version) data->storage->version = old->version + 1;
+    t->storage = tg__storage_retain(data->storage);
+    t->dtype = data->dtype;
+    t->ndim = data->ndim;
+    memcpy(t->shape, data->shape, sizeof t->shape);
+    memcpy(t->strides, data->strides, sizeof t->strides);
+    t->offset = data->offset;
+    tg__storage_release(old);
+    tg_tensor_release(t->grad);
+    t->grad = NULL;
+}
+
 int tg_tensor_clone(tg_tensor **out, const tg_tensor *t)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_clone: out must not be NULL");

@@ -294,42 +294,46 @@ void tg_module_zero_grad(tg_module *m)
     if (m) tg__module_visit(m, tg__zero_grad_visit, NULL);
 }
 
-/* ---- dtype conversion: convert everything into a side list, then swap ---- */
+/* ---- dtype conversion: convert everything into a side list, then assign ---- */
 
 typedef struct tg__convert {
     tg_dtype dt;
     int n, cap;
     tg_tensor **fresh;           /* converted tensors, in visit order (owned) */
-    tg_tensor ***slots;          /* the entry each one replaces */
+    tg_tensor ***slots;          /* the entry each one goes to */
 } tg__convert;
 
-/* A tensor under several names (tied weights; a module added twice, whose
- * slots are then visited twice) is converted once and stays shared, as
- * torch's Module.to(): a slot seen before is skipped, and a slot holding a
- * tensor seen before gets that tensor's conversion. */
-static int tg__convert_one(tg__convert *c, tg_tensor **slot, bool param)
+/* As torch's Module.to(), a leaf (every parameter, and a buffer unless it
+ * came out of an op) keeps its identity and takes the converted data:
+ * optimizers and pointers from tg_module_find still hold the module's
+ * tensors.  A tensor under several names (tied weights; a module added
+ * twice) is converted once and stays shared; a non-leaf buffer is replaced
+ * in every slot that holds it by one converted tensor. */
+static int tg__convert_one(tg__convert *c, tg_tensor **slot)
 {
-    if (!tg_dtype_is_float(tg_tensor_dtype(*slot)) || tg_tensor_dtype(*slot) == c->dt)
-        return TG_OK;
-    for (int i = 0; i < c->n; i++)
+    tg_tensor *t = *slot, *fresh = NULL;
+    if (!tg_dtype_is_float(tg_tensor_dtype(t)) || tg_tensor_dtype(t) == c->dt) return TG_OK;
+    for (int i = 0; i < c->n; i++) {
         if (c->slots[i] == slot) return TG_OK;
+        if (*c->slots[i] == t) {
+            if (tg_tensor_is_leaf(t)) return TG_OK;
+            fresh = tg_tensor_retain(c->fresh[i]);
+        }
+    }
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 8;
         tg_tensor **f = realloc(c->fresh, (size_t)cap * sizeof *f);
         if (f) c->fresh = f;
         tg_tensor ***s = f ? realloc(c->slots, (size_t)cap * sizeof *s) : NULL;
-        if (!s) return tg__error(TG_ENOMEM, "module_to_dtype: out of memory");
+        if (!s) {
+            tg_tensor_release(fresh);
+            return tg__error(TG_ENOMEM, "module_to_dtype: out of memory");
+        }
         c->slots = s;
         c->cap = cap;
     }
-    tg_tensor *t = NULL;
-    for (int i = 0; i < c->n && !t; i++)
-        if (*c->slots[i] == *slot) t = tg_tensor_retain(c->fresh[i]);
-    if (!t) {
-        TG_TRY(tg_tensor_to_dtype(&t, *slot, c->dt));
-        if (param) tg_tensor_set_requires_grad(t, true);
-    }
-    c->fresh[c->n] = t;
+    if (!fresh) TG_TRY(tg_tensor_to_dtype(&fresh, t, c->dt));
+    c->fresh[c->n] = fresh;
     c->slots[c->n++] = slot;
     return TG_OK;
 }
@@ -337,8 +341,8 @@ static int tg__convert_one(tg__convert *c, tg_tensor **slot, bool param)
 static int tg__convert_visit(tg_module *m, void *user)
 {
     tg__convert *c = user;
-    for (int i = 0; i < m->n_params; i++) TG_TRY(tg__convert_one(c, &m->params[i].t, true));
-    for (int i = 0; i < m->n_buffers; i++) TG_TRY(tg__convert_one(c, &m->buffers[i].t, false));
+    for (int i = 0; i < m->n_params; i++) TG_TRY(tg__convert_one(c, &m->params[i].t));
+    for (int i = 0; i < m->n_buffers; i++) TG_TRY(tg__convert_one(c, &m->buffers[i].t));
     return TG_OK;
 }
 
@@ -350,12 +354,14 @@ int tg_module_to_dtype(tg_module *m, tg_dtype dt)
     tg__convert c = {.dt = dt};
     int rc = tg__module_visit(m, tg__convert_visit, &c);
     for (int i = 0; i < c.n; i++) {
-        if (rc < 0) {
-            tg_tensor_release(c.fresh[i]);
-        } else {
-            tg_tensor_release(*c.slots[i]);
-            *c.slots[i] = c.fresh[i];
+        if (rc == TG_OK && tg_tensor_is_leaf(*c.slots[i])) {
+            tg__tensor_assign(*c.slots[i], c.fresh[i]);
+        } else if (rc == TG_OK) {
+            tg_tensor *old = *c.slots[i];
+            *c.slots[i] = tg_tensor_retain(c.fresh[i]);
+            tg_tensor_release(old);
         }
+        tg_tensor_release(c.fresh[i]);
     }
     free(c.fresh);
     free(c.slots);
