@@ -248,3 +248,87 @@ Test(nn_inputs, failing_custom_forward_gets_a_message)
     tg_tensor_release(x);
     tg_module_release(m);
 }
+
+/* A forward that returns TG_OK without setting *y: refused, naming the module. */
+static int empty_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m, (void)y, (void)x;
+    return TG_OK;
+}
+
+Test(nn_inputs, custom_forward_without_output_is_refused)
+{
+    static const tg_module_vtable empty_vt = {.type_name = "Empty", .forward = empty_forward};
+    tg_module *m = NULL;
+    tg_tensor *x = NULL, *y = (tg_tensor *)&m;   /* untouched on error */
+    cr_assert(eq(int, tg_module_new(&m, &empty_vt, NULL), TG_OK));
+    tg_tensor_zeros(&x, TG_F32, 1, (int64_t[]){3});
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_EINVAL));
+    cr_assert(y == (tg_tensor *)&m);
+    th_expect_in(tg_error_message(), "Empty's forward returned TG_OK without an output");
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* Modules form a tree: a child that contains its new parent (a cycle, which
+ * every walk would follow forever) is refused and released; the tree is
+ * unchanged. */
+Test(nn_inputs, module_cycles_are_refused)
+{
+    tg_module *a = NULL, *b = NULL, *c = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&a), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_new(&b), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_new(&c), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(a, "b", b), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(b, "c", c), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(c, "up", tg_module_retain(a)), TG_EINVAL));
+    th_expect_in(tg_error_message(), "module_add_child: child 'up' (Sequential) contains the parent");
+    cr_assert(eq(int, tg_module_add_child(b, "up", tg_module_retain(a)), TG_EINVAL));
+    cr_assert(eq(int, tg_module_add_child(c, "self", tg_module_retain(c)), TG_EINVAL));
+    cr_assert(eq(int, tg_module_child_count(c), 0));
+    cr_assert(eq(int, tg_module_child_count(b), 1));
+    /* the same module twice under one parent is no cycle */
+    cr_assert(eq(int, tg_module_add_child(a, "c_again", tg_module_retain(c)), TG_OK));
+    cr_assert(eq(int, tg_module_parameter_count(a), 0));
+    tg_module_release(a);
+}
+
+/* A parameter must be a float tensor; the message names the function and
+ * the parameter, and the tensor (stolen) is released. */
+Test(nn_inputs, integer_parameter_is_refused_by_name)
+{
+    tg_module *m = NULL;
+    tg_tensor *t = NULL;
+    static const tg_module_vtable box_vt = {.type_name = "Box"};
+    cr_assert(eq(int, tg_module_new(&m, &box_vt, NULL), TG_OK));
+    tg_tensor_zeros(&t, TG_I64, 1, (int64_t[]){4});
+    cr_assert(eq(int, tg_module_add_parameter(m, "lookup", t), TG_EDTYPE));
+    th_expect_in(tg_error_message(), "module_add_parameter: 'lookup' has dtype i64");
+    cr_assert(eq(int, tg_module_state_count(m), 0));
+    tg_module_release(m);
+}
+
+/* A dotted name past TG_MODULE_NAME_MAX - 1 characters: counting the state
+ * is an error, not a partial count. */
+Test(nn_inputs, state_count_of_too_long_names_is_an_error)
+{
+    tg_module *root = NULL, *cur;
+    cr_assert(eq(int, tg_nn_sequential_new(&root), TG_OK));
+    char name[61];
+    memset(name, 'n', 60);
+    name[60] = '\0';
+    cur = root;
+    for (int d = 0; d < 5; d++) {   /* 5 levels of 61 characters */
+        tg_module *c = NULL;
+        cr_assert(eq(int, tg_nn_sequential_new(&c), TG_OK));
+        name[0] = (char)('a' + d);
+        cr_assert(eq(int, tg_module_add_child(cur, name, c), TG_OK));
+        cur = c;
+    }
+    tg_tensor *t = NULL;
+    tg_tensor_zeros(&t, TG_F32, 1, (int64_t[]){2});
+    cr_assert(eq(int, tg_module_add_parameter(cur, "w", t), TG_OK));
+    cr_assert(eq(int, tg_module_state_count(root), TG_EINVAL));
+    th_expect_in(tg_error_message(), "is longer than 255 characters");
+    tg_module_release(root);
+}

@@ -144,7 +144,9 @@ TG_API int tg_module_to_dtype(tg_module *m, tg_dtype dt);
 
 /* ---- the state dict ---- */
 
-/* Number of state entries (parameters and buffers) of m and its descendants. */
+/* Number of state entries (parameters and buffers) of m and its descendants
+ * (0 for NULL), or TG_EINVAL when a dotted name is longer than
+ * TG_MODULE_NAME_MAX - 1 characters (such a module cannot be saved). */
 TG_API int tg_module_state_count(const tg_module *m);
 /* The i-th entry in state-dict order: its dotted name (copied into name, of
  * cap bytes), the tensor (borrowed) and whether it is a parameter.  Any of

@@ -138,6 +138,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static int module_layout(const tg_module *m, uint64_t *hash, bool *contiguous)
 {
     int n = tg_module_state_count(m);
+    if (n < 0) return n;
     uint64_t h = fnv(0xcbf29ce484222325ull, &n, sizeof n);
     *contiguous = true;
     for (int i = 0; i < n; i++) {
@@ -185,7 +186,7 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
         rc = tg__error(TG_EINVAL, "dist_broadcast_module: a parameter or buffer is not "
                                   "contiguous");
     TG_TRY(tg_dist_agree(d, rc));
-    int n = tg_module_state_count(m);
+    const int n = tg_module_state_count(m);
     for (int i = 0; i < n; i++) {
         tg_tensor *t = NULL;
         TG_TRY(tg_module_state_at(m, i, NULL, 0, &t, NULL));

@@ -92,6 +92,10 @@ static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_ten
                : tg__error(TG_EINVAL, "%s: tensor must not be NULL", op);
     if (rc == TG_OK && param && !tg_tensor_is_leaf(t))
         rc = tg__error(TG_EINVAL, "%s: '%s' must be a leaf tensor (detach it first)", op, name);
+    if (rc == TG_OK && param && !tg_dtype_is_float(tg_tensor_dtype(t)))
+        rc = tg__error(TG_EDTYPE, "%s: '%s' has dtype %s; a parameter must be a float tensor "
+                                  "(add others as buffers)",
+                       op, name, tg_dtype_name(tg_tensor_dtype(t)));
     if (rc == TG_OK && param) rc = tg_tensor_set_requires_grad(t, true);
     if (rc == TG_OK) {
         rc = param ? tg__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params)
@@ -118,12 +122,25 @@ int tg_module_add_buffer(tg_module *m, const char *name, tg_tensor *t)
     return tg__add_tensor("module_add_buffer", m, name, t, false);
 }
 
+/* Whether m is root or one of its descendants (the tree has no cycle). */
+static bool tg__module_contains(const tg_module *root, const tg_module *m)
+{
+    if (root == m) return true;
+    for (int i = 0; i < root->n_children; i++)
+        if (tg__module_contains(root->children[i].m, m)) return true;
+    return false;
+}
+
 int tg_module_add_child(tg_module *parent, const char *name, tg_module *child)
 {
     int rc = child ? tg__check_name("module_add_child", parent, name)
                    : tg__error(TG_EINVAL, "module_add_child: child must not be NULL");
     if (rc == TG_OK && child == parent)
         rc = tg__error(TG_EINVAL, "module_add_child: a module cannot be its own child");
+    else if (rc == TG_OK && tg__module_contains(child, parent))
+        rc = tg__error(TG_EINVAL, "module_add_child: child '%s' (%s) contains the parent: "
+                                  "modules form a tree, without cycles",
+                       name, tg_module_type_name(child));
     if (rc == TG_OK)
         rc = tg__grow((void **)&parent->children, &parent->cap_children, parent->n_children,
                       sizeof *parent->children);
@@ -226,6 +243,9 @@ static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
         snprintf(what, sizeof what, "module_forward: %s's forward", tg_module_type_name(m));
         return tg__callback_end(what, rc);
     }
+    if (!r)
+        return tg__error(TG_EINVAL, "module_forward: %s's forward returned TG_OK without an "
+                                    "output", tg_module_type_name(m));
     *y = r;
     return tg__scope_capture(y, TG_OK);
 }

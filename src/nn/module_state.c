@@ -94,8 +94,8 @@ static int tg__count_fn(const char *name, tg_tensor *t, bool is_param, void *use
 int tg_module_state_count(const tg_module *m)
 {
     int n = 0;
-    if (m) tg__walk_prefixed(m, NULL, tg__count_fn, &n);
-    return n;
+    const int rc = m ? tg__walk_prefixed(m, NULL, tg__count_fn, &n) : TG_OK;
+    return rc < 0 ? rc : n;
 }
 
 /* ---- parameters, each tensor once ---- */
