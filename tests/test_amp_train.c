@@ -236,6 +236,10 @@ Test(amp, scaler_rejects_bad_options_and_arguments)
     /* A NULL parameter is caught before any gradient is touched. */
     cr_assert(eq(int, tg_grad_scaler_unscale(gs, 2, (tg_tensor *[]){w, NULL}), TG_EINVAL));
     cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 4.0 * 65536));
+    /* so is a parameter listed twice, whose gradient would be divided twice */
+    cr_assert(eq(int, tg_grad_scaler_unscale(gs, 2, (tg_tensor *[]){w, w}), TG_EINVAL));
+    th_expect_in(tg_error_message(), "params[1] is params[0] again");
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(w), 0), 4.0 * 65536));
     cr_assert(eq(int, tg_grad_scaler_scale(gs, &out, NULL), TG_EINVAL));
     cr_assert(out == NULL);
     cr_assert(eq(int, tg_grad_scaler_step(gs, 1, &w, NULL, NULL, NULL), TG_EINVAL));

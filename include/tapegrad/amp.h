@@ -68,8 +68,8 @@ TG_API int tg_grad_scaler_scale(tg_grad_scaler *s, tg_tensor **out, tg_tensor *l
  * reciprocal of the scale (in f32, f64 for f64 gradients, rounded once, as
  * PyTorch; parameters without a gradient are skipped) and records whether
  * any gradient held inf or NaN.  At most once between two updates:
- * TG_EINVAL when already called since the last update, or for a NULL
- * parameter (checked before any gradient is touched). */
+ * TG_EINVAL when already called since the last update, or for a NULL or
+ * repeated parameter (checked before any gradient is touched). */
 TG_API int tg_grad_scaler_unscale(tg_grad_scaler *s, int n, tg_tensor *const *params);
 /* True when this step's gradients are finite (false after unscale found an
  * inf/NaN).  Always true when disabled. */

@@ -142,9 +142,14 @@ int tg_grad_scaler_unscale(tg_grad_scaler *s, int n, tg_tensor *const *params)
     TG_CHECK(n >= 0, TG_EINVAL, "grad_scaler_unscale: n=%d must be >= 0", n);
     TG_CHECK(n == 0 || params != NULL, TG_EINVAL,
              "grad_scaler_unscale: params must not be NULL");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         TG_CHECK(params[i] != NULL, TG_EINVAL,
                  "grad_scaler_unscale: params[%d] must not be NULL", i);
+        for (int j = 0; j < i; j++)   /* its gradient would be divided twice */
+            TG_CHECK(params[i] != params[j], TG_EINVAL,
+                     "grad_scaler_unscale: params[%d] is params[%d] again (each parameter at "
+                     "most once)", i, j);
+    }
     if (!s->o.enabled) return TG_OK;
     TG_CHECK(s->stage == STAGE_READY, TG_EINVAL,
              "grad_scaler_unscale: already called since the last update (once per step)");
