@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/loss.h"
@@ -435,4 +436,34 @@ Test(checkpoint, slot_names_must_not_clash)
     tg_tensor_release(t);
     tg_st_free(extra);
     tg_checkpoint_free(ck);
+}
+
+/* Metadata set by the caller on a key that a slot writes itself (an
+ * optimizer's "<slot>.kind"): refused at save, and the file on disk stays
+ * the last good one, which still loads. */
+Test(checkpoint, metadata_a_slot_writes_is_refused_at_save)
+{
+    tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    tg_tensor_set_requires_grad(w, true);
+    tg_optimizer *opt = NULL;
+    const tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+    cr_assert(eq(int, tg_adam_new(&opt, 1, (tg_tensor *[]){w}, &ao), 0));
+    tg_checkpoint *ck;
+    cr_assert(eq(int, tg_checkpoint_new(&ck), 0));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(ck, "opt", opt), 0));
+    cr_assert(eq(int, tg_checkpoint_set_meta(ck, "run", "7", true), 0));
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, NULL), 0));
+    cr_assert(eq(int, tg_checkpoint_set_meta(ck, "opt.kind", "experiment-7", true), 0));
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, NULL), TG_EINVAL));
+    th_expect_in(tg_error_message(), "metadata 'opt.kind' (checkpoint_set_meta) is also "
+                                     "written by a slot");
+    tg_checkpoint *ck2;
+    cr_assert(eq(int, tg_checkpoint_new(&ck2), 0));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(ck2, "opt", opt), 0));
+    cr_assert(eq(int, tg_checkpoint_set_meta(ck2, "run", "7", true), 0));
+    cr_assert(eq(int, tg_checkpoint_load(ck2, ck_path), 0), "%s", tg_error_message());
+    tg_checkpoint_free(ck2);
+    tg_checkpoint_free(ck);
+    tg_optimizer_free(opt);
+    tg_tensor_release(w);
 }

@@ -85,7 +85,8 @@ TG_API int tg_checkpoint_add_tensor(tg_checkpoint *ck, const char *name, tg_tens
 /* Metadata written with every save (key and value are copied; a key set
  * again is replaced).  must_match: loading a file whose value for key differs
  * (or is missing) is TG_EINVAL, e.g. for an architecture string.  The key
- * "format" is reserved. */
+ * "format" is reserved, and a key that a slot writes itself (an optimizer's
+ * "<name>.kind") makes tg_checkpoint_save TG_EINVAL. */
 TG_API int tg_checkpoint_set_meta(tg_checkpoint *ck, const char *key, const char *value,
                                   bool must_match);
 

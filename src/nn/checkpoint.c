@@ -262,9 +262,16 @@ static int add_extra(const tg_checkpoint *ck, tg_st_file *f, const tg_st_file *e
 static int build_file(const tg_checkpoint *ck, tg_st_file *f, const tg_st_file *extra)
 {
     TG_TRY(tg_st_meta_set(f, "format", TG_CHECKPOINT_FORMAT));
-    for (int i = 0; i < ck->n_meta; i++)
-        TG_TRY(tg_st_meta_set(f, ck->meta[i].key, ck->meta[i].value));
     for (int i = 0; i < ck->n_slots; i++) TG_TRY(save_slot(&ck->slots[i], f));
+    /* after the slots, so that a key one of them writes (an optimizer's
+     * "<slot>.kind") is refused, not overwritten into a file that no later
+     * load would accept */
+    for (int i = 0; i < ck->n_meta; i++) {
+        TG_CHECK(tg_st_meta_get(f, ck->meta[i].key) == NULL, TG_EINVAL,
+                 "checkpoint_save: metadata '%s' (checkpoint_set_meta) is also written by "
+                 "a slot; choose another key", ck->meta[i].key);
+        TG_TRY(tg_st_meta_set(f, ck->meta[i].key, ck->meta[i].value));
+    }
     return extra ? add_extra(ck, f, extra) : TG_OK;
 }
 
