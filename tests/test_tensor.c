@@ -290,6 +290,29 @@ Test(tensor, copy_shape_errors_change_nothing)
     tg_tensor_release(dst);
 }
 
+/* An expanded dst (stride 0 on a dim of size > 1) would keep only the last
+ * of the values copied to one location: refused, as torch, nothing written. */
+Test(tensor, copy_into_an_expanded_view_is_refused)
+{
+    tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){1, 3});
+    tg_tensor *src = th_arange(TG_F32, 2, (int64_t[]){4, 3});
+    tg_tensor *wide = tg__tensor_view_of(base->storage, TG_F32, 2, (int64_t[]){4, 3},
+                                         (int64_t[]){0, 1}, 0);
+    cr_assert(eq(int, tg_tensor_copy_(wide, src), TG_EINVAL));
+    th_expect_in(tg_error_message(), "has stride 0 on dim 0");
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(base, i), (double)i));
+    /* a stride 0 on a dim of one element is no overlap */
+    tg_tensor *one = tg__tensor_view_of(base->storage, TG_F32, 2, (int64_t[]){1, 3},
+                                        (int64_t[]){0, 1}, 0);
+    tg_tensor *row = th_arange(TG_F32, 1, (int64_t[]){3});
+    cr_assert(eq(int, tg_tensor_copy_(one, row), TG_OK));
+    tg_tensor_release(row);
+    tg_tensor_release(one);
+    tg_tensor_release(wide);
+    tg_tensor_release(src);
+    tg_tensor_release(base);
+}
+
 Test(tensor, copy_from_overlapping_view_reads_old_values)
 {
     tg_tensor *t = th_arange(TG_F64, 1, (int64_t[]){5});

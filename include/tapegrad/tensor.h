@@ -112,7 +112,8 @@ TG_API int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n);
 /* Sets every element to v (in place). */
 TG_API int tg_tensor_fill(tg_tensor *t, double v);
 /* Copies src into dst elementwise (in place), converting dtype; src is
- * broadcast to dst's shape.  Not recorded on the tape. */
+ * broadcast to dst's shape.  Not recorded on the tape.  TG_EINVAL when dst
+ * is expanded (a stride 0 on a dim of size > 1), as torch. */
 TG_API int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src);
 /* A tensor with the same elements that is contiguous: a new reference to t
  * itself when it already is, else a copy.  Not recorded on the tape; for a

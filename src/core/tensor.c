@@ -426,6 +426,11 @@ int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src)
 {
     TG_CHECK(dst != NULL && src != NULL, TG_EINVAL, "tensor_copy_: dst and src must not be NULL");
     char sb[160], db[160];
+    for (int d = 0; d < dst->ndim; d++)   /* as torch: an expanded dst would keep one value */
+        TG_CHECK(dst->strides[d] != 0 || dst->shape[d] <= 1, TG_EINVAL,
+                 "tensor_copy_: dst (shape %s) has stride 0 on dim %d: more than one of its "
+                 "elements is one memory location (copy into a contiguous tensor)",
+                 tg_shape_str(db, sizeof db, dst->ndim, dst->shape), d);
     TG_CHECK(src->ndim <= dst->ndim, TG_ESHAPE,
              "tensor_copy_: src shape %s has more dims than dst shape %s",
              tg_shape_str(sb, sizeof sb, src->ndim, src->shape),
