@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -56,6 +57,17 @@ Test(plugin, gradcheck_checks_the_plugins_ops)
     cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_CUSTOM_OPS"), "custom_mish", "tanh"),
                  0), "%s%s", th_out, th_err);
     th_expect_in(th_out, "2 cases, 0 failed");
+}
+
+/* --plugin takes a file path: a bare name is the file in the current
+ * directory, not a library on the search path (dlopen's rule). */
+Test(plugin, a_bare_file_name_is_in_the_current_directory)
+{
+    char link[256];   /* the tool runs in the test's directory (th_run) */
+    th_tmp_path(link, sizeof link, "my_ops.so");
+    cr_assert(eq(int, symlink(env("TG_CUSTOM_OPS"), link), 0));
+    cr_assert(eq(int, RUN("ops", "--plugin", "my_ops.so"), 0), "%s", th_err);
+    th_expect_in(th_out, "custom_mish ");
 }
 
 Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)

@@ -45,8 +45,13 @@ static int load_one(const char *cmd, const char *path, tg_plugin_ops *ops)
         seen[i] = tg_op_info_at(i, &info) == TG_OK ? info.name : "";
     }
     int code = TG_EXIT_USAGE;
+    /* PATH is a file: dlopen would look a name without '/' up on the
+     * library search path instead of in the current directory */
+    char *local = NULL;
+    if (!strchr(path, '/') && (local = malloc(strlen(path) + 3))) sprintf(local, "./%s", path);
     /* the handle is kept open: the plugin's schemas live in it */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(local ? local : path, RTLD_NOW | RTLD_LOCAL);
+    free(local);
     int (*entry)(void) = NULL;
     if (!h) {
         fprintf(stderr, "tapegrad %s: --plugin %s: cannot load it: %s\n", cmd, path, dlerror());
