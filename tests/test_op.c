@@ -20,6 +20,7 @@ typedef struct twice_params {
     bool backward_f32;    /* return an f32 gradient for an f64 input */
     bool forward_fails;
     bool forward_no_output;
+    bool forward_quiet, backward_quiet;   /* fail without a message */
 } twice_params;
 
 static int twice_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -28,6 +29,7 @@ static int twice_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     const twice_params *p = params;
     if (p && p->forward_fails) return tg_error_set(TG_EINVAL, "test_twice: told to fail");
     if (p && p->forward_no_output) return TG_OK;
+    if (p && p->forward_quiet) return TG_ESHAPE;
     if (ctx) {
         int s = tg_op_ctx_save_scalar(ctx, 2.0);
         if (s < 0) return s;
@@ -41,6 +43,7 @@ static int twice_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     double k = 0;
     int rc = tg_op_ctx_saved_scalar(ctx, 0, &k);
     if (rc < 0) return rc;
+    if (p && p->backward_quiet) return TG_EIO;
     if (p && p->backward_shape) {
         int64_t shape[] = {p->backward_shape};
         return tg_tensor_zeros(&gi[0], tg_tensor_dtype(g), 1, shape);
@@ -175,6 +178,10 @@ Test(op, a_failing_forward_leaves_nothing_on_the_tape)
     cr_assert(eq(int, tg_op_call(&twice_op, &y, 1, &x, &p, sizeof p), TG_EINVAL));
     th_expect_in(tg_error_message(), "test_twice: forward returned TG_OK without an output");
     cr_assert(eq(long, tg__node_live_count(), nodes));
+    p = (twice_params){.forward_quiet = true};   /* the message names the op */
+    cr_assert(eq(int, tg_op_call(&twice_op, &y, 1, &x, &p, sizeof p), TG_ESHAPE));
+    th_expect_in(tg_error_message(), "test_twice: the forward failed with TG_ESHAPE and no message");
+    cr_assert(eq(long, tg__node_live_count(), nodes));
     cr_assert(eq(int, tg_op_call(&twice_op, &y, 2, (tg_tensor *[]){x, x}, NULL, 0), TG_EINVAL));
     th_expect_in(tg_error_message(), "test_twice: n=2 inputs; the op takes 1");
     cr_assert(eq(int, tg_op_call(&twice_op, &y, 1, &x, NULL, 8), TG_EINVAL));
@@ -231,6 +238,10 @@ Test(op, a_gradient_of_the_wrong_shape_or_dtype_is_an_error)
     p = (twice_params){.backward_f32 = true};
     cr_assert(eq(int, backward_of(&p, x), TG_EGRAD));
     th_expect_in(tg_error_message(), "returned a gradient f32 (3) for input 0 of f64 (3)");
+    p = (twice_params){.backward_quiet = true};   /* a failure without a message */
+    cr_assert(eq(int, backward_of(&p, x), TG_EIO));
+    th_expect_in(tg_error_message(), "test_twice: the backward failed with TG_EIO and no message");
+    cr_assert(tg_tensor_grad(x) == NULL);
     p = (twice_params){0};
     OK(backward_of(&p, x));
     double v;

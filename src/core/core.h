@@ -39,6 +39,9 @@ int tg__error(int status, const char *fmt, ...) __attribute__((format(printf, 2,
  * (tg_error_set) gets one naming it, instead of an older error's message. */
 void tg__callback_begin(void);
 int tg__callback_end(const char *what, int rc);
+/* The same for part ("the forward", ...) of op name, the words made only on
+ * a failure without a message. */
+int tg__op_callback_end(const char *name, const char *part, int rc);
 /* Scopes (src/core/scope.c): tg__lib_enter/leave bracket library code that
  * runs public ops on its own behalf; tg__scope_capture(out, rc) hands *out to
  * the caller's open scope when rc >= 0 and the call came from user code.

@@ -45,6 +45,14 @@ int tg__callback_end(const char *what, int rc)
                          "tg_error_set)", what, tg_status_name(rc));
 }
 
+int tg__op_callback_end(const char *name, const char *part, int rc)
+{
+    if (rc >= 0 || tg__last_error[0]) return rc;
+    char what[160];
+    snprintf(what, sizeof what, "%s: %s", name, part);
+    return tg__callback_end(what, rc);
+}
+
 int tg_error_set(int status, const char *fmt, ...)
 {
     if (status >= 0)

@@ -378,7 +378,8 @@ static int run_node(engine *e, tg_node *n)
      * may take when it holds the only reference; the bits are the same). */
     bool watched = e->req.on_step || tg__trace_level() >= 2;
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
-    rc = n->op->backward(n, g, grad_in);
+    tg__callback_begin();
+    rc = tg__op_callback_end(n->op->name, "the backward", n->op->backward(n, g, grad_in));
     if (rc >= 0 && watched)
         rc = tg__backward_step(e->req.on_step, e->req.step_user, e->n_steps++, n, g, grad_in);
     tg_tensor_release(shown);

@@ -136,8 +136,8 @@ static int run_shape_rule(const tg_op_schema *op, int n, tg_tensor *const *eff,
 {
     *meta = (tg_meta){.dtype = TG_F32, .ndim = 0};
     tg__callback_begin();
-    TG_TRY(tg__callback_end("op shape rule",
-                            op->shape(n, eff, params, &meta->dtype, &meta->ndim, meta->shape)));
+    TG_TRY(tg__op_callback_end(op->name, "the shape rule",
+                               op->shape(n, eff, params, &meta->dtype, &meta->ndim, meta->shape)));
     TG_CHECK(meta->ndim >= 0 && meta->ndim <= TG_MAX_DIMS, TG_EINVAL,
              "%s: the shape rule gave ndim=%d; it must be in [0, %d]", op->name, meta->ndim,
              TG_MAX_DIMS);
@@ -167,7 +167,7 @@ static int run_forward(const tg_op_schema *op, tg_node *node, tg_tensor **res, i
 {
     bool prev = tg_set_grad_enabled(false);
     tg__callback_begin();
-    int rc = tg__callback_end("op forward", op->forward(node, res, n, eff, params));
+    int rc = tg__op_callback_end(op->name, "the forward", op->forward(node, res, n, eff, params));
     tg_set_grad_enabled(prev);
     return rc;
 }
