@@ -198,8 +198,16 @@ Test(conv_api, errors_shapes_and_channels)
     int64_t s2[2] = {4, 3}, s3[3] = {4, 3, 2}, b4[1] = {4}, b2d[2] = {1, 3};
     tg_tensor *x2 = mk_rand(TG_F32, 2, s2), *w3 = mk_rand(TG_F32, 3, s3);
     tg_tensor *bad_b = mk_rand(TG_F32, 1, b4), *b_2d = mk_rand(TG_F32, 2, b2d);
-    expect_err(true, x2, e.w, NULL, &e.p, TG_ESHAPE, "x must be 3-D, 4-D or 5-D");
-    expect_err(true, e.x, w3, NULL, &e.p, TG_ESHAPE, "conv_transpose2d: weight must be 4-D");
+    /* the weight's rank names the op; x may lack only the batch dim */
+    expect_err(true, x2, e.w, NULL, &e.p, TG_ESHAPE,
+               "conv_transpose2d: x must be 4-D (B, C, 2 spatial) like the 4-D weight, or 3-D "
+               "without the batch dim; got 2-D");
+    expect_err(false, e.x, w3, NULL, &e.p, TG_ESHAPE,
+               "conv1d: x must be 3-D (B, C, 1 spatial) like the 3-D weight, or 2-D without "
+               "the batch dim; got 4-D");
+    expect_err(true, e.x, bad_b, NULL, &e.p, TG_ESHAPE, "conv_transpose2d: weight must be 4-D "
+                                                        "like x, got 1-D");
+    expect_err(true, x2, bad_b, NULL, &e.p, TG_ESHAPE, "x must be 3-D, 4-D or 5-D");
     expect_err(true, e.x, e.w, bad_b, &e.p, TG_ESHAPE, "bias must be 1-D of length C_out=3");
     expect_err(true, e.x, e.w, b_2d, &e.p, TG_ESHAPE, "bias must be 1-D");
     expect_err(false, e.x, e.w, NULL, &e.p, TG_ESHAPE,
@@ -385,4 +393,54 @@ Test(conv_api, amp_policies)
     cr_assert(eq(int, tg_op_info_find("conv_weight_grad", &info), TG_OK));
     cr_assert(eq(int, info.amp, TG_AMP_PROMOTE));
     tg_tensor_release(x); tg_tensor_release(w); tg_tensor_release(w64);
+}
+
+/* An unbatched x (C, S...), as torch: the batched result's one sample, and
+ * x's gradient of x's shape, for Conv and ConvTranspose of every rank. */
+Test(conv_api, unbatched_input_is_one_sample)
+{
+    for (int nsp = 1; nsp <= 3; nsp++)
+        for (int tr = 0; tr < 2; tr++) {
+            int64_t xs[5] = {1, 2}, ws[5] = {2, 3};   /* C_in 2; C_out 3 */
+            if (tr) ws[0] = 2, ws[1] = 3;
+            else ws[0] = 3, ws[1] = 2;
+            for (int a = 0; a < nsp; a++) xs[2 + a] = 4, ws[2 + a] = 2;
+            tg_tensor *xb = mk_rand(TG_F64, nsp + 2, xs), *w = mk_rand(TG_F64, nsp + 2, ws);
+            tg_tensor *x = NULL, *yb = NULL, *y = NULL, *sb = NULL, *s = NULL;
+            cr_assert(eq(int, tg_tensor_clone(&x, xb), TG_OK));
+            int64_t us[4];
+            memcpy(us, xs + 1, sizeof(int64_t) * (size_t)(nsp + 1));
+            tg_tensor *xu = NULL;
+            cr_assert(eq(int, tg_reshape(&xu, x, nsp + 1, us), TG_OK));
+            tg_tensor_release(x);
+            x = NULL;
+            cr_assert(eq(int, tg_tensor_contiguous(&x, xu), TG_OK));
+            tg_tensor_release(xu);
+            tg_tensor_set_requires_grad(x, true);
+            tg_tensor_set_requires_grad(xb, true);
+            tg_conv_params p = TG_CONV_PARAMS_INIT;
+            p.stride[0] = p.stride[1] = p.stride[2] = 2;
+            int (*f)(tg_tensor **, tg_tensor *, tg_tensor *, tg_tensor *, const tg_conv_params *) =
+                tr ? tg_conv_transpose : tg_conv;
+            cr_assert(eq(int, f(&yb, xb, w, NULL, &p), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, f(&y, x, w, NULL, &p), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_tensor_ndim(y), nsp + 1));
+            cr_assert(eq(i64, tg_tensor_numel(y), tg_tensor_numel(yb)));
+            for (int64_t i = 0; i < tg_tensor_numel(y); i++)
+                cr_assert(eq(dbl, th_at(y, i), th_at(yb, i)));
+            cr_assert(eq(int, tg_sum(&sb, yb), TG_OK));
+            cr_assert(eq(int, tg_sum(&s, y), TG_OK));
+            cr_assert(eq(int, tg_backward(sb, NULL, NULL), TG_OK));
+            cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_tensor_ndim(tg_tensor_grad(x)), nsp + 1));
+            for (int64_t i = 0; i < tg_tensor_numel(x); i++)
+                cr_assert(eq(dbl, th_at(tg_tensor_grad(x), i), th_at(tg_tensor_grad(xb), i)));
+            tg_tensor_release(s);
+            tg_tensor_release(sb);
+            tg_tensor_release(y);
+            tg_tensor_release(yb);
+            tg_tensor_release(x);
+            tg_tensor_release(w);
+            tg_tensor_release(xb);
+        }
 }

@@ -8,8 +8,9 @@
  *                                   + output_padding + 1
  * bias is (C_out) or NULL.  An optional activation is applied after the bias.
  *
- * Where PyTorch 1.13 differs: an unbatched x (C, S...) is refused (add the
- * batch dim with tg_unsqueeze); every extent of x from dim 1 on and of the
+ * An unbatched x (C, S...), one rank below the weight, is one sample, as in
+ * PyTorch: the result is unbatched too.
+ * Where PyTorch 1.13 differs: every extent of x from dim 1 on and of the
  * weight must be >= 1, and the parameters are checked (output_padding rule,
  * output extent >= 1) whatever the batch size, where PyTorch skips those
  * checks for an empty batch and returns a (B, 0, ...) result for C_in = 0.

@@ -357,6 +357,16 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
                 tg_tensor *b, const tg_conv_params *p)
 {
     TG_CHECK(out, TG_EINVAL, "%s: out must not be NULL", op->name);
+    if (x && w && w->ndim >= 3 && w->ndim <= 5 && x->ndim == w->ndim - 1) {
+        /* unbatched (C, S...), as torch: through a batch of one */
+        tg_tensor *xb = NULL, *yb = NULL;
+        TG_TRY(tg_unsqueeze(&xb, x, 0));
+        int rc = call(op, &yb, xb, w, b, p);
+        if (rc >= 0) rc = tg_squeeze(out, yb, 0);
+        tg_tensor_release(yb);
+        tg_tensor_release(xb);
+        return rc;
+    }
     tg_conv_params q;
     if (p) q = *p;
     else tg__conv_params_default(&q);

@@ -168,6 +168,13 @@ static int check_tensors(const char *op, bool transpose, const tg_tensor *x,
 {
     TG_CHECK(x, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(w, TG_EINVAL, "%s: weight must not be NULL", op);
+    if (w->ndim >= 3 && w->ndim <= 5) {   /* the weight's rank names the op */
+        op = tg__conv_opname(transpose, w->ndim - 2);
+        TG_CHECK(x->ndim == w->ndim, TG_ESHAPE,
+                 "%s: x must be %d-D (B, C, %d spatial) like the %d-D weight, or %d-D "
+                 "without the batch dim; got %d-D",
+                 op, w->ndim, w->ndim - 2, w->ndim, w->ndim - 1, x->ndim);
+    }
     TG_CHECK(x->ndim >= 3 && x->ndim <= 5, TG_ESHAPE,
              "%s: x must be 3-D, 4-D or 5-D (B, C, spatial...), got %d-D", op, x->ndim);
     op = tg__conv_opname(transpose, x->ndim - 2);
