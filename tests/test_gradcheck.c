@@ -101,6 +101,35 @@ static int f_badmul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_op_call(&badmul_op, out, n, in, NULL, 0);
 }
 
+/* ---- 3x whose backward reads g as a flat f64 array: right only for a
+ * contiguous g ---- */
+
+static int flat3_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    (void)ctx, (void)n, (void)params;
+    return tg_mul_scalar(out, in[0], 3.0);
+}
+
+static int flat3_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    TG_TRY(tg_tensor_zeros(&gi[0], TG_F64, tg_tensor_ndim(g), tg_tensor_shape(g)));
+    const double *gd = tg_tensor_cdata(g);   /* wrong on purpose: g may be strided */
+    double *d = tg_tensor_data(gi[0]);
+    for (int64_t i = 0; i < tg_tensor_numel(g); i++) d[i] = 3.0 * gd[i];
+    return TG_OK;
+}
+
+static const tg_op_schema flat3_op = {.name = "test_flat_g", .arity = 1, .amp = TG_AMP_KEEP,
+                                      .forward = flat3_forward, .backward = flat3_backward};
+
+static int f_flat3(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)user;
+    return tg_op_call(&flat3_op, out, n, in, NULL, 0);
+}
+
 /* ---- x^2 whose backward is right but computed off the tape, so its own
  * derivative (needed by create_graph) is lost ---- */
 
@@ -247,6 +276,19 @@ Test(gradcheck, fails_on_wrong_backward_naming_input_and_element)
     cr_assert(epsilon_eq(dbl, a, 0.5 * x0, 1e-9), "%s", msg);   /* the halved backward */
     tg_tensor_release(x);
     tg_tensor_release(w);
+}
+
+/* The output gradients gradcheck feeds backward are strided views, as in
+ * real graphs, so a backward that reads g as a flat array fails, in both
+ * modes. */
+Test(gradcheck, a_backward_that_assumes_a_contiguous_g_fails)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    cr_assert(eq(int, tg_gradcheck(f_flat3, NULL, 1, &x, NULL), TG_EGRADCHECK));
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    o.fast_mode = true;
+    cr_assert(eq(int, tg_gradcheck(f_flat3, NULL, 1, &x, &o), TG_EGRADCHECK));
+    tg_tensor_release(x);
 }
 
 Test(gradcheck, fast_mode_passes_and_fails_likewise)

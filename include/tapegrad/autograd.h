@@ -182,7 +182,9 @@ typedef struct tg_gradcheck_opts {
  * a message naming the input (by index and name), the element and both values
  * otherwise.  Inputs are restored bit for bit after perturbation, and their
  * version counters do not change (as torch, which perturbs through .data), so
- * a graph that saved them before the check can still run backward. */
+ * a graph that saved them before the check can still run backward.  The
+ * output gradients handed to backward are strided views, not contiguous, so
+ * a backward that reads its g as a flat array fails the check. */
 TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                         const tg_gradcheck_opts *opts);
 /* Checks second derivatives: gradcheck of the function that maps (inputs, v)

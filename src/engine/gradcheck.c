@@ -140,6 +140,24 @@ static int grads_to_row(const gc *g, tg_tensor **grads, double *row)
 
 /* The analytic Jacobian, one tg_grad per output element with a one-hot
  * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
+/* Zeros of (dt, shape) as a view of every other element of a buffer: the
+ * output gradients fed to backward are not contiguous, as in real graphs
+ * (a sum's backward hands on an expanded one, a transpose a permuted one),
+ * so that a backward that reads g as a flat array fails the check. */
+static int strided_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape)
+{
+    const int64_t numel = tg__numel(ndim, shape);
+    if (ndim == 0 || numel < 2) return tg_tensor_zeros(out, dt, ndim, shape);
+    tg_tensor *buf = NULL;
+    TG_TRY(tg_tensor_zeros(&buf, dt, 1, (int64_t[]){2 * numel}));
+    int64_t strides[TG_MAX_DIMS];
+    tg__contiguous_strides(ndim, shape, strides);
+    for (int d = 0; d < ndim; d++) strides[d] *= 2;
+    *out = tg__tensor_view_of(buf->storage, dt, ndim, shape, strides, 1);
+    tg_tensor_release(buf);
+    return *out ? TG_OK : TG_ENOMEM;
+}
+
 static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
 {
     tg_tensor *o = NULL, *onehot = NULL;
@@ -149,7 +167,7 @@ static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
     double *A = tg__calloc((size_t)(m * total + 1), sizeof *A);
     tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
     int rc = A && grads ? TG_OK : TG_ENOMEM;
-    if (rc >= 0 && o->requires_grad) rc = tg_tensor_zeros(&onehot, o->dtype, o->ndim, o->shape);
+    if (rc >= 0 && o->requires_grad) rc = strided_zeros(&onehot, o->dtype, o->ndim, o->shape);
     tg_backward_opts bo = {.retain_graph = true, .create_graph = false};
     for (int64_t k = 0; rc >= 0 && onehot && k < m; k++) {
         rc = tg_tensor_set_flat(onehot, k, 1.0);
@@ -331,7 +349,7 @@ static int fast_check(gc *g)
     TG_TRY(call_fn(g, &o));
     note_output(g, o);
     m = tg_tensor_numel(o);
-    int rc = tg_tensor_zeros(&v, o->dtype, o->ndim, o->shape);
+    int rc = strided_zeros(&v, o->dtype, o->ndim, o->shape);
     tg_tensor_release(o);
     TG_TRY(rc);
     double *x0 = tg__malloc((size_t)total * sizeof *x0 + 8);
