@@ -189,12 +189,18 @@ Test(tape, trace_prints_record_and_backward)
     cr_assert(dup2(fd, 2) == 2);
 
     tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *w = th_vec(TG_F64, 3, W, "w", true);
-    tg_tensor *xw = NULL, *s = NULL, *y = NULL;   /* y = sum(x * w + x) */
+    tg_tensor *xw = NULL, *s = NULL, *y = NULL;   /* y = sum(x * w + x) + sum(u) */
+    tg_tensor *u = th_vec(TG_F64, 3, W, "", true), *su = NULL, *y1 = NULL;   /* unnamed */
     OK(tg_mul(&xw, x, w));
     OK(tg_add(&s, xw, x));
-    OK(tg_sum(&y, s));
+    OK(tg_sum(&y1, s));
+    OK(tg_sum(&su, u));
+    OK(tg_add(&y, y1, su));
     tg_tensor_release(xw);
     tg_tensor_release(s);
+    tg_tensor_release(y1);
+    tg_tensor_release(su);
+    tg_tensor_release(u);
     OK(tg_backward(y, NULL, NULL));
 
     fflush(stderr);
@@ -208,6 +214,8 @@ Test(tape, trace_prints_record_and_backward)
     cr_assert(strstr(buf, "[tape] record #") != NULL, "trace was: %s", buf);
     cr_assert(strstr(buf, " mul(") != NULL && strstr(buf, "leaf 'w'") != NULL, "trace: %s", buf);
     cr_assert(strstr(buf, " sum(") != NULL, "trace: %s", buf);
+    cr_assert(strstr(buf, "sum(leaf f64 (3))") != NULL && strstr(buf, "''") == NULL,
+              "an unnamed leaf is shown without quotes: %s", buf);
     /* Backward runs the nodes in reverse recording order: sum before mul. */
     const char *bsum = strstr(buf, "[tape] backward #3 sum");
     const char *bmul = strstr(buf, "[tape] backward #1 mul");

@@ -161,6 +161,10 @@ typedef void (*tg__grad_fn_fn)(tg_node *n, const tg_tensor *t);
 extern _Atomic(tg__grad_fn_fn) tg__grad_fn_release;
 extern _Atomic(tg__grad_fn_fn) tg__grad_fn_renamed;
 
+/* For messages: " 'name'" (" ('name')" with paren) when t has a name, else
+ * "", written to buf (at least 48 bytes). */
+const char *tg__name_note(const tg_tensor *t, bool paren, char *buf);
+
 /* A new tensor viewing s (retained) with the given geometry.  strides may be
  * NULL for row-major contiguous.  Not connected to any graph. */
 tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_t *shape,

@@ -219,6 +219,13 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
     return TG_OK;
 }
 
+const char *tg__name_note(const tg_tensor *t, bool paren, char *buf)
+{
+    if (!t || !t->name[0]) return "";
+    snprintf(buf, 48, paren ? " ('%s')" : " '%s'", t->name);
+    return buf;
+}
+
 void tg__tensor_assign(tg_tensor *t, const tg_tensor *data)
 {
     TG_ASSERT(t->grad_fn == NULL);
@@ -368,9 +375,10 @@ int tg_tensor_set_requires_grad(tg_tensor *t, bool requires_grad)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_requires_grad: t must not be NULL");
     if (t->requires_grad == requires_grad) return TG_OK;   /* nothing changes */
+    char nb[48];
     TG_CHECK(t->grad_fn == NULL, TG_EGRAD,
-             "tensor_set_requires_grad: t '%s' is not a leaf (only leaves may change "
-             "requires_grad; use tg_tensor_detach)", t->name);
+             "tensor_set_requires_grad: t%s is not a leaf (only leaves may change "
+             "requires_grad; use tg_tensor_detach)", tg__name_note(t, false, nb));
     TG_CHECK(!requires_grad || tg_dtype_is_float(t->dtype), TG_EDTYPE,
              "tensor_set_requires_grad: dtype=%s must be a float dtype to require grad",
              tg_dtype_name(t->dtype));

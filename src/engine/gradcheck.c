@@ -42,14 +42,15 @@ static int gc_init(gc *g, const char *what, tg_gradcheck_fn fn, void *user, int 
     for (int i = 0; i < n; i++) {
         const tg_tensor *t = inputs[i];
         if (!t || !t->requires_grad) continue;
+        char nb[48];
         TG_CHECK(t->dtype == TG_F64, TG_EDTYPE,
-                 "%s: input %d ('%s') has dtype %s; inputs that require grad must be f64", what,
-                 i, t->name, tg_dtype_name(t->dtype));
+                 "%s: input %d%s has dtype %s; inputs that require grad must be f64", what,
+                 i, tg__name_note(t, true, nb), tg_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
             TG_CHECK(t->strides[d] != 0 || t->shape[d] <= 1, TG_EINVAL,
-                     "%s: input %d ('%s') has a dimension with stride 0 (dim %d); a "
+                     "%s: input %d%s has a dimension with stride 0 (dim %d); a "
                      "perturbation would move several elements: pass a contiguous copy",
-                     what, i, t->name, d);
+                     what, i, tg__name_note(t, true, nb), d);
         g->n_req++;
     }
     TG_CHECK(g->n_req > 0, TG_EINVAL, "%s: no input requires grad", what);
@@ -217,11 +218,12 @@ static int check_column(const gc *g, int r, int64_t j, int64_t m, const double *
     for (int64_t k = 0; rc >= 0 && k < m; k++) {
         double num = (fp[k] - fm[k]) / (2.0 * g->o.eps), a = A[k * total + g->off[r] + j];
         if (close_enough(g, a, num)) continue;
+        char nb[48];
         rc = tg__error(TG_EGRADCHECK,
-                       "gradcheck: input %d ('%s') element %lld, output element %lld: analytic "
+                       "gradcheck: input %d%s element %lld, output element %lld: analytic "
                        "%.10g vs numeric %.10g (atol %g, rtol %g)",
-                       g->req[r], x->name, (long long)j, (long long)k, a, num, g->o.atol,
-                       g->o.rtol);
+                       g->req[r], tg__name_note(x, true, nb), (long long)j, (long long)k, a, num,
+                       g->o.atol, g->o.rtol);
     }
     free(fp);
     free(fm);
@@ -321,12 +323,12 @@ static int fast_numeric(const gc *g, int r, const double *x0, const double *u,
  * check of that input to name the element (as torch reruns slow mode). */
 static int fast_mismatch(gc *g, int r, double a, double num, double atol)
 {
-    char head[256];
+    char head[256], nb[48];
     snprintf(head, sizeof head,
-             "gradcheck (fast mode, seed %llu): input %d ('%s'): v^T J u analytic %.10g vs "
+             "gradcheck (fast mode, seed %llu): input %d%s: v^T J u analytic %.10g vs "
              "numeric %.10g (atol %g scaled to %g, rtol %g)",
-             (unsigned long long)g->o.seed, g->req[r], g->req_t[r]->name, a, num, g->o.atol,
-             atol, g->o.rtol);
+             (unsigned long long)g->o.seed, g->req[r], tg__name_note(g->req_t[r], true, nb), a,
+             num, g->o.atol, atol, g->o.rtol);
     int rc = full_check(g, r, r + 1);
     if (rc == TG_EGRADCHECK) {
         char slow[256];   /* tg__error writes the buffer tg_error_message reads */

@@ -68,13 +68,13 @@ static int apply_amp(const tg_op_schema *op, int n, tg_tensor *const *in, tg_ten
 
 static void describe_input(char *buf, size_t size, const tg_tensor *t)
 {
-    char shape[96], who[64];
+    char shape[96], who[64], nb[48];
     if (!t) {
         snprintf(buf, size, "none");
         return;
     }
     if (t->grad_fn) snprintf(who, sizeof who, "#%llu", (unsigned long long)t->grad_fn->seq);
-    else if (t->requires_grad) snprintf(who, sizeof who, "leaf '%s'", t->name);
+    else if (t->requires_grad) snprintf(who, sizeof who, "leaf%s", tg__name_note(t, false, nb));
     else snprintf(who, sizeof who, "const");
     snprintf(buf, size, "%s %s %s", who, tg_dtype_name(t->dtype),
              tg_shape_str(shape, sizeof shape, t->ndim, t->shape));
