@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "../examples/dcgan/model.h"
@@ -397,6 +398,15 @@ Test(fid_cli, bad_inputs_are_clear_errors)
                                                                "a.safetensors", "a.safetensors",
                                                                NULL}), 1));
     th_expect_in(th_err, "tapegrad fid: --weights: fid_net_load: g2.safetensors: ");
+    /* no --weights outside the source tree (the test's directory) and not
+     * installed: the message gives both defaults, not an option not given */
+    if (access("/usr/local/share/tapegrad/fid_classifier.safetensors", F_OK) != 0) {
+        cr_assert(eq(int, th_run("TG_TOOL", (const char *const[]){"fid", "a.safetensors",
+                                                                   "a.safetensors", NULL}), 1));
+        th_expect_in(th_err, "tapegrad fid: the classifier's weights (neither "
+                             "data/fid_classifier.safetensors nor ");
+        th_expect_in(th_err, "give --weights PATH");
+    }
     /* usage */
     cr_assert(eq(int, FID("a.safetensors"), 2));
     th_expect_in(th_err, "give a reference set and at least one set to score");

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -28,7 +29,9 @@ static const char fid_usage[] =
     "Prints the FID of each SET against REF: the Frechet distance between the\n"
     "means and covariances of their features (the 128 penultimate activations of\n"
     "the Fashion-MNIST classifier in --weights, default\n"
-    "data/fid_classifier.safetensors).  REF and SET are each one of\n"
+    "data/fid_classifier.safetensors in the source tree, else\n"
+    TG_DATADIR "/fid_classifier.safetensors).\n"
+    "REF and SET are each one of\n"
     "  test, train        Fashion-MNIST's test or training set (from --data DIR,\n"
     "                     default " TG_FASHION_MNIST_DIR ")\n"
     "  test:N, train:N    its first N images\n"
@@ -38,6 +41,10 @@ static const char fid_usage[] =
     "                     examples/dcgan writes them): --count images (default\n"
     "                     10000) from latents drawn with --seed (default 0)\n"
     "Output, one line per SET: fid VALUE SET (N images) vs REF (N images).\n";
+
+/* --weights by default: the source tree's, else the installed copy */
+#define FID_WEIGHTS_SRC "data/fid_classifier.safetensors"
+#define FID_WEIGHTS_INSTALLED TG_DATADIR "/fid_classifier.safetensors"
 
 #define FID_MAX_COUNT 1000000
 #define GEN_BATCH 500
@@ -73,7 +80,7 @@ static int parse_int(const char *s, long long lo, long long hi, long long *v)
  * Returns 0 to run, 1 after --help, -1 after a usage error (printed). */
 static int parse_args(fid_args *a, int argc, char **argv)
 {
-    *a = (fid_args){.weights = "data/fid_classifier.safetensors", .count = 10000};
+    *a = (fid_args){.weights = NULL, .count = 10000};
     int sets = 0;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -257,8 +264,13 @@ int tg_cmd_fid(int argc, char **argv)
     }
     enum { D = TG_FID_FEATURES };
     tg_module *net = NULL;
-    if (tg_fid_net_load(&net, a.weights) < 0) {
-        fprintf(stderr, "tapegrad fid: --weights: %s\n", tg_error_message());
+    const char *weights = a.weights ? a.weights : FID_WEIGHTS_SRC;
+    if (!a.weights && access(weights, F_OK) != 0) weights = FID_WEIGHTS_INSTALLED;
+    if (tg_fid_net_load(&net, weights) < 0) {
+        if (a.weights) fprintf(stderr, "tapegrad fid: --weights: %s\n", tg_error_message());
+        else fprintf(stderr, "tapegrad fid: the classifier's weights (neither %s nor %s; give "
+                             "--weights PATH): %s\n",
+                     FID_WEIGHTS_SRC, FID_WEIGHTS_INSTALLED, tg_error_message());
         return TG_EXIT_FAIL;
     }
     double *mu = malloc(2 * D * sizeof *mu), *cov = malloc(2 * D * D * sizeof *cov);
