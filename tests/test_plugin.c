@@ -70,6 +70,17 @@ Test(plugin, a_bare_file_name_is_in_the_current_directory)
     th_expect_in(th_out, "custom_mish ");
 }
 
+/* An op without inputs or without a backward has nothing to check: n/a,
+ * and no failure. */
+Test(plugin, ops_with_nothing_to_differentiate_are_not_applicable)
+{
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_NODIFF_PLUGIN")), 0), "%s%s", th_out,
+              th_err);
+    th_expect_in(th_out, "plugin_ones       plugin: no inputs");
+    th_expect_in(th_out, "plugin_copy_no_backward plugin: the schema has no backward");
+    th_expect_in(th_out, "2 cases, 0 failed");
+}
+
 Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
 {
     char missing[256];
