@@ -117,7 +117,9 @@ def main():
         x = test_x[:1000]
         y = model(x)
     print(f"test mse on {len(x)} images: {nn.functional.mse_loss(y, x).item():.5f}")
-    write_pairs(os.path.join(o.out, "autoencoder_torch_pairs.png"), x, y)
+    path = os.path.join(o.out, "autoencoder_torch_pairs.png")
+    write_pairs(path, x, y)
+    print(f"wrote {path} (rows 1, 3, 5, 7: test inputs; rows 2, 4, 6, 8: reconstructions)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "helpers.h"
 #include "autograd/tape.h"
 #include "tapegrad/tapegrad.h"
 
@@ -248,6 +249,21 @@ Test(scope, a_module_with_several_inputs)
     cr_assert(eq(int, tg_module_forward_n(m, &y, 2, x), TG_EINVAL));
     cr_assert(strstr(tg_error_message(), "Fma: n=2 must be 3") != NULL, "%s", tg_error_message());
     cr_assert(eq(int, tg_module_forward_n(m, &y, 0, x), TG_EINVAL));
+    /* with n_inputs in the vtable the count is checked before forward_n
+     * runs, tg_module_forward's one included (forward_n would read xs[1]) */
+    static const tg_module_vtable fma3_vt = {.type_name = "Fma3", .forward_n = fma_forward,
+                                             .n_inputs = 3};
+    tg_module *m3;
+    cr_assert(eq(int, tg_module_new(&m3, &fma3_vt, NULL), 0));
+    cr_assert(eq(int, tg_module_forward(m3, &y, x[0]), TG_EINVAL));
+    th_expect_in(tg_error_message(), "module_forward: Fma3 takes 3 inputs; give them to "
+                                     "tg_module_forward_n");
+    cr_assert(eq(int, tg_module_forward_n(m3, &y, 2, x), TG_EINVAL));
+    th_expect_in(tg_error_message(), "module_forward_n: Fma3 takes 3 inputs, got n=2");
+    cr_assert(eq(int, tg_module_forward_n(m3, &y, 3, x), 0));
+    cr_assert(eq(dbl, tg_tensor_item(y), 2.0 * 3.0 + 4.0));
+    tg_tensor_release(y);
+    tg_module_release(m3);
     tg_module *lin;
     tg_rng rng;
     tg_rng_init(&rng, 1);

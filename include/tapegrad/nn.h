@@ -73,6 +73,10 @@ typedef struct tg_module_vtable {
     void (*train)(tg_module *m, bool training);
     /* Frees the private state (optional). */
     void (*release)(void *state);
+    /* The number of inputs forward_n takes (0: any).  When set, a call with
+     * another number, tg_module_forward's one included, is TG_EINVAL before
+     * forward_n runs, as torch refuses a missing argument. */
+    int n_inputs;
 } tg_module_vtable;
 
 /* A module with no parameters or children, in training mode.  vt is borrowed

@@ -257,6 +257,9 @@ int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     TG_CHECK(m->vt->forward != NULL || m->vt->forward_n != NULL, TG_EUNSUPPORTED,
              "module_forward: %s has no forward (a container: call its children)",
              tg_module_type_name(m));
+    TG_CHECK(m->vt->forward || m->vt->n_inputs <= 1, TG_EINVAL,
+             "module_forward: %s takes %d inputs; give them to tg_module_forward_n",
+             tg_module_type_name(m), m->vt->n_inputs);
     return forward(m, y, 1, &x);
 }
 
@@ -270,6 +273,10 @@ int tg_module_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs
     TG_CHECK(m->vt->forward_n != NULL || (n == 1 && m->vt->forward != NULL), TG_EUNSUPPORTED,
              "module_forward_n: %s has no forward for %d inputs%s", tg_module_type_name(m), n,
              m->vt->forward ? " (its forward takes one)" : "");
+    TG_CHECK(!m->vt->forward_n || m->vt->n_inputs <= 0 || n == m->vt->n_inputs ||
+                 (n == 1 && m->vt->forward), TG_EINVAL,
+             "module_forward_n: %s takes %d inputs, got n=%d", tg_module_type_name(m),
+             m->vt->n_inputs, n);
     return forward(m, y, n, xs);
 }
 
