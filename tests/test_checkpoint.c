@@ -263,6 +263,9 @@ Test(checkpoint, truncated_file_changes_nothing)
     fclose(fp);
     cr_assert(eq(int, truncate(ck_path, size - 7), 0));
     assert_load_changes_nothing(ck_path, true, TG_EFORMAT);
+    /* the message names the file and says what it looks like */
+    th_expect_in(tg_error_message(), "(a truncated file?)");
+    th_expect_in(tg_error_message(), ck_path);
     state_free(&a);
 }
 

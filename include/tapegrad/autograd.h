@@ -177,8 +177,8 @@ typedef struct tg_gradcheck_opts {
 #define TG_GRADCHECK_OPTS_INIT {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .fast_mode = false, .seed = 0}
 
 /* Compares analytic gradients with central differences for every input that
- * requires grad (these must be f64, and without a stride-0 dimension, as
- * torch refuses an expanded input: TG_EINVAL).  TG_OK when all agree; TG_EGRADCHECK with
+ * requires grad (these must be f64, TG_EDTYPE otherwise, and without a
+ * stride-0 dimension, as torch refuses an expanded input: TG_EINVAL).  TG_OK when all agree; TG_EGRADCHECK with
  * a message naming the input (by index and name), the element and both values
  * otherwise.  Inputs are restored bit for bit after perturbation, and their
  * version counters do not change (as torch, which perturbs through .data), so

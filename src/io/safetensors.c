@@ -271,8 +271,9 @@ static int read_offsets(const tg__json *v, const char *name, uint64_t dlen, st_i
     int64_t b = v->u.arr.items[0]->u.i, e = v->u.arr.items[1]->u.i;
     if (b < 0 || b > e || (uint64_t)e > dlen)
         return FERR(v->offset, "tensor \"%.64s\": data_offsets [%lld, %lld] must satisfy "
-                    "0 <= begin <= end <= data size %llu", name, (long long)b, (long long)e,
-                    (unsigned long long)dlen);
+                    "0 <= begin <= end <= data size %llu%s", name, (long long)b, (long long)e,
+                    (unsigned long long)dlen,
+                    b >= 0 && b <= e && (uint64_t)e > dlen ? " (a truncated file?)" : "");
     info->begin = (uint64_t)b;
     info->end = (uint64_t)e;
     return 0;
@@ -428,5 +429,10 @@ int tg_safetensors_load(tg_st_file **out, const char *path)
         return tg__error(TG_EIO, "safetensors: cannot map '%s': %s", path, strerror(e));
     int rc = tg_safetensors_parse(out, map ? map : "", len);
     if (map) munmap(map, len);
+    if (rc < 0) {   /* the parser's message, with the file it was about */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", tg_error_message());
+        tg__error(rc, "%s (file '%s', %llu bytes)", msg, path, (unsigned long long)len);
+    }
     return rc;
 }
