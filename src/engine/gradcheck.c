@@ -139,8 +139,6 @@ static int grads_to_row(const gc *g, tg_tensor **grads, double *row)
     return rc;
 }
 
-/* The analytic Jacobian, one tg_grad per output element with a one-hot
- * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
 /* Zeros of (dt, shape) as a view of every other element of a buffer: the
  * output gradients fed to backward are not contiguous, as in real graphs
  * (a sum's backward hands on an expanded one, a transpose a permuted one),
@@ -159,6 +157,8 @@ static int strided_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *
     return *out ? TG_OK : TG_ENOMEM;
 }
 
+/* The analytic Jacobian, one tg_grad per output element with a one-hot
+ * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
 static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
 {
     tg_tensor *o = NULL, *onehot = NULL;
