@@ -332,3 +332,24 @@ Test(nn_inputs, state_count_of_too_long_names_is_an_error)
     th_expect_in(tg_error_message(), "is longer than 255 characters");
     tg_module_release(root);
 }
+
+/* An unnamed parameter or buffer takes its local name, which the tape's
+ * printouts and messages then show; a tensor with a name keeps it. */
+Test(nn_inputs, registered_tensors_take_their_local_names)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 2);
+    tg_module *lin = NULL, *box = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 3, 2, true, &rng), TG_OK));
+    cr_assert(eq(str, (char *)tg_tensor_name(tg_module_find(lin, "weight")), "weight"));
+    cr_assert(eq(str, (char *)tg_tensor_name(tg_module_find(lin, "bias")), "bias"));
+    static const tg_module_vtable box_vt = {.type_name = "Box"};
+    cr_assert(eq(int, tg_module_new(&box, &box_vt, NULL), TG_OK));
+    tg_tensor *t = NULL;
+    tg_tensor_zeros(&t, TG_F32, 1, (int64_t[]){2});
+    tg_tensor_set_name(t, "mine");
+    cr_assert(eq(int, tg_module_add_buffer(box, "stat", t), TG_OK));
+    cr_assert(eq(str, (char *)tg_tensor_name(tg_module_find(box, "stat")), "mine"));
+    tg_module_release(box);
+    tg_module_release(lin);
+}

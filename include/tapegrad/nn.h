@@ -89,9 +89,11 @@ TG_API const char *tg_module_type_name(const tg_module *m);
 TG_API tg_module *tg_module_retain(tg_module *m);
 TG_API void tg_module_release(tg_module *m);
 
-/* Registers a parameter (steals t; it becomes requires_grad) or a buffer
- * (steals t).  Names are non-empty, without '.', unique among m's
- * parameters, buffers and children: TG_EINVAL otherwise (t is released). */
+/* Registers a parameter (steals t; it becomes requires_grad; it must be a
+ * float leaf) or a buffer (steals t).  Names are non-empty, without '.',
+ * unique among m's parameters, buffers and children: TG_EINVAL otherwise (t
+ * is released).  An unnamed t takes the name, which the tape's printouts
+ * show. */
 TG_API int tg_module_add_parameter(tg_module *m, const char *name, tg_tensor *t);
 TG_API int tg_module_add_buffer(tg_module *m, const char *name, tg_tensor *t);
 /* Adds child under name (steals child, also on error). */

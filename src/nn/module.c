@@ -109,6 +109,9 @@ static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_ten
     tg__nn_tensor_entry *e = param ? &m->params[m->n_params++] : &m->buffers[m->n_buffers++];
     snprintf(e->name, sizeof e->name, "%s", name);
     e->t = t;
+    /* an unnamed tensor takes its local name, for the tape's printouts and
+     * messages ("leaf 'weight'") */
+    if (!tg_tensor_name(t)[0]) tg_tensor_set_name(t, name);
     return TG_OK;
 }
 
