@@ -161,6 +161,10 @@ typedef void (*tg__grad_fn_fn)(tg_node *n, const tg_tensor *t);
 extern _Atomic(tg__grad_fn_fn) tg__grad_fn_release;
 extern _Atomic(tg__grad_fn_fn) tg__grad_fn_renamed;
 
+/* The first dim of t with stride 0 and more than one element (an expanded
+ * tensor, whose elements share memory locations), or -1. */
+int tg__expanded_dim(const tg_tensor *t);
+
 /* For messages: " 'name'" (" ('name')" with paren) when t has a name, else
  * "", written to buf (at least 48 bytes). */
 const char *tg__name_note(const tg_tensor *t, bool paren, char *buf);

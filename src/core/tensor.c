@@ -219,6 +219,13 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
     return TG_OK;
 }
 
+int tg__expanded_dim(const tg_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->shape[d] > 1) return d;
+    return -1;
+}
+
 const char *tg__name_note(const tg_tensor *t, bool paren, char *buf)
 {
     if (!t || !t->name[0]) return "";
@@ -434,11 +441,11 @@ int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src)
 {
     TG_CHECK(dst != NULL && src != NULL, TG_EINVAL, "tensor_copy_: dst and src must not be NULL");
     char sb[160], db[160];
-    for (int d = 0; d < dst->ndim; d++)   /* as torch: an expanded dst would keep one value */
-        TG_CHECK(dst->strides[d] != 0 || dst->shape[d] <= 1, TG_EINVAL,
-                 "tensor_copy_: dst (shape %s) has stride 0 on dim %d: more than one of its "
-                 "elements is one memory location (copy into a contiguous tensor)",
-                 tg_shape_str(db, sizeof db, dst->ndim, dst->shape), d);
+    const int wide = tg__expanded_dim(dst);   /* as torch: it would keep one value */
+    TG_CHECK(wide < 0, TG_EINVAL,
+             "tensor_copy_: dst (shape %s) has stride 0 on dim %d: more than one of its "
+             "elements is one memory location (copy into a contiguous tensor)",
+             tg_shape_str(db, sizeof db, dst->ndim, dst->shape), wide);
     TG_CHECK(src->ndim <= dst->ndim, TG_ESHAPE,
              "tensor_copy_: src shape %s has more dims than dst shape %s",
              tg_shape_str(sb, sizeof sb, src->ndim, src->shape),

@@ -46,11 +46,11 @@ static int gc_init(gc *g, const char *what, tg_gradcheck_fn fn, void *user, int 
         TG_CHECK(t->dtype == TG_F64, TG_EDTYPE,
                  "%s: input %d%s has dtype %s; inputs that require grad must be f64", what,
                  i, tg__name_note(t, true, nb), tg_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++)
-            TG_CHECK(t->strides[d] != 0 || t->shape[d] <= 1, TG_EINVAL,
-                     "%s: input %d%s has a dimension with stride 0 (dim %d); a "
-                     "perturbation would move several elements: pass a contiguous copy",
-                     what, i, tg__name_note(t, true, nb), d);
+        const int wide = tg__expanded_dim(t);
+        TG_CHECK(wide < 0, TG_EINVAL,
+                 "%s: input %d%s has a dimension with stride 0 (dim %d); a "
+                 "perturbation would move several elements: pass a contiguous copy",
+                 what, i, tg__name_note(t, true, nb), wide);
         g->n_req++;
     }
     TG_CHECK(g->n_req > 0, TG_EINVAL, "%s: no input requires grad", what);
