@@ -46,9 +46,9 @@ static void trace_step(const tg_backward_step *s)
     for (int i = 0; i < s->n_inputs; i++) {
         if (!s->grad_in[i]) continue;
         fprintf(f, "[tape]   -> input %d (", i);
+        char nb[48];
         if (s->input_seq[i]) fprintf(f, "#%llu", (unsigned long long)s->input_seq[i]);
-        else if (s->input_leaf[i]->name[0]) fprintf(f, "leaf '%s'", s->input_leaf[i]->name);
-        else fprintf(f, "leaf");
+        else fprintf(f, "leaf%s", tg__name_note(s->input_leaf[i], false, nb));
         fprintf(f, "): ");
         trace_tensor(f, s->grad_in[i]);
     }
