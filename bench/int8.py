@@ -13,12 +13,10 @@ conv); u8 activations.  No assertions: figures only.
 
 The last columns give tapegrad's int8 rate in GOP/s (2 x the layer's
 multiply-adds, B x C_in x H x W x C_out x kh x kw, per second) and its share
-of the peak of the kernel's instruction on the threads used: threads x
-frequency (--ghz, default the "cpu MHz" of /proc/cpuinfo, the nominal clock;
-cores that boost run faster) x products per instruction x 2 x instructions
-per cycle (--per-cycle, 2: Zen 5 and Intel's server cores issue two 512-bit
-vpdpbusd a cycle, give 1 for Zen 4; AMX one 16x16x64 tdpbusd per 16 cycles;
-AVX2 vpmaddwd 16 products, portable 1).
+of the peak of the kernel's multiply instruction on the threads used, as
+bench/peak measures it on this machine (vpdpbusd zmm for vnni, vpmaddwd ymm
+for avx2; for amx one 16x16x64 tdpbusd per 16 cycles at the measured clock;
+none for portable).
 """
 import argparse
 import json
@@ -94,17 +92,6 @@ def torch_child(path, repeat, threads):
     print(json.dumps({"median_ms": times[len(times) // 2]}))
 
 
-def cpu_ghz():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("cpu MHz"):
-                    return float(line.split(":")[1]) / 1000
-    except OSError:
-        pass
-    return float("nan")
-
-
 def int8_kernel(tool, env):
     out = subprocess.run([tool, "--version"], check=True, capture_output=True, text=True,
                          env=env).stdout
@@ -112,10 +99,22 @@ def int8_kernel(tool, env):
     return m.group(1) if m else "?"
 
 
-# products per instruction and instructions per cycle of each int8 kernel's
-# multiply instruction (per_cycle None: --per-cycle)
-KERNEL_RATE = {"vnni": (64, None), "amx": (16 * 16 * 64, 1 / 16), "avx2": (16, None),
-               "portable": (1, 1)}
+# the multiply instruction of each int8 kernel (bench/peak's names)
+KERNEL_INSTRUCTION = {"vnni": "vpdpbusd zmm", "amx": "tdpbusd", "avx2": "vpmaddwd ymm"}
+
+
+def measured_peak(build, instruction, threads):
+    """GOP/s of instruction on threads threads (bench/peak), or nan."""
+    tool = os.path.join(build, "bench", "peak")
+    if instruction is None or not os.path.exists(tool):
+        return float("nan")
+    out = subprocess.run([tool, "--threads", str(threads)], check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        j = json.loads(line)
+        if j.get("instruction") == instruction and j["gops"] > 0:
+            return j["gops"]
+    return float("nan")
 
 
 def main():
@@ -125,9 +124,6 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--kernel", default="auto")
     ap.add_argument("--no-torch", action="store_true", help="tapegrad figures only")
-    ap.add_argument("--ghz", type=float, default=None, help="clock for the peak (cpuinfo)")
-    ap.add_argument("--per-cycle", type=float, default=2,
-                    help="vpdpbusd / vpmaddwd per cycle per core for the peak")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of the three per layer, alternating; the table gives medians "
                          "over rounds and the range of the per-round ratios")
@@ -142,12 +138,11 @@ def main():
         env["TG_INT8_KERNEL"] = a.kernel
     common = ["--repeat", str(a.repeat), "--threads", str(a.threads)]
     kern = int8_kernel(tool, env)
-    ghz = a.ghz if a.ghz else cpu_ghz()
-    lanes, per_cycle = KERNEL_RATE.get(kern, (float("nan"), 1))
-    peak = a.threads * ghz * lanes * 2 * (per_cycle if per_cycle else a.per_cycle)
+    instruction = KERNEL_INSTRUCTION.get(kern)
+    peak = measured_peak(a.build, instruction, a.threads)
     print(f"threads {a.threads}, repeat {a.repeat}, rounds {a.rounds}, int8 kernel {kern}, "
           f"OpenBLAS kernels {core}; median ms; int8 peak {peak:.0f} GOP/s "
-          f"({a.threads} x {ghz:.2f} GHz x {lanes} x 2 x {per_cycle if per_cycle else a.per_cycle:g})")
+          f"({instruction or 'none'} on {a.threads} threads, measured by bench/peak)")
     print(f"{'layer':24} {'tg f32':>9} {'tg int8':>9} {'torch q':>9} {'f32/int8':>9} {'torch/int8':>10}"
           f" {'GOP/s':>7} {'of peak':>7}"
           + ("   per-round ranges: f32/int8, torch/int8" if a.rounds > 1 else ""))
