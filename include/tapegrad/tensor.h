@@ -7,9 +7,12 @@
  * Refcount contract: every function that hands out a tensor through an
  * out-parameter returns a new reference, which the caller releases with
  * tg_tensor_release().  tg_tensor_retain() returns its argument;
- * tg_tensor_release(NULL) does nothing; releasing more often than retaining is
- * an internal invariant violation (TG_ASSERT).  Tensor arguments are borrowed
- * unless a function says it steals them.
+ * tg_tensor_release(NULL) does nothing.  Releasing more often than retaining
+ * is a use-after-free, as with any refcounted C object: the last release
+ * frees the tensor, so a further one reads freed memory (AddressSanitizer
+ * reports it; without it TG_ASSERT on the count catches it only while the
+ * memory still holds the old object).  Tensor arguments are borrowed unless a
+ * function says it steals them.
  *
  * Version counter: every in-place write (fill, set, random init, copy_, an
  * optimizer step) increments the version of the storage, shared by its views.
