@@ -290,6 +290,11 @@ Test(nn_inputs, module_cycles_are_refused)
     /* the same module twice under one parent is no cycle */
     cr_assert(eq(int, tg_module_add_child(a, "c_again", tg_module_retain(c)), TG_OK));
     cr_assert(eq(int, tg_module_parameter_count(a), 0));
+    /* nn_sequential_append's refusals name it, not the function it calls */
+    cr_assert(eq(int, tg_nn_sequential_append(b, NULL), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_sequential_append: child must not be NULL");
+    cr_assert(eq(int, tg_nn_sequential_append(c, tg_module_retain(a)), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_sequential_append: child '0' (Sequential) contains the parent");
     tg_module_release(a);
 }
 

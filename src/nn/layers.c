@@ -179,7 +179,7 @@ int tg_nn_sequential_append(tg_module *seq, tg_module *child)
     }
     char name[24];
     snprintf(name, sizeof name, "%d", seq->n_children);
-    return tg_module_add_child(seq, name, child);
+    return tg__module_add_child_as("nn_sequential_append", seq, name, child);
 }
 
 /* ---- DCGAN init ---- */

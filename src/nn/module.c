@@ -136,14 +136,20 @@ static bool tg__module_contains(const tg_module *root, const tg_module *m)
 
 int tg_module_add_child(tg_module *parent, const char *name, tg_module *child)
 {
-    int rc = child ? tg__check_name("module_add_child", parent, name)
-                   : tg__error(TG_EINVAL, "module_add_child: child must not be NULL");
+    return tg__module_add_child_as("module_add_child", parent, name, child);
+}
+
+int tg__module_add_child_as(const char *fn, tg_module *parent, const char *name,
+                            tg_module *child)
+{
+    int rc = child ? tg__check_name(fn, parent, name)
+                   : tg__error(TG_EINVAL, "%s: child must not be NULL", fn);
     if (rc == TG_OK && child == parent)
-        rc = tg__error(TG_EINVAL, "module_add_child: a module cannot be its own child");
+        rc = tg__error(TG_EINVAL, "%s: a module cannot be its own child", fn);
     else if (rc == TG_OK && tg__module_contains(child, parent))
-        rc = tg__error(TG_EINVAL, "module_add_child: child '%s' (%s) contains the parent: "
+        rc = tg__error(TG_EINVAL, "%s: child '%s' (%s) contains the parent: "
                                   "modules form a tree, without cycles",
-                       name, tg_module_type_name(child));
+                       fn, name, tg_module_type_name(child));
     if (rc == TG_OK)
         rc = tg__grow((void **)&parent->children, &parent->cap_children, parent->n_children,
                       sizeof *parent->children);

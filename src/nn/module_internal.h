@@ -35,6 +35,9 @@ tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* Puts child (stolen) in place of parent's i-th child, which is released;
  * the name stays.  i must be in [0, n_children). */
 void tg__module_replace_child(tg_module *parent, int i, tg_module *child);
+/* tg_module_add_child, its messages naming fn (the public function called). */
+int tg__module_add_child_as(const char *fn, tg_module *parent, const char *name,
+                            tg_module *child);
 /* Calls visit(m, user) for m and every descendant, pre-order, children in
  * insertion order (state-dict order); stops at the first negative status. */
 int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void *user);
