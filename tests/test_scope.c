@@ -135,6 +135,41 @@ Test(scope, no_scope_no_capture)
     cr_assert(eq(i64, bytes_now(), before));
 }
 
+/* Public ops that are several ops inside (conv with its activation split
+ * off for autograd, conv of an unbatched input, cat of more tensors than a
+ * node takes) hand the scope their result alone: the scope releases each
+ * tensor once, and the bytes return to where they were. */
+Test(scope, composite_ops_hand_the_scope_their_result_only)
+{
+    const int64_t before = bytes_now();
+    tg_tensor *x, *xu, *w, *wt, *parts[40];
+    x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 5, 5}, 1);
+    xu = th_rand_uniform(TG_F32, 3, (int64_t[]){3, 5, 5}, 2);
+    w = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 3, 3, 3}, 3);
+    wt = th_rand_uniform(TG_F32, 4, (int64_t[]){3, 4, 3, 3}, 4);
+    tg_tensor_set_requires_grad(w, true);
+    for (int i = 0; i < 40; i++)
+        cr_assert(eq(int, tg_tensor_full(&parts[i], TG_F32, 1, (int64_t[]){2}, i), 0));
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.act = TG_ACT_TANH;
+    cr_assert(eq(int, tg_scope_begin(), 0));
+    tg_tensor *y;
+    cr_assert(eq(int, tg_conv(&y, x, w, NULL, &p), 0));   /* w requires grad: split */
+    cr_assert(eq(int, tg_scope_size(), 1));
+    cr_assert(eq(int, tg_conv(&y, xu, w, NULL, NULL), 0));   /* unbatched */
+    cr_assert(eq(int, tg_scope_size(), 2));
+    cr_assert(eq(int, tg_conv_transpose(&y, xu, wt, NULL, &p), 0));
+    cr_assert(eq(int, tg_scope_size(), 3));
+    cr_assert(eq(int, tg_cat(&y, 40, parts, 0), 0));
+    cr_assert(eq(int, tg_scope_size(), 4));
+    cr_assert(eq(i64, tg_tensor_numel(y), 80));
+    cr_assert(eq(int, tg_scope_end(), 0));
+    for (int i = 0; i < 40; i++) tg_tensor_release(parts[i]);
+    tg_tensor *all[] = {x, xu, w, wt};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+    cr_assert(eq(i64, bytes_now(), before));
+}
+
 /* A forward written with its own scope (keeping its result) and one written
  * with releases both work inside the caller's scope. */
 static int scoped_forward(tg_module *m, tg_tensor **y, tg_tensor *x)

@@ -382,14 +382,26 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
     return rc;
 }
 
+/* call() runs public ops on the library's behalf (the unsqueeze of an
+ * unbatched x, the split activation); only the result goes to the caller's
+ * scope (tapegrad/scope.h). */
+static int scoped_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor *w,
+                       tg_tensor *b, const tg_conv_params *p)
+{
+    tg__lib_enter();
+    const int rc = call(op, out, x, w, b, p);
+    tg__lib_leave();
+    return out ? tg__scope_capture(out, rc) : rc;
+}
+
 int tg_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
             const tg_conv_params *p)
 {
-    return call(&conv_schema, out, x, weight, bias, p);
+    return scoped_call(&conv_schema, out, x, weight, bias, p);
 }
 
 int tg_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
                       const tg_conv_params *p)
 {
-    return call(&conv_transpose_schema, out, x, weight, bias, p);
+    return scoped_call(&conv_transpose_schema, out, x, weight, bias, p);
 }

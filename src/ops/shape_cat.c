@@ -264,9 +264,21 @@ static const tg_op_schema cat_schema = {
     .backward = cat_backward, .double_backward = true,
 };
 
+static int cat_call(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+
+/* Beyond TG_NODE_MAX_INPUTS tensors the cat is several ops, run on the
+ * library's behalf; only the result goes to the caller's scope. */
 int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "cat: out must not be NULL");
+    tg__lib_enter();
+    const int rc = cat_call(out, n, ts, dim);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
+}
+
+static int cat_call(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
+{
     int d;
     int64_t total;
     tg_dtype dt;
@@ -287,7 +299,7 @@ int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim)
         rc = tg_op_call(&cat_schema, out, rest + 1, parts, &p, sizeof p);
     } else {
         tg_tensor *tail = NULL;
-        rc = tg_cat(&tail, rest, ts + TG_NODE_MAX_INPUTS - 1, d);
+        rc = cat_call(&tail, rest, ts + TG_NODE_MAX_INPUTS - 1, d);
         parts[1] = tail;
         if (rc == TG_OK) rc = tg_op_call(&cat_schema, out, 2, parts, &p, sizeof p);
         tg_tensor_release(tail);
