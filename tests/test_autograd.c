@@ -541,6 +541,60 @@ Test(autograd, post_accumulate_hook_runs_once_the_leaf_gradient_is_final)
     th_release_all(7, (tg_tensor *[]){x, a, b, c, d, e, y});
 }
 
+/* Hooks that remove hooks as they run: a one-shot one removes itself,
+ * another removes the hook after it, which then does not run. */
+typedef struct oneshot_log {
+    int once, remover, last;
+    int rc_self, rc_other, rc_again;
+} oneshot_log;
+
+static int last_hook(tg_tensor *leaf, void *user)
+{
+    (void)leaf;
+    ((oneshot_log *)user)->last++;
+    return 0;
+}
+
+static int once_hook(tg_tensor *leaf, void *user)
+{
+    oneshot_log *l = user;
+    l->once++;
+    l->rc_self = tg_tensor_remove_post_accumulate_hook(leaf, once_hook, user);
+    l->rc_again = tg_tensor_remove_post_accumulate_hook(leaf, once_hook, user);
+    return 0;
+}
+
+static int remover_hook(tg_tensor *leaf, void *user)
+{
+    oneshot_log *l = user;
+    if (l->remover++ == 0) l->rc_other = tg_tensor_remove_post_accumulate_hook(leaf, last_hook, user);
+    return 0;
+}
+
+Test(autograd, post_accumulate_hooks_may_remove_themselves_and_others)
+{
+    tg_tensor *w = th_vec(TG_F64, 3, W, "w", true), *y = NULL;
+    oneshot_log l = {0};
+    OK(tg_tensor_register_post_accumulate_hook(w, once_hook, &l));
+    OK(tg_tensor_register_post_accumulate_hook(w, remover_hook, &l));
+    OK(tg_tensor_register_post_accumulate_hook(w, last_hook, &l));
+    for (int round = 0; round < 2; round++) {
+        OK(tg_sum(&y, w));
+        OK(tg_backward(y, NULL, NULL));
+        tg_tensor_release(y);
+    }
+    cr_assert(eq(int, l.once, 1));
+    cr_assert(eq(int, l.remover, 2));
+    cr_assert(eq(int, l.last, 0), "a hook removed by an earlier one ran");
+    cr_assert(eq(int, l.rc_self, TG_OK));
+    cr_assert(eq(int, l.rc_again, TG_ENOTFOUND));
+    cr_assert(eq(int, l.rc_other, TG_OK));
+    /* only remover_hook is left */
+    OK(tg_tensor_remove_post_accumulate_hook(w, remover_hook, &l));
+    cr_assert(eq(int, tg_tensor_remove_post_accumulate_hook(w, last_hook, &l), TG_ENOTFOUND));
+    tg_tensor_release(w);
+}
+
 static int failing_post_hook(tg_tensor *leaf, void *user)
 {
     (void)leaf;

@@ -128,7 +128,9 @@ typedef int (*tg_post_accumulate_hook_fn)(tg_tensor *leaf, void *user);
 TG_API int tg_tensor_register_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
                                                    void *user);
 /* Removes the first registration of (fn, user) from t; TG_ENOTFOUND when there
- * is none. */
+ * is none.  A hook may remove itself or another hook of t while it runs (a
+ * one-shot hook): a hook removed then does not run again, in that backward
+ * or later. */
 TG_API int tg_tensor_remove_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
                                                  void *user);
 

@@ -132,6 +132,7 @@ typedef struct tg_hook {
 typedef struct tg_post_hook {
     tg_post_accumulate_hook_fn fn;
     void *user;
+    bool removed;   /* removed while the hooks ran: unlinked and freed after */
     struct tg_post_hook *next;
 } tg_post_hook;
 
@@ -148,6 +149,7 @@ struct tg_tensor {
     tg_node *grad_fn;               /* non-leaves: the node that made it, owned */
     tg_hook *hooks;                 /* leaves' hooks (non-leaves keep them on grad_fn) */
     tg_post_hook *post_hooks;       /* leaves: run once .grad holds this backward's sum */
+    int post_hooks_running;         /* > 0 while the engine runs post_hooks */
     char name[32];
 };
 

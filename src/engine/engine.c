@@ -242,13 +242,19 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
     return TG_OK;
 }
 
+/* A hook may remove itself or another one: removal only marks a hook while
+ * they run, and the marked ones are freed after the last. */
 static int run_post_hooks(tg_tensor *leaf)
 {
-    for (const tg_post_hook *h = leaf->post_hooks; h; h = h->next) {
+    int rc = TG_OK;
+    leaf->post_hooks_running++;
+    for (const tg_post_hook *h = leaf->post_hooks; h && rc >= 0; h = h->next) {
+        if (h->removed) continue;
         tg__callback_begin();
-        TG_TRY(tg__callback_end("backward: a post-accumulate hook", h->fn(leaf, h->user)));
+        rc = tg__callback_end("backward: a post-accumulate hook", h->fn(leaf, h->user));
     }
-    return TG_OK;
+    if (--leaf->post_hooks_running == 0) tg__engine_sweep_post_hooks(leaf);
+    return rc;
 }
 
 /* Accumulates touched leaf k's total gradient into .grad after its hooks

@@ -31,4 +31,8 @@ typedef struct tg__engine_req {
 int tg__engine_run(const tg__engine_req *r, int n_roots, tg_tensor *const *roots,
                    tg_tensor *const *grads);
 
+/* Unlinks and frees leaf's post-accumulate hooks that were removed while
+ * they ran (hooks.c). */
+void tg__engine_sweep_post_hooks(tg_tensor *leaf);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "autograd/tape.h"   /* tg_node: a non-leaf's hooks are on its grad_fn */
+#include "engine/engine.h"
 
 int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
 {
@@ -48,11 +49,28 @@ int tg_tensor_remove_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_remove_post_accumulate_hook: t must not be NULL");
     for (tg_post_hook **p = &t->post_hooks; *p; p = &(*p)->next) {
-        if ((*p)->fn != fn || (*p)->user != user) continue;
+        if ((*p)->removed || (*p)->fn != fn || (*p)->user != user) continue;
         tg_post_hook *h = *p;
+        if (t->post_hooks_running > 0) {   /* from a hook: the engine frees it after */
+            h->removed = true;
+            return TG_OK;
+        }
         *p = h->next;
         free(h);
         return TG_OK;
     }
     return tg__error(TG_ENOTFOUND, "tensor_remove_post_accumulate_hook: no such hook on t");
+}
+
+void tg__engine_sweep_post_hooks(tg_tensor *leaf)
+{
+    for (tg_post_hook **p = &leaf->post_hooks; *p;) {
+        tg_post_hook *h = *p;
+        if (!h->removed) {
+            p = &h->next;
+            continue;
+        }
+        *p = h->next;
+        free(h);
+    }
 }
