@@ -224,8 +224,9 @@ static void dot_edges(dot_ctx *c, const tg_node *n)
         if (n->in_meta[i].ndim < 0) continue;
         if (n->edges[i].leaf) dot_leaf(c, n->edges[i].leaf, false);
         tg__dot_input_id(from, sizeof from, n, i);
-        fprintf(c->f, "  \"%s\" -> \"n%llu\" [id=\"e_%s_n%llu\"];\n", from,
-                (unsigned long long)n->seq, from, (unsigned long long)n->seq);
+        /* the input's slot in the id: x * x has two edges from x */
+        fprintf(c->f, "  \"%s\" -> \"n%llu\" [id=\"e_%s_n%llu_%d\"];\n", from,
+                (unsigned long long)n->seq, from, (unsigned long long)n->seq, i);
     }
 }
 

@@ -143,8 +143,11 @@ async function check(page, expected) {
     }
     for (const inp of s.inputs) {
       if (!st.targets.includes(inp.target)) fail(`step ${k}: input ${inp.target} not highlighted`);
-      if (!st.flows.includes(`e_${inp.target}_${s.node}`)) fail(`step ${k}: edge from ${inp.target} not drawn as a flow`);
+      if (!st.flows.includes(`e_${inp.target}_${s.node}_${inp.index}`))
+        fail(`step ${k}: edge from ${inp.target} (input ${inp.index}) not drawn as a flow`);
     }
+    // one edge per input, W * W's two included
+    if (st.flows.length !== s.inputs.length) fail(`step ${k}: ${st.flows.length} flow edges for ${s.inputs.length} inputs`);
     if (st.rows.length !== s.inputs.length) fail(`step ${k}: ${st.rows.length} rows for ${s.inputs.length} inputs`);
   }
   if (named.size !== Object.keys(expected.nodes).length)
