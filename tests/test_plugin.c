@@ -91,6 +91,13 @@ Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
     th_expect_in(th_err, "no entry point 'int tapegrad_register(void)'");
     cr_assert(eq(int, RUN("ops", "--plugin", env("TG_EMPTY_PLUGIN")), 2));
     th_expect_in(th_err, "tapegrad_register registered no op");
+    /* a register function that fails without a message: its status, named */
+    setenv("TG_PLUGIN_EMPTY_FAILS", "1", 1);
+    cr_assert(eq(int, RUN("ops", "--plugin", env("TG_EMPTY_PLUGIN")), 2));
+    unsetenv("TG_PLUGIN_EMPTY_FAILS");
+    th_expect_in(th_err, "tapegrad_register failed (-3, ");
+    th_expect_in(th_err, tg_status_name(-3));
+    th_expect_in(th_err, "no message set");
     cr_assert(eq(int, RUN("gradcheck", "--plugin"), 2));
     th_expect_in(th_err, "--plugin needs a path");
 }

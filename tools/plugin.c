@@ -52,15 +52,17 @@ static int load_one(const char *cmd, const char *path, tg_plugin_ops *ops)
     /* the handle is kept open: the plugin's schemas live in it */
     void *h = dlopen(local ? local : path, RTLD_NOW | RTLD_LOCAL);
     free(local);
-    int (*entry)(void) = NULL;
+    int (*entry)(void) = NULL, rc = 0;
     if (!h) {
         fprintf(stderr, "tapegrad %s: --plugin %s: cannot load it: %s\n", cmd, path, dlerror());
     } else if (!(*(void **)&entry = dlsym(h, "tapegrad_register"))) {
         fprintf(stderr, "tapegrad %s: --plugin %s: no entry point 'int "
                         "tapegrad_register(void)' in it\n", cmd, path);
-    } else if (entry() < 0) {
-        fprintf(stderr, "tapegrad %s: --plugin %s: tapegrad_register failed: %s\n", cmd, path,
-                tg_error_message());
+    } else if ((tg_error_clear(), rc = entry()) < 0) {
+        /* a register function may fail without setting a message */
+        const char *msg = tg_error_message();
+        fprintf(stderr, "tapegrad %s: --plugin %s: tapegrad_register failed (%d, %s): %s\n", cmd,
+                path, rc, tg_status_name(rc), msg[0] ? msg : "no message set");
     } else if (tg_op_count() <= before) {
         fprintf(stderr, "tapegrad %s: --plugin %s: tapegrad_register registered no op\n", cmd,
                 path);
