@@ -595,6 +595,72 @@ Test(autograd, post_accumulate_hooks_may_remove_themselves_and_others)
     tg_tensor_release(w);
 }
 
+/* The same for gradient hooks, on a leaf and on a non-leaf (whose hooks
+ * live on its node). */
+typedef struct ghook_log {
+    tg_tensor *t;
+    int once, remover, last;
+    int rc_self, rc_other;
+} ghook_log;
+
+static int g_last(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    ((ghook_log *)user)->last++;
+    return 0;
+}
+
+static int g_once(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    ghook_log *l = user;
+    l->once++;
+    l->rc_self = tg_tensor_remove_hook(l->t, g_once, user);
+    return 0;
+}
+
+static int g_remover(tg_tensor **grad, void *user)
+{
+    (void)grad;
+    ghook_log *l = user;
+    if (l->remover++ == 0) l->rc_other = tg_tensor_remove_hook(l->t, g_last, user);
+    return 0;
+}
+
+Test(autograd, gradient_hooks_may_remove_themselves_and_others)
+{
+    tg_tensor *w = th_vec(TG_F64, 3, W, "w", true), *h = NULL, *y = NULL;
+    OK(tg_mul_scalar(&h, w, 2.0));
+    ghook_log lw = {.t = w}, lh = {.t = h};
+    for (int k = 0; k < 2; k++) {
+        ghook_log *l = k ? &lh : &lw;
+        OK(tg_tensor_register_hook(l->t, g_once, l));
+        OK(tg_tensor_register_hook(l->t, g_remover, l));
+        OK(tg_tensor_register_hook(l->t, g_last, l));
+    }
+    const tg_backward_opts keep = {.retain_graph = true};
+    for (int round = 0; round < 2; round++) {
+        OK(tg_sum(&y, h));
+        OK(tg_backward(y, NULL, &keep));
+        tg_tensor_release(y);
+    }
+    for (int k = 0; k < 2; k++) {
+        const ghook_log *l = k ? &lh : &lw;
+        cr_assert(eq(int, l->once, 1), "%s", k ? "non-leaf" : "leaf");
+        cr_assert(eq(int, l->remover, 2));
+        cr_assert(eq(int, l->last, 0), "a hook removed by an earlier one ran");
+        cr_assert(eq(int, l->rc_self, TG_OK));
+        cr_assert(eq(int, l->rc_other, TG_OK));
+        cr_assert(eq(int, tg_tensor_remove_hook(l->t, g_once, (void *)l), TG_ENOTFOUND));
+        OK(tg_tensor_remove_hook(l->t, g_remover, (void *)l));
+    }
+    double g0 = 0;   /* two backwards of sum(2 w): 2 + 2 */
+    OK(tg_tensor_get_flat(tg_tensor_grad(w), 0, &g0));
+    cr_assert(eq(dbl, g0, 4.0));
+    cr_assert(eq(int, tg_tensor_remove_hook(NULL, g_last, NULL), TG_EINVAL));
+    th_release_all(2, (tg_tensor *[]){w, h});
+}
+
 static int failing_post_hook(tg_tensor *leaf, void *user)
 {
     (void)leaf;

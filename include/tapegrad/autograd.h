@@ -110,6 +110,11 @@ TG_API void tg_no_grad_end(void);
  * message names the hook). */
 typedef int (*tg_grad_hook_fn)(tg_tensor **grad, void *user);
 TG_API int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
+/* Removes the first registration of (fn, user) from t (PyTorch's
+ * handle.remove()); TG_ENOTFOUND when there is none.  A hook may remove
+ * itself or another hook while it runs: a hook removed then does not run
+ * again. */
+TG_API int tg_tensor_remove_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user);
 
 /* A post-accumulate hook (PyTorch's register_post_accumulate_grad_hook) runs
  * during tg_backward once a leaf's gradient is final: after the last node

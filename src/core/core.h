@@ -126,6 +126,7 @@ typedef struct tg_node tg_node;
 typedef struct tg_hook {
     tg_grad_hook_fn fn;
     void *user;
+    bool removed;   /* removed while hooks ran: skipped, freed later */
     struct tg_hook *next;
 } tg_hook;
 

@@ -64,15 +64,23 @@ typedef struct engine {
     int n_steps;
 } engine;
 
-static int run_hooks(const tg_hook *h, tg_tensor **grad)
+/* The hooks of list, but those removed; a hook may remove itself or any
+ * other hook (tg_tensor_remove_hook only marks it while hooks run), and the
+ * marked ones of list are freed after the outermost run. */
+static int run_hooks(tg_hook **list, tg_tensor **grad)
 {
-    for (; h; h = h->next) {
+    int rc = TG_OK;
+    tg__engine_hooks_running++;
+    for (const tg_hook *h = *list; h && rc >= 0; h = h->next) {
+        if (h->removed) continue;
         tg__callback_begin();
-        TG_TRY(tg__callback_end("backward: a gradient hook", h->fn(grad, h->user)));
-        TG_CHECK(*grad != NULL, TG_EGRAD, "backward: a gradient hook left the gradient NULL "
-                 "(a hook keeps it, or replaces it with a new reference)");
+        rc = tg__callback_end("backward: a gradient hook", h->fn(grad, h->user));
+        if (rc >= 0 && *grad == NULL)
+            rc = tg__error(TG_EGRAD, "backward: a gradient hook left the gradient NULL "
+                                     "(a hook keeps it, or replaces it with a new reference)");
     }
-    return TG_OK;
+    if (--tg__engine_hooks_running == 0) tg__engine_sweep_hooks(list);
+    return rc;
 }
 
 /* The gradient g must have exactly the shape and dtype in m. */
@@ -272,7 +280,7 @@ static int deliver_leaf(engine *e, int k)
     e->touched[k]->pending = NULL;
     meta_of(&m, leaf);
     if (e->req.accumulate) {
-        rc = run_hooks(leaf->hooks, &h);
+        rc = run_hooks(&leaf->hooks, &h);
         if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
         if (rc >= 0) {
             pthread_mutex_lock(&leaf_grad_lock);
@@ -361,7 +369,7 @@ static int run_node(engine *e, tg_node *n)
     for (; rc >= 0 && slot >= 0; slot = e->by_fn.next[slot])
         rc = accumulate(&e->req.results[slot], g);
     if (rc < 0 || !e->flows[index_of(n)]) goto done;
-    rc = run_hooks(n->hooks, &g);
+    rc = run_hooks(&n->hooks, &g);
     if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
     if (rc < 0) goto done;
     if (n->released) {

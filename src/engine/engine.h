@@ -34,5 +34,10 @@ int tg__engine_run(const tg__engine_req *r, int n_roots, tg_tensor *const *roots
 /* Unlinks and frees leaf's post-accumulate hooks that were removed while
  * they ran (hooks.c). */
 void tg__engine_sweep_post_hooks(tg_tensor *leaf);
+/* > 0 while this thread runs gradient hooks: tg_tensor_remove_hook then
+ * marks the hook removed (engine.c skips it and frees it with
+ * tg__engine_sweep_hooks) instead of freeing it under the running loop. */
+extern _Thread_local int tg__engine_hooks_running;
+void tg__engine_sweep_hooks(tg_hook **list);
 
 #endif

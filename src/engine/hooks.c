@@ -1,6 +1,7 @@
-/* Gradient hooks: registering a tensor's gradient hooks and a leaf's
- * post-accumulate hooks, and removing the latter.  The engine (engine.c) runs
- * them during a backward. */
+/* Gradient hooks: registering and removing a tensor's gradient hooks and a
+ * leaf's post-accumulate hooks.  The engine (engine.c) runs them during a
+ * backward; a hook removed while hooks run is only marked, and freed when
+ * they are done. */
 
 #include <stdlib.h>
 
@@ -22,6 +23,39 @@ int tg_tensor_register_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
     while (*tail) tail = &(*tail)->next;
     *tail = h;
     return TG_OK;
+}
+
+_Thread_local int tg__engine_hooks_running;
+
+int tg_tensor_remove_hook(tg_tensor *t, tg_grad_hook_fn fn, void *user)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_remove_hook: t must not be NULL");
+    tg_hook **list = t->grad_fn ? &t->grad_fn->hooks : &t->hooks;
+    for (tg_hook **p = list; *p; p = &(*p)->next) {
+        if ((*p)->removed || (*p)->fn != fn || (*p)->user != user) continue;
+        tg_hook *h = *p;
+        if (tg__engine_hooks_running > 0) {   /* from a hook: freed after the loop */
+            h->removed = true;
+            return TG_OK;
+        }
+        *p = h->next;
+        free(h);
+        return TG_OK;
+    }
+    return tg__error(TG_ENOTFOUND, "tensor_remove_hook: no such hook on t");
+}
+
+void tg__engine_sweep_hooks(tg_hook **list)
+{
+    for (tg_hook **p = list; *p;) {
+        tg_hook *h = *p;
+        if (!h->removed) {
+            p = &h->next;
+            continue;
+        }
+        *p = h->next;
+        free(h);
+    }
 }
 
 int tg_tensor_register_post_accumulate_hook(tg_tensor *t, tg_post_accumulate_hook_fn fn,
