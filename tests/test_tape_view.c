@@ -281,6 +281,47 @@ Test(tape_view, steps_callback_error_aborts_the_backward)
     net_free(&n);
 }
 
+/* A learner stepping through a backward prints the tape at each step: the
+ * tape's printout and its DOT work while the backward runs over the same
+ * nodes, and list every node each time. */
+typedef struct printing {
+    const tg_tensor *loss;
+    int steps, nodes_seen;
+} printing;
+
+static int print_at_step(const tg_backward_step *s, void *user)
+{
+    (void)s;
+    printing *p = user;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    cr_assert(mf != NULL);
+    OK(tg_tape_print(mf, p->loss));
+    OK(tg_graph_to_dot(mf, p->loss));
+    fclose(mf);
+    p->nodes_seen = count_of(buf, "tanh");
+    free(buf);
+    p->steps++;
+    return TG_OK;
+}
+
+Test(tape_view, the_tape_prints_from_a_step)
+{
+    net a, b;
+    net_build(&a);
+    net_build(&b);
+    OK(tg_backward(a.loss, NULL, NULL));
+    printing p = {.loss = b.loss};
+    OK(tg_backward_steps(b.loss, NULL, NULL, print_at_step, &p));
+    cr_assert(eq(int, p.steps, 6));
+    cr_assert(p.nodes_seen >= 2, "the tanh node in the printout and in the DOT");
+    th_expect_same_bits("w1", a.w1, tg_tensor_grad(b.w1), tg_tensor_grad(a.w1));
+    th_expect_same_bits("w2", a.w2, tg_tensor_grad(b.w2), tg_tensor_grad(a.w2));
+    net_free(&a);
+    net_free(&b);
+}
+
 /* The gradient a hook sees on a (tanh's output), and the one step shows. */
 static int keep_grad(tg_tensor **grad, void *user)
 {

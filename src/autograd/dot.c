@@ -14,7 +14,7 @@ static int collect(const char *op, FILE *f, const tg_tensor *t, tg_node ***nodes
     TG_CHECK(f != NULL, TG_EINVAL, "%s: f must not be NULL", op);
     TG_CHECK(t != NULL, TG_EINVAL, "%s: t must not be NULL", op);
     tg_tensor *root = (tg_tensor *)t;   /* only read */
-    return tg__tape_collect(&root, 1, nodes, count);
+    return tg__tape_collect_read(&root, 1, nodes, count);
 }
 
 /* Addresses of the tensors declared so far, so each is declared once.  A

@@ -288,17 +288,23 @@ static bool push_node(tg_node ***arr, int *len, int *cap, tg_node *n)
     return true;
 }
 
-/* Discovers n: marks it and pushes it on both the result and the work stack. */
-static int discover(tg_node *n, tg_node ***out, int *len, int *cap, tg_node ***work,
-                    int *wlen, int *wcap)
+/* Discovers n: marks it and pushes it on both the result and the work stack.
+ * For a backward (read 0) the mark is `dependencies == -1`, and a node that
+ * a running backward counts is refused; for reading, read_mark == read. */
+static int discover(tg_node *n, uint64_t read, tg_node ***out, int *len, int *cap,
+                    tg_node ***work, int *wlen, int *wcap)
 {
-    if (!n || n->dependencies == -1) return TG_OK;
-    TG_CHECK(n->dependencies == 0, TG_EGRAD,
-             "backward: node #%llu (%s) is already part of a running backward",
-             (unsigned long long)n->seq, n->op->name);
-    n->dependencies = -1;
+    if (!n || (read ? n->read_mark == read : n->dependencies == -1)) return TG_OK;
+    if (read) {
+        n->read_mark = read;
+    } else {
+        TG_CHECK(n->dependencies == 0, TG_EGRAD,
+                 "backward: node #%llu (%s) is already part of a running backward",
+                 (unsigned long long)n->seq, n->op->name);
+        n->dependencies = -1;
+    }
     if (!push_node(out, len, cap, n)) {
-        n->dependencies = 0;
+        if (!read) n->dependencies = 0;
         return tg__error(TG_ENOMEM, "backward: out of memory collecting the tape");
     }
     /* On failure here n is in *out, whose marks the caller clears. */
@@ -307,20 +313,23 @@ static int discover(tg_node *n, tg_node ***out, int *len, int *cap, tg_node ***w
     return TG_OK;
 }
 
-int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count)
+static int collect(tg_tensor *const *roots, int n_roots, uint64_t read, tg_node ***nodes,
+                   int *count)
 {
     tg_node **out = NULL, **work = NULL;
     int len = 0, cap = 0, wlen = 0, wcap = 0, rc = TG_OK;
-    /* Iterative DFS: `dependencies == -1` marks a discovered node. */
+    /* Iterative DFS over the marks discover sets. */
     for (int r = 0; r < n_roots && rc == TG_OK; r++)
-        if (roots[r]) rc = discover(roots[r]->grad_fn, &out, &len, &cap, &work, &wlen, &wcap);
+        if (roots[r])
+            rc = discover(roots[r]->grad_fn, read, &out, &len, &cap, &work, &wlen, &wcap);
     while (rc == TG_OK && wlen > 0) {
         tg_node *n = work[--wlen];
         for (int i = 0; i < n->n_inputs && rc == TG_OK; i++)
-            rc = discover(n->edges[i].fn, &out, &len, &cap, &work, &wlen, &wcap);
+            rc = discover(n->edges[i].fn, read, &out, &len, &cap, &work, &wlen, &wcap);
     }
     free(work);
-    for (int i = 0; i < len; i++) out[i]->dependencies = 0;
+    if (!read)
+        for (int i = 0; i < len; i++) out[i]->dependencies = 0;
     if (rc < 0) {
         free(out);
         return rc;
@@ -329,4 +338,15 @@ int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int
     *nodes = out;
     *count = len;
     return TG_OK;
+}
+
+int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count)
+{
+    return collect(roots, n_roots, 0, nodes, count);
+}
+
+int tg__tape_collect_read(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count)
+{
+    static _Atomic uint64_t reads;   /* 0 is no mark: the first read is 1 */
+    return collect(roots, n_roots, atomic_fetch_add(&reads, 1) + 1, nodes, count);
 }

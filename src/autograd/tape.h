@@ -72,6 +72,7 @@ struct tg_node {
     /* engine scratch during one backward */
     tg_tensor *grad_accum;
     int dependencies;
+    uint64_t read_mark;   /* tg__tape_collect_read's visit mark */
 };
 
 tg_node *tg__node_retain(tg_node *n);
@@ -94,6 +95,10 @@ long tg__node_live_count(void);
  * leaves it 0.  TG_ENOMEM, or TG_EGRAD when a backward is already running over
  * the same nodes. */
 int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count);
+/* The same for reading the tape (printing, DOT): marks nodes in read_mark,
+ * with a number of its own per call, so it also works while a backward runs
+ * over them (from a tg_backward_steps callback).  TG_ENOMEM only. */
+int tg__tape_collect_read(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count);
 
 /* Saves t for backward (retained; its version recorded).  Returns the slot. */
 int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);
