@@ -262,6 +262,53 @@ Test(autograd, hook_on_non_leaf)
     tg_tensor_release(w);
 }
 
+/* As in PyTorch, an operand is needed for backward only by the gradient of
+ * its partner: writing into w of c * w with only w requiring grad, or into
+ * W of X @ W and linear(X, W) with X constant, is no error (the gradients
+ * use the constant, unchanged); writing into the operand a gradient does
+ * read still is. */
+Test(autograd, inplace_change_of_an_operand_no_gradient_reads_is_allowed)
+{
+    tg_tensor *c = th_vec(TG_F64, 3, X, "c", false), *w = th_vec(TG_F64, 3, W, "w", true);
+    tg_tensor *h = NULL, *y = NULL;
+    OK(tg_mul(&h, c, w));
+    OK(tg_sum(&y, h));
+    OK(tg_tensor_fill(w, 7.0));
+    OK(tg_backward(y, NULL, NULL));
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), X[i]));
+    th_release_all(2, (tg_tensor *[]){h, y});
+    /* X (2, 3) constant, W (3, 2) and Wl (2, 3) require grad */
+    static const double xv[6] = {1, 2, 3, 4, 5, 6}, wv[6] = {0.5, -1, 2, 0.25, -3, 1};
+    tg_tensor *xs = th_vec(TG_F64, 6, xv, "X", false), *ws = th_vec(TG_F64, 6, wv, "W", true);
+    tg_tensor *X2 = NULL, *W2 = NULL, *Wl = NULL, *m = NULL, *l = NULL, *s1 = NULL, *s2 = NULL;
+    OK(tg_reshape(&X2, xs, 2, (int64_t[]){2, 3}));
+    OK(tg_tensor_from_data(&W2, TG_F64, 2, (int64_t[]){3, 2}, wv));
+    OK(tg_tensor_set_requires_grad(W2, true));
+    OK(tg_tensor_from_data(&Wl, TG_F64, 2, (int64_t[]){2, 3}, wv));
+    OK(tg_tensor_set_requires_grad(Wl, true));
+    OK(tg_matmul(&m, X2, W2));
+    OK(tg_linear(&l, X2, Wl, NULL));
+    OK(tg_sum(&s1, m));
+    OK(tg_sum(&s2, l));
+    OK(tg_tensor_fill(W2, 9.0));
+    OK(tg_tensor_fill(Wl, 9.0));
+    OK(tg_backward(s1, NULL, NULL));
+    OK(tg_backward(s2, NULL, NULL));
+    /* d sum(X W)/dW[k][j] = sum_i X[i][k]; d sum(X Wl^T)/dWl[j][k] = the same */
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 2; j++) {
+            cr_assert(eq(dbl, th_at(tg_tensor_grad(W2), k * 2 + j), xv[k] + xv[3 + k]));
+            cr_assert(eq(dbl, th_at(tg_tensor_grad(Wl), j * 3 + k), xv[k] + xv[3 + k]));
+        }
+    /* the operand a gradient reads: still refused */
+    tg_tensor *m2 = NULL, *s3 = NULL;
+    OK(tg_matmul(&m2, X2, W2));
+    OK(tg_sum(&s3, m2));
+    OK(tg_tensor_fill(xs, 0.0));   /* X2 is a view of xs */
+    cr_assert(eq(int, tg_backward(s3, NULL, NULL), TG_EINPLACE));
+    th_release_all(13, (tg_tensor *[]){c, w, xs, ws, X2, W2, Wl, m, l, s1, s2, m2, s3});
+}
+
 Test(autograd, inplace_change_of_saved_tensor_is_reported)
 {
     tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *w = th_vec(TG_F64, 3, W, "w", true);

@@ -103,6 +103,25 @@ static void meta_of(tg_meta *m, const tg_tensor *t)
     memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
 }
 
+/* The gradient g that reached leaf, checked (by its node) against the leaf
+ * as recorded, against the leaf as it is now (m): they differ when the leaf
+ * was converted in place since the record (tg_module_to_dtype), which no
+ * saved tensor may have caught (an operand no gradient reads is not
+ * checked). */
+static int check_leaf_unchanged(const tg_tensor *leaf, const tg_tensor *g, const tg_meta *m)
+{
+    bool ok = g->dtype == m->dtype && g->ndim == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) ok = g->shape[d] == m->shape[d];
+    if (ok) return TG_OK;
+    char gs[96], ms[96], name[48];
+    return tg__error(TG_EINPLACE,
+                     "backward: leaf%s is %s %s, but was %s %s when the graph was recorded: "
+                     "it was modified in place since",
+                     tg__name_note(leaf, false, name), tg_dtype_name(m->dtype),
+                     tg_shape_str(ms, sizeof ms, m->ndim, m->shape), tg_dtype_name(g->dtype),
+                     tg_shape_str(gs, sizeof gs, g->ndim, g->shape));
+}
+
 /* *slot += g (a new reference either way; recorded only with create_graph). */
 static int accumulate(tg_tensor **slot, tg_tensor *g)
 {
@@ -279,7 +298,8 @@ static int deliver_leaf(engine *e, int k)
     int rc = TG_OK;
     e->touched[k]->pending = NULL;
     meta_of(&m, leaf);
-    if (e->req.accumulate) {
+    rc = check_leaf_unchanged(leaf, h, &m);
+    if (rc >= 0 && e->req.accumulate) {
         rc = run_hooks(&leaf->hooks, &h);
         if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
         if (rc >= 0) {

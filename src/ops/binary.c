@@ -119,18 +119,21 @@ static int sub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return addsub_backward(ctx, g, gi, true);
 }
 
-/* d(a*b) = g*b, g*a. */
+/* d(a*b) = g*b, g*a.  Each saved operand is read only for the gradient that
+ * needs it, so that, as in PyTorch, writing in place into an operand whose
+ * gradient partner needs none (b of a*b when only b requires grad) is no
+ * error. */
 static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
+    int rc = TG_OK;
     if (tg__ctx_needs_grad(ctx, 0)) {
+        TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
         TG_TRY_GOTO(tg_mul(&t, g, b));
         TG_TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
+        TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
         TG_TRY_GOTO(tg_mul(&t, g, a));
         TG_TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
     }
@@ -138,15 +141,16 @@ done:
     return finish(rc, gi);
 }
 
-/* d(a/b) = g/b, -g*a/b^2 (computed as -((g/b)/b)*a). */
+/* d(a/b) = g/b, -g*a/b^2 (computed as -((g/b)/b)*a); a is read only for
+ * b's gradient (see mul_backward). */
 static int div_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t[4] = {NULL, NULL, NULL, NULL};
     int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
     TG_TRY_GOTO(tg_div(&t[0], g, b));
     if (tg__ctx_needs_grad(ctx, 1)) {
+        TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
         TG_TRY_GOTO(tg_div(&t[1], t[0], b));
         TG_TRY_GOTO(tg_mul(&t[2], t[1], a));
         TG_TRY_GOTO(tg_neg(&t[3], t[2]));

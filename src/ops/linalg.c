@@ -273,13 +273,20 @@ static int matmul_t(tg_tensor **out, tg_tensor *x, bool xt, tg_tensor *y, bool y
     return rc;
 }
 
+/* Each saved operand is read only for the gradient that needs it (as
+ * PyTorch saves them): X @ W with X constant may have X written in place
+ * before backward. */
 static int matmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 {
     tg_tensor *a, *b;
-    TG_TRY(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY(tg__ctx_saved(ctx, 1, &b));
-    if (tg__ctx_needs_grad(ctx, 0)) TG_TRY(matmul_t(&grad_in[0], g, false, b, true));
-    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY(matmul_t(&grad_in[1], a, true, g, false));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        TG_TRY(tg__ctx_saved(ctx, 1, &b));
+        TG_TRY(matmul_t(&grad_in[0], g, false, b, true));
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) {
+        TG_TRY(tg__ctx_saved(ctx, 0, &a));
+        TG_TRY(matmul_t(&grad_in[1], a, true, g, false));
+    }
     return TG_OK;
 }
 
@@ -380,18 +387,21 @@ static int linear_dw(tg_tensor **dw, tg_tensor *g2, tg_tensor *x, int64_t rows, 
     return rc;
 }
 
+/* x and w are read only for the gradient that needs them (see
+ * matmul_backward); the shapes come from the inputs' metadata. */
 static int linear_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 {
     tg_tensor *x, *w, *g2 = NULL;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(tg__ctx_saved(ctx, 1, &w));
-    int64_t fout = w->shape[0], fin = w->shape[1];
-    int64_t rows = tg__numel(x->ndim - 1, x->shape);
+    const tg_meta *xm = tg__ctx_input_meta(ctx, 0), *wm = tg__ctx_input_meta(ctx, 1);
+    int64_t fout = wm->shape[0], fin = wm->shape[1];
+    int64_t rows = tg__numel(xm->ndim - 1, xm->shape);
     int64_t g2shape[2] = {rows, fout};
     TG_TRY(tg_reshape(&g2, g, 2, g2shape));
     int rc = TG_OK;
-    if (tg__ctx_needs_grad(ctx, 0)) rc = linear_dx(&grad_in[0], g2, w, tg__ctx_input_meta(ctx, 0));
-    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1)) rc = linear_dw(&grad_in[1], g2, x, rows, fin);
+    if (tg__ctx_needs_grad(ctx, 0) && (rc = tg__ctx_saved(ctx, 1, &w)) == TG_OK)
+        rc = linear_dx(&grad_in[0], g2, w, xm);
+    if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1) && (rc = tg__ctx_saved(ctx, 0, &x)) == TG_OK)
+        rc = linear_dw(&grad_in[1], g2, x, rows, fin);
     if (rc == TG_OK && ctx->n_inputs > 2 && tg__ctx_needs_grad(ctx, 2))
         rc = tg_sum_to_shape(&grad_in[2], g2, 1, &fout);
     tg_tensor_release(g2);
