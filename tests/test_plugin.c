@@ -78,7 +78,9 @@ Test(plugin, ops_with_nothing_to_differentiate_are_not_applicable)
               th_err);
     th_expect_in(th_out, "plugin_ones       plugin: no inputs");
     th_expect_in(th_out, "plugin_copy_no_backward plugin: the schema has no backward");
-    th_expect_in(th_out, "2 cases, 0 failed");
+    th_expect_in(th_out, "plugin_scale_by_int plugin: refuses (3, 4) f64 inputs");
+    th_expect_in(th_out, "plugin_scale_by_int: k must be i64, not f64");
+    th_expect_in(th_out, "3 cases, 0 failed");
 }
 
 Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
