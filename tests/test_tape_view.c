@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/tape.h"
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
 
@@ -320,6 +321,21 @@ Test(tape_view, the_tape_prints_from_a_step)
     th_expect_same_bits("w2", a.w2, tg_tensor_grad(b.w2), tg_tensor_grad(a.w2));
     net_free(&a);
     net_free(&b);
+}
+
+/* Every built-in op has its own VJP note in the views (custom ops get the
+ * generic one). */
+Test(tape_view, every_built_in_op_has_a_vjp_note)
+{
+    const char *generic = tg__vjp_formula("no such op");
+    const int n = tg_op_count();
+    cr_assert(n > 50);
+    for (int i = 0; i < n; i++) {
+        tg_op_info info;
+        OK(tg_op_info_at(i, &info));
+        cr_assert(strcmp(tg__vjp_formula(info.name), generic) != 0, "%s has no VJP note",
+                  info.name);
+    }
 }
 
 /* The gradient a hook sees on a (tanh's output), and the one step shows. */

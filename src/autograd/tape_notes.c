@@ -51,8 +51,18 @@ static const op_note notes[] = {
     {"conv_transpose", "dx = conv(g, w), dw = conv_weight_grad(g, x), "
                        "db = g summed over batch and positions", NULL},
     {"conv_weight_grad", "the adjoint convolutions of g with the other input", NULL},
-    {"batch_norm", "dx = (g - mean(g) - xhat mean(g xhat)) gamma / sigma, "
-                   "dgamma = sum(g xhat), dbeta = sum(g)", NULL},
+    {"batch_norm", "training: dx = (g - mean(g) - xhat mean(g xhat)) gamma / sigma, "
+                   "dgamma = sum(g xhat), dbeta = sum(g) (per channel); eval: dx = g gamma / "
+                   "sqrt(running_var + eps)", NULL},
+    {"softplus", "da = g * sigmoid(beta a), = g above the threshold", NULL},
+    {"clamp", "da = g where lo <= a <= hi, 0 outside", NULL},
+    {"where", "da = g where cond, db = g elsewhere (each summed back to its input's shape); "
+              "cond gets none", NULL},
+    {"embedding", "dweight = g's rows added into the rows they were picked from "
+                  "(embedding_backward); the indices get none", NULL},
+    {"embedding_backward", "dg = the rows of its gradient at the indices (embedding)", NULL},
+    {"ce_pick", "da = g placed at each row's target entry (one-hot * g)", NULL},
+    {"one_hot", "no gradient: the labels are integers", NULL},
     {"sum", "da = g copied to every element of a", NULL},
     {"mean", "da = g / n copied to every element of a", NULL},
     {"sum_dims", "da = g copied along the reduced dims", NULL},
