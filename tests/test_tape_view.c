@@ -247,18 +247,25 @@ static int on_step(const tg_backward_step *s, void *user)
     return TG_OK;
 }
 
+/* tg_backward on a, tg_backward_steps(fn, user) on b (two builds of the net):
+ * b's leaves get a's gradients bit for bit. */
+static void backward_and_steps(net *a, net *b, tg_backward_step_fn fn, void *user)
+{
+    OK(tg_backward(a->loss, NULL, NULL));
+    OK(tg_backward_steps(b->loss, NULL, NULL, fn, user));
+    th_expect_same_bits("w1", a->w1, tg_tensor_grad(b->w1), tg_tensor_grad(a->w1));
+    th_expect_same_bits("w2", a->w2, tg_tensor_grad(b->w2), tg_tensor_grad(a->w2));
+}
+
 Test(tape_view, steps_give_the_gradients_of_backward_bit_for_bit)
 {
     net a, b;
     net_build(&a);
     net_build(&b);
-    OK(tg_backward(a.loss, NULL, NULL));
     watch w = {.leaf = {b.w1, b.w2}, .fail_at = -1};
-    OK(tg_backward_steps(b.loss, NULL, NULL, on_step, &w));
+    backward_and_steps(&a, &b, on_step, &w);
     cr_assert(eq(int, w.n_steps, 6));
     cr_assert(w.seed_seen);
-    th_expect_same_bits("w1", a.w1, tg_tensor_grad(b.w1), tg_tensor_grad(a.w1));
-    th_expect_same_bits("w2", a.w2, tg_tensor_grad(b.w2), tg_tensor_grad(a.w2));
     /* what the steps showed flowing into each leaf is its whole gradient */
     th_expect_same_bits("steps into w1", a.w1, w.sum[0], tg_tensor_grad(a.w1));
     th_expect_same_bits("steps into w2", a.w2, w.sum[1], tg_tensor_grad(a.w2));
@@ -312,13 +319,10 @@ Test(tape_view, the_tape_prints_from_a_step)
     net a, b;
     net_build(&a);
     net_build(&b);
-    OK(tg_backward(a.loss, NULL, NULL));
     printing p = {.loss = b.loss};
-    OK(tg_backward_steps(b.loss, NULL, NULL, print_at_step, &p));
+    backward_and_steps(&a, &b, print_at_step, &p);
     cr_assert(eq(int, p.steps, 6));
     cr_assert(p.nodes_seen >= 2, "the tanh node in the printout and in the DOT");
-    th_expect_same_bits("w1", a.w1, tg_tensor_grad(b.w1), tg_tensor_grad(a.w1));
-    th_expect_same_bits("w2", a.w2, tg_tensor_grad(b.w2), tg_tensor_grad(a.w2));
     net_free(&a);
     net_free(&b);
 }
