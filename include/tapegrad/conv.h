@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "tapegrad/export.h"
+#include "tapegrad/ops.h"
 #include "tapegrad/tensor.h"
 
 #ifdef __cplusplus
@@ -68,13 +69,17 @@ typedef struct tg_conv_params {
     tg_activation act;
     double act_slope;                          /* leaky_relu slope */
     tg_conv_algo algo;
+    /* conv only (PyTorch's padding_mode): CONSTANT pads with zeros in the
+     * kernel; REFLECT, REPLICATE and CIRCULAR pad x by tg_pad first, then
+     * convolve without padding.  conv_transpose takes CONSTANT only. */
+    tg_pad_mode padding_mode;
 } tg_conv_params;
 
 #define TG_CONV_PARAMS_INIT                                                   \
     {.stride = {1, 1, 1}, .dilation = {1, 1, 1},                              \
      .padding = {{0, 0}, {0, 0}, {0, 0}}, .output_padding = {0, 0, 0},        \
      .groups = 1, .act = TG_ACT_NONE, .act_slope = 0.01,                      \
-     .algo = TG_CONV_ALGO_DEFAULT}
+     .algo = TG_CONV_ALGO_DEFAULT, .padding_mode = TG_PAD_CONSTANT}
 
 /* Sets symmetric padding p on every axis. */
 TG_API void tg_conv_params_set_padding(tg_conv_params *p, int64_t pad);

@@ -90,6 +90,21 @@ TG_API int tg_softplus(tg_tensor **out, tg_tensor *a, double beta, double thresh
 /* min(max(a, lo), hi) as torch.clamp; NAN for lo or hi means no such bound.
  * NaN elements stay NaN.  The gradient passes where lo <= a <= hi. */
 TG_API int tg_clamp(tg_tensor **out, tg_tensor *a, double lo, double hi);
+/* x padded as torch.nn.functional.pad: pads holds n/2 (low, high) pairs for
+ * the last n/2 dims, the last dim first; the new entries are `value`
+ * (CONSTANT), x mirrored without repeating its edge (REFLECT: each padding
+ * < the dim's size), its edge repeated (REPLICATE) or x wrapped around
+ * (CIRCULAR: each padding <= the size).  Any dtype; differentiable to any
+ * order (the gradient adds each output's gradient into the element it
+ * came from). */
+typedef enum tg_pad_mode {
+    TG_PAD_CONSTANT = 0,
+    TG_PAD_REFLECT,
+    TG_PAD_REPLICATE,
+    TG_PAD_CIRCULAR,
+} tg_pad_mode;
+TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_pad_mode mode,
+                  double value);
 /* a where cond is nonzero, else b (torch.where); the three broadcast
  * together.  cond: any dtype, no gradient; a, b: float (promoted). */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);

@@ -90,6 +90,10 @@ int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
                         const tg_tensor *w, bool transpose)
 {
     const int ns = tg_tensor_ndim(w) - 2;
+    /* ONNX Conv pads with zeros; another mode would need a Pad node */
+    TG_CHECK(p->padding_mode == TG_PAD_CONSTANT, TG_EUNSUPPORTED,
+             "onnx export: a Conv with padding_mode %d (reflect, replicate or circular) is not "
+             "exported: only zero padding", (int)p->padding_mode);
     int64_t pads[2 * TG_CONV_MAX_SPATIAL];
     for (int i = 0; i < ns; i++) {   /* ONNX: all beginnings, then all ends */
         pads[i] = p->padding[i][0];

@@ -28,6 +28,10 @@ void tg_conv_params_set_padding(tg_conv_params *p, int64_t pad)
 
 int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool transpose)
 {
+    /* the kernels pad with zeros; tg_conv pads x first in the other modes */
+    TG_CHECK(p->padding_mode == TG_PAD_CONSTANT, TG_EINVAL,
+             "%s: padding_mode=%d: only zero padding here (tg_conv pads x with tg_pad in "
+             "the other modes)", op, (int)p->padding_mode);
     for (int a = 0; a < n; a++) {
         TG_CHECK(p->stride[a] >= 1, TG_EINVAL, "%s: stride[%d]=%lld must be >= 1", op, a,
                  (long long)p->stride[a]);

@@ -25,7 +25,8 @@
     X(clamp, 1)          /* clamp.c: clamp */                                 \
     X(where, 1)          /* where.c: where */                                 \
     X(one_hot, 1)        /* one_hot.c: one_hot */                             \
-    X(embedding, 2)      /* embedding.c: embedding embedding_backward */
+    X(embedding, 2)      /* embedding.c: embedding embedding_backward */     \
+    X(pad, 2)            /* pad.c: pad pad_backward */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

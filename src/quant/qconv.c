@@ -106,6 +106,9 @@ static int conv_validate(bool transpose, const char *op, const tg_tensor *x,
     TG_CHECK(p->act == TG_ACT_NONE || p->act == TG_ACT_RELU, TG_EUNSUPPORTED,
              "%s: activation %s is not supported; only none or relu can be fused", op,
              tg_activation_name(p->act));
+    TG_CHECK(p->padding_mode == TG_PAD_CONSTANT, TG_EUNSUPPORTED,
+             "%s: padding_mode=%d: only zero padding (TG_PAD_CONSTANT); pad x with tg_pad "
+             "first", op, (int)p->padding_mode);
     /* The float ops' shape and parameter rules, read through float-typed
      * shallow copies (tg__conv_validate only looks at dtype and shape). */
     struct tg_tensor xf = *x, wf = *wt;

@@ -1,0 +1,306 @@
+/* tests/test_pad.c - tg_pad against PyTorch's F.pad (values and gradients,
+ * every mode, ranks 1-3 of padding), its derivatives to second order by
+ * finite differences, other dtypes, its refusals; Conv's padding_mode
+ * against torch's ConvNd(padding_mode=...), in the op and the module,
+ * refused by ConvTranspose, and kept by a quantized model.  Goldens:
+ * scripts/make_pad_goldens.py. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+static tg_st_file *golden(void)
+{
+    char path[512];
+    tg_st_file *f = NULL;
+    OK(tg_safetensors_load(&f, th_golden_path(path, sizeof path, "pad/pad.safetensors")));
+    return f;
+}
+
+static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", c, what);
+    const tg_tensor *t = tg_st_get(f, key);
+    cr_assert(t != NULL, "golden has no %s", key);
+    return t;
+}
+
+static const char *meta(const tg_st_file *f, const char *c, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", c, what);
+    const char *v = tg_st_meta_get(f, key);
+    cr_assert(v != NULL, "golden has no metadata %s", key);
+    return v;
+}
+
+static tg_pad_mode mode_of(const char *m)
+{
+    return !strcmp(m, "reflect")     ? TG_PAD_REFLECT
+           : !strcmp(m, "replicate") ? TG_PAD_REPLICATE
+           : !strcmp(m, "circular")  ? TG_PAD_CIRCULAR
+                                     : TG_PAD_CONSTANT;
+}
+
+static int ints_of(const char *s, int64_t *v)
+{
+    int n = 0;
+    for (char *end; *s; s = *end ? end + 1 : end) v[n++] = strtoll(s, &end, 10);
+    return n;
+}
+
+/* A fresh leaf holding t's values. */
+static tg_tensor *leaf_of(const tg_tensor *t)
+{
+    tg_tensor *c = NULL;
+    OK(tg_tensor_clone(&c, (tg_tensor *)t));
+    OK(tg_tensor_set_requires_grad(c, true));
+    return c;
+}
+
+static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
+                         double rtol)
+{
+    cr_assert(eq(i64, tg_tensor_numel(got), tg_tensor_numel(want)), "%s: size", what);
+    cr_assert(eq(int, tg_tensor_ndim(got), tg_tensor_ndim(want)), "%s: rank", what);
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++) scale = fmax(scale, fabs(th_at(want, i)));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        cr_assert(fabs(th_at(got, i) - th_at(want, i)) <= rtol * (scale + 1e-300),
+                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
+                  th_at(want, i));
+}
+
+/* sum(y * gy) backward: the gradient of every leaf. */
+static void backward_with(tg_tensor *y, const tg_tensor *gy)
+{
+    tg_tensor *p = NULL, *s = NULL;
+    OK(tg_mul(&p, y, (tg_tensor *)gy));
+    OK(tg_sum(&s, p));
+    OK(tg_backward(s, NULL, NULL));
+    th_release_all(2, (tg_tensor *[]){p, s});
+}
+
+Test(pad, every_mode_matches_torch)
+{
+    tg_st_file *f = golden();
+    const int n = atoi(tg_st_meta_get(f, "pad_cases"));
+    cr_assert(n >= 10);
+    for (int i = 0; i < n; i++) {
+        char c[16];
+        snprintf(c, sizeof c, "pad%d", i);
+        int64_t pads[8];
+        const int np = ints_of(meta(f, c, "pads"), pads);
+        tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
+        OK(tg_pad(&y, x, np, pads, mode_of(meta(f, c, "mode")), atof(meta(f, c, "value"))));
+        /* a copy of the values: exactly torch's */
+        expect_close(c, y, get(f, c, "y"), 0);
+        backward_with(y, get(f, c, "grad_y"));
+        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-14);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    tg_st_free(f);
+}
+
+static int pad_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const tg_pad_mode mode = *(const tg_pad_mode *)user;
+    return tg_pad(out, in[0], 4, (int64_t[]){2, 1, 1, 2}, mode, 0.25);
+}
+
+/* pad and pad_backward are each other's adjoint: gradients of every order */
+Test(pad, first_and_second_derivatives_by_finite_differences)
+{
+    static const tg_pad_mode modes[] = {TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE,
+                                        TG_PAD_CIRCULAR};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        tg_tensor *x = th_rand_uniform(TG_F64, 3, (int64_t[]){2, 3, 4}, 5 + m);
+        OK(tg_tensor_set_requires_grad(x, true));
+        tg_tensor *in[1] = {x};
+        tg_pad_mode mode = modes[m];
+        OK(tg_gradcheck(pad_fn, &mode, 1, in, NULL));
+        OK(tg_gradgradcheck(pad_fn, &mode, 1, in, NULL));
+        tg_tensor_release(x);
+    }
+}
+
+/* Any dtype: the values are copied as they are. */
+Test(pad, integer_and_half_tensors_are_copied_exactly)
+{
+    static const tg_dtype dts[] = {TG_I64, TG_U8, TG_BF16, TG_F16, TG_F32};
+    for (size_t k = 0; k < sizeof dts / sizeof *dts; k++) {
+        tg_tensor *x64 = NULL, *x = NULL, *y = NULL, *yr = NULL, *yc = NULL;
+        OK(tg_tensor_zeros(&x64, TG_F64, 2, (int64_t[]){3, 4}));
+        for (int i = 0; i < 12; i++) OK(tg_tensor_set_flat(x64, i, i * 3 % 7));
+        OK(tg_tensor_to_dtype(&x, x64, dts[k]));
+        OK(tg_pad(&y, x, 4, (int64_t[]){1, 2, 2, 0}, TG_PAD_REFLECT, 0));
+        OK(tg_pad(&yr, x64, 4, (int64_t[]){1, 2, 2, 0}, TG_PAD_REFLECT, 0));
+        cr_assert(eq(int, tg_tensor_dtype(y), dts[k]));
+        OK(tg_tensor_to_dtype(&yc, y, TG_F64));
+        expect_close(tg_dtype_name(dts[k]), yc, yr, 0);
+        OK(tg_pad(&y, x, 2, (int64_t[]){0, 1}, TG_PAD_CONSTANT, 5));   /* y released below */
+        th_release_all(5, (tg_tensor *[]){x64, x, y, yr, yc});
+    }
+}
+
+Test(pad, refusals_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 4}, 1), *y = NULL, *e = NULL;
+    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){4, 0}, TG_PAD_REFLECT, 0), TG_EINVAL));
+    th_expect_in(tg_error_message(), "reflect padding (4, 0) of dim 2 must be < its size 4");
+    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){0, 5}, TG_PAD_CIRCULAR, 0), TG_EINVAL));
+    th_expect_in(tg_error_message(), "circular padding (0, 5) of dim 2 must be <= its size 4");
+    cr_assert(eq(int, tg_pad(&y, x, 3, (int64_t[]){1, 1, 1}, TG_PAD_CONSTANT, 0), TG_EINVAL));
+    th_expect_in(tg_error_message(), "(low, high) pair");
+    cr_assert(eq(int, tg_pad(&y, x, 8, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1}, TG_PAD_CONSTANT, 0),
+                 TG_EINVAL));
+    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){-1, 0}, TG_PAD_CONSTANT, 0), TG_EINVAL));
+    th_expect_in(tg_error_message(), "must be in [0,");
+    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){1, 0}, (tg_pad_mode)9, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_pad(&y, x, 2, NULL, TG_PAD_CONSTANT, 0), TG_EINVAL));
+    cr_assert(eq(int, tg_pad(NULL, x, 0, NULL, TG_PAD_CONSTANT, 0), TG_EINVAL));
+    OK(tg_tensor_zeros(&e, TG_F32, 2, (int64_t[]){2, 0}));
+    cr_assert(eq(int, tg_pad(&y, e, 2, (int64_t[]){1, 0}, TG_PAD_REPLICATE, 0), TG_ESHAPE));
+    OK(tg_pad(&y, e, 2, (int64_t[]){1, 2}, TG_PAD_CONSTANT, 3));   /* zeros: fine */
+    cr_assert(eq(i64, tg_tensor_dim(y, 1), 3));
+    cr_assert(eq(dbl, th_at(y, 0), 3.0));
+    cr_assert(y != NULL);
+    th_release_all(3, (tg_tensor *[]){x, e, y});
+}
+
+/* The conv case c of the golden as params: padding per axis, stride, mode. */
+static tg_conv_params conv_params_of(const tg_st_file *f, const char *c)
+{
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    int64_t pad[3];
+    const int nsp = ints_of(meta(f, c, "padding"), pad);
+    for (int k = 0; k < nsp; k++) {
+        p.padding[k][0] = p.padding[k][1] = pad[k];
+        p.stride[k] = atoll(meta(f, c, "stride"));
+    }
+    p.padding_mode = mode_of(meta(f, c, "mode"));
+    return p;
+}
+
+Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
+{
+    tg_st_file *f = golden();
+    const int n = atoi(tg_st_meta_get(f, "conv_cases"));
+    cr_assert(n >= 5);
+    for (int i = 0; i < n; i++) {
+        char c[16];
+        snprintf(c, sizeof c, "conv%d", i);
+        const tg_conv_params p = conv_params_of(f, c);
+        tg_tensor *x = leaf_of(get(f, c, "x")), *w = leaf_of(get(f, c, "w"));
+        tg_tensor *b = leaf_of(get(f, c, "b")), *y = NULL;
+        OK(tg_conv(&y, x, w, b, &p));
+        expect_close(c, y, get(f, c, "y"), 1e-12);
+        backward_with(y, get(f, c, "grad_y"));
+        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-12);
+        expect_close(c, tg_tensor_grad(w), get(f, c, "grad_w"), 1e-12);
+        expect_close(c, tg_tensor_grad(b), get(f, c, "grad_b"), 1e-12);
+        /* the module with the same params and weights gives the op's bits */
+        const tg_tensor *wg = get(f, c, "w");
+        const int nsp = tg_tensor_ndim(wg) - 2;
+        tg_module *m = NULL;
+        tg_rng rng;
+        tg_rng_init(&rng, 1);
+        OK(tg_nn_conv_new(&m, nsp, tg_tensor_dim(wg, 1), tg_tensor_dim(wg, 0),
+                          tg_tensor_shape(wg) + 2, &p, true, &rng));
+        OK(tg_module_to_dtype(m, TG_F64));
+        OK(tg_tensor_copy_(tg_module_find(m, "weight"), wg));
+        OK(tg_tensor_copy_(tg_module_find(m, "bias"), get(f, c, "b")));
+        tg_tensor *ym = NULL;
+        OK(tg_module_forward(m, &ym, x));
+        th_expect_same_bits(c, ym, ym, y);
+        tg_module_release(m);
+        th_release_all(5, (tg_tensor *[]){x, w, b, y, ym});
+    }
+    tg_st_free(f);
+}
+
+/* ONNX's Conv pads with zeros: another mode is refused, naming it, and no
+ * file is written. */
+Test(pad, onnx_export_refuses_a_conv_padding_mode)
+{
+    if (!tg_onnx_available()) cr_skip_test("this build has no ONNX support");
+    tg_rng rng;
+    tg_rng_init(&rng, 2);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&p, 1);
+    p.padding_mode = TG_PAD_CIRCULAR;
+    tg_module *conv = NULL;
+    OK(tg_nn_conv_new(&conv, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng));
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){1, 2, 5, 5}, 3);
+    char path[256];
+    th_tmp_path(path, sizeof path, "pad_conv.onnx");
+    cr_assert(eq(int, tg_onnx_export(conv, x, path, NULL), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "padding_mode");
+    FILE *f = fopen(path, "rb");
+    cr_assert(f == NULL, "a file was written");
+    tg_tensor_release(x);
+    tg_module_release(conv);
+}
+
+Test(pad, conv_transpose_takes_zero_padding_only)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){1, 2, 4, 4}, 1);
+    tg_tensor *w = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 3, 3}, 2), *y = NULL;
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&p, 1);
+    p.padding_mode = TG_PAD_REFLECT;
+    cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_EINVAL));
+    th_expect_in(tg_error_message(), "conv_transpose: padding_mode=1: only TG_PAD_CONSTANT");
+    cr_assert(y == NULL);
+    /* the weight gradient's op pads with zeros only */
+    cr_assert(eq(int, tg_conv_weight_grad(&y, x, x, 4, (int64_t[]){2, 2, 3, 3}, &p), TG_EINVAL));
+    th_expect_in(tg_error_message(), "padding_mode=1: only zero padding here");
+    th_release_all(2, (tg_tensor *[]){x, w});
+}
+
+/* A quantized model pads as the float one: its int8 conv's output is the
+ * float output to within the quantization (and not the zero-padded one at
+ * the borders). */
+Test(pad, a_quantized_conv_keeps_its_padding_mode)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&p, 1);
+    p.padding_mode = TG_PAD_REPLICATE;
+    tg_module *conv = NULL, *seq = NULL, *q = NULL;
+    OK(tg_nn_conv_new(&conv, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng));
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_nn_sequential_append(seq, conv));
+    tg_tensor *x0 = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 2, 6, 6}, 4), *x = NULL;
+    OK(tg_add_scalar(&x, x0, 3.0));   /* far from 0: zero padding would show */
+    tg_tensor_release(x0);
+    OK(tg_quantize_model(&q, seq, 1, (tg_tensor *[]){x}, NULL));
+    tg_tensor *yf = NULL, *yq = NULL;
+    tg_no_grad_begin();
+    OK(tg_module_forward(seq, &yf, x));
+    OK(tg_module_forward(q, &yq, x));
+    tg_no_grad_end();
+    double top = 0, err = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(yf); i++) {
+        top = fmax(top, fabs(th_at(yf, i)));
+        err = fmax(err, fabs(th_at(yq, i) - th_at(yf, i)));
+    }
+    cr_assert(err <= 0.05 * top, "int8 %g off the float output (largest %g)", err, top);
+    tg_qlayer_info info;
+    OK(tg_quantized_layer_info(tg_module_child(q, "0"), &info));
+    cr_assert(eq(int, info.p.padding_mode, TG_PAD_REPLICATE));
+    cr_assert(eq(i64, info.p.padding[0][0], 1));
+    th_release_all(3, (tg_tensor *[]){x, yf, yq});
+    tg_module_release(q);
+    tg_module_release(seq);
+}
