@@ -24,22 +24,24 @@ static tg_st_file *golden(void)
     return f;
 }
 
-static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
+/* Tensor or metadata "<case>.<what>" of the golden, which must have it. */
+static const void *entry(const tg_st_file *f, const char *c, const char *what, bool is_meta)
 {
     char key[64];
     snprintf(key, sizeof key, "%s.%s", c, what);
-    const tg_tensor *t = tg_st_get(f, key);
-    cr_assert(t != NULL, "golden has no %s", key);
-    return t;
+    const void *v = is_meta ? (const void *)tg_st_meta_get(f, key) : (const void *)tg_st_get(f, key);
+    cr_assert(v != NULL, "golden has no %s", key);
+    return v;
+}
+
+static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
+{
+    return entry(f, c, what, false);
 }
 
 static const char *meta(const tg_st_file *f, const char *c, const char *what)
 {
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const char *v = tg_st_meta_get(f, key);
-    cr_assert(v != NULL, "golden has no metadata %s", key);
-    return v;
+    return entry(f, c, what, true);
 }
 
 static tg_pad_mode mode_of(const char *m)
