@@ -140,7 +140,7 @@ Test(pad, integer_and_half_tensors_are_copied_exactly)
 {
     static const tg_dtype dts[] = {TG_I64, TG_U8, TG_BF16, TG_F16, TG_F32};
     for (size_t k = 0; k < sizeof dts / sizeof *dts; k++) {
-        tg_tensor *x64 = NULL, *x = NULL, *y = NULL, *yr = NULL, *yc = NULL;
+        tg_tensor *x64 = NULL, *x = NULL, *y = NULL, *yr = NULL, *yc = NULL, *y2 = NULL;
         OK(tg_tensor_zeros(&x64, TG_F64, 2, (int64_t[]){3, 4}));
         for (int i = 0; i < 12; i++) OK(tg_tensor_set_flat(x64, i, i * 3 % 7));
         OK(tg_tensor_to_dtype(&x, x64, dts[k]));
@@ -149,8 +149,9 @@ Test(pad, integer_and_half_tensors_are_copied_exactly)
         cr_assert(eq(int, tg_tensor_dtype(y), dts[k]));
         OK(tg_tensor_to_dtype(&yc, y, TG_F64));
         expect_close(tg_dtype_name(dts[k]), yc, yr, 0);
-        OK(tg_pad(&y, x, 2, (int64_t[]){0, 1}, TG_PAD_CONSTANT, 5));   /* y released below */
-        th_release_all(5, (tg_tensor *[]){x64, x, y, yr, yc});
+        OK(tg_pad(&y2, x, 2, (int64_t[]){0, 1}, TG_PAD_CONSTANT, 5));
+        cr_assert(eq(dbl, th_at(y2, 4), 5.0), "%s: the constant", tg_dtype_name(dts[k]));
+        th_release_all(6, (tg_tensor *[]){x64, x, y, yr, yc, y2});
     }
 }
 
