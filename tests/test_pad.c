@@ -264,6 +264,17 @@ Test(pad, conv_transpose_takes_zero_padding_only)
     cr_assert(eq(int, tg_conv_transpose(&y, x, w, NULL, &p), TG_EINVAL));
     th_expect_in(tg_error_message(), "conv_transpose: padding_mode=1: only TG_PAD_CONSTANT");
     cr_assert(y == NULL);
+    /* so does the module, refused when made; and a Conv takes a real mode only */
+    tg_module *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    cr_assert(eq(int, tg_nn_conv_transpose_new(&m, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng),
+                 TG_EINVAL));
+    th_expect_in(tg_error_message(), "padding_mode=1 must be TG_PAD_CONSTANT");
+    p.padding_mode = (tg_pad_mode)7;
+    cr_assert(eq(int, tg_nn_conv_new(&m, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng), TG_EINVAL));
+    cr_assert(m == NULL);
+    p.padding_mode = TG_PAD_REFLECT;
     /* the weight gradient's op pads with zeros only */
     cr_assert(eq(int, tg_conv_weight_grad(&y, x, x, 4, (int64_t[]){2, 2, 3, 3}, &p), TG_EINVAL));
     th_expect_in(tg_error_message(), "padding_mode=1: only zero padding here");

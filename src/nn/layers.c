@@ -114,6 +114,12 @@ static int tg__conv_module_new(tg_module **out, bool transpose, int nspatial, in
                  c_out % prm.groups == 0,
              TG_EINVAL, "%s: c_in=%lld and c_out=%lld must be > 0 and divisible by groups=%lld",
              op, (long long)c_in, (long long)c_out, (long long)prm.groups);
+    /* as torch: the mode is known at construction; ConvTranspose pads with zeros */
+    TG_CHECK(prm.padding_mode >= TG_PAD_CONSTANT && prm.padding_mode <= TG_PAD_CIRCULAR &&
+                 (!transpose || prm.padding_mode == TG_PAD_CONSTANT),
+             TG_EINVAL, "%s: padding_mode=%d must be %s", op, (int)prm.padding_mode,
+             transpose ? "TG_PAD_CONSTANT (zeros), as PyTorch's ConvTranspose"
+                       : "a tg_pad_mode");
     /* weight is (C_out, C_in/g, K...) for Conv, (C_in, C_out/g, K...) for
      * ConvTranspose; torch's fan_in is shape[1] * prod(K) either way. */
     int64_t ws[2 + TG_CONV_MAX_SPATIAL];
