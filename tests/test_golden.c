@@ -246,6 +246,49 @@ Test(golden, case_parse_rejects_bad_metadata)
                        TG_EINVAL, "activation");
     expect_parse_error(make_case_file("op", "conv2d", "strides", "2", NULL), TG_EINVAL,
                        "strides");
+    expect_parse_error(make_case_file("op", "conv2d", "padding_mode", "mirror", NULL),
+                       TG_EINVAL, "padding_mode");
+}
+
+/* padding_mode as PyTorch's Conv takes it: a case in reflect mode runs as
+ * tg_conv of the reflect-padded x without padding, with both algorithms; a
+ * transposed conv refuses it. */
+Test(golden, case_padding_mode_runs_as_tg_pad_then_conv)
+{
+    tg_st_file *f = make_case_file("op", "conv2d", "padding", "1,2", "padding_mode", "reflect",
+                                   NULL);
+    tg_case c;
+    char err[512] = "";
+    cr_assert(eq(int, tg_case_parse(&c, f, err, sizeof err), TG_OK), "%s", err);
+    cr_assert(eq(int, (int)c.params.padding_mode, (int)TG_PAD_REFLECT));
+    /* x of distinct values, so that the mode shows at the borders */
+    for (int64_t i = 0; i < tg_tensor_numel(c.x); i++)
+        cr_assert(eq(int, tg_tensor_set_flat(c.x, i, (double)(i % 7) - 3.0), TG_OK));
+    tg_tensor *xp = NULL, *want = NULL;
+    cr_assert(eq(int, tg_pad(&xp, c.x, 4, (int64_t[]){2, 2, 1, 1}, TG_PAD_REFLECT, 0), TG_OK));
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    cr_assert(eq(int, tg_conv(&want, xp, c.weight, NULL, &p), TG_OK));
+    for (int a = 0; a < 2; a++) {
+        tg_st_file *res = NULL;
+        const tg_conv_algo algo = a ? TG_CONV_ALGO_REFERENCE : TG_CONV_ALGO_FAST;
+        cr_assert(eq(int, tg_case_run(&res, &c, algo, err, sizeof err), TG_OK), "%s", err);
+        const tg_tensor *y = tg_st_get(res, "y");
+        cr_assert(y != NULL && tg_tensor_numel(y) == tg_tensor_numel(want));
+        for (int64_t i = 0; i < tg_tensor_numel(y); i++)
+            cr_assert(epsilon_eq(dbl, th_at(y, i), th_at(want, i), 1e-12), "y[%lld]",
+                      (long long)i);
+        tg_st_free(res);
+    }
+    tg_tensor_release(xp);
+    tg_tensor_release(want);
+    tg_st_free(f);
+    f = make_case_file("op", "conv_transpose2d", "padding", "1", "padding_mode", "circular",
+                       NULL);
+    tg_st_file *res = NULL;
+    cr_assert(eq(int, tg_case_parse(&c, f, err, sizeof err), TG_OK), "%s", err);
+    cr_assert(eq(int, tg_case_run(&res, &c, TG_CONV_ALGO_FAST, err, sizeof err), TG_EINVAL));
+    cr_assert(strstr(err, "padding_mode") != NULL, "%s", err);
+    tg_st_free(f);
 }
 
 Test(golden, case_parse_rejects_missing_or_unknown_tensors)

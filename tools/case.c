@@ -22,11 +22,11 @@ static const char *const case_ops[] = {"conv1d", "conv2d", "conv3d",
                                        "conv_transpose1d", "conv_transpose2d",
                                        "conv_transpose3d"};
 static const char *const case_keys[] = {"op", "stride", "padding", "output_padding",
-                                        "dilation", "groups", "activation", "x_scale",
-                                        "x_zero_point", "weight_scale", "y_scale",
+                                        "dilation", "groups", "activation", "padding_mode",
+                                        "x_scale", "x_zero_point", "weight_scale", "y_scale",
                                         "y_zero_point"};
 /* case_keys from here on belong to quantized ops only. */
-#define CASE_FIRST_QUANT_KEY 7
+#define CASE_FIRST_QUANT_KEY 8
 static const char *const case_tensors[] = {"x", "weight", "bias", "grad_y"};
 
 static int fail(char *err, size_t n, int status, const char *fmt, ...)
@@ -176,6 +176,22 @@ static int parse_activation(const tg_st_file *f, tg_conv_params *p, char *err, s
     return TG_OK;
 }
 
+/* padding_mode: zeros (the default), reflect, replicate or circular, as
+ * PyTorch's Conv takes them. */
+static int parse_padding_mode(const tg_st_file *f, tg_conv_params *p, char *err, size_t n)
+{
+    const char *s = tg_st_meta_get(f, "padding_mode");
+    if (!s) return TG_OK;
+    static const char *const names[] = {"zeros", "reflect", "replicate", "circular"};
+    for (int m = 0; m < 4; m++)
+        if (!strcmp(s, names[m])) {
+            p->padding_mode = (tg_pad_mode)m;   /* TG_PAD_CONSTANT is zeros */
+            return TG_OK;
+        }
+    return fail(err, n, TG_EINVAL, "case: padding_mode=\"%s\" is not one of zeros, reflect, "
+                "replicate, circular", s);
+}
+
 static int parse_op(const tg_st_file *f, tg_case *c, char *err, size_t n)
 {
     const char *op = tg_st_meta_get(f, "op");
@@ -210,7 +226,8 @@ static int check_names(const tg_st_file *f, char *err, size_t n)
             return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
         if (!in_list(key, case_keys, sizeof case_keys / sizeof *case_keys))
             return fail(err, n, TG_EINVAL, "case: unknown metadata key '%s' (expected op, "
-                        "stride, padding, output_padding, dilation, groups, activation; "
+                        "stride, padding, output_padding, dilation, groups, activation, "
+                        "padding_mode; "
                         "quantized ops also x_scale, x_zero_point, weight_scale, y_scale, "
                         "y_zero_point)", key);
     }
@@ -360,6 +377,8 @@ int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
         rc = parse_groups(f, &c.params.groups, err, errlen);
     if (rc >= 0)
         rc = parse_activation(f, &c.params, err, errlen);
+    if (rc >= 0)
+        rc = parse_padding_mode(f, &c.params, err, errlen);
     if (rc >= 0)
         rc = parse_quant(f, &c, err, errlen);
     if (rc >= 0 && !c.transpose) {
