@@ -380,26 +380,16 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
         TG_CHECK(x && w && w->ndim >= 3 && w->ndim <= 5 && x->ndim == w->ndim, TG_EINVAL,
                  "%s: with padding_mode, x and weight must be set and of one rank (3-5)",
                  op->name);
-        /* pad x in that mode (torch's order: the last axis first), then
-         * convolve it without padding */
+        /* pad x in that mode, then convolve it without padding */
         const int nsp = w->ndim - 2;
         int64_t pads[2 * 3];
-        bool any = false;
-        for (int k = 0; k < nsp; k++) {
-            TG_CHECK(q.padding[k][0] >= 0 && q.padding[k][1] >= 0, TG_EINVAL,
-                     "%s: padding[%d]=(%lld, %lld) must be >= 0", op->name, k,
-                     (long long)q.padding[k][0], (long long)q.padding[k][1]);
-            pads[2 * k] = q.padding[nsp - 1 - k][0];
-            pads[2 * k + 1] = q.padding[nsp - 1 - k][1];
-            any |= pads[2 * k] != 0 || pads[2 * k + 1] != 0;
-        }
-        const tg_pad_mode mode = q.padding_mode;
-        q.padding_mode = TG_PAD_CONSTANT;
-        if (!any) return call(op, out, x, w, b, &q);
-        for (int k = 0; k < nsp; k++) q.padding[k][0] = q.padding[k][1] = 0;
+        bool any;
+        tg_conv_params zp;
+        TG_TRY(tg__conv_pad_pairs(op->name, &q, nsp, pads, &zp, &any));
+        if (!any) return call(op, out, x, w, b, &zp);
         tg_tensor *xp = NULL;
-        TG_TRY(tg_pad(&xp, x, 2 * nsp, pads, mode, 0.0));
-        const int rc = call(op, out, xp, w, b, &q);
+        TG_TRY(tg_pad(&xp, x, 2 * nsp, pads, q.padding_mode, 0.0));
+        const int rc = call(op, out, xp, w, b, &zp);
         tg_tensor_release(xp);
         return rc;
     }

@@ -89,6 +89,13 @@ void tg__conv_params_default(tg_conv_params *p);
 /* Checks stride/dilation/padding (and output_padding when transpose) of the
  * first n axes and the activation/algo enums. */
 int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool transpose);
+/* A padding_mode other than zeros runs as tg_pad of x then the conv without
+ * padding: pads (2*nsp entries) gets tg_pad's pairs for p's padding, the
+ * last spatial axis first as PyTorch's, and *conv is p with zero padding in
+ * zeros mode; *any is false when p pads nothing.  TG_EINVAL naming op for a
+ * negative padding. */
+int tg__conv_pad_pairs(const char *op, const tg_conv_params *p, int nsp, int64_t *pads,
+                       tg_conv_params *conv, bool *any);
 /* Validates the inputs of conv (transpose = false) or conv_transpose and fills
  * the geometry and the output shape (ndim = x's).  bias may be NULL. */
 int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,

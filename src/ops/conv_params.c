@@ -26,6 +26,24 @@ void tg_conv_params_set_padding(tg_conv_params *p, int64_t pad)
     for (int a = 0; a < TG_CONV_MAX_SPATIAL; a++) p->padding[a][0] = p->padding[a][1] = pad;
 }
 
+int tg__conv_pad_pairs(const char *op, const tg_conv_params *p, int nsp, int64_t *pads,
+                       tg_conv_params *conv, bool *any)
+{
+    *conv = *p;
+    conv->padding_mode = TG_PAD_CONSTANT;
+    *any = false;
+    for (int k = 0; k < nsp; k++) {
+        TG_CHECK(p->padding[k][0] >= 0 && p->padding[k][1] >= 0, TG_EINVAL,
+                 "%s: padding[%d]=(%lld, %lld) must be >= 0", op, k,
+                 (long long)p->padding[k][0], (long long)p->padding[k][1]);
+        pads[2 * k] = p->padding[nsp - 1 - k][0];
+        pads[2 * k + 1] = p->padding[nsp - 1 - k][1];
+        *any |= pads[2 * k] != 0 || pads[2 * k + 1] != 0;
+        conv->padding[k][0] = conv->padding[k][1] = 0;
+    }
+    return TG_OK;
+}
+
 int tg__conv_check_params(const char *op, int n, const tg_conv_params *p, bool transpose)
 {
     /* the kernels pad with zeros; tg_conv pads x first in the other modes */

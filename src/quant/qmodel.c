@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "ops/conv_internal.h"
 #include "quant/quant_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
@@ -38,12 +39,6 @@ typedef struct qlayer {
     tg_conv_params p;
     double *wscales;              /* owned, q.n_weight_scales entries */
     tg_qscales q;
-    /* a Conv with padding_mode reflect, replicate or circular: its float
-     * input is padded so (tg_pad) before it is quantized, and the int8 op
-     * (p) runs without padding */
-    tg_pad_mode pad_mode;
-    int64_t pads[6];
-    int n_pads;
 } qlayer;
 
 static void qlayer_release(void *state)
@@ -59,13 +54,13 @@ static void qlayer_release(void *state)
     free(s);
 }
 
-/* The integer op between quantize and dequantize. */
-static int qlayer_int8(const qlayer *s, tg_tensor **yq, tg_tensor *xq)
+/* The integer op between quantize and dequantize, with conv params p. */
+static int qlayer_int8(const qlayer *s, const tg_conv_params *p, tg_tensor **yq, tg_tensor *xq)
 {
     if (s->kind == QL_LINEAR)
         return tg_quantized_linear_packed(yq, xq, s->w, s->bias, &s->q, s->relu);
-    if (s->kind == QL_CONV) return tg_quantized_conv_packed(yq, xq, s->w, s->bias, &s->p, &s->q);
-    return tg_quantized_conv_transpose_packed(yq, xq, s->w, s->bias, &s->p, &s->q);
+    if (s->kind == QL_CONV) return tg_quantized_conv_packed(yq, xq, s->w, s->bias, p, &s->q);
+    return tg_quantized_conv_transpose_packed(yq, xq, s->w, s->bias, p, &s->q);
 }
 
 /* The float layer (then the fused ReLU) during calibration. */
@@ -102,12 +97,21 @@ static int qlayer_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
         return TG_OK;
     }
     tg_tensor *xq = NULL, *yq = NULL, *xp = NULL;
+    tg_conv_params p = s->p;
     int rc = TG_OK;
-    if (s->pad_mode != TG_PAD_CONSTANT)   /* copies of x's values: x's scale holds them */
-        rc = tg_pad(&xp, x, s->n_pads, s->pads, s->pad_mode, 0.0);
+    if (s->kind == QL_CONV && s->p.padding_mode != TG_PAD_CONSTANT) {
+        /* a Conv's reflect, replicate or circular padding: the float x
+         * padded so (copies of its values: x's scale holds them), then the
+         * int8 op without padding */
+        const int nsp = tg_tensor_ndim(s->wq) - 2;
+        int64_t pads[6];
+        bool any;
+        rc = tg__conv_pad_pairs(tg_module_type_name(m), &s->p, nsp, pads, &p, &any);
+        if (rc >= 0 && any) rc = tg_pad(&xp, x, 2 * nsp, pads, s->p.padding_mode, 0.0);
+    }
     if (rc >= 0) rc = tg_quantize(&xq, xp ? xp : x, s->act, s->q.x_scale, s->q.x_zero_point);
     tg_tensor_release(xp);
-    if (rc >= 0) rc = qlayer_int8(s, &yq, xq);
+    if (rc >= 0) rc = qlayer_int8(s, &p, &yq, xq);
     if (rc >= 0) rc = tg_dequantize(y, yq, s->q.y_scale, s->q.y_zero_point);
     tg_tensor_release(xq);
     tg_tensor_release(yq);
@@ -144,18 +148,6 @@ static int qlayer_new(tg_module **out, tg_module *layer, ql_kind kind, bool relu
     if (rc >= 0) rc = tg_observer_init(&s->out_obs, o->act_observer, o->act_dtype, false, 0);
     if (rc >= 0 && kind != QL_LINEAR) rc = tg_nn_conv_params(layer, &s->p);
     if (rc >= 0 && kind != QL_LINEAR) s->relu = relu || s->p.act == TG_ACT_RELU;
-    if (rc >= 0 && kind == QL_CONV && s->p.padding_mode != TG_PAD_CONSTANT) {
-        /* torch's order for tg_pad: the last spatial axis first */
-        const int nsp = tg_tensor_ndim(tg_module_find(layer, "weight")) - 2;
-        s->pad_mode = s->p.padding_mode;
-        s->n_pads = 2 * nsp;
-        for (int k = 0; k < nsp; k++) {
-            s->pads[2 * k] = s->p.padding[nsp - 1 - k][0];
-            s->pads[2 * k + 1] = s->p.padding[nsp - 1 - k][1];
-            s->p.padding[nsp - 1 - k][0] = s->p.padding[nsp - 1 - k][1] = 0;
-        }
-        s->p.padding_mode = TG_PAD_CONSTANT;
-    }
     if (rc >= 0) rc = tg_module_new(out, &qlayer_vt[kind], s);
     if (rc < 0) qlayer_release(s);
     return rc;
@@ -471,14 +463,6 @@ int tg_quantized_layer_info(const tg_module *m, tg_qlayer_info *info)
     *info = (tg_qlayer_info){
         .transpose = s->kind == QL_CONVT, .linear = s->kind == QL_LINEAR, .weight = s->wq,
         .bias = s->bias, .p = s->p, .q = s->q, .act_dtype = s->act, .relu = s->relu};
-    if (s->pad_mode != TG_PAD_CONSTANT) {   /* the layer's padding as the float one had it */
-        const int nsp = s->n_pads / 2;
-        for (int k = 0; k < nsp; k++) {
-            info->p.padding[nsp - 1 - k][0] = s->pads[2 * k];
-            info->p.padding[nsp - 1 - k][1] = s->pads[2 * k + 1];
-        }
-        info->p.padding_mode = s->pad_mode;
-    }
     return TG_OK;
 }
 
