@@ -83,12 +83,18 @@ static int run_hooks(tg_hook **list, tg_tensor **grad)
     return rc;
 }
 
-/* The gradient g must have exactly the shape and dtype in m. */
-static int check_grad(const char *who, int i, const tg_tensor *g, const tg_meta *m)
+/* Whether g has exactly the dtype and shape in m. */
+static bool meta_matches(const tg_tensor *g, const tg_meta *m)
 {
     bool ok = g->dtype == m->dtype && g->ndim == m->ndim;
     for (int d = 0; ok && d < m->ndim; d++) ok = g->shape[d] == m->shape[d];
-    if (ok) return TG_OK;
+    return ok;
+}
+
+/* The gradient g must have exactly the shape and dtype in m. */
+static int check_grad(const char *who, int i, const tg_tensor *g, const tg_meta *m)
+{
+    if (meta_matches(g, m)) return TG_OK;
     char gs[96], ms[96];
     return tg__error(TG_EGRAD,
                      "backward: %s returned a gradient %s %s for input %d of %s %s",
@@ -110,9 +116,7 @@ static void meta_of(tg_meta *m, const tg_tensor *t)
  * checked). */
 static int check_leaf_unchanged(const tg_tensor *leaf, const tg_tensor *g, const tg_meta *m)
 {
-    bool ok = g->dtype == m->dtype && g->ndim == m->ndim;
-    for (int d = 0; ok && d < m->ndim; d++) ok = g->shape[d] == m->shape[d];
-    if (ok) return TG_OK;
+    if (meta_matches(g, m)) return TG_OK;
     char gs[96], ms[96], name[48];
     return tg__error(TG_EINPLACE,
                      "backward: leaf%s is %s %s, but was %s %s when the graph was recorded: "
