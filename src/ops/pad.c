@@ -14,7 +14,6 @@
  * same mode with value 0: the two are each other's adjoint, so derivatives
  * of any order are these two ops. */
 #include <assert.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,14 +77,13 @@ static int64_t *source_table(const pad_params *p, int ndim, const int64_t *xs,
     const int64_t n = tg__numel(ndim, os);
     int64_t *src = malloc((size_t)(n > 0 ? n : 1) * sizeof *src);
     if (!src) return NULL;
-    int64_t xstride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0};
+    int64_t xstride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, lo[TG_MAX_DIMS], hi;
     tg__contiguous_strides(ndim, xs, xstride);
+    for (int d = 0; d < ndim; d++) axis_pads(p, ndim, d, &lo[d], &hi);
     for (int64_t e = 0; e < n; e++) {
         int64_t off = 0;
         for (int d = 0; d < ndim && off >= 0; d++) {
-            int64_t lo, hi;
-            axis_pads(p, ndim, d, &lo, &hi);
-            const int64_t i = source(p->mode, idx[d], lo, xs[d]);
+            const int64_t i = source(p->mode, idx[d], lo[d], xs[d]);
             off = i < 0 ? -1 : off + i * xstride[d];
         }
         src[e] = off;
@@ -137,13 +135,10 @@ static int pad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     TG_TRY(tg__check_value("pad: value", x->dtype, p->value));
     const int64_t nx = tg_tensor_numel(x), ny = tg__numel(x->ndim, os);
     unsigned char *xb = malloc((size_t)(nx > 0 ? nx : 1) * es), cst[16] = {0};
+    tg_dtype_store(x->dtype, cst, 0, p->value);   /* the constant, in x's dtype */
     int64_t *src = source_table(p, x->ndim, x->shape, os);
-    tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, os), *one = NULL;
+    tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, os);
     int rc = xb && src && y ? TG_OK : TG_ENOMEM;
-    if (rc == TG_OK) {   /* the constant, in x's dtype */
-        rc = tg_tensor_full(&one, x->dtype, 0, NULL, p->value);
-        if (rc == TG_OK) tg__gather(one, x->dtype, cst);
-    }
     if (rc == TG_OK) {
         tg__gather(x, x->dtype, xb);
         unsigned char *yb = (unsigned char *)y->storage->data;
@@ -151,10 +146,9 @@ static int pad_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
             memcpy(yb + (size_t)e * es, src[e] < 0 ? cst : xb + (size_t)src[e] * es, es);
         *out = y;
         y = NULL;
-    } else if (rc == TG_ENOMEM) {
+    } else {
         rc = tg__error(TG_ENOMEM, "pad: out of memory for %lld elements", (long long)ny);
     }
-    tg_tensor_release(one);
     tg_tensor_release(y);
     free(src);
     free(xb);
