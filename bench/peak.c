@@ -3,6 +3,8 @@
 #include "peak.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -132,15 +134,14 @@ static double on_threads(double (*run)(long), int threads, double seconds)
     job jobs[MAX];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads);
-    int started = 0;
     for (int t = 0; t < threads; t++) {
         jobs[t] = (job){.run = run, .seconds = seconds, .start = &start};
-        if (t > 0 && pthread_create(&tid[t], NULL, job_main, &jobs[t]) == 0) started++;
-    }
-    /* a thread that could not start is counted as missing, not waited for */
-    if (started != threads - 1) {
-        pthread_barrier_destroy(&start);
-        return 0;
+        /* the threads started so far wait for all at the barrier: a measure
+         * on fewer threads than asked would be a wrong figure */
+        if (t > 0 && pthread_create(&tid[t], NULL, job_main, &jobs[t]) != 0) {
+            fprintf(stderr, "peak: cannot start thread %d of %d\n", t + 1, threads);
+            exit(1);
+        }
     }
     job_main(&jobs[0]);
     double sum = jobs[0].rate;

@@ -414,7 +414,7 @@ static int scoped_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg
     tg__lib_enter();
     const int rc = call(op, out, x, w, b, p);
     tg__lib_leave();
-    return out ? tg__scope_capture(out, rc) : rc;
+    return tg__scope_capture(out, rc);
 }
 
 int tg_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
