@@ -114,7 +114,8 @@ static void forward(const net *n, acts *o, bool explain)
         show_new_node(o->h);
         say("x is a constant (nobody asked for its gradient), so it shows as 'const'.");
         say("W1 and b1 are leaves with requires_grad: the node keeps an edge to each.");
-        say("It saves x and W1: dL/dW1 = dL/dh^T x needs x, dL/dx would need W1.");
+        say("It saves x alone: dL/dW1 = dL/dh^T x needs x; W1 would be needed only");
+        say("for dL/dx = dL/dh W1, and x is a constant, so W1 is not kept (saved: 1).");
     }
     CHECK(tg_tanh(&o->a, o->h));                    /* a = tanh(h), (2, 4) */
     if (explain) {

@@ -309,6 +309,49 @@ Test(autograd, inplace_change_of_an_operand_no_gradient_reads_is_allowed)
     th_release_all(13, (tg_tensor *[]){c, w, xs, ws, X2, W2, Wl, m, l, s1, s2, m2, s3});
 }
 
+/* An operand that only its partner's gradient reads is not kept alive when
+ * the partner needs none (PyTorch's saving rule for mul, div and mm): an
+ * activation h that requires grad, times a frozen weight, keeps the weight
+ * for h's gradient but not h, whose references stay the caller's. */
+Test(autograd, operand_no_gradient_reads_is_not_kept)
+{
+    static const double xv[6] = {1, -2, 3, 4, -5, 6}, wv[6] = {2, 3, 4, 5, 6, 7};
+    tg_tensor *x = th_vec(TG_F64, 6, xv, "x", true), *w = th_vec(TG_F64, 6, wv, "w", false);
+    tg_tensor *h = NULL, *h2 = NULL, *w2 = NULL, *wl = NULL, *y[4] = {NULL}, *s[4] = {NULL};
+    tg_tensor *t = NULL, *u = NULL, *loss = NULL;
+    OK(tg_relu(&h, x));
+    OK(tg_reshape(&h2, h, 2, (int64_t[]){2, 3}));
+    OK(tg_reshape(&w2, w, 2, (int64_t[]){3, 2}));
+    OK(tg_reshape(&wl, w, 2, (int64_t[]){2, 3}));
+    const int refs_h = tg_tensor_refcount(h), refs_h2 = tg_tensor_refcount(h2);
+    const int refs_w = tg_tensor_refcount(w), refs_w2 = tg_tensor_refcount(w2);
+    const int refs_wl = tg_tensor_refcount(wl);
+    OK(tg_mul(&y[0], h, w));        /* keeps w (for h's gradient), not h */
+    OK(tg_div(&y[1], h, w));        /* keeps w; h, a of a/b, only for b's gradient */
+    OK(tg_matmul(&y[2], h2, w2));   /* keeps w2, not h2 */
+    OK(tg_linear(&y[3], h2, wl, NULL));   /* keeps wl, not h2 */
+    cr_assert(eq(int, tg_tensor_refcount(h), refs_h));
+    cr_assert(eq(int, tg_tensor_refcount(h2), refs_h2));
+    cr_assert(eq(int, tg_tensor_refcount(w), refs_w + 2));
+    cr_assert(eq(int, tg_tensor_refcount(w2), refs_w2 + 1));
+    cr_assert(eq(int, tg_tensor_refcount(wl), refs_wl + 1));
+    for (int i = 0; i < 4; i++) OK(tg_sum(&s[i], y[i]));
+    OK(tg_add(&t, s[0], s[1]));
+    OK(tg_add(&u, t, s[2]));
+    OK(tg_add(&loss, u, s[3]));
+    OK(tg_backward(loss, NULL, NULL));
+    /* dloss/dh[r][k] = w + 1/w (flat) + sum_j w2[k][j] + sum_j wl[j][k] */
+    for (int i = 0; i < 6; i++) {
+        const int k = i % 3;
+        const double dh = wv[i] + 1.0 / wv[i] + wv[2 * k] + wv[2 * k + 1] + wv[k] + wv[3 + k];
+        cr_assert(ieee_ulp_eq(dbl, th_at(tg_tensor_grad(x), i), xv[i] > 0 ? dh : 0.0, 4));
+    }
+    th_release_all(7, (tg_tensor *[]){x, w, h, h2, w2, wl, t});
+    th_release_all(2, (tg_tensor *[]){u, loss});
+    th_release_all(4, y);
+    th_release_all(4, s);
+}
+
 Test(autograd, inplace_change_of_saved_tensor_is_reported)
 {
     tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *w = th_vec(TG_F64, 3, W, "w", true);

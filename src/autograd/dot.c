@@ -290,7 +290,9 @@ int tg_tape_print(FILE *f, const tg_tensor *t)
             if (i) fprintf(f, ", ");
             print_input(f, n, i);
         }
-        fprintf(f, "  saved: %d  out: %s %s\n", n->n_saved, tg_dtype_name(n->out_meta.dtype),
+        int kept = 0;   /* slots tg__ctx_save_if left empty hold nothing */
+        for (int j = 0; j < n->n_saved; j++) kept += n->saved[j].t != NULL;
+        fprintf(f, "  saved: %d  out: %s %s\n", kept, tg_dtype_name(n->out_meta.dtype),
                 tg_shape_str(shape, sizeof shape, n->out_meta.ndim, n->out_meta.shape));
     }
     free(nodes);

@@ -195,6 +195,15 @@ int tg__ctx_save(tg_ctx *ctx, tg_tensor *t)
     return slot;
 }
 
+int tg__ctx_save_if(tg_ctx *ctx, tg_tensor *t, bool keep)
+{
+    if (keep) return tg__ctx_save(ctx, t);
+    TG_ASSERT(ctx != NULL && ctx->n_saved < TG_NODE_MAX_SAVED);
+    int slot = ctx->n_saved++;
+    ctx->saved[slot] = (tg_saved){0};
+    return slot;
+}
+
 void tg__node_save_uncast(tg_node *n, int n_in, tg_tensor *const *in, tg_tensor *const *cast)
 {
     for (int k = 0; k < n->n_saved; k++)
@@ -218,6 +227,7 @@ int tg__ctx_saved(tg_ctx *ctx, int i, tg_tensor **t)
              ctx->op->name);
     TG_ASSERT(i >= 0 && i < ctx->n_saved);
     tg_saved *sv = &ctx->saved[i];
+    TG_ASSERT(sv->t != NULL);   /* an empty slot of tg__ctx_save_if */
     if (sv->t->storage->version != sv->version) {
         char desc[160], shape[80];
         tg_shape_str(shape, sizeof shape, sv->t->ndim, sv->t->shape);

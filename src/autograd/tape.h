@@ -102,6 +102,13 @@ int tg__tape_collect_read(tg_tensor *const *roots, int n_roots, tg_node ***nodes
 
 /* Saves t for backward (retained; its version recorded).  Returns the slot. */
 int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);
+/* tg__ctx_save when keep is true; otherwise the slot is taken but left
+ * empty.  For an operand that only the gradient of another input reads (a of
+ * a*b is read for b's gradient alone): when that input needs no gradient,
+ * the operand is not kept alive until backward, as PyTorch saves `self` of
+ * mul and mm only when `other` requires grad.  Reading an empty slot is a
+ * broken invariant of the op (TG_ASSERT). */
+int tg__ctx_save_if(tg_ctx *ctx, tg_tensor *t, bool keep);
 /* The i-th saved tensor (borrowed) after checking its version:
  * TG_EINPLACE with a message naming the op when it was modified in place,
  * TG_EGRAD when the graph was already freed. */

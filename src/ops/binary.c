@@ -67,14 +67,19 @@ static int finish(int rc, tg_tensor **gi)
     return rc;
 }
 
+/* Which operands a binary op's backward reads (slot 0 = a, slot 1 = b):
+ * add and sub none; mul each for the other's gradient; div b always and a
+ * for b's gradient; pow both for either. */
+typedef enum { SAVE_NONE, SAVE_CROSS, SAVE_DIV, SAVE_BOTH } save_rule;
+
 static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *const *in,
-                          tg_ew_kernel_fn k, bool save)
+                          tg_ew_kernel_fn k, save_rule save)
 {
     TG_TRY(tg__ew_binary(name, out, in[0], in[1], k, 0.0));
-    if (ctx && save) {
-        tg__ctx_save(ctx, in[0]);
-        tg__ctx_save(ctx, in[1]);
-    }
+    if (!ctx || save == SAVE_NONE) return TG_OK;
+    const bool need_a = tg__ctx_needs_grad(ctx, 0), need_b = tg__ctx_needs_grad(ctx, 1);
+    tg__ctx_save_if(ctx, in[0], save == SAVE_BOTH || need_b);
+    tg__ctx_save_if(ctx, in[1], save != SAVE_CROSS || need_a);
     return TG_OK;
 }
 
@@ -84,11 +89,11 @@ static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_ten
     {                                                                         \
         return binary_forward(ctx, #op, out, in, k, save);                    \
     }
-BINARY_FORWARD(add, k_add, false)
-BINARY_FORWARD(sub, k_sub, false)
-BINARY_FORWARD(mul, k_mul, true)
-BINARY_FORWARD(div, k_div, true)
-BINARY_FORWARD(pow, k_pow, true)
+BINARY_FORWARD(add, k_add, SAVE_NONE)
+BINARY_FORWARD(sub, k_sub, SAVE_NONE)
+BINARY_FORWARD(mul, k_mul, SAVE_CROSS)
+BINARY_FORWARD(div, k_div, SAVE_DIV)
+BINARY_FORWARD(pow, k_pow, SAVE_BOTH)
 
 /* ---- binary backwards ---- */
 
@@ -119,10 +124,10 @@ static int sub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return addsub_backward(ctx, g, gi, true);
 }
 
-/* d(a*b) = g*b, g*a.  Each saved operand is read only for the gradient that
- * needs it, so that, as in PyTorch, writing in place into an operand whose
- * gradient partner needs none (b of a*b when only b requires grad) is no
- * error. */
+/* d(a*b) = g*b, g*a.  Each operand is saved and read only for the gradient
+ * that needs it (see binary_forward), so that, as in PyTorch, an operand
+ * whose partner needs no gradient (a of a*b when only a requires grad) is
+ * not kept alive, and writing into it in place is no error. */
 static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *b, *t = NULL;

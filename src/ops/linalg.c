@@ -249,9 +249,9 @@ static int matmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         tg_tensor_release(c);
         return rc;
     }
-    if (ctx) {
-        tg__ctx_save(ctx, a);
-        tg__ctx_save(ctx, b);
+    if (ctx) {   /* each read only for the other's gradient (matmul_backward) */
+        tg__ctx_save_if(ctx, a, tg__ctx_needs_grad(ctx, 1));
+        tg__ctx_save_if(ctx, b, tg__ctx_needs_grad(ctx, 0));
     }
     *out = c;
     return TG_OK;
@@ -347,9 +347,9 @@ static int linear_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         tg_tensor_release(y);
         return rc;
     }
-    if (ctx) {
-        tg__ctx_save(ctx, x);
-        tg__ctx_save(ctx, w);
+    if (ctx) {   /* x only for dW, W only for dx (linear_backward) */
+        tg__ctx_save_if(ctx, x, tg__ctx_needs_grad(ctx, 1));
+        tg__ctx_save_if(ctx, w, tg__ctx_needs_grad(ctx, 0));
     }
     *out = y;
     return TG_OK;
