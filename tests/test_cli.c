@@ -562,10 +562,14 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
 
 /* dcgan --ddp under `mpirun -np 2`: the batch is split over the ranks, rank 0
  * writes the outputs and the checkpoint, which resumes in one process; a bad
- * data path stops both ranks with one message.  Skipped without MPI. */
+ * data path stops both ranks with one message.  Skipped without MPI.  A run
+ * that hangs (a rank waiting in a collective call the others never make) is
+ * ended by mpirun after MPIRUN_TIMEOUT seconds and fails its test. */
+#define MPIRUN_TIMEOUT "120"
 #define MPIRUN_DCGAN(...)                                                     \
     th_run("TG_MPIRUN", (const char *const[]){"-np", "2", "--allow-run-as-root", \
-                                              "--oversubscribe", getenv("TG_DCGAN"), \
+                                              "--oversubscribe", "--timeout",     \
+                                              MPIRUN_TIMEOUT, getenv("TG_DCGAN"), \
                                               __VA_ARGS__, NULL})
 
 Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
@@ -592,6 +596,31 @@ Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
     const char *first = strstr(th_err, "cannot open");
     cr_assert(first != NULL, "%s", th_err);
     cr_assert(strstr(first + 1, "cannot open") == NULL, "printed twice:\n%s", th_err);
+}
+
+/* Rank 0 cannot write the epoch's sample grid (a folder has its name): every
+ * rank stops with rank 0's error, printed once, instead of the other rank
+ * waiting for rank 0 forever. */
+Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char out[256], blocker[512];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, mkdir(out, 0755), 0));
+    snprintf(blocker, sizeof blocker, "%s/samples_epoch_1.png", out);
+    cr_assert(eq(int, mkdir(blocker, 0755), 0));
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--data", th_tmp_dir, "--out", out, "--batch", "8",
+                                   "--epochs", "3", "--nz", "8", "--g-ch", "8", "--d-ch", "8",
+                                   "--threads", "1"), 1), "%s", th_err);
+    cr_assert(strstr(th_err, "time limit") == NULL, "the job hung:\n%s", th_err);
+    const char *first = strstr(th_err, "samples_epoch_1.png");
+    cr_assert(first != NULL, "%s", th_err);
+    th_expect_in(th_err, "dcgan: train: ");
+    cr_assert(strstr(strstr(th_err, "dcgan: train: ") + 1, "dcgan: train: ") == NULL,
+              "printed twice:\n%s", th_err);
+    cr_assert(not(file_exists(out, "samples_epoch_2.png")), "training went on after the error");
 }
 
 /* The largest |a - b| over the BatchNorm running statistics of the

@@ -17,8 +17,9 @@
  * --sync-bn with it: BatchNorm over the whole job's batch.
  * Rank 0 draws the progress, writes every file and decides when to stop and
  * save (the decision is broadcast, so all ranks take the same steps); an
- * error on one rank before training is agreed on by all (every rank prints
- * nothing but rank 0, which prints it), and one during a step ends the whole
+ * error on one rank outside a step (before training, writing an epoch's
+ * outputs, saving) is agreed on by all (every rank prints nothing but rank
+ * 0, which prints it), and one during a step ends the whole
  * job (MPI_Abort) after printing it, since the other ranks wait in a
  * collective call. */
 #include <cblas.h>
@@ -86,8 +87,10 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     int rc = tg_st_new(&extra);
     if (rc >= 0) rc = history_save(h, extra);
     out_path(path, sizeof path, dir, "checkpoint.safetensors");
-    if (g_dist) rc = tg_dist_checkpoint_save(g_dist, t->ck, path, extra);
-    else if (rc >= 0) rc = tg_checkpoint_save(t->ck, path, extra);
+    /* every rank reaches both collective calls, whatever history_save gave */
+    if (g_dist) rc = agree(rc);
+    if (rc >= 0) rc = g_dist ? tg_dist_checkpoint_save(g_dist, t->ck, path, extra)
+                             : tg_checkpoint_save(t->ck, path, extra);
     tg_st_free(extra);
     return rc;
 }
@@ -237,7 +240,8 @@ static int epoch_end(run *r)
     int rc = TG_OK;
     if (rank0()) rc = write_samples(r->t, r->z, out_path(path, sizeof path, r->a->out, name));
     if (rc >= 0 && rank0()) rc = write_losses(r->a->out, &r->h);
-    if (rc >= 0) rc = agree(dcgan_trainer_next_epoch(r->t));
+    /* every rank reaches the agreement, a rank whose writing failed included */
+    rc = agree(rc >= 0 ? dcgan_trainer_next_epoch(r->t) : rc);
     if (rc >= 0) rc = save_checkpoint(r->t, &r->h, r->a->out);
     if (rc >= 0 && rank0()) fprintf(stderr, "dcgan: epoch %lld done: %s\n", (long long)e + 1, path);
     return rc;
