@@ -464,6 +464,116 @@ static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
     tg_module_release(bn);
 }
 
+/* The largest |a_i - b_(row0 rows + i)| / max(1, |b|) over part's elements,
+ * read in any dtype. */
+static double max_rel_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
+{
+    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(part); i++) {
+        double a = 0, b = 0;
+        tg_tensor_get_flat(part, i, &a);
+        tg_tensor_get_flat(whole, row0 * per_row + i, &b);
+        worst = fmax(worst, fabs(a - b) / fmax(1.0, fabs(b)));
+    }
+    return worst;
+}
+
+/* A half x ((rows, 3, 4, 5) from fill_rows, converted) that requires grad. */
+static int half_input(tg_tensor **x, tg_dtype dt, int64_t rows, int64_t row0)
+{
+    const int64_t shape[4] = {rows, 3, 4, 5};
+    tg_tensor *x32 = NULL;
+    int rc = tg_tensor_zeros(&x32, TG_F32, 4, shape);
+    if (rc >= 0) fill_rows(x32, row0, 0.4);
+    if (rc >= 0) rc = tg_to_dtype(x, x32, dt);
+    if (rc >= 0) rc = tg_tensor_set_requires_grad(*x, true);
+    tg_tensor_release(x32);
+    return rc;
+}
+
+/* Forward of m on x (under autocast(dt) when autocast), then backward of
+ * sum(y * G) with G from fill_rows (f32). */
+static int half_step(tg_module *m, tg_tensor *x, tg_tensor **y, tg_dtype dt, bool autocast,
+                     int64_t row0)
+{
+    tg_tensor *g = NULL, *yg = NULL, *l = NULL;
+    int rc = autocast ? tg_autocast_begin(dt) : TG_OK;
+    if (rc < 0) return rc;
+    rc = tg_module_forward(m, y, x);
+    if (rc >= 0) rc = tg_tensor_zeros(&g, TG_F32, 4, tg_tensor_shape(x));
+    if (rc >= 0) fill_rows(g, row0, 2.3);
+    if (rc >= 0) rc = tg_mul(&yg, *y, g);
+    if (rc >= 0) rc = tg_sum(&l, yg);
+    if (autocast) tg_autocast_end();
+    if (rc >= 0) rc = tg_backward(l, NULL, NULL);
+    tg_tensor_release(l), tg_tensor_release(yg), tg_tensor_release(g);
+    return rc;
+}
+
+/* An f16/bf16 input, inside an autocast scope and outside one: the output
+ * has BatchNorm's dtype (the input's under autocast, f32 outside), and the
+ * output, input gradient, weight and bias gradients and running statistics
+ * are one BatchNorm2d's over the whole batch, to within one rounding of the
+ * half output (2^-8 relative for bf16, 2^-11 for f16). */
+static void sync_batchnorm_takes_half_input_as_batchnorm_does(void)
+{
+    const int world = tg_dist_size(g_dist), rank = tg_dist_rank(g_dist);
+    const int64_t rows = 3;
+    static const tg_dtype dts[2] = {TG_BF16, TG_F16};
+    for (int k = 0; k < 4; k++) {
+        const tg_dtype dt = dts[k / 2];
+        const bool autocast = k % 2 == 0;
+        const double ulp = dt == TG_BF16 ? 1.0 / 128 : 1.0 / 1024;
+        tg_module *sbn = NULL, *bn = NULL;
+        tg_tensor *x = NULL, *xa = NULL, *y = NULL, *ya = NULL;
+        OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+        OK(tg_nn_batchnorm_new(&bn, 2, 3, 1e-5, 0.1, true, true));
+        set_affine(sbn);
+        set_affine(bn);
+        OK(half_input(&x, dt, rows, rank * rows));
+        OK(half_input(&xa, dt, rows * world, 0));
+        OK(half_step(sbn, x, &y, dt, autocast, rank * rows));
+        OK(half_step(bn, xa, &ya, dt, autocast, 0));
+        const char *what = tg_dtype_name(dt);
+        CHECK(tg_tensor_dtype(y) == tg_tensor_dtype(ya), "%s autocast %d: output %s, BatchNorm's %s",
+              what, autocast, tg_dtype_name(tg_tensor_dtype(y)),
+              tg_dtype_name(tg_tensor_dtype(ya)));
+        CHECK(tg_tensor_dtype(y) == (autocast ? dt : TG_F32), "%s autocast %d: output %s", what,
+              autocast, tg_dtype_name(tg_tensor_dtype(y)));
+        const tg_tensor *dx = tg_tensor_grad(x), *dxa = tg_tensor_grad(xa);
+        CHECK(dx && tg_tensor_dtype(dx) == dt, "%s autocast %d: no %s input gradient", what,
+              autocast, what);
+        if (!dx) return;
+        double dy = max_rel_diff_rows(y, ya, rank * rows);
+        double ddx = max_rel_diff_rows(dx, dxa, rank * rows);
+        CHECK(dy <= ulp, "%s autocast %d: outputs differ by %g", what, autocast, dy);
+        CHECK(ddx <= ulp, "%s autocast %d: input gradients differ by %g", what, autocast, ddx);
+        const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
+        for (int i = 0; i < 4; i++) {
+            tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
+            tg_tensor *v = NULL;
+            if (i < 2) {   /* gradients: this rank's share; summed over ranks */
+                OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
+                OK(tg_dist_allreduce_sum(g_dist, v));
+                want = tg_tensor_grad(want);
+            } else {
+                OK(tg_tensor_clone(&v, mine));
+            }
+            double d = max_rel_diff_rows(v, want, 0);
+            CHECK(d <= 1e-4, "%s autocast %d: %s%s differs by %g", what, autocast, names[i],
+                  i < 2 ? ".grad" : "", d);
+            tg_tensor_release(v);
+        }
+        if (rank == 0)
+            printf("  sync batchnorm, %s input%s: max rel |dy| = %.3g, |dx| = %.3g\n", what,
+                   autocast ? " under autocast" : "", dy, ddx);
+        tg_tensor_release(y), tg_tensor_release(ya), tg_tensor_release(x), tg_tensor_release(xa);
+        tg_module_release(sbn);
+        tg_module_release(bn);
+    }
+}
+
 /* Sequential(BatchNorm2d(3), ReLU, Sequential(BatchNorm2d(3))) with DCGAN's
  * init drawn from seed. */
 static tg_module *make_bn_model(uint64_t seed)
@@ -556,6 +666,8 @@ int main(int argc, char **argv)
         {"backward_without_prepare_reduces_nothing", backward_without_prepare_reduces_nothing},
         {"sync_batchnorm_matches_one_batchnorm_over_the_whole_batch",
          sync_batchnorm_matches_one_batchnorm_over_the_whole_batch},
+        {"sync_batchnorm_takes_half_input_as_batchnorm_does",
+         sync_batchnorm_takes_half_input_as_batchnorm_does},
         {"convert_sync_batchnorm_keeps_the_init_and_syncs",
          convert_sync_batchnorm_keeps_the_init_and_syncs},
         {"an_error_on_one_rank_is_returned_on_every_rank",

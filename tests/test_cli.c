@@ -656,7 +656,8 @@ static double bn_stats_gap(const char *a, const char *b)
  * ranks with batch 4 each take the steps one process takes with batch 8, and
  * the checkpoints' running statistics agree (plain --ddp normalises each
  * rank's half by itself: rank 0's statistics are its half's, and differ).
- * The generator with SyncBatchNorms exports to ONNX.  --sync-bn without
+ * The generator with SyncBatchNorms exports to ONNX, and trains with --amp
+ * bf16.  --sync-bn without
  * --ddp is a usage error. */
 Test(cli, dcgan_sync_bn_on_two_ranks_takes_the_one_process_steps)
 {
@@ -685,6 +686,10 @@ Test(cli, dcgan_sync_bn_on_two_ranks_takes_the_one_process_steps)
     /* measured: 6e-9 and 1.6e-3 */
     cr_assert(gap_sync <= 1e-6, "--sync-bn: running statistics differ by %g", gap_sync);
     cr_assert(gap_plain > 1e-4, "plain --ddp: running statistics differ by only %g", gap_plain);
+    /* SyncBatchNorm takes the bf16 activations of --amp bf16, as BatchNorm does */
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--sync-bn", "--amp", "bf16", SMALL, "--out", sync,
+                                   "--overwrite"), 0), "%s", th_err);
+    th_expect_in(th_err, "stopped after 3 steps");
     cr_assert(eq(int, DCGAN("--sync-bn", SMALL, "--out", one, "--overwrite"), 2));
     th_expect_in(th_err, "--sync-bn synchronises BatchNorm over the ranks of --ddp");
 #undef SMALL

@@ -119,13 +119,15 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
 
 /* ---- synchronised BatchNorm -------------------------------------------- */
 
-/* BatchNorm over dim 1 of (N, C, ...) f32/f64 input whose batch statistics,
+/* BatchNorm over dim 1 of (N, C, ...) float input whose batch statistics,
  * in training, are those of the whole job's batch (torch.nn.SyncBatchNorm):
  * each forward all-reduces the per-channel sums of x and x^2, and the
  * backward all-reduces their gradients, so every rank gets the output and
  * gradients one BatchNorm over the concatenated batch would give (within
- * f32 rounding).  In eval it uses the running statistics, which every rank
- * updates alike.  Affine, with running statistics; momentum in [0, 1].  The
+ * f32 rounding).  Dtypes as tg_nn_batchnorm_new's: an f16/bf16 input is
+ * computed on in f32 and gives an output of its own dtype inside an
+ * autocast scope, f32 outside one.  In eval it uses the running statistics,
+ * which every rank updates alike.  Affine, with running statistics; momentum in [0, 1].  The
  * state dict has BatchNorm's names (weight, bias, running_mean, running_var,
  * num_batches_tracked), so it loads from and into tg_nn_batchnorm_new's.
  * A plain BatchNorm (tg_nn_batchnorm_new) under data parallelism uses each

@@ -12,7 +12,9 @@
  * all ranks exactly as through one BatchNorm over the whole batch.  The
  * running statistics take the same update on every rank (PyTorch's, with
  * the unbiased variance var n / (n - 1)); in eval the module is a plain
- * batch_norm with them.  Parameter and buffer names are BatchNorm's, so a
+ * batch_norm with them.  Dtypes are batch_norm's: an f16/bf16 x is computed
+ * on in f32, and the output is x's dtype when x is half inside an autocast
+ * scope, otherwise the promotion of x, weight and bias.  Parameter and buffer names are BatchNorm's, so a
  * state dict moves between the two, and tg_dist_convert_sync_batchnorm swaps
  * a model's BatchNorms for SyncBatchNorms that share their tensors. */
 #include <math.h>
@@ -75,14 +77,15 @@ typedef struct sbn_state {
 } sbn_state;
 
 /* Temporaries of one forward, released together. */
+#define TMPS_MAX 32
 typedef struct tmps {
-    tg_tensor *t[24];
+    tg_tensor *t[TMPS_MAX];
     int n;
 } tmps;
 
 static tg_tensor *keep(tmps *k, tg_tensor *t)
 {
-    TG_ASSERT(k->n < 24);
+    TG_ASSERT(k->n < TMPS_MAX);
     k->t[k->n++] = t;
     return t;
 }
@@ -116,10 +119,13 @@ static int update_running(tg_module *m, const sbn_state *s, tg_tensor *mean, tg_
     return TG_OK;
 }
 
+static bool is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
+
 static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tensor **y,
                              tg_tensor *x)
 {
     const int nd = tg_tensor_ndim(x);
+    const tg_dtype xdt = tg_tensor_dtype(x), cdt = is_half(xdt) ? TG_F32 : xdt;
     int dims[TG_MAX_DIMS], nred = 0;
     int64_t bshape[TG_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
@@ -127,8 +133,11 @@ static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tenso
         bshape[i] = i == 1 ? s->c : 1;
     }
     tg_tensor *x64, *x2, *s1, *s2, *st, *S, *S1, *S2, *mean, *ex2, *m2, *var, *mean_b, *var_b;
-    tg_tensor *ve, *sd, *xc, *xh, *xw, *cnt;
-    T(k, x64, tg_to_dtype(&x64, x, TG_F64));
+    tg_tensor *ve, *sd, *xc, *xh, *xw, *cnt, *xf;
+    /* A half x is computed on in f32 (batch_norm's compute dtype), and its
+     * gradient from both paths below meets in xf's f32, rounded once. */
+    T(k, xf, tg_to_dtype(&xf, x, cdt));   /* x itself unless half */
+    T(k, x64, tg_to_dtype(&x64, xf, TG_F64));
     T(k, x2, tg_mul(&x2, x64, x64));
     T(k, s1, tg_sum_dims(&s1, x64, nred, dims, false));
     T(k, s2, tg_sum_dims(&s2, x2, nred, dims, false));
@@ -144,20 +153,29 @@ static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tenso
     T(k, ex2, tg_div_scalar(&ex2, S2, (double)n));
     T(k, m2, tg_mul(&m2, mean, mean));
     T(k, var, tg_sub(&var, ex2, m2));
-    tg_tensor *mean_x, *var_x;   /* back to x's dtype */
-    T(k, mean_x, tg_to_dtype(&mean_x, mean, tg_tensor_dtype(x)));
-    T(k, var_x, tg_to_dtype(&var_x, var, tg_tensor_dtype(x)));
+    tg_tensor *mean_x, *var_x;   /* in the compute dtype */
+    T(k, mean_x, tg_to_dtype(&mean_x, mean, cdt));
+    T(k, var_x, tg_to_dtype(&var_x, var, cdt));
     T(k, mean_b, tg_reshape(&mean_b, mean_x, nd, bshape));
     T(k, var_b, tg_reshape(&var_b, var_x, nd, bshape));
     T(k, ve, tg_add_scalar(&ve, var_b, s->eps));
     T(k, sd, tg_sqrt(&sd, ve));
-    T(k, xc, tg_sub(&xc, x, mean_b));
+    T(k, xc, tg_sub(&xc, xf, mean_b));
     T(k, xh, tg_div(&xh, xc, sd));
     tg_tensor *w_b, *b_b;
     T(k, w_b, tg_reshape(&w_b, tg_module_find(m, "weight"), nd, bshape));
     T(k, b_b, tg_reshape(&b_b, tg_module_find(m, "bias"), nd, bshape));
     T(k, xw, tg_mul(&xw, xh, w_b));
-    TG_TRY(tg_add(y, xw, b_b));
+    /* The output dtype is batch_norm's: x's when x is half inside an
+     * autocast scope (the activations after it stay half), otherwise the
+     * promotion of x, weight and bias. */
+    if (is_half(xdt) && tg_autocast_active(NULL)) {
+        tg_tensor *yc;
+        T(k, yc, tg_add(&yc, xw, b_b));
+        TG_TRY(tg_to_dtype(y, yc, xdt));
+    } else {
+        TG_TRY(tg_add(y, xw, b_b));
+    }
     tg_no_grad_begin();
     int rc = update_running(m, s, mean, var, n);
     tg_no_grad_end();
@@ -170,8 +188,9 @@ static int sbn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     const int nd = tg_tensor_ndim(x);
     TG_CHECK(nd >= 2 && tg_tensor_dim(x, 1) == s->c, TG_ESHAPE,
              "sync_batchnorm: input must be (N, C, ...) with C = %lld", (long long)s->c);
-    TG_CHECK(tg_tensor_dtype(x) == TG_F32 || tg_tensor_dtype(x) == TG_F64, TG_EDTYPE,
-             "sync_batchnorm: input has dtype %s; f32 or f64", tg_dtype_name(tg_tensor_dtype(x)));
+    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(x)), TG_EDTYPE,
+             "sync_batchnorm: input has dtype %s; float dtypes only",
+             tg_dtype_name(tg_tensor_dtype(x)));
     tg_tensor *w = tg_module_find(m, "weight"), *b = tg_module_find(m, "bias");
     if (!tg_module_is_training(m))
         return tg_batch_norm(y, x, tg_module_find(m, "running_mean"),
