@@ -645,6 +645,36 @@ static void convert_sync_batchnorm_keeps_the_init_and_syncs(void)
     tg_module_release(pm);
 }
 
+/* A state dict without num_batches_tracked (torch before 0.4.1) loads, strict,
+ * into SyncBatchNorm as into BatchNorm: the count reads as 0. */
+static void sync_batchnorm_loads_a_state_dict_without_num_batches_tracked(void)
+{
+    tg_module *sm = make_bn_model(3), *pm = make_bn_model(3);
+    OK(tg_dist_convert_sync_batchnorm(g_dist, sm, NULL));
+    tg_st_file *f = NULL;
+    OK(tg_st_new(&f));
+    static const char *const keys[] = {"0.weight", "0.bias", "0.running_mean", "0.running_var",
+                                       "2.0.weight", "2.0.bias", "2.0.running_mean",
+                                       "2.0.running_var"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        OK(tg_st_set(f, keys[i], tg_module_find(pm, keys[i])));
+    for (int k = 0; k < 2; k++) {
+        tg_module *m = k ? sm : pm;
+        tg_tensor *nbt = tg_module_find(m, "2.0.num_batches_tracked");
+        OK(tg_tensor_set_flat(nbt, 0, 5.0));
+        int rc = tg_module_load_state_dict(m, f, NULL, true);
+        CHECK(rc == TG_OK, "%s: load gave %s: %s", tg_module_type_name(tg_module_child(m, "0")),
+              tg_status_name(rc), tg_error_message());
+        double v = -1;
+        OK(tg_tensor_get_flat(nbt, 0, &v));
+        CHECK(v == 0, "%s: num_batches_tracked = %g after the load, not 0",
+              tg_module_type_name(tg_module_child(m, "0")), v);
+    }
+    tg_st_free(f);
+    tg_module_release(sm);
+    tg_module_release(pm);
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -670,6 +700,8 @@ int main(int argc, char **argv)
          sync_batchnorm_takes_half_input_as_batchnorm_does},
         {"convert_sync_batchnorm_keeps_the_init_and_syncs",
          convert_sync_batchnorm_keeps_the_init_and_syncs},
+        {"sync_batchnorm_loads_a_state_dict_without_num_batches_tracked",
+         sync_batchnorm_loads_a_state_dict_without_num_batches_tracked},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

@@ -77,6 +77,11 @@ typedef struct tg_module_vtable {
      * another number, tg_module_forward's one included, is TG_EINVAL before
      * forward_n runs, as torch refuses a missing argument. */
     int n_inputs;
+    /* The local name of a buffer that a state dict may lack (NULL: none):
+     * tg_module_load_state_dict sets it to 0 then, strict or not, as torch's
+     * BatchNorm and SyncBatchNorm read a dict without num_batches_tracked
+     * (one from before torch 0.4.1).  Both set "num_batches_tracked". */
+    const char *zero_if_missing;
 } tg_module_vtable;
 
 /* A module with no parameters or children, in training mode.  vt is borrowed

@@ -258,14 +258,14 @@ typedef struct tg__load {
     int matched;
 } tg__load;
 
-/* Whether t is the num_batches_tracked buffer of a BatchNorm among m and its
- * descendants. */
-static bool tg__is_bn_count(const tg_module *m, const tg_tensor *t)
+/* Whether t is the zero_if_missing buffer (BatchNorm's num_batches_tracked)
+ * of a module among m and its descendants. */
+static bool tg__is_zero_if_missing(const tg_module *m, const tg_tensor *t)
 {
-    if (m->vt == &tg__nn_batchnorm_vt && tg__module_local(m, "num_batches_tracked") == t)
-        return true;
+    const char *name = m->vt->zero_if_missing;
+    if (name && tg__module_local(m, name) == t) return true;
     for (int i = 0; i < m->n_children; i++)
-        if (tg__is_bn_count(m->children[i].m, t)) return true;
+        if (tg__is_zero_if_missing(m->children[i].m, t)) return true;
     return false;
 }
 
@@ -290,10 +290,12 @@ static int tg__load_fn(const char *key, tg_tensor *dst, bool is_param, void *use
     (void)is_param;
     tg__load *l = user;
     tg_tensor *src = tg_st_get(l->f, key);
-    /* PyTorch's BatchNorm reads a state dict without version metadata (as
-     * every safetensors file is) that lacks num_batches_tracked as holding 0,
-     * strict or not: checkpoints from before torch 0.4.1 have no count. */
-    if (!src && !is_param && tg__is_bn_count(l->root, dst))
+    /* PyTorch's BatchNorm and SyncBatchNorm read a state dict without
+     * version metadata (as every safetensors file is) that lacks
+     * num_batches_tracked as holding 0, strict or not: checkpoints from
+     * before torch 0.4.1 have no count.  Modules say so by their vtable's
+     * zero_if_missing. */
+    if (!src && !is_param && tg__is_zero_if_missing(l->root, dst))
         return l->copy ? tg_tensor_set_flat(dst, 0, 0.0) : TG_OK;
     if (!src) {
         TG_CHECK(!l->strict, TG_ENOTFOUND, "load_state_dict: missing key '%s' (strict)", key);
