@@ -675,6 +675,85 @@ static void sync_batchnorm_loads_a_state_dict_without_num_batches_tracked(void)
     tg_module_release(pm);
 }
 
+/* Sequential(BatchNorm1d(2), Linear(2, 2)) from seed. */
+static tg_module *make_bn_first_model(uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *seq = NULL, *m = NULL;
+    tg_nn_sequential_new(&seq);
+    tg_nn_batchnorm_new(&m, 0, 2, 1e-5, 0.1, true, true);
+    tg_nn_sequential_append(seq, m);
+    tg_nn_linear_new(&m, 2, 2, true, &rng);
+    tg_nn_sequential_append(seq, m);
+    return seq;
+}
+
+/* Rank r's (4, 2) batch of step s: around 2r, so the ranks' statistics differ. */
+static void bn_batch(tg_tensor **x, int rank, int step)
+{
+    const int64_t shape[2] = {4, 2};
+    tg_tensor_zeros(x, TG_F32, 2, shape);
+    float *p = tg_tensor_data(*x);
+    for (int i = 0; i < 8; i++) p[i] = (float)(2.0 * rank + sin(1.7 * i + 0.9 * step + rank));
+}
+
+/* tg_ddp_new_module with broadcast_buffers (the default), as PyTorch's DDP
+ * with broadcast_buffers=True: the BatchNorm's running statistics on every
+ * rank, after each step, are those of one BatchNorm fed rank 0's batches
+ * alone; without broadcast_buffers each rank keeps its own. */
+static void ddp_keeps_every_rank_on_rank_0s_buffers(void)
+{
+    const int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
+    for (int bb = 1; bb >= 0; bb--) {
+        tg_module *m = make_bn_first_model(40 + (uint64_t)rank), *ref = NULL;
+        OK(tg_nn_batchnorm_new(&ref, 0, 2, 1e-5, 0.1, true, true));
+        tg_ddp_opts o = TG_DDP_OPTS_INIT;
+        o.broadcast_buffers = bb;
+        tg_ddp *ddp = NULL;
+        OK(tg_ddp_new_module(&ddp, g_dist, m, &o));
+        tg_tensor **p = NULL;
+        int n = 0;
+        OK(tg_module_parameters(m, &p, &n));
+        tg_sgd_opts so = TG_SGD_OPTS_INIT;
+        so.lr = 0.1;
+        tg_optimizer *opt = NULL;
+        OK(tg_sgd_new(&opt, n, p, &so));
+        for (int step = 0; step < 4; step++) {
+            tg_tensor *x = NULL, *x0 = NULL, *y = NULL, *y0 = NULL, *loss = NULL;
+            bn_batch(&x, rank, step);
+            bn_batch(&x0, 0, step);
+            tg_optimizer_zero_grad(opt);
+            OK(tg_module_forward(m, &y, x));
+            OK(tg_mean(&loss, y));
+            OK(tg_ddp_prepare(ddp));
+            OK(tg_backward(loss, NULL, NULL));
+            OK(tg_ddp_finish(ddp));
+            OK(tg_optimizer_step(opt));
+            OK(tg_module_forward(ref, &y0, x0));
+            const char *names[3] = {"running_mean", "running_var", "num_batches_tracked"};
+            for (int i = 0; i < 3; i++) {
+                char key[32];
+                snprintf(key, sizeof key, "0.%s", names[i]);
+                const tg_tensor *mine = tg_module_find(m, key), *want = tg_module_find(ref, names[i]);
+                if (bb || rank == 0)
+                    CHECK(same_bits(mine, want), "broadcast_buffers %d, step %d: %s is not rank "
+                          "0's alone", bb, step, names[i]);
+                else if (i < 2 && world > 1)
+                    CHECK(!same_bits(mine, want), "broadcast_buffers 0, step %d: %s is rank 0's",
+                          step, names[i]);
+            }
+            tg_tensor_release(x), tg_tensor_release(x0), tg_tensor_release(y);
+            tg_tensor_release(y0), tg_tensor_release(loss);
+        }
+        tg_optimizer_free(opt);
+        free(p);
+        tg_ddp_free(ddp);
+        tg_module_release(ref);
+        tg_module_release(m);
+    }
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -702,6 +781,7 @@ int main(int argc, char **argv)
          convert_sync_batchnorm_keeps_the_init_and_syncs},
         {"sync_batchnorm_loads_a_state_dict_without_num_batches_tracked",
          sync_batchnorm_loads_a_state_dict_without_num_batches_tracked},
+        {"ddp_keeps_every_rank_on_rank_0s_buffers", ddp_keeps_every_rank_on_rank_0s_buffers},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

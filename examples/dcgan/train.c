@@ -43,20 +43,15 @@ static int register_slots(dcgan_trainer *t)
 }
 
 /* Rank 0's models everywhere, this rank's shard of the data, and gradient
- * averaging for both optimizers' parameters. */
+ * averaging for both models' parameters; each step ends with rank 0's
+ * BatchNorm running statistics on every rank (PyTorch DDP's
+ * broadcast_buffers). */
 static int distribute(dcgan_trainer *t)
 {
     tg_dist *d = t->o.dist;
-    TRY(tg_dist_broadcast_module(d, t->gen));
-    TRY(tg_dist_broadcast_module(d, t->disc));
     TRY(tg_loader_set_shard(t->ld, tg_dist_rank(d), tg_dist_size(d)));
-    tg_tensor **p = NULL;
-    int n = 0;
-    TRY(tg_module_parameters(t->gen, &p, &n));
-    int rc = tg_ddp_new(&t->ddp_g, d, n, p, NULL);
-    free(p);
-    TRY(rc);
-    return tg_ddp_new(&t->ddp_d, d, t->n_d, t->d_params, NULL);
+    TRY(tg_ddp_new_module(&t->ddp_g, d, t->gen, NULL));
+    return tg_ddp_new_module(&t->ddp_d, d, t->disc, NULL);
 }
 
 static int build(dcgan_trainer *t)

@@ -8,16 +8,16 @@
  *
  *   tg_dist *d;  tg_ddp *ddp;
  *   tg_dist_init(&d, &argc, &argv);                  // MPI_Init, rank, size
- *   tg_dist_broadcast_module(d, model);              // rank 0's weights everywhere
- *   tg_module_parameters(model, &params, &n);
- *   tg_ddp_new(&ddp, d, n, params, NULL);            // 25 MB buckets, overlapped
+ *   tg_ddp_new_module(&ddp, d, model, NULL);         // rank 0's weights everywhere;
+ *                                                    // 25 MB buckets, overlapped
  *   tg_loader_set_shard(ld, tg_dist_rank(d), tg_dist_size(d));
  *   while (tg_loader_next(ld, &x, &y) == 1) {
  *       ... forward, loss ...
  *       tg_optimizer_zero_grad(opt);
  *       tg_ddp_prepare(ddp);                         // the next backward reduces
  *       tg_backward(loss, NULL, NULL);               // buckets reduced meanwhile
- *       tg_ddp_finish(ddp);                          // .grad = mean over ranks
+ *       tg_ddp_finish(ddp);                          // .grad = mean over ranks;
+ *                                                    // rank 0's buffers everywhere
  *       tg_optimizer_step(opt);
  *   }
  *   tg_dist_checkpoint_save(d, ck, "ck.safetensors", NULL);   // rank 0 writes
@@ -33,6 +33,13 @@
  * Buckets are started in the same order on every rank.  tg_ddp_finish waits
  * for them and writes sum / world_size into every parameter's .grad.
  *
+ * Buffers (PyTorch's broadcast_buffers=True, the default): a tg_ddp made
+ * from a module ends each tg_ddp_finish by copying rank 0's buffers of the
+ * module (BatchNorm's running statistics) into every rank.  So every
+ * forward starts from rank 0's buffers, as PyTorch's DDP makes it by
+ * copying them at the start of each forward, and the ranks hold the same
+ * buffers after each step.
+ *
  * Collective calls: every function that takes a tg_dist and is marked
  * "collective" must be called by every rank, in the same order.  An error
  * found on one rank only (a file that is missing there) is returned on that
@@ -43,7 +50,8 @@
  * TG_EUNSUPPORTED except tg_loader_set_shard (data.h), which needs no MPI.
  *
  * Ownership: a tg_dist and a tg_ddp are owned by their creator (_free; NULL
- * does nothing).  A tg_ddp borrows its tg_dist and retains its parameters.
+ * does nothing).  A tg_ddp borrows its tg_dist and retains its parameters
+ * (and its module).
  */
 #ifndef TAPEGRAD_DIST_H
 #define TAPEGRAD_DIST_H
@@ -161,8 +169,12 @@ typedef struct tg_ddp_opts {
                                 * its own); 1 gives one bucket per parameter */
     bool overlap;              /* start each bucket's all-reduce during backward;
                                 * false: all of them in tg_ddp_finish */
+    bool broadcast_buffers;    /* tg_ddp_new_module: tg_ddp_finish copies rank 0's
+                                * buffers of the module into every rank (PyTorch's
+                                * broadcast_buffers); no effect on tg_ddp_new */
 } tg_ddp_opts;
-#define TG_DDP_OPTS_INIT {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true}
+#define TG_DDP_OPTS_INIT                                                      \
+    {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true, .broadcast_buffers = true}
 
 /* Averages the gradients of params[0..n) (f32 or f64 leaves that require
  * grad, distinct, contiguous; retained) over the ranks of d.  Every rank
@@ -172,6 +184,16 @@ typedef struct tg_ddp_opts {
  * tg_ddp_free).  Collective. */
 TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
                       const tg_ddp_opts *o);
+/* torch.nn.parallel.DistributedDataParallel(m): copies rank 0's parameters
+ * and buffers of m into every rank (tg_dist_broadcast_module, so the ranks'
+ * m must have the same layout), then averages the gradients of m's
+ * parameters that require grad (tg_module_parameters' order) as tg_ddp_new;
+ * with o->broadcast_buffers (the default) every tg_ddp_finish ends by
+ * copying rank 0's buffers of m into every rank.  m is retained; its
+ * parameters and buffers must keep their shapes and dtypes while the
+ * tg_ddp lives.  TG_EINVAL on every rank when m has no parameter that
+ * requires grad.  Collective. */
+TG_API int tg_ddp_new_module(tg_ddp **out, tg_dist *d, tg_module *m, const tg_ddp_opts *o);
 /* Removes the hooks, releases the parameters.  A reduction still in flight
  * is waited for first.  NULL does nothing. */
 TG_API void tg_ddp_free(tg_ddp *ddp);
@@ -184,7 +206,9 @@ TG_API int tg_ddp_prepare(tg_ddp *ddp);
 /* Waits for every bucket (starting those the backward left unstarted, in
  * order; a parameter that received no gradient in the backward contributes
  * its current .grad, or zeros without one), then sets every parameter's
- * .grad to the sum over ranks divided by the number of ranks.  Collective:
+ * .grad to the sum over ranks divided by the number of ranks, and copies
+ * rank 0's buffers into every rank (tg_ddp_new_module with
+ * broadcast_buffers).  Collective:
  * every rank must have called tg_ddp_prepare and run its backward.  An MPI
  * error is TG_EIO. */
 TG_API int tg_ddp_finish(tg_ddp *ddp);

@@ -18,6 +18,13 @@
  * there.  tg_ddp_finish fills the slots the backward did not reach, starts
  * what remains, waits, and writes buf / size into each .grad.
  *
+ * Buffers (tg_ddp_new_module with broadcast_buffers): PyTorch's DDP copies
+ * rank 0's buffers to every rank at the start of each forward, so each
+ * forward starts from rank 0's running statistics while rank 0's own evolve
+ * as in one process on its batches.  Here the copy closes tg_ddp_finish,
+ * where every rank already is in a collective call; the buffers the next
+ * forward starts from are the same, and the ranks agree after every step.
+ *
  * Every rank sums the same per-element values with the same MPI reduction
  * whatever the bucket layout, so the result does not depend on
  * bucket_cap_bytes or overlap for two ranks (a + b = b + a exactly); with
@@ -48,6 +55,7 @@ typedef struct ddp_bucket {
 
 struct tg_ddp {
     tg_dist *d;            /* borrowed */
+    tg_module *m;          /* retained; NULL: made from a parameter list */
     tg_ddp_opts o;
     int n;
     ddp_slot *slots;       /* (n) in the caller's parameter order */
@@ -158,6 +166,7 @@ static void ddp_destroy(tg_ddp *ddp, bool hooks)
     for (int k = 0; k < ddp->n_buckets; k++) free(ddp->buckets[k].buf);
     free(ddp->buckets);
     free(ddp->slots);
+    tg_module_release(ddp->m);
     free(ddp);
 }
 
@@ -188,6 +197,28 @@ int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const 
         return rc;
     }
     *out = ddp;
+    return TG_OK;
+}
+
+int tg_ddp_new_module(tg_ddp **out, tg_dist *d, tg_module *m, const tg_ddp_opts *o)
+{
+    TG_CHECK(out != NULL && d != NULL && m != NULL, TG_EINVAL,
+             "ddp_new_module: out, d and m must not be NULL");
+    /* the parameters that require grad, in state-dict order (torch's DDP
+     * leaves the others out of the reduction) */
+    tg_tensor **all = NULL;
+    int n_all = 0, n = 0;
+    int rc = tg_module_parameters(m, &all, &n_all);
+    for (int i = 0; rc >= 0 && i < n_all; i++)
+        if (tg_tensor_requires_grad(all[i])) all[n++] = all[i];
+    if (rc >= 0 && n == 0)
+        rc = tg__error(TG_EINVAL, "ddp_new_module: m has no parameter that requires grad");
+    rc = tg_dist_agree(d, rc);
+    if (rc >= 0) rc = tg_dist_broadcast_module(d, m);
+    if (rc >= 0) rc = tg_ddp_new(out, d, n, all, o);
+    free(all);
+    TG_TRY(rc);
+    (*out)->m = tg_module_retain(m);
     return TG_OK;
 }
 
@@ -317,6 +348,20 @@ static int copy_out(tg_ddp *ddp, ddp_slot *s)
     return TG_OK;
 }
 
+/* Rank 0's buffers of the module into every rank's (their layout was
+ * checked by tg_dist_broadcast_module in tg_ddp_new_module). */
+static int broadcast_buffers(tg_ddp *ddp)
+{
+    const int n = tg_module_state_count(ddp->m);
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = NULL;
+        bool is_param = true;
+        TG_TRY(tg_module_state_at(ddp->m, i, NULL, 0, &t, &is_param));
+        if (!is_param) TG_TRY(tg__dist_bcast_bytes(ddp->d, t, 0));
+    }
+    return TG_OK;
+}
+
 static int finish(tg_ddp *ddp)
 {
     for (int i = 0; i < ddp->n; i++)
@@ -329,7 +374,7 @@ static int finish(tg_ddp *ddp)
         ddp->buckets[k].done = true;
     }
     for (int i = 0; i < ddp->n; i++) TG_TRY(copy_out(ddp, &ddp->slots[i]));
-    return TG_OK;
+    return ddp->m && ddp->o.broadcast_buffers ? broadcast_buffers(ddp) : TG_OK;
 }
 
 int tg_ddp_finish(tg_ddp *ddp)

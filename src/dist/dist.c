@@ -154,7 +154,7 @@ static int module_layout(const tg_module *m, uint64_t *hash, bool *contiguous)
     return TG_OK;
 }
 
-static int bcast_bytes(tg_dist *d, tg_tensor *t, int root)
+int tg__dist_bcast_bytes(tg_dist *d, tg_tensor *t, int root)
 {
     size_t nbytes = (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t));
     unsigned char *p = tg_tensor_data(t);
@@ -190,7 +190,7 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
     for (int i = 0; i < n; i++) {
         tg_tensor *t = NULL;
         TG_TRY(tg_module_state_at(m, i, NULL, 0, &t, NULL));
-        TG_TRY(bcast_bytes(d, t, 0));
+        TG_TRY(tg__dist_bcast_bytes(d, t, 0));
     }
     return TG_OK;
 }
@@ -211,7 +211,7 @@ int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
     if (rc >= 0 && !tg_tensor_is_contiguous(t))
         rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must be contiguous");
     TG_TRY(tg_dist_agree(d, rc));
-    return bcast_bytes(d, t, root);
+    return tg__dist_bcast_bytes(d, t, root);
 }
 
 int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)

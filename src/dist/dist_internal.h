@@ -20,4 +20,9 @@ int tg__mpi_check(int mpi_rc, const char *what);
  * MPI_DATATYPE_NULL. */
 MPI_Datatype tg__mpi_type(tg_dtype dt);
 
+/* Copies root's bytes of the contiguous t into every rank's t, which must
+ * have the same size (not checked: the caller knows the layouts agree).
+ * Collective. */
+int tg__dist_bcast_bytes(tg_dist *d, tg_tensor *t, int root);
+
 #endif

@@ -84,6 +84,12 @@ int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params, const 
     return NO_MPI("ddp_new");
 }
 
+int tg_ddp_new_module(tg_ddp **out, tg_dist *d, tg_module *m, const tg_ddp_opts *o)
+{
+    (void)out, (void)d, (void)m, (void)o;
+    return NO_MPI("ddp_new_module");
+}
+
 void tg_ddp_free(tg_ddp *ddp) { (void)ddp; }
 int tg_ddp_prepare(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_prepare"); }
 int tg_ddp_finish(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_finish"); }
