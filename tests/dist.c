@@ -754,6 +754,82 @@ static void ddp_keeps_every_rank_on_rank_0s_buffers(void)
     }
 }
 
+/* sum(a(x) + b(x)), or sum(a(x)) when use_b is false; then backward. */
+static int unused_forward_backward(tg_module *a, tg_module *b, tg_tensor *x, bool use_b)
+{
+    tg_tensor *ya = NULL, *yb = NULL, *s = NULL, *loss = NULL;
+    int rc = tg_module_forward(a, &ya, x);
+    if (rc >= 0 && use_b) rc = tg_module_forward(b, &yb, x);
+    if (rc >= 0) rc = use_b ? tg_add(&s, ya, yb) : (s = tg_tensor_retain(ya), TG_OK);
+    if (rc >= 0) rc = tg_sum(&loss, s);
+    if (rc >= 0) rc = tg_backward(loss, NULL, NULL);
+    tg_tensor_release(loss), tg_tensor_release(s), tg_tensor_release(yb), tg_tensor_release(ya);
+    return rc;
+}
+
+/* As PyTorch's DDP with find_unused_parameters=True: a parameter that no
+ * rank's backward reaches keeps .grad NULL (so Adam leaves it alone); one
+ * that only rank 0's reaches gets rank 0's gradient averaged with zeros. */
+static void ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset(void)
+{
+    const int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *root = NULL, *a = NULL, *b = NULL;
+    OK(tg_nn_sequential_new(&root));
+    OK(tg_nn_linear_new(&a, 3, 1, true, &rng));
+    OK(tg_nn_linear_new(&b, 3, 1, true, &rng));
+    OK(tg_nn_sequential_append(root, a));
+    OK(tg_nn_sequential_append(root, b));
+    tg_ddp *ddp = NULL;
+    OK(tg_ddp_new_module(&ddp, g_dist, root, NULL));
+    tg_optimizer *opt = NULL;
+    tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+    ao.lr = 0.1;
+    OK(tg_adam_from_module(&opt, root, &ao));
+    tg_tensor *x = NULL, *bw = tg_module_find(b, "weight"), *before = NULL, *local = NULL;
+    OK(tg_tensor_full(&x, TG_F32, 2, (int64_t[]){2, 3}, 1.0 + rank));
+    /* step 0: b used everywhere; step 1: nowhere; step 2: on rank 0 only */
+    for (int step = 0; step < 3; step++) {
+        const bool use_b = step == 0 || (step == 2 && rank == 0);
+        tg_optimizer_zero_grad(opt);
+        OK(tg_ddp_prepare(ddp));
+        OK(unused_forward_backward(a, b, x, use_b));
+        if (step == 2) {   /* rank 0's own gradient of b.weight, on every rank */
+            OK(tg_tensor_zeros(&local, TG_F32, 2, (int64_t[]){1, 3}));
+            if (rank == 0) OK(tg_tensor_copy_(local, tg_tensor_grad(bw)));
+            OK(tg_dist_broadcast_tensor(g_dist, local, 0));
+        }
+        OK(tg_ddp_finish(ddp));
+        OK(tg_tensor_clone(&before, bw));
+        if (step == 1) {
+            CHECK(tg_tensor_grad(bw) == NULL, "step 1: b.weight.grad is set though no rank "
+                  "used b");
+            CHECK(tg_tensor_grad(tg_module_find(b, "bias")) == NULL, "step 1: b.bias.grad set");
+        } else {
+            const tg_tensor *g = tg_tensor_grad(bw);
+            CHECK(g != NULL, "step %d: b.weight.grad is NULL", step);
+            for (int k = 0; g && step == 2 && k < 3; k++) {
+                double got = 0, want = 0;
+                OK(tg_tensor_get_flat(g, k, &got));
+                OK(tg_tensor_get_flat(local, k, &want));
+                want /= world;
+                CHECK(got == want, "step 2: b.weight.grad[%d] = %g, not rank 0's / %d = %g", k,
+                      got, world, want);
+            }
+        }
+        OK(tg_optimizer_step(opt));
+        if (step == 1) CHECK(same_bits(before, bw), "step 1: Adam moved the unused b.weight");
+        tg_tensor_release(before);
+        before = NULL;
+    }
+    tg_tensor_release(local);
+    tg_tensor_release(x);
+    tg_optimizer_free(opt);
+    tg_ddp_free(ddp);
+    tg_module_release(root);
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -782,6 +858,8 @@ int main(int argc, char **argv)
         {"sync_batchnorm_loads_a_state_dict_without_num_batches_tracked",
          sync_batchnorm_loads_a_state_dict_without_num_batches_tracked},
         {"ddp_keeps_every_rank_on_rank_0s_buffers", ddp_keeps_every_rank_on_rank_0s_buffers},
+        {"ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset",
+         ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

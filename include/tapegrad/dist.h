@@ -204,13 +204,15 @@ TG_API void tg_ddp_free(tg_ddp *ddp);
  * was not finished. */
 TG_API int tg_ddp_prepare(tg_ddp *ddp);
 /* Waits for every bucket (starting those the backward left unstarted, in
- * order; a parameter that received no gradient in the backward contributes
- * its current .grad, or zeros without one), then sets every parameter's
- * .grad to the sum over ranks divided by the number of ranks, and copies
- * rank 0's buffers into every rank (tg_ddp_new_module with
- * broadcast_buffers).  Collective:
- * every rank must have called tg_ddp_prepare and run its backward.  An MPI
- * error is TG_EIO. */
+ * order; a parameter that received no gradient in this rank's backward
+ * contributes its current .grad, or zeros without one), then sets the
+ * .grad of every parameter that some rank's backward reached to the sum
+ * over ranks divided by the number of ranks; a parameter no rank's backward
+ * reached keeps its .grad (NULL after tg_optimizer_zero_grad, so the
+ * optimizer leaves it alone: PyTorch's DDP with find_unused_parameters).
+ * Then it copies rank 0's buffers into every rank (tg_ddp_new_module with
+ * broadcast_buffers).  Collective: every rank must have called
+ * tg_ddp_prepare and run its backward.  An MPI error is TG_EIO. */
 TG_API int tg_ddp_finish(tg_ddp *ddp);
 
 /* Counters since tg_ddp_new. */

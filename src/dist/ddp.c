@@ -16,7 +16,9 @@
  * calls).  Starting strictly in bucket order keeps the sequence of
  * collectives the same on every rank whatever the order in which hooks run
  * there.  tg_ddp_finish fills the slots the backward did not reach, starts
- * what remains, waits, and writes buf / size into each .grad.
+ * what remains and, last, the all-reduce of the per-parameter flags "the
+ * backward reached it here", waits, and writes buf / size into the .grad
+ * of each parameter some rank's backward reached (the others keep theirs).
  *
  * Buffers (tg_ddp_new_module with broadcast_buffers): PyTorch's DDP copies
  * rank 0's buffers to every rank at the start of each forward, so each
@@ -63,6 +65,10 @@ struct tg_ddp {
     ddp_bucket *buckets;
     int next_start;        /* buckets [0, next_start) have been started */
     int next_test;         /* buckets [0, next_test) are known to be done */
+    int *used;             /* (n) 1 where this step's backward reached the
+                            * parameter (its hook ran); after finish's
+                            * all-reduce, the number of ranks where it did */
+    MPI_Request used_req;
     bool armed;
     tg_ddp_stats stats;
 };
@@ -139,7 +145,9 @@ static int ddp_hook(tg_tensor *leaf, void *user);
 static int ddp_build(tg_ddp *ddp, int n, tg_tensor *const *params)
 {
     ddp->slots = tg__calloc((size_t)n, sizeof *ddp->slots);
-    if (!ddp->slots) return TG_ENOMEM;
+    ddp->used = tg__calloc((size_t)n, sizeof *ddp->used);
+    ddp->used_req = MPI_REQUEST_NULL;
+    if (!ddp->slots || !ddp->used) return TG_ENOMEM;
     for (int i = 0; i < n; i++) {
         ddp->slots[i] = (ddp_slot){.ddp = ddp, .p = tg_tensor_retain(params[i]),
                                    .numel = tg_tensor_numel(params[i])};
@@ -166,6 +174,7 @@ static void ddp_destroy(tg_ddp *ddp, bool hooks)
     for (int k = 0; k < ddp->n_buckets; k++) free(ddp->buckets[k].buf);
     free(ddp->buckets);
     free(ddp->slots);
+    free(ddp->used);
     tg_module_release(ddp->m);
     free(ddp);
 }
@@ -226,6 +235,7 @@ static void wait_all(tg_ddp *ddp)
 {
     for (int k = 0; k < ddp->next_start; k++)
         if (!ddp->buckets[k].done) MPI_Wait(&ddp->buckets[k].req, MPI_STATUS_IGNORE);
+    if (ddp->used_req != MPI_REQUEST_NULL) MPI_Wait(&ddp->used_req, MPI_STATUS_IGNORE);
 }
 
 void tg_ddp_free(tg_ddp *ddp)
@@ -239,7 +249,8 @@ void tg_ddp_free(tg_ddp *ddp)
 
 static void reset_step(tg_ddp *ddp)
 {
-    for (int i = 0; i < ddp->n; i++) ddp->slots[i].ready = false;
+    for (int i = 0; i < ddp->n; i++) ddp->slots[i].ready = false, ddp->used[i] = 0;
+    ddp->used_req = MPI_REQUEST_NULL;
     for (int k = 0; k < ddp->n_buckets; k++) {
         ddp_bucket *b = &ddp->buckets[k];
         b->n_ready = 0;
@@ -317,6 +328,7 @@ static int ddp_hook(tg_tensor *leaf, void *user)
              "ddp: a parameter's gradient was finished twice after one tg_ddp_prepare (a "
              "second backward needs tg_ddp_finish and tg_ddp_prepare first)");
     TG_TRY(copy_in(ddp, s));
+    ddp->used[s - ddp->slots] = 1;
     if (!ddp->o.overlap) return TG_OK;
     TG_TRY(start_ready(ddp));
     return progress(ddp);
@@ -369,11 +381,21 @@ static int finish(tg_ddp *ddp)
     ddp->stats.buckets_overlapped += ddp->next_start;
     TG_TRY(start_ready(ddp));
     TG_ASSERT(ddp->next_start == ddp->n_buckets);
+    /* after the buckets, in the same order on every rank */
+    TG_TRY(tg__mpi_check(MPI_Iallreduce(MPI_IN_PLACE, ddp->used, ddp->n, MPI_INT, MPI_SUM,
+                                        ddp->d->comm, &ddp->used_req),
+                         "ddp: MPI_Iallreduce"));
     for (int k = ddp->next_test; k < ddp->n_buckets; k++) {
         TG_TRY(tg__mpi_check(MPI_Wait(&ddp->buckets[k].req, MPI_STATUS_IGNORE), "ddp: MPI_Wait"));
         ddp->buckets[k].done = true;
     }
-    for (int i = 0; i < ddp->n; i++) TG_TRY(copy_out(ddp, &ddp->slots[i]));
+    TG_TRY(tg__mpi_check(MPI_Wait(&ddp->used_req, MPI_STATUS_IGNORE), "ddp: MPI_Wait"));
+    /* a parameter no rank's backward reached keeps its .grad (NULL stays
+     * NULL, so the optimizer skips it), as PyTorch's reducer leaves a
+     * globally unused parameter's; one that some ranks reached averages
+     * with what the others hold (their .grad, or zeros) */
+    for (int i = 0; i < ddp->n; i++)
+        if (ddp->used[i] > 0) TG_TRY(copy_out(ddp, &ddp->slots[i]));
     return ddp->m && ddp->o.broadcast_buffers ? broadcast_buffers(ddp) : TG_OK;
 }
 
