@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/dist.h"
@@ -28,6 +30,17 @@ enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
 
 static tg_dist *g_dist;
 static int g_failed, g_checks;
+static int g_allreduces;   /* MPI_Allreduce calls of this process */
+
+/* Counts the blocking all-reduces (MPI's profiling interface: this
+ * definition takes the place of the MPI library's and passes the call on
+ * to PMPI_Allreduce). */
+int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm)
+{
+    g_allreduces++;
+    return PMPI_Allreduce(send, recv, count, type, op, comm);
+}
 static const char *g_test;
 
 #define CHECK(cond, ...)                                                      \
@@ -574,6 +587,29 @@ static void sync_batchnorm_takes_half_input_as_batchnorm_does(void)
     }
 }
 
+/* A SyncBatchNorm training forward makes two blocking all-reduces (the sums,
+ * the element count) and its backward one, as docs/distributed.md says. */
+static void sync_batchnorm_makes_two_allreduces_forward_and_one_backward(void)
+{
+    tg_module *sbn = NULL;
+    tg_tensor *x = NULL, *y = NULL, *l = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+    OK(tg_tensor_zeros(&x, TG_F32, 4, (int64_t[]){2, 3, 4, 5}));
+    fill_rows(x, 2 * tg_dist_rank(g_dist), 0.4);
+    OK(tg_tensor_set_requires_grad(x, true));
+    g_allreduces = 0;
+    OK(tg_module_forward(sbn, &y, x));
+    const int forward = g_allreduces;
+    OK(tg_sum(&l, y));
+    g_allreduces = 0;
+    OK(tg_backward(l, NULL, NULL));
+    const int backward = g_allreduces;
+    CHECK(forward == 2 && backward == 1, "MPI_Allreduce calls: %d in forward, %d in backward; "
+          "2 and 1 documented", forward, backward);
+    tg_tensor_release(l), tg_tensor_release(y), tg_tensor_release(x);
+    tg_module_release(sbn);
+}
+
 /* Sequential(BatchNorm2d(3), ReLU, Sequential(BatchNorm2d(3))) with DCGAN's
  * init drawn from seed. */
 static tg_module *make_bn_model(uint64_t seed)
@@ -851,6 +887,8 @@ int main(int argc, char **argv)
         {"backward_without_prepare_reduces_nothing", backward_without_prepare_reduces_nothing},
         {"sync_batchnorm_matches_one_batchnorm_over_the_whole_batch",
          sync_batchnorm_matches_one_batchnorm_over_the_whole_batch},
+        {"sync_batchnorm_makes_two_allreduces_forward_and_one_backward",
+         sync_batchnorm_makes_two_allreduces_forward_and_one_backward},
         {"sync_batchnorm_takes_half_input_as_batchnorm_does",
          sync_batchnorm_takes_half_input_as_batchnorm_does},
         {"convert_sync_batchnorm_keeps_the_init_and_syncs",

@@ -228,6 +228,14 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
         rc = tg__error(TG_EINVAL, "dist_allreduce_sum: t has %lld elements; at most 2^31 - 1",
                        (long long)tg_tensor_numel(t));
     TG_TRY(tg_dist_agree(d, rc));
+    return tg__dist_allreduce_sum(d, t);
+}
+
+int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t)
+{
+    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
+    TG_ASSERT(mt != MPI_DATATYPE_NULL && tg_tensor_is_contiguous(t) &&
+              tg_tensor_numel(t) <= INT32_MAX);
     TG_TRY(tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, tg_tensor_data(t),
                                        (int)tg_tensor_numel(t), mt, MPI_SUM, d->comm),
                          "dist_allreduce_sum"));

@@ -20,6 +20,12 @@ int tg__mpi_check(int mpi_rc, const char *what);
  * MPI_DATATYPE_NULL. */
 MPI_Datatype tg__mpi_type(tg_dtype dt);
 
+/* tg_dist_allreduce_sum without its checks and their agreement (one
+ * MPI_Allreduce instead of two), for a caller that knows t is f32, f64 or
+ * i64, contiguous and of at most 2^31 - 1 elements on every rank, and that
+ * every rank reaches the call.  Collective. */
+int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t);
+
 /* Copies root's bytes of the contiguous t into every rank's t, which must
  * have the same size (not checked: the caller knows the layouts agree).
  * Collective. */

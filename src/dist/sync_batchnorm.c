@@ -9,7 +9,11 @@
  * sums feed every rank's output, so its backward is again an all-reduce of
  * the gradient, d x_r = sum_s d y_s.  Everything else is ordinary
  * differentiable ops, so the gradients of mean and var flow back through
- * all ranks exactly as through one BatchNorm over the whole batch.  The
+ * all ranks exactly as through one BatchNorm over the whole batch.  A
+ * training forward makes two MPI_Allreduce calls (the 2C sums, the element
+ * count) and its backward one: every rank reaches them with a contiguous
+ * f64 or i64 tensor, so they skip tg_dist_allreduce_sum's checks and the
+ * agreement on them (tg__dist_allreduce_sum).  The
  * running statistics take the same update on every rank (PyTorch's, with
  * the unbiased variance var n / (n - 1)); in eval the module is a plain
  * batch_norm with them.  Dtypes are batch_norm's: an f16/bf16 x is computed
@@ -40,8 +44,8 @@ static int ar_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     (void)ctx, (void)n;
     const ar_params *p = params;
     tg_tensor *y = NULL;
-    TG_TRY(tg_tensor_clone(&y, in[0]));
-    int rc = tg_dist_allreduce_sum(p->d, y);
+    TG_TRY(tg_tensor_clone(&y, in[0]));   /* contiguous f64 (2C) on every rank */
+    int rc = tg__dist_allreduce_sum(p->d, y);
     if (rc < 0) {
         tg_tensor_release(y);
         return rc;
@@ -145,7 +149,7 @@ static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tenso
     T(k, S, allreduce_diff(&S, st, s->d));
     /* n, the elements per channel over all ranks (batches may differ in size) */
     T(k, cnt, tg_tensor_scalar(&cnt, TG_I64, (double)(tg_tensor_numel(x) / s->c)));
-    TG_TRY(tg_dist_allreduce_sum(s->d, cnt));
+    TG_TRY(tg__dist_allreduce_sum(s->d, cnt));
     const int64_t n = *(const int64_t *)tg_tensor_cdata(cnt);
     T(k, S1, tg_slice(&S1, S, 0, 0, s->c, 1));
     T(k, S2, tg_slice(&S2, S, 0, s->c, 2 * s->c, 1));
