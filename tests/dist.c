@@ -866,6 +866,69 @@ static void ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset(void)
     tg_module_release(root);
 }
 
+/* A sharded loader without drop_last over 11 samples, batch 4 per rank:
+ * the last run of 3 is padded to 4 (as PyTorch's DistributedSampler), so
+ * each rank's last batch has 2 samples and the DDP gradient of mean(x w)
+ * is the mean over the padded global batch, as every other batch's is. */
+static void ddp_on_a_padded_last_batch_weighs_every_sample_alike(void)
+{
+    enum { N = 11 };
+    const int world = tg_dist_size(g_dist);
+    uint8_t img[N];
+    int64_t lab[N] = {0};
+    for (int i = 0; i < N; i++) img[i] = (uint8_t)(i * 20);
+    tg_tensor *ti = NULL, *tl = NULL, *w = NULL, *x = NULL, *y = NULL;
+    tg_dataset *ds = NULL;
+    tg_loader *ld = NULL;
+    tg_ddp *ddp = NULL;
+    OK(tg_tensor_from_data(&ti, TG_U8, 4, (int64_t[]){N, 1, 1, 1}, img));
+    OK(tg_tensor_from_data(&tl, TG_I64, 1, (int64_t[]){N}, lab));
+    OK(tg_dataset_from_tensors(&ds, ti, tl));
+    tg_loader_options o = TG_LOADER_OPTIONS_INIT;
+    o.batch_size = 4;
+    o.seed = 3;
+    OK(tg_loader_new(&ld, ds, &o));
+    OK(tg_loader_set_shard(ld, tg_dist_rank(g_dist), world));
+    OK(tg_tensor_full(&w, TG_F32, 0, NULL, 1.0));
+    OK(tg_tensor_set_requires_grad(w, true));
+    OK(tg_ddp_new(&ddp, g_dist, 1, &w, NULL));
+    int k = 0;
+    while (tg_loader_next(ld, &x, &y) == 1) {
+        tg_tensor *xw = NULL, *loss = NULL, *sum = NULL;
+        OK(tg_tensor_set_grad(w, NULL));
+        OK(tg_ddp_prepare(ddp));
+        OK(tg_mul(&xw, x, w));
+        OK(tg_mean(&loss, xw));   /* d loss / d w = mean(x) */
+        OK(tg_backward(loss, NULL, NULL));
+        OK(tg_ddp_finish(ddp));
+        /* the mean over the global batch: all-reduced sum and count */
+        double s = 0, got = 0;
+        for (int64_t i = 0; i < tg_tensor_numel(x); i++) {
+            double v = 0;
+            OK(tg_tensor_get_flat(x, i, &v));
+            s += v;
+        }
+        OK(tg_tensor_from_data(&sum, TG_F64, 1, (int64_t[]){2},
+                               (double[]){s, (double)tg_tensor_numel(x)}));
+        OK(tg_dist_allreduce_sum(g_dist, sum));
+        const double *tot = tg_tensor_cdata(sum);
+        OK(tg_tensor_get_flat(tg_tensor_grad(w), 0, &got));
+        CHECK(fabs(got - tot[0] / tot[1]) <= 1e-6 * fmax(1.0, fabs(got)),
+              "batch %d: the DDP gradient %.9g is not the global batch's mean %.9g", k, got,
+              tot[0] / tot[1]);
+        if (k == 1) CHECK(tot[1] == 4, "the last global batch has %g samples, not 3 + 1", tot[1]);
+        tg_tensor_release(sum), tg_tensor_release(loss), tg_tensor_release(xw);
+        tg_tensor_release(x), tg_tensor_release(y);
+        k++;
+    }
+    CHECK(k == 2 || world != 2, "%d batches, not 2", k);
+    tg_ddp_free(ddp);
+    tg_tensor_release(w);
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+    tg_tensor_release(ti), tg_tensor_release(tl);
+}
+
 typedef void (*test_fn)(void);
 
 int main(int argc, char **argv)
@@ -898,6 +961,8 @@ int main(int argc, char **argv)
         {"ddp_keeps_every_rank_on_rank_0s_buffers", ddp_keeps_every_rank_on_rank_0s_buffers},
         {"ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset",
          ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset},
+        {"ddp_on_a_padded_last_batch_weighs_every_sample_alike",
+         ddp_on_a_padded_last_batch_weighs_every_sample_alike},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };

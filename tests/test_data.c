@@ -710,7 +710,9 @@ static void shard_epoch(tg_dataset *ds, const tg_loader_options *o, int rank, in
 }
 
 /* Rank r's k-th batch is its slice of the k-th batch of one loader with
- * batch world * b; the ranks' k-th batches, in rank order, are that batch. */
+ * batch world * b; the ranks' k-th batches, in rank order, are that batch,
+ * the last one padded to a multiple of world with the epoch's first samples
+ * (PyTorch's DistributedSampler). */
 static void expect_shards_make_global_batches(int64_t n, int64_t b, int world,
                                               const int64_t *want_len0)
 {
@@ -728,23 +730,31 @@ static void expect_shards_make_global_batches(int64_t n, int64_t b, int world,
         for (int r = 0; r < world; r++) {
             cr_assert(eq(int, part[r].n, part[0].n), "every rank does the same steps");
             cr_assert(eq(i64, part[r].len[k], want_len0[r + k * world]), "batch %d rank %d", k, r);
-            for (int64_t i = 0; i < part[r].len[k]; i++, pos++)
-                cr_assert(eq(i64, part[r].ids[k][i], whole.ids[k][pos]));
+            for (int64_t i = 0; i < part[r].len[k]; i++, pos++) {
+                const int64_t pad = pos - whole.len[k];   /* >= 0: the epoch's pad-th sample */
+                cr_assert(eq(i64, part[r].ids[k][i],
+                             pad < 0 ? whole.ids[k][pos] : whole.ids[0][pad % n]),
+                          "batch %d rank %d sample %lld", k, r, (long long)i);
+            }
         }
+        cr_assert(pos >= whole.len[k] && pos < whole.len[k] + world, "batch %d", k);
         seen += pos;
     }
-    /* the whole epoch, less a remainder smaller than the world size */
-    cr_assert(eq(i64, seen, n % (b * world) < world ? n - n % (b * world) : n));
+    /* the whole epoch, the last run padded to a multiple of the world size */
+    cr_assert(eq(int, part[0].n, whole.n));
+    cr_assert(eq(i64, seen, (n + world - 1) / world * world));
     tg_dataset_release(ds);
 }
 
 Test(data, loader_shards_split_each_global_batch_between_ranks)
 {
     expect_shards_make_global_batches(12, 2, 2, (const int64_t[]){2, 2, 2, 2, 2, 2});
-    /* 11 = 6 + 5: the last run is split 1, 2, 2 */
-    expect_shards_make_global_batches(11, 2, 3, (const int64_t[]){2, 2, 2, 1, 2, 2});
-    /* 10 = 9 + 1: a remainder of 1 < 3 ranks is skipped on every rank */
-    expect_shards_make_global_batches(10, 3, 3, (const int64_t[]){3, 3, 3});
+    /* 11 = 6 + 5: the last run is padded to 6 with the epoch's first sample */
+    expect_shards_make_global_batches(11, 2, 3, (const int64_t[]){2, 2, 2, 2, 2, 2});
+    /* 10 = 9 + 1: a remainder of 1 < 3 ranks is padded to 3 */
+    expect_shards_make_global_batches(10, 3, 3, (const int64_t[]){3, 3, 3, 1, 1, 1});
+    /* 2 samples over 3 ranks: the padding wraps around the epoch */
+    expect_shards_make_global_batches(2, 2, 3, (const int64_t[]){1, 1, 1});
     tg_dataset *ds = make_dataset(4);
     tg_loader *ld;
     cr_assert(eq(int, tg_loader_new(&ld, ds, NULL), 0));

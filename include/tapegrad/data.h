@@ -126,10 +126,12 @@ TG_API int64_t tg_loader_num_batches(const tg_loader *ld);
  * So the union over ranks of their k-th batches is the k-th batch a single
  * process with batch world_size * b would get, the ranks' slices never
  * overlap, and the same seed gives the same order on every rank.  A last,
- * partial run of L samples (without drop_last) is split as evenly as
- * possible, rank r taking [floor(r L / world), floor((r + 1) L / world));
- * when L < world_size some rank would get none, so that remainder is skipped
- * on every rank, and every rank always does the same number of steps.  The
+ * partial run of L samples (without drop_last) is padded, as PyTorch's
+ * DistributedSampler pads, to ceil(L / world_size) world_size samples with
+ * the epoch's first ones (in its order), and split evenly: every rank's last
+ * batch has ceil(L / world_size) samples, so that averaging the ranks' mean
+ * gradients weighs every sample of the padded batch alike, and every rank
+ * does the same number of steps.  The
  * position (tg_loader_position, checkpoints) counts samples of the whole
  * epoch, so a checkpoint written with one number of ranks resumes with
  * another.  (0, 1) restores a plain loader.  TG_EINVAL unless

@@ -3,7 +3,10 @@
  * Every process (rank) holds the whole model, trains on its own slice of
  * each batch, and averages the gradients with the others before each
  * optimizer step, so all ranks take the same step, the step a single process
- * would take on the whole batch.  The transport is MPI (Open MPI): start the
+ * would take on the whole batch (on a sharded loader's last, partial batch,
+ * which tg_loader_set_shard pads with repeated samples so that the ranks'
+ * slices are equal, the whole batch with that padding).  The transport is
+ * MPI (Open MPI): start the
  * program with `mpirun -np N prog`.
  *
  *   tg_dist *d;  tg_ddp *ddp;

@@ -6,7 +6,11 @@
  * (epoch, index) position is enough to resume exactly.
  *
  * A shard (rank r of w) hands out rank r's slice of each run of w * b
- * positions of that order; index stays a position in the whole epoch. */
+ * positions of that order; index stays a position in the whole epoch.  A
+ * last, partial run (without drop_last) of L positions is padded to
+ * ceil(L / w) w with the epoch's first samples, positions n, n + 1, ...
+ * reading order[0], order[1], ... (PyTorch's DistributedSampler pads its
+ * indices the same way), so every rank's last batch has the same size. */
 #include <string.h>
 
 #include "core/core.h"
@@ -71,15 +75,36 @@ void tg_loader_free(tg_loader *ld)
     free(ld);
 }
 
+/* The samples at epoch positions [from, from + count), past n wrapping to
+ * the epoch's first ones: a new array, or NULL out of memory. */
+static int64_t *padded_ids(const tg_loader *ld, int64_t from, int64_t count)
+{
+    int64_t *ids = tg__malloc((size_t)count * sizeof *ids);
+    for (int64_t i = 0; ids && i < count; i++) {
+        int64_t p = from + i;
+        ids[i] = ld->order[p < ld->n ? p : (p - ld->n) % ld->n];
+    }
+    return ids;
+}
+
 int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels)
 {
     TG_CHECK(ld && images && labels, TG_EINVAL, "loader_next: NULL argument");
     /* the run of the whole world's batch (set_shard checked that b * w fits) */
     int64_t left = ld->n - ld->index, run = ld->opt.batch_size * ld->world;
-    if (left <= 0 || (ld->opt.drop_last && left < run) || left < ld->world) return 0;
-    int64_t len = left < run ? left : run;
-    int64_t lo = len * ld->rank / ld->world, hi = len * (ld->rank + 1) / ld->world;
-    TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + ld->index + lo, hi - lo));
+    if (left <= 0 || (ld->opt.drop_last && left < run)) return 0;
+    /* len, padded to a multiple of the world (<= run, itself one) */
+    int64_t len = left < run ? left : run, share = (len + ld->world - 1) / ld->world;
+    int64_t from = ld->index + share * ld->rank;
+    if (from + share <= ld->n) {
+        TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + from, share));
+    } else {
+        int64_t *ids = padded_ids(ld, from, share);
+        if (!ids) return TG_ENOMEM;
+        int rc = tg_dataset_batch(images, labels, ld->ds, ids, share);
+        free(ids);
+        TG_TRY(rc);
+    }
     ld->index += len;
     return 1;
 }
@@ -124,7 +149,7 @@ int64_t tg_loader_num_batches(const tg_loader *ld)
 {
     if (!ld) return 0;
     int64_t b = ld->opt.batch_size * ld->world;   /* n + b - 1 could overflow */
-    return ld->n / b + (!ld->opt.drop_last && ld->n % b >= ld->world);
+    return ld->n / b + (!ld->opt.drop_last && ld->n % b > 0);
 }
 
 int tg_loader_set_shard(tg_loader *ld, int rank, int world_size)
