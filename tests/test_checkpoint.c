@@ -470,3 +470,91 @@ Test(checkpoint, metadata_a_slot_writes_is_refused_at_save)
     tg_optimizer_free(opt);
     tg_tensor_release(w);
 }
+
+/* The zero pattern of m's next training forward on 32 ones. */
+static void next_mask(tg_module *m, char out[33])
+{
+    tg_tensor *x, *y;
+    cr_assert(eq(int, tg_tensor_full(&x, TG_F32, 1, (int64_t[]){32}, 1.0), 0));
+    cr_assert(eq(int, tg_module_forward(m, &y, x), 0), "%s", tg_error_message());
+    for (int i = 0; i < 32; i++) {
+        double v = 0;
+        cr_assert(eq(int, tg_tensor_get_flat(y, i, &v), 0));
+        out[i] = v != 0 ? '1' : '0';
+    }
+    out[32] = '\0';
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+}
+
+/* Sequential(Dropout(0.5, seed 42)) in slot "model", a bare Dropout in slot
+ * "drop": a new checkpoint over fresh modules. */
+static tg_checkpoint *dropout_checkpoint(tg_module **seq, tg_module **bare)
+{
+    tg_module *d;
+    tg_checkpoint *ck;
+    cr_assert(eq(int, tg_nn_sequential_new(seq), 0));
+    cr_assert(eq(int, tg_nn_dropout_new(&d, 0.5, 42), 0));
+    cr_assert(eq(int, tg_nn_sequential_append(*seq, d), 0));
+    cr_assert(eq(int, tg_nn_dropout_new(bare, 0.5, 7), 0));
+    cr_assert(eq(int, tg_checkpoint_new(&ck), 0));
+    cr_assert(eq(int, tg_checkpoint_add_module(ck, "model", *seq), 0));
+    cr_assert(eq(int, tg_checkpoint_add_module(ck, "drop", *bare), 0));
+    return ck;
+}
+
+/* A Dropout's masks follow from its seed and the number drawn; the
+ * checkpoint keeps that number (in its metadata, outside the state dict),
+ * so a resumed run draws the masks the uninterrupted one would have.  A
+ * file without the entry leaves the count; a bad one is refused with
+ * nothing changed. */
+Test(checkpoint, a_resumed_dropout_continues_its_mask_sequence)
+{
+    tg_module *seq, *bare, *seq2, *bare2;
+    char want[33], want_bare[33], got[33], first[33];
+    tg_checkpoint *ck = dropout_checkpoint(&seq, &bare);
+    next_mask(seq, first);
+    next_mask(seq, got);
+    next_mask(bare, got);
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, NULL), 0), "%s", tg_error_message());
+    next_mask(seq, want);        /* mask 2 */
+    next_mask(bare, want_bare);  /* mask 1 */
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, ck_path), 0));
+    const char *c0 = tg_st_meta_get(f, "model.0.dropout_calls");
+    const char *c1 = tg_st_meta_get(f, "drop.dropout_calls");
+    cr_assert(c0 && strcmp(c0, "2") == 0, "model.0.dropout_calls is %s", c0 ? c0 : "missing");
+    cr_assert(c1 && strcmp(c1, "1") == 0, "drop.dropout_calls is %s", c1 ? c1 : "missing");
+    cr_assert(eq(int, tg_st_count(f), 0), "the counts are not state-dict keys");
+
+    tg_checkpoint *ck2 = dropout_checkpoint(&seq2, &bare2);
+    cr_assert(eq(int, tg_st_meta_set(f, "model.0.dropout_calls", "2x"), 0));
+    cr_assert(eq(int, tg_checkpoint_load_file(ck2, f), TG_EFORMAT));
+    th_expect_in(tg_error_message(), "'model.0.dropout_calls' is '2x'");
+    cr_assert(eq(int, tg_st_meta_set(f, "model.0.dropout_calls", "2"), 0));
+    cr_assert(eq(int, tg_checkpoint_load_file(ck2, f), 0), "%s", tg_error_message());
+    next_mask(seq2, got);
+    cr_assert(eq(str, got, want), "the resumed Dropout replayed another mask");
+    next_mask(bare2, got);
+    cr_assert(eq(str, got, want_bare));
+    tg_checkpoint_free(ck2);
+    tg_module_release(seq2);
+    tg_module_release(bare2);
+
+    /* a checkpoint without the counts (an older file): loads, counts kept */
+    tg_st_file *old = NULL;
+    cr_assert(eq(int, tg_st_new(&old), 0));
+    cr_assert(eq(int, tg_st_meta_set(old, "format", TG_CHECKPOINT_FORMAT), 0));
+    ck2 = dropout_checkpoint(&seq2, &bare2);
+    cr_assert(eq(int, tg_checkpoint_load_file(ck2, old), 0), "%s", tg_error_message());
+    next_mask(seq2, got);
+    cr_assert(eq(str, got, first));
+    tg_checkpoint_free(ck2);
+    tg_module_release(seq2);
+    tg_module_release(bare2);
+    tg_st_free(old);
+    tg_st_free(f);
+    tg_checkpoint_free(ck);
+    tg_module_release(seq);
+    tg_module_release(bare);
+}

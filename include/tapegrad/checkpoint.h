@@ -22,8 +22,11 @@
  * optimizer and scaler state as tg_optimizer_state_save /
  * tg_grad_scaler_state_save write them, loader positions, RNG states and
  * counters as i64 tensors (u64 values bit-cast), tensors as they are; the
- * metadata holds "format" = TG_CHECKPOINT_FORMAT and every tg_checkpoint_set_meta
- * pair.
+ * metadata holds "format" = TG_CHECKPOINT_FORMAT, every tg_checkpoint_set_meta
+ * pair, and the number of masks each Dropout of a module slot has drawn, as
+ * "<prefix>.<path>.dropout_calls" (run state outside the state dict, so that
+ * a resumed run draws the masks that would have followed; a file without the
+ * entry leaves the count as it is).
  *
  * Saving is atomic (tg_safetensors_save: temporary file, fsync, rename): a
  * crash or a full disk mid-save leaves the previous checkpoint intact.

@@ -227,7 +227,11 @@ TG_API int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_featur
                                bool track_running_stats);
 /* Dropout: in training each element is zeroed with probability p and the
  * rest scaled by 1/(1-p); the mask of the k-th training forward depends only
- * on (seed, k).  Eval is the identity. */
+ * on (seed, k).  Eval is the identity.  k is not in the state dict (PyTorch's
+ * Dropout has none); a checkpoint keeps it (checkpoint.h), so a resumed run
+ * continues the sequence.  Processes given the same seed draw the same
+ * masks: data-parallel ranks that should drop independently need seeds of
+ * their own (seed + rank, say). */
 TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
 /* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu; TG_ACT_NONE is the
  * identity. */

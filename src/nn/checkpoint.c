@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "nn/checkpoint_internal.h"
 #include "nn/state_check.h"
 
 #define NAME_MAX_LEN 128
@@ -213,7 +214,9 @@ static int put_i64(tg_st_file *f, const char *key, int n, const int64_t *v)
 static int save_slot(const slot *s, tg_st_file *f)
 {
     switch (s->kind) {
-    case SLOT_MODULE: return tg_module_state_dict_save(s->u.m, f, s->name);
+    case SLOT_MODULE:
+        TG_TRY(tg_module_state_dict_save(s->u.m, f, s->name));
+        return tg__checkpoint_dropouts_save(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg_optimizer_state_save(s->u.opt, f, s->name);
     case SLOT_SCALER: return tg_grad_scaler_state_save(s->u.gs, f, s->name);
     case SLOT_LOADER: {
@@ -344,7 +347,9 @@ static int check_slot(const slot *s, const tg_st_file *f, int64_t v[2])
                  s->name);
         return TG_OK;
     }
-    case SLOT_MODULE: return tg__module_state_dict_check(s->u.m, f, s->name, true);
+    case SLOT_MODULE:
+        TG_TRY(tg__module_state_dict_check(s->u.m, f, s->name, true));
+        return tg__checkpoint_dropouts_check(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg__optimizer_state_check(s->u.opt, f, s->name);
     case SLOT_SCALER: return tg__grad_scaler_state_check(s->u.gs, f, s->name);
     }
@@ -353,12 +358,14 @@ static int check_slot(const slot *s, const tg_st_file *f, int64_t v[2])
 
 /* ---- load: phase 2, snapshot ------------------------------------------------ */
 
-/* Copies (not retains) a module's state into snap under "name.". */
+/* Copies (not retains) a module's state into snap under "name.", and its
+ * Dropouts' mask counts into snap's metadata. */
 static int snapshot_module(const slot *s, tg_st_file *snap)
 {
     tg_st_file *view = NULL;
     TG_TRY(tg_st_new(&view));
     int rc = tg_module_state_dict_save(s->u.m, view, s->name);
+    if (rc >= 0) rc = tg__checkpoint_dropouts_save(s->u.m, s->name, snap);
     for (int i = 0; rc >= 0 && i < tg_st_count(view); i++) {
         const char *name;
         tg_tensor *t, *c = NULL;
@@ -401,7 +408,9 @@ static int snapshot_slot(const slot *s, tg_st_file *snap, int64_t old[2])
 static int apply_slot(const slot *s, const tg_st_file *f, const int64_t v[2])
 {
     switch (s->kind) {
-    case SLOT_MODULE: return tg_module_load_state_dict(s->u.m, f, s->name, true);
+    case SLOT_MODULE:
+        TG_TRY(tg_module_load_state_dict(s->u.m, f, s->name, true));
+        return tg__checkpoint_dropouts_load(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg_optimizer_state_load(s->u.opt, f, s->name);
     case SLOT_SCALER: return tg_grad_scaler_state_load(s->u.gs, f, s->name);
     case SLOT_LOADER: return tg_loader_set_position(s->u.ld, v[0], v[1]);

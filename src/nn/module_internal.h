@@ -54,6 +54,13 @@ int tg__nn_init_uniform_fan_in(tg_tensor *w, tg_tensor *b, int64_t fan_in, tg_rn
 int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64_t *shape,
                            tg_tensor **borrowed);
 
+/* Dropout's count of masks drawn (mask k comes from counter block k of its
+ * seed): run state outside the state dict, which checkpoints keep
+ * (checkpoint.c).  false when m is not a Dropout. */
+bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls);
+/* Sets that count; m must be a Dropout. */
+void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls);
+
 /* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
 extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,
     tg__nn_batchnorm_vt;

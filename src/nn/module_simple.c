@@ -56,6 +56,19 @@ static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 static const tg_module_vtable tg__nn_dropout_vt = {
     .type_name = "Dropout", .forward = tg__dropout_forward, .release = free};
 
+bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
+{
+    if (m->vt != &tg__nn_dropout_vt) return false;
+    *calls = ((const tg__dropout_state *)m->state)->calls;
+    return true;
+}
+
+void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
+{
+    TG_ASSERT(m->vt == &tg__nn_dropout_vt);
+    ((tg__dropout_state *)m->state)->calls = calls;
+}
+
 int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_new: out must not be NULL");
