@@ -225,7 +225,8 @@ typedef struct tg_ddp_stats {
     int64_t steps;              /* finished reductions */
     int64_t buckets_overlapped; /* buckets started during backward */
     double finish_seconds;      /* total time spent inside tg_ddp_finish: the part of
-                                 * the reduction not hidden behind backward */
+                                 * the reduction not hidden behind backward, and
+                                 * the buffers' broadcast (tg_ddp_new_module) */
 } tg_ddp_stats;
 TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
 
