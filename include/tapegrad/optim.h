@@ -15,7 +15,8 @@
  * once.  Per-parameter state (momentum buffers, moments, step counts) is
  * created on a parameter's first step with a gradient, as in PyTorch, and kept
  * in f64 for f64 parameters and in f32 otherwise (f16/bf16 parameters are
- * updated in f32 and rounded once).  Functions return TG_OK or a negative
+ * updated in f32 and rounded once); a parameter whose dtype changed since
+ * (tg_module_to_dtype) has its state converted at its next step.  Functions return TG_OK or a negative
  * tg_status; on error nothing is changed.
  */
 #ifndef TAPEGRAD_OPTIM_H
