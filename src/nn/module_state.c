@@ -296,6 +296,9 @@ static int tg__load_fn(const char *key, tg_tensor *dst, bool is_param, void *use
     if (!src && !is_param && tg__is_bn_count(l->root, dst))
         return l->copy ? tg_tensor_set_flat(dst, 0, 0.0) : TG_OK;
     if (!src) {
+        const char *other = tg_st_skipped_dtype(l->f, key);
+        TG_CHECK(!l->strict || !other, TG_EDTYPE, "load_state_dict: key '%s' is stored as %s, "
+                 "a dtype tapegrad does not load (strict)", key, other);
         TG_CHECK(!l->strict, TG_ENOTFOUND, "load_state_dict: missing key '%s' (strict)", key);
         return TG_OK;
     }
