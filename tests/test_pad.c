@@ -2,8 +2,8 @@
  * every mode, ranks 1-3 of padding), its derivatives to second order by
  * finite differences, other dtypes, its refusals; Conv's padding_mode
  * against torch's ConvNd(padding_mode=...), in the op and the module,
- * refused by ConvTranspose, and kept by a quantized model.  Goldens:
- * scripts/make_pad_goldens.py. */
+ * refused by ConvTranspose, and kept by a quantized model (its ONNX export:
+ * tests/test_onnx.c).  Goldens: scripts/make_pad_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -229,29 +229,6 @@ Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
         th_release_all(5, (tg_tensor *[]){x, w, b, y, ym});
     }
     tg_st_free(f);
-}
-
-/* ONNX's Conv pads with zeros: another mode is refused, naming it, and no
- * file is written. */
-Test(pad, onnx_export_refuses_a_conv_padding_mode)
-{
-    if (!tg_onnx_available()) cr_skip_test("this build has no ONNX support");
-    tg_rng rng;
-    tg_rng_init(&rng, 2);
-    tg_conv_params p = TG_CONV_PARAMS_INIT;
-    tg_conv_params_set_padding(&p, 1);
-    p.padding_mode = TG_PAD_CIRCULAR;
-    tg_module *conv = NULL;
-    OK(tg_nn_conv_new(&conv, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng));
-    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){1, 2, 5, 5}, 3);
-    char path[256];
-    th_tmp_path(path, sizeof path, "pad_conv.onnx");
-    cr_assert(eq(int, tg_onnx_export(conv, x, path, NULL), TG_EUNSUPPORTED));
-    th_expect_in(tg_error_message(), "padding_mode");
-    FILE *f = fopen(path, "rb");
-    cr_assert(f == NULL, "a file was written");
-    tg_tensor_release(x);
-    tg_module_release(conv);
 }
 
 Test(pad, conv_transpose_takes_zero_padding_only)
