@@ -9,6 +9,9 @@
  * and <name>.json (shapes, tolerances, the expected initializer names,
  * ONNX Runtime's optimization level) into the test's temporary folder; the
  * two scripts then run over the folder. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -353,9 +356,19 @@ Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
  * files run fused (level "all") where the CPU has VNNI, else as written
  * (level "basic", the QDQ nodes evaluated one by one); u8-weight files
  * (tg_onnx_options.u8_weights) run fused everywhere. */
+static bool cpu_has_avx_vnni(void)   /* CPUID.(7, 1):EAX[4], AVX-VNNI */
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+#else
+    return false;
+#endif
+}
+
 static const char *i8_weights_level(void)
 {
-    if (__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni")) return "all";
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_VNNI) || cpu_has_avx_vnni()) return "all";
     th_not_run("ONNX Runtime's fused u8 x i8 kernels: this CPU has no VNNI, where they saturate "
                "pairs of products; the i8-weight models ran unfused, the u8-weight ones fused");
     return "basic";
