@@ -335,6 +335,54 @@ static int tg__load_unexpected(const tg_module *m, const tg_st_file *f, const ch
     return TG_OK;
 }
 
+/* ---- the keys a load leaves out (PyTorch's missing / unexpected keys) ---- */
+
+typedef struct compare_walk {
+    const tg_module *root;
+    const tg_st_file *f;
+    tg_state_key_fn fn;
+    void *user;
+    int missing, unexpected;
+} compare_walk;
+
+static void report(compare_walk *c, const char *key, bool missing)
+{
+    if (missing) c->missing++;
+    else c->unexpected++;
+    if (c->fn) c->fn(key, missing, c->user);
+}
+
+static int missing_fn(const char *key, tg_tensor *dst, bool is_param, void *user)
+{
+    compare_walk *c = user;
+    /* a BatchNorm's count loads as 0 when absent (tg__load_fn) */
+    if (!tg_st_get(c->f, key) && (is_param || !tg__is_bn_count(c->root, dst)))
+        report(c, key, true);
+    return TG_OK;
+}
+
+int tg_module_state_dict_compare(const tg_module *m, const tg_st_file *f, const char *prefix,
+                                 tg_state_key_fn fn, void *user, int *n_missing,
+                                 int *n_unexpected)
+{
+    TG_CHECK(m != NULL && f != NULL, TG_EINVAL,
+             "state_dict_compare: m and f must not be NULL");
+    compare_walk c = {.root = m, .f = f, .fn = fn, .user = user};
+    TG_TRY(tg__walk_prefixed(m, prefix, missing_fn, &c));
+    const size_t plen = prefix ? strlen(prefix) : 0;
+    const bool add_dot = plen > 0 && prefix[plen - 1] != '.';
+    for (int i = 0; i < tg_st_count(f); i++) {
+        const char *key = NULL;
+        tg_st_at(f, i, &key, NULL);
+        if (plen && (strncmp(key, prefix, plen) != 0 || (add_dot && key[plen] != '.')))
+            continue;
+        if (!tg_module_find(m, key + plen + (add_dot ? 1 : 0))) report(&c, key, false);
+    }
+    if (n_missing) *n_missing = c.missing;
+    if (n_unexpected) *n_unexpected = c.unexpected;
+    return TG_OK;
+}
+
 int tg__module_state_dict_check(const tg_module *m, const tg_st_file *f, const char *prefix,
                                 bool strict)
 {
