@@ -67,6 +67,7 @@ static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const
     o->params = ps;
     o->state = st;
     o->lr = lr;
+    o->initial_lr = NAN;
     *out = o;
     return TG_OK;
 }
