@@ -1,7 +1,8 @@
 /* tests/test_lr_scheduler.c - lr_scheduler.h: every kind's lr sequence
  * against PyTorch 1.13's (tests/golden/optim/lr_scheduler.safetensors,
  * scripts/make_sched_goldens.py, whose CASES this file's cases mirror),
- * argument errors, and the optimizer stepping with the lr a scheduler set. */
+ * argument errors, state save/load, refused states changing nothing, and
+ * the optimizer stepping with the lr a scheduler set. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -393,4 +394,167 @@ Test(lr_scheduler, sgd_steps_with_the_scheduled_lr)
     tg_lr_scheduler_free(s);
     tg_optimizer_free(o);
     tg_tensor_release(p);
+}
+
+/* ---- state files ---------------------------------------------------------------- */
+
+static tg_st_file *snapshot(const tg_lr_scheduler *s)
+{
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_lr_scheduler_state_save(s, f, "o"), TG_OK), "%s", tg_error_message());
+    return f;
+}
+
+/* Two snapshots hold the same entries and kinds, bit for bit. */
+static void expect_same_state(const tg_st_file *x, const tg_st_file *y)
+{
+    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
+    cr_assert(eq(int, tg_st_meta_count(x), tg_st_meta_count(y)));
+    for (int e = 0; e < tg_st_count(x); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(x, e, &name, &t);
+        const tg_tensor *u = tg_st_get(y, name);
+        cr_assert(u != NULL, "%s", name);
+        th_expect_same_bits(name, t, u, t);
+    }
+    for (int e = 0; e < tg_st_meta_count(x); e++) {
+        const char *k, *v;
+        tg_st_meta_at(x, e, &k, &v);
+        cr_assert(tg_st_meta_get(y, k) != NULL && strcmp(tg_st_meta_get(y, k), v) == 0, "%s", k);
+    }
+}
+
+/* A copy of src without the entry (tensor or metadata) named skip. */
+static tg_st_file *copy_without(const tg_st_file *src, const char *skip)
+{
+    tg_st_file *d = NULL;
+    tg_st_new(&d);
+    for (int e = 0; e < tg_st_count(src); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(src, e, &name, &t);
+        if (strcmp(name, skip) != 0) tg_st_set(d, name, t);
+    }
+    for (int e = 0; e < tg_st_meta_count(src); e++) {
+        const char *k, *v;
+        tg_st_meta_at(src, e, &k, &v);
+        if (strcmp(k, skip) != 0) tg_st_meta_set(d, k, v);
+    }
+    return d;
+}
+
+/* Saved at epoch 7 and loaded after 5 more steps, a SequentialLR and its
+ * schedulers are back at epoch 7 (the optimizer's lr is its own state). */
+Test(lr_scheduler, state_round_trip_restores_every_value)
+{
+    const gcase *c = find_case("seq_warmup_cosine");
+    run r;
+    run_make(&r, c);
+    for (int k = 1; k <= 7; k++) run_step(&r, c, k);
+    tg_st_file *saved = snapshot(r.top);
+    cr_assert(eq(str, (char *)tg_st_meta_get(saved, "o.kind"), "sequential_lr"));
+    cr_assert(eq(str, (char *)tg_st_meta_get(saved, "o.1.kind"), "cosine_annealing_lr"));
+    cr_assert(eq(int, tg_tensor_dtype(tg_st_get(saved, "o.last_epoch")), TG_I64));
+    double lr7 = tg_optimizer_get_lr(r.opt);
+    for (int k = 8; k <= 12; k++) run_step(&r, c, k);
+    cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, saved, "o"), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), 7));
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.parts[0]), 4));   /* stepped to 5 - 1 */
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.parts[1]), 2));   /* restarted at 5 */
+    cr_assert(eq(dbl, tg_lr_scheduler_get_last_lr(r.top), lr7));
+    cr_assert(eq(dbl, tg_lr_scheduler_base_lr(r.top), 0.1));
+    /* torch's load_state_dict leaves the optimizer's lr alone */
+    cr_assert(tg_optimizer_get_lr(r.opt) != lr7);
+    tg_st_file *again = snapshot(r.top);
+    expect_same_state(saved, again);
+    tg_st_free(again);
+    tg_st_free(saved);
+    run_free(&r);
+}
+
+/* Each bad file is refused with its status and words, and leaves the
+ * SequentialLR and both its schedulers as they were. */
+Test(lr_scheduler, bad_states_change_nothing)
+{
+    const gcase *c = find_case("seq_warmup_cosine");
+    run r;
+    run_make(&r, c);
+    for (int k = 1; k <= 8; k++) run_step(&r, c, k);
+    tg_st_file *before = snapshot(r.top);
+    const struct {
+        const char *skip, *set_key;   /* entry left out; tensor or metadata set */
+        double v;
+        const char *kind;             /* metadata value, when set_key is a kind */
+        int status;
+        const char *words;
+    } bad[] = {
+        {"o.last_epoch", NULL, 0, NULL, TG_ENOTFOUND, "missing key 'o.last_epoch'"},
+        {"o.1.last_lr", NULL, 0, NULL, TG_ENOTFOUND, "missing key 'o.1.last_lr'"},
+        {"o.1.kind", NULL, 0, NULL, TG_ENOTFOUND, "missing metadata 'o.1.kind'"},
+        {"", "o.kind", 0, "step_lr", TG_EINVAL, "'o.kind' is 'step_lr'; this scheduler is "
+                                                "'sequential_lr'"},
+        {"", "o.1.kind", 0, "linear_lr", TG_EINVAL, "'o.1.kind' is 'linear_lr'; this "
+                                                    "scheduler is 'cosine_annealing_lr'"},
+        {"", "o.last_epoch", 2.5, NULL, TG_EINVAL, "'o.last_epoch'=2.5 must be an integer"},
+        {"", "o.1.last_epoch", 0x1p60, NULL, TG_EINVAL, "must be an integer within +-2^53"},
+        {"", "o.0.last_lr", -1, NULL, TG_EINVAL, "'o.0.last_lr'=-1 must be finite and >= 0"},
+        {"", "o.1.base_lr", NAN, NULL, TG_EINVAL, "'o.1.base_lr'=nan must be finite"},
+        {"", "o.2.last_lr", 0.5, NULL, TG_EINVAL, "'o.2.last_lr' is for scheduler 2; this "
+                                                  "sequential_lr has 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tg_st_file *f = copy_without(before, bad[i].skip);
+        if (bad[i].kind) tg_st_meta_set(f, bad[i].set_key, bad[i].kind);
+        else if (bad[i].set_key) {
+            tg_tensor *v = NULL;
+            tg_tensor_scalar(&v, TG_F64, bad[i].v);
+            tg_st_set(f, bad[i].set_key, v);
+            tg_tensor_release(v);
+        }
+        cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, f, "o"), bad[i].status), "case %zu",
+                  i);
+        cr_assert(strstr(tg_error_message(), bad[i].words) != NULL, "case %zu: %s", i,
+                  tg_error_message());
+        tg_st_free(f);
+        tg_st_file *after = snapshot(r.top);
+        expect_same_state(before, after);
+        tg_st_free(after);
+    }
+    cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, before, "other"), TG_ENOTFOUND));
+    /* the run goes on as PyTorch's */
+    tg_st_file *g = th_golden_load("optim/lr_scheduler.safetensors");
+    for (int k = 9; k <= STEPS; k++) {
+        run_step(&r, c, k);
+        double w;
+        tg_tensor_get_flat(tg_st_get(g, "seq_warmup_cosine.lr"), k, &w);
+        expect_lr("after refused loads", k, tg_optimizer_get_lr(r.opt), w);
+    }
+    tg_st_free(g);
+    tg_st_free(before);
+    run_free(&r);
+}
+
+/* NULL arguments and a prefix too long for a key. */
+Test(lr_scheduler, state_functions_refuse_null)
+{
+    run r;
+    run_make(&r, find_case("step_1"));
+    tg_st_file *f = NULL;
+    tg_st_new(&f);
+    REFUSED(tg_lr_scheduler_state_save(NULL, f, "o"), "s, f and prefix must not be NULL");
+    REFUSED(tg_lr_scheduler_state_save(r.top, NULL, "o"), "s, f and prefix must not be NULL");
+    REFUSED(tg_lr_scheduler_state_save(r.top, f, NULL), "s, f and prefix must not be NULL");
+    cr_assert(eq(int, tg_lr_scheduler_state_save(r.top, f, "o"), TG_OK));
+    REFUSED(tg_lr_scheduler_state_load(NULL, f, "o"), "s, f and prefix must not be NULL");
+    REFUSED(tg_lr_scheduler_state_load(r.top, NULL, "o"), "s, f and prefix must not be NULL");
+    REFUSED(tg_lr_scheduler_state_load(r.top, f, NULL), "s, f and prefix must not be NULL");
+    char longp[300];
+    memset(longp, 'p', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    REFUSED(tg_lr_scheduler_state_save(r.top, f, longp), "too long");
+    tg_st_free(f);
+    run_free(&r);
 }

@@ -43,6 +43,7 @@
 
 #include "tapegrad/export.h"
 #include "tapegrad/optim.h"
+#include "tapegrad/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,6 +121,24 @@ TG_API double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s);
 TG_API int64_t tg_lr_scheduler_last_epoch(const tg_lr_scheduler *s);
 /* torch's base_lrs[0]: the optimizer's initial lr.  NaN for NULL. */
 TG_API double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s);
+
+/* Adds s's state to f under prefix: "prefix.last_epoch" (0-d i64),
+ * "prefix.base_lr" and "prefix.last_lr" (0-d f64) and the metadata
+ * "prefix.kind" = "step_lr" | "multi_step_lr" | "exponential_lr" |
+ * "cosine_annealing_lr" | "linear_lr" | "lambda_lr" | "sequential_lr"; a
+ * SequentialLR adds each scheduler i's state under "prefix.<i>".  The
+ * options (gamma, milestones, fn, ...) are not saved: they come from the
+ * constructor, and the optimizer's lr from the optimizer's own state. */
+TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
+                                      const char *prefix);
+/* Restores what state_save wrote (not the optimizer's lr: load that with
+ * tg_optimizer_state_load, or put both in one checkpoint).  TG_ENOTFOUND for
+ * a missing key, TG_EINVAL for another kind of scheduler, a value out of
+ * range (last_epoch an integer within +-2^53, lrs finite and >= 0) or a
+ * SequentialLR entry for a scheduler it does not have; on error s (and its
+ * schedulers) are unchanged. */
+TG_API int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f,
+                                      const char *prefix);
 
 #ifdef __cplusplus
 }

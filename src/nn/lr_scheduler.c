@@ -1,5 +1,6 @@
 /* src/nn/lr_scheduler.c - learning-rate schedulers: each kind's formulas,
- * construction with its argument checks, and the step.
+ * construction with its argument checks, and the step.  Save and load are in
+ * lr_scheduler_state.c.
  *
  * Each kind has torch's two formulas.  The chainable one (torch's get_lr())
  * maps the optimizer's current lr to the next epoch's, e.g. cosine annealing

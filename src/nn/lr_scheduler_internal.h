@@ -1,4 +1,6 @@
-/* src/nn/lr_scheduler_internal.h - the scheduler object of lr_scheduler.c. */
+/* src/nn/lr_scheduler_internal.h - the scheduler object shared by
+ * lr_scheduler.c (kinds, construction, step) and lr_scheduler_state.c
+ * (save and load). */
 #ifndef TAPEGRAD_LR_SCHEDULER_INTERNAL_H
 #define TAPEGRAD_LR_SCHEDULER_INTERNAL_H
 
