@@ -1,17 +1,21 @@
 /* tests/test_lr_scheduler.c - lr_scheduler.h: every kind's lr sequence
  * against PyTorch 1.13's (tests/golden/optim/lr_scheduler.safetensors,
  * scripts/make_sched_goldens.py, whose CASES this file's cases mirror),
- * argument errors, state save/load, refused states changing nothing, and
- * the optimizer stepping with the lr a scheduler set. */
+ * argument errors, state save/load and checkpoint resume equal to an
+ * uninterrupted run, refused states changing nothing, and the optimizer
+ * stepping with the lr a scheduler set. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
+#include "tapegrad/checkpoint.h"
 #include "tapegrad/lr_scheduler.h"
+#include "tapegrad/nn.h"
 #include "tapegrad/optim.h"
 
 #define STEPS 40
@@ -557,4 +561,114 @@ Test(lr_scheduler, state_functions_refuse_null)
     REFUSED(tg_lr_scheduler_state_save(r.top, f, longp), "too long");
     tg_st_free(f);
     run_free(&r);
+}
+
+/* ---- resuming ------------------------------------------------------------------ */
+
+static char dir[64], ck_path[128];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/tg_schedXXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(ck_path, sizeof ck_path, "%s/checkpoint.safetensors", dir);
+}
+
+static void teardown(void)
+{
+    unlink(ck_path);
+    rmdir(dir);
+}
+
+TestSuite(lr_scheduler, .init = setup, .fini = teardown);
+
+/* A checkpoint of module m (when not NULL), r's optimizer and its top
+ * scheduler. */
+static tg_checkpoint *checkpoint_with(tg_module *m, const run *r)
+{
+    tg_checkpoint *ck = NULL;
+    cr_assert(eq(int, tg_checkpoint_new(&ck), TG_OK));
+    if (m) cr_assert(eq(int, tg_checkpoint_add_module(ck, "model", m), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(ck, "opt", r->opt), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_lr_scheduler(ck, "sched", r->top), TG_OK));
+    return ck;
+}
+
+/* Saved after epoch `at` and loaded into freshly made objects, every case
+ * goes on with the uninterrupted run's lrs, bit for bit. */
+Test(lr_scheduler, checkpoint_resume_equals_uninterrupted_run)
+{
+    const int splits[] = {0, 3, 5, 17};
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const gcase *c = &cases[ci];
+        double whole[STEPS + 1];
+        run r;
+        run_make(&r, c);
+        whole[0] = tg_optimizer_get_lr(r.opt);
+        for (int k = 1; k <= STEPS; k++) {
+            run_step(&r, c, k);
+            whole[k] = tg_optimizer_get_lr(r.opt);
+        }
+        run_free(&r);
+        for (size_t si = 0; si < sizeof splits / sizeof *splits; si++) {
+            int at = splits[si];
+            run_make(&r, c);
+            for (int k = 1; k <= at; k++) run_step(&r, c, k);
+            tg_checkpoint *ck = checkpoint_with(NULL, &r);
+            cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, NULL), TG_OK));
+            tg_checkpoint_free(ck);
+            run_free(&r);
+
+            run_make(&r, c);   /* a new process: its constructors step the lr again */
+            ck = checkpoint_with(NULL, &r);
+            cr_assert(eq(int, tg_checkpoint_load(ck, ck_path), TG_OK), "%s", tg_error_message());
+            tg_checkpoint_free(ck);
+            cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), at));
+            cr_assert(eq(dbl, tg_lr_scheduler_get_last_lr(r.top), whole[at]));
+            for (int k = at + 1; k <= STEPS; k++) {
+                run_step(&r, c, k);
+                cr_assert(eq(dbl, tg_optimizer_get_lr(r.opt), whole[k]),
+                          "%s resumed after %d, epoch %d: %.17g vs %.17g", c->name, at, k,
+                          tg_optimizer_get_lr(r.opt), whole[k]);
+            }
+            run_free(&r);
+        }
+    }
+}
+
+/* A checkpoint of another scheduler kind is refused before any slot loads:
+ * the model and optimizer slots before it keep their weights (not even a
+ * version counter moves) and lr. */
+Test(lr_scheduler, checkpoint_of_another_kind_changes_nothing)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_module *lin = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 2, 1, true, &rng), TG_OK));
+    tg_tensor **params = NULL;
+    int n = 0;
+    cr_assert(eq(int, tg_module_parameters(lin, &params, &n), TG_OK));
+    run a, b;
+    run_make(&a, find_case("step_1"));
+    run_make(&b, find_case("exponential"));
+    tg_checkpoint *ck = checkpoint_with(lin, &a);
+    cr_assert(eq(int, tg_checkpoint_save(ck, ck_path, NULL), TG_OK));
+    tg_checkpoint_free(ck);
+    tg_lr_scheduler_step(b.top);
+    double lr = tg_optimizer_get_lr(b.opt);
+    uint64_t version = tg_tensor_version(params[0]);
+    ck = checkpoint_with(lin, &b);
+    cr_assert(eq(int, tg_checkpoint_load(ck, ck_path), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "'sched.kind' is 'step_lr'") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(u64, tg_tensor_version(params[0]), version));
+    cr_assert(eq(dbl, tg_optimizer_get_lr(b.opt), lr));
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(b.top), 1));
+    cr_assert(eq(int, tg_checkpoint_add_lr_scheduler(ck, "s2", NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_checkpoint_add_lr_scheduler(ck, "sched", b.top), TG_EINVAL));
+    tg_checkpoint_free(ck);
+    free(params);
+    tg_module_release(lin);
+    run_free(&a);
+    run_free(&b);
 }
