@@ -23,16 +23,6 @@ static int key(char *buf, const char *what, const char *prefix, const char *name
     return TG_OK;
 }
 
-/* Stores a 0-d tensor of dtype dt holding v under k (f keeps its reference). */
-static int put_scalar(tg_st_file *f, const char *k, tg_dtype dt, double v)
-{
-    tg_tensor *t;
-    TG_TRY(tg_tensor_scalar(&t, dt, v));
-    int rc = tg_st_set(f, k, t);
-    tg_tensor_release(t);
-    return rc;
-}
-
 static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
 {
     const char *what = "lr_scheduler_state_save";
@@ -40,11 +30,11 @@ static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
     TG_TRY(key(k, what, prefix, "kind", -1));
     TG_TRY(tg_st_meta_set(f, k, tg__sched_kind_name(s->kind)));
     TG_TRY(key(k, what, prefix, "last_epoch", -1));
-    TG_TRY(put_scalar(f, k, TG_I64, (double)s->last_epoch));
+    TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)s->last_epoch));
     TG_TRY(key(k, what, prefix, "base_lr", -1));
-    TG_TRY(put_scalar(f, k, TG_F64, s->base_lr));
+    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->base_lr));
     TG_TRY(key(k, what, prefix, "last_lr", -1));
-    TG_TRY(put_scalar(f, k, TG_F64, s->last_lr));
+    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->last_lr));
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         TG_TRY(key(k, what, prefix, NULL, i));
         TG_TRY(save(s->u.sequential.schedulers[i], f, k));

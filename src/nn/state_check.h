@@ -22,4 +22,8 @@ int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, cons
 int tg__lr_scheduler_state_check(const tg_lr_scheduler *s, const tg_st_file *f,
                                  const char *prefix);
 
+/* Stores a 0-d tensor of dtype dt holding v under k (f keeps its reference);
+ * for the state savers (src/nn/optim_state.c). */
+int tg__st_put_scalar(tg_st_file *f, const char *k, tg_dtype dt, double v);
+
 #endif
