@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "engine/engine.h"
+#include "ops/elementwise.h"   /* tg__add_over */
 #include "tapegrad/ops.h"
 
 /* The result slots of tg_grad's inputs by a key (an input tensor, or the
@@ -258,19 +259,41 @@ static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
  * the additions at the end of a backward. */
 static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Whether g is a plain contiguous tensor that only its leaf refers to: no
+ * caller's reference, no view, no tape and no pending sum of this backward
+ * shares it (each would hold a reference to g or to its storage). */
+static bool grad_is_own(const tg_tensor *g)
+{
+    return !g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
+           tg_tensor_is_contiguous(g);
+}
+
 /* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
  * own: not on any tape and not aliasing the caller's grad tensor.  Called
  * with leaf_grad_lock held. */
 static int finalize_leaf(const engine *e, tg_tensor *leaf)
 {
     tg_tensor *g = leaf->grad, *c = NULL;
-    if (e->req.create_graph || !g ||
-        (!g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
-         tg_tensor_is_contiguous(g)))
-        return TG_OK;
+    if (e->req.create_graph || !g || grad_is_own(g)) return TG_OK;
     TG_TRY(tg_tensor_clone(&c, g));
     tg_tensor_set_grad(leaf, c);
     return TG_OK;
+}
+
+/* leaf's .grad += h (the leaf's total gradient, borrowed; m is the leaf's
+ * meta).  As PyTorch's AccumulateGrad: without create_graph the sum is
+ * written into the existing .grad when that is the leaf's own tensor of its
+ * dtype and shape, so a pointer to it stays valid and holds the sum; else
+ * (no .grad yet, one shared with anything, or create_graph, where the sum
+ * is recorded) .grad becomes a new tensor.  Owning g means that h, which
+ * this backward holds, cannot share g's storage.  Called with
+ * leaf_grad_lock held. */
+static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
+{
+    tg_tensor *g = leaf->grad;
+    if (g && !e->req.create_graph && grad_is_own(g) && g->offset == 0 && meta_matches(g, m))
+        return tg__add_over(g, h);
+    return accumulate(&leaf->grad, h);
 }
 
 /* A hook may remove itself or another one: removal only marks a hook while
@@ -308,7 +331,7 @@ static int deliver_leaf(engine *e, int k)
         if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
         if (rc >= 0) {
             pthread_mutex_lock(&leaf_grad_lock);
-            rc = accumulate(&leaf->grad, h);
+            rc = accumulate_leaf(e, leaf, h, &m);
             if (rc >= 0 && leaf->post_hooks) rc = finalize_leaf(e, leaf);
             pthread_mutex_unlock(&leaf_grad_lock);
         }
