@@ -129,6 +129,27 @@ Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
     th_expect_in(th_err, "--plugin needs a path");
 }
 
+/* Ops take inputs of any layout (docs/custom-ops.md): the tool feeds
+ * transposed inputs too, so a forward that reads its input as a flat array
+ * fails.  A variadic op gets three inputs, so a backward wrong only from
+ * input 2 on fails. */
+Test(plugin, gradcheck_feeds_transposed_inputs_and_three_to_a_variadic_op)
+{
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "cube_flat_x"), 1),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "cube_flat_x       plugin: (3, 4) f64 inputs, contiguous and transposed");
+    th_expect_in(th_out, "grad (transposed inputs): ");
+    th_expect_in(th_out, "1 case, 1 failed");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "sumsq_bad_third"), 1),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "sumsq_bad_third   plugin: 3 (3, 4) f64 inputs, contiguous and transposed");
+    th_expect_in(th_out, "input 2");
+    th_expect_in(th_out, "1 case, 1 failed");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "sumsq_ok", "cube_ok"),
+                 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "2 cases, 0 failed");
+}
+
 /* The first column of gradcheck's rows is an op name `tapegrad ops` lists. */
 Test(plugin, gradcheck_and_ops_use_the_same_names)
 {

@@ -4,7 +4,8 @@
  *
  *     int tapegrad_register(void);   // tg_op_register(...) for each op
  *
- * and checks a plugin op's derivatives on generic inputs. */
+ * and checks a plugin op's derivatives on generic inputs: (3, 4) f64,
+ * contiguous and transposed, three of them for a variadic op. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,10 +132,12 @@ static bool refuses(const tg_op_schema *op, int n, tg_tensor *const *in)
 }
 
 /* n inputs of shape (3, 4) in +-[0.1, 1] (half of them negative), f64,
- * requiring grad. */
-static int make_inputs(int n, tg_tensor **in)
+ * requiring grad.  Transposed: each is the transpose of a contiguous (4, 3)
+ * tensor, so its strides are (1, 3). */
+static int make_inputs(int n, tg_tensor **in, bool transposed)
 {
     int64_t shape[] = {3, 4};
+    if (transposed) shape[0] = 4, shape[1] = 3;
     tg_rng rng;
     tg_rng_init(&rng, 1234);
     int rc = TG_OK;
@@ -146,9 +149,40 @@ static int make_inputs(int n, tg_tensor **in)
             rc = tg_tensor_get_flat(in[i], k, &v);
             if (rc >= 0) rc = tg_tensor_set_flat(in[i], k, -v);
         }
+        if (rc >= 0 && transposed) {   /* a view, not recorded: a leaf */
+            tg_tensor *t = NULL;
+            rc = tg_transpose(&t, in[i], 0, 1);
+            tg_tensor_release(in[i]);
+            in[i] = t;
+        }
         if (rc >= 0) rc = tg_tensor_set_requires_grad(in[i], true);
     }
     return rc;
+}
+
+/* The checks of one layout: r[0] of tg_gradcheck, r[1] of tg_gradgradcheck
+ * (when second); a failure's message into msg[k] unless one is there from
+ * the other layout already. */
+static void check_layout(const tg_op_schema *op, int n, bool transposed, bool second, int r[2],
+                         char msg[2][512])
+{
+    tg_tensor *in[TG_OP_MAX_INPUTS] = {0};
+    int rc[2] = {make_inputs(n, in, transposed), TG_OK};
+    if (rc[0] >= 0) {
+        rc[0] = tg_gradcheck(call_op, (void *)op, n, in, NULL);
+        if (rc[0] < 0 && !msg[0][0])
+            snprintf(msg[0], 512, "grad (%s inputs): %s", transposed ? "transposed" : "contiguous",
+                     tg_error_message());
+        if (second) rc[1] = tg_gradgradcheck(call_op, (void *)op, n, in, NULL);
+        if (rc[1] < 0 && !msg[1][0])
+            snprintf(msg[1], 512, "gradgrad (%s inputs): %s",
+                     transposed ? "transposed" : "contiguous", tg_error_message());
+    } else if (!msg[0][0]) {
+        snprintf(msg[0], 512, "inputs: %s", tg_error_message());
+    }
+    for (int k = 0; k < 2; k++)
+        if (rc[k] < 0 && r[k] >= 0) r[k] = rc[k];
+    for (int i = 0; i < n; i++) tg_tensor_release(in[i]);
 }
 
 tg_plugin_check tg_tool_gradcheck_plugin_op(const char *name)
@@ -164,29 +198,31 @@ tg_plugin_check tg_tool_gradcheck_plugin_op(const char *name)
                  NULL);
         return TG_PLUGIN_CHECK_NA;
     }
-    /* a variadic op gets two inputs; params NULL, so the op must take
-     * defaults for them */
-    int n = op->arity < 0 ? 2 : op->arity;
+    /* a variadic op gets three inputs, so that a backward that treats the
+     * first two apart is caught; params NULL, so the op must take defaults
+     * for them */
+    int n = op->arity < 0 ? 3 : op->arity;
     tg_tensor *in[TG_OP_MAX_INPUTS] = {0};
-    int rc = make_inputs(n, in);
+    int rc = make_inputs(n, in, false);
     /* inputs it refuses: nothing the tool can check, so n/a, not a failure
      * (tg_gradcheck in a program of one's own checks it on its inputs) */
-    if (rc >= 0 && refuses(op, n, in)) {
-        print_na(name, "plugin: refuses (3, 4) f64 inputs", tg_error_message());
-        for (int i = 0; i < n; i++) tg_tensor_release(in[i]);
-        return TG_PLUGIN_CHECK_NA;
-    }
-    char msg[2][512] = {"", ""};
-    int r[2] = {rc, rc};
-    if (rc >= 0) r[0] = tg_gradcheck(call_op, (void *)op, n, in, NULL);
-    if (r[0] < 0) snprintf(msg[0], sizeof msg[0], "%s", tg_error_message());
-    bool second = op->backward && op->double_backward;
-    if (rc >= 0 && second) r[1] = tg_gradgradcheck(call_op, (void *)op, n, in, NULL);
-    if (r[1] < 0) snprintf(msg[1], sizeof msg[1], "%s", tg_error_message());
-    printf("%-17s %-58s %-8s %-8s\n", name, "plugin: (3, 4) f64 inputs", r[0] < 0 ? "FAIL" : "ok",
+    const bool refused = rc >= 0 && refuses(op, n, in);
+    if (refused) print_na(name, "plugin: refuses (3, 4) f64 inputs", tg_error_message());
+    for (int i = 0; i < n; i++) tg_tensor_release(in[i]);
+    if (refused) return TG_PLUGIN_CHECK_NA;
+    /* inputs may have any layout (docs/custom-ops.md): contiguous ones, then
+     * transposed ones, which a forward or backward reading them as flat
+     * arrays gets wrong */
+    char msg[2][512] = {"", ""}, label[64];
+    int r[2] = {TG_OK, TG_OK};
+    const bool second = op->double_backward;
+    check_layout(op, n, false, second, r, msg);
+    check_layout(op, n, true, second, r, msg);
+    snprintf(label, sizeof label, "plugin: %s(3, 4) f64 inputs, contiguous and transposed",
+             op->arity < 0 ? "3 " : "");
+    printf("%-17s %-58s %-8s %-8s\n", name, label, r[0] < 0 ? "FAIL" : "ok",
            !second ? "n/a" : r[1] < 0 ? "FAIL" : "ok");
     for (int k = 0; k < 2; k++)
-        if (msg[k][0]) printf("    %s: %s\n", k ? "gradgrad" : "grad", msg[k]);
-    for (int i = 0; i < n; i++) tg_tensor_release(in[i]);
+        if (msg[k][0]) printf("    %s\n", msg[k]);
     return r[0] >= 0 && r[1] >= 0 ? TG_PLUGIN_CHECK_OK : TG_PLUGIN_CHECK_FAILED;
 }

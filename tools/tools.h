@@ -40,7 +40,8 @@ typedef struct tg_plugin_ops {
  * loaded, has no tapegrad_register, fails in it or registers nothing. */
 int tg_tool_load_plugins(const char *cmd, int *argc, char **argv, tg_plugin_ops *ops);
 /* tg_gradcheck (and tg_gradgradcheck when the op's backward is
- * differentiable) of a registered op on generic f64 inputs; prints one row.
+ * differentiable) of a registered op on generic f64 inputs of shape (3, 4),
+ * contiguous and transposed, three for a variadic op; prints one row.
  * NA when there is nothing to check: an op without inputs or backward, or
  * one that refuses such inputs. */
 typedef enum tg_plugin_check {
