@@ -214,6 +214,46 @@ Test(op, the_shape_rule_is_checked_against_the_forward)
     tg_tensor_release(x);
 }
 
+/* A forward that rounds its input to integers (a bucketize, an argmax). */
+static int round_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    (void)n, (void)params;
+    if (ctx) {   /* saved, to show that the node and what it saved go away */
+        int rc = tg_op_ctx_save(ctx, in[0]);
+        if (rc < 0) return rc;
+    }
+    return tg_tensor_to_dtype(out, in[0], TG_I64);
+}
+
+static int round_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    return tg_tensor_to_dtype(&gi[0], g, TG_F32);
+}
+
+/* As PyTorch, an integer output is never differentiable, whatever the op's
+ * schema: the call is not recorded and the output does not require grad,
+ * so a backward from it is refused as from any constant. */
+Test(op, an_integer_output_is_not_recorded)
+{
+    const tg_op_schema round_op = {.name = "test_round", .arity = 1, .forward = round_forward,
+                                   .backward = round_backward};
+    tg_tensor *x = leaf(TG_F32, 3), *y = NULL, *s = NULL;
+    const long nodes = tg__node_live_count();
+    OK(tg_op_call(&round_op, &y, 1, &x, NULL, 0));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+    cr_assert(tg_tensor_requires_grad(y) == false);
+    cr_assert(y->grad_fn == NULL);
+    cr_assert(tg_tensor_is_leaf(y));
+    cr_assert(eq(long, tg__node_live_count(), nodes));
+    OK(tg_sum(&s, y));
+    cr_assert(tg_tensor_requires_grad(s) == false);
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_EGRAD));
+    cr_assert(tg_tensor_grad(x) == NULL);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+}
+
 /* ---- what a backward returns ---- */
 
 static int backward_of(const twice_params *p, tg_tensor *x)

@@ -126,7 +126,10 @@ TG_API int tg_op_find(const tg_op_schema **out, const char *name);
  *  2. runs the shape rule, if any,
  *  3. runs forward with grad mode off, with a ctx when the call is recorded
  *     (grad mode on, an input requires grad, the op has a backward),
- *  4. links the output to its new node (TG_TRACE=1 prints it).
+ *  4. links the output to its new node (TG_TRACE=1 prints it).  An output
+ *     of an integer dtype is never recorded and does not require grad, as
+ *     PyTorch never makes one differentiable: the node goes, with what the
+ *     forward saved.
  * params (params_size bytes, may be 0) is copied into the node for the
  * backward.  *out gets a new reference.  op need not be registered (the
  * registry is for finding ops by name), but n must match its arity.  On error
