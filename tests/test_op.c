@@ -290,6 +290,32 @@ Test(op, a_gradient_of_the_wrong_shape_or_dtype_is_an_error)
     tg_tensor_release(x);
 }
 
+/* A backward that also writes a gradient into a slot past its op's inputs
+ * (slot 3 of a one-input op). */
+static int extra_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    int rc = tg_mul_scalar(&gi[0], g, 2.0);
+    return rc < 0 ? rc : tg_mul_scalar(&gi[3], g, 2.0);
+}
+
+/* The engine checks the slots past the inputs after the call: a gradient
+ * there is released (LeakSanitizer would report it otherwise) and the
+ * backward is refused, naming the op and the slot; .grad is not touched. */
+Test(op, a_gradient_past_the_inputs_is_an_error)
+{
+    const tg_op_schema extra_op = {.name = "test_extra", .arity = 1, .forward = twice_forward,
+                                   .backward = extra_backward};
+    tg_tensor *x = leaf(TG_F32, 3), *y = NULL, *s = NULL;
+    OK(tg_op_call(&extra_op, &y, 1, &x, NULL, 0));
+    OK(tg_sum(&s, y));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_EGRAD));
+    th_expect_in(tg_error_message(), "backward: test_extra wrote a gradient into grad_in[3]; "
+                                     "the op has 1 input");
+    cr_assert(tg_tensor_grad(x) == NULL);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+}
+
 Test(op, the_context_refuses_slots_never_saved)
 {
     tg_op_ctx *none = NULL;

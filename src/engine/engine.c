@@ -405,6 +405,24 @@ static void compute_flows(engine *e)
     }
 }
 
+/* A backward writes gradients into grad_in[0, n_inputs) only, but is handed
+ * all TG_NODE_MAX_INPUTS slots: one it wrote past its inputs is released
+ * here (no one else would) and refused, unless rc is an error already. */
+static int check_extra_slots(const tg_node *n, tg_tensor **grad_in, int rc)
+{
+    int first = -1;
+    for (int i = n->n_inputs; i < TG_NODE_MAX_INPUTS; i++) {
+        if (!grad_in[i]) continue;
+        if (first < 0) first = i;
+        tg_tensor_release(grad_in[i]);
+        grad_in[i] = NULL;
+    }
+    if (rc < 0 || first < 0) return rc;
+    return tg__error(TG_EGRAD, "backward: %s wrote a gradient into grad_in[%d]; the op has %d "
+                               "input%s", n->op->name, first, n->n_inputs,
+                     n->n_inputs == 1 ? "" : "s");
+}
+
 static int run_node(engine *e, tg_node *n)
 {
     tg_tensor *g = n->grad_accum, *grad_in[TG_NODE_MAX_INPUTS] = {0};
@@ -441,6 +459,7 @@ static int run_node(engine *e, tg_node *n)
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     tg__callback_begin();
     rc = tg__op_callback_end(n->op->name, "the backward", n->op->backward(n, g, grad_in));
+    rc = check_extra_slots(n, grad_in, rc);
     if (rc >= 0 && watched)
         rc = tg__backward_step(e->req.on_step, e->req.step_user, e->n_steps++, n, g, grad_in);
     tg_tensor_release(shown);
