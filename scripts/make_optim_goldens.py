@@ -17,6 +17,14 @@ tests/golden/optim/loss.safetensors (f64):
   with gout a fixed random tensor (ones for the 0-d reductions).
   bce_inf.* and ce_inf.* (reduction none only, gout ones): infinite logits,
   where PyTorch's values include inf and NaN.
+tests/golden/optim/clip.safetensors: torch.nn.utils.clip_grad_norm_ and
+  clip_grad_value_, one case per name in the metadata's "cases" (comma
+  separated), each with metadata <case>.fn ("norm" | "value"),
+  <case>.max_norm, <case>.norm_type ("inf" for infinity) or
+  <case>.clip_value:
+  <case>.g<j>        the gradient of parameter j before (absent: no gradient)
+  <case>.out<j>      that gradient after the call
+  <case>.total       the total norm clip_grad_norm_ returned (norm cases).
 The safetensors files are written by scripts/stfile.py.
 """
 import os
@@ -137,12 +145,57 @@ def infinite_logit_cases():
                   ("ce_inf.none.grad_input", gx)]
 
 
+CLIP_SHAPES = [(3, 4), (5,), (2, 2)]
+CLIP_CASES = [  # name, fn, dtypes of the three gradients (None: no gradient), args
+    ("l2_clipped", "norm", (torch.float32,) * 3, dict(max_norm=1.0, norm_type=2.0)),
+    ("l2_unclipped", "norm", (torch.float32,) * 3, dict(max_norm=100.0, norm_type=2.0)),
+    ("l1", "norm", (torch.float32,) * 3, dict(max_norm=2.0, norm_type=1.0)),
+    ("linf", "norm", (torch.float32,) * 3, dict(max_norm=0.5, norm_type=float("inf"))),
+    ("l3_f64", "norm", (torch.float64,) * 3, dict(max_norm=0.75, norm_type=3.0)),
+    ("mixed_f32_f64", "norm", (torch.float32, torch.float64, None),
+     dict(max_norm=1.0, norm_type=2.0)),
+    ("bf16", "norm", (torch.bfloat16,) * 3, dict(max_norm=1.0, norm_type=2.0)),
+    ("f16_f32", "norm", (torch.float16, torch.float32, torch.float16),
+     dict(max_norm=0.5, norm_type=2.0)),
+    ("value_f32", "value", (torch.float32, None, torch.float32), dict(clip_value=0.3)),
+    ("value_bf16", "value", (torch.bfloat16,) * 3, dict(clip_value=0.7)),
+]
+
+
+def clip_cases():
+    gen = torch.Generator().manual_seed(7)
+    tensors, meta = [], {"torch": torch.__version__}
+    for name, fn, dtypes, args in CLIP_CASES:
+        params = []
+        for j, (shape, dt) in enumerate(zip(CLIP_SHAPES, dtypes)):
+            g = torch.randn(shape, generator=gen, dtype=torch.float64)
+            p = torch.zeros(shape, dtype=dt or torch.float32, requires_grad=True)
+            if dt is not None:
+                p.grad = g.to(dt)
+                tensors.append(("%s.g%d" % (name, j), p.grad.clone()))
+            params.append(p)
+        meta[name + ".fn"] = fn
+        if fn == "norm":
+            total = torch.nn.utils.clip_grad_norm_(params, **args)
+            tensors.append((name + ".total", total.detach().to(torch.float64).reshape(())))
+            meta[name + ".max_norm"] = repr(args["max_norm"])
+            meta[name + ".norm_type"] = repr(args["norm_type"])
+        else:
+            torch.nn.utils.clip_grad_value_(params, **args)
+            meta[name + ".clip_value"] = repr(args["clip_value"])
+        tensors += [("%s.out%d" % (name, j), p.grad.clone()) for j, p in enumerate(params)
+                    if p.grad is not None]
+    meta["cases"] = ",".join(c[0] for c in CLIP_CASES)
+    write_safetensors(os.path.join(OUT, "clip.safetensors"), tensors, meta)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, cls, opts in CONFIGS:
         for dtype in (torch.float32, torch.float64):
             optim_case(name, cls, opts, dtype)
     loss_cases()
+    clip_cases()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 # Builds tests/consumer/consumer.c out of tree as a user would, and runs it:
 #   1. against the build tree, with the uninstalled pkg-config file;
 #   2. against `meson install` into a temporary prefix, via pkg-config,
-#      linked with the shared library and then with the static one.
+#      linked with the shared library and then with the static one;
+#   3. the installed `tapegrad` tool run from that prefix with no
+#      LD_LIBRARY_PATH: its RUNPATH must find the installed library.
 # With --subproject (make test-minimal) instead: a meson project holding
 # tapegrad as a subproject, configured with -Dpng=disabled -Dplot=disabled,
 # so that the library builds and runs without libpng and cairo.
@@ -57,6 +59,18 @@ for h in tapegrad.h scope.h export.h; do
   [ -f "$(pcflags --variable=includedir)/tapegrad/$h" ] || { echo "missing header $h" >&2; exit 1; }
 done
 [ -f "$libdir/libtapegrad.a" ] || { echo "test_install: no libtapegrad.a in $libdir" >&2; exit 1; }
+
+step "the installed tapegrad finds the installed library (RUNPATH)"
+tool="$tmp/dest$prefix/bin/tapegrad"
+[ -x "$tool" ] || { echo "test_install: no bin/tapegrad under the prefix" >&2; exit 1; }
+runpath=$(readelf -d "$tool" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+# the configured libdir, and one relative to the tool for a staged or moved prefix
+case ":$runpath:" in *":${libdir#"$tmp/dest"}:"*) ;; *)
+  echo "test_install: bin/tapegrad's RUNPATH '$runpath' lacks ${libdir#"$tmp/dest"}" >&2; exit 1 ;;
+esac
+env -u LD_LIBRARY_PATH "$tool" --version || {
+  echo "test_install: the installed bin/tapegrad does not start (RUNPATH '$runpath')" >&2; exit 1; }
+env -u LD_LIBRARY_PATH "$tool" ops >/dev/null
 
 step "shared library via pkg-config"
 # shellcheck disable=SC2046

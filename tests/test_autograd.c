@@ -67,6 +67,138 @@ Test(autograd, gradients_accumulate_over_two_backwards)
     tg_tensor_release(w);
 }
 
+/* sum(w * w) and its backward, with opts (NULL for the defaults). */
+static void backward_of_square(tg_tensor *w, const tg_backward_opts *opts)
+{
+    tg_tensor *y = NULL, *l = NULL;
+    OK(tg_mul(&y, w, w));
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, opts));
+    tg_tensor_release(y);
+    tg_tensor_release(l);
+}
+
+/* A borrowed .grad held across micro-batches stays the leaf's .grad: the
+ * second backward adds into it in place (PyTorch's AccumulateGrad does
+ * `grad += new` without create_graph) and bumps its version. */
+Test(autograd, backward_adds_into_the_leafs_own_grad_in_place)
+{
+    tg_tensor *w = th_vec(TG_F32, 3, X, "w", true);
+    backward_of_square(w, NULL);
+    tg_tensor *g = tg_tensor_grad(w);   /* borrowed */
+    const uint64_t v0 = tg_tensor_version(g);
+    backward_of_square(w, NULL);
+    cr_assert(tg_tensor_grad(w) == g, "the second backward replaced the .grad tensor");
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(g, i), 4 * X[i]), "grad[%d]", i);
+    cr_assert(tg_tensor_version(g) > v0, "an in-place addition must bump the version");
+    cr_assert(falsy(tg_tensor_requires_grad(g)));
+    tg_tensor_release(w);
+}
+
+typedef struct grad_seen {
+    const tg_tensor *grad;
+    double grad0;
+} grad_seen;
+
+static int note_grad(tg_tensor *leaf, void *user)
+{
+    grad_seen *s = user;
+    s->grad = tg_tensor_grad(leaf);
+    s->grad0 = th_at(s->grad, 0);
+    return 0;
+}
+
+/* A leaf with a post-accumulate hook is delivered while the backward runs
+ * (the engine still holds the incoming sum then): the hook sees the sum in
+ * the same .grad tensor on every backward. */
+Test(autograd, post_accumulate_hook_sees_the_grad_added_in_place)
+{
+    tg_tensor *w = th_vec(TG_F32, 3, X, "w", true);
+    grad_seen seen = {0};
+    OK(tg_tensor_register_post_accumulate_hook(w, note_grad, &seen));
+    backward_of_square(w, NULL);
+    const tg_tensor *first = seen.grad;
+    cr_assert(first == tg_tensor_grad(w));
+    backward_of_square(w, NULL);
+    cr_assert(seen.grad == first && tg_tensor_grad(w) == first);
+    cr_assert(eq(dbl, seen.grad0, 4 * X[0]));
+    tg_tensor_release(w);
+}
+
+/* A .grad that someone else holds a reference to (the caller's
+ * tg_tensor_retain) is shared: a backward stores the sum in a new tensor and
+ * leaves the held one as it was.  So does a .grad with a view on it. */
+Test(autograd, backward_does_not_write_into_a_shared_grad)
+{
+    tg_tensor *w = th_vec(TG_F32, 3, X, "w", true), *view = NULL;
+    backward_of_square(w, NULL);
+    tg_tensor *kept = tg_tensor_retain(tg_tensor_grad(w));
+    const uint64_t v0 = tg_tensor_version(kept);
+    backward_of_square(w, NULL);
+    cr_assert(tg_tensor_grad(w) != kept);
+    cr_assert(eq(u64, tg_tensor_version(kept), v0));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, th_at(kept, i), 2 * X[i]), "kept[%d]", i);
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 4 * X[i]), "grad[%d]", i);
+    }
+    tg_tensor_release(kept);
+    /* The new .grad is the leaf's own; a view of it shares its storage. */
+    OK(tg_tensor_detach(&view, tg_tensor_grad(w)));
+    backward_of_square(w, NULL);
+    cr_assert(tg_tensor_grad(w) != view);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, th_at(view, i), 4 * X[i]), "view[%d]", i);
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 6 * X[i]), "grad[%d]", i);
+    }
+    th_release_all(2, (tg_tensor *[]){view, w});
+}
+
+/* The caller's grad argument is never stored or written as .grad: with the
+ * leaf's own .grad passed as the seed of a backward from the leaf itself,
+ * the sum goes to a new tensor and the argument keeps its values. */
+Test(autograd, backward_seeded_with_the_leafs_grad_leaves_the_argument_alone)
+{
+    tg_tensor *w = th_vec(TG_F64, 3, X, "w", true);
+    backward_of_square(w, NULL);
+    tg_tensor *seed = tg_tensor_retain(tg_tensor_grad(w));
+    OK(tg_backward(w, seed, NULL));
+    cr_assert(tg_tensor_grad(w) != seed);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, th_at(seed, i), 2 * X[i]), "seed[%d]", i);
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 4 * X[i]), "grad[%d]", i);
+    }
+    tg_tensor_release(seed);
+    tg_tensor_release(w);
+}
+
+/* With create_graph the sum is a recorded op: each backward makes a new
+ * .grad on a tape, and the one before is not touched (it may be on that
+ * tape). */
+Test(autograd, backward_with_create_graph_makes_a_new_grad)
+{
+    tg_tensor *w = th_vec(TG_F64, 3, X, "w", true);
+    const tg_backward_opts cg = {.create_graph = true};
+    backward_of_square(w, &cg);
+    tg_tensor *first = tg_tensor_retain(tg_tensor_grad(w));
+    const uint64_t v0 = tg_tensor_version(first);
+    backward_of_square(w, &cg);
+    tg_tensor *g = tg_tensor_grad(w);
+    cr_assert(g != first);
+    cr_assert(tg_tensor_requires_grad(g) && falsy(tg_tensor_is_leaf(g)));
+    cr_assert(eq(u64, tg_tensor_version(first), v0));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, th_at(first, i), 2 * X[i]), "first[%d]", i);
+        cr_assert(eq(dbl, th_at(g, i), 4 * X[i]), "grad[%d]", i);
+    }
+    /* A backward without create_graph then stores a plain tensor. */
+    tg_tensor_release(first);
+    backward_of_square(w, NULL);
+    cr_assert(falsy(tg_tensor_requires_grad(tg_tensor_grad(w))));
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(tg_tensor_grad(w), i), 6 * X[i]));
+    tg_tensor_zero_grad(w);   /* the create_graph .grad referred back to w */
+    tg_tensor_release(w);
+}
+
 Test(autograd, retain_graph)
 {
     tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *w = th_vec(TG_F64, 3, W, "w", true);

@@ -181,6 +181,69 @@ Test(nn_state, load_without_num_batches_tracked_sets_it_to_zero)
     tg_module_release(box);
 }
 
+/* What load_state_dict(strict=False) returns in PyTorch: the module's keys
+ * the file lacks and the file's keys the module lacks, in order, the prefix
+ * applied; an absent BatchNorm count (loaded as 0) is not missing. */
+typedef struct {
+    char keys[8][64];
+    bool missing[8];
+    int n;
+} key_list;
+
+static void collect_key(const char *key, bool missing, void *user)
+{
+    key_list *l = user;
+    cr_assert(l->n < 8);
+    snprintf(l->keys[l->n], sizeof l->keys[0], "%s", key);
+    l->missing[l->n++] = missing;
+}
+
+Test(nn_state, compare_lists_missing_and_unexpected_keys)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *g = nf_make_generator(&rng);
+    tg_st_file *f = NULL, *all = NULL;
+    cr_assert(eq(int, tg_st_new(&all), TG_OK));
+    cr_assert(eq(int, tg_module_state_dict_save(g, all, "gen"), TG_OK));
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    for (int i = 0; i < tg_st_count(all); i++) {   /* all but two entries */
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(all, i, &name, &t);
+        if (strcmp(name, "gen.net.0.weight") && strcmp(name, "gen.net.2.num_batches_tracked"))
+            cr_assert(eq(int, tg_st_set(f, name, t), TG_OK));
+    }
+    tg_tensor *x = tg_st_get(all, "gen.net.0.weight");
+    cr_assert(eq(int, tg_st_set(f, "gen.net.9.weight", x), TG_OK));
+    cr_assert(eq(int, tg_st_set(f, "opt.step", x), TG_OK));   /* outside the prefix */
+    cr_assert(eq(int, tg_st_set(f, "gen.extra", x), TG_OK));
+    key_list l = {.n = 0};
+    int nm = -1, nu = -1;
+    cr_assert(eq(int, tg_module_state_dict_compare(g, f, "gen", collect_key, &l, &nm, &nu),
+                 TG_OK));
+    cr_assert(eq(int, nm, 1));
+    cr_assert(eq(int, nu, 2));
+    cr_assert(eq(int, l.n, 3));
+    cr_assert(eq(str, l.keys[0], "gen.net.0.weight"));
+    cr_assert(l.missing[0]);
+    cr_assert(eq(str, l.keys[1], "gen.net.9.weight"));
+    cr_assert(eq(str, l.keys[2], "gen.extra"));
+    cr_assert(eq(int, l.missing[1] || l.missing[2], 0));
+    /* a wrong prefix: every key missing, nothing of f under it */
+    cr_assert(eq(int, tg_module_state_dict_compare(g, f, "model", NULL, NULL, &nm, &nu), TG_OK));
+    cr_assert(eq(int, nm, tg_module_state_count(g) - 2));   /* the two counts load as 0 */
+    cr_assert(eq(int, nu, 0));
+    /* the file against itself: nothing left out */
+    cr_assert(eq(int, tg_module_state_dict_compare(g, all, "gen.", NULL, NULL, &nm, &nu), TG_OK));
+    cr_assert(eq(int, nm + nu, 0));
+    cr_assert(eq(int, tg_module_state_dict_compare(NULL, f, NULL, NULL, NULL, NULL, NULL),
+                 TG_EINVAL));
+    tg_st_free(f);
+    tg_st_free(all);
+    tg_module_release(g);
+}
+
 /* Sequential(lin, lin, box) where box's "weight" is lin's weight: five state
  * entries, as PyTorch's state_dict, but two parameters, as its parameters()
  * (each tensor once, at its first name), which an optimizer accepts. */

@@ -1,6 +1,7 @@
 /* tests/test_onnx.c - tg_onnx_export, checked by parts that tapegrad did
  * not write: every exported file passes onnx's checker (tests/onnx/check.py,
- * python3-onnx) and ONNX Runtime (onnxruntime-node, tests/onnx/run.mjs)
+ * python3-onnx; it also checks the initializers and nodes a case lists) and
+ * ONNX Runtime (onnxruntime-node, tests/onnx/run.mjs)
  * computes tapegrad's outputs from it: within 1e-5 of the largest output
  * magnitude in f32, within the output's quantization step for int8.
  *
@@ -8,9 +9,13 @@
  * and <name>.json (shapes, tolerances, the expected initializer names,
  * ONNX Runtime's optimization level) into the test's temporary folder; the
  * two scripts then run over the folder. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,11 +67,13 @@ static void json_shape(FILE *f, const char *key, const tg_tensor *t)
 }
 
 /* What write_expected adds to the next case's .json: ONNX Runtime's
- * graphOptimizationLevel (NULL: run.mjs's "all") and the initializers
- * whose types check.py checks ("name": "UINT8" pairs, NULL for none).
- * Reset after each case. */
+ * graphOptimizationLevel (NULL: run.mjs's "all"), the initializers
+ * whose types check.py checks ("name": "UINT8" pairs, NULL for none) and
+ * what it checks of the graph (a JSON fragment with "ops", "attributes",
+ * "initializer_values"; NULL for none).  Reset after each case. */
 static const char *case_level;
 static const char *case_types;
+static const char *case_graph;
 
 /* The files of case `name` but its .onnx: the input x, tapegrad's output y
  * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
@@ -92,7 +99,8 @@ static void write_expected(const char *name, const tg_tensor *x, const tg_tensor
     }
     if (case_level) fprintf(f, ", \"level\": \"%s\"", case_level);
     if (case_types) fprintf(f, ", \"initializer_types\": {%s}", case_types);
-    case_level = case_types = NULL;
+    if (case_graph) fprintf(f, ", %s", case_graph);
+    case_level = case_types = case_graph = NULL;
     fprintf(f, "}\n");
     fclose(f);
 }
@@ -132,29 +140,30 @@ typedef struct conv_case {
     int64_t k[3], stride[3], dil[3], lo[3], hi[3], outpad[3], in[3];
     tg_activation act;
     bool bias;
+    tg_pad_mode mode;   /* padding_mode */
 } conv_case;
 
 static const conv_case conv_cases[] = {
     {"conv1d_s2_d2_asym_g2", false, 1, 4, 6, 2, {3}, {2}, {2}, {1}, {2}, {0}, {11},
-     TG_ACT_NONE, true},
+     TG_ACT_NONE, true, TG_PAD_CONSTANT},
     {"conv1d_depthwise_relu", false, 1, 3, 3, 3, {5}, {1}, {1}, {2}, {2}, {0}, {9},
-     TG_ACT_RELU, false},
+     TG_ACT_RELU, false, TG_PAD_CONSTANT},
     {"convT1d_s2_asym_op1_g2", true, 1, 4, 6, 2, {3}, {2}, {1}, {1}, {0}, {1}, {7},
-     TG_ACT_NONE, true},
+     TG_ACT_NONE, true, TG_PAD_CONSTANT},
     {"convT1d_s3_d2_op2_leaky", true, 1, 3, 2, 1, {4}, {3}, {2}, {2}, {1}, {2}, {5},
-     TG_ACT_LEAKY_RELU, true},
+     TG_ACT_LEAKY_RELU, true, TG_PAD_CONSTANT},
     {"conv2d_s21_d12_asym_g3_relu", false, 2, 3, 6, 3, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {0, 2},
-     {0, 0}, {8, 7}, TG_ACT_RELU, true},
+     {0, 0}, {8, 7}, TG_ACT_RELU, true, TG_PAD_CONSTANT},
     {"convT2d_dcgan", true, 2, 6, 3, 1, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {5, 5},
-     TG_ACT_TANH, true},
+     TG_ACT_TANH, true, TG_PAD_CONSTANT},
     {"convT2d_s23_d21_asym_op12_g2_gelu", true, 2, 4, 6, 2, {3, 2}, {2, 3}, {2, 1}, {0, 1},
-     {2, 1}, {1, 2}, {4, 5}, TG_ACT_GELU, true},
+     {2, 1}, {1, 2}, {4, 5}, TG_ACT_GELU, true, TG_PAD_CONSTANT},
     {"convT2d_g4_nobias_sigmoid", true, 2, 8, 4, 4, {2, 3}, {1, 2}, {1, 1}, {0, 1}, {0, 1},
-     {0, 1}, {3, 4}, TG_ACT_SIGMOID, false},
+     {0, 1}, {3, 4}, TG_ACT_SIGMOID, false, TG_PAD_CONSTANT},
     {"conv3d_s121_asym_g2_silu", false, 3, 4, 4, 2, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1},
-     {0, 2, 0}, {0, 0, 0}, {4, 6, 5}, TG_ACT_SILU, true},
+     {0, 2, 0}, {0, 0, 0}, {4, 6, 5}, TG_ACT_SILU, true, TG_PAD_CONSTANT},
     {"convT3d_s212_d121_asym_op101_g2", true, 3, 4, 6, 2, {3, 2, 2}, {2, 1, 2}, {1, 2, 1},
-     {1, 0, 1}, {0, 1, 1}, {1, 0, 1}, {3, 4, 3}, TG_ACT_NONE, true},
+     {1, 0, 1}, {0, 1, 1}, {1, 0, 1}, {3, 4, 3}, TG_ACT_NONE, true, TG_PAD_CONSTANT},
 };
 
 static tg_module *conv_module(const conv_case *c, tg_rng *rng)
@@ -168,6 +177,7 @@ static tg_module *conv_module(const conv_case *c, tg_rng *rng)
         p.output_padding[i] = c->outpad[i];
     }
     p.groups = c->groups;
+    p.padding_mode = c->mode;
     p.act = c->act;
     p.act_slope = 0.15;
     tg_module *m = NULL;
@@ -346,9 +356,19 @@ Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
  * files run fused (level "all") where the CPU has VNNI, else as written
  * (level "basic", the QDQ nodes evaluated one by one); u8-weight files
  * (tg_onnx_options.u8_weights) run fused everywhere. */
+static bool cpu_has_avx_vnni(void)   /* CPUID.(7, 1):EAX[4], AVX-VNNI */
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+#else
+    return false;
+#endif
+}
+
 static const char *i8_weights_level(void)
 {
-    if (__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni")) return "all";
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_VNNI) || cpu_has_avx_vnni()) return "all";
     th_not_run("ONNX Runtime's fused u8 x i8 kernels: this CPU has no VNNI, where they saturate "
                "pairs of products; the i8-weight models ran unfused, the u8-weight ones fused");
     return "basic";
@@ -362,6 +382,7 @@ static void write_int8_cases(const char *name, tg_module *q, tg_tensor *x, doubl
                              const char *wpath)
 {
     char name_u8[128], types[256];
+    const char *graph = case_graph;   /* for both files */
     case_level = i8_weights_level();
     write_case(name, q, x, 0, y_scale, NULL, NULL);
     tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
@@ -370,6 +391,7 @@ static void write_int8_cases(const char *name, tg_module *q, tg_tensor *x, doubl
     snprintf(types, sizeof types, "\"%s.weight\": \"UINT8\", \"%s.weight_zero_point\": \"UINT8\"",
              wpath, wpath);
     case_types = types;
+    case_graph = graph;
     write_case(name_u8, q, x, 0, y_scale, NULL, &o);
 }
 
@@ -434,6 +456,168 @@ Test(onnx, int8_conv_convT_linear_match_onnxruntime)
         tg_module_release(q);
     }
     check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+/* ---- a Conv's padding_mode ---- */
+
+/* Appends printf output to the string buf of size bytes. */
+static void __attribute__((format(printf, 3, 4))) jcat(char *buf, size_t size, const char *fmt,
+                                                       ...)
+{
+    const size_t n = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, size - n, fmt, ap);
+    va_end(ap);
+    cr_assert(strlen(buf) + 1 < size, "the JSON fragment outgrew its buffer");
+}
+
+/* Reflect, replicate and circular padding as torch.onnx.export writes
+ * them: a Pad (or, circular, Slice + Concat per axis) before a Conv with
+ * pads 0.  Asymmetric padding with stride, dilation and groups; an axis
+ * without padding and a circular padding as large as the extent (conv3d);
+ * only the head of one axis (conv1d); a mode with no padding at all. */
+static const conv_case pad_conv_cases[] = {
+    {"conv1d_reflect_s2_asym", false, 1, 2, 3, 1, {3}, {2}, {1}, {2}, {1}, {0}, {9},
+     TG_ACT_NONE, true, TG_PAD_REFLECT},
+    {"conv1d_circular_d2_head_only_relu", false, 1, 2, 2, 1, {3}, {1}, {2}, {0}, {3}, {0}, {7},
+     TG_ACT_RELU, false, TG_PAD_CIRCULAR},
+    {"conv2d_reflect_s21_d12_asym_relu", false, 2, 3, 4, 1, {3, 3}, {2, 1}, {1, 2}, {1, 2},
+     {2, 0}, {0, 0}, {7, 8}, TG_ACT_RELU, true, TG_PAD_REFLECT},
+    {"conv2d_replicate_s12_d21_asym_g2", false, 2, 4, 6, 2, {2, 3}, {1, 2}, {2, 1}, {3, 0},
+     {0, 2}, {0, 0}, {6, 7}, TG_ACT_NONE, true, TG_PAD_REPLICATE},
+    {"conv2d_circular_s21_d12_asym", false, 2, 2, 3, 1, {3, 2}, {2, 1}, {1, 2}, {2, 1}, {1, 3},
+     {0, 0}, {6, 5}, TG_ACT_NONE, true, TG_PAD_CIRCULAR},
+    {"conv3d_replicate_s121_d112_asym", false, 3, 2, 3, 1, {2, 3, 2}, {1, 2, 1}, {1, 1, 2},
+     {1, 0, 2}, {0, 2, 1}, {0, 0, 0}, {4, 5, 6}, TG_ACT_NONE, true, TG_PAD_REPLICATE},
+    {"conv3d_circular_s112_full_extent", false, 3, 2, 2, 1, {2, 2, 3}, {1, 1, 2}, {1, 1, 1},
+     {0, 2, 1}, {0, 1, 4}, {0, 0, 0}, {3, 4, 4}, TG_ACT_NONE, true, TG_PAD_CIRCULAR},
+    {"conv3d_reflect_asym", false, 3, 2, 2, 1, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 2, 0},
+     {2, 1, 1}, {0, 0, 0}, {3, 4, 5}, TG_ACT_NONE, true, TG_PAD_REFLECT},
+    {"conv2d_reflect_no_padding", false, 2, 2, 2, 1, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+     {0, 0}, {5, 5}, TG_ACT_NONE, true, TG_PAD_REFLECT},
+};
+
+/* What check.py checks of the graph of conv case c exported with node
+ * scope `scope`: the op types in order, Conv's pads all 0, Pad's mode, and
+ * the padding initializers: Pad's pads over every input dim (0 for the
+ * batch and channel), or each wrapped axis's slice bounds. */
+static void pad_graph_json(char *buf, size_t size, const conv_case *c, const char *scope)
+{
+    const int nd = 2 + c->ns;
+    const bool circular = c->mode == TG_PAD_CIRCULAR;
+    bool any = false;
+    for (int a = 0; a < c->ns; a++) any |= c->lo[a] != 0 || c->hi[a] != 0;
+    buf[0] = '\0';
+    jcat(buf, size, "\"ops\": [%s", any && !circular ? "\"Pad\", " : "");
+    for (int a = 0; any && circular && a < c->ns; a++) {
+        if (c->lo[a]) jcat(buf, size, "\"Slice\", ");
+        if (c->hi[a]) jcat(buf, size, "\"Slice\", ");
+        if (c->lo[a] || c->hi[a]) jcat(buf, size, "\"Concat\", ");
+    }
+    jcat(buf, size, "\"Conv\"%s], \"attributes\": {\"Conv\": {\"pads\": [",
+         c->act == TG_ACT_RELU ? ", \"Relu\"" : "");
+    for (int a = 0; a < 2 * c->ns; a++) jcat(buf, size, "%s0", a ? ", " : "");
+    jcat(buf, size, "]}");
+    if (any && !circular)
+        jcat(buf, size, ", \"Pad\": {\"mode\": \"%s\"}",
+             c->mode == TG_PAD_REFLECT ? "reflect" : "edge");
+    jcat(buf, size, "}, \"initializer_values\": {");
+    if (any && !circular) {
+        jcat(buf, size, "\"%s/pads\": [", scope);
+        for (int e = 0; e < 2 * nd; e++) {
+            const int a = e % nd - 2;   /* the spatial axis of entry e, < 0: batch, channel */
+            jcat(buf, size, "%s%lld", e ? ", " : "",
+                 a < 0 ? 0LL : (long long)(e < nd ? c->lo[a] : c->hi[a]));
+        }
+        jcat(buf, size, "]");
+    }
+    const char *sep = "";
+    for (int a = 0; circular && a < c->ns; a++) {
+        if (c->lo[a] == 0 && c->hi[a] == 0) continue;
+        jcat(buf, size, "%s\"%s/wrap%d_axes\": [%d]", sep, scope, 2 + a, 2 + a);
+        sep = ", ";
+        if (c->lo[a])
+            jcat(buf, size, ", \"%s/wrap%d_tail_starts\": [%lld]", scope, 2 + a,
+                 -(long long)c->lo[a]);
+        if (c->hi[a])
+            jcat(buf, size, ", \"%s/wrap%d_head_ends\": [%lld]", scope, 2 + a,
+                 (long long)c->hi[a]);
+    }
+    jcat(buf, size, "}");
+}
+
+Test(onnx, conv_padding_modes_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 41);
+    for (size_t i = 0; i < sizeof pad_conv_cases / sizeof *pad_conv_cases; i++) {
+        const conv_case *c = &pad_conv_cases[i];
+        tg_module *conv = conv_module(c, &rng), *m = conv;
+        if (i % 2) {   /* odd cases inside a Sequential: scope "/0" */
+            cr_assert(tg_nn_sequential_new(&m) == TG_OK);
+            append(m, conv);
+        }
+        /* even cases with a dynamic batch, exported on 2 samples and run on 3 */
+        tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+        o.dynamic_batch = i % 2 == 0;
+        tg_tensor *x = conv_input(c, 2, 200 + i), *xr = o.dynamic_batch ? conv_input(c, 3, 300 + i)
+                                                                       : tg_tensor_retain(x);
+        tg_tensor *y = forward(m, xr);
+        char path[256], file[128], graph[2048];
+        snprintf(file, sizeof file, "%s.onnx", c->name);
+        int rc = tg_onnx_export(m, x, th_tmp_path(path, sizeof path, file), &o);
+        cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+        pad_graph_json(graph, sizeof graph, c, i % 2 ? "/0" : "");
+        case_graph = graph;
+        write_expected(c->name, xr, y, 1e-5, 0, NULL);
+        th_release_all(3, (tg_tensor *[]){x, xr, y});
+        tg_module_release(m);
+    }
+    check_cases();
+}
+
+/* A quantized Conv with reflect padding (and a fused ReLU), then one with
+ * circular padding: the padding nodes work on the float input, before its
+ * QuantizeLinear, as the int8 module pads before it quantizes. */
+Test(onnx, int8_conv_padding_modes_pad_before_quantizing)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 43);
+    static const conv_case layers[] = {
+        {"reflect", false, 2, 3, 4, 1, {3, 3}, {1, 2}, {1, 1}, {1, 2}, {2, 1}, {0, 0}, {7, 6},
+         TG_ACT_RELU, true, TG_PAD_REFLECT},
+        {"circular", false, 2, 4, 3, 1, {3, 2}, {1, 1}, {2, 1}, {1, 0}, {1, 2}, {0, 0}, {0, 0},
+         TG_ACT_NONE, true, TG_PAD_CIRCULAR},
+    };
+    tg_module *seq = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, conv_module(&layers[0], &rng));
+    append(seq, conv_module(&layers[1], &rng));
+    tg_tensor *x = conv_input(&layers[0], 2, 70);
+    tg_module *q = NULL;
+    cr_assert(tg_quantize_model(&q, seq, 1, &x, NULL) == TG_OK, "%s", tg_error_message());
+    tg_qlayer_info last;
+    cr_assert(tg_quantized_layer_info(tg_module_child(q, "1"), &last) == TG_OK);
+    cr_assert(last.p.padding_mode == TG_PAD_CIRCULAR);
+    case_graph = "\"ops\": [\"Pad\", \"QuantizeLinear\", \"DequantizeLinear\", "
+                 "\"DequantizeLinear\", \"DequantizeLinear\", \"Conv\", \"Relu\", "
+                 "\"QuantizeLinear\", \"DequantizeLinear\", "
+                 "\"Slice\", \"Slice\", \"Concat\", \"Slice\", \"Concat\", \"QuantizeLinear\", "
+                 "\"DequantizeLinear\", \"DequantizeLinear\", \"DequantizeLinear\", \"Conv\", "
+                 "\"QuantizeLinear\", \"DequantizeLinear\"], "
+                 "\"attributes\": {\"Pad\": {\"mode\": \"reflect\"}, "
+                 "\"Conv\": {\"pads\": [0, 0, 0, 0]}}, "
+                 "\"initializer_values\": {\"/0/pads\": [0, 0, 1, 2, 0, 0, 2, 1], "
+                 "\"/1/wrap2_tail_starts\": [-1], \"/1/wrap2_head_ends\": [1], "
+                 "\"/1/wrap3_head_ends\": [2]}";
+    write_int8_cases("int8_conv_padding_modes", q, x, last.q.y_scale, "1");
+    check_cases();
+    tg_module_release(q);
     tg_module_release(seq);
     tg_tensor_release(x);
 }

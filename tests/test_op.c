@@ -214,6 +214,46 @@ Test(op, the_shape_rule_is_checked_against_the_forward)
     tg_tensor_release(x);
 }
 
+/* A forward that rounds its input to integers (a bucketize, an argmax). */
+static int round_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    (void)n, (void)params;
+    if (ctx) {   /* saved, to show that the node and what it saved go away */
+        int rc = tg_op_ctx_save(ctx, in[0]);
+        if (rc < 0) return rc;
+    }
+    return tg_tensor_to_dtype(out, in[0], TG_I64);
+}
+
+static int round_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    return tg_tensor_to_dtype(&gi[0], g, TG_F32);
+}
+
+/* As PyTorch, an integer output is never differentiable, whatever the op's
+ * schema: the call is not recorded and the output does not require grad,
+ * so a backward from it is refused as from any constant. */
+Test(op, an_integer_output_is_not_recorded)
+{
+    const tg_op_schema round_op = {.name = "test_round", .arity = 1, .forward = round_forward,
+                                   .backward = round_backward};
+    tg_tensor *x = leaf(TG_F32, 3), *y = NULL, *s = NULL;
+    const long nodes = tg__node_live_count();
+    OK(tg_op_call(&round_op, &y, 1, &x, NULL, 0));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+    cr_assert(tg_tensor_requires_grad(y) == false);
+    cr_assert(y->grad_fn == NULL);
+    cr_assert(tg_tensor_is_leaf(y));
+    cr_assert(eq(long, tg__node_live_count(), nodes));
+    OK(tg_sum(&s, y));
+    cr_assert(tg_tensor_requires_grad(s) == false);
+    cr_assert(eq(int, tg_backward(y, NULL, NULL), TG_EGRAD));
+    cr_assert(tg_tensor_grad(x) == NULL);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+}
+
 /* ---- what a backward returns ---- */
 
 static int backward_of(const twice_params *p, tg_tensor *x)
@@ -248,6 +288,32 @@ Test(op, a_gradient_of_the_wrong_shape_or_dtype_is_an_error)
     OK(tg_tensor_get_flat(tg_tensor_grad(x), 1, &v));
     cr_assert(eq(dbl, v, 2.0));
     tg_tensor_release(x);
+}
+
+/* A backward that also writes a gradient into a slot past its op's inputs
+ * (slot 3 of a one-input op). */
+static int extra_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    int rc = tg_mul_scalar(&gi[0], g, 2.0);
+    return rc < 0 ? rc : tg_mul_scalar(&gi[3], g, 2.0);
+}
+
+/* The engine checks the slots past the inputs after the call: a gradient
+ * there is released (LeakSanitizer would report it otherwise) and the
+ * backward is refused, naming the op and the slot; .grad is not touched. */
+Test(op, a_gradient_past_the_inputs_is_an_error)
+{
+    const tg_op_schema extra_op = {.name = "test_extra", .arity = 1, .forward = twice_forward,
+                                   .backward = extra_backward};
+    tg_tensor *x = leaf(TG_F32, 3), *y = NULL, *s = NULL;
+    OK(tg_op_call(&extra_op, &y, 1, &x, NULL, 0));
+    OK(tg_sum(&s, y));
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_EGRAD));
+    th_expect_in(tg_error_message(), "backward: test_extra wrote a gradient into grad_in[3]; "
+                                     "the op has 1 input");
+    cr_assert(tg_tensor_grad(x) == NULL);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
 }
 
 Test(op, the_context_refuses_slots_never_saved)

@@ -568,3 +568,48 @@ Test(optim, adam_fits_a_linear_regression)
     tg_tensor_release(b);
     tg_tensor_release(w_true);
 }
+
+/* A module converted by tg_module_to_dtype after the optimizer made its
+ * state (tg_module_to_dtype's comment invites it): the state follows the
+ * parameters' new dtype.  With a constant gradient g, every Adam step moves
+ * a parameter by lr * g / (|g| + eps) (the bias corrections cancel), and SGD
+ * with momentum 0.5 by lr * g, then lr * 1.5 g. */
+Test(optim, state_follows_parameters_converted_after_a_step)
+{
+    const tg_dtype dts[2][2] = {{TG_F32, TG_F64}, {TG_F64, TG_F32}};
+    for (int d = 0; d < 2; d++)
+        for (int kind = 0; kind < 2; kind++) {
+            tg_rng rng;
+            tg_rng_init(&rng, 3);
+            tg_module *m = NULL;
+            cr_assert(eq(int, tg_nn_linear_new(&m, 300, 4, true, &rng), TG_OK));
+            if (dts[d][0] != TG_F32) cr_assert(eq(int, tg_module_to_dtype(m, dts[d][0]), TG_OK));
+            tg_tensor *w = tg_module_find(m, "weight"), *w0 = NULL;
+            cr_assert(eq(int, tg_tensor_to_dtype(&w0, w, TG_F64), TG_OK));
+            tg_optimizer *o = NULL;
+            tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+            ao.lr = 0.01;
+            tg_sgd_opts so = TG_SGD_OPTS_INIT;
+            so.momentum = 0.5;
+            if (kind == 0) cr_assert(eq(int, tg_adam_from_module(&o, m, &ao), TG_OK));
+            else cr_assert(eq(int, tg_sgd_from_module(&o, m, &so), TG_OK));
+            for (int step = 0; step < 2; step++) {
+                if (step == 1) cr_assert(eq(int, tg_module_to_dtype(m, dts[d][1]), TG_OK));
+                tg_tensor *g = NULL;
+                cr_assert(eq(int, tg_tensor_full(&g, tg_tensor_dtype(w), 2, tg_tensor_shape(w),
+                                                 0.5), TG_OK));
+                cr_assert(eq(int, tg_tensor_set_grad(w, g), TG_OK));
+                cr_assert(eq(int, tg_optimizer_step(o), TG_OK), "%s", tg_error_message());
+            }
+            const double moved = kind == 0 ? 2 * 0.01 * 0.5 / (0.5 + 1e-8) : 0.01 * 2.5 * 0.5;
+            for (int64_t i = 0; i < tg_tensor_numel(w); i += 97) {
+                const double want = th_round_to(dts[d][1], th_at(w0, i) - moved);
+                cr_assert(th_close(th_at(w, i), want, 1e-6, 1e-8), "%s -> %s, %s: w[%lld] %.9g, "
+                          "want %.9g", tg_dtype_name(dts[d][0]), tg_dtype_name(dts[d][1]),
+                          kind ? "sgd" : "adam", (long long)i, th_at(w, i), want);
+            }
+            tg_optimizer_free(o);
+            tg_tensor_release(w0);
+            tg_module_release(m);
+        }
+}

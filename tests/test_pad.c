@@ -1,9 +1,10 @@
 /* tests/test_pad.c - tg_pad against PyTorch's F.pad (values and gradients,
- * every mode, ranks 1-3 of padding), its derivatives to second order by
- * finite differences, other dtypes, its refusals; Conv's padding_mode
+ * every mode, ranks 1-3 of padding, negative pads that remove elements),
+ * its derivatives to second order by finite differences (negative pads
+ * too), other dtypes, its refusals; Conv's padding_mode
  * against torch's ConvNd(padding_mode=...), in the op and the module,
- * refused by ConvTranspose, and kept by a quantized model.  Goldens:
- * scripts/make_pad_goldens.py. */
+ * refused by ConvTranspose, and kept by a quantized model (its ONNX export:
+ * tests/test_onnx.c).  Goldens: scripts/make_pad_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -91,14 +92,18 @@ static void backward_with(tg_tensor *y, const tg_tensor *gy)
     th_release_all(2, (tg_tensor *[]){p, s});
 }
 
-Test(pad, every_mode_matches_torch)
+/* The golden's cases <prefix>0, <prefix>1, ... (at least min of them):
+ * values exactly torch's, the gradient within rounding. */
+static void expect_pad_cases(const char *prefix, int min)
 {
     tg_st_file *f = golden();
-    const int n = atoi(tg_st_meta_get(f, "pad_cases"));
-    cr_assert(n >= 10);
+    char key[32];
+    snprintf(key, sizeof key, "%s_cases", prefix);
+    const int n = atoi(tg_st_meta_get(f, key));
+    cr_assert(n >= min, "golden has %d %s cases", n, prefix);
     for (int i = 0; i < n; i++) {
         char c[16];
-        snprintf(c, sizeof c, "pad%d", i);
+        snprintf(c, sizeof c, "%s%d", prefix, i);
         int64_t pads[8];
         const int np = ints_of(meta(f, c, "pads"), pads);
         tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
@@ -112,6 +117,19 @@ Test(pad, every_mode_matches_torch)
     tg_st_free(f);
 }
 
+Test(pad, every_mode_matches_torch)
+{
+    expect_pad_cases("pad", 10);
+}
+
+/* Negative pads remove elements: constant and circular up to the whole dim
+ * (circular wrapping around what is left), reflect and replicate beyond it
+ * while reading x's own ends; the removed elements get gradient 0. */
+Test(pad, negative_pads_crop_as_torch)
+{
+    expect_pad_cases("crop", 16);
+}
+
 static int pad_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     (void)n;
@@ -119,19 +137,32 @@ static int pad_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_pad(out, in[0], 4, (int64_t[]){2, 1, 1, 2}, mode, 0.25);
 }
 
-/* pad and pad_backward are each other's adjoint: gradients of every order */
+/* Padding that also removes: the last dim (4) loses 1 in front and gains
+ * 2 at the end, the one before (3) gains 1 and loses 1. */
+static int crop_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const tg_pad_mode mode = *(const tg_pad_mode *)user;
+    return tg_pad(out, in[0], 4, (int64_t[]){-1, 2, 1, -1}, mode, 0.25);
+}
+
+/* pad and pad_backward are each other's adjoint: gradients of every order,
+ * with negative pads too (the gradient of a crop is a zero-pad) */
 Test(pad, first_and_second_derivatives_by_finite_differences)
 {
     static const tg_pad_mode modes[] = {TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE,
                                         TG_PAD_CIRCULAR};
+    static const tg_gradcheck_fn fns[] = {pad_fn, crop_fn};
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
-        tg_tensor *x = th_rand_uniform(TG_F64, 3, (int64_t[]){2, 3, 4}, 5 + m);
-        OK(tg_tensor_set_requires_grad(x, true));
-        tg_tensor *in[1] = {x};
-        tg_pad_mode mode = modes[m];
-        OK(tg_gradcheck(pad_fn, &mode, 1, in, NULL));
-        OK(tg_gradgradcheck(pad_fn, &mode, 1, in, NULL));
-        tg_tensor_release(x);
+        for (size_t k = 0; k < sizeof fns / sizeof *fns; k++) {
+            tg_tensor *x = th_rand_uniform(TG_F64, 3, (int64_t[]){2, 3, 4}, 5 + m);
+            OK(tg_tensor_set_requires_grad(x, true));
+            tg_tensor *in[1] = {x};
+            tg_pad_mode mode = modes[m];
+            OK(tg_gradcheck(fns[k], &mode, 1, in, NULL));
+            OK(tg_gradgradcheck(fns[k], &mode, 1, in, NULL));
+            tg_tensor_release(x);
+        }
     }
 }
 
@@ -166,8 +197,9 @@ Test(pad, refusals_name_the_rule)
     th_expect_in(tg_error_message(), "(low, high) pair");
     cr_assert(eq(int, tg_pad(&y, x, 8, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1}, TG_PAD_CONSTANT, 0),
                  TG_EINVAL));
-    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){-1, 0}, TG_PAD_CONSTANT, 0), TG_EINVAL));
-    th_expect_in(tg_error_message(), "must be in [0,");
+    cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){INT32_MIN, 0}, TG_PAD_CONSTANT, 0),
+                 TG_EINVAL));
+    th_expect_in(tg_error_message(), "must be in [-2147483647, 2147483647]");
     cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){1, 0}, (tg_pad_mode)9, 0), TG_EINVAL));
     cr_assert(eq(int, tg_pad(&y, x, 2, NULL, TG_PAD_CONSTANT, 0), TG_EINVAL));
     cr_assert(eq(int, tg_pad(NULL, x, 0, NULL, TG_PAD_CONSTANT, 0), TG_EINVAL));
@@ -178,6 +210,49 @@ Test(pad, refusals_name_the_rule)
     cr_assert(eq(dbl, th_at(y, 0), 3.0));
     cr_assert(y != NULL);
     th_release_all(3, (tg_tensor *[]){x, e, y});
+}
+
+/* torch's limits on negative pads, on a last dim of 5. */
+Test(pad, negative_pads_refusals_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 5}, 1), *y = NULL;
+    static const struct {
+        tg_pad_mode mode;
+        int64_t lo, hi;
+        const char *want;
+    } bad[] = {
+        {TG_PAD_CONSTANT, -3, -3, "constant padding (-3, -3) of dim 2 removes 6 elements, "
+                                  "more than its size 5"},
+        {TG_PAD_CONSTANT, -6, 2, "removes 6 elements"},
+        {TG_PAD_CIRCULAR, -6, 0, "circular padding (-6, 0) of dim 2 removes 6 elements"},
+        {TG_PAD_CIRCULAR, -2, 4, "circular padding (-2, 4) of dim 2 must be <= 3, its size 5 "
+                                 "less the 2 elements the negative padding removes"},
+        {TG_PAD_CIRCULAR, 3, -3, "must be <= 2, its size 5"},
+        {TG_PAD_REFLECT, -4, -1, "reflect padding (-4, -1) of dim 2 leaves it 0 elements of 5: "
+                                 "it must keep at least 1"},
+        {TG_PAD_REFLECT, -1, 5, "reflect padding (-1, 5) of dim 2 must be < its size 5"},
+        {TG_PAD_REPLICATE, -9, 3, "replicate padding (-9, 3) of dim 2 leaves it -1 elements"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert(eq(int, tg_pad(&y, x, 2, (int64_t[]){bad[i].lo, bad[i].hi}, bad[i].mode, 0),
+                     TG_EINVAL), "case %zu", i);
+        th_expect_in(tg_error_message(), bad[i].want);
+        cr_assert(y == NULL);
+    }
+    /* at the limits: all removed (constant, circular), one left (reflect, replicate) */
+    static const struct {
+        tg_pad_mode mode;
+        int64_t lo, hi, size;
+    } edge[] = {{TG_PAD_CONSTANT, -3, -2, 0}, {TG_PAD_CIRCULAR, -5, 0, 0},
+                {TG_PAD_CIRCULAR, -1, 4, 8},  {TG_PAD_REFLECT, -8, 4, 1},
+                {TG_PAD_REPLICATE, -9, 5, 1}};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++) {
+        OK(tg_pad(&y, x, 2, (int64_t[]){edge[i].lo, edge[i].hi}, edge[i].mode, 0));
+        cr_assert(eq(i64, tg_tensor_dim(y, 2), edge[i].size), "edge case %zu", i);
+        tg_tensor_release(y);
+        y = NULL;
+    }
+    tg_tensor_release(x);
 }
 
 /* The conv case c of the golden as params: padding per axis, stride, mode. */
@@ -229,29 +304,6 @@ Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
         th_release_all(5, (tg_tensor *[]){x, w, b, y, ym});
     }
     tg_st_free(f);
-}
-
-/* ONNX's Conv pads with zeros: another mode is refused, naming it, and no
- * file is written. */
-Test(pad, onnx_export_refuses_a_conv_padding_mode)
-{
-    if (!tg_onnx_available()) cr_skip_test("this build has no ONNX support");
-    tg_rng rng;
-    tg_rng_init(&rng, 2);
-    tg_conv_params p = TG_CONV_PARAMS_INIT;
-    tg_conv_params_set_padding(&p, 1);
-    p.padding_mode = TG_PAD_CIRCULAR;
-    tg_module *conv = NULL;
-    OK(tg_nn_conv_new(&conv, 2, 2, 3, (int64_t[]){3, 3}, &p, true, &rng));
-    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){1, 2, 5, 5}, 3);
-    char path[256];
-    th_tmp_path(path, sizeof path, "pad_conv.onnx");
-    cr_assert(eq(int, tg_onnx_export(conv, x, path, NULL), TG_EUNSUPPORTED));
-    th_expect_in(tg_error_message(), "padding_mode");
-    FILE *f = fopen(path, "rb");
-    cr_assert(f == NULL, "a file was written");
-    tg_tensor_release(x);
-    tg_module_release(conv);
 }
 
 Test(pad, conv_transpose_takes_zero_padding_only)

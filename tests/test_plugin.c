@@ -70,17 +70,42 @@ Test(plugin, a_bare_file_name_is_in_the_current_directory)
     th_expect_in(th_out, "custom_mish ");
 }
 
-/* An op without inputs or without a backward has nothing to check: n/a,
- * and no failure. */
+/* An op without inputs or without a backward has nothing to check: n/a, not
+ * a failure, and not a case checked either.  With nothing else selected,
+ * nothing was checked: exit 1, as for built-in names without cases. */
 Test(plugin, ops_with_nothing_to_differentiate_are_not_applicable)
 {
-    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_NODIFF_PLUGIN")), 0), "%s%s", th_out,
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_NODIFF_PLUGIN")), 1), "%s%s", th_out,
               th_err);
     th_expect_in(th_out, "plugin_ones       plugin: no inputs");
     th_expect_in(th_out, "plugin_copy_no_backward plugin: the schema has no backward");
     th_expect_in(th_out, "plugin_scale_by_int plugin: refuses (3, 4) f64 inputs");
     th_expect_in(th_out, "plugin_scale_by_int: k must be i64, not f64");
-    th_expect_in(th_out, "3 cases, 0 failed");
+    th_expect_in(th_out, "0 cases, 0 failed, 3 n/a");
+    th_expect_in(th_err, "no case checked");
+    /* beside an op that is checked, they do not change the exit code */
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_NODIFF_PLUGIN"), "plugin_ones", "tanh"),
+                 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "1 case, 0 failed, 1 n/a");
+}
+
+/* A shape rule that disagrees with its forward is a bug of the op, not a
+ * refusal of the inputs: the check fails with dispatch's message.  A shape
+ * rule that refuses the inputs is n/a, as a forward's refusal is. */
+Test(plugin, a_shape_rule_that_disagrees_with_the_forward_fails)
+{
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "bug_shape_rule"), 1),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "bug_shape_rule    plugin: (3, 4) f64 inputs");
+    th_expect_in(th_out, "FAIL");
+    th_expect_in(th_out, "bug_shape_rule: forward gave f64 (3, 4), but the shape rule said f64 "
+                         "(4, 3)");
+    th_expect_in(th_out, "1 case, 1 failed");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "shape_rule_f32",
+                          "cube_ok"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "shape_rule_f32    plugin: refuses (3, 4) f64 inputs");
+    th_expect_in(th_out, "shape_rule_f32: x must be f32, not f64");
+    th_expect_in(th_out, "1 case, 0 failed, 1 n/a");
 }
 
 Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
@@ -102,6 +127,27 @@ Test(plugin, a_plugin_that_cannot_be_used_is_exit_2_with_a_message)
     th_expect_in(th_err, "no message set");
     cr_assert(eq(int, RUN("gradcheck", "--plugin"), 2));
     th_expect_in(th_err, "--plugin needs a path");
+}
+
+/* Ops take inputs of any layout (docs/custom-ops.md): the tool feeds
+ * transposed inputs too, so a forward that reads its input as a flat array
+ * fails.  A variadic op gets three inputs, so a backward wrong only from
+ * input 2 on fails. */
+Test(plugin, gradcheck_feeds_transposed_inputs_and_three_to_a_variadic_op)
+{
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "cube_flat_x"), 1),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "cube_flat_x       plugin: (3, 4) f64 inputs, contiguous and transposed");
+    th_expect_in(th_out, "grad (transposed inputs): ");
+    th_expect_in(th_out, "1 case, 1 failed");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "sumsq_bad_third"), 1),
+              "%s%s", th_out, th_err);
+    th_expect_in(th_out, "sumsq_bad_third   plugin: 3 (3, 4) f64 inputs, contiguous and transposed");
+    th_expect_in(th_out, "input 2");
+    th_expect_in(th_out, "1 case, 1 failed");
+    cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_BUGS_PLUGIN"), "sumsq_ok", "cube_ok"),
+                 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "2 cases, 0 failed");
 }
 
 /* The first column of gradcheck's rows is an op name `tapegrad ops` lists. */

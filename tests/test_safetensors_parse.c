@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "tapegrad/nn.h"
 #include "tapegrad/safetensors.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -98,6 +99,60 @@ Test(safetensors_parse, golden_script_format_parses)
     cr_assert(eq(int, tg_tensor_ndim(tg_st_get(f, "n")), 0));
     cr_assert(eq(str, (char *)tg_st_meta_get(f, "padding"), "1"));
     cr_assert(tg_st_meta_get(f, "nope") == NULL);
+    tg_st_free(f);
+    free(b);
+}
+
+static int holder_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    *y = tg_tensor_retain(x);
+    return 0;
+}
+static const tg_module_vtable holder_vt = {.type_name = "Holder", .forward = holder_forward};
+
+/* A PyTorch checkpoint may hold dtypes tapegrad has no tensors of (a bool
+ * mask, a u64 counter): the file loads, those entries are listed as
+ * skipped, and a strict state-dict load that wants one says why. */
+Test(safetensors_parse, entries_of_other_dtypes_are_skipped)
+{
+    const char *hdr = "{\"mask\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[0,3]},"
+                      "\"weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
+                      "\"count\":{\"dtype\":\"U64\",\"shape\":[],\"data_offsets\":[16,24]},"
+                      "\"f8\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,2],\"data_offsets\":[12,16]}}";
+    size_t len;
+    unsigned char *b = make_bytes(hdr, 24, &len);
+    float w[2] = {0.5f, -1.5f};
+    memcpy(b + len - 24 + 4, w, 8);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_parse(&f, b, len), 0), "%s", tg_error_message());
+    cr_assert(eq(int, tg_st_count(f), 1));
+    double v;
+    cr_assert(eq(int, tg_tensor_get_flat(tg_st_get(f, "weight"), 1, &v), 0));
+    cr_assert(eq(dbl, v, -1.5));
+    cr_assert(eq(int, tg_st_skipped_count(f), 3));
+    static const char *const names[3] = {"mask", "count", "f8"};
+    static const char *const dts[3] = {"BOOL", "U64", "F8_E4M3"};
+    for (int i = 0; i < 3; i++) {
+        const char *name, *dt;
+        cr_assert(eq(int, tg_st_skipped_at(f, i, &name, &dt), 0));
+        cr_assert(eq(str, (char *)name, (char *)names[i]));
+        cr_assert(eq(str, (char *)dt, (char *)dts[i]));
+        cr_assert(eq(str, (char *)tg_st_skipped_dtype(f, names[i]), (char *)dts[i]));
+    }
+    cr_assert(tg_st_get(f, "mask") == NULL);
+    cr_assert(tg_st_skipped_dtype(f, "weight") == NULL);
+    cr_assert(eq(int, tg_st_skipped_at(f, 3, NULL, NULL), TG_EINVAL));
+    /* a module whose state dict has a key the file holds as BOOL */
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_module_new(&m, &holder_vt, NULL), 0), "%s", tg_error_message());
+    tg_tensor *p = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&p, TG_F32, 1, (int64_t[]){3}), 0));
+    cr_assert(eq(int, tg_module_add_buffer(m, "mask", p), 0));
+    cr_assert(eq(int, tg_module_load_state_dict(m, f, NULL, true), TG_EDTYPE));
+    th_expect_in(tg_error_message(), "key 'mask' is stored as BOOL, a dtype tapegrad does not load");
+    cr_assert(eq(int, tg_module_load_state_dict(m, f, NULL, false), 0), "%s", tg_error_message());
+    tg_module_release(m);
     tg_st_free(f);
     free(b);
 }
@@ -202,7 +257,12 @@ Test(safetensors_parse, deep_nesting_is_rejected)
 Test(safetensors_parse, invalid_tensor_entries_are_rejected)
 {
     static const struct { const char *hdr; size_t ndata; const char *needle; } bad[] = {
-        {"{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "F8_E4M3"},
+        {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
+         "dtype \"F4\" is not a safetensors dtype"},
+        /* a skipped dtype is checked as the others: I16 x 2 needs 4 bytes */
+        {"{\"a\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "need 4"},
+        {"{\"a\":" T_F32_2 ",\"m\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[6,8]}}",
+         8, "overlap"},
         {"{\"a\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "f32"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 12, "need"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", 8, "data size"},

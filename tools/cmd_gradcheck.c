@@ -349,12 +349,15 @@ static const char gc_usage[] =
     "activation, reduce, shape, linalg, nn) or all (the default).  Conv cases\n"
     "run with both conv algorithms.\n"
     "--plugin loads a shared object whose `int tapegrad_register(void)`\n"
-    "registers ops (tapegrad/op.h); its ops are checked on (3, 4) f64 inputs\n"
-    "(n/a for an op without inputs or backward, or one that refuses them),\n"
-    "and are the default OPs when plugins are given.\n"
+    "registers ops (tapegrad/op.h); its ops are checked on (3, 4) f64 inputs,\n"
+    "contiguous and then transposed (strides (1, 3)), three for a variadic op\n"
+    "(n/a for an op without inputs or backward, or one whose shape rule, or\n"
+    "forward without one, refuses them with TG_EDTYPE or TG_ESHAPE), and are\n"
+    "the default OPs when plugins are given.\n"
     "Exit 0 when every case passes, 1 when one fails or when the named ops\n"
-    "have no case (nothing was checked), 2 for an unknown name or a plugin\n"
-    "that cannot be loaded, lacks the entry point or registers nothing.\n";
+    "have no case or are all n/a (nothing was checked), 2 for an unknown name\n"
+    "or a plugin that cannot be loaded, lacks the entry point or registers\n"
+    "nothing.\n";
 
 /* The conv parameters as "x(1, 2, 5) k3 s2 d1 p1,0 op1 g2 bias tanh fast". */
 static void conv_label(char *buf, size_t n, const gc_case *c, tg_conv_algo algo)
@@ -519,15 +522,19 @@ int tg_cmd_gradcheck(int argc, char **argv)
                 failed++;
         }
     }
+    int na = 0;   /* plugin ops with nothing to check: not cases checked */
     for (int k = 0; k < plugin.n; k++) {
         if (!psel[k])
             continue;
-        run++;
-        if (!tg_tool_gradcheck_plugin_op(plugin.names[k]))
-            failed++;
+        tg_plugin_check r = tg_tool_gradcheck_plugin_op(plugin.names[k]);
+        run += r != TG_PLUGIN_CHECK_NA;
+        failed += r == TG_PLUGIN_CHECK_FAILED;
+        na += r == TG_PLUGIN_CHECK_NA;
     }
-    printf("%d case%s, %d failed, %.2fs\n", run, run == 1 ? "" : "s", failed,
-           now_seconds() - t0);
+    printf("%d case%s, %d failed", run, run == 1 ? "" : "s", failed);
+    if (na)
+        printf(", %d n/a", na);
+    printf(", %.2fs\n", now_seconds() - t0);
     if (run == 0)
         fprintf(stderr, "tapegrad gradcheck: no case checked\n");
     return failed || run == 0 ? TG_EXIT_FAIL : TG_EXIT_OK;

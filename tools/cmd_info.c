@@ -34,6 +34,11 @@ static void print_file(const char *path, const tg_st_file *f)
         printf("  %-*s  %-5s  %-24s %12lld\n", w, name, tr->st_name, shape, bytes);
     }
     if (n > 0) printf("  %-*s  %-5s  %-24s %12lld\n", w, "total", "", "", total);
+    for (int i = 0; i < tg_st_skipped_count(f); i++) {
+        const char *dt;
+        tg_st_skipped_at(f, i, &name, &dt);
+        printf("  skipped: %s (%s, a dtype tapegrad does not load)\n", name, dt);
+    }
     for (int i = 0; i < tg_st_meta_count(f); i++) {
         tg_st_meta_at(f, i, &key, &val);
         printf("  %s = %s\n", key, val);

@@ -40,9 +40,16 @@ typedef struct tg_plugin_ops {
  * loaded, has no tapegrad_register, fails in it or registers nothing. */
 int tg_tool_load_plugins(const char *cmd, int *argc, char **argv, tg_plugin_ops *ops);
 /* tg_gradcheck (and tg_gradgradcheck when the op's backward is
- * differentiable) of a registered op on generic f64 inputs; prints one row.
- * True when the checks pass. */
-bool tg_tool_gradcheck_plugin_op(const char *name);
+ * differentiable) of a registered op on generic f64 inputs of shape (3, 4),
+ * contiguous and transposed, three for a variadic op; prints one row.
+ * NA when there is nothing to check: an op without inputs or backward, or
+ * one that refuses such inputs. */
+typedef enum tg_plugin_check {
+    TG_PLUGIN_CHECK_OK,
+    TG_PLUGIN_CHECK_FAILED,
+    TG_PLUGIN_CHECK_NA,
+} tg_plugin_check;
+tg_plugin_check tg_tool_gradcheck_plugin_op(const char *name);
 
 /* tapegrad run-op: runs one op case (tools/cmd_run_op.c). */
 int tg_cmd_run_op(int argc, char **argv);

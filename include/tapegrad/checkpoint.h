@@ -1,14 +1,15 @@
 /* tapegrad/checkpoint.h - a whole training state in one safetensors file.
  *
  * A checkpoint is a list of named slots that point at live objects: modules,
- * optimizers, grad scalers, data loaders, RNGs, integer counters and plain
- * tensors.  The same list is used to save and to load, so the two can never
- * disagree about what a run's state is:
+ * optimizers, learning-rate schedulers, grad scalers, data loaders, RNGs,
+ * integer counters and plain tensors.  The same list is used to save and to
+ * load, so the two can never disagree about what a run's state is:
  *
  *   tg_checkpoint *ck;
  *   tg_checkpoint_new(&ck);
  *   tg_checkpoint_add_module(ck, "gen", gen);        // keys "gen.net.0.weight", ...
  *   tg_checkpoint_add_optimizer(ck, "opt_g", opt_g); // "opt_g.step", "opt_g.0.exp_avg", ...
+ *   tg_checkpoint_add_lr_scheduler(ck, "sched", sched); // "sched.last_epoch", ...
  *   tg_checkpoint_add_loader(ck, "loader", ld);      // "loader" i64 (2): epoch, index
  *   tg_checkpoint_add_rng(ck, "rng", &rng);          // "rng" i64 (2): seed, counter
  *   tg_checkpoint_add_i64(ck, "step", &step);        // "step" i64 ()
@@ -19,14 +20,14 @@
  *
  * File layout: module state dicts under "<prefix>.<name>" with PyTorch's
  * names (so "gen." keys load into a torch model after stripping the prefix),
- * optimizer and scaler state as tg_optimizer_state_save /
- * tg_grad_scaler_state_save write them, loader positions, RNG states and
- * counters as i64 tensors (u64 values bit-cast), tensors as they are; the
- * metadata holds "format" = TG_CHECKPOINT_FORMAT, every tg_checkpoint_set_meta
- * pair, and the number of masks each Dropout of a module slot has drawn, as
- * "<prefix>.<path>.dropout_calls" (run state outside the state dict, so that
- * a resumed run draws the masks that would have followed; a file without the
- * entry leaves the count as it is).
+ * optimizer, scheduler and scaler state as tg_optimizer_state_save /
+ * tg_lr_scheduler_state_save / tg_grad_scaler_state_save write them, loader
+ * positions, RNG states and counters as i64 tensors (u64 values bit-cast),
+ * tensors as they are; the metadata holds "format" = TG_CHECKPOINT_FORMAT,
+ * every tg_checkpoint_set_meta pair, and the number of masks each Dropout of
+ * a module slot has drawn, as "<prefix>.<path>.dropout_calls" (run state
+ * outside the state dict, so that a resumed run draws the masks that would
+ * have followed; a file without the entry leaves the count as it is).
  *
  * Saving is atomic (tg_safetensors_save: temporary file, fsync, rename): a
  * crash or a full disk mid-save leaves the previous checkpoint intact.
@@ -48,6 +49,7 @@
 #include "tapegrad/amp.h"
 #include "tapegrad/data.h"
 #include "tapegrad/export.h"
+#include "tapegrad/lr_scheduler.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
@@ -74,6 +76,10 @@ TG_API void tg_checkpoint_free(tg_checkpoint *ck);
  * borrowed. */
 TG_API int tg_checkpoint_add_module(tg_checkpoint *ck, const char *name, tg_module *m);
 TG_API int tg_checkpoint_add_optimizer(tg_checkpoint *ck, const char *name, tg_optimizer *opt);
+/* A learning-rate scheduler (a SequentialLR with its schedulers).  Add its
+ * optimizer too: the lr a resumed run continues from is the optimizer's. */
+TG_API int tg_checkpoint_add_lr_scheduler(tg_checkpoint *ck, const char *name,
+                                          tg_lr_scheduler *s);
 TG_API int tg_checkpoint_add_grad_scaler(tg_checkpoint *ck, const char *name,
                                          tg_grad_scaler *s);
 /* The loader's position (epoch, index): loading sets it, so the next batch is

@@ -191,13 +191,26 @@ TG_API int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const ch
  * or TG_EDTYPE naming the key (no implicit conversion: convert the module
  * with tg_module_to_dtype first).  strict: a module entry missing from f is
  * TG_ENOTFOUND and a key of f under the prefix that the module does not have
- * is TG_EINVAL; non-strict skips both.  Except, as in PyTorch (which reads
+ * is TG_EINVAL; non-strict skips both (tg_module_state_dict_compare lists
+ * them).  Except, as in PyTorch (which reads
  * a state dict without version metadata, as every safetensors file is, this
  * way): a BatchNorm's num_batches_tracked absent from f is set to 0, strict
  * or not (checkpoints from before torch 0.4.1 have none).  Everything is
  * validated before anything is copied, so on error the module is unchanged. */
 TG_API int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix,
                                      bool strict);
+/* The keys a load of f under prefix would leave out, as the missing_keys
+ * and unexpected_keys of PyTorch's load_state_dict(strict=False): fn (may
+ * be NULL) is called with each key of m's state dict, prefixed, that f lacks
+ * (missing true; a BatchNorm's num_batches_tracked, which loads as 0, is not
+ * missing), then with each tensor of f under prefix that m has no entry for
+ * (missing false), in order; key is borrowed for the call.  *n_missing and
+ * *n_unexpected (each may be NULL) get the counts.  Neither m nor f changes.
+ * TG_EINVAL for NULL m or f; TG_ENOMEM. */
+typedef void (*tg_state_key_fn)(const char *key, bool missing, void *user);
+TG_API int tg_module_state_dict_compare(const tg_module *m, const tg_st_file *f,
+                                        const char *prefix, tg_state_key_fn fn, void *user,
+                                        int *n_missing, int *n_unexpected);
 
 /* ---- layers ---- */
 

@@ -90,8 +90,11 @@ typedef int (*tg_op_forward_fn)(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tenso
 /* backward: given grad_out, the gradient of the loss with respect to the
  * output (borrowed), writes a new reference into grad_in[i] for each input i
  * with tg_op_ctx_needs_grad(ctx, i); leaving one NULL means zero.  Each
- * gradient must have its input's dtype and shape.  Grad mode is on exactly
- * when the engine builds a graph of the backward (create_graph). */
+ * gradient must have its input's dtype and shape.  grad_in has
+ * TG_OP_MAX_INPUTS slots, all NULL on entry: a gradient written into a slot
+ * past the call's inputs is released by the engine and the backward fails
+ * with TG_EGRAD naming the op.  Grad mode is on exactly when the engine
+ * builds a graph of the backward (create_graph). */
 typedef int (*tg_op_backward_fn)(tg_op_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in);
 /* shape rule (optional): the dtype, ndim and shape (TG_MAX_DIMS entries) of
  * the output the forward will give for these inputs and params, without
@@ -126,7 +129,10 @@ TG_API int tg_op_find(const tg_op_schema **out, const char *name);
  *  2. runs the shape rule, if any,
  *  3. runs forward with grad mode off, with a ctx when the call is recorded
  *     (grad mode on, an input requires grad, the op has a backward),
- *  4. links the output to its new node (TG_TRACE=1 prints it).
+ *  4. links the output to its new node (TG_TRACE=1 prints it).  An output
+ *     of an integer dtype is never recorded and does not require grad, as
+ *     PyTorch never makes one differentiable: the node goes, with what the
+ *     forward saved.
  * params (params_size bytes, may be 0) is copied into the node for the
  * backward.  *out gets a new reference.  op need not be registered (the
  * registry is for finding ops by name), but n must match its arity.  On error

@@ -94,9 +94,14 @@ TG_API int tg_clamp(tg_tensor **out, tg_tensor *a, double lo, double hi);
  * the last n/2 dims, the last dim first; the new entries are `value`
  * (CONSTANT), x mirrored without repeating its edge (REFLECT: each padding
  * < the dim's size), its edge repeated (REPLICATE) or x wrapped around
- * (CIRCULAR: each padding <= the size).  Any dtype; differentiable to any
- * order (the gradient adds each output's gradient into the element it
- * came from). */
+ * (CIRCULAR: each padding <= the size).  A negative padding removes that
+ * many elements from its end, as in torch: CONSTANT and CIRCULAR may remove
+ * the whole dim but no more, and CIRCULAR then wraps around what is left
+ * (each positive padding <= the size less the removed elements); REFLECT
+ * and REPLICATE still read x's own ends and must leave each dim >= 1.
+ * Paddings lie in [-INT32_MAX, INT32_MAX].  Any dtype; differentiable to
+ * any order (the gradient adds each output's gradient into the element it
+ * came from; a removed element's gradient is 0). */
 typedef enum tg_pad_mode {
     TG_PAD_CONSTANT = 0,
     TG_PAD_REFLECT,

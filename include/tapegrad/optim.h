@@ -15,7 +15,8 @@
  * once.  Per-parameter state (momentum buffers, moments, step counts) is
  * created on a parameter's first step with a gradient, as in PyTorch, and kept
  * in f64 for f64 parameters and in f32 otherwise (f16/bf16 parameters are
- * updated in f32 and rounded once).  Functions return TG_OK or a negative
+ * updated in f32 and rounded once); a parameter whose dtype changed since
+ * (tg_module_to_dtype) has its state converted at its next step.  Functions return TG_OK or a negative
  * tg_status; on error nothing is changed.
  */
 #ifndef TAPEGRAD_OPTIM_H
@@ -112,6 +113,29 @@ TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const
  * for another kind of optimizer or an entry for a parameter it does not have;
  * on error the optimizer is unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
+
+/* ---- gradient clipping (torch.nn.utils), between backward and step ---- */
+
+/* clip_grad_norm_: the norm of order norm_type (2.0 for the Euclidean norm,
+ * INFINITY for the largest magnitude) of all the .grad of params[0..n) taken
+ * together, into *total_norm (may be NULL; 0 when none has a gradient); then
+ * every gradient is multiplied in place by min(max_norm / (total + 1e-6), 1).
+ * As PyTorch: each gradient's norm in its dtype, the total and the factor
+ * in the dtypes' promotion, a NaN total makes every gradient NaN, unless
+ * error_if_nonfinite, which refuses a NaN or infinite total (TG_EINVAL) before
+ * any gradient changes.  Parameters without a gradient are skipped.  Under a
+ * tg_grad_scaler, call tg_grad_scaler_unscale first.  TG_EINVAL for a NULL or
+ * repeated parameter, max_norm < 0 or NaN, norm_type <= 0 or NaN; TG_EDTYPE
+ * for an integer gradient: all checked before any gradient changes.  Fails
+ * afterwards only for want of memory (half or strided gradients), when the
+ * gradients before the failing one are scaled already. */
+TG_API int tg_clip_grad_norm(double *total_norm, int n, tg_tensor *const *params,
+                             double max_norm, double norm_type, bool error_if_nonfinite);
+/* clip_grad_value_: clamps every element of each .grad of params[0..n) to
+ * [-clip_value, clip_value] in place (NaN stays NaN).  TG_EINVAL for
+ * clip_value < 0 or NaN, or a NULL or repeated parameter; TG_EDTYPE for an
+ * integer gradient. */
+TG_API int tg_clip_grad_value(int n, tg_tensor *const *params, double clip_value);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,11 @@
  *  "__metadata__": {"key": "string value", ...}}, then the data buffer.
  * Every malformed file (truncated, bad JSON, offsets out of range or
  * overlapping, unknown dtype, shape/size mismatch) is TG_EFORMAT with a message;
- * a file that cannot be opened is TG_EIO.
+ * a file that cannot be opened is TG_EIO.  Tensors of the format's dtypes
+ * that tapegrad has no tensors of (BOOL, F8_E5M2, F8_E4M3, I16, U16, U32,
+ * U64: a PyTorch checkpoint with a bool mask, say) are checked like the
+ * others and then skipped: the rest of the file loads, and
+ * tg_st_skipped_count / tg_st_skipped_at list them.
  */
 #ifndef TAPEGRAD_SAFETENSORS_H
 #define TAPEGRAD_SAFETENSORS_H
@@ -31,6 +35,13 @@ TG_API void tg_st_free(tg_st_file *f);
 TG_API int tg_safetensors_load(tg_st_file **out, const char *path);
 /* Parses a file already in memory (buf is copied from as needed). */
 TG_API int tg_safetensors_parse(tg_st_file **out, const void *buf, size_t len);
+/* The entries a load skipped for their dtype (see above), in file order:
+ * name and format dtype name ("BOOL", ...), borrowed from f; not written by
+ * tg_safetensors_save.  tg_st_skipped_dtype gives the dtype name of the
+ * skipped entry called name, or NULL when there is none. */
+TG_API int tg_st_skipped_count(const tg_st_file *f);
+TG_API int tg_st_skipped_at(const tg_st_file *f, int i, const char **name, const char **dtype);
+TG_API const char *tg_st_skipped_dtype(const tg_st_file *f, const char *name);
 /* Writes f to path atomically: a temporary file in the same folder, fsync,
  * rename.  On error the previous file at path is left intact. */
 TG_API int tg_safetensors_save(const tg_st_file *f, const char *path);

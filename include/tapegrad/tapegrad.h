@@ -41,6 +41,7 @@
 #include "tapegrad/safetensors.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/optim.h"
+#include "tapegrad/lr_scheduler.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
 #include "tapegrad/nn.h"

@@ -154,7 +154,17 @@ TG_API int tg_tensor_set_requires_grad(tg_tensor *t, bool requires_grad);
 TG_API bool tg_tensor_requires_grad(const tg_tensor *t);
 /* A leaf is a tensor not produced by a recorded op. */
 TG_API bool tg_tensor_is_leaf(const tg_tensor *t);
-/* The accumulated gradient of a leaf, or NULL.  Borrowed. */
+/* The accumulated gradient of a leaf, or NULL.  Borrowed: valid for as long
+ * as it stays t's .grad.  A tg_backward without create_graph adds into that
+ * same tensor in place (bumping its version) when t holds the only reference
+ * to it, it has no views and is a plain contiguous tensor, so a pointer kept
+ * across micro-batches sees each sum.  .grad is replaced, and the borrowed
+ * pointer released, by tg_tensor_zero_grad, tg_tensor_set_grad, and by a
+ * backward that cannot add in place: one with create_graph, or one where
+ * the .grad is shared (retained by the caller, viewed, or saved by an op),
+ * which then gets the sum in a new tensor and leaves the shared one as it
+ * was (PyTorch adds into it in place even then).  Retain it to keep it
+ * beyond that. */
 TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
 /* Replaces t's gradient (steals grad, also on error; NULL clears it).
  * TG_ESHAPE / TG_EDTYPE when grad's shape or dtype is not t's (as PyTorch's

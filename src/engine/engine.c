@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "engine/engine.h"
+#include "ops/elementwise.h"   /* tg__add_over */
 #include "tapegrad/ops.h"
 
 /* The result slots of tg_grad's inputs by a key (an input tensor, or the
@@ -258,19 +259,41 @@ static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
  * the additions at the end of a backward. */
 static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Whether g is a plain contiguous tensor that only its leaf refers to: no
+ * caller's reference, no view, no tape and no pending sum of this backward
+ * shares it (each would hold a reference to g or to its storage). */
+static bool grad_is_own(const tg_tensor *g)
+{
+    return !g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
+           tg_tensor_is_contiguous(g);
+}
+
 /* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
  * own: not on any tape and not aliasing the caller's grad tensor.  Called
  * with leaf_grad_lock held. */
 static int finalize_leaf(const engine *e, tg_tensor *leaf)
 {
     tg_tensor *g = leaf->grad, *c = NULL;
-    if (e->req.create_graph || !g ||
-        (!g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
-         tg_tensor_is_contiguous(g)))
-        return TG_OK;
+    if (e->req.create_graph || !g || grad_is_own(g)) return TG_OK;
     TG_TRY(tg_tensor_clone(&c, g));
     tg_tensor_set_grad(leaf, c);
     return TG_OK;
+}
+
+/* leaf's .grad += h (the leaf's total gradient, borrowed; m is the leaf's
+ * meta).  As PyTorch's AccumulateGrad: without create_graph the sum is
+ * written into the existing .grad when that is the leaf's own tensor of its
+ * dtype and shape, so a pointer to it stays valid and holds the sum; else
+ * (no .grad yet, one shared with anything, or create_graph, where the sum
+ * is recorded) .grad becomes a new tensor.  Owning g means that h, which
+ * this backward holds, cannot share g's storage.  Called with
+ * leaf_grad_lock held. */
+static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
+{
+    tg_tensor *g = leaf->grad;
+    if (g && !e->req.create_graph && grad_is_own(g) && g->offset == 0 && meta_matches(g, m))
+        return tg__add_over(g, h);
+    return accumulate(&leaf->grad, h);
 }
 
 /* A hook may remove itself or another one: removal only marks a hook while
@@ -308,7 +331,7 @@ static int deliver_leaf(engine *e, int k)
         if (rc >= 0) rc = check_grad("a hook", 0, h, &m);
         if (rc >= 0) {
             pthread_mutex_lock(&leaf_grad_lock);
-            rc = accumulate(&leaf->grad, h);
+            rc = accumulate_leaf(e, leaf, h, &m);
             if (rc >= 0 && leaf->post_hooks) rc = finalize_leaf(e, leaf);
             pthread_mutex_unlock(&leaf_grad_lock);
         }
@@ -382,6 +405,24 @@ static void compute_flows(engine *e)
     }
 }
 
+/* A backward writes gradients into grad_in[0, n_inputs) only, but is handed
+ * all TG_NODE_MAX_INPUTS slots: one it wrote past its inputs is released
+ * here (no one else would) and refused, unless rc is an error already. */
+static int check_extra_slots(const tg_node *n, tg_tensor **grad_in, int rc)
+{
+    int first = -1;
+    for (int i = n->n_inputs; i < TG_NODE_MAX_INPUTS; i++) {
+        if (!grad_in[i]) continue;
+        if (first < 0) first = i;
+        tg_tensor_release(grad_in[i]);
+        grad_in[i] = NULL;
+    }
+    if (rc < 0 || first < 0) return rc;
+    return tg__error(TG_EGRAD, "backward: %s wrote a gradient into grad_in[%d]; the op has %d "
+                               "input%s", n->op->name, first, n->n_inputs,
+                     n->n_inputs == 1 ? "" : "s");
+}
+
 static int run_node(engine *e, tg_node *n)
 {
     tg_tensor *g = n->grad_accum, *grad_in[TG_NODE_MAX_INPUTS] = {0};
@@ -418,6 +459,7 @@ static int run_node(engine *e, tg_node *n)
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     tg__callback_begin();
     rc = tg__op_callback_end(n->op->name, "the backward", n->op->backward(n, g, grad_in));
+    rc = check_extra_slots(n, grad_in, rc);
     if (rc >= 0 && watched)
         rc = tg__backward_step(e->req.on_step, e->req.step_user, e->n_steps++, n, g, grad_in);
     tg_tensor_release(shown);

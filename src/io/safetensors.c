@@ -40,6 +40,7 @@ typedef struct st_list {
 struct tg_st_file {
     st_list tensors;
     st_list meta;
+    st_list skipped;   /* entries of a dtype tapegrad has no tensors of: name, dtype */
 };
 
 static void list_clear(st_list *l)
@@ -105,6 +106,7 @@ void tg_st_free(tg_st_file *f)
     if (!f) return;
     list_clear(&f->tensors);
     list_clear(&f->meta);
+    list_clear(&f->skipped);
     free(f);
 }
 
@@ -187,12 +189,33 @@ int tg_st_meta_at(const tg_st_file *f, int i, const char **key, const char **val
     return 0;
 }
 
+int tg_st_skipped_count(const tg_st_file *f) { return f ? f->skipped.n : 0; }
+
+int tg_st_skipped_at(const tg_st_file *f, int i, const char **name, const char **dtype)
+{
+    TG_CHECK(f, TG_EINVAL, "st_skipped_at: f must not be NULL");
+    TG_CHECK(i >= 0 && i < f->skipped.n, TG_EINVAL, "st_skipped_at: i=%d must be in [0, %d)",
+             i, f->skipped.n);
+    if (name) *name = f->skipped.items[i]->name;
+    if (dtype) *dtype = f->skipped.items[i]->value;
+    return 0;
+}
+
+const char *tg_st_skipped_dtype(const tg_st_file *f, const char *name)
+{
+    if (!f || !name) return NULL;
+    st_entry *e = list_find(&f->skipped, name);
+    return e ? e->value : NULL;
+}
+
 /* ---- parsing ------------------------------------------------------------------ */
 
 /* One tensor's header entry, validated against the data buffer. */
 typedef struct st_info {
     const char *name;    /* borrowed from the JSON tree */
     tg_dtype dtype;
+    const char *other;   /* a format dtype tapegrad does not load, or NULL */
+    int other_size;      /* its element size */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
     uint64_t begin, end;
@@ -223,15 +246,29 @@ static int dtype_from_st_name(const char *s, tg_dtype *out)
     return -1;
 }
 
+/* The format's dtypes that tapegrad has no tensors of, with their element
+ * sizes: a file holding them is valid, and their entries are skipped. */
+static const struct {
+    const char *name;
+    int size;
+} other_dtypes[] = {{"BOOL", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2},
+                    {"U32", 4}, {"U64", 8}};
+
 static int read_dtype(const tg__json *v, const char *name, st_info *info)
 {
     if (!v) return FERR(0, "tensor \"%.64s\": missing \"dtype\"", name);
     if (v->type != TG__JSON_STRING)
         return FERR(v->offset, "tensor \"%.64s\": dtype must be a string", name);
-    if (dtype_from_st_name(v->u.str.s, &info->dtype) < 0)
-        return FERR(v->offset, "tensor \"%.64s\": dtype \"%.32s\" is not supported "
-                    "(F64 F32 F16 BF16 I8 U8 I32 I64)", name, v->u.str.s);
-    return 0;
+    if (dtype_from_st_name(v->u.str.s, &info->dtype) == 0) return 0;
+    for (size_t i = 0; i < sizeof other_dtypes / sizeof other_dtypes[0]; i++)
+        if (strcmp(v->u.str.s, other_dtypes[i].name) == 0) {
+            info->other = other_dtypes[i].name;
+            info->other_size = other_dtypes[i].size;
+            return 0;
+        }
+    return FERR(v->offset, "tensor \"%.64s\": dtype \"%.32s\" is not a safetensors dtype "
+                "(F64 F32 F16 BF16 I8 U8 I32 I64 load; BOOL F8_E5M2 F8_E4M3 I16 U16 U32 U64 "
+                "are skipped)", name, v->u.str.s);
 }
 
 static int read_shape(const tg__json *v, const char *name, st_info *info)
@@ -282,7 +319,7 @@ static int read_offsets(const tg__json *v, const char *name, uint64_t dlen, st_i
 /* Bytes the shape needs (read_shape has checked that they fit in an int64). */
 static uint64_t shape_nbytes(const st_info *info)
 {
-    uint64_t n = tg_dtype_size(info->dtype);
+    uint64_t n = info->other ? (uint64_t)info->other_size : tg_dtype_size(info->dtype);
     for (int d = 0; d < info->ndim; d++) n *= (uint64_t)info->shape[d];
     return n;
 }
@@ -347,6 +384,12 @@ static int check_overlaps(st_info *infos, size_t n)
 static int add_tensors(tg_st_file *f, const st_info *infos, size_t n, const unsigned char *data)
 {
     for (size_t i = 0; i < n; i++) {
+        if (infos[i].other) {
+            st_entry *e = NULL;
+            TG_TRY(list_add(&f->skipped, infos[i].name, &e));
+            if (!(e->value = strdup(infos[i].other))) return TG_ENOMEM;
+            continue;
+        }
         tg_tensor *t = NULL;
         TG_TRY(tg_tensor_from_data(&t, infos[i].dtype, infos[i].ndim, infos[i].shape,
                                    data + infos[i].begin));

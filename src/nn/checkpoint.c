@@ -2,12 +2,13 @@
  *
  * Load runs in three phases so that a bad file changes nothing:
  *   1. check: the format, required metadata and every slot are read and
- *      validated without writing anything (modules, optimizers, scalers and
- *      loader positions with their loads' own checks, nn/state_check.h), so
+ *      validated without writing anything (modules, optimizers, lr
+ *      schedulers, scalers and loader positions with their loads' own
+ *      checks, nn/state_check.h), so
  *      a bad file is refused before any slot changes: no version counter
  *      moves, a grad scaler's step in progress stays;
- *   2. snapshot: the current state of every module, optimizer, scaler,
- *      loader and tensor is copied aside;
+ *   2. snapshot: the current state of every module, optimizer, scheduler,
+ *      scaler, loader and tensor is copied aside;
  *   3. apply: the slots are loaded in order; that fails only for want of
  *      memory, and then slots 0..k-1 are put back from the snapshot. */
 #include "tapegrad/checkpoint.h"
@@ -23,6 +24,7 @@
 typedef enum slot_kind {
     SLOT_MODULE,
     SLOT_OPTIMIZER,
+    SLOT_SCHEDULER,
     SLOT_SCALER,
     SLOT_LOADER,
     SLOT_RNG,
@@ -36,6 +38,7 @@ typedef struct slot {
     union {
         tg_module *m;
         tg_optimizer *opt;
+        tg_lr_scheduler *sched;
         tg_grad_scaler *gs;
         tg_loader *ld;
         tg_rng *rng;
@@ -131,6 +134,11 @@ int tg_checkpoint_add_optimizer(tg_checkpoint *ck, const char *name, tg_optimize
     return add_slot(ck, SLOT_OPTIMIZER, name, opt, (slot){.u.opt = opt});
 }
 
+int tg_checkpoint_add_lr_scheduler(tg_checkpoint *ck, const char *name, tg_lr_scheduler *s)
+{
+    return add_slot(ck, SLOT_SCHEDULER, name, s, (slot){.u.sched = s});
+}
+
 int tg_checkpoint_add_grad_scaler(tg_checkpoint *ck, const char *name, tg_grad_scaler *s)
 {
     return add_slot(ck, SLOT_SCALER, name, s, (slot){.u.gs = s});
@@ -218,6 +226,7 @@ static int save_slot(const slot *s, tg_st_file *f)
         TG_TRY(tg_module_state_dict_save(s->u.m, f, s->name));
         return tg__checkpoint_dropouts_save(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg_optimizer_state_save(s->u.opt, f, s->name);
+    case SLOT_SCHEDULER: return tg_lr_scheduler_state_save(s->u.sched, f, s->name);
     case SLOT_SCALER: return tg_grad_scaler_state_save(s->u.gs, f, s->name);
     case SLOT_LOADER: {
         int64_t pos[2];
@@ -351,6 +360,7 @@ static int check_slot(const slot *s, const tg_st_file *f, int64_t v[2])
         TG_TRY(tg__module_state_dict_check(s->u.m, f, s->name, true));
         return tg__checkpoint_dropouts_check(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg__optimizer_state_check(s->u.opt, f, s->name);
+    case SLOT_SCHEDULER: return tg__lr_scheduler_state_check(s->u.sched, f, s->name);
     case SLOT_SCALER: return tg__grad_scaler_state_check(s->u.gs, f, s->name);
     }
     return TG_OK;
@@ -383,6 +393,7 @@ static int snapshot_slot(const slot *s, tg_st_file *snap, int64_t old[2])
     switch (s->kind) {
     case SLOT_MODULE: return snapshot_module(s, snap);
     case SLOT_OPTIMIZER: return tg_optimizer_state_save(s->u.opt, snap, s->name);
+    case SLOT_SCHEDULER: return tg_lr_scheduler_state_save(s->u.sched, snap, s->name);
     case SLOT_SCALER: return tg_grad_scaler_state_save(s->u.gs, snap, s->name);
     case SLOT_LOADER: tg_loader_position(s->u.ld, &old[0], &old[1]); return TG_OK;
     case SLOT_RNG:
@@ -403,7 +414,7 @@ static int snapshot_slot(const slot *s, tg_st_file *snap, int64_t old[2])
 
 /* ---- load: phase 3, apply ---------------------------------------------------- */
 
-/* Loads slot s from f (module/optimizer/scaler/tensor) or from the decoded
+/* Loads slot s from f (module/optimizer/scheduler/scaler/tensor) or from the decoded
  * values v (loader/rng/i64). */
 static int apply_slot(const slot *s, const tg_st_file *f, const int64_t v[2])
 {
@@ -412,6 +423,7 @@ static int apply_slot(const slot *s, const tg_st_file *f, const int64_t v[2])
         TG_TRY(tg_module_load_state_dict(s->u.m, f, s->name, true));
         return tg__checkpoint_dropouts_load(s->u.m, s->name, f);
     case SLOT_OPTIMIZER: return tg_optimizer_state_load(s->u.opt, f, s->name);
+    case SLOT_SCHEDULER: return tg_lr_scheduler_state_load(s->u.sched, f, s->name);
     case SLOT_SCALER: return tg_grad_scaler_state_load(s->u.gs, f, s->name);
     case SLOT_LOADER: return tg_loader_set_position(s->u.ld, v[0], v[1]);
     case SLOT_RNG:

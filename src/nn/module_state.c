@@ -298,6 +298,9 @@ static int tg__load_fn(const char *key, tg_tensor *dst, bool is_param, void *use
     if (!src && !is_param && tg__is_zero_if_missing(l->root, dst))
         return l->copy ? tg_tensor_set_flat(dst, 0, 0.0) : TG_OK;
     if (!src) {
+        const char *other = tg_st_skipped_dtype(l->f, key);
+        TG_CHECK(!l->strict || !other, TG_EDTYPE, "load_state_dict: key '%s' is stored as %s, "
+                 "a dtype tapegrad does not load (strict)", key, other);
         TG_CHECK(!l->strict, TG_ENOTFOUND, "load_state_dict: missing key '%s' (strict)", key);
         return TG_OK;
     }
@@ -331,6 +334,55 @@ static int tg__load_unexpected(const tg_module *m, const tg_st_file *f, const ch
                  "load_state_dict: unexpected key '%s' (strict): the module has no such "
                  "parameter or buffer", key);
     }
+    return TG_OK;
+}
+
+/* ---- the keys a load leaves out (PyTorch's missing / unexpected keys) ---- */
+
+typedef struct compare_walk {
+    const tg_module *root;
+    const tg_st_file *f;
+    tg_state_key_fn fn;
+    void *user;
+    int missing, unexpected;
+} compare_walk;
+
+static void report(compare_walk *c, const char *key, bool missing)
+{
+    if (missing) c->missing++;
+    else c->unexpected++;
+    if (c->fn) c->fn(key, missing, c->user);
+}
+
+static int missing_fn(const char *key, tg_tensor *dst, bool is_param, void *user)
+{
+    compare_walk *c = user;
+    /* a zero_if_missing buffer (BatchNorm's count) loads as 0 when absent
+     * (tg__load_fn) */
+    if (!tg_st_get(c->f, key) && (is_param || !tg__is_zero_if_missing(c->root, dst)))
+        report(c, key, true);
+    return TG_OK;
+}
+
+int tg_module_state_dict_compare(const tg_module *m, const tg_st_file *f, const char *prefix,
+                                 tg_state_key_fn fn, void *user, int *n_missing,
+                                 int *n_unexpected)
+{
+    TG_CHECK(m != NULL && f != NULL, TG_EINVAL,
+             "state_dict_compare: m and f must not be NULL");
+    compare_walk c = {.root = m, .f = f, .fn = fn, .user = user};
+    TG_TRY(tg__walk_prefixed(m, prefix, missing_fn, &c));
+    const size_t plen = prefix ? strlen(prefix) : 0;
+    const bool add_dot = plen > 0 && prefix[plen - 1] != '.';
+    for (int i = 0; i < tg_st_count(f); i++) {
+        const char *key = NULL;
+        tg_st_at(f, i, &key, NULL);
+        if (plen && (strncmp(key, prefix, plen) != 0 || (add_dot && key[plen] != '.')))
+            continue;
+        if (!tg_module_find(m, key + plen + (add_dot ? 1 : 0))) report(&c, key, false);
+    }
+    if (n_missing) *n_missing = c.missing;
+    if (n_unexpected) *n_unexpected = c.unexpected;
     return TG_OK;
 }
 

@@ -67,6 +67,7 @@ static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const
     o->params = ps;
     o->state = st;
     o->lr = lr;
+    o->initial_lr = NAN;
     *out = o;
     return TG_OK;
 }
@@ -168,18 +169,25 @@ static int check_grads(const tg_optimizer *o, int64_t *max_numel)
     return TG_OK;
 }
 
-/* Creates the missing state buffers of parameters that have a gradient into
- * fresh[i][j] (zeros); nothing is installed, so on ENOMEM opt is unchanged. */
-static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS])
+/* Into fresh[i][j], for each parameter that has a gradient: its missing
+ * state buffers (zeros), or, when the parameter's dtype changed since they
+ * were made (tg_module_to_dtype), its buffers converted to its compute dtype
+ * (converted[i]).  Nothing is installed, so on ENOMEM opt is unchanged. */
+static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS],
+                      bool *converted)
 {
     int nb = tg__opt_n_bufs(o);
     for (int i = 0; i < o->n; i++) {
         const tg_tensor *p = o->params[i];
-        if (!p->grad || nb == 0 || o->state[i].buf[0]) continue;
+        if (!p->grad || nb == 0) continue;
+        const tg_dtype cdt = tg__compute_dtype(p->dtype);
+        tg_tensor *const *old = o->state[i].buf;
+        if (old[0] && old[0]->dtype == cdt) continue;
         for (int j = 0; j < nb; j++) {
-            fresh[i][j] = tg__tensor_empty(tg__compute_dtype(p->dtype), p->ndim, p->shape);
-            if (!fresh[i][j]) return TG_ENOMEM;
+            if (old[0]) TG_TRY(tg_tensor_to_dtype(&fresh[i][j], old[j], cdt));
+            else if (!(fresh[i][j] = tg__tensor_empty(cdt, p->ndim, p->shape))) return TG_ENOMEM;
         }
+        converted[i] = old[0] != NULL;
     }
     return TG_OK;
 }
@@ -212,18 +220,23 @@ int tg_optimizer_step(tg_optimizer *opt)
     /* Buffers for one parameter and its gradient, 8 bytes per element (f64). */
     void *pbuf = tg__work_alloc((size_t)max_numel * 8), *gbuf = tg__work_alloc((size_t)max_numel * 8);
     tg_tensor *(*fresh)[TG__OPT_MAX_BUFS] = tg__calloc((size_t)opt->n, sizeof *fresh);
-    int rc = pbuf && gbuf && fresh ? make_state(opt, fresh) : TG_ENOMEM;
+    bool *converted = tg__calloc((size_t)opt->n, sizeof *converted);
+    bool prev = tg_set_grad_enabled(false);
+    int rc = pbuf && gbuf && fresh && converted ? make_state(opt, fresh, converted) : TG_ENOMEM;
     if (rc < 0) {
+        tg_set_grad_enabled(prev);
         for (int i = 0; fresh && i < opt->n; i++)
             for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(fresh[i][j]);
         goto done;
     }
-    bool prev = tg_set_grad_enabled(false);
     for (int i = 0; i < opt->n; i++) {
         if (!opt->params[i]->grad) continue;
-        bool first = fresh[i][0] != NULL;
+        bool first = fresh[i][0] != NULL && !converted[i];
         for (int j = 0; j < TG__OPT_MAX_BUFS; j++)
-            if (fresh[i][j]) opt->state[i].buf[j] = fresh[i][j];
+            if (fresh[i][j]) {
+                tg_tensor_release(opt->state[i].buf[j]);
+                opt->state[i].buf[j] = fresh[i][j];
+            }
         update_one(opt, i, first, pbuf, gbuf);
     }
     tg_set_grad_enabled(prev);
@@ -232,6 +245,7 @@ done:
     tg__work_free(pbuf);
     tg__work_free(gbuf);
     free(fresh);
+    free(converted);
     return rc;
 }
 

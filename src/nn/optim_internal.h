@@ -24,6 +24,10 @@ struct tg_optimizer {
     tg_tensor **params;     /* retained */
     tg__opt_state *state;   /* n entries */
     double lr;
+    /* torch's param_group['initial_lr']: the lr when the first learning-rate
+     * scheduler was attached (the base_lr of every scheduler on this
+     * optimizer); NaN until then (lr_scheduler.c). */
+    double initial_lr;
     tg_sgd_opts sgd;        /* SGD only */
     tg_adam_opts adam;      /* Adam/AdamW only */
     int64_t steps;          /* tg_optimizer_step calls */

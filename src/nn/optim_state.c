@@ -21,7 +21,7 @@ static int key(char *buf, const char *prefix, int i, const char *name)
 }
 
 /* Stores a 0-d tensor of dtype dt holding v under k (f keeps its reference). */
-static int put_scalar(tg_st_file *f, const char *k, tg_dtype dt, double v)
+int tg__st_put_scalar(tg_st_file *f, const char *k, tg_dtype dt, double v)
 {
     tg_tensor *t;
     TG_TRY(tg_tensor_scalar(&t, dt, v));
@@ -48,16 +48,16 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
     TG_TRY(key(k, prefix, -1, "kind"));
     TG_TRY(tg_st_meta_set(f, k, tg__opt_kind_name(opt->kind)));
     TG_TRY(key(k, prefix, -1, "step"));
-    TG_TRY(put_scalar(f, k, TG_I64, (double)opt->steps));
+    TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)opt->steps));
     TG_TRY(key(k, prefix, -1, "lr"));
-    TG_TRY(put_scalar(f, k, TG_F64, opt->lr));
+    TG_TRY(tg__st_put_scalar(f, k, TG_F64, opt->lr));
     int nb = tg__opt_n_bufs(opt);
     for (int i = 0; i < opt->n; i++) {
         const tg__opt_state *st = &opt->state[i];
         if (nb == 0 || !st->buf[0]) continue;
         if (opt->kind != TG__OPT_SGD) {
             TG_TRY(key(k, prefix, i, "step"));
-            TG_TRY(put_scalar(f, k, TG_I64, (double)st->step));
+            TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)st->step));
         }
         for (int j = 0; j < nb; j++) {
             TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt, j)));

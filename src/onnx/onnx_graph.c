@@ -178,6 +178,18 @@ int tg__onnx_attr_float(tg__onnx *g, tg__onnx_node *n, const char *name, float v
     return TG_OK;
 }
 
+int tg__onnx_attr_str(tg__onnx *g, tg__onnx_node *n, const char *name, const char *v)
+{
+    Onnx__AttributeProto *a =
+        tg__onnx_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    const char *copy = tg__onnx_str(g, "%s", v);
+    if (!a || !copy) return TG_ENOMEM;
+    a->has_s = true;
+    a->s.len = strlen(copy);
+    a->s.data = (uint8_t *)copy;
+    return TG_OK;
+}
+
 int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
                        const int64_t *v)
 {

@@ -48,6 +48,8 @@ int tg__onnx_attr_int(tg__onnx *g, tg__onnx_node *n, const char *name, int64_t v
 int tg__onnx_attr_float(tg__onnx *g, tg__onnx_node *n, const char *name, float v);
 int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
                        const int64_t *v);
+/* A string attribute (copied; ONNX stores its bytes, without the NUL). */
+int tg__onnx_attr_str(tg__onnx *g, tg__onnx_node *n, const char *name, const char *v);
 
 /* An initializer `name` of ONNX data type dt and the given shape, from
  * numel(shape) values of elem_size bytes (little-endian raw data, copied). */
@@ -84,7 +86,13 @@ typedef struct tg__onnx_site {
 
 /* "<path>.<name>", or name at the top level; NULL with TG_ENOMEM set. */
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name);
-/* The attributes of a Conv / ConvTranspose node for weight w and p. */
+/* A Conv's padding_mode other than zeros as nodes after s->x (onnx_pad.c):
+ * *x is the padded value, and p is left with zero padding (mode
+ * TG_PAD_CONSTANT, padding 0) for the Conv; with TG_PAD_CONSTANT *x = s->x
+ * and p is unchanged.  ns is the number of spatial axes. */
+int tg__onnx_conv_pad(const tg__onnx_site *s, tg_conv_params *p, int ns, const char **x);
+/* The attributes of a Conv / ConvTranspose node for weight w and p (zero
+ * padding: tg__onnx_conv_pad first). */
 int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
                         const tg_tensor *w, bool transpose);
 /* The node(s) of activation act applied to x; *y = x for TG_ACT_NONE. */

@@ -5,7 +5,8 @@
  *
  * Mapping (docs/onnx.md): Linear -> Gemm(transB=1) on 2-d input, else
  * Transpose + MatMul + Add; ConvNd / ConvTransposeNd -> Conv / ConvTranspose
- * with pads = (low..., high...) and the fused activation as its own node;
+ * with pads = (low..., high...) (a padding_mode other than zeros: the nodes
+ * of onnx_pad.c, then pads 0) and the fused activation as its own node;
  * BatchNorm -> BatchNormalization with the running statistics; Flatten and
  * Unflatten -> Reshape; gelu (erf form, opset 17 has no Gelu) ->
  * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x). */
@@ -90,10 +91,9 @@ int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
                         const tg_tensor *w, bool transpose)
 {
     const int ns = tg_tensor_ndim(w) - 2;
-    /* ONNX Conv pads with zeros; another mode would need a Pad node */
-    TG_CHECK(p->padding_mode == TG_PAD_CONSTANT, TG_EUNSUPPORTED,
-             "onnx export: a Conv with padding_mode %d (reflect, replicate or circular) is not "
-             "exported: only zero padding", (int)p->padding_mode);
+    /* ONNX's Conv pads with zeros: the other modes are nodes before it
+     * (tg__onnx_conv_pad), which leave p with zero padding */
+    TG_ASSERT(p->padding_mode == TG_PAD_CONSTANT);
     int64_t pads[2 * TG_CONV_MAX_SPATIAL];
     for (int i = 0; i < ns; i++) {   /* ONNX: all beginnings, then all ends */
         pads[i] = p->padding[i][0];
@@ -137,13 +137,15 @@ int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y)
     tg_conv_params p;
     TG_TRY(tg_nn_conv_params(s->m, &p));
     const bool transpose = !strcmp(tg_module_type_name(s->m), "ConvTranspose");
-    const char *w = NULL, *b = NULL, *t = NULL;
+    const tg_tensor *wt = tg_module_find(s->m, "weight");
+    const char *x = NULL, *w = NULL, *b = NULL, *t = NULL;
+    TG_TRY(tg__onnx_conv_pad(s, &p, tg_tensor_ndim(wt) - 2, &x));
     TG_TRY(tg__onnx_param(s, "weight", &w));
     TG_TRY(tg__onnx_param(s, "bias", &b));
     tg__onnx_node *n = NULL;
     TG_TRY(tg__onnx_add(s->g, &n, &t, s->scope, transpose ? "ConvTranspose" : "Conv",
-                         b[0] ? 3 : 2, (const char *const[]){s->x, w, b}));
-    TG_TRY(tg__onnx_conv_attrs(s->g, n, &p, tg_module_find(s->m, "weight"), transpose));
+                         b[0] ? 3 : 2, (const char *const[]){x, w, b}));
+    TG_TRY(tg__onnx_conv_attrs(s->g, n, &p, wt, transpose));
     return tg__onnx_activation(s->g, s->scope, t, p.act, p.act_slope, y);
 }
 

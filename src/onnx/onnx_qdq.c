@@ -8,6 +8,9 @@
  * which is what the int8 module computes (tapegrad/quant.h): the same
  * quantized input, weight and bias integers, the float op in between and
  * the requantized output.  A runtime that fuses QDQ runs it as an int8 op.
+ * A Conv's reflect, replicate or circular padding pads the float x before
+ * its QuantizeLinear (onnx_pad.c), as the int8 module pads before it
+ * quantizes (the padded values are copies of x's, inside x's range).
  * With tg_onnx_options.u8_weights the weight is W + 128 as u8 with zero
  * point 128: the same values, in the u8 x u8 form that ONNX Runtime
  * multiplies without saturation on CPUs that lack VNNI.
@@ -161,8 +164,11 @@ int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y)
 {
     tg_qlayer_info in;
     TG_TRY(tg_quantized_layer_info(s->m, &in));
-    const char *x = NULL, *w = NULL, *b = NULL, *t = NULL;
-    TG_TRY(tg__qdq_act(s, "input", s->x, in.q.x_scale, in.q.x_zero_point, in.act_dtype, &x));
+    const char *xf = s->x, *x = NULL, *w = NULL, *b = NULL, *t = NULL;
+    /* a Conv's reflect / replicate / circular padding applies to the float
+     * input, before its quantization, as in the int8 module */
+    if (!in.linear) TG_TRY(tg__onnx_conv_pad(s, &in.p, tg_tensor_ndim(in.weight) - 2, &xf));
+    TG_TRY(tg__qdq_act(s, "input", xf, in.q.x_scale, in.q.x_zero_point, in.act_dtype, &x));
     TG_TRY(tg__qdq_weight(s, &in, &w));
     TG_TRY(tg__qdq_bias(s, &in, &b));
     if (in.linear) {

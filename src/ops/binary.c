@@ -302,6 +302,13 @@ static int call_s(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, double 
 }
 
 int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&add_op, out, a, b); }
+
+int tg__add_over(tg_tensor *b, const tg_tensor *a)
+{
+    TG_TRY(tg__ew_binary_over("add", a, b, k_add, 0.0));
+    tg__bump_version(b);
+    return TG_OK;
+}
 int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&sub_op, out, a, b); }
 int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&mul_op, out, a, b); }
 int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b) { return call2(&div_op, out, a, b); }

@@ -207,6 +207,13 @@ static int op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *co
         tg_tensor_release(res);   /* a forward should not leave one; be safe */
         goto done;
     }
+    /* As PyTorch, an integer output is never differentiable: it is not
+     * recorded (the node goes, with what the forward saved) and does not
+     * require grad, whatever the op's schema says. */
+    if (node && !tg_dtype_is_float(res->dtype)) {
+        tg__node_release(node);
+        node = NULL;
+    }
     if (node) {
         rc = own_output(&res);
         if (rc < 0) {

@@ -29,6 +29,11 @@ int tg__ew_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_
  * (tg__grad_is_reusable).  The bits are those of tg__ew_binary. */
 int tg__ew_binary_over(const char *op, const tg_tensor *a, tg_tensor *b, tg_ew_kernel_fn k,
                        double s);
+/* b += a in place, with the bits of tg_add(b, a) (a + b == b + a exactly), and
+ * b's version bumped: b contiguous from offset 0, a of b's shape and dtype (a
+ * may be strided, and must not share b's storage).  Not recorded.  On error nothing
+ * is written.  For the engine's accumulation into a leaf's .grad. */
+int tg__add_over(tg_tensor *b, const tg_tensor *a);
 /* Same for one input (the kernel sees b == NULL). */
 int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
                  double s);

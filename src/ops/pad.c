@@ -2,12 +2,16 @@
  * its adjoint pad_backward.
  *
  * pads holds (low, high) pairs for the last n/2 dims, the last dim first, as
- * PyTorch's.  Along each padded axis every output index o reads one input
- * index src(o), or none (the constant):
- *   constant   i = o - low inside [0, I), else the value
- *   reflect    mirrored at the ends without repeating them: -1 -> 1
- *   replicate  the nearest end
- *   circular   i mod I
+ * PyTorch's; a negative padding removes elements from that end.  Along each
+ * padded axis of extent I every output index o reads one input index
+ * src(o), or none (the constant), with i = o - low:
+ *   constant   i inside [0, I), else the value
+ *   reflect    i mirrored at the ends of x without repeating them: -1 -> 1
+ *   replicate  the nearest end of x
+ *   circular   i inside [c, I - c'), else wrapped around that range:
+ *              c + (i - c) mod (I - c - c'), where c = max(-low, 0) and
+ *              c' = max(-high, 0) are the cropped elements (torch wraps
+ *              around x after cropping it)
  * so pad is a gather (an affine map of x: linear plus the constant).  Its
  * gradient is pad_backward(g): every g element added into the x element it
  * was read from.  pad_backward is linear, and its gradient is pad of the
@@ -41,8 +45,10 @@ static const char *mode_name(tg_pad_mode m)
 }
 
 /* The input index output index o of an axis of extent `in`, padded by lo in
- * front, reads: -1 for the constant. */
-static int64_t source(tg_pad_mode m, int64_t o, int64_t lo, int64_t in)
+ * front and hi at the end, reads: -1 for the constant.  check_pads holds:
+ * in >= 1 in the other modes, reflect's |i| within one fold, circular's
+ * paddings within one wrap of the cropped range. */
+static int64_t source(tg_pad_mode m, int64_t o, int64_t lo, int64_t hi, int64_t in)
 {
     int64_t i = o - lo;
     if (i >= 0 && i < in) return i;
@@ -56,7 +62,10 @@ static int64_t source(tg_pad_mode m, int64_t o, int64_t lo, int64_t in)
         return i < in ? i : p - i;
     }
     case TG_PAD_REPLICATE: return i < 0 ? 0 : in - 1;
-    case TG_PAD_CIRCULAR: return ((i % in) + in) % in;
+    case TG_PAD_CIRCULAR: {   /* around [c, in - c'), x without its cropped ends */
+        const int64_t c = lo < 0 ? -lo : 0, len = in - c - (hi < 0 ? -hi : 0);
+        return c + (((i - c) % len) + len) % len;
+    }
     }
     return -1;
 }
@@ -77,13 +86,13 @@ static int64_t *source_table(const pad_params *p, int ndim, const int64_t *xs,
     const int64_t n = tg__numel(ndim, os);
     int64_t *src = malloc((size_t)(n > 0 ? n : 1) * sizeof *src);
     if (!src) return NULL;
-    int64_t xstride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, lo[TG_MAX_DIMS], hi;
+    int64_t xstride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, lo[TG_MAX_DIMS], hi[TG_MAX_DIMS];
     tg__contiguous_strides(ndim, xs, xstride);
-    for (int d = 0; d < ndim; d++) axis_pads(p, ndim, d, &lo[d], &hi);
+    for (int d = 0; d < ndim; d++) axis_pads(p, ndim, d, &lo[d], &hi[d]);
     for (int64_t e = 0; e < n; e++) {
         int64_t off = 0;
         for (int d = 0; d < ndim && off >= 0; d++) {
-            const int64_t i = source(p->mode, idx[d], lo[d], xs[d]);
+            const int64_t i = source(p->mode, idx[d], lo[d], hi[d], xs[d]);
             off = i < 0 ? -1 : off + i * xstride[d];
         }
         src[e] = off;
@@ -95,6 +104,46 @@ static int64_t *source_table(const pad_params *p, int ndim, const int64_t *xs,
     return src;
 }
 
+/* The rules of one axis of extent `in` padded by (lo, hi), torch's: a
+ * negative padding removes elements, at most the whole axis in constant and
+ * circular mode (the cropped length len = in - c - c' >= 0), and in reflect
+ * and replicate mode as many as leave a result of size >= 1; circular wraps
+ * at most once around what is left. */
+static int check_axis(tg_pad_mode mode, int d, int64_t in, int64_t lo, int64_t hi)
+{
+    const char *mn = mode_name(mode);
+    TG_CHECK(lo >= -INT32_MAX && lo <= INT32_MAX && hi >= -INT32_MAX && hi <= INT32_MAX,
+             TG_EINVAL, "pad: the padding (%lld, %lld) of dim %d must be in [%d, %d]",
+             (long long)lo, (long long)hi, d, -INT32_MAX, INT32_MAX);
+    if ((lo != 0 || hi != 0) && mode != TG_PAD_CONSTANT)
+        TG_CHECK(in >= 1, TG_ESHAPE, "pad: %s padding of dim %d needs a non-empty dim", mn, d);
+    const int64_t cut = (lo < 0 ? -lo : 0) + (hi < 0 ? -hi : 0), len = in - cut;
+    const int64_t out = in + lo + hi;
+    TG_CHECK(mode != TG_PAD_REFLECT || (lo < in && hi < in), TG_EINVAL,
+             "pad: reflect padding (%lld, %lld) of dim %d must be < its size %lld",
+             (long long)lo, (long long)hi, d, (long long)in);
+    if (mode == TG_PAD_REFLECT || mode == TG_PAD_REPLICATE)
+        TG_CHECK(out >= 1 || (lo >= 0 && hi >= 0), TG_EINVAL,
+                 "pad: %s padding (%lld, %lld) of dim %d leaves it %lld elements of %lld: "
+                 "it must keep at least 1", mn, (long long)lo, (long long)hi, d,
+                 (long long)out, (long long)in);
+    if (mode == TG_PAD_CONSTANT || mode == TG_PAD_CIRCULAR)
+        TG_CHECK(len >= 0, TG_EINVAL,
+                 "pad: %s padding (%lld, %lld) of dim %d removes %lld elements, more than its "
+                 "size %lld", mn, (long long)lo, (long long)hi, d, (long long)cut,
+                 (long long)in);
+    if (mode == TG_PAD_CIRCULAR && cut == 0)
+        TG_CHECK(lo <= in && hi <= in, TG_EINVAL,
+                 "pad: circular padding (%lld, %lld) of dim %d must be <= its size %lld",
+                 (long long)lo, (long long)hi, d, (long long)in);
+    if (mode == TG_PAD_CIRCULAR && cut > 0)
+        TG_CHECK(lo <= len && hi <= len, TG_EINVAL,
+                 "pad: circular padding (%lld, %lld) of dim %d must be <= %lld, its size %lld "
+                 "less the %lld elements the negative padding removes", (long long)lo,
+                 (long long)hi, d, (long long)len, (long long)in, (long long)cut);
+    return TG_OK;
+}
+
 /* Checks p against x (shape xs) and gives the padded shape os. */
 static int check_pads(const pad_params *p, int ndim, const int64_t *xs, int64_t *os)
 {
@@ -104,18 +153,7 @@ static int check_pads(const pad_params *p, int ndim, const int64_t *xs, int64_t 
     for (int d = 0; d < ndim; d++) {
         int64_t lo, hi;
         axis_pads(p, ndim, d, &lo, &hi);
-        TG_CHECK(lo >= 0 && hi >= 0 && lo <= INT32_MAX && hi <= INT32_MAX, TG_EINVAL,
-                 "pad: the padding (%lld, %lld) of dim %d must be in [0, %d]", (long long)lo,
-                 (long long)hi, d, INT32_MAX);
-        if (lo + hi > 0 && p->mode != TG_PAD_CONSTANT)
-            TG_CHECK(xs[d] >= 1, TG_ESHAPE, "pad: %s padding of dim %d needs a non-empty dim",
-                     mode_name(p->mode), d);
-        TG_CHECK(p->mode != TG_PAD_REFLECT || (lo < xs[d] && hi < xs[d]), TG_EINVAL,
-                 "pad: reflect padding (%lld, %lld) of dim %d must be < its size %lld",
-                 (long long)lo, (long long)hi, d, (long long)xs[d]);
-        TG_CHECK(p->mode != TG_PAD_CIRCULAR || (lo <= xs[d] && hi <= xs[d]), TG_EINVAL,
-                 "pad: circular padding (%lld, %lld) of dim %d must be <= its size %lld",
-                 (long long)lo, (long long)hi, d, (long long)xs[d]);
+        TG_TRY(check_axis(p->mode, d, xs[d], lo, hi));
         os[d] = xs[d] + lo + hi;
     }
     return TG_OK;

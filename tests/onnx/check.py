@@ -2,7 +2,11 @@
 shape inference too) and, where <name>.json lists "initializers", that the
 file's initializer names are exactly those; where it maps
 "initializer_types" (name -> TensorProto data type, "UINT8"), that those
-initializers have those types.
+initializers have those types; where it maps "initializer_values" (name ->
+list of numbers), that those initializers hold those values; where it lists
+"ops", that the graph's nodes have exactly those op types, in order; where
+it maps "attributes" (op type -> {attribute: value}), that every node of
+that type has those attribute values (ints, an int or a string).
 
     python3 tests/onnx/check.py DIR
 
@@ -13,6 +17,38 @@ import os
 import sys
 
 import onnx
+import onnx.numpy_helper
+
+
+def attr_value(a):
+    """An attribute's value as JSON writes it: a string, a number or a list."""
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    return v if isinstance(v, (int, float)) else list(v)
+
+
+def check_graph(model, meta):
+    """The "initializer_values", "ops" and "attributes" of meta."""
+    inits = {t.name: t for t in model.graph.initializer}
+    for name, want in meta.get("initializer_values", {}).items():
+        if name not in inits:
+            raise ValueError(f"no initializer {name}")
+        got = onnx.numpy_helper.to_array(inits[name]).flatten().tolist()
+        if got != want:
+            raise ValueError(f"initializer {name} holds {got}, expected {want}")
+    ops = [n.op_type for n in model.graph.node]
+    if "ops" in meta and ops != meta["ops"]:
+        raise ValueError(f"nodes {ops}, expected {meta['ops']}")
+    for op, attrs in meta.get("attributes", {}).items():
+        nodes = [n for n in model.graph.node if n.op_type == op]
+        if not nodes:
+            raise ValueError(f"no {op} node")
+        for n in nodes:
+            got = {a.name: attr_value(a) for a in n.attribute}
+            for k, want in attrs.items():
+                if got.get(k) != want:
+                    raise ValueError(f"{n.name}: {k}={got.get(k)}, expected {want}")
 
 
 def check(path):
@@ -29,6 +65,7 @@ def check(path):
         for name, dt in json.load(open(meta)).get("initializer_types", {}).items():
             if types.get(name) != dt:
                 raise ValueError(f"initializer {name} is {types.get(name)}, expected {dt}")
+        check_graph(model, json.load(open(meta)))
     ops = sorted({n.op_type for n in model.graph.node})
     return f"opset {model.opset_import[0].version}, nodes {','.join(ops)}"
 

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Writes the PyTorch golden file of tapegrad's learning-rate schedulers.
+
+Run from the repository root with the system interpreter (torch 1.13):
+    /usr/bin/python3 scripts/make_sched_goldens.py
+
+tests/golden/optim/lr_scheduler.safetensors, one entry per case of CASES:
+  <case>.lr      f64 (STEPS + 1,): the optimizer's lr after the scheduler's
+                 construction (its initial step, epoch 0), then after each of
+                 STEPS calls of scheduler.step() (epochs 1..STEPS)
+  metadata       <case> = the PyTorch code of the case; "torch" = its version.
+Each case runs a dummy SGD optimizer on one parameter; optimizer.step() comes
+before each scheduler.step(), as PyTorch asks.  A case with SET_LR[case] =
+(k, lr) sets the optimizer's lr to lr just before the k-th scheduler.step(),
+to show the chainable formulas, which start from the optimizer's current lr.
+tests/test_lr_scheduler.c builds the same cases in C.
+"""
+import os
+import sys
+import warnings
+
+import torch
+from torch.optim.lr_scheduler import (CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR,
+                                      MultiStepLR, SequentialLR, StepLR)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stfile import write_safetensors  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "optim")
+STEPS = 40
+
+
+def pow095(epoch):
+    return 0.95 ** epoch
+
+
+def warmup5(epoch):
+    return min(1.0, (epoch + 1) / 5)
+
+
+# (name, initial lr, code building the scheduler from `o`, the optimizer).
+# The code strings are evaluated, and stored as the case's description.
+CASES = [
+    ("step_7_half", 0.1, "StepLR(o, step_size=7, gamma=0.5)"),
+    ("step_3_default", 0.05, "StepLR(o, step_size=3)"),
+    ("step_1", 1.0, "StepLR(o, step_size=1, gamma=0.9)"),
+    ("multistep", 0.1, "MultiStepLR(o, milestones=[5, 12, 30], gamma=0.3)"),
+    ("multistep_repeated_unsorted", 0.2, "MultiStepLR(o, milestones=[20, 8, 8, 0], gamma=0.5)"),
+    ("multistep_none", 0.3, "MultiStepLR(o, milestones=[])"),
+    ("exponential", 0.1, "ExponentialLR(o, gamma=0.9)"),
+    ("exponential_growing", 1e-3, "ExponentialLR(o, gamma=1.05)"),
+    ("cosine_10", 0.1, "CosineAnnealingLR(o, T_max=10)"),
+    ("cosine_13_eta", 0.05, "CosineAnnealingLR(o, T_max=13, eta_min=1e-3)"),
+    ("cosine_1", 0.1, "CosineAnnealingLR(o, T_max=1, eta_min=0.01)"),
+    ("cosine_40", 3e-4, "CosineAnnealingLR(o, T_max=40, eta_min=1e-6)"),
+    ("linear_default", 0.1, "LinearLR(o)"),
+    ("linear_warmup", 0.05, "LinearLR(o, start_factor=0.1, end_factor=1.0, total_iters=10)"),
+    ("linear_to_zero", 0.1, "LinearLR(o, start_factor=1.0, end_factor=0.0, total_iters=20)"),
+    # torch's rounding gives about -1e-18 at total_iters; tapegrad sets 0 there.
+    ("linear_to_zero_third", 0.1, "LinearLR(o, start_factor=1/3, end_factor=0.0, total_iters=5)"),
+    ("linear_down", 0.2, "LinearLR(o, start_factor=0.5, end_factor=0.25, total_iters=7)"),
+    ("lambda_pow", 0.1, "LambdaLR(o, pow095)"),
+    ("lambda_warmup", 0.02, "LambdaLR(o, warmup5)"),
+    ("cosine_set_lr", 0.1, "CosineAnnealingLR(o, T_max=12, eta_min=0.002)"),
+    ("linear_set_lr", 0.1, "LinearLR(o, start_factor=0.2, total_iters=10)"),
+    ("exponential_set_lr", 0.1, "ExponentialLR(o, gamma=0.8)"),
+    ("lambda_set_lr", 0.1, "LambdaLR(o, pow095)"),
+    ("seq_warmup_cosine", 0.1,
+     "SequentialLR(o, [LinearLR(o, start_factor=0.1, total_iters=5), "
+     "CosineAnnealingLR(o, T_max=30, eta_min=1e-4)], milestones=[5])"),
+    ("seq_three", 0.5,
+     "SequentialLR(o, [ExponentialLR(o, gamma=0.9), StepLR(o, step_size=3, gamma=0.5), "
+     "LambdaLR(o, pow095)], milestones=[4, 15])"),
+    ("seq_multistep_zero", 0.2,
+     "SequentialLR(o, [LinearLR(o, start_factor=0.5, total_iters=4), "
+     "MultiStepLR(o, milestones=[0, 3, 3], gamma=0.5)], milestones=[6])"),
+    ("seq_cosine_linear", 0.08,
+     "SequentialLR(o, [CosineAnnealingLR(o, T_max=6, eta_min=0.01), "
+     "LinearLR(o, start_factor=0.25, end_factor=0.75, total_iters=8)], milestones=[10])"),
+    ("seq_unsorted_milestones", 0.3,
+     "SequentialLR(o, [ExponentialLR(o, gamma=0.8), StepLR(o, step_size=2, gamma=0.5), "
+     "CosineAnnealingLR(o, T_max=10)], milestones=[12, 6])"),
+    ("seq_constant_exponential", 1.0,
+     "SequentialLR(o, [LinearLR(o, start_factor=0.1, end_factor=0.1, total_iters=2), "
+     "ExponentialLR(o, gamma=0.9)], milestones=[2])"),
+    ("seq_single", 0.4, "SequentialLR(o, [StepLR(o, step_size=4, gamma=0.5)], milestones=[])"),
+]
+SET_LR = {"cosine_set_lr": (5, 0.03), "linear_set_lr": (4, 0.5),
+          "exponential_set_lr": (10, 1.0), "lambda_set_lr": (6, 0.7)}
+
+
+def run(name, lr, code):
+    p = torch.zeros(1, requires_grad=True)
+    o = torch.optim.SGD([p], lr=lr)
+    sched = eval(code, globals(), {"o": o})
+    lrs = [o.param_groups[0]["lr"]]
+    assert sched.get_last_lr() == lrs
+    for k in range(1, STEPS + 1):
+        o.step()
+        if name in SET_LR and SET_LR[name][0] == k:
+            o.param_groups[0]["lr"] = SET_LR[name][1]
+        sched.step()
+        lrs.append(o.param_groups[0]["lr"])
+        assert sched.get_last_lr() == lrs[-1:]
+    return torch.tensor(lrs, dtype=torch.float64)
+
+
+def main():
+    warnings.simplefilter("ignore")   # SequentialLR's step(0): the epoch argument is deprecated
+    os.makedirs(OUT, exist_ok=True)
+    tensors, meta = [], {"torch": torch.__version__}
+    for name, lr, code in CASES:
+        tensors.append((name + ".lr", run(name, lr, code)))
+        setting = " (lr set to %r before step %d)" % SET_LR[name][::-1] if name in SET_LR else ""
+        meta[name] = "SGD(lr=%r); %s%s" % (lr, code, setting)
+    write_safetensors(os.path.join(OUT, "lr_scheduler.safetensors"), tensors, meta)
+
+
+if __name__ == "__main__":
+    main()

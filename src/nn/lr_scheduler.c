@@ -1,0 +1,404 @@
+/* src/nn/lr_scheduler.c - learning-rate schedulers: each kind's formulas,
+ * construction with its argument checks, and the step.  Save and load are in
+ * lr_scheduler_state.c.
+ *
+ * Each kind has torch's two formulas.  The chainable one (torch's get_lr())
+ * maps the optimizer's current lr to the next epoch's, e.g. cosine annealing
+ *   lr_e = eta + (1 + cos(pi e / T)) / (1 + cos(pi (e - 1) / T)) * (lr_{e-1} - eta),
+ * which is the ratio of two consecutive closed-form values, so that a run
+ * nobody interferes with follows eta + (base - eta) (1 + cos(pi e / T)) / 2.
+ * The closed form (torch's _get_closed_form_lr()) maps base_lr and the epoch
+ * to the lr; torch uses it only for step(epoch), which SequentialLR calls
+ * with epoch 0 when it hands over to the next scheduler.  Both are written
+ * with torch's operations in torch's order, so that the doubles agree.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lr_scheduler_internal.h"
+
+/* Python's math.pi (the double nearest pi). */
+static const double pi = 3.141592653589793;
+
+/* ---- the formulas, per kind --------------------------------------------------- */
+
+/* e is the epoch being entered (torch's last_epoch inside step()), lr the
+ * optimizer's lr before it. */
+typedef double (*chain_fn)(const tg_lr_scheduler *s, int64_t e, double lr);
+typedef double (*closed_fn)(const tg_lr_scheduler *s, int64_t e);
+
+/* Python's a // b for b > 0 (rounds towards -inf). */
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static double step_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    if (e == 0 || e % s->u.step.step_size != 0) return lr;
+    return lr * s->u.step.gamma;
+}
+
+static double step_closed(const tg_lr_scheduler *s, int64_t e)
+{
+    return s->base_lr * pow(s->u.step.gamma, (double)floor_div(e, s->u.step.step_size));
+}
+
+/* How many milestones equal e (torch's Counter), or are <= e (its
+ * bisect_right on the sorted milestones). */
+static int count_milestones(const tg_lr_scheduler *s, int64_t e, bool up_to)
+{
+    int c = 0;
+    for (int i = 0; i < s->u.multi_step.n; i++) {
+        int64_t m = s->u.multi_step.milestones[i];
+        c += up_to ? m <= e : m == e;
+    }
+    return c;
+}
+
+static double multi_step_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    int c = count_milestones(s, e, false);
+    if (c == 0) return lr;
+    return lr * pow(s->u.multi_step.gamma, (double)c);
+}
+
+static double multi_step_closed(const tg_lr_scheduler *s, int64_t e)
+{
+    return s->base_lr * pow(s->u.multi_step.gamma, (double)count_milestones(s, e, true));
+}
+
+static double exponential_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    if (e == 0) return lr;
+    return lr * s->u.exponential.gamma;
+}
+
+static double exponential_closed(const tg_lr_scheduler *s, int64_t e)
+{
+    return s->base_lr * pow(s->u.exponential.gamma, (double)e);
+}
+
+/* torch's get_lr() has one more branch, `_step_count == 1 and last_epoch >
+ * 0`, the closed form for a scheduler built with last_epoch >= 0 (resuming
+ * without a state dict); constructors here always start at -1. */
+static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    const double T = (double)s->u.cosine.t_max, eta = s->u.cosine.eta_min;
+    if (e == 0) return lr;
+    /* torch's (e - 1 - T) % (2 T) == 0, i.e. e - 1 is an odd multiple of T
+     * (written so that nothing overflows): there the ratio below would be
+     * 0 / 0, so torch adds the closed form's difference instead. */
+    const int64_t t_max = s->u.cosine.t_max;
+    if ((e - 1) % t_max == 0 && ((e - 1) / t_max) % 2 != 0)
+        return lr + (s->base_lr - eta) * (1 - cos(pi / T)) / 2;
+    return (1 + cos(pi * (double)e / T)) / (1 + cos(pi * (double)(e - 1) / T)) * (lr - eta) + eta;
+}
+
+static double cosine_closed(const tg_lr_scheduler *s, int64_t e)
+{
+    const double T = (double)s->u.cosine.t_max, eta = s->u.cosine.eta_min;
+    return eta + (s->base_lr - eta) * (1 + cos(pi * (double)e / T)) / 2;
+}
+
+/* factor(e) = start + (end - start) e / total; the chain multiplies by
+ * factor(e) / factor(e - 1) = 1 + (end - start) / (total start + (e - 1) (end - start)). */
+static double linear_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    const double a = s->u.linear.start_factor, b = s->u.linear.end_factor;
+    const int64_t total = s->u.linear.total_iters;
+    if (e == 0) return lr * a;
+    if (e > total) return lr;
+    return lr * (1. + (b - a) / ((double)total * a + (double)(e - 1) * (b - a)));
+}
+
+static double linear_closed(const tg_lr_scheduler *s, int64_t e)
+{
+    const double a = s->u.linear.start_factor, b = s->u.linear.end_factor;
+    const int64_t total = s->u.linear.total_iters;
+    return s->base_lr * (a + (b - a) * (double)(e < total ? e : total) / (double)total);
+}
+
+static double lambda_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+{
+    (void)lr;
+    return s->base_lr * s->u.lambda.fn(e, s->u.lambda.user);
+}
+
+typedef struct kind_traits {
+    const char *name;
+    chain_fn chain;     /* NULL: SequentialLR, which steps its schedulers */
+    closed_fn closed;   /* NULL where torch has none: step(0) then uses get_lr() */
+} kind_traits;
+
+static const kind_traits kinds[] = {
+    [TG__SCHED_STEP] = {"step_lr", step_chain, step_closed},
+    [TG__SCHED_MULTI_STEP] = {"multi_step_lr", multi_step_chain, multi_step_closed},
+    [TG__SCHED_EXPONENTIAL] = {"exponential_lr", exponential_chain, exponential_closed},
+    [TG__SCHED_COSINE] = {"cosine_annealing_lr", cosine_chain, cosine_closed},
+    [TG__SCHED_LINEAR] = {"linear_lr", linear_chain, linear_closed},
+    [TG__SCHED_LAMBDA] = {"lambda_lr", lambda_chain, NULL},
+    [TG__SCHED_SEQUENTIAL] = {"sequential_lr", NULL, NULL},
+};
+_Static_assert(sizeof kinds / sizeof kinds[0] == TG__SCHED_N_KINDS,
+               "one entry of kinds[] per tg__sched_kind");
+
+const char *tg__sched_kind_name(tg__sched_kind k) { return kinds[k].name; }
+
+/* ---- stepping ----------------------------------------------------------------- */
+
+/* The lr of s at epoch e starting from lr (closed: torch's step(e) with an
+ * epoch, else step()), checked; ctor names the constructor taking its
+ * initial step, NULL in a step.  Changes nothing. */
+static int next_lr(const tg_lr_scheduler *s, int64_t e, bool closed, double lr, const char *ctor,
+                   double *out)
+{
+    const kind_traits *k = &kinds[s->kind];
+    double v = closed && k->closed ? k->closed(s, e) : k->chain(s, e, lr);
+    /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch), or
+     * an lr set below CosineAnnealingLR's eta_min; LambdaLR's factor is the
+     * caller's and is checked as given. */
+    if (v < 0 && s->kind != TG__SCHED_LAMBDA) v = 0.0;
+    TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL,
+             "%s: %s gives lr=%g at epoch %lld%s; an lr must be finite and >= 0",
+             ctor ? ctor : "lr_scheduler_step", ctor ? "the initial step" : k->name, v,
+             (long long)e, s->kind == TG__SCHED_LAMBDA ? " (base_lr * fn(epoch))" : "");
+    *out = v;
+    return TG_OK;
+}
+
+/* Enters epoch e with lr (from next_lr): torch's step() after get_lr(). */
+static void commit(tg_lr_scheduler *s, int64_t e, double lr)
+{
+    int rc = tg_optimizer_set_lr(s->opt, lr);
+    TG_ASSERT(rc == TG_OK);   /* next_lr checked lr */
+    (void)rc;
+    s->last_epoch = e;
+    s->last_lr = lr;
+}
+
+/* Python's bisect.bisect_right(a[0..n), x), also on an unsorted a. */
+static int bisect_right(const int64_t *a, int n, int64_t x)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (x < a[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* torch's SequentialLR.step(): the scheduler of the new epoch steps; at its
+ * milestone it restarts with step(0). */
+static int sequential_step(tg_lr_scheduler *s)
+{
+    const int64_t e = s->last_epoch + 1;
+    const int64_t *ms = s->u.sequential.milestones;
+    int i = bisect_right(ms, s->u.sequential.n - 1, e);
+    tg_lr_scheduler *c = s->u.sequential.schedulers[i];
+    bool restart = i > 0 && ms[i - 1] == e;
+    int64_t ce = restart ? 0 : c->last_epoch + 1;
+    double lr;
+    TG_TRY(next_lr(c, ce, restart, s->opt->lr, NULL, &lr));
+    commit(c, ce, lr);
+    s->last_epoch = e;
+    s->last_lr = lr;
+    return TG_OK;
+}
+
+int tg_lr_scheduler_step(tg_lr_scheduler *s)
+{
+    TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
+    if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
+    double lr;
+    TG_TRY(next_lr(s, s->last_epoch + 1, false, s->opt->lr, NULL, &lr));
+    commit(s, s->last_epoch + 1, lr);
+    return TG_OK;
+}
+
+double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s) { return s ? s->last_lr : NAN; }
+
+int64_t tg_lr_scheduler_last_epoch(const tg_lr_scheduler *s)
+{
+    return s ? s->last_epoch : INT64_MIN;
+}
+
+double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s) { return s ? s->base_lr : NAN; }
+
+void tg_lr_scheduler_free(tg_lr_scheduler *s)
+{
+    if (!s) return;
+    if (s->kind == TG__SCHED_MULTI_STEP) free(s->u.multi_step.milestones);
+    if (s->kind == TG__SCHED_SEQUENTIAL) {
+        free(s->u.sequential.schedulers);
+        free(s->u.sequential.milestones);
+    }
+    free(s);
+}
+
+/* ---- construction ------------------------------------------------------------- */
+
+static int check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", op);
+    return TG_OK;
+}
+
+static int check_factor(const char *op, const char *name, double v)
+{
+    TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL, "%s: %s=%g must be finite and >= 0", op, name, v);
+    return TG_OK;
+}
+
+/* A new scheduler like proto (kind and options set; its arrays are taken
+ * over on success) on opt, after torch's _LRScheduler.__init__: base_lr from
+ * the optimizer's initial lr, recorded by the first scheduler, then the
+ * initial step from last_epoch -1 to 0. */
+static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto)
+{
+    proto.opt = opt;
+    proto.base_lr = isnan(opt->initial_lr) ? opt->lr : opt->initial_lr;
+    proto.last_epoch = -1;
+    double lr;
+    TG_TRY(next_lr(&proto, 0, false, opt->lr, kinds[proto.kind].name, &lr));
+    tg_lr_scheduler *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = proto;
+    opt->initial_lr = s->base_lr;
+    commit(s, 0, lr);
+    *out = s;
+    return TG_OK;
+}
+
+int tg_step_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t step_size, double gamma)
+{
+    TG_TRY(check_common("step_lr", out, opt));
+    TG_CHECK(step_size >= 1, TG_EINVAL, "step_lr: step_size=%lld must be >= 1",
+             (long long)step_size);
+    TG_TRY(check_factor("step_lr", "gamma", gamma));
+    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_STEP,
+                                              .u.step = {step_size, gamma}});
+}
+
+/* A malloc'd copy of a[0..n) (one element at least), or NULL (ENOMEM). */
+static void *copy_array(const void *a, int n, size_t size)
+{
+    void *c = tg__malloc((size_t)(n > 0 ? n : 1) * size);
+    if (c && n > 0) memcpy(c, a, (size_t)n * size);
+    return c;
+}
+
+int tg_multi_step_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_milestones,
+                         const int64_t *milestones, double gamma)
+{
+    const char *op = "multi_step_lr";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(n_milestones >= 0, TG_EINVAL, "%s: n_milestones=%d must be >= 0", op, n_milestones);
+    TG_CHECK(milestones != NULL || n_milestones == 0, TG_EINVAL,
+             "%s: milestones must not be NULL when n_milestones=%d > 0", op, n_milestones);
+    TG_TRY(check_factor(op, "gamma", gamma));
+    int64_t *ms = copy_array(milestones, n_milestones, sizeof *ms);
+    if (!ms) return TG_ENOMEM;
+    int rc = attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_MULTI_STEP,
+                                                .u.multi_step = {n_milestones, ms, gamma}});
+    if (rc < 0) free(ms);
+    return rc;
+}
+
+int tg_exponential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double gamma)
+{
+    TG_TRY(check_common("exponential_lr", out, opt));
+    TG_TRY(check_factor("exponential_lr", "gamma", gamma));
+    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_EXPONENTIAL,
+                                              .u.exponential = {gamma}});
+}
+
+int tg_cosine_annealing_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t t_max,
+                               double eta_min)
+{
+    const char *op = "cosine_annealing_lr";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(t_max >= 1, TG_EINVAL, "%s: t_max=%lld must be >= 1", op, (long long)t_max);
+    TG_TRY(check_factor(op, "eta_min", eta_min));
+    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_COSINE,
+                                              .u.cosine = {t_max, eta_min}});
+}
+
+int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_factor,
+                     double end_factor, int64_t total_iters)
+{
+    const char *op = "linear_lr";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(start_factor > 0 && start_factor <= 1, TG_EINVAL,
+             "%s: start_factor=%g must be in (0, 1]", op, start_factor);
+    TG_CHECK(end_factor >= 0 && end_factor <= 1, TG_EINVAL,
+             "%s: end_factor=%g must be in [0, 1]", op, end_factor);
+    TG_CHECK(total_iters >= 1, TG_EINVAL, "%s: total_iters=%lld must be >= 1", op,
+             (long long)total_iters);
+    return attach(out, opt, (tg_lr_scheduler){
+        .kind = TG__SCHED_LINEAR, .u.linear = {start_factor, end_factor, total_iters}});
+}
+
+int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn, void *user)
+{
+    TG_TRY(check_common("lambda_lr", out, opt));
+    TG_CHECK(fn != NULL, TG_EINVAL, "lambda_lr: fn must not be NULL");
+    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
+                                              .u.lambda = {fn, user}});
+}
+
+static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int n,
+                            tg_lr_scheduler *const *scheds, const int64_t *milestones)
+{
+    const char *op = "sequential_lr";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(n >= 1, TG_EINVAL, "%s: n_schedulers=%d must be >= 1", op, n);
+    TG_CHECK(scheds != NULL, TG_EINVAL, "%s: schedulers must not be NULL", op);
+    TG_CHECK(milestones != NULL || n == 1, TG_EINVAL,
+             "%s: milestones must not be NULL (n_schedulers - 1 = %d of them)", op, n - 1);
+    for (int i = 0; i < n; i++) {
+        const tg_lr_scheduler *c = scheds[i];
+        TG_CHECK(c != NULL, TG_EINVAL, "%s: schedulers[%d] must not be NULL", op, i);
+        TG_CHECK(c->opt == opt, TG_EINVAL,
+                 "%s: schedulers[%d] is attached to another optimizer; all must be on opt", op,
+                 i);
+        TG_CHECK(c->kind != TG__SCHED_SEQUENTIAL, TG_EINVAL,
+                 "%s: schedulers[%d] is a sequential_lr; they do not nest", op, i);
+    }
+    return TG_OK;
+}
+
+/* torch's SequentialLR.__init__: the lr back to the initial lr, every
+ * scheduler's last_epoch - 1, then the first one's initial step again (from
+ * its last_epoch - 1 back to its last_epoch, at the initial lr; a scheduler
+ * listed twice goes back twice, as in torch). */
+int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
+                         tg_lr_scheduler *const *scheds, const int64_t *milestones)
+{
+    TG_TRY(check_sequential(out, opt, n, scheds, milestones));
+    TG_ASSERT(!isnan(opt->initial_lr));   /* set by attaching scheds[0] */
+    tg_lr_scheduler *first = scheds[0];
+    int64_t e0 = first->last_epoch + 1;
+    for (int i = 0; i < n; i++) e0 -= scheds[i] == first;
+    double lr;
+    TG_TRY(next_lr(first, e0, false, opt->initial_lr, "sequential_lr", &lr));
+    tg_lr_scheduler *s = tg__calloc(1, sizeof *s);
+    tg_lr_scheduler **cs = copy_array(scheds, n, sizeof *cs);
+    int64_t *ms = copy_array(milestones, n - 1, sizeof *ms);
+    if (!s || !cs || !ms) {
+        free(s);
+        free(cs);
+        free(ms);
+        return TG_ENOMEM;
+    }
+    *s = (tg_lr_scheduler){.kind = TG__SCHED_SEQUENTIAL, .opt = opt, .last_epoch = 0,
+                           .base_lr = opt->initial_lr, .last_lr = lr,
+                           .u.sequential = {n, cs, ms}};
+    for (int i = 0; i < n; i++) scheds[i]->last_epoch -= 1;
+    commit(first, e0, lr);
+    *out = s;
+    return TG_OK;
+}

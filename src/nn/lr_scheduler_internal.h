@@ -1,0 +1,46 @@
+/* src/nn/lr_scheduler_internal.h - the scheduler object shared by
+ * lr_scheduler.c (kinds, construction, step) and lr_scheduler_state.c
+ * (save and load). */
+#ifndef TAPEGRAD_LR_SCHEDULER_INTERNAL_H
+#define TAPEGRAD_LR_SCHEDULER_INTERNAL_H
+
+#include "optim_internal.h"
+#include "tapegrad/lr_scheduler.h"
+
+typedef enum tg__sched_kind {
+    TG__SCHED_STEP = 0,
+    TG__SCHED_MULTI_STEP,
+    TG__SCHED_EXPONENTIAL,
+    TG__SCHED_COSINE,
+    TG__SCHED_LINEAR,
+    TG__SCHED_LAMBDA,
+    TG__SCHED_SEQUENTIAL,
+    TG__SCHED_N_KINDS
+} tg__sched_kind;
+
+/* torch's attributes, with its names. */
+struct tg_lr_scheduler {
+    tg__sched_kind kind;
+    tg_optimizer *opt;    /* borrowed */
+    int64_t last_epoch;
+    double base_lr;       /* base_lrs[0] */
+    double last_lr;       /* _last_lr[0] */
+    union {
+        struct { int64_t step_size; double gamma; } step;
+        struct { int n; int64_t *milestones; double gamma; } multi_step;   /* owned */
+        struct { double gamma; } exponential;
+        struct { int64_t t_max; double eta_min; } cosine;
+        struct { double start_factor, end_factor; int64_t total_iters; } linear;
+        struct { tg_lr_lambda_fn fn; void *user; } lambda;
+        struct {
+            int n;                          /* schedulers; n - 1 milestones */
+            tg_lr_scheduler **schedulers;   /* owned array of borrowed schedulers */
+            int64_t *milestones;            /* owned */
+        } sequential;
+    } u;
+};
+
+/* "step_lr", "multi_step_lr", ..., "sequential_lr": the state's "kind". */
+const char *tg__sched_kind_name(tg__sched_kind k);
+
+#endif

@@ -1,0 +1,166 @@
+/* src/nn/lr_scheduler_state.c - saving a learning-rate scheduler's state into
+ * a tg_st_file and restoring it.  Load reads and checks every value (a
+ * SequentialLR's schedulers included) before it writes any, so a bad file
+ * leaves every scheduler unchanged. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lr_scheduler_internal.h"
+#include "nn/state_check.h"
+
+#define KEY_MAX 256
+
+/* "<prefix>.<name>" into buf; name NULL with i >= 0 gives "<prefix>.<i>",
+ * a SequentialLR's prefix for its scheduler i. */
+static int key(char *buf, const char *what, const char *prefix, const char *name, int i)
+{
+    int len = name ? snprintf(buf, KEY_MAX, "%s.%s", prefix, name)
+                   : snprintf(buf, KEY_MAX, "%s.%d", prefix, i);
+    TG_CHECK(len > 0 && len < KEY_MAX, TG_EINVAL,
+             "%s: prefix '%.32s...' too long (keys are at most %d chars)", what, prefix,
+             KEY_MAX - 1);
+    return TG_OK;
+}
+
+static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
+{
+    const char *what = "lr_scheduler_state_save";
+    char k[KEY_MAX];
+    TG_TRY(key(k, what, prefix, "kind", -1));
+    TG_TRY(tg_st_meta_set(f, k, tg__sched_kind_name(s->kind)));
+    TG_TRY(key(k, what, prefix, "last_epoch", -1));
+    TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)s->last_epoch));
+    TG_TRY(key(k, what, prefix, "base_lr", -1));
+    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->base_lr));
+    TG_TRY(key(k, what, prefix, "last_lr", -1));
+    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->last_lr));
+    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
+        TG_TRY(key(k, what, prefix, NULL, i));
+        TG_TRY(save(s->u.sequential.schedulers[i], f, k));
+    }
+    return TG_OK;
+}
+
+int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
+{
+    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
+             "lr_scheduler_state_save: s, f and prefix must not be NULL");
+    return save(s, f, prefix);
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+#define WHAT "lr_scheduler_state_load"
+
+typedef struct sched_values {
+    int64_t last_epoch;
+    double base_lr, last_lr;
+} sched_values;
+
+/* The value of the one-element tensor under "prefix.name". */
+static int get_value(const tg_st_file *f, const char *prefix, const char *name, char *k,
+                     double *v)
+{
+    TG_TRY(key(k, WHAT, prefix, name, -1));
+    const tg_tensor *t = tg_st_get(f, k);
+    TG_CHECK(t != NULL, TG_ENOTFOUND, WHAT ": missing key '%s'", k);
+    TG_CHECK(tg_tensor_numel(t) == 1, TG_ESHAPE, WHAT ": '%s' must hold one value, has %lld",
+             k, (long long)tg_tensor_numel(t));
+    return tg_tensor_get_flat(t, 0, v);
+}
+
+static int get_lr(const tg_st_file *f, const char *prefix, const char *name, double *v)
+{
+    char k[KEY_MAX];
+    TG_TRY(get_value(f, prefix, name, k, v));
+    TG_CHECK(*v >= 0 && isfinite(*v), TG_EINVAL, WHAT ": '%s'=%g must be finite and >= 0", k,
+             *v);
+    return TG_OK;
+}
+
+/* s's own values under prefix, checked against s's kind and their ranges. */
+static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
+                       sched_values *out)
+{
+    char k[KEY_MAX];
+    TG_TRY(key(k, WHAT, prefix, "kind", -1));
+    const char *kind = tg_st_meta_get(f, k), *mine = tg__sched_kind_name(s->kind);
+    TG_CHECK(kind != NULL, TG_ENOTFOUND, WHAT ": missing metadata '%s'", k);
+    TG_CHECK(strcmp(kind, mine) == 0, TG_EINVAL, WHAT ": '%s' is '%s'; this scheduler is '%s'",
+             k, kind, mine);
+    double e;
+    TG_TRY(get_value(f, prefix, "last_epoch", k, &e));
+    /* within +-2^53, where doubles still hold every integer */
+    TG_CHECK(fabs(e) <= 0x1p53 && e == floor(e), TG_EINVAL,
+             WHAT ": '%s'=%g must be an integer within +-2^53", k, e);
+    out->last_epoch = (int64_t)e;
+    TG_TRY(get_lr(f, prefix, "base_lr", &out->base_lr));
+    return get_lr(f, prefix, "last_lr", &out->last_lr);
+}
+
+/* Entries "prefix.<i>.*" of a SequentialLR must name a scheduler it has. */
+static int check_indices(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+    for (int e = 0; e < tg_st_count(f); e++) {
+        const char *name;
+        tg_tensor *t;
+        TG_TRY(tg_st_at(f, e, &name, &t));
+        if (strncmp(name, prefix, plen) != 0 || name[plen] != '.') continue;
+        char *end;
+        long i = strtol(name + plen + 1, &end, 10);
+        if (end == name + plen + 1 || *end != '.') continue;
+        TG_CHECK(i >= 0 && i < s->u.sequential.n, TG_EINVAL,
+                 WHAT ": '%s' is for scheduler %ld; this sequential_lr has %d", name, i,
+                 s->u.sequential.n);
+    }
+    return TG_OK;
+}
+
+/* Checks everything load_checked would restore. */
+static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
+{
+    sched_values v;
+    TG_TRY(read_values(s, f, prefix, &v));
+    if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
+    TG_TRY(check_indices(s, f, prefix));
+    for (int i = 0; i < s->u.sequential.n; i++) {
+        char k[KEY_MAX];
+        TG_TRY(key(k, WHAT, prefix, NULL, i));
+        TG_TRY(check(s->u.sequential.schedulers[i], f, k));
+    }
+    return TG_OK;
+}
+
+/* Restores what check() accepted: reading the same values cannot fail. */
+static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
+{
+    sched_values v;
+    int rc = read_values(s, f, prefix, &v);
+    TG_ASSERT(rc == TG_OK);
+    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
+        char k[KEY_MAX];
+        rc = key(k, WHAT, prefix, NULL, i);
+        TG_ASSERT(rc == TG_OK);
+        load_checked(s->u.sequential.schedulers[i], f, k);
+    }
+    s->last_epoch = v.last_epoch;
+    s->base_lr = v.base_lr;
+    s->last_lr = v.last_lr;
+}
+
+int tg__lr_scheduler_state_check(const tg_lr_scheduler *s, const tg_st_file *f,
+                                 const char *prefix)
+{
+    return check(s, f, prefix);
+}
+
+int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
+{
+    TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
+             WHAT ": s, f and prefix must not be NULL");
+    TG_TRY(check(s, f, prefix));
+    load_checked(s, f, prefix);
+    return TG_OK;
+}

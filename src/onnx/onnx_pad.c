@@ -1,0 +1,109 @@
+/* src/onnx/onnx_pad.c - a Conv's padding_mode other than zeros as ONNX
+ * nodes before the Conv, which then has pads 0: tg_conv pads x with tg_pad
+ * and convolves without padding; these are the nodes torch.onnx.export
+ * writes at opset 17:
+ *
+ *   reflect    Pad(x, pads, mode="reflect")
+ *   replicate  Pad(x, pads, mode="edge")
+ *   circular   per padded spatial axis d: Concat(Slice(x, -lo, end),
+ *              x, Slice(x, 0, hi), axis=d); opset 17's Pad has no "wrap"
+ *              mode (it came in opset 19)
+ *
+ * `pads` is an int64 initializer listing every input dim's beginning, then
+ * every dim's end, so the batch and channel dims get 0 and a dynamic batch
+ * stays free.  tapegrad's padding (low, high) of spatial axis a is input
+ * dim nd - ns + a; the modes take the same element as tg_pad: reflect
+ * mirrors without repeating the edge (lo, hi < the extent), circular wraps
+ * once (lo, hi <= the extent: the tail is the last lo elements, the head
+ * the first hi). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "onnx/onnx_graph.h"
+
+/* A 1-d int64 initializer `<scope>/<what>` of n values: its name, or NULL
+ * (TG_ENOMEM set). */
+static const char *tg__onnx_i64s(tg__onnx *g, const char *scope, const char *what, int64_t n,
+                                 const int64_t *v)
+{
+    const char *name = tg__onnx_str(g, "%s/%s", scope, what);
+    if (!name || tg__onnx_init_raw(g, name, TG__ONNX_INT64, 1, &n, v, sizeof *v) < 0)
+        return NULL;
+    return name;
+}
+
+/* Slice(x, [start], [end], axes) -> *y, the bounds as initializers
+ * `<scope>/wrap<d>_<part>_starts` and `_ends`. */
+static int tg__onnx_slice(const tg__onnx_site *s, const char *x, const char *axes, int d,
+                          const char *part, int64_t start, int64_t end, const char **y)
+{
+    char sw[48], ew[48];
+    snprintf(sw, sizeof sw, "wrap%d_%s_starts", d, part);
+    snprintf(ew, sizeof ew, "wrap%d_%s_ends", d, part);
+    const char *sn = tg__onnx_i64s(s->g, s->scope, sw, 1, &start);
+    const char *en = tg__onnx_i64s(s->g, s->scope, ew, 1, &end);
+    if (!sn || !en) return TG_ENOMEM;
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Slice", 4,
+                         (const char *const[]){x, sn, en, axes});
+}
+
+/* Circular padding: one Concat(tail, x, head) along each padded axis d,
+ * each reading the previous one's output (so the corners wrap on both
+ * axes); the axis is the initializer `<scope>/wrap<d>_axes`. */
+static int tg__onnx_wrap(const tg__onnx_site *s, const tg_conv_params *p, int nd, int ns,
+                         const char **y)
+{
+    const char *cur = s->x;
+    for (int a = 0; a < ns; a++) {
+        const int64_t lo = p->padding[a][0], hi = p->padding[a][1], d = nd - ns + a;
+        if (lo == 0 && hi == 0) continue;
+        char what[32];
+        snprintf(what, sizeof what, "wrap%d_axes", (int)d);
+        const char *parts[3], *axes = tg__onnx_i64s(s->g, s->scope, what, 1, &d);
+        if (!axes) return TG_ENOMEM;
+        int n = 0;
+        if (lo > 0)   /* x[-lo:], the last lo elements */
+            TG_TRY(tg__onnx_slice(s, cur, axes, (int)d, "tail", -lo, INT64_MAX, &parts[n++]));
+        parts[n++] = cur;
+        if (hi > 0)   /* x[:hi] */
+            TG_TRY(tg__onnx_slice(s, cur, axes, (int)d, "head", 0, hi, &parts[n++]));
+        tg__onnx_node *node = NULL;
+        TG_TRY(tg__onnx_add(s->g, &node, &cur, s->scope, "Concat", n, parts));
+        TG_TRY(tg__onnx_attr_int(s->g, node, "axis", d));
+    }
+    *y = cur;
+    return TG_OK;
+}
+
+int tg__onnx_conv_pad(const tg__onnx_site *s, tg_conv_params *p, int ns, const char **x)
+{
+    *x = s->x;
+    if (p->padding_mode == TG_PAD_CONSTANT) return TG_OK;
+    /* the ConvTranspose modules take zero padding only, as PyTorch's */
+    TG_ASSERT(strcmp(tg_module_type_name(s->m), "ConvTranspose") != 0 &&
+              strcmp(tg_module_type_name(s->m), "QuantizedConvTranspose") != 0);
+    const int nd = tg_tensor_ndim(s->xt);
+    TG_ASSERT(ns >= 1 && ns <= TG_CONV_MAX_SPATIAL && nd >= ns && nd <= TG_MAX_DIMS);
+    bool any = false;
+    int64_t pads[2 * TG_MAX_DIMS] = {0};
+    for (int a = 0; a < ns; a++) {
+        pads[nd - ns + a] = p->padding[a][0];
+        pads[2 * nd - ns + a] = p->padding[a][1];
+        any |= p->padding[a][0] != 0 || p->padding[a][1] != 0;
+    }
+    if (any && p->padding_mode == TG_PAD_CIRCULAR) {
+        TG_TRY(tg__onnx_wrap(s, p, nd, ns, x));
+    } else if (any) {
+        const char *pn = tg__onnx_i64s(s->g, s->scope, "pads", 2 * nd, pads);
+        if (!pn) return TG_ENOMEM;
+        tg__onnx_node *node = NULL;
+        TG_TRY(tg__onnx_add(s->g, &node, x, s->scope, "Pad", 2, (const char *const[]){s->x, pn}));
+        TG_ASSERT(p->padding_mode == TG_PAD_REFLECT || p->padding_mode == TG_PAD_REPLICATE);
+        TG_TRY(tg__onnx_attr_str(s->g, node, "mode",
+                                 p->padding_mode == TG_PAD_REFLECT ? "reflect" : "edge"));
+    }
+    p->padding_mode = TG_PAD_CONSTANT;
+    for (int a = 0; a < ns; a++) p->padding[a][0] = p->padding[a][1] = 0;
+    return TG_OK;
+}
