@@ -11,8 +11,8 @@
  * Metadata is a namespace of its own, and a slot's keys start with its name,
  * which no other slot's name shares (check_name), so no entry can clash
  * with a tensor key or another slot's; tg_checkpoint_save refuses user
- * metadata on the same key.  A file without an entry (saved before the
- * count was kept) leaves that Dropout's count as it is. */
+ * metadata on the same key.  A file without an entry leaves that
+ * Dropout's count as it is. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
