@@ -38,6 +38,7 @@
 #include "tapegrad/amp.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/conv.h"
+#include "tapegrad/pool.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/optim.h"

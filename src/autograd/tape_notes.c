@@ -66,6 +66,17 @@ static const op_note notes[] = {
     {"pad", "da = pad_backward(g): each g element added into the element it was read from",
      NULL},
     {"pad_backward", "dg = pad(g', same mode, value 0)", NULL},
+    {"upsample_nearest", "da = upsample_nearest_backward(g): each s-block of g summed into "
+                         "the element it copies", NULL},
+    {"upsample_nearest_backward", "dg = upsample_nearest(g')", NULL},
+    {"avg_pool", "da = avg_pool_backward(g): each g element / its window's count added into "
+                 "the window", NULL},
+    {"avg_pool_backward", "dg = avg_pool(g'), same parameters", NULL},
+    {"max_pool", "da = max_pool_backward(g, indices): each g element added into its window's "
+                 "maximum", NULL},
+    {"max_pool_backward", "dg = max_pool_gather(g', indices): g' at each window's maximum; "
+                          "the indices get none", NULL},
+    {"max_pool_gather", "da = max_pool_backward(g, indices); the indices get none", NULL},
     {"sum", "da = g copied to every element of a", NULL},
     {"mean", "da = g / n copied to every element of a", NULL},
     {"sum_dims", "da = g copied along the reduced dims", NULL},

@@ -26,7 +26,10 @@
     X(where, 1)          /* where.c: where */                                 \
     X(one_hot, 1)        /* one_hot.c: one_hot */                             \
     X(embedding, 2)      /* embedding.c: embedding embedding_backward */     \
-    X(pad, 2)            /* pad.c: pad pad_backward */
+    X(pad, 2)            /* pad.c: pad pad_backward */                        \
+    X(upsample, 2)       /* upsample.c: upsample_nearest upsample_nearest_backward */ \
+    X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
+    X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

@@ -1,0 +1,108 @@
+/* tapegrad/pool.h - AvgPoolNd, MaxPoolNd and nearest upsampling
+ * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')) for N = 1, 2,
+ * 3 spatial dims, with PyTorch's semantics.
+ *
+ *   tg_pool_params p = TG_POOL_PARAMS_INIT;
+ *   tg_pool_params_set(&p, 2, 0, 0);           // kernel 2, stride = kernel
+ *   tg_max_pool(&y, x, 2, &p);                 // x (B, C, 8, 8) -> (B, C, 4, 4)
+ *   tg_upsample_nearest(&z, y, 2, (int64_t[]){2, 2});   // back to (B, C, 8, 8)
+ *
+ * x is (B, C, S...) with N spatial dims S, or unbatched (C, S...), one
+ * sample, whose result is unbatched too.  x has a float dtype (f16 and bf16
+ * are computed in double and rounded once).  Every dim but the batch must
+ * be >= 1; an empty batch gives an empty result.
+ *
+ * Pooling, along each spatial axis of extent I: window o covers the indices
+ * i = o*stride - padding + j*dilation, j = 0 .. kernel-1, and the output
+ * extent is
+ *   O = floor((I + 2*padding - dilation*(kernel-1) - 1) / stride) + 1
+ * with ceil_mode rounding up instead, less one window when the last would
+ * start in the right padding ((O-1)*stride >= I + padding), as PyTorch.
+ *  - avg: the sum of the window's elements inside x, divided by the
+ *    window's size counted inside [-padding, I + padding) (count_include_pad,
+ *    PyTorch's default: a ceil_mode window that runs past the right padding
+ *    counts only up to it) or inside [0, I) (without).
+ *  - max: the largest element inside x.  Ties go to the first in row-major
+ *    order within the window, a NaN is taken over any number (and the last
+ *    NaN over earlier ones), as PyTorch's CPU kernels; a dilated window with
+ *    no element inside x gives -inf and passes no gradient.
+ * Nearest upsampling by integer factors s: output extent S*s, output index
+ * o reading input index o / s (PyTorch's nearest, which for integer factors
+ * is exactly this).
+ *
+ * Gradients of every order.  avg_pool is linear: its gradient spreads each
+ * g element over its window, divided by the same count, an op whose own
+ * gradient is avg_pool again.  max_pool's gradient adds each g element into
+ * the element its window picked (indices saved by the forward); the
+ * gradient of that with respect to g picks the same elements again.
+ * Upsampling's gradient sums each s-block; its gradient is upsampling.
+ *
+ * Where PyTorch 1.13 differs: integer inputs are refused (PyTorch's
+ * avg_pool and nearest interpolation take them); nearest upsampling takes
+ * an unbatched x as pooling does (F.interpolate reads a (C, S...) tensor as
+ * a batch of C one-channel samples of N-1 spatial dims); avg_pool has no
+ * divisor_override.
+ */
+#ifndef TAPEGRAD_POOL_H
+#define TAPEGRAD_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_POOL_MAX_SPATIAL 3
+/* The largest kernel, stride, padding, dilation or scale factor accepted
+ * (larger values are TG_EINVAL): it keeps every extent formula in int64. */
+#define TG_POOL_MAX_PARAM ((int64_t)INT32_MAX)
+
+/* Per spatial axis parameters; only the first N entries are read.  Each
+ * value is at most TG_POOL_MAX_PARAM. */
+typedef struct tg_pool_params {
+    int64_t kernel[TG_POOL_MAX_SPATIAL];     /* >= 1; no default */
+    int64_t stride[TG_POOL_MAX_SPATIAL];     /* >= 1, or 0 for the kernel (stride=None) */
+    int64_t padding[TG_POOL_MAX_SPATIAL];    /* both ends; in [0, kernel/2] */
+    int64_t dilation[TG_POOL_MAX_SPATIAL];   /* >= 1; avg_pool takes 1 only */
+    bool ceil_mode;
+    bool count_include_pad;                  /* avg_pool only */
+} tg_pool_params;
+
+/* PyTorch's defaults, kernel left 0: set it (tg_pool_params_set). */
+#define TG_POOL_PARAMS_INIT                                                   \
+    {.kernel = {0, 0, 0}, .stride = {0, 0, 0}, .padding = {0, 0, 0},          \
+     .dilation = {1, 1, 1}, .ceil_mode = false, .count_include_pad = true}
+
+/* Sets the same kernel, stride (0: the kernel) and padding on every axis,
+ * as PyTorch's integer arguments.  NULL p does nothing. */
+TG_API void tg_pool_params_set(tg_pool_params *p, int64_t kernel, int64_t stride,
+                               int64_t padding);
+
+/* The output extents out[0..n_spatial) of pooling input extents
+ * in[0..n_spatial) with p (the rules above).  TG_EINVAL naming the
+ * parameter and the rule for bad parameters, or when an extent would be
+ * < 1; on error out is unchanged. */
+TG_API int tg_pool_output_size(int64_t *out, int n_spatial, const int64_t *in,
+                               const tg_pool_params *p);
+
+/* AvgPool{1,2,3}d / MaxPool{1,2,3}d of x over its last n_spatial dims.
+ * *out receives a new reference; on error it is untouched.  TG_EINVAL for
+ * n_spatial outside 1..3 or bad parameters (avg_pool: a dilation other than
+ * 1), TG_ESHAPE when x's rank is not n_spatial + 1 or + 2 or a dim is 0,
+ * TG_EDTYPE for an integer x. */
+TG_API int tg_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
+TG_API int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
+
+/* x upsampled by the integer factors scale[0..n_spatial) (each >= 1) along
+ * its last n_spatial dims, nearest neighbour.  Errors as tg_avg_pool. */
+TG_API int tg_upsample_nearest(tg_tensor **out, tg_tensor *x, int n_spatial,
+                               const int64_t *scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

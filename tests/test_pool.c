@@ -1,0 +1,528 @@
+/* tests/test_pool.c - tg_avg_pool, tg_max_pool and tg_upsample_nearest
+ * against PyTorch (values and gradients, 1-3 spatial dims, kernel, stride,
+ * padding, dilation, ceil_mode, count_include_pad, ties and NaN in max
+ * pooling, f64, f32 and bf16), their derivatives to second order by finite
+ * differences, each backward as the forward's adjoint, max pooling's
+ * double backward as a gather, unbatched inputs, half dtypes, empty
+ * batches and the refusals.
+ * Goldens: scripts/make_pool_goldens.py. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+typedef enum kind { AVG, MAX, UP } kind;
+
+/* One call of an op: which, over how many spatial dims, with what. */
+typedef struct call {
+    kind k;
+    int ns;
+    tg_pool_params p;
+    int64_t scale[3];
+} call;
+
+static int run(const call *c, tg_tensor **y, tg_tensor *x)
+{
+    switch (c->k) {
+    case AVG: return tg_avg_pool(y, x, c->ns, &c->p);
+    case MAX: return tg_max_pool(y, x, c->ns, &c->p);
+    case UP: return tg_upsample_nearest(y, x, c->ns, c->scale);
+    }
+    return TG_EINVAL;
+}
+
+/* ---- goldens ---- */
+
+static const char *meta(const tg_st_file *f, const char *c, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", c, what);
+    const char *v = tg_st_meta_get(f, key);
+    cr_assert(v != NULL, "golden has no %s", key);
+    return v;
+}
+
+static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", c, what);
+    const tg_tensor *t = tg_st_get(f, key);
+    cr_assert(t != NULL, "golden has no %s", key);
+    return t;
+}
+
+static void ints_of(const char *s, int64_t *v)
+{
+    for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
+}
+
+static call call_of(const tg_st_file *f, const char *c)
+{
+    const char *k = meta(f, c, "kind");
+    call r = {.k = !strcmp(k, "avg") ? AVG : !strcmp(k, "max") ? MAX : UP,
+              .ns = atoi(meta(f, c, "ns")), .p = TG_POOL_PARAMS_INIT};
+    if (r.k == UP) {
+        ints_of(meta(f, c, "scale"), r.scale);
+        return r;
+    }
+    ints_of(meta(f, c, "kernel"), r.p.kernel);
+    ints_of(meta(f, c, "stride"), r.p.stride);
+    ints_of(meta(f, c, "padding"), r.p.padding);
+    ints_of(meta(f, c, "dilation"), r.p.dilation);
+    r.p.ceil_mode = atoi(meta(f, c, "ceil_mode"));
+    r.p.count_include_pad = atoi(meta(f, c, "count_include_pad"));
+    return r;
+}
+
+/* got within rtol * (the largest |want|) of want, elementwise (NaN matches
+ * NaN, an infinity itself). */
+static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
+                         double rtol)
+{
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
+    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
+                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
+                  th_at(want, i));
+}
+
+/* The tolerance of a dtype relative to the largest value: values that are
+ * one division from torch's (f32, bf16: torch sums in float, tapegrad in
+ * double, and both round once at the end). */
+static double tol_of(tg_dtype dt)
+{
+    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 1e-6 : 1.0 / 128;
+}
+
+static tg_tensor *leaf_of(const tg_tensor *t)
+{
+    tg_tensor *c = NULL;
+    OK(tg_tensor_clone(&c, t));
+    OK(tg_tensor_set_requires_grad(c, true));
+    return c;
+}
+
+/* sum(y * gy) backward. */
+static void backward_with(tg_tensor *y, const tg_tensor *gy)
+{
+    tg_tensor *p = NULL, *s = NULL;
+    OK(tg_mul(&p, y, (tg_tensor *)gy));
+    OK(tg_sum(&s, p));
+    OK(tg_backward(s, NULL, NULL));
+    th_release_all(2, (tg_tensor *[]){p, s});
+}
+
+Test(pool, every_case_matches_torch)
+{
+    tg_st_file *f = th_golden_load("pool/pool.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int seen[3] = {0};
+    for (int i = 0; i < n; i++) {
+        char c[16];
+        snprintf(c, sizeof c, "case%d", i);
+        const call k = call_of(f, c);
+        seen[k.k]++;
+        const tg_tensor *want = get(f, c, "y");
+        const double tol = tol_of(tg_tensor_dtype(want));
+        tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
+        OK(run(&k, &y, x));
+        /* max and nearest copy elements of x: exactly torch's */
+        expect_close(c, y, want, k.k == AVG ? tol : 0);
+        backward_with(y, get(f, c, "grad_y"));
+        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), tol);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    cr_assert(seen[AVG] >= 12 && seen[MAX] >= 12 && seen[UP] >= 6, "golden has %d/%d/%d cases",
+              seen[AVG], seen[MAX], seen[UP]);
+    tg_st_free(f);
+}
+
+/* PyTorch's tie rule, by hand: windows [1 3 3], [3 3 2], [3 2 3] pick
+ * elements 1, 1 and 2, so ones as g give (0, 2, 1, 0, 0); a NaN is taken
+ * over any number, the last NaN over an earlier one. */
+Test(pool, max_ties_go_to_the_first_maximum)
+{
+    tg_tensor *x = th_vec(TG_F64, 5, (double[]){1, 3, 3, 2, 3}, "x", true), *y = NULL;
+    tg_tensor *x3 = NULL, *s = NULL;
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 1, 0);
+    OK(tg_reshape(&x3, x, 3, (int64_t[]){1, 1, 5}));
+    OK(tg_max_pool(&y, x3, 1, &p));
+    OK(tg_sum(&s, y));
+    OK(tg_backward(s, NULL, NULL));
+    const double want[] = {0, 2, 1, 0, 0};
+    for (int i = 0; i < 5; i++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), i), want[i]), "grad[%d]", i);
+    th_release_all(4, (tg_tensor *[]){x, x3, y, s});
+
+    const double nan = NAN;
+    tg_tensor *z = th_tensor_from(TG_F32, 3, (int64_t[]){1, 1, 5}, (double[]){1, nan, 3, nan, 2});
+    OK(tg_tensor_set_requires_grad(z, true));
+    tg_pool_params_set(&p, 5, 0, 0);
+    OK(tg_max_pool(&y, z, 1, &p));
+    cr_assert(isnan(th_at(y, 0)));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(z), 3), 1.0), "the last NaN takes the gradient");
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(z), 1), 0.0));
+    th_release_all(2, (tg_tensor *[]){z, y});
+}
+
+/* ceil_mode's last window starts inside x and runs past the padding: its
+ * divisor with count_include_pad counts up to the padding's end only.  On
+ * x = 0..5, kernel 3, stride 2, padding 1: windows [-1, 2), [1, 4),
+ * [3, 6), [5, 7) (cut at I + p = 7): x[5] / 2, and x[5] / 1 without the
+ * padding in the count. */
+Test(pool, ceil_mode_last_window_is_cut_at_the_padding)
+{
+    tg_tensor *x = th_arange(TG_F64, 3, (int64_t[]){1, 1, 6}), *y = NULL, *y2 = NULL;
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 2, 1);
+    p.ceil_mode = true;
+    OK(tg_avg_pool(&y, x, 1, &p));
+    th_expect_shape(y, 3, (int64_t[]){1, 1, 4});
+    const double want[] = {1.0 / 3, 6.0 / 3, 12.0 / 3, 5.0 / 2};
+    for (int i = 0; i < 4; i++) cr_assert(epsilon_eq(dbl, th_at(y, i), want[i], 1e-15));
+    p.count_include_pad = false;
+    OK(tg_avg_pool(&y2, x, 1, &p));
+    cr_assert(eq(dbl, th_at(y2, 0), 0.5));
+    cr_assert(eq(dbl, th_at(y2, 3), 5.0));
+    /* and a window that would start in the right padding is dropped:
+     * length 4, kernel 2, stride 3, padding 1: rounding up gives windows at
+     * -1, 2 and 5, but 5 >= I + p, so 2 windows, as without ceil_mode */
+    int64_t o = 0;
+    tg_pool_params_set(&p, 2, 3, 1);
+    OK(tg_pool_output_size(&o, 1, (int64_t[]){4}, &p));
+    cr_assert(eq(i64, o, 2));
+    p.ceil_mode = false;
+    OK(tg_pool_output_size(&o, 1, (int64_t[]){4}, &p));
+    cr_assert(eq(i64, o, 2));
+    /* where ceil_mode does add one: length 5, kernel 2, stride 2 */
+    tg_pool_params_set(&p, 2, 2, 0);
+    OK(tg_pool_output_size(&o, 1, (int64_t[]){5}, &p));
+    cr_assert(eq(i64, o, 2));
+    p.ceil_mode = true;
+    OK(tg_pool_output_size(&o, 1, (int64_t[]){5}, &p));
+    cr_assert(eq(i64, o, 3));
+    th_release_all(3, (tg_tensor *[]){x, y, y2});
+}
+
+/* ---- derivatives ---- */
+
+static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    return run(user, out, in[0]);
+}
+
+/* A sweep of calls over 1-3 spatial dims, each with its input shape. */
+typedef struct sweep_case {
+    call c;
+    int ndim;
+    int64_t shape[5];
+} sweep_case;
+
+static sweep_case avg_case(int ns, int64_t k, int64_t s, int64_t pad, bool ceil, bool cip)
+{
+    sweep_case r = {.c = {.k = AVG, .ns = ns, .p = TG_POOL_PARAMS_INIT}, .ndim = ns + 2};
+    tg_pool_params_set(&r.c.p, k, s, pad);
+    r.c.p.ceil_mode = ceil;
+    r.c.p.count_include_pad = cip;
+    const int64_t ext[3] = {5, 4, 3};
+    r.shape[0] = 2;
+    r.shape[1] = 2;
+    for (int a = 0; a < ns; a++) r.shape[2 + a] = ext[3 - ns + a];
+    return r;
+}
+
+static sweep_case max_case(int ns, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil)
+{
+    sweep_case r = avg_case(ns, k, s, pad, ceil, true);
+    r.c.k = MAX;
+    for (int a = 0; a < 3; a++) r.c.p.dilation[a] = dil;
+    return r;
+}
+
+static sweep_case up_case(int ns, const int64_t *scale)
+{
+    sweep_case r = avg_case(ns, 1, 1, 0, false, true);
+    r.c.k = UP;
+    memcpy(r.c.scale, scale, sizeof r.c.scale);
+    return r;
+}
+
+static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
+{
+    const sweep_case cases[] = {
+        avg_case(1, 3, 2, 1, false, true), avg_case(1, 3, 2, 1, true, false),
+        avg_case(2, 3, 2, 1, true, true),  avg_case(2, 2, 1, 1, false, false),
+        avg_case(3, 2, 0, 1, true, false), avg_case(3, 3, 2, 0, false, true),
+        max_case(1, 3, 2, 1, 1, true),     max_case(1, 2, 1, 1, 2, false),
+        max_case(2, 3, 2, 1, 1, false),    max_case(2, 2, 1, 0, 2, true),
+        max_case(3, 2, 0, 1, 1, true),     max_case(3, 3, 1, 1, 1, false),
+        up_case(1, (int64_t[]){3, 1, 1}),  up_case(2, (int64_t[]){2, 3, 1}),
+        up_case(3, (int64_t[]){1, 2, 2}),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* distinct values: no ties, where max is not differentiable */
+        tg_tensor *x = th_rand_uniform(TG_F64, cases[i].ndim, cases[i].shape, 11 + i);
+        OK(tg_tensor_set_requires_grad(x, true));
+        check(&cases[i], x);
+        tg_tensor_release(x);
+    }
+}
+
+static void check_derivatives(const sweep_case *sc, tg_tensor *x)
+{
+    tg_tensor *in[1] = {x};
+    cr_assert(eq(int, tg_gradcheck(call_fn, (void *)&sc->c, 1, in, NULL), TG_OK),
+              "kind %d, %d-d: %s", sc->c.k, sc->c.ns, tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(call_fn, (void *)&sc->c, 1, in, NULL), TG_OK),
+              "kind %d, %d-d: %s", sc->c.k, sc->c.ns, tg_error_message());
+}
+
+Test(pool, first_and_second_derivatives_by_finite_differences)
+{
+    sweep(check_derivatives);
+}
+
+/* <op(x), w> = <x, op's backward applied to w>: the backward is the
+ * adjoint of the forward (exactly so for avg and nearest, which are linear;
+ * for max at x's own indices). */
+static void check_adjoint(const sweep_case *sc, tg_tensor *x)
+{
+    tg_tensor *y = NULL, *p = NULL, *s = NULL, *gx = NULL, *q = NULL, *t = NULL;
+    OK(run(&sc->c, &y, x));
+    tg_tensor *w = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), 99);
+    OK(tg_mul(&p, y, w));
+    OK(tg_sum(&s, p));
+    OK(tg_grad(&gx, 1, &y, &w, 1, &x, NULL));
+    OK(tg_mul(&q, x, gx));
+    OK(tg_sum(&t, q));
+    cr_assert(epsilon_eq(dbl, tg_tensor_item(s), tg_tensor_item(t),
+                         1e-13 * (1 + fabs(tg_tensor_item(s)))),
+              "kind %d, %d-d: <op(x), w> = %.17g, <x, op^T w> = %.17g", sc->c.k, sc->c.ns,
+              tg_tensor_item(s), tg_tensor_item(t));
+    th_release_all(7, (tg_tensor *[]){y, w, p, s, gx, q, t});
+}
+
+Test(pool, backward_is_the_adjoint_of_the_forward)
+{
+    sweep(check_adjoint);
+}
+
+/* max_pool's backward is S^T g for the selection S: its gradient in g,
+ * against h, is S h, so with h = x it is max_pool(x) itself. */
+Test(pool, max_pool_double_backward_is_a_gather)
+{
+    tg_tensor *x = th_rand_uniform(TG_F64, 4, (int64_t[]){2, 3, 6, 5}, 4);
+    OK(tg_tensor_set_requires_grad(x, true));
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 2, 1);
+    tg_tensor *y = NULL, *g = NULL, *dx = NULL, *dg = NULL;
+    OK(tg_max_pool(&y, x, 2, &p));
+    g = th_rand_uniform(TG_F64, 4, tg_tensor_shape(y), 5);
+    OK(tg_tensor_set_requires_grad(g, true));
+    tg_backward_opts o = {.create_graph = true};
+    OK(tg_grad(&dx, 1, &y, &g, 1, &x, &o));
+    tg_tensor *xc = NULL;
+    OK(tg_tensor_clone(&xc, x));   /* h = x's values, a constant */
+    OK(tg_grad(&dg, 1, &dx, &xc, 1, &g, NULL));
+    th_expect_same_bits("S x", x, dg, y);
+    th_release_all(6, (tg_tensor *[]){x, y, g, dx, dg, xc});
+}
+
+/* ---- other inputs ---- */
+
+/* An unbatched (C, S...) x is one sample: the batched result's only row. */
+static void check_unbatched(const sweep_case *sc, tg_tensor *x)
+{
+    tg_tensor *x1 = NULL, *xu = NULL, *y1 = NULL, *yu = NULL, *want = NULL;
+    OK(tg_slice(&x1, x, 0, 1, 2, 1));
+    OK(tg_squeeze(&xu, x1, 0));
+    OK(run(&sc->c, &y1, x1));
+    OK(run(&sc->c, &yu, xu));
+    OK(tg_squeeze(&want, y1, 0));
+    th_expect_same_bits("unbatched", xu, yu, want);
+    th_release_all(5, (tg_tensor *[]){x1, xu, y1, yu, want});
+}
+
+Test(pool, unbatched_input_is_one_sample)
+{
+    sweep(check_unbatched);
+}
+
+/* f16 and bf16: computed in double, rounded once: the f64 result of the
+ * same (rounded) input, rounded; the gradient in the input's dtype. */
+static void check_half(const sweep_case *sc, tg_tensor *x)
+{
+    static const tg_dtype dts[] = {TG_F16, TG_BF16, TG_F32};
+    for (size_t d = 0; d < 3; d++) {
+        tg_tensor *xh = NULL, *x64 = NULL, *yh = NULL, *y64 = NULL, *want = NULL, *s = NULL;
+        OK(tg_tensor_to_dtype(&xh, x, dts[d]));
+        OK(tg_tensor_set_requires_grad(xh, true));
+        OK(tg_tensor_to_dtype(&x64, xh, TG_F64));
+        OK(run(&sc->c, &yh, xh));
+        OK(run(&sc->c, &y64, x64));
+        OK(tg_tensor_to_dtype(&want, y64, dts[d]));
+        th_expect_same_bits(tg_dtype_name(dts[d]), xh, yh, want);
+        OK(tg_sum(&s, yh));
+        OK(tg_backward(s, NULL, NULL));
+        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), dts[d]));
+        th_release_all(6, (tg_tensor *[]){xh, x64, yh, y64, want, s});
+    }
+}
+
+Test(pool, half_dtypes_round_the_double_result_once)
+{
+    sweep(check_half);
+}
+
+/* An empty batch: an empty result of the right shape, zero gradients. */
+Test(pool, empty_batch_gives_an_empty_result)
+{
+    tg_tensor *x = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 4, (int64_t[]){0, 3, 5, 4}));
+    OK(tg_tensor_set_requires_grad(x, true));
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 1);
+    const call calls[] = {{.k = AVG, .ns = 2, .p = p}, {.k = MAX, .ns = 2, .p = p},
+                          {.k = UP, .ns = 2, .scale = {2, 3}}};
+    const int64_t want[3][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}};
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *y = NULL, *s = NULL;
+        OK(run(&calls[i], &y, x));
+        th_expect_shape(y, 4, want[i]);
+        OK(tg_sum(&s, y));
+        OK(tg_backward(s, NULL, NULL));
+        th_expect_shape(tg_tensor_grad(x), 4, (int64_t[]){0, 3, 5, 4});
+        th_release_all(2, (tg_tensor *[]){y, s});
+    }
+    tg_tensor_release(x);
+}
+
+/* With dilation a window can miss x altogether (length 2, kernel 2,
+ * dilation 3, padding 1: positions -1 and 2): -inf, as PyTorch, and no
+ * gradient (PyTorch records an index outside x there). */
+Test(pool, max_window_outside_x_gives_minus_inf)
+{
+    tg_tensor *x = th_vec(TG_F64, 2, (double[]){1, 2}, "x", true), *x3 = NULL, *y = NULL;
+    OK(tg_reshape(&x3, x, 3, (int64_t[]){1, 1, 2}));
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 1, 1);
+    p.dilation[0] = 3;
+    OK(tg_max_pool(&y, x3, 1, &p));
+    th_expect_shape(y, 3, (int64_t[]){1, 1, 1});
+    cr_assert(th_at(y, 0) == -INFINITY);
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 0), 0.0));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 1), 0.0));
+    th_release_all(3, (tg_tensor *[]){x, x3, y});
+}
+
+Test(pool, nearest_reads_o_over_s)
+{
+    tg_tensor *x = th_arange(TG_F32, 4, (int64_t[]){1, 1, 2, 3}), *y = NULL;
+    OK(tg_upsample_nearest(&y, x, 2, (int64_t[]){2, 3}));
+    th_expect_shape(y, 4, (int64_t[]){1, 1, 4, 9});
+    for (int64_t h = 0; h < 4; h++)
+        for (int64_t w = 0; w < 9; w++)
+            cr_assert(eq(dbl, th_get(y, (int64_t[]){0, 0, h, w}), (double)(h / 2 * 3 + w / 3)));
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* ---- refusals ---- */
+
+static void refused_at(int line, int rc, int status, const char *words, tg_tensor *y)
+{
+    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
+              tg_error_message());
+    th_expect_in(tg_error_message(), words);
+    cr_assert(y == NULL, "line %d: out set on error", line);
+}
+#define expect_refused(rc, status, words, y) refused_at(__LINE__, rc, status, words, y)
+
+Test(pool, refusals_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 5, 4}, 1), *y = NULL;
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 0);
+    expect_refused(tg_avg_pool(&y, x, 4, &p), TG_EINVAL, "avg_pool: n_spatial=4 must be 1, 2 or 3",
+                   y);
+    expect_refused(tg_max_pool(&y, x, 0, &p), TG_EINVAL, "max_pool: n_spatial=0", y);
+    expect_refused(tg_upsample_nearest(&y, x, 5, (int64_t[]){2, 2}), TG_EINVAL,
+                   "upsample_nearest: n_spatial=5", y);
+    expect_refused(tg_avg_pool(&y, x, 2, NULL), TG_EINVAL, "avg_pool2d: p must not be NULL", y);
+    expect_refused(tg_upsample_nearest(&y, x, 2, NULL), TG_EINVAL, "scale must not be NULL", y);
+    /* rank: n_spatial + 1 or + 2 */
+    expect_refused(tg_max_pool(&y, x, 1, &p), TG_ESHAPE,
+                   "max_pool1d: x has 4 dims; it must have 2 (C, S...) or 3 (B, C, S...)", y);
+    expect_refused(tg_upsample_nearest(&y, x, 1, (int64_t[]){2}), TG_ESHAPE,
+                   "upsample_nearest1d: x has 4 dims", y);
+
+    tg_pool_params b = p;
+    b.kernel[1] = 0;
+    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "avg_pool2d: kernel[1]=0 must be >= 1",
+                   y);
+    b = p;
+    b.stride[0] = -1;
+    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "stride[0]=-1 must be >= 1", y);
+    b = p;
+    tg_pool_params_set(&b, 3, 1, 2);
+    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
+                   "max_pool2d: padding[0]=2 must be <= kernel[0]/2 = 1", y);
+    b = p;
+    b.padding[1] = -1;
+    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "padding[1]=-1 must be >= 0", y);
+    b = p;
+    b.dilation[0] = 2;
+    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
+                   "avg_pool2d: dilation[0]=2: average pooling has no dilation", y);
+    b.dilation[0] = 0;
+    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "dilation[0]=0 must be >= 1", y);
+    b = p;
+    b.kernel[0] = (int64_t)1 << 40;
+    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "must each be <= 2147483647", y);
+    /* the output: kernel 6 on an extent of 5 */
+    tg_pool_params_set(&b, 6, 1, 0);
+    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
+                   "avg_pool2d: spatial dim 0 of extent 5 gives an output extent of 0", y);
+    tg_pool_params_set(&b, 2, 1, 0);
+    b.dilation[1] = 4;
+    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
+                   "spatial dim 1 of extent 4 gives an output extent of 0", y);
+    expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){2, 0}), TG_EINVAL,
+                   "upsample_nearest2d: scale[1]=0 must be an integer in [1, 2147483647]", y);
+    expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){INT32_MAX, INT32_MAX}), TG_EINVAL,
+                   "too large", y);
+    expect_refused(tg_avg_pool(NULL, x, 2, &p), TG_EINVAL, "out must not be NULL", y);
+    expect_refused(tg_max_pool(&y, NULL, 2, &p), TG_EINVAL, "x must not be NULL", y);
+
+    /* non-float and empty inputs */
+    tg_tensor *xi = NULL, *e = NULL;
+    OK(tg_tensor_zeros(&xi, TG_I64, 4, (int64_t[]){2, 3, 5, 4}));
+    expect_refused(tg_max_pool(&y, xi, 2, &p), TG_EDTYPE,
+                   "max_pool2d: x has dtype i64; a float dtype is needed", y);
+    expect_refused(tg_avg_pool(&y, xi, 2, &p), TG_EDTYPE, "a float dtype is needed", y);
+    expect_refused(tg_upsample_nearest(&y, xi, 2, (int64_t[]){2, 2}), TG_EDTYPE,
+                   "upsample_nearest2d: x has dtype i64", y);
+    OK(tg_tensor_zeros(&e, TG_F32, 4, (int64_t[]){2, 3, 0, 4}));
+    expect_refused(tg_avg_pool(&y, e, 2, &p), TG_ESHAPE,
+                   "x's dim 2 has extent 0; every dim but the batch must be >= 1", y);
+    th_release_all(3, (tg_tensor *[]){x, xi, e});
+
+    int64_t o[3];
+    cr_assert(eq(int, tg_pool_output_size(o, 1, (int64_t[]){0}, &p), TG_EINVAL));
+    th_expect_in(tg_error_message(), "in[0]=0 must be >= 1");
+    cr_assert(eq(int, tg_pool_output_size(o, 2, (int64_t[]){4, 4}, NULL), TG_EINVAL));
+}
