@@ -4,7 +4,7 @@
  * pooling, f64, f32 and bf16), their derivatives to second order by finite
  * differences, each backward as the forward's adjoint, max pooling's
  * double backward as a gather, unbatched inputs, half dtypes, empty
- * batches and the refusals.
+ * batches, the refusals, and the modules (AvgPoolNd, MaxPoolNd, Upsample).
  * Goldens: scripts/make_pool_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -525,4 +525,105 @@ Test(pool, refusals_name_the_rule)
     cr_assert(eq(int, tg_pool_output_size(o, 1, (int64_t[]){0}, &p), TG_EINVAL));
     th_expect_in(tg_error_message(), "in[0]=0 must be >= 1");
     cr_assert(eq(int, tg_pool_output_size(o, 2, (int64_t[]){4, 4}, NULL), TG_EINVAL));
+}
+
+/* ---- modules ---- */
+
+Test(pool, modules_run_the_ops)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 2, 1);
+    p.ceil_mode = true;
+    p.count_include_pad = false;
+    tg_tensor *x = th_rand_uniform(TG_F32, 5, (int64_t[]){2, 3, 5, 6, 7}, 8);
+    for (int ns = 1; ns <= 3; ns++) {
+        tg_tensor *xs = NULL;
+        OK(tg_reshape(&xs, x, ns + 2, (int64_t[][5]){{6, 5, 42}, {6, 5, 6, 7}, {2, 3, 5, 6, 7}}[ns - 1]));
+        tg_module *m[3] = {NULL};
+        const int64_t scale[3] = {2, 1, 3};
+        OK(tg_nn_avg_pool_new(&m[0], ns, &p));
+        OK(tg_nn_max_pool_new(&m[1], ns, &p));
+        OK(tg_nn_upsample_new(&m[2], ns, scale));
+        const call calls[] = {{.k = AVG, .ns = ns, .p = p}, {.k = MAX, .ns = ns, .p = p},
+                              {.k = UP, .ns = ns, .scale = {2, 1, 3}}};
+        char want_name[3][16];
+        snprintf(want_name[0], 16, "AvgPool%dd", ns);
+        snprintf(want_name[1], 16, "MaxPool%dd", ns);
+        snprintf(want_name[2], 16, "Upsample");
+        for (int i = 0; i < 3; i++) {
+            cr_assert(eq(str, (char *)tg_module_type_name(m[i]), want_name[i]));
+            cr_assert(eq(int, tg_module_state_count(m[i]), 0));
+            tg_tensor *ym = NULL, *yo = NULL;
+            OK(tg_module_forward(m[i], &ym, xs));
+            OK(run(&calls[i], &yo, xs));
+            th_expect_same_bits(want_name[i], xs, ym, yo);
+            th_release_all(2, (tg_tensor *[]){ym, yo});
+        }
+        /* introspection: what each was made with, strides resolved */
+        int n = 0;
+        tg_pool_params got;
+        int64_t sc[3] = {0};
+        OK(tg_nn_pool_params(m[1], &n, &got));
+        cr_assert(eq(int, n, ns));
+        cr_assert(got.stride[0] == 2 && got.ceil_mode && !got.count_include_pad);
+        OK(tg_nn_upsample_params(m[2], &n, sc));
+        cr_assert(eq(int, n, ns));
+        for (int a = 0; a < ns; a++) cr_assert(eq(i64, sc[a], scale[a]));
+        cr_assert(eq(int, tg_nn_pool_params(m[2], NULL, NULL), TG_EINVAL));
+        th_expect_in(tg_error_message(), "m is a Upsample module, not AvgPoolNd or MaxPoolNd");
+        cr_assert(eq(int, tg_nn_upsample_params(m[0], NULL, NULL), TG_EINVAL));
+        for (int i = 0; i < 3; i++) tg_module_release(m[i]);
+        tg_tensor_release(xs);
+    }
+    tg_tensor_release(x);
+
+    /* a stride of 0 reads as the kernel */
+    tg_module *m = NULL;
+    tg_pool_params d = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&d, 2, 0, 0);
+    OK(tg_nn_avg_pool_new(&m, 2, &d));
+    OK(tg_nn_pool_params(m, NULL, &d));
+    cr_assert(d.stride[0] == 2 && d.stride[1] == 2);
+    tg_module_release(m);
+    m = NULL;
+    /* bad parameters are refused when the module is made */
+    d.padding[0] = 2;
+    cr_assert(eq(int, tg_nn_max_pool_new(&m, 2, &d), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_max_pool_new: padding[0]=2 must be <= kernel[0]/2 = 1");
+    cr_assert(eq(int, tg_nn_avg_pool_new(&m, 0, &d), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_upsample_new(&m, 2, (int64_t[]){1, -2}), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_upsample_new: scale[1]=-2");
+    cr_assert(m == NULL);
+}
+
+/* Upsample + Conv, the decoder stage that replaces a ConvTranspose, in a
+ * Sequential with a pool: gradients reach the conv's weight. */
+Test(pool, a_decoder_stage_trains)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 2);
+    tg_module *seq = NULL, *up = NULL, *conv = NULL, *pool = NULL;
+    tg_conv_params cp = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&cp, 1);
+    tg_pool_params pp = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&pp, 2, 0, 0);
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_nn_upsample_new(&up, 2, (int64_t[]){2, 2}));
+    OK(tg_nn_sequential_append(seq, up));
+    OK(tg_nn_conv_new(&conv, 2, 3, 4, (int64_t[]){3, 3}, &cp, true, &rng));
+    OK(tg_nn_sequential_append(seq, conv));
+    OK(tg_nn_max_pool_new(&pool, 2, &pp));
+    OK(tg_nn_sequential_append(seq, pool));
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 4, 4}, 3), *y = NULL, *s = NULL;
+    OK(tg_module_forward(seq, &y, x));
+    th_expect_shape(y, 4, (int64_t[]){2, 4, 4, 4});
+    OK(tg_mean(&s, y));
+    OK(tg_backward(s, NULL, NULL));
+    const tg_tensor *gw = tg_tensor_grad(tg_module_find(seq, "1.weight"));
+    cr_assert(gw != NULL);
+    double norm = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(gw); i++) norm += fabs(th_at(gw, i));
+    cr_assert(norm > 0);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+    tg_module_release(seq);
 }

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "tapegrad/conv.h"
+#include "tapegrad/pool.h"
 #include "tapegrad/export.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
@@ -262,6 +263,21 @@ TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim
 TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
 TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
                                   double *momentum, bool *affine, bool *track_running_stats);
+/* nn.AvgPool{1,2,3}d and nn.MaxPool{1,2,3}d over n_spatial dims (type
+ * names "AvgPool2d", "MaxPool1d", ...), and nn.Upsample(scale_factor=scale,
+ * mode='nearest') with integer factors scale[0..n_spatial) (type name
+ * "Upsample").  No parameters or buffers; forward is tg_avg_pool,
+ * tg_max_pool or tg_upsample_nearest (tapegrad/pool.h).  p is copied, and
+ * checked as those functions check it. */
+TG_API int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
+TG_API int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
+TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale);
+/* A pooling module's n_spatial and parameters, with its strides resolved
+ * (a stride given as 0 reads as the kernel); an Upsample's n_spatial and
+ * its *n_spatial scale factors.  Out-pointers may be NULL; TG_EINVAL naming
+ * the module's type for another module. */
+TG_API int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p);
+TG_API int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

@@ -1,0 +1,118 @@
+/* src/nn/pool_modules.c - the parameter-free resampling modules:
+ * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, integer scale
+ * factors).  Each keeps its n_spatial and parameters, checked when it is
+ * made, and runs the op of tapegrad/pool.h. */
+#include <string.h>
+
+#include "nn/module_internal.h"
+#include "ops/pool_internal.h"
+#include "tapegrad/pool.h"
+
+typedef struct tg__pool_state {
+    int ns;
+    tg_pool_params p;                       /* pools: strides resolved */
+    int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
+} tg__pool_state;
+
+static int tg__avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__pool_state *s = m->state;
+    return tg_avg_pool(y, x, s->ns, &s->p);
+}
+
+static int tg__max_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__pool_state *s = m->state;
+    return tg_max_pool(y, x, s->ns, &s->p);
+}
+
+static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__pool_state *s = m->state;
+    return tg_upsample_nearest(y, x, s->ns, s->scale);
+}
+
+/* Indexed by n_spatial - 1: the type name says the rank, as torch's class. */
+static const tg_module_vtable tg__nn_avg_pool_vt[TG_POOL_MAX_SPATIAL] = {
+    {.type_name = "AvgPool1d", .forward = tg__avg_pool_forward, .release = free},
+    {.type_name = "AvgPool2d", .forward = tg__avg_pool_forward, .release = free},
+    {.type_name = "AvgPool3d", .forward = tg__avg_pool_forward, .release = free}};
+static const tg_module_vtable tg__nn_max_pool_vt[TG_POOL_MAX_SPATIAL] = {
+    {.type_name = "MaxPool1d", .forward = tg__max_pool_forward, .release = free},
+    {.type_name = "MaxPool2d", .forward = tg__max_pool_forward, .release = free},
+    {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free}};
+static const tg_module_vtable tg__nn_upsample_vt = {
+    .type_name = "Upsample", .forward = tg__upsample_forward, .release = free};
+
+static int tg__pool_module_new(tg_module **out, const tg_module_vtable *vt,
+                               const tg__pool_state *init)
+{
+    tg__pool_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = *init;
+    int rc = tg_module_new(out, vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+static int tg__pool_new(tg_module **out, tg__pool_kind kind, int n_spatial,
+                        const tg_pool_params *p)
+{
+    const char *fn = kind == TG__AVG_POOL ? "nn_avg_pool_new" : "nn_max_pool_new";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    tg__pool_state s = {.ns = n_spatial};
+    TG_TRY(tg__pool_check_params(fn, kind, n_spatial, p, &s.p));
+    const tg_module_vtable *vt = kind == TG__AVG_POOL ? tg__nn_avg_pool_vt : tg__nn_max_pool_vt;
+    return tg__pool_module_new(out, &vt[n_spatial - 1], &s);
+}
+
+int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
+{
+    return tg__pool_new(out, TG__AVG_POOL, n_spatial, p);
+}
+
+int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
+{
+    return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
+}
+
+int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_new: out must not be NULL");
+    TG_TRY(tg__upsample_check_scale("nn_upsample_new", n_spatial, scale));
+    tg__pool_state s = {.ns = n_spatial};
+    memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
+    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+}
+
+/* ---- introspection ---- */
+
+static bool tg__is_pool(const tg_module *m)
+{
+    for (int i = 0; i < TG_POOL_MAX_SPATIAL; i++)
+        if (m->vt == &tg__nn_avg_pool_vt[i] || m->vt == &tg__nn_max_pool_vt[i]) return true;
+    return false;
+}
+
+int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_pool_params: m must not be NULL");
+    TG_CHECK(tg__is_pool(m), TG_EINVAL,
+             "nn_pool_params: m is a %s module, not AvgPoolNd or MaxPoolNd",
+             tg_module_type_name(m));
+    const tg__pool_state *s = m->state;
+    if (n_spatial) *n_spatial = s->ns;
+    if (p) *p = s->p;
+    return TG_OK;
+}
+
+int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_upsample_params: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_upsample_vt, TG_EINVAL,
+             "nn_upsample_params: m is a %s module, not Upsample", tg_module_type_name(m));
+    const tg__pool_state *s = m->state;
+    if (n_spatial) *n_spatial = s->ns;
+    if (scale) memcpy(scale, s->scale, (size_t)s->ns * sizeof *scale);
+    return TG_OK;
+}
