@@ -622,6 +622,153 @@ Test(onnx, int8_conv_padding_modes_pad_before_quantizing)
     tg_tensor_release(x);
 }
 
+/* ---- pooling and upsampling ---- */
+
+/* One resampling module: kind 'u' (Upsample), 'a' (AvgPoolNd), 'm'
+ * (MaxPoolNd); for pools kernel, stride, padding, dilation per axis; and
+ * the graph expected, worked out by hand: the nodes and the pool's pads
+ * (ceil_mode is written as floor mode with grown end pads; a
+ * count_include_pad window cut at the padding is rescaled by a Mul; a
+ * MaxPool pad that reaches the kernel is a Pad node of -inf). */
+typedef struct pool_case {
+    const char *name;
+    char kind;
+    int ns;
+    int64_t k[3], stride[3], pad[3], dil[3];
+    bool ceil, cip;
+    int64_t in[5];   /* the input's shape, rank ns + 2 */
+    const char *ops;
+    int64_t pads[6];
+    int cip_attr;
+} pool_case;
+
+/* Every rank; ceil_mode windows that run past the padding (torch divides
+ * those by the count up to the padding's end) or would start in it (torch
+ * drops them); both count_include_pad; dilation, with an end pad as large
+ * as the kernel. */
+static const pool_case pool_cases[] = {
+    {"upsample1d_s3", 'u', 1, {3}, {0}, {0}, {0}, false, false, {2, 3, 5}, NULL, {0}, 0},
+    {"upsample2d_s23", 'u', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5}, NULL, {0}, 0},
+    {"upsample3d_s212", 'u', 3, {2, 1, 2}, {0}, {0}, {0}, false, false, {1, 2, 2, 3, 2}, NULL,
+     {0}, 0},
+    {"avgpool1d_ceil_past_padding", 'a', 1, {3}, {2}, {1}, {1}, true, true, {2, 2, 6},
+     "\"AveragePool\", \"Mul\"", {1, 2}, 1},
+    {"avgpool1d_ceil_no_pad_count", 'a', 1, {3}, {2}, {1}, {1}, true, false, {2, 2, 6},
+     "\"AveragePool\"", {1, 2}, 0},
+    {"avgpool2d_k3s2p1", 'a', 2, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true, {2, 3, 7, 6},
+     "\"AveragePool\"", {1, 1, 1, 1}, 1},
+    {"avgpool2d_k32_s21_ceil", 'a', 2, {3, 2}, {2, 1}, {1, 1}, {1, 1}, true, false,
+     {2, 3, 7, 6}, "\"AveragePool\"", {1, 1, 1, 1}, 0},
+    {"avgpool2d_ceil_one_axis_past_padding", 'a', 2, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true, true,
+     {2, 2, 6, 5}, "\"AveragePool\", \"Mul\"", {1, 1, 2, 1}, 1},
+    {"avgpool3d_ceil_drops_a_window", 'a', 3, {2, 2, 2}, {2, 2, 1}, {1, 0, 1}, {1, 1, 1}, true,
+     true, {1, 2, 5, 4, 4}, "\"AveragePool\"", {1, 0, 1, 1, 0, 1}, 1},
+    {"maxpool1d_ceil", 'm', 1, {3}, {2}, {1}, {1}, true, false, {2, 3, 10}, "\"MaxPool\"",
+     {1, 2}, 0},
+    {"maxpool1d_ceil_dilated_end_pad_2", 'm', 1, {2}, {3}, {1}, {2}, true, false, {2, 2, 6},
+     "\"Pad\", \"MaxPool\"", {0, 0}, 0},
+    {"maxpool2d_dilated", 'm', 2, {3, 2}, {1, 2}, {1, 1}, {2, 1}, false, false, {2, 2, 8, 7},
+     "\"MaxPool\"", {1, 1, 1, 1}, 0},
+    {"maxpool3d_ceil_dilated", 'm', 3, {2, 3, 2}, {2, 2, 1}, {1, 1, 0}, {1, 1, 2}, true, false,
+     {1, 2, 5, 6, 5}, "\"MaxPool\"", {1, 1, 0, 1, 2, 0}, 0},
+};
+
+static tg_module *pool_module(const pool_case *c)
+{
+    tg_module *m = NULL;
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    for (int a = 0; a < c->ns; a++) {
+        p.kernel[a] = c->k[a];
+        p.stride[a] = c->stride[a];
+        p.padding[a] = c->pad[a];
+        p.dilation[a] = c->dil[a];
+    }
+    p.ceil_mode = c->ceil;
+    p.count_include_pad = c->cip;
+    int rc = c->kind == 'u'   ? tg_nn_upsample_new(&m, c->ns, c->k)
+             : c->kind == 'a' ? tg_nn_avg_pool_new(&m, c->ns, &p)
+                              : tg_nn_max_pool_new(&m, c->ns, &p);
+    cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+    return m;
+}
+
+/* What check.py checks of case c's graph: the nodes, Resize's attributes
+ * and scales (1, 1, s...), or the pool's attributes. */
+static void pool_graph_json(char *buf, size_t size, const pool_case *c)
+{
+    buf[0] = '\0';
+    if (c->kind == 'u') {
+        jcat(buf, size, "\"ops\": [\"Resize\"], \"attributes\": {\"Resize\": {\"mode\": "
+             "\"nearest\", \"coordinate_transformation_mode\": \"asymmetric\", "
+             "\"nearest_mode\": \"floor\"}}, \"initializer_values\": {\"/scales\": [1, 1");
+        for (int a = 0; a < c->ns; a++) jcat(buf, size, ", %lld", (long long)c->k[a]);
+        jcat(buf, size, "]}");
+        return;
+    }
+    const char *op = c->kind == 'a' ? "AveragePool" : "MaxPool";
+    jcat(buf, size, "\"ops\": [%s], \"attributes\": {\"%s\": {\"ceil_mode\": 0, \"pads\": [",
+         c->ops, op);
+    for (int e = 0; e < 2 * c->ns; e++) jcat(buf, size, "%s%lld", e ? ", " : "", (long long)c->pads[e]);
+    jcat(buf, size, "], \"kernel_shape\": [");
+    for (int a = 0; a < c->ns; a++) jcat(buf, size, "%s%lld", a ? ", " : "", (long long)c->k[a]);
+    jcat(buf, size, "], \"strides\": [");
+    for (int a = 0; a < c->ns; a++)
+        jcat(buf, size, "%s%lld", a ? ", " : "", (long long)c->stride[a]);
+    if (c->kind == 'a') {
+        jcat(buf, size, "], \"count_include_pad\": %d}}", c->cip_attr);
+        return;
+    }
+    jcat(buf, size, "], \"dilations\": [");
+    for (int a = 0; a < c->ns; a++) jcat(buf, size, "%s%lld", a ? ", " : "", (long long)c->dil[a]);
+    jcat(buf, size, "]}}");
+}
+
+Test(onnx, pooling_and_upsampling_match_onnxruntime)
+{
+    need_onnx();
+    for (size_t i = 0; i < sizeof pool_cases / sizeof *pool_cases; i++) {
+        const pool_case *c = &pool_cases[i];
+        tg_module *m = pool_module(c);
+        tg_tensor *x = th_rand_uniform(TG_F32, c->ns + 2, c->in, 500 + i);
+        char graph[1024];
+        pool_graph_json(graph, sizeof graph, c);
+        case_graph = graph;
+        write_case(c->name, m, x, 1e-5, 0, NULL, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    /* a decoder stage, Upsample + Conv in place of a ConvTranspose, then a
+     * MaxPool, with a dynamic batch: exported on 2 samples, run on 3 */
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_upsample_new(&m, 2, (const int64_t[]){2, 2}) == TG_OK);
+    append(seq, m);
+    tg_conv_params cp = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&cp, 1);
+    cr_assert(tg_nn_conv_new(&m, 2, 3, 4, (const int64_t[]){3, 3}, &cp, true, &rng) == TG_OK);
+    append(seq, m);
+    tg_pool_params pp = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&pp, 3, 2, 1);
+    cr_assert(tg_nn_max_pool_new(&m, 2, &pp) == TG_OK);
+    append(seq, m);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 5, 4}, 7);
+    tg_tensor *xr = th_rand_uniform(TG_F32, 4, (const int64_t[]){3, 3, 5, 4}, 8);
+    tg_tensor *y = forward(seq, xr);
+    char path[256];
+    cr_assert(tg_onnx_export(seq, x, th_tmp_path(path, sizeof path, "decoder.onnx"), &o) == TG_OK,
+              "%s", tg_error_message());
+    case_graph = "\"ops\": [\"Resize\", \"Conv\", \"MaxPool\"]";
+    write_expected("decoder", xr, y, 1e-5, 0,
+                   (const char *const[]){"/0/scales", "1.bias", "1.weight", NULL});
+    check_cases();
+    th_release_all(3, (tg_tensor *[]){x, xr, y});
+    tg_module_release(seq);
+}
+
 /* ---- errors ---- */
 
 static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -711,6 +858,18 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
     tg_module_release(q);
     tg_module_release(ct);
     tg_tensor_release(xc);
+
+    /* ONNX's pooling has a batch dim: a pool run on (C, H, W) is refused */
+    tg_module *pool = NULL;
+    tg_pool_params pp = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&pp, 2, 0, 0);
+    cr_assert(tg_nn_avg_pool_new(&pool, 2, &pp) == TG_OK);
+    tg_tensor *xu = th_rand_uniform(TG_F32, 3, (const int64_t[]){3, 4, 4}, 3);
+    expect_refused(pool, xu, NULL, TG_EUNSUPPORTED,
+                   "module '<top>' (AvgPool2d) runs on an unbatched input (3 dims): ONNX's "
+                   "AveragePool takes (N, C, S...)");
+    tg_module_release(pool);
+    tg_tensor_release(xu);
 
     tg_module_release(wrap);
     tg_module_release(bn);

@@ -1,0 +1,148 @@
+/* src/onnx/onnx_pool.c - the ONNX nodes of the resampling modules (opset
+ * 17):
+ *   Upsample   -> Resize(x, roi "", scales (1, 1, s...)) with mode
+ *                 "nearest", coordinate_transformation_mode "asymmetric" and
+ *                 nearest_mode "floor", as torch.onnx.export writes it:
+ *                 output index o reads floor(o / s), tapegrad's o / s
+ *   AvgPoolNd  -> AveragePool(kernel_shape, strides, pads,
+ *                 count_include_pad), ceil_mode 0
+ *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0
+ * ONNX's ceil_mode is not PyTorch's: opset 17 rounds the output extent up
+ * without dropping a window that would start in the right padding, and
+ * AveragePool's count_include_pad counts every padded element of a window.
+ * So ceil_mode is written as floor mode with end pads grown by
+ *   extra = (O-1)*s + d*(k-1) + 1 - (I + 2p)   (when > 0)
+ * for PyTorch's output extent O, which gives the same O windows at the same
+ * places, each wholly inside the padded range.  MaxPool and AveragePool
+ * without count_include_pad never read padding, so the extra pads change
+ * nothing else.  With count_include_pad PyTorch counts a window only up to
+ * the end of its padding, I + p: AveragePool divides by the kernel's size,
+ * and a constant Mul by kernel size / PyTorch's count (one factor per
+ * output position, broadcast over N and C) makes it PyTorch's mean.  (A
+ * zero Pad before an AveragePool without count_include_pad would say the
+ * same, but ONNX Runtime's graph optimizer fuses the two into one
+ * AveragePool that no longer counts the zeros.)  ONNX Runtime takes pads
+ * smaller than the kernel only: a MaxPool whose grown pad reaches the
+ * kernel (with dilation) pads x with -inf by a Pad node instead.  ONNX's
+ * pooling takes (N, C, S...) only: a module run on an unbatched input is
+ * refused. */
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "onnx/onnx_graph.h"
+
+int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
+{
+    int ns;
+    int64_t scale[TG_POOL_MAX_SPATIAL];
+    TG_TRY(tg_nn_upsample_params(s->m, &ns, scale));
+    const int nd = tg_tensor_ndim(s->xt);
+    float sc[TG_MAX_DIMS];
+    for (int d = 0; d < nd; d++) sc[d] = d < nd - ns ? 1.0f : (float)scale[d - (nd - ns)];
+    const char *name = tg__onnx_str(s->g, "%s/scales", s->scope);
+    if (!name) return TG_ENOMEM;
+    const int64_t n = nd;
+    TG_TRY(tg__onnx_init_raw(s->g, name, TG__ONNX_FLOAT, 1, &n, sc, sizeof *sc));
+    tg__onnx_node *node = NULL;
+    TG_TRY(tg__onnx_add(s->g, &node, y, s->scope, "Resize", 3,
+                        (const char *const[]){s->x, "", name}));
+    TG_TRY(tg__onnx_attr_str(s->g, node, "mode", "nearest"));
+    TG_TRY(tg__onnx_attr_str(s->g, node, "coordinate_transformation_mode", "asymmetric"));
+    return tg__onnx_attr_str(s->g, node, "nearest_mode", "floor");
+}
+
+/* Pads (begin..., end...) on the spatial dims of s->x, with value v (a
+ * Pad node), into *x. */
+static int tg__onnx_pool_pad(const tg__onnx_site *s, int ns, const int64_t *pads, float v,
+                             const char **x)
+{
+    const int nd = ns + 2;
+    int64_t all[2 * (TG_POOL_MAX_SPATIAL + 2)] = {0};
+    for (int a = 0; a < ns; a++) {
+        all[2 + a] = pads[a];
+        all[nd + 2 + a] = pads[ns + a];
+    }
+    const char *name = tg__onnx_str(s->g, "%s/pads", s->scope);
+    const char *value = tg__onnx_str(s->g, "%s/pad_value", s->scope);
+    if (!name || !value) return TG_ENOMEM;
+    const int64_t n = 2 * nd;
+    TG_TRY(tg__onnx_init_raw(s->g, name, TG__ONNX_INT64, 1, &n, all, sizeof *all));
+    TG_TRY(tg__onnx_init_raw(s->g, value, TG__ONNX_FLOAT, 0, NULL, &v, sizeof v));
+    return tg__onnx_add(s->g, NULL, x, s->scope, "Pad", 3,
+                        (const char *const[]){s->x, name, value});
+}
+
+/* y = t * (prod k / PyTorch's count of each window), a (1, 1, O...)
+ * initializer: PyTorch's count_include_pad mean from ONNX's. */
+static int tg__onnx_pool_rescale(const tg__onnx_site *s, int ns, const tg_pool_params *p,
+                                 const char *t, const char **y)
+{
+    int64_t shape[2 + TG_POOL_MAX_SPATIAL] = {1, 1}, o[TG_POOL_MAX_SPATIAL] = {0};
+    for (int a = 0; a < ns; a++) shape[2 + a] = tg_tensor_dim(s->yt, 2 + a);
+    const int64_t n = tg__numel(ns + 2, shape);
+    float *f = tg__malloc((size_t)n * sizeof *f);
+    const char *name = tg__onnx_str(s->g, "%s/count_scale", s->scope);
+    int rc = f && name ? TG_OK : TG_ENOMEM;
+    for (int64_t e = 0; rc == TG_OK && e < n; e++) {
+        double r = 1;
+        for (int a = 0; a < ns; a++) {   /* a window's extent up to I + p */
+            const int64_t start = o[a] * p->stride[a] - p->padding[a];
+            const int64_t lim = tg_tensor_dim(s->xt, 2 + a) + p->padding[a];
+            const int64_t end = start + p->kernel[a] < lim ? start + p->kernel[a] : lim;
+            r *= (double)p->kernel[a] / (double)(end - start);
+        }
+        f[e] = (float)r;
+        for (int a = ns - 1; a >= 0; a--) {   /* the next position, row-major */
+            if (++o[a] < shape[2 + a]) break;
+            o[a] = 0;
+        }
+    }
+    if (rc == TG_OK)
+        rc = tg__onnx_init_raw(s->g, name, TG__ONNX_FLOAT, ns + 2, shape, f, sizeof *f);
+    free(f);
+    TG_TRY(rc);
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Mul", 2, (const char *const[]){t, name});
+}
+
+int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
+{
+    int ns;
+    tg_pool_params p;
+    TG_TRY(tg_nn_pool_params(s->m, &ns, &p));
+    const char *type = tg_module_type_name(s->m);
+    const bool avg = !strncmp(type, "AvgPool", 7);
+    TG_CHECK(tg_tensor_ndim(s->xt) == ns + 2, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) runs on an unbatched input (%d dims): ONNX's %s "
+             "takes (N, C, S...)", s->path[0] ? s->path : "<top>", type, tg_tensor_ndim(s->xt),
+             avg ? "AveragePool" : "MaxPool");
+    /* pads (begin..., end...): p's, the ends grown for ceil_mode */
+    int64_t pads[2 * TG_POOL_MAX_SPATIAL];
+    bool grown = false;
+    for (int a = 0; a < ns; a++) {
+        const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
+        const int64_t extra = (out - 1) * p.stride[a] + p.dilation[a] * (p.kernel[a] - 1) + 1 -
+                              (in + 2 * p.padding[a]);
+        pads[a] = p.padding[a];
+        pads[ns + a] = p.padding[a] + (extra > 0 ? extra : 0);
+        grown |= extra > 0;
+    }
+    const char *x = s->x, *t = NULL;
+    bool reach = false;   /* a MaxPool pad as large as the kernel */
+    for (int a = 0; !avg && a < ns; a++) reach |= pads[ns + a] >= p.kernel[a];
+    if (reach) {
+        TG_TRY(tg__onnx_pool_pad(s, ns, pads, -INFINITY, &x));
+        memset(pads, 0, sizeof pads);
+    }
+    const bool rescale = avg && p.count_include_pad && grown;
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, rescale ? &t : y, s->scope, avg ? "AveragePool" : "MaxPool", 1,
+                        (const char *const[]){x}));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, p.kernel));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, p.stride));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, pads));
+    TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
+    if (!avg) return tg__onnx_attr_ints(s->g, n, "dilations", ns, p.dilation);
+    TG_TRY(tg__onnx_attr_int(s->g, n, "count_include_pad", p.count_include_pad));
+    return rescale ? tg__onnx_pool_rescale(s, ns, &p, t, y) : TG_OK;
+}
