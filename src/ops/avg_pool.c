@@ -35,26 +35,37 @@ static int64_t window(const tg__pool_geom *g, bool cip, int a, int64_t o, int64_
     return cip ? end - start : *hi - *lo;
 }
 
-/* adjoint false: dst (the output, planes x out) = A src; true: dst (the
+/* One run of A or A^T, shared by the planes of parallel ranges. */
+typedef struct avg_job {
+    const tg__pool_geom *g;
+    bool cip, adjoint;
+    const double *src;
+    double *dst;
+} avg_job;
+
+/* Planes [lo, hi): adjoint false: dst (the output) = A src; true: dst (the
  * input, zeroed) += A^T src.  PyTorch's order: the sum, then one division. */
-static void avg_apply(const tg__pool_geom *g, bool cip, const double *src, double *dst,
-                      bool adjoint)
+static void avg_planes(void *ctx, int64_t plo, int64_t phi)
 {
+    const avg_job *j = ctx;
+    const tg__pool_geom *g = j->g;
+    const bool adjoint = j->adjoint;
     int64_t lo[3], hi[3], o[3];
-    for (int64_t pl = 0; pl < g->planes; pl++) {
-        const int64_t base = pl * g->in_plane;
+    for (int64_t pl = plo; pl < phi; pl++) {
+        const double *src = j->src + pl * (adjoint ? g->out_plane : g->in_plane);
+        double *dst = j->dst + pl * (adjoint ? g->in_plane : g->out_plane);
+        int64_t e = 0;   /* the output element, within the plane */
         for (o[0] = 0; o[0] < g->out[0]; o[0]++)
             for (o[1] = 0; o[1] < g->out[1]; o[1]++)
-                for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+                for (o[2] = 0; o[2] < g->out[2]; o[2]++, e++) {
                     int64_t div = 1;
-                    for (int a = 0; a < 3; a++) div *= window(g, cip, a, o[a], &lo[a], &hi[a]);
-                    const int64_t e = (pl * g->out[0] + o[0]) * g->out[1] * g->out[2] +
-                                      o[1] * g->out[2] + o[2];
+                    for (int a = 0; a < 3; a++)
+                        div *= window(g, j->cip, a, o[a], &lo[a], &hi[a]);
                     const double v = adjoint ? src[e] / (double)div : 0;
                     double sum = 0;
                     for (int64_t i0 = lo[0]; i0 < hi[0]; i0++)
                         for (int64_t i1 = lo[1]; i1 < hi[1]; i1++) {
-                            const int64_t row = base + (i0 * g->in[1] + i1) * g->in[2];
+                            const int64_t row = (i0 * g->in[1] + i1) * g->in[2];
                             for (int64_t i2 = lo[2]; i2 < hi[2]; i2++) {
                                 if (adjoint) dst[row + i2] += v;
                                 else sum += src[row + i2];
@@ -76,7 +87,8 @@ static int avg_run(const tg__pool_geom *g, bool cip, const tg_tensor *t, tg_dtyp
     tg_tensor *r = sv && dv ? tg__tensor_uninit(dt, ndim, shape) : NULL;
     if (r) {
         tg__gather(t, TG_F64, sv);
-        avg_apply(g, cip, sv, dv, adjoint);
+        avg_job j = {.g = g, .cip = cip, .adjoint = adjoint, .src = sv, .dst = dv};
+        tg__parallel_range(g->planes, ns + nd > 32768, avg_planes, &j);
         tg__scatter(r, TG_F64, dv);
         *out = r;
     }

@@ -64,6 +64,31 @@ static int64_t argmax(const tg__pool_geom *g, const double *xv, const int64_t *o
     return idx;
 }
 
+/* The forward's work, shared by the planes of parallel ranges. */
+typedef struct max_job {
+    const tg__pool_geom *g;
+    const double *xv;
+    double *yv;
+    int64_t *iv;   /* NULL when the call is not recorded */
+} max_job;
+
+/* Planes [lo, hi): each window's maximum and its index. */
+static void max_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const max_job *j = ctx;
+    const tg__pool_geom *g = j->g;
+    int64_t o[3];
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t e = pl * g->out_plane;
+        for (o[0] = 0; o[0] < g->out[0]; o[0]++)
+            for (o[1] = 0; o[1] < g->out[1]; o[1]++)
+                for (o[2] = 0; o[2] < g->out[2]; o[2]++, e++) {
+                    const int64_t i = argmax(g, j->xv + pl * g->in_plane, o, &j->yv[e]);
+                    if (j->iv) j->iv[e] = i;
+                }
+    }
+}
+
 /* The call on x: params' n_spatial and parameters with x's shape. */
 static int prepare(const tg__pool_call *params, const tg_tensor *x, tg__pool_call *c,
                    int64_t *os)
@@ -106,14 +131,9 @@ static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     int rc = y && (idx || !ctx) ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK) {
         tg__gather(x, TG_F64, xv);
-        int64_t *iv = idx ? (int64_t *)idx->storage->data : NULL, e = 0, o[3];
-        for (int64_t pl = 0; pl < g.planes; pl++)
-            for (o[0] = 0; o[0] < g.out[0]; o[0]++)
-                for (o[1] = 0; o[1] < g.out[1]; o[1]++)
-                    for (o[2] = 0; o[2] < g.out[2]; o[2]++, e++) {
-                        const int64_t i = argmax(&g, xv + pl * g.in_plane, o, &yv[e]);
-                        if (iv) iv[e] = i;
-                    }
+        max_job j = {.g = &g, .xv = xv, .yv = yv,
+                     .iv = idx ? (int64_t *)idx->storage->data : NULL};
+        tg__parallel_range(g.planes, nx + ny > 32768, max_planes, &j);
         tg__scatter(y, TG_F64, yv);
         if (idx) rc = tg__ctx_save(ctx, idx);
     }

@@ -18,11 +18,63 @@
 
 static const tg_op_schema upsample_op, upsample_backward_op;
 
-/* The input element (row-major offset) that output element (pl, o0, o1, o2)
- * reads. */
-static int64_t source(const tg__pool_geom *g, int64_t pl, int64_t o0, int64_t o1, int64_t o2)
+/* One kernel's work, shared by the planes of parallel ranges. */
+typedef struct up_job {
+    const tg__pool_geom *g;
+    size_t es;                      /* element bytes (forward) */
+    const unsigned char *xb;        /* forward: x's elements, row-major */
+    unsigned char *yb;              /* forward: y's */
+    const double *gv;               /* backward: g's values */
+    double *acc;                    /* backward: dx's */
+} up_job;
+
+/* Output row (o0, o1) of a plane reads input row (o0 / k0, o1 / k1); its
+ * element o2 reads element o2 / k2 of that row. */
+static int64_t in_row(const tg__pool_geom *g, int64_t o0, int64_t o1)
 {
-    return pl * g->in_plane + ((o0 / g->k[0]) * g->in[1] + o1 / g->k[1]) * g->in[2] + o2 / g->k[2];
+    return ((o0 / g->k[0]) * g->in[1] + o1 / g->k[1]) * g->in[2];
+}
+
+/* Planes [lo, hi) of y: each output row is its input row with every
+ * element repeated k2 times, or a copy of the row before when it reads the
+ * same input row. */
+static void up_forward_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const up_job *j = ctx;
+    const tg__pool_geom *g = j->g;
+    const size_t es = j->es, row = (size_t)g->out[2] * es;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const unsigned char *xp = j->xb + (size_t)(pl * g->in_plane) * es;
+        unsigned char *yp = j->yb + (size_t)(pl * g->out_plane) * es;
+        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < g->out[1]; o1++, yp += row) {
+                if ((o1 > 0 && o1 % g->k[1]) || (o1 == 0 && o0 % g->k[0])) {
+                    memcpy(yp, yp - (o1 > 0 ? row : row * (size_t)g->out[1]), row);
+                    continue;
+                }
+                const unsigned char *src = xp + (size_t)in_row(g, o0, o1) * es;
+                unsigned char *dst = yp;
+                for (int64_t i2 = 0; i2 < g->in[2]; i2++, src += es)
+                    for (int64_t r = 0; r < g->k[2]; r++, dst += es) memcpy(dst, src, es);
+            }
+    }
+}
+
+/* Planes [lo, hi) of dx: each g row's k2-blocks summed into its input row. */
+static void up_backward_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const up_job *j = ctx;
+    const tg__pool_geom *g = j->g;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const double *gp = j->gv + pl * g->out_plane;
+        double *acc = j->acc + pl * g->in_plane;
+        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+                double *dst = acc + in_row(g, o0, o1);
+                for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+                    for (int64_t r = 0; r < g->k[2]; r++) dst[i2] += *gp++;
+            }
+    }
 }
 
 /* The call on x: params' n_spatial and scale with x's shape. */
@@ -68,12 +120,8 @@ static int upsample_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
         return TG_ENOMEM;
     }
     tg__gather(x, x->dtype, xb);
-    unsigned char *yb = (unsigned char *)y->storage->data;
-    for (int64_t pl = 0; pl < g.planes; pl++)
-        for (int64_t o0 = 0; o0 < g.out[0]; o0++)
-            for (int64_t o1 = 0; o1 < g.out[1]; o1++)
-                for (int64_t o2 = 0; o2 < g.out[2]; o2++, yb += es)
-                    memcpy(yb, xb + (size_t)source(&g, pl, o0, o1, o2) * es, es);
+    up_job j = {.g = &g, .es = es, .xb = xb, .yb = (unsigned char *)y->storage->data};
+    tg__parallel_range(g.planes, tg_tensor_numel(y) > 32768, up_forward_planes, &j);
     tg__work_free(xb);
     *out = y;
     return TG_OK;
@@ -111,12 +159,8 @@ static int upsample_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
     tg_tensor *x = gv && acc ? tg__tensor_uninit(g->dtype, c.ndim, c.shape) : NULL;
     if (x) {
         tg__gather(g, TG_F64, gv);
-        const double *gp = gv;
-        for (int64_t pl = 0; pl < geo.planes; pl++)
-            for (int64_t o0 = 0; o0 < geo.out[0]; o0++)
-                for (int64_t o1 = 0; o1 < geo.out[1]; o1++)
-                    for (int64_t o2 = 0; o2 < geo.out[2]; o2++)
-                        acc[source(&geo, pl, o0, o1, o2)] += *gp++;
+        up_job j = {.g = &geo, .gv = gv, .acc = acc};
+        tg__parallel_range(geo.planes, ng > 32768, up_backward_planes, &j);
         tg__scatter(x, TG_F64, acc);
         *out = x;
     }
