@@ -200,7 +200,7 @@ static int sequential_step(tg_lr_scheduler *s)
     tg_lr_scheduler *c = s->u.sequential.schedulers[i];
     bool restart = i > 0 && ms[i - 1] == e;
     int64_t ce = restart ? 0 : c->last_epoch + 1;
-    double lr;
+    double lr = 0.0;
     TG_TRY(next_lr(c, ce, restart, s->opt->lr, NULL, &lr));
     commit(c, ce, lr);
     s->last_epoch = e;
@@ -212,7 +212,7 @@ int tg_lr_scheduler_step(tg_lr_scheduler *s)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
     if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
-    double lr;
+    double lr = 0.0;
     TG_TRY(next_lr(s, s->last_epoch + 1, false, s->opt->lr, NULL, &lr));
     commit(s, s->last_epoch + 1, lr);
     return TG_OK;
@@ -262,7 +262,7 @@ static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler prot
     proto.opt = opt;
     proto.base_lr = isnan(opt->initial_lr) ? opt->lr : opt->initial_lr;
     proto.last_epoch = -1;
-    double lr;
+    double lr = 0.0;
     TG_TRY(next_lr(&proto, 0, false, opt->lr, kinds[proto.kind].name, &lr));
     tg_lr_scheduler *s = tg__malloc(sizeof *s);
     if (!s) return TG_ENOMEM;
@@ -383,7 +383,7 @@ int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
     tg_lr_scheduler *first = scheds[0];
     int64_t e0 = first->last_epoch + 1;
     for (int i = 0; i < n; i++) e0 -= scheds[i] == first;
-    double lr;
+    double lr = 0.0;
     TG_TRY(next_lr(first, e0, false, opt->initial_lr, "sequential_lr", &lr));
     tg_lr_scheduler *s = tg__calloc(1, sizeof *s);
     tg_lr_scheduler **cs = copy_array(scheds, n, sizeof *cs);
