@@ -84,6 +84,20 @@ TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
  * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
 
+/* softmax(x) along dim, exp(x - m) / sum(exp(x - m)), and log_softmax(x),
+ * (x - m) - log(sum(exp(x - m))), m each row's maximum, as
+ * torch.nn.functional.softmax / log_softmax with an explicit dim (negative
+ * counts from the end; a 0-d x takes -1 and 0 and gives 1, or 0).  Finite for
+ * |x| = 1000.  Computed in double and rounded once to x's dtype, f16
+ * included (torch 1.13 has no f16 softmax on the CPU).  A row of -inf, or
+ * one holding +inf or NaN, is NaN throughout, as in torch; an empty row
+ * gives an empty result.  Gradients dx = y (g - sum(g y)) and
+ * dx = g - exp(y) sum(g), y the output; differentiable to any order.  The
+ * FP32 policy: inside an autocast scope an f16/bf16 x gives an f32 result
+ * (as torch's CUDA autocast; its CPU autocast keeps bf16). */
+TG_API int tg_softmax(tg_tensor **out, tg_tensor *x, int dim);
+TG_API int tg_log_softmax(tg_tensor **out, tg_tensor *x, int dim);
+
 /* softplus(a) = log(1 + e^(beta a)) / beta, and a itself where
  * beta a > threshold (torch's defaults: beta 1, threshold 20).  beta > 0. */
 TG_API int tg_softplus(tg_tensor **out, tg_tensor *a, double beta, double threshold);

@@ -62,6 +62,8 @@ static const op_note notes[] = {
                   "(embedding_backward); the indices get none", NULL},
     {"embedding_backward", "dg = the rows of its gradient at the indices (embedding)", NULL},
     {"ce_pick", "da = g placed at each row's target entry (one-hot * g)", NULL},
+    {"softmax", "da = y * (g - sum(g * y)), sums along the dim", NULL},
+    {"log_softmax", "da = g - exp(y) * sum(g), sums along the dim", NULL},
     {"one_hot", "no gradient: the labels are integers", NULL},
     {"pad", "da = pad_backward(g): each g element added into the element it was read from",
      NULL},

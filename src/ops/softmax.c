@@ -1,0 +1,295 @@
+/* src/ops/softmax.c - softmax and log_softmax along one dim
+ * (torch.nn.functional.softmax / log_softmax with an explicit dim).
+ *
+ * With m the maximum of a row (any constant gives the same result; the
+ * maximum keeps every exp(x - m) <= 1, so nothing overflows at |x| = 1000):
+ *   softmax(x)_c     = exp(x_c - m) / s,   s = sum_k exp(x_k - m)
+ *   log_softmax(x)_c = (x_c - m) - log(s)
+ * computed in double and rounded once to x's dtype (f16/bf16 too).  A row
+ * of -inf, or one holding +inf or NaN, has x - m = NaN somewhere and is NaN
+ * throughout, as in PyTorch, which subtracts the maximum too.
+ *
+ * The backwards are vector-Jacobian products in the saved output y, with
+ * sums along the dim kept as an extent of 1:
+ *   softmax:      dx = y * (g - sum(g * y))    (J = diag(y) - y y^T)
+ *   log_softmax:  dx = g - exp(y) * sum(g)     (J = I - 1 softmax(x)^T)
+ * Written with differentiable ops on y, which carries this op as its grad_fn
+ * in a create_graph backward (tg__ctx_saved_output), so higher derivatives
+ * come from autograd.  A backward that builds no graph computes the same
+ * formula in one pass, in double, rounded once.
+ *
+ * A tensor of shape (..., C, ...) with C at the dim is walked as
+ * (outer, C, inner): element (o, c, i) of the row-major buffer is at
+ * o C inner + c inner + i, and row (o, i) is its C elements of stride inner.
+ */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "autograd/tape.h"
+#include "ops/families.h"
+#include "ops/shape_internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct softmax_params {
+    int dim;
+} softmax_params;
+
+/* ---- the row kernels, in double ------------------------------------------- */
+
+/* One slab (C, inner) of rows in place: v holds x and gets y.  m and s are
+ * inner doubles of scratch. */
+static void forward_slab(double *v, double *m, double *s, int64_t C, int64_t inner, bool log_)
+{
+    for (int64_t i = 0; i < inner; i++) {
+        m[i] = -INFINITY;   /* stays -inf for a row of -inf: then x - m is NaN */
+        s[i] = 0.0;
+    }
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++)
+            if (v[c * inner + i] > m[i]) m[i] = v[c * inner + i];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++) {
+            const double z = v[c * inner + i] - m[i], e = exp(z);
+            v[c * inner + i] = log_ ? z : e;
+            s[i] += e;
+        }
+    for (int64_t i = 0; i < inner; i++)
+        if (log_) s[i] = log(s[i]);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++)
+            v[c * inner + i] = log_ ? v[c * inner + i] - s[i] : v[c * inner + i] / s[i];
+}
+
+/* One slab of the backward in place: y holds the output, g the gradient,
+ * which becomes dx.  s is inner doubles of scratch. */
+static void backward_slab(const double *y, double *g, double *s, int64_t C, int64_t inner,
+                          bool log_)
+{
+    for (int64_t i = 0; i < inner; i++) s[i] = 0.0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++)
+            s[i] += log_ ? g[c * inner + i] : g[c * inner + i] * y[c * inner + i];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++) {
+            const int64_t k = c * inner + i;
+            g[k] = log_ ? g[k] - exp(y[k]) * s[i] : y[k] * (g[k] - s[i]);
+        }
+}
+
+/* The whole tensor as tasks of `per` slabs each: a (x, or y) and b (g, for
+ * the backward) contiguous of dtype dt, out contiguous. */
+typedef struct softmax_job {
+    bool log_, backward;
+    tg_dtype dt;
+    const char *a, *b;
+    char *out;
+    int64_t outer, C, inner, per;
+} softmax_job;
+
+static int softmax_task(void *p, int64_t t)
+{
+    const softmax_job *j = p;
+    const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
+    double *va = tg__work_alloc((size_t)slab * sizeof *va);
+    double *vb = j->backward ? tg__work_alloc((size_t)slab * sizeof *vb) : NULL;
+    double *m = tg__work_alloc((size_t)(2 * j->inner) * sizeof *m);
+    int rc = TG_OK;
+    if (!va || !m || (j->backward && !vb)) {
+        rc = tg__error(TG_ENOMEM, "%s: out of memory for a slab of %lld elements",
+                       j->log_ ? "log_softmax" : "softmax", (long long)slab);
+        goto done;
+    }
+    const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
+    for (int64_t o = t * j->per; o < end; o++) {
+        const int64_t at = o * slab * esz;
+        tg__convert_n(j->dt, j->a + at, TG_F64, va, slab);
+        if (j->backward) {
+            tg__convert_n(j->dt, j->b + at, TG_F64, vb, slab);
+            backward_slab(va, vb, m, j->C, j->inner, j->log_);
+            tg__convert_n(TG_F64, vb, j->dt, j->out + at, slab);
+        } else {
+            forward_slab(va, m, m + j->inner, j->C, j->inner, j->log_);
+            tg__convert_n(TG_F64, va, j->dt, j->out + at, slab);
+        }
+    }
+done:
+    tg__work_free(va);
+    tg__work_free(vb);
+    tg__work_free(m);
+    return rc;
+}
+
+/* (outer, C, inner) of a tensor of shape (ndim, shape) at dim d. */
+static void split_at(int ndim, const int64_t *shape, int d, int64_t *outer, int64_t *C,
+                     int64_t *inner)
+{
+    *outer = *inner = 1;
+    *C = ndim > 0 ? shape[d] : 1;   /* a 0-d tensor is one row of one */
+    for (int k = 0; k < d; k++) *outer *= shape[k];
+    for (int k = d + 1; k < ndim; k++) *inner *= shape[k];
+}
+
+/* *out (new, contiguous, of a's dtype and shape) = the forward of a, or the
+ * backward of y = a with gradient b, along dim d. */
+static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, tg_tensor *b,
+                       int d)
+{
+    softmax_job j = {.log_ = log_, .backward = backward, .dt = a->dtype};
+    split_at(a->ndim, a->shape, d, &j.outer, &j.C, &j.inner);
+    tg_tensor *ac = NULL, *bc = NULL, *r = tg__tensor_uninit(a->dtype, a->ndim, a->shape);
+    int rc;
+    if (!r) return TG_ENOMEM;
+    TG_TRY_GOTO(tg_contiguous(&ac, a));   /* grad mode is off: not recorded */
+    if (b) TG_TRY_GOTO(tg_contiguous(&bc, b));
+    j.a = tg_tensor_cdata(ac);
+    j.b = bc ? tg_tensor_cdata(bc) : NULL;
+    j.out = tg_tensor_data(r);
+    const int64_t slab = j.C * j.inner, numel = j.outer * slab;
+    if (numel > 0) {
+        /* tasks of about 32k elements (whole slabs): enough to share out */
+        j.per = slab >= 32768 ? 1 : 32768 / slab;
+        TG_TRY_GOTO(tg__run_tasks((j.outer + j.per - 1) / j.per, numel > 32768, softmax_task, &j));
+    }
+    *out = r;
+    r = NULL;
+done:
+    tg_tensor_release(ac);
+    tg_tensor_release(bc);
+    tg_tensor_release(r);
+    return rc;
+}
+
+/* ---- the ops ------------------------------------------------------------------ */
+
+static int check_input(const char *op, const tg_tensor *x, const softmax_params *p, int *d)
+{
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
+             "%s: x has dtype %s; float dtypes only (tg_to_dtype first)", op,
+             tg_dtype_name(x->dtype));
+    return tg__shape_wrap_dim(op, "dim", p->dim, x->ndim, d);
+}
+
+/* The output has x's dtype and shape. */
+static int shape_rule(const char *op, tg_tensor *const *in, const void *params,
+                      tg_dtype *dtype, int *ndim, int64_t *shape)
+{
+    int d;
+    TG_TRY(check_input(op, in[0], params, &d));
+    *dtype = in[0]->dtype;
+    *ndim = in[0]->ndim;
+    memcpy(shape, in[0]->shape, sizeof *shape * (size_t)in[0]->ndim);
+    return TG_OK;
+}
+
+static int forward(const char *op, bool log_, tg_ctx *ctx, tg_tensor **out, tg_tensor *x,
+                   const void *params)
+{
+    int d;
+    TG_TRY(check_input(op, x, params, &d));
+    TG_TRY(softmax_run(log_, false, out, x, NULL, d));
+    if (!ctx) return TG_OK;
+    int slot = tg_op_ctx_save_output(ctx, *out);
+    if (slot < 0) {
+        tg_tensor_release(*out);
+        *out = NULL;
+        return slot;
+    }
+    return TG_OK;
+}
+
+/* dx from the saved output y: in one pass outside grad mode, else with the
+ * recorded ops of the formulas at the top of the file. */
+static int backward(bool log_, tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const softmax_params *p = tg__ctx_params(ctx);
+    tg_tensor *y, *t[3] = {NULL, NULL, NULL};
+    int d, rc;
+    TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
+    TG_TRY_GOTO(tg__shape_wrap_dim(log_ ? "log_softmax" : "softmax", "dim", p->dim, y->ndim, &d));
+    if (!tg_grad_enabled() && g->dtype == y->dtype) {
+        TG_TRY_GOTO(softmax_run(log_, true, &gi[0], y, g, d));
+    } else if (log_) {
+        TG_TRY_GOTO(tg_exp(&t[0], y));                       /* softmax(x) */
+        TG_TRY_GOTO(tg_sum_dims(&t[1], g, 1, &d, true));     /* sum(g), extent 1 at d */
+        TG_TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
+        TG_TRY_GOTO(tg_sub(&gi[0], g, t[2]));
+    } else {
+        TG_TRY_GOTO(tg_mul(&t[0], g, y));
+        TG_TRY_GOTO(tg_sum_dims(&t[1], t[0], 1, &d, true));  /* sum(g y), extent 1 at d */
+        TG_TRY_GOTO(tg_sub(&t[2], g, t[1]));
+        TG_TRY_GOTO(tg_mul(&gi[0], y, t[2]));
+    }
+done:
+    for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    tg_tensor_release(y);
+    return rc;
+}
+
+static int softmax_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
+                         int *ndim, int64_t *shape)
+{
+    return shape_rule("softmax", in, params, dtype, ndim, shape);
+}
+
+static int log_softmax_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
+                             int *ndim, int64_t *shape)
+{
+    return shape_rule("log_softmax", in, params, dtype, ndim, shape);
+}
+
+static int softmax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                           const void *params)
+{
+    return forward("softmax", false, ctx, out, in[0], params);
+}
+
+static int log_softmax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                               const void *params)
+{
+    return forward("log_softmax", true, ctx, out, in[0], params);
+}
+
+static int softmax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return backward(false, ctx, g, gi);
+}
+
+static int log_softmax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return backward(true, ctx, g, gi);
+}
+
+/* FP32: inside an autocast scope an f16/bf16 x is cast to f32 first, as
+ * PyTorch's CUDA autocast does (its CPU autocast of 1.13 leaves them in
+ * bf16); outside, the op runs in x's own dtype. */
+static const tg_op_schema softmax_op = {.name = "softmax", .arity = 1, .amp = TG_AMP_FP32,
+                                        .forward = softmax_forward,
+                                        .backward = softmax_backward,
+                                        .shape = softmax_shape, .double_backward = true};
+static const tg_op_schema log_softmax_op = {.name = "log_softmax", .arity = 1,
+                                            .amp = TG_AMP_FP32,
+                                            .forward = log_softmax_forward,
+                                            .backward = log_softmax_backward,
+                                            .shape = log_softmax_shape, .double_backward = true};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__softmax_ops[] = {&softmax_op, &log_softmax_op};
+static_assert(sizeof tg__softmax_ops / sizeof tg__softmax_ops[0] == TG__softmax_N,
+              "src/ops/families.h must count the softmax ops");
+
+int tg_softmax(tg_tensor **out, tg_tensor *x, int dim)
+{
+    softmax_params p = {.dim = dim};
+    tg_tensor *in[1] = {x};
+    return tg_op_call(&softmax_op, out, 1, in, &p, sizeof p);
+}
+
+int tg_log_softmax(tg_tensor **out, tg_tensor *x, int dim)
+{
+    softmax_params p = {.dim = dim};
+    tg_tensor *in[1] = {x};
+    return tg_op_call(&log_softmax_op, out, 1, in, &p, sizeof p);
+}
