@@ -64,6 +64,11 @@ static const op_note notes[] = {
     {"ce_pick", "da = g placed at each row's target entry (one-hot * g)", NULL},
     {"softmax", "da = y * (g - sum(g * y)), sums along the dim", NULL},
     {"log_softmax", "da = g - exp(y) * sum(g), sums along the dim", NULL},
+    {"nll_loss", "dlogp = nll_loss_backward(g): -w[t] * g at each target's class (divided by "
+                 "the sum of the weights for mean), 0 elsewhere; target and weight get none",
+     NULL},
+    {"nll_loss_backward", "dg = nll_loss(g') with the same target, weight and reduction",
+     NULL},
     {"one_hot", "no gradient: the labels are integers", NULL},
     {"pad", "da = pad_backward(g): each g element added into the element it was read from",
      NULL},

@@ -30,7 +30,8 @@
     X(upsample, 2)       /* upsample.c: upsample_nearest upsample_nearest_backward */ \
     X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
     X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */ \
-    X(softmax, 2)        /* softmax.c: softmax log_softmax */
+    X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
+    X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
