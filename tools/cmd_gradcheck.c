@@ -188,6 +188,34 @@ static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *u
     return rc;
 }
 
+static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_softmax(out, in[0], 1);
+}
+
+/* Along dim 0, not the last: rows of stride 4. */
+static int f_log_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_log_softmax(out, in[0], 0);
+}
+
+/* Weighted mean NLL of x (3, 4) against the classes {2, -100, 3}, the
+ * second ignored. */
+static int f_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t classes[] = {2, -100, 3}, shape[] = {3}, wshape[] = {4};
+    static const double weights[] = {0.5, 1.0, 2.0, 1.5};
+    tg_tensor *target = NULL, *weight = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
+    if (rc >= 0)
+        rc = tg_tensor_from_data(&weight, TG_F64, 1, wshape, weights);
+    if (rc >= 0)
+        rc = tg_nll_loss(out, in[0], target, weight, TG_REDUCTION_MEAN, TG_IGNORE_INDEX_DEFAULT);
+    tg_tensor_release(target);
+    tg_tensor_release(weight);
+    return rc;
+}
+
 /* ---- the sweep ---- */
 
 /* Conv parameters with the same stride s, dilation d, padding (lo, hi),
@@ -293,6 +321,10 @@ static const gc_case gc_cases[] = {
     GC_UN("sigmoid", "activation", tg_sigmoid, 2, GC_ANY, 3, 4),
     GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
     GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
+    GC_FN("softmax", "activation", f_softmax, "(3, 4) dim 1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("log_softmax", "activation", f_log_softmax, "(3, 4) dim 0", 1, .ndim = {2},
+          .shape = {{3, 4}}),
     /* reductions */
     GC_UN("sum", "reduce", tg_sum, 3, GC_ANY, 2, 3, 2),
     GC_UN("mean", "reduce", tg_mean, 3, GC_ANY, 2, 3, 2),
@@ -334,6 +366,8 @@ static const gc_case gc_cases[] = {
     GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
     GC_FN("ce_pick", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    GC_FN("nll_loss", "nn", f_nll_loss, "x (3, 4), classes {2, -100, 3}, weight, mean", 1,
           .ndim = {2}, .shape = {{3, 4}}),
 };
 #define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
