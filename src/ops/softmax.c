@@ -38,12 +38,35 @@ typedef struct softmax_params {
 
 /* ---- the row kernels, in double ------------------------------------------- */
 
-/* One slab (C, inner) of rows in place: v holds x and gets y.  m and s are
- * inner doubles of scratch. */
+/* One row of C contiguous values in place: v holds x and gets y. */
+static void forward_row(double *v, int64_t C, bool log_)
+{
+    double m = -INFINITY, s = 0.0;   /* m stays -inf for a row of -inf: x - m is NaN */
+    for (int64_t c = 0; c < C; c++)
+        if (v[c] > m) m = v[c];
+    for (int64_t c = 0; c < C; c++) {
+        const double z = v[c] - m, e = exp(z);
+        v[c] = log_ ? z : e;
+        s += e;
+    }
+    if (log_) {
+        const double ls = log(s);
+        for (int64_t c = 0; c < C; c++) v[c] -= ls;
+    } else {
+        for (int64_t c = 0; c < C; c++) v[c] /= s;
+    }
+}
+
+/* One slab (C, inner) of rows of stride inner in place, as forward_row
+ * for each row at once.  m and s are inner doubles of scratch. */
 static void forward_slab(double *v, double *m, double *s, int64_t C, int64_t inner, bool log_)
 {
+    if (inner == 1) {
+        forward_row(v, C, log_);
+        return;
+    }
     for (int64_t i = 0; i < inner; i++) {
-        m[i] = -INFINITY;   /* stays -inf for a row of -inf: then x - m is NaN */
+        m[i] = -INFINITY;
         s[i] = 0.0;
     }
     for (int64_t c = 0; c < C; c++)
@@ -78,6 +101,21 @@ static void backward_slab(const double *y, double *g, double *s, int64_t C, int6
         }
 }
 
+/* n values of dtype dt to double and back (rounded once). */
+static void load_f64(tg_dtype dt, const void *src, double *dst, int64_t n)
+{
+    if (dt == TG_F32)
+        for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i];
+    else tg__convert_n(dt, src, TG_F64, dst, n);
+}
+
+static void store_f64(tg_dtype dt, const double *src, void *dst, int64_t n)
+{
+    if (dt == TG_F32)
+        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)src[i];
+    else tg__convert_n(TG_F64, src, dt, dst, n);
+}
+
 /* The whole tensor as tasks of `per` slabs each: a (x, or y) and b (g, for
  * the backward) contiguous of dtype dt, out contiguous. */
 typedef struct softmax_job {
@@ -104,14 +142,14 @@ static int softmax_task(void *p, int64_t t)
     const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
     for (int64_t o = t * j->per; o < end; o++) {
         const int64_t at = o * slab * esz;
-        tg__convert_n(j->dt, j->a + at, TG_F64, va, slab);
+        load_f64(j->dt, j->a + at, va, slab);
         if (j->backward) {
-            tg__convert_n(j->dt, j->b + at, TG_F64, vb, slab);
+            load_f64(j->dt, j->b + at, vb, slab);
             backward_slab(va, vb, m, j->C, j->inner, j->log_);
-            tg__convert_n(TG_F64, vb, j->dt, j->out + at, slab);
+            store_f64(j->dt, vb, j->out + at, slab);
         } else {
             forward_slab(va, m, m + j->inner, j->C, j->inner, j->log_);
-            tg__convert_n(TG_F64, va, j->dt, j->out + at, slab);
+            store_f64(j->dt, va, j->out + at, slab);
         }
     }
 done:
