@@ -220,6 +220,44 @@ Test(softmax, one_pass_backward_matches_recorded_backward)
         }
 }
 
+/* log_softmax's gradient takes softmax(x) from x, not exp(y) from the
+ * rounded output: against a one-hot g, dx = -p for the other classes, and
+ * p = e^-80 / s keeps the accuracy of the forward, where exp(y) would carry
+ * the rounding of y = -80 - log(s), up to 40 epsilons, into it. */
+Test(softmax, log_softmax_gradient_keeps_small_probabilities_accurate)
+{
+    const double xs[4] = {0, 0.5, -40, -80};
+    tg_tensor *x = th_tensor_from(TG_F64, 1, (int64_t[]){4}, xs), *y, *gx;
+    tg_tensor *g = th_tensor_from(TG_F64, 1, (int64_t[]){4}, (double[]){1, 0, 0, 0});
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_log_softmax(&y, x, 0));
+    OK(tg_grad(&gx, 1, &y, &g, 1, &x, NULL));
+    long double s = 0;
+    for (int c = 0; c < 4; c++) s += expl(xs[c]);
+    for (int c = 1; c < 4; c++) {
+        const long double want = -expl(xs[c]) / s;
+        cr_assert(fabsl(th_at(gx, c) - want) <= 4e-16L * fabsl(want), "dx[%d] = %.17g, want %.17Lg",
+                  c, th_at(gx, c), want);
+    }
+    th_release_all(4, (tg_tensor *[]){x, y, g, gx});
+}
+
+/* log_softmax saves its input: changing x in place before backward is
+ * refused, changing the output is harmless (torch: the other way round). */
+Test(softmax, log_softmax_saves_its_input)
+{
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *x = th_rand_uniform(TG_F64, 2, (int64_t[]){2, 3}, 9), *y, *s;
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK(tg_log_softmax(&y, x, 1));
+        OK(tg_sum(&s, y));
+        tg_tensor_bump_version(k ? y : x);
+        cr_assert(eq(int, tg_backward(s, NULL, NULL), k ? TG_OK : TG_EINPLACE), "%s",
+                  tg_error_message());
+        th_release_all(3, (tg_tensor *[]){x, y, s});
+    }
+}
+
 /* FP32 policy: inside autocast a bf16 x gives f32, its gradient comes back
  * in bf16; outside, bf16 stays bf16. */
 Test(softmax, autocast_computes_in_f32)

@@ -91,10 +91,12 @@ TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
  * |x| = 1000.  Computed in double and rounded once to x's dtype, f16
  * included (torch 1.13 has no f16 softmax on the CPU).  A row of -inf, or
  * one holding +inf or NaN, is NaN throughout, as in torch; an empty row
- * gives an empty result.  Gradients dx = y (g - sum(g y)) and
- * dx = g - exp(y) sum(g), y the output; differentiable to any order.  The
- * FP32 policy: inside an autocast scope an f16/bf16 x gives an f32 result
- * (as torch's CUDA autocast; its CPU autocast keeps bf16). */
+ * gives an empty result.  Gradients dx = y (g - sum(g y)), y the saved
+ * output, and dx = g - softmax(x) sum(g), x the saved input (torch saves
+ * log_softmax's output: here changing x in place before backward is
+ * TG_EINPLACE, changing the output is harmless); differentiable to any
+ * order.  The FP32 policy: inside an autocast scope an f16/bf16 x gives
+ * an f32 result (as torch's CUDA autocast; its CPU autocast keeps bf16). */
 TG_API int tg_softmax(tg_tensor **out, tg_tensor *x, int dim);
 TG_API int tg_log_softmax(tg_tensor **out, tg_tensor *x, int dim);
 

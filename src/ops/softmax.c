@@ -9,14 +9,19 @@
  * of -inf, or one holding +inf or NaN, has x - m = NaN somewhere and is NaN
  * throughout, as in PyTorch, which subtracts the maximum too.
  *
- * The backwards are vector-Jacobian products in the saved output y, with
- * sums along the dim kept as an extent of 1:
- *   softmax:      dx = y * (g - sum(g * y))    (J = diag(y) - y y^T)
- *   log_softmax:  dx = g - exp(y) * sum(g)     (J = I - 1 softmax(x)^T)
- * Written with differentiable ops on y, which carries this op as its grad_fn
- * in a create_graph backward (tg__ctx_saved_output), so higher derivatives
- * come from autograd.  A backward that builds no graph computes the same
- * formula in one pass, in double, rounded once.
+ * The backwards are vector-Jacobian products, with sums along the dim kept
+ * as an extent of 1:
+ *   softmax:      dx = y * (g - sum(g * y))        (J = diag(y) - y y^T)
+ *   log_softmax:  dx = g - softmax(x) * sum(g)     (J = I - 1 softmax(x)^T)
+ * softmax saves its output y, which carries this op as its grad_fn in a
+ * create_graph backward (tg__ctx_saved_output).  log_softmax saves its input
+ * x rather than its output, as PyTorch does: exp(y) would carry y's rounding
+ * error times |y| into the small probabilities, where exp(x - m) / s is as
+ * accurate as the forward (it gives cross_entropy the gradient of the
+ * composition it replaced, bit for bit in f64).  Written with differentiable
+ * ops (softmax among them) so higher derivatives come from autograd; a
+ * backward that builds no graph computes the same formula in one pass, in
+ * double, rounded once.
  *
  * A tensor of shape (..., C, ...) with C at the dim is walked as
  * (outer, C, inner): element (o, c, i) of the row-major buffer is at
@@ -85,19 +90,45 @@ static void forward_slab(double *v, double *m, double *s, int64_t C, int64_t inn
             v[c * inner + i] = log_ ? v[c * inner + i] - s[i] : v[c * inner + i] / s[i];
 }
 
-/* One slab of the backward in place: y holds the output, g the gradient,
- * which becomes dx.  s is inner doubles of scratch. */
-static void backward_slab(const double *y, double *g, double *s, int64_t C, int64_t inner,
-                          bool log_)
+/* One slab of softmax's backward in place: y holds the output, g the
+ * gradient, which becomes dx.  s is inner doubles of scratch. */
+static void softmax_backward_slab(const double *y, double *g, double *s, int64_t C,
+                                  int64_t inner)
 {
     for (int64_t i = 0; i < inner; i++) s[i] = 0.0;
     for (int64_t c = 0; c < C; c++)
-        for (int64_t i = 0; i < inner; i++)
-            s[i] += log_ ? g[c * inner + i] : g[c * inner + i] * y[c * inner + i];
+        for (int64_t i = 0; i < inner; i++) s[i] += g[c * inner + i] * y[c * inner + i];
     for (int64_t c = 0; c < C; c++)
         for (int64_t i = 0; i < inner; i++) {
             const int64_t k = c * inner + i;
-            g[k] = log_ ? g[k] - exp(y[k]) * s[i] : y[k] * (g[k] - s[i]);
+            g[k] = y[k] * (g[k] - s[i]);
+        }
+}
+
+/* One slab of log_softmax's backward in place: x holds the input (and gets
+ * exp(x - m)), g the gradient, which becomes g - exp(x - m) (sum(g) / s).
+ * m is 3 inner doubles of scratch. */
+static void log_softmax_backward_slab(double *x, double *g, double *m, int64_t C, int64_t inner)
+{
+    double *s = m + inner, *sg = s + inner;
+    for (int64_t i = 0; i < inner; i++) {
+        m[i] = -INFINITY;
+        s[i] = sg[i] = 0.0;
+    }
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++)
+            if (x[c * inner + i] > m[i]) m[i] = x[c * inner + i];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++) {
+            const int64_t k = c * inner + i;
+            x[k] = exp(x[k] - m[i]);
+            s[i] += x[k];
+            sg[i] += g[k];
+        }
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < inner; i++) {
+            const int64_t k = c * inner + i;
+            g[k] -= x[k] * (sg[i] / s[i]);
         }
 }
 
@@ -116,8 +147,9 @@ static void store_f64(tg_dtype dt, const double *src, void *dst, int64_t n)
     else tg__convert_n(TG_F64, src, dt, dst, n);
 }
 
-/* The whole tensor as tasks of `per` slabs each: a (x, or y) and b (g, for
- * the backward) contiguous of dtype dt, out contiguous. */
+/* The whole tensor as tasks of `per` slabs each: a (x; in the backward y or
+ * x, what the op saved) and b (g, for the backward) contiguous of dtype dt,
+ * out contiguous. */
 typedef struct softmax_job {
     bool log_, backward;
     tg_dtype dt;
@@ -132,7 +164,7 @@ static int softmax_task(void *p, int64_t t)
     const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
     double *va = tg__work_alloc((size_t)slab * sizeof *va);
     double *vb = j->backward ? tg__work_alloc((size_t)slab * sizeof *vb) : NULL;
-    double *m = tg__work_alloc((size_t)(2 * j->inner) * sizeof *m);
+    double *m = tg__work_alloc((size_t)(3 * j->inner) * sizeof *m);
     int rc = TG_OK;
     if (!va || !m || (j->backward && !vb)) {
         rc = tg__error(TG_ENOMEM, "%s: out of memory for a slab of %lld elements",
@@ -145,7 +177,8 @@ static int softmax_task(void *p, int64_t t)
         load_f64(j->dt, j->a + at, va, slab);
         if (j->backward) {
             load_f64(j->dt, j->b + at, vb, slab);
-            backward_slab(va, vb, m, j->C, j->inner, j->log_);
+            if (j->log_) log_softmax_backward_slab(va, vb, m, j->C, j->inner);
+            else softmax_backward_slab(va, vb, m, j->C, j->inner);
             store_f64(j->dt, vb, j->out + at, slab);
         } else {
             forward_slab(va, m, m + j->inner, j->C, j->inner, j->log_);
@@ -170,7 +203,7 @@ static void split_at(int ndim, const int64_t *shape, int d, int64_t *outer, int6
 }
 
 /* *out (new, contiguous, of a's dtype and shape) = the forward of a, or the
- * backward of y = a with gradient b, along dim d. */
+ * backward from a (the saved tensor) and gradient b, along dim d. */
 static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, tg_tensor *b,
                        int d)
 {
@@ -222,6 +255,7 @@ static int shape_rule(const char *op, tg_tensor *const *in, const void *params,
     return TG_OK;
 }
 
+/* softmax saves its output, log_softmax its input (see the top). */
 static int forward(const char *op, bool log_, tg_ctx *ctx, tg_tensor **out, tg_tensor *x,
                    const void *params)
 {
@@ -229,7 +263,7 @@ static int forward(const char *op, bool log_, tg_ctx *ctx, tg_tensor **out, tg_t
     TG_TRY(check_input(op, x, params, &d));
     TG_TRY(softmax_run(log_, false, out, x, NULL, d));
     if (!ctx) return TG_OK;
-    int slot = tg_op_ctx_save_output(ctx, *out);
+    int slot = log_ ? tg_op_ctx_save(ctx, x) : tg_op_ctx_save_output(ctx, *out);
     if (slot < 0) {
         tg_tensor_release(*out);
         *out = NULL;
@@ -238,31 +272,32 @@ static int forward(const char *op, bool log_, tg_ctx *ctx, tg_tensor **out, tg_t
     return TG_OK;
 }
 
-/* dx from the saved output y: in one pass outside grad mode, else with the
+/* dx from the saved tensor: in one pass outside grad mode, else with the
  * recorded ops of the formulas at the top of the file. */
 static int backward(bool log_, tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const softmax_params *p = tg__ctx_params(ctx);
-    tg_tensor *y, *t[3] = {NULL, NULL, NULL};
+    tg_tensor *a, *t[3] = {NULL, NULL, NULL};   /* a: y for softmax, x for log_softmax */
     int d, rc;
-    TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
-    TG_TRY_GOTO(tg__shape_wrap_dim(log_ ? "log_softmax" : "softmax", "dim", p->dim, y->ndim, &d));
-    if (!tg_grad_enabled() && g->dtype == y->dtype) {
-        TG_TRY_GOTO(softmax_run(log_, true, &gi[0], y, g, d));
+    TG_TRY(log_ ? tg_op_ctx_saved(ctx, 0, &a) : tg__ctx_saved_output(ctx, 0, &a));
+    if (log_) tg_tensor_retain(a);   /* borrowed; released below like the output */
+    TG_TRY_GOTO(tg__shape_wrap_dim(log_ ? "log_softmax" : "softmax", "dim", p->dim, a->ndim, &d));
+    if (!tg_grad_enabled() && g->dtype == a->dtype) {
+        TG_TRY_GOTO(softmax_run(log_, true, &gi[0], a, g, d));
     } else if (log_) {
-        TG_TRY_GOTO(tg_exp(&t[0], y));                       /* softmax(x) */
+        TG_TRY_GOTO(tg_softmax(&t[0], a, d));
         TG_TRY_GOTO(tg_sum_dims(&t[1], g, 1, &d, true));     /* sum(g), extent 1 at d */
         TG_TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
         TG_TRY_GOTO(tg_sub(&gi[0], g, t[2]));
     } else {
-        TG_TRY_GOTO(tg_mul(&t[0], g, y));
+        TG_TRY_GOTO(tg_mul(&t[0], g, a));
         TG_TRY_GOTO(tg_sum_dims(&t[1], t[0], 1, &d, true));  /* sum(g y), extent 1 at d */
         TG_TRY_GOTO(tg_sub(&t[2], g, t[1]));
-        TG_TRY_GOTO(tg_mul(&gi[0], y, t[2]));
+        TG_TRY_GOTO(tg_mul(&gi[0], a, t[2]));
     }
 done:
     for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
-    tg_tensor_release(y);
+    tg_tensor_release(a);
     return rc;
 }
 
