@@ -326,6 +326,27 @@ Test(loss, cross_entropy_masked_class_is_an_absent_class)
     tg_tensor_release(tkt);
 }
 
+/* A target of -100 is ignored, as by PyTorch's default ignore_index: its
+ * loss and gradient row are 0, and mean averages over the other rows. */
+Test(loss, cross_entropy_ignores_target_minus_100)
+{
+    tg_tensor *x = th_seq(TG_F64, 2, (int64_t[]){3, 4}, -2, 2);
+    tg_tensor *t = th_tensor_from(TG_I64, 1, (int64_t[]){3}, (double[]){2, -100, 0});
+    tg_tensor *none = NULL, *mean = NULL;
+    tg_tensor_set_requires_grad(x, true);
+    cr_assert(eq(int, tg_cross_entropy(&none, x, t, TG_REDUCTION_NONE), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_cross_entropy(&mean, x, t, TG_REDUCTION_MEAN), TG_OK));
+    cr_assert(eq(dbl, th_at(none, 1), 0.0));
+    cr_assert(epsilon_eq(dbl, th_at(mean, 0), (th_at(none, 0) + th_at(none, 2)) / 2, 1e-15));
+    cr_assert(eq(int, tg_backward(mean, NULL, NULL), TG_OK));
+    for (int c = 0; c < 4; c++) cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 4 + c), 0.0));
+    tg_tensor_release(none);
+    tg_tensor_release(mean);
+    tg_tensor_release(x);
+    tg_tensor_release(t);
+}
+
 /* Inside autocast(f16) an f16 input is cast to f32 first: the loss is f32,
  * the gradient comes back in f16. */
 Test(loss, autocast_computes_in_f32)

@@ -175,8 +175,8 @@ static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user
     return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
 }
 
-/* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: logsumexp
- * minus ce_pick, the op that picks each row's target logit. */
+/* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: nll_loss of
+ * log_softmax. */
 static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
@@ -365,7 +365,7 @@ static const gc_case gc_cases[] = {
           .ndim = {3, 1, 1}, .shape = {{4, 3, 2}, {3}, {3}}),
     GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
-    GC_FN("ce_pick", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
+    GC_FN("nll_loss", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
           .ndim = {2}, .shape = {{3, 4}}),
     GC_FN("nll_loss", "nn", f_nll_loss, "x (3, 4), classes {2, -100, 3}, weight, mean", 1,
           .ndim = {2}, .shape = {{3, 4}}),

@@ -48,10 +48,13 @@ TG_API int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_r
 TG_API int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                               tg_reduction red);
 /* Cross entropy of logits (N, C) against class indices target (N), dtype i64:
- * loss[n] = logsumexp(logits[n, :]) - logits[n, target[n]], with the row
- * maximum subtracted before exp (so a row holding +inf is NaN, value and
- * gradient, as in PyTorch).  A target outside [0, C) is TG_EINVAL naming its
- * index. */
+ * loss[n] = logsumexp(logits[n, :]) - logits[n, target[n]], computed as
+ * tg_nll_loss(tg_log_softmax(logits, 1), target), so with the row maximum
+ * subtracted before exp (a row holding +inf is NaN, value and gradient, as in
+ * PyTorch).  A target of -100 is ignored, as by PyTorch's default
+ * ignore_index (loss 0, left out of the mean); any other target outside
+ * [0, C) is TG_EINVAL naming its index.  For class weights or another
+ * ignore_index, call tg_log_softmax and tg_nll_loss. */
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
 

@@ -61,7 +61,6 @@ static const op_note notes[] = {
     {"embedding", "dweight = g's rows added into the rows they were picked from "
                   "(embedding_backward); the indices get none", NULL},
     {"embedding_backward", "dg = the rows of its gradient at the indices (embedding)", NULL},
-    {"ce_pick", "da = g placed at each row's target entry (one-hot * g)", NULL},
     {"softmax", "da = y * (g - sum(g * y)), sums along the dim", NULL},
     {"log_softmax", "da = g - softmax(a) * sum(g), sums along the dim", NULL},
     {"nll_loss", "dlogp = nll_loss_backward(g): -w[t] * g at each target's class (divided by "

@@ -1,6 +1,6 @@
-/* src/ops/loss.c - mse, l1, bce_with_logits and cross_entropy as compositions
- * of differentiable ops, plus two small ops of their own: bce_logits and
- * ce_pick.
+/* src/ops/loss.c - mse, l1 and bce_with_logits as compositions of
+ * differentiable ops, plus one small op of their own, bce_logits; and
+ * cross_entropy as log_softmax followed by nll_loss (softmax.c, nll_loss.c).
  *
  * Composition gives first and second derivatives from autograd.  bce_logits
  * is the elementwise loss softplus(x) - x t in one op: written with relu and
@@ -8,10 +8,7 @@
  * x = 0 (relu'(0) = sign(0) = 0 give 0 instead of sigmoid(0) = 1/2), and zero
  * logits are common (zero-initialised heads); and as a difference of two ops
  * it would give inf - inf = NaN at x = +inf.  Its backward, g (sigmoid(x) - t)
- * and -g x, is itself differentiable.  ce_pick takes each row's target entry
- * of the log-probabilities; multiplying by a one-hot matrix instead would turn
- * the -inf of a masked class into 0 * -inf = NaN.  Its backward, onehot * g,
- * is differentiable too.
+ * and -g x, is itself differentiable.
  */
 #include <assert.h>
 #include <math.h>
@@ -90,68 +87,8 @@ static const tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_
                               .forward = bce_forward, .backward = bce_backward,
                               .double_backward = true};
 
-/* ---- the ce_pick op ------------------------------------------------------- */
-
-/* out (N) = a[n, c] where onehot[n, c] != 0, for a and onehot (N, C) of one
- * dtype; a row without a one gives 0. */
-static int pick_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                        const void *params)
-{
-    const tg_tensor *a = in[0], *onehot = in[1];
-    const int64_t N = a->shape[0], C = a->shape[1];
-    double *va = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *va),
-           *vo = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *vo),
-           *picked = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *picked);
-    tg_tensor *y = tg__tensor_empty(a->dtype, 1, &N);
-    int rc = TG_OK;
-    if (!va || !vo || !picked || !y) {
-        rc = tg__error(TG_ENOMEM, "ce_pick: out of memory for (%lld, %lld) values",
-                       (long long)N, (long long)C);
-        goto done;
-    }
-    tg__gather(a, TG_F64, va);
-    tg__gather(onehot, TG_F64, vo);
-    for (int64_t i = 0; i < N; i++) {
-        picked[i] = 0.0;
-        for (int64_t c = 0; c < C; c++)
-            if (vo[i * C + c] != 0.0) picked[i] = va[i * C + c];
-    }
-    tg__scatter(y, TG_F64, picked);
-    if (ctx) rc = tg__ctx_save(ctx, in[1]);
-done:
-    free(va);
-    free(vo);
-    free(picked);
-    if (rc < 0) tg_tensor_release(y);
-    else *out = y;
-    return rc;
-}
-
-/* d ce_pick(a) = onehot * g[:, None]; the one-hot is a constant. */
-static int pick_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    tg_tensor *onehot, *g1 = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &onehot));
-    TG_TRY_GOTO(tg_unsqueeze(&g1, g, 1));
-    TG_TRY_GOTO(tg_mul(&gi[0], onehot, g1));
-done:
-    tg_tensor_release(g1);
-    return rc;
-}
-
-static const tg_op_schema pick_op = {.name = "ce_pick", .arity = 2, .amp = TG_AMP_FP32,
-                               .forward = pick_forward, .backward = pick_backward,
-                               .double_backward = true};
-
-static int pick(tg_tensor **out, tg_tensor *a, tg_tensor *onehot)
-{
-    tg_tensor *in[2] = {a, onehot};
-    return tg_op_call(&pick_op, out, 2, in, NULL, 0);
-}
-
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__loss_ops[] = {&bce_op, &pick_op};
+const tg_op_schema *const tg__loss_ops[] = {&bce_op};
 static_assert(sizeof tg__loss_ops / sizeof tg__loss_ops[0] == TG__loss_N,
               "src/ops/families.h must count the loss ops");
 
@@ -270,83 +207,38 @@ static int check_ce(tg_tensor **out, const tg_tensor *logits, const tg_tensor *t
     return TG_OK;
 }
 
-/* Reads the class indices into idx (N entries), checking each is in [0, C). */
-static int read_targets(const tg_tensor *target, int64_t C, int64_t *idx)
+/* Checks that each class index is in [0, C) or is TG_IGNORE_INDEX_DEFAULT,
+ * so that the message names cross_entropy. */
+static int check_targets(const tg_tensor *target, int64_t C)
 {
-    int64_t N = target->shape[0];
+    const int64_t N = target->shape[0];
+    int64_t *idx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *idx);
+    if (!idx) return TG_ENOMEM;
     tg__gather(target, TG_I64, idx);
-    for (int64_t n = 0; n < N; n++)
-        TG_CHECK(idx[n] >= 0 && idx[n] < C, TG_EINVAL,
-                 "cross_entropy: target[%lld]=%lld must be in [0, %lld) (a class index)",
-                 (long long)n, (long long)idx[n], (long long)C);
-    return TG_OK;
-}
-
-/* The constants of the log-softmax: m (N, 1), each row's maximum, and the
- * one-hot matrix (N, C) of the targets, both in x's dtype.  Neither needs a
- * gradient: log_softmax(x) = (x - m) - log(sum(exp(x - m))) for any constant m.
- * A row whose maximum is +inf then has x - m = inf - inf = NaN and is NaN
- * throughout, value and gradient, as PyTorch's log_softmax (which subtracts
- * the maximum too; only torch.logsumexp treats an infinite maximum as 0).  A
- * row of -inf only takes m = 0: NaN either way. */
-static int ce_constants(const tg_tensor *x, const int64_t *idx, tg_tensor **m, tg_tensor **onehot)
-{
-    int64_t N = x->shape[0], C = x->shape[1];
-    int64_t ms[2] = {N, 1};
-    double *buf = tg__malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof *buf);
-    double *mx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *mx);
-    *m = tg__tensor_empty(x->dtype, 2, ms);
-    *onehot = tg__tensor_empty(x->dtype, 2, x->shape);
     int rc = TG_OK;
-    if (!buf || !mx || !*m || !*onehot) {
-        rc = tg__error(TG_ENOMEM, "cross_entropy: out of memory for (%lld, %lld) logits",
-                       (long long)N, (long long)C);
-        goto done;
-    }
-    tg__gather(x, TG_F64, buf);
-    for (int64_t n = 0; n < N; n++) {
-        double best = -INFINITY;
-        for (int64_t c = 0; c < C; c++)
-            if (buf[n * C + c] > best) best = buf[n * C + c];
-        mx[n] = best == -INFINITY ? 0.0 : best;
-        tg_dtype_store(x->dtype, tg_tensor_data(*onehot), n * C + idx[n], 1.0);
-    }
-    tg__scatter(*m, TG_F64, mx);
-done:
-    free(buf);
-    free(mx);
-    if (rc < 0) {
-        tg_tensor_release(*m);
-        tg_tensor_release(*onehot);
-        *m = *onehot = NULL;
-    }
+    for (int64_t n = 0; n < N && rc == TG_OK; n++)
+        if (idx[n] != TG_IGNORE_INDEX_DEFAULT && (idx[n] < 0 || idx[n] >= C))
+            rc = tg__error(TG_EINVAL, "cross_entropy: target[%lld]=%lld must be in [0, %lld) "
+                           "(a class index) or be -100 (ignored)", (long long)n,
+                           (long long)idx[n], (long long)C);
+    free(idx);
     return rc;
 }
 
-/* loss[n] = -log_softmax(x)[n, target[n]]: logp picked at the target. */
+/* loss[n] = -log_softmax(x)[n, target[n]]: nll_loss of the log-probabilities.
+ * log_softmax subtracts each row's maximum, so a row holding +inf is NaN
+ * throughout, value and gradient, as PyTorch's; a -inf logit is a class of
+ * probability 0, whose gradient is 0 (nll_loss picks rather than multiplies
+ * by a one-hot matrix, which would turn -inf into 0 * -inf = NaN). */
 static int cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_ce(out, logits, target, red));
-    int64_t N = logits->shape[0], C = logits->shape[1];
-    int64_t *idx = tg__malloc((size_t)(N > 0 ? N : 1) * sizeof *idx);
-    if (!idx) return TG_ENOMEM;
-    tg_tensor *t[10] = {0};   /* x, m, onehot, z, e, s, log s, logp, picked, nll */
-    const int dim1[1] = {1};
-    int rc;
-    TG_TRY_GOTO(read_targets(target, C, idx));
-    TG_TRY_GOTO(amp_f32(&t[0], logits));
-    TG_TRY_GOTO(ce_constants(t[0], idx, &t[1], &t[2]));
-    TG_TRY_GOTO(tg_sub(&t[3], t[0], t[1]));                 /* z = x - m, (N, C) */
-    TG_TRY_GOTO(tg_exp(&t[4], t[3]));
-    TG_TRY_GOTO(tg_sum_dims(&t[5], t[4], 1, dim1, true));   /* (N, 1) */
-    TG_TRY_GOTO(tg_log(&t[6], t[5]));
-    TG_TRY_GOTO(tg_sub(&t[7], t[3], t[6]));                 /* logp, (N, C) */
-    TG_TRY_GOTO(pick(&t[8], t[7], t[2]));                   /* (N) */
-    TG_TRY_GOTO(tg_neg(&t[9], t[8]));
-    TG_TRY_GOTO(reduce(out, t[9], red));
-done:
-    release_all(t, 10);
-    free(idx);
+    TG_TRY(check_targets(target, logits->shape[1]));
+    tg_tensor *logp = NULL;
+    int rc = tg_log_softmax(&logp, logits, 1);   /* FP32 policy, as the losses' */
+    if (rc == TG_OK)
+        rc = tg_nll_loss(out, logp, target, NULL, red, TG_IGNORE_INDEX_DEFAULT);
+    tg_tensor_release(logp);
     return rc;
 }
 
