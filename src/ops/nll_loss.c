@@ -11,7 +11,8 @@
  *   mean:  sum_k l_k / sum_k w_k     (0/0 = NaN when every target is ignored)
  * The loss is linear in logp.  Its gradient is the scatter
  *   dlogp[pick_k] = -g_k w_k,  zero elsewhere,
- * with g_k = g for sum and g / sum_k w_k for mean: the op nll_loss_backward.
+ * with g_k the gradient of l_k for none, g for sum and g / sum_k w_k for
+ * mean: the op nll_loss_backward.
  * That op is linear in g, and its own gradient, the adjoint of the scatter,
  * picks the same entries of its output's gradient: nll_loss again, with the
  * same target, weight and reduction.  The two ops are each other's backward,

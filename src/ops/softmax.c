@@ -14,14 +14,13 @@
  *   softmax:      dx = y * (g - sum(g * y))        (J = diag(y) - y y^T)
  *   log_softmax:  dx = g - softmax(x) * sum(g)     (J = I - 1 softmax(x)^T)
  * softmax saves its output y, which carries this op as its grad_fn in a
- * create_graph backward (tg__ctx_saved_output).  log_softmax saves its input
- * x rather than its output, as PyTorch does: exp(y) would carry y's rounding
- * error times |y| into the small probabilities, where exp(x - m) / s is as
- * accurate as the forward (it gives cross_entropy the gradient of the
- * composition it replaced, bit for bit in f64).  Written with differentiable
- * ops (softmax among them) so higher derivatives come from autograd; a
- * backward that builds no graph computes the same formula in one pass, in
- * double, rounded once.
+ * create_graph backward (tg_op_ctx_saved_output).  log_softmax saves its
+ * input x, where PyTorch saves the output: exp(y) would carry y's rounding
+ * error, |y| epsilons, into the small probabilities, while exp(x - m) / s is
+ * as accurate as the forward.  Written with differentiable ops (softmax
+ * among them) so higher derivatives come from autograd; a backward that
+ * builds no graph computes the same formula in one pass, in double, rounded
+ * once.
  *
  * A tensor of shape (..., C, ...) with C at the dim is walked as
  * (outer, C, inner): element (o, c, i) of the row-major buffer is at
@@ -276,10 +275,10 @@ static int forward(const char *op, bool log_, tg_ctx *ctx, tg_tensor **out, tg_t
  * recorded ops of the formulas at the top of the file. */
 static int backward(bool log_, tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    const softmax_params *p = tg__ctx_params(ctx);
+    const softmax_params *p = tg_op_ctx_params(ctx);
     tg_tensor *a, *t[3] = {NULL, NULL, NULL};   /* a: y for softmax, x for log_softmax */
     int d, rc;
-    TG_TRY(log_ ? tg_op_ctx_saved(ctx, 0, &a) : tg__ctx_saved_output(ctx, 0, &a));
+    TG_TRY(log_ ? tg_op_ctx_saved(ctx, 0, &a) : tg_op_ctx_saved_output(ctx, 0, &a));
     if (log_) tg_tensor_retain(a);   /* borrowed; released below like the output */
     TG_TRY_GOTO(tg__shape_wrap_dim(log_ ? "log_softmax" : "softmax", "dim", p->dim, a->ndim, &d));
     if (!tg_grad_enabled() && g->dtype == a->dtype) {
