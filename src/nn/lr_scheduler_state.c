@@ -99,32 +99,14 @@ static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char
     return get_lr(f, prefix, "last_lr", &out->last_lr);
 }
 
-/* Entries "prefix.<i>.*" of a SequentialLR must name a scheduler it has. */
-static int check_indices(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
-{
-    size_t plen = strlen(prefix);
-    for (int e = 0; e < tg_st_count(f); e++) {
-        const char *name;
-        tg_tensor *t;
-        TG_TRY(tg_st_at(f, e, &name, &t));
-        if (strncmp(name, prefix, plen) != 0 || name[plen] != '.') continue;
-        char *end;
-        long i = strtol(name + plen + 1, &end, 10);
-        if (end == name + plen + 1 || *end != '.') continue;
-        TG_CHECK(i >= 0 && i < s->u.sequential.n, TG_EINVAL,
-                 WHAT ": '%s' is for scheduler %ld; this sequential_lr has %d", name, i,
-                 s->u.sequential.n);
-    }
-    return TG_OK;
-}
-
 /* Checks everything load_checked would restore. */
 static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
     sched_values v;
     TG_TRY(read_values(s, f, prefix, &v));
     if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
-    TG_TRY(check_indices(s, f, prefix));
+    TG_TRY(tg__st_check_indices(f, prefix, s->u.sequential.n, WHAT, "scheduler",
+                                "this sequential_lr has"));
     for (int i = 0; i < s->u.sequential.n; i++) {
         char k[KEY_MAX];
         TG_TRY(key(k, WHAT, prefix, NULL, i));

@@ -105,8 +105,8 @@ static int get_buf(const tg_st_file *f, const char *k, const tg_tensor *p, tg_te
     return tg_tensor_to_dtype(out, t, tg__compute_dtype(p->dtype));
 }
 
-/* Entries "prefix.<i>.*" must name a parameter the optimizer has. */
-static int check_indices(const tg_optimizer *opt, const tg_st_file *f, const char *prefix)
+int tg__st_check_indices(const tg_st_file *f, const char *prefix, int n, const char *what,
+                         const char *noun, const char *owner)
 {
     size_t plen = strlen(prefix);
     for (int e = 0; e < tg_st_count(f); e++) {
@@ -117,9 +117,8 @@ static int check_indices(const tg_optimizer *opt, const tg_st_file *f, const cha
         char *end;
         long i = strtol(name + plen + 1, &end, 10);
         if (end == name + plen + 1 || *end != '.') continue;
-        TG_CHECK(i >= 0 && i < opt->n, TG_EINVAL,
-                 "optimizer_state_load: '%s' is for parameter %ld; the optimizer has %d", name,
-                 i, opt->n);
+        TG_CHECK(i >= 0 && i < n, TG_EINVAL, "%s: '%s' is for %s %ld; %s %d", what, name, noun,
+                 i, owner, n);
     }
     return TG_OK;
 }
@@ -176,7 +175,8 @@ static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char
     TG_TRY(get_count(f, k, true, steps));
     TG_TRY(key(k, prefix, -1, "lr"));
     TG_TRY(get_count(f, k, false, lr));
-    return check_indices(opt, f, prefix);
+    return tg__st_check_indices(f, prefix, opt->n, "optimizer_state_load", "parameter",
+                                "the optimizer has");
 }
 
 int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, const char *prefix)
