@@ -6,14 +6,18 @@
 #include <criterion/new/assert.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "core/core.h"
+#include "io/atomic.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/safetensors.h"
 
@@ -323,6 +327,44 @@ Test(safetensors, failed_save_keeps_the_old_file)
     cr_assert(eq(int, th_tmp_dir_count(), 1), "temporary file removed");
     tg_st_free(a);
     tg_st_free(b);
+}
+
+/* A writer killed before it finishes (here: a child that writes and exits
+ * without tg__atomic_finish) leaves the old file, and, where the file system
+ * has O_TMPFILE, no temporary file: it has no name until finish links it. */
+Test(safetensors, a_writer_killed_midway_leaves_no_temporary)
+{
+    tg_st_file *a = file_with(1.0, 4);
+    char path[256];
+    th_tmp_path(path, sizeof path, "x.safetensors");
+    cr_assert(eq(int, tg_safetensors_save(a, path), 0));
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        FILE *f = NULL;
+        char *tmp = NULL;
+        if (tg__atomic_open(&f, &tmp, "test", path) < 0) _exit(2);
+        static const char junk[8192];
+        fwrite(junk, 1, sizeof junk, f);
+        fflush(f);
+        _exit(0);   /* as a kill: no finish, no cleanup */
+    }
+    int status = 0;
+    cr_assert(eq(int, (int)waitpid(pid, &status, 0), (int)pid));
+    cr_assert(eq(int, WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0));
+    cr_assert(eq(dbl, first_value(path), 1.0), "old file intact");
+    char dir[256];
+    th_tmp_path(dir, sizeof dir, "");
+    const int probe = open(dir, O_TMPFILE | O_WRONLY, 0600);
+    if (probe >= 0) {
+        close(probe);
+        cr_assert(eq(int, th_tmp_dir_count(), 1), "an unnamed temporary file left a name");
+    } else {
+        th_not_run("a killed writer leaving no temporary: this folder's file system has no "
+                   "O_TMPFILE, so the temporary is named from the start");
+        cr_assert(eq(int, th_tmp_dir_count(), 2));
+    }
+    tg_st_free(a);
 }
 
 Test(safetensors, save_over_a_directory_fails_and_cleans_up)

@@ -43,7 +43,10 @@ TG_API int tg_st_skipped_count(const tg_st_file *f);
 TG_API int tg_st_skipped_at(const tg_st_file *f, int i, const char **name, const char **dtype);
 TG_API const char *tg_st_skipped_dtype(const tg_st_file *f, const char *name);
 /* Writes f to path atomically: a temporary file in the same folder, fsync,
- * rename.  On error the previous file at path is left intact. */
+ * rename.  On error the previous file at path is left intact and the
+ * temporary file removed; where the file system has O_TMPFILE (ext4, xfs,
+ * btrfs, tmpfs) the temporary file has no name until just before the
+ * rename, so a process killed mid-save leaves none behind either. */
 TG_API int tg_safetensors_save(const tg_st_file *f, const char *path);
 
 /* Adds (or replaces) a tensor; the tensor is retained (its contents are read

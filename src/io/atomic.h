@@ -5,8 +5,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Creates and opens for writing a new temporary file "<path>.tmp.XXXXXX"
- * next to path; *tmp (malloc'd) gets its name.  TG_EIO naming `what`. */
+/* Creates and opens for writing a new temporary file next to path: unnamed
+ * (O_TMPFILE) where the file system allows, else "<path>.tmp.XXXXXX"; *tmp
+ * (malloc'd) gets that name, or for an unnamed file the name finish will
+ * link it under.  TG_EIO naming `what`. */
 int tg__atomic_open(FILE **f, char **tmp, const char *what, const char *path);
 /* Flushes, fsyncs and closes f, then renames *tmp over path.  Always closes f,
  * removes the temporary file on failure and frees *tmp (set to NULL);
