@@ -97,27 +97,11 @@ static int avg_run(const tg__pool_geom *g, bool cip, const tg_tensor *t, tg_dtyp
     return r ? TG_OK : TG_ENOMEM;
 }
 
-/* The call on x: params' n_spatial and parameters with x's shape. */
-static int prepare(const tg__pool_call *params, const tg_tensor *x, tg__pool_call *c,
-                   int64_t *os)
-{
-    const char *op = tg__pool_opname(TG__AVG_POOL, params->ns);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
-    *c = *params;
-    c->ndim = x->ndim;
-    memcpy(c->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    return tg__pool_prepare(op, TG__AVG_POOL, x->dtype, c, os);
-}
-
 static int avg_pool_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                           int *ndim, int64_t *shape)
 {
     (void)n;
-    tg__pool_call c;
-    TG_TRY(prepare(params, in[0], &c, shape));
-    *dtype = in[0]->dtype;
-    *ndim = c.ndim;
-    return TG_OK;
+    return tg__pool_forward_shape(TG__AVG_POOL, in, params, dtype, ndim, shape);
 }
 
 static int avg_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -126,7 +110,7 @@ static int avg_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     (void)ctx, (void)n;
     tg__pool_call c;
     int64_t os[TG_MAX_DIMS];
-    TG_TRY(prepare(params, in[0], &c, os));
+    TG_TRY(tg__pool_prepare_x(TG__AVG_POOL, params, in[0], &c, os));
     tg__pool_geom g;
     tg__pool_geom_of(TG__AVG_POOL, &c, os, &g);
     return avg_run(&g, c.p.count_include_pad, in[0], in[0]->dtype, c.ndim, os, false, out);

@@ -89,27 +89,11 @@ static void max_planes(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* The call on x: params' n_spatial and parameters with x's shape. */
-static int prepare(const tg__pool_call *params, const tg_tensor *x, tg__pool_call *c,
-                   int64_t *os)
-{
-    const char *op = tg__pool_opname(TG__MAX_POOL, params->ns);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
-    *c = *params;
-    c->ndim = x->ndim;
-    memcpy(c->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    return tg__pool_prepare(op, TG__MAX_POOL, x->dtype, c, os);
-}
-
 static int max_pool_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                           int *ndim, int64_t *shape)
 {
     (void)n;
-    tg__pool_call c;
-    TG_TRY(prepare(params, in[0], &c, shape));
-    *dtype = in[0]->dtype;
-    *ndim = c.ndim;
-    return TG_OK;
+    return tg__pool_forward_shape(TG__MAX_POOL, in, params, dtype, ndim, shape);
 }
 
 /* y and, when recorded, the indices (saved for the backward). */
@@ -120,7 +104,7 @@ static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg_tensor *x = in[0];
     tg__pool_call c;
     int64_t os[TG_MAX_DIMS];
-    TG_TRY(prepare(params, x, &c, os));
+    TG_TRY(tg__pool_prepare_x(TG__MAX_POOL, params, x, &c, os));
     tg__pool_geom g;
     tg__pool_geom_of(TG__MAX_POOL, &c, os, &g);
     const int64_t nx = tg_tensor_numel(x), ny = tg__numel(c.ndim, os);

@@ -42,6 +42,15 @@ typedef struct tg__pool_call {
  * size.  Messages name op. */
 int tg__pool_prepare(const char *op, tg__pool_kind kind, tg_dtype dtype, tg__pool_call *c,
                      int64_t *out);
+/* The call of a forward op of that kind on x: params' n_spatial and
+ * parameters with x's rank and shape, checked by tg__pool_prepare (messages
+ * name the op); os gets the output shape. */
+int tg__pool_prepare_x(tg__pool_kind kind, const tg__pool_call *params, const tg_tensor *x,
+                       tg__pool_call *c, int64_t *os);
+/* The shape rule of the forward ops (upsample_nearest, avg_pool, max_pool):
+ * x's dtype and the output shape of the call of that kind on x = in[0]. */
+int tg__pool_forward_shape(tg__pool_kind kind, tg_tensor *const *in, const void *params,
+                           tg_dtype *dtype, int *ndim, int64_t *shape);
 /* Checks a backward op's input g (gradient of a call's output, or of its
  * gradient) against the shape `want` that call c gives or takes. */
 int tg__pool_check_grad(const char *op, const tg_tensor *g, const tg__pool_call *c,

@@ -202,3 +202,24 @@ void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t 
         g->out_plane *= g->out[a];
     }
 }
+
+int tg__pool_prepare_x(tg__pool_kind kind, const tg__pool_call *params, const tg_tensor *x,
+                       tg__pool_call *c, int64_t *os)
+{
+    const char *op = tg__pool_opname(kind, params->ns);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    *c = *params;
+    c->ndim = x->ndim;
+    memcpy(c->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    return tg__pool_prepare(op, kind, x->dtype, c, os);
+}
+
+int tg__pool_forward_shape(tg__pool_kind kind, tg_tensor *const *in, const void *params,
+                           tg_dtype *dtype, int *ndim, int64_t *shape)
+{
+    tg__pool_call c;
+    TG_TRY(tg__pool_prepare_x(kind, params, in[0], &c, shape));
+    *dtype = in[0]->dtype;
+    *ndim = c.ndim;
+    return TG_OK;
+}

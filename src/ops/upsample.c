@@ -77,27 +77,11 @@ static void up_backward_planes(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* The call on x: params' n_spatial and scale with x's shape. */
-static int prepare(const tg__pool_call *params, const tg_tensor *x, tg__pool_call *c,
-                   int64_t *os)
-{
-    const char *op = tg__pool_opname(TG__UPSAMPLE, params->ns);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
-    *c = *params;
-    c->ndim = x->ndim;
-    memcpy(c->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    return tg__pool_prepare(op, TG__UPSAMPLE, x->dtype, c, os);
-}
-
 static int upsample_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                           int *ndim, int64_t *shape)
 {
     (void)n;
-    tg__pool_call c;
-    TG_TRY(prepare(params, in[0], &c, shape));
-    *dtype = in[0]->dtype;
-    *ndim = c.ndim;
-    return TG_OK;
+    return tg__pool_forward_shape(TG__UPSAMPLE, in, params, dtype, ndim, shape);
 }
 
 /* y[o] = x[o / s]: a copy of x's elements in its own dtype. */
@@ -108,7 +92,7 @@ static int upsample_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg_tensor *x = in[0];
     tg__pool_call c;
     int64_t os[TG_MAX_DIMS];
-    TG_TRY(prepare(params, x, &c, os));
+    TG_TRY(tg__pool_prepare_x(TG__UPSAMPLE, params, x, &c, os));
     tg__pool_geom g;
     tg__pool_geom_of(TG__UPSAMPLE, &c, os, &g);
     const size_t es = tg_dtype_size(x->dtype);
