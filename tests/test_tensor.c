@@ -549,7 +549,7 @@ Test(tensor, error_set_sets_the_message_and_returns_the_status)
 
 /* A value beyond the dtype's range is refused as PyTorch refuses it
  * ("value cannot be converted to type at::Half without overflow": torch.full,
- * fill_, t[i] = v), where it used to become inf (f16 70000) or saturate (i8
+ * fill_, t[i] = v), rather than becoming inf (f16 70000) or saturating (i8
  * 300) silently.  NaN and +-inf are values of the float dtypes; an integer
  * dtype takes neither.  On error nothing is written. */
 Test(tensor, values_beyond_the_dtype_range_are_refused_as_torch)

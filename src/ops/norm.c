@@ -12,9 +12,9 @@
  *   eval:      dx = gw invstd_c
  *   dweight_c = sum g xhat,  dbias_c = sum g.
  *
- * Written as a dozen elementwise ops and reductions (as this module first
- * was), a training step made ten full passes over the activation and kept
- * x - mean on the tape beside x.  Here the forward is three passes per
+ * Written as a dozen elementwise ops and reductions, a training step would
+ * make ten full passes over the activation and keep x - mean on the tape
+ * beside x.  Here the forward is three passes per
  * channel (sum, centred sum of squares, output) and the backward two (the
  * two sums, then dx), each channel's slice small enough to stay in cache
  * between them; the tape keeps x itself (in its own dtype: half under
