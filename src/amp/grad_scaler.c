@@ -115,41 +115,34 @@ static bool unscale_f64(double *d, int64_t n, float inv)
     return bad;
 }
 
+/* What unscale_one does to each element: times inv, noting an inf or NaN. */
+typedef struct unscale_op {
+    float inv;
+    bool found;
+} unscale_op;
+
+static void unscale_elems(tg_dtype cdt, void *buf, int64_t n, void *user)
+{
+    unscale_op *op = user;
+    if (cdt == TG_F64 ? unscale_f64(buf, n, op->inv) : unscale_f32(buf, n, op->inv))
+        op->found = true;
+}
+
 /* grad *= inv in g's compute dtype; true when g held an inf or NaN.  A
  * contiguous f32/f64 gradient (an f32 master weight's) is scaled in place;
  * others through a copy in the compute dtype. */
 static int unscale_one(tg_tensor *g, float inv, bool *found)
 {
-    int64_t n = tg__numel(g->ndim, g->shape);
-    if (n == 0) return TG_OK;
-    tg_dtype cdt = tg__compute_dtype(g->dtype);
-    const bool in_place = g->dtype == cdt && tg_tensor_is_contiguous(g);
-    void *buf = in_place ? tg_tensor_data(g) : tg__work_alloc((size_t)n * tg_dtype_size(cdt));
-    if (!buf) return TG_ENOMEM;
-    if (!in_place) tg__gather(g, cdt, buf);
-    if (cdt == TG_F64 ? unscale_f64(buf, n, inv) : unscale_f32(buf, n, inv)) *found = true;
-    if (!in_place) {
-        tg__scatter(g, cdt, buf);
-        tg__work_free(buf);
-    }
-    tg__bump_version(g);
+    unscale_op op = {inv, false};
+    TG_TRY(tg__update_in_compute_dtype(g, unscale_elems, &op));
+    if (op.found) *found = true;
     return TG_OK;
 }
 
 int tg_grad_scaler_unscale(tg_grad_scaler *s, int n, tg_tensor *const *params)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "grad_scaler_unscale: s must not be NULL");
-    TG_CHECK(n >= 0, TG_EINVAL, "grad_scaler_unscale: n=%d must be >= 0", n);
-    TG_CHECK(n == 0 || params != NULL, TG_EINVAL,
-             "grad_scaler_unscale: params must not be NULL");
-    for (int i = 0; i < n; i++) {
-        TG_CHECK(params[i] != NULL, TG_EINVAL,
-                 "grad_scaler_unscale: params[%d] must not be NULL", i);
-        for (int j = 0; j < i; j++)   /* its gradient would be divided twice */
-            TG_CHECK(params[i] != params[j], TG_EINVAL,
-                     "grad_scaler_unscale: params[%d] is params[%d] again (each parameter at "
-                     "most once)", i, j);
-    }
+    TG_TRY(tg__check_param_list("grad_scaler_unscale", n, params, false));
     if (!s->o.enabled) return TG_OK;
     TG_CHECK(s->stage == STAGE_READY, TG_EINVAL,
              "grad_scaler_unscale: already called since the last update (once per step)");

@@ -422,4 +422,20 @@ bool tg__in_parallel(void);
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
 
+/* ---- in-place passes over parameters' gradients (src/core/grad_pass.c) ---- */
+
+/* Checks a parameter list given to a gradient utility named fn: n >= 0,
+ * params non-NULL when n > 0, no NULL and no repeated entry (its gradient
+ * would be changed twice) and, when float_grads, no gradient of a non-float
+ * dtype.  TG_EINVAL (TG_EDTYPE for the dtype) naming fn and the entry. */
+int tg__check_param_list(const char *fn, int n, tg_tensor *const *params, bool float_grads);
+/* Changes buf[0..n), n >= 1 elements of dtype cdt (TG_F32 or TG_F64), in
+ * place; user is the caller's state. */
+typedef void (*tg__elems_fn)(tg_dtype cdt, void *buf, int64_t n, void *user);
+/* Runs fn over t's elements (any strides; row-major order) in t's compute
+ * dtype and writes them back, rounded once to t's dtype, then bumps t's
+ * version.  An empty t is left alone.  TG_ENOMEM when the copy a strided or
+ * half t needs cannot be made; t is then unchanged. */
+int tg__update_in_compute_dtype(tg_tensor *t, tg__elems_fn fn, void *user);
+
 #endif

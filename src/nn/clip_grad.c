@@ -60,16 +60,17 @@ static int grad_norm(const tg_tensor *g, double p, double *out)
     return TG_OK;
 }
 
-/* g *= c (or g = clamp(g, -c, c)) in g's compute dtype, rounded once. */
-static int scale_or_clamp(tg_tensor *g, double c, bool clamp)
+/* What scale_or_clamp does to each element. */
+typedef struct clip_op {
+    double c;
+    bool clamp;
+} clip_op;
+
+static void clip_elems(tg_dtype cdt, void *buf, int64_t n, void *user)
 {
-    const int64_t n = tg__numel(g->ndim, g->shape);
-    if (n == 0) return TG_OK;
-    const tg_dtype cdt = tg__compute_dtype(g->dtype);
-    const bool in_place = g->dtype == cdt && tg_tensor_is_contiguous(g);
-    void *buf = in_place ? tg_tensor_data(g) : tg__work_alloc((size_t)n * tg_dtype_size(cdt));
-    if (!buf) return TG_ENOMEM;
-    if (!in_place) tg__gather(g, cdt, buf);
+    const clip_op *op = user;
+    const double c = op->c;
+    const bool clamp = op->clamp;
     if (cdt == TG_F64) {
         double *d = buf;
         for (int64_t i = 0; i < n; i++)
@@ -79,37 +80,20 @@ static int scale_or_clamp(tg_tensor *g, double c, bool clamp)
         for (int64_t i = 0; i < n; i++)
             f[i] = clamp ? (f[i] < -cf ? -cf : f[i] > cf ? cf : f[i]) : f[i] * cf;
     }
-    if (!in_place) {
-        tg__scatter(g, cdt, buf);
-        tg__work_free(buf);
-    }
-    tg__bump_version(g);
-    return TG_OK;
 }
 
-static int check_params(const char *fn, int n, tg_tensor *const *params)
+/* g *= c (or g = clamp(g, -c, c)) in g's compute dtype, rounded once. */
+static int scale_or_clamp(tg_tensor *g, double c, bool clamp)
 {
-    TG_CHECK(n >= 0, TG_EINVAL, "%s: n=%d must be >= 0", fn, n);
-    TG_CHECK(n == 0 || params != NULL, TG_EINVAL, "%s: params must not be NULL", fn);
-    for (int i = 0; i < n; i++) {
-        TG_CHECK(params[i] != NULL, TG_EINVAL, "%s: params[%d] must not be NULL", fn, i);
-        for (int j = 0; j < i; j++)   /* its gradient would be scaled twice */
-            TG_CHECK(params[i] != params[j], TG_EINVAL,
-                     "%s: params[%d] is params[%d] again (each parameter at most once)", fn, i,
-                     j);
-        const tg_tensor *g = params[i]->grad;
-        TG_CHECK(!g || tg_dtype_is_float(g->dtype), TG_EDTYPE,
-                 "%s: params[%d]'s gradient has dtype %s; float dtypes only", fn, i,
-                 tg_dtype_name(g ? g->dtype : TG_F32));
-    }
-    return TG_OK;
+    clip_op op = {c, clamp};
+    return tg__update_in_compute_dtype(g, clip_elems, &op);
 }
 
 int tg_clip_grad_norm(double *total_norm, int n, tg_tensor *const *params, double max_norm,
                       double norm_type, bool error_if_nonfinite)
 {
     static const char fn[] = "clip_grad_norm";
-    TG_TRY(check_params(fn, n, params));
+    TG_TRY(tg__check_param_list(fn, n, params, true));
     TG_CHECK(max_norm >= 0.0, TG_EINVAL, "%s: max_norm=%g must be >= 0", fn, max_norm);
     TG_CHECK(norm_type > 0.0, TG_EINVAL,
              "%s: norm_type=%g must be > 0 (INFINITY for the largest magnitude)", fn, norm_type);
@@ -149,7 +133,7 @@ int tg_clip_grad_norm(double *total_norm, int n, tg_tensor *const *params, doubl
 int tg_clip_grad_value(int n, tg_tensor *const *params, double clip_value)
 {
     static const char fn[] = "clip_grad_value";
-    TG_TRY(check_params(fn, n, params));
+    TG_TRY(tg__check_param_list(fn, n, params, true));
     TG_CHECK(clip_value >= 0.0, TG_EINVAL, "%s: clip_value=%g must be >= 0", fn, clip_value);
     for (int i = 0; i < n; i++)
         if (params[i]->grad) TG_TRY(scale_or_clamp(params[i]->grad, clip_value, true));
