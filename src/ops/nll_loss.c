@@ -186,6 +186,26 @@ static void bufs_free(nll_bufs *b)
     free(b->vals);
 }
 
+/* The end of both forwards, whose inputs are (x, target, weight or NULL): on
+ * success target and weight are saved (when recorded) for the backward,
+ * which calls the other op on them, and r goes to *out; on error r is
+ * released.  b is freed either way.  Returns rc. */
+static int forward_end(tg_ctx *ctx, tg_tensor *const *in, nll_bufs *b, tg_tensor *r,
+                       tg_tensor **out, int rc)
+{
+    if (rc >= 0) {
+        if (ctx) {
+            tg__ctx_save(ctx, in[1]);
+            if (in[2]) tg__ctx_save(ctx, in[2]);
+        }
+        *out = r;
+    } else {
+        tg_tensor_release(r);
+    }
+    bufs_free(b);
+    return rc;
+}
+
 /* ---- nll_loss ------------------------------------------------------------------ */
 
 static int nll_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
@@ -233,22 +253,22 @@ static int nll_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
         goto done;
     }
     tg__scatter(r, TG_F64, b.vals);
-    if (ctx) {
-        tg__ctx_save(ctx, target);
-        if (weight) tg__ctx_save(ctx, weight);
-    }
-    *out = r;
-    r = NULL;
 done:
-    tg_tensor_release(r);
-    bufs_free(&b);
-    return rc;
+    return forward_end(ctx, in, &b, r, out, rc);
 }
 
 /* ---- nll_loss_backward ------------------------------------------------------- */
 
-/* in: g (the shape of nll_loss's result), target, weight or NULL; the result
- * is logp's shape: (C) for a 0-d target, else target's with C at dim 1. */
+/* nll_loss_backward's result, logp's shape: (C) for a 0-d target, else
+ * target's with C at dim 1. */
+static void result_shape(const tg_tensor *target, int64_t C, int *ndim, int64_t *shape)
+{
+    *ndim = target->ndim + 1;
+    const int cdim = target->ndim == 0 ? 0 : 1;
+    for (int d = 0, k = 0; d < *ndim; d++) shape[d] = d == cdim ? C : target->shape[k++];
+}
+
+/* in: g (the shape of nll_loss's result), target, weight or NULL. */
 static int nllb_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                       int *ndim, int64_t *shape)
 {
@@ -268,9 +288,7 @@ static int nllb_shape(int n, tg_tensor *const *in, const void *params, tg_dtype 
              p->red == TG_REDUCTION_NONE ? "target" : "a 0-d loss");
     TG_TRY(check_weight(op, in[2], p->C));
     *dtype = g->dtype;
-    *ndim = target->ndim + 1;
-    const int cdim = target->ndim == 0 ? 0 : 1;
-    for (int d = 0, k = 0; d < *ndim; d++) shape[d] = d == cdim ? p->C : target->shape[k++];
+    result_shape(target, p->C, ndim, shape);
     TG_CHECK(tg__shape_bytes_fit(*ndim, shape, (int64_t)tg_dtype_size(g->dtype)), TG_EINVAL,
              "%s: C=%lld makes the result too large", op, (long long)p->C);
     return TG_OK;
@@ -282,10 +300,10 @@ static int nllb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
 {
     const nll_params *p = params;
     tg_tensor *g = in[0], *target = in[1], *weight = in[2];
-    tg_dtype dt;
+    const tg_dtype dt = g->dtype;   /* dispatch ran nllb_shape on these inputs */
     int nd;
     int64_t shape[TG_MAX_DIMS];
-    TG_TRY(nllb_shape(n, in, params, &dt, &nd, shape));
+    result_shape(target, p->C, &nd, shape);
     const int64_t K = tg_tensor_numel(target), S = spatial(target);
     const bool none = p->red == TG_REDUCTION_NONE;
     nll_bufs b = {0};
@@ -308,16 +326,8 @@ static int nllb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
         if (b.cls[k] >= 0)
             tg_dtype_store(dt, data, pick(k, b.cls[k], p->C, S),
                            none ? -b.wk[k] * b.vals[k] : b.wk[k] * scale);
-    if (ctx) {
-        tg__ctx_save(ctx, target);
-        if (weight) tg__ctx_save(ctx, weight);
-    }
-    *out = r;
-    r = NULL;
 done:
-    tg_tensor_release(r);
-    bufs_free(&b);
-    return rc;
+    return forward_end(ctx, in, &b, r, out, rc);
 }
 
 static const tg_op_schema nll_op, nllb_op;
