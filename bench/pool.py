@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Pooling and nearest upsampling: tapegrad (bench/pool) against PyTorch
+(Debian's python3-torch) on the layers of a DCGAN-like encoder/decoder, the
+same thread count, in one run.
+
+    /usr/bin/python3 bench/pool.py [--build build-rel] [--threads 2] [--repeat 20]
+                                   [--rounds 5] [--only NAME] [--markdown FILE]
+
+Each case runs forward alone and forward + backward (grad_y fixed, x.grad
+released after each pass, on both sides).  Each measurement is its own
+process; PyTorch and tapegrad alternate --rounds times per case and pass, each
+giving the median of --repeat passes.  The table gives the median over rounds
+of each side and of the per-round ratio PyTorch / tapegrad (> 1: tapegrad is
+faster), with the ratio's range over the rounds: on a shared machine one
+round can be far off, so read the median and the spread together.
+PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from benchlib import ROOT, print_table, run_json
+
+# name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale
+CASES = [
+    ("max_pool 2x2", "max", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
+    ("avg_pool 2x2", "avg", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
+    ("avg_pool 3x3 s1 p1", "avg", "f32", (64, 64, 32, 32), 3, 1, 1, 1),
+    ("max_pool 3x3 s2 p1", "max", "f32", (64, 64, 32, 32), 3, 2, 1, 1),
+    ("upsample x2", "up", "f32", (64, 64, 32, 32), 1, 0, 0, 2),
+    ("upsample x2 bf16", "up", "bf16", (64, 64, 32, 32), 1, 0, 0, 2),
+    ("avg_pool 2x2 bf16", "avg", "bf16", (64, 64, 32, 32), 2, 0, 0, 1),
+]
+
+
+def torch_child(a):
+    """Runs in a child process: times the case in PyTorch, prints JSON."""
+    import time
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(a.threads)
+    op, dt, shape = a.op, a.dtype, tuple(int(v) for v in a.shape.split(","))
+    dtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}[dt]
+    k, s, p = a.kernel, a.stride or None, a.padding
+    x = (torch.rand(*shape, generator=torch.Generator().manual_seed(1)) * 2 - 1).to(dtype)
+    if op == "max":
+        def fn(t): return F.max_pool2d(t, k, s, p)
+    elif op == "avg":
+        def fn(t): return F.avg_pool2d(t, k, s, p)
+    else:
+        def fn(t): return F.interpolate(t, scale_factor=a.scale, mode="nearest")
+    gy = None
+    if a.backward:
+        gy = torch.rand(*fn(x).shape).to(dtype) * 2 - 1
+        x.requires_grad_(True)
+
+    def once():
+        y = fn(x)
+        if gy is not None:
+            y.backward(gy)
+            x.grad = None
+    for _ in range(3):
+        once()
+    times = []
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        once()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+
+
+def case_args(c):
+    name, op, dt, shape, k, s, p, sc = c
+    return ["--op", op, "--dtype", dt, "--shape", ",".join(map(str, shape)), "--kernel", str(k),
+            "--stride", str(s), "--padding", str(p), "--scale", str(sc)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default=None, help="substring of case names to run")
+    ap.add_argument("--markdown", default=None, help="also write the table to this file")
+    ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
+    for opt in ("--op", "--dtype", "--shape"):
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    for opt in ("--kernel", "--stride", "--padding", "--scale"):
+        ap.add_argument(opt, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a)
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ours = os.path.join(a.build, "bench", "pool")
+    if not os.path.exists(ours):
+        sys.exit(f"pool.py: {ours} not found: build it (ninja -C {a.build} bench/pool)")
+    common = ["--threads", str(a.threads), "--repeat", str(a.repeat)]
+    rows = []
+    for c in CASES:
+        if a.only and a.only not in c[0]:
+            continue
+        for bwd in (False, True):
+            extra = case_args(c) + common + (["--backward"] if bwd else [])
+            tcmd = [sys.executable, os.path.abspath(__file__), "--torch-child"] + extra
+            ocmd = [ours] + extra
+            tms, oms = [], []
+            for r in range(a.rounds):   # alternate, each side first in turn
+                for cmd, out in ((tcmd, tms), (ocmd, oms))[:: 1 if r % 2 == 0 else -1]:
+                    out.append(run_json(cmd)["median_ms"])
+            ratios = [t / o for t, o in zip(tms, oms)]
+            tm, om, rm = statistics.median(tms), statistics.median(oms), statistics.median(ratios)
+            mode = "fwd+bwd" if bwd else "fwd"
+            rows.append((c[0], mode, tm, om, rm, min(ratios), max(ratios)))
+            print(f"{c[0]:22s} {mode:7s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
+                  f"torch/tapegrad {rm:5.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})",
+                  flush=True)
+    lines = [f"| case (64, 64, 32, 32) | pass | PyTorch ms | tapegrad ms | PyTorch / tapegrad "
+             f"(range over {a.rounds} rounds) |",
+             "| --- | --- | ---: | ---: | ---: |"]
+    for name, mode, tm, om, rm, lo, hi in rows:
+        lines.append(f"| {name} | {mode} | {tm:.2f} | {om:.2f} | {rm:.2f}x ({lo:.2f}-{hi:.2f}) |")
+    print_table(lines, a.markdown)
+
+
+if __name__ == "__main__":
+    main()
