@@ -83,6 +83,21 @@ UP = [
     ((2, 2, 7), (1,), F64),
 ]
 
+# f32 cases whose sums have several terms per output and per x element
+# (overlapping windows, long rows), where tapegrad matches PyTorch's f32
+# results to the bit: (kind, x shape, kernel, stride, padding, ceil_mode,
+# count_include_pad or dilation).  Drawn after the cases above, which keep
+# their values.
+F32_ORDER = [
+    ("avg", (1, 2, 600), (5,), (1,), (2,), False, True),
+    ("avg", (1, 2, 600), (3,), (1,), (1,), False, False),
+    ("avg", (1, 2, 12, 13), (3, 3), (1, 1), (1, 1), False, True),
+    ("avg", (1, 2, 11, 9), (3, 3), (2, 2), (1, 1), True, False),
+    ("max", (1, 2, 600), (3,), (1,), (1,), False, 1),
+    ("max", (1, 2, 12, 13), (3, 3), (1, 1), (1, 1), False, 1),
+]
+UP_F32 = [((2, 2, 5, 7), (2, 3)), ((1, 1, 3, 300), (1, 2))]
+
 POOL = {("avg", 1): F.avg_pool1d, ("avg", 2): F.avg_pool2d, ("avg", 3): F.avg_pool3d,
         ("max", 1): F.max_pool1d, ("max", 2): F.max_pool2d, ("max", 3): F.max_pool3d}
 
@@ -140,6 +155,23 @@ def main():
         # nn.Upsample gives the same numbers
         m = torch.nn.Upsample(scale_factor=sc)
         assert torch.equal(m(x), F.interpolate(x, scale_factor=sc, mode="nearest"))
+    for kind, shape, k, s, p, ceil, extra in F32_ORDER:
+        ns = len(k)
+        fn = POOL[(kind, ns)]
+        meta = {"kind": kind, "ns": ns, "kernel": ints(k), "stride": ints(s), "padding": ints(p),
+                "ceil_mode": int(ceil), "dtype": str(F32)}
+        if kind == "avg":
+            x = torch.randn(*shape, dtype=F64).to(F32)
+            meta.update(dilation=ints([1] * ns), count_include_pad=int(extra))
+            w.case(x, lambda t: fn(t, k, s, p, ceil_mode=ceil, count_include_pad=extra), meta)
+        else:
+            x = torch.randint(-2, 3, shape).to(F32)   # ties, and sums of several g
+            meta.update(dilation=ints([extra] * ns), count_include_pad=1)
+            w.case(x, lambda t: fn(t, k, s, p, extra, ceil_mode=ceil), meta)
+    for shape, sc in UP_F32:
+        x = torch.randn(*shape, dtype=F64).to(F32)
+        w.case(x, lambda t: F.interpolate(t, scale_factor=sc, mode="nearest"),
+               {"kind": "up", "ns": len(sc), "scale": ints(sc), "dtype": str(F32)})
     w.meta["cases"] = str(w.n)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     write_safetensors(OUT, w.tensors, w.meta)

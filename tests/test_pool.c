@@ -3,8 +3,9 @@
  * padding, dilation, ceil_mode, count_include_pad, ties and NaN in max
  * pooling, f64, f32 and bf16), their derivatives to second order by finite
  * differences, each backward as the forward's adjoint, max pooling's
- * double backward as a gather, unbatched inputs, half dtypes, empty
- * batches, the refusals, and the modules (AvgPoolNd, MaxPoolNd, Upsample).
+ * double backward as a gather, unbatched inputs, half dtypes, avg_pool's
+ * divisor conversion, one thread against two, empty batches, the
+ * refusals, and the modules (AvgPoolNd, MaxPoolNd, Upsample).
  * Goldens: scripts/make_pool_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -97,12 +98,13 @@ static void expect_close(const char *what, const tg_tensor *got, const tg_tensor
                   th_at(want, i));
 }
 
-/* The tolerance of a dtype relative to the largest value: values that are
- * one division from torch's (f32, bf16: torch sums in float, tapegrad in
- * double, and both round once at the end). */
+/* The tolerance of a dtype relative to the largest value: f32 values and
+ * gradients are torch's to the bit (the same sums in the same order); bf16
+ * gradients are within rounding of them (torch's bf16 backward kernels add
+ * in bf16, tapegrad in f32, rounding once). */
 static double tol_of(tg_dtype dt)
 {
-    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 1e-6 : 1.0 / 128;
+    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 0 : 1.0 / 128;
 }
 
 static tg_tensor *leaf_of(const tg_tensor *t)
@@ -362,30 +364,131 @@ Test(pool, unbatched_input_is_one_sample)
     sweep(check_unbatched);
 }
 
-/* f16 and bf16: computed in double, rounded once: the f64 result of the
- * same (rounded) input, rounded; the gradient in the input's dtype. */
+/* f16 and bf16: computed in f32, rounded once: the f32 result of the same
+ * (rounded) input, rounded, and the same for the gradient (of sum(y * w)). */
 static void check_half(const sweep_case *sc, tg_tensor *x)
 {
-    static const tg_dtype dts[] = {TG_F16, TG_BF16, TG_F32};
-    for (size_t d = 0; d < 3; d++) {
-        tg_tensor *xh = NULL, *x64 = NULL, *yh = NULL, *y64 = NULL, *want = NULL, *s = NULL;
+    static const tg_dtype dts[] = {TG_F16, TG_BF16};
+    for (size_t d = 0; d < 2; d++) {
+        tg_tensor *xh = NULL, *x32 = NULL, *yh = NULL, *y32 = NULL, *want = NULL;
+        tg_tensor *wh = NULL, *w32 = NULL, *gh = NULL, *g32 = NULL, *gwant = NULL;
         OK(tg_tensor_to_dtype(&xh, x, dts[d]));
-        OK(tg_tensor_set_requires_grad(xh, true));
-        OK(tg_tensor_to_dtype(&x64, xh, TG_F64));
+        OK(tg_tensor_to_dtype(&x32, xh, TG_F32));
         OK(run(&sc->c, &yh, xh));
-        OK(run(&sc->c, &y64, x64));
-        OK(tg_tensor_to_dtype(&want, y64, dts[d]));
+        OK(run(&sc->c, &y32, x32));
+        OK(tg_tensor_to_dtype(&want, y32, dts[d]));
         th_expect_same_bits(tg_dtype_name(dts[d]), xh, yh, want);
-        OK(tg_sum(&s, yh));
-        OK(tg_backward(s, NULL, NULL));
-        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), dts[d]));
-        th_release_all(6, (tg_tensor *[]){xh, x64, yh, y64, want, s});
+        tg_tensor *w = th_rand_uniform(TG_F64, tg_tensor_ndim(yh), tg_tensor_shape(yh), 7);
+        OK(tg_tensor_to_dtype(&wh, w, dts[d]));
+        OK(tg_tensor_to_dtype(&w32, wh, TG_F32));
+        OK(tg_tensor_set_requires_grad(xh, true));
+        OK(tg_tensor_set_requires_grad(x32, true));
+        tg_tensor_release(yh);
+        tg_tensor_release(y32);
+        yh = y32 = NULL;
+        OK(run(&sc->c, &yh, xh));
+        OK(run(&sc->c, &y32, x32));
+        OK(tg_grad(&gh, 1, &yh, &wh, 1, &xh, NULL));
+        OK(tg_grad(&g32, 1, &y32, &w32, 1, &x32, NULL));
+        cr_assert(eq(int, tg_tensor_dtype(gh), dts[d]));
+        OK(tg_tensor_to_dtype(&gwant, g32, dts[d]));
+        th_expect_same_bits("gradient", xh, gh, gwant);
+        th_release_all(11, (tg_tensor *[]){xh, x32, yh, y32, want, w, wh, w32, gh, g32, gwant});
     }
 }
 
-Test(pool, half_dtypes_round_the_double_result_once)
+Test(pool, half_dtypes_round_the_f32_result_once)
 {
     sweep(check_half);
+}
+
+/* A half avg_pool sums in f32, as PyTorch's bf16 kernel: a window of 1 and
+ * 2^17 - 1 elements of 2^-24 (each at most half an f32 ulp of the running
+ * sum, so the f32 sum stays 1) averages to 2^-17 exactly, where the exact
+ * mean, 2^-17 (1 + 2^-7 - 2^-24), rounds to another f16 and bf16 value. */
+Test(pool, half_avg_pool_sums_in_f32)
+{
+    const int64_t n = (int64_t)1 << 17;
+    double *v = malloc((size_t)n * sizeof *v);
+    cr_assert(v != NULL);
+    v[0] = 1.0;
+    for (int64_t i = 1; i < n; i++) v[i] = ldexp(1.0, -24);
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, n, 0, 0);
+    tg_tensor *x64 = NULL;
+    OK(tg_tensor_from_data(&x64, TG_F64, 3, (int64_t[]){1, 1, n}, v));
+    static const tg_dtype dts[] = {TG_F16, TG_BF16};
+    for (size_t d = 0; d < 2; d++) {
+        tg_tensor *x = NULL, *y = NULL, *exact = NULL;
+        OK(tg_tensor_to_dtype(&x, x64, dts[d]));
+        OK(tg_avg_pool(&y, x, 1, &p));
+        cr_assert(eq(dbl, th_at(y, 0), ldexp(1.0, -17)), "%s: %.17g", tg_dtype_name(dts[d]),
+                  th_at(y, 0));
+        /* the exact mean rounds elsewhere: the case tells the two apart */
+        const double mean = ldexp(1.0 + ldexp(1.0, -7) - ldexp(1.0, -24), -17);
+        OK(tg_tensor_full(&exact, dts[d], 1, (int64_t[]){1}, mean));
+        cr_assert(th_at(exact, 0) != ldexp(1.0, -17));
+        th_release_all(3, (tg_tensor *[]){x, y, exact});
+    }
+    tg_tensor_release(x64);
+    free(v);
+}
+
+/* An avg_pool divisor is the integer window size converted to the dtype,
+ * as PyTorch's division by an int64: with one x element, kernel K =
+ * 2^24 + 1 and padding K/2 on both axes (counted), y = x / (float)(K*K)
+ * in f32, not x / ((float)K * (float)K), and x / (K*K) in f64; the gradient
+ * of sum(y) is the same quotient of 1. */
+Test(pool, avg_divisor_is_the_integer_size_converted)
+{
+    const int64_t K = ((int64_t)1 << 24) + 1;
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, K, 1, K / 2);
+    for (int d = 0; d < 2; d++) {
+        const tg_dtype dt = d ? TG_F64 : TG_F32;
+        tg_tensor *x = NULL, *y = NULL, *s = NULL;
+        OK(tg_tensor_full(&x, dt, 4, (int64_t[]){1, 1, 1, 1}, 3.0));
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK(tg_avg_pool(&y, x, 2, &p));
+        th_expect_shape(y, 4, (int64_t[]){1, 1, 1, 1});
+        const double want = d ? 3.0 / (double)(K * K) : (double)(3.0f / (float)(K * K));
+        const double gwant = d ? 1.0 / (double)(K * K) : (double)(1.0f / (float)(K * K));
+        cr_assert(eq(dbl, th_at(y, 0), want), "%s: %.17g", tg_dtype_name(dt), th_at(y, 0));
+        OK(tg_sum(&s, y));
+        OK(tg_backward(s, NULL, NULL));
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 0), gwant), "%s: %.17g", tg_dtype_name(dt),
+                  th_at(tg_tensor_grad(x), 0));
+        th_release_all(3, (tg_tensor *[]){x, y, s});
+    }
+}
+
+/* Each plane's sums run in one order, so splitting the planes over two
+ * threads (inputs above the parallel threshold) gives the one thread's bits,
+ * forward and backward. */
+Test(pool, two_threads_give_one_threads_bits)
+{
+    const int saved = tg_get_num_threads();
+    tg_pool_params k3 = TG_POOL_PARAMS_INIT, k2 = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&k3, 3, 1, 1);
+    tg_pool_params_set(&k2, 3, 2, 1);
+    const call calls[] = {{.k = AVG, .ns = 2, .p = k3}, {.k = MAX, .ns = 2, .p = k2},
+                          {.k = UP, .ns = 2, .scale = {2, 2}}};
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 8, 32, 32}, 21);
+    OK(tg_tensor_set_requires_grad(x, true));
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *y[2] = {NULL, NULL}, *w = NULL, *gx[2] = {NULL, NULL};
+        for (int t = 0; t < 2; t++) {
+            OK(tg_set_num_threads(t + 1));
+            OK(run(&calls[i], &y[t], x));
+            if (!w) w = th_rand_uniform(TG_F32, 4, tg_tensor_shape(y[0]), 22);
+            OK(tg_grad(&gx[t], 1, &y[t], &w, 1, &x, NULL));
+        }
+        th_expect_same_bits("y", x, y[1], y[0]);
+        th_expect_same_bits("dx", x, gx[1], gx[0]);
+        th_release_all(5, (tg_tensor *[]){y[0], y[1], w, gx[0], gx[1]});
+    }
+    tg_tensor_release(x);
+    OK(tg_set_num_threads(saved));
 }
 
 /* An empty batch: an empty result of the right shape, zero gradients. */

@@ -72,4 +72,82 @@ typedef struct tg__pool_geom {
 void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t *out_shape,
                       tg__pool_geom *g);
 
+/* ---- the kernels (pool_kernels.c, pool_kernels_tmpl.h) ----
+ *
+ * They compute in the compute dtype (f32 for f32, f16 and bf16; f64 for
+ * f64), plane by plane, with the innermost loop along the last spatial axis
+ * of the output so that the compiler vectorises it.  Each output's terms are
+ * added in PyTorch's CPU order, so f32 results are PyTorch's to the bit. */
+
+/* The windows of a pooling call, tabulated once: for axis a and output
+ * index o, window o's elements inside x are lo[a][o], lo[a][o] + dil, ...
+ * below hi[a][o] (none when lo >= hi; lo is the first on the dilation
+ * grid), and div[a][o] is its factor of avg_pool's divisor (the window's
+ * size counting the padding, or its count inside x).  When every divisor,
+ * the product of its three factors, is exact in the compute dtype, divt[a]
+ * holds the factors in it (float or double), so that the product of
+ * converted factors is the divisor converted; divt[0] is NULL otherwise.
+ * Along the last axis, tap j (x index o*s - p + j*dil) of window o lies
+ * inside x exactly for o in [olo[t], ohi[t]), t = j - j0, for j in
+ * [j0, j0 + taps); the other taps lie outside x for every o.  Every tap
+ * j0 .. j0 + taps - 1 lies inside x for o in [in_lo, in_hi) (empty when
+ * in_lo >= in_hi). */
+typedef struct tg__pool_axes {
+    int64_t *lo[3], *hi[3], *div[3];
+    void *divt[3];
+    int64_t j0, taps, *olo, *ohi, in_lo, in_hi;
+    void *mem;   /* owns the tables */
+} tg__pool_axes;
+
+/* Tabulates the windows of geometry g (cip: avg_pool's count_include_pad)
+ * for kernels computing in cdt.  TG_ENOMEM when the tables cannot be
+ * allocated. */
+int tg__pool_axes_init(tg__pool_axes *ax, const tg__pool_geom *g, bool cip, tg_dtype cdt);
+void tg__pool_axes_free(tg__pool_axes *ax);
+
+/* One run of a kernel, shared by the plane ranges of tg__parallel_range:
+ * src and dst hold whole planes in the compute dtype, contiguous (x's or
+ * the output's plane size, by the kernel); idx are max_pool's indices
+ * within a plane, one per output element (-1: an empty window). */
+typedef struct tg__pool_job {
+    const tg__pool_geom *g;
+    const tg__pool_axes *ax;
+    const void *src;
+    void *dst;
+    const int64_t *idx;   /* read: max_pool_backward, max_pool_gather */
+    int64_t *idx_out;     /* written by max_pool's forward, NULL when not kept */
+} tg__pool_job;
+
+/* A kernel over planes [lo, hi) of a job, in one compute dtype. */
+typedef void (*tg__pool_kernel)(void *job, int64_t lo, int64_t hi);
+typedef struct tg__pool_kernels {
+    tg__pool_kernel f32, f64;
+} tg__pool_kernels;
+
+/* The kernels, each with the shapes of its src and dst (per plane):
+ *   avg_pool          x (in) -> y (out): window sums / divisors
+ *   avg_pool_adjoint  g (out) -> dx (in, zeroed): g / divisor added over
+ *                     each window
+ *   max_pool          x (in) -> y (out) and idx_out: each window's maximum
+ *                     (f32: in_plane <= INT32_MAX; a maximum is exact in
+ *                     f64 too)
+ *   max_pool_scatter  g (out) -> dx (in, zeroed): g[o] added into dx[idx[o]]
+ *   max_pool_gather   h (in) -> y (out): h[idx[o]], 0 for an empty window
+ *   upsample_sum      g (out) -> dx (in, zeroed): each element's block of g
+ *                     summed (nearest upsampling's adjoint; k: the scales) */
+extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels,
+    tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
+    tg__upsample_sum_kernels;
+
+/* Runs kernel k over the planes of job->g (in parallel when large) in
+ * compute dtype cdt (TG_F32 or TG_F64) with job->src the elements of src in
+ * cdt (src's own storage when it is contiguous in it, else a copy), into a
+ * new tensor *out of src's dtype and shape (ndim, shape) (job->dst: *out's
+ * storage when that dtype is cdt, else a buffer rounded into it once at the
+ * end; zeroed first when `zeroed`: the kernel adds into it).  TG_ENOMEM,
+ * with *out untouched. */
+int tg__pool_run(const tg__pool_kernels *k, tg__pool_job *job, tg_dtype cdt,
+                 const tg_tensor *src, int ndim, const int64_t *shape, bool zeroed,
+                 tg_tensor **out);
+
 #endif

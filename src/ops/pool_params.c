@@ -152,7 +152,7 @@ static int out_shape(const char *op, tg__pool_kind kind, const tg__pool_call *c,
             TG_TRY(check_extent(op, &c->p, a, in, out[lead + a]));
         }
     }
-    /* the kernels hold x and the result as doubles */
+    /* the kernels may hold x and the result in f64 */
     TG_CHECK(tg__shape_bytes_fit(c->ndim, out, (int64_t)sizeof(double)), TG_EINVAL,
              "%s: the result's shape is too large", op);
     return TG_OK;

@@ -18,14 +18,12 @@
 
 static const tg_op_schema upsample_op, upsample_backward_op;
 
-/* One kernel's work, shared by the planes of parallel ranges. */
+/* The forward's work, shared by the planes of parallel ranges. */
 typedef struct up_job {
     const tg__pool_geom *g;
-    size_t es;                      /* element bytes (forward) */
-    const unsigned char *xb;        /* forward: x's elements, row-major */
-    unsigned char *yb;              /* forward: y's */
-    const double *gv;               /* backward: g's values */
-    double *acc;                    /* backward: dx's */
+    size_t es;                 /* element bytes */
+    const unsigned char *xb;   /* x's elements, row-major */
+    unsigned char *yb;         /* y's */
 } up_job;
 
 /* Output row (o0, o1) of a plane reads input row (o0 / k0, o1 / k1); its
@@ -35,6 +33,30 @@ static int64_t in_row(const tg__pool_geom *g, int64_t o0, int64_t o1)
     return ((o0 / g->k[0]) * g->in[1] + o1 / g->k[1]) * g->in[2];
 }
 
+/* dst[i*k + r] = src[i] for i < n, r < k: the row's elements repeated, as
+ * words of the element's size (the factors 1 and 2 in loops of their own,
+ * which gcc vectorises). */
+#define TG__REPEAT_ROW(W)                                                     \
+    static void repeat_row_##W(void *restrict dst, const void *restrict src,  \
+                               int64_t n, int64_t k)                          \
+    {                                                                         \
+        W *restrict d = dst;                                                  \
+        const W *restrict s = src;                                            \
+        if (k == 1) {                                                         \
+            memcpy(d, s, (size_t)n * sizeof *d);                              \
+        } else if (k == 2) {                                                  \
+            for (int64_t i = 0; i < n; i++) d[2 * i] = d[2 * i + 1] = s[i];   \
+        } else {                                                              \
+            for (int64_t i = 0; i < n; i++)                                   \
+                for (int64_t r = 0; r < k; r++) d[i * k + r] = s[i];          \
+        }                                                                     \
+    }
+/* repeat_row_uint16_t, repeat_row_uint32_t, repeat_row_uint64_t */
+TG__REPEAT_ROW(uint16_t)
+TG__REPEAT_ROW(uint32_t)
+TG__REPEAT_ROW(uint64_t)
+#undef TG__REPEAT_ROW
+
 /* Planes [lo, hi) of y: each output row is its input row with every
  * element repeated k2 times, or a copy of the row before when it reads the
  * same input row. */
@@ -43,36 +65,17 @@ static void up_forward_planes(void *ctx, int64_t lo, int64_t hi)
     const up_job *j = ctx;
     const tg__pool_geom *g = j->g;
     const size_t es = j->es, row = (size_t)g->out[2] * es;
+    void (*repeat)(void *restrict, const void *restrict, int64_t, int64_t) =
+        es == 2 ? repeat_row_uint16_t : es == 4 ? repeat_row_uint32_t : repeat_row_uint64_t;
     for (int64_t pl = lo; pl < hi; pl++) {
         const unsigned char *xp = j->xb + (size_t)(pl * g->in_plane) * es;
         unsigned char *yp = j->yb + (size_t)(pl * g->out_plane) * es;
         for (int64_t o0 = 0; o0 < g->out[0]; o0++)
             for (int64_t o1 = 0; o1 < g->out[1]; o1++, yp += row) {
-                if ((o1 > 0 && o1 % g->k[1]) || (o1 == 0 && o0 % g->k[0])) {
+                if ((o1 > 0 && o1 % g->k[1]) || (o1 == 0 && o0 % g->k[0]))
                     memcpy(yp, yp - (o1 > 0 ? row : row * (size_t)g->out[1]), row);
-                    continue;
-                }
-                const unsigned char *src = xp + (size_t)in_row(g, o0, o1) * es;
-                unsigned char *dst = yp;
-                for (int64_t i2 = 0; i2 < g->in[2]; i2++, src += es)
-                    for (int64_t r = 0; r < g->k[2]; r++, dst += es) memcpy(dst, src, es);
-            }
-    }
-}
-
-/* Planes [lo, hi) of dx: each g row's k2-blocks summed into its input row. */
-static void up_backward_planes(void *ctx, int64_t lo, int64_t hi)
-{
-    const up_job *j = ctx;
-    const tg__pool_geom *g = j->g;
-    for (int64_t pl = lo; pl < hi; pl++) {
-        const double *gp = j->gv + pl * g->out_plane;
-        double *acc = j->acc + pl * g->in_plane;
-        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
-            for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
-                double *dst = acc + in_row(g, o0, o1);
-                for (int64_t i2 = 0; i2 < g->in[2]; i2++)
-                    for (int64_t r = 0; r < g->k[2]; r++) dst[i2] += *gp++;
+                else
+                    repeat(yp, xp + (size_t)in_row(g, o0, o1) * es, g->in[2], g->k[2]);
             }
     }
 }
@@ -97,14 +100,17 @@ static int upsample_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     tg__pool_geom_of(TG__UPSAMPLE, &c, os, &g);
     const size_t es = tg_dtype_size(x->dtype);
     const int64_t nx = tg_tensor_numel(x);
-    unsigned char *xb = tg__work_alloc((size_t)(nx > 0 ? nx : 1) * es);
-    tg_tensor *y = xb ? tg__tensor_uninit(x->dtype, c.ndim, os) : NULL;
+    const bool direct = tg_tensor_is_contiguous(x);
+    unsigned char *xb = direct ? NULL : tg__work_alloc((size_t)(nx > 0 ? nx : 1) * es);
+    tg_tensor *y = direct || xb ? tg__tensor_uninit(x->dtype, c.ndim, os) : NULL;
     if (!y) {
         tg__work_free(xb);
         return TG_ENOMEM;
     }
-    tg__gather(x, x->dtype, xb);
-    up_job j = {.g = &g, .es = es, .xb = xb, .yb = (unsigned char *)y->storage->data};
+    if (xb) tg__gather(x, x->dtype, xb);
+    up_job j = {.g = &g, .es = es,
+                .xb = xb ? xb : (const unsigned char *)x->storage->data + (size_t)x->offset * es,
+                .yb = (unsigned char *)y->storage->data};
     tg__parallel_range(g.planes, tg_tensor_numel(y) > 32768, up_forward_planes, &j);
     tg__work_free(xb);
     *out = y;
@@ -123,8 +129,8 @@ static int upsample_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg_op_call(&upsample_backward_op, &gi[0], 1, in, &b, sizeof b);
 }
 
-/* dx[i] = the sum of g over the block that reads i, in double, rounded once
- * into g's dtype. */
+/* dx[i] = the sum of g over the block that reads i, in the compute dtype
+ * (pool_kernels_tmpl.h), rounded once into g's dtype. */
 static int upsample_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                                const void *params)
 {
@@ -137,20 +143,9 @@ static int upsample_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
     TG_TRY(tg__pool_check_grad(op, g, &c, os));
     tg__pool_geom geo;
     tg__pool_geom_of(TG__UPSAMPLE, &c, os, &geo);
-    const int64_t ng = tg_tensor_numel(g), nx = tg__numel(c.ndim, c.shape);
-    double *gv = tg__work_alloc((size_t)(ng > 0 ? ng : 1) * sizeof *gv);
-    double *acc = tg__calloc((size_t)(nx > 0 ? nx : 1), sizeof *acc);
-    tg_tensor *x = gv && acc ? tg__tensor_uninit(g->dtype, c.ndim, c.shape) : NULL;
-    if (x) {
-        tg__gather(g, TG_F64, gv);
-        up_job j = {.g = &geo, .gv = gv, .acc = acc};
-        tg__parallel_range(geo.planes, ng > 32768, up_backward_planes, &j);
-        tg__scatter(x, TG_F64, acc);
-        *out = x;
-    }
-    free(acc);
-    tg__work_free(gv);
-    return x ? TG_OK : TG_ENOMEM;
+    tg__pool_job j = {.g = &geo};
+    return tg__pool_run(&tg__upsample_sum_kernels, &j, tg__compute_dtype(g->dtype), g, c.ndim,
+                        c.shape, true, out);
 }
 
 /* The gradient of upsample_nearest_backward: upsample_nearest. */
