@@ -591,3 +591,62 @@ Test(dtype, bulk_rows_match_contiguous_runs)
                       tg_dtype_name(dt), (long long)len);
         }
 }
+
+/* ---- bulk half <-> f64 (tg__f64_to_half_n / tg__half_to_f64_n) ---------- */
+
+/* Half to f64 over every bit pattern, and f64 to half over the widened f32
+ * sweep, each pattern nudged below f32's resolution (a value just off a tie
+ * of the half, where rounding through a nearest f32 would land on the tie
+ * and then on the even neighbour), and values beyond f32's range (past
+ * FLT_MAX, under its smallest subnormal), at lengths 0..300 (every tail of
+ * the 256-element blocks): the bits of tg_dtype_load / tg_dtype_store. */
+Test(dtype, bulk_f64_half_matches_load_store)
+{
+    static uint16_t h[65536], hb[65536];
+    static double d[65536];
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    size_t n;
+    uint32_t *xs = f32_sweep(&n);
+    double *v = malloc((3 * n + 6) * sizeof *v);
+    uint16_t *got = malloc((3 * n + 6) * sizeof *got);
+    cr_assert(v && got);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = (double)float_of(xs[i]);
+        v[m++] = x;
+        v[m++] = x * (1 + ldexp(1.0, -40));
+        v[m++] = x * (1 - ldexp(1.0, -40));
+    }
+    const double far[6] = {1e39, -1e300, 0x1.fffffep127 * (1 + 0x1p-30), 1e-50, -0x1p-150,
+                           0x1p-149 * 0.75};
+    for (int i = 0; i < 6; i++) v[m++] = far[i];
+    for (int which = 0; which < 2; which++) {
+        const tg_dtype dt = which ? TG_BF16 : TG_F16;
+        tg__half_to_f64_n(dt, h, d, 65536);
+        for (uint32_t i = 0; i < 65536; i++) {
+            const double want = tg_dtype_load(dt, h, i);
+            if (memcmp(&d[i], &want, sizeof want) != 0)
+                cr_fatal("%s 0x%04x: %a, load gives %a", tg_dtype_name(dt), i, d[i], want);
+        }
+        tg__f64_to_half_n(dt, v, got, (int64_t)m);
+        for (size_t i = 0; i < m; i++) {
+            tg_dtype_store(dt, hb, 0, v[i]);
+            if (got[i] != hb[0])
+                cr_fatal("%s of %a: 0x%04x, store gives 0x%04x", tg_dtype_name(dt), v[i],
+                         got[i], hb[0]);
+        }
+        for (int64_t len = 0; len <= 300; len++) {   /* nothing past len is written */
+            for (int i = 0; i < 302; i++) hb[i] = 0xABCD;
+            tg__f64_to_half_n(dt, v + 1000, hb, len);
+            for (int64_t i = 0; i < 302; i++) {
+                uint16_t want = 0xABCD;
+                if (i < len) tg_dtype_store(dt, &want, 0, v[1000 + i]);
+                cr_assert(eq(u16, hb[i], want), "%s len=%lld i=%lld", tg_dtype_name(dt),
+                          (long long)len, (long long)i);
+            }
+        }
+    }
+    free(xs);
+    free(v);
+    free(got);
+}

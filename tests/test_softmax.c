@@ -2,8 +2,8 @@
  * gradients against PyTorch 1.13 (tests/golden/softmax.safetensors,
  * scripts/make_softmax_goldens.py) in f64, f32 and bf16, gradcheck and
  * gradgradcheck in f64, the one-pass backward against the recorded one,
- * 0-d and empty inputs, f16, autocast, and the errors that name the
- * argument. */
+ * 0-d and empty inputs, f16 and bf16 against the f64 result rounded once,
+ * autocast, and the errors that name the argument. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -165,6 +165,52 @@ Test(softmax, f16_is_the_double_result_rounded_once)
         }
     }
     th_release_all(3, (tg_tensor *[]){x, ys, yl});
+}
+
+/* f16 and bf16, converted in bulk: each result is the f64 computation on
+ * the widened input rounded once, bit for bit: softmax and log_softmax
+ * along each dim of (3, 300, 2) (slabs longer than a conversion block, and
+ * strided rows), with -inf entries and a NaN, and log_softmax's one-pass
+ * backward. */
+Test(softmax, half_is_the_f64_result_of_the_widened_input_rounded_once)
+{
+    const int64_t shape[3] = {3, 300, 2};
+    const tg_dtype dts[2] = {TG_F16, TG_BF16};
+    tg_tensor *u = th_rand_uniform(TG_F64, 3, shape, 31), *x64 = NULL;
+    OK(tg_mul_scalar(&x64, u, 12.0));
+    const int64_t ninf[3] = {5, 6, 1201}, nan_at = 1500;
+    for (int i = 0; i < 3; i++) OK(tg_tensor_set_flat(x64, ninf[i], -INFINITY));
+    OK(tg_tensor_set_flat(x64, nan_at, NAN));
+    tg_tensor *w64 = th_rand_uniform(TG_F64, 3, shape, 32);
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *xh = NULL, *xw = NULL, *wh = NULL, *ww = NULL;
+        OK(tg_tensor_to_dtype(&xh, x64, dts[k]));
+        OK(tg_tensor_to_dtype(&xw, xh, TG_F64));   /* exact */
+        OK(tg_tensor_to_dtype(&wh, w64, dts[k]));
+        OK(tg_tensor_to_dtype(&ww, wh, TG_F64));
+        OK(tg_tensor_set_requires_grad(xh, true));
+        OK(tg_tensor_set_requires_grad(xw, true));
+        for (int d = 0; d < 3; d++)
+            for (int l = 0; l < 2; l++) {
+                softmax_fn fn = l ? tg_log_softmax : tg_softmax;
+                tg_tensor *yh = NULL, *yw = NULL, *want = NULL;
+                OK(fn(&yh, xh, d));
+                OK(fn(&yw, xw, d));
+                OK(tg_tensor_to_dtype(&want, yw, dts[k]));
+                th_expect_same_bits(l ? "log_softmax" : "softmax", xh, yh, want);
+                if (l) {   /* the backward from x, in one pass */
+                    tg_tensor *gh = NULL, *gw = NULL, *gwant = NULL;
+                    OK(tg_grad(&gh, 1, &yh, &wh, 1, &xh, NULL));
+                    OK(tg_grad(&gw, 1, &yw, &ww, 1, &xw, NULL));
+                    OK(tg_tensor_to_dtype(&gwant, gw, dts[k]));
+                    th_expect_same_bits("log_softmax backward", xh, gh, gwant);
+                    th_release_all(3, (tg_tensor *[]){gh, gw, gwant});
+                }
+                th_release_all(3, (tg_tensor *[]){yh, yw, want});
+            }
+        th_release_all(4, (tg_tensor *[]){xh, xw, wh, ww});
+    }
+    th_release_all(3, (tg_tensor *[]){u, x64, w64});
 }
 
 typedef struct {

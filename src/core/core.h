@@ -375,6 +375,11 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
                           int64_t dstride, int64_t rows, int64_t len);
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len);
+/* Bulk half <-> f64, serial (for loops that are already parallel), with
+ * the bits of tg_dtype_load and tg_dtype_store element by element: f64 to
+ * half rounds once (round-to-odd into f32, then the f32 kernels above). */
+void tg__f64_to_half_n(tg_dtype to, const double *src, uint16_t *dst, int64_t n);
+void tg__half_to_f64_n(tg_dtype from, const uint16_t *src, double *dst, int64_t n);
 /* The kernel that the environment variable var (TG_INT8_KERNEL,
  * TG_BF16_KERNEL) chooses among names[1..n): k when the variable is
  * names[k] and available(k), best when it is unset or empty.  Any other

@@ -387,6 +387,33 @@ static float tg__f64_to_f32_odd(double v)
     return tg__bits_f32(x | 1u);
 }
 
+/* f64 runs go through an f32 block on the stack: f64 -> f32 is exact for
+ * a half's value and round-to-odd the other way, so the bulk f32 kernels
+ * give tg_dtype_load's and tg_dtype_store's bits. */
+enum { TG__F64_BLOCK = 256 };
+
+void tg__f64_to_half_n(tg_dtype to, const double *src, uint16_t *dst, int64_t n)
+{
+    TG_ASSERT(tg__dtype_is_half(to));
+    float blk[TG__F64_BLOCK];
+    for (int64_t k0 = 0; k0 < n; k0 += TG__F64_BLOCK) {
+        const int64_t m = n - k0 < TG__F64_BLOCK ? n - k0 : TG__F64_BLOCK;
+        for (int64_t k = 0; k < m; k++) blk[k] = tg__f64_to_f32_odd(src[k0 + k]);
+        tg__f32_to_half_blk(to, blk, dst + k0, m, true);
+    }
+}
+
+void tg__half_to_f64_n(tg_dtype from, const uint16_t *src, double *dst, int64_t n)
+{
+    TG_ASSERT(tg__dtype_is_half(from));
+    float blk[TG__F64_BLOCK];
+    for (int64_t k0 = 0; k0 < n; k0 += TG__F64_BLOCK) {
+        const int64_t m = n - k0 < TG__F64_BLOCK ? n - k0 : TG__F64_BLOCK;
+        tg__half_to_f32_blk(from, src + k0, blk, m, true);
+        for (int64_t k = 0; k < m; k++) dst[k0 + k] = blk[k];
+    }
+}
+
 void tg_dtype_store(tg_dtype dt, void *base, int64_t i, double v)
 {
     if (!base) return;

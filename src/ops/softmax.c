@@ -131,11 +131,13 @@ static void log_softmax_backward_slab(double *x, double *g, double *m, int64_t C
         }
 }
 
-/* n values of dtype dt to double and back (rounded once). */
+/* n values of dtype dt to double and back (rounded once): f32 in plain
+ * loops, f16 and bf16 through the bulk conversions. */
 static void load_f64(tg_dtype dt, const void *src, double *dst, int64_t n)
 {
     if (dt == TG_F32)
         for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i];
+    else if (tg__dtype_is_half(dt)) tg__half_to_f64_n(dt, src, dst, n);
     else tg__convert_n(dt, src, TG_F64, dst, n);
 }
 
@@ -143,6 +145,7 @@ static void store_f64(tg_dtype dt, const double *src, void *dst, int64_t n)
 {
     if (dt == TG_F32)
         for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)src[i];
+    else if (tg__dtype_is_half(dt)) tg__f64_to_half_n(dt, src, dst, n);
     else tg__convert_n(TG_F64, src, dt, dst, n);
 }
 
