@@ -3,12 +3,15 @@
  * program rather than a Criterion suite: Criterion forks a worker per test,
  * and an MPI process must not be forked.  Every test runs on every rank;
  * rank 0 prints one line per test and a closing "dist: N passed, N failed";
- * the exit status is non-zero when any check failed on any rank.
+ * the exit status is non-zero when any check failed on any rank.  Arguments:
+ * --timeout S ends the job when a test takes more than S seconds (60), and
+ * NAME-PART... runs only the tests whose names contain one of them.
  *
  * The model: Linear(5, 16) - tanh - Linear(16, 16) - tanh - Linear(16, 2)
  * (six parameters of 16 to 256 elements), MSE against a fixed target, on a
  * global batch of 2B = 8 rows; rank r trains on rows [r B, (r + 1) B). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +19,9 @@
 
 #include <mpi.h>
 
-#include "tapegrad/tapegrad.h"
 #include "tapegrad/checkpoint.h"
-#include "tapegrad/dist.h"
+
+#include "dist_test.h"
 
 enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
 
@@ -28,8 +31,9 @@ enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
  * 0.1 to 1) stay within this absolute bound: the gap measured is 3e-8. */
 #define F32_BOUND 1e-6
 
-static tg_dist *g_dist;
-static int g_failed, g_checks;
+tg_dist *g_dist;
+int g_failed, g_checks;
+const char *g_test;
 static int g_allreduces;   /* MPI_Allreduce calls of this process */
 
 /* Counts the blocking all-reduces (MPI's profiling interface: this
@@ -41,25 +45,6 @@ int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype type, MP
     g_allreduces++;
     return PMPI_Allreduce(send, recv, count, type, op, comm);
 }
-static const char *g_test;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        g_checks++;                                                           \
-        if (!(cond)) {                                                        \
-            g_failed++;                                                       \
-            fprintf(stderr, "rank %d: %s: %s:%d: ", tg_dist_rank(g_dist), g_test, __FILE__, \
-                    __LINE__);                                                \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-        }                                                                     \
-    } while (0)
-#define OK(call)                                                              \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        CHECK(rc_ >= 0, "%s = %s: %s", #call, tg_status_name(rc_), tg_error_message()); \
-        if (rc_ < 0) return;                                                  \
-    } while (0)
 
 static tg_module *make_model(uint64_t seed)
 {
@@ -931,6 +916,31 @@ static void ddp_on_a_padded_last_batch_weighs_every_sample_alike(void)
 
 typedef void (*test_fn)(void);
 
+/* A test that leaves a rank waiting in a collective call that another rank
+ * never makes ends the job after g_timeout seconds, naming the test, rather
+ * than holding the suite until meson's timeout: SIGALRM's handler writes the
+ * line prepared in g_alarm_msg and exits, and mpirun ends the other ranks. */
+static unsigned g_timeout = 60;
+static char g_alarm_msg[256];
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, g_alarm_msg, strlen(g_alarm_msg));
+    (void)w;
+    _exit(3);
+}
+
+/* Whether the test named name runs: every test when no filter was given,
+ * else those whose name contains one of the filters. */
+static bool selected(const char *name, int n_filters, char **filters)
+{
+    for (int i = 0; i < n_filters; i++)
+        if (strstr(name, filters[i])) return true;
+    return n_filters == 0;
+}
+
+/* test_dist [--timeout SECONDS] [NAME-PART...] */
 int main(int argc, char **argv)
 {
     int rc = tg_dist_init(&g_dist, &argc, &argv);
@@ -938,6 +948,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "dist_init: %s\n", tg_error_message());
         return 1;
     }
+    int n_filters = 0;
+    char **filters = argv + 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--timeout") && i + 1 < argc) g_timeout = (unsigned)atoi(argv[++i]);
+        else filters[n_filters++] = argv[i];
+    }
+    signal(SIGALRM, on_alarm);
     tg_set_num_threads(1);
     static const struct { const char *name; test_fn fn; } tests[] = {
         {"broadcast_gives_every_rank_rank_0s_model", broadcast_gives_every_rank_rank_0s_model},
@@ -966,10 +983,15 @@ int main(int argc, char **argv)
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
     };
-    int n_tests = (int)(sizeof tests / sizeof tests[0]), passed = 0;
-    for (int i = 0; i < n_tests; i++) {
+    int n_tests = 0, passed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (!selected(tests[i].name, n_filters, filters)) continue;
+        n_tests++;
         g_test = tests[i].name;
+        snprintf(g_alarm_msg, sizeof g_alarm_msg, "rank %d: dist::%s did not end within %u s "
+                 "(a rank waits in a collective call)\n", tg_dist_rank(g_dist), g_test, g_timeout);
         int before = g_failed, failed_any = 0;
+        alarm(g_timeout);
         tests[i].fn();
         int mine = g_failed > before;
         tg_dist_barrier(g_dist);
@@ -979,9 +1001,11 @@ int main(int argc, char **argv)
         tg_dist_allreduce_sum(g_dist, f);
         failed_any = *(const int64_t *)tg_tensor_cdata(f) > 0;
         tg_tensor_release(f);
+        alarm(0);
         passed += !failed_any;
         if (tg_dist_rank(g_dist) == 0)
             printf("[%s] dist::%s\n", failed_any ? "FAIL" : "PASS", tests[i].name);
+        fflush(stdout);
     }
     if (tg_dist_rank(g_dist) == 0)
         printf("dist (%d ranks): %d passed, %d failed\n", tg_dist_size(g_dist), passed,
