@@ -982,6 +982,14 @@ int main(int argc, char **argv)
          ddp_on_a_padded_last_batch_weighs_every_sample_alike},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
+        {"dist_init_refused_on_one_rank_is_refused_on_every_rank",
+         dist_init_refused_on_one_rank_is_refused_on_every_rank},
+        {"broadcast_module_refused_on_one_rank_is_refused_on_every_rank",
+         broadcast_module_refused_on_one_rank_is_refused_on_every_rank},
+        {"broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank",
+         broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank},
+        {"allreduce_sum_refused_on_one_rank_is_refused_on_every_rank",
+         allreduce_sum_refused_on_one_rank_is_refused_on_every_rank},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -32,4 +32,11 @@ extern const char *g_test;
         if (rc_ < 0) return;                                                  \
     } while (0)
 
+/* The tests of tests/dist_errors.c: a caller's mistake on one rank gives
+ * every rank the same error rather than leaving one waiting. */
+void dist_init_refused_on_one_rank_is_refused_on_every_rank(void);
+void broadcast_module_refused_on_one_rank_is_refused_on_every_rank(void);
+void broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank(void);
+void allreduce_sum_refused_on_one_rank_is_refused_on_every_rank(void);
+
 #endif
