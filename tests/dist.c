@@ -990,6 +990,16 @@ int main(int argc, char **argv)
          broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank},
         {"allreduce_sum_refused_on_one_rank_is_refused_on_every_rank",
          allreduce_sum_refused_on_one_rank_is_refused_on_every_rank},
+        {"ddp_new_refused_on_one_rank_is_refused_on_every_rank",
+         ddp_new_refused_on_one_rank_is_refused_on_every_rank},
+        {"ddp_new_module_refused_changes_no_rank_s_module",
+         ddp_new_module_refused_changes_no_rank_s_module},
+        {"ddp_finish_without_prepare_on_one_rank_fails_on_every_rank",
+         ddp_finish_without_prepare_on_one_rank_fails_on_every_rank},
+        {"ddp_free_in_the_middle_of_a_step_does_not_wait_forever",
+         ddp_free_in_the_middle_of_a_step_does_not_wait_forever},
+        {"ddp_cancel_on_one_rank_fails_every_rank_s_finish",
+         ddp_cancel_on_one_rank_fails_every_rank_s_finish},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
