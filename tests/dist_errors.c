@@ -378,6 +378,41 @@ void ddp_free_in_the_middle_of_a_step_does_not_wait_forever(void)
     tg_module_release(m);
 }
 
+/* ---- SyncBatchNorm --------------------------------------------------------- */
+
+void sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank(void)
+{
+    const int rank = tg_dist_rank(g_dist);
+    if (tg_dist_size(g_dist) < 2) return;
+    tg_module *sbn = NULL;
+    tg_tensor *x = NULL, *x4 = NULL, *xi = NULL, *y = NULL, *rm = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+    OK(tg_tensor_full(&x, TG_F32, 4, (int64_t[]){2, 3, 4, 5}, 1.0 + rank));
+    OK(tg_tensor_full(&x4, TG_F32, 4, (int64_t[]){2, 4, 4, 5}, 1.0));
+    OK(tg_tensor_zeros(&xi, TG_I64, 4, (int64_t[]){2, 3, 4, 5}));
+    OK(tg_tensor_clone(&rm, tg_module_find(sbn, "running_mean")));
+    int rc = tg_module_forward(sbn, &y, rank == 1 ? x4 : x);
+    CHECK(rc == TG_ESHAPE && !y, "4 channels on rank 1: %s", tg_status_name(rc));
+    rc = tg_module_forward(sbn, &y, rank == 1 ? xi : x);
+    CHECK(rc == TG_EDTYPE && !y, "i64 input on rank 1: %s", tg_status_name(rc));
+    /* an empty batch on every rank has no statistics: refused, as BatchNorm
+     * refuses one value per channel */
+    tg_tensor *x0 = NULL;
+    OK(tg_tensor_zeros(&x0, TG_F32, 4, (int64_t[]){0, 3, 4, 5}));
+    rc = tg_module_forward(sbn, &y, x0);
+    tg_tensor_release(x0);
+    CHECK(rc == TG_EINVAL && !y, "empty batches: %s", tg_status_name(rc));
+    CHECK(same_bits(rm, tg_module_find(sbn, "running_mean")), "a refused forward changed "
+          "running_mean");
+    OK(tg_module_forward(sbn, &y, x));
+    double mean = 0;
+    OK(tg_tensor_get_flat(tg_module_find(sbn, "running_mean"), 0, &mean));
+    CHECK(mean > 0.149 && mean < 0.151, "running_mean %g, not 0.1 * 1.5", mean);
+    tg_tensor_release(y), tg_tensor_release(rm), tg_tensor_release(xi);
+    tg_tensor_release(x4), tg_tensor_release(x);
+    tg_module_release(sbn);
+}
+
 /* A rank whose backward failed ends the step with tg_ddp_cancel: the other
  * rank's tg_ddp_finish returns that failure, no gradient changes, and the
  * next step is reduced as usual. */

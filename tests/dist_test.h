@@ -43,5 +43,6 @@ void ddp_new_module_refused_changes_no_rank_s_module(void);
 void ddp_finish_without_prepare_on_one_rank_fails_on_every_rank(void);
 void ddp_free_in_the_middle_of_a_step_does_not_wait_forever(void);
 void ddp_cancel_on_one_rank_fails_every_rank_s_finish(void);
+void sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank(void);
 
 #endif

@@ -157,8 +157,11 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
  * num_batches_tracked), so it loads from and into tg_nn_batchnorm_new's.
  * A plain BatchNorm (tg_nn_batchnorm_new) under data parallelism uses each
  * rank's own batch statistics, which is the default.  Training forward and
- * backward are collective: every rank must run them, in the same order.  d
- * is borrowed and must outlive the module. */
+ * backward are collective: every rank must run them, in the same order.  An
+ * input refused on one rank (its shape or dtype) is the same error on every
+ * rank's forward, as is a batch of at most one value per channel over all
+ * ranks (TG_EINVAL, as BatchNorm's rule); the running statistics are not
+ * changed then.  d is borrowed and must outlive the module. */
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
 

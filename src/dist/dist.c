@@ -286,6 +286,12 @@ int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t)
     return TG_OK;
 }
 
+int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n)
+{
+    return tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, MPI_SUM, d->comm),
+                         "dist_allreduce_sum");
+}
+
 int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *path,
                             const tg_st_file *extra)
 {

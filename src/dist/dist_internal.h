@@ -39,6 +39,9 @@ int tg__dist_module_layout(const tg_module *m, int64_t *layout, const char *fn);
  * Collective. */
 int tg__dist_bcast_module(tg_dist *d, tg_module *m, bool buffers_only);
 
+/* v[0..n) = its sum over the ranks, in place.  Collective. */
+int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n);
+
 /* tg_dist_allreduce_sum without its checks and their agreement (one
  * MPI_Allreduce instead of two), for a caller that knows t is f32, f64 or
  * i64, contiguous and of at most 2^31 - 1 elements on every rank, and that
