@@ -402,6 +402,45 @@ static double max_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64
     return worst;
 }
 
+/* The largest |a_i - b_(row0 rows + i)| / max(1, |b|) over part's elements,
+ * read in any dtype. */
+static double max_rel_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
+{
+    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(part); i++) {
+        double a = 0, b = 0;
+        tg_tensor_get_flat(part, i, &a);
+        tg_tensor_get_flat(whole, row0 * per_row + i, &b);
+        worst = fmax(worst, fabs(a - b) / fmax(1.0, fabs(b)));
+    }
+    return worst;
+}
+
+/* Compares SyncBatchNorm sbn, run on this rank's rows, with BatchNorm bn
+ * run on the whole batch: the weight and bias gradients, each rank's share
+ * summed over the ranks, and the running statistics, within 1e-4 absolute
+ * (relative: max_rel_diff_rows, for any dtype).  case_ names the case in
+ * a failure. */
+static void check_sync_state(tg_module *sbn, tg_module *bn, bool relative, const char *case_)
+{
+    static const char *const names[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
+        tg_tensor *v = NULL;
+        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
+            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
+            OK(tg_dist_allreduce_sum(g_dist, v));
+            want = tg_tensor_grad(want);
+        } else {
+            OK(tg_tensor_clone(&v, mine));
+        }
+        double d = relative ? max_rel_diff_rows(v, want, 0) : max_diff_rows(v, want, 0);
+        CHECK(d <= 1e-4, "%s: %s%s differs by %g", case_, names[i], i < 2 ? ".grad" : "", d);
+        tg_tensor_release(v);
+    }
+}
+
 /* Rank r holds rows [3r, 3r + 3) of a (3 world, 3, 4, 5) batch; loss =
  * sum(y * G) with a fixed G.  Outputs and input gradients must be the rows of
  * one BatchNorm2d's over the whole batch; the ranks' weight and bias
@@ -439,42 +478,13 @@ static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
     double dx = max_diff_rows(tg_tensor_grad(x), tg_tensor_grad(xa), rank * rows);
     CHECK(dy <= 1e-5, "outputs differ by %g", dy);
     CHECK(dx <= 1e-5, "input gradients differ by %g", dx);
-    const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
-    for (int i = 0; i < 4; i++) {
-        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
-        tg_tensor *v = NULL;
-        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
-            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
-            OK(tg_dist_allreduce_sum(g_dist, v));
-            want = tg_tensor_grad(want);
-        } else {
-            OK(tg_tensor_clone(&v, mine));
-        }
-        double d = max_diff_rows(v, want, 0);
-        CHECK(d <= 1e-4, "%s%s differs by %g", names[i], i < 2 ? ".grad" : "", d);
-        tg_tensor_release(v);
-    }
+    check_sync_state(sbn, bn, false, "f32");
     if (rank == 0) printf("  sync batchnorm vs one batchnorm: max |dy| = %.3g, |dx| = %.3g\n", dy, dx);
     tg_tensor_release(l), tg_tensor_release(la), tg_tensor_release(yg), tg_tensor_release(yga);
     tg_tensor_release(y), tg_tensor_release(ya), tg_tensor_release(x), tg_tensor_release(xa);
     tg_tensor_release(g), tg_tensor_release(ga);
     tg_module_release(sbn);
     tg_module_release(bn);
-}
-
-/* The largest |a_i - b_(row0 rows + i)| / max(1, |b|) over part's elements,
- * read in any dtype. */
-static double max_rel_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
-{
-    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
-    double worst = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(part); i++) {
-        double a = 0, b = 0;
-        tg_tensor_get_flat(part, i, &a);
-        tg_tensor_get_flat(whole, row0 * per_row + i, &b);
-        worst = fmax(worst, fabs(a - b) / fmax(1.0, fabs(b)));
-    }
-    return worst;
 }
 
 /* A half x ((rows, 3, 4, 5) from fill_rows, converted) that requires grad. */
@@ -547,22 +557,9 @@ static void sync_batchnorm_takes_half_input_as_batchnorm_does(void)
         double ddx = max_rel_diff_rows(dx, dxa, rank * rows);
         CHECK(dy <= ulp, "%s autocast %d: outputs differ by %g", what, autocast, dy);
         CHECK(ddx <= ulp, "%s autocast %d: input gradients differ by %g", what, autocast, ddx);
-        const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
-        for (int i = 0; i < 4; i++) {
-            tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
-            tg_tensor *v = NULL;
-            if (i < 2) {   /* gradients: this rank's share; summed over ranks */
-                OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
-                OK(tg_dist_allreduce_sum(g_dist, v));
-                want = tg_tensor_grad(want);
-            } else {
-                OK(tg_tensor_clone(&v, mine));
-            }
-            double d = max_rel_diff_rows(v, want, 0);
-            CHECK(d <= 1e-4, "%s autocast %d: %s%s differs by %g", what, autocast, names[i],
-                  i < 2 ? ".grad" : "", d);
-            tg_tensor_release(v);
-        }
+        char case_[48];
+        snprintf(case_, sizeof case_, "%s autocast %d", what, autocast);
+        check_sync_state(sbn, bn, true, case_);
         if (rank == 0)
             printf("  sync batchnorm, %s input%s: max rel |dy| = %.3g, |dx| = %.3g\n", what,
                    autocast ? " under autocast" : "", dy, ddx);
