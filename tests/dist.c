@@ -354,6 +354,10 @@ static void an_error_on_one_rank_is_returned_on_every_rank(void)
     char want[64];
     snprintf(want, sizeof want, "rank %d: cannot open /no/such/data", world - 1);
     CHECK(strcmp(tg_error_message(), want) == 0, "message '%s'", tg_error_message());
+    /* agreeing again on the agreed error keeps its message */
+    rc = tg_dist_agree(g_dist, rc);
+    CHECK(rc == TG_EIO && strcmp(tg_error_message(), want) == 0, "again: '%s'",
+          tg_error_message());
     CHECK(tg_dist_agree(g_dist, TG_OK) == TG_OK, "all fine");
     /* a model that differs on one rank is refused everywhere */
     tg_module *m = NULL;

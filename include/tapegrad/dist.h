@@ -112,7 +112,8 @@ TG_API int tg_dist_barrier(tg_dist *d);
 
 /* Every rank passes its own status; all return the same one: TG_OK when
  * every status was >= 0, else the most negative status, with the message of
- * the lowest rank that had it, prefixed "rank R: ".  Collective.  Use it
+ * the lowest rank that had it, prefixed "rank R: " (a message that begins
+ * so already, from an earlier agreement, is kept as it is).  Collective.  Use it
  * after work that can fail on one rank only, so that no rank goes on to a
  * collective call the failing one never makes (which would hang). */
 TG_API int tg_dist_agree(tg_dist *d, int status);

@@ -41,6 +41,15 @@ MPI_Datatype tg__mpi_type(tg_dtype dt)
     }
 }
 
+/* Whether msg already names its rank ("rank R: ..."), as the message of an
+ * agreement does: agreeing again on it keeps it as it is. */
+static bool attributed(const char *msg)
+{
+    int len = 0;
+    unsigned r = 0;
+    return sscanf(msg, "rank %u: %n", &r, &len) == 1 && len > 0;
+}
+
 int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *differs)
 {
     TG_ASSERT(n >= 0 && n <= AGREE_SIG_MAX);
@@ -63,6 +72,7 @@ int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *d
         TG_TRY(tg__mpi_check(MPI_Bcast(msg, AGREE_MSG_MAX, MPI_CHAR, who, d->comm),
                              "dist_agree"));
         msg[AGREE_MSG_MAX - 1] = '\0';
+        if (attributed(msg)) return tg__error(worst, "%s", msg);
         return tg__error(worst, "rank %d: %s", who, msg[0] ? msg : tg_status_message(worst));
     }
     for (int i = 0; i < n && *differs < 0; i++)
