@@ -35,15 +35,22 @@ tg_dist *g_dist;
 int g_failed, g_checks;
 const char *g_test;
 static int g_allreduces;   /* MPI_Allreduce calls of this process */
+static int g_bcasts;       /* MPI_Bcast calls of this process */
 
-/* Counts the blocking all-reduces (MPI's profiling interface: this
- * definition takes the place of the MPI library's and passes the call on
- * to PMPI_Allreduce). */
+/* Count the blocking all-reduces and broadcasts (MPI's profiling interface:
+ * these definitions take the place of the MPI library's and pass the call
+ * on to PMPI_*). */
 int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm)
 {
     g_allreduces++;
     return PMPI_Allreduce(send, recv, count, type, op, comm);
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    g_bcasts++;
+    return PMPI_Bcast(buf, count, type, root, comm);
 }
 
 static tg_module *make_model(uint64_t seed)
@@ -750,7 +757,11 @@ static void ddp_keeps_every_rank_on_rank_0s_buffers(void)
             OK(tg_mean(&loss, y));
             OK(tg_ddp_prepare(ddp));
             OK(tg_backward(loss, NULL, NULL));
+            g_bcasts = 0;
             OK(tg_ddp_finish(ddp));
+            /* the three buffers go in one message, as PyTorch coalesces them */
+            CHECK(g_bcasts == bb, "broadcast_buffers %d: %d MPI_Bcast "
+                  "calls in tg_ddp_finish", bb, g_bcasts);
             OK(tg_optimizer_step(opt));
             OK(tg_module_forward(ref, &y0, x0));
             const char *names[3] = {"running_mean", "running_var", "num_batches_tracked"};

@@ -37,6 +37,8 @@
  * as in one process on its batches.  Here the copy closes tg_ddp_finish,
  * where every rank already is in a collective call; the buffers the next
  * forward starts from are the same, and the ranks agree after every step.
+ * Rank 0 packs them into one buffer before the step's flags go out, and one
+ * MPI_Bcast carries them (PyTorch coalesces them too).
  *
  * Every rank sums the same per-element values with the same MPI reduction
  * whatever the bucket layout, so the result does not depend on
@@ -84,6 +86,9 @@ struct tg_ddp {
                             * finish's all-reduce, the number of ranks where
                             * it did, and where it failed. */
     MPI_Request used_req;
+    unsigned char *bufs;   /* (bufs_bytes) owned: the module's buffers, packed
+                            * for one broadcast (with broadcast_buffers) */
+    size_t bufs_bytes;
     bool armed;
     tg_ddp_stats stats;
 };
@@ -191,6 +196,7 @@ static void ddp_destroy(tg_ddp *ddp, bool hooks)
     free(ddp->buckets);
     free(ddp->slots);
     free(ddp->used);
+    free(ddp->bufs);
     tg_module_release(ddp->m);
     free(ddp);
 }
@@ -212,6 +218,76 @@ static int ddp_local(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
     }
     *out = ddp;
     return TG_OK;
+}
+
+/* ---- the module's buffers -------------------------------------------------- */
+
+/* A walk over the module's buffers in state-dict order that packs them into
+ * (pack) or unpacks them from (unpack) buf, or only counts their bytes.  The
+ * buffers go to the other ranks in one message, as PyTorch's DDP broadcasts
+ * them coalesced: a message per buffer would make each step wait on every
+ * rank that many times. */
+typedef struct buf_walk {
+    unsigned char *buf;
+    size_t off, cap;
+    bool pack, unpack;
+} buf_walk;
+
+static int buf_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    buf_walk *w = user;
+    if (is_param) return TG_OK;
+    const size_t nb = (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t));
+    TG_CHECK(tg_tensor_is_contiguous(t) && nb <= w->cap - w->off, TG_EINVAL,
+             "ddp_finish: the module's buffer %s is not the size or layout it had at "
+             "tg_ddp_new_module", name);
+    if (w->pack) memcpy(w->buf + w->off, tg_tensor_cdata(t), nb);
+    if (w->unpack) {
+        memcpy(tg_tensor_data(t), w->buf + w->off, nb);
+        tg_tensor_bump_version(t);
+    }
+    w->off += nb;
+    return TG_OK;
+}
+
+/* The room for m's buffers (none when they are not broadcast). */
+static int plan_buffers(tg_ddp *ddp, const tg_module *m)
+{
+    if (!ddp->o.broadcast_buffers) return TG_OK;
+    buf_walk w = {.cap = SIZE_MAX};
+    TG_TRY(tg_module_foreach_state(m, buf_fn, &w));
+    ddp->bufs_bytes = w.off;
+    if (w.off == 0) return TG_OK;
+    ddp->bufs = tg__malloc(w.off);
+    return ddp->bufs ? TG_OK : TG_ENOMEM;
+}
+
+/* Before the step's flags go out: checks that the buffers kept their sizes
+ * and, on rank 0, packs them. */
+static int pack_buffers(tg_ddp *ddp)
+{
+    buf_walk w = {.buf = ddp->bufs, .cap = ddp->bufs_bytes, .pack = ddp->d->rank == 0};
+    TG_TRY(tg_module_foreach_state(ddp->m, buf_fn, &w));
+    TG_CHECK(w.off == ddp->bufs_bytes, TG_EINVAL,
+             "ddp_finish: the module's buffers hold %zu bytes, not the %zu they held at "
+             "tg_ddp_new_module", w.off, ddp->bufs_bytes);
+    return TG_OK;
+}
+
+/* Rank 0's packed buffers to every rank, which unpacks them.  Collective. */
+static int broadcast_buffers(tg_ddp *ddp)
+{
+    /* in pieces of at most 2^30 bytes: MPI counts are int */
+    for (size_t off = 0; off < ddp->bufs_bytes;) {
+        const size_t k = ddp->bufs_bytes - off < (size_t)1 << 30 ? ddp->bufs_bytes - off
+                                                                  : (size_t)1 << 30;
+        TG_TRY(tg__mpi_check(MPI_Bcast(ddp->bufs + off, (int)k, MPI_BYTE, 0, ddp->d->comm),
+                             "ddp: broadcast of the buffers"));
+        off += k;
+    }
+    if (ddp->d->rank == 0) return TG_OK;
+    buf_walk w = {.buf = ddp->bufs, .cap = ddp->bufs_bytes, .unpack = true};
+    return tg_module_foreach_state(ddp->m, buf_fn, &w);
 }
 
 /* Makes the tg_ddp on every rank or on none, and then (m not NULL) copies
@@ -238,12 +314,13 @@ static int ddp_create(tg_ddp **out, tg_dist *d, tg_module *m, int n, tg_tensor *
     if (rc >= 0 && !out) rc = tg__error(TG_EINVAL, "%s: out must not be NULL", fn);
     if (rc >= 0 && m) rc = tg__dist_module_layout(m, &sig[0], fn);
     if (rc >= 0) rc = ddp_local(&ddp, d, n, params, o, fn);
+    if (rc >= 0 && m) rc = plan_buffers(ddp, m);
     if (rc >= 0) sig[1] = params_hash(n, params);
     int differs = -1;
     rc = tg__dist_agree_sig(d, rc, 4, sig, &differs);
     if (rc >= 0 && differs >= 0)
         rc = tg__error(differs == 0 ? TG_ESHAPE : TG_EINVAL, "%s: %s", fn, what[differs]);
-    if (rc >= 0 && m) rc = tg__dist_bcast_module(d, m, false);
+    if (rc >= 0 && m) rc = tg__dist_bcast_module(d, m);
     if (rc < 0) {
         if (ddp) ddp_destroy(ddp, true);
         return rc;
@@ -437,6 +514,7 @@ static int complete_step(tg_ddp *ddp, int *rc)
     TG_TRY(start_ready(ddp));
     TG_ASSERT(ddp->next_start == ddp->n_buckets);
     if (*rc >= 0) *rc = make_fresh_grads(ddp);
+    if (*rc >= 0 && ddp->bufs_bytes > 0) *rc = pack_buffers(ddp);
     ddp->used[ddp->n] = *rc < 0;
     /* after the buckets, in the same order on every rank */
     TG_TRY(tg__mpi_check(MPI_Iallreduce(MPI_IN_PLACE, ddp->used, ddp->n + 1, MPI_INT, MPI_SUM,
@@ -494,7 +572,7 @@ static int end_step(tg_ddp *ddp, int rc)
      * with what the others hold (their .grad, or zeros) */
     for (int i = 0; i < ddp->n; i++)
         if (ddp->used[i] > 0) copy_out(ddp, &ddp->slots[i]);
-    return ddp->m && ddp->o.broadcast_buffers ? tg__dist_bcast_module(ddp->d, ddp->m, true) : TG_OK;
+    return ddp->bufs_bytes > 0 ? broadcast_buffers(ddp) : TG_OK;
 }
 
 int tg_ddp_finish(tg_ddp *ddp)

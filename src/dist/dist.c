@@ -207,14 +207,13 @@ int tg__dist_bcast_bytes(tg_dist *d, tg_tensor *t, int root)
     return TG_OK;
 }
 
-int tg__dist_bcast_module(tg_dist *d, tg_module *m, bool buffers_only)
+int tg__dist_bcast_module(tg_dist *d, tg_module *m)
 {
     const int n = tg_module_state_count(m);
     for (int i = 0; i < n; i++) {
         tg_tensor *t = NULL;
-        bool is_param = false;
-        TG_TRY(tg_module_state_at(m, i, NULL, 0, &t, &is_param));
-        if (!(buffers_only && is_param)) TG_TRY(tg__dist_bcast_bytes(d, t, 0));
+        TG_TRY(tg_module_state_at(m, i, NULL, 0, &t, NULL));
+        TG_TRY(tg__dist_bcast_bytes(d, t, 0));
     }
     return TG_OK;
 }
@@ -229,7 +228,7 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
     TG_TRY(tg__dist_agree_sig(d, rc, 1, &layout, &differs));
     TG_CHECK(differs < 0, TG_ESHAPE, "dist_broadcast_module: the ranks' modules differ in their "
                                      "state entries, shapes or dtypes");
-    return tg__dist_bcast_module(d, m, false);
+    return tg__dist_bcast_module(d, m);
 }
 
 /* sig[0..2 + TG_MAX_DIMS): t's dtype, ndim and shape (zeros past ndim). */

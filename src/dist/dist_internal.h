@@ -34,10 +34,9 @@ int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *d
  * dotted name is too long. */
 int tg__dist_module_layout(const tg_module *m, int64_t *layout, const char *fn);
 
-/* Rank 0's bytes of every state entry of m (only the buffers when
- * buffers_only) into every rank's, whose layouts are known to agree.
- * Collective. */
-int tg__dist_bcast_module(tg_dist *d, tg_module *m, bool buffers_only);
+/* Rank 0's bytes of every state entry of m into every rank's, whose
+ * layouts are known to agree.  Collective. */
+int tg__dist_bcast_module(tg_dist *d, tg_module *m);
 
 /* v[0..n) = its sum over the ranks, in place.  Collective. */
 int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n);
