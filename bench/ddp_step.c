@@ -2,18 +2,24 @@
  *
  *   mpirun -np R ddp_step [--batch 32] [--steps N (10)] [--warmup W (2)]
  *                         [--threads T (1)] [--no-overlap] [--bucket-mb X (25)]
+ *                         [--no-broadcast-buffers]
  *
  * The step of bench/dcgan_step (PyTorch's DCGAN example on the models of
  * examples/dcgan/model.h, BCE, Adam lr 2e-4, betas (0.5, 0.999)), with each
  * rank on its own batch of --batch images and both models' gradients
- * averaged by a tg_ddp (one per optimizer, as examples/dcgan --ddp) before
- * each Adam step.  Rank 0 prints one JSON line: ranks, threads, batch per
- * rank, images/s of the whole job over the N timed steps, the milliseconds
- * per step spent inside tg_ddp_finish (both reductions: with --no-overlap all
- * of the all-reduce, as it starts after backward; with overlap the part not
- * hidden behind backward), the gradient bytes each rank sends per step
- * and the bucket counts.  bench/ddp.py runs it for 1 and 2 ranks, with and
- * without overlap, side by side.
+ * averaged by a tg_ddp (one per optimizer) before each Adam step.  The
+ * tg_ddp is made as examples/dcgan --ddp makes it, by tg_ddp_new_module
+ * with its defaults but for --no-overlap and --bucket-mb: so each
+ * tg_ddp_finish also copies rank 0's BatchNorm buffers to every rank.
+ * --no-broadcast-buffers turns that copy off (broadcast_buffers false).
+ * Rank 0 prints one JSON line: ranks, threads, batch per rank, whether
+ * buffers are broadcast, images/s of the whole job over the N timed steps,
+ * the milliseconds per step spent inside tg_ddp_finish (both reductions
+ * and the buffers' broadcast: with --no-overlap all of the all-reduce, as
+ * it starts after backward; with overlap the part not hidden behind
+ * backward), the gradient bytes each rank sends per step and the bucket
+ * counts.  bench/ddp.py runs it for 1 and 2 ranks, with and without
+ * overlap, side by side.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +65,9 @@ static void side_init(side *s, tg_module *m, const tg_ddp_opts *o)
     a.lr = 2e-4;
     a.beta1 = 0.5;
     s->m = m;
-    CHECK(tg_dist_broadcast_module(g_dist, m));
+    CHECK(tg_ddp_new_module(&s->ddp, g_dist, m, o));   /* rank 0's weights everywhere */
     CHECK(tg_module_parameters(m, &p, &n));
     CHECK(tg_adam_new(&s->opt, n, p, &a));
-    CHECK(tg_ddp_new(&s->ddp, g_dist, n, p, o));
     free(p);
 }
 
@@ -136,6 +141,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--threads")) threads = atoi(v), i++;
         else if (!strcmp(argv[i], "--bucket-mb")) o.bucket_cap_bytes = (size_t)(atof(v) * (1 << 20)), i++;
         else if (!strcmp(argv[i], "--no-overlap")) o.overlap = false;
+        else if (!strcmp(argv[i], "--no-broadcast-buffers")) o.broadcast_buffers = false;
         else {
             fprintf(stderr, "ddp_step: unknown argument '%s'\n", argv[i]);
             tg_dist_abort(g_dist, TG_EINVAL);
@@ -179,11 +185,12 @@ int main(int argc, char **argv)
                               d0.finish_seconds) / steps;
     if (tg_dist_rank(g_dist) == 0)
         printf("{\"ranks\": %d, \"threads\": %d, \"batch_per_rank\": %lld, \"overlap\": %s, "
+               "\"broadcast_buffers\": %s, "
                "\"bucket_mb\": %g, \"images_per_s\": %.1f, \"step_ms\": %.1f, "
                "\"finish_ms_per_step\": %.2f, \"grad_bytes_per_step\": %lld, "
                "\"buckets\": [%d, %d]}\n",
                world, threads, (long long)batch, o.overlap ? "true" : "false",
-               (double)o.bucket_cap_bytes / (1 << 20),
+               o.broadcast_buffers ? "true" : "false", (double)o.bucket_cap_bytes / (1 << 20),
                (double)(world * batch * steps) / el, 1e3 * el / steps, finish_ms,
                (long long)(g1.bytes_per_step + d1.bytes_per_step), g1.n_buckets, d1.n_buckets);
     tg_tensor_release(zeros);

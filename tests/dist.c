@@ -3,12 +3,15 @@
  * program rather than a Criterion suite: Criterion forks a worker per test,
  * and an MPI process must not be forked.  Every test runs on every rank;
  * rank 0 prints one line per test and a closing "dist: N passed, N failed";
- * the exit status is non-zero when any check failed on any rank.
+ * the exit status is non-zero when any check failed on any rank.  Arguments:
+ * --timeout S ends the job when a test takes more than S seconds (60), and
+ * NAME-PART... runs only the tests whose names contain one of them.
  *
  * The model: Linear(5, 16) - tanh - Linear(16, 16) - tanh - Linear(16, 2)
  * (six parameters of 16 to 256 elements), MSE against a fixed target, on a
  * global batch of 2B = 8 rows; rank r trains on rows [r B, (r + 1) B). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +19,9 @@
 
 #include <mpi.h>
 
-#include "tapegrad/tapegrad.h"
 #include "tapegrad/checkpoint.h"
-#include "tapegrad/dist.h"
+
+#include "dist_test.h"
 
 enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
 
@@ -28,38 +31,27 @@ enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
  * 0.1 to 1) stay within this absolute bound: the gap measured is 3e-8. */
 #define F32_BOUND 1e-6
 
-static tg_dist *g_dist;
-static int g_failed, g_checks;
+tg_dist *g_dist;
+int g_failed, g_checks;
+const char *g_test;
 static int g_allreduces;   /* MPI_Allreduce calls of this process */
+static int g_bcasts;       /* MPI_Bcast calls of this process */
 
-/* Counts the blocking all-reduces (MPI's profiling interface: this
- * definition takes the place of the MPI library's and passes the call on
- * to PMPI_Allreduce). */
+/* Count the blocking all-reduces and broadcasts (MPI's profiling interface:
+ * these definitions take the place of the MPI library's and pass the call
+ * on to PMPI_*). */
 int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm)
 {
     g_allreduces++;
     return PMPI_Allreduce(send, recv, count, type, op, comm);
 }
-static const char *g_test;
 
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        g_checks++;                                                           \
-        if (!(cond)) {                                                        \
-            g_failed++;                                                       \
-            fprintf(stderr, "rank %d: %s: %s:%d: ", tg_dist_rank(g_dist), g_test, __FILE__, \
-                    __LINE__);                                                \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-        }                                                                     \
-    } while (0)
-#define OK(call)                                                              \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        CHECK(rc_ >= 0, "%s = %s: %s", #call, tg_status_name(rc_), tg_error_message()); \
-        if (rc_ < 0) return;                                                  \
-    } while (0)
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    g_bcasts++;
+    return PMPI_Bcast(buf, count, type, root, comm);
+}
 
 static tg_module *make_model(uint64_t seed)
 {
@@ -369,6 +361,10 @@ static void an_error_on_one_rank_is_returned_on_every_rank(void)
     char want[64];
     snprintf(want, sizeof want, "rank %d: cannot open /no/such/data", world - 1);
     CHECK(strcmp(tg_error_message(), want) == 0, "message '%s'", tg_error_message());
+    /* agreeing again on the agreed error keeps its message */
+    rc = tg_dist_agree(g_dist, rc);
+    CHECK(rc == TG_EIO && strcmp(tg_error_message(), want) == 0, "again: '%s'",
+          tg_error_message());
     CHECK(tg_dist_agree(g_dist, TG_OK) == TG_OK, "all fine");
     /* a model that differs on one rank is refused everywhere */
     tg_module *m = NULL;
@@ -417,6 +413,45 @@ static double max_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64
     return worst;
 }
 
+/* The largest |a_i - b_(row0 rows + i)| / max(1, |b|) over part's elements,
+ * read in any dtype. */
+static double max_rel_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
+{
+    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(part); i++) {
+        double a = 0, b = 0;
+        tg_tensor_get_flat(part, i, &a);
+        tg_tensor_get_flat(whole, row0 * per_row + i, &b);
+        worst = fmax(worst, fabs(a - b) / fmax(1.0, fabs(b)));
+    }
+    return worst;
+}
+
+/* Compares SyncBatchNorm sbn, run on this rank's rows, with BatchNorm bn
+ * run on the whole batch: the weight and bias gradients, each rank's share
+ * summed over the ranks, and the running statistics, within 1e-4 absolute
+ * (relative: max_rel_diff_rows, for any dtype).  case_ names the case in
+ * a failure. */
+static void check_sync_state(tg_module *sbn, tg_module *bn, bool relative, const char *case_)
+{
+    static const char *const names[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
+        tg_tensor *v = NULL;
+        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
+            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
+            OK(tg_dist_allreduce_sum(g_dist, v));
+            want = tg_tensor_grad(want);
+        } else {
+            OK(tg_tensor_clone(&v, mine));
+        }
+        double d = relative ? max_rel_diff_rows(v, want, 0) : max_diff_rows(v, want, 0);
+        CHECK(d <= 1e-4, "%s: %s%s differs by %g", case_, names[i], i < 2 ? ".grad" : "", d);
+        tg_tensor_release(v);
+    }
+}
+
 /* Rank r holds rows [3r, 3r + 3) of a (3 world, 3, 4, 5) batch; loss =
  * sum(y * G) with a fixed G.  Outputs and input gradients must be the rows of
  * one BatchNorm2d's over the whole batch; the ranks' weight and bias
@@ -454,42 +489,13 @@ static void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void)
     double dx = max_diff_rows(tg_tensor_grad(x), tg_tensor_grad(xa), rank * rows);
     CHECK(dy <= 1e-5, "outputs differ by %g", dy);
     CHECK(dx <= 1e-5, "input gradients differ by %g", dx);
-    const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
-    for (int i = 0; i < 4; i++) {
-        tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
-        tg_tensor *v = NULL;
-        if (i < 2) {   /* gradients: this rank's share; summed over ranks */
-            OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
-            OK(tg_dist_allreduce_sum(g_dist, v));
-            want = tg_tensor_grad(want);
-        } else {
-            OK(tg_tensor_clone(&v, mine));
-        }
-        double d = max_diff_rows(v, want, 0);
-        CHECK(d <= 1e-4, "%s%s differs by %g", names[i], i < 2 ? ".grad" : "", d);
-        tg_tensor_release(v);
-    }
+    check_sync_state(sbn, bn, false, "f32");
     if (rank == 0) printf("  sync batchnorm vs one batchnorm: max |dy| = %.3g, |dx| = %.3g\n", dy, dx);
     tg_tensor_release(l), tg_tensor_release(la), tg_tensor_release(yg), tg_tensor_release(yga);
     tg_tensor_release(y), tg_tensor_release(ya), tg_tensor_release(x), tg_tensor_release(xa);
     tg_tensor_release(g), tg_tensor_release(ga);
     tg_module_release(sbn);
     tg_module_release(bn);
-}
-
-/* The largest |a_i - b_(row0 rows + i)| / max(1, |b|) over part's elements,
- * read in any dtype. */
-static double max_rel_diff_rows(const tg_tensor *part, const tg_tensor *whole, int64_t row0)
-{
-    const int64_t per_row = tg_tensor_numel(part) / tg_tensor_dim(part, 0);
-    double worst = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(part); i++) {
-        double a = 0, b = 0;
-        tg_tensor_get_flat(part, i, &a);
-        tg_tensor_get_flat(whole, row0 * per_row + i, &b);
-        worst = fmax(worst, fabs(a - b) / fmax(1.0, fabs(b)));
-    }
-    return worst;
 }
 
 /* A half x ((rows, 3, 4, 5) from fill_rows, converted) that requires grad. */
@@ -562,22 +568,9 @@ static void sync_batchnorm_takes_half_input_as_batchnorm_does(void)
         double ddx = max_rel_diff_rows(dx, dxa, rank * rows);
         CHECK(dy <= ulp, "%s autocast %d: outputs differ by %g", what, autocast, dy);
         CHECK(ddx <= ulp, "%s autocast %d: input gradients differ by %g", what, autocast, ddx);
-        const char *names[4] = {"weight", "bias", "running_mean", "running_var"};
-        for (int i = 0; i < 4; i++) {
-            tg_tensor *mine = tg_module_find(sbn, names[i]), *want = tg_module_find(bn, names[i]);
-            tg_tensor *v = NULL;
-            if (i < 2) {   /* gradients: this rank's share; summed over ranks */
-                OK(tg_tensor_clone(&v, tg_tensor_grad(mine)));
-                OK(tg_dist_allreduce_sum(g_dist, v));
-                want = tg_tensor_grad(want);
-            } else {
-                OK(tg_tensor_clone(&v, mine));
-            }
-            double d = max_rel_diff_rows(v, want, 0);
-            CHECK(d <= 1e-4, "%s autocast %d: %s%s differs by %g", what, autocast, names[i],
-                  i < 2 ? ".grad" : "", d);
-            tg_tensor_release(v);
-        }
+        char case_[48];
+        snprintf(case_, sizeof case_, "%s autocast %d", what, autocast);
+        check_sync_state(sbn, bn, true, case_);
         if (rank == 0)
             printf("  sync batchnorm, %s input%s: max rel |dy| = %.3g, |dx| = %.3g\n", what,
                    autocast ? " under autocast" : "", dy, ddx);
@@ -764,7 +757,11 @@ static void ddp_keeps_every_rank_on_rank_0s_buffers(void)
             OK(tg_mean(&loss, y));
             OK(tg_ddp_prepare(ddp));
             OK(tg_backward(loss, NULL, NULL));
+            g_bcasts = 0;
             OK(tg_ddp_finish(ddp));
+            /* the three buffers go in one message, as PyTorch coalesces them */
+            CHECK(g_bcasts == bb, "broadcast_buffers %d: %d MPI_Bcast "
+                  "calls in tg_ddp_finish", bb, g_bcasts);
             OK(tg_optimizer_step(opt));
             OK(tg_module_forward(ref, &y0, x0));
             const char *names[3] = {"running_mean", "running_var", "num_batches_tracked"};
@@ -931,6 +928,31 @@ static void ddp_on_a_padded_last_batch_weighs_every_sample_alike(void)
 
 typedef void (*test_fn)(void);
 
+/* A test that leaves a rank waiting in a collective call that another rank
+ * never makes ends the job after g_timeout seconds, naming the test, rather
+ * than holding the suite until meson's timeout: SIGALRM's handler writes the
+ * line prepared in g_alarm_msg and exits, and mpirun ends the other ranks. */
+static unsigned g_timeout = 60;
+static char g_alarm_msg[256];
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, g_alarm_msg, strlen(g_alarm_msg));
+    (void)w;
+    _exit(3);
+}
+
+/* Whether the test named name runs: every test when no filter was given,
+ * else those whose name contains one of the filters. */
+static bool selected(const char *name, int n_filters, char **filters)
+{
+    for (int i = 0; i < n_filters; i++)
+        if (strstr(name, filters[i])) return true;
+    return n_filters == 0;
+}
+
+/* test_dist [--timeout SECONDS] [NAME-PART...] */
 int main(int argc, char **argv)
 {
     int rc = tg_dist_init(&g_dist, &argc, &argv);
@@ -938,6 +960,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "dist_init: %s\n", tg_error_message());
         return 1;
     }
+    int n_filters = 0;
+    char **filters = argv + 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--timeout") && i + 1 < argc) g_timeout = (unsigned)atoi(argv[++i]);
+        else filters[n_filters++] = argv[i];
+    }
+    signal(SIGALRM, on_alarm);
     tg_set_num_threads(1);
     static const struct { const char *name; test_fn fn; } tests[] = {
         {"broadcast_gives_every_rank_rank_0s_model", broadcast_gives_every_rank_rank_0s_model},
@@ -965,11 +994,36 @@ int main(int argc, char **argv)
          ddp_on_a_padded_last_batch_weighs_every_sample_alike},
         {"an_error_on_one_rank_is_returned_on_every_rank",
          an_error_on_one_rank_is_returned_on_every_rank},
+        {"dist_init_refused_on_one_rank_is_refused_on_every_rank",
+         dist_init_refused_on_one_rank_is_refused_on_every_rank},
+        {"broadcast_module_refused_on_one_rank_is_refused_on_every_rank",
+         broadcast_module_refused_on_one_rank_is_refused_on_every_rank},
+        {"broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank",
+         broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank},
+        {"allreduce_sum_refused_on_one_rank_is_refused_on_every_rank",
+         allreduce_sum_refused_on_one_rank_is_refused_on_every_rank},
+        {"ddp_new_refused_on_one_rank_is_refused_on_every_rank",
+         ddp_new_refused_on_one_rank_is_refused_on_every_rank},
+        {"ddp_new_module_refused_changes_no_rank_s_module",
+         ddp_new_module_refused_changes_no_rank_s_module},
+        {"ddp_finish_without_prepare_on_one_rank_fails_on_every_rank",
+         ddp_finish_without_prepare_on_one_rank_fails_on_every_rank},
+        {"ddp_free_in_the_middle_of_a_step_does_not_wait_forever",
+         ddp_free_in_the_middle_of_a_step_does_not_wait_forever},
+        {"ddp_cancel_on_one_rank_fails_every_rank_s_finish",
+         ddp_cancel_on_one_rank_fails_every_rank_s_finish},
+        {"sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank",
+         sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank},
     };
-    int n_tests = (int)(sizeof tests / sizeof tests[0]), passed = 0;
-    for (int i = 0; i < n_tests; i++) {
+    int n_tests = 0, passed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (!selected(tests[i].name, n_filters, filters)) continue;
+        n_tests++;
         g_test = tests[i].name;
+        snprintf(g_alarm_msg, sizeof g_alarm_msg, "rank %d: dist::%s did not end within %u s "
+                 "(a rank waits in a collective call)\n", tg_dist_rank(g_dist), g_test, g_timeout);
         int before = g_failed, failed_any = 0;
+        alarm(g_timeout);
         tests[i].fn();
         int mine = g_failed > before;
         tg_dist_barrier(g_dist);
@@ -979,9 +1033,11 @@ int main(int argc, char **argv)
         tg_dist_allreduce_sum(g_dist, f);
         failed_any = *(const int64_t *)tg_tensor_cdata(f) > 0;
         tg_tensor_release(f);
+        alarm(0);
         passed += !failed_any;
         if (tg_dist_rank(g_dist) == 0)
             printf("[%s] dist::%s\n", failed_any ? "FAIL" : "PASS", tests[i].name);
+        fflush(stdout);
     }
     if (tg_dist_rank(g_dist) == 0)
         printf("dist (%d ranks): %d passed, %d failed\n", tg_dist_size(g_dist), passed,

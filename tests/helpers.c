@@ -101,10 +101,10 @@ int th_run(const char *var, const char *const *args)
 {
     const char *tool = getenv(var);
     cr_assert(tool != NULL, "%s is not set (run through meson test)", var);
-    char *argv[32] = {(char *)tool};
+    char *argv[48] = {(char *)tool};
     int n = 1;
     for (; args[n - 1]; n++) {
-        cr_assert(n < 31);
+        cr_assert(n < 47);
         argv[n] = (char *)args[n - 1];
     }
     argv[n] = NULL;

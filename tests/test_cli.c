@@ -599,6 +599,46 @@ Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
     cr_assert(strstr(first + 1, "cannot open") == NULL, "printed twice:\n%s", th_err);
 }
 
+/* --resume under --ddp where rank 1's copy of the checkpoint is refused (it
+ * names another data set): every rank stops with rank 1's error, printed
+ * once, instead of rank 0 waiting in dcgan_trainer_new's collective calls.
+ * mpirun's colon syntax gives each rank its own --out. */
+Test(cli, dcgan_ddp_resume_refused_on_one_rank_stops_every_rank)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char good[256], bad[256], path[512];
+    th_tmp_path(good, sizeof good, "good");
+    th_tmp_path(bad, sizeof bad, "bad");
+    cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", good, "--batch", "8", "--epochs", "1",
+                            "--nz", "8", "--g-ch", "8", "--d-ch", "8", "--threads", "1"), 0),
+              "%s", th_err);
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", good);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_st_meta_set(f, "dcgan.data", "images=5"), TG_OK));
+    cr_assert(eq(int, mkdir(bad, 0755), 0));
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", bad);
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK), "%s", tg_error_message());
+    tg_st_free(f);
+    const char *dcgan = getenv("TG_DCGAN");
+    cr_assert(eq(int, th_run("TG_MPIRUN",
+                             (const char *const[]){
+                                 "--allow-run-as-root", "--oversubscribe", "--timeout",
+                                 MPIRUN_TIMEOUT, "-np", "1", dcgan, "--ddp", "--resume", "auto",
+                                 "--data", th_tmp_dir, "--out", good, "--epochs", "2",
+                                 "--threads", "1", ":", "-np", "1", dcgan, "--ddp", "--resume",
+                                 "auto", "--data", th_tmp_dir, "--out", bad, "--epochs", "2",
+                                 "--threads", "1", NULL}),
+                  1),
+              "%s", th_err);
+    cr_assert(strstr(th_err, "time limit") == NULL, "the job hung:\n%s", th_err);
+    th_expect_in(th_err, "rank 1: the checkpoint was trained on 5 images");
+    const char *first = strstr(th_err, "trained on 5 images");
+    cr_assert(strstr(first + 1, "trained on 5 images") == NULL, "printed twice:\n%s", th_err);
+}
+
 /* Rank 0 cannot write the epoch's sample grid (a folder has its name): every
  * rank stops with rank 0's error, printed once, instead of the other rank
  * waiting for rank 0 forever. */

@@ -213,11 +213,15 @@ static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
      * the run would not continue as it would have. */
     const char *data = tg_st_meta_get(f, DCGAN_DATA_META);
     long long n;
+    int rc = TG_OK;
     if (data && sscanf(data, "images=%lld", &n) == 1 && n != tg_dataset_size(ds))
-        return tg_error_set(TG_EINVAL, "the checkpoint was trained on %lld images and --data "
-                            "has %lld: a resumed run continues on the same data", n,
-                            (long long)tg_dataset_size(ds));
-    int rc = dcgan_opts_from_meta(&r->a->train, f);
+        rc = tg_error_set(TG_EINVAL, "the checkpoint was trained on %lld images and --data "
+                          "has %lld: a resumed run continues on the same data", n,
+                          (long long)tg_dataset_size(ds));
+    if (rc >= 0) rc = dcgan_opts_from_meta(&r->a->train, f);
+    /* dcgan_trainer_new is collective under --ddp: a rank whose copy of the
+     * checkpoint is refused must not leave the others waiting in it */
+    rc = agree(rc);
     if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
     if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);
     if (rc >= 0 && r->t->step < 0)

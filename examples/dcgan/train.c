@@ -42,18 +42,17 @@ static int register_slots(dcgan_trainer *t)
     return dcgan_opts_to_meta(&t->o, ck);
 }
 
-/* Rank 0's models everywhere, this rank's shard of the data, and gradient
- * averaging for both models' parameters; each step ends with rank 0's
- * BatchNorm running statistics on every rank (PyTorch DDP's
- * broadcast_buffers). */
+/* Rank 0's models everywhere and gradient averaging for both models'
+ * parameters; each step ends with rank 0's BatchNorm running statistics on
+ * every rank (PyTorch DDP's broadcast_buffers).  Collective. */
 static int distribute(dcgan_trainer *t)
 {
-    tg_dist *d = t->o.dist;
-    TRY(tg_loader_set_shard(t->ld, tg_dist_rank(d), tg_dist_size(d)));
-    TRY(tg_ddp_new_module(&t->ddp_g, d, t->gen, NULL));
-    return tg_ddp_new_module(&t->ddp_d, d, t->disc, NULL);
+    TRY(tg_ddp_new_module(&t->ddp_g, t->o.dist, t->gen, NULL));
+    return tg_ddp_new_module(&t->ddp_d, t->o.dist, t->disc, NULL);
 }
 
+/* This rank's models, optimizers and loader (its shard of the data with
+ * --ddp); no messages. */
 static int build(dcgan_trainer *t)
 {
     const dcgan_opts *o = &t->o;
@@ -83,14 +82,13 @@ static int build(dcgan_trainer *t)
     tg_loader_options lo = {.batch_size = o->batch / world, .shuffle = true, .seed = o->seed,
                             .drop_last = true};
     TRY(tg_loader_new(&t->ld, t->ds, &lo));
-    if (o->dist) TRY(distribute(t));
-    TRY(tg_checkpoint_new(&t->ck));
-    return register_slots(t);
+    if (o->dist) TRY(tg_loader_set_shard(t->ld, tg_dist_rank(o->dist), world));
+    return TG_OK;
 }
 
-int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
+/* The options and the data set, as this rank sees them. */
+static int check_opts(const dcgan_opts *o, tg_dataset *ds)
 {
-    if (!out || !o || !ds) return tg_error_set(TG_EINVAL, "dcgan: out, o and ds must be set");
     if (o->batch < 1 || o->n_critic < 1)
         return tg_error_set(TG_EINVAL, "dcgan: batch=%lld and n_critic=%d must be >= 1",
                             (long long)o->batch, o->n_critic);
@@ -108,11 +106,26 @@ int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
         return tg_error_set(TG_EINVAL, "dcgan: the data set's images are %lldx%lldx%lld; the "
                             "model takes 1x28x28 (Fashion-MNIST, MNIST)", (long long)shape[0],
                             (long long)shape[1], (long long)shape[2]);
-    dcgan_trainer *t = calloc(1, sizeof *t);
-    if (!t) return TG_ENOMEM;
-    t->o = *o;
-    t->ds = tg_dataset_retain(ds);
-    int rc = build(t);
+    return TG_OK;
+}
+
+int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds)
+{
+    if (!out || !o || !ds) return tg_error_set(TG_EINVAL, "dcgan: out, o and ds must be set");
+    int rc = check_opts(o, ds);
+    dcgan_trainer *t = rc >= 0 ? calloc(1, sizeof *t) : NULL;
+    if (rc >= 0 && !t) rc = tg_error_set(TG_ENOMEM, "dcgan: out of memory");
+    if (t) {
+        t->o = *o;
+        t->ds = tg_dataset_retain(ds);
+        rc = build(t);
+    }
+    /* distribute is collective: every rank reaches it, or none does (and
+     * all return the same error) */
+    if (o->dist) rc = tg_dist_agree(o->dist, rc);
+    if (rc >= 0 && o->dist) rc = distribute(t);
+    if (rc >= 0) rc = tg_checkpoint_new(&t->ck);
+    if (rc >= 0) rc = register_slots(t);
     if (rc < 0) {
         dcgan_trainer_free(t);
         return rc;

@@ -62,7 +62,8 @@ typedef struct dcgan_trainer {
 
 /* A new run over ds (retained) at step 0: models initialised from o->seed,
  * the loader shuffled with o->seed.  Returns a negative tg_status on error.
- * With o->dist: collective; every rank starts from rank 0's models, its
+ * With o->dist: collective (an error on one rank is returned by every
+ * rank); every rank starts from rank 0's models, its
  * loader hands out its shard of each batch, and latents are drawn for the
  * whole batch on every rank (the same RNG stream), each rank taking its
  * rows, so the noise is the single-process run's.  With o->sync_bn as

@@ -44,9 +44,19 @@
  * buffers after each step.
  *
  * Collective calls: every function that takes a tg_dist and is marked
- * "collective" must be called by every rank, in the same order.  An error
- * found on one rank only (a file that is missing there) is returned on that
- * rank; tg_dist_agree turns it into the same error on every rank.
+ * "collective" must be called by every rank, in the same order.  Its
+ * errors are collective: a bad argument or a failure on one rank (a NULL
+ * out, a tensor whose shape differs from the other ranks', no memory) is
+ * returned by every rank, with that rank's message prefixed "rank R: ", and
+ * changes nothing on any rank; no rank is left waiting for a message the
+ * failing one never sends.  Local errors, on the calling rank alone: a NULL
+ * d (or mpi_comm), MPI unusable in this process (finalized, or no MPI_Init
+ * for tg_dist_init_comm), and TG_EIO from MPI itself, after which the job
+ * cannot go on.  An error of the caller's own code on one rank (a file that
+ * is missing there) is returned on that rank only; tg_dist_agree turns it
+ * into the same error on every rank.  A call that one rank never makes (an
+ * early return before it, training mode on one rank and eval on another)
+ * still leaves the others waiting: see tg_dist_agree, tg_ddp_cancel.
  *
  * Built without MPI (meson option mpi=disabled, or libopenmpi-dev absent),
  * tg_dist_available() is false and every function here returns
@@ -80,7 +90,9 @@ TG_API bool tg_dist_available(void);
 /* Joins the MPI job the program was started in: MPI_Init_thread
  * (MPI_THREAD_FUNNELED: only the thread that called it talks to MPI) unless
  * MPI is already initialised, then a duplicate of MPI_COMM_WORLD.  argc/argv
- * may be NULL.  Started without mpirun, the job is one rank.  Collective. */
+ * may be NULL.  Started without mpirun, the job is one rank.  Collective
+ * (an out NULL on one rank is TG_EINVAL on every rank, which then holds no
+ * tg_dist; MPI_Finalize follows when this call initialised MPI). */
 TG_API int tg_dist_init(tg_dist **out, int *argc, char ***argv);
 /* The same over a communicator the program made (MPI already initialised):
  * mpi_comm points at an MPI_Comm (borrowed; it is duplicated).  Collective
@@ -100,7 +112,8 @@ TG_API int tg_dist_barrier(tg_dist *d);
 
 /* Every rank passes its own status; all return the same one: TG_OK when
  * every status was >= 0, else the most negative status, with the message of
- * the lowest rank that had it, prefixed "rank R: ".  Collective.  Use it
+ * the lowest rank that had it, prefixed "rank R: " (a message that begins
+ * so already, from an earlier agreement, is kept as it is).  Collective.  Use it
  * after work that can fail on one rank only, so that no rank goes on to a
  * collective call the failing one never makes (which would hang). */
 TG_API int tg_dist_agree(tg_dist *d, int status);
@@ -114,13 +127,15 @@ TG_API void tg_dist_abort(tg_dist *d, int status);
 /* Copies rank 0's parameters and buffers of m into every rank's m (in
  * state-dict order; the data are sent as bytes).  Every rank's m must have
  * the same entries with the same shapes and dtypes: otherwise TG_ESHAPE on
- * every rank, and nothing is changed.  Collective. */
+ * every rank, and nothing is changed; m NULL or an entry that is not
+ * contiguous is TG_EINVAL, on every rank.  Collective. */
 TG_API int tg_dist_broadcast_module(tg_dist *d, tg_module *m);
-/* Copies root's t into every rank's t (same shape and dtype on each, and
- * contiguous: TG_EINVAL otherwise, on every rank).  Collective. */
+/* Copies root's t into every rank's t (same root, shape and dtype on
+ * each, and contiguous: TG_EINVAL otherwise, on every rank).  Collective. */
 TG_API int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root);
-/* t = sum over ranks of t, in place (f32, f64 or i64, contiguous).
- * Collective. */
+/* t = sum over ranks of t, in place (f32, f64 or i64, contiguous; the
+ * same shape and dtype on every rank: TG_ESHAPE / TG_EDTYPE otherwise, on
+ * every rank, with t unchanged).  Collective. */
 TG_API int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t);
 
 /* Rank 0 saves ck to path (tg_checkpoint_save); the others write nothing.
@@ -143,8 +158,11 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
  * num_batches_tracked), so it loads from and into tg_nn_batchnorm_new's.
  * A plain BatchNorm (tg_nn_batchnorm_new) under data parallelism uses each
  * rank's own batch statistics, which is the default.  Training forward and
- * backward are collective: every rank must run them, in the same order.  d
- * is borrowed and must outlive the module. */
+ * backward are collective: every rank must run them, in the same order.  An
+ * input refused on one rank (its shape or dtype) is the same error on every
+ * rank's forward, as is a batch of at most one value per channel over all
+ * ranks (TG_EINVAL, as BatchNorm's rule); the running statistics are not
+ * changed then.  d is borrowed and must outlive the module. */
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
 
@@ -182,9 +200,11 @@ typedef struct tg_ddp_opts {
 /* Averages the gradients of params[0..n) (f32 or f64 leaves that require
  * grad, distinct, contiguous; retained) over the ranks of d.  Every rank
  * must pass the same list (same count, shapes and dtypes, in the same
- * order): checked, TG_EINVAL on every rank otherwise.  o NULL: the defaults.
- * Registers a post-accumulate hook on each parameter (removed by
- * tg_ddp_free).  Collective. */
+ * order) and the same bucket_cap_bytes: checked, TG_EINVAL on every rank
+ * otherwise.  o NULL: the defaults.  Registers a post-accumulate hook on
+ * each parameter (removed by tg_ddp_free).  Collective: an error on any
+ * rank (a bad argument, no memory) is returned by every rank, and no rank
+ * makes a tg_ddp. */
 TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
                       const tg_ddp_opts *o);
 /* torch.nn.parallel.DistributedDataParallel(m): copies rank 0's parameters
@@ -192,13 +212,18 @@ TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
  * m must have the same layout), then averages the gradients of m's
  * parameters that require grad (tg_module_parameters' order) as tg_ddp_new;
  * with o->broadcast_buffers (the default) every tg_ddp_finish ends by
- * copying rank 0's buffers of m into every rank.  m is retained; its
- * parameters and buffers must keep their shapes and dtypes while the
- * tg_ddp lives.  TG_EINVAL on every rank when m has no parameter that
- * requires grad.  Collective. */
+ * copying rank 0's buffers of m into every rank (broadcast_buffers must be
+ * the same on every rank).  m is retained; its parameters and buffers must
+ * keep their shapes and dtypes while the tg_ddp lives.  TG_EINVAL on every
+ * rank when m has no parameter that requires grad.  Collective: every
+ * check (tg_ddp_new's too) is made, and agreed on, before the copy, so on
+ * error no rank's m is changed. */
 TG_API int tg_ddp_new_module(tg_ddp **out, tg_dist *d, tg_module *m, const tg_ddp_opts *o);
-/* Removes the hooks, releases the parameters.  A reduction still in flight
- * is waited for first.  NULL does nothing. */
+/* Removes the hooks, releases the parameters.  NULL does nothing.  Between
+ * tg_ddp_prepare and tg_ddp_finish it first ends the step as
+ * tg_ddp_cancel(ddp, TG_EINVAL) does (collective then: the other ranks'
+ * tg_ddp_finish of the step returns TG_EINVAL "rank R: ddp_free: ..."
+ * rather than waiting for this rank); the caller's error message is kept. */
 TG_API void tg_ddp_free(tg_ddp *ddp);
 
 /* Arms the hooks for the next backward: the gradients it finishes are sent
@@ -215,8 +240,20 @@ TG_API int tg_ddp_prepare(tg_ddp *ddp);
  * optimizer leaves it alone: PyTorch's DDP with find_unused_parameters).
  * Then it copies rank 0's buffers into every rank (tg_ddp_new_module with
  * broadcast_buffers).  Collective: every rank must have called
- * tg_ddp_prepare and run its backward.  An MPI error is TG_EIO. */
+ * tg_ddp_prepare and run its backward.  An error of the step on any rank
+ * (no tg_ddp_prepare there, no memory for a .grad, a parameter whose dtype
+ * or shape changed, or a rank's tg_ddp_cancel or tg_ddp_free) is returned
+ * by every rank, with no .grad or buffer changed anywhere.  An MPI error is
+ * TG_EIO. */
 TG_API int tg_ddp_finish(tg_ddp *ddp);
+/* Ends the step begun by tg_ddp_prepare without changing any .grad, on a
+ * rank whose forward or backward failed: it makes the step's remaining
+ * collective calls as tg_ddp_finish would, so that every rank's
+ * tg_ddp_finish (or tg_ddp_cancel) of this step returns this rank's status
+ * and message ("rank R: ...") instead of waiting for it.  Call it in place
+ * of tg_ddp_finish with the failure's status (negative; TG_EINVAL
+ * otherwise).  Returns the status every rank returns.  Collective. */
+TG_API int tg_ddp_cancel(tg_ddp *ddp, int status);
 
 /* Counters since tg_ddp_new. */
 typedef struct tg_ddp_stats {

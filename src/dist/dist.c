@@ -3,9 +3,13 @@
  *
  * Every function here that communicates is collective over d->comm.  MPI
  * errors return codes on that communicator (MPI_ERRORS_RETURN) and become
- * TG_EIO; a check that can fail on some ranks only is followed by
- * tg_dist_agree, so that every rank returns the same status and none is
- * left waiting in a collective call the others skipped. */
+ * TG_EIO.  A call checks what it can on its own rank first, then one
+ * all-reduce (tg__dist_agree_sig) gives every rank the worst status of any
+ * rank and tells whether the ranks passed the same layout (a tensor's
+ * shape, a module's state, a root): so every rank returns the same status,
+ * and none is left waiting in a collective call the others skipped.  Only
+ * a NULL d is refused on its rank alone (without it there is nothing to
+ * talk over). */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +17,8 @@
 
 /* The longest message tg_dist_agree passes from the failing rank. */
 #define AGREE_MSG_MAX 512
+/* The most values tg__dist_agree_sig compares. */
+#define AGREE_SIG_MAX 16
 
 bool tg_dist_available(void) { return true; }
 
@@ -35,26 +41,71 @@ MPI_Datatype tg__mpi_type(tg_dtype dt)
     }
 }
 
-static int dist_make(tg_dist **out, MPI_Comm comm, bool finalize)
+/* Whether msg already names its rank ("rank R: ..."), as the message of an
+ * agreement does: agreeing again on it keeps it as it is. */
+static bool attributed(const char *msg)
 {
-    tg_dist *d = tg__calloc(1, sizeof *d);
-    if (!d) return TG_ENOMEM;
-    int rc = tg__mpi_check(MPI_Comm_dup(comm, &d->comm), "dist_init: MPI_Comm_dup");
+    int len = 0;
+    unsigned r = 0;
+    return sscanf(msg, "rank %u: %n", &r, &len) == 1 && len > 0;
+}
+
+int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *differs)
+{
+    TG_ASSERT(n >= 0 && n <= AGREE_SIG_MAX);
+    /* One MAX over [key, sig, ~sig]: the key of the most negative status,
+     * its rank in the low half so that the lowest rank wins a tie, then
+     * each value's maximum and the complement of its minimum (~x = -x - 1
+     * reverses the order without overflow). */
+    int64_t in[1 + 2 * AGREE_SIG_MAX], out[1 + 2 * AGREE_SIG_MAX];
+    const int64_t bad = status >= 0 ? 0 : status < -INT32_MAX ? INT32_MAX : -(int64_t)status;
+    in[0] = bad ? (bad << 32) | (int64_t)(UINT32_MAX - (uint32_t)d->rank) : 0;
+    for (int i = 0; i < n; i++) in[1 + i] = sig[i], in[1 + n + i] = ~sig[i];
+    TG_TRY(tg__mpi_check(MPI_Allreduce(in, out, 1 + 2 * n, MPI_INT64_T, MPI_MAX, d->comm),
+                         "dist_agree"));
+    *differs = -1;
+    if (out[0] != 0) {
+        const int worst = -(int)(out[0] >> 32);
+        const int who = (int)(UINT32_MAX - (uint32_t)(out[0] & UINT32_MAX));
+        char msg[AGREE_MSG_MAX] = "";
+        if (d->rank == who) snprintf(msg, sizeof msg, "%s", tg_error_message());
+        TG_TRY(tg__mpi_check(MPI_Bcast(msg, AGREE_MSG_MAX, MPI_CHAR, who, d->comm),
+                             "dist_agree"));
+        msg[AGREE_MSG_MAX - 1] = '\0';
+        if (attributed(msg)) return tg__error(worst, "%s", msg);
+        return tg__error(worst, "rank %d: %s", who, msg[0] ? msg : tg_status_message(worst));
+    }
+    for (int i = 0; i < n && *differs < 0; i++)
+        if (out[1 + i] != ~out[1 + n + i]) *differs = i;
+    return TG_OK;
+}
+
+/* A tg_dist over a duplicate of comm, made on every rank or on none: out
+ * NULL or an allocation that fails on one rank is agreed on over the new
+ * communicator, so that no rank keeps one the others gave up. */
+static int dist_make(tg_dist **out, MPI_Comm comm, bool finalize, const char *fn)
+{
+    int rc = out ? TG_OK : tg__error(TG_EINVAL, "%s: out must not be NULL", fn);
+    tg_dist made = {.comm = MPI_COMM_NULL, .finalize = finalize};
+    TG_TRY(tg__mpi_check(MPI_Comm_dup(comm, &made.comm), "dist_init: MPI_Comm_dup"));
+    MPI_Comm_set_errhandler(made.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(made.comm, &made.rank);
+    MPI_Comm_size(made.comm, &made.size);
+    tg_dist *d = rc >= 0 ? tg__calloc(1, sizeof *d) : NULL;
+    if (rc >= 0 && !d) rc = TG_ENOMEM;
+    rc = tg_dist_agree(&made, rc);
     if (rc < 0) {
         free(d);
+        MPI_Comm_free(&made.comm);
         return rc;
     }
-    MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
-    d->finalize = finalize;
+    *d = made;
     *out = d;
     return TG_OK;
 }
 
 int tg_dist_init(tg_dist **out, int *argc, char ***argv)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "dist_init: out must not be NULL");
     int inited = 0, finalized = 0, provided = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -63,20 +114,19 @@ int tg_dist_init(tg_dist **out, int *argc, char ***argv)
     if (!inited)
         TG_TRY(tg__mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
                              "dist_init: MPI_Init_thread"));
-    int rc = dist_make(out, MPI_COMM_WORLD, !inited);
+    int rc = dist_make(out, MPI_COMM_WORLD, !inited, "dist_init");
     if (rc < 0 && !inited) MPI_Finalize();
     return rc;
 }
 
 int tg_dist_init_comm(tg_dist **out, const void *mpi_comm)
 {
-    TG_CHECK(out != NULL && mpi_comm != NULL, TG_EINVAL,
-             "dist_init_comm: out and mpi_comm must not be NULL");
+    TG_CHECK(mpi_comm != NULL, TG_EINVAL, "dist_init_comm: mpi_comm must not be NULL");
     int inited = 0;
     MPI_Initialized(&inited);
     TG_CHECK(inited, TG_EINVAL, "dist_init_comm: MPI is not initialised (call MPI_Init, or "
                                 "use tg_dist_init)");
-    return dist_make(out, *(const MPI_Comm *)mpi_comm, false);
+    return dist_make(out, *(const MPI_Comm *)mpi_comm, false, "dist_init_comm");
 }
 
 void tg_dist_free(tg_dist *d)
@@ -99,18 +149,8 @@ int tg_dist_barrier(tg_dist *d)
 int tg_dist_agree(tg_dist *d, int status)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_agree: d must not be NULL");
-    /* MINLOC over (status, rank): the most negative status, lowest rank on ties */
-    int in[2] = {status < 0 ? status : 0, d->rank}, worst[2] = {0, 0};
-    TG_TRY(tg__mpi_check(MPI_Allreduce(in, worst, 1, MPI_2INT, MPI_MINLOC, d->comm),
-                         "dist_agree"));
-    if (worst[0] >= 0) return TG_OK;
-    char msg[AGREE_MSG_MAX] = "";
-    if (d->rank == worst[1]) snprintf(msg, sizeof msg, "%s", tg_error_message());
-    TG_TRY(tg__mpi_check(MPI_Bcast(msg, AGREE_MSG_MAX, MPI_CHAR, worst[1], d->comm),
-                         "dist_agree"));
-    msg[AGREE_MSG_MAX - 1] = '\0';
-    return tg__error(worst[0], "rank %d: %s", worst[1],
-                     msg[0] ? msg : tg_status_message(worst[0]));
+    int differs = -1;
+    return tg__dist_agree_sig(d, status, 0, NULL, &differs);
 }
 
 void tg_dist_abort(tg_dist *d, int status)
@@ -133,24 +173,22 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* A fingerprint of (dtype, shape) of every state entry of m, and whether all
- * are contiguous. */
-static int module_layout(const tg_module *m, uint64_t *hash, bool *contiguous)
+int tg__dist_module_layout(const tg_module *m, int64_t *layout, const char *fn)
 {
     int n = tg_module_state_count(m);
     if (n < 0) return n;
     uint64_t h = fnv(0xcbf29ce484222325ull, &n, sizeof n);
-    *contiguous = true;
     for (int i = 0; i < n; i++) {
         tg_tensor *t = NULL;
-        TG_TRY(tg_module_state_at(m, i, NULL, 0, &t, NULL));
+        char name[TG_MODULE_NAME_MAX];
+        TG_TRY(tg_module_state_at(m, i, name, sizeof name, &t, NULL));
+        TG_CHECK(tg_tensor_is_contiguous(t), TG_EINVAL, "%s: %s is not contiguous", fn, name);
         int dt = (int)tg_tensor_dtype(t), nd = tg_tensor_ndim(t);
         h = fnv(h, &dt, sizeof dt);
         h = fnv(h, &nd, sizeof nd);
         h = fnv(h, tg_tensor_shape(t), sizeof(int64_t) * (size_t)nd);
-        *contiguous = *contiguous && tg_tensor_is_contiguous(t);
     }
-    *hash = h;
+    *layout = (int64_t)h;
     return TG_OK;
 }
 
@@ -169,23 +207,8 @@ int tg__dist_bcast_bytes(tg_dist *d, tg_tensor *t, int root)
     return TG_OK;
 }
 
-int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
+int tg__dist_bcast_module(tg_dist *d, tg_module *m)
 {
-    TG_CHECK(d != NULL && m != NULL, TG_EINVAL,
-             "dist_broadcast_module: d and m must not be NULL");
-    uint64_t mine = 0, root = 0;
-    bool contiguous = false;
-    int rc = module_layout(m, &mine, &contiguous);
-    root = mine;
-    if (rc >= 0)
-        rc = tg__mpi_check(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, d->comm), "dist_broadcast_module");
-    if (rc >= 0 && root != mine)
-        rc = tg__error(TG_ESHAPE, "dist_broadcast_module: this rank's module has other state "
-                                  "entries, shapes or dtypes than rank 0's");
-    if (rc >= 0 && !contiguous)
-        rc = tg__error(TG_EINVAL, "dist_broadcast_module: a parameter or buffer is not "
-                                  "contiguous");
-    TG_TRY(tg_dist_agree(d, rc));
     const int n = tg_module_state_count(m);
     for (int i = 0; i < n; i++) {
         tg_tensor *t = NULL;
@@ -195,31 +218,58 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
     return TG_OK;
 }
 
+int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
+{
+    TG_CHECK(d != NULL, TG_EINVAL, "dist_broadcast_module: d must not be NULL");
+    int64_t layout = 0;
+    int differs = -1;
+    int rc = m ? tg__dist_module_layout(m, &layout, "dist_broadcast_module")
+               : tg__error(TG_EINVAL, "dist_broadcast_module: m must not be NULL");
+    TG_TRY(tg__dist_agree_sig(d, rc, 1, &layout, &differs));
+    TG_CHECK(differs < 0, TG_ESHAPE, "dist_broadcast_module: the ranks' modules differ in their "
+                                     "state entries, shapes or dtypes");
+    return tg__dist_bcast_module(d, m);
+}
+
+/* sig[0..2 + TG_MAX_DIMS): t's dtype, ndim and shape (zeros past ndim). */
+static void tensor_sig(int64_t *sig, const tg_tensor *t)
+{
+    memset(sig, 0, sizeof(int64_t) * (2 + TG_MAX_DIMS));
+    if (!t) return;
+    sig[0] = tg_tensor_dtype(t);
+    sig[1] = tg_tensor_ndim(t);
+    memcpy(sig + 2, tg_tensor_shape(t), sizeof(int64_t) * (size_t)tg_tensor_ndim(t));
+}
+
 int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
 {
-    TG_CHECK(d != NULL && t != NULL, TG_EINVAL, "dist_broadcast_tensor: d and t must not be NULL");
-    TG_CHECK(root >= 0 && root < d->size, TG_EINVAL,
-             "dist_broadcast_tensor: root=%d must be in [0, %d)", root, d->size);
-    int64_t desc[2 + TG_MAX_DIMS] = {tg_tensor_dtype(t), tg_tensor_ndim(t)}, theirs[2 + TG_MAX_DIMS];
-    memcpy(desc + 2, tg_tensor_shape(t), sizeof(int64_t) * (size_t)tg_tensor_ndim(t));
-    memcpy(theirs, desc, sizeof desc);
-    int rc = tg__mpi_check(MPI_Bcast(theirs, 2 + TG_MAX_DIMS, MPI_INT64_T, root, d->comm),
-                           "dist_broadcast_tensor");
-    if (rc >= 0 && memcmp(theirs, desc, sizeof desc) != 0)
-        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t's shape or dtype differs from "
-                                  "rank %d's", root);
-    if (rc >= 0 && !tg_tensor_is_contiguous(t))
+    TG_CHECK(d != NULL, TG_EINVAL, "dist_broadcast_tensor: d must not be NULL");
+    int64_t sig[3 + TG_MAX_DIMS] = {root};
+    tensor_sig(sig + 1, t);
+    int rc = TG_OK, differs = -1;
+    if (!t)
+        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must not be NULL");
+    else if (root < 0 || root >= d->size)
+        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: root=%d must be in [0, %d)", root,
+                       d->size);
+    else if (!tg_tensor_is_contiguous(t))
         rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must be contiguous");
-    TG_TRY(tg_dist_agree(d, rc));
+    TG_TRY(tg__dist_agree_sig(d, rc, 3 + TG_MAX_DIMS, sig, &differs));
+    TG_CHECK(differs != 0, TG_EINVAL, "dist_broadcast_tensor: the ranks passed different roots");
+    TG_CHECK(differs < 0, TG_EINVAL, "dist_broadcast_tensor: t's shape or dtype differs between "
+                                     "the ranks");
     return tg__dist_bcast_bytes(d, t, root);
 }
 
 int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
 {
-    TG_CHECK(d != NULL && t != NULL, TG_EINVAL, "dist_allreduce_sum: d and t must not be NULL");
-    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
-    int rc = TG_OK;
-    if (mt == MPI_DATATYPE_NULL)
+    TG_CHECK(d != NULL, TG_EINVAL, "dist_allreduce_sum: d must not be NULL");
+    int64_t sig[2 + TG_MAX_DIMS];
+    tensor_sig(sig, t);
+    int rc = TG_OK, differs = -1;
+    if (!t)
+        rc = tg__error(TG_EINVAL, "dist_allreduce_sum: t must not be NULL");
+    else if (tg__mpi_type(tg_tensor_dtype(t)) == MPI_DATATYPE_NULL)
         rc = tg__error(TG_EDTYPE, "dist_allreduce_sum: t is %s; f32, f64 or i64 only",
                        tg_dtype_name(tg_tensor_dtype(t)));
     else if (!tg_tensor_is_contiguous(t))
@@ -227,7 +277,9 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
     else if (tg_tensor_numel(t) > INT32_MAX)
         rc = tg__error(TG_EINVAL, "dist_allreduce_sum: t has %lld elements; at most 2^31 - 1",
                        (long long)tg_tensor_numel(t));
-    TG_TRY(tg_dist_agree(d, rc));
+    TG_TRY(tg__dist_agree_sig(d, rc, 2 + TG_MAX_DIMS, sig, &differs));
+    TG_CHECK(differs != 0, TG_EDTYPE, "dist_allreduce_sum: t's dtype differs between the ranks");
+    TG_CHECK(differs < 0, TG_ESHAPE, "dist_allreduce_sum: t's shape differs between the ranks");
     return tg__dist_allreduce_sum(d, t);
 }
 
@@ -241,6 +293,12 @@ int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t)
                          "dist_allreduce_sum"));
     tg_tensor_bump_version(t);
     return TG_OK;
+}
+
+int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n)
+{
+    return tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, MPI_SUM, d->comm),
+                         "dist_allreduce_sum");
 }
 
 int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const char *path,

@@ -20,6 +20,27 @@ int tg__mpi_check(int mpi_rc, const char *what);
  * MPI_DATATYPE_NULL. */
 MPI_Datatype tg__mpi_type(tg_dtype dt);
 
+/* Agreement on a status and a layout in one MPI_Allreduce: every rank
+ * passes its status and sig[0..n) (n <= 16), and every rank returns the
+ * same result: the most negative status, with the message of the lowest
+ * rank that had it prefixed "rank R: " (as tg_dist_agree); else TG_OK, with
+ * *differs the first index where the ranks' sig differ, or -1.
+ * Collective. */
+int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *differs);
+
+/* A fingerprint of the dtype and shape of every state entry of m, in
+ * state-dict order, to compare across ranks with tg__dist_agree_sig.
+ * TG_EINVAL (fn: the caller's name) when an entry is not contiguous or a
+ * dotted name is too long. */
+int tg__dist_module_layout(const tg_module *m, int64_t *layout, const char *fn);
+
+/* Rank 0's bytes of every state entry of m into every rank's, whose
+ * layouts are known to agree.  Collective. */
+int tg__dist_bcast_module(tg_dist *d, tg_module *m);
+
+/* v[0..n) = its sum over the ranks, in place.  Collective. */
+int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n);
+
 /* tg_dist_allreduce_sum without its checks and their agreement (one
  * MPI_Allreduce instead of two), for a caller that knows t is f32, f64 or
  * i64, contiguous and of at most 2^31 - 1 elements on every rank, and that

@@ -94,6 +94,12 @@ void tg_ddp_free(tg_ddp *ddp) { (void)ddp; }
 int tg_ddp_prepare(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_prepare"); }
 int tg_ddp_finish(tg_ddp *ddp) { return (void)ddp, NO_MPI("ddp_finish"); }
 
+int tg_ddp_cancel(tg_ddp *ddp, int status)
+{
+    (void)ddp, (void)status;
+    return NO_MPI("ddp_cancel");
+}
+
 int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s)
 {
     (void)ddp, (void)s;

@@ -10,10 +10,13 @@
  * the gradient, d x_r = sum_s d y_s.  Everything else is ordinary
  * differentiable ops, so the gradients of mean and var flow back through
  * all ranks exactly as through one BatchNorm over the whole batch.  A
- * training forward makes two MPI_Allreduce calls (the 2C sums, the element
- * count) and its backward one: every rank reaches them with a contiguous
- * f64 or i64 tensor, so they skip tg_dist_allreduce_sum's checks and the
- * agreement on them (tg__dist_allreduce_sum).  The
+ * training forward makes two MPI_Allreduce calls and its backward one.  The
+ * forward's first sums the element counts and, with them, a flag for a
+ * rank whose checks of x or local sums failed, so that every rank returns
+ * that failure (tg_dist_agree gives them its message) rather than leave the
+ * others waiting in the second, of the 2C sums.  Those reach every rank as
+ * contiguous f64 tensors, so they skip tg_dist_allreduce_sum's checks and
+ * agreement (tg__dist_allreduce_sum).  The
  * running statistics take the same update on every rank (PyTorch's, with
  * the unbiased variance var n / (n - 1)); in eval the module is a plain
  * batch_norm with them.  Dtypes are batch_norm's: an f16/bf16 x is computed
@@ -125,32 +128,49 @@ static int update_running(tg_module *m, const sbn_state *s, tg_tensor *mean, tg_
 
 static bool is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
 
-static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tensor **y,
-                             tg_tensor *x)
+/* This rank's half of a training forward: the per-channel sums of x and
+ * x^2 in f64, st = (S1, S2) of (2C), and xf, x in the compute dtype. */
+static int local_sums(tmps *k, tg_tensor *x, tg_tensor **xf, tg_tensor **st)
 {
     const int nd = tg_tensor_ndim(x);
-    const tg_dtype xdt = tg_tensor_dtype(x), cdt = is_half(xdt) ? TG_F32 : xdt;
+    const tg_dtype cdt = is_half(tg_tensor_dtype(x)) ? TG_F32 : tg_tensor_dtype(x);
     int dims[TG_MAX_DIMS], nred = 0;
-    int64_t bshape[TG_MAX_DIMS];
-    for (int i = 0; i < nd; i++) {
+    for (int i = 0; i < nd; i++)
         if (i != 1) dims[nred++] = i;
-        bshape[i] = i == 1 ? s->c : 1;
-    }
-    tg_tensor *x64, *x2, *s1, *s2, *st, *S, *S1, *S2, *mean, *ex2, *m2, *var, *mean_b, *var_b;
-    tg_tensor *ve, *sd, *xc, *xh, *xw, *cnt, *xf;
+    tg_tensor *x64, *x2, *s1, *s2;
     /* A half x is computed on in f32 (batch_norm's compute dtype), and its
      * gradient from both paths below meets in xf's f32, rounded once. */
-    T(k, xf, tg_to_dtype(&xf, x, cdt));   /* x itself unless half */
-    T(k, x64, tg_to_dtype(&x64, xf, TG_F64));
+    T(k, *xf, tg_to_dtype(xf, x, cdt));   /* x itself unless half */
+    T(k, x64, tg_to_dtype(&x64, *xf, TG_F64));
     T(k, x2, tg_mul(&x2, x64, x64));
     T(k, s1, tg_sum_dims(&s1, x64, nred, dims, false));
     T(k, s2, tg_sum_dims(&s2, x2, nred, dims, false));
-    T(k, st, tg_cat(&st, 2, (tg_tensor *[]){s1, s2}, 0));
+    T(k, *st, tg_cat(st, 2, (tg_tensor *[]){s1, s2}, 0));
+    return TG_OK;
+}
+
+/* rc: the status of this rank's checks of x. */
+static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tensor **y,
+                             tg_tensor *x, int rc)
+{
+    tg_tensor *xf = NULL, *st = NULL;
+    if (rc >= 0) rc = local_sums(k, x, &xf, &st);
+    /* The first message carries this rank's failure with its element count
+     * (n: elements per channel over all ranks; batches may differ in size),
+     * so that every rank learns of a failure anywhere and returns it, before
+     * any rank waits in the all-reduce of the sums. */
+    int64_t counts[2] = {rc >= 0 ? tg_tensor_numel(x) / s->c : 0, rc < 0};
+    TG_TRY(tg__dist_sum_i64(s->d, counts, 2));
+    if (counts[1] > 0) return tg_dist_agree(s->d, rc);
+    const int64_t n = counts[0];
+    TG_CHECK(n > 1, TG_EINVAL, "sync_batchnorm: expected more than 1 value per channel over "
+             "all ranks when training, got %lld", (long long)n);
+    const int nd = tg_tensor_ndim(x);
+    const tg_dtype xdt = tg_tensor_dtype(x), cdt = tg_tensor_dtype(xf);
+    int64_t bshape[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) bshape[i] = i == 1 ? s->c : 1;
+    tg_tensor *S, *S1, *S2, *mean, *ex2, *m2, *var, *mean_b, *var_b, *ve, *sd, *xc, *xh, *xw;
     T(k, S, allreduce_diff(&S, st, s->d));
-    /* n, the elements per channel over all ranks (batches may differ in size) */
-    T(k, cnt, tg_tensor_scalar(&cnt, TG_I64, (double)(tg_tensor_numel(x) / s->c)));
-    TG_TRY(tg__dist_allreduce_sum(s->d, cnt));
-    const int64_t n = *(const int64_t *)tg_tensor_cdata(cnt);
     T(k, S1, tg_slice(&S1, S, 0, 0, s->c, 1));
     T(k, S2, tg_slice(&S2, S, 0, s->c, 2 * s->c, 1));
     T(k, mean, tg_div_scalar(&mean, S1, (double)n));
@@ -181,26 +201,35 @@ static int sbn_train_forward(tg_module *m, const sbn_state *s, tmps *k, tg_tenso
         TG_TRY(tg_add(y, xw, b_b));
     }
     tg_no_grad_begin();
-    int rc = update_running(m, s, mean, var, n);
+    rc = update_running(m, s, mean, var, n);
     tg_no_grad_end();
     return rc;
+}
+
+/* The checks a training forward agrees on before any rank sends its sums. */
+static int check_input(const sbn_state *s, const tg_tensor *x)
+{
+    TG_CHECK(x != NULL, TG_EINVAL, "sync_batchnorm: x must not be NULL");
+    TG_CHECK(tg_tensor_ndim(x) >= 2 && tg_tensor_dim(x, 1) == s->c, TG_ESHAPE,
+             "sync_batchnorm: input must be (N, C, ...) with C = %lld", (long long)s->c);
+    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(x)), TG_EDTYPE,
+             "sync_batchnorm: input has dtype %s; float dtypes only",
+             tg_dtype_name(tg_tensor_dtype(x)));
+    return TG_OK;
 }
 
 static int sbn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const sbn_state *s = tg_module_state(m);
-    const int nd = tg_tensor_ndim(x);
-    TG_CHECK(nd >= 2 && tg_tensor_dim(x, 1) == s->c, TG_ESHAPE,
-             "sync_batchnorm: input must be (N, C, ...) with C = %lld", (long long)s->c);
-    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(x)), TG_EDTYPE,
-             "sync_batchnorm: input has dtype %s; float dtypes only",
-             tg_dtype_name(tg_tensor_dtype(x)));
+    int rc = check_input(s, x);
     tg_tensor *w = tg_module_find(m, "weight"), *b = tg_module_find(m, "bias");
-    if (!tg_module_is_training(m))
+    if (!tg_module_is_training(m)) {
+        TG_TRY(rc);
         return tg_batch_norm(y, x, tg_module_find(m, "running_mean"),
                              tg_module_find(m, "running_var"), w, b, false, 0.0, s->eps);
+    }
     tmps k = {.n = 0};
-    int rc = sbn_train_forward(m, s, &k, y, x);
+    rc = sbn_train_forward(m, s, &k, y, x, rc);
     for (int i = 0; i < k.n; i++) tg_tensor_release(k.t[i]);
     return rc;
 }

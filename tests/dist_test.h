@@ -1,0 +1,48 @@
+/* The harness of tests/dist.c, shared by the files of the test_dist program
+ * (run as `mpirun -np 2 test_dist`): the job's tg_dist, and CHECK / OK,
+ * which count a failure on this rank (main reports a test failed when it
+ * failed on any rank). */
+#ifndef TG_TESTS_DIST_TEST_H
+#define TG_TESTS_DIST_TEST_H
+
+#include <stdio.h>
+
+#include "tapegrad/dist.h"
+#include "tapegrad/tapegrad.h"
+
+extern tg_dist *g_dist;
+extern int g_failed, g_checks;
+extern const char *g_test;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        g_checks++;                                                           \
+        if (!(cond)) {                                                        \
+            g_failed++;                                                       \
+            fprintf(stderr, "rank %d: %s: %s:%d: ", tg_dist_rank(g_dist), g_test, __FILE__, \
+                    __LINE__);                                                \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+#define OK(call)                                                              \
+    do {                                                                      \
+        int rc_ = (call);                                                     \
+        CHECK(rc_ >= 0, "%s = %s: %s", #call, tg_status_name(rc_), tg_error_message()); \
+        if (rc_ < 0) return;                                                  \
+    } while (0)
+
+/* The tests of tests/dist_errors.c: a caller's mistake on one rank gives
+ * every rank the same error rather than leaving one waiting. */
+void dist_init_refused_on_one_rank_is_refused_on_every_rank(void);
+void broadcast_module_refused_on_one_rank_is_refused_on_every_rank(void);
+void broadcast_tensor_refused_on_one_rank_is_refused_on_every_rank(void);
+void allreduce_sum_refused_on_one_rank_is_refused_on_every_rank(void);
+void ddp_new_refused_on_one_rank_is_refused_on_every_rank(void);
+void ddp_new_module_refused_changes_no_rank_s_module(void);
+void ddp_finish_without_prepare_on_one_rank_fails_on_every_rank(void);
+void ddp_free_in_the_middle_of_a_step_does_not_wait_forever(void);
+void ddp_cancel_on_one_rank_fails_every_rank_s_finish(void);
+void sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank(void);
+
+#endif
