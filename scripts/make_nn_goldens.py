@@ -112,6 +112,10 @@ def main():
     case("batchnorm1d_ncl", nn.BatchNorm1d(3), (4, 3, 5), bn=True)
     case("batchnorm2d", nn.BatchNorm2d(3, eps=1e-3), (2, 3, 4, 4), bn=True)
     case("generator", Gen(), (4, 8), prefix="gen")
+    case("layernorm", nn.LayerNorm((4, 5), eps=1e-4), (3, 2, 4, 5))
+    case("groupnorm", nn.GroupNorm(3, 6), (2, 6, 3, 4))
+    case("conv_groupnorm", nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.GroupNorm(2, 4),
+                                         nn.ReLU()), (2, 3, 5, 5))
 
 
 if __name__ == "__main__":

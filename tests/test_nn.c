@@ -5,6 +5,7 @@
  * Loading that state_dict into our module through tg_module_load_state_dict
  * tests the interchange (names, layouts) and the numbers at once.  The rest:
  * state-dict order vs the file's key order, BatchNorm running statistics,
+ * LayerNorm and GroupNorm (the ops themselves: test_layer_norm.c),
  * Dropout statistics, init bounds, and gradcheck/gradgradcheck of BatchNorm
  * in f64.  The state dict's own tests are in test_nn_state.c, unusual and
  * bad inputs in test_nn_inputs.c. */
@@ -186,6 +187,71 @@ Test(nn, generator_matches_torch)
     tg_st_free(f);
 }
 
+/* LayerNorm and GroupNorm load torch's state dicts by name and compute
+ * torch's values and gradients; the read-back gives what they were made
+ * with. */
+Test(nn, layernorm_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/layernorm.safetensors");
+    tg_module *m = NULL;
+    const int64_t ns[2] = {4, 5};
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 2, ns, 1e-4, true), TG_OK));
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "LayerNorm"));
+    expect_torch_names(m, f, "m");
+    check_case(m, f, "m", "", 1e-5);
+    int n = 0;
+    int64_t got[TG_MAX_DIMS] = {0};
+    double eps = 0;
+    bool affine = false;
+    cr_assert(eq(int, tg_nn_layer_norm_params(m, &n, got, &eps, &affine), TG_OK));
+    cr_assert(n == 2 && got[0] == 4 && got[1] == 5 && eps == 1e-4 && affine);
+    cr_assert(eq(int, tg_nn_group_norm_params(m, NULL, NULL, NULL, NULL), TG_EINVAL));
+    th_expect_in(tg_error_message(), "m is a LayerNorm module, not GroupNorm");
+    tg_module_release(m);
+    tg_st_free(f);
+}
+
+Test(nn, groupnorm_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/groupnorm.safetensors");
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_group_norm_new(&m, 3, 6, 1e-5, true), TG_OK));
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "GroupNorm"));
+    expect_torch_names(m, f, "m");
+    check_case(m, f, "m", "", 1e-5);
+    int64_t groups = 0, channels = 0;
+    double eps = 0;
+    bool affine = false;
+    cr_assert(eq(int, tg_nn_group_norm_params(m, &groups, &channels, &eps, &affine), TG_OK));
+    cr_assert(groups == 3 && channels == 6 && eps == 1e-5 && affine);
+    cr_assert(eq(int, tg_nn_layer_norm_params(m, NULL, NULL, NULL, NULL), TG_EINVAL));
+    th_expect_in(tg_error_message(), "m is a GroupNorm module, not LayerNorm");
+    tg_module_release(m);
+    tg_st_free(f);
+}
+
+/* A Conv2d -> GroupNorm -> ReLU stage under torch's Sequential names. */
+Test(nn, conv_groupnorm_stage_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/conv_groupnorm.safetensors");
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    tg_conv_params_set_padding(&p, 1);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    cr_assert(eq(int, tg_nn_conv_new(&m, 2, 3, 4, (const int64_t[]){3, 3}, &p, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    cr_assert(eq(int, tg_nn_group_norm_new(&m, 2, 4, 1e-5, true), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    cr_assert(eq(int, tg_nn_activation_new(&m, TG_ACT_RELU, 0), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    expect_torch_names(seq, f, "m");
+    check_case(seq, f, "m", "", 1e-5);
+    tg_module_release(seq);
+    tg_st_free(f);
+}
+
 /* ---- init ---- */
 
 /* All |v| <= bound, and (for many elements) the spread reaches 0.9 bound,
@@ -235,6 +301,23 @@ Test(nn, init_bounds_follow_fan_in)
     }
     cr_assert(eq(int, tg_tensor_dtype(tg_module_find(m, "num_batches_tracked")), TG_I64));
     tg_module_release(m);
+    /* LayerNorm and GroupNorm: weight 1 and bias 0 (f32) of torch's shapes;
+     * without affine parameters no state at all */
+    const int64_t ns[2] = {2, 3};
+    for (int j = 0; j < 4; j++) {
+        const bool affine = j < 2;
+        cr_assert(eq(int, j % 2 ? tg_nn_group_norm_new(&m, 2, 6, 1e-5, affine)
+                                : tg_nn_layer_norm_new(&m, 2, ns, 1e-5, affine), TG_OK));
+        cr_assert(eq(int, tg_module_state_count(m), affine ? 2 : 0));
+        for (int i = 0; affine && i < 2; i++) {
+            const tg_tensor *t = tg_module_find(m, i ? "bias" : "weight");
+            cr_assert(eq(int, tg_tensor_dtype(t), TG_F32));
+            if (j % 2) th_expect_shape(t, 1, (const int64_t[]){6});
+            else th_expect_shape(t, 2, ns);
+            for (int64_t e = 0; e < 6; e++) cr_assert(eq(dbl, th_at(t, e), i ? 0.0 : 1.0));
+        }
+        tg_module_release(m);
+    }
 }
 
 Test(nn, init_normal_dcgan)

@@ -1,6 +1,7 @@
 /* tests/test_nn_inputs.c - what modules do with unusual and bad inputs:
  * Flatten/Unflatten shapes (a scalar included, as torch), BatchNorm's input
  * errors and its empty training batch, constructor errors. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,6 +218,21 @@ Test(nn_inputs, constructor_errors_leave_out_untouched)
     cr_assert(eq(int, tg_nn_conv_transpose_new(&m, 2, 4, 4, bad_k, NULL, true, &rng), TG_EINVAL));
     cr_assert(eq(int, tg_nn_batchnorm_new(&m, 4, 3, 1e-5, 0.1, true, true), TG_EINVAL));
     cr_assert(eq(int, tg_nn_batchnorm_new(&m, 2, 0, 1e-5, 0.1, true, true), TG_EINVAL));
+    const int64_t ns[2] = {4, 0};
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 0, ns, 1e-5, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_layer_norm_new: n=0 must be in 1..8");
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 9, ns, 1e-5, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 1, NULL, 1e-5, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 2, ns, 1e-5, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "normalized_shape[1]=0 must be > 0");
+    cr_assert(eq(int, tg_nn_layer_norm_new(&m, 1, ns, -1e-5, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_layer_norm_new: eps=-1e-05 must be >= 0");
+    cr_assert(eq(int, tg_nn_group_norm_new(&m, 0, 4, 1e-5, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_group_norm_new: num_groups=0 must be > 0");
+    cr_assert(eq(int, tg_nn_group_norm_new(&m, 3, 4, 1e-5, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "num_channels=4 must be > 0 and divisible by num_groups=3");
+    cr_assert(eq(int, tg_nn_group_norm_new(&m, 2, 4, NAN, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_layer_norm_new(NULL, 1, ns, 1e-5, true), TG_EINVAL));
     cr_assert(eq(int, tg_nn_dropout_new(&m, 1.5, 0), TG_EINVAL));
     cr_assert(eq(int, tg_nn_activation_new(&m, TG_ACT_COUNT, 0), TG_EINVAL));
     cr_assert(eq(int, tg_nn_unflatten_new(&m, 1, 0, k), TG_EINVAL));

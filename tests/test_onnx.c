@@ -769,6 +769,118 @@ Test(onnx, pooling_and_upsampling_match_onnxruntime)
     tg_module_release(seq);
 }
 
+/* ---- layer and group normalisation ---- */
+
+/* Weight and bias of m (when it has them) set to random values, so that a
+ * mix-up of the two, or of their axes, shows. */
+static void randomize_affine(tg_module *m, uint64_t seed)
+{
+    for (int i = 0; i < 2; i++) {
+        tg_tensor *t = tg_module_find(m, i ? "bias" : "weight");
+        if (!t) continue;
+        tg_tensor *r = th_rand_uniform(TG_F32, tg_tensor_ndim(t), tg_tensor_shape(t), seed + i);
+        for (int64_t e = 0; e < tg_tensor_numel(t); e++)
+            tg_tensor_set_flat(t, e, (i ? 0.0 : 1.0) + th_at(r, e));
+        tg_tensor_release(r);
+    }
+}
+
+/* One LayerNorm (groups 0) or GroupNorm case: the input's shape, the
+ * normalized shape or the groups, affine, and the graph expected. */
+typedef struct norm_case {
+    const char *name;
+    int nd;
+    int64_t in[5];
+    int n_norm;
+    int64_t groups;
+    bool affine;
+    double eps;
+    const char *graph;
+    const char *inits[8];   /* the initializers, sorted */
+} norm_case;
+
+static const norm_case norm_cases[] = {
+    {"layernorm_last", 3, {2, 3, 8}, 1, 0, true, 1e-5,
+     "\"ops\": [\"LayerNormalization\"], \"attributes\": {\"LayerNormalization\": "
+     "{\"axis\": -1}}", {"bias", "weight"}},
+    {"layernorm_two_dims_no_affine", 3, {2, 4, 5}, 2, 0, false, 1e-3,
+     "\"ops\": [\"LayerNormalization\"], \"attributes\": {\"LayerNormalization\": "
+     "{\"axis\": -2}}, \"initializer_values\": {\"unit_weight\": [1, 1, 1, 1, 1, 1, 1, 1, 1, "
+     "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]}", {"unit_weight"}},
+    {"groupnorm2d", 4, {2, 6, 4, 5}, 0, 3, true, 1e-5,
+     "\"ops\": [\"Reshape\", \"InstanceNormalization\", \"Reshape\", \"Unsqueeze\", \"Mul\", "
+     "\"Unsqueeze\", \"Add\"], \"initializer_values\": {\"/group_shape\": [0, 3, -1], "
+     "\"/shape\": [0, 6, 4, 5], \"/affine_axes\": [1, 2], \"/group_scale\": [1, 1, 1]}",
+     {"/affine_axes", "/group_bias", "/group_scale", "/group_shape", "/shape", "bias", "weight"}},
+    {"groupnorm1d_instance_no_affine", 3, {2, 4, 7}, 0, 4, false, 1e-4,
+     "\"ops\": [\"Reshape\", \"InstanceNormalization\", \"Reshape\"]",
+     {"/group_bias", "/group_scale", "/group_shape", "/shape"}},
+    {"groupnorm_no_spatial", 2, {3, 6}, 0, 2, true, 1e-5,
+     "\"ops\": [\"Reshape\", \"InstanceNormalization\", \"Reshape\", \"Mul\", \"Add\"]",
+     {"/group_bias", "/group_scale", "/group_shape", "/shape", "bias", "weight"}},
+    {"groupnorm3d_one_group", 5, {1, 4, 2, 3, 3}, 0, 1, true, 1e-5, NULL,
+     {"/affine_axes", "/group_bias", "/group_scale", "/group_shape", "/shape", "bias", "weight"}},
+};
+
+Test(onnx, layer_and_group_norm_match_onnxruntime)
+{
+    need_onnx();
+    for (size_t i = 0; i < sizeof norm_cases / sizeof *norm_cases; i++) {
+        const norm_case *c = &norm_cases[i];
+        tg_module *m = NULL;
+        int rc = c->groups ? tg_nn_group_norm_new(&m, c->groups, c->in[1], c->eps, c->affine)
+                           : tg_nn_layer_norm_new(&m, c->n_norm, &c->in[c->nd - c->n_norm],
+                                                  c->eps, c->affine);
+        cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+        randomize_affine(m, 600 + 2 * i);
+        tg_tensor *x = th_rand_uniform(TG_F32, c->nd, c->in, 700 + i);
+        case_graph = c->graph;
+        write_case(c->name, m, x, 1e-5, 0, c->inits, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    /* decoder stages with a dynamic batch, exported on 2 samples and run on
+     * 3: Linear -> LayerNorm -> Unflatten -> ConvTranspose -> GroupNorm ->
+     * ReLU */
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_linear_new(&m, 6, 32, true, &rng) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_layer_norm_new(&m, 1, (const int64_t[]){32}, 1e-5, true) == TG_OK);
+    randomize_affine(m, 801);
+    append(seq, m);
+    cr_assert(tg_nn_unflatten_new(&m, 1, 3, (const int64_t[]){8, 2, 2}) == TG_OK);
+    append(seq, m);
+    tg_conv_params cp = TG_CONV_PARAMS_INIT;
+    cp.stride[0] = cp.stride[1] = 2;
+    tg_conv_params_set_padding(&cp, 1);
+    cr_assert(tg_nn_conv_transpose_new(&m, 2, 8, 4, (const int64_t[]){4, 4}, &cp, true, &rng) ==
+              TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_group_norm_new(&m, 2, 4, 1e-5, true) == TG_OK);
+    randomize_affine(m, 803);
+    append(seq, m);
+    append(seq, act(TG_ACT_RELU, 0));
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 6}, 805);
+    tg_tensor *xr = th_rand_uniform(TG_F32, 2, (const int64_t[]){3, 6}, 806);
+    tg_tensor *y = forward(seq, xr);
+    char path[256];
+    cr_assert(tg_onnx_export(seq, x, th_tmp_path(path, sizeof path, "norm_decoder.onnx"), &o) ==
+                  TG_OK, "%s", tg_error_message());
+    write_expected("norm_decoder", xr, y, 1e-5, 0,
+                   (const char *const[]){"/2/shape", "/4/affine_axes", "/4/group_bias",
+                                         "/4/group_scale", "/4/group_shape", "/4/shape",
+                                         "0.bias", "0.weight", "1.bias", "1.weight", "3.bias",
+                                         "3.weight", "4.bias", "4.weight", NULL});
+    check_cases();
+    th_release_all(3, (tg_tensor *[]){x, xr, y});
+    tg_module_release(seq);
+}
+
 /* ---- errors ---- */
 
 static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)

@@ -169,6 +169,19 @@ static int f_batch_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user
     return tg_batch_norm(out, in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
 }
 
+/* Layer norm of x (2, 3, 4) over its last two dims, weight and bias (3, 4). */
+static int f_layer_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[2] = {3, 4};
+    return tg_layer_norm(out, in[0], 2, shape, in[1], in[2], 1e-5);
+}
+
+/* Group norm of x (2, 4, 3) in 2 groups, weight and bias (4). */
+static int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_group_norm(out, in[0], 2, in[1], in[2], 1e-5);
+}
+
 /* Mean BCE with logits: both the logits and the target are differentiable. */
 static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
@@ -363,6 +376,10 @@ static const gc_case gc_cases[] = {
     /* normalisation and losses */
     GC_FN("batch_norm", "nn", f_batch_norm, "x (4, 3, 2), w (3), b (3) training", 3,
           .ndim = {3, 1, 1}, .shape = {{4, 3, 2}, {3}, {3}}),
+    GC_FN("layer_norm", "nn", f_layer_norm, "x (2, 3, 4) over (3, 4), w, b (3, 4)", 3,
+          .ndim = {3, 2, 2}, .shape = {{2, 3, 4}, {3, 4}, {3, 4}}),
+    GC_FN("group_norm", "nn", f_group_norm, "x (2, 4, 3) 2 groups, w (4), b (4)", 3,
+          .ndim = {3, 1, 1}, .shape = {{2, 4, 3}, {4}, {4}}),
     GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
     GC_FN("nll_loss", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,

@@ -239,6 +239,20 @@ TG_API int tg_nn_conv_transpose_new(tg_module **out, int nspatial, int64_t c_in,
 TG_API int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_features,
                                double eps, double momentum, bool affine,
                                bool track_running_stats);
+/* nn.LayerNorm(normalized_shape, eps, elementwise_affine): tg_layer_norm
+ * over the last n dims of its input, whose extents normalized_shape[0..n)
+ * gives (1 <= n <= TG_MAX_DIMS, extents > 0; copied).  With
+ * elementwise_affine, parameters "weight" (ones) and "bias" (zeros) of that
+ * shape, f32.  PyTorch's defaults: eps 1e-5, elementwise_affine true. */
+TG_API int tg_nn_layer_norm_new(tg_module **out, int n, const int64_t *normalized_shape,
+                                double eps, bool elementwise_affine);
+/* nn.GroupNorm(num_groups, num_channels, eps, affine): tg_group_norm of its
+ * (N, C, ...) input in num_groups groups of channels.  num_channels > 0,
+ * divisible by num_groups.  With affine, "weight" (ones) and "bias" (zeros)
+ * of shape (num_channels), f32.  PyTorch's defaults: eps 1e-5, affine
+ * true. */
+TG_API int tg_nn_group_norm_new(tg_module **out, int64_t num_groups, int64_t num_channels,
+                                double eps, bool affine);
 /* Dropout: in training each element is zeroed with probability p and the
  * rest scaled by 1/(1-p); the mask of the k-th training forward depends only
  * on (seed, k).  Eval is the identity.  k is not in the state dict (PyTorch's
@@ -263,6 +277,11 @@ TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim
 TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
 TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
                                   double *momentum, bool *affine, bool *track_running_stats);
+/* normalized_shape receives *n extents (at most TG_MAX_DIMS). */
+TG_API int tg_nn_layer_norm_params(const tg_module *m, int *n, int64_t *normalized_shape,
+                                   double *eps, bool *elementwise_affine);
+TG_API int tg_nn_group_norm_params(const tg_module *m, int64_t *num_groups,
+                                   int64_t *num_channels, double *eps, bool *affine);
 /* nn.AvgPool{1,2,3}d and nn.MaxPool{1,2,3}d over n_spatial dims (type
  * names "AvgPool2d", "MaxPool1d", ...), and nn.Upsample(scale_factor=scale,
  * mode='nearest') with integer factors scale[0..n_spatial) (type name

@@ -220,6 +220,33 @@ TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
 TG_API int tg_batch_norm(tg_tensor **out, tg_tensor *x, tg_tensor *running_mean,
                          tg_tensor *running_var, tg_tensor *weight, tg_tensor *bias,
                          bool training, double momentum, double eps);
+/* As torch.nn.functional.layer_norm: x (..., *normalized_shape) normalised
+ * over its last n_normalized dims, whose extents normalized_shape[0..n)
+ * gives (1 <= n_normalized <= TG_MAX_DIMS; x may have no other dims):
+ * y = (x - mean) / sqrt(var + eps) * weight + bias, mean and var (biased)
+ * over those dims.  weight and bias have shape normalized_shape, or are
+ * NULL.  Dtypes, AMP and the tape as batch_norm: statistics in double, the
+ * rest in f32 (f64 if any input is f64; f16/bf16 computed in f32 and
+ * rounded once); the result has x's dtype when x is f16/bf16 inside an
+ * autocast scope, else the promotion of x, weight and bias (torch 1.13
+ * refuses mixed dtypes).  Differentiable to any order; the tape keeps x,
+ * weight and two values per normalised row.  TG_ESHAPE when normalized_shape
+ * is not x's trailing shape or weight / bias have another shape;
+ * TG_EDTYPE for an integer tensor; TG_EINVAL for eps < 0 or not finite
+ * (torch takes a negative eps).  An empty x gives an empty result. */
+TG_API int tg_layer_norm(tg_tensor **out, tg_tensor *x, int n_normalized,
+                         const int64_t *normalized_shape, tg_tensor *weight, tg_tensor *bias,
+                         double eps);
+/* As torch.nn.functional.group_norm: x (N, C, ...) with its C channels in
+ * num_groups groups of C / num_groups consecutive channels, each group of
+ * each sample normalised over its channels and every position, then
+ * scaled and shifted per channel: y = (x - mean) / sqrt(var + eps) *
+ * weight[c] + bias[c].  weight and bias (C,) may be NULL.  x needs at least
+ * 2 dims (as in torch 1.13, no unbatched form: a (C, L) input is N = C
+ * samples of L channels).  Dtypes, AMP, tape and errors as tg_layer_norm;
+ * TG_EINVAL for num_groups <= 0 or C not divisible by it. */
+TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_tensor *weight,
+                         tg_tensor *bias, double eps);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,12 @@ static const op_note notes[] = {
     {"batch_norm", "training: dx = (g - mean(g) - xhat mean(g xhat)) gamma / sigma, "
                    "dgamma = sum(g xhat), dbeta = sum(g) (per channel); eval: dx = g gamma / "
                    "sqrt(running_var + eps)", NULL},
+    {"layer_norm", "dx = (gw - mean(gw) - xhat mean(gw xhat)) / sigma with gw = g weight, "
+                   "means over the normalised dims; dweight = sum(g xhat), dbias = sum(g) "
+                   "over the other dims", NULL},
+    {"group_norm", "dx = (gw - mean(gw) - xhat mean(gw xhat)) / sigma with gw = g weight[c], "
+                   "means over each group; dweight = sum(g xhat), dbias = sum(g) per channel",
+     NULL},
     {"softplus", "da = g * sigmoid(beta a), = g above the threshold", NULL},
     {"clamp", "da = g where lo <= a <= hi, 0 outside", NULL},
     {"where", "da = g where cond, db = g elsewhere (each summed back to its input's shape); "

@@ -34,6 +34,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Conv", tg__onnx_emit_conv},
     {"ConvTranspose", tg__onnx_emit_conv},
     {"BatchNorm", tg__onnx_emit_batchnorm},
+    {"LayerNorm", tg__onnx_emit_layer_norm},
+    {"GroupNorm", tg__onnx_emit_group_norm},
     {"Activation", tg__onnx_emit_activation},
     {"Flatten", tg__onnx_emit_reshape},
     {"Unflatten", tg__onnx_emit_reshape},

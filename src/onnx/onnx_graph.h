@@ -86,6 +86,10 @@ typedef struct tg__onnx_site {
 
 /* "<path>.<name>", or name at the top level; NULL with TG_ENOMEM set. */
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name);
+/* Adds parameter `name` of the site's module as an initializer named
+ * tg__onnx_param_name(s, name): *out gets that name, or "" when the module
+ * has no such parameter. */
+int tg__onnx_param(const tg__onnx_site *s, const char *name, const char **out);
 /* A Conv's padding_mode other than zeros as nodes after s->x (onnx_pad.c):
  * *x is the padded value, and p is left with zero padding (mode
  * TG_PAD_CONSTANT, padding 0) for the Conv; with TG_PAD_CONSTANT *x = s->x
@@ -114,4 +118,7 @@ int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
+/* LayerNorm and GroupNorm (onnx_norm.c). */
+int tg__onnx_emit_layer_norm(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);

@@ -107,9 +107,7 @@ int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
     return tg__onnx_attr_int(g, n, "group", p->groups);
 }
 
-/* Adds parameter `name` of the site's module as an initializer: *out gets
- * its graph name, or "" when the module has no such parameter. */
-static int tg__onnx_param(const tg__onnx_site *s, const char *name, const char **out)
+int tg__onnx_param(const tg__onnx_site *s, const char *name, const char **out)
 {
     tg_tensor *t = tg_module_find(s->m, name);
     if (!t) {

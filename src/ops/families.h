@@ -19,6 +19,7 @@
     X(linalg, 2)         /* linalg.c: matmul linear */                        \
     X(conv, 3)           /* conv.c: conv conv_transpose conv_weight_grad */   \
     X(norm, 1)           /* norm.c: batch_norm */                             \
+    X(layer_norm, 2)     /* layer_norm.c: layer_norm group_norm */            \
     X(loss, 1)           /* loss.c: bce_logits */                             \
     X(fake_quantize, 2)  /* fake_quantize.c: fake_quantize fake_quantize_per_channel */ \
     X(softplus, 1)       /* softplus.c: softplus */                           \

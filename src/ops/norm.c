@@ -49,9 +49,7 @@
 enum { SAVED_X, SAVED_MEAN, SAVED_INVSTD, SAVED_WEIGHT };
 
 /* The (N, C, S) geometry of x. */
-typedef struct bn_geom {
-    int64_t n, c, s;
-} bn_geom;
+typedef tg__bn_geom bn_geom;
 
 static bn_geom geom_of(const tg_tensor *x)
 {
@@ -83,6 +81,12 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
 #include "ops/norm_kernels_tmpl.h"
 #undef T
 #undef SUF
+
+void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, double *var)
+{
+    if (cdt == TG_F64) bn_stats_f64(x, g, mean, var);
+    else bn_stats_f32(x, g, mean, var);
+}
 
 /* ---- half x: one channel at a time ------------------------------------------- */
 

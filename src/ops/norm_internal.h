@@ -1,12 +1,26 @@
 /* src/ops/norm_internal.h - what the batch_norm files share (prefix tg__bn):
- * the op's parameters, its create_graph backward (norm_backward_ops.c) and
- * a switch for tests. */
+ * the op's parameters, its create_graph backward (norm_backward_ops.c), its
+ * statistics kernel (which layer_norm.c's rows use too) and a switch for
+ * tests. */
 #ifndef TAPEGRAD_OPS_NORM_INTERNAL_H
 #define TAPEGRAD_OPS_NORM_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "autograd/tape.h"
+
+/* x as (N, C, S): C channels of N rows of S contiguous values. */
+typedef struct tg__bn_geom {
+    int64_t n, c, s;
+} tg__bn_geom;
+
+/* The mean and biased variance of each channel c of x (contiguous, of
+ * dtype cdt: f32 or f64) into mean[c] and var[c]: sums in double with four
+ * interleaved accumulators in a fixed order, channels shared out among the
+ * threads, so the results do not depend on the thread count.  Every channel
+ * must hold at least one value (N * S > 0). */
+void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, double *var);
 
 typedef struct tg__bn_params {
     double momentum, eps;

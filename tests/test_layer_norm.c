@@ -1,0 +1,501 @@
+/* tests/test_layer_norm.c - the layer_norm and group_norm ops
+ * (src/ops/layer_norm.c): values and gradients against PyTorch 1.13
+ * (tests/golden/layer_norm.safetensors, scripts/make_layer_norm_goldens.py)
+ * in f64, f32, bf16 and f16, gradcheck and gradgradcheck in f64 with and
+ * without weight and bias, the fused backward against the recorded one,
+ * what the tape keeps, thread counts, half inputs under autocast, strided
+ * and empty inputs, and the errors that name the argument.  The LayerNorm
+ * and GroupNorm modules are checked in test_nn.c. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+/* Tolerance against torch relative to the largest |value| of a tensor.
+ * tapegrad sums in double, torch 1.13 in the input's precision (measured:
+ * f64 1.2e-15, f32 7.3e-7).  torch's bf16 kernels round in bf16 on the way
+ * and land up to 1.2e-2 from the exact result, which tapegrad gives
+ * rounded once (1.4e-2 apart measured; half_inputs_round_the_f32_result_once
+ * checks tapegrad's bits).  f16 is torch's f32 result rounded (0 apart). */
+static double tol_of(tg_dtype dt)
+{
+    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 2e-6 : dt == TG_BF16 ? 1.6e-2 : 1e-3;
+}
+
+static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
+                         double rtol)
+{
+    cr_assert(got != NULL && want != NULL, "%s: missing", what);
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++) scale = fmax(scale, fabs(th_at(want, i)));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale),
+                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
+                  th_at(want, i));
+}
+
+static tg_tensor *leaf_clone(const tg_tensor *t)
+{
+    if (!t) return NULL;
+    tg_tensor *c = NULL;
+    OK(tg_tensor_clone(&c, t));
+    OK(tg_tensor_set_requires_grad(c, true));
+    return c;
+}
+
+/* A golden case: its tensors (borrowed from the file) and parameters. */
+typedef struct ln_case {
+    bool group;
+    int n_norm;
+    int64_t norm_shape[TG_MAX_DIMS], groups;
+    double eps;
+    tg_tensor *x, *w, *b, *gy;
+} ln_case;
+
+static int run_case(tg_tensor **y, const ln_case *c, tg_tensor *x, tg_tensor *w, tg_tensor *b)
+{
+    return c->group ? tg_group_norm(y, x, c->groups, w, b, c->eps)
+                    : tg_layer_norm(y, x, c->n_norm, c->norm_shape, w, b, c->eps);
+}
+
+static const char *meta(const tg_st_file *f, const char *name, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", name, key);
+    const char *v = tg_st_meta_get(f, k);
+    cr_assert(v != NULL, "golden metadata %s missing", k);
+    return v;
+}
+
+static tg_tensor *get(const tg_st_file *f, const char *name, const char *key, bool required)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", name, key);
+    tg_tensor *t = tg_st_get(f, k);
+    cr_assert(t != NULL || !required, "golden key %s missing", k);
+    return t;
+}
+
+static ln_case load_case(const tg_st_file *f, const char *name)
+{
+    ln_case c = {.group = !strcmp(meta(f, name, "kind"), "gn")};
+    char param[64];
+    snprintf(param, sizeof param, "%s", meta(f, name, "param"));
+    if (c.group) {
+        c.groups = atoll(param);
+    } else {
+        for (char *s, *v = strtok_r(param, ",", &s); v; v = strtok_r(NULL, ",", &s))
+            c.norm_shape[c.n_norm++] = atoll(v);
+    }
+    c.eps = atof(meta(f, name, "eps"));
+    const char *affine = meta(f, name, "affine");
+    c.x = get(f, name, "x", true);
+    c.gy = get(f, name, "gy", true);
+    c.w = get(f, name, "w", strchr(affine, 'w') != NULL);
+    c.b = get(f, name, "b", strchr(affine, 'b') != NULL);
+    return c;
+}
+
+/* ---- against PyTorch ----------------------------------------------------------- */
+
+Test(layer_norm, values_and_gradients_match_pytorch)
+{
+    tg_st_file *f = th_golden_load("layer_norm.safetensors");
+    char cases[2048];
+    snprintf(cases, sizeof cases, "%s", tg_st_meta_get(f, "cases"));
+    int checked = 0, with_grads = 0;
+    for (char *save, *name = strtok_r(cases, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        ln_case c = load_case(f, name);
+        const tg_dtype dt = tg_tensor_dtype(c.x);
+        const double tol = tol_of(dt);
+        const bool grads = dt == TG_F64 || dt == TG_F32;
+        tg_tensor *x = leaf_clone(c.x), *w = leaf_clone(c.w), *b = leaf_clone(c.b), *y = NULL;
+        OK(run_case(&y, &c, x, w, b));
+        char what[128];
+        snprintf(what, sizeof what, "%s y", name);
+        expect_close(what, y, get(f, name, "y", true), tol);
+        if (grads) {
+            OK(tg_backward(y, c.gy, NULL));
+            const char *keys[3] = {"gx", "gw", "gb"};
+            tg_tensor *leaves[3] = {x, w, b};
+            for (int i = 0; i < 3; i++) {
+                if (!leaves[i]) continue;
+                snprintf(what, sizeof what, "%s %s", name, keys[i]);
+                expect_close(what, tg_tensor_grad(leaves[i]), get(f, name, keys[i], true), tol);
+            }
+            with_grads++;
+        }
+        th_release_all(4, (tg_tensor *[]){y, x, w, b});
+        checked++;
+    }
+    cr_assert(checked >= 32 && with_grads >= 26, "only %d cases (%d with gradients)", checked,
+              with_grads);
+    tg_st_free(f);
+}
+
+/* ---- derivatives ----------------------------------------------------------------- */
+
+static int case_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const ln_case *c = user;
+    return run_case(out, c, in[0], c->w ? in[1] : NULL, c->b ? in[2] : NULL);
+}
+
+/* A case on a fresh f64 x (shape xs) with weight and bias of the affine
+ * shape when w / b (any non-NULL marker). */
+static ln_case make_case(bool group, int nd, const int64_t *xs, int n_norm, int64_t groups,
+                         bool w, bool b)
+{
+    ln_case c = {.group = group, .n_norm = n_norm, .groups = groups, .eps = 1e-5};
+    for (int d = 0; d < n_norm; d++) c.norm_shape[d] = xs[nd - n_norm + d];
+    c.w = w ? (tg_tensor *)&c : NULL;   /* markers: the tensors are the caller's */
+    c.b = b ? (tg_tensor *)&c : NULL;
+    return c;
+}
+
+static tg_tensor *affine_tensor(const ln_case *c, int nd, const int64_t *xs, uint64_t seed,
+                                double lo, double hi, tg_dtype dt)
+{
+    tg_tensor *t = c->group ? th_rand_uniform(dt, 1, &xs[1], seed)
+                            : th_rand_uniform(dt, c->n_norm, c->norm_shape, seed);
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        tg_tensor_set_flat(t, i, lo + (hi - lo) * (th_at(t, i) + 1) / 2);
+    (void)nd;
+    return t;
+}
+
+/* First and second derivatives by central differences (f64): layer norm
+ * over 1 and 2 dims and unbatched, group norm with 1, some and C groups,
+ * each with weight and bias, one of them, or neither. */
+Test(layer_norm, gradcheck_and_gradgradcheck_f64)
+{
+    static const struct {
+        bool group;
+        int nd, n_norm;
+        int64_t xs[4], groups;
+        bool w, b;
+    } cs[] = {
+        {false, 3, 1, {2, 3, 4}, 0, true, true},   {false, 3, 2, {2, 3, 4}, 0, false, false},
+        {false, 1, 1, {5}, 0, true, false},        {false, 2, 1, {3, 4}, 0, false, true},
+        {true, 3, 0, {2, 4, 3}, 2, true, true},    {true, 4, 0, {2, 6, 2, 2}, 3, false, false},
+        {true, 3, 0, {2, 3, 2}, 1, true, false},   {true, 2, 0, {3, 4}, 4, false, true},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups,
+                              cs[k].w, cs[k].b);
+        tg_tensor *in[3] = {th_rand_uniform(TG_F64, cs[k].nd, cs[k].xs, 100 + k),
+                            affine_tensor(&c, cs[k].nd, cs[k].xs, 200 + k, 0.5, 2, TG_F64),
+                            affine_tensor(&c, cs[k].nd, cs[k].xs, 300 + k, -1, 1, TG_F64)};
+        for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(in[i], true));
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(case_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(case_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        th_release_all(3, in);
+    }
+}
+
+/* The fused backward (no graph; dx written over the engine's own gradient
+ * buffer after dw and db are taken from it) and the recorded one
+ * (create_graph) agree, for layer norm over 2 dims and over the last of
+ * 300 rows (dw and db in two chunks of samples), and group norm with S = 1,
+ * S = 3 on 300 samples and S = 20, in f64 and f32. */
+Test(layer_norm, fused_backward_matches_recorded_backward)
+{
+    static const struct {
+        bool group;
+        int nd, n_norm;
+        int64_t xs[4], groups;
+    } cs[] = {{false, 3, 2, {3, 5, 7}, 0}, {false, 2, 1, {300, 5}, 0}, {true, 2, 0, {6, 12}, 2},
+              {true, 3, 0, {300, 4, 3}, 2}, {true, 4, 0, {3, 6, 4, 5}, 2}};
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
+        for (int d = 0; d < 2; d++) {
+            const tg_dtype dt = d ? TG_F32 : TG_F64;
+            ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups,
+                                  true, true);
+            tg_tensor *g[2][3];
+            for (int r = 0; r < 2; r++) {
+                tg_tensor *x = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 400 + k);
+                tg_tensor *m = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 500 + k);
+                tg_tensor *w = affine_tensor(&c, cs[k].nd, cs[k].xs, 600 + k, 0.5, 2, dt);
+                tg_tensor *b = affine_tensor(&c, cs[k].nd, cs[k].xs, 700 + k, -1, 1, dt);
+                tg_tensor *y = NULL, *z = NULL, *s = NULL;
+                tg_tensor *leaves[3] = {x, w, b};
+                for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(leaves[i], true));
+                OK(run_case(&y, &c, x, w, b));
+                OK(tg_mul(&z, y, m));   /* d s / d y = m, in a buffer of the engine's own */
+                OK(tg_sum(&s, z));
+                tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+                o.create_graph = r == 1;
+                OK(tg_backward(s, NULL, &o));
+                for (int i = 0; i < 3; i++) {
+                    g[r][i] = tg_tensor_retain(tg_tensor_grad(leaves[i]));
+                    /* recorded dx and dw are on the tape (db = sum m is not)
+                     * and refer back to their leaves */
+                    if (i < 2) cr_assert(eq(int, r == 1, tg_tensor_requires_grad(g[r][i])));
+                    tg_tensor_zero_grad(leaves[i]);
+                }
+                th_release_all(7, (tg_tensor *[]){x, m, w, b, y, z, s});
+            }
+            for (int i = 0; i < 3; i++) {
+                char what[64];
+                snprintf(what, sizeof what, "case %zu %s d%s", k, tg_dtype_name(dt),
+                         i == 0 ? "x" : i == 1 ? "w" : "b");
+                expect_close(what, g[1][i], g[0][i], d ? 1e-5 : 1e-12);
+                th_release_all(2, (tg_tensor *[]){g[0][i], g[1][i]});
+            }
+        }
+}
+
+/* ---- what the tape keeps, threads, dtypes ---------------------------------------- */
+
+/* With its input's other owner gone, a recorded layer_norm holds x, y and
+ * two values per row, no third activation. */
+Test(layer_norm, tape_keeps_x_and_two_values_per_row)
+{
+    const int64_t xs[3] = {16, 64, 32};   /* 32768 values, 128 KiB in f32; 1024 rows */
+    const int64_t full = 16 * 64 * 32 * 4;
+    for (int group = 0; group < 2; group++) {
+        tg_tensor *x = th_rand_uniform(TG_F32, 3, xs, 41), *a = NULL, *y = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK(tg_mul_scalar(&a, x, 2.0));
+        int64_t before, after;
+        tg_memory_stats(&before, NULL);   /* x, a */
+        OK(group ? tg_group_norm(&y, a, 16, NULL, NULL, 1e-5)
+                 : tg_layer_norm(&y, a, 1, &xs[2], NULL, NULL, 1e-5));
+        tg_tensor_release(a);   /* still saved by the op */
+        tg_memory_stats(&after, NULL);
+        cr_assert(le(i64, after - before, full + 2 * 1024 * 4 + 1024), "tape holds %lld bytes more",
+                  (long long)(after - before));
+        cr_assert(ge(i64, after - before, full));   /* y itself */
+        OK(tg_backward(y, y, NULL));
+        cr_assert(not(eq(ptr, tg_tensor_grad(x), NULL)));
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+}
+
+/* Forward and backward, large enough to be shared out among threads, give
+ * the same bits on 1 and 2 threads. */
+Test(layer_norm, same_bits_on_one_and_two_threads)
+{
+    const int64_t xs[4] = {4, 16, 24, 24};   /* 36864 values */
+    const int old = tg_get_num_threads();
+    for (int kind = 0; kind < 3; kind++) {
+        /* layer norm over (24, 24), over the last dim (rows of 24: short
+         * runs for the weight), group norm in 4 groups */
+        ln_case c = kind == 0   ? make_case(false, 4, xs, 2, 0, true, true)
+                    : kind == 1 ? make_case(false, 4, xs, 1, 0, true, true)
+                                : make_case(true, 4, xs, 0, 4, true, true);
+        tg_tensor *res[2][4];
+        for (int t = 0; t < 2; t++) {
+            OK(tg_set_num_threads(t + 1));
+            tg_tensor *x = th_rand_uniform(TG_F32, 4, xs, 51);
+            tg_tensor *w = affine_tensor(&c, 4, xs, 52, 0.5, 2, TG_F32);
+            tg_tensor *b = affine_tensor(&c, 4, xs, 53, -1, 1, TG_F32);
+            tg_tensor *gy = th_rand_uniform(TG_F32, 4, xs, 54), *y = NULL;
+            tg_tensor *leaves[3] = {x, w, b};
+            for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(leaves[i], true));
+            OK(run_case(&y, &c, x, w, b));
+            OK(tg_backward(y, gy, NULL));
+            res[t][0] = y;
+            for (int i = 0; i < 3; i++) res[t][i + 1] = tg_tensor_retain(tg_tensor_grad(leaves[i]));
+            th_release_all(4, (tg_tensor *[]){x, w, b, gy});
+        }
+        for (int i = 0; i < 4; i++) {
+            th_expect_same_bits(i == 0 ? "y" : i == 1 ? "dx" : i == 2 ? "dw" : "db", res[0][i],
+                                res[1][i], res[0][i]);
+            th_release_all(2, (tg_tensor *[]){res[0][i], res[1][i]});
+        }
+    }
+    OK(tg_set_num_threads(old));
+}
+
+/* f16 and bf16 inputs (with f32 weight and bias) are computed in f32 and
+ * rounded once: the same bits as the f32 op on the same values, converted.
+ * Inside autocast the result keeps x's dtype, as in torch 1.13 (whose CPU
+ * autocast lists neither op), and the gradients come back in each input's
+ * dtype; outside, x, weight and bias promote to f32. */
+Test(layer_norm, half_inputs_round_the_f32_result_once)
+{
+    const int64_t xs[3] = {4, 6, 20};
+    const tg_dtype halves[2] = {TG_BF16, TG_F16};
+    for (int h = 0; h < 2; h++)
+        for (int group = 0; group < 2; group++) {
+            ln_case c = group ? make_case(true, 3, xs, 0, 3, true, true)
+                              : make_case(false, 3, xs, 2, 0, true, true);
+            tg_tensor *x32 = th_rand_uniform(TG_F32, 3, xs, 61), *xh = NULL, *xe = NULL;
+            tg_tensor *w = affine_tensor(&c, 3, xs, 62, 0.5, 2, TG_F32);
+            tg_tensor *b = affine_tensor(&c, 3, xs, 63, -1, 1, TG_F32);
+            OK(tg_to_dtype(&xh, x32, halves[h]));
+            OK(tg_to_dtype(&xe, xh, TG_F32));   /* the half values in f32 */
+            tg_tensor *yf = NULL, *yh = NULL, *yp = NULL, *r = NULL;
+            OK(run_case(&yf, &c, xe, w, b));
+            OK(tg_to_dtype(&r, yf, halves[h]));
+            OK(tg_tensor_set_requires_grad(xh, true));
+            OK(tg_tensor_set_requires_grad(w, true));
+            OK(tg_autocast_begin(halves[h]));
+            int rc = run_case(&yh, &c, xh, w, b);
+            tg_autocast_end();
+            OK(rc);
+            cr_assert(eq(int, tg_tensor_dtype(yh), halves[h]));
+            th_expect_same_bits(group ? "group_norm half" : "layer_norm half", xh, yh, r);
+            OK(tg_backward(yh, yh, NULL));
+            cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(xh)), halves[h]));
+            cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
+            OK(run_case(&yp, &c, xh, w, b));
+            cr_assert(eq(int, tg_tensor_dtype(yp), TG_F32));   /* outside autocast: promoted */
+            th_release_all(9, (tg_tensor *[]){x32, xh, xe, w, b, yf, yh, yp, r});
+        }
+}
+
+/* A strided x (a transposed view) gives the values and gradients of its
+ * contiguous copy. */
+Test(layer_norm, strided_input_matches_contiguous_copy)
+{
+    const int64_t xs[4] = {3, 5, 4, 6};   /* viewed as (3, 4, 5, 6) */
+    const int64_t vs[4] = {3, 4, 5, 6};
+    for (int group = 0; group < 2; group++) {
+        ln_case c = group ? make_case(true, 4, vs, 0, 2, true, true)
+                          : make_case(false, 4, vs, 3, 0, true, true);
+        tg_tensor *base = th_rand_uniform(TG_F64, 4, xs, 71), *xv = NULL, *xc = NULL;
+        tg_tensor *gy = th_rand_uniform(TG_F64, 4, vs, 72), *y[2], *g[2];
+        tg_tensor *w = affine_tensor(&c, 4, vs, 73, 0.5, 2, TG_F64);
+        tg_tensor *b = affine_tensor(&c, 4, vs, 74, -1, 1, TG_F64);
+        OK(tg_tensor_set_requires_grad(base, true));
+        OK(tg_transpose(&xv, base, 1, 2));
+        cr_assert(not(tg_tensor_is_contiguous(xv)));
+        OK(tg_tensor_clone(&xc, xv));
+        OK(tg_tensor_set_requires_grad(xc, true));
+        tg_tensor *xin[2] = {xv, xc}, *leaf[2] = {base, xc};
+        for (int k = 0; k < 2; k++) {
+            OK(run_case(&y[k], &c, xin[k], w, b));
+            OK(tg_backward(y[k], gy, NULL));
+            tg_tensor *gl = tg_tensor_grad(leaf[k]);
+            if (k == 0) OK(tg_transpose(&g[k], gl, 1, 2));
+            else g[k] = tg_tensor_retain(gl);
+        }
+        expect_close("strided y", y[0], y[1], 1e-15);
+        expect_close("strided dx", g[0], g[1], 1e-15);
+        th_release_all(10, (tg_tensor *[]){base, xv, xc, gy, w, b, y[0], y[1], g[0], g[1]});
+    }
+}
+
+/* As torch: an empty x gives an empty result, and the weight and bias get
+ * zero gradients of their shapes (no rows, or rows of no values). */
+Test(layer_norm, empty_inputs_give_empty_results)
+{
+    static const struct {
+        bool group;
+        int nd, n_norm;
+        int64_t xs[3], groups;
+    } cs[] = {{false, 2, 1, {0, 4}, 0}, {false, 2, 1, {3, 0}, 0}, {true, 3, 0, {0, 4, 3}, 2},
+              {true, 3, 0, {2, 4, 0}, 2}, {true, 3, 0, {2, 0, 3}, 1}};
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups, true,
+                              true);
+        tg_tensor *x = NULL, *y = NULL, *s = NULL;
+        tg_tensor *w = affine_tensor(&c, cs[k].nd, cs[k].xs, 81, 0.5, 2, TG_F32);
+        tg_tensor *b = affine_tensor(&c, cs[k].nd, cs[k].xs, 82, -1, 1, TG_F32);
+        OK(tg_tensor_zeros(&x, TG_F32, cs[k].nd, cs[k].xs));
+        tg_tensor *leaves[3] = {x, w, b};
+        for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(leaves[i], true));
+        OK(run_case(&y, &c, x, w, b));
+        th_expect_shape(y, cs[k].nd, cs[k].xs);
+        OK(tg_sum(&s, y));
+        OK(tg_backward(s, NULL, NULL));
+        for (int i = 1; i < 3; i++) {
+            const tg_tensor *gr = tg_tensor_grad(leaves[i]);
+            cr_assert(gr != NULL && tg_tensor_same_shape(gr, leaves[i]), "case %zu", k);
+            for (int64_t e = 0; e < tg_tensor_numel(gr); e++) cr_assert(eq(dbl, th_at(gr, e), 0.0));
+        }
+        th_release_all(5, (tg_tensor *[]){x, w, b, y, s});
+    }
+}
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+/* Bad arguments: the status and a message naming the argument, with *out
+ * untouched. */
+Test(layer_norm, errors_name_the_argument_and_change_nothing)
+{
+    const int64_t s3[3] = {2, 6, 4}, s1[1] = {4}, s2[2] = {6, 4}, s5[1] = {5}, s6[1] = {6};
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, s3, 91), *x1 = th_rand_uniform(TG_F32, 1, s1, 92);
+    tg_tensor *w4 = th_rand_uniform(TG_F32, 1, s1, 93), *w5 = th_rand_uniform(TG_F32, 1, s5, 94);
+    tg_tensor *w6 = th_rand_uniform(TG_F32, 1, s6, 95), *w64 = th_rand_uniform(TG_F32, 2, s2, 96);
+    tg_tensor *xi = NULL, *wi = NULL;
+    OK(tg_tensor_zeros(&xi, TG_I32, 3, s3));
+    OK(tg_tensor_zeros(&wi, TG_I64, 1, s1));
+    tg_tensor *y = (tg_tensor *)&y;   /* a sentinel: must stay */
+    const int64_t ns4[1] = {4}, ns3[1] = {3}, ns64[2] = {6, 4}, ns_long[4] = {1, 2, 6, 4};
+    struct {
+        int rc;
+        tg_tensor *x, *w, *b;
+        int n;
+        const int64_t *ns;
+        double eps;
+        const char *msg;
+    } ln[] = {
+        {TG_EINVAL, NULL, NULL, NULL, 1, ns4, 1e-5, "layer_norm: x must not be NULL"},
+        {TG_EDTYPE, xi, NULL, NULL, 1, ns4, 1e-5, "layer_norm: x has dtype i32; float dtypes only"},
+        {TG_EINVAL, x, NULL, NULL, 0, ns4, 1e-5, "n_normalized=0 must be in 1..8"},
+        {TG_EINVAL, x, NULL, NULL, 9, ns4, 1e-5, "n_normalized=9 must be in 1..8"},
+        {TG_EINVAL, x, NULL, NULL, 1, NULL, 1e-5, "normalized_shape must not be NULL"},
+        {TG_ESHAPE, x, NULL, NULL, 1, ns3, 1e-5,
+         "normalized_shape (3) must equal the last 1 dims of x, which has shape (2, 6, 4)"},
+        {TG_ESHAPE, x1, NULL, NULL, 4, ns_long, 1e-5, "must equal the last 4 dims of x"},
+        {TG_ESHAPE, x, w5, NULL, 1, ns4, 1e-5,
+         "layer_norm: weight has shape (5); expected (4) (normalized_shape)"},
+        {TG_ESHAPE, x, w64, w5, 2, ns64, 1e-5, "layer_norm: bias has shape (5); expected (6, 4)"},
+        {TG_ESHAPE, x, w4, NULL, 2, ns64, 1e-5, "weight has shape (4); expected (6, 4)"},
+        {TG_EDTYPE, x, wi, NULL, 1, ns4, 1e-5, "layer_norm: weight has dtype i64"},
+        {TG_EINVAL, x, NULL, NULL, 1, ns4, -1.0, "layer_norm: eps=-1 must be finite and >= 0"},
+        {TG_EINVAL, x, NULL, NULL, 1, ns4, NAN, "eps=nan"},
+    };
+    for (size_t k = 0; k < sizeof ln / sizeof *ln; k++) {
+        cr_assert(eq(int, tg_layer_norm(&y, ln[k].x, ln[k].n, ln[k].ns, ln[k].w, ln[k].b, ln[k].eps),
+                     ln[k].rc), "layer_norm case %zu: %s", k, tg_error_message());
+        cr_assert(not(eq(ptr, strstr(tg_error_message(), ln[k].msg), NULL)), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(ptr, y, (tg_tensor *)&y));
+    }
+    struct {
+        int rc;
+        tg_tensor *x, *w, *b;
+        int64_t groups;
+        double eps;
+        const char *msg;
+    } gn[] = {
+        {TG_EINVAL, NULL, NULL, NULL, 2, 1e-5, "group_norm: x must not be NULL"},
+        {TG_EDTYPE, xi, NULL, NULL, 2, 1e-5, "group_norm: x has dtype i32"},
+        {TG_EINVAL, x, NULL, NULL, 0, 1e-5, "group_norm: num_groups=0 must be > 0"},
+        {TG_EINVAL, x, NULL, NULL, -2, 1e-5, "num_groups=-2 must be > 0"},
+        {TG_ESHAPE, x1, NULL, NULL, 2, 1e-5,
+         "group_norm: x has shape (4); expected (N, C, ...) with at least 2 dims"},
+        {TG_EINVAL, x, NULL, NULL, 4, 1e-5,
+         "group_norm: x's channels C=6 (dim 1 of (2, 6, 4)) must be divisible by num_groups=4"},
+        {TG_ESHAPE, x, w4, NULL, 2, 1e-5,
+         "group_norm: weight has shape (4); expected (6) (num channels, x's dim 1)"},
+        {TG_ESHAPE, x, w6, w64, 2, 1e-5, "group_norm: bias has shape (6, 4); expected (6)"},
+        {TG_EINVAL, x, w6, w6, 3, -1e-3, "group_norm: eps=-0.001 must be finite and >= 0"},
+    };
+    for (size_t k = 0; k < sizeof gn / sizeof *gn; k++) {
+        cr_assert(eq(int, tg_group_norm(&y, gn[k].x, gn[k].groups, gn[k].w, gn[k].b, gn[k].eps),
+                     gn[k].rc), "group_norm case %zu: %s", k, tg_error_message());
+        cr_assert(not(eq(ptr, strstr(tg_error_message(), gn[k].msg), NULL)), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(ptr, y, (tg_tensor *)&y));
+    }
+    cr_assert(eq(int, tg_layer_norm(NULL, x, 1, ns4, NULL, NULL, 1e-5), TG_EINVAL));
+    cr_assert(eq(int, tg_group_norm(NULL, x, 2, NULL, NULL, 1e-5), TG_EINVAL));
+    th_release_all(8, (tg_tensor *[]){x, x1, w4, w5, w6, w64, xi, wi});
+}
