@@ -9,7 +9,12 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
   g<k>.p<j>          the gradient of parameter j at step k (k = 0..4); absent
                      when that parameter has no gradient at that step (skipped)
   p<j>.step<k>       parameter j after step k
-  metadata           the optimizer ("sgd", "adam", "adamw") and its options.
+  p<j>.state.<name>  parameter j's state after the last step, as torch's
+                     optimizer.state holds it: "step" (f32, Adam/AdamW),
+                     "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad) or
+                     "momentum_buffer" (SGD with momentum)
+  metadata           the optimizer ("sgd", "adam", "adamw") and its options,
+                     amsgrad and maximize as "0" or "1".
 tests/golden/optim/loss.safetensors (f64):
   <loss>.input, <loss>.target and per reduction r in mean/sum/none:
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
@@ -46,6 +51,18 @@ CONFIGS = [
     ("adam", torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8)),
     ("adam_wd", torch.optim.Adam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
     ("adamw", torch.optim.AdamW, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)),
+    # beta2 well below 1, so that v falls between steps and amsgrad's maximum
+    # differs from v (optim_case checks that it does)
+    ("adam_amsgrad", torch.optim.Adam,
+     dict(lr=0.02, betas=(0.8, 0.5), eps=1e-6, weight_decay=0.1, amsgrad=True)),
+    ("adamw_amsgrad", torch.optim.AdamW,
+     dict(lr=0.01, betas=(0.9, 0.6), eps=1e-8, weight_decay=0.05, amsgrad=True)),
+    ("adam_maximize", torch.optim.Adam, dict(lr=0.01, eps=1e-8, weight_decay=0.1, maximize=True)),
+    ("adamw_amsgrad_maximize", torch.optim.AdamW,
+     dict(lr=0.02, betas=(0.7, 0.5), eps=1e-7, weight_decay=0.02, amsgrad=True, maximize=True)),
+    ("sgd_maximize", torch.optim.SGD, dict(lr=0.1, weight_decay=0.1, maximize=True)),
+    ("sgd_nesterov_maximize", torch.optim.SGD,
+     dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
 ]
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
 SHAPES = [(3, 4), (5,)]
@@ -69,6 +86,13 @@ def optim_case(name, cls, opts, dtype):
                 tensors.append(("g%d.p%d" % (k, j), grads[k][j]))
         opt.step()
         tensors += [("p%d.step%d" % (j, k), p.detach().clone()) for j, p in enumerate(params)]
+    for j, p in enumerate(params):
+        for key, v in sorted(opt.state[p].items()):
+            if v is not None:
+                tensors.append(("p%d.state.%s" % (j, key), v.detach().clone()))
+    if opts.get("amsgrad"):
+        st = opt.state[params[0]]
+        assert not torch.equal(st["max_exp_avg_sq"], st["exp_avg_sq"]), name
     meta = {"kind": KIND[cls], "lr": repr(opts["lr"]),
             "momentum": repr(opts.get("momentum", 0.0)),
             "dampening": repr(opts.get("dampening", 0.0)),
@@ -76,7 +100,9 @@ def optim_case(name, cls, opts, dtype):
             "weight_decay": repr(opts.get("weight_decay", 0.0 if cls is not torch.optim.AdamW else 0.01)),
             "beta1": repr(opts.get("betas", (0.9, 0.999))[0]),
             "beta2": repr(opts.get("betas", (0.9, 0.999))[1]),
-            "eps": repr(opts.get("eps", 1e-8))}
+            "eps": repr(opts.get("eps", 1e-8)),
+            "amsgrad": "1" if opts.get("amsgrad") else "0",
+            "maximize": "1" if opts.get("maximize") else "0"}
     suffix = "f32" if dtype == torch.float32 else "f64"
     write_safetensors(os.path.join(OUT, "%s_%s.safetensors" % (name, suffix)), tensors, meta)
 

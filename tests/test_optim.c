@@ -1,7 +1,8 @@
-/* tests/test_optim.c - SGD/Adam/AdamW against PyTorch 1.13's parameters after
- * each of 5 steps (tests/golden/optim/, scripts/make_optim_goldens.py), state
- * save/load resuming bit-identically, errors leaving everything unchanged, and
- * a small regression that Adam fits. */
+/* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize) against PyTorch
+ * 1.13's parameters after each of 5 steps and its optimizer state after the
+ * last (tests/golden/optim/, scripts/make_optim_goldens.py), state save/load
+ * resuming bit-identically, errors leaving everything unchanged, and a small
+ * regression that Adam fits. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -27,6 +28,8 @@ static double meta(const tg_st_file *f, const char *k)
     return strtod(v, NULL);
 }
 
+static bool meta_flag(const tg_st_file *f, const char *k) { return meta(f, k) != 0; }
+
 /* An optimizer configured from the golden file's metadata. */
 static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
 {
@@ -36,11 +39,12 @@ static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
     if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = meta(f, "lr"), .momentum = meta(f, "momentum"),
                          .dampening = meta(f, "dampening"), .weight_decay = meta(f, "weight_decay"),
-                         .nesterov = meta(f, "nesterov") != 0};
+                         .nesterov = meta_flag(f, "nesterov"), .maximize = meta_flag(f, "maximize")};
         rc = tg_sgd_new(&o, NP, params, &s);
     } else {
         tg_adam_opts a = {.lr = meta(f, "lr"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
-                          .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay")};
+                          .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay"),
+                          .amsgrad = meta_flag(f, "amsgrad"), .maximize = meta_flag(f, "maximize")};
         rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, NP, params, &a)
                                        : tg_adamw_new(&o, NP, params, &a);
     }
@@ -95,6 +99,48 @@ static void free_params(tg_tensor **params)
     for (int j = 0; j < NP; j++) tg_tensor_release(params[j]);
 }
 
+static tg_st_file *snapshot(const tg_optimizer *o);
+
+/* The optimizer's saved per-parameter state ("o.<j>.<name>") holds exactly
+ * the entries of torch's optimizer.state ("p<j>.state.<name>"), with its
+ * values. */
+static void assert_state(const tg_st_file *f, const tg_optimizer *o, double tol,
+                         const char *what)
+{
+    tg_st_file *s = snapshot(o);
+    int want = 0, have = 0;
+    for (int e = 0; e < tg_st_count(f); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(f, e, &name, &t);
+        int j;
+        char field[32];
+        if (sscanf(name, "p%d.state.%31s", &j, field) != 2) continue;
+        want++;
+        char k[64];
+        snprintf(k, sizeof k, "o.%d.%s", j, field);
+        const tg_tensor *u = tg_st_get(s, k);
+        cr_assert(u != NULL, "%s: %s missing from the saved state", what, k);
+        cr_assert(eq(i64, tg_tensor_numel(u), tg_tensor_numel(t)), "%s: %s", what, k);
+        for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
+            double x, y;
+            tg_tensor_get_flat(u, i, &x);
+            tg_tensor_get_flat(t, i, &y);
+            cr_assert(epsilon_eq(dbl, x, y, tol * fmax(1, fabs(y))), "%s: %s[%lld] %.17g vs %.17g",
+                      what, k, (long long)i, x, y);
+        }
+    }
+    for (int e = 0; e < tg_st_count(s); e++) {   /* and nothing torch's state lacks */
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(s, e, &name, &t);
+        int j, len = 0;
+        if (sscanf(name, "o.%d.%n", &j, &len) == 1 && len > 0) have++;
+    }
+    cr_assert(eq(int, have, want), "%s: %d state entries saved, torch has %d", what, have, want);
+    tg_st_free(s);
+}
+
 /* Runs the 5 golden steps of config in f32 and f64. */
 static void check_config(const char *config)
 {
@@ -110,6 +156,7 @@ static void check_config(const char *config)
             cr_assert(eq(int, tg_optimizer_step(o), TG_OK), "%s", tg_error_message());
             assert_params(f, params, k, tols[d], config);
         }
+        assert_state(f, o, tols[d], config);
         cr_assert(eq(i64, tg_optimizer_steps(o), 5));
         tg_optimizer_free(o);
         free_params(params);
@@ -130,6 +177,16 @@ Test(optim, adam_and_adamw_match_pytorch)
     check_config("adam");
     check_config("adam_wd");
     check_config("adamw");
+}
+
+Test(optim, amsgrad_and_maximize_match_pytorch)
+{
+    check_config("adam_amsgrad");
+    check_config("adamw_amsgrad");
+    check_config("adam_maximize");
+    check_config("adamw_amsgrad_maximize");
+    check_config("sgd_maximize");
+    check_config("sgd_nesterov_maximize");
 }
 
 /* ---- state save / load ----------------------------------------------------- */
@@ -194,6 +251,9 @@ Test(optim, state_save_load_resumes_bit_identically)
     check_resume("sgd_plain");
     check_resume("adam");
     check_resume("adamw");
+    check_resume("adam_amsgrad");
+    check_resume("adamw_amsgrad_maximize");
+    check_resume("sgd_nesterov_maximize");
 }
 
 /* Two snapshots of an optimizer's state hold the same entries, bit for bit. */
@@ -460,6 +520,67 @@ Test(optim, f16_params_update_through_f32)
     tg_tensor_release(p);
     tg_tensor_release(p32);
     tg_tensor_release(g32);
+}
+
+/* f16 and bf16 parameters with amsgrad, maximize and weight decay: each
+ * step's result is the f32 step's rounded once.  An f32 twin takes the same
+ * gradients (the half values) and, after each step, the half parameter's
+ * rounded values, so that both see the same p in weight decay; their f32
+ * state then evolves alike, and the half parameter must equal the twin's
+ * result rounded to its dtype, bit for bit, at every step. */
+Test(optim, half_params_with_amsgrad_and_maximize_round_the_f32_step_once)
+{
+    const tg_dtype halves[2] = {TG_BF16, TG_F16};
+    const int64_t n = 40;
+    for (int h = 0; h < 2; h++)
+        for (int kind = 0; kind < 3; kind++) {
+            tg_tensor *p16 = NULL, *p32 = NULL;
+            tg_tensor *r = th_rand_uniform(TG_F32, 1, &n, 5 + (uint64_t)kind);
+            cr_assert(eq(int, tg_tensor_to_dtype(&p16, r, halves[h]), TG_OK));
+            cr_assert(eq(int, tg_tensor_to_dtype(&p32, p16, TG_F32), TG_OK));
+            tg_tensor_release(r);
+            tg_tensor_set_requires_grad(p16, true);
+            tg_tensor_set_requires_grad(p32, true);
+            tg_optimizer *o16 = NULL, *o32 = NULL;
+            tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+            a.lr = 0.05, a.beta2 = 0.6, a.weight_decay = 0.1, a.amsgrad = true, a.maximize = true;
+            tg_sgd_opts sg = TG_SGD_OPTS_INIT;
+            sg.momentum = 0.9, sg.nesterov = true, sg.weight_decay = 0.1, sg.maximize = true;
+            if (kind == 0) {
+                cr_assert(eq(int, tg_adam_new(&o16, 1, &p16, &a), TG_OK));
+                cr_assert(eq(int, tg_adam_new(&o32, 1, &p32, &a), TG_OK));
+            } else if (kind == 1) {
+                cr_assert(eq(int, tg_adamw_new(&o16, 1, &p16, &a), TG_OK));
+                cr_assert(eq(int, tg_adamw_new(&o32, 1, &p32, &a), TG_OK));
+            } else {
+                cr_assert(eq(int, tg_sgd_new(&o16, 1, &p16, &sg), TG_OK));
+                cr_assert(eq(int, tg_sgd_new(&o32, 1, &p32, &sg), TG_OK));
+            }
+            for (int step = 0; step < 4; step++) {
+                /* gradients shrinking over the steps, so that v falls */
+                tg_tensor *g = th_rand_uniform(TG_F32, 1, &n, 50 + (uint64_t)step), *gs = NULL,
+                          *g16 = NULL, *g32 = NULL, *want = NULL;
+                cr_assert(eq(int, tg_mul_scalar(&gs, g, pow(0.3, step)), TG_OK));
+                cr_assert(eq(int, tg_tensor_to_dtype(&g16, gs, halves[h]), TG_OK));
+                cr_assert(eq(int, tg_tensor_to_dtype(&g32, g16, TG_F32), TG_OK));
+                tg_tensor_set_grad(p16, g16);
+                tg_tensor_set_grad(p32, g32);
+                cr_assert(eq(int, tg_optimizer_step(o16), TG_OK), "%s", tg_error_message());
+                cr_assert(eq(int, tg_optimizer_step(o32), TG_OK), "%s", tg_error_message());
+                cr_assert(eq(int, tg_tensor_to_dtype(&want, p32, halves[h]), TG_OK));
+                th_expect_same_bits(kind == 2 ? "sgd" : kind ? "adamw" : "adam", p32, p16, want);
+                tg_tensor_release(want);
+                /* the twin continues from the half parameter's values */
+                float *d = tg_tensor_data(p32);
+                for (int64_t i = 0; i < n; i++) d[i] = (float)th_at(p16, i);
+                tg_tensor_release(g);
+                tg_tensor_release(gs);
+            }
+            tg_optimizer_free(o16);
+            tg_optimizer_free(o32);
+            tg_tensor_release(p16);
+            tg_tensor_release(p32);
+        }
 }
 
 /* A contiguous f32 parameter is updated in place (in parallel above 32k

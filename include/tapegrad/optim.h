@@ -36,9 +36,10 @@ extern "C" {
 typedef struct tg_optimizer tg_optimizer;
 typedef struct tg_module tg_module;   /* tapegrad/nn.h */
 
-/* torch.optim.SGD:  d = g + weight_decay * p;  with momentum,
- * buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
- * and d = d + momentum * buf (nesterov) or d = buf;  p -= lr * d.
+/* torch.optim.SGD:  d = g (-g when maximize);  d = d + weight_decay * p;
+ * with momentum, buf = d on the first step, else
+ * buf = momentum * buf + (1 - dampening) * d, and d = d + momentum * buf
+ * (nesterov) or d = buf;  p -= lr * d.
  * lr, momentum, weight_decay >= 0; nesterov needs momentum > 0 and
  * dampening == 0. */
 typedef struct tg_sgd_opts {
@@ -47,25 +48,33 @@ typedef struct tg_sgd_opts {
     double dampening;
     double weight_decay;
     bool nesterov;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
 } tg_sgd_opts;
 #define TG_SGD_OPTS_INIT                                                      \
-    {.lr = 1e-2, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false}
+    {.lr = 1e-2, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false, \
+     .maximize = false}
 
-/* torch.optim.Adam / AdamW (amsgrad off):  t += 1;
+/* torch.optim.Adam / AdamW:  t += 1;  g = -g when maximize;
  * Adam adds weight_decay * p to g (L2); AdamW instead scales
  * p *= 1 - lr * weight_decay (decoupled);  m = b1 m + (1 - b1) g;
- * v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * v = b2 v + (1 - b2) g^2;  with amsgrad, vmax = max(vmax, v) (NaN if
+ * either is) takes v's place below;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
  * lr, eps, weight_decay >= 0; betas in [0, 1). */
 typedef struct tg_adam_opts {
     double lr;
     double beta1, beta2;
     double eps;
     double weight_decay;
+    bool amsgrad;    /* AMSGrad: the largest v so far in the denominator */
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
 } tg_adam_opts;
 #define TG_ADAM_OPTS_INIT                                                     \
-    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0,  \
+     .amsgrad = false, .maximize = false}
 #define TG_ADAMW_OPTS_INIT                                                    \
-    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2}
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, \
+     .amsgrad = false, .maximize = false}
 
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
@@ -104,7 +113,8 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
 /* Adds the optimizer's state to f under prefix (copies, so f may outlive
  * opt): "prefix.step" and "prefix.lr" (0-d i64 and f64), and per parameter i
  * that has state: "prefix.<i>.step" (0-d i64, Adam/AdamW),
- * "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" (Adam/AdamW) or
+ * "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with amsgrad
+ * "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
  * "prefix.<i>.momentum_buffer" (SGD with momentum); and the metadata
  * "prefix.kind" = "sgd" | "adam" | "adamw". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);

@@ -12,13 +12,15 @@
 int tg__opt_n_bufs(const tg_optimizer *o)
 {
     if (o->kind == TG__OPT_SGD) return o->sgd.momentum != 0 ? 1 : 0;
-    return 2;
+    return o->adam.amsgrad ? 3 : 2;
 }
 
 const char *tg__opt_buf_name(const tg_optimizer *o, int j)
 {
+    static const char *const adam[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_avg_sq",
+                                                       "max_exp_avg_sq"};
     if (o->kind == TG__OPT_SGD) return "momentum_buffer";
-    return j == 0 ? "exp_avg" : "exp_avg_sq";
+    return adam[j];
 }
 
 const char *tg__opt_kind_name(tg__opt_kind k)

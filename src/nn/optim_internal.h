@@ -7,12 +7,12 @@
 
 typedef enum tg__opt_kind { TG__OPT_SGD = 0, TG__OPT_ADAM, TG__OPT_ADAMW } tg__opt_kind;
 
-#define TG__OPT_MAX_BUFS 2
+#define TG__OPT_MAX_BUFS 3
 
 /* One parameter's state.  buf[j] are contiguous tensors of the parameter's
  * shape in its compute dtype (f64 for f64, f32 otherwise), NULL until the
  * parameter's first step with a gradient: SGD's momentum_buffer, or Adam's
- * exp_avg and exp_avg_sq. */
+ * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq. */
 typedef struct tg__opt_state {
     int64_t step;                       /* Adam/AdamW: this parameter's t */
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
@@ -33,9 +33,10 @@ struct tg_optimizer {
     int64_t steps;          /* tg_optimizer_step calls */
 };
 
-/* Number of state buffers per parameter (0 for SGD without momentum). */
+/* Number of state buffers per parameter (0 for SGD without momentum, 3 for
+ * Adam/AdamW with amsgrad). */
 int tg__opt_n_bufs(const tg_optimizer *o);
-/* "momentum_buffer", "exp_avg", "exp_avg_sq". */
+/* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq". */
 const char *tg__opt_buf_name(const tg_optimizer *o, int j);
 /* "sgd", "adam", "adamw". */
 const char *tg__opt_kind_name(tg__opt_kind k);

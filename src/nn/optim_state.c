@@ -124,7 +124,8 @@ int tg__st_check_indices(const tg_st_file *f, const char *prefix, int n, const c
 }
 
 /* Parameter i's state from f into *st (zeroed by the caller).  Absent keys
- * mean "no state yet"; a partial set is an error naming the missing key. */
+ * mean "no state yet"; a partial set is an error naming the missing key
+ * (max_exp_avg_sq is part of the set with amsgrad, ignored without). */
 static int load_param(const tg_optimizer *opt, const tg_st_file *f, const char *prefix, int i,
                       tg__opt_state *st)
 {
@@ -132,9 +133,8 @@ static int load_param(const tg_optimizer *opt, const tg_st_file *f, const char *
     int nb = tg__opt_n_bufs(opt);
     bool sgd = opt->kind == TG__OPT_SGD;
     bool any = false;
-    for (int j = -1; j < TG__OPT_MAX_BUFS; j++) {
-        TG_TRY(key(k, prefix, i, j < 0 ? "step" : j == 0 ? tg__opt_buf_name(opt, 0)
-                                                          : "exp_avg_sq"));
+    for (int j = -1; j < (sgd ? 1 : TG__OPT_MAX_BUFS); j++) {   /* every name of the kind */
+        TG_TRY(key(k, prefix, i, j < 0 ? "step" : tg__opt_buf_name(opt, j)));
         if (tg_st_get(f, k)) any = true;
     }
     if (!any) return TG_OK;

@@ -9,7 +9,8 @@
 
 #include "optim_internal.h"
 
-/* d = g + wd * p;  buf = d (first) or mom * buf + (1 - damp) * d;
+/* d = g (or -g, maximize);  d = d + wd * p;
+ * buf = d (first) or mom * buf + (1 - damp) * d;
  * d = d + mom * buf (nesterov) or buf;  p = p - lr * d. */
 #define SGD_LOOP(T)                                                           \
     {                                                                         \
@@ -18,7 +19,7 @@
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
         const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
         for (int64_t i = lo; i < hi; i++) {                                   \
-            T d = gg[i];                                                      \
+            T d = s->maximize ? -gg[i] : gg[i];                               \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
             if (s->momentum != 0) {                                           \
                 b[i] = first ? d : b[i] * mom + keep * d;                     \
@@ -58,26 +59,33 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
     tg__parallel_range(n, n > 32768, sgd_range, &q);
 }
 
-/* Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).  Then
- * m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g;
- * denom = sqrt(v) / sqrt(bc2) + eps;  p = p + (-lr / bc1) * m / denom
- * (left to right, as torch's addcmul/addcdiv kernels evaluate),
- * with the bias corrections bc_k = 1 - b_k^t computed in double. */
+/* g = -g when maximizing.  Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).
+ * Then m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g;
+ * with amsgrad vmax = maximum(vmax, v) (torch.maximum: NaN when either is
+ * NaN) replaces v in denom = sqrt(v) / sqrt(bc2) + eps;
+ * p = p + (-lr / bc1) * m / denom (left to right, as torch's
+ * addcmul/addcdiv kernels evaluate), with the bias corrections
+ * bc_k = 1 - b_k^t computed in double. */
 #define ADAM_LOOP(T)                                                          \
     {                                                                         \
         T *pp = q->p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
+        T *vmax = a->amsgrad ? tg_tensor_data(st->buf[2]) : NULL;             \
         const T *gg = q->g;                                                   \
         const T wd = (T)a->weight_decay, decay = (T)(1.0 - o->lr * a->weight_decay); \
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
         const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
         for (int64_t i = lo; i < hi; i++) {                                   \
-            T gi = gg[i];                                                     \
+            T gi = a->maximize ? -gg[i] : gg[i];                              \
             if (q->decoupled) pp[i] = pp[i] * decay;                          \
             else if (a->weight_decay != 0) gi = gi + wd * pp[i];              \
             m[i] = m[i] * b1 + c1 * gi;                                       \
-            v[i] = v[i] * b2 + c2 * gi * gi;                                  \
-            T denom = (T)sqrt(v[i]) / bc2s + eps;                             \
+            T vi = v[i] = v[i] * b2 + c2 * gi * gi;                           \
+            if (vmax) {                                                       \
+                if (vmax[i] > vi || isnan(vmax[i])) vi = vmax[i];             \
+                vmax[i] = vi;                                                 \
+            }                                                                 \
+            T denom = (T)sqrt(vi) / bc2s + eps;                               \
             pp[i] = pp[i] + neg_step * m[i] / denom;                          \
         }                                                                     \
     }
@@ -96,7 +104,7 @@ void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g
                      tg__opt_state *st, int64_t n)
 {
     const tg_adam_opts *a = &o->adam;
-    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
+    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL && (!a->amsgrad || st->buf[2] != NULL));
     st->step++;
     double t = (double)st->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
