@@ -475,6 +475,141 @@ Test(optim, wrong_shaped_grads_are_refused_and_step_skips_null_grads)
     for (int j = 0; j < 3; j++) tg_tensor_release(p[j]);
 }
 
+/* ---- zero_grad ------------------------------------------------------------- */
+
+static void expect_all(const tg_tensor *t, double v, const char *what)
+{
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(dbl, th_at(t, i), v), "%s[%lld] = %g, want %g", what, (long long)i,
+                  th_at(t, i), v);
+}
+
+/* The gradients of sum(2 p0 + 3 p1 + p2): 2, 3 and 1. */
+static void linear_backward(tg_tensor **p)
+{
+    tg_tensor *a = NULL, *b = NULL, *s1 = NULL, *s2 = NULL, *l = NULL;
+    cr_assert(eq(int, tg_mul_scalar(&a, p[0], 2.0), TG_OK));
+    cr_assert(eq(int, tg_mul_scalar(&b, p[1], 3.0), TG_OK));
+    cr_assert(eq(int, tg_add(&s1, a, b), TG_OK));
+    cr_assert(eq(int, tg_add(&s2, s1, p[2]), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, s2), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK), "%s", tg_error_message());
+    tg_tensor *all[] = {a, b, s1, s2, l};
+    th_release_all(5, all);
+}
+
+/* The gradient of sum(5 q * q), 10 q: with create_graph a recorded result. */
+static void square_backward(tg_tensor *q, bool create_graph)
+{
+    tg_tensor *c = NULL, *d = NULL, *l = NULL;
+    cr_assert(eq(int, tg_mul(&c, q, q), TG_OK));
+    cr_assert(eq(int, tg_mul_scalar(&d, c, 5.0), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, d), TG_OK));
+    tg_backward_opts bo = TG_BACKWARD_OPTS_INIT;
+    bo.create_graph = create_graph;
+    cr_assert(eq(int, tg_backward(l, NULL, &bo), TG_OK), "%s", tg_error_message());
+    tg_tensor *all[] = {c, d, l};
+    th_release_all(3, all);
+}
+
+/* zero_grad(set_to_none=False): the .grad each parameter owns is zeroed in
+ * place (the same tensor, a higher version), and the next backward adds
+ * into it again; a .grad the caller retained and one that a view shares
+ * are left as they were, and their parameters get new zero tensors, as
+ * does one recorded by a create_graph backward (which only its parameter
+ * holds); a parameter without a gradient keeps none. */
+Test(optim, zero_grad_in_place_zeroes_own_grads_and_replaces_shared_ones)
+{
+    tg_tensor *p[5];
+    for (int j = 0; j < 5; j++) {
+        cr_assert(eq(int, tg_tensor_full(&p[j], TG_F32, 1, (int64_t[]){4}, 1.0), TG_OK));
+        tg_tensor_set_requires_grad(p[j], true);
+    }
+    tg_optimizer *o = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    cr_assert(eq(int, tg_sgd_new(&o, 5, p, &so), TG_OK));
+    linear_backward(p);
+    square_backward(p[3], true);
+    tg_tensor *own = tg_tensor_grad(p[0]), *recorded = tg_tensor_grad(p[3]);
+    tg_tensor *held = tg_tensor_retain(tg_tensor_grad(p[1])), *view = NULL;
+    cr_assert(eq(int, tg_slice(&view, tg_tensor_grad(p[2]), 0, 1, 3, 1), TG_OK));
+    cr_assert(tg_tensor_is_leaf(recorded) == false && tg_tensor_requires_grad(recorded));
+    uint64_t v_own = tg_tensor_version(own);
+
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, false), TG_OK), "%s", tg_error_message());
+    cr_assert(tg_tensor_grad(p[0]) == own, "p0's own .grad is zeroed in place");
+    cr_assert(tg_tensor_version(own) > v_own);
+    expect_all(own, 0.0, "p0.grad");
+    cr_assert(tg_tensor_grad(p[1]) != held);
+    expect_all(tg_tensor_grad(p[1]), 0.0, "p1.grad");
+    expect_all(held, 3.0, "the caller's p1.grad");
+    expect_all(tg_tensor_grad(p[2]), 0.0, "p2.grad");
+    expect_all(view, 1.0, "the view of p2's old .grad");
+    tg_tensor *g3 = tg_tensor_grad(p[3]);
+    cr_assert(g3 != recorded);   /* made before the recorded one was released */
+    cr_assert(tg_tensor_is_leaf(g3) && tg_tensor_requires_grad(g3) == false);
+    expect_all(g3, 0.0, "p3.grad");
+    cr_assert(tg_tensor_grad(p[4]) == NULL, "a parameter without a gradient keeps none");
+
+    /* the next backward adds into the zeroed tensors, which held pointers see */
+    linear_backward(p);
+    square_backward(p[3], false);
+    cr_assert(tg_tensor_grad(p[0]) == own);
+    expect_all(own, 2.0, "p0.grad after the next backward");
+    cr_assert(tg_tensor_grad(p[3]) == g3);
+    expect_all(g3, 10.0, "p3.grad after the next backward");
+
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, true), TG_OK));
+    for (int j = 0; j < 5; j++) cr_assert(tg_tensor_grad(p[j]) == NULL);
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(NULL, false), TG_EINVAL));
+    tg_optimizer_free(o);
+    tg_tensor_release(held);
+    tg_tensor_release(view);
+    th_release_all(5, p);
+}
+
+/* A zeroed gradient is a gradient: SGD with momentum 0.9 keeps moving a
+ * parameter by its momentum (p -= lr * 0.9 g), where set_to_none makes the
+ * step skip it.  Half gradients become +0 bits. */
+Test(optim, zero_grad_in_place_steps_by_momentum_and_zeroes_half_grads)
+{
+    for (int none = 0; none < 2; none++) {
+        tg_tensor *p = NULL, *g = NULL;
+        tg_tensor_full(&p, TG_F64, 1, (int64_t[]){3}, 1.0);
+        tg_tensor_set_requires_grad(p, true);
+        tg_tensor_full(&g, TG_F64, 1, (int64_t[]){3}, 0.5);
+        tg_tensor_set_grad(p, g);
+        tg_optimizer *o = NULL;
+        tg_sgd_opts so = TG_SGD_OPTS_INIT;
+        so.lr = 0.1, so.momentum = 0.9;
+        cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &so), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, none), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        const double want = none ? 1.0 - 0.1 * 0.5 : 1.0 - 0.1 * 0.5 - 0.1 * (0.9 * 0.5);
+        expect_all(p, want, none ? "p (set_to_none)" : "p (zeroed)");
+        tg_optimizer_free(o);
+        tg_tensor_release(p);
+    }
+    const tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int h = 0; h < 2; h++) {
+        tg_tensor *p = NULL, *g = NULL;
+        tg_tensor_full(&p, halves[h], 1, (int64_t[]){5}, 1.0);
+        tg_tensor_set_requires_grad(p, true);
+        tg_tensor_full(&g, halves[h], 1, (int64_t[]){5}, -0.75);
+        tg_tensor_set_grad(p, g);
+        tg_optimizer *o = NULL;
+        tg_sgd_opts so = TG_SGD_OPTS_INIT;
+        cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &so), TG_OK));
+        cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, false), TG_OK));
+        cr_assert(tg_tensor_grad(p) == g);
+        const uint16_t *bits = tg_tensor_cdata(g);
+        for (int i = 0; i < 5; i++) cr_assert(eq(u16, bits[i], 0), "%s", tg_dtype_name(halves[h]));
+        tg_optimizer_free(o);
+        tg_tensor_release(p);
+    }
+}
+
 Test(optim, set_lr_and_get_lr)
 {
     tg_tensor *p = NULL;

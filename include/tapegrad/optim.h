@@ -4,7 +4,7 @@
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
  *   tg_adam_new(&opt, 2, (tg_tensor *[]){w, b}, &o);
  *   for (...) {
- *       tg_optimizer_zero_grad(opt);
+ *       tg_optimizer_zero_grad(opt);   // or tg_optimizer_zero_grad_ex(opt, false)
  *       ... compute loss; tg_backward(loss, NULL, NULL);
  *       tg_optimizer_step(opt);
  *   }
@@ -102,8 +102,20 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's
  * (checked for all before any is updated). */
 TG_API int tg_optimizer_step(tg_optimizer *opt);
-/* Releases every parameter's gradient (PyTorch's set_to_none=True). */
+/* Releases every parameter's gradient (PyTorch's set_to_none=True, its
+ * default from torch 2.0); NULL does nothing. */
 TG_API void tg_optimizer_zero_grad(tg_optimizer *opt);
+/* opt.zero_grad(set_to_none): true is tg_optimizer_zero_grad; false (torch
+ * 1.13's default) sets every gradient to zeros, so a later backward adds
+ * into zeros and a step moves a parameter no backward reached by its
+ * momentum alone.  A .grad that is its parameter's own (the tensor a
+ * backward adds into in place, tapegrad/tensor.h's tg_tensor_grad) is
+ * zeroed in place and its version bumped; a shared one (retained by the
+ * caller, viewed, saved by an op, or recorded with create_graph) is left
+ * as it was and the parameter gets a new zero tensor, where PyTorch zeroes
+ * the shared tensor.  Parameters without a gradient keep none.  TG_EINVAL
+ * for NULL opt; TG_ENOMEM with nothing changed. */
+TG_API int tg_optimizer_zero_grad_ex(tg_optimizer *opt, bool set_to_none);
 /* Learning rate for the next steps; TG_EINVAL when lr < 0 or NaN. */
 TG_API int tg_optimizer_set_lr(tg_optimizer *opt, double lr);
 TG_API double tg_optimizer_get_lr(const tg_optimizer *opt);

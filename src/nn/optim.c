@@ -257,6 +257,14 @@ void tg_optimizer_zero_grad(tg_optimizer *opt)
     for (int i = 0; i < opt->n; i++) tg_tensor_zero_grad(opt->params[i]);
 }
 
+int tg_optimizer_zero_grad_ex(tg_optimizer *opt, bool set_to_none)
+{
+    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_zero_grad: opt must not be NULL");
+    if (!set_to_none) return tg__zero_grads_in_place(opt->n, opt->params);
+    tg_optimizer_zero_grad(opt);
+    return TG_OK;
+}
+
 int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
 {
     TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
