@@ -52,6 +52,31 @@ static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
     return o;
 }
 
+/* An optimizer of the golden file's kind with every hyperparameter
+ * different from the file's (SGD without momentum, amsgrad and maximize
+ * flipped, ...), but amsgrad as the file's unless flip_amsgrad. */
+static tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, bool flip_amsgrad)
+{
+    tg_optimizer *o = NULL;
+    const char *kind = tg_st_meta_get(f, "kind");
+    int rc;
+    if (strcmp(kind, "sgd") == 0) {
+        tg_sgd_opts s = {.lr = 3 * meta(f, "lr") + 0.01, .momentum = 0.0, .dampening = 0.0,
+                         .weight_decay = meta(f, "weight_decay") + 0.5, .nesterov = false,
+                         .maximize = !meta_flag(f, "maximize")};
+        rc = tg_sgd_new(&o, NP, params, &s);
+    } else {
+        tg_adam_opts a = {.lr = 2 * meta(f, "lr"), .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3,
+                          .weight_decay = meta(f, "weight_decay") + 0.3,
+                          .amsgrad = meta_flag(f, "amsgrad") != flip_amsgrad,
+                          .maximize = !meta_flag(f, "maximize")};
+        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, NP, params, &a)
+                                       : tg_adamw_new(&o, NP, params, &a);
+    }
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    return o;
+}
+
 static tg_tensor *get(const tg_st_file *f, const char *fmt, int a, int b)
 {
     char k[64];
@@ -201,8 +226,10 @@ static void assert_bits_equal(const tg_tensor *a, const tg_tensor *b, const char
 
 /* Steps 0..2 with one optimizer, save (through a real file), a new optimizer
  * loads the state and runs steps 3..4: the parameters equal, bit for bit,
- * those of an uninterrupted run. */
-static void check_resume(const char *config)
+ * those of an uninterrupted run.  With other_opts the new optimizer is made
+ * with different hyperparameters (amsgrad flipped too), which the load
+ * restores, as torch's load_state_dict restores param_groups. */
+static void check_resume(const char *config, bool other_opts)
 {
     tg_st_file *f = th_golden_load("optim/%s_%s.safetensors", config, "f32");
     tg_tensor *a[NP], *b[NP];
@@ -228,9 +255,10 @@ static void check_resume(const char *config)
     cr_assert(eq(int, tg_safetensors_load(&s2, path), TG_OK), "%s", tg_error_message());
     remove(path);
     tg_optimizer_free(ob);
-    ob = make_opt(f, b);
+    ob = other_opts ? make_other_opt(f, b, true) : make_opt(f, b);
     cr_assert(eq(int, tg_optimizer_state_load(ob, s2, "opt"), TG_OK), "%s", tg_error_message());
     cr_assert(eq(i64, tg_optimizer_steps(ob), 3));
+    cr_assert(eq(dbl, tg_optimizer_get_lr(ob), meta(f, "lr")));
     for (int k = 3; k < 5; k++) {
         set_grads(f, b, k);
         cr_assert(eq(int, tg_optimizer_step(ob), TG_OK));
@@ -247,13 +275,21 @@ static void check_resume(const char *config)
 
 Test(optim, state_save_load_resumes_bit_identically)
 {
-    check_resume("sgd_momentum");
-    check_resume("sgd_plain");
-    check_resume("adam");
-    check_resume("adamw");
-    check_resume("adam_amsgrad");
-    check_resume("adamw_amsgrad_maximize");
-    check_resume("sgd_nesterov_maximize");
+    check_resume("sgd_momentum", false);
+    check_resume("sgd_plain", false);
+    check_resume("adam", false);
+    check_resume("adamw", false);
+    check_resume("adam_amsgrad", false);
+    check_resume("adamw_amsgrad_maximize", false);
+    check_resume("sgd_nesterov_maximize", false);
+}
+
+Test(optim, state_load_restores_the_hyperparameters)
+{
+    const char *configs[] = {"sgd_momentum", "sgd_nesterov_maximize", "sgd_wd", "sgd_maximize",
+                             "adam_wd", "adam_amsgrad", "adam_maximize", "adamw",
+                             "adamw_amsgrad_maximize"};
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 
 /* Two snapshots of an optimizer's state hold the same entries, bit for bit. */
@@ -362,6 +398,188 @@ Test(optim, bad_state_files_leave_the_optimizer_unchanged)
     tg_optimizer_free(o);
     free_params(p);
     tg_st_free(f);
+}
+
+/* Stores n values (1: 0-d, 2: shape (2)) under key in a copy of src. */
+static tg_st_file *copy_with(const tg_st_file *src, const char *key, int n, const double *v)
+{
+    tg_st_file *d = copy_without(src, key);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, n - 1, (int64_t[]){2}, v), TG_OK));
+    cr_assert(eq(int, tg_st_set(d, key, t), TG_OK));
+    tg_tensor_release(t);
+    return d;
+}
+
+typedef struct bad_hparam {
+    const char *key;
+    int n;
+    double v[2];
+    int rc;
+    const char *msg;
+} bad_hparam;
+
+/* Each file of before with one entry replaced fails to load with rc and a
+ * message holding msg; the optimizer (its lr set to 0.5 meanwhile) stays as
+ * before, hyperparameters included. */
+static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_hparam *c, int n,
+                           double lr)
+{
+    tg_optimizer_set_lr(o, 0.5);
+    for (int i = 0; i < n; i++) {
+        tg_st_file *bad = copy_with(before, c[i].key, c[i].n, c[i].v);
+        cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), c[i].rc), "%s=%g", c[i].key,
+                  c[i].v[0]);
+        cr_assert(strstr(tg_error_message(), c[i].msg) != NULL, "%s", tg_error_message());
+        cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.5));
+        tg_st_free(bad);
+    }
+    tg_optimizer_set_lr(o, lr);
+    tg_st_file *after = snapshot(o);
+    assert_same_state(before, after);
+    tg_st_free(after);
+}
+
+/* Hyperparameters out of their ranges, of the wrong size or not flags are
+ * refused with TG_EINVAL (TG_ESHAPE) naming the key; a file whose amsgrad
+ * lacks a parameter's maximum is TG_ENOTFOUND naming it.  Nothing changes. */
+Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
+{
+    const bad_hparam adam[] = {
+        {"o.betas", 2, {2.0, 0.5}, TG_EINVAL, "'o.betas'[0]=2 must be in [0, 1)"},
+        {"o.betas", 2, {0.9, 1.0}, TG_EINVAL, "'o.betas'[1]=1 must be in [0, 1)"},
+        {"o.betas", 1, {0.9}, TG_ESHAPE, "'o.betas' must hold 2 values, has 1"},
+        {"o.eps", 1, {-1.0}, TG_EINVAL, "'o.eps'=-1 must be >= 0"},
+        {"o.weight_decay", 1, {NAN}, TG_EINVAL, "'o.weight_decay'=nan must be >= 0"},
+        {"o.amsgrad", 1, {2.0}, TG_EINVAL, "'o.amsgrad'=2 must be 0 or 1"},
+        {"o.maximize", 1, {0.5}, TG_EINVAL, "'o.maximize'=0.5 must be 0 or 1"},
+        {"o.maximize", 2, {0.0, 1.0}, TG_ESHAPE, "'o.maximize' must hold 1 value, has 2"},
+        {"o.initial_lr", 1, {-1.0}, TG_EINVAL, "'o.initial_lr'=-1"},
+    };
+    const bad_hparam sgd[] = {
+        {"o.dampening", 1, {0.5}, TG_EINVAL,
+         "'o.nesterov' requires momentum > 0 and dampening == 0 (got momentum=0.8, "
+         "dampening=0.5)"},
+        {"o.dampening", 1, {INFINITY}, TG_EINVAL, "'o.dampening'=inf must be finite"},
+        {"o.momentum", 1, {-1.0}, TG_EINVAL, "'o.momentum'=-1 must be >= 0"},
+        {"o.nesterov", 1, {3.0}, TG_EINVAL, "'o.nesterov'=3 must be 0 or 1"},
+        {"o.lr", 1, {-2.0}, TG_EINVAL, "'o.lr'=-2"},
+    };
+    const char *configs[2] = {"adam_wd", "sgd_nesterov"};
+    for (int c = 0; c < 2; c++) {
+        tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", configs[c]);
+        tg_tensor *p[NP];
+        init_params(f, p);
+        tg_optimizer *o = make_opt(f, p);
+        for (int k = 0; k < 2; k++) {
+            set_grads(f, p, k);
+            cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        }
+        tg_st_file *before = snapshot(o);
+        if (c == 0) {
+            expect_refused(o, before, adam, sizeof adam / sizeof *adam, meta(f, "lr"));
+            /* amsgrad on, but the file has no maximum for its parameters */
+            const double on = 1.0;
+            tg_st_file *bad = copy_with(before, "o.amsgrad", 1, &on);
+            cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
+            cr_assert(strstr(tg_error_message(), "'o.0.max_exp_avg_sq'") != NULL, "%s",
+                      tg_error_message());
+            tg_st_free(bad);
+        } else {
+            expect_refused(o, before, sgd, sizeof sgd / sizeof *sgd, meta(f, "lr"));
+        }
+        /* and the optimizer continues exactly as PyTorch's */
+        for (int k = 2; k < 5; k++) {
+            set_grads(f, p, k);
+            cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+            assert_params(f, p, k, 1e-6, "after refused loads");
+        }
+        tg_st_free(before);
+        tg_optimizer_free(o);
+        free_params(p);
+        tg_st_free(f);
+    }
+}
+
+/* A file without the hyperparameters (as written before they were saved)
+ * loads its lr, step counts and buffers and leaves the optimizer's other
+ * hyperparameters as they are; an amsgrad optimizer then lacks the maximum
+ * of every parameter that has state. */
+Test(optim, a_state_without_hyperparameters_keeps_the_optimizers_own)
+{
+    tg_st_file *f = th_golden_load("optim/adam_wd_f32.safetensors");
+    tg_tensor *p[NP], *q[NP];
+    init_params(f, p);
+    init_params(f, q);
+    tg_optimizer *o = make_opt(f, p);
+    for (int k = 0; k < 2; k++) {
+        set_grads(f, p, k);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+    }
+    tg_st_file *full = snapshot(o), *old = copy_without(full, "o.betas");
+    const char *hp[] = {"o.eps", "o.weight_decay", "o.amsgrad", "o.maximize"};
+    for (int i = 0; i < 4; i++) {
+        tg_st_file *t = copy_without(old, hp[i]);
+        tg_st_free(old);
+        old = t;
+    }
+    tg_optimizer *other = make_other_opt(f, q, false);
+    tg_st_file *own = snapshot(other);
+    cr_assert(eq(int, tg_optimizer_state_load(other, old, "o"), TG_OK), "%s", tg_error_message());
+    tg_st_file *got = snapshot(other);
+    for (int i = 0; i < 5; i++) {   /* the loader's hyperparameters */
+        const char *k = i < 4 ? hp[i] : "o.betas";
+        assert_bits_equal(tg_st_get(got, k), tg_st_get(own, k), k);
+    }
+    assert_bits_equal(tg_st_get(got, "o.lr"), tg_st_get(full, "o.lr"), "o.lr");
+    assert_bits_equal(tg_st_get(got, "o.1.exp_avg_sq"), tg_st_get(full, "o.1.exp_avg_sq"),
+                      "o.1.exp_avg_sq");
+    tg_optimizer *ams = make_other_opt(f, q, true);
+    cr_assert(eq(int, tg_optimizer_state_load(ams, old, "o"), TG_ENOTFOUND));
+    cr_assert(strstr(tg_error_message(), "'o.0.max_exp_avg_sq'") != NULL, "%s",
+              tg_error_message());
+    tg_optimizer_free(ams);
+    tg_optimizer_free(other);
+    tg_optimizer_free(o);
+    tg_st_free(got);
+    tg_st_free(own);
+    tg_st_free(old);
+    tg_st_free(full);
+    free_params(p);
+    free_params(q);
+    tg_st_free(f);
+}
+
+/* torch's param_group['initial_lr'] travels with the state: a scheduler
+ * made after the load takes the saved initial lr as its base lr, not the
+ * lr the previous scheduler left. */
+Test(optim, state_carries_a_schedulers_initial_lr)
+{
+    tg_tensor *w = NULL, *v = NULL;
+    tg_tensor_zeros(&w, TG_F32, 1, (int64_t[]){2});
+    tg_tensor_zeros(&v, TG_F32, 1, (int64_t[]){2});
+    tg_optimizer *a = NULL, *b = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.1;
+    cr_assert(eq(int, tg_sgd_new(&a, 1, &w, &so), TG_OK));
+    so.lr = 0.7;
+    cr_assert(eq(int, tg_sgd_new(&b, 1, &v, &so), TG_OK));
+    tg_lr_scheduler *sa = NULL, *sb = NULL;
+    cr_assert(eq(int, tg_step_lr_new(&sa, a, 1, 0.5), TG_OK));
+    cr_assert(eq(int, tg_lr_scheduler_step(sa), TG_OK));
+    cr_assert(eq(int, tg_lr_scheduler_step(sa), TG_OK));
+    tg_st_file *s = snapshot(a);
+    cr_assert(eq(int, tg_optimizer_state_load(b, s, "o"), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(dbl, tg_optimizer_get_lr(b), 0.025));
+    cr_assert(eq(int, tg_step_lr_new(&sb, b, 1, 0.5), TG_OK));
+    cr_assert(eq(dbl, tg_lr_scheduler_base_lr(sb), 0.1));
+    tg_lr_scheduler_free(sa);
+    tg_lr_scheduler_free(sb);
+    tg_optimizer_free(a);
+    tg_optimizer_free(b);
+    tg_st_free(s);
+    tg_tensor_release(w);
+    tg_tensor_release(v);
 }
 
 /* ---- construction and step errors -------------------------------------------- */

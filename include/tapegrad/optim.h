@@ -123,17 +123,30 @@ TG_API double tg_optimizer_get_lr(const tg_optimizer *opt);
 TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
 
 /* Adds the optimizer's state to f under prefix (copies, so f may outlive
- * opt): "prefix.step" and "prefix.lr" (0-d i64 and f64), and per parameter i
- * that has state: "prefix.<i>.step" (0-d i64, Adam/AdamW),
- * "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with amsgrad
- * "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
- * "prefix.<i>.momentum_buffer" (SGD with momentum); and the metadata
- * "prefix.kind" = "sgd" | "adam" | "adamw". */
+ * opt), as torch's optimizer.state_dict() holds it:
+ *   "prefix.step"     0-d i64, the number of steps;
+ *   the hyperparameters under torch's param_group keys: "prefix.lr", and
+ *   for SGD "prefix.momentum", ".dampening", ".weight_decay", ".nesterov",
+ *   ".maximize"; for Adam/AdamW "prefix.betas" (f64, shape (2)), ".eps",
+ *   ".weight_decay", ".amsgrad", ".maximize" (reals 0-d f64, flags 0-d i64
+ *   0 or 1); "prefix.initial_lr" once a learning-rate scheduler is attached;
+ *   per parameter i that has state: "prefix.<i>.step" (0-d i64,
+ *   Adam/AdamW), "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with
+ *   amsgrad "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
+ *   "prefix.<i>.momentum_buffer" (SGD with momentum);
+ *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
-/* Restores what state_save wrote, exactly.  TG_ENOTFOUND for a missing key,
- * TG_ESHAPE for a state tensor whose shape is not its parameter's, TG_EINVAL
- * for another kind of optimizer or an entry for a parameter it does not have;
- * on error the optimizer is unchanged. */
+/* Restores what state_save wrote, exactly, hyperparameters included (as
+ * torch's load_state_dict restores param_groups): an optimizer made with
+ * other options continues as the saved one would.  A hyperparameter the
+ * file lacks (a file written before they were saved) keeps opt's value.
+ * TG_ENOTFOUND for a missing key (the step, lr, or part of a parameter's
+ * state, such as max_exp_avg_sq under amsgrad), TG_ESHAPE for a state
+ * tensor whose shape is not its parameter's or a hyperparameter of the
+ * wrong size, TG_EINVAL for a value the constructor would refuse (beta1 = 2,
+ * a flag other than 0 or 1, nesterov without momentum), another kind of
+ * optimizer or an entry for a parameter it does not have: each message
+ * names the key.  On error the optimizer is unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
 
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */

@@ -201,7 +201,7 @@ static int sequential_step(tg_lr_scheduler *s)
     bool restart = i > 0 && ms[i - 1] == e;
     int64_t ce = restart ? 0 : c->last_epoch + 1;
     double lr = 0.0;
-    TG_TRY(next_lr(c, ce, restart, s->opt->lr, NULL, &lr));
+    TG_TRY(next_lr(c, ce, restart, s->opt->h.lr, NULL, &lr));
     commit(c, ce, lr);
     s->last_epoch = e;
     s->last_lr = lr;
@@ -213,7 +213,7 @@ int tg_lr_scheduler_step(tg_lr_scheduler *s)
     TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
     if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
     double lr = 0.0;
-    TG_TRY(next_lr(s, s->last_epoch + 1, false, s->opt->lr, NULL, &lr));
+    TG_TRY(next_lr(s, s->last_epoch + 1, false, s->opt->h.lr, NULL, &lr));
     commit(s, s->last_epoch + 1, lr);
     return TG_OK;
 }
@@ -260,10 +260,10 @@ static int check_factor(const char *op, const char *name, double v)
 static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto)
 {
     proto.opt = opt;
-    proto.base_lr = isnan(opt->initial_lr) ? opt->lr : opt->initial_lr;
+    proto.base_lr = isnan(opt->initial_lr) ? opt->h.lr : opt->initial_lr;
     proto.last_epoch = -1;
     double lr = 0.0;
-    TG_TRY(next_lr(&proto, 0, false, opt->lr, kinds[proto.kind].name, &lr));
+    TG_TRY(next_lr(&proto, 0, false, opt->h.lr, kinds[proto.kind].name, &lr));
     tg_lr_scheduler *s = tg__malloc(sizeof *s);
     if (!s) return TG_ENOMEM;
     *s = proto;

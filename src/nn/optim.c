@@ -4,29 +4,72 @@
  * and the learning rate.  The update rules are in optim_update.c, state
  * save/load in optim_state.c. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "optim_internal.h"
 #include "tapegrad/nn.h"
 
-int tg__opt_n_bufs(const tg_optimizer *o)
+int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h)
 {
-    if (o->kind == TG__OPT_SGD) return o->sgd.momentum != 0 ? 1 : 0;
-    return o->adam.amsgrad ? 3 : 2;
+    if (k == TG__OPT_SGD) return h->momentum != 0 ? 1 : 0;
+    return h->amsgrad ? 3 : 2;
 }
 
-const char *tg__opt_buf_name(const tg_optimizer *o, int j)
+const char *tg__opt_buf_name(tg__opt_kind k, int j)
 {
     static const char *const adam[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_avg_sq",
                                                        "max_exp_avg_sq"};
-    if (o->kind == TG__OPT_SGD) return "momentum_buffer";
-    return adam[j];
+    return k == TG__OPT_SGD ? "momentum_buffer" : adam[j];
 }
 
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
     static const char *const names[] = {"sgd", "adam", "adamw"};
     return names[k];
+}
+
+/* ---- hyperparameters ------------------------------------------------------ */
+
+/* A hyperparameter's name in messages: the option's (beta1), or with a
+ * prefix the state key's ('opt.betas'[0]); into buf (KEY_NAME_MAX bytes). */
+#define KEY_NAME_MAX 300
+static const char *hp_name(char *buf, const char *prefix, const char *opt, const char *key,
+                           int index)
+{
+    if (!prefix) return opt;
+    if (index < 0) snprintf(buf, KEY_NAME_MAX, "'%s.%s'", prefix, key);
+    else snprintf(buf, KEY_NAME_MAX, "'%s.%s'[%d]", prefix, key, index);
+    return buf;
+}
+
+/* !(x >= 0) also rejects NaN. */
+int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
+                          const char *prefix)
+{
+    char n[KEY_NAME_MAX];
+    TG_CHECK(h->lr >= 0 && isfinite(h->lr), TG_EINVAL, "%s: %s=%g must be finite and >= 0",
+             what, hp_name(n, prefix, "lr", "lr", -1), h->lr);
+    TG_CHECK(h->weight_decay >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+             hp_name(n, prefix, "weight_decay", "weight_decay", -1), h->weight_decay);
+    if (k == TG__OPT_SGD) {
+        TG_CHECK(h->momentum >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, "momentum", "momentum", -1), h->momentum);
+        TG_CHECK(isfinite(h->dampening), TG_EINVAL, "%s: %s=%g must be finite", what,
+                 hp_name(n, prefix, "dampening", "dampening", -1), h->dampening);
+        TG_CHECK(!h->nesterov || (h->momentum > 0 && h->dampening == 0), TG_EINVAL,
+                 "%s: %s requires momentum > 0 and dampening == 0 (got momentum=%g, "
+                 "dampening=%g)", what, hp_name(n, prefix, "nesterov", "nesterov", -1),
+                 h->momentum, h->dampening);
+        return TG_OK;
+    }
+    TG_CHECK(h->eps >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+             hp_name(n, prefix, "eps", "eps", -1), h->eps);
+    TG_CHECK(h->beta1 >= 0 && h->beta1 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
+             hp_name(n, prefix, "beta1", "betas", 0), h->beta1);
+    TG_CHECK(h->beta2 >= 0 && h->beta2 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
+             hp_name(n, prefix, "beta2", "betas", 1), h->beta2);
+    return TG_OK;
 }
 
 /* ---- construction -------------------------------------------------------- */
@@ -50,10 +93,12 @@ static int check_params(const char *op, tg_optimizer **out, int n, tg_tensor *co
     return TG_OK;
 }
 
-/* A new optimizer of kind k over params (retained), lr set; options by the caller. */
-static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const *params,
-                     double lr)
+/* A new optimizer of kind k over params (retained) with h, checked first. */
+static int opt_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
+                   tg_tensor *const *params, const tg__opt_hparams *h)
 {
+    TG_TRY(check_params(op, out, n, params));
+    TG_TRY(tg__opt_check_hparams(k, h, op, NULL));
     tg_optimizer *o = tg__calloc(1, sizeof *o);
     tg_tensor **ps = tg__calloc((size_t)n, sizeof *ps);
     tg__opt_state *st = tg__calloc((size_t)n, sizeof *st);
@@ -68,59 +113,29 @@ static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const
     o->n = n;
     o->params = ps;
     o->state = st;
-    o->lr = lr;
+    o->h = *h;
     o->initial_lr = NAN;
     *out = o;
     return TG_OK;
 }
 
-/* !(x >= 0) also rejects NaN. */
 int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const tg_sgd_opts *opts)
 {
-    TG_TRY(check_params("sgd", out, n_params, params));
     TG_CHECK(opts != NULL, TG_EINVAL, "sgd: opts must not be NULL (use TG_SGD_OPTS_INIT)");
-    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
-             "sgd: lr=%g must be finite and >= 0", opts->lr);
-    TG_CHECK(opts->momentum >= 0, TG_EINVAL, "sgd: momentum=%g must be >= 0", opts->momentum);
-    TG_CHECK(isfinite(opts->dampening), TG_EINVAL, "sgd: dampening=%g must be finite",
-             opts->dampening);
-    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "sgd: weight_decay=%g must be >= 0",
-             opts->weight_decay);
-    TG_CHECK(!opts->nesterov || (opts->momentum > 0 && opts->dampening == 0), TG_EINVAL,
-             "sgd: nesterov requires momentum > 0 and dampening == 0 (got momentum=%g, "
-             "dampening=%g)", opts->momentum, opts->dampening);
-    tg_optimizer *o;
-    TG_TRY(opt_alloc(&o, TG__OPT_SGD, n_params, params, opts->lr));
-    o->sgd = *opts;
-    *out = o;
-    return TG_OK;
-}
-
-static int check_adam(const char *op, const tg_adam_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
-    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
-             "%s: lr=%g must be finite and >= 0", op, opts->lr);
-    TG_CHECK(opts->eps >= 0, TG_EINVAL, "%s: eps=%g must be >= 0", op, opts->eps);
-    TG_CHECK(opts->beta1 >= 0 && opts->beta1 < 1, TG_EINVAL,
-             "%s: beta1=%g must be in [0, 1)", op, opts->beta1);
-    TG_CHECK(opts->beta2 >= 0 && opts->beta2 < 1, TG_EINVAL,
-             "%s: beta2=%g must be in [0, 1)", op, opts->beta2);
-    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "%s: weight_decay=%g must be >= 0", op,
-             opts->weight_decay);
-    return TG_OK;
+    tg__opt_hparams h = {.lr = opts->lr, .momentum = opts->momentum,
+                         .dampening = opts->dampening, .weight_decay = opts->weight_decay,
+                         .nesterov = opts->nesterov, .maximize = opts->maximize};
+    return opt_new("sgd", TG__OPT_SGD, out, n_params, params, &h);
 }
 
 static int adam_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
                     tg_tensor *const *params, const tg_adam_opts *opts)
 {
-    TG_TRY(check_params(op, out, n, params));
-    TG_TRY(check_adam(op, opts));
-    tg_optimizer *o;
-    TG_TRY(opt_alloc(&o, k, n, params, opts->lr));
-    o->adam = *opts;
-    *out = o;
-    return TG_OK;
+    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
+    tg__opt_hparams h = {.lr = opts->lr, .beta1 = opts->beta1, .beta2 = opts->beta2,
+                         .eps = opts->eps, .weight_decay = opts->weight_decay,
+                         .amsgrad = opts->amsgrad, .maximize = opts->maximize};
+    return opt_new(op, k, out, n, params, &h);
 }
 
 int tg_adam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
@@ -178,7 +193,7 @@ static int check_grads(const tg_optimizer *o, int64_t *max_numel)
 static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS],
                       bool *converted)
 {
-    int nb = tg__opt_n_bufs(o);
+    int nb = tg__opt_n_bufs(o->kind, &o->h);
     for (int i = 0; i < o->n; i++) {
         const tg_tensor *p = o->params[i];
         if (!p->grad || nb == 0) continue;
@@ -208,8 +223,10 @@ static void update_one(tg_optimizer *o, int i, bool first, void *pbuf, void *gbu
     if (!p_direct) tg__gather(p, cdt, pbuf);
     if (p->grad->dtype == cdt && tg_tensor_is_contiguous(p->grad)) gd = tg_tensor_cdata(p->grad);
     else tg__gather(p->grad, cdt, gbuf);
-    if (o->kind == TG__OPT_SGD) tg__sgd_update(o, cdt, pd, gd, &o->state[i], first, n);
-    else tg__adam_update(o, cdt, pd, gd, &o->state[i], n);
+    if (o->kind == TG__OPT_SGD)
+        tg__sgd_update(&o->h, cdt, pd, gd, &o->state[i], first, n);
+    else
+        tg__adam_update(&o->h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, &o->state[i], n);
     if (!p_direct) tg__scatter(p, cdt, pbuf);
     tg__bump_version(p);
 }
@@ -270,11 +287,11 @@ int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
     TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
     TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL,
              "optimizer_set_lr: lr=%g must be finite and >= 0", lr);
-    opt->lr = lr;
+    opt->h.lr = lr;
     return TG_OK;
 }
 
-double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->lr : NAN; }
+double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->h.lr : NAN; }
 
 int64_t tg_optimizer_steps(const tg_optimizer *opt) { return opt ? opt->steps : -1; }
 

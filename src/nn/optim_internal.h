@@ -18,37 +18,51 @@ typedef struct tg__opt_state {
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
 } tg__opt_state;
 
+/* The hyperparameters, torch's param_group entries: SGD reads lr,
+ * momentum, dampening, weight_decay, nesterov and maximize; Adam/AdamW lr,
+ * beta1, beta2 (torch's betas), eps, weight_decay, amsgrad and maximize. */
+typedef struct tg__opt_hparams {
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
+    bool nesterov, amsgrad, maximize;
+} tg__opt_hparams;
+
 struct tg_optimizer {
     tg__opt_kind kind;
     int n;
     tg_tensor **params;     /* retained */
     tg__opt_state *state;   /* n entries */
-    double lr;
+    tg__opt_hparams h;
     /* torch's param_group['initial_lr']: the lr when the first learning-rate
      * scheduler was attached (the base_lr of every scheduler on this
      * optimizer); NaN until then (lr_scheduler.c). */
     double initial_lr;
-    tg_sgd_opts sgd;        /* SGD only */
-    tg_adam_opts adam;      /* Adam/AdamW only */
     int64_t steps;          /* tg_optimizer_step calls */
 };
 
-/* Number of state buffers per parameter (0 for SGD without momentum, 3 for
- * Adam/AdamW with amsgrad). */
-int tg__opt_n_bufs(const tg_optimizer *o);
+/* TG_EINVAL unless h is valid for kind k: the rules of the constructors
+ * (optim.h).  The message names each value as the constructors' option
+ * ("<what>: beta1=2 must be in [0, 1)"), or, with a prefix, as the state
+ * file's key ("<what>: '<prefix>.betas'[0]=2 must be in [0, 1)"). */
+int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
+                          const char *prefix);
+
+/* Number of state buffers per parameter for kind k with h (0 for SGD
+ * without momentum, 3 for Adam/AdamW with amsgrad). */
+int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h);
 /* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq". */
-const char *tg__opt_buf_name(const tg_optimizer *o, int j);
+const char *tg__opt_buf_name(tg__opt_kind k, int j);
 /* "sgd", "adam", "adamw". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
-/* The updates of one parameter (optim_update.c).  p and g are contiguous
- * buffers of n elements of dtype cdt (f32 or f64); p is updated in place and
- * so is st->buf[*] (same dtype).  first: st's buffers were created for this
- * step (SGD then sets its momentum buffer to the gradient). */
-void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+/* The updates of one parameter with hyperparameters h (optim_update.c).
+ * p and g are contiguous buffers of n elements of dtype cdt (f32 or f64); p
+ * is updated in place and so is st->buf[*] (same dtype).  first: st's
+ * buffers were created for this step (SGD then sets its momentum buffer to
+ * the gradient). */
+void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                     tg__opt_state *st, bool first, int64_t n);
-/* Also increments st->step. */
-void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
-                     tg__opt_state *st, int64_t n);
+/* Adam, or AdamW when decoupled; also increments st->step. */
+void tg__adam_update(const tg__opt_hparams *h, bool decoupled, tg_dtype cdt, void *p,
+                     const void *g, tg__opt_state *st, int64_t n);
 
 #endif

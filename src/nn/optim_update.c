@@ -17,7 +17,7 @@
         T *pp = q->p, *b = st->buf[0] ? tg_tensor_data(st->buf[0]) : NULL;    \
         const T *gg = q->g;                                                   \
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
-        const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
+        const T keep = (T)(1.0 - s->dampening), alpha = (T)(-s->lr);          \
         for (int64_t i = lo; i < hi; i++) {                                   \
             T d = s->maximize ? -gg[i] : gg[i];                               \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
@@ -31,7 +31,7 @@
 
 /* One update call: elements [lo, hi) of a parameter per thread. */
 typedef struct {
-    const tg_optimizer *o;
+    const tg__opt_hparams *h;
     tg_dtype cdt;
     void *p;
     const void *g;
@@ -43,19 +43,18 @@ typedef struct {
 static void sgd_range(void *job, int64_t lo, int64_t hi)
 {
     const update_job *q = job;
-    const tg_optimizer *o = q->o;
-    const tg_sgd_opts *s = &o->sgd;
+    const tg__opt_hparams *s = q->h;
     const tg__opt_state *st = q->st;
     const bool first = q->first;
     if (q->cdt == TG_F64) SGD_LOOP(double)
     else SGD_LOOP(float)
 }
 
-void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                     tg__opt_state *st, bool first, int64_t n)
 {
-    TG_ASSERT(o->sgd.momentum == 0 || st->buf[0] != NULL);
-    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
+    TG_ASSERT(h->momentum == 0 || st->buf[0] != NULL);
+    update_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
     tg__parallel_range(n, n > 32768, sgd_range, &q);
 }
 
@@ -71,7 +70,7 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
         T *pp = q->p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
         T *vmax = a->amsgrad ? tg_tensor_data(st->buf[2]) : NULL;             \
         const T *gg = q->g;                                                   \
-        const T wd = (T)a->weight_decay, decay = (T)(1.0 - o->lr * a->weight_decay); \
+        const T wd = (T)a->weight_decay, decay = (T)(1.0 - a->lr * a->weight_decay); \
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
         const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
@@ -93,23 +92,21 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
 static void adam_range(void *job, int64_t lo, int64_t hi)
 {
     const update_job *q = job;
-    const tg_optimizer *o = q->o;
-    const tg_adam_opts *a = &o->adam;
+    const tg__opt_hparams *a = q->h;
     const tg__opt_state *st = q->st;
     if (q->cdt == TG_F64) ADAM_LOOP(double)
     else ADAM_LOOP(float)
 }
 
-void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
-                     tg__opt_state *st, int64_t n)
+void tg__adam_update(const tg__opt_hparams *a, bool decoupled, tg_dtype cdt, void *p,
+                     const void *g, tg__opt_state *st, int64_t n)
 {
-    const tg_adam_opts *a = &o->adam;
     TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL && (!a->amsgrad || st->buf[2] != NULL));
     st->step++;
     double t = (double)st->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
-    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st,
-                    .decoupled = o->kind == TG__OPT_ADAMW, .step_size = o->lr / bc1,
+    update_job q = {.h = a, .cdt = cdt, .p = p, .g = g, .st = st,
+                    .decoupled = decoupled, .step_size = a->lr / bc1,
                     .bc2_sqrt = sqrt(bc2)};
     tg__parallel_range(n, n > 32768, adam_range, &q);
 }
