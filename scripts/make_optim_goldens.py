@@ -14,7 +14,10 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
                      "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad) or
                      "momentum_buffer" (SGD with momentum)
   metadata           the optimizer ("sgd", "adam", "adamw") and its options,
-                     amsgrad and maximize as "0" or "1".
+                     amsgrad and maximize as "0" or "1"; for the configs of
+                     GROUPS, "groups" = "2" and "g1.<option>", the options
+                     of parameter 1's param group that differ from the
+                     constructor's (parameter 0's group).
 tests/golden/optim/loss.safetensors (f64):
   <loss>.input, <loss>.target and per reduction r in mean/sum/none:
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
@@ -64,6 +67,20 @@ CONFIGS = [
     ("sgd_nesterov_maximize", torch.optim.SGD,
      dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
 ]
+# Two param groups: parameter 0 with the constructor's options, parameter 1
+# with these over them (torch's list of dicts): AdamW without weight decay
+# for the second group, SGD with momentum for the first group only.
+GROUPS = {
+    "adamw_groups": dict(weight_decay=0.0, lr=0.03, amsgrad=True, betas=(0.8, 0.5)),
+    "sgd_groups": dict(lr=0.2, momentum=0.0, nesterov=False, maximize=True),
+    "adam_groups": dict(eps=1e-4, weight_decay=0.05),
+}
+CONFIGS += [
+    ("adamw_groups", torch.optim.AdamW,
+     dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)),
+    ("sgd_groups", torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("adam_groups", torch.optim.Adam, dict(lr=0.02, betas=(0.85, 0.99), amsgrad=True)),
+]
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
 SHAPES = [(3, 4), (5,)]
 SKIP = (2, 1)  # parameter 1 has no gradient at step 2
@@ -76,7 +93,10 @@ def optim_case(name, cls, opts, dtype):
     grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in SHAPES]
              for _ in range(5)]
     tensors = [("p%d.init" % j, p.detach().clone()) for j, p in enumerate(params)]
-    opt = cls(params, **opts)
+    if name in GROUPS:
+        opt = cls([{"params": [params[0]]}, dict(params=[params[1]], **GROUPS[name])], **opts)
+    else:
+        opt = cls(params, **opts)
     for k in range(5):
         for j, p in enumerate(params):
             if (k, j) == SKIP:
@@ -103,6 +123,13 @@ def optim_case(name, cls, opts, dtype):
             "eps": repr(opts.get("eps", 1e-8)),
             "amsgrad": "1" if opts.get("amsgrad") else "0",
             "maximize": "1" if opts.get("maximize") else "0"}
+    for key, v in GROUPS.get(name, {}).items():
+        if key == "betas":
+            meta["g1.beta1"], meta["g1.beta2"] = repr(v[0]), repr(v[1])
+        else:
+            meta["g1." + key] = ("1" if v else "0") if isinstance(v, bool) else repr(v)
+    if name in GROUPS:
+        meta["groups"] = "2"
     suffix = "f32" if dtype == torch.float32 else "f64"
     write_safetensors(os.path.join(OUT, "%s_%s.safetensors" % (name, suffix)), tensors, meta)
 

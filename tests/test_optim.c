@@ -30,25 +30,67 @@ static double meta(const tg_st_file *f, const char *k)
 
 static bool meta_flag(const tg_st_file *f, const char *k) { return meta(f, k) != 0; }
 
-/* An optimizer configured from the golden file's metadata. */
+/* The metadata k as a number, or dflt when absent. */
+static double meta_or(const tg_st_file *f, const char *k, double dflt)
+{
+    const char *v = tg_st_meta_get(f, k);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+/* A golden file of two param groups: parameter 1's group has the options
+ * "g1.<name>" over the constructor's. */
+static bool two_groups(const tg_st_file *f) { return tg_st_meta_get(f, "groups") != NULL; }
+
+static tg_sgd_opts g1_sgd(const tg_st_file *f, tg_sgd_opts s)
+{
+    s.lr = meta_or(f, "g1.lr", s.lr);
+    s.momentum = meta_or(f, "g1.momentum", s.momentum);
+    s.dampening = meta_or(f, "g1.dampening", s.dampening);
+    s.weight_decay = meta_or(f, "g1.weight_decay", s.weight_decay);
+    s.nesterov = meta_or(f, "g1.nesterov", s.nesterov) != 0;
+    s.maximize = meta_or(f, "g1.maximize", s.maximize) != 0;
+    return s;
+}
+
+static tg_adam_opts g1_adam(const tg_st_file *f, tg_adam_opts a)
+{
+    a.lr = meta_or(f, "g1.lr", a.lr);
+    a.beta1 = meta_or(f, "g1.beta1", a.beta1);
+    a.beta2 = meta_or(f, "g1.beta2", a.beta2);
+    a.eps = meta_or(f, "g1.eps", a.eps);
+    a.weight_decay = meta_or(f, "g1.weight_decay", a.weight_decay);
+    a.amsgrad = meta_or(f, "g1.amsgrad", a.amsgrad) != 0;
+    a.maximize = meta_or(f, "g1.maximize", a.maximize) != 0;
+    return a;
+}
+
+/* An optimizer configured from the golden file's metadata: over both
+ * parameters, or over parameter 0 with parameter 1 in a second param group. */
 static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
 {
     tg_optimizer *o = NULL;
     const char *kind = tg_st_meta_get(f, "kind");
+    const int n = two_groups(f) ? 1 : NP;
     int rc;
     if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = meta(f, "lr"), .momentum = meta(f, "momentum"),
                          .dampening = meta(f, "dampening"), .weight_decay = meta(f, "weight_decay"),
-                         .nesterov = meta_flag(f, "nesterov"), .maximize = meta_flag(f, "maximize")};
-        rc = tg_sgd_new(&o, NP, params, &s);
+                         .nesterov = meta_flag(f, "nesterov"),
+                         .maximize = meta_flag(f, "maximize")};
+        rc = tg_sgd_new(&o, n, params, &s);
+        s = g1_sgd(f, s);
+        if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
     } else {
         tg_adam_opts a = {.lr = meta(f, "lr"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
                           .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay"),
                           .amsgrad = meta_flag(f, "amsgrad"), .maximize = meta_flag(f, "maximize")};
-        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, NP, params, &a)
-                                       : tg_adamw_new(&o, NP, params, &a);
+        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, n, params, &a)
+                                       : tg_adamw_new(&o, n, params, &a);
+        a = g1_adam(f, a);
+        if (rc == TG_OK && n == 1) rc = tg_adam_add_param_group(o, 1, &params[1], &a);
     }
     cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 1 + (n == 1)));
     return o;
 }
 
@@ -59,19 +101,23 @@ static tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, boo
 {
     tg_optimizer *o = NULL;
     const char *kind = tg_st_meta_get(f, "kind");
+    const int n = two_groups(f) ? 1 : NP;
     int rc;
     if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = 3 * meta(f, "lr") + 0.01, .momentum = 0.0, .dampening = 0.0,
                          .weight_decay = meta(f, "weight_decay") + 0.5, .nesterov = false,
                          .maximize = !meta_flag(f, "maximize")};
-        rc = tg_sgd_new(&o, NP, params, &s);
+        rc = tg_sgd_new(&o, n, params, &s);
+        if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
     } else {
         tg_adam_opts a = {.lr = 2 * meta(f, "lr"), .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3,
                           .weight_decay = meta(f, "weight_decay") + 0.3,
                           .amsgrad = meta_flag(f, "amsgrad") != flip_amsgrad,
                           .maximize = !meta_flag(f, "maximize")};
-        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, NP, params, &a)
-                                       : tg_adamw_new(&o, NP, params, &a);
+        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, n, params, &a)
+                                       : tg_adamw_new(&o, n, params, &a);
+        a.amsgrad = meta_or(f, "g1.amsgrad", meta_flag(f, "amsgrad")) != flip_amsgrad;
+        if (rc == TG_OK && n == 1) rc = tg_adam_add_param_group(o, 1, &params[1], &a);
     }
     cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
     return o;
@@ -204,6 +250,16 @@ Test(optim, adam_and_adamw_match_pytorch)
     check_config("adamw");
 }
 
+/* AdamW without weight decay (and with amsgrad) in the second group, SGD
+ * with momentum in the first group only, Adam with another eps and weight
+ * decay: each group steps with its own options, as torch's param_groups. */
+Test(optim, param_groups_match_pytorch)
+{
+    check_config("adamw_groups");
+    check_config("sgd_groups");
+    check_config("adam_groups");
+}
+
 Test(optim, amsgrad_and_maximize_match_pytorch)
 {
     check_config("adam_amsgrad");
@@ -282,13 +338,16 @@ Test(optim, state_save_load_resumes_bit_identically)
     check_resume("adam_amsgrad", false);
     check_resume("adamw_amsgrad_maximize", false);
     check_resume("sgd_nesterov_maximize", false);
+    check_resume("adamw_groups", false);
+    check_resume("sgd_groups", false);
 }
 
 Test(optim, state_load_restores_the_hyperparameters)
 {
     const char *configs[] = {"sgd_momentum", "sgd_nesterov_maximize", "sgd_wd", "sgd_maximize",
                              "adam_wd", "adam_amsgrad", "adam_maximize", "adamw",
-                             "adamw_amsgrad_maximize"};
+                             "adamw_amsgrad_maximize", "adamw_groups", "sgd_groups",
+                             "adam_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 
@@ -420,11 +479,14 @@ typedef struct bad_hparam {
 } bad_hparam;
 
 /* Each file of before with one entry replaced fails to load with rc and a
- * message holding msg; the optimizer (its lr set to 0.5 meanwhile) stays as
+ * message holding msg; the optimizer (its lrs set to 0.5 meanwhile) stays as
  * before, hyperparameters included. */
-static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_hparam *c, int n,
-                           double lr)
+static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_hparam *c, int n)
 {
+    double lrs[4];
+    const int G = tg_optimizer_param_group_count(o);
+    cr_assert(G <= 4);
+    for (int g = 0; g < G; g++) lrs[g] = tg_optimizer_get_group_lr(o, g);
     tg_optimizer_set_lr(o, 0.5);
     for (int i = 0; i < n; i++) {
         tg_st_file *bad = copy_with(before, c[i].key, c[i].n, c[i].v);
@@ -434,7 +496,7 @@ static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_
         cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.5));
         tg_st_free(bad);
     }
-    tg_optimizer_set_lr(o, lr);
+    for (int g = 0; g < G; g++) tg_optimizer_set_group_lr(o, g, lrs[g]);
     tg_st_file *after = snapshot(o);
     assert_same_state(before, after);
     tg_st_free(after);
@@ -477,7 +539,7 @@ Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
         }
         tg_st_file *before = snapshot(o);
         if (c == 0) {
-            expect_refused(o, before, adam, sizeof adam / sizeof *adam, meta(f, "lr"));
+            expect_refused(o, before, adam, sizeof adam / sizeof *adam);
             /* amsgrad on, but the file has no maximum for its parameters */
             const double on = 1.0;
             tg_st_file *bad = copy_with(before, "o.amsgrad", 1, &on);
@@ -486,7 +548,7 @@ Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
                       tg_error_message());
             tg_st_free(bad);
         } else {
-            expect_refused(o, before, sgd, sizeof sgd / sizeof *sgd, meta(f, "lr"));
+            expect_refused(o, before, sgd, sizeof sgd / sizeof *sgd);
         }
         /* and the optimizer continues exactly as PyTorch's */
         for (int k = 2; k < 5; k++) {
@@ -580,6 +642,173 @@ Test(optim, state_carries_a_schedulers_initial_lr)
     tg_st_free(s);
     tg_tensor_release(w);
     tg_tensor_release(v);
+}
+
+/* ---- param groups ---------------------------------------------------------------- */
+
+/* call fails with status and a message holding words. */
+#define REFUSED(call, status, words)                                                      \
+    do {                                                                                  \
+        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
+        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
+                  tg_error_message());                                                    \
+    } while (0)
+
+/* Adding a group is refused, with nothing changed, for a NULL optimizer,
+ * the other family's call, a parameter already in a group or given twice,
+ * no parameters, a non-float or non-leaf one, and bad options; NULL opts
+ * take the constructor's. */
+Test(optim, add_param_group_refuses_bad_groups_and_changes_nothing)
+{
+    tg_tensor *p[4] = {NULL}, *iq = NULL, *nl = NULL;
+    for (int j = 0; j < 4; j++) {
+        tg_tensor_zeros(&p[j], TG_F32, 1, (int64_t[]){3});
+        tg_tensor_set_requires_grad(p[j], true);
+    }
+    tg_tensor_zeros(&iq, TG_I32, 1, (int64_t[]){3});
+    tg_mul_scalar(&nl, p[3], 2.0);
+    tg_optimizer *o = NULL, *s = NULL;
+    tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+    a.lr = 0.25;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    cr_assert(eq(int, tg_adamw_new(&o, 2, p, &a), TG_OK));
+    cr_assert(eq(int, tg_sgd_new(&s, 1, &p[3], &so), TG_OK));
+    tg_adam_opts bad = a;
+    bad.beta1 = 2;
+    tg_sgd_opts bad_sgd = so;
+    bad_sgd.nesterov = true;
+    REFUSED(tg_adam_add_param_group(NULL, 1, &p[2], &a), TG_EINVAL,
+            "adam_add_param_group: opt must not be NULL");
+    REFUSED(tg_sgd_add_param_group(o, 1, &p[2], &so), TG_EINVAL,
+            "sgd_add_param_group: opt is 'adamw'");
+    REFUSED(tg_adam_add_param_group(s, 1, &p[2], &a), TG_EINVAL,
+            "adam_add_param_group: opt is 'sgd'");
+    REFUSED(tg_adam_add_param_group(o, 1, &p[0], &a), TG_EINVAL,
+            "params[0] is already in param group 0 (each parameter in one group)");
+    REFUSED(tg_adam_add_param_group(o, 2, (tg_tensor *[]){p[2], p[2]}, &a), TG_EINVAL,
+            "params[1] is params[0] again");
+    REFUSED(tg_adam_add_param_group(o, 0, &p[2], &a), TG_EINVAL, "n_params=0 must be >= 1");
+    REFUSED(tg_adam_add_param_group(o, 1, NULL, &a), TG_EINVAL, "params must not be NULL");
+    REFUSED(tg_adam_add_param_group(o, 1, &iq, &a), TG_EDTYPE,
+            "params[0] has dtype i32; float dtypes only");
+    REFUSED(tg_adam_add_param_group(o, 1, &nl, &a), TG_EINVAL, "params[0] is not a leaf");
+    REFUSED(tg_adam_add_param_group(o, 1, &p[2], &bad), TG_EINVAL,
+            "adam_add_param_group: beta1=2 must be in [0, 1)");
+    REFUSED(tg_sgd_add_param_group(s, 1, &p[2], &bad_sgd), TG_EINVAL,
+            "sgd_add_param_group: nesterov requires momentum > 0");
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 1));
+    cr_assert(eq(int, tg_optimizer_param_group_count(s), 1));
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 1), "nothing retained");
+    /* NULL options: the constructor's, lr 0.25 */
+    cr_assert(eq(int, tg_adam_add_param_group(o, 1, &p[2], NULL), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 2));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 1), 0.25));
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 2));
+    tg_optimizer_free(o);
+    tg_optimizer_free(s);
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 1));
+    tg_tensor_release(iq);
+    tg_tensor_release(nl);
+    th_release_all(4, p);
+}
+
+/* Each group's lr is its own; tg_optimizer_set_lr sets every group's and
+ * tg_optimizer_get_lr reads group 0's.  A group out of range is refused. */
+Test(optim, group_learning_rates)
+{
+    tg_tensor *p[3] = {NULL};
+    for (int j = 0; j < 3; j++) tg_tensor_zeros(&p[j], TG_F64, 1, (int64_t[]){2});
+    tg_optimizer *o = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.1;
+    cr_assert(eq(int, tg_sgd_new(&o, 1, &p[0], &so), TG_OK));
+    so.lr = 0.2;
+    cr_assert(eq(int, tg_sgd_add_param_group(o, 1, &p[1], &so), TG_OK));
+    so.lr = 0.3;
+    cr_assert(eq(int, tg_sgd_add_param_group(o, 1, &p[2], &so), TG_OK));
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 3));
+    const double lrs[3] = {0.1, 0.2, 0.3};
+    for (int g = 0; g < 3; g++) cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, g), lrs[g]));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 2, 0.05), TG_OK));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 2), 0.05));
+    cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.1));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 3, 0.05), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "group=3 must be in [0, 3)") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, -1, 0.05), TG_EINVAL));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 1, NAN), TG_EINVAL));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(NULL, 0, 0.1), TG_EINVAL));
+    cr_assert(isnan(tg_optimizer_get_group_lr(o, 3)));
+    cr_assert(isnan(tg_optimizer_get_group_lr(NULL, 0)));
+    cr_assert(eq(int, tg_optimizer_param_group_count(NULL), 0));
+    cr_assert(eq(int, tg_optimizer_set_lr(o, 0.5), TG_OK));
+    for (int g = 0; g < 3; g++) cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, g), 0.5));
+    tg_optimizer_free(o);
+    th_release_all(3, p);
+}
+
+/* A state of other param groups (another count, other sizes) or with
+ * hyperparameters that are not one per group is refused naming the key;
+ * a bad value names its group.  Nothing changes. */
+Test(optim, state_of_other_param_groups_is_refused)
+{
+    tg_st_file *f = th_golden_load("optim/adamw_groups_f32.safetensors");
+    tg_tensor *p[NP], *q[NP];
+    init_params(f, p);
+    init_params(f, q);
+    tg_optimizer *o = make_opt(f, p);
+    for (int k = 0; k < 2; k++) {
+        set_grads(f, p, k);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+    }
+    tg_st_file *before = snapshot(o);
+    cr_assert(tg_st_get(before, "o.param_groups") != NULL);
+    cr_assert(eq(i64, tg_tensor_numel(tg_st_get(before, "o.betas")), 4));
+    const bad_hparam bad[] = {
+        {"o.param_groups", 1, {2}, TG_EINVAL, "'o.param_groups' holds 1 param groups; this "
+                                              "optimizer has 2"},
+        {"o.param_groups", 2, {2, 0}, TG_EINVAL, "'o.param_groups'[0]=2 parameters; this "
+                                                 "optimizer's group 0 has 1"},
+        {"o.lr", 1, {0.1}, TG_ESHAPE, "'o.lr' must hold 2 values (for each param group), has 1"},
+        {"o.lr", 2, {0.1, -1}, TG_EINVAL, "'o.lr'[1]=-1 must be a finite non-negative number"},
+        {"o.weight_decay", 2, {0.1, NAN}, TG_EINVAL, "'o.weight_decay'[1]=nan must be >= 0"},
+        {"o.amsgrad", 2, {0, 3}, TG_EINVAL, "'o.amsgrad'[1]=3 must be 0 or 1"},
+    };
+    expect_refused(o, before, bad, sizeof bad / sizeof *bad);
+    /* betas (2, 2) with group 1's beta1 = 2 */
+    tg_st_file *b = copy_without(before, "o.betas");
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, 2, (int64_t[]){2, 2},
+                                          (double[]){0.9, 0.999, 2.0, 0.5}), TG_OK));
+    tg_st_set(b, "o.betas", t);
+    tg_tensor_release(t);
+    cr_assert(eq(int, tg_optimizer_state_load(o, b, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "'o.betas'[1][0]=2 must be in [0, 1)") != NULL, "%s",
+              tg_error_message());
+    tg_st_free(b);
+    /* a one-group state into this two-group optimizer, and the reverse */
+    b = copy_without(before, "o.param_groups");
+    cr_assert(eq(int, tg_optimizer_state_load(o, b, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "no 'o.param_groups': the state is of one param group; "
+                                         "this optimizer has 2") != NULL, "%s",
+              tg_error_message());
+    tg_st_free(b);
+    tg_optimizer *one = NULL;
+    tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+    cr_assert(eq(int, tg_adamw_new(&one, NP, q, &a), TG_OK));
+    cr_assert(eq(int, tg_optimizer_state_load(one, before, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "'o.param_groups' holds 2 param groups; this optimizer "
+                                         "has 1") != NULL, "%s", tg_error_message());
+    tg_st_file *after = snapshot(o);
+    assert_same_state(before, after);
+    tg_st_free(after);
+    tg_optimizer_free(one);
+    tg_optimizer_free(o);
+    tg_st_free(before);
+    free_params(q);
+    free_params(p);
+    tg_st_free(f);
 }
 
 /* ---- construction and step errors -------------------------------------------- */

@@ -26,25 +26,43 @@ typedef struct tg__opt_hparams {
     bool nesterov, amsgrad, maximize;
 } tg__opt_hparams;
 
+/* A param group: the optimizer's parameters [begin, end) and their
+ * hyperparameters.  initial_lr is torch's param_group['initial_lr']: the
+ * group's lr when the first learning-rate scheduler was attached (its
+ * base_lr for every scheduler on the optimizer); NaN until then
+ * (lr_scheduler.c). */
+typedef struct tg__opt_group {
+    int begin, end;
+    tg__opt_hparams h;
+    double initial_lr;
+} tg__opt_group;
+
 struct tg_optimizer {
     tg__opt_kind kind;
     int n;
-    tg_tensor **params;     /* retained */
-    tg__opt_state *state;   /* n entries */
-    tg__opt_hparams h;
-    /* torch's param_group['initial_lr']: the lr when the first learning-rate
-     * scheduler was attached (the base_lr of every scheduler on this
-     * optimizer); NaN until then (lr_scheduler.c). */
-    double initial_lr;
-    int64_t steps;          /* tg_optimizer_step calls */
+    tg_tensor **params;        /* retained */
+    tg__opt_state *state;      /* n entries */
+    int n_groups;
+    tg__opt_group *groups;     /* n_groups >= 1, consecutive, covering params[0..n) */
+    tg__opt_hparams defaults;  /* the constructor's: torch's defaults for new groups */
+    int64_t steps;             /* tg_optimizer_step calls */
 };
+
+/* The hyperparameters of a constructor's options. */
+tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o);
+tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
  * ("<what>: beta1=2 must be in [0, 1)"), or, with a prefix, as the state
- * file's key ("<what>: '<prefix>.betas'[0]=2 must be in [0, 1)"). */
+ * file's key ("<what>: '<prefix>.betas'[0]=2 must be in [0, 1)"), with the
+ * group's index first when group >= 0 ("'<prefix>.betas'[1][0]=2"). */
 int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
-                          const char *prefix);
+                          const char *prefix, int group);
+/* TG_EINVAL / TG_EDTYPE unless params[0..n) are n >= 1 distinct float leaf
+ * tensors, none of them already in opt (may be NULL). */
+int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
+                         tg_tensor *const *params);
 
 /* Number of state buffers per parameter for kind k with h (0 for SGD
  * without momentum, 3 for Adam/AdamW with amsgrad). */
