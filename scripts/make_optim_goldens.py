@@ -9,7 +9,15 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
   g<k>.p<j>          the gradient of parameter j at step k (k = 0..4); absent
                      when that parameter has no gradient at that step (skipped)
   p<j>.step<k>       parameter j after step k
-  metadata           the optimizer ("sgd", "adam", "adamw") and its options.
+  p<j>.state.<name>  parameter j's state after the last step, as torch's
+                     optimizer.state holds it: "step" (f32, Adam/AdamW),
+                     "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad) or
+                     "momentum_buffer" (SGD with momentum)
+  metadata           the optimizer ("sgd", "adam", "adamw") and its options,
+                     amsgrad and maximize as "0" or "1"; for the configs of
+                     GROUPS, "groups" = "2" and "g1.<option>", the options
+                     of parameter 1's param group that differ from the
+                     constructor's (parameter 0's group).
 tests/golden/optim/loss.safetensors (f64):
   <loss>.input, <loss>.target and per reduction r in mean/sum/none:
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
@@ -46,6 +54,32 @@ CONFIGS = [
     ("adam", torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8)),
     ("adam_wd", torch.optim.Adam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
     ("adamw", torch.optim.AdamW, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05)),
+    # beta2 well below 1, so that v falls between steps and amsgrad's maximum
+    # differs from v (optim_case checks that it does)
+    ("adam_amsgrad", torch.optim.Adam,
+     dict(lr=0.02, betas=(0.8, 0.5), eps=1e-6, weight_decay=0.1, amsgrad=True)),
+    ("adamw_amsgrad", torch.optim.AdamW,
+     dict(lr=0.01, betas=(0.9, 0.6), eps=1e-8, weight_decay=0.05, amsgrad=True)),
+    ("adam_maximize", torch.optim.Adam, dict(lr=0.01, eps=1e-8, weight_decay=0.1, maximize=True)),
+    ("adamw_amsgrad_maximize", torch.optim.AdamW,
+     dict(lr=0.02, betas=(0.7, 0.5), eps=1e-7, weight_decay=0.02, amsgrad=True, maximize=True)),
+    ("sgd_maximize", torch.optim.SGD, dict(lr=0.1, weight_decay=0.1, maximize=True)),
+    ("sgd_nesterov_maximize", torch.optim.SGD,
+     dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
+]
+# Two param groups: parameter 0 with the constructor's options, parameter 1
+# with these over them (torch's list of dicts): AdamW without weight decay
+# for the second group, SGD with momentum for the first group only.
+GROUPS = {
+    "adamw_groups": dict(weight_decay=0.0, lr=0.03, amsgrad=True, betas=(0.8, 0.5)),
+    "sgd_groups": dict(lr=0.2, momentum=0.0, nesterov=False, maximize=True),
+    "adam_groups": dict(eps=1e-4, weight_decay=0.05),
+}
+CONFIGS += [
+    ("adamw_groups", torch.optim.AdamW,
+     dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)),
+    ("sgd_groups", torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("adam_groups", torch.optim.Adam, dict(lr=0.02, betas=(0.85, 0.99), amsgrad=True)),
 ]
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
 SHAPES = [(3, 4), (5,)]
@@ -59,7 +93,10 @@ def optim_case(name, cls, opts, dtype):
     grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in SHAPES]
              for _ in range(5)]
     tensors = [("p%d.init" % j, p.detach().clone()) for j, p in enumerate(params)]
-    opt = cls(params, **opts)
+    if name in GROUPS:
+        opt = cls([{"params": [params[0]]}, dict(params=[params[1]], **GROUPS[name])], **opts)
+    else:
+        opt = cls(params, **opts)
     for k in range(5):
         for j, p in enumerate(params):
             if (k, j) == SKIP:
@@ -69,6 +106,13 @@ def optim_case(name, cls, opts, dtype):
                 tensors.append(("g%d.p%d" % (k, j), grads[k][j]))
         opt.step()
         tensors += [("p%d.step%d" % (j, k), p.detach().clone()) for j, p in enumerate(params)]
+    for j, p in enumerate(params):
+        for key, v in sorted(opt.state[p].items()):
+            if v is not None:
+                tensors.append(("p%d.state.%s" % (j, key), v.detach().clone()))
+    if opts.get("amsgrad"):
+        st = opt.state[params[0]]
+        assert not torch.equal(st["max_exp_avg_sq"], st["exp_avg_sq"]), name
     meta = {"kind": KIND[cls], "lr": repr(opts["lr"]),
             "momentum": repr(opts.get("momentum", 0.0)),
             "dampening": repr(opts.get("dampening", 0.0)),
@@ -76,7 +120,16 @@ def optim_case(name, cls, opts, dtype):
             "weight_decay": repr(opts.get("weight_decay", 0.0 if cls is not torch.optim.AdamW else 0.01)),
             "beta1": repr(opts.get("betas", (0.9, 0.999))[0]),
             "beta2": repr(opts.get("betas", (0.9, 0.999))[1]),
-            "eps": repr(opts.get("eps", 1e-8))}
+            "eps": repr(opts.get("eps", 1e-8)),
+            "amsgrad": "1" if opts.get("amsgrad") else "0",
+            "maximize": "1" if opts.get("maximize") else "0"}
+    for key, v in GROUPS.get(name, {}).items():
+        if key == "betas":
+            meta["g1.beta1"], meta["g1.beta2"] = repr(v[0]), repr(v[1])
+        else:
+            meta["g1." + key] = ("1" if v else "0") if isinstance(v, bool) else repr(v)
+    if name in GROUPS:
+        meta["groups"] = "2"
     suffix = "f32" if dtype == torch.float32 else "f64"
     write_safetensors(os.path.join(OUT, "%s_%s.safetensors" % (name, suffix)), tensors, meta)
 

@@ -7,12 +7,15 @@ Run from the repository root with the system interpreter (torch 1.13):
 tests/golden/optim/lr_scheduler.safetensors, one entry per case of CASES:
   <case>.lr      f64 (STEPS + 1,): the optimizer's lr after the scheduler's
                  construction (its initial step, epoch 0), then after each of
-                 STEPS calls of scheduler.step() (epochs 1..STEPS)
+                 STEPS calls of scheduler.step() (epochs 1..STEPS); for a
+                 case of two param groups (an initial lr per group) f64
+                 (STEPS + 1, 2), each group's lr
   metadata       <case> = the PyTorch code of the case; "torch" = its version.
-Each case runs a dummy SGD optimizer on one parameter; optimizer.step() comes
-before each scheduler.step(), as PyTorch asks.  A case with SET_LR[case] =
-(k, lr) sets the optimizer's lr to lr just before the k-th scheduler.step(),
-to show the chainable formulas, which start from the optimizer's current lr.
+Each case runs a dummy SGD optimizer on one parameter per param group;
+optimizer.step() comes before each scheduler.step(), as PyTorch asks.  A
+case with SET_LR[case] = (k, lr, g) sets param group g's lr to lr just
+before the k-th scheduler.step(), to show the chainable formulas, which
+start from the optimizer's current lr.
 tests/test_lr_scheduler.c builds the same cases in C.
 """
 import os
@@ -84,25 +87,40 @@ CASES = [
      "SequentialLR(o, [LinearLR(o, start_factor=0.1, end_factor=0.1, total_iters=2), "
      "ExponentialLR(o, gamma=0.9)], milestones=[2])"),
     ("seq_single", 0.4, "SequentialLR(o, [StepLR(o, step_size=4, gamma=0.5)], milestones=[])"),
+    # two param groups, each scheduled from its own base lr
+    ("groups_cosine", (0.1, 0.02), "CosineAnnealingLR(o, T_max=10, eta_min=1e-3)"),
+    ("groups_linear", (0.05, 0.5), "LinearLR(o, start_factor=0.1, total_iters=10)"),
+    ("groups_step", (0.05, 1.0), "StepLR(o, step_size=3, gamma=0.5)"),
+    ("groups_multistep", (0.3, 0.01), "MultiStepLR(o, milestones=[2, 9, 9], gamma=0.4)"),
+    ("groups_lambda", (0.1, 0.3), "LambdaLR(o, warmup5)"),
+    ("groups_exponential_set_lr", (0.1, 0.2), "ExponentialLR(o, gamma=0.8)"),
+    ("groups_seq_warmup_cosine", (0.1, 0.01),
+     "SequentialLR(o, [LinearLR(o, start_factor=0.1, total_iters=5), "
+     "CosineAnnealingLR(o, T_max=30, eta_min=1e-4)], milestones=[5])"),
 ]
-SET_LR = {"cosine_set_lr": (5, 0.03), "linear_set_lr": (4, 0.5),
-          "exponential_set_lr": (10, 1.0), "lambda_set_lr": (6, 0.7)}
+# case: (k, lr, group): set param group `group`'s lr to lr before step k
+SET_LR = {"cosine_set_lr": (5, 0.03, 0), "linear_set_lr": (4, 0.5, 0),
+          "exponential_set_lr": (10, 1.0, 0), "lambda_set_lr": (6, 0.7, 0),
+          "groups_exponential_set_lr": (10, 0.5, 1)}
 
 
 def run(name, lr, code):
-    p = torch.zeros(1, requires_grad=True)
-    o = torch.optim.SGD([p], lr=lr)
+    """The lrs of a case: (STEPS + 1,), or (STEPS + 1, 2) for two groups."""
+    groups = lr if isinstance(lr, tuple) else (lr,)
+    ps = [torch.zeros(1, requires_grad=True) for _ in groups]
+    o = torch.optim.SGD([{"params": [p], "lr": g} for p, g in zip(ps, groups)], lr=groups[0])
     sched = eval(code, globals(), {"o": o})
-    lrs = [o.param_groups[0]["lr"]]
-    assert sched.get_last_lr() == lrs
+    lrs = [[g["lr"] for g in o.param_groups]]
+    assert sched.get_last_lr() == lrs[0]
     for k in range(1, STEPS + 1):
         o.step()
         if name in SET_LR and SET_LR[name][0] == k:
-            o.param_groups[0]["lr"] = SET_LR[name][1]
+            o.param_groups[SET_LR[name][2]]["lr"] = SET_LR[name][1]
         sched.step()
-        lrs.append(o.param_groups[0]["lr"])
-        assert sched.get_last_lr() == lrs[-1:]
-    return torch.tensor(lrs, dtype=torch.float64)
+        lrs.append([g["lr"] for g in o.param_groups])
+        assert sched.get_last_lr() == lrs[-1]
+    t = torch.tensor(lrs, dtype=torch.float64)
+    return t if len(groups) > 1 else t[:, 0]
 
 
 def main():
@@ -111,8 +129,11 @@ def main():
     tensors, meta = [], {"torch": torch.__version__}
     for name, lr, code in CASES:
         tensors.append((name + ".lr", run(name, lr, code)))
-        setting = " (lr set to %r before step %d)" % SET_LR[name][::-1] if name in SET_LR else ""
-        meta[name] = "SGD(lr=%r); %s%s" % (lr, code, setting)
+        setting = (" (group %d's lr set to %r before step %d)" % SET_LR[name][::-1]
+                   if name in SET_LR else "")
+        opt = ("SGD(lr=%r)" % lr if not isinstance(lr, tuple) else
+               "SGD([{params: [p], lr: %r}, {params: [q], lr: %r}])" % lr)
+        meta[name] = "%s; %s%s" % (opt, code, setting)
     write_safetensors(os.path.join(OUT, "lr_scheduler.safetensors"), tensors, meta)
 
 

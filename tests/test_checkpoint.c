@@ -44,7 +44,10 @@ static void state_init(state *s, uint64_t seed, bool with_opt)
     tg_tensor **params;
     int n;
     cr_assert(eq(int, tg_module_parameters(s->model, &params, &n), 0));
+    /* options that differ with the seed, so that a load must restore them */
     tg_adam_opts o = TG_ADAM_OPTS_INIT;
+    if (seed != 1) o.lr = 0.05, o.beta1 = 0.5, o.eps = 1e-3, o.weight_decay = 0.1;
+    o.amsgrad = seed == 1;
     cr_assert(eq(int, tg_adam_new(&s->opt, n, params, &o), 0));
     free(params);
     uint8_t px[10 * 4];
@@ -172,7 +175,7 @@ Test(checkpoint, round_trip_restores_every_slot_bit_for_bit)
     cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0), "%s", tg_error_message());
     tg_st_file *want = snapshot(&a);
 
-    state_init(&b, 99, true);   /* different weights, no optimizer state yet */
+    state_init(&b, 99, true);   /* different weights and options, no optimizer state yet */
     cr_assert(eq(int, tg_checkpoint_load(b.ck, ck_path), 0), "%s", tg_error_message());
     tg_st_file *got = snapshot(&b);
     assert_same_files(want, got);
@@ -356,6 +359,19 @@ Test(checkpoint, wrong_shape_or_metadata_changes_nothing)
     cr_assert(eq(int, tg_st_meta_set(f, "arch", "lin4-3"), 0));
     cr_assert(eq(int, tg_safetensors_save(f, ck_path), 0));
     assert_load_changes_nothing(ck_path, true, TG_ESHAPE);
+    tg_tensor_release(w);
+    tg_st_free(f);
+
+    /* An optimizer's beta1 of 2, refused by the check before any slot loads */
+    cr_assert(eq(int, tg_checkpoint_save(a.ck, ck_path, NULL), 0));
+    cr_assert(eq(int, tg_safetensors_load(&f, ck_path), 0));
+    cr_assert(eq(int, tg_tensor_from_data(&w, TG_F64, 1, (int64_t[]){2}, (double[]){2, 0.999}),
+                 0));
+    cr_assert(eq(int, tg_st_set(f, "opt.betas", w), 0));
+    cr_assert(eq(int, tg_st_meta_set(f, "arch", "lin4-3"), 0));
+    cr_assert(eq(int, tg_safetensors_save(f, ck_path), 0));
+    assert_load_changes_nothing(ck_path, true, TG_EINVAL);
+    cr_assert(strstr(tg_error_message(), "'opt.betas'[0]=2") != NULL, "%s", tg_error_message());
     tg_tensor_release(w);
     tg_st_free(f);
     state_free(&a);

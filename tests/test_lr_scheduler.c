@@ -57,15 +57,17 @@ typedef struct spec {
 #define LAMBDA(f) {.k = K_LAMBDA, .fn = (f)}
 
 /* A case: one scheduler, or a SequentialLR (seq) of n parts with n - 1
- * milestones; set_at > 0 sets the optimizer's lr to set_lr before that step. */
+ * milestones; set_at > 0 sets the optimizer's lr to set_lr before that step
+ * (of param group set_group when the case has two).  lr2 > 0 makes a
+ * second param group with that lr. */
 typedef struct gcase {
     const char *name;
-    double lr;
+    double lr, lr2;
     int n;
     spec parts[3];
     bool seq;
     int64_t ms[2];
-    int set_at;
+    int set_at, set_group;
     double set_lr;
 } gcase;
 
@@ -116,6 +118,16 @@ static const gcase cases[] = {
     {.name = "seq_constant_exponential", .lr = 1.0, .n = 2,
      .parts = {LIN(0.1, 0.1, 2), EXPO(0.9)}, .seq = true, .ms = {2}},
     {.name = "seq_single", .lr = 0.4, .n = 1, .parts = {STEP(4, 0.5)}, .seq = true},
+    {.name = "groups_cosine", .lr = 0.1, .lr2 = 0.02, .n = 1, .parts = {COS(10, 1e-3)}},
+    {.name = "groups_linear", .lr = 0.05, .lr2 = 0.5, .n = 1, .parts = {LIN(0.1, 1.0, 10)}},
+    {.name = "groups_step", .lr = 0.05, .lr2 = 1.0, .n = 1, .parts = {STEP(3, 0.5)}},
+    {.name = "groups_multistep", .lr = 0.3, .lr2 = 0.01, .n = 1,
+     .parts = {MULTI(0.4, 3, 2, 9, 9)}},
+    {.name = "groups_lambda", .lr = 0.1, .lr2 = 0.3, .n = 1, .parts = {LAMBDA(warmup5)}},
+    {.name = "groups_exponential_set_lr", .lr = 0.1, .lr2 = 0.2, .n = 1,
+     .parts = {EXPO(0.8)}, .set_at = 10, .set_lr = 0.5, .set_group = 1},
+    {.name = "groups_seq_warmup_cosine", .lr = 0.1, .lr2 = 0.01, .n = 2,
+     .parts = {LIN(0.1, 1.0, 5), COS(30, 1e-4)}, .seq = true, .ms = {5}},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -132,13 +144,15 @@ static int make_one(tg_lr_scheduler **out, tg_optimizer *o, const spec *p)
     return TG_EINVAL;
 }
 
-/* A case's optimizer (SGD over one f64 parameter) and schedulers; top is the
- * one to step. */
+/* A case's optimizer (SGD over one f64 parameter per param group) and
+ * schedulers; top is the one to step. */
 typedef struct run {
-    tg_tensor *p;
+    tg_tensor *p, *q;
     tg_optimizer *opt;
     tg_lr_scheduler *parts[3], *top;
 } run;
+
+static int n_groups(const gcase *c) { return c->lr2 > 0 ? 2 : 1; }
 
 static void run_make(run *r, const gcase *c)
 {
@@ -148,6 +162,12 @@ static void run_make(run *r, const gcase *c)
     tg_sgd_opts so = TG_SGD_OPTS_INIT;
     so.lr = c->lr;
     cr_assert(eq(int, tg_sgd_new(&r->opt, 1, &r->p, &so), TG_OK));
+    if (c->lr2 > 0) {
+        cr_assert(eq(int, tg_tensor_zeros(&r->q, TG_F64, 1, (int64_t[]){1}), TG_OK));
+        tg_tensor_set_requires_grad(r->q, true);
+        so.lr = c->lr2;
+        cr_assert(eq(int, tg_sgd_add_param_group(r->opt, 1, &r->q, &so), TG_OK));
+    }
     for (int i = 0; i < c->n; i++)
         cr_assert(eq(int, make_one(&r->parts[i], r->opt, &c->parts[i]), TG_OK), "%s: %s",
                   c->name, tg_error_message());
@@ -164,12 +184,16 @@ static void run_free(run *r)
     for (int i = 0; i < 3; i++) tg_lr_scheduler_free(r->parts[i]);
     tg_optimizer_free(r->opt);
     tg_tensor_release(r->p);
+    tg_tensor_release(r->q);
 }
 
 /* Step k of case c (with its set_lr, if any, first). */
 static void run_step(run *r, const gcase *c, int k)
 {
-    if (k == c->set_at) cr_assert(eq(int, tg_optimizer_set_lr(r->opt, c->set_lr), TG_OK));
+    if (k == c->set_at && c->lr2 > 0)
+        cr_assert(eq(int, tg_optimizer_set_group_lr(r->opt, c->set_group, c->set_lr), TG_OK));
+    else if (k == c->set_at)
+        cr_assert(eq(int, tg_optimizer_set_lr(r->opt, c->set_lr), TG_OK));
     cr_assert(eq(int, tg_lr_scheduler_step(r->top), TG_OK), "%s step %d: %s", c->name, k,
               tg_error_message());
 }
@@ -194,8 +218,8 @@ static void expect_lr(const char *what, int k, double got, double want)
                   got, want);
 }
 
-/* Every case's lr after its construction and after each of 40 steps is
- * torch's; get_last_lr and last_epoch agree. */
+/* Every case's lr (each param group's) after its construction and after
+ * each of 40 steps is torch's; get_last_lr and last_epoch agree. */
 Test(lr_scheduler, sequences_match_pytorch)
 {
     tg_st_file *f = th_golden_load("optim/lr_scheduler.safetensors");
@@ -205,14 +229,20 @@ Test(lr_scheduler, sequences_match_pytorch)
         char key[96];
         snprintf(key, sizeof key, "%s.lr", c->name);
         const tg_tensor *want = tg_st_get(f, key);
-        cr_assert(want != NULL && tg_tensor_numel(want) == STEPS + 1, "%s", key);
+        const int G = n_groups(c);
+        cr_assert(want != NULL && tg_tensor_numel(want) == (STEPS + 1) * G, "%s", key);
         run r;
         run_make(&r, c);
         for (int k = 0; k <= STEPS; k++) {
             if (k > 0) run_step(&r, c, k);
-            double w;
-            tg_tensor_get_flat(want, k, &w);
-            expect_lr(c->name, k, tg_optimizer_get_lr(r.opt), w);
+            for (int g = 0; g < G; g++) {
+                double w, lr = tg_optimizer_get_group_lr(r.opt, g);
+                tg_tensor_get_flat(want, k * G + g, &w);
+                char what[96];
+                snprintf(what, sizeof what, "%s group %d", c->name, g);
+                expect_lr(what, k, lr, w);
+                cr_assert(eq(dbl, tg_lr_scheduler_get_group_last_lr(r.top, g), lr));
+            }
             cr_assert(eq(dbl, tg_lr_scheduler_get_last_lr(r.top), tg_optimizer_get_lr(r.opt)));
             cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), k));
         }
@@ -240,6 +270,14 @@ static double negative(int64_t e, void *user)
 #define REFUSED(call, words)                                                              \
     do {                                                                                  \
         cr_assert(eq(int, (call), TG_EINVAL), "%s", #call);                               \
+        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
+                  tg_error_message());                                                    \
+    } while (0)
+
+/* call fails with status and a message holding words. */
+#define REFUSED_WITH(call, status, words)                                                     \
+    do {                                                                                  \
+        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
         cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
                   tg_error_message());                                                    \
     } while (0)
@@ -541,6 +579,55 @@ Test(lr_scheduler, bad_states_change_nothing)
     run_free(&r);
 }
 
+/* A scheduler schedules the param groups its optimizer had when it was
+ * made: after a group is added its steps are refused (nothing changes), as
+ * is a SequentialLR of it, and its state does not load into a scheduler of
+ * two groups.  One made afterwards takes the new group's lr as its base lr
+ * and the first group's initial lr. */
+Test(lr_scheduler, schedulers_follow_the_param_groups_they_were_made_for)
+{
+    run r;
+    run_make(&r, find_case("step_1"));   /* lr 1.0, gamma 0.9 every step */
+    cr_assert(eq(int, tg_lr_scheduler_step(r.top), TG_OK));
+    tg_tensor *q = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&q, TG_F64, 1, (int64_t[]){1}), TG_OK));
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.5;
+    cr_assert(eq(int, tg_sgd_add_param_group(r.opt, 1, &q, &so), TG_OK));
+    REFUSED(tg_lr_scheduler_step(r.top),
+            "lr_scheduler_step: the optimizer has 2 param groups, the scheduler was made for 1");
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), 1));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 0), 0.9));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 1), 0.5));
+    tg_lr_scheduler *seq = NULL, *e = NULL;
+    REFUSED(tg_sequential_lr_new(&seq, r.opt, 1, &r.top, NULL),
+            "sequential_lr: schedulers[0] was made for 1 param groups; the optimizer has 2");
+    cr_assert(eq(int, tg_exponential_lr_new(&e, r.opt, 0.5), TG_OK));
+    cr_assert(eq(dbl, tg_lr_scheduler_group_base_lr(e, 0), 1.0));
+    cr_assert(eq(dbl, tg_lr_scheduler_group_base_lr(e, 1), 0.5));
+    cr_assert(isnan(tg_lr_scheduler_group_base_lr(e, 2)));
+    cr_assert(isnan(tg_lr_scheduler_get_group_last_lr(e, -1)));
+    cr_assert(isnan(tg_lr_scheduler_get_group_last_lr(NULL, 0)));
+    cr_assert(eq(int, tg_lr_scheduler_step(e), TG_OK));
+    cr_assert(eq(dbl, tg_lr_scheduler_get_group_last_lr(e, 0), 0.45));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 1), 0.25));
+    tg_st_file *one = snapshot(r.top);
+    tg_lr_scheduler *s2 = NULL;
+    cr_assert(eq(int, tg_step_lr_new(&s2, r.opt, 1, 0.9), TG_OK));
+    tg_st_file *two = snapshot(s2);
+    REFUSED_WITH(tg_lr_scheduler_state_load(s2, one, "o"), TG_ESHAPE,
+             "'o.base_lr' must hold 2 values (one per param group), has 1");
+    tg_st_file *again = snapshot(s2);
+    expect_same_state(two, again);
+    tg_st_free(again);
+    tg_st_free(two);
+    tg_st_free(one);
+    tg_lr_scheduler_free(s2);
+    tg_lr_scheduler_free(e);
+    tg_tensor_release(q);
+    run_free(&r);
+}
+
 /* NULL arguments and a prefix too long for a key. */
 Test(lr_scheduler, state_functions_refuse_null)
 {
@@ -601,13 +688,15 @@ Test(lr_scheduler, checkpoint_resume_equals_uninterrupted_run)
     const int splits[] = {0, 3, 5, 17};
     for (int ci = 0; ci < N_CASES; ci++) {
         const gcase *c = &cases[ci];
-        double whole[STEPS + 1];
+        double whole[STEPS + 1], whole2[STEPS + 1];
         run r;
         run_make(&r, c);
         whole[0] = tg_optimizer_get_lr(r.opt);
+        whole2[0] = tg_optimizer_get_group_lr(r.opt, n_groups(c) - 1);
         for (int k = 1; k <= STEPS; k++) {
             run_step(&r, c, k);
             whole[k] = tg_optimizer_get_lr(r.opt);
+            whole2[k] = tg_optimizer_get_group_lr(r.opt, n_groups(c) - 1);
         }
         run_free(&r);
         for (size_t si = 0; si < sizeof splits / sizeof *splits; si++) {
@@ -630,6 +719,8 @@ Test(lr_scheduler, checkpoint_resume_equals_uninterrupted_run)
                 cr_assert(eq(dbl, tg_optimizer_get_lr(r.opt), whole[k]),
                           "%s resumed after %d, epoch %d: %.17g vs %.17g", c->name, at, k,
                           tg_optimizer_get_lr(r.opt), whole[k]);
+                cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, n_groups(c) - 1), whole2[k]),
+                          "%s resumed after %d, epoch %d, last group", c->name, at, k);
             }
             run_free(&r);
         }

@@ -20,6 +20,7 @@
 #include "nn_fixtures.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/ops.h"
 #include "tapegrad/safetensors.h"
 
 /* ---- helpers ---- */
@@ -436,4 +437,49 @@ Test(nn, batchnorm_gradcheck_f64)
     bn_gradcheck(true, true);
     bn_gradcheck(true, false);
     bn_gradcheck(false, true);
+}
+
+/* module.zero_grad(set_to_none=False) reaches the parameters of every
+ * descendant: each .grad the parameter owns is zeroed in place, one the
+ * caller retained is replaced by a new zero tensor and keeps its values. */
+Test(nn, zero_grad_in_place_reaches_every_descendant)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_module *seq = NULL, *a = NULL, *b = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&a, 3, 4, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&b, 4, 2, true, &rng), TG_OK));
+    tg_nn_sequential_append(seq, a);
+    tg_nn_sequential_append(seq, b);
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){5, 3}, 4), *y = NULL, *l = NULL;
+    cr_assert(eq(int, tg_module_forward(seq, &y, x), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, y), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK));
+    tg_tensor **ps = NULL;
+    int n = 0;
+    cr_assert(eq(int, tg_module_parameters(seq, &ps, &n), TG_OK));
+    cr_assert(eq(int, n, 4));
+    tg_tensor *grads[4], *held = tg_tensor_retain(tg_tensor_grad(ps[3]));
+    double held0 = th_at(held, 0);
+    cr_assert(held0 != 0);
+    for (int i = 0; i < n; i++) grads[i] = tg_tensor_grad(ps[i]);
+    cr_assert(eq(int, tg_module_zero_grad_ex(seq, false), TG_OK), "%s", tg_error_message());
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *g = tg_tensor_grad(ps[i]);
+        cr_assert(g != NULL);
+        cr_assert(i == 3 ? g != grads[i] : g == grads[i], "parameter %d", i);
+        for (int64_t k = 0; k < tg_tensor_numel(g); k++)
+            cr_assert(eq(dbl, th_at(g, k), 0.0), "parameter %d element %lld", i, (long long)k);
+    }
+    cr_assert(eq(dbl, th_at(held, 0), held0));
+    cr_assert(eq(int, tg_module_zero_grad_ex(seq, true), TG_OK));
+    for (int i = 0; i < n; i++) cr_assert(tg_tensor_grad(ps[i]) == NULL);
+    cr_assert(eq(int, tg_module_zero_grad_ex(NULL, false), TG_EINVAL));
+    free(ps);
+    tg_tensor_release(held);
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    tg_tensor_release(l);
+    tg_module_release(seq);
 }

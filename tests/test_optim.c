@@ -1,7 +1,8 @@
-/* tests/test_optim.c - SGD/Adam/AdamW against PyTorch 1.13's parameters after
- * each of 5 steps (tests/golden/optim/, scripts/make_optim_goldens.py), state
- * save/load resuming bit-identically, errors leaving everything unchanged, and
- * a small regression that Adam fits. */
+/* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize) against PyTorch
+ * 1.13's parameters after each of 5 steps and its optimizer state after the
+ * last (tests/golden/optim/, scripts/make_optim_goldens.py), state save/load
+ * resuming bit-identically, errors leaving everything unchanged, and a small
+ * regression that Adam fits. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -27,22 +28,96 @@ static double meta(const tg_st_file *f, const char *k)
     return strtod(v, NULL);
 }
 
-/* An optimizer configured from the golden file's metadata. */
+static bool meta_flag(const tg_st_file *f, const char *k) { return meta(f, k) != 0; }
+
+/* The metadata k as a number, or dflt when absent. */
+static double meta_or(const tg_st_file *f, const char *k, double dflt)
+{
+    const char *v = tg_st_meta_get(f, k);
+    return v ? strtod(v, NULL) : dflt;
+}
+
+/* A golden file of two param groups: parameter 1's group has the options
+ * "g1.<name>" over the constructor's. */
+static bool two_groups(const tg_st_file *f) { return tg_st_meta_get(f, "groups") != NULL; }
+
+static tg_sgd_opts g1_sgd(const tg_st_file *f, tg_sgd_opts s)
+{
+    s.lr = meta_or(f, "g1.lr", s.lr);
+    s.momentum = meta_or(f, "g1.momentum", s.momentum);
+    s.dampening = meta_or(f, "g1.dampening", s.dampening);
+    s.weight_decay = meta_or(f, "g1.weight_decay", s.weight_decay);
+    s.nesterov = meta_or(f, "g1.nesterov", s.nesterov) != 0;
+    s.maximize = meta_or(f, "g1.maximize", s.maximize) != 0;
+    return s;
+}
+
+static tg_adam_opts g1_adam(const tg_st_file *f, tg_adam_opts a)
+{
+    a.lr = meta_or(f, "g1.lr", a.lr);
+    a.beta1 = meta_or(f, "g1.beta1", a.beta1);
+    a.beta2 = meta_or(f, "g1.beta2", a.beta2);
+    a.eps = meta_or(f, "g1.eps", a.eps);
+    a.weight_decay = meta_or(f, "g1.weight_decay", a.weight_decay);
+    a.amsgrad = meta_or(f, "g1.amsgrad", a.amsgrad) != 0;
+    a.maximize = meta_or(f, "g1.maximize", a.maximize) != 0;
+    return a;
+}
+
+/* An optimizer configured from the golden file's metadata: over both
+ * parameters, or over parameter 0 with parameter 1 in a second param group. */
 static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
 {
     tg_optimizer *o = NULL;
     const char *kind = tg_st_meta_get(f, "kind");
+    const int n = two_groups(f) ? 1 : NP;
     int rc;
     if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = meta(f, "lr"), .momentum = meta(f, "momentum"),
                          .dampening = meta(f, "dampening"), .weight_decay = meta(f, "weight_decay"),
-                         .nesterov = meta(f, "nesterov") != 0};
-        rc = tg_sgd_new(&o, NP, params, &s);
+                         .nesterov = meta_flag(f, "nesterov"),
+                         .maximize = meta_flag(f, "maximize")};
+        rc = tg_sgd_new(&o, n, params, &s);
+        s = g1_sgd(f, s);
+        if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
     } else {
         tg_adam_opts a = {.lr = meta(f, "lr"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
-                          .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay")};
-        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, NP, params, &a)
-                                       : tg_adamw_new(&o, NP, params, &a);
+                          .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay"),
+                          .amsgrad = meta_flag(f, "amsgrad"), .maximize = meta_flag(f, "maximize")};
+        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, n, params, &a)
+                                       : tg_adamw_new(&o, n, params, &a);
+        a = g1_adam(f, a);
+        if (rc == TG_OK && n == 1) rc = tg_adam_add_param_group(o, 1, &params[1], &a);
+    }
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 1 + (n == 1)));
+    return o;
+}
+
+/* An optimizer of the golden file's kind with every hyperparameter
+ * different from the file's (SGD without momentum, amsgrad and maximize
+ * flipped, ...), but amsgrad as the file's unless flip_amsgrad. */
+static tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, bool flip_amsgrad)
+{
+    tg_optimizer *o = NULL;
+    const char *kind = tg_st_meta_get(f, "kind");
+    const int n = two_groups(f) ? 1 : NP;
+    int rc;
+    if (strcmp(kind, "sgd") == 0) {
+        tg_sgd_opts s = {.lr = 3 * meta(f, "lr") + 0.01, .momentum = 0.0, .dampening = 0.0,
+                         .weight_decay = meta(f, "weight_decay") + 0.5, .nesterov = false,
+                         .maximize = !meta_flag(f, "maximize")};
+        rc = tg_sgd_new(&o, n, params, &s);
+        if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
+    } else {
+        tg_adam_opts a = {.lr = 2 * meta(f, "lr"), .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3,
+                          .weight_decay = meta(f, "weight_decay") + 0.3,
+                          .amsgrad = meta_flag(f, "amsgrad") != flip_amsgrad,
+                          .maximize = !meta_flag(f, "maximize")};
+        rc = strcmp(kind, "adam") == 0 ? tg_adam_new(&o, n, params, &a)
+                                       : tg_adamw_new(&o, n, params, &a);
+        a.amsgrad = meta_or(f, "g1.amsgrad", meta_flag(f, "amsgrad")) != flip_amsgrad;
+        if (rc == TG_OK && n == 1) rc = tg_adam_add_param_group(o, 1, &params[1], &a);
     }
     cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
     return o;
@@ -95,6 +170,48 @@ static void free_params(tg_tensor **params)
     for (int j = 0; j < NP; j++) tg_tensor_release(params[j]);
 }
 
+static tg_st_file *snapshot(const tg_optimizer *o);
+
+/* The optimizer's saved per-parameter state ("o.<j>.<name>") holds exactly
+ * the entries of torch's optimizer.state ("p<j>.state.<name>"), with its
+ * values. */
+static void assert_state(const tg_st_file *f, const tg_optimizer *o, double tol,
+                         const char *what)
+{
+    tg_st_file *s = snapshot(o);
+    int want = 0, have = 0;
+    for (int e = 0; e < tg_st_count(f); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(f, e, &name, &t);
+        int j;
+        char field[32];
+        if (sscanf(name, "p%d.state.%31s", &j, field) != 2) continue;
+        want++;
+        char k[64];
+        snprintf(k, sizeof k, "o.%d.%s", j, field);
+        const tg_tensor *u = tg_st_get(s, k);
+        cr_assert(u != NULL, "%s: %s missing from the saved state", what, k);
+        cr_assert(eq(i64, tg_tensor_numel(u), tg_tensor_numel(t)), "%s: %s", what, k);
+        for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
+            double x, y;
+            tg_tensor_get_flat(u, i, &x);
+            tg_tensor_get_flat(t, i, &y);
+            cr_assert(epsilon_eq(dbl, x, y, tol * fmax(1, fabs(y))), "%s: %s[%lld] %.17g vs %.17g",
+                      what, k, (long long)i, x, y);
+        }
+    }
+    for (int e = 0; e < tg_st_count(s); e++) {   /* and nothing torch's state lacks */
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(s, e, &name, &t);
+        int j, len = 0;
+        if (sscanf(name, "o.%d.%n", &j, &len) == 1 && len > 0) have++;
+    }
+    cr_assert(eq(int, have, want), "%s: %d state entries saved, torch has %d", what, have, want);
+    tg_st_free(s);
+}
+
 /* Runs the 5 golden steps of config in f32 and f64. */
 static void check_config(const char *config)
 {
@@ -110,6 +227,7 @@ static void check_config(const char *config)
             cr_assert(eq(int, tg_optimizer_step(o), TG_OK), "%s", tg_error_message());
             assert_params(f, params, k, tols[d], config);
         }
+        assert_state(f, o, tols[d], config);
         cr_assert(eq(i64, tg_optimizer_steps(o), 5));
         tg_optimizer_free(o);
         free_params(params);
@@ -132,6 +250,26 @@ Test(optim, adam_and_adamw_match_pytorch)
     check_config("adamw");
 }
 
+/* AdamW without weight decay (and with amsgrad) in the second group, SGD
+ * with momentum in the first group only, Adam with another eps and weight
+ * decay: each group steps with its own options, as torch's param_groups. */
+Test(optim, param_groups_match_pytorch)
+{
+    check_config("adamw_groups");
+    check_config("sgd_groups");
+    check_config("adam_groups");
+}
+
+Test(optim, amsgrad_and_maximize_match_pytorch)
+{
+    check_config("adam_amsgrad");
+    check_config("adamw_amsgrad");
+    check_config("adam_maximize");
+    check_config("adamw_amsgrad_maximize");
+    check_config("sgd_maximize");
+    check_config("sgd_nesterov_maximize");
+}
+
 /* ---- state save / load ----------------------------------------------------- */
 
 static void assert_bits_equal(const tg_tensor *a, const tg_tensor *b, const char *what)
@@ -144,8 +282,10 @@ static void assert_bits_equal(const tg_tensor *a, const tg_tensor *b, const char
 
 /* Steps 0..2 with one optimizer, save (through a real file), a new optimizer
  * loads the state and runs steps 3..4: the parameters equal, bit for bit,
- * those of an uninterrupted run. */
-static void check_resume(const char *config)
+ * those of an uninterrupted run.  With other_opts the new optimizer is made
+ * with different hyperparameters (amsgrad flipped too), which the load
+ * restores, as torch's load_state_dict restores param_groups. */
+static void check_resume(const char *config, bool other_opts)
 {
     tg_st_file *f = th_golden_load("optim/%s_%s.safetensors", config, "f32");
     tg_tensor *a[NP], *b[NP];
@@ -171,9 +311,10 @@ static void check_resume(const char *config)
     cr_assert(eq(int, tg_safetensors_load(&s2, path), TG_OK), "%s", tg_error_message());
     remove(path);
     tg_optimizer_free(ob);
-    ob = make_opt(f, b);
+    ob = other_opts ? make_other_opt(f, b, true) : make_opt(f, b);
     cr_assert(eq(int, tg_optimizer_state_load(ob, s2, "opt"), TG_OK), "%s", tg_error_message());
     cr_assert(eq(i64, tg_optimizer_steps(ob), 3));
+    cr_assert(eq(dbl, tg_optimizer_get_lr(ob), meta(f, "lr")));
     for (int k = 3; k < 5; k++) {
         set_grads(f, b, k);
         cr_assert(eq(int, tg_optimizer_step(ob), TG_OK));
@@ -190,10 +331,24 @@ static void check_resume(const char *config)
 
 Test(optim, state_save_load_resumes_bit_identically)
 {
-    check_resume("sgd_momentum");
-    check_resume("sgd_plain");
-    check_resume("adam");
-    check_resume("adamw");
+    check_resume("sgd_momentum", false);
+    check_resume("sgd_plain", false);
+    check_resume("adam", false);
+    check_resume("adamw", false);
+    check_resume("adam_amsgrad", false);
+    check_resume("adamw_amsgrad_maximize", false);
+    check_resume("sgd_nesterov_maximize", false);
+    check_resume("adamw_groups", false);
+    check_resume("sgd_groups", false);
+}
+
+Test(optim, state_load_restores_the_hyperparameters)
+{
+    const char *configs[] = {"sgd_momentum", "sgd_nesterov_maximize", "sgd_wd", "sgd_maximize",
+                             "adam_wd", "adam_amsgrad", "adam_maximize", "adamw",
+                             "adamw_amsgrad_maximize", "adamw_groups", "sgd_groups",
+                             "adam_groups"};
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 
 /* Two snapshots of an optimizer's state hold the same entries, bit for bit. */
@@ -300,6 +455,358 @@ Test(optim, bad_state_files_leave_the_optimizer_unchanged)
     tg_st_free(after);
     tg_st_free(before);
     tg_optimizer_free(o);
+    free_params(p);
+    tg_st_free(f);
+}
+
+/* Stores n values (1: 0-d, 2: shape (2)) under key in a copy of src. */
+static tg_st_file *copy_with(const tg_st_file *src, const char *key, int n, const double *v)
+{
+    tg_st_file *d = copy_without(src, key);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, n - 1, (int64_t[]){2}, v), TG_OK));
+    cr_assert(eq(int, tg_st_set(d, key, t), TG_OK));
+    tg_tensor_release(t);
+    return d;
+}
+
+typedef struct bad_hparam {
+    const char *key;
+    int n;
+    double v[2];
+    int rc;
+    const char *msg;
+} bad_hparam;
+
+/* Each file of before with one entry replaced fails to load with rc and a
+ * message holding msg; the optimizer (its lrs set to 0.5 meanwhile) stays as
+ * before, hyperparameters included. */
+static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_hparam *c, int n)
+{
+    double lrs[4];
+    const int G = tg_optimizer_param_group_count(o);
+    cr_assert(G <= 4);
+    for (int g = 0; g < G; g++) lrs[g] = tg_optimizer_get_group_lr(o, g);
+    tg_optimizer_set_lr(o, 0.5);
+    for (int i = 0; i < n; i++) {
+        tg_st_file *bad = copy_with(before, c[i].key, c[i].n, c[i].v);
+        cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), c[i].rc), "%s=%g", c[i].key,
+                  c[i].v[0]);
+        cr_assert(strstr(tg_error_message(), c[i].msg) != NULL, "%s", tg_error_message());
+        cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.5));
+        tg_st_free(bad);
+    }
+    for (int g = 0; g < G; g++) tg_optimizer_set_group_lr(o, g, lrs[g]);
+    tg_st_file *after = snapshot(o);
+    assert_same_state(before, after);
+    tg_st_free(after);
+}
+
+/* Hyperparameters out of their ranges, of the wrong size or not flags are
+ * refused with TG_EINVAL (TG_ESHAPE) naming the key; a file whose amsgrad
+ * lacks a parameter's maximum is TG_ENOTFOUND naming it.  Nothing changes. */
+Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
+{
+    const bad_hparam adam[] = {
+        {"o.betas", 2, {2.0, 0.5}, TG_EINVAL, "'o.betas'[0]=2 must be in [0, 1)"},
+        {"o.betas", 2, {0.9, 1.0}, TG_EINVAL, "'o.betas'[1]=1 must be in [0, 1)"},
+        {"o.betas", 1, {0.9}, TG_ESHAPE, "'o.betas' must hold 2 values, has 1"},
+        {"o.eps", 1, {-1.0}, TG_EINVAL, "'o.eps'=-1 must be >= 0"},
+        {"o.weight_decay", 1, {NAN}, TG_EINVAL, "'o.weight_decay'=nan must be >= 0"},
+        {"o.amsgrad", 1, {2.0}, TG_EINVAL, "'o.amsgrad'=2 must be 0 or 1"},
+        {"o.maximize", 1, {0.5}, TG_EINVAL, "'o.maximize'=0.5 must be 0 or 1"},
+        {"o.maximize", 2, {0.0, 1.0}, TG_ESHAPE, "'o.maximize' must hold 1 value, has 2"},
+        {"o.initial_lr", 1, {-1.0}, TG_EINVAL, "'o.initial_lr'=-1"},
+    };
+    const bad_hparam sgd[] = {
+        {"o.dampening", 1, {0.5}, TG_EINVAL,
+         "'o.nesterov' requires momentum > 0 and dampening == 0 (got momentum=0.8, "
+         "dampening=0.5)"},
+        {"o.dampening", 1, {INFINITY}, TG_EINVAL, "'o.dampening'=inf must be finite"},
+        {"o.momentum", 1, {-1.0}, TG_EINVAL, "'o.momentum'=-1 must be >= 0"},
+        {"o.nesterov", 1, {3.0}, TG_EINVAL, "'o.nesterov'=3 must be 0 or 1"},
+        {"o.lr", 1, {-2.0}, TG_EINVAL, "'o.lr'=-2"},
+    };
+    const char *configs[2] = {"adam_wd", "sgd_nesterov"};
+    for (int c = 0; c < 2; c++) {
+        tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", configs[c]);
+        tg_tensor *p[NP];
+        init_params(f, p);
+        tg_optimizer *o = make_opt(f, p);
+        for (int k = 0; k < 2; k++) {
+            set_grads(f, p, k);
+            cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        }
+        tg_st_file *before = snapshot(o);
+        if (c == 0) {
+            expect_refused(o, before, adam, sizeof adam / sizeof *adam);
+            /* amsgrad on, but the file has no maximum for its parameters */
+            const double on = 1.0;
+            tg_st_file *bad = copy_with(before, "o.amsgrad", 1, &on);
+            cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
+            cr_assert(strstr(tg_error_message(), "'o.0.max_exp_avg_sq'") != NULL, "%s",
+                      tg_error_message());
+            tg_st_free(bad);
+        } else {
+            expect_refused(o, before, sgd, sizeof sgd / sizeof *sgd);
+        }
+        /* and the optimizer continues exactly as PyTorch's */
+        for (int k = 2; k < 5; k++) {
+            set_grads(f, p, k);
+            cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+            assert_params(f, p, k, 1e-6, "after refused loads");
+        }
+        tg_st_free(before);
+        tg_optimizer_free(o);
+        free_params(p);
+        tg_st_free(f);
+    }
+}
+
+/* A file without the hyperparameters (as written before they were saved)
+ * loads its lr, step counts and buffers and leaves the optimizer's other
+ * hyperparameters as they are; an amsgrad optimizer then lacks the maximum
+ * of every parameter that has state. */
+Test(optim, a_state_without_hyperparameters_keeps_the_optimizers_own)
+{
+    tg_st_file *f = th_golden_load("optim/adam_wd_f32.safetensors");
+    tg_tensor *p[NP], *q[NP];
+    init_params(f, p);
+    init_params(f, q);
+    tg_optimizer *o = make_opt(f, p);
+    for (int k = 0; k < 2; k++) {
+        set_grads(f, p, k);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+    }
+    tg_st_file *full = snapshot(o), *old = copy_without(full, "o.betas");
+    const char *hp[] = {"o.eps", "o.weight_decay", "o.amsgrad", "o.maximize"};
+    for (int i = 0; i < 4; i++) {
+        tg_st_file *t = copy_without(old, hp[i]);
+        tg_st_free(old);
+        old = t;
+    }
+    tg_optimizer *other = make_other_opt(f, q, false);
+    tg_st_file *own = snapshot(other);
+    cr_assert(eq(int, tg_optimizer_state_load(other, old, "o"), TG_OK), "%s", tg_error_message());
+    tg_st_file *got = snapshot(other);
+    for (int i = 0; i < 5; i++) {   /* the loader's hyperparameters */
+        const char *k = i < 4 ? hp[i] : "o.betas";
+        assert_bits_equal(tg_st_get(got, k), tg_st_get(own, k), k);
+    }
+    assert_bits_equal(tg_st_get(got, "o.lr"), tg_st_get(full, "o.lr"), "o.lr");
+    assert_bits_equal(tg_st_get(got, "o.1.exp_avg_sq"), tg_st_get(full, "o.1.exp_avg_sq"),
+                      "o.1.exp_avg_sq");
+    tg_optimizer *ams = make_other_opt(f, q, true);
+    cr_assert(eq(int, tg_optimizer_state_load(ams, old, "o"), TG_ENOTFOUND));
+    cr_assert(strstr(tg_error_message(), "'o.0.max_exp_avg_sq'") != NULL, "%s",
+              tg_error_message());
+    tg_optimizer_free(ams);
+    tg_optimizer_free(other);
+    tg_optimizer_free(o);
+    tg_st_free(got);
+    tg_st_free(own);
+    tg_st_free(old);
+    tg_st_free(full);
+    free_params(p);
+    free_params(q);
+    tg_st_free(f);
+}
+
+/* torch's param_group['initial_lr'] travels with the state: a scheduler
+ * made after the load takes the saved initial lr as its base lr, not the
+ * lr the previous scheduler left. */
+Test(optim, state_carries_a_schedulers_initial_lr)
+{
+    tg_tensor *w = NULL, *v = NULL;
+    tg_tensor_zeros(&w, TG_F32, 1, (int64_t[]){2});
+    tg_tensor_zeros(&v, TG_F32, 1, (int64_t[]){2});
+    tg_optimizer *a = NULL, *b = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.1;
+    cr_assert(eq(int, tg_sgd_new(&a, 1, &w, &so), TG_OK));
+    so.lr = 0.7;
+    cr_assert(eq(int, tg_sgd_new(&b, 1, &v, &so), TG_OK));
+    tg_lr_scheduler *sa = NULL, *sb = NULL;
+    cr_assert(eq(int, tg_step_lr_new(&sa, a, 1, 0.5), TG_OK));
+    cr_assert(eq(int, tg_lr_scheduler_step(sa), TG_OK));
+    cr_assert(eq(int, tg_lr_scheduler_step(sa), TG_OK));
+    tg_st_file *s = snapshot(a);
+    cr_assert(eq(int, tg_optimizer_state_load(b, s, "o"), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(dbl, tg_optimizer_get_lr(b), 0.025));
+    cr_assert(eq(int, tg_step_lr_new(&sb, b, 1, 0.5), TG_OK));
+    cr_assert(eq(dbl, tg_lr_scheduler_base_lr(sb), 0.1));
+    tg_lr_scheduler_free(sa);
+    tg_lr_scheduler_free(sb);
+    tg_optimizer_free(a);
+    tg_optimizer_free(b);
+    tg_st_free(s);
+    tg_tensor_release(w);
+    tg_tensor_release(v);
+}
+
+/* ---- param groups ---------------------------------------------------------------- */
+
+/* call fails with status and a message holding words. */
+#define REFUSED(call, status, words)                                                      \
+    do {                                                                                  \
+        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
+        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
+                  tg_error_message());                                                    \
+    } while (0)
+
+/* Adding a group is refused, with nothing changed, for a NULL optimizer,
+ * the other family's call, a parameter already in a group or given twice,
+ * no parameters, a non-float or non-leaf one, and bad options; NULL opts
+ * take the constructor's. */
+Test(optim, add_param_group_refuses_bad_groups_and_changes_nothing)
+{
+    tg_tensor *p[4] = {NULL}, *iq = NULL, *nl = NULL;
+    for (int j = 0; j < 4; j++) {
+        tg_tensor_zeros(&p[j], TG_F32, 1, (int64_t[]){3});
+        tg_tensor_set_requires_grad(p[j], true);
+    }
+    tg_tensor_zeros(&iq, TG_I32, 1, (int64_t[]){3});
+    tg_mul_scalar(&nl, p[3], 2.0);
+    tg_optimizer *o = NULL, *s = NULL;
+    tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+    a.lr = 0.25;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    cr_assert(eq(int, tg_adamw_new(&o, 2, p, &a), TG_OK));
+    cr_assert(eq(int, tg_sgd_new(&s, 1, &p[3], &so), TG_OK));
+    tg_adam_opts bad = a;
+    bad.beta1 = 2;
+    tg_sgd_opts bad_sgd = so;
+    bad_sgd.nesterov = true;
+    REFUSED(tg_adam_add_param_group(NULL, 1, &p[2], &a), TG_EINVAL,
+            "adam_add_param_group: opt must not be NULL");
+    REFUSED(tg_sgd_add_param_group(o, 1, &p[2], &so), TG_EINVAL,
+            "sgd_add_param_group: opt is 'adamw'");
+    REFUSED(tg_adam_add_param_group(s, 1, &p[2], &a), TG_EINVAL,
+            "adam_add_param_group: opt is 'sgd'");
+    REFUSED(tg_adam_add_param_group(o, 1, &p[0], &a), TG_EINVAL,
+            "params[0] is already in param group 0 (each parameter in one group)");
+    REFUSED(tg_adam_add_param_group(o, 2, (tg_tensor *[]){p[2], p[2]}, &a), TG_EINVAL,
+            "params[1] is params[0] again");
+    REFUSED(tg_adam_add_param_group(o, 0, &p[2], &a), TG_EINVAL, "n_params=0 must be >= 1");
+    REFUSED(tg_adam_add_param_group(o, 1, NULL, &a), TG_EINVAL, "params must not be NULL");
+    REFUSED(tg_adam_add_param_group(o, 1, &iq, &a), TG_EDTYPE,
+            "params[0] has dtype i32; float dtypes only");
+    REFUSED(tg_adam_add_param_group(o, 1, &nl, &a), TG_EINVAL, "params[0] is not a leaf");
+    REFUSED(tg_adam_add_param_group(o, 1, &p[2], &bad), TG_EINVAL,
+            "adam_add_param_group: beta1=2 must be in [0, 1)");
+    REFUSED(tg_sgd_add_param_group(s, 1, &p[2], &bad_sgd), TG_EINVAL,
+            "sgd_add_param_group: nesterov requires momentum > 0");
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 1));
+    cr_assert(eq(int, tg_optimizer_param_group_count(s), 1));
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 1), "nothing retained");
+    /* NULL options: the constructor's, lr 0.25 */
+    cr_assert(eq(int, tg_adam_add_param_group(o, 1, &p[2], NULL), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 2));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 1), 0.25));
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 2));
+    tg_optimizer_free(o);
+    tg_optimizer_free(s);
+    cr_assert(eq(int, tg_tensor_refcount(p[2]), 1));
+    tg_tensor_release(iq);
+    tg_tensor_release(nl);
+    th_release_all(4, p);
+}
+
+/* Each group's lr is its own; tg_optimizer_set_lr sets every group's and
+ * tg_optimizer_get_lr reads group 0's.  A group out of range is refused. */
+Test(optim, group_learning_rates)
+{
+    tg_tensor *p[3] = {NULL};
+    for (int j = 0; j < 3; j++) tg_tensor_zeros(&p[j], TG_F64, 1, (int64_t[]){2});
+    tg_optimizer *o = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    so.lr = 0.1;
+    cr_assert(eq(int, tg_sgd_new(&o, 1, &p[0], &so), TG_OK));
+    so.lr = 0.2;
+    cr_assert(eq(int, tg_sgd_add_param_group(o, 1, &p[1], &so), TG_OK));
+    so.lr = 0.3;
+    cr_assert(eq(int, tg_sgd_add_param_group(o, 1, &p[2], &so), TG_OK));
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 3));
+    const double lrs[3] = {0.1, 0.2, 0.3};
+    for (int g = 0; g < 3; g++) cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, g), lrs[g]));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 2, 0.05), TG_OK));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 2), 0.05));
+    cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.1));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 3, 0.05), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "group=3 must be in [0, 3)") != NULL, "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, -1, 0.05), TG_EINVAL));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(o, 1, NAN), TG_EINVAL));
+    cr_assert(eq(int, tg_optimizer_set_group_lr(NULL, 0, 0.1), TG_EINVAL));
+    cr_assert(isnan(tg_optimizer_get_group_lr(o, 3)));
+    cr_assert(isnan(tg_optimizer_get_group_lr(NULL, 0)));
+    cr_assert(eq(int, tg_optimizer_param_group_count(NULL), 0));
+    cr_assert(eq(int, tg_optimizer_set_lr(o, 0.5), TG_OK));
+    for (int g = 0; g < 3; g++) cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, g), 0.5));
+    tg_optimizer_free(o);
+    th_release_all(3, p);
+}
+
+/* A state of other param groups (another count, other sizes) or with
+ * hyperparameters that are not one per group is refused naming the key;
+ * a bad value names its group.  Nothing changes. */
+Test(optim, state_of_other_param_groups_is_refused)
+{
+    tg_st_file *f = th_golden_load("optim/adamw_groups_f32.safetensors");
+    tg_tensor *p[NP], *q[NP];
+    init_params(f, p);
+    init_params(f, q);
+    tg_optimizer *o = make_opt(f, p);
+    for (int k = 0; k < 2; k++) {
+        set_grads(f, p, k);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+    }
+    tg_st_file *before = snapshot(o);
+    cr_assert(tg_st_get(before, "o.param_groups") != NULL);
+    cr_assert(eq(i64, tg_tensor_numel(tg_st_get(before, "o.betas")), 4));
+    const bad_hparam bad[] = {
+        {"o.param_groups", 1, {2}, TG_EINVAL, "'o.param_groups' holds 1 param groups; this "
+                                              "optimizer has 2"},
+        {"o.param_groups", 2, {2, 0}, TG_EINVAL, "'o.param_groups'[0]=2 parameters; this "
+                                                 "optimizer's group 0 has 1"},
+        {"o.lr", 1, {0.1}, TG_ESHAPE, "'o.lr' must hold 2 values (for each param group), has 1"},
+        {"o.lr", 2, {0.1, -1}, TG_EINVAL, "'o.lr'[1]=-1 must be a finite non-negative number"},
+        {"o.weight_decay", 2, {0.1, NAN}, TG_EINVAL, "'o.weight_decay'[1]=nan must be >= 0"},
+        {"o.amsgrad", 2, {0, 3}, TG_EINVAL, "'o.amsgrad'[1]=3 must be 0 or 1"},
+    };
+    expect_refused(o, before, bad, sizeof bad / sizeof *bad);
+    /* betas (2, 2) with group 1's beta1 = 2 */
+    tg_st_file *b = copy_without(before, "o.betas");
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, 2, (int64_t[]){2, 2},
+                                          (double[]){0.9, 0.999, 2.0, 0.5}), TG_OK));
+    tg_st_set(b, "o.betas", t);
+    tg_tensor_release(t);
+    cr_assert(eq(int, tg_optimizer_state_load(o, b, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "'o.betas'[1][0]=2 must be in [0, 1)") != NULL, "%s",
+              tg_error_message());
+    tg_st_free(b);
+    /* a one-group state into this two-group optimizer, and the reverse */
+    b = copy_without(before, "o.param_groups");
+    cr_assert(eq(int, tg_optimizer_state_load(o, b, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "no 'o.param_groups': the state is of one param group; "
+                                         "this optimizer has 2") != NULL, "%s",
+              tg_error_message());
+    tg_st_free(b);
+    tg_optimizer *one = NULL;
+    tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+    cr_assert(eq(int, tg_adamw_new(&one, NP, q, &a), TG_OK));
+    cr_assert(eq(int, tg_optimizer_state_load(one, before, "o"), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "'o.param_groups' holds 2 param groups; this optimizer "
+                                         "has 1") != NULL, "%s", tg_error_message());
+    tg_st_file *after = snapshot(o);
+    assert_same_state(before, after);
+    tg_st_free(after);
+    tg_optimizer_free(one);
+    tg_optimizer_free(o);
+    tg_st_free(before);
+    free_params(q);
     free_params(p);
     tg_st_free(f);
 }
@@ -415,6 +922,141 @@ Test(optim, wrong_shaped_grads_are_refused_and_step_skips_null_grads)
     for (int j = 0; j < 3; j++) tg_tensor_release(p[j]);
 }
 
+/* ---- zero_grad ------------------------------------------------------------- */
+
+static void expect_all(const tg_tensor *t, double v, const char *what)
+{
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        cr_assert(eq(dbl, th_at(t, i), v), "%s[%lld] = %g, want %g", what, (long long)i,
+                  th_at(t, i), v);
+}
+
+/* The gradients of sum(2 p0 + 3 p1 + p2): 2, 3 and 1. */
+static void linear_backward(tg_tensor **p)
+{
+    tg_tensor *a = NULL, *b = NULL, *s1 = NULL, *s2 = NULL, *l = NULL;
+    cr_assert(eq(int, tg_mul_scalar(&a, p[0], 2.0), TG_OK));
+    cr_assert(eq(int, tg_mul_scalar(&b, p[1], 3.0), TG_OK));
+    cr_assert(eq(int, tg_add(&s1, a, b), TG_OK));
+    cr_assert(eq(int, tg_add(&s2, s1, p[2]), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, s2), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK), "%s", tg_error_message());
+    tg_tensor *all[] = {a, b, s1, s2, l};
+    th_release_all(5, all);
+}
+
+/* The gradient of sum(5 q * q), 10 q: with create_graph a recorded result. */
+static void square_backward(tg_tensor *q, bool create_graph)
+{
+    tg_tensor *c = NULL, *d = NULL, *l = NULL;
+    cr_assert(eq(int, tg_mul(&c, q, q), TG_OK));
+    cr_assert(eq(int, tg_mul_scalar(&d, c, 5.0), TG_OK));
+    cr_assert(eq(int, tg_sum(&l, d), TG_OK));
+    tg_backward_opts bo = TG_BACKWARD_OPTS_INIT;
+    bo.create_graph = create_graph;
+    cr_assert(eq(int, tg_backward(l, NULL, &bo), TG_OK), "%s", tg_error_message());
+    tg_tensor *all[] = {c, d, l};
+    th_release_all(3, all);
+}
+
+/* zero_grad(set_to_none=False): the .grad each parameter owns is zeroed in
+ * place (the same tensor, a higher version), and the next backward adds
+ * into it again; a .grad the caller retained and one that a view shares
+ * are left as they were, and their parameters get new zero tensors, as
+ * does one recorded by a create_graph backward (which only its parameter
+ * holds); a parameter without a gradient keeps none. */
+Test(optim, zero_grad_in_place_zeroes_own_grads_and_replaces_shared_ones)
+{
+    tg_tensor *p[5];
+    for (int j = 0; j < 5; j++) {
+        cr_assert(eq(int, tg_tensor_full(&p[j], TG_F32, 1, (int64_t[]){4}, 1.0), TG_OK));
+        tg_tensor_set_requires_grad(p[j], true);
+    }
+    tg_optimizer *o = NULL;
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    cr_assert(eq(int, tg_sgd_new(&o, 5, p, &so), TG_OK));
+    linear_backward(p);
+    square_backward(p[3], true);
+    tg_tensor *own = tg_tensor_grad(p[0]), *recorded = tg_tensor_grad(p[3]);
+    tg_tensor *held = tg_tensor_retain(tg_tensor_grad(p[1])), *view = NULL;
+    cr_assert(eq(int, tg_slice(&view, tg_tensor_grad(p[2]), 0, 1, 3, 1), TG_OK));
+    cr_assert(tg_tensor_is_leaf(recorded) == false && tg_tensor_requires_grad(recorded));
+    uint64_t v_own = tg_tensor_version(own);
+
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, false), TG_OK), "%s", tg_error_message());
+    cr_assert(tg_tensor_grad(p[0]) == own, "p0's own .grad is zeroed in place");
+    cr_assert(tg_tensor_version(own) > v_own);
+    expect_all(own, 0.0, "p0.grad");
+    cr_assert(tg_tensor_grad(p[1]) != held);
+    expect_all(tg_tensor_grad(p[1]), 0.0, "p1.grad");
+    expect_all(held, 3.0, "the caller's p1.grad");
+    expect_all(tg_tensor_grad(p[2]), 0.0, "p2.grad");
+    expect_all(view, 1.0, "the view of p2's old .grad");
+    tg_tensor *g3 = tg_tensor_grad(p[3]);
+    cr_assert(g3 != recorded);   /* made before the recorded one was released */
+    cr_assert(tg_tensor_is_leaf(g3) && tg_tensor_requires_grad(g3) == false);
+    expect_all(g3, 0.0, "p3.grad");
+    cr_assert(tg_tensor_grad(p[4]) == NULL, "a parameter without a gradient keeps none");
+
+    /* the next backward adds into the zeroed tensors, which held pointers see */
+    linear_backward(p);
+    square_backward(p[3], false);
+    cr_assert(tg_tensor_grad(p[0]) == own);
+    expect_all(own, 2.0, "p0.grad after the next backward");
+    cr_assert(tg_tensor_grad(p[3]) == g3);
+    expect_all(g3, 10.0, "p3.grad after the next backward");
+
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, true), TG_OK));
+    for (int j = 0; j < 5; j++) cr_assert(tg_tensor_grad(p[j]) == NULL);
+    cr_assert(eq(int, tg_optimizer_zero_grad_ex(NULL, false), TG_EINVAL));
+    tg_optimizer_free(o);
+    tg_tensor_release(held);
+    tg_tensor_release(view);
+    th_release_all(5, p);
+}
+
+/* A zeroed gradient is a gradient: SGD with momentum 0.9 keeps moving a
+ * parameter by its momentum (p -= lr * 0.9 g), where set_to_none makes the
+ * step skip it.  Half gradients become +0 bits. */
+Test(optim, zero_grad_in_place_steps_by_momentum_and_zeroes_half_grads)
+{
+    for (int none = 0; none < 2; none++) {
+        tg_tensor *p = NULL, *g = NULL;
+        tg_tensor_full(&p, TG_F64, 1, (int64_t[]){3}, 1.0);
+        tg_tensor_set_requires_grad(p, true);
+        tg_tensor_full(&g, TG_F64, 1, (int64_t[]){3}, 0.5);
+        tg_tensor_set_grad(p, g);
+        tg_optimizer *o = NULL;
+        tg_sgd_opts so = TG_SGD_OPTS_INIT;
+        so.lr = 0.1, so.momentum = 0.9;
+        cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &so), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, none), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        const double want = none ? 1.0 - 0.1 * 0.5 : 1.0 - 0.1 * 0.5 - 0.1 * (0.9 * 0.5);
+        expect_all(p, want, none ? "p (set_to_none)" : "p (zeroed)");
+        tg_optimizer_free(o);
+        tg_tensor_release(p);
+    }
+    const tg_dtype halves[2] = {TG_F16, TG_BF16};
+    for (int h = 0; h < 2; h++) {
+        tg_tensor *p = NULL, *g = NULL;
+        tg_tensor_full(&p, halves[h], 1, (int64_t[]){5}, 1.0);
+        tg_tensor_set_requires_grad(p, true);
+        tg_tensor_full(&g, halves[h], 1, (int64_t[]){5}, -0.75);
+        tg_tensor_set_grad(p, g);
+        tg_optimizer *o = NULL;
+        tg_sgd_opts so = TG_SGD_OPTS_INIT;
+        cr_assert(eq(int, tg_sgd_new(&o, 1, &p, &so), TG_OK));
+        cr_assert(eq(int, tg_optimizer_zero_grad_ex(o, false), TG_OK));
+        cr_assert(tg_tensor_grad(p) == g);
+        const uint16_t *bits = tg_tensor_cdata(g);
+        for (int i = 0; i < 5; i++) cr_assert(eq(u16, bits[i], 0), "%s", tg_dtype_name(halves[h]));
+        tg_optimizer_free(o);
+        tg_tensor_release(p);
+    }
+}
+
 Test(optim, set_lr_and_get_lr)
 {
     tg_tensor *p = NULL;
@@ -460,6 +1102,67 @@ Test(optim, f16_params_update_through_f32)
     tg_tensor_release(p);
     tg_tensor_release(p32);
     tg_tensor_release(g32);
+}
+
+/* f16 and bf16 parameters with amsgrad, maximize and weight decay: each
+ * step's result is the f32 step's rounded once.  An f32 twin takes the same
+ * gradients (the half values) and, after each step, the half parameter's
+ * rounded values, so that both see the same p in weight decay; their f32
+ * state then evolves alike, and the half parameter must equal the twin's
+ * result rounded to its dtype, bit for bit, at every step. */
+Test(optim, half_params_with_amsgrad_and_maximize_round_the_f32_step_once)
+{
+    const tg_dtype halves[2] = {TG_BF16, TG_F16};
+    const int64_t n = 40;
+    for (int h = 0; h < 2; h++)
+        for (int kind = 0; kind < 3; kind++) {
+            tg_tensor *p16 = NULL, *p32 = NULL;
+            tg_tensor *r = th_rand_uniform(TG_F32, 1, &n, 5 + (uint64_t)kind);
+            cr_assert(eq(int, tg_tensor_to_dtype(&p16, r, halves[h]), TG_OK));
+            cr_assert(eq(int, tg_tensor_to_dtype(&p32, p16, TG_F32), TG_OK));
+            tg_tensor_release(r);
+            tg_tensor_set_requires_grad(p16, true);
+            tg_tensor_set_requires_grad(p32, true);
+            tg_optimizer *o16 = NULL, *o32 = NULL;
+            tg_adam_opts a = TG_ADAMW_OPTS_INIT;
+            a.lr = 0.05, a.beta2 = 0.6, a.weight_decay = 0.1, a.amsgrad = true, a.maximize = true;
+            tg_sgd_opts sg = TG_SGD_OPTS_INIT;
+            sg.momentum = 0.9, sg.nesterov = true, sg.weight_decay = 0.1, sg.maximize = true;
+            if (kind == 0) {
+                cr_assert(eq(int, tg_adam_new(&o16, 1, &p16, &a), TG_OK));
+                cr_assert(eq(int, tg_adam_new(&o32, 1, &p32, &a), TG_OK));
+            } else if (kind == 1) {
+                cr_assert(eq(int, tg_adamw_new(&o16, 1, &p16, &a), TG_OK));
+                cr_assert(eq(int, tg_adamw_new(&o32, 1, &p32, &a), TG_OK));
+            } else {
+                cr_assert(eq(int, tg_sgd_new(&o16, 1, &p16, &sg), TG_OK));
+                cr_assert(eq(int, tg_sgd_new(&o32, 1, &p32, &sg), TG_OK));
+            }
+            for (int step = 0; step < 4; step++) {
+                /* gradients shrinking over the steps, so that v falls */
+                tg_tensor *g = th_rand_uniform(TG_F32, 1, &n, 50 + (uint64_t)step), *gs = NULL,
+                          *g16 = NULL, *g32 = NULL, *want = NULL;
+                cr_assert(eq(int, tg_mul_scalar(&gs, g, pow(0.3, step)), TG_OK));
+                cr_assert(eq(int, tg_tensor_to_dtype(&g16, gs, halves[h]), TG_OK));
+                cr_assert(eq(int, tg_tensor_to_dtype(&g32, g16, TG_F32), TG_OK));
+                tg_tensor_set_grad(p16, g16);
+                tg_tensor_set_grad(p32, g32);
+                cr_assert(eq(int, tg_optimizer_step(o16), TG_OK), "%s", tg_error_message());
+                cr_assert(eq(int, tg_optimizer_step(o32), TG_OK), "%s", tg_error_message());
+                cr_assert(eq(int, tg_tensor_to_dtype(&want, p32, halves[h]), TG_OK));
+                th_expect_same_bits(kind == 2 ? "sgd" : kind ? "adamw" : "adam", p32, p16, want);
+                tg_tensor_release(want);
+                /* the twin continues from the half parameter's values */
+                float *d = tg_tensor_data(p32);
+                for (int64_t i = 0; i < n; i++) d[i] = (float)th_at(p16, i);
+                tg_tensor_release(g);
+                tg_tensor_release(gs);
+            }
+            tg_optimizer_free(o16);
+            tg_optimizer_free(o32);
+            tg_tensor_release(p16);
+            tg_tensor_release(p32);
+        }
 }
 
 /* A contiguous f32 parameter is updated in place (in parallel above 32k

@@ -15,16 +15,20 @@
  *   tg_lr_scheduler_free(warmup);
  *
  * A scheduler is an opaque object owned by its creator (tg_lr_scheduler_free).
- * It borrows its optimizer, which must outlive it, and sets the optimizer's
- * learning rate (tg_optimizer_set_lr) when it is made and at every step.
+ * It borrows its optimizer, which must outlive it, and sets the learning
+ * rate of each of the optimizer's param groups, from that group's own lr
+ * and base lr, when it is made and at every step (tg_optimizer_get_group_lr
+ * reads them).  It schedules the groups the optimizer has when it is made:
+ * add the groups first (tg_adam_add_param_group), as a step refuses an
+ * optimizer whose groups changed since.
  * Constructors take torch's arguments in torch's order; its defaults are
  * given with each.
  *
  * As in torch:
- * - The first scheduler made on an optimizer records the optimizer's lr as
- *   its initial lr (torch's param_group['initial_lr']).  Every scheduler on
- *   that optimizer takes the initial lr as its base_lr, also one made after
- *   another scheduler has changed the lr.
+ * - The first scheduler made on an optimizer records each group's lr as its
+ *   initial lr (torch's param_group['initial_lr']).  Every scheduler on that
+ *   optimizer takes the initial lrs as its base_lrs, also one made after
+ *   another scheduler has changed the lrs.
  * - A constructor takes one step: last_epoch goes from -1 to 0 and the lr is
  *   set to its epoch-0 value (for LinearLR, lr * start_factor).
  * - The formulas are torch's chainable ones: except for LambdaLR, each step
@@ -108,13 +112,18 @@ TG_API int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_
  * nothing. */
 TG_API void tg_lr_scheduler_free(tg_lr_scheduler *s);
 
-/* One epoch: last_epoch += 1 and the optimizer's lr set to the next value.
- * TG_EINVAL for NULL, or when that value is not finite (an ExponentialLR
- * that overflowed, a LambdaLR whose fn gives NaN or a negative factor). */
+/* One epoch: last_epoch += 1 and each param group's lr set to its next
+ * value.  TG_EINVAL for NULL, when a value is not finite (an ExponentialLR
+ * that overflowed, a LambdaLR whose fn gives NaN or a negative factor), or
+ * when the optimizer's param groups are not those s was made for. */
 TG_API int tg_lr_scheduler_step(tg_lr_scheduler *s);
 /* The lr the last step (or the constructor) set: torch's get_last_lr()[0].
  * NaN for NULL. */
 TG_API double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s);
+/* torch's get_last_lr()[group] and base_lrs[group]; NaN for NULL or a group
+ * s does not schedule. */
+TG_API double tg_lr_scheduler_get_group_last_lr(const tg_lr_scheduler *s, int group);
+TG_API double tg_lr_scheduler_group_base_lr(const tg_lr_scheduler *s, int group);
 /* torch's last_epoch: 0 after the constructor, + 1 per step (a
  * SequentialLR's later schedulers are at -1 until their milestone).
  * INT64_MIN for NULL. */
@@ -123,7 +132,8 @@ TG_API int64_t tg_lr_scheduler_last_epoch(const tg_lr_scheduler *s);
 TG_API double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s);
 
 /* Adds s's state to f under prefix: "prefix.last_epoch" (0-d i64),
- * "prefix.base_lr" and "prefix.last_lr" (0-d f64) and the metadata
+ * "prefix.base_lr" and "prefix.last_lr" (f64, one value per param group:
+ * 0-d for an optimizer of one group, else 1-d) and the metadata
  * "prefix.kind" = "step_lr" | "multi_step_lr" | "exponential_lr" |
  * "cosine_annealing_lr" | "linear_lr" | "lambda_lr" | "sequential_lr"; a
  * SequentialLR adds each scheduler i's state under "prefix.<i>".  The
@@ -133,7 +143,8 @@ TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
                                       const char *prefix);
 /* Restores what state_save wrote (not the optimizer's lr: load that with
  * tg_optimizer_state_load, or put both in one checkpoint).  TG_ENOTFOUND for
- * a missing key, TG_EINVAL for another kind of scheduler, a value out of
+ * a missing key, TG_ESHAPE for lrs that are not one per param group,
+ * TG_EINVAL for another kind of scheduler, a value out of
  * range (last_epoch an integer within +-2^53, lrs finite and >= 0) or a
  * SequentialLR entry for a scheduler it does not have; on error s (and its
  * schedulers) are unchanged. */

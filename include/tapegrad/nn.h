@@ -143,8 +143,13 @@ TG_API bool tg_module_is_training(const tg_module *m);
  * default; the call sets the flag on m and on the descendants it has now. */
 TG_API void tg_module_autocast_weights(tg_module *m, bool on);
 TG_API bool tg_module_is_autocast_weights(const tg_module *m);
-/* Clears the .grad of every parameter (set_to_none). */
+/* Clears the .grad of every parameter (set_to_none); NULL does nothing. */
 TG_API void tg_module_zero_grad(tg_module *m);
+/* module.zero_grad(set_to_none) over every parameter of m and its
+ * descendants, as tg_optimizer_zero_grad_ex (tapegrad/optim.h): false
+ * zeroes each gradient, in place where the .grad is the parameter's own.
+ * TG_EINVAL for NULL m; TG_ENOMEM with nothing changed. */
+TG_API int tg_module_zero_grad_ex(tg_module *m, bool set_to_none);
 /* Converts every float parameter and buffer to float dtype dt in place, as
  * torch's Module.to(): each keeps its tensor object (an optimizer made
  * before, or a pointer from tg_module_find, still holds it), parameters stay

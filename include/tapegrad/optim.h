@@ -4,7 +4,7 @@
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
  *   tg_adam_new(&opt, 2, (tg_tensor *[]){w, b}, &o);
  *   for (...) {
- *       tg_optimizer_zero_grad(opt);
+ *       tg_optimizer_zero_grad(opt);   // or tg_optimizer_zero_grad_ex(opt, false)
  *       ... compute loss; tg_backward(loss, NULL, NULL);
  *       tg_optimizer_step(opt);
  *   }
@@ -12,12 +12,14 @@
  *
  * An optimizer is an opaque object owned by its creator (tg_optimizer_free).
  * It retains its parameters, which must be float leaf tensors, each given
- * once.  Per-parameter state (momentum buffers, moments, step counts) is
- * created on a parameter's first step with a gradient, as in PyTorch, and kept
- * in f64 for f64 parameters and in f32 otherwise (f16/bf16 parameters are
- * updated in f32 and rounded once); a parameter whose dtype changed since
- * (tg_module_to_dtype) has its state converted at its next step.  Functions return TG_OK or a negative
- * tg_status; on error nothing is changed.
+ * once, in param groups with options of their own (the constructor's is
+ * group 0; tg_adam_add_param_group adds more).  Per-parameter state
+ * (momentum buffers, moments, step counts) is created on a parameter's
+ * first step with a gradient, as in PyTorch, and kept in f64 for f64
+ * parameters and in f32 otherwise (f16/bf16 parameters are updated in f32
+ * and rounded once); a parameter whose dtype changed since
+ * (tg_module_to_dtype) has its state converted at its next step.  Functions
+ * return TG_OK or a negative tg_status; on error nothing is changed.
  */
 #ifndef TAPEGRAD_OPTIM_H
 #define TAPEGRAD_OPTIM_H
@@ -36,9 +38,10 @@ extern "C" {
 typedef struct tg_optimizer tg_optimizer;
 typedef struct tg_module tg_module;   /* tapegrad/nn.h */
 
-/* torch.optim.SGD:  d = g + weight_decay * p;  with momentum,
- * buf = d on the first step, else buf = momentum * buf + (1 - dampening) * d,
- * and d = d + momentum * buf (nesterov) or d = buf;  p -= lr * d.
+/* torch.optim.SGD:  d = g (-g when maximize);  d = d + weight_decay * p;
+ * with momentum, buf = d on the first step, else
+ * buf = momentum * buf + (1 - dampening) * d, and d = d + momentum * buf
+ * (nesterov) or d = buf;  p -= lr * d.
  * lr, momentum, weight_decay >= 0; nesterov needs momentum > 0 and
  * dampening == 0. */
 typedef struct tg_sgd_opts {
@@ -47,25 +50,33 @@ typedef struct tg_sgd_opts {
     double dampening;
     double weight_decay;
     bool nesterov;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
 } tg_sgd_opts;
 #define TG_SGD_OPTS_INIT                                                      \
-    {.lr = 1e-2, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false}
+    {.lr = 1e-2, .momentum = 0.0, .dampening = 0.0, .weight_decay = 0.0, .nesterov = false, \
+     .maximize = false}
 
-/* torch.optim.Adam / AdamW (amsgrad off):  t += 1;
+/* torch.optim.Adam / AdamW:  t += 1;  g = -g when maximize;
  * Adam adds weight_decay * p to g (L2); AdamW instead scales
  * p *= 1 - lr * weight_decay (decoupled);  m = b1 m + (1 - b1) g;
- * v = b2 v + (1 - b2) g^2;  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * v = b2 v + (1 - b2) g^2;  with amsgrad, vmax = max(vmax, v) (NaN if
+ * either is) takes v's place below;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
  * lr, eps, weight_decay >= 0; betas in [0, 1). */
 typedef struct tg_adam_opts {
     double lr;
     double beta1, beta2;
     double eps;
     double weight_decay;
+    bool amsgrad;    /* AMSGrad: the largest v so far in the denominator */
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
 } tg_adam_opts;
 #define TG_ADAM_OPTS_INIT                                                     \
-    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0,  \
+     .amsgrad = false, .maximize = false}
 #define TG_ADAMW_OPTS_INIT                                                    \
-    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2}
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, \
+     .amsgrad = false, .maximize = false}
 
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
@@ -88,30 +99,92 @@ TG_API int tg_adamw_from_module(tg_optimizer **out, const tg_module *m,
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 
+/* ---- param groups (torch's optimizer.param_groups) ----
+ * The constructor's parameters are group 0, with its options.  Each call
+ * adds the next group, params[0..n_params) (retained) with their own
+ * options: torch's opt.add_param_group({"params": params, **opts}), or the
+ * list of dicts given to torch's constructor.  opts NULL gives the
+ * constructor's options (torch's defaults); otherwise opts is complete, so
+ * start from the constructor's struct and change what differs, e.g. AdamW
+ * without weight decay for biases and norms:
+ *   tg_adam_opts o = TG_ADAMW_OPTS_INIT;
+ *   tg_adamw_new(&opt, n_weights, weights, &o);
+ *   o.weight_decay = 0;
+ *   tg_adam_add_param_group(opt, n_others, others, &o);
+ * The parameters are numbered on from the existing ones (state keys
+ * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
+ * before making a learning-rate scheduler (it schedules the groups there
+ * are).  TG_EINVAL for NULL opt, an optimizer of the other family (SGD;
+ * Adam and AdamW), a parameter already in a group, and the constructors'
+ * errors; on error nothing is changed. */
+TG_API int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                                  const tg_sgd_opts *opts);
+TG_API int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                                   const tg_adam_opts *opts);
+/* The number of param groups (1 for a new optimizer); 0 for NULL. */
+TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
+/* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
+ * [0, count) or lr < 0 or not finite; get gives NaN then. */
+TG_API int tg_optimizer_set_group_lr(tg_optimizer *opt, int group, double lr);
+TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
+
 /* One update of every parameter whose .grad is set (others are skipped),
  * with grad mode off; writes the parameters in place and bumps their
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's
  * (checked for all before any is updated). */
 TG_API int tg_optimizer_step(tg_optimizer *opt);
-/* Releases every parameter's gradient (PyTorch's set_to_none=True). */
+/* Releases every parameter's gradient (PyTorch's set_to_none=True, its
+ * default from torch 2.0); NULL does nothing. */
 TG_API void tg_optimizer_zero_grad(tg_optimizer *opt);
-/* Learning rate for the next steps; TG_EINVAL when lr < 0 or NaN. */
+/* opt.zero_grad(set_to_none): true is tg_optimizer_zero_grad; false (torch
+ * 1.13's default) sets every gradient to zeros, so a later backward adds
+ * into zeros and a step moves a parameter no backward reached by its
+ * momentum alone.  A .grad that is its parameter's own (the tensor a
+ * backward adds into in place, tapegrad/tensor.h's tg_tensor_grad) is
+ * zeroed in place and its version bumped; a shared one (retained by the
+ * caller, viewed, saved by an op, or recorded with create_graph) is left
+ * as it was and the parameter gets a new zero tensor, where PyTorch zeroes
+ * the shared tensor.  Parameters without a gradient keep none.  TG_EINVAL
+ * for NULL opt; TG_ENOMEM with nothing changed. */
+TG_API int tg_optimizer_zero_grad_ex(tg_optimizer *opt, bool set_to_none);
+/* Learning rate for the next steps, of every param group (as `for g in
+ * opt.param_groups: g["lr"] = lr`); TG_EINVAL when lr < 0 or not finite.
+ * get gives group 0's (NaN for NULL). */
 TG_API int tg_optimizer_set_lr(tg_optimizer *opt, double lr);
 TG_API double tg_optimizer_get_lr(const tg_optimizer *opt);
 /* Number of tg_optimizer_step calls so far (restored by state_load). */
 TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
 
 /* Adds the optimizer's state to f under prefix (copies, so f may outlive
- * opt): "prefix.step" and "prefix.lr" (0-d i64 and f64), and per parameter i
- * that has state: "prefix.<i>.step" (0-d i64, Adam/AdamW),
- * "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" (Adam/AdamW) or
- * "prefix.<i>.momentum_buffer" (SGD with momentum); and the metadata
- * "prefix.kind" = "sgd" | "adam" | "adamw". */
+ * opt), as torch's optimizer.state_dict() holds it:
+ *   "prefix.step"     0-d i64, the number of steps;
+ *   the hyperparameters under torch's param_group keys: "prefix.lr", and
+ *   for SGD "prefix.momentum", ".dampening", ".weight_decay", ".nesterov",
+ *   ".maximize"; for Adam/AdamW "prefix.betas" (two f64), ".eps",
+ *   ".weight_decay", ".amsgrad", ".maximize" (reals f64, flags i64 0 or 1);
+ *   "prefix.initial_lr" once a learning-rate scheduler is attached.  Each
+ *   holds one value per param group: 0-d (betas: shape (2)) for one group;
+ *   for G > 1 groups shape (G) (betas: (G, 2)), with "prefix.param_groups"
+ *   (i64, (G)) the number of parameters in each group;
+ *   per parameter i (numbered across the groups) that has state: "prefix.<i>.step" (0-d i64,
+ *   Adam/AdamW), "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with
+ *   amsgrad "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
+ *   "prefix.<i>.momentum_buffer" (SGD with momentum);
+ *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
-/* Restores what state_save wrote, exactly.  TG_ENOTFOUND for a missing key,
- * TG_ESHAPE for a state tensor whose shape is not its parameter's, TG_EINVAL
- * for another kind of optimizer or an entry for a parameter it does not have;
- * on error the optimizer is unchanged. */
+/* Restores what state_save wrote, exactly, hyperparameters included (as
+ * torch's load_state_dict restores param_groups): an optimizer made with
+ * other options continues as the saved one would.  The file's param groups
+ * must be opt's (as many, of the same sizes).  A hyperparameter the file
+ * lacks (a file written before they were saved) keeps opt's values.
+ * TG_ENOTFOUND for a missing key (the step, lr, or part of a parameter's
+ * state, such as max_exp_avg_sq under amsgrad), TG_ESHAPE for a state
+ * tensor whose shape is not its parameter's or a hyperparameter that is not
+ * one value per group, TG_EINVAL for a value the constructor would refuse
+ * (beta1 = 2, a flag other than 0 or 1, nesterov without momentum), other
+ * param groups, another kind of optimizer or an entry for a parameter it
+ * does not have: each message names the key.  On error the optimizer is
+ * unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
 
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */

@@ -164,7 +164,8 @@ TG_API bool tg_tensor_is_leaf(const tg_tensor *t);
  * the .grad is shared (retained by the caller, viewed, or saved by an op),
  * which then gets the sum in a new tensor and leaves the shared one as it
  * was (PyTorch adds into it in place even then).  Retain it to keep it
- * beyond that. */
+ * beyond that.  tg_optimizer_zero_grad_ex and tg_module_zero_grad_ex with
+ * set_to_none false zero it in place by the same rule. */
 TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
 /* Replaces t's gradient (steals grad, also on error; NULL clears it).
  * TG_ESHAPE / TG_EDTYPE when grad's shape or dtype is not t's (as PyTorch's

@@ -176,6 +176,19 @@ const char *tg__name_note(const tg_tensor *t, bool paren, char *buf);
  * NULL for row-major contiguous.  Not connected to any graph. */
 tg_tensor *tg__tensor_view_of(tg_storage *s, tg_dtype dt, int ndim, const int64_t *shape,
                               const int64_t *strides, int64_t offset);
+/* Whether g, a leaf's .grad, is a plain contiguous tensor that only its
+ * leaf refers to: no caller's reference, no view, no tape and no pending
+ * sum of a backward shares it (each would hold a reference to g or to its
+ * storage), and it is not a recorded result (create_graph).  The only .grad
+ * that a backward adds into, or zero_grad zeroes, in place. */
+bool tg__grad_is_own(const tg_tensor *g);
+/* torch's zero_grad(set_to_none=False) over ts[0..n) (NULL entries and
+ * tensors without a .grad are skipped): each .grad that is its leaf's own
+ * (tg__grad_is_own) is zeroed in place, its version bumped; a shared one is
+ * left as it was, and its leaf gets a new zero tensor of its dtype and
+ * shape.  The new tensors are made before any .grad changes: on TG_ENOMEM
+ * nothing has changed. */
+int tg__zero_grads_in_place(int n, tg_tensor *const *ts);
 /* A new zeroed contiguous tensor; NULL with TG_ENOMEM set on failure.
  * ndim/shape are trusted (validate first). */
 tg_tensor *tg__tensor_empty(tg_dtype dt, int ndim, const int64_t *shape);

@@ -425,6 +425,40 @@ void tg_tensor_zero_grad(tg_tensor *t)
     if (t) tg_tensor_set_grad(t, NULL);
 }
 
+bool tg__grad_is_own(const tg_tensor *g)
+{
+    return !g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
+           tg_tensor_is_contiguous(g);
+}
+
+int tg__zero_grads_in_place(int n, tg_tensor *const *ts)
+{
+    tg_tensor **fresh = tg__calloc((size_t)(n > 0 ? n : 1), sizeof *fresh);
+    if (!fresh) return TG_ENOMEM;
+    for (int i = 0; i < n; i++) {   /* a new zero tensor for each shared .grad, first */
+        const tg_tensor *g = ts[i] ? ts[i]->grad : NULL;
+        if (!g || tg__grad_is_own(g)) continue;
+        if (!(fresh[i] = tg__tensor_empty(g->dtype, g->ndim, g->shape))) {
+            for (int j = 0; j < i; j++) tg_tensor_release(fresh[j]);
+            free(fresh);
+            return TG_ENOMEM;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        tg_tensor *g = ts[i] ? ts[i]->grad : NULL;
+        if (fresh[i]) {
+            tg_tensor_set_grad(ts[i], fresh[i]);   /* same dtype and shape: cannot fail */
+        } else if (g) {
+            size_t es = tg_dtype_size(g->dtype);   /* +0 is all zero bits in every float dtype */
+            memset((char *)g->storage->data + g->offset * (int64_t)es, 0,
+                   (size_t)tg_tensor_numel(g) * es);
+            tg__bump_version(g);
+        }
+    }
+    free(fresh);
+    return TG_OK;
+}
+
 void tg_tensor_set_name(tg_tensor *t, const char *name)
 {
     if (!t) return;

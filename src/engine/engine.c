@@ -259,22 +259,13 @@ static int route_leaf(engine *e, tg_tensor *leaf, tg_tensor *g)
  * the additions at the end of a backward. */
 static pthread_mutex_t leaf_grad_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Whether g is a plain contiguous tensor that only its leaf refers to: no
- * caller's reference, no view, no tape and no pending sum of this backward
- * shares it (each would hold a reference to g or to its storage). */
-static bool grad_is_own(const tg_tensor *g)
-{
-    return !g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
-           tg_tensor_is_contiguous(g);
-}
-
 /* Without create_graph, a leaf's .grad is a plain contiguous tensor of its
  * own: not on any tape and not aliasing the caller's grad tensor.  Called
  * with leaf_grad_lock held. */
 static int finalize_leaf(const engine *e, tg_tensor *leaf)
 {
     tg_tensor *g = leaf->grad, *c = NULL;
-    if (e->req.create_graph || !g || grad_is_own(g)) return TG_OK;
+    if (e->req.create_graph || !g || tg__grad_is_own(g)) return TG_OK;
     TG_TRY(tg_tensor_clone(&c, g));
     tg_tensor_set_grad(leaf, c);
     return TG_OK;
@@ -291,7 +282,7 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
 static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
 {
     tg_tensor *g = leaf->grad;
-    if (g && !e->req.create_graph && grad_is_own(g) && g->offset == 0 && meta_matches(g, m))
+    if (g && !e->req.create_graph && tg__grad_is_own(g) && g->offset == 0 && meta_matches(g, m))
         return tg__add_over(g, h);
     return accumulate(&leaf->grad, h);
 }

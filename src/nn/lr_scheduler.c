@@ -2,8 +2,10 @@
  * construction with its argument checks, and the step.  Save and load are in
  * lr_scheduler_state.c.
  *
- * Each kind has torch's two formulas.  The chainable one (torch's get_lr())
- * maps the optimizer's current lr to the next epoch's, e.g. cosine annealing
+ * Each kind has torch's two formulas, applied to each param group of the
+ * optimizer with the group's own lr and base_lr.  The chainable one
+ * (torch's get_lr()) maps a group's current lr to the next epoch's, e.g.
+ * cosine annealing
  *   lr_e = eta + (1 + cos(pi e / T)) / (1 + cos(pi (e - 1) / T)) * (lr_{e-1} - eta),
  * which is the ratio of two consecutive closed-form values, so that a run
  * nobody interferes with follows eta + (base - eta) (1 + cos(pi e / T)) / 2.
@@ -22,10 +24,10 @@ static const double pi = 3.141592653589793;
 
 /* ---- the formulas, per kind --------------------------------------------------- */
 
-/* e is the epoch being entered (torch's last_epoch inside step()), lr the
- * optimizer's lr before it. */
-typedef double (*chain_fn)(const tg_lr_scheduler *s, int64_t e, double lr);
-typedef double (*closed_fn)(const tg_lr_scheduler *s, int64_t e);
+/* e is the epoch being entered (torch's last_epoch inside step()), lr a
+ * param group's lr before it and base that group's base_lr. */
+typedef double (*chain_fn)(const tg_lr_scheduler *s, int64_t e, double lr, double base);
+typedef double (*closed_fn)(const tg_lr_scheduler *s, int64_t e, double base);
 
 /* Python's a // b for b > 0 (rounds towards -inf). */
 static int64_t floor_div(int64_t a, int64_t b)
@@ -34,15 +36,16 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-static double step_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double step_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
+    (void)base;
     if (e == 0 || e % s->u.step.step_size != 0) return lr;
     return lr * s->u.step.gamma;
 }
 
-static double step_closed(const tg_lr_scheduler *s, int64_t e)
+static double step_closed(const tg_lr_scheduler *s, int64_t e, double base)
 {
-    return s->base_lr * pow(s->u.step.gamma, (double)floor_div(e, s->u.step.step_size));
+    return base * pow(s->u.step.gamma, (double)floor_div(e, s->u.step.step_size));
 }
 
 /* How many milestones equal e (torch's Counter), or are <= e (its
@@ -57,33 +60,35 @@ static int count_milestones(const tg_lr_scheduler *s, int64_t e, bool up_to)
     return c;
 }
 
-static double multi_step_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double multi_step_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
+    (void)base;
     int c = count_milestones(s, e, false);
     if (c == 0) return lr;
     return lr * pow(s->u.multi_step.gamma, (double)c);
 }
 
-static double multi_step_closed(const tg_lr_scheduler *s, int64_t e)
+static double multi_step_closed(const tg_lr_scheduler *s, int64_t e, double base)
 {
-    return s->base_lr * pow(s->u.multi_step.gamma, (double)count_milestones(s, e, true));
+    return base * pow(s->u.multi_step.gamma, (double)count_milestones(s, e, true));
 }
 
-static double exponential_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double exponential_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
+    (void)base;
     if (e == 0) return lr;
     return lr * s->u.exponential.gamma;
 }
 
-static double exponential_closed(const tg_lr_scheduler *s, int64_t e)
+static double exponential_closed(const tg_lr_scheduler *s, int64_t e, double base)
 {
-    return s->base_lr * pow(s->u.exponential.gamma, (double)e);
+    return base * pow(s->u.exponential.gamma, (double)e);
 }
 
 /* torch's get_lr() has one more branch, `_step_count == 1 and last_epoch >
  * 0`, the closed form for a scheduler built with last_epoch >= 0 (resuming
  * without a state dict); constructors here always start at -1. */
-static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
     const double T = (double)s->u.cosine.t_max, eta = s->u.cosine.eta_min;
     if (e == 0) return lr;
@@ -92,20 +97,21 @@ static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr)
      * 0 / 0, so torch adds the closed form's difference instead. */
     const int64_t t_max = s->u.cosine.t_max;
     if ((e - 1) % t_max == 0 && ((e - 1) / t_max) % 2 != 0)
-        return lr + (s->base_lr - eta) * (1 - cos(pi / T)) / 2;
+        return lr + (base - eta) * (1 - cos(pi / T)) / 2;
     return (1 + cos(pi * (double)e / T)) / (1 + cos(pi * (double)(e - 1) / T)) * (lr - eta) + eta;
 }
 
-static double cosine_closed(const tg_lr_scheduler *s, int64_t e)
+static double cosine_closed(const tg_lr_scheduler *s, int64_t e, double base)
 {
     const double T = (double)s->u.cosine.t_max, eta = s->u.cosine.eta_min;
-    return eta + (s->base_lr - eta) * (1 + cos(pi * (double)e / T)) / 2;
+    return eta + (base - eta) * (1 + cos(pi * (double)e / T)) / 2;
 }
 
 /* factor(e) = start + (end - start) e / total; the chain multiplies by
  * factor(e) / factor(e - 1) = 1 + (end - start) / (total start + (e - 1) (end - start)). */
-static double linear_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double linear_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
+    (void)base;
     const double a = s->u.linear.start_factor, b = s->u.linear.end_factor;
     const int64_t total = s->u.linear.total_iters;
     if (e == 0) return lr * a;
@@ -113,17 +119,17 @@ static double linear_chain(const tg_lr_scheduler *s, int64_t e, double lr)
     return lr * (1. + (b - a) / ((double)total * a + (double)(e - 1) * (b - a)));
 }
 
-static double linear_closed(const tg_lr_scheduler *s, int64_t e)
+static double linear_closed(const tg_lr_scheduler *s, int64_t e, double base)
 {
     const double a = s->u.linear.start_factor, b = s->u.linear.end_factor;
     const int64_t total = s->u.linear.total_iters;
-    return s->base_lr * (a + (b - a) * (double)(e < total ? e : total) / (double)total);
+    return base * (a + (b - a) * (double)(e < total ? e : total) / (double)total);
 }
 
-static double lambda_chain(const tg_lr_scheduler *s, int64_t e, double lr)
+static double lambda_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
 {
     (void)lr;
-    return s->base_lr * s->u.lambda.fn(e, s->u.lambda.user);
+    return base * s->u.lambda.fn(e, s->u.lambda.user);
 }
 
 typedef struct kind_traits {
@@ -148,34 +154,56 @@ const char *tg__sched_kind_name(tg__sched_kind k) { return kinds[k].name; }
 
 /* ---- stepping ----------------------------------------------------------------- */
 
-/* The lr of s at epoch e starting from lr (closed: torch's step(e) with an
- * epoch, else step()), checked; ctor names the constructor taking its
- * initial step, NULL in a step.  Changes nothing. */
-static int next_lr(const tg_lr_scheduler *s, int64_t e, bool closed, double lr, const char *ctor,
-                   double *out)
+/* The lrs of s's groups at epoch e, from io[g] (each group's lr before it)
+ * into io (closed: torch's step(e) with an epoch, else step()), checked;
+ * ctor names the constructor taking its initial step, NULL in a step.
+ * Changes nothing else. */
+static int next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double *io,
+                    const char *ctor)
 {
     const kind_traits *k = &kinds[s->kind];
-    double v = closed && k->closed ? k->closed(s, e) : k->chain(s, e, lr);
-    /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch), or
-     * an lr set below CosineAnnealingLR's eta_min; LambdaLR's factor is the
-     * caller's and is checked as given. */
-    if (v < 0 && s->kind != TG__SCHED_LAMBDA) v = 0.0;
-    TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL,
-             "%s: %s gives lr=%g at epoch %lld%s; an lr must be finite and >= 0",
-             ctor ? ctor : "lr_scheduler_step", ctor ? "the initial step" : k->name, v,
-             (long long)e, s->kind == TG__SCHED_LAMBDA ? " (base_lr * fn(epoch))" : "");
-    *out = v;
+    for (int g = 0; g < s->n_groups; g++) {
+        const double base = s->base_lrs[g];
+        double v = closed && k->closed ? k->closed(s, e, base) : k->chain(s, e, io[g], base);
+        /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch),
+         * or an lr set below CosineAnnealingLR's eta_min; LambdaLR's factor is
+         * the caller's and is checked as given. */
+        if (v < 0 && s->kind != TG__SCHED_LAMBDA) v = 0.0;
+        char grp[40] = "";
+        if (s->n_groups > 1) snprintf(grp, sizeof grp, " for param group %d", g);
+        TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL,
+                 "%s: %s gives lr=%g at epoch %lld%s%s; an lr must be finite and >= 0",
+                 ctor ? ctor : "lr_scheduler_step", ctor ? "the initial step" : k->name, v,
+                 (long long)e, grp, s->kind == TG__SCHED_LAMBDA ? " (base_lr * fn(epoch))" : "");
+        io[g] = v;
+    }
     return TG_OK;
 }
 
-/* Enters epoch e with lr (from next_lr): torch's step() after get_lr(). */
-static void commit(tg_lr_scheduler *s, int64_t e, double lr)
+/* Each group's current lr into io. */
+static void current_lrs(const tg_optimizer *opt, double *io)
 {
-    int rc = tg_optimizer_set_lr(s->opt, lr);
-    TG_ASSERT(rc == TG_OK);   /* next_lr checked lr */
-    (void)rc;
+    for (int g = 0; g < opt->n_groups; g++) io[g] = opt->groups[g].h.lr;
+}
+
+/* Enters epoch e with lrs (from next_lrs, checked): torch's step() after
+ * get_lr() sets each param group's lr. */
+static void commit(tg_lr_scheduler *s, int64_t e, const double *lrs)
+{
+    for (int g = 0; g < s->n_groups; g++) {
+        s->opt->groups[g].h.lr = lrs[g];
+        s->last_lrs[g] = lrs[g];
+    }
     s->last_epoch = e;
-    s->last_lr = lr;
+}
+
+/* The scheduler's param groups must still be its optimizer's. */
+static int check_groups(const tg_lr_scheduler *s)
+{
+    TG_CHECK(s->opt->n_groups == s->n_groups, TG_EINVAL,
+             "lr_scheduler_step: the optimizer has %d param groups, the scheduler was made "
+             "for %d (make schedulers after adding the groups)", s->opt->n_groups, s->n_groups);
+    return TG_OK;
 }
 
 /* Python's bisect.bisect_right(a[0..n), x), also on an unsorted a. */
@@ -200,36 +228,48 @@ static int sequential_step(tg_lr_scheduler *s)
     tg_lr_scheduler *c = s->u.sequential.schedulers[i];
     bool restart = i > 0 && ms[i - 1] == e;
     int64_t ce = restart ? 0 : c->last_epoch + 1;
-    double lr = 0.0;
-    TG_TRY(next_lr(c, ce, restart, s->opt->lr, NULL, &lr));
-    commit(c, ce, lr);
+    current_lrs(s->opt, c->next);
+    TG_TRY(next_lrs(c, ce, restart, c->next, NULL));
+    commit(c, ce, c->next);
     s->last_epoch = e;
-    s->last_lr = lr;
+    memcpy(s->last_lrs, c->last_lrs, (size_t)s->n_groups * sizeof *s->last_lrs);
     return TG_OK;
 }
 
 int tg_lr_scheduler_step(tg_lr_scheduler *s)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
+    TG_TRY(check_groups(s));
     if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
-    double lr = 0.0;
-    TG_TRY(next_lr(s, s->last_epoch + 1, false, s->opt->lr, NULL, &lr));
-    commit(s, s->last_epoch + 1, lr);
+    current_lrs(s->opt, s->next);
+    TG_TRY(next_lrs(s, s->last_epoch + 1, false, s->next, NULL));
+    commit(s, s->last_epoch + 1, s->next);
     return TG_OK;
 }
 
-double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s) { return s ? s->last_lr : NAN; }
+double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s) { return s ? s->last_lrs[0] : NAN; }
+
+double tg_lr_scheduler_get_group_last_lr(const tg_lr_scheduler *s, int group)
+{
+    return s && group >= 0 && group < s->n_groups ? s->last_lrs[group] : NAN;
+}
+
+double tg_lr_scheduler_group_base_lr(const tg_lr_scheduler *s, int group)
+{
+    return s && group >= 0 && group < s->n_groups ? s->base_lrs[group] : NAN;
+}
 
 int64_t tg_lr_scheduler_last_epoch(const tg_lr_scheduler *s)
 {
     return s ? s->last_epoch : INT64_MIN;
 }
 
-double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s) { return s ? s->base_lr : NAN; }
+double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s) { return s ? s->base_lrs[0] : NAN; }
 
 void tg_lr_scheduler_free(tg_lr_scheduler *s)
 {
     if (!s) return;
+    free(s->base_lrs);
     if (s->kind == TG__SCHED_MULTI_STEP) free(s->u.multi_step.milestones);
     if (s->kind == TG__SCHED_SEQUENTIAL) {
         free(s->u.sequential.schedulers);
@@ -253,22 +293,41 @@ static int check_factor(const char *op, const char *name, double v)
     return TG_OK;
 }
 
+/* A block of 3 G doubles: base_lrs, last_lrs and next of s. */
+static int alloc_lrs(tg_lr_scheduler *s, int G)
+{
+    double *b = tg__calloc((size_t)G * 3, sizeof *b);
+    if (!b) return TG_ENOMEM;
+    s->n_groups = G;
+    s->base_lrs = b;
+    s->last_lrs = b + G;
+    s->next = b + 2 * G;
+    return TG_OK;
+}
+
 /* A new scheduler like proto (kind and options set; its arrays are taken
- * over on success) on opt, after torch's _LRScheduler.__init__: base_lr from
- * the optimizer's initial lr, recorded by the first scheduler, then the
- * initial step from last_epoch -1 to 0. */
+ * over on success) on opt, after torch's _LRScheduler.__init__: each
+ * group's base_lr from its initial lr, recorded by the first scheduler, then
+ * the initial step from last_epoch -1 to 0. */
 static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto)
 {
     proto.opt = opt;
-    proto.base_lr = isnan(opt->initial_lr) ? opt->lr : opt->initial_lr;
     proto.last_epoch = -1;
-    double lr = 0.0;
-    TG_TRY(next_lr(&proto, 0, false, opt->lr, kinds[proto.kind].name, &lr));
-    tg_lr_scheduler *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
+    TG_TRY(alloc_lrs(&proto, opt->n_groups));
+    for (int g = 0; g < opt->n_groups; g++) {
+        const tg__opt_group *gr = &opt->groups[g];
+        proto.base_lrs[g] = isnan(gr->initial_lr) ? gr->h.lr : gr->initial_lr;
+    }
+    current_lrs(opt, proto.next);
+    int rc = next_lrs(&proto, 0, false, proto.next, kinds[proto.kind].name);
+    tg_lr_scheduler *s = rc < 0 ? NULL : tg__malloc(sizeof *s);
+    if (!s) {
+        free(proto.base_lrs);
+        return rc < 0 ? rc : TG_ENOMEM;
+    }
     *s = proto;
-    opt->initial_lr = s->base_lr;
-    commit(s, 0, lr);
+    for (int g = 0; g < opt->n_groups; g++) opt->groups[g].initial_lr = s->base_lrs[g];
+    commit(s, 0, s->next);
     *out = s;
     return TG_OK;
 }
@@ -367,6 +426,9 @@ static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int 
                  i);
         TG_CHECK(c->kind != TG__SCHED_SEQUENTIAL, TG_EINVAL,
                  "%s: schedulers[%d] is a sequential_lr; they do not nest", op, i);
+        TG_CHECK(c->n_groups == opt->n_groups, TG_EINVAL,
+                 "%s: schedulers[%d] was made for %d param groups; the optimizer has %d", op, i,
+                 c->n_groups, opt->n_groups);
     }
     return TG_OK;
 }
@@ -379,26 +441,37 @@ int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
                          tg_lr_scheduler *const *scheds, const int64_t *milestones)
 {
     TG_TRY(check_sequential(out, opt, n, scheds, milestones));
-    TG_ASSERT(!isnan(opt->initial_lr));   /* set by attaching scheds[0] */
     tg_lr_scheduler *first = scheds[0];
+    const int G = opt->n_groups;
     int64_t e0 = first->last_epoch + 1;
     for (int i = 0; i < n; i++) e0 -= scheds[i] == first;
-    double lr = 0.0;
-    TG_TRY(next_lr(first, e0, false, opt->initial_lr, "sequential_lr", &lr));
+    for (int g = 0; g < G; g++) {
+        TG_ASSERT(!isnan(opt->groups[g].initial_lr));   /* set by attaching scheds[0] */
+        first->next[g] = opt->groups[g].initial_lr;
+    }
+    TG_TRY(next_lrs(first, e0, false, first->next, "sequential_lr"));
     tg_lr_scheduler *s = tg__calloc(1, sizeof *s);
     tg_lr_scheduler **cs = copy_array(scheds, n, sizeof *cs);
     int64_t *ms = copy_array(milestones, n - 1, sizeof *ms);
-    if (!s || !cs || !ms) {
+    if (!s || !cs || !ms || alloc_lrs(s, G) < 0) {
+        if (s) free(s->base_lrs);
         free(s);
         free(cs);
         free(ms);
         return TG_ENOMEM;
     }
-    *s = (tg_lr_scheduler){.kind = TG__SCHED_SEQUENTIAL, .opt = opt, .last_epoch = 0,
-                           .base_lr = opt->initial_lr, .last_lr = lr,
-                           .u.sequential = {n, cs, ms}};
+    s->kind = TG__SCHED_SEQUENTIAL;
+    s->opt = opt;
+    s->last_epoch = 0;
+    s->u.sequential.n = n;
+    s->u.sequential.schedulers = cs;
+    s->u.sequential.milestones = ms;
+    for (int g = 0; g < G; g++) {
+        s->base_lrs[g] = opt->groups[g].initial_lr;
+        s->last_lrs[g] = first->next[g];
+    }
     for (int i = 0; i < n; i++) scheds[i]->last_epoch -= 1;
-    commit(first, e0, lr);
+    commit(first, e0, first->next);
     *out = s;
     return TG_OK;
 }

@@ -23,8 +23,11 @@ struct tg_lr_scheduler {
     tg__sched_kind kind;
     tg_optimizer *opt;    /* borrowed */
     int64_t last_epoch;
-    double base_lr;       /* base_lrs[0] */
-    double last_lr;       /* _last_lr[0] */
+    /* One per param group of opt (n_groups when the scheduler was made):
+     * base_lrs, _last_lr, and next, where a step computes the new lrs
+     * before it commits them.  One owned block of 3 n_groups doubles. */
+    int n_groups;
+    double *base_lrs, *last_lrs, *next;
     union {
         struct { int64_t step_size; double gamma; } step;
         struct { int n; int64_t *milestones; double gamma; } multi_step;   /* owned */

@@ -32,9 +32,9 @@ static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
     TG_TRY(key(k, what, prefix, "last_epoch", -1));
     TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)s->last_epoch));
     TG_TRY(key(k, what, prefix, "base_lr", -1));
-    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->base_lr));
+    TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_groups, 1, s->base_lrs));
     TG_TRY(key(k, what, prefix, "last_lr", -1));
-    TG_TRY(tg__st_put_scalar(f, k, TG_F64, s->last_lr));
+    TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_groups, 1, s->last_lrs));
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         TG_TRY(key(k, what, prefix, NULL, i));
         TG_TRY(save(s->u.sequential.schedulers[i], f, k));
@@ -53,12 +53,7 @@ int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f, const ch
 
 #define WHAT "lr_scheduler_state_load"
 
-typedef struct sched_values {
-    int64_t last_epoch;
-    double base_lr, last_lr;
-} sched_values;
-
-/* The value of the one-element tensor under "prefix.name". */
+/* The one-element tensor under "prefix.name" into *v. */
 static int get_value(const tg_st_file *f, const char *prefix, const char *name, char *k,
                      double *v)
 {
@@ -70,18 +65,33 @@ static int get_value(const tg_st_file *f, const char *prefix, const char *name, 
     return tg_tensor_get_flat(t, 0, v);
 }
 
-static int get_lr(const tg_st_file *f, const char *prefix, const char *name, double *v)
+/* The lrs under "prefix.name", one per param group of s (0-d for one),
+ * each finite and >= 0, into v. */
+static int get_lrs(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
+                   const char *name, double *v)
 {
     char k[KEY_MAX];
-    TG_TRY(get_value(f, prefix, name, k, v));
-    TG_CHECK(*v >= 0 && isfinite(*v), TG_EINVAL, WHAT ": '%s'=%g must be finite and >= 0", k,
-             *v);
+    TG_TRY(key(k, WHAT, prefix, name, -1));
+    const tg_tensor *t = tg_st_get(f, k);
+    const int G = s->n_groups;
+    TG_CHECK(t != NULL, TG_ENOTFOUND, WHAT ": missing key '%s'", k);
+    TG_CHECK(tg_tensor_numel(t) == G, TG_ESHAPE,
+             WHAT ": '%s' must hold %d value%s (one per param group), has %lld", k, G,
+             G > 1 ? "s" : "", (long long)tg_tensor_numel(t));
+    for (int g = 0; g < G; g++) {
+        TG_TRY(tg_tensor_get_flat(t, g, &v[g]));
+        char at[16] = "";
+        if (G > 1) snprintf(at, sizeof at, "[%d]", g);
+        TG_CHECK(v[g] >= 0 && isfinite(v[g]), TG_EINVAL,
+                 WHAT ": '%s'%s=%g must be finite and >= 0", k, at, v[g]);
+    }
     return TG_OK;
 }
 
-/* s's own values under prefix, checked against s's kind and their ranges. */
+/* s's own values under prefix, checked against s's kind and their ranges,
+ * into *epoch, base[0..n_groups) and last[0..n_groups). */
 static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
-                       sched_values *out)
+                       int64_t *epoch, double *base, double *last)
 {
     char k[KEY_MAX];
     TG_TRY(key(k, WHAT, prefix, "kind", -1));
@@ -94,16 +104,20 @@ static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char
     /* within +-2^53, where doubles still hold every integer */
     TG_CHECK(fabs(e) <= 0x1p53 && e == floor(e), TG_EINVAL,
              WHAT ": '%s'=%g must be an integer within +-2^53", k, e);
-    out->last_epoch = (int64_t)e;
-    TG_TRY(get_lr(f, prefix, "base_lr", &out->base_lr));
-    return get_lr(f, prefix, "last_lr", &out->last_lr);
+    *epoch = (int64_t)e;
+    TG_TRY(get_lrs(s, f, prefix, "base_lr", base));
+    return get_lrs(s, f, prefix, "last_lr", last);
 }
 
 /* Checks everything load_checked would restore. */
 static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
-    sched_values v;
-    TG_TRY(read_values(s, f, prefix, &v));
+    int64_t e;
+    double *v = tg__malloc((size_t)s->n_groups * 2 * sizeof *v);
+    if (!v) return TG_ENOMEM;
+    int rc = read_values(s, f, prefix, &e, v, v + s->n_groups);
+    free(v);
+    TG_TRY(rc);
     if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
     TG_TRY(tg__st_check_indices(f, prefix, s->u.sequential.n, WHAT, "scheduler",
                                 "this sequential_lr has"));
@@ -118,8 +132,7 @@ static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *pref
 /* Restores what check() accepted: reading the same values cannot fail. */
 static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
-    sched_values v;
-    int rc = read_values(s, f, prefix, &v);
+    int rc = read_values(s, f, prefix, &s->last_epoch, s->base_lrs, s->last_lrs);
     TG_ASSERT(rc == TG_OK);
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         char k[KEY_MAX];
@@ -127,9 +140,6 @@ static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *pr
         TG_ASSERT(rc == TG_OK);
         load_checked(s->u.sequential.schedulers[i], f, k);
     }
-    s->last_epoch = v.last_epoch;
-    s->base_lr = v.base_lr;
-    s->last_lr = v.last_lr;
 }
 
 int tg__lr_scheduler_state_check(const tg_lr_scheduler *s, const tg_st_file *f,

@@ -330,6 +330,21 @@ void tg_module_zero_grad(tg_module *m)
     if (m) tg__module_visit(m, tg__zero_grad_visit, NULL);
 }
 
+int tg_module_zero_grad_ex(tg_module *m, bool set_to_none)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "module_zero_grad: m must not be NULL");
+    if (set_to_none) {
+        tg_module_zero_grad(m);
+        return TG_OK;
+    }
+    tg_tensor **params = NULL;
+    int n = 0;
+    TG_TRY(tg_module_parameters(m, &params, &n));
+    int rc = tg__zero_grads_in_place(n, params);
+    free(params);
+    return rc;
+}
+
 /* ---- dtype conversion: convert everything into a side list, then assign ---- */
 
 typedef struct tg__convert {

@@ -1,24 +1,27 @@
-/* src/nn/optim.c - optimizer objects: construction and option checks, the
- * step driver (validate every gradient, create missing state, then update
- * each parameter through a contiguous buffer in its compute dtype), zero_grad
- * and the learning rate.  The update rules are in optim_update.c, state
- * save/load in optim_state.c. */
+/* src/nn/optim.c - optimizer objects: construction, the step driver
+ * (validate every gradient, create missing state, then update each
+ * parameter through a contiguous buffer in its compute dtype, with its param
+ * group's hyperparameters) and zero_grad.  Param groups, their options and
+ * learning rates are in optim_groups.c, the update rules in optim_update.c,
+ * state save/load in optim_state.c. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "optim_internal.h"
 #include "tapegrad/nn.h"
 
-int tg__opt_n_bufs(const tg_optimizer *o)
+int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h)
 {
-    if (o->kind == TG__OPT_SGD) return o->sgd.momentum != 0 ? 1 : 0;
-    return 2;
+    if (k == TG__OPT_SGD) return h->momentum != 0 ? 1 : 0;
+    return h->amsgrad ? 3 : 2;
 }
 
-const char *tg__opt_buf_name(const tg_optimizer *o, int j)
+const char *tg__opt_buf_name(tg__opt_kind k, int j)
 {
-    if (o->kind == TG__OPT_SGD) return "momentum_buffer";
-    return j == 0 ? "exp_avg" : "exp_avg_sq";
+    static const char *const adam[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_avg_sq",
+                                                       "max_exp_avg_sq"};
+    return k == TG__OPT_SGD ? "momentum_buffer" : adam[j];
 }
 
 const char *tg__opt_kind_name(tg__opt_kind k)
@@ -29,96 +32,46 @@ const char *tg__opt_kind_name(tg__opt_kind k)
 
 /* ---- construction -------------------------------------------------------- */
 
-static int check_params(const char *op, tg_optimizer **out, int n, tg_tensor *const *params)
+/* A new optimizer of kind k over params (retained), one param group with h,
+ * checked first. */
+static int opt_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
+                   tg_tensor *const *params, const tg__opt_hparams *h)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_CHECK(n >= 1, TG_EINVAL, "%s: n_params=%d must be >= 1", op, n);
-    TG_CHECK(params != NULL, TG_EINVAL, "%s: params must not be NULL", op);
-    for (int i = 0; i < n; i++) {
-        const tg_tensor *p = params[i];
-        TG_CHECK(p != NULL, TG_EINVAL, "%s: params[%d] must not be NULL", op, i);
-        TG_CHECK(tg_dtype_is_float(p->dtype), TG_EDTYPE,
-                 "%s: params[%d] has dtype %s; float dtypes only", op, i, tg_dtype_name(p->dtype));
-        TG_CHECK(p->grad_fn == NULL, TG_EINVAL,
-                 "%s: params[%d] is not a leaf (an optimizer updates leaves only)", op, i);
-        for (int j = 0; j < i; j++)
-            TG_CHECK(params[j] != p, TG_EINVAL,
-                     "%s: params[%d] is params[%d] again (each parameter at most once)", op, i, j);
-    }
-    return TG_OK;
-}
-
-/* A new optimizer of kind k over params (retained), lr set; options by the caller. */
-static int opt_alloc(tg_optimizer **out, tg__opt_kind k, int n, tg_tensor *const *params,
-                     double lr)
-{
+    TG_TRY(tg__opt_check_params(op, NULL, n, params));
+    TG_TRY(tg__opt_check_hparams(k, h, op, NULL, -1));
     tg_optimizer *o = tg__calloc(1, sizeof *o);
     tg_tensor **ps = tg__calloc((size_t)n, sizeof *ps);
     tg__opt_state *st = tg__calloc((size_t)n, sizeof *st);
-    if (!o || !ps || !st) {
+    tg__opt_group *g = tg__calloc(1, sizeof *g);
+    if (!o || !ps || !st || !g) {
         free(o);
         free(ps);
         free(st);
+        free(g);
         return TG_ENOMEM;
     }
     for (int i = 0; i < n; i++) ps[i] = tg_tensor_retain(params[i]);
-    o->kind = k;
-    o->n = n;
-    o->params = ps;
-    o->state = st;
-    o->lr = lr;
-    o->initial_lr = NAN;
+    *g = (tg__opt_group){.begin = 0, .end = n, .h = *h, .initial_lr = NAN};
+    *o = (tg_optimizer){.kind = k, .n = n, .params = ps, .state = st, .n_groups = 1,
+                        .groups = g, .defaults = *h};
     *out = o;
     return TG_OK;
 }
 
-/* !(x >= 0) also rejects NaN. */
 int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const tg_sgd_opts *opts)
 {
-    TG_TRY(check_params("sgd", out, n_params, params));
     TG_CHECK(opts != NULL, TG_EINVAL, "sgd: opts must not be NULL (use TG_SGD_OPTS_INIT)");
-    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
-             "sgd: lr=%g must be finite and >= 0", opts->lr);
-    TG_CHECK(opts->momentum >= 0, TG_EINVAL, "sgd: momentum=%g must be >= 0", opts->momentum);
-    TG_CHECK(isfinite(opts->dampening), TG_EINVAL, "sgd: dampening=%g must be finite",
-             opts->dampening);
-    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "sgd: weight_decay=%g must be >= 0",
-             opts->weight_decay);
-    TG_CHECK(!opts->nesterov || (opts->momentum > 0 && opts->dampening == 0), TG_EINVAL,
-             "sgd: nesterov requires momentum > 0 and dampening == 0 (got momentum=%g, "
-             "dampening=%g)", opts->momentum, opts->dampening);
-    tg_optimizer *o;
-    TG_TRY(opt_alloc(&o, TG__OPT_SGD, n_params, params, opts->lr));
-    o->sgd = *opts;
-    *out = o;
-    return TG_OK;
-}
-
-static int check_adam(const char *op, const tg_adam_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
-    TG_CHECK(opts->lr >= 0 && isfinite(opts->lr), TG_EINVAL,
-             "%s: lr=%g must be finite and >= 0", op, opts->lr);
-    TG_CHECK(opts->eps >= 0, TG_EINVAL, "%s: eps=%g must be >= 0", op, opts->eps);
-    TG_CHECK(opts->beta1 >= 0 && opts->beta1 < 1, TG_EINVAL,
-             "%s: beta1=%g must be in [0, 1)", op, opts->beta1);
-    TG_CHECK(opts->beta2 >= 0 && opts->beta2 < 1, TG_EINVAL,
-             "%s: beta2=%g must be in [0, 1)", op, opts->beta2);
-    TG_CHECK(opts->weight_decay >= 0, TG_EINVAL, "%s: weight_decay=%g must be >= 0", op,
-             opts->weight_decay);
-    return TG_OK;
+    tg__opt_hparams h = tg__opt_sgd_hparams(opts);
+    return opt_new("sgd", TG__OPT_SGD, out, n_params, params, &h);
 }
 
 static int adam_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
                     tg_tensor *const *params, const tg_adam_opts *opts)
 {
-    TG_TRY(check_params(op, out, n, params));
-    TG_TRY(check_adam(op, opts));
-    tg_optimizer *o;
-    TG_TRY(opt_alloc(&o, k, n, params, opts->lr));
-    o->adam = *opts;
-    *out = o;
-    return TG_OK;
+    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
+    tg__opt_hparams h = tg__opt_adam_hparams(opts);
+    return opt_new(op, k, out, n, params, &h);
 }
 
 int tg_adam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
@@ -176,18 +129,22 @@ static int check_grads(const tg_optimizer *o, int64_t *max_numel)
 static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS],
                       bool *converted)
 {
-    int nb = tg__opt_n_bufs(o);
-    for (int i = 0; i < o->n; i++) {
-        const tg_tensor *p = o->params[i];
-        if (!p->grad || nb == 0) continue;
-        const tg_dtype cdt = tg__compute_dtype(p->dtype);
-        tg_tensor *const *old = o->state[i].buf;
-        if (old[0] && old[0]->dtype == cdt) continue;
-        for (int j = 0; j < nb; j++) {
-            if (old[0]) TG_TRY(tg_tensor_to_dtype(&fresh[i][j], old[j], cdt));
-            else if (!(fresh[i][j] = tg__tensor_empty(cdt, p->ndim, p->shape))) return TG_ENOMEM;
+    for (int gi = 0; gi < o->n_groups; gi++) {
+        const tg__opt_group *g = &o->groups[gi];
+        const int nb = tg__opt_n_bufs(o->kind, &g->h);
+        for (int i = g->begin; i < g->end && nb > 0; i++) {
+            const tg_tensor *p = o->params[i];
+            if (!p->grad) continue;
+            const tg_dtype cdt = tg__compute_dtype(p->dtype);
+            tg_tensor *const *old = o->state[i].buf;
+            if (old[0] && old[0]->dtype == cdt) continue;
+            for (int j = 0; j < nb; j++) {
+                if (old[0]) TG_TRY(tg_tensor_to_dtype(&fresh[i][j], old[j], cdt));
+                else if (!(fresh[i][j] = tg__tensor_empty(cdt, p->ndim, p->shape)))
+                    return TG_ENOMEM;
+            }
+            converted[i] = old[0] != NULL;
         }
-        converted[i] = old[0] != NULL;
     }
     return TG_OK;
 }
@@ -195,7 +152,8 @@ static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUF
 /* Updates parameter i in its compute dtype: in place when it (or its
  * gradient) is contiguous in that dtype, else through a contiguous copy in
  * pbuf (gbuf), written back (rounding once for f16/bf16). */
-static void update_one(tg_optimizer *o, int i, bool first, void *pbuf, void *gbuf)
+static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool first, void *pbuf,
+                       void *gbuf)
 {
     tg_tensor *p = o->params[i];
     tg_dtype cdt = tg__compute_dtype(p->dtype);
@@ -206,8 +164,10 @@ static void update_one(tg_optimizer *o, int i, bool first, void *pbuf, void *gbu
     if (!p_direct) tg__gather(p, cdt, pbuf);
     if (p->grad->dtype == cdt && tg_tensor_is_contiguous(p->grad)) gd = tg_tensor_cdata(p->grad);
     else tg__gather(p->grad, cdt, gbuf);
-    if (o->kind == TG__OPT_SGD) tg__sgd_update(o, cdt, pd, gd, &o->state[i], first, n);
-    else tg__adam_update(o, cdt, pd, gd, &o->state[i], n);
+    if (o->kind == TG__OPT_SGD)
+        tg__sgd_update(h, cdt, pd, gd, &o->state[i], first, n);
+    else
+        tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, &o->state[i], n);
     if (!p_direct) tg__scatter(p, cdt, pbuf);
     tg__bump_version(p);
 }
@@ -218,7 +178,8 @@ int tg_optimizer_step(tg_optimizer *opt)
     int64_t max_numel;
     TG_TRY(check_grads(opt, &max_numel));
     /* Buffers for one parameter and its gradient, 8 bytes per element (f64). */
-    void *pbuf = tg__work_alloc((size_t)max_numel * 8), *gbuf = tg__work_alloc((size_t)max_numel * 8);
+    void *pbuf = tg__work_alloc((size_t)max_numel * 8);
+    void *gbuf = tg__work_alloc((size_t)max_numel * 8);
     tg_tensor *(*fresh)[TG__OPT_MAX_BUFS] = tg__calloc((size_t)opt->n, sizeof *fresh);
     bool *converted = tg__calloc((size_t)opt->n, sizeof *converted);
     bool prev = tg_set_grad_enabled(false);
@@ -229,15 +190,18 @@ int tg_optimizer_step(tg_optimizer *opt)
             for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(fresh[i][j]);
         goto done;
     }
-    for (int i = 0; i < opt->n; i++) {
-        if (!opt->params[i]->grad) continue;
-        bool first = fresh[i][0] != NULL && !converted[i];
-        for (int j = 0; j < TG__OPT_MAX_BUFS; j++)
-            if (fresh[i][j]) {
-                tg_tensor_release(opt->state[i].buf[j]);
-                opt->state[i].buf[j] = fresh[i][j];
-            }
-        update_one(opt, i, first, pbuf, gbuf);
+    for (int gi = 0; gi < opt->n_groups; gi++) {
+        const tg__opt_group *g = &opt->groups[gi];
+        for (int i = g->begin; i < g->end; i++) {
+            if (!opt->params[i]->grad) continue;
+            bool first = fresh[i][0] != NULL && !converted[i];
+            for (int j = 0; j < TG__OPT_MAX_BUFS; j++)
+                if (fresh[i][j]) {
+                    tg_tensor_release(opt->state[i].buf[j]);
+                    opt->state[i].buf[j] = fresh[i][j];
+                }
+            update_one(opt, &g->h, i, first, pbuf, gbuf);
+        }
     }
     tg_set_grad_enabled(prev);
     opt->steps++;
@@ -255,16 +219,13 @@ void tg_optimizer_zero_grad(tg_optimizer *opt)
     for (int i = 0; i < opt->n; i++) tg_tensor_zero_grad(opt->params[i]);
 }
 
-int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
+int tg_optimizer_zero_grad_ex(tg_optimizer *opt, bool set_to_none)
 {
-    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
-    TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL,
-             "optimizer_set_lr: lr=%g must be finite and >= 0", lr);
-    opt->lr = lr;
+    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_zero_grad: opt must not be NULL");
+    if (!set_to_none) return tg__zero_grads_in_place(opt->n, opt->params);
+    tg_optimizer_zero_grad(opt);
     return TG_OK;
 }
-
-double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->lr : NAN; }
 
 int64_t tg_optimizer_steps(const tg_optimizer *opt) { return opt ? opt->steps : -1; }
 

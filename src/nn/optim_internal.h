@@ -7,47 +7,80 @@
 
 typedef enum tg__opt_kind { TG__OPT_SGD = 0, TG__OPT_ADAM, TG__OPT_ADAMW } tg__opt_kind;
 
-#define TG__OPT_MAX_BUFS 2
+#define TG__OPT_MAX_BUFS 3
 
 /* One parameter's state.  buf[j] are contiguous tensors of the parameter's
  * shape in its compute dtype (f64 for f64, f32 otherwise), NULL until the
  * parameter's first step with a gradient: SGD's momentum_buffer, or Adam's
- * exp_avg and exp_avg_sq. */
+ * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq. */
 typedef struct tg__opt_state {
     int64_t step;                       /* Adam/AdamW: this parameter's t */
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
 } tg__opt_state;
 
+/* The hyperparameters, torch's param_group entries: SGD reads lr,
+ * momentum, dampening, weight_decay, nesterov and maximize; Adam/AdamW lr,
+ * beta1, beta2 (torch's betas), eps, weight_decay, amsgrad and maximize. */
+typedef struct tg__opt_hparams {
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
+    bool nesterov, amsgrad, maximize;
+} tg__opt_hparams;
+
+/* A param group: the optimizer's parameters [begin, end) and their
+ * hyperparameters.  initial_lr is torch's param_group['initial_lr']: the
+ * group's lr when the first learning-rate scheduler was attached (its
+ * base_lr for every scheduler on the optimizer); NaN until then
+ * (lr_scheduler.c). */
+typedef struct tg__opt_group {
+    int begin, end;
+    tg__opt_hparams h;
+    double initial_lr;
+} tg__opt_group;
+
 struct tg_optimizer {
     tg__opt_kind kind;
     int n;
-    tg_tensor **params;     /* retained */
-    tg__opt_state *state;   /* n entries */
-    double lr;
-    /* torch's param_group['initial_lr']: the lr when the first learning-rate
-     * scheduler was attached (the base_lr of every scheduler on this
-     * optimizer); NaN until then (lr_scheduler.c). */
-    double initial_lr;
-    tg_sgd_opts sgd;        /* SGD only */
-    tg_adam_opts adam;      /* Adam/AdamW only */
-    int64_t steps;          /* tg_optimizer_step calls */
+    tg_tensor **params;        /* retained */
+    tg__opt_state *state;      /* n entries */
+    int n_groups;
+    tg__opt_group *groups;     /* n_groups >= 1, consecutive, covering params[0..n) */
+    tg__opt_hparams defaults;  /* the constructor's: torch's defaults for new groups */
+    int64_t steps;             /* tg_optimizer_step calls */
 };
 
-/* Number of state buffers per parameter (0 for SGD without momentum). */
-int tg__opt_n_bufs(const tg_optimizer *o);
-/* "momentum_buffer", "exp_avg", "exp_avg_sq". */
-const char *tg__opt_buf_name(const tg_optimizer *o, int j);
+/* The hyperparameters of a constructor's options. */
+tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o);
+tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o);
+
+/* TG_EINVAL unless h is valid for kind k: the rules of the constructors
+ * (optim.h).  The message names each value as the constructors' option
+ * ("<what>: beta1=2 must be in [0, 1)"), or, with a prefix, as the state
+ * file's key ("<what>: '<prefix>.betas'[0]=2 must be in [0, 1)"), with the
+ * group's index first when group >= 0 ("'<prefix>.betas'[1][0]=2"). */
+int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
+                          const char *prefix, int group);
+/* TG_EINVAL / TG_EDTYPE unless params[0..n) are n >= 1 distinct float leaf
+ * tensors, none of them already in opt (may be NULL). */
+int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
+                         tg_tensor *const *params);
+
+/* Number of state buffers per parameter for kind k with h (0 for SGD
+ * without momentum, 3 for Adam/AdamW with amsgrad). */
+int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h);
+/* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq". */
+const char *tg__opt_buf_name(tg__opt_kind k, int j);
 /* "sgd", "adam", "adamw". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
-/* The updates of one parameter (optim_update.c).  p and g are contiguous
- * buffers of n elements of dtype cdt (f32 or f64); p is updated in place and
- * so is st->buf[*] (same dtype).  first: st's buffers were created for this
- * step (SGD then sets its momentum buffer to the gradient). */
-void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+/* The updates of one parameter with hyperparameters h (optim_update.c).
+ * p and g are contiguous buffers of n elements of dtype cdt (f32 or f64); p
+ * is updated in place and so is st->buf[*] (same dtype).  first: st's
+ * buffers were created for this step (SGD then sets its momentum buffer to
+ * the gradient). */
+void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                     tg__opt_state *st, bool first, int64_t n);
-/* Also increments st->step. */
-void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
-                     tg__opt_state *st, int64_t n);
+/* Adam, or AdamW when decoupled; also increments st->step. */
+void tg__adam_update(const tg__opt_hparams *h, bool decoupled, tg_dtype cdt, void *p,
+                     const void *g, tg__opt_state *st, int64_t n);
 
 #endif

@@ -1,7 +1,16 @@
 /* src/nn/optim_state.c - saving an optimizer's state into a tg_st_file and
- * restoring it exactly.  Load validates every entry and builds the new state
- * aside before swapping it in, so a bad file leaves the optimizer unchanged. */
+ * restoring it exactly: the step count, the param groups' sizes and
+ * hyperparameters (torch's param_groups) and each parameter's buffers.
+ * Load reads and checks every entry and builds the new state aside before
+ * swapping it in, so a bad file leaves the optimizer unchanged.
+ *
+ * A group's value of a hyperparameter sits in one tensor per key, one value
+ * per group: 0-d (betas: shape (2)) for an optimizer of one group, the
+ * format of files from before groups; shape (G) (betas: (G, 2)) for G > 1
+ * groups, whose sizes "prefix.param_groups" (i64, (G)) gives. */
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +49,92 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
     return rc;
 }
 
+/* The hyperparameters saved besides lr, under torch's param_group keys:
+ * "betas" holds two f64 values per group, the flags i64 0 or 1, the rest
+ * f64.  A file without one (written before they were saved) leaves the
+ * optimizer's values as they are. */
+typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
+typedef struct hp_entry {
+    const char *key;
+    bool sgd, adam;           /* the kinds that have it */
+    hp_form form;
+    size_t off, off2;         /* of the double or bool in tg__opt_hparams (off2: beta2) */
+} hp_entry;
+
+#define HP(field) offsetof(tg__opt_hparams, field)
+static const hp_entry hps[] = {
+    {"momentum", true, false, HP_REAL, HP(momentum), 0},
+    {"dampening", true, false, HP_REAL, HP(dampening), 0},
+    {"nesterov", true, false, HP_FLAG, HP(nesterov), 0},
+    {"betas", false, true, HP_PAIR, HP(beta1), HP(beta2)},
+    {"eps", false, true, HP_REAL, HP(eps), 0},
+    {"amsgrad", false, true, HP_FLAG, HP(amsgrad), 0},
+    {"weight_decay", true, true, HP_REAL, HP(weight_decay), 0},
+    {"maximize", true, true, HP_FLAG, HP(maximize), 0},
+};
+#undef HP
+#define N_HPS (sizeof hps / sizeof *hps)
+
+static bool hp_of(const hp_entry *e, tg__opt_kind k) { return k == TG__OPT_SGD ? e->sgd : e->adam; }
+
+static double *hp_real(tg__opt_hparams *h, size_t off) { return (double *)((char *)h + off); }
+static bool *hp_flag(tg__opt_hparams *h, size_t off) { return (bool *)((char *)h + off); }
+
+int tg__st_put_values(tg_st_file *f, const char *k, tg_dtype dt, int g, int width,
+                      const double *v)
+{
+    int64_t shape[2] = {g, width};
+    const int ndim = (g > 1) + (width > 1);
+    if (g == 1) shape[0] = width;
+    tg_tensor *t;
+    TG_TRY(tg_tensor_zeros(&t, dt, ndim, shape));
+    for (int i = 0; i < g * width; i++) (void)tg_tensor_set_flat(t, i, v[i]);
+    int rc = tg_st_set(f, k, t);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* Each group's value of hyperparameter e (e NULL: lr; initial: the
+ * initial lr) into v (2 per group for betas). */
+static void group_values(const tg_optimizer *opt, const hp_entry *e, bool initial, double *v)
+{
+    for (int g = 0; g < opt->n_groups; g++) {
+        tg__opt_hparams h = opt->groups[g].h;
+        if (initial) v[g] = opt->groups[g].initial_lr;
+        else if (!e) v[g] = h.lr;
+        else if (e->form == HP_FLAG) v[g] = *hp_flag(&h, e->off);
+        else if (e->form == HP_REAL) v[g] = *hp_real(&h, e->off);
+        else v[2 * g] = *hp_real(&h, e->off), v[2 * g + 1] = *hp_real(&h, e->off2);
+    }
+}
+
+static int save_groups(const tg_optimizer *opt, tg_st_file *f, const char *prefix, double *v)
+{
+    char k[KEY_MAX];
+    const int G = opt->n_groups;
+    if (G > 1) {
+        for (int g = 0; g < G; g++) v[g] = opt->groups[g].end - opt->groups[g].begin;
+        TG_TRY(key(k, prefix, -1, "param_groups"));
+        TG_TRY(tg__st_put_values(f, k, TG_I64, G, 1, v));
+    }
+    group_values(opt, NULL, false, v);
+    TG_TRY(key(k, prefix, -1, "lr"));
+    TG_TRY(tg__st_put_values(f, k, TG_F64, G, 1, v));
+    for (size_t e = 0; e < N_HPS; e++) {
+        if (!hp_of(&hps[e], opt->kind)) continue;
+        group_values(opt, &hps[e], false, v);
+        TG_TRY(key(k, prefix, -1, hps[e].key));
+        TG_TRY(tg__st_put_values(f, k, hps[e].form == HP_FLAG ? TG_I64 : TG_F64, G,
+                          hps[e].form == HP_PAIR ? 2 : 1, v));
+    }
+    group_values(opt, NULL, true, v);
+    bool all = true;   /* a scheduler attached since the last group was added */
+    for (int g = 0; g < G; g++) all = all && !isnan(v[g]);
+    if (!all) return TG_OK;
+    TG_TRY(key(k, prefix, -1, "initial_lr"));
+    return tg__st_put_values(f, k, TG_F64, G, 1, v);
+}
+
 int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix)
 {
     TG_CHECK(opt != NULL && f != NULL && prefix != NULL, TG_EINVAL,
@@ -49,19 +144,25 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
     TG_TRY(tg_st_meta_set(f, k, tg__opt_kind_name(opt->kind)));
     TG_TRY(key(k, prefix, -1, "step"));
     TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)opt->steps));
-    TG_TRY(key(k, prefix, -1, "lr"));
-    TG_TRY(tg__st_put_scalar(f, k, TG_F64, opt->lr));
-    int nb = tg__opt_n_bufs(opt);
-    for (int i = 0; i < opt->n; i++) {
-        const tg__opt_state *st = &opt->state[i];
-        if (nb == 0 || !st->buf[0]) continue;
-        if (opt->kind != TG__OPT_SGD) {
-            TG_TRY(key(k, prefix, i, "step"));
-            TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)st->step));
-        }
-        for (int j = 0; j < nb; j++) {
-            TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt, j)));
-            TG_TRY(put_copy(f, k, st->buf[j]));
+    double *v = tg__malloc((size_t)opt->n_groups * 2 * sizeof *v);
+    if (!v) return TG_ENOMEM;
+    int rc = save_groups(opt, f, prefix, v);
+    free(v);
+    TG_TRY(rc);
+    for (int gi = 0; gi < opt->n_groups; gi++) {
+        const tg__opt_group *g = &opt->groups[gi];
+        const int nb = tg__opt_n_bufs(opt->kind, &g->h);
+        for (int i = g->begin; i < g->end; i++) {
+            const tg__opt_state *st = &opt->state[i];
+            if (nb == 0 || !st->buf[0]) continue;
+            if (opt->kind != TG__OPT_SGD) {
+                TG_TRY(key(k, prefix, i, "step"));
+                TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)st->step));
+            }
+            for (int j = 0; j < nb; j++) {
+                TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));
+                TG_TRY(put_copy(f, k, st->buf[j]));
+            }
         }
     }
     return TG_OK;
@@ -123,24 +224,181 @@ int tg__st_check_indices(const tg_st_file *f, const char *prefix, int n, const c
     return TG_OK;
 }
 
-/* Parameter i's state from f into *st (zeroed by the caller).  Absent keys
- * mean "no state yet"; a partial set is an error naming the missing key. */
-static int load_param(const tg_optimizer *opt, const tg_st_file *f, const char *prefix, int i,
-                      tg__opt_state *st)
+/* What a file holds besides the parameters' buffers, read and checked:
+ * each group's hyperparameters (the optimizer's, with the file's values
+ * over them) and initial lr.  Owned arrays of n_groups entries. */
+typedef struct opt_header {
+    double steps;
+    tg__opt_hparams *h;
+    double *initial_lr;
+} opt_header;
+
+static void header_free(opt_header *v)
+{
+    free(v->h);
+    free(v->initial_lr);
+}
+
+/* "'<k>'" or, with G > 1 groups, "'<k>'[g]", for messages. */
+static const char *at(char *buf, size_t n, const char *k, int G, int g)
+{
+    if (G > 1) snprintf(buf, n, "'%s'[%d]", k, g);
+    else snprintf(buf, n, "'%s'", k);
+    return buf;
+}
+
+/* The tensor under k with G * width values into v; NULL *t when absent. */
+static int read_values(const tg_st_file *f, const char *k, int G, int width, double *v,
+                       const tg_tensor **t)
+{
+    *t = tg_st_get(f, k);
+    if (!*t) return TG_OK;
+    const int64_t want = (int64_t)G * width;
+    TG_CHECK(tg_tensor_numel(*t) == want, TG_ESHAPE,
+             "optimizer_state_load: '%s' must hold %lld value%s%s, has %lld", k,
+             (long long)want, want > 1 ? "s" : "", G > 1 ? " (for each param group)" : "",
+             (long long)tg_tensor_numel(*t));
+    for (int64_t i = 0; i < want; i++) TG_TRY(tg_tensor_get_flat(*t, i, &v[i]));
+    return TG_OK;
+}
+
+/* The file's groups must be the optimizer's: as many, of the same sizes. */
+static int check_group_sizes(const tg_optimizer *opt, const tg_st_file *f, const char *prefix,
+                             double *v)
 {
     char k[KEY_MAX];
-    int nb = tg__opt_n_bufs(opt);
-    bool sgd = opt->kind == TG__OPT_SGD;
+    const int G = opt->n_groups;
+    TG_TRY(key(k, prefix, -1, "param_groups"));
+    const tg_tensor *t = tg_st_get(f, k);
+    TG_CHECK(t != NULL || G == 1, TG_EINVAL,
+             "optimizer_state_load: no '%s': the state is of one param group; this optimizer "
+             "has %d", k, G);
+    if (!t) return TG_OK;
+    TG_CHECK(tg_tensor_numel(t) == G, TG_EINVAL,
+             "optimizer_state_load: '%s' holds %lld param groups; this optimizer has %d", k,
+             (long long)tg_tensor_numel(t), G);
+    TG_TRY(read_values(f, k, G, 1, v, &t));
+    for (int g = 0; g < G; g++) {
+        const int n = opt->groups[g].end - opt->groups[g].begin;
+        TG_CHECK(v[g] == n, TG_EINVAL,
+                 "optimizer_state_load: '%s'[%d]=%g parameters; this optimizer's group %d has %d",
+                 k, g, v[g], g, n);
+    }
+    return TG_OK;
+}
+
+/* A learning rate of group g (lr or initial_lr): finite and >= 0. */
+static int check_lr(const char *k, int G, int g, double lr)
+{
+    char n[KEY_MAX + 16];
+    TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL,
+             "optimizer_state_load: %s=%g must be a finite non-negative number",
+             at(n, sizeof n, k, G, g), lr);
+    return TG_OK;
+}
+
+/* Every group's hyperparameters from f over the optimizer's into v->h,
+ * with each value's form checked (a flag 0 or 1) and each group's set by
+ * the constructors' rules; v->initial_lr likewise.  w holds 2 G doubles. */
+static int read_groups(const tg_optimizer *opt, const tg_st_file *f, const char *prefix,
+                       opt_header *v, double *w)
+{
+    char k[KEY_MAX], n[KEY_MAX + 16];
+    const int G = opt->n_groups;
+    const tg_tensor *t;
+    TG_TRY(key(k, prefix, -1, "lr"));
+    TG_TRY(read_values(f, k, G, 1, w, &t));
+    TG_CHECK(t != NULL, TG_ENOTFOUND, "optimizer_state_load: missing key '%s'", k);
+    for (int g = 0; g < G; g++) {
+        TG_TRY(check_lr(k, G, g, w[g]));
+        v->h[g].lr = w[g];
+    }
+    for (size_t e = 0; e < N_HPS; e++) {
+        const hp_entry *he = &hps[e];
+        if (!hp_of(he, opt->kind)) continue;
+        TG_TRY(key(k, prefix, -1, he->key));
+        TG_TRY(read_values(f, k, G, he->form == HP_PAIR ? 2 : 1, w, &t));
+        for (int g = 0; t && g < G; g++) {
+            if (he->form == HP_FLAG) {
+                TG_CHECK(w[g] == 0 || w[g] == 1, TG_EINVAL,
+                         "optimizer_state_load: %s=%g must be 0 or 1", at(n, sizeof n, k, G, g),
+                         w[g]);
+                *hp_flag(&v->h[g], he->off) = w[g] == 1;
+            } else if (he->form == HP_REAL) {
+                *hp_real(&v->h[g], he->off) = w[g];
+            } else {
+                *hp_real(&v->h[g], he->off) = w[2 * g];
+                *hp_real(&v->h[g], he->off2) = w[2 * g + 1];
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        TG_TRY(tg__opt_check_hparams(opt->kind, &v->h[g], "optimizer_state_load", prefix,
+                                     G > 1 ? g : -1));
+    TG_TRY(key(k, prefix, -1, "initial_lr"));
+    TG_TRY(read_values(f, k, G, 1, w, &t));
+    for (int g = 0; t && g < G; g++) {
+        TG_TRY(check_lr(k, G, g, w[g]));
+        v->initial_lr[g] = w[g];
+    }
+    return TG_OK;
+}
+
+/* Reads and checks everything but the buffers into *v (freed by the
+ * caller with header_free, also on error). */
+static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char *prefix,
+                        opt_header *v)
+{
+    char k[KEY_MAX];
+    const int G = opt->n_groups;
+    *v = (opt_header){.h = tg__malloc((size_t)G * sizeof *v->h),
+                      .initial_lr = tg__malloc((size_t)G * sizeof *v->initial_lr)};
+    double *w = tg__malloc((size_t)G * 2 * sizeof *w);
+    if (!v->h || !v->initial_lr || !w) {
+        free(w);
+        return TG_ENOMEM;
+    }
+    for (int g = 0; g < G; g++) {
+        v->h[g] = opt->groups[g].h;
+        v->initial_lr[g] = opt->groups[g].initial_lr;
+    }
+    int rc = key(k, prefix, -1, "kind");
+    const char *kind = rc < 0 ? NULL : tg_st_meta_get(f, k);
+    if (rc >= 0 && !kind)
+        rc = tg__error(TG_ENOTFOUND, "optimizer_state_load: missing metadata '%s'", k);
+    if (rc >= 0 && strcmp(kind, tg__opt_kind_name(opt->kind)) != 0)
+        rc = tg__error(TG_EINVAL, "optimizer_state_load: '%s' is '%s'; this optimizer is '%s'",
+                       k, kind, tg__opt_kind_name(opt->kind));
+    if (rc >= 0) rc = key(k, prefix, -1, "step");
+    if (rc >= 0) rc = get_count(f, k, true, &v->steps);
+    if (rc >= 0) rc = check_group_sizes(opt, f, prefix, w);
+    if (rc >= 0) rc = read_groups(opt, f, prefix, v, w);
+    if (rc >= 0)
+        rc = tg__st_check_indices(f, prefix, opt->n, "optimizer_state_load", "parameter",
+                                  "the optimizer has");
+    free(w);
+    return rc;
+}
+
+/* Parameter i's state from f into *st (zeroed by the caller), for the
+ * hyperparameters h of its group that the load restores.  Absent keys mean
+ * "no state yet"; a partial set is an error naming the missing key
+ * (max_exp_avg_sq is part of the set with amsgrad, ignored without). */
+static int load_param(const tg_optimizer *opt, const tg__opt_hparams *h, const tg_st_file *f,
+                      const char *prefix, int i, tg__opt_state *st)
+{
+    char k[KEY_MAX];
+    const int nb = tg__opt_n_bufs(opt->kind, h);
+    const bool sgd = opt->kind == TG__OPT_SGD;
     bool any = false;
-    for (int j = -1; j < TG__OPT_MAX_BUFS; j++) {
-        TG_TRY(key(k, prefix, i, j < 0 ? "step" : j == 0 ? tg__opt_buf_name(opt, 0)
-                                                          : "exp_avg_sq"));
+    for (int j = -1; j < (sgd ? 1 : TG__OPT_MAX_BUFS); j++) {   /* every name of the kind */
+        TG_TRY(key(k, prefix, i, j < 0 ? "step" : tg__opt_buf_name(opt->kind, j)));
         if (tg_st_get(f, k)) any = true;
     }
     if (!any) return TG_OK;
     TG_CHECK(nb > 0, TG_EINVAL,
-             "optimizer_state_load: state for parameter %d given but this SGD has momentum 0 "
-             "(no buffers)", i);
+             "optimizer_state_load: state for parameter %d given but its SGD group has "
+             "momentum 0 (no buffers)", i);
     if (!sgd) {
         double v;
         TG_TRY(key(k, prefix, i, "step"));
@@ -148,7 +406,7 @@ static int load_param(const tg_optimizer *opt, const tg_st_file *f, const char *
         st->step = (int64_t)v;
     }
     for (int j = 0; j < nb; j++) {
-        TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt, j)));
+        TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));
         TG_TRY(get_buf(f, k, opt->params[i], &st->buf[j]));
     }
     return TG_OK;
@@ -161,55 +419,47 @@ static void free_states(tg__opt_state *st, int n)
     free(st);
 }
 
-static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char *prefix,
-                        double *steps, double *lr)
+/* Every parameter's state from f into fresh (n entries, zeroed). */
+static int load_params(const tg_optimizer *opt, const opt_header *v, const tg_st_file *f,
+                       const char *prefix, tg__opt_state *fresh)
 {
-    char k[KEY_MAX];
-    TG_TRY(key(k, prefix, -1, "kind"));
-    const char *kind = tg_st_meta_get(f, k);
-    TG_CHECK(kind != NULL, TG_ENOTFOUND, "optimizer_state_load: missing metadata '%s'", k);
-    TG_CHECK(strcmp(kind, tg__opt_kind_name(opt->kind)) == 0, TG_EINVAL,
-             "optimizer_state_load: '%s' is '%s'; this optimizer is '%s'", k, kind,
-             tg__opt_kind_name(opt->kind));
-    TG_TRY(key(k, prefix, -1, "step"));
-    TG_TRY(get_count(f, k, true, steps));
-    TG_TRY(key(k, prefix, -1, "lr"));
-    TG_TRY(get_count(f, k, false, lr));
-    return tg__st_check_indices(f, prefix, opt->n, "optimizer_state_load", "parameter",
-                                "the optimizer has");
+    for (int g = 0; g < opt->n_groups; g++)
+        for (int i = opt->groups[g].begin; i < opt->groups[g].end; i++)
+            TG_TRY(load_param(opt, &v->h[g], f, prefix, i, &fresh[i]));
+    return TG_OK;
 }
 
 int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, const char *prefix)
 {
-    double steps, lr;
-    TG_TRY(check_header(opt, f, prefix, &steps, &lr));
-    for (int i = 0; i < opt->n; i++) {   /* each parameter's state read, then dropped */
-        tg__opt_state one = {0};
-        int rc = load_param(opt, f, prefix, i, &one);
-        for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(one.buf[j]);
-        TG_TRY(rc);
-    }
-    return TG_OK;
+    opt_header v;
+    int rc = check_header(opt, f, prefix, &v);
+    tg__opt_state *fresh = rc < 0 ? NULL : tg__calloc((size_t)opt->n, sizeof *fresh);
+    if (rc >= 0) rc = fresh ? load_params(opt, &v, f, prefix, fresh) : TG_ENOMEM;
+    free_states(fresh, opt->n);
+    header_free(&v);
+    return rc;
 }
 
 int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix)
 {
     TG_CHECK(opt != NULL && f != NULL && prefix != NULL, TG_EINVAL,
              "optimizer_state_load: opt, f and prefix must not be NULL");
-    double steps, lr;
-    TG_TRY(check_header(opt, f, prefix, &steps, &lr));
-    tg__opt_state *fresh = tg__calloc((size_t)opt->n, sizeof *fresh);
-    if (!fresh) return TG_ENOMEM;
-    for (int i = 0; i < opt->n; i++) {
-        int rc = load_param(opt, f, prefix, i, &fresh[i]);
-        if (rc < 0) {
-            free_states(fresh, opt->n);
-            return rc;
-        }
+    opt_header v;
+    int rc = check_header(opt, f, prefix, &v);
+    tg__opt_state *fresh = rc < 0 ? NULL : tg__calloc((size_t)opt->n, sizeof *fresh);
+    if (rc >= 0) rc = fresh ? load_params(opt, &v, f, prefix, fresh) : TG_ENOMEM;
+    if (rc < 0) {
+        free_states(fresh, opt->n);
+        header_free(&v);
+        return rc;
     }
     free_states(opt->state, opt->n);
     opt->state = fresh;
-    opt->steps = (int64_t)steps;
-    opt->lr = lr;
+    opt->steps = (int64_t)v.steps;
+    for (int g = 0; g < opt->n_groups; g++) {
+        opt->groups[g].h = v.h[g];
+        opt->groups[g].initial_lr = v.initial_lr[g];
+    }
+    header_free(&v);
     return TG_OK;
 }

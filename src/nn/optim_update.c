@@ -9,16 +9,17 @@
 
 #include "optim_internal.h"
 
-/* d = g + wd * p;  buf = d (first) or mom * buf + (1 - damp) * d;
+/* d = g (or -g, maximize);  d = d + wd * p;
+ * buf = d (first) or mom * buf + (1 - damp) * d;
  * d = d + mom * buf (nesterov) or buf;  p = p - lr * d. */
 #define SGD_LOOP(T)                                                           \
     {                                                                         \
         T *pp = q->p, *b = st->buf[0] ? tg_tensor_data(st->buf[0]) : NULL;    \
         const T *gg = q->g;                                                   \
         const T wd = (T)s->weight_decay, mom = (T)s->momentum;                \
-        const T keep = (T)(1.0 - s->dampening), alpha = (T)(-o->lr);          \
+        const T keep = (T)(1.0 - s->dampening), alpha = (T)(-s->lr);          \
         for (int64_t i = lo; i < hi; i++) {                                   \
-            T d = gg[i];                                                      \
+            T d = s->maximize ? -gg[i] : gg[i];                               \
             if (s->weight_decay != 0) d = d + wd * pp[i];                     \
             if (s->momentum != 0) {                                           \
                 b[i] = first ? d : b[i] * mom + keep * d;                     \
@@ -30,7 +31,7 @@
 
 /* One update call: elements [lo, hi) of a parameter per thread. */
 typedef struct {
-    const tg_optimizer *o;
+    const tg__opt_hparams *h;
     tg_dtype cdt;
     void *p;
     const void *g;
@@ -42,42 +43,48 @@ typedef struct {
 static void sgd_range(void *job, int64_t lo, int64_t hi)
 {
     const update_job *q = job;
-    const tg_optimizer *o = q->o;
-    const tg_sgd_opts *s = &o->sgd;
+    const tg__opt_hparams *s = q->h;
     const tg__opt_state *st = q->st;
     const bool first = q->first;
     if (q->cdt == TG_F64) SGD_LOOP(double)
     else SGD_LOOP(float)
 }
 
-void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
+void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                     tg__opt_state *st, bool first, int64_t n)
 {
-    TG_ASSERT(o->sgd.momentum == 0 || st->buf[0] != NULL);
-    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
+    TG_ASSERT(h->momentum == 0 || st->buf[0] != NULL);
+    update_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
     tg__parallel_range(n, n > 32768, sgd_range, &q);
 }
 
-/* Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).  Then
- * m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g;
- * denom = sqrt(v) / sqrt(bc2) + eps;  p = p + (-lr / bc1) * m / denom
- * (left to right, as torch's addcmul/addcdiv kernels evaluate),
- * with the bias corrections bc_k = 1 - b_k^t computed in double. */
+/* g = -g when maximizing.  Adam: g = g + wd * p.  AdamW: p = p * (1 - lr * wd).
+ * Then m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g;
+ * with amsgrad vmax = maximum(vmax, v) (torch.maximum: NaN when either is
+ * NaN) replaces v in denom = sqrt(v) / sqrt(bc2) + eps;
+ * p = p + (-lr / bc1) * m / denom (left to right, as torch's
+ * addcmul/addcdiv kernels evaluate), with the bias corrections
+ * bc_k = 1 - b_k^t computed in double. */
 #define ADAM_LOOP(T)                                                          \
     {                                                                         \
         T *pp = q->p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]); \
+        T *vmax = a->amsgrad ? tg_tensor_data(st->buf[2]) : NULL;             \
         const T *gg = q->g;                                                   \
-        const T wd = (T)a->weight_decay, decay = (T)(1.0 - o->lr * a->weight_decay); \
+        const T wd = (T)a->weight_decay, decay = (T)(1.0 - a->lr * a->weight_decay); \
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
         const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
         for (int64_t i = lo; i < hi; i++) {                                   \
-            T gi = gg[i];                                                     \
+            T gi = a->maximize ? -gg[i] : gg[i];                              \
             if (q->decoupled) pp[i] = pp[i] * decay;                          \
             else if (a->weight_decay != 0) gi = gi + wd * pp[i];              \
             m[i] = m[i] * b1 + c1 * gi;                                       \
-            v[i] = v[i] * b2 + c2 * gi * gi;                                  \
-            T denom = (T)sqrt(v[i]) / bc2s + eps;                             \
+            T vi = v[i] = v[i] * b2 + c2 * gi * gi;                           \
+            if (vmax) {                                                       \
+                if (vmax[i] > vi || isnan(vmax[i])) vi = vmax[i];             \
+                vmax[i] = vi;                                                 \
+            }                                                                 \
+            T denom = (T)sqrt(vi) / bc2s + eps;                               \
             pp[i] = pp[i] + neg_step * m[i] / denom;                          \
         }                                                                     \
     }
@@ -85,23 +92,21 @@ void tg__sgd_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
 static void adam_range(void *job, int64_t lo, int64_t hi)
 {
     const update_job *q = job;
-    const tg_optimizer *o = q->o;
-    const tg_adam_opts *a = &o->adam;
+    const tg__opt_hparams *a = q->h;
     const tg__opt_state *st = q->st;
     if (q->cdt == TG_F64) ADAM_LOOP(double)
     else ADAM_LOOP(float)
 }
 
-void tg__adam_update(const tg_optimizer *o, tg_dtype cdt, void *p, const void *g,
-                     tg__opt_state *st, int64_t n)
+void tg__adam_update(const tg__opt_hparams *a, bool decoupled, tg_dtype cdt, void *p,
+                     const void *g, tg__opt_state *st, int64_t n)
 {
-    const tg_adam_opts *a = &o->adam;
-    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
+    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL && (!a->amsgrad || st->buf[2] != NULL));
     st->step++;
     double t = (double)st->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
-    update_job q = {.o = o, .cdt = cdt, .p = p, .g = g, .st = st,
-                    .decoupled = o->kind == TG__OPT_ADAMW, .step_size = o->lr / bc1,
+    update_job q = {.h = a, .cdt = cdt, .p = p, .g = g, .st = st,
+                    .decoupled = decoupled, .step_size = a->lr / bc1,
                     .bc2_sqrt = sqrt(bc2)};
     tg__parallel_range(n, n > 32768, adam_range, &q);
 }

@@ -25,6 +25,11 @@ int tg__lr_scheduler_state_check(const tg_lr_scheduler *s, const tg_st_file *f,
 /* Stores a 0-d tensor of dtype dt holding v under k (f keeps its reference);
  * for the state savers (src/nn/optim_state.c). */
 int tg__st_put_scalar(tg_st_file *f, const char *k, tg_dtype dt, double v);
+/* Stores v[0..g * width) (width 1 or 2) under k as a tensor of dtype dt:
+ * 0-d (width 2: shape (2)) when g is 1, else shape (g) or (g, 2); one value
+ * (pair) per param group in the optimizer's and the schedulers' states. */
+int tg__st_put_values(tg_st_file *f, const char *k, tg_dtype dt, int g, int width,
+                      const double *v);
 /* TG_EINVAL when an entry "prefix.<i>.*" of f names an i outside [0, n):
  * "<what>: '<key>' is for <noun> <i>; <owner> <n>". */
 int tg__st_check_indices(const tg_st_file *f, const char *prefix, int n, const char *what,

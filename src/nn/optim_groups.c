@@ -1,0 +1,203 @@
+/* src/nn/optim_groups.c - an optimizer's param groups (torch's
+ * optimizer.param_groups): the checks of parameters and hyperparameters the
+ * constructors and tg_*_add_param_group share, adding a group, and the
+ * learning rate of one group or of all. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "optim_internal.h"
+
+tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .momentum = o->momentum, .dampening = o->dampening,
+                             .weight_decay = o->weight_decay, .nesterov = o->nesterov,
+                             .maximize = o->maximize};
+}
+
+tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                             .weight_decay = o->weight_decay, .amsgrad = o->amsgrad,
+                             .maximize = o->maximize};
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+/* A hyperparameter's name in messages: the option's (beta1), or with a
+ * prefix the state key's, after the group's index when group >= 0
+ * ('opt.betas'[0], 'opt.betas'[1][0]); into buf (NAME_MAX_LEN bytes). */
+#define NAME_MAX_LEN 300
+static const char *hp_name(char *buf, const char *prefix, int group, const char *opt,
+                           const char *key, int index)
+{
+    if (!prefix) return opt;
+    int len = snprintf(buf, NAME_MAX_LEN, "'%s.%s'", prefix, key);
+    if (group >= 0 && len > 0 && len < NAME_MAX_LEN)
+        len += snprintf(buf + len, (size_t)(NAME_MAX_LEN - len), "[%d]", group);
+    if (index >= 0 && len > 0 && len < NAME_MAX_LEN)
+        snprintf(buf + len, (size_t)(NAME_MAX_LEN - len), "[%d]", index);
+    return buf;
+}
+
+/* !(x >= 0) also rejects NaN. */
+int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
+                          const char *prefix, int group)
+{
+    char n[NAME_MAX_LEN];
+    const int g = group;
+    TG_CHECK(h->lr >= 0 && isfinite(h->lr), TG_EINVAL, "%s: %s=%g must be finite and >= 0",
+             what, hp_name(n, prefix, g, "lr", "lr", -1), h->lr);
+    TG_CHECK(h->weight_decay >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+             hp_name(n, prefix, g, "weight_decay", "weight_decay", -1), h->weight_decay);
+    if (k == TG__OPT_SGD) {
+        TG_CHECK(h->momentum >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "momentum", "momentum", -1), h->momentum);
+        TG_CHECK(isfinite(h->dampening), TG_EINVAL, "%s: %s=%g must be finite", what,
+                 hp_name(n, prefix, g, "dampening", "dampening", -1), h->dampening);
+        TG_CHECK(!h->nesterov || (h->momentum > 0 && h->dampening == 0), TG_EINVAL,
+                 "%s: %s requires momentum > 0 and dampening == 0 (got momentum=%g, "
+                 "dampening=%g)", what, hp_name(n, prefix, g, "nesterov", "nesterov", -1),
+                 h->momentum, h->dampening);
+        return TG_OK;
+    }
+    TG_CHECK(h->eps >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+             hp_name(n, prefix, g, "eps", "eps", -1), h->eps);
+    TG_CHECK(h->beta1 >= 0 && h->beta1 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
+             hp_name(n, prefix, g, "beta1", "betas", 0), h->beta1);
+    TG_CHECK(h->beta2 >= 0 && h->beta2 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
+             hp_name(n, prefix, g, "beta2", "betas", 1), h->beta2);
+    return TG_OK;
+}
+
+/* The group of opt holding parameter i. */
+static int group_of(const tg_optimizer *opt, int i)
+{
+    int g = 0;
+    while (i >= opt->groups[g].end) g++;
+    return g;
+}
+
+int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
+                         tg_tensor *const *params)
+{
+    TG_CHECK(n >= 1, TG_EINVAL, "%s: n_params=%d must be >= 1", what, n);
+    TG_CHECK(params != NULL, TG_EINVAL, "%s: params must not be NULL", what);
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *p = params[i];
+        TG_CHECK(p != NULL, TG_EINVAL, "%s: params[%d] must not be NULL", what, i);
+        TG_CHECK(tg_dtype_is_float(p->dtype), TG_EDTYPE,
+                 "%s: params[%d] has dtype %s; float dtypes only", what, i,
+                 tg_dtype_name(p->dtype));
+        TG_CHECK(p->grad_fn == NULL, TG_EINVAL,
+                 "%s: params[%d] is not a leaf (an optimizer updates leaves only)", what, i);
+        for (int j = 0; j < i; j++)
+            TG_CHECK(params[j] != p, TG_EINVAL,
+                     "%s: params[%d] is params[%d] again (each parameter at most once)", what, i,
+                     j);
+        for (int j = 0; opt && j < opt->n; j++)
+            TG_CHECK(opt->params[j] != p, TG_EINVAL,
+                     "%s: params[%d] is already in param group %d (each parameter in one group)",
+                     what, i, group_of(opt, j));
+    }
+    return TG_OK;
+}
+
+/* ---- adding a group ------------------------------------------------------------ */
+
+/* Appends params[0..n) (retained) as a new group with h, all checked first;
+ * on error opt is unchanged. */
+static int add_group(const char *what, tg_optimizer *opt, int n, tg_tensor *const *params,
+                     const tg__opt_hparams *h)
+{
+    TG_TRY(tg__opt_check_params(what, opt, n, params));
+    TG_TRY(tg__opt_check_hparams(opt->kind, h, what, NULL, -1));
+    TG_CHECK(n <= INT_MAX - opt->n && opt->n_groups < INT_MAX, TG_EINVAL,
+             "%s: too many parameters (%d + %d)", what, opt->n, n);
+    const int total = opt->n + n;
+    tg_tensor **ps = tg__calloc((size_t)total, sizeof *ps);
+    tg__opt_state *st = tg__calloc((size_t)total, sizeof *st);
+    tg__opt_group *gs = tg__calloc((size_t)opt->n_groups + 1, sizeof *gs);
+    if (!ps || !st || !gs) {
+        free(ps);
+        free(st);
+        free(gs);
+        return TG_ENOMEM;
+    }
+    memcpy(ps, opt->params, (size_t)opt->n * sizeof *ps);
+    memcpy(st, opt->state, (size_t)opt->n * sizeof *st);   /* the buffers move over */
+    memcpy(gs, opt->groups, (size_t)opt->n_groups * sizeof *gs);
+    for (int i = 0; i < n; i++) ps[opt->n + i] = tg_tensor_retain(params[i]);
+    gs[opt->n_groups] = (tg__opt_group){.begin = opt->n, .end = total, .h = *h,
+                                        .initial_lr = NAN};
+    free(opt->params);
+    free(opt->state);
+    free(opt->groups);
+    opt->params = ps;
+    opt->state = st;
+    opt->groups = gs;
+    opt->n = total;
+    opt->n_groups++;
+    return TG_OK;
+}
+
+int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                           const tg_sgd_opts *opts)
+{
+    const char *what = "sgd_add_param_group";
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
+    TG_CHECK(opt->kind == TG__OPT_SGD, TG_EINVAL, "%s: opt is '%s'; tg_sgd_add_param_group "
+             "adds to an SGD (tg_adam_add_param_group to Adam and AdamW)", what,
+             tg__opt_kind_name(opt->kind));
+    tg__opt_hparams h = opts ? tg__opt_sgd_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                            const tg_adam_opts *opts)
+{
+    const char *what = "adam_add_param_group";
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
+    TG_CHECK(opt->kind != TG__OPT_SGD, TG_EINVAL, "%s: opt is 'sgd'; tg_adam_add_param_group "
+             "adds to Adam and AdamW (tg_sgd_add_param_group to an SGD)", what);
+    tg__opt_hparams h = opts ? tg__opt_adam_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_optimizer_param_group_count(const tg_optimizer *opt) { return opt ? opt->n_groups : 0; }
+
+/* ---- learning rates ------------------------------------------------------------ */
+
+static int check_lr(const char *what, double lr)
+{
+    TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL, "%s: lr=%g must be finite and >= 0", what, lr);
+    return TG_OK;
+}
+
+int tg_optimizer_set_lr(tg_optimizer *opt, double lr)
+{
+    TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_set_lr: opt must not be NULL");
+    TG_TRY(check_lr("optimizer_set_lr", lr));
+    for (int g = 0; g < opt->n_groups; g++) opt->groups[g].h.lr = lr;
+    return TG_OK;
+}
+
+double tg_optimizer_get_lr(const tg_optimizer *opt) { return opt ? opt->groups[0].h.lr : NAN; }
+
+int tg_optimizer_set_group_lr(tg_optimizer *opt, int group, double lr)
+{
+    const char *what = "optimizer_set_group_lr";
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
+    TG_CHECK(group >= 0 && group < opt->n_groups, TG_EINVAL,
+             "%s: group=%d must be in [0, %d) (the optimizer's param groups)", what, group,
+             opt->n_groups);
+    TG_TRY(check_lr(what, lr));
+    opt->groups[group].h.lr = lr;
+    return TG_OK;
+}
+
+double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group)
+{
+    return opt && group >= 0 && group < opt->n_groups ? opt->groups[group].h.lr : NAN;
+}
