@@ -157,6 +157,40 @@ TG_API int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dim
  * (Tensor.sum_to_size); float dtypes only. */
 TG_API int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
 
+/* ---- maxima, minima and their indices ----
+ * Any dtype (integers compared exactly); a row holding NaN has NaN as its
+ * maximum and minimum, at the index of its first NaN, as in PyTorch.
+ * Otherwise the index is that of the first element equal to the result.
+ * Reducing a dim of extent 0 (or the whole of an empty tensor) is
+ * TG_ESHAPE, as torch's "Expected reduction dim ... to have non-zero
+ * size"; dims as in tg_sum_dims (a 0-d tensor takes -1 and 0). */
+/* torch.max(x, dim, keepdim) / torch.min: the maxima along dim in *values
+ * (x's dtype) and their indices in *indices (i64; NULL when not wanted),
+ * dim dropped unless keepdim.  The gradient goes to the element at the
+ * index; differentiable to any order. */
+TG_API int tg_max_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                      bool keepdim);
+TG_API int tg_min_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                      bool keepdim);
+/* torch.argmax(x) / argmin(x): the flat (row-major) index of the whole
+ * tensor's maximum, a 0-d i64. */
+TG_API int tg_argmax(tg_tensor **out, tg_tensor *x);
+TG_API int tg_argmin(tg_tensor **out, tg_tensor *x);
+/* torch.argmax(x, dim, keepdim) / argmin: the indices of tg_max_dim. */
+TG_API int tg_argmax_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+TG_API int tg_argmin_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+/* torch.amax(x, dims, keepdim) / amin over the listed dims (an empty list
+ * reduces no dim, as tg_sum_dims).  The gradient is shared evenly by the
+ * elements equal to their row's result, g / count at each (a NaN result's
+ * row: NaN throughout), as torch's. */
+TG_API int tg_amax_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim);
+TG_API int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim);
+/* torch.max(x) / torch.min(x): a 0-d result.  The gradient is shared
+ * evenly by the elements equal to it, or by the NaNs when it is NaN
+ * (torch's evenly_distribute_backward). */
+TG_API int tg_max(tg_tensor **out, tg_tensor *x);
+TG_API int tg_min(tg_tensor **out, tg_tensor *x);
+
 /* ---- shape ops: views where the layout allows, no copy ---- */
 /* One extent may be -1 (inferred).  Copies only when a is not viewable. */
 TG_API int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
