@@ -191,6 +191,24 @@ TG_API int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dim
 TG_API int tg_max(tg_tensor **out, tg_tensor *x);
 TG_API int tg_min(tg_tensor **out, tg_tensor *x);
 
+/* ---- variance and standard deviation ----
+ * torch.var(x, dims, correction=c, keepdim) and torch.std: with N the
+ * number of elements each result reduces, var = sum((x - mean)^2) /
+ * max(0, N - c) and std = sqrt(var).  c = 1 is torch 1.13's default
+ * (unbiased=True), c = 0 its unbiased=False.  N - c <= 0 gives inf, or NaN
+ * where the elements are all equal (NaN for no elements), as torch.  Float
+ * dtypes (TG_EDTYPE otherwise), computed in double and rounded once; dims
+ * as in tg_sum_dims (an empty list reduces no dim).  Gradients as torch's
+ * (std's is 0 where std is 0), differentiable to any order; the FP32 AMP
+ * policy, as tg_mean.  tg_var / tg_std reduce every element to a 0-d
+ * result (torch.var(x)). */
+TG_API int tg_var_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                       int64_t correction, bool keepdim);
+TG_API int tg_std_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                       int64_t correction, bool keepdim);
+TG_API int tg_var(tg_tensor **out, tg_tensor *x, int64_t correction);
+TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
+
 /* ---- shape ops: views where the layout allows, no copy ---- */
 /* One extent may be -1 (inferred).  Copies only when a is not viewable. */
 TG_API int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);

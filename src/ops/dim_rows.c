@@ -59,7 +59,8 @@ int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int
             *(pass ? n : rows) *= x->shape[d];
         }
     const int64_t numel = *rows * *n;
-    *buf = tg__work_alloc((size_t)(numel > 0 ? numel : 1) * 8);
+    const int64_t size = numel > *rows ? numel : *rows;   /* a result per row fits too */
+    *buf = tg__work_alloc((size_t)(size > 0 ? size : 1) * 8);
     if (!*buf) return TG_ENOMEM;
     if (numel == 0) return TG_OK;
     tg_tensor *v = tg__tensor_view_of(x->storage, x->dtype, x->ndim, shape, strides, x->offset);

@@ -21,8 +21,9 @@ int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask);
  * become 1 (keepdim) or go. */
 void tg__dims_out_shape(int ndim, const int64_t *shape, unsigned mask, bool keepdim, int *ond,
                         int64_t *oshape);
-/* x's elements as *rows rows of *n elements each (tg__work_alloc'd, one
- * element at least; the caller frees it with tg__work_free): the dims in
+/* x's elements as *rows rows of *n elements each (tg__work_alloc'd, room
+ * for *rows elements and one at least, so that a result per row fits even
+ * when n is 0; the caller frees it with tg__work_free): the dims in
  * mask moved last, in order, so row r holds the elements that reduce to
  * result element r (row-major over the other dims, as the result).
  * as is TG_F64 or TG_I64 (x's values converted, as tg__gather).

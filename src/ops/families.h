@@ -33,7 +33,8 @@
     X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
     X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */ \
     X(argmax, 4)         /* argmax.c: argmax argmin pick_along_dim pick_along_dim_backward */ \
-    X(amax, 4)           /* amax.c: amax amin max min */
+    X(amax, 4)           /* amax.c: amax amin max min */                      \
+    X(var, 2)            /* var.c: var std */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
