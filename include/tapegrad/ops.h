@@ -129,6 +129,36 @@ TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_
 /* a where cond is nonzero, else b (torch.where); the three broadcast
  * together.  cond: any dtype, no gradient; a, b: float (promoted). */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
+/* The larger (smaller) of a and b elementwise, broadcast together
+ * (torch.maximum / torch.minimum): NaN when either is NaN; float dtypes,
+ * promoted as tg_add.  Gradients as torch's: g to the larger (smaller)
+ * input, half to each where a = b, all of g to both where either is NaN. */
+TG_API int tg_maximum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_minimum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* ---- comparisons ----
+ * a == b, a != b, a < b, a <= b, a > b, a >= b elementwise (torch.eq, ne,
+ * lt, le, gt, ge), broadcast together: a u8 tensor of 0 and 1 (torch's
+ * bool; tapegrad has no bool dtype, and a u8 mask serves tg_where and
+ * tg_mul after tg_to_dtype).  Any dtypes: two integer tensors compare
+ * exactly; otherwise both are converted to their promoted float dtype
+ * first, as torch (an f32 x == a 0-d f64 0.1 compares with 0.1f).  NaN is
+ * unordered: only ne holds.  Never recorded, no gradient, as torch. */
+TG_API int tg_eq(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_ne(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_lt(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_le(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_gt(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_ge(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* a compared with the number s: for a float a, s is first converted to a's
+ * dtype (as tg_add_scalar: an f16 x < 0.1 compares with 0.0999755859375);
+ * an integer a is compared with s exactly, as numbers (torch compares a
+ * Python float in f32 and wraps a Python int into a's dtype). */
+TG_API int tg_eq_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_ne_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_lt_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_le_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_gt_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_ge_scalar(tg_tensor **out, tg_tensor *a, double s);
 /* (..., num_classes) with 1 at each label of labels (...) and 0 elsewhere,
  * in dtype dt (torch.nn.functional.one_hot gives int64: TG_I64).  Labels are
  * integers in [0, num_classes), else TG_EINVAL naming the first bad one.
@@ -244,6 +274,12 @@ TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
  * skips a 1-d input of shape (0,) beside inputs of other ndims
  * (torch.cat([torch.zeros(0), x])) is not followed, it is TG_ESHAPE here. */
 TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* Joins n >= 1 tensors of one shape along a new dim (torch.stack): dim in
+ * [-ndim-1, ndim] (ndim appends; negative counts from the end of the
+ * result), the result (..., n, ...) has ts[i] at index i of dim.  Mixed
+ * dtypes promote as tg_cat; 0-d inputs give a 1-d result.  Each input's
+ * gradient is its slice of g; differentiable to any order. */
+TG_API int tg_stack(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
 
