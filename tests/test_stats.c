@@ -18,8 +18,9 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* Every element of got equal to want (NaN to NaN) when rtol is 0, else
- * within rtol of it or of the largest finite |want|. */
+/* Every element of got equal to want when rtol is 0 (NaN to NaN, and the
+ * sign of a zero counts), else within rtol of it or of the largest finite
+ * |want|. */
 static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
                          double rtol)
 {
@@ -32,7 +33,9 @@ static void expect_close(const char *what, const tg_tensor *got, const tg_tensor
     for (int64_t i = 0; i < tg_tensor_numel(want); i++)
         if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
     for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale),
+        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale) &&
+                      (rtol > 0 || isnan(th_at(want, i)) ||
+                       signbit(th_at(got, i)) == signbit(th_at(want, i))),
                   "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
                   th_at(want, i));
 }
