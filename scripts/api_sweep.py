@@ -28,7 +28,7 @@ SKIP = {
     "tg_tensor_release", "tg_tensor_retain",   # the harness releases t itself
     "tg_shape_str",                            # writes n bytes into buf
     "tg_feature_stats",                        # writes d and d*d doubles
-    "tg_grad", "tg_cat",                       # read n entries of an array
+    "tg_grad", "tg_cat", "tg_stack",           # read n entries of an array
     "tg_clip_grad_norm", "tg_clip_grad_value",
     "tg_dist_abort",                           # ends the process (MPI_Abort) by contract
     "tg_dist_init", "tg_dist_init_comm",       # join an MPI job: an mpirun's, or MPI_Init'ed

@@ -129,6 +129,36 @@ TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_
 /* a where cond is nonzero, else b (torch.where); the three broadcast
  * together.  cond: any dtype, no gradient; a, b: float (promoted). */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
+/* The larger (smaller) of a and b elementwise, broadcast together
+ * (torch.maximum / torch.minimum): NaN when either is NaN; float dtypes,
+ * promoted as tg_add.  Gradients as torch's: g to the larger (smaller)
+ * input, half to each where a = b, all of g to both where either is NaN. */
+TG_API int tg_maximum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_minimum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* ---- comparisons ----
+ * a == b, a != b, a < b, a <= b, a > b, a >= b elementwise (torch.eq, ne,
+ * lt, le, gt, ge), broadcast together: a u8 tensor of 0 and 1 (torch's
+ * bool; tapegrad has no bool dtype, and a u8 mask serves tg_where and
+ * tg_mul after tg_to_dtype).  Any dtypes: two integer tensors compare
+ * exactly; otherwise both are converted to their promoted float dtype
+ * first, as torch (an f32 x == a 0-d f64 0.1 compares with 0.1f).  NaN is
+ * unordered: only ne holds.  Never recorded, no gradient, as torch. */
+TG_API int tg_eq(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_ne(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_lt(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_le(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_gt(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_ge(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* a compared with the number s: for a float a, s is first converted to a's
+ * dtype (as tg_add_scalar: an f16 x < 0.1 compares with 0.0999755859375);
+ * an integer a is compared with s exactly, as numbers (torch compares a
+ * Python float in f32 and wraps a Python int into a's dtype). */
+TG_API int tg_eq_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_ne_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_lt_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_le_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_gt_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_ge_scalar(tg_tensor **out, tg_tensor *a, double s);
 /* (..., num_classes) with 1 at each label of labels (...) and 0 elsewhere,
  * in dtype dt (torch.nn.functional.one_hot gives int64: TG_I64).  Labels are
  * integers in [0, num_classes), else TG_EINVAL naming the first bad one.
@@ -156,6 +186,58 @@ TG_API int tg_mean_dims(tg_tensor **out, tg_tensor *a, int ndims, const int *dim
 /* Sums a broadcast gradient back to a shape that broadcasts to a's shape
  * (Tensor.sum_to_size); float dtypes only. */
 TG_API int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);
+
+/* ---- maxima, minima and their indices ----
+ * Any dtype (integers compared exactly); a row holding NaN has NaN as its
+ * maximum and minimum, at the index of its first NaN, as in PyTorch.
+ * Otherwise the index is that of the first element equal to the result.
+ * Reducing a dim of extent 0 (or the whole of an empty tensor) is
+ * TG_ESHAPE, as torch's "Expected reduction dim ... to have non-zero
+ * size"; dims as in tg_sum_dims (a 0-d tensor takes -1 and 0). */
+/* torch.max(x, dim, keepdim) / torch.min: the maxima along dim in *values
+ * (x's dtype) and their indices in *indices (i64; NULL when not wanted),
+ * dim dropped unless keepdim.  The gradient goes to the element at the
+ * index; differentiable to any order. */
+TG_API int tg_max_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                      bool keepdim);
+TG_API int tg_min_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                      bool keepdim);
+/* torch.argmax(x) / argmin(x): the flat (row-major) index of the whole
+ * tensor's maximum, a 0-d i64. */
+TG_API int tg_argmax(tg_tensor **out, tg_tensor *x);
+TG_API int tg_argmin(tg_tensor **out, tg_tensor *x);
+/* torch.argmax(x, dim, keepdim) / argmin: the indices of tg_max_dim. */
+TG_API int tg_argmax_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+TG_API int tg_argmin_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+/* torch.amax(x, dims, keepdim) / amin over the listed dims (an empty list
+ * reduces no dim, as tg_sum_dims).  The gradient is shared evenly by the
+ * elements equal to their row's result, g / count at each (a NaN result's
+ * row: NaN throughout), as torch's. */
+TG_API int tg_amax_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim);
+TG_API int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim);
+/* torch.max(x) / torch.min(x): a 0-d result.  The gradient is shared
+ * evenly by the elements equal to it, or by the NaNs when it is NaN
+ * (torch's evenly_distribute_backward). */
+TG_API int tg_max(tg_tensor **out, tg_tensor *x);
+TG_API int tg_min(tg_tensor **out, tg_tensor *x);
+
+/* ---- variance and standard deviation ----
+ * torch.var(x, dims, correction=c, keepdim) and torch.std: with N the
+ * number of elements each result reduces, var = sum((x - mean)^2) /
+ * max(0, N - c) and std = sqrt(var).  c = 1 is torch 1.13's default
+ * (unbiased=True), c = 0 its unbiased=False.  N - c <= 0 gives inf, or NaN
+ * where the elements are all equal (NaN for no elements), as torch.  Float
+ * dtypes (TG_EDTYPE otherwise), computed in double and rounded once; dims
+ * as in tg_sum_dims (an empty list reduces no dim).  Gradients as torch's
+ * (std's is 0 where std is 0), differentiable to any order; the FP32 AMP
+ * policy, as tg_mean.  tg_var / tg_std reduce every element to a 0-d
+ * result (torch.var(x)). */
+TG_API int tg_var_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                       int64_t correction, bool keepdim);
+TG_API int tg_std_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                       int64_t correction, bool keepdim);
+TG_API int tg_var(tg_tensor **out, tg_tensor *x, int64_t correction);
+TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
 
 /* ---- shape ops: views where the layout allows, no copy ---- */
 /* One extent may be -1 (inferred).  Copies only when a is not viewable. */
@@ -192,6 +274,12 @@ TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
  * skips a 1-d input of shape (0,) beside inputs of other ndims
  * (torch.cat([torch.zeros(0), x])) is not followed, it is TG_ESHAPE here. */
 TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* Joins n >= 1 tensors of one shape along a new dim (torch.stack): dim in
+ * [-ndim-1, ndim] (ndim appends; negative counts from the end of the
+ * result), the result (..., n, ...) has ts[i] at index i of dim.  Mixed
+ * dtypes promote as tg_cat; 0-d inputs give a 1-d result.  Each input's
+ * gradient is its slice of g; differentiable to any order. */
+TG_API int tg_stack(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
 

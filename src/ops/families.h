@@ -32,7 +32,12 @@
     X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
     X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */ \
     X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
-    X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */
+    X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */ \
+    X(argmax, 4)         /* argmax.c: argmax argmin pick_along_dim pick_along_dim_backward */ \
+    X(amax, 4)           /* amax.c: amax amin max min */                      \
+    X(var, 2)            /* var.c: var std */                                 \
+    X(maximum, 2)        /* maximum.c: maximum minimum */                     \
+    X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

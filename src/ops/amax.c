@@ -1,0 +1,235 @@
+/* src/ops/amax.c - amax and amin over chosen dims (torch.amax / torch.amin)
+ * and max and min of the whole tensor (torch.max(x) / torch.min(x)).
+ *
+ * Values: the largest (smallest) element of each row, or NaN when the row
+ * holds one, as PyTorch.  Any dtype; integers are compared exactly.
+ *
+ * Gradients: every element equal to its row's result shares the row's
+ * gradient evenly, with m the 0/1 mask of those elements and c = sum(m)
+ * over the row:
+ *   amax:       dx = (g / c) * m      (PyTorch's scale_grad_by_count)
+ *   max(x):     dx = where(m, g / c, 0), and a NaN result's mask is x's
+ *               NaNs (PyTorch's evenly_distribute_backward)
+ * so a row whose result is NaN has c = 0 and a gradient of NaN throughout
+ * under amax, and the gradient split among its NaNs under max(x), both as
+ * PyTorch.  m and c are constants (a tie changes only where x moves by a
+ * jump), so these are products and a where of g: differentiable again,
+ * with second derivatives 0 in x. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/dim_rows.h"
+#include "ops/families.h"
+#include "ops/reduce_internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct amax_params {
+    int ndims;
+    int dims[TG_MAX_DIMS];
+    bool keepdim;
+    bool min;
+    bool whole;   /* max(x) / min(x): every dim, a 0-d result */
+} amax_params;
+
+static const char *op_name(const amax_params *p)
+{
+    if (p->whole) return p->min ? "min" : "max";
+    return p->min ? "amin" : "amax";
+}
+
+/* The reduced dims, checked (TG_EINVAL for bad dims, TG_ESHAPE for an
+ * empty reduction). */
+static int amax_mask(const tg_tensor *x, const amax_params *p, unsigned *mask)
+{
+    const char *op = op_name(p);
+    if (p->whole) {
+        TG_CHECK(tg_tensor_numel(x) > 0, TG_ESHAPE, "%s: x is empty; the maximum or minimum "
+                 "of a whole tensor needs at least one element", op);
+        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        return TG_OK;
+    }
+    TG_TRY(tg__dims_mask(op, p->ndims, p->dims, x->ndim, mask));
+    return tg__dims_nonempty(op, x, *mask);
+}
+
+/* Each row's largest (smallest) element in place of the row's first, NaN
+ * taken over any number. */
+static void reduce_rows_f64(double *v, int64_t rows, int64_t n, bool min)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *row = v + r * n;
+        double best = row[0];
+        for (int64_t k = 0; k < n && !isnan(best); k++)
+            if (isnan(row[k]) || (min ? row[k] < best : row[k] > best)) best = row[k];
+        v[r] = best;
+    }
+}
+
+static void reduce_rows_i64(int64_t *v, int64_t rows, int64_t n, bool min)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t *row = v + r * n;
+        int64_t best = row[0];
+        for (int64_t k = 1; k < n; k++)
+            if (min ? row[k] < best : row[k] > best) best = row[k];
+        v[r] = best;
+    }
+}
+
+static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    const amax_params *p = params;
+    tg_tensor *x = in[0];
+    unsigned mask;
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op_name(p));
+    TG_TRY(amax_mask(x, p, &mask));
+    int ond = 0;
+    int64_t oshape[TG_MAX_DIMS], rows, len;
+    if (!p->whole) tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
+    const bool is_float = tg_dtype_is_float(x->dtype);
+    void *buf = NULL;
+    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
+    if (!r) return TG_ENOMEM;
+    int rc = tg__dim_rows(x, mask, is_float ? TG_F64 : TG_I64, &buf, &rows, &len);
+    if (rc >= 0) {
+        if (is_float) reduce_rows_f64(buf, rows, len, p->min);
+        else reduce_rows_i64(buf, rows, len, p->min);
+        if (rows > 0) tg__scatter(r, is_float ? TG_F64 : TG_I64, buf);
+        if (ctx) {
+            int s = tg_op_ctx_save(ctx, x);
+            if (s >= 0) s = tg_op_ctx_save_output(ctx, r);
+            if (s < 0) rc = s;
+        }
+    }
+    tg__work_free(buf);
+    if (rc < 0) {
+        tg_tensor_release(r);
+        return rc;
+    }
+    *out = r;
+    return TG_OK;
+}
+
+/* The mask m (x's shape) and count c (the kept shape) of the top of the
+ * file, as new tensors of dtype dt. */
+static int tie_mask(const tg_tensor *x, const tg_tensor *y, unsigned mask, bool nan_ties,
+                    tg_dtype dt, tg_tensor **m, tg_tensor **c)
+{
+    int64_t kept[TG_MAX_DIMS], ostride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0};
+    int kn;
+    tg__dims_out_shape(x->ndim, x->shape, mask, true, &kn, kept);
+    tg__contiguous_strides(x->ndim, kept, ostride);
+    for (int d = 0; d < x->ndim; d++)
+        if ((mask >> d) & 1u) ostride[d] = 0;
+    const int64_t nx = tg_tensor_numel(x), ny = tg_tensor_numel(y);
+    double *xv = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xv);
+    double *yv = tg__malloc((size_t)(ny > 0 ? ny : 1) * sizeof *yv);
+    double *cv = tg__calloc((size_t)(ny > 0 ? ny : 1), sizeof *cv);
+    tg_tensor *mt = tg__tensor_uninit(dt, x->ndim, x->shape);
+    tg_tensor *ct = tg__tensor_uninit(dt, kn, kept);
+    int rc = xv && yv && cv && mt && ct ? TG_OK : TG_ENOMEM;
+    if (rc >= 0 && nx > 0) {
+        tg__gather(x, TG_F64, xv);
+        tg__gather(y, TG_F64, yv);
+        int64_t o = 0;
+        for (int64_t i = 0; i < nx; i++) {
+            const bool hit = xv[i] == yv[o] || (nan_ties && isnan(xv[i]) && isnan(yv[o]));
+            xv[i] = hit;
+            cv[o] += hit;
+            o = tg__reduce_next(x, ostride, idx, o);
+        }
+        tg__scatter(mt, TG_F64, xv);
+        tg__scatter(ct, TG_F64, cv);
+    }
+    if (rc >= 0) {
+        *m = mt;
+        *c = ct;
+    } else {
+        tg_tensor_release(mt);
+        tg_tensor_release(ct);
+    }
+    free(xv);
+    free(yv);
+    free(cv);
+    return rc;
+}
+
+static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const amax_params *p = tg_op_ctx_params(ctx);
+    tg_tensor *x, *y = NULL, *m = NULL, *c = NULL, *gk = NULL, *t = NULL, *zero = NULL;
+    unsigned mask;
+    int rc;
+    TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
+    TG_TRY(tg_op_ctx_saved_output(ctx, 1, &y));
+    TG_TRY_GOTO(amax_mask(x, p, &mask));
+    TG_TRY_GOTO(tie_mask(x, y, mask, p->whole, g->dtype, &m, &c));
+    TG_TRY_GOTO(tg_reshape(&gk, g, c->ndim, c->shape));   /* the reduced dims as 1 */
+    TG_TRY_GOTO(tg_div(&t, gk, c));
+    if (p->whole) {
+        TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
+        TG_TRY_GOTO(tg_where(&gi[0], m, t, zero));
+    } else {
+        TG_TRY_GOTO(tg_mul(&gi[0], t, m));
+    }
+done:
+    tg_tensor_release(y);
+    tg_tensor_release(m);
+    tg_tensor_release(c);
+    tg_tensor_release(gk);
+    tg_tensor_release(t);
+    tg_tensor_release(zero);
+    return rc;
+}
+
+#define AMAX_SCHEMA(var, opname)                                              \
+    static const tg_op_schema var = {.name = opname, .arity = 1, .amp = TG_AMP_KEEP, \
+                                     .forward = amax_forward, .backward = amax_backward, \
+                                     .double_backward = true}
+AMAX_SCHEMA(amax_op, "amax");
+AMAX_SCHEMA(amin_op, "amin");
+AMAX_SCHEMA(max_op, "max");
+AMAX_SCHEMA(min_op, "min");
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__amax_ops[] = {&amax_op, &amin_op, &max_op, &min_op};
+static_assert(sizeof tg__amax_ops / sizeof tg__amax_ops[0] == TG__amax_N,
+              "src/ops/families.h must count the amax ops");
+
+static int amax_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, int ndims,
+                     const int *dims, const amax_params *base)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op->name);
+    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
+             op->name, ndims, TG_MAX_DIMS);
+    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
+    amax_params p = *base;
+    p.ndims = ndims;
+    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    return tg_op_call(op, out, 1, &x, &p, sizeof p);
+}
+
+int tg_amax_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim)
+{
+    return amax_call(&amax_op, out, x, ndims, dims, &(amax_params){.keepdim = keepdim});
+}
+
+int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims, bool keepdim)
+{
+    return amax_call(&amin_op, out, x, ndims, dims,
+                     &(amax_params){.keepdim = keepdim, .min = true});
+}
+
+int tg_max(tg_tensor **out, tg_tensor *x)
+{
+    return amax_call(&max_op, out, x, 0, NULL, &(amax_params){.whole = true});
+}
+
+int tg_min(tg_tensor **out, tg_tensor *x)
+{
+    return amax_call(&min_op, out, x, 0, NULL, &(amax_params){.whole = true, .min = true});
+}

@@ -1,0 +1,75 @@
+/* src/ops/dim_rows.c - the dims, shapes and row layout of the row
+ * reductions (src/ops/dim_rows.h).
+ *
+ * The rows come from a view of x whose dims are permuted so that the
+ * reduced ones come last (kept dims in order, then reduced dims in order):
+ * gathering that view in row-major order gives, for each result element in
+ * row-major order, its n = prod(reduced extents) elements in one run. */
+#include <stdio.h>
+
+#include "ops/dim_rows.h"
+#include "ops/shape_internal.h"
+
+int tg__dims_mask(const char *op, int ndims, const int *dims, int ndim, unsigned *mask)
+{
+    unsigned seen = 0;
+    for (int i = 0; i < ndims; i++) {
+        char arg[32];
+        int d;
+        snprintf(arg, sizeof arg, "dims[%d]", i);
+        TG_TRY(tg__shape_wrap_dim(op, arg, dims[i], ndim, &d));
+        TG_CHECK(!(seen & (1u << d)), TG_EINVAL, "%s: dims[%d]=%d names dim %d again (each "
+                 "dim at most once)", op, i, dims[i], d);
+        seen |= 1u << d;
+    }
+    *mask = ndim > 0 ? seen : 0;
+    return TG_OK;
+}
+
+int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask)
+{
+    for (int d = 0; d < x->ndim; d++)
+        TG_CHECK(!((mask >> d) & 1u) || x->shape[d] > 0, TG_ESHAPE,
+                 "%s: dim %d has extent 0; a reduced dim needs at least one element", op, d);
+    return TG_OK;
+}
+
+void tg__dims_out_shape(int ndim, const int64_t *shape, unsigned mask, bool keepdim, int *ond,
+                        int64_t *oshape)
+{
+    *ond = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (!((mask >> d) & 1u)) oshape[(*ond)++] = shape[d];
+        else if (keepdim) oshape[(*ond)++] = 1;
+    }
+}
+
+int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int64_t *rows,
+                 int64_t *n)
+{
+    TG_ASSERT(as == TG_F64 || as == TG_I64);
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    int k = 0;
+    *rows = *n = 1;
+    for (int pass = 0; pass < 2; pass++)   /* kept dims, then reduced dims */
+        for (int d = 0; d < x->ndim; d++) {
+            if ((int)((mask >> d) & 1u) != pass) continue;
+            shape[k] = x->shape[d];
+            strides[k++] = x->strides[d];
+            *(pass ? n : rows) *= x->shape[d];
+        }
+    const int64_t numel = *rows * *n;
+    const int64_t size = numel > *rows ? numel : *rows;   /* a result per row fits too */
+    *buf = tg__work_alloc((size_t)(size > 0 ? size : 1) * 8);
+    if (!*buf) return TG_ENOMEM;
+    if (numel == 0) return TG_OK;
+    tg_tensor *v = tg__tensor_view_of(x->storage, x->dtype, x->ndim, shape, strides, x->offset);
+    if (!v) {
+        tg__work_free(*buf);
+        *buf = NULL;
+        return TG_ENOMEM;
+    }
+    tg__gather(v, as, *buf);
+    tg_tensor_release(v);
+    return TG_OK;
+}

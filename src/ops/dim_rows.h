@@ -1,0 +1,34 @@
+/* src/ops/dim_rows.h - the reductions over chosen dims that look at whole
+ * rows (argmax, amax, var in argmax.c, amax.c, var.c): the dims to reduce
+ * as a bit mask, the shapes of the result, and x's elements laid out so
+ * that each result element owns one contiguous row. */
+#ifndef TAPEGRAD_OPS_DIM_ROWS_H
+#define TAPEGRAD_OPS_DIM_ROWS_H
+
+#include <stdbool.h>
+
+#include "core/core.h"
+
+/* The dims dims[0..ndims) of an ndim tensor as a bit mask (bit d: dim d),
+ * each wrapped as a shape op's dim (negative from the end; a 0-d tensor
+ * takes -1 and 0 and has nothing to reduce: mask 0).  TG_EINVAL naming
+ * op and dims[i] for a dim out of range or named twice. */
+int tg__dims_mask(const char *op, int ndims, const int *dims, int ndim, unsigned *mask);
+/* TG_ESHAPE naming op when a dim in mask has extent 0 (a maximum or an
+ * index of one needs an element). */
+int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask);
+/* The shape of a reduction of (ndim, shape) over mask: the reduced dims
+ * become 1 (keepdim) or go. */
+void tg__dims_out_shape(int ndim, const int64_t *shape, unsigned mask, bool keepdim, int *ond,
+                        int64_t *oshape);
+/* x's elements as *rows rows of *n elements each (tg__work_alloc'd, room
+ * for *rows elements and one at least, so that a result per row fits even
+ * when n is 0; the caller frees it with tg__work_free): the dims in
+ * mask moved last, in order, so row r holds the elements that reduce to
+ * result element r (row-major over the other dims, as the result).
+ * as is TG_F64 or TG_I64 (x's values converted, as tg__gather).
+ * TG_ENOMEM. */
+int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int64_t *rows,
+                 int64_t *n);
+
+#endif

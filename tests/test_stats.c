@@ -1,0 +1,531 @@
+/* tests/test_stats.c - the reductions beyond sums: max and min over a dim
+ * with their indices, argmax and argmin, amax and amin, max and min of the
+ * whole tensor, var and std.  Values, indices and gradients against
+ * PyTorch 1.13 (tests/golden/reduce.safetensors,
+ * scripts/make_reduce_goldens.py) with ties, NaN, infinities, integer and
+ * half inputs; gradcheck and gradgradcheck in f64; exact integer results
+ * past 2^53; var's accuracy far from 0; strided and empty inputs; scopes;
+ * autocast; and the errors that name the argument. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+/* Every element of got equal to want when rtol is 0 (NaN to NaN, and the
+ * sign of a zero counts), else within rtol of it or of the largest finite
+ * |want|. */
+static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
+                         double rtol)
+{
+    cr_assert(got != NULL && want != NULL, "%s: missing", what);
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape (ndim %d, torch %d)", what,
+              tg_tensor_ndim(got), tg_tensor_ndim(want));
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype %s, torch %s",
+              what, tg_dtype_name(tg_tensor_dtype(got)), tg_dtype_name(tg_tensor_dtype(want)));
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale) &&
+                      (rtol > 0 || isnan(th_at(want, i)) ||
+                       signbit(th_at(got, i)) == signbit(th_at(want, i))),
+                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
+                  th_at(want, i));
+}
+
+static tg_tensor *golden(const tg_st_file *f, const char *fmt, const char *a)
+{
+    char key[160];
+    snprintf(key, sizeof key, fmt, a);
+    tg_tensor *t = tg_st_get(f, key);
+    cr_assert(t != NULL, "golden key %s missing", key);
+    return t;
+}
+
+/* The call of one golden entry: fn on x with dims (n of them), keepdim and
+ * (var, std) correction. */
+static int run_call(const char *fn, tg_tensor *x, int n, const int *dims, bool keepdim,
+                    int64_t correction, tg_tensor **y, tg_tensor **i)
+{
+    if (!strcmp(fn, "var_dims")) return tg_var_dims(y, x, n, dims, correction, keepdim);
+    if (!strcmp(fn, "std_dims")) return tg_std_dims(y, x, n, dims, correction, keepdim);
+    if (!strcmp(fn, "var")) return tg_var(y, x, correction);
+    if (!strcmp(fn, "std")) return tg_std(y, x, correction);
+    if (!strcmp(fn, "max_dim")) return tg_max_dim(y, i, x, dims[0], keepdim);
+    if (!strcmp(fn, "min_dim")) return tg_min_dim(y, i, x, dims[0], keepdim);
+    if (!strcmp(fn, "argmax_dim")) return tg_argmax_dim(y, x, dims[0], keepdim);
+    if (!strcmp(fn, "argmin_dim")) return tg_argmin_dim(y, x, dims[0], keepdim);
+    if (!strcmp(fn, "amax")) return tg_amax_dims(y, x, n, dims, keepdim);
+    if (!strcmp(fn, "amin")) return tg_amin_dims(y, x, n, dims, keepdim);
+    if (!strcmp(fn, "max")) return tg_max(y, x);
+    if (!strcmp(fn, "min")) return tg_min(y, x);
+    if (!strcmp(fn, "argmax")) return tg_argmax(y, x);
+    if (!strcmp(fn, "argmin")) return tg_argmin(y, x);
+    cr_assert(0, "unknown fn %s", fn);
+    return TG_EINVAL;
+}
+
+/* How close to torch fn's results must be in dtype dt, relative to the
+ * largest value.  max, min and their indices are elements of x, and their
+ * gradients g / count one division rounded once: all equal torch's
+ * exactly, half types included.  var and std are computed in double and
+ * rounded once, where torch accumulates in double too but in another order;
+ * their gradients take a mean rounded to dt.  Measured: f64 2.7e-16
+ * (values and gradients), f32 and f16 equal, bf16 values equal and
+ * gradients 3e-3 (one ulp of bf16 is 3.9e-3 relative). */
+static double tol_of(const char *fn, tg_dtype dt)
+{
+    if (strncmp(fn, "var", 3) && strncmp(fn, "std", 3)) return 0;
+    return dt == TG_F64 ? 1e-15 : dt == TG_F32 ? 1.2e-7 : dt == TG_BF16 ? 7.8e-3 : 9.8e-4;
+}
+
+Test(stats, values_indices_and_gradients_match_pytorch)
+{
+    tg_st_file *f = th_golden_load("reduce.safetensors");
+    const char *calls = tg_st_meta_get(f, "calls");
+    cr_assert(calls != NULL);
+    char *list = strdup(calls);
+    int k = 0, graded = 0;
+    for (char *save, *c = strtok_r(list, "|", &save); c; c = strtok_r(NULL, "|", &save), k++) {
+        char name[64], fn[32], dimstr[64], *fields[5], *at = c;
+        for (int j = 0; j < 5; j++) {   /* "case;fn;dims;keepdim;correction" */
+            fields[j] = at;
+            char *end = strchr(at, ';');
+            cr_assert(j == 4 || end != NULL, "call %d: %s", k, c);
+            if (j < 4) {
+                *end = '\0';
+                at = end + 1;
+            }
+        }
+        snprintf(name, sizeof name, "%s", fields[0]);
+        snprintf(fn, sizeof fn, "%s", fields[1]);
+        snprintf(dimstr, sizeof dimstr, "%s", fields[2]);
+        const int keep = atoi(fields[3]);
+        const int64_t corr = atoll(fields[4]);
+        int dims[8], nd = 0;
+        for (char *s3, *d = strtok_r(dimstr, ",", &s3); d; d = strtok_r(NULL, ",", &s3))
+            dims[nd++] = atoi(d);
+        tg_tensor *x0 = golden(f, "%s.x", name), *x = NULL, *y = NULL, *i = NULL;
+        OK(tg_tensor_clone(&x, x0));
+        char key[32], what[160];
+        snprintf(key, sizeof key, "c%d.w", k);
+        tg_tensor *w = tg_st_get(f, key);
+        if (w) OK(tg_tensor_set_requires_grad(x, true));
+        const bool with_i = !strcmp(fn, "max_dim") || !strcmp(fn, "min_dim");
+        OK(run_call(fn, x, nd, dims, keep, corr, &y, with_i ? &i : NULL));
+        const double tol = tol_of(fn, tg_tensor_dtype(x));
+        snprintf(key, sizeof key, "c%d.y", k);
+        snprintf(what, sizeof what, "%s %s dims %s keepdim %d correction %lld: y", name, fn,
+                 fields[2], keep, (long long)corr);
+        expect_close(what, y, golden(f, "%s", key), tol);
+        if (with_i) {
+            snprintf(key, sizeof key, "c%d.i", k);
+            snprintf(what, sizeof what, "%s %s dims %s: indices", name, fn, fields[2]);
+            expect_close(what, i, golden(f, "%s", key), 0);
+        }
+        if (w) {
+            OK(tg_backward(y, w, NULL));
+            snprintf(key, sizeof key, "c%d.gx", k);
+            snprintf(what, sizeof what, "%s %s dims %s keepdim %d correction %lld: gx", name,
+                     fn, fields[2], keep, (long long)corr);
+            expect_close(what, tg_tensor_grad(x), golden(f, "%s", key), tol);
+            graded++;
+        } else if (!tg_dtype_is_float(tg_tensor_dtype(y))) {
+            cr_assert(tg_tensor_requires_grad(y) == false, "%s %s: an integer result requires grad",
+                      name, fn);
+        }
+        th_release_all(3, (tg_tensor *[]){x, y, i});
+    }
+    free(list);
+    cr_assert(k >= 450 && graded >= 200, "only %d calls, %d with gradients", k, graded);
+    tg_st_free(f);
+}
+
+/* A transposed (strided) x gives the results of its contiguous copy. */
+Test(stats, strided_input_matches_contiguous)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 3, 5}, 3), *xt, *xc;
+    OK(tg_permute(&xt, x, (int[]){2, 0, 1}));
+    OK(tg_contiguous(&xc, xt));
+    for (int d = 0; d < 3; d++) {
+        tg_tensor *v[2], *ix[2];
+        OK(tg_max_dim(&v[0], &ix[0], xt, d, false));
+        OK(tg_max_dim(&v[1], &ix[1], xc, d, false));
+        th_expect_same_bits("max_dim values", xc, v[0], v[1]);
+        th_expect_same_bits("max_dim indices", xc, ix[0], ix[1]);
+        th_release_all(4, (tg_tensor *[]){v[0], v[1], ix[0], ix[1]});
+        OK(tg_amin_dims(&v[0], xt, 2, (int[]){d, (d + 1) % 3}, true));
+        OK(tg_amin_dims(&v[1], xc, 2, (int[]){d, (d + 1) % 3}, true));
+        th_expect_same_bits("amin", xc, v[0], v[1]);
+        th_release_all(2, (tg_tensor *[]){v[0], v[1]});
+    }
+    th_release_all(3, (tg_tensor *[]){x, xt, xc});
+}
+
+/* i64 values past 2^53 that double would merge: compared exactly. */
+Test(stats, integers_are_compared_exactly)
+{
+    const int64_t big = (int64_t)1 << 60;
+    const int64_t v[4] = {big + 1, big + 3, big + 2, -big};
+    tg_tensor *x = NULL, *y = NULL, *i = NULL;
+    OK(tg_tensor_from_data(&x, TG_I64, 1, (int64_t[]){4}, v));
+    OK(tg_max_dim(&y, &i, x, 0, false));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[0], big + 3));
+    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(i))[0], 1));
+    th_release_all(2, (tg_tensor *[]){y, i});
+    OK(tg_amin_dims(&y, x, 1, (int[]){0}, false));
+    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[0], -big));
+    tg_tensor_release(y);
+    OK(tg_argmax(&y, x));
+    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[0], 1));
+    th_release_all(2, (tg_tensor *[]){y, x});
+}
+
+typedef struct {
+    int which;   /* 0 max_dim, 1 min_dim, 2 amax, 3 amin, 4 max, 5 min */
+    int dim;
+    bool keepdim;
+} mm_user;
+
+/* The reduction of x * x (so that the second derivative is not 0 in x),
+ * times x's first element: nonlinear beyond the op. */
+static int g_minmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const mm_user *u = user;
+    tg_tensor *sq = NULL, *y = NULL;
+    TG_TRY(tg_mul(&sq, in[0], in[0]));
+    int dims[2] = {u->dim, 0};
+    int rc;
+    switch (u->which) {
+    case 0: rc = tg_max_dim(&y, NULL, sq, u->dim, u->keepdim); break;
+    case 1: rc = tg_min_dim(&y, NULL, sq, u->dim, u->keepdim); break;
+    case 2: rc = tg_amax_dims(&y, sq, u->dim == 0 ? 1 : 2, dims, u->keepdim); break;
+    case 3: rc = tg_amin_dims(&y, sq, 1, dims, u->keepdim); break;
+    case 4: rc = tg_max(&y, sq); break;
+    default: rc = tg_min(&y, sq); break;
+    }
+    if (rc >= 0) rc = tg_mul(out, y, y);
+    th_release_all(2, (tg_tensor *[]){sq, y});
+    return rc;
+}
+
+Test(stats, gradcheck_and_gradgradcheck_in_f64)
+{
+    /* distinct values: no ties, where the numeric derivative would jump */
+    tg_tensor *x = th_seq(TG_F64, 3, (int64_t[]){3, 4, 2}, 0.2, 2.0);
+    OK(tg_tensor_set_requires_grad(x, true));
+    const mm_user us[] = {{0, 1, false}, {0, -1, true}, {1, 0, false}, {2, 0, false},
+                          {2, 2, true}, {3, 1, false}, {4, 0, false}, {5, 0, false}};
+    for (size_t k = 0; k < sizeof us / sizeof us[0]; k++) {
+        mm_user u = us[k];
+        cr_assert(eq(int, tg_gradcheck(g_minmax, &u, 1, &x, NULL), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(g_minmax, &u, 1, &x, NULL), TG_OK), "case %zu: %s",
+                  k, tg_error_message());
+    }
+    tg_tensor_release(x);
+}
+
+/* Ties: max_dim's gradient goes to the first (its index), amax's is split
+ * evenly; NaN: max(x) splits among the NaNs, amax gives NaN throughout. */
+Test(stats, tie_and_nan_gradients)
+{
+    const double v[6] = {3, 1, 3, 2, 3, 0};
+    tg_tensor *x = th_tensor_from(TG_F64, 1, (int64_t[]){6}, v), *y = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_max_dim(&y, NULL, x, 0, false));
+    OK(tg_backward(y, NULL, NULL));
+    for (int k = 0; k < 6; k++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), k), k == 0 ? 1.0 : 0.0), "max_dim [%d]", k);
+    tg_tensor_release(y);
+    tg_tensor_zero_grad(x);
+    OK(tg_amax_dims(&y, x, 1, (int[]){0}, false));
+    OK(tg_backward(y, NULL, NULL));
+    for (int k = 0; k < 6; k++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), k), v[k] == 3 ? 1.0 / 3 : 0.0), "amax [%d]",
+                  k);
+    th_release_all(2, (tg_tensor *[]){y, x});
+    const double vn[4] = {1, NAN, 2, NAN};
+    x = th_tensor_from(TG_F64, 1, (int64_t[]){4}, vn);
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_max(&y, x));
+    cr_assert(isnan(th_at(y, 0)));
+    OK(tg_backward(y, NULL, NULL));
+    for (int k = 0; k < 4; k++)
+        cr_assert(eq(dbl, th_at(tg_tensor_grad(x), k), isnan(vn[k]) ? 0.5 : 0.0), "max [%d]", k);
+    tg_tensor_release(y);
+    tg_tensor_zero_grad(x);
+    OK(tg_amax_dims(&y, x, 1, (int[]){0}, false));
+    OK(tg_backward(y, NULL, NULL));
+    for (int k = 0; k < 4; k++) cr_assert(isnan(th_at(tg_tensor_grad(x), k)), "amax [%d]", k);
+    th_release_all(2, (tg_tensor *[]){y, x});
+}
+
+/* Shapes: keepdim, 0-d inputs, empty inputs (a reduced dim of extent 0 is
+ * TG_ESHAPE, another empty dim gives an empty result), indices optional. */
+Test(stats, shapes_zero_d_and_empty)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 4}, 5), *y = NULL, *i = NULL;
+    OK(tg_max_dim(&y, &i, x, -2, true));
+    th_expect_shape(y, 3, (int64_t[]){2, 1, 4});
+    th_expect_shape(i, 3, (int64_t[]){2, 1, 4});
+    cr_assert(eq(int, tg_tensor_dtype(i), TG_I64));
+    th_release_all(2, (tg_tensor *[]){y, i});
+    OK(tg_min_dim(&y, NULL, x, 1, false));
+    th_expect_shape(y, 2, (int64_t[]){2, 4});
+    tg_tensor_release(y);
+    OK(tg_amax_dims(&y, x, 0, NULL, false));   /* no dim reduced: x's values */
+    th_expect_same_bits("amax over no dims", x, y, x);
+    tg_tensor_release(y);
+    OK(tg_argmax(&y, x));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+
+    OK(tg_tensor_scalar(&x, TG_F64, -1.5));
+    OK(tg_max_dim(&y, &i, x, -1, false));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(dbl, th_at(y, 0), -1.5));
+    cr_assert(eq(dbl, th_at(i, 0), 0.0));
+    th_release_all(3, (tg_tensor *[]){x, y, i});
+
+    OK(tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){0, 3}));
+    OK(tg_max_dim(&y, &i, x, 1, false));
+    th_expect_shape(y, 1, (int64_t[]){0});
+    th_expect_shape(i, 1, (int64_t[]){0});
+    th_release_all(2, (tg_tensor *[]){y, i});
+    y = i = NULL;
+    cr_assert(eq(int, tg_max_dim(&y, &i, x, 0, false), TG_ESHAPE));
+    th_expect_in(tg_error_message(), "max_dim: dim 0 has extent 0");
+    cr_assert(y == NULL && i == NULL, "an error left a result");
+    cr_assert(eq(int, tg_amin_dims(&y, x, 2, (int[]){1, 0}, false), TG_ESHAPE));
+    th_expect_in(tg_error_message(), "amin: dim 0 has extent 0");
+    cr_assert(eq(int, tg_argmin(&y, x), TG_ESHAPE));
+    th_expect_in(tg_error_message(), "argmin: x is empty");
+    cr_assert(eq(int, tg_max(&y, x), TG_ESHAPE));
+    cr_assert(y == NULL);
+    tg_tensor_release(x);
+}
+
+/* Inside a scope both results of max_dim belong to it, and nothing else
+ * the call made. */
+Test(stats, scope_owns_both_results)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 4}, 8), *y, *i;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_scope_begin());
+    OK(tg_max_dim(&y, &i, x, 1, false));
+    cr_assert(eq(int, tg_scope_size(), 2));
+    OK(tg_min_dim(&y, NULL, x, 0, true));
+    cr_assert(eq(int, tg_scope_size(), 3));
+    OK(tg_scope_end());
+    tg_tensor_release(x);
+}
+
+Test(stats, bad_arguments_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 1), *y = NULL, *i = NULL;
+    cr_assert(eq(int, tg_max_dim(&y, &i, x, 2, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "max_dim: dim=2 must be in [-2, 2) for a 2-d tensor");
+    cr_assert(eq(int, tg_min_dim(NULL, &i, x, 0, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "min_dim: values must not be NULL");
+    cr_assert(eq(int, tg_max_dim(&y, &y, x, 0, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "max_dim: values and indices must be two different places");
+    cr_assert(eq(int, tg_min_dim(&y, &i, NULL, 0, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "min_dim: x must not be NULL");
+    cr_assert(eq(int, tg_argmax_dim(&y, x, -3, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "argmax: dim=-3 must be in [-2, 2)");
+    cr_assert(eq(int, tg_amax_dims(&y, x, 2, (int[]){1, -1}, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "amax: dims[1]=-1 names dim 1 again");
+    cr_assert(eq(int, tg_amin_dims(&y, x, 1, NULL, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "amin: dims must not be NULL");
+    cr_assert(eq(int, tg_amax_dims(&y, x, 9, (int[9]){0}, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "amax: ndims=9 must be in [0, 8]");
+    cr_assert(eq(int, tg_max(NULL, x), TG_EINVAL));
+    cr_assert(y == NULL && i == NULL, "an error left a result");
+    tg_tensor_release(x);
+}
+
+/* The ops behind max_dim, called by name with indices that do not fit,
+ * refuse them. */
+Test(stats, pick_ops_check_their_indices)
+{
+    const tg_op_schema *pick = NULL, *back = NULL;
+    OK(tg_op_find(&pick, "pick_along_dim"));
+    OK(tg_op_find(&back, "pick_along_dim_backward"));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 1), *y = NULL;
+    tg_tensor *good = th_tensor_from(TG_I64, 2, (int64_t[]){2, 1}, (double[]){2, 0});
+    tg_tensor *bad = th_tensor_from(TG_I64, 2, (int64_t[]){2, 1}, (double[]){1, 3});
+    tg_tensor *wrong = th_tensor_from(TG_I64, 2, (int64_t[]){1, 3}, (double[]){0, 0, 0});
+    tg_tensor *f32i = th_tensor_from(TG_F32, 2, (int64_t[]){2, 1}, (double[]){0, 0});
+    /* argmax.c's pick_params: dim, keepdim, and x's shape for the backward */
+    struct { int dim; bool keepdim; int ndim; int64_t shape[TG_MAX_DIMS]; } p = {1, true, 2, {2, 3}};
+    OK(tg_op_call(pick, &y, 2, (tg_tensor *[]){x, good}, &p, sizeof p));
+    cr_assert(eq(dbl, th_at(y, 0), th_at(x, 2)));
+    cr_assert(eq(dbl, th_at(y, 1), th_at(x, 3)));
+    tg_tensor_release(y);
+    y = NULL;
+    cr_assert(eq(int, tg_op_call(pick, &y, 2, (tg_tensor *[]){x, bad}, &p, sizeof p), TG_EINVAL));
+    th_expect_in(tg_error_message(), "pick_along_dim: indices[1]=3 must be in [0, 3)");
+    cr_assert(eq(int, tg_op_call(pick, &y, 2, (tg_tensor *[]){x, wrong}, &p, sizeof p),
+                 TG_ESHAPE));
+    th_expect_in(tg_error_message(), "pick_along_dim: indices is (1, 3), must be (2, 1)");
+    cr_assert(eq(int, tg_op_call(pick, &y, 2, (tg_tensor *[]){x, f32i}, &p, sizeof p),
+                 TG_EDTYPE));
+    cr_assert(eq(int, tg_op_call(pick, &y, 2, (tg_tensor *[]){x, NULL}, &p, sizeof p),
+                 TG_EINVAL));
+    cr_assert(eq(int, tg_op_call(back, &y, 2, (tg_tensor *[]){x, good}, &p, sizeof p),
+                 TG_ESHAPE));
+    th_expect_in(tg_error_message(), "pick_along_dim_backward: g is (2, 3), must be (2, 1)");
+    cr_assert(y == NULL);
+    th_release_all(5, (tg_tensor *[]){x, good, bad, wrong, f32i});
+}
+
+/* ---- var and std ------------------------------------------------------------------ */
+
+typedef struct {
+    bool std, whole;
+    int ndims;
+    int dims[2];
+    int64_t correction;
+    bool keepdim;
+} var_user;
+
+/* var or std of x, times x (nonlinear beyond the op). */
+static int g_var(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const var_user *u = user;
+    tg_tensor *y = NULL;
+    int rc;
+    if (u->whole) rc = (u->std ? tg_std : tg_var)(&y, in[0], u->correction);
+    else rc = (u->std ? tg_std_dims : tg_var_dims)(&y, in[0], u->ndims, u->dims, u->correction,
+                                                  u->keepdim);
+    if (rc >= 0) rc = tg_mul(out, y, in[0]);
+    tg_tensor_release(y);
+    return rc;
+}
+
+Test(stats, var_std_gradcheck_and_gradgradcheck_in_f64)
+{
+    tg_tensor *x = th_seq(TG_F64, 3, (int64_t[]){3, 4, 2}, -1.0, 2.0);
+    OK(tg_tensor_set_requires_grad(x, true));
+    const var_user us[] = {{false, false, 1, {1}, 1, true}, {true, false, 1, {1}, 1, true},
+                           {false, false, 2, {0, -1}, 0, true}, {true, false, 2, {2, 0}, 2, true},
+                           {false, true, 0, {0}, 1, false}, {true, true, 0, {0}, 0, false}};
+    for (size_t k = 0; k < sizeof us / sizeof us[0]; k++) {
+        var_user u = us[k];
+        cr_assert(eq(int, tg_gradcheck(g_var, &u, 1, &x, NULL), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(g_var, &u, 1, &x, NULL), TG_OK), "case %zu: %s", k,
+                  tg_error_message());
+    }
+    tg_tensor_release(x);
+}
+
+/* A constant row: var and std 0, and gradient 0 for both (torch's std
+ * masks the 0 / 0 of g / (2 std) * (x - mean)). */
+Test(stats, constant_rows_have_zero_gradient)
+{
+    const double v[6] = {2, 2, 2, 1, 2, 4};
+    for (int s = 0; s < 2; s++) {
+        tg_tensor *x = th_tensor_from(TG_F64, 2, (int64_t[]){2, 3}, v), *y = NULL, *t = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK((s ? tg_std_dims : tg_var_dims)(&y, x, 1, (int[]){1}, 1, false));
+        cr_assert(eq(dbl, th_at(y, 0), 0.0));
+        cr_assert(epsilon_eq(dbl, th_at(y, 1), s ? sqrt(7.0 / 3) : 7.0 / 3, 1e-15));
+        OK(tg_sum(&t, y));
+        OK(tg_backward(t, NULL, NULL));
+        const tg_tensor *g = tg_tensor_grad(x);
+        for (int k = 0; k < 3; k++)
+            cr_assert(eq(dbl, th_at(g, k), 0.0), "%s [%d]: %g", s ? "std" : "var", k, th_at(g, k));
+        /* var: dx = 2 (x - mean) / 2 = x - 7/3 */
+        for (int k = 3; k < 6 && !s; k++)
+            cr_assert(epsilon_eq(dbl, th_at(g, k), v[k] - 7.0 / 3, 1e-15), "var [%d]", k);
+        th_release_all(3, (tg_tensor *[]){x, y, t});
+    }
+}
+
+/* N - correction <= 0: inf, or NaN for equal elements; no elements: NaN,
+ * and a reduced dim of extent 0 is no error. */
+Test(stats, var_without_degrees_of_freedom_and_empty)
+{
+    const double v[4] = {1, 3, 5, 5};
+    tg_tensor *x = th_tensor_from(TG_F32, 2, (int64_t[]){2, 2}, v), *y = NULL;
+    OK(tg_var_dims(&y, x, 1, (int[]){1}, 2, false));
+    cr_assert(isinf(th_at(y, 0)) && th_at(y, 0) > 0, "%g", th_at(y, 0));
+    cr_assert(isnan(th_at(y, 1)));
+    tg_tensor_release(y);
+    OK(tg_std(&y, x, 7));
+    cr_assert(isinf(th_at(y, 0)));
+    th_release_all(2, (tg_tensor *[]){x, y});
+    OK(tg_tensor_zeros(&x, TG_F64, 2, (int64_t[]){3, 0}));
+    OK(tg_var_dims(&y, x, 1, (int[]){1}, 1, true));
+    th_expect_shape(y, 2, (int64_t[]){3, 1});
+    for (int k = 0; k < 3; k++) cr_assert(isnan(th_at(y, k)));
+    tg_tensor_release(y);
+    OK(tg_std_dims(&y, x, 1, (int[]){0}, 0, false));
+    th_expect_shape(y, 1, (int64_t[]){0});
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* Values 1e8 apart from their spread: the two-pass formula in double keeps
+ * the variance to the last bits (sum of squares minus square of sums
+ * would lose every digit). */
+Test(stats, var_is_accurate_far_from_zero)
+{
+    enum { N = 1000 };
+    double v[N];
+    long double mean = 0, m2 = 0;
+    for (int k = 0; k < N; k++) {
+        v[k] = 1e8 + (k % 7) * 0.1 + (k % 13) * 1e-3;
+        mean += v[k];
+    }
+    mean /= N;
+    for (int k = 0; k < N; k++) m2 += (v[k] - mean) * (v[k] - mean);
+    tg_tensor *x = th_tensor_from(TG_F64, 1, (int64_t[]){N}, v), *y = NULL;
+    OK(tg_var(&y, x, 1));
+    const long double want = m2 / (N - 1);
+    cr_assert(fabsl(th_at(y, 0) - want) <= 1e-15L * want, "%.17g, want %.17Lg", th_at(y, 0), want);
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* The FP32 policy: a bf16 x gives f32 inside autocast, bf16 outside. */
+Test(stats, var_autocast_computes_in_f32)
+{
+    tg_tensor *x = th_rand_uniform(TG_BF16, 2, (int64_t[]){2, 3}, 5), *y = NULL;
+    OK(tg_std_dims(&y, x, 1, (int[]){1}, 1, false));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+    tg_tensor_release(y);
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_var(&y, x, 1));
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+Test(stats, var_bad_arguments_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 1), *y = NULL;
+    tg_tensor *xi = th_tensor_from(TG_I32, 1, (int64_t[]){3}, (double[]){0, 1, 2});
+    cr_assert(eq(int, tg_var(&y, xi, 1), TG_EDTYPE));
+    th_expect_in(tg_error_message(), "var: x has dtype i32; float dtypes only");
+    cr_assert(eq(int, tg_std_dims(&y, x, 1, (int[]){2}, 1, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "std: dims[0]=2 must be in [-2, 2) for a 2-d tensor");
+    cr_assert(eq(int, tg_var_dims(&y, x, 2, (int[]){0, 0}, 1, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "var: dims[1]=0 names dim 0 again");
+    cr_assert(eq(int, tg_std_dims(&y, x, -1, NULL, 1, false), TG_EINVAL));
+    th_expect_in(tg_error_message(), "std: ndims=-1 must be in [0, 8]");
+    cr_assert(eq(int, tg_std(&y, NULL, 1), TG_EINVAL));
+    th_expect_in(tg_error_message(), "std: x must not be NULL");
+    cr_assert(eq(int, tg_var(NULL, x, 1), TG_EINVAL));
+    cr_assert(y == NULL, "an error left a result");
+    th_release_all(2, (tg_tensor *[]){x, xi});
+}
