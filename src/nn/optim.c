@@ -93,6 +93,7 @@ void tg_optimizer_free(tg_optimizer *opt)
     }
     free(opt->params);
     free(opt->state);
+    free(opt->groups);
     free(opt);
 }
 
