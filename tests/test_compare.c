@@ -310,7 +310,7 @@ Test(compare, stack_matches_pytorch)
         for (char *s2, *d = strtok_r(dims, ",", &s2); d; d = strtok_r(NULL, ",", &s2)) {
             tg_tensor *ts[4], *y = NULL;
             for (int i = 0; i < n; i++) {
-                char idx[8];
+                char idx[12];
                 snprintf(idx, sizeof idx, "%d", i);
                 ts[i] = leaf_clone(golden(f, "st.%s.%s", c, idx));
             }
