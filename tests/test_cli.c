@@ -249,6 +249,20 @@ Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
     th_expect_in(th_out, "1 case, 0 failed");
 }
 
+/* The reductions, maximum/minimum and stack have sweep cases, gradient and
+ * gradient of gradient; rows carry the registered op's name (tg_max_dim's
+ * values are a pick_along_dim, tg_stack is a cat). */
+Test(cli, gradcheck_covers_reductions_and_stack)
+{
+    cr_assert(eq(int, RUN("gradcheck", "var", "std", "amax", "max", "pick_along_dim",
+                          "maximum", "minimum"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "var               (2, 3, 2) dims 1 correction 1 keepdim");
+    th_expect_in(th_out, "pick_along_dim    max_dim (3, 4) dim -1 values");
+    th_expect_in(th_out, "7 cases, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "cat"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "cat               stack (2, 3), (2, 3) dim 1");
+}
+
 Test(cli, bench_gemm_checks_its_sizes)
 {
     cr_assert(eq(int, RUN("bench", "--gemm", "8,8,8", "--repeat", "2", "--warmup", "0"), 0),

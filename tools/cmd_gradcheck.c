@@ -71,6 +71,38 @@ static int f_sum_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_sum_dims(out, in[0], 1, dims, false);
 }
 
+static int f_var_dim1_keep(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_var_dims(out, in[0], 1, dims, 1, true);
+}
+
+static int f_std_dims02(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {0, 2};
+    return tg_std_dims(out, in[0], 2, dims, 0, false);
+}
+
+static int f_amax_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_amax_dims(out, in[0], 1, dims, false);
+}
+
+/* The values of torch.max(x, dim=-1); the indices are not differentiable. */
+static int f_max_dim_last(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *idx = NULL;
+    int rc = tg_max_dim(out, &idx, in[0], -1, false);
+    tg_tensor_release(idx);
+    return rc;
+}
+
+static int f_stack_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_stack(out, n, in, 1);
+}
+
 static int f_mean_dims_keep(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     static const int dims[] = {0, -1};
@@ -347,6 +379,19 @@ static const gc_case gc_cases[] = {
      .fn = f_mean_dims_keep, .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
     GC_FN("sum_to_shape", "reduce", f_sum_to_shape, "(2, 3, 4) to (3, 1)", 1,
           .ndim = {3}, .shape = {{2, 3, 4}}),
+    GC_FN("var", "reduce", f_var_dim1_keep, "(2, 3, 2) dims 1 correction 1 keepdim", 1,
+          .ndim = {3}, .shape = {{2, 3, 2}}),
+    GC_FN("std", "reduce", f_std_dims02, "(2, 3, 2) dims 0,2 correction 0", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
+    GC_FN("amax", "reduce", f_amax_dim1, "(2, 4, 3) dims 1", 1, .ndim = {3},
+          .shape = {{2, 4, 3}}),
+    GC_UN("max", "reduce", tg_max, 2, GC_ANY, 3, 4),
+    GC_FN("pick_along_dim", "reduce", f_max_dim_last, "max_dim (3, 4) dim -1 values", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_BIN("maximum", "elementwise", tg_maximum, GC_ANY, "max((3, 4), (4))", 2, 1,
+           GC_SHAPE(3, 4), GC_SHAPE(4)),
+    GC_BIN("minimum", "elementwise", tg_minimum, GC_ANY, "min((2, 1), (2, 3))", 2, 2,
+           GC_SHAPE(2, 1), GC_SHAPE(2, 3)),
     /* shape ops */
     GC_FN("reshape", "shape", f_reshape, "(2, 3, 2) to (3, -1)", 1, .ndim = {3},
           .shape = {{2, 3, 2}}),
@@ -366,6 +411,8 @@ static const gc_case gc_cases[] = {
           .shape = {{3, 4}}),
     GC_FN("cat", "shape", f_cat, "(2, 3), (4, 3) dim 0", 2, .ndim = {2, 2},
           .shape = {{2, 3}, {4, 3}}),
+    GC_FN("cat", "shape", f_stack_dim1, "stack (2, 3), (2, 3) dim 1", 2, .ndim = {2, 2},
+          .shape = {{2, 3}, {2, 3}}),
     /* linear algebra */
     GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(3, 4) @ (4, 2)", 2, 2, GC_SHAPE(3, 4),
            GC_SHAPE(4, 2)),
