@@ -651,6 +651,13 @@ static const pool_case pool_cases[] = {
     {"upsample2d_s23", 'u', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5}, NULL, {0}, 0},
     {"upsample3d_s212", 'u', 3, {2, 1, 2}, {0}, {0}, {0}, false, false, {1, 2, 2, 3, 2}, NULL,
      {0}, 0},
+    {"upsample_linear1d_s3", 'l', 1, {3}, {0}, {0}, {0}, false, false, {2, 3, 5}, NULL, {0}, 0},
+    {"upsample_bilinear2d_s23", 'l', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5}, NULL,
+     {0}, 0},
+    {"upsample_bilinear2d_s22_aligned", 'L', 2, {2, 2}, {0}, {0}, {0}, false, false,
+     {2, 2, 4, 5}, NULL, {0}, 0},
+    {"upsample_trilinear3d_s212", 'l', 3, {2, 1, 2}, {0}, {0}, {0}, false, false,
+     {1, 2, 2, 3, 2}, NULL, {0}, 0},
     {"avgpool1d_ceil_past_padding", 'a', 1, {3}, {2}, {1}, {1}, true, true, {2, 2, 6},
      "\"AveragePool\", \"Mul\"", {1, 2}, 1},
     {"avgpool1d_ceil_no_pad_count", 'a', 1, {3}, {2}, {1}, {1}, true, false, {2, 2, 6},
@@ -686,6 +693,8 @@ static tg_module *pool_module(const pool_case *c)
     p.ceil_mode = c->ceil;
     p.count_include_pad = c->cip;
     int rc = c->kind == 'u'   ? tg_nn_upsample_new(&m, c->ns, c->k)
+             : c->kind == 'l' || c->kind == 'L'
+                 ? tg_nn_upsample_linear_new(&m, c->ns, c->k, c->kind == 'L')
              : c->kind == 'a' ? tg_nn_avg_pool_new(&m, c->ns, &p)
                               : tg_nn_max_pool_new(&m, c->ns, &p);
     cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
@@ -697,6 +706,15 @@ static tg_module *pool_module(const pool_case *c)
 static void pool_graph_json(char *buf, size_t size, const pool_case *c)
 {
     buf[0] = '\0';
+    if (c->kind == 'l' || c->kind == 'L') {
+        jcat(buf, size, "\"ops\": [\"Resize\"], \"attributes\": {\"Resize\": {\"mode\": "
+             "\"linear\", \"coordinate_transformation_mode\": \"%s\"}}, "
+             "\"initializer_values\": {\"/scales\": [1, 1",
+             c->kind == 'L' ? "align_corners" : "pytorch_half_pixel");
+        for (int a = 0; a < c->ns; a++) jcat(buf, size, ", %lld", (long long)c->k[a]);
+        jcat(buf, size, "]}");
+        return;
+    }
     if (c->kind == 'u') {
         jcat(buf, size, "\"ops\": [\"Resize\"], \"attributes\": {\"Resize\": {\"mode\": "
              "\"nearest\", \"coordinate_transformation_mode\": \"asymmetric\", "

@@ -296,12 +296,21 @@ TG_API int tg_nn_group_norm_params(const tg_module *m, int64_t *num_groups,
 TG_API int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
 TG_API int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
 TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale);
+/* nn.Upsample(scale_factor=scale, mode='linear' | 'bilinear' | 'trilinear'
+ * for n_spatial 1, 2, 3, align_corners=align_corners) with integer factors
+ * (type name "Upsample"): forward is tg_upsample_linear to the extents
+ * S*scale. */
+TG_API int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *scale,
+                                     bool align_corners);
 /* A pooling module's n_spatial and parameters, with its strides resolved
  * (a stride given as 0 reads as the kernel); an Upsample's n_spatial and
  * its *n_spatial scale factors.  Out-pointers may be NULL; TG_EINVAL naming
  * the module's type for another module. */
 TG_API int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p);
 TG_API int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale);
+/* An Upsample's mode and align_corners (false for nearest).  Out-pointers
+ * may be NULL; TG_EINVAL for another module. */
+TG_API int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool *align_corners);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

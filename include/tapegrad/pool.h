@@ -97,10 +97,29 @@ TG_API int tg_pool_output_size(int64_t *out, int n_spatial, const int64_t *in,
 TG_API int tg_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
 TG_API int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
 
+/* An Upsample module's interpolation (tg_nn_upsample_mode). */
+typedef enum tg_upsample_mode { TG_UPSAMPLE_NEAREST = 0, TG_UPSAMPLE_LINEAR = 1 } tg_upsample_mode;
+
 /* x upsampled by the integer factors scale[0..n_spatial) (each >= 1) along
  * its last n_spatial dims, nearest neighbour.  Errors as tg_avg_pool. */
 TG_API int tg_upsample_nearest(tg_tensor **out, tg_tensor *x, int n_spatial,
                                const int64_t *scale);
+
+/* x resized to the extents size[0..n_spatial) (each >= 1, larger or
+ * smaller than x's) along its last n_spatial dims by linear interpolation:
+ * F.interpolate(x, size=size, mode='linear' | 'bilinear' | 'trilinear',
+ * align_corners=align_corners) for n_spatial 1, 2, 3.  For a scale factor
+ * s pass size = S*s (what F.interpolate(scale_factor=s) computes for an
+ * integer s).  Output index o reads the two input indices around
+ *   align_corners:  r = o * (S-1)/(size-1)   (0 when size = 1)
+ *   otherwise:      r = max((o + 1/2) * S/size - 1/2, 0)
+ * weighted by their distances to r, computed in the compute dtype as
+ * PyTorch's CPU kernel does.  Gradients of every order: the gradient adds
+ * each g element into the inputs it read with the same weights, an op whose
+ * own gradient is this interpolation again.  Errors as tg_upsample_nearest
+ * (TG_EINVAL for a NULL size or an extent outside [1, TG_POOL_MAX_PARAM]). */
+TG_API int tg_upsample_linear(tg_tensor **out, tg_tensor *x, int n_spatial, const int64_t *size,
+                              bool align_corners);
 
 #ifdef __cplusplus
 }

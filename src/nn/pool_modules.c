@@ -1,7 +1,7 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
- * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, integer scale
- * factors).  Each keeps its n_spatial and parameters, checked when it is
- * made, and runs the op of tapegrad/pool.h. */
+ * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest or linear,
+ * integer scale factors).  Each keeps its n_spatial and parameters, checked
+ * when it is made, and runs the op of tapegrad/pool.h. */
 #include <string.h>
 
 #include "nn/module_internal.h"
@@ -12,6 +12,8 @@ typedef struct tg__pool_state {
     int ns;
     tg_pool_params p;                       /* pools: strides resolved */
     int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
+    tg_upsample_mode mode;                  /* Upsample */
+    bool align_corners;                     /* Upsample, linear */
 } tg__pool_state;
 
 static int tg__avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -29,7 +31,23 @@ static int tg__max_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__pool_state *s = m->state;
-    return tg_upsample_nearest(y, x, s->ns, s->scale);
+    if (s->mode == TG_UPSAMPLE_NEAREST) return tg_upsample_nearest(y, x, s->ns, s->scale);
+    /* linear: the output extents S*s, as nn.Upsample's scale_factor gives */
+    const char *op = tg__pool_opname(TG__UPSAMPLE_LINEAR, s->ns);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    const int nd = tg_tensor_ndim(x);
+    TG_CHECK(nd == s->ns + 1 || nd == s->ns + 2, TG_ESHAPE,
+             "%s: x has %d dims; it must have %d (C, S...) or %d (B, C, S...)", op, nd,
+             s->ns + 1, s->ns + 2);
+    int64_t size[TG_POOL_MAX_SPATIAL];
+    for (int a = 0; a < s->ns; a++) {
+        const int64_t in = tg_tensor_shape(x)[nd - s->ns + a];
+        TG_CHECK(in <= TG_POOL_MAX_PARAM / s->scale[a], TG_EINVAL,
+                 "%s: spatial dim %d of extent %lld times scale %lld is above %lld", op, a,
+                 (long long)in, (long long)s->scale[a], (long long)TG_POOL_MAX_PARAM);
+        size[a] = in * s->scale[a];
+    }
+    return tg_upsample_linear(y, x, s->ns, size, s->align_corners);
 }
 
 /* Indexed by n_spatial - 1: the type name says the rank, as torch's class. */
@@ -80,7 +98,18 @@ int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_new: out must not be NULL");
     TG_TRY(tg__upsample_check_scale("nn_upsample_new", n_spatial, scale));
-    tg__pool_state s = {.ns = n_spatial};
+    tg__pool_state s = {.ns = n_spatial, .mode = TG_UPSAMPLE_NEAREST};
+    memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
+    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+}
+
+int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *scale,
+                              bool align_corners)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_linear_new: out must not be NULL");
+    TG_TRY(tg__upsample_check_scale("nn_upsample_linear_new", n_spatial, scale));
+    tg__pool_state s = {.ns = n_spatial, .mode = TG_UPSAMPLE_LINEAR,
+                        .align_corners = align_corners};
     memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
     return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
 }
@@ -114,5 +143,16 @@ int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale)
     const tg__pool_state *s = m->state;
     if (n_spatial) *n_spatial = s->ns;
     if (scale) memcpy(scale, s->scale, (size_t)s->ns * sizeof *scale);
+    return TG_OK;
+}
+
+int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool *align_corners)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_upsample_mode: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_upsample_vt, TG_EINVAL,
+             "nn_upsample_mode: m is a %s module, not Upsample", tg_module_type_name(m));
+    const tg__pool_state *s = m->state;
+    if (mode) *mode = s->mode;
+    if (align_corners) *align_corners = s->align_corners;
     return TG_OK;
 }

@@ -3,7 +3,11 @@
  *   Upsample   -> Resize(x, roi "", scales (1, 1, s...)) with mode
  *                 "nearest", coordinate_transformation_mode "asymmetric" and
  *                 nearest_mode "floor", as torch.onnx.export writes it:
- *                 output index o reads floor(o / s), tapegrad's o / s
+ *                 output index o reads floor(o / s), tapegrad's o / s; a
+ *                 linear Upsample with mode "linear" and
+ *                 coordinate_transformation_mode "align_corners" or
+ *                 "pytorch_half_pixel" (r = (o + 1/2)/s - 1/2, which ONNX
+ *                 Runtime clamps at 0 as tapegrad does)
  *   AvgPoolNd  -> AveragePool(kernel_shape, strides, pads,
  *                 count_include_pad), ceil_mode 0
  *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0
@@ -36,7 +40,10 @@ int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
 {
     int ns;
     int64_t scale[TG_POOL_MAX_SPATIAL];
+    tg_upsample_mode mode;
+    bool align;
     TG_TRY(tg_nn_upsample_params(s->m, &ns, scale));
+    TG_TRY(tg_nn_upsample_mode(s->m, &mode, &align));
     const int nd = tg_tensor_ndim(s->xt);
     float sc[TG_MAX_DIMS];
     for (int d = 0; d < nd; d++) sc[d] = d < nd - ns ? 1.0f : (float)scale[d - (nd - ns)];
@@ -47,6 +54,11 @@ int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
     tg__onnx_node *node = NULL;
     TG_TRY(tg__onnx_add(s->g, &node, y, s->scope, "Resize", 3,
                         (const char *const[]){s->x, "", name}));
+    if (mode == TG_UPSAMPLE_LINEAR) {
+        TG_TRY(tg__onnx_attr_str(s->g, node, "mode", "linear"));
+        return tg__onnx_attr_str(s->g, node, "coordinate_transformation_mode",
+                                 align ? "align_corners" : "pytorch_half_pixel");
+    }
     TG_TRY(tg__onnx_attr_str(s->g, node, "mode", "nearest"));
     TG_TRY(tg__onnx_attr_str(s->g, node, "coordinate_transformation_mode", "asymmetric"));
     return tg__onnx_attr_str(s->g, node, "nearest_mode", "floor");

@@ -1,5 +1,5 @@
-/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, upsample.c and the
- * pooling modules (src/nn/pool_modules.c) share: parameter checks, the
+/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, upsample.c,
+ * upsample_linear.c and the pooling modules (src/nn/pool_modules.c) share: parameter checks, the
  * output shape and the geometry of a call. */
 #ifndef TAPEGRAD_OPS_POOL_INTERNAL_H
 #define TAPEGRAD_OPS_POOL_INTERNAL_H
@@ -10,10 +10,16 @@
 #include "core/core.h"
 #include "tapegrad/pool.h"
 
-typedef enum tg__pool_kind { TG__AVG_POOL, TG__MAX_POOL, TG__UPSAMPLE } tg__pool_kind;
+typedef enum tg__pool_kind {
+    TG__AVG_POOL,
+    TG__MAX_POOL,
+    TG__UPSAMPLE,          /* nearest, integer scale factors */
+    TG__UPSAMPLE_LINEAR,   /* linear, bilinear, trilinear to a given size */
+} tg__pool_kind;
 
-/* "avg_pool2d", "max_pool1d", "upsample_nearest3d" ("avg_pool" ... when
- * n_spatial is not 1..3): the name messages give the call. */
+/* "avg_pool2d", "max_pool1d", "upsample_nearest3d", "upsample_bilinear2d"
+ * ("avg_pool" ... when n_spatial is not 1..3): the name messages give the
+ * call. */
 const char *tg__pool_opname(tg__pool_kind kind, int n_spatial);
 
 /* Checks n_spatial and p for a pooling of that kind (messages name op) and
@@ -22,14 +28,18 @@ int tg__pool_check_params(const char *op, tg__pool_kind kind, int n_spatial,
                           const tg_pool_params *p, tg_pool_params *r);
 /* Checks scale[0..n_spatial) (each in [1, TG_POOL_MAX_PARAM]). */
 int tg__upsample_check_scale(const char *op, int n_spatial, const int64_t *scale);
+/* Checks size[0..n_spatial) (each in [1, TG_POOL_MAX_PARAM]). */
+int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size);
 
 /* The parameters of a recorded call, copied into its node: n_spatial, the
- * resolved pooling parameters or scale factors, and x's shape (the
- * backward's result). */
+ * resolved pooling parameters, scale factors or output size, and x's shape
+ * (the backward's result). */
 typedef struct tg__pool_call {
     int ns;
     tg_pool_params p;                  /* pooling */
-    int64_t scale[TG_POOL_MAX_SPATIAL];   /* upsampling */
+    int64_t scale[TG_POOL_MAX_SPATIAL];   /* nearest upsampling */
+    int64_t size[TG_POOL_MAX_SPATIAL];    /* linear upsampling: the output extents */
+    bool align_corners;                   /* linear upsampling */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
@@ -68,7 +78,8 @@ typedef struct tg__pool_geom {
 } tg__pool_geom;
 
 /* The geometry of call c of that kind whose output has shape out_shape.
- * An upsampling's k holds its scale factors (s 1, p 0, dil 1). */
+ * A nearest upsampling's k holds its scale factors (s 1, p 0, dil 1); a
+ * linear one has k 1, s 1, p 0, dil 1. */
 void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t *out_shape,
                       tg__pool_geom *g);
 

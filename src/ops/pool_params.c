@@ -1,6 +1,6 @@
 /* src/ops/pool_params.c - the rules of pooling and upsampling parameters
  * and inputs, and the output shape, shared by avg_pool.c, max_pool.c,
- * upsample.c and the pooling modules.
+ * upsample.c, upsample_linear.c and the pooling modules.
  *
  * Pooling output extent, as PyTorch's pooling_output_shape:
  *   O = floor((I + 2p - d(k-1) - 1 + (ceil_mode ? s-1 : 0)) / s) + 1,
@@ -14,10 +14,11 @@
 
 const char *tg__pool_opname(tg__pool_kind kind, int n_spatial)
 {
-    static const char *names[3][4] = {
+    static const char *names[4][4] = {
         {"avg_pool", "avg_pool1d", "avg_pool2d", "avg_pool3d"},
         {"max_pool", "max_pool1d", "max_pool2d", "max_pool3d"},
-        {"upsample_nearest", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"}};
+        {"upsample_nearest", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"},
+        {"upsample_linear", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d"}};
     return names[kind][n_spatial >= 1 && n_spatial <= 3 ? n_spatial : 0];
 }
 
@@ -83,6 +84,17 @@ int tg__upsample_check_scale(const char *op, int n_spatial, const int64_t *scale
     return TG_OK;
 }
 
+int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size)
+{
+    TG_TRY(check_n_spatial(op, n_spatial));
+    TG_CHECK(size != NULL, TG_EINVAL, "%s: size must not be NULL", op);
+    for (int a = 0; a < n_spatial; a++)
+        TG_CHECK(size[a] >= 1 && size[a] <= TG_POOL_MAX_PARAM, TG_EINVAL,
+                 "%s: size[%d]=%lld must be in [1, %lld]", op, a, (long long)size[a],
+                 (long long)TG_POOL_MAX_PARAM);
+    return TG_OK;
+}
+
 static int check_input(const char *op, int n_spatial, int ndim, const int64_t *shape)
 {
     TG_CHECK(ndim == n_spatial + 1 || ndim == n_spatial + 2, TG_ESHAPE,
@@ -142,7 +154,9 @@ static int out_shape(const char *op, tg__pool_kind kind, const tg__pool_call *c,
     memcpy(out, c->shape, (size_t)lead * sizeof *out);
     for (int a = 0; a < c->ns; a++) {
         const int64_t in = c->shape[lead + a];
-        if (kind == TG__UPSAMPLE) {
+        if (kind == TG__UPSAMPLE_LINEAR) {
+            out[lead + a] = c->size[a];
+        } else if (kind == TG__UPSAMPLE) {
             TG_CHECK(in <= INT64_MAX / c->scale[a], TG_EINVAL,
                      "%s: spatial dim %d of extent %lld times scale %lld is too large", op, a,
                      (long long)in, (long long)c->scale[a]);
@@ -162,6 +176,7 @@ int tg__pool_prepare(const char *op, tg__pool_kind kind, tg_dtype dtype, tg__poo
                      int64_t *out)
 {
     if (kind == TG__UPSAMPLE) TG_TRY(tg__upsample_check_scale(op, c->ns, c->scale));
+    else if (kind == TG__UPSAMPLE_LINEAR) TG_TRY(tg__upsample_check_size(op, c->ns, c->size));
     else TG_TRY(tg__pool_check_params(op, kind, c->ns, &c->p, &c->p));
     TG_CHECK(tg_dtype_is_float(dtype), TG_EDTYPE, "%s: x has dtype %s; a float dtype is needed",
              op, tg_dtype_name(dtype));
@@ -187,17 +202,17 @@ int tg__pool_check_grad(const char *op, const tg_tensor *g, const tg__pool_call 
 void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t *out_shape,
                       tg__pool_geom *g)
 {
-    const bool up = kind == TG__UPSAMPLE;
+    const bool up = kind == TG__UPSAMPLE, lin = kind == TG__UPSAMPLE_LINEAR;
     const int lead = c->ndim - c->ns, first = 3 - c->ns;
     *g = (tg__pool_geom){.planes = tg__numel(lead, c->shape), .in_plane = 1, .out_plane = 1};
     for (int a = 0; a < 3; a++) {
         const int src = a - first;   /* the call's axis, < 0 for an added one */
         g->in[a] = src < 0 ? 1 : c->shape[lead + src];
         g->out[a] = src < 0 ? 1 : out_shape[lead + src];
-        g->k[a] = src < 0 ? 1 : up ? c->scale[src] : c->p.kernel[src];
-        g->s[a] = src < 0 || up ? 1 : c->p.stride[src];
-        g->p[a] = src < 0 || up ? 0 : c->p.padding[src];
-        g->dil[a] = src < 0 || up ? 1 : c->p.dilation[src];
+        g->k[a] = src < 0 || lin ? 1 : up ? c->scale[src] : c->p.kernel[src];
+        g->s[a] = src < 0 || up || lin ? 1 : c->p.stride[src];
+        g->p[a] = src < 0 || up || lin ? 0 : c->p.padding[src];
+        g->dil[a] = src < 0 || up || lin ? 1 : c->p.dilation[src];
         g->in_plane *= g->in[a];
         g->out_plane *= g->out[a];
     }
