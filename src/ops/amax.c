@@ -78,6 +78,13 @@ static void reduce_rows_i64(int64_t *v, int64_t rows, int64_t n, bool min)
     }
 }
 
+/* tg__dim_rows_reduce's fn: min points at amax_params.min. */
+static void amax_rows(void *min, tg_dtype as, void *buf, int64_t rows, int64_t n)
+{
+    if (as == TG_F64) reduce_rows_f64(buf, rows, n, *(const bool *)min);
+    else reduce_rows_i64(buf, rows, n, *(const bool *)min);
+}
+
 static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
@@ -86,31 +93,10 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     unsigned mask;
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op_name(p));
     TG_TRY(amax_mask(x, p, &mask));
-    int ond = 0;
-    int64_t oshape[TG_MAX_DIMS], rows, len;
-    if (!p->whole) tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
-    const bool is_float = tg_dtype_is_float(x->dtype);
-    void *buf = NULL;
-    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
-    if (!r) return TG_ENOMEM;
-    int rc = tg__dim_rows(x, mask, is_float ? TG_F64 : TG_I64, &buf, &rows, &len);
-    if (rc >= 0) {
-        if (is_float) reduce_rows_f64(buf, rows, len, p->min);
-        else reduce_rows_i64(buf, rows, len, p->min);
-        if (rows > 0) tg__scatter(r, is_float ? TG_F64 : TG_I64, buf);
-        if (ctx) {
-            int s = tg_op_ctx_save(ctx, x);
-            if (s >= 0) s = tg_op_ctx_save_output(ctx, r);
-            if (s < 0) rc = s;
-        }
-    }
-    tg__work_free(buf);
-    if (rc < 0) {
-        tg_tensor_release(r);
-        return rc;
-    }
-    *out = r;
-    return TG_OK;
+    /* max(x) and min(x) reduce every dim without keepdim: a 0-d result */
+    const tg_dtype as = tg_dtype_is_float(x->dtype) ? TG_F64 : TG_I64;
+    bool min = p->min;
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, as, amax_rows, &min, true);
 }
 
 /* The mask m (x's shape) and count c (the kept shape) of the top of the
