@@ -17,7 +17,6 @@
  * with second derivatives 0 in x. */
 #include <assert.h>
 #include <math.h>
-#include <string.h>
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
@@ -188,14 +187,8 @@ static_assert(sizeof tg__amax_ops / sizeof tg__amax_ops[0] == TG__amax_N,
 static int amax_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, int ndims,
                      const int *dims, const amax_params *base)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op->name);
-    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
-             op->name, ndims, TG_MAX_DIMS);
-    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
     amax_params p = *base;
-    p.ndims = ndims;
-    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    TG_TRY(tg__dims_args(op->name, "x", out, x, ndims, dims, &p.ndims, p.dims));
     return tg_op_call(op, out, 1, &x, &p, sizeof p);
 }
 

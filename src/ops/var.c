@@ -23,6 +23,7 @@
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
 #include "ops/families.h"
+#include "ops/reduce_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct var_params {
@@ -187,15 +188,9 @@ static int var_call(bool std, tg_tensor **out, tg_tensor *x, int ndims, const in
                     int64_t correction, bool keepdim, bool whole)
 {
     const tg_op_schema *op = std ? &std_op : &var_op;
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op->name);
-    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
-             op->name, ndims, TG_MAX_DIMS);
-    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
     var_params p;
     memset(&p, 0, sizeof p);
-    p.ndims = ndims;
-    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    TG_TRY(tg__dims_args(op->name, "x", out, x, ndims, dims, &p.ndims, p.dims));
     p.correction = correction;
     p.keepdim = keepdim;
     p.whole = whole;
