@@ -305,8 +305,10 @@ Test(cli, bench_usage_errors_say_why)
     cr_assert(eq(int, RUN("bench", "--help"), 0));
     th_expect_in(th_out, "usage: tapegrad bench --in CASE.safetensors");
     static const char *const bad[][5] = {
-        {"--gemm", "8,8,8", "--repeat", "0", "--repeat must be an integer in [1, 1000000], not '0'"},
-        {"--gemm", "8,8,8", "--repeat", "3x", "--repeat must be an integer in [1, 1000000], not '3x'"},
+        {"--gemm", "8,8,8", "--repeat", "0",
+         "--repeat must be an integer in [1, 1000000], not '0'"},
+        {"--gemm", "8,8,8", "--repeat", "3x",
+         "--repeat must be an integer in [1, 1000000], not '3x'"},
         {"--gemm", "8,8,8", "--algo", "FAST", "--algo must be reference or fast, not 'FAST'"},
         {"--gemm", "8,8,8", "--in", "c.st", "give --in or --gemm, not both"},
         {"--gemm", "8,8,8", "--frob", "1", "unknown argument '--frob'"},

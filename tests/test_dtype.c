@@ -28,6 +28,13 @@ static float float_of(uint32_t x)
     return f;
 }
 
+static uint64_t bits64_of(double d)
+{
+    uint64_t x;
+    memcpy(&x, &d, sizeof x);
+    return x;
+}
+
 /* The value of an f16 bit pattern computed from the IEEE definition, not from
  * bit shuffling: subnormals are mant * 2^-24, normals (1024 + mant) * 2^(e-25). */
 static double f16_value(uint16_t h)
@@ -649,4 +656,98 @@ Test(dtype, bulk_f64_half_matches_load_store)
     free(xs);
     free(v);
     free(got);
+}
+
+/* Values at and just off the halfway points between neighbouring halves of
+ * dtype dt, three per bit pattern (a rounding through the nearest f32 lands
+ * on the tie and then on the even neighbour; a store rounds once). */
+static void half_ties(tg_dtype dt, double *v)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        const uint16_t lo = (uint16_t)i, hi = (uint16_t)(i + 1);
+        const double a = tg_dtype_load(dt, &lo, 0), b = tg_dtype_load(dt, &hi, 0);
+        const double mid = isfinite(a) && isfinite(b) ? a + (b - a) / 2 : a;
+        v[3 * i] = mid;
+        v[3 * i + 1] = mid * (1 + 0x1p-40);
+        v[3 * i + 2] = mid * (1 - 0x1p-40);
+    }
+}
+
+/* The (C, R) transpose of t, a (R, C) tensor: element (j, i) is t's (i, j). */
+static tg_tensor transposed(const tg_tensor *t)
+{
+    tg_tensor v = *t;
+    v.shape[0] = t->shape[1], v.shape[1] = t->shape[0];
+    v.strides[0] = 1, v.strides[1] = t->shape[1];
+    return v;
+}
+
+/* f64 <-> f16 and f64 <-> bf16 copies have the bits of tg_dtype_store and
+ * tg_dtype_load element by element: contiguous (tg__convert_n), from and
+ * into a transposed view (gather and scatter: strided runs on either side)
+ * and from a broadcast view (runs of step 0), over half_ties' values. */
+Test(dtype, f64_half_copies_round_as_store)
+{
+    enum { R = 512, C = 384, N = R * C };   /* N = 3 * 65536 */
+    const int64_t shape[2] = {R, C};
+    for (int which = 0; which < 2; which++) {
+        const tg_dtype dt = which ? TG_BF16 : TG_F16;
+        const char *name = tg_dtype_name(dt);
+        tg_tensor *t64 = tg__tensor_empty(TG_F64, 2, shape);
+        tg_tensor *t16 = tg__tensor_empty(dt, 2, shape);
+        double *d = malloc(N * sizeof *d);
+        uint16_t *h = malloc(N * sizeof *h);
+        cr_assert(t64 && t16 && d && h);
+        double *v = tg_tensor_data(t64);
+        uint16_t *w = tg_tensor_data(t16), want;
+        half_ties(dt, v);
+        tg__convert_n(TG_F64, v, dt, w, N);
+        for (int i = 0; i < N; i++) {
+            tg_dtype_store(dt, &want, 0, v[i]);
+            if (w[i] != want) cr_fatal("f64 to %s, contiguous: %a gives 0x%04x, not 0x%04x",
+                                       name, v[i], w[i], want);
+        }
+        tg__convert_n(dt, w, TG_F64, d, N);
+        for (int i = 0; i < N; i++)
+            if (bits64_of(d[i]) != bits64_of(tg_dtype_load(dt, w, i)))
+                cr_fatal("%s to f64, contiguous: 0x%04x gives %a", name, w[i], d[i]);
+        tg_tensor v64 = transposed(t64), v16 = transposed(t16);
+        tg__gather(&v64, dt, h);   /* strided f64 source */
+        tg__gather(&v16, TG_F64, d);   /* strided half source */
+        for (int j = 0; j < C; j++)
+            for (int i = 0; i < R; i++) {
+                tg_dtype_store(dt, &want, 0, v[i * C + j]);
+                if (h[j * R + i] != want)
+                    cr_fatal("f64 to %s, strided source (%d, %d)", name, i, j);
+                if (bits64_of(d[j * R + i]) != bits64_of(tg_dtype_load(dt, w, i * C + j)))
+                    cr_fatal("%s to f64, strided source (%d, %d)", name, i, j);
+            }
+        double *src = malloc(N * sizeof *src);
+        cr_assert(src != NULL);
+        memcpy(src, v, N * sizeof *src);
+        tg__scatter(&v16, TG_F64, src);   /* strided half destination */
+        tg__scatter(&v64, dt, h);         /* strided f64 destination */
+        for (int j = 0; j < C; j++)
+            for (int i = 0; i < R; i++) {
+                tg_dtype_store(dt, &want, 0, src[j * R + i]);
+                if (w[i * C + j] != want)
+                    cr_fatal("f64 to %s, strided dest (%d, %d)", name, i, j);
+                if (bits64_of(v[i * C + j]) != bits64_of(tg_dtype_load(dt, h, j * R + i)))
+                    cr_fatal("%s to f64, strided dest (%d, %d)", name, i, j);
+            }
+        tg_tensor b64 = *t64;   /* (C, R), element (j, i) = src's element j: step 0 in a run */
+        b64.shape[0] = C, b64.shape[1] = R, b64.strides[0] = 1, b64.strides[1] = 0;
+        memcpy(v, src, C * sizeof *v);
+        tg__gather(&b64, dt, h);
+        for (int j = 0; j < C; j++) {
+            tg_dtype_store(dt, &want, 0, src[j]);
+            for (int i = 0; i < R; i++)
+                if (h[j * R + i] != want) cr_fatal("f64 to %s, broadcast (%d, %d)", name, j, i);
+        }
+        free(src);
+        free(d);
+        free(h);
+        tg_tensor_release(t64);
+        tg_tensor_release(t16);
+    }
 }

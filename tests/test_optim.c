@@ -149,6 +149,19 @@ static void set_grads(const tg_st_file *f, tg_tensor **params, int k)
     }
 }
 
+/* The optimizer of f's configuration over params p, made from f's initial
+ * values and stepped with f's gradients of steps 0 and 1. */
+static tg_optimizer *stepped_twice(const tg_st_file *f, tg_tensor **p)
+{
+    init_params(f, p);
+    tg_optimizer *o = make_opt(f, p);
+    for (int k = 0; k < 2; k++) {
+        set_grads(f, p, k);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+    }
+    return o;
+}
+
 static void assert_params(const tg_st_file *f, tg_tensor **params, int k, double tol,
                           const char *what)
 {
@@ -392,12 +405,7 @@ Test(optim, bad_state_files_leave_the_optimizer_unchanged)
 {
     tg_st_file *f = th_golden_load("optim/adam_f32.safetensors");
     tg_tensor *p[NP];
-    init_params(f, p);
-    tg_optimizer *o = make_opt(f, p);
-    for (int k = 0; k < 2; k++) {
-        set_grads(f, p, k);
-        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
-    }
+    tg_optimizer *o = stepped_twice(f, p);
     tg_st_file *before = snapshot(o);
 
     /* A state whose exp_avg of parameter 1 has shape (6) instead of (5). */
@@ -531,12 +539,7 @@ Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
     for (int c = 0; c < 2; c++) {
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", configs[c]);
         tg_tensor *p[NP];
-        init_params(f, p);
-        tg_optimizer *o = make_opt(f, p);
-        for (int k = 0; k < 2; k++) {
-            set_grads(f, p, k);
-            cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
-        }
+        tg_optimizer *o = stepped_twice(f, p);
         tg_st_file *before = snapshot(o);
         if (c == 0) {
             expect_refused(o, before, adam, sizeof adam / sizeof *adam);
@@ -571,13 +574,8 @@ Test(optim, a_state_without_hyperparameters_keeps_the_optimizers_own)
 {
     tg_st_file *f = th_golden_load("optim/adam_wd_f32.safetensors");
     tg_tensor *p[NP], *q[NP];
-    init_params(f, p);
+    tg_optimizer *o = stepped_twice(f, p);
     init_params(f, q);
-    tg_optimizer *o = make_opt(f, p);
-    for (int k = 0; k < 2; k++) {
-        set_grads(f, p, k);
-        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
-    }
     tg_st_file *full = snapshot(o), *old = copy_without(full, "o.betas");
     const char *hp[] = {"o.eps", "o.weight_decay", "o.amsgrad", "o.maximize"};
     for (int i = 0; i < 4; i++) {
@@ -755,13 +753,8 @@ Test(optim, state_of_other_param_groups_is_refused)
 {
     tg_st_file *f = th_golden_load("optim/adamw_groups_f32.safetensors");
     tg_tensor *p[NP], *q[NP];
-    init_params(f, p);
+    tg_optimizer *o = stepped_twice(f, p);
     init_params(f, q);
-    tg_optimizer *o = make_opt(f, p);
-    for (int k = 0; k < 2; k++) {
-        set_grads(f, p, k);
-        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
-    }
     tg_st_file *before = snapshot(o);
     cr_assert(tg_st_get(before, "o.param_groups") != NULL);
     cr_assert(eq(i64, tg_tensor_numel(tg_st_get(before, "o.betas")), 4));

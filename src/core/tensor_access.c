@@ -10,36 +10,53 @@
 
 /* ---- one run of n elements ------------------------------------------------ */
 
-/* Strided half <-> f32 runs go through the bulk kernels block by block: a
- * strided side is first packed into (or unpacked from) a small stack buffer.
- * Steps may be 0 or negative; s and d point at the run's first element. */
+/* Strided half <-> f32/f64 runs go through the bulk kernels block by block:
+ * a strided side is first packed into (or unpacked from) a small stack
+ * buffer.  Steps may be 0 or negative; s and d point at the run's first
+ * element. */
 enum { TG__RUN_BLOCK = 256 };
 
-/* One half <-> f32 run: to_half converts f32 -> `half` (TG_F16 or TG_BF16),
- * else `half` -> f32.  Elements are moved as bytes (4 for f32, 2 for half). */
-static void tg__half_run(bool to_half, tg_dtype half, const void *s, int64_t ss, void *d,
-                         int64_t ds, int64_t n)
+/* n contiguous elements converted by the bulk kernels (src/core/dtype.c,
+ * with the bits of tg_dtype_load and tg_dtype_store): to_half converts
+ * `wide` (TG_F32 or TG_F64) -> `half` (TG_F16 or TG_BF16), else the
+ * reverse. */
+static void tg__half_bulk(bool to_half, tg_dtype wide, tg_dtype half, const void *s, void *d,
+                          int64_t n)
 {
-    if (ss == 1 && ds == 1) {   /* contiguous: one bulk call (parallel when long) */
+    if (wide == TG_F32) {
         if (to_half) tg__f32_to_half_n(half, s, d, n, true);
         else tg__half_to_f32_n(half, s, d, n, true);
+    } else {
+        if (to_half) tg__f64_to_half_n(half, s, d, n);
+        else tg__half_to_f64_n(half, s, d, n);
+    }
+}
+
+/* One half <-> wide run, as tg__half_bulk.  Elements are moved as bytes
+ * (4 for f32, 8 for f64, 2 for half). */
+static void tg__half_run(bool to_half, tg_dtype wide, tg_dtype half, const void *s, int64_t ss,
+                         void *d, int64_t ds, int64_t n)
+{
+    if (ss == 1 && ds == 1) {   /* contiguous: one bulk call (parallel when long, f32) */
+        tg__half_bulk(to_half, wide, half, s, d, n);
         return;
     }
-    const size_t szs = to_half ? 4 : 2, szd = to_half ? 2 : 4;
-    _Alignas(32) unsigned char sb[TG__RUN_BLOCK * 4], db[TG__RUN_BLOCK * 4];
+    const size_t wsz = tg_dtype_size(wide), szs = to_half ? wsz : 2, szd = to_half ? 2 : wsz;
+    _Alignas(32) unsigned char sb[TG__RUN_BLOCK * 8], db[TG__RUN_BLOCK * 8];
     for (int64_t k0 = 0; k0 < n; k0 += TG__RUN_BLOCK) {
         const int64_t m = n - k0 < TG__RUN_BLOCK ? n - k0 : TG__RUN_BLOCK;
         const unsigned char *ps = (const unsigned char *)s + k0 * ss * (int64_t)szs;
         unsigned char *pd = ds == 1 ? (unsigned char *)d + k0 * (int64_t)szd : db;
         if (ss != 1) {   /* pack the strided source */
-            for (int64_t k = 0; k < m; k++) memcpy(sb + k * (int64_t)szs, ps + k * ss * (int64_t)szs, szs);
+            for (int64_t k = 0; k < m; k++)
+                memcpy(sb + k * (int64_t)szs, ps + k * ss * (int64_t)szs, szs);
             ps = sb;
         }
-        if (to_half) tg__f32_to_half_n(half, (const float *)ps, (uint16_t *)pd, m, true);
-        else tg__half_to_f32_n(half, (const uint16_t *)ps, (float *)pd, m, true);
+        tg__half_bulk(to_half, wide, half, ps, pd, m);
         if (ds != 1)     /* unpack into the strided destination */
             for (int64_t k = 0; k < m; k++)
-                memcpy((unsigned char *)d + (k0 + k) * ds * (int64_t)szd, db + k * (int64_t)szd, szd);
+                memcpy((unsigned char *)d + (k0 + k) * ds * (int64_t)szd, db + k * (int64_t)szd,
+                       szd);
     }
 }
 
@@ -70,13 +87,15 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
         }
 #undef TG__MOVE
     }
-    bool half_from = tg__dtype_is_half(from), half_to = tg__dtype_is_half(to);
-    if (from == TG_F32 && half_to) {
-        tg__half_run(true, to, (const float *)src + si, ss, (uint16_t *)dst + di, ds, n);
+    const bool wide_from = from == TG_F32 || from == TG_F64, wide_to = to == TG_F32 || to == TG_F64;
+    if (wide_from && tg__dtype_is_half(to)) {
+        tg__half_run(true, from, to, (const char *)src + si * (int64_t)tg_dtype_size(from), ss,
+                     (uint16_t *)dst + di, ds, n);
         return;
     }
-    if (half_from && to == TG_F32) {
-        tg__half_run(false, from, (const uint16_t *)src + si, ss, (float *)dst + di, ds, n);
+    if (tg__dtype_is_half(from) && wide_to) {
+        tg__half_run(false, to, from, (const uint16_t *)src + si, ss,
+                     (char *)dst + di * (int64_t)tg_dtype_size(to), ds, n);
         return;
     }
     for (int64_t k = 0; k < n; k++)

@@ -17,7 +17,6 @@
  * with second derivatives 0 in x. */
 #include <assert.h>
 #include <math.h>
-#include <string.h>
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
@@ -78,6 +77,13 @@ static void reduce_rows_i64(int64_t *v, int64_t rows, int64_t n, bool min)
     }
 }
 
+/* tg__dim_rows_reduce's fn: min points at amax_params.min. */
+static void amax_rows(void *min, tg_dtype as, void *buf, int64_t rows, int64_t n)
+{
+    if (as == TG_F64) reduce_rows_f64(buf, rows, n, *(const bool *)min);
+    else reduce_rows_i64(buf, rows, n, *(const bool *)min);
+}
+
 static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
@@ -86,31 +92,10 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     unsigned mask;
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op_name(p));
     TG_TRY(amax_mask(x, p, &mask));
-    int ond = 0;
-    int64_t oshape[TG_MAX_DIMS], rows, len;
-    if (!p->whole) tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
-    const bool is_float = tg_dtype_is_float(x->dtype);
-    void *buf = NULL;
-    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
-    if (!r) return TG_ENOMEM;
-    int rc = tg__dim_rows(x, mask, is_float ? TG_F64 : TG_I64, &buf, &rows, &len);
-    if (rc >= 0) {
-        if (is_float) reduce_rows_f64(buf, rows, len, p->min);
-        else reduce_rows_i64(buf, rows, len, p->min);
-        if (rows > 0) tg__scatter(r, is_float ? TG_F64 : TG_I64, buf);
-        if (ctx) {
-            int s = tg_op_ctx_save(ctx, x);
-            if (s >= 0) s = tg_op_ctx_save_output(ctx, r);
-            if (s < 0) rc = s;
-        }
-    }
-    tg__work_free(buf);
-    if (rc < 0) {
-        tg_tensor_release(r);
-        return rc;
-    }
-    *out = r;
-    return TG_OK;
+    /* max(x) and min(x) reduce every dim without keepdim: a 0-d result */
+    const tg_dtype as = tg_dtype_is_float(x->dtype) ? TG_F64 : TG_I64;
+    bool min = p->min;
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, as, amax_rows, &min, true);
 }
 
 /* The mask m (x's shape) and count c (the kept shape) of the top of the
@@ -202,14 +187,8 @@ static_assert(sizeof tg__amax_ops / sizeof tg__amax_ops[0] == TG__amax_N,
 static int amax_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, int ndims,
                      const int *dims, const amax_params *base)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op->name);
-    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
-             op->name, ndims, TG_MAX_DIMS);
-    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
     amax_params p = *base;
-    p.ndims = ndims;
-    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    TG_TRY(tg__dims_args(op->name, "x", out, x, ndims, dims, &p.ndims, p.dims));
     return tg_op_call(op, out, 1, &x, &p, sizeof p);
 }
 

@@ -73,3 +73,31 @@ int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int
     tg_tensor_release(v);
     return TG_OK;
 }
+
+int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
+                        bool keepdim, tg_dtype as, tg__rows_fn fn, void *arg, bool save_out)
+{
+    int ond;
+    int64_t oshape[TG_MAX_DIMS], rows, n;
+    tg__dims_out_shape(x->ndim, x->shape, mask, keepdim, &ond, oshape);
+    void *buf = NULL;
+    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
+    if (!r) return TG_ENOMEM;
+    int rc = tg__dim_rows(x, mask, as, &buf, &rows, &n);
+    if (rc >= 0) {
+        fn(arg, as, buf, rows, n);
+        if (rows > 0) tg__scatter(r, as, buf);
+        if (ctx) {
+            int s = tg_op_ctx_save(ctx, x);
+            if (s >= 0 && save_out) s = tg_op_ctx_save_output(ctx, r);
+            if (s < 0) rc = s;
+        }
+    }
+    tg__work_free(buf);
+    if (rc < 0) {
+        tg_tensor_release(r);
+        return rc;
+    }
+    *out = r;
+    return TG_OK;
+}

@@ -1,13 +1,15 @@
 /* src/ops/dim_rows.h - the reductions over chosen dims that look at whole
  * rows (argmax, amax, var in argmax.c, amax.c, var.c): the dims to reduce
- * as a bit mask, the shapes of the result, and x's elements laid out so
- * that each result element owns one contiguous row. */
+ * as a bit mask, the shapes of the result, x's elements laid out so that
+ * each result element owns one contiguous row, and the forward that makes
+ * a result from them. */
 #ifndef TAPEGRAD_OPS_DIM_ROWS_H
 #define TAPEGRAD_OPS_DIM_ROWS_H
 
 #include <stdbool.h>
 
 #include "core/core.h"
+#include "tapegrad/op.h"
 
 /* The dims dims[0..ndims) of an ndim tensor as a bit mask (bit d: dim d),
  * each wrapped as a shape op's dim (negative from the end; a 0-d tensor
@@ -30,5 +32,18 @@ void tg__dims_out_shape(int ndim, const int64_t *shape, unsigned mask, bool keep
  * TG_ENOMEM. */
 int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int64_t *rows,
                  int64_t *n);
+
+/* What a row reduction does with x's rows: buf holds rows rows of n
+ * elements of dtype as (tg__dim_rows); it leaves row r's result at element
+ * r of buf (which has room for them even when n is 0). */
+typedef void (*tg__rows_fn)(void *arg, tg_dtype as, void *buf, int64_t rows, int64_t n);
+
+/* The forward of a row reduction: a new tensor *out of x's dtype, the dims
+ * in mask reduced (1 when keepdim, else gone), each element fn's result for
+ * its row of x (as: TG_F64 or TG_I64, as tg__dim_rows).  With ctx, saves x
+ * (slot 0) and, when save_out, the result as saved output (slot 1).  On
+ * error (TG_ENOMEM, or a save's) *out is not set. */
+int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
+                        bool keepdim, tg_dtype as, tg__rows_fn fn, void *arg, bool save_out);
 
 #endif

@@ -54,9 +54,6 @@ typedef struct ln_params {
     double eps;
 } ln_params;
 
-/* Slots of the saved tensors (the weight only when given). */
-enum { SAVED_X, SAVED_MEAN, SAVED_INVSTD, SAVED_WEIGHT };
-
 /* x as (N, C, S) with G groups of channels (see the top). */
 typedef struct ln_geom {
     int64_t n, c, s, g;
@@ -251,10 +248,10 @@ done:
 /* ---- backward ---------------------------------------------------------------- */
 
 /* The fused gradients (no graph recorded). */
-static int backward_fused(tg_op_ctx *ctx, const ln_params *p, tg_tensor *gy, tg_tensor *x,
+static int backward_fused(tg_op_ctx *ctx, const void *params, tg_tensor *gy, tg_tensor *x,
                           tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
 {
-    const ln_geom g = geom_of(x, p);
+    const ln_geom g = geom_of(x, params);
     const int64_t rows = g.n * g.g;
     const tg_dtype cdt = mean->dtype;   /* the forward's compute dtype */
     const bool need_dx = tg_op_ctx_needs_grad(ctx, 0);
@@ -322,10 +319,14 @@ static int to_input(tg_op_ctx *ctx, int i, tg_tensor *s, tg_tensor **out)
 }
 
 /* The gradients as differentiable ops (create_graph): x in rows (N, G, L)
- * for the statistics, in (N, C, S) for the weight (1, C, 1). */
-static int backward_ops(tg_op_ctx *ctx, const ln_params *p, tg_tensor *gy, tg_tensor *x,
-                        tg_tensor *w, tg_dtype cdt, tg_tensor **gin)
+ * for the statistics (recomputed: the saved invstd is not read), in
+ * (N, C, S) for the weight (1, C, 1), in the forward's compute dtype. */
+static int backward_ops(tg_op_ctx *ctx, const void *params, tg_tensor *gy, tg_tensor *x,
+                        tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
 {
+    (void)invstd;
+    const ln_params *p = params;
+    const tg_dtype cdt = mean->dtype;
     enum { XD, XR, MU, XC, SQ, VAR, VE, INV, XH, XH3, GD, G3, W3, GW3, GWR, M1, GX, M2, T1, T2,
            T3, DXR, DX, GXH, SW, SB, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
@@ -379,22 +380,7 @@ done:
 
 static int ln_backward(tg_op_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 {
-    const ln_params *p = tg_op_ctx_params(ctx);
-    tg_tensor *x, *mean, *invstd, *w = NULL;
-    int wnd;
-    tg_op_ctx_input(ctx, 1, NULL, &wnd, NULL);
-    TG_TRY(tg_op_ctx_saved(ctx, SAVED_X, &x));
-    TG_TRY(tg_op_ctx_saved(ctx, SAVED_MEAN, &mean));
-    TG_TRY(tg_op_ctx_saved(ctx, SAVED_INVSTD, &invstd));
-    if (wnd >= 0) TG_TRY(tg_op_ctx_saved(ctx, SAVED_WEIGHT, &w));
-    int rc = !tg_grad_enabled() ? backward_fused(ctx, p, gy, x, w, mean, invstd, gin)
-                                : backward_ops(ctx, p, gy, x, w, mean->dtype, gin);
-    if (rc < 0)
-        for (int i = 0; i < 3; i++) {
-            tg_tensor_release(gin[i]);
-            gin[i] = NULL;
-        }
-    return rc;
+    return tg__norm_backward(ctx, gy, gin, backward_fused, backward_ops);
 }
 
 /* KEEP: the ops cast nothing on the tape; they compute in f32/f64 whatever

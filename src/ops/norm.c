@@ -45,9 +45,6 @@
 #include "ops/conv_internal.h"   /* tg__conv_input/output: buffers in the compute dtype */
 #include "tapegrad/ops.h"
 
-/* Slots of the saved tensors. */
-enum { SAVED_X, SAVED_MEAN, SAVED_INVSTD, SAVED_WEIGHT };
-
 /* The (N, C, S) geometry of x. */
 typedef tg__bn_geom bn_geom;
 
@@ -348,9 +345,10 @@ done:
 /* ---- backward ------------------------------------------------------------------ */
 
 /* The fused gradients (no graph recorded). */
-static int backward_fused(tg_ctx *ctx, const tg__bn_params *p, tg_tensor *gy, tg_tensor *x,
+static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_tensor *x,
                           tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
 {
+    const tg__bn_params *p = params;
     const bn_geom g = geom_of(x);
     const tg_dtype cdt = mean->dtype;   /* the forward's compute dtype */
     const bool f64 = cdt == TG_F64, need_dx = tg__ctx_needs_grad(ctx, 0);
@@ -404,22 +402,30 @@ done:
     return rc;
 }
 
-static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
+int tg__norm_backward(tg_op_ctx *ctx, tg_tensor *gy, tg_tensor **gin, tg__norm_grads_fn fused,
+                      tg__norm_grads_fn ops)
 {
-    const tg__bn_params *p = tg__ctx_params(ctx);
+    const void *p = tg_op_ctx_params(ctx);
     tg_tensor *x, *mean, *invstd, *w = NULL;
-    TG_TRY(tg__ctx_saved(ctx, SAVED_X, &x));
-    TG_TRY(tg__ctx_saved(ctx, SAVED_MEAN, &mean));
-    TG_TRY(tg__ctx_saved(ctx, SAVED_INVSTD, &invstd));
-    if (ctx->n_saved > SAVED_WEIGHT) TG_TRY(tg__ctx_saved(ctx, SAVED_WEIGHT, &w));
-    int rc = !tg_grad_enabled() ? backward_fused(ctx, p, gy, x, w, mean, invstd, gin)
-                                : tg__bn_backward_ops(ctx, p, gy, x, w, mean, invstd, gin);
+    int wnd;
+    tg_op_ctx_input(ctx, 1, NULL, &wnd, NULL);   /* -1: no weight */
+    TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
+    TG_TRY(tg_op_ctx_saved(ctx, 1, &mean));
+    TG_TRY(tg_op_ctx_saved(ctx, 2, &invstd));
+    if (wnd >= 0) TG_TRY(tg_op_ctx_saved(ctx, 3, &w));
+    int rc = !tg_grad_enabled() ? fused(ctx, p, gy, x, w, mean, invstd, gin)
+                                : ops(ctx, p, gy, x, w, mean, invstd, gin);
     if (rc < 0)
         for (int i = 0; i < 3; i++) {
             tg_tensor_release(gin[i]);
             gin[i] = NULL;
         }
     return rc;
+}
+
+static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
+{
+    return tg__norm_backward(ctx, gy, gin, backward_fused, tg__bn_backward_ops);
 }
 
 /* KEEP: the op casts nothing on the tape; its statistics are accumulated in

@@ -37,9 +37,10 @@ static int channel_sum(tg_tensor **out, tg_tensor *t, tg_dtype dt)
     return rc;
 }
 
-int tg__bn_backward_ops(tg_ctx *ctx, const tg__bn_params *p, tg_tensor *g, tg_tensor *x,
+int tg__bn_backward_ops(tg_op_ctx *ctx, const void *params, tg_tensor *g, tg_tensor *x,
                         tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin)
 {
+    const tg__bn_params *p = params;
     enum { MU, XC, SQ, VAR, VE, INV, XHAT, WC, GW, M1, GX, M2, T1, T2, T3, DX, GXH, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     const int nd = x->ndim;

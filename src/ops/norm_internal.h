@@ -1,7 +1,7 @@
-/* src/ops/norm_internal.h - what the batch_norm files share (prefix tg__bn):
- * the op's parameters, its create_graph backward (norm_backward_ops.c), its
- * statistics kernel (which layer_norm.c's rows use too) and a switch for
- * tests. */
+/* src/ops/norm_internal.h - what the norm files share: batch_norm's
+ * parameters, its create_graph backward (norm_backward_ops.c), its
+ * statistics kernel and a switch for tests (prefix tg__bn), and the backward
+ * that batch_norm, layer_norm and group_norm run (norm.c, layer_norm.c). */
 #ifndef TAPEGRAD_OPS_NORM_INTERNAL_H
 #define TAPEGRAD_OPS_NORM_INTERNAL_H
 
@@ -29,12 +29,26 @@ typedef struct tg__bn_params {
     tg_tensor *running_mean, *running_var;
 } tg__bn_params;
 
-/* batch_norm's gradients as differentiable ops (create_graph): g = dL/dy,
- * x, w (or NULL), mean and invstd (C,) are the node's saved tensors
- * (borrowed).  Sets gin[0] (dx), gin[1] (dweight) and gin[2] (dbias), each
- * a new reference, for the inputs whose gradient the node needs; on error
+/* The gradients of a norm op from its params and its node's saved tensors
+ * (borrowed): g = dL/dy, x, w (NULL when no weight was given), mean and
+ * invstd.  Sets gin[0] (dx), gin[1] (dweight) and gin[2] (dbias), each a
+ * new reference, for the inputs whose gradient the node needs; on error
  * returns a negative status, and the caller releases what was set. */
-int tg__bn_backward_ops(tg_ctx *ctx, const tg__bn_params *p, tg_tensor *g, tg_tensor *x,
+typedef int (*tg__norm_grads_fn)(tg_op_ctx *ctx, const void *params, tg_tensor *g, tg_tensor *x,
+                                 tg_tensor *w, tg_tensor *mean, tg_tensor *invstd,
+                                 tg_tensor **gin);
+
+/* The backward of a norm op (inputs x, weight, bias) whose forward saved x,
+ * mean and invstd in slots 0-2, then the weight in slot 3 when one was
+ * given: fused's gradients when grad mode is off (no graph recorded), else
+ * ops' (create_graph).  On error gin[0..2] are released and cleared and
+ * the status returned.  src/ops/norm.c. */
+int tg__norm_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gin, tg__norm_grads_fn fused,
+                      tg__norm_grads_fn ops);
+
+/* batch_norm's gradients as differentiable ops (create_graph), a
+ * tg__norm_grads_fn of params tg__bn_params; mean and invstd are (C,). */
+int tg__bn_backward_ops(tg_op_ctx *ctx, const void *params, tg_tensor *g, tg_tensor *x,
                         tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin);
 
 /* Tests: false makes batch_norm on this thread take its per-channel loops

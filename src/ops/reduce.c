@@ -179,18 +179,25 @@ static const tg_op_schema mean_dims_schema = {
     .backward = dims_backward, .double_backward = true,
 };
 
+int tg__dims_args(const char *op, const char *xname, tg_tensor **out, const tg_tensor *x,
+                  int ndims, const int *dims, int *pndims, int *pdims)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: %s must not be NULL", op, xname);
+    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
+             op, ndims, TG_MAX_DIMS);
+    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op);
+    *pndims = ndims;
+    if (ndims > 0) memcpy(pdims, dims, (size_t)ndims * sizeof *dims);
+    return TG_OK;
+}
+
 static int dims_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tensor *a,
                      int ndims, const int *dims, bool keepdim)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
-    TG_CHECK(a != NULL, TG_EINVAL, "%s: a must not be NULL", op->name);
-    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
-             op->name, ndims, TG_MAX_DIMS);
-    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
     dims_params p;
     memset(&p, 0, sizeof p);
-    p.ndims = ndims;
-    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    TG_TRY(tg__dims_args(op->name, "a", out, a, ndims, dims, &p.ndims, p.dims));
     p.keepdim = keepdim;
     p.mean = mean;
     tg_tensor *in[1] = {a};

@@ -1,5 +1,6 @@
 /* src/ops/reduce_internal.h - the reduction kernels reduce.c shares with
- * reduce_float.c and reduce_int.c. */
+ * reduce_float.c and reduce_int.c, and the argument checks of the
+ * reductions over dims (reduce.c, amax.c, var.c). */
 #ifndef TAPEGRAD_OPS_REDUCE_INTERNAL_H
 #define TAPEGRAD_OPS_REDUCE_INTERNAL_H
 
@@ -14,6 +15,13 @@ int tg__reduce_int(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t 
  * times scale; ostride as for tg__reduce_int.  src/ops/reduce_float.c. */
 int tg__reduce_float(tg_tensor **out, const tg_tensor *a, int ndim, const int64_t *shape,
                      const int64_t *ostride, double scale);
+/* The arguments of a reduction over dims (op's name; its input x, named
+ * xname in the messages), checked before the call's params are made:
+ * TG_EINVAL naming op for a NULL out or x, ndims outside [0, TG_MAX_DIMS],
+ * or NULL dims when ndims > 0.  Then sets *pndims = ndims and copies
+ * dims[0..ndims) to pdims (the params' fields).  src/ops/reduce.c. */
+int tg__dims_args(const char *op, const char *xname, tg_tensor **out, const tg_tensor *x,
+                  int ndims, const int *dims, int *pndims, int *pdims);
 /* One step of the reductions' row-major walk over a: advances the counter
  * idx (a->ndim entries, all 0 at the start) and returns the output index o
  * moved with it, ostride[d] being o's step along dim d (reduce_float.c,

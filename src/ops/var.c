@@ -23,6 +23,7 @@
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
 #include "ops/families.h"
+#include "ops/reduce_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct var_params {
@@ -81,6 +82,22 @@ static void var_rows(void *p, int64_t lo, int64_t hi)
     }
 }
 
+/* tg__dim_rows_reduce's fn (as is TG_F64): job p with its divisor and std set. */
+static void var_reduce(void *p, tg_dtype as, void *buf, int64_t rows, int64_t n)
+{
+    var_job *j = p;
+    (void)as;
+    j->v = buf;
+    j->n = n;
+    if (j->n > 0) {
+        tg__parallel_range(rows, rows * j->n > 32768, var_rows, j);
+        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * j->n];   /* k <= k n */
+    } else {   /* empty rows (the buffer holds one result each): M2 = 0 */
+        const double var = 0.0 / j->divisor;
+        for (int64_t k = 0; k < rows; k++) j->v[k] = j->std ? sqrt(var) : var;
+    }
+}
+
 static int var_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                        const void *params)
 {
@@ -92,38 +109,10 @@ static int var_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x has dtype %s; float dtypes only "
              "(tg_to_dtype first)", op, tg_dtype_name(x->dtype));
     TG_TRY(var_mask(x, p, &mask));
-    int ond = 0;
-    int64_t oshape[TG_MAX_DIMS], rows;
-    if (!p->whole) tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
     var_job j = {.std = p->std};
     j.divisor = fmax(0.0, (double)row_count(x, mask) - (double)p->correction);
-    void *buf = NULL;
-    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
-    if (!r) return TG_ENOMEM;
-    int rc = tg__dim_rows(x, mask, TG_F64, &buf, &rows, &j.n);
-    if (rc >= 0) {
-        j.v = buf;
-        if (j.n > 0) {
-            tg__parallel_range(rows, rows * j.n > 32768, var_rows, &j);
-            for (int64_t k = 0; k < rows; k++) j.v[k] = j.v[k * j.n];   /* k <= k n */
-        } else {   /* empty rows (the buffer holds one result each): M2 = 0 */
-            const double var = 0.0 / j.divisor;
-            for (int64_t k = 0; k < rows; k++) j.v[k] = p->std ? sqrt(var) : var;
-        }
-        if (rows > 0) tg__scatter(r, TG_F64, j.v);
-        if (ctx) {
-            int s = tg_op_ctx_save(ctx, x);
-            if (s >= 0 && p->std) s = tg_op_ctx_save_output(ctx, r);
-            if (s < 0) rc = s;
-        }
-    }
-    tg__work_free(buf);
-    if (rc < 0) {
-        tg_tensor_release(r);
-        return rc;
-    }
-    *out = r;
-    return TG_OK;
+    /* var(x) and std(x) reduce every dim without keepdim: a 0-d result */
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, var_reduce, &j, p->std);
 }
 
 /* dx = ((2 / dof) * gk) * (x - mean(x)) for gk of the kept shape (var's
@@ -199,15 +188,9 @@ static int var_call(bool std, tg_tensor **out, tg_tensor *x, int ndims, const in
                     int64_t correction, bool keepdim, bool whole)
 {
     const tg_op_schema *op = std ? &std_op : &var_op;
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op->name);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op->name);
-    TG_CHECK(ndims >= 0 && ndims <= TG_MAX_DIMS, TG_EINVAL, "%s: ndims=%d must be in [0, %d]",
-             op->name, ndims, TG_MAX_DIMS);
-    TG_CHECK(ndims == 0 || dims != NULL, TG_EINVAL, "%s: dims must not be NULL", op->name);
     var_params p;
     memset(&p, 0, sizeof p);
-    p.ndims = ndims;
-    if (ndims > 0) memcpy(p.dims, dims, (size_t)ndims * sizeof *dims);
+    TG_TRY(tg__dims_args(op->name, "x", out, x, ndims, dims, &p.ndims, p.dims));
     p.correction = correction;
     p.keepdim = keepdim;
     p.whole = whole;

@@ -1,0 +1,29 @@
+/* tests/pool_calls.h - one call of tg_avg_pool, tg_max_pool or
+ * tg_upsample_nearest as data, for the pool test files (test_pool.c,
+ * test_pool_invariants.c). */
+#ifndef TG_TESTS_POOL_CALLS_H
+#define TG_TESTS_POOL_CALLS_H
+
+#include "tapegrad/tapegrad.h"
+
+typedef enum kind { AVG, MAX, UP } kind;
+
+/* One call of an op: which, over how many spatial dims, with what. */
+typedef struct call {
+    kind k;
+    int ns;
+    tg_pool_params p;
+    int64_t scale[3];
+} call;
+
+static inline int run(const call *c, tg_tensor **y, tg_tensor *x)
+{
+    switch (c->k) {
+    case AVG: return tg_avg_pool(y, x, c->ns, &c->p);
+    case MAX: return tg_max_pool(y, x, c->ns, &c->p);
+    case UP: return tg_upsample_nearest(y, x, c->ns, c->scale);
+    }
+    return TG_EINVAL;
+}
+
+#endif
