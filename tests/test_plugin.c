@@ -156,7 +156,7 @@ Test(plugin, gradcheck_and_ops_use_the_same_names)
     cr_assert(eq(int, RUN("ops"), 0));
     char *ops = strdup(th_out);
     cr_assert(eq(int, RUN("gradcheck", "conv", "conv_transpose", "nn", "elementwise", "shape",
-                     "reduce"), 0), "%s%s", th_out, th_err);
+                     "reduce", "pool"), 0), "%s%s", th_out, th_err);
     int rows = 0;
     for (char *line = strtok(th_out, "\n"); line; line = strtok(NULL, "\n")) {
         char name[64];

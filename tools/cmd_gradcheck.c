@@ -15,6 +15,7 @@
 #include "tapegrad/conv.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/pool.h"
 #include "tapegrad/registry.h"
 #include "tools.h"
 
@@ -233,6 +234,39 @@ static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *u
     return rc;
 }
 
+/* Pooling and upsampling of x (2, 2, 5, 4) over its last two dims. */
+static int f_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 2, 1);
+    p.ceil_mode = true;
+    return tg_avg_pool(out, in[0], 2, &p);
+}
+
+static int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 1, 1);
+    p.dilation[1] = 2;
+    return tg_max_pool(out, in[0], 2, &p);
+}
+
+static int f_upsample_nearest(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_nearest(out, in[0], 2, (const int64_t[]){2, 3});
+}
+
+static int f_bilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_linear(out, in[0], 2, (const int64_t[]){7, 3}, false);
+}
+
+/* x (1, 2, 2, 3, 2) to (3, 5, 4), corners aligned. */
+static int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_linear(out, in[0], 3, (const int64_t[]){3, 5, 4}, true);
+}
+
 static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_softmax(out, in[0], 1);
@@ -433,6 +467,17 @@ static const gc_case gc_cases[] = {
           .ndim = {2}, .shape = {{3, 4}}),
     GC_FN("nll_loss", "nn", f_nll_loss, "x (3, 4), classes {2, -100, 3}, weight, mean", 1,
           .ndim = {2}, .shape = {{3, 4}}),
+    /* pooling and upsampling */
+    GC_FN("avg_pool", "pool", f_avg_pool, "(2, 2, 5, 4) 2-d k 3 s 2 p 1 ceil_mode", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("max_pool", "pool", f_max_pool, "(2, 2, 5, 4) 2-d k 2 s 1 p 1 dilation 1,2", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_nearest", "pool", f_upsample_nearest, "(2, 2, 5, 4) scale 2,3", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_linear", "pool", f_bilinear, "bilinear (2, 2, 5, 4) to (7, 3)", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_linear", "pool", f_trilinear, "trilinear (1, 2, 2, 3, 2) to (3, 5, 4) "
+          "align_corners", 1, .ndim = {5}, .shape = {{1, 2, 2, 3, 2}}),
 };
 #define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
 
@@ -444,8 +489,8 @@ static const char gc_usage[] =
     "on a built-in sweep of tiny cases.  OP is an op name as `tapegrad ops`\n"
     "lists it (conv_transpose, add, ...), a conv op with its rank\n"
     "(conv_transpose2d), a group (conv, conv_transpose, elementwise,\n"
-    "activation, reduce, shape, linalg, nn) or all (the default).  Conv cases\n"
-    "run with both conv algorithms.\n"
+    "activation, reduce, shape, linalg, nn, pool) or all (the default).  Conv\n"
+    "cases run with both conv algorithms.\n"
     "--plugin loads a shared object whose `int tapegrad_register(void)`\n"
     "registers ops (tapegrad/op.h); its ops are checked on (3, 4) f64 inputs,\n"
     "contiguous and then transposed (strides (1, 3)), three for a variadic op\n"

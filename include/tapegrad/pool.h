@@ -1,6 +1,7 @@
-/* tapegrad/pool.h - AvgPoolNd, MaxPoolNd and nearest upsampling
- * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')) for N = 1, 2,
- * 3 spatial dims, with PyTorch's semantics.
+/* tapegrad/pool.h - AvgPoolNd, MaxPoolNd, nearest upsampling
+ * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')) and linear
+ * interpolation (modes 'linear', 'bilinear', 'trilinear') for N = 1, 2, 3
+ * spatial dims, with PyTorch's semantics.
  *
  *   tg_pool_params p = TG_POOL_PARAMS_INIT;
  *   tg_pool_params_set(&p, 2, 0, 0);           // kernel 2, stride = kernel
@@ -40,8 +41,9 @@
  * Where PyTorch 1.13 differs: integer inputs are refused (PyTorch's
  * avg_pool and nearest interpolation take them); nearest upsampling takes
  * an unbatched x as pooling does (F.interpolate reads a (C, S...) tensor as
- * a batch of C one-channel samples of N-1 spatial dims); avg_pool has no
- * divisor_override.
+ * a batch of C one-channel samples of N-1 spatial dims) and so does linear
+ * interpolation (F.interpolate refuses one); avg_pool has no
+ * divisor_override; interpolation has no antialias.
  */
 #ifndef TAPEGRAD_POOL_H
 #define TAPEGRAD_POOL_H
