@@ -782,6 +782,31 @@ Test(onnx, pooling_and_upsampling_match_onnxruntime)
     case_graph = "\"ops\": [\"Resize\", \"Conv\", \"MaxPool\"]";
     write_expected("decoder", xr, y, 1e-5, 0,
                    (const char *const[]){"/0/scales", "1.bias", "1.weight", NULL});
+    th_release_all(3, (tg_tensor *[]){x, xr, y});
+    tg_module_release(seq);
+    /* a sub-pixel stage: Conv to 4r^2 channels, PixelShuffle (DepthToSpace
+     * CRD), then PixelUnshuffle (Reshape, Transpose, Reshape) and a Conv,
+     * also with a dynamic batch */
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_conv_new(&m, 2, 3, 16, (const int64_t[]){3, 3}, &cp, true, &rng) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_pixel_shuffle_new(&m, 2) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_pixel_unshuffle_new(&m, 2) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_conv_new(&m, 2, 16, 2, (const int64_t[]){1, 1}, &cp, true, &rng) == TG_OK);
+    append(seq, m);
+    x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 5, 4}, 9);
+    xr = th_rand_uniform(TG_F32, 4, (const int64_t[]){3, 3, 5, 4}, 10);
+    y = forward(seq, xr);
+    cr_assert(tg_onnx_export(seq, x, th_tmp_path(path, sizeof path, "subpixel.onnx"), &o) ==
+                  TG_OK, "%s", tg_error_message());
+    case_graph = "\"ops\": [\"Conv\", \"DepthToSpace\", \"Reshape\", \"Transpose\", "
+                 "\"Reshape\", \"Conv\"], \"attributes\": {\"DepthToSpace\": {\"blocksize\": "
+                 "2, \"mode\": \"CRD\"}, \"Transpose\": {\"perm\": [0, 1, 3, 5, 2, 4]}}";
+    write_expected("subpixel", xr, y, 1e-5, 1e-6,
+                   (const char *const[]){"0.bias", "0.weight", "/2/split_shape", "/2/shape",
+                                         "3.bias", "3.weight", NULL});
     check_cases();
     th_release_all(3, (tg_tensor *[]){x, xr, y});
     tg_module_release(seq);

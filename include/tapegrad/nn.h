@@ -273,6 +273,11 @@ TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope
 TG_API int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim);
 /* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim). */
 TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape);
+/* nn.PixelShuffle(r) and nn.PixelUnshuffle(r) (type names "PixelShuffle",
+ * "PixelUnshuffle"): forward is tg_pixel_shuffle or tg_pixel_unshuffle
+ * (tapegrad/ops.h); r in [1, 2^31]. */
+TG_API int tg_nn_pixel_shuffle_new(tg_module **out, int64_t r);
+TG_API int tg_nn_pixel_unshuffle_new(tg_module **out, int64_t r);
 /* What the built-in modules were made with, for code that walks a model
  * (an exporter).  Any out-pointer may be NULL.  TG_EINVAL naming the module's
  * type when m is not of that kind. */
@@ -280,6 +285,8 @@ TG_API int tg_nn_activation_params(const tg_module *m, tg_activation *act, doubl
 TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim);
 /* shape receives *ndim sizes (at most TG_MAX_DIMS). */
 TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
+/* A PixelShuffle's or PixelUnshuffle's r (*unshuffle: which of the two). */
+TG_API int tg_nn_pixel_shuffle_params(const tg_module *m, int64_t *r, bool *unshuffle);
 TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
                                   double *momentum, bool *affine, bool *track_running_stats);
 /* normalized_shape receives *n extents (at most TG_MAX_DIMS). */

@@ -280,6 +280,15 @@ TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
  * dtypes promote as tg_cat; 0-d inputs give a 1-d result.  Each input's
  * gradient is its slice of g; differentiable to any order. */
 TG_API int tg_stack(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* F.pixel_shuffle(x, r): x (*, C*r*r, H, W) -> (*, C, H*r, W*r), output
+ * channel c at (h*r + i, w*r + j) being input channel c*r*r + i*r + j at
+ * (h, w); tg_pixel_unshuffle is its inverse, (*, C, H*r, W*r) -> (*, C*r*r,
+ * H, W).  Any dtype; x has at least 3 dims (TG_ESHAPE), r is in [1, 2^31]
+ * (TG_EINVAL), the channels a multiple of r*r (shuffle) or H and W
+ * multiples of r (unshuffle) (TG_ESHAPE).  A copy, made of reshape and
+ * permute, so differentiable to any order. */
+TG_API int tg_pixel_shuffle(tg_tensor **out, tg_tensor *x, int64_t r);
+TG_API int tg_pixel_unshuffle(tg_tensor **out, tg_tensor *x, int64_t r);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
 

@@ -1,5 +1,5 @@
 /* src/nn/module_simple.c - parameter-free modules: Dropout, activations,
- * Flatten and Unflatten. */
+ * Flatten and Unflatten, PixelShuffle and PixelUnshuffle. */
 #include <math.h>
 #include <string.h>
 
@@ -210,6 +210,47 @@ int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape
     return tg__reshape_module_new(out, &tg__nn_unflatten_vt, &s);
 }
 
+/* ---- PixelShuffle / PixelUnshuffle ---- */
+
+static int tg__pixel_shuffle_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_pixel_shuffle(y, x, *(const int64_t *)m->state);
+}
+
+static int tg__pixel_unshuffle_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_pixel_unshuffle(y, x, *(const int64_t *)m->state);
+}
+
+static const tg_module_vtable tg__nn_pixel_shuffle_vt = {
+    .type_name = "PixelShuffle", .forward = tg__pixel_shuffle_forward, .release = free};
+static const tg_module_vtable tg__nn_pixel_unshuffle_vt = {
+    .type_name = "PixelUnshuffle", .forward = tg__pixel_unshuffle_forward, .release = free};
+
+static int tg__pixel_module_new(tg_module **out, const tg_module_vtable *vt, int64_t r,
+                                const char *fn)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    TG_CHECK(r >= 1 && r <= ((int64_t)1 << 31), TG_EINVAL, "%s: r=%lld must be in [1, 2^31]", fn,
+             (long long)r);
+    int64_t *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = r;
+    int rc = tg_module_new(out, vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+int tg_nn_pixel_shuffle_new(tg_module **out, int64_t r)
+{
+    return tg__pixel_module_new(out, &tg__nn_pixel_shuffle_vt, r, "nn_pixel_shuffle_new");
+}
+
+int tg_nn_pixel_unshuffle_new(tg_module **out, int64_t r)
+{
+    return tg__pixel_module_new(out, &tg__nn_pixel_unshuffle_vt, r, "nn_pixel_unshuffle_new");
+}
+
 /* ---- introspection ---- */
 
 int tg_nn_activation_params(const tg_module *m, tg_activation *act, double *slope)
@@ -243,5 +284,17 @@ int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *sha
     if (dim) *dim = s->dim0;
     if (ndim) *ndim = s->dim1;
     if (shape) memcpy(shape, s->shape, (size_t)s->dim1 * sizeof *shape);
+    return TG_OK;
+}
+
+int tg_nn_pixel_shuffle_params(const tg_module *m, int64_t *r, bool *unshuffle)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_pixel_shuffle_params: m must not be NULL");
+    const bool un = m->vt == &tg__nn_pixel_unshuffle_vt;
+    TG_CHECK(un || m->vt == &tg__nn_pixel_shuffle_vt, TG_EINVAL,
+             "nn_pixel_shuffle_params: m is a %s module, not PixelShuffle or PixelUnshuffle",
+             tg_module_type_name(m));
+    if (r) *r = *(const int64_t *)m->state;
+    if (unshuffle) *unshuffle = un;
     return TG_OK;
 }

@@ -39,6 +39,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Activation", tg__onnx_emit_activation},
     {"Flatten", tg__onnx_emit_reshape},
     {"Unflatten", tg__onnx_emit_reshape},
+    {"PixelShuffle", tg__onnx_emit_pixel_shuffle},
+    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle},
     {"Upsample", tg__onnx_emit_upsample},
     {"AvgPool1d", tg__onnx_emit_pool},
     {"AvgPool2d", tg__onnx_emit_pool},

@@ -1,5 +1,6 @@
 /* src/onnx_nodes.c - the ONNX nodes of the float modules: Linear, Conv,
- * ConvTranspose, BatchNorm, the activations, Flatten / Unflatten.  Each
+ * ConvTranspose, BatchNorm, the activations, Flatten / Unflatten,
+ * PixelShuffle / PixelUnshuffle.  Each
  * emitter reads one module (through the public introspection of
  * tapegrad/nn.h) and appends its nodes after the value site->x.
  *
@@ -8,7 +9,10 @@
  * with pads = (low..., high...) (a padding_mode other than zeros: the nodes
  * of onnx_pad.c, then pads 0) and the fused activation as its own node;
  * BatchNorm -> BatchNormalization with the running statistics; Flatten and
- * Unflatten -> Reshape; gelu (erf form, opset 17 has no Gelu) ->
+ * Unflatten -> Reshape; PixelShuffle -> DepthToSpace (mode CRD, torch's
+ * channel order c*r*r + i*r + j); PixelUnshuffle -> Reshape to (N, C, H, r,
+ * W, r), Transpose (0, 1, 3, 5, 2, 4), Reshape (SpaceToDepth orders the
+ * channels (i*r + j)*C + c); gelu (erf form, opset 17 has no Gelu) ->
  * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x). */
 #include <math.h>
 #include <string.h>
@@ -215,4 +219,36 @@ int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y)
     const int64_t n = ynd;
     TG_TRY(tg__onnx_init_raw(s->g, name, TG__ONNX_INT64, 1, &n, shape, sizeof *shape));
     return tg__onnx_add(s->g, NULL, y, s->scope, "Reshape", 2, (const char *const[]){s->x, name});
+}
+
+/* PixelShuffle and PixelUnshuffle of an (N, C, H, W) input. */
+int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y)
+{
+    int64_t r;
+    bool un;
+    TG_TRY(tg_nn_pixel_shuffle_params(s->m, &r, &un));
+    TG_CHECK(tg_tensor_ndim(s->xt) == 4, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) runs on a %d-d input: the export takes (N, C, H, W)",
+             s->path[0] ? s->path : "<top>", tg_module_type_name(s->m), tg_tensor_ndim(s->xt));
+    tg__onnx_node *n = NULL;
+    if (!un) {
+        TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "DepthToSpace", 1,
+                            (const char *const[]){s->x}));
+        TG_TRY(tg__onnx_attr_int(s->g, n, "blocksize", r));
+        return tg__onnx_attr_str(s->g, n, "mode", "CRD");
+    }
+    const int64_t c = tg_tensor_dim(s->xt, 1), h = tg_tensor_dim(s->yt, 2),
+                  w = tg_tensor_dim(s->yt, 3);
+    /* 0: the input's batch, so that it stays free */
+    const int64_t six[6] = {0, c, h, r, w, r}, four[4] = {0, c * r * r, h, w}, n6 = 6, n4 = 4;
+    const char *s6 = tg__onnx_str(s->g, "%s/split_shape", s->scope);
+    const char *s4 = tg__onnx_str(s->g, "%s/shape", s->scope);
+    if (!s6 || !s4) return TG_ENOMEM;
+    TG_TRY(tg__onnx_init_raw(s->g, s6, TG__ONNX_INT64, 1, &n6, six, sizeof *six));
+    TG_TRY(tg__onnx_init_raw(s->g, s4, TG__ONNX_INT64, 1, &n4, four, sizeof *four));
+    const char *a = NULL, *b = NULL;
+    TG_TRY(tg__onnx_add(s->g, NULL, &a, s->scope, "Reshape", 2, (const char *const[]){s->x, s6}));
+    TG_TRY(tg__onnx_add(s->g, &n, &b, s->scope, "Transpose", 1, (const char *const[]){a}));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "perm", 6, (const int64_t[]){0, 1, 3, 5, 2, 4}));
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Reshape", 2, (const char *const[]){b, s4});
 }
