@@ -10,7 +10,6 @@
 struct tg_dist {
     MPI_Comm comm;       /* a duplicate: our messages never meet the program's */
     int rank, size;
-    bool finalize;       /* tg_dist_init called MPI_Init_thread */
 };
 
 /* TG_OK when an MPI call returned MPI_SUCCESS, else TG_EIO naming what. */
