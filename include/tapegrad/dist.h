@@ -175,7 +175,18 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
  * input refused on one rank (its shape or dtype) is the same error on every
  * rank's forward, as is a batch of at most one value per channel over all
  * ranks (TG_EINVAL, as BatchNorm's rule); the running statistics are not
- * changed then.  d is borrowed and must outlive the module. */
+ * changed then.  The all-reduces carry a failure flag: a rank whose
+ * all-reduce step fails (no memory for its result) still takes part, and
+ * every rank's forward, or backward, returns its error; a rank without
+ * memory for the message itself ends the job (tg_dist_abort, saying why).
+ * What no rank can be told of: an error elsewhere in a backward on one rank
+ * (an op or hook that runs before the all-reduce) stops that rank's
+ * backward, and the others wait in the all-reduce: end the job with
+ * tg_dist_abort when tg_backward fails on a graph with a SyncBatchNorm.
+ * And an eval forward makes no collective call (one rank alone may run
+ * inference), so a rank in eval while the others train leaves them waiting
+ * in the training forward, undetected: set the mode on every rank alike.
+ * d is borrowed and must outlive the module. */
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
 

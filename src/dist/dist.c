@@ -295,6 +295,19 @@ int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
     return tg__dist_bcast_bytes(d, t, root);
 }
 
+/* tg_dist_allreduce_sum after its checks and their agreement. */
+static int allreduce_sum(tg_dist *d, tg_tensor *t)
+{
+    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
+    TG_ASSERT(mt != MPI_DATATYPE_NULL && tg_tensor_is_contiguous(t) &&
+              tg_tensor_numel(t) <= INT32_MAX);
+    TG_TRY(tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, tg_tensor_data(t),
+                                       (int)tg_tensor_numel(t), mt, MPI_SUM, d->comm),
+                         "dist_allreduce_sum"));
+    tg_tensor_bump_version(t);
+    return TG_OK;
+}
+
 int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_allreduce_sum: d must not be NULL");
@@ -314,19 +327,7 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
     TG_TRY(tg__dist_agree_sig(d, rc, 2 + TG_MAX_DIMS, sig, &differs));
     TG_CHECK(differs != 0, TG_EDTYPE, "dist_allreduce_sum: t's dtype differs between the ranks");
     TG_CHECK(differs < 0, TG_ESHAPE, "dist_allreduce_sum: t's shape differs between the ranks");
-    return tg__dist_allreduce_sum(d, t);
-}
-
-int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t)
-{
-    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
-    TG_ASSERT(mt != MPI_DATATYPE_NULL && tg_tensor_is_contiguous(t) &&
-              tg_tensor_numel(t) <= INT32_MAX);
-    TG_TRY(tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, tg_tensor_data(t),
-                                       (int)tg_tensor_numel(t), mt, MPI_SUM, d->comm),
-                         "dist_allreduce_sum"));
-    tg_tensor_bump_version(t);
-    return TG_OK;
+    return allreduce_sum(d, t);
 }
 
 int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n)
