@@ -1014,6 +1014,10 @@ int main(int argc, char **argv)
          ddp_cancel_on_one_rank_fails_every_rank_s_finish},
         {"sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank",
          sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank},
+        {"sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank",
+         sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank},
+        {"dcgan_step_failing_on_one_rank_fails_on_every_rank",
+         dcgan_step_failing_on_one_rank_fails_on_every_rank},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

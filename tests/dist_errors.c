@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include "dist/dist_internal.h"
 #include "dist_test.h"
 
 /* Sequential(Linear(3, 4), tanh, Linear(4, 2)) drawn from seed. */
@@ -410,6 +411,47 @@ void sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank(void)
     CHECK(mean > 0.149 && mean < 0.151, "running_mean %g, not 0.1 * 1.5", mean);
     tg_tensor_release(y), tg_tensor_release(rm), tg_tensor_release(xi);
     tg_tensor_release(x4), tg_tensor_release(x);
+    tg_module_release(sbn);
+}
+
+/* sum((SyncBatchNorm(x))^2) for x (2, 3, 4, 5) of a ramp from phase, and
+ * its backward. */
+static int sbn_backward(tg_module *sbn, double phase)
+{
+    tg_tensor *x = NULL, *y = NULL, *y2 = NULL, *s = NULL;
+    int rc = tg_tensor_zeros(&x, TG_F32, 4, (int64_t[]){2, 3, 4, 5});
+    for (int64_t i = 0; rc >= 0 && i < 120; i++) rc = tg_tensor_set_flat(x, i, phase + 0.1 * i);
+    if (rc >= 0) rc = tg_tensor_set_requires_grad(x, true);
+    if (rc >= 0) rc = tg_module_forward(sbn, &y, x);
+    if (rc >= 0) rc = tg_mul(&y2, y, y);
+    if (rc >= 0) rc = tg_sum(&s, y2);
+    if (rc >= 0) rc = tg_backward(s, NULL, NULL);
+    tg_tensor_release(s), tg_tensor_release(y2), tg_tensor_release(y), tg_tensor_release(x);
+    return rc;
+}
+
+/* A SyncBatchNorm's backward all-reduce fails on rank 1 (its output, no
+ * memory: injected): every rank's backward returns rank 1's error rather
+ * than rank 0 waiting in the all-reduce, and the next step completes. */
+void sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank(void)
+{
+    const int rank = tg_dist_rank(g_dist);
+    if (tg_dist_size(g_dist) < 2) return;
+    tg_module *sbn = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 1e-5, 0.1));
+    /* the forward's all-reduce passes, the backward's fails */
+    if (rank == 1) tg__sbn_fail_after(1);
+    int rc = sbn_backward(sbn, rank);
+    tg__sbn_fail_after(-1);
+    CHECK(rc == TG_ENOMEM && strstr(tg_error_message(), "rank 1: sync_batchnorm: out of memory"),
+          "backward failing on rank 1: %s: %s", tg_status_name(rc), tg_error_message());
+    /* in a forward: refused on every rank as well */
+    if (rank == 1) tg__sbn_fail_after(0);
+    rc = sbn_backward(sbn, rank);
+    tg__sbn_fail_after(-1);
+    CHECK(rc == TG_ENOMEM && strstr(tg_error_message(), "rank 1: sync_batchnorm: out of memory"),
+          "forward failing on rank 1: %s: %s", tg_status_name(rc), tg_error_message());
+    OK(sbn_backward(sbn, rank));
     tg_module_release(sbn);
 }
 

@@ -44,5 +44,9 @@ void ddp_finish_without_prepare_on_one_rank_fails_on_every_rank(void);
 void ddp_free_in_the_middle_of_a_step_does_not_wait_forever(void);
 void ddp_cancel_on_one_rank_fails_every_rank_s_finish(void);
 void sync_batchnorm_refused_input_on_one_rank_is_refused_on_every_rank(void);
+void sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank(void);
+
+/* tests/dist_train.c: the dcgan example's step. */
+void dcgan_step_failing_on_one_rank_fails_on_every_rank(void);
 
 #endif

@@ -682,6 +682,32 @@ Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
     cr_assert(not(file_exists(out, "samples_epoch_2.png")), "training went on after the error");
 }
 
+/* Rank 0 cannot write a --snapshot-every snapshot (a folder has its name)
+ * while rank 1 goes on training: every rank stops with rank 0's error,
+ * printed once, and the job ends as a failed run, not by MPI_Abort. */
+Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write_a_snapshot)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char out[256], blocker[512];
+    th_tmp_path(out, sizeof out, "out");
+    cr_assert(eq(int, mkdir(out, 0755), 0));
+    snprintf(blocker, sizeof blocker, "%s/generator_0.001s.safetensors", out);
+    cr_assert(eq(int, mkdir(blocker, 0755), 0));
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--data", th_tmp_dir, "--out", out, "--batch", "8",
+                                   "--epochs", "2", "--nz", "8", "--g-ch", "8", "--d-ch", "8",
+                                   "--threads", "1", "--snapshot-every", "0.001"), 1),
+              "%s", th_err);
+    cr_assert(strstr(th_err, "time limit") == NULL, "the job hung:\n%s", th_err);
+    cr_assert(strstr(th_err, "MPI_ABORT") == NULL, "the job was aborted:\n%s", th_err);
+    th_expect_in(th_err, "dcgan: train: TG_EIO: rank 0: safetensors_save: ");
+    th_expect_in(th_err, "generator_0.001s.safetensors': Is a directory");
+    cr_assert(strstr(strstr(th_err, "dcgan: train: ") + 1, "dcgan: train: ") == NULL,
+              "printed twice:\n%s", th_err);
+    cr_assert(not(file_exists(out, "samples_epoch_1.png")), "training went on after the error");
+}
+
 /* The largest |a - b| over the BatchNorm running statistics of the
  * checkpoints in folders a and b. */
 static double bn_stats_gap(const char *a, const char *b)

@@ -16,12 +16,14 @@
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
  * --sync-bn with it: BatchNorm over the whole job's batch.
  * Rank 0 draws the progress, writes every file and decides when to stop and
- * save (the decision is broadcast, so all ranks take the same steps); an
- * error on one rank outside a step (before training, writing an epoch's
- * outputs, saving) is agreed on by all (every rank prints nothing but rank
- * 0, which prints it), and one during a step ends the whole
- * job (MPI_Abort) after printing it, since the other ranks wait in a
- * collective call. */
+ * save (the decision is broadcast, so all ranks take the same steps).  An
+ * error on one rank is returned by every rank, and rank 0 prints it: one
+ * outside a step (before training, writing an epoch's outputs, saving) is
+ * agreed on at once, one in a step by the step's gradient reductions or at
+ * its end (dcgan_trainer_step), and a failed --snapshot-every write by the
+ * next decision.  With --sync-bn, an error in a step's forwards or
+ * backwards ends the whole job (MPI_Abort) after printing it, since the
+ * other ranks may be waiting in a SyncBatchNorm all-reduce. */
 #include <cblas.h>
 #include <math.h>
 #include <signal.h>
@@ -253,8 +255,10 @@ static int epoch_end(run *r)
 
 /* Whether to stop, and whether to save a checkpoint now: rank 0's view,
  * given to every rank, which must take the same steps and the same
- * collective saves. */
-static int decide(run *r, double last_save, bool *stop, bool *save)
+ * collective saves.  pending, msg: rank 0's failed --snapshot-every write,
+ * which the decision carries, so that every rank returns it. */
+static int decide(run *r, double last_save, int pending, const char *msg, bool *stop,
+                  bool *save)
 {
     const app_opts *a = r->a;
     *stop = interrupted || (a->time_budget > 0 && progress_elapsed(&r->p) >= a->time_budget) ||
@@ -262,15 +266,17 @@ static int decide(run *r, double last_save, bool *stop, bool *save)
     *save = progress_now() - last_save >= CHECKPOINT_EVERY_S;
     if (!g_dist) return TG_OK;
     tg_tensor *flags = NULL;
-    const int64_t two = 2;
-    int rc = tg_tensor_zeros(&flags, TG_I64, 1, &two);
+    const int64_t three = 3;
+    int rc = tg_tensor_zeros(&flags, TG_I64, 1, &three);
     if (rc >= 0) {
         int64_t *v = tg_tensor_data(flags);
         v[0] = *stop;
         v[1] = *save;
+        v[2] = pending < 0;
         rc = tg_dist_broadcast_tensor(g_dist, flags, 0);
         *stop = v[0] != 0;
         *save = v[1] != 0;
+        if (rc >= 0 && v[2]) rc = agree(pending < 0 ? tg_error_set(pending, "%s", msg) : TG_OK);
     }
     tg_tensor_release(flags);
     return rc;
@@ -294,14 +300,15 @@ static int train_loop(run *r)
 {
     const app_opts *a = r->a;
     double last_save = progress_now(), next_snapshot = a->snapshot_every;
+    int pending = TG_OK;   /* rank 0's failed snapshot, for the next decision */
+    char pending_msg[512] = "";
     while (dcgan_trainer_epoch(r->t) < a->epochs) {
         bool stop, save;
-        int rc = decide(r, last_save, &stop, &save);
+        int rc = decide(r, last_save, pending, pending_msg, &stop, &save);
         if (rc < 0) return rc;
         if (stop) break;
         double d, g;
-        rc = dcgan_trainer_step(r->t, &d, &g);
-        if (rc < 0 && g_dist) tg_dist_abort(g_dist, rc);   /* the others wait in a step */
+        rc = dcgan_trainer_step(r->t, &d, &g);   /* an error is every rank's */
         if (rc < 0) return rc;
         if (rc == 0) {
             if ((rc = epoch_end(r)) < 0) return rc;
@@ -310,9 +317,11 @@ static int train_loop(run *r)
         if ((rc = history_push(&r->h, dcgan_trainer_epoch(r->t), d, g)) < 0) return rc;
         const double el = progress_elapsed(&r->p);
         if (rank0() && next_snapshot > 0 && el >= next_snapshot) {
-            rc = save_snapshot(r->t, a->out, next_snapshot);
-            if (rc < 0 && g_dist) tg_dist_abort(g_dist, rc);   /* the others wait in a step */
-            if (rc < 0) return rc;
+            /* the others learn of a failure at the next decision, which
+             * always follows a step (the epoch ends only in epoch_end) */
+            pending = save_snapshot(r->t, a->out, next_snapshot);
+            if (pending < 0 && !g_dist) return pending;
+            if (pending < 0) snprintf(pending_msg, sizeof pending_msg, "%s", tg_error_message());
             while (next_snapshot <= el) next_snapshot += a->snapshot_every;   /* one per step */
         }
         if (rank0()) progress_update(&r->p, dcgan_trainer_epoch(r->t), r->t->step, d, g);

@@ -190,19 +190,43 @@ typedef struct step_ctx {
     tg_module *m;
     tg_ddp *ddp;          /* NULL: one process */
     tg_dist *dist;        /* the ddp's */
+    bool sync_bn;         /* the forwards and backwards talk to the other ranks */
 } step_ctx;
 
-/* Backward of loss; with a ddp, the gradients are averaged over the ranks
- * (reduced while the backward runs) before it returns. */
-static int backward(const step_ctx *s, tg_tensor *loss)
+static step_ctx ctx_of(const dcgan_trainer *t, bool gen)
 {
-    if (s->ddp) TRY(tg_ddp_prepare(s->ddp));
-    int rc = tg_backward(loss, NULL, NULL);
-    if (s->ddp) {
-        /* every rank waits in finish: one whose backward failed must stop the job */
-        if (rc < 0) tg_dist_abort(s->dist, rc);
-        rc = tg_ddp_finish(s->ddp);
-    }
+    return (step_ctx){.opt = gen ? t->opt_g : t->opt_d, .gs = gen ? t->gs_g : t->gs_d,
+                      .m = gen ? t->gen : t->disc, .ddp = gen ? t->ddp_g : t->ddp_d,
+                      .dist = t->o.dist, .sync_bn = t->o.dist && t->o.sync_bn};
+}
+
+/* With --ddp, each update's gradient reduction (tg_ddp_finish) is where the
+ * ranks meet.  A rank whose part of the step failed before it (rc < 0: the
+ * loader, a forward, the loss, an optimizer step) comes to the reduction
+ * anyway and ends it with tg_ddp_cancel, so every rank's finish returns
+ * that error and every rank leaves the step there.  Not with --sync-bn:
+ * the others may then be waiting in a SyncBatchNorm all-reduce of a forward
+ * or backward this rank skipped, which no call here can answer, so the job
+ * ends (tg_dist_abort prints the error). */
+static int cancel(const step_ctx *s, int rc)
+{
+    if (!s->ddp) return rc;
+    if (s->sync_bn) tg_dist_abort(s->dist, rc);
+    return tg_ddp_cancel(s->ddp, rc);
+}
+
+/* zero_grad and backward of loss (scaled for f16), with a ddp the gradients
+ * averaged over the ranks (reduced while the backward runs); rc: this
+ * rank's status before it.  With a ddp an error is every rank's. */
+static int reduce(const step_ctx *s, tg_tensor *loss, int rc)
+{
+    if (rc < 0) return cancel(s, rc);
+    tg_optimizer_zero_grad(s->opt);
+    tg_tensor *scaled = loss;
+    if (s->gs) rc = tg_grad_scaler_scale(s->gs, &scaled, loss);
+    if (rc >= 0 && s->ddp) rc = tg_ddp_prepare(s->ddp);
+    if (rc >= 0) rc = tg_backward(scaled, NULL, NULL);
+    if (s->ddp) rc = rc < 0 ? cancel(s, rc) : tg_ddp_finish(s->ddp);
     return rc;
 }
 
@@ -211,19 +235,14 @@ static int opt_step_cb(void *user)
     return tg_optimizer_step(user);
 }
 
-/* zero_grad, backward of loss (scaled for f16), optimizer step. */
-static int update(const step_ctx *s, tg_tensor *loss)
+/* The optimizer step on the reduced gradients (through the scaler for
+ * f16).  Its errors are this rank's alone. */
+static int optimize(const step_ctx *s)
 {
-    tg_optimizer_zero_grad(s->opt);
-    if (!s->gs) {
-        TRY(backward(s, loss));
-        return tg_optimizer_step(s->opt);
-    }
-    tg_tensor *scaled = NULL, **p = NULL;
+    if (!s->gs) return tg_optimizer_step(s->opt);
+    tg_tensor **p = NULL;
     int n = 0;
-    TRY(tg_grad_scaler_scale(s->gs, &scaled, loss));
-    int rc = backward(s, scaled);
-    if (rc >= 0) rc = tg_module_parameters(s->m, &p, &n);
+    int rc = tg_module_parameters(s->m, &p, &n);
     if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
     if (rc >= 0) rc = tg_grad_scaler_update(s->gs);
     free(p);
@@ -266,40 +285,49 @@ static int latents(dcgan_trainer *t, tg_tensor **z, int64_t n)
     return draw(t, z, 2, shape, true);
 }
 
-/* Generator update against D: loss_g = bce(D(fake), 1) (non-saturating) or
+/* The generator's loss against D: bce(D(fake), 1) (non-saturating) or
  * -mean(D(fake)) (WGAN).  D's parameters are frozen meanwhile. */
-static int generator_update(dcgan_trainer *t, tg_tensor *fake, double *g_loss)
+static int generator_loss(dcgan_trainer *t, tg_tensor *fake, tg_tensor **loss)
 {
-    tg_tensor *out = NULL, *ones = NULL, *loss = NULL, *m = NULL;
+    tg_tensor *out = NULL, *ones = NULL, *m = NULL;
     TRY(set_disc_trainable(t, false));
     int rc = forward(t, t->disc, &out, fake);
     if (rc >= 0 && t->o.loss == DCGAN_LOSS_BCE) {
         rc = own(&ones, tg_tensor_full(&ones, TG_F32, 2, tg_tensor_shape(out), 1.0));
-        if (rc >= 0) rc = tg_bce_with_logits(&loss, out, ones, TG_REDUCTION_MEAN);
+        if (rc >= 0) rc = tg_bce_with_logits(loss, out, ones, TG_REDUCTION_MEAN);
     } else if (rc >= 0) {
         rc = tg_mean(&m, out);
-        if (rc >= 0) rc = tg_neg(&loss, m);
+        if (rc >= 0) rc = tg_neg(loss, m);
     }
     int rc2 = set_disc_trainable(t, true);
-    TRY(rc);
-    TRY(rc2);
-    step_ctx s = {.opt = t->opt_g, .gs = t->gs_g, .m = t->gen, .ddp = t->ddp_g,
-                  .dist = t->o.dist};
-    TRY(update(&s, loss));
+    return rc < 0 ? rc : rc2;
+}
+
+/* The generator's update; rc: this rank's status before it (an error goes
+ * to the reduction, see cancel).  The returned error is every rank's when
+ * it came from the reduction, else this rank's. */
+static int generator_update(dcgan_trainer *t, tg_tensor *fake, int rc, double *g_loss)
+{
+    tg_tensor *loss = NULL;
+    if (rc >= 0) rc = generator_loss(t, fake, &loss);
+    const step_ctx s = ctx_of(t, true);
+    TRY(reduce(&s, loss, rc));
     *g_loss = tg_tensor_item(loss);
-    return TG_OK;
+    return optimize(&s);
 }
 
 /* ---- BCE ------------------------------------------------------------------- */
 
-static int bce_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_loss)
+/* The discriminator's loss bce(D(x), 1) + bce(D(G(z)), 0); *fake = G(z),
+ * recorded, for the generator's update. */
+static int bce_disc_loss(dcgan_trainer *t, tg_tensor *x, tg_tensor **fake, tg_tensor **loss)
 {
     const int64_t B = tg_tensor_dim(x, 0);
-    tg_tensor *z, *fake = NULL, *fake_d = NULL, *d_real = NULL, *d_fake = NULL;
-    tg_tensor *ones = NULL, *zeros = NULL, *l_real = NULL, *l_fake = NULL, *loss = NULL;
+    tg_tensor *z, *fake_d = NULL, *d_real = NULL, *d_fake = NULL;
+    tg_tensor *ones = NULL, *zeros = NULL, *l_real = NULL, *l_fake = NULL;
     TRY(latents(t, &z, B));
-    TRY(forward(t, t->gen, &fake, z));     /* recorded: reused by the G update */
-    TRY(own(&fake_d, tg_tensor_detach(&fake_d, fake)));
+    TRY(forward(t, t->gen, fake, z));     /* recorded: reused by the G update */
+    TRY(own(&fake_d, tg_tensor_detach(&fake_d, *fake)));
     TRY(forward(t, t->disc, &d_real, x));
     TRY(forward(t, t->disc, &d_fake, fake_d));
     const int64_t shape[2] = {B, 1};
@@ -307,12 +335,19 @@ static int bce_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_lo
     TRY(own(&zeros, tg_tensor_zeros(&zeros, TG_F32, 2, shape)));
     TRY(tg_bce_with_logits(&l_real, d_real, ones, TG_REDUCTION_MEAN));
     TRY(tg_bce_with_logits(&l_fake, d_fake, zeros, TG_REDUCTION_MEAN));
-    TRY(tg_add(&loss, l_real, l_fake));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
-                  .dist = t->o.dist};
-    TRY(update(&s, loss));
+    return tg_add(loss, l_real, l_fake);
+}
+
+/* rc: this rank's status before the step (the loader's); x is NULL when it
+ * failed. */
+static int bce_step(dcgan_trainer *t, tg_tensor *x, int rc, double *d_loss, double *g_loss)
+{
+    tg_tensor *fake = NULL, *loss = NULL;
+    if (rc >= 0) rc = bce_disc_loss(t, x, &fake, &loss);
+    const step_ctx s = ctx_of(t, false);
+    TRY(reduce(&s, loss, rc));
     *d_loss = tg_tensor_item(loss);
-    return generator_update(t, fake, g_loss);
+    return generator_update(t, fake, optimize(&s), g_loss);
 }
 
 /* ---- WGAN-GP ---------------------------------------------------------------- */
@@ -350,11 +385,12 @@ static int gradient_penalty(dcgan_trainer *t, tg_tensor *x, tg_tensor *fake, tg_
     return tg_mul_scalar(gp, mean, t->o.gp_lambda);
 }
 
-static int wgan_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_loss)
+/* The critic's loss mean(C(G(z))) - mean(C(x)) + the gradient penalty. */
+static int wgan_critic_loss(dcgan_trainer *t, tg_tensor *x, tg_tensor **loss)
 {
     const int64_t B = tg_tensor_dim(x, 0);
     tg_tensor *z, *fake = NULL, *c_real = NULL, *c_fake = NULL, *m_real = NULL;
-    tg_tensor *m_fake = NULL, *w = NULL, *gp = NULL, *loss = NULL;
+    tg_tensor *m_fake = NULL, *w = NULL, *gp = NULL;
     TRY(latents(t, &z, B));
     bool prev = tg_set_grad_enabled(false);
     int rc = forward(t, t->gen, &fake, z);
@@ -366,34 +402,43 @@ static int wgan_step(dcgan_trainer *t, tg_tensor *x, double *d_loss, double *g_l
     TRY(tg_mean(&m_fake, c_fake));
     TRY(tg_sub(&w, m_fake, m_real));   /* -(Wasserstein estimate) */
     TRY(gradient_penalty(t, x, fake, &gp));
-    TRY(tg_add(&loss, w, gp));
-    step_ctx s = {.opt = t->opt_d, .gs = t->gs_d, .m = t->disc, .ddp = t->ddp_d,
-                  .dist = t->o.dist};
-    TRY(update(&s, loss));
+    return tg_add(loss, w, gp);
+}
+
+/* rc, x: as bce_step's. */
+static int wgan_step(dcgan_trainer *t, tg_tensor *x, int rc, double *d_loss, double *g_loss)
+{
+    tg_tensor *loss = NULL;
+    if (rc >= 0) rc = wgan_critic_loss(t, x, &loss);
+    const step_ctx s = ctx_of(t, false);
+    TRY(reduce(&s, loss, rc));
     *d_loss = tg_tensor_item(loss);
-    if ((t->step + 1) % t->o.n_critic == 0) {
-        tg_tensor *z2, *fake2 = NULL;
-        TRY(latents(t, &z2, B));
-        TRY(forward(t, t->gen, &fake2, z2));
-        TRY(generator_update(t, fake2, &t->last_g_loss));
+    rc = optimize(&s);
+    if ((t->step + 1) % t->o.n_critic == 0) {   /* alike on every rank */
+        tg_tensor *z2 = NULL, *fake2 = NULL;
+        if (rc >= 0) rc = latents(t, &z2, tg_tensor_dim(x, 0));
+        if (rc >= 0) rc = forward(t, t->gen, &fake2, z2);
+        rc = generator_update(t, fake2, rc, &t->last_g_loss);
     }
     *g_loss = t->last_g_loss;
-    return TG_OK;
+    return rc;
 }
 
 int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss)
 {
     tg_tensor *x = NULL, *labels = NULL;
     int rc = tg_loader_next(t->ld, &x, &labels);
-    if (rc <= 0) return rc;
+    if (rc == 0) return 0;   /* the epoch is over, on every rank alike */
     tg_tensor_release(labels);   /* a GAN learns from the images alone */
-    rc = tg_scope_begin();
-    if (rc >= 0) {
-        rc = t->o.loss == DCGAN_LOSS_BCE ? bce_step(t, x, d_loss, g_loss)
-                                         : wgan_step(t, x, d_loss, g_loss);
-        tg_scope_end();
-    }
+    const bool scoped = rc > 0 && (rc = tg_scope_begin()) >= 0;
+    rc = t->o.loss == DCGAN_LOSS_BCE ? bce_step(t, x, rc, d_loss, g_loss)
+                                     : wgan_step(t, x, rc, d_loss, g_loss);
+    if (scoped) tg_scope_end();
     tg_tensor_release(x);
+    /* an error after the step's last reduction is this rank's alone: agreed
+     * on here, so that every rank returns it (one that every rank returns
+     * already is kept as it is) */
+    if (t->o.dist) rc = tg_dist_agree(t->o.dist, rc);
     if (rc < 0) return rc;
     t->step++;
     return 1;

@@ -75,7 +75,9 @@ void dcgan_trainer_free(dcgan_trainer *t);
 
 /* Trains on the next batch: returns 1 with the losses of that step, 0 when
  * the epoch is over (then call dcgan_trainer_next_epoch), or a negative
- * status. */
+ * status.  With o.dist: collective, and an error on any rank is returned
+ * by every rank (with o.sync_bn, one before a gradient reduction ends the
+ * job instead: tg_dist_abort). */
 int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss);
 int dcgan_trainer_next_epoch(dcgan_trainer *t);
 /* The epoch the loader is in (0-based). */

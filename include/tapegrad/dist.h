@@ -24,7 +24,8 @@
  *       tg_optimizer_step(opt);
  *   }
  *   tg_dist_checkpoint_save(d, ck, "ck.safetensors", NULL);   // rank 0 writes
- *   tg_ddp_free(ddp); tg_dist_free(d);               // MPI_Finalize
+ *   tg_ddp_free(ddp); tg_dist_free(d);               // MPI_Finalize (the last
+ *                                                    // tg_dist alive)
  *
  * Gradient reduction (as PyTorch's DistributedDataParallel): the parameters
  * are grouped, in reverse order (the order their gradients become final in
@@ -90,16 +91,28 @@ TG_API bool tg_dist_available(void);
 /* Joins the MPI job the program was started in: MPI_Init_thread
  * (MPI_THREAD_FUNNELED: only the thread that called it talks to MPI) unless
  * MPI is already initialised, then a duplicate of MPI_COMM_WORLD.  argc/argv
- * may be NULL.  Started without mpirun, the job is one rank.  Collective
- * (an out NULL on one rank is TG_EINVAL on every rank, which then holds no
- * tg_dist; MPI_Finalize follows when this call initialised MPI). */
+ * may be NULL.  Started without mpirun, the job is one rank.  Collective:
+ * an out NULL or no memory on one rank is that error on every rank, which
+ * then holds no tg_dist.
+ *
+ * Who finalizes MPI: when tapegrad started it (a tg_dist_init with MPI not
+ * yet initialised), the tg_dist_free of the last tg_dist alive calls
+ * MPI_Finalize.  A tg_dist_init that fails leaves MPI running, so the
+ * program may call it again (a call that succeeds joins the running MPI and
+ * takes over the finalize), or give up: if the process exits (returns from
+ * main or calls exit, from the thread that called tg_dist_init) while
+ * tapegrad still owes the MPI_Finalize, a handler it registered with atexit
+ * calls it, since mpirun ends the whole job as abnormally terminated when a
+ * rank exits without it.  When the program initialised MPI itself, it
+ * finalizes it too. */
 TG_API int tg_dist_init(tg_dist **out, int *argc, char ***argv);
 /* The same over a communicator the program made (MPI already initialised):
  * mpi_comm points at an MPI_Comm (borrowed; it is duplicated).  Collective
  * over that communicator. */
 TG_API int tg_dist_init_comm(tg_dist **out, const void *mpi_comm);
-/* Frees the duplicate communicator, and calls MPI_Finalize when
- * tg_dist_init initialised MPI.  Collective. */
+/* Frees the duplicate communicator; the last tg_dist alive also calls
+ * MPI_Finalize when tg_dist_init initialised MPI (and the program has not
+ * finalized it).  Collective. */
 TG_API void tg_dist_free(tg_dist *d);
 
 /* This process's rank in [0, size) and the number of ranks; 0 and 1 for
@@ -162,7 +175,18 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
  * input refused on one rank (its shape or dtype) is the same error on every
  * rank's forward, as is a batch of at most one value per channel over all
  * ranks (TG_EINVAL, as BatchNorm's rule); the running statistics are not
- * changed then.  d is borrowed and must outlive the module. */
+ * changed then.  The all-reduces carry a failure flag: a rank whose
+ * all-reduce step fails (no memory for its result) still takes part, and
+ * every rank's forward, or backward, returns its error; a rank without
+ * memory for the message itself ends the job (tg_dist_abort, saying why).
+ * What no rank can be told of: an error elsewhere in a backward on one rank
+ * (an op or hook that runs before the all-reduce) stops that rank's
+ * backward, and the others wait in the all-reduce: end the job with
+ * tg_dist_abort when tg_backward fails on a graph with a SyncBatchNorm.
+ * And an eval forward makes no collective call (one rank alone may run
+ * inference), so a rank in eval while the others train leaves them waiting
+ * in the training forward, undetected: set the mode on every rank alike.
+ * d is borrowed and must outlive the module. */
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
 

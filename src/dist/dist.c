@@ -11,6 +11,7 @@
  * a NULL d is refused on its rank alone (without it there is nothing to
  * talk over). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist/dist_internal.h"
@@ -80,13 +81,37 @@ int tg__dist_agree_sig(tg_dist *d, int status, int n, const int64_t *sig, int *d
     return TG_OK;
 }
 
-/* A tg_dist over a duplicate of comm, made on every rank or on none: out
- * NULL or an allocation that fails on one rank is agreed on over the new
- * communicator, so that no rank keeps one the others gave up. */
-static int dist_make(tg_dist **out, MPI_Comm comm, bool finalize, const char *fn)
+/* Who finalizes MPI.  MPI is process-wide and can start only once, so
+ * this is process-wide too: when tg_dist_init started MPI, tapegrad owes
+ * the MPI_Finalize, which the tg_dist_free of the last tg_dist alive pays;
+ * a tg_dist_init that fails after starting MPI leaves it running (a later
+ * tg_dist_init joins it), and the program's exit pays a debt still open
+ * (mpirun reports a rank that exits without MPI_Finalize as an abnormal
+ * termination, and ends the others).  Only the thread that called
+ * tg_dist_init talks to MPI (MPI_THREAD_FUNNELED), so only that thread
+ * reads or writes these. */
+static bool owes_finalize;   /* tg_dist_init started MPI, not finalized yet */
+static bool at_exit_set;     /* finalize_at_exit is registered */
+static int n_alive;          /* tg_dists made and not freed */
+
+static void finalize_owed(void)
 {
-    int rc = out ? TG_OK : tg__error(TG_EINVAL, "%s: out must not be NULL", fn);
-    tg_dist made = {.comm = MPI_COMM_NULL, .finalize = finalize};
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owes_finalize && !finalized) MPI_Finalize();
+    owes_finalize = false;
+}
+
+static void finalize_at_exit(void) { finalize_owed(); }
+
+/* A tg_dist over a duplicate of comm, made on every rank or on none: out
+ * NULL or an allocation that fails on one rank (rc: a failure before the
+ * call) is agreed on over the new communicator, so that no rank keeps one
+ * the others gave up. */
+static int dist_make(tg_dist **out, MPI_Comm comm, int rc, const char *fn)
+{
+    if (rc >= 0 && !out) rc = tg__error(TG_EINVAL, "%s: out must not be NULL", fn);
+    tg_dist made = {.comm = MPI_COMM_NULL};
     TG_TRY(tg__mpi_check(MPI_Comm_dup(comm, &made.comm), "dist_init: MPI_Comm_dup"));
     MPI_Comm_set_errhandler(made.comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(made.comm, &made.rank);
@@ -101,6 +126,7 @@ static int dist_make(tg_dist **out, MPI_Comm comm, bool finalize, const char *fn
     }
     *d = made;
     *out = d;
+    n_alive++;
     return TG_OK;
 }
 
@@ -111,30 +137,38 @@ int tg_dist_init(tg_dist **out, int *argc, char ***argv)
     MPI_Finalized(&finalized);
     TG_CHECK(!finalized, TG_EINVAL,
              "dist_init: MPI was finalized in this process and cannot start again");
-    if (!inited)
+    int rc = TG_OK;
+    if (!inited) {
         TG_TRY(tg__mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
                              "dist_init: MPI_Init_thread"));
-    int rc = dist_make(out, MPI_COMM_WORLD, !inited, "dist_init");
-    if (rc < 0 && !inited) MPI_Finalize();
-    return rc;
+        owes_finalize = true;
+    }
+    if (owes_finalize && !at_exit_set) {
+        at_exit_set = atexit(finalize_at_exit) == 0;
+        if (!at_exit_set)
+            rc = tg__error(TG_ENOMEM, "dist_init: atexit: no room to register the MPI_Finalize "
+                                      "at exit");
+    }
+    return dist_make(out, MPI_COMM_WORLD, rc, "dist_init");
 }
 
 int tg_dist_init_comm(tg_dist **out, const void *mpi_comm)
 {
     TG_CHECK(mpi_comm != NULL, TG_EINVAL, "dist_init_comm: mpi_comm must not be NULL");
-    int inited = 0;
+    int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
-    TG_CHECK(inited, TG_EINVAL, "dist_init_comm: MPI is not initialised (call MPI_Init, or "
-                                "use tg_dist_init)");
-    return dist_make(out, *(const MPI_Comm *)mpi_comm, false, "dist_init_comm");
+    MPI_Finalized(&finalized);
+    TG_CHECK(inited && !finalized, TG_EINVAL, "dist_init_comm: MPI is not initialised, or was "
+                                              "finalized (call MPI_Init, or use tg_dist_init)");
+    return dist_make(out, *(const MPI_Comm *)mpi_comm, TG_OK, "dist_init_comm");
 }
 
 void tg_dist_free(tg_dist *d)
 {
     if (!d) return;
     MPI_Comm_free(&d->comm);
-    if (d->finalize) MPI_Finalize();
     free(d);
+    if (--n_alive == 0) finalize_owed();
 }
 
 int tg_dist_rank(const tg_dist *d) { return d ? d->rank : 0; }
@@ -261,6 +295,19 @@ int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
     return tg__dist_bcast_bytes(d, t, root);
 }
 
+/* tg_dist_allreduce_sum after its checks and their agreement. */
+static int allreduce_sum(tg_dist *d, tg_tensor *t)
+{
+    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
+    TG_ASSERT(mt != MPI_DATATYPE_NULL && tg_tensor_is_contiguous(t) &&
+              tg_tensor_numel(t) <= INT32_MAX);
+    TG_TRY(tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, tg_tensor_data(t),
+                                       (int)tg_tensor_numel(t), mt, MPI_SUM, d->comm),
+                         "dist_allreduce_sum"));
+    tg_tensor_bump_version(t);
+    return TG_OK;
+}
+
 int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_allreduce_sum: d must not be NULL");
@@ -280,19 +327,7 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
     TG_TRY(tg__dist_agree_sig(d, rc, 2 + TG_MAX_DIMS, sig, &differs));
     TG_CHECK(differs != 0, TG_EDTYPE, "dist_allreduce_sum: t's dtype differs between the ranks");
     TG_CHECK(differs < 0, TG_ESHAPE, "dist_allreduce_sum: t's shape differs between the ranks");
-    return tg__dist_allreduce_sum(d, t);
-}
-
-int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t)
-{
-    MPI_Datatype mt = tg__mpi_type(tg_tensor_dtype(t));
-    TG_ASSERT(mt != MPI_DATATYPE_NULL && tg_tensor_is_contiguous(t) &&
-              tg_tensor_numel(t) <= INT32_MAX);
-    TG_TRY(tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, tg_tensor_data(t),
-                                       (int)tg_tensor_numel(t), mt, MPI_SUM, d->comm),
-                         "dist_allreduce_sum"));
-    tg_tensor_bump_version(t);
-    return TG_OK;
+    return allreduce_sum(d, t);
 }
 
 int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n)

@@ -10,7 +10,6 @@
 struct tg_dist {
     MPI_Comm comm;       /* a duplicate: our messages never meet the program's */
     int rank, size;
-    bool finalize;       /* tg_dist_init called MPI_Init_thread */
 };
 
 /* TG_OK when an MPI call returned MPI_SUCCESS, else TG_EIO naming what. */
@@ -41,15 +40,14 @@ int tg__dist_bcast_module(tg_dist *d, tg_module *m);
 /* v[0..n) = its sum over the ranks, in place.  Collective. */
 int tg__dist_sum_i64(tg_dist *d, int64_t *v, int n);
 
-/* tg_dist_allreduce_sum without its checks and their agreement (one
- * MPI_Allreduce instead of two), for a caller that knows t is f32, f64 or
- * i64, contiguous and of at most 2^31 - 1 elements on every rank, and that
- * every rank reaches the call.  Collective. */
-int tg__dist_allreduce_sum(tg_dist *d, tg_tensor *t);
-
 /* Copies root's bytes of the contiguous t into every rank's t, which must
  * have the same size (not checked: the caller knows the layouts agree).
  * Collective. */
 int tg__dist_bcast_bytes(tg_dist *d, tg_tensor *t, int root);
+
+/* For tests: the (n+1)-th all-reduce node of a SyncBatchNorm run by this
+ * thread from now on (forward or backward) fails on this rank as if out of
+ * memory; n < 0: none (the default).  Returns the previous countdown. */
+int tg__sbn_fail_after(int n);
 
 #endif

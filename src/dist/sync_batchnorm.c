@@ -16,7 +16,9 @@
  * that failure (tg_dist_agree gives them its message) rather than leave the
  * others waiting in the second, of the 2C sums.  Those reach every rank as
  * contiguous f64 tensors, so they skip tg_dist_allreduce_sum's checks and
- * agreement (tg__dist_allreduce_sum).  The
+ * agreement.  Each all-reduce also carries the number of ranks whose part
+ * of it failed, so a failure of the all-reduce step itself, in the forward
+ * or in the backward, is every rank's.  The
  * running statistics take the same update on every rank (PyTorch's, with
  * the unbiased variance var n / (n - 1)); in eval the module is a plain
  * batch_norm with them.  Dtypes are batch_norm's: an f16/bf16 x is computed
@@ -41,20 +43,51 @@ typedef struct ar_params {
 
 static int allreduce_diff(tg_tensor **out, tg_tensor *x, tg_dist *d);
 
+static _Thread_local int fail_countdown = -1;
+
+int tg__sbn_fail_after(int n)
+{
+    int prev = fail_countdown;
+    fail_countdown = n < 0 ? -1 : n;
+    return prev;
+}
+
+/* The message is x's values and one more, the number of ranks whose own
+ * part failed (their values are zeros): so a rank that cannot make its
+ * output (no memory) still takes part, and every rank returns its error
+ * (tg_dist_agree, on failure only) instead of the others waiting for its
+ * message.  Without memory for the message itself no call can answer the
+ * others: the job ends, with the reason. */
 static int ar_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                       const void *params)
 {
     (void)ctx, (void)n;
     const ar_params *p = params;
+    const int64_t k = tg_tensor_numel(in[0]);   /* 2C f64 on every rank */
+    TG_ASSERT(tg_tensor_dtype(in[0]) == TG_F64 && k < INT32_MAX);
+    double *msg = tg__calloc((size_t)k + 1, sizeof *msg);
+    if (!msg)
+        tg_dist_abort(p->d, tg__error(TG_ENOMEM, "sync_batchnorm: no memory for the all-reduce "
+                                                 "of %lld statistics, which the other ranks "
+                                                 "wait in: the job ends", (long long)k));
     tg_tensor *y = NULL;
-    TG_TRY(tg_tensor_clone(&y, in[0]));   /* contiguous f64 (2C) on every rank */
-    int rc = tg__dist_allreduce_sum(p->d, y);
-    if (rc < 0) {
+    int rc = fail_countdown >= 0 && fail_countdown-- == 0
+                 ? tg__error(TG_ENOMEM, "sync_batchnorm: out of memory (injected)")
+                 : tg_tensor_clone(&y, in[0]);   /* contiguous */
+    if (rc >= 0) memcpy(msg, tg_tensor_cdata(y), (size_t)k * sizeof *msg);
+    msg[k] = rc < 0;
+    int mrc = tg__mpi_check(MPI_Allreduce(MPI_IN_PLACE, msg, (int)k + 1, MPI_DOUBLE, MPI_SUM,
+                                          p->d->comm), "sync_batchnorm: all-reduce");
+    if (mrc >= 0 && msg[k] > 0) mrc = tg_dist_agree(p->d, rc);
+    if (mrc >= 0) {
+        memcpy(tg_tensor_data(y), msg, (size_t)k * sizeof *msg);
+        tg_tensor_bump_version(y);
+        *out = y;
+    } else {
         tg_tensor_release(y);
-        return rc;
     }
-    *out = y;
-    return TG_OK;
+    free(msg);
+    return mrc;
 }
 
 /* y_r = sum_s x_s on every rank r, so dL/dx_s = sum_r dL/dy_r. */
