@@ -99,6 +99,7 @@ CASES = [
     ("groups_step", (0.05, 1.0), "StepLR(o, step_size=3, gamma=0.5)"),
     ("groups_multistep", (0.3, 0.01), "MultiStepLR(o, milestones=[2, 9, 9], gamma=0.4)"),
     ("groups_lambda", (0.1, 0.3), "LambdaLR(o, warmup5)"),
+    ("groups_lambda_per_group", (0.1, 0.3), "LambdaLR(o, [pow095, warmup5])"),
     ("groups_exponential_set_lr", (0.1, 0.2), "ExponentialLR(o, gamma=0.8)"),
     ("groups_seq_warmup_cosine", (0.1, 0.01),
      "SequentialLR(o, [LinearLR(o, start_factor=0.1, total_iters=5), "

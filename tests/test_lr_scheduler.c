@@ -36,7 +36,7 @@ static double warmup5(int64_t e, void *user)
 
 /* ---- the golden cases ------------------------------------------------------- */
 
-typedef enum { K_STEP, K_MULTI, K_EXPO, K_COS, K_LIN, K_LAMBDA } kind;
+typedef enum { K_STEP, K_MULTI, K_EXPO, K_COS, K_LIN, K_LAMBDA, K_LAMBDAS } kind;
 
 /* One scheduler: i is step_size, t_max or total_iters; a is gamma, eta_min
  * or start_factor; b end_factor. */
@@ -46,7 +46,7 @@ typedef struct spec {
     double a, b;
     int n_ms;
     int64_t ms[4];
-    tg_lr_lambda_fn fn;
+    tg_lr_lambda_fn fn, fn2;   /* K_LAMBDAS: fn for group 0, fn2 for group 1 */
 } spec;
 
 #define STEP(sz, g) {.k = K_STEP, .i = (sz), .a = (g)}
@@ -55,6 +55,7 @@ typedef struct spec {
 #define COS(t, eta) {.k = K_COS, .i = (t), .a = (eta)}
 #define LIN(s, e, t) {.k = K_LIN, .a = (s), .b = (e), .i = (t)}
 #define LAMBDA(f) {.k = K_LAMBDA, .fn = (f)}
+#define LAMBDAS(f, f2) {.k = K_LAMBDAS, .fn = (f), .fn2 = (f2)}
 
 /* A case: one scheduler, or a SequentialLR (seq) of n parts with n - 1
  * milestones; set_at > 0 sets the optimizer's lr to set_lr before that step
@@ -127,6 +128,8 @@ static const gcase cases[] = {
     {.name = "groups_multistep", .lr = 0.3, .lr2 = 0.01, .n = 1,
      .parts = {MULTI(0.4, 3, 2, 9, 9)}},
     {.name = "groups_lambda", .lr = 0.1, .lr2 = 0.3, .n = 1, .parts = {LAMBDA(warmup5)}},
+    {.name = "groups_lambda_per_group", .lr = 0.1, .lr2 = 0.3, .n = 1,
+     .parts = {LAMBDAS(pow095, warmup5)}},
     {.name = "groups_exponential_set_lr", .lr = 0.1, .lr2 = 0.2, .n = 1,
      .parts = {EXPO(0.8)}, .set_at = 10, .set_lr = 0.5, .set_group = 1},
     {.name = "groups_seq_warmup_cosine", .lr = 0.1, .lr2 = 0.01, .n = 2,
@@ -161,6 +164,8 @@ static int make_one(tg_lr_scheduler **out, tg_optimizer *o, const spec *p)
     case K_COS: return tg_cosine_annealing_lr_new(out, o, p->i, p->a);
     case K_LIN: return tg_linear_lr_new(out, o, p->a, p->b, p->i);
     case K_LAMBDA: return tg_lambda_lr_new(out, o, p->fn, NULL);
+    case K_LAMBDAS:
+        return tg_lambda_lr_new_per_group(out, o, 2, (tg_lr_lambda_fn[]){p->fn, p->fn2}, NULL);
     }
     return TG_EINVAL;
 }
@@ -617,6 +622,71 @@ Test(lr_scheduler, bad_states_change_nothing)
     }
     tg_st_free(g);
     tg_st_free(before);
+    run_free(&r);
+}
+
+/* factor^epoch, factor the double user points to. */
+static double power_of_user(int64_t e, void *user) { return pow(*(double *)user, (double)e); }
+
+/* One function per param group: over 12 epochs group g's lr is
+ * base_g * fns[g](epoch, users[g]), each group with its own function and
+ * user pointer, and state saved at epoch 5 loads back.  The checks name
+ * n_fns, fns and fns[g]; a refused call makes nothing. */
+Test(lr_scheduler, lambda_lr_takes_one_function_per_group)
+{
+    run r;
+    run_make(&r, find_case("groups_lambda"));   /* lrs 0.1 and 0.3 */
+    double f0 = 0.8, f1 = 1.5;
+    tg_lr_scheduler *s = NULL;
+    const tg_lr_lambda_fn fns[2] = {power_of_user, warmup5};
+    cr_assert(eq(int, tg_lambda_lr_new_per_group(&s, r.opt, 2,
+                                                  (tg_lr_lambda_fn[]){power_of_user,
+                                                                      power_of_user},
+                                                  (void *[]){&f0, &f1}), TG_OK));
+    for (int k = 0; k <= 12; k++) {
+        if (k > 0) cr_assert(eq(int, tg_lr_scheduler_step(s), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 0), 0.1 * pow(0.8, k)), "epoch %d", k);
+        cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 1), 0.3 * pow(1.5, k)), "epoch %d", k);
+        cr_assert(eq(dbl, tg_lr_scheduler_get_group_last_lr(s, 1), 0.3 * pow(1.5, k)));
+    }
+    tg_lr_scheduler_free(s);
+    s = NULL;
+    cr_assert(eq(int, tg_lambda_lr_new_per_group(&s, r.opt, 2, fns, (void *[]){&f0, NULL}),
+                 TG_OK));
+    tg_st_file *at5 = NULL;
+    for (int k = 1; k <= 8; k++) {
+        cr_assert(eq(int, tg_lr_scheduler_step(s), TG_OK));
+        cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 0), 0.1 * pow(0.8, k)));
+        cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 1), 0.3 * warmup5(k, NULL)));
+        if (k == 5) at5 = snapshot(s);
+    }
+    cr_assert(eq(str, (char *)tg_st_meta_get(at5, "o.kind"), "lambda_lr"));
+    cr_assert(eq(int, tg_lr_scheduler_state_load(s, at5, "o"), TG_OK));
+    cr_assert(eq(i64, tg_lr_scheduler_last_epoch(s), 5));
+    cr_assert(eq(int, tg_lr_scheduler_step(s), TG_OK));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 0), 0.1 * pow(0.8, 6)));
+    tg_st_free(at5);
+    tg_lr_scheduler_free(s);
+
+    const double lr0 = tg_optimizer_get_group_lr(r.opt, 0);
+    s = NULL;
+    REFUSED(tg_lambda_lr_new_per_group(&s, r.opt, 1, fns, NULL),
+            "lambda_lr_per_group: n_fns=1 must equal the optimizer's param group count 2");
+    REFUSED(tg_lambda_lr_new_per_group(&s, r.opt, 3, fns, NULL),
+            "lambda_lr_per_group: n_fns=3 must equal");
+    REFUSED(tg_lambda_lr_new_per_group(&s, r.opt, 2, NULL, NULL),
+            "lambda_lr_per_group: fns must not be NULL");
+    REFUSED(tg_lambda_lr_new_per_group(&s, r.opt, 2, (tg_lr_lambda_fn[]){warmup5, NULL}, NULL),
+            "lambda_lr_per_group: fns[1] must not be NULL");
+    REFUSED(tg_lambda_lr_new_per_group(NULL, r.opt, 2, fns, NULL),
+            "lambda_lr_per_group: out must not be NULL");
+    REFUSED(tg_lambda_lr_new_per_group(&s, NULL, 2, fns, NULL),
+            "lambda_lr_per_group: opt must not be NULL");
+    REFUSED(tg_lambda_lr_new_per_group(&s, r.opt, 2, (tg_lr_lambda_fn[]){warmup5, negative},
+                                       NULL),
+            "lambda_lr: the initial step gives lr=-0.15 at epoch 0 for param group 1");
+    cr_assert(s == NULL);
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(r.opt, 0), lr0));
     run_free(&r);
 }
 

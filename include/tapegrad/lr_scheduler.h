@@ -97,6 +97,14 @@ TG_API int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double sta
  * step (or the constructor) with TG_EINVAL. */
 TG_API int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn,
                             void *user);
+/* LambdaLR(lr_lambda=[f0, f1, ...]): one function per param group, group
+ * g's lr = base_lr[g] * fns[g](epoch, users[g]).  n_fns must equal the
+ * optimizer's group count (torch's "Expected 2 lr_lambdas, but got 1");
+ * fns (copied) holds no NULL; users (copied, the pointers borrowed) may be
+ * NULL for a NULL user everywhere.  Its state is a LambdaLR's
+ * ("lambda_lr"). */
+TG_API int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
+                                      const tg_lr_lambda_fn *fns, void *const *users);
 /* SequentialLR(schedulers, milestones): schedulers[0] runs until epoch
  * milestones[0], then schedulers[1] until milestones[1], and so on; at a
  * milestone the next scheduler restarts at epoch 0 with its closed form

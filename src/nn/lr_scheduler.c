@@ -135,9 +135,8 @@ static double linear_closed(const tg_lr_scheduler *s, int64_t e, double base)
 
 static double lambda_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
-    (void)g;
     if (isnan(base)) return lr;
-    return base * s->u.lambda.fn(e, s->u.lambda.user);
+    return base * s->u.lambda.fns[g](e, s->u.lambda.users[g]);
 }
 
 typedef struct kind_traits {
@@ -296,6 +295,10 @@ void tg_lr_scheduler_free(tg_lr_scheduler *s)
     free(s->base_lrs);
     free(s->last_lrs);
     if (s->kind == TG__SCHED_MULTI_STEP) free(s->u.multi_step.milestones);
+    if (s->kind == TG__SCHED_LAMBDA) {
+        free(s->u.lambda.fns);
+        free(s->u.lambda.users);
+    }
     if (s->kind == TG__SCHED_SEQUENTIAL) {
         free(s->u.sequential.schedulers);
         free(s->u.sequential.milestones);
@@ -431,12 +434,46 @@ int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_fact
         .kind = TG__SCHED_LINEAR, .u.linear = {start_factor, end_factor, total_iters}});
 }
 
+/* A LambdaLR whose group g uses fns[g] with users[g] (fns[0] and users[0]
+ * for every group when shared), n = opt's group count, all checked. */
+static int lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
+                      const tg_lr_lambda_fn *fns, void *const *users, bool shared)
+{
+    tg_lr_lambda_fn *f = tg__malloc((size_t)n * sizeof *f);
+    void **u = tg__malloc((size_t)n * sizeof *u);
+    int rc = f && u ? TG_OK : TG_ENOMEM;
+    for (int g = 0; rc == TG_OK && g < n; g++) {
+        f[g] = fns[shared ? 0 : g];
+        u[g] = users ? users[shared ? 0 : g] : NULL;
+    }
+    if (rc == TG_OK)
+        rc = attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
+                                                .u.lambda = {f, u}});
+    if (rc < 0) {
+        free(f);
+        free(u);
+    }
+    return rc;
+}
+
 int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn, void *user)
 {
     TG_TRY(check_common("lambda_lr", out, opt));
     TG_CHECK(fn != NULL, TG_EINVAL, "lambda_lr: fn must not be NULL");
-    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
-                                              .u.lambda = {fn, user}});
+    return lambda_new(out, opt, opt->n_groups, &fn, &user, true);
+}
+
+int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
+                               const tg_lr_lambda_fn *fns, void *const *users)
+{
+    const char *op = "lambda_lr_per_group";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(n_fns == opt->n_groups, TG_EINVAL, "%s: n_fns=%d must equal the optimizer's "
+             "param group count %d (one fn per group)", op, n_fns, opt->n_groups);
+    TG_CHECK(fns != NULL, TG_EINVAL, "%s: fns must not be NULL", op);
+    for (int g = 0; g < n_fns; g++)
+        TG_CHECK(fns[g] != NULL, TG_EINVAL, "%s: fns[%d] must not be NULL", op, g);
+    return lambda_new(out, opt, n_fns, fns, users, false);
 }
 
 static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int n,

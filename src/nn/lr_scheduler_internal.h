@@ -40,7 +40,10 @@ struct tg_lr_scheduler {
         struct { double gamma; } exponential;
         struct { int64_t t_max; double eta_min; } cosine;
         struct { double start_factor, end_factor; int64_t total_iters; } linear;
-        struct { tg_lr_lambda_fn fn; void *user; } lambda;
+        struct {
+            tg_lr_lambda_fn *fns;   /* owned, one per group with a base lr */
+            void **users;           /* owned array of borrowed pointers */
+        } lambda;
         struct {
             int n;                          /* schedulers; n - 1 milestones */
             tg_lr_scheduler **schedulers;   /* owned array of borrowed schedulers */
