@@ -173,7 +173,7 @@ static int next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double *io
     const int G = s->opt->n_groups;
     for (int g = 0; g < G; g++) {
         const double base = g < s->n_groups ? s->base_lrs[g] : NAN;
-        double v = io[g];
+        double v;
         if (closed && k->closed) v = g < s->n_groups ? k->closed(s, e, base) : io[g];
         else v = k->chain(s, g, e, io[g], base);
         /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch),
