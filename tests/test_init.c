@@ -3,8 +3,10 @@
  * deviations the fills draw with, against PyTorch 1.13
  * (tests/golden/nn/init.safetensors, scripts/make_init_goldens.py); the
  * distributions checked statistically over many draws (the generator is
- * tapegrad's, not torch's); constant fills; reproducibility; and the
- * errors that name the argument. */
+ * tapegrad's, not torch's); constant fills; reproducibility; trunc_normal_
+ * against the truncated normal's moments and cdf, orthogonal_'s
+ * orthogonality and torch's sign convention; and the errors that name the
+ * argument. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>

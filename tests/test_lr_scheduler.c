@@ -1,9 +1,10 @@
 /* tests/test_lr_scheduler.c - lr_scheduler.h: every kind's lr sequence
  * against PyTorch 1.13's (tests/golden/optim/lr_scheduler.safetensors,
- * scripts/make_sched_goldens.py, whose CASES this file's cases mirror),
- * argument errors, state save/load and checkpoint resume equal to an
- * uninterrupted run, refused states changing nothing, and the optimizer
- * stepping with the lr a scheduler set. */
+ * scripts/make_sched_goldens.py, whose CASES this file's cases mirror;
+ * param groups added after a scheduler was made and LambdaLR's functions
+ * per group among them), argument errors, state save/load and checkpoint
+ * resume equal to an uninterrupted run, refused states changing nothing,
+ * and the optimizer stepping with the lr a scheduler set. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
