@@ -15,7 +15,13 @@ Each case runs a dummy SGD optimizer on one parameter per param group;
 optimizer.step() comes before each scheduler.step(), as PyTorch asks.  A
 case with SET_LR[case] = (k, lr, g) sets param group g's lr to lr just
 before the k-th scheduler.step(), to show the chainable formulas, which
-start from the optimizer's current lr.
+start from the optimizer's current lr.  A case with ADD_GROUP[case] =
+(k, lr) adds a second param group of that lr just before the k-th
+scheduler.step(): the scheduler, made for one group, steps the new one with
+the formulas that start from a group's lr and leaves it alone in those
+zipped over base_lrs (LambdaLR, CosineAnnealingLR's restart branch, the
+closed forms of SequentialLR's hand-over); the lrs are (STEPS + 1, 2), the
+second group NaN before it exists.
 tests/test_lr_scheduler.c builds the same cases in C.
 """
 import os
@@ -93,15 +99,33 @@ CASES = [
     ("groups_step", (0.05, 1.0), "StepLR(o, step_size=3, gamma=0.5)"),
     ("groups_multistep", (0.3, 0.01), "MultiStepLR(o, milestones=[2, 9, 9], gamma=0.4)"),
     ("groups_lambda", (0.1, 0.3), "LambdaLR(o, warmup5)"),
+    ("groups_lambda_per_group", (0.1, 0.3), "LambdaLR(o, [pow095, warmup5])"),
     ("groups_exponential_set_lr", (0.1, 0.2), "ExponentialLR(o, gamma=0.8)"),
     ("groups_seq_warmup_cosine", (0.1, 0.01),
      "SequentialLR(o, [LinearLR(o, start_factor=0.1, total_iters=5), "
      "CosineAnnealingLR(o, T_max=30, eta_min=1e-4)], milestones=[5])"),
+    # a param group added after the scheduler was made (ADD_GROUP)
+    ("added_step", 1.0, "StepLR(o, step_size=3, gamma=0.5)"),
+    ("added_multistep", 0.2, "MultiStepLR(o, milestones=[2, 6, 6, 11], gamma=0.5)"),
+    ("added_exponential", 0.1, "ExponentialLR(o, gamma=0.9)"),
+    ("added_cosine", 0.1, "CosineAnnealingLR(o, T_max=4, eta_min=0.01)"),
+    ("added_linear", 0.1, "LinearLR(o, start_factor=0.25, total_iters=8)"),
+    ("added_lambda", 0.1, "LambdaLR(o, pow095)"),
+    ("added_seq_warmup_cosine", 0.1,
+     "SequentialLR(o, [LinearLR(o, start_factor=0.1, total_iters=5), "
+     "CosineAnnealingLR(o, T_max=30, eta_min=1e-4)], milestones=[5])"),
+    ("added_seq_exponential_linear", 0.4,
+     "SequentialLR(o, [ExponentialLR(o, gamma=0.9), "
+     "LinearLR(o, start_factor=0.5, total_iters=4)], milestones=[4])"),
 ]
 # case: (k, lr, group): set param group `group`'s lr to lr before step k
 SET_LR = {"cosine_set_lr": (5, 0.03, 0), "linear_set_lr": (4, 0.5, 0),
           "exponential_set_lr": (10, 1.0, 0), "lambda_set_lr": (6, 0.7, 0),
           "groups_exponential_set_lr": (10, 0.5, 1)}
+# case: (k, lr): add a param group of lr before step k
+ADD_GROUP = {"added_step": (4, 0.2), "added_multistep": (5, 0.3), "added_exponential": (3, 0.5),
+             "added_cosine": (2, 0.5), "added_linear": (3, 0.4), "added_lambda": (2, 0.3),
+             "added_seq_warmup_cosine": (3, 0.05), "added_seq_exponential_linear": (2, 0.6)}
 
 
 def run(name, lr, code):
@@ -110,17 +134,27 @@ def run(name, lr, code):
     ps = [torch.zeros(1, requires_grad=True) for _ in groups]
     o = torch.optim.SGD([{"params": [p], "lr": g} for p, g in zip(ps, groups)], lr=groups[0])
     sched = eval(code, globals(), {"o": o})
-    lrs = [[g["lr"] for g in o.param_groups]]
-    assert sched.get_last_lr() == lrs[0]
+    width = 2 if name in ADD_GROUP else len(groups)
+
+    def row():
+        lrs = [g["lr"] for g in o.param_groups]
+        assert sched.get_last_lr() == lrs
+        return lrs + [float("nan")] * (width - len(lrs))
+
+    lrs = [row()]
     for k in range(1, STEPS + 1):
         o.step()
         if name in SET_LR and SET_LR[name][0] == k:
             o.param_groups[SET_LR[name][2]]["lr"] = SET_LR[name][1]
+        if name in ADD_GROUP and ADD_GROUP[name][0] == k:
+            o.add_param_group({"params": [torch.zeros(1, requires_grad=True)],
+                               "lr": ADD_GROUP[name][1]})
         sched.step()
-        lrs.append([g["lr"] for g in o.param_groups])
-        assert sched.get_last_lr() == lrs[-1]
+        lrs.append(row())
+    if name in ADD_GROUP:
+        assert len(getattr(sched, "base_lrs", [0])) == 1 and len(sched.get_last_lr()) == 2
     t = torch.tensor(lrs, dtype=torch.float64)
-    return t if len(groups) > 1 else t[:, 0]
+    return t if width > 1 else t[:, 0]
 
 
 def main():
@@ -131,6 +165,8 @@ def main():
         tensors.append((name + ".lr", run(name, lr, code)))
         setting = (" (group %d's lr set to %r before step %d)" % SET_LR[name][::-1]
                    if name in SET_LR else "")
+        if name in ADD_GROUP:
+            setting = " (a param group of lr %r added before step %d)" % ADD_GROUP[name][::-1]
         opt = ("SGD(lr=%r)" % lr if not isinstance(lr, tuple) else
                "SGD([{params: [p], lr: %r}, {params: [q], lr: %r}])" % lr)
         meta[name] = "%s; %s%s" % (opt, code, setting)

@@ -17,7 +17,8 @@
  * as torch's init runs under no_grad) and returns TG_OK, or a negative
  * tg_status with nothing written: TG_EINVAL for a NULL t or rng, an integer
  * t where a distribution is drawn (torch refuses those too), or a bad
- * parameter; TG_ESHAPE for a t of fewer than 2 dims where fans are needed.
+ * parameter; TG_ESHAPE for a t of fewer than 2 dims where fans or a matrix
+ * are needed.
  * The draws come from tg_tensor_rand_uniform / tg_tensor_rand_normal:
  * the same on every machine, not torch's numbers.  An empty t is left as
  * it is (torch's kaiming functions warn and do the same). */
@@ -83,6 +84,28 @@ TG_API int tg_init_kaiming_uniform_(tg_tensor *t, double a, tg_fan_mode mode,
                                     tg_nonlinearity nl, tg_rng *rng);
 TG_API int tg_init_kaiming_normal_(tg_tensor *t, double a, tg_fan_mode mode,
                                    tg_nonlinearity nl, tg_rng *rng);
+/* trunc_normal_(t, mean, std, a, b): N(mean, std^2) conditioned on [a, b]
+ * (torch's defaults mean 0, std 1, a -2, b 2).  std finite and > 0; a < b,
+ * both finite; the interval's probability must not underflow (it is taken
+ * in the tail [a, b] lies nearer, so e.g. [10 std, 11 std] is drawn, not
+ * collapsed onto b as torch's erfinv of 2 Phi - 1 does).  With alpha =
+ * (a - mean) / std, beta likewise and u a uniform_ draw of t's size, value
+ * i is mean + std z with Phi(z) = Phi(alpha) + (Phi(beta) - Phi(alpha)) u_i,
+ * or mirrored, Phi(-z) = Phi(-beta) + (Phi(-alpha) - Phi(-beta)) u_i, when
+ * alpha + beta > 0; computed in f64, clamped to [a, b] and rounded to t's
+ * dtype (in f16 and bf16 it stays in [a, b] when a and b are
+ * representable).  Moves rng as a uniform_ fill of t does. */
+TG_API int tg_init_trunc_normal_(tg_tensor *t, double mean, double std, double a, double b,
+                                 tg_rng *rng);
+/* orthogonal_(t, gain): a (semi-)orthogonal matrix times gain (torch's
+ * default 1, here finite and >= 0).  t has at least 2 dims (else
+ * TG_ESHAPE) and is seen as rows = size(0) by cols = numel / rows: a
+ * (rows, cols) matrix A is drawn as tg_tensor_rand_normal draws an f64
+ * tensor of that shape, factored A = Q R in f64 (A^T = Q R when rows <
+ * cols) with Q's columns multiplied by the signs of R's diagonal, so that
+ * R's diagonal is >= 0, as torch does; t = gain Q (gain Q^T when wide), so
+ * t^T t = gain^2 I for rows >= cols and t t^T = gain^2 I otherwise. */
+TG_API int tg_init_orthogonal_(tg_tensor *t, double gain, tg_rng *rng);
 
 #ifdef __cplusplus
 }

@@ -18,9 +18,12 @@
  * It borrows its optimizer, which must outlive it, and sets the learning
  * rate of each of the optimizer's param groups, from that group's own lr
  * and base lr, when it is made and at every step (tg_optimizer_get_group_lr
- * reads them).  It schedules the groups the optimizer has when it is made:
- * add the groups first (tg_adam_add_param_group), as a step refuses an
- * optimizer whose groups changed since.
+ * reads them).  Its base lrs are those of the groups the optimizer has when
+ * it is made.  A group added later (tg_adam_add_param_group) is stepped as
+ * torch steps it: the chainable formulas take it from its own lr (StepLR
+ * multiplies it by gamma too), and those torch zips over base_lrs leave its
+ * lr alone: LambdaLR, CosineAnnealingLR's step at an odd multiple of T_max
+ * plus one, and the closed form a SequentialLR restarts a scheduler with.
  * Constructors take torch's arguments in torch's order; its defaults are
  * given with each.
  *
@@ -94,6 +97,14 @@ TG_API int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double sta
  * step (or the constructor) with TG_EINVAL. */
 TG_API int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn,
                             void *user);
+/* LambdaLR(lr_lambda=[f0, f1, ...]): one function per param group, group
+ * g's lr = base_lr[g] * fns[g](epoch, users[g]).  n_fns must equal the
+ * optimizer's group count (torch's "Expected 2 lr_lambdas, but got 1");
+ * fns (copied) holds no NULL; users (copied, the pointers borrowed) may be
+ * NULL for a NULL user everywhere.  Its state is a LambdaLR's
+ * ("lambda_lr"). */
+TG_API int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
+                                      const tg_lr_lambda_fn *fns, void *const *users);
 /* SequentialLR(schedulers, milestones): schedulers[0] runs until epoch
  * milestones[0], then schedulers[1] until milestones[1], and so on; at a
  * milestone the next scheduler restarts at epoch 0 with its closed form
@@ -113,15 +124,17 @@ TG_API int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_
 TG_API void tg_lr_scheduler_free(tg_lr_scheduler *s);
 
 /* One epoch: last_epoch += 1 and each param group's lr set to its next
- * value.  TG_EINVAL for NULL, when a value is not finite (an ExponentialLR
- * that overflowed, a LambdaLR whose fn gives NaN or a negative factor), or
- * when the optimizer's param groups are not those s was made for. */
+ * value (see the top for a group added since s was made).  TG_EINVAL for
+ * NULL or when a value is not finite (an ExponentialLR that overflowed, a
+ * LambdaLR whose fn gives NaN or a negative factor); TG_ENOMEM. */
 TG_API int tg_lr_scheduler_step(tg_lr_scheduler *s);
 /* The lr the last step (or the constructor) set: torch's get_last_lr()[0].
  * NaN for NULL. */
 TG_API double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s);
 /* torch's get_last_lr()[group] and base_lrs[group]; NaN for NULL or a group
- * s does not schedule. */
+ * that has none: get_last_lr covers the groups of the last step (a group
+ * added since counts from the next step), base_lrs those of the
+ * optimizer when s was made. */
 TG_API double tg_lr_scheduler_get_group_last_lr(const tg_lr_scheduler *s, int group);
 TG_API double tg_lr_scheduler_group_base_lr(const tg_lr_scheduler *s, int group);
 /* torch's last_epoch: 0 after the constructor, + 1 per step (a
@@ -132,8 +145,9 @@ TG_API int64_t tg_lr_scheduler_last_epoch(const tg_lr_scheduler *s);
 TG_API double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s);
 
 /* Adds s's state to f under prefix: "prefix.last_epoch" (0-d i64),
- * "prefix.base_lr" and "prefix.last_lr" (f64, one value per param group:
- * 0-d for an optimizer of one group, else 1-d) and the metadata
+ * "prefix.base_lr" and "prefix.last_lr" (f64, torch's base_lrs and
+ * _last_lr: one value per param group with a base lr, and per group at the
+ * last step; 0-d for one group, else 1-d) and the metadata
  * "prefix.kind" = "step_lr" | "multi_step_lr" | "exponential_lr" |
  * "cosine_annealing_lr" | "linear_lr" | "lambda_lr" | "sequential_lr"; a
  * SequentialLR adds each scheduler i's state under "prefix.<i>".  The
@@ -143,7 +157,9 @@ TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
                                       const char *prefix);
 /* Restores what state_save wrote (not the optimizer's lr: load that with
  * tg_optimizer_state_load, or put both in one checkpoint).  TG_ENOTFOUND for
- * a missing key, TG_ESHAPE for lrs that are not one per param group,
+ * a missing key, TG_ESHAPE for base lrs that are not one per group s has a
+ * base lr for, or last lrs fewer than those or more than the optimizer's
+ * groups,
  * TG_EINVAL for another kind of scheduler, a value out of
  * range (last_epoch an integer within +-2^53, lrs finite and >= 0) or a
  * SequentialLR entry for a scheduler it does not have; on error s (and its

@@ -24,9 +24,11 @@ static const double pi = 3.141592653589793;
 
 /* ---- the formulas, per kind --------------------------------------------------- */
 
-/* e is the epoch being entered (torch's last_epoch inside step()), lr a
- * param group's lr before it and base that group's base_lr. */
-typedef double (*chain_fn)(const tg_lr_scheduler *s, int64_t e, double lr, double base);
+/* e is the epoch being entered (torch's last_epoch inside step()), g a
+ * param group, lr its lr before the epoch and base its base_lr: NAN for a
+ * group added to the optimizer after the scheduler was made, which torch's
+ * formulas that zip over base_lrs leave out, so those return lr for it. */
+typedef double (*chain_fn)(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base);
 typedef double (*closed_fn)(const tg_lr_scheduler *s, int64_t e, double base);
 
 /* Python's a // b for b > 0 (rounds towards -inf). */
@@ -36,8 +38,9 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-static double step_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double step_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
+    (void)g;
     (void)base;
     if (e == 0 || e % s->u.step.step_size != 0) return lr;
     return lr * s->u.step.gamma;
@@ -60,8 +63,9 @@ static int count_milestones(const tg_lr_scheduler *s, int64_t e, bool up_to)
     return c;
 }
 
-static double multi_step_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double multi_step_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
+    (void)g;
     (void)base;
     int c = count_milestones(s, e, false);
     if (c == 0) return lr;
@@ -73,8 +77,9 @@ static double multi_step_closed(const tg_lr_scheduler *s, int64_t e, double base
     return base * pow(s->u.multi_step.gamma, (double)count_milestones(s, e, true));
 }
 
-static double exponential_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double exponential_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
+    (void)g;
     (void)base;
     if (e == 0) return lr;
     return lr * s->u.exponential.gamma;
@@ -88,8 +93,9 @@ static double exponential_closed(const tg_lr_scheduler *s, int64_t e, double bas
 /* torch's get_lr() has one more branch, `_step_count == 1 and last_epoch >
  * 0`, the closed form for a scheduler built with last_epoch >= 0 (resuming
  * without a state dict); constructors here always start at -1. */
-static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double cosine_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
+    (void)g;
     const double T = (double)s->u.cosine.t_max, eta = s->u.cosine.eta_min;
     if (e == 0) return lr;
     /* torch's (e - 1 - T) % (2 T) == 0, i.e. e - 1 is an odd multiple of T
@@ -97,7 +103,7 @@ static double cosine_chain(const tg_lr_scheduler *s, int64_t e, double lr, doubl
      * 0 / 0, so torch adds the closed form's difference instead. */
     const int64_t t_max = s->u.cosine.t_max;
     if ((e - 1) % t_max == 0 && ((e - 1) / t_max) % 2 != 0)
-        return lr + (base - eta) * (1 - cos(pi / T)) / 2;
+        return isnan(base) ? lr : lr + (base - eta) * (1 - cos(pi / T)) / 2;
     return (1 + cos(pi * (double)e / T)) / (1 + cos(pi * (double)(e - 1) / T)) * (lr - eta) + eta;
 }
 
@@ -109,8 +115,9 @@ static double cosine_closed(const tg_lr_scheduler *s, int64_t e, double base)
 
 /* factor(e) = start + (end - start) e / total; the chain multiplies by
  * factor(e) / factor(e - 1) = 1 + (end - start) / (total start + (e - 1) (end - start)). */
-static double linear_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double linear_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
+    (void)g;
     (void)base;
     const double a = s->u.linear.start_factor, b = s->u.linear.end_factor;
     const int64_t total = s->u.linear.total_iters;
@@ -126,10 +133,10 @@ static double linear_closed(const tg_lr_scheduler *s, int64_t e, double base)
     return base * (a + (b - a) * (double)(e < total ? e : total) / (double)total);
 }
 
-static double lambda_chain(const tg_lr_scheduler *s, int64_t e, double lr, double base)
+static double lambda_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base)
 {
-    (void)lr;
-    return base * s->u.lambda.fn(e, s->u.lambda.user);
+    if (isnan(base)) return lr;
+    return base * s->u.lambda.fns[g](e, s->u.lambda.users[g]);
 }
 
 typedef struct kind_traits {
@@ -154,23 +161,27 @@ const char *tg__sched_kind_name(tg__sched_kind k) { return kinds[k].name; }
 
 /* ---- stepping ----------------------------------------------------------------- */
 
-/* The lrs of s's groups at epoch e, from io[g] (each group's lr before it)
- * into io (closed: torch's step(e) with an epoch, else step()), checked;
- * ctor names the constructor taking its initial step, NULL in a step.
- * Changes nothing else. */
+/* The lrs of the optimizer's groups at epoch e, from io[g] (each group's
+ * lr before it) into io (closed: torch's step(e) with an epoch, else
+ * step()), checked; ctor names the constructor taking its initial step,
+ * NULL in a step.  Changes nothing else.  A group without a base lr keeps
+ * its lr under a closed form, which torch zips over base_lrs. */
 static int next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double *io,
                     const char *ctor)
 {
     const kind_traits *k = &kinds[s->kind];
-    for (int g = 0; g < s->n_groups; g++) {
-        const double base = s->base_lrs[g];
-        double v = closed && k->closed ? k->closed(s, e, base) : k->chain(s, e, io[g], base);
+    const int G = s->opt->n_groups;
+    for (int g = 0; g < G; g++) {
+        const double base = g < s->n_groups ? s->base_lrs[g] : NAN;
+        double v;
+        if (closed && k->closed) v = g < s->n_groups ? k->closed(s, e, base) : io[g];
+        else v = k->chain(s, g, e, io[g], base);
         /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch),
          * or an lr set below CosineAnnealingLR's eta_min; LambdaLR's factor is
          * the caller's and is checked as given. */
         if (v < 0 && s->kind != TG__SCHED_LAMBDA) v = 0.0;
         char grp[40] = "";
-        if (s->n_groups > 1) snprintf(grp, sizeof grp, " for param group %d", g);
+        if (G > 1) snprintf(grp, sizeof grp, " for param group %d", g);
         TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL,
                  "%s: %s gives lr=%g at epoch %lld%s%s; an lr must be finite and >= 0",
                  ctor ? ctor : "lr_scheduler_step", ctor ? "the initial step" : k->name, v,
@@ -187,22 +198,33 @@ static void current_lrs(const tg_optimizer *opt, double *io)
 }
 
 /* Enters epoch e with lrs (from next_lrs, checked): torch's step() after
- * get_lr() sets each param group's lr. */
+ * get_lr() sets each param group's lr, and _last_lr holds them all. */
 static void commit(tg_lr_scheduler *s, int64_t e, const double *lrs)
 {
-    for (int g = 0; g < s->n_groups; g++) {
+    const int G = s->opt->n_groups;
+    TG_ASSERT(G >= s->n_groups && G <= s->cap);
+    for (int g = 0; g < G; g++) {
         s->opt->groups[g].h.lr = lrs[g];
         s->last_lrs[g] = lrs[g];
     }
+    s->n_last = G;
     s->last_epoch = e;
 }
 
-/* The scheduler's param groups must still be its optimizer's. */
-static int check_groups(const tg_lr_scheduler *s)
+int tg__sched_reserve(tg_lr_scheduler *s)
 {
-    TG_CHECK(s->opt->n_groups == s->n_groups, TG_EINVAL,
-             "lr_scheduler_step: the optimizer has %d param groups, the scheduler was made "
-             "for %d (make schedulers after adding the groups)", s->opt->n_groups, s->n_groups);
+    const int G = s->opt->n_groups;
+    if (G > s->cap) {
+        double *b = tg__calloc((size_t)G * 2, sizeof *b);
+        if (!b) return TG_ENOMEM;
+        memcpy(b, s->last_lrs, (size_t)s->n_last * sizeof *b);
+        free(s->last_lrs);
+        s->last_lrs = b;
+        s->next = b + G;
+        s->cap = G;
+    }
+    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++)
+        TG_TRY(tg__sched_reserve(s->u.sequential.schedulers[i]));
     return TG_OK;
 }
 
@@ -232,14 +254,15 @@ static int sequential_step(tg_lr_scheduler *s)
     TG_TRY(next_lrs(c, ce, restart, c->next, NULL));
     commit(c, ce, c->next);
     s->last_epoch = e;
-    memcpy(s->last_lrs, c->last_lrs, (size_t)s->n_groups * sizeof *s->last_lrs);
+    s->n_last = c->n_last;
+    memcpy(s->last_lrs, c->last_lrs, (size_t)s->n_last * sizeof *s->last_lrs);
     return TG_OK;
 }
 
 int tg_lr_scheduler_step(tg_lr_scheduler *s)
 {
     TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
-    TG_TRY(check_groups(s));
+    TG_TRY(tg__sched_reserve(s));
     if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
     current_lrs(s->opt, s->next);
     TG_TRY(next_lrs(s, s->last_epoch + 1, false, s->next, NULL));
@@ -251,7 +274,7 @@ double tg_lr_scheduler_get_last_lr(const tg_lr_scheduler *s) { return s ? s->las
 
 double tg_lr_scheduler_get_group_last_lr(const tg_lr_scheduler *s, int group)
 {
-    return s && group >= 0 && group < s->n_groups ? s->last_lrs[group] : NAN;
+    return s && group >= 0 && group < s->n_last ? s->last_lrs[group] : NAN;
 }
 
 double tg_lr_scheduler_group_base_lr(const tg_lr_scheduler *s, int group)
@@ -270,7 +293,12 @@ void tg_lr_scheduler_free(tg_lr_scheduler *s)
 {
     if (!s) return;
     free(s->base_lrs);
+    free(s->last_lrs);
     if (s->kind == TG__SCHED_MULTI_STEP) free(s->u.multi_step.milestones);
+    if (s->kind == TG__SCHED_LAMBDA) {
+        free(s->u.lambda.fns);
+        free(s->u.lambda.users);
+    }
     if (s->kind == TG__SCHED_SEQUENTIAL) {
         free(s->u.sequential.schedulers);
         free(s->u.sequential.milestones);
@@ -293,15 +321,19 @@ static int check_factor(const char *op, const char *name, double v)
     return TG_OK;
 }
 
-/* A block of 3 G doubles: base_lrs, last_lrs and next of s. */
+/* base_lrs, and last_lrs and next, of s for G groups. */
 static int alloc_lrs(tg_lr_scheduler *s, int G)
 {
-    double *b = tg__calloc((size_t)G * 3, sizeof *b);
-    if (!b) return TG_ENOMEM;
-    s->n_groups = G;
+    double *b = tg__calloc((size_t)G, sizeof *b), *l = tg__calloc((size_t)G * 2, sizeof *l);
+    if (!b || !l) {
+        free(b);
+        free(l);
+        return TG_ENOMEM;
+    }
+    s->n_groups = s->n_last = s->cap = G;
     s->base_lrs = b;
-    s->last_lrs = b + G;
-    s->next = b + 2 * G;
+    s->last_lrs = l;
+    s->next = l + G;
     return TG_OK;
 }
 
@@ -323,6 +355,7 @@ static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler prot
     tg_lr_scheduler *s = rc < 0 ? NULL : tg__malloc(sizeof *s);
     if (!s) {
         free(proto.base_lrs);
+        free(proto.last_lrs);
         return rc < 0 ? rc : TG_ENOMEM;
     }
     *s = proto;
@@ -401,12 +434,46 @@ int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_fact
         .kind = TG__SCHED_LINEAR, .u.linear = {start_factor, end_factor, total_iters}});
 }
 
+/* A LambdaLR whose group g uses fns[g] with users[g] (fns[0] and users[0]
+ * for every group when shared), n = opt's group count, all checked. */
+static int lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
+                      const tg_lr_lambda_fn *fns, void *const *users, bool shared)
+{
+    tg_lr_lambda_fn *f = tg__malloc((size_t)n * sizeof *f);
+    void **u = tg__malloc((size_t)n * sizeof *u);
+    int rc = f && u ? TG_OK : TG_ENOMEM;
+    for (int g = 0; rc == TG_OK && g < n; g++) {
+        f[g] = fns[shared ? 0 : g];
+        u[g] = users ? users[shared ? 0 : g] : NULL;
+    }
+    if (rc == TG_OK)
+        rc = attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
+                                                .u.lambda = {f, u}});
+    if (rc < 0) {
+        free(f);
+        free(u);
+    }
+    return rc;
+}
+
 int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn, void *user)
 {
     TG_TRY(check_common("lambda_lr", out, opt));
     TG_CHECK(fn != NULL, TG_EINVAL, "lambda_lr: fn must not be NULL");
-    return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
-                                              .u.lambda = {fn, user}});
+    return lambda_new(out, opt, opt->n_groups, &fn, &user, true);
+}
+
+int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
+                               const tg_lr_lambda_fn *fns, void *const *users)
+{
+    const char *op = "lambda_lr_per_group";
+    TG_TRY(check_common(op, out, opt));
+    TG_CHECK(n_fns == opt->n_groups, TG_EINVAL, "%s: n_fns=%d must equal the optimizer's "
+             "param group count %d (one fn per group)", op, n_fns, opt->n_groups);
+    TG_CHECK(fns != NULL, TG_EINVAL, "%s: fns must not be NULL", op);
+    for (int g = 0; g < n_fns; g++)
+        TG_CHECK(fns[g] != NULL, TG_EINVAL, "%s: fns[%d] must not be NULL", op, g);
+    return lambda_new(out, opt, n_fns, fns, users, false);
 }
 
 static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int n,
@@ -454,7 +521,6 @@ int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
     tg_lr_scheduler **cs = copy_array(scheds, n, sizeof *cs);
     int64_t *ms = copy_array(milestones, n - 1, sizeof *ms);
     if (!s || !cs || !ms || alloc_lrs(s, G) < 0) {
-        if (s) free(s->base_lrs);
         free(s);
         free(cs);
         free(ms);

@@ -23,18 +23,27 @@ struct tg_lr_scheduler {
     tg__sched_kind kind;
     tg_optimizer *opt;    /* borrowed */
     int64_t last_epoch;
-    /* One per param group of opt (n_groups when the scheduler was made):
-     * base_lrs, _last_lr, and next, where a step computes the new lrs
-     * before it commits them.  One owned block of 3 n_groups doubles. */
+    /* base_lrs: one per param group opt had when the scheduler was made
+     * (n_groups), owned.  A group added to opt later has none, as torch's
+     * base_lrs, and the formulas that need one leave its lr alone. */
     int n_groups;
-    double *base_lrs, *last_lrs, *next;
+    double *base_lrs;
+    /* _last_lr: one per param group opt had at the last step (n_last, from
+     * n_groups up to opt's count); next, where a step computes the new lrs
+     * before it commits them.  One owned block of 2 cap doubles, last_lrs
+     * then next, grown by tg__sched_reserve. */
+    int n_last, cap;
+    double *last_lrs, *next;
     union {
         struct { int64_t step_size; double gamma; } step;
         struct { int n; int64_t *milestones; double gamma; } multi_step;   /* owned */
         struct { double gamma; } exponential;
         struct { int64_t t_max; double eta_min; } cosine;
         struct { double start_factor, end_factor; int64_t total_iters; } linear;
-        struct { tg_lr_lambda_fn fn; void *user; } lambda;
+        struct {
+            tg_lr_lambda_fn *fns;   /* owned, one per group with a base lr */
+            void **users;           /* owned array of borrowed pointers */
+        } lambda;
         struct {
             int n;                          /* schedulers; n - 1 milestones */
             tg_lr_scheduler **schedulers;   /* owned array of borrowed schedulers */
@@ -45,5 +54,9 @@ struct tg_lr_scheduler {
 
 /* "step_lr", "multi_step_lr", ..., "sequential_lr": the state's "kind". */
 const char *tg__sched_kind_name(tg__sched_kind k);
+/* Grows the last_lrs/next block of s (and of a SequentialLR's schedulers)
+ * to hold one value per param group of its optimizer.  TG_ENOMEM leaves
+ * every value as it was. */
+int tg__sched_reserve(tg_lr_scheduler *s);
 
 #endif

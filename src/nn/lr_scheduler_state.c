@@ -34,7 +34,7 @@ static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
     TG_TRY(key(k, what, prefix, "base_lr", -1));
     TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_groups, 1, s->base_lrs));
     TG_TRY(key(k, what, prefix, "last_lr", -1));
-    TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_groups, 1, s->last_lrs));
+    TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_last, 1, s->last_lrs));
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         TG_TRY(key(k, what, prefix, NULL, i));
         TG_TRY(save(s->u.sequential.schedulers[i], f, k));
@@ -65,19 +65,26 @@ static int get_value(const tg_st_file *f, const char *prefix, const char *name, 
     return tg_tensor_get_flat(t, 0, v);
 }
 
-/* The lrs under "prefix.name", one per param group of s (0-d for one),
- * each finite and >= 0, into v. */
+/* The lrs under "prefix.name" (0-d for one), each finite and >= 0, into v
+ * and their count into *n: base_lr holds one per param group s has a base
+ * lr for; last_lr (last true) one per group the optimizer had at the last
+ * step, from those up to the optimizer's count. */
 static int get_lrs(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
-                   const char *name, double *v)
+                   const char *name, bool last, double *v, int *n)
 {
     char k[KEY_MAX];
     TG_TRY(key(k, WHAT, prefix, name, -1));
     const tg_tensor *t = tg_st_get(f, k);
-    const int G = s->n_groups;
+    const int lo = s->n_groups, hi = last ? s->opt->n_groups : lo;
     TG_CHECK(t != NULL, TG_ENOTFOUND, WHAT ": missing key '%s'", k);
-    TG_CHECK(tg_tensor_numel(t) == G, TG_ESHAPE,
-             WHAT ": '%s' must hold %d value%s (one per param group), has %lld", k, G,
-             G > 1 ? "s" : "", (long long)tg_tensor_numel(t));
+    const int64_t G = tg_tensor_numel(t);
+    TG_CHECK(lo == hi || (G >= lo && G <= hi), TG_ESHAPE,
+             WHAT ": '%s' must hold %d to %d values (one per param group at the last step), "
+             "has %lld", k, lo, hi, (long long)G);
+    TG_CHECK(lo != hi || G == lo, TG_ESHAPE,
+             WHAT ": '%s' must hold %d value%s (one per param group), has %lld", k, lo,
+             lo > 1 ? "s" : "", (long long)G);
+    *n = (int)G;
     for (int g = 0; g < G; g++) {
         TG_TRY(tg_tensor_get_flat(t, g, &v[g]));
         char at[16] = "";
@@ -89,9 +96,10 @@ static int get_lrs(const tg_lr_scheduler *s, const tg_st_file *f, const char *pr
 }
 
 /* s's own values under prefix, checked against s's kind and their ranges,
- * into *epoch, base[0..n_groups) and last[0..n_groups). */
+ * into *epoch, base[0..n_groups) and last[0..*n_last), n_last at most the
+ * optimizer's group count. */
 static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
-                       int64_t *epoch, double *base, double *last)
+                       int64_t *epoch, double *base, double *last, int *n_last)
 {
     char k[KEY_MAX];
     TG_TRY(key(k, WHAT, prefix, "kind", -1));
@@ -105,17 +113,19 @@ static int read_values(const tg_lr_scheduler *s, const tg_st_file *f, const char
     TG_CHECK(fabs(e) <= 0x1p53 && e == floor(e), TG_EINVAL,
              WHAT ": '%s'=%g must be an integer within +-2^53", k, e);
     *epoch = (int64_t)e;
-    TG_TRY(get_lrs(s, f, prefix, "base_lr", base));
-    return get_lrs(s, f, prefix, "last_lr", last);
+    int nb;
+    TG_TRY(get_lrs(s, f, prefix, "base_lr", false, base, &nb));
+    return get_lrs(s, f, prefix, "last_lr", true, last, n_last);
 }
 
 /* Checks everything load_checked would restore. */
 static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
     int64_t e;
-    double *v = tg__malloc((size_t)s->n_groups * 2 * sizeof *v);
+    int n_last;
+    double *v = tg__malloc((size_t)(s->n_groups + s->opt->n_groups) * sizeof *v);
     if (!v) return TG_ENOMEM;
-    int rc = read_values(s, f, prefix, &e, v, v + s->n_groups);
+    int rc = read_values(s, f, prefix, &e, v, v + s->n_groups, &n_last);
     free(v);
     TG_TRY(rc);
     if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
@@ -129,10 +139,11 @@ static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *pref
     return TG_OK;
 }
 
-/* Restores what check() accepted: reading the same values cannot fail. */
+/* Restores what check() accepted, into s whose blocks tg__sched_reserve
+ * grew: reading the same values cannot fail. */
 static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
-    int rc = read_values(s, f, prefix, &s->last_epoch, s->base_lrs, s->last_lrs);
+    int rc = read_values(s, f, prefix, &s->last_epoch, s->base_lrs, s->last_lrs, &s->n_last);
     TG_ASSERT(rc == TG_OK);
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         char k[KEY_MAX];
@@ -153,6 +164,7 @@ int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f, const ch
     TG_CHECK(s != NULL && f != NULL && prefix != NULL, TG_EINVAL,
              WHAT ": s, f and prefix must not be NULL");
     TG_TRY(check(s, f, prefix));
+    TG_TRY(tg__sched_reserve(s));
     load_checked(s, f, prefix);
     return TG_OK;
 }
