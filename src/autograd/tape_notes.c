@@ -81,6 +81,9 @@ static const op_note notes[] = {
     {"upsample_nearest", "da = upsample_nearest_backward(g): each s-block of g summed into "
                          "the element it copies", NULL},
     {"upsample_nearest_backward", "dg = upsample_nearest(g')", NULL},
+    {"upsample_linear", "da = upsample_linear_backward(g): each g element added into the 2^N "
+                        "inputs it read, times their weights", NULL},
+    {"upsample_linear_backward", "dg = upsample_linear(g'), same size", NULL},
     {"avg_pool", "da = avg_pool_backward(g): each g element / its window's count added into "
                  "the window", NULL},
     {"avg_pool_backward", "dg = avg_pool(g'), same parameters", NULL},
