@@ -863,6 +863,12 @@ static const norm_case norm_cases[] = {
      {"/group_bias", "/group_scale", "/group_shape", "/shape", "bias", "weight"}},
     {"groupnorm3d_one_group", 5, {1, 4, 2, 3, 3}, 0, 1, true, 1e-5, NULL,
      {"/affine_axes", "/group_bias", "/group_scale", "/group_shape", "/shape", "bias", "weight"}},
+    /* groups -N: InstanceNormNd */
+    {"instancenorm2d", 4, {2, 3, 4, 5}, 0, -2, true, 1e-5,
+     "\"ops\": [\"InstanceNormalization\"]", {"bias", "weight"}},
+    {"instancenorm1d_no_affine", 3, {2, 4, 7}, 0, -1, false, 1e-4,
+     "\"ops\": [\"InstanceNormalization\"], \"initializer_values\": {\"/instance_scale\": "
+     "[1, 1, 1, 1], \"/instance_bias\": [0, 0, 0, 0]}", {"/instance_bias", "/instance_scale"}},
 };
 
 Test(onnx, layer_and_group_norm_match_onnxruntime)
@@ -871,9 +877,11 @@ Test(onnx, layer_and_group_norm_match_onnxruntime)
     for (size_t i = 0; i < sizeof norm_cases / sizeof *norm_cases; i++) {
         const norm_case *c = &norm_cases[i];
         tg_module *m = NULL;
-        int rc = c->groups ? tg_nn_group_norm_new(&m, c->groups, c->in[1], c->eps, c->affine)
-                           : tg_nn_layer_norm_new(&m, c->n_norm, &c->in[c->nd - c->n_norm],
-                                                  c->eps, c->affine);
+        int rc = c->groups < 0
+                     ? tg_nn_instance_norm_new(&m, (int)-c->groups, c->in[1], c->eps, c->affine)
+                 : c->groups ? tg_nn_group_norm_new(&m, c->groups, c->in[1], c->eps, c->affine)
+                             : tg_nn_layer_norm_new(&m, c->n_norm, &c->in[c->nd - c->n_norm],
+                                                    c->eps, c->affine);
         cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
         randomize_affine(m, 600 + 2 * i);
         tg_tensor *x = th_rand_uniform(TG_F32, c->nd, c->in, 700 + i);

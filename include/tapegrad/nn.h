@@ -258,6 +258,17 @@ TG_API int tg_nn_layer_norm_new(tg_module **out, int n, const int64_t *normalize
  * true. */
 TG_API int tg_nn_group_norm_new(tg_module **out, int64_t num_groups, int64_t num_channels,
                                 double eps, bool affine);
+/* nn.InstanceNorm{1,2,3}d(num_features, eps, affine) for n_spatial 1, 2, 3
+ * (type names "InstanceNorm1d" ...), with torch's default
+ * track_running_stats=False: each sample's channel normalised by its own
+ * mean and biased variance over the spatial dims, in training and eval
+ * alike (tg_group_norm with num_features groups; no running statistics, no
+ * buffers).  Input (N, C, S...) or unbatched (C, S...) with C =
+ * num_features; in training more than one spatial element (TG_ESHAPE, as
+ * torch).  With affine, "weight" (ones) and "bias" (zeros) of shape
+ * (num_features), f32.  PyTorch's defaults: eps 1e-5, affine false. */
+TG_API int tg_nn_instance_norm_new(tg_module **out, int n_spatial, int64_t num_features,
+                                   double eps, bool affine);
 /* Dropout: in training each element is zeroed with probability p and the
  * rest scaled by 1/(1-p); the mask of the k-th training forward depends only
  * on (seed, k).  Eval is the identity.  k is not in the state dict (PyTorch's
@@ -294,6 +305,8 @@ TG_API int tg_nn_layer_norm_params(const tg_module *m, int *n, int64_t *normaliz
                                    double *eps, bool *elementwise_affine);
 TG_API int tg_nn_group_norm_params(const tg_module *m, int64_t *num_groups,
                                    int64_t *num_channels, double *eps, bool *affine);
+TG_API int tg_nn_instance_norm_params(const tg_module *m, int *n_spatial, int64_t *num_features,
+                                      double *eps, bool *affine);
 /* nn.AvgPool{1,2,3}d and nn.MaxPool{1,2,3}d over n_spatial dims (type
  * names "AvgPool2d", "MaxPool1d", ...), and nn.Upsample(scale_factor=scale,
  * mode='nearest') with integer factors scale[0..n_spatial) (type name

@@ -119,7 +119,8 @@ int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
-/* LayerNorm and GroupNorm (onnx_norm.c). */
+/* LayerNorm, GroupNorm and InstanceNormNd (onnx_norm.c). */
 int tg__onnx_emit_layer_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);

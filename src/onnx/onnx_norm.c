@@ -1,5 +1,6 @@
-/* src/onnx/onnx_norm.c - the ONNX nodes of LayerNorm and GroupNorm (opset
- * 17), as torch.onnx.export of PyTorch 1.13 writes them:
+/* src/onnx/onnx_norm.c - the ONNX nodes of LayerNorm, GroupNorm and
+ * InstanceNormNd (opset 17), as torch.onnx.export of PyTorch 1.13 writes
+ * them:
  *   LayerNorm -> LayerNormalization(x, Scale, B) with axis = -n (the n
  *                normalised dims) and epsilon; Scale is the module's weight
  *                and B its bias, or without elementwise_affine Scale ones
@@ -12,6 +13,10 @@
  *                -> with affine, Mul by the weight and Add the bias, each
  *                   Unsqueezed to (C, 1, ...) to broadcast over the spatial
  *                   dims
+ *   InstanceNormNd -> InstanceNormalization(x, scale, B, epsilon): the
+ *                module's weight and bias, or without affine ones and
+ *                zeros ("<scope>/instance_scale", "<scope>/instance_bias");
+ *                (N, C, S...) inputs only
  * InstanceNormalization of (N, G, L) normalises each row of L values with
  * its mean and biased variance: group norm's statistics.  The reshapes keep
  * the batch free, so a dynamic batch exports too. */
@@ -108,4 +113,30 @@ int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y)
     if (!affine) return TG_OK;
     TG_TRY(tg__onnx_gn_affine(s, "weight", "Mul", ax, t, &m));
     return tg__onnx_gn_affine(s, "bias", "Add", ax, m, y);
+}
+
+int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y)
+{
+    int ns;
+    int64_t c;
+    double eps;
+    bool affine;
+    TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, &affine));
+    TG_CHECK(tg_tensor_ndim(s->xt) == ns + 2, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) runs on an unbatched input (%d dims): ONNX's "
+             "InstanceNormalization takes (N, C, S...)", s->path[0] ? s->path : "<top>",
+             tg_module_type_name(s->m), tg_tensor_ndim(s->xt));
+    const char *w = NULL, *b = NULL;
+    if (affine) {
+        TG_TRY(tg__onnx_param(s, "weight", &w));
+        TG_TRY(tg__onnx_param(s, "bias", &b));
+    } else {
+        w = tg__onnx_filled(s, false, "instance_scale", 1, &c, 1.0f);
+        b = tg__onnx_filled(s, false, "instance_bias", 1, &c, 0.0f);
+        if (!w || !b) return TG_ENOMEM;
+    }
+    tg__onnx_node *node = NULL;
+    TG_TRY(tg__onnx_add(s->g, &node, y, s->scope, "InstanceNormalization", 3,
+                        (const char *const[]){s->x, w, b}));
+    return tg__onnx_attr_float(s->g, node, "epsilon", (float)eps);
 }
