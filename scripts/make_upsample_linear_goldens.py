@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_cases import Writer  # noqa: E402
 from stfile import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,23 +70,6 @@ SCALED = [
 
 def ints(v):
     return ",".join(str(int(a)) for a in v)
-
-
-class Writer:
-    def __init__(self):
-        self.tensors, self.meta, self.n = {}, {}, 0
-
-    def case(self, x, fn, meta):
-        """Runs y = fn(x), backward with a random grad_y, records them."""
-        k = "case%d" % self.n
-        self.n += 1
-        x = x.detach().requires_grad_(True)
-        y = fn(x)
-        gy = torch.randn(*y.shape, dtype=torch.float64).to(x.dtype)
-        (y * gy).sum().backward()
-        self.tensors.update({k + ".x": x.detach(), k + ".grad_y": gy, k + ".y": y.detach(),
-                             k + ".grad_x": x.grad})
-        self.meta.update({k + "." + a: str(b) for a, b in meta.items()})
 
 
 def main():

@@ -372,3 +372,59 @@ tg_st_file *th_golden_load(const char *rel_fmt, ...)
     cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK), "%s: %s", path, tg_error_message());
     return f;
 }
+
+/* "<c>.<what>": the key of a golden case's entry. */
+typedef struct golden_key {
+    char s[128];
+} golden_key;
+
+static golden_key key_of(const char *c, const char *what)
+{
+    golden_key k;
+    snprintf(k.s, sizeof k.s, "%s.%s", c, what);
+    return k;
+}
+
+const char *th_golden_meta(const tg_st_file *f, const char *c, const char *what)
+{
+    const golden_key k = key_of(c, what);
+    const char *v = tg_st_meta_get(f, k.s);
+    cr_assert(v != NULL, "golden has no %s", k.s);
+    return v;
+}
+
+const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *what)
+{
+    const golden_key k = key_of(c, what);
+    const tg_tensor *t = tg_st_get(f, k.s);
+    cr_assert(t != NULL, "golden has no %s", k.s);
+    return t;
+}
+
+void th_ints_of(const char *s, int64_t *v)
+{
+    for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
+}
+
+void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_tensor *want,
+                            double rtol)
+{
+    cr_assert(got != NULL, "%s: no tensor", what);
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
+    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
+                  "%s[%lld]: %.17g, want %.17g", what, (long long)i, th_at(got, i),
+                  th_at(want, i));
+}
+
+void th_refused_at(int line, int rc, int status, const char *words, const tg_tensor *y)
+{
+    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
+              tg_error_message());
+    th_expect_in(tg_error_message(), words);
+    cr_assert(y == NULL, "line %d: out set on error", line);
+}

@@ -164,4 +164,23 @@ tg_st_file *th_golden_load(const char *rel_fmt, ...)
 #endif
     ;
 
+/* The metadata value or tensor "<c>.<what>" of golden case c (fails when
+ * the file lacks it). */
+const char *th_golden_meta(const tg_st_file *f, const char *c, const char *what);
+const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *what);
+/* The integers of "1,2,3" into v (as many as the text holds). */
+void th_ints_of(const char *s, int64_t *v);
+/* Fails unless got has want's dtype and shape and each element lies within
+ * rtol * (the largest finite |want|) of want's (NaN matches NaN, an
+ * infinity itself). */
+void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_tensor *want,
+                            double rtol);
+
+/* ---- refusals ---- */
+
+/* Fails unless rc is status, the message holds words and y stayed NULL
+ * (line: the caller's, for the message); th_expect_refused passes it. */
+void th_refused_at(int line, int rc, int status, const char *words, const tg_tensor *y);
+#define th_expect_refused(rc, status, words, y) th_refused_at(__LINE__, rc, status, words, y)
+
 #endif

@@ -15,39 +15,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static const char *meta(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const char *v = tg_st_meta_get(f, key);
-    cr_assert(v != NULL, "golden has no %s", key);
-    return v;
-}
-
-static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const tg_tensor *t = tg_st_get(f, key);
-    cr_assert(t != NULL, "golden has no %s", key);
-    return t;
-}
-
-/* got within rtol * (1 + the largest |want|) of want, elementwise. */
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(got != NULL, "%s: no tensor", what);
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    double scale = 1;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
-}
-
 Test(instance_norm, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("instance_norm.safetensors");
@@ -56,10 +23,11 @@ Test(instance_norm, every_case_matches_torch)
     for (int i = 0; i < n; i++) {
         char c[16];
         snprintf(c, sizeof c, "case%d", i);
-        const int ns = atoi(meta(f, c, "ns"));
-        const bool affine = atoi(meta(f, c, "affine")) != 0, train = atoi(meta(f, c, "train"));
-        const double eps = strtod(meta(f, c, "eps"), NULL);
-        const tg_tensor *x0 = get(f, c, "x");
+        const int ns = atoi(th_golden_meta(f, c, "ns"));
+        const bool affine = atoi(th_golden_meta(f, c, "affine")) != 0;
+        const bool train = atoi(th_golden_meta(f, c, "train")) != 0;
+        const double eps = strtod(th_golden_meta(f, c, "eps"), NULL);
+        const tg_tensor *x0 = th_golden_get(f, c, "x");
         const tg_dtype dt = tg_tensor_dtype(x0);
         const int nd = tg_tensor_ndim(x0);
         const int64_t ch = tg_tensor_dim(x0, nd - ns - 1);
@@ -71,8 +39,8 @@ Test(instance_norm, every_case_matches_torch)
         OK(tg_nn_instance_norm_new(&m, ns, ch, eps, affine));
         OK(tg_module_to_dtype(m, dt));
         if (affine) {
-            OK(tg_tensor_copy_(tg_module_find(m, "weight"), get(f, c, "w")));
-            OK(tg_tensor_copy_(tg_module_find(m, "bias"), get(f, c, "b")));
+            OK(tg_tensor_copy_(tg_module_find(m, "weight"), th_golden_get(f, c, "w")));
+            OK(tg_tensor_copy_(tg_module_find(m, "bias"), th_golden_get(f, c, "b")));
         }
         tg_module_train(m, train);
         tg_tensor *x = NULL, *y = NULL, *p = NULL, *s = NULL;
@@ -80,14 +48,16 @@ Test(instance_norm, every_case_matches_torch)
         OK(tg_tensor_set_requires_grad(x, true));
         OK(tg_module_forward(m, &y, x));
         const double tol = dt == TG_F64 ? 1e-13 : 2e-6;
-        expect_close(c, y, get(f, c, "y"), tol);
-        OK(tg_mul(&p, y, (tg_tensor *)get(f, c, "gy")));
+        th_expect_close_scaled(c, y, th_golden_get(f, c, "y"), tol);
+        OK(tg_mul(&p, y, (tg_tensor *)th_golden_get(f, c, "gy")));
         OK(tg_sum(&s, p));
         OK(tg_backward(s, NULL, NULL));
-        expect_close("gx", tg_tensor_grad(x), get(f, c, "gx"), tol);
+        th_expect_close_scaled("gx", tg_tensor_grad(x), th_golden_get(f, c, "gx"), tol);
         if (affine) {
-            expect_close("gw", tg_tensor_grad(tg_module_find(m, "weight")), get(f, c, "gw"), tol);
-            expect_close("gb", tg_tensor_grad(tg_module_find(m, "bias")), get(f, c, "gb"), tol);
+            th_expect_close_scaled("gw", tg_tensor_grad(tg_module_find(m, "weight")),
+                                   th_golden_get(f, c, "gw"), tol);
+            th_expect_close_scaled("gb", tg_tensor_grad(tg_module_find(m, "bias")),
+                                   th_golden_get(f, c, "gb"), tol);
         }
         th_release_all(4, (tg_tensor *[]){x, y, p, s});
         tg_module_release(m);
@@ -170,15 +140,6 @@ Test(instance_norm, params_and_state_dict_names)
     tg_module_release(other);
 }
 
-static void refused_at(int line, int rc, int status, const char *words, tg_tensor *y)
-{
-    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
-              tg_error_message());
-    th_expect_in(tg_error_message(), words);
-    cr_assert(y == NULL, "line %d: out set on error", line);
-}
-#define expect_refused(rc, status, words, y) refused_at(__LINE__, rc, status, words, y)
-
 Test(instance_norm, refusals_name_the_rule)
 {
     tg_module *m = NULL;
@@ -195,14 +156,14 @@ Test(instance_norm, refusals_name_the_rule)
     tg_tensor *xc = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 4, 3, 3}, 2);
     tg_tensor *x1 = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 1, 1}, 3);
     tg_tensor *x5 = th_rand_uniform(TG_F32, 5, (int64_t[]){1, 2, 3, 3, 3}, 4);
-    expect_refused(tg_module_forward(m, &y, x5), TG_ESHAPE,
-                   "InstanceNorm2d: x has 5 dims; it must have 3 (C, S...) or 4 (N, C, S...)", y);
-    expect_refused(tg_module_forward(m, &y, x3), TG_ESHAPE,
-                   "InstanceNorm2d: x has 2 channels (dim 0); the module has num_features=3", y);
-    expect_refused(tg_module_forward(m, &y, xc), TG_ESHAPE,
-                   "x has 4 channels (dim 1); the module has num_features=3", y);
-    expect_refused(tg_module_forward(m, &y, x1), TG_ESHAPE,
-                   "InstanceNorm2d: x has 1 spatial element in training", y);
+    th_expect_refused(tg_module_forward(m, &y, x5), TG_ESHAPE,
+                      "InstanceNorm2d: x has 5 dims; it must have 3 (C, S...) or 4", y);
+    th_expect_refused(tg_module_forward(m, &y, x3), TG_ESHAPE,
+                      "InstanceNorm2d: x has 2 channels (dim 0); the module has num_features=3", y);
+    th_expect_refused(tg_module_forward(m, &y, xc), TG_ESHAPE,
+                      "x has 4 channels (dim 1); the module has num_features=3", y);
+    th_expect_refused(tg_module_forward(m, &y, x1), TG_ESHAPE,
+                      "InstanceNorm2d: x has 1 spatial element in training", y);
     tg_module_train(m, false);
     OK(tg_module_forward(m, &y, x1));   /* eval takes it, as torch: all zeros */
     for (int64_t i = 0; i < tg_tensor_numel(y); i++) cr_assert(eq(dbl, th_at(y, i), 0.0));

@@ -78,7 +78,8 @@ Test(pixel_shuffle, integer_dtypes_are_moved_as_they_are)
 static int shuffle_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     (void)n;
-    return *(const bool *)user ? tg_pixel_unshuffle(out, in[0], 2) : tg_pixel_shuffle(out, in[0], 2);
+    const bool un = *(const bool *)user;
+    return un ? tg_pixel_unshuffle(out, in[0], 2) : tg_pixel_shuffle(out, in[0], 2);
 }
 
 Test(pixel_shuffle, first_and_second_derivatives_by_finite_differences)
@@ -133,32 +134,23 @@ Test(pixel_shuffle, modules_run_the_functions)
     tg_module_release(other);
 }
 
-static void refused_at(int line, int rc, int status, const char *words, tg_tensor *y)
-{
-    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
-              tg_error_message());
-    th_expect_in(tg_error_message(), words);
-    cr_assert(y == NULL, "line %d: out set on error", line);
-}
-#define expect_refused(rc, status, words, y) refused_at(__LINE__, rc, status, words, y)
-
 Test(pixel_shuffle, refusals_name_the_rule)
 {
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 6, 4, 5}, 1), *y = NULL;
     tg_tensor *x2 = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 4}, 2);
-    expect_refused(tg_pixel_shuffle(NULL, x, 2), TG_EINVAL, "pixel_shuffle: out must not be NULL",
-                   y);
-    expect_refused(tg_pixel_shuffle(&y, NULL, 2), TG_EINVAL, "pixel_shuffle: x must not be NULL",
-                   y);
-    expect_refused(tg_pixel_shuffle(&y, x, 0), TG_EINVAL, "pixel_shuffle: r=0 must be in [1, 2^31]",
-                   y);
-    expect_refused(tg_pixel_unshuffle(&y, x, -2), TG_EINVAL, "pixel_unshuffle: r=-2", y);
-    expect_refused(tg_pixel_shuffle(&y, x2, 2), TG_ESHAPE,
-                   "pixel_shuffle: x has 2 dims; it must have at least 3 (*, C, H, W)", y);
-    expect_refused(tg_pixel_shuffle(&y, x, 2), TG_ESHAPE,
-                   "pixel_shuffle: x has 6 channels (dim 1); they must be a multiple of r*r = 4",
-                   y);
-    expect_refused(tg_pixel_unshuffle(&y, x, 2), TG_ESHAPE,
-                   "pixel_unshuffle: x's H=4 and W=5 must be multiples of r=2", y);
+    th_expect_refused(tg_pixel_shuffle(NULL, x, 2), TG_EINVAL,
+                      "pixel_shuffle: out must not be NULL", y);
+    th_expect_refused(tg_pixel_shuffle(&y, NULL, 2), TG_EINVAL, "pixel_shuffle: x must not be NULL",
+                      y);
+    th_expect_refused(tg_pixel_shuffle(&y, x, 0), TG_EINVAL,
+                      "pixel_shuffle: r=0 must be in [1, 2^31]", y);
+    th_expect_refused(tg_pixel_unshuffle(&y, x, -2), TG_EINVAL, "pixel_unshuffle: r=-2", y);
+    th_expect_refused(tg_pixel_shuffle(&y, x2, 2), TG_ESHAPE,
+                      "pixel_shuffle: x has 2 dims; it must have at least 3 (*, C, H, W)", y);
+    th_expect_refused(tg_pixel_shuffle(&y, x, 2), TG_ESHAPE,
+                      "pixel_shuffle: x has 6 channels (dim 1); they must be a multiple of r*r = 4",
+                      y);
+    th_expect_refused(tg_pixel_unshuffle(&y, x, 2), TG_ESHAPE,
+                      "pixel_unshuffle: x's H=4 and W=5 must be multiples of r=2", y);
     th_release_all(2, (tg_tensor *[]){x, x2});
 }

@@ -19,63 +19,22 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* ---- goldens ---- */
-
-static const char *meta(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const char *v = tg_st_meta_get(f, key);
-    cr_assert(v != NULL, "golden has no %s", key);
-    return v;
-}
-
-static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const tg_tensor *t = tg_st_get(f, key);
-    cr_assert(t != NULL, "golden has no %s", key);
-    return t;
-}
-
-static void ints_of(const char *s, int64_t *v)
-{
-    for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
-}
-
 static call call_of(const tg_st_file *f, const char *c)
 {
-    const char *k = meta(f, c, "kind");
+    const char *k = th_golden_meta(f, c, "kind");
     call r = {.k = !strcmp(k, "avg") ? AVG : !strcmp(k, "max") ? MAX : UP,
-              .ns = atoi(meta(f, c, "ns")), .p = TG_POOL_PARAMS_INIT};
+              .ns = atoi(th_golden_meta(f, c, "ns")), .p = TG_POOL_PARAMS_INIT};
     if (r.k == UP) {
-        ints_of(meta(f, c, "scale"), r.scale);
+        th_ints_of(th_golden_meta(f, c, "scale"), r.scale);
         return r;
     }
-    ints_of(meta(f, c, "kernel"), r.p.kernel);
-    ints_of(meta(f, c, "stride"), r.p.stride);
-    ints_of(meta(f, c, "padding"), r.p.padding);
-    ints_of(meta(f, c, "dilation"), r.p.dilation);
-    r.p.ceil_mode = atoi(meta(f, c, "ceil_mode"));
-    r.p.count_include_pad = atoi(meta(f, c, "count_include_pad"));
+    th_ints_of(th_golden_meta(f, c, "kernel"), r.p.kernel);
+    th_ints_of(th_golden_meta(f, c, "stride"), r.p.stride);
+    th_ints_of(th_golden_meta(f, c, "padding"), r.p.padding);
+    th_ints_of(th_golden_meta(f, c, "dilation"), r.p.dilation);
+    r.p.ceil_mode = atoi(th_golden_meta(f, c, "ceil_mode"));
+    r.p.count_include_pad = atoi(th_golden_meta(f, c, "count_include_pad"));
     return r;
-}
-
-/* got within rtol * (the largest |want|) of want, elementwise (NaN matches
- * NaN, an infinity itself). */
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
 }
 
 /* The tolerance of a dtype relative to the largest value: f32 values and
@@ -115,14 +74,14 @@ Test(pool, every_case_matches_torch)
         snprintf(c, sizeof c, "case%d", i);
         const call k = call_of(f, c);
         seen[k.k]++;
-        const tg_tensor *want = get(f, c, "y");
+        const tg_tensor *want = th_golden_get(f, c, "y");
         const double tol = tol_of(tg_tensor_dtype(want));
-        tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
+        tg_tensor *x = leaf_of(th_golden_get(f, c, "x")), *y = NULL;
         OK(run(&k, &y, x));
         /* max and nearest copy elements of x: exactly torch's */
-        expect_close(c, y, want, k.k == AVG ? tol : 0);
-        backward_with(y, get(f, c, "grad_y"));
-        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), tol);
+        th_expect_close_scaled(c, y, want, k.k == AVG ? tol : 0);
+        backward_with(y, th_golden_get(f, c, "grad_y"));
+        th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x"), tol);
         th_release_all(2, (tg_tensor *[]){x, y});
     }
     cr_assert(seen[AVG] >= 12 && seen[MAX] >= 12 && seen[UP] >= 6, "golden has %d/%d/%d cases",
@@ -259,84 +218,73 @@ Test(pool, nearest_reads_o_over_s)
     th_release_all(2, (tg_tensor *[]){x, y});
 }
 
-/* ---- refusals ---- */
-
-static void refused_at(int line, int rc, int status, const char *words, tg_tensor *y)
-{
-    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
-              tg_error_message());
-    th_expect_in(tg_error_message(), words);
-    cr_assert(y == NULL, "line %d: out set on error", line);
-}
-#define expect_refused(rc, status, words, y) refused_at(__LINE__, rc, status, words, y)
-
 Test(pool, refusals_name_the_rule)
 {
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 5, 4}, 1), *y = NULL;
     tg_pool_params p = TG_POOL_PARAMS_INIT;
     tg_pool_params_set(&p, 2, 0, 0);
-    expect_refused(tg_avg_pool(&y, x, 4, &p), TG_EINVAL, "avg_pool: n_spatial=4 must be 1, 2 or 3",
-                   y);
-    expect_refused(tg_max_pool(&y, x, 0, &p), TG_EINVAL, "max_pool: n_spatial=0", y);
-    expect_refused(tg_upsample_nearest(&y, x, 5, (int64_t[]){2, 2}), TG_EINVAL,
-                   "upsample_nearest: n_spatial=5", y);
-    expect_refused(tg_avg_pool(&y, x, 2, NULL), TG_EINVAL, "avg_pool2d: p must not be NULL", y);
-    expect_refused(tg_upsample_nearest(&y, x, 2, NULL), TG_EINVAL, "scale must not be NULL", y);
+    th_expect_refused(tg_avg_pool(&y, x, 4, &p), TG_EINVAL,
+                      "avg_pool: n_spatial=4 must be 1, 2 or 3", y);
+    th_expect_refused(tg_max_pool(&y, x, 0, &p), TG_EINVAL, "max_pool: n_spatial=0", y);
+    th_expect_refused(tg_upsample_nearest(&y, x, 5, (int64_t[]){2, 2}), TG_EINVAL,
+                      "upsample_nearest: n_spatial=5", y);
+    th_expect_refused(tg_avg_pool(&y, x, 2, NULL), TG_EINVAL, "avg_pool2d: p must not be NULL", y);
+    th_expect_refused(tg_upsample_nearest(&y, x, 2, NULL), TG_EINVAL, "scale must not be NULL", y);
     /* rank: n_spatial + 1 or + 2 */
-    expect_refused(tg_max_pool(&y, x, 1, &p), TG_ESHAPE,
-                   "max_pool1d: x has 4 dims; it must have 2 (C, S...) or 3 (B, C, S...)", y);
-    expect_refused(tg_upsample_nearest(&y, x, 1, (int64_t[]){2}), TG_ESHAPE,
-                   "upsample_nearest1d: x has 4 dims", y);
+    th_expect_refused(tg_max_pool(&y, x, 1, &p), TG_ESHAPE,
+                      "max_pool1d: x has 4 dims; it must have 2 (C, S...) or 3 (B, C, S...)", y);
+    th_expect_refused(tg_upsample_nearest(&y, x, 1, (int64_t[]){2}), TG_ESHAPE,
+                      "upsample_nearest1d: x has 4 dims", y);
 
     tg_pool_params b = p;
     b.kernel[1] = 0;
-    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "avg_pool2d: kernel[1]=0 must be >= 1",
-                   y);
+    th_expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "avg_pool2d: kernel[1]=0 must be >= 1",
+                      y);
     b = p;
     b.stride[0] = -1;
-    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "stride[0]=-1 must be >= 1", y);
+    th_expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "stride[0]=-1 must be >= 1", y);
     b = p;
     tg_pool_params_set(&b, 3, 1, 2);
-    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
-                   "max_pool2d: padding[0]=2 must be <= kernel[0]/2 = 1", y);
+    th_expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
+                      "max_pool2d: padding[0]=2 must be <= kernel[0]/2 = 1", y);
     b = p;
     b.padding[1] = -1;
-    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "padding[1]=-1 must be >= 0", y);
+    th_expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL, "padding[1]=-1 must be >= 0", y);
     b = p;
     b.dilation[0] = 2;
-    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
-                   "avg_pool2d: dilation[0]=2: average pooling has no dilation", y);
+    th_expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
+                      "avg_pool2d: dilation[0]=2: average pooling has no dilation", y);
     b.dilation[0] = 0;
-    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "dilation[0]=0 must be >= 1", y);
+    th_expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "dilation[0]=0 must be >= 1", y);
     b = p;
     b.kernel[0] = (int64_t)1 << 40;
-    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "must each be <= 2147483647", y);
+    th_expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL, "must each be <= 2147483647", y);
     /* the output: kernel 6 on an extent of 5 */
     tg_pool_params_set(&b, 6, 1, 0);
-    expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
-                   "avg_pool2d: spatial dim 0 of extent 5 gives an output extent of 0", y);
+    th_expect_refused(tg_avg_pool(&y, x, 2, &b), TG_EINVAL,
+                      "avg_pool2d: spatial dim 0 of extent 5 gives an output extent of 0", y);
     tg_pool_params_set(&b, 2, 1, 0);
     b.dilation[1] = 4;
-    expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
-                   "spatial dim 1 of extent 4 gives an output extent of 0", y);
-    expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){2, 0}), TG_EINVAL,
-                   "upsample_nearest2d: scale[1]=0 must be an integer in [1, 2147483647]", y);
-    expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){INT32_MAX, INT32_MAX}), TG_EINVAL,
-                   "too large", y);
-    expect_refused(tg_avg_pool(NULL, x, 2, &p), TG_EINVAL, "out must not be NULL", y);
-    expect_refused(tg_max_pool(&y, NULL, 2, &p), TG_EINVAL, "x must not be NULL", y);
+    th_expect_refused(tg_max_pool(&y, x, 2, &b), TG_EINVAL,
+                      "spatial dim 1 of extent 4 gives an output extent of 0", y);
+    th_expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){2, 0}), TG_EINVAL,
+                      "upsample_nearest2d: scale[1]=0 must be an integer in [1, 2147483647]", y);
+    th_expect_refused(tg_upsample_nearest(&y, x, 2, (int64_t[]){INT32_MAX, INT32_MAX}), TG_EINVAL,
+                      "too large", y);
+    th_expect_refused(tg_avg_pool(NULL, x, 2, &p), TG_EINVAL, "out must not be NULL", y);
+    th_expect_refused(tg_max_pool(&y, NULL, 2, &p), TG_EINVAL, "x must not be NULL", y);
 
     /* non-float and empty inputs */
     tg_tensor *xi = NULL, *e = NULL;
     OK(tg_tensor_zeros(&xi, TG_I64, 4, (int64_t[]){2, 3, 5, 4}));
-    expect_refused(tg_max_pool(&y, xi, 2, &p), TG_EDTYPE,
-                   "max_pool2d: x has dtype i64; a float dtype is needed", y);
-    expect_refused(tg_avg_pool(&y, xi, 2, &p), TG_EDTYPE, "a float dtype is needed", y);
-    expect_refused(tg_upsample_nearest(&y, xi, 2, (int64_t[]){2, 2}), TG_EDTYPE,
-                   "upsample_nearest2d: x has dtype i64", y);
+    th_expect_refused(tg_max_pool(&y, xi, 2, &p), TG_EDTYPE,
+                      "max_pool2d: x has dtype i64; a float dtype is needed", y);
+    th_expect_refused(tg_avg_pool(&y, xi, 2, &p), TG_EDTYPE, "a float dtype is needed", y);
+    th_expect_refused(tg_upsample_nearest(&y, xi, 2, (int64_t[]){2, 2}), TG_EDTYPE,
+                      "upsample_nearest2d: x has dtype i64", y);
     OK(tg_tensor_zeros(&e, TG_F32, 4, (int64_t[]){2, 3, 0, 4}));
-    expect_refused(tg_avg_pool(&y, e, 2, &p), TG_ESHAPE,
-                   "x's dim 2 has extent 0; every dim but the batch must be >= 1", y);
+    th_expect_refused(tg_avg_pool(&y, e, 2, &p), TG_ESHAPE,
+                      "x's dim 2 has extent 0; every dim but the batch must be >= 1", y);
     th_release_all(3, (tg_tensor *[]){x, xi, e});
 
     int64_t o[3];

@@ -1,5 +1,6 @@
 /* tests/test_pool_invariants.c - what holds for every call of tg_avg_pool,
- * tg_max_pool and tg_upsample_nearest over a sweep of 1-3 spatial dims:
+ * tg_max_pool, tg_upsample_nearest and tg_upsample_linear over a sweep of
+ * 1-3 spatial dims:
  * derivatives to second order by finite differences, each backward as the
  * forward's adjoint, max pooling's double backward as a gather, unbatched
  * inputs as one sample, half dtypes as the f32 result rounded once; and
@@ -62,6 +63,16 @@ static sweep_case up_case(int ns, const int64_t *scale)
     return r;
 }
 
+/* Linear interpolation of the (2, 2, 5, 4, 3) extents to size. */
+static sweep_case lin_case(int ns, const int64_t *size, bool align)
+{
+    sweep_case r = avg_case(ns, 1, 1, 0, false, true);
+    r.c.k = LIN;
+    r.c.align = align;
+    memcpy(r.c.size, size, sizeof r.c.size);
+    return r;
+}
+
 static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
 {
     const sweep_case cases[] = {
@@ -73,6 +84,9 @@ static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
         max_case(3, 2, 0, 1, 1, true),     max_case(3, 3, 1, 1, 1, false),
         up_case(1, (int64_t[]){3, 1, 1}),  up_case(2, (int64_t[]){2, 3, 1}),
         up_case(3, (int64_t[]){1, 2, 2}),
+        lin_case(1, (int64_t[]){9}, false),   lin_case(1, (int64_t[]){2}, true),
+        lin_case(2, (int64_t[]){7, 3}, false), lin_case(2, (int64_t[]){1, 6}, true),
+        lin_case(3, (int64_t[]){4, 3, 5}, false), lin_case(3, (int64_t[]){3, 5, 2}, true),
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         /* distinct values: no ties, where max is not differentiable */
@@ -243,10 +257,11 @@ Test(pool_invariants, two_threads_give_one_threads_bits)
     tg_pool_params_set(&k3, 3, 1, 1);
     tg_pool_params_set(&k2, 3, 2, 1);
     const call calls[] = {{.k = AVG, .ns = 2, .p = k3}, {.k = MAX, .ns = 2, .p = k2},
-                          {.k = UP, .ns = 2, .scale = {2, 2}}};
+                          {.k = UP, .ns = 2, .scale = {2, 2}},
+                          {.k = LIN, .ns = 2, .size = {64, 40}}};
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 8, 32, 32}, 21);
     OK(tg_tensor_set_requires_grad(x, true));
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         tg_tensor *y[2] = {NULL, NULL}, *w = NULL, *gx[2] = {NULL, NULL};
         for (int t = 0; t < 2; t++) {
             OK(tg_set_num_threads(t + 1));
@@ -271,9 +286,10 @@ Test(pool_invariants, empty_batch_gives_an_empty_result)
     tg_pool_params p = TG_POOL_PARAMS_INIT;
     tg_pool_params_set(&p, 2, 0, 1);
     const call calls[] = {{.k = AVG, .ns = 2, .p = p}, {.k = MAX, .ns = 2, .p = p},
-                          {.k = UP, .ns = 2, .scale = {2, 3}}};
-    const int64_t want[3][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}};
-    for (int i = 0; i < 3; i++) {
+                          {.k = UP, .ns = 2, .scale = {2, 3}},
+                          {.k = LIN, .ns = 2, .size = {10, 3}, .align = true}};
+    const int64_t want[4][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}, {0, 3, 10, 3}};
+    for (int i = 0; i < 4; i++) {
         tg_tensor *y = NULL, *s = NULL;
         OK(run(&calls[i], &y, x));
         th_expect_shape(y, 4, want[i]);

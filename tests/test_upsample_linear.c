@@ -1,10 +1,10 @@
 /* tests/test_upsample_linear.c - tg_upsample_linear and the linear Upsample
  * module against PyTorch's F.interpolate and nn.Upsample (linear, bilinear,
  * trilinear; align_corners on and off; larger, smaller and equal extents;
- * f64, f32, bf16), values worked by hand, derivatives to second order by
- * finite differences, the backward as the forward's adjoint, unbatched
- * inputs, half dtypes rounding the f32 result once, one thread against
- * two, empty batches and the refusals.
+ * f64, f32, bf16), values worked by hand, the gradient's gradient as the
+ * forward, the module and the refusals.  The invariants shared with the
+ * pooling ops (derivatives by finite differences, adjoint, unbatched, half
+ * dtypes, threads, empty batches): test_pool_invariants.c.
  * Goldens: scripts/make_upsample_linear_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -37,53 +37,16 @@ static int run(const call *c, tg_tensor **y, tg_tensor *x)
     return rc;
 }
 
-/* ---- goldens ---- */
-
-static const char *meta(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    return tg_st_meta_get(f, key);
-}
-
-static const tg_tensor *get(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    const tg_tensor *t = tg_st_get(f, key);
-    cr_assert(t != NULL, "golden has no %s", key);
-    return t;
-}
-
-static void ints_of(const char *s, int64_t *v)
-{
-    for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
-}
-
 static call call_of(const tg_st_file *f, const char *c)
 {
-    const char *ns = meta(f, c, "ns"), *size = meta(f, c, "size"), *al = meta(f, c, "align_corners");
-    cr_assert(ns && size && al, "golden case %s lacks its metadata", c);
-    call r = {.ns = atoi(ns), .align = atoi(al) != 0};
-    ints_of(size, r.size);
-    const char *scale = meta(f, c, "scale");
-    if (scale) ints_of(scale, r.scale);
+    call r = {.ns = atoi(th_golden_meta(f, c, "ns")),
+              .align = atoi(th_golden_meta(f, c, "align_corners")) != 0};
+    th_ints_of(th_golden_meta(f, c, "size"), r.size);
+    char key[64];
+    snprintf(key, sizeof key, "%s.scale", c);   /* made through the module */
+    const char *scale = tg_st_meta_get(f, key);
+    if (scale) th_ints_of(scale, r.scale);
     return r;
-}
-
-/* got within rtol * (the largest |want|) of want, elementwise. */
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
 }
 
 /* f64 and f32 within a few roundings of the largest value (the weights are
@@ -116,15 +79,15 @@ Test(upsample_linear, every_case_matches_torch)
         seen[k.ns]++;
         modules += k.scale[0] > 0;
         aligned += k.align;
-        const tg_tensor *want = get(f, c, "y");
+        const tg_tensor *want = th_golden_get(f, c, "y");
         const double tol = tol_of(tg_tensor_dtype(want));
-        tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL, *p = NULL, *s = NULL;
+        tg_tensor *x = leaf_of(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *s = NULL;
         OK(run(&k, &y, x));
-        expect_close(c, y, want, tol);
-        OK(tg_mul(&p, y, (tg_tensor *)get(f, c, "grad_y")));
+        th_expect_close_scaled(c, y, want, tol);
+        OK(tg_mul(&p, y, (tg_tensor *)th_golden_get(f, c, "grad_y")));
         OK(tg_sum(&s, p));
         OK(tg_backward(s, NULL, NULL));
-        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), tol);
+        th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x"), tol);
         th_release_all(4, (tg_tensor *[]){x, y, p, s});
     }
     cr_assert(seen[1] >= 4 && seen[2] >= 8 && seen[3] >= 4 && modules >= 4 && aligned >= 6,
@@ -155,77 +118,7 @@ Test(upsample_linear, values_by_hand)
     th_release_all(5, (tg_tensor *[]){x, y, ya, q, yq});
 }
 
-/* ---- derivatives and invariants ---- */
-
-static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    (void)n;
-    return run(user, out, in[0]);
-}
-
-typedef struct sweep_case {
-    call c;
-    int ndim;
-    int64_t shape[5];
-} sweep_case;
-
-static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
-{
-    const sweep_case cases[] = {
-        {{.ns = 1, .size = {9}}, 3, {2, 2, 4}},
-        {{.ns = 1, .size = {3}, .align = true}, 3, {2, 2, 7}},
-        {{.ns = 2, .size = {7, 3}}, 4, {2, 2, 3, 5}},
-        {{.ns = 2, .size = {7, 3}, .align = true}, 4, {2, 2, 3, 5}},
-        {{.ns = 2, .size = {1, 4}}, 4, {1, 2, 3, 4}},
-        {{.ns = 2, .size = {5, 6}, .align = true}, 3, {2, 3, 2}},   /* unbatched */
-        {{.ns = 3, .size = {4, 3, 5}}, 5, {1, 2, 2, 3, 2}},
-        {{.ns = 3, .size = {3, 5, 2}, .align = true}, 5, {1, 2, 2, 3, 3}},
-        {{.ns = 2, .scale = {2, 3}}, 4, {2, 2, 3, 2}},   /* the module */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        tg_tensor *x = th_rand_uniform(TG_F64, cases[i].ndim, cases[i].shape, 31 + i);
-        OK(tg_tensor_set_requires_grad(x, true));
-        check(&cases[i], x);
-        tg_tensor_release(x);
-    }
-}
-
-static void check_derivatives(const sweep_case *sc, tg_tensor *x)
-{
-    tg_tensor *in[1] = {x};
-    cr_assert(eq(int, tg_gradcheck(call_fn, (void *)&sc->c, 1, in, NULL), TG_OK), "%d-d: %s",
-              sc->c.ns, tg_error_message());
-    cr_assert(eq(int, tg_gradgradcheck(call_fn, (void *)&sc->c, 1, in, NULL), TG_OK),
-              "%d-d: %s", sc->c.ns, tg_error_message());
-}
-
-Test(upsample_linear, first_and_second_derivatives_by_finite_differences)
-{
-    sweep(check_derivatives);
-}
-
-/* <A x, w> = <x, A^T w>: the backward is the forward's adjoint. */
-static void check_adjoint(const sweep_case *sc, tg_tensor *x)
-{
-    tg_tensor *y = NULL, *p = NULL, *s = NULL, *gx = NULL, *q = NULL, *t = NULL;
-    OK(run(&sc->c, &y, x));
-    tg_tensor *w = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), 99);
-    OK(tg_mul(&p, y, w));
-    OK(tg_sum(&s, p));
-    OK(tg_grad(&gx, 1, &y, &w, 1, &x, NULL));
-    OK(tg_mul(&q, x, gx));
-    OK(tg_sum(&t, q));
-    cr_assert(epsilon_eq(dbl, tg_tensor_item(s), tg_tensor_item(t),
-                         1e-13 * (1 + fabs(tg_tensor_item(s)))),
-              "%d-d: <Ax, w> = %.17g, <x, A^T w> = %.17g", sc->c.ns, tg_tensor_item(s),
-              tg_tensor_item(t));
-    th_release_all(7, (tg_tensor *[]){y, w, p, s, gx, q, t});
-}
-
-Test(upsample_linear, backward_is_the_adjoint_of_the_forward)
-{
-    sweep(check_adjoint);
-}
+/* ---- the gradient's gradient ---- */
 
 /* The gradient of the gradient (in g) is the forward again: with h = x,
  * d<A^T g, h>/dg = A x. */
@@ -243,90 +136,6 @@ Test(upsample_linear, double_backward_is_the_forward)
     OK(tg_grad(&dg, 1, &dx, &xc, 1, &g, NULL));
     th_expect_same_bits("A x", x, dg, y);
     th_release_all(6, (tg_tensor *[]){x, y, g, dx, dg, xc});
-}
-
-/* An unbatched (C, S...) x is one sample. */
-static void check_unbatched(const sweep_case *sc, tg_tensor *x)
-{
-    if (sc->ndim != sc->c.ns + 2) return;
-    tg_tensor *x1 = NULL, *xu = NULL, *y1 = NULL, *yu = NULL, *want = NULL;
-    OK(tg_slice(&x1, x, 0, 0, 1, 1));
-    OK(tg_squeeze(&xu, x1, 0));
-    OK(run(&sc->c, &y1, x1));
-    OK(run(&sc->c, &yu, xu));
-    OK(tg_squeeze(&want, y1, 0));
-    th_expect_same_bits("unbatched", xu, yu, want);
-    th_release_all(5, (tg_tensor *[]){x1, xu, y1, yu, want});
-}
-
-Test(upsample_linear, unbatched_input_is_one_sample)
-{
-    sweep(check_unbatched);
-}
-
-/* f16 and bf16: computed in f32, rounded once, value and gradient. */
-static void check_half(const sweep_case *sc, tg_tensor *x)
-{
-    static const tg_dtype dts[] = {TG_F16, TG_BF16};
-    for (size_t d = 0; d < 2; d++) {
-        tg_tensor *xh = NULL, *x32 = NULL, *yh = NULL, *y32 = NULL, *want = NULL;
-        tg_tensor *wh = NULL, *w32 = NULL, *gh = NULL, *g32 = NULL, *gwant = NULL;
-        OK(tg_tensor_to_dtype(&xh, x, dts[d]));
-        OK(tg_tensor_to_dtype(&x32, xh, TG_F32));
-        OK(tg_tensor_set_requires_grad(xh, true));
-        OK(tg_tensor_set_requires_grad(x32, true));
-        OK(run(&sc->c, &yh, xh));
-        OK(run(&sc->c, &y32, x32));
-        OK(tg_tensor_to_dtype(&want, y32, dts[d]));
-        th_expect_same_bits(tg_dtype_name(dts[d]), xh, yh, want);
-        tg_tensor *w = th_rand_uniform(TG_F64, tg_tensor_ndim(yh), tg_tensor_shape(yh), 7);
-        OK(tg_tensor_to_dtype(&wh, w, dts[d]));
-        OK(tg_tensor_to_dtype(&w32, wh, TG_F32));
-        OK(tg_grad(&gh, 1, &yh, &wh, 1, &xh, NULL));
-        OK(tg_grad(&g32, 1, &y32, &w32, 1, &x32, NULL));
-        cr_assert(eq(int, tg_tensor_dtype(gh), dts[d]));
-        OK(tg_tensor_to_dtype(&gwant, g32, dts[d]));
-        th_expect_same_bits("gradient", xh, gh, gwant);
-        th_release_all(11, (tg_tensor *[]){xh, x32, yh, y32, want, w, wh, w32, gh, g32, gwant});
-    }
-}
-
-Test(upsample_linear, half_dtypes_round_the_f32_result_once)
-{
-    sweep(check_half);
-}
-
-/* Each plane is one thread's, summed in one order: two threads give one
- * thread's bits, forward and backward (above the parallel threshold). */
-Test(upsample_linear, two_threads_give_one_threads_bits)
-{
-    const int saved = tg_get_num_threads();
-    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 8, 16, 16}, 21);
-    OK(tg_tensor_set_requires_grad(x, true));
-    tg_tensor *y[2] = {NULL, NULL}, *w = NULL, *gx[2] = {NULL, NULL};
-    for (int t = 0; t < 2; t++) {
-        OK(tg_set_num_threads(t + 1));
-        OK(tg_upsample_linear(&y[t], x, 2, (int64_t[]){32, 40}, false));
-        if (!w) w = th_rand_uniform(TG_F32, 4, tg_tensor_shape(y[0]), 22);
-        OK(tg_grad(&gx[t], 1, &y[t], &w, 1, &x, NULL));
-    }
-    th_expect_same_bits("y", x, y[1], y[0]);
-    th_expect_same_bits("dx", x, gx[1], gx[0]);
-    th_release_all(6, (tg_tensor *[]){x, y[0], y[1], w, gx[0], gx[1]});
-    OK(tg_set_num_threads(saved));
-}
-
-Test(upsample_linear, empty_batch_gives_an_empty_result)
-{
-    tg_tensor *x = NULL, *y = NULL, *s = NULL;
-    OK(tg_tensor_zeros(&x, TG_F32, 4, (int64_t[]){0, 3, 5, 4}));
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_upsample_linear(&y, x, 2, (int64_t[]){10, 3}, true));
-    th_expect_shape(y, 4, (int64_t[]){0, 3, 10, 3});
-    OK(tg_sum(&s, y));
-    OK(tg_backward(s, NULL, NULL));
-    th_expect_shape(tg_tensor_grad(x), 4, (int64_t[]){0, 3, 5, 4});
-    th_release_all(3, (tg_tensor *[]){x, y, s});
 }
 
 /* ---- the module ---- */
@@ -363,46 +172,35 @@ Test(upsample_linear, module_reports_its_mode)
     tg_module_release(other);
 }
 
-/* ---- refusals ---- */
-
-static void refused_at(int line, int rc, int status, const char *words, tg_tensor *y)
-{
-    cr_assert(eq(int, rc, status), "line %d: status %d, want %d (%s)", line, rc, status,
-              tg_error_message());
-    th_expect_in(tg_error_message(), words);
-    cr_assert(y == NULL, "line %d: out set on error", line);
-}
-#define expect_refused(rc, status, words, y) refused_at(__LINE__, rc, status, words, y)
-
 Test(upsample_linear, refusals_name_the_rule)
 {
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 5, 4}, 1), *y = NULL;
     const int64_t sz[3] = {6, 6, 6};
-    expect_refused(tg_upsample_linear(NULL, x, 2, sz, false), TG_EINVAL,
-                   "upsample_bilinear2d: out must not be NULL", y);
-    expect_refused(tg_upsample_linear(&y, NULL, 2, sz, false), TG_EINVAL,
-                   "upsample_bilinear2d: x must not be NULL", y);
-    expect_refused(tg_upsample_linear(&y, x, 4, sz, false), TG_EINVAL,
-                   "upsample_linear: n_spatial=4 must be 1, 2 or 3", y);
-    expect_refused(tg_upsample_linear(&y, x, 2, NULL, false), TG_EINVAL,
-                   "upsample_bilinear2d: size must not be NULL", y);
-    expect_refused(tg_upsample_linear(&y, x, 2, (int64_t[]){6, 0}, false), TG_EINVAL,
-                   "upsample_bilinear2d: size[1]=0 must be in [1, 2147483647]", y);
-    expect_refused(tg_upsample_linear(&y, x, 2, (int64_t[]){(int64_t)1 << 31, 2}, false),
-                   TG_EINVAL, "size[0]=2147483648", y);
-    expect_refused(tg_upsample_linear(&y, x, 1, sz, false), TG_ESHAPE,
-                   "upsample_linear1d: x has 4 dims; it must have 2 (C, S...) or 3", y);
+    th_expect_refused(tg_upsample_linear(NULL, x, 2, sz, false), TG_EINVAL,
+                      "upsample_bilinear2d: out must not be NULL", y);
+    th_expect_refused(tg_upsample_linear(&y, NULL, 2, sz, false), TG_EINVAL,
+                      "upsample_bilinear2d: x must not be NULL", y);
+    th_expect_refused(tg_upsample_linear(&y, x, 4, sz, false), TG_EINVAL,
+                      "upsample_linear: n_spatial=4 must be 1, 2 or 3", y);
+    th_expect_refused(tg_upsample_linear(&y, x, 2, NULL, false), TG_EINVAL,
+                      "upsample_bilinear2d: size must not be NULL", y);
+    th_expect_refused(tg_upsample_linear(&y, x, 2, (int64_t[]){6, 0}, false), TG_EINVAL,
+                      "upsample_bilinear2d: size[1]=0 must be in [1, 2147483647]", y);
+    th_expect_refused(tg_upsample_linear(&y, x, 2, (int64_t[]){(int64_t)1 << 31, 2}, false),
+                      TG_EINVAL, "size[0]=2147483648", y);
+    th_expect_refused(tg_upsample_linear(&y, x, 1, sz, false), TG_ESHAPE,
+                      "upsample_linear1d: x has 4 dims; it must have 2 (C, S...) or 3", y);
     tg_tensor *x2 = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 4}, 2);
-    expect_refused(tg_upsample_linear(&y, x2, 3, sz, true), TG_ESHAPE,
-                   "upsample_trilinear3d: x has 2 dims; it must have 4 (C, S...) or 5", y);
+    th_expect_refused(tg_upsample_linear(&y, x2, 3, sz, true), TG_ESHAPE,
+                      "upsample_trilinear3d: x has 2 dims; it must have 4 (C, S...) or 5", y);
     tg_tensor *xi = NULL;
     OK(tg_tensor_zeros(&xi, TG_I64, 4, (int64_t[]){2, 3, 5, 4}));
-    expect_refused(tg_upsample_linear(&y, xi, 2, sz, false), TG_EDTYPE,
-                   "upsample_bilinear2d: x has dtype i64; a float dtype is needed", y);
+    th_expect_refused(tg_upsample_linear(&y, xi, 2, sz, false), TG_EDTYPE,
+                      "upsample_bilinear2d: x has dtype i64; a float dtype is needed", y);
     tg_tensor *x0 = NULL;
     OK(tg_tensor_zeros(&x0, TG_F32, 4, (int64_t[]){2, 0, 5, 4}));
-    expect_refused(tg_upsample_linear(&y, x0, 2, sz, false), TG_ESHAPE,
-                   "x's dim 1 has extent 0", y);
+    th_expect_refused(tg_upsample_linear(&y, x0, 2, sz, false), TG_ESHAPE,
+                      "x's dim 1 has extent 0", y);
     /* the module */
     tg_module *m = NULL;
     cr_assert(eq(int, tg_nn_upsample_linear_new(&m, 2, (int64_t[]){2, 0}, false), TG_EINVAL));
@@ -411,12 +209,12 @@ Test(upsample_linear, refusals_name_the_rule)
     cr_assert(eq(int, tg_nn_upsample_linear_new(NULL, 2, (int64_t[]){2, 2}, false), TG_EINVAL));
     cr_assert(eq(int, tg_nn_upsample_linear_new(&m, 0, (int64_t[]){2, 2}, false), TG_EINVAL));
     OK(tg_nn_upsample_linear_new(&m, 1, (int64_t[]){2}, false));
-    expect_refused(tg_module_forward(m, &y, x), TG_ESHAPE,
-                   "upsample_linear1d: x has 4 dims; it must have 2 (C, S...) or 3", y);
+    th_expect_refused(tg_module_forward(m, &y, x), TG_ESHAPE,
+                      "upsample_linear1d: x has 4 dims; it must have 2 (C, S...) or 3", y);
     tg_module_release(m);
     OK(tg_nn_upsample_linear_new(&m, 2, (int64_t[]){(int64_t)1 << 30, 1}, false));
-    expect_refused(tg_module_forward(m, &y, x), TG_EINVAL,
-                   "upsample_bilinear2d: spatial dim 0 of extent 5 times scale 1073741824", y);
+    th_expect_refused(tg_module_forward(m, &y, x), TG_EINVAL,
+                      "upsample_bilinear2d: spatial dim 0 of extent 5 times scale 1073741824", y);
     tg_module_release(m);
     th_release_all(4, (tg_tensor *[]){x, x2, xi, x0});
 }

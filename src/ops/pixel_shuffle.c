@@ -11,8 +11,9 @@
 #include "tapegrad/ops.h"
 
 /* The checks both share: x's rank and r; *b the product of the leading
- * dims. */
-static int check_call(const char *op, tg_tensor **out, const tg_tensor *x, int64_t r, int64_t *b)
+ * dims, e the last three (C, H, W). */
+static int check_call(const char *op, tg_tensor **out, const tg_tensor *x, int64_t r, int64_t *b,
+                      int64_t e[3])
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
@@ -23,6 +24,7 @@ static int check_call(const char *op, tg_tensor **out, const tg_tensor *x, int64
              nd);
     *b = 1;
     for (int d = 0; d < nd - 3; d++) *b *= tg_tensor_dim(x, d);
+    for (int i = 0; i < 3; i++) e[i] = tg_tensor_dim(x, nd - 3 + i);
     return TG_OK;
 }
 
@@ -49,14 +51,12 @@ static int shuffle(tg_tensor **out, tg_tensor *x, const int64_t *from, const int
 int tg_pixel_shuffle(tg_tensor **out, tg_tensor *x, int64_t r)
 {
     const char *op = "pixel_shuffle";
-    int64_t b;
-    TG_TRY(check_call(op, out, x, r, &b));
-    const int nd = tg_tensor_ndim(x);
-    const int64_t ch = tg_tensor_dim(x, nd - 3), h = tg_tensor_dim(x, nd - 2),
-                  w = tg_tensor_dim(x, nd - 1);
+    int64_t b, e[3];
+    TG_TRY(check_call(op, out, x, r, &b, e));
+    const int64_t ch = e[0], h = e[1], w = e[2];
     TG_CHECK(ch % (r * r) == 0, TG_ESHAPE,
              "%s: x has %lld channels (dim %d); they must be a multiple of r*r = %lld", op,
-             (long long)ch, nd - 3, (long long)(r * r));
+             (long long)ch, tg_tensor_ndim(x) - 3, (long long)(r * r));
     TG_CHECK(h <= INT64_MAX / r && w <= INT64_MAX / r, TG_EINVAL,
              "%s: H=%lld, W=%lld times r=%lld is too large", op, (long long)h, (long long)w,
              (long long)r);
@@ -68,11 +68,9 @@ int tg_pixel_shuffle(tg_tensor **out, tg_tensor *x, int64_t r)
 int tg_pixel_unshuffle(tg_tensor **out, tg_tensor *x, int64_t r)
 {
     const char *op = "pixel_unshuffle";
-    int64_t b;
-    TG_TRY(check_call(op, out, x, r, &b));
-    const int nd = tg_tensor_ndim(x);
-    const int64_t c = tg_tensor_dim(x, nd - 3), hr = tg_tensor_dim(x, nd - 2),
-                  wr = tg_tensor_dim(x, nd - 1);
+    int64_t b, e[3];
+    TG_TRY(check_call(op, out, x, r, &b, e));
+    const int64_t c = e[0], hr = e[1], wr = e[2];
     TG_CHECK(hr % r == 0 && wr % r == 0, TG_ESHAPE,
              "%s: x's H=%lld and W=%lld must be multiples of r=%lld", op, (long long)hr,
              (long long)wr, (long long)r);

@@ -8,7 +8,8 @@
  *   align_corners:  r = o * (I-1)/(O-1)          (0 when O = 1)
  *   otherwise:      r = max((o + 1/2) * I/O - 1/2, 0)
  * i0 = floor(r) (at most I-1), i1 = i0 + 1 (i0 at the last index), with
- * weights l1 = r - i0 (clamped to [0, 1]) and l0 = 1 - l1; when O = I, i0 = i1 = o, l0 = 1, l1 = 0.  An
+ * weights l1 = r - i0 (clamped to [0, 1]) and l0 = 1 - l1; when O = I,
+ * i0 = i1 = o, l0 = 1, l1 = 0.  An
  * output element is the product of these 1-D interpolations over the
  * axes, the last axis innermost: y = l0_a * (...at i0_a) + l1_a * (...at
  * i1_a), as torch's CPU kernel nests them.
@@ -46,6 +47,28 @@ typedef struct lin_job {
     bool real[3];
 } lin_job;
 
+/* The element offsets in a plane of x of the input rows that output row
+ * (o0, o1) reads: (i0, i0), (i0, i1), (i1, i0), (i1, i1) along axes 0, 1. */
+static void lin_rows(const lin_job *j, int64_t o0, int64_t o1, int64_t off[4])
+{
+    const tg__pool_geom *g = j->pj.g;
+    const lin_axis *a0 = &j->ax[0], *a1 = &j->ax[1];
+    for (int q = 0; q < 4; q++)
+        off[q] = ((q & 2 ? a0->i1 : a0->i0)[o0] * g->in[1] + (q & 1 ? a1->i1 : a1->i0)[o1]) *
+                 g->in[2];
+}
+
+/* A kernel's view of job p: the geometry g, the weights l<axis><0|1> and
+ * the last axis's indices i20, i21, as compute type T; O2 the output row
+ * length. */
+#define LIN_TABLES(T)                                                                     \
+    const lin_job *j = p;                                                                 \
+    const tg__pool_geom *g = j->pj.g;                                                     \
+    const T *l00 = j->ax[0].l0, *l01 = j->ax[0].l1;                                     \
+    const T *l10 = j->ax[1].l0, *l11 = j->ax[1].l1;                                     \
+    const T *l20 = j->ax[2].l0, *l21 = j->ax[2].l1;                                       \
+    const int64_t *i20 = j->ax[2].i0, *i21 = j->ax[2].i1, O2 = g->out[2];
+
 /* LIN_KERNELS(T, S): lin_table_S, lin_forward_S and lin_adjoint_S for
  * compute type T. */
 #define LIN_KERNELS(T, S)                                                                   \
@@ -74,21 +97,16 @@ typedef struct lin_job {
     /* Planes [lo, hi): y from x, row by row of the output. */                             \
     static void lin_forward_##S(void *p, int64_t lo, int64_t hi)                           \
     {                                                                                      \
-        const lin_job *j = p;                                                              \
-        const tg__pool_geom *g = j->pj.g;                                                  \
-        const lin_axis *a0 = &j->ax[0], *a1 = &j->ax[1], *a2 = &j->ax[2];                  \
-        const T *l00 = a0->l0, *l01 = a0->l1, *l10 = a1->l0, *l11 = a1->l1;                \
-        const T *l20 = a2->l0, *l21 = a2->l1;                                              \
-        const int64_t *i20 = a2->i0, *i21 = a2->i1, W = g->in[2], O2 = g->out[2];          \
+        LIN_TABLES(T)                                                                      \
         for (int64_t pl = lo; pl < hi; pl++) {                                             \
             const T *x = (const T *)j->pj.src + pl * g->in_plane;                          \
             T *y = (T *)j->pj.dst + pl * g->out_plane;                                     \
             for (int64_t o0 = 0; o0 < g->out[0]; o0++)                                     \
                 for (int64_t o1 = 0; o1 < g->out[1]; o1++, y += O2) {                      \
-                    const T *r00 = x + (a0->i0[o0] * g->in[1] + a1->i0[o1]) * W;           \
-                    const T *r01 = x + (a0->i0[o0] * g->in[1] + a1->i1[o1]) * W;           \
-                    const T *r10 = x + (a0->i1[o0] * g->in[1] + a1->i0[o1]) * W;           \
-                    const T *r11 = x + (a0->i1[o0] * g->in[1] + a1->i1[o1]) * W;           \
+                    int64_t off[4];                                                        \
+                    lin_rows(j, o0, o1, off);                                              \
+                    const T *r00 = x + off[0], *r01 = x + off[1], *r10 = x + off[2];       \
+                    const T *r11 = x + off[3];                                             \
                     const T w00 = l00[o0], w01 = l01[o0], w10 = l10[o1], w11 = l11[o1];    \
                     for (int64_t o2 = 0; o2 < O2; o2++) {                                  \
                         const int64_t c0 = i20[o2], c1 = i21[o2];                          \
@@ -110,21 +128,15 @@ typedef struct lin_job {
     /* Planes [lo, hi): dx (zeroed) += A^T g, in the order of the outputs. */              \
     static void lin_adjoint_##S(void *p, int64_t lo, int64_t hi)                           \
     {                                                                                      \
-        const lin_job *j = p;                                                              \
-        const tg__pool_geom *g = j->pj.g;                                                  \
-        const lin_axis *a0 = &j->ax[0], *a1 = &j->ax[1], *a2 = &j->ax[2];                  \
-        const T *l00 = a0->l0, *l01 = a0->l1, *l10 = a1->l0, *l11 = a1->l1;                \
-        const T *l20 = a2->l0, *l21 = a2->l1;                                              \
-        const int64_t *i20 = a2->i0, *i21 = a2->i1, W = g->in[2], O2 = g->out[2];          \
+        LIN_TABLES(T)                                                                      \
         for (int64_t pl = lo; pl < hi; pl++) {                                             \
             const T *gp = (const T *)j->pj.src + pl * g->out_plane;                        \
             T *dx = (T *)j->pj.dst + pl * g->in_plane;                                     \
             for (int64_t o0 = 0; o0 < g->out[0]; o0++)                                     \
                 for (int64_t o1 = 0; o1 < g->out[1]; o1++, gp += O2) {                     \
-                    T *r[4] = {dx + (a0->i0[o0] * g->in[1] + a1->i0[o1]) * W,              \
-                               dx + (a0->i0[o0] * g->in[1] + a1->i1[o1]) * W,              \
-                               dx + (a0->i1[o0] * g->in[1] + a1->i0[o1]) * W,              \
-                               dx + (a0->i1[o0] * g->in[1] + a1->i1[o1]) * W};             \
+                    int64_t off[4];                                                        \
+                    lin_rows(j, o0, o1, off);                                              \
+                    T *r[4] = {dx + off[0], dx + off[1], dx + off[2], dx + off[3]};        \
                     const T w0[2] = {l00[o0], l01[o0]}, w1[2] = {l10[o1], l11[o1]};        \
                     for (int q = 0; q < 4; q++) {                                          \
                         if ((q & 2 && !j->real[0]) || (q & 1 && !j->real[1])) continue;    \
@@ -143,6 +155,7 @@ typedef struct lin_job {
 LIN_KERNELS(float, f32)
 LIN_KERNELS(double, f64)
 #undef LIN_KERNELS
+#undef LIN_TABLES
 
 static const tg__pool_kernels lin_forward_kernels = {.f32 = lin_forward_f32,
                                                      .f64 = lin_forward_f64};
