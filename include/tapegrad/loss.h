@@ -60,7 +60,8 @@ TG_API int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *tar
  * float as in PyTorch's kernel (finite at x = 0 and 1) and
  * g (log(1 - x) - log x) for target; weight, a factor of the loss, gets
  * one too (PyTorch has none).  f16/bf16 are computed in f32 and rounded
- * once (PyTorch's CPU kernel has no half version). */
+ * once (PyTorch's CPU kernel has no half version); in f16 the gradient at
+ * x = 0 or 1 is infinite, 1e12 being beyond its range. */
 TG_API int tg_bce_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_tensor *weight,
                        tg_reduction red);
 /* Smooth L1 loss, as F.smooth_l1_loss: with d = input - target,
