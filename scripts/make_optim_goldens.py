@@ -25,6 +25,18 @@ tests/golden/optim/loss.safetensors (f64):
   with gout a fixed random tensor (ones for the 0-d reductions).
   bce_inf.* and ce_inf.* (reduction none only, gout ones): infinite logits,
   where PyTorch's values include inf and NaN.
+  Probability losses and smooth L1 / Huber (loss_cases_more), each with
+  <loss>.input, <loss>.target, the same per-reduction keys, and
+  <loss>.none.hess, <loss>.none.ggin: the gradient for input of
+  sum(grad_input * hess) (reduction none, a second derivative):
+    bcep      binary_cross_entropy, input in (0.02, 0.98)
+    bcep_w    the same with <loss>.weight (4) broadcast over (3, 4)
+    sl1       smooth_l1_loss, beta 0.5 (<loss>.param), |d| = beta included
+    sl1_b0    smooth_l1_loss, beta 0 (L1), d = 0 included
+    huber     huber_loss, delta 0.75, |d| = delta included
+  bcep_edge.* (reduction none, gout ones, no target gradient: it is infinite
+  there): input 0 and 1, where the clamp at -100 and the eps of the
+  gradient act, and 1e-30.
 tests/golden/optim/clip.safetensors: torch.nn.utils.clip_grad_norm_ and
   clip_grad_value_, one case per name in the metadata's "cases" (comma
   separated), each with metadata <case>.fn ("norm" | "value"),
@@ -170,7 +182,67 @@ def loss_cases():
         tensors += [("ce.%s.value" % red, v.detach()), ("ce.%s.gout" % red, gout),
                     ("ce.%s.grad_input" % red, gx)]
     tensors += infinite_logit_cases()
+    tensors += loss_cases_more()
     write_safetensors(os.path.join(OUT, "loss.safetensors"), tensors, {"torch": torch.__version__})
+
+
+def loss_case(name, fn, x, t, **kw):
+    """The keys of one elementwise loss case (see the module docstring)."""
+    gen = torch.Generator().manual_seed(len(name) * 31 + 5)
+    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)
+    out = [(name + ".input", x), (name + ".target", t)]
+    for red in ("mean", "sum", "none"):
+        xi, ti = x.clone().requires_grad_(), t.clone().requires_grad_()
+        v = fn(xi, ti, reduction=red, **kw)
+        gout = rnd(*v.shape) if red == "none" else torch.ones((), dtype=torch.float64)
+        gx, gt = torch.autograd.grad((v * gout).sum(), [xi, ti], create_graph=True)
+        out += [("%s.%s.value" % (name, red), v.detach()),
+                ("%s.%s.gout" % (name, red), gout),
+                ("%s.%s.grad_input" % (name, red), gx.detach()),
+                ("%s.%s.grad_target" % (name, red), gt.detach())]
+        if red == "none":
+            hess = rnd(*x.shape)
+            (ggx,) = torch.autograd.grad((gx * hess).sum(), [xi])
+            out += [(name + ".none.hess", hess), (name + ".none.ggin", ggx)]
+    return out
+
+
+def loss_cases_more():
+    """binary_cross_entropy, smooth_l1_loss and huber_loss: see the module
+    docstring.  A generator of their own leaves the other cases as they were."""
+    gen = torch.Generator().manual_seed(2024)
+    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)
+    uni = lambda *s: torch.rand(*s, generator=gen, dtype=torch.float64)
+    out = []
+    x, t = 0.02 + 0.96 * uni(3, 4), uni(3, 4)
+    t[0, 0], t[1, 1] = 0.0, 1.0
+    out += loss_case("bcep", F.binary_cross_entropy, x, t)
+    w = 0.5 + uni(4)
+    out += [("bcep_w.weight", w)]
+    out += loss_case("bcep_w", F.binary_cross_entropy, 0.02 + 0.96 * uni(3, 4), uni(3, 4),
+                     weight=w)
+    # |d| = beta (0.5) exactly, and below |d| = delta (0.75): x - t = +-0.5 with t = 0.25,
+    # where the first derivative is 1 and the second 0
+    x, t = rnd(3, 4), rnd(3, 4)
+    x[0, 0], t[0, 0], x[0, 1], t[0, 1] = 0.75, 0.25, -0.25, 0.25
+    out += loss_case("sl1", F.smooth_l1_loss, x, t, beta=0.5)
+    out += [("sl1.param", torch.tensor(0.5, dtype=torch.float64))]
+    x, t = rnd(3, 4), rnd(3, 4)
+    x[1, 2] = t[1, 2]
+    out += loss_case("sl1_b0", F.smooth_l1_loss, x, t, beta=0.0)
+    out += [("sl1_b0.param", torch.tensor(0.0, dtype=torch.float64))]
+    x, t = rnd(3, 4) * 2, rnd(3, 4)
+    x[2, 3], t[2, 3], x[0, 2], t[0, 2] = 1.0, 0.25, -0.5, 0.25
+    out += loss_case("huber", F.huber_loss, x, t, delta=0.75)
+    out += [("huber.param", torch.tensor(0.75, dtype=torch.float64))]
+    x = torch.tensor([0.0, 0.0, 1.0, 1.0, 1e-30, 0.5], dtype=torch.float64)
+    t = torch.tensor([0.0, 1.0, 0.0, 1.0, 1.0, 0.25], dtype=torch.float64)
+    xi = x.clone().requires_grad_()
+    v = F.binary_cross_entropy(xi, t, reduction="none")
+    (gx,) = torch.autograd.grad(v.sum(), [xi])
+    out += [("bcep_edge.input", x), ("bcep_edge.target", t), ("bcep_edge.none.value", v.detach()),
+            ("bcep_edge.none.grad_input", gx)]
+    return out
 
 
 def infinite_logit_cases():

@@ -221,6 +221,34 @@ static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user
     return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
 }
 
+/* Mean BCE of probabilities 0.5 + 0.4 x against targets 0.5 + 0.5 t (x, t
+ * in [-1, 1]), weight (4) broadcast over the rows: the three differentiable. */
+static int f_bce_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *a = NULL, *p = NULL, *b = NULL, *t = NULL;
+    int rc = tg_mul_scalar(&a, in[0], 0.4);
+    if (rc >= 0) rc = tg_add_scalar(&p, a, 0.5);
+    if (rc >= 0) rc = tg_mul_scalar(&b, in[1], 0.5);
+    if (rc >= 0) rc = tg_add_scalar(&t, b, 0.5);
+    if (rc >= 0) rc = tg_bce_loss(out, p, t, in[2], TG_REDUCTION_MEAN);
+    tg_tensor_release(a);
+    tg_tensor_release(p);
+    tg_tensor_release(b);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* x - t spans both sides of beta = delta = 0.5 (x, t in [-1, 1]). */
+static int f_smooth_l1_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_smooth_l1_loss(out, in[0], in[1], TG_REDUCTION_SUM, 0.5);
+}
+
+static int f_huber_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_huber_loss(out, in[0], in[1], TG_REDUCTION_MEAN, 0.5);
+}
+
 /* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: nll_loss of
  * log_softmax. */
 static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -462,6 +490,12 @@ static const gc_case gc_cases[] = {
     GC_FN("group_norm", "nn", f_group_norm, "x (2, 4, 3) 2 groups, w (4), b (4)", 3,
           .ndim = {3, 1, 1}, .shape = {{2, 4, 3}, {4}, {4}}),
     GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("bce_loss", "nn", f_bce_loss, "x (3, 4) in [0.1, 0.9], target, weight (4) mean", 3,
+          .ndim = {2, 2, 1}, .shape = {{3, 4}, {3, 4}, {4}}),
+    GC_FN("smooth_l1_loss", "nn", f_smooth_l1_loss, "x (3, 4), target (3, 4) beta 0.5 sum", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("huber_loss", "nn", f_huber_loss, "x (3, 4), target (3, 4) delta 0.5 mean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
     GC_FN("nll_loss", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
           .ndim = {2}, .shape = {{3, 4}}),

@@ -1,13 +1,14 @@
 /* tapegrad/loss.h - loss functions (differentiable to any order).
  *
- * Every loss is built from differentiable ops (nll_loss is one op, whose
- * gradient is another), so its gradient and the gradient of that gradient
- * come from autograd.  Each writes a new reference into *out and returns
+ * Every loss is built from differentiable ops (nll_loss, smooth_l1_loss and
+ * huber_loss are each one op whose gradient is another), so its gradient and
+ * the gradient of that gradient come from autograd.  Each writes a new reference into *out and returns
  * TG_OK, or returns a negative tg_status and leaves *out untouched.  Inputs
  * are borrowed.
  *
- * For mse, l1 and bce_with_logits, input and target must have exactly the
- * same shape (no broadcasting: TG_ESHAPE otherwise) and float dtypes;
+ * For mse, l1, bce_with_logits, bce, smooth_l1 and huber, input and target
+ * must have exactly the same shape (no broadcasting: TG_ESHAPE otherwise)
+ * and float dtypes (mixed float dtypes promote);
  * cross_entropy and nll_loss take i64 class indices.  Inside an autocast
  * scope the float inputs are first cast to f32 (the FP32 policy: losses never
  * compute in f16/bf16).
@@ -47,6 +48,36 @@ TG_API int tg_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_r
  * x = -inf. */
 TG_API int tg_bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                               tg_reduction red);
+/* Binary cross entropy of probabilities, as F.binary_cross_entropy:
+ * loss = -weight (t max(log x, -100) + (1 - t) max(log(1 - x), -100)); the
+ * clamp at -100 keeps it finite at x = 0 and 1.  Every element of input
+ * must be in [0, 1] (TG_EINVAL naming the first that is not, NaN included,
+ * as PyTorch refuses them): checked by two read-only passes (its minimum
+ * and maximum), so the check costs about as much as two reductions.  weight
+ * is NULL or a float tensor that broadcasts to input's shape (PyTorch's
+ * rule: it must not grow the result).  The gradients are PyTorch's:
+ * g (x - t) / max((1 - x) x, eps) for input, eps = 1e-12 rounded to
+ * float as in PyTorch's kernel (finite at x = 0 and 1) and
+ * g (log(1 - x) - log x) for target; weight, a factor of the loss, gets
+ * one too (PyTorch has none).  f16/bf16 are computed in f32 and rounded
+ * once (PyTorch's CPU kernel has no half version); in f16 the gradient at
+ * x = 0 or 1 is infinite, 1e12 being beyond its range. */
+TG_API int tg_bce_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_tensor *weight,
+                       tg_reduction red);
+/* Smooth L1 loss, as F.smooth_l1_loss: with d = input - target,
+ * d^2 / (2 beta) where |d| < beta and |d| - beta / 2 elsewhere.  beta >= 0
+ * (TG_EINVAL otherwise, NaN too); beta = 0 is |d|, whose gradient is
+ * PyTorch's: the sign of d for input and of -d for target, but -1 for both
+ * at d = 0 (tg_l1_loss gives 0 there). */
+TG_API int tg_smooth_l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                             tg_reduction red, double beta);
+/* Huber loss, as F.huber_loss: d^2 / 2 where |d| < delta and
+ * delta (|d| - delta / 2) elsewhere, that is delta times the smooth L1 loss
+ * with beta = delta.  delta > 0 (TG_EINVAL otherwise, NaN too).  Both
+ * losses are differentiable to any order; the second derivative is 0 at
+ * |d| = beta (delta), as PyTorch's. */
+TG_API int tg_huber_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                         tg_reduction red, double delta);
 /* Cross entropy of logits (N, C) against class indices target (N), dtype i64:
  * loss[n] = logsumexp(logits[n, :]) - logits[n, target[n]], computed as
  * tg_nll_loss(tg_log_softmax(logits, 1), target), so with the row maximum

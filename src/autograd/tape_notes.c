@@ -142,6 +142,14 @@ static const op_note notes[] = {
     {"fake_quantize_per_channel", "da = g inside the clamp range, 0 outside (straight-through)",
      NULL},
     {"bce_logits", "dz = g * (sigmoid(z) - t), scaled as the reduction", NULL},
+    {"bce_loss", "dx = g * (x - t) / max((1 - x) * x, 1e-12), dt = g * (log(1 - x) - log(x))",
+     NULL},
+    {"smooth_l1_loss", "dx = smooth_l1_backward(g, x - t): g * clamp((x - t) / beta, -1, 1); "
+     "dt = smooth_l1_backward(g, t - x)", "beta"},
+    {"huber_loss", "dx = smooth_l1_backward(g, x - t): g * clamp(x - t, -delta, delta); "
+     "dt = smooth_l1_backward(g, t - x)", "delta"},
+    {"smooth_l1_backward", "dg = smooth_l1_backward(g', d), dd = g' * g * [|d| < beta] "
+     "(divided by beta for smooth_l1_loss)", NULL},
 };
 
 static const op_note *find_note(const char *op)

@@ -18,6 +18,7 @@
 #include "ops/elementwise.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/loss.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
@@ -107,9 +108,8 @@ static int check_common(const char *op, tg_tensor **out, const tg_tensor *input,
     return TG_OK;
 }
 
-/* Checks for the elementwise losses: float target of exactly input's shape. */
-static int check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
-                      const tg_tensor *target, tg_reduction red)
+int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
+                        const tg_tensor *target, tg_reduction red)
 {
     TG_TRY(check_common(op, out, input, target, red));
     TG_CHECK(tg_dtype_is_float(target->dtype), TG_EDTYPE,
@@ -135,7 +135,7 @@ static int amp_f32(tg_tensor **dst, tg_tensor *t)
     return TG_OK;
 }
 
-static int reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
+int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
 {
     if (red == TG_REDUCTION_MEAN) return tg_mean(out, t);
     if (red == TG_REDUCTION_SUM) return tg_sum(out, t);
@@ -155,14 +155,14 @@ static void release_all(tg_tensor **t, int n)
 static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tensor *target,
                      tg_reduction red, bool square)
 {
-    TG_TRY(check_pair(op, out, input, target, red));
+    TG_TRY(tg__loss_check_pair(op, out, input, target, red));
     tg_tensor *t[4] = {0};
     int rc;
     TG_TRY_GOTO(amp_f32(&t[0], input));
     TG_TRY_GOTO(amp_f32(&t[1], target));
     TG_TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
     TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
-    TG_TRY_GOTO(reduce(out, t[3], red));
+    TG_TRY_GOTO(tg__loss_reduce(out, t[3], red));
 done:
     release_all(t, 4);
     return rc;
@@ -182,10 +182,10 @@ static int l1_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_redu
  * -log(sigmoid(x)) = softplus(-x) = softplus(x) - x. */
 static int bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target, tg_reduction red)
 {
-    TG_TRY(check_pair("bce_with_logits", out, logits, target, red));
+    TG_TRY(tg__loss_check_pair("bce_with_logits", out, logits, target, red));
     tg_tensor *in[2] = {logits, target}, *l = NULL;
     int rc = tg_op_call(&bce_op, &l, 2, in, NULL, 0);
-    if (rc == TG_OK) rc = reduce(out, l, red);
+    if (rc == TG_OK) rc = tg__loss_reduce(out, l, red);
     tg_tensor_release(l);
     return rc;
 }

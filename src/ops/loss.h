@@ -1,0 +1,17 @@
+/* src/ops/loss.h - what the loss files (loss.c, bce_loss.c, smooth_l1.c)
+ * share: the argument checks of an elementwise loss and the reduction. */
+#ifndef TAPEGRAD_OPS_LOSS_H
+#define TAPEGRAD_OPS_LOSS_H
+
+#include "tapegrad/loss.h"
+
+/* Checks out, input and target non-NULL, red one of the three reductions,
+ * float dtypes, and target of exactly input's shape (no broadcasting):
+ * TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming op. */
+int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
+                        const tg_tensor *target, tg_reduction red);
+/* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
+ * TG_REDUCTION_NONE. */
+int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);
+
+#endif
