@@ -207,13 +207,13 @@ TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const
  * must be opt's (as many, of the same sizes).  A hyperparameter the file
  * lacks (a file written before they were saved) keeps opt's values.
  * TG_ENOTFOUND for a missing key (the step, lr, or part of a parameter's
- * state, such as max_exp_avg_sq under amsgrad), TG_ESHAPE for a state
- * tensor whose shape is not its parameter's or a hyperparameter that is not
- * one value per group, TG_EINVAL for a value the constructor would refuse
- * (beta1 = 2, alpha = -1, a flag other than 0 or 1, nesterov without momentum), other
- * param groups, another kind of optimizer or an entry for a parameter it
- * does not have: each message names the key.  On error the optimizer is
- * unchanged. */
+ * state, such as max_exp_avg_sq under amsgrad or grad_avg when centered),
+ * TG_ESHAPE for a state tensor whose shape is not its parameter's or a
+ * hyperparameter that is not one value per group, TG_EINVAL for a value the
+ * constructor would refuse (beta1 = 2, alpha = -1, a flag other than 0 or 1,
+ * nesterov without momentum), other param groups, another kind of optimizer
+ * or an entry for a parameter it does not have: each message names the key.
+ * On error the optimizer is unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
 
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */

@@ -35,6 +35,7 @@ int tg__opt_n_buf_names(tg__opt_kind k) { return k == TG__OPT_SGD ? 1 : TG__OPT_
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
     static const char *const names[] = {"sgd", "adam", "adamw", "rmsprop"};
+    _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
 

@@ -164,6 +164,8 @@ static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind 
                                        "RMSprop"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
                                       "tg_adam_add_param_group", "tg_rmsprop_add_param_group"};
+    _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
+                   sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
     const tg__opt_kind k = opt->kind == TG__OPT_ADAMW ? TG__OPT_ADAM : opt->kind;
     TG_CHECK(k == want, TG_EINVAL, "%s: opt is '%s'; %s adds to %s (%s to %s)", what,

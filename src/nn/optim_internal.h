@@ -9,7 +9,8 @@ typedef enum tg__opt_kind {
     TG__OPT_SGD = 0,
     TG__OPT_ADAM,
     TG__OPT_ADAMW,
-    TG__OPT_RMSPROP
+    TG__OPT_RMSPROP,
+    TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
 #define TG__OPT_MAX_BUFS 3

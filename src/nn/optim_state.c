@@ -81,6 +81,7 @@ static const hp_entry hps[] = {
 static bool hp_of(const hp_entry *e, tg__opt_kind k)
 {
     static const unsigned bit[] = {K_SGD, K_ADAM, K_ADAM, K_RMS};
+    _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }
 
