@@ -10,11 +10,14 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
                      when that parameter has no gradient at that step (skipped)
   p<j>.step<k>       parameter j after step k
   p<j>.state.<name>  parameter j's state after the last step, as torch's
-                     optimizer.state holds it: "step" (f32, Adam/AdamW),
-                     "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad) or
-                     "momentum_buffer" (SGD with momentum)
-  metadata           the optimizer ("sgd", "adam", "adamw") and its options,
-                     amsgrad and maximize as "0" or "1"; for the configs of
+                     optimizer.state holds it: "step" (f32, Adam/AdamW;
+                     RMSprop's Python int as f32), "exp_avg", "exp_avg_sq",
+                     "max_exp_avg_sq" (amsgrad), "momentum_buffer" (SGD with
+                     momentum, RMSprop with momentum > 0), "square_avg" and
+                     "grad_avg" (centered RMSprop)
+  metadata           the optimizer ("sgd", "adam", "adamw", "rmsprop") and its
+                     options, flags as "0" or "1" (RMSprop's alpha and
+                     centered only in its files); for the configs of
                      GROUPS, "groups" = "2" and "g1.<option>", the options
                      of parameter 1's param group that differ from the
                      constructor's (parameter 0's group).
@@ -78,6 +81,16 @@ CONFIGS = [
     ("sgd_maximize", torch.optim.SGD, dict(lr=0.1, weight_decay=0.1, maximize=True)),
     ("sgd_nesterov_maximize", torch.optim.SGD,
      dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True)),
+    ("rmsprop", torch.optim.RMSprop, dict(lr=0.01)),
+    # rmsprop_wd and rmsprop_centered: eps large enough against sqrt(v) that
+    # where it is added shows
+    ("rmsprop_wd", torch.optim.RMSprop, dict(lr=0.02, alpha=0.9, eps=0.1, weight_decay=0.1)),
+    ("rmsprop_momentum", torch.optim.RMSprop, dict(lr=0.01, alpha=0.8, momentum=0.9)),
+    ("rmsprop_centered", torch.optim.RMSprop, dict(lr=0.01, alpha=0.7, eps=0.05, centered=True)),
+    ("rmsprop_maximize", torch.optim.RMSprop, dict(lr=0.01, weight_decay=0.01, maximize=True)),
+    ("rmsprop_centered_momentum_maximize", torch.optim.RMSprop,
+     dict(lr=0.005, alpha=0.9, eps=1e-7, weight_decay=0.05, momentum=0.5, centered=True,
+          maximize=True)),
 ]
 # Two param groups: parameter 0 with the constructor's options, parameter 1
 # with these over them (torch's list of dicts): AdamW without weight decay
@@ -86,14 +99,17 @@ GROUPS = {
     "adamw_groups": dict(weight_decay=0.0, lr=0.03, amsgrad=True, betas=(0.8, 0.5)),
     "sgd_groups": dict(lr=0.2, momentum=0.0, nesterov=False, maximize=True),
     "adam_groups": dict(eps=1e-4, weight_decay=0.05),
+    "rmsprop_groups": dict(lr=0.02, momentum=0.0, centered=True, weight_decay=0.1),
 }
 CONFIGS += [
     ("adamw_groups", torch.optim.AdamW,
      dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)),
     ("sgd_groups", torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
     ("adam_groups", torch.optim.Adam, dict(lr=0.02, betas=(0.85, 0.99), amsgrad=True)),
+    ("rmsprop_groups", torch.optim.RMSprop, dict(lr=0.01, alpha=0.9, momentum=0.9)),
 ]
-KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+        torch.optim.RMSprop: "rmsprop"}
 SHAPES = [(3, 4), (5,)]
 SKIP = (2, 1)  # parameter 1 has no gradient at step 2
 
@@ -120,6 +136,8 @@ def optim_case(name, cls, opts, dtype):
         tensors += [("p%d.step%d" % (j, k), p.detach().clone()) for j, p in enumerate(params)]
     for j, p in enumerate(params):
         for key, v in sorted(opt.state[p].items()):
+            if isinstance(v, int):   # RMSprop's step
+                v = torch.tensor(float(v), dtype=torch.float32)
             if v is not None:
                 tensors.append(("p%d.state.%s" % (j, key), v.detach().clone()))
     if opts.get("amsgrad"):
@@ -135,6 +153,9 @@ def optim_case(name, cls, opts, dtype):
             "eps": repr(opts.get("eps", 1e-8)),
             "amsgrad": "1" if opts.get("amsgrad") else "0",
             "maximize": "1" if opts.get("maximize") else "0"}
+    if cls is torch.optim.RMSprop:
+        meta["alpha"] = repr(opts.get("alpha", 0.99))
+        meta["centered"] = "1" if opts.get("centered") else "0"
     for key, v in GROUPS.get(name, {}).items():
         if key == "betas":
             meta["g1.beta1"], meta["g1.beta2"] = repr(v[0]), repr(v[1])

@@ -1,5 +1,6 @@
-/* tests/test_checkpoint.c - checkpoint.h: round trip of every slot kind,
- * atomic save under a failing write, all-or-nothing load. */
+/* tests/test_checkpoint.c - checkpoint.h: round trip of every slot kind
+ * (and of an RMSprop's state), atomic save under a failing write,
+ * all-or-nothing load. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -201,6 +202,64 @@ Test(checkpoint, round_trip_restores_every_slot_bit_for_bit)
     tg_st_free(got);
     state_free(&a);
     state_free(&b);
+}
+
+/* Sets the gradient of p to a fixed draw of step k. */
+static void rms_grad(tg_tensor *p, uint64_t k)
+{
+    tg_tensor *g = th_rand_uniform(TG_F32, 1, (int64_t[]){6}, 40 + k);
+    cr_assert(eq(int, tg_tensor_set_grad(p, g), 0));
+}
+
+/* An RMSprop slot (momentum, centered, two groups) saved after two steps
+ * and loaded into an RMSprop made with other options and no state, over
+ * copies of the parameters: both take the next three steps with the same
+ * bits. */
+Test(checkpoint, rmsprop_state_round_trips)
+{
+    tg_tensor *p[2], *q[2];
+    tg_optimizer *a = NULL, *b = NULL;
+    tg_checkpoint *ca = NULL, *cb = NULL;
+    for (int j = 0; j < 2; j++) {
+        p[j] = th_rand_uniform(TG_F32, 1, (int64_t[]){6}, 1 + (uint64_t)j);
+        tg_tensor_set_requires_grad(p[j], true);
+    }
+    tg_rmsprop_opts o = TG_RMSPROP_OPTS_INIT, other = TG_RMSPROP_OPTS_INIT;
+    o.momentum = 0.9, o.alpha = 0.8, o.weight_decay = 0.01;
+    cr_assert(eq(int, tg_rmsprop_new(&a, 1, &p[0], &o), 0));
+    o.centered = true, o.momentum = 0, o.lr = 0.03;
+    cr_assert(eq(int, tg_rmsprop_add_param_group(a, 1, &p[1], &o), 0));
+    for (int k = 0; k < 2; k++) {
+        rms_grad(p[0], (uint64_t)k), rms_grad(p[1], 10 + (uint64_t)k);
+        cr_assert(eq(int, tg_optimizer_step(a), 0));
+    }
+    cr_assert(eq(int, tg_checkpoint_new(&ca), 0));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(ca, "opt", a), 0));
+    cr_assert(eq(int, tg_checkpoint_save(ca, ck_path, NULL), 0), "%s", tg_error_message());
+    for (int j = 0; j < 2; j++) {   /* the parameters are not in the checkpoint */
+        cr_assert(eq(int, tg_tensor_clone(&q[j], p[j]), 0));
+        tg_tensor_set_requires_grad(q[j], true);
+    }
+    other.lr = 0.7;
+    cr_assert(eq(int, tg_rmsprop_new(&b, 1, &q[0], &other), 0));
+    cr_assert(eq(int, tg_rmsprop_add_param_group(b, 1, &q[1], NULL), 0));
+    cr_assert(eq(int, tg_checkpoint_new(&cb), 0));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(cb, "opt", b), 0));
+    cr_assert(eq(int, tg_checkpoint_load(cb, ck_path), 0), "%s", tg_error_message());
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(b, 1), 0.03));
+    for (int k = 2; k < 5; k++) {
+        rms_grad(p[0], (uint64_t)k), rms_grad(p[1], 10 + (uint64_t)k);
+        rms_grad(q[0], (uint64_t)k), rms_grad(q[1], 10 + (uint64_t)k);
+        cr_assert(eq(int, tg_optimizer_step(a), 0));
+        cr_assert(eq(int, tg_optimizer_step(b), 0));
+    }
+    for (int j = 0; j < 2; j++) th_expect_same_bits("rmsprop", p[j], q[j], p[j]);
+    tg_checkpoint_free(ca);
+    tg_checkpoint_free(cb);
+    tg_optimizer_free(a);
+    tg_optimizer_free(b);
+    th_release_all(2, p);
+    th_release_all(2, q);
 }
 
 Test(checkpoint, failed_save_leaves_the_old_checkpoint_intact)

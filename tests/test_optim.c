@@ -1,4 +1,5 @@
-/* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize) against PyTorch
+/* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize)/RMSprop (momentum,
+ * centered, maximize) against PyTorch
  * 1.13's parameters after each of 5 steps and its optimizer state after the
  * last (tests/golden/optim/, scripts/make_optim_goldens.py), state save/load
  * resuming bit-identically, errors leaving everything unchanged, and a small
@@ -64,6 +65,18 @@ static tg_adam_opts g1_adam(const tg_st_file *f, tg_adam_opts a)
     return a;
 }
 
+static tg_rmsprop_opts g1_rmsprop(const tg_st_file *f, tg_rmsprop_opts r)
+{
+    r.lr = meta_or(f, "g1.lr", r.lr);
+    r.alpha = meta_or(f, "g1.alpha", r.alpha);
+    r.eps = meta_or(f, "g1.eps", r.eps);
+    r.weight_decay = meta_or(f, "g1.weight_decay", r.weight_decay);
+    r.momentum = meta_or(f, "g1.momentum", r.momentum);
+    r.centered = meta_or(f, "g1.centered", r.centered) != 0;
+    r.maximize = meta_or(f, "g1.maximize", r.maximize) != 0;
+    return r;
+}
+
 /* An optimizer configured from the golden file's metadata: over both
  * parameters, or over parameter 0 with parameter 1 in a second param group. */
 static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
@@ -80,6 +93,15 @@ static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
         rc = tg_sgd_new(&o, n, params, &s);
         s = g1_sgd(f, s);
         if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
+    } else if (strcmp(kind, "rmsprop") == 0) {
+        tg_rmsprop_opts r = {.lr = meta(f, "lr"), .alpha = meta(f, "alpha"),
+                             .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay"),
+                             .momentum = meta(f, "momentum"),
+                             .centered = meta_flag(f, "centered"),
+                             .maximize = meta_flag(f, "maximize")};
+        rc = tg_rmsprop_new(&o, n, params, &r);
+        r = g1_rmsprop(f, r);
+        if (rc == TG_OK && n == 1) rc = tg_rmsprop_add_param_group(o, 1, &params[1], &r);
     } else {
         tg_adam_opts a = {.lr = meta(f, "lr"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
                           .eps = meta(f, "eps"), .weight_decay = meta(f, "weight_decay"),
@@ -96,7 +118,8 @@ static tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
 
 /* An optimizer of the golden file's kind with every hyperparameter
  * different from the file's (SGD without momentum, amsgrad and maximize
- * flipped, ...), but amsgrad as the file's unless flip_amsgrad. */
+ * flipped, ...), but amsgrad (RMSprop: centered and whether momentum > 0)
+ * as the file's unless flip_amsgrad. */
 static tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, bool flip_amsgrad)
 {
     tg_optimizer *o = NULL;
@@ -109,6 +132,21 @@ static tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, boo
                          .maximize = !meta_flag(f, "maximize")};
         rc = tg_sgd_new(&o, n, params, &s);
         if (rc == TG_OK && n == 1) rc = tg_sgd_add_param_group(o, 1, &params[1], &s);
+    } else if (strcmp(kind, "rmsprop") == 0) {
+        for (int g = 0; g < 3 - n; g++) {   /* group 0, then group 1 when there are two */
+            const double mom = g ? meta_or(f, "g1.momentum", meta(f, "momentum"))
+                                 : meta(f, "momentum");
+            const bool centered = g ? meta_or(f, "g1.centered", meta_flag(f, "centered")) != 0
+                                    : meta_flag(f, "centered");
+            tg_rmsprop_opts r = {.lr = 2 * meta(f, "lr"), .alpha = 0.5, .eps = 1e-3,
+                                 .weight_decay = meta(f, "weight_decay") + 0.3,
+                                 .momentum = (mom > 0) != flip_amsgrad ? mom + 0.05 : 0.0,
+                                 .centered = centered != flip_amsgrad,
+                                 .maximize = !meta_flag(f, "maximize")};
+            rc = g ? tg_rmsprop_add_param_group(o, 1, &params[1], &r)
+                   : tg_rmsprop_new(&o, n, params, &r);
+            if (rc != TG_OK) break;
+        }
     } else {
         tg_adam_opts a = {.lr = 2 * meta(f, "lr"), .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3,
                           .weight_decay = meta(f, "weight_decay") + 0.3,
@@ -273,6 +311,20 @@ Test(optim, param_groups_match_pytorch)
     check_config("adam_groups");
 }
 
+/* Every option that changes RMSprop's arithmetic: weight decay, momentum,
+ * centered, maximize, all of them together, and two groups (momentum in
+ * the first, centered with weight decay in the second). */
+Test(optim, rmsprop_matches_pytorch)
+{
+    check_config("rmsprop");
+    check_config("rmsprop_wd");
+    check_config("rmsprop_momentum");
+    check_config("rmsprop_centered");
+    check_config("rmsprop_maximize");
+    check_config("rmsprop_centered_momentum_maximize");
+    check_config("rmsprop_groups");
+}
+
 Test(optim, amsgrad_and_maximize_match_pytorch)
 {
     check_config("adam_amsgrad");
@@ -353,6 +405,9 @@ Test(optim, state_save_load_resumes_bit_identically)
     check_resume("sgd_nesterov_maximize", false);
     check_resume("adamw_groups", false);
     check_resume("sgd_groups", false);
+    check_resume("rmsprop", false);
+    check_resume("rmsprop_centered_momentum_maximize", false);
+    check_resume("rmsprop_groups", false);
 }
 
 Test(optim, state_load_restores_the_hyperparameters)
@@ -360,7 +415,8 @@ Test(optim, state_load_restores_the_hyperparameters)
     const char *configs[] = {"sgd_momentum", "sgd_nesterov_maximize", "sgd_wd", "sgd_maximize",
                              "adam_wd", "adam_amsgrad", "adam_maximize", "adamw",
                              "adamw_amsgrad_maximize", "adamw_groups", "sgd_groups",
-                             "adam_groups"};
+                             "adam_groups", "rmsprop_wd", "rmsprop_momentum", "rmsprop_centered",
+                             "rmsprop_centered_momentum_maximize", "rmsprop_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 
@@ -535,8 +591,17 @@ Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
         {"o.nesterov", 1, {3.0}, TG_EINVAL, "'o.nesterov'=3 must be 0 or 1"},
         {"o.lr", 1, {-2.0}, TG_EINVAL, "'o.lr'=-2"},
     };
-    const char *configs[2] = {"adam_wd", "sgd_nesterov"};
-    for (int c = 0; c < 2; c++) {
+    const bad_hparam rms[] = {
+        {"o.alpha", 1, {-0.5}, TG_EINVAL, "'o.alpha'=-0.5 must be >= 0"},
+        {"o.alpha", 1, {NAN}, TG_EINVAL, "'o.alpha'=nan must be >= 0"},
+        {"o.momentum", 1, {-1.0}, TG_EINVAL, "'o.momentum'=-1 must be >= 0"},
+        {"o.eps", 1, {-1.0}, TG_EINVAL, "'o.eps'=-1 must be >= 0"},
+        {"o.weight_decay", 1, {-0.1}, TG_EINVAL, "'o.weight_decay'=-0.1 must be >= 0"},
+        {"o.centered", 1, {2.0}, TG_EINVAL, "'o.centered'=2 must be 0 or 1"},
+        {"o.alpha", 2, {0.9, 0.9}, TG_ESHAPE, "'o.alpha' must hold 1 value, has 2"},
+    };
+    const char *configs[3] = {"adam_wd", "sgd_nesterov", "rmsprop_momentum"};
+    for (int c = 0; c < 3; c++) {
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", configs[c]);
         tg_tensor *p[NP];
         tg_optimizer *o = stepped_twice(f, p);
@@ -550,8 +615,23 @@ Test(optim, bad_hyperparameters_in_a_state_file_change_nothing)
             cr_assert(strstr(tg_error_message(), "'o.0.max_exp_avg_sq'") != NULL, "%s",
                       tg_error_message());
             tg_st_free(bad);
-        } else {
+        } else if (c == 1) {
             expect_refused(o, before, sgd, sizeof sgd / sizeof *sgd);
+        } else {
+            expect_refused(o, before, rms, sizeof rms / sizeof *rms);
+            /* centered on, but the file has no grad_avg for its parameters */
+            const double on = 1.0;
+            tg_st_file *bad = copy_with(before, "o.centered", 1, &on);
+            cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
+            cr_assert(strstr(tg_error_message(), "'o.0.grad_avg'") != NULL, "%s",
+                      tg_error_message());
+            tg_st_free(bad);
+            /* and a file without a parameter's square_avg */
+            bad = copy_without(before, "o.1.square_avg");
+            cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
+            cr_assert(strstr(tg_error_message(), "'o.1.square_avg'") != NULL, "%s",
+                      tg_error_message());
+            tg_st_free(bad);
         }
         /* and the optimizer continues exactly as PyTorch's */
         for (int k = 2; k < 5; k++) {
@@ -867,6 +947,82 @@ Test(optim, bad_options_are_rejected)
     tg_tensor_release(p);
 }
 
+/* RMSprop refuses what torch's constructor refuses (lr, eps, momentum,
+ * weight_decay, alpha < 0; NaN too) and, as tapegrad's others, an infinite
+ * lr and NULL options, naming the option; alpha > 1, which torch accepts,
+ * is accepted.  A group is added to RMSprop only by its own call, and NULL
+ * options are the constructor's.  From a module: its parameters. */
+Test(optim, rmsprop_options_groups_and_modules)
+{
+    tg_tensor *p = NULL, *q = NULL;
+    tg_tensor_zeros(&p, TG_F32, 1, (int64_t[]){3});
+    tg_tensor_zeros(&q, TG_F32, 1, (int64_t[]){3});
+    tg_optimizer *o = NULL, *s = NULL;
+    const char *words[] = {"rmsprop: lr=-0.1 must be finite and >= 0",
+                           "rmsprop: lr=inf must be finite and >= 0",
+                           "rmsprop: alpha=-0.5 must be >= 0", "rmsprop: alpha=nan must be >= 0",
+                           "rmsprop: eps=-1e-08 must be >= 0",
+                           "rmsprop: momentum=-0.9 must be >= 0",
+                           "rmsprop: weight_decay=-0.01 must be >= 0"};
+    for (int c = 0; c < 7; c++) {
+        tg_rmsprop_opts r = TG_RMSPROP_OPTS_INIT;
+        if (c < 2) r.lr = c ? INFINITY : -0.1;
+        else if (c < 4) r.alpha = c == 2 ? -0.5 : NAN;
+        else if (c == 4) r.eps = -1e-8;
+        else if (c == 5) r.momentum = -0.9;
+        else r.weight_decay = -0.01;
+        REFUSED(tg_rmsprop_new(&o, 1, &p, &r), TG_EINVAL, words[c]);
+    }
+    REFUSED(tg_rmsprop_new(&o, 1, &p, NULL), TG_EINVAL, "use TG_RMSPROP_OPTS_INIT");
+    cr_assert(o == NULL);
+    tg_rmsprop_opts r = TG_RMSPROP_OPTS_INIT;
+    cr_assert(eq(dbl, r.lr, 1e-2));
+    cr_assert(eq(dbl, r.alpha, 0.99));
+    cr_assert(eq(dbl, r.eps, 1e-8));
+    r.alpha = 1.5;
+    cr_assert(eq(int, tg_rmsprop_new(&o, 1, &p, &r), TG_OK), "%s", tg_error_message());
+    tg_optimizer_free(o);
+    r = (tg_rmsprop_opts)TG_RMSPROP_OPTS_INIT;
+    r.lr = 0.3;
+    cr_assert(eq(int, tg_rmsprop_new(&o, 1, &p, &r), TG_OK));
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+    cr_assert(eq(int, tg_sgd_new(&s, 1, &q, &so), TG_OK));
+    REFUSED(tg_rmsprop_add_param_group(s, 1, &p, &r), TG_EINVAL,
+            "rmsprop_add_param_group: opt is 'sgd'; tg_rmsprop_add_param_group adds to RMSprop "
+            "(tg_sgd_add_param_group to an SGD)");
+    REFUSED(tg_adam_add_param_group(o, 1, &q, &ao), TG_EINVAL,
+            "adam_add_param_group: opt is 'rmsprop'");
+    REFUSED(tg_sgd_add_param_group(o, 1, &q, &so), TG_EINVAL, "sgd_add_param_group: opt is "
+                                                               "'rmsprop'");
+    REFUSED(tg_rmsprop_add_param_group(NULL, 1, &q, &r), TG_EINVAL, "opt must not be NULL");
+    r.alpha = -1;
+    REFUSED(tg_rmsprop_add_param_group(o, 1, &q, &r), TG_EINVAL,
+            "rmsprop_add_param_group: alpha=-1 must be >= 0");
+    REFUSED(tg_rmsprop_add_param_group(o, 1, &p, NULL), TG_EINVAL,
+            "params[0] is already in param group 0");
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 1));
+    cr_assert(eq(int, tg_rmsprop_add_param_group(o, 1, &q, NULL), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 1), 0.3));
+    tg_optimizer_free(o);
+    tg_optimizer_free(s);
+
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&m, 3, 2, true, &rng), TG_OK));
+    r = (tg_rmsprop_opts)TG_RMSPROP_OPTS_INIT;
+    cr_assert(eq(int, tg_rmsprop_from_module(&o, m, &r), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_refcount(tg_module_find(m, "weight")), 2));
+    tg_optimizer_free(o);
+    REFUSED(tg_rmsprop_from_module(&o, NULL, &r), TG_EINVAL, "rmsprop_from_module");
+    tg_module_release(m);
+    cr_assert(eq(int, tg_tensor_refcount(p), 1));
+    tg_tensor_release(p);
+    tg_tensor_release(q);
+}
+
 /* A gradient of the wrong shape cannot be set (tg_tensor_set_grad refuses
  * it, as PyTorch's assignment does); a step skips parameters without one. */
 Test(optim, wrong_shaped_grads_are_refused_and_step_skips_null_grads)
@@ -1097,8 +1253,9 @@ Test(optim, f16_params_update_through_f32)
     tg_tensor_release(g32);
 }
 
-/* f16 and bf16 parameters with amsgrad, maximize and weight decay: each
- * step's result is the f32 step's rounded once.  An f32 twin takes the same
+/* f16 and bf16 parameters with amsgrad (RMSprop: centered and momentum),
+ * maximize and weight decay: each step's result is the f32 step's rounded
+ * once.  An f32 twin takes the same
  * gradients (the half values) and, after each step, the half parameter's
  * rounded values, so that both see the same p in weight decay; their f32
  * state then evolves alike, and the half parameter must equal the twin's
@@ -1108,7 +1265,7 @@ Test(optim, half_params_with_amsgrad_and_maximize_round_the_f32_step_once)
     const tg_dtype halves[2] = {TG_BF16, TG_F16};
     const int64_t n = 40;
     for (int h = 0; h < 2; h++)
-        for (int kind = 0; kind < 3; kind++) {
+        for (int kind = 0; kind < 4; kind++) {
             tg_tensor *p16 = NULL, *p32 = NULL;
             tg_tensor *r = th_rand_uniform(TG_F32, 1, &n, 5 + (uint64_t)kind);
             cr_assert(eq(int, tg_tensor_to_dtype(&p16, r, halves[h]), TG_OK));
@@ -1121,15 +1278,21 @@ Test(optim, half_params_with_amsgrad_and_maximize_round_the_f32_step_once)
             a.lr = 0.05, a.beta2 = 0.6, a.weight_decay = 0.1, a.amsgrad = true, a.maximize = true;
             tg_sgd_opts sg = TG_SGD_OPTS_INIT;
             sg.momentum = 0.9, sg.nesterov = true, sg.weight_decay = 0.1, sg.maximize = true;
+            tg_rmsprop_opts ro = TG_RMSPROP_OPTS_INIT;
+            ro.alpha = 0.8, ro.momentum = 0.5, ro.centered = true, ro.weight_decay = 0.1,
+            ro.maximize = true;
             if (kind == 0) {
                 cr_assert(eq(int, tg_adam_new(&o16, 1, &p16, &a), TG_OK));
                 cr_assert(eq(int, tg_adam_new(&o32, 1, &p32, &a), TG_OK));
             } else if (kind == 1) {
                 cr_assert(eq(int, tg_adamw_new(&o16, 1, &p16, &a), TG_OK));
                 cr_assert(eq(int, tg_adamw_new(&o32, 1, &p32, &a), TG_OK));
-            } else {
+            } else if (kind == 2) {
                 cr_assert(eq(int, tg_sgd_new(&o16, 1, &p16, &sg), TG_OK));
                 cr_assert(eq(int, tg_sgd_new(&o32, 1, &p32, &sg), TG_OK));
+            } else {
+                cr_assert(eq(int, tg_rmsprop_new(&o16, 1, &p16, &ro), TG_OK));
+                cr_assert(eq(int, tg_rmsprop_new(&o32, 1, &p32, &ro), TG_OK));
             }
             for (int step = 0; step < 4; step++) {
                 /* gradients shrinking over the steps, so that v falls */
@@ -1143,7 +1306,8 @@ Test(optim, half_params_with_amsgrad_and_maximize_round_the_f32_step_once)
                 cr_assert(eq(int, tg_optimizer_step(o16), TG_OK), "%s", tg_error_message());
                 cr_assert(eq(int, tg_optimizer_step(o32), TG_OK), "%s", tg_error_message());
                 cr_assert(eq(int, tg_tensor_to_dtype(&want, p32, halves[h]), TG_OK));
-                th_expect_same_bits(kind == 2 ? "sgd" : kind ? "adamw" : "adam", p32, p16, want);
+                const char *names[] = {"adam", "adamw", "sgd", "rmsprop"};
+                th_expect_same_bits(names[kind], p32, p16, want);
                 tg_tensor_release(want);
                 /* the twin continues from the half parameter's values */
                 float *d = tg_tensor_data(p32);

@@ -1,4 +1,4 @@
-/* tapegrad/optim.h - SGD, Adam and AdamW with PyTorch 1.13's update rules.
+/* tapegrad/optim.h - SGD, Adam, AdamW and RMSprop with PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -78,6 +78,25 @@ typedef struct tg_adam_opts {
     {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, \
      .amsgrad = false, .maximize = false}
 
+/* torch.optim.RMSprop:  g = g (-g when maximize);  g = g + weight_decay * p;
+ * v = alpha * v + (1 - alpha) * g^2;  centered: a = alpha * a + (1 - alpha) * g
+ * and d = sqrt(v - a^2) + eps, else d = sqrt(v) + eps;  with momentum > 0,
+ * buf = momentum * buf + g / d and p -= lr * buf, else p -= lr * g / d
+ * (v, a and buf start at zeros).  lr, alpha, eps, weight_decay, momentum
+ * >= 0, as torch checks (alpha > 1 is accepted, as there). */
+typedef struct tg_rmsprop_opts {
+    double lr;
+    double alpha;    /* smoothing constant of the averages */
+    double eps;
+    double weight_decay;
+    double momentum;
+    bool centered;   /* divide by the estimated standard deviation of g */
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_rmsprop_opts;
+#define TG_RMSPROP_OPTS_INIT                                                  \
+    {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0.0, .momentum = 0.0, \
+     .centered = false, .maximize = false}
+
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
  * n_params < 1; TG_EDTYPE for a non-float parameter. */
@@ -87,6 +106,8 @@ TG_API int tg_adam_new(tg_optimizer **out, int n_params, tg_tensor *const *param
                        const tg_adam_opts *opts);
 TG_API int tg_adamw_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_adam_opts *opts);
+TG_API int tg_rmsprop_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                          const tg_rmsprop_opts *opts);
 /* The same over the parameters of module m (tg_module_parameters: each
  * tensor once, in state-dict order), as torch.optim.Adam(model.parameters()).
  * TG_EINVAL for NULL or a module without parameters. */
@@ -96,6 +117,8 @@ TG_API int tg_adam_from_module(tg_optimizer **out, const tg_module *m,
                                const tg_adam_opts *opts);
 TG_API int tg_adamw_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_adam_opts *opts);
+TG_API int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m,
+                                  const tg_rmsprop_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 
@@ -114,13 +137,15 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * The parameters are numbered on from the existing ones (state keys
  * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
  * before making a learning-rate scheduler (it schedules the groups there
- * are).  TG_EINVAL for NULL opt, an optimizer of the other family (SGD;
- * Adam and AdamW), a parameter already in a group, and the constructors'
- * errors; on error nothing is changed. */
+ * are).  TG_EINVAL for NULL opt, an optimizer of another family (SGD;
+ * Adam and AdamW; RMSprop), a parameter already in a group, and the
+ * constructors' errors; on error nothing is changed. */
 TG_API int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                   const tg_sgd_opts *opts);
 TG_API int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                    const tg_adam_opts *opts);
+TG_API int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params,
+                                      tg_tensor *const *params, const tg_rmsprop_opts *opts);
 /* The number of param groups (1 for a new optimizer); 0 for NULL. */
 TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 /* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
@@ -161,16 +186,20 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   the hyperparameters under torch's param_group keys: "prefix.lr", and
  *   for SGD "prefix.momentum", ".dampening", ".weight_decay", ".nesterov",
  *   ".maximize"; for Adam/AdamW "prefix.betas" (two f64), ".eps",
- *   ".weight_decay", ".amsgrad", ".maximize" (reals f64, flags i64 0 or 1);
+ *   ".weight_decay", ".amsgrad", ".maximize"; for RMSprop "prefix.alpha",
+ *   ".eps", ".weight_decay", ".momentum", ".centered", ".maximize" (reals
+ *   f64, flags i64 0 or 1);
  *   "prefix.initial_lr" once a learning-rate scheduler is attached.  Each
  *   holds one value per param group: 0-d (betas: shape (2)) for one group;
  *   for G > 1 groups shape (G) (betas: (G, 2)), with "prefix.param_groups"
  *   (i64, (G)) the number of parameters in each group;
  *   per parameter i (numbered across the groups) that has state: "prefix.<i>.step" (0-d i64,
- *   Adam/AdamW), "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with
+ *   Adam/AdamW/RMSprop), "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with
  *   amsgrad "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
- *   "prefix.<i>.momentum_buffer" (SGD with momentum);
- *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw". */
+ *   "prefix.<i>.momentum_buffer" (SGD with momentum), or
+ *   "prefix.<i>.square_avg", with momentum > 0 "prefix.<i>.momentum_buffer"
+ *   and centered "prefix.<i>.grad_avg" (RMSprop);
+ *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
 /* Restores what state_save wrote, exactly, hyperparameters included (as
  * torch's load_state_dict restores param_groups): an optimizer made with
@@ -178,13 +207,13 @@ TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const
  * must be opt's (as many, of the same sizes).  A hyperparameter the file
  * lacks (a file written before they were saved) keeps opt's values.
  * TG_ENOTFOUND for a missing key (the step, lr, or part of a parameter's
- * state, such as max_exp_avg_sq under amsgrad), TG_ESHAPE for a state
- * tensor whose shape is not its parameter's or a hyperparameter that is not
- * one value per group, TG_EINVAL for a value the constructor would refuse
- * (beta1 = 2, a flag other than 0 or 1, nesterov without momentum), other
- * param groups, another kind of optimizer or an entry for a parameter it
- * does not have: each message names the key.  On error the optimizer is
- * unchanged. */
+ * state, such as max_exp_avg_sq under amsgrad or grad_avg when centered),
+ * TG_ESHAPE for a state tensor whose shape is not its parameter's or a
+ * hyperparameter that is not one value per group, TG_EINVAL for a value the
+ * constructor would refuse (beta1 = 2, alpha = -1, a flag other than 0 or 1,
+ * nesterov without momentum), other param groups, another kind of optimizer
+ * or an entry for a parameter it does not have: each message names the key.
+ * On error the optimizer is unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
 
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */

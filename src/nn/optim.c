@@ -11,22 +11,31 @@
 #include "optim_internal.h"
 #include "tapegrad/nn.h"
 
-int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h)
+bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
 {
-    if (k == TG__OPT_SGD) return h->momentum != 0 ? 1 : 0;
-    return h->amsgrad ? 3 : 2;
+    switch (k) {
+    case TG__OPT_SGD: return j == 0 && h->momentum != 0;
+    case TG__OPT_RMSPROP: return j == 0 || (j == 1 && h->momentum > 0) || (j == 2 && h->centered);
+    default: return j < 2 || (j == 2 && h->amsgrad);
+    }
 }
 
 const char *tg__opt_buf_name(tg__opt_kind k, int j)
 {
     static const char *const adam[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_avg_sq",
                                                        "max_exp_avg_sq"};
-    return k == TG__OPT_SGD ? "momentum_buffer" : adam[j];
+    static const char *const rms[TG__OPT_MAX_BUFS] = {"square_avg", "momentum_buffer",
+                                                      "grad_avg"};
+    if (k == TG__OPT_SGD) return "momentum_buffer";
+    return k == TG__OPT_RMSPROP ? rms[j] : adam[j];
 }
+
+int tg__opt_n_buf_names(tg__opt_kind k) { return k == TG__OPT_SGD ? 1 : TG__OPT_MAX_BUFS; }
 
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
-    static const char *const names[] = {"sgd", "adam", "adamw"};
+    static const char *const names[] = {"sgd", "adam", "adamw", "rmsprop"};
+    _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
 
@@ -84,6 +93,15 @@ int tg_adamw_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_a
     return adam_new("adamw", TG__OPT_ADAMW, out, n, params, opts);
 }
 
+int tg_rmsprop_new(tg_optimizer **out, int n, tg_tensor *const *params,
+                   const tg_rmsprop_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL,
+             "rmsprop: opts must not be NULL (use TG_RMSPROP_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_rmsprop_hparams(opts);
+    return opt_new("rmsprop", TG__OPT_RMSPROP, out, n, params, &h);
+}
+
 void tg_optimizer_free(tg_optimizer *opt)
 {
     if (!opt) return;
@@ -132,14 +150,15 @@ static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUF
 {
     for (int gi = 0; gi < o->n_groups; gi++) {
         const tg__opt_group *g = &o->groups[gi];
-        const int nb = tg__opt_n_bufs(o->kind, &g->h);
-        for (int i = g->begin; i < g->end && nb > 0; i++) {
+        if (!tg__opt_has_buf(o->kind, &g->h, 0)) continue;
+        for (int i = g->begin; i < g->end; i++) {
             const tg_tensor *p = o->params[i];
             if (!p->grad) continue;
             const tg_dtype cdt = tg__compute_dtype(p->dtype);
             tg_tensor *const *old = o->state[i].buf;
             if (old[0] && old[0]->dtype == cdt) continue;
-            for (int j = 0; j < nb; j++) {
+            for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
+                if (!tg__opt_has_buf(o->kind, &g->h, j)) continue;
                 if (old[0]) TG_TRY(tg_tensor_to_dtype(&fresh[i][j], old[j], cdt));
                 else if (!(fresh[i][j] = tg__tensor_empty(cdt, p->ndim, p->shape)))
                     return TG_ENOMEM;
@@ -167,6 +186,8 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
     else tg__gather(p->grad, cdt, gbuf);
     if (o->kind == TG__OPT_SGD)
         tg__sgd_update(h, cdt, pd, gd, &o->state[i], first, n);
+    else if (o->kind == TG__OPT_RMSPROP)
+        tg__rmsprop_update(h, cdt, pd, gd, &o->state[i], n);
     else
         tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, &o->state[i], n);
     if (!p_direct) tg__scatter(p, cdt, pbuf);
@@ -260,6 +281,10 @@ static int make_adamw(tg_optimizer **out, int n, tg_tensor *const *p, const void
 {
     return tg_adamw_new(out, n, p, o);
 }
+static int make_rmsprop(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_rmsprop_new(out, n, p, o);
+}
 
 int tg_sgd_from_module(tg_optimizer **out, const tg_module *m, const tg_sgd_opts *opts)
 {
@@ -274,4 +299,9 @@ int tg_adam_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_op
 int tg_adamw_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_opts *opts)
 {
     return from_module("adamw_from_module", out, m, opts, make_adamw);
+}
+
+int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rmsprop_opts *opts)
+{
+    return from_module("rmsprop_from_module", out, m, opts, make_rmsprop);
 }

@@ -23,6 +23,13 @@ tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o)
                              .maximize = o->maximize};
 }
 
+tg__opt_hparams tg__opt_rmsprop_hparams(const tg_rmsprop_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .alpha = o->alpha, .eps = o->eps,
+                             .weight_decay = o->weight_decay, .momentum = o->momentum,
+                             .centered = o->centered, .maximize = o->maximize};
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 /* A hyperparameter's name in messages: the option's (beta1), or with a
@@ -64,6 +71,13 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
     }
     TG_CHECK(h->eps >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
              hp_name(n, prefix, g, "eps", "eps", -1), h->eps);
+    if (k == TG__OPT_RMSPROP) {   /* torch's checks: no upper bound on alpha */
+        TG_CHECK(h->momentum >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "momentum", "momentum", -1), h->momentum);
+        TG_CHECK(h->alpha >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "alpha", "alpha", -1), h->alpha);
+        return TG_OK;
+    }
     TG_CHECK(h->beta1 >= 0 && h->beta1 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
              hp_name(n, prefix, g, "beta1", "betas", 0), h->beta1);
     TG_CHECK(h->beta2 >= 0 && h->beta2 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
@@ -142,14 +156,28 @@ static int add_group(const char *what, tg_optimizer *opt, int n, tg_tensor *cons
     return TG_OK;
 }
 
+/* TG_EINVAL unless opt is of family `want` (SGD; Adam and AdamW; RMSprop),
+ * the one that what's function adds to. */
+static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind want)
+{
+    static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
+                                       "RMSprop"};
+    static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
+                                      "tg_adam_add_param_group", "tg_rmsprop_add_param_group"};
+    _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
+                   sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
+    const tg__opt_kind k = opt->kind == TG__OPT_ADAMW ? TG__OPT_ADAM : opt->kind;
+    TG_CHECK(k == want, TG_EINVAL, "%s: opt is '%s'; %s adds to %s (%s to %s)", what,
+             tg__opt_kind_name(opt->kind), fns[want], adds[want], fns[k], adds[k]);
+    return TG_OK;
+}
+
 int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                            const tg_sgd_opts *opts)
 {
     const char *what = "sgd_add_param_group";
-    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
-    TG_CHECK(opt->kind == TG__OPT_SGD, TG_EINVAL, "%s: opt is '%s'; tg_sgd_add_param_group "
-             "adds to an SGD (tg_adam_add_param_group to Adam and AdamW)", what,
-             tg__opt_kind_name(opt->kind));
+    TG_TRY(check_family(what, opt, TG__OPT_SGD));
     tg__opt_hparams h = opts ? tg__opt_sgd_hparams(opts) : opt->defaults;
     return add_group(what, opt, n_params, params, &h);
 }
@@ -158,10 +186,17 @@ int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *p
                             const tg_adam_opts *opts)
 {
     const char *what = "adam_add_param_group";
-    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
-    TG_CHECK(opt->kind != TG__OPT_SGD, TG_EINVAL, "%s: opt is 'sgd'; tg_adam_add_param_group "
-             "adds to Adam and AdamW (tg_sgd_add_param_group to an SGD)", what);
+    TG_TRY(check_family(what, opt, TG__OPT_ADAM));
     tg__opt_hparams h = opts ? tg__opt_adam_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                               const tg_rmsprop_opts *opts)
+{
+    const char *what = "rmsprop_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_RMSPROP));
+    tg__opt_hparams h = opts ? tg__opt_rmsprop_hparams(opts) : opt->defaults;
     return add_group(what, opt, n_params, params, &h);
 }
 

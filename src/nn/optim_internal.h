@@ -5,25 +5,33 @@
 #include "core/core.h"
 #include "tapegrad/optim.h"
 
-typedef enum tg__opt_kind { TG__OPT_SGD = 0, TG__OPT_ADAM, TG__OPT_ADAMW } tg__opt_kind;
+typedef enum tg__opt_kind {
+    TG__OPT_SGD = 0,
+    TG__OPT_ADAM,
+    TG__OPT_ADAMW,
+    TG__OPT_RMSPROP,
+    TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
+} tg__opt_kind;
 
 #define TG__OPT_MAX_BUFS 3
 
 /* One parameter's state.  buf[j] are contiguous tensors of the parameter's
  * shape in its compute dtype (f64 for f64, f32 otherwise), NULL until the
- * parameter's first step with a gradient: SGD's momentum_buffer, or Adam's
- * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq. */
+ * parameter's first step with a gradient: SGD's momentum_buffer; Adam's
+ * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq; RMSprop's square_avg,
+ * (momentum > 0) momentum_buffer and (centered) grad_avg. */
 typedef struct tg__opt_state {
-    int64_t step;                       /* Adam/AdamW: this parameter's t */
+    int64_t step;                       /* Adam/AdamW/RMSprop: this parameter's steps */
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
 } tg__opt_state;
 
 /* The hyperparameters, torch's param_group entries: SGD reads lr,
  * momentum, dampening, weight_decay, nesterov and maximize; Adam/AdamW lr,
- * beta1, beta2 (torch's betas), eps, weight_decay, amsgrad and maximize. */
+ * beta1, beta2 (torch's betas), eps, weight_decay, amsgrad and maximize;
+ * RMSprop lr, alpha, eps, weight_decay, momentum, centered and maximize. */
 typedef struct tg__opt_hparams {
-    double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
-    bool nesterov, amsgrad, maximize;
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
+    bool nesterov, amsgrad, centered, maximize;
 } tg__opt_hparams;
 
 /* A param group: the optimizer's parameters [begin, end) and their
@@ -51,6 +59,7 @@ struct tg_optimizer {
 /* The hyperparameters of a constructor's options. */
 tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o);
 tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o);
+tg__opt_hparams tg__opt_rmsprop_hparams(const tg_rmsprop_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -64,12 +73,16 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
 int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
                          tg_tensor *const *params);
 
-/* Number of state buffers per parameter for kind k with h (0 for SGD
- * without momentum, 3 for Adam/AdamW with amsgrad). */
-int tg__opt_n_bufs(tg__opt_kind k, const tg__opt_hparams *h);
-/* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq". */
+/* Whether a parameter of kind k with h has state buffer j in
+ * [0, TG__OPT_MAX_BUFS) (SGD without momentum has none; buf[0] is there
+ * whenever any is). */
+bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j);
+/* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq";
+ * "square_avg", "momentum_buffer", "grad_avg". */
 const char *tg__opt_buf_name(tg__opt_kind k, int j);
-/* "sgd", "adam", "adamw". */
+/* The number of buffer names of kind k (1 for SGD, else 3). */
+int tg__opt_n_buf_names(tg__opt_kind k);
+/* "sgd", "adam", "adamw", "rmsprop". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
 /* The updates of one parameter with hyperparameters h (optim_update.c).
@@ -82,5 +95,8 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
 /* Adam, or AdamW when decoupled; also increments st->step. */
 void tg__adam_update(const tg__opt_hparams *h, bool decoupled, tg_dtype cdt, void *p,
                      const void *g, tg__opt_state *st, int64_t n);
+/* RMSprop; also increments st->step. */
+void tg__rmsprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                        tg__opt_state *st, int64_t n);
 
 #endif

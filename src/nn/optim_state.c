@@ -54,28 +54,36 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
  * f64.  A file without one (written before they were saved) leaves the
  * optimizer's values as they are. */
 typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
+enum { K_SGD = 1, K_ADAM = 2, K_RMS = 4 };   /* the kinds that have an entry */
 typedef struct hp_entry {
     const char *key;
-    bool sgd, adam;           /* the kinds that have it */
+    unsigned kinds;           /* K_* bits */
     hp_form form;
     size_t off, off2;         /* of the double or bool in tg__opt_hparams (off2: beta2) */
 } hp_entry;
 
 #define HP(field) offsetof(tg__opt_hparams, field)
 static const hp_entry hps[] = {
-    {"momentum", true, false, HP_REAL, HP(momentum), 0},
-    {"dampening", true, false, HP_REAL, HP(dampening), 0},
-    {"nesterov", true, false, HP_FLAG, HP(nesterov), 0},
-    {"betas", false, true, HP_PAIR, HP(beta1), HP(beta2)},
-    {"eps", false, true, HP_REAL, HP(eps), 0},
-    {"amsgrad", false, true, HP_FLAG, HP(amsgrad), 0},
-    {"weight_decay", true, true, HP_REAL, HP(weight_decay), 0},
-    {"maximize", true, true, HP_FLAG, HP(maximize), 0},
+    {"momentum", K_SGD | K_RMS, HP_REAL, HP(momentum), 0},
+    {"dampening", K_SGD, HP_REAL, HP(dampening), 0},
+    {"nesterov", K_SGD, HP_FLAG, HP(nesterov), 0},
+    {"betas", K_ADAM, HP_PAIR, HP(beta1), HP(beta2)},
+    {"alpha", K_RMS, HP_REAL, HP(alpha), 0},
+    {"eps", K_ADAM | K_RMS, HP_REAL, HP(eps), 0},
+    {"amsgrad", K_ADAM, HP_FLAG, HP(amsgrad), 0},
+    {"centered", K_RMS, HP_FLAG, HP(centered), 0},
+    {"weight_decay", K_SGD | K_ADAM | K_RMS, HP_REAL, HP(weight_decay), 0},
+    {"maximize", K_SGD | K_ADAM | K_RMS, HP_FLAG, HP(maximize), 0},
 };
 #undef HP
 #define N_HPS (sizeof hps / sizeof *hps)
 
-static bool hp_of(const hp_entry *e, tg__opt_kind k) { return k == TG__OPT_SGD ? e->sgd : e->adam; }
+static bool hp_of(const hp_entry *e, tg__opt_kind k)
+{
+    static const unsigned bit[] = {K_SGD, K_ADAM, K_ADAM, K_RMS};
+    _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
+    return (e->kinds & bit[k]) != 0;
+}
 
 static double *hp_real(tg__opt_hparams *h, size_t off) { return (double *)((char *)h + off); }
 static bool *hp_flag(tg__opt_hparams *h, size_t off) { return (bool *)((char *)h + off); }
@@ -151,15 +159,15 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
     TG_TRY(rc);
     for (int gi = 0; gi < opt->n_groups; gi++) {
         const tg__opt_group *g = &opt->groups[gi];
-        const int nb = tg__opt_n_bufs(opt->kind, &g->h);
         for (int i = g->begin; i < g->end; i++) {
             const tg__opt_state *st = &opt->state[i];
-            if (nb == 0 || !st->buf[0]) continue;
+            if (!tg__opt_has_buf(opt->kind, &g->h, 0) || !st->buf[0]) continue;
             if (opt->kind != TG__OPT_SGD) {
                 TG_TRY(key(k, prefix, i, "step"));
                 TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)st->step));
             }
-            for (int j = 0; j < nb; j++) {
+            for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
+                if (!tg__opt_has_buf(opt->kind, &g->h, j)) continue;
                 TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));
                 TG_TRY(put_copy(f, k, st->buf[j]));
             }
@@ -382,21 +390,22 @@ static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char
 
 /* Parameter i's state from f into *st (zeroed by the caller), for the
  * hyperparameters h of its group that the load restores.  Absent keys mean
- * "no state yet"; a partial set is an error naming the missing key
- * (max_exp_avg_sq is part of the set with amsgrad, ignored without). */
+ * "no state yet"; a partial set is an error naming the missing key (a
+ * buffer the options ask for: max_exp_avg_sq with amsgrad, RMSprop's
+ * momentum_buffer with momentum > 0 and grad_avg when centered; ignored
+ * otherwise). */
 static int load_param(const tg_optimizer *opt, const tg__opt_hparams *h, const tg_st_file *f,
                       const char *prefix, int i, tg__opt_state *st)
 {
     char k[KEY_MAX];
-    const int nb = tg__opt_n_bufs(opt->kind, h);
     const bool sgd = opt->kind == TG__OPT_SGD;
     bool any = false;
-    for (int j = -1; j < (sgd ? 1 : TG__OPT_MAX_BUFS); j++) {   /* every name of the kind */
+    for (int j = -1; j < tg__opt_n_buf_names(opt->kind); j++) {   /* every name of the kind */
         TG_TRY(key(k, prefix, i, j < 0 ? "step" : tg__opt_buf_name(opt->kind, j)));
         if (tg_st_get(f, k)) any = true;
     }
     if (!any) return TG_OK;
-    TG_CHECK(nb > 0, TG_EINVAL,
+    TG_CHECK(tg__opt_has_buf(opt->kind, h, 0), TG_EINVAL,
              "optimizer_state_load: state for parameter %d given but its SGD group has "
              "momentum 0 (no buffers)", i);
     if (!sgd) {
@@ -405,7 +414,8 @@ static int load_param(const tg_optimizer *opt, const tg__opt_hparams *h, const t
         TG_TRY(get_count(f, k, true, &v));
         st->step = (int64_t)v;
     }
-    for (int j = 0; j < nb; j++) {
+    for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
+        if (!tg__opt_has_buf(opt->kind, h, j)) continue;
         TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));
         TG_TRY(get_buf(f, k, opt->params[i], &st->buf[j]));
     }

@@ -1,5 +1,5 @@
-/* src/nn/optim_update.c - the per-parameter update rules of SGD, Adam and
- * AdamW, written as PyTorch 1.13's _single_tensor_* functions do them: the
+/* src/nn/optim_update.c - the per-parameter update rules of SGD, Adam,
+ * AdamW and RMSprop, written as PyTorch 1.13's _single_tensor_* functions do them: the
  * same operations in the same order, in the state's dtype T, with scalar
  * factors converted to T as torch's kernels convert their Scalar arguments.
  * Each element's update is independent, so large parameters are updated in
@@ -109,4 +109,57 @@ void tg__adam_update(const tg__opt_hparams *a, bool decoupled, tg_dtype cdt, voi
                     .decoupled = decoupled, .step_size = a->lr / bc1,
                     .bc2_sqrt = sqrt(bc2)};
     tg__parallel_range(n, n > 32768, adam_range, &q);
+}
+
+/* g = -g when maximizing;  g = g + wd * p;  v = v * alpha + (1 - alpha) * g * g;
+ * centered: a = a * alpha + (1 - alpha) * g and d = sqrt(v + (-1) * a * a)
+ * (torch's addcmul with value -1), else d = sqrt(v);  d = d + eps;
+ * momentum > 0: buf = buf * mom + g / d and p = p + (-lr) * buf, else
+ * p = p + (-lr) * g / d (addcdiv: the scalar times g, then divided). */
+#define RMSPROP_LOOP(T)                                                       \
+    {                                                                         \
+        T *pp = q->p, *v = tg_tensor_data(st->buf[0]);                        \
+        T *b = r->momentum > 0 ? tg_tensor_data(st->buf[1]) : NULL;          \
+        T *a = r->centered ? tg_tensor_data(st->buf[2]) : NULL;               \
+        const T *gg = q->g;                                                   \
+        const T wd = (T)r->weight_decay, al = (T)r->alpha, c = (T)(1.0 - r->alpha); \
+        const T mom = (T)r->momentum, eps = (T)r->eps, neg_lr = (T)(-r->lr), m1 = (T)-1; \
+        for (int64_t i = lo; i < hi; i++) {                                   \
+            T gi = r->maximize ? -gg[i] : gg[i];                              \
+            if (r->weight_decay != 0) gi = gi + wd * pp[i];                   \
+            v[i] = v[i] * al + c * gi * gi;                                   \
+            T d;                                                              \
+            if (a) {                                                          \
+                a[i] = a[i] * al + c * gi;                                    \
+                d = (T)sqrt(v[i] + m1 * a[i] * a[i]);                         \
+            } else {                                                          \
+                d = (T)sqrt(v[i]);                                            \
+            }                                                                 \
+            d = d + eps;                                                      \
+            if (b) {                                                          \
+                b[i] = b[i] * mom + gi / d;                                   \
+                pp[i] = pp[i] + neg_lr * b[i];                                \
+            } else {                                                          \
+                pp[i] = pp[i] + neg_lr * gi / d;                              \
+            }                                                                 \
+        }                                                                     \
+    }
+
+static void rmsprop_range(void *job, int64_t lo, int64_t hi)
+{
+    const update_job *q = job;
+    const tg__opt_hparams *r = q->h;
+    const tg__opt_state *st = q->st;
+    if (q->cdt == TG_F64) RMSPROP_LOOP(double)
+    else RMSPROP_LOOP(float)
+}
+
+void tg__rmsprop_update(const tg__opt_hparams *r, tg_dtype cdt, void *p, const void *g,
+                        tg__opt_state *st, int64_t n)
+{
+    TG_ASSERT(st->buf[0] != NULL && (r->momentum <= 0 || st->buf[1] != NULL) &&
+              (!r->centered || st->buf[2] != NULL));
+    st->step++;
+    update_job q = {.h = r, .cdt = cdt, .p = p, .g = g, .st = st};
+    tg__parallel_range(n, n > 32768, rmsprop_range, &q);
 }
