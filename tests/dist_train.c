@@ -16,31 +16,9 @@
 #undef TRY
 #include "../examples/dcgan/opts.c"
 
+#include "bar_images.h"
 #include "core/core.h"
 #include "dist_test.h"
-
-/* 64 images 28x28: a bar whose width and place depend on the index. */
-static tg_dataset *bars(void)
-{
-    enum { N = 64 };
-    static uint8_t px[N * 28 * 28];
-    uint8_t labels[N];
-    memset(px, 10, sizeof px);
-    for (int n = 0; n < N; n++) {
-        int w = 4 + 2 * (n % 4), x0 = 4 + n % 13;
-        for (int y = 4; y < 24; y++)
-            for (int x = x0; x < x0 + w && x < 28; x++) px[(n * 28 + y) * 28 + x] = 240;
-        labels[n] = (uint8_t)(n % 4);
-    }
-    tg_tensor *im = NULL, *lb = NULL;
-    tg_dataset *ds = NULL;
-    tg_tensor_from_data(&im, TG_U8, 3, (int64_t[]){N, 28, 28}, px);
-    tg_tensor_from_data(&lb, TG_U8, 1, (int64_t[]){N}, labels);
-    tg_dataset_from_tensors(&ds, im, lb);
-    tg_tensor_release(im);
-    tg_tensor_release(lb);
-    return ds;
-}
 
 /* One step, starting a new epoch when one ends. */
 static int step(dcgan_trainer *t)
@@ -63,7 +41,7 @@ static bool same_everywhere(int64_t v)
 static void failing_steps(dcgan_loss loss, int n_critic)
 {
     const int rank = tg_dist_rank(g_dist);
-    tg_dataset *ds = bars();
+    tg_dataset *ds = bar_images(64);
     dcgan_opts o = DCGAN_OPTS_INIT;
     o.arch = (dcgan_arch){.nz = 8, .g_ch = 8, .d_ch = 4, .d_batchnorm = loss == DCGAN_LOSS_BCE};
     o.loss = loss;

@@ -275,14 +275,21 @@ Test(init, constant_fills_and_empty_tensors)
     tg_tensor_release(t);
 }
 
+/* The tensors the refusal tests hand over: a vector (5) and a matrix (3, 4)
+ * of f32, and an i64 matrix (3, 4). */
+static void refusal_tensors(tg_tensor **v, tg_tensor **w, tg_tensor **i)
+{
+    OK(tg_tensor_zeros(v, TG_F32, 1, (int64_t[]){5}));
+    OK(tg_tensor_zeros(w, TG_F32, 2, (int64_t[]){3, 4}));
+    OK(tg_tensor_zeros(i, TG_I64, 2, (int64_t[]){3, 4}));
+}
+
 Test(init, bad_arguments_name_the_rule)
 {
     tg_rng rng;
     tg_rng_init(&rng, 0);
     tg_tensor *v = NULL, *w = NULL, *i = NULL;
-    OK(tg_tensor_zeros(&v, TG_F32, 1, (int64_t[]){5}));
-    OK(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){3, 4}));
-    OK(tg_tensor_zeros(&i, TG_I64, 2, (int64_t[]){3, 4}));
+    refusal_tensors(&v, &w, &i);
     cr_assert(eq(int, tg_init_xavier_uniform_(v, 1, &rng), TG_ESHAPE));
     th_expect_in(tg_error_message(), "init_xavier_uniform_: t is (5); fan_in and fan_out need "
                  "a tensor of at least 2 dims");
@@ -577,9 +584,7 @@ Test(init, trunc_normal_and_orthogonal_refuse_bad_arguments)
     tg_rng rng;
     tg_rng_init(&rng, 0);
     tg_tensor *v = NULL, *w = NULL, *i = NULL;
-    OK(tg_tensor_zeros(&v, TG_F32, 1, (int64_t[]){5}));
-    OK(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){3, 4}));
-    OK(tg_tensor_zeros(&i, TG_I64, 2, (int64_t[]){3, 4}));
+    refusal_tensors(&v, &w, &i);
     const tg_rng before = rng;
     const struct {
         double mean, std, a, b;

@@ -17,27 +17,13 @@
 #undef TRY
 #include "../examples/dcgan/opts.c"
 
-/* 128 synthetic 28x28 images: a bright bar of width 4..10 at a position
- * depending on the index, on a dark background (labels unused). */
+#include "bar_images.h"
+
+/* 128 synthetic images (bar_images.h), made or the test fails. */
 static tg_dataset *synthetic(void)
 {
-    enum { N = 128 };
-    static uint8_t px[N * 28 * 28];
-    uint8_t labels[N];
-    memset(px, 10, sizeof px);
-    for (int n = 0; n < N; n++) {
-        int w = 4 + 2 * (n % 4), x0 = 4 + n % 13;
-        for (int y = 4; y < 24; y++)
-            for (int x = x0; x < x0 + w && x < 28; x++) px[(n * 28 + y) * 28 + x] = 240;
-        labels[n] = (uint8_t)(n % 4);
-    }
-    tg_tensor *im, *lb;
-    tg_dataset *ds;
-    cr_assert(eq(int, tg_tensor_from_data(&im, TG_U8, 3, (int64_t[]){N, 28, 28}, px), 0));
-    cr_assert(eq(int, tg_tensor_from_data(&lb, TG_U8, 1, (int64_t[]){N}, labels), 0));
-    cr_assert(eq(int, tg_dataset_from_tensors(&ds, im, lb), 0));
-    tg_tensor_release(im);
-    tg_tensor_release(lb);
+    tg_dataset *ds = bar_images(128);
+    cr_assert(ds != NULL, "bar_images: %s", tg_error_message());
     return ds;
 }
 
