@@ -428,3 +428,30 @@ void th_refused_at(int line, int rc, int status, const char *words, const tg_ten
     th_expect_in(tg_error_message(), words);
     cr_assert(y == NULL, "line %d: out set on error", line);
 }
+
+/* line [p, end) with its runs of spaces read as one: equal to row? */
+static bool row_is(const char *p, const char *end, const char *row)
+{
+    while (p < end && *p == ' ') p++;
+    while (p < end) {
+        if (*p == ' ') {
+            while (p < end && *p == ' ') p++;
+            if (p == end) break;
+            if (*row++ != ' ') return false;
+            continue;
+        }
+        if (*row++ != *p++) return false;
+    }
+    return *row == '\0';
+}
+
+void th_expect_row(const char *text, const char *row)
+{
+    for (const char *p = text; *p;) {
+        const char *end = strchr(p, '\n');
+        if (!end) end = p + strlen(p);
+        if (row_is(p, end, row)) return;
+        p = *end ? end + 1 : end;
+    }
+    cr_assert(false, "no row \"%s\" in:\n%s", row, text);
+}

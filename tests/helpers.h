@@ -176,6 +176,11 @@ void th_ints_of(const char *s, int64_t *v);
 void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_tensor *want,
                             double rtol);
 
+/* Fails unless a line of text holds, split at spaces, exactly the words of
+ * `row` (one string, single spaces: "add 2 promote yes yes"), so that a
+ * table's column widths do not matter. */
+void th_expect_row(const char *text, const char *row);
+
 /* ---- refusals ---- */
 
 /* Fails unless rc is status, the message holds words and y stayed NULL

@@ -32,7 +32,19 @@ int tg_cmd_ops(int argc, char **argv)
         fprintf(stderr, "tapegrad: ops: %s\n", tg_error_message());
         return TG_EXIT_FAIL;
     }
-    printf("%-20s %-5s %-16s %-8s %s\n", "op", "arity", "amp", "backward", "double-backward");
+    /* the name column as wide as the longest name (a plugin's may be long) */
+    int width = 20;
+    for (int i = 0; i < n; i++) {
+        tg_op_info info;
+        if (tg_op_info_at(i, &info) < 0) {
+            fprintf(stderr, "tapegrad: ops: %s\n", tg_error_message());
+            return TG_EXIT_FAIL;
+        }
+        const int len = (int)strlen(info.name);
+        if (len > width) width = len;
+    }
+    printf("%-*s %-5s %-16s %-8s %s\n", width, "op", "arity", "amp", "backward",
+           "double-backward");
     for (int i = 0; i < n; i++) {
         tg_op_info info;
         if (tg_op_info_at(i, &info) < 0) {
@@ -41,8 +53,9 @@ int tg_cmd_ops(int argc, char **argv)
         }
         char arity[8];
         snprintf(arity, sizeof arity, info.arity < 0 ? "var" : "%d", info.arity);
-        printf("%-20s %-5s %-16s %-8s %s\n", info.name, arity, tg_amp_policy_name(info.amp),
-               info.has_backward ? "yes" : "no", info.has_double_backward ? "yes" : "no");
+        printf("%-*s %-5s %-16s %-8s %s\n", width, info.name, arity,
+               tg_amp_policy_name(info.amp), info.has_backward ? "yes" : "no",
+               info.has_double_backward ? "yes" : "no");
     }
     printf("%d ops\n", n);
     return TG_EXIT_OK;
