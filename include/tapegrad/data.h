@@ -91,11 +91,11 @@ TG_API const char *tg_fashion_mnist_class_name(int label);
  * .png (in any case) count; other files, folders inside a class folder and
  * names starting with '.' are ignored.  PNGs are read by tg_png_read (8 bits
  * per channel; palette images as RGB; a 16-bit file is taken as linear light
- * and encoded to 8-bit sRGB by libpng, where PIL would clip it).  channels 1: grey images as they are,
- * RGB as PIL's convert("L") makes them, (R 19595 + G 38470 + B 7471 + 32768)
- * >> 16; channels 3: RGB as it is, grey repeated in R, G and B.  Alpha is
- * dropped.  Every image must have the first one's width and height.  Pixel
- * range: TG_PIXELS_SYMMETRIC.
+ * and encoded to 8-bit sRGB by libpng, where PIL would clip it).
+ * channels 1: grey images as they are, RGB as PIL's convert("L") makes them,
+ * (R 19595 + G 38470 + B 7471 + 32768) >> 16; channels 3: RGB as it is, grey
+ * repeated in R, G and B.  Alpha is dropped.  Every image must have the
+ * first one's width and height.  Pixel range: TG_PIXELS_SYMMETRIC.
  * TG_EINVAL for NULL, channels not 1 or 3, or more than 65536 classes;
  * TG_EIO when a folder cannot be opened; TG_ENOTFOUND when root has no class
  * folder or a class folder no .png file (naming it); TG_ESHAPE naming a file
