@@ -23,6 +23,10 @@ Test(image_unsupported, functions_say_the_build_lacks_them)
     cr_assert(eq(int, tg_png_read(&im, "x.png"), TG_EUNSUPPORTED));
     th_expect_in(tg_error_message(), "png_read: tapegrad was built without PNG support");
     tg_image_free(&im);
+    tg_dataset *ds = NULL;
+    cr_assert(eq(int, tg_image_folder_load(&ds, ".", 1), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "image_folder_load: tapegrad was built without PNG support");
+    cr_assert(ds == NULL);
     const double v[1] = {1}, *vals[1] = {v};
     const char *names[1] = {"x"};
     cr_assert(eq(int, tg_plot_losses_png("x.png", NULL, 1, names, vals, 1), TG_EUNSUPPORTED));

@@ -1,4 +1,5 @@
-/* tapegrad/data.h - IDX files, image-classification datasets and batch loaders.
+/* tapegrad/data.h - IDX files, image-classification datasets (Fashion-MNIST,
+ * folders of PNGs) and batch loaders.
  *
  *   tg_dataset *ds; tg_loader *ld; tg_tensor *x, *y;
  *   tg_fashion_mnist_load(&ds, NULL, true);          // 60000 training images
@@ -74,12 +75,33 @@ TG_API int tg_dataset_num_classes(const tg_dataset *ds);
 TG_API void tg_dataset_image_shape(const tg_dataset *ds, int64_t shape[3]);
 /* Sets the range of the f32 images made by tg_dataset_batch / loaders. */
 TG_API int tg_dataset_set_pixel_range(tg_dataset *ds, tg_pixel_range range);
-/* A class's name ("T-shirt/top", ...) for datasets loaded by
- * tg_fashion_mnist_load, else its number as text; NULL when label is out of
- * range.  Borrowed, valid while ds is alive. */
+/* A class's name: "T-shirt/top", ... for datasets loaded by
+ * tg_fashion_mnist_load, the folder's name for tg_image_folder_load, else its
+ * number as text; NULL when label is out of range.  Borrowed, valid while ds
+ * is alive. */
 TG_API const char *tg_dataset_class_name(const tg_dataset *ds, int label);
 /* The Fashion-MNIST class names, label 0..9; NULL otherwise.  Static. */
 TG_API const char *tg_fashion_mnist_class_name(int label);
+
+/* A dataset of the PNG files of a folder laid out as torchvision's
+ * ImageFolder: root/<class>/<file>.png.  The classes are the folders of root,
+ * sorted by the bytes of their names (Python's sorted()); label c is the c-th
+ * of them and tg_dataset_class_name gives its folder name.  The samples are
+ * class 0's files sorted by name, then class 1's, ...  Only files ending in
+ * .png (in any case) count; other files, folders inside a class folder and
+ * names starting with '.' are ignored.  PNGs are read by tg_png_read (8 bits
+ * per channel; palette images as RGB; a 16-bit file is taken as linear light
+ * and encoded to 8-bit sRGB by libpng, where PIL would clip it).
+ * channels 1: grey images as they are, RGB as PIL's convert("L") makes them,
+ * (R 19595 + G 38470 + B 7471 + 32768) >> 16; channels 3: RGB as it is, grey
+ * repeated in R, G and B.  Alpha is dropped.  Every image must have the
+ * first one's width and height.  Pixel range: TG_PIXELS_SYMMETRIC.
+ * TG_EINVAL for NULL, channels not 1 or 3, or more than 65536 classes;
+ * TG_EIO when a folder cannot be opened; TG_ENOTFOUND when root has no class
+ * folder or a class folder no .png file (naming it); TG_ESHAPE naming a file
+ * whose size differs and both sizes; TG_EIO / TG_EFORMAT from tg_png_read;
+ * TG_EUNSUPPORTED in a build without PNG support. */
+TG_API int tg_image_folder_load(tg_dataset **out, const char *root, int channels);
 
 /* Samples idx[0..n) as new tensors: *images f32 (n, C, H, W) in the dataset's
  * pixel range, *labels i64 (n).  TG_EINVAL for n < 1 or an index out of range. */

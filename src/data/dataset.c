@@ -5,10 +5,8 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "data/dataset_names.h"
 #include "tapegrad/data.h"
-
-/* Labels must stay below this so that class names stay small. */
-#define TG__MAX_CLASSES 65536
 
 struct tg_dataset {
     _Atomic int refcount;
@@ -17,7 +15,9 @@ struct tg_dataset {
     int n_classes;
     tg_pixel_range range;
     bool fashion;             /* class names are Fashion-MNIST's */
-    char (*names)[12];         /* "0", "1", ... for other datasets, owned */
+    char **names;             /* n_classes pointers, then the NUL-terminated texts
+                                 they point to, in one owned block: "0", "1", ...
+                                 or the names a loader set */
 };
 
 static const char *const fashion_names[10] = {
@@ -92,14 +92,36 @@ int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images, const tg_
     tg_tensor_release(copy);
     if (rc == 0) rc = tg_tensor_to_dtype(&ds->labels, labels, TG_I64);
     if (rc == 0) rc = count_classes(ds->labels, &ds->n_classes);
-    if (rc == 0 && ds->n_classes > 0 && !(ds->names = tg__calloc((size_t)ds->n_classes, 12)))
-        rc = TG_ENOMEM;
+    if (rc == 0) rc = tg__dataset_set_class_names(ds, ds->n_classes, NULL);
     if (rc < 0) {
         dataset_free(ds);
         return rc;
     }
-    for (int c = 0; c < ds->n_classes; c++) snprintf(ds->names[c], 12, "%d", c);
     *out = ds;
+    return 0;
+}
+
+int tg__dataset_set_class_names(tg_dataset *ds, int n, const char *const *names)
+{
+    TG_ASSERT(ds != NULL && n == ds->n_classes);
+    char num[12];
+    size_t text = 0;
+    for (int c = 0; c < n; c++)
+        text += (names ? strlen(names[c]) : (size_t)snprintf(num, sizeof num, "%d", c)) + 1;
+    char **block = n > 0 ? tg__malloc((size_t)n * sizeof *block + text) : NULL;
+    if (n > 0 && !block) return TG_ENOMEM;
+    /* The texts follow the pointers: block[c] points into the same block. */
+    char *p = (char *)(block + n);
+    for (int c = 0; c < n; c++) {
+        if (!names) snprintf(num, sizeof num, "%d", c);
+        const char *src = names ? names[c] : num;
+        size_t len = strlen(src) + 1;
+        memcpy(p, src, len);
+        block[c] = p;
+        p += len;
+    }
+    free(ds->names);
+    ds->names = block;
     return 0;
 }
 

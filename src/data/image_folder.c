@@ -1,0 +1,239 @@
+/* src/data/image_folder.c - a dataset from a folder of PNG files laid out as
+ * torchvision's ImageFolder: root/<class>/<file>.png, the classes and the
+ * files of each class in byte order of their names. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/core.h"
+#include "data/dataset_names.h"
+#include "tapegrad/data.h"
+#include "tapegrad/image.h"
+
+/* A growable list of malloc'd strings. */
+typedef struct name_list {
+    char **v;
+    size_t n, cap;
+} name_list;
+
+static void list_free(name_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Appends s (steals it); frees s and returns TG_ENOMEM when the list cannot grow. */
+static int list_push(name_list *l, char *s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            free(s);
+            return tg__error(TG_ENOMEM, "image_folder_load: out of memory");
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+/* "dir/name" in a new buffer, NULL (with TG_ENOMEM's message) when out of memory. */
+static char *join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = tg__malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static char *copy_text(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = tg__malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* Whether name ends in ".png", in any case (ASCII only: no locale). */
+static bool is_png(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 4) return false;
+    const char *e = name + n - 4;
+    return e[0] == '.' && (e[1] | 0x20) == 'p' && (e[2] | 0x20) == 'n' && (e[3] | 0x20) == 'g';
+}
+
+/* strcmp compares as unsigned char: the byte order of Python's sorted() on
+ * UTF-8 names. */
+static int by_bytes(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in dir, sorted, skipping those starting with '.': its folders
+ * (symbolic links followed) when want_dirs, else its entries ending in .png
+ * that are not folders (one that cannot be examined is kept: reading it
+ * names the problem). */
+static int list_dir(name_list *out, const char *dir, bool want_dirs)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return tg__error(TG_EIO, "image_folder_load: cannot open folder '%s': %s", dir,
+                         strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.' || (!want_dirs && !is_png(e->d_name))) continue;
+        char *path = join(dir, e->d_name);
+        if (!path) {
+            rc = TG_ENOMEM;
+            break;
+        }
+        struct stat st;
+        bool found = stat(path, &st) == 0, is_dir = found && S_ISDIR(st.st_mode);
+        free(path);
+        if (want_dirs ? is_dir : !is_dir) {
+            char *name = copy_text(e->d_name);
+            rc = name ? list_push(out, name) : TG_ENOMEM;
+        }
+    }
+    closedir(d);
+    if (rc == 0 && out->n > 1) qsort(out->v, out->n, sizeof *out->v, by_bytes);
+    return rc;
+}
+
+/* The class folders of root and, class by class, the paths of their PNGs
+ * into files with their labels (a new array) into *labels. */
+static int list_samples(name_list *classes, name_list *files, int64_t **labels, const char *root)
+{
+    int rc = list_dir(classes, root, true);
+    if (rc < 0) return rc;
+    TG_CHECK(classes->n > 0, TG_ENOTFOUND, "image_folder_load: '%s' has no class folder", root);
+    TG_CHECK(classes->n <= TG__MAX_CLASSES, TG_EINVAL,
+             "image_folder_load: '%s' has %zu class folders; at most %d", root, classes->n,
+             TG__MAX_CLASSES);
+    size_t cap = 0;
+    for (size_t c = 0; c < classes->n; c++) {
+        char *dir = join(root, classes->v[c]);
+        if (!dir) return TG_ENOMEM;
+        name_list names = {0};
+        rc = list_dir(&names, dir, false);
+        if (rc == 0 && names.n == 0)
+            rc = tg__error(TG_ENOTFOUND, "image_folder_load: class folder '%s' holds no .png file",
+                           dir);
+        for (size_t i = 0; rc == 0 && i < names.n; i++) {
+            char *path = join(dir, names.v[i]);
+            rc = path ? list_push(files, path) : TG_ENOMEM;
+            if (rc == 0 && files->n > cap) {
+                cap = files->cap;
+                int64_t *l = realloc(*labels, cap * sizeof *l);
+                if (!l) rc = tg__error(TG_ENOMEM, "image_folder_load: out of memory");
+                else *labels = l;
+            }
+            if (rc == 0) (*labels)[files->n - 1] = (int64_t)c;
+        }
+        list_free(&names);
+        free(dir);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+/* PIL's convert("L") (Pillow 9.4, libImaging/Convert.c): ITU-R 601-2 luma
+ * with the weights 299/1000, 587/1000, 114/1000 in 16-bit fixed point,
+ * rounded half up. */
+static uint8_t pil_grey(const uint8_t *rgb)
+{
+    return (uint8_t)((rgb[0] * 19595u + rgb[1] * 38470u + rgb[2] * 7471u + 0x8000u) >> 16);
+}
+
+/* Writes img (height rows of width pixels of k interleaved bytes: grey,
+ * grey+alpha, RGB or RGBA) into dst (C, H, W) planes, C = channels: grey is
+ * copied or PIL's grey of RGB, RGB is copied or grey repeated; alpha is
+ * dropped. */
+static void to_planes(uint8_t *dst, const tg_image *img, int channels)
+{
+    int64_t hw = (int64_t)img->width * img->height;
+    int k = img->channels;
+    for (int64_t p = 0; p < hw; p++) {
+        const uint8_t *s = img->pixels + p * k;
+        if (channels == 1)
+            dst[p] = k >= 3 ? pil_grey(s) : s[0];
+        else
+            for (int c = 0; c < 3; c++) dst[c * hw + p] = s[k >= 3 ? c : 0];
+    }
+}
+
+/* Reads files[0..n) into images (n, C, H, W), a new tensor whose H and W are
+ * the first image's. */
+static int read_images(tg_tensor **images, const name_list *files, int channels)
+{
+    tg_image img = {0};
+    TG_TRY(tg_png_read(&img, files->v[0]));
+    int w = img.width, h = img.height;
+    int64_t per = (int64_t)channels * w * h, n = (int64_t)files->n;
+    int rc = 0;
+    if (per > INT64_MAX / n) {
+        rc = tg__error(TG_ENOMEM, "image_folder_load: %lld images of %dx%d do not fit in memory",
+                       (long long)n, w, h);
+    } else {
+        *images = tg__tensor_empty(TG_U8, 4, (int64_t[]){n, channels, h, w});
+        if (!*images) rc = TG_ENOMEM;
+    }
+    uint8_t *data = rc == 0 ? tg_tensor_data(*images) : NULL;
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        if (i > 0) rc = tg_png_read(&img, files->v[i]);
+        if (rc == 0 && (img.width != w || img.height != h))
+            rc = tg__error(TG_ESHAPE,
+                           "image_folder_load: '%s' is %dx%d (width x height); every image "
+                           "must have the size of '%s', %dx%d",
+                           files->v[i], img.width, img.height, files->v[0], w, h);
+        if (rc == 0) to_planes(data + i * per, &img, channels);
+        tg_image_free(&img);
+    }
+    tg_image_free(&img);
+    if (rc < 0 && *images) {
+        tg_tensor_release(*images);
+        *images = NULL;
+    }
+    return rc;
+}
+
+int tg_image_folder_load(tg_dataset **out, const char *root, int channels)
+{
+    TG_CHECK(out != NULL && root != NULL, TG_EINVAL,
+             "image_folder_load: out and root must not be NULL");
+    TG_CHECK(channels == 1 || channels == 3, TG_EINVAL,
+             "image_folder_load: channels=%d must be 1 (grey) or 3 (RGB)", channels);
+    TG_CHECK(tg_png_available(), TG_EUNSUPPORTED,
+             "image_folder_load: tapegrad was built without PNG support "
+             "(configure with meson -Dpng=enabled and libpng installed)");
+    name_list classes = {0}, files = {0};
+    int64_t *label_v = NULL;
+    tg_tensor *images = NULL, *labels = NULL;
+    tg_dataset *ds = NULL;
+    int rc;
+    TG_TRY_GOTO(list_samples(&classes, &files, &label_v, root));
+    TG_TRY_GOTO(read_images(&images, &files, channels));
+    int64_t n = (int64_t)files.n;
+    TG_TRY_GOTO(tg_tensor_from_data(&labels, TG_I64, 1, &n, label_v));
+    TG_TRY_GOTO(tg_dataset_from_tensors(&ds, images, labels));
+    TG_TRY_GOTO(tg__dataset_set_class_names(ds, (int)classes.n, (const char *const *)classes.v));
+    *out = ds;
+    ds = NULL;
+done:
+    tg_dataset_release(ds);
+    tg_tensor_release(images);
+    tg_tensor_release(labels);
+    free(label_v);
+    list_free(&files);
+    list_free(&classes);
+    return rc;
+}
