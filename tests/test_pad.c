@@ -4,7 +4,7 @@
  * too), other dtypes, its refusals; Conv's padding_mode
  * against torch's ConvNd(padding_mode=...), in the op and the module,
  * refused by ConvTranspose, and kept by a quantized model (its ONNX export:
- * tests/test_onnx.c).  Goldens: scripts/make_pad_goldens.py. */
+ * tests/test_onnx_int8.c).  Goldens: scripts/make_pad_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>

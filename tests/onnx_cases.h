@@ -1,0 +1,89 @@
+/* tests/onnx_cases.h - writing and checking the cases of the ONNX export
+ * tests (test_onnx.c, test_onnx_conv.c, test_onnx_int8.c,
+ * test_onnx_resample.c; onnx_cases.c).
+ *
+ * Each case writes <name>.onnx, the input and tapegrad's output (raw f32)
+ * and <name>.json (shapes, tolerances, the expected initializer names,
+ * ONNX Runtime's optimization level) into the test's temporary folder;
+ * check_cases then runs onnx's checker (tests/onnx/check.py) and ONNX
+ * Runtime (tests/onnx/run.mjs) over the folder. */
+#ifndef TG_TESTS_ONNX_CASES_H
+#define TG_TESTS_ONNX_CASES_H
+
+#include <stddef.h>
+
+#include "tapegrad/tapegrad.h"
+
+/* The suites' .init: a new temporary folder (.fini: th_tmp_dir_remove). */
+void onnx_setup(void);
+
+/* Skips the test where the library was built without ONNX support. */
+void need_onnx(void);
+
+/* Runs m (eval, no grad) on x: a new reference. */
+tg_tensor *forward(tg_module *m, tg_tensor *x);
+
+/* Writes t's values as raw f32 to <name><ext> in the temporary folder. */
+void write_f32(const char *name, const char *ext, const tg_tensor *t);
+
+/* What write_expected adds to the next case's .json: ONNX Runtime's
+ * graphOptimizationLevel (NULL: run.mjs's "all"), the initializers
+ * whose types check.py checks ("name": "UINT8" pairs, NULL for none) and
+ * what it checks of the graph (a JSON fragment with "ops", "attributes",
+ * "initializer_values"; NULL for none).  Reset after each case. */
+extern const char *case_level;
+extern const char *case_types;
+extern const char *case_graph;
+
+/* The files of case `name` but its .onnx: the input x, tapegrad's output y
+ * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
+ * the initializer names the file must hold. */
+void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, double rtol,
+                    double atol, const char *const *inits);
+
+/* Exports m on x as case `name`, with its expected output m(x). */
+void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, double atol,
+                const char *const *inits, const tg_onnx_options *o);
+
+/* The checker and ONNX Runtime over every case of the folder. */
+void check_cases(void);
+
+/* One Conv or ConvTranspose: spatial dims, channels, groups, and per axis
+ * kernel, stride, dilation, padding before and after, output padding and
+ * the input's extent. */
+typedef struct conv_case {
+    const char *name;
+    bool transpose;
+    int ns;
+    int64_t c_in, c_out, groups;
+    int64_t k[3], stride[3], dil[3], lo[3], hi[3], outpad[3], in[3];
+    tg_activation act;
+    bool bias;
+    tg_pad_mode mode;   /* padding_mode */
+} conv_case;
+
+/* The conv / convT sweep's cases (n_conv_cases of them): every rank, both
+ * directions, asymmetric padding, groups and fused activations. */
+extern const conv_case conv_cases[];
+extern const size_t n_conv_cases;
+
+/* The module of case c, its weights drawn from rng: a new reference. */
+tg_module *conv_module(const conv_case *c, tg_rng *rng);
+
+/* A uniform input of case c's shape with the given batch. */
+tg_tensor *conv_input(const conv_case *c, int64_t batch, uint64_t seed);
+
+/* Appends m to seq (asserting). */
+void append(tg_module *seq, tg_module *m);
+
+/* An activation module: a new reference. */
+tg_module *act(tg_activation a, double slope);
+
+/* The generator of examples/dcgan/model.h (nz 16, C 8) after a few
+ * training-mode forwards, so its running statistics are not (0, 1). */
+tg_module *dcgan_generator(void);
+
+/* Appends printf output to the string buf of size bytes. */
+void __attribute__((format(printf, 3, 4))) jcat(char *buf, size_t size, const char *fmt, ...);
+
+#endif

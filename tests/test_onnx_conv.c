@@ -1,0 +1,155 @@
+/* tests/test_onnx_conv.c - tg_onnx_export of Conv and ConvTranspose,
+ * checked by onnx's checker and ONNX Runtime (within 1e-5): a sweep over
+ * ranks, strides, dilations, asymmetric padding, output padding, groups and
+ * fused activations, and the reflect, replicate and circular padding modes
+ * written as torch.onnx.export writes them.
+ * Each case writes its files into the test's temporary folder and
+ * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "onnx_cases.h"
+#include "tapegrad/tapegrad.h"
+
+TestSuite(onnx_conv, .init = onnx_setup, .fini = th_tmp_dir_remove);
+
+/* ---- the conv / convT sweep ---- */
+
+Test(onnx_conv, conv_and_conv_transpose_sweep_matches_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 31);
+    for (size_t i = 0; i < n_conv_cases; i++) {
+        const conv_case *c = &conv_cases[i];
+        tg_module *conv = conv_module(c, &rng), *seq = NULL;
+        tg_tensor *x = conv_input(c, 2, 100 + i);
+        /* odd cases inside a Sequential ("0.weight"), even ones at the top */
+        tg_module *m = conv;
+        if (i % 2) {
+            cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+            cr_assert(tg_nn_sequential_append(seq, conv) == TG_OK);
+            m = seq;
+        }
+        const char *inits_seq[] = {"0.weight", "0.bias", NULL}, *inits_top[] = {"weight", "bias",
+                                                                                NULL};
+        if (!c->bias) inits_seq[1] = inits_top[1] = NULL;
+        /* gelu adds its constants (sqrt 2, 1, 1/2) as initializers */
+        const char *const *inits = c->act == TG_ACT_GELU ? NULL : i % 2 ? inits_seq : inits_top;
+        write_case(c->name, m, x, 1e-5, 0, inits, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+}
+
+/* ---- a Conv's padding_mode ---- */
+
+/* Reflect, replicate and circular padding as torch.onnx.export writes
+ * them: a Pad (or, circular, Slice + Concat per axis) before a Conv with
+ * pads 0.  Asymmetric padding with stride, dilation and groups; an axis
+ * without padding and a circular padding as large as the extent (conv3d);
+ * only the head of one axis (conv1d); a mode with no padding at all. */
+static const conv_case pad_conv_cases[] = {
+    {"conv1d_reflect_s2_asym", false, 1, 2, 3, 1, {3}, {2}, {1}, {2}, {1}, {0}, {9},
+     TG_ACT_NONE, true, TG_PAD_REFLECT},
+    {"conv1d_circular_d2_head_only_relu", false, 1, 2, 2, 1, {3}, {1}, {2}, {0}, {3}, {0}, {7},
+     TG_ACT_RELU, false, TG_PAD_CIRCULAR},
+    {"conv2d_reflect_s21_d12_asym_relu", false, 2, 3, 4, 1, {3, 3}, {2, 1}, {1, 2}, {1, 2},
+     {2, 0}, {0, 0}, {7, 8}, TG_ACT_RELU, true, TG_PAD_REFLECT},
+    {"conv2d_replicate_s12_d21_asym_g2", false, 2, 4, 6, 2, {2, 3}, {1, 2}, {2, 1}, {3, 0},
+     {0, 2}, {0, 0}, {6, 7}, TG_ACT_NONE, true, TG_PAD_REPLICATE},
+    {"conv2d_circular_s21_d12_asym", false, 2, 2, 3, 1, {3, 2}, {2, 1}, {1, 2}, {2, 1}, {1, 3},
+     {0, 0}, {6, 5}, TG_ACT_NONE, true, TG_PAD_CIRCULAR},
+    {"conv3d_replicate_s121_d112_asym", false, 3, 2, 3, 1, {2, 3, 2}, {1, 2, 1}, {1, 1, 2},
+     {1, 0, 2}, {0, 2, 1}, {0, 0, 0}, {4, 5, 6}, TG_ACT_NONE, true, TG_PAD_REPLICATE},
+    {"conv3d_circular_s112_full_extent", false, 3, 2, 2, 1, {2, 2, 3}, {1, 1, 2}, {1, 1, 1},
+     {0, 2, 1}, {0, 1, 4}, {0, 0, 0}, {3, 4, 4}, TG_ACT_NONE, true, TG_PAD_CIRCULAR},
+    {"conv3d_reflect_asym", false, 3, 2, 2, 1, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 2, 0},
+     {2, 1, 1}, {0, 0, 0}, {3, 4, 5}, TG_ACT_NONE, true, TG_PAD_REFLECT},
+    {"conv2d_reflect_no_padding", false, 2, 2, 2, 1, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+     {0, 0}, {5, 5}, TG_ACT_NONE, true, TG_PAD_REFLECT},
+};
+
+/* What check.py checks of the graph of conv case c exported with node
+ * scope `scope`: the op types in order, Conv's pads all 0, Pad's mode, and
+ * the padding initializers: Pad's pads over every input dim (0 for the
+ * batch and channel), or each wrapped axis's slice bounds. */
+static void pad_graph_json(char *buf, size_t size, const conv_case *c, const char *scope)
+{
+    const int nd = 2 + c->ns;
+    const bool circular = c->mode == TG_PAD_CIRCULAR;
+    bool any = false;
+    for (int a = 0; a < c->ns; a++) any |= c->lo[a] != 0 || c->hi[a] != 0;
+    buf[0] = '\0';
+    jcat(buf, size, "\"ops\": [%s", any && !circular ? "\"Pad\", " : "");
+    for (int a = 0; any && circular && a < c->ns; a++) {
+        if (c->lo[a]) jcat(buf, size, "\"Slice\", ");
+        if (c->hi[a]) jcat(buf, size, "\"Slice\", ");
+        if (c->lo[a] || c->hi[a]) jcat(buf, size, "\"Concat\", ");
+    }
+    jcat(buf, size, "\"Conv\"%s], \"attributes\": {\"Conv\": {\"pads\": [",
+         c->act == TG_ACT_RELU ? ", \"Relu\"" : "");
+    for (int a = 0; a < 2 * c->ns; a++) jcat(buf, size, "%s0", a ? ", " : "");
+    jcat(buf, size, "]}");
+    if (any && !circular)
+        jcat(buf, size, ", \"Pad\": {\"mode\": \"%s\"}",
+             c->mode == TG_PAD_REFLECT ? "reflect" : "edge");
+    jcat(buf, size, "}, \"initializer_values\": {");
+    if (any && !circular) {
+        jcat(buf, size, "\"%s/pads\": [", scope);
+        for (int e = 0; e < 2 * nd; e++) {
+            const int a = e % nd - 2;   /* the spatial axis of entry e, < 0: batch, channel */
+            jcat(buf, size, "%s%lld", e ? ", " : "",
+                 a < 0 ? 0LL : (long long)(e < nd ? c->lo[a] : c->hi[a]));
+        }
+        jcat(buf, size, "]");
+    }
+    const char *sep = "";
+    for (int a = 0; circular && a < c->ns; a++) {
+        if (c->lo[a] == 0 && c->hi[a] == 0) continue;
+        jcat(buf, size, "%s\"%s/wrap%d_axes\": [%d]", sep, scope, 2 + a, 2 + a);
+        sep = ", ";
+        if (c->lo[a])
+            jcat(buf, size, ", \"%s/wrap%d_tail_starts\": [%lld]", scope, 2 + a,
+                 -(long long)c->lo[a]);
+        if (c->hi[a])
+            jcat(buf, size, ", \"%s/wrap%d_head_ends\": [%lld]", scope, 2 + a,
+                 (long long)c->hi[a]);
+    }
+    jcat(buf, size, "}");
+}
+
+Test(onnx_conv, conv_padding_modes_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 41);
+    for (size_t i = 0; i < sizeof pad_conv_cases / sizeof *pad_conv_cases; i++) {
+        const conv_case *c = &pad_conv_cases[i];
+        tg_module *conv = conv_module(c, &rng), *m = conv;
+        if (i % 2) {   /* odd cases inside a Sequential: scope "/0" */
+            cr_assert(tg_nn_sequential_new(&m) == TG_OK);
+            append(m, conv);
+        }
+        /* even cases with a dynamic batch, exported on 2 samples and run on 3 */
+        tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+        o.dynamic_batch = i % 2 == 0;
+        tg_tensor *x = conv_input(c, 2, 200 + i), *xr = o.dynamic_batch ? conv_input(c, 3, 300 + i)
+                                                                       : tg_tensor_retain(x);
+        tg_tensor *y = forward(m, xr);
+        char path[256], file[128], graph[2048];
+        snprintf(file, sizeof file, "%s.onnx", c->name);
+        int rc = tg_onnx_export(m, x, th_tmp_path(path, sizeof path, file), &o);
+        cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+        pad_graph_json(graph, sizeof graph, c, i % 2 ? "/0" : "");
+        case_graph = graph;
+        write_expected(c->name, xr, y, 1e-5, 0, NULL);
+        th_release_all(3, (tg_tensor *[]){x, xr, y});
+        tg_module_release(m);
+    }
+    check_cases();
+}
+
