@@ -63,13 +63,13 @@ static sweep_case up_case(int ns, const int64_t *scale)
     return r;
 }
 
-/* Linear interpolation of the (2, 2, 5, 4, 3) extents to size. */
+/* Linear interpolation of avg_case's input to size[0..ns). */
 static sweep_case lin_case(int ns, const int64_t *size, bool align)
 {
     sweep_case r = avg_case(ns, 1, 1, 0, false, true);
     r.c.k = LIN;
     r.c.align = align;
-    memcpy(r.c.size, size, sizeof r.c.size);
+    memcpy(r.c.size, size, (size_t)ns * sizeof *size);
     return r;
 }
 
