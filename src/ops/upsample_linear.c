@@ -64,8 +64,8 @@ static void lin_rows(const lin_job *j, int64_t o0, int64_t o1, int64_t off[4])
 #define LIN_TABLES(T)                                                                     \
     const lin_job *j = p;                                                                 \
     const tg__pool_geom *g = j->pj.g;                                                     \
-    const T *l00 = j->ax[0].l0, *l01 = j->ax[0].l1;                                     \
-    const T *l10 = j->ax[1].l0, *l11 = j->ax[1].l1;                                     \
+    const T *l00 = j->ax[0].l0, *l01 = j->ax[0].l1;                                       \
+    const T *l10 = j->ax[1].l0, *l11 = j->ax[1].l1;                                       \
     const T *l20 = j->ax[2].l0, *l21 = j->ax[2].l1;                                       \
     const int64_t *i20 = j->ax[2].i0, *i21 = j->ax[2].i1, O2 = g->out[2];
 
