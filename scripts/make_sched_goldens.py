@@ -22,7 +22,7 @@ the formulas that start from a group's lr and leaves it alone in those
 zipped over base_lrs (LambdaLR, CosineAnnealingLR's restart branch, the
 closed forms of SequentialLR's hand-over); the lrs are (STEPS + 1, 2), the
 second group NaN before it exists.
-tests/test_lr_scheduler.c builds the same cases in C.
+tests/sched_cases.c builds the same cases in C.
 """
 import os
 import sys
