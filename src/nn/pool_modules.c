@@ -36,9 +36,7 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     const char *op = tg__pool_opname(TG__UPSAMPLE_LINEAR, s->ns);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     const int nd = tg_tensor_ndim(x);
-    TG_CHECK(nd == s->ns + 1 || nd == s->ns + 2, TG_ESHAPE,
-             "%s: x has %d dims; it must have %d (C, S...) or %d (B, C, S...)", op, nd,
-             s->ns + 1, s->ns + 2);
+    TG_TRY(tg__pool_check_rank(op, s->ns, nd));
     int64_t size[TG_POOL_MAX_SPATIAL];
     for (int a = 0; a < s->ns; a++) {
         const int64_t in = tg_tensor_shape(x)[nd - s->ns + a];

@@ -30,6 +30,8 @@ int tg__pool_check_params(const char *op, tg__pool_kind kind, int n_spatial,
 int tg__upsample_check_scale(const char *op, int n_spatial, const int64_t *scale);
 /* Checks size[0..n_spatial) (each in [1, TG_POOL_MAX_PARAM]). */
 int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size);
+/* Checks an input's rank: n_spatial + 1 (C, S...) or + 2 (B, C, S...). */
+int tg__pool_check_rank(const char *op, int n_spatial, int ndim);
 
 /* The parameters of a recorded call, copied into its node: n_spatial, the
  * resolved pooling parameters, scale factors or output size, and x's shape

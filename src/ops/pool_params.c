@@ -95,11 +95,17 @@ int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size)
     return TG_OK;
 }
 
-static int check_input(const char *op, int n_spatial, int ndim, const int64_t *shape)
+int tg__pool_check_rank(const char *op, int n_spatial, int ndim)
 {
     TG_CHECK(ndim == n_spatial + 1 || ndim == n_spatial + 2, TG_ESHAPE,
              "%s: x has %d dims; it must have %d (C, S...) or %d (B, C, S...)", op, ndim,
              n_spatial + 1, n_spatial + 2);
+    return TG_OK;
+}
+
+static int check_input(const char *op, int n_spatial, int ndim, const int64_t *shape)
+{
+    TG_TRY(tg__pool_check_rank(op, n_spatial, ndim));
     for (int d = ndim == n_spatial + 2 ? 1 : 0; d < ndim; d++)
         TG_CHECK(shape[d] >= 1, TG_ESHAPE,
                  "%s: x's dim %d has extent 0; every dim but the batch must be >= 1", op, d);
