@@ -455,3 +455,21 @@ void th_expect_row(const char *text, const char *row)
     }
     cr_assert(false, "no row \"%s\" in:\n%s", row, text);
 }
+
+tg_st_file *th_st_copy_without(const tg_st_file *src, const char *skip)
+{
+    tg_st_file *d = NULL;
+    cr_assert(eq(int, tg_st_new(&d), TG_OK));
+    for (int e = 0; e < tg_st_count(src); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(src, e, &name, &t);
+        if (strcmp(name, skip) != 0) tg_st_set(d, name, t);
+    }
+    for (int e = 0; e < tg_st_meta_count(src); e++) {
+        const char *k, *v;
+        tg_st_meta_at(src, e, &k, &v);
+        if (strcmp(k, skip) != 0) tg_st_meta_set(d, k, v);
+    }
+    return d;
+}

@@ -181,6 +181,10 @@ void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_ten
  * table's column widths do not matter. */
 void th_expect_row(const char *text, const char *row);
 
+/* A new file with src's tensors and metadata but the one named skip (a
+ * state file with an entry left out). */
+tg_st_file *th_st_copy_without(const tg_st_file *src, const char *skip);
+
 /* ---- refusals ---- */
 
 /* Fails unless rc is status, the message holds words and y stayed NULL

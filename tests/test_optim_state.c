@@ -121,21 +121,6 @@ static void assert_same_state(const tg_st_file *x, const tg_st_file *y)
     }
 }
 
-/* A copy of src (entries and the kind) without the entry named skip. */
-static tg_st_file *copy_without(const tg_st_file *src, const char *skip)
-{
-    tg_st_file *d = NULL;
-    tg_st_new(&d);
-    for (int e = 0; e < tg_st_count(src); e++) {
-        const char *name;
-        tg_tensor *t;
-        tg_st_at(src, e, &name, &t);
-        if (strcmp(name, skip) != 0) tg_st_set(d, name, t);
-    }
-    tg_st_meta_set(d, "o.kind", tg_st_meta_get(src, "o.kind"));
-    return d;
-}
-
 Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
 {
     tg_st_file *f = th_golden_load("optim/adam_f32.safetensors");
@@ -144,7 +129,7 @@ Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
     tg_st_file *before = snapshot(o);
 
     /* A state whose exp_avg of parameter 1 has shape (6) instead of (5). */
-    tg_st_file *bad = copy_without(before, "o.1.exp_avg");
+    tg_st_file *bad = th_st_copy_without(before, "o.1.exp_avg");
     tg_tensor *wrong = NULL;
     tg_tensor_zeros(&wrong, TG_F32, 1, (int64_t[]){6});
     tg_st_set(bad, "o.1.exp_avg", wrong);
@@ -156,13 +141,13 @@ Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
     tg_st_free(bad);
 
     /* A missing key, another optimizer kind, a parameter it does not have. */
-    bad = copy_without(before, "o.0.exp_avg_sq");
+    bad = th_st_copy_without(before, "o.0.exp_avg_sq");
     cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
     cr_assert(strstr(tg_error_message(), "o.0.exp_avg_sq") != NULL, "%s", tg_error_message());
     tg_st_meta_set(bad, "o.kind", "sgd");
     cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_EINVAL));
     tg_st_free(bad);
-    bad = copy_without(before, "");
+    bad = th_st_copy_without(before, "");
     tg_st_set(bad, "o.7.exp_avg", tg_st_get(before, "o.0.exp_avg"));
     cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_EINVAL));
     cr_assert(eq(int, tg_optimizer_state_load(o, bad, "other"), TG_ENOTFOUND));
@@ -174,7 +159,7 @@ Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
         {"o.0.step", 0x1p60}, {"o.0.step", 2.5}, {"o.lr", -1},
     };
     for (size_t i = 0; i < sizeof nonsense / sizeof *nonsense; i++) {
-        bad = copy_without(before, nonsense[i].key);
+        bad = th_st_copy_without(before, nonsense[i].key);
         tg_tensor *v = NULL;
         tg_tensor_full(&v, TG_F64, 0, NULL, nonsense[i].v);
         tg_st_set(bad, nonsense[i].key, v);
@@ -205,7 +190,7 @@ Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
 /* Stores n values (1: 0-d, 2: shape (2)) under key in a copy of src. */
 static tg_st_file *copy_with(const tg_st_file *src, const char *key, int n, const double *v)
 {
-    tg_st_file *d = copy_without(src, key);
+    tg_st_file *d = th_st_copy_without(src, key);
     tg_tensor *t = NULL;
     cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, n - 1, (int64_t[]){2}, v), TG_OK));
     cr_assert(eq(int, tg_st_set(d, key, t), TG_OK));
@@ -306,7 +291,7 @@ Test(optim_state, bad_hyperparameters_in_a_state_file_change_nothing)
                       tg_error_message());
             tg_st_free(bad);
             /* and a file without a parameter's square_avg */
-            bad = copy_without(before, "o.1.square_avg");
+            bad = th_st_copy_without(before, "o.1.square_avg");
             cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), TG_ENOTFOUND));
             cr_assert(strstr(tg_error_message(), "'o.1.square_avg'") != NULL, "%s",
                       tg_error_message());
@@ -335,10 +320,10 @@ Test(optim_state, a_state_without_hyperparameters_keeps_the_optimizers_own)
     tg_tensor *p[NP], *q[NP];
     tg_optimizer *o = stepped_twice(f, p);
     init_params(f, q);
-    tg_st_file *full = snapshot(o), *old = copy_without(full, "o.betas");
+    tg_st_file *full = snapshot(o), *old = th_st_copy_without(full, "o.betas");
     const char *hp[] = {"o.eps", "o.weight_decay", "o.amsgrad", "o.maximize"};
     for (int i = 0; i < 4; i++) {
-        tg_st_file *t = copy_without(old, hp[i]);
+        tg_st_file *t = th_st_copy_without(old, hp[i]);
         tg_st_free(old);
         old = t;
     }
@@ -425,7 +410,7 @@ Test(optim_state, state_of_other_param_groups_is_refused)
     };
     expect_refused(o, before, bad, sizeof bad / sizeof *bad);
     /* betas (2, 2) with group 1's beta1 = 2 */
-    tg_st_file *b = copy_without(before, "o.betas");
+    tg_st_file *b = th_st_copy_without(before, "o.betas");
     tg_tensor *t = NULL;
     cr_assert(eq(int, tg_tensor_from_data(&t, TG_F64, 2, (int64_t[]){2, 2},
                                           (double[]){0.9, 0.999, 2.0, 0.5}), TG_OK));
@@ -436,7 +421,7 @@ Test(optim_state, state_of_other_param_groups_is_refused)
               tg_error_message());
     tg_st_free(b);
     /* a one-group state into this two-group optimizer, and the reverse */
-    b = copy_without(before, "o.param_groups");
+    b = th_st_copy_without(before, "o.param_groups");
     cr_assert(eq(int, tg_optimizer_state_load(o, b, "o"), TG_EINVAL));
     cr_assert(strstr(tg_error_message(), "no 'o.param_groups': the state is of one param group; "
                                          "this optimizer has 2") != NULL, "%s",
