@@ -660,19 +660,28 @@ Test(cli, dcgan_ddp_resume_refused_on_one_rank_stops_every_rank)
     cr_assert(strstr(first + 1, "trained on 5 images") == NULL, "printed twice:\n%s", th_err);
 }
 
+/* For a --ddp job that rank 0 cannot write: skips without mpirun, writes
+ * the training set and makes the folder out (256 bytes) with a folder named
+ * `blocked` inside, where the job wants to write a file. */
+static void ddp_out_with_blocker(char *out, const char *blocked)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char blocker[512];
+    th_tmp_path(out, 256, "out");
+    cr_assert(eq(int, mkdir(out, 0755), 0));
+    snprintf(blocker, sizeof blocker, "%s/%s", out, blocked);
+    cr_assert(eq(int, mkdir(blocker, 0755), 0));
+}
+
 /* Rank 0 cannot write the epoch's sample grid (a folder has its name): every
  * rank stops with rank 0's error, printed once, instead of the other rank
  * waiting for rank 0 forever. */
 Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
 {
-    const char *mpirun = getenv("TG_MPIRUN");
-    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
-    write_train_set(24);
-    char out[256], blocker[512];
-    th_tmp_path(out, sizeof out, "out");
-    cr_assert(eq(int, mkdir(out, 0755), 0));
-    snprintf(blocker, sizeof blocker, "%s/samples_epoch_1.png", out);
-    cr_assert(eq(int, mkdir(blocker, 0755), 0));
+    char out[256];
+    ddp_out_with_blocker(out, "samples_epoch_1.png");
     cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--data", th_tmp_dir, "--out", out, "--batch", "8",
                                    "--epochs", "3", "--nz", "8", "--g-ch", "8", "--d-ch", "8",
                                    "--threads", "1"), 1), "%s", th_err);
@@ -690,14 +699,8 @@ Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
  * printed once, and the job ends as a failed run, not by MPI_Abort. */
 Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write_a_snapshot)
 {
-    const char *mpirun = getenv("TG_MPIRUN");
-    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
-    write_train_set(24);
-    char out[256], blocker[512];
-    th_tmp_path(out, sizeof out, "out");
-    cr_assert(eq(int, mkdir(out, 0755), 0));
-    snprintf(blocker, sizeof blocker, "%s/generator_0.001s.safetensors", out);
-    cr_assert(eq(int, mkdir(blocker, 0755), 0));
+    char out[256];
+    ddp_out_with_blocker(out, "generator_0.001s.safetensors");
     cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--data", th_tmp_dir, "--out", out, "--batch", "8",
                                    "--epochs", "2", "--nz", "8", "--g-ch", "8", "--d-ch", "8",
                                    "--threads", "1", "--snapshot-every", "0.001"), 1),
