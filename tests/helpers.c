@@ -401,6 +401,15 @@ const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *w
     return t;
 }
 
+tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, const char *b)
+{
+    char key[160];
+    snprintf(key, sizeof key, fmt, a, b);
+    tg_tensor *t = tg_st_get(f, key);
+    cr_assert(t != NULL, "golden key %s missing", key);
+    return t;
+}
+
 void th_ints_of(const char *s, int64_t *v)
 {
     for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);

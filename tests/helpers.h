@@ -168,6 +168,9 @@ tg_st_file *th_golden_load(const char *rel_fmt, ...)
  * the file lacks it). */
 const char *th_golden_meta(const tg_st_file *f, const char *c, const char *what);
 const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *what);
+/* The tensor whose name is fmt filled with a and b (each used as fmt has
+ * them: "%s.%s.y"); fails when the file lacks it. */
+tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, const char *b);
 /* The integers of "1,2,3" into v (as many as the text holds). */
 void th_ints_of(const char *s, int64_t *v);
 /* Fails unless got has want's dtype and shape and each element lies within

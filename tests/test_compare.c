@@ -65,15 +65,6 @@ static double sum_tol(const tg_tensor *input, const tg_tensor *w)
     return (double)n / 2 * big * ulp;
 }
 
-static tg_tensor *golden(const tg_st_file *f, const char *fmt, const char *a, const char *b)
-{
-    char key[160];
-    snprintf(key, sizeof key, fmt, a, b);
-    tg_tensor *t = tg_st_get(f, key);
-    cr_assert(t != NULL, "golden key %s missing", key);
-    return t;
-}
-
 static tg_tensor *leaf_clone(const tg_tensor *t)
 {
     tg_tensor *c = NULL;
@@ -119,22 +110,22 @@ Test(compare, maximum_minimum_match_pytorch)
     for (char *save, *c = strtok_r(cases, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
         for (int m = 0; m < 2; m++) {
             const char *fn = m ? "minimum" : "maximum";
-            tg_tensor *a = leaf_clone(golden(f, "mx.%s.a", c, "")), *y = NULL;
-            tg_tensor *b = leaf_clone(golden(f, "mx.%s.b", c, ""));
+            tg_tensor *a = leaf_clone(th_golden_at(f, "mx.%s.a", c, "")), *y = NULL;
+            tg_tensor *b = leaf_clone(th_golden_at(f, "mx.%s.b", c, ""));
             OK((m ? tg_minimum : tg_maximum)(&y, a, b));
             char what[96], key[64];
             snprintf(what, sizeof what, "%s %s y", c, fn);
             snprintf(key, sizeof key, "mx.%%s.%s.y", fn);
-            expect_maximum_values(what, a, b, y, golden(f, key, c, ""));
+            expect_maximum_values(what, a, b, y, th_golden_at(f, key, c, ""));
             snprintf(key, sizeof key, "mx.%%s.%s.w", fn);
-            tg_tensor *w = golden(f, key, c, "");
+            tg_tensor *w = th_golden_at(f, key, c, "");
             OK(tg_backward(y, w, NULL));
             snprintf(what, sizeof what, "%s %s ga", c, fn);
             snprintf(key, sizeof key, "mx.%%s.%s.ga", fn);
-            expect_near(what, tg_tensor_grad(a), golden(f, key, c, ""), sum_tol(a, w), true);
+            expect_near(what, tg_tensor_grad(a), th_golden_at(f, key, c, ""), sum_tol(a, w), true);
             snprintf(what, sizeof what, "%s %s gb", c, fn);
             snprintf(key, sizeof key, "mx.%%s.%s.gb", fn);
-            expect_near(what, tg_tensor_grad(b), golden(f, key, c, ""), sum_tol(b, w), true);
+            expect_near(what, tg_tensor_grad(b), th_golden_at(f, key, c, ""), sum_tol(b, w), true);
             th_release_all(3, (tg_tensor *[]){a, b, y});
             checked++;
         }
@@ -193,13 +184,13 @@ Test(compare, comparisons_match_pytorch)
     int checked = 0;
     snprintf(cases, sizeof cases, "%s", tg_st_meta_get(f, "cmp_cases"));
     for (char *save, *c = strtok_r(cases, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        tg_tensor *a = golden(f, "cmp.%s.a", c, ""), *b = golden(f, "cmp.%s.b", c, "");
+        tg_tensor *a = th_golden_at(f, "cmp.%s.a", c, ""), *b = th_golden_at(f, "cmp.%s.b", c, "");
         for (int k = 0; k < 6; k++) {
             tg_tensor *y = NULL;
             char what[96];
             OK(FNS[k](&y, a, b));
             snprintf(what, sizeof what, "%s %s", c, OPS[k]);
-            expect_equal(what, y, golden(f, "cmp.%s.%s", c, OPS[k]));
+            expect_equal(what, y, th_golden_at(f, "cmp.%s.%s", c, OPS[k]));
             tg_tensor_release(y);
             checked++;
         }
@@ -209,13 +200,13 @@ Test(compare, comparisons_match_pytorch)
         char key[64];
         snprintf(key, sizeof key, "%s.s", c);
         const double s = strtod(tg_st_meta_get(f, key), NULL);
-        tg_tensor *a = golden(f, "cmps.%s.a", c, "");
+        tg_tensor *a = th_golden_at(f, "cmps.%s.a", c, "");
         for (int k = 0; k < 6; k++) {
             tg_tensor *y = NULL;
             char what[96];
             OK(SFNS[k](&y, a, s));
             snprintf(what, sizeof what, "%s %s_scalar %g", c, OPS[k], s);
-            expect_equal(what, y, golden(f, "cmps.%s.%s", c, OPS[k]));
+            expect_equal(what, y, th_golden_at(f, "cmps.%s.%s", c, OPS[k]));
             tg_tensor_release(y);
             checked++;
         }
@@ -312,18 +303,18 @@ Test(compare, stack_matches_pytorch)
             for (int i = 0; i < n; i++) {
                 char idx[12];
                 snprintf(idx, sizeof idx, "%d", i);
-                ts[i] = leaf_clone(golden(f, "st.%s.%s", c, idx));
+                ts[i] = leaf_clone(th_golden_at(f, "st.%s.%s", c, idx));
             }
             OK(tg_stack(&y, n, ts, atoi(d)));
             char what[96];
             snprintf(what, sizeof what, "stack %s dim %s", c, d);
-            expect_equal(what, y, golden(f, "st.%s.%s.y", c, d));
+            expect_equal(what, y, th_golden_at(f, "st.%s.%s.y", c, d));
             snprintf(key, sizeof key, "st.%s.%s.w", c, d);
-            OK(tg_backward(y, golden(f, "%s%s", key, ""), NULL));
+            OK(tg_backward(y, th_golden_at(f, "%s%s", key, ""), NULL));
             for (int i = 0; i < n; i++) {
                 snprintf(key, sizeof key, "st.%s.%s.g%d", c, d, i);
                 snprintf(what, sizeof what, "stack %s dim %s g%d", c, d, i);
-                expect_equal(what, tg_tensor_grad(ts[i]), golden(f, "%s%s", key, ""));
+                expect_equal(what, tg_tensor_grad(ts[i]), th_golden_at(f, "%s%s", key, ""));
             }
             th_release_all(n, ts);
             tg_tensor_release(y);

@@ -39,15 +39,6 @@ static int run(size_t c, tg_tensor **out, tg_tensor *x, tg_tensor *t, tg_tensor 
     }
 }
 
-static tg_tensor *golden(const tg_st_file *f, const char *fmt, const char *a, const char *b)
-{
-    char k[128];
-    snprintf(k, sizeof k, fmt, a, b);
-    tg_tensor *t = tg_st_get(f, k);
-    cr_assert(t != NULL, "golden key %s missing", k);
-    return t;
-}
-
 /* Every element of got equals want within rtol (relative, plus rtol absolute
  * near 0); NaN must meet NaN and an infinity the same infinity. */
 static void expect_close(const tg_tensor *got, const tg_tensor *want, double rtol,
@@ -82,21 +73,24 @@ Test(loss_prob, values_and_gradients_match_pytorch)
             for (int r = 0; r < 3; r++) {
                 const char *cn = CASES[c].name, *rn = RED_NAMES[r];
                 double tol = d == 0 ? 1e-12 : 1e-5;
-                tg_tensor *x = leaf(golden(f, "%s%s.input", cn, ""), dts[d], true);
-                tg_tensor *t = leaf(golden(f, "%s%s.target", cn, ""), dts[d], true);
-                tg_tensor *w = CASES[c].weighted ? leaf(golden(f, "%s%s.weight", cn, ""),
+                tg_tensor *x = leaf(th_golden_at(f, "%s%s.input", cn, ""), dts[d], true);
+                tg_tensor *t = leaf(th_golden_at(f, "%s%s.target", cn, ""), dts[d], true);
+                tg_tensor *w = CASES[c].weighted ? leaf(th_golden_at(f, "%s%s.weight", cn, ""),
                                                         dts[d], false) : NULL;
-                tg_tensor *v = NULL, *gout = leaf(golden(f, "%s.%s.gout", cn, rn), dts[d], false);
+                tg_tensor *v = NULL;
+                tg_tensor *gout = leaf(th_golden_at(f, "%s.%s.gout", cn, rn), dts[d], false);
                 cr_assert(eq(int, run(c, &v, x, t, w, REDS[r]), TG_OK), "%s", tg_error_message());
                 cr_assert(eq(int, tg_tensor_dtype(v), dts[d]));
                 char what[96];
                 snprintf(what, sizeof what, "%s %s %s value", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(v, golden(f, "%s.%s.value", cn, rn), tol, what);
+                expect_close(v, th_golden_at(f, "%s.%s.value", cn, rn), tol, what);
                 cr_assert(eq(int, tg_backward(v, gout, NULL), TG_OK), "%s", tg_error_message());
                 snprintf(what, sizeof what, "%s %s %s grad_input", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(tg_tensor_grad(x), golden(f, "%s.%s.grad_input", cn, rn), tol, what);
+                expect_close(tg_tensor_grad(x), th_golden_at(f, "%s.%s.grad_input", cn, rn), tol,
+                             what);
                 snprintf(what, sizeof what, "%s %s %s grad_target", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(tg_tensor_grad(t), golden(f, "%s.%s.grad_target", cn, rn), tol, what);
+                expect_close(tg_tensor_grad(t), th_golden_at(f, "%s.%s.grad_target", cn, rn), tol,
+                             what);
                 th_release_all(5, (tg_tensor *[]){v, gout, x, t, w});
             }
     tg_st_free(f);
@@ -115,18 +109,20 @@ Test(loss_prob, second_derivatives_match_pytorch)
     cg.create_graph = true;
     for (size_t c = 0; c < NCASES; c++) {
         const char *cn = CASES[c].name;
-        tg_tensor *x = leaf(golden(f, "%s%s.input", cn, ""), TG_F64, true);
-        tg_tensor *t = leaf(golden(f, "%s%s.target", cn, ""), TG_F64, false);
-        tg_tensor *w = CASES[c].weighted ? golden(f, "%s%s.weight", cn, "") : NULL;
+        tg_tensor *x = leaf(th_golden_at(f, "%s%s.input", cn, ""), TG_F64, true);
+        tg_tensor *t = leaf(th_golden_at(f, "%s%s.target", cn, ""), TG_F64, false);
+        tg_tensor *w = CASES[c].weighted ? th_golden_at(f, "%s%s.weight", cn, "") : NULL;
         tg_tensor *v = NULL, *gx = NULL, *ggx = NULL;
         cr_assert(eq(int, run(c, &v, x, t, w, TG_REDUCTION_NONE), TG_OK));
-        cr_assert(eq(int, tg_grad(&gx, 1, &v, (tg_tensor *[]){golden(f, "%s.%s.gout", cn, "none")},
-                                  1, &x, &cg), TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_grad(&ggx, 1, &gx, (tg_tensor *[]){golden(f, "%s.%s.hess", cn, "none")},
-                                  1, &x, NULL), TG_OK), "%s: %s", cn, tg_error_message());
+        tg_tensor *gout = th_golden_at(f, "%s.%s.gout", cn, "none");
+        tg_tensor *hess = th_golden_at(f, "%s.%s.hess", cn, "none");
+        cr_assert(eq(int, tg_grad(&gx, 1, &v, &gout, 1, &x, &cg), TG_OK), "%s",
+                  tg_error_message());
+        cr_assert(eq(int, tg_grad(&ggx, 1, &gx, &hess, 1, &x, NULL), TG_OK), "%s: %s", cn,
+                  tg_error_message());
         char what[64];
         snprintf(what, sizeof what, "%s d2/dx2", cn);
-        expect_close(ggx, golden(f, "%s.%s.ggin", cn, "none"), 1e-9, what);
+        expect_close(ggx, th_golden_at(f, "%s.%s.ggin", cn, "none"), 1e-9, what);
         th_release_all(5, (tg_tensor *[]){v, gx, ggx, x, t});
     }
     tg_st_free(f);
@@ -139,17 +135,17 @@ Test(loss_prob, bce_at_0_and_1_gives_pytorch_values)
     tg_st_file *f = th_golden_load("optim/loss.safetensors");
     const tg_dtype dts[2] = {TG_F64, TG_F32};
     for (int d = 0; d < 2; d++) {
-        tg_tensor *x = leaf(golden(f, "%s%s.input", "bcep_edge", ""), dts[d], true);
-        tg_tensor *t = leaf(golden(f, "%s%s.target", "bcep_edge", ""), dts[d], false);
+        tg_tensor *x = leaf(th_golden_at(f, "%s%s.input", "bcep_edge", ""), dts[d], true);
+        tg_tensor *t = leaf(th_golden_at(f, "%s%s.target", "bcep_edge", ""), dts[d], false);
         tg_tensor *v = NULL, *s = NULL;
         cr_assert(eq(int, tg_bce_loss(&v, x, t, NULL, TG_REDUCTION_NONE), TG_OK), "%s",
                   tg_error_message());
         double tol = d == 0 ? 1e-12 : 1e-5;
-        expect_close(v, golden(f, "%s.%s.value", "bcep_edge", "none"), tol, "edge value");
+        expect_close(v, th_golden_at(f, "%s.%s.value", "bcep_edge", "none"), tol, "edge value");
         cr_assert(eq(int, tg_sum(&s, v), TG_OK));
         cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
-        expect_close(tg_tensor_grad(x), golden(f, "%s.%s.grad_input", "bcep_edge", "none"), tol,
-                     "edge grad_input");
+        expect_close(tg_tensor_grad(x), th_golden_at(f, "%s.%s.grad_input", "bcep_edge", "none"),
+                     tol, "edge grad_input");
         th_release_all(4, (tg_tensor *[]){s, v, x, t});
     }
     tg_st_free(f);
@@ -256,8 +252,8 @@ Test(loss_prob, half_inputs_and_autocast)
             cr_assert(eq(int, run(c, &v32, x32, t32, NULL, TG_REDUCTION_NONE), TG_OK));
             cr_assert(eq(int, tg_tensor_dtype(vh), halves[h]));
             for (int64_t i = 0; i < 6; i++)
-                cr_assert(eq(dbl, th_at(vh, i), th_round_to(halves[h], th_at(v32, i))), "%s %s[%lld]",
-                          tg_dtype_name(halves[h]), CASES[c].name, (long long)i);
+                cr_assert(eq(dbl, th_at(vh, i), th_round_to(halves[h], th_at(v32, i))),
+                          "%s %s[%lld]", tg_dtype_name(halves[h]), CASES[c].name, (long long)i);
             cr_assert(eq(int, tg_autocast_begin(halves[h]), TG_OK));
             cr_assert(eq(int, run(c, &va, xh, th, NULL, TG_REDUCTION_NONE), TG_OK));
             cr_assert(eq(int, tg_autocast_end(), TG_OK));
@@ -302,7 +298,8 @@ Test(loss_prob, bce_weight_must_broadcast_to_input)
     tg_tensor_zeros(&wi, TG_I32, 1, (int64_t[]){3});
     tg_tensor_full(&ok, TG_F64, 2, (int64_t[]){2, 1}, 2.0);
     cr_assert(eq(int, tg_bce_loss(&v, x, t, grow, TG_REDUCTION_SUM), TG_ESHAPE));
-    cr_assert(strstr(tg_error_message(), "weight shape (2, 1, 3)") != NULL, "%s", tg_error_message());
+    cr_assert(strstr(tg_error_message(), "weight shape (2, 1, 3)") != NULL, "%s",
+              tg_error_message());
     cr_assert(eq(int, tg_bce_loss(&v, x, t, clash, TG_REDUCTION_SUM), TG_ESHAPE));
     cr_assert(eq(int, tg_bce_loss(&v, x, t, wi, TG_REDUCTION_SUM), TG_EDTYPE));
     cr_assert(v == NULL);
@@ -318,7 +315,8 @@ Test(loss_prob, smooth_l1_and_huber_parameters_are_checked)
 {
     tg_tensor *x = th_seq(TG_F32, 1, (int64_t[]){4}, -1, 1), *v = NULL;
     cr_assert(eq(int, tg_smooth_l1_loss(&v, x, x, TG_REDUCTION_MEAN, -0.5), TG_EINVAL));
-    cr_assert(strstr(tg_error_message(), "beta=-0.5 must be >= 0") != NULL, "%s", tg_error_message());
+    cr_assert(strstr(tg_error_message(), "beta=-0.5 must be >= 0") != NULL, "%s",
+              tg_error_message());
     cr_assert(eq(int, tg_smooth_l1_loss(&v, x, x, TG_REDUCTION_MEAN, NAN), TG_EINVAL));
     cr_assert(eq(int, tg_huber_loss(&v, x, x, TG_REDUCTION_MEAN, 0.0), TG_EINVAL));
     cr_assert(strstr(tg_error_message(), "huber_loss: delta=0 must be > 0") != NULL, "%s",
