@@ -220,6 +220,12 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
                    "module '<top>' (AvgPool2d) runs on an unbatched input (3 dims): ONNX's "
                    "AveragePool takes (N, C, S...)");
     tg_module_release(pool);
+    /* ... and so has InstanceNormalization */
+    cr_assert(tg_nn_instance_norm_new(&pool, 2, 3, 1e-5, false) == TG_OK);
+    expect_refused(pool, xu, NULL, TG_EUNSUPPORTED,
+                   "module '<top>' (InstanceNorm2d) runs on an unbatched input (3 dims): ONNX's "
+                   "InstanceNormalization takes (N, C, S...)");
+    tg_module_release(pool);
     tg_tensor_release(xu);
 
     tg_module_release(wrap);

@@ -119,6 +119,9 @@ int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
+/* TG_EUNSUPPORTED naming the module and onnx_op unless s's input is (N, C,
+ * S...) with ns spatial dims (onnx_pool.c). */
+int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);
 /* LayerNorm, GroupNorm and InstanceNormNd (onnx_norm.c). */
 int tg__onnx_emit_layer_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y);

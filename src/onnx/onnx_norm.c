@@ -122,10 +122,7 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y)
     double eps;
     bool affine;
     TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, &affine));
-    TG_CHECK(tg_tensor_ndim(s->xt) == ns + 2, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) runs on an unbatched input (%d dims): ONNX's "
-             "InstanceNormalization takes (N, C, S...)", s->path[0] ? s->path : "<top>",
-             tg_module_type_name(s->m), tg_tensor_ndim(s->xt));
+    TG_TRY(tg__onnx_need_batched(s, ns, "InstanceNormalization"));
     const char *w = NULL, *b = NULL;
     if (affine) {
         TG_TRY(tg__onnx_param(s, "weight", &w));

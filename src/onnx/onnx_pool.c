@@ -117,6 +117,15 @@ static int tg__onnx_pool_rescale(const tg__onnx_site *s, int ns, const tg_pool_p
     return tg__onnx_add(s->g, NULL, y, s->scope, "Mul", 2, (const char *const[]){t, name});
 }
 
+int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op)
+{
+    TG_CHECK(tg_tensor_ndim(s->xt) == ns + 2, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) runs on an unbatched input (%d dims): ONNX's %s "
+             "takes (N, C, S...)", s->path[0] ? s->path : "<top>", tg_module_type_name(s->m),
+             tg_tensor_ndim(s->xt), onnx_op);
+    return TG_OK;
+}
+
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
 {
     int ns;
@@ -124,10 +133,7 @@ int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
     TG_TRY(tg_nn_pool_params(s->m, &ns, &p));
     const char *type = tg_module_type_name(s->m);
     const bool avg = !strncmp(type, "AvgPool", 7);
-    TG_CHECK(tg_tensor_ndim(s->xt) == ns + 2, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) runs on an unbatched input (%d dims): ONNX's %s "
-             "takes (N, C, S...)", s->path[0] ? s->path : "<top>", type, tg_tensor_ndim(s->xt),
-             avg ? "AveragePool" : "MaxPool");
+    TG_TRY(tg__onnx_need_batched(s, ns, avg ? "AveragePool" : "MaxPool"));
     /* pads (begin..., end...): p's, the ends grown for ceil_mode */
     int64_t pads[2 * TG_POOL_MAX_SPATIAL];
     bool grown = false;
