@@ -1,5 +1,5 @@
 """The case writer the op golden scripts share (make_pool_goldens.py,
-make_upsample_linear_goldens.py): each case runs y = fn(x), backward with a
+make_interpolate_goldens.py): each case runs y = fn(x), backward with a
 random grad_y, and records x, grad_y, y and grad_x under "case<i>.<name>"
 with its metadata as strings under "case<i>.<key>"."""
 import torch

@@ -1,12 +1,12 @@
 /* tests/pool_calls.h - one call of tg_avg_pool, tg_max_pool,
- * tg_upsample_nearest or tg_upsample_linear as data, for the pool test
- * files (test_pool.c, test_pool_invariants.c). */
+ * tg_upsample_nearest, tg_upsample_linear or tg_upsample_bicubic as data,
+ * for the pool test files (test_pool.c, test_pool_invariants.c). */
 #ifndef TG_TESTS_POOL_CALLS_H
 #define TG_TESTS_POOL_CALLS_H
 
 #include "tapegrad/tapegrad.h"
 
-typedef enum kind { AVG, MAX, UP, LIN } kind;
+typedef enum kind { AVG, MAX, UP, LIN, CUB } kind;
 
 /* One call of an op: which, over how many spatial dims, with what. */
 typedef struct call {
@@ -14,8 +14,8 @@ typedef struct call {
     int ns;
     tg_pool_params p;
     int64_t scale[3];
-    int64_t size[3];   /* LIN: the output extents */
-    bool align;        /* LIN: align_corners */
+    int64_t size[3];   /* LIN, CUB: the output extents */
+    bool align;        /* LIN, CUB: align_corners */
 } call;
 
 static inline int run(const call *c, tg_tensor **y, tg_tensor *x)
@@ -25,6 +25,7 @@ static inline int run(const call *c, tg_tensor **y, tg_tensor *x)
     case MAX: return tg_max_pool(y, x, c->ns, &c->p);
     case UP: return tg_upsample_nearest(y, x, c->ns, c->scale);
     case LIN: return tg_upsample_linear(y, x, c->ns, c->size, c->align);
+    case CUB: return tg_upsample_bicubic(y, x, c->size, c->align);
     }
     return TG_EINVAL;
 }

@@ -1,8 +1,8 @@
 /* tests/test_onnx_resample.c - tg_onnx_export of pooling, upsampling and
  * normalisation, checked by onnx's checker and ONNX Runtime (within 1e-5):
- * Upsample, AvgPool and MaxPool of every rank (ceil_mode, count_include_pad,
- * dilation) with the graph expected node by node, and LayerNorm and
- * GroupNorm.
+ * Upsample (nearest, linear, bicubic), AvgPool and MaxPool of every rank
+ * (ceil_mode, count_include_pad, dilation) with the graph expected node by
+ * node, and LayerNorm and GroupNorm.
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -53,6 +53,10 @@ static const pool_case pool_cases[] = {
      {2, 2, 4, 5}, NULL, {0}, 0},
     {"upsample_trilinear3d_s212", 'l', 3, {2, 1, 2}, {0}, {0}, {0}, false, false,
      {1, 2, 2, 3, 2}, NULL, {0}, 0},
+    {"upsample_bicubic2d_s23", 'c', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5}, NULL,
+     {0}, 0},
+    {"upsample_bicubic2d_s22_aligned", 'C', 2, {2, 2}, {0}, {0}, {0}, false, false,
+     {2, 2, 3, 5}, NULL, {0}, 0},
     {"avgpool1d_ceil_past_padding", 'a', 1, {3}, {2}, {1}, {1}, true, true, {2, 2, 6},
      "\"AveragePool\", \"Mul\"", {1, 2}, 1},
     {"avgpool1d_ceil_no_pad_count", 'a', 1, {3}, {2}, {1}, {1}, true, false, {2, 2, 6},
@@ -90,6 +94,8 @@ static tg_module *pool_module(const pool_case *c)
     int rc = c->kind == 'u'   ? tg_nn_upsample_new(&m, c->ns, c->k)
              : c->kind == 'l' || c->kind == 'L'
                  ? tg_nn_upsample_linear_new(&m, c->ns, c->k, c->kind == 'L')
+             : c->kind == 'c' || c->kind == 'C'
+                 ? tg_nn_upsample_bicubic_new(&m, c->k, c->kind == 'C')
              : c->kind == 'a' ? tg_nn_avg_pool_new(&m, c->ns, &p)
                               : tg_nn_max_pool_new(&m, c->ns, &p);
     cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
@@ -101,11 +107,13 @@ static tg_module *pool_module(const pool_case *c)
 static void pool_graph_json(char *buf, size_t size, const pool_case *c)
 {
     buf[0] = '\0';
-    if (c->kind == 'l' || c->kind == 'L') {
+    if (strchr("lLcC", c->kind)) {
+        const bool cubic = c->kind == 'c' || c->kind == 'C';
         jcat(buf, size, "\"ops\": [\"Resize\"], \"attributes\": {\"Resize\": {\"mode\": "
-             "\"linear\", \"coordinate_transformation_mode\": \"%s\"}}, "
+             "\"%s\", %s\"coordinate_transformation_mode\": \"%s\"}}, "
              "\"initializer_values\": {\"/scales\": [1, 1",
-             c->kind == 'L' ? "align_corners" : "pytorch_half_pixel");
+             cubic ? "cubic" : "linear", cubic ? "\"cubic_coeff_a\": -0.75, " : "",
+             c->kind == 'L' || c->kind == 'C' ? "align_corners" : "pytorch_half_pixel");
         for (int a = 0; a < c->ns; a++) jcat(buf, size, ", %lld", (long long)c->k[a]);
         jcat(buf, size, "]}");
         return;

@@ -63,11 +63,12 @@ static sweep_case up_case(int ns, const int64_t *scale)
     return r;
 }
 
-/* Linear interpolation of avg_case's input to size[0..ns). */
-static sweep_case lin_case(int ns, const int64_t *size, bool align)
+/* Linear (or, with ns = 2 and k = CUB, bicubic) interpolation of
+ * avg_case's input to size[0..ns). */
+static sweep_case interp_case(kind k, int ns, const int64_t *size, bool align)
 {
     sweep_case r = avg_case(ns, 1, 1, 0, false, true);
-    r.c.k = LIN;
+    r.c.k = k;
     r.c.align = align;
     memcpy(r.c.size, size, (size_t)ns * sizeof *size);
     return r;
@@ -84,9 +85,15 @@ static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
         max_case(3, 2, 0, 1, 1, true),     max_case(3, 3, 1, 1, 1, false),
         up_case(1, (int64_t[]){3, 1, 1}),  up_case(2, (int64_t[]){2, 3, 1}),
         up_case(3, (int64_t[]){1, 2, 2}),
-        lin_case(1, (int64_t[]){9}, false),   lin_case(1, (int64_t[]){2}, true),
-        lin_case(2, (int64_t[]){7, 3}, false), lin_case(2, (int64_t[]){1, 6}, true),
-        lin_case(3, (int64_t[]){4, 3, 5}, false), lin_case(3, (int64_t[]){3, 5, 2}, true),
+        interp_case(LIN, 1, (int64_t[]){9}, false),
+        interp_case(LIN, 1, (int64_t[]){2}, true),
+        interp_case(LIN, 2, (int64_t[]){7, 3}, false),
+        interp_case(LIN, 2, (int64_t[]){1, 6}, true),
+        interp_case(LIN, 3, (int64_t[]){4, 3, 5}, false),
+        interp_case(LIN, 3, (int64_t[]){3, 5, 2}, true),
+        interp_case(CUB, 2, (int64_t[]){7, 3}, false),
+        interp_case(CUB, 2, (int64_t[]){1, 6}, true),
+        interp_case(CUB, 2, (int64_t[]){9, 11}, false),
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         /* distinct values: no ties, where max is not differentiable */
@@ -258,10 +265,11 @@ Test(pool_invariants, two_threads_give_one_threads_bits)
     tg_pool_params_set(&k2, 3, 2, 1);
     const call calls[] = {{.k = AVG, .ns = 2, .p = k3}, {.k = MAX, .ns = 2, .p = k2},
                           {.k = UP, .ns = 2, .scale = {2, 2}},
-                          {.k = LIN, .ns = 2, .size = {64, 40}}};
+                          {.k = LIN, .ns = 2, .size = {64, 40}},
+                          {.k = CUB, .ns = 2, .size = {48, 64}}};
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 8, 32, 32}, 21);
     OK(tg_tensor_set_requires_grad(x, true));
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         tg_tensor *y[2] = {NULL, NULL}, *w = NULL, *gx[2] = {NULL, NULL};
         for (int t = 0; t < 2; t++) {
             OK(tg_set_num_threads(t + 1));
@@ -287,9 +295,11 @@ Test(pool_invariants, empty_batch_gives_an_empty_result)
     tg_pool_params_set(&p, 2, 0, 1);
     const call calls[] = {{.k = AVG, .ns = 2, .p = p}, {.k = MAX, .ns = 2, .p = p},
                           {.k = UP, .ns = 2, .scale = {2, 3}},
-                          {.k = LIN, .ns = 2, .size = {10, 3}, .align = true}};
-    const int64_t want[4][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}, {0, 3, 10, 3}};
-    for (int i = 0; i < 4; i++) {
+                          {.k = LIN, .ns = 2, .size = {10, 3}, .align = true},
+                          {.k = CUB, .ns = 2, .size = {2, 7}}};
+    const int64_t want[5][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}, {0, 3, 10, 3},
+                                {0, 3, 2, 7}};
+    for (int i = 0; i < 5; i++) {
         tg_tensor *y = NULL, *s = NULL;
         OK(run(&calls[i], &y, x));
         th_expect_shape(y, 4, want[i]);

@@ -295,6 +295,11 @@ static int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_upsample_linear(out, in[0], 3, (const int64_t[]){3, 5, 4}, true);
 }
 
+static int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_bicubic(out, in[0], (const int64_t[]){9, 3}, false);
+}
+
 static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_softmax(out, in[0], 1);
@@ -512,6 +517,8 @@ static const gc_case gc_cases[] = {
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("upsample_linear", "pool", f_trilinear, "trilinear (1, 2, 2, 3, 2) to (3, 5, 4) "
           "align_corners", 1, .ndim = {5}, .shape = {{1, 2, 2, 3, 2}}),
+    GC_FN("upsample_bicubic", "pool", f_bicubic, "(2, 2, 5, 4) to (9, 3)", 1, .ndim = {4},
+          .shape = {{2, 2, 5, 4}}),
 };
 #define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
 

@@ -322,6 +322,10 @@ TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *sca
  * S*scale. */
 TG_API int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *scale,
                                      bool align_corners);
+/* nn.Upsample(scale_factor=scale, mode='bicubic', align_corners=...) with
+ * integer factors scale[0..2) (type name "Upsample"): forward is
+ * tg_upsample_bicubic to the extents S*scale. */
+TG_API int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners);
 /* A pooling module's n_spatial and parameters, with its strides resolved
  * (a stride given as 0 reads as the kernel); an Upsample's n_spatial and
  * its *n_spatial scale factors.  Out-pointers may be NULL; TG_EINVAL naming

@@ -100,7 +100,11 @@ TG_API int tg_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_po
 TG_API int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
 
 /* An Upsample module's interpolation (tg_nn_upsample_mode). */
-typedef enum tg_upsample_mode { TG_UPSAMPLE_NEAREST = 0, TG_UPSAMPLE_LINEAR = 1 } tg_upsample_mode;
+typedef enum tg_upsample_mode {
+    TG_UPSAMPLE_NEAREST = 0,
+    TG_UPSAMPLE_LINEAR = 1,
+    TG_UPSAMPLE_BICUBIC = 2
+} tg_upsample_mode;
 
 /* x upsampled by the integer factors scale[0..n_spatial) (each >= 1) along
  * its last n_spatial dims, nearest neighbour.  Errors as tg_avg_pool. */
@@ -122,6 +126,20 @@ TG_API int tg_upsample_nearest(tg_tensor **out, tg_tensor *x, int n_spatial,
  * (TG_EINVAL for a NULL size or an extent outside [1, TG_POOL_MAX_PARAM]). */
 TG_API int tg_upsample_linear(tg_tensor **out, tg_tensor *x, int n_spatial, const int64_t *size,
                               bool align_corners);
+
+/* x resized to the extents size[0..2) along its last two dims by cubic
+ * convolution: F.interpolate(x, size=size, mode='bicubic',
+ * align_corners=align_corners).  Output index o reads the four input
+ * indices floor(r)-1 .. floor(r)+2 (each clamped to [0, S-1]) around the
+ * source position
+ *   align_corners:  r = o * (S-1)/(size-1)   (0 when size = 1)
+ *   otherwise:      r = (o + 1/2) * S/size - 1/2   (not clamped at 0)
+ * with Keys's cubic weights (a = -0.75) of t = r - floor(r), computed in
+ * the compute dtype as PyTorch's CPU kernel does; the result may lie
+ * outside the range of x.  Gradients of every order, as tg_upsample_linear.
+ * Errors as tg_upsample_linear. */
+TG_API int tg_upsample_bicubic(tg_tensor **out, tg_tensor *x, const int64_t *size,
+                               bool align_corners);
 
 #ifdef __cplusplus
 }

@@ -84,6 +84,9 @@ static const op_note notes[] = {
     {"upsample_linear", "da = upsample_linear_backward(g): each g element added into the 2^N "
                         "inputs it read, times their weights", NULL},
     {"upsample_linear_backward", "dg = upsample_linear(g'), same size", NULL},
+    {"upsample_bicubic", "da = upsample_bicubic_backward(g): each g element added into the "
+                         "16 inputs it read, times their weights", NULL},
+    {"upsample_bicubic_backward", "dg = upsample_bicubic(g'), same size", NULL},
     {"avg_pool", "da = avg_pool_backward(g): each g element / its window's count added into "
                  "the window", NULL},
     {"avg_pool_backward", "dg = avg_pool(g'), same parameters", NULL},

@@ -1,5 +1,5 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
- * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest or linear,
+ * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, linear or bicubic,
  * integer scale factors).  Each keeps its n_spatial and parameters, checked
  * when it is made, and runs the op of tapegrad/pool.h. */
 #include <string.h>
@@ -13,7 +13,7 @@ typedef struct tg__pool_state {
     tg_pool_params p;                       /* pools: strides resolved */
     int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
     tg_upsample_mode mode;                  /* Upsample */
-    bool align_corners;                     /* Upsample, linear */
+    bool align_corners;                     /* Upsample, linear or bicubic */
 } tg__pool_state;
 
 static int tg__avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -32,8 +32,10 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__pool_state *s = m->state;
     if (s->mode == TG_UPSAMPLE_NEAREST) return tg_upsample_nearest(y, x, s->ns, s->scale);
-    /* linear: the output extents S*s, as nn.Upsample's scale_factor gives */
-    const char *op = tg__pool_opname(TG__UPSAMPLE_LINEAR, s->ns);
+    /* linear, cubic: the output extents S*s, as nn.Upsample's scale_factor
+     * gives */
+    const bool cubic = s->mode == TG_UPSAMPLE_BICUBIC;
+    const char *op = tg__pool_opname(cubic ? TG__UPSAMPLE_CUBIC : TG__UPSAMPLE_LINEAR, s->ns);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     const int nd = tg_tensor_ndim(x);
     TG_TRY(tg__pool_check_rank(op, s->ns, nd));
@@ -45,6 +47,7 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
                  (long long)in, (long long)s->scale[a], (long long)TG_POOL_MAX_PARAM);
         size[a] = in * s->scale[a];
     }
+    if (cubic) return tg_upsample_bicubic(y, x, size, s->align_corners);
     return tg_upsample_linear(y, x, s->ns, size, s->align_corners);
 }
 
@@ -109,6 +112,15 @@ int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *sca
     tg__pool_state s = {.ns = n_spatial, .mode = TG_UPSAMPLE_LINEAR,
                         .align_corners = align_corners};
     memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
+    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+}
+
+int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_bicubic_new: out must not be NULL");
+    TG_TRY(tg__upsample_check_scale("nn_upsample_bicubic_new", 2, scale));
+    tg__pool_state s = {.ns = 2, .mode = TG_UPSAMPLE_BICUBIC, .align_corners = align_corners};
+    memcpy(s.scale, scale, 2 * sizeof *scale);
     return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
 }
 

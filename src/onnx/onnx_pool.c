@@ -54,8 +54,12 @@ int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
     tg__onnx_node *node = NULL;
     TG_TRY(tg__onnx_add(s->g, &node, y, s->scope, "Resize", 3,
                         (const char *const[]){s->x, "", name}));
-    if (mode == TG_UPSAMPLE_LINEAR) {
-        TG_TRY(tg__onnx_attr_str(s->g, node, "mode", "linear"));
+    if (mode == TG_UPSAMPLE_LINEAR || mode == TG_UPSAMPLE_BICUBIC) {
+        /* cubic: Keys's a = -0.75, the taps outside x clamped to its edge
+         * (exclude_outside = 0), as tg_upsample_bicubic */
+        const bool cubic = mode == TG_UPSAMPLE_BICUBIC;
+        TG_TRY(tg__onnx_attr_str(s->g, node, "mode", cubic ? "cubic" : "linear"));
+        if (cubic) TG_TRY(tg__onnx_attr_float(s->g, node, "cubic_coeff_a", -0.75f));
         return tg__onnx_attr_str(s->g, node, "coordinate_transformation_mode",
                                  align ? "align_corners" : "pytorch_half_pixel");
     }

@@ -1,5 +1,5 @@
 /* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, upsample.c,
- * upsample_linear.c and the pooling modules (src/nn/pool_modules.c) share: parameter checks, the
+ * interpolate.c and the pooling modules (src/nn/pool_modules.c) share: parameter checks, the
  * output shape and the geometry of a call. */
 #ifndef TAPEGRAD_OPS_POOL_INTERNAL_H
 #define TAPEGRAD_OPS_POOL_INTERNAL_H
@@ -15,6 +15,7 @@ typedef enum tg__pool_kind {
     TG__MAX_POOL,
     TG__UPSAMPLE,          /* nearest, integer scale factors */
     TG__UPSAMPLE_LINEAR,   /* linear, bilinear, trilinear to a given size */
+    TG__UPSAMPLE_CUBIC,    /* bicubic to a given size */
 } tg__pool_kind;
 
 /* "avg_pool2d", "max_pool1d", "upsample_nearest3d", "upsample_bilinear2d"
@@ -40,8 +41,8 @@ typedef struct tg__pool_call {
     int ns;
     tg_pool_params p;                  /* pooling */
     int64_t scale[TG_POOL_MAX_SPATIAL];   /* nearest upsampling */
-    int64_t size[TG_POOL_MAX_SPATIAL];    /* linear upsampling: the output extents */
-    bool align_corners;                   /* linear upsampling */
+    int64_t size[TG_POOL_MAX_SPATIAL];    /* linear, cubic upsampling: the output extents */
+    bool align_corners;                   /* linear, cubic upsampling */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;

@@ -1,11 +1,12 @@
-/* tests/test_upsample_linear.c - tg_upsample_linear and the linear Upsample
- * module against PyTorch's F.interpolate and nn.Upsample (linear, bilinear,
- * trilinear; align_corners on and off; larger, smaller and equal extents;
- * f64, f32, bf16), values worked by hand, the gradient's gradient as the
- * forward, the module and the refusals.  The invariants shared with the
- * pooling ops (derivatives by finite differences, adjoint, unbatched, half
- * dtypes, threads, empty batches): test_pool_invariants.c.
- * Goldens: scripts/make_upsample_linear_goldens.py. */
+/* tests/test_interpolate.c - tg_upsample_linear, tg_upsample_bicubic and
+ * the linear and bicubic Upsample modules against PyTorch's F.interpolate
+ * and nn.Upsample (linear, bilinear, trilinear, bicubic; align_corners on
+ * and off; larger, smaller and equal extents; f64, f32, bf16), values
+ * worked by hand, the gradient's gradient as the forward, the module and
+ * the refusals.  The invariants shared with the pooling ops (derivatives by
+ * finite differences, adjoint, unbatched, half dtypes, threads, empty
+ * batches): test_pool_invariants.c.
+ * Goldens: scripts/make_interpolate_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -18,9 +19,11 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* One call: over how many spatial dims, to what size, with which corners;
- * through the module (scale factors) when scale[0] > 0. */
+/* One call: linear or bicubic, over how many spatial dims, to what size,
+ * with which corners; through the module (scale factors) when
+ * scale[0] > 0. */
 typedef struct call {
+    bool cubic;
     int ns;
     int64_t size[3];
     bool align;
@@ -29,9 +32,11 @@ typedef struct call {
 
 static int run(const call *c, tg_tensor **y, tg_tensor *x)
 {
+    if (c->scale[0] == 0 && c->cubic) return tg_upsample_bicubic(y, x, c->size, c->align);
     if (c->scale[0] == 0) return tg_upsample_linear(y, x, c->ns, c->size, c->align);
     tg_module *m = NULL;
-    int rc = tg_nn_upsample_linear_new(&m, c->ns, c->scale, c->align);
+    int rc = c->cubic ? tg_nn_upsample_bicubic_new(&m, c->scale, c->align)
+                      : tg_nn_upsample_linear_new(&m, c->ns, c->scale, c->align);
     if (rc == TG_OK) rc = tg_module_forward(m, y, x);
     tg_module_release(m);
     return rc;
@@ -39,7 +44,8 @@ static int run(const call *c, tg_tensor **y, tg_tensor *x)
 
 static call call_of(const tg_st_file *f, const char *c)
 {
-    call r = {.ns = atoi(th_golden_meta(f, c, "ns")),
+    call r = {.cubic = strcmp(th_golden_meta(f, c, "mode"), "bicubic") == 0,
+              .ns = atoi(th_golden_meta(f, c, "ns")),
               .align = atoi(th_golden_meta(f, c, "align_corners")) != 0};
     th_ints_of(th_golden_meta(f, c, "size"), r.size);
     char key[64];
@@ -53,10 +59,21 @@ static call call_of(const tg_st_file *f, const char *c)
  * torch's, computed in the same dtype; the gradient's terms are added in
  * another order); bf16 within bf16's rounding (torch rounds its weights
  * and every partial sum to bf16, tapegrad computes in f32, rounding
- * once). */
-static double tol_of(tg_dtype dt)
+ * once): 2 roundings' worth for linear, and for bicubic's 16 terms, whose
+ * weights' magnitudes add up to more than 1, 1/8. */
+static double tol_of(tg_dtype dt, bool cubic)
 {
-    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 4e-7 : 1.0 / 64;
+    return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 4e-7 : cubic ? 1.0 / 8 : 1.0 / 64;
+}
+
+/* A bf16 result within one bf16 rounding (2^-8 of the largest value, with
+ * f32's sums) of the f64 interpolation of the same bf16 numbers. */
+static void expect_rounded_once(const char *what, const tg_tensor *got, const tg_tensor *f64)
+{
+    tg_tensor *g64 = NULL;
+    OK(tg_to_dtype(&g64, (tg_tensor *)got, TG_F64));
+    th_expect_close_scaled(what, g64, f64, 1.0 / 256);
+    tg_tensor_release(g64);
 }
 
 static tg_tensor *leaf_of(const tg_tensor *t)
@@ -67,20 +84,23 @@ static tg_tensor *leaf_of(const tg_tensor *t)
     return c;
 }
 
-Test(upsample_linear, every_case_matches_torch)
+Test(interpolate, every_case_matches_torch)
 {
-    tg_st_file *f = th_golden_load("upsample_linear.safetensors");
+    tg_st_file *f = th_golden_load("interpolate.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    int seen[4] = {0}, modules = 0, aligned = 0;
+    int seen[4] = {0}, modules = 0, aligned = 0, cubic = 0, cubic_modules = 0;
+    int rounded_once = 0;
     for (int i = 0; i < n; i++) {
         char c[16];
         snprintf(c, sizeof c, "case%d", i);
         const call k = call_of(f, c);
-        seen[k.ns]++;
-        modules += k.scale[0] > 0;
+        seen[k.ns] += !k.cubic;
+        cubic += k.cubic;
+        modules += k.scale[0] > 0 && !k.cubic;
+        cubic_modules += k.scale[0] > 0 && k.cubic;
         aligned += k.align;
         const tg_tensor *want = th_golden_get(f, c, "y");
-        const double tol = tol_of(tg_tensor_dtype(want));
+        const double tol = tol_of(tg_tensor_dtype(want), k.cubic);
         tg_tensor *x = leaf_of(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *s = NULL;
         OK(run(&k, &y, x));
         th_expect_close_scaled(c, y, want, tol);
@@ -88,11 +108,18 @@ Test(upsample_linear, every_case_matches_torch)
         OK(tg_sum(&s, p));
         OK(tg_backward(s, NULL, NULL));
         th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x"), tol);
+        if (k.cubic && tg_tensor_dtype(want) == TG_BF16) {
+            expect_rounded_once(c, y, th_golden_get(f, c, "y_f64"));
+            expect_rounded_once(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x_f64"));
+            rounded_once++;
+        }
         th_release_all(4, (tg_tensor *[]){x, y, p, s});
     }
-    cr_assert(seen[1] >= 4 && seen[2] >= 8 && seen[3] >= 4 && modules >= 4 && aligned >= 6,
-              "golden has %d/%d/%d cases, %d modules, %d aligned", seen[1], seen[2], seen[3],
-              modules, aligned);
+    cr_assert(seen[1] >= 4 && seen[2] >= 8 && seen[3] >= 4 && modules >= 4 && aligned >= 6 &&
+                  cubic >= 10 && cubic_modules >= 3 && rounded_once >= 1,
+              "golden has %d/%d/%d linear cases, %d modules, %d aligned, %d bicubic (%d "
+              "modules)",
+              seen[1], seen[2], seen[3], modules, aligned, cubic, cubic_modules);
     tg_st_free(f);
 }
 
@@ -118,15 +145,48 @@ Test(upsample_linear, values_by_hand)
     th_release_all(5, (tg_tensor *[]){x, y, ya, q, yq});
 }
 
+/* Keys's cubic convolution kernel, a = -0.75, at distance d < 2. */
+static double keys(double d)
+{
+    const double a = -0.75;
+    return d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+}
+
+/* x = 0, 1, 2, 3 (one row) to 8: r = (o + 1/2)/2 - 1/2, not clamped at 0,
+ * so output 0 (r = -1/4) reads x[-2..1] clamped, x[0] x[0] x[0] x[1], and
+ * lies below every input; output 3 (r = 5/4) reads x[0..3].  With aligned
+ * corners to 7, r = o/2: even outputs are the inputs. */
+Test(upsample_bicubic, values_by_hand)
+{
+    tg_tensor *x = th_arange(TG_F64, 4, (int64_t[]){1, 1, 1, 4}), *y = NULL, *ya = NULL;
+    OK(tg_upsample_bicubic(&y, x, (int64_t[]){1, 8}, false));
+    th_expect_shape(y, 4, (int64_t[]){1, 1, 1, 8});
+    const double y0 = keys(1.25), y3 = keys(0.25) + 2 * keys(0.75) + 3 * keys(1.75);
+    cr_assert(y0 < 0);
+    cr_assert(epsilon_eq(dbl, th_at(y, 0), y0, 1e-15), "y[0] = %.17g, want %.17g", th_at(y, 0),
+              y0);
+    cr_assert(epsilon_eq(dbl, th_at(y, 3), y3, 1e-15), "y[3] = %.17g, want %.17g", th_at(y, 3),
+              y3);
+    OK(tg_upsample_bicubic(&ya, x, (int64_t[]){1, 7}, true));
+    for (int i = 0; i < 7; i += 2)
+        cr_assert(eq(dbl, th_at(ya, i), i / 2.0), "aligned y[%d] = %.17g", i, th_at(ya, i));
+    /* o = 1: r = 1/2 reads x[-1..2] clamped: x[0] x[0] x[1] x[2] */
+    const double y1 = keys(0.5) + 2 * keys(1.5);
+    cr_assert(epsilon_eq(dbl, th_at(ya, 1), y1, 1e-15), "aligned y[1] = %.17g, want %.17g",
+              th_at(ya, 1), y1);
+    th_release_all(3, (tg_tensor *[]){x, y, ya});
+}
+
 /* ---- the gradient's gradient ---- */
 
 /* The gradient of the gradient (in g) is the forward again: with h = x,
  * d<A^T g, h>/dg = A x. */
-Test(upsample_linear, double_backward_is_the_forward)
+static void check_double_backward_is_the_forward(bool cubic)
 {
     tg_tensor *x = th_rand_uniform(TG_F64, 4, (int64_t[]){2, 3, 4, 5}, 4), *y = NULL;
     OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_upsample_linear(&y, x, 2, (int64_t[]){7, 9}, false));
+    if (cubic) OK(tg_upsample_bicubic(&y, x, (int64_t[]){7, 9}, false));
+    else OK(tg_upsample_linear(&y, x, 2, (int64_t[]){7, 9}, false));
     tg_tensor *g = th_rand_uniform(TG_F64, 4, tg_tensor_shape(y), 5), *dx = NULL, *dg = NULL;
     OK(tg_tensor_set_requires_grad(g, true));
     tg_backward_opts o = {.create_graph = true};
@@ -136,6 +196,16 @@ Test(upsample_linear, double_backward_is_the_forward)
     OK(tg_grad(&dg, 1, &dx, &xc, 1, &g, NULL));
     th_expect_same_bits("A x", x, dg, y);
     th_release_all(6, (tg_tensor *[]){x, y, g, dx, dg, xc});
+}
+
+Test(upsample_linear, double_backward_is_the_forward)
+{
+    check_double_backward_is_the_forward(false);
+}
+
+Test(upsample_bicubic, double_backward_is_the_forward)
+{
+    check_double_backward_is_the_forward(true);
 }
 
 /* ---- the module ---- */
@@ -217,4 +287,56 @@ Test(upsample_linear, refusals_name_the_rule)
                       "upsample_bilinear2d: spatial dim 0 of extent 5 times scale 1073741824", y);
     tg_module_release(m);
     th_release_all(4, (tg_tensor *[]){x, x2, xi, x0});
+}
+
+Test(upsample_bicubic, module_runs_the_op_and_reports_its_mode)
+{
+    tg_module *m = NULL;
+    OK(tg_nn_upsample_bicubic_new(&m, (int64_t[]){2, 3}, false));
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "Upsample"));
+    tg_upsample_mode mode = TG_UPSAMPLE_NEAREST;
+    bool align = true;
+    int ns = 0;
+    int64_t scale[3] = {0};
+    OK(tg_nn_upsample_mode(m, &mode, &align));
+    cr_assert(mode == TG_UPSAMPLE_BICUBIC && !align);
+    OK(tg_nn_upsample_params(m, &ns, scale));
+    cr_assert(ns == 2 && scale[0] == 2 && scale[1] == 3);
+    /* unbatched (C, H, W) as well as (B, C, H, W) */
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 4}, 3), *y = NULL, *z = NULL;
+    OK(tg_module_forward(m, &y, x));
+    OK(tg_upsample_bicubic(&z, x, (int64_t[]){6, 12}, false));
+    th_expect_shape(y, 3, (int64_t[]){2, 6, 12});
+    th_expect_same_bits("module", x, y, z);
+    th_release_all(3, (tg_tensor *[]){x, y, z});
+    tg_module_release(m);
+}
+
+Test(upsample_bicubic, refusals_name_the_rule)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 3, 5, 4}, 1), *y = NULL;
+    const int64_t sz[2] = {6, 6};
+    th_expect_refused(tg_upsample_bicubic(NULL, x, sz, false), TG_EINVAL,
+                      "upsample_bicubic2d: out must not be NULL", y);
+    th_expect_refused(tg_upsample_bicubic(&y, NULL, sz, false), TG_EINVAL,
+                      "upsample_bicubic2d: x must not be NULL", y);
+    th_expect_refused(tg_upsample_bicubic(&y, x, NULL, false), TG_EINVAL,
+                      "upsample_bicubic2d: size must not be NULL", y);
+    th_expect_refused(tg_upsample_bicubic(&y, x, (int64_t[]){0, 6}, false), TG_EINVAL,
+                      "upsample_bicubic2d: size[0]=0 must be in [1, 2147483647]", y);
+    tg_tensor *x5 = th_rand_uniform(TG_F32, 5, (int64_t[]){1, 2, 3, 4, 5}, 2);
+    th_expect_refused(tg_upsample_bicubic(&y, x5, sz, false), TG_ESHAPE,
+                      "upsample_bicubic2d: x has 5 dims; it must have 3 (C, S...) or 4", y);
+    tg_tensor *xi = NULL;
+    OK(tg_tensor_zeros(&xi, TG_I32, 4, (int64_t[]){2, 3, 5, 4}));
+    th_expect_refused(tg_upsample_bicubic(&y, xi, sz, false), TG_EDTYPE,
+                      "upsample_bicubic2d: x has dtype i32; a float dtype is needed", y);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_upsample_bicubic_new(&m, (int64_t[]){2, 0}, true), TG_EINVAL));
+    th_expect_in(tg_error_message(), "nn_upsample_bicubic_new: scale[1]=0");
+    cr_assert(m == NULL);
+    cr_assert(eq(int, tg_nn_upsample_bicubic_new(NULL, (int64_t[]){2, 2}, true), TG_EINVAL));
+    cr_assert(eq(int, tg_nn_upsample_bicubic_new(&m, NULL, true), TG_EINVAL));
+    cr_assert(m == NULL);
+    th_release_all(3, (tg_tensor *[]){x, x5, xi});
 }
