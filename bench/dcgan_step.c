@@ -11,7 +11,7 @@
  * PyTorch).
  *
  *   dcgan_step [--batch 64] [--threads T] [--steps N (20)] [--warmup W (3)]
- *              [--amp bf16|f16]
+ *              [--amp bf16|f16] [--profile K]
  *
  * --amp runs the forward passes of G and D inside tg_autocast_begin(dtype)
  * with f32 master weights that every layer casts to the autocast dtype
@@ -30,6 +30,8 @@
  * gradients, Adam state: the larger of the counts before and after the timed
  * steps) and the timed steps' peak of tensor bytes above that (activations
  * saved for backward plus temporaries; scratch not included).
+ * --profile K times the 2N steps op by op (tapegrad/profile.h) and prints
+ * the K rows of most self time on stderr.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,7 +233,7 @@ static const char *dtype_label(tg_dtype dt)
 
 int main(int argc, char **argv)
 {
-    long batch = 64, threads = 0, steps = 20, warmup = 3;
+    long batch = 64, threads = 0, steps = 20, warmup = 3, profile = 0;
     tg_dtype amp = TG_F32;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--amp") && i + 1 < argc
@@ -243,11 +245,12 @@ int main(int argc, char **argv)
                     : !strcmp(argv[i], "--threads") ? &threads
                     : !strcmp(argv[i], "--steps")   ? &steps
                     : !strcmp(argv[i], "--warmup")  ? &warmup
+                    : !strcmp(argv[i], "--profile") ? &profile
                                                     : NULL;
         if (!dst || i + 1 >= argc || parse_int(argv[i + 1], dst == &warmup ? 0 : 1, dst) ||
             (dst == &threads && threads > 256)) {
             fprintf(stderr, "usage: dcgan_step [--batch 64] [--threads T] [--steps 20] "
-                            "[--warmup 3] [--amp bf16|f16]\n");
+                            "[--warmup 3] [--amp bf16|f16] [--profile K]\n");
             return 2;
         }
     }
@@ -266,6 +269,7 @@ int main(int argc, char **argv)
     tg_memory_stats(&tensor_state, NULL);
     tg_memory_reset_peak();
     /* Reading /proc/self/statm takes microseconds: negligible against a step. */
+    if (profile > 0) CHECK(tg_profile_start());
     double t0 = now_s(), rss[2] = {0, 0}, max_half[2] = {0, 0};
     for (long i = 0; i < 2 * steps; i++) {
         step(&b);
@@ -275,6 +279,10 @@ int main(int argc, char **argv)
         if (i == steps - 1 || i == 2 * steps - 1) rss[half] = r;
     }
     double secs = now_s() - t0;
+    if (profile > 0) {   /* the table on stderr, the JSON line stays alone on stdout */
+        CHECK(tg_profile_stop());
+        CHECK(tg_profile_print(stderr, (int)profile));
+    }
     /* The state is taken again after the timed steps, and the larger of the two
      * counts: with f16 the grad scaler may skip the warmup steps' updates, and
      * Adam's state is then first allocated inside the timed steps, which is

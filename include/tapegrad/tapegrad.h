@@ -54,6 +54,7 @@
 #include "tapegrad/viz.h"
 #include "tapegrad/dist.h"
 #include "tapegrad/metrics.h"
+#include "tapegrad/profile.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -18,10 +18,12 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/profile.h"
 #include "autograd/tape.h"
 #include "engine/engine.h"
 #include "ops/elementwise.h"   /* tg__add_over */
 #include "tapegrad/ops.h"
+#include "tapegrad/profile.h"
 
 /* The result slots of tg_grad's inputs by a key (an input tensor, or the
  * grad_fn of a non-leaf input).  Each distinct key has one entry, holding the
@@ -449,7 +451,9 @@ static int run_node(engine *e, tg_node *n)
     bool watched = e->req.on_step || tg__trace_level() >= 2;
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     tg__callback_begin();
+    const int prof = tg__prof_enter(n->op->name, TG_PROFILE_BACKWARD);
     rc = tg__op_callback_end(n->op->name, "the backward", n->op->backward(n, g, grad_in));
+    tg__prof_leave(prof);
     rc = check_extra_slots(n, grad_in, rc);
     if (rc >= 0 && watched)
         rc = tg__backward_step(e->req.on_step, e->req.step_user, e->n_steps++, n, g, grad_in);

@@ -10,6 +10,7 @@
 
 #include "optim_internal.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/profile.h"
 
 bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
 {
@@ -194,7 +195,7 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
     tg__bump_version(p);
 }
 
-int tg_optimizer_step(tg_optimizer *opt)
+static int optimizer_step(tg_optimizer *opt)
 {
     TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_step: opt must not be NULL");
     int64_t max_numel;
@@ -232,6 +233,15 @@ done:
     tg__work_free(gbuf);
     free(fresh);
     free(converted);
+    return rc;
+}
+
+/* A range of the profiler (tapegrad/profile.h) around each step. */
+int tg_optimizer_step(tg_optimizer *opt)
+{
+    const bool ranged = tg_profile_push("optimizer.step") == TG_OK;
+    const int rc = optimizer_step(opt);
+    if (ranged) tg_profile_pop();
     return rc;
 }
 

@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/profile.h"
 #include "autograd/tape.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/profile.h"
 
 /* The dtype PROMOTE gives (registry.h). */
 tg_dtype tg_promote_dtypes(tg_dtype a, tg_dtype b)
@@ -243,7 +245,9 @@ int tg_op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *const 
                const void *params, size_t params_size)
 {
     tg__lib_enter();
+    const int prof = op && op->name ? tg__prof_enter(op->name, TG_PROFILE_FORWARD) : -1;
     int rc = op_call(op, out, n, in, params, params_size);
+    tg__prof_leave(prof);
     tg__lib_leave();
     return tg__scope_capture(out, rc);
 }
