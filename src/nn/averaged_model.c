@@ -185,7 +185,7 @@ static int avg_pairs(avg_work *w, const avg_list *al, const avg_list *pl, bool u
     for (int i = 0; i < al->n; i++) {
         if (!al->e[i].is_param && !use_buffers) continue;
         tg_tensor *a = al->e[i].t, *p = pl->e[i].t;
-        bool seen_a = false, seen_p = false;
+        bool seen = false;
         for (int k = 0; k < i; k++) {
             if (!al->e[k].is_param && !use_buffers) continue;
             bool ka = al->e[k].t == a, kp = pl->e[k].t == p;
@@ -194,10 +194,9 @@ static int avg_pairs(avg_work *w, const avg_list *al, const avg_list *pl, bool u
                      "the models tie weights differently", al->e[k].name, al->e[i].name,
                      ka ? "the averaged copy" : "the model",
                      ka ? "the model" : "the averaged copy");
-            seen_a |= ka;
-            seen_p |= kp;
+            seen |= ka;
         }
-        if (!seen_a) TG_TRY(avg_add_pair(w, a, p));
+        if (!seen) TG_TRY(avg_add_pair(w, a, p));
     }
     return TG_OK;
 }
