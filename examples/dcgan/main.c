@@ -4,13 +4,16 @@
  *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
  *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
  *         [--export-onnx PATH]
- *         [--snapshot-every S]
+ *         [--snapshot-every S] [--ema DECAY]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
  * loss.png, checkpoint.safetensors (everything --resume needs to continue
  * bit for bit), and generator.safetensors + latents.safetensors for
- * examples/dcgan_torch.py.  Stops cleanly at a step boundary after the time
+ * examples/dcgan_torch.py.  With --ema, the sample grids come from an
+ * exponential moving average of the generator, saved as
+ * generator_ema.safetensors (torch's AveragedModel keys) and in the
+ * checkpoint.  Stops cleanly at a step boundary after the time
  * budget or on Ctrl-C, always with a checkpoint.
  *
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
@@ -161,13 +164,14 @@ static int export_trained(const app_opts *a, const dcgan_trainer *t, tg_tensor *
     return rc;
 }
 
-/* --sample N from the checkpoint f. */
+/* --sample N from the checkpoint f (from the generator's EMA when it has
+ * one). */
 static int sample_only(const app_opts *a, const tg_st_file *f)
 {
     char png[4096];
     if (ex_out_dir("dcgan", "--out", a->out) < 0) return 1;
     dcgan_opts o = a->train;
-    tg_module *gen = NULL;
+    tg_module *gen = NULL, *ema = NULL;
     tg_checkpoint *ck = NULL;
     tg_tensor *z = NULL, *img = NULL;
     tg_rng rng;
@@ -176,13 +180,15 @@ static int sample_only(const app_opts *a, const tg_st_file *f)
     if (rc >= 0) rc = dcgan_generator_new(&gen, &o.arch, &rng);
     if (rc >= 0) rc = tg_checkpoint_new(&ck);
     if (rc >= 0) rc = tg_checkpoint_add_module(ck, "gen", gen);
+    if (rc >= 0 && o.ema > 0) rc = tg_averaged_model_new(&ema, gen, o.ema, true);
+    if (rc >= 0 && ema) rc = tg_checkpoint_add_module(ck, "gen_ema", ema);
     if (rc >= 0) rc = tg_checkpoint_load_file(ck, f);
     tg_rng_init(&rng, (a->owned[OWN_SEED] ? a->train.seed : o.seed) + 1000003);
     if (rc >= 0) rc = dcgan_latents(&z, a->sample, o.arch.nz, &rng);
     if (rc >= 0) {
-        tg_module_train(gen, false);
+        tg_module_train(ema ? ema : gen, false);
         tg_no_grad_begin();
-        rc = tg_module_forward(gen, &img, z);
+        rc = tg_module_forward(ema ? ema : gen, &img, z);
         tg_no_grad_end();
     }
     int nrow = (int)ceil(sqrt((double)a->sample));
@@ -193,6 +199,7 @@ static int sample_only(const app_opts *a, const tg_st_file *f)
     tg_tensor_release(img);
     tg_tensor_release(z);
     tg_checkpoint_free(ck);
+    tg_module_release(ema);
     tg_module_release(gen);
     return rc < 0 ? fail("sample", rc) : 0;
 }
@@ -351,10 +358,10 @@ static int finish(run *r)
         fprintf(stderr,
                 "dcgan: %s after %lld steps (%lld this run, %.0f s, %.0f img/s); wrote %s/"
                 "{samples_final.png, loss.png, loss.csv, checkpoint.safetensors, "
-                "generator.safetensors, latents.safetensors}\n",
+                "generator.safetensors, latents.safetensors%s}\n",
                 interrupted ? "interrupted" : "stopped", (long long)r->t->step,
                 (long long)done, el, el > 0 ? (double)(done * r->a->train.batch) / el : 0.0,
-                dir);
+                dir, r->t->gen_ema ? ", generator_ema.safetensors" : "");
     return rc;
 }
 

@@ -46,6 +46,10 @@ static const char usage[] =
     "                      after every S seconds of training (T = S, 2S, ...; for\n"
     "                      quality-over-time curves: tapegrad fid, bench/quality.py)\n"
     "  --max-steps N       stop (with a checkpoint) once N steps in total are done\n"
+    "  --ema DECAY         keep an exponential moving average of the generator, decay\n"
+    "                      in (0, 1) (0.999 is usual): the sample grids come from it,\n"
+    "                      and it is saved as DIR/generator_ema.safetensors and in the\n"
+    "                      checkpoint (default: none)\n"
     "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *v)
@@ -155,6 +159,10 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
         *rule = "a number of seconds > 0";
         return parse_f64(val, &o->snapshot_every) || !(o->snapshot_every > 0) ? -1 : 0;
     }
+    if (!strcmp(name, "--ema")) {
+        *rule = "a number in (0, 1)";
+        return parse_f64(val, &t->ema) || !(t->ema > 0 && t->ema < 1) ? -1 : 0;
+    }
     if (!strcmp(name, "--log-every")) {
         *rule = "an integer in 1..1000000";
         if (parse_i64(val, 1, 1000000, &n)) return -1;
@@ -182,6 +190,7 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
 static const char *const owned_names[OWN_COUNT] = {
     [OWN_BATCH] = "--batch", [OWN_SEED] = "--seed", [OWN_LR] = "--lr",   [OWN_NZ] = "--nz",
     [OWN_G_CH] = "--g-ch",   [OWN_D_CH] = "--d-ch", [OWN_LOSS] = "--loss", [OWN_AMP] = "--amp",
+    [OWN_EMA] = "--ema",
 };
 
 static const char *loss_name(dcgan_loss l);
@@ -210,6 +219,10 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
             snprintf(have, sizeof have, "%s", loss_name(ck->loss)); break;
         case OWN_AMP: same = u->amp == ck->amp;
             snprintf(have, sizeof have, "%s", ck->amp == TG_F32 ? "off" : tg_dtype_name(ck->amp));
+            break;
+        case OWN_EMA: same = u->ema == ck->ema;
+            if (ck->ema > 0) snprintf(have, sizeof have, "%g", ck->ema);
+            else snprintf(have, sizeof have, "none");
             break;
         default: same = true; break;
         }
@@ -335,7 +348,13 @@ int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck)
              loss_name(o->loss), o->batch, o->seed, o->lr, o->beta1, o->beta2, o->n_critic,
              o->gp_lambda, tg_dtype_name(o->amp));
     int rc = tg_checkpoint_set_meta(ck, "dcgan.arch", arch, true);
-    return rc < 0 ? rc : tg_checkpoint_set_meta(ck, "dcgan.train", train, true);
+    if (rc >= 0) rc = tg_checkpoint_set_meta(ck, "dcgan.train", train, true);
+    /* only with an EMA, and not must-match: a checkpoint without the key has
+     * none, and a resumed run takes its options from the checkpoint */
+    char ema[48];
+    snprintf(ema, sizeof ema, "%a", o->ema);
+    if (rc >= 0 && o->ema > 0) rc = tg_checkpoint_set_meta(ck, "dcgan.ema", ema, false);
+    return rc;
 }
 
 int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f)
@@ -360,6 +379,11 @@ int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f)
                amp) != 9)
         return tg_error_set(TG_EFORMAT, "dcgan.train metadata '%.96s' cannot be read", train);
     r.n_critic = nc;
+    const char *ema = tg_st_meta_get(f, "dcgan.ema");
+    r.ema = 0.0;
+    if (ema && (sscanf(ema, "%la", &r.ema) != 1 || !(r.ema > 0 && r.ema < 1)))
+        return tg_error_set(TG_EFORMAT, "dcgan.ema metadata '%.32s' is not a decay in (0, 1)",
+                            ema);
     r.loss = !strcmp(loss, "wgan-gp") ? DCGAN_LOSS_WGAN_GP : DCGAN_LOSS_BCE;
     r.amp = !strcmp(amp, "bf16") ? TG_BF16 : !strcmp(amp, "f16") ? TG_F16 : TG_F32;
     *o = r;

@@ -10,7 +10,8 @@
  * sampled run takes them from the checkpoint, so giving one that differs is
  * an error (app_opts_check_checkpoint). */
 typedef enum owned_opt {
-    OWN_BATCH, OWN_SEED, OWN_LR, OWN_NZ, OWN_G_CH, OWN_D_CH, OWN_LOSS, OWN_AMP, OWN_COUNT
+    OWN_BATCH, OWN_SEED, OWN_LR, OWN_NZ, OWN_G_CH, OWN_D_CH, OWN_LOSS, OWN_AMP, OWN_EMA,
+    OWN_COUNT
 } owned_opt;
 
 typedef struct app_opts {

@@ -159,7 +159,7 @@ int write_losses(const char *dir, const history *h)
 int write_samples(dcgan_trainer *t, tg_tensor *z, const char *path)
 {
     tg_tensor *img = NULL;
-    TRY(dcgan_trainer_generate(t, &img, z));
+    TRY(dcgan_trainer_generate(t, &img, z, true));
     int rc = tg_png_write_grid(path, img, 8, -1.0, 1.0, 2);
     tg_tensor_release(img);
     return rc;
@@ -176,7 +176,13 @@ int write_interchange(dcgan_trainer *t, tg_tensor *z, const char *dir)
                                                         "generator.safetensors"));
     tg_st_free(f);
     f = NULL;
-    if (rc >= 0) rc = dcgan_trainer_generate(t, &img, z);
+    if (rc >= 0 && t->gen_ema) rc = tg_st_new(&f);
+    if (rc >= 0 && t->gen_ema) rc = tg_module_state_dict_save(t->gen_ema, f, NULL);
+    if (rc >= 0 && t->gen_ema)
+        rc = tg_safetensors_save(f, out_path(path, sizeof path, dir, "generator_ema.safetensors"));
+    tg_st_free(f);
+    f = NULL;
+    if (rc >= 0) rc = dcgan_trainer_generate(t, &img, z, false);
     if (rc >= 0) rc = tg_st_new(&f);
     if (rc >= 0) rc = tg_st_set(f, "z", z);
     if (rc >= 0) rc = tg_st_set(f, "images", img);

@@ -26,10 +26,13 @@ int history_load(history *h, const tg_st_file *f, int64_t steps);
 char *out_path(char *buf, size_t cap, const char *dir, const char *name);
 /* loss.csv (step, epoch, d_loss, g_loss) and loss.png, both replaced. */
 int write_losses(const char *dir, const history *h);
-/* A grid of generator samples for latents z (8 per row). */
+/* A grid of generator samples for latents z (8 per row), from the
+ * generator's EMA when there is one. */
 int write_samples(dcgan_trainer *t, tg_tensor *z, const char *path);
 /* generator.safetensors (state dict, prefix "gen") and latents.safetensors
- * {"z", "images"} for examples/dcgan_torch.py. */
+ * {"z", "images"} for examples/dcgan_torch.py; with --ema also
+ * generator_ema.safetensors, the EMA's state dict with the keys of torch's
+ * AveragedModel ("n_averaged", "module.net.0.weight", ...). */
 int write_interchange(dcgan_trainer *t, tg_tensor *z, const char *dir);
 
 #endif

@@ -28,6 +28,7 @@ static int register_slots(dcgan_trainer *t)
     tg_checkpoint *ck = t->ck;
     TRY(tg_checkpoint_add_module(ck, "gen", t->gen));
     TRY(tg_checkpoint_add_module(ck, "disc", t->disc));
+    if (t->gen_ema) TRY(tg_checkpoint_add_module(ck, "gen_ema", t->gen_ema));
     TRY(tg_checkpoint_add_optimizer(ck, "opt_g", t->opt_g));
     TRY(tg_checkpoint_add_optimizer(ck, "opt_d", t->opt_d));
     if (t->gs_g) TRY(tg_checkpoint_add_grad_scaler(ck, "scaler_g", t->gs_g));
@@ -59,6 +60,13 @@ static int build(dcgan_trainer *t)
     tg_rng_init(&t->rng, o->seed);
     TRY(dcgan_generator_new(&t->gen, &o->arch, &t->rng));
     TRY(dcgan_discriminator_new(&t->disc, &o->arch, &t->rng));
+    if (o->ema > 0) {
+        /* a copy of the plain generator: with --sync-bn its BatchNorms stay
+         * local (they have SyncBatchNorm's state dict, so the updates match),
+         * and the samples it draws on rank 0 alone wait for no other rank */
+        TRY(tg_averaged_model_new(&t->gen_ema, t->gen, o->ema, true));
+        tg_module_train(t->gen_ema, false);
+    }
     if (o->dist && o->sync_bn) {   /* after the init, as convert_sync_batchnorm */
         TRY(tg_dist_convert_sync_batchnorm(o->dist, t->gen, NULL));
         TRY(tg_dist_convert_sync_batchnorm(o->dist, t->disc, NULL));
@@ -100,6 +108,8 @@ static int check_opts(const dcgan_opts *o, tg_dataset *ds)
                             tg_dtype_name(o->amp));
     if (!(o->lr > 0) || !isfinite(o->lr))
         return tg_error_set(TG_EINVAL, "dcgan: lr=%g must be finite and > 0", o->lr);
+    if (!(o->ema >= 0 && o->ema < 1))
+        return tg_error_set(TG_EINVAL, "dcgan: ema=%g must be in [0, 1) (0: none)", o->ema);
     int64_t shape[3];
     tg_dataset_image_shape(ds, shape);
     if (shape[0] != 1 || shape[1] != 28 || shape[2] != 28)
@@ -148,6 +158,7 @@ void dcgan_trainer_free(dcgan_trainer *t)
     tg_optimizer_free(t->opt_d);
     free(t->d_params);
     tg_module_release(t->gen);
+    tg_module_release(t->gen_ema);
     tg_module_release(t->disc);
     free(t);
 }
@@ -440,16 +451,23 @@ int dcgan_trainer_step(dcgan_trainer *t, double *d_loss, double *g_loss)
      * already is kept as it is) */
     if (t->o.dist) rc = tg_dist_agree(t->o.dist, rc);
     if (rc < 0) return rc;
+    /* every rank's generator is the same after the step: so are the EMAs */
+    if (t->gen_ema) TRY(tg_averaged_model_update(t->gen_ema, t->gen));
     t->step++;
     return 1;
 }
 
-int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z)
+int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z, bool ema)
 {
-    tg_module_train(t->gen, false);
     bool prev = tg_set_grad_enabled(false);
-    int rc = tg_module_forward(t->gen, images, z);
+    int rc;
+    if (ema && t->gen_ema) {
+        rc = tg_module_forward(t->gen_ema, images, z);
+    } else {
+        tg_module_train(t->gen, false);
+        rc = tg_module_forward(t->gen, images, z);
+        tg_module_train(t->gen, true);
+    }
     tg_set_grad_enabled(prev);
-    tg_module_train(t->gen, true);
     return rc;
 }

@@ -2,7 +2,8 @@
  * order, noise and the checkpoint slots that make it resumable bit for bit.
  *
  * Everything that changes while training lives in the trainer and is a
- * checkpoint slot: both modules (parameters and BatchNorm running stats), both
+ * checkpoint slot: both modules (parameters and BatchNorm running stats) and
+ * the generator's EMA when there is one, both
  * Adam states, the grad scalers (f16 AMP), the loader position, the noise RNG
  * and the step counter.  Two runs with the same options and thread count
  * therefore produce the same losses, also when one of them was stopped,
@@ -37,16 +38,21 @@ typedef struct dcgan_opts {
                           * training on batch / size of it */
     bool sync_bn;        /* with dist: BatchNorm statistics over the whole job's
                           * batch (tg_dist_convert_sync_batchnorm; not saved) */
+    double ema;          /* in (0, 1): keep an exponential moving average of the
+                          * generator with this decay (tg_averaged_model_new, its
+                          * buffers averaged too), which draws the samples; 0: none */
 } dcgan_opts;
 
 #define DCGAN_OPTS_INIT                                                       \
     {.arch = DCGAN_ARCH_INIT, .loss = DCGAN_LOSS_BCE, .batch = 32, .lr = 4e-4,  \
      .beta1 = 0.5, .beta2 = 0.999, .seed = 0, .n_critic = 5, .gp_lambda = 10.0, \
-     .amp = TG_F32}
+     .amp = TG_F32, .ema = 0.0}
 
 typedef struct dcgan_trainer {
     dcgan_opts o;
     tg_module *gen, *disc;
+    tg_module *gen_ema;            /* the EMA of gen (o.ema > 0), updated after each
+                                    * step and kept in eval mode; else NULL */
     tg_optimizer *opt_g, *opt_d;
     tg_grad_scaler *gs_g, *gs_d;   /* NULL unless amp == TG_F16 */
     tg_dataset *ds;
@@ -84,8 +90,10 @@ int dcgan_trainer_next_epoch(dcgan_trainer *t);
 int64_t dcgan_trainer_epoch(const dcgan_trainer *t);
 
 /* Generator images (N, 1, 28, 28) in [-1, 1] for latents z (N, nz), in eval
- * mode (BatchNorm running statistics), without recording; *images is new. */
-int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z);
+ * mode (BatchNorm running statistics), without recording; *images is new.
+ * ema: from the generator's EMA when there is one (the sample grids), else
+ * from the generator itself (the interchange files). */
+int dcgan_trainer_generate(dcgan_trainer *t, tg_tensor **images, tg_tensor *z, bool ema);
 
 /* The options as checkpoint metadata (must match on load) and back. */
 int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck);

@@ -83,6 +83,16 @@ typedef struct tg_module_vtable {
      * BatchNorm and SyncBatchNorm read a dict without num_batches_tracked
      * (one from before torch 0.4.1).  Both set "num_batches_tracked". */
     const char *zero_if_missing;
+    /* How tg_module_copy duplicates the private state (optional; a module
+     * whose state is NULL needs neither).  copy_state, when set, makes *copy
+     * a new state equal to state (freed later by release), or returns a
+     * negative status with *copy untouched.  Otherwise state_size > 0 says
+     * the state is one block of that many bytes owning nothing (pointers in
+     * it are borrowed): the copy is a malloc'd duplicate, which release must
+     * accept (free does).  With neither, tg_module_copy refuses the module
+     * (TG_EUNSUPPORTED). */
+    int (*copy_state)(void **copy, const void *state);
+    size_t state_size;
 } tg_module_vtable;
 
 /* A module with no parameters or children, in training mode.  vt is borrowed
@@ -150,6 +160,18 @@ TG_API void tg_module_zero_grad(tg_module *m);
  * zeroes each gradient, in place where the .grad is the parameter's own.
  * TG_EINVAL for NULL m; TG_ENOMEM with nothing changed. */
 TG_API int tg_module_zero_grad_ex(tg_module *m, bool set_to_none);
+/* A deep copy of m, as copy.deepcopy(model): a new module tree of the same
+ * types, names, private state (vtable copy_state or state_size), training
+ * and autocast-weights flags, whose parameters and buffers are contiguous
+ * copies of m's values and dtypes, with m's requires_grad flags, and no
+ * gradients (as torch's Parameter.__deepcopy__).  Sharing inside m is kept:
+ * a tensor under several names (tied weights) or a module added twice
+ * appears once in the copy, under the same names.  The two trees share no
+ * tensor or module, so changing one leaves the other as it is.  *out is a
+ * new reference.  TG_EUNSUPPORTED naming the module's dotted path for a
+ * module with private state but neither copy_state nor state_size (the
+ * quantized layers of tapegrad/quant.h); on error *out is untouched. */
+TG_API int tg_module_copy(tg_module **out, const tg_module *m);
 /* Converts every float parameter and buffer to float dtype dt in place, as
  * torch's Module.to(): each keeps its tensor object (an optimizer made
  * before, or a pointer from tg_module_find, still holds it), parameters stay

@@ -216,6 +216,50 @@ TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const
  * On error the optimizer is unchanged. */
 TG_API int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *prefix);
 
+/* ---- weight averaging (torch.optim.swa_utils.AveragedModel) ----
+ * An averaged model is a module (type name "AveragedModel") holding a deep
+ * copy of a model (tg_module_copy) as child "module" and the number of
+ * updates so far as buffer "n_averaged" (0-d i64), so its state dict has
+ * torch's keys, "n_averaged" and "module.<name>", and loads into and from
+ * torch's AveragedModel; a checkpoint keeps it as any module
+ * (tg_checkpoint_add_module).  Its forward is the copy's (any number of
+ * inputs).  The copy's parameters do not require grad (torch's keep the
+ * flag; its users run the averaged model under no_grad): give the model's
+ * parameters, not these, to the optimizer.  Keeping an EMA of a GAN's
+ * generator:
+ *   tg_module *ema;
+ *   tg_averaged_model_new(&ema, gen, 0.999, true);
+ *   for (...) { ... tg_optimizer_step(opt_g); tg_averaged_model_update(ema, gen); }
+ *   tg_module_train(ema, false);
+ *   tg_module_forward(ema, &samples, noise);
+ */
+
+/* *out: a new averaged model of model (borrowed; deep-copied, with n_averaged
+ * 0).  decay in [0, 1): the exponential moving average torch users build with
+ * avg_fn = lambda a, p, n: decay * a + (1 - decay) * p; decay < 0: torch's
+ * default, the equal average of every model given to update.  use_buffers:
+ * torch's option, which averages the buffers (BatchNorm's running statistics
+ * and num_batches_tracked) as the parameters; without it (torch's default)
+ * the copy's buffers keep the values they had when it was made, or were
+ * loaded.  TG_EINVAL for decay >= 1, NaN or infinite; TG_EUNSUPPORTED for a
+ * model tg_module_copy cannot copy. */
+TG_API int tg_averaged_model_new(tg_module **out, const tg_module *model, double decay,
+                                 bool use_buffers);
+/* update_parameters(model): with n = n_averaged, each parameter a of the copy
+ * (each parameter and buffer with use_buffers, each tensor once) becomes the
+ * model's p when n is 0, else a + (p - a) / (n + 1) (equal average) or
+ * decay * a + (1 - decay) * p (EMA), computed as torch does in the tensor's
+ * dtype (f32 for integer buffers, truncated back); then n_averaged += 1.
+ * model must have avg's structure: the same state dict names, shapes and
+ * dtypes in the same order, and the same tied weights.  TG_EINVAL when avg is
+ * not an averaged model, its n_averaged is negative or the largest int64, or
+ * the structures differ; TG_ESHAPE / TG_EDTYPE naming the tensor whose shape
+ * or dtype differs.  On error nothing is changed. */
+TG_API int tg_averaged_model_update(tg_module *avg, const tg_module *model);
+/* What avg was made with (decay -1 for the equal average).  Out-pointers may
+ * be NULL; TG_EINVAL naming the module's type for another module. */
+TG_API int tg_averaged_model_params(const tg_module *avg, double *decay, bool *use_buffers);
+
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */
 
 /* clip_grad_norm_: the norm of order norm_type (2.0 for the Euclidean norm,

@@ -269,7 +269,7 @@ static int sbn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 
 static const tg_module_vtable sbn_vt = {
     .type_name = "SyncBatchNorm", .forward = sbn_forward, .release = free,
-    .zero_if_missing = "num_batches_tracked"};
+    .state_size = sizeof(sbn_state), .zero_if_missing = "num_batches_tracked"};
 
 /* The five state tensors, in BatchNorm's order. */
 static const char *const sbn_names[5] = {"weight", "bias", "running_mean", "running_var",

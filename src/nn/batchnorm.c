@@ -81,7 +81,7 @@ static int tg__bn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 
 const tg_module_vtable tg__nn_batchnorm_vt = {
     .type_name = "BatchNorm", .forward = tg__bn_forward, .release = free,
-    .zero_if_missing = "num_batches_tracked"};
+    .state_size = sizeof(tg__bn_state), .zero_if_missing = "num_batches_tracked"};
 
 /* Registers a tensor of C elements filled with v (a 0-d i64 when c < 0). */
 static int tg__bn_add(tg_module *m, const char *name, int64_t c, double v, bool param)

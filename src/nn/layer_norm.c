@@ -74,14 +74,19 @@ static int tg__in_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 }
 
 static const tg_module_vtable tg__nn_layer_norm_vt = {
-    .type_name = "LayerNorm", .forward = tg__ln_forward, .release = free};
+    .type_name = "LayerNorm", .forward = tg__ln_forward, .release = free,
+    .state_size = sizeof(tg__ln_state)};
 static const tg_module_vtable tg__nn_group_norm_vt = {
-    .type_name = "GroupNorm", .forward = tg__gn_forward, .release = free};
+    .type_name = "GroupNorm", .forward = tg__gn_forward, .release = free,
+    .state_size = sizeof(tg__ln_state)};
 /* Indexed by n_spatial - 1: the type name says the rank, as torch's class. */
 static const tg_module_vtable tg__nn_instance_norm_vt[3] = {
-    {.type_name = "InstanceNorm1d", .forward = tg__in_forward, .release = free},
-    {.type_name = "InstanceNorm2d", .forward = tg__in_forward, .release = free},
-    {.type_name = "InstanceNorm3d", .forward = tg__in_forward, .release = free}};
+    {.type_name = "InstanceNorm1d", .forward = tg__in_forward, .release = free,
+     .state_size = sizeof(tg__ln_state)},
+    {.type_name = "InstanceNorm2d", .forward = tg__in_forward, .release = free,
+     .state_size = sizeof(tg__ln_state)},
+    {.type_name = "InstanceNorm3d", .forward = tg__in_forward, .release = free,
+     .state_size = sizeof(tg__ln_state)}};
 
 /* A module of vtable vt with state *init (copied) and, when affine, the
  * parameters weight = 1 and bias = 0 of shape (ndim, shape). */

@@ -85,9 +85,11 @@ int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool bias, tg
 /* ---- ConvNd / ConvTransposeNd ---- */
 
 const tg_module_vtable tg__nn_conv_vt = {
-    .type_name = "Conv", .forward = tg__weighted_forward, .release = free};
+    .type_name = "Conv", .forward = tg__weighted_forward, .release = free,
+    .state_size = sizeof(tg__conv_state)};
 const tg_module_vtable tg__nn_conv_transpose_vt = {
-    .type_name = "ConvTranspose", .forward = tg__weighted_forward, .release = free};
+    .type_name = "ConvTranspose", .forward = tg__weighted_forward, .release = free,
+    .state_size = sizeof(tg__conv_state)};
 
 int tg_nn_conv_params(const tg_module *m, tg_conv_params *p)
 {

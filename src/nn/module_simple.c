@@ -54,7 +54,8 @@ static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 }
 
 static const tg_module_vtable tg__nn_dropout_vt = {
-    .type_name = "Dropout", .forward = tg__dropout_forward, .release = free};
+    .type_name = "Dropout", .forward = tg__dropout_forward, .release = free,
+    .state_size = sizeof(tg__dropout_state)};
 
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 {
@@ -103,7 +104,8 @@ static int tg__act_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 }
 
 static const tg_module_vtable tg__nn_act_vt = {
-    .type_name = "Activation", .forward = tg__act_forward, .release = free};
+    .type_name = "Activation", .forward = tg__act_forward, .release = free,
+    .state_size = sizeof(tg__act_state)};
 
 int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
 {
@@ -148,7 +150,8 @@ static int tg__flatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 }
 
 static const tg_module_vtable tg__nn_flatten_vt = {
-    .type_name = "Flatten", .forward = tg__flatten_forward, .release = free};
+    .type_name = "Flatten", .forward = tg__flatten_forward, .release = free,
+    .state_size = sizeof(tg__reshape_state)};
 
 static int tg__reshape_module_new(tg_module **out, const tg_module_vtable *vt,
                                   const tg__reshape_state *init)
@@ -192,7 +195,8 @@ static int tg__unflatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 }
 
 static const tg_module_vtable tg__nn_unflatten_vt = {
-    .type_name = "Unflatten", .forward = tg__unflatten_forward, .release = free};
+    .type_name = "Unflatten", .forward = tg__unflatten_forward, .release = free,
+    .state_size = sizeof(tg__reshape_state)};
 
 int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape)
 {
@@ -223,9 +227,11 @@ static int tg__pixel_unshuffle_forward(tg_module *m, tg_tensor **y, tg_tensor *x
 }
 
 static const tg_module_vtable tg__nn_pixel_shuffle_vt = {
-    .type_name = "PixelShuffle", .forward = tg__pixel_shuffle_forward, .release = free};
+    .type_name = "PixelShuffle", .forward = tg__pixel_shuffle_forward, .release = free,
+    .state_size = sizeof(int64_t)};
 static const tg_module_vtable tg__nn_pixel_unshuffle_vt = {
-    .type_name = "PixelUnshuffle", .forward = tg__pixel_unshuffle_forward, .release = free};
+    .type_name = "PixelUnshuffle", .forward = tg__pixel_unshuffle_forward, .release = free,
+    .state_size = sizeof(int64_t)};
 
 static int tg__pixel_module_new(tg_module **out, const tg_module_vtable *vt, int64_t r,
                                 const char *fn)

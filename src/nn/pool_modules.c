@@ -53,15 +53,22 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 
 /* Indexed by n_spatial - 1: the type name says the rank, as torch's class. */
 static const tg_module_vtable tg__nn_avg_pool_vt[TG_POOL_MAX_SPATIAL] = {
-    {.type_name = "AvgPool1d", .forward = tg__avg_pool_forward, .release = free},
-    {.type_name = "AvgPool2d", .forward = tg__avg_pool_forward, .release = free},
-    {.type_name = "AvgPool3d", .forward = tg__avg_pool_forward, .release = free}};
+    {.type_name = "AvgPool1d", .forward = tg__avg_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AvgPool2d", .forward = tg__avg_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AvgPool3d", .forward = tg__avg_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)}};
 static const tg_module_vtable tg__nn_max_pool_vt[TG_POOL_MAX_SPATIAL] = {
-    {.type_name = "MaxPool1d", .forward = tg__max_pool_forward, .release = free},
-    {.type_name = "MaxPool2d", .forward = tg__max_pool_forward, .release = free},
-    {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free}};
+    {.type_name = "MaxPool1d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)},
+    {.type_name = "MaxPool2d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)},
+    {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state)}};
 static const tg_module_vtable tg__nn_upsample_vt = {
-    .type_name = "Upsample", .forward = tg__upsample_forward, .release = free};
+    .type_name = "Upsample", .forward = tg__upsample_forward, .release = free,
+    .state_size = sizeof(tg__pool_state)};
 
 static int tg__pool_module_new(tg_module **out, const tg_module_vtable *vt,
                                const tg__pool_state *init)
