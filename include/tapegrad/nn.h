@@ -368,7 +368,9 @@ TG_API int tg_nn_init_normal(tg_module *m, double mean, double std, tg_rng *rng)
  * v held constant, so the gradient of <name>_orig includes sigma's, as
  * torch's.  In eval, the stored u and v are used as they are, without
  * iterating (an ONNX export uses this weight).  The computation runs in the
- * parameter's dtype, also under autocast.
+ * parameter's dtype, also under autocast.  A forward writes to m (the
+ * computed weight; u and v in training), so two threads must not run the
+ * same spectral-normed module at once.
  *
  * Works with any module whose forward reads the parameter by name (Linear,
  * Conv, ConvTranspose, Embedding, a custom module using tg_module_find).
