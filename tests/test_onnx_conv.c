@@ -2,7 +2,8 @@
  * checked by onnx's checker and ONNX Runtime (within 1e-5): a sweep over
  * ranks, strides, dilations, asymmetric padding, output padding, groups and
  * fused activations, and the reflect, replicate and circular padding modes
- * written as torch.onnx.export writes them.
+ * written as torch.onnx.export writes them; spectral-normed layers, whose
+ * exported weight is their eval-mode weight_orig / sigma.
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -153,3 +154,77 @@ Test(onnx_conv, conv_padding_modes_match_onnxruntime)
     check_cases();
 }
 
+
+/* ---- spectral norm ---- */
+
+/* Fails unless layer's "weight" (what the export wrote) is weight_orig /
+ * sigma with sigma = u . (W v), W weight_orig read as (h, w) (dim 0). */
+static void expect_sn_weight(const tg_module *seq, const char *layer)
+{
+    char k[32];
+    snprintf(k, sizeof k, "%s.weight_orig", layer);
+    const tg_tensor *wo = tg_module_find(seq, k);
+    snprintf(k, sizeof k, "%s.weight_u", layer);
+    const tg_tensor *u = tg_module_find(seq, k);
+    snprintf(k, sizeof k, "%s.weight_v", layer);
+    const tg_tensor *v = tg_module_find(seq, k);
+    snprintf(k, sizeof k, "%s.weight", layer);
+    const tg_tensor *w = tg_module_find(seq, k);
+    const int64_t h = tg_tensor_numel(u), n = tg_tensor_numel(v);
+    double sigma = 0, a, b;
+    for (int64_t i = 0; i < h; i++) {
+        double wv = 0;
+        for (int64_t j = 0; j < n; j++) {
+            tg_tensor_get_flat(wo, i * n + j, &a);
+            tg_tensor_get_flat(v, j, &b);
+            wv += a * b;
+        }
+        tg_tensor_get_flat(u, i, &a);
+        sigma += a * wv;
+    }
+    for (int64_t i = 0; i < h * n; i++) {
+        tg_tensor_get_flat(wo, i, &a);
+        tg_tensor_get_flat(w, i, &b);
+        cr_assert(th_close(b, a / sigma, 1e-5, 1e-7), "%s[%lld]: %g, want %g", k, (long long)i,
+                  b, a / sigma);
+    }
+}
+
+/* A discriminator of spectral-normed Conv2d and Linear layers, trained a
+ * little (u and v move) and changed after its last forward: the export
+ * holds each layer's eval-mode weight_orig / sigma under "<layer>.weight",
+ * and none of weight_orig, weight_u, weight_v. */
+Test(onnx_conv, spectral_norm_exports_the_eval_mode_weight)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 41);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    p.stride[0] = p.stride[1] = 2;
+    tg_module *seq = NULL, *conv = NULL, *lin = NULL, *flat = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_conv_new(&conv, 2, 3, 4, (const int64_t[]){4, 4}, &p, true, &rng) == TG_OK);
+    cr_assert(tg_nn_spectral_norm(conv, "weight", 1, 1e-12, -1, &rng) == TG_OK);
+    cr_assert(tg_nn_flatten_new(&flat, 1, -1) == TG_OK);
+    cr_assert(tg_nn_linear_new(&lin, 4 * 3 * 3, 1, true, &rng) == TG_OK);
+    cr_assert(tg_nn_spectral_norm(lin, "weight", 1, 1e-12, -1, &rng) == TG_OK);
+    append(seq, conv);
+    append(seq, act(TG_ACT_LEAKY_RELU, 0.2));
+    append(seq, flat);
+    append(seq, lin);
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 8, 8}, 12);
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *y = NULL;
+        cr_assert(tg_module_forward(seq, &y, x) == TG_OK);
+        tg_tensor_release(y);
+    }
+    cr_assert(tg_tensor_rand_normal(tg_module_find(seq, "0.weight_orig"), &rng, 0, 0.5) == TG_OK);
+    write_case("sn_discriminator", seq, x, 1e-5, 1e-6,
+               (const char *const[]){"0.weight", "0.bias", "3.weight", "3.bias", "/2/shape",
+                                     NULL}, NULL);
+    expect_sn_weight(seq, "0");
+    expect_sn_weight(seq, "3");
+    check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}

@@ -122,7 +122,8 @@ TG_API tg_module *tg_module_child_at(const tg_module *m, int i);
 /* The name of the i-th direct child (borrowed from m), or NULL. */
 TG_API const char *tg_module_child_name_at(const tg_module *m, int i);
 /* The parameter or buffer with the dotted name ("net.0.weight"), borrowed,
- * or NULL. */
+ * or NULL.  A computed weight (tg_nn_spectral_norm's) is found too: its
+ * value at the last forward. */
 TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
 
 /* ---- running ---- */
@@ -371,6 +372,41 @@ TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);
  * BatchNorm, initialise the plain model, then convert it
  * (tg_dist_convert_sync_batchnorm keeps the values). */
 TG_API int tg_nn_init_normal(tg_module *m, double mean, double std, tg_rng *rng);
+
+/* torch.nn.utils.spectral_norm(m, name, n_power_iterations, eps, dim): m's
+ * parameter `name` is divided by its largest singular value sigma at every
+ * forward, as SNGAN's discriminators use.  In place, as torch: the parameter
+ * (the same tensor, so an optimizer made before still holds it) is renamed
+ * "<name>_orig" and moved to the end of m's parameters, and buffers
+ * "<name>_u" (h) and "<name>_v" (w) are added, for W (h, w) the parameter
+ * with dim `dim` moved first and the others flattened.  The state dict keys
+ * are torch's ("weight_orig", "weight_u", "weight_v" next to "bias"), so
+ * state dicts and checkpoints load both ways.  u and v start as N(0, 1)
+ * draws from rng, normalized: the same law as torch's, not its numbers
+ * (load torch's buffers to get its values).
+ *
+ * Each forward of m first computes `name` = <name>_orig / sigma, then runs
+ * m's own forward, which reads it (tg_module_find(m, name) gives the value
+ * the last forward used; before the first, the eval-mode value).  In
+ * training, n_power_iterations steps v = normalize(W^T u),
+ * u = normalize(W v), with normalize(x) = x / max(|x|, eps), update u and v
+ * in place without recording; then sigma = u . (W v) is recorded with u and
+ * v held constant, so the gradient of <name>_orig includes sigma's, as
+ * torch's.  In eval, the stored u and v are used as they are, without
+ * iterating (an ONNX export uses this weight).  The computation runs in the
+ * parameter's dtype, also under autocast.  A forward writes to m (the
+ * computed weight; u and v in training), so two threads must not run the
+ * same spectral-normed module at once.
+ *
+ * Works with any module whose forward reads the parameter by name (Linear,
+ * Conv, ConvTranspose, Embedding, a custom module using tg_module_find).
+ * dim -1 is torch's default: 1 for ConvTranspose (whose weight is (C_in,
+ * C_out/groups, K...)), 0 otherwise.  Errors (TG_EINVAL, TG_ESHAPE for a
+ * 0-d parameter): m has no parameter `name`, spectral norm is already
+ * applied to it, a name "<name>_orig/_u/_v" is taken, n_power_iterations < 1,
+ * eps <= 0, dim outside [0, ndim) and not -1.  On error m is unchanged. */
+TG_API int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations,
+                               double eps, int dim, tg_rng *rng);
 
 #ifdef __cplusplus
 }

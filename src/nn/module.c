@@ -41,6 +41,11 @@ void tg_module_release(tg_module *m)
     for (int i = 0; i < m->n_params; i++) tg_tensor_release(m->params[i].t);
     for (int i = 0; i < m->n_buffers; i++) tg_tensor_release(m->buffers[i].t);
     for (int i = 0; i < m->n_children; i++) tg_module_release(m->children[i].m);
+    for (int i = 0; i < m->n_computed; i++) {
+        tg_tensor_release(m->computed[i].value);
+        if (m->computed[i].release) m->computed[i].release(m->computed[i].state);
+    }
+    free(m->computed);
     free(m->params);
     free(m->buffers);
     free(m->children);
@@ -58,7 +63,7 @@ static bool tg__name_taken(const tg_module *m, const char *name)
         if (strcmp(m->buffers[i].name, name) == 0) return true;
     for (int i = 0; i < m->n_children; i++)
         if (strcmp(m->children[i].name, name) == 0) return true;
-    return false;
+    return tg__module_computed(m, name) != NULL;
 }
 
 static int tg__check_name(const char *op, const tg_module *m, const char *name)
@@ -180,6 +185,65 @@ int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64
     return TG_OK;
 }
 
+static int tg__reparametrize_check(const char *fn, tg_module *m, const char *name,
+                                   const char *orig, int nb, const char *const *buf_names,
+                                   int *at)
+{
+    *at = -1;
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) *at = i;
+    TG_CHECK(*at >= 0, TG_EINVAL, "%s: %s has no parameter '%s'", fn, tg_module_type_name(m),
+             name);
+    TG_TRY(tg__check_name(fn, m, orig));
+    for (int i = 0; i < nb; i++) {
+        TG_TRY(tg__check_name(fn, m, buf_names[i]));
+        bool twice = strcmp(buf_names[i], orig) == 0;
+        for (int j = 0; j < i; j++) twice = twice || strcmp(buf_names[i], buf_names[j]) == 0;
+        TG_CHECK(!twice, TG_EINVAL, "%s: name '%s' is given twice", fn, buf_names[i]);
+    }
+    /* room for the new buffers and the computed entry (the parameter count
+     * stays) */
+    for (int i = 0; i < nb; i++)
+        TG_TRY(tg__grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers + i,
+                        sizeof *m->buffers));
+    tg__nn_computed *c = realloc(m->computed, (size_t)(m->n_computed + 1) * sizeof *c);
+    if (!c) return tg__error(TG_ENOMEM, "%s: out of memory", fn);
+    m->computed = c;
+    return TG_OK;
+}
+
+int tg__module_reparametrize(const char *fn, tg_module *m, const char *name, const char *orig,
+                             int nb, const char *const *buf_names, tg_tensor *const *bufs,
+                             const tg__nn_computed *c)
+{
+    int at = -1;
+    int rc = tg__reparametrize_check(fn, m, name, orig, nb, buf_names, &at);
+    if (rc < 0) {
+        for (int i = 0; i < nb; i++) tg_tensor_release(bufs[i]);
+        tg_tensor_release(c->value);
+        if (c->release) c->release(c->state);
+        return rc;
+    }
+    /* torch deletes the parameter and registers it again under `orig`,
+     * which puts it last */
+    tg__nn_tensor_entry e = m->params[at];
+    memmove(&m->params[at], &m->params[at + 1],
+            (size_t)(m->n_params - at - 1) * sizeof *m->params);
+    snprintf(e.name, sizeof e.name, "%s", orig);
+    if (strcmp(tg_tensor_name(e.t), name) == 0) tg_tensor_set_name(e.t, orig);
+    m->params[m->n_params - 1] = e;
+    for (int i = 0; i < nb; i++) {
+        tg__nn_tensor_entry *b = &m->buffers[m->n_buffers++];
+        snprintf(b->name, sizeof b->name, "%s", buf_names[i]);
+        b->t = bufs[i];
+        if (!tg_tensor_name(bufs[i])[0]) tg_tensor_set_name(bufs[i], buf_names[i]);
+    }
+    tg__nn_computed *d = &m->computed[m->n_computed++];
+    *d = *c;
+    snprintf(d->name, sizeof d->name, "%s", name);
+    return TG_OK;
+}
+
 /* ---- lookup ---- */
 
 tg_module *tg_module_child(const tg_module *m, const char *name)
@@ -208,6 +272,14 @@ tg_tensor *tg__module_local(const tg_module *m, const char *name)
         if (strcmp(m->params[i].name, name) == 0) return m->params[i].t;
     for (int i = 0; i < m->n_buffers; i++)
         if (strcmp(m->buffers[i].name, name) == 0) return m->buffers[i].t;
+    const tg__nn_computed *c = tg__module_computed(m, name);
+    return c ? c->value : NULL;
+}
+
+const tg__nn_computed *tg__module_computed(const tg_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_computed; i++)
+        if (strcmp(m->computed[i].name, name) == 0) return &m->computed[i];
     return NULL;
 }
 
@@ -245,7 +317,18 @@ static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
     tg_tensor *r = NULL;
     tg__callback_begin();
     tg__lib_enter();
-    int rc = m->vt->forward_n ? m->vt->forward_n(m, &r, n, xs) : m->vt->forward(m, &r, xs[0]);
+    int rc = TG_OK;
+    for (int i = 0; rc == TG_OK && i < m->n_computed; i++) {   /* torch's forward pre-hooks */
+        tg__nn_computed *c = &m->computed[i];
+        tg_tensor *v = NULL;
+        rc = c->compute(m, c->state, &v);
+        if (rc == TG_OK) {
+            tg_tensor_release(c->value);
+            c->value = v;
+        }
+    }
+    if (rc == TG_OK)
+        rc = m->vt->forward_n ? m->vt->forward_n(m, &r, n, xs) : m->vt->forward(m, &r, xs[0]);
     tg__lib_leave();
     if (rc < 0) {
         char what[96];

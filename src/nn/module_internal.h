@@ -17,6 +17,20 @@ typedef struct tg__nn_child_entry {
     tg_module *m;                      /* owned */
 } tg__nn_child_entry;
 
+/* A tensor that a module computes before each of its forwards and that its
+ * forward reads under a name, as an attribute that a torch forward pre-hook
+ * sets (spectral_norm's `weight`).  tg__module_local and tg_module_find give
+ * its last value.  It is not state: the state dict, parameter lists,
+ * tg_module_to_dtype and checkpoints leave it out. */
+typedef int (*tg__nn_compute_fn)(tg_module *m, void *state, tg_tensor **out);
+typedef struct tg__nn_computed {
+    char name[TG__NN_LOCAL_NAME_MAX];
+    tg__nn_compute_fn compute;         /* *out: a new reference */
+    void (*release)(void *state);      /* may be NULL */
+    void *state;                       /* owned */
+    tg_tensor *value;                  /* owned: the last value, or NULL */
+} tg__nn_computed;
+
 struct tg_module {
     _Atomic int refcount;
     const tg_module_vtable *vt;        /* borrowed, static */
@@ -28,10 +42,24 @@ struct tg_module {
     tg__nn_tensor_entry *params;
     tg__nn_tensor_entry *buffers;
     tg__nn_child_entry *children;
+    int n_computed;
+    tg__nn_computed *computed;         /* owned, n_computed entries */
 };
 
 /* The parameter/buffer named name of m itself (borrowed), or NULL. */
 tg_tensor *tg__module_local(const tg_module *m, const char *name);
+/* The computed tensor named name of m (borrowed), or NULL. */
+const tg__nn_computed *tg__module_computed(const tg_module *m, const char *name);
+/* Moves m's parameter `name` to a computed one, as torch's spectral_norm
+ * reparametrizes a weight: the parameter (the same tensor) goes to the end
+ * of the parameter list as `orig`, bufs[0..nb) are added as buffers named
+ * buf_names[i], and `name` becomes computed by c (c->name is ignored; its
+ * state and value are stolen).  All names are checked first (messages name
+ * fn); on error nothing is changed and c's state, its value and bufs are
+ * released. */
+int tg__module_reparametrize(const char *fn, tg_module *m, const char *name, const char *orig,
+                             int nb, const char *const *buf_names, tg_tensor *const *bufs,
+                             const tg__nn_computed *c);
 /* Puts child (stolen) in place of parent's i-th child, which is released;
  * the name stays.  i must be in [0, n_children). */
 void tg__module_replace_child(tg_module *parent, int i, tg_module *child);
