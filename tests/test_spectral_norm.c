@@ -306,6 +306,36 @@ Test(spectral_norm, embedding_reads_the_normalized_weight)
 }
 
 /* Each refusal leaves the module as it was: its state keys and count. */
+/* tg_module_copy of a spectral-normed module (an AveragedModel of it, say)
+ * keeps the reparametrization: the copy's forward gives the original's
+ * output, and a training forward of the copy moves the copy's u alone. */
+Test(spectral_norm, a_copy_keeps_it_and_is_independent)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 6);
+    tg_module *m = NULL, *c = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&m, 4, 3, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_spectral_norm(m, "weight", 1, 1e-12, -1, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_copy(&c, m), TG_OK), "%s", tg_error_message());
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 4}, 9), *y = NULL, *yc = NULL;
+    tg_module_train(m, false);
+    tg_module_train(c, false);
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_module_forward(c, &yc, x), TG_OK), "%s", tg_error_message());
+    th_expect_same_bits("copy", x, yc, y);
+    double u0 = 0, u1 = 0;
+    tg_tensor_get_flat(tg_module_find(m, "weight_u"), 0, &u0);
+    tg_module_train(c, true);
+    tg_tensor *yt = NULL;
+    cr_assert(eq(int, tg_module_forward(c, &yt, x), TG_OK), "%s", tg_error_message());
+    tg_tensor_get_flat(tg_module_find(m, "weight_u"), 0, &u1);
+    cr_assert(eq(dbl, u0, u1), "the original's u moved");
+    cr_assert(tg_module_find(c, "weight_u") != tg_module_find(m, "weight_u"));
+    th_release_all(4, (tg_tensor *[]){x, y, yc, yt});
+    tg_module_release(m);
+    tg_module_release(c);
+}
+
 static void expect_refused(tg_module *m, int rc, int status, const char *words)
 {
     th_expect_refused(rc, status, words, NULL);

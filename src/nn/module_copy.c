@@ -77,7 +77,31 @@ static int tg__copy_tensor(tg__copy_memo *memo, tg_module *c, const char *name, 
 static int tg__copy_module(tg__copy_memo *memo, tg_module **out, const tg_module *m,
                            const char *path);
 
-/* Copies m's parameters, buffers and children into c. */
+/* Copies m's computed tensors (spectral_norm's weight) into c, which has
+ * none: each one's flat state bytewise and its last value cloned. */
+static int tg__copy_computed(tg_module *c, const tg_module *m, const char *path)
+{
+    if (m->n_computed == 0) return TG_OK;
+    for (int i = 0; i < m->n_computed; i++)
+        TG_CHECK(m->computed[i].state_size > 0, TG_EUNSUPPORTED,
+                 "module_copy: %s: the computed tensor '%s' cannot be copied",
+                 path[0] ? path : "<root>", m->computed[i].name);
+    c->computed = tg__calloc((size_t)m->n_computed, sizeof *c->computed);
+    if (!c->computed) return TG_ENOMEM;
+    for (int i = 0; i < m->n_computed; i++) {
+        const tg__nn_computed *src = &m->computed[i];
+        tg__nn_computed *dst = &c->computed[c->n_computed];
+        *dst = *src;
+        dst->state = NULL, dst->value = NULL;
+        if (!(dst->state = tg__malloc(src->state_size))) return TG_ENOMEM;
+        memcpy(dst->state, src->state, src->state_size);
+        c->n_computed++;   /* c owns it from here, freed with c */
+        if (src->value) TG_TRY(tg_tensor_clone(&dst->value, src->value));
+    }
+    return TG_OK;
+}
+
+/* Copies m's parameters, buffers, computed tensors and children into c. */
 static int tg__copy_contents(tg__copy_memo *memo, tg_module *c, const tg_module *m,
                              const char *path)
 {
@@ -85,6 +109,7 @@ static int tg__copy_contents(tg__copy_memo *memo, tg_module *c, const tg_module 
         TG_TRY(tg__copy_tensor(memo, c, m->params[i].name, m->params[i].t, true));
     for (int i = 0; i < m->n_buffers; i++)
         TG_TRY(tg__copy_tensor(memo, c, m->buffers[i].name, m->buffers[i].t, false));
+    TG_TRY(tg__copy_computed(c, m, path));
     for (int i = 0; i < m->n_children; i++) {
         char sub[TG_MODULE_NAME_MAX];
         snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", m->children[i].name);

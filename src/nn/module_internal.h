@@ -27,6 +27,8 @@ typedef struct tg__nn_computed {
     char name[TG__NN_LOCAL_NAME_MAX];
     tg__nn_compute_fn compute;         /* *out: a new reference */
     void (*release)(void *state);      /* may be NULL */
+    size_t state_size;                 /* > 0: state is flat, copied bytewise
+                                        * by tg_module_copy; 0: not copyable */
     void *state;                       /* owned */
     tg_tensor *value;                  /* owned: the last value, or NULL */
 } tg__nn_computed;
