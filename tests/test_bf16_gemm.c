@@ -598,6 +598,78 @@ Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64_and_portable)
     tg__amx_set_emulated(false);
 }
 
+/* A product thin for the kernels (fewer than 32 columns or terms:
+ * tg__bf16_gemm_pays) runs sgemm on the f32 buffers holding bf16 values:
+ * the bits of the f32 GEMM of the same buffers; a wide one runs the
+ * kernel, whose sums of 6272 terms differ from sgemm's in some bits. */
+static void thin_gemm(tg_bf16_kernel k)
+{
+    use_kernel(k);
+    static const int64_t dims[][3] = {   /* m, n, k */
+        {64, 1, 6272}, {64, 16, 6272}, {64, 31, 500}, {64, 6272, 8}, {300, 500, 31},
+        {64, 64, 6272}};
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
+        const int64_t m = dims[i][0], n = dims[i][1], kk = dims[i][2];
+        float *a = malloc(sizeof(float) * (size_t)(m * kk));
+        float *b = malloc(sizeof(float) * (size_t)(kk * n));
+        float *c = malloc(sizeof(float) * (size_t)(m * n));
+        float *c32 = malloc(sizeof(float) * (size_t)(m * n));
+        cr_assert(a && b && c && c32);
+        for (int64_t e = 0; e < m * kk; e++) a[e] = rnd_bf16();
+        for (int64_t e = 0; e < kk * n; e++) b[e] = rnd_bf16();
+        tg__gemm(TG_BF16, false, false, m, n, kk, a, kk, b, n, 0.0, c, n);
+        tg__gemm(TG_F32, false, false, m, n, kk, a, kk, b, n, 0.0, c32, n);
+        int64_t differ = 0;
+        for (int64_t e = 0; e < m * n; e++) differ += memcmp(&c[e], &c32[e], sizeof *c) != 0;
+        const bool thin = n < 32 || kk < 32;
+        cr_assert(thin == false || differ == 0, "%s, %lld x %lld x %lld: %lld elements differ "
+                  "from sgemm's", tg_bf16_kernel_name(k), (long long)m, (long long)n,
+                  (long long)kk, (long long)differ);
+        cr_assert(thin || differ > 0, "%s, %lld x %lld x %lld: the kernel gave sgemm's bits",
+                  tg_bf16_kernel_name(k), (long long)m, (long long)n, (long long)kk);
+        free(a);
+        free(b);
+        free(c);
+        free(c32);
+    }
+}
+
+Test(bf16_gemm, avx512_thin_products_run_sgemm) { thin_gemm(TG_BF16_KERNEL_AVX512); }
+Test(bf16_gemm, amx_thin_products_run_sgemm_on_emulated_tiles)
+{
+    emulate_amx();
+    thin_gemm(TG_BF16_KERNEL_AMX);
+    tg__amx_set_emulated(false);
+}
+
+/* A Linear's bf16 weight is multiplied from its kept panels only when the
+ * product pays for the kernels: a Linear to 1 or 16 features, or from 8,
+ * packs none (and gives the portable kernel's bits), one to 64 does. */
+Test(bf16_gemm, a_thin_linear_packs_no_weight_panels)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    static const int64_t dims[][3] = {{64, 6272, 1}, {64, 6272, 16}, {64, 8, 6272},
+                                      {64, 6272, 64}};   /* B, in, out */
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
+        const int64_t B = dims[i][0], in = dims[i][1], out = dims[i][2];
+        tg_tensor *x = th_rand_uniform(TG_BF16, 2, (int64_t[]){B, in}, 100 + i);
+        tg_tensor *w = th_rand_uniform(TG_BF16, 2, (int64_t[]){out, in}, 200 + i);
+        tg_tensor *y = NULL, *yp = NULL;
+        const int64_t before = tg__bf16_panels_packed();
+        cr_assert(eq(int, tg_linear(&y, x, w, NULL), TG_OK), "%s", tg_error_message());
+        const int64_t packed = tg__bf16_panels_packed() - before;
+        const bool thin = in < 32 || out < 32;
+        cr_assert(eq(i64, packed, thin ? 0 : 1), "%lld -> %lld", (long long)in, (long long)out);
+        cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_PORTABLE), TG_OK));
+        cr_assert(eq(int, tg_linear(&yp, x, w, NULL), TG_OK));
+        cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_AVX512), TG_OK));
+        if (thin)
+            cr_assert(memcmp(tg_tensor_cdata(y), tg_tensor_cdata(yp),
+                             sizeof(uint16_t) * (size_t)(B * out)) == 0);
+        th_release_all(4, (tg_tensor *[]){x, w, y, yp});
+    }
+}
+
 /* Under autocast an f32 conv casts x and its f32 master weight to bf16 and
  * runs the bf16 kernel: the bits of the same conv on bf16 tensors. */
 Test(bf16_gemm, autocast_conv_with_f32_master_weight_is_the_bf16_conv)

@@ -265,14 +265,20 @@ void tg__gemm_par_bits(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t
     run_slices(&q, unit);
 }
 
+bool tg__bf16_gemm_pays(int64_t m, int64_t n, int64_t k)
+{
+    (void)m;   /* a short A is as cheap for the kernels as for sgemm */
+    return n >= 32 && k >= 32;
+}
+
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
     TG_ASSERT(ct == TG_F32 || ct == TG_F64 || ct == TG_BF16);
     if (m <= 0 || n <= 0) return;
     const int saved = tg__blas_single_begin();
-    tg__gemm_par(ct == TG_F64 ? TG_F64 : TG_F32,
-                 ct == TG_BF16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO, ta, tb, m, n, k, a,
-                 lda, b, ldb, beta, c, ldc);
+    const bool bf16 = ct == TG_BF16 && tg__bf16_gemm_pays(m, n, k);
+    tg__gemm_par(ct == TG_F64 ? TG_F64 : TG_F32, bf16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO,
+                 ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     tg__blas_restore(saved);
 }

@@ -239,8 +239,16 @@ void tg__gather(const tg_tensor *t, tg_dtype to, void *dst);
 /* Writes a contiguous buffer of dtype `from` into t's elements (row-major),
  * converting to t's dtype; does not bump the version. */
 void tg__scatter(tg_tensor *t, tg_dtype from, const void *src);
+/* Whether the bf16 kernels pay for a product of C (m, n) over k terms: not
+ * for fewer than 32 columns (a kernel tile's width) or fewer than 32 terms,
+ * where the packing and the tile's idle lanes cost more than the second
+ * multiply-add per instruction gains (a Linear of 6272 features to 1 ran
+ * 9x slower than sgemm).  Such a bf16 product runs OpenBLAS's sgemm on the
+ * operands' f32 copies: the same products, exact in f32, added in f32. */
+bool tg__bf16_gemm_pays(int64_t m, int64_t n, int64_t k);
 /* C (m, n) = op(A) @ op(B) + beta*C, row-major, in dtype ct (f32 or f64;
- * TG_BF16: f32 buffers holding bf16 values, multiplied by tg__gemm_bf16);
+ * TG_BF16: f32 buffers holding bf16 values, multiplied by tg__gemm_bf16
+ * when tg__bf16_gemm_pays, else by sgemm);
  * ta: A is stored (k, m), tb: B is stored (n, k).  Runs on the library's
  * thread pool with OpenBLAS single-threaded inside (src/core/blas.c), so
  * OpenBLAS's own thread pool is never woken to spin beside ours. */

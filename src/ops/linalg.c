@@ -150,9 +150,12 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
     size_t es = tg_dtype_size(ct);
     TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
              "matmul: extents above INT_MAX are not supported by BLAS");
-    /* one bf16 product: the weight from its panels (no f32 copy) */
-    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && b_weight ? tg_bf16_kernel_get()
-                                                                     : TG_BF16_KERNEL_AUTO;
+    /* one bf16 product: the weight from its panels (no f32 copy), when the
+     * bf16 kernels pay for its shape */
+    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && b_weight &&
+                                        tg__bf16_gemm_pays(M, N, K)
+                                    ? tg_bf16_kernel_get()
+                                    : TG_BF16_KERNEL_AUTO;
     tg__bf16_panels *pb = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0
                               ? weight_panels(b, true, kern)
                               : NULL;
