@@ -808,3 +808,23 @@ Test(cli, dcgan_snapshots_are_generators_that_fid_scores)
     cr_assert(eq(int, DCGAN("--data", th_tmp_dir, "--out", out, "--snapshot-every", "0"), 2));
     th_expect_in(th_err, "bad value '0' for --snapshot-every: a number of seconds > 0");
 }
+
+/* TG_PROFILE=N profiles a whole run of any program and prints the table on
+ * stderr at exit; a value that is no count is said and ignored. */
+Test(cli, tg_profile_prints_the_table_at_exit)
+{
+    cr_assert(eq(int, setenv("TG_PROFILE", "3", 1), 0));
+    cr_assert(eq(int, RUN("gradcheck", "pool"), 0));
+    th_expect_in(th_err, "name");
+    th_expect_in(th_err, "self ms");
+    th_expect_in(th_err, "3 of ");
+    th_expect_in(th_err, " rows shown; self time of all rows");
+    th_expect_in(th_out, "6 cases, 0 failed");
+    cr_assert(eq(int, setenv("TG_PROFILE", "many", 1), 0));
+    cr_assert(eq(int, RUN("gradcheck", "pool"), 0));
+    th_expect_in(th_err, "tapegrad: TG_PROFILE=many is not a number of rows >= 1; not profiling");
+    cr_assert(strstr(th_err, "self ms") == NULL, "%s", th_err);
+    cr_assert(eq(int, unsetenv("TG_PROFILE"), 0));
+    cr_assert(eq(int, RUN("gradcheck", "pool"), 0));
+    cr_assert(strstr(th_err, "self ms") == NULL, "%s", th_err);
+}

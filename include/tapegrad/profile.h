@@ -19,6 +19,11 @@
  * is wall-clock time on the calling thread, including the kernels' worker
  * threads it waits for.
  *
+ * Without changing a program: TG_PROFILE=N in the environment starts the
+ * profiler when the library is loaded and prints the N rows of most self
+ * time on stderr when the process exits (a program's own tg_profile_start
+ * then finds it running).
+ *
  * Rows are kept per (name, phase) across threads, under a lock; when the
  * profiler is off the cost of an op call is one atomic load.  Profiling is
  * process-wide: start and stop from one thread, with the others' ops

@@ -6,7 +6,11 @@
  * its time to the row (name, phase) of the table, under the lock, and to
  * its parent's inner time, so a row's self time is its total less what ran
  * inside it.  A run number (bumped by each start) keeps a frame opened in
- * an earlier run, or while the profiler was off, out of the table. */
+ * an earlier run, or while the profiler was off, out of the table.
+ *
+ * TG_PROFILE=N in the environment starts it when the library is loaded and
+ * prints the N rows of most self time on stderr when the process exits. */
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -227,4 +231,29 @@ int tg_profile_print(FILE *f, int top)
     free(all);
     TG_CHECK(!bad, TG_EIO, "profile_print: writing the table failed");
     return TG_OK;
+}
+
+/* ---- TG_PROFILE ---- */
+
+static int exit_rows;
+
+static void print_at_exit(void)
+{
+    if (tg_profile_running()) tg_profile_stop();
+    tg_profile_print(stderr, exit_rows);
+}
+
+__attribute__((constructor)) static void profile_from_env(void)
+{
+    const char *e = getenv("TG_PROFILE");
+    if (!e || !*e) return;
+    char *end;
+    const long v = strtol(e, &end, 10);
+    if (*end != '\0' || v < 1) {
+        fprintf(stderr, "tapegrad: TG_PROFILE=%.32s is not a number of rows >= 1; not "
+                        "profiling\n", e);
+        return;
+    }
+    exit_rows = v > INT_MAX ? INT_MAX : (int)v;
+    if (tg_profile_start() == TG_OK) atexit(print_at_exit);
 }
