@@ -256,24 +256,57 @@ static int interp_run(bool adjoint, tg__pool_kind kind, const tg__pool_call *c,
 
 /* ---- the ops ---- */
 
+/* One set of callbacks serves both pairs: a call's params say which
+ * (tg__pool_call's cubic). */
 static const tg_op_schema uplin_op, uplin_backward_op, upcub_op, upcub_backward_op;
 
-/* y = A x in the compute dtype, rounded once into x's dtype. */
-static int interp_forward(tg__pool_kind kind, tg_tensor **out, tg_tensor *x, const void *params)
+static tg__pool_kind kind_of(const void *params)
 {
+    return ((const tg__pool_call *)params)->cubic ? TG__UPSAMPLE_CUBIC : TG__UPSAMPLE_LINEAR;
+}
+
+static int interp_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
+                        int *ndim, int64_t *shape)
+{
+    (void)n;
+    return tg__pool_forward_shape(kind_of(params), in, params, dtype, ndim, shape);
+}
+
+/* y = A x in the compute dtype, rounded once into x's dtype. */
+static int interp_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
+{
+    (void)ctx, (void)n;
+    const tg__pool_kind kind = kind_of(params);
     tg__pool_call c;
     int64_t os[TG_MAX_DIMS];
-    TG_TRY(tg__pool_prepare_x(kind, params, x, &c, os));
+    TG_TRY(tg__pool_prepare_x(kind, params, in[0], &c, os));
     tg__pool_geom g;
     tg__pool_geom_of(kind, &c, os, &g);
-    return interp_run(false, kind, &c, &g, x, c.ndim, os, out);
+    return interp_run(false, kind, &c, &g, in[0], c.ndim, os, out);
+}
+
+/* The gradient of a forward op: its backward op on g, told x's shape. */
+static int interp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
+    tg__pool_call b = *(const tg__pool_call *)tg__ctx_params(ctx);
+    b.ndim = xm->ndim;
+    memcpy(b.shape, xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
+    tg_tensor *in[1] = {g};
+    return tg_op_call(b.cubic ? &upcub_backward_op : &uplin_backward_op, &gi[0], 1, in, &b,
+                      sizeof b);
 }
 
 /* dx = A^T g in the compute dtype, rounded once into g's dtype. */
-static int interp_adjoint(tg__pool_kind kind, const char *op, tg_tensor **out, tg_tensor *g,
+static int interp_adjoint(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                           const void *params)
 {
+    (void)ctx, (void)n;
+    const tg__pool_kind kind = kind_of(params);
+    const char *op = kind == TG__UPSAMPLE_CUBIC ? upcub_backward_op.name : uplin_backward_op.name;
     tg__pool_call c = *(const tg__pool_call *)params;
+    tg_tensor *g = in[0];
     int64_t os[TG_MAX_DIMS];
     TG_TRY(tg__pool_prepare(op, kind, g ? g->dtype : TG_F64, &c, os));
     TG_TRY(tg__pool_check_grad(op, g, &c, os));
@@ -282,91 +315,26 @@ static int interp_adjoint(tg__pool_kind kind, const char *op, tg_tensor **out, t
     return interp_run(true, kind, &c, &geo, g, c.ndim, c.shape, out);
 }
 
-/* The gradient of a forward op: its backward op on g, told x's shape. */
-static int interp_grad(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, const tg_op_schema *bw)
-{
-    const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
-    tg__pool_call b = *(const tg__pool_call *)tg__ctx_params(ctx);
-    b.ndim = xm->ndim;
-    memcpy(b.shape, xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
-    tg_tensor *in[1] = {g};
-    return tg_op_call(bw, &gi[0], 1, in, &b, sizeof b);
-}
-
 /* The gradient of a backward op: the forward op on h, same size. */
-static int interp_grad_of_adjoint(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi,
-                                  const tg_op_schema *fw)
+static int interp_adjoint_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 {
+    const tg__pool_call *c = tg__ctx_params(ctx);
     tg_tensor *in[1] = {h};
-    return tg_op_call(fw, &gi[0], 1, in, tg__ctx_params(ctx), sizeof(tg__pool_call));
-}
-
-static int uplin_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
-                       int *ndim, int64_t *shape)
-{
-    (void)n;
-    return tg__pool_forward_shape(TG__UPSAMPLE_LINEAR, in, params, dtype, ndim, shape);
-}
-static int uplin_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                         const void *params)
-{
-    (void)ctx, (void)n;
-    return interp_forward(TG__UPSAMPLE_LINEAR, out, in[0], params);
-}
-static int uplin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    return interp_grad(ctx, g, gi, &uplin_backward_op);
-}
-static int uplin_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                            const void *params)
-{
-    (void)ctx, (void)n;
-    return interp_adjoint(TG__UPSAMPLE_LINEAR, "upsample_linear_backward", out, in[0], params);
-}
-static int uplin_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
-{
-    return interp_grad_of_adjoint(ctx, h, gi, &uplin_op);
-}
-
-static int upcub_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
-                       int *ndim, int64_t *shape)
-{
-    (void)n;
-    return tg__pool_forward_shape(TG__UPSAMPLE_CUBIC, in, params, dtype, ndim, shape);
-}
-static int upcub_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                         const void *params)
-{
-    (void)ctx, (void)n;
-    return interp_forward(TG__UPSAMPLE_CUBIC, out, in[0], params);
-}
-static int upcub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    return interp_grad(ctx, g, gi, &upcub_backward_op);
-}
-static int upcub_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                            const void *params)
-{
-    (void)ctx, (void)n;
-    return interp_adjoint(TG__UPSAMPLE_CUBIC, "upsample_bicubic_backward", out, in[0], params);
-}
-static int upcub_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
-{
-    return interp_grad_of_adjoint(ctx, h, gi, &upcub_op);
+    return tg_op_call(c->cubic ? &upcub_op : &uplin_op, &gi[0], 1, in, c, sizeof *c);
 }
 
 static const tg_op_schema uplin_op = {
-    .name = "upsample_linear", .arity = 1, .amp = TG_AMP_KEEP, .forward = uplin_forward,
-    .backward = uplin_backward, .shape = uplin_shape, .double_backward = true};
+    .name = "upsample_linear", .arity = 1, .amp = TG_AMP_KEEP, .forward = interp_forward,
+    .backward = interp_backward, .shape = interp_shape, .double_backward = true};
 static const tg_op_schema uplin_backward_op = {
     .name = "upsample_linear_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = uplin_bw_forward, .backward = uplin_bw_backward, .double_backward = true};
+    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true};
 static const tg_op_schema upcub_op = {
-    .name = "upsample_bicubic", .arity = 1, .amp = TG_AMP_KEEP, .forward = upcub_forward,
-    .backward = upcub_backward, .shape = upcub_shape, .double_backward = true};
+    .name = "upsample_bicubic", .arity = 1, .amp = TG_AMP_KEEP, .forward = interp_forward,
+    .backward = interp_backward, .shape = interp_shape, .double_backward = true};
 static const tg_op_schema upcub_backward_op = {
     .name = "upsample_bicubic_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = upcub_bw_forward, .backward = upcub_bw_backward, .double_backward = true};
+    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__interpolate_ops[] = {&uplin_op, &uplin_backward_op, &upcub_op,
@@ -382,11 +350,11 @@ static int interp_call(tg__pool_kind kind, tg_tensor **out, tg_tensor *x, int n_
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_TRY(tg__upsample_check_size(op, n_spatial, size));
-    tg__pool_call c = {.ns = n_spatial, .align_corners = align_corners};
+    const bool cubic = kind == TG__UPSAMPLE_CUBIC;
+    tg__pool_call c = {.ns = n_spatial, .align_corners = align_corners, .cubic = cubic};
     memcpy(c.size, size, (size_t)n_spatial * sizeof *size);
     tg_tensor *in[1] = {x};
-    return tg_op_call(kind == TG__UPSAMPLE_CUBIC ? &upcub_op : &uplin_op, out, 1, in, &c,
-                      sizeof c);
+    return tg_op_call(cubic ? &upcub_op : &uplin_op, out, 1, in, &c, sizeof c);
 }
 
 int tg_upsample_linear(tg_tensor **out, tg_tensor *x, int n_spatial, const int64_t *size,

@@ -43,6 +43,7 @@ typedef struct tg__pool_call {
     int64_t scale[TG_POOL_MAX_SPATIAL];   /* nearest upsampling */
     int64_t size[TG_POOL_MAX_SPATIAL];    /* linear, cubic upsampling: the output extents */
     bool align_corners;                   /* linear, cubic upsampling */
+    bool cubic;                           /* interpolate.c: the cubic ops' call */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
