@@ -412,8 +412,8 @@ static int op_loss(prog *g)
     return after(g, i, "loss", rc, y);
 }
 
-/* An optimizer over up to three slots: made (SGD, Adam, AdamW, with options
- * from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
+/* An optimizer over up to three slots: made (SGD, Adam, AdamW, RMSprop, with
+ * options from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
  * changes the parameters in place, so a graph that saved one is refused at
  * its next backward. */
 static int op_optim(prog *g)
@@ -425,13 +425,17 @@ static int op_optim(prog *g)
         for (int j = 0; j < n; j++) ps[j] = slot(g);
         const double lr = value(u8(g)), b1 = value(u8(g)) / 4, b2 = value(u8(g)) / 4,
                      wd = value(u8(g));
-        const uint8_t kind = u8(g) % 3, flags = u8(g);
+        const uint8_t kind = u8(g) % 4, flags = u8(g);
         tg_optimizer *o = NULL;
         int rc;
         if (kind == 0) {
             tg_sgd_opts so = {.lr = lr, .momentum = b1, .dampening = b2, .weight_decay = wd,
                               .nesterov = flags & 1};
             rc = tg_sgd_new(&o, n, ps, &so);
+        } else if (kind == 3) {   /* alpha, momentum from the same bytes; bad ones too */
+            tg_rmsprop_opts ro = {.lr = lr, .alpha = b1, .eps = 1e-8, .weight_decay = wd,
+                                  .momentum = b2, .centered = flags & 1, .maximize = flags & 2};
+            rc = tg_rmsprop_new(&o, n, ps, &ro);
         } else {
             tg_adam_opts ao = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8, .weight_decay = wd};
             rc = kind == 1 ? tg_adam_new(&o, n, ps, &ao) : tg_adamw_new(&o, n, ps, &ao);
