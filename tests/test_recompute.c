@@ -13,6 +13,7 @@
 #include "tapegrad/autograd.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/scope.h"
 
 #define OK(expr) cr_assert(eq(int, (expr), TG_OK), "%s: %s", #expr, tg_error_message())
 
@@ -417,6 +418,50 @@ Test(recompute, tape_print_lists_the_node)
     cr_assert(strstr(buf, "linear") == NULL && strstr(buf, "tanh") == NULL, "%s", buf);
     tg_tensor_release(y);
     tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* Inside a scope the outputs belong to the scope, and nothing the block
+ * makes in the forward or the backward does. */
+Test(recompute, outputs_are_owned_by_an_open_scope)
+{
+    const int64_t s[2] = {3, 4};
+    tg_tensor *a = randn(2, s, 60, true), *b = randn(2, s, 61, true), *c = randn(2, s, 62, false);
+    tg_tensor *in[3] = {a, b, c}, *outs[2] = {0}, *p = NULL, *loss = NULL;
+    int calls = 0;
+    OK(tg_scope_begin());
+    OK(tg_recompute(outs, 2, two_out, &calls, 3, in));
+    OK(tg_mul(&p, outs[0], outs[1]));
+    OK(tg_sum(&loss, p));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor *kept = tg_scope_keep(outs[1]);
+    cr_assert(kept == outs[1], "%s", tg_error_message());
+    OK(tg_scope_end());
+    tg_tensor_release(kept);
+    cr_assert(eq(int, calls, 2));
+    cr_assert_not_null(tg_tensor_grad(a));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(c);
+}
+
+/* retain_graph: a second backward runs the block again and adds the same
+ * gradients. */
+Test(recompute, a_second_backward_with_retain_graph_adds_again)
+{
+    tg_module *m = mlp(2, 6, 63);
+    tg_tensor *x = randn(2, (int64_t[]){3, 6}, 64, true), *y = NULL, *loss = NULL;
+    OK(tg_module_forward_recompute(m, &y, x));
+    OK(tg_sum(&loss, y));
+    tg_backward_opts o = {.retain_graph = true};
+    OK(tg_backward(loss, NULL, &o));
+    tg_tensor *g1 = grad_copy(x), *twice = NULL;
+    OK(tg_backward(loss, NULL, NULL));
+    OK(tg_add(&twice, g1, g1));
+    expect_same_bits(twice, tg_tensor_grad(x), "x after two backwards");
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_EGRAD));
+    tg_tensor *all[] = {twice, g1, loss, y, x};
+    for (int i = 0; i < 5; i++) tg_tensor_release(all[i]);
     tg_module_release(m);
 }
 

@@ -288,6 +288,7 @@ int tg_recompute_ex(tg_tensor **outs, int n_out, tg_recompute_fn fn, const void 
     for (int i = 0; i < n_in; i++) recorded = recorded || in[i]->requires_grad;
     recorded = recorded && tg_grad_enabled();
     int rc = TG_OK;
+    tg__lib_enter();   /* only the outputs go to the caller's scope */
     if (!recorded) {
         /* nothing to recompute for: fn runs once, with grad mode off as in
          * the recorded case, so its outputs are the same either way */
@@ -303,8 +304,13 @@ int tg_recompute_ex(tg_tensor **outs, int n_out, tg_recompute_fn fn, const void 
         else if (rc >= 0) rc = unpack(res, n_out, y, y->grad_fn->params);
     }
     tg_tensor_release(y);
+    tg__lib_leave();
     free(p);
-    if (rc < 0) return rc;
+    for (int k = 0; rc >= 0 && k < n_out; k++) rc = tg__scope_capture(&res[k], rc);
+    if (rc < 0) {
+        release_all(res, n_out);
+        return rc;
+    }
     memcpy(outs, res, sizeof(tg_tensor *) * (size_t)n_out);
     return TG_OK;
 }
