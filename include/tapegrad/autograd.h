@@ -203,6 +203,65 @@ TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const 
 TG_API int tg_gradgradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                             const tg_gradcheck_opts *opts);
 
+/* ---- activation recomputation (torch.utils.checkpoint.checkpoint) ---- */
+
+/* A block: computes outs[0..n_out) (new references) from in[0..n_in).
+ * It must compute the same thing each time it is called on the same
+ * inputs: tg_recompute calls it once in the forward, with grad mode off,
+ * and once more in each backward through its node, with grad mode on. */
+typedef int (*tg_recompute_fn)(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in,
+                               void *user);
+
+/* Runs fn(in) with grad mode off, so that none of its activations is kept,
+ * and records its outputs as one node (op "recompute") whose inputs are
+ * in[0..n_in); the node keeps only the inputs.  Its backward calls fn again
+ * with grad mode on, on detached copies of the inputs that require grad as
+ * the originals do, and runs a backward from the recomputed outputs with
+ * the incoming gradients: the parameters fn uses get their gradients added
+ * into .grad as in a plain backward (their hooks run then), and the
+ * inputs' gradients go on.  The gradients are those of the plain block bit
+ * for bit (the same ops in the same order) for a block whose inputs are
+ * used by it alone.  As torch.utils.checkpoint.checkpoint(fn, *in).
+ *
+ * Rules:
+ *  - outs are recorded when grad mode is on and an input requires grad;
+ *    else fn runs once and nothing is recorded (with tg_recompute_ex's
+ *    params, also when one of them requires grad).
+ *  - Several outputs share one dtype (TG_EDTYPE) and are views of one
+ *    node's output (their concatenation).
+ *  - Random numbers: fn must draw the same numbers when called again.  A
+ *    Dropout module run by tg_module_forward_recompute does (its mask
+ *    count is wound back for the recomputation); a caller-owned tg_rng
+ *    that fn reads is the caller's to keep: copy it before the call and let
+ *    fn start each call from the copy.
+ *  - The backward is reached through tg_backward only: tg_grad through the
+ *    node is TG_EGRAD (the parameters' gradients could not go to its
+ *    results), as is create_graph (the recomputed gradients are functions of
+ *    the detached copies, so higher derivatives would be wrong; torch's
+ *    reentrant checkpoint refuses the same).  Tensors fn reads besides its
+ *    inputs must be leaves (parameters).  Not under autocast (TG_EINVAL).
+ *  - user is borrowed and must stay valid until the backward has run.
+ * Errors: TG_EINVAL for a NULL outs, fn, in or in[i], n_out outside
+ * [1, 8], n_in outside [1, 8]; fn's own status and message when it fails
+ * (in the forward: nothing is recorded; in the backward: the backward
+ * fails with it); TG_EGRAD naming the output when the recomputation gives
+ * an output of another dtype or shape. */
+TG_API int tg_recompute(tg_tensor **outs, int n_out, tg_recompute_fn fn, void *user, int n_in,
+                        tg_tensor *const *in);
+/* tg_recompute with two more things:
+ *  - user_size > 0: the user_size bytes at user are copied into the node and
+ *    fn receives the copy (user need not outlive the call);
+ *  - params[0..n_params): the parameters (leaves) fn reads.  When one of them
+ *    requires grad, the outputs are recorded (and require grad) even if no
+ *    input does, so that the parameters still receive their gradients, as in
+ *    torch's non-reentrant checkpoint (the reentrant one drops them); n_in
+ *    must then be < 8.
+ * Errors as tg_recompute, and TG_EINVAL for a NULL user with user_size > 0,
+ * a negative n_params, a NULL params with n_params > 0 or a NULL params[i]. */
+TG_API int tg_recompute_ex(tg_tensor **outs, int n_out, tg_recompute_fn fn, const void *user,
+                           size_t user_size, int n_in, tg_tensor *const *in, int n_params,
+                           tg_tensor *const *params);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,19 @@ TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
 /* *y is a new reference (owned by the caller's scope when one is open:
  * tapegrad/scope.h).  On error *y is untouched. */
 TG_API int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
+/* tg_module_forward as a recomputed block (tg_recompute_ex, autograd.h:
+ * torch.utils.checkpoint.checkpoint(m, x, use_reentrant=False)): none of
+ * m's activations is kept; the backward runs m again and back-propagates
+ * through that.  m's parameters get their gradients even when x does not
+ * require grad.  Each Dropout inside m draws the same mask in the
+ * recomputation as in the forward, and its count of masks drawn is as if m
+ * had run once.  Other state a forward changes (BatchNorm's running
+ * statistics in training) changes again when m runs again, as in torch.
+ * m must stay alive until the backward has run.  Errors as
+ * tg_module_forward and tg_recompute_ex (m with more than 7 inputs is not
+ * possible here; TG_EINVAL under autocast); TG_EINVAL for a NULL m, y or x.
+ * On error *y is untouched. */
+TG_API int tg_module_forward_recompute(tg_module *m, tg_tensor **y, tg_tensor *x);
 /* The forward of a module taking n >= 1 inputs (its vtable's forward_n; a
  * module with only forward takes n = 1).  TG_EINVAL for n < 1 or a NULL
  * input; TG_EUNSUPPORTED when m has no forward for n inputs. */

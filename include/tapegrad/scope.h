@@ -12,8 +12,9 @@
  *   tg_scope_end();                                  // releases y and loss
  *
  * What a scope captures: the result of every differentiable op (ops.h,
- * conv.h, loss.h, the fake-quantize ops), of tg_module_forward and
- * tg_module_forward_n, of tg_grad and of tg_grad_scaler_scale, when called
+ * conv.h, loss.h, the fake-quantize ops), of tg_module_forward,
+ * tg_module_forward_n and tg_module_forward_recompute, of tg_recompute (each
+ * output), of tg_grad and of tg_grad_scaler_scale, when called
  * from the code between tg_scope_begin and tg_scope_end.  Tensors made by the
  * functions of tensor.h (tg_tensor_zeros, ...), by a data loader or read from
  * a file are not captured: release them, or hand them over with

@@ -153,6 +153,8 @@ static const op_note notes[] = {
      "dt = smooth_l1_backward(g, t - x)", "delta"},
     {"smooth_l1_backward", "dg = smooth_l1_backward(g', d), dd = g' * g * [|d| < beta] "
      "(divided by beta for smooth_l1_loss)", NULL},
+    {"recompute", "da, db, ... = the gradients of the block run again on a, b, ... with grad "
+     "on (its parameters' gradients go into .grad)", NULL},
 };
 
 static const op_note *find_note(const char *op)

@@ -495,10 +495,14 @@ static int finalize_results(engine *e)
     return TG_OK;
 }
 
+_Thread_local const tg__engine_req *tg__engine_current;
+
 static int run(engine *e, int n_roots, tg_tensor *const *roots, tg_tensor *const *grads)
 {
     bool prev = tg_set_grad_enabled(e->req.create_graph);
     bool prev_autocast = tg__autocast_suspend(true);   /* grads keep their forward dtypes */
+    const tg__engine_req *outer = tg__engine_current;
+    tg__engine_current = &e->req;
     int rc = index_targets(e);
     if (rc >= 0) rc = tg__tape_collect(roots, n_roots, &e->nodes, &e->n_nodes);
     if (rc < 0) goto out;
@@ -536,6 +540,7 @@ out:
     index_free(&e->by_fn);
     free(e->flows);
     free(e->nodes);
+    tg__engine_current = outer;
     tg__autocast_suspend(prev_autocast);
     tg_set_grad_enabled(prev);
     return rc;

@@ -31,6 +31,11 @@ typedef struct tg__engine_req {
 int tg__engine_run(const tg__engine_req *r, int n_roots, tg_tensor *const *roots,
                    tg_tensor *const *grads);
 
+/* The request of the innermost backward running on this thread (NULL when
+ * none): a node's backward that runs a backward of its own (recompute.c)
+ * reads whether the outer one accumulates into .grad. */
+extern _Thread_local const tg__engine_req *tg__engine_current;
+
 /* Unlinks and frees leaf's post-accumulate hooks that were removed while
  * they ran (hooks.c). */
 void tg__engine_sweep_post_hooks(tg_tensor *leaf);

@@ -1,0 +1,568 @@
+/* tests/test_recompute.c - tg_recompute, tg_recompute_ex and
+ * tg_module_forward_recompute (autograd.h, nn.h): the gradients of a
+ * recomputed block are those of the plain block bit for bit (Linear/tanh
+ * and conv blocks, parameters, several inputs and outputs, an input that
+ * needs no gradient, Dropout), the peak of tensor memory is lower, and the
+ * refusals. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/scope.h"
+
+#define OK(expr) cr_assert(eq(int, (expr), TG_OK), "%s: %s", #expr, tg_error_message())
+
+/* Appends *m, made by a constructor that returned rc (*m is read after the
+ * call that set it). */
+static void append(tg_module *seq, int rc, tg_module **m)
+{
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    OK(tg_nn_sequential_append(seq, *m));
+}
+
+/* depth x (Linear(width, width), tanh) */
+static tg_module *mlp(int depth, int64_t width, uint64_t seed)
+{
+    tg_module *seq = NULL, *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    OK(tg_nn_sequential_new(&seq));
+    for (int i = 0; i < depth; i++) {
+        append(seq, tg_nn_linear_new(&m, width, width, true, &rng), &m);
+        append(seq, tg_nn_activation_new(&m, TG_ACT_TANH, 0), &m);
+    }
+    return seq;
+}
+
+/* Conv2d(3, 8, 3, pad 1), relu, Conv2d(8, 4, 3, stride 2), tanh */
+static tg_module *conv_block(void)
+{
+    tg_module *seq = NULL, *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 7);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    const int64_t k[2] = {3, 3};
+    OK(tg_nn_sequential_new(&seq));
+    p.padding[0][0] = p.padding[0][1] = p.padding[1][0] = p.padding[1][1] = 1;
+    append(seq, tg_nn_conv_new(&m, 2, 3, 8, k, &p, true, &rng), &m);
+    append(seq, tg_nn_activation_new(&m, TG_ACT_RELU, 0), &m);
+    tg_conv_params q = TG_CONV_PARAMS_INIT;
+    q.stride[0] = q.stride[1] = 2;
+    append(seq, tg_nn_conv_new(&m, 2, 8, 4, k, &q, true, &rng), &m);
+    append(seq, tg_nn_activation_new(&m, TG_ACT_TANH, 0), &m);
+    return seq;
+}
+
+static tg_tensor *randn(int ndim, const int64_t *shape, uint64_t seed, bool requires_grad)
+{
+    tg_tensor *t = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    OK(tg_tensor_zeros(&t, TG_F32, ndim, shape));
+    OK(tg_tensor_rand_normal(t, &rng, 0, 1));
+    OK(tg_tensor_set_requires_grad(t, requires_grad));
+    return t;
+}
+
+/* A contiguous copy of t's .grad, or NULL. */
+static tg_tensor *grad_copy(const tg_tensor *t)
+{
+    tg_tensor *g = tg_tensor_grad(t), *c = NULL;
+    if (!g) return NULL;
+    OK(tg_tensor_clone(&c, g));
+    return c;
+}
+
+static void expect_same_bits(const tg_tensor *a, const tg_tensor *b, const char *what)
+{
+    cr_assert(a && b, "%s: a gradient is missing", what);
+    cr_assert(tg_tensor_same_shape(a, b), "%s: shapes differ", what);
+    size_t n = (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a));
+    cr_assert(memcmp(tg_tensor_data((tg_tensor *)a), tg_tensor_data((tg_tensor *)b), n) == 0,
+              "%s: gradients differ", what);
+}
+
+/* loss = sum(m(x)) (recomputed or not), backward; returns the loss value. */
+static float run_module(tg_module *m, tg_tensor *x, bool recompute)
+{
+    tg_tensor *y = NULL, *loss = NULL;
+    if (recompute) OK(tg_module_forward_recompute(m, &y, x));
+    else OK(tg_module_forward(m, &y, x));
+    OK(tg_sum(&loss, y));
+    OK(tg_backward(loss, NULL, NULL));
+    float v = *(float *)tg_tensor_data(loss);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    return v;
+}
+
+/* Runs m on x plainly then recomputed, from zero gradients, and checks the
+ * loss, x's gradient and every parameter's gradient bit for bit. */
+static void expect_same_as_plain(tg_module *m, tg_tensor *x)
+{
+    tg_tensor **params = NULL;
+    int n = 0;
+    OK(tg_module_parameters(m, &params, &n));
+    float plain = run_module(m, x, false);
+    tg_tensor *gx = grad_copy(x), *gp[64] = {0};
+    cr_assert(n <= 64);
+    for (int i = 0; i < n; i++) gp[i] = grad_copy(params[i]);
+    tg_tensor_zero_grad(x);
+    for (int i = 0; i < n; i++) tg_tensor_set_grad(params[i], NULL);
+    tg_tensor_set_grad(x, NULL);
+    float again = run_module(m, x, true);
+    cr_assert(memcmp(&plain, &again, sizeof plain) == 0, "loss %g vs %g", plain, again);
+    if (gx) expect_same_bits(gx, tg_tensor_grad(x), "x");
+    else cr_assert_null(tg_tensor_grad(x));
+    for (int i = 0; i < n; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "parameter %d", i);
+        expect_same_bits(gp[i], tg_tensor_grad(params[i]), what);
+        tg_tensor_release(gp[i]);
+    }
+    tg_tensor_release(gx);
+    free(params);
+}
+
+Test(recompute, linear_tanh_block_gradients_are_the_plain_ones)
+{
+    tg_module *m = mlp(4, 16, 1);
+    tg_tensor *x = randn(2, (int64_t[]){5, 16}, 2, true);
+    expect_same_as_plain(m, x);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+Test(recompute, conv_block_gradients_are_the_plain_ones)
+{
+    tg_module *m = conv_block();
+    tg_tensor *x = randn(4, (int64_t[]){2, 3, 9, 9}, 3, true);
+    expect_same_as_plain(m, x);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* As torch's non-reentrant checkpoint: parameters get gradients although
+ * the input requires none. */
+Test(recompute, parameters_get_gradients_when_the_input_needs_none)
+{
+    tg_module *m = mlp(2, 8, 4);
+    tg_tensor *x = randn(2, (int64_t[]){3, 8}, 5, false);
+    expect_same_as_plain(m, x);
+    tg_tensor *w = tg_module_find(m, "0.weight");
+    cr_assert_not_null(tg_tensor_grad(w));
+    cr_assert_null(tg_tensor_grad(x));
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* n_blocks x (Linear(width, 4 width), tanh, Linear(4 width, width), tanh):
+ * a decoder's feed-forward blocks, whose insides are 4 times wider than
+ * what goes between them. */
+static tg_module *ffn_stack(int n_blocks, int64_t width, uint64_t seed)
+{
+    tg_module *seq = NULL, *blk = NULL, *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    OK(tg_nn_sequential_new(&seq));
+    for (int i = 0; i < n_blocks; i++) {
+        OK(tg_nn_sequential_new(&blk));
+        append(blk, tg_nn_linear_new(&m, width, 4 * width, true, &rng), &m);
+        append(blk, tg_nn_activation_new(&m, TG_ACT_TANH, 0), &m);
+        append(blk, tg_nn_linear_new(&m, 4 * width, width, true, &rng), &m);
+        append(blk, tg_nn_activation_new(&m, TG_ACT_TANH, 0), &m);
+        OK(tg_nn_sequential_append(seq, blk));
+    }
+    return seq;
+}
+
+/* loss = sum(blocks(x)), each block of seq recomputed or not (as torch's
+ * checkpoint_sequential with one block per segment); backward.  The peak
+ * of tensor bytes above what was alive before, from zero gradients. */
+static int64_t peak_of(tg_module *seq, tg_tensor *x, bool recompute)
+{
+    tg_tensor **params = NULL, *y = tg_tensor_retain(x), *loss = NULL;
+    int n = 0;
+    int64_t base = 0, peak = 0;
+    OK(tg_module_parameters(seq, &params, &n));
+    for (int i = 0; i < n; i++) tg_tensor_set_grad(params[i], NULL);
+    tg_tensor_set_grad(x, NULL);
+    free(params);
+    tg_memory_stats(&base, NULL);
+    tg_memory_reset_peak();
+    for (int i = 0; i < tg_module_child_count(seq); i++) {
+        tg_tensor *next = NULL;
+        if (recompute) OK(tg_module_forward_recompute(tg_module_child_at(seq, i), &next, y));
+        else OK(tg_module_forward(tg_module_child_at(seq, i), &next, y));
+        tg_tensor_release(y);
+        y = next;
+    }
+    OK(tg_sum(&loss, y));
+    tg_tensor_release(y);
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor_release(loss);
+    tg_memory_stats(NULL, &peak);
+    return peak - base;
+}
+
+/* The figure in docs/autograd.md: 8 feed-forward blocks of width 256 on a
+ * batch of 1024 f32 rows (1 MiB between blocks, 4 MiB inside). */
+Test(recompute, peak_memory_is_lower_and_gradients_the_same)
+{
+    tg_module *m = ffn_stack(8, 256, 6);
+    tg_tensor *x = randn(2, (int64_t[]){1024, 256}, 7, true);
+    tg_tensor **params = NULL;
+    int n = 0;
+    OK(tg_module_parameters(m, &params, &n));
+    int64_t plain = peak_of(m, x, false);
+    tg_tensor *gx = grad_copy(x), *gp[32] = {0};
+    cr_assert(eq(int, n, 32));
+    for (int i = 0; i < n; i++) gp[i] = grad_copy(params[i]);
+    int64_t again = peak_of(m, x, true);
+    fprintf(stderr, "recompute: peak tensor bytes of forward+backward: plain %lld, "
+                    "recomputed %lld\n", (long long)plain, (long long)again);
+    /* the plain stack keeps 8 x (1 + 4) MiB of activations until its
+     * backward; the recomputed one keeps 8 x 1 MiB, and one block's insides
+     * while that block's backward runs; both end with 16 MiB of .grad */
+    cr_assert(plain - again >= 16 * (1 << 20), "plain %lld, recomputed %lld", (long long)plain,
+              (long long)again);
+    expect_same_bits(gx, tg_tensor_grad(x), "x");
+    for (int i = 0; i < n; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "parameter %d", i);
+        expect_same_bits(gp[i], tg_tensor_grad(params[i]), what);
+        tg_tensor_release(gp[i]);
+    }
+    free(params);
+    tg_tensor_release(gx);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* outs[0] = tanh(a * b) + c, outs[1] = a * a * b: a and b require grad, c
+ * does not. */
+static int two_out(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    int *calls = user;
+    ++*calls;
+    cr_assert(eq(int, n_out, 2));
+    cr_assert(eq(int, n_in, 3));
+    tg_tensor *ab = NULL, *t = NULL, *aa = NULL;
+    int rc = tg_mul(&ab, in[0], in[1]);
+    if (rc >= 0) rc = tg_tanh(&t, ab);
+    if (rc >= 0) rc = tg_add(&outs[0], t, in[2]);
+    if (rc >= 0) rc = tg_mul(&aa, in[0], in[0]);
+    if (rc >= 0) rc = tg_mul(&outs[1], aa, in[1]);
+    tg_tensor_release(ab);
+    tg_tensor_release(t);
+    tg_tensor_release(aa);
+    return rc;
+}
+
+/* loss = sum(outs[0] * w0) + sum(outs[1] * w1) */
+static void two_out_loss(tg_tensor *const *outs, tg_tensor *w0, tg_tensor *w1)
+{
+    tg_tensor *p0 = NULL, *p1 = NULL, *s0 = NULL, *s1 = NULL, *loss = NULL;
+    OK(tg_mul(&p0, outs[0], w0));
+    OK(tg_mul(&p1, outs[1], w1));
+    OK(tg_sum(&s0, p0));
+    OK(tg_sum(&s1, p1));
+    OK(tg_add(&loss, s0, s1));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor *all[] = {p0, p1, s0, s1, loss};
+    for (int i = 0; i < 5; i++) tg_tensor_release(all[i]);
+}
+
+Test(recompute, several_inputs_and_outputs)
+{
+    const int64_t s[2] = {3, 4};
+    tg_tensor *a = randn(2, s, 10, true), *b = randn(2, s, 11, true), *c = randn(2, s, 12, false);
+    tg_tensor *w0 = randn(2, s, 13, false), *w1 = randn(2, s, 14, false);
+    tg_tensor *in[3] = {a, b, c}, *outs[2] = {0};
+    int calls = 0;
+    OK(two_out(outs, 2, 3, in, &calls));
+    two_out_loss(outs, w0, w1);
+    tg_tensor *ga = grad_copy(a), *gb = grad_copy(b);
+    tg_tensor_release(outs[0]);
+    tg_tensor_release(outs[1]);
+    tg_tensor_set_grad(a, NULL);
+    tg_tensor_set_grad(b, NULL);
+
+    calls = 0;
+    OK(tg_recompute(outs, 2, two_out, &calls, 3, in));
+    cr_assert(eq(int, calls, 1));
+    cr_assert(tg_tensor_requires_grad(outs[0]) && tg_tensor_requires_grad(outs[1]));
+    cr_assert(eq(i64, tg_tensor_shape(outs[1])[1], 4));
+    two_out_loss(outs, w0, w1);
+    cr_assert(eq(int, calls, 2));
+    expect_same_bits(ga, tg_tensor_grad(a), "a");
+    expect_same_bits(gb, tg_tensor_grad(b), "b");
+    cr_assert_null(tg_tensor_grad(c));
+    tg_tensor *all[] = {outs[0], outs[1], ga, gb, a, b, c, w0, w1};
+    for (int i = 0; i < 9; i++) tg_tensor_release(all[i]);
+}
+
+/* Only one of two outputs used: the other's gradient is zero. */
+Test(recompute, an_unused_output_gives_no_gradient)
+{
+    const int64_t s[2] = {2, 3};
+    tg_tensor *a = randn(2, s, 20, true), *b = randn(2, s, 21, true), *c = randn(2, s, 22, false);
+    tg_tensor *in[3] = {a, b, c}, *outs[2] = {0}, *loss = NULL;
+    int calls = 0;
+    OK(two_out(outs, 2, 3, in, &calls));
+    OK(tg_sum(&loss, outs[1]));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor *ga = grad_copy(a);
+    tg_tensor_release(loss);
+    tg_tensor_release(outs[0]);
+    tg_tensor_release(outs[1]);
+    tg_tensor_set_grad(a, NULL);
+    OK(tg_recompute(outs, 2, two_out, &calls, 3, in));
+    OK(tg_sum(&loss, outs[1]));
+    OK(tg_backward(loss, NULL, NULL));
+    expect_same_bits(ga, tg_tensor_grad(a), "a");
+    tg_tensor *all[] = {loss, outs[0], outs[1], ga, a, b, c};
+    for (int i = 0; i < 7; i++) tg_tensor_release(all[i]);
+}
+
+/* Linear, Dropout(0.5), Linear: the recomputation draws the forward's mask,
+ * and the Dropout's count moves as after one forward. */
+static tg_module *dropout_block(void)
+{
+    tg_module *seq = NULL, *m = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 30);
+    OK(tg_nn_sequential_new(&seq));
+    append(seq, tg_nn_linear_new(&m, 12, 12, true, &rng), &m);
+    append(seq, tg_nn_dropout_new(&m, 0.5, 99), &m);
+    append(seq, tg_nn_linear_new(&m, 12, 3, true, &rng), &m);
+    tg_module_train(seq, true);
+    return seq;
+}
+
+/* loss = sum(m(x)) (recomputed or not), then a second forward of m before
+ * the backward of the first: the block's recomputation must draw the first
+ * forward's mask, and leave the count where the second forward left it. */
+static float dropout_run(tg_module *m, tg_tensor *x, bool recompute, tg_tensor **second)
+{
+    tg_tensor *y = NULL, *loss = NULL;
+    if (recompute) OK(tg_module_forward_recompute(m, &y, x));
+    else OK(tg_module_forward(m, &y, x));
+    OK(tg_module_forward(m, second, x));
+    OK(tg_sum(&loss, y));
+    OK(tg_backward(loss, NULL, NULL));
+    float v = *(float *)tg_tensor_data(loss);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    return v;
+}
+
+Test(recompute, dropout_draws_the_same_mask)
+{
+    tg_module *m1 = dropout_block(), *m2 = dropout_block();
+    tg_tensor *x = randn(2, (int64_t[]){6, 12}, 31, true), *y1 = NULL, *y2 = NULL;
+    float plain = dropout_run(m1, x, false, &y1);
+    tg_tensor *gx = grad_copy(x), *gw = grad_copy(tg_module_find(m1, "0.weight"));
+    tg_tensor_set_grad(x, NULL);
+    float again = dropout_run(m2, x, true, &y2);
+    cr_assert(memcmp(&plain, &again, sizeof plain) == 0, "loss %g vs %g", plain, again);
+    expect_same_bits(gx, tg_tensor_grad(x), "x");
+    expect_same_bits(gw, tg_tensor_grad(tg_module_find(m2, "0.weight")), "0.weight");
+    expect_same_bits(y1, y2, "second forward");
+    tg_tensor_release(y1);
+    tg_tensor_release(y2);
+    /* the third forward of both draws the same (third) mask */
+    OK(tg_module_forward(m1, &y1, x));
+    OK(tg_module_forward(m2, &y2, x));
+    expect_same_bits(y1, y2, "third forward");
+    tg_tensor *all[] = {y1, y2, gx, gw, x};
+    for (int i = 0; i < 5; i++) tg_tensor_release(all[i]);
+    tg_module_release(m1);
+    tg_module_release(m2);
+}
+
+Test(recompute, create_graph_and_tg_grad_are_refused)
+{
+    tg_module *m = mlp(1, 4, 40);
+    tg_tensor *x = randn(2, (int64_t[]){2, 4}, 41, true), *y = NULL, *loss = NULL, *g = NULL;
+    OK(tg_module_forward_recompute(m, &y, x));
+    OK(tg_sum(&loss, y));
+    tg_backward_opts o = {.create_graph = true};
+    cr_assert(eq(int, tg_backward(loss, NULL, &o), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "recompute") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_grad(&g, 1, &loss, NULL, 1, &x, NULL), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "tg_grad") != NULL, "%s", tg_error_message());
+    cr_assert_null(g);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+Test(recompute, tape_print_lists_the_node)
+{
+    tg_module *m = mlp(3, 4, 42);
+    tg_tensor *x = randn(2, (int64_t[]){2, 4}, 43, true), *y = NULL;
+    OK(tg_module_forward_recompute(m, &y, x));
+    char buf[4096] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    OK(tg_tape_print(f, y));
+    fclose(f);
+    /* one node, whose inputs are x and one parameter (no linear, no tanh) */
+    cr_assert(strstr(buf, "recompute") != NULL, "%s", buf);
+    cr_assert(strstr(buf, "linear") == NULL && strstr(buf, "tanh") == NULL, "%s", buf);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* Inside a scope the outputs belong to the scope, and nothing the block
+ * makes in the forward or the backward does. */
+Test(recompute, outputs_are_owned_by_an_open_scope)
+{
+    const int64_t s[2] = {3, 4};
+    tg_tensor *a = randn(2, s, 60, true), *b = randn(2, s, 61, true), *c = randn(2, s, 62, false);
+    tg_tensor *in[3] = {a, b, c}, *outs[2] = {0}, *p = NULL, *loss = NULL;
+    int calls = 0;
+    OK(tg_scope_begin());
+    OK(tg_recompute(outs, 2, two_out, &calls, 3, in));
+    OK(tg_mul(&p, outs[0], outs[1]));
+    OK(tg_sum(&loss, p));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor *kept = tg_scope_keep(outs[1]);
+    cr_assert(kept == outs[1], "%s", tg_error_message());
+    OK(tg_scope_end());
+    tg_tensor_release(kept);
+    cr_assert(eq(int, calls, 2));
+    cr_assert_not_null(tg_tensor_grad(a));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(c);
+}
+
+/* retain_graph: a second backward runs the block again and adds the same
+ * gradients. */
+Test(recompute, a_second_backward_with_retain_graph_adds_again)
+{
+    tg_module *m = mlp(2, 6, 63);
+    tg_tensor *x = randn(2, (int64_t[]){3, 6}, 64, true), *y = NULL, *loss = NULL;
+    OK(tg_module_forward_recompute(m, &y, x));
+    OK(tg_sum(&loss, y));
+    tg_backward_opts o = {.retain_graph = true};
+    OK(tg_backward(loss, NULL, &o));
+    tg_tensor *g1 = grad_copy(x), *twice = NULL;
+    OK(tg_backward(loss, NULL, NULL));
+    OK(tg_add(&twice, g1, g1));
+    expect_same_bits(twice, tg_tensor_grad(x), "x after two backwards");
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_EGRAD));
+    tg_tensor *all[] = {twice, g1, loss, y, x};
+    for (int i = 0; i < 5; i++) tg_tensor_release(all[i]);
+    tg_module_release(m);
+}
+
+/* ---- refusals ---- */
+
+/* Fails on call number *user (1: the forward, 2: the recomputation);
+ * with *user = -1, gives another shape the second time. */
+static int flaky(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    (void)n_out;
+    (void)n_in;
+    int *plan = user;
+    static _Thread_local int calls;
+    if (plan[1] == 0) calls = 0;
+    plan[1] = ++calls;
+    if (plan[0] == calls) return tg_error_set(TG_ESHAPE, "flaky: fails on call %d", calls);
+    if (plan[0] == -1 && calls == 2) return tg_sum(&outs[0], in[0]);
+    return tg_tanh(&outs[0], in[0]);
+}
+
+Test(recompute, fn_failing_in_the_forward_records_nothing)
+{
+    tg_tensor *x = randn(1, (int64_t[]){3}, 50, true), *y = (tg_tensor *)0x1;
+    int plan[2] = {1, 0};
+    cr_assert(eq(int, tg_recompute(&y, 1, flaky, plan, 1, &x), TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "fails on call 1") != NULL, "%s", tg_error_message());
+    cr_assert(y == (tg_tensor *)0x1);
+    tg_tensor_release(x);
+}
+
+Test(recompute, fn_failing_in_the_recomputation_fails_the_backward)
+{
+    tg_tensor *x = randn(1, (int64_t[]){3}, 51, true), *y = NULL, *loss = NULL;
+    int plan[2] = {2, 0};
+    OK(tg_recompute(&y, 1, flaky, plan, 1, &x));
+    OK(tg_sum(&loss, y));
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "fails on call 2") != NULL, "%s", tg_error_message());
+    cr_assert_null(tg_tensor_grad(x));
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+}
+
+Test(recompute, another_shape_on_recomputation_is_egrad)
+{
+    tg_tensor *x = randn(1, (int64_t[]){3}, 52, true), *y = NULL, *loss = NULL;
+    int plan[2] = {-1, 0};
+    OK(tg_recompute(&y, 1, flaky, plan, 1, &x));
+    OK(tg_sum(&loss, y));
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "outs[0] was f32 (3)") != NULL, "%s",
+              tg_error_message());
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+}
+
+static int mixed_dtypes(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    (void)n_out;
+    (void)n_in;
+    (void)user;
+    TG_TRY(tg_tanh(&outs[0], in[0]));
+    return tg_tensor_to_dtype(&outs[1], in[0], TG_F64);
+}
+
+static int leaves_null(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    (void)outs, (void)n_out, (void)n_in, (void)in, (void)user;
+    return TG_OK;
+}
+
+Test(recompute, bad_arguments_are_refused)
+{
+    tg_tensor *x = randn(1, (int64_t[]){3}, 53, true), *outs[2] = {0};
+    tg_tensor *in9[9] = {x, x, x, x, x, x, x, x, x}, *nul[1] = {NULL};
+    int plan[2] = {0, 0};
+    cr_assert(eq(int, tg_recompute(NULL, 1, flaky, plan, 1, &x), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 1, NULL, plan, 1, &x), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 1, flaky, plan, 1, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 1, flaky, plan, 1, nul), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "in[0] is NULL") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_recompute(outs, 0, flaky, plan, 1, &x), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "n_out=0") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_recompute(outs, 9, flaky, plan, 1, &x), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 1, flaky, plan, 0, &x), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 1, flaky, plan, 9, in9), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "n_in=9") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_recompute_ex(outs, 1, flaky, NULL, 4, 1, &x, 0, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute_ex(outs, 1, flaky, plan, 0, 1, &x, -1, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute_ex(outs, 1, flaky, plan, 0, 1, &x, 1, NULL), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute_ex(outs, 1, flaky, plan, 0, 1, &x, 1, nul), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute_ex(outs, 1, flaky, plan, 0, 8, in9, 1, &x), TG_EINVAL));
+    cr_assert(eq(int, tg_recompute(outs, 2, mixed_dtypes, NULL, 1, &x), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "outs[1] is f64") != NULL, "%s", tg_error_message());
+    cr_assert(eq(int, tg_recompute(outs, 1, leaves_null, NULL, 1, &x), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "outs[0] NULL") != NULL, "%s", tg_error_message());
+    cr_assert(outs[0] == NULL && outs[1] == NULL);
+    cr_assert(eq(int, tg_module_forward_recompute(NULL, outs, x), TG_EINVAL));
+    cr_assert(eq(int, tg_module_forward_recompute((tg_module *)0x1, NULL, x), TG_EINVAL));
+    cr_assert(eq(int, tg_module_forward_recompute((tg_module *)0x1, outs, NULL), TG_EINVAL));
+    tg_tensor_release(x);
+}
