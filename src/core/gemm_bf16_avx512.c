@@ -218,13 +218,17 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
     else pack_lines(dst, R, rs, ps, s, l0, nl, t0, kc, kcp / 2);
 }
 
-/* Row r of the tile: acc_r0, acc_r1 += pair p of row r times the B pairs. */
+/* Row r of the tile: acc_r0, acc_r1 += pair p of row r times the B pairs,
+ * the pair broadcast by each instruction's own load ({1to16}) rather than
+ * by a vpbroadcastd, which takes a vector pipe that the dot products need
+ * (Zen 4 runs both on the same pipes).  A pair's two products are exact and
+ * added in the instruction's order whichever operand holds A, so the sums
+ * are those of the broadcast register. */
 #define ROW(r)                                                                    \
-    do {                                                                          \
-        const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)ap[p * 12 + (r)]);  \
-        c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);                              \
-        c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);                              \
-    } while (0)
+    __asm__("vdpbf16ps %[a]%{1to16%}, %[b0], %[c0]\n\t"                          \
+            "vdpbf16ps %[a]%{1to16%}, %[b1], %[c1]"                               \
+            : [c0] "+v"(c##r##0), [c1] "+v"(c##r##1)                              \
+            : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0), [b1] "v"(b1))
 #define OUT(r)                                                                    \
     do {                                                                          \
         if ((r) < mr) store_row(c + (r) * ldc, c##r##0, c##r##1, m0, m1, first, beta); \
