@@ -253,6 +253,13 @@ BF16_TARGET void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, i
                                        float beta)
 {
     _Static_assert(TG__BF16_MR_AVX512 == 12 && TG__BF16_NR == 32, "the tile below is 12 x 32");
+    /* C's tile is read at the end when it is added to (a later k block):
+     * fetched now, it arrives while the dot products run */
+    if (!first || beta != 0)
+        for (int r = 0; r < mr; r++) {
+            _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0);
+        }
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
