@@ -220,10 +220,10 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
 
 /* Row r of the tile: acc_r0, acc_r1 += pair p of row r times the B pairs,
  * the pair broadcast by each instruction's own load ({1to16}) rather than
- * by a vpbroadcastd, which takes a vector pipe that the dot products need
- * (Zen 4 runs both on the same pipes).  A pair's two products are exact and
- * added in the instruction's order whichever operand holds A, so the sums
- * are those of the broadcast register. */
+ * by a vpbroadcastd into a register: one vector instruction fewer per row
+ * and pair (docs/precision.md has what it gained on Zen 4).  A pair's two
+ * products are exact and added in the instruction's order whichever
+ * operand holds A, so the sums are those of the broadcast register. */
 #define ROW(r)                                                                    \
     __asm__("vdpbf16ps %[a]%{1to16%}, %[b0], %[c0]\n\t"                          \
             "vdpbf16ps %[a]%{1to16%}, %[b1], %[c1]"                               \
