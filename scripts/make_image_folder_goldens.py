@@ -8,9 +8,10 @@ tests/golden/image_folder/pil.safetensors with what PIL makes of them.
 Run from anywhere with the system interpreter (Pillow 9.4, torch 1.13):
     /usr/bin/python3 scripts/make_image_folder_goldens.py
 
-Tensors, samples in ImageFolder's order (classes and files sorted, as
-torchvision's find_classes and make_dataset sort them, only names ending in
-.png in any case):
+Tensors, samples in ImageFolder's order (classes sorted, then each class's
+folders walked as torchvision's find_classes and make_dataset walk them:
+sorted(os.walk(...)), each folder's files sorted, only names ending in .png
+in any case):
   grey    u8 (N, 1, H, W)  Image.open(f).convert("L")
   rgb     u8 (N, 3, H, W)  Image.open(f).convert("RGB")
   labels  i64 (N)          the index of the sample's class folder
@@ -52,18 +53,23 @@ def images(rng):
          {"transparency": (10, 20, 30)}),
         ("apple_2", "x_grey_trns.png", Image.fromarray(px(1)[..., 0], "L"),
          {"transparency": 7}),
+        # folders in a class folder: "sub b" sorts between "sub" and "sub/x"
+        ("apple", "sub/x/f.png", Image.fromarray(px(3), "RGB"), {}),
+        ("apple", "sub b/e.png", Image.fromarray(px(1)[..., 0], "L"), {}),
+        ("apple", "sub/d.png", Image.fromarray(px(3), "RGB"), {}),
     ]
 
 
 def image_folder(root):
-    """torchvision 0.14's find_classes and make_dataset, without recursion."""
+    """torchvision 0.14's find_classes and make_dataset."""
     classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
     samples = []
     for c, name in enumerate(classes):
         d = os.path.join(root, name)
-        for f in sorted(os.listdir(d)):
-            if f.lower().endswith(".png"):
-                samples.append((os.path.join(d, f), c))
+        for folder, _, fnames in sorted(os.walk(d, followlinks=True)):
+            for f in sorted(fnames):
+                if f.lower().endswith(".png"):
+                    samples.append((os.path.join(folder, f), c))
     return classes, samples
 
 
@@ -72,8 +78,9 @@ def main():
     tree = os.path.join(OUT, "tree")
     shutil.rmtree(tree, ignore_errors=True)
     for cls, name, im, opts in images(rng):
-        os.makedirs(os.path.join(tree, cls), exist_ok=True)
-        im.save(os.path.join(tree, cls, name), **opts)
+        path = os.path.join(tree, cls, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        im.save(path, **opts)
     classes, samples = image_folder(tree)
     grey = [np.asarray(Image.open(f).convert("L"))[None] for f, _ in samples]
     rgb = [np.asarray(Image.open(f).convert("RGB")).transpose(2, 0, 1) for f, _ in samples]

@@ -6,6 +6,7 @@
 #include <criterion/new/assert.h>
 
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "helpers.h"
@@ -111,21 +112,31 @@ Test(image_folder, matches_pil_on_every_colour_type)
 
 /* ---- folders written here ----------------------------------------------------- */
 
-/* root/b/{x2, x10}.png, root/a/k.PNG and entries to ignore: a text file, a
- * hidden PNG, a folder in a class folder, a hidden class folder, a PNG
- * beside the class folders.  Fills want (3 images of 1 x 3 x 4 bytes) in
- * the dataset's order: a/k.PNG, b/x10.png, b/x2.png. */
-static void write_tree(uint8_t want[3][12])
+/* root/b/{x2, x10}.png, root/a/k.PNG, PNGs in folders under b (walked as
+ * torchvision walks them: folder by folder in byte order of the path, so
+ * "b/sub b" comes between "b/sub" and "b/sub/deep"), and entries to
+ * ignore: a text file, a hidden PNG, a hidden class folder, a PNG beside
+ * the class folders.  Fills want (N_TREE images of 1 x 3 x 4 bytes) in the
+ * dataset's order: a/k.PNG, b/x10.png, b/x2.png, b/sub/x1.png,
+ * b/sub b/y.png, b/sub/deep/z.png. */
+enum { N_TREE = 6 };
+static const int64_t tree_labels[N_TREE] = {0, 1, 1, 1, 1, 1};
+
+static void write_tree(uint8_t want[N_TREE][12])
 {
     mkdir_in("a");
     mkdir_in("b");
     mkdir_in("b/sub");
+    mkdir_in("b/sub b");
+    mkdir_in("b/sub/deep");
     mkdir_in(".hidden");
     write_png("b/x2.png", 1, 3, 4, 50, want[2]);
     write_png("b/x10.png", 1, 3, 4, 100, want[1]);
     write_png("a/k.PNG", 1, 3, 4, 150, want[0]);
     write_png("b/.x0.png", 1, 3, 4, 1, NULL);
-    write_png("b/sub/x1.png", 1, 3, 4, 2, NULL);
+    write_png("b/sub/x1.png", 1, 3, 4, 2, want[3]);
+    write_png("b/sub b/y.png", 1, 3, 4, 60, want[4]);
+    write_png("b/sub/deep/z.png", 1, 3, 4, 200, want[5]);
     write_png(".hidden/h.png", 1, 3, 4, 3, NULL);
     write_png("top.png", 1, 3, 4, 4, NULL);
     write_png("b/wide.png.bak", 1, 3, 9, 5, NULL);
@@ -134,11 +145,11 @@ static void write_tree(uint8_t want[3][12])
 
 Test(image_folder, classes_and_files_in_byte_order_others_ignored)
 {
-    uint8_t want[3][12];
+    uint8_t want[N_TREE][12];
     write_tree(want);
     tg_dataset *ds = NULL;
     cr_assert(eq(int, tg_image_folder_load(&ds, th_tmp_dir, 1), 0), "%s", tg_error_message());
-    cr_assert(eq(i64, tg_dataset_size(ds), 3));
+    cr_assert(eq(i64, tg_dataset_size(ds), N_TREE));
     cr_assert(eq(int, tg_dataset_num_classes(ds), 2));
     cr_assert(eq(str, (char *)tg_dataset_class_name(ds, 0), "a"));
     cr_assert(eq(str, (char *)tg_dataset_class_name(ds, 1), "b"));
@@ -146,7 +157,7 @@ Test(image_folder, classes_and_files_in_byte_order_others_ignored)
     whole_batch(&x, &y, ds);
     expect_unit_pixels(x, &want[0][0], "grey");
     const int64_t *dy = tg_tensor_cdata(y);
-    cr_assert(dy[0] == 0 && dy[1] == 1 && dy[2] == 1);
+    for (int i = 0; i < N_TREE; i++) cr_assert(eq(i64, dy[i], tree_labels[i]), "label %d", i);
     tg_tensor_release(x);
     tg_tensor_release(y);
     tg_dataset_release(ds);
@@ -178,35 +189,35 @@ Test(image_folder, grey_repeated_and_rgb_kept)
  * is the symmetric one. */
 Test(image_folder, batches_through_a_loader_are_the_files)
 {
-    uint8_t want[3][12];
+    uint8_t want[N_TREE][12];
     write_tree(want);
     tg_dataset *ds = NULL;
     cr_assert(eq(int, tg_image_folder_load(&ds, th_tmp_dir, 1), 0), "%s", tg_error_message());
-    const int64_t labels[3] = {0, 1, 1};
     for (int shuffle = 0; shuffle < 2; shuffle++) {
         tg_loader *ld;
         tg_loader_options o = {2, shuffle == 1, 5, false};
         cr_assert(eq(int, tg_loader_new(&ld, ds, &o), 0));
         tg_tensor *x, *y;
-        int seen = 0, visits[3] = {0};
+        int seen = 0, visits[N_TREE] = {0};
         while (tg_loader_next(ld, &x, &y) == 1) {
             const float *d = tg_tensor_cdata(x);
             const int64_t *l = tg_tensor_cdata(y);
             for (int64_t i = 0; i < tg_tensor_dim(x, 0); i++, seen++) {
                 /* The sample is the file whose pixels it holds. */
                 int f = -1;
-                for (int j = 0; j < 3; j++)
+                for (int j = 0; j < N_TREE; j++)
                     if (d[i * 12] == (float)(want[j][0] / 127.5 - 1.0)) f = j;
                 cr_assert(f >= 0 && (shuffle || f == seen), "batch sample %d", seen);
                 visits[f]++;
-                cr_assert(eq(i64, l[i], labels[f]));
+                cr_assert(eq(i64, l[i], tree_labels[f]));
                 for (int k = 0; k < 12; k++)
                     cr_assert(d[i * 12 + k] == (float)(want[f][k] / 127.5 - 1.0));
             }
             tg_tensor_release(x);
             tg_tensor_release(y);
         }
-        cr_assert(seen == 3 && visits[0] == 1 && visits[1] == 1 && visits[2] == 1);
+        cr_assert(eq(int, seen, N_TREE));
+        for (int j = 0; j < N_TREE; j++) cr_assert(eq(int, visits[j], 1), "file %d", j);
         tg_loader_free(ld);
     }
     tg_dataset_release(ds);
@@ -291,4 +302,18 @@ Test(image_folder, other_datasets_keep_numbered_class_names)
     tg_dataset_release(ds);
     tg_tensor_release(img);
     tg_tensor_release(lab);
+}
+
+/* A link to a folder above it makes the walk endless (torchvision's
+ * os.walk with followlinks loops): refused past 32 folders deep. */
+Test(image_folder, a_link_loop_is_refused)
+{
+    tg_dataset *ds = (tg_dataset *)&ds;
+    mkdir_in("a");
+    write_png("a/0.png", 1, 2, 2, 0, NULL);
+    char link[256];
+    cr_assert(eq(int, symlink("..", th_tmp_path(link, sizeof link, "a/up")), 0));
+    cr_assert(eq(int, tg_image_folder_load(&ds, th_tmp_dir, 1), TG_EINVAL));
+    th_expect_in(tg_error_message(), "folders deep in a class folder; at most 32");
+    cr_assert(ds == (tg_dataset *)&ds, "out was changed on error");
 }

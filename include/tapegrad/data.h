@@ -84,12 +84,15 @@ TG_API const char *tg_dataset_class_name(const tg_dataset *ds, int label);
 TG_API const char *tg_fashion_mnist_class_name(int label);
 
 /* A dataset of the PNG files of a folder laid out as torchvision's
- * ImageFolder: root/<class>/<file>.png.  The classes are the folders of root,
- * sorted by the bytes of their names (Python's sorted()); label c is the c-th
- * of them and tg_dataset_class_name gives its folder name.  The samples are
- * class 0's files sorted by name, then class 1's, ...  Only files ending in
- * .png (in any case) count; other files, folders inside a class folder and
- * names starting with '.' are ignored.  PNGs are read by tg_png_read (8 bits
+ * ImageFolder: root/<class>/.../<file>.png.  The classes are the folders of
+ * root, sorted by the bytes of their names (Python's sorted()); label c is
+ * the c-th of them and tg_dataset_class_name gives its folder name.  The
+ * samples are class 0's files, then class 1's, ...: those of every folder
+ * under the class folder (links followed, at most 32 deep: TG_EINVAL past
+ * that), folder by folder in byte order of the folder's path and each
+ * folder's files by name, as torchvision's sorted(os.walk(...)).  Only
+ * files ending in .png (in any case) count; other files and names starting
+ * with '.' are ignored.  PNGs are read by tg_png_read (8 bits
  * per channel; palette images as RGB; a 16-bit file is taken as linear light
  * and encoded to 8-bit sRGB by libpng, where PIL would clip it).
  * channels 1: grey images as they are, RGB as PIL's convert("L") makes them,

@@ -1,6 +1,9 @@
 /* src/data/image_folder.c - a dataset from a folder of PNG files laid out as
- * torchvision's ImageFolder: root/<class>/<file>.png, the classes and the
- * files of each class in byte order of their names. */
+ * torchvision's ImageFolder: root/<class>/.../<file>.png, the classes in
+ * byte order of their names and, class by class, the files of every folder
+ * under the class folder, folder by folder in byte order of the folder's
+ * path and each folder's files in byte order (torchvision's
+ * sorted(os.walk(class folder, followlinks=True))). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -109,6 +112,60 @@ static int list_dir(name_list *out, const char *dir, bool want_dirs)
     return rc;
 }
 
+enum { MAX_DEPTH = 32 };
+
+/* dir and every folder under it (links followed, hidden names skipped),
+ * pushed onto dirs as paths; depth counts the folders above dir. */
+static int collect_dirs(name_list *dirs, const char *dir, int depth)
+{
+    TG_CHECK(depth <= MAX_DEPTH, TG_EINVAL,
+             "image_folder_load: '%s' lies %d folders deep in a class folder; at most %d (a "
+             "link to a folder above it?)", dir, depth, MAX_DEPTH);
+    char *self = copy_text(dir);
+    int rc = self ? list_push(dirs, self) : TG_ENOMEM;
+    name_list subs = {0};
+    if (rc == 0) rc = list_dir(&subs, dir, true);
+    for (size_t i = 0; rc == 0 && i < subs.n; i++) {
+        char *path = join(dir, subs.v[i]);
+        rc = path ? collect_dirs(dirs, path, depth + 1) : TG_ENOMEM;
+        free(path);
+    }
+    list_free(&subs);
+    return rc;
+}
+
+/* The paths of the PNGs under class folder dir, in torchvision's order,
+ * pushed onto files with label c in *labels (grown with files). */
+static int class_files(name_list *files, int64_t **labels, size_t *cap, const char *dir,
+                       int64_t c)
+{
+    name_list dirs = {0};
+    int rc = collect_dirs(&dirs, dir, 0);
+    if (rc == 0 && dirs.n > 1) qsort(dirs.v, dirs.n, sizeof *dirs.v, by_bytes);
+    const size_t before = files->n;
+    for (size_t d = 0; rc == 0 && d < dirs.n; d++) {
+        name_list names = {0};
+        rc = list_dir(&names, dirs.v[d], false);
+        for (size_t i = 0; rc == 0 && i < names.n; i++) {
+            char *path = join(dirs.v[d], names.v[i]);
+            rc = path ? list_push(files, path) : TG_ENOMEM;
+            if (rc == 0 && files->n > *cap) {
+                *cap = files->cap;
+                int64_t *l = realloc(*labels, *cap * sizeof *l);
+                if (!l) rc = tg__error(TG_ENOMEM, "image_folder_load: out of memory");
+                else *labels = l;
+            }
+            if (rc == 0) (*labels)[files->n - 1] = c;
+        }
+        list_free(&names);
+    }
+    list_free(&dirs);
+    if (rc == 0 && files->n == before)
+        rc = tg__error(TG_ENOTFOUND, "image_folder_load: class folder '%s' holds no .png file",
+                       dir);
+    return rc;
+}
+
 /* The class folders of root and, class by class, the paths of their PNGs
  * into files with their labels (a new array) into *labels. */
 static int list_samples(name_list *classes, name_list *files, int64_t **labels, const char *root)
@@ -123,23 +180,7 @@ static int list_samples(name_list *classes, name_list *files, int64_t **labels, 
     for (size_t c = 0; c < classes->n; c++) {
         char *dir = join(root, classes->v[c]);
         if (!dir) return TG_ENOMEM;
-        name_list names = {0};
-        rc = list_dir(&names, dir, false);
-        if (rc == 0 && names.n == 0)
-            rc = tg__error(TG_ENOTFOUND, "image_folder_load: class folder '%s' holds no .png file",
-                           dir);
-        for (size_t i = 0; rc == 0 && i < names.n; i++) {
-            char *path = join(dir, names.v[i]);
-            rc = path ? list_push(files, path) : TG_ENOMEM;
-            if (rc == 0 && files->n > cap) {
-                cap = files->cap;
-                int64_t *l = realloc(*labels, cap * sizeof *l);
-                if (!l) rc = tg__error(TG_ENOMEM, "image_folder_load: out of memory");
-                else *labels = l;
-            }
-            if (rc == 0) (*labels)[files->n - 1] = (int64_t)c;
-        }
-        list_free(&names);
+        rc = class_files(files, labels, &cap, dir, (int64_t)c);
         free(dir);
         if (rc < 0) return rc;
     }
