@@ -34,8 +34,6 @@
 #include "ops/pool_internal.h"
 #include "tapegrad/pool.h"
 
-static const tg_op_schema uplin_op, uplin_backward_op;
-
 /* ---- the kernels, in float and double ---- */
 
 /* One axis's table: output index o reads the taps input indices
@@ -114,16 +112,16 @@ static void interp_rows(const interp_job *j, int64_t o0, int64_t o1, int64_t *of
         }                                                                                  \
     }
 
-/* A kernel's view of job p: the geometry g, the three axes' tables, the
- * taps of axes 0 and 1 (n0, n1) and the output row length O2. */
+/* A kernel's view of job p: the geometry g, the three axes' weights, the
+ * last axis's indices (interp_rows reads the others), the taps of axes 0
+ * and 1 (n0, n1) and the output row length O2. */
 #define INTERP_TABLES(T)                                                                   \
     const interp_job *j = p;                                                               \
     const tg__pool_geom *g = j->pj.g;                                                      \
-    const int64_t *ix0 = j->ax[0].idx, *ix1 = j->ax[1].idx, *ix2 = j->ax[2].idx;           \
+    const int64_t *ix2 = j->ax[2].idx;                                                     \
     const T *w0 = j->ax[0].w, *w1 = j->ax[1].w, *w2 = j->ax[2].w;                          \
     const int n0 = j->ax[0].taps, n1 = j->ax[1].taps;                                      \
-    const int64_t O2 = g->out[2];                                                          \
-    (void)ix0, (void)ix1;
+    const int64_t O2 = g->out[2];
 
 #define INTERP_KERNELS(T, S, K)                                                            \
     /* Planes [lo, hi): y from x, row by row of the output; the last axis's    \
@@ -201,7 +199,7 @@ static const tg__pool_kernels adjoint_kernels[2] = {
     {.f32 = interp_adjoint_f32_2, .f64 = interp_adjoint_f64_2},
     {.f32 = interp_adjoint_f32_4, .f64 = interp_adjoint_f64_4}};
 
-/* The tables of geometry g (the call's kind and align_corners) for compute
+/* The tables of geometry g (the call's mode and align_corners) for compute
  * dtype cdt into j, owned by the returned block (NULL: out of memory). */
 static void *interp_tables(interp_job *j, const tg__pool_geom *g, int ns, bool cubic, bool align,
                            tg_dtype cdt)
@@ -236,15 +234,14 @@ static void *interp_tables(interp_job *j, const tg__pool_geom *g, int ns, bool c
     return mem;
 }
 
-/* Runs the forward (adjoint false) or adjoint kernels of call c of that
- * kind (its geometry g) on src into *out of shape (ndim, shape), in src's
+/* Runs the forward (adjoint false) or adjoint kernels of call c (linear or
+ * cubic, its geometry g) on src into *out of shape (ndim, shape), in src's
  * compute dtype. */
-static int interp_run(bool adjoint, tg__pool_kind kind, const tg__pool_call *c,
-                      const tg__pool_geom *g, const tg_tensor *src, int ndim,
-                      const int64_t *shape, tg_tensor **out)
+static int interp_run(bool adjoint, const tg__pool_call *c, const tg__pool_geom *g,
+                      const tg_tensor *src, int ndim, const int64_t *shape, tg_tensor **out)
 {
     const tg_dtype cdt = tg__compute_dtype(src->dtype);
-    const bool cubic = kind == TG__UPSAMPLE_CUBIC;
+    const bool cubic = c->cubic;
     interp_job j = {.pj = {.g = g}};
     void *mem = interp_tables(&j, g, c->ns, cubic, c->align_corners, cdt);
     if (!mem) return TG_ENOMEM;
@@ -283,7 +280,7 @@ static int interp_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     TG_TRY(tg__pool_prepare_x(kind, params, in[0], &c, os));
     tg__pool_geom g;
     tg__pool_geom_of(kind, &c, os, &g);
-    return interp_run(false, kind, &c, &g, in[0], c.ndim, os, out);
+    return interp_run(false, &c, &g, in[0], c.ndim, os, out);
 }
 
 /* The gradient of a forward op: its backward op on g, told x's shape. */
@@ -312,7 +309,7 @@ static int interp_adjoint(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     TG_TRY(tg__pool_check_grad(op, g, &c, os));
     tg__pool_geom geo;
     tg__pool_geom_of(kind, &c, os, &geo);
-    return interp_run(true, kind, &c, &geo, g, c.ndim, c.shape, out);
+    return interp_run(true, &c, &geo, g, c.ndim, c.shape, out);
 }
 
 /* The gradient of a backward op: the forward op on h, same size. */
