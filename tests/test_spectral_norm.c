@@ -305,7 +305,6 @@ Test(spectral_norm, embedding_reads_the_normalized_weight)
     tg_module_release(m);
 }
 
-/* Each refusal leaves the module as it was: its state keys and count. */
 /* tg_module_copy of a spectral-normed module (an AveragedModel of it, say)
  * keeps the reparametrization: the copy's forward gives the original's
  * output, and a training forward of the copy moves the copy's u alone. */
@@ -336,6 +335,7 @@ Test(spectral_norm, a_copy_keeps_it_and_is_independent)
     tg_module_release(c);
 }
 
+/* Each refusal leaves the module as it was: its state keys and count. */
 static void expect_refused(tg_module *m, int rc, int status, const char *words)
 {
     th_expect_refused(rc, status, words, NULL);
