@@ -32,6 +32,21 @@ int tg__trace_level(void)
 
 bool tg__trace_enabled(void) { return tg__trace_level() >= 1; }
 
+void tg__meta_of(tg_meta *m, const tg_tensor *t)
+{
+    m->dtype = t->dtype;
+    m->ndim = t->ndim;
+    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+bool tg__meta_matches(const tg_tensor *t, const tg_meta *m)
+{
+    bool ok = t->dtype == m->dtype && t->ndim == m->ndim;
+    for (int d = 0; ok && d < m->ndim; d++) ok = t->shape[d] == m->shape[d];
+    return ok;
+}
+
+/* An absent input (NULL) has ndim -1. */
 static void fill_meta(tg_meta *m, const tg_tensor *t)
 {
     if (!t) {
@@ -39,9 +54,7 @@ static void fill_meta(tg_meta *m, const tg_tensor *t)
         m->ndim = -1;
         return;
     }
-    m->dtype = t->dtype;
-    m->ndim = t->ndim;
-    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    tg__meta_of(m, t);
 }
 
 /* Core's calls into the tape (core.h): t, made by n, is freed or renamed. */

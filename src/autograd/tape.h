@@ -26,6 +26,11 @@ typedef struct tg_meta {
     int64_t shape[TG_MAX_DIMS];
 } tg_meta;
 
+/* t's dtype and shape into m (t not NULL). */
+void tg__meta_of(tg_meta *m, const tg_tensor *t);
+/* Whether t has exactly the dtype and shape in m. */
+bool tg__meta_matches(const tg_tensor *t, const tg_meta *m);
+
 typedef struct tg_saved {
     tg_tensor *t;         /* retained */
     uint64_t version;     /* storage version when saved */

@@ -86,30 +86,15 @@ static int run_hooks(tg_hook **list, tg_tensor **grad)
     return rc;
 }
 
-/* Whether g has exactly the dtype and shape in m. */
-static bool meta_matches(const tg_tensor *g, const tg_meta *m)
-{
-    bool ok = g->dtype == m->dtype && g->ndim == m->ndim;
-    for (int d = 0; ok && d < m->ndim; d++) ok = g->shape[d] == m->shape[d];
-    return ok;
-}
-
 /* The gradient g must have exactly the shape and dtype in m. */
 static int check_grad(const char *who, int i, const tg_tensor *g, const tg_meta *m)
 {
-    if (meta_matches(g, m)) return TG_OK;
+    if (tg__meta_matches(g, m)) return TG_OK;
     char gs[96], ms[96];
     return tg__error(TG_EGRAD,
                      "backward: %s returned a gradient %s %s for input %d of %s %s",
                      who, tg_dtype_name(g->dtype), tg_shape_str(gs, sizeof gs, g->ndim, g->shape),
                      i, tg_dtype_name(m->dtype), tg_shape_str(ms, sizeof ms, m->ndim, m->shape));
-}
-
-static void meta_of(tg_meta *m, const tg_tensor *t)
-{
-    m->dtype = t->dtype;
-    m->ndim = t->ndim;
-    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
 }
 
 /* The gradient g that reached leaf, checked (by its node) against the leaf
@@ -119,7 +104,7 @@ static void meta_of(tg_meta *m, const tg_tensor *t)
  * checked). */
 static int check_leaf_unchanged(const tg_tensor *leaf, const tg_tensor *g, const tg_meta *m)
 {
-    if (meta_matches(g, m)) return TG_OK;
+    if (tg__meta_matches(g, m)) return TG_OK;
     char gs[96], ms[96], name[48];
     return tg__error(TG_EINPLACE,
                      "backward: leaf%s is %s %s, but was %s %s when the graph was recorded: "
@@ -284,7 +269,8 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
 static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
 {
     tg_tensor *g = leaf->grad;
-    if (g && !e->req.create_graph && tg__grad_is_own(g) && g->offset == 0 && meta_matches(g, m))
+    if (g && !e->req.create_graph && tg__grad_is_own(g) && g->offset == 0 &&
+        tg__meta_matches(g, m))
         return tg__add_over(g, h);
     return accumulate(&leaf->grad, h);
 }
@@ -317,7 +303,7 @@ static int deliver_leaf(engine *e, int k)
     tg_meta m;
     int rc = TG_OK;
     e->touched[k]->pending = NULL;
-    meta_of(&m, leaf);
+    tg__meta_of(&m, leaf);
     rc = check_leaf_unchanged(leaf, h, &m);
     if (rc >= 0 && e->req.accumulate) {
         rc = run_hooks(&leaf->hooks, &h);

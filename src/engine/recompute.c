@@ -45,20 +45,6 @@ static void *user_of(const rc_params *p)
     return p->user_size ? (void *)p->user_copy : p->user;
 }
 
-static void meta_of(tg_meta *m, const tg_tensor *t)
-{
-    m->dtype = t->dtype;
-    m->ndim = t->ndim;
-    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-}
-
-static bool meta_eq(const tg_meta *a, const tg_meta *b)
-{
-    bool eq = a->dtype == b->dtype && a->ndim == b->ndim;
-    for (int d = 0; eq && d < a->ndim; d++) eq = a->shape[d] == b->shape[d];
-    return eq;
-}
-
 static void release_all(tg_tensor **ts, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -110,7 +96,7 @@ static int rc_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     if (rc >= 0 && ctx) {
         /* the node's copy of the params records what the forward gave */
         rc_params *kept = ctx->params;
-        for (int k = 0; k < p->n_out; k++) meta_of(&kept->out[k], outs[k]);
+        for (int k = 0; k < p->n_out; k++) tg__meta_of(&kept->out[k], outs[k]);
         for (int i = 0; rc >= 0 && i < p->n_in; i++) rc = tg_op_ctx_save(ctx, in[i]);
         if (rc < 0) tg_tensor_release(*out);
     }
@@ -122,35 +108,38 @@ static int rc_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
 static int check_outputs(const rc_params *p, tg_tensor *const *outs)
 {
     for (int k = 0; k < p->n_out; k++) {
-        tg_meta m;
-        meta_of(&m, outs[k]);
-        if (meta_eq(&m, &p->out[k])) continue;
+        if (tg__meta_matches(outs[k], &p->out[k])) continue;
         char a[96], b[96];
         return tg__error(TG_EGRAD, "recompute: outs[%d] was %s %s in the forward but is %s %s "
                                    "when fn runs again: fn must compute the same thing",
                          k, tg_dtype_name(p->out[k].dtype),
                          tg_shape_str(a, sizeof a, p->out[k].ndim, p->out[k].shape),
-                         tg_dtype_name(m.dtype), tg_shape_str(b, sizeof b, m.ndim, m.shape));
+                         tg_dtype_name(outs[k]->dtype),
+                         tg_shape_str(b, sizeof b, outs[k]->ndim, outs[k]->shape));
     }
     return TG_OK;
 }
 
-/* The gradient of output k: g itself for one output, else its slice of the
- * packed g, reshaped. */
+/* Output k of a packed tensor (the node's output, or its gradient): the
+ * elements [off, off + its numel) of flat, reshaped to output k's shape. */
+static int unpack_one(tg_tensor **res, tg_tensor *flat, int64_t off, const tg_meta *m)
+{
+    tg_tensor *s = NULL;
+    TG_TRY(tg_slice(&s, flat, 0, off, off + tg__numel(m->ndim, m->shape), 1));
+    int rc = tg_reshape(res, s, m->ndim, m->shape);
+    tg_tensor_release(s);
+    return rc;
+}
+
+/* The gradient of output k: g itself for one output, else its part of the
+ * packed g. */
 static int grad_of(tg_tensor **gk, const rc_params *p, tg_tensor *g, int k, int64_t off)
 {
     if (p->n_out == 1) {
         *gk = tg_tensor_retain(g);
         return TG_OK;
     }
-    const tg_meta *m = &p->out[k];
-    int64_t numel = 1;
-    for (int d = 0; d < m->ndim; d++) numel *= m->shape[d];
-    tg_tensor *s = NULL;
-    TG_TRY(tg_slice(&s, g, 0, off, off + numel, 1));
-    int rc = tg_reshape(gk, s, m->ndim, m->shape);
-    tg_tensor_release(s);
-    return rc;
+    return unpack_one(gk, g, off, &p->out[k]);
 }
 
 /* Runs the backward of the recomputed outputs that require grad. */
@@ -247,20 +236,14 @@ static tg_tensor *anchor_of(int n_params, tg_tensor *const *params)
     return NULL;
 }
 
-/* Splits the node's output y into the n_out outputs (reshaped slices). */
+/* Splits the node's output y into the n_out outputs. */
 static int unpack(tg_tensor **res, int n_out, tg_tensor *y, const rc_params *p)
 {
     int64_t off = 0;
     int rc = TG_OK;
     for (int k = 0; rc >= 0 && k < n_out; k++) {
-        const tg_meta *m = &p->out[k];
-        int64_t numel = 1;
-        for (int d = 0; d < m->ndim; d++) numel *= m->shape[d];
-        tg_tensor *s = NULL;
-        rc = tg_slice(&s, y, 0, off, off + numel, 1);
-        if (rc >= 0) rc = tg_reshape(&res[k], s, m->ndim, m->shape);
-        tg_tensor_release(s);
-        off += numel;
+        rc = unpack_one(&res[k], y, off, &p->out[k]);
+        off += tg__numel(p->out[k].ndim, p->out[k].shape);
     }
     if (rc < 0) release_all(res, n_out);
     return rc;
