@@ -422,6 +422,15 @@ void tg__convert_n(tg_dtype from, const void *src, tg_dtype to, void *dst, int64
 static inline tg_dtype tg__compute_dtype(tg_dtype dt) { return dt == TG_F64 ? TG_F64 : TG_F32; }
 /* f16 or bf16: stored in 16 bits, computed in f32. */
 static inline bool tg__dtype_is_half(tg_dtype dt) { return dt == TG_F16 || dt == TG_BF16; }
+/* v rounded to float dtype dt, as tg_dtype_store rounds it (f64: v). */
+static inline double tg__round_to(tg_dtype dt, double v)
+{
+    if (dt == TG_F64) return v;
+    if (dt == TG_F32) return (double)(float)v;
+    uint16_t h;
+    tg_dtype_store(dt, &h, 0, v);
+    return tg_dtype_load(dt, &h, 0);
+}
 
 /* Philox-4x32-10 block function (src/core/random.c): out = philox(ctr, key). */
 void tg__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

@@ -201,16 +201,6 @@ static int avg_pairs(avg_work *w, const avg_list *al, const avg_list *pl, bool u
     return TG_OK;
 }
 
-/* v rounded to float dtype ct. */
-static double avg_round(tg_dtype ct, double v)
-{
-    if (ct == TG_F64) return v;
-    if (ct == TG_F32) return (double)(float)v;
-    uint16_t h;
-    tg_dtype_store(ct, &h, 0, v);
-    return tg_dtype_load(ct, &h, 0);
-}
-
 /* One tensor's average, in place in buf (contiguous, as src). */
 static void avg_one(tg_tensor *buf, const tg_tensor *src, double decay, int64_t n_averaged)
 {
@@ -219,20 +209,20 @@ static void avg_one(tg_tensor *buf, const tg_tensor *src, double decay, int64_t 
     void *a = tg_tensor_data(buf);
     const void *p = tg_tensor_cdata(src);
     const int64_t numel = tg_tensor_numel(buf);
-    const double d = avg_round(ct, decay), e = avg_round(ct, 1.0 - decay);
-    const double k = avg_round(ct, (double)n_averaged + 1.0);
+    const double d = tg__round_to(ct, decay), e = tg__round_to(ct, 1.0 - decay);
+    const double k = tg__round_to(ct, (double)n_averaged + 1.0);
     for (int64_t i = 0; i < numel; i++) {
-        double av = avg_round(ct, tg_dtype_load(dt, a, i));
-        double pv = avg_round(ct, tg_dtype_load(dt, p, i));
+        double av = tg__round_to(ct, tg_dtype_load(dt, a, i));
+        double pv = tg__round_to(ct, tg_dtype_load(dt, p, i));
         double r;
         if (n_averaged == 0) {
             r = pv;
         } else if (decay >= 0) {
-            double x = avg_round(ct, d * av), y = avg_round(ct, e * pv);
-            r = avg_round(ct, x + y);
+            double x = tg__round_to(ct, d * av), y = tg__round_to(ct, e * pv);
+            r = tg__round_to(ct, x + y);
         } else {
-            double q = avg_round(ct, avg_round(ct, pv - av) / k);
-            r = avg_round(ct, av + q);
+            double q = tg__round_to(ct, tg__round_to(ct, pv - av) / k);
+            r = tg__round_to(ct, av + q);
         }
         tg_dtype_store(dt, a, i, r);
     }

@@ -15,14 +15,6 @@
 #include "core/core.h"
 #include "tapegrad/optim.h"
 
-/* v rounded to dtype dt (an f32, f16 or bf16 value; f64 as it is). */
-static double round_to(tg_dtype dt, double v)
-{
-    uint64_t bits = 0;
-    tg_dtype_store(dt, &bits, 0, v);
-    return tg_dtype_load(dt, &bits, 0);
-}
-
 /* PyTorch's promotion among float dtypes: the wider; f16 with bf16 is f32. */
 static tg_dtype promote(tg_dtype a, tg_dtype b)
 {
@@ -106,7 +98,7 @@ int tg_clip_grad_norm(double *total_norm, int n, tg_tensor *const *params, doubl
         if (!g) continue;
         double ni;
         TG_TRY(grad_norm(g, norm_type, &ni));
-        ni = round_to(g->dtype, ni);
+        ni = tg__round_to(g->dtype, ni);
         rd = any ? promote(rd, g->dtype) : g->dtype;
         any = true;
         if (isnan(ni) || isnan(total)) total = NAN;
@@ -114,18 +106,18 @@ int tg_clip_grad_norm(double *total_norm, int n, tg_tensor *const *params, doubl
         else total += norm_type == 2.0 ? ni * ni : pow(ni, norm_type);
     }
     if (!inf && !isnan(total)) total = norm_type == 2.0 ? sqrt(total) : pow(total, 1.0 / norm_type);
-    total = round_to(rd, total);
+    total = tg__round_to(rd, total);
     if (total_norm) *total_norm = total;
     if (!any) return TG_OK;
     TG_CHECK(!error_if_nonfinite || isfinite(total), TG_EINVAL,
              "%s: the total norm of order %g of the gradients is %g: set error_if_nonfinite "
              "false to scale them anyway", fn, norm_type, total);
     /* coef = min(max_norm / (total + 1e-6), 1), each step rounded to rd */
-    double coef = round_to(rd, max_norm / round_to(rd, total + 1e-6));
+    double coef = tg__round_to(rd, max_norm / tg__round_to(rd, total + 1e-6));
     if (coef > 1.0) coef = 1.0;
     for (int i = 0; i < n; i++) {   /* the factor in the gradient's dtype, as mul_'s */
         tg_tensor *g = params[i]->grad;
-        if (g) TG_TRY(scale_or_clamp(g, round_to(g->dtype, coef), false));
+        if (g) TG_TRY(scale_or_clamp(g, tg__round_to(g->dtype, coef), false));
     }
     return TG_OK;
 }
