@@ -102,33 +102,33 @@ int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
     return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
 }
 
-int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
+/* An Upsample of that mode (fn: the public function, for the messages). */
+static int tg__upsample_new(const char *fn, tg_module **out, int n_spatial, const int64_t *scale,
+                            tg_upsample_mode mode, bool align_corners)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_new: out must not be NULL");
-    TG_TRY(tg__upsample_check_scale("nn_upsample_new", n_spatial, scale));
-    tg__pool_state s = {.ns = n_spatial, .mode = TG_UPSAMPLE_NEAREST};
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    TG_TRY(tg__upsample_check_scale(fn, n_spatial, scale));
+    tg__pool_state s = {.ns = n_spatial, .mode = mode, .align_corners = align_corners};
     memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
     return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+}
+
+int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
+{
+    return tg__upsample_new("nn_upsample_new", out, n_spatial, scale, TG_UPSAMPLE_NEAREST, false);
 }
 
 int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *scale,
                               bool align_corners)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_linear_new: out must not be NULL");
-    TG_TRY(tg__upsample_check_scale("nn_upsample_linear_new", n_spatial, scale));
-    tg__pool_state s = {.ns = n_spatial, .mode = TG_UPSAMPLE_LINEAR,
-                        .align_corners = align_corners};
-    memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
-    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+    return tg__upsample_new("nn_upsample_linear_new", out, n_spatial, scale, TG_UPSAMPLE_LINEAR,
+                            align_corners);
 }
 
 int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "nn_upsample_bicubic_new: out must not be NULL");
-    TG_TRY(tg__upsample_check_scale("nn_upsample_bicubic_new", 2, scale));
-    tg__pool_state s = {.ns = 2, .mode = TG_UPSAMPLE_BICUBIC, .align_corners = align_corners};
-    memcpy(s.scale, scale, 2 * sizeof *scale);
-    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+    return tg__upsample_new("nn_upsample_bicubic_new", out, 2, scale, TG_UPSAMPLE_BICUBIC,
+                            align_corners);
 }
 
 /* ---- introspection ---- */
