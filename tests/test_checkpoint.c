@@ -150,23 +150,15 @@ static tg_st_file *snapshot(const state *s)
     return f;
 }
 
-static char dir[64];
 static char ck_path[128];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/tg_ckXXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(ck_path, sizeof ck_path, "%s/checkpoint.safetensors", dir);
+    th_tmp_dir_make("tg_ck_");
+    th_tmp_path(ck_path, sizeof ck_path, "checkpoint.safetensors");
 }
 
-static void teardown(void)
-{
-    unlink(ck_path);
-    rmdir(dir);
-}
-
-TestSuite(checkpoint, .init = setup, .fini = teardown);
+TestSuite(checkpoint, .init = setup, .fini = th_tmp_dir_remove);
 
 Test(checkpoint, round_trip_restores_every_slot_bit_for_bit)
 {

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "helpers.h"
 #include "sched_cases.h"
@@ -291,22 +290,15 @@ Test(lr_scheduler_state, state_functions_refuse_null)
 
 /* ---- resuming ------------------------------------------------------------------ */
 
-static char dir[64], ck_path[128];
+static char ck_path[128];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/tg_schedXXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(ck_path, sizeof ck_path, "%s/checkpoint.safetensors", dir);
+    th_tmp_dir_make("tg_sched_");
+    th_tmp_path(ck_path, sizeof ck_path, "checkpoint.safetensors");
 }
 
-static void teardown(void)
-{
-    unlink(ck_path);
-    rmdir(dir);
-}
-
-TestSuite(lr_scheduler_state, .init = setup, .fini = teardown);
+TestSuite(lr_scheduler_state, .init = setup, .fini = th_tmp_dir_remove);
 
 /* A checkpoint of module m (when not NULL), r's optimizer and its top
  * scheduler. */
