@@ -23,7 +23,9 @@ PyTorch generator and writes it with torch.onnx.export (opset 17, input
 Training mode (--train): the same DCGAN trained by PyTorch as examples/dcgan
 trains it (model.h's architecture and DCGAN init, non-saturating BCE loss,
 Adam with lr 4e-4 and betas (0.5, 0.999), batch 32, shuffled epochs without the
-last partial batch, pixels p / 127.5 - 1), for --time-budget seconds, writing
+last partial batch, pixels p / 127.5 - 1; with --spectral-norm, SN-GAN's
+discriminator as examples/dcgan --spectral-norm builds it: no BatchNorm, both
+Conv2d layers under nn.utils.spectral_norm), for --time-budget seconds, writing
 the generator as DIR/generator.safetensors at the end and
 DIR/generator_<T>s.safetensors every --snapshot-every seconds, with the keys
 examples/dcgan writes ("gen.net.0.weight", ...), so that `tapegrad fid` scores
@@ -71,15 +73,15 @@ class Generator(nn.Module):
 
 
 class Discriminator(nn.Module):
-    """The discriminator of examples/dcgan/model.h (with BatchNorm)."""
+    """The discriminator of examples/dcgan/model.h."""
 
-    def __init__(self, D=64):
+    def __init__(self, D=64, batchnorm=True):
         super().__init__()
         self.net = nn.Sequential(
             nn.Conv2d(1, D, 4, 2, 1),                            # net.0  (N, D, 14, 14)
             nn.LeakyReLU(0.2),                                   # net.1
-            nn.Conv2d(D, 2 * D, 4, 2, 1, bias=False),            # net.2  (N, 2D, 7, 7)
-            nn.BatchNorm2d(2 * D),                               # net.3
+            nn.Conv2d(D, 2 * D, 4, 2, 1, bias=not batchnorm),    # net.2  (N, 2D, 7, 7)
+            nn.BatchNorm2d(2 * D) if batchnorm else nn.Identity(),  # net.3
             nn.LeakyReLU(0.2),                                   # net.4
             nn.Flatten(),                                        # net.5  (N, 2D*49)
             nn.Linear(2 * D * 7 * 7, 1))                         # net.6  (N, 1) logits
@@ -117,9 +119,12 @@ def train(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     x = load_images(a.data)
-    g, d = Generator(), Discriminator()
+    g, d = Generator(), Discriminator(batchnorm=not a.spectral_norm)
     dcgan_init(g)
     dcgan_init(d)
+    if a.spectral_norm:   # after the init, which would write the computed weight
+        for i in (0, 2):
+            nn.utils.spectral_norm(d.net[i], n_power_iterations=1, eps=1e-12)
     opt_g = torch.optim.Adam(g.parameters(), lr=a.lr, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(d.parameters(), lr=a.lr, betas=(0.5, 0.999))
     bce = nn.BCEWithLogitsLoss()
@@ -286,6 +291,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="--train: torch threads")
     ap.add_argument("--batch", type=int, default=32, help="--train: batch size")
     ap.add_argument("--lr", type=float, default=4e-4, help="--train: Adam learning rate")
+    ap.add_argument("--spectral-norm", action="store_true",
+                    help="--train: SN-GAN's discriminator (no BatchNorm, spectral-normed convs)")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                     help="--train: folder of train-images-idx3-ubyte.gz")
     a = ap.parse_args()

@@ -1,6 +1,6 @@
-/* tests/test_examples_dcgan_train.c - examples/dcgan's training option
- * --ema as a user runs it: what the run writes, that --resume continues it,
- * and the values a run refuses.
+/* tests/test_examples_dcgan_train.c - examples/dcgan's training options
+ * --ema and --spectral-norm as a user runs them: what each run writes, that
+ * --resume continues it, and the options a run refuses.
  *
  * The binary is TG_DCGAN (set by tests/meson.build); each run's stdout and
  * stderr go to files in a fresh temporary directory. */
@@ -94,4 +94,76 @@ Test(examples_dcgan, dcgan_ema_keeps_an_average_that_draws_the_samples)
         cr_assert(eq(int, SMALL_RUN(plain, "--overwrite", "--ema", bad[i]), 2), "%s", bad[i]);
         th_expect_in(th_err, "for --ema: a number in (0, 1)");
     }
+}
+
+/* ---- dcgan --spectral-norm ----------------------------------------------------- */
+
+/* Fails unless the checkpoints a and b hold the same bits under key. */
+static void expect_same_tensor(const tg_st_file *a, const tg_st_file *b, const char *key)
+{
+    const tg_tensor *x = tg_st_get(a, key), *y = tg_st_get(b, key);
+    cr_assert(x != NULL && y != NULL, "%s missing", key);
+    th_expect_same_bits(key, x, y, x);
+}
+
+/* --spectral-norm: the discriminator's two Conv2d layers carry torch's
+ * weight_orig / weight_u / weight_v (u a unit vector) and there is no
+ * BatchNorm in it; a run stopped at step 3 and resumed to step 5 ends with
+ * the bits of one that ran 5 steps at once, u and v included; the flag is
+ * taken from the checkpoint on --resume, and refused for a checkpoint
+ * without spectral norm. */
+Test(examples_dcgan, dcgan_spectral_norm_trains_sn_gan_and_resumes_to_the_bit)
+{
+    th_write_idx_set(th_tmp_dir, "train", 24, 28, 7);
+    char once[256], split[256], plain[256], a[512], b[512];
+    th_tmp_path(once, sizeof once, "once");
+    th_tmp_path(split, sizeof split, "split");
+    th_tmp_path(plain, sizeof plain, "plain");
+    cr_assert(eq(int, SMALL_RUN(once, "--max-steps", "5", "--spectral-norm"), 0), "%s", th_err);
+    th_expect_in(th_err, "D 8 ch spectral-normed");
+    tg_st_file *ck = load_out(once, "checkpoint.safetensors");
+    static const char *const absent[] = {"disc.net.0.weight", "disc.net.2.weight",
+                                         "disc.net.3.running_mean", "disc.net.3.weight"};
+    for (int i = 0; i < 4; i++) cr_assert(tg_st_get(ck, absent[i]) == NULL, "%s", absent[i]);
+    cr_assert(tg_st_get(ck, "disc.net.2.bias") != NULL, "no conv bias without BatchNorm");
+    static const struct {
+        const char *key;
+        int64_t numel;
+    } sn[] = {{"disc.net.0.weight_orig", 8 * 16},  {"disc.net.0.weight_u", 8},
+              {"disc.net.0.weight_v", 16},         {"disc.net.2.weight_orig", 16 * 8 * 16},
+              {"disc.net.2.weight_u", 16},         {"disc.net.2.weight_v", 8 * 16}};
+    for (int i = 0; i < 6; i++) {
+        const tg_tensor *t = tg_st_get(ck, sn[i].key);
+        cr_assert(t != NULL, "%s missing", sn[i].key);
+        cr_assert(eq(i64, tg_tensor_numel(t), sn[i].numel), "%s", sn[i].key);
+    }
+    for (int l = 0; l < 2; l++) {   /* u = normalize(W v) after the last iteration */
+        const tg_tensor *u = tg_st_get(ck, l ? "disc.net.2.weight_u" : "disc.net.0.weight_u");
+        const float *p = tg_tensor_cdata(u);
+        double s = 0;
+        for (int64_t i = 0; i < tg_tensor_numel(u); i++) s += (double)p[i] * p[i];
+        cr_assert(th_close(s, 1.0, 1e-5, 0), "|u|^2 = %.9g", s);
+    }
+    /* 3 steps, then --resume (the flag from the checkpoint, or given again) */
+    cr_assert(eq(int, SMALL_RUN(split, "--max-steps", "3", "--spectral-norm"), 0), "%s", th_err);
+    cr_assert(eq(int, SMALL_RUN(split, "--resume", "auto", "--max-steps", "4"), 0), "%s", th_err);
+    th_expect_in(th_err, "spectral-normed");
+    cr_assert(eq(int, SMALL_RUN(split, "--resume", "auto", "--max-steps", "5", "--spectral-norm"),
+                 0), "%s", th_err);
+    tg_st_file *ck2 = load_out(split, "checkpoint.safetensors");
+    for (int i = 0; i < 6; i++) expect_same_tensor(ck, ck2, sn[i].key);
+    expect_same_tensor(ck, ck2, "disc.net.6.weight");
+    tg_st_free(ck2);
+    tg_st_free(ck);
+    snprintf(a, sizeof a, "%s/generator.safetensors", once);
+    snprintf(b, sizeof b, "%s/generator.safetensors", split);
+    cr_assert(same_file(a, b), "the resumed run's generator differs");
+    cr_assert(eq(int, DCGAN("--out", once, "--sample", "4", "--spectral-norm"), 0), "%s", th_err);
+    /* a checkpoint without spectral norm keeps its discriminator */
+    cr_assert(eq(int, SMALL_RUN(plain, "--max-steps", "1"), 0), "%s", th_err);
+    cr_assert(eq(int, SMALL_RUN(plain, "--resume", "auto", "--spectral-norm"), 2));
+    th_expect_in(th_err, "--spectral-norm does not match the checkpoint, whose discriminator "
+                 "has no spectral norm");
+    cr_assert(eq(int, DCGAN("--out", plain, "--sample", "4", "--spectral-norm"), 2));
+    th_expect_in(th_err, "--spectral-norm does not match the checkpoint");
 }

@@ -4,7 +4,7 @@
  *         [--resume PATH|auto] [--overwrite] [--threads N] [--data DIR]
  *         [--loss bce|wgan-gp] [--amp bf16|f16] [--sample N] [--time-budget S]
  *         [--export-onnx PATH]
- *         [--snapshot-every S] [--ema DECAY]
+ *         [--snapshot-every S] [--ema DECAY] [--spectral-norm]
  *
  * Writes under DIR: samples_epoch_<k>.png after each epoch and
  * samples_final.png at the end (from one fixed latent batch), loss.csv,
@@ -13,7 +13,7 @@
  * examples/dcgan_torch.py.  With --ema, the sample grids come from an
  * exponential moving average of the generator, saved as
  * generator_ema.safetensors (torch's AveragedModel keys) and in the
- * checkpoint.  Stops cleanly at a step boundary after the time
+ * checkpoint.  --spectral-norm: SN-GAN's discriminator (model.h).  Stops cleanly at a step boundary after the time
  * budget or on Ctrl-C, always with a checkpoint.
  *
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
@@ -401,11 +401,12 @@ static int train(app_opts *a, const tg_st_file *f)
                     tg_dist_size(g_dist), (long long)o->batch / tg_dist_size(g_dist),
                     o->sync_bn ? ", synchronised BatchNorm" : "");
         if (rank0()) fprintf(stderr,
-                "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch, "
+                "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch%s, "
                 "lr %g, seed %llu, amp %s, budget %g s\n",
                 (long long)tg_dataset_size(r.t->ds), (long long)o->batch,
                 o->loss == DCGAN_LOSS_BCE ? "bce" : "wgan-gp", (long long)o->arch.nz,
-                (long long)o->arch.g_ch, (long long)o->arch.d_ch, o->lr,
+                (long long)o->arch.g_ch, (long long)o->arch.d_ch,
+                o->arch.d_spectral_norm ? " spectral-normed" : "", o->lr,
                 (unsigned long long)o->seed, tg_dtype_name(o->amp), a->time_budget);
         progress_init(&r.p, a->log_every, o->batch, tg_loader_num_batches(r.t->ld), a->epochs,
                       r.t->step, a->time_budget);

@@ -91,6 +91,16 @@ static tg_module *conv4s2(int *rc, bool transpose, int64_t cin, int64_t cout, bo
     return m;
 }
 
+/* SN-GAN: the discriminator's Conv2d weights (net.0, net.2) spectral-normed
+ * with torch.nn.utils.spectral_norm's defaults, their u and v drawn from rng. */
+static int spectral_norm_convs(tg_module *seq, tg_rng *rng)
+{
+    static const char *const convs[] = {"0", "2"};
+    for (int i = 0; i < 2; i++)
+        TRY(tg_nn_spectral_norm(tg_module_child(seq, convs[i]), "weight", 1, 1e-12, -1, rng));
+    return TG_OK;
+}
+
 int dcgan_arch_check(const dcgan_arch *a)
 {
     if (!a) return tg_error_set(TG_EINVAL, "dcgan: no architecture");
@@ -186,5 +196,13 @@ int dcgan_discriminator_new(tg_module **out, const dcgan_arch *a, tg_rng *rng)
         tg_module_release(seq);
         return rc;
     }
-    return wrap(out, &discriminator_vt, seq, rng);
+    tg_module *m_out = NULL;
+    TRY(wrap(&m_out, &discriminator_vt, seq, rng));
+    if (a->d_spectral_norm) rc = spectral_norm_convs(seq, rng);
+    if (rc < 0) {
+        tg_module_release(m_out);
+        return rc;
+    }
+    *out = m_out;
+    return TG_OK;
 }

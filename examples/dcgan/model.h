@@ -34,6 +34,10 @@
  *       def forward(self, x):                     # x (N, 1, 28, 28) in [-1, 1]
  *           return self.net(x)
  *
+ *   # spectral_norm=True: after DCGAN's init (below), on both Conv2d layers
+ *   for i in (0, 2):
+ *       nn.utils.spectral_norm(disc.net[i])      # 1 power iteration, eps 1e-12
+ *
  * State-dict keys, generator:  net.0.weight (C*49, nz);
  *   net.2.{weight,bias,running_mean,running_var} (C), net.2.num_batches_tracked;
  *   net.4.weight (C, C/2, 4, 4); net.5.* (C/2); net.7.weight (C/2, 1, 4, 4),
@@ -41,6 +45,8 @@
  * Discriminator:  net.0.weight (D, 1, 4, 4), net.0.bias (D);
  *   net.2.weight (2D, D, 4, 4) [+ net.2.bias (2D) without batchnorm];
  *   net.3.* (2D) with batchnorm; net.6.weight (1, 2D*49), net.6.bias (1).
+ *   With spectral_norm, net.0 and net.2 hold weight_orig (their weight's
+ *   shape), weight_u (D or 2D) and weight_v (16 or 16D) instead of weight.
  *
  * BatchNorm: eps 1e-5, momentum 0.1 (PyTorch's defaults).  Initialisation is
  * DCGAN's weights_init after construction: tg_nn_init_normal(m, 0, 0.02),
@@ -51,6 +57,15 @@
  * penalty is per sample, which batch statistics would break (Gulrajani et
  * al. 2017, section 4), so BatchNorm becomes Identity and the conv gets a
  * bias; its output is an unbounded score instead of a logit.
+ *
+ * spectral_norm (SN-GAN, Miyato et al. 2018): each Conv2d's weight is
+ * divided by its largest singular value at every forward
+ * (tg_nn_spectral_norm, torch.nn.utils.spectral_norm's defaults: one power
+ * iteration, eps 1e-12), applied after the init, as a torch model built
+ * and then initialised would have to be.  examples/dcgan's --spectral-norm
+ * also drops the BatchNorm (batchnorm=false), as SN-GAN's discriminators
+ * have none: the batch statistics would rescale the layer that spectral
+ * norm keeps 1-Lipschitz.
  */
 #ifndef DCGAN_MODEL_H
 #define DCGAN_MODEL_H
@@ -64,10 +79,12 @@ typedef struct dcgan_arch {
     int64_t nz;          /* latent size */
     int64_t g_ch;        /* C: generator channels at 7x7 (even) */
     int64_t d_ch;        /* D: discriminator channels at 14x14 */
-    bool d_batchnorm;    /* false for the WGAN-GP critic */
+    bool d_batchnorm;    /* false for the WGAN-GP critic and with spectral norm */
+    bool d_spectral_norm;   /* the discriminator's Conv2d weights spectral-normed */
 } dcgan_arch;
 
-#define DCGAN_ARCH_INIT {.nz = 64, .g_ch = 128, .d_ch = 64, .d_batchnorm = true}
+#define DCGAN_ARCH_INIT \
+    {.nz = 64, .g_ch = 128, .d_ch = 64, .d_batchnorm = true, .d_spectral_norm = false}
 
 /* The largest nz, g_ch and d_ch accepted: far beyond what trains on 28x28,
  * and small enough that no layer size overflows. */
@@ -80,7 +97,7 @@ int dcgan_arch_check(const dcgan_arch *a);
 
 /* The generator architecture that a weight file describes: its first
  * Linear's weight w0 (named key in the messages) is (C*49, nz), so a->g_ch =
- * C and a->nz = nz (a->d_ch and a->d_batchnorm are left as they are).
+ * C and a->nz = nz (the discriminator's fields are left as they are).
  * TG_ENOTFOUND when w0 is NULL, TG_ESHAPE when its shape is not such, or
  * dcgan_arch_check's TG_EINVAL; each with a message (tg_error_message). */
 int dcgan_arch_from_generator_weight(dcgan_arch *a, const tg_tensor *w0, const char *key);

@@ -50,6 +50,9 @@ static const char usage[] =
     "                      in (0, 1) (0.999 is usual): the sample grids come from it,\n"
     "                      and it is saved as DIR/generator_ema.safetensors and in the\n"
     "                      checkpoint (default: none)\n"
+    "  --spectral-norm     SN-GAN's discriminator: each Conv2d weight divided by its\n"
+    "                      largest singular value (torch's spectral_norm, one power\n"
+    "                      iteration per forward), and no BatchNorm in it\n"
     "  --nz N --g-ch N --d-ch N   model size (default 64, 128, 64; see model.h)\n";
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *v)
@@ -190,7 +193,7 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
 static const char *const owned_names[OWN_COUNT] = {
     [OWN_BATCH] = "--batch", [OWN_SEED] = "--seed", [OWN_LR] = "--lr",   [OWN_NZ] = "--nz",
     [OWN_G_CH] = "--g-ch",   [OWN_D_CH] = "--d-ch", [OWN_LOSS] = "--loss", [OWN_AMP] = "--amp",
-    [OWN_EMA] = "--ema",
+    [OWN_EMA] = "--ema",     [OWN_SPECTRAL_NORM] = "--spectral-norm",
 };
 
 static const char *loss_name(dcgan_loss l);
@@ -224,9 +227,18 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
             if (ck->ema > 0) snprintf(have, sizeof have, "%g", ck->ema);
             else snprintf(have, sizeof have, "none");
             break;
+        case OWN_SPECTRAL_NORM: same = u->arch.d_spectral_norm == ck->arch.d_spectral_norm;
+            break;
         default: same = true; break;
         }
         if (same) continue;
+        if (k == OWN_SPECTRAL_NORM) {   /* a flag: there is no value to compare */
+            fprintf(stderr, "dcgan: --spectral-norm does not match the checkpoint, whose "
+                    "discriminator has no spectral norm: a resumed or sampled run keeps the "
+                    "checkpoint's options; leave it out, or start a new run in another "
+                    "--out\n");
+            return -1;
+        }
         fprintf(stderr, "dcgan: %s %s does not match the checkpoint's %s: a resumed or sampled "
                 "run keeps the checkpoint's options; leave %s out, or start a new run in "
                 "another --out\n", owned_names[k], o->owned[k], have, owned_names[k]);
@@ -267,8 +279,8 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     defaults(o);
     const char *train_only = NULL;   /* the first training-only option given */
     /* Options are (name, value) pairs, but for the flags --help,
-     * --overwrite, --ddp and --sync-bn.  A value may not start with "--":
-     * that is the next option, and its own value missing. */
+     * --overwrite, --ddp, --sync-bn and --spectral-norm.  A value may not
+     * start with "--": that is the next option, and its own value missing. */
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
@@ -280,11 +292,13 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
             i--;
             continue;
         }
-        bool *flag = !strcmp(argv[i], "--ddp")       ? &o->ddp
-                     : !strcmp(argv[i], "--sync-bn") ? &o->train.sync_bn
-                                                     : NULL;
+        bool *flag = !strcmp(argv[i], "--ddp")             ? &o->ddp
+                     : !strcmp(argv[i], "--sync-bn")       ? &o->train.sync_bn
+                     : !strcmp(argv[i], "--spectral-norm") ? &o->train.arch.d_spectral_norm
+                                                           : NULL;
         if (flag) {
             *flag = true;
+            if (flag == &o->train.arch.d_spectral_norm) o->owned[OWN_SPECTRAL_NORM] = "";
             i--;
             continue;
         }
@@ -326,6 +340,9 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
         o->train.beta2 = 0.9;
         if (!o->lr_given) o->train.lr = 1e-4;
     }
+    /* SN-GAN's discriminators have no BatchNorm: batch statistics would
+     * rescale what spectral norm keeps 1-Lipschitz (model.h). */
+    if (o->train.arch.d_spectral_norm) o->train.arch.d_batchnorm = false;
     return 0;
 }
 
@@ -339,8 +356,11 @@ static const char *loss_name(dcgan_loss l)
 int dcgan_opts_to_meta(const dcgan_opts *o, tg_checkpoint *ck)
 {
     char arch[160], train[256];
-    snprintf(arch, sizeof arch, "nz=%" PRId64 " g_ch=%" PRId64 " d_ch=%" PRId64 " d_bn=%d",
-             o->arch.nz, o->arch.g_ch, o->arch.d_ch, o->arch.d_batchnorm ? 1 : 0);
+    /* " d_sn=1" only with spectral norm: the key of a run without it is
+     * unchanged */
+    snprintf(arch, sizeof arch, "nz=%" PRId64 " g_ch=%" PRId64 " d_ch=%" PRId64 " d_bn=%d%s",
+             o->arch.nz, o->arch.g_ch, o->arch.d_ch, o->arch.d_batchnorm ? 1 : 0,
+             o->arch.d_spectral_norm ? " d_sn=1" : "");
     /* %a: the doubles round-trip exactly */
     snprintf(train, sizeof train,
              "loss=%s batch=%" PRId64 " seed=%" PRIu64 " lr=%a beta1=%a beta2=%a "
@@ -366,12 +386,14 @@ int dcgan_opts_from_meta(dcgan_opts *o, const tg_st_file *f)
                             "checkpoint of this program (generator.safetensors holds weights "
                             "only)");
     dcgan_opts r = *o;
-    int bn, nc;
+    int bn, nc, end = 0;
     char loss[16], amp[16];
-    if (sscanf(arch, "nz=%" SCNd64 " g_ch=%" SCNd64 " d_ch=%" SCNd64 " d_bn=%d", &r.arch.nz,
-               &r.arch.g_ch, &r.arch.d_ch, &bn) != 4)
+    if (sscanf(arch, "nz=%" SCNd64 " g_ch=%" SCNd64 " d_ch=%" SCNd64 " d_bn=%d%n", &r.arch.nz,
+               &r.arch.g_ch, &r.arch.d_ch, &bn, &end) != 4 ||
+        (arch[end] != '\0' && strcmp(arch + end, " d_sn=1") != 0))
         return tg_error_set(TG_EFORMAT, "dcgan.arch metadata '%.64s' cannot be read", arch);
     r.arch.d_batchnorm = bn != 0;
+    r.arch.d_spectral_norm = arch[end] != '\0';
     if (sscanf(train,
                "loss=%15s batch=%" SCNd64 " seed=%" SCNu64 " lr=%la beta1=%la beta2=%la "
                "n_critic=%d gp_lambda=%la amp=%15s",

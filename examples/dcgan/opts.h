@@ -11,7 +11,7 @@
  * an error (app_opts_check_checkpoint). */
 typedef enum owned_opt {
     OWN_BATCH, OWN_SEED, OWN_LR, OWN_NZ, OWN_G_CH, OWN_D_CH, OWN_LOSS, OWN_AMP, OWN_EMA,
-    OWN_COUNT
+    OWN_SPECTRAL_NORM, OWN_COUNT
 } owned_opt;
 
 typedef struct app_opts {
