@@ -4,7 +4,7 @@
  * requantization (by rows, and one channel per lane) against the scalar
  * formula, and the AMX byte-tile products (emulated, and on the CPU's
  * tiles where it has them) against the instructions' definition.  (Every
- * kernel against the portable one on whole quantized ops: test_quant.c.) */
+ * kernel against the portable one on whole quantized ops: test_quant_ops.c.) */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
