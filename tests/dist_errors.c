@@ -44,14 +44,6 @@ static int small_backward(tg_module *m, double scale)
     return rc;
 }
 
-static bool same_bits(const tg_tensor *a, const tg_tensor *b)
-{
-    if (!a || !b) return a == b;
-    return tg_tensor_dtype(a) == tg_tensor_dtype(b) && tg_tensor_numel(a) == tg_tensor_numel(b) &&
-           memcmp(tg_tensor_cdata(a), tg_tensor_cdata(b),
-                  (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a))) == 0;
-}
-
 /* Whether every state entry of a and b (same layout) holds the same bits. */
 static bool same_state(const tg_module *a, const tg_module *b)
 {

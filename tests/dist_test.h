@@ -5,6 +5,7 @@
 #ifndef TG_TESTS_DIST_TEST_H
 #define TG_TESTS_DIST_TEST_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "tapegrad/dist.h"
@@ -31,6 +32,27 @@ extern const char *g_test;
         CHECK(rc_ >= 0, "%s = %s: %s", #call, tg_status_name(rc_), tg_error_message()); \
         if (rc_ < 0) return;                                                  \
     } while (0)
+
+/* This process's MPI_Allreduce and MPI_Bcast calls so far (tests/dist.c
+ * counts them through MPI's profiling interface). */
+extern int g_allreduces, g_bcasts;
+
+/* Both NULL, or the same dtype, number of elements and bytes (tests/dist.c). */
+bool same_bits(const tg_tensor *a, const tg_tensor *b);
+
+/* The tests of tests/dist_sync_bn.c: SyncBatchNorm against one BatchNorm
+ * over the whole batch. */
+void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void);
+void sync_batchnorm_takes_half_input_as_batchnorm_does(void);
+void sync_batchnorm_makes_two_allreduces_forward_and_one_backward(void);
+void convert_sync_batchnorm_keeps_the_init_and_syncs(void);
+void sync_batchnorm_loads_a_state_dict_without_num_batches_tracked(void);
+
+/* tests/dist_ddp_edges.c: rank 0's buffers, unused parameters, a padded
+ * last batch. */
+void ddp_keeps_every_rank_on_rank_0s_buffers(void);
+void ddp_leaves_the_grad_of_a_parameter_no_rank_used_unset(void);
+void ddp_on_a_padded_last_batch_weighs_every_sample_alike(void);
 
 /* The tests of tests/dist_errors.c: a caller's mistake on one rank gives
  * every rank the same error rather than leaving one waiting. */
