@@ -520,6 +520,69 @@ Test(recompute, another_shape_on_recomputation_is_egrad)
     tg_tensor_release(x);
 }
 
+/* outs[0] = in[0] * h: h is in[1] when there are two inputs, else the
+ * tensor user, which fn reads besides its input. */
+static int times_h(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    (void)n_out;
+    return tg_mul(&outs[0], in[0], n_in == 2 ? in[1] : user);
+}
+
+/* A non-leaf that fn reads without it being an input would have its history
+ * walked by the block's own backward beside the outer one: refused, naming
+ * the op that made it; detached, or as an input, it is fine. */
+Test(recompute, fn_reading_a_non_leaf_besides_its_inputs_is_egrad)
+{
+    tg_tensor *x = randn(1, (int64_t[]){3}, 54, true), *w = randn(1, (int64_t[]){3}, 55, true);
+    tg_tensor *h = NULL, *y = NULL, *loss = NULL;
+    OK(tg_tanh(&h, w));
+    OK(tg_recompute(&y, 1, times_h, h, 1, &x));
+    OK(tg_sum(&loss, y));
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_EGRAD));
+    cr_assert(strstr(tg_error_message(), "fn reads a tensor that is not one of its inputs and "
+                                         "not a leaf (the output of tanh") != NULL,
+              "%s", tg_error_message());
+    cr_assert_null(tg_tensor_grad(w));
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+
+    /* detached, h is a constant of the block: x gets h as its gradient */
+    tg_tensor *hd = NULL;
+    OK(tg_tensor_detach(&hd, h));
+    OK(tg_recompute(&y, 1, times_h, hd, 1, &x));
+    OK(tg_sum(&loss, y));
+    OK(tg_backward(loss, NULL, NULL));
+    expect_same_bits(tg_tensor_grad(x), hd, "x's gradient");
+    cr_assert_null(tg_tensor_grad(w));
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(hd);
+
+    /* as an input: w's gradient is the plain block's */
+    tg_tensor_set_grad(x, NULL);
+    tg_tensor *in[2] = {x, h};
+    OK(times_h(&y, 1, 2, in, NULL));
+    OK(tg_sum(&loss, y));
+    OK(tg_backward(loss, NULL, NULL));
+    tg_tensor *gw = grad_copy(w);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_set_grad(w, NULL);
+    OK(tg_tanh(&hd, w));   /* h's graph was freed by that backward: a new one */
+    in[1] = hd;
+    OK(tg_recompute(&y, 1, times_h, NULL, 2, in));
+    OK(tg_sum(&loss, y));
+    OK(tg_backward(loss, NULL, NULL));
+    expect_same_bits(gw, tg_tensor_grad(w), "w's gradient");
+    tg_tensor_release(gw);
+    tg_tensor_release(loss);
+    tg_tensor_release(y);
+    tg_tensor_release(hd);
+    tg_tensor_release(h);
+    tg_tensor_release(w);
+    tg_tensor_release(x);
+}
+
 static int mixed_dtypes(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
 {
     (void)n_out;

@@ -239,13 +239,16 @@ typedef int (*tg_recompute_fn)(tg_tensor **outs, int n_out, int n_in, tg_tensor 
  *    results), as is create_graph (the recomputed gradients are functions of
  *    the detached copies, so higher derivatives would be wrong; torch's
  *    reentrant checkpoint refuses the same).  Tensors fn reads besides its
- *    inputs must be leaves (parameters).  Not under autocast (TG_EINVAL).
+ *    inputs must be leaves (parameters) or detached: one with a history
+ *    makes the backward TG_EGRAD naming the op that made it (pass it in
+ *    `in`).  Not under autocast (TG_EINVAL).
  *  - user is borrowed and must stay valid until the backward has run.
  * Errors: TG_EINVAL for a NULL outs, fn, in or in[i], n_out outside
  * [1, 8], n_in outside [1, 8]; fn's own status and message when it fails
  * (in the forward: nothing is recorded; in the backward: the backward
  * fails with it); TG_EGRAD naming the output when the recomputation gives
- * an output of another dtype or shape. */
+ * an output of another dtype or shape, and naming the op when fn read a
+ * tensor with a history besides its inputs. */
 TG_API int tg_recompute(tg_tensor **outs, int n_out, tg_recompute_fn fn, void *user, int n_in,
                         tg_tensor *const *in);
 /* tg_recompute with two more things:

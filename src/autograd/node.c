@@ -368,8 +368,56 @@ int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int
     return collect(roots, n_roots, 0, nodes, count);
 }
 
+/* A read_mark of its own for one walk over the tape (0 is no mark). */
+static uint64_t next_read_mark(void)
+{
+    static _Atomic uint64_t reads;
+    return atomic_fetch_add(&reads, 1) + 1;
+}
+
 int tg__tape_collect_read(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count)
 {
-    static _Atomic uint64_t reads;   /* 0 is no mark: the first read is 1 */
-    return collect(roots, n_roots, atomic_fetch_add(&reads, 1) + 1, nodes, count);
+    return collect(roots, n_roots, next_read_mark(), nodes, count);
+}
+
+uint64_t tg__tape_seq_next(void)
+{
+    return atomic_load_explicit(&tg__next_seq, memory_order_relaxed);
+}
+
+int tg__tape_find_older(tg_tensor *const *roots, int n_roots, uint64_t since,
+                        const tg_node **older)
+{
+    *older = NULL;
+    const uint64_t mark = next_read_mark();
+    tg_node **work = NULL;
+    int wlen = 0, wcap = 0, rc = TG_OK;
+    /* a DFS that enters only nodes recorded at or after since */
+    for (int r = 0; r < n_roots && !*older; r++) {
+        tg_node *n = roots[r] ? roots[r]->grad_fn : NULL;
+        if (!n || n->read_mark == mark) continue;
+        if (n->seq < since) {
+            *older = n;
+            break;
+        }
+        n->read_mark = mark;
+        if (!push_node(&work, &wlen, &wcap, n)) rc = TG_ENOMEM;
+        while (rc == TG_OK && !*older && wlen > 0) {
+            tg_node *m = work[--wlen];
+            for (int i = 0; i < m->n_inputs && rc == TG_OK; i++) {
+                tg_node *e = m->edges[i].fn;
+                if (!e || e->read_mark == mark) continue;
+                if (e->seq < since) {
+                    *older = e;
+                    break;
+                }
+                e->read_mark = mark;
+                if (!push_node(&work, &wlen, &wcap, e)) rc = TG_ENOMEM;
+            }
+        }
+        if (rc < 0) break;
+    }
+    free(work);
+    if (rc < 0) return tg__error(TG_ENOMEM, "backward: out of memory walking the tape");
+    return TG_OK;
 }

@@ -104,6 +104,17 @@ int tg__tape_collect(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int
  * with a number of its own per call, so it also works while a backward runs
  * over them (from a tg_backward_steps callback).  TG_ENOMEM only. */
 int tg__tape_collect_read(tg_tensor *const *roots, int n_roots, tg_node ***nodes, int *count);
+/* The seq the next node recorded will get: nodes recorded from now on have
+ * seq >= this. */
+uint64_t tg__tape_seq_next(void);
+/* Walks back from the grad_fn of roots[0..n_roots) through the nodes
+ * recorded at or after `since` (seq >= since) only, and sets *older to the
+ * first node recorded before since that one of them leads to (borrowed;
+ * NULL when none does): whether the graph of a piece of code reached back
+ * into a graph made before it ran.  Marks read_mark as
+ * tg__tape_collect_read does.  TG_ENOMEM only. */
+int tg__tape_find_older(tg_tensor *const *roots, int n_roots, uint64_t since,
+                        const tg_node **older);
 
 /* Saves t for backward (retained; its version recorded).  Returns the slot. */
 int tg__ctx_save(tg_ctx *ctx, tg_tensor *t);

@@ -120,6 +120,22 @@ static int check_outputs(const rc_params *p, tg_tensor *const *outs)
     return TG_OK;
 }
 
+/* The graph of the recomputed outputs must stay inside the block (nodes
+ * recorded since `since`) apart from leaves: a tensor with a history that
+ * fn reads without it being an input was not recorded as one of the node's
+ * inputs, so the backward run here would go on through that history on its
+ * own, beside the outer backward (twice through it, or into freed buffers). */
+static int check_reads(const rc_params *p, tg_tensor *const *outs, uint64_t since)
+{
+    const tg_node *older = NULL;
+    TG_TRY(tg__tape_find_older(outs, p->n_out, since, &older));
+    TG_CHECK(!older, TG_EGRAD,
+             "recompute: fn reads a tensor that is not one of its inputs and not a leaf "
+             "(the output of %s, node #%llu): pass it in `in`, or detach it",
+             older ? older->op->name : "", older ? (unsigned long long)older->seq : 0ULL);
+    return TG_OK;
+}
+
 /* Output k of a packed tensor (the node's output, or its gradient): the
  * elements [off, off + its numel) of flat, reshaped to output k's shape. */
 static int unpack_one(tg_tensor **res, tg_tensor *flat, int64_t off, const tg_meta *m)
@@ -177,12 +193,14 @@ static int rc_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
         if (rc >= 0) rc = tg_tensor_detach(&in[i], x);
         if (rc >= 0) rc = tg_tensor_set_requires_grad(in[i], ctx->needs_grad[i]);
     }
+    const uint64_t since = tg__tape_seq_next();
     if (rc >= 0) {
         bool prev = tg_set_grad_enabled(true);
         rc = call_fn(p, outs, in);
         tg_set_grad_enabled(prev);
     }
     if (rc >= 0) rc = check_outputs(p, outs);
+    if (rc >= 0) rc = check_reads(p, outs, since);
     if (rc >= 0) rc = backward_outputs(p, outs, g);
     for (int i = 0; rc >= 0 && i < p->n_in; i++)
         if (ctx->needs_grad[i] && tg_tensor_grad(in[i]))
