@@ -6,7 +6,8 @@
  * tensors of every dtype, run elementwise, reduction, view, matmul and conv
  * ops and losses on them, change them in place, run tg_backward and tg_grad
  * (with hooks, retain_graph and create_graph, in no-grad and autocast
- * scopes), step SGD/Adam/AdamW over them, and release them in any order.
+ * scopes), step SGD/Adam/AdamW/RMSprop over them, run blocks of them through
+ * tg_recompute_ex, and release them in any order.
  * What must hold, whatever the program:
  *   - every call returns TG_OK or a refusal with a message of its own
  *     (tg_fuzz_refused, with the message cleared before each instruction);
@@ -35,6 +36,8 @@ typedef struct {
     tg_tensor *s[SLOTS];
     int no_grad, autocast;   /* open scopes */
     tg_optimizer *opt;       /* at most one at a time */
+    tg_tensor *kept[MAX_STEPS];   /* tensors recomputed blocks read (user data is borrowed) */
+    int n_kept;
     FILE *devnull;
     bool trace;   /* TG_FUZZ_TRACE set: each call and its status on stderr */
 } prog;
@@ -461,6 +464,74 @@ static int op_optim(prog *g)
     }
 }
 
+/* What a recomputed block does: outs[0] = tanh(in[0]) (* in[1]) (* extra),
+ * outs[1] = its sum; extra is a slot fn reads besides its inputs (a leaf, or
+ * a tensor with a history, which the backward refuses); fn fails at its
+ * fail_at-th call (0: never), counted per copy of this block (the node keeps
+ * its own). */
+typedef struct {
+    tg_tensor *extra;
+    int fail_at, calls;
+} block_user;
+
+static int block_fn(tg_tensor **outs, int n_out, int n_in, tg_tensor *const *in, void *user)
+{
+    block_user *u = user;
+    if (++u->calls == u->fail_at) return tg_error_set(TG_EINVAL, "the fuzz block refuses");
+    tg_tensor *t = NULL, *m = NULL;
+    int rc = tg_tanh(&t, in[0]);
+    if (rc >= 0 && n_in == 2) {
+        rc = tg_mul(&m, t, in[1]);
+        tg_tensor_release(t);
+        t = m;
+    }
+    if (rc >= 0 && u->extra) {
+        m = NULL;
+        rc = tg_mul(&m, t, u->extra);
+        tg_tensor_release(t);
+        t = m;
+    }
+    if (rc >= 0 && n_out == 2) rc = tg_sum(&outs[1], t);
+    if (rc < 0) {
+        tg_tensor_release(t);
+        return rc;
+    }
+    outs[0] = t;
+    return TG_OK;
+}
+
+/* tg_recompute_ex over one or two slots, with the block above, parameters
+ * from a third slot or none; the outputs go to two slots. */
+static int op_recompute(prog *g)
+{
+    const int i = u8(g) % SLOTS, j = u8(g) % SLOTS;
+    tg_tensor *in[2] = {slot(g), slot(g)}, *extra = slot(g);
+    const uint8_t f = u8(g);
+    const int n_in = 1 + (f & 1), n_out = 1 + ((f >> 1) & 1);
+    block_user u = {.extra = f & 4 ? extra : NULL, .fail_at = (f >> 3) % 4};
+    if (big(in[0]) || big(in[1]) || big(extra) || broadcast_numel(in[0], in[1]) > MAX_ELEMS ||
+        broadcast_numel(in[0], extra) > MAX_ELEMS)
+        return 0;
+    tg_tensor *outs[2] = {NULL, NULL};
+    int rc = tg_recompute_ex(outs, n_out, block_fn, &u, sizeof u, n_in, in, f & 32 ? 1 : 0,
+                             &extra);
+    if (checked(g, "recompute", rc) < 0) return -1;
+    if (rc < 0 && (outs[0] || outs[1]))
+        return tg_fuzz_broken(NAME, "recompute failed and set an output");
+    if (rc >= 0 && (!outs[0] || (n_out == 2 && !outs[1])))
+        return tg_fuzz_broken(NAME, "recompute succeeded without its outputs");
+    if (rc >= 0 && u.extra && g->n_kept < MAX_STEPS)
+        g->kept[g->n_kept++] = tg_tensor_retain(extra);   /* alive until the end */
+    else if (rc >= 0 && u.extra) {   /* no room to keep it: drop the block */
+        tg_tensor_release(outs[0]);
+        tg_tensor_release(outs[1]);
+        return 0;
+    }
+    if (outs[0]) put(g, i, outs[0]);
+    if (outs[1]) put(g, j, outs[1]);
+    return 0;
+}
+
 static int op_release(prog *g)
 {
     put(g, u8(g) % SLOTS, NULL);
@@ -476,6 +547,7 @@ static const struct {
     {"batch_norm", op_batch_norm}, {"backward", op_backward}, {"grad", op_grad},
     {"in_place", op_in_place}, {"misc", op_misc},       {"scope", op_scope},
     {"release", op_release}, {"loss", op_loss},         {"optim", op_optim},
+    {"recompute", op_recompute},
 };
 
 int tg_fuzz_tape(const uint8_t *data, size_t size)
@@ -495,6 +567,7 @@ int tg_fuzz_tape(const uint8_t *data, size_t size)
         if (rc == 0 && checked(&g, "autocast_end", tg_autocast_end()) < 0) rc = -1;
     tg_optimizer_free(g.opt);
     for (int i = 0; i < SLOTS; i++) put(&g, i, NULL);
+    for (int k = 0; k < g.n_kept; k++) tg_tensor_release(g.kept[k]);
     fclose(g.devnull);
     if (rc == 0 && !tg_grad_enabled()) rc = tg_fuzz_broken(NAME, "grad mode left off");
     if (rc == 0 && tg_autocast_active(NULL)) rc = tg_fuzz_broken(NAME, "autocast left on");
