@@ -13,8 +13,9 @@
  * examples/dcgan_torch.py.  With --ema, the sample grids come from an
  * exponential moving average of the generator, saved as
  * generator_ema.safetensors (torch's AveragedModel keys) and in the
- * checkpoint.  --spectral-norm: SN-GAN's discriminator (model.h).  Stops cleanly at a step boundary after the time
- * budget or on Ctrl-C, always with a checkpoint.
+ * checkpoint.  --spectral-norm: SN-GAN's discriminator (model.h).  Stops
+ * cleanly at a step boundary after the time budget or on Ctrl-C, always with
+ * a checkpoint.
  *
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
  * --sync-bn with it: BatchNorm over the whole job's batch.
