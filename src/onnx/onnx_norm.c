@@ -120,8 +120,11 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y)
     int ns;
     int64_t c;
     double eps;
-    bool affine;
-    TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, &affine));
+    bool affine, track;
+    TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, NULL, &affine, &track));
+    TG_CHECK(!track, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) normalises with running statistics: not exported",
+             s->path, tg_module_type_name(s->m));
     TG_TRY(tg__onnx_need_batched(s, ns, "InstanceNormalization"));
     const char *w = NULL, *b = NULL;
     if (affine) {
