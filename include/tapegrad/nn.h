@@ -315,7 +315,9 @@ TG_API int tg_nn_instance_norm_new(tg_module **out, int n_spatial, int64_t num_f
  *    momentum * s, s the per-(sample, channel) mean, or unbiased variance,
  *    averaged over the batch (an empty batch gives NaN, as torch);
  *  - eval: every sample normalised by running_mean and running_var
- *    (tg_batch_norm in inference form), which do not change.
+ *    (tg_batch_norm in inference form), which do not change (torch's eval
+ *    writes them back as the mean of N tiled copies, a few units in the
+ *    last place off).
  * num_batches_tracked is never incremented (torch's InstanceNorm does not
  * count); a file without it loads it as 0, as BatchNorm's.  A training
  * forward writes the buffers, so two threads must not run the same module
