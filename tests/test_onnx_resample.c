@@ -2,7 +2,8 @@
  * normalisation, checked by onnx's checker and ONNX Runtime (within 1e-5):
  * Upsample (nearest, linear, bicubic), AvgPool and MaxPool of every rank
  * (ceil_mode, count_include_pad, dilation) with the graph expected node by
- * node, and LayerNorm and GroupNorm.
+ * node, and LayerNorm, GroupNorm and InstanceNorm (with and without running
+ * statistics).
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -273,6 +274,46 @@ static const norm_case norm_cases[] = {
      "\"ops\": [\"InstanceNormalization\"], \"initializer_values\": {\"/instance_scale\": "
      "[1, 1, 1, 1], \"/instance_bias\": [0, 0, 0, 0]}", {"/instance_bias", "/instance_scale"}},
 };
+
+/* InstanceNormNd with track_running_stats: its eval form, which
+ * normalises by the running statistics, is BatchNormalization with them.
+ * Training forwards first move the statistics away from (0, 1), where
+ * InstanceNormalization would give other numbers. */
+static const norm_case running_cases[] = {
+    {"instancenorm2d_running", 4, {2, 3, 4, 5}, 0, -2, true, 1e-5,
+     "\"ops\": [\"BatchNormalization\"], \"attributes\": {\"BatchNormalization\": "
+     "{\"epsilon\": 9.999999747378752e-06}}", {"bias", "running_mean", "running_var", "weight"}},
+    {"instancenorm1d_running_no_affine", 3, {3, 4, 7}, 0, -1, false, 1e-3,
+     "\"ops\": [\"BatchNormalization\"], \"initializer_values\": {\"/instance_scale\": "
+     "[1, 1, 1, 1], \"/instance_bias\": [0, 0, 0, 0]}",
+     {"/instance_bias", "/instance_scale", "running_mean", "running_var"}},
+    {"instancenorm3d_running", 5, {1, 2, 3, 2, 4}, 0, -3, true, 1e-5,
+     "\"ops\": [\"BatchNormalization\"]", {"bias", "running_mean", "running_var", "weight"}},
+};
+
+Test(onnx_resample, instance_norm_running_statistics_match_onnxruntime)
+{
+    need_onnx();
+    for (size_t i = 0; i < sizeof running_cases / sizeof *running_cases; i++) {
+        const norm_case *c = &running_cases[i];
+        tg_module *m = NULL;
+        cr_assert(tg_nn_instance_norm_new_ex(&m, (int)-c->groups, c->in[1], c->eps, 0.5, c->affine,
+                                             true) == TG_OK, "%s: %s", c->name, tg_error_message());
+        randomize_affine(m, 900 + 2 * i);
+        tg_tensor *x = th_rand_uniform(TG_F32, c->nd, c->in, 950 + i), *t = NULL;
+        tg_module_train(m, true);
+        for (int k = 0; k < 2; k++) {
+            tg_tensor *xt = th_rand_uniform(TG_F32, c->nd, c->in, 970 + 2 * i + k);
+            cr_assert(tg_module_forward(m, &t, xt) == TG_OK, "%s", tg_error_message());
+            th_release_all(2, (tg_tensor *[]){xt, t});
+        }
+        case_graph = c->graph;
+        write_case(c->name, m, x, 1e-5, 0, c->inits, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+}
 
 Test(onnx_resample, layer_and_group_norm_match_onnxruntime)
 {

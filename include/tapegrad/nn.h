@@ -234,18 +234,18 @@ TG_API int tg_module_state_dict_save(const tg_module *m, tg_st_file *f, const ch
  * with tg_module_to_dtype first).  strict: a module entry missing from f is
  * TG_ENOTFOUND and a key of f under the prefix that the module does not have
  * is TG_EINVAL; non-strict skips both (tg_module_state_dict_compare lists
- * them).  Except, as in PyTorch (which reads
- * a state dict without version metadata, as every safetensors file is, this
- * way): a BatchNorm's num_batches_tracked absent from f is set to 0, strict
- * or not (checkpoints from before torch 0.4.1 have none).  Everything is
+ * them).  Except, as in PyTorch (which reads a state dict without version
+ * metadata, as every safetensors file is, this way): a BatchNorm's or
+ * InstanceNorm's num_batches_tracked absent from f is set to 0, strict or
+ * not (checkpoints from before torch 0.4.1 have none).  Everything is
  * validated before anything is copied, so on error the module is unchanged. */
 TG_API int tg_module_load_state_dict(tg_module *m, const tg_st_file *f, const char *prefix,
                                      bool strict);
 /* The keys a load of f under prefix would leave out, as the missing_keys
  * and unexpected_keys of PyTorch's load_state_dict(strict=False): fn (may
  * be NULL) is called with each key of m's state dict, prefixed, that f lacks
- * (missing true; a BatchNorm's num_batches_tracked, which loads as 0, is not
- * missing), then with each tensor of f under prefix that m has no entry for
+ * (missing true; a BatchNorm's or InstanceNorm's num_batches_tracked, which
+ * loads as 0, is not missing), then with each tensor of f under prefix that m has no entry for
  * (missing false), in order; key is borrowed for the call.  *n_missing and
  * *n_unexpected (each may be NULL) get the counts.  Neither m nor f changes.
  * TG_EINVAL for NULL m or f; TG_ENOMEM. */
@@ -305,6 +305,29 @@ TG_API int tg_nn_group_norm_new(tg_module **out, int64_t num_groups, int64_t num
  * (num_features), f32.  PyTorch's defaults: eps 1e-5, affine false. */
 TG_API int tg_nn_instance_norm_new(tg_module **out, int n_spatial, int64_t num_features,
                                    double eps, bool affine);
+/* nn.InstanceNorm{1,2,3}d(num_features, eps, momentum, affine,
+ * track_running_stats), as tg_nn_instance_norm_new (which is this with
+ * momentum 0.1 and track_running_stats false) and, with
+ * track_running_stats, buffers "running_mean" (zeros), "running_var" (ones),
+ * f32, and "num_batches_tracked" (a 0-d i64), torch's state-dict keys:
+ *  - training: each sample normalised by its own statistics, as without
+ *    them; then each running statistic r becomes (1 - momentum) r +
+ *    momentum * s, s the per-(sample, channel) mean, or unbiased variance,
+ *    averaged over the batch (an empty batch gives NaN, as torch);
+ *  - eval: every sample normalised by running_mean and running_var
+ *    (tg_batch_norm in inference form), which do not change (torch's eval
+ *    writes them back as the mean of N tiled copies, a few units in the
+ *    last place off).
+ * num_batches_tracked is never incremented (torch's InstanceNorm does not
+ * count); a file without it loads it as 0, as BatchNorm's.  A training
+ * forward writes the buffers, so two threads must not run the same module
+ * at once.  momentum in [0, 1] (TG_EINVAL otherwise: torch's
+ * momentum=None, a cumulative average, fails in InstanceNorm's forward).
+ * PyTorch's defaults: eps 1e-5, momentum 0.1, affine false,
+ * track_running_stats false. */
+TG_API int tg_nn_instance_norm_new_ex(tg_module **out, int n_spatial, int64_t num_features,
+                                      double eps, double momentum, bool affine,
+                                      bool track_running_stats);
 /* Dropout: in training each element is zeroed with probability p and the
  * rest scaled by 1/(1-p); the mask of the k-th training forward depends only
  * on (seed, k).  Eval is the identity.  k is not in the state dict (PyTorch's
@@ -342,7 +365,8 @@ TG_API int tg_nn_layer_norm_params(const tg_module *m, int *n, int64_t *normaliz
 TG_API int tg_nn_group_norm_params(const tg_module *m, int64_t *num_groups,
                                    int64_t *num_channels, double *eps, bool *affine);
 TG_API int tg_nn_instance_norm_params(const tg_module *m, int *n_spatial, int64_t *num_features,
-                                      double *eps, bool *affine);
+                                      double *eps, double *momentum, bool *affine,
+                                      bool *track_running_stats);
 /* nn.AvgPool{1,2,3}d and nn.MaxPool{1,2,3}d over n_spatial dims (type
  * names "AvgPool2d", "MaxPool1d", ...), and nn.Upsample(scale_factor=scale,
  * mode='nearest') with integer factors scale[0..n_spatial) (type name

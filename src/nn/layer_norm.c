@@ -1,8 +1,7 @@
-/* src/nn/layer_norm.c - LayerNorm, GroupNorm and InstanceNorm{1,2,3}d, the
- * modules around the layer_norm and group_norm ops (src/ops/layer_norm.c,
- * as torch.nn.functional.layer_norm / group_norm), which compute the output
- * and its gradients (to any order).  InstanceNorm (torch's default
- * track_running_stats=False) is group_norm with one group per channel.
+/* src/nn/layer_norm.c - LayerNorm and GroupNorm, the modules around the
+ * layer_norm and group_norm ops (src/ops/layer_norm.c, as
+ * torch.nn.functional.layer_norm / group_norm), which compute the output
+ * and its gradients (to any order).  InstanceNorm is in instance_norm.c.
  *
  * Each module holds its shape, eps and, when affine, weight (ones) and bias
  * (zeros) in f32, as torch.nn.LayerNorm / GroupNorm make them, under
@@ -18,8 +17,7 @@
 typedef struct tg__ln_state {
     int n;                            /* LayerNorm: normalized_shape's length */
     int64_t shape[TG_MAX_DIMS];       /* LayerNorm: normalized_shape */
-    int64_t groups, channels;         /* GroupNorm; InstanceNorm: channels */
-    int ns;                           /* InstanceNorm: spatial dims */
+    int64_t groups, channels;         /* GroupNorm */
     double eps;
     bool affine;
 } tg__ln_state;
@@ -40,53 +38,12 @@ static int tg__gn_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     return tg_group_norm(y, x, s->groups, w, b, s->eps);
 }
 
-/* group_norm in one group per channel: each sample's channel normalised
- * over its own spatial elements; an unbatched (C, S...) x as a batch of
- * one. */
-static int tg__in_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
-{
-    const tg__ln_state *s = m->state;
-    const char *name = tg_module_type_name(m);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", name);
-    const int nd = tg_tensor_ndim(x);
-    TG_CHECK(nd == s->ns + 1 || nd == s->ns + 2, TG_ESHAPE,
-             "%s: x has %d dims; it must have %d (C, S...) or %d (N, C, S...)", name, nd,
-             s->ns + 1, s->ns + 2);
-    const int cdim = nd - s->ns - 1;
-    TG_CHECK(tg_tensor_dim(x, cdim) == s->channels, TG_ESHAPE,
-             "%s: x has %lld channels (dim %d); the module has num_features=%lld", name,
-             (long long)tg_tensor_dim(x, cdim), cdim, (long long)s->channels);
-    int64_t spatial = 1;
-    for (int d = cdim + 1; d < nd; d++) spatial *= tg_tensor_dim(x, d);
-    TG_CHECK(!tg_module_is_training(m) || spatial > 1, TG_ESHAPE,
-             "%s: x has %lld spatial element in training; instance statistics need more than 1",
-             name, (long long)spatial);
-    tg_tensor *w = s->affine ? tg__module_local(m, "weight") : NULL;
-    tg_tensor *b = s->affine ? tg__module_local(m, "bias") : NULL;
-    if (cdim == 1) return tg_group_norm(y, x, s->channels, w, b, s->eps);
-    tg_tensor *x1 = NULL, *y1 = NULL;
-    int rc = tg_unsqueeze(&x1, x, 0);
-    if (rc >= 0) rc = tg_group_norm(&y1, x1, s->channels, w, b, s->eps);
-    if (rc >= 0) rc = tg_squeeze(y, y1, 0);
-    tg_tensor_release(x1);
-    tg_tensor_release(y1);
-    return rc;
-}
-
 static const tg_module_vtable tg__nn_layer_norm_vt = {
     .type_name = "LayerNorm", .forward = tg__ln_forward, .release = free,
     .state_size = sizeof(tg__ln_state)};
 static const tg_module_vtable tg__nn_group_norm_vt = {
     .type_name = "GroupNorm", .forward = tg__gn_forward, .release = free,
     .state_size = sizeof(tg__ln_state)};
-/* Indexed by n_spatial - 1: the type name says the rank, as torch's class. */
-static const tg_module_vtable tg__nn_instance_norm_vt[3] = {
-    {.type_name = "InstanceNorm1d", .forward = tg__in_forward, .release = free,
-     .state_size = sizeof(tg__ln_state)},
-    {.type_name = "InstanceNorm2d", .forward = tg__in_forward, .release = free,
-     .state_size = sizeof(tg__ln_state)},
-    {.type_name = "InstanceNorm3d", .forward = tg__in_forward, .release = free,
-     .state_size = sizeof(tg__ln_state)}};
 
 /* A module of vtable vt with state *init (copied) and, when affine, the
  * parameters weight = 1 and bias = 0 of shape (ndim, shape). */
@@ -148,20 +105,6 @@ int tg_nn_group_norm_new(tg_module **out, int64_t num_groups, int64_t num_channe
     return tg__ln_module_new(out, &tg__nn_group_norm_vt, &s, 1, &num_channels);
 }
 
-int tg_nn_instance_norm_new(tg_module **out, int n_spatial, int64_t num_features, double eps,
-                            bool affine)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "nn_instance_norm_new: out must not be NULL");
-    TG_CHECK(n_spatial >= 1 && n_spatial <= 3, TG_EINVAL,
-             "nn_instance_norm_new: n_spatial=%d must be 1, 2 or 3", n_spatial);
-    TG_CHECK(num_features > 0, TG_EINVAL, "nn_instance_norm_new: num_features=%lld must be > 0",
-             (long long)num_features);
-    TG_CHECK(isfinite(eps) && eps >= 0, TG_EINVAL, "nn_instance_norm_new: eps=%g must be >= 0",
-             eps);
-    tg__ln_state s = {.channels = num_features, .ns = n_spatial, .eps = eps, .affine = affine};
-    return tg__ln_module_new(out, &tg__nn_instance_norm_vt[n_spatial - 1], &s, 1, &num_features);
-}
-
 int tg_nn_layer_norm_params(const tg_module *m, int *n, int64_t *normalized_shape, double *eps,
                             bool *elementwise_affine)
 {
@@ -190,20 +133,3 @@ int tg_nn_group_norm_params(const tg_module *m, int64_t *num_groups, int64_t *nu
     return TG_OK;
 }
 
-
-int tg_nn_instance_norm_params(const tg_module *m, int *n_spatial, int64_t *num_features,
-                               double *eps, bool *affine)
-{
-    TG_CHECK(m != NULL, TG_EINVAL, "nn_instance_norm_params: m must not be NULL");
-    int k = 0;
-    for (int i = 0; i < 3; i++)
-        if (m->vt == &tg__nn_instance_norm_vt[i]) k = i + 1;
-    TG_CHECK(k > 0, TG_EINVAL, "nn_instance_norm_params: m is a %s module, not InstanceNormNd",
-             tg_module_type_name(m));
-    const tg__ln_state *s = m->state;
-    if (n_spatial) *n_spatial = k;
-    if (num_features) *num_features = s->channels;
-    if (eps) *eps = s->eps;
-    if (affine) *affine = s->affine;
-    return TG_OK;
-}

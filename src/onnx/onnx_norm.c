@@ -16,7 +16,12 @@
  *   InstanceNormNd -> InstanceNormalization(x, scale, B, epsilon): the
  *                module's weight and bias, or without affine ones and
  *                zeros ("<scope>/instance_scale", "<scope>/instance_bias");
- *                (N, C, S...) inputs only
+ *                with track_running_stats, whose eval form normalises by
+ *                the running statistics, BatchNormalization(x, scale, B,
+ *                running_mean, running_var, epsilon) with the same scale
+ *                and B (torch 1.13 writes that BatchNormalization on x
+ *                reshaped to (1, N*C, S...) with the statistics tiled N
+ *                times: the same numbers); (N, C, S...) inputs only
  * InstanceNormalization of (N, G, L) normalises each row of L values with
  * its mean and biased variance: group norm's statistics.  The reshapes keep
  * the batch free, so a dynamic batch exports too. */
@@ -120,9 +125,9 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y)
     int ns;
     int64_t c;
     double eps;
-    bool affine;
-    TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, &affine));
-    TG_TRY(tg__onnx_need_batched(s, ns, "InstanceNormalization"));
+    bool affine, track;
+    TG_TRY(tg_nn_instance_norm_params(s->m, &ns, &c, &eps, NULL, &affine, &track));
+    TG_TRY(tg__onnx_need_batched(s, ns, track ? "BatchNormalization" : "InstanceNormalization"));
     const char *w = NULL, *b = NULL;
     if (affine) {
         TG_TRY(tg__onnx_param(s, "weight", &w));
@@ -132,8 +137,14 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y)
         b = tg__onnx_filled(s, false, "instance_bias", 1, &c, 0.0f);
         if (!w || !b) return TG_ENOMEM;
     }
+    const char *mean = NULL, *var = NULL;
+    if (track) {
+        TG_TRY(tg__onnx_param(s, "running_mean", &mean));
+        TG_TRY(tg__onnx_param(s, "running_var", &var));
+    }
     tg__onnx_node *node = NULL;
-    TG_TRY(tg__onnx_add(s->g, &node, y, s->scope, "InstanceNormalization", 3,
-                        (const char *const[]){s->x, w, b}));
+    TG_TRY(tg__onnx_add(s->g, &node, y, s->scope,
+                        track ? "BatchNormalization" : "InstanceNormalization", track ? 5 : 3,
+                        (const char *const[]){s->x, w, b, mean, var}));
     return tg__onnx_attr_float(s->g, node, "epsilon", (float)eps);
 }
