@@ -306,6 +306,14 @@ Test(upsample_antialias, refusals_name_the_rule)
     OK(tg_tensor_zeros(&x0, TG_F32, 4, (int64_t[]){2, 3, 0, 4}));
     th_expect_refused(tg_upsample_antialias(&y, x0, C, sz, false), TG_ESHAPE,
                       "x's dim 2 has extent 0", y);
+    /* the first pass's buffer, 2^16 x (2^31 - 1) f32 elements, is more
+     * than an address space */
+    tg_tensor *xt = NULL;
+    OK(tg_tensor_zeros(&xt, TG_F32, 4, (int64_t[]){1, 1, 1 << 16, 1}));
+    th_expect_refused(tg_upsample_antialias(&y, xt, L, (int64_t[]){1, INT32_MAX}, false),
+                      TG_ENOMEM, "upsample_bilinear2d_aa: no memory for the filter tables and "
+                      "the first pass's 1 x 65536 x 2147483647 elements", y);
+    tg_tensor_release(xt);
     tg_module *m = NULL;
     cr_assert(eq(int, tg_nn_upsample_antialias_new(&m, TG_UPSAMPLE_NEAREST, (int64_t[]){2, 2},
                                                    false),

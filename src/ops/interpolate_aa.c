@@ -235,6 +235,15 @@ static void *aa_tables(aa_job *j, const tg__pool_geom *g, bool cubic, bool align
     return mem;
 }
 
+static const tg_op_schema bilin_aa_op, bilin_aa_backward_op, bicub_aa_op, bicub_aa_backward_op;
+
+/* The op's name, for the messages. */
+static const char *aa_name(bool cubic, bool backward)
+{
+    return cubic ? (backward ? bicub_aa_backward_op : bicub_aa_op).name
+                 : (backward ? bilin_aa_backward_op : bilin_aa_op).name;
+}
+
 /* Runs the forward (adjoint false) or adjoint kernels of call c (its
  * geometry g) on src into *out of shape (ndim, shape). */
 static int aa_run(bool adjoint, const tg__pool_call *c, const tg__pool_geom *g,
@@ -243,7 +252,10 @@ static int aa_run(bool adjoint, const tg__pool_call *c, const tg__pool_geom *g,
     const tg_dtype cdt = tg__compute_dtype(src->dtype);
     aa_job j = {.pj = {.g = g}};
     void *mem = aa_tables(&j, g, c->cubic, c->align_corners, cdt);
-    if (!mem) return TG_ENOMEM;
+    TG_CHECK(mem != NULL, TG_ENOMEM,
+             "%s: no memory for the filter tables and the first pass's %lld x %lld x %lld "
+             "elements", aa_name(c->cubic, adjoint), (long long)g->planes, (long long)g->in[1],
+             (long long)g->out[2]);
     const int rc = tg__pool_run(adjoint ? &aa_adjoint_kernels : &aa_forward_kernels, &j.pj, cdt,
                                 src, ndim, shape, adjoint, out);
     free(mem);
@@ -251,14 +263,6 @@ static int aa_run(bool adjoint, const tg__pool_call *c, const tg__pool_geom *g,
 }
 
 /* ---- the ops ---- */
-
-static const tg_op_schema bilin_aa_op, bilin_aa_backward_op, bicub_aa_op, bicub_aa_backward_op;
-
-static const char *aa_name(bool cubic, bool backward)
-{
-    return cubic ? (backward ? bicub_aa_backward_op : bicub_aa_op).name
-                 : (backward ? bilin_aa_backward_op : bilin_aa_op).name;
-}
 
 /* The checked call of params on x: c and the output shape os. */
 static int aa_prepare_x(const void *params, const tg_tensor *x, tg__pool_call *c, int64_t *os)
