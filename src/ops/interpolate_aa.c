@@ -71,7 +71,7 @@ static int64_t aa_taps(int64_t in, int64_t out, bool align, bool cubic)
         d = d < 0 ? -d : d;                                                                \
         if (!cubic) return d < 1 ? (T)1 - d : (T)0;                                        \
         if (d < 1) return ((a + 2) * d - (a + 3)) * d * d + 1;                             \
-        if (d < 2) return (((d - 5) * d + 8) * d - 4) * a;                                 \
+        if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;                       \
         return 0;                                                                          \
     }                                                                                      \
     static void aa_table_##S(aa_axis *t, int64_t in, int64_t out, bool align, bool cubic)  \
