@@ -1,12 +1,13 @@
 /* tests/pool_calls.h - one call of tg_avg_pool, tg_max_pool,
- * tg_upsample_nearest, tg_upsample_linear or tg_upsample_bicubic as data,
+ * tg_upsample_nearest, tg_upsample_linear, tg_upsample_bicubic or
+ * tg_upsample_antialias (bilinear AAL, bicubic AAC) as data,
  * for the pool test files (test_pool.c, test_pool_invariants.c). */
 #ifndef TG_TESTS_POOL_CALLS_H
 #define TG_TESTS_POOL_CALLS_H
 
 #include "tapegrad/tapegrad.h"
 
-typedef enum kind { AVG, MAX, UP, LIN, CUB } kind;
+typedef enum kind { AVG, MAX, UP, LIN, CUB, AAL, AAC } kind;
 
 /* One call of an op: which, over how many spatial dims, with what. */
 typedef struct call {
@@ -14,8 +15,8 @@ typedef struct call {
     int ns;
     tg_pool_params p;
     int64_t scale[3];
-    int64_t size[3];   /* LIN, CUB: the output extents */
-    bool align;        /* LIN, CUB: align_corners */
+    int64_t size[3];   /* LIN, CUB, AAL, AAC: the output extents */
+    bool align;        /* LIN, CUB, AAL, AAC: align_corners */
 } call;
 
 static inline int run(const call *c, tg_tensor **y, tg_tensor *x)
@@ -26,6 +27,8 @@ static inline int run(const call *c, tg_tensor **y, tg_tensor *x)
     case UP: return tg_upsample_nearest(y, x, c->ns, c->scale);
     case LIN: return tg_upsample_linear(y, x, c->ns, c->size, c->align);
     case CUB: return tg_upsample_bicubic(y, x, c->size, c->align);
+    case AAL: return tg_upsample_antialias(y, x, TG_UPSAMPLE_LINEAR, c->size, c->align);
+    case AAC: return tg_upsample_antialias(y, x, TG_UPSAMPLE_BICUBIC, c->size, c->align);
     }
     return TG_EINVAL;
 }

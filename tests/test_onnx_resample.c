@@ -1,6 +1,7 @@
 /* tests/test_onnx_resample.c - tg_onnx_export of pooling, upsampling and
  * normalisation, checked by onnx's checker and ONNX Runtime (within 1e-5):
- * Upsample (nearest, linear, bicubic), AvgPool and MaxPool of every rank
+ * Upsample (nearest, linear, bicubic, antialiased bilinear and bicubic; an
+ * antialiased one with align_corners refused), AvgPool and MaxPool of every rank
  * (ceil_mode, count_include_pad, dilation) with the graph expected node by
  * node, and LayerNorm, GroupNorm and InstanceNorm (with and without running
  * statistics).
@@ -20,8 +21,9 @@ TestSuite(onnx_resample, .init = onnx_setup, .fini = th_tmp_dir_remove);
 
 /* ---- pooling and upsampling ---- */
 
-/* One resampling module: kind 'u' (Upsample), 'a' (AvgPoolNd), 'm'
- * (MaxPoolNd); for pools kernel, stride, padding, dilation per axis; and
+/* One resampling module: kind 'u' (Upsample), 'l' 'L' (linear, 'L' with
+ * align_corners), 'c' 'C' (bicubic), 'i' 'k' (antialiased bilinear and
+ * bicubic), 'a' (AvgPoolNd), 'm' (MaxPoolNd); for pools kernel, stride, padding, dilation per axis; and
  * the graph expected, worked out by hand: the nodes and the pool's pads
  * (ceil_mode is written as floor mode with grown end pads; a
  * count_include_pad window cut at the padding is rescaled by a Mul; a
@@ -58,6 +60,12 @@ static const pool_case pool_cases[] = {
      {0}, 0},
     {"upsample_bicubic2d_s22_aligned", 'C', 2, {2, 2}, {0}, {0}, {0}, false, false,
      {2, 2, 3, 5}, NULL, {0}, 0},
+    {"upsample_bilinear2d_aa_s23", 'i', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5},
+     NULL, {0}, 0},
+    {"upsample_bicubic2d_aa_s23", 'k', 2, {2, 3}, {0}, {0}, {0}, false, false, {2, 2, 4, 5},
+     NULL, {0}, 0},
+    {"upsample_bicubic2d_aa_s31", 'k', 2, {3, 1}, {0}, {0}, {0}, false, false, {1, 3, 2, 6},
+     NULL, {0}, 0},
     {"avgpool1d_ceil_past_padding", 'a', 1, {3}, {2}, {1}, {1}, true, true, {2, 2, 6},
      "\"AveragePool\", \"Mul\"", {1, 2}, 1},
     {"avgpool1d_ceil_no_pad_count", 'a', 1, {3}, {2}, {1}, {1}, true, false, {2, 2, 6},
@@ -97,6 +105,9 @@ static tg_module *pool_module(const pool_case *c)
                  ? tg_nn_upsample_linear_new(&m, c->ns, c->k, c->kind == 'L')
              : c->kind == 'c' || c->kind == 'C'
                  ? tg_nn_upsample_bicubic_new(&m, c->k, c->kind == 'C')
+             : c->kind == 'i' || c->kind == 'k'
+                 ? tg_nn_upsample_antialias_new(
+                       &m, c->kind == 'k' ? TG_UPSAMPLE_BICUBIC : TG_UPSAMPLE_LINEAR, c->k, false)
              : c->kind == 'a' ? tg_nn_avg_pool_new(&m, c->ns, &p)
                               : tg_nn_max_pool_new(&m, c->ns, &p);
     cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
@@ -108,12 +119,17 @@ static tg_module *pool_module(const pool_case *c)
 static void pool_graph_json(char *buf, size_t size, const pool_case *c)
 {
     buf[0] = '\0';
-    if (strchr("lLcC", c->kind)) {
-        const bool cubic = c->kind == 'c' || c->kind == 'C';
+    if (strchr("lLcCik", c->kind)) {
+        /* antialiased and enlarging: the triangle is linear's, the cubic
+         * has a = -0.5 and drops the taps outside x */
+        const bool cubic = strchr("cCk", c->kind) != NULL;
         jcat(buf, size, "\"ops\": [\"Resize\"], \"attributes\": {\"Resize\": {\"mode\": "
              "\"%s\", %s\"coordinate_transformation_mode\": \"%s\"}}, "
              "\"initializer_values\": {\"/scales\": [1, 1",
-             cubic ? "cubic" : "linear", cubic ? "\"cubic_coeff_a\": -0.75, " : "",
+             cubic ? "cubic" : "linear",
+             c->kind == 'k' ? "\"cubic_coeff_a\": -0.5, \"exclude_outside\": 1, "
+             : cubic        ? "\"cubic_coeff_a\": -0.75, "
+                            : "",
              c->kind == 'L' || c->kind == 'C' ? "align_corners" : "pytorch_half_pixel");
         for (int a = 0; a < c->ns; a++) jcat(buf, size, ", %lld", (long long)c->k[a]);
         jcat(buf, size, "]}");
@@ -214,6 +230,26 @@ Test(onnx_resample, pooling_and_upsampling_match_onnxruntime)
     check_cases();
     th_release_all(3, (tg_tensor *[]){x, xr, y});
     tg_module_release(seq);
+}
+
+/* An antialiased Upsample with align_corners reads the source positions
+ * (o + 1/2) (S-1)/(O-1), which no coordinate_transformation_mode of
+ * Resize gives: refused, nothing written. */
+Test(onnx_resample, antialias_with_align_corners_is_refused)
+{
+    tg_module *m = NULL;
+    cr_assert(tg_nn_upsample_antialias_new(&m, TG_UPSAMPLE_BICUBIC, (const int64_t[]){2, 2},
+                                           true) == TG_OK);
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){1, 2, 3, 4}, 3);
+    char path[256];
+    th_tmp_path(path, sizeof path, "aa_aligned.onnx");
+    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
+              tg_error_message());
+    th_expect_in(tg_error_message(), "onnx_export: module '<top>' (Upsample) is antialiased "
+                                     "with align_corners");
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    tg_module_release(m);
+    tg_tensor_release(x);
 }
 
 /* ---- layer and group normalisation ---- */

@@ -1,6 +1,6 @@
 /* tests/test_pool_invariants.c - what holds for every call of tg_avg_pool,
- * tg_max_pool, tg_upsample_nearest and tg_upsample_linear over a sweep of
- * 1-3 spatial dims:
+ * tg_max_pool, tg_upsample_nearest, tg_upsample_linear, tg_upsample_bicubic
+ * and tg_upsample_antialias over a sweep of 1-3 spatial dims:
  * derivatives to second order by finite differences, each backward as the
  * forward's adjoint, max pooling's double backward as a gather, unbatched
  * inputs as one sample, half dtypes as the f32 result rounded once; and
@@ -63,8 +63,8 @@ static sweep_case up_case(int ns, const int64_t *scale)
     return r;
 }
 
-/* Linear (or, with ns = 2 and k = CUB, bicubic) interpolation of
- * avg_case's input to size[0..ns). */
+/* Linear (or, with ns = 2 and k = CUB, AAL or AAC, bicubic or
+ * antialiased) interpolation of avg_case's input to size[0..ns). */
 static sweep_case interp_case(kind k, int ns, const int64_t *size, bool align)
 {
     sweep_case r = avg_case(ns, 1, 1, 0, false, true);
@@ -94,6 +94,11 @@ static void sweep(void (*check)(const sweep_case *sc, tg_tensor *x))
         interp_case(CUB, 2, (int64_t[]){7, 3}, false),
         interp_case(CUB, 2, (int64_t[]){1, 6}, true),
         interp_case(CUB, 2, (int64_t[]){9, 11}, false),
+        interp_case(AAL, 2, (int64_t[]){2, 2}, false),
+        interp_case(AAL, 2, (int64_t[]){3, 7}, true),
+        interp_case(AAC, 2, (int64_t[]){2, 1}, false),
+        interp_case(AAC, 2, (int64_t[]){1, 5}, true),
+        interp_case(AAC, 2, (int64_t[]){7, 2}, false),
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         /* distinct values: no ties, where max is not differentiable */
@@ -266,10 +271,12 @@ Test(pool_invariants, two_threads_give_one_threads_bits)
     const call calls[] = {{.k = AVG, .ns = 2, .p = k3}, {.k = MAX, .ns = 2, .p = k2},
                           {.k = UP, .ns = 2, .scale = {2, 2}},
                           {.k = LIN, .ns = 2, .size = {64, 40}},
-                          {.k = CUB, .ns = 2, .size = {48, 64}}};
+                          {.k = CUB, .ns = 2, .size = {48, 64}},
+                          {.k = AAL, .ns = 2, .size = {13, 9}},
+                          {.k = AAC, .ns = 2, .size = {48, 11}, .align = true}};
     tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){4, 8, 32, 32}, 21);
     OK(tg_tensor_set_requires_grad(x, true));
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         tg_tensor *y[2] = {NULL, NULL}, *w = NULL, *gx[2] = {NULL, NULL};
         for (int t = 0; t < 2; t++) {
             OK(tg_set_num_threads(t + 1));
@@ -296,10 +303,12 @@ Test(pool_invariants, empty_batch_gives_an_empty_result)
     const call calls[] = {{.k = AVG, .ns = 2, .p = p}, {.k = MAX, .ns = 2, .p = p},
                           {.k = UP, .ns = 2, .scale = {2, 3}},
                           {.k = LIN, .ns = 2, .size = {10, 3}, .align = true},
-                          {.k = CUB, .ns = 2, .size = {2, 7}}};
-    const int64_t want[5][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}, {0, 3, 10, 3},
-                                {0, 3, 2, 7}};
-    for (int i = 0; i < 5; i++) {
+                          {.k = CUB, .ns = 2, .size = {2, 7}},
+                          {.k = AAL, .ns = 2, .size = {2, 2}},
+                          {.k = AAC, .ns = 2, .size = {9, 3}, .align = true}};
+    const int64_t want[7][4] = {{0, 3, 3, 3}, {0, 3, 3, 3}, {0, 3, 10, 12}, {0, 3, 10, 3},
+                                {0, 3, 2, 7}, {0, 3, 2, 2}, {0, 3, 9, 3}};
+    for (int i = 0; i < 7; i++) {
         tg_tensor *y = NULL, *s = NULL;
         OK(run(&calls[i], &y, x));
         th_expect_shape(y, 4, want[i]);

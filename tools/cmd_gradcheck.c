@@ -300,6 +300,18 @@ static int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_upsample_bicubic(out, in[0], (const int64_t[]){9, 3}, false);
 }
 
+/* antialiased: x (2, 2, 9, 5) shrunk to (4, 3) by the triangle, or
+ * shrunk and enlarged to (3, 8) by the cubic with aligned corners */
+static int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_LINEAR, (const int64_t[]){4, 3}, false);
+}
+
+static int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_BICUBIC, (const int64_t[]){3, 8}, true);
+}
+
 static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_softmax(out, in[0], 1);
@@ -519,6 +531,10 @@ static const gc_case gc_cases[] = {
           "align_corners", 1, .ndim = {5}, .shape = {{1, 2, 2, 3, 2}}),
     GC_FN("upsample_bicubic", "pool", f_bicubic, "(2, 2, 5, 4) to (9, 3)", 1, .ndim = {4},
           .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_bilinear2d_aa", "pool", f_bilinear_aa, "(2, 2, 9, 5) to (4, 3)", 1,
+          .ndim = {4}, .shape = {{2, 2, 9, 5}}),
+    GC_FN("upsample_bicubic2d_aa", "pool", f_bicubic_aa, "(2, 2, 9, 5) to (3, 8) align_corners",
+          1, .ndim = {4}, .shape = {{2, 2, 9, 5}}),
 };
 #define GC_NCASES ((int)(sizeof gc_cases / sizeof gc_cases[0]))
 

@@ -386,6 +386,15 @@ TG_API int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64
  * integer factors scale[0..2) (type name "Upsample"): forward is
  * tg_upsample_bicubic to the extents S*scale. */
 TG_API int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners);
+/* An Upsample (type name "Upsample") of mode TG_UPSAMPLE_LINEAR (bilinear)
+ * or TG_UPSAMPLE_BICUBIC with integer factors scale[0..2) whose forward is
+ * tg_upsample_antialias to the extents S*scale: F.interpolate(x,
+ * scale_factor=scale, mode=..., align_corners=..., antialias=True)
+ * (torch's nn.Upsample has no antialias argument).  Enlarging, the filter
+ * is the plain one but for bicubic's a = -0.5 and align_corners's scale
+ * (tapegrad/pool.h).  TG_EINVAL for another mode, as tg_upsample_antialias. */
+TG_API int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode,
+                                        const int64_t *scale, bool align_corners);
 /* A pooling module's n_spatial and parameters, with its strides resolved
  * (a stride given as 0 reads as the kernel); an Upsample's n_spatial and
  * its *n_spatial scale factors.  Out-pointers may be NULL; TG_EINVAL naming
@@ -395,6 +404,10 @@ TG_API int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *sc
 /* An Upsample's mode and align_corners (false for nearest).  Out-pointers
  * may be NULL; TG_EINVAL for another module. */
 TG_API int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool *align_corners);
+/* Whether an Upsample filters with antialias (made by
+ * tg_nn_upsample_antialias_new).  antialias may be NULL; TG_EINVAL for
+ * another module. */
+TG_API int tg_nn_upsample_antialias(const tg_module *m, bool *antialias);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

@@ -1,7 +1,8 @@
 /* tapegrad/pool.h - AvgPoolNd, MaxPoolNd, nearest upsampling
- * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')) and linear
+ * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')), linear
  * interpolation (modes 'linear', 'bilinear', 'trilinear') for N = 1, 2, 3
- * spatial dims, with PyTorch's semantics.
+ * spatial dims, and bicubic and antialiased (antialias=True) bilinear and
+ * bicubic interpolation for N = 2, with PyTorch's semantics.
  *
  *   tg_pool_params p = TG_POOL_PARAMS_INIT;
  *   tg_pool_params_set(&p, 2, 0, 0);           // kernel 2, stride = kernel
@@ -43,7 +44,9 @@
  * an unbatched x as pooling does (F.interpolate reads a (C, S...) tensor as
  * a batch of C one-channel samples of N-1 spatial dims) and so does linear
  * interpolation (F.interpolate refuses one); avg_pool has no
- * divisor_override; interpolation has no antialias.
+ * divisor_override; antialiased interpolation (tg_upsample_antialias)
+ * takes an unbatched (C, H, W) x too and f16 and bf16 (PyTorch takes
+ * (B, C, H, W) f32 and f64 only).
  */
 #ifndef TAPEGRAD_POOL_H
 #define TAPEGRAD_POOL_H
@@ -140,6 +143,30 @@ TG_API int tg_upsample_linear(tg_tensor **out, tg_tensor *x, int n_spatial, cons
  * Errors as tg_upsample_linear. */
 TG_API int tg_upsample_bicubic(tg_tensor **out, tg_tensor *x, const int64_t *size,
                                bool align_corners);
+
+/* x resized to the extents size[0..2) along its last two dims with an
+ * antialiasing filter: F.interpolate(x, size=size, mode='bilinear' (mode
+ * TG_UPSAMPLE_LINEAR) | 'bicubic' (TG_UPSAMPLE_BICUBIC),
+ * align_corners=align_corners, antialias=True).  Along an axis of extent
+ * S, with scale = S/size (align_corners: (S-1)/(size-1), 0 when size = 1),
+ * output index o is a weighted mean of the inputs i whose centres i + 1/2
+ * lie within support = n/2 * max(scale, 1) of its centre c = scale*(o+1/2)
+ * (n = 2 bilinear, 4 bicubic), each weighted by
+ * f((i + 1/2 - c) / max(scale, 1)), the triangle max(0, 1 - |d|) or Keys's
+ * cubic with a = -0.5, the weights divided by their sum: shrinking by s
+ * widens the filter s times, so every input counts.  An axis whose extent
+ * does not change is left as it is.  Enlarging with the triangle and
+ * align_corners false is tg_upsample_linear; the cubic, or align_corners
+ * (which changes the scale, not the centres), differ from the plain modes.
+ * Computed in the compute dtype, width first, then height, as PyTorch's
+ * CPU kernel (f32 results within a few roundings of PyTorch's).
+ * Gradients of every order, as tg_upsample_linear.  Errors as
+ * tg_upsample_bicubic, and TG_EINVAL for another mode (PyTorch: "Anti-alias
+ * option is only supported for bilinear and bicubic modes"); TG_ENOMEM
+ * when the filter tables or the I_H x size[1] buffer of the first pass
+ * cannot be allocated. */
+TG_API int tg_upsample_antialias(tg_tensor **out, tg_tensor *x, tg_upsample_mode mode,
+                                 const int64_t *size, bool align_corners);
 
 #ifdef __cplusplus
 }

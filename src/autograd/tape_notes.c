@@ -87,6 +87,12 @@ static const op_note notes[] = {
     {"upsample_bicubic", "da = upsample_bicubic_backward(g): each g element added into the "
                          "16 inputs it read, times their weights", NULL},
     {"upsample_bicubic_backward", "dg = upsample_bicubic(g'), same size", NULL},
+    {"upsample_bilinear2d_aa", "da = upsample_bilinear2d_aa_backward(g): each g element added "
+                               "into the inputs its filter read, times their weights", NULL},
+    {"upsample_bilinear2d_aa_backward", "dg = upsample_bilinear2d_aa(g'), same size", NULL},
+    {"upsample_bicubic2d_aa", "da = upsample_bicubic2d_aa_backward(g): each g element added "
+                              "into the inputs its filter read, times their weights", NULL},
+    {"upsample_bicubic2d_aa_backward", "dg = upsample_bicubic2d_aa(g'), same size", NULL},
     {"avg_pool", "da = avg_pool_backward(g): each g element / its window's count added into "
                  "the window", NULL},
     {"avg_pool_backward", "dg = avg_pool(g'), same parameters", NULL},

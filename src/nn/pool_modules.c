@@ -1,6 +1,6 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
  * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, linear or bicubic,
- * integer scale factors).  Each keeps its n_spatial and parameters, checked
+ * antialiased or not, integer scale factors).  Each keeps its n_spatial and parameters, checked
  * when it is made, and runs the op of tapegrad/pool.h. */
 #include <string.h>
 
@@ -14,6 +14,7 @@ typedef struct tg__pool_state {
     int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
     tg_upsample_mode mode;                  /* Upsample */
     bool align_corners;                     /* Upsample, linear or bicubic */
+    bool antialias;                         /* Upsample, bilinear or bicubic */
 } tg__pool_state;
 
 static int tg__avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -35,7 +36,9 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     /* linear, cubic: the output extents S*s, as nn.Upsample's scale_factor
      * gives */
     const bool cubic = s->mode == TG_UPSAMPLE_BICUBIC;
-    const char *op = tg__pool_opname(cubic ? TG__UPSAMPLE_CUBIC : TG__UPSAMPLE_LINEAR, s->ns);
+    const char *op = s->antialias ? (cubic ? "upsample_bicubic2d_aa" : "upsample_bilinear2d_aa")
+                                  : tg__pool_opname(cubic ? TG__UPSAMPLE_CUBIC
+                                                          : TG__UPSAMPLE_LINEAR, s->ns);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     const int nd = tg_tensor_ndim(x);
     TG_TRY(tg__pool_check_rank(op, s->ns, nd));
@@ -47,6 +50,7 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
                  (long long)in, (long long)s->scale[a], (long long)TG_POOL_MAX_PARAM);
         size[a] = in * s->scale[a];
     }
+    if (s->antialias) return tg_upsample_antialias(y, x, s->mode, size, s->align_corners);
     if (cubic) return tg_upsample_bicubic(y, x, size, s->align_corners);
     return tg_upsample_linear(y, x, s->ns, size, s->align_corners);
 }
@@ -131,6 +135,21 @@ int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align
                             align_corners);
 }
 
+int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode, const int64_t *scale,
+                                 bool align_corners)
+{
+    const char *fn = "nn_upsample_antialias_new";
+    TG_CHECK(mode == TG_UPSAMPLE_LINEAR || mode == TG_UPSAMPLE_BICUBIC, TG_EINVAL,
+             "%s: mode=%d; antialias is only for bilinear (TG_UPSAMPLE_LINEAR) and bicubic "
+             "(TG_UPSAMPLE_BICUBIC) interpolation", fn, (int)mode);
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    TG_TRY(tg__upsample_check_scale(fn, 2, scale));
+    tg__pool_state s = {.ns = 2, .mode = mode, .align_corners = align_corners,
+                        .antialias = true};
+    memcpy(s.scale, scale, 2 * sizeof *scale);
+    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+}
+
 /* ---- introspection ---- */
 
 static bool tg__is_pool(const tg_module *m)
@@ -171,5 +190,14 @@ int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool *align_
     const tg__pool_state *s = m->state;
     if (mode) *mode = s->mode;
     if (align_corners) *align_corners = s->align_corners;
+    return TG_OK;
+}
+
+int tg_nn_upsample_antialias(const tg_module *m, bool *antialias)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_upsample_antialias: m must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_upsample_vt, TG_EINVAL,
+             "nn_upsample_antialias: m is a %s module, not Upsample", tg_module_type_name(m));
+    if (antialias) *antialias = ((const tg__pool_state *)m->state)->antialias;
     return TG_OK;
 }

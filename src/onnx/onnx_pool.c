@@ -7,7 +7,13 @@
  *                 linear Upsample with mode "linear" and
  *                 coordinate_transformation_mode "align_corners" or
  *                 "pytorch_half_pixel" (r = (o + 1/2)/s - 1/2, which ONNX
- *                 Runtime clamps at 0 as tapegrad does)
+ *                 Runtime clamps at 0 as tapegrad does); an antialiased
+ *                 one the same, enlarging: bilinear's triangle is plain
+ *                 linear's, bicubic's is "cubic" with cubic_coeff_a -0.5
+ *                 and exclude_outside 1 (the taps outside x dropped, the
+ *                 rest renormalised).  An antialiased Upsample with
+ *                 align_corners reads positions (o + 1/2)(S-1)/(O-1) that
+ *                 no coordinate_transformation_mode gives: refused
  *   AvgPoolNd  -> AveragePool(kernel_shape, strides, pads,
  *                 count_include_pad), ceil_mode 0
  *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0
@@ -44,6 +50,12 @@ int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
     bool align;
     TG_TRY(tg_nn_upsample_params(s->m, &ns, scale));
     TG_TRY(tg_nn_upsample_mode(s->m, &mode, &align));
+    bool aa;
+    TG_TRY(tg_nn_upsample_antialias(s->m, &aa));
+    TG_CHECK(!aa || !align, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (Upsample) is antialiased with align_corners: its "
+             "source positions (o + 1/2) * (S-1)/(O-1) are no coordinate_transformation_mode "
+             "of ONNX's Resize", s->path[0] ? s->path : "<top>");
     const int nd = tg_tensor_ndim(s->xt);
     float sc[TG_MAX_DIMS];
     for (int d = 0; d < nd; d++) sc[d] = d < nd - ns ? 1.0f : (float)scale[d - (nd - ns)];
@@ -56,10 +68,12 @@ int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y)
                         (const char *const[]){s->x, "", name}));
     if (mode == TG_UPSAMPLE_LINEAR || mode == TG_UPSAMPLE_BICUBIC) {
         /* cubic: Keys's a = -0.75, the taps outside x clamped to its edge
-         * (exclude_outside = 0), as tg_upsample_bicubic */
+         * (exclude_outside = 0), as tg_upsample_bicubic; antialiased,
+         * a = -0.5 and the taps outside x dropped, as tg_upsample_antialias */
         const bool cubic = mode == TG_UPSAMPLE_BICUBIC;
         TG_TRY(tg__onnx_attr_str(s->g, node, "mode", cubic ? "cubic" : "linear"));
-        if (cubic) TG_TRY(tg__onnx_attr_float(s->g, node, "cubic_coeff_a", -0.75f));
+        if (cubic) TG_TRY(tg__onnx_attr_float(s->g, node, "cubic_coeff_a", aa ? -0.5f : -0.75f));
+        if (cubic && aa) TG_TRY(tg__onnx_attr_int(s->g, node, "exclude_outside", 1));
         return tg__onnx_attr_str(s->g, node, "coordinate_transformation_mode",
                                  align ? "align_corners" : "pytorch_half_pixel");
     }

@@ -30,6 +30,7 @@
     X(pad, 2)            /* pad.c: pad pad_backward */                        \
     X(upsample, 2)       /* upsample.c: upsample_nearest upsample_nearest_backward */ \
     X(interpolate, 4)    /* interpolate.c: upsample_linear, upsample_bicubic, their _backward */ \
+    X(interpolate_aa, 4) /* interpolate_aa.c: upsample_bilinear2d_aa, upsample_bicubic2d_aa, their _backward */ \
     X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
     X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */ \
     X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
