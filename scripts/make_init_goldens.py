@@ -34,7 +34,7 @@ from stfile import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "nn", "init.safetensors")
-SEED = 20261223
+SEED = 7951
 
 MODULES = ["linear:5:3", "linear:1:7",
            "conv:1:4:6:3:1", "conv:2:4:6:3x2:2", "conv:3:2:4:2x3x1:1",

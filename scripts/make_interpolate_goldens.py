@@ -36,7 +36,7 @@ from stfile import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "interpolate.safetensors")
-SEED = 20261203
+SEED = 7993
 F64, F32, BF16 = torch.float64, torch.float32, torch.bfloat16
 MODE = {1: "linear", 2: "bilinear", 3: "trilinear"}
 

@@ -358,10 +358,22 @@ Test(ops_rules, pow_gradients_match_torch_at_special_points)
     tg_st_free(f);
 }
 
+/* Units in the last place between two finite f32 of one sign. */
+static int64_t f32_ulps(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
+}
+
 /* x ** p as torch.pow(x, p) with p a Python number: p is converted to x's
  * dtype first, as for the other scalar operands.  f16/bf16 bit for bit
- * (torch computes them in double from the converted p); f32 to within an
- * ulp, as torch's vectorised f32 pow is not correctly rounded. */
+ * (torch computes them in double from the converted p).  In f32 torch's
+ * vectorised pow is not correctly rounded (2 ulps off at some x), so the
+ * result is checked within an ulp of pow in double with the converted p
+ * (with p itself, 1.7 or -1.3, it is further off than that at the larger
+ * |log x|), and torch's within 4 ulps of the same. */
 Test(ops_rules, pow_scalar_converts_the_exponent_to_the_dtype_as_torch)
 {
     tg_st_file *f = th_golden_load("elementwise.safetensors");
@@ -382,8 +394,10 @@ Test(ops_rules, pow_scalar_converts_the_exponent_to_the_dtype_as_torch)
             } else {
                 for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
                     const float g = (float)th_at(y, i), w = (float)th_at(want, i);
-                    cr_assert(g == w || nextafterf(g, w) == w, "%s[%lld]: x = %.9g: got %.9g, torch %.9g",
-                              yn, (long long)i, th_at(x, i), g, w);
+                    const float r = (float)pow(th_at(x, i), (double)(float)ps[k]);
+                    cr_assert(f32_ulps(g, r) <= 1 && f32_ulps(w, r) <= 4,
+                              "%s[%lld]: x = %.9g: got %.9g, torch %.9g, pow in double %.9g", yn,
+                              (long long)i, th_at(x, i), g, w, r);
                 }
             }
             tg_tensor_release(y);
