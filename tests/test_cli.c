@@ -242,8 +242,8 @@ Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
     th_expect_in(th_out, "bce_loss ");
     th_expect_in(th_out, "smooth_l1_loss ");
     th_expect_in(th_out, "huber_loss ");
-    th_expect_in(th_out, "nll_loss          cross_entropy x (3, 4)");
-    th_expect_in(th_out, "nll_loss          x (3, 4), classes {2, -100, 3}");
+    th_expect_in(th_out, "nll_loss               cross_entropy x (3, 4)");
+    th_expect_in(th_out, "nll_loss               x (3, 4), classes {2, -100, 3}");
     th_expect_in(th_out, "9 cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", th_out, th_err);
     th_expect_in(th_out, "fake_quantize: registered, but the sweep has no cases for it");
@@ -259,11 +259,11 @@ Test(cli, gradcheck_covers_reductions_and_stack)
 {
     cr_assert(eq(int, RUN("gradcheck", "var", "std", "amax", "max", "pick_along_dim",
                           "maximum", "minimum"), 0), "%s%s", th_out, th_err);
-    th_expect_in(th_out, "var               (2, 3, 2) dims 1 correction 1 keepdim");
-    th_expect_in(th_out, "pick_along_dim    max_dim (3, 4) dim -1 values");
+    th_expect_in(th_out, "var                    (2, 3, 2) dims 1 correction 1 keepdim");
+    th_expect_in(th_out, "pick_along_dim         max_dim (3, 4) dim -1 values");
     th_expect_in(th_out, "7 cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "cat"), 0), "%s%s", th_out, th_err);
-    th_expect_in(th_out, "cat               stack (2, 3), (2, 3) dim 1");
+    th_expect_in(th_out, "cat                    stack (2, 3), (2, 3) dim 1");
 }
 
 Test(cli, bench_gemm_checks_its_sizes)

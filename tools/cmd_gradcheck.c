@@ -645,7 +645,7 @@ static bool run_case(const gc_case *proto, int index, tg_conv_algo algo)
             snprintf(msg[1], sizeof msg[1], "%s", tg_error_message());
     }
     double dt = now_seconds() - t0;
-    printf("%-17s %-58s %-8s %-8s %7.3fs\n", c->op, label, rc[0] < 0 ? "FAIL" : "ok",
+    printf("%-22s %-58s %-8s %-8s %7.3fs\n", c->op, label, rc[0] < 0 ? "FAIL" : "ok",
            rc[1] < 0 ? "FAIL" : "ok", dt);
     for (int k = 0; k < 2; k++)
         if (msg[k][0])
@@ -708,7 +708,7 @@ int tg_cmd_gradcheck(int argc, char **argv)
     code = select_cases(argc, argv, sel, &plugin, psel);
     if (code >= 0)
         return code;
-    printf("%-17s %-58s %-8s %-8s %8s\n", "op", "case", "grad", "gradgrad", "time");
+    printf("%-22s %-58s %-8s %-8s %8s\n", "op", "case", "grad", "gradgrad", "time");
     int run = 0, failed = 0;
     double t0 = now_seconds();
     for (int k = 0; k < GC_NCASES; k++) {
