@@ -1,0 +1,504 @@
+/* tools/gradcheck_cases.c - the built-in sweep of `tapegrad gradcheck`:
+ * the functions under test (user is the gc_case) and the table of cases. */
+#include <string.h>
+
+#include "gradcheck_cases.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/pool.h"
+
+/* ---- the functions under test; user is the gc_case ---- */
+
+static int f_unary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return ((const gc_case *)user)->unary(out, in[0]);
+}
+
+static int f_binary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return ((const gc_case *)user)->binary(out, in[0], in[1]);
+}
+
+static int f_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return c->scalar_op(out, in[0], c->scalar);
+}
+
+static int f_sum_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_sum_dims(out, in[0], 1, dims, false);
+}
+
+static int f_var_dim1_keep(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_var_dims(out, in[0], 1, dims, 1, true);
+}
+
+static int f_std_dims02(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {0, 2};
+    return tg_std_dims(out, in[0], 2, dims, 0, false);
+}
+
+static int f_amax_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_amax_dims(out, in[0], 1, dims, false);
+}
+
+/* The values of torch.max(x, dim=-1); the indices are not differentiable. */
+static int f_max_dim_last(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *idx = NULL;
+    int rc = tg_max_dim(out, &idx, in[0], -1, false);
+    tg_tensor_release(idx);
+    return rc;
+}
+
+static int f_stack_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_stack(out, n, in, 1);
+}
+
+static int f_mean_dims_keep(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {0, -1};
+    return tg_mean_dims(out, in[0], 2, dims, true);
+}
+
+static int f_linear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_linear(out, in[0], in[1], n > 2 ? in[2] : NULL);
+}
+
+static int f_conv_weight_grad(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    /* z (1, 2, 5) and u (1, 2, 3): the gradient of <u, conv1d(z, W)> for W (2, 2, 3). */
+    static const int64_t wshape[] = {2, 2, 3};
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    return tg_conv_weight_grad(out, in[0], in[1], 3, wshape, &p);
+}
+
+static int f_reshape(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {3, -1};
+    return tg_reshape(out, in[0], 2, shape);
+}
+
+static int f_permute(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int perm[] = {2, 0, 1};
+    return tg_permute(out, in[0], perm);
+}
+
+static int f_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_transpose(out, in[0], 0, 1);
+}
+
+static int f_slice(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_slice(out, in[0], 0, 1, 5, 2);
+}
+
+static int f_expand(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {2, 3, 4};
+    return tg_expand(out, in[0], 3, shape);
+}
+
+static int f_unsqueeze(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_unsqueeze(out, in[0], 1);
+}
+
+static int f_squeeze(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_squeeze(out, in[0], 1);
+}
+
+/* contiguous of a transposed view, so that it really copies. */
+static int f_contiguous(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *t = NULL;
+    int rc = tg_transpose(&t, in[0], 0, 1);
+    if (rc >= 0)
+        rc = tg_contiguous(out, t);
+    tg_tensor_release(t);
+    return rc;
+}
+
+static int f_cat(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_cat(out, n, in, 0);
+}
+
+static int f_sum_to_shape(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[] = {3, 1};
+    return tg_sum_to_shape(out, in[0], 2, shape);
+}
+
+static int f_conv(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return tg_conv(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
+}
+
+static int f_conv_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    return tg_conv_transpose(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
+}
+
+/* Training-mode batch norm of x (4, 3, 2) with weight and bias (3), no
+ * running statistics. */
+static int f_batch_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_batch_norm(out, in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+}
+
+/* Layer norm of x (2, 3, 4) over its last two dims, weight and bias (3, 4). */
+static int f_layer_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shape[2] = {3, 4};
+    return tg_layer_norm(out, in[0], 2, shape, in[1], in[2], 1e-5);
+}
+
+/* Group norm of x (2, 4, 3) in 2 groups, weight and bias (4). */
+static int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_group_norm(out, in[0], 2, in[1], in[2], 1e-5);
+}
+
+/* Mean BCE with logits: both the logits and the target are differentiable. */
+static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
+}
+
+/* Mean BCE of probabilities 0.5 + 0.4 x against targets 0.5 + 0.5 t (x, t
+ * in [-1, 1]), weight (4) broadcast over the rows: the three differentiable. */
+static int f_bce_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *a = NULL, *p = NULL, *b = NULL, *t = NULL;
+    int rc = tg_mul_scalar(&a, in[0], 0.4);
+    if (rc >= 0) rc = tg_add_scalar(&p, a, 0.5);
+    if (rc >= 0) rc = tg_mul_scalar(&b, in[1], 0.5);
+    if (rc >= 0) rc = tg_add_scalar(&t, b, 0.5);
+    if (rc >= 0) rc = tg_bce_loss(out, p, t, in[2], TG_REDUCTION_MEAN);
+    tg_tensor_release(a);
+    tg_tensor_release(p);
+    tg_tensor_release(b);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* x - t spans both sides of beta = delta = 0.5 (x, t in [-1, 1]). */
+static int f_smooth_l1_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_smooth_l1_loss(out, in[0], in[1], TG_REDUCTION_SUM, 0.5);
+}
+
+static int f_huber_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_huber_loss(out, in[0], in[1], TG_REDUCTION_MEAN, 0.5);
+}
+
+/* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: nll_loss of
+ * log_softmax. */
+static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
+    tg_tensor *target = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
+    if (rc >= 0)
+        rc = tg_cross_entropy(out, in[0], target, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+/* Pooling and upsampling of x (2, 2, 5, 4) over its last two dims. */
+static int f_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 3, 2, 1);
+    p.ceil_mode = true;
+    return tg_avg_pool(out, in[0], 2, &p);
+}
+
+static int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 1, 1);
+    p.dilation[1] = 2;
+    return tg_max_pool(out, in[0], 2, &p);
+}
+
+static int f_upsample_nearest(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_nearest(out, in[0], 2, (const int64_t[]){2, 3});
+}
+
+static int f_bilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_linear(out, in[0], 2, (const int64_t[]){7, 3}, false);
+}
+
+/* x (1, 2, 2, 3, 2) to (3, 5, 4), corners aligned. */
+static int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_linear(out, in[0], 3, (const int64_t[]){3, 5, 4}, true);
+}
+
+static int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_bicubic(out, in[0], (const int64_t[]){9, 3}, false);
+}
+
+/* antialiased: x (2, 2, 9, 5) shrunk to (4, 3) by the triangle, or
+ * shrunk and enlarged to (3, 8) by the cubic with aligned corners */
+static int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_LINEAR, (const int64_t[]){4, 3}, false);
+}
+
+static int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_BICUBIC, (const int64_t[]){3, 8}, true);
+}
+
+static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_softmax(out, in[0], 1);
+}
+
+/* Along dim 0, not the last: rows of stride 4. */
+static int f_log_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_log_softmax(out, in[0], 0);
+}
+
+/* Weighted mean NLL of x (3, 4) against the classes {2, -100, 3}, the
+ * second ignored. */
+static int f_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t classes[] = {2, -100, 3}, shape[] = {3}, wshape[] = {4};
+    static const double weights[] = {0.5, 1.0, 2.0, 1.5};
+    tg_tensor *target = NULL, *weight = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
+    if (rc >= 0)
+        rc = tg_tensor_from_data(&weight, TG_F64, 1, wshape, weights);
+    if (rc >= 0)
+        rc = tg_nll_loss(out, in[0], target, weight, TG_REDUCTION_MEAN, TG_IGNORE_INDEX_DEFAULT);
+    tg_tensor_release(target);
+    tg_tensor_release(weight);
+    return rc;
+}
+
+/* ---- the sweep ---- */
+
+/* Conv parameters with the same stride s, dilation d, padding (lo, hi),
+ * output_padding op on every axis. */
+#define GC_CP(s, d, lo, hi, op, g, a)                                         \
+    {.stride = {s, s, s}, .dilation = {d, d, d},                              \
+     .padding = {{lo, hi}, {lo, hi}, {lo, hi}}, .output_padding = {op, op, op}, \
+     .groups = g, .act = a, .act_slope = 0.1, .algo = TG_CONV_ALGO_DEFAULT}
+
+/* Conv: x (1, 2, S...), weight (2, 2/g, K...), bias (2).  Transposed conv
+ * has weight (C_in, C_out/g, K...), which is the same shape here. */
+#define GC_CONV1(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {3, 3, 1}, .shape = {{1, 2, S}, {2, 2 / (g), K}, {2}},           \
+     .conv = GC_CP(__VA_ARGS__)}
+#define GC_CONV2(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {4, 4, 1}, .shape = {{1, 2, S, S - 1}, {2, 2 / (g), K, K}, {2}},  \
+     .conv = GC_CP(__VA_ARGS__)}
+#define GC_CONV3(name, grp, f, S, K, g, bias, ...)                            \
+    {.op = grp, .alias = name, .group = grp, .fn = f, .n = (bias) ? 3 : 2,                  \
+     .ndim = {5, 5, 1}, .shape = {{1, 2, S, S, S}, {2, 2 / (g), K, K, K}, {2}}, \
+     .conv = GC_CP(__VA_ARGS__)}
+
+#define GC_UN(name, grp, f, nd, dom, ...)                                     \
+    {.op = name, .group = grp, .label = "(" #__VA_ARGS__ ")", .fn = f_unary, .n = 1,  \
+     .ndim = {nd}, .shape = {{__VA_ARGS__}}, .domain = dom, .unary = f}
+#define GC_SC(name, grp, f, s, dom)                                           \
+    {.op = name, .group = grp, .label = "(3, 4) scalar " #s, .fn = f_scalar,  \
+     .n = 1, .ndim = {2}, .shape = {{3, 4}}, .domain = dom, .scalar_op = f,   \
+     .scalar = s}
+#define GC_BIN(name, grp, f, dom, label_, na, nb, sa, sb)                     \
+    {.op = name, .group = grp, .label = label_, .fn = f_binary,     \
+     .n = 2, .ndim = {na, nb}, .shape = {sa, sb}, .domain = dom, .binary = f}
+#define GC_SHAPE(...) {__VA_ARGS__}
+#define GC_FN(name, grp, f, label_, n_, ...)                                  \
+    {.op = name, .group = grp, .label = label_, .fn = f, .n = n_, __VA_ARGS__}
+
+static const char *const C = "conv", *const T = "conv_transpose";
+
+const gc_case gc_cases[] = {
+    /* conv: stride, dilation, padding (incl. asymmetric), groups, bias, act */
+    GC_CONV1("conv1d", C, f_conv, 5, 3, 1, 1, 1, 1, 0, 0, 0, 1, TG_ACT_NONE),
+    GC_CONV1("conv1d", C, f_conv, 7, 2, 2, 0, 2, 2, 1, 1, 0, 2, TG_ACT_NONE),
+    GC_CONV1("conv1d", C, f_conv, 5, 3, 1, 1, 1, 1, 2, 0, 0, 1, TG_ACT_LEAKY_RELU),
+    GC_CONV1("conv1d", C, f_conv, 6, 2, 1, 1, 1, 2, 0, 1, 0, 1, TG_ACT_GELU),
+    GC_CONV2("conv2d", C, f_conv, 5, 3, 1, 1, 2, 1, 1, 1, 0, 1, TG_ACT_NONE),
+    GC_CONV2("conv2d", C, f_conv, 5, 3, 2, 1, 2, 1, 0, 2, 0, 2, TG_ACT_SIGMOID),
+    GC_CONV2("conv2d", C, f_conv, 5, 2, 2, 1, 1, 2, 1, 0, 0, 2, TG_ACT_TANH),
+    GC_CONV3("conv3d", C, f_conv, 3, 2, 1, 1, 1, 1, 0, 0, 0, 1, TG_ACT_NONE),
+    GC_CONV3("conv3d", C, f_conv, 4, 2, 2, 0, 2, 1, 1, 0, 0, 2, TG_ACT_SILU),
+    GC_CONV3("conv3d", C, f_conv, 4, 2, 1, 1, 1, 2, 1, 0, 0, 1, TG_ACT_RELU),
+    /* conv_transpose: the same plus output_padding */
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 4, 3, 1, 1, 2, 1, 1, 1, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 4, 2, 2, 0, 2, 2, 0, 1, 1, 2,
+             TG_ACT_GELU),
+    GC_CONV1("conv_transpose1d", T, f_conv_transpose, 3, 2, 1, 1, 3, 1, 1, 0, 2, 1,
+             TG_ACT_TANH),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 2, 1, 2, 2, 1, 0, 1, 2,
+             TG_ACT_SILU),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 2, 1, 1, 2, 1, 0, 0, 2,
+             TG_ACT_SIGMOID),
+    GC_CONV2("conv_transpose2d", T, f_conv_transpose, 3, 2, 1, 0, 2, 1, 0, 1, 0, 1,
+             TG_ACT_RELU),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 1, 1, 2, 1, 0, 0, 1, 1,
+             TG_ACT_NONE),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 2, 0, 2, 1, 1, 1, 1, 2,
+             TG_ACT_TANH),
+    GC_CONV3("conv_transpose3d", T, f_conv_transpose, 2, 2, 2, 1, 1, 2, 0, 1, 1, 2,
+             TG_ACT_SIGMOID),
+    GC_FN("conv_weight_grad", C, f_conv_weight_grad, "z (1, 2, 5), u (1, 2, 3), w (2, 2, 3)",
+          2, .ndim = {3, 3}, .shape = {{1, 2, 5}, {1, 2, 3}}),
+    /* elementwise binary, with broadcasting */
+    GC_BIN("add", "elementwise", tg_add, GC_ANY, "(3, 4) + (4)", 2, 1, GC_SHAPE(3, 4),
+           GC_SHAPE(4)),
+    GC_BIN("sub", "elementwise", tg_sub, GC_ANY, "(2, 1, 3) - (4, 1)", 3, 2,
+           GC_SHAPE(2, 1, 3), GC_SHAPE(4, 1)),
+    GC_BIN("mul", "elementwise", tg_mul, GC_ANY, "(2, 3) * (2, 1)", 2, 2, GC_SHAPE(2, 3),
+           GC_SHAPE(2, 1)),
+    GC_BIN("div", "elementwise", tg_div, GC_POSITIVE, "(3, 4) / (3, 4)", 2, 2,
+           GC_SHAPE(3, 4), GC_SHAPE(3, 4)),
+    GC_BIN("pow", "elementwise", tg_pow, GC_POSITIVE, "(3, 4) ** (4)", 2, 1,
+           GC_SHAPE(3, 4), GC_SHAPE(4)),
+    GC_BIN("maximum", "elementwise", tg_maximum, GC_ANY, "max((3, 4), (4))", 2, 1,
+           GC_SHAPE(3, 4), GC_SHAPE(4)),
+    GC_BIN("minimum", "elementwise", tg_minimum, GC_ANY, "min((2, 1), (2, 3))", 2, 2,
+           GC_SHAPE(2, 1), GC_SHAPE(2, 3)),
+    GC_SC("add_scalar", "elementwise", tg_add_scalar, 1.5, GC_ANY),
+    GC_SC("sub_scalar", "elementwise", tg_sub_scalar, 0.5, GC_ANY),
+    GC_SC("rsub_scalar", "elementwise", tg_rsub_scalar, 2.0, GC_ANY),
+    GC_SC("mul_scalar", "elementwise", tg_mul_scalar, -3.0, GC_ANY),
+    GC_SC("div_scalar", "elementwise", tg_div_scalar, 4.0, GC_ANY),
+    GC_SC("pow_scalar", "elementwise", tg_pow_scalar, 2.5, GC_POSITIVE),
+    GC_UN("neg", "elementwise", tg_neg, 2, GC_ANY, 3, 4),
+    GC_UN("exp", "elementwise", tg_exp, 2, GC_ANY, 3, 4),
+    GC_UN("log", "elementwise", tg_log, 2, GC_POSITIVE, 3, 4),
+    GC_UN("sqrt", "elementwise", tg_sqrt, 2, GC_POSITIVE, 3, 4),
+    GC_UN("abs", "elementwise", tg_abs, 2, GC_ANY, 3, 4),
+    GC_UN("erf", "elementwise", tg_erf, 2, GC_ANY, 3, 4),
+    /* activations */
+    GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
+    GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),
+    GC_UN("tanh", "activation", tg_tanh, 2, GC_ANY, 3, 4),
+    GC_UN("sigmoid", "activation", tg_sigmoid, 2, GC_ANY, 3, 4),
+    GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
+    GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
+    GC_FN("softmax", "activation", f_softmax, "(3, 4) dim 1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("log_softmax", "activation", f_log_softmax, "(3, 4) dim 0", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    /* reductions */
+    GC_UN("sum", "reduce", tg_sum, 3, GC_ANY, 2, 3, 2),
+    GC_UN("mean", "reduce", tg_mean, 3, GC_ANY, 2, 3, 2),
+    {.op = "sum_dims", .group = "reduce", .label = "(2, 3, 2) dims 1", .fn = f_sum_dim1,
+     .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
+    {.op = "mean_dims", .group = "reduce", .label = "(2, 3, 2) dims 0,-1 keepdim",
+     .fn = f_mean_dims_keep, .n = 1, .ndim = {3}, .shape = {{2, 3, 2}}},
+    GC_FN("sum_to_shape", "reduce", f_sum_to_shape, "(2, 3, 4) to (3, 1)", 1,
+          .ndim = {3}, .shape = {{2, 3, 4}}),
+    GC_FN("var", "reduce", f_var_dim1_keep, "(2, 3, 2) dims 1 correction 1 keepdim", 1,
+          .ndim = {3}, .shape = {{2, 3, 2}}),
+    GC_FN("std", "reduce", f_std_dims02, "(2, 3, 2) dims 0,2 correction 0", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
+    GC_FN("amax", "reduce", f_amax_dim1, "(2, 4, 3) dims 1", 1, .ndim = {3},
+          .shape = {{2, 4, 3}}),
+    GC_UN("max", "reduce", tg_max, 2, GC_ANY, 3, 4),
+    GC_FN("pick_along_dim", "reduce", f_max_dim_last, "max_dim (3, 4) dim -1 values", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    /* shape ops */
+    GC_FN("reshape", "shape", f_reshape, "(2, 3, 2) to (3, -1)", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
+    GC_FN("permute", "shape", f_permute, "(2, 3, 4) perm 2,0,1", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("transpose", "shape", f_transpose, "(3, 4) dims 0,1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("slice", "shape", f_slice, "(5, 4) dim 0 [1:5:2]", 1, .ndim = {2},
+          .shape = {{5, 4}}),
+    GC_FN("expand", "shape", f_expand, "(3, 1) to (2, 3, 4)", 1, .ndim = {2},
+          .shape = {{3, 1}}),
+    GC_FN("unsqueeze", "shape", f_unsqueeze, "(3, 4) dim 1", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("squeeze", "shape", f_squeeze, "(3, 1, 4) dim 1", 1, .ndim = {3},
+          .shape = {{3, 1, 4}}),
+    GC_FN("contiguous", "shape", f_contiguous, "(3, 4) transposed", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("cat", "shape", f_cat, "(2, 3), (4, 3) dim 0", 2, .ndim = {2, 2},
+          .shape = {{2, 3}, {4, 3}}),
+    GC_FN("cat", "shape", f_stack_dim1, "stack (2, 3), (2, 3) dim 1", 2, .ndim = {2, 2},
+          .shape = {{2, 3}, {2, 3}}),
+    /* linear algebra */
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(3, 4) @ (4, 2)", 2, 2, GC_SHAPE(3, 4),
+           GC_SHAPE(4, 2)),
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(2, 3, 4) @ (2, 4, 2)", 3, 3,
+           GC_SHAPE(2, 3, 4), GC_SHAPE(2, 4, 2)),
+    {.op = "linear", .group = "linalg", .label = "x (3, 4), w (2, 4), b (2)",
+     .fn = f_linear, .n = 3, .ndim = {2, 2, 1}, .shape = {{3, 4}, {2, 4}, {2}}},
+    /* normalisation and losses */
+    GC_FN("batch_norm", "nn", f_batch_norm, "x (4, 3, 2), w (3), b (3) training", 3,
+          .ndim = {3, 1, 1}, .shape = {{4, 3, 2}, {3}, {3}}),
+    GC_FN("layer_norm", "nn", f_layer_norm, "x (2, 3, 4) over (3, 4), w, b (3, 4)", 3,
+          .ndim = {3, 2, 2}, .shape = {{2, 3, 4}, {3, 4}, {3, 4}}),
+    GC_FN("group_norm", "nn", f_group_norm, "x (2, 4, 3) 2 groups, w (4), b (4)", 3,
+          .ndim = {3, 1, 1}, .shape = {{2, 4, 3}, {4}, {4}}),
+    GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("bce_loss", "nn", f_bce_loss, "x (3, 4) in [0.1, 0.9], target, weight (4) mean", 3,
+          .ndim = {2, 2, 1}, .shape = {{3, 4}, {3, 4}, {4}}),
+    GC_FN("smooth_l1_loss", "nn", f_smooth_l1_loss, "x (3, 4), target (3, 4) beta 0.5 sum", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("huber_loss", "nn", f_huber_loss, "x (3, 4), target (3, 4) delta 0.5 mean", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("nll_loss", "nn", f_cross_entropy, "cross_entropy x (3, 4), classes {2, 0, 3}", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    GC_FN("nll_loss", "nn", f_nll_loss, "x (3, 4), classes {2, -100, 3}, weight, mean", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    /* pooling and upsampling */
+    GC_FN("avg_pool", "pool", f_avg_pool, "(2, 2, 5, 4) 2-d k 3 s 2 p 1 ceil_mode", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("max_pool", "pool", f_max_pool, "(2, 2, 5, 4) 2-d k 2 s 1 p 1 dilation 1,2", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_nearest", "pool", f_upsample_nearest, "(2, 2, 5, 4) scale 2,3", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_linear", "pool", f_bilinear, "bilinear (2, 2, 5, 4) to (7, 3)", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_linear", "pool", f_trilinear, "trilinear (1, 2, 2, 3, 2) to (3, 5, 4) "
+          "align_corners", 1, .ndim = {5}, .shape = {{1, 2, 2, 3, 2}}),
+    GC_FN("upsample_bicubic", "pool", f_bicubic, "(2, 2, 5, 4) to (9, 3)", 1, .ndim = {4},
+          .shape = {{2, 2, 5, 4}}),
+    GC_FN("upsample_bilinear2d_aa", "pool", f_bilinear_aa, "(2, 2, 9, 5) to (4, 3)", 1,
+          .ndim = {4}, .shape = {{2, 2, 9, 5}}),
+    GC_FN("upsample_bicubic2d_aa", "pool", f_bicubic_aa, "(2, 2, 9, 5) to (3, 8) align_corners",
+          1, .ndim = {4}, .shape = {{2, 2, 9, 5}}),
+};
+const int gc_ncases = (int)(sizeof gc_cases / sizeof gc_cases[0]);
+
+gc_conv_kind gc_case_conv(const gc_case *c)
+{
+    return c->fn == f_conv ? GC_CONV : c->fn == f_conv_transpose ? GC_CONV_TRANSPOSE : GC_NOT_CONV;
+}
+
