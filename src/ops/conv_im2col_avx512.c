@@ -14,7 +14,6 @@
  * larger planes use). */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops/conv_internal.h"
 
@@ -50,12 +49,16 @@ uint16_t *tg__conv_perm_table(const int32_t *tab, int64_t ksz, int64_t osz)
 PERM_TARGET void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx,
                                      int64_t ksz, int64_t osz, uint16_t *dst, int64_t tap_ld)
 {
-    _Alignas(64) uint16_t buf[TG__CONV_PERM_PLANE];
     const int np = (int)((isz + 1 + 63) / 64);   /* register pairs in use */
-    memcpy(buf, plane, (size_t)isz * sizeof *buf);
-    memset(buf + isz, 0, (size_t)(np * 64 - isz) * sizeof *buf);
+    /* the plane straight into registers, zeros past its end (masked loads
+     * read nothing there) */
     __m512i r[TG__CONV_PERM_PLANE / 32];
-    for (int i = 0; i < 2 * np; i++) r[i] = _mm512_load_si512((const void *)(buf + 32 * i));
+    for (int i = 0; i < 2 * np; i++) {
+        const int64_t n = isz - 32 * i;
+        const __mmask32 in = n >= 32 ? (__mmask32)0xFFFFFFFFu
+                                     : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+        r[i] = _mm512_maskz_loadu_epi16(in, plane + 32 * i);
+    }
     const int64_t nv = (osz + 31) / 32;
     for (int64_t k = 0; k < ksz; k++, dst += tap_ld) {
         for (int64_t v = 0; v < nv; v++) {
