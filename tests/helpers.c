@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tapegrad/autograd.h"
+
 extern char **environ;
 
 #ifndef TG_SOURCE_ROOT
@@ -341,6 +343,19 @@ void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *
         cr_assert(same, "%s[%lld]: x = %.17g: got %.17g, torch %.17g", what, (long long)i,
                   th_at(x, i), g, w);
     }
+}
+
+void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)
+{
+    tg_tensor *g = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), seed);
+    tg_tensor *dx = NULL, *dg = NULL, *xc = NULL;
+    cr_assert(eq(int, tg_tensor_set_requires_grad(g, true), TG_OK));
+    tg_backward_opts o = {.create_graph = true};
+    cr_assert(eq(int, tg_grad(&dx, 1, &y, &g, 1, &x, &o), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_clone(&xc, x), TG_OK));
+    cr_assert(eq(int, tg_grad(&dg, 1, &dx, &xc, 1, &g, NULL), TG_OK), "%s", tg_error_message());
+    th_expect_same_bits("A x", x, dg, y);
+    th_release_all(4, (tg_tensor *[]){g, dx, dg, xc});
 }
 
 static const char *vgolden_path(char *buf, size_t n, const char *rel_fmt, va_list ap)

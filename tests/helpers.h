@@ -145,6 +145,12 @@ bool th_close(double got, double want, double rtol, double atol);
 void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
                          const tg_tensor *want);
 
+/* For a linear op y = A x (y recorded from the f64 x, which requires grad):
+ * x's gradient A^T g for a random g of y's shape (seed), with a graph, and
+ * that gradient's own gradient with respect to g at x, which is A x: it
+ * must be y bit for bit (the backward's backward is the forward op). */
+void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed);
+
 /* ---- golden files under tests/golden ---- */
 
 /* Writes "<root>/tests/golden/<rel>" into buf (n bytes), root being the
