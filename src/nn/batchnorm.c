@@ -92,6 +92,21 @@ static int tg__bn_add(tg_module *m, const char *name, int64_t c, double v, bool 
     return param ? tg_module_add_parameter(m, name, t) : tg_module_add_buffer(m, name, t);
 }
 
+int tg__nn_add_norm_state(tg_module *m, int64_t c, bool affine, bool track)
+{
+    int rc = TG_OK;
+    if (affine) {
+        rc = tg__bn_add(m, "weight", c, 1.0, true);
+        if (rc == TG_OK) rc = tg__bn_add(m, "bias", c, 0.0, true);
+    }
+    if (rc == TG_OK && track) {
+        rc = tg__bn_add(m, "running_mean", c, 0.0, false);
+        if (rc == TG_OK) rc = tg__bn_add(m, "running_var", c, 1.0, false);
+        if (rc == TG_OK) rc = tg__bn_add(m, "num_batches_tracked", -1, 0.0, false);
+    }
+    return rc;
+}
+
 int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_features, double eps,
                         double momentum, bool affine, bool track_running_stats)
 {
@@ -113,15 +128,7 @@ int tg_nn_batchnorm_new(tg_module **out, int nspatial, int64_t num_features, dou
         free(s);
         return rc;
     }
-    if (affine) {
-        rc = tg__bn_add(m, "weight", num_features, 1.0, true);
-        if (rc == TG_OK) rc = tg__bn_add(m, "bias", num_features, 0.0, true);
-    }
-    if (rc == TG_OK && track_running_stats) {
-        rc = tg__bn_add(m, "running_mean", num_features, 0.0, false);
-        if (rc == TG_OK) rc = tg__bn_add(m, "running_var", num_features, 1.0, false);
-        if (rc == TG_OK) rc = tg__bn_add(m, "num_batches_tracked", -1, 0.0, false);
-    }
+    rc = tg__nn_add_norm_state(m, num_features, affine, track_running_stats);
     if (rc < 0) {
         tg_module_release(m);
         return rc;

@@ -139,15 +139,6 @@ static const tg_module_vtable tg__nn_instance_norm_vt[3] = {
     {.type_name = "InstanceNorm3d", .forward = tg__in_forward, .release = free,
      .state_size = sizeof(tg__in_state), .zero_if_missing = "num_batches_tracked"}};
 
-/* Registers a tensor of C elements filled with v (a 0-d i64 when c < 0). */
-static int tg__in_add(tg_module *m, const char *name, int64_t c, double v, bool param)
-{
-    tg_tensor *t = NULL;
-    if (c < 0) TG_TRY(tg_tensor_zeros(&t, TG_I64, 0, NULL));
-    else TG_TRY(tg_tensor_full(&t, TG_F32, 1, &c, v));
-    return param ? tg_module_add_parameter(m, name, t) : tg_module_add_buffer(m, name, t);
-}
-
 /* The constructors' body; messages name fn. */
 static int tg__in_new(const char *fn, tg_module **out, int n_spatial, int64_t num_features,
                       double eps, double momentum, bool affine, bool track)
@@ -174,15 +165,7 @@ static int tg__in_new(const char *fn, tg_module **out, int n_spatial, int64_t nu
         free(s);
         return rc;
     }
-    if (affine) {
-        rc = tg__in_add(m, "weight", num_features, 1.0, true);
-        if (rc == TG_OK) rc = tg__in_add(m, "bias", num_features, 0.0, true);
-    }
-    if (rc == TG_OK && track) {
-        rc = tg__in_add(m, "running_mean", num_features, 0.0, false);
-        if (rc == TG_OK) rc = tg__in_add(m, "running_var", num_features, 1.0, false);
-        if (rc == TG_OK) rc = tg__in_add(m, "num_batches_tracked", -1, 0.0, false);
-    }
+    rc = tg__nn_add_norm_state(m, num_features, affine, track);
     if (rc < 0) {
         tg_module_release(m);
         return rc;

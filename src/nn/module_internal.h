@@ -84,6 +84,12 @@ int tg__nn_init_uniform_fan_in(tg_tensor *w, tg_tensor *b, int64_t fan_in, tg_rn
 int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64_t *shape,
                            tg_tensor **borrowed);
 
+/* A norm module's state as torch's _NormBase registers it (batchnorm.c):
+ * weight (ones) and bias (zeros) of c elements when affine, then
+ * running_mean (zeros), running_var (ones) and num_batches_tracked (an i64
+ * scalar 0) when track; f32. */
+int tg__nn_add_norm_state(tg_module *m, int64_t c, bool affine, bool track);
+
 /* Dropout's count of masks drawn (mask k comes from counter block k of its
  * seed): run state outside the state dict, which checkpoints keep
  * (checkpoint.c).  false when m is not a Dropout. */
