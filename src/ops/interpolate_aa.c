@@ -199,6 +199,18 @@ AA_KERNELS(double, f64)
 static const tg__pool_kernels aa_forward_kernels = {.f32 = aa_forward_f32, .f64 = aa_forward_f64};
 static const tg__pool_kernels aa_adjoint_kernels = {.f32 = aa_adjoint_f32, .f64 = aa_adjoint_f64};
 
+/* The bytes of one axis's table (lo and n, then the weights), rounded up to
+ * 16 so that the next table's int64 lo (and the pass buffer) stays aligned
+ * after an odd number of f32 weights; 0 on overflow. */
+static size_t aa_table_bytes(int64_t out, int64_t taps, size_t es)
+{
+    size_t w, b;
+    if (__builtin_mul_overflow((size_t)out, (size_t)taps * es, &w) ||
+        __builtin_add_overflow(w, (size_t)out * 2 * sizeof(int64_t) + 15, &b))
+        return 0;
+    return b / 16 * 16;
+}
+
 /* The tables of geometry g and the pass buffer for compute dtype cdt into
  * j, in one returned block (NULL: out of memory). */
 static void *aa_tables(aa_job *j, const tg__pool_geom *g, bool cubic, bool align, tg_dtype cdt)
@@ -214,9 +226,8 @@ static void *aa_tables(aa_job *j, const tg__pool_geom *g, bool cubic, bool align
         const int64_t in = g->in[1 + a], out = g->out[1 + a];
         t->same = in == out;
         t->taps = aa_taps(in, out, align, cubic);
-        const size_t tb = (size_t)out * (2 * sizeof(int64_t) + (size_t)t->taps * es);
-        if (tb / (size_t)out < (size_t)t->taps * es || __builtin_add_overflow(bytes, tb, &bytes))
-            return NULL;
+        const size_t tb = aa_table_bytes(out, t->taps, es);
+        if (tb == 0 || __builtin_add_overflow(bytes, tb, &bytes)) return NULL;
     }
     char *mem = tg__malloc(bytes > 0 ? bytes : 1);
     if (!mem) return NULL;
@@ -227,7 +238,7 @@ static void *aa_tables(aa_job *j, const tg__pool_geom *g, bool cubic, bool align
         t->lo = (int64_t *)p;
         t->n = t->lo + out;
         t->w = p + (size_t)out * 2 * sizeof(int64_t);
-        p += (size_t)out * (2 * sizeof(int64_t) + (size_t)t->taps * es);
+        p += aa_table_bytes(out, t->taps, es);
         if (cdt == TG_F64) aa_table_f64(t, g->in[1 + a], out, align, cubic);
         else aa_table_f32(t, g->in[1 + a], out, align, cubic);
     }
