@@ -4,7 +4,9 @@
 set -u
 build=${1:-build}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# A malloc too large for AddressSanitizer returns NULL, as it would without
+# it, so that the tests of out-of-memory refusals run in the sanitizer build.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 # The sanitizer build runs with uninitialised tensors filled with 0xFF (NaN):
 # a kernel that reads an output it was meant to write whole then fails a test.
 case "$build" in *asan*) export TG_POISON_EMPTY=${TG_POISON_EMPTY:-1} ;; esac
