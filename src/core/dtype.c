@@ -204,7 +204,7 @@ TG__AVX2 static void tg__bf16_to_f32_avx2(const uint16_t *src, float *dst, int64
 
 /* F16C rounds to nearest even (the immediate, not MXCSR), keeps f16
  * subnormals, and turns a NaN into sign | 0x7E00 | top payload bits: the
- * scalar rule (tests/test_dtype.c checks every f16 pattern and a sweep of f32
+ * scalar rule (tests/test_dtype_bulk.c checks every f16 pattern and a sweep of f32
  * patterns against the scalar path). */
 TG__AVX2 static void tg__f32_to_f16_f16c(const float *src, uint16_t *dst, int64_t n)
 {
