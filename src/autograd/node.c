@@ -385,6 +385,21 @@ uint64_t tg__tape_seq_next(void)
     return atomic_load_explicit(&tg__next_seq, memory_order_relaxed);
 }
 
+/* Enters n in tg__tape_find_older's walk: nothing for none or a node seen
+ * already; a node recorded before since ends the walk as *older; any other
+ * is marked and pushed on the work stack.  TG_ENOMEM when it cannot be. */
+static int enter_newer(tg_node *n, uint64_t since, uint64_t mark, const tg_node **older,
+                       tg_node ***work, int *wlen, int *wcap)
+{
+    if (!n || n->read_mark == mark) return TG_OK;
+    if (n->seq < since) {
+        *older = n;
+        return TG_OK;
+    }
+    n->read_mark = mark;
+    return push_node(work, wlen, wcap, n) ? TG_OK : TG_ENOMEM;
+}
+
 int tg__tape_find_older(tg_tensor *const *roots, int n_roots, uint64_t since,
                         const tg_node **older)
 {
@@ -392,30 +407,15 @@ int tg__tape_find_older(tg_tensor *const *roots, int n_roots, uint64_t since,
     const uint64_t mark = next_read_mark();
     tg_node **work = NULL;
     int wlen = 0, wcap = 0, rc = TG_OK;
-    /* a DFS that enters only nodes recorded at or after since */
-    for (int r = 0; r < n_roots && !*older; r++) {
-        tg_node *n = roots[r] ? roots[r]->grad_fn : NULL;
-        if (!n || n->read_mark == mark) continue;
-        if (n->seq < since) {
-            *older = n;
-            break;
-        }
-        n->read_mark = mark;
-        if (!push_node(&work, &wlen, &wcap, n)) rc = TG_ENOMEM;
+    /* a DFS from each root in turn that enters only nodes recorded at or
+     * after since */
+    for (int r = 0; r < n_roots && rc == TG_OK && !*older; r++) {
+        if (roots[r]) rc = enter_newer(roots[r]->grad_fn, since, mark, older, &work, &wlen, &wcap);
         while (rc == TG_OK && !*older && wlen > 0) {
             tg_node *m = work[--wlen];
-            for (int i = 0; i < m->n_inputs && rc == TG_OK; i++) {
-                tg_node *e = m->edges[i].fn;
-                if (!e || e->read_mark == mark) continue;
-                if (e->seq < since) {
-                    *older = e;
-                    break;
-                }
-                e->read_mark = mark;
-                if (!push_node(&work, &wlen, &wcap, e)) rc = TG_ENOMEM;
-            }
+            for (int i = 0; i < m->n_inputs && rc == TG_OK && !*older; i++)
+                rc = enter_newer(m->edges[i].fn, since, mark, older, &work, &wlen, &wcap);
         }
-        if (rc < 0) break;
     }
     free(work);
     if (rc < 0) return tg__error(TG_ENOMEM, "backward: out of memory walking the tape");
