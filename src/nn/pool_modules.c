@@ -1,7 +1,7 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
  * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, linear or bicubic,
- * antialiased or not, integer scale factors).  Each keeps its n_spatial and parameters, checked
- * when it is made, and runs the op of tapegrad/pool.h. */
+ * antialiased or not, integer scale factors).  Each keeps its n_spatial and
+ * parameters, checked when it is made, and runs the op of tapegrad/pool.h. */
 #include <string.h>
 
 #include "nn/module_internal.h"
@@ -36,7 +36,7 @@ static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     /* linear, cubic: the output extents S*s, as nn.Upsample's scale_factor
      * gives */
     const bool cubic = s->mode == TG_UPSAMPLE_BICUBIC;
-    const char *op = s->antialias ? (cubic ? "upsample_bicubic2d_aa" : "upsample_bilinear2d_aa")
+    const char *op = s->antialias ? tg__upsample_aa_opname(cubic)
                                   : tg__pool_opname(cubic ? TG__UPSAMPLE_CUBIC
                                                           : TG__UPSAMPLE_LINEAR, s->ns);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
@@ -106,48 +106,44 @@ int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
     return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
 }
 
-/* An Upsample of that mode (fn: the public function, for the messages). */
+/* An Upsample of that mode, antialiased or not (fn: the public function, for
+ * the messages). */
 static int tg__upsample_new(const char *fn, tg_module **out, int n_spatial, const int64_t *scale,
-                            tg_upsample_mode mode, bool align_corners)
+                            tg_upsample_mode mode, bool align_corners, bool antialias)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
     TG_TRY(tg__upsample_check_scale(fn, n_spatial, scale));
-    tg__pool_state s = {.ns = n_spatial, .mode = mode, .align_corners = align_corners};
+    tg__pool_state s = {.ns = n_spatial, .mode = mode, .align_corners = align_corners,
+                        .antialias = antialias};
     memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
     return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
 }
 
 int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
 {
-    return tg__upsample_new("nn_upsample_new", out, n_spatial, scale, TG_UPSAMPLE_NEAREST, false);
+    return tg__upsample_new("nn_upsample_new", out, n_spatial, scale, TG_UPSAMPLE_NEAREST, false,
+                            false);
 }
 
 int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64_t *scale,
                               bool align_corners)
 {
     return tg__upsample_new("nn_upsample_linear_new", out, n_spatial, scale, TG_UPSAMPLE_LINEAR,
-                            align_corners);
+                            align_corners, false);
 }
 
 int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners)
 {
     return tg__upsample_new("nn_upsample_bicubic_new", out, 2, scale, TG_UPSAMPLE_BICUBIC,
-                            align_corners);
+                            align_corners, false);
 }
 
 int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode, const int64_t *scale,
                                  bool align_corners)
 {
     const char *fn = "nn_upsample_antialias_new";
-    TG_CHECK(mode == TG_UPSAMPLE_LINEAR || mode == TG_UPSAMPLE_BICUBIC, TG_EINVAL,
-             "%s: mode=%d; antialias is only for bilinear (TG_UPSAMPLE_LINEAR) and bicubic "
-             "(TG_UPSAMPLE_BICUBIC) interpolation", fn, (int)mode);
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
-    TG_TRY(tg__upsample_check_scale(fn, 2, scale));
-    tg__pool_state s = {.ns = 2, .mode = mode, .align_corners = align_corners,
-                        .antialias = true};
-    memcpy(s.scale, scale, 2 * sizeof *scale);
-    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+    TG_TRY(tg__upsample_check_aa_mode(fn, mode));
+    return tg__upsample_new(fn, out, 2, scale, mode, align_corners, true);
 }
 
 /* ---- introspection ---- */

@@ -366,13 +366,20 @@ static_assert(sizeof tg__interpolate_aa_ops / sizeof tg__interpolate_aa_ops[0] =
                   TG__interpolate_aa_N,
               "src/ops/families.h must count the interpolate_aa ops");
 
-int tg_upsample_antialias(tg_tensor **out, tg_tensor *x, tg_upsample_mode mode,
-                          const int64_t *size, bool align_corners)
+const char *tg__upsample_aa_opname(bool cubic) { return aa_name(cubic, false); }
+
+int tg__upsample_check_aa_mode(const char *fn, tg_upsample_mode mode)
 {
-    const char *fn = "upsample_antialias";
     TG_CHECK(mode == TG_UPSAMPLE_LINEAR || mode == TG_UPSAMPLE_BICUBIC, TG_EINVAL,
              "%s: mode=%d; antialias is only for bilinear (TG_UPSAMPLE_LINEAR) and bicubic "
              "(TG_UPSAMPLE_BICUBIC) interpolation", fn, (int)mode);
+    return TG_OK;
+}
+
+int tg_upsample_antialias(tg_tensor **out, tg_tensor *x, tg_upsample_mode mode,
+                          const int64_t *size, bool align_corners)
+{
+    TG_TRY(tg__upsample_check_aa_mode("upsample_antialias", mode));
     const bool cubic = mode == TG_UPSAMPLE_BICUBIC;
     const char *op = aa_name(cubic, false);
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);

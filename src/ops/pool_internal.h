@@ -31,6 +31,12 @@ int tg__pool_check_params(const char *op, tg__pool_kind kind, int n_spatial,
 int tg__upsample_check_scale(const char *op, int n_spatial, const int64_t *scale);
 /* Checks size[0..n_spatial) (each in [1, TG_POOL_MAX_PARAM]). */
 int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size);
+/* The antialiased interpolation (interpolate_aa.c): its op's name,
+ * "upsample_bilinear2d_aa" or "upsample_bicubic2d_aa", and the check that
+ * mode is one it has (TG_UPSAMPLE_LINEAR or TG_UPSAMPLE_BICUBIC; messages
+ * name fn). */
+const char *tg__upsample_aa_opname(bool cubic);
+int tg__upsample_check_aa_mode(const char *fn, tg_upsample_mode mode);
 /* Checks an input's rank: n_spatial + 1 (C, S...) or + 2 (B, C, S...). */
 int tg__pool_check_rank(const char *op, int n_spatial, int ndim);
 
