@@ -331,6 +331,13 @@ bool th_close(double got, double want, double rtol, double atol)
     return fabs(got - want) <= atol + rtol * fabs(want);
 }
 
+bool th_same_bits(const tg_tensor *a, const tg_tensor *b)
+{
+    return tg_tensor_dtype(a) == tg_tensor_dtype(b) && tg_tensor_same_shape(a, b) &&
+           memcmp(tg_tensor_cdata(a), tg_tensor_cdata(b),
+                  (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a))) == 0;
+}
+
 void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,
                          const tg_tensor *want)
 {

@@ -140,6 +140,9 @@ tg_tensor *th_seq(tg_dtype dt, int ndim, const int64_t *shape, double lo, double
  * itself. */
 bool th_close(double got, double want, double rtol, double atol);
 
+/* Whether a and b (contiguous) have the same dtype, shape and bytes. */
+bool th_same_bits(const tg_tensor *a, const tg_tensor *b);
+
 /* Fails unless got and want hold the same values and dtype: NaN matches
  * NaN, and the sign of a zero counts; x is the input, for the message. */
 void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *got,

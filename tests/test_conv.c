@@ -295,13 +295,6 @@ static tg_tensor *convt_with(const ccase *c, const built *r, tg_conv_algo algo)
     return y;
 }
 
-static bool same_bits(const tg_tensor *a, const tg_tensor *b)
-{
-    return tg_tensor_same_shape(a, b) &&
-           memcmp(tg_tensor_cdata(a), tg_tensor_cdata(b),
-                  (size_t)tg_tensor_numel(a) * tg_dtype_size(tg_tensor_dtype(a))) == 0;
-}
-
 Test(conv, env_var_selects_algo)
 {
     unsetenv("TG_CONV_ALGO");
@@ -322,18 +315,19 @@ Test(conv, env_var_selects_algo)
         unsetenv("TG_CONV_ALGO");
         tg_tensor *fast = convt_with(&c, &r, TG_CONV_ALGO_FAST);
         tg_tensor *ref = convt_with(&c, &r, TG_CONV_ALGO_REFERENCE);
-        if (!same_bits(fast, ref)) {
+        if (!th_same_bits(fast, ref)) {
             seen++;
             tg_tensor *d = convt_with(&c, &r, TG_CONV_ALGO_DEFAULT);
-            cr_assert(same_bits(d, fast), "default without TG_CONV_ALGO is not the fast path");
+            cr_assert(th_same_bits(d, fast), "default without TG_CONV_ALGO is not the fast path");
             tg_tensor_release(d);
             setenv("TG_CONV_ALGO", "reference", 1);
             d = convt_with(&c, &r, TG_CONV_ALGO_DEFAULT);
-            cr_assert(same_bits(d, ref), "TG_CONV_ALGO=reference did not select the reference path");
+            cr_assert(th_same_bits(d, ref),
+                      "TG_CONV_ALGO=reference did not select the reference path");
             tg_tensor_release(d);
             setenv("TG_CONV_ALGO", "fast", 1);
             d = convt_with(&c, &r, TG_CONV_ALGO_DEFAULT);
-            cr_assert(same_bits(d, fast), "TG_CONV_ALGO=fast did not select the fast path");
+            cr_assert(th_same_bits(d, fast), "TG_CONV_ALGO=fast did not select the fast path");
             tg_tensor_release(d);
         }
         tg_tensor_release(fast), tg_tensor_release(ref);

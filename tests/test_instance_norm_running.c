@@ -67,14 +67,6 @@ static void check_step(const tg_st_file *f, const char *c, const char *k, tg_mod
     th_release_all(4, (tg_tensor *[]){x, y, p, s});
 }
 
-/* The bits of t's n elements equal those of u's. */
-static bool same_bits(const tg_tensor *t, const tg_tensor *u)
-{
-    return tg_tensor_dtype(t) == tg_tensor_dtype(u) && tg_tensor_numel(t) == tg_tensor_numel(u) &&
-           memcmp(tg_tensor_cdata(t), tg_tensor_cdata(u),
-                  (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t))) == 0;
-}
-
 Test(instance_norm_running, training_steps_then_eval_match_torch)
 {
     tg_st_file *f = th_golden_load("instance_norm_running.safetensors");
@@ -111,8 +103,10 @@ Test(instance_norm_running, training_steps_then_eval_match_torch)
         OK(tg_tensor_clone(&rv1, rv));
         tg_module_train(m, false);
         check_step(f, c, "e", m, tol);
-        cr_assert(same_bits(rm, rm1) && same_bits(rv, rv1), "%s: eval changed the statistics", c);
-        cr_assert(same_bits(nbt, th_golden_get(f, c, "nbt")), "%s: num_batches_tracked moved", c);
+        cr_assert(th_same_bits(rm, rm1) && th_same_bits(rv, rv1),
+                  "%s: eval changed the statistics", c);
+        cr_assert(th_same_bits(nbt, th_golden_get(f, c, "nbt")),
+                  "%s: num_batches_tracked moved", c);
         th_release_all(2, (tg_tensor *[]){rm1, rv1});
         tg_module_release(m);
     }
@@ -233,7 +227,7 @@ Test(instance_norm_running, state_dict_under_torch_keys_resumes_bit_for_bit)
     for (int i = 0; i < 5; i++) {
         char key[64];
         snprintf(key, sizeof key, "sd.%s", keys[i]);
-        cr_assert(same_bits(tg_module_find(a, keys[i]), tg_st_get(g, key)), "%s", key);
+        cr_assert(th_same_bits(tg_module_find(a, keys[i]), tg_st_get(g, key)), "%s", key);
     }
     /* to a file and back */
     char path[256];
@@ -246,9 +240,9 @@ Test(instance_norm_running, state_dict_under_torch_keys_resumes_bit_for_bit)
     tg_tensor *x = th_rand_uniform(TG_F64, 4, (int64_t[]){2, 3, 4, 4}, 77), *ya = NULL, *yb = NULL;
     OK(tg_module_forward(a, &ya, x));
     OK(tg_module_forward(b, &yb, x));
-    cr_assert(same_bits(ya, yb));
+    cr_assert(th_same_bits(ya, yb));
     for (int i = 0; i < 5; i++)
-        cr_assert(same_bits(tg_module_find(a, keys[i]), tg_module_find(b, keys[i])), "%s",
+        cr_assert(th_same_bits(tg_module_find(a, keys[i]), tg_module_find(b, keys[i])), "%s",
                   keys[i]);
     cr_assert(eq(dbl, th_at(tg_module_find(b, "num_batches_tracked"), 0), 5.0));
     /* a file without num_batches_tracked loads it as 0, as torch */
