@@ -190,8 +190,7 @@ static double bn_stats_gap(const char *a, const char *b)
  * the checkpoints' running statistics agree (plain --ddp normalises each
  * rank's half by itself: rank 0's statistics are its half's, and differ).
  * The generator with SyncBatchNorms exports to ONNX, and trains with --amp
- * bf16.  --sync-bn without
- * --ddp is a usage error. */
+ * bf16.  --sync-bn without --ddp is a usage error. */
 Test(cli, dcgan_sync_bn_on_two_ranks_takes_the_one_process_steps)
 {
     const char *mpirun = getenv("TG_MPIRUN");
