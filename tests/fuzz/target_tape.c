@@ -36,7 +36,8 @@ typedef struct {
     tg_tensor *s[SLOTS];
     int no_grad, autocast;   /* open scopes */
     tg_optimizer *opt;       /* at most one at a time */
-    tg_tensor *kept[MAX_STEPS];   /* tensors recomputed blocks read (user data is borrowed) */
+    tg_tensor *kept[MAX_STEPS];   /* tensors recomputed blocks read (user data is borrowed),
+                                   * at most one a step */
     int n_kept;
     FILE *devnull;
     bool trace;   /* TG_FUZZ_TRACE set: each call and its status on stderr */
@@ -520,13 +521,8 @@ static int op_recompute(prog *g)
         return tg_fuzz_broken(NAME, "recompute failed and set an output");
     if (rc >= 0 && (!outs[0] || (n_out == 2 && !outs[1])))
         return tg_fuzz_broken(NAME, "recompute succeeded without its outputs");
-    if (rc >= 0 && u.extra && g->n_kept < MAX_STEPS)
-        g->kept[g->n_kept++] = tg_tensor_retain(extra);   /* alive until the end */
-    else if (rc >= 0 && u.extra) {   /* no room to keep it: drop the block */
-        tg_tensor_release(outs[0]);
-        tg_tensor_release(outs[1]);
-        return 0;
-    }
+    /* alive until the end (one block a step: MAX_STEPS slots are enough) */
+    if (rc >= 0 && u.extra) g->kept[g->n_kept++] = tg_tensor_retain(extra);
     if (outs[0]) put(g, i, outs[0]);
     if (outs[1]) put(g, j, outs[1]);
     return 0;
