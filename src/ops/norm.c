@@ -69,15 +69,27 @@ static bool bn_rows(bn_geom g) { return g.s >= BN_BLK_ROW || bn_blocks_off; }
 
 #define T float
 #define SUF f32
+#define SUM4 tg__bn_sum4_f32
 #include "ops/norm_kernels_tmpl.h"
 #undef T
 #undef SUF
+#undef SUM4
+
+/* f64: bn_sum alone */
+static bool no_sum4(const double *x, const double *gr, const double *mean, bool centred_sq,
+                    int64_t n, int64_t rstride, int64_t s, double *out)
+{
+    (void)x, (void)gr, (void)mean, (void)centred_sq, (void)n, (void)rstride, (void)s, (void)out;
+    return false;
+}
 
 #define T double
 #define SUF f64
+#define SUM4 no_sum4
 #include "ops/norm_kernels_tmpl.h"
 #undef T
 #undef SUF
+#undef SUM4
 
 void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, double *var)
 {
@@ -85,20 +97,26 @@ void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, doub
     else bn_stats_f32(x, g, mean, var);
 }
 
-/* ---- half x: one channel at a time ------------------------------------------- */
+/* ---- half x: blocks of channels ---------------------------------------------- */
 
 /* With x in f16/bf16 (and the compute dtype f32), instead of an f32 copy of
- * the whole tensor (and of dy and of the output), each thread converts one
- * channel's N*S values into its scratch buffer, runs the f32 kernels above
- * on that copy and rounds the channel's output rows into the result: the same
- * arithmetic on the same values, so the same bits, with one pass over the
- * activation fewer each way and no tensor-sized buffers.  For contiguous
+ * the whole tensor (and of dy and of the output), each thread converts a
+ * block of its channels into its scratch buffer, runs the f32 kernels above
+ * on that copy channel by channel and rounds the block's output into the
+ * result: the same arithmetic on the same values, so the same bits, with one
+ * pass over the activation fewer each way and no tensor-sized buffers.  A
+ * block of nc channels is N runs of nc*S contiguous values, so the copy
+ * streams through memory where one channel's N rows of S values, C*S apart,
+ * would each start a new run (at 7x7 planes that copy took as long as the
+ * sums).  Blocks hold at most BN_HALF_BLK_VALUES values (two buffers of it
+ * fit in L2 beside the tensors' runs), at least one channel.  For contiguous
  * tensors whose channel fits BN_HALF_CHAN_MAX values in rows of at least
- * BN_HALF_ROW_MIN: a channel of BatchNorm1d (S = 1) is N values C apart, one
- * conversion call each, and there the whole-tensor copy measured 2.3x faster
- * (x (64, 6272), forward and backward: 0.56x the f32 time against 1.30x). */
+ * BN_HALF_ROW_MIN: a channel of BatchNorm1d (S = 1) is N values C apart, and
+ * there the whole-tensor copy measured 2.3x faster (x (64, 6272), forward
+ * and backward: 0.56x the f32 time against 1.30x). */
 #define BN_HALF_CHAN_MAX ((int64_t)1 << 20)
 #define BN_HALF_ROW_MIN BN_BLK_ROW
+#define BN_HALF_BLK_VALUES ((int64_t)1 << 16)
 
 static bool half_channels(const tg_tensor *t, bn_geom g)
 {
@@ -106,57 +124,64 @@ static bool half_channels(const tg_tensor *t, bn_geom g)
            g.n * g.s <= BN_HALF_CHAN_MAX && g.s >= BN_HALF_ROW_MIN;
 }
 
-/* Channel c of t (N, C, S, contiguous) to or from the f32 rows buf (N, S):
- * from a half t (x, dy), or into a half or f32 one (the output). */
-static void chan_rows(tg_tensor *t, bn_geom g, int64_t c, float *buf, bool to_buf)
+/* Channels [c0, c0 + nc) of t (N, C, S, contiguous) to or from the f32
+ * buffer buf (N, nc, S): from a half t (x, dy), or into a half or f32 one
+ * (the output). */
+static void block_rows(tg_tensor *t, bn_geom g, int64_t c0, int64_t nc, float *buf, bool to_buf)
 {
-    const int64_t off = c * g.s, stride = g.c * g.s;
+    const int64_t off = c0 * g.s, stride = g.c * g.s, len = nc * g.s;
     if (to_buf) {
         tg__half_to_f32_rows(t->dtype, (const uint16_t *)tg_tensor_cdata(t) + off, stride, buf,
-                             g.s, g.n, g.s);
+                             len, g.n, len);
     } else if (t->dtype == TG_F32) {
         float *dst = (float *)tg_tensor_data(t) + off;
         for (int64_t n = 0; n < g.n; n++)
-            memcpy(dst + n * stride, buf + n * g.s, (size_t)g.s * sizeof(float));
+            memcpy(dst + n * stride, buf + n * len, (size_t)len * sizeof(float));
     } else {
-        tg__f32_to_half_rows(t->dtype, buf, g.s, (uint16_t *)tg_tensor_data(t) + off, stride, g.n,
-                             g.s);
+        tg__f32_to_half_rows(t->dtype, buf, len, (uint16_t *)tg_tensor_data(t) + off, stride, g.n,
+                             len);
     }
 }
 
-/* The channel loop shared by forward and backward: fn(job, c, bufs) for each
- * channel, with one (two when two_bufs) f32 buffers of N*S values per thread. */
+/* The block loop shared by forward and backward: fn(job, c0, nc, bufs) for
+ * blocks of channels, with one (two when two_bufs) f32 buffers of N*nc*S
+ * values per thread. */
 typedef struct {
-    size_t bytes;
+    bn_geom g;
+    int64_t blk;   /* channels per block, at most */
     bool two_bufs;
-    void (*fn)(void *job, int64_t c, float **bufs);
+    void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs);
     void *job;
     atomic_bool failed;
 } chans_job;
 
-/* Channels [c0, c1) of a chans_job, through this thread's scratch. */
+/* Channels [c0, c1) of a chans_job, in blocks of equal size, through this
+ * thread's scratch. */
 static void chans_range(void *p, int64_t c0, int64_t c1)
 {
     chans_job *q = p;
-    float *bufs[2] = {tg__conv_scratch(0, q->bytes),
-                      q->two_bufs ? tg__conv_scratch(1, q->bytes) : NULL};
+    const int64_t nblk = (c1 - c0 + q->blk - 1) / q->blk, per = (c1 - c0 + nblk - 1) / nblk;
+    const size_t bytes = (size_t)(q->g.n * per * q->g.s) * sizeof(float);
+    float *bufs[2] = {tg__conv_scratch(0, bytes), q->two_bufs ? tg__conv_scratch(1, bytes) : NULL};
     if (!bufs[0] || (q->two_bufs && !bufs[1])) {
         atomic_store(&q->failed, true);
         return;
     }
-    for (int64_t c = c0; c < c1; c++) q->fn(q->job, c, bufs);
+    for (int64_t c = c0; c < c1; c += per) q->fn(q->job, c, c1 - c < per ? c1 - c : per, bufs);
 }
 
-static int for_channels(bn_geom g, bool two_bufs, void (*fn)(void *job, int64_t c, float **bufs),
-                        void *job)
+static int for_channels(bn_geom g, bool two_bufs,
+                        void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs), void *job)
 {
-    chans_job q = {.bytes = (size_t)(g.n * g.s) * sizeof(float), .two_bufs = two_bufs,
-                   .fn = fn, .job = job};
+    const int64_t chan = g.n * g.s;
+    const int64_t blk = chan < BN_HALF_BLK_VALUES ? BN_HALF_BLK_VALUES / chan : 1;
+    chans_job q = {.g = g, .blk = blk < BN_BLK ? blk : BN_BLK,
+                   .two_bufs = two_bufs, .fn = fn, .job = job};
     atomic_init(&q.failed, false);
     tg__parallel_range(g.c, g.n * g.c * g.s > 32768, chans_range, &q);
     TG_CHECK(!atomic_load(&q.failed), TG_ENOMEM,
-             "batch_norm: out of memory for a channel's f32 copy (%lld values)",
-             (long long)(g.n * g.s));
+             "batch_norm: out of memory for a block's f32 copy (%lld values a channel)",
+             (long long)chan);
     return TG_OK;
 }
 
@@ -169,17 +194,37 @@ typedef struct bn_half_fwd {
     double *mean, *var, *invstd;
 } bn_half_fwd;
 
-static void half_forward_chan(void *job, int64_t c, float **bufs)
+static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
 {
     const bn_half_fwd *j = job;
-    const bn_geom g = j->g, g1 = {g.n, 1, g.s};
+    const bn_geom g = j->g, gb = {g.n, nc, g.s};
     float *buf = bufs[0];
-    chan_rows(j->x, g, c, buf, true);
-    if (j->training) bn_stats_chan_f32(buf, g1, 0, c, j->mean, j->var);
-    j->invstd[c] = 1.0 / sqrt(j->var[c] + j->eps);
+    block_rows(j->x, g, c0, nc, buf, true);
+    if (j->training) {
+        int64_t c = 0;
+        for (; c + 4 <= nc; c += 4) bn_stats_chan4_f32(buf, gb, c, c0 + c, j->mean, j->var);
+        for (; c < nc; c++) bn_stats_chan_f32(buf, gb, c, c0 + c, j->mean, j->var);
+    }
+    for (int64_t c = 0; c < nc; c++) j->invstd[c0 + c] = 1.0 / sqrt(j->var[c0 + c] + j->eps);
+    if (j->y->dtype == TG_F32) {
+        for (int64_t n = 0; n < g.n; n++)
+            for (int64_t c = 0; c < nc; c++) {
+                float *row = buf + (n * nc + c) * g.s;
+                bn_row_f32(row, g.s, c0 + c, j->mean, j->invstd, j->w, j->b, row);
+            }
+        block_rows(j->y, g, c0, nc, buf, false);
+        return;
+    }
+    /* a half y: each row computed and rounded into y (norm_simd.c), sample
+     * by sample, so that y too is written in runs */
+    float mu[BN_BLK], k[BN_BLK], sh[BN_BLK];
+    for (int64_t c = 0; c < nc; c++)
+        bn_affine_f32(c0 + c, j->mean, j->invstd, j->w, j->b, &mu[c], &k[c], &sh[c]);
+    uint16_t *y = (uint16_t *)tg_tensor_data(j->y) + c0 * g.s;
     for (int64_t n = 0; n < g.n; n++)
-        bn_row_f32(buf + n * g.s, g.s, c, j->mean, j->invstd, j->w, j->b, buf + n * g.s);
-    chan_rows(j->y, g, c, buf, false);
+        for (int64_t c = 0; c < nc; c++)
+            tg__bn_half_affine(j->y->dtype, buf + (n * nc + c) * g.s, g.s, mu[c], k[c], sh[c],
+                               y + (n * g.c + c) * g.s);
 }
 
 typedef struct bn_half_bwd {
@@ -191,15 +236,37 @@ typedef struct bn_half_bwd {
     double *dw, *db;
 } bn_half_bwd;
 
-static void half_backward_chan(void *job, int64_t c, float **bufs)
+static void half_backward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
 {
     const bn_half_bwd *j = job;
-    const bn_geom g = j->g, g1 = {g.n, 1, g.s};
-    chan_rows(j->x, g, c, bufs[0], true);
-    chan_rows(j->gy, g, c, bufs[1], true);
-    bn_grads_chan_f32(bufs[0], bufs[1], g1, 0, c, j->mean, j->invstd, j->w, j->training,
-                      j->dx ? bufs[1] : NULL, j->dw, j->db);
-    if (j->dx) chan_rows(j->dx, g, c, bufs[1], false);
+    const bn_geom g = j->g, gb = {g.n, nc, g.s};
+    const double m = (double)(g.n * g.s);
+    block_rows(j->x, g, c0, nc, bufs[0], true);
+    block_rows(j->gy, g, c0, nc, bufs[1], true);
+    /* dx (half, as x) computed and rounded row by row (norm_simd.c) after
+     * the block's sums, sample by sample: bn_grads_chan's arithmetic */
+    tg__bn_dx_factors f[BN_BLK];
+    double sg[BN_BLK], sgx[BN_BLK];
+    int64_t c = 0;
+    for (; c + 4 <= nc; c += 4) {
+        bn_sum4_f32(bufs[1], NULL, NULL, false, gb, c, sg + c);
+        bn_sum4_f32(bufs[0], bufs[1], j->mean + c0 + c, false, gb, c, sgx + c);
+    }
+    for (; c < nc; c++) {
+        sg[c] = bn_sum_f32(bufs[1], NULL, 0.0, false, gb, c);
+        sgx[c] = bn_sum_f32(bufs[0], bufs[1], j->mean[c0 + c], false, gb, c);
+    }
+    for (c = 0; c < nc; c++)
+        bn_grad_factors_f32(c0 + c, sg[c], sgx[c], m, j->mean, j->invstd, j->w, j->training,
+                            j->dw, j->db, &f[c].kt, &f[c].mu, &f[c].a, &f[c].bc);
+    if (!j->dx) return;
+    uint16_t *dx = (uint16_t *)tg_tensor_data(j->dx) + c0 * g.s;
+    for (int64_t n = 0; n < g.n; n++)
+        for (c = 0; c < nc; c++) {
+            const int64_t r = (n * nc + c) * g.s;
+            tg__bn_half_dx(j->dx->dtype, bufs[0] + r, bufs[1] + r, g.s, &f[c],
+                           dx + (n * g.c + c) * g.s);
+        }
 }
 
 /* ---- forward ------------------------------------------------------------------- */
@@ -305,7 +372,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     } else if (by_chan) {
         bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
                          .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
-        TG_TRY_GOTO(for_channels(g, false, half_forward_chan, &j));
+        TG_TRY_GOTO(for_channels(g, false, half_forward_blk, &j));
     } else {
         if (p->training) {
             if (f64) bn_stats_f64(xb, g, mean, var);
@@ -379,7 +446,7 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
     if (by_chan) {
         bn_half_bwd j = {.x = x, .gy = gy, .dx = dx, .g = g, .training = p->training, .w = wb,
                          .mean = mu, .invstd = inv, .dw = dw, .db = db};
-        TG_TRY_GOTO(for_channels(g, true, half_backward_chan, &j));
+        TG_TRY_GOTO(for_channels(g, true, half_backward_blk, &j));
     } else {
         if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
         else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);

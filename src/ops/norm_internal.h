@@ -51,6 +51,34 @@ int tg__norm_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gin, tg__norm_gr
 int tg__bn_backward_ops(tg_op_ctx *ctx, const void *params, tg_tensor *g, tg_tensor *x,
                         tg_tensor *w, tg_tensor *mean, tg_tensor *invstd, tg_tensor **gin);
 
+/* The factors of batch_norm's dx for one channel:
+ * dx = kt * (g - a - (x - mu) * bc) (norm_kernels_tmpl.h's bn_grad_factors). */
+typedef struct tg__bn_dx_factors {
+    float kt, mu, a, bc;
+} tg__bn_dx_factors;
+
+/* n values of a row rounded into the halves o (dtype dt, TG_F16 or TG_BF16)
+ * with the bulk conversion's rule, each computed in f32 as the f32 kernels
+ * do: o = (p - mu) * k + sh (the forward), o = kt * (q - a - (p - mu) * bc)
+ * (dx from x's row p and g's row q).  src/ops/norm_simd.c. */
+void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
+                        uint16_t *o);
+void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
+                    const tg__bn_dx_factors *f, uint16_t *o);
+
+/* bn_sum (norm_kernels_tmpl.h) of four f32 channels at once, with their
+ * bits: out[k] = the sum over rows r < n of channel k's row at
+ * x + r*rstride + k*s (s values) of gr's value times (x - mean[k]) when gr
+ * is not NULL, else (x - mean[k])^2 when centred_sq, else x - mean[k].
+ * False (nothing written) when this CPU lacks AVX2 or a test turned it off
+ * (tg__bn_set_simd).  src/ops/norm_simd.c. */
+bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool centred_sq,
+                     int64_t n, int64_t rstride, int64_t s, double *out);
+
+/* Tests: false makes batch_norm on this thread take its portable loops
+ * instead of norm_simd.c's (true, the default, restores). */
+void tg__bn_set_simd(bool on);
+
 /* Tests: false makes batch_norm on this thread take its per-channel loops
  * for rows shorter than 16 values too, instead of blocks of channels (true,
  * the default, restores). */

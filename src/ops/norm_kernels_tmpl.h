@@ -3,6 +3,9 @@
  * Included by norm.c once per type with these macros defined:
  *   T     the element type (float or double)
  *   SUF   the name suffix (f32 or f64)
+ *   SUM4(x, gr, mean, centred_sq, n, rstride, s, out)  bn_sum of four
+ *         channels at once with bn_sum's bits, false when it cannot
+ *         (tg__bn_sum4_f32's contract, norm_internal.h)
  * and bn_geom, BN_BLK and bn_rows() in scope.  Sums are in double with four
  * interleaved accumulators in a fixed order; every parallel loop writes
  * disjoint channels, so the results do not depend on the thread count. */
@@ -31,6 +34,18 @@ static double FN(bn_sum)(const T *x, const T *gr, double mean, bool centred_sq, 
         }
     }
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* bn_sum of channels xc .. xc+3 (centres mean[0..3], or 0 when mean is NULL)
+ * into out[0..3]: four at once where SUM4 can. */
+static void FN(bn_sum4)(const T *x, const T *gr, const double *mean, bool centred_sq, bn_geom g,
+                        int64_t xc, double *out)
+{
+    const double zero[4] = {0, 0, 0, 0};
+    const double *mu = mean ? mean : zero;
+    const int64_t off = xc * g.s;
+    if (SUM4(x + off, gr ? gr + off : NULL, mu, centred_sq, g.n, g.c * g.s, g.s, out)) return;
+    for (int k = 0; k < 4; k++) out[k] = FN(bn_sum)(x, gr, mu[k], centred_sq, g, xc + k);
 }
 
 /* Short rows (g.s < BN_BLK_ROW; BatchNorm1d has one value per row): the
@@ -95,10 +110,24 @@ typedef struct {
     double *dw, *db;
 } FN(bn_job);
 
+/* bn_stats_chan of channels xc .. xc+3 at once (bn_sum4). */
+static void FN(bn_stats_chan4)(const T *x, bn_geom g, int64_t xc, int64_t c, double *mean,
+                               double *var)
+{
+    const double m = (double)(g.n * g.s);
+    double sum[4];
+    FN(bn_sum4)(x, NULL, NULL, false, g, xc, sum);
+    for (int k = 0; k < 4; k++) mean[c + k] = sum[k] / m;
+    FN(bn_sum4)(x, NULL, mean + c, true, g, xc, sum);
+    for (int k = 0; k < 4; k++) var[c + k] = sum[k] / m;
+}
+
 static void FN(bn_stats_chans)(void *job, int64_t c0, int64_t c1)
 {
     const FN(bn_job) *q = job;
-    for (int64_t c = c0; c < c1; c++) FN(bn_stats_chan)(q->x, q->g, c, c, q->mean, q->var);
+    int64_t c = c0;
+    for (; c + 4 <= c1; c += 4) FN(bn_stats_chan4)(q->x, q->g, c, c, q->mean, q->var);
+    for (; c < c1; c++) FN(bn_stats_chan)(q->x, q->g, c, c, q->mean, q->var);
 }
 
 /* Channel blocks [k0, k1), BN_BLK channels each. */
@@ -207,16 +236,15 @@ static void FN(bn_apply)(const T *x, bn_geom g, const double *mean, const double
 }
 
 /* Channel c's gradients from its values in x and gr at channel index xc
- * (as bn_stats_chan): dx's rows there (when dx != NULL; dx may be gr),
- * dw[c] and db[c] (when not NULL). */
-static void FN(bn_grads_chan)(const T *x, const T *gr, bn_geom g, int64_t xc, int64_t c,
-                              const double *mean, const double *invstd, const T *w, bool training,
-                              T *dx, double *dw, double *db)
+ * (as bn_stats_chan) and its sums sg = sum g, sgx = sum g (x - mean): dx's
+ * rows there (when dx != NULL; dx may be gr), dw[c] and db[c] (when not
+ * NULL). */
+static void FN(bn_grads_chan_sums)(const T *x, const T *gr, bn_geom g, int64_t xc, int64_t c,
+                                   double sg, double sgx, const double *mean,
+                                   const double *invstd, const T *w, bool training, T *dx,
+                                   double *dw, double *db)
 {
     const double m = (double)(g.n * g.s);
-    /* sum g: the centred sum of g about 0 (x = g, no weights) */
-    const double sg = FN(bn_sum)(gr, NULL, 0.0, false, g, xc);
-    const double sgx = FN(bn_sum)(x, gr, mean[c], false, g, xc);
     T kt, mu, a, bc;
     FN(bn_grad_factors)(c, sg, sgx, m, mean, invstd, w, training, dw, db, &kt, &mu, &a, &bc);
     if (!dx) return;
@@ -228,10 +256,31 @@ static void FN(bn_grads_chan)(const T *x, const T *gr, bn_geom g, int64_t xc, in
     }
 }
 
+/* bn_grads_chan_sums with the channel's sums taken here. */
+static void FN(bn_grads_chan)(const T *x, const T *gr, bn_geom g, int64_t xc, int64_t c,
+                              const double *mean, const double *invstd, const T *w, bool training,
+                              T *dx, double *dw, double *db)
+{
+    /* sum g: the centred sum of g about 0 (x = g, no weights) */
+    const double sg = FN(bn_sum)(gr, NULL, 0.0, false, g, xc);
+    const double sgx = FN(bn_sum)(x, gr, mean[c], false, g, xc);
+    FN(bn_grads_chan_sums)(x, gr, g, xc, c, sg, sgx, mean, invstd, w, training, dx, dw, db);
+}
+
 static void FN(bn_grads_chans)(void *job, int64_t c0, int64_t c1)
 {
     const FN(bn_job) *q = job;
-    for (int64_t c = c0; c < c1; c++)
+    int64_t c = c0;
+    for (; c + 4 <= c1; c += 4) {
+        double sg[4], sgx[4];
+        FN(bn_sum4)(q->gr, NULL, NULL, false, q->g, c, sg);
+        FN(bn_sum4)(q->x, q->gr, q->mean + c, false, q->g, c, sgx);
+        for (int k = 0; k < 4; k++)
+            FN(bn_grads_chan_sums)
+            (q->x, q->gr, q->g, c + k, c + k, sg[k], sgx[k], q->mean, q->invstd, q->w, q->training,
+             q->y, q->dw, q->db);
+    }
+    for (; c < c1; c++)
         FN(bn_grads_chan)
         (q->x, q->gr, q->g, c, c, q->mean, q->invstd, q->w, q->training, q->y, q->dw, q->db);
 }
