@@ -109,6 +109,52 @@ Test(reduce, sum_to_shape_sums_broadcast_dims)
     tg_tensor_release(a);
 }
 
+/* A sum over dims (0, 2, 3) of (N, C, H, W), as a bias gradient: every output
+ * is the double sum of its terms in row-major order, rounded once, bit for
+ * bit, whether the output is summed alone or side by side with seven
+ * others; C = 19 leaves outputs outside the groups of eight on any thread
+ * count.  f32, f64, bf16 and f16, contiguous and a permuted view.  The
+ * values span 2^60 (f16: 2^23), so that the double sums round: in f64
+ * another order of the terms shows in the result; the f32 and half results,
+ * rounded from the double sum, are its value in any order here. */
+Test(reduce, sum_dims_of_many_outputs_is_row_major_order_bit_for_bit)
+{
+    const int64_t s[4] = {3, 19, 5, 7};
+    const tg_dtype dts[4] = {TG_F32, TG_F64, TG_BF16, TG_F16};
+    for (int di = 0; di < 4; di++)
+        for (int view = 0; view < 2; view++) {
+            double v[3 * 19 * 5 * 7];
+            uint64_t st = 23 + (uint64_t)di;
+            for (int i = 0; i < 3 * 19 * 5 * 7; i++) {
+                st = st * 6364136223846793005u + 1442695040888963407u;
+                const double u = (double)(st >> 11) / 9007199254740992.0 - 0.5;
+                v[i] = ldexp(u, dts[di] == TG_F16 ? (i * 7) % 24 - 8 : (i * 7) % 61 - 30);
+            }
+            tg_tensor *a = th_tensor_from(dts[di], 4, s, v), *p = NULL, *pc = NULL;
+            tg_tensor *x = a, *sd = NULL;
+            if (view) {   /* the same values, (N, H, C, W) in memory */
+                cr_assert(eq(int, tg_transpose(&p, a, 1, 2), TG_OK));
+                cr_assert(eq(int, tg_contiguous(&pc, p), TG_OK));
+                tg_tensor_release(p), p = NULL;
+                cr_assert(eq(int, tg_transpose(&p, pc, 1, 2), TG_OK));
+                x = p;
+            }
+            int dims[3] = {0, 2, 3};
+            cr_assert(eq(int, tg_sum_dims(&sd, x, 3, dims, false), TG_OK));
+            for (int64_t c = 0; c < s[1]; c++) {
+                double acc = 0.0;
+                for (int64_t n = 0; n < s[0]; n++)
+                    for (int64_t h = 0; h < s[2]; h++)
+                        for (int64_t w = 0; w < s[3]; w++) acc += th_get(a, (int64_t[]){n, c, h, w});
+                tg_tensor *want = th_tensor_from(dts[di], 0, NULL, &acc);
+                cr_assert(eq(dbl, th_at(sd, c), th_at(want, 0)), "%s view %d: output %lld",
+                          tg_dtype_name(dts[di]), view, (long long)c);
+                tg_tensor_release(want);
+            }
+            th_release_all(4, (tg_tensor *[]){a, p, pc, sd});
+        }
+}
+
 /* mean of an integer tensor is an error in torch too ("could not infer output
  * dtype"); so is sum_to_shape here (a gradient helper). */
 /* ---- integer inputs --------------------------------------------------------------- */
