@@ -392,6 +392,11 @@ void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n
 /* The same for `rows` runs of len elements, row r at src + r*sstride and
  * dst + r*dstride (element strides): one call for a strided block, always
  * serial (for loops that are already parallel). */
+/* dst[i] = half(src[i] + bias) for i < n, the sum in f32 (without add:
+ * half(src[i]), -0.0 kept), rounded with the bulk conversions' rule; serial
+ * (for loops that are already parallel). */
+void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
+                        int64_t n);
 void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
                           int64_t dstride, int64_t rows, int64_t len);
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,

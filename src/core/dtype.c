@@ -341,6 +341,36 @@ void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, f
         tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, true);
 }
 
+#ifdef TG__HAVE_X86_SIMD
+TG__AVX2 static void half_add_round_avx2(tg_dtype to, const float *src, float bias,
+                                         uint16_t *dst, int64_t n)
+{
+    const __m256 b = _mm256_set1_ps(bias);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) tg__half_store8(to, dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
+    for (; i < n; i++)
+        dst[i] = to == TG_F16 ? tg__f32_to_f16_s(src[i] + bias) : tg__f32_to_bf16_s(src[i] + bias);
+}
+#endif
+
+void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
+                        int64_t n)
+{
+    TG_ASSERT(tg__dtype_is_half(to));
+    if (!add) {
+        tg__f32_to_half_blk(to, src, dst, n, true);
+        return;
+    }
+#ifdef TG__HAVE_X86_SIMD
+    if (tg__cpu_has_half_simd()) {
+        half_add_round_avx2(to, src, bias, dst, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = to == TG_F16 ? tg__f32_to_f16_s(src[i] + bias) : tg__f32_to_bf16_s(src[i] + bias);
+}
+
 /* ---- scalar load / store -------------------------------------------------- */
 
 double tg_dtype_load(tg_dtype dt, const void *base, int64_t i)

@@ -154,13 +154,16 @@ void tg__conv_set_part_bytes(int64_t bytes);
  * overrides). */
 int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample);
 
-/* A chunk's f32 output yf (n, c, s) into the half output y from element at:
- * g->out_bias added, then rounded once.  The f64 one asserts (no half
- * output is computed in f64); it exists for the templates. */
-void tg__conv_store_f32(const tg__conv_geom *g, float *yf, int64_t n, int64_t c, int64_t s,
-                        void *y, int64_t at);
-void tg__conv_store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, int64_t s,
-                        void *y, int64_t at);
+/* A chunk's f32 output yf into the half output y from element at, in one
+ * pass: g->out_bias added (as tg__conv_epilogue adds it), then rounded once.
+ * yf is (n, c, s), or with cbs (c, n*s) (the GEMM's layout, unpacked on
+ * the way); with rezero (= yf) each row is zeroed once read
+ * (tg__conv_zeroed_take).  The f64 one asserts (no half output is computed
+ * in f64); it exists for the templates. */
+void tg__conv_store_f32(const tg__conv_geom *g, const float *yf, int64_t n, int64_t c, int64_t s,
+                        bool cbs, void *y, int64_t at, float *rezero);
+void tg__conv_store_f64(const tg__conv_geom *g, const double *yf, int64_t n, int64_t c,
+                        int64_t s, bool cbs, void *y, int64_t at, double *rezero);
 
 /* In the functions below `dt` is TG_F32 or TG_F64 and every buffer holds that
  * type, except the activation inputs and the output y of a geometry with

@@ -33,20 +33,45 @@ int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample)
     return nb < 1 ? 1 : nb;
 }
 
-/* A chunk's f32 output yf (n, c, s) into the half output y from element
- * at: out_bias[ch] added (as tg__conv_epilogue adds it), then rounded once. */
-void tg__conv_store_f32(const tg__conv_geom *g, float *yf, int64_t n, int64_t c, int64_t s,
-                        void *y, int64_t at)
+/* Rows [r0, r1) of a store: row r is (channel, sample) = (r / nb, r % nb)
+ * of a (c, nb*s) source, or (sample, channel) = (r / c, r % c) of an
+ * (nb, c, s) one; each goes, out_bias[channel] added in f32 (as
+ * tg__conv_epilogue adds it), rounded once into y's row (sample, channel). */
+typedef struct {
+    const tg__conv_geom *g;
+    const float *src;
+    int64_t nb, c, s;
+    bool cbs;
+    uint16_t *y;
+    float *rezero;
+} store_job;
+
+static void store_rows(void *p, int64_t r0, int64_t r1)
 {
-    TG_ASSERT(tg__conv_half_out(g));
-    if (g->out_bias) tg__conv_epilogue_f32(yf, n, c, s, g->out_bias, TG_ACT_NONE, 0);
-    tg__f32_to_half_n(g->half_out, yf, (uint16_t *)y + at, n * c * s, true);
+    const store_job *q = p;
+    const int64_t s = q->s;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t ch = q->cbs ? r / q->nb : r % q->c, j = q->cbs ? r % q->nb : r / q->c;
+        const float bias = q->g->out_bias ? q->g->out_bias[ch] : 0.0f;
+        tg__half_add_round(q->g->half_out, q->src + r * s, q->g->out_bias != NULL, bias,
+                           q->y + (j * q->c + ch) * s, s);
+        if (q->rezero) memset(q->rezero + r * s, 0, (size_t)s * sizeof(float));
+    }
 }
 
-void tg__conv_store_f64(const tg__conv_geom *g, double *yf, int64_t n, int64_t c, int64_t s,
-                        void *y, int64_t at)
+void tg__conv_store_f32(const tg__conv_geom *g, const float *yf, int64_t n, int64_t c, int64_t s,
+                        bool cbs, void *y, int64_t at, float *rezero)
 {
-    (void)g, (void)yf, (void)n, (void)c, (void)s, (void)y, (void)at;
+    TG_ASSERT(tg__conv_half_out(g));
+    store_job q = {.g = g, .src = yf, .nb = n, .c = c, .s = s, .cbs = cbs,
+                   .y = (uint16_t *)y + at, .rezero = rezero};
+    tg__parallel_range(n * c, n * c * s > 32768, store_rows, &q);
+}
+
+void tg__conv_store_f64(const tg__conv_geom *g, const double *yf, int64_t n, int64_t c,
+                        int64_t s, bool cbs, void *y, int64_t at, double *rezero)
+{
+    (void)g, (void)yf, (void)n, (void)c, (void)s, (void)cbs, (void)y, (void)at, (void)rezero;
     TG_ASSERT(!"half output in an f64 kernel");
 }
 
@@ -84,7 +109,7 @@ int tg__conv_transpose_fast_raw(tg_dtype dt, const tg__conv_geom *g, const void 
     gf.half_in = gf.half_out = TG_F32;
     rc = tg__conv_transpose_phase_raw(dt, &gf, xf ? xf : x, w, yf ? yf : y);
     if (rc == TG_OK && yf)
-        tg__conv_store_f32(g, yf, g->batch, g->c_img, tg__conv_prod3(g->img), y, 0);
+        tg__conv_store_f32(g, yf, g->batch, g->c_img, tg__conv_prod3(g->img), false, y, 0, NULL);
 done:
     tg__work_free(xf);
     tg__work_free(yf);
