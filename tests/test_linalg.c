@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -310,4 +311,65 @@ Test(linalg, autocast_lowers_matmul_and_grads_keep_input_dtype)
         }
     tg_tensor *all[] = {a, b, ref, c, s};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
+}
+
+/* A (rows, cols) bf16 matrix in place (plain), and the same values as a
+ * view of every other column of a wider tensor (strided: no layout gemm can
+ * read, so the matmul copies it to f32 first); transposed: the transpose of
+ * a (cols, rows) one. */
+static void bf16_pair(int64_t rows, int64_t cols, bool transposed, uint64_t seed, tg_tensor **plain,
+                      tg_tensor **strided, tg_tensor **own)
+{
+    const int64_t r = transposed ? cols : rows, c = transposed ? rows : cols;
+    tg_tensor *wide = th_rand_uniform(TG_BF16, 2, (int64_t[]){r, 2 * c}, seed), *v = NULL,
+              *dense = NULL;
+    cr_assert(eq(int, tg_slice(&v, wide, 1, 0, 2 * c, 2), TG_OK));
+    cr_assert(eq(int, tg_contiguous(&dense, v), TG_OK));
+    if (transposed) {
+        cr_assert(eq(int, tg_transpose(plain, dense, 0, 1), TG_OK));
+        cr_assert(eq(int, tg_transpose(strided, v, 0, 1), TG_OK));
+    } else {
+        *plain = tg_tensor_retain(dense);
+        *strided = tg_tensor_retain(v);
+    }
+    own[0] = wide, own[1] = v, own[2] = dense;
+}
+
+/* On the bf16 kernels, a bf16 operand that gemm could read in place is read
+ * as bf16 bits, without an f32 copy: the products must have the bits of the
+ * same values copied to f32 first (a strided view of them), plain and
+ * transposed operands, matmul and linear (whose weight comes from panels,
+ * with and without bias), at shapes where the kernels pay. */
+Test(linalg, bf16_operands_read_in_place_give_the_bits_of_f32_copies)
+{
+    tg_bf16_kernel k = tg_bf16_kernel_get();
+    if (k == TG_BF16_KERNEL_PORTABLE) {
+        printf("linalg: no bf16 kernel on this CPU, so no operand is read in place "
+               "(the portable path converts every one)\n");
+        return;
+    }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            tg_tensor *a, *as, *b, *bs, *own[6], *c0 = NULL, *c1 = NULL;
+            bf16_pair(48, 72, ta, 31 + ta, &a, &as, own);
+            bf16_pair(72, 40, tb, 37 + tb, &b, &bs, own + 3);
+            cr_assert(eq(int, tg_matmul(&c0, a, b), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(int, tg_matmul(&c1, as, bs), TG_OK), "%s", tg_error_message());
+            cr_assert(th_same_bits(c0, c1), "%s: a transposed %d, b transposed %d",
+                      tg_bf16_kernel_name(k), ta, tb);
+            th_release_all(4, (tg_tensor *[]){a, as, b, bs});
+            th_release_all(6, own);
+            th_release_all(2, (tg_tensor *[]){c0, c1});
+        }
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        tg_tensor *x, *xs, *own[3], *y0 = NULL, *y1 = NULL;
+        bf16_pair(64, 96, false, 41, &x, &xs, own);
+        tg_tensor *w = th_rand_uniform(TG_BF16, 2, (int64_t[]){40, 96}, 43);
+        tg_tensor *bias = with_bias ? th_rand_uniform(TG_BF16, 1, (int64_t[]){40}, 47) : NULL;
+        cr_assert(eq(int, tg_linear(&y0, x, w, bias), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_linear(&y1, xs, w, bias), TG_OK), "%s", tg_error_message());
+        cr_assert(th_same_bits(y0, y1), "%s: linear, bias %d", tg_bf16_kernel_name(k), with_bias);
+        th_release_all(3, own);
+        th_release_all(6, (tg_tensor *[]){x, xs, w, bias, y0, y1});
+    }
 }

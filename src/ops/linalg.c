@@ -4,10 +4,11 @@
  * rows or columns are unit-stride goes to gemm as is (CblasNoTrans or
  * CblasTrans with the other stride as leading dimension); anything else, and
  * every f16/bf16 operand, is packed into a contiguous buffer of the compute
- * dtype (f32 for f16/bf16, rounded once into the output).  A Linear's bf16
- * weight (in the forward, and in dx when no graph is recorded) is
- * multiplied from its panels, packed once per version
- * (tg__bf16_panels_get), without the f32 copy.
+ * dtype (f32 for f16/bf16, rounded once into the output).  A product on the
+ * bf16 kernels skips those copies: a Linear's bf16 weight (in the forward,
+ * and in dx when no graph is recorded) is multiplied from its panels, packed
+ * once per version (tg__bf16_panels_get), and a bf16 operand that gemm could
+ * read in place is read as bf16 bits.
  *
  * Backward uses the differentiable ops themselves:
  *   C = A B      =>  dA = dC B^T,  dB = A^T dC
@@ -130,6 +131,17 @@ static bool panel_operand(const mat *m, bool b_side, tg__bf16_operand *o)
     return o->ld >= 1;
 }
 
+/* m (one bf16 matrix) as an operand of the bf16 kernels read in place as
+ * bits, when gemm could read it in place (blas_layout). */
+static bool bits_operand(const mat *m, operand *o)
+{
+    int64_t ld;
+    bool trans;
+    if (m->t->dtype != TG_BF16 || !blas_layout(m, &trans, &ld)) return false;
+    *o = (operand){.p = elem_ptr(m->t, m->off), .trans = trans, .ld = (int)ld};
+    return true;
+}
+
 /* The panels of m (one matrix) when it is a bf16 weight, else NULL. */
 static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel kern)
 {
@@ -150,18 +162,22 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
     size_t es = tg_dtype_size(ct);
     TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
              "matmul: extents above INT_MAX are not supported by BLAS");
-    /* one bf16 product: the weight from its panels (no f32 copy), when the
-     * bf16 kernels pay for its shape */
-    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && b_weight &&
-                                        tg__bf16_gemm_pays(M, N, K)
+    /* one bf16 product on the bf16 kernels, when they pay for its shape: the
+     * weight from its panels, the other operands read as bf16 bits where
+     * gemm could read them in place (no f32 copy; the kernels pack the same
+     * values either way) */
+    const tg_bf16_kernel kern = dt == TG_BF16 && nb == 1 && tg__bf16_gemm_pays(M, N, K)
                                     ? tg_bf16_kernel_get()
                                     : TG_BF16_KERNEL_AUTO;
-    tg__bf16_panels *pb = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0
-                              ? weight_panels(b, true, kern)
-                              : NULL;
+    const bool on_kernel = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0;
+    tg__bf16_panels *pb = on_kernel && b_weight ? weight_panels(b, true, kern) : NULL;
+    operand oa, ob = {.ld = 1};   /* ob.p NULL: B from its panels */
+    const bool a_bits = on_kernel && bits_operand(a, &oa);
+    const bool b_bits = on_kernel && !pb && bits_operand(b, &ob);
     /* work buffers (the storage cache's blocks, so repeated calls of one
      * shape neither map nor fault in fresh pages) */
-    const bool need_a = needs_scratch(a, ct), need_b = !pb && needs_scratch(b, ct);
+    const bool need_a = !a_bits && needs_scratch(a, ct);
+    const bool need_b = !pb && !b_bits && needs_scratch(b, ct);
     void *sa = need_a ? tg__work_alloc((size_t)(M * K + 1) * es) : NULL;
     void *sb = need_b ? tg__work_alloc((size_t)(K * N + 1) * es) : NULL;
     void *sc = dt == ct ? NULL : tg__work_alloc((size_t)(M * N + 1) * es);
@@ -173,9 +189,8 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
         return TG_ENOMEM;
     }
     for (int64_t k = 0; k < nb; k++) {
-        operand oa, ob = {.ld = 1};   /* ob.p NULL: B from its panels */
-        prepare(a, k, ct, sa, &oa);
-        if (!pb) prepare(b, k, ct, sb, &ob);
+        if (!a_bits) prepare(a, k, ct, sa, &oa);
+        if (!pb && !b_bits) prepare(b, k, ct, sb, &ob);
         void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
         if (bias && M > 0) {
             /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
@@ -183,11 +198,12 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             tg__gather(bias, ct, c);
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
-        /* bf16: the operands' f32 copies hold bf16 values, multiplied as bf16 */
-        if (pb) {
+        /* bf16 off the kernels: the operands' f32 copies hold bf16 values,
+         * which tg__gemm multiplies as bf16 where they pay, else by sgemm */
+        if (on_kernel) {
             const int saved = tg__blas_single_begin();
-            tg__gemm_par_panels(kern, oa.trans, ob.trans, M, N, K, oa.p, oa.ld, ob.p, ob.ld,
-                                bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
+            tg__gemm_par_bits(kern, oa.trans, ob.trans, M, N, K, oa.p, a_bits, oa.ld, ob.p, b_bits,
+                              ob.ld, bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
             tg__blas_restore(saved);
         } else {
             tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld,
