@@ -75,8 +75,8 @@ void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
 bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool centred_sq,
                      int64_t n, int64_t rstride, int64_t s, double *out);
 
-/* Tests: false makes batch_norm on this thread take its portable loops
- * instead of norm_simd.c's (true, the default, restores). */
+/* Tests: false makes batch_norm take its portable loops instead of
+ * norm_simd.c's, in every thread (true, the default, restores). */
 void tg__bn_set_simd(bool on);
 
 /* Tests: false makes batch_norm on this thread take its per-channel loops

@@ -17,15 +17,18 @@
  * same f32 operations in the same order (ISO C: no contraction) and rounded
  * with the bulk conversion's rule, so the bits are those of the two passes
  * (tests/test_norm.c compares them). */
+#include <stdatomic.h>
+
 #include "core/half_simd.h"
 #include "core/core.h"
 #include "ops/norm_internal.h"
 
-static _Thread_local bool simd_off;
+/* process-wide, as the workers of a batch_norm must see it too */
+static atomic_bool simd_off;
 
-void tg__bn_set_simd(bool on) { simd_off = !on; }
+void tg__bn_set_simd(bool on) { atomic_store(&simd_off, !on); }
 
-static bool use_simd(void) { return !simd_off && tg__cpu_has_half_simd(); }
+static bool use_simd(void) { return !atomic_load(&simd_off) && tg__cpu_has_half_simd(); }
 
 static uint16_t half_st(tg_dtype dt, float f)
 {
