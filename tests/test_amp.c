@@ -1,7 +1,8 @@
 /* tests/test_amp.c - mixed precision: the AMP policies of the dispatch
  * (promote table, autocast scopes), every float op in f16 and bf16, and
  * gradient dtypes (half values at the edges and half kernels: test_half.c;
- * the gradient scaler and training under autocast: test_amp_train.c). */
+ * the gradient scaler: test_amp_scaler.c; training under autocast:
+ * test_amp_train.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>

@@ -495,7 +495,7 @@ Test(conv_fast, half_kernels_round_the_f32_results)
     };
     const tg_dtype halves[2] = {TG_F16, TG_BF16};
     /* bf16 on the kernel that sums as sgemm does (the others' sums are
-     * checked against f64 in test_bf16_gemm.c) */
+     * checked against f64 in test_bf16_gemm_ops.c) */
     cr_assert(eq(int, tg_bf16_kernel_set(TG_BF16_KERNEL_PORTABLE), TG_OK));
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int h = 0; h < 2; h++)

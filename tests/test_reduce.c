@@ -1,6 +1,6 @@
 /* tests/test_reduce.c - sum, mean and their _dims forms, sum_to_shape, and
  * the exact int64 sums of integer tensors, against naive loops written here
- * (their gradients are checked with the shape ops' in test_shape.c). */
+ * (their gradients are checked with the shape ops' in test_shape_grad.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>

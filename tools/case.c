@@ -1,4 +1,5 @@
-/* tools/case.c - parsing and running conv case files (see case.h). */
+/* tools/case.c - parsing conv case files (see case.h); running them is in
+ * case_run.c. */
 #include "case.h"
 
 #include <ctype.h>
@@ -29,7 +30,7 @@ static const char *const case_keys[] = {"op", "stride", "padding", "output_paddi
 #define CASE_FIRST_QUANT_KEY 8
 static const char *const case_tensors[] = {"x", "weight", "bias", "grad_y"};
 
-static int fail(char *err, size_t n, int status, const char *fmt, ...)
+int tg_case_fail(char *err, size_t n, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -58,8 +59,8 @@ static int list_next(const char **p, const char *key, const char *s, long long k
     if (**p == '\0')
         return 1;
     if (**p != ',')
-        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %lld",
-                    key, s, **p, k);
+        return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": unexpected '%c' after item %lld",
+                            key, s, **p, k);
     (*p)++;
     return 0;
 }
@@ -78,16 +79,16 @@ static int parse_int_list(const char *key, const char *s, int64_t min, int64_t *
         errno = 0;
         long long val = strtoll(p, &end, 10);
         if (end == p || (*p != '-' && *p != '+' && !isdigit((unsigned char)*p)))
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is not an integer",
-                        key, s, k);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is not an integer",
+                                key, s, k);
         if (errno == ERANGE || val > CASE_INT_MAX)
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is too large (max %"
-                        PRId64 ")", key, s, k, CASE_INT_MAX);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d is too large (max %"
+                                PRId64 ")", key, s, k, CASE_INT_MAX);
         if (val < min)
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d=%lld must be >= %"
-                        PRId64, key, s, k, val, min);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %d=%lld must be >= %"
+                                PRId64, key, s, k, val, min);
         if (k == CASE_MAX_VALUES)
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": too many values", key, s);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": too many values", key, s);
         v[k++] = val;
         p = end;
         int rc = list_next(&p, key, s, k - 1, err, n);
@@ -114,8 +115,8 @@ static int parse_axes(const tg_st_file *f, const char *key, int nsp, int64_t min
     if (rc < 0)
         return rc;
     if (k != 1 && k != nsp)
-        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected 1 or %d values, got %d",
-                    key, s, nsp, k);
+        return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected 1 or %d values, got %d",
+                            key, s, nsp, k);
     for (int a = 0; a < nsp; a++)
         out[a] = v[k == 1 ? 0 : a];
     return TG_OK;
@@ -134,9 +135,9 @@ static int parse_padding(const tg_st_file *f, int nsp, int64_t pad[][2], char *e
     if (rc < 0)
         return rc;
     if (k != 1 && k != nsp && k != 2 * nsp)
-        return fail(err, n, TG_EINVAL,
-                    "case: padding=\"%s\": expected 1, %d or %d values, got %d", s, nsp,
-                    2 * nsp, k);
+        return tg_case_fail(err, n, TG_EINVAL,
+                            "case: padding=\"%s\": expected 1, %d or %d values, got %d", s, nsp,
+                            2 * nsp, k);
     for (int a = 0; a < nsp; a++) {
         if (k == 2 * nsp) {
             pad[a][0] = v[2 * a];
@@ -159,8 +160,8 @@ static int parse_groups(const tg_st_file *f, int64_t *groups, char *err, size_t 
     if (rc < 0)
         return rc;
     if (k != 1)
-        return fail(err, n, TG_EINVAL, "case: groups=\"%s\": expected one value, got %d",
-                    s, k);
+        return tg_case_fail(err, n, TG_EINVAL, "case: groups=\"%s\": expected one value, got %d",
+                            s, k);
     *groups = v[0];
     return TG_OK;
 }
@@ -171,8 +172,8 @@ static int parse_activation(const tg_st_file *f, tg_conv_params *p, char *err, s
     if (!s)
         return TG_OK;
     if (tg_activation_parse(s, &p->act, &p->act_slope) < 0)
-        return fail(err, n, TG_EINVAL, "case: activation=\"%s\": %s", s,
-                    tg_error_message());
+        return tg_case_fail(err, n, TG_EINVAL, "case: activation=\"%s\": %s", s,
+                            tg_error_message());
     return TG_OK;
 }
 
@@ -188,15 +189,15 @@ static int parse_padding_mode(const tg_st_file *f, tg_conv_params *p, char *err,
             p->padding_mode = (tg_pad_mode)m;   /* TG_PAD_CONSTANT is zeros */
             return TG_OK;
         }
-    return fail(err, n, TG_EINVAL, "case: padding_mode=\"%s\" is not one of zeros, reflect, "
-                "replicate, circular", s);
+    return tg_case_fail(err, n, TG_EINVAL, "case: padding_mode=\"%s\" is not one of zeros, "
+                        "reflect, replicate, circular", s);
 }
 
 static int parse_op(const tg_st_file *f, tg_case *c, char *err, size_t n)
 {
     const char *op = tg_st_meta_get(f, "op");
     if (!op)
-        return fail(err, n, TG_EINVAL, "case: metadata key 'op' is missing");
+        return tg_case_fail(err, n, TG_EINVAL, "case: metadata key 'op' is missing");
     static const char qprefix[] = "quantized_";
     const bool quantized = strncmp(op, qprefix, sizeof qprefix - 1) == 0;
     const char *base = quantized ? op + sizeof qprefix - 1 : op;
@@ -210,9 +211,9 @@ static int parse_op(const tg_st_file *f, tg_case *c, char *err, size_t n)
             return TG_OK;
         }
     }
-    return fail(err, n, TG_EINVAL, "case: op=\"%s\" is not one of conv1d, conv2d, conv3d, "
-                "conv_transpose1d, conv_transpose2d, conv_transpose3d (or one of them "
-                "prefixed by quantized_)", op);
+    return tg_case_fail(err, n, TG_EINVAL, "case: op=\"%s\" is not one of conv1d, conv2d, conv3d, "
+                        "conv_transpose1d, conv_transpose2d, conv_transpose3d (or one of them "
+                        "prefixed by quantized_)", op);
 }
 
 /* Unknown metadata keys and tensor names are errors: a typo ("strides")
@@ -223,23 +224,23 @@ static int check_names(const tg_st_file *f, char *err, size_t n)
     for (int i = 0; i < nm; i++) {
         const char *key, *value;
         if (tg_st_meta_at(f, i, &key, &value) < 0)
-            return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
+            return tg_case_fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
         if (!in_list(key, case_keys, sizeof case_keys / sizeof *case_keys))
-            return fail(err, n, TG_EINVAL, "case: unknown metadata key '%s' (expected op, "
-                        "stride, padding, output_padding, dilation, groups, activation, "
-                        "padding_mode; "
-                        "quantized ops also x_scale, x_zero_point, weight_scale, y_scale, "
-                        "y_zero_point)", key);
+            return tg_case_fail(err, n, TG_EINVAL, "case: unknown metadata key '%s' (expected op, "
+                                "stride, padding, output_padding, dilation, groups, activation, "
+                                "padding_mode; "
+                                "quantized ops also x_scale, x_zero_point, weight_scale, y_scale, "
+                                "y_zero_point)", key);
     }
     int nt = tg_st_count(f);
     for (int i = 0; i < nt; i++) {
         const char *name;
         tg_tensor *t;
         if (tg_st_at(f, i, &name, &t) < 0)
-            return fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
+            return tg_case_fail(err, n, TG_EFORMAT, "case: %s", tg_error_message());
         if (!in_list(name, case_tensors, sizeof case_tensors / sizeof *case_tensors))
-            return fail(err, n, TG_EINVAL, "case: unknown tensor '%s' (expected x, weight, "
-                        "bias, grad_y)", name);
+            return tg_case_fail(err, n, TG_EINVAL, "case: unknown tensor '%s' (expected x, weight, "
+                                "bias, grad_y)", name);
     }
     return TG_OK;
 }
@@ -251,12 +252,13 @@ static int parse_tensors(const tg_st_file *f, tg_case *c, char *err, size_t n)
     c->bias = tg_st_get(f, "bias");
     c->grad_y = tg_st_get(f, "grad_y");
     if (!c->x || !c->weight)
-        return fail(err, n, TG_EINVAL, "case: tensor '%s' is missing", c->x ? "weight" : "x");
+        return tg_case_fail(err, n, TG_EINVAL, "case: tensor '%s' is missing",
+                            c->x ? "weight" : "x");
     int want = c->nspatial + 2;
     if (tg_tensor_ndim(c->x) != want || tg_tensor_ndim(c->weight) != want)
-        return fail(err, n, TG_ESHAPE, "case: %s needs x and weight with %d dims, got %d "
-                    "and %d", c->op, want, tg_tensor_ndim(c->x),
-                    tg_tensor_ndim(c->weight));
+        return tg_case_fail(err, n, TG_ESHAPE, "case: %s needs x and weight with %d dims, got %d "
+                            "and %d", c->op, want, tg_tensor_ndim(c->x),
+                            tg_tensor_ndim(c->weight));
     return TG_OK;
 }
 
@@ -273,11 +275,11 @@ static int parse_scale_list(const char *key, const char *s, double *v, int64_t m
         errno = 0;
         double d = strtod(p, &end);
         if (end == p || errno == ERANGE || !isfinite(d) || d <= 0)
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %lld is not a finite "
-                        "number > 0", key, s, (long long)k);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": item %lld is not a finite "
+                                "number > 0", key, s, (long long)k);
         if (k == max)
-            return fail(err, n, TG_EINVAL, "case: %s=\"%s\": more than %lld values", key, s,
-                        (long long)max);
+            return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": more than %lld values", key, s,
+                                (long long)max);
         v[k++] = d;
         p = end;
         int rc = list_next(&p, key, s, k - 1, err, n);
@@ -295,7 +297,7 @@ static int parse_one_scale(const tg_st_file *f, const char *key, double *v, char
 {
     const char *s = tg_st_meta_get(f, key);
     if (!s)
-        return fail(err, n, TG_EINVAL, "case: quantized ops need metadata key '%s'", key);
+        return tg_case_fail(err, n, TG_EINVAL, "case: quantized ops need metadata key '%s'", key);
     int64_t k;
     return parse_scale_list(key, s, v, 1, &k, err, n);
 }
@@ -313,8 +315,8 @@ static int parse_zero_point(const tg_st_file *f, const char *key, tg_dtype dt, i
     if (rc < 0)
         return rc;
     if (k != 1 || v[0] > hi)
-        return fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected one int in [%lld, %lld]", key,
-                    s, (long long)lo, (long long)hi);
+        return tg_case_fail(err, n, TG_EINVAL, "case: %s=\"%s\": expected one int in [%lld, %lld]",
+                            key, s, (long long)lo, (long long)hi);
     *zp = (int32_t)v[0];
     return TG_OK;
 }
@@ -327,16 +329,17 @@ static int parse_quant(const tg_st_file *f, tg_case *c, char *err, size_t n)
         size_t nk = sizeof case_keys / sizeof *case_keys;
         for (size_t i = CASE_FIRST_QUANT_KEY; i < nk; i++)
             if (tg_st_meta_get(f, case_keys[i]))
-                return fail(err, n, TG_EINVAL, "case: metadata key '%s' is only for "
-                            "quantized ops", case_keys[i]);
+                return tg_case_fail(err, n, TG_EINVAL, "case: metadata key '%s' is only for "
+                                    "quantized ops", case_keys[i]);
         return TG_OK;
     }
     tg_dtype dt = tg_tensor_dtype(c->x);
     if (dt != TG_U8 && dt != TG_I8)
-        return fail(err, n, TG_EDTYPE, "case: %s needs x of dtype U8 or I8, got %s", c->op,
-                    tg_dtype_name(dt));
+        return tg_case_fail(err, n, TG_EDTYPE, "case: %s needs x of dtype U8 or I8, got %s", c->op,
+                            tg_dtype_name(dt));
     if (c->grad_y)
-        return fail(err, n, TG_EINVAL, "case: %s is not differentiable: remove grad_y", c->op);
+        return tg_case_fail(err, n, TG_EINVAL, "case: %s is not differentiable: remove grad_y",
+                            c->op);
     int rc = parse_one_scale(f, "x_scale", &c->q.x_scale, err, n);
     if (rc >= 0)
         rc = parse_one_scale(f, "y_scale", &c->q.y_scale, err, n);
@@ -346,7 +349,8 @@ static int parse_quant(const tg_st_file *f, tg_case *c, char *err, size_t n)
         rc = parse_zero_point(f, "y_zero_point", dt, &c->q.y_zero_point, err, n);
     const char *ws = tg_st_meta_get(f, "weight_scale");
     if (rc >= 0 && !ws)
-        rc = fail(err, n, TG_EINVAL, "case: quantized ops need metadata key 'weight_scale'");
+        rc = tg_case_fail(err, n, TG_EINVAL,
+                          "case: quantized ops need metadata key 'weight_scale'");
     if (rc >= 0)
         rc = parse_scale_list("weight_scale", ws, c->weight_scales, TG_CASE_MAX_CHANNELS,
                               &c->q.n_weight_scales, err, n);
@@ -357,7 +361,7 @@ static int parse_quant(const tg_st_file *f, tg_case *c, char *err, size_t n)
 int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
 {
     if (!out || !f)
-        return fail(err, errlen, TG_EINVAL, "case: NULL argument");
+        return tg_case_fail(err, errlen, TG_EINVAL, "case: NULL argument");
     tg_case c = {.params = TG_CONV_PARAMS_INIT};
     int rc = check_names(f, err, errlen);
     if (rc >= 0)
@@ -384,139 +388,13 @@ int tg_case_parse(tg_case *out, const tg_st_file *f, char *err, size_t errlen)
     if (rc >= 0 && !c.transpose) {
         for (int a = 0; a < nsp; a++)
             if (c.params.output_padding[a] != 0)
-                return fail(err, errlen, TG_EINVAL, "case: output_padding=\"%s\" is only "
-                            "allowed for conv_transpose ops",
-                            tg_st_meta_get(f, "output_padding"));
+                return tg_case_fail(err, errlen, TG_EINVAL, "case: output_padding=\"%s\" is only "
+                                    "allowed for conv_transpose ops",
+                                    tg_st_meta_get(f, "output_padding"));
     }
     if (rc < 0)
         return rc;
     *out = c;
     out->q.weight_scales = out->weight_scales;
-    return TG_OK;
-}
-
-/* ---- running ---- */
-
-/* A fresh leaf sharing t's storage (so that requires_grad and .grad never
- * touch the file's tensor), or NULL for NULL. */
-static int make_leaf(tg_tensor **out, tg_tensor *t, bool requires_grad)
-{
-    *out = NULL;
-    if (!t)
-        return TG_OK;
-    int rc = tg_tensor_detach(out, t);
-    if (rc >= 0 && requires_grad)
-        rc = tg_tensor_set_requires_grad(*out, true);
-    return rc;
-}
-
-static int lib_fail(char *err, size_t n, int rc, const char *op, const char *what)
-{
-    return fail(err, n, rc, "%s: %s failed: %s (%s)", op, what, tg_error_message(),
-                tg_status_name(rc));
-}
-
-static int store(tg_st_file *res, const char *name, tg_tensor *t, const char *op, char *err,
-                 size_t n)
-{
-    if (!t)
-        return fail(err, n, TG_EGRAD, "%s: backward produced no %s", op, name);
-    tg_tensor *d = NULL;
-    int rc = tg_tensor_detach(&d, t);
-    if (rc >= 0)
-        rc = tg_st_set(res, name, d);
-    tg_tensor_release(d);
-    return rc < 0 ? lib_fail(err, n, rc, op, "storing a result") : TG_OK;
-}
-
-static int check_grad_y(const tg_case *c, const tg_tensor *y, char *err, size_t n)
-{
-    if (tg_tensor_same_shape(y, c->grad_y))
-        return TG_OK;
-    char a[128], b[128];
-    tg_shape_str(a, sizeof a, tg_tensor_ndim(c->grad_y), tg_tensor_shape(c->grad_y));
-    tg_shape_str(b, sizeof b, tg_tensor_ndim(y), tg_tensor_shape(y));
-    return fail(err, n, TG_ESHAPE, "%s: grad_y has shape %s but y has shape %s", c->op, a, b);
-}
-
-static int run_forward_backward(tg_st_file *res, const tg_case *c, tg_tensor *const leaf[3],
-                                const tg_conv_params *p, char *err, size_t n)
-{
-    tg_tensor *y = NULL;
-    int rc = c->transpose ? tg_conv_transpose(&y, leaf[0], leaf[1], leaf[2], p)
-                          : tg_conv(&y, leaf[0], leaf[1], leaf[2], p);
-    if (rc < 0)
-        return lib_fail(err, n, rc, c->op, "forward");
-    rc = store(res, "y", y, c->op, err, n);
-    if (rc >= 0 && c->grad_y) {
-        rc = check_grad_y(c, y, err, n);
-        if (rc >= 0) {
-            rc = tg_backward(y, c->grad_y, NULL);
-            if (rc < 0)
-                rc = lib_fail(err, n, rc, c->op, "backward");
-        }
-        static const char *const names[] = {"grad_x", "grad_weight", "grad_bias"};
-        for (int i = 0; i < 3 && rc >= 0; i++)
-            if (leaf[i])
-                rc = store(res, names[i], tg_tensor_grad(leaf[i]), c->op, err, n);
-    }
-    tg_tensor_release(y);
-    return rc;
-}
-
-/* A quantized case: the integer op on the file's tensors (not modified). */
-static int run_quantized(tg_st_file **result, const tg_case *c, char *err, size_t n)
-{
-    tg_qscales q = c->q;
-    q.weight_scales = c->weight_scales;
-    tg_tensor *y = NULL;
-    tg_st_file *res = NULL;
-    int rc = c->transpose
-                 ? tg_quantized_conv_transpose(&y, c->x, c->weight, c->bias, &c->params, &q)
-                 : tg_quantized_conv(&y, c->x, c->weight, c->bias, &c->params, &q);
-    if (rc < 0)
-        return lib_fail(err, n, rc, c->op, "forward");
-    rc = tg_st_new(&res);
-    if (rc >= 0)
-        rc = tg_st_set(res, "y", y);
-    tg_tensor_release(y);
-    if (rc < 0) {
-        tg_st_free(res);
-        return lib_fail(err, n, rc, c->op, "storing a result");
-    }
-    *result = res;
-    return TG_OK;
-}
-
-int tg_case_run(tg_st_file **result, const tg_case *c, tg_conv_algo algo, char *err,
-                size_t errlen)
-{
-    if (!result || !c || !c->x || !c->weight)
-        return fail(err, errlen, TG_EINVAL, "case: NULL argument");
-    if (c->quantized)
-        return run_quantized(result, c, err, errlen);
-    bool grad = c->grad_y != NULL;
-    tg_conv_params p = c->params;
-    p.algo = algo;
-    tg_tensor *leaf[3] = {NULL, NULL, NULL};
-    tg_st_file *res = NULL;
-    int rc = make_leaf(&leaf[0], c->x, grad);
-    if (rc >= 0)
-        rc = make_leaf(&leaf[1], c->weight, grad);
-    if (rc >= 0)
-        rc = make_leaf(&leaf[2], c->bias, grad);
-    if (rc >= 0)
-        rc = tg_st_new(&res);
-    if (rc < 0)
-        rc = lib_fail(err, errlen, rc, c->op, "setting up inputs");
-    else
-        rc = run_forward_backward(res, c, leaf, &p, err, errlen);
-    for (int i = 0; i < 3; i++)
-        tg_tensor_release(leaf[i]);
-    if (rc < 0) {
-        tg_st_free(res);
-        return rc;
-    }
-    *result = res;
     return TG_OK;
 }

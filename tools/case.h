@@ -65,4 +65,9 @@ int tg_case_parse(tg_case *c, const tg_st_file *f, char *err, size_t errlen);
 int tg_case_run(tg_st_file **result, const tg_case *c, tg_conv_algo algo, char *err,
                 size_t errlen);
 
+/* Writes the message fmt into err (n bytes, NUL-terminated; nothing when err
+ * is NULL or n is 0) and returns status: the failure path of case.c and
+ * case_run.c. */
+int tg_case_fail(char *err, size_t n, int status, const char *fmt, ...);
+
 #endif

@@ -21,27 +21,10 @@
 #include "core/profile.h"
 #include "autograd/tape.h"
 #include "engine/engine.h"
+#include "engine/slot_index.h"
 #include "ops/elementwise.h"   /* tg__add_over */
 #include "tapegrad/ops.h"
 #include "tapegrad/profile.h"
-
-/* The result slots of tg_grad's inputs by a key (an input tensor, or the
- * grad_fn of a non-leaf input).  Each distinct key has one entry, holding the
- * first slot with that key; next[j] chains the later ones in increasing order
- * (-1 ends it).  An input passed twice, or two tensors that share one grad_fn,
- * so fill every one of their slots, as torch.autograd.grad does. */
-typedef struct slot_key {
-    const void *key;
-    int first, last;
-    UT_hash_handle hh;
-} slot_key;
-
-typedef struct slot_index {
-    slot_key *table;              /* uthash head */
-    slot_key *keys;               /* the entries: at most one per slot */
-    int n_keys;
-    int *next;                    /* one per slot */
-} slot_index;
 
 /* A leaf reached by a gradient, and the sum of what reached it so far. */
 typedef struct touched_leaf {
@@ -54,8 +37,8 @@ typedef struct touched_leaf {
 
 typedef struct engine {
     tg__engine_req req;           /* what was asked (engine.h) */
-    slot_index by_tensor;         /* every target, by tensor */
-    slot_index by_fn;             /* non-leaf targets, by grad_fn */
+    tg__slot_index by_tensor;     /* every target, by tensor */
+    tg__slot_index by_fn;         /* non-leaf targets, by grad_fn */
     tg_node **nodes;              /* increasing seq; node->dependencies = index + 1 */
     int n_nodes;
     bool *flows;                  /* gradient must go through this node's backward */
@@ -128,59 +111,16 @@ static int accumulate(tg_tensor **slot, tg_tensor *g)
     return TG_OK;
 }
 
-static int index_init(slot_index *ix, int n)
-{
-    ix->keys = tg__calloc((size_t)n, sizeof *ix->keys);
-    ix->next = tg__calloc((size_t)n, sizeof *ix->next);
-    return ix->keys && ix->next ? TG_OK : TG_ENOMEM;
-}
-
-static void index_free(slot_index *ix)
-{
-    HASH_CLEAR(hh, ix->table);
-    free(ix->keys);
-    free(ix->next);
-}
-
-/* The first slot with key, or -1. */
-static int index_first(const slot_index *ix, const void *key)
-{
-    slot_key *k = NULL;
-    HASH_FIND_PTR(ix->table, &key, k);
-    return k ? k->first : -1;
-}
-
-/* Adds slot j (greater than every slot added before) under key.  On
- * TG_ENOMEM the index is as it was, and still consistent. */
-static int index_add(slot_index *ix, const void *key, int j)
-{
-    slot_key *k = NULL;
-    HASH_FIND_PTR(ix->table, &key, k);
-    ix->next[j] = -1;
-    if (k) {
-        ix->next[k->last] = j;
-        k->last = j;
-        return TG_OK;
-    }
-    k = &ix->keys[ix->n_keys];
-    *k = (slot_key){.key = key, .first = j, .last = j};
-    HASH_ADD_PTR(ix->table, key, k);
-    if (TG_HASH_ADD_FAILED(k))
-        return tg__error(TG_ENOMEM, "grad: out of memory indexing the inputs");
-    ix->n_keys++;
-    return TG_OK;
-}
-
 /* Indexes tg_grad's inputs: each by tensor, and a non-leaf one by grad_fn. */
 static int index_targets(engine *e)
 {
     if (e->req.n_targets == 0) return TG_OK;
-    TG_TRY(index_init(&e->by_tensor, e->req.n_targets));
-    TG_TRY(index_init(&e->by_fn, e->req.n_targets));
+    TG_TRY(tg__slot_index_init(&e->by_tensor, e->req.n_targets));
+    TG_TRY(tg__slot_index_init(&e->by_fn, e->req.n_targets));
     for (int j = 0; j < e->req.n_targets; j++) {
         const tg_tensor *t = e->req.targets[j];
-        TG_TRY(index_add(&e->by_tensor, t, j));
-        if (t->grad_fn) TG_TRY(index_add(&e->by_fn, t->grad_fn, j));
+        TG_TRY(tg__slot_index_add(&e->by_tensor, t, j));
+        if (t->grad_fn) TG_TRY(tg__slot_index_add(&e->by_fn, t->grad_fn, j));
     }
     return TG_OK;
 }
@@ -188,13 +128,13 @@ static int index_targets(engine *e)
 static bool leaf_is_target(const engine *e, const tg_tensor *leaf)
 {
     if (e->req.accumulate) return leaf->requires_grad;
-    return index_first(&e->by_tensor, leaf) >= 0;
+    return tg__slot_index_first(&e->by_tensor, leaf) >= 0;
 }
 
 /* The first slot of an input whose grad_fn is n, or -1. */
 static int node_target_slot(const engine *e, const tg_node *n)
 {
-    return e->req.n_targets ? index_first(&e->by_fn, n) : -1;
+    return e->req.n_targets ? tg__slot_index_first(&e->by_fn, n) : -1;
 }
 
 static bool node_is_target(const engine *e, const tg_node *n)
@@ -316,7 +256,7 @@ static int deliver_leaf(engine *e, int k)
         }
         if (rc >= 0 && leaf->post_hooks) rc = run_post_hooks(leaf);
     }
-    int j = e->req.accumulate ? -1 : index_first(&e->by_tensor, leaf);
+    int j = e->req.accumulate ? -1 : tg__slot_index_first(&e->by_tensor, leaf);
     for (; rc >= 0 && j >= 0; j = e->by_tensor.next[j])
         rc = accumulate(&e->req.results[j], h);
     tg_tensor_release(h);
@@ -522,8 +462,8 @@ out:
         free(e->touched[i]);
     }
     free(e->touched);
-    index_free(&e->by_tensor);
-    index_free(&e->by_fn);
+    tg__slot_index_free(&e->by_tensor);
+    tg__slot_index_free(&e->by_fn);
     free(e->flows);
     free(e->nodes);
     tg__engine_current = outer;

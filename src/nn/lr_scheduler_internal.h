@@ -1,6 +1,6 @@
 /* src/nn/lr_scheduler_internal.h - the scheduler object shared by
- * lr_scheduler.c (kinds, construction, step) and lr_scheduler_state.c
- * (save and load). */
+ * lr_scheduler.c (kinds, step), lr_scheduler_new.c (construction) and
+ * lr_scheduler_state.c (save and load). */
 #ifndef TAPEGRAD_LR_SCHEDULER_INTERNAL_H
 #define TAPEGRAD_LR_SCHEDULER_INTERNAL_H
 
@@ -58,5 +58,17 @@ const char *tg__sched_kind_name(tg__sched_kind k);
  * to hold one value per param group of its optimizer.  TG_ENOMEM leaves
  * every value as it was. */
 int tg__sched_reserve(tg_lr_scheduler *s);
+/* The lrs of the optimizer's groups at epoch e, from io[g] (each group's
+ * lr before it) into io (closed: torch's step(e) with an epoch, else
+ * step()), checked; ctor names the constructor taking its initial step,
+ * NULL in a step.  Changes nothing else.  A group without a base lr keeps
+ * its lr under a closed form, which torch zips over base_lrs. */
+int tg__sched_next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double *io,
+                       const char *ctor);
+/* Each group's current lr into io. */
+void tg__sched_current_lrs(const tg_optimizer *opt, double *io);
+/* Enters epoch e with lrs (from tg__sched_next_lrs, checked): torch's step()
+ * after get_lr() sets each param group's lr, and _last_lr holds them all. */
+void tg__sched_commit(tg_lr_scheduler *s, int64_t e, const double *lrs);
 
 #endif

@@ -38,7 +38,7 @@ typedef struct tg__opt_hparams {
  * hyperparameters.  initial_lr is torch's param_group['initial_lr']: the
  * group's lr when the first learning-rate scheduler was attached (its
  * base_lr for every scheduler on the optimizer); NaN until then
- * (lr_scheduler.c). */
+ * (lr_scheduler_new.c). */
 typedef struct tg__opt_group {
     int begin, end;
     tg__opt_hparams h;
