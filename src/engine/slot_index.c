@@ -1,4 +1,4 @@
-/* src/engine/slot_index.c - the result slots of tg_grad's inputs by a key:
+/* The result slots of tg_grad's inputs by a key:
  * a uthash over the keys and a chain of the later slots of each. */
 #include <stdlib.h>
 
