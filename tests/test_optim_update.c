@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
+#include "nn/optim_internal.h"
 
 /* ---- zero_grad ------------------------------------------------------------- */
 
@@ -420,4 +422,44 @@ Test(optim_update, state_follows_parameters_converted_after_a_step)
             tg_tensor_release(w0);
             tg_module_release(m);
         }
+}
+
+/* Adam and AdamW on f32 parameters run eight elements at a time where the
+ * CPU has AVX2: the bits of the portable loop (tg__optim_set_simd(false)),
+ * parameters and both moments, over three steps, with no weight decay,
+ * Adam's and AdamW's, and a length that leaves a tail of 5. */
+Test(optim_update, adam_vector_loop_gives_the_portable_bits)
+{
+    if (!tg__cpu_has_half_simd())
+        printf("optim_update: this CPU lacks AVX2, so both runs take the portable loop\n");
+    const int64_t n = 1029;
+    for (int mode = 0; mode < 3; mode++) {
+        tg_tensor *p[2], *state[2][2];
+        for (int r = 0; r < 2; r++) {
+            tg__optim_set_simd(r == 1);
+            p[r] = th_rand_uniform(TG_F32, 1, &n, 61);
+            tg_tensor_set_requires_grad(p[r], true);
+            tg_optimizer *o = NULL;
+            tg_adam_opts ao = TG_ADAM_OPTS_INIT, aw = TG_ADAMW_OPTS_INIT;
+            if (mode == 2) ao = aw;
+            ao.lr = 0.01;
+            if (mode == 1) ao.weight_decay = 0.05;
+            cr_assert(eq(int, (mode == 2 ? tg_adamw_new : tg_adam_new)(&o, 1, &p[r], &ao), TG_OK));
+            for (int step = 0; step < 3; step++) {
+                tg_tensor *g = th_rand_uniform(TG_F32, 1, &n, 70 + (uint64_t)step);
+                tg_tensor_set_grad(p[r], g);   /* takes g's reference */
+                cr_assert(eq(int, tg_optimizer_step(o), TG_OK), "%s", tg_error_message());
+            }
+            for (int k = 0; k < 2; k++)   /* exp_avg, exp_avg_sq */
+                state[r][k] = tg_tensor_retain(o->state[0].buf[k]);
+            tg_optimizer_free(o);
+        }
+        tg__optim_set_simd(true);
+        cr_assert(th_same_bits(p[0], p[1]), "mode %d: parameters differ", mode);
+        for (int k = 0; k < 2; k++)
+            cr_assert(th_same_bits(state[0][k], state[1][k]), "mode %d: moment %d differs", mode,
+                      k + 1);
+        th_release_all(6, (tg_tensor *[]){p[0], p[1], state[0][0], state[0][1], state[1][0],
+                                          state[1][1]});
+    }
 }

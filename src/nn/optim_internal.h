@@ -95,6 +95,9 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
 /* Adam, or AdamW when decoupled; also increments st->step. */
 void tg__adam_update(const tg__opt_hparams *h, bool decoupled, tg_dtype cdt, void *p,
                      const void *g, tg__opt_state *st, int64_t n);
+/* Tests: false makes the updates take their portable loops instead of
+ * the SIMD ones, in every thread (true, the default, restores). */
+void tg__optim_set_simd(bool on);
 /* RMSprop; also increments st->step. */
 void tg__rmsprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                         tg__opt_state *st, int64_t n);

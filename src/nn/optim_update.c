@@ -6,8 +6,15 @@
  * parallel with the same bits.
  */
 #include <math.h>
+#include <stdatomic.h>
 
+#include "core/half_simd.h"
 #include "optim_internal.h"
+
+/* process-wide, as the workers of an update must see it too */
+static atomic_bool simd_off;
+
+void tg__optim_set_simd(bool on) { atomic_store(&simd_off, !on); }
 
 /* d = g (or -g, maximize);  d = d + wd * p;
  * buf = d (first) or mom * buf + (1 - damp) * d;
@@ -89,11 +96,54 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
         }                                                                     \
     }
 
+#ifdef TG__HAVE_X86_SIMD
+/* ADAM_LOOP(float) eight elements at a time from lo, without maximize and
+ * amsgrad: the same f32 operations in the same order (sqrt and division
+ * are correctly rounded in both), so the same bits.  Returns where the
+ * scalar loop goes on. */
+TG__AVX2 static int64_t adam_f32_avx2(const update_job *q, int64_t lo, int64_t hi)
+{
+    const tg__opt_hparams *a = q->h;
+    const tg__opt_state *st = q->st;
+    float *pp = q->p, *m = tg_tensor_data(st->buf[0]), *v = tg_tensor_data(st->buf[1]);
+    const float *gg = q->g;
+    const __m256 wd = _mm256_set1_ps((float)a->weight_decay),
+                 decay = _mm256_set1_ps((float)(1.0 - a->lr * a->weight_decay));
+    const __m256 b1 = _mm256_set1_ps((float)a->beta1), b2 = _mm256_set1_ps((float)a->beta2);
+    const __m256 c1 = _mm256_set1_ps((float)(1.0 - a->beta1)),
+                 c2 = _mm256_set1_ps((float)(1.0 - a->beta2));
+    const __m256 bc2s = _mm256_set1_ps((float)q->bc2_sqrt), eps = _mm256_set1_ps((float)a->eps),
+                 neg_step = _mm256_set1_ps((float)(-q->step_size));
+    const bool coupled = !q->decoupled && a->weight_decay != 0;
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8) {
+        __m256 g = _mm256_loadu_ps(gg + i), p = _mm256_loadu_ps(pp + i);
+        if (q->decoupled) p = _mm256_mul_ps(p, decay);
+        else if (coupled) g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1),
+                                        _mm256_mul_ps(c1, g));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                        _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2s), eps);
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(neg_step, mi), denom));
+        _mm256_storeu_ps(pp + i, p);
+    }
+    return i;
+}
+#endif
+
 static void adam_range(void *job, int64_t lo, int64_t hi)
 {
     const update_job *q = job;
     const tg__opt_hparams *a = q->h;
     const tg__opt_state *st = q->st;
+#ifdef TG__HAVE_X86_SIMD
+    if (q->cdt == TG_F32 && !a->maximize && !a->amsgrad && !atomic_load(&simd_off) &&
+        tg__cpu_has_half_simd())
+        lo = adam_f32_avx2(q, lo, hi);
+#endif
     if (q->cdt == TG_F64) ADAM_LOOP(double)
     else ADAM_LOOP(float)
 }
