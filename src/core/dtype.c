@@ -347,7 +347,8 @@ TG__AVX2 static void half_add_round_avx2(tg_dtype to, const float *src, float bi
 {
     const __m256 b = _mm256_set1_ps(bias);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) tg__half_store8(to, dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
+    for (; i + 8 <= n; i += 8)
+        tg__half_store8(to, dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
     for (; i < n; i++)
         dst[i] = to == TG_F16 ? tg__f32_to_f16_s(src[i] + bias) : tg__f32_to_bf16_s(src[i] + bias);
 }
