@@ -200,11 +200,7 @@ static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
     const bn_geom g = j->g, gb = {g.n, nc, g.s};
     float *buf = bufs[0];
     block_rows(j->x, g, c0, nc, buf, true);
-    if (j->training) {
-        int64_t c = 0;
-        for (; c + 4 <= nc; c += 4) bn_stats_chan4_f32(buf, gb, c, c0 + c, j->mean, j->var);
-        for (; c < nc; c++) bn_stats_chan_f32(buf, gb, c, c0 + c, j->mean, j->var);
-    }
+    if (j->training) bn_stats_run_f32(buf, gb, 0, c0, nc, j->mean, j->var);
     for (int64_t c = 0; c < nc; c++) j->invstd[c0 + c] = 1.0 / sqrt(j->var[c0 + c] + j->eps);
     if (j->y->dtype == TG_F32) {
         for (int64_t n = 0; n < g.n; n++)
@@ -244,25 +240,17 @@ static void half_backward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
     block_rows(j->x, g, c0, nc, bufs[0], true);
     block_rows(j->gy, g, c0, nc, bufs[1], true);
     /* dx (half, as x) computed and rounded row by row (norm_simd.c) after
-     * the block's sums, sample by sample: bn_grads_chan's arithmetic */
+     * the block's sums, sample by sample: bn_grads_chan_sums's arithmetic */
     tg__bn_dx_factors f[BN_BLK];
     double sg[BN_BLK], sgx[BN_BLK];
-    int64_t c = 0;
-    for (; c + 4 <= nc; c += 4) {
-        bn_sum4_f32(bufs[1], NULL, NULL, false, gb, c, sg + c);
-        bn_sum4_f32(bufs[0], bufs[1], j->mean + c0 + c, false, gb, c, sgx + c);
-    }
-    for (; c < nc; c++) {
-        sg[c] = bn_sum_f32(bufs[1], NULL, 0.0, false, gb, c);
-        sgx[c] = bn_sum_f32(bufs[0], bufs[1], j->mean[c0 + c], false, gb, c);
-    }
-    for (c = 0; c < nc; c++)
+    bn_grad_sums_f32(bufs[0], bufs[1], gb, 0, nc, j->mean + c0, sg, sgx);
+    for (int64_t c = 0; c < nc; c++)
         bn_grad_factors_f32(c0 + c, sg[c], sgx[c], m, j->mean, j->invstd, j->w, j->training,
                             j->dw, j->db, &f[c].kt, &f[c].mu, &f[c].a, &f[c].bc);
     if (!j->dx) return;
     uint16_t *dx = (uint16_t *)tg_tensor_data(j->dx) + c0 * g.s;
     for (int64_t n = 0; n < g.n; n++)
-        for (c = 0; c < nc; c++) {
+        for (int64_t c = 0; c < nc; c++) {
             const int64_t r = (n * nc + c) * g.s;
             tg__bn_half_dx(j->dx->dtype, bufs[0] + r, bufs[1] + r, g.s, &f[c],
                            dx + (n * g.c + c) * g.s);

@@ -122,12 +122,20 @@ static void FN(bn_stats_chan4)(const T *x, bn_geom g, int64_t xc, int64_t c, dou
     for (int k = 0; k < 4; k++) var[c + k] = sum[k] / m;
 }
 
+/* bn_stats_chan of the nc channels from xc, their statistics at c on: four
+ * at a time (bn_stats_chan4), then the rest one by one. */
+static void FN(bn_stats_run)(const T *x, bn_geom g, int64_t xc, int64_t c, int64_t nc,
+                             double *mean, double *var)
+{
+    int64_t k = 0;
+    for (; k + 4 <= nc; k += 4) FN(bn_stats_chan4)(x, g, xc + k, c + k, mean, var);
+    for (; k < nc; k++) FN(bn_stats_chan)(x, g, xc + k, c + k, mean, var);
+}
+
 static void FN(bn_stats_chans)(void *job, int64_t c0, int64_t c1)
 {
     const FN(bn_job) *q = job;
-    int64_t c = c0;
-    for (; c + 4 <= c1; c += 4) FN(bn_stats_chan4)(q->x, q->g, c, c, q->mean, q->var);
-    for (; c < c1; c++) FN(bn_stats_chan)(q->x, q->g, c, c, q->mean, q->var);
+    FN(bn_stats_run)(q->x, q->g, c0, c0, c1 - c0, q->mean, q->var);
 }
 
 /* Channel blocks [k0, k1), BN_BLK channels each. */
@@ -256,36 +264,39 @@ static void FN(bn_grads_chan_sums)(const T *x, const T *gr, bn_geom g, int64_t x
     }
 }
 
-/* bn_grads_chan_sums with the channel's sums taken here. */
-static void FN(bn_grads_chan)(const T *x, const T *gr, bn_geom g, int64_t xc, int64_t c,
-                              const double *mean, const double *invstd, const T *w, bool training,
-                              T *dx, double *dw, double *db)
+/* The sums of the nc channels from xc: sg[k] = sum g and
+ * sgx[k] = sum g (x - mean[k]) (mean: theirs), four at a time (bn_sum4),
+ * then the rest one by one. */
+static void FN(bn_grad_sums)(const T *x, const T *gr, bn_geom g, int64_t xc, int64_t nc,
+                             const double *mean, double *sg, double *sgx)
 {
-    /* sum g: the centred sum of g about 0 (x = g, no weights) */
-    const double sg = FN(bn_sum)(gr, NULL, 0.0, false, g, xc);
-    const double sgx = FN(bn_sum)(x, gr, mean[c], false, g, xc);
-    FN(bn_grads_chan_sums)(x, gr, g, xc, c, sg, sgx, mean, invstd, w, training, dx, dw, db);
+    int64_t k = 0;
+    for (; k + 4 <= nc; k += 4) {
+        FN(bn_sum4)(gr, NULL, NULL, false, g, xc + k, sg + k);
+        FN(bn_sum4)(x, gr, mean + k, false, g, xc + k, sgx + k);
+    }
+    for (; k < nc; k++) {
+        /* sum g: the centred sum of g about 0 (x = g, no weights) */
+        sg[k] = FN(bn_sum)(gr, NULL, 0.0, false, g, xc + k);
+        sgx[k] = FN(bn_sum)(x, gr, mean[k], false, g, xc + k);
+    }
 }
 
 static void FN(bn_grads_chans)(void *job, int64_t c0, int64_t c1)
 {
     const FN(bn_job) *q = job;
-    int64_t c = c0;
-    for (; c + 4 <= c1; c += 4) {
+    for (int64_t c = c0; c < c1; c += 4) {
+        const int64_t nc = c1 - c < 4 ? c1 - c : 4;
         double sg[4], sgx[4];
-        FN(bn_sum4)(q->gr, NULL, NULL, false, q->g, c, sg);
-        FN(bn_sum4)(q->x, q->gr, q->mean + c, false, q->g, c, sgx);
-        for (int k = 0; k < 4; k++)
+        FN(bn_grad_sums)(q->x, q->gr, q->g, c, nc, q->mean + c, sg, sgx);
+        for (int64_t k = 0; k < nc; k++)
             FN(bn_grads_chan_sums)
             (q->x, q->gr, q->g, c + k, c + k, sg[k], sgx[k], q->mean, q->invstd, q->w, q->training,
              q->y, q->dw, q->db);
     }
-    for (; c < c1; c++)
-        FN(bn_grads_chan)
-        (q->x, q->gr, q->g, c, c, q->mean, q->invstd, q->w, q->training, q->y, q->dw, q->db);
 }
 
-/* Short rows: bn_grads_chan for a block of channels at once; channel
+/* Short rows: bn_grads_chan_sums for a block of channels at once; channel
  * blocks [k0, k1).  q->y is dx (may be NULL, or gr: in place). */
 static void FN(bn_grads_blks)(void *job, int64_t k0, int64_t k1)
 {
