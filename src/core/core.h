@@ -392,6 +392,12 @@ void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n
 /* The same for `rows` runs of len elements, row r at src + r*sstride and
  * dst + r*dstride (element strides): one call for a strided block, always
  * serial (for loops that are already parallel). */
+/* f rounded to a half of dtype dt (TG_F16 or TG_BF16): tg_f32_to_f16 or
+ * tg_f32_to_bf16, the bulk conversions' rule, one value at a time. */
+static inline uint16_t tg__f32_to_half(tg_dtype dt, float f)
+{
+    return dt == TG_F16 ? tg_f32_to_f16(f) : tg_f32_to_bf16(f);
+}
 /* dst[i] = half(src[i] + bias) for i < n, the sum in f32 (without add:
  * half(src[i]), -0.0 kept), rounded with the bulk conversions' rule; serial
  * (for loops that are already parallel). */

@@ -342,15 +342,15 @@ void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, f
 }
 
 #ifdef TG__HAVE_X86_SIMD
-TG__AVX2 static void half_add_round_avx2(tg_dtype to, const float *src, float bias,
-                                         uint16_t *dst, int64_t n)
+/* The first multiple of eight of tg__half_add_round's n values; returns it. */
+TG__AVX2 static int64_t half_add_round_avx2(tg_dtype to, const float *src, float bias,
+                                            uint16_t *dst, int64_t n)
 {
     const __m256 b = _mm256_set1_ps(bias);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         tg__half_store8(to, dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
-    for (; i < n; i++)
-        dst[i] = to == TG_F16 ? tg__f32_to_f16_s(src[i] + bias) : tg__f32_to_bf16_s(src[i] + bias);
+    return i;
 }
 #endif
 
@@ -362,14 +362,11 @@ void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uin
         tg__f32_to_half_blk(to, src, dst, n, true);
         return;
     }
+    int64_t i = 0;
 #ifdef TG__HAVE_X86_SIMD
-    if (tg__cpu_has_half_simd()) {
-        half_add_round_avx2(to, src, bias, dst, n);
-        return;
-    }
+    if (tg__cpu_has_half_simd()) i = half_add_round_avx2(to, src, bias, dst, n);
 #endif
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = to == TG_F16 ? tg__f32_to_f16_s(src[i] + bias) : tg__f32_to_bf16_s(src[i] + bias);
+    for (; i < n; i++) dst[i] = tg__f32_to_half(to, src[i] + bias);
 }
 
 /* ---- scalar load / store -------------------------------------------------- */

@@ -29,11 +29,6 @@ static float half_ld(tg_dtype dt, uint16_t h)
     return dt == TG_F16 ? tg_f16_to_f32(h) : tg_bf16_to_f32(h);
 }
 
-static uint16_t half_st(tg_dtype dt, float f)
-{
-    return dt == TG_F16 ? tg_f32_to_f16(f) : tg_f32_to_bf16(f);
-}
-
 static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
                        uint16_t *o, int64_t n, double s)
 {
@@ -44,7 +39,7 @@ static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const ui
         else if (op == TG__HALF_LEAKY) r = (float)((double)x * (x > 0 ? 1.0 : s));
         else if (op == TG__HALF_RELU_GRAD) r = half_ld(dt, g[i]) * (x <= 0 ? 0.0f : 1.0f);
         else r = half_ld(dt, g[i]) * (x > 0 ? 1.0f : (float)s);
-        o[i] = half_st(dt, r);
+        o[i] = tg__f32_to_half(dt, r);
     }
 }
 

@@ -30,23 +30,18 @@ void tg__bn_set_simd(bool on) { atomic_store(&simd_off, !on); }
 
 static bool use_simd(void) { return !atomic_load(&simd_off) && tg__cpu_has_half_simd(); }
 
-static uint16_t half_st(tg_dtype dt, float f)
-{
-    return dt == TG_F16 ? tg_f32_to_f16(f) : tg_f32_to_bf16(f);
-}
-
 /* o = half((p - mu) * k + sh), n values */
 static void affine_scalar(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
                           uint16_t *o)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = half_st(dt, (p[i] - mu) * k + sh);
+    for (int64_t i = 0; i < n; i++) o[i] = tg__f32_to_half(dt, (p[i] - mu) * k + sh);
 }
 
 /* o = half(kt * (q - a - (p - mu) * bc)), n values */
 static void dx_scalar(tg_dtype dt, const float *p, const float *q, int64_t n,
                       const tg__bn_dx_factors *f, uint16_t *o)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = half_st(dt, f->kt * (q[i] - f->a - (p[i] - f->mu) * f->bc));
+    for (int64_t i = 0; i < n; i++) o[i] = tg__f32_to_half(dt, f->kt * (q[i] - f->a - (p[i] - f->mu) * f->bc));
 }
 
 #ifdef TG__HAVE_X86_SIMD
