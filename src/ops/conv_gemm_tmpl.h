@@ -99,25 +99,28 @@ static const void *FN(chunk_packed)(const tg__conv_geom *g, const void *ub, int6
  * first for beta = 0) add into the zeroed buffer with beta = 1. */
 static bool FN(writes_c)(const tg__conv_geom *g) { return g->bf16 > TG_BF16_KERNEL_PORTABLE; }
 
-/* y chunk = unpack(yp); per group yp_g (c_col/G, N) = W_g (c_col/G, kk) @ cols_g,
- * with yp the zeroed buffer, added into and left zero by the unpack, or
- * scratch slot 2 (writes_c) (y itself for one sample).  A half y yh (g's
- * half_out) is written by tg__conv_store from yp in one pass from its
- * element at; yb is then scratch for one sample's f32 values. */
+/* y's chunk from element at = unpack(yp); per group yp_g (c_col/G, N) =
+ * W_g (c_col/G, kk) @ cols_g, with yp the zeroed buffer, added into and left
+ * zero by the unpack, or scratch slot 2 (writes_c, or a half y) (y's chunk
+ * itself for one sample of a T y).  A half y (g's half_out) is written by
+ * tg__conv_store from yp in one pass. */
 static int FN(chunk_conv)(const tg__conv_geom *g, const void *cols, const T *w, int64_t n,
-                          int64_t N, T *yb, void *yh, int64_t at)
+                          int64_t N, void *y, int64_t at)
 {
     const int64_t co = g->c_col / g->groups, kk = g->c_img / g->groups * tg__conv_prod3(g->k);
-    const bool zeroed = n > 1 && !FN(writes_c)(g);
+    const bool half = tg__conv_half_out(g), zeroed = n > 1 && !FN(writes_c)(g);
     const size_t bytes = (size_t)(g->c_col * N) * sizeof(T);
-    T *yp = n == 1 ? yb : zeroed ? tg__conv_zeroed_take(bytes) : tg__conv_scratch(2, bytes);
+    T *yb = half ? NULL : (T *)y + at;
+    T *yp = n == 1 && !half ? yb
+            : zeroed        ? tg__conv_zeroed_take(bytes)
+                            : tg__conv_scratch(2, bytes);
     if (!yp) return TG_ENOMEM;
     for (int64_t gi = 0; gi < g->groups; gi++)
         FN(weight_gemm)(g, false, co, N, kk, w, gi * co * kk, kk, FN(col_at)(g, cols, gi * kk * N),
                         N, zeroed ? 1 : 0, yp + gi * co * N, N);
     const int64_t osz = tg__conv_prod3(g->col);
-    if (tg__conv_half_out(g))
-        FN(tg__conv_store)(g, yp, n, g->c_col, osz, n > 1, yh, at, zeroed ? yp : NULL);
+    if (half)
+        FN(tg__conv_store)(g, yp, n, g->c_col, osz, n > 1, y, at, zeroed ? yp : NULL);
     else if (n > 1)
         FN(tg__conv_unpack_cbs)(yp, n, g->c_col, osz, yb, zeroed ? yp : NULL);
     if (zeroed) tg__conv_zeroed_give();
@@ -301,15 +304,7 @@ static int FN(passes_chunk)(void *job, int64_t i)
     const int64_t N = n * osz;
     const void *cols = FN(chunk_cols)(g, in_at(g, j->z, sizeof(T), b0 * g->c_img * isz), n, N);
     if (!cols) return TG_ENOMEM;
-    if (j->y) {
-        /* y's chunk, or one sample's f32 values before they are rounded into half y */
-        T *yc = tg__conv_half_out(g) ? (n == 1 ? tg__conv_scratch(4, (size_t)(g->c_col * osz) *
-                                                                           sizeof(T))
-                                               : NULL)
-                                     : (T *)j->y + b0 * g->c_col * osz;
-        if (!yc && !(tg__conv_half_out(g) && n > 1)) return TG_ENOMEM;
-        TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, yc, j->y, b0 * g->c_col * osz));
-    }
+    if (j->y) TG_TRY(FN(chunk_conv)(g, cols, j->w, n, N, j->y, b0 * g->c_col * osz));
     if (!j->dw) return TG_OK;
     return FN(chunk_wgrad)(g, cols, in_at(g, j->u, sizeof(T), b0 * g->c_col * osz), n, N,
                            c ? j->part + i * j->dwn : j->dw);
