@@ -99,45 +99,19 @@ static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int
     for (int64_t k = 0; k < len; k++) buf[k] = (float)tg_dtype_load(dt, h, k * st);
 }
 
-/* Sum over the reduced dims r[0..nr) (row-major) of a's elements from pos:
- * for a fixed kept index that is exactly the subsequence reduce_kernel adds
- * into that output, in the same order, so the double result is identical.
- * f16/bf16 elements are added as their exact f32 values. */
-static double sum_block(const void *data, tg_dtype dt, int64_t pos, int nr, const rdim *r)
-{
-    double s = 0.0;
-    if (nr == 0) return s + tg_dtype_load(dt, data, pos);
-    int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1;
-    int64_t idx[TG_MAX_DIMS] = {0};
-    for (int d = 0; d < nr - 1; d++) rows *= r[d].n;
-    for (int64_t row = 0; row < rows; row++) {
-        if (dt == TG_F64) {
-            const double *x = (const double *)data + pos;
-            for (int64_t k = 0; k < inner; k++) s += x[k * ist];
-        } else if (dt == TG_F32) {
-            const float *x = (const float *)data + pos;
-            for (int64_t k = 0; k < inner; k++) s += (double)x[k * ist];
-        } else {
-            float buf[TG__HALF_RUN];
-            for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
-                const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
-                half_run(dt, data, pos + k0 * ist, ist, len, buf);
-                for (int64_t k = 0; k < len; k++) s += (double)buf[k];
-            }
-        }
-        pos = step_pos(nr - 1, r, idx, pos);
-    }
-    return s;
-}
-
-/* sum_block of the GROUP outputs starting at pos[0..GROUP) (nr >= 1), side
- * by side: each output's terms in sum_block's order, so its bits, with
- * GROUP independent chains of adds where one output is one chain (a sum of
- * a bias gradient's 12544 terms waited on each add in turn). */
+/* Sum over the reduced dims r[0..nr) (row-major, nr >= 1) of a's elements
+ * from pos[i] into out[i], for cnt outputs side by side: for a fixed kept
+ * index that is exactly the subsequence reduce_kernel adds into that
+ * output, in the same order, so the double result is identical; f16/bf16
+ * elements are added as their exact f32 values.  Called with a constant cnt
+ * (1, or GROUP: GROUP independent chains of adds where one output is one
+ * chain, which a bias gradient's 12544 terms waited on in turn), so that
+ * each call site gets its own copy with the accumulators in registers. */
 #define GROUP 8
 
-static void sum_blocks_group(const void *data, tg_dtype dt, const int64_t *pos, int nr,
-                             const rdim *r, double *out)
+static inline __attribute__((always_inline)) void sum_blocks(const void *data, tg_dtype dt,
+                                                             const int64_t *pos, int cnt, int nr,
+                                                             const rdim *r, double *out)
 {
     double s[GROUP] = {0};
     int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1, off = 0;
@@ -147,24 +121,24 @@ static void sum_blocks_group(const void *data, tg_dtype dt, const int64_t *pos, 
         if (dt == TG_F64) {
             const double *x = (const double *)data + off;
             for (int64_t k = 0; k < inner; k++)
-                for (int i = 0; i < GROUP; i++) s[i] += x[pos[i] + k * ist];
+                for (int i = 0; i < cnt; i++) s[i] += x[pos[i] + k * ist];
         } else if (dt == TG_F32) {
             const float *x = (const float *)data + off;
             for (int64_t k = 0; k < inner; k++)
-                for (int i = 0; i < GROUP; i++) s[i] += (double)x[pos[i] + k * ist];
+                for (int i = 0; i < cnt; i++) s[i] += (double)x[pos[i] + k * ist];
         } else {
             float buf[GROUP][TG__HALF_RUN];
             for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
                 const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
-                for (int i = 0; i < GROUP; i++)
+                for (int i = 0; i < cnt; i++)
                     half_run(dt, data, pos[i] + off + k0 * ist, ist, len, buf[i]);
                 for (int64_t k = 0; k < len; k++)
-                    for (int i = 0; i < GROUP; i++) s[i] += (double)buf[i][k];
+                    for (int i = 0; i < cnt; i++) s[i] += (double)buf[i][k];
             }
         }
         off = step_pos(nr - 1, r, idx, off);
     }
-    for (int i = 0; i < GROUP; i++) out[i] = s[i];
+    for (int i = 0; i < cnt; i++) out[i] = s[i];
 }
 
 static void store_out(tg_tensor *out, int64_t j, double v)
@@ -202,8 +176,9 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
                 rest /= k[d].n;
             }
         }
-        if (cnt == GROUP) sum_blocks_group(a->storage->data, a->dtype, pos, q->nr, q->r, sum);
-        else sum[0] = sum_block(a->storage->data, a->dtype, pos[0], q->nr, q->r);
+        if (q->nr == 0) sum[0] = 0.0 + tg_dtype_load(a->dtype, a->storage->data, pos[0]);
+        else if (cnt == GROUP) sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, sum);
+        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, sum);
         for (int i = 0; i < cnt; i++) store_out(q->out, j + i, sum[i] * q->scale);
         j += cnt;
     }
