@@ -111,8 +111,7 @@ Test(norm_simd, sum4_is_bn_sums_order_bit_for_bit)
     float x[5 * 64], g[5 * 64];
     uint64_t st = 0x9E3779B97F4A7C15u;
     for (int i = 0; i < 5 * 64; i++) {
-        st = st * 6364136223846793005u + 1442695040888963407u;
-        const double u = (double)(st >> 11) / 9007199254740992.0;
+        const double u = (th_uniform_pm1(&st) + 1) / 2;   /* [0, 1) */
         x[i] = (float)((u - 0.3) * (double)(1 << (i % 13)));
         g[i] = (float)((0.7 - u) * (double)(1 << ((i * 7) % 11)));
     }

@@ -126,8 +126,7 @@ Test(reduce, sum_dims_of_many_outputs_is_row_major_order_bit_for_bit)
             double v[3 * 19 * 5 * 7];
             uint64_t st = 23 + (uint64_t)di;
             for (int i = 0; i < 3 * 19 * 5 * 7; i++) {
-                st = st * 6364136223846793005u + 1442695040888963407u;
-                const double u = (double)(st >> 11) / 9007199254740992.0 - 0.5;
+                const double u = th_uniform_pm1(&st) / 2;   /* [-0.5, 0.5) */
                 v[i] = ldexp(u, dts[di] == TG_F16 ? (i * 7) % 24 - 8 : (i * 7) % 61 - 30);
             }
             tg_tensor *a = th_tensor_from(dts[di], 4, s, v), *p = NULL, *pc = NULL;
