@@ -51,21 +51,24 @@ static uint16_t *bits_of(const float *v, int64_t n)
     return h;
 }
 
+/* The GEMM shapes of the sweeps: m past 144 and 32, n past 32, k odd and
+ * past 384. */
+static const int64_t sweep_dims[][3] = {{1, 1, 1},    {3, 5, 7},     {12, 32, 2},   {13, 33, 3},
+                                        {31, 17, 64}, {33, 65, 385}, {130, 70, 51},
+                                        {5, 200, 800}, {64, 48, 1000}, {150, 40, 20}};
+
 /* c = op(a) op(b) + beta c on kernel k against f64, element by element, over
  * shapes that cross the blocking (m past 144 and 32, n past 32, k odd and
  * past 384) and leading dimensions past the extents; a and b given as f32
  * and, above PORTABLE, as bf16 bits too (tg__gemm_bf16_bits). */
 static void gemm_sweep_on(tg_bf16_kernel k)
 {
-    static const int64_t dims[][3] = {{1, 1, 1},    {3, 5, 7},     {12, 32, 2},   {13, 33, 3},
-                                      {31, 17, 64}, {33, 65, 385}, {130, 70, 51}, {5, 200, 800},
-                                      {64, 48, 1000}, {150, 40, 20}};
     const int forms = k == TG_BF16_KERNEL_PORTABLE ? 8 : 32;
-    for (size_t s = 0; s < sizeof dims / sizeof *dims; s++)
+    for (size_t s = 0; s < sizeof sweep_dims / sizeof *sweep_dims; s++)
         for (int form = 0; form < forms; form++) {
             const bool ta = form & 1, tb = form & 2, a_bits = form & 8, b_bits = form & 16;
             const float beta = (form & 4) ? 1.0f : 0.0f;
-            const int64_t m = dims[s][0], n = dims[s][1], kk = dims[s][2];
+            const int64_t m = sweep_dims[s][0], n = sweep_dims[s][1], kk = sweep_dims[s][2];
             const int64_t lda = (ta ? m : kk) + 3, ldb = (tb ? kk : n) + 1, ldc = n + 2;
             float *a = malloc(sizeof(float) * (size_t)((ta ? kk : m) * lda));
             float *b = malloc(sizeof(float) * (size_t)((tb ? n : kk) * ldb));
@@ -122,6 +125,80 @@ static void gemm_sweep(tg_bf16_kernel k)
 Test(bf16_gemm, portable_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_PORTABLE); }
 Test(bf16_gemm, avx512_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AVX512); }
 Test(bf16_gemm, amx_kernel_against_f64) { gemm_sweep(TG_BF16_KERNEL_AMX); }
+
+/* The avx512 kernel's two ways of broadcasting A (by each instruction's
+ * load, or once into a register), each forced: both against f64, and the
+ * same bits as each other on every shape, form and beta of the sweep. */
+Test(bf16_gemm, avx512_load_broadcast_against_f64)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_broadcast(TG__BF16_BCAST_LOAD);
+    gemm_sweep_on(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+}
+
+Test(bf16_gemm, avx512_register_broadcast_against_f64)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_broadcast(TG__BF16_BCAST_REGISTER);
+    gemm_sweep_on(TG_BF16_KERNEL_AVX512);
+    tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+}
+
+Test(bf16_gemm, avx512_broadcast_forms_give_the_same_bits)
+{
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    for (size_t s = 0; s < sizeof sweep_dims / sizeof *sweep_dims; s++)
+        for (int form = 0; form < 8; form++) {
+            const bool ta = form & 1, tb = form & 2;
+            const float beta = (form & 4) ? 0.5f : 0.0f;
+            const int64_t m = sweep_dims[s][0], n = sweep_dims[s][1], kk = sweep_dims[s][2];
+            const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+            float *a = malloc(sizeof(float) * (size_t)(m * kk));
+            float *b = malloc(sizeof(float) * (size_t)(kk * n));
+            float *c[2] = {malloc(sizeof(float) * (size_t)(m * n)),
+                           malloc(sizeof(float) * (size_t)(m * n))};
+            cr_assert(a && b && c[0] && c[1]);
+            for (int64_t i = 0; i < m * kk; i++) a[i] = rnd_bf16();
+            for (int64_t i = 0; i < kk * n; i++) b[i] = rnd_bf16();
+            for (int64_t i = 0; i < m * n; i++) c[0][i] = c[1][i] = (float)rnd();
+            for (int f = 0; f < 2; f++) {
+                tg__bf16_set_broadcast(f ? TG__BF16_BCAST_REGISTER : TG__BF16_BCAST_LOAD);
+                tg__gemm_bf16(TG_BF16_KERNEL_AVX512, ta, tb, m, n, kk, a, lda, b, ldb, beta,
+                              c[f], n);
+            }
+            tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+            cr_assert(eq(int, memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0),
+                      "m=%lld n=%lld k=%lld ta=%d tb=%d beta=%g: the two broadcasts differ",
+                      (long long)m, (long long)n, (long long)kk, ta, tb, beta);
+            free(a);
+            free(b);
+            free(c[0]);
+            free(c[1]);
+        }
+}
+
+/* TG_BF16_BROADCAST=load|register picks the form; any other value, or none,
+ * leaves this CPU's best (tg__bf16_set_broadcast wins over all). */
+Test(bf16_gemm, environment_variable_chooses_the_broadcast)
+{
+    const tg__bf16_bcast best = tg__bf16_broadcast_best_register() ? TG__BF16_BCAST_REGISTER
+                                                                   : TG__BF16_BCAST_LOAD;
+    cr_assert(eq(int, unsetenv("TG_BF16_BROADCAST"), 0));
+    cr_assert(eq(int, tg__bf16_broadcast(), best));
+    cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "load", 1), 0));
+    cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_LOAD));
+    cr_assert(eq(str, (char *)tg_bf16_broadcast_name(), "load"));
+    cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "register", 1), 0));
+    cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_REGISTER));
+    cr_assert(eq(str, (char *)tg_bf16_broadcast_name(), "register"));
+    cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "sideways", 1), 0));
+    cr_assert(eq(int, tg__bf16_broadcast(), best));
+    tg__bf16_set_broadcast(TG__BF16_BCAST_LOAD);
+    cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_LOAD));
+    tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+    cr_assert(eq(int, unsetenv("TG_BF16_BROADCAST"), 0));
+}
 
 /* Without memory for the packing buffers: the plain loops, which read f32
  * operands, bits and panels alike. */

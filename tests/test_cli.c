@@ -65,6 +65,18 @@ Test(cli, usage_help_and_unknown_command)
     cr_assert(eq(int, RUN("--version"), 0));
     cr_assert(strstr(th_out, "emulated") == NULL, "%s", th_out);
     unsetenv("TG_AMX_EMULATE");
+    /* the avx512 kernel says how it broadcasts (TG_BF16_BROADCAST chooses) */
+    if (tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512)) {
+        setenv("TG_BF16_KERNEL", "avx512", 1);
+        setenv("TG_BF16_BROADCAST", "load", 1);
+        cr_assert(eq(int, RUN("--version"), 0));
+        th_expect_in(th_out, "; bf16 kernel: avx512 (load broadcast);");
+        setenv("TG_BF16_BROADCAST", "register", 1);
+        cr_assert(eq(int, RUN("--version"), 0));
+        th_expect_in(th_out, "; bf16 kernel: avx512 (register broadcast);");
+        unsetenv("TG_BF16_BROADCAST");
+        unsetenv("TG_BF16_KERNEL");
+    }
     /* a kernel variable naming no kernel this CPU runs: said once, the best used */
     setenv("TG_INT8_KERNEL", "tiles", 1);
     setenv("TG_BF16_KERNEL", "tiles", 1);

@@ -80,11 +80,15 @@ int main(int argc, char **argv)
         const tg_int8_kernel ik = tg_int8_kernel_get();
         const tg_bf16_kernel bk = tg_bf16_kernel_get();
         const char *emu = " on emulated tiles";   /* TG_AMX_EMULATE */
-        printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s%s; bf16 kernel: %s%s; "
+        char bcast[40] = "";   /* how the avx512 kernel broadcasts */
+        if (bk == TG_BF16_KERNEL_AVX512)
+            snprintf(bcast, sizeof bcast, " (%s broadcast)", tg_bf16_broadcast_name());
+        printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s%s; bf16 kernel: %s%s%s; "
                "f16 kernel: %s)\n",
                TG_VERSION, tg_blas_core(), tg_int8_kernel_name(ik),
                ik == TG_INT8_KERNEL_AMX && tg_amx_emulated() ? emu : "", tg_bf16_kernel_name(bk),
-               bk == TG_BF16_KERNEL_AMX && tg_amx_emulated() ? emu : "", tg_f16_kernel_name());
+               bk == TG_BF16_KERNEL_AMX && tg_amx_emulated() ? emu : "", bcast,
+               tg_f16_kernel_name());
         return TG_EXIT_OK;
     }
     const command *c = find_command(cmd);

@@ -56,6 +56,12 @@ TG_API int tg_bf16_kernel_set(tg_bf16_kernel k);
 TG_API tg_bf16_kernel tg_bf16_kernel_get(void);
 /* "auto", "portable", "avx512", "amx"; "?" for another value (static). */
 TG_API const char *tg_bf16_kernel_name(tg_bf16_kernel k);
+/* How the avx512 kernel broadcasts its A operand on this CPU, for display:
+ * "register" (once per row and pair, into a register: where two 512-bit
+ * vdpbf16ps issue a cycle) or "load" (by each instruction's own load: AMD
+ * Zen 4, which issues one); TG_BF16_BROADCAST=load|register in the
+ * environment chooses.  Both give the same bits (static). */
+TG_API const char *tg_bf16_broadcast_name(void);
 /* What the f16 GEMMs run on this CPU, for display: "f32 (F16C)" or "f32"
  * (static). */
 TG_API const char *tg_f16_kernel_name(void);

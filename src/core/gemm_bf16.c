@@ -70,6 +70,37 @@ tg_bf16_kernel tg_bf16_kernel_get(void)
                                                TG_BF16_KERNEL_AMX + 1, available, best(), &told);
 }
 
+static const char *const bcast_names[] = {
+    [TG__BF16_BCAST_AUTO] = "auto",
+    [TG__BF16_BCAST_LOAD] = "load",
+    [TG__BF16_BCAST_REGISTER] = "register",
+};
+
+/* process-wide: the GEMMs run on the pool's threads */
+static atomic_int bcast_forced;
+
+void tg__bf16_set_broadcast(tg__bf16_bcast b) { atomic_store(&bcast_forced, (int)b); }
+
+static bool any_form(int b)
+{
+    (void)b;
+    return true;
+}
+
+tg__bf16_bcast tg__bf16_broadcast(void)
+{
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    const int f = atomic_load(&bcast_forced);
+    if (f != TG__BF16_BCAST_AUTO) return (tg__bf16_bcast)f;
+    const int best = tg__bf16_broadcast_best_register() ? TG__BF16_BCAST_REGISTER
+                                                        : TG__BF16_BCAST_LOAD;
+    return (tg__bf16_bcast)tg__kernel_from_env("TG_BF16_BROADCAST", "a broadcast form of the "
+                                               "avx512 bf16", bcast_names,
+                                               TG__BF16_BCAST_REGISTER + 1, any_form, best, &told);
+}
+
+const char *tg_bf16_broadcast_name(void) { return bcast_names[tg__bf16_broadcast()]; }
+
 /* ---- the blocked driver ---- */
 
 /* MC_AVX512: 12 tiles of 12 rows, so that A of up to 144 rows (the DCGAN
@@ -82,6 +113,7 @@ typedef struct driver {
     int64_t mc;  /* rows of an A block, a multiple of mr */
     int kal;     /* k of a block padded to a multiple of kal */
     bool amx, emulated;   /* emulated: amx on emulated tiles (tg__amx_emulated) */
+    bool reg;             /* avx512: the register broadcast (tg__bf16_broadcast) */
 } driver;
 
 static _Thread_local bool no_pack_buffers;
@@ -128,9 +160,12 @@ static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64
             else if (d->amx)
                 tg__bf16_micro_amx(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr, nr,
                                    first, beta);
+            else if (d->reg)
+                tg__bf16_micro_avx512_register(ap + i * kp, bp + j * kp, kp, c + i * ldc + j,
+                                               ldc, mr, nr, first, beta);
             else
-                tg__bf16_micro_avx512(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr,
-                                      nr, first, beta);
+                tg__bf16_micro_avx512_load(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc,
+                                           mr, nr, first, beta);
         }
     }
 }
@@ -189,7 +224,8 @@ static driver driver_of(tg_bf16_kernel kern)
     return kern == TG_BF16_KERNEL_AMX
                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
                           .emulated = tg__amx_emulated()}
-               : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
+               : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2,
+                          .reg = tg__bf16_broadcast() == TG__BF16_BCAST_REGISTER};
 }
 
 int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side)

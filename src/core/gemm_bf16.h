@@ -76,8 +76,29 @@ void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr
 /* The micro-kernels: c's tile (mr <= MR rows, nr <= NR columns) from a
  * packed A panel and B panel of kp pairs, stored as tg__bf16_store. */
 #define TG__BF16_MR_AVX512 12
-void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                           int64_t ldc, int mr, int nr, bool first, float beta);
+/* The avx512 tile in two forms that give the same bits and differ in how
+ * A's pairs are broadcast: by each vdpbf16ps's own load, or once into a
+ * register for both instructions of a row (gemm_bf16_avx512.c says which
+ * pays on which CPU). */
+void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                int64_t ldc, int mr, int nr, bool first, float beta);
+void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp,
+                                    float *c, int64_t ldc, int mr, int nr, bool first,
+                                    float beta);
+/* True when the register form is the faster one on this CPU: all but AMD
+ * family 19h (Zen 4). */
+bool tg__bf16_broadcast_best_register(void);
+/* The form the avx512 GEMMs use: the tests' choice (tg__bf16_set_broadcast),
+ * else TG_BF16_BROADCAST=load|register from the environment, else this
+ * CPU's best. */
+typedef enum {
+    TG__BF16_BCAST_AUTO = 0,
+    TG__BF16_BCAST_LOAD,
+    TG__BF16_BCAST_REGISTER,
+} tg__bf16_bcast;
+tg__bf16_bcast tg__bf16_broadcast(void);
+/* Tests: forces form b in every thread (AUTO restores). */
+void tg__bf16_set_broadcast(tg__bf16_bcast b);
 #define TG__BF16_MR_AMX 32
 void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                         int64_t ldc, int mr, int nr, bool first, float beta);

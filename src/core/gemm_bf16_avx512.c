@@ -6,6 +6,7 @@
 #include "core/gemm_bf16.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define BF16_TARGET __attribute__((target("avx512bf16,avx512bw,avx512vl,avx512f")))
@@ -219,16 +220,30 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
 }
 
 /* Row r of the tile: acc_r0, acc_r1 += pair p of row r times the B pairs,
- * the pair broadcast by each instruction's own load ({1to16}) rather than
- * by a vpbroadcastd into a register: one vector instruction fewer per row
- * and pair (docs/precision.md has what it gained on Zen 4).  A pair's two
- * products are exact and added in the instruction's order whichever
- * operand holds A, so the sums are those of the broadcast register. */
-#define ROW(r)                                                                    \
+ * the pair broadcast one of two ways (tg__bf16_broadcast):
+ *  - LOAD: by each instruction's own load ({1to16}), one vector
+ *    instruction fewer per row and pair, which pays where one 512-bit
+ *    vdpbf16ps issues a cycle (Zen 4);
+ *  - REGISTER: once into a register (vbroadcastss) for both instructions,
+ *    half the loads, which pays where two issue a cycle and the 26 loads
+ *    a pair of the LOAD form are the limit (Zen 5).
+ * A pair's two products are exact and added in the instruction's order
+ * whichever operand holds A, so both give the sums of the broadcast
+ * register, bit for bit. */
+#define ROW_LOAD(r)                                                               \
     __asm__("vdpbf16ps %[a]%{1to16%}, %[b0], %[c0]\n\t"                          \
             "vdpbf16ps %[a]%{1to16%}, %[b1], %[c1]"                               \
             : [c0] "+v"(c##r##0), [c1] "+v"(c##r##1)                              \
             : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0), [b1] "v"(b1))
+#define ROW_REGISTER(r)                                                           \
+    do {                                                                          \
+        __m512 x_;                                                                \
+        __asm__("vbroadcastss %[a], %[x]\n\t"                                    \
+                "vdpbf16ps %[x], %[b0], %[c0]\n\t"                               \
+                "vdpbf16ps %[x], %[b1], %[c1]"                                    \
+                : [c0] "+v"(c##r##0), [c1] "+v"(c##r##1), [x] "=&v"(x_)           \
+                : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0), [b1] "v"(b1));         \
+    } while (0)
 #define OUT(r)                                                                    \
     do {                                                                          \
         if ((r) < mr) store_row(c + (r) * ldc, c##r##0, c##r##1, m0, m1, first, beta); \
@@ -248,34 +263,60 @@ BF16_TARGET static inline void store_row(float *c, __m512 v0, __m512 v1, __mmask
     _mm512_mask_storeu_ps(c + 16, m1, v1);
 }
 
-BF16_TARGET void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp,
-                                       float *c, int64_t ldc, int mr, int nr, bool first,
-                                       float beta)
+/* The micro-kernel with ROW_##HOW (tg__bf16_micro_avx512_load, _register). */
+#define MICRO(HOW)                                                                \
+    _Static_assert(TG__BF16_MR_AVX512 == 12 && TG__BF16_NR == 32, "the tile below is 12 x 32"); \
+    /* C's tile is read at the end when it is added to (a later k block):   \
+     * fetched now, it arrives while the dot products run */                      \
+    if (!first || beta != 0)                                                      \
+        for (int r = 0; r < mr; r++) {                                            \
+            _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);               \
+            _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0);          \
+        }                                                                         \
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00; \
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;      \
+    __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;      \
+    __m512 c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;  \
+    for (int64_t p = 0; p < kp; p++) {                                            \
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32)); \
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32 + 16)); \
+        ROW_##HOW(0); ROW_##HOW(1); ROW_##HOW(2); ROW_##HOW(3);                   \
+        ROW_##HOW(4); ROW_##HOW(5); ROW_##HOW(6); ROW_##HOW(7);                   \
+        ROW_##HOW(8); ROW_##HOW(9); ROW_##HOW(10); ROW_##HOW(11);                 \
+    }                                                                             \
+    const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);              \
+    OUT(0); OUT(1); OUT(2); OUT(3); OUT(4); OUT(5);                               \
+    OUT(6); OUT(7); OUT(8); OUT(9); OUT(10); OUT(11)
+
+BF16_TARGET void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp,
+                                            float *c, int64_t ldc, int mr, int nr, bool first,
+                                            float beta)
 {
-    _Static_assert(TG__BF16_MR_AVX512 == 12 && TG__BF16_NR == 32, "the tile below is 12 x 32");
-    /* C's tile is read at the end when it is added to (a later k block):
-     * fetched now, it arrives while the dot products run */
-    if (!first || beta != 0)
-        for (int r = 0; r < mr; r++) {
-            _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-            _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0);
-        }
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;
-    __m512 c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;
-    for (int64_t p = 0; p < kp; p++) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32));
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32 + 16));
-        ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5);
-        ROW(6); ROW(7); ROW(8); ROW(9); ROW(10); ROW(11);
-    }
-    const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
-    OUT(0); OUT(1); OUT(2); OUT(3); OUT(4); OUT(5);
-    OUT(6); OUT(7); OUT(8); OUT(9); OUT(10); OUT(11);
+    MICRO(LOAD);
 }
 
-#undef ROW
+BF16_TARGET void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp,
+                                                int64_t kp, float *c, int64_t ldc, int mr,
+                                                int nr, bool first, float beta)
+{
+    MICRO(REGISTER);
+}
+
+/* AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512 BF16). */
+static bool cpu_is_amd_family_19h(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth" */) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned base = (a >> 8) & 0xF, ext = (a >> 20) & 0xFF;
+    return base == 0xF && base + ext == 0x19;
+}
+
+bool tg__bf16_broadcast_best_register(void) { return !cpu_is_amd_family_19h(); }
+
+#undef MICRO
+#undef ROW_LOAD
+#undef ROW_REGISTER
 #undef OUT
 
 #else /* not x86 with GCC or Clang */
@@ -291,9 +332,15 @@ void tg__bf16_pack_b(uint32_t *bp, const tg__bf16_src *s, int64_t j0, int64_t nc
 {
     TG_ASSERT(!"bf16 packing called on a build without AVX-512 BF16");
 }
-void tg__bf16_micro_avx512(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                           int64_t ldc, int mr, int nr, bool first, float beta)
+void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                int64_t ldc, int mr, int nr, bool first, float beta)
 {
     TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
 }
+void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp,
+                                    float *c, int64_t ldc, int mr, int nr, bool first, float beta)
+{
+    TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
+}
+bool tg__bf16_broadcast_best_register(void) { return false; }
 #endif
