@@ -1,8 +1,8 @@
 /* tests/test_conv_fast.c - the speed paths of the conv kernels: batch chunks
  * (one GEMM per chunk of samples), the pointwise path without a column
  * buffer, reused workspaces, and determinism (same bits twice; 1 vs 2 threads
- * within rounding).  The naive oracle sweep and the gradchecks of
- * tests/test_conv.c also run with forced chunk sizes. */
+ * within rounding).  The naive oracle sweep of tests/test_conv.c and the
+ * gradchecks of tests/test_conv_grad.c also run with forced chunk sizes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
