@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/golden/softmax.safetensors: PyTorch 1.13's values and
 gradients for F.softmax, F.log_softmax and F.nll_loss, which
-tests/test_softmax.c compares tapegrad with.
+tests/test_softmax.c and tests/test_nll_loss.c compare tapegrad with.
 
 softmax and log_softmax, for each case C in the metadata's softmax_cases
 (C.dims lists the dims, negative and non-last ones included):

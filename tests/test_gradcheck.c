@@ -1,30 +1,16 @@
 /* Tests of tg_gradcheck / tg_gradgradcheck: they pass on correct ops and
  * catch deliberately wrong backwards (test-only schemas dispatched through
- * tg_op_call). */
+ * tg_op_call); fast mode: test_gradcheck_fast.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "helpers.h"
+#include "gradcheck_fixtures.h"
 #include "tapegrad/tapegrad.h"
 #include "autograd/tape.h"
 #include "tapegrad/ops.h"
-
-#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
-
-static tg_tensor *make(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
-                       const char *name, bool rg)
-{
-    tg_tensor *t = NULL;
-    tg_rng rng;
-    tg_rng_init(&rng, seed);
-    OK(tg_tensor_zeros(&t, dt, ndim, shape));
-    OK(tg_tensor_rand_uniform(t, &rng, -1.0, 1.0));
-    tg_tensor_set_name(t, name);
-    OK(tg_tensor_set_requires_grad(t, rg));
-    return t;
-}
 
 /* ---- functions under test ---- */
 
@@ -35,70 +21,12 @@ static int f_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_mul(out, in[0], in[1]);
 }
 
-static int f_tanh_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    (void)n;
-    (void)user;
-    tg_tensor *h = NULL;
-    TG_TRY(tg_mul(&h, in[0], in[1]));
-    int rc = tg_tanh(out, h);
-    tg_tensor_release(h);
-    return rc;
-}
-
-static int f_matmul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    (void)n;
-    (void)user;
-    return tg_matmul(out, in[0], in[1]);
-}
-
 /* Uses only in[0]: in[1]'s gradient comes back NULL, which counts as zeros. */
 static int f_ignores_second(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     (void)n;
     (void)user;
     return tg_mul_scalar(out, in[0], 3.0);
-}
-
-/* ---- a test-only op with a wrong backward: x * w whose w-gradient is
- * half what it should be ---- */
-
-static int badmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                          const void *params)
-{
-    (void)n;
-    (void)params;
-    TG_TRY(tg_mul(out, in[0], in[1]));
-    if (ctx) {
-        tg__ctx_save(ctx, in[0]);
-        tg__ctx_save(ctx, in[1]);
-    }
-    return TG_OK;
-}
-
-static int badmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    tg_tensor *x = NULL, *w = NULL, *gx = NULL;
-    TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    TG_TRY(tg__ctx_saved(ctx, 1, &w));
-    if (tg__ctx_needs_grad(ctx, 0)) TG_TRY(tg_mul(&gi[0], g, w));
-    if (tg__ctx_needs_grad(ctx, 1)) {
-        TG_TRY(tg_mul(&gx, g, x));
-        int rc = tg_mul_scalar(&gi[1], gx, 0.5);   /* wrong on purpose */
-        tg_tensor_release(gx);
-        TG_TRY(rc);
-    }
-    return TG_OK;
-}
-
-static const tg_op_schema badmul_op = {.name = "test_badmul", .arity = 2, .amp = TG_AMP_KEEP,
-                                 .forward = badmul_forward, .backward = badmul_backward};
-
-static int f_badmul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    (void)user;
-    return tg_op_call(&badmul_op, out, n, in, NULL, 0);
 }
 
 /* ---- 3x whose backward reads g as a flat f64 array: right only for a
@@ -190,47 +118,7 @@ static int f_sqd(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_op_call(&sqd_op, out, n, in, NULL, 0);
 }
 
-/* ---- y = a x whose backward is k g + delta sum(g): its analytic Jacobian is
- * k I + delta (all ones) where the numeric one is a I ---- */
-
-typedef struct lin_params {
-    double a, k, delta;
-} lin_params;
-
-static int lin_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                       const void *params)
-{
-    (void)ctx;
-    (void)n;
-    return tg_mul_scalar(out, in[0], ((const lin_params *)params)->a);
-}
-
-static int lin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    const lin_params *p = tg__ctx_params(ctx);
-    tg_tensor *kg = NULL, *s = NULL, *ds = NULL;
-    int rc = tg_mul_scalar(&kg, g, p->k);
-    if (rc >= 0) rc = tg_sum(&s, g);
-    if (rc >= 0) rc = tg_mul_scalar(&ds, s, p->delta);
-    if (rc >= 0) rc = tg_add(&gi[0], kg, ds);
-    tg_tensor_release(kg);
-    tg_tensor_release(s);
-    tg_tensor_release(ds);
-    return rc;
-}
-
-static const tg_op_schema lin_op = {.name = "test_lin", .arity = 1, .amp = TG_AMP_KEEP,
-                              .forward = lin_forward, .backward = lin_backward};
-
-/* user is a lin_params. */
-static int f_lin(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_op_call(&lin_op, out, n, in, user, sizeof(lin_params));
-}
-
 /* ---- tests ---- */
-
-static const int64_t S23[2] = {2, 3}, S34[2] = {3, 4};
 
 Test(gradcheck, passes_on_correct_ops)
 {
@@ -289,23 +177,6 @@ Test(gradcheck, a_backward_that_assumes_a_contiguous_g_fails)
     o.fast_mode = true;
     cr_assert(eq(int, tg_gradcheck(f_flat3, NULL, 1, &x, &o), TG_EGRADCHECK));
     tg_tensor_release(x);
-}
-
-Test(gradcheck, fast_mode_passes_and_fails_likewise)
-{
-    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
-    tg_tensor *b = make(TG_F64, 2, S34, 3, "b", true);
-    tg_tensor *xw[2] = {x, w}, *xb[2] = {x, b};
-    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-    o.fast_mode = true;
-    o.seed = 7;
-    OK(tg_gradcheck(f_tanh_mul, NULL, 2, xw, &o));
-    OK(tg_gradcheck(f_matmul, NULL, 2, xb, &o));
-    cr_assert(eq(int, tg_gradcheck(f_badmul, NULL, 2, xw, &o), TG_EGRADCHECK));
-    cr_assert(strstr(tg_error_message(), "fast mode") != NULL, "%s", tg_error_message());
-    tg_tensor_release(x);
-    tg_tensor_release(w);
-    tg_tensor_release(b);
 }
 
 Test(gradcheck, gradgradcheck_passes_on_differentiable_backwards)
@@ -410,57 +281,6 @@ Test(gradcheck, failure_report_keeps_small_values_readable)
     cr_assert(ieee_ulp_eq(dbl, a, 3e-7, 4), "%s", tg_error_message());
     cr_assert(epsilon_eq(dbl, num, 1e-7, 1e-12), "%s", tg_error_message());
     tg_tensor_release(x);
-}
-
-/* An analytic Jacobian off by delta in every element: slow mode and fast
- * mode with seeds 0..9 must all give `want`. */
-static void bias_gives_in_both_modes(double delta, int want)
-{
-    static const int64_t S45[2] = {4, 5};
-    tg_tensor *x = make(TG_F64, 2, S45, 11, "x", true);
-    lin_params p = {.a = 0, .k = 0, .delta = delta};
-    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-    cr_assert(eq(int, tg_gradcheck(f_lin, &p, 1, &x, &o), want), "slow: %s", tg_error_message());
-    o.fast_mode = true;
-    for (o.seed = 0; o.seed < 10; o.seed++)
-        cr_assert(eq(int, tg_gradcheck(f_lin, &p, 1, &x, &o), want), "seed %llu: %s",
-                  (unsigned long long)o.seed, tg_error_message());
-    tg_tensor_release(x);
-}
-
-/* Fast mode compares v^T J u, so atol is scaled by sum(u) sum(v), as torch
- * does (_adjusted_atol): an analytic Jacobian off by 0.5 atol in every
- * element passes slow mode, and must pass fast mode too, for any seed.
- * torch.autograd.gradcheck passes both modes on this op. */
-Test(gradcheck, fast_mode_allows_what_slow_mode_allows_within_atol)
-{
-    bias_gives_in_both_modes(0.5e-5, TG_OK);
-}
-
-/* ... and off by 2 atol in every element it fails both modes for any seed
- * (torch fails both too): u and v are drawn in [0, 1), so a bias of one sign
- * cannot cancel out in v^T J u. */
-Test(gradcheck, fast_mode_catches_a_uniform_bias_beyond_atol)
-{
-    bias_gives_in_both_modes(2e-5, TG_EGRADCHECK);
-}
-
-/* As torch's fast mode, which compares v^T J_i u_i input by input and names
- * input i; the slow check of that input then locates the element. */
-Test(gradcheck, fast_mode_failure_names_the_input_and_element)
-{
-    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true), *w = make(TG_F64, 2, S23, 2, "w", true);
-    tg_tensor *xw[2] = {x, w};
-    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-    o.fast_mode = true;
-    cr_assert(eq(int, tg_gradcheck(f_badmul, NULL, 2, xw, &o), TG_EGRADCHECK));
-    const char *msg = tg_error_message();
-    cr_assert(strstr(msg, "fast mode") != NULL, "%s", msg);
-    cr_assert(strstr(msg, "input 1 ('w')") != NULL, "%s", msg);
-    cr_assert(strstr(msg, "input 0") == NULL, "%s", msg);
-    cr_assert(strstr(msg, "element 0, output element 0") != NULL, "%s", msg);
-    tg_tensor_release(x);
-    tg_tensor_release(w);
 }
 
 /* As torch.autograd.gradgradcheck, the grad_output v is an input of the
