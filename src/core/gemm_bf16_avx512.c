@@ -1,6 +1,7 @@
 /* src/core/gemm_bf16_avx512.c - the AVX-512 BF16 pieces of the bf16 GEMM:
  * the packers (used by the amx kernel too: every CPU with AMX-BF16 has
  * AVX-512 BF16) and the 12 x 32 micro-kernel on vdpbf16ps. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/gemm_bf16.h"
@@ -312,7 +313,18 @@ static bool cpu_is_amd_family_19h(void)
     return base == 0xF && base + ext == 0x19;
 }
 
-bool tg__bf16_broadcast_best_register(void) { return !cpu_is_amd_family_19h(); }
+/* Asked once: cpuid costs microseconds in a virtual machine (an exit to the
+ * host), and every GEMM call asks. */
+bool tg__bf16_broadcast_best_register(void)
+{
+    static atomic_int best;   /* 0 not asked yet, 1 load, 2 register */
+    int b = atomic_load_explicit(&best, memory_order_relaxed);
+    if (!b) {
+        b = cpu_is_amd_family_19h() ? 1 : 2;
+        atomic_store_explicit(&best, b, memory_order_relaxed);
+    }
+    return b == 2;
+}
 
 #undef MICRO
 #undef ROW_LOAD
