@@ -53,7 +53,7 @@ static int sgd_step(void *user)
     return TG_OK;
 }
 
-Test(amp, scaler_scales_loss_and_unscales_grads_exactly)
+Test(amp_scaler, scaler_scales_loss_and_unscales_grads_exactly)
 {
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
@@ -86,7 +86,7 @@ static int quiet_failing_step(void *user)
 
 /* A step callback that fails without a message: the scaler's message names
  * it; the stage stays, so the step can be retried. */
-Test(amp, failing_step_callback_gets_a_message_and_can_be_retried)
+Test(amp_scaler, failing_step_callback_gets_a_message_and_can_be_retried)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
     tg_grad_scaler *gs = NULL;
@@ -106,7 +106,7 @@ Test(amp, failing_step_callback_gets_a_message_and_can_be_retried)
     tg_grad_scaler_free(gs);
 }
 
-Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
+Test(amp_scaler, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
     o.init_scale = 1024.0;
@@ -157,7 +157,7 @@ Test(amp, scaler_skips_step_on_inf_backs_off_then_recovers_and_grows)
 
 static int optimizer_step(void *user) { return tg_optimizer_step(user); }
 
-Test(amp, scaler_drives_an_optim_h_optimizer)
+Test(amp_scaler, scaler_drives_an_optim_h_optimizer)
 {
     tg_tensor *w = th_tensor_from(TG_F32, 1, (int64_t[]){2}, (double[]){1.0, -0.5});
     tg_tensor_set_requires_grad(w, true);
@@ -202,7 +202,7 @@ static void clean_unscale(tg_grad_scaler *gs)
     tg_tensor_release(w);
 }
 
-Test(amp, scaler_growth_stops_below_f32_overflow)
+Test(amp_scaler, scaler_growth_stops_below_f32_overflow)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
     o.init_scale = 0x1p127;
@@ -216,7 +216,7 @@ Test(amp, scaler_growth_stops_below_f32_overflow)
     tg_grad_scaler_free(gs);
 }
 
-Test(amp, scaler_rejects_bad_options_and_arguments)
+Test(amp_scaler, scaler_rejects_bad_options_and_arguments)
 {
     const tg_grad_scaler_opts base = TG_GRAD_SCALER_OPTS_INIT;
     tg_grad_scaler_opts bad[5] = {base, base, base, base, base};
@@ -250,7 +250,7 @@ Test(amp, scaler_rejects_bad_options_and_arguments)
     tg_grad_scaler_free(gs);
 }
 
-Test(amp, scaler_disabled_does_nothing)
+Test(amp_scaler, scaler_disabled_does_nothing)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
     o.enabled = false;
@@ -276,7 +276,7 @@ Test(amp, scaler_disabled_does_nothing)
     tg_grad_scaler_free(gs);
 }
 
-Test(amp, scaler_state_round_trip_through_a_file)
+Test(amp_scaler, scaler_state_round_trip_through_a_file)
 {
     tg_grad_scaler_opts o = TG_GRAD_SCALER_OPTS_INIT;
     o.init_scale = 256.0;
@@ -329,7 +329,7 @@ Test(amp, scaler_state_round_trip_through_a_file)
     tg_grad_scaler_free(b);
 }
 
-Test(amp, scaler_rescues_f16_gradients_from_underflow)
+Test(amp_scaler, scaler_rescues_f16_gradients_from_underflow)
 {
     /* loss = sum(w16 * 1e-4 * 1e-4) with w16 the f16 copy of an f32 master
      * weight: the gradient 1e-8 underflows f16 (smallest subnormal 6e-8)
@@ -369,7 +369,7 @@ Test(amp, scaler_rescues_f16_gradients_from_underflow)
 /* Unscale finds one non-finite value anywhere in a long gradient (in place
  * for f32 and f64, through a copy for a strided one), and FLT_MAX alone is
  * finite; every other value is divided by the scale exactly. */
-Test(amp, scaler_unscale_finds_one_bad_value_in_a_long_gradient)
+Test(amp_scaler, scaler_unscale_finds_one_bad_value_in_a_long_gradient)
 {
     const double bads[3] = {-INFINITY, NAN, FLT_MAX};
     const tg_dtype dts[2] = {TG_F32, TG_F64};
@@ -416,7 +416,7 @@ static int count_calls(void *user)
 /* As PyTorch's GradScaler: a step whose optimizer fails can be taken again
  * (the stage moves on only after it ran), and a step or an update with no
  * gradient seen is refused ("No inf checks were recorded"). */
-Test(amp, scaler_step_retries_after_a_failing_step_and_needs_a_gradient)
+Test(amp_scaler, scaler_step_retries_after_a_failing_step_and_needs_a_gradient)
 {
     tg_grad_scaler *gs = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&gs, NULL), TG_OK));
@@ -452,7 +452,7 @@ Test(amp, scaler_step_retries_after_a_failing_step_and_needs_a_gradient)
 /* State values that are not integers in range (NaN, 1e300, 2.5) are refused
  * with the key named, and checked before any conversion to int64 (NaN or
  * 1e300 cast to int64 is undefined behaviour). */
-Test(amp, scaler_state_load_refuses_non_integer_counts)
+Test(amp_scaler, scaler_state_load_refuses_non_integer_counts)
 {
     tg_grad_scaler *a = NULL, *b = NULL;
     cr_assert(eq(int, tg_grad_scaler_new(&a, NULL), TG_OK));

@@ -113,7 +113,7 @@ static double train(tg_dtype dt, tg_tensor *x, tg_tensor *t)
     return v;
 }
 
-Test(amp, mlp_under_half_autocast_reaches_the_f32_loss)
+Test(amp_train, mlp_under_half_autocast_reaches_the_f32_loss)
 {
     tg_tensor *x = NULL, *t = NULL;
     make_data(&x, &t);

@@ -257,7 +257,7 @@ static void expect_same_bits(const char *what, const char *tag, const tg_tensor 
  * chunks of 1 and 2 samples and whole batches; the columns of small planes
  * both by permutes (where the CPU has AVX-512 BW) and by the table-driven
  * copy. */
-Test(bf16_gemm, columns_of_bf16_bits_give_the_bits_of_widened_columns)
+Test(bf16_gemm_ops, columns_of_bf16_bits_give_the_bits_of_widened_columns)
 {
     use_kernel(TG_BF16_KERNEL_AVX512);
     char tag[96];
@@ -296,16 +296,16 @@ Test(bf16_gemm, columns_of_bf16_bits_give_the_bits_of_widened_columns)
             }
 }
 
-Test(bf16_gemm, portable_conv_sweep_against_f64) { conv_sweep(TG_BF16_KERNEL_PORTABLE, false); }
-Test(bf16_gemm, avx512_conv_sweep_against_f64_and_portable)
+Test(bf16_gemm_ops, portable_conv_sweep_against_f64) { conv_sweep(TG_BF16_KERNEL_PORTABLE, false); }
+Test(bf16_gemm_ops, avx512_conv_sweep_against_f64_and_portable)
 {
     conv_sweep(TG_BF16_KERNEL_AVX512, true);
 }
-Test(bf16_gemm, amx_conv_sweep_against_f64_and_portable)
+Test(bf16_gemm_ops, amx_conv_sweep_against_f64_and_portable)
 {
     conv_sweep(TG_BF16_KERNEL_AMX, true);
 }
-Test(bf16_gemm, amx_conv_sweep_on_emulated_tiles_against_f64_and_portable)
+Test(bf16_gemm_ops, amx_conv_sweep_on_emulated_tiles_against_f64_and_portable)
 {
     emulate_amx();
     conv_sweep(TG_BF16_KERNEL_AMX, true);
@@ -330,16 +330,16 @@ static void linear_sweep(tg_bf16_kernel k, bool cmp)
                   tg_bf16_kernel_name(k));
 }
 
-Test(bf16_gemm, portable_linear_against_f64) { linear_sweep(TG_BF16_KERNEL_PORTABLE, false); }
-Test(bf16_gemm, avx512_linear_against_f64_and_portable)
+Test(bf16_gemm_ops, portable_linear_against_f64) { linear_sweep(TG_BF16_KERNEL_PORTABLE, false); }
+Test(bf16_gemm_ops, avx512_linear_against_f64_and_portable)
 {
     linear_sweep(TG_BF16_KERNEL_AVX512, true);
 }
-Test(bf16_gemm, amx_linear_against_f64_and_portable)
+Test(bf16_gemm_ops, amx_linear_against_f64_and_portable)
 {
     linear_sweep(TG_BF16_KERNEL_AMX, true);
 }
-Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64_and_portable)
+Test(bf16_gemm_ops, amx_linear_on_emulated_tiles_against_f64_and_portable)
 {
     emulate_amx();
     linear_sweep(TG_BF16_KERNEL_AMX, true);
@@ -349,7 +349,7 @@ Test(bf16_gemm, amx_linear_on_emulated_tiles_against_f64_and_portable)
 /* A Linear's bf16 weight is multiplied from its kept panels only when the
  * product pays for the kernels: a Linear to 1 or 16 features, or from 8,
  * packs none (and gives the portable kernel's bits), one to 64 does. */
-Test(bf16_gemm, a_thin_linear_packs_no_weight_panels)
+Test(bf16_gemm_ops, a_thin_linear_packs_no_weight_panels)
 {
     use_kernel(TG_BF16_KERNEL_AVX512);
     static const int64_t dims[][3] = {{64, 6272, 1}, {64, 6272, 16}, {64, 8, 6272},
@@ -376,7 +376,7 @@ Test(bf16_gemm, a_thin_linear_packs_no_weight_panels)
 
 /* Under autocast an f32 conv casts x and its f32 master weight to bf16 and
  * runs the bf16 kernel: the bits of the same conv on bf16 tensors. */
-Test(bf16_gemm, autocast_conv_with_f32_master_weight_is_the_bf16_conv)
+Test(bf16_gemm_ops, autocast_conv_with_f32_master_weight_is_the_bf16_conv)
 {
     use_kernel(tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512) ? TG_BF16_KERNEL_AVX512
                                                                 : TG_BF16_KERNEL_PORTABLE);

@@ -18,7 +18,7 @@
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
-TestSuite(checkpoint, .init = checkpoint_setup, .fini = th_tmp_dir_remove);
+TestSuite(checkpoint_load, .init = checkpoint_setup, .fini = th_tmp_dir_remove);
 
 /* Loads path into a fresh state built with seed 5 and asserts status rc and
  * that nothing changed. */
@@ -48,7 +48,7 @@ static void assert_load_changes_nothing(const char *path, bool with_opt, int wan
     state_free(&b);
 }
 
-Test(checkpoint, truncated_file_changes_nothing)
+Test(checkpoint_load, truncated_file_changes_nothing)
 {
     state a;
     state_init(&a, 1, true);
@@ -66,7 +66,7 @@ Test(checkpoint, truncated_file_changes_nothing)
     state_free(&a);
 }
 
-Test(checkpoint, missing_slot_is_found_before_any_slot_loads)
+Test(checkpoint_load, missing_slot_is_found_before_any_slot_loads)
 {
     /* The file has the model but no optimizer: the optimizer's check fails
      * before the model (an earlier slot) is loaded. */
@@ -81,7 +81,7 @@ Test(checkpoint, missing_slot_is_found_before_any_slot_loads)
 /* Slots are all checked before any is loaded: a file missing one module key
  * leaves a grad scaler's step in progress (inf found, no step) as it was,
  * and the weights' version counters, so a recorded graph still runs. */
-Test(checkpoint, failed_load_leaves_a_scaler_mid_step_and_live_graphs_alone)
+Test(checkpoint_load, failed_load_leaves_a_scaler_mid_step_and_live_graphs_alone)
 {
     tg_rng rng;
     tg_rng_init(&rng, 3);
@@ -136,7 +136,7 @@ Test(checkpoint, failed_load_leaves_a_scaler_mid_step_and_live_graphs_alone)
     tg_module_release(a), tg_module_release(b);
 }
 
-Test(checkpoint, wrong_shape_or_metadata_changes_nothing)
+Test(checkpoint_load, wrong_shape_or_metadata_changes_nothing)
 {
     state a;
     state_init(&a, 1, true);
@@ -171,7 +171,7 @@ Test(checkpoint, wrong_shape_or_metadata_changes_nothing)
     state_free(&a);
 }
 
-Test(checkpoint, loader_position_out_of_range_changes_nothing)
+Test(checkpoint_load, loader_position_out_of_range_changes_nothing)
 {
     /* The loader is the third slot: its position (index 11 > 10 samples)
      * is refused before the model and the optimizer are loaded. */
@@ -191,7 +191,7 @@ Test(checkpoint, loader_position_out_of_range_changes_nothing)
     state_free(&a);
 }
 
-Test(checkpoint, not_a_checkpoint_is_a_format_error)
+Test(checkpoint_load, not_a_checkpoint_is_a_format_error)
 {
     tg_st_file *f;
     tg_tensor *t;

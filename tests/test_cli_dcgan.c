@@ -24,14 +24,14 @@
 static void setup(void) { th_tmp_dir_make("tg_cli_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
 
-TestSuite(cli, .init = setup, .fini = teardown);
+TestSuite(cli_dcgan, .init = setup, .fini = teardown);
 
 /* ---- examples/dcgan ------------------------------------------------------ */
 
 /* A small run trains, writes its outputs and a checkpoint; --sample reads it
  * back; a batch larger than the data set is refused before anything in --out
  * is touched; so is a bad option value. */
-Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
+Test(cli_dcgan, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
 {
     write_train_set(24);
     char out[256];
@@ -123,7 +123,7 @@ Test(cli, dcgan_trains_samples_and_refuses_bad_input_without_touching_out)
 /* A bad value's message names the rule; a value that is the next option is a
  * missing value (nothing is made under that name); options that contradict
  * each other, or that --sample would ignore, are refused. */
-Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
+Test(cli_dcgan, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
 {
     static const char *const bad[][3] = {
         {"--g-ch", "5", "bad value '5' for --g-ch: an even integer in 2..65536"},
@@ -167,7 +167,7 @@ Test(cli, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
 /* --help names every value --amp accepts and its default, and the thread
  * default as the library takes it (tg_set_num_threads: TG_NUM_THREADS, else
  * OMP_NUM_THREADS, else the CPUs). */
-Test(cli, dcgan_help_lists_the_values_and_defaults_the_parser_uses)
+Test(cli_dcgan, dcgan_help_lists_the_values_and_defaults_the_parser_uses)
 {
     cr_assert(eq(int, DCGAN("--help"), 0), "%s", th_err);
     th_expect_in(th_out, "--amp bf16|f16|off");
@@ -201,7 +201,7 @@ static tg_tensor *scalar_tensor(tg_dtype dt, double v)
  * loss history is inconsistent, is refused on --resume with a message that
  * says which entry is wrong; nothing in --out changes.  A loss.csv that
  * cannot be written is reported with its path. */
-Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
+Test(cli_dcgan, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
 {
     write_train_set(24);
     char out[256], ck[512], copy[512];
@@ -269,7 +269,7 @@ Test(cli, dcgan_refuses_a_checkpoint_with_bad_counters_lr_or_history)
 
 /* --snapshot-every: generator snapshots during training, in the format of
  * generator.safetensors, that `tapegrad fid` scores (docs/fid.md). */
-Test(cli, dcgan_snapshots_are_generators_that_fid_scores)
+Test(cli_dcgan, dcgan_snapshots_are_generators_that_fid_scores)
 {
     write_train_set(24);
     char out[256], snap[512];

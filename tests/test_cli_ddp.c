@@ -22,7 +22,7 @@
 static void setup(void) { th_tmp_dir_make("tg_cli_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
 
-TestSuite(cli, .init = setup, .fini = teardown);
+TestSuite(cli_ddp, .init = setup, .fini = teardown);
 
 /* dcgan --ddp under `mpirun -np 2`: the batch is split over the ranks, rank 0
  * writes the outputs and the checkpoint, which resumes in one process; a bad
@@ -36,7 +36,7 @@ TestSuite(cli, .init = setup, .fini = teardown);
                                               MPIRUN_TIMEOUT, getenv("TG_DCGAN"), \
                                               __VA_ARGS__, NULL})
 
-Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
+Test(cli_ddp, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
 {
     const char *mpirun = getenv("TG_MPIRUN");
     if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
@@ -66,7 +66,7 @@ Test(cli, dcgan_ddp_trains_on_two_ranks_and_resumes_in_one_process)
  * names another data set): every rank stops with rank 1's error, printed
  * once, instead of rank 0 waiting in dcgan_trainer_new's collective calls.
  * mpirun's colon syntax gives each rank its own --out. */
-Test(cli, dcgan_ddp_resume_refused_on_one_rank_stops_every_rank)
+Test(cli_ddp, dcgan_ddp_resume_refused_on_one_rank_stops_every_rank)
 {
     const char *mpirun = getenv("TG_MPIRUN");
     if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
@@ -120,7 +120,7 @@ static void ddp_out_with_blocker(char *out, const char *blocked)
 /* Rank 0 cannot write the epoch's sample grid (a folder has its name): every
  * rank stops with rank 0's error, printed once, instead of the other rank
  * waiting for rank 0 forever. */
-Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
+Test(cli_ddp, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
 {
     char out[256];
     ddp_out_with_blocker(out, "samples_epoch_1.png");
@@ -139,7 +139,7 @@ Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write)
 /* Rank 0 cannot write a --snapshot-every snapshot (a folder has its name)
  * while rank 1 goes on training: every rank stops with rank 0's error,
  * printed once, and the job ends as a failed run, not by MPI_Abort. */
-Test(cli, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write_a_snapshot)
+Test(cli_ddp, dcgan_ddp_stops_every_rank_when_rank_0_cannot_write_a_snapshot)
 {
     char out[256];
     ddp_out_with_blocker(out, "generator_0.001s.safetensors");
@@ -191,7 +191,7 @@ static double bn_stats_gap(const char *a, const char *b)
  * rank's half by itself: rank 0's statistics are its half's, and differ).
  * The generator with SyncBatchNorms exports to ONNX, and trains with --amp
  * bf16.  --sync-bn without --ddp is a usage error. */
-Test(cli, dcgan_sync_bn_on_two_ranks_takes_the_one_process_steps)
+Test(cli_ddp, dcgan_sync_bn_on_two_ranks_takes_the_one_process_steps)
 {
     const char *mpirun = getenv("TG_MPIRUN");
     if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");

@@ -12,7 +12,7 @@
 
 static void make_dir(void) { th_tmp_dir_make("tg_data_"); }
 
-TestSuite(data, .init = make_dir, .fini = th_tmp_dir_remove);
+TestSuite(data_loader, .init = make_dir, .fini = th_tmp_dir_remove);
 
 /* ---- datasets -------------------------------------------------------------- */
 
@@ -39,7 +39,7 @@ static tg_dataset *make_dataset(int64_t n)
     return ds;
 }
 
-Test(data, dataset_batch_scales_pixels)
+Test(data_loader, dataset_batch_scales_pixels)
 {
     tg_dataset *ds = make_dataset(10);
     int64_t shape[3];
@@ -81,7 +81,7 @@ Test(data, dataset_batch_scales_pixels)
     tg_dataset_release(ds);
 }
 
-Test(data, dataset_from_tensors_errors)
+Test(data_loader, dataset_from_tensors_errors)
 {
     int64_t is[3] = {4, 2, 2}, ls[1] = {4}, ls3[1] = {3};
     tg_tensor *img, *fimg, *lab, *lab3, *flab;
@@ -144,7 +144,7 @@ static int run_epoch(tg_loader *ld, int64_t *seen, int64_t *count, int64_t bs)
     return batches;
 }
 
-Test(data, loader_covers_each_sample_once)
+Test(data_loader, loader_covers_each_sample_once)
 {
     tg_dataset *ds = make_dataset(10);
     tg_loader_options o = TG_LOADER_OPTIONS_INIT;
@@ -179,7 +179,7 @@ static void epoch_order(tg_dataset *ds, const tg_loader_options *o, int64_t epoc
     tg_loader_free(ld);
 }
 
-Test(data, loader_shuffle_is_deterministic)
+Test(data_loader, loader_shuffle_is_deterministic)
 {
     tg_dataset *ds = make_dataset(12);
     tg_loader_options o = TG_LOADER_OPTIONS_INIT;
@@ -208,7 +208,7 @@ Test(data, loader_shuffle_is_deterministic)
     tg_dataset_release(ds);
 }
 
-Test(data, loader_drop_last)
+Test(data_loader, loader_drop_last)
 {
     tg_dataset *ds = make_dataset(10);
     tg_loader_options o = TG_LOADER_OPTIONS_INIT;
@@ -228,7 +228,7 @@ Test(data, loader_drop_last)
     tg_dataset_release(ds);
 }
 
-Test(data, loader_position_resumes_exactly)
+Test(data_loader, loader_position_resumes_exactly)
 {
     tg_dataset *ds = make_dataset(12);
     tg_loader_options o = TG_LOADER_OPTIONS_INIT;
@@ -268,7 +268,7 @@ Test(data, loader_position_resumes_exactly)
     tg_dataset_release(ds);
 }
 
-Test(data, loader_errors)
+Test(data_loader, loader_errors)
 {
     tg_dataset *ds = make_dataset(4);
     tg_loader_options o = TG_LOADER_OPTIONS_INIT;
@@ -357,7 +357,7 @@ static void expect_shards_make_global_batches(int64_t n, int64_t b, int world,
     tg_dataset_release(ds);
 }
 
-Test(data, loader_shards_split_each_global_batch_between_ranks)
+Test(data_loader, loader_shards_split_each_global_batch_between_ranks)
 {
     expect_shards_make_global_batches(12, 2, 2, (const int64_t[]){2, 2, 2, 2, 2, 2});
     /* 11 = 6 + 5: the last run is padded to 6 with the epoch's first sample */

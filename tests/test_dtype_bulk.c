@@ -65,7 +65,7 @@ static uint32_t *f32_sweep(size_t *count)
 
 /* The vector kernels are really taken where the CPU has them (otherwise the
  * vector == scalar tests below would compare the scalar loop with itself). */
-Test(dtype, bulk_simd_path_is_taken_where_supported)
+Test(dtype_bulk, bulk_simd_path_is_taken_where_supported)
 {
 #if defined(__x86_64__)
     /* F16C from CPUID.1:ECX (clang's __builtin_cpu_supports lacks "f16c") */
@@ -77,7 +77,7 @@ Test(dtype, bulk_simd_path_is_taken_where_supported)
 #endif
 }
 
-Test(dtype, bulk_half_to_f32_exhaustive)
+Test(dtype_bulk, bulk_half_to_f32_exhaustive)
 {
     static uint16_t h[65536];
     static float fs[65536], fv[65536];
@@ -103,7 +103,7 @@ Test(dtype, bulk_half_to_f32_exhaustive)
     }
 }
 
-Test(dtype, bulk_f32_to_half_matches_reference)
+Test(dtype_bulk, bulk_f32_to_half_matches_reference)
 {
     size_t n;
     uint32_t *xs = f32_sweep(&n);
@@ -138,7 +138,7 @@ Test(dtype, bulk_f32_to_half_matches_reference)
 
 /* Lengths 0..40 (every SIMD tail) at unaligned starts: the bulk result equals
  * the scalar function element by element and nothing past n is written. */
-Test(dtype, bulk_tails_and_unaligned_starts)
+Test(dtype_bulk, bulk_tails_and_unaligned_starts)
 {
     float src[48], back[48];
     uint16_t h[48], hsrc[48];
@@ -170,7 +170,7 @@ Test(dtype, bulk_tails_and_unaligned_starts)
 
 /* Strided and broadcast (step 0) runs through gather/scatter of a view, and a
  * run long enough for the parallel path, agree with element-wise load/store. */
-Test(dtype, bulk_strided_views_match_elementwise)
+Test(dtype_bulk, bulk_strided_views_match_elementwise)
 {
     int64_t shape[2] = {300, 7};
     tg_tensor *t = tg__tensor_empty(TG_BF16, 2, shape);
@@ -211,7 +211,7 @@ Test(dtype, bulk_strided_views_match_elementwise)
 /* The strided block conversions equal the contiguous ones row by row, and
  * touch nothing between the rows: rows of 49 (vector blocks and a scalar
  * tail) and of 5, both directions, f16 and bf16. */
-Test(dtype, bulk_rows_match_contiguous_runs)
+Test(dtype_bulk, bulk_rows_match_contiguous_runs)
 {
     enum { ROWS = 6, SS = 64, DS = 57 };   /* element strides of the two sides */
     const int64_t lens[2] = {49, 5};
@@ -249,7 +249,7 @@ Test(dtype, bulk_rows_match_contiguous_runs)
  * and then on the even neighbour), and values beyond f32's range (past
  * FLT_MAX, under its smallest subnormal), at lengths 0..300 (every tail of
  * the 256-element blocks): the bits of tg_dtype_load / tg_dtype_store. */
-Test(dtype, bulk_f64_half_matches_load_store)
+Test(dtype_bulk, bulk_f64_half_matches_load_store)
 {
     static uint16_t h[65536], hb[65536];
     static double d[65536];
@@ -328,7 +328,7 @@ static tg_tensor transposed(const tg_tensor *t)
  * tg_dtype_load element by element: contiguous (tg__convert_n), from and
  * into a transposed view (gather and scatter: strided runs on either side)
  * and from a broadcast view (runs of step 0), over half_ties' values. */
-Test(dtype, f64_half_copies_round_as_store)
+Test(dtype_bulk, f64_half_copies_round_as_store)
 {
     enum { R = 512, C = 384, N = R * C };   /* N = 3 * 65536 */
     const int64_t shape[2] = {R, C};

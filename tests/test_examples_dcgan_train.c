@@ -18,7 +18,7 @@
 static void setup(void) { th_tmp_dir_make("tg_examples_dcgan_train_"); }
 static void teardown(void) { th_tmp_dir_remove(); }
 
-TestSuite(examples_dcgan, .init = setup, .fini = teardown);
+TestSuite(examples_dcgan_train, .init = setup, .fini = teardown);
 
 /* ---- dcgan --ema --------------------------------------------------------------- */
 
@@ -52,7 +52,7 @@ static bool same_file(const char *a, const char *b)
  * torch's AveragedModel keys and in the checkpoint, the sample grids drawn
  * by it, continued by --resume; a decay out of range or another one on
  * --resume is refused. */
-Test(examples_dcgan, dcgan_ema_keeps_an_average_that_draws_the_samples)
+Test(examples_dcgan_train, dcgan_ema_keeps_an_average_that_draws_the_samples)
 {
     th_write_idx_set(th_tmp_dir, "train", 24, 28, 7);
     char plain[256], ema[256], a[512], b[512];
@@ -112,7 +112,7 @@ static void expect_same_tensor(const tg_st_file *a, const tg_st_file *b, const c
  * the bits of one that ran 5 steps at once, u and v included; the flag is
  * taken from the checkpoint on --resume, and refused for a checkpoint
  * without spectral norm. */
-Test(examples_dcgan, dcgan_spectral_norm_trains_sn_gan_and_resumes_to_the_bit)
+Test(examples_dcgan_train, dcgan_spectral_norm_trains_sn_gan_and_resumes_to_the_bit)
 {
     th_write_idx_set(th_tmp_dir, "train", 24, 28, 7);
     char once[256], split[256], plain[256], a[512], b[512];

@@ -45,7 +45,7 @@ static void trunc_moments(double mu, double s, double a, double b, double *mean,
  * three times a normal's kurtosis).  The cases: torch's defaults, an
  * asymmetric interval, [2 std, 4 std], the lower side of a far interval and
  * [10 std, 11 std] above the mean, where the mean is 10.098. */
-Test(init, trunc_normal_has_the_truncated_moments)
+Test(init_trunc_orthogonal, trunc_normal_has_the_truncated_moments)
 {
     const double cases[][4] = {{0, 1, -2, 2}, {0.5, 2, -1, 3}, {1, 0.5, 2, 3},
                                {-3, 1, -10, -2.5}, {0, 1, 10, 11}, {2, 1e-3, -5, 5}};
@@ -86,7 +86,7 @@ Test(init, trunc_normal_has_the_truncated_moments)
 /* In f32, f16 and bf16 (a and b representable) the values stay in [a, b];
  * the same seed gives the same bits, and the rng moves on as a uniform_
  * fill of t's size does. */
-Test(init, trunc_normal_in_every_float_dtype_and_seeded)
+Test(init_trunc_orthogonal, trunc_normal_in_every_float_dtype_and_seeded)
 {
     const tg_dtype dts[] = {TG_F32, TG_F16, TG_BF16, TG_F64};
     for (size_t k = 0; k < sizeof dts / sizeof *dts; k++) {
@@ -125,7 +125,7 @@ Test(init, trunc_normal_in_every_float_dtype_and_seeded)
  * - Phi(alpha)) u for z = (x - mean) / std; for an interval above the mean
  * (alpha + beta > 0) the draw is mirrored, Phi(-z) = Phi(-beta) +
  * (Phi(-alpha) - Phi(-beta)) u, which keeps the upper tail's digits. */
-Test(init, trunc_normal_is_the_inverse_cdf_of_a_uniform)
+Test(init_trunc_orthogonal, trunc_normal_is_the_inverse_cdf_of_a_uniform)
 {
     const double cases[][4] = {{0.25, 1.5, -2, 1}, {0.25, 1.5, -0.5, 2}, {0, 1, 6, 9},
                                {0, 1, -30, -29.5}};
@@ -178,7 +178,7 @@ static double orthogonality_error(const double *v, int64_t rows, int64_t cols, d
  * matrix the same seed draws, R = t^T A / gain (t A^T / gain when wide) is
  * upper triangular with a positive diagonal: t spans A's leading columns
  * with torch's signs. */
-Test(init, orthogonal_is_orthogonal_with_torchs_signs)
+Test(init_trunc_orthogonal, orthogonal_is_orthogonal_with_torchs_signs)
 {
     const struct {
         int nd;
@@ -228,7 +228,7 @@ Test(init, orthogonal_is_orthogonal_with_torchs_signs)
  * precision; a strided view is filled in its logical order; the same seed
  * gives the same bits; a leaf that requires grad stays a leaf, nothing
  * recorded; an empty t is left alone. */
-Test(init, orthogonal_in_every_float_dtype_views_and_leaves)
+Test(init_trunc_orthogonal, orthogonal_in_every_float_dtype_views_and_leaves)
 {
     const struct {
         tg_dtype dt;
@@ -270,7 +270,7 @@ Test(init, orthogonal_in_every_float_dtype_views_and_leaves)
     th_release_all(4, (tg_tensor *[]){base, view, plain, e});
 }
 
-Test(init, trunc_normal_and_orthogonal_refuse_bad_arguments)
+Test(init_trunc_orthogonal, trunc_normal_and_orthogonal_refuse_bad_arguments)
 {
     tg_rng rng;
     tg_rng_init(&rng, 0);

@@ -156,7 +156,7 @@ static const qcase sweep[] = {
     {false, 3, 1, 4, 4, 2, {5, 4, 4}, {2, 2, 2}, 2, 1, 1, 0, TG_U8, true, true, true},
 };
 
-Test(quant, quantized_conv_ops_match_float_within_one_unit)
+Test(quant_ops, quantized_conv_ops_match_float_within_one_unit)
 {
     for (size_t i = 0; i < sizeof sweep / sizeof *sweep; i++) run_qcase(&sweep[i]);
 }
@@ -184,7 +184,7 @@ static tg_tensor *run_on_kernel(const qcase *c, qdata *d, tg_int8_kernel k)
  * on 32 x 32 tiles and 64 k). */
 static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int *ncases);
 
-Test(quant, every_kernel_gives_the_portable_bytes)
+Test(quant_ops, every_kernel_gives_the_portable_bytes)
 {
     const tg_int8_kernel kerns[] = {TG_INT8_KERNEL_AVX2, TG_INT8_KERNEL_VNNI, TG_INT8_KERNEL_AMX};
     int n;
@@ -200,7 +200,7 @@ Test(quant, every_kernel_gives_the_portable_bytes)
 /* The amx kernel's addressing and tile use (its GEMM and its column-free
  * ConvTranspose), on emulated tiles where the CPU has none; its
  * requantization and packing are AVX-512's, so the CPU needs VNNI. */
-Test(quant, amx_kernel_on_emulated_tiles_gives_the_portable_bytes)
+Test(quant_ops, amx_kernel_on_emulated_tiles_gives_the_portable_bytes)
 {
     if (!tg_int8_kernel_available(TG_INT8_KERNEL_VNNI))
         cr_skip_test("this CPU has no AVX-512 VNNI, which the amx kernel's packing and "
@@ -276,7 +276,7 @@ static int kernels_give_portable_bytes(const tg_int8_kernel *kerns, int nk, int 
     return compared;
 }
 
-Test(quant, quantized_linear_matches_float_within_one_unit)
+Test(quant_ops, quantized_linear_matches_float_within_one_unit)
 {
     for (int t = 0; t < 4; t++) {
         const int64_t m = 5, k = 37 + 30 * t, n = 6;
@@ -308,7 +308,7 @@ Test(quant, quantized_linear_matches_float_within_one_unit)
 
 /* An empty batch gives an empty result of the right shape (it used to
  * divide by zero when cutting the batch into tasks), as the float ops do. */
-Test(quant, empty_batch_gives_empty_output)
+Test(quant_ops, empty_batch_gives_empty_output)
 {
     tg_qscales q = {.x_scale = 0.1, .n_weight_scales = 1, .y_scale = 0.05};
     const double ws = 0.02;
@@ -340,7 +340,7 @@ Test(quant, empty_batch_gives_empty_output)
     tg_tensor_release(y), tg_tensor_release(wq), tg_tensor_release(wf), tg_tensor_release(xq);
 }
 
-Test(quant, quantized_op_errors_change_nothing)
+Test(quant_ops, quantized_op_errors_change_nothing)
 {
     qdata d;
     qcase c = {true, 2, 1, 4, 6, 2, {4, 4}, {3, 3}, 2, 1, 1, 1, TG_U8, true, false, true};
@@ -377,7 +377,7 @@ Test(quant, quantized_op_errors_change_nothing)
 /* A Linear's thousands of channels are set up over the threads: the
  * message still names the lowest channel whose multiplier is out of range,
  * and nothing is made. */
-Test(quant, a_bad_channel_multiplier_is_named_among_thousands)
+Test(quant_ops, a_bad_channel_multiplier_is_named_among_thousands)
 {
     enum { N = 3000, K = 8 };
     const int64_t xs[2] = {2, K}, ws[2] = {N, K};

@@ -15,7 +15,7 @@
 
 /* ---- errors: status, message, nothing changed ------------------------------------ */
 
-Test(shape, errors_leave_out_untouched)
+Test(shape_errors, errors_leave_out_untouched)
 {
     int64_t s[2] = {2, 3};
     tg_tensor *a = th_arange(TG_F32, 2, s), *out = NULL;
@@ -47,7 +47,7 @@ Test(shape, errors_leave_out_untouched)
 /* Views hold no memory, so expand could name more elements than an int64
  * counts; it refuses.  A broadcast whose result would not fit is refused when
  * its output is allocated, with the shape in the message. */
-Test(shape, huge_shapes_are_errors_not_overflows)
+Test(shape_errors, huge_shapes_are_errors_not_overflows)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){1, 1}), *out = NULL, *u = NULL, *v = NULL;
     const int64_t big = (int64_t)1 << 40;
@@ -79,7 +79,7 @@ Test(shape, huge_shapes_are_errors_not_overflows)
     tg_tensor_release(a);
 }
 
-Test(shape, cat_errors)
+Test(shape_errors, cat_errors)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}),
               *b = th_arange(TG_F32, 2, (int64_t[]){3, 3});
@@ -104,7 +104,7 @@ Test(shape, cat_errors)
 
 /* unsqueeze takes dim in [-ndim-1, ndim] of a (torch's [-3, 2] for a 2-d a):
  * the message states that range and a's own ndim, not ndim + 1. */
-Test(shape, unsqueeze_out_of_range_names_a_and_its_range)
+Test(shape_errors, unsqueeze_out_of_range_names_a_and_its_range)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *s = NULL, *out = NULL;
     cr_assert(eq(int, tg_unsqueeze(&out, a, 3), TG_EINVAL));
@@ -122,7 +122,7 @@ Test(shape, unsqueeze_out_of_range_names_a_and_its_range)
     tg_tensor_release(a);
 }
 
-Test(shape, permute_error_names_the_entry_of_perm)
+Test(shape_errors, permute_error_names_the_entry_of_perm)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *out = NULL;
     cr_assert(eq(int, tg_permute(&out, a, (int[]){0, 5}), TG_EINVAL));
@@ -133,7 +133,7 @@ Test(shape, permute_error_names_the_entry_of_perm)
 }
 
 /* torch refuses expand(3, -2) of a (3, 1) tensor; the message says why. */
-Test(shape, expand_negative_extent_names_the_rule)
+Test(shape_errors, expand_negative_extent_names_the_rule)
 {
     tg_tensor *a = th_arange(TG_F32, 2, (int64_t[]){3, 1}), *out = NULL;
     cr_assert(eq(int, tg_expand(&out, a, 2, (int64_t[]){3, -2}), TG_EINVAL));

@@ -98,7 +98,7 @@ static tg_tensor *leaf(int ndim, const int64_t *shape, uint64_t seed)
     return x;
 }
 
-Test(shape, gradcheck_every_op_in_f64)
+Test(shape_grad, gradcheck_every_op_in_f64)
 {
     struct { const char *name; op1_fn f; bool gradgrad; } ops[] = {
         {"reshape", g_reshape, false},     {"permute", g_permute, true},
@@ -125,7 +125,7 @@ Test(shape, gradcheck_every_op_in_f64)
     }
 }
 
-Test(shape, gradcheck_cat)
+Test(shape_grad, gradcheck_cat)
 {
     tg_tensor *in[3] = {leaf(2, (int64_t[]){2, 1}, 1), leaf(2, (int64_t[]){2, 3}, 2),
                         leaf(2, (int64_t[]){2, 2}, 3)};
@@ -136,7 +136,7 @@ Test(shape, gradcheck_cat)
     for (int i = 0; i < 3; i++) tg_tensor_release(in[i]);
 }
 
-Test(shape, slice_gradient_is_ones_on_the_picked_elements)
+Test(shape_grad, slice_gradient_is_ones_on_the_picked_elements)
 {
     tg_tensor *x = leaf(2, (int64_t[]){3, 5}, 9), *y = NULL, *s = NULL;
     cr_assert(eq(int, tg_slice(&y, x, 1, 1, 5, 2), TG_OK));   /* columns 1 and 3 */

@@ -38,7 +38,7 @@
  * registers into a per-phase byte plane; the phases are then interleaved
  * into y.  The integers are the portable kernel's: every sum is the same
  * set of exact i32 products and the requantization is the same formula
- * (tests: quant::every_kernel_gives_the_portable_bytes).
+ * (tests: quant_ops::every_kernel_gives_the_portable_bytes).
  *
  * Work is split by samples, one task each, run in parallel; scratch is the
  * thread's conv workspace.
