@@ -1,6 +1,7 @@
 /* src/core/gemm_bf16_avx512.c - the AVX-512 BF16 pieces of the bf16 GEMM:
  * the packers (used by the amx kernel too: every CPU with AMX-BF16 has
- * AVX-512 BF16) and the 12 x 32 micro-kernel on vdpbf16ps. */
+ * AVX-512 BF16) and the 12 x 32 micro-kernel on vdpbf16ps, in its two
+ * forms (A broadcast by each instruction's load, or through a register). */
 #include <stdatomic.h>
 #include <string.h>
 
