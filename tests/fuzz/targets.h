@@ -12,8 +12,11 @@
 #ifndef TAPEGRAD_TESTS_FUZZ_TARGETS_H
 #define TAPEGRAD_TESTS_FUZZ_TARGETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tapegrad/safetensors.h"
 
 /* tg_safetensors_parse; what it accepts saves and parses back the same. */
 int tg_fuzz_safetensors(const uint8_t *data, size_t size);
@@ -42,6 +45,10 @@ int tg_fuzz_case(const uint8_t *data, size_t size);
 int tg_fuzz_tape(const uint8_t *data, size_t size);
 
 /* ---- shared by the target files (targets.c) ---- */
+
+/* a and b hold the same tensors: in order, the same names, dtypes, shapes
+ * and bytes. */
+bool tg_fuzz_same_tensors(const tg_st_file *a, const tg_st_file *b);
 
 /* Prints "fuzz <target>: <why>" to stderr and returns -1: a broken property. */
 int tg_fuzz_broken(const char *target, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

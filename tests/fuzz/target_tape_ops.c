@@ -1,0 +1,182 @@
+/* tests/fuzz/target_tape_ops.c - the "tape" program's instructions that make
+ * tensors and compute new ones from them: elementwise, reduction, view,
+ * matmul, conv, batch_norm and loss ops (target_tape.h). */
+#include <stdio.h>
+
+#include "target_tape.h"
+
+int op_new(prog *g)
+{
+    int i = u8(g) % SLOTS, nd = u8(g) % 5;
+    tg_dtype dt = DTYPES[u8(g) % (sizeof DTYPES / sizeof DTYPES[0])];
+    int64_t shape[4];
+    for (int d = 0; d < nd; d++) shape[d] = u8(g) % 5;
+    uint8_t seed = u8(g), flags = u8(g);
+    tg_tensor *t = NULL;
+    int rc = tg_tensor_zeros(&t, dt, nd, shape);
+    if (after(g, i, "tensor_zeros", rc, t) < 0) return -1;
+    if (rc < 0) return 0;
+    if (tg_dtype_is_float(dt)) {
+        tg_rng rng;
+        tg_rng_init(&rng, seed);
+        rc = tg_tensor_rand_uniform(t, &rng, -2.0, 2.0);
+    } else {
+        rc = tg_tensor_fill(t, seed % 7);
+    }
+    if (checked(g, "fill", rc) < 0) return -1;
+    if (flags & 1) rc = tg_tensor_set_requires_grad(t, true);
+    return checked(g, "set_requires_grad", rc);
+}
+
+int op_unary(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *a = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 20;
+    double s = value(u8(g));
+    if (big(a)) return 0;
+    int rc;
+    switch (k) {
+    case 0: rc = tg_neg(&y, a); break;
+    case 1: rc = tg_exp(&y, a); break;
+    case 2: rc = tg_log(&y, a); break;
+    case 3: rc = tg_sqrt(&y, a); break;
+    case 4: rc = tg_abs(&y, a); break;
+    case 5: rc = tg_erf(&y, a); break;
+    case 6: rc = tg_relu(&y, a); break;
+    case 7: rc = tg_leaky_relu(&y, a, s); break;
+    case 8: rc = tg_tanh(&y, a); break;
+    case 9: rc = tg_sigmoid(&y, a); break;
+    case 10: rc = tg_silu(&y, a); break;
+    case 11: rc = tg_gelu(&y, a); break;
+    case 12: rc = tg_sum(&y, a); break;
+    case 13: rc = tg_mean(&y, a); break;
+    case 14: rc = tg_add_scalar(&y, a, s); break;
+    case 15: rc = tg_rsub_scalar(&y, a, s); break;
+    case 16: rc = tg_mul_scalar(&y, a, s); break;
+    case 17: rc = tg_div_scalar(&y, a, s); break;
+    case 18: rc = tg_pow_scalar(&y, a, s); break;
+    default: rc = tg_contiguous(&y, a); break;
+    }
+    return after(g, i, "unary op", rc, y);
+}
+
+int op_binary(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 8;
+    if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
+    if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
+        return 0;
+    int rc;
+    switch (k) {
+    case 0: rc = tg_add(&y, a, b); break;
+    case 1: rc = tg_sub(&y, a, b); break;
+    case 2: rc = tg_mul(&y, a, b); break;
+    case 3: rc = tg_div(&y, a, b); break;
+    case 4: rc = tg_pow(&y, a, b); break;
+    case 5: rc = tg_matmul(&y, a, b); break;
+    case 6: rc = tg_linear(&y, a, b, NULL); break;
+    default: {
+        tg_tensor *ts[2] = {a, b};
+        rc = tg_cat(&y, 2, ts, (int)(u8(g) % 4) - 1);
+    }
+    }
+    return after(g, i, "binary op", rc, y);
+}
+
+int op_view(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *a = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 10;
+    int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
+    int64_t shape[4];
+    int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
+    for (int d = 0; d < 4; d++) shape[d] = (int64_t)(u8(g) % 6) - 1;   /* -1: infer or keep */
+    for (int d = 0; d < TG_MAX_DIMS; d++) dims[d] = (int)(u8(g) % 9) - 4;
+    if (big(a)) return 0;
+    int rc;
+    switch (k) {
+    case 0: rc = tg_reshape(&y, a, nd, shape); break;
+    case 1: rc = tg_permute(&y, a, dims); break;
+    case 2: rc = tg_transpose(&y, a, d0, d1); break;
+    case 3: rc = tg_slice(&y, a, d0, shape[0], shape[1] + 1, d1); break;
+    case 4: rc = tg_expand(&y, a, nd, shape); break;
+    case 5: rc = tg_unsqueeze(&y, a, d0); break;
+    case 6: rc = tg_squeeze(&y, a, d0); break;
+    case 7: rc = tg_sum_dims(&y, a, nd % 3, dims, d1 & 1); break;
+    case 8: rc = tg_mean_dims(&y, a, nd % 3, dims, d1 & 1); break;
+    default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
+    }
+    return after(g, i, "view or reduction", rc, y);
+}
+
+int op_conv(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *x = slot(g), *w = slot(g), *b = NULL, *y = NULL;
+    uint8_t f = u8(g);
+    if (f & 1) b = slot(g);
+    tg_conv_params p = TG_CONV_PARAMS_INIT;
+    for (int d = 0; d < 3; d++) {
+        p.stride[d] = 1 + u8(g) % 3;
+        p.dilation[d] = 1 + u8(g) % 2;
+        p.padding[d][0] = u8(g) % 3;
+        p.padding[d][1] = u8(g) % 3;
+        p.output_padding[d] = u8(g) % 2;
+    }
+    p.groups = 1 + u8(g) % 2;
+    p.act = (tg_activation)(u8(g) % (TG_ACT_COUNT + 1));   /* one past the end too */
+    if (big(x) || big(w) || big(b)) return 0;
+    /* per output element of conv: C_in/groups * prod(K) = numel(w) / C_out;
+     * per input element of conv_transpose: numel(w) / C_in, as for conv's
+     * output: numel(x) * numel(w) / (its channels) bounds both, with stride 1 */
+    if (x && w && tg_tensor_ndim(x) >= 2 && too_much_work(x, w, tg_tensor_dim(x, 1))) return 0;
+    if (g->trace && x && w) {
+        char xs[96], ws[96];
+        tg_shape_str(xs, sizeof xs, tg_tensor_ndim(x), tg_tensor_shape(x));
+        tg_shape_str(ws, sizeof ws, tg_tensor_ndim(w), tg_tensor_shape(w));
+        fprintf(stderr, "  x %s %s weight %s %s\n", xs, tg_dtype_name(tg_tensor_dtype(x)), ws,
+                tg_dtype_name(tg_tensor_dtype(w)));
+    }
+    if (g->trace)
+        fprintf(stderr, "  stride %lld %lld dilation %lld %lld padding %lld,%lld %lld,%lld "
+                        "output_padding %lld %lld groups %lld act %d\n",
+                (long long)p.stride[0], (long long)p.stride[1], (long long)p.dilation[0],
+                (long long)p.dilation[1], (long long)p.padding[0][0], (long long)p.padding[0][1],
+                (long long)p.padding[1][0], (long long)p.padding[1][1],
+                (long long)p.output_padding[0], (long long)p.output_padding[1],
+                (long long)p.groups, (int)p.act);
+    int rc = f & 2 ? tg_conv_transpose(&y, x, w, b, &p) : tg_conv(&y, x, w, b, &p);
+    return after(g, i, f & 2 ? "conv_transpose" : "conv", rc, y);
+}
+
+int op_batch_norm(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *x = slot(g), *rm = slot(g), *rv = slot(g), *y = NULL;
+    uint8_t f = u8(g);
+    if (big(x)) return 0;
+    int rc = tg_batch_norm(&y, x, f & 1 ? rm : NULL, f & 1 ? rv : NULL, f & 2 ? rm : NULL,
+                           f & 4 ? rv : NULL, f & 8, 0.1, 1e-5);
+    return after(g, i, "batch_norm", rc, y);
+}
+
+int op_loss(prog *g)
+{
+    int i = u8(g) % SLOTS;
+    tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 4;
+    tg_reduction red = (tg_reduction)(u8(g) % 4);   /* one past the end too */
+    if (big(a) || big(b)) return 0;
+    int rc;
+    switch (k) {
+    case 0: rc = tg_mse_loss(&y, a, b, red); break;
+    case 1: rc = tg_l1_loss(&y, a, b, red); break;
+    case 2: rc = tg_bce_with_logits(&y, a, b, red); break;
+    default: rc = tg_cross_entropy(&y, a, b, red); break;
+    }
+    return after(g, i, "loss", rc, y);
+}
