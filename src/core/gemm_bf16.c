@@ -113,7 +113,8 @@ typedef struct driver {
     int64_t mc;  /* rows of an A block, a multiple of mr */
     int kal;     /* k of a block padded to a multiple of kal */
     bool amx, emulated;   /* emulated: amx on emulated tiles (tg__amx_emulated) */
-    bool reg;             /* avx512: the register broadcast (tg__bf16_broadcast) */
+    bool reg;             /* avx512: the register broadcast (tg__bf16_broadcast; set by
+                           * tg__gemm_bf16_bits, the one caller that runs the kernel) */
 } driver;
 
 static _Thread_local bool no_pack_buffers;
@@ -224,8 +225,7 @@ static driver driver_of(tg_bf16_kernel kern)
     return kern == TG_BF16_KERNEL_AMX
                ? (driver){.mr = TG__BF16_MR_AMX, .mc = MC_AMX, .kal = 32, .amx = true,
                           .emulated = tg__amx_emulated()}
-               : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2,
-                          .reg = tg__bf16_broadcast() == TG__BF16_BCAST_REGISTER};
+               : (driver){.mr = TG__BF16_MR_AVX512, .mc = MC_AVX512, .kal = 2};
 }
 
 int64_t tg__bf16_panel_lines(tg_bf16_kernel kern, bool b_side)
@@ -335,7 +335,8 @@ void tg__gemm_bf16_bits(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_
                           pa_line0 + m <= pa->o.lines));
         TG_ASSERT(!pb || (pb->kern == kern && pb->b_side && pb->o.k == k &&
                           pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
-        const driver d = driver_of(kern);
+        driver d = driver_of(kern);
+        d.reg = !d.amx && tg__bf16_broadcast() == TG__BF16_BCAST_REGISTER;
         if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
     }
     if (!a || !b || a_bits || b_bits) {
