@@ -392,6 +392,10 @@ void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n
 /* The same for `rows` runs of len elements, row r at src + r*sstride and
  * dst + r*dstride (element strides): one call for a strided block, always
  * serial (for loops that are already parallel). */
+void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
+                          int64_t dstride, int64_t rows, int64_t len);
+void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
+                          int64_t dstride, int64_t rows, int64_t len);
 /* f rounded to a half of dtype dt (TG_F16 or TG_BF16): tg_f32_to_f16 or
  * tg_f32_to_bf16, the bulk conversions' rule, one value at a time. */
 static inline uint16_t tg__f32_to_half(tg_dtype dt, float f)
@@ -403,10 +407,6 @@ static inline uint16_t tg__f32_to_half(tg_dtype dt, float f)
  * (for loops that are already parallel). */
 void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
                         int64_t n);
-void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16_t *dst,
-                          int64_t dstride, int64_t rows, int64_t len);
-void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
-                          int64_t dstride, int64_t rows, int64_t len);
 /* Bulk half <-> f64, serial (for loops that are already parallel), with
  * the bits of tg_dtype_load and tg_dtype_store element by element: f64 to
  * half rounds once (round-to-odd into f32, then the f32 kernels above). */

@@ -198,8 +198,9 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
             tg__gather(bias, ct, c);
             for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
         }
-        /* bf16 off the kernels: the operands' f32 copies hold bf16 values,
-         * which tg__gemm multiplies as bf16 where they pay, else by sgemm */
+        /* on the bf16 kernels: panels and bits as chosen above; off them, the
+         * operands' f32 copies hold bf16 values, which tg__gemm multiplies
+         * as bf16 where they pay, else by sgemm */
         if (on_kernel) {
             const int saved = tg__blas_single_begin();
             tg__gemm_par_bits(kern, oa.trans, ob.trans, M, N, K, oa.p, a_bits, oa.ld, ob.p, b_bits,

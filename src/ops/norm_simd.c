@@ -16,7 +16,7 @@
  * load more per value.  Here eight values at a time are computed with the
  * same f32 operations in the same order (ISO C: no contraction) and rounded
  * with the bulk conversion's rule, so the bits are those of the two passes
- * (tests/test_norm.c compares them). */
+ * (tests/test_norm_simd.c compares them). */
 #include <stdatomic.h>
 
 #include "core/half_simd.h"
@@ -41,7 +41,8 @@ static void affine_scalar(tg_dtype dt, const float *p, int64_t n, float mu, floa
 static void dx_scalar(tg_dtype dt, const float *p, const float *q, int64_t n,
                       const tg__bn_dx_factors *f, uint16_t *o)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = tg__f32_to_half(dt, f->kt * (q[i] - f->a - (p[i] - f->mu) * f->bc));
+    for (int64_t i = 0; i < n; i++)
+        o[i] = tg__f32_to_half(dt, f->kt * (q[i] - f->a - (p[i] - f->mu) * f->bc));
 }
 
 #ifdef TG__HAVE_X86_SIMD
