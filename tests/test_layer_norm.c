@@ -1,11 +1,11 @@
 /* tests/test_layer_norm.c - the layer_norm and group_norm ops
  * (src/ops/layer_norm.c): values and gradients against PyTorch 1.13
  * (tests/golden/layer_norm.safetensors, scripts/make_layer_norm_goldens.py)
- * in f64, f32, bf16 and f16, gradcheck and gradgradcheck in f64 with and
- * without weight and bias, the fused backward against the recorded one,
- * what the tape keeps, thread counts, half inputs under autocast, strided
- * and empty inputs, and the errors that name the argument.  The LayerNorm
- * and GroupNorm modules are checked in test_nn.c. */
+ * in f64, f32, bf16 and f16, what the tape keeps, thread counts, half
+ * inputs under autocast, strided and empty inputs, and the errors that name
+ * the argument.  gradcheck, gradgradcheck and the fused backward against the
+ * recorded one are in test_layer_norm_grad.c; the LayerNorm and GroupNorm
+ * modules are checked in test_nn.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -14,9 +14,8 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "layer_norm_fixtures.h"
 #include "tapegrad/tapegrad.h"
-
-#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 /* Tolerance against torch relative to the largest |value| of a tensor.
  * tapegrad sums in double, torch 1.13 in the input's precision (measured:
@@ -29,20 +28,6 @@ static double tol_of(tg_dtype dt)
     return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 2e-6 : dt == TG_BF16 ? 1.6e-2 : 1e-3;
 }
 
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(got != NULL && want != NULL, "%s: missing", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
-}
-
 static tg_tensor *leaf_clone(const tg_tensor *t)
 {
     if (!t) return NULL;
@@ -50,21 +35,6 @@ static tg_tensor *leaf_clone(const tg_tensor *t)
     OK(tg_tensor_clone(&c, t));
     OK(tg_tensor_set_requires_grad(c, true));
     return c;
-}
-
-/* A golden case: its tensors (borrowed from the file) and parameters. */
-typedef struct ln_case {
-    bool group;
-    int n_norm;
-    int64_t norm_shape[TG_MAX_DIMS], groups;
-    double eps;
-    tg_tensor *x, *w, *b, *gy;
-} ln_case;
-
-static int run_case(tg_tensor **y, const ln_case *c, tg_tensor *x, tg_tensor *w, tg_tensor *b)
-{
-    return c->group ? tg_group_norm(y, x, c->groups, w, b, c->eps)
-                    : tg_layer_norm(y, x, c->n_norm, c->norm_shape, w, b, c->eps);
 }
 
 static const char *meta(const tg_st_file *f, const char *name, const char *key)
@@ -140,121 +110,6 @@ Test(layer_norm, values_and_gradients_match_pytorch)
     cr_assert(checked >= 32 && with_grads >= 26, "only %d cases (%d with gradients)", checked,
               with_grads);
     tg_st_free(f);
-}
-
-/* ---- derivatives ----------------------------------------------------------------- */
-
-static int case_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    const ln_case *c = user;
-    return run_case(out, c, in[0], c->w ? in[1] : NULL, c->b ? in[2] : NULL);
-}
-
-/* A case on a fresh f64 x (shape xs) with weight and bias of the affine
- * shape when w / b (any non-NULL marker). */
-static ln_case make_case(bool group, int nd, const int64_t *xs, int n_norm, int64_t groups,
-                         bool w, bool b)
-{
-    ln_case c = {.group = group, .n_norm = n_norm, .groups = groups, .eps = 1e-5};
-    for (int d = 0; d < n_norm; d++) c.norm_shape[d] = xs[nd - n_norm + d];
-    c.w = w ? (tg_tensor *)&c : NULL;   /* markers: the tensors are the caller's */
-    c.b = b ? (tg_tensor *)&c : NULL;
-    return c;
-}
-
-static tg_tensor *affine_tensor(const ln_case *c, int nd, const int64_t *xs, uint64_t seed,
-                                double lo, double hi, tg_dtype dt)
-{
-    tg_tensor *t = c->group ? th_rand_uniform(dt, 1, &xs[1], seed)
-                            : th_rand_uniform(dt, c->n_norm, c->norm_shape, seed);
-    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
-        tg_tensor_set_flat(t, i, lo + (hi - lo) * (th_at(t, i) + 1) / 2);
-    (void)nd;
-    return t;
-}
-
-/* First and second derivatives by central differences (f64): layer norm
- * over 1 and 2 dims and unbatched, group norm with 1, some and C groups,
- * each with weight and bias, one of them, or neither. */
-Test(layer_norm, gradcheck_and_gradgradcheck_f64)
-{
-    static const struct {
-        bool group;
-        int nd, n_norm;
-        int64_t xs[4], groups;
-        bool w, b;
-    } cs[] = {
-        {false, 3, 1, {2, 3, 4}, 0, true, true},   {false, 3, 2, {2, 3, 4}, 0, false, false},
-        {false, 1, 1, {5}, 0, true, false},        {false, 2, 1, {3, 4}, 0, false, true},
-        {true, 3, 0, {2, 4, 3}, 2, true, true},    {true, 4, 0, {2, 6, 2, 2}, 3, false, false},
-        {true, 3, 0, {2, 3, 2}, 1, true, false},   {true, 2, 0, {3, 4}, 4, false, true},
-    };
-    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
-        ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups,
-                              cs[k].w, cs[k].b);
-        tg_tensor *in[3] = {th_rand_uniform(TG_F64, cs[k].nd, cs[k].xs, 100 + k),
-                            affine_tensor(&c, cs[k].nd, cs[k].xs, 200 + k, 0.5, 2, TG_F64),
-                            affine_tensor(&c, cs[k].nd, cs[k].xs, 300 + k, -1, 1, TG_F64)};
-        for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(in[i], true));
-        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-        cr_assert(eq(int, tg_gradcheck(case_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
-                  tg_error_message());
-        cr_assert(eq(int, tg_gradgradcheck(case_fn, &c, 3, in, &o), TG_OK), "case %zu: %s", k,
-                  tg_error_message());
-        th_release_all(3, in);
-    }
-}
-
-/* The fused backward (no graph; dx written over the engine's own gradient
- * buffer after dw and db are taken from it) and the recorded one
- * (create_graph) agree, for layer norm over 2 dims and over the last of
- * 300 rows (dw and db in two chunks of samples), and group norm with S = 1,
- * S = 3 on 300 samples and S = 20, in f64 and f32. */
-Test(layer_norm, fused_backward_matches_recorded_backward)
-{
-    static const struct {
-        bool group;
-        int nd, n_norm;
-        int64_t xs[4], groups;
-    } cs[] = {{false, 3, 2, {3, 5, 7}, 0}, {false, 2, 1, {300, 5}, 0}, {true, 2, 0, {6, 12}, 2},
-              {true, 3, 0, {300, 4, 3}, 2}, {true, 4, 0, {3, 6, 4, 5}, 2}};
-    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
-        for (int d = 0; d < 2; d++) {
-            const tg_dtype dt = d ? TG_F32 : TG_F64;
-            ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups,
-                                  true, true);
-            tg_tensor *g[2][3];
-            for (int r = 0; r < 2; r++) {
-                tg_tensor *x = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 400 + k);
-                tg_tensor *m = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 500 + k);
-                tg_tensor *w = affine_tensor(&c, cs[k].nd, cs[k].xs, 600 + k, 0.5, 2, dt);
-                tg_tensor *b = affine_tensor(&c, cs[k].nd, cs[k].xs, 700 + k, -1, 1, dt);
-                tg_tensor *y = NULL, *z = NULL, *s = NULL;
-                tg_tensor *leaves[3] = {x, w, b};
-                for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(leaves[i], true));
-                OK(run_case(&y, &c, x, w, b));
-                OK(tg_mul(&z, y, m));   /* d s / d y = m, in a buffer of the engine's own */
-                OK(tg_sum(&s, z));
-                tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-                o.create_graph = r == 1;
-                OK(tg_backward(s, NULL, &o));
-                for (int i = 0; i < 3; i++) {
-                    g[r][i] = tg_tensor_retain(tg_tensor_grad(leaves[i]));
-                    /* recorded dx and dw are on the tape (db = sum m is not)
-                     * and refer back to their leaves */
-                    if (i < 2) cr_assert(eq(int, r == 1, tg_tensor_requires_grad(g[r][i])));
-                    tg_tensor_zero_grad(leaves[i]);
-                }
-                th_release_all(7, (tg_tensor *[]){x, m, w, b, y, z, s});
-            }
-            for (int i = 0; i < 3; i++) {
-                char what[64];
-                snprintf(what, sizeof what, "case %zu %s d%s", k, tg_dtype_name(dt),
-                         i == 0 ? "x" : i == 1 ? "w" : "b");
-                expect_close(what, g[1][i], g[0][i], d ? 1e-5 : 1e-12);
-                th_release_all(2, (tg_tensor *[]){g[0][i], g[1][i]});
-            }
-        }
 }
 
 /* ---- what the tape keeps, threads, dtypes ---------------------------------------- */
