@@ -40,6 +40,15 @@ extern int g_allreduces, g_bcasts;
 /* Both NULL, or the same dtype, number of elements and bytes (tests/dist.c). */
 bool same_bits(const tg_tensor *a, const tg_tensor *b);
 
+/* tests/dist_ddp.c: DDP against one process (the broadcast model, the same
+ * training, a checkpoint resumed in one process, bucketed reductions, a
+ * backward without prepare). */
+void broadcast_gives_every_rank_rank_0s_model(void);
+void ranks_with_batch_b_match_one_process_with_batch_world_b(void);
+void checkpoint_of_a_ddp_run_resumes_in_one_process(void);
+void bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce(void);
+void backward_without_prepare_reduces_nothing(void);
+
 /* The tests of tests/dist_sync_bn.c: SyncBatchNorm against one BatchNorm
  * over the whole batch. */
 void sync_batchnorm_matches_one_batchnorm_over_the_whole_batch(void);
