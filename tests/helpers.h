@@ -1,6 +1,7 @@
 /* Helpers shared by the Criterion test files (compiled into every test
- * executable from tests/helpers.c).  Each one asserts on failure, so a test
- * that uses them still fails at the first broken step. */
+ * executable from tests/helpers.c and tests/helpers_files.c).  Each one
+ * asserts on failure, so a test that uses them still fails at the first
+ * broken step. */
 #ifndef TG_TESTS_HELPERS_H
 #define TG_TESTS_HELPERS_H
 
@@ -20,7 +21,8 @@
  * report hook of helpers.c; scripts/run_tests.sh lists both at the end. */
 void th_not_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- a temporary directory per test (suite .init / .fini) ---- */
+/* ---- a temporary directory per test (suite .init / .fini), programs, files
+ * (helpers_files.c) ---- */
 
 /* The directory made by th_tmp_dir_make, e.g. "/tmp/tg_data_a1B2c3". */
 extern char th_tmp_dir[64];
