@@ -79,8 +79,8 @@ Test(examples, autoencoder_checks_the_test_set_before_training)
 }
 
 /* The model takes 1x28x28 images: a test or training set of 14x14 ones is
- * refused before training (it used to train, replace the weights, then fail
- * in the evaluation's loss), with a message naming --data and both sizes. */
+ * refused before training, not found only in the evaluation's loss after
+ * the weights were replaced, with a message naming --data and both sizes. */
 Test(examples, autoencoder_refuses_images_of_another_size_before_training)
 {
     char data[256], weights[512];
@@ -104,7 +104,7 @@ Test(examples, autoencoder_refuses_images_of_another_size_before_training)
 
 /* --out must be a folder it can write in (made when missing): a regular
  * file, or a path through one, is refused before training and left as it
- * was (it used to train and fail only at the save). */
+ * was, not found only at the save after training. */
 Test(examples, autoencoder_refuses_an_out_that_is_not_a_folder_before_training)
 {
     char data[256], weights[512], file[256];
@@ -197,7 +197,7 @@ Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
 }
 
 /* A value that starts with "--" is an option forgotten its value, not a
- * path: "--out --seconds 3" used to write into a folder named "--seconds".
+ * path: "--out --seconds 3" must not write into a folder named "--seconds".
  * A single dash still reaches the number parsers and their range rules. */
 Test(examples, option_values_that_look_like_options_are_refused)
 {
@@ -321,7 +321,7 @@ Test(examples, convt_viz_shows_both_paths_and_writes_its_page)
 /* ---- worked_example ------------------------------------------------------------ */
 
 /* It takes no options: --help and -h print the usage; any other argument is
- * a usage error (it used to be ignored, exit 0). */
+ * a usage error, never ignored with exit 0. */
 Test(examples, worked_example_takes_no_arguments)
 {
     cr_assert(eq(int, th_run("TG_WORKED_EXAMPLE", (const char *const[]){NULL}), 0), "%s",

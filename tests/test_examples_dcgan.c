@@ -176,8 +176,8 @@ Test(examples_dcgan, dcgan_load_runs_an_exported_generator_and_checks_the_latent
 }
 
 /* --png naming the file of --out (same name, another spelling of it, or the
- * same file through a link) is refused before anything is read: it used to
- * write the PNG over the safetensors file just written. */
+ * same file through a link) is refused before anything is read, so the PNG
+ * never overwrites the safetensors file just written. */
 Test(examples_dcgan, dcgan_load_refuses_a_png_that_is_the_out_file)
 {
     char w[512], z[512], out[256], link[256];
@@ -206,7 +206,7 @@ Test(examples_dcgan, dcgan_load_refuses_a_png_that_is_the_out_file)
 
 /* --export into a folder that holds generator.safetensors or
  * latents.safetensors (a trained dcgan's --out) is refused unless
- * --overwrite: it used to replace a trained generator with a random one. */
+ * --overwrite, so a trained generator is never replaced with a random one. */
 Test(examples_dcgan, dcgan_load_export_keeps_existing_files_unless_overwrite)
 {
     char dir[256], w[512], z[512];
@@ -335,8 +335,7 @@ Test(examples_dcgan, dcgan_quantize_needs_a_readable_latents_file_when_one_is_na
 }
 
 /* --out must be a folder it can write in: a regular file is refused before
- * calibration (it used to calibrate and fail at the first PNG) and left as
- * it was. */
+ * calibration, not found only at the first PNG, and left as it was. */
 Test(examples_dcgan, dcgan_quantize_refuses_an_out_that_is_not_a_folder_before_calibrating)
 {
     char w[512], file[256];
@@ -368,7 +367,7 @@ Test(examples_dcgan, dcgan_quantize_says_what_it_was_doing_when_it_fails)
 }
 
 /* A NaN in the generator makes the float output NaN: no PSNR is claimed
- * (fmax(NaN, 1e-300) used to give 3006 dB). */
+ * (fmax(NaN, 1e-300) would give 3006 dB). */
 /* A generator with a NaN weight is refused at calibration (the observers
  * take no NaN), so no PSNR is printed. */
 Test(examples_dcgan, dcgan_quantize_refuses_a_generator_with_nan_weights)

@@ -99,7 +99,7 @@ static int null_hook(tg_tensor **grad, void *user)
 }
 
 /* A hook that leaves no gradient is an error with a message, on a leaf and
- * on a non-leaf (it used to crash). */
+ * on a non-leaf, never a crash. */
 Test(grad, hook_leaving_a_null_gradient_is_an_error)
 {
     const double ones[3] = {1, 1, 1};

@@ -329,9 +329,9 @@ Test(gradcheck, refuses_an_output_whose_shape_changes_under_perturbation)
 /* fn itself takes a gradient, as a function checked for a higher derivative
  * does: d/dx sum(tanh(x) * w), recorded (create_graph) so that it is
  * differentiable.  gradcheck calls fn in grad mode for the finite
- * differences too (as torch does); it used to call it under no-grad, where
- * fn's tg_grad found nothing recorded and the check failed with "tensor
- * does not require grad".  Also from a caller in no-grad mode. */
+ * differences too (as torch does); under no-grad, fn's tg_grad would find
+ * nothing recorded and the check would fail with "tensor does not require
+ * grad".  Also from a caller in no-grad mode. */
 static int f_grad_of_tanh_mul(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     (void)n;

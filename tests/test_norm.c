@@ -356,9 +356,8 @@ Test(norm, channel_blocks_same_bits_as_channel_loops)
 
 /* A batch variance past f32's range (values of +-1e20: 1e40) makes the f32
  * running_var +inf, as PyTorch's in-place update does, with the output
- * computed (the batch statistics are in double) and no error.  It used to be
- * refused by the checked store of tg_tensor_set_flat, after running_mean had
- * been updated. */
+ * computed (the batch statistics are in double) and no error: not refused
+ * by a checked store after running_mean has been updated. */
 Test(norm, running_var_past_the_dtype_range_becomes_inf)
 {
     const double xv[8] = {1e20, -1e20, -1e20, 1e20, 1e20, 1e20, -1e20, -1e20};

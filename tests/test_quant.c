@@ -413,9 +413,8 @@ Test(quant, case_parser_checks_quant_metadata)
 }
 
 /* A min-max observer accepts an infinity, but its range then has no finite
- * scale: qparams is TG_EINVAL naming the channel (it used to return scale
- * inf, and for [-inf, 0] a zero point from (int64_t)rintf(NaN)), and writes
- * nothing.  The public quant_min/quant_max are checked as torch's observer
+ * scale: qparams is TG_EINVAL naming the channel (never scale inf, nor for
+ * [-inf, 0] a zero point from (int64_t)rintf(NaN)), and writes nothing.  The public quant_min/quant_max are checked as torch's observer
  * arguments are (qmin < qmax inside the dtype's range, 0 included). */
 Test(quant, observer_qparams_refuse_infinite_ranges_and_bad_quant_ranges)
 {

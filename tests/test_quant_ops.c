@@ -306,8 +306,8 @@ Test(quant_ops, quantized_linear_matches_float_within_one_unit)
     }
 }
 
-/* An empty batch gives an empty result of the right shape (it used to
- * divide by zero when cutting the batch into tasks), as the float ops do. */
+/* An empty batch gives an empty result of the right shape (no division by
+ * zero when cutting the batch into tasks), as the float ops do. */
 Test(quant_ops, empty_batch_gives_empty_output)
 {
     tg_qscales q = {.x_scale = 0.1, .n_weight_scales = 1, .y_scale = 0.05};
