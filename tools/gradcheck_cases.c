@@ -1,11 +1,10 @@
 /* tools/gradcheck_cases.c - the built-in sweep of `tapegrad gradcheck`:
- * the functions under test (user is the gc_case) and the table of cases. */
+ * the functions under test (user is the gc_case) but those of the nn and
+ * pool groups (gradcheck_fns_nn.c), and the table of cases. */
 #include <string.h>
 
 #include "gradcheck_cases.h"
-#include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
-#include "tapegrad/pool.h"
 
 /* ---- the functions under test; user is the gc_case ---- */
 
@@ -154,123 +153,6 @@ static int f_conv_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *
     return tg_conv_transpose(out, in[0], in[1], n > 2 ? in[2] : NULL, &c->conv);
 }
 
-/* Training-mode batch norm of x (4, 3, 2) with weight and bias (3), no
- * running statistics. */
-static int f_batch_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_batch_norm(out, in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
-}
-
-/* Layer norm of x (2, 3, 4) over its last two dims, weight and bias (3, 4). */
-static int f_layer_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    static const int64_t shape[2] = {3, 4};
-    return tg_layer_norm(out, in[0], 2, shape, in[1], in[2], 1e-5);
-}
-
-/* Group norm of x (2, 4, 3) in 2 groups, weight and bias (4). */
-static int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_group_norm(out, in[0], 2, in[1], in[2], 1e-5);
-}
-
-/* Mean BCE with logits: both the logits and the target are differentiable. */
-static int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
-}
-
-/* Mean BCE of probabilities 0.5 + 0.4 x against targets 0.5 + 0.5 t (x, t
- * in [-1, 1]), weight (4) broadcast over the rows: the three differentiable. */
-static int f_bce_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    tg_tensor *a = NULL, *p = NULL, *b = NULL, *t = NULL;
-    int rc = tg_mul_scalar(&a, in[0], 0.4);
-    if (rc >= 0) rc = tg_add_scalar(&p, a, 0.5);
-    if (rc >= 0) rc = tg_mul_scalar(&b, in[1], 0.5);
-    if (rc >= 0) rc = tg_add_scalar(&t, b, 0.5);
-    if (rc >= 0) rc = tg_bce_loss(out, p, t, in[2], TG_REDUCTION_MEAN);
-    tg_tensor_release(a);
-    tg_tensor_release(p);
-    tg_tensor_release(b);
-    tg_tensor_release(t);
-    return rc;
-}
-
-/* x - t spans both sides of beta = delta = 0.5 (x, t in [-1, 1]). */
-static int f_smooth_l1_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_smooth_l1_loss(out, in[0], in[1], TG_REDUCTION_SUM, 0.5);
-}
-
-static int f_huber_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_huber_loss(out, in[0], in[1], TG_REDUCTION_MEAN, 0.5);
-}
-
-/* Cross entropy of logits (3, 4) against the classes {2, 0, 3}: nll_loss of
- * log_softmax. */
-static int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
-    tg_tensor *target = NULL;
-    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
-    if (rc >= 0)
-        rc = tg_cross_entropy(out, in[0], target, TG_REDUCTION_MEAN);
-    tg_tensor_release(target);
-    return rc;
-}
-
-/* Pooling and upsampling of x (2, 2, 5, 4) over its last two dims. */
-static int f_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    tg_pool_params p = TG_POOL_PARAMS_INIT;
-    tg_pool_params_set(&p, 3, 2, 1);
-    p.ceil_mode = true;
-    return tg_avg_pool(out, in[0], 2, &p);
-}
-
-static int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    tg_pool_params p = TG_POOL_PARAMS_INIT;
-    tg_pool_params_set(&p, 2, 1, 1);
-    p.dilation[1] = 2;
-    return tg_max_pool(out, in[0], 2, &p);
-}
-
-static int f_upsample_nearest(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_nearest(out, in[0], 2, (const int64_t[]){2, 3});
-}
-
-static int f_bilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_linear(out, in[0], 2, (const int64_t[]){7, 3}, false);
-}
-
-/* x (1, 2, 2, 3, 2) to (3, 5, 4), corners aligned. */
-static int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_linear(out, in[0], 3, (const int64_t[]){3, 5, 4}, true);
-}
-
-static int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_bicubic(out, in[0], (const int64_t[]){9, 3}, false);
-}
-
-/* antialiased: x (2, 2, 9, 5) shrunk to (4, 3) by the triangle, or
- * shrunk and enlarged to (3, 8) by the cubic with aligned corners */
-static int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_LINEAR, (const int64_t[]){4, 3}, false);
-}
-
-static int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    return tg_upsample_antialias(out, in[0], TG_UPSAMPLE_BICUBIC, (const int64_t[]){3, 8}, true);
-}
-
 static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_softmax(out, in[0], 1);
@@ -280,23 +162,6 @@ static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 static int f_log_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_log_softmax(out, in[0], 0);
-}
-
-/* Weighted mean NLL of x (3, 4) against the classes {2, -100, 3}, the
- * second ignored. */
-static int f_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
-{
-    static const int64_t classes[] = {2, -100, 3}, shape[] = {3}, wshape[] = {4};
-    static const double weights[] = {0.5, 1.0, 2.0, 1.5};
-    tg_tensor *target = NULL, *weight = NULL;
-    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
-    if (rc >= 0)
-        rc = tg_tensor_from_data(&weight, TG_F64, 1, wshape, weights);
-    if (rc >= 0)
-        rc = tg_nll_loss(out, in[0], target, weight, TG_REDUCTION_MEAN, TG_IGNORE_INDEX_DEFAULT);
-    tg_tensor_release(target);
-    tg_tensor_release(weight);
-    return rc;
 }
 
 /* ---- the sweep ---- */

@@ -1,6 +1,7 @@
 /* tools/gradcheck_cases.h - the built-in sweep of `tapegrad gradcheck`
- * (gradcheck_cases.c): tiny f64 cases of the ops, each a function under
- * test for tg_gradcheck and tg_gradgradcheck with its input shapes. */
+ * (gradcheck_cases.c, gradcheck_fns_nn.c): tiny f64 cases of the ops, each
+ * a function under test for tg_gradcheck and tg_gradgradcheck with its
+ * input shapes. */
 #ifndef TAPEGRAD_TOOLS_GRADCHECK_CASES_H
 #define TAPEGRAD_TOOLS_GRADCHECK_CASES_H
 
@@ -45,5 +46,25 @@ typedef enum gc_conv_kind { GC_NOT_CONV, GC_CONV, GC_CONV_TRANSPOSE } gc_conv_ki
 /* Whether c is a conv case, which runs with both algorithms and whose label
  * is made from its parameters. */
 gc_conv_kind gc_case_conv(const gc_case *c);
+
+/* The functions under test of the nn and pool groups (gradcheck_fns_nn.c),
+ * each a tg_gradcheck_fn whose user is the gc_case. */
+int f_batch_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_layer_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bce_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_smooth_l1_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_huber_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_upsample_nearest(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 
 #endif

@@ -34,8 +34,6 @@
  */
 #include <assert.h>
 #include <math.h>
-#include <stdatomic.h>
-#include <string.h>
 
 #include "core/core.h"
 #include "ops/norm_internal.h"
@@ -59,8 +57,8 @@ static bn_geom geom_of(const tg_tensor *x)
 
 /* Rows shorter than BN_BLK_ROW values go BN_BLK channels at a time (unless
  * a test turned that off for this thread: tg__bn_set_blocks). */
-#define BN_BLK_ROW 16
-#define BN_BLK 256
+#define BN_BLK_ROW TG__BN_BLK_ROW
+#define BN_BLK TG__BN_BLK
 static _Thread_local bool bn_blocks_off;
 
 void tg__bn_set_blocks(bool on) { bn_blocks_off = !on; }
@@ -99,92 +97,8 @@ void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, doub
 
 /* ---- half x: blocks of channels ---------------------------------------------- */
 
-/* With x in f16/bf16 (and the compute dtype f32), instead of an f32 copy of
- * the whole tensor (and of dy and of the output), each thread converts a
- * block of its channels into its scratch buffer, runs the f32 kernels above
- * on that copy channel by channel and rounds the block's output into the
- * result: the same arithmetic on the same values, so the same bits, with one
- * pass over the activation fewer each way and no tensor-sized buffers.  A
- * block of nc channels is N runs of nc*S contiguous values, so the copy
- * streams through memory where one channel's N rows of S values, C*S apart,
- * would each start a new run (at 7x7 planes that copy took as long as the
- * sums).  Blocks hold at most BN_HALF_BLK_VALUES values (two buffers of it
- * fit in L2 beside the tensors' runs), at least one channel.  For contiguous
- * tensors whose channel fits BN_HALF_CHAN_MAX values in rows of at least
- * BN_HALF_ROW_MIN: a channel of BatchNorm1d (S = 1) is N values C apart, and
- * there the whole-tensor copy measured 2.3x faster (x (64, 6272), forward
- * and backward: 0.56x the f32 time against 1.30x). */
-#define BN_HALF_CHAN_MAX ((int64_t)1 << 20)
-#define BN_HALF_ROW_MIN BN_BLK_ROW
-#define BN_HALF_BLK_VALUES ((int64_t)1 << 16)
-
-static bool half_channels(const tg_tensor *t, bn_geom g)
-{
-    return t && tg__dtype_is_half(t->dtype) && tg_tensor_is_contiguous(t) &&
-           g.n * g.s <= BN_HALF_CHAN_MAX && g.s >= BN_HALF_ROW_MIN;
-}
-
-/* Channels [c0, c0 + nc) of t (N, C, S, contiguous) to or from the f32
- * buffer buf (N, nc, S): from a half t (x, dy), or into a half or f32 one
- * (the output). */
-static void block_rows(tg_tensor *t, bn_geom g, int64_t c0, int64_t nc, float *buf, bool to_buf)
-{
-    const int64_t off = c0 * g.s, stride = g.c * g.s, len = nc * g.s;
-    if (to_buf) {
-        tg__half_to_f32_rows(t->dtype, (const uint16_t *)tg_tensor_cdata(t) + off, stride, buf,
-                             len, g.n, len);
-    } else if (t->dtype == TG_F32) {
-        float *dst = (float *)tg_tensor_data(t) + off;
-        for (int64_t n = 0; n < g.n; n++)
-            memcpy(dst + n * stride, buf + n * len, (size_t)len * sizeof(float));
-    } else {
-        tg__f32_to_half_rows(t->dtype, buf, len, (uint16_t *)tg_tensor_data(t) + off, stride, g.n,
-                             len);
-    }
-}
-
-/* The block loop shared by forward and backward: fn(job, c0, nc, bufs) for
- * blocks of channels, with one (two when two_bufs) f32 buffers of N*nc*S
- * values per thread. */
-typedef struct {
-    bn_geom g;
-    int64_t blk;   /* channels per block, at most */
-    bool two_bufs;
-    void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs);
-    void *job;
-    atomic_bool failed;
-} chans_job;
-
-/* Channels [c0, c1) of a chans_job, in blocks of equal size, through this
- * thread's scratch. */
-static void chans_range(void *p, int64_t c0, int64_t c1)
-{
-    chans_job *q = p;
-    const int64_t nblk = (c1 - c0 + q->blk - 1) / q->blk, per = (c1 - c0 + nblk - 1) / nblk;
-    const size_t bytes = (size_t)(q->g.n * per * q->g.s) * sizeof(float);
-    float *bufs[2] = {tg__conv_scratch(0, bytes), q->two_bufs ? tg__conv_scratch(1, bytes) : NULL};
-    if (!bufs[0] || (q->two_bufs && !bufs[1])) {
-        atomic_store(&q->failed, true);
-        return;
-    }
-    for (int64_t c = c0; c < c1; c += per) q->fn(q->job, c, c1 - c < per ? c1 - c : per, bufs);
-}
-
-static int for_channels(bn_geom g, bool two_bufs,
-                        void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs), void *job)
-{
-    const int64_t chan = g.n * g.s;
-    const int64_t blk = chan < BN_HALF_BLK_VALUES ? BN_HALF_BLK_VALUES / chan : 1;
-    chans_job q = {.g = g, .blk = blk < BN_BLK ? blk : BN_BLK,
-                   .two_bufs = two_bufs, .fn = fn, .job = job};
-    atomic_init(&q.failed, false);
-    tg__parallel_range(g.c, g.n * g.c * g.s > 32768, chans_range, &q);
-    TG_CHECK(!atomic_load(&q.failed), TG_ENOMEM,
-             "batch_norm: out of memory for a block's f32 copy (%lld values a channel)",
-             (long long)chan);
-    return TG_OK;
-}
-
+/* One block's work for norm_blocks.c's loop (which gives the reasons for
+ * the blocks): the f32 kernels above on the block's copy. */
 typedef struct bn_half_fwd {
     tg_tensor *x, *y;
     bn_geom g;
@@ -199,7 +113,7 @@ static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
     const bn_half_fwd *j = job;
     const bn_geom g = j->g, gb = {g.n, nc, g.s};
     float *buf = bufs[0];
-    block_rows(j->x, g, c0, nc, buf, true);
+    tg__bn_block_rows(j->x, g, c0, nc, buf, true);
     if (j->training) bn_stats_run_f32(buf, gb, 0, c0, nc, j->mean, j->var);
     for (int64_t c = 0; c < nc; c++) j->invstd[c0 + c] = 1.0 / sqrt(j->var[c0 + c] + j->eps);
     if (j->y->dtype == TG_F32) {
@@ -208,7 +122,7 @@ static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
                 float *row = buf + (n * nc + c) * g.s;
                 bn_row_f32(row, g.s, c0 + c, j->mean, j->invstd, j->w, j->b, row);
             }
-        block_rows(j->y, g, c0, nc, buf, false);
+        tg__bn_block_rows(j->y, g, c0, nc, buf, false);
         return;
     }
     /* a half y: each row computed and rounded into y (norm_simd.c), sample
@@ -237,8 +151,8 @@ static void half_backward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
     const bn_half_bwd *j = job;
     const bn_geom g = j->g, gb = {g.n, nc, g.s};
     const double m = (double)(g.n * g.s);
-    block_rows(j->x, g, c0, nc, bufs[0], true);
-    block_rows(j->gy, g, c0, nc, bufs[1], true);
+    tg__bn_block_rows(j->x, g, c0, nc, bufs[0], true);
+    tg__bn_block_rows(j->gy, g, c0, nc, bufs[1], true);
     /* dx (half, as x) computed and rounded row by row (norm_simd.c) after
      * the block's sums, sample by sample: bn_grads_chan_sums's arithmetic */
     tg__bn_dx_factors f[BN_BLK];
@@ -341,7 +255,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     double *stats = tg__malloc((size_t)(3 * (g.c > 0 ? g.c : 1)) * sizeof(double));
     void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL;
     tg_tensor *y = tg__tensor_uninit(odt, x->ndim, x->shape), *tm = NULL, *ti = NULL;
-    const bool by_chan = !f64 && half_channels(x, g);   /* x is read channel by channel */
+    const bool by_chan = !f64 && tg__bn_half_channels(x, g);   /* x is read channel by channel */
     const void *xb = by_chan ? NULL : tg__conv_input(x, cdt, &xo);
     const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
     void *yb = by_chan ? NULL : tg__conv_output(y, cdt, &yo);
@@ -360,7 +274,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     } else if (by_chan) {
         bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
                          .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
-        TG_TRY_GOTO(for_channels(g, false, half_forward_blk, &j));
+        TG_TRY_GOTO(tg__bn_for_channels(g, false, half_forward_blk, &j));
     } else {
         if (p->training) {
             if (f64) bn_stats_f64(xb, g, mean, var);
@@ -419,7 +333,7 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
                                                : tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     /* half x and gy of one dtype: channel by channel (dx's rows are written
      * after the channel's sums, from the f32 copies) */
-    const bool by_chan = !f64 && half_channels(x, g) && half_channels(gy, g) &&
+    const bool by_chan = !f64 && tg__bn_half_channels(x, g) && tg__bn_half_channels(gy, g) &&
                          gy->dtype == x->dtype;
     const void *xb = by_chan ? NULL : tg__conv_input(x, cdt, &xo);
     const void *gb = by_chan ? NULL : tg__conv_input(gy, cdt, &go);
@@ -434,7 +348,7 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
     if (by_chan) {
         bn_half_bwd j = {.x = x, .gy = gy, .dx = dx, .g = g, .training = p->training, .w = wb,
                          .mean = mu, .invstd = inv, .dw = dw, .db = db};
-        TG_TRY_GOTO(for_channels(g, true, half_backward_blk, &j));
+        TG_TRY_GOTO(tg__bn_for_channels(g, true, half_backward_blk, &j));
     } else {
         if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
         else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);

@@ -1,7 +1,8 @@
 /* src/ops/norm_internal.h - what the norm files share: batch_norm's
  * parameters, its create_graph backward (norm_backward_ops.c), its
- * statistics kernel and a switch for tests (prefix tg__bn), and the backward
- * that batch_norm, layer_norm and group_norm run (norm.c, layer_norm.c). */
+ * statistics kernel, its loop over blocks of half channels (norm_blocks.c)
+ * and a switch for tests (prefix tg__bn), and the backward that batch_norm,
+ * layer_norm and group_norm run (norm.c, layer_norm.c). */
 #ifndef TAPEGRAD_OPS_NORM_INTERNAL_H
 #define TAPEGRAD_OPS_NORM_INTERNAL_H
 
@@ -14,6 +15,14 @@
 typedef struct tg__bn_geom {
     int64_t n, c, s;
 } tg__bn_geom;
+
+/* batch_norm's kernels take rows shorter than TG__BN_BLK_ROW values
+ * TG__BN_BLK channels at a time, with per-block arrays of TG__BN_BLK
+ * values; a block of half channels (tg__bn_for_channels) is no larger.
+ * norm.c names them BN_BLK_ROW and BN_BLK, as norm_kernels_tmpl.h uses
+ * them. */
+#define TG__BN_BLK_ROW 16
+#define TG__BN_BLK 256
 
 /* The mean and biased variance of each channel c of x (contiguous, of
  * dtype cdt: f32 or f64) into mean[c] and var[c]: sums in double with four
@@ -74,6 +83,23 @@ void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
  * (tg__bn_set_simd).  src/ops/norm_simd.c. */
 bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool centred_sq,
                      int64_t n, int64_t rstride, int64_t s, double *out);
+
+/* batch_norm with x in f16/bf16, a block of channels at a time through
+ * each thread's f32 scratch instead of an f32 copy of the whole tensor
+ * (src/ops/norm_blocks.c; norm.c runs the f32 kernels on the blocks).
+ * tg__bn_half_channels: whether t (x or dy, or NULL: false), of geometry
+ * g, takes that path.  tg__bn_block_rows: channels [c0, c0 + nc) of t (N,
+ * C, S, contiguous) into the f32 buffer buf (N, nc, S) when to_buf, else
+ * from buf into t (f16, bf16 or f32).  tg__bn_for_channels: fn(job, c0,
+ * nc, bufs) for blocks of at most TG__BN_BLK channels that cover [0, C),
+ * shared among the threads, bufs[0] (and bufs[1] when two_bufs) the
+ * calling thread's f32 buffers of N*nc*S values; TG_ENOMEM when a thread's
+ * buffers cannot be had (its blocks are not run). */
+bool tg__bn_half_channels(const tg_tensor *t, tg__bn_geom g);
+void tg__bn_block_rows(tg_tensor *t, tg__bn_geom g, int64_t c0, int64_t nc, float *buf,
+                       bool to_buf);
+int tg__bn_for_channels(tg__bn_geom g, bool two_bufs,
+                        void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs), void *job);
 
 /* Tests: false makes batch_norm take its portable loops instead of
  * norm_simd.c's, in every thread (true, the default, restores). */

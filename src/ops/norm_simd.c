@@ -1,6 +1,7 @@
 /* src/ops/norm_simd.c - batch_norm's x86 SIMD pieces: the per-channel sums
  * of four f32 channels at once, and the last pass over a block of half
- * channels computed and rounded in registers (norm.c's block loop).
+ * channels computed and rounded in registers (norm.c's work on the blocks
+ * of norm_blocks.c's loop).
  *
  * Sums.  bn_sum (norm_kernels_tmpl.h) adds a channel's terms into four
  * double accumulators, term i into acc[i mod 4], row after row: one chain of
