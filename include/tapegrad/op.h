@@ -26,7 +26,8 @@
  *   }
  *   static const tg_op_schema softplus_op = {
  *       .name = "my_softplus", .arity = 1, .amp = TG_AMP_FP32,
- *       .forward = sp_forward, .backward = sp_backward, .double_backward = true};
+ *       .forward = sp_forward, .backward = sp_backward, .double_backward = true,
+ *       .vjp = "da = g * sigmoid(a)"};             // what the views show
  *   tg_op_register(&softplus_op);                  // once
  *   tg_op_call(&softplus_op, &y, 1, (tg_tensor *[]){x}, NULL, 0);
  *
