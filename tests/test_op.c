@@ -5,6 +5,8 @@
  * for inputs that autocast cast and an op saved. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/tape.h"
@@ -327,6 +329,100 @@ Test(op, the_context_refuses_slots_never_saved)
     cr_assert(eq(int, tg_op_ctx_saved(none, 0, &t), TG_EINVAL));
     cr_assert(tg_op_ctx_needs_grad(none, 0) == false);
     cr_assert(tg_op_ctx_params(none) == NULL);
+}
+
+/* ---- what the views of the tape show of an op of its own ---- */
+
+/* y = k x, with k the scalar operand that its params begin with. */
+typedef struct scale_params {
+    double k;
+} scale_params;
+
+static int scale_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                         const void *params)
+{
+    (void)ctx, (void)n;
+    return tg_mul_scalar(out, in[0], ((const scale_params *)params)->k);
+}
+
+static int scale_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg_mul_scalar(&gi[0], g, ((const scale_params *)tg_op_ctx_params(ctx))->k);
+}
+
+static const tg_op_schema scale_op = {.name = "test_scale", .arity = 1, .amp = TG_AMP_KEEP,
+                                      .forward = scale_forward, .backward = scale_backward,
+                                      .double_backward = true, .vjp = "da = g * k",
+                                      .scalar = "k"};
+
+/* The DOT text of t's tape, which the caller frees. */
+static char *dot_of(const tg_tensor *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    cr_assert(mf != NULL);
+    OK(tg_graph_to_dot(mf, t));
+    fclose(mf);
+    return buf;
+}
+
+/* The vjp of the backward step at the node of op. */
+typedef struct step_vjp {
+    const char *op;
+    char vjp[128];
+} step_vjp;
+
+static int keep_vjp(const tg_backward_step *s, void *user)
+{
+    step_vjp *seen = user;
+    if (strcmp(s->op, seen->op) == 0) snprintf(seen->vjp, sizeof seen->vjp, "%s", s->vjp);
+    return TG_OK;
+}
+
+/* The schema's vjp is what a backward step says (and so TG_TRACE=2 and the
+ * viz page) and what tg_op_info reports; its scalar operand is drawn in the
+ * DOT graph with the call's value. */
+Test(op, the_schemas_vjp_and_scalar_show_in_the_views)
+{
+    tg_tensor *x = leaf(TG_F64, 3), *y = NULL, *s = NULL;
+    scale_params p = {.k = 0.75};
+    OK(tg_op_call(&scale_op, &y, 1, &x, &p, sizeof p));
+    OK(tg_sum(&s, y));
+    char *dot = dot_of(s);
+    th_expect_in(dot, "test_scale");
+    th_expect_in(dot, "label=\"k = 0.75\"");
+    free(dot);
+    step_vjp seen = {.op = "test_scale"};
+    OK(tg_backward_steps(s, NULL, NULL, keep_vjp, &seen));
+    cr_assert(eq(str, seen.vjp, "da = g * k"));
+    OK(tg_op_register(&scale_op));
+    tg_op_info info;
+    OK(tg_op_info_find("test_scale", &info));
+    cr_assert(info.vjp != NULL && strcmp(info.vjp, "da = g * k") == 0);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+}
+
+/* Without vjp the views give the generic text, and without scalar they draw
+ * no scalar operand even when params begin with 8 bytes. */
+Test(op, without_vjp_the_views_say_the_ops_own_backward)
+{
+    tg_tensor *x = leaf(TG_F64, 3), *y = NULL, *s = NULL;
+    twice_params p = {0};
+    OK(tg_op_call(&twice_op, &y, 1, &x, &p, sizeof p));
+    OK(tg_sum(&s, y));
+    char *dot = dot_of(s);
+    th_expect_in(dot, "test_twice");
+    cr_assert(strstr(dot, "[id=\"s") == NULL, "a scalar operand drawn:\n%s", dot);
+    free(dot);
+    step_vjp seen = {.op = "test_twice"};
+    OK(tg_backward_steps(s, NULL, NULL, keep_vjp, &seen));
+    cr_assert(eq(str, seen.vjp, "the op's own backward"));
+    OK(tg_op_register(&twice_op));
+    tg_op_info info;
+    OK(tg_op_info_find("test_twice", &info));
+    cr_assert(info.vjp == NULL);
+    th_release_all(3, (tg_tensor *[]){x, y, s});
 }
 
 /* ---- in place, after autocast cast an input that an op saved ---- */

@@ -26,7 +26,8 @@
  *   }
  *   static const tg_op_schema softplus_op = {
  *       .name = "my_softplus", .arity = 1, .amp = TG_AMP_FP32,
- *       .forward = sp_forward, .backward = sp_backward, .double_backward = true};
+ *       .forward = sp_forward, .backward = sp_backward, .double_backward = true,
+ *       .vjp = "da = g * sigmoid(a)"};             // what the views show
  *   tg_op_register(&softplus_op);                  // once
  *   tg_op_call(&softplus_op, &y, 1, (tg_tensor *[]){x}, NULL, 0);
  *
@@ -112,6 +113,18 @@ typedef struct tg_op_schema {
     tg_op_backward_fn backward;   /* NULL: not differentiable, never recorded */
     tg_op_shape_fn shape;         /* optional */
     bool double_backward;         /* backward is written with differentiable ops */
+    /* What the views of the tape (tg_backward_steps, TG_TRACE=2, the viz
+     * page, tg_graph_to_dot) say about a node of the op; both optional.
+     * vjp: the vector-Jacobian product backward applies, as a formula in g,
+     * the gradient of the output (dL/dout), the inputs a, b, ... in order
+     * and the output y, where "da" is what backward sends to input a (g
+     * times the Jacobian d out / d a): "da = g * b, db = g * a".  NULL: the
+     * views say "the op's own backward".  Static text. */
+    const char *vjp;
+    /* scalar: when params begins with a double that is the op's scalar
+     * operand (mul_scalar's s, leaky_relu's slope), the symbol vjp uses for
+     * it; tg_graph_to_dot draws it as an input, "s = 0.5".  NULL: none. */
+    const char *scalar;
 } tg_op_schema;
 
 /* Registers op (borrowed: it must stay valid and unchanged for the life of

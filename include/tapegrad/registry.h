@@ -51,6 +51,7 @@ typedef struct tg_op_info {
     tg_amp_policy amp;
     bool has_backward;
     bool has_double_backward; /* backward written with differentiable ops */
+    const char *vjp;          /* the schema's VJP formula (tapegrad/op.h), NULL if none */
 } tg_op_info;
 
 /* Number of registered ops, or TG_ENOMEM (negative) when the registry could

@@ -58,7 +58,7 @@ int tg__backward_step(tg_backward_step_fn fn, void *user, int index, const tg_no
                       const tg_tensor *g, tg_tensor *const *grad_in)
 {
     tg_backward_step s = {.index = index, .node = n, .seq = n->seq, .op = n->op->name,
-                          .name = n->name, .vjp = tg__vjp_formula(n->op->name),
+                          .name = n->name, .vjp = tg__vjp_formula(n->op),
                           .grad_out = g, .n_inputs = n->n_inputs};
     for (int i = 0; i < n->n_inputs; i++) {
         /* as the engine: a gradient for an input that needs none is dropped */

@@ -146,11 +146,13 @@ bool tg__trace_enabled(void);
 int tg__trace_level(void);
 
 /* ---- views of the tape (tape_notes.c) ---- */
-/* The vector-Jacobian product an op's backward applies, as a formula in g
- * (the output's gradient) and the inputs a, b, ...; static text. */
-const char *tg__vjp_formula(const char *op);
+/* The vector-Jacobian product op's backward applies, as a formula in g
+ * (the output's gradient) and the inputs a, b, ...: the schema's vjp, or a
+ * generic text when it has none; static text. */
+const char *tg__vjp_formula(const tg_op_schema *op);
 /* The scalar operand of n (add_scalar's s, leaky_relu's slope, ...), and
- * the symbol the formula uses for it; false when the op has none. */
+ * the symbol the formula uses for it (the schema's scalar); false when the
+ * op has none. */
 bool tg__node_scalar(const tg_node *n, double *value, const char **symbol);
 /* "[v0, v1, ...]": up to max_elems values of t (row-major), into buf. */
 char *tg__values_str(char *buf, size_t size, const tg_tensor *t, int max_elems);

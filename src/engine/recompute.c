@@ -219,7 +219,10 @@ static const tg_op_schema recompute_op = {.name = "recompute",
                                           .amp = TG_AMP_KEEP,
                                           .forward = rc_forward,
                                           .backward = rc_backward,
-                                          .double_backward = false};
+                                          .double_backward = false,
+                                          .vjp = "da, db, ... = the gradients of the block run "
+                                                 "again on a, b, ... with grad on (its parameters' "
+                                                 "gradients go into .grad)"};
 
 static int check_args(tg_tensor **outs, int n_out, tg_recompute_fn fn, const void *user,
                       size_t user_size, int n_in, tg_tensor *const *in, int n_params,

@@ -427,16 +427,17 @@ done:
     return rc;
 }
 
-#define SCHEMA(op)                                                            \
+/* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
+#define SCHEMA(op, formula, sym)                                              \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
                                    .forward = op##_forward, .backward = op##_backward, \
-                                   .double_backward = true}
-SCHEMA(relu);
-SCHEMA(leaky_relu);
-SCHEMA(tanh);
-SCHEMA(sigmoid);
-SCHEMA(silu);
-SCHEMA(gelu);
+                                   .double_backward = true, .vjp = formula, .scalar = sym}
+SCHEMA(relu, "da = g * (a > 0)", NULL);
+SCHEMA(leaky_relu, "da = g * (a > 0 ? 1 : slope)", "slope");
+SCHEMA(tanh, "da = g * (1 - y^2)", NULL);
+SCHEMA(sigmoid, "da = g * y * (1 - y)", NULL);
+SCHEMA(silu, "da = g * (s + a s (1 - s)), s = sigmoid(a)", NULL);
+SCHEMA(gelu, "da = g * (Phi(a) + a phi(a))", NULL);
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__activation_ops[] = {&relu_op, &leaky_relu_op, &tanh_op, &sigmoid_op, &silu_op, &gelu_op};

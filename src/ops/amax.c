@@ -170,14 +170,19 @@ done:
     return rc;
 }
 
-#define AMAX_SCHEMA(var, opname)                                              \
+/* formula: the schema's vjp (tapegrad/op.h). */
+#define AMAX_SCHEMA(var, opname, formula)                                     \
     static const tg_op_schema var = {.name = opname, .arity = 1, .amp = TG_AMP_KEEP, \
                                      .forward = amax_forward, .backward = amax_backward, \
-                                     .double_backward = true}
-AMAX_SCHEMA(amax_op, "amax");
-AMAX_SCHEMA(amin_op, "amin");
-AMAX_SCHEMA(max_op, "max");
-AMAX_SCHEMA(min_op, "min");
+                                     .double_backward = true, .vjp = formula}
+AMAX_SCHEMA(amax_op, "amax",
+            "da = g / count at the elements equal to their row's maximum, 0 elsewhere");
+AMAX_SCHEMA(amin_op, "amin",
+            "da = g / count at the elements equal to their row's minimum, 0 elsewhere");
+AMAX_SCHEMA(max_op, "max",
+            "da = g / count at the elements equal to the maximum (its NaNs when it is NaN)");
+AMAX_SCHEMA(min_op, "min",
+            "da = g / count at the elements equal to the minimum (its NaNs when it is NaN)");
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__amax_ops[] = {&amax_op, &amin_op, &max_op, &min_op};

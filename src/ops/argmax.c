@@ -133,9 +133,11 @@ static int arg_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
 }
 
 static const tg_op_schema argmax_op = {.name = "argmax", .arity = 1, .amp = TG_AMP_KEEP,
-                                       .forward = arg_forward};
+                                       .forward = arg_forward,
+                                       .vjp = "no gradient: the result is indices"};
 static const tg_op_schema argmin_op = {.name = "argmin", .arity = 1, .amp = TG_AMP_KEEP,
-                                       .forward = arg_forward};
+                                       .forward = arg_forward,
+                                       .vjp = "no gradient: the result is indices"};
 
 /* ---- pick_along_dim and its adjoint ------------------------------------------------ */
 
@@ -303,11 +305,16 @@ static int pick_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema pick_op = {.name = "pick_along_dim", .arity = 2,
                                      .amp = TG_AMP_KEEP, .forward = pick_forward,
-                                     .backward = pick_backward, .double_backward = true};
+                                     .backward = pick_backward, .double_backward = true,
+                                     .vjp = "da = pick_along_dim_backward(g, indices): "
+                                            "each g element put where its index points; "
+                                            "the indices get none"};
 static const tg_op_schema pick_backward_op = {.name = "pick_along_dim_backward", .arity = 2,
                                               .amp = TG_AMP_KEEP, .forward = pick_bw_forward,
                                               .backward = pick_bw_backward,
-                                              .double_backward = true};
+                                              .double_backward = true,
+                                              .vjp = "dg = pick_along_dim(g', indices); "
+                                                     "the indices get none"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__argmax_ops[] = {&argmax_op, &argmin_op, &pick_op,

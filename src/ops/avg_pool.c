@@ -95,10 +95,12 @@ static int avg_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 
 static const tg_op_schema avg_pool_op = {
     .name = "avg_pool", .arity = 1, .amp = TG_AMP_KEEP, .forward = avg_pool_forward,
-    .backward = avg_pool_backward, .shape = avg_pool_shape, .double_backward = true};
+    .backward = avg_pool_backward, .shape = avg_pool_shape, .double_backward = true,
+    .vjp = "da = avg_pool_backward(g): each g element / its window's count added into the window"};
 static const tg_op_schema avg_pool_backward_op = {
     .name = "avg_pool_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = avg_bw_forward,
-    .backward = avg_bw_backward, .double_backward = true};
+    .backward = avg_bw_backward, .double_backward = true,
+    .vjp = "dg = avg_pool(g'), same parameters"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__avg_pool_ops[] = {&avg_pool_op, &avg_pool_backward_op};

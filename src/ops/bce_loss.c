@@ -161,7 +161,9 @@ static int bce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
  * cast to f32; outside, mixed float dtypes are promoted. */
 static const tg_op_schema bce_loss_op = {.name = "bce_loss", .arity = 2, .amp = TG_AMP_FP32,
                                          .forward = bce_forward, .backward = bce_backward,
-                                         .shape = bce_shape, .double_backward = true};
+                                         .shape = bce_shape, .double_backward = true,
+                                         .vjp = "dx = g * (x - t) / max((1 - x) * x, 1e-12), "
+                                                "dt = g * (log(1 - x) - log(x))"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__bce_loss_ops[] = {&bce_loss_op};

@@ -254,20 +254,23 @@ static int div_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 /* ---- schemas and public entries ---- */
 
-#define SCHEMA(op, nin, policy, bw)                                           \
+/* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
+#define SCHEMA(op, nin, policy, bw, formula, sym)                             \
     static const tg_op_schema op##_op = {.name = #op, .arity = nin, .amp = policy,  \
                                    .forward = op##_forward, .backward = bw,   \
-                                   .double_backward = true}
-SCHEMA(add, 2, TG_AMP_PROMOTE, add_backward);
-SCHEMA(sub, 2, TG_AMP_PROMOTE, sub_backward);
-SCHEMA(mul, 2, TG_AMP_PROMOTE, mul_backward);
-SCHEMA(div, 2, TG_AMP_PROMOTE, div_backward);
-SCHEMA(pow, 2, TG_AMP_PROMOTE, pow_backward);
-SCHEMA(add_scalar, 1, TG_AMP_KEEP, identity_backward);
-SCHEMA(sub_scalar, 1, TG_AMP_KEEP, identity_backward);
-SCHEMA(rsub_scalar, 1, TG_AMP_KEEP, rsub_scalar_backward);
-SCHEMA(mul_scalar, 1, TG_AMP_KEEP, mul_scalar_backward);
-SCHEMA(div_scalar, 1, TG_AMP_KEEP, div_scalar_backward);
+                                   .double_backward = true, .vjp = formula, .scalar = sym}
+SCHEMA(add, 2, TG_AMP_PROMOTE, add_backward,
+       "da = g, db = g (each summed back to its input's shape)", NULL);
+SCHEMA(sub, 2, TG_AMP_PROMOTE, sub_backward,
+       "da = g, db = -g (each summed back to its input's shape)", NULL);
+SCHEMA(mul, 2, TG_AMP_PROMOTE, mul_backward, "da = g * b, db = g * a", NULL);
+SCHEMA(div, 2, TG_AMP_PROMOTE, div_backward, "da = g / b, db = -g * a / b^2", NULL);
+SCHEMA(pow, 2, TG_AMP_PROMOTE, pow_backward, "da = g * b * a^(b-1), db = g * a^b * log(a)", NULL);
+SCHEMA(add_scalar, 1, TG_AMP_KEEP, identity_backward, "da = g", "s");
+SCHEMA(sub_scalar, 1, TG_AMP_KEEP, identity_backward, "da = g", "s");
+SCHEMA(rsub_scalar, 1, TG_AMP_KEEP, rsub_scalar_backward, "da = -g", "s");
+SCHEMA(mul_scalar, 1, TG_AMP_KEEP, mul_scalar_backward, "da = g * s", "s");
+SCHEMA(div_scalar, 1, TG_AMP_KEEP, div_scalar_backward, "da = g / s", "s");
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__binary_ops[] = {&add_op, &sub_op, &mul_op, &div_op, &pow_op, &add_scalar_op, &sub_scalar_op, &rsub_scalar_op, &mul_scalar_op, &div_scalar_op};

@@ -42,7 +42,8 @@ static int to_dtype_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema to_dtype_op = {.name = "to_dtype", .arity = 1, .amp = TG_AMP_KEEP,
                                    .forward = to_dtype_forward, .backward = to_dtype_backward,
-                                   .double_backward = true};
+                                   .double_backward = true,
+                                   .vjp = "da = g cast back to a's dtype"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__cast_ops[] = {&to_dtype_op};

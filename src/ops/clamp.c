@@ -51,7 +51,8 @@ static int clamp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema clamp_op = {.name = "clamp", .arity = 1, .amp = TG_AMP_KEEP,
                                 .forward = clamp_forward, .backward = clamp_backward,
-                                .double_backward = true};
+                                .double_backward = true,
+                                .vjp = "da = g where lo <= a <= hi, 0 outside"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__clamp_ops[] = {&clamp_op};

@@ -167,6 +167,9 @@ static int compare_scalar(cmp_kind kind, tg_tensor **out, tg_tensor *const *in,
     return TG_OK;
 }
 
+/* The vjp of every schema below (tapegrad/op.h). */
+#define NO_GRADIENT "no gradient: the result is 0 and 1 (u8)"
+
 /* Defines the forwards eq_forward ... ge_forward, eq_scalar_forward ...
  * ge_scalar_forward, and their schemas eq_op ... ge_op, eq_scalar_op ...
  * ge_scalar_op. */
@@ -182,10 +185,13 @@ static int compare_scalar(cmp_kind kind, tg_tensor **out, tg_tensor *const *in,
         return compare_scalar(K, out, in, params);                            \
     }                                                                         \
     static const tg_op_schema k##_op = {.name = #k, .arity = 2, .amp = TG_AMP_KEEP, \
-                                        .forward = k##_forward};              \
+                                        .forward = k##_forward,               \
+                                        .vjp = NO_GRADIENT};                  \
     static const tg_op_schema k##_scalar_op = {.name = #k "_scalar", .arity = 1, \
                                                .amp = TG_AMP_KEEP,            \
-                                               .forward = k##_scalar_forward};
+                                               .forward = k##_scalar_forward, \
+                                               .vjp = NO_GRADIENT,            \
+                                               .scalar = "s"};
 COMPARE_SCHEMAS(eq, CMP_EQ)
 COMPARE_SCHEMAS(ne, CMP_NE)
 COMPARE_SCHEMAS(lt, CMP_LT)

@@ -319,11 +319,14 @@ static int conv_transpose_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
 
 static const tg_op_schema conv_schema = {
     .name = "conv", .arity = 3, .amp = TG_AMP_LOWER_PRECISION,
-    .forward = conv_forward, .backward = conv_backward, .double_backward = true};
+    .forward = conv_forward, .backward = conv_backward, .double_backward = true,
+    .vjp = "dx = conv_transpose(g, w), dw = conv_weight_grad(x, g), "
+           "db = g summed over batch and positions"};
 static const tg_op_schema conv_transpose_schema = {
     .name = "conv_transpose", .arity = 3, .amp = TG_AMP_PROMOTE,
     .forward = conv_transpose_forward, .backward = conv_transpose_backward,
-    .double_backward = true};
+    .double_backward = true,
+    .vjp = "dx = conv(g, w), dw = conv_weight_grad(g, x), db = g summed over batch and positions"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__conv_ops[] = {&conv_schema, &conv_transpose_schema, &tg__conv_weight_grad_schema};

@@ -147,7 +147,8 @@ static int wgrad_backward(tg_ctx *ctx, tg_tensor *gw, tg_tensor **gin)
 
 const tg_op_schema tg__conv_weight_grad_schema = {
     .name = "conv_weight_grad", .arity = 2, .amp = TG_AMP_PROMOTE,
-    .forward = wgrad_forward, .backward = wgrad_backward, .double_backward = true};
+    .forward = wgrad_forward, .backward = wgrad_backward, .double_backward = true,
+    .vjp = "the adjoint convolutions of g with the other input"};
 
 int tg_conv_weight_grad(tg_tensor **out, tg_tensor *z, tg_tensor *u, int wndim,
                         const int64_t *wshape, const tg_conv_params *p)

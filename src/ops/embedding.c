@@ -130,11 +130,15 @@ static int embedding_backward_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi
 
 static const tg_op_schema embedding_op = {.name = "embedding", .arity = 2, .amp = TG_AMP_KEEP,
                                     .forward = embedding_forward,
-                                    .backward = embedding_backward, .double_backward = true};
+                                    .backward = embedding_backward, .double_backward = true,
+                                    .vjp = "dweight = g's rows added into the rows they were "
+                                           "picked from (embedding_backward); "
+                                           "the indices get none"};
 static const tg_op_schema embedding_backward_op = {
     .name = "embedding_backward", .arity = 2, .amp = TG_AMP_KEEP,
     .forward = embedding_backward_forward, .backward = embedding_backward_backward,
-    .double_backward = true};
+    .double_backward = true,
+    .vjp = "dg = the rows of its gradient at the indices (embedding)"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__embedding_ops[] = {&embedding_op, &embedding_backward_op};

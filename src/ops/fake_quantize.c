@@ -128,6 +128,7 @@ static const tg_op_schema fq_schema = {
     .forward = fq_forward,
     .backward = fq_backward,
     .double_backward = true,
+    .vjp = "da = g inside the clamp range, 0 outside (straight-through)",
 };
 
 static int fq_check_range(const char *op, int32_t quant_min, int32_t quant_max)
@@ -187,6 +188,7 @@ static const tg_op_schema fqc_schema = {
     .forward = fqc_forward,
     .backward = fqc_backward,
     .double_backward = true,
+    .vjp = "da = g inside the clamp range, 0 outside (straight-through)",
 };
 
 /* The family's schemas, registered by src/ops/families.c. */

@@ -322,16 +322,22 @@ static int interp_adjoint_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 
 static const tg_op_schema uplin_op = {
     .name = "upsample_linear", .arity = 1, .amp = TG_AMP_KEEP, .forward = interp_forward,
-    .backward = interp_backward, .shape = interp_shape, .double_backward = true};
+    .backward = interp_backward, .shape = interp_shape, .double_backward = true,
+    .vjp = "da = upsample_linear_backward(g): each g element added into the 2^N inputs it read, "
+           "times their weights"};
 static const tg_op_schema uplin_backward_op = {
     .name = "upsample_linear_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true};
+    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true,
+    .vjp = "dg = upsample_linear(g'), same size"};
 static const tg_op_schema upcub_op = {
     .name = "upsample_bicubic", .arity = 1, .amp = TG_AMP_KEEP, .forward = interp_forward,
-    .backward = interp_backward, .shape = interp_shape, .double_backward = true};
+    .backward = interp_backward, .shape = interp_shape, .double_backward = true,
+    .vjp = "da = upsample_bicubic_backward(g): each g element added into the 16 inputs it read, "
+           "times their weights"};
 static const tg_op_schema upcub_backward_op = {
     .name = "upsample_bicubic_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true};
+    .forward = interp_adjoint, .backward = interp_adjoint_backward, .double_backward = true,
+    .vjp = "dg = upsample_bicubic(g'), same size"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__interpolate_ops[] = {&uplin_op, &uplin_backward_op, &upcub_op,

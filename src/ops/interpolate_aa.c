@@ -348,16 +348,22 @@ static int aa_adjoint_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 
 static const tg_op_schema bilin_aa_op = {
     .name = "upsample_bilinear2d_aa", .arity = 1, .amp = TG_AMP_KEEP, .forward = aa_forward,
-    .backward = aa_backward, .shape = aa_shape, .double_backward = true};
+    .backward = aa_backward, .shape = aa_shape, .double_backward = true,
+    .vjp = "da = upsample_bilinear2d_aa_backward(g): each g element added into the inputs its "
+           "filter read, times their weights"};
 static const tg_op_schema bilin_aa_backward_op = {
     .name = "upsample_bilinear2d_aa_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = aa_adjoint, .backward = aa_adjoint_backward, .double_backward = true};
+    .forward = aa_adjoint, .backward = aa_adjoint_backward, .double_backward = true,
+    .vjp = "dg = upsample_bilinear2d_aa(g'), same size"};
 static const tg_op_schema bicub_aa_op = {
     .name = "upsample_bicubic2d_aa", .arity = 1, .amp = TG_AMP_KEEP, .forward = aa_forward,
-    .backward = aa_backward, .shape = aa_shape, .double_backward = true};
+    .backward = aa_backward, .shape = aa_shape, .double_backward = true,
+    .vjp = "da = upsample_bicubic2d_aa_backward(g): each g element added into the inputs its "
+           "filter read, times their weights"};
 static const tg_op_schema bicub_aa_backward_op = {
     .name = "upsample_bicubic2d_aa_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = aa_adjoint, .backward = aa_adjoint_backward, .double_backward = true};
+    .forward = aa_adjoint, .backward = aa_adjoint_backward, .double_backward = true,
+    .vjp = "dg = upsample_bicubic2d_aa(g'), same size"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__interpolate_aa_ops[] = {&bilin_aa_op, &bilin_aa_backward_op,

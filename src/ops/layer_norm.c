@@ -388,10 +388,19 @@ static int ln_backward(tg_op_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
  * 1.13's CPU autocast, which lists neither op. */
 static const tg_op_schema layer_norm_op = {.name = "layer_norm", .arity = 3, .amp = TG_AMP_KEEP,
                                            .forward = ln_forward, .backward = ln_backward,
-                                           .shape = ln_shape, .double_backward = true};
+                                           .shape = ln_shape, .double_backward = true,
+                                           .vjp = "dx = (gw - mean(gw) - xhat mean(gw xhat)) / "
+                                                  "sigma with gw = g weight, "
+                                                  "means over the normalised dims; "
+                                                  "dweight = sum(g xhat), dbias = sum(g) over the "
+                                                  "other dims"};
 static const tg_op_schema group_norm_op = {.name = "group_norm", .arity = 3, .amp = TG_AMP_KEEP,
                                            .forward = ln_forward, .backward = ln_backward,
-                                           .shape = ln_shape, .double_backward = true};
+                                           .shape = ln_shape, .double_backward = true,
+                                           .vjp = "dx = (gw - mean(gw) - xhat mean(gw xhat)) / "
+                                                  "sigma with gw = g weight[c], "
+                                                  "means over each group; dweight = sum(g xhat), "
+                                                  "dbias = sum(g) per channel"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__layer_norm_ops[] = {&layer_norm_op, &group_norm_op};

@@ -313,6 +313,7 @@ static int matmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema matmul_schema = {
     .name = "matmul", .arity = 2, .amp = TG_AMP_LOWER_PRECISION, .forward = matmul_forward,
     .backward = matmul_backward, .double_backward = true,
+    .vjp = "da = g b^T, db = a^T g",
 };
 
 int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b)
@@ -431,6 +432,7 @@ static int linear_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema linear_schema = {
     .name = "linear", .arity = 3, .amp = TG_AMP_LOWER_PRECISION, .forward = linear_forward,
     .backward = linear_backward, .double_backward = true,
+    .vjp = "dx = g W, dW = g^T x, db = g summed over the batch",
 };
 
 int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)

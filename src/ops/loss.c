@@ -86,7 +86,8 @@ done:
  * float dtypes are promoted (recorded casts either way). */
 static const tg_op_schema bce_op = {.name = "bce_logits", .arity = 2, .amp = TG_AMP_FP32,
                               .forward = bce_forward, .backward = bce_backward,
-                              .double_backward = true};
+                              .double_backward = true,
+                              .vjp = "dz = g * (sigmoid(z) - t), scaled as the reduction"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__loss_ops[] = {&bce_op};

@@ -187,13 +187,16 @@ static int max_gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema max_pool_op = {
     .name = "max_pool", .arity = 1, .amp = TG_AMP_KEEP, .forward = max_pool_forward,
-    .backward = max_pool_backward, .shape = max_pool_shape, .double_backward = true};
+    .backward = max_pool_backward, .shape = max_pool_shape, .double_backward = true,
+    .vjp = "da = max_pool_backward(g, indices): each g element added into its window's maximum"};
 static const tg_op_schema max_pool_backward_op = {
     .name = "max_pool_backward", .arity = 2, .amp = TG_AMP_KEEP, .forward = max_bw_forward,
-    .backward = max_bw_backward, .double_backward = true};
+    .backward = max_bw_backward, .double_backward = true,
+    .vjp = "dg = max_pool_gather(g', indices): g' at each window's maximum; the indices get none"};
 static const tg_op_schema max_pool_gather_op = {
     .name = "max_pool_gather", .arity = 2, .amp = TG_AMP_KEEP, .forward = max_gather_forward,
-    .backward = max_gather_backward, .double_backward = true};
+    .backward = max_gather_backward, .double_backward = true,
+    .vjp = "da = max_pool_backward(g, indices); the indices get none"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__max_pool_ops[] = {&max_pool_op, &max_pool_backward_op,

@@ -102,10 +102,18 @@ static int minimum_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema maximum_op = {.name = "maximum", .arity = 2, .amp = TG_AMP_PROMOTE,
                                         .forward = maximum_forward,
-                                        .backward = maximum_backward, .double_backward = true};
+                                        .backward = maximum_backward, .double_backward = true,
+                                        .vjp = "da = g where a > b, g / 2 where a = b, "
+                                               "0 where a < b (g where either is NaN); "
+                                               "db the same with a and b swapped (each summed back "
+                                               "to its shape)"};
 static const tg_op_schema minimum_op = {.name = "minimum", .arity = 2, .amp = TG_AMP_PROMOTE,
                                         .forward = minimum_forward,
-                                        .backward = minimum_backward, .double_backward = true};
+                                        .backward = minimum_backward, .double_backward = true,
+                                        .vjp = "da = g where a < b, g / 2 where a = b, "
+                                               "0 where a > b (g where either is NaN); "
+                                               "db the same with a and b swapped (each summed back "
+                                               "to its shape)"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__maximum_ops[] = {&maximum_op, &minimum_op};

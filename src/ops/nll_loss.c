@@ -364,11 +364,17 @@ static int nllb_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
  * promote. */
 static const tg_op_schema nll_op = {.name = "nll_loss", .arity = 3, .amp = TG_AMP_FP32,
                                     .forward = nll_forward, .backward = nll_backward,
-                                    .shape = nll_shape, .double_backward = true};
+                                    .shape = nll_shape, .double_backward = true,
+                                    .vjp = "dlogp = nll_loss_backward(g): "
+                                           "-w[t] * g at each target's class (divided by the sum "
+                                           "of the weights for mean), 0 elsewhere; "
+                                           "target and weight get none"};
 static const tg_op_schema nllb_op = {.name = "nll_loss_backward", .arity = 3,
                                      .amp = TG_AMP_FP32, .forward = nllb_forward,
                                      .backward = nllb_backward, .shape = nllb_shape,
-                                     .double_backward = true};
+                                     .double_backward = true,
+                                     .vjp = "dg = nll_loss(g') with the same target, "
+                                            "weight and reduction"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__nll_loss_ops[] = {&nll_op, &nllb_op};

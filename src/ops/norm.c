@@ -402,7 +402,11 @@ static int batch_norm_backward(tg_ctx *ctx, tg_tensor *gy, tg_tensor **gin)
  * for batch-norm statistics, without a saved f32 copy of a half x). */
 static const tg_op_schema batch_norm_op = {.name = "batch_norm", .arity = 3, .amp = TG_AMP_KEEP,
                                      .forward = batch_norm_forward,
-                                     .backward = batch_norm_backward, .double_backward = true};
+                                     .backward = batch_norm_backward, .double_backward = true,
+                                     .vjp = "training: dx = (g - mean(g) - xhat mean(g xhat)) "
+                                            "gamma / sigma, dgamma = sum(g xhat), "
+                                            "dbeta = sum(g) (per channel); eval: "
+                                            "dx = g gamma / sqrt(running_var + eps)"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__norm_ops[] = {&batch_norm_op};

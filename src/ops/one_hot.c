@@ -54,7 +54,8 @@ static int one_hot_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
 }
 
 static const tg_op_schema one_hot_op = {.name = "one_hot", .arity = 1, .amp = TG_AMP_KEEP,
-                                  .forward = one_hot_forward, .backward = NULL};
+                                  .forward = one_hot_forward, .backward = NULL,
+                                  .vjp = "no gradient: the labels are integers"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__one_hot_ops[] = {&one_hot_op};

@@ -254,10 +254,13 @@ static int pad_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema pad_op = {.name = "pad", .arity = 1, .amp = TG_AMP_KEEP,
                                     .forward = pad_forward, .backward = pad_backward,
-                                    .double_backward = true};
+                                    .double_backward = true,
+                                    .vjp = "da = pad_backward(g): each g element added into the "
+                                           "element it was read from"};
 static const tg_op_schema pad_backward_op = {
     .name = "pad_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = pad_bw_forward,
-    .backward = pad_bw_backward, .double_backward = true};
+    .backward = pad_bw_backward, .double_backward = true,
+    .vjp = "dg = pad(g', same mode, value 0)"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__pad_ops[] = {&pad_op, &pad_backward_op};

@@ -76,10 +76,12 @@ static int all_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema sum_schema = {
     .name = "sum", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
     .backward = all_backward, .double_backward = true,
+    .vjp = "da = g copied to every element of a",
 };
 static const tg_op_schema mean_schema = {
     .name = "mean", .arity = 1, .amp = TG_AMP_FP32, .forward = all_forward,
     .backward = all_backward, .double_backward = true,
+    .vjp = "da = g / n copied to every element of a",
 };
 
 static int all_call(const tg_op_schema *op, bool mean, tg_tensor **out, tg_tensor *a)
@@ -173,10 +175,12 @@ static int dims_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema sum_dims_schema = {
     .name = "sum_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
     .backward = dims_backward, .double_backward = true,
+    .vjp = "da = g copied along the reduced dims",
 };
 static const tg_op_schema mean_dims_schema = {
     .name = "mean_dims", .arity = 1, .amp = TG_AMP_FP32, .forward = dims_forward,
     .backward = dims_backward, .double_backward = true,
+    .vjp = "da = g / n copied along the reduced dims",
 };
 
 int tg__dims_args(const char *op, const char *xname, tg_tensor **out, const tg_tensor *x,
@@ -261,6 +265,7 @@ static int to_shape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema to_shape_schema = {
     .name = "sum_to_shape", .arity = 1, .amp = TG_AMP_KEEP, .forward = to_shape_forward,
     .backward = to_shape_backward, .double_backward = true,
+    .vjp = "da = g expanded back to a's shape",
 };
 
 int tg_sum_to_shape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape)

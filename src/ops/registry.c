@@ -177,6 +177,7 @@ static void fill_info(const tg_op_schema *op, tg_op_info *out)
     out->amp = op->amp;
     out->has_backward = op->backward != NULL;
     out->has_double_backward = op->backward != NULL && op->double_backward;
+    out->vjp = op->vjp;
 }
 
 int tg_op_count(void)

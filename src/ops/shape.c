@@ -152,6 +152,7 @@ static int reshape_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema reshape_schema = {
     .name = "reshape", .arity = 1, .amp = TG_AMP_KEEP, .forward = reshape_forward,
     .backward = reshape_backward, .double_backward = true,
+    .vjp = "da = reshape(g, shape of a)",
 };
 
 /* Copies a caller's (ndim, shape) into params after checking the pointers. */
@@ -217,6 +218,7 @@ static int permute_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema permute_schema = {
     .name = "permute", .arity = 1, .amp = TG_AMP_KEEP, .forward = permute_forward,
     .backward = permute_backward, .double_backward = true,
+    .vjp = "da = permute(g, inverse permutation)",
 };
 
 int tg_permute(tg_tensor **out, tg_tensor *a, const int *perm)
@@ -261,6 +263,7 @@ static int transpose_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema transpose_schema = {
     .name = "transpose", .arity = 1, .amp = TG_AMP_KEEP, .forward = transpose_forward,
     .backward = transpose_backward, .double_backward = true,
+    .vjp = "da = transpose(g) over the same two dims",
 };
 
 int tg_transpose(tg_tensor **out, tg_tensor *a, int dim0, int dim1)
@@ -319,6 +322,7 @@ static int expand_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema expand_schema = {
     .name = "expand", .arity = 1, .amp = TG_AMP_KEEP, .forward = expand_forward,
     .backward = expand_backward, .double_backward = true,
+    .vjp = "da = g summed over the expanded dims",
 };
 
 int tg_expand(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape)
@@ -391,10 +395,12 @@ static int reshape_back(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema unsqueeze_schema = {
     .name = "unsqueeze", .arity = 1, .amp = TG_AMP_KEEP, .forward = unsqueeze_forward,
     .backward = reshape_back, .double_backward = true,
+    .vjp = "da = squeeze(g)",
 };
 static const tg_op_schema squeeze_schema = {
     .name = "squeeze", .arity = 1, .amp = TG_AMP_KEEP, .forward = squeeze_forward,
     .backward = reshape_back, .double_backward = true,
+    .vjp = "da = unsqueeze(g)",
 };
 
 static int dim_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, int dim)
@@ -440,6 +446,7 @@ static int contiguous_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
 static const tg_op_schema contiguous_schema = {
     .name = "contiguous", .arity = 1, .amp = TG_AMP_KEEP, .forward = contiguous_forward,
     .backward = reshape_back, .double_backward = true,
+    .vjp = "da = g",
 };
 
 int tg_contiguous(tg_tensor **out, tg_tensor *a)

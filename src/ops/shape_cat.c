@@ -127,10 +127,12 @@ static int slice_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema slice_schema = {
     .name = "slice", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_forward,
     .backward = slice_backward, .double_backward = true,
+    .vjp = "da = zeros of a's shape with g in the slice",
 };
 static const tg_op_schema slice_bw_schema = {
     .name = "slice_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_bw_forward,
     .backward = slice_bw_backward, .double_backward = true,
+    .vjp = "da = the slice of g",
 };
 
 static int slice_bw_call(tg_tensor **out, tg_tensor *g, const slice_bw_params *p)
@@ -262,6 +264,7 @@ static int cat_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema cat_schema = {
     .name = "cat", .arity = -1, .amp = TG_AMP_PROMOTE, .forward = cat_forward,
     .backward = cat_backward, .double_backward = true,
+    .vjp = "each input gets the slice of g where it was placed",
 };
 
 static int cat_call(tg_tensor **out, int n, tg_tensor *const *ts, int dim);

@@ -184,14 +184,24 @@ done:
 static const tg_op_schema smooth_l1_op = {.name = "smooth_l1_loss", .arity = 2,
                                           .amp = TG_AMP_FP32, .forward = sl1_forward,
                                           .backward = sl1_backward, .shape = sl1_shape,
-                                          .double_backward = true};
+                                          .double_backward = true,
+                                          .scalar = "beta",
+                                          .vjp = "dx = smooth_l1_backward(g, x - t): "
+                                                 "g * clamp((x - t) / beta, -1, 1); "
+                                                 "dt = smooth_l1_backward(g, t - x)"};
 static const tg_op_schema huber_op = {.name = "huber_loss", .arity = 2, .amp = TG_AMP_FP32,
                                       .forward = sl1_forward, .backward = sl1_backward,
-                                      .shape = sl1_shape, .double_backward = true};
+                                      .shape = sl1_shape, .double_backward = true,
+                                      .scalar = "delta",
+                                      .vjp = "dx = smooth_l1_backward(g, x - t): g * clamp(x - t, "
+                                             "-delta, delta); dt = smooth_l1_backward(g, t - x)"};
 static const tg_op_schema sl1b_op = {.name = "smooth_l1_backward", .arity = 2,
                                      .amp = TG_AMP_FP32, .forward = sl1b_forward,
                                      .backward = sl1b_backward, .shape = sl1_shape,
-                                     .double_backward = true};
+                                     .double_backward = true,
+                                     .vjp = "dg = smooth_l1_backward(g', d), "
+                                            "dd = g' * g * [|d| < beta] (divided by beta for "
+                                            "smooth_l1_loss)"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__smooth_l1_ops[] = {&smooth_l1_op, &huber_op, &sl1b_op};

@@ -343,12 +343,15 @@ static int log_softmax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 static const tg_op_schema softmax_op = {.name = "softmax", .arity = 1, .amp = TG_AMP_FP32,
                                         .forward = softmax_forward,
                                         .backward = softmax_backward,
-                                        .shape = softmax_shape, .double_backward = true};
+                                        .shape = softmax_shape, .double_backward = true,
+                                        .vjp = "da = y * (g - sum(g * y)), sums along the dim"};
 static const tg_op_schema log_softmax_op = {.name = "log_softmax", .arity = 1,
                                             .amp = TG_AMP_FP32,
                                             .forward = log_softmax_forward,
                                             .backward = log_softmax_backward,
-                                            .shape = log_softmax_shape, .double_backward = true};
+                                            .shape = log_softmax_shape, .double_backward = true,
+                                            .vjp = "da = g - softmax(a) * sum(g), "
+                                                   "sums along the dim"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__softmax_ops[] = {&softmax_op, &log_softmax_op};

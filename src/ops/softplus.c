@@ -61,7 +61,8 @@ done:
 
 static const tg_op_schema softplus_op = {.name = "softplus", .arity = 1, .amp = TG_AMP_FP32,
                                    .forward = softplus_forward,
-                                   .backward = softplus_backward, .double_backward = true};
+                                   .backward = softplus_backward, .double_backward = true,
+                                   .vjp = "da = g * sigmoid(beta a), = g above the threshold"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__softplus_ops[] = {&softplus_op};

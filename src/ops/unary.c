@@ -150,17 +150,18 @@ done:
     return rc;
 }
 
-#define SCHEMA(op, policy)                                                    \
+/* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
+#define SCHEMA(op, policy, formula, sym)                                      \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
                                    .forward = op##_forward, .backward = op##_backward, \
-                                   .double_backward = true}
-SCHEMA(neg, TG_AMP_KEEP);
-SCHEMA(exp, TG_AMP_FP32);
-SCHEMA(log, TG_AMP_FP32);
-SCHEMA(sqrt, TG_AMP_FP32);
-SCHEMA(abs, TG_AMP_KEEP);
-SCHEMA(pow_scalar, TG_AMP_FP32);
-SCHEMA(erf, TG_AMP_KEEP);
+                                   .double_backward = true, .vjp = formula, .scalar = sym}
+SCHEMA(neg, TG_AMP_KEEP, "da = -g", NULL);
+SCHEMA(exp, TG_AMP_FP32, "da = g * exp(a) = g * y", NULL);
+SCHEMA(log, TG_AMP_FP32, "da = g / a", NULL);
+SCHEMA(sqrt, TG_AMP_FP32, "da = g / (2 sqrt(a)) = g / (2 y)", NULL);
+SCHEMA(abs, TG_AMP_KEEP, "da = g * sign(a)", NULL);
+SCHEMA(pow_scalar, TG_AMP_FP32, "da = g * p * a^(p-1)", "p");
+SCHEMA(erf, TG_AMP_KEEP, "da = g * 2/sqrt(pi) * exp(-a^2)", NULL);
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op, &log_op, &sqrt_op, &abs_op, &pow_scalar_op, &erf_op};

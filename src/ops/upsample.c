@@ -157,10 +157,13 @@ static int upsample_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 
 static const tg_op_schema upsample_op = {
     .name = "upsample_nearest", .arity = 1, .amp = TG_AMP_KEEP, .forward = upsample_forward,
-    .backward = upsample_backward, .shape = upsample_shape, .double_backward = true};
+    .backward = upsample_backward, .shape = upsample_shape, .double_backward = true,
+    .vjp = "da = upsample_nearest_backward(g): each s-block of g summed into the element it "
+           "copies"};
 static const tg_op_schema upsample_backward_op = {
     .name = "upsample_nearest_backward", .arity = 1, .amp = TG_AMP_KEEP,
-    .forward = upsample_bw_forward, .backward = upsample_bw_backward, .double_backward = true};
+    .forward = upsample_bw_forward, .backward = upsample_bw_backward, .double_backward = true,
+    .vjp = "dg = upsample_nearest(g')"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__upsample_ops[] = {&upsample_op, &upsample_backward_op};

@@ -174,10 +174,13 @@ done:
 /* FP32, as sum and mean: a half x inside an autocast scope gives f32. */
 static const tg_op_schema var_op = {.name = "var", .arity = 1, .amp = TG_AMP_FP32,
                                     .forward = var_forward, .backward = var_backward,
-                                    .double_backward = true};
+                                    .double_backward = true,
+                                    .vjp = "da = (2 / (N - correction)) g (a - mean(a)), "
+                                           "g copied along the reduced dims"};
 static const tg_op_schema std_op = {.name = "std", .arity = 1, .amp = TG_AMP_FP32,
                                     .forward = var_forward, .backward = var_backward,
-                                    .double_backward = true};
+                                    .double_backward = true,
+                                    .vjp = "da = var's da for g / (2 y), 0 where y = 0"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__var_ops[] = {&var_op, &std_op};

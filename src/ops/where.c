@@ -89,7 +89,9 @@ static int where_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 
 static const tg_op_schema where_op = {.name = "where", .arity = 3, .amp = TG_AMP_PROMOTE,
                                 .forward = where_forward, .backward = where_backward,
-                                .double_backward = true};
+                                .double_backward = true,
+                                .vjp = "da = g where cond, db = g elsewhere (each summed back to "
+                                       "its input's shape); cond gets none"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__where_ops[] = {&where_op};
