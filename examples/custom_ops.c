@@ -86,6 +86,7 @@ const tg_op_schema custom_softplus_op = {
     .name = "custom_softplus", .arity = 1, .amp = TG_AMP_FP32,
     .forward = softplus_forward, .backward = softplus_backward,
     .double_backward = false,   /* the backward's loops are not on the tape */
+    .vjp = "da = g * sigmoid(a)",   /* what the tape's views show for its node */
 };
 
 /* ---- mish: a backward of differentiable ops ---- */
@@ -130,6 +131,7 @@ const tg_op_schema custom_mish_op = {
     .name = "custom_mish", .arity = 1, .amp = TG_AMP_FP32,
     .forward = mish_forward, .backward = mish_backward,
     .double_backward = true,
+    .vjp = "da = g * (tanh(sp) + a * sigmoid(a) * (1 - tanh(sp)^2)), sp = softplus(a)",
 };
 
 int custom_softplus(tg_tensor **out, tg_tensor *x)

@@ -46,6 +46,24 @@ Test(plugin, ops_lists_the_plugins_ops)
     th_expect_in(th_out, "conv_transpose ");
 }
 
+/* --vjp adds each op's vector-Jacobian product from its schema: the
+ * plugin's own, the built-ins', and "-" where a schema gives none (the
+ * plugin that registers ops without one). */
+Test(plugin, ops_vjp_shows_each_schemas_product)
+{
+    cr_assert(eq(int, RUN("ops", "--vjp", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s", th_err);
+    th_expect_row(th_out, "custom_softplus 1 fp32 yes no da = g * sigmoid(a)");
+    th_expect_in(th_out, "da = g * (tanh(sp) + a * sigmoid(a) * (1 - tanh(sp)^2)), sp = softplus(a)");
+    th_expect_row(th_out, "mul 2 promote yes yes da = g * b, db = g * a");
+    th_expect_in(th_out, "double-backward vjp\n");
+    /* without --vjp the rows end at double-backward */
+    cr_assert(eq(int, RUN("ops", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s", th_err);
+    cr_assert(strstr(th_out, "sigmoid(a)") == NULL, "%s", th_out);
+    th_expect_row(th_out, "custom_softplus 1 fp32 yes no");
+    cr_assert(eq(int, RUN("ops", "--vjp", "--plugin", env("TG_NODIFF_PLUGIN")), 0), "%s", th_err);
+    th_expect_row(th_out, "plugin_ones 0 keep no no -");
+}
+
 Test(plugin, gradcheck_checks_the_plugins_ops)
 {
     cr_assert(eq(int, RUN("gradcheck", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s%s", th_out,

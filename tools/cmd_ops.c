@@ -1,4 +1,5 @@
 /* tools/cmd_ops.c - `tapegrad ops`: the op registry as a table. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,11 +8,14 @@
 #include "tools.h"
 
 static const char ops_usage[] =
-    "usage: tapegrad ops [--plugin PATH.so ...]\n"
+    "usage: tapegrad ops [--vjp] [--plugin PATH.so ...]\n"
     "Lists every registered op, with those the plugins register (see\n"
     "`tapegrad gradcheck --help`): name, arity (var = variadic), AMP policy,\n"
     "whether it has a backward, and whether that backward is itself\n"
-    "differentiable (double backward).\n";
+    "differentiable (double backward).  --vjp adds a last column: the\n"
+    "vector-Jacobian product the backward applies, as the op's schema gives\n"
+    "it (g: the output's gradient; a, b, ...: the inputs; da: what goes to\n"
+    "a), or - when it gives none.\n";
 
 int tg_cmd_ops(int argc, char **argv)
 {
@@ -19,7 +23,12 @@ int tg_cmd_ops(int argc, char **argv)
     int code = tg_tool_load_plugins("ops", &argc, argv, &plugin);
     if (code >= 0)
         return code;
+    bool vjp = false;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--vjp") == 0) {
+            vjp = true;
+            continue;
+        }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(ops_usage, stdout);
             return TG_EXIT_OK;
@@ -43,8 +52,8 @@ int tg_cmd_ops(int argc, char **argv)
         const int len = (int)strlen(info.name);
         if (len > width) width = len;
     }
-    printf("%-*s %-5s %-16s %-8s %s\n", width, "op", "arity", "amp", "backward",
-           "double-backward");
+    printf("%-*s %-5s %-16s %-8s %s%s\n", width, "op", "arity", "amp", "backward",
+           vjp ? "double-backward " : "double-backward", vjp ? "vjp" : "");
     for (int i = 0; i < n; i++) {
         tg_op_info info;
         if (tg_op_info_at(i, &info) < 0) {
@@ -53,9 +62,10 @@ int tg_cmd_ops(int argc, char **argv)
         }
         char arity[8];
         snprintf(arity, sizeof arity, info.arity < 0 ? "var" : "%d", info.arity);
-        printf("%-*s %-5s %-16s %-8s %s\n", width, info.name, arity,
+        printf("%-*s %-5s %-16s %-8s %-*s", width, info.name, arity,
                tg_amp_policy_name(info.amp), info.has_backward ? "yes" : "no",
-               info.has_double_backward ? "yes" : "no");
+               vjp ? 15 : 0, info.has_double_backward ? "yes" : "no");
+        printf(vjp ? " %s\n" : "\n", info.vjp ? info.vjp : "-");
     }
     printf("%d ops\n", n);
     return TG_EXIT_OK;
