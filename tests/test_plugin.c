@@ -53,7 +53,8 @@ Test(plugin, ops_vjp_shows_each_schemas_product)
 {
     cr_assert(eq(int, RUN("ops", "--vjp", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s", th_err);
     th_expect_row(th_out, "custom_softplus 1 fp32 yes no da = g * sigmoid(a)");
-    th_expect_in(th_out, "da = g * (tanh(sp) + a * sigmoid(a) * (1 - tanh(sp)^2)), sp = softplus(a)");
+    th_expect_in(th_out, "da = g * (tanh(sp) + a * sigmoid(a) * (1 - tanh(sp)^2)), "
+                         "sp = softplus(a)");
     th_expect_row(th_out, "mul 2 promote yes yes da = g * b, db = g * a");
     th_expect_in(th_out, "double-backward vjp\n");
     /* without --vjp the rows end at double-backward */

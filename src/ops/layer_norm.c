@@ -157,15 +157,6 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     return TG_OK;
 }
 
-static tg_dtype out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
-{
-    if (tg__dtype_is_half(x->dtype) && tg__autocast_dtype(NULL)) return x->dtype;
-    tg_dtype dt = x->dtype;
-    if (w) dt = tg_promote_dtypes(dt, w->dtype);
-    if (b) dt = tg_promote_dtypes(dt, b->dtype);
-    return dt;
-}
-
 static tg_dtype compute_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
 {
     const bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
@@ -176,7 +167,7 @@ static int ln_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *d
                     int64_t *shape)
 {
     TG_TRY(check_inputs(in[0], in[1], in[2], params));
-    *dtype = out_dtype(in[0], in[1], in[2]);
+    *dtype = tg__norm_out_dtype(in[0], in[1], in[2]);
     *ndim = in[0]->ndim;
     memcpy(shape, in[0]->shape, sizeof *shape * (size_t)in[0]->ndim);
     return TG_OK;
@@ -184,19 +175,12 @@ static int ln_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *d
 
 /* ---- forward ----------------------------------------------------------------- */
 
-/* A tensor of dtype dt and shape (ndim, shape) holding the doubles v. */
-static tg_tensor *from_doubles(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
-{
-    tg_tensor *t = tg__tensor_uninit(dt, ndim, shape);
-    if (t) tg__scatter(t, TG_F64, v);
-    return t;
-}
-
 /* Saves x, mean and invstd (each (N G,) in the compute dtype) and w. */
 static int save_for_backward(tg_op_ctx *ctx, tg_tensor *x, tg_tensor *w, tg_dtype cdt,
                              int64_t rows, const double *mean, const double *invstd)
 {
-    tg_tensor *tm = from_doubles(cdt, 1, &rows, mean), *ti = from_doubles(cdt, 1, &rows, invstd);
+    tg_tensor *tm = tg__norm_from_doubles(cdt, 1, &rows, mean),
+              *ti = tg__norm_from_doubles(cdt, 1, &rows, invstd);
     int rc = tm && ti ? tg_op_ctx_save(ctx, x) : TG_ENOMEM;
     if (rc >= 0) rc = tg_op_ctx_save(ctx, tm);
     if (rc >= 0) rc = tg_op_ctx_save(ctx, ti);
@@ -218,7 +202,7 @@ static int ln_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     int rc = TG_ENOMEM;
     double *stats = tg__malloc((size_t)(2 * (rows > 0 ? rows : 1)) * sizeof(double));
     void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL;
-    tg_tensor *y = tg__tensor_uninit(out_dtype(x, w, b), x->ndim, x->shape);
+    tg_tensor *y = tg__tensor_uninit(tg__norm_out_dtype(x, w, b), x->ndim, x->shape);
     const void *xb = tg__conv_input(x, cdt, &xo);
     const void *wb = tg__conv_input(w, cdt, &wo), *bb = tg__conv_input(b, cdt, &bo);
     void *yb = tg__conv_output(y, cdt, &yo);
@@ -275,13 +259,13 @@ static int backward_fused(tg_op_ctx *ctx, const void *params, tg_tensor *gy, tg_
     if (cdt == TG_F64) ln_grads_f64(xb, gb, g, mu, inv, wb, dxb, dwb, db, scratch);
     else ln_grads_f32(xb, gb, g, mu, inv, wb, dxb, dwb, db, scratch);
     if (dxo) tg__scatter(dx, cdt, dxo);
-    if (need_dw && !(gin[1] = from_doubles(w->dtype, w->ndim, w->shape, dw))) goto done;
+    if (need_dw && !(gin[1] = tg__norm_from_doubles(w->dtype, w->ndim, w->shape, dw))) goto done;
     if (need_db) {
         tg_dtype dt;
         int nd;
         const int64_t *shape;
         tg_op_ctx_input(ctx, 2, &dt, &nd, &shape);
-        if (!(gin[2] = from_doubles(dt, nd, shape, db))) goto done;
+        if (!(gin[2] = tg__norm_from_doubles(dt, nd, shape, db))) goto done;
     }
     if (need_dx) {
         gin[0] = dx;

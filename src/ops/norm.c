@@ -211,7 +211,7 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     return TG_OK;
 }
 
-static tg_dtype out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
+tg_dtype tg__norm_out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
 {
     if (tg__dtype_is_half(x->dtype) && tg__autocast_dtype(NULL)) return x->dtype;
     tg_dtype dt = x->dtype;
@@ -220,10 +220,9 @@ static tg_dtype out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tenso
     return dt;
 }
 
-/* A (C,) tensor of dtype dt holding the doubles v. */
-static tg_tensor *vec_of(tg_dtype dt, int64_t c, const double *v)
+tg_tensor *tg__norm_from_doubles(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
 {
-    tg_tensor *t = tg__tensor_uninit(dt, 1, &c);
+    tg_tensor *t = tg__tensor_uninit(dt, ndim, shape);
     if (t) tg__scatter(t, TG_F64, v);
     return t;
 }
@@ -249,7 +248,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     TG_TRY(check_inputs(x, w, b, p));
     const bn_geom g = geom_of(x);
     bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
-    const tg_dtype cdt = f64 ? TG_F64 : TG_F32, odt = out_dtype(x, w, b);
+    const tg_dtype cdt = f64 ? TG_F64 : TG_F32, odt = tg__norm_out_dtype(x, w, b);
 
     int rc = TG_ENOMEM;
     double *stats = tg__malloc((size_t)(3 * (g.c > 0 ? g.c : 1)) * sizeof(double));
@@ -286,7 +285,9 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
         if (yo) tg__scatter(y, cdt, yo);
     }
     rc = TG_ENOMEM;
-    if (ctx && (!(tm = vec_of(cdt, g.c, mean)) || !(ti = vec_of(cdt, g.c, invstd)))) goto done;
+    if (ctx && (!(tm = tg__norm_from_doubles(cdt, 1, &g.c, mean)) ||
+                !(ti = tg__norm_from_doubles(cdt, 1, &g.c, invstd))))
+        goto done;
     if (p->training && !empty) {   /* last: a failure above leaves the buffers as they were */
         const double mm = (double)(g.n * g.s);
         rc = update_running(p->running_mean, mean, p->momentum, 1.0);
@@ -355,9 +356,9 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
         if (dxo) tg__scatter(dx, cdt, dxo);
     }
     rc = TG_ENOMEM;
-    if (need_dw && !(gin[1] = vec_of(w->dtype, g.c, dw))) goto done;
+    if (need_dw && !(gin[1] = tg__norm_from_doubles(w->dtype, 1, &g.c, dw))) goto done;
     if (need_db) {
-        if (!(gin[2] = vec_of(ctx->in_meta[2].dtype, g.c, db))) goto done;
+        if (!(gin[2] = tg__norm_from_doubles(ctx->in_meta[2].dtype, 1, &g.c, db))) goto done;
     }
     if (need_dx) {
         gin[0] = dx;

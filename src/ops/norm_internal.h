@@ -11,6 +11,14 @@
 
 #include "autograd/tape.h"
 
+/* The output dtype of a normalization of x with the affine w and b (either
+ * may be NULL): x's own when x is half under autocast, else the promotion
+ * of the three (norm.c; batch_norm, layer_norm and group_norm). */
+tg_dtype tg__norm_out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b);
+/* A new tensor of dtype dt and shape (ndim, shape) holding the doubles v
+ * (rounded into dt); NULL without memory. */
+tg_tensor *tg__norm_from_doubles(tg_dtype dt, int ndim, const int64_t *shape, const double *v);
+
 /* x as (N, C, S): C channels of N rows of S contiguous values. */
 typedef struct tg__bn_geom {
     int64_t n, c, s;
