@@ -1,8 +1,9 @@
-/* src/ops/norm_internal.h - what the norm files share: batch_norm's
- * parameters, its create_graph backward (norm_backward_ops.c), its
- * statistics kernel, its loop over blocks of half channels (norm_blocks.c)
- * and a switch for tests (prefix tg__bn), and the backward that batch_norm,
- * layer_norm and group_norm run (norm.c, layer_norm.c). */
+/* src/ops/norm_internal.h - what the norm files share: the output dtype
+ * rule and a tensor of doubles (prefix tg__norm); batch_norm's parameters,
+ * its create_graph backward (norm_backward_ops.c), its statistics kernel,
+ * its loop over blocks of half channels (norm_blocks.c) and a switch for
+ * tests (prefix tg__bn); and the backward that batch_norm, layer_norm and
+ * group_norm run (norm.c, layer_norm.c). */
 #ifndef TAPEGRAD_OPS_NORM_INTERNAL_H
 #define TAPEGRAD_OPS_NORM_INTERNAL_H
 
