@@ -247,6 +247,23 @@ Test(conv_fast, waves_of_chunks_same_bits)
     tg_tensor_release(w);
 }
 
+/* A batch whose columns fit one chunk is cut in two once they reach
+ * 512 KiB in all (the DCGAN's one-channel 28x28 layers: 25 KiB a sample),
+ * never below, never a batch of one, and never when a test sets the chunk;
+ * a batch larger than one chunk keeps the budget's size. */
+Test(conv_fast, a_batch_that_fits_one_chunk_is_cut_in_two_when_large)
+{
+    cr_assert(eq(i64, tg__conv_chunk_split(64, 25 << 10), 32));
+    cr_assert(eq(i64, tg__conv_chunk_split(63, 25 << 10), 32));
+    cr_assert(eq(i64, tg__conv_chunk_split(64, 8 << 10), 32));          /* 512 KiB */
+    cr_assert(eq(i64, tg__conv_chunk_split(64, (8 << 10) - 1), 64));    /* just below */
+    cr_assert(eq(i64, tg__conv_chunk_split(1, 1 << 20), 1));
+    cr_assert(eq(i64, tg__conv_chunk_split(64, 400 << 10), tg__conv_chunk(64, 400 << 10)));
+    tg__conv_set_chunk(64);
+    cr_assert(eq(i64, tg__conv_chunk_split(64, 25 << 10), 64));
+    tg__conv_set_chunk(0);
+}
+
 /* The scratch buffers grow and are reused: a small call after a large one
  * (and the reverse) gives the results of a fresh thread. */
 Test(conv_fast, scratch_reuse_across_shapes)

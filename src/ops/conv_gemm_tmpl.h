@@ -147,8 +147,9 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const void *cols, const void 
     return TG_OK;
 }
 
-/* Samples per chunk: the column buffer (c_img*K, nb*O) within the budget,
- * or within half of it for the bf16 kernels, which read the columns once
+/* Samples per chunk (a batch that fits one cut in two when its columns are
+ * large enough: tg__conv_chunk_split): the column buffer (c_img*K, nb*O)
+ * within the budget, or within half of it for the bf16 kernels, which read the columns once
  * more to pack them (the DCGAN bf16 step: 1.4% more images/s and 1.9% less
  * CPU time with half; f32 unchanged).  Counted in T even when the columns
  * are bf16 bits: the DCGAN bf16 step ran 5% slower on the twice larger
@@ -158,7 +159,7 @@ static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 {
     const int64_t per = g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *
                         (int64_t)sizeof(T);
-    return tg__conv_chunk(g->batch, g->bf16 > TG_BF16_KERNEL_PORTABLE ? 2 * per : per);
+    return tg__conv_chunk_split(g->batch, g->bf16 > TG_BF16_KERNEL_PORTABLE ? 2 * per : per);
 }
 
 static int FN(conv_passes)(const tg__conv_geom *g, const void *z, const T *w, const void *u,

@@ -153,6 +153,9 @@ void tg__conv_set_part_bytes(int64_t bytes);
  * column buffer each: the same for any thread count (tg__conv_set_chunk
  * overrides). */
 int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample);
+/* tg__conv_chunk, but a batch of two samples or more whose columns fit one
+ * chunk and reach 512 KiB in all is cut in two (conv_kernels.c). */
+int64_t tg__conv_chunk_split(int64_t batch, int64_t bytes_per_sample);
 
 /* A chunk's f32 output yf into the half output y from element at, in one
  * pass: g->out_bias added (as tg__conv_epilogue adds it), then rounded once.
