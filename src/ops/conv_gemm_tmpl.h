@@ -147,14 +147,14 @@ static int FN(chunk_wgrad)(const tg__conv_geom *g, const void *cols, const void 
     return TG_OK;
 }
 
-/* Samples per chunk (a batch that fits one cut in two when its columns are
- * large enough: tg__conv_chunk_split): the column buffer (c_img*K, nb*O)
- * within the budget, or within half of it for the bf16 kernels, which read the columns once
+/* Samples per chunk: the column buffer (c_img*K, nb*O) within the budget,
+ * or within half of it for the bf16 kernels, which read the columns once
  * more to pack them (the DCGAN bf16 step: 1.4% more images/s and 1.9% less
  * CPU time with half; f32 unchanged).  Counted in T even when the columns
  * are bf16 bits: the DCGAN bf16 step ran 5% slower on the twice larger
  * chunks that counting their own bytes gave, and 5% slower on chunks half
- * as large. */
+ * as large.  A batch that fits one chunk is cut in two when its columns
+ * are large enough (tg__conv_chunk_split). */
 static int64_t FN(cols_chunk)(const tg__conv_geom *g)
 {
     const int64_t per = g->c_img * tg__conv_prod3(g->k) * tg__conv_prod3(g->col) *

@@ -45,8 +45,9 @@ int64_t tg__conv_chunk(int64_t batch, int64_t bytes_per_sample)
 int64_t tg__conv_chunk_split(int64_t batch, int64_t bytes_per_sample)
 {
     const int64_t nb = tg__conv_chunk(batch, bytes_per_sample);
+    /* nb >= batch: the batch's columns fit the budget, no overflow */
     if (chunk_override > 0 || nb < batch || batch < 2 ||
-        bytes_per_sample < TG__CONV_SPLIT_BYTES / batch)
+        batch * bytes_per_sample < TG__CONV_SPLIT_BYTES)
         return nb;
     return (batch + 1) / 2;
 }
