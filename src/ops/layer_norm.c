@@ -157,12 +157,6 @@ static int check_inputs(const tg_tensor *x, const tg_tensor *w, const tg_tensor 
     return TG_OK;
 }
 
-static tg_dtype compute_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
-{
-    const bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
-    return f64 ? TG_F64 : TG_F32;
-}
-
 static int ln_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype, int *ndim,
                     int64_t *shape)
 {
@@ -198,7 +192,7 @@ static int ln_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     TG_TRY(check_inputs(x, w, b, p));
     const ln_geom g = geom_of(x, p);
     const int64_t rows = g.n * g.g, l = g.c / g.g * g.s;
-    const tg_dtype cdt = compute_dtype(x, w, b);
+    const tg_dtype cdt = tg__norm_compute_dtype(x, w, b);
     int rc = TG_ENOMEM;
     double *stats = tg__malloc((size_t)(2 * (rows > 0 ? rows : 1)) * sizeof(double));
     void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL;

@@ -220,6 +220,12 @@ tg_dtype tg__norm_out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_ten
     return dt;
 }
 
+tg_dtype tg__norm_compute_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
+{
+    const bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
+    return f64 ? TG_F64 : TG_F32;
+}
+
 tg_tensor *tg__norm_from_doubles(tg_dtype dt, int ndim, const int64_t *shape, const double *v)
 {
     tg_tensor *t = tg__tensor_uninit(dt, ndim, shape);
@@ -247,8 +253,8 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     tg_tensor *x = in[0], *w = in[1], *b = in[2];
     TG_TRY(check_inputs(x, w, b, p));
     const bn_geom g = geom_of(x);
-    bool f64 = x->dtype == TG_F64 || (w && w->dtype == TG_F64) || (b && b->dtype == TG_F64);
-    const tg_dtype cdt = f64 ? TG_F64 : TG_F32, odt = tg__norm_out_dtype(x, w, b);
+    const tg_dtype cdt = tg__norm_compute_dtype(x, w, b), odt = tg__norm_out_dtype(x, w, b);
+    const bool f64 = cdt == TG_F64;
 
     int rc = TG_ENOMEM;
     double *stats = tg__malloc((size_t)(3 * (g.c > 0 ? g.c : 1)) * sizeof(double));

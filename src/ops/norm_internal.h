@@ -1,9 +1,9 @@
-/* src/ops/norm_internal.h - what the norm files share: the output dtype
- * rule and a tensor of doubles (prefix tg__norm); batch_norm's parameters,
- * its create_graph backward (norm_backward_ops.c), its statistics kernel,
- * its loop over blocks of half channels (norm_blocks.c) and a switch for
- * tests (prefix tg__bn); and the backward that batch_norm, layer_norm and
- * group_norm run (norm.c, layer_norm.c). */
+/* src/ops/norm_internal.h - what the norm files share: the output and
+ * compute dtype rules and a tensor of doubles (prefix tg__norm);
+ * batch_norm's parameters, its create_graph backward (norm_backward_ops.c),
+ * its statistics kernel, its loop over blocks of half channels
+ * (norm_blocks.c) and a switch for tests (prefix tg__bn); and the backward
+ * that batch_norm, layer_norm and group_norm run (norm.c, layer_norm.c). */
 #ifndef TAPEGRAD_OPS_NORM_INTERNAL_H
 #define TAPEGRAD_OPS_NORM_INTERNAL_H
 
@@ -16,6 +16,8 @@
  * may be NULL): x's own when x is half under autocast, else the promotion
  * of the three (norm.c; batch_norm, layer_norm and group_norm). */
 tg_dtype tg__norm_out_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b);
+/* The dtype they compute in: f64 when x, w or b is f64, else f32. */
+tg_dtype tg__norm_compute_dtype(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b);
 /* A new tensor of dtype dt and shape (ndim, shape) holding the doubles v
  * (rounded into dt); NULL without memory. */
 tg_tensor *tg__norm_from_doubles(tg_dtype dt, int ndim, const int64_t *shape, const double *v);
