@@ -17,6 +17,17 @@ static const char ops_usage[] =
     "it (g: the output's gradient; a, b, ...: the inputs; da: what goes to\n"
     "a), or - when it gives none.\n";
 
+/* One line of the table; vjp NULL: no vjp column. */
+static void put_row(int width, const char *name, const char *arity, const char *amp,
+                    const char *backward, const char *double_backward, const char *vjp)
+{
+    if (vjp)
+        printf("%-*s %-5s %-16s %-8s %-15s %s\n", width, name, arity, amp, backward,
+               double_backward, vjp);
+    else
+        printf("%-*s %-5s %-16s %-8s %s\n", width, name, arity, amp, backward, double_backward);
+}
+
 int tg_cmd_ops(int argc, char **argv)
 {
     tg_plugin_ops plugin;
@@ -52,8 +63,7 @@ int tg_cmd_ops(int argc, char **argv)
         const int len = (int)strlen(info.name);
         if (len > width) width = len;
     }
-    printf("%-*s %-5s %-16s %-8s %s%s\n", width, "op", "arity", "amp", "backward",
-           vjp ? "double-backward " : "double-backward", vjp ? "vjp" : "");
+    put_row(width, "op", "arity", "amp", "backward", "double-backward", vjp ? "vjp" : NULL);
     for (int i = 0; i < n; i++) {
         tg_op_info info;
         if (tg_op_info_at(i, &info) < 0) {
@@ -62,10 +72,9 @@ int tg_cmd_ops(int argc, char **argv)
         }
         char arity[8];
         snprintf(arity, sizeof arity, info.arity < 0 ? "var" : "%d", info.arity);
-        printf("%-*s %-5s %-16s %-8s %-*s", width, info.name, arity,
-               tg_amp_policy_name(info.amp), info.has_backward ? "yes" : "no",
-               vjp ? 15 : 0, info.has_double_backward ? "yes" : "no");
-        printf(vjp ? " %s\n" : "\n", info.vjp ? info.vjp : "-");
+        put_row(width, info.name, arity, tg_amp_policy_name(info.amp),
+                info.has_backward ? "yes" : "no", info.has_double_backward ? "yes" : "no",
+                !vjp ? NULL : info.vjp ? info.vjp : "-");
     }
     printf("%d ops\n", n);
     return TG_EXIT_OK;
