@@ -278,15 +278,51 @@ void th_ints_of(const char *s, int64_t *v)
     for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
 }
 
+/* The largest finite |element| of t (0 for none). */
+static double finite_scale(const tg_tensor *t)
+{
+    double scale = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++)
+        if (isfinite(th_at(t, i))) scale = fmax(scale, fabs(th_at(t, i)));
+    return scale;
+}
+
+void th_expect_close(const char *what, const tg_tensor *got, const tg_tensor *want, double rtol)
+{
+    cr_assert(got != NULL && want != NULL, "%s: missing", what);
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape (ndim %d, want %d)", what,
+              tg_tensor_ndim(got), tg_tensor_ndim(want));
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype %s, want %s",
+              what, tg_dtype_name(tg_tensor_dtype(got)), tg_dtype_name(tg_tensor_dtype(want)));
+    const double scale = finite_scale(want);
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
+        const double g = th_at(got, i), w = th_at(want, i);
+        cr_assert(th_close(g, w, rtol, rtol * scale) &&
+                      (rtol > 0 || isnan(w) || signbit(g) == signbit(w)),
+                  "%s[%lld]: %.17g, want %.17g", what, (long long)i, g, w);
+    }
+}
+
+void th_expect_near(const char *what, const tg_tensor *got, const tg_tensor *want, double rtol,
+                    double atol)
+{
+    cr_assert(got != NULL && want != NULL, "%s: missing", what);
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape (ndim %d, want %d)", what,
+              tg_tensor_ndim(got), tg_tensor_ndim(want));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
+        const double g = th_at(got, i), w = th_at(want, i);
+        cr_assert(th_close(g, w, rtol, atol), "%s[%lld]: %.17g, want %.17g", what, (long long)i,
+                  g, w);
+    }
+}
+
 void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_tensor *want,
                             double rtol)
 {
     cr_assert(got != NULL, "%s: no tensor", what);
     cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
     th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
+    const double scale = finite_scale(want);
     for (int64_t i = 0; i < tg_tensor_numel(want); i++)
         cr_assert(th_close(th_at(got, i), th_at(want, i), 0, rtol * scale),
                   "%s[%lld]: %.17g, want %.17g", what, (long long)i, th_at(got, i),

@@ -184,6 +184,17 @@ const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *w
 tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, const char *b);
 /* The integers of "1,2,3" into v (as many as the text holds). */
 void th_ints_of(const char *s, int64_t *v);
+/* Fails unless got has want's shape and dtype and each element lies within
+ * rtol of want's, relative to the element or to the largest finite |want|
+ * (for sums that cancel): |got - want| <= rtol * (|want| + scale).  NaN
+ * matches NaN and an infinity itself; with rtol 0 the values must be equal
+ * and so must a zero's sign. */
+void th_expect_close(const char *what, const tg_tensor *got, const tg_tensor *want, double rtol);
+/* Fails unless got has want's shape and each element is th_close to
+ * want's: |got - want| <= atol + rtol * |want|, NaN matching NaN and an
+ * infinity itself. */
+void th_expect_near(const char *what, const tg_tensor *got, const tg_tensor *want, double rtol,
+                    double atol);
 /* Fails unless got has want's dtype and shape and each element lies within
  * rtol * (the largest finite |want|) of want's (NaN matches NaN, an
  * infinity itself). */

@@ -1,4 +1,4 @@
-/* tests/layer_norm_fixtures.c - the cases, their inputs and the comparison
+/* tests/layer_norm_fixtures.c - the cases and their inputs
  * shared by the layer_norm and group_norm tests (layer_norm_fixtures.h). */
 #include "layer_norm_fixtures.h"
 
@@ -7,20 +7,6 @@
 #include <math.h>
 
 #include "helpers.h"
-
-void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                  double rtol)
-{
-    cr_assert(got != NULL && want != NULL, "%s: missing", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
-}
 
 int run_case(tg_tensor **y, const ln_case *c, tg_tensor *x, tg_tensor *w, tg_tensor *b)
 {

@@ -1,4 +1,4 @@
-/* tests/layer_norm_fixtures.h - the cases, their inputs and the comparison
+/* tests/layer_norm_fixtures.h - the cases and their inputs
  * shared by test_layer_norm.c and test_layer_norm_grad.c
  * (layer_norm_fixtures.c). */
 #ifndef TG_TESTS_LAYER_NORM_FIXTURES_H
@@ -19,11 +19,6 @@ typedef struct ln_case {
     double eps;
     tg_tensor *x, *w, *b, *gy;
 } ln_case;
-
-/* Fails unless got has want's shape and dtype and each element lies within
- * rtol * (|want's element| + the largest |value| of want) of want's. */
-void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                  double rtol);
 
 /* Case c's op (group_norm or layer_norm) of x, w and b into *y; its status. */
 int run_case(tg_tensor **y, const ln_case *c, tg_tensor *x, tg_tensor *w, tg_tensor *b);

@@ -9,19 +9,6 @@
 
 #include "helpers.h"
 
-void nf_expect_close(const tg_tensor *got, const tg_tensor *want, double atol, double rtol,
-                     const char *what)
-{
-    cr_assert(got != NULL, "%s: no tensor", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape differs", what);
-    double *a = th_doubles(got), *b = th_doubles(want);
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: got %.9g, want %.9g",
-                  what, (long long)i, a[i], b[i]);
-    free(a);
-    free(b);
-}
-
 double *nf_snapshot(const tg_module *m, int64_t *n)
 {
     int64_t total = 0;

@@ -9,9 +9,6 @@
 #include "tapegrad/nn.h"
 #include "tapegrad/tensor.h"
 
-/* got has want's shape and |got - want| <= atol + rtol * |want| everywhere. */
-void nf_expect_close(const tg_tensor *got, const tg_tensor *want, double atol, double rtol,
-                     const char *what);
 
 /* Every state value of m in state-dict order (malloc'd; *n values). */
 double *nf_snapshot(const tg_module *m, int64_t *n);

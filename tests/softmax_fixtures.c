@@ -1,4 +1,4 @@
-/* tests/softmax_fixtures.c - the golden lookup, tolerances and comparison
+/* tests/softmax_fixtures.c - the golden lookup and tolerances
  * shared by the softmax and nll_loss tests (softmax_fixtures.h). */
 #include "softmax_fixtures.h"
 
@@ -16,24 +16,6 @@
 double tol_of(tg_dtype dt)
 {
     return dt == TG_F64 ? 2e-15 : dt == TG_F32 ? 1e-6 : 1e-2;
-}
-
-/* Each element of got within rtol of want, relative to the element or to
- * the largest finite |want| (for sums that cancel); NaN matches NaN only and
- * an infinity itself. */
-void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                  double rtol)
-{
-    cr_assert(got != NULL && want != NULL, "%s: missing", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype", what);
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
 }
 
 tg_tensor *leaf_clone(const tg_tensor *t)

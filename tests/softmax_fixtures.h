@@ -1,4 +1,4 @@
-/* tests/softmax_fixtures.h - the golden lookup, tolerances and comparison
+/* tests/softmax_fixtures.h - the golden lookup and tolerances
  * shared by test_softmax.c and test_nll_loss.c (softmax_fixtures.c). */
 #ifndef TG_TESTS_SOFTMAX_FIXTURES_H
 #define TG_TESTS_SOFTMAX_FIXTURES_H
@@ -9,11 +9,6 @@
 
 /* The tolerance of a dtype against torch, relative to the largest value. */
 double tol_of(tg_dtype dt);
-/* Each element of got within rtol of want, relative to the element or to
- * the largest finite |want| (for sums that cancel); NaN matches NaN only and
- * an infinity itself. */
-void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                  double rtol);
 /* A copy of t that requires grad. */
 tg_tensor *leaf_clone(const tg_tensor *t);
 /* The tensor of f at the key fmt makes of a, b and c (borrowed; asserts

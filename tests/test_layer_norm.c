@@ -92,7 +92,7 @@ Test(layer_norm, values_and_gradients_match_pytorch)
         OK(run_case(&y, &c, x, w, b));
         char what[128];
         snprintf(what, sizeof what, "%s y", name);
-        expect_close(what, y, get(f, name, "y", true), tol);
+        th_expect_close(what, y, get(f, name, "y", true), tol);
         if (grads) {
             OK(tg_backward(y, c.gy, NULL));
             const char *keys[3] = {"gx", "gw", "gb"};
@@ -100,7 +100,7 @@ Test(layer_norm, values_and_gradients_match_pytorch)
             for (int i = 0; i < 3; i++) {
                 if (!leaves[i]) continue;
                 snprintf(what, sizeof what, "%s %s", name, keys[i]);
-                expect_close(what, tg_tensor_grad(leaves[i]), get(f, name, keys[i], true), tol);
+                th_expect_close(what, tg_tensor_grad(leaves[i]), get(f, name, keys[i], true), tol);
             }
             with_grads++;
         }
@@ -239,8 +239,8 @@ Test(layer_norm, strided_input_matches_contiguous_copy)
             if (k == 0) OK(tg_transpose(&g[k], gl, 1, 2));
             else g[k] = tg_tensor_retain(gl);
         }
-        expect_close("strided y", y[0], y[1], 1e-15);
-        expect_close("strided dx", g[0], g[1], 1e-15);
+        th_expect_close("strided y", y[0], y[1], 1e-15);
+        th_expect_close("strided dx", g[0], g[1], 1e-15);
         th_release_all(10, (tg_tensor *[]){base, xv, xc, gy, w, b, y[0], y[1], g[0], g[1]});
     }
 }

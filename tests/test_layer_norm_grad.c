@@ -95,7 +95,7 @@ Test(layer_norm_grad, fused_backward_matches_recorded_backward)
                 char what[64];
                 snprintf(what, sizeof what, "case %zu %s d%s", k, tg_dtype_name(dt),
                          i == 0 ? "x" : i == 1 ? "w" : "b");
-                expect_close(what, g[1][i], g[0][i], d ? 1e-5 : 1e-12);
+                th_expect_close(what, g[1][i], g[0][i], d ? 1e-5 : 1e-12);
                 th_release_all(2, (tg_tensor *[]){g[0][i], g[1][i]});
             }
         }

@@ -39,20 +39,6 @@ static int run(size_t c, tg_tensor **out, tg_tensor *x, tg_tensor *t, tg_tensor 
     }
 }
 
-/* Every element of got equals want within rtol (relative, plus rtol absolute
- * near 0); NaN must meet NaN and an infinity the same infinity. */
-static void expect_close(const tg_tensor *got, const tg_tensor *want, double rtol,
-                         const char *what)
-{
-    cr_assert(got != NULL, "%s: missing", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
-    for (int64_t i = 0, n = tg_tensor_numel(want); i < n; i++) {
-        double g = th_at(got, i), w = th_at(want, i);
-        bool ok = isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= rtol * (1 + fabs(w));
-        cr_assert(ok, "%s[%lld]: %.17g vs PyTorch's %.17g", what, (long long)i, g, w);
-    }
-}
-
 /* A copy of t in dtype dt, requiring grad when rg. */
 static tg_tensor *leaf(const tg_tensor *t, tg_dtype dt, bool rg)
 {
@@ -83,14 +69,14 @@ Test(loss_prob, values_and_gradients_match_pytorch)
                 cr_assert(eq(int, tg_tensor_dtype(v), dts[d]));
                 char what[96];
                 snprintf(what, sizeof what, "%s %s %s value", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(v, th_golden_at(f, "%s.%s.value", cn, rn), tol, what);
+                th_expect_near(what, v, th_golden_at(f, "%s.%s.value", cn, rn), tol, tol);
                 cr_assert(eq(int, tg_backward(v, gout, NULL), TG_OK), "%s", tg_error_message());
                 snprintf(what, sizeof what, "%s %s %s grad_input", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(tg_tensor_grad(x), th_golden_at(f, "%s.%s.grad_input", cn, rn), tol,
-                             what);
+                th_expect_near(what, tg_tensor_grad(x), th_golden_at(f, "%s.%s.grad_input", cn, rn),
+                               tol, tol);
                 snprintf(what, sizeof what, "%s %s %s grad_target", tg_dtype_name(dts[d]), cn, rn);
-                expect_close(tg_tensor_grad(t), th_golden_at(f, "%s.%s.grad_target", cn, rn), tol,
-                             what);
+                th_expect_near(what, tg_tensor_grad(t),
+                               th_golden_at(f, "%s.%s.grad_target", cn, rn), tol, tol);
                 th_release_all(5, (tg_tensor *[]){v, gout, x, t, w});
             }
     tg_st_free(f);
@@ -122,7 +108,7 @@ Test(loss_prob, second_derivatives_match_pytorch)
                   tg_error_message());
         char what[64];
         snprintf(what, sizeof what, "%s d2/dx2", cn);
-        expect_close(ggx, th_golden_at(f, "%s.%s.ggin", cn, "none"), 1e-9, what);
+        th_expect_near(what, ggx, th_golden_at(f, "%s.%s.ggin", cn, "none"), 1e-9, 1e-9);
         th_release_all(5, (tg_tensor *[]){v, gx, ggx, x, t});
     }
     tg_st_free(f);
@@ -141,11 +127,12 @@ Test(loss_prob, bce_at_0_and_1_gives_pytorch_values)
         cr_assert(eq(int, tg_bce_loss(&v, x, t, NULL, TG_REDUCTION_NONE), TG_OK), "%s",
                   tg_error_message());
         double tol = d == 0 ? 1e-12 : 1e-5;
-        expect_close(v, th_golden_at(f, "%s.%s.value", "bcep_edge", "none"), tol, "edge value");
+        th_expect_near("edge value", v, th_golden_at(f, "%s.%s.value", "bcep_edge", "none"), tol,
+                       tol);
         cr_assert(eq(int, tg_sum(&s, v), TG_OK));
         cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK));
-        expect_close(tg_tensor_grad(x), th_golden_at(f, "%s.%s.grad_input", "bcep_edge", "none"),
-                     tol, "edge grad_input");
+        th_expect_near("edge grad_input", tg_tensor_grad(x),
+                       th_golden_at(f, "%s.%s.grad_input", "bcep_edge", "none"), tol, tol);
         th_release_all(4, (tg_tensor *[]){s, v, x, t});
     }
     tg_st_free(f);

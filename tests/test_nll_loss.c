@@ -40,11 +40,11 @@ Test(nll_loss, values_and_gradients_match_pytorch)
             OK(tg_nll_loss(&v, lp, t, w, REDS[r], ii));
             char what[96];
             snprintf(what, sizeof what, "%s %s value", name, RED_NAMES[r]);
-            expect_close(what, v, golden(f, "nll.%s.%s.value", name, RED_NAMES[r], ""), tol);
+            th_expect_close(what, v, golden(f, "nll.%s.%s.value", name, RED_NAMES[r], ""), tol);
             OK(tg_backward(v, golden(f, "nll.%s.%s.gout", name, RED_NAMES[r], ""), NULL));
             snprintf(what, sizeof what, "%s %s grad", name, RED_NAMES[r]);
-            expect_close(what, tg_tensor_grad(lp), golden(f, "nll.%s.%s.grad", name, RED_NAMES[r], ""),
-                         tol);
+            th_expect_close(what, tg_tensor_grad(lp),
+                            golden(f, "nll.%s.%s.grad", name, RED_NAMES[r], ""), tol);
             th_release_all(2, (tg_tensor *[]){v, lp});
             checked++;
         }
@@ -137,12 +137,12 @@ Test(nll_loss, after_log_softmax_is_cross_entropy)
         OK(tg_log_softmax(&lp, x, -1));
         OK(tg_nll_loss(&a, lp, t, NULL, REDS[r], TG_IGNORE_INDEX_DEFAULT));
         OK(tg_cross_entropy(&b, x, t, REDS[r]));
-        expect_close(RED_NAMES[r], a, b, 1e-15);
+        th_expect_close(RED_NAMES[r], a, b, 1e-15);
         tg_tensor *ones = NULL;
         OK(tg_tensor_full(&ones, TG_F64, tg_tensor_ndim(a), tg_tensor_shape(a), 1.0));
         OK(tg_grad(&ga, 1, &a, &ones, 1, &x, NULL));
         OK(tg_grad(&gb, 1, &b, &ones, 1, &x, NULL));
-        expect_close(RED_NAMES[r], ga, gb, 1e-15);
+        th_expect_close(RED_NAMES[r], ga, gb, 1e-15);
         th_release_all(6, (tg_tensor *[]){lp, a, b, ga, gb, ones});
     }
     th_release_all(2, (tg_tensor *[]){x, t});

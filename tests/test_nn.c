@@ -66,18 +66,18 @@ static void check_case(tg_module *m, const tg_st_file *f, const char *prefix, co
     tg_tensor_set_requires_grad(x, true);
     cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
     snprintf(key, sizeof key, "%sy", tag);
-    nf_expect_close(y, must_get(f, key), tol, tol, key);
+    th_expect_near(key, y, must_get(f, key), tol, tol);
     cr_assert(eq(int, tg_backward(y, must_get(f, "grad_y"), NULL), TG_OK), "%s",
               tg_error_message());
     snprintf(key, sizeof key, "%sgrad_x", tag);
-    nf_expect_close(tg_tensor_grad(x), must_get(f, key), tol, tol, key);
+    th_expect_near(key, tg_tensor_grad(x), must_get(f, key), tol, tol);
     for (int i = 0; i < tg_module_state_count(m); i++) {
         tg_tensor *t;
         bool is_param;
         tg_module_state_at(m, i, name, sizeof name, &t, &is_param);
         if (!is_param) continue;
         snprintf(key, sizeof key, "%sgrad.%s.%s", tag, prefix, name);
-        nf_expect_close(tg_tensor_grad(t), must_get(f, key), tol, tol, key);
+        th_expect_near(key, tg_tensor_grad(t), must_get(f, key), tol, tol);
     }
     tg_tensor_release(y);
     tg_tensor_release(x);
@@ -91,7 +91,7 @@ static void check_after(const tg_module *m, const tg_st_file *f, const char *pre
         tg_tensor *t;
         tg_module_state_at(m, i, name, sizeof name, &t, NULL);
         snprintf(key, sizeof key, "after.%s.%s", prefix, name);
-        nf_expect_close(t, must_get(f, key), 1e-6, 1e-5, key);
+        th_expect_near(key, t, must_get(f, key), 1e-5, 1e-6);
     }
 }
 
@@ -385,7 +385,7 @@ Test(nn, dropout_statistics_and_eval_identity)
     tg_tensor_release(y3);
     tg_module_train(d, false);
     cr_assert(eq(int, tg_module_forward(d, &y, x), TG_OK));
-    nf_expect_close(y, x, 0, 0, "eval dropout");
+    th_expect_near("eval dropout", y, x, 0, 0);
     tg_tensor_release(y);
     tg_module_release(d);
     tg_module_release(d2);

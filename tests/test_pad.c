@@ -69,19 +69,6 @@ static tg_tensor *leaf_of(const tg_tensor *t)
     return c;
 }
 
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(eq(i64, tg_tensor_numel(got), tg_tensor_numel(want)), "%s: size", what);
-    cr_assert(eq(int, tg_tensor_ndim(got), tg_tensor_ndim(want)), "%s: rank", what);
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(fabs(th_at(got, i) - th_at(want, i)) <= rtol * (scale + 1e-300),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
-}
-
 /* sum(y * gy) backward: the gradient of every leaf. */
 static void backward_with(tg_tensor *y, const tg_tensor *gy)
 {
@@ -109,9 +96,9 @@ static void expect_pad_cases(const char *prefix, int min)
         tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
         OK(tg_pad(&y, x, np, pads, mode_of(meta(f, c, "mode")), atof(meta(f, c, "value"))));
         /* a copy of the values: exactly torch's */
-        expect_close(c, y, get(f, c, "y"), 0);
+        th_expect_close(c, y, get(f, c, "y"), 0);
         backward_with(y, get(f, c, "grad_y"));
-        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-14);
+        th_expect_close_scaled(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-14);
         th_release_all(2, (tg_tensor *[]){x, y});
     }
     tg_st_free(f);
@@ -179,7 +166,7 @@ Test(pad, integer_and_half_tensors_are_copied_exactly)
         OK(tg_pad(&yr, x64, 4, (int64_t[]){1, 2, 2, 0}, TG_PAD_REFLECT, 0));
         cr_assert(eq(int, tg_tensor_dtype(y), dts[k]));
         OK(tg_tensor_to_dtype(&yc, y, TG_F64));
-        expect_close(tg_dtype_name(dts[k]), yc, yr, 0);
+        th_expect_close(tg_dtype_name(dts[k]), yc, yr, 0);
         OK(tg_pad(&y2, x, 2, (int64_t[]){0, 1}, TG_PAD_CONSTANT, 5));
         cr_assert(eq(dbl, th_at(y2, 4), 5.0), "%s: the constant", tg_dtype_name(dts[k]));
         th_release_all(6, (tg_tensor *[]){x64, x, y, yr, yc, y2});
@@ -281,11 +268,11 @@ Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
         tg_tensor *x = leaf_of(get(f, c, "x")), *w = leaf_of(get(f, c, "w"));
         tg_tensor *b = leaf_of(get(f, c, "b")), *y = NULL;
         OK(tg_conv(&y, x, w, b, &p));
-        expect_close(c, y, get(f, c, "y"), 1e-12);
+        th_expect_close_scaled(c, y, get(f, c, "y"), 1e-12);
         backward_with(y, get(f, c, "grad_y"));
-        expect_close(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-12);
-        expect_close(c, tg_tensor_grad(w), get(f, c, "grad_w"), 1e-12);
-        expect_close(c, tg_tensor_grad(b), get(f, c, "grad_b"), 1e-12);
+        th_expect_close_scaled(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-12);
+        th_expect_close_scaled(c, tg_tensor_grad(w), get(f, c, "grad_w"), 1e-12);
+        th_expect_close_scaled(c, tg_tensor_grad(b), get(f, c, "grad_b"), 1e-12);
         /* the module with the same params and weights gives the op's bits */
         const tg_tensor *wg = get(f, c, "w");
         const int nsp = tg_tensor_ndim(wg) - 2;

@@ -18,28 +18,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* Every element of got equal to want when rtol is 0 (NaN to NaN, and the
- * sign of a zero counts), else within rtol of it or of the largest finite
- * |want|. */
-static void expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    cr_assert(got != NULL && want != NULL, "%s: missing", what);
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape (ndim %d, torch %d)", what,
-              tg_tensor_ndim(got), tg_tensor_ndim(want));
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype %s, torch %s",
-              what, tg_dtype_name(tg_tensor_dtype(got)), tg_dtype_name(tg_tensor_dtype(want)));
-    double scale = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        if (isfinite(th_at(want, i))) scale = fmax(scale, fabs(th_at(want, i)));
-    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
-        cr_assert(th_close(th_at(got, i), th_at(want, i), rtol, rtol * scale) &&
-                      (rtol > 0 || isnan(th_at(want, i)) ||
-                       signbit(th_at(got, i)) == signbit(th_at(want, i))),
-                  "%s[%lld]: %.17g, torch %.17g", what, (long long)i, th_at(got, i),
-                  th_at(want, i));
-}
-
 static tg_tensor *golden(const tg_st_file *f, const char *fmt, const char *a)
 {
     char key[160];
@@ -124,18 +102,18 @@ Test(stats, values_indices_and_gradients_match_pytorch)
         snprintf(key, sizeof key, "c%d.y", k);
         snprintf(what, sizeof what, "%s %s dims %s keepdim %d correction %lld: y", name, fn,
                  fields[2], keep, (long long)corr);
-        expect_close(what, y, golden(f, "%s", key), tol);
+        th_expect_close(what, y, golden(f, "%s", key), tol);
         if (with_i) {
             snprintf(key, sizeof key, "c%d.i", k);
             snprintf(what, sizeof what, "%s %s dims %s: indices", name, fn, fields[2]);
-            expect_close(what, i, golden(f, "%s", key), 0);
+            th_expect_close(what, i, golden(f, "%s", key), 0);
         }
         if (w) {
             OK(tg_backward(y, w, NULL));
             snprintf(key, sizeof key, "c%d.gx", k);
             snprintf(what, sizeof what, "%s %s dims %s keepdim %d correction %lld: gx", name,
                      fn, fields[2], keep, (long long)corr);
-            expect_close(what, tg_tensor_grad(x), golden(f, "%s", key), tol);
+            th_expect_close(what, tg_tensor_grad(x), golden(f, "%s", key), tol);
             graded++;
         } else if (!tg_dtype_is_float(tg_tensor_dtype(y))) {
             cr_assert(tg_tensor_requires_grad(y) == false, "%s %s: an integer result requires grad",
