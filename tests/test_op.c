@@ -11,6 +11,7 @@
 
 #include "autograd/tape.h"
 #include "helpers.h"
+#include "op_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(expr) cr_assert(eq(int, (expr), TG_OK), "%s", tg_error_message())
@@ -331,29 +332,7 @@ Test(op, the_context_refuses_slots_never_saved)
     cr_assert(tg_op_ctx_params(none) == NULL);
 }
 
-/* ---- what the views of the tape show of an op of its own ---- */
-
-/* y = k x, with k the scalar operand that its params begin with. */
-typedef struct scale_params {
-    double k;
-} scale_params;
-
-static int scale_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                         const void *params)
-{
-    (void)ctx, (void)n;
-    return tg_mul_scalar(out, in[0], ((const scale_params *)params)->k);
-}
-
-static int scale_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
-{
-    return tg_mul_scalar(&gi[0], g, ((const scale_params *)tg_op_ctx_params(ctx))->k);
-}
-
-static const tg_op_schema scale_op = {.name = "test_scale", .arity = 1, .amp = TG_AMP_KEEP,
-                                      .forward = scale_forward, .backward = scale_backward,
-                                      .double_backward = true, .vjp = "da = g * k",
-                                      .scalar = "k"};
+/* ---- what the views of the tape show of an op of its own (scale_op, op_fixtures.c) ---- */
 
 /* The DOT text of t's tape, which the caller frees. */
 static char *dot_of(const tg_tensor *t)

@@ -10,6 +10,7 @@
 
 #include "autograd/tape.h"
 #include "helpers.h"
+#include "op_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -181,6 +182,117 @@ Test(tape_view, dot_rejects_bad_arguments)
     cr_assert(eq(int, tg_graph_to_dot_ex(NULL, y, NULL), TG_EINVAL));
     cr_assert(eq(int, tg_graph_to_dot_ex(stdout, NULL, NULL), TG_EINVAL));
     th_release_all(3, (tg_tensor *[]){y, w, x});
+}
+
+/* The line of text that holds what, in a new string (NULL when none does). */
+static char *line_of(const char *text, const char *what)
+{
+    const char *at = strstr(text, what);
+    if (!at) return NULL;
+    const char *start = at, *end = strchr(at, '\n');
+    while (start > text && start[-1] != '\n') start--;
+    return strndup(start, end ? (size_t)(end - start) : strlen(start));
+}
+
+/* The declaration of the node of op in dot (its label begins "#<seq> op\n"). */
+static char *node_of(const char *dot, const char *op)
+{
+    char what[64];
+    snprintf(what, sizeof what, " %s\\n", op);
+    char *line = line_of(dot, what);
+    cr_assert(line != NULL, "no %s node in\n%s", op, dot);
+    return line;
+}
+
+Test(tape_view, dot_shows_each_ops_vjp_as_its_tooltip_and_with_show_vjp_in_its_label)
+{
+    tg_tensor *x, *w, *y = small_graph(&x, &w);
+    char *dot = dot_of(y, NULL);
+    char *mul = node_of(dot, "mul");
+    th_expect_in(mul, "tooltip=\"da = g * b, db = g * a\", label=\"#");
+    th_expect_in(mul, " mul\\nxw: f64 (3)\"];");
+    /* mul, tanh, mul_scalar and sum: each op node has one, nothing else */
+    cr_assert(eq(int, count_of(dot, "tooltip="), 4), "%s", dot);
+    cr_assert(strstr(dot, "\\nda = ") == NULL, "a formula in a label by default:\n%s", dot);
+    free(mul);
+    free(dot);
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;
+    dot = dot_of(y, &o);
+    mul = node_of(dot, "mul");
+    th_expect_in(mul, "tooltip=\"da = g * b, db = g * a\"");
+    th_expect_in(mul, " mul\\nxw: f64 (3)\\nda = g * b, db = g * a\"];");
+    th_expect_in(dot, " mul_scalar\\nf64 (3)\\nda = g * s\"];");
+    free(mul);
+    free(dot);
+    th_release_all(3, (tg_tensor *[]){y, w, x});
+}
+
+/* sum(op(x)) with params k = 0.75, and the DOT text of its tape with opts. */
+static char *dot_of_op(const tg_op_schema *op, const tg_dot_opts *opts)
+{
+    tg_tensor *x = th_vec(TG_F64, 3, X, "x", true), *y = NULL, *s = NULL;
+    scale_params p = {.k = 0.75};
+    OK(tg_op_call(op, &y, 1, &x, &p, sizeof p));
+    OK(tg_sum(&s, y));
+    char *dot = dot_of(s, opts);
+    th_release_all(3, (tg_tensor *[]){s, y, x});
+    return dot;
+}
+
+Test(tape_view, dot_shows_the_vjp_of_a_registered_op_of_ones_own)
+{
+    OK(tg_op_register(&scale_op));
+    const tg_op_schema *op;
+    OK(tg_op_find(&op, "test_scale"));
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;
+    char *dot = dot_of_op(op, &o), *node = node_of(dot, "test_scale");
+    th_expect_in(node, "tooltip=\"da = g * k\"");
+    th_expect_in(node, " test_scale\\nf64 (3)\\nda = g * k\"];");
+    th_expect_in(dot, "label=\"k = 0.75\"");
+    free(node);
+    free(dot);
+}
+
+/* An op whose schema has no vjp (or an empty one) gets neither a tooltip nor
+ * a label line: not the steps' generic text. */
+Test(tape_view, dot_gives_an_op_without_vjp_no_tooltip)
+{
+    const tg_op_schema plain = {.name = "test_plain", .arity = 1, .amp = TG_AMP_KEEP,
+                                .forward = scale_forward, .backward = scale_backward},
+                       empty = {.name = "test_empty", .arity = 1, .amp = TG_AMP_KEEP,
+                                .forward = scale_forward, .backward = scale_backward,
+                                .vjp = ""};
+    const tg_op_schema *ops[2] = {&plain, &empty};
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;
+    for (int i = 0; i < 2; i++) {
+        char *dot = dot_of_op(ops[i], &o), *node = node_of(dot, ops[i]->name);
+        char *sum = node_of(dot, "sum");
+        cr_assert(strstr(node, "tooltip") == NULL, "%s", node);
+        th_expect_in(node, "\\nf64 (3)\"];");
+        th_expect_in(sum, "tooltip=");   /* sum's own is still there */
+        cr_assert(strstr(dot, "own backward") == NULL, "%s", dot);
+        free(sum);
+        free(node);
+        free(dot);
+    }
+}
+
+/* The formula is a DOT string: its quotes and backslashes are escaped. */
+Test(tape_view, dot_escapes_quotes_and_backslashes_in_the_vjp)
+{
+    const tg_op_schema quoted = {.name = "test_quoted", .arity = 1, .amp = TG_AMP_KEEP,
+                                 .forward = scale_forward, .backward = scale_backward,
+                                 .vjp = "da = g * \"k\" \\ 1"};
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;
+    char *dot = dot_of_op(&quoted, &o), *node = node_of(dot, "test_quoted");
+    th_expect_in(node, "tooltip=\"da = g * \\\"k\\\" \\\\ 1\", label=\"#");
+    th_expect_in(node, "\\nf64 (3)\\nda = g * \\\"k\\\" \\\\ 1\"];");
+    free(node);
+    free(dot);
 }
 
 /* ---- step-through backward ---- */

@@ -145,16 +145,21 @@ typedef struct tg_dot_opts {
     bool show_grads;    /* up to max_elems values of each leaf's .grad */
     bool show_saved;    /* tensors saved for backward: dashed edges to the node */
     int max_elems;      /* values shown per tensor, >= 0 */
+    bool show_vjp;      /* each op's VJP formula as a last line of its label too */
 } tg_dot_opts;
-#define TG_DOT_OPTS_INIT \
-    {.show_values = false, .show_grads = false, .show_saved = true, .max_elems = 4}
+#define TG_DOT_OPTS_INIT                                                      \
+    {.show_values = false, .show_grads = false, .show_saved = true,           \
+     .max_elems = 4, .show_vjp = false}
 
 /* Writes the graph behind t (its tape) as Graphviz DOT, edges in the
  * direction of the forward computation.  Each op node is a box with its
  * sequence number, op, the output's name (tg_tensor_set_name, kept after the
  * output is freed), dtype and shape; each leaf a rounded box with its name;
  * constant inputs and scalar operands (mul_scalar's s) small grey nodes of
- * their own; each tensor is declared once.  Values are read only from
+ * their own; each tensor is declared once.  An op node whose schema has a
+ * vjp (the formula of its backward, "da = g * b, db = g * a" for mul) carries
+ * it as its tooltip, which the SVG shows when the pointer rests on the node;
+ * show_vjp writes it in the label as well.  Values are read only from
  * tensors still alive: a leaf, a saved tensor, an output the caller holds.
  * opts may be NULL for TG_DOT_OPTS_INIT.  TG_EINVAL for a NULL f or t or a
  * negative max_elems; nothing is written then. */

@@ -197,12 +197,32 @@ static void dot_saved(dot_ctx *c, const tg_node *n)
     }
 }
 
+/* The VJP formula of n's op (its schema's vjp, as the steps show it), or
+ * NULL when the schema has none: then the node gets neither a tooltip nor a
+ * label line, rather than the steps' generic text. */
+static const char *vjp_of(const tg_node *n)
+{
+    const char *vjp = n->op->vjp;
+    return vjp && vjp[0] ? vjp : NULL;
+}
+
+/* A tooltip attribute: Graphviz's SVG shows it when the pointer rests on
+ * the node. */
+static void put_tooltip(FILE *f, const char *text)
+{
+    fputs("tooltip=\"", f);
+    put_escaped(f, text);
+    fputs("\", ", f);
+}
+
 static void dot_node(dot_ctx *c, const tg_node *n, bool root)
 {
     char meta[128];
     unsigned long long seq = (unsigned long long)n->seq;
-    fprintf(c->f, "  \"n%llu\" [id=\"n%llu\", shape=box, label=\"#%llu %s\\n", seq, seq, seq,
-            n->op->name);
+    const char *vjp = vjp_of(n);
+    fprintf(c->f, "  \"n%llu\" [id=\"n%llu\", shape=box, ", seq, seq);
+    if (vjp) put_tooltip(c->f, vjp);
+    fprintf(c->f, "label=\"#%llu %s\\n", seq, n->op->name);
     if (n->name[0]) {
         put_escaped(c->f, n->name);
         fputs(": ", c->f);
@@ -214,6 +234,10 @@ static void dot_node(dot_ctx *c, const tg_node *n, bool root)
     for (int k = 0; k < n->n_saved; k++)
         saves_out |= n->saved[k].t && is_own_output(n, n->saved[k].t);
     if (c->o.show_saved && saves_out) fputs("\\nsaves its output", c->f);
+    if (c->o.show_vjp && vjp) {
+        fputs("\\n", c->f);
+        put_escaped(c->f, vjp);
+    }
     fprintf(c->f, "\"%s];\n", root ? ", penwidth=3, color=red" : "");
 }
 
