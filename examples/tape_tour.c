@@ -187,10 +187,13 @@ static void write_dot(const tg_tensor *loss, const char *path)
         fprintf(stderr, "tape_tour: cannot write %s: %s\n", path, strerror(errno));
         exit(1);
     }
-    close_or_exit(f, path, tg_graph_to_dot(f, loss));
-    printf("\nThe same tape as a Graphviz graph is in %s: square boxes are op nodes, rounded\n"
-           "ones leaves (grey: constants; dashed: tensors saved for backward), arrows\n"
-           "follow the forward computation, the root is red.\n", path);
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;   /* each op's vector-Jacobian product under its name */
+    close_or_exit(f, path, tg_graph_to_dot_ex(f, loss, &o));
+    printf("\nThe same tape as a Graphviz graph is in %s: square boxes are op nodes, with\n"
+           "the vector-Jacobian product each one's backward computes on its last line;\n"
+           "rounded ones leaves (grey: constants; dashed: tensors saved for backward),\n"
+           "arrows follow the forward computation, the root is red.\n", path);
     if (system("command -v dot >/dev/null 2>&1") == 0)
         printf("Graphviz is installed; draw it with:  dot -Tpng %s -o tape.png\n", path);
     else

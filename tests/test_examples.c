@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tapegrad/op.h"
 #include "tapegrad/viz.h"
 
 #define AE(...) th_run("TG_AUTOENCODER", (const char *const[]){__VA_ARGS__, NULL})
@@ -224,6 +225,13 @@ Test(examples, tape_tour_writes_its_dot_file)
     char *text = th_read_file(th_tmp_path(dot, sizeof dot, "my.dot"), &n);
     cr_assert(text != NULL && n > 0);
     cr_assert(strstr(text, "digraph") != NULL, "not DOT:\n%s", text);
+    /* tanh's node ends its label with tanh's VJP formula */
+    const tg_op_schema *tanh_op = NULL;
+    cr_assert(eq(int, tg_op_find(&tanh_op, "tanh"), TG_OK), "%s", tg_error_message());
+    cr_assert(tanh_op->vjp != NULL && strpbrk(tanh_op->vjp, "\"\\") == NULL);
+    char line[256];
+    snprintf(line, sizeof line, "\\n%s\"", tanh_op->vjp);
+    th_expect_in(text, line);
     free(text);
     th_expect_in(th_out, "finite differences");
 }
