@@ -182,7 +182,24 @@ BF16_TARGET static void pack_b_lines(uint32_t *bp, const tg__bf16_src *s, int64_
         const int64_t o0 = t < kc ? (t0 + t) * s->ld + j0 : -1;
         const int64_t o1 = t + 1 < kc ? o0 + s->ld : -1;
         uint32_t *d = bp + p * TG__BF16_NR;
-        for (int64_t l = 0; l < nc; l += 16) {
+        int64_t l = 0;
+        if (s->h && o1 >= 0) {
+            /* bf16 bits, both rows: a whole panel's 32 lines at a time, the
+             * two rows' halves interleaved by one permute each (word q of lo:
+             * row t's entry q low, row t + 1's high, index 32 + q) */
+            const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10,
+                                                41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3,
+                                                34, 2, 33, 1, 32, 0);
+            const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+            for (; l + TG__BF16_NR <= nc; l += TG__BF16_NR) {
+                const __m512i r0 = _mm512_loadu_si512((const void *)(s->h + o0 + l));
+                const __m512i r1 = _mm512_loadu_si512((const void *)(s->h + o1 + l));
+                uint32_t *q = d + (l / TG__BF16_NR) * kp * TG__BF16_NR;
+                _mm512_storeu_si512((void *)q, _mm512_permutex2var_epi16(r0, lo, r1));
+                _mm512_storeu_si512((void *)(q + 16), _mm512_permutex2var_epi16(r0, hi, r1));
+            }
+        }
+        for (; l < nc; l += 16) {
             const __m512i v = pairs_across(s, o0 < 0 ? -1 : o0 + l, o1 < 0 ? -1 : o1 + l, nc - l);
             /* line l of the block: panel l / NR, lane l % NR */
             _mm512_storeu_si512((void *)(d + (l / TG__BF16_NR) * kp * TG__BF16_NR +
