@@ -9,7 +9,7 @@ the two alternate for --rounds rounds, each first in turn, so that a busy
 machine slows both alike; each ratio is also given within rounds (median and
 range of the per-round ratios).
 --omp-wait picks libgomp's OMP_WAIT_POLICY, which this PyTorch build reads
-(tapegrad has its own thread pool since bc1d62a and ignores it; its runs under
+(tapegrad has its own thread pool and ignores it; its runs under
 each policy are repeats of the same measurement): passive (idle workers sleep
 at once: safe on a busy machine, but every parallel region then pays a thread
 wake-up), active, inherit (the environment's; unset is libgomp's default,
