@@ -359,49 +359,53 @@ static int keep_vjp(const tg_backward_step *s, void *user)
     return TG_OK;
 }
 
+/* What the views show of op called with params p on a leaf, summed: the
+ * DOT text of the tape (the caller frees it), the vjp of op's backward step,
+ * and the op's tg_op_info once it is registered. */
+typedef struct op_views {
+    char *dot;
+    step_vjp step;
+    tg_op_info info;
+} op_views;
+
+static op_views views_of(const tg_op_schema *op, const void *p, size_t size)
+{
+    tg_tensor *x = leaf(TG_F64, 3), *y = NULL, *s = NULL;
+    OK(tg_op_call(op, &y, 1, &x, p, size));
+    OK(tg_sum(&s, y));
+    op_views v = {.dot = dot_of(s), .step = {.op = op->name}};
+    OK(tg_backward_steps(s, NULL, NULL, keep_vjp, &v.step));
+    OK(tg_op_register(op));
+    OK(tg_op_info_find(op->name, &v.info));
+    th_release_all(3, (tg_tensor *[]){x, y, s});
+    return v;
+}
+
 /* The schema's vjp is what a backward step says (and so TG_TRACE=2 and the
  * viz page) and what tg_op_info reports; its scalar operand is drawn in the
  * DOT graph with the call's value. */
 Test(op, the_schemas_vjp_and_scalar_show_in_the_views)
 {
-    tg_tensor *x = leaf(TG_F64, 3), *y = NULL, *s = NULL;
     scale_params p = {.k = 0.75};
-    OK(tg_op_call(&scale_op, &y, 1, &x, &p, sizeof p));
-    OK(tg_sum(&s, y));
-    char *dot = dot_of(s);
-    th_expect_in(dot, "test_scale");
-    th_expect_in(dot, "label=\"k = 0.75\"");
-    free(dot);
-    step_vjp seen = {.op = "test_scale"};
-    OK(tg_backward_steps(s, NULL, NULL, keep_vjp, &seen));
-    cr_assert(eq(str, seen.vjp, "da = g * k"));
-    OK(tg_op_register(&scale_op));
-    tg_op_info info;
-    OK(tg_op_info_find("test_scale", &info));
-    cr_assert(info.vjp != NULL && strcmp(info.vjp, "da = g * k") == 0);
-    th_release_all(3, (tg_tensor *[]){x, y, s});
+    op_views v = views_of(&scale_op, &p, sizeof p);
+    th_expect_in(v.dot, "test_scale");
+    th_expect_in(v.dot, "label=\"k = 0.75\"");
+    free(v.dot);
+    cr_assert(eq(str, v.step.vjp, "da = g * k"));
+    cr_assert(v.info.vjp != NULL && strcmp(v.info.vjp, "da = g * k") == 0);
 }
 
 /* Without vjp the views give the generic text, and without scalar they draw
  * no scalar operand even when params begin with 8 bytes. */
 Test(op, without_vjp_the_views_say_the_ops_own_backward)
 {
-    tg_tensor *x = leaf(TG_F64, 3), *y = NULL, *s = NULL;
     twice_params p = {0};
-    OK(tg_op_call(&twice_op, &y, 1, &x, &p, sizeof p));
-    OK(tg_sum(&s, y));
-    char *dot = dot_of(s);
-    th_expect_in(dot, "test_twice");
-    cr_assert(strstr(dot, "[id=\"s") == NULL, "a scalar operand drawn:\n%s", dot);
-    free(dot);
-    step_vjp seen = {.op = "test_twice"};
-    OK(tg_backward_steps(s, NULL, NULL, keep_vjp, &seen));
-    cr_assert(eq(str, seen.vjp, "the op's own backward"));
-    OK(tg_op_register(&twice_op));
-    tg_op_info info;
-    OK(tg_op_info_find("test_twice", &info));
-    cr_assert(info.vjp == NULL);
-    th_release_all(3, (tg_tensor *[]){x, y, s});
+    op_views v = views_of(&twice_op, &p, sizeof p);
+    th_expect_in(v.dot, "test_twice");
+    cr_assert(strstr(v.dot, "[id=\"s") == NULL, "a scalar operand drawn:\n%s", v.dot);
+    free(v.dot);
+    cr_assert(eq(str, v.step.vjp, "the op's own backward"));
+    cr_assert(v.info.vjp == NULL);
 }
 
 /* ---- in place, after autocast cast an input that an op saved ---- */
