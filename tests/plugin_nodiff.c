@@ -43,9 +43,10 @@ static const tg_op_schema ones_op = {.name = "plugin_ones", .arity = 0, .amp = T
 static const tg_op_schema copy_op = {.name = "plugin_copy_no_backward", .arity = 1,
                                      .amp = TG_AMP_KEEP, .forward = copy_forward};
 
+/* its vjp is empty, which the views take as none */
 static const tg_op_schema scale_by_int_op = {
     .name = "plugin_scale_by_int", .arity = 2, .amp = TG_AMP_KEEP,
-    .forward = scale_by_int_forward, .backward = scale_by_int_backward};
+    .forward = scale_by_int_forward, .backward = scale_by_int_backward, .vjp = ""};
 
 int tapegrad_register(void);
 int tapegrad_register(void)

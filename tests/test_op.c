@@ -408,6 +408,19 @@ Test(op, without_vjp_the_views_say_the_ops_own_backward)
     cr_assert(v.info.vjp == NULL);
 }
 
+/* An empty vjp is no vjp: the steps give the generic text (and the DOT
+ * graph no tooltip, test_tape_view.c), `tapegrad ops --vjp` a dash. */
+Test(op, an_empty_vjp_is_no_vjp_in_the_steps)
+{
+    static const tg_op_schema empty = {.name = "test_twice_empty_vjp", .arity = 1,
+                                       .amp = TG_AMP_KEEP, .forward = twice_forward,
+                                       .backward = twice_backward, .vjp = ""};
+    twice_params p = {0};
+    op_views v = views_of(&empty, &p, sizeof p);
+    free(v.dot);
+    cr_assert(eq(str, v.step.vjp, "the op's own backward"));
+}
+
 /* ---- in place, after autocast cast an input that an op saved ---- */
 
 /* linear under autocast bf16 casts x and w (LOWER_PRECISION) and saves the

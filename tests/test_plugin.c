@@ -47,8 +47,8 @@ Test(plugin, ops_lists_the_plugins_ops)
 }
 
 /* --vjp adds each op's vector-Jacobian product from its schema: the
- * plugin's own, the built-ins', and "-" where a schema gives none (the
- * plugin that registers ops without one). */
+ * plugin's own, the built-ins', and "-" where a schema gives none or an
+ * empty one (the plugin that registers ops without one). */
 Test(plugin, ops_vjp_shows_each_schemas_product)
 {
     cr_assert(eq(int, RUN("ops", "--vjp", "--plugin", env("TG_CUSTOM_OPS")), 0), "%s", th_err);
@@ -63,6 +63,7 @@ Test(plugin, ops_vjp_shows_each_schemas_product)
     th_expect_row(th_out, "custom_softplus 1 fp32 yes no");
     cr_assert(eq(int, RUN("ops", "--vjp", "--plugin", env("TG_NODIFF_PLUGIN")), 0), "%s", th_err);
     th_expect_row(th_out, "plugin_ones 0 keep no no -");
+    th_expect_row(th_out, "plugin_scale_by_int 2 keep yes no -");
 }
 
 Test(plugin, gradcheck_checks_the_plugins_ops)

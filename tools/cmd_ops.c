@@ -74,7 +74,7 @@ int tg_cmd_ops(int argc, char **argv)
         snprintf(arity, sizeof arity, info.arity < 0 ? "var" : "%d", info.arity);
         put_row(width, info.name, arity, tg_amp_policy_name(info.amp),
                 info.has_backward ? "yes" : "no", info.has_double_backward ? "yes" : "no",
-                !vjp ? NULL : info.vjp ? info.vjp : "-");
+                !vjp ? NULL : info.vjp && info.vjp[0] ? info.vjp : "-");
     }
     printf("%d ops\n", n);
     return TG_EXIT_OK;

@@ -118,8 +118,9 @@ typedef struct tg_op_schema {
      * vjp: the vector-Jacobian product backward applies, as a formula in g,
      * the gradient of the output (dL/dout), the inputs a, b, ... in order
      * and the output y, where "da" is what backward sends to input a (g
-     * times the Jacobian d out / d a): "da = g * b, db = g * a".  NULL: the
-     * views say "the op's own backward".  Static text. */
+     * times the Jacobian d out / d a): "da = g * b, db = g * a".  NULL or
+     * "": the views say "the op's own backward" (the DOT graph nothing).
+     * Static text. */
     const char *vjp;
     /* scalar: when params begins with a double that is the op's scalar
      * operand (mul_scalar's s, leaky_relu's slope), the symbol vjp uses for

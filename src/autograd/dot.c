@@ -198,8 +198,8 @@ static void dot_saved(dot_ctx *c, const tg_node *n)
 }
 
 /* The VJP formula of n's op (its schema's vjp, as the steps show it), or
- * NULL when the schema has none: then the node gets neither a tooltip nor a
- * label line, rather than the steps' generic text. */
+ * NULL when the schema has none (NULL or ""): then the node gets neither a
+ * tooltip nor a label line, rather than the steps' generic text. */
 static const char *vjp_of(const tg_node *n)
 {
     const char *vjp = n->op->vjp;

@@ -148,7 +148,7 @@ int tg__trace_level(void);
 /* ---- views of the tape (tape_notes.c) ---- */
 /* The vector-Jacobian product op's backward applies, as a formula in g
  * (the output's gradient) and the inputs a, b, ...: the schema's vjp, or a
- * generic text when it has none; static text. */
+ * generic text when it has none (NULL or ""); static text. */
 const char *tg__vjp_formula(const tg_op_schema *op);
 /* The scalar operand of n (add_scalar's s, leaky_relu's slope, ...), and
  * the symbol the formula uses for it (the schema's scalar); false when the

@@ -10,7 +10,7 @@
 
 const char *tg__vjp_formula(const tg_op_schema *op)
 {
-    return op->vjp ? op->vjp : "the op's own backward";
+    return op->vjp && op->vjp[0] ? op->vjp : "the op's own backward";
 }
 
 bool tg__node_scalar(const tg_node *n, double *value, const char **symbol)
