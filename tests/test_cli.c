@@ -102,6 +102,33 @@ Test(cli, usage_help_and_unknown_command)
     th_expect_in(th_err, "option --out needs a value");
 }
 
+/* An --out ending in .dot gets the loss's graph as DOT, each op's VJP
+ * formula on its node, with or without Graphviz in the build; a failed run
+ * leaves no file. */
+Test(cli, viz_writes_the_graph_of_a_case_as_dot)
+{
+    char in[256], graph[256];
+    th_tmp_path(in, sizeof in, "case.safetensors");
+    th_tmp_path(graph, sizeof graph, "graph.dot");
+    write_case(in, (const char *const[]){"op", "conv_transpose2d", "stride", "2", NULL});
+    cr_assert(eq(int, RUN("viz", "--in", in, "--out", graph), 0), "%s", th_err);
+    th_expect_in(th_out, "wrote ");
+    size_t n = 0;
+    char *dot = th_read_file(graph, &n);
+    cr_assert(dot != NULL);
+    cr_assert(strncmp(dot, "digraph", 7) == 0, "%s", dot);
+    th_expect_in(dot, " conv_transpose\\ny: f32 ");
+    th_expect_in(dot, "\\ndx = conv(g, w), dw = conv_weight_grad(g, x)");
+    th_expect_in(dot, "label=\"weight\\n");
+    th_expect_in(dot, " sum\\nloss: f32 ()");
+    cr_assert(strstr(dot, "<html") == NULL, "%s", dot);
+    free(dot);
+    th_tmp_path(in, sizeof in, "missing.safetensors");
+    th_tmp_path(graph, sizeof graph, "other.gv");
+    cr_assert(eq(int, RUN("viz", "--in", in, "--out", graph), 1));
+    cr_assert(th_exists(graph) == false);
+}
+
 /* The case's backward as a page: its weight gradient is the one a backward
  * of sum(y) gives here, to the bit (17 digits in the page's data). */
 Test(cli, viz_writes_the_backward_of_a_case_as_a_page)

@@ -1,26 +1,34 @@
-/* tools/cmd_viz.c - `tapegrad viz --in CASE --out PAGE.html [--algo A]`.
+/* tools/cmd_viz.c - `tapegrad viz --in CASE --out PAGE.html|GRAPH.dot
+ * [--algo A]`.
  *
  * Runs the conv op of a case file (case.h) with x, weight and bias as leaves
  * that require grad, takes loss = sum(grad_y * y) (sum(y) without grad_y),
  * and writes its backward as a page to step through in a browser
- * (tg_viz_backward_html).  Errors print "tapegrad viz: <message>" and exit
- * 1; usage errors exit 2.
+ * (tg_viz_backward_html), or, for an --out ending in .dot or .gv, the
+ * loss's graph as Graphviz DOT with each op's VJP formula
+ * (tg_graph_to_dot_ex with show_vjp).  Errors print "tapegrad viz:
+ * <message>" and exit 1; usage errors exit 2.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "case.h"
+#include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/status.h"
 #include "tapegrad/viz.h"
 #include "tools.h"
 
 static const char viz_usage[] =
-    "usage: tapegrad viz --in CASE.safetensors --out PAGE.html [--algo reference|fast]\n"
+    "usage: tapegrad viz --in CASE.safetensors --out PAGE.html|GRAPH.dot\n"
+    "                    [--algo reference|fast]\n"
     "Runs the conv op of CASE (x, weight, [bias], [grad_y] and metadata as for\n"
     "run-op), takes loss = sum(grad_y * y), or sum(y) without grad_y, and writes\n"
     "its backward as a self-contained HTML page: open it in a browser and step\n"
-    "through it with the arrow keys.\n";
+    "through it with the arrow keys.  An --out ending in .dot or .gv gets the\n"
+    "loss's graph as Graphviz DOT instead, each op's VJP formula on its node\n"
+    "(dot -Tsvg GRAPH.dot > GRAPH.svg draws it).\n";
 
 /* A copy of a case tensor (borrowed from the file) as a named leaf. */
 static int leaf(tg_tensor **out, const tg_tensor *t, const char *name)
@@ -46,6 +54,26 @@ static int case_loss(tg_tensor **loss, const tg_case *c, tg_tensor *const *p, tg
     if (rc >= 0) tg_tensor_set_name(*loss, "loss");
     tg_tensor_release(yg);
     tg_tensor_release(y);
+    return rc;
+}
+
+/* True when path ends in suffix. */
+static bool ends_with(const char *path, const char *suffix)
+{
+    const size_t n = strlen(path), k = strlen(suffix);
+    return n > k && strcmp(path + n - k, suffix) == 0;
+}
+
+/* The graph of loss as DOT, with each op's VJP formula in its label. */
+static int write_dot(const tg_case_args *a, tg_tensor *loss)
+{
+    FILE *f = fopen(a->out, "w");
+    if (!f) return tg_error_set(TG_EIO, "cannot write %s", a->out);
+    tg_dot_opts o = TG_DOT_OPTS_INIT;
+    o.show_vjp = true;
+    int rc = tg_graph_to_dot_ex(f, loss, &o);
+    if (fclose(f) != 0 && rc >= 0) rc = tg_error_set(TG_EIO, "cannot write %s", a->out);
+    if (rc < 0) remove(a->out);
     return rc;
 }
 
@@ -83,7 +111,10 @@ static int run(const tg_case_args *a)
         if (rc >= 0) rc = leaf(&p[1], c.weight, "weight");
         if (rc >= 0) rc = leaf(&p[2], c.bias, "bias");
         if (rc >= 0) rc = case_loss(&loss, &c, p, a->algo);
-        if (rc >= 0) rc = write_page(a, &c, loss);
+        if (rc >= 0) {
+            rc = ends_with(a->out, ".dot") || ends_with(a->out, ".gv") ? write_dot(a, loss)
+                                                                     : write_page(a, &c, loss);
+        }
         if (rc < 0) snprintf(err, sizeof err, "%s", tg_error_message());
     }
     tg_tensor_release(loss);

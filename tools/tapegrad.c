@@ -25,7 +25,7 @@ static const command commands[] = {
     {"gradcheck", tg_cmd_gradcheck, "check gradients against finite differences"},
     {"bench", tg_cmd_bench, "time ops"},
     {"export", tg_cmd_export, "write the DCGAN generator of a weights file as ONNX"},
-    {"viz", tg_cmd_viz, "write a case's backward as a page to step through in a browser"},
+    {"viz", tg_cmd_viz, "write a case's backward as a page to step through, or as DOT"},
     {"fid", tg_cmd_fid, "sample quality: FID of image sets or generators (Fashion-MNIST)"},
 };
 
