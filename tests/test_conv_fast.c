@@ -382,6 +382,69 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
         }
 }
 
+/* col2im by phases across a block's samples (image = stride x columns on
+ * every axis, column rows of at least 6, 8 image channels so that a block
+ * is a channel of all the chunk's samples) gives the bits of the sums sample by sample and of the
+ * rows (no phases): conv_transpose, in 1-D, 2-D and 3-D, f32 and f64, with
+ * taps in the padding on either side, dilation, groups, and chunks of 2 and
+ * 3 samples of 5 (the last chunk one sample: sample by sample). */
+Test(conv_fast, col2im_across_samples_same_bits)
+{
+    struct { int nsp; int64_t img[3], k[3], stride[3], dil[3], pad[3][2]; int64_t groups; } cs[] = {
+        {2, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* DCGAN's 7 -> 14 */
+        {1, {24}, {3}, {3}, {1}, {{0, 0}}, 2},
+        {1, {12}, {5}, {2}, {2}, {{5, 2}}, 1},                        /* taps in the padding */
+        {2, {10, 18}, {4, 3}, {2, 3}, {1, 2}, {{1, 1}, {0, 2}}, 2},
+        {3, {4, 6, 12}, {2, 3, 2}, {2, 2, 2}, {1, 1, 1}, {{0, 0}, {1, 0}, {0, 0}}, 1},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int d = 0; d < 2; d++) {
+            const tg_dtype dt = d ? TG_F64 : TG_F32;
+            const int nsp = cs[c].nsp;
+            tg_conv_params p = TG_CONV_PARAMS_INIT;
+            p.groups = cs[c].groups;
+            int64_t img[5] = {5, 8}, ws[5] = {6, 8 / cs[c].groups}, ys[5] = {5, 6};
+            for (int a = 0; a < nsp; a++) {
+                p.stride[a] = cs[c].stride[a];
+                p.dilation[a] = cs[c].dil[a];
+                p.padding[a][0] = cs[c].pad[a][0];
+                p.padding[a][1] = cs[c].pad[a][1];
+                img[2 + a] = cs[c].img[a];
+                ws[2 + a] = cs[c].k[a];
+            }
+            cr_assert(eq(int, tg_conv_output_size(ys + 2, nsp, img + 2, ws + 2, &p), TG_OK), "%s",
+                      tg_error_message());
+            tg_tensor *w = mk_rand(dt, 2 + nsp, ws), *xt = mk_rand(dt, 2 + nsp, ys);
+            for (int64_t chunk = 2; chunk <= 3; chunk++) {
+                tg_tensor *y[3] = {NULL, NULL, NULL};
+                const int64_t before = tg__conv_col2im_runs_calls();
+                tg__conv_set_chunk(chunk);
+                for (int v = 0; v < 3; v++) {   /* across samples, sample by sample, rows */
+                    tg__conv_set_col2im_runs(v == 0);
+                    tg__conv_set_tap_tables(v < 2);
+                    cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
+                              tg_error_message());
+                    if (v == 0)
+                        cr_assert(tg__conv_col2im_runs_calls() > before,
+                                  "case %zu: col2im did not go across samples", c);
+                }
+                tg__conv_set_col2im_runs(true);
+                tg__conv_set_tap_tables(true);
+                tg__conv_set_chunk(0);
+                cr_assert(eq(int, tg_tensor_ndim(y[0]), 2 + nsp));
+                for (int a = 0; a < nsp; a++)
+                    cr_assert(eq(i64, tg_tensor_shape(y[0])[2 + a], cs[c].img[a]));
+                for (int v = 1; v < 3; v++)
+                    cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[v]),
+                                             (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
+                              "case %zu %s chunk %lld: %s", c, tg_dtype_name(dt), (long long)chunk,
+                              v == 1 ? "sample by sample" : "rows");
+                for (int v = 0; v < 3; v++) tg_tensor_release(y[v]);
+            }
+            tg_tensor_release(w), tg_tensor_release(xt);
+        }
+}
+
 /* The tap table of small planes (im2col in conv and the weight gradient;
  * col2im in conv_transpose past 64 phases) and col2im by output phases give
  * the same bits as the row-by-row paths, in

@@ -198,6 +198,81 @@ static bool col2im_phases_init(col2im_phases *ph, const tg__conv_geom *g, const 
     return true;
 }
 
+/* col2im by phases across a block's samples.  When every phase plane has
+ * the shape of a column plane (image = stride x columns on every axis: the
+ * DCGAN's 7 -> 14 and 14 -> 28), the block's phase planes are stored phase
+ * after phase and, within a phase, sample after sample, O apart as the
+ * block's column entries are.  Then each tap adds one run of jb*O entries
+ * (all the block's samples) at one shift, its entries outside the image
+ * masked to +0, where col2im_phased's runs are one a sample and tap: 42
+ * entries a call on the DCGAN's layers, which the calls' own work
+ * outweighed.  The masked entries land up to `margin` past either end of
+ * the block (kept as spare room) or in another plane, which +0 leaves as
+ * it is (a sum started at +0 is never -0); each element still gets its
+ * terms tap by tap from zero. */
+#define TG__COL2IM_RUNS_MAX ((int64_t)1 << 18)   /* mask entries, at most */
+
+typedef struct col2im_runs {
+    int64_t n;        /* jb*O: a run's entries */
+    int64_t margin;   /* the largest |shift|: the block's spare room each side */
+    int64_t *phase;   /* per tap: its phase (r0, r1, r2) row-major, or -1: no entry inside */
+    int64_t *shift;   /* per tap: its shift d in a phase plane, d0*O1*O2 + d1*O2 + d2 */
+    int64_t *poff;    /* per phase: its offset in the block, phase*jb*O */
+    int32_t *mask;    /* per tap, n masks: all ones where the entry is inside the image */
+    int64_t *buf;     /* all of the above */
+} col2im_runs;
+
+static _Thread_local bool col2im_runs_off;
+static _Atomic int64_t col2im_runs_calls;
+
+void tg__conv_set_col2im_runs(bool on) { col2im_runs_off = !on; }
+int64_t tg__conv_col2im_runs_calls(void) { return col2im_runs_calls; }
+
+/* For blocks of jb samples; false (nothing to free) when the geometry is
+ * not of that shape, jb < 2, the masks would pass TG__COL2IM_RUNS_MAX, or
+ * out of memory. */
+static bool col2im_runs_init(col2im_runs *rn, const tg__conv_geom *g, const conv_taps *tp,
+                             const col2im_phases *ph, int64_t jb)
+{
+    const int64_t *s = g->stride, *oe = g->col, *ke = g->k;
+    const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe);
+    const int64_t nph = s[0] * s[1] * s[2], n = jb * osz;
+    if (col2im_runs_off || jb < 2 || ksz * n > TG__COL2IM_RUNS_MAX) return false;
+    for (int a = 0; a < 3; a++)
+        if (g->img[a] != s[a] * oe[a]) return false;
+    int64_t *p = rn->buf = malloc((size_t)(2 * ksz + nph) * sizeof(int64_t) +
+                                  (size_t)(ksz * n) * sizeof(int32_t));
+    if (!p) return false;   /* (no error set: optional) */
+    rn->n = n;
+    rn->phase = p;
+    rn->shift = p + ksz;
+    rn->poff = p + 2 * ksz;
+    rn->mask = (int32_t *)(void *)(p + 2 * ksz + nph);
+    rn->margin = 0;
+    for (int64_t r = 0; r < nph; r++) rn->poff[r] = r * n;
+    for (int64_t k = 0; k < ksz; k++) {
+        const int64_t kk[3] = {k / (ke[1] * ke[2]), (k / ke[2]) % ke[1], k % ke[2]};
+        bool empty = false;
+        for (int a = 0; a < 3; a++) empty |= tp->lo[a][kk[a]] >= tp->hi[a][kk[a]];
+        const int64_t d = (ph->d[0][kk[0]] * oe[1] + ph->d[1][kk[1]]) * oe[2] + ph->d[2][kk[2]],
+                      r = (ph->r[0][kk[0]] * s[1] + ph->r[1][kk[1]]) * s[2] + ph->r[2][kk[2]];
+        rn->phase[k] = empty ? -1 : r;
+        rn->shift[k] = d;
+        if (!empty && (d < 0 ? -d : d) > rn->margin) rn->margin = d < 0 ? -d : d;
+        int32_t *m = rn->mask + k * n;
+        for (int64_t o = 0; o < osz; o++) {
+            const int64_t o_[3] = {o / (oe[1] * oe[2]), (o / oe[2]) % oe[1], o % oe[2]};
+            bool in = true;
+            for (int a = 0; a < 3; a++)
+                in &= o_[a] >= tp->lo[a][kk[a]] && o_[a] < tp->hi[a][kk[a]];
+            m[o] = in ? -1 : 0;
+        }
+        for (int64_t j = 1; j < jb; j++) memcpy(m + j * osz, m, (size_t)osz * sizeof *m);
+    }
+    col2im_runs_calls++;
+    return true;
+}
+
 #define T float
 #define SUF f32
 #define BITS 0

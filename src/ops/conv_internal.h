@@ -129,6 +129,12 @@ void tg__conv_set_chunk(int64_t samples);
  * conv_im2col.c). */
 void tg__conv_set_tap_tables(bool on);
 
+/* Tests: false makes col2im of this thread add each tap's runs sample by
+ * sample instead of across a block's samples (true, the default, restores;
+ * conv_im2col.c); how many col2im calls went across samples so far. */
+void tg__conv_set_col2im_runs(bool on);
+int64_t tg__conv_col2im_runs_calls(void);
+
 /* im2col of small planes of bf16 bits by AVX-512 permutes
  * (conv_im2col_avx512.c), for planes of fewer than TG__CONV_PERM_PLANE
  * elements read through a tap table.  tg__conv_perm_usable: the CPU has

@@ -38,13 +38,12 @@ static void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp
     }
 }
 
-/* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc, jb
- * planes stored phase after phase (col2im_phases), then interleaved into img.
- * Tap k's column positions inside the image are tp's runs [lo, hi) (the
- * same as 0 <= o + d < q). */
-static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
-                              const conv_taps *tp, const col2im_phases *ph, int64_t ch,
-                              int64_t j0, int64_t jb, T *acc, T *img)
+/* The sums of col2im_phased, sample by sample: jb planes stored phase after
+ * phase (col2im_phases) in acc.  Tap k's column positions inside the image
+ * are tp's runs [lo, hi) (the same as 0 <= o + d < q). */
+static void FN(phase_sums)(const T *cols, int64_t ld, const tg__conv_geom *g,
+                           const conv_taps *tp, const col2im_phases *ph, int64_t ch, int64_t j0,
+                           int64_t jb, T *acc)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -99,18 +98,53 @@ static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__co
                 }
         }
     }
+}
+
+/* The sums of col2im_phased across the block's samples (col2im_runs): one
+ * run a tap, into acc past rn->margin spare elements. */
+static void FN(phase_sums_runs)(const T *cols, int64_t ld, const tg__conv_geom *g,
+                                const col2im_runs *rn, int64_t ch, int64_t j0, int64_t jb, T *acc)
+{
+    const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
+                  isz = tg__conv_prod3(g->img);
+    memset(acc, 0, (size_t)(jb * isz + 2 * rn->margin) * sizeof(T));
+    for (int64_t k = 0; k < ksz; k++)
+        if (rn->phase[k] >= 0)
+            FN(add_kept)(acc + rn->margin + rn->phase[k] * rn->n + rn->shift[k],
+                         cols + (ch * ksz + k) * ld + j0 * osz, rn->mask + k * rn->n, rn->n);
+}
+
+/* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc:
+ * its phase planes summed sample by sample (phase_sums) or, with rn, across
+ * the samples (phase_sums_runs; acc then holds 2 * rn->margin more), then
+ * interleaved into img. */
+static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
+                              const conv_taps *tp, const col2im_phases *ph,
+                              const col2im_runs *rn, int64_t ch, int64_t j0, int64_t jb, T *acc,
+                              T *img)
+{
+    const int64_t *ie = g->img, *s = g->stride;
+    const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(ie);
+    if (rn) {
+        FN(phase_sums_runs)(cols, ld, g, rn, ch, j0, jb, acc);
+        acc += rn->margin;
+    } else {
+        FN(phase_sums)(cols, ld, g, tp, ph, ch, j0, jb, acc);
+    }
+    /* where sample j's phase planes start, and each phase's offset from there */
+    const int64_t *poff = rn ? rn->poff : ph->poff, jstep = rn ? osz : isz;
     const int64_t s2 = s[2] < ie[2] ? s[2] : ie[2];   /* the phases of the last axis in use */
     /* Stride 2 on the last axis with both phases of one length (even
      * rows): one loop that interleaves the two, which gcc vectorises. */
     const bool pairs = s[2] == 2 && s2 == 2 && ph->q[2][0] == ph->q[2][1];
     for (int64_t j = j0; j < j0 + jb; j++) {
-        const T *a = acc + (j - j0) * isz;
+        const T *a = acc + (j - j0) * jstep;
         T *dst = img + (j * c + ch) * isz;
         /* i0 = q0*s0 + r0 and i1 = q1*s1 + r1, counted without divisions */
         for (int64_t i0 = 0, r0 = 0, q0 = 0; i0 < ie[0]; i0++) {
             for (int64_t i1 = 0, r1 = 0, q1 = 0; i1 < ie[1]; i1++, dst += ie[2]) {
                 const int64_t row = q0 * ph->q[1][r1] + q1;
-                const int64_t *po = ph->poff + (r0 * s[1] + r1) * s[2];
+                const int64_t *po = poff + (r0 * s[1] + r1) * s[2];
                 if (pairs) {
                     const int64_t q2 = ph->q[2][0];
                     const T *e = a + po[0] + row * q2, *o = a + po[1] + row * q2;
@@ -139,6 +173,7 @@ typedef struct {
     const tg__conv_geom *g;
     const conv_taps *tp;
     const col2im_phases *ph;   /* NULL: not phased */
+    const col2im_runs *rn;     /* phased across the block's samples, or NULL */
     const int32_t *tab;
     bool padded;
     T *img;
@@ -159,9 +194,10 @@ static void FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t ch, int64_t j0
     const bool phased = q->ph != NULL, padded = q->padded;
     T *img = q->img;
     if (phased) {
-        T *acc = tg__conv_scratch(2, (size_t)(jb * isz) * sizeof(T));
+        const int64_t spare = q->rn ? 2 * q->rn->margin : 0;
+        T *acc = tg__conv_scratch(2, (size_t)(jb * isz + spare) * sizeof(T));
         if (acc) {
-            FN(col2im_phased)(cols, ld, c, g, tp, q->ph, ch, j0, jb, acc, img);
+            FN(col2im_phased)(cols, ld, c, g, tp, q->ph, q->rn, ch, j0, jb, acc, img);
             return;
         }
     }
@@ -272,6 +308,8 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
     col2im_phases ph;
     const bool phased = jb * isz <= ((int64_t)1 << 16) && oe[2] >= TG__COL2IM_PHASED_ROW &&
                         col2im_phases_init(&ph, g, &tp);
+    col2im_runs rn;
+    const bool runs = phased && col2im_runs_init(&rn, g, &tp, &ph, jb);
     int32_t *tab = phased ? NULL : tap_table_new(g);
     /* the table's block summing buffer: at most 64 Ki elements (in L2) */
     const bool padded = tab && jb * (isz + 1) <= ((int64_t)1 << 16);
@@ -279,10 +317,11 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
         for (int64_t i = 0; i < ksz * osz; i++)
             if (tab[i] < 0) tab[i] = (int32_t)isz;
     FN(col2im_job) q = {.cols = cols, .ld = ld, .nb = nb, .c = c, .jb = jb, .g = g, .tp = &tp,
-                        .ph = phased ? &ph : NULL, .tab = tab, .padded = padded, .img = img,
-                        .rezero = rezero};
+                        .ph = phased ? &ph : NULL, .rn = runs ? &rn : NULL, .tab = tab,
+                        .padded = padded, .img = img, .rezero = rezero};
     tg__run_tasks(units, nb * c * isz > 32768, FN(col2im_block), &q);
     free(tab);
+    if (runs) free(rn.buf);
     if (phased) free(ph.buf);
     conv_taps_free(&tp);
     return TG_OK;
