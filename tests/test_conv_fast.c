@@ -382,6 +382,37 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
         }
 }
 
+/* A conv geometry of the tests below: spatial dims, image extents, kernel,
+ * stride, dilation, padding and groups. */
+typedef struct conv_case {
+    int nsp;
+    int64_t img[3], k[3], stride[3], dil[3], pad[3][2];
+    int64_t groups;
+} conv_case;
+
+/* The params of cc, and the shapes of a conv of it with 6 output channels:
+ * x (batch, c_img, img...), w (6, c_img / groups, k...), y (batch, 6, ...). */
+static void case_shapes(const conv_case *cc, int64_t batch, int64_t c_img, tg_conv_params *p,
+                        int64_t *xs, int64_t *ws, int64_t *ys)
+{
+    *p = (tg_conv_params)TG_CONV_PARAMS_INIT;
+    p->groups = cc->groups;
+    xs[0] = ys[0] = batch;
+    xs[1] = c_img;
+    ws[0] = ys[1] = 6;
+    ws[1] = c_img / cc->groups;
+    for (int a = 0; a < cc->nsp; a++) {
+        p->stride[a] = cc->stride[a];
+        p->dilation[a] = cc->dil[a];
+        p->padding[a][0] = cc->pad[a][0];
+        p->padding[a][1] = cc->pad[a][1];
+        xs[2 + a] = cc->img[a];
+        ws[2 + a] = cc->k[a];
+    }
+    cr_assert(eq(int, tg_conv_output_size(ys + 2, cc->nsp, xs + 2, ws + 2, p), TG_OK), "%s",
+              tg_error_message());
+}
+
 /* col2im by phases across a block's samples (image = stride x columns on
  * every axis, column rows of at least 6, 8 image channels so that a block
  * is a channel of all the chunk's samples) gives the bits of the sums sample by sample and of the
@@ -390,7 +421,7 @@ Test(conv_fast, transpose_backward_fused_same_bits_as_ops)
  * 3 samples of 5 (the last chunk one sample: sample by sample). */
 Test(conv_fast, col2im_across_samples_same_bits)
 {
-    struct { int nsp; int64_t img[3], k[3], stride[3], dil[3], pad[3][2]; int64_t groups; } cs[] = {
+    static const conv_case cs[] = {
         {2, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* DCGAN's 7 -> 14 */
         {1, {24}, {3}, {3}, {1}, {{0, 0}}, 2},
         {1, {12}, {5}, {2}, {2}, {{5, 2}}, 1},                        /* taps in the padding */
@@ -401,19 +432,9 @@ Test(conv_fast, col2im_across_samples_same_bits)
         for (int d = 0; d < 2; d++) {
             const tg_dtype dt = d ? TG_F64 : TG_F32;
             const int nsp = cs[c].nsp;
-            tg_conv_params p = TG_CONV_PARAMS_INIT;
-            p.groups = cs[c].groups;
-            int64_t img[5] = {5, 8}, ws[5] = {6, 8 / cs[c].groups}, ys[5] = {5, 6};
-            for (int a = 0; a < nsp; a++) {
-                p.stride[a] = cs[c].stride[a];
-                p.dilation[a] = cs[c].dil[a];
-                p.padding[a][0] = cs[c].pad[a][0];
-                p.padding[a][1] = cs[c].pad[a][1];
-                img[2 + a] = cs[c].img[a];
-                ws[2 + a] = cs[c].k[a];
-            }
-            cr_assert(eq(int, tg_conv_output_size(ys + 2, nsp, img + 2, ws + 2, &p), TG_OK), "%s",
-                      tg_error_message());
+            tg_conv_params p;
+            int64_t img[5], ws[5], ys[5];
+            case_shapes(&cs[c], 5, 8, &p, img, ws, ys);
             tg_tensor *w = mk_rand(dt, 2 + nsp, ws), *xt = mk_rand(dt, 2 + nsp, ys);
             for (int64_t chunk = 2; chunk <= 3; chunk++) {
                 tg_tensor *y[3] = {NULL, NULL, NULL};
@@ -454,7 +475,7 @@ Test(conv_fast, col2im_across_samples_same_bits)
  * table is taken when it is on. */
 Test(conv_fast, tap_table_same_bits_as_rows)
 {
-    struct { int nsp; int64_t img[3], k[3], stride[3], dil[3], pad[3][2]; int64_t groups; } cs[] = {
+    static const conv_case cs[] = {
         {1, {29}, {5}, {3}, {1}, {{4, 0}}, 1},
         {2, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* DCGAN's */
         {2, {9, 11}, {3, 2}, {1, 3}, {2, 1}, {{3, 0}, {0, 2}}, 2},
@@ -467,19 +488,9 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         for (int d = 0; d < 2; d++) {
             const tg_dtype dt = d ? TG_F64 : TG_F32;
             const int nsp = cs[c].nsp;
-            tg_conv_params p = TG_CONV_PARAMS_INIT;
-            p.groups = cs[c].groups;
-            int64_t xs[5] = {3, 4}, ws[5] = {6, 4 / cs[c].groups}, ys[5] = {3, 6};
-            for (int a = 0; a < nsp; a++) {
-                p.stride[a] = cs[c].stride[a];
-                p.dilation[a] = cs[c].dil[a];
-                p.padding[a][0] = cs[c].pad[a][0];
-                p.padding[a][1] = cs[c].pad[a][1];
-                xs[2 + a] = cs[c].img[a];
-                ws[2 + a] = cs[c].k[a];
-            }
-            cr_assert(eq(int, tg_conv_output_size(ys + 2, nsp, xs + 2, ws + 2, &p), TG_OK), "%s",
-                      tg_error_message());
+            tg_conv_params p;
+            int64_t xs[5], ws[5], ys[5];
+            case_shapes(&cs[c], 3, 4, &p, xs, ws, ys);
             tg_tensor *x = mk_rand(dt, 2 + nsp, xs), *w = mk_rand(dt, 2 + nsp, ws);
             tg_tensor *xt = mk_rand(dt, 2 + nsp, ys), *u = mk_rand(dt, 2 + nsp, ys);
             tg_tensor *rows[3], *tab[3];
