@@ -197,15 +197,6 @@ static void dot_saved(dot_ctx *c, const tg_node *n)
     }
 }
 
-/* The VJP formula of n's op (its schema's vjp, as the steps show it), or
- * NULL when the schema has none (NULL or ""): then the node gets neither a
- * tooltip nor a label line, rather than the steps' generic text. */
-static const char *vjp_of(const tg_node *n)
-{
-    const char *vjp = n->op->vjp;
-    return vjp && vjp[0] ? vjp : NULL;
-}
-
 /* A tooltip attribute: Graphviz's SVG shows it when the pointer rests on
  * the node. */
 static void put_tooltip(FILE *f, const char *text)
@@ -219,7 +210,9 @@ static void dot_node(dot_ctx *c, const tg_node *n, bool root)
 {
     char meta[128];
     unsigned long long seq = (unsigned long long)n->seq;
-    const char *vjp = vjp_of(n);
+    /* an op without a formula gets neither a tooltip nor a label line,
+     * rather than the steps' generic text */
+    const char *vjp = tg__vjp_given(n->op);
     fprintf(c->f, "  \"n%llu\" [id=\"n%llu\", shape=box, ", seq, seq);
     if (vjp) put_tooltip(c->f, vjp);
     fprintf(c->f, "label=\"#%llu %s\\n", seq, n->op->name);

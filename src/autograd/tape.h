@@ -147,8 +147,10 @@ int tg__trace_level(void);
 
 /* ---- views of the tape (tape_notes.c) ---- */
 /* The vector-Jacobian product op's backward applies, as a formula in g
- * (the output's gradient) and the inputs a, b, ...: the schema's vjp, or a
- * generic text when it has none (NULL or ""); static text. */
+ * (the output's gradient) and the inputs a, b, ...: tg__vjp_given, the
+ * schema's vjp or NULL when it has none (NULL or ""); tg__vjp_formula, the
+ * same with a generic text for none.  Static text. */
+const char *tg__vjp_given(const tg_op_schema *op);
 const char *tg__vjp_formula(const tg_op_schema *op);
 /* The scalar operand of n (add_scalar's s, leaky_relu's slope, ...), and
  * the symbol the formula uses for it (the schema's scalar); false when the

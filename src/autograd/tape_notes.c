@@ -8,9 +8,15 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 
+const char *tg__vjp_given(const tg_op_schema *op)
+{
+    return op->vjp && op->vjp[0] ? op->vjp : NULL;
+}
+
 const char *tg__vjp_formula(const tg_op_schema *op)
 {
-    return op->vjp && op->vjp[0] ? op->vjp : "the op's own backward";
+    const char *vjp = tg__vjp_given(op);
+    return vjp ? vjp : "the op's own backward";
 }
 
 bool tg__node_scalar(const tg_node *n, double *value, const char **symbol)
