@@ -64,29 +64,26 @@ static bool ends_with(const char *path, const char *suffix)
     return n > k && strcmp(path + n - k, suffix) == 0;
 }
 
-/* The graph of loss as DOT, with each op's VJP formula in its label. */
-static int write_dot(const tg_case_args *a, tg_tensor *loss)
+/* Writes a->out: the graph of loss as DOT, with each op's VJP formula in its
+ * label, for a path ending in .dot or .gv; else the page.  A failed write
+ * leaves no file. */
+static int write_out(const tg_case_args *a, const tg_case *c, tg_tensor *loss)
 {
     FILE *f = fopen(a->out, "w");
     if (!f) return tg_error_set(TG_EIO, "cannot write %s", a->out);
-    tg_dot_opts o = TG_DOT_OPTS_INIT;
-    o.show_vjp = true;
-    int rc = tg_graph_to_dot_ex(f, loss, &o);
-    if (fclose(f) != 0 && rc >= 0) rc = tg_error_set(TG_EIO, "cannot write %s", a->out);
-    if (rc < 0) remove(a->out);
-    return rc;
-}
-
-static int write_page(const tg_case_args *a, const tg_case *c, tg_tensor *loss)
-{
-    char title[256];
-    snprintf(title, sizeof title, "%s: backward of loss = sum(%sy)", c->op,
-             c->grad_y ? "grad_y * " : "");
-    FILE *f = fopen(a->out, "w");
-    if (!f) return tg_error_set(TG_EIO, "cannot write %s", a->out);
-    tg_viz_opts o = TG_VIZ_OPTS_INIT;
-    o.title = title;
-    int rc = tg_viz_backward_html(f, loss, NULL, &o);
+    int rc;
+    if (ends_with(a->out, ".dot") || ends_with(a->out, ".gv")) {
+        tg_dot_opts o = TG_DOT_OPTS_INIT;
+        o.show_vjp = true;
+        rc = tg_graph_to_dot_ex(f, loss, &o);
+    } else {
+        char title[256];
+        snprintf(title, sizeof title, "%s: backward of loss = sum(%sy)", c->op,
+                 c->grad_y ? "grad_y * " : "");
+        tg_viz_opts o = TG_VIZ_OPTS_INIT;
+        o.title = title;
+        rc = tg_viz_backward_html(f, loss, NULL, &o);
+    }
     if (fclose(f) != 0 && rc >= 0) rc = tg_error_set(TG_EIO, "cannot write %s", a->out);
     if (rc < 0) remove(a->out);
     return rc;
@@ -111,10 +108,7 @@ static int run(const tg_case_args *a)
         if (rc >= 0) rc = leaf(&p[1], c.weight, "weight");
         if (rc >= 0) rc = leaf(&p[2], c.bias, "bias");
         if (rc >= 0) rc = case_loss(&loss, &c, p, a->algo);
-        if (rc >= 0) {
-            rc = ends_with(a->out, ".dot") || ends_with(a->out, ".gv") ? write_dot(a, loss)
-                                                                     : write_page(a, &c, loss);
-        }
+        if (rc >= 0) rc = write_out(a, &c, loss);
         if (rc < 0) snprintf(err, sizeof err, "%s", tg_error_message());
     }
     tg_tensor_release(loss);
