@@ -1,10 +1,10 @@
 /* tests/test_recompute.c - tg_recompute and tg_module_forward_recompute
  * (autograd.h, nn.h): the gradients of a recomputed block are those of the
  * plain block bit for bit (Linear/tanh and conv blocks, parameters, several
- * inputs and outputs, an input that needs no gradient, Dropout), the peak
- * of tensor memory is lower, the block is one node of the tape, its outputs
- * belong to an open scope, and a second backward adds again.  The refusals
- * are in test_recompute_refusals.c. */
+ * inputs and outputs, an input that needs no gradient, Dropout, autocast),
+ * the peak of tensor memory is lower, the block is one node of the tape, its
+ * outputs belong to an open scope, and a second backward adds again.  The
+ * refusals are in test_recompute_refusals.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
@@ -37,35 +37,54 @@ static tg_module *conv_block(void)
 }
 
 
-/* loss = sum(m(x)) (recomputed or not), backward; returns the loss value. */
-static float run_module(tg_module *m, tg_tensor *x, bool recompute)
+/* A run's autocast: off, or on in dt with the backward inside the scope or
+ * after it has closed. */
+typedef struct amp_run {
+    bool on;
+    tg_dtype dt;
+    bool backward_inside;
+} amp_run;
+
+static const amp_run no_amp = {.on = false};
+
+/* loss = sum(m(x)) (recomputed or not), backward; returns the loss value.
+ * y_dt: y's dtype, when not NULL. */
+static double run_module(tg_module *m, tg_tensor *x, bool recompute, const amp_run *a,
+                         tg_dtype *y_dt)
 {
     tg_tensor *y = NULL, *loss = NULL;
+    if (a->on) OK(tg_autocast_begin(a->dt));
     if (recompute) OK(tg_module_forward_recompute(m, &y, x));
     else OK(tg_module_forward(m, &y, x));
     OK(tg_sum(&loss, y));
+    if (a->on && !a->backward_inside) OK(tg_autocast_end());
     OK(tg_backward(loss, NULL, NULL));
-    float v = *(float *)tg_tensor_data(loss);
+    if (a->on && a->backward_inside) OK(tg_autocast_end());
+    double v = tg_tensor_item(loss);
+    if (y_dt) *y_dt = tg_tensor_dtype(y);
     tg_tensor_release(loss);
     tg_tensor_release(y);
     return v;
 }
 
-/* Runs m on x plainly then recomputed, from zero gradients, and checks the
- * loss, x's gradient and every parameter's gradient bit for bit. */
-static void expect_same_as_plain(tg_module *m, tg_tensor *x)
+/* Runs m on x plainly then recomputed, from zero gradients, under autocast
+ * as a says, and checks y's dtype, the loss, x's gradient and every
+ * parameter's gradient bit for bit. */
+static void expect_same_as_plain_amp(tg_module *m, tg_tensor *x, const amp_run *a)
 {
     tg_tensor **params = NULL;
     int n = 0;
+    tg_dtype dt_plain, dt_again;
     OK(tg_module_parameters(m, &params, &n));
-    float plain = run_module(m, x, false);
+    double plain = run_module(m, x, false, a, &dt_plain);
     tg_tensor *gx = grad_copy(x), *gp[64] = {0};
     cr_assert(n <= 64);
     for (int i = 0; i < n; i++) gp[i] = grad_copy(params[i]);
     tg_tensor_zero_grad(x);
     for (int i = 0; i < n; i++) tg_tensor_set_grad(params[i], NULL);
     tg_tensor_set_grad(x, NULL);
-    float again = run_module(m, x, true);
+    double again = run_module(m, x, true, a, &dt_again);
+    cr_assert(eq(int, dt_again, dt_plain));
     cr_assert(memcmp(&plain, &again, sizeof plain) == 0, "loss %g vs %g", plain, again);
     if (gx) expect_same_bits(gx, tg_tensor_grad(x), "x");
     else cr_assert_null(tg_tensor_grad(x));
@@ -77,6 +96,11 @@ static void expect_same_as_plain(tg_module *m, tg_tensor *x)
     }
     tg_tensor_release(gx);
     free(params);
+}
+
+static void expect_same_as_plain(tg_module *m, tg_tensor *x)
+{
+    expect_same_as_plain_amp(m, x, &no_amp);
 }
 
 Test(recompute, linear_tanh_block_gradients_are_the_plain_ones)
@@ -95,6 +119,33 @@ Test(recompute, conv_block_gradients_are_the_plain_ones)
     expect_same_as_plain(m, x);
     tg_tensor_release(x);
     tg_module_release(m);
+}
+
+/* As torch's checkpoint: the block runs again under the forward's autocast,
+ * so the recomputed ops cast as they did, also when the backward runs after
+ * the scope has closed; the output keeps its half dtype and the gradients
+ * are the plain block's.  Also with f32 master weights cast at each forward
+ * (tg_module_autocast_weights). */
+Test(recompute, under_autocast_the_block_runs_again_as_in_the_forward)
+{
+    const tg_dtype dts[2] = {TG_BF16, TG_F16};
+    for (int d = 0; d < 2; d++)
+        for (int inside = 0; inside < 2; inside++)
+            for (int master = 0; master < 2; master++) {
+                tg_module *m = conv_block();
+                tg_module_autocast_weights(m, master);
+                tg_tensor *x = randn(4, (int64_t[]){2, 3, 9, 9}, 3, true);
+                const amp_run a = {.on = true, .dt = dts[d], .backward_inside = inside};
+                tg_dtype y_dt;
+                run_module(m, x, true, &a, &y_dt);
+                cr_assert(eq(int, y_dt, dts[d]), "%s", tg_dtype_name(y_dt));
+                tg_tensor_set_grad(x, NULL);
+                tg_module_zero_grad(m);
+                expect_same_as_plain_amp(m, x, &a);
+                cr_assert_not(tg_autocast_active(NULL));
+                tg_tensor_release(x);
+                tg_module_release(m);
+            }
 }
 
 /* As torch's non-reentrant checkpoint: parameters get gradients although

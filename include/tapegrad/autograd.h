@@ -246,7 +246,11 @@ typedef int (*tg_recompute_fn)(tg_tensor **outs, int n_out, int n_in, tg_tensor 
  *    reentrant checkpoint refuses the same).  Tensors fn reads besides its
  *    inputs must be leaves (parameters) or detached: one with a history
  *    makes the backward TG_EGRAD naming the op that made it (pass it in
- *    `in`).  Not under autocast (TG_EINVAL).
+ *    `in`).
+ *  - Under autocast the node records the scope (on in which dtype, or off)
+ *    and fn runs again in it, also when the backward runs after the scope
+ *    has closed, as torch's checkpoint does: the recomputed ops cast as they
+ *    did in the forward.
  *  - user is borrowed and must stay valid until the backward has run.
  * Errors: TG_EINVAL for a NULL outs, fn, in or in[i], n_out outside
  * [1, 8], n_in outside [1, 8]; fn's own status and message when it fails

@@ -141,7 +141,7 @@ TG_API int tg_module_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
  * statistics in training) changes again when m runs again, as in torch.
  * m must stay alive until the backward has run.  Errors as
  * tg_module_forward and tg_recompute_ex (m with more than 7 inputs is not
- * possible here; TG_EINVAL under autocast); TG_EINVAL for a NULL m, y or x.
+ * possible here); TG_EINVAL for a NULL m, y or x.
  * On error *y is untouched. */
 TG_API int tg_module_forward_recompute(tg_module *m, tg_tensor **y, tg_tensor *x);
 /* The forward of a module taking n >= 1 inputs (its vtable's forward_n; a

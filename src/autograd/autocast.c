@@ -50,6 +50,20 @@ bool tg__autocast_suspend(bool suspend)
     return prev;
 }
 
+int tg__autocast_enter(bool enabled, tg_dtype dt, tg__autocast_mark *mark)
+{
+    *mark = (tg__autocast_mark){.depth = tg__autocast_depth, .suspended = tg__autocast_suspended};
+    TG_TRY(autocast_push("autocast", enabled, dt));
+    tg__autocast_suspended = false;
+    return TG_OK;
+}
+
+void tg__autocast_leave(const tg__autocast_mark *mark)
+{
+    if (tg__autocast_depth > mark->depth) tg__autocast_depth = mark->depth;
+    tg__autocast_suspended = mark->suspended;
+}
+
 bool tg__autocast_dtype(tg_dtype *dt)
 {
     if (tg__autocast_depth == 0 || tg__autocast_suspended) return false;

@@ -171,5 +171,17 @@ bool tg__autocast_dtype(tg_dtype *dt);
 /* Turns autocast off (true) or back on for this thread regardless of the
  * scopes; returns the previous setting.  The backward engine suspends it. */
 bool tg__autocast_suspend(bool suspend);
+/* Where the thread's autocast scopes stood before tg__autocast_enter. */
+typedef struct tg__autocast_mark {
+    int depth;
+    bool suspended;
+} tg__autocast_mark;
+/* Opens a scope of autocast on in dt (enabled) or off, lifting a
+ * suspension, so that ops run as they did where that state was recorded
+ * (a recomputed block run again in the backward).  TG_EINVAL when the
+ * scopes are nested too deep.  tg__autocast_leave(mark) closes it and any
+ * scope opened inside it left open, and puts the suspension back. */
+int tg__autocast_enter(bool enabled, tg_dtype dt, tg__autocast_mark *mark);
+void tg__autocast_leave(const tg__autocast_mark *mark);
 
 #endif

@@ -15,7 +15,11 @@
  * own from the recomputed outputs with the incoming gradients: the
  * parameters fn uses receive their gradients into .grad there, the copies'
  * .grad are the gradients of the inputs.  The ops and their order are those
- * of the plain block, so the gradients are the same bits. */
+ * of the plain block, so the gradients are the same bits.  Under autocast
+ * the node records the scope's state (on in which dtype, or off) and fn runs
+ * again in that state, as torch's checkpoint does: the recomputed ops cast
+ * as they did in the forward, also when the backward runs outside the
+ * scope. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,8 @@ typedef struct rc_params {
     void *user;
     size_t user_size;
     int n_in, n_out;
+    bool autocast;           /* the forward ran inside an enabled autocast scope */
+    tg_dtype autocast_dt;    /* its dtype */
     tg_meta out[MAX_OUT];
     _Alignas(max_align_t) unsigned char user_copy[];
 } rc_params;
@@ -158,6 +164,19 @@ static int grad_of(tg_tensor **gk, const rc_params *p, tg_tensor *g, int k, int6
     return unpack_one(gk, g, off, &p->out[k]);
 }
 
+/* fn run again for the backward: grad mode on, autocast as in the forward
+ * (the engine runs a backward with autocast suspended). */
+static int call_fn_again(const rc_params *p, tg_tensor **outs, tg_tensor *const *in)
+{
+    tg__autocast_mark mark;
+    TG_TRY(tg__autocast_enter(p->autocast, p->autocast ? p->autocast_dt : TG_F32, &mark));
+    bool prev = tg_set_grad_enabled(true);
+    int rc = call_fn(p, outs, in);
+    tg_set_grad_enabled(prev);
+    tg__autocast_leave(&mark);
+    return rc;
+}
+
 /* Runs the backward of the recomputed outputs that require grad. */
 static int backward_outputs(const rc_params *p, tg_tensor *const *outs, tg_tensor *g)
 {
@@ -194,11 +213,7 @@ static int rc_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
         if (rc >= 0) rc = tg_tensor_set_requires_grad(in[i], ctx->needs_grad[i]);
     }
     const uint64_t since = tg__tape_seq_next();
-    if (rc >= 0) {
-        bool prev = tg_set_grad_enabled(true);
-        rc = call_fn(p, outs, in);
-        tg_set_grad_enabled(prev);
-    }
+    if (rc >= 0) rc = call_fn_again(p, outs, in);
     if (rc >= 0) rc = check_outputs(p, outs);
     if (rc >= 0) rc = check_reads(p, outs, since);
     if (rc >= 0) rc = backward_outputs(p, outs, g);
@@ -243,9 +258,6 @@ static int check_args(tg_tensor **outs, int n_out, tg_recompute_fn fn, const voi
              n_params);
     for (int i = 0; i < n_params; i++)
         TG_CHECK(params[i], TG_EINVAL, "recompute: params[%d] is NULL", i);
-    TG_CHECK(!tg__autocast_dtype(NULL), TG_EINVAL,
-             "recompute: not available under autocast (the backward, which runs fn again, "
-             "runs without it)");
     return TG_OK;
 }
 
@@ -284,6 +296,7 @@ int tg_recompute_ex(tg_tensor **outs, int n_out, tg_recompute_fn fn, const void 
     if (!p) return TG_ENOMEM;
     *p = (rc_params){.fn = fn, .user = (void *)user, .user_size = user_size, .n_in = n_in,
                      .n_out = n_out};
+    p->autocast = tg__autocast_dtype(&p->autocast_dt);
     if (user_size) memcpy(p->user_copy, user, user_size);
     tg_tensor *all[TG_OP_MAX_INPUTS], *y = NULL, *res[MAX_OUT] = {0};
     memcpy(all, in, sizeof(tg_tensor *) * (size_t)n_in);
