@@ -71,6 +71,8 @@ static const unary_case unary_cases[] = {
     {"sqrt", tg_sqrt, sqrt, 0.5, 3, false},
     {"abs", tg_abs, fabs, -2, 2, false},
     {"erf", tg_erf, erf, -2, 2, false},
+    {"sin", tg_sin, sin, -4, 4, true},
+    {"cos", tg_cos, cos, -4, 4, true},
     {"relu", tg_relu, r_relu, -2, 2, false},
     {"leaky_relu", leaky, r_leaky, -2, 2, false},
     {"tanh", tg_tanh, tanh, -2, 2, true},
@@ -241,6 +243,33 @@ Test(ops, log_of_nonpositive_is_inf_or_nan_not_an_error)
     cr_assert(eq(dbl, v[2], 0.0));
     free(v);
     tg_tensor_release(a), tg_tensor_release(y);
+}
+
+/* sin and cos at the edges, as torch.sin and torch.cos (IEEE): sin keeps
+ * the sign of a zero, an infinity or a NaN gives NaN, and a large argument
+ * is reduced exactly (torch's f64 sin and cos of 1e22, which agree with
+ * libm's to 1 ulp). */
+Test(ops, sin_and_cos_at_the_edges)
+{
+    const double xs[5] = {-0.0, INFINITY, -INFINITY, NAN, 1e22};
+    tg_tensor *a = NULL, *s = NULL, *c = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F64, 1, (int64_t[]){5}), TG_OK));
+    for (int i = 0; i < 5; i++) tg_tensor_set_flat(a, i, xs[i]);
+    cr_assert(eq(int, tg_sin(&s, a), TG_OK));
+    cr_assert(eq(int, tg_cos(&c, a), TG_OK));
+    double *vs = th_doubles(s), *vc = th_doubles(c);
+    cr_assert(vs[0] == 0.0 && signbit(vs[0]) && vc[0] == 1.0);
+    for (int i = 1; i < 4; i++) cr_assert(isnan(vs[i]) && isnan(vc[i]), "x = %g", xs[i]);
+    cr_assert(th_close(vs[4], -0.85220084976718879, 3e-16, 0), "%.17g", vs[4]);
+    cr_assert(th_close(vc[4], 0.52321478539513899, 3e-16, 0), "%.17g", vc[4]);
+    free(vs), free(vc);
+    tg_tensor_release(a), tg_tensor_release(s), tg_tensor_release(c);
+    tg_tensor *i = NULL, *y = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&i, TG_I64, 1, (int64_t[]){2}), TG_OK));
+    cr_assert(eq(int, tg_sin(&y, i), TG_EDTYPE));
+    cr_assert(strstr(tg_error_message(), "sin") != NULL, "%s", tg_error_message());
+    cr_assert_null(y);
+    tg_tensor_release(i);
 }
 
 /* PyTorch's conventions at the edges (values from PyTorch 1.13): d(a^b)/da

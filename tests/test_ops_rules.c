@@ -82,6 +82,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"add_scalar", TG_AMP_KEEP},  {"to_dtype", TG_AMP_KEEP},   {"leaky_relu", TG_AMP_KEEP},
         {"tanh", TG_AMP_KEEP},        {"sigmoid", TG_AMP_KEEP},    {"silu", TG_AMP_KEEP},
         {"rsub_scalar", TG_AMP_KEEP}, {"sub_scalar", TG_AMP_KEEP}, {"div_scalar", TG_AMP_KEEP},
+        {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;
@@ -168,7 +169,8 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
         int (*f)(tg_tensor **, tg_tensor *);
     } u[] = {{"neg", tg_neg},   {"exp", tg_exp},         {"log", tg_log},   {"sqrt", tg_sqrt},
              {"abs", tg_abs},   {"erf", tg_erf},         {"relu", tg_relu}, {"tanh", tg_tanh},
-             {"sigmoid", tg_sigmoid}, {"silu", tg_silu}, {"gelu", tg_gelu}};
+             {"sigmoid", tg_sigmoid}, {"silu", tg_silu}, {"gelu", tg_gelu},
+             {"sin", tg_sin},   {"cos", tg_cos}};
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);

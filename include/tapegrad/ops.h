@@ -62,6 +62,11 @@ TG_API int tg_sqrt(tg_tensor **out, tg_tensor *a);
 TG_API int tg_abs(tg_tensor **out, tg_tensor *a);
 /* The error function erf(a) (its gradient is 2/sqrt(pi) * exp(-a^2)). */
 TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
+/* sin(a) and cos(a) in radians (torch.sin, torch.cos), computed in double
+ * and rounded once to a's dtype; differentiable to any order (d sin = cos,
+ * d cos = -sin); an integer a is TG_EDTYPE. */
+TG_API int tg_sin(tg_tensor **out, tg_tensor *a);
+TG_API int tg_cos(tg_tensor **out, tg_tensor *a);
 
 /* ---- activations ---- */
 /* relu is torch's clamp_min(a, 0): NaN and -0.0 stay.  Its gradient is g

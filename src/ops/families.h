@@ -10,7 +10,7 @@
 /* X(family, count, file: ops) */
 #define TG__OP_FAMILIES(X)                                                    \
     X(binary, 10)        /* binary.c: add sub mul div pow, scalar variants */ \
-    X(unary, 7)          /* unary.c: neg exp log sqrt abs pow_scalar erf */   \
+    X(unary, 9)          /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos */ \
     X(activation, 6)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu */ \
     X(cast, 1)           /* cast.c: to_dtype */                               \
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \

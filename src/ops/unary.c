@@ -1,4 +1,4 @@
-/* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf.
+/* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf, sin, cos.
  *
  * Backwards save the op's input (never its output, which would be a refcount
  * cycle through the node) and recompute what they need from it with
@@ -25,6 +25,8 @@ TG_EW_UNARY_KERNEL(k_sqrt, sqrt((double)a))
 TG_EW_UNARY_KERNEL(k_abs, fabs((double)a))
 TG_EW_UNARY_KERNEL(k_pow_s, pow((double)a, s))
 TG_EW_UNARY_KERNEL(k_erf, erf((double)a))
+TG_EW_UNARY_KERNEL(k_sin, sin((double)a))
+TG_EW_UNARY_KERNEL(k_cos, cos((double)a))
 /* sign(a) in {-1, 0, 1}, the derivative of |a| as PyTorch defines it: 0 at
  * 0, -0 and NaN. */
 TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0)
@@ -50,6 +52,8 @@ UNARY_FORWARD(log, k_log, true)
 UNARY_FORWARD(sqrt, k_sqrt, true)
 UNARY_FORWARD(abs, k_abs, true)
 UNARY_FORWARD(erf, k_erf, true)
+UNARY_FORWARD(sin, k_sin, true)
+UNARY_FORWARD(cos, k_cos, true)
 
 static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
@@ -150,6 +154,34 @@ done:
     return rc;
 }
 
+/* d sin(a) = g * cos(a). */
+static int sin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *c = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_cos(&c, a));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, c));
+done:
+    tg_tensor_release(c);
+    return rc;
+}
+
+/* d cos(a) = -g * sin(a). */
+static int cos_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *s = NULL, *m = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_sin(&s, a));
+    TG_TRY_GOTO(tg_mul(&m, g, s));
+    TG_TRY_GOTO(tg_neg(&gi[0], m));
+done:
+    tg_tensor_release(s);
+    tg_tensor_release(m);
+    return rc;
+}
+
 /* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
 #define SCHEMA(op, policy, formula, sym)                                      \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
@@ -162,9 +194,12 @@ SCHEMA(sqrt, TG_AMP_FP32, "da = g / (2 sqrt(a)) = g / (2 y)", NULL);
 SCHEMA(abs, TG_AMP_KEEP, "da = g * sign(a)", NULL);
 SCHEMA(pow_scalar, TG_AMP_FP32, "da = g * p * a^(p-1)", "p");
 SCHEMA(erf, TG_AMP_KEEP, "da = g * 2/sqrt(pi) * exp(-a^2)", NULL);
+SCHEMA(sin, TG_AMP_KEEP, "da = g * cos(a)", NULL);
+SCHEMA(cos, TG_AMP_KEEP, "da = -g * sin(a)", NULL);
 
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op, &log_op, &sqrt_op, &abs_op, &pow_scalar_op, &erf_op};
+const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op,        &log_op, &sqrt_op, &abs_op,
+                                             &pow_scalar_op, &erf_op, &sin_op, &cos_op};
 static_assert(sizeof tg__unary_ops / sizeof tg__unary_ops[0] == TG__unary_N,
               "src/ops/families.h must count the unary ops");
 
@@ -180,6 +215,8 @@ int tg_log(tg_tensor **out, tg_tensor *a) { return call1(&log_op, out, a); }
 int tg_sqrt(tg_tensor **out, tg_tensor *a) { return call1(&sqrt_op, out, a); }
 int tg_abs(tg_tensor **out, tg_tensor *a) { return call1(&abs_op, out, a); }
 int tg_erf(tg_tensor **out, tg_tensor *a) { return call1(&erf_op, out, a); }
+int tg_sin(tg_tensor **out, tg_tensor *a) { return call1(&sin_op, out, a); }
+int tg_cos(tg_tensor **out, tg_tensor *a) { return call1(&cos_op, out, a); }
 
 /* The exponent in a's dtype, as torch's (and as the scalar ops of
  * binary.c): an f32 x ** 1.7 is x ** 1.7f, a bf16 one x ** 1.703125, each

@@ -32,7 +32,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 20;
+    uint8_t k = u8(g) % 22;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -56,6 +56,8 @@ int op_unary(prog *g)
     case 16: rc = tg_mul_scalar(&y, a, s); break;
     case 17: rc = tg_div_scalar(&y, a, s); break;
     case 18: rc = tg_pow_scalar(&y, a, s); break;
+    case 19: rc = tg_sin(&y, a); break;
+    case 20: rc = tg_cos(&y, a); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
