@@ -93,7 +93,22 @@ Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
     tg_module *relu = act(TG_ACT_RELU, 0), *id = act(TG_ACT_NONE, 0);
     write_case("relu_alone", relu, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
     write_case("identity_alone", id, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
+    /* PReLU (PRelu, its slope under the weight's name): one weight per
+     * channel of an image, of either sign, and one weight for all */
+    tg_module *pc = NULL, *p1 = NULL;
+    cr_assert(tg_nn_prelu_new(&pc, 3, 0.25) == TG_OK);
+    cr_assert(tg_nn_prelu_new(&p1, 1, 0.1) == TG_OK);
+    for (int i = 0; i < 3; i++) tg_tensor_set_flat(tg_module_find(pc, "weight"), i, 0.4 * i - 0.5);
+    uint64_t s = 13;
+    tg_tensor *xi = th_rand_tensor(&s, TG_F32, 4, (const int64_t[]){2, 3, 4, 5}, -2, 2);
+    case_graph = "\"ops\": [\"PRelu\"]";
+    write_case("prelu_channels", pc, xi, 0, 0, (const char *const[]){"weight", NULL}, NULL);
+    case_graph = "\"ops\": [\"PRelu\"]";
+    write_case("prelu_one", p1, x, 0, 0, (const char *const[]){"weight", NULL}, NULL);
     check_cases();
+    tg_module_release(pc);
+    tg_module_release(p1);
+    tg_tensor_release(xi);
     tg_module_release(relu);
     tg_module_release(id);
     tg_module_release(m);

@@ -408,6 +408,12 @@ TG_API int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool 
  * tg_nn_upsample_antialias_new).  antialias may be NULL; TG_EINVAL for
  * another module. */
 TG_API int tg_nn_upsample_antialias(const tg_module *m, bool *antialias);
+/* nn.PReLU(num_parameters, init): the parameter "weight" (num_parameters),
+ * f32, each element init (torch's defaults: 1, 0.25); forward is
+ * tg_prelu(x, weight) (ops.h), so num_parameters is 1 or x's channel count
+ * (dim 1).  TG_EINVAL for a NULL out, num_parameters < 1 or an init that
+ * is not finite. */
+TG_API int tg_nn_prelu_new(tg_module **out, int64_t num_parameters, double init);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

@@ -88,6 +88,15 @@ TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
  * 0.5 x erfc(-x / sqrt 2), which keeps the negative tail (f32 gelu(-5.54) =
  * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
+/* F.prelu(x, weight): x where x > 0, weight * x elsewhere, one weight per
+ * channel (dim 1 of x) or one for all: weight is 1-d with 1 or C elements
+ * (an x of fewer than two dims has one channel).  Values as torch's (the
+ * product rounded once; -0.0 and NaN kept); gradients as torch's
+ * (dx = g * w where x <= 0, also at 0; dw summed over all but the channel
+ * dim), differentiable to any order.  PROMOTE: an f32 weight with a bf16 x
+ * gives f32.  TG_EINVAL for a NULL argument, TG_ESHAPE naming both shapes
+ * for another weight, TG_EDTYPE for an integer x. */
+TG_API int tg_prelu(tg_tensor **out, tg_tensor *x, tg_tensor *weight);
 
 /* softmax(x) along dim, exp(x - m) / sum(exp(x - m)), and log_softmax(x),
  * (x - m) - log(sum(exp(x - m))), m each row's maximum, as

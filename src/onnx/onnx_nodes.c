@@ -198,6 +198,27 @@ int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
     return tg__onnx_activation(s->g, s->scope, s->x, act, slope, y);
 }
 
+/* PReLU: PRelu with the weight as its slope, an initializer under the
+ * weight's name shaped as tg_prelu reads it: (C, 1, ...) to broadcast over
+ * x's spatial dims, or (1) for one weight (() for a 0-d x). */
+int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y)
+{
+    tg_tensor *w = tg_module_find(s->m, "weight"), *slope = NULL;
+    TG_ASSERT(w != NULL);
+    const int xnd = tg_tensor_ndim(s->xt);
+    int64_t shape[TG_MAX_DIMS] = {tg_tensor_numel(w)};
+    int nd = xnd > 0 ? 1 : 0;
+    if (shape[0] > 1)
+        for (nd = 1; nd < xnd - 1; nd++) shape[nd] = 1;
+    const char *name = tg__onnx_param_name(s, "weight");
+    if (!name) return TG_ENOMEM;
+    TG_TRY(tg_reshape(&slope, w, nd, shape));   /* (the export runs with grad mode off) */
+    int rc = tg__onnx_init_tensor(s->g, name, slope);
+    tg_tensor_release(slope);
+    TG_TRY(rc);
+    return tg__onnx_add(s->g, NULL, y, s->scope, "PRelu", 2, (const char *const[]){s->x, name});
+}
+
 /* Flatten and Unflatten: Reshape to the output's shape, where the dims
  * before the first one the module changes are 0 ("copy the input's", so the
  * batch stays free) and a flattened dim is -1. */

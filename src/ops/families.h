@@ -41,6 +41,7 @@
     X(amax, 4)           /* amax.c: amax amin max min */                      \
     X(var, 2)            /* var.c: var std */                                 \
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
+    X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 
 /* Declares tg__binary_ops ... the tables. */
