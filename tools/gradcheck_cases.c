@@ -93,6 +93,12 @@ static int f_permute(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_permute(out, in[0], perm);
 }
 
+static int f_flip(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {0, -1};
+    return tg_flip(out, in[0], 2, dims);
+}
+
 static int f_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_transpose(out, in[0], 0, 1);
@@ -304,6 +310,7 @@ const gc_case gc_cases[] = {
           .shape = {{2, 3, 2}}),
     GC_FN("permute", "shape", f_permute, "(2, 3, 4) perm 2,0,1", 1, .ndim = {3},
           .shape = {{2, 3, 4}}),
+    GC_FN("flip", "shape", f_flip, "(2, 3, 4) dims 0,-1", 1, .ndim = {3}, .shape = {{2, 3, 4}}),
     GC_FN("transpose", "shape", f_transpose, "(3, 4) dims 0,1", 1, .ndim = {2},
           .shape = {{3, 4}}),
     GC_FN("slice", "shape", f_slice, "(5, 4) dim 0 [1:5:2]", 1, .ndim = {2},

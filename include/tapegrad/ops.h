@@ -294,6 +294,14 @@ TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
  * dtypes promote as tg_cat; 0-d inputs give a 1-d result.  Each input's
  * gradient is its slice of g; differentiable to any order. */
 TG_API int tg_stack(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* torch.flip(x, dims): x with its elements along each of dims[0..ndims) in
+ * reverse order, a new contiguous tensor of x's dtype (integers too);
+ * differentiable to any order (the gradient is g flipped the same way).
+ * dims may be negative (from the end); ndims 0 copies x; a 0-d x takes
+ * dim 0 or -1, as torch's.  TG_EINVAL for a NULL out or x, dims NULL with
+ * ndims > 0, ndims outside [0, TG_MAX_DIMS], a dim out of range or one
+ * given twice. */
+TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
 /* F.pixel_shuffle(x, r): x (*, C*r*r, H, W) -> (*, C, H*r, W*r), output
  * channel c at (h*r + i, w*r + j) being input channel c*r*r + i*r + j at
  * (h, w); tg_pixel_unshuffle is its inverse, (*, C, H*r, W*r) -> (*, C*r*r,

@@ -93,7 +93,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 10;
+    uint8_t k = u8(g) % 11;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -111,6 +111,7 @@ int op_view(prog *g)
     case 6: rc = tg_squeeze(&y, a, d0); break;
     case 7: rc = tg_sum_dims(&y, a, nd % 3, dims, d1 & 1); break;
     case 8: rc = tg_mean_dims(&y, a, nd % 3, dims, d1 & 1); break;
+    case 9: rc = tg_flip(&y, a, nd % 4, dims); break;
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
     }
     return after(g, i, "view or reduction", rc, y);
