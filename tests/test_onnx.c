@@ -93,9 +93,13 @@ Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
     tg_module *relu = act(TG_ACT_RELU, 0), *id = act(TG_ACT_NONE, 0);
     write_case("relu_alone", relu, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
     write_case("identity_alone", id, x, 1e-5, 0, (const char *const[]){NULL}, NULL);
-    /* PReLU (PRelu, its slope under the weight's name): one weight per
-     * channel of an image, of either sign, and one weight for all */
-    tg_module *pc = NULL, *p1 = NULL;
+    /* ELU (Elu with its alpha); PReLU (PRelu, its slope under the weight's
+     * name): one weight per channel of an image, of either sign, and one
+     * weight for all */
+    tg_module *pc = NULL, *p1 = NULL, *elu = NULL;
+    cr_assert(tg_nn_elu_new(&elu, 0.75) == TG_OK);
+    case_graph = "\"ops\": [\"Elu\"], \"attributes\": {\"Elu\": {\"alpha\": 0.75}}";
+    write_case("elu", elu, x, 1e-6, 1e-7, (const char *const[]){NULL}, NULL);
     cr_assert(tg_nn_prelu_new(&pc, 3, 0.25) == TG_OK);
     cr_assert(tg_nn_prelu_new(&p1, 1, 0.1) == TG_OK);
     for (int i = 0; i < 3; i++) tg_tensor_set_flat(tg_module_find(pc, "weight"), i, 0.4 * i - 0.5);
@@ -108,6 +112,7 @@ Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
     check_cases();
     tg_module_release(pc);
     tg_module_release(p1);
+    tg_module_release(elu);
     tg_tensor_release(xi);
     tg_module_release(relu);
     tg_module_release(id);

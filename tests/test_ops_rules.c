@@ -82,7 +82,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"add_scalar", TG_AMP_KEEP},  {"to_dtype", TG_AMP_KEEP},   {"leaky_relu", TG_AMP_KEEP},
         {"tanh", TG_AMP_KEEP},        {"sigmoid", TG_AMP_KEEP},    {"silu", TG_AMP_KEEP},
         {"rsub_scalar", TG_AMP_KEEP}, {"sub_scalar", TG_AMP_KEEP}, {"div_scalar", TG_AMP_KEEP},
-        {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},
+        {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},        {"elu", TG_AMP_KEEP},
+        {"prelu", TG_AMP_PROMOTE},    {"flip", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;
@@ -174,7 +175,7 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);
-    } s[] = {{"leaky_relu", tg_leaky_relu}, {"pow_scalar", tg_pow_scalar},
+    } s[] = {{"leaky_relu", tg_leaky_relu}, {"pow_scalar", tg_pow_scalar}, {"elu", tg_elu},
              {"add_scalar", tg_add_scalar}, {"sub_scalar", tg_sub_scalar},
              {"rsub_scalar", tg_rsub_scalar}, {"mul_scalar", tg_mul_scalar},
              {"div_scalar", tg_div_scalar}};

@@ -281,6 +281,7 @@ const gc_case gc_cases[] = {
     GC_UN("sigmoid", "activation", tg_sigmoid, 2, GC_ANY, 3, 4),
     GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
     GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
+    GC_SC("elu", "activation", tg_elu, 0.7, GC_ANY),
     GC_BIN("prelu", "activation", tg_prelu, GC_ANY, "prelu((2, 3, 2), (3))", 3, 1,
            GC_SHAPE(2, 3, 2), GC_SHAPE(3)),
     GC_FN("softmax", "activation", f_softmax, "(3, 4) dim 1", 1, .ndim = {2},

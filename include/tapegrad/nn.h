@@ -408,6 +408,12 @@ TG_API int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool 
  * tg_nn_upsample_antialias_new).  antialias may be NULL; TG_EINVAL for
  * another module. */
 TG_API int tg_nn_upsample_antialias(const tg_module *m, bool *antialias);
+/* nn.ELU(alpha): forward is tg_elu(x, alpha) (ops.h); torch's default alpha
+ * is 1.  No parameters.  TG_EINVAL for a NULL out or an alpha that is not
+ * finite.  tg_nn_elu_alpha reads alpha back (TG_EINVAL for a NULL argument
+ * or another module). */
+TG_API int tg_nn_elu_new(tg_module **out, double alpha);
+TG_API int tg_nn_elu_alpha(const tg_module *m, double *alpha);
 /* nn.PReLU(num_parameters, init): the parameter "weight" (num_parameters),
  * f32, each element init (torch's defaults: 1, 0.25); forward is
  * tg_prelu(x, weight) (ops.h), so num_parameters is 1 or x's channel count

@@ -88,6 +88,14 @@ TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
  * 0.5 x erfc(-x / sqrt 2), which keeps the negative tail (f32 gelu(-5.54) =
  * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
+/* F.elu(x, alpha): x where x > 0, alpha * (e^x - 1) elsewhere (torch's
+ * default alpha is 1).  e^x - 1 is expm1 in double, rounded once, so small
+ * negative x keep their value where torch's f32 kernel (exp(x) - 1 in f32)
+ * gives 0; elsewhere within a few ulp of torch's.  The gradient is torch's
+ * (g * alpha * e^x where x <= 0), differentiable to any order.  TG_EINVAL
+ * for a NULL argument or an alpha that is not finite, TG_EDTYPE for an
+ * integer x. */
+TG_API int tg_elu(tg_tensor **out, tg_tensor *x, double alpha);
 /* F.prelu(x, weight): x where x > 0, weight * x elsewhere, one weight per
  * channel (dim 1 of x) or one for all: weight is 1-d with 1 or C elements
  * (an x of fewer than two dims has one channel).  Values as torch's (the

@@ -1,4 +1,4 @@
-/* src/nn/module_simple.c - parameter-free modules: Dropout, activations,
+/* src/nn/module_simple.c - parameter-free modules: Dropout, activations, ELU,
  * Flatten and Unflatten, PixelShuffle and PixelUnshuffle. */
 #include <math.h>
 #include <string.h>
@@ -119,6 +119,42 @@ int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
     int rc = tg_module_new(out, &tg__nn_act_vt, s);
     if (rc < 0) free(s);
     return rc;
+}
+
+/* ---- ELU ---- */
+
+typedef struct tg__elu_state {
+    double alpha;
+} tg__elu_state;
+
+static int tg__elu_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_elu(y, x, ((const tg__elu_state *)m->state)->alpha);
+}
+
+static const tg_module_vtable tg__nn_elu_vt = {.type_name = "ELU", .forward = tg__elu_forward,
+                                               .release = free,
+                                               .state_size = sizeof(tg__elu_state)};
+
+int tg_nn_elu_new(tg_module **out, double alpha)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_elu_new: out must not be NULL");
+    TG_CHECK(isfinite(alpha), TG_EINVAL, "nn_elu_new: alpha=%g must be finite", alpha);
+    tg__elu_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    s->alpha = alpha;
+    int rc = tg_module_new(out, &tg__nn_elu_vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+int tg_nn_elu_alpha(const tg_module *m, double *alpha)
+{
+    TG_CHECK(m != NULL && alpha != NULL, TG_EINVAL, "nn_elu_alpha: m and alpha must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_elu_vt, TG_EINVAL, "nn_elu_alpha: m is a %s module, not ELU",
+             tg_module_type_name(m));
+    *alpha = ((const tg__elu_state *)m->state)->alpha;
+    return TG_OK;
 }
 
 /* ---- Flatten / Unflatten ---- */

@@ -41,6 +41,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"InstanceNorm3d", tg__onnx_emit_instance_norm},
     {"Activation", tg__onnx_emit_activation},
     {"PReLU", tg__onnx_emit_prelu},
+    {"ELU", tg__onnx_emit_elu},
     {"Flatten", tg__onnx_emit_reshape},
     {"Unflatten", tg__onnx_emit_reshape},
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle},

@@ -115,6 +115,7 @@ int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */

@@ -198,6 +198,16 @@ int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
     return tg__onnx_activation(s->g, s->scope, s->x, act, slope, y);
 }
 
+/* ELU: Elu with its alpha. */
+int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y)
+{
+    double alpha;
+    TG_TRY(tg_nn_elu_alpha(s->m, &alpha));
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "Elu", 1, (const char *const[]){s->x}));
+    return tg__onnx_attr_float(s->g, n, "alpha", (float)alpha);
+}
+
 /* PReLU: PRelu with the weight as its slope, an initializer under the
  * weight's name shaped as tg_prelu reads it: (C, 1, ...) to broadcast over
  * x's spatial dims, or (1) for one weight (() for a 0-d x). */

@@ -43,6 +43,7 @@
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
+    X(elu, 1)            /* elu.c: elu */                                     \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 
 /* Declares tg__binary_ops ... the tables. */

@@ -32,7 +32,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 22;
+    uint8_t k = u8(g) % 23;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -58,6 +58,7 @@ int op_unary(prog *g)
     case 18: rc = tg_pow_scalar(&y, a, s); break;
     case 19: rc = tg_sin(&y, a); break;
     case 20: rc = tg_cos(&y, a); break;
+    case 21: rc = tg_elu(&y, a, s); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
