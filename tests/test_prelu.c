@@ -66,7 +66,8 @@ Test(prelu, every_case_matches_torch)
 Test(prelu, the_gradient_at_zero_is_the_weights)
 {
     const double xs[4] = {0.0, -0.0, 2.0, -3.0};
-    tg_tensor *x = th_vec(TG_F64, 4, xs, "x", true), *w = th_vec(TG_F64, 1, (double[]){0.25}, "w", true);
+    tg_tensor *x = th_vec(TG_F64, 4, xs, "x", true);
+    tg_tensor *w = th_vec(TG_F64, 1, (double[]){0.25}, "w", true);
     tg_tensor *g = th_vec(TG_F64, 4, (double[]){1, 1, 1, 1}, "g", false), *y = NULL;
     run(x, w, g, &y);
     const double want[4] = {0.25, 0.25, 1.0, 0.25};
