@@ -3,7 +3,8 @@
  * tg_prelu(x, weight), so num_parameters is 1 or x's channel count. */
 #include <math.h>
 
-#include "core/core.h"
+#include "nn/module_internal.h"
+#include "tapegrad/init.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 
@@ -21,14 +22,10 @@ int tg_nn_prelu_new(tg_module **out, int64_t num_parameters, double init)
              (long long)num_parameters);
     TG_CHECK(isfinite(init), TG_EINVAL, "nn_prelu_new: init=%g must be finite", init);
     tg_module *m = NULL;
-    tg_tensor *w = NULL;
-    TG_TRY(tg_tensor_full(&w, TG_F32, 1, (int64_t[]){num_parameters}, init));
-    int rc = tg_module_new(&m, &prelu_vt, NULL);
-    if (rc < 0) {
-        tg_tensor_release(w);
-        return rc;
-    }
-    rc = tg_module_add_parameter(m, "weight", w);   /* steals w */
+    tg_tensor *w = NULL;   /* borrowed from m */
+    TG_TRY(tg_module_new(&m, &prelu_vt, NULL));
+    int rc = tg__nn_add_param_zeros(m, "weight", 1, &num_parameters, &w);
+    if (rc >= 0) rc = tg_init_constant_(w, init);
     if (rc < 0) {
         tg_module_release(m);
         return rc;
