@@ -118,6 +118,7 @@ static int run_batch(tg_module *net, tg_tensor *x, double *feat, float *logits)
 {
     tg_tensor *h = tg_tensor_retain(x), *y = NULL, *f32 = NULL;
     int rc = TG_OK;
+    tg__lib_enter();   /* the layers' outputs are released here, not by a caller's scope */
     for (int i = 0; i < FID_LAYERS - 1 && rc >= 0; i++) {
         rc = tg_module_forward(tg_module_child_at(net, i), &y, h);
         tg_tensor_release(h);
@@ -133,6 +134,7 @@ static int run_batch(tg_module *net, tg_tensor *x, double *feat, float *logits)
     }
     tg_tensor_release(f32);
     tg_tensor_release(h);
+    tg__lib_leave();
     return rc;
 }
 

@@ -248,7 +248,10 @@ int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
     if (rc >= 0) {
         tg_module_train(m, false);
         tg_no_grad_begin();
+        /* the forwards' tensors are the export's own, never a caller's scope's */
+        tg__lib_enter();
         rc = tg__onnx_build(g, m, example_input, &o);
+        tg__lib_leave();
         tg_no_grad_end();
     }
     if (rc >= 0) rc = tg__onnx_write(g, path);

@@ -29,7 +29,8 @@ static int check_call(const char *op, tg_tensor **out, const tg_tensor *x, int64
 }
 
 /* x read as `from` (6 dims), permuted by perm, read as x's leading dims
- * then c, h, w. */
+ * then c, h, w.  The three ops run on the library's behalf: only the
+ * result goes to the caller's scope (tapegrad/scope.h). */
 static int shuffle(tg_tensor **out, tg_tensor *x, const int64_t *from, const int *perm,
                    int64_t c, int64_t h, int64_t w)
 {
@@ -38,14 +39,16 @@ static int shuffle(tg_tensor **out, tg_tensor *x, const int64_t *from, const int
     for (int d = 0; d < nd - 3; d++) to[d] = tg_tensor_dim(x, d);
     to[nd - 3] = c, to[nd - 2] = h, to[nd - 1] = w;
     tg_tensor *v = NULL, *p = NULL;
+    tg__lib_enter();
     int rc = tg_reshape(&v, x, 6, from);
     if (rc >= 0) rc = tg_permute(&p, v, perm);
     tg_tensor *y = NULL;
     if (rc >= 0) rc = tg_reshape(&y, p, nd, to);
     tg_tensor_release(v);
     tg_tensor_release(p);
+    tg__lib_leave();
     if (rc >= 0) *out = y;
-    return rc;
+    return tg__scope_capture(out, rc);
 }
 
 int tg_pixel_shuffle(tg_tensor **out, tg_tensor *x, int64_t r)
