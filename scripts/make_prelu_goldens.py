@@ -6,7 +6,8 @@ Run from anywhere with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_prelu_goldens.py
 
 Case "case<i>", i < the metadata "cases", with metadata case<i>.dtype
-(f32, f64 or bf16) and tensors in that dtype:
+(f32, f64 or bf16, or bf16_wf32: a bf16 x with an f32 weight, which torch
+casts to bf16 first) and tensors in that dtype (w and dw f32 in bf16_wf32):
   case<i>.x, case<i>.w    F.prelu's input and weight (x holds +-0, +-inf
                           and NaN besides random values)
   case<i>.g               the gradient of y
@@ -45,14 +46,15 @@ def main():
     torch.manual_seed(SEED)
     tensors, meta = {}, {}
     i = 0
-    for name, dt in DTYPES.items():
-        for shape, nw in CASES:
+    for name, dt in list(DTYPES.items()) + [("bf16_wf32", torch.bfloat16)]:
+        for shape, nw in (CASES if name != "bf16_wf32" else CASES[:1] + CASES[3:4]):
             x = torch.randn(shape, dtype=torch.float64) * 3
             if x.numel() >= len(SPECIAL):
                 x.view(-1)[: len(SPECIAL)] = torch.tensor(SPECIAL, dtype=torch.float64)
             w = torch.rand(nw, dtype=torch.float64) - 0.3
             g = torch.randn(shape, dtype=torch.float64)
-            x, w, g = x.to(dt), w.to(dt), g.to(dt)
+            x, g = x.to(dt), g.to(dt)
+            w = w.to(torch.float32 if name == "bf16_wf32" else dt)
             xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
             y = F.prelu(xr, wr)
             dx, dw = torch.autograd.grad(y, (xr, wr), g)

@@ -1,8 +1,9 @@
 /* tests/test_prelu.c - tg_prelu and the PReLU module: against PyTorch's
  * F.prelu and its gradients (per-channel and single weights, 1-d to 3-d
- * images, (N, C), 1-d and 0-d x; f32, f64, bf16; +-0, +-inf, NaN), the
- * gradient at 0, derivatives to second order by finite differences, mixed
- * dtypes, the module's parameter and forward, and the refusals.
+ * images, (N, C), 1-d and 0-d x; f32, f64, bf16, a bf16 x with an f32
+ * weight; +-0, +-inf, NaN), the gradient at 0, derivatives to second order
+ * by finite differences, a weight of another dtype, the module's parameter
+ * and forward, and the refusals.
  * Goldens: scripts/make_prelu_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -42,7 +43,7 @@ Test(prelu, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("prelu.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    int per_dtype[3] = {0};
+    int per_dtype[4] = {0};   /* f64, f32, bf16, bf16 with an f32 weight */
     for (int i = 0; i < n; i++) {
         char c[16];
         snprintf(c, sizeof c, "case%d", i);
@@ -54,10 +55,11 @@ Test(prelu, every_case_matches_torch)
         th_expect_same_bits(c, x, tg_tensor_grad(x), th_golden_get(f, c, "dx"));
         const double rtol = !strcmp(dt, "f64") ? 1e-13 : !strcmp(dt, "f32") ? 1e-5 : 1.0 / 128;
         th_expect_close_scaled(c, tg_tensor_grad(w), th_golden_get(f, c, "dw"), rtol);
-        per_dtype[!strcmp(dt, "f64") ? 0 : !strcmp(dt, "f32") ? 1 : 2]++;
+        per_dtype[!strcmp(dt, "f64") ? 0 : !strcmp(dt, "f32") ? 1 : !strcmp(dt, "bf16") ? 2 : 3]++;
         th_release_all(3, (tg_tensor *[]){x, w, y});
     }
-    for (int d = 0; d < 3; d++) cr_assert(per_dtype[d] >= 7, "dtype %d: %d cases", d, per_dtype[d]);
+    for (int d = 0; d < 4; d++)
+        cr_assert(per_dtype[d] >= (d < 3 ? 7 : 2), "dtype %d: %d cases", d, per_dtype[d]);
     tg_st_free(f);
 }
 
@@ -108,22 +110,33 @@ Test(prelu, gradcheck_and_gradgradcheck)
     }
 }
 
-/* PROMOTE: a bf16 x with an f32 weight computes in f32, and each gradient
- * comes back in its input's dtype. */
-Test(prelu, mixed_dtypes_promote)
+/* The result has x's dtype: an f32 weight with a bf16 x is rounded to bf16
+ * first, as torch does (its bf16 cases with an f32 weight are in the
+ * goldens); the weight's gradient comes back in f32.  Also under autocast,
+ * where the op keeps its inputs' dtypes. */
+Test(prelu, a_weight_of_another_dtype_follows_x)
 {
     uint64_t s = 5;
     tg_tensor *x32 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 3, 4}, -2, 2), *x = NULL;
     OK(tg_tensor_to_dtype(&x, x32, TG_BF16));
     OK(tg_tensor_set_requires_grad(x, true));
-    tg_tensor *w = th_vec(TG_F32, 3, (double[]){0.1, -0.2, 0.3}, "w", true), *y = NULL, *l = NULL;
-    OK(tg_prelu(&y, x, w));
-    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-    OK(tg_sum(&l, y));
-    OK(tg_backward(l, NULL, NULL));
-    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
-    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
-    th_release_all(5, (tg_tensor *[]){x32, x, w, y, l});
+    tg_tensor *w = th_vec(TG_F32, 3, (double[]){0.3, -0.2, 0.7}, "w", true), *y = NULL, *l = NULL;
+    tg_tensor *wb = NULL, *want = NULL;
+    OK(tg_tensor_to_dtype(&wb, w, TG_BF16));
+    OK(tg_prelu(&want, x, wb));
+    for (int amp = 0; amp < 2; amp++) {
+        if (amp) OK(tg_autocast_begin(TG_BF16));
+        OK(tg_prelu(&y, x, w));
+        if (amp) OK(tg_autocast_end());
+        cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+        th_expect_same_bits("y", x, y, want);
+        OK(tg_sum(&l, y));
+        OK(tg_backward(l, NULL, NULL));
+        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
+        cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(w)), TG_F32));
+        th_release_all(2, (tg_tensor *[]){y, l});
+    }
+    th_release_all(5, (tg_tensor *[]){x32, x, w, wb, want});
 }
 
 /* nn.PReLU(num_parameters, init): one parameter "weight" (num_parameters)

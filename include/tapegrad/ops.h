@@ -101,9 +101,11 @@ TG_API int tg_elu(tg_tensor **out, tg_tensor *x, double alpha);
  * (an x of fewer than two dims has one channel).  Values as torch's (the
  * product rounded once; -0.0 and NaN kept); gradients as torch's
  * (dx = g * w where x <= 0, also at 0; dw summed over all but the channel
- * dim), differentiable to any order.  PROMOTE: an f32 weight with a bf16 x
- * gives f32.  TG_EINVAL for a NULL argument, TG_ESHAPE naming both shapes
- * for another weight, TG_EDTYPE for an integer x. */
+ * dim), differentiable to any order.  The result has x's dtype, also under
+ * autocast: a weight of another float dtype is cast to it first (recorded,
+ * so its gradient keeps the weight's dtype), as torch does.  TG_EINVAL for
+ * a NULL argument, TG_ESHAPE naming both shapes for another weight,
+ * TG_EDTYPE for an integer x or weight. */
 TG_API int tg_prelu(tg_tensor **out, tg_tensor *x, tg_tensor *weight);
 
 /* softmax(x) along dim, exp(x - m) / sum(exp(x - m)), and log_softmax(x),

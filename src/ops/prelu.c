@@ -8,7 +8,10 @@
  * a 0-d x).
  *
  * Values: x > 0 ? x : w * x, the product taken in double and rounded once,
- * so -0.0 stays -0.0 (w > 0) and NaN stays NaN, as torch's.
+ * so -0.0 stays -0.0 (w > 0) and NaN stays NaN, as torch's.  The result has
+ * x's dtype, also under autocast (KEEP): a weight of another float dtype is
+ * cast to x's first, by a recorded cast, so its gradient comes back in its
+ * own dtype (torch rounds an f32 weight to a bf16 x's dtype the same way).
  *
  * Gradients, as torch's prelu_backward, with m the constant mask x > 0:
  *   dx = where(m, g, g * w)
@@ -62,6 +65,9 @@ static int prelu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     (void)n;
     (void)params;
     tg_tensor *x = in[0], *w = in[1], *wv = NULL;
+    TG_CHECK(w->dtype == x->dtype || !tg_dtype_is_float(x->dtype), TG_EDTYPE,
+             "prelu: weight is %s but x is %s (tg_prelu casts the weight to x's dtype)",
+             tg_dtype_name(w->dtype), tg_dtype_name(x->dtype));
     TG_TRY(weight_view(&wv, x, w));
     int rc = tg__ew_binary("prelu", out, x, wv, k_prelu, 0.0);
     tg_tensor_release(wv);
@@ -112,7 +118,7 @@ done:
     return rc;
 }
 
-static const tg_op_schema prelu_op = {.name = "prelu", .arity = 2, .amp = TG_AMP_PROMOTE,
+static const tg_op_schema prelu_op = {.name = "prelu", .arity = 2, .amp = TG_AMP_KEEP,
                                       .forward = prelu_forward, .backward = prelu_backward,
                                       .double_backward = true,
                                       .vjp = "dx = g where x > 0, g * w elsewhere; dw = the sum "
@@ -127,5 +133,16 @@ int tg_prelu(tg_tensor **out, tg_tensor *x, tg_tensor *weight)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "prelu: out must not be NULL");
     TG_CHECK(x != NULL && weight != NULL, TG_EINVAL, "prelu: x and weight must not be NULL");
-    return tg_op_call(&prelu_op, out, 2, (tg_tensor *[]){x, weight}, NULL, 0);
+    if (weight->dtype == x->dtype || !tg_dtype_is_float(x->dtype) ||
+        !tg_dtype_is_float(weight->dtype))
+        return tg_op_call(&prelu_op, out, 2, (tg_tensor *[]){x, weight}, NULL, 0);
+    /* the cast and the op run on the library's behalf; only the result goes
+     * to the caller's scope */
+    tg_tensor *w = NULL;
+    tg__lib_enter();
+    int rc = tg_to_dtype(&w, weight, x->dtype);
+    if (rc >= 0) rc = tg_op_call(&prelu_op, out, 2, (tg_tensor *[]){x, w}, NULL, 0);
+    tg_tensor_release(w);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
 }
