@@ -173,8 +173,8 @@ Test(scope, composite_ops_hand_the_scope_their_result_only)
 /* More public calls that run several ops inside, in a scope: pixel_shuffle
  * and pixel_unshuffle (reshape, permute, reshape), prelu with a weight of
  * another dtype (a cast, then the op) hand the scope their result alone;
- * the ONNX export and the FID features run a model's forwards and hand the
- * scope nothing.  Each tensor is released once (ASan), and the bytes return
+ * the ONNX export and the FID features run a model's forwards, and spectral
+ * norm's set-up a power iteration, and hand the scope nothing.  Each tensor is released once (ASan), and the bytes return
  * to where they were. */
 Test(scope, composite_calls_release_their_own_tensors_once)
 {
@@ -207,8 +207,17 @@ Test(scope, composite_calls_release_their_own_tensors_once)
         th_tmp_dir_remove();
         cr_assert(eq(int, tg_scope_size(), 3));
     }
+    /* spectral norm set up inside the scope: u, v and the weight's value
+     * are the module's, and a forward after the scope reads them */
+    tg_module *lin = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 4, 3, true, &rng), 0));
+    cr_assert(eq(int, tg_nn_spectral_norm(lin, "weight", 1, 1e-12, -1, &rng), 0));
+    cr_assert(eq(int, tg_scope_size(), 3));
     cr_assert(eq(int, tg_scope_end(), 0));
-    tg_tensor_release(feat);
+    tg_tensor *row = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 4}, 7), *out = NULL;
+    cr_assert(eq(int, tg_module_forward(lin, &out, row), 0), "%s", tg_error_message());
+    th_release_all(3, (tg_tensor *[]){row, out, feat});
+    tg_module_release(lin);
     tg_module_release(seq);
     tg_module_release(fid);
     th_release_all(3, (tg_tensor *[]){x, w, img});

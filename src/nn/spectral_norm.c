@@ -196,6 +196,9 @@ int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations, 
     s->eps = eps;
     const int64_t h = tg_tensor_dim(w, dim), wd = tg_tensor_numel(w) / (h ? h : 1);
     tg_tensor *bufs[2] = {NULL, NULL};
+    /* u, v and the weight's value belong to the module, never to a caller's
+     * scope: the ops run on the library's behalf */
+    tg__lib_enter();
     int rc = sn_random_unit(&bufs[0], w, h, eps, rng);
     if (rc == TG_OK) rc = sn_random_unit(&bufs[1], w, wd, eps, rng);
     /* until the first forward, `name` reads as the eval-mode weight */
@@ -205,6 +208,7 @@ int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations, 
         rc = sn_weight(s, w, bufs[0], bufs[1], false, &value);
         tg_no_grad_end();
     }
+    tg__lib_leave();
     if (rc < 0) {
         tg_tensor_release(bufs[0]);
         tg_tensor_release(bufs[1]);
