@@ -19,6 +19,7 @@
 
 #include "core/core.h"
 #include "onnx/onnx_graph.h"
+#include "ops/prelu_internal.h"
 
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name)
 {
@@ -215,11 +216,9 @@ int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y)
 {
     tg_tensor *w = tg_module_find(s->m, "weight"), *slope = NULL;
     TG_ASSERT(w != NULL);
-    const int xnd = tg_tensor_ndim(s->xt);
-    int64_t shape[TG_MAX_DIMS] = {tg_tensor_numel(w)};
-    int nd = xnd > 0 ? 1 : 0;
-    if (shape[0] > 1)
-        for (nd = 1; nd < xnd - 1; nd++) shape[nd] = 1;
+    int nd = 0;
+    int64_t shape[TG_MAX_DIMS];
+    TG_TRY(tg__prelu_weight_shape(s->xt, w, &nd, shape));
     const char *name = tg__onnx_param_name(s, "weight");
     if (!name) return TG_ENOMEM;
     TG_TRY(tg_reshape(&slope, w, nd, shape));   /* (the export runs with grad mode off) */

@@ -22,13 +22,12 @@
 #include "autograd/tape.h"
 #include "ops/elementwise.h"
 #include "ops/families.h"
+#include "ops/prelu_internal.h"
 #include "tapegrad/ops.h"
 
 TG_EW_BINARY_KERNEL(k_prelu, a > 0 ? a : (double)b * a)
 
-/* The shape weight broadcasts through: (C, 1, ...) up to x's rank for C
- * weights, (1) for one.  Checks weight against x. */
-static int weight_view_shape(const tg_tensor *x, const tg_tensor *w, int *nd, int64_t *shape)
+int tg__prelu_weight_shape(const tg_tensor *x, const tg_tensor *w, int *nd, int64_t *shape)
 {
     char sx[96], sw[96];
     tg_shape_str(sx, sizeof sx, x->ndim, x->shape);
@@ -55,7 +54,7 @@ static int weight_view(tg_tensor **wv, const tg_tensor *x, tg_tensor *w)
 {
     int nd = 0;
     int64_t shape[TG_MAX_DIMS];
-    TG_TRY(weight_view_shape(x, w, &nd, shape));
+    TG_TRY(tg__prelu_weight_shape(x, w, &nd, shape));
     return tg_reshape(wv, w, nd, shape);
 }
 
