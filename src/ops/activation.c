@@ -1,4 +1,4 @@
-/* src/ops/activation.c - relu, leaky_relu, tanh, sigmoid, silu, gelu.
+/* src/ops/activation.c - relu, leaky_relu, tanh, sigmoid, silu, gelu, elu.
  *
  * Backwards save the input and recompute from it with differentiable ops.
  * Piecewise-constant factors (relu's mask, leaky_relu's slope) enter as
@@ -30,6 +30,10 @@ typedef struct slope_params {
     double slope;
 } slope_params;
 
+typedef struct elu_params {
+    double alpha;
+} elu_params;
+
 /* sigmoid(x) = 1/(1+e^-x) = e^x/(1+e^x): with e = exp(-|x|) <= 1 neither form
  * overflows, and the small tail keeps its relative precision. */
 static inline double sigmoid_d(double x)
@@ -49,6 +53,10 @@ static inline double gelu_d(double x)
 TG_EW_UNARY_KERNEL(k_relu, a < 0 ? 0 : a)
 /* (a times 1 is a: branch-free, see k_masked_grad) */
 TG_EW_UNARY_KERNEL(k_leaky, (double)a * (a > 0 ? 1.0 : s))
+/* elu: e^x - 1 as expm1 in double, rounded once, so small negative x keep
+ * their value (torch's f32 kernel takes exp(x) - 1 in f32, which cancels
+ * to 0 near 0); elu(-0.0) is +0.0 as torch's. */
+TG_EW_UNARY_KERNEL(k_elu, a > 0 ? (double)a : s * (a == 0 ? 0.0 : expm1((double)a)))
 /* tanh of f32 in f64 arithmetic, branch-free so that its loop vectorizes.
  * With t = 2|a| = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi
  * is exact), expm1(t) = p(r) for k = 0, else 2^k (1 + p(r)) - 1, where
@@ -205,6 +213,13 @@ ACT_FORWARD(tanh, k_tanh, true)
 ACT_FORWARD(sigmoid, k_sigmoid, true)
 ACT_FORWARD(silu, k_silu, false)
 ACT_FORWARD(gelu, k_gelu, false)
+
+static int elu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    return act_forward(ctx, "elu", out, in[0], k_elu, ((const elu_params *)params)->alpha,
+                       false);
+}
 
 /* The one-pass f16/bf16 kernels (activation_half.c) for a contiguous half
  * a (and g), unless a test turned them off on this thread. */
@@ -427,6 +442,28 @@ done:
     return rc;
 }
 
+/* d elu = g * alpha * e^a where a <= 0 (alpha at 0), g elsewhere (NaN
+ * too), as torch's elu_backward: the mask a <= 0 a constant, the rest exp,
+ * mul_scalar, mul and where, so differentiable again. */
+static int elu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const double alpha = ((const elu_params *)tg__ctx_params(ctx))->alpha;
+    tg_tensor *x, *m = NULL, *e = NULL, *ae = NULL, *t = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &x));
+    TG_TRY_GOTO(tg_le_scalar(&m, x, 0.0));   /* a constant mask; NaN is not in it */
+    TG_TRY_GOTO(tg_exp(&e, x));
+    TG_TRY_GOTO(tg_mul_scalar(&ae, e, alpha));
+    TG_TRY_GOTO(tg_mul(&t, g, ae));
+    TG_TRY_GOTO(tg_where(&gi[0], m, t, g));
+done:
+    tg_tensor_release(m);
+    tg_tensor_release(e);
+    tg_tensor_release(ae);
+    tg_tensor_release(t);
+    return rc;
+}
+
 /* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
 #define SCHEMA(op, formula, sym)                                              \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = TG_AMP_KEEP, \
@@ -438,9 +475,11 @@ SCHEMA(tanh, "da = g * (1 - y^2)", NULL);
 SCHEMA(sigmoid, "da = g * y * (1 - y)", NULL);
 SCHEMA(silu, "da = g * (s + a s (1 - s)), s = sigmoid(a)", NULL);
 SCHEMA(gelu, "da = g * (Phi(a) + a phi(a))", NULL);
+SCHEMA(elu, "da = g * alpha * exp(a) where a <= 0, g elsewhere", "alpha");
 
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__activation_ops[] = {&relu_op, &leaky_relu_op, &tanh_op, &sigmoid_op, &silu_op, &gelu_op};
+const tg_op_schema *const tg__activation_ops[] = {&relu_op, &leaky_relu_op, &tanh_op, &sigmoid_op,
+                                                  &silu_op, &gelu_op,       &elu_op};
 static_assert(sizeof tg__activation_ops / sizeof tg__activation_ops[0] == TG__activation_N,
               "src/ops/families.h must count the activation ops");
 
@@ -456,13 +495,27 @@ int tg_sigmoid(tg_tensor **out, tg_tensor *a) { return call1(&sigmoid_op, out, a
 int tg_silu(tg_tensor **out, tg_tensor *a) { return call1(&silu_op, out, a); }
 int tg_gelu(tg_tensor **out, tg_tensor *a) { return call1(&gelu_op, out, a); }
 
+/* A scalar of an op in the dtype its kernel computes in, as torch's: f64
+ * for f64, f32 for f32, f16 and bf16. */
+static double kernel_scalar(const tg_tensor *a, double s)
+{
+    return a && a->dtype != TG_F64 ? (double)(float)s : s;
+}
+
 int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope)
 {
-    /* The slope in the kernel's dtype, as torch's (f32 for f32, f16 and
-     * bf16): then x * s in double is exact and rounds to x * (float)s, the
-     * f32 product torch's kernel makes, and the backward's mask holds the
-     * same s. */
-    slope_params p = {.slope = a && a->dtype != TG_F64 ? (double)(float)slope : slope};
+    /* Then x * s in double is exact and rounds to x * (float)s, the f32
+     * product torch's kernel makes, and the backward's mask holds the same
+     * s. */
+    slope_params p = {.slope = kernel_scalar(a, slope)};
     tg_tensor *in[1] = {a};
     return tg_op_call(&leaky_relu_op, out, 1, in, &p, sizeof p);
+}
+
+int tg_elu(tg_tensor **out, tg_tensor *x, double alpha)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "elu: out must not be NULL");
+    TG_CHECK(isfinite(alpha), TG_EINVAL, "elu: alpha=%g must be finite", alpha);
+    elu_params p = {.alpha = kernel_scalar(x, alpha)};
+    return tg_op_call(&elu_op, out, 1, (tg_tensor *[]){x}, &p, sizeof p);
 }

@@ -11,7 +11,7 @@
 #define TG__OP_FAMILIES(X)                                                    \
     X(binary, 10)        /* binary.c: add sub mul div pow, scalar variants */ \
     X(unary, 9)          /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos */ \
-    X(activation, 6)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu */ \
+    X(activation, 7)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu elu */ \
     X(cast, 1)           /* cast.c: to_dtype */                               \
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \
     X(shape, 7)          /* shape.c: reshape permute transpose expand unsqueeze squeeze contiguous */ \
@@ -43,7 +43,6 @@
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
-    X(elu, 1)            /* elu.c: elu */                                     \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 
 /* Declares tg__binary_ops ... the tables. */
