@@ -264,6 +264,15 @@ const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *w
     return t;
 }
 
+tg_tensor *th_leaf_clone(const tg_tensor *t)
+{
+    if (!t) return NULL;
+    tg_tensor *c = NULL;
+    cr_assert(eq(int, tg_tensor_clone(&c, t), TG_OK), "clone: %s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_set_requires_grad(c, true), TG_OK), "%s", tg_error_message());
+    return c;
+}
+
 tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, const char *b)
 {
     char key[160];

@@ -182,6 +182,8 @@ const tg_tensor *th_golden_get(const tg_st_file *f, const char *c, const char *w
 /* The tensor whose name is fmt filled with a and b (each used as fmt has
  * them: "%s.%s.y"); fails when the file lacks it. */
 tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, const char *b);
+/* A copy of t (a golden tensor, say) that requires grad; NULL for NULL. */
+tg_tensor *th_leaf_clone(const tg_tensor *t);
 /* The integers of "1,2,3" into v (as many as the text holds). */
 void th_ints_of(const char *s, int64_t *v);
 /* Fails unless got has want's shape and dtype and each element lies within

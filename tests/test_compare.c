@@ -65,14 +65,6 @@ static double sum_tol(const tg_tensor *input, const tg_tensor *w)
     return (double)n / 2 * big * ulp;
 }
 
-static tg_tensor *leaf_clone(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 /* ---- maximum and minimum ------------------------------------------------------------ */
 
 /* y equals torch's y, zero signs included but where a and b are zeros of
@@ -110,8 +102,8 @@ Test(compare, maximum_minimum_match_pytorch)
     for (char *save, *c = strtok_r(cases, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
         for (int m = 0; m < 2; m++) {
             const char *fn = m ? "minimum" : "maximum";
-            tg_tensor *a = leaf_clone(th_golden_at(f, "mx.%s.a", c, "")), *y = NULL;
-            tg_tensor *b = leaf_clone(th_golden_at(f, "mx.%s.b", c, ""));
+            tg_tensor *a = th_leaf_clone(th_golden_at(f, "mx.%s.a", c, "")), *y = NULL;
+            tg_tensor *b = th_leaf_clone(th_golden_at(f, "mx.%s.b", c, ""));
             OK((m ? tg_minimum : tg_maximum)(&y, a, b));
             char what[96], key[64];
             snprintf(what, sizeof what, "%s %s y", c, fn);
@@ -303,7 +295,7 @@ Test(compare, stack_matches_pytorch)
             for (int i = 0; i < n; i++) {
                 char idx[12];
                 snprintf(idx, sizeof idx, "%d", i);
-                ts[i] = leaf_clone(th_golden_at(f, "st.%s.%s", c, idx));
+                ts[i] = th_leaf_clone(th_golden_at(f, "st.%s.%s", c, idx));
             }
             OK(tg_stack(&y, n, ts, atoi(d)));
             char what[96];

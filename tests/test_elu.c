@@ -29,9 +29,7 @@ Test(elu, every_case_matches_torch)
         snprintf(c, sizeof c, "case%d", i);
         const char *dt = th_golden_meta(f, c, "dtype");
         const double alpha = atof(th_golden_meta(f, c, "alpha"));
-        tg_tensor *x = NULL, *y = NULL, *p = NULL, *l = NULL;
-        OK(tg_tensor_clone(&x, th_golden_get(f, c, "x")));
-        OK(tg_tensor_set_requires_grad(x, true));
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *l = NULL;
         OK(tg_elu(&y, x, alpha));
         OK(tg_mul(&p, y, (tg_tensor *)th_golden_get(f, c, "g")));
         OK(tg_sum(&l, p));

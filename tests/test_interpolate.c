@@ -76,14 +76,6 @@ static void expect_rounded_once(const char *what, const tg_tensor *got, const tg
     tg_tensor_release(g64);
 }
 
-static tg_tensor *leaf_of(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 Test(interpolate, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("interpolate.safetensors");
@@ -101,7 +93,7 @@ Test(interpolate, every_case_matches_torch)
         aligned += k.align;
         const tg_tensor *want = th_golden_get(f, c, "y");
         const double tol = tol_of(tg_tensor_dtype(want), k.cubic);
-        tg_tensor *x = leaf_of(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *s = NULL;
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *s = NULL;
         OK(run(&k, &y, x));
         th_expect_close_scaled(c, y, want, tol);
         OK(tg_mul(&p, y, (tg_tensor *)th_golden_get(f, c, "grad_y")));

@@ -75,19 +75,11 @@ static bounds bounds_of(const int64_t *in, const int64_t *size, bool align, bool
                     .bwd = (r0 + r1 + 4) * r0 * r1 * WSUM * WSUM};
 }
 
-static tg_tensor *leaf_of(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 /* y and d sum(y * gy) / dx of x (a new leaf), in x's dtype. */
 static void run_case(tg_upsample_mode mode, const int64_t *size, bool align, const tg_tensor *x0,
                      const tg_tensor *gy, tg_tensor **y, tg_tensor **gx)
 {
-    tg_tensor *x = leaf_of(x0), *p = NULL, *s = NULL;
+    tg_tensor *x = th_leaf_clone(x0), *p = NULL, *s = NULL;
     OK(tg_upsample_antialias(y, x, mode, size, align));
     OK(tg_mul(&p, *y, (tg_tensor *)gy));
     OK(tg_sum(&s, p));

@@ -28,15 +28,6 @@ static double tol_of(tg_dtype dt)
     return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 2e-6 : dt == TG_BF16 ? 1.6e-2 : 1e-3;
 }
 
-static tg_tensor *leaf_clone(const tg_tensor *t)
-{
-    if (!t) return NULL;
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 static const char *meta(const tg_st_file *f, const char *name, const char *key)
 {
     char k[128];
@@ -88,7 +79,8 @@ Test(layer_norm, values_and_gradients_match_pytorch)
         const tg_dtype dt = tg_tensor_dtype(c.x);
         const double tol = tol_of(dt);
         const bool grads = dt == TG_F64 || dt == TG_F32;
-        tg_tensor *x = leaf_clone(c.x), *w = leaf_clone(c.w), *b = leaf_clone(c.b), *y = NULL;
+        tg_tensor *x = th_leaf_clone(c.x), *w = th_leaf_clone(c.w), *b = th_leaf_clone(c.b);
+        tg_tensor *y = NULL;
         OK(run_case(&y, &c, x, w, b));
         char what[128];
         snprintf(what, sizeof what, "%s y", name);

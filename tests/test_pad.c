@@ -60,15 +60,6 @@ static int ints_of(const char *s, int64_t *v)
     return n;
 }
 
-/* A fresh leaf holding t's values. */
-static tg_tensor *leaf_of(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, (tg_tensor *)t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 /* sum(y * gy) backward: the gradient of every leaf. */
 static void backward_with(tg_tensor *y, const tg_tensor *gy)
 {
@@ -93,7 +84,7 @@ static void expect_pad_cases(const char *prefix, int min)
         snprintf(c, sizeof c, "%s%d", prefix, i);
         int64_t pads[8];
         const int np = ints_of(meta(f, c, "pads"), pads);
-        tg_tensor *x = leaf_of(get(f, c, "x")), *y = NULL;
+        tg_tensor *x = th_leaf_clone(get(f, c, "x")), *y = NULL;
         OK(tg_pad(&y, x, np, pads, mode_of(meta(f, c, "mode")), atof(meta(f, c, "value"))));
         /* a copy of the values: exactly torch's */
         th_expect_close(c, y, get(f, c, "y"), 0);
@@ -265,8 +256,8 @@ Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
         char c[16];
         snprintf(c, sizeof c, "conv%d", i);
         const tg_conv_params p = conv_params_of(f, c);
-        tg_tensor *x = leaf_of(get(f, c, "x")), *w = leaf_of(get(f, c, "w"));
-        tg_tensor *b = leaf_of(get(f, c, "b")), *y = NULL;
+        tg_tensor *x = th_leaf_clone(get(f, c, "x")), *w = th_leaf_clone(get(f, c, "w"));
+        tg_tensor *b = th_leaf_clone(get(f, c, "b")), *y = NULL;
         OK(tg_conv(&y, x, w, b, &p));
         th_expect_close_scaled(c, y, get(f, c, "y"), 1e-12);
         backward_with(y, get(f, c, "grad_y"));

@@ -46,14 +46,6 @@ static double tol_of(tg_dtype dt)
     return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 0 : 1.0 / 128;
 }
 
-static tg_tensor *leaf_of(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 /* sum(y * gy) backward. */
 static void backward_with(tg_tensor *y, const tg_tensor *gy)
 {
@@ -76,7 +68,7 @@ Test(pool, every_case_matches_torch)
         seen[k.k]++;
         const tg_tensor *want = th_golden_get(f, c, "y");
         const double tol = tol_of(tg_tensor_dtype(want));
-        tg_tensor *x = leaf_of(th_golden_get(f, c, "x")), *y = NULL;
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL;
         OK(run(&k, &y, x));
         /* max and nearest copy elements of x: exactly torch's */
         th_expect_close_scaled(c, y, want, k.k == AVG ? tol : 0);

@@ -16,15 +16,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* A copy of t (a golden tensor) that requires grad. */
-static tg_tensor *leaf(const tg_tensor *t)
-{
-    tg_tensor *c = NULL;
-    OK(tg_tensor_clone(&c, t));
-    OK(tg_tensor_set_requires_grad(c, true));
-    return c;
-}
-
 /* y, dx and dw of sum(g * prelu(x, w)). */
 static void run(tg_tensor *x, tg_tensor *w, const tg_tensor *g, tg_tensor **y)
 {
@@ -48,7 +39,8 @@ Test(prelu, every_case_matches_torch)
         char c[16];
         snprintf(c, sizeof c, "case%d", i);
         const char *dt = th_golden_meta(f, c, "dtype");
-        tg_tensor *x = leaf(th_golden_get(f, c, "x")), *w = leaf(th_golden_get(f, c, "w"));
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
+        tg_tensor *w = th_leaf_clone(th_golden_get(f, c, "w"));
         tg_tensor *y = NULL;
         run(x, w, th_golden_get(f, c, "g"), &y);
         th_expect_same_bits(c, x, y, th_golden_get(f, c, "y"));
