@@ -98,50 +98,6 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, as, amax_rows, &min, true);
 }
 
-/* The mask m (x's shape) and count c (the kept shape) of the top of the
- * file, as new tensors of dtype dt. */
-static int tie_mask(const tg_tensor *x, const tg_tensor *y, unsigned mask, bool nan_ties,
-                    tg_dtype dt, tg_tensor **m, tg_tensor **c)
-{
-    int64_t kept[TG_MAX_DIMS], ostride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0};
-    int kn;
-    tg__dims_out_shape(x->ndim, x->shape, mask, true, &kn, kept);
-    tg__contiguous_strides(x->ndim, kept, ostride);
-    for (int d = 0; d < x->ndim; d++)
-        if ((mask >> d) & 1u) ostride[d] = 0;
-    const int64_t nx = tg_tensor_numel(x), ny = tg_tensor_numel(y);
-    double *xv = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xv);
-    double *yv = tg__malloc((size_t)(ny > 0 ? ny : 1) * sizeof *yv);
-    double *cv = tg__calloc((size_t)(ny > 0 ? ny : 1), sizeof *cv);
-    tg_tensor *mt = tg__tensor_uninit(dt, x->ndim, x->shape);
-    tg_tensor *ct = tg__tensor_uninit(dt, kn, kept);
-    int rc = xv && yv && cv && mt && ct ? TG_OK : TG_ENOMEM;
-    if (rc >= 0 && nx > 0) {
-        tg__gather(x, TG_F64, xv);
-        tg__gather(y, TG_F64, yv);
-        int64_t o = 0;
-        for (int64_t i = 0; i < nx; i++) {
-            const bool hit = xv[i] == yv[o] || (nan_ties && isnan(xv[i]) && isnan(yv[o]));
-            xv[i] = hit;
-            cv[o] += hit;
-            o = tg__reduce_next(x, ostride, idx, o);
-        }
-        tg__scatter(mt, TG_F64, xv);
-        tg__scatter(ct, TG_F64, cv);
-    }
-    if (rc >= 0) {
-        *m = mt;
-        *c = ct;
-    } else {
-        tg_tensor_release(mt);
-        tg_tensor_release(ct);
-    }
-    free(xv);
-    free(yv);
-    free(cv);
-    return rc;
-}
-
 static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const amax_params *p = tg_op_ctx_params(ctx);
@@ -151,7 +107,7 @@ static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
     TG_TRY(tg_op_ctx_saved_output(ctx, 1, &y));
     TG_TRY_GOTO(amax_mask(x, p, &mask));
-    TG_TRY_GOTO(tie_mask(x, y, mask, p->whole, g->dtype, &m, &c));
+    TG_TRY_GOTO(tg__tie_mask(x, y, mask, p->whole, false, g->dtype, &m, &c));
     TG_TRY_GOTO(tg_reshape(&gk, g, c->ndim, c->shape));   /* the reduced dims as 1 */
     TG_TRY_GOTO(tg_div(&t, gk, c));
     if (p->whole) {

@@ -5,9 +5,12 @@
  * reduced ones come last (kept dims in order, then reduced dims in order):
  * gathering that view in row-major order gives, for each result element in
  * row-major order, its n = prod(reduced extents) elements in one run. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ops/dim_rows.h"
+#include "ops/reduce_internal.h"
 #include "ops/shape_internal.h"
 
 int tg__dims_mask(const char *op, int ndims, const int *dims, int ndim, unsigned *mask)
@@ -100,4 +103,47 @@ int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned 
     }
     *out = r;
     return TG_OK;
+}
+
+int tg__tie_mask(const tg_tensor *x, const tg_tensor *y, unsigned mask, bool nan_ties, bool abs,
+                 tg_dtype dt, tg_tensor **m, tg_tensor **c)
+{
+    int64_t kept[TG_MAX_DIMS], ostride[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0};
+    int kn;
+    tg__dims_out_shape(x->ndim, x->shape, mask, true, &kn, kept);
+    tg__contiguous_strides(x->ndim, kept, ostride);
+    for (int d = 0; d < x->ndim; d++)
+        if ((mask >> d) & 1u) ostride[d] = 0;
+    const int64_t nx = tg_tensor_numel(x), ny = tg_tensor_numel(y);
+    double *xv = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xv);
+    double *yv = tg__malloc((size_t)(ny > 0 ? ny : 1) * sizeof *yv);
+    double *cv = tg__calloc((size_t)(ny > 0 ? ny : 1), sizeof *cv);
+    tg_tensor *mt = tg__tensor_uninit(dt, x->ndim, x->shape);
+    tg_tensor *ct = tg__tensor_uninit(dt, kn, kept);
+    int rc = xv && yv && cv && mt && ct ? TG_OK : TG_ENOMEM;
+    if (rc >= 0 && nx > 0) {
+        tg__gather(x, TG_F64, xv);
+        tg__gather(y, TG_F64, yv);
+        int64_t o = 0;
+        for (int64_t i = 0; i < nx; i++) {
+            const double v = abs ? fabs(xv[i]) : xv[i];
+            const bool hit = v == yv[o] || (nan_ties && isnan(v) && isnan(yv[o]));
+            xv[i] = hit;
+            cv[o] += hit;
+            o = tg__reduce_next(x, ostride, idx, o);
+        }
+        tg__scatter(mt, TG_F64, xv);
+        tg__scatter(ct, TG_F64, cv);
+    }
+    if (rc >= 0) {
+        *m = mt;
+        *c = ct;
+    } else {
+        tg_tensor_release(mt);
+        tg_tensor_release(ct);
+    }
+    free(xv);
+    free(yv);
+    free(cv);
+    return rc;
 }

@@ -46,4 +46,13 @@ typedef void (*tg__rows_fn)(void *arg, tg_dtype as, void *buf, int64_t rows, int
 int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
                         bool keepdim, tg_dtype as, tg__rows_fn fn, void *arg, bool save_out);
 
+/* The elements of x that equal their row's result in y (y has the shape
+ * of x reduced over mask, the reduced dims kept or not), as new tensors of
+ * dtype dt: the 0/1 mask *m of x's shape and the count of hits in each row
+ * *c (the kept shape).  With abs, |x| is compared; with nan_ties a NaN
+ * element hits a NaN result.  amax's and the inf-norms' gradients share
+ * the row's among these.  TG_ENOMEM. */
+int tg__tie_mask(const tg_tensor *x, const tg_tensor *y, unsigned mask, bool nan_ties, bool abs,
+                 tg_dtype dt, tg_tensor **m, tg_tensor **c);
+
 #endif
