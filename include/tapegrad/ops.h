@@ -263,6 +263,24 @@ TG_API int tg_std_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims
 TG_API int tg_var(tg_tensor **out, tg_tensor *x, int64_t correction);
 TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
 
+/* ---- vector norms ----
+ * torch.linalg.vector_norm(x, ord, dims, keepdim): (sum |x|^ord)^(1/ord)
+ * over the listed dims (as in tg_sum_dims), or over every element when
+ * ndims is 0 (torch's dim=None; 1.13's dim=[] too).  ord 2 is the
+ * Euclidean norm, 1 the sum of |x|, INFINITY / -INFINITY the largest /
+ * smallest |x|, 0 the number of non-zero elements, any other ord (negative
+ * too) the formula; NaN ord is TG_EINVAL.  Over no elements the norm is 0,
+ * but for ord < 0 and the inf-norms, which have no identity: TG_ESHAPE, as
+ * torch.  Float dtypes only (TG_EDTYPE otherwise, as torch),
+ * computed in double and rounded once to x's dtype, so squares beyond f32's
+ * range do not overflow (torch's f32 kernel gives inf there); a NaN element
+ * gives NaN.  Gradients as torch's, 0 for a row of zeros (ord > 0) and
+ * shared evenly by the largest |x| for ord inf; differentiable to any order
+ * (a WGAN-GP penalty on the norm of a gradient).  KEEP under autocast, as
+ * torch's. */
+TG_API int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, const int *dims,
+                          bool keepdim);
+
 /* ---- shape ops: views where the layout allows, no copy ---- */
 /* One extent may be -1 (inferred).  Copies only when a is not viewable. */
 TG_API int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);

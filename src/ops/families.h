@@ -40,6 +40,7 @@
     X(argmax, 4)         /* argmax.c: argmax argmin pick_along_dim pick_along_dim_backward */ \
     X(amax, 4)           /* amax.c: amax amin max min */                      \
     X(var, 2)            /* var.c: var std */                                 \
+    X(vector_norm, 1)    /* vector_norm.c: vector_norm */                     \
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \

@@ -1,6 +1,7 @@
 /* tests/fuzz/target_tape_ops.c - the "tape" program's instructions that make
  * tensors and compute new ones from them: elementwise, reduction, view,
  * matmul, conv, batch_norm and loss ops (target_tape.h). */
+#include <math.h>
 #include <stdio.h>
 
 #include "target_tape.h"
@@ -94,7 +95,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 11;
+    uint8_t k = u8(g) % 12;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -113,6 +114,11 @@ int op_view(prog *g)
     case 7: rc = tg_sum_dims(&y, a, nd % 3, dims, d1 & 1); break;
     case 8: rc = tg_mean_dims(&y, a, nd % 3, dims, d1 & 1); break;
     case 9: rc = tg_flip(&y, a, nd % 4, dims); break;
+    case 10: {
+        static const double ords[] = {2, 1, INFINITY, -INFINITY, 0, 3, 0.5, -1};
+        rc = tg_vector_norm(&y, a, ords[(unsigned)d0 % 8], nd % 3, dims, d1 & 1);
+        break;
+    }
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
     }
     return after(g, i, "view or reduction", rc, y);

@@ -1,0 +1,292 @@
+/* src/ops/vector_norm.c - vector norms over chosen dims or the whole tensor
+ * (torch.linalg.vector_norm(x, ord, dim, keepdim)).
+ *
+ * Each result element reduces a row of N elements (dim_rows.h), in double,
+ * rounded once to x's dtype:
+ *   ord = 2          sqrt(sum x^2)
+ *   ord = 1          sum |x|
+ *   ord = +-inf      max |x| / min |x|  (NaN when the row holds one)
+ *   ord = 0          the number of elements != 0 (NaN counts)
+ *   any other ord    (sum |x|^ord)^(1/ord)
+ * A row of no elements gives 0 for ord >= 0; for ord < 0 and the
+ * inf-norms, which have no identity, it is TG_ESHAPE, as torch.
+ *
+ * Gradients, as torch's norm_backward, with g and the norm y kept as
+ * extents of 1 at the reduced dims and s = sign(x) (0 at 0 and NaN), a
+ * constant:
+ *   ord = 0          0
+ *   ord = 1          s * g
+ *   ord > 1          s * |x|^(ord-1) * where(y != 0, g / y^(ord-1), 0)
+ *                    (ord = 2: x * where(y != 0, g / y, 0))
+ *   0 < |ord| < 1,   s * |x|^(ord-1) * g * y^(1-ord)   (0 where x = 0)
+ *   ord < 0
+ *   ord = +-inf      s * (g / c) * m, m the 0/1 mask of the row's elements
+ *                    with |x| = y or NaN, c its count (amax's rule)
+ * written with differentiable ops, so derivatives of any order follow.  x
+ * multiplies the masked quotient (not x / y masked, as torch's ord 2), and
+ * the power of |x| for ord < 1 reads its zeros as 1 (s is 0 there): the
+ * second derivatives at a zero are 0 where torch's are NaN (0 * inf). */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/dim_rows.h"
+#include "ops/families.h"
+#include "ops/reduce_internal.h"
+#include "tapegrad/ops.h"
+
+typedef struct norm_params {
+    double ord;
+    int ndims;
+    int dims[TG_MAX_DIMS];
+    bool keepdim;
+} norm_params;
+
+/* The reduced dims: every dim when no dims are listed (torch's dim=None). */
+static int norm_mask(const tg_tensor *x, const norm_params *p, unsigned *mask)
+{
+    if (p->ndims == 0) {
+        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+    } else {
+        TG_TRY(tg__dims_mask("vector_norm", p->ndims, p->dims, x->ndim, mask));
+    }
+    if (p->ord < 0 || isinf(p->ord)) {   /* no identity: a row needs an element */
+        TG_CHECK(tg_tensor_numel(x) > 0 || p->ndims > 0, TG_ESHAPE,
+                 "vector_norm: x is empty; the norm of ord=%g of no elements is undefined",
+                 p->ord);
+        TG_TRY(tg__dims_nonempty("vector_norm", x, *mask));
+    }
+    return TG_OK;
+}
+
+typedef struct norm_job {
+    double *v;   /* rows of n elements; each row's result replaces its first */
+    int64_t n;
+    double ord;
+} norm_job;
+
+static double row_norm(const double *row, int64_t n, double ord)
+{
+    double acc = 0;
+    if (isinf(ord)) {
+        acc = fabs(row[0]);
+        for (int64_t k = 1; k < n && !isnan(acc); k++) {
+            const double a = fabs(row[k]);
+            if (isnan(a) || (ord > 0 ? a > acc : a < acc)) acc = a;
+        }
+        return acc;
+    }
+    if (ord == 0) {
+        for (int64_t k = 0; k < n; k++) acc += row[k] != 0;
+        return acc;
+    }
+    if (ord == 1) {
+        for (int64_t k = 0; k < n; k++) acc += fabs(row[k]);
+        return acc;
+    }
+    if (ord == 2) {
+        for (int64_t k = 0; k < n; k++) acc += row[k] * row[k];
+        return sqrt(acc);
+    }
+    for (int64_t k = 0; k < n; k++) acc += pow(fabs(row[k]), ord);
+    return pow(acc, 1.0 / ord);
+}
+
+static void norm_rows(void *p, int64_t lo, int64_t hi)
+{
+    const norm_job *j = p;
+    for (int64_t r = lo; r < hi; r++) j->v[r * j->n] = row_norm(j->v + r * j->n, j->n, j->ord);
+}
+
+/* tg__dim_rows_reduce's fn (as is TG_F64). */
+static void norm_reduce(void *p, tg_dtype as, void *buf, int64_t rows, int64_t n)
+{
+    norm_job *j = p;
+    (void)as;
+    j->v = buf;
+    j->n = n;
+    if (n > 0) {
+        tg__parallel_range(rows, rows * n > 32768, norm_rows, j);
+        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * n];   /* k <= k n */
+    } else {   /* empty rows (the buffer holds one result each) */
+        const double empty = row_norm(NULL, 0, j->ord);
+        for (int64_t k = 0; k < rows; k++) j->v[k] = empty;
+    }
+}
+
+static int norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    (void)n;
+    const norm_params *p = params;
+    tg_tensor *x = in[0];
+    unsigned mask;
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "vector_norm: x has dtype %s; float "
+             "dtypes only (tg_to_dtype first)", tg_dtype_name(x->dtype));
+    TG_TRY(norm_mask(x, p, &mask));
+    norm_job j = {.ord = p->ord};
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, norm_reduce, &j, true);
+}
+
+/* sign(x) as a new constant tensor of dtype dt: -1, 0 or 1, 0 for NaN (as
+ * torch.sign). */
+static int sign_of(const tg_tensor *x, tg_dtype dt, tg_tensor **s)
+{
+    const int64_t nx = tg_tensor_numel(x);
+    double *v = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *v);
+    tg_tensor *t = tg__tensor_uninit(dt, x->ndim, x->shape);
+    if (!v || !t) {
+        free(v);
+        tg_tensor_release(t);
+        return TG_ENOMEM;
+    }
+    if (nx > 0) {
+        tg__gather(x, TG_F64, v);
+        for (int64_t i = 0; i < nx; i++) v[i] = (v[i] > 0) - (v[i] < 0);
+        tg__scatter(t, TG_F64, v);
+    }
+    free(v);
+    *s = t;
+    return TG_OK;
+}
+
+/* dx for ord = +-inf: s * (gk / c) * m. */
+static int inf_grad(tg_tensor *x, tg_tensor *y, unsigned mask, tg_tensor *gk, tg_tensor *s,
+                    tg_tensor **dx)
+{
+    tg_tensor *m = NULL, *c = NULL, *t = NULL, *u = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__tie_mask(x, y, mask, true, true, gk->dtype, &m, &c));
+    TG_TRY_GOTO(tg_div(&t, gk, c));
+    TG_TRY_GOTO(tg_mul(&u, t, m));
+    rc = tg_mul(dx, s, u);
+done:
+    tg_tensor_release(m);
+    tg_tensor_release(c);
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+    return rc;
+}
+
+/* dx for ord > 1: s * |x|^(ord-1) * where(y != 0, gk / y^(ord-1), 0). */
+static int big_grad(double ord, tg_tensor *x, tg_tensor *yk, tg_tensor *gk, tg_tensor *s,
+                    tg_tensor **dx)
+{
+    tg_tensor *nz = NULL, *yp = NULL, *q = NULL, *zero = NULL, *qm = NULL;
+    tg_tensor *a = NULL, *ap = NULL, *xs = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_ne_scalar(&nz, yk, 0.0));
+    if (ord == 2) {
+        TG_TRY_GOTO(tg_div(&q, gk, yk));
+    } else {
+        TG_TRY_GOTO(tg_pow_scalar(&yp, yk, ord - 1));
+        TG_TRY_GOTO(tg_div(&q, gk, yp));
+    }
+    TG_TRY_GOTO(tg_tensor_scalar(&zero, gk->dtype, 0.0));
+    TG_TRY_GOTO(tg_where(&qm, nz, q, zero));
+    if (ord == 2) {
+        rc = tg_mul(dx, x, qm);
+    } else {
+        TG_TRY_GOTO(tg_abs(&a, x));
+        TG_TRY_GOTO(tg_pow_scalar(&ap, a, ord - 1));
+        TG_TRY_GOTO(tg_mul(&xs, s, ap));
+        rc = tg_mul(dx, xs, qm);
+    }
+done:
+    tg_tensor_release(nz);
+    tg_tensor_release(yp);
+    tg_tensor_release(q);
+    tg_tensor_release(zero);
+    tg_tensor_release(qm);
+    tg_tensor_release(a);
+    tg_tensor_release(ap);
+    tg_tensor_release(xs);
+    return rc;
+}
+
+/* dx for 0 < |ord| < 1 and ord < 0: s * |x|^(ord-1) * gk * y^(1-ord), the
+ * power taken of |x| with its zeros read as 1 (s is 0 there), so that no
+ * inf stands where a second derivative would multiply it by 0. */
+static int small_grad(double ord, tg_tensor *x, tg_tensor *yk, tg_tensor *gk, tg_tensor *s,
+                      tg_tensor **dx)
+{
+    tg_tensor *a = NULL, *nz = NULL, *one = NULL, *as = NULL, *ap = NULL, *xs = NULL;
+    tg_tensor *yp = NULL, *t = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_abs(&a, x));
+    TG_TRY_GOTO(tg_ne_scalar(&nz, a, 0.0));
+    TG_TRY_GOTO(tg_tensor_scalar(&one, gk->dtype, 1.0));
+    TG_TRY_GOTO(tg_where(&as, nz, a, one));
+    TG_TRY_GOTO(tg_pow_scalar(&ap, as, ord - 1));
+    TG_TRY_GOTO(tg_mul(&xs, s, ap));
+    TG_TRY_GOTO(tg_pow_scalar(&yp, yk, 1 - ord));
+    TG_TRY_GOTO(tg_mul(&t, gk, yp));
+    rc = tg_mul(dx, xs, t);
+done:
+    tg_tensor_release(a);
+    tg_tensor_release(nz);
+    tg_tensor_release(one);
+    tg_tensor_release(as);
+    tg_tensor_release(ap);
+    tg_tensor_release(xs);
+    tg_tensor_release(yp);
+    tg_tensor_release(t);
+    return rc;
+}
+
+static int norm_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const norm_params *p = tg_op_ctx_params(ctx);
+    const double ord = p->ord;
+    tg_tensor *x, *y = NULL, *gk = NULL, *yk = NULL, *s = NULL;
+    unsigned mask;
+    int kn, rc;
+    int64_t kept[TG_MAX_DIMS];
+    TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
+    TG_TRY_GOTO(tg_op_ctx_saved_output(ctx, 1, &y));
+    TG_TRY_GOTO(norm_mask(x, p, &mask));
+    if (ord == 0) {
+        rc = tg_tensor_zeros(&gi[0], g->dtype, x->ndim, x->shape);
+        goto done;
+    }
+    tg__dims_out_shape(x->ndim, x->shape, mask, true, &kn, kept);
+    TG_TRY_GOTO(tg_reshape(&gk, g, kn, kept));   /* the reduced dims as 1 */
+    TG_TRY_GOTO(tg_reshape(&yk, y, kn, kept));
+    TG_TRY_GOTO(sign_of(x, g->dtype, &s));
+    if (isinf(ord)) rc = inf_grad(x, yk, mask, gk, s, &gi[0]);
+    else if (ord == 1) rc = tg_mul(&gi[0], s, gk);
+    else if (ord > 1) rc = big_grad(ord, x, yk, gk, s, &gi[0]);
+    else rc = small_grad(ord, x, yk, gk, s, &gi[0]);
+done:
+    tg_tensor_release(y);
+    tg_tensor_release(gk);
+    tg_tensor_release(yk);
+    tg_tensor_release(s);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast leaves linalg_vector_norm in its input's dtype. */
+static const tg_op_schema norm_op = {
+    .name = "vector_norm", .arity = 1, .amp = TG_AMP_KEEP, .forward = norm_forward,
+    .backward = norm_backward, .double_backward = true,
+    .vjp = "da = sign(a) |a|^(ord-1) g / y^(ord-1) (0 where y = 0; ord 2: a g / y); "
+           "ord 1: sign(a) g; ord inf: g shared by the largest |a|; ord 0: 0"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__vector_norm_ops[] = {&norm_op};
+static_assert(sizeof tg__vector_norm_ops / sizeof tg__vector_norm_ops[0] == TG__vector_norm_N,
+              "src/ops/families.h must count the vector_norm ops");
+
+int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, const int *dims,
+                   bool keepdim)
+{
+    norm_params p;
+    memset(&p, 0, sizeof p);
+    TG_TRY(tg__dims_args("vector_norm", "x", out, x, ndims, dims, &p.ndims, p.dims));
+    TG_CHECK(!isnan(ord), TG_EINVAL, "vector_norm: ord is NaN; it must be a number or +-inf");
+    p.ord = ord;
+    p.keepdim = keepdim;
+    return tg_op_call(&norm_op, out, 1, &x, &p, sizeof p);
+}
