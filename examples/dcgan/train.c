@@ -371,8 +371,7 @@ static int gradient_penalty(dcgan_trainer *t, tg_tensor *x, tg_tensor *fake, tg_
 {
     const int64_t B = tg_tensor_dim(x, 0), eshape[4] = {B, 1, 1, 1};
     tg_tensor *eps = NULL, *dx = NULL, *edx = NULL, *mix = NULL, *xhat = NULL, *c = NULL;
-    tg_tensor *g = NULL, *g2 = NULL, *s = NULL, *s_eps = NULL, *norm = NULL, *dev = NULL;
-    tg_tensor *dev2 = NULL, *mean = NULL;
+    tg_tensor *g = NULL, *norm = NULL, *dev = NULL, *dev2 = NULL, *mean = NULL;
     TRY(draw(t, &eps, 4, eshape, false));
     /* xhat = fake + eps * (x - fake), a fresh leaf that requires grad */
     TRY(tg_sub(&dx, x, fake));
@@ -386,10 +385,7 @@ static int gradient_penalty(dcgan_trainer *t, tg_tensor *x, tg_tensor *fake, tg_
     TRY(own(&ones, tg_tensor_full(&ones, tg_tensor_dtype(c), 2, tg_tensor_shape(c), 1.0)));
     TRY(tg_grad(&g, 1, &c, &ones, 1, &xhat, &bo));
     const int dims[3] = {1, 2, 3};
-    TRY(tg_mul(&g2, g, g));
-    TRY(tg_sum_dims(&s, g2, 3, dims, false));
-    TRY(tg_add_scalar(&s_eps, s, 1e-12));   /* sqrt'(0) is infinite */
-    TRY(tg_sqrt(&norm, s_eps));
+    TRY(tg_vector_norm(&norm, g, 2.0, 3, dims, false));   /* its gradient at 0 is 0 */
     TRY(tg_sub_scalar(&dev, norm, 1.0));
     TRY(tg_mul(&dev2, dev, dev));
     TRY(tg_mean(&mean, dev2));
