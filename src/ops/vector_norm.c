@@ -18,14 +18,13 @@
  *   ord = 1          s * g
  *   ord > 1          s * |x|^(ord-1) * where(y != 0, g / y^(ord-1), 0)
  *                    (ord = 2: x * where(y != 0, g / y, 0))
- *   0 < |ord| < 1,   s * |x|^(ord-1) * g * y^(1-ord)   (0 where x = 0)
- *   ord < 0
+ *   ord < 1          s * |x|^(ord-1) * g * y^(1-ord)   (0 where x = 0)
  *   ord = +-inf      s * (g / c) * m, m the 0/1 mask of the row's elements
  *                    with |x| = y or NaN, c its count (amax's rule)
  * written with differentiable ops, so derivatives of any order follow.  x
  * multiplies the masked quotient (not x / y masked, as torch's ord 2), and
- * the power of |x| for ord < 1 reads its zeros as 1 (s is 0 there): the
- * second derivatives at a zero are 0 where torch's are NaN (0 * inf). */
+ * the power of |x| reads its zeros as 1 (s is 0 there): the second
+ * derivatives at a zero are 0 where torch's are NaN (0 * inf). */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -170,69 +169,48 @@ done:
     return rc;
 }
 
-/* dx for ord > 1: s * |x|^(ord-1) * where(y != 0, gk / y^(ord-1), 0). */
-static int big_grad(double ord, tg_tensor *x, tg_tensor *yk, tg_tensor *gk, tg_tensor *s,
-                    tg_tensor **dx)
+/* s * |x|^(ord-1), the power taken of |x| with its zeros read as 1 (s is 0
+ * there), so that no inf stands where a second derivative would multiply it
+ * by 0. */
+static int sign_pow(double ord, tg_tensor *x, tg_tensor *s, tg_tensor **xs)
 {
-    tg_tensor *nz = NULL, *yp = NULL, *q = NULL, *zero = NULL, *qm = NULL;
-    tg_tensor *a = NULL, *ap = NULL, *xs = NULL;
-    int rc;
-    TG_TRY_GOTO(tg_ne_scalar(&nz, yk, 0.0));
-    if (ord == 2) {
-        TG_TRY_GOTO(tg_div(&q, gk, yk));
-    } else {
-        TG_TRY_GOTO(tg_pow_scalar(&yp, yk, ord - 1));
-        TG_TRY_GOTO(tg_div(&q, gk, yp));
-    }
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, gk->dtype, 0.0));
-    TG_TRY_GOTO(tg_where(&qm, nz, q, zero));
-    if (ord == 2) {
-        rc = tg_mul(dx, x, qm);
-    } else {
-        TG_TRY_GOTO(tg_abs(&a, x));
-        TG_TRY_GOTO(tg_pow_scalar(&ap, a, ord - 1));
-        TG_TRY_GOTO(tg_mul(&xs, s, ap));
-        rc = tg_mul(dx, xs, qm);
-    }
-done:
-    tg_tensor_release(nz);
-    tg_tensor_release(yp);
-    tg_tensor_release(q);
-    tg_tensor_release(zero);
-    tg_tensor_release(qm);
-    tg_tensor_release(a);
-    tg_tensor_release(ap);
-    tg_tensor_release(xs);
-    return rc;
-}
-
-/* dx for 0 < |ord| < 1 and ord < 0: s * |x|^(ord-1) * gk * y^(1-ord), the
- * power taken of |x| with its zeros read as 1 (s is 0 there), so that no
- * inf stands where a second derivative would multiply it by 0. */
-static int small_grad(double ord, tg_tensor *x, tg_tensor *yk, tg_tensor *gk, tg_tensor *s,
-                      tg_tensor **dx)
-{
-    tg_tensor *a = NULL, *nz = NULL, *one = NULL, *as = NULL, *ap = NULL, *xs = NULL;
-    tg_tensor *yp = NULL, *t = NULL;
+    tg_tensor *a = NULL, *nz = NULL, *one = NULL, *as = NULL, *ap = NULL;
     int rc;
     TG_TRY_GOTO(tg_abs(&a, x));
     TG_TRY_GOTO(tg_ne_scalar(&nz, a, 0.0));
-    TG_TRY_GOTO(tg_tensor_scalar(&one, gk->dtype, 1.0));
+    TG_TRY_GOTO(tg_tensor_scalar(&one, x->dtype, 1.0));
     TG_TRY_GOTO(tg_where(&as, nz, a, one));
     TG_TRY_GOTO(tg_pow_scalar(&ap, as, ord - 1));
-    TG_TRY_GOTO(tg_mul(&xs, s, ap));
-    TG_TRY_GOTO(tg_pow_scalar(&yp, yk, 1 - ord));
-    TG_TRY_GOTO(tg_mul(&t, gk, yp));
-    rc = tg_mul(dx, xs, t);
+    rc = tg_mul(xs, s, ap);
 done:
     tg_tensor_release(a);
     tg_tensor_release(nz);
     tg_tensor_release(one);
     tg_tensor_release(as);
     tg_tensor_release(ap);
-    tg_tensor_release(xs);
+    return rc;
+}
+
+/* The factor of dx that holds g and y: where(y != 0, gk / y^(ord-1), 0)
+ * for ord > 1, gk * y^(1-ord) for ord < 1. */
+static int g_factor(double ord, tg_tensor *yk, tg_tensor *gk, tg_tensor **q)
+{
+    tg_tensor *yp = NULL, *t = NULL, *nz = NULL, *zero = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_pow_scalar(&yp, yk, ord > 1 ? ord - 1 : 1 - ord));
+    if (ord < 1) {
+        rc = tg_mul(q, gk, yp);
+        goto done;
+    }
+    TG_TRY_GOTO(tg_div(&t, gk, yp));
+    TG_TRY_GOTO(tg_ne_scalar(&nz, yk, 0.0));
+    TG_TRY_GOTO(tg_tensor_scalar(&zero, gk->dtype, 0.0));
+    rc = tg_where(q, nz, t, zero);
+done:
     tg_tensor_release(yp);
     tg_tensor_release(t);
+    tg_tensor_release(nz);
+    tg_tensor_release(zero);
     return rc;
 }
 
@@ -257,8 +235,14 @@ static int norm_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(sign_of(x, g->dtype, &s));
     if (isinf(ord)) rc = inf_grad(x, yk, mask, gk, s, &gi[0]);
     else if (ord == 1) rc = tg_mul(&gi[0], s, gk);
-    else if (ord > 1) rc = big_grad(ord, x, yk, gk, s, &gi[0]);
-    else rc = small_grad(ord, x, yk, gk, s, &gi[0]);
+    else {   /* x (ord 2) or s |x|^(ord-1), times the factor of g */
+        tg_tensor *xs = NULL, *q = NULL;
+        rc = ord == 2 ? (xs = tg_tensor_retain(x), TG_OK) : sign_pow(ord, x, s, &xs);
+        if (rc >= 0) rc = g_factor(ord, yk, gk, &q);
+        if (rc >= 0) rc = tg_mul(&gi[0], xs, q);
+        tg_tensor_release(xs);
+        tg_tensor_release(q);
+    }
 done:
     tg_tensor_release(y);
     tg_tensor_release(gk);
