@@ -13,16 +13,18 @@ function releases it (or hands it out as its own result, which the scope
 captures once more), and tg_scope_end releases it a second time.
 
 How it checks, from the sources alone (src/**/*.c, comments and strings
-removed): every function definition and the names it calls.  A function
-*captures* when it calls tg__scope_capture, or when it has no tg__lib_enter
-and returns the result of a capturing call (`return tg_x(...)`, a thin
-wrapper, which hands the scope that one result).  Starting at every public
-function (a TG_API prototype in include/tapegrad), it follows the calls of
-each function without tg__lib_enter into the functions defined in src/, across
-files, and lists each call to a capturing function that is not such a
-`return`.  Calls through pointers (a module's vtable) are not followed; the
-callers of those (tg_module_forward, the engine) bracket them.  Exit status 1
-when anything is listed.
+removed, one-parameter macros that define functions written out): every
+function definition (a static one belongs to its file) and the calls in it.
+A function *captures* when it calls tg__scope_capture, or when it has no
+tg__lib_enter and passes one of its own `tg_tensor **` result parameters to
+a capturing call (a wrapper, which hands the scope that one result).
+Starting at every public function (a TG_API prototype in include/tapegrad)
+and every function that calls tg__scope_capture, it follows the calls of
+each function without tg__lib_enter into the functions defined in src/,
+across files, and lists each call to a capturing function whose result is
+not the caller's own result parameter.  Calls through pointers (a module's
+vtable) are not followed; their callers (tg_module_forward, the engine)
+bracket them.  Exit status 1 when anything is listed.
 """
 import glob
 import os
