@@ -83,7 +83,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"tanh", TG_AMP_KEEP},        {"sigmoid", TG_AMP_KEEP},    {"silu", TG_AMP_KEEP},
         {"rsub_scalar", TG_AMP_KEEP}, {"sub_scalar", TG_AMP_KEEP}, {"div_scalar", TG_AMP_KEEP},
         {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},        {"elu", TG_AMP_KEEP},
-        {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_KEEP},
+        {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_FP32},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

@@ -209,6 +209,29 @@ Test(vector_norm, large_f32_and_empty_rows)
     th_release_all(4, (tg_tensor *[]){x, y, e, ye});
 }
 
+/* FP32 under autocast: a bf16 x gives an f32 norm equal to the norm of x
+ * in f32, and x's gradient comes back in bf16; outside, a bf16 norm. */
+Test(vector_norm, autocast_computes_in_f32)
+{
+    uint64_t s = 211;
+    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
+    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_to_dtype(&x32, x, TG_F32));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_vector_norm(&y, x, 2.0, 1, (int[]){1}, false));
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    OK(tg_vector_norm(&want, x32, 2.0, 1, (int[]){1}, false));
+    th_expect_same_bits("autocast", x, y, want);
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
+    OK(tg_vector_norm(&yb, x, 2.0, 1, (int[]){1}, false));
+    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
+    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
+}
+
 Test(vector_norm, refusals_name_the_argument)
 {
     tg_tensor *x = th_vec(TG_F32, 3, (double[]){1, 2, 3}, "x", false), *z = NULL, *xi = NULL;

@@ -276,8 +276,8 @@ TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
  * range do not overflow (torch's f32 kernel gives inf there); a NaN element
  * gives NaN.  Gradients as torch's, 0 for a row of zeros (ord > 0) and
  * shared evenly by the largest |x| for ord inf; differentiable to any order
- * (a WGAN-GP penalty on the norm of a gradient).  KEEP under autocast, as
- * torch's. */
+ * (a WGAN-GP penalty on the norm of a gradient).  The FP32 AMP policy, as
+ * tg_sum and tg_var: inside an autocast scope a half x gives an f32 norm. */
 TG_API int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, const int *dims,
                           bool keepdim);
 

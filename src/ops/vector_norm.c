@@ -251,9 +251,11 @@ done:
     return rc;
 }
 
-/* KEEP: torch's CPU autocast leaves linalg_vector_norm in its input's dtype. */
+/* FP32, as sum and var: a half x inside an autocast scope gives an f32 norm
+ * (torch's CUDA autocast lists norm as fp32; its CPU autocast leaves it in
+ * x's dtype). */
 static const tg_op_schema norm_op = {
-    .name = "vector_norm", .arity = 1, .amp = TG_AMP_KEEP, .forward = norm_forward,
+    .name = "vector_norm", .arity = 1, .amp = TG_AMP_FP32, .forward = norm_forward,
     .backward = norm_backward, .double_backward = true,
     .vjp = "da = sign(a) |a|^(ord-1) g / y^(ord-1) (0 where y = 0; ord 2: a g / y); "
            "ord 1: sign(a) g; ord inf: g shared by the largest |a|; ord 0: 0"};
