@@ -3,13 +3,26 @@
  * Inside a scope, every tensor an op hands out is owned by the scope and
  * released at tg_scope_end, so a training step needs no release calls:
  *
- *   tg_scope_begin();
- *   tg_tensor *y, *loss;
- *   TG_TRY(tg_module_forward(model, &y, x));          // owned by the scope
- *   TG_TRY(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
- *   TG_TRY(tg_backward(loss, NULL, NULL));
- *   double l = tg_tensor_item(loss);
- *   tg_scope_end();                                  // releases y and loss
+ *   static int step(tg_module *model, tg_tensor *x, double *l)
+ *   {
+ *       tg_tensor *y, *loss;
+ *       TG_TRY(tg_module_forward(model, &y, x));      // owned by the scope
+ *       TG_TRY(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
+ *       TG_TRY(tg_backward(loss, NULL, NULL));
+ *       *l = tg_tensor_item(loss);
+ *       return TG_OK;
+ *   }
+ *   ...
+ *   TG_TRY(tg_scope_begin());
+ *   int rc = step(model, x, &l);
+ *   tg_scope_end();           // releases y and loss, also when step failed
+ *   TG_TRY(rc);
+ *
+ * End every scope on every path: a TG_TRY between tg_scope_begin and
+ * tg_scope_end in one function returns past the end on an error, leaving
+ * the scope open and its tensors held (the next scope then nests in it).
+ * Keep the TG_TRYs in a function called between the two, as above, or
+ * carry the status in rc to one tg_scope_end.
  *
  * What a scope captures: the result of every differentiable op (ops.h,
  * conv.h, loss.h, the fake-quantize ops), of tg_module_forward,

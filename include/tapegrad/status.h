@@ -64,13 +64,17 @@ TG_API int tg_error_set(int status, const char *fmt, ...);
  *
  *   static int step(tg_module *m, tg_tensor *x, double *loss_out) {
  *       tg_tensor *y, *loss;
- *       TG_TRY(tg_module_forward(m, &y, x));   // inside a scope: no release
+ *       TG_TRY(tg_module_forward(m, &y, x));   // the caller's scope owns y
  *       TG_TRY(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN));
  *       ...
  *   }
  *
- * Outside a scope, what the function holds leaks on the early return: open a
- * scope (tapegrad/scope.h) or clean up with a goto. */
+ * Called between the caller's tg_scope_begin and tg_scope_end, the early
+ * return leaves nothing behind: the caller ends the scope either way
+ * (tapegrad/scope.h).  Outside a scope, what the function holds leaks on
+ * the early return: clean up with a goto instead.  Never TG_TRY between a
+ * tg_scope_begin and its tg_scope_end in one function: the return skips the
+ * end. */
 #define TG_TRY(expr)                                                          \
     do {                                                                      \
         int tg__rc_ = (expr);                                                 \
