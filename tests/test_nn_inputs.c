@@ -265,6 +265,40 @@ Test(nn_inputs, failing_custom_forward_gets_a_message)
     tg_module_release(m);
 }
 
+/* A child of a Sequential failing: the message leads with the child's
+ * dotted path and type, through nested Sequentials, then the op's own. */
+Test(nn_inputs, sequential_names_the_failing_child)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_module *outer = NULL, *enc = NULL, *l0 = NULL, *l1 = NULL, *act = NULL;
+    tg_tensor *x = NULL, *y = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&outer), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_new(&enc), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&l0, 8, 7, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_activation_new(&act, TG_ACT_RELU, 0), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&l1, 6, 2, true, &rng), TG_OK));   /* 7 features in */
+    cr_assert(eq(int, tg_module_add_child(enc, "0", l0), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(enc, "act", act), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(enc, "2", l1), TG_OK));
+    cr_assert(eq(int, tg_module_add_child(outer, "enc", enc), TG_OK));
+    tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){3, 8});
+    cr_assert(eq(int, tg_module_forward(outer, &y, x), TG_ESHAPE));
+    cr_assert(y == NULL);
+    const char *msg = tg_error_message();
+    cr_assert(strncmp(msg, "in enc.2 (Linear): linear: ", 27) == 0, "%s", msg);
+    th_expect_in(msg, "features 7 and 6 differ");
+    cr_assert(eq(int, tg_module_forward(enc, &y, x), TG_ESHAPE));
+    cr_assert(strncmp(tg_error_message(), "in 2 (Linear): linear: ", 23) == 0, "%s",
+              tg_error_message());
+    tg_tensor_release(x);
+    tg_module_release(outer);
+    tg_module_release(enc);
+    tg_module_release(l0);
+    tg_module_release(l1);
+    tg_module_release(act);
+}
+
 /* A forward that returns TG_OK without setting *y: refused, naming the module. */
 static int empty_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {

@@ -424,6 +424,10 @@ TG_API int tg_nn_prelu_new(tg_module **out, int64_t num_parameters, double init)
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,
                                tg_rng *rng);
+/* nn.Sequential: its forward runs the children in order.  A child's failure
+ * keeps its status, its message led by the child's path and type: "in
+ * enc.2 (Linear): linear: x is (3, 7) and w is (2, 6): ..." (nested
+ * Sequentials join their names with dots). */
 TG_API int tg_nn_sequential_new(tg_module **out);
 /* Appends child (steals it, also on error) under the name "<count>". */
 TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);

@@ -156,6 +156,20 @@ int tg_nn_conv_transpose_new(tg_module **out, int nspatial, int64_t c_in, int64_
 
 /* ---- Sequential ---- */
 
+/* A child's failure, its message led by the child's path and type: "in
+ * 1 (Linear): linear: ...", and "in enc.1 (Linear): ..." once the
+ * Sequential that holds this one adds its own name. */
+static int child_failed(const tg_module *child, const char *name, int rc)
+{
+    char msg[512], inner[256];
+    snprintf(msg, sizeof msg, "%s", tg_error_message());
+    int n = 0;
+    if (sscanf(msg, "in %255s (%n", inner, &n) == 1 && n > 0)   /* a nested Sequential's */
+        return tg__error(rc, "in %s.%s", name, msg + 3);
+    return tg__error(rc, "in %s (%s): %s", name, tg_module_type_name(child),
+                     msg[0] ? msg : tg_status_message(rc));
+}
+
 static int tg__sequential_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     tg_tensor *cur = tg_tensor_retain(x);
@@ -163,7 +177,7 @@ static int tg__sequential_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
         tg_tensor *next = NULL;
         int rc = tg_module_forward(m->children[i].m, &next, cur);
         tg_tensor_release(cur);
-        if (rc < 0) return rc;
+        if (rc < 0) return child_failed(m->children[i].m, m->children[i].name, rc);
         cur = next;
     }
     *y = cur;
