@@ -43,6 +43,13 @@ typedef struct tg_backward_opts {
  * requires grad and is reachable from out.  grad may be NULL only when out has
  * one element (then it is 1); a grad of another float dtype is cast to out's.
  * opts may be NULL for the defaults.
+ * With create_graph, a leaf's .grad is on a tape that refers back to the
+ * leaf, a cycle that outlives every release: tg_tensor_zero_grad the leaf
+ * first (torch warns of the same), or take gradients with tg_grad, which
+ * stores nothing.  A leaf whose gradient is 0 by the graph's structure (it
+ * reaches out only through a constant, such as relu's mask in a gradient
+ * penalty's second backward) gets no .grad, where torch's backward formulas
+ * often give a tensor of zeros; an optimizer then skips it for that step.
  * Errors: TG_EGRAD if out does not require grad or the graph was freed,
  * TG_ESHAPE if grad's shape differs, TG_EDTYPE for an integer grad,
  * TG_EINPLACE if a saved tensor was modified. */
