@@ -389,6 +389,31 @@ Test(tensor, values_beyond_the_dtype_range_are_refused_as_torch)
     }
 }
 
+/* full_like and randn_like: t's shape and dtype; randn_like draws what
+ * tg_tensor_rand_normal draws from the same generator; refusals. */
+Test(tensor, full_like_and_randn_like)
+{
+    tg_tensor *t = NULL, *f = NULL, *r = NULL, *want = NULL, *i = NULL, *z = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&t, TG_BF16, 2, (int64_t[]){3, 5}), TG_OK));
+    cr_assert(eq(int, tg_tensor_full_like(&f, t, 1.0), TG_OK));
+    cr_assert(eq(int, tg_tensor_dtype(f), TG_BF16));
+    cr_assert(tg_tensor_same_shape(f, t));
+    for (int64_t k = 0; k < 15; k++) cr_assert(eq(dbl, th_at(f, k), 1.0));
+    tg_rng r1, r2;
+    tg_rng_init(&r1, 9);
+    tg_rng_init(&r2, 9);
+    cr_assert(eq(int, tg_tensor_randn_like(&r, t, &r1), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros_like(&want, t), TG_OK));
+    cr_assert(eq(int, tg_tensor_rand_normal(want, &r2, 0.0, 1.0), TG_OK));
+    th_expect_same_bits("randn_like", t, r, want);
+    cr_assert(eq(int, tg_tensor_zeros(&i, TG_I64, 1, (int64_t[]){4}), TG_OK));
+    th_expect_refused(tg_tensor_randn_like(&z, i, &r1), TG_EINVAL, "randn_like", z);
+    th_expect_refused(tg_tensor_randn_like(&z, t, NULL), TG_EINVAL, "rng", z);
+    th_expect_refused(tg_tensor_full_like(&z, NULL, 1.0), TG_EINVAL, "full_like", z);
+    th_expect_refused(tg_tensor_full_like(&z, i, 1e30), TG_EINVAL, "", z);
+    th_release_all(5, (tg_tensor *[]){t, f, r, want, i});
+}
+
 /* clone and zeros_like check their own out and name themselves, not the
  * function they call. */
 Test(tensor, clone_and_zeros_like_errors_name_themselves)

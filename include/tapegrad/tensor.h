@@ -69,6 +69,9 @@ TG_API int tg_tensor_from_data(tg_tensor **out, tg_dtype dt, int ndim, const int
                                const void *data);
 /* A contiguous tensor with the same shape and dtype as t, filled with zeros. */
 TG_API int tg_tensor_zeros_like(tg_tensor **out, const tg_tensor *t);
+/* torch.full_like(t, v) (torch.ones_like: v = 1): t's shape and dtype,
+ * filled with v (checked as tg_tensor_full). */
+TG_API int tg_tensor_full_like(tg_tensor **out, const tg_tensor *t, double v);
 /* A contiguous copy of t (same dtype), not connected to the graph. */
 TG_API int tg_tensor_clone(tg_tensor **out, const tg_tensor *t);
 
@@ -144,6 +147,10 @@ TG_API void tg_rng_init(tg_rng *rng, uint64_t seed);
 TG_API int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi);
 /* Fills t in place with N(mean, std^2) (Box-Muller); float dtypes only, as above. */
 TG_API int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std);
+/* torch.randn_like(t): a new tensor of t's shape and float dtype drawn from
+ * N(0, 1) by rng, as tg_tensor_rand_normal (an integer t is TG_EINVAL, as
+ * torch's; *out is then untouched). */
+TG_API int tg_tensor_randn_like(tg_tensor **out, const tg_tensor *t, tg_rng *rng);
 /* One uniform double in [0, 1); advances the counter by one block. */
 TG_API double tg_rng_uniform(tg_rng *rng);
 

@@ -141,6 +141,25 @@ int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi)
     return tg__rand_fill(t, rng, TG__DIST_UNIFORM, hi - lo, lo, hi);
 }
 
+int tg_tensor_randn_like(tg_tensor **out, const tg_tensor *t, tg_rng *rng)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "tensor_randn_like: out must not be NULL");
+    TG_CHECK(t != NULL && rng != NULL, TG_EINVAL,
+             "tensor_randn_like: t and rng must not be NULL");
+    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EINVAL,
+             "tensor_randn_like: t is %s; only float dtypes are drawn (as torch's randn_like)",
+             tg_dtype_name(t->dtype));
+    tg_tensor *r = NULL;
+    TG_TRY(tg_tensor_zeros(&r, t->dtype, t->ndim, t->shape));
+    int rc = tg_tensor_rand_normal(r, rng, 0.0, 1.0);
+    if (rc < 0) {
+        tg_tensor_release(r);
+        return rc;
+    }
+    *out = r;
+    return TG_OK;
+}
+
 int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std)
 {
     TG_CHECK(t != NULL && rng != NULL, TG_EINVAL, "tensor_rand_normal: t and rng must not be NULL");

@@ -208,6 +208,13 @@ int tg_tensor_zeros_like(tg_tensor **out, const tg_tensor *t)
     return tg_tensor_zeros(out, t->dtype, t->ndim, t->shape);
 }
 
+int tg_tensor_full_like(tg_tensor **out, const tg_tensor *t, double v)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "tensor_full_like: out must not be NULL");
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_full_like: t must not be NULL");
+    return tg_tensor_full(out, t->dtype, t->ndim, t->shape, v);
+}
+
 int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_to_dtype: out must not be NULL");
