@@ -73,6 +73,8 @@ static const unary_case unary_cases[] = {
     {"erf", tg_erf, erf, -2, 2, false},
     {"sin", tg_sin, sin, -4, 4, true},
     {"cos", tg_cos, cos, -4, 4, true},
+    {"log1p", tg_log1p, log1p, -0.5, 3, true},
+    {"expm1", tg_expm1, expm1, -2, 2, true},
     {"relu", tg_relu, r_relu, -2, 2, false},
     {"leaky_relu", leaky, r_leaky, -2, 2, false},
     {"tanh", tg_tanh, tanh, -2, 2, true},
@@ -270,6 +272,28 @@ Test(ops, sin_and_cos_at_the_edges)
     cr_assert(strstr(tg_error_message(), "sin") != NULL, "%s", tg_error_message());
     cr_assert_null(y);
     tg_tensor_release(i);
+}
+
+/* log1p and expm1 keep small arguments' digits (log(1 + 1e-10) in f32 is
+ * 0, log1p 1e-10), and their edges are torch's: log1p(-1) = -inf, NaN
+ * below -1, -0.0 kept by both, expm1(-inf) = -1, expm1(1000) = inf. */
+Test(ops, log1p_and_expm1_at_the_edges)
+{
+    const double xs[6] = {1e-10, -1.0, -2.0, -0.0, -INFINITY, 1000.0};
+    tg_tensor *a = NULL, *l = NULL, *e = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&a, TG_F32, 1, (int64_t[]){6}), TG_OK));
+    for (int i = 0; i < 6; i++) tg_tensor_set_flat(a, i, xs[i]);
+    cr_assert(eq(int, tg_log1p(&l, a), TG_OK));
+    cr_assert(eq(int, tg_expm1(&e, a), TG_OK));
+    double *vl = th_doubles(l), *ve = th_doubles(e);
+    cr_assert(th_close(vl[0], 1e-10, 1e-6, 0) && th_close(ve[0], 1e-10, 1e-6, 0), "%g %g",
+              vl[0], ve[0]);
+    cr_assert(isinf(vl[1]) && vl[1] < 0 && isnan(vl[2]), "%g %g", vl[1], vl[2]);
+    cr_assert(vl[3] == 0.0 && signbit(vl[3]) && ve[3] == 0.0 && signbit(ve[3]));
+    cr_assert(eq(dbl, ve[4], -1.0));
+    cr_assert(isinf(ve[5]) && ve[5] > 0);
+    free(vl), free(ve);
+    tg_tensor_release(a), tg_tensor_release(l), tg_tensor_release(e);
 }
 
 /* PyTorch's conventions at the edges (values from PyTorch 1.13): d(a^b)/da

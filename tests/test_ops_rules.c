@@ -83,6 +83,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"tanh", TG_AMP_KEEP},        {"sigmoid", TG_AMP_KEEP},    {"silu", TG_AMP_KEEP},
         {"rsub_scalar", TG_AMP_KEEP}, {"sub_scalar", TG_AMP_KEEP}, {"div_scalar", TG_AMP_KEEP},
         {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},        {"elu", TG_AMP_KEEP},
+        {"log1p", TG_AMP_FP32},       {"expm1", TG_AMP_FP32},
         {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_FP32},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -171,7 +172,8 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
     } u[] = {{"neg", tg_neg},   {"exp", tg_exp},         {"log", tg_log},   {"sqrt", tg_sqrt},
              {"abs", tg_abs},   {"erf", tg_erf},         {"relu", tg_relu}, {"tanh", tg_tanh},
              {"sigmoid", tg_sigmoid}, {"silu", tg_silu}, {"gelu", tg_gelu},
-             {"sin", tg_sin},   {"cos", tg_cos}};
+             {"sin", tg_sin},   {"cos", tg_cos},         {"log1p", tg_log1p},
+             {"expm1", tg_expm1}};
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);

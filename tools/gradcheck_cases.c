@@ -280,6 +280,8 @@ const gc_case gc_cases[] = {
     GC_UN("erf", "elementwise", tg_erf, 2, GC_ANY, 3, 4),
     GC_UN("sin", "elementwise", tg_sin, 2, GC_ANY, 3, 4),
     GC_UN("cos", "elementwise", tg_cos, 2, GC_ANY, 3, 4),
+    GC_UN("log1p", "elementwise", tg_log1p, 2, GC_POSITIVE, 3, 4),
+    GC_UN("expm1", "elementwise", tg_expm1, 2, GC_ANY, 3, 4),
     /* activations */
     GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
     GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),

@@ -67,6 +67,13 @@ TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
  * d cos = -sin); an integer a is TG_EDTYPE. */
 TG_API int tg_sin(tg_tensor **out, tg_tensor *a);
 TG_API int tg_cos(tg_tensor **out, tg_tensor *a);
+/* log(1 + a) and exp(a) - 1 (torch.log1p, torch.expm1), computed in
+ * double by log1p and expm1 and rounded once, so a small a keeps its digits
+ * where log(1 + a) and exp(a) - 1 cancel; log1p(-1) is -inf and below -1
+ * NaN, as torch's.  Gradients g / (1 + a) and g * exp(a), differentiable to
+ * any order; the FP32 AMP policy, as tg_log and tg_exp. */
+TG_API int tg_log1p(tg_tensor **out, tg_tensor *a);
+TG_API int tg_expm1(tg_tensor **out, tg_tensor *a);
 
 /* ---- activations ---- */
 /* relu is torch's clamp_min(a, 0): NaN and -0.0 stay.  Its gradient is g

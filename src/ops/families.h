@@ -10,7 +10,7 @@
 /* X(family, count, file: ops) */
 #define TG__OP_FAMILIES(X)                                                    \
     X(binary, 10)        /* binary.c: add sub mul div pow, scalar variants */ \
-    X(unary, 9)          /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos */ \
+    X(unary, 11)         /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos log1p expm1 */ \
     X(activation, 7)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu elu */ \
     X(cast, 1)           /* cast.c: to_dtype */                               \
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \

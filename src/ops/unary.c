@@ -1,4 +1,5 @@
-/* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf, sin, cos.
+/* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf, sin, cos,
+ * log1p, expm1.
  *
  * Backwards save the op's input (never its output, which would be a refcount
  * cycle through the node) and recompute what they need from it with
@@ -27,6 +28,8 @@ TG_EW_UNARY_KERNEL(k_pow_s, pow((double)a, s))
 TG_EW_UNARY_KERNEL(k_erf, erf((double)a))
 TG_EW_UNARY_KERNEL(k_sin, sin((double)a))
 TG_EW_UNARY_KERNEL(k_cos, cos((double)a))
+TG_EW_UNARY_KERNEL(k_log1p, log1p((double)a))
+TG_EW_UNARY_KERNEL(k_expm1, expm1((double)a))
 /* sign(a) in {-1, 0, 1}, the derivative of |a| as PyTorch defines it: 0 at
  * 0, -0 and NaN. */
 TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0)
@@ -54,6 +57,8 @@ UNARY_FORWARD(abs, k_abs, true)
 UNARY_FORWARD(erf, k_erf, true)
 UNARY_FORWARD(sin, k_sin, true)
 UNARY_FORWARD(cos, k_cos, true)
+UNARY_FORWARD(log1p, k_log1p, true)
+UNARY_FORWARD(expm1, k_expm1, true)
 
 static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
@@ -182,6 +187,32 @@ done:
     return rc;
 }
 
+/* d log1p(a) = g / (1 + a). */
+static int log1p_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *d = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_add_scalar(&d, a, 1.0));
+    TG_TRY_GOTO(tg_div(&gi[0], g, d));
+done:
+    tg_tensor_release(d);
+    return rc;
+}
+
+/* d expm1(a) = g * exp(a). */
+static int expm1_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *a, *e = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(tg_exp(&e, a));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, e));
+done:
+    tg_tensor_release(e);
+    return rc;
+}
+
 /* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
 #define SCHEMA(op, policy, formula, sym)                                      \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
@@ -196,10 +227,13 @@ SCHEMA(pow_scalar, TG_AMP_FP32, "da = g * p * a^(p-1)", "p");
 SCHEMA(erf, TG_AMP_KEEP, "da = g * 2/sqrt(pi) * exp(-a^2)", NULL);
 SCHEMA(sin, TG_AMP_KEEP, "da = g * cos(a)", NULL);
 SCHEMA(cos, TG_AMP_KEEP, "da = -g * sin(a)", NULL);
+SCHEMA(log1p, TG_AMP_FP32, "da = g / (1 + a)", NULL);
+SCHEMA(expm1, TG_AMP_FP32, "da = g * exp(a)", NULL);
 
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__unary_ops[] = {&neg_op, &exp_op,        &log_op, &sqrt_op, &abs_op,
-                                             &pow_scalar_op, &erf_op, &sin_op, &cos_op};
+const tg_op_schema *const tg__unary_ops[] = {&neg_op,        &exp_op, &log_op, &sqrt_op,
+                                             &abs_op,        &erf_op, &sin_op, &cos_op,
+                                             &pow_scalar_op, &log1p_op, &expm1_op};
 static_assert(sizeof tg__unary_ops / sizeof tg__unary_ops[0] == TG__unary_N,
               "src/ops/families.h must count the unary ops");
 
@@ -217,6 +251,8 @@ int tg_abs(tg_tensor **out, tg_tensor *a) { return call1(&abs_op, out, a); }
 int tg_erf(tg_tensor **out, tg_tensor *a) { return call1(&erf_op, out, a); }
 int tg_sin(tg_tensor **out, tg_tensor *a) { return call1(&sin_op, out, a); }
 int tg_cos(tg_tensor **out, tg_tensor *a) { return call1(&cos_op, out, a); }
+int tg_log1p(tg_tensor **out, tg_tensor *a) { return call1(&log1p_op, out, a); }
+int tg_expm1(tg_tensor **out, tg_tensor *a) { return call1(&expm1_op, out, a); }
 
 /* The exponent in a's dtype, as torch's (and as the scalar ops of
  * binary.c): an f32 x ** 1.7 is x ** 1.7f, a bf16 one x ** 1.703125, each

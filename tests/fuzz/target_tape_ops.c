@@ -33,7 +33,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 23;
+    uint8_t k = u8(g) % 25;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -60,6 +60,8 @@ int op_unary(prog *g)
     case 19: rc = tg_sin(&y, a); break;
     case 20: rc = tg_cos(&y, a); break;
     case 21: rc = tg_elu(&y, a, s); break;
+    case 22: rc = tg_log1p(&y, a); break;
+    case 23: rc = tg_expm1(&y, a); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
