@@ -159,17 +159,25 @@ done:
     return rc;
 }
 
+/* g * h(a), a the saved input: the gradient of an op whose derivative is
+ * the op h. */
+static int g_times(tg_ctx *ctx, tg_tensor *g, int (*h)(tg_tensor **, tg_tensor *),
+                   tg_tensor **gi)
+{
+    tg_tensor *a, *d = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(h(&d, a));
+    TG_TRY_GOTO(tg_mul(&gi[0], g, d));
+done:
+    tg_tensor_release(d);
+    return rc;
+}
+
 /* d sin(a) = g * cos(a). */
 static int sin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *a, *c = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY_GOTO(tg_cos(&c, a));
-    TG_TRY_GOTO(tg_mul(&gi[0], g, c));
-done:
-    tg_tensor_release(c);
-    return rc;
+    return g_times(ctx, g, tg_cos, gi);
 }
 
 /* d cos(a) = -g * sin(a). */
@@ -203,14 +211,7 @@ done:
 /* d expm1(a) = g * exp(a). */
 static int expm1_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *a, *e = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY_GOTO(tg_exp(&e, a));
-    TG_TRY_GOTO(tg_mul(&gi[0], g, e));
-done:
-    tg_tensor_release(e);
-    return rc;
+    return g_times(ctx, g, tg_exp, gi);
 }
 
 /* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
