@@ -38,8 +38,9 @@ static void expect_close_f64(const char *what, const tg_tensor *got, const tg_te
 }
 
 /* x's gradient (a second derivative) is torch's (want), but 0 at the zeros
- * of x where torch's is NaN (0 * inf: ord 2 at a row of zeros, ord < 2 at
- * a zero element), see second_derivatives_at_zeros. */
+ * of x where torch's is NaN (0 * inf: ord 2 at a row of zeros; 1 < ord < 2,
+ * and ord < 1 but for 0, at a zero element), see
+ * second_derivatives_at_zeros. */
 static void expect_ddx(const char *what, const tg_tensor *x, const tg_tensor *want)
 {
     const tg_tensor *got = tg_tensor_grad(x);
