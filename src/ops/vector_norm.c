@@ -27,12 +27,12 @@
  * derivatives at a zero are 0 where torch's are NaN (0 * inf). */
 #include <assert.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
 #include "ops/families.h"
+#include "ops/pointwise_internal.h"
 #include "ops/reduce_internal.h"
 #include "tapegrad/ops.h"
 
@@ -129,26 +129,11 @@ static int norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, norm_reduce, &j, true);
 }
 
-/* sign(x) as a new constant tensor of dtype dt: -1, 0 or 1, 0 for NaN (as
- * torch.sign). */
-static int sign_of(const tg_tensor *x, tg_dtype dt, tg_tensor **s)
+/* sign(v): -1, 0 or 1, 0 for NaN (as torch.sign); a tg__map_f64 map. */
+static double sign_d(double v, const void *user)
 {
-    const int64_t nx = tg_tensor_numel(x);
-    double *v = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *v);
-    tg_tensor *t = tg__tensor_uninit(dt, x->ndim, x->shape);
-    if (!v || !t) {
-        free(v);
-        tg_tensor_release(t);
-        return TG_ENOMEM;
-    }
-    if (nx > 0) {
-        tg__gather(x, TG_F64, v);
-        for (int64_t i = 0; i < nx; i++) v[i] = (v[i] > 0) - (v[i] < 0);
-        tg__scatter(t, TG_F64, v);
-    }
-    free(v);
-    *s = t;
-    return TG_OK;
+    (void)user;
+    return (v > 0) - (v < 0);
 }
 
 /* dx for ord = +-inf: s * (gk / c) * m. */
@@ -232,7 +217,8 @@ static int norm_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     tg__dims_out_shape(x->ndim, x->shape, mask, true, &kn, kept);
     TG_TRY_GOTO(tg_reshape(&gk, g, kn, kept));   /* the reduced dims as 1 */
     TG_TRY_GOTO(tg_reshape(&yk, y, kn, kept));
-    TG_TRY_GOTO(sign_of(x, g->dtype, &s));
+    if (ord != 2)   /* the other gradients hold sign(x), a constant */
+        TG_TRY_GOTO(tg__map_f64(&s, x, g->dtype, sign_d, NULL));
     if (isinf(ord)) rc = inf_grad(x, yk, mask, gk, s, &gi[0]);
     else if (ord == 1) rc = tg_mul(&gi[0], s, gk);
     else {   /* x (ord 2) or s |x|^(ord-1), times the factor of g */
