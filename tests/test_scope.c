@@ -174,8 +174,8 @@ Test(scope, composite_ops_hand_the_scope_their_result_only)
  * and pixel_unshuffle (reshape, permute, reshape), prelu with a weight of
  * another dtype (a cast, then the op) hand the scope their result alone;
  * the ONNX export and the FID features run a model's forwards, and spectral
- * norm's set-up a power iteration, and hand the scope nothing.  Each tensor is released once (ASan), and the bytes return
- * to where they were. */
+ * norm's set-up a power iteration, and hand the scope nothing.  Each tensor
+ * is released once (ASan), and the bytes return to where they were. */
 Test(scope, composite_calls_release_their_own_tensors_once)
 {
     const int64_t before = bytes_now();
