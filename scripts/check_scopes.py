@@ -65,7 +65,7 @@ def expand(src):
 
 class Func:
     def __init__(self, file, name, body, outs, static):
-        self.file, self.name, self.body, self.outs, self.static = file, name, body, outs, static
+        self.file, self.name, self.body, self.outs = file, name, body, outs
         self.key = (file, name) if static else (None, name)
         self.bracketed = ENTER in body
 
