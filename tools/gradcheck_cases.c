@@ -105,6 +105,20 @@ static int f_flip(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_flip(out, in[0], 2, dims);
 }
 
+/* The three chunks of (2, 6) along dim 1, multiplied: each piece's gradient
+ * depends on the others. */
+static int f_chunk(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_tensor *p[3] = {0}, *q = NULL;
+    int np = 0;
+    int rc = tg_chunk(p, 3, &np, in[0], 3, 1);
+    if (rc >= 0) rc = tg_mul(&q, p[0], p[1]);
+    if (rc >= 0) rc = tg_mul(out, q, p[2]);
+    tg_tensor_release(q);
+    for (int i = 0; i < np; i++) tg_tensor_release(p[i]);
+    return rc;
+}
+
 static int f_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_transpose(out, in[0], 0, 1);
@@ -322,6 +336,8 @@ const gc_case gc_cases[] = {
     GC_FN("permute", "shape", f_permute, "(2, 3, 4) perm 2,0,1", 1, .ndim = {3},
           .shape = {{2, 3, 4}}),
     GC_FN("flip", "shape", f_flip, "(2, 3, 4) dims 0,-1", 1, .ndim = {3}, .shape = {{2, 3, 4}}),
+    GC_FN("slice", "shape", f_chunk, "tg_chunk (2, 6) into 3 along dim 1, multiplied", 1,
+          .ndim = {2}, .shape = {{2, 6}}),
     GC_FN("transpose", "shape", f_transpose, "(3, 4) dims 0,1", 1, .ndim = {2},
           .shape = {{3, 4}}),
     GC_FN("slice", "shape", f_slice, "(5, 4) dim 0 [1:5:2]", 1, .ndim = {2},

@@ -329,6 +329,29 @@ TG_API int tg_cat(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
  * dtypes promote as tg_cat; 0-d inputs give a 1-d result.  Each input's
  * gradient is its slice of g; differentiable to any order. */
 TG_API int tg_stack(tg_tensor **out, int n, tg_tensor *const *ts, int dim);
+/* Cutting a tensor into pieces along dim (negative counts from the end),
+ * as torch.split, torch.chunk and torch.unbind.  Each piece is a view of x
+ * (tg_slice), a new reference in outs[i], and gets its part of x's gradient,
+ * to any order.  x needs at least 1 dim (TG_ESHAPE).  On error outs is left
+ * as it was and no piece is made.
+ * tg_split: n >= 1 pieces of sizes[0..n) (each >= 0), which must sum to
+ * dim's extent (TG_EINVAL naming the sizes otherwise).
+ * tg_split_size, tg_chunk, tg_unbind: the number of pieces follows from x,
+ * so outs has room for cap of them and *n_out is set to the number made;
+ * outs NULL only sets *n_out (ask first, then allocate).  cap below the
+ * count is TG_EINVAL naming both.
+ * tg_split_size: pieces of split_size along dim, the last one smaller:
+ * max(ceil(D / split_size), 1) of them for an extent D; split_size > 0,
+ * or 0 for D = 0 (one empty piece), as torch.
+ * tg_chunk: chunks >= 1; pieces of ceil(D / chunks), so there may be fewer
+ * than chunks (6 in 4 chunks: 3 pieces of 2), as torch.chunk; D = 0 gives
+ * chunks empty pieces.
+ * tg_unbind: D pieces of x with dim removed (x[.., i, ..]); none for D = 0. */
+TG_API int tg_split(tg_tensor **outs, int n, tg_tensor *x, const int64_t *sizes, int dim);
+TG_API int tg_split_size(tg_tensor **outs, int cap, int *n_out, tg_tensor *x,
+                         int64_t split_size, int dim);
+TG_API int tg_chunk(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int chunks, int dim);
+TG_API int tg_unbind(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int dim);
 /* torch.flip(x, dims): x with its elements along each of dims[0..ndims) in
  * reverse order, a new contiguous tensor of x's dtype (integers too);
  * differentiable to any order (the gradient is g flipped the same way).

@@ -97,7 +97,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 12;
+    uint8_t k = u8(g) % 13;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -119,6 +119,14 @@ int op_view(prog *g)
     case 10: {
         static const double ords[] = {2, 1, INFINITY, -INFINITY, 0, 3, 0.5, -1};
         rc = tg_vector_norm(&y, a, ords[(unsigned)d0 % 8], nd % 3, dims, d1 & 1);
+        break;
+    }
+    case 11: {   /* chunk a into up to 6 pieces; keep piece d1 (mod the count) */
+        tg_tensor *p[6] = {0};
+        int n = 0;
+        rc = tg_chunk(p, 6, &n, a, (int)(u8(g) % 6), d0);
+        if (rc >= 0 && n > 0) y = tg_tensor_retain(p[(unsigned)d1 % (unsigned)n]);
+        for (int c = 0; c < n; c++) tg_tensor_release(p[c]);
         break;
     }
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
