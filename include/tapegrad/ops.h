@@ -103,6 +103,16 @@ TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
  * for a NULL argument or an alpha that is not finite, TG_EDTYPE for an
  * integer x. */
 TG_API int tg_elu(tg_tensor **out, tg_tensor *x, double alpha);
+/* F.dropout(x, p, training): in training each element is zeroed with
+ * probability p and the rest scaled by 1 / (1 - p) (all zeroed for p = 1),
+ * the mask drawn by rng in x's dtype (tg_tensor_rand_uniform: the same on
+ * every machine, not torch's numbers), which advances rng's counter; the
+ * gradient is g times the same mask, to any order.  Not training, or p = 0,
+ * returns x itself (a new reference) and draws nothing; rng may then be
+ * NULL.  TG_EINVAL for a NULL out or x, p outside [0, 1] (NaN too) or a NULL
+ * rng where one is needed; TG_EDTYPE for an integer x.  The Dropout module
+ * (tg_nn_dropout_new) calls this with a generator of its own. */
+TG_API int tg_dropout(tg_tensor **out, tg_tensor *x, double p, bool training, tg_rng *rng);
 /* F.prelu(x, weight): x where x > 0, weight * x elsewhere, one weight per
  * channel (dim 1 of x) or one for all: weight is 1-d with 1 or C elements
  * (an x of fewer than two dims has one channel).  Values as torch's (the

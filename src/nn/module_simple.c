@@ -14,43 +14,17 @@ typedef struct tg__dropout_state {
     uint64_t calls;    /* training forwards so far: call k uses counter block k << 40 */
 } tg__dropout_state;
 
-/* mask = (u >= p) / (1 - p) for u ~ U[0, 1), in x's dtype and shape. */
-static int tg__dropout_mask(tg_tensor **mask, const tg_tensor *x, tg__dropout_state *s)
-{
-    tg_tensor *m = NULL;
-    TG_TRY(tg_tensor_zeros(&m, tg_tensor_dtype(x), tg_tensor_ndim(x), tg_tensor_shape(x)));
-    /* Each call owns a disjoint range of 2^40 Philox blocks, so mask k
-     * depends only on (seed, k), whatever the sizes of earlier calls. */
-    tg_rng rng = {.seed = s->seed, .counter = s->calls << 40};
-    int rc = tg_tensor_rand_uniform(m, &rng, 0.0, 1.0);
-    if (rc < 0) {
-        tg_tensor_release(m);
-        return rc;
-    }
-    tg_dtype dt = tg_tensor_dtype(m);
-    void *d = tg_tensor_data(m);
-    double scale = s->p < 1.0 ? 1.0 / (1.0 - s->p) : 0.0;
-    for (int64_t i = 0, n = tg_tensor_numel(m); i < n; i++)
-        tg_dtype_store(dt, d, i, tg_dtype_load(dt, d, i) < s->p ? 0.0 : scale);
-    s->calls++;
-    *mask = m;
-    return TG_OK;
-}
-
+/* tg_dropout with the module's generator: each training forward owns a
+ * disjoint range of 2^40 Philox blocks, so mask k depends only on
+ * (seed, k), whatever the sizes of earlier calls. */
 static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     tg__dropout_state *s = m->state;
-    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(x)), TG_EDTYPE,
-             "dropout: input has dtype %s; float dtypes only", tg_dtype_name(tg_tensor_dtype(x)));
-    if (!m->training || s->p == 0.0) {
-        *y = tg_tensor_retain(x);
-        return TG_OK;
-    }
-    tg_tensor *mask = NULL;
-    TG_TRY(tg__dropout_mask(&mask, x, s));
-    int rc = tg_mul(y, x, mask);
-    tg_tensor_release(mask);
-    return rc;
+    const bool draws = m->training && s->p > 0.0;
+    tg_rng rng = {.seed = s->seed, .counter = s->calls << 40};
+    TG_TRY(tg_dropout(y, x, s->p, m->training, &rng));
+    if (draws) s->calls++;
+    return TG_OK;
 }
 
 static const tg_module_vtable tg__nn_dropout_vt = {
