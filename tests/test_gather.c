@@ -244,5 +244,15 @@ Test(gather, refusals_name_the_argument)
     th_expect_refused(tg_index_add(&z, x, 1, v, x), TG_ESHAPE, "size 2 at dim 1", z);
     OK(tg_tensor_zeros(&one, TG_F32, 2, (int64_t[]){2, 2}));
     th_expect_refused(tg_index_add(&z, x, 1, bad, one), TG_EINVAL, "index_add: index[1]=3", z);
+    tg_tensor *x0 = th_tensor_from(TG_F32, 0, NULL, (double[]){2}), *y0 = NULL;
+    th_expect_refused(tg_index_select(&z, x0, 0, v), TG_ESHAPE, "x is 0-d", z);
+    th_expect_refused(tg_index_add(&z, x0, -1, v, x0), TG_ESHAPE, "not 2", z);
     th_release_all(10, (tg_tensor *[]){x, idx, i32, xi, s64, bad, big, v, one, NULL});
+    /* one value: torch's 0-d result, and index_add of a 0-d src */
+    tg_tensor *v0 = th_tensor_from(TG_I64, 0, NULL, (double[]){0}), *y1 = NULL;
+    OK(tg_index_select(&y0, x0, 0, v0));
+    th_expect_shape(y0, 0, NULL);
+    OK(tg_index_add(&y1, x0, 0, v0, y0));
+    cr_assert(eq(dbl, th_at(y1, 0), 4.0));
+    th_release_all(4, (tg_tensor *[]){x0, v0, y0, y1});
 }

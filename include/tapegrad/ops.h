@@ -367,7 +367,9 @@ TG_API int tg_scatter_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *ind
                           tg_tensor *src);
 /* torch.index_select(x, dim, index): index 1-d (or 0-d, one value) of L
  * values; out is x's shape with L at dim, out[i][j][k] = x[i][index[j]][k]
- * (dim = 1).  dx = index_add(zeros_like(x), dim, index, g). */
+ * (dim = 1).  A 0-d x takes an index of one value and gives a 0-d result
+ * (torch gives 0-d for any number of values; other numbers are TG_ESHAPE
+ * here).  dx = index_add(zeros_like(x), dim, index, g). */
 TG_API int tg_index_select(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index);
 /* torch.index_add(x, dim, index, src) with alpha 1, out of place: index as
  * tg_index_select's, src of x's shape with L at dim, out = x with

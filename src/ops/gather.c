@@ -103,12 +103,16 @@ static int check_select_args(const char *op, const tg_tensor *x, int dim, const 
     TG_CHECK(dim >= 0 && dim < (x->ndim > 0 ? x->ndim : 1), TG_EINVAL,
              "%s: dim=%d is out of range for x with %d dims", op, dim, x->ndim);
     TG_CHECK(idx->ndim <= 1, TG_ESHAPE, "%s: index has %d dims; it must be 1-d", op, idx->ndim);
+    /* the result keeps x's ndim: a 0-d x takes one index value */
+    TG_CHECK(x->ndim > 0 || tg_tensor_numel(idx) == 1, TG_ESHAPE,
+             "%s: x is 0-d, so index must hold one value, not %lld", op,
+             (long long)tg_tensor_numel(idx));
     if (src) {
         TG_TRY(check_src(op, x, src));
         int64_t want[TG_MAX_DIMS];
         shape_of(x, want);
         want[dim] = tg_tensor_numel(idx);
-        bool ok = src->ndim == x->ndim && (x->ndim > 0 || want[0] == 1);
+        bool ok = src->ndim == x->ndim;
         for (int d = 0; ok && d < src->ndim; d++) ok = src->shape[d] == want[d];
         TG_CHECK(ok, TG_ESHAPE, "%s: src must have x's shape with size %lld at dim %d", op,
                  (long long)want[dim], dim);
