@@ -2,8 +2,9 @@
  * tg_index_add against PyTorch's torch.gather, torch.scatter_add,
  * torch.index_select and torch.index_add with their gradients (f32, f64,
  * bf16; ranks 1 to 4, every dim positive and negative, repeated indices),
- * derivatives to second order by finite differences, a transposed x, empty
- * tensors, f16 sums, the autocast rule and the refusals.
+ * derivatives to second order by finite differences, the backward's
+ * backward as the op itself, a transposed x, empty tensors, f16 sums, the
+ * autocast rule and the refusals.
  * Goldens: scripts/make_gather_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -108,6 +109,30 @@ Test(gather, gradcheck_and_gradgradcheck)
                   "%s dim %d: %s", cases[i].op, cases[i].dim, tg_error_message());
         th_release_all(2, in);
     }
+}
+
+/* Each op is linear in x (the picking ops) or in src with x = 0 (the adding
+ * ops), and its backward's backward is the op again: y bit for bit. */
+Test(gather, double_backward_is_the_forward)
+{
+    tg_tensor *i2 = th_tensor_from(TG_I64, 2, (int64_t[]){2, 3}, (double[]){2, 0, 2, 1, 1, 2});
+    tg_tensor *i1 = th_vec(TG_I64, 4, (double[]){1, 3, 1, 0}, "i", false), *z = NULL;
+    OK(tg_tensor_zeros(&z, TG_F64, 2, (int64_t[]){3, 4}));
+    for (int k = 0; k < 4; k++) {
+        uint64_t s = 41 + (uint64_t)k;
+        const int64_t shape[2] = {k == 1 ? 2 : 3, k == 1 ? 3 : 4};
+        tg_tensor *x = th_rand_tensor(&s, TG_F64, 2, shape, -2, 2), *y = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        switch (k) {
+        case 0: OK(tg_gather(&y, x, -1, i2)); break;
+        case 1: OK(tg_scatter_add(&y, z, 0, i2, x)); break;
+        case 2: OK(tg_index_select(&y, x, 1, i1)); break;
+        default: OK(tg_index_add(&y, z, -1, i1, x)); break;
+        }
+        th_expect_double_backward_is_forward(x, y, 7 + (uint64_t)k);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    th_release_all(3, (tg_tensor *[]){i2, i1, z});
 }
 
 /* A transposed x (strides (1, 3)) gives what its contiguous copy gives,
