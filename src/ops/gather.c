@@ -382,7 +382,7 @@ static int index_add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return added_backward(&index_select_op, ctx, g, gi);
 }
 
-/* KEEP, as embedding and prelu: the ops run in x's dtype, and a src of
+/* KEEP, as embedding and flip: the ops run in x's dtype, and a src of
  * another dtype is TG_EDTYPE inside an autocast scope too (torch's CUDA
  * autocast would promote scatter_add's inputs to the widest). */
 static const tg_op_schema gather_op = {
