@@ -119,6 +119,48 @@ static int f_chunk(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return rc;
 }
 
+/* The indexing ops of x (3, 4) along dim 1 with repeated indices: a (3, 2)
+ * index for gather and scatter_add (src (3, 2)), a 1-d one of 3 values for
+ * index_select and index_add (src (3, 3)); which: 0 gather, 1 scatter_add,
+ * 2 index_select, 3 index_add. */
+static int f_indexing(tg_tensor **out, tg_tensor *const *in, int which)
+{
+    static const int64_t two_d[6] = {3, 0, 1, 1, 0, 0}, one_d[3] = {2, 0, 2};
+    const bool select = which >= 2;
+    tg_tensor *idx = NULL;
+    int rc = select ? tg_tensor_from_data(&idx, TG_I64, 1, (const int64_t[]){3}, one_d)
+                    : tg_tensor_from_data(&idx, TG_I64, 2, (const int64_t[]){3, 2}, two_d);
+    if (rc < 0) return rc;
+    switch (which) {
+    case 0: rc = tg_gather(out, in[0], 1, idx); break;
+    case 1: rc = tg_scatter_add(out, in[0], 1, idx, in[1]); break;
+    case 2: rc = tg_index_select(out, in[0], -1, idx); break;
+    default: rc = tg_index_add(out, in[0], -1, idx, in[1]); break;
+    }
+    tg_tensor_release(idx);
+    return rc;
+}
+
+static int f_gather(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return f_indexing(out, in, 0);
+}
+
+static int f_scatter_add(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return f_indexing(out, in, 1);
+}
+
+static int f_index_select(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return f_indexing(out, in, 2);
+}
+
+static int f_index_add(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return f_indexing(out, in, 3);
+}
+
 static int f_transpose(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_transpose(out, in[0], 0, 1);
@@ -338,6 +380,14 @@ const gc_case gc_cases[] = {
     GC_FN("flip", "shape", f_flip, "(2, 3, 4) dims 0,-1", 1, .ndim = {3}, .shape = {{2, 3, 4}}),
     GC_FN("slice", "shape", f_chunk, "tg_chunk (2, 6) into 3 along dim 1, multiplied", 1,
           .ndim = {2}, .shape = {{2, 6}}),
+    GC_FN("gather", "shape", f_gather, "(3, 4) dim 1 index (3, 2)", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_FN("scatter_add", "shape", f_scatter_add, "(3, 4) dim 1 index (3, 2)", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 2}}),
+    GC_FN("index_select", "shape", f_index_select, "(3, 4) dim -1 index 2,0,2", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    GC_FN("index_add", "shape", f_index_add, "(3, 4) dim -1 index 2,0,2", 2, .ndim = {2, 2},
+          .shape = {{3, 4}, {3, 3}}),
     GC_FN("transpose", "shape", f_transpose, "(3, 4) dims 0,1", 1, .ndim = {2},
           .shape = {{3, 4}}),
     GC_FN("slice", "shape", f_slice, "(5, 4) dim 0 [1:5:2]", 1, .ndim = {2},

@@ -370,6 +370,46 @@ TG_API int tg_unbind(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int di
  * ndims > 0, ndims outside [0, TG_MAX_DIMS], a dim out of range or one
  * given twice. */
 TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
+/* Indexing along one dim, each returning a new reference (a new contiguous
+ * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
+ * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the
+ * end); a 0-d x takes dim 0 or -1.  An index value outside
+ * [0, x.size(dim)) is TG_EINVAL naming its position, its value and the
+ * extent ("gather: index[1, 0]=7 is out of range for dim 1 of extent 5").
+ * Repeated indices add up: the sums are taken in double, in the index's
+ * row-major order (deterministic), and rounded once to x's dtype, so f16
+ * and bf16 results are the exact sums rounded.  x and src may have any
+ * strides.  Differentiable to any order in x and src; the index gets no
+ * gradient.  AMP policy keep: they run in x's dtype inside autocast too,
+ * and a src of another dtype stays TG_EDTYPE there (torch's CUDA autocast
+ * promotes scatter_add's inputs; cast src first).  TG_EINVAL for a NULL
+ * out, x, index or src or a dim out of range; TG_ESHAPE for the shape
+ * rules below.
+ *
+ * torch.gather(x, dim, index): out has index's shape, which has x's ndim
+ * with index.size(d) <= x.size(d) for d != dim, and (dim = 1)
+ * out[i][j][k] = x[i][index[i][j][k]][k].  dx = scatter_add(zeros_like(x),
+ * dim, index, g). */
+TG_API int tg_gather(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index);
+/* torch.scatter_add(x, dim, index, src), out of place: out = x with
+ * out[i][index[i][j][k]][k] += src[i][j][k] (dim = 1), index as tg_gather's
+ * and src of index's shape (torch also takes a larger src and reads its
+ * leading part; here that is TG_ESHAPE).  dx = g, dsrc = gather(g, dim,
+ * index). */
+TG_API int tg_scatter_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                          tg_tensor *src);
+/* torch.index_select(x, dim, index): index 1-d (or 0-d, one value) of L
+ * values; out is x's shape with L at dim, out[i][j][k] = x[i][index[j]][k]
+ * (dim = 1).  A 0-d x takes an index of one value and gives a 0-d result
+ * (torch gives 0-d for any number of values; other numbers are TG_ESHAPE
+ * here).  dx = index_add(zeros_like(x), dim, index, g). */
+TG_API int tg_index_select(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index);
+/* torch.index_add(x, dim, index, src) with alpha 1, out of place: index as
+ * tg_index_select's, src of x's shape with L at dim, out = x with
+ * out[i][index[j]][k] += src[i][j][k] (dim = 1).  dx = g,
+ * dsrc = index_select(g, dim, index). */
+TG_API int tg_index_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                        tg_tensor *src);
 /* F.pixel_shuffle(x, r): x (*, C*r*r, H, W) -> (*, C, H*r, W*r), output
  * channel c at (h*r + i, w*r + j) being input channel c*r*r + i*r + j at
  * (h, w); tg_pixel_unshuffle is its inverse, (*, C, H*r, W*r) -> (*, C*r*r,

@@ -3,6 +3,7 @@
  * matmul, conv, batch_norm and loss ops (target_tape.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "target_tape.h"
 
@@ -93,11 +94,45 @@ int op_binary(prog *g)
     return after(g, i, "binary op", rc, y);
 }
 
+/* One of gather, scatter_add, index_select, index_add (which % 4) of a
+ * along dim, with an i64 index read from the program: 1-d for the index_
+ * ops, else a's ndim with a's extents or one less; values in [-1, 7), so
+ * some fall outside a's extent.  The adding ops add back the picked
+ * values (src = the picking op's result, of a's dtype). */
+static int gather_family(prog *g, tg_tensor *a, int dim, int which, tg_tensor **y)
+{
+    const int and_ = a ? tg_tensor_ndim(a) : 0, select = which & 2;
+    const int nd = select ? 1 : and_;
+    int64_t ishape[TG_MAX_DIMS], m = 1;
+    for (int d = 0; d < nd; d++) {
+        const int64_t ext = select || !a ? 3 : tg_tensor_shape(a)[d];
+        ishape[d] = select ? u8(g) % 5 : ext - (ext > 0 && (u8(g) & 1));
+        m *= ishape[d];
+    }
+    int64_t *v = malloc((size_t)(m > 0 ? m : 1) * sizeof *v);   /* m <= a's numel or 4 */
+    if (!v) return TG_ENOMEM;
+    for (int64_t k = 0; k < m; k++) v[k] = (int64_t)(u8(g) % 8) - 1;
+    tg_tensor *idx = NULL, *src = NULL;
+    int rc = tg_tensor_from_data(&idx, TG_I64, nd, ishape, v);
+    free(v);
+    if (rc < 0) return rc;
+    rc = select ? tg_index_select(&src, a, dim, idx) : tg_gather(&src, a, dim, idx);
+    if (rc >= 0 && (which & 1)) {
+        rc = select ? tg_index_add(y, a, dim, idx, src) : tg_scatter_add(y, a, dim, idx, src);
+    } else if (rc >= 0) {
+        *y = src;
+        src = NULL;
+    }
+    tg_tensor_release(idx);
+    tg_tensor_release(src);
+    return rc;
+}
+
 int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 13;
+    uint8_t k = u8(g) % 14;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -121,7 +156,8 @@ int op_view(prog *g)
         rc = tg_vector_norm(&y, a, ords[(unsigned)d0 % 8], nd % 3, dims, d1 & 1);
         break;
     }
-    case 11: {   /* chunk a into up to 6 pieces; keep piece d1 (mod the count) */
+    case 11: rc = gather_family(g, a, d0, d1 & 3, &y); break;
+    case 12: {   /* chunk a into up to 6 pieces; keep piece d1 (mod the count) */
         tg_tensor *p[6] = {0};
         int n = 0;
         rc = tg_chunk(p, 6, &n, a, (int)(u8(g) % 6), d0);

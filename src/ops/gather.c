@@ -1,0 +1,453 @@
+/* src/ops/gather.c - indexing along one dim: gather, scatter_add,
+ * index_select, index_add (torch.gather, torch.scatter_add,
+ * torch.index_select, torch.index_add with alpha 1, all out of place).
+ *
+ * With the index value v at a position p of the index (dim = 1 shown):
+ *   gather        out[i][j][k] = x[i][v][k],      v = index[i][j][k]
+ *   scatter_add   out = x;  out[i][v][k] += src[i][j][k]
+ *   index_select  out[i][j][k] = x[i][v][k],      v = index[j]
+ *   index_add     out = x;  out[i][v][k] += src[i][j][k]
+ * index_select and index_add are gather and scatter_add with index[j]
+ * repeated over the other dims, which is how they run.  Sums are taken in
+ * double in the index's row-major order, one thread, and rounded once to
+ * x's dtype (so repeated indices of f16/bf16 accumulate exactly first).
+ *
+ * The adjoint pairs: <gather(x, v), h> = <x, scatter_add(0, v, h)>, and
+ * scatter_add is linear in (x, src), so
+ *   gather:       dx = scatter_add(zeros_like(x), dim, index, g)
+ *   scatter_add:  dx = g,  dsrc = gather(g, dim, index)
+ * and likewise index_select / index_add.  Each backward is the other op,
+ * so gradients of any order follow.  The index gets no gradient. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "ops/families.h"
+#include "tapegrad/ops.h"
+
+typedef struct gather_params {
+    int dim;   /* in [0, span), span = max(ndim, 1) */
+} gather_params;
+
+static const tg_op_schema gather_op, scatter_add_op, index_select_op, index_add_op;
+
+/* t's shape with a 0-d tensor read as (1,): the ops treat it as one element. */
+static int shape_of(const tg_tensor *t, int64_t *shape)
+{
+    if (t->ndim == 0) {
+        shape[0] = 1;
+        return 1;
+    }
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    return t->ndim;
+}
+
+static bool same_shape(const tg_tensor *a, const tg_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+static int check_index_dtype(const char *op, const tg_tensor *idx)
+{
+    TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
+    TG_CHECK(idx->dtype == TG_I64, TG_EDTYPE, "%s: index has dtype %s; it must be i64", op,
+             tg_dtype_name(idx->dtype));
+    return TG_OK;
+}
+
+static int check_src(const char *op, const tg_tensor *x, const tg_tensor *src)
+{
+    TG_TRY(tg__ew_check_float(op, 2, src));
+    TG_CHECK(src->dtype == x->dtype, TG_EDTYPE,
+             "%s: src has dtype %s but x has %s; they must match", op,
+             tg_dtype_name(src->dtype), tg_dtype_name(x->dtype));
+    return TG_OK;
+}
+
+/* gather / scatter_add: index has x's ndim and index.size(d) <= x.size(d)
+ * for d != dim; src (scatter_add) has index's shape and x's dtype. */
+static int check_gather_args(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
+                             const tg_tensor *src)
+{
+    TG_TRY(tg__ew_check_float(op, 0, x));
+    TG_TRY(check_index_dtype(op, idx));
+    TG_CHECK(dim >= 0 && dim < (x->ndim > 0 ? x->ndim : 1), TG_EINVAL,
+             "%s: dim=%d is out of range for x with %d dims", op, dim, x->ndim);
+    TG_CHECK(idx->ndim == x->ndim, TG_ESHAPE, "%s: index has %d dims but x has %d; they must match",
+             op, idx->ndim, x->ndim);
+    for (int d = 0; d < x->ndim; d++)
+        TG_CHECK(d == dim || idx->shape[d] <= x->shape[d], TG_ESHAPE,
+                 "%s: index.size(%d)=%lld must be <= x.size(%d)=%lld", op, d,
+                 (long long)idx->shape[d], d, (long long)x->shape[d]);
+    if (src) {
+        TG_TRY(check_src(op, x, src));
+        TG_CHECK(same_shape(src, idx), TG_ESHAPE, "%s: src must have index's shape", op);
+    }
+    return TG_OK;
+}
+
+/* index_select / index_add: index is 1-d (or 0-d, one value); src
+ * (index_add) is x's shape with index's length at dim, in x's dtype. */
+static int check_select_args(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
+                             const tg_tensor *src)
+{
+    TG_TRY(tg__ew_check_float(op, 0, x));
+    TG_TRY(check_index_dtype(op, idx));
+    TG_CHECK(dim >= 0 && dim < (x->ndim > 0 ? x->ndim : 1), TG_EINVAL,
+             "%s: dim=%d is out of range for x with %d dims", op, dim, x->ndim);
+    TG_CHECK(idx->ndim <= 1, TG_ESHAPE, "%s: index has %d dims; it must be 1-d", op, idx->ndim);
+    /* the result keeps x's ndim: a 0-d x takes one index value */
+    TG_CHECK(x->ndim > 0 || tg_tensor_numel(idx) == 1, TG_ESHAPE,
+             "%s: x is 0-d, so index must hold one value, not %lld", op,
+             (long long)tg_tensor_numel(idx));
+    if (src) {
+        TG_TRY(check_src(op, x, src));
+        int64_t want[TG_MAX_DIMS];
+        shape_of(x, want);
+        want[dim] = tg_tensor_numel(idx);
+        bool ok = src->ndim == x->ndim;
+        for (int d = 0; ok && d < src->ndim; d++) ok = src->shape[d] == want[d];
+        TG_CHECK(ok, TG_ESHAPE, "%s: src must have x's shape with size %lld at dim %d", op,
+                 (long long)want[dim], dim);
+    }
+    return TG_OK;
+}
+
+/* The index values as int64 (malloc'd), each checked to be in [0, extent);
+ * a bad one is TG_EINVAL naming its position in the index (ishape). */
+static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_t *ishape,
+                      int dim, int64_t extent, int64_t **out)
+{
+    const int64_t m = tg_tensor_numel(idx);
+    int64_t *v = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
+    if (!v) return TG_ENOMEM;
+    if (m > 0) tg__gather(idx, TG_I64, v);
+    for (int64_t p = 0; p < m; p++) {
+        if (v[p] >= 0 && v[p] < extent) continue;
+        char at[TG_MAX_DIMS * 22 + 2] = "";
+        size_t len = 0;
+        int64_t rest = p;
+        int64_t c[TG_MAX_DIMS];
+        for (int d = nd - 1; d >= 0; d--) {
+            c[d] = ishape[d] > 0 ? rest % ishape[d] : 0;
+            rest = ishape[d] > 0 ? rest / ishape[d] : 0;
+        }
+        for (int d = 0; d < nd; d++)
+            len += (size_t)snprintf(at + len, sizeof at - len, "%s%lld", d ? ", " : "",
+                                    (long long)c[d]);
+        const long long bad = (long long)v[p];
+        free(v);
+        return tg__error(TG_EINVAL, "%s: index[%s]=%lld is out of range for dim %d of extent %lld",
+                         op, at, bad, dim, (long long)extent);
+    }
+    *out = v;
+    return TG_OK;
+}
+
+/* pos[p]: the row-major offset in x (xshape) that position p of an index of
+ * shape ishape addresses: p's coordinates with v[p] at dim. */
+static void positions(int nd, const int64_t *xshape, const int64_t *ishape, int dim,
+                      const int64_t *v, int64_t m, int64_t *pos)
+{
+    int64_t xs[TG_MAX_DIMS], c[TG_MAX_DIMS] = {0};
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        xs[d] = s;
+        s *= xshape[d];
+    }
+    for (int64_t p = 0; p < m; p++) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++) off += (d == dim ? v[p] : c[d]) * xs[d];
+        pos[p] = off;
+        for (int d = nd - 1; d >= 0 && ++c[d] == ishape[d]; d--) c[d] = 0;
+    }
+}
+
+/* The gather-shaped work of every op: ishape positions into x, each with its
+ * index value (a full-shape index, already range-checked). */
+typedef struct pick {
+    int nd;
+    int64_t xshape[TG_MAX_DIMS], ishape[TG_MAX_DIMS];
+    int64_t m;      /* numel of ishape */
+    int64_t *pos;   /* m offsets into x, malloc'd */
+} pick;
+
+static int pick_make(pick *k, const tg_tensor *x, const int64_t *ishape, int dim, const int64_t *v)
+{
+    k->nd = shape_of(x, k->xshape);
+    memcpy(k->ishape, ishape, sizeof(int64_t) * (size_t)k->nd);
+    k->m = tg__numel(k->nd, k->ishape);
+    k->pos = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *k->pos);
+    if (!k->pos) return TG_ENOMEM;
+    positions(k->nd, k->xshape, k->ishape, dim, v, k->m, k->pos);
+    return TG_OK;
+}
+
+/* out (oshape, x's dtype) = x at pos. */
+static int run_gather(const tg_tensor *x, const pick *k, int ond, const int64_t *oshape,
+                      tg_tensor **out)
+{
+    const int64_t nx = tg_tensor_numel(x);
+    double *xv = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xv);
+    double *ov = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *ov);
+    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
+    int rc = xv && ov && r ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) {
+        if (nx > 0) tg__gather(x, TG_F64, xv);
+        for (int64_t p = 0; p < k->m; p++) ov[p] = xv[k->pos[p]];
+        if (k->m > 0) tg__scatter(r, TG_F64, ov);
+        *out = r;
+        r = NULL;
+    }
+    free(xv);
+    free(ov);
+    tg_tensor_release(r);
+    return rc;
+}
+
+/* out (x's shape and dtype) = x with src[p] added at pos[p], in p's order. */
+static int run_scatter_add(const tg_tensor *x, const tg_tensor *src, const pick *k,
+                           tg_tensor **out)
+{
+    const int64_t nx = tg_tensor_numel(x);
+    double *acc = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *acc);
+    double *sv = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *sv);
+    tg_tensor *r = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
+    int rc = acc && sv && r ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) {
+        if (nx > 0) tg__gather(x, TG_F64, acc);
+        if (k->m > 0) tg__gather(src, TG_F64, sv);
+        for (int64_t p = 0; p < k->m; p++) acc[k->pos[p]] += sv[p];
+        if (nx > 0) tg__scatter(r, TG_F64, acc);
+        *out = r;
+        r = NULL;
+    }
+    free(acc);
+    free(sv);
+    tg_tensor_release(r);
+    return rc;
+}
+
+/* The pick of gather / scatter_add: index's own values and shape. */
+static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx, pick *k)
+{
+    int64_t xshape[TG_MAX_DIMS], ishape[TG_MAX_DIMS], *v = NULL;
+    const int nd = shape_of(x, xshape);
+    shape_of(idx, ishape);
+    TG_TRY(read_index(op, idx, nd, ishape, dim, xshape[dim], &v));
+    int rc = pick_make(k, x, ishape, dim, v);
+    free(v);
+    return rc;
+}
+
+/* The pick of index_select / index_add: index[j] at every position whose
+ * coordinate at dim is j; the result's shape (x's, index's length at dim)
+ * into ishape. */
+static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
+                       pick *k, int64_t *ishape)
+{
+    int64_t *v = NULL, *full = NULL;
+    const int nd = shape_of(x, ishape);
+    const int64_t L = tg_tensor_numel(idx), extent = ishape[dim];
+    TG_TRY(read_index(op, idx, 1, (int64_t[]){L}, dim, extent, &v));
+    ishape[dim] = L;
+    const int64_t m = tg__numel(nd, ishape), inner = tg__numel(nd - dim - 1, ishape + dim + 1);
+    full = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *full);
+    int rc = full ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) {
+        for (int64_t p = 0; p < m; p++) full[p] = v[p / inner % L];
+        rc = pick_make(k, x, ishape, dim, full);
+    }
+    free(v);
+    free(full);
+    return rc;
+}
+
+static int call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *x, int dim,
+                tg_tensor *idx, tg_tensor *src)
+{
+    gather_params p = {.dim = dim};
+    tg_tensor *in[3] = {x, idx, src};
+    return tg_op_call(op, out, n, in, &p, sizeof p);
+}
+
+/* in: x, index (gather, index_select) and src (scatter_add, index_add). */
+static int gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
+{
+    (void)n;
+    const int dim = ((const gather_params *)params)->dim;
+    pick k = {0};
+    TG_TRY(check_gather_args("gather", in[0], dim, in[1], NULL));
+    TG_TRY(gather_pick("gather", in[0], dim, in[1], &k));
+    int rc = run_gather(in[0], &k, in[1]->ndim, in[1]->shape, out);
+    free(k.pos);
+    if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
+    return rc;
+}
+
+static int scatter_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                               const void *params)
+{
+    (void)n;
+    const int dim = ((const gather_params *)params)->dim;
+    pick k = {0};
+    TG_TRY(check_gather_args("scatter_add", in[0], dim, in[1], in[2]));
+    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], &k));
+    int rc = run_scatter_add(in[0], in[2], &k, out);
+    free(k.pos);
+    if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
+    return rc;
+}
+
+static int index_select_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                                const void *params)
+{
+    (void)n;
+    const int dim = ((const gather_params *)params)->dim;
+    pick k = {0};
+    int64_t oshape[TG_MAX_DIMS];
+    TG_TRY(check_select_args("index_select", in[0], dim, in[1], NULL));
+    TG_TRY(select_pick("index_select", in[0], dim, in[1], &k, oshape));
+    /* a 0-d x gives a 0-d result, as torch's */
+    int rc = run_gather(in[0], &k, in[0]->ndim, oshape, out);
+    free(k.pos);
+    if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
+    return rc;
+}
+
+static int index_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                             const void *params)
+{
+    (void)n;
+    const int dim = ((const gather_params *)params)->dim;
+    pick k = {0};
+    int64_t ishape[TG_MAX_DIMS];
+    TG_TRY(check_select_args("index_add", in[0], dim, in[1], in[2]));
+    TG_TRY(select_pick("index_add", in[0], dim, in[1], &k, ishape));
+    int rc = run_scatter_add(in[0], in[2], &k, out);
+    free(k.pos);
+    if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
+    return rc;
+}
+
+/* dx = adder(zeros_like(x), dim, index, g): gather's and index_select's. */
+static int picked_backward(const tg_op_schema *adder, tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const int dim = ((const gather_params *)tg__ctx_params(ctx))->dim;
+    const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
+    tg_tensor *idx, *z = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    TG_TRY(tg_tensor_zeros(&z, g->dtype, xm->ndim, xm->shape));
+    int rc = call(adder, &gi[0], 3, z, dim, idx, g);
+    tg_tensor_release(z);
+    return rc;
+}
+
+/* dx = g, dsrc = picker(g, dim, index): scatter_add's and index_add's. */
+static int added_backward(const tg_op_schema *picker, tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const int dim = ((const gather_params *)tg__ctx_params(ctx))->dim;
+    tg_tensor *idx;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    TG_TRY(call(picker, &gi[2], 2, g, dim, idx, NULL));
+    gi[0] = tg_tensor_retain(g);
+    return TG_OK;
+}
+
+static int gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return picked_backward(&scatter_add_op, ctx, g, gi);
+}
+
+static int index_select_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return picked_backward(&index_add_op, ctx, g, gi);
+}
+
+static int scatter_add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return added_backward(&gather_op, ctx, g, gi);
+}
+
+static int index_add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return added_backward(&index_select_op, ctx, g, gi);
+}
+
+/* KEEP, as embedding and flip: the ops run in x's dtype, and a src of
+ * another dtype is TG_EDTYPE inside an autocast scope too (torch's CUDA
+ * autocast would promote scatter_add's inputs to the widest). */
+static const tg_op_schema gather_op = {
+    .name = "gather", .arity = 2, .amp = TG_AMP_KEEP, .forward = gather_forward,
+    .backward = gather_backward, .double_backward = true,
+    .vjp = "dx = scatter_add(zeros_like(x), dim, index, g); the index gets none"};
+static const tg_op_schema scatter_add_op = {
+    .name = "scatter_add", .arity = 3, .amp = TG_AMP_KEEP, .forward = scatter_add_forward,
+    .backward = scatter_add_backward, .double_backward = true,
+    .vjp = "dx = g, dsrc = gather(g, dim, index); the index gets none"};
+static const tg_op_schema index_select_op = {
+    .name = "index_select", .arity = 2, .amp = TG_AMP_KEEP, .forward = index_select_forward,
+    .backward = index_select_backward, .double_backward = true,
+    .vjp = "dx = index_add(zeros_like(x), dim, index, g); the index gets none"};
+static const tg_op_schema index_add_op = {
+    .name = "index_add", .arity = 3, .amp = TG_AMP_KEEP, .forward = index_add_forward,
+    .backward = index_add_backward, .double_backward = true,
+    .vjp = "dx = g, dsrc = index_select(g, dim, index); the index gets none"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__gather_ops[] = {&gather_op, &scatter_add_op, &index_select_op,
+                                              &index_add_op};
+static_assert(sizeof tg__gather_ops / sizeof tg__gather_ops[0] == TG__gather_N,
+              "src/ops/families.h must count the gather ops");
+
+/* The argument checks every entry point shares; dim normalised into *d. */
+static int public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
+                       const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
+    TG_CHECK(!has_src || src != NULL, TG_EINVAL, "%s: src must not be NULL", op);
+    const int span = x->ndim > 0 ? x->ndim : 1;
+    TG_CHECK(dim >= -span && dim < span, TG_EINVAL,
+             "%s: dim=%d is out of range for x with %d dims (expected [%d, %d])", op, dim,
+             x->ndim, -span, span - 1);
+    *d = dim < 0 ? dim + span : dim;
+    return TG_OK;
+}
+
+int tg_gather(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
+{
+    int d;
+    TG_TRY(public_args("gather", out, x, dim, index, false, NULL, &d));
+    return call(&gather_op, out, 2, x, d, index, NULL);
+}
+
+int tg_scatter_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
+{
+    int d;
+    TG_TRY(public_args("scatter_add", out, x, dim, index, true, src, &d));
+    return call(&scatter_add_op, out, 3, x, d, index, src);
+}
+
+int tg_index_select(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
+{
+    int d;
+    TG_TRY(public_args("index_select", out, x, dim, index, false, NULL, &d));
+    return call(&index_select_op, out, 2, x, d, index, NULL);
+}
+
+int tg_index_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
+{
+    int d;
+    TG_TRY(public_args("index_add", out, x, dim, index, true, src, &d));
+    return call(&index_add_op, out, 3, x, d, index, src);
+}

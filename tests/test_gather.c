@@ -1,0 +1,283 @@
+/* tests/test_gather.c - tg_gather, tg_scatter_add, tg_index_select and
+ * tg_index_add against PyTorch's torch.gather, torch.scatter_add,
+ * torch.index_select and torch.index_add with their gradients (f32, f64,
+ * bf16; ranks 1 to 4, every dim positive and negative, repeated indices),
+ * derivatives to second order by finite differences, the backward's
+ * backward as the op itself, a transposed x, empty tensors, f16 sums, the
+ * autocast rule and the refusals.
+ * Goldens: scripts/make_gather_goldens.py. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+typedef int (*pick_fn)(tg_tensor **, tg_tensor *, int, tg_tensor *);
+typedef int (*add_fn)(tg_tensor **, tg_tensor *, int, tg_tensor *, tg_tensor *);
+
+static int run_op(const char *op, tg_tensor **y, tg_tensor *x, int dim, tg_tensor *idx,
+                  tg_tensor *src)
+{
+    if (!strcmp(op, "gather")) return tg_gather(y, x, dim, idx);
+    if (!strcmp(op, "scatter_add")) return tg_scatter_add(y, x, dim, idx, src);
+    if (!strcmp(op, "index_select")) return tg_index_select(y, x, dim, idx);
+    cr_assert(eq(str, (char *)op, "index_add"));
+    return tg_index_add(y, x, dim, idx, src);
+}
+
+/* f64 and f32 picks are exact and their sums of a few terms within
+ * rounding (ours sums in double and rounds once, torch's f32 sums in f32
+ * steps); torch's bf16 sums round at each step, so bf16 is held loosely. */
+Test(gather, every_case_matches_torch)
+{
+    tg_st_file *f = th_golden_load("gather.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int per_op[4] = {0};
+    for (int i = 0; i < n; i++) {
+        char c[16], what[96];
+        snprintf(c, sizeof c, "case%d", i);
+        const char *op = th_golden_meta(f, c, "op"), *dt = th_golden_meta(f, c, "dtype");
+        const int dim = atoi(th_golden_meta(f, c, "dim"));
+        const bool adds = strstr(op, "add") != NULL;
+        const double tol = !strcmp(dt, "f64") ? 1e-14 : !strcmp(dt, "f32") ? 1e-6 : 1.0 / 32;
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
+        tg_tensor *idx = (tg_tensor *)th_golden_get(f, c, "index");
+        tg_tensor *src = adds ? th_leaf_clone(th_golden_get(f, c, "src")) : NULL, *y = NULL;
+        snprintf(what, sizeof what, "%s y (%s %s, dim %d, %d dims)", c, op, dt, dim,
+                 tg_tensor_ndim(x));
+        OK(run_op(op, &y, x, dim, idx, src));
+        th_expect_close(what, y, th_golden_get(f, c, "y"), tol);
+        tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g"), *d[2] = {NULL, NULL};
+        OK(tg_grad(d, 1, &y, &g, adds ? 2 : 1, (tg_tensor *[]){x, src}, NULL));
+        snprintf(what, sizeof what, "%s dx (%s %s, dim %d)", c, op, dt, dim);
+        th_expect_close(what, d[0], th_golden_get(f, c, "dx"), tol);
+        if (adds) {
+            snprintf(what, sizeof what, "%s dsrc (%s %s, dim %d)", c, op, dt, dim);
+            th_expect_close(what, d[1], th_golden_get(f, c, "dsrc"), tol);
+        }
+        per_op[!strcmp(op, "gather") ? 0 : !strcmp(op, "scatter_add") ? 1
+               : !strcmp(op, "index_select") ? 2 : 3]++;
+        th_release_all(5, (tg_tensor *[]){x, src, y, d[0], d[1]});
+    }
+    for (int k = 0; k < 4; k++) cr_assert(per_op[k] >= 60, "op %d: %d cases", k, per_op[k]);
+    tg_st_free(f);
+}
+
+typedef struct gc_case {
+    const char *op;
+    int dim;
+} gc_case;
+
+/* in[0] x, in[1] src (the adding ops); the index is a fixed one with
+ * repeats, of the shape the op needs for x (3, 4) at dim. */
+static int gc_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    static const double two_d[6] = {2, 0, 2, 1, 1, 2}, one_d[3] = {1, 1, 0};
+    const bool select = strstr(c->op, "index") != NULL;
+    tg_tensor *idx = select ? th_vec(TG_I64, 3, one_d, "index", false)
+                            : th_tensor_from(TG_I64, 2, (int64_t[]){2, 3}, two_d);
+    int rc = run_op(c->op, out, in[0], c->dim, idx, n > 1 ? in[1] : NULL);
+    tg_tensor_release(idx);
+    return rc;
+}
+
+Test(gather, gradcheck_and_gradgradcheck)
+{
+    const gc_case cases[] = {{"gather", 0},       {"gather", -1},       {"scatter_add", 1},
+                             {"scatter_add", -2}, {"index_select", 0},  {"index_select", -1},
+                             {"index_add", 0},    {"index_add", 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint64_t s = 301 + i;
+        const bool adds = strstr(cases[i].op, "add") != NULL;
+        const bool select = strstr(cases[i].op, "index") != NULL;
+        /* src: the index's (2, 3), or x's (3, 4) with 3 at dim */
+        int64_t sshape[2] = {select ? 3 : 2, select && cases[i].dim == 0 ? 4 : 3};
+        tg_tensor *in[2] = {th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 4}, -2, 2), NULL};
+        if (adds) in[1] = th_rand_tensor(&s, TG_F64, 2, sshape, -2, 2);
+        for (int k = 0; k < (adds ? 2 : 1); k++) OK(tg_tensor_set_requires_grad(in[k], true));
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(gc_fn, (void *)&cases[i], adds ? 2 : 1, in, &o), TG_OK),
+                  "%s dim %d: %s", cases[i].op, cases[i].dim, tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(gc_fn, (void *)&cases[i], adds ? 2 : 1, in, &o),
+                     TG_OK),
+                  "%s dim %d: %s", cases[i].op, cases[i].dim, tg_error_message());
+        th_release_all(2, in);
+    }
+}
+
+/* Each op is linear in x (the picking ops) or in src with x = 0 (the adding
+ * ops), and its backward's backward is the op again: y bit for bit. */
+Test(gather, double_backward_is_the_forward)
+{
+    tg_tensor *i2 = th_tensor_from(TG_I64, 2, (int64_t[]){2, 3}, (double[]){2, 0, 2, 1, 1, 2});
+    tg_tensor *i1 = th_vec(TG_I64, 4, (double[]){1, 3, 1, 0}, "i", false), *z = NULL;
+    OK(tg_tensor_zeros(&z, TG_F64, 2, (int64_t[]){3, 4}));
+    for (int k = 0; k < 4; k++) {
+        uint64_t s = 41 + (uint64_t)k;
+        const int64_t shape[2] = {k == 1 ? 2 : 3, k == 1 ? 3 : 4};
+        tg_tensor *x = th_rand_tensor(&s, TG_F64, 2, shape, -2, 2), *y = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        switch (k) {
+        case 0: OK(tg_gather(&y, x, -1, i2)); break;
+        case 1: OK(tg_scatter_add(&y, z, 0, i2, x)); break;
+        case 2: OK(tg_index_select(&y, x, 1, i1)); break;
+        default: OK(tg_index_add(&y, z, -1, i1, x)); break;
+        }
+        th_expect_double_backward_is_forward(x, y, 7 + (uint64_t)k);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    th_release_all(3, (tg_tensor *[]){i2, i1, z});
+}
+
+/* A transposed x (strides (1, 3)) gives what its contiguous copy gives,
+ * values and gradients, for every op. */
+Test(gather, transposed_x_and_src)
+{
+    const char *ops[4] = {"gather", "scatter_add", "index_select", "index_add"};
+    for (int k = 0; k < 4; k++) {
+        const bool select = k >= 2, adds = k % 2 == 1;
+        tg_tensor *base = th_arange(TG_F32, 2, (int64_t[]){3, 4}), *xt = NULL, *xc = NULL;
+        OK(tg_transpose(&xt, base, 0, 1));   /* (4, 3), not contiguous */
+        cr_assert(not(tg_tensor_is_contiguous(xt)));
+        OK(tg_tensor_contiguous(&xc, xt));
+        tg_tensor *idx = select ? th_vec(TG_I64, 3, (double[]){2, 0, 2}, "i", false)
+                                : th_tensor_from(TG_I64, 2, (int64_t[]){4, 2},
+                                                 (double[]){0, 2, 1, 1, 2, 0, 0, 0});
+        tg_tensor *sb = NULL, *st = NULL, *sc = NULL;
+        if (adds) {   /* src (2, 4) or (3, 4) transposed */
+            sb = th_seq(TG_F32, 2, (int64_t[]){select ? 3 : 2, 4}, -1, 1);
+            OK(tg_transpose(&st, sb, 0, 1));
+            OK(tg_tensor_contiguous(&sc, st));
+        }
+        tg_tensor *y = NULL, *want = NULL;
+        OK(run_op(ops[k], &y, xt, 1, idx, st));
+        OK(run_op(ops[k], &want, xc, 1, idx, sc));
+        th_expect_close(ops[k], y, want, 0);
+        th_release_all(9, (tg_tensor *[]){base, xt, xc, idx, sb, st, sc, y, want});
+    }
+}
+
+/* Empty x, index or src: empty results of the right shape, and a gradient
+ * through them. */
+Test(gather, empty_tensors)
+{
+    tg_tensor *x = NULL, *e = NULL, *src = NULL, *y = NULL, *l = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){3, 4}));
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_zeros(&e, TG_I64, 2, (int64_t[]){0, 4}));
+    OK(tg_gather(&y, x, 0, e));
+    th_expect_shape(y, 2, (int64_t[]){0, 4});
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    th_expect_shape(tg_tensor_grad(x), 2, (int64_t[]){3, 4});
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 5), 0.0));
+    th_release_all(3, (tg_tensor *[]){e, y, l});
+    OK(tg_tensor_zeros(&e, TG_I64, 2, (int64_t[]){3, 0}));
+    OK(tg_tensor_zeros(&src, TG_F32, 2, (int64_t[]){3, 0}));
+    OK(tg_scatter_add(&y, x, 1, e, src));
+    th_expect_shape(y, 2, (int64_t[]){3, 4});
+    th_release_all(3, (tg_tensor *[]){e, src, y});
+    OK(tg_tensor_zeros(&e, TG_I64, 1, (int64_t[]){0}));
+    OK(tg_index_select(&y, x, 1, e));
+    th_expect_shape(y, 2, (int64_t[]){3, 0});
+    OK(tg_tensor_zeros(&src, TG_F32, 2, (int64_t[]){3, 0}));
+    tg_tensor *z = NULL;
+    OK(tg_index_add(&z, x, 1, e, src));
+    th_expect_shape(z, 2, (int64_t[]){3, 4});
+    th_release_all(5, (tg_tensor *[]){e, src, y, z, x});
+    OK(tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){0, 4}));
+    OK(tg_tensor_zeros(&e, TG_I64, 1, (int64_t[]){0}));
+    OK(tg_index_select(&y, x, 0, e));
+    th_expect_shape(y, 2, (int64_t[]){0, 4});
+    th_release_all(3, (tg_tensor *[]){x, e, y});
+}
+
+/* 4097 ones added to an f16 0.5: the exact sum 4097.5 rounded once is 4096
+ * (f16's spacing there is 4), where f16 steps would stall at 2048. */
+Test(gather, half_sums_round_once)
+{
+    const int64_t m = 4097;
+    tg_tensor *x = th_vec(TG_F16, 1, (double[]){0.5}, "x", false), *idx = NULL, *src = NULL;
+    tg_tensor *y = NULL, *ones = NULL;
+    OK(tg_tensor_zeros(&idx, TG_I64, 1, &m));
+    OK(tg_tensor_zeros(&ones, TG_F16, 1, &m));
+    OK(tg_add_scalar(&src, ones, 1.0));
+    OK(tg_index_add(&y, x, 0, idx, src));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F16));
+    cr_assert(eq(dbl, th_at(y, 0), 4096.0), "%g", th_at(y, 0));
+    th_release_all(5, (tg_tensor *[]){x, idx, src, y, ones});
+}
+
+/* Policy keep: inside autocast the ops run in x's dtype, and a src of
+ * another dtype is refused there too. */
+Test(gather, autocast_keeps_the_dtype)
+{
+    tg_tensor *x = th_vec(TG_F32, 3, (double[]){1, 2, 3}, "x", false), *y = NULL;
+    tg_tensor *idx = th_vec(TG_I64, 2, (double[]){2, 2}, "i", false);
+    tg_tensor *src = th_vec(TG_BF16, 2, (double[]){1, 1}, "s", false);
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_gather(&y, x, 0, idx));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    tg_tensor *z = NULL;
+    th_expect_refused(tg_scatter_add(&z, x, 0, idx, src), TG_EDTYPE, "src has dtype bf16", z);
+    OK(tg_autocast_end());
+    th_release_all(4, (tg_tensor *[]){x, idx, src, y});
+}
+
+Test(gather, refusals_name_the_argument)
+{
+    tg_tensor *x = th_tensor_from(TG_F32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
+    tg_tensor *idx = th_tensor_from(TG_I64, 2, (int64_t[]){2, 2}, (double[]){0, 1, 2, 0});
+    tg_tensor *i32 = NULL, *xi = NULL, *s64 = NULL, *z = NULL, *bad = NULL, *big = NULL;
+    tg_tensor *v = th_vec(TG_I64, 2, (double[]){0, 1}, "v", false), *one = NULL;
+    OK(tg_tensor_to_dtype(&i32, idx, TG_I32));
+    OK(tg_tensor_to_dtype(&xi, x, TG_I64));
+    OK(tg_tensor_to_dtype(&s64, idx, TG_F64));
+    th_expect_refused(tg_gather(NULL, x, 1, idx), TG_EINVAL, "gather: out", NULL);
+    th_expect_refused(tg_gather(&z, NULL, 1, idx), TG_EINVAL, "gather: x", z);
+    th_expect_refused(tg_gather(&z, x, 1, NULL), TG_EINVAL, "gather: index", z);
+    th_expect_refused(tg_scatter_add(&z, x, 1, idx, NULL), TG_EINVAL, "scatter_add: src", z);
+    th_expect_refused(tg_index_add(&z, x, 1, v, NULL), TG_EINVAL, "index_add: src", z);
+    th_expect_refused(tg_gather(&z, x, 2, idx), TG_EINVAL, "dim=2 is out of range", z);
+    th_expect_refused(tg_index_select(&z, x, -3, v), TG_EINVAL, "dim=-3 is out of range", z);
+    th_expect_refused(tg_gather(&z, x, 1, i32), TG_EDTYPE, "index has dtype i32", z);
+    th_expect_refused(tg_index_select(&z, x, 1, s64), TG_EDTYPE, "index has dtype f64", z);
+    th_expect_refused(tg_gather(&z, xi, 1, idx), TG_EDTYPE, "float", z);
+    th_expect_refused(tg_scatter_add(&z, x, 1, idx, s64), TG_EDTYPE, "src has dtype f64", z);
+    /* index[1, 0]=2 is within dim 1 (extent 3) but not dim 0 (extent 2) */
+    th_expect_refused(tg_gather(&z, x, 0, idx), TG_EINVAL,
+                      "gather: index[1, 0]=2 is out of range for dim 0 of extent 2", z);
+    bad = th_tensor_from(TG_I64, 2, (int64_t[]){1, 2}, (double[]){0, -1});
+    th_expect_refused(tg_gather(&z, x, 1, bad), TG_EINVAL,
+                      "index[0, 1]=-1 is out of range for dim 1 of extent 3", z);
+    tg_tensor_release(bad);
+    bad = th_vec(TG_I64, 2, (double[]){1, 3}, "b", false);
+    th_expect_refused(tg_index_select(&z, x, -1, bad), TG_EINVAL,
+                      "index_select: index[1]=3 is out of range for dim 1 of extent 3", z);
+    OK(tg_tensor_zeros(&big, TG_I64, 2, (int64_t[]){3, 1}));
+    th_expect_refused(tg_gather(&z, x, 1, big), TG_ESHAPE, "index.size(0)=3 must be <= x.size(0)=2",
+                      z);
+    th_expect_refused(tg_gather(&z, x, 1, v), TG_ESHAPE, "index has 1 dims but x has 2", z);
+    th_expect_refused(tg_scatter_add(&z, x, 1, idx, x), TG_ESHAPE, "src must have index's", z);
+    th_expect_refused(tg_index_select(&z, x, 1, idx), TG_ESHAPE, "index has 2 dims", z);
+    th_expect_refused(tg_index_add(&z, x, 1, v, x), TG_ESHAPE, "size 2 at dim 1", z);
+    OK(tg_tensor_zeros(&one, TG_F32, 2, (int64_t[]){2, 2}));
+    th_expect_refused(tg_index_add(&z, x, 1, bad, one), TG_EINVAL, "index_add: index[1]=3", z);
+    tg_tensor *x0 = th_tensor_from(TG_F32, 0, NULL, (double[]){2}), *y0 = NULL;
+    th_expect_refused(tg_index_select(&z, x0, 0, v), TG_ESHAPE, "x is 0-d", z);
+    th_expect_refused(tg_index_add(&z, x0, -1, v, x0), TG_ESHAPE, "not 2", z);
+    th_release_all(10, (tg_tensor *[]){x, idx, i32, xi, s64, bad, big, v, one, NULL});
+    /* one value: torch's 0-d result, and index_add of a 0-d src */
+    tg_tensor *v0 = th_tensor_from(TG_I64, 0, NULL, (double[]){0}), *y1 = NULL;
+    OK(tg_index_select(&y0, x0, 0, v0));
+    th_expect_shape(y0, 0, NULL);
+    OK(tg_index_add(&y1, x0, 0, v0, y0));
+    cr_assert(eq(dbl, th_at(y1, 0), 4.0));
+    th_release_all(4, (tg_tensor *[]){x0, v0, y0, y1});
+}
