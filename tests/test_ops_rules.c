@@ -85,6 +85,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"sin", TG_AMP_KEEP},         {"cos", TG_AMP_KEEP},        {"elu", TG_AMP_KEEP},
         {"log1p", TG_AMP_FP32},       {"expm1", TG_AMP_FP32},
         {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_FP32},
+        {"logsumexp", TG_AMP_FP32},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

@@ -42,6 +42,12 @@ static int f_vector_norm_dim1(tg_tensor **out, int n, tg_tensor *const *in, void
     return tg_vector_norm(out, in[0], 3.0, 1, dims, false);
 }
 
+static int f_logsumexp_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_logsumexp(out, in[0], 1, dims, false);
+}
+
 static int f_std_dims02(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     static const int dims[] = {0, 2};
@@ -311,6 +317,8 @@ const gc_case gc_cases[] = {
           .shape = {{2, 3, 2}}),
     GC_FN("vector_norm", "reduce", f_vector_norm_dim1, "(2, 3, 2) ord 3 dims 1", 1,
           .ndim = {3}, .shape = {{2, 3, 2}}),
+    GC_FN("logsumexp", "reduce", f_logsumexp_dim1, "(2, 3, 2) dims 1", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
     GC_FN("amax", "reduce", f_amax_dim1, "(2, 4, 3) dims 1", 1, .ndim = {3},
           .shape = {{2, 4, 3}}),
     GC_UN("max", "reduce", tg_max, 2, GC_ANY, 3, 4),
