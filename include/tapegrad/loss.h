@@ -33,7 +33,9 @@ extern "C" {
 typedef enum tg_reduction {
     TG_REDUCTION_MEAN = 0,
     TG_REDUCTION_SUM,
-    TG_REDUCTION_NONE
+    TG_REDUCTION_NONE,
+    TG_REDUCTION_BATCHMEAN   /* tg_kl_div only: the sum / input's dim 0 (the other losses:
+                                TG_EINVAL) */
 } tg_reduction;
 
 /* (input - target)^2, reduced. */
@@ -88,6 +90,20 @@ TG_API int tg_huber_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
  * ignore_index, call tg_log_softmax and tg_nll_loss. */
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
+
+/* F.kl_div(input, target, reduction, log_target) of PyTorch 1.13: with
+ * log_target false, xlogy(target, target) - target * input (0 where target
+ * is 0, NaN where it is negative); with log_target true, exp(target) *
+ * (target - input).  input holds log-probabilities; input and target are
+ * float tensors of one shape (no broadcasting: TG_ESHAPE).  red is MEAN
+ * (over every element), SUM, NONE, or BATCHMEAN: the sum / input's extent
+ * of dim 0 (the sum for a 0-d input), torch's "batchmean".  *out is a new
+ * reference.  Composed of differentiable ops: gradients flow to input and
+ * target, to any order (the gradient in target at target = 0 is NaN, as
+ * torch's).  TG_EINVAL for NULL arguments or another red, TG_EDTYPE for
+ * integer tensors. */
+TG_API int tg_kl_div(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red,
+                     bool log_target);
 
 /* PyTorch's default ignore_index (-100): a target no class has, so nothing
  * is ignored unless a target says -100. */
