@@ -91,6 +91,21 @@ TG_API int tg_huber_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
 
+/* F.binary_cross_entropy_with_logits(logits, target, weight, reduction,
+ * pos_weight=pos_weight): weight * ((1 - t) x + lw * softplus(-x)) with lw
+ * = 1 + (pos_weight - 1) * t, softplus(-x) computed as log1p(exp(-|x|)) +
+ * max(-x, 0), finite for |x| = 1000.  logits and target are float tensors
+ * of one shape (TG_ESHAPE otherwise); weight and pos_weight are borrowed,
+ * NULL (1) or float tensors that broadcast to logits' shape (pos_weight
+ * typically (C), against the last dim).  red is MEAN, SUM or NONE
+ * (TG_EINVAL otherwise).  *out is a new reference.  Composed of
+ * differentiable ops: gradients flow to logits, target, weight and
+ * pos_weight, to any order.  tg_bce_with_logits is this with both weights
+ * NULL, computed by a fused op. */
+TG_API int tg_bce_with_logits_weighted(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
+                                       tg_tensor *weight, tg_tensor *pos_weight,
+                                       tg_reduction red);
+
 /* F.kl_div(input, target, reduction, log_target) of PyTorch 1.13: with
  * log_target false, xlogy(target, target) - target * input (0 where target
  * is 0, NaN where it is negative); with log_target true, exp(target) *
