@@ -42,6 +42,12 @@ static int f_vector_norm_dim1(tg_tensor **out, int n, tg_tensor *const *in, void
     return tg_vector_norm(out, in[0], 3.0, 1, dims, false);
 }
 
+static int f_logsumexp_dim1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int dims[] = {1};
+    return tg_logsumexp(out, in[0], 1, dims, false);
+}
+
 static int f_std_dims02(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     static const int dims[] = {0, 2};
@@ -367,6 +373,8 @@ const gc_case gc_cases[] = {
           .shape = {{2, 3, 2}}),
     GC_FN("vector_norm", "reduce", f_vector_norm_dim1, "(2, 3, 2) ord 3 dims 1", 1,
           .ndim = {3}, .shape = {{2, 3, 2}}),
+    GC_FN("logsumexp", "reduce", f_logsumexp_dim1, "(2, 3, 2) dims 1", 1, .ndim = {3},
+          .shape = {{2, 3, 2}}),
     GC_FN("amax", "reduce", f_amax_dim1, "(2, 4, 3) dims 1", 1, .ndim = {3},
           .shape = {{2, 4, 3}}),
     GC_UN("max", "reduce", tg_max, 2, GC_ANY, 3, 4),
@@ -419,6 +427,8 @@ const gc_case gc_cases[] = {
     GC_FN("group_norm", "nn", f_group_norm, "x (2, 4, 3) 2 groups, w (4), b (4)", 3,
           .ndim = {3, 1, 1}, .shape = {{2, 4, 3}, {4}, {4}}),
     GC_FN("bce_logits", "nn", f_bce_logits, "x (3, 4), target (3, 4) mean", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("mul", "nn", f_kl_div_log_target, "kl_div x (3, 4), log target (3, 4) batchmean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
     GC_FN("bce_loss", "nn", f_bce_loss, "x (3, 4) in [0.1, 0.9], target, weight (4) mean", 3,
           .ndim = {2, 2, 1}, .shape = {{3, 4}, {3, 4}, {4}}),

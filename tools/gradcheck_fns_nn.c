@@ -27,6 +27,11 @@ int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 }
 
 /* Mean BCE with logits: both the logits and the target are differentiable. */
+int f_kl_div_log_target(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_kl_div(out, in[0], in[1], TG_REDUCTION_BATCHMEAN, true);
+}
+
 int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);

@@ -33,7 +33,9 @@ extern "C" {
 typedef enum tg_reduction {
     TG_REDUCTION_MEAN = 0,
     TG_REDUCTION_SUM,
-    TG_REDUCTION_NONE
+    TG_REDUCTION_NONE,
+    TG_REDUCTION_BATCHMEAN   /* tg_kl_div only: the sum / input's dim 0 (the other losses:
+                                TG_EINVAL) */
 } tg_reduction;
 
 /* (input - target)^2, reduced. */
@@ -88,6 +90,35 @@ TG_API int tg_huber_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
  * ignore_index, call tg_log_softmax and tg_nll_loss. */
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
+
+/* F.binary_cross_entropy_with_logits(logits, target, weight, reduction,
+ * pos_weight=pos_weight): weight * ((1 - t) x + lw * softplus(-x)) with lw
+ * = 1 + (pos_weight - 1) * t, softplus(-x) computed as log1p(exp(-|x|)) +
+ * max(-x, 0), finite for |x| = 1000.  logits and target are float tensors
+ * of one shape (TG_ESHAPE otherwise); weight and pos_weight are borrowed,
+ * NULL (1) or float tensors that broadcast to logits' shape (pos_weight
+ * typically (C), against the last dim).  red is MEAN, SUM or NONE
+ * (TG_EINVAL otherwise).  *out is a new reference.  Composed of
+ * differentiable ops: gradients flow to logits, target, weight and
+ * pos_weight, to any order.  tg_bce_with_logits is this with both weights
+ * NULL, computed by a fused op. */
+TG_API int tg_bce_with_logits_weighted(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
+                                       tg_tensor *weight, tg_tensor *pos_weight,
+                                       tg_reduction red);
+
+/* F.kl_div(input, target, reduction, log_target) of PyTorch 1.13: with
+ * log_target false, xlogy(target, target) - target * input (0 where target
+ * is 0, NaN where it is negative); with log_target true, exp(target) *
+ * (target - input).  input holds log-probabilities; input and target are
+ * float tensors of one shape (no broadcasting: TG_ESHAPE).  red is MEAN
+ * (over every element), SUM, NONE, or BATCHMEAN: the sum / input's extent
+ * of dim 0 (the sum for a 0-d input), torch's "batchmean".  *out is a new
+ * reference.  Composed of differentiable ops: gradients flow to input and
+ * target, to any order (the gradient in target at target = 0 is NaN, as
+ * torch's).  TG_EINVAL for NULL arguments or another red, TG_EDTYPE for
+ * integer tensors. */
+TG_API int tg_kl_div(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red,
+                     bool log_target);
 
 /* PyTorch's default ignore_index (-100): a target no class has, so nothing
  * is ignored unless a target says -100. */

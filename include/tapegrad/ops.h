@@ -298,6 +298,22 @@ TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
 TG_API int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, const int *dims,
                           bool keepdim);
 
+/* ---- log-sum-exp ----
+ * torch.logsumexp(x, dims, keepdim): log(sum(exp(x))) over the listed dims
+ * (as in tg_sum_dims), or over every element when ndims is 0 (as
+ * tg_vector_norm).  *out is a new reference of x's dtype.  Computed in
+ * double, shifted by each row's largest element so that large values do
+ * not overflow, and rounded once.  torch's edges: a row of -inf gives
+ * -inf, a row holding +inf gives +inf, a NaN gives NaN, a row of no
+ * elements gives -inf.  The gradient g * exp(x - y) is torch's (NaN in a
+ * row of -inf and at a +inf element, as torch's) and differentiable to any
+ * order.  Float dtypes only (TG_EDTYPE otherwise); a dim out of range or
+ * named twice, or dims NULL with ndims > 0, is TG_EINVAL.  The FP32 AMP
+ * policy, as tg_vector_norm: inside an autocast scope a half x gives an
+ * f32 result. */
+TG_API int tg_logsumexp(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                        bool keepdim);
+
 /* ---- shape ops: views where the layout allows, no copy ---- */
 /* One extent may be -1 (inferred).  Copies only when a is not viewable. */
 TG_API int tg_reshape(tg_tensor **out, tg_tensor *a, int ndim, const int64_t *shape);

@@ -41,6 +41,7 @@
     X(amax, 4)           /* amax.c: amax amin max min */                      \
     X(var, 2)            /* var.c: var std */                                 \
     X(vector_norm, 1)    /* vector_norm.c: vector_norm */                     \
+    X(logsumexp, 1)      /* logsumexp.c: logsumexp */                         \
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
