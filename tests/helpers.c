@@ -287,6 +287,16 @@ void th_ints_of(const char *s, int64_t *v)
     for (char *end; *s; s = *end ? end + 1 : end) *v++ = strtoll(s, &end, 10);
 }
 
+int th_dims_of(const char *s, int *dims)
+{
+    int64_t v[TG_MAX_DIMS];
+    int n = 0;
+    if (!*s) return 0;
+    th_ints_of(s, v);
+    for (const char *c = s; c; c = strchr(c + 1, ',')) dims[n] = (int)v[n], n++;
+    return n;
+}
+
 /* The largest finite |element| of t (0 for none). */
 static double finite_scale(const tg_tensor *t)
 {

@@ -186,6 +186,8 @@ tg_tensor *th_golden_at(const tg_st_file *f, const char *fmt, const char *a, con
 tg_tensor *th_leaf_clone(const tg_tensor *t);
 /* The integers of "1,2,3" into v (as many as the text holds). */
 void th_ints_of(const char *s, int64_t *v);
+/* The dims of "1" or "0,-2" into dims ("" for none); returns their count. */
+int th_dims_of(const char *s, int *dims);
 /* Fails unless got has want's shape and dtype and each element lies within
  * rtol of want's, relative to the element or to the largest finite |want|
  * (for sums that cancel): |got - want| <= rtol * (|want| + scale).  NaN

@@ -48,9 +48,10 @@ Test(split, every_case_matches_torch)
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *outs[MAXP] = {0};
         const int np = run_case(f, c, x, outs);
         cr_assert(eq(int, np, atoi(th_golden_meta(f, c, "n"))), "%s: piece count", c);
-        tg_tensor *loss = NULL;
-        OK(tg_sum(&loss, x));   /* x * 0 keeps x on the tape when no piece holds it */
-        OK(tg_mul_scalar(&loss, loss, 0.0));
+        tg_tensor *sx = NULL, *loss = NULL;
+        OK(tg_sum(&sx, x));   /* x * 0 keeps x on the tape when no piece holds it */
+        OK(tg_mul_scalar(&loss, sx, 0.0));
+        tg_tensor_release(sx);
         for (int k = 0; k < np; k++) {
             snprintf(what, sizeof what, "piece%d", k);
             const tg_tensor *want = th_golden_get(f, c, what);

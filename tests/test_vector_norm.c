@@ -16,17 +16,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* The dims of "1" or "0,2" ("" for none: every dim). */
-static int dims_of(const char *s, int *dims)
-{
-    int64_t v[TG_MAX_DIMS];
-    int n = 0;
-    if (!*s) return 0;
-    th_ints_of(s, v);
-    for (const char *c = s; c; c = strchr(c + 1, ',')) dims[n] = (int)v[n], n++;
-    return n;
-}
-
 /* th_expect_close for a bf16 got against an f64 want. */
 static void expect_close_f64(const char *what, const tg_tensor *got, const tg_tensor *want,
                              double rtol)
@@ -73,7 +62,7 @@ Test(vector_norm, every_case_matches_torch)
         const char *dt = th_golden_meta(f, c, "dtype");
         const double ord = atof(th_golden_meta(f, c, "ord"));
         int dims[TG_MAX_DIMS];
-        const int nd = dims_of(th_golden_meta(f, c, "dims"), dims);
+        const int nd = th_dims_of(th_golden_meta(f, c, "dims"), dims);
         const bool keepdim = atoi(th_golden_meta(f, c, "keepdim")) != 0;
         snprintf(what, sizeof what, "%s (%s, ord %g, %d dims, keepdim %d)", c, dt, ord, nd,
                  keepdim);
