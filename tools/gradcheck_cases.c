@@ -430,6 +430,8 @@ const gc_case gc_cases[] = {
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
     GC_FN("mul", "nn", f_kl_div_log_target, "kl_div x (3, 4), log target (3, 4) batchmean", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}),
+    GC_FN("mul", "nn", f_bce_logits_weighted, "bce_with_logits x, t (3, 4), pos_weight (4)", 3,
+          .ndim = {2, 2, 1}, .shape = {{3, 4}, {3, 4}, {4}}),
     GC_FN("bce_loss", "nn", f_bce_loss, "x (3, 4) in [0.1, 0.9], target, weight (4) mean", 3,
           .ndim = {2, 2, 1}, .shape = {{3, 4}, {3, 4}, {4}}),
     GC_FN("smooth_l1_loss", "nn", f_smooth_l1_loss, "x (3, 4), target (3, 4) beta 0.5 sum", 2,

@@ -54,6 +54,7 @@ int f_layer_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_group_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_kl_div_log_target(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_bce_logits_weighted(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bce_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_smooth_l1_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_huber_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);

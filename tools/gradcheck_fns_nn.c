@@ -32,6 +32,12 @@ int f_kl_div_log_target(tg_tensor **out, int n, tg_tensor *const *in, void *user
     return tg_kl_div(out, in[0], in[1], TG_REDUCTION_BATCHMEAN, true);
 }
 
+/* Gradients in logits, target and pos_weight (4), without weight. */
+int f_bce_logits_weighted(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_bce_with_logits_weighted(out, in[0], in[1], NULL, in[2], TG_REDUCTION_MEAN);
+}
+
 int f_bce_logits(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_bce_with_logits(out, in[0], in[1], TG_REDUCTION_MEAN);
