@@ -77,6 +77,28 @@ int tg__dim_rows(const tg_tensor *x, unsigned mask, tg_dtype as, void **buf, int
     return TG_OK;
 }
 
+/* Rows [lo, hi) of a tg__rows_f64_job: each writes only its own first slot. */
+static void rows_f64_range(void *p, int64_t lo, int64_t hi)
+{
+    const tg__rows_f64_job *j = p;
+    for (int64_t r = lo; r < hi; r++) j->v[r * j->n] = j->fn(j->v + r * j->n, j->n, j->arg);
+}
+
+void tg__rows_f64(void *job, tg_dtype as, void *buf, int64_t rows, int64_t n)
+{
+    tg__rows_f64_job *j = job;
+    (void)as;
+    j->v = buf;
+    j->n = n;
+    if (n > 0) {
+        tg__parallel_range(rows, rows * n > 32768, rows_f64_range, j);
+        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * n];   /* k <= k n */
+    } else {   /* empty rows (the buffer holds one result each) */
+        const double empty = j->fn(NULL, 0, j->arg);
+        for (int64_t k = 0; k < rows; k++) j->v[k] = empty;
+    }
+}
+
 int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
                         bool keepdim, tg_dtype as, tg__rows_fn fn, void *arg, bool save_out)
 {

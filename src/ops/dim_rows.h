@@ -46,6 +46,19 @@ typedef void (*tg__rows_fn)(void *arg, tg_dtype as, void *buf, int64_t rows, int
 int tg__dim_rows_reduce(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
                         bool keepdim, tg_dtype as, tg__rows_fn fn, void *arg, bool save_out);
 
+/* A row reduction in double, for tg__dim_rows_reduce with as TG_F64: fn
+ * of each row of n elements and arg, called with (NULL, 0, arg) for rows
+ * of no elements; the rows run in parallel when there are many elements.
+ * Pass tg__rows_f64 as the fn and a tg__rows_f64_job as its arg. */
+typedef double (*tg__row_f64_fn)(const double *row, int64_t n, const void *arg);
+typedef struct tg__rows_f64_job {
+    tg__row_f64_fn fn;
+    const void *arg;
+    double *v;   /* set by tg__rows_f64: the rows, each result in its row's first slot */
+    int64_t n;
+} tg__rows_f64_job;
+void tg__rows_f64(void *job, tg_dtype as, void *buf, int64_t rows, int64_t n);
+
 /* The elements of x that equal their row's result in y (y has the shape
  * of x reduced over mask, the reduced dims kept or not), as new tensors of
  * dtype dt: the 0/1 mask *m of x's shape and the count of hits in each row

@@ -39,13 +39,10 @@ static int lse_mask(const tg_tensor *x, const lse_params *p, unsigned *mask)
     return tg__dims_mask("logsumexp", p->ndims, p->dims, x->ndim, mask);
 }
 
-typedef struct lse_job {
-    double *v;   /* rows of n elements; each row's result replaces its first */
-    int64_t n;
-} lse_job;
-
-static double row_lse(const double *row, int64_t n)
+/* A tg__row_f64_fn; a row of no elements gives log(0) = -inf. */
+static double row_lse(const double *row, int64_t n, const void *arg)
 {
+    (void)arg;
     double m = -INFINITY, acc = 0;
     for (int64_t k = 0; k < n; k++) {
         if (isnan(row[k])) return row[k];
@@ -54,27 +51,6 @@ static double row_lse(const double *row, int64_t n)
     if (isinf(m)) m = 0;   /* -inf rows give log(0), rows with +inf give inf */
     for (int64_t k = 0; k < n; k++) acc += exp(row[k] - m);
     return log(acc) + m;
-}
-
-static void lse_rows(void *p, int64_t lo, int64_t hi)
-{
-    const lse_job *j = p;
-    for (int64_t r = lo; r < hi; r++) j->v[r * j->n] = row_lse(j->v + r * j->n, j->n);
-}
-
-/* tg__dim_rows_reduce's fn (as is TG_F64). */
-static void lse_reduce(void *p, tg_dtype as, void *buf, int64_t rows, int64_t n)
-{
-    lse_job *j = p;
-    (void)as;
-    j->v = buf;
-    j->n = n;
-    if (n > 0) {
-        tg__parallel_range(rows, rows * n > 32768, lse_rows, j);
-        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * n];   /* k <= k n */
-    } else {   /* empty rows (the buffer holds one result each) */
-        for (int64_t k = 0; k < rows; k++) j->v[k] = -INFINITY;
-    }
 }
 
 static int lse_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -87,8 +63,8 @@ static int lse_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "logsumexp: x has dtype %s; float "
              "dtypes only (tg_to_dtype first)", tg_dtype_name(x->dtype));
     TG_TRY(lse_mask(x, p, &mask));
-    lse_job j = {0};
-    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, lse_reduce, &j, true);
+    tg__rows_f64_job j = {.fn = row_lse};
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, tg__rows_f64, &j, true);
 }
 
 static int lse_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)

@@ -55,47 +55,30 @@ static int64_t row_count(const tg_tensor *x, unsigned mask)
     return n;
 }
 
-typedef struct var_job {
-    double *v;   /* rows of n >= 1 elements; each row's result replaces its first */
-    int64_t n;
+typedef struct var_row_args {
     double divisor;
     bool std;
-} var_job;
+} var_row_args;
 
-/* Rows [lo, hi) of the job: each writes only its own first element. */
-static void var_rows(void *p, int64_t lo, int64_t hi)
+/* A tg__row_f64_fn, arg a var_row_args: M2 / divisor (its root for std),
+ * M2 = 0 for a row of no elements. */
+static double var_row(const double *row, int64_t n, const void *arg)
 {
-    const var_job *j = p;
-    for (int64_t r = lo; r < hi; r++) {
-        const double *row = j->v + r * j->n;
+    const var_row_args *a = arg;
+    double var = 0.0 / a->divisor;
+    if (n > 0) {
         double s = 0, m2 = 0, c = 0;
-        for (int64_t k = 0; k < j->n; k++) s += row[k];
-        const double mean = s / (double)j->n;
-        for (int64_t k = 0; k < j->n; k++) {
+        for (int64_t k = 0; k < n; k++) s += row[k];
+        const double mean = s / (double)n;
+        for (int64_t k = 0; k < n; k++) {
             const double e = row[k] - mean;
             m2 += e * e;
             c += e;
         }
-        m2 -= c * c / (double)j->n;
-        const double var = m2 / j->divisor;
-        j->v[r * j->n] = j->std ? sqrt(var) : var;   /* in the row's first slot */
+        m2 -= c * c / (double)n;
+        var = m2 / a->divisor;
     }
-}
-
-/* tg__dim_rows_reduce's fn (as is TG_F64): job p with its divisor and std set. */
-static void var_reduce(void *p, tg_dtype as, void *buf, int64_t rows, int64_t n)
-{
-    var_job *j = p;
-    (void)as;
-    j->v = buf;
-    j->n = n;
-    if (j->n > 0) {
-        tg__parallel_range(rows, rows * j->n > 32768, var_rows, j);
-        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * j->n];   /* k <= k n */
-    } else {   /* empty rows (the buffer holds one result each): M2 = 0 */
-        const double var = 0.0 / j->divisor;
-        for (int64_t k = 0; k < rows; k++) j->v[k] = j->std ? sqrt(var) : var;
-    }
+    return a->std ? sqrt(var) : var;
 }
 
 static int var_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -109,10 +92,12 @@ static int var_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x has dtype %s; float dtypes only "
              "(tg_to_dtype first)", op, tg_dtype_name(x->dtype));
     TG_TRY(var_mask(x, p, &mask));
-    var_job j = {.std = p->std};
-    j.divisor = fmax(0.0, (double)row_count(x, mask) - (double)p->correction);
+    const var_row_args a = {
+        .divisor = fmax(0.0, (double)row_count(x, mask) - (double)p->correction),
+        .std = p->std};
+    tg__rows_f64_job j = {.fn = var_row, .arg = &a};
     /* var(x) and std(x) reduce every dim without keepdim: a 0-d result */
-    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, var_reduce, &j, p->std);
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, tg__rows_f64, &j, p->std);
 }
 
 /* dx = ((2 / dof) * gk) * (x - mean(x)) for gk of the kept shape (var's

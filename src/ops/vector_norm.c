@@ -60,14 +60,10 @@ static int norm_mask(const tg_tensor *x, const norm_params *p, unsigned *mask)
     return TG_OK;
 }
 
-typedef struct norm_job {
-    double *v;   /* rows of n elements; each row's result replaces its first */
-    int64_t n;
-    double ord;
-} norm_job;
-
-static double row_norm(const double *row, int64_t n, double ord)
+/* A tg__row_f64_fn, arg the ord (a double). */
+static double row_norm(const double *row, int64_t n, const void *arg)
 {
+    const double ord = *(const double *)arg;
     double acc = 0;
     if (isinf(ord)) {
         acc = fabs(row[0]);
@@ -93,28 +89,6 @@ static double row_norm(const double *row, int64_t n, double ord)
     return pow(acc, 1.0 / ord);
 }
 
-static void norm_rows(void *p, int64_t lo, int64_t hi)
-{
-    const norm_job *j = p;
-    for (int64_t r = lo; r < hi; r++) j->v[r * j->n] = row_norm(j->v + r * j->n, j->n, j->ord);
-}
-
-/* tg__dim_rows_reduce's fn (as is TG_F64). */
-static void norm_reduce(void *p, tg_dtype as, void *buf, int64_t rows, int64_t n)
-{
-    norm_job *j = p;
-    (void)as;
-    j->v = buf;
-    j->n = n;
-    if (n > 0) {
-        tg__parallel_range(rows, rows * n > 32768, norm_rows, j);
-        for (int64_t k = 0; k < rows; k++) j->v[k] = j->v[k * n];   /* k <= k n */
-    } else {   /* empty rows (the buffer holds one result each) */
-        const double empty = row_norm(NULL, 0, j->ord);
-        for (int64_t k = 0; k < rows; k++) j->v[k] = empty;
-    }
-}
-
 static int norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
@@ -125,8 +99,8 @@ static int norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "vector_norm: x has dtype %s; float "
              "dtypes only (tg_to_dtype first)", tg_dtype_name(x->dtype));
     TG_TRY(norm_mask(x, p, &mask));
-    norm_job j = {.ord = p->ord};
-    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, norm_reduce, &j, true);
+    tg__rows_f64_job j = {.fn = row_norm, .arg = &p->ord};
+    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, tg__rows_f64, &j, true);
 }
 
 /* sign(v): -1, 0 or 1, 0 for NaN (as torch.sign); a tg__map_f64 map. */
