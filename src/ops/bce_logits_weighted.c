@@ -70,30 +70,12 @@ done:
     return rc;
 }
 
-static int check_weight(const char *name, const tg_tensor *w, const tg_tensor *x)
-{
-    if (!w) return TG_OK;
-    TG_CHECK(tg_dtype_is_float(w->dtype), TG_EDTYPE,
-             "bce_with_logits_weighted: %s has dtype %s; float dtypes only", name,
-             tg_dtype_name(w->dtype));
-    TG_CHECK(w->ndim <= x->ndim, TG_ESHAPE,
-             "bce_with_logits_weighted: %s has %d dims; it must broadcast to logits' %d",
-             name, w->ndim, x->ndim);
-    for (int d = 1; d <= w->ndim; d++) {
-        const int64_t a = w->shape[w->ndim - d], b = x->shape[x->ndim - d];
-        TG_CHECK(a == 1 || a == b, TG_ESHAPE,
-                 "bce_with_logits_weighted: %s's dim %d of extent %lld must be 1 or logits' "
-                 "extent %lld", name, w->ndim - d, (long long)a, (long long)b);
-    }
-    return TG_OK;
-}
-
 static int bce_weighted(tg_tensor **out, tg_tensor *x, tg_tensor *t, tg_tensor *w,
                         tg_tensor *p, tg_reduction red)
 {
     TG_TRY(tg__loss_check_pair("bce_with_logits_weighted", out, x, t, red));
-    TG_TRY(check_weight("weight", w, x));
-    TG_TRY(check_weight("pos_weight", p, x));
+    TG_TRY(tg__loss_check_weight("bce_with_logits_weighted", "weight", w, x));
+    TG_TRY(tg__loss_check_weight("bce_with_logits_weighted", "pos_weight", p, x));
     tg_tensor *l = NULL;
     int rc = pointwise(&l, x, t, w, p);
     if (rc == TG_OK) rc = tg__loss_reduce(out, l, red);

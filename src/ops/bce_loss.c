@@ -172,34 +172,11 @@ static_assert(sizeof tg__bce_loss_ops / sizeof tg__bce_loss_ops[0] == TG__bce_lo
 
 /* ---- tg_bce_loss ------------------------------------------------------- */
 
-/* weight: a float tensor that broadcasts to input's shape without growing
- * it (PyTorch's rule: the loss keeps input's shape). */
-static int check_weight(const tg_tensor *weight, const tg_tensor *input)
-{
-    if (!weight) return TG_OK;
-    TG_CHECK(tg_dtype_is_float(weight->dtype), TG_EDTYPE,
-             "bce_loss: weight has dtype %s; float dtypes only", tg_dtype_name(weight->dtype));
-    int nd = 0;
-    int64_t sh[TG_MAX_DIMS];
-    int rc = tg__broadcast_shapes("bce_loss", weight->ndim, weight->shape, input->ndim,
-                                  input->shape, &nd, sh);
-    if (rc == TG_OK && (nd != input->ndim || memcmp(sh, input->shape, (size_t)nd * sizeof *sh)))
-        rc = TG_ESHAPE;
-    if (rc < 0) {
-        char a[96], b[96];
-        tg_shape_str(a, sizeof a, weight->ndim, weight->shape);
-        tg_shape_str(b, sizeof b, input->ndim, input->shape);
-        return tg__error(TG_ESHAPE, "bce_loss: weight shape %s must broadcast to input "
-                         "shape %s", a, b);
-    }
-    return TG_OK;
-}
-
 static int bce_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_tensor *weight,
                     tg_reduction red)
 {
     TG_TRY(tg__loss_check_pair("bce_loss", out, input, target, red));
-    TG_TRY(check_weight(weight, input));
+    TG_TRY(tg__loss_check_weight("bce_loss", "weight", weight, input));
     tg_tensor *in[2] = {input, target}, *l = NULL, *lw = NULL;
     int rc;
     TG_TRY_GOTO(tg_op_call(&bce_loss_op, &l, 2, in, NULL, 0));

@@ -125,6 +125,27 @@ int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
     return TG_OK;
 }
 
+int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
+                          const tg_tensor *input)
+{
+    if (!w) return TG_OK;
+    TG_CHECK(tg_dtype_is_float(w->dtype), TG_EDTYPE, "%s: %s has dtype %s; float dtypes only",
+             op, name, tg_dtype_name(w->dtype));
+    int nd = 0;
+    int64_t sh[TG_MAX_DIMS];
+    int rc = tg__broadcast_shapes(op, w->ndim, w->shape, input->ndim, input->shape, &nd, sh);
+    if (rc == TG_OK && (nd != input->ndim || memcmp(sh, input->shape, (size_t)nd * sizeof *sh)))
+        rc = TG_ESHAPE;
+    if (rc < 0) {
+        char a[96], b[96];
+        tg_shape_str(a, sizeof a, w->ndim, w->shape);
+        tg_shape_str(b, sizeof b, input->ndim, input->shape);
+        return tg__error(TG_ESHAPE, "%s: %s shape %s must broadcast to input shape %s", op,
+                         name, a, b);
+    }
+    return TG_OK;
+}
+
 /* The FP32 policy: inside an autocast scope, f16/bf16 inputs are cast to f32
  * (a recorded cast, so their gradients come back in their own dtype). */
 static int amp_f32(tg_tensor **dst, tg_tensor *t)

@@ -1,5 +1,6 @@
-/* src/ops/loss.h - what the loss files (loss.c, bce_loss.c, smooth_l1.c)
- * share: the argument checks of an elementwise loss and the reduction. */
+/* src/ops/loss.h - what the loss files (loss.c, bce_loss.c, smooth_l1.c,
+ * kl_div.c, bce_logits_weighted.c) share: the argument checks of an
+ * elementwise loss and of a weight, and the reduction. */
 #ifndef TAPEGRAD_OPS_LOSS_H
 #define TAPEGRAD_OPS_LOSS_H
 
@@ -10,6 +11,11 @@
  * TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming op. */
 int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
                         const tg_tensor *target, tg_reduction red);
+/* w (name: "weight", "pos_weight") NULL, or a float tensor that broadcasts
+ * to input's shape without growing it (PyTorch's rule: the loss keeps
+ * input's shape): TG_EDTYPE or TG_ESHAPE with a message naming op and w. */
+int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
+                          const tg_tensor *input);
 /* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
  * TG_REDUCTION_NONE. */
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);
