@@ -46,14 +46,6 @@ static int shape_of(const tg_tensor *t, int64_t *shape)
     return t->ndim;
 }
 
-static bool same_shape(const tg_tensor *a, const tg_tensor *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
-}
-
 static int check_index_dtype(const char *op, const tg_tensor *idx)
 {
     TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
@@ -88,7 +80,7 @@ static int check_gather_args(const char *op, const tg_tensor *x, int dim, const 
                  (long long)idx->shape[d], d, (long long)x->shape[d]);
     if (src) {
         TG_TRY(check_src(op, x, src));
-        TG_CHECK(same_shape(src, idx), TG_ESHAPE, "%s: src must have index's shape", op);
+        TG_CHECK(tg_tensor_same_shape(src, idx), TG_ESHAPE, "%s: src must have index's shape", op);
     }
     return TG_OK;
 }
