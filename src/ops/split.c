@@ -115,8 +115,7 @@ static int cut_sizes(const char *op, tg_tensor **outs, int cap, int *n_out, tg_t
              "extent %lld", op, cap, (long long)n, d, (long long)x->shape[d]);
     int64_t *sizes = tg__calloc((size_t)n, sizeof *sizes);
     if (!sizes) return tg__error(TG_ENOMEM, "%s: no memory for %lld sizes", op, (long long)n);
-    if (s == 0) memset(sizes, 0, sizeof *sizes * (size_t)n);   /* empty pieces */
-    else size_pieces(x->shape[d], s, sizes);
+    if (s > 0) size_pieces(x->shape[d], s, sizes);   /* s = 0: n empty pieces (calloc's 0s) */
     int rc = cut(op, outs, (int)n, x, d, sizes, false);
     free(sizes);
     if (rc >= 0) *n_out = (int)n;
