@@ -46,7 +46,7 @@ static int amax_mask(const tg_tensor *x, const amax_params *p, unsigned *mask)
     if (p->whole) {
         TG_CHECK(tg_tensor_numel(x) > 0, TG_ESHAPE, "%s: x is empty; the maximum or minimum "
                  "of a whole tensor needs at least one element", op);
-        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        *mask = tg__dims_all(x->ndim);
         return TG_OK;
     }
     TG_TRY(tg__dims_mask(op, p->ndims, p->dims, x->ndim, mask));

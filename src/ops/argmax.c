@@ -91,7 +91,7 @@ static int arg_mask(const char *op, const tg_tensor *x, const arg_params *p, uns
     if (p->whole) {
         TG_CHECK(tg_tensor_numel(x) > 0, TG_ESHAPE, "%s: x is empty; the index of a maximum "
                  "or minimum over the whole tensor needs at least one element", op);
-        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        *mask = tg__dims_all(x->ndim);
         return TG_OK;
     }
     int d;

@@ -16,6 +16,12 @@
  * takes -1 and 0 and has nothing to reduce: mask 0).  TG_EINVAL naming
  * op and dims[i] for a dim out of range or named twice. */
 int tg__dims_mask(const char *op, int ndims, const int *dims, int ndim, unsigned *mask);
+/* Every dim of an ndim tensor as a mask (0 for a 0-d tensor): what a
+ * reduction over the whole tensor, or over an empty dims list, reduces. */
+static inline unsigned tg__dims_all(int ndim)
+{
+    return ndim > 0 ? (1u << ndim) - 1 : 0;
+}
 /* TG_ESHAPE naming op when a dim in mask has extent 0 (a maximum or an
  * index of one needs an element). */
 int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask);

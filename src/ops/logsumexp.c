@@ -33,7 +33,7 @@ typedef struct lse_params {
 static int lse_mask(const tg_tensor *x, const lse_params *p, unsigned *mask)
 {
     if (p->ndims == 0) {
-        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        *mask = tg__dims_all(x->ndim);
         return TG_OK;
     }
     return tg__dims_mask("logsumexp", p->ndims, p->dims, x->ndim, mask);

@@ -40,7 +40,7 @@ static const char *op_name(const var_params *p) { return p->std ? "std" : "var";
 static int var_mask(const tg_tensor *x, const var_params *p, unsigned *mask)
 {
     if (p->whole) {
-        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        *mask = tg__dims_all(x->ndim);
         return TG_OK;
     }
     return tg__dims_mask(op_name(p), p->ndims, p->dims, x->ndim, mask);

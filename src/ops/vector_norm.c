@@ -47,7 +47,7 @@ typedef struct norm_params {
 static int norm_mask(const tg_tensor *x, const norm_params *p, unsigned *mask)
 {
     if (p->ndims == 0) {
-        *mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+        *mask = tg__dims_all(x->ndim);
     } else {
         TG_TRY(tg__dims_mask("vector_norm", p->ndims, p->dims, x->ndim, mask));
     }
