@@ -381,6 +381,12 @@ Test(nn_inputs, state_count_of_too_long_names_is_an_error)
     cr_assert(eq(int, tg_module_add_parameter(cur, "w", t), TG_OK));
     cr_assert(eq(int, tg_module_state_count(root), TG_EINVAL));
     th_expect_in(tg_error_message(), "is longer than 255 characters");
+    char **names = NULL;
+    tg_tensor **ps = NULL;
+    int n = -1;
+    cr_assert(eq(int, tg_module_named_parameters(root, &names, &ps, &n), TG_EINVAL));
+    th_expect_in(tg_error_message(), "is longer than 255 characters");
+    cr_assert(names == NULL && ps == NULL && n == -1, "an output was written");
     tg_module_release(root);
 }
 

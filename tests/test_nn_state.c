@@ -283,6 +283,60 @@ Test(nn_state, shared_parameters_are_listed_once)
     tg_module_release(seq);
 }
 
+/* named_parameters lists what parameters lists, each tensor at its first
+ * name (tied weights once), with the names in one block freed with them. */
+Test(nn_state, named_parameters_give_each_tensor_its_first_name)
+{
+    tg_module *seq = make_tied();
+    char **names = NULL;
+    tg_tensor **ps = NULL;
+    int n = -1;
+    cr_assert(eq(int, tg_module_named_parameters(seq, &names, &ps, &n), TG_OK));
+    cr_assert(eq(int, n, 2));
+    cr_assert(strncmp(names[0], "0.weight", 9) == 0 && strncmp(names[1], "0.bias", 7) == 0,
+              "names %s, %s", names[0], names[1]);
+    cr_assert(ps[0] == tg_module_find(seq, "0.weight") && ps[1] == tg_module_find(seq, "0.bias"));
+    free(names);
+    free(ps);
+    tg_module_release(seq);
+
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_module *gen = nf_make_generator(&rng);
+    tg_tensor **plain = NULL;
+    int np = 0;
+    cr_assert(eq(int, tg_module_parameters(gen, &plain, &np), TG_OK));
+    cr_assert(eq(int, tg_module_named_parameters(gen, &names, &ps, &n), TG_OK));
+    cr_assert(eq(int, n, np));
+    for (int i = 0, k = 0; i < tg_module_state_count(gen); i++) {
+        char name[TG_MODULE_NAME_MAX];
+        tg_tensor *t = NULL;
+        bool is_param = false;
+        cr_assert(eq(int, tg_module_state_at(gen, i, name, sizeof name, &t, &is_param), TG_OK));
+        if (!is_param) continue;
+        cr_assert(strncmp(names[k], name, sizeof name) == 0, "%d: %s, %s", k, names[k], name);
+        cr_assert(ps[k] == t && plain[k] == t, "entry %d", k);
+        k++;
+    }
+    free(names);
+    free(ps);
+    free(plain);
+    tg_module_release(gen);
+
+    tg_module *empty = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&empty), TG_OK));
+    names = (char **)&n;
+    ps = (tg_tensor **)&n;
+    cr_assert(eq(int, tg_module_named_parameters(empty, &names, &ps, &n), TG_OK));
+    cr_assert(names == NULL && ps == NULL && n == 0);
+    cr_assert(eq(int, tg_module_named_parameters(NULL, &names, &ps, &n), TG_EINVAL));
+    th_expect_in(tg_error_message(), "m, names, params and n must not be NULL");
+    cr_assert(eq(int, tg_module_named_parameters(empty, NULL, &ps, &n), TG_EINVAL));
+    cr_assert(eq(int, tg_module_named_parameters(empty, &names, NULL, &n), TG_EINVAL));
+    cr_assert(eq(int, tg_module_named_parameters(empty, &names, &ps, NULL), TG_EINVAL));
+    tg_module_release(empty);
+}
+
 /* torch's Module.to(dtype) converts each parameter once and keeps it shared;
  * here too: every name of a shared tensor gets the same converted tensor. */
 Test(nn_state, to_dtype_keeps_shared_parameters_shared)

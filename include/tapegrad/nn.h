@@ -218,6 +218,15 @@ TG_API int tg_module_foreach_state(const tg_module *m, tg_module_state_fn fn, vo
  * weights, a module added twice) is listed once, at its first name, so the
  * list can be given to an optimizer; the state dict keeps every name. */
 TG_API int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n);
+/* torch's Module.named_parameters(): the same list as tg_module_parameters,
+ * each tensor (borrowed) with its first dotted name.  *names is one malloc'd
+ * block holding the *n name pointers and the names themselves (one free of
+ * *names frees both); *params is a malloc'd array (free it).  Both NULL
+ * when there are no parameters.  TG_EINVAL for a NULL argument or a name
+ * longer than TG_MODULE_NAME_MAX - 1 characters, TG_ENOMEM; on an error
+ * nothing is written. */
+TG_API int tg_module_named_parameters(const tg_module *m, char ***names, tg_tensor ***params,
+                                      int *n);
 /* The length of that list. */
 TG_API int tg_module_parameter_count(const tg_module *m);
 /* The number of scalar weights in that list (the sum of their numel), as

@@ -235,6 +235,66 @@ int tg_module_parameters(const tg_module *m, tg_tensor ***params, int *n)
     return TG_OK;
 }
 
+/* ---- named parameters ---- */
+
+/* Collects the parameter entries whose tensor no earlier entry holds: with
+ * v NULL it counts them and the bytes of their names; with v set it copies
+ * the names into text and fills names and v. */
+typedef struct tg__named {
+    tg_tensor **v;
+    char **names;
+    char *text;
+    int n;
+    size_t bytes;
+} tg__named;
+
+static int tg__named_fn(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    tg__named *a = user;
+    if (!is_param) return TG_OK;
+    const tg_tensor *const *seen = (const tg_tensor *const *)a->v;
+    if (seen) {
+        for (int i = 0; i < a->n; i++)
+            if (seen[i] == t) return TG_OK;   /* shared: listed at its first name */
+        const size_t len = strlen(name) + 1;
+        memcpy(a->text + a->bytes, name, len);
+        a->names[a->n] = a->text + a->bytes;
+        a->v[a->n] = t;
+        a->bytes += len;
+    } else {
+        a->bytes += strlen(name) + 1;   /* a repeat's name is counted too: an upper bound */
+    }
+    a->n++;
+    return TG_OK;
+}
+
+int tg_module_named_parameters(const tg_module *m, char ***names, tg_tensor ***params, int *n)
+{
+    TG_CHECK(m != NULL && names != NULL && params != NULL && n != NULL, TG_EINVAL,
+             "module_named_parameters: m, names, params and n must not be NULL");
+    tg__named size = {0};
+    TG_TRY(tg__walk_prefixed(m, NULL, tg__named_fn, &size));
+    const int np = tg_module_parameter_count(m);
+    char **nv = NULL;
+    tg_tensor **pv = NULL;
+    if (np > 0) {
+        nv = tg__malloc(sizeof *nv * (size_t)np + size.bytes);
+        pv = tg__malloc(sizeof *pv * (size_t)np);
+        if (!nv || !pv) {
+            free(nv);
+            free(pv);
+            return TG_ENOMEM;
+        }
+        tg__named fill = {.v = pv, .names = nv, .text = (char *)(nv + np)};
+        const int rc = tg__walk_prefixed(m, NULL, tg__named_fn, &fill);
+        TG_ASSERT(rc == TG_OK && fill.n == np);
+    }
+    *names = nv;
+    *params = pv;
+    *n = np;
+    return TG_OK;
+}
+
 /* ---- save ---- */
 
 static int tg__save_fn(const char *name, tg_tensor *t, bool is_param, void *user)
