@@ -5,14 +5,16 @@ tests/golden/kl_div.safetensors.
 Run from anywhere with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_kl_div_goldens.py
 
-Case "case<i>", i < the metadata "cases", with metadata case<i>.dtype (f32
-or f64), case<i>.red ("mean", "sum", "none", "batchmean") and
+Case "case<i>", i < the metadata "cases", with metadata case<i>.dtype (f32,
+f64 or bf16), case<i>.red ("mean", "sum", "none", "batchmean") and
 case<i>.log_target ("0" or "1"), and tensors in that dtype: case<i>.x (the
 input), case<i>.t (the target), case<i>.g (the gradient of the loss),
 case<i>.y = F.kl_div(x, t, reduction, log_target) and case<i>.dx,
 case<i>.dt, torch.autograd's gradients of sum(g * y).  The targets of
 log_target false hold zeros (a loss of 0, a gradient in t of NaN) and one
-negative value (NaN) in the cases of red none; case "scalar" holds 0-d tensors with batchmean.
+negative value (NaN) in the cases of red none; a case of 0-d tensors has
+batchmean; the broadcast cases give x and t shapes that broadcast together
+((4, 5) with (5,), (4, 1) with (4, 5), (1, 5) with (3, 5)) for every reduction.
 """
 import os
 import sys
@@ -26,7 +28,7 @@ from stfile import write_safetensors  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "kl_div.safetensors")
 SEED = 5113
-DTYPES = {"f32": torch.float32, "f64": torch.float64}
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}
 REDS = ("mean", "sum", "none", "batchmean")
 
 
@@ -64,6 +66,12 @@ def main():
                 add(name, dt, red, log_target, x, t)
         add(name, dt, "batchmean", False, torch.tensor(-0.5, dtype=torch.float64),
             torch.tensor(0.3, dtype=torch.float64))
+        for xs, ts in (((4, 5), (5,)), ((4, 1), (4, 5)), ((1, 5), (3, 5))):
+            for red in REDS:
+                for log_target in (False, True):
+                    x = torch.log_softmax(torch.randn(xs, dtype=torch.float64), -1)
+                    t = torch.softmax(torch.randn(ts, dtype=torch.float64), -1)
+                    add(name, dt, red, log_target, x, t.log() if log_target else t)
     meta["cases"] = str(i)
     write_safetensors(OUT, tensors, meta)
 

@@ -110,9 +110,10 @@ TG_API int tg_bce_with_logits_weighted(tg_tensor **out, tg_tensor *logits, tg_te
  * log_target false, xlogy(target, target) - target * input (0 where target
  * is 0, NaN where it is negative); with log_target true, exp(target) *
  * (target - input).  input holds log-probabilities; input and target are
- * float tensors of one shape (no broadcasting: TG_ESHAPE).  red is MEAN
- * (over every element), SUM, NONE, or BATCHMEAN: the sum / input's extent
- * of dim 0 (the sum for a 0-d input), torch's "batchmean".  *out is a new
+ * float tensors whose shapes broadcast together, as torch's (TG_ESHAPE
+ * otherwise; the pointwise loss has the broadcast shape).  red is MEAN
+ * (over every element of it), SUM, NONE, or BATCHMEAN: the sum / input's
+ * extent of dim 0 (the sum for a 0-d input), torch's "batchmean".  *out is a new
  * reference.  Composed of differentiable ops: gradients flow to input and
  * target, to any order (the gradient in target at target = 0 is NaN, as
  * torch's).  TG_EINVAL for NULL arguments or another red, TG_EDTYPE for

@@ -3,8 +3,9 @@
  * and derivatives of any order follow:
  *   log_target false:  xlogy(t, t) - t * x,  xlogy(t, t) = 0 where t = 0
  *   log_target true:   exp(t) * (t - x)
- * with x the input (log-probabilities) and t the target.  As torch 1.13, a
- * negative t gives NaN, and the gradient in t at t = 0 is NaN (0 / 0). */
+ * with x the input (log-probabilities) and t the target, broadcast together
+ * as torch's ops do.  As torch 1.13, a negative t gives NaN, and the
+ * gradient in t at t = 0 is NaN (0 / 0). */
 #include <math.h>
 
 #include "core/core.h"
@@ -55,8 +56,8 @@ static int kl_div(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduc
                   bool log_target)
 {
     const bool batchmean = red == TG_REDUCTION_BATCHMEAN;
-    TG_TRY(tg__loss_check_pair("kl_div", out, input, target,
-                               batchmean ? TG_REDUCTION_SUM : red));
+    TG_TRY(tg__loss_check_pair_broadcast("kl_div", out, input, target,
+                                         batchmean ? TG_REDUCTION_SUM : red));
     tg_tensor *l = NULL, *s = NULL;
     int rc = kl_pointwise(&l, input, target, log_target);
     if (rc == TG_OK && !batchmean) rc = tg__loss_reduce(out, l, red);

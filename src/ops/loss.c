@@ -109,20 +109,39 @@ static int check_common(const char *op, tg_tensor **out, const tg_tensor *input,
     return TG_OK;
 }
 
-int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
-                        const tg_tensor *target, tg_reduction red)
+/* The checks of tg__loss_check_pair, with target's shape equal to input's
+ * or (broadcast) broadcasting with it. */
+static int check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
+                      const tg_tensor *target, tg_reduction red, bool broadcast)
 {
     TG_TRY(check_common(op, out, input, target, red));
     TG_CHECK(tg_dtype_is_float(target->dtype), TG_EDTYPE,
              "%s: target has dtype %s; float dtypes only", op, tg_dtype_name(target->dtype));
-    if (!tg_tensor_same_shape(input, target)) {
+    int nd = 0;
+    int64_t sh[TG_MAX_DIMS];
+    if (broadcast ? tg__broadcast_shapes(op, input->ndim, input->shape, target->ndim,
+                                         target->shape, &nd, sh) < 0
+                  : !tg_tensor_same_shape(input, target)) {
         char a[96], b[96];
         tg_shape_str(a, sizeof a, input->ndim, input->shape);
         tg_shape_str(b, sizeof b, target->ndim, target->shape);
-        return tg__error(TG_ESHAPE, "%s: target shape %s must equal input shape %s "
-                         "(no broadcasting)", op, b, a);
+        return tg__error(TG_ESHAPE, "%s: target shape %s must %s input shape %s%s", op, b,
+                         broadcast ? "broadcast with" : "equal", a,
+                         broadcast ? "" : " (no broadcasting)");
     }
     return TG_OK;
+}
+
+int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
+                        const tg_tensor *target, tg_reduction red)
+{
+    return check_pair(op, out, input, target, red, false);
+}
+
+int tg__loss_check_pair_broadcast(const char *op, tg_tensor **out, const tg_tensor *input,
+                                  const tg_tensor *target, tg_reduction red)
+{
+    return check_pair(op, out, input, target, red, true);
 }
 
 int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,

@@ -11,6 +11,10 @@
  * TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming op. */
 int tg__loss_check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
                         const tg_tensor *target, tg_reduction red);
+/* As tg__loss_check_pair, but target's shape need only broadcast with
+ * input's (the loss then has the broadcast shape). */
+int tg__loss_check_pair_broadcast(const char *op, tg_tensor **out, const tg_tensor *input,
+                                  const tg_tensor *target, tg_reduction red);
 /* w (name: "weight", "pos_weight") NULL, or a float tensor that broadcasts
  * to input's shape without growing it (PyTorch's rule: the loss keeps
  * input's shape): TG_EDTYPE or TG_ESHAPE with a message naming op and w. */
