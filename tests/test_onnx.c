@@ -109,7 +109,33 @@ Test(onnx, linear_batchnorm_activations_and_reshapes_match_onnxruntime)
     write_case("prelu_channels", pc, xi, 0, 0, (const char *const[]){"weight", NULL}, NULL);
     case_graph = "\"ops\": [\"PRelu\"]";
     write_case("prelu_one", p1, x, 0, 0, (const char *const[]){"weight", NULL}, NULL);
+    /* Hardtanh and ReLU6 (Clip, the bounds as initializers), Hardsigmoid
+     * (HardSigmoid, alpha 1/6, beta 1/2), Hardswish (HardSwish), Mish
+     * (opset 17 has none: x * Tanh(Softplus(x))), on x in [-5, 5] */
+    tg_module *ht = NULL, *r6 = NULL, *hs = NULL, *hw = NULL, *mi = NULL;
+    cr_assert(tg_nn_hardtanh_new(&ht, -0.5, 2) == TG_OK);
+    cr_assert(tg_nn_relu6_new(&r6) == TG_OK);
+    cr_assert(tg_nn_hardsigmoid_new(&hs) == TG_OK);
+    cr_assert(tg_nn_hardswish_new(&hw) == TG_OK);
+    cr_assert(tg_nn_mish_new(&mi) == TG_OK);
+    tg_tensor *xw = th_rand_tensor(&s, TG_F32, 3, (const int64_t[]){3, 3, 4}, -5, 5);
+    case_graph = "\"ops\": [\"Clip\"], \"initializer_values\": {\"/min\": [-0.5], "
+                 "\"/max\": [2.0]}";
+    write_case("hardtanh", ht, xw, 0, 0, NULL, NULL);
+    case_graph = "\"ops\": [\"Clip\"], \"initializer_values\": {\"/min\": [0.0], "
+                 "\"/max\": [6.0]}";
+    write_case("relu6", r6, xw, 0, 0, NULL, NULL);
+    case_graph = "\"ops\": [\"HardSigmoid\"], \"attributes\": {\"HardSigmoid\": "
+                 "{\"beta\": 0.5}}";
+    write_case("hardsigmoid", hs, xw, 1e-6, 1e-7, (const char *const[]){NULL}, NULL);
+    case_graph = "\"ops\": [\"HardSwish\"]";
+    write_case("hardswish", hw, xw, 1e-6, 1e-7, (const char *const[]){NULL}, NULL);
+    case_graph = "\"ops\": [\"Softplus\", \"Tanh\", \"Mul\"]";
+    write_case("mish", mi, xw, 1e-6, 1e-7, (const char *const[]){NULL}, NULL);
     check_cases();
+    tg_module *mods[] = {ht, r6, hs, hw, mi};
+    for (int i = 0; i < 5; i++) tg_module_release(mods[i]);
+    tg_tensor_release(xw);
     tg_module_release(pc);
     tg_module_release(p1);
     tg_module_release(elu);

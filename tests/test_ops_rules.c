@@ -88,6 +88,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"gather", TG_AMP_KEEP},      {"scatter_add", TG_AMP_KEEP},
         {"index_select", TG_AMP_KEEP}, {"index_add", TG_AMP_KEEP},
         {"logsumexp", TG_AMP_FP32},
+        {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
+        {"mish", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;
@@ -176,7 +178,9 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
              {"abs", tg_abs},   {"erf", tg_erf},         {"relu", tg_relu}, {"tanh", tg_tanh},
              {"sigmoid", tg_sigmoid}, {"silu", tg_silu}, {"gelu", tg_gelu},
              {"sin", tg_sin},   {"cos", tg_cos},         {"log1p", tg_log1p},
-             {"expm1", tg_expm1}};
+             {"expm1", tg_expm1},     {"hardsigmoid", tg_hardsigmoid},
+             {"hardswish", tg_hardswish}, {"mish", tg_mish},
+             {"hardtanh", tg_relu6}};   /* relu6 calls the hardtanh op */
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);

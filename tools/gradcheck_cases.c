@@ -232,6 +232,12 @@ static int f_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_softmax(out, in[0], 1);
 }
 
+/* Bounds inside the sample range U[-1, 1], so both flat sides are hit. */
+static int f_hardtanh(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_hardtanh(out, in[0], -0.5, 0.5);
+}
+
 /* Along dim 0, not the last: rows of stride 4. */
 static int f_log_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
@@ -352,6 +358,11 @@ const gc_case gc_cases[] = {
     GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
     GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
     GC_SC("elu", "activation", tg_elu, 0.7, GC_ANY),
+    GC_FN("hardtanh", "activation", f_hardtanh, "(3, 4) min -0.5 max 0.5", 1, .ndim = {2},
+          .shape = {{3, 4}}),
+    GC_UN("hardsigmoid", "activation", tg_hardsigmoid, 2, GC_ANY, 3, 4),
+    GC_UN("hardswish", "activation", tg_hardswish, 2, GC_ANY, 3, 4),
+    GC_UN("mish", "activation", tg_mish, 2, GC_ANY, 3, 4),
     GC_BIN("prelu", "activation", tg_prelu, GC_ANY, "prelu((2, 3, 2), (3))", 3, 1,
            GC_SHAPE(2, 3, 2), GC_SHAPE(3)),
     GC_FN("softmax", "activation", f_softmax, "(3, 4) dim 1", 1, .ndim = {2},

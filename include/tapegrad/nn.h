@@ -423,6 +423,21 @@ TG_API int tg_nn_upsample_antialias(const tg_module *m, bool *antialias);
  * or another module). */
 TG_API int tg_nn_elu_new(tg_module **out, double alpha);
 TG_API int tg_nn_elu_alpha(const tg_module *m, double *alpha);
+/* nn.Hardtanh(min_val, max_val) and nn.ReLU6 (Hardtanh(0, 6) under its own
+ * name): forward is tg_hardtanh(x, min_val, max_val) (ops.h); torch's
+ * defaults are -1 and 1.  No parameters.  TG_EINVAL for a NULL out or
+ * max_val <= min_val (NaN too), as nn.Hardtanh refuses (tg_hardtanh itself
+ * takes min_val = max_val).  tg_nn_hardtanh_bounds reads the bounds back
+ * from either module (TG_EINVAL for a NULL argument or another module). */
+TG_API int tg_nn_hardtanh_new(tg_module **out, double min_val, double max_val);
+TG_API int tg_nn_relu6_new(tg_module **out);
+TG_API int tg_nn_hardtanh_bounds(const tg_module *m, double *min_val, double *max_val);
+/* nn.Hardsigmoid, nn.Hardswish and nn.Mish: forward is tg_hardsigmoid,
+ * tg_hardswish or tg_mish (ops.h).  No parameters, no state.  TG_EINVAL for
+ * a NULL out. */
+TG_API int tg_nn_hardsigmoid_new(tg_module **out);
+TG_API int tg_nn_hardswish_new(tg_module **out);
+TG_API int tg_nn_mish_new(tg_module **out);
 /* nn.PReLU(num_parameters, init): the parameter "weight" (num_parameters),
  * f32, each element init (torch's defaults: 1, 0.25); forward is
  * tg_prelu(x, weight) (ops.h), so num_parameters is 1 or x's channel count

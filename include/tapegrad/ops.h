@@ -103,6 +103,37 @@ TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
  * for a NULL argument or an alpha that is not finite, TG_EDTYPE for an
  * integer x. */
 TG_API int tg_elu(tg_tensor **out, tg_tensor *x, double alpha);
+/* F.hardtanh(x, min_val, max_val): min(max(x, min_val), max_val), the bounds
+ * first converted to x's dtype, as torch's (torch's defaults: -1, 1); NaN
+ * and -0.0 stay (relu6(-0.0) is -0.0, as torch's).  tg_relu6 is
+ * hardtanh(x, 0, 6) (F.relu6).  The gradient is torch's: g where
+ * min_val < x < max_val, 0 elsewhere, the bounds and NaN included (torch
+ * 1.13's scalar tail loop passes g at NaN).  TG_EINVAL for a NULL argument,
+ * a NaN bound or min_val > max_val (infinite bounds are allowed),
+ * TG_EDTYPE for an integer x. */
+TG_API int tg_hardtanh(tg_tensor **out, tg_tensor *x, double min_val, double max_val);
+TG_API int tg_relu6(tg_tensor **out, tg_tensor *x);
+/* F.hardsigmoid(x) = relu6(x + 3) / 6 and F.hardswish(x) =
+ * x * relu6(x + 3) / 6, computed in double and rounded once: within an ulp
+ * of torch's, NaN stays, hardswish(-inf) is NaN (-inf * 0) and
+ * hardswish(-0.0) is -0.0, as torch's.  Gradients as torch's: hardsigmoid's
+ * g / 6 on the open interval (-3, 3) and 0 elsewhere, NaN included (torch's
+ * f64 kernel multiplies by 1/6 rounded to f32, 3e-8 relative off; here by
+ * 1/6); hardswish's 0 where x <= -3, g where x >= 3 and g (x / 3 + 1/2)
+ * between, NaN for NaN, as torch's vectorized kernel except at x = -3,
+ * where torch 1.13 gives -g/2 and later torch 0, as here (torch 1.13's
+ * scalar tail loop also gives 1.5 g at 3 and g at NaN).  Differentiable to
+ * any order.  TG_EINVAL for a NULL argument, TG_EDTYPE for an integer x. */
+TG_API int tg_hardsigmoid(tg_tensor **out, tg_tensor *x);
+TG_API int tg_hardswish(tg_tensor **out, tg_tensor *x);
+/* F.mish(x) = x * tanh(softplus(x)), as x * tanh(log1p(e^x)) in double,
+ * rounded once (f16 and bf16 too, which torch 1.13 refuses on the CPU);
+ * NaN stays, mish(+inf) = +inf, mish(-inf) = NaN, mish(-0.0) = -0.0, as
+ * torch's.  The gradient is torch's formula, g (t + x sigmoid(x) (1 - t^2))
+ * with t = tanh(softplus(x)), NaN at +-inf as torch's, written with tanh,
+ * softplus, sigmoid, mul and add, so differentiable to any order.
+ * TG_EINVAL for a NULL argument, TG_EDTYPE for an integer x. */
+TG_API int tg_mish(tg_tensor **out, tg_tensor *x);
 /* F.dropout(x, p, training): in training each element is zeroed with
  * probability p and the rest scaled by 1 / (1 - p) (all zeroed for p = 1),
  * the mask drawn by rng in x's dtype (tg_tensor_rand_uniform: the same on

@@ -1,5 +1,6 @@
 /* src/nn/module_simple.c - parameter-free modules: Dropout, activations, ELU,
- * Flatten and Unflatten, PixelShuffle and PixelUnshuffle. */
+ * Hardtanh and ReLU6, Hardsigmoid, Hardswish, Mish, Flatten and Unflatten,
+ * PixelShuffle and PixelUnshuffle. */
 #include <math.h>
 #include <string.h>
 
@@ -129,6 +130,109 @@ int tg_nn_elu_alpha(const tg_module *m, double *alpha)
              tg_module_type_name(m));
     *alpha = ((const tg__elu_state *)m->state)->alpha;
     return TG_OK;
+}
+
+/* ---- Hardtanh, ReLU6 ---- */
+
+typedef struct tg__hardtanh_state {
+    double min_val, max_val;
+} tg__hardtanh_state;
+
+static int tg__hardtanh_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__hardtanh_state *s = m->state;
+    return tg_hardtanh(y, x, s->min_val, s->max_val);
+}
+
+static const tg_module_vtable tg__nn_hardtanh_vt = {
+    .type_name = "Hardtanh", .forward = tg__hardtanh_forward, .release = free,
+    .state_size = sizeof(tg__hardtanh_state)};
+/* torch's ReLU6 is a Hardtanh(0, 6) under its own name */
+static const tg_module_vtable tg__nn_relu6_vt = {
+    .type_name = "ReLU6", .forward = tg__hardtanh_forward, .release = free,
+    .state_size = sizeof(tg__hardtanh_state)};
+
+static int tg__hardtanh_make(tg_module **out, const tg_module_vtable *vt, double min_val,
+                             double max_val)
+{
+    tg__hardtanh_state *s = tg__malloc(sizeof *s);
+    if (!s) return TG_ENOMEM;
+    *s = (tg__hardtanh_state){min_val, max_val};
+    int rc = tg_module_new(out, vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
+int tg_nn_hardtanh_new(tg_module **out, double min_val, double max_val)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_hardtanh_new: out must not be NULL");
+    TG_CHECK(min_val < max_val, TG_EINVAL,
+             "nn_hardtanh_new: max_val=%g must be > min_val=%g (NaN is neither)", max_val,
+             min_val);
+    return tg__hardtanh_make(out, &tg__nn_hardtanh_vt, min_val, max_val);
+}
+
+int tg_nn_relu6_new(tg_module **out)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_relu6_new: out must not be NULL");
+    return tg__hardtanh_make(out, &tg__nn_relu6_vt, 0.0, 6.0);
+}
+
+int tg_nn_hardtanh_bounds(const tg_module *m, double *min_val, double *max_val)
+{
+    TG_CHECK(m != NULL && min_val != NULL && max_val != NULL, TG_EINVAL,
+             "nn_hardtanh_bounds: m, min_val and max_val must not be NULL");
+    TG_CHECK(m->vt == &tg__nn_hardtanh_vt || m->vt == &tg__nn_relu6_vt, TG_EINVAL,
+             "nn_hardtanh_bounds: m is a %s module, not Hardtanh or ReLU6",
+             tg_module_type_name(m));
+    const tg__hardtanh_state *s = m->state;
+    *min_val = s->min_val;
+    *max_val = s->max_val;
+    return TG_OK;
+}
+
+/* ---- Hardsigmoid, Hardswish, Mish: no state ---- */
+
+static int tg__hardsigmoid_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_hardsigmoid(y, x);
+}
+
+static int tg__hardswish_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_hardswish(y, x);
+}
+
+static int tg__mish_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_mish(y, x);
+}
+
+static const tg_module_vtable tg__nn_hardsigmoid_vt = {.type_name = "Hardsigmoid",
+                                                       .forward = tg__hardsigmoid_forward};
+static const tg_module_vtable tg__nn_hardswish_vt = {.type_name = "Hardswish",
+                                                     .forward = tg__hardswish_forward};
+static const tg_module_vtable tg__nn_mish_vt = {.type_name = "Mish", .forward = tg__mish_forward};
+
+int tg_nn_hardsigmoid_new(tg_module **out)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_hardsigmoid_new: out must not be NULL");
+    return tg_module_new(out, &tg__nn_hardsigmoid_vt, NULL);
+}
+
+int tg_nn_hardswish_new(tg_module **out)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_hardswish_new: out must not be NULL");
+    return tg_module_new(out, &tg__nn_hardswish_vt, NULL);
+}
+
+int tg_nn_mish_new(tg_module **out)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_mish_new: out must not be NULL");
+    return tg_module_new(out, &tg__nn_mish_vt, NULL);
 }
 
 /* ---- Flatten / Unflatten ---- */

@@ -116,6 +116,10 @@ int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_hardtanh(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_hardsigmoid(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_hardswish(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */

@@ -1,5 +1,6 @@
 /* src/onnx_nodes.c - the ONNX nodes of the float modules: Linear, Conv,
- * ConvTranspose, BatchNorm, the activations, Flatten / Unflatten,
+ * ConvTranspose, BatchNorm, the activations (ELU, PReLU, Hardtanh, ReLU6,
+ * Hardsigmoid, Hardswish, Mish too), Flatten / Unflatten,
  * PixelShuffle / PixelUnshuffle.  Each
  * emitter reads one module (through the public introspection of
  * tapegrad/nn.h) and appends its nodes after the value site->x.
@@ -13,7 +14,9 @@
  * channel order c*r*r + i*r + j); PixelUnshuffle -> Reshape to (N, C, H, r,
  * W, r), Transpose (0, 1, 3, 5, 2, 4), Reshape (SpaceToDepth orders the
  * channels (i*r + j)*C + c); gelu (erf form, opset 17 has no Gelu) ->
- * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x). */
+ * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x); Hardtanh and ReLU6
+ * -> Clip; Hardsigmoid -> HardSigmoid; Hardswish -> HardSwish; Mish (opset
+ * 17 has no Mish) -> x * Tanh(Softplus(x)). */
 #include <math.h>
 #include <string.h>
 
@@ -207,6 +210,44 @@ int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y)
     tg__onnx_node *n = NULL;
     TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "Elu", 1, (const char *const[]){s->x}));
     return tg__onnx_attr_float(s->g, n, "alpha", (float)alpha);
+}
+
+/* Hardtanh and ReLU6: Clip(x, min, max), the bounds as f32 initializers
+ * (opset 11 on: inputs, not attributes). */
+int tg__onnx_emit_hardtanh(const tg__onnx_site *s, const char **y)
+{
+    double lo, hi;
+    TG_TRY(tg_nn_hardtanh_bounds(s->m, &lo, &hi));
+    const char *cmin = tg__onnx_const(s->g, s->scope, "min", (float)lo);
+    const char *cmax = tg__onnx_const(s->g, s->scope, "max", (float)hi);
+    if (!cmin || !cmax) return TG_ENOMEM;
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Clip", 3, (const char *const[]){s->x, cmin,
+                                                                                  cmax});
+}
+
+/* Hardsigmoid: HardSigmoid(alpha = 1/6, beta = 1/2), max(0, min(1, x/6 + 1/2)),
+ * which is relu6(x + 3) / 6.  Hardswish: HardSwish (opset 14). */
+int tg__onnx_emit_hardsigmoid(const tg__onnx_site *s, const char **y)
+{
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "HardSigmoid", s->x, &n, y));
+    TG_TRY(tg__onnx_attr_float(s->g, n, "alpha", 1.0f / 6.0f));
+    return tg__onnx_attr_float(s->g, n, "beta", 0.5f);
+}
+
+int tg__onnx_emit_hardswish(const tg__onnx_site *s, const char **y)
+{
+    return tg__onnx_unary(s->g, s->scope, "HardSwish", s->x, NULL, y);
+}
+
+/* Mish: opset 17 has no Mish (it came in opset 18): x * Tanh(Softplus(x)),
+ * as torch.onnx.export writes it. */
+int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y)
+{
+    const char *t = NULL;
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "Softplus", s->x, NULL, &t));
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "Tanh", t, NULL, &t));
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Mul", 2, (const char *const[]){s->x, t});
 }
 
 /* PReLU: PRelu with the weight as its slope, an initializer under the

@@ -34,7 +34,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 25;
+    uint8_t k = u8(g) % 30;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -63,6 +63,11 @@ int op_unary(prog *g)
     case 21: rc = tg_elu(&y, a, s); break;
     case 22: rc = tg_log1p(&y, a); break;
     case 23: rc = tg_expm1(&y, a); break;
+    case 24: rc = tg_hardtanh(&y, a, -fabs(s), fabs(s)); break;
+    case 25: rc = tg_relu6(&y, a); break;
+    case 26: rc = tg_hardsigmoid(&y, a); break;
+    case 27: rc = tg_hardswish(&y, a); break;
+    case 28: rc = tg_mish(&y, a); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
