@@ -386,6 +386,17 @@ TG_API int tg_unbind(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int di
  * ndims > 0, ndims outside [0, TG_MAX_DIMS], a dim out of range or one
  * given twice. */
 TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
+/* torch.cumsum(x, dim): the running sums of x along dim (negative counts
+ * from the end; a 0-d x takes 0 or -1 and gives its value), a new
+ * contiguous tensor of x's shape.  A float x gives its own dtype: each
+ * element is summed in double and rounded once (torch's f32 and bf16 sums
+ * run in their own precision, so its low bits differ on long lines).  An
+ * integer x gives an int64 result, as torch's promotion, summed exactly and
+ * wrapping on overflow (not differentiable).  The gradient is the reversed
+ * running sum of g (flip, cumsum, flip), differentiable to any order.  The
+ * FP32 AMP policy, as tg_sum: inside an autocast scope a half x gives an
+ * f32 result.  TG_EINVAL for a NULL out or x or a dim out of range. */
+TG_API int tg_cumsum(tg_tensor **out, tg_tensor *x, int dim);
 /* Indexing along one dim, each returning a new reference (a new contiguous
  * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
  * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the

@@ -45,6 +45,7 @@
     X(maximum, 2)        /* maximum.c: maximum minimum */                     \
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
+    X(cumsum, 1)         /* cumsum.c: cumsum */                               \
     X(gather, 4)         /* gather.c: gather scatter_add index_select index_add */ \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 
