@@ -116,6 +116,13 @@ static int f_cumsum(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_cumsum(out, in[0], -2);
 }
 
+static int f_roll(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shifts[] = {1, -5};
+    static const int dims[] = {0, -1};
+    return tg_roll(out, in[0], 2, shifts, dims);
+}
+
 /* The three chunks of (2, 6) along dim 1, multiplied: each piece's gradient
  * depends on the others. */
 static int f_chunk(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -392,6 +399,8 @@ const gc_case gc_cases[] = {
           .shape = {{2, 3, 4}}),
     GC_FN("flip", "shape", f_flip, "(2, 3, 4) dims 0,-1", 1, .ndim = {3}, .shape = {{2, 3, 4}}),
     GC_FN("cumsum", "reduce", f_cumsum, "(2, 3, 4) dim -2", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("roll", "shape", f_roll, "(2, 3, 4) shifts 1,-5 dims 0,-1", 1, .ndim = {3},
           .shape = {{2, 3, 4}}),
     GC_FN("slice", "shape", f_chunk, "tg_chunk (2, 6) into 3 along dim 1, multiplied", 1,
           .ndim = {2}, .shape = {{2, 6}}),

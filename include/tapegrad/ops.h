@@ -397,6 +397,17 @@ TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
  * FP32 AMP policy, as tg_sum: inside an autocast scope a half x gives an
  * f32 result.  TG_EINVAL for a NULL out or x or a dim out of range. */
 TG_API int tg_cumsum(tg_tensor **out, tg_tensor *x, int dim);
+/* torch.roll(x, shifts, dims): x with its elements moved shifts[i] places
+ * along dims[i] for i < n, those pushed past the end coming back at the
+ * start (negative shifts move the other way; any int64 shift, taken mod
+ * the extent; a dim named twice moves by the sum of its shifts).  n = 0
+ * (dims may then be NULL) is torch's roll without dims: the flattened x
+ * moved by shifts[0], its shape kept.  A new contiguous tensor of x's dtype
+ * (integers too); differentiable to any order (the gradient is g rolled
+ * back).  A 0-d x takes only n = 0, as torch.  TG_EINVAL for a NULL out, x
+ * or shifts, n outside [0, TG_MAX_DIMS], dims NULL with n > 0, or a dim
+ * out of range. */
+TG_API int tg_roll(tg_tensor **out, tg_tensor *x, int n, const int64_t *shifts, const int *dims);
 /* Indexing along one dim, each returning a new reference (a new contiguous
  * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
  * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the

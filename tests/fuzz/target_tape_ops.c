@@ -132,7 +132,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 16;
+    uint8_t k = u8(g) % 17;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -167,6 +167,11 @@ int op_view(prog *g)
     }
     case 13: rc = tg_logsumexp(&y, a, nd % 3, dims, d1 & 1); break;
     case 14: rc = tg_cumsum(&y, a, d0); break;
+    case 15: {   /* flattened (nd 0) or along up to 3 dims, shifts of either sign */
+        const int64_t shifts[3] = {d0 * 5, d1, shape[0] - 2};
+        rc = tg_roll(&y, a, nd % 4, shifts, nd % 4 ? dims : NULL);
+        break;
+    }
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
     }
     return after(g, i, "view or reduction", rc, y);
