@@ -408,6 +408,17 @@ TG_API int tg_cumsum(tg_tensor **out, tg_tensor *x, int dim);
  * or shifts, n outside [0, TG_MAX_DIMS], dims NULL with n > 0, or a dim
  * out of range. */
 TG_API int tg_roll(tg_tensor **out, tg_tensor *x, int n, const int64_t *shifts, const int *dims);
+/* Tensor.repeat(repeats): x tiled repeats[i] times along dim i, i < n, x's
+ * shape first padded with leading 1s to n dims (n may exceed x's ndim, as
+ * torch; not fall short of it); the result has extents repeats[i] times
+ * the padded ones.  A new contiguous tensor of x's dtype (integers too),
+ * also when every repeat is 1, as torch's.  Made of tg_reshape, tg_expand
+ * and the copy of the last reshape, so the gradient (the sum of g's tiles)
+ * is differentiable to any order.  n 0 copies a 0-d x.  TG_EINVAL for a
+ * NULL out or x, repeats NULL with n > 0, n outside [x's ndim,
+ * TG_MAX_DIMS], a negative repeat, or a result whose extents or bytes
+ * overflow int64. */
+TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeats);
 /* Indexing along one dim, each returning a new reference (a new contiguous
  * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
  * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the
