@@ -87,7 +87,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_FP32},
         {"gather", TG_AMP_KEEP},      {"scatter_add", TG_AMP_KEEP},
         {"index_select", TG_AMP_KEEP}, {"index_add", TG_AMP_KEEP},
-        {"logsumexp", TG_AMP_FP32},
+        {"logsumexp", TG_AMP_FP32},   {"cumsum", TG_AMP_FP32},      {"roll", TG_AMP_KEEP},
         {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
         {"mish", TG_AMP_KEEP},
     };

@@ -111,6 +111,25 @@ static int f_flip(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_flip(out, in[0], 2, dims);
 }
 
+static int f_cumsum(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_cumsum(out, in[0], -2);
+}
+
+/* tg_repeat is made of reshape and expand; its gradient sums the tiles. */
+static int f_repeat(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t repeats[] = {2, 1, 3};
+    return tg_repeat(out, in[0], 3, repeats);
+}
+
+static int f_roll(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t shifts[] = {1, -5};
+    static const int dims[] = {0, -1};
+    return tg_roll(out, in[0], 2, shifts, dims);
+}
+
 /* The three chunks of (2, 6) along dim 1, multiplied: each piece's gradient
  * depends on the others. */
 static int f_chunk(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -397,6 +416,12 @@ const gc_case gc_cases[] = {
     GC_FN("permute", "shape", f_permute, "(2, 3, 4) perm 2,0,1", 1, .ndim = {3},
           .shape = {{2, 3, 4}}),
     GC_FN("flip", "shape", f_flip, "(2, 3, 4) dims 0,-1", 1, .ndim = {3}, .shape = {{2, 3, 4}}),
+    GC_FN("cumsum", "reduce", f_cumsum, "(2, 3, 4) dim -2", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("roll", "shape", f_roll, "(2, 3, 4) shifts 1,-5 dims 0,-1", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("expand", "shape", f_repeat, "tg_repeat (3, 4) by 2,1,3", 1, .ndim = {2},
+          .shape = {{3, 4}}),
     GC_FN("slice", "shape", f_chunk, "tg_chunk (2, 6) into 3 along dim 1, multiplied", 1,
           .ndim = {2}, .shape = {{2, 6}}),
     GC_FN("gather", "shape", f_gather, "(3, 4) dim 1 index (3, 2)", 1, .ndim = {2},

@@ -417,6 +417,39 @@ TG_API int tg_unbind(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int di
  * ndims > 0, ndims outside [0, TG_MAX_DIMS], a dim out of range or one
  * given twice. */
 TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
+/* torch.cumsum(x, dim): the running sums of x along dim (negative counts
+ * from the end; a 0-d x takes 0 or -1 and gives its value), a new
+ * contiguous tensor of x's shape.  A float x gives its own dtype: each
+ * element is summed in double and rounded once (torch's f32 and bf16 sums
+ * run in their own precision, so its low bits differ on long lines).  An
+ * integer x gives an int64 result, as torch's promotion, summed exactly and
+ * wrapping on overflow (not differentiable).  The gradient is the reversed
+ * running sum of g (flip, cumsum, flip), differentiable to any order.  The
+ * FP32 AMP policy, as tg_sum: inside an autocast scope a half x gives an
+ * f32 result.  TG_EINVAL for a NULL out or x or a dim out of range. */
+TG_API int tg_cumsum(tg_tensor **out, tg_tensor *x, int dim);
+/* torch.roll(x, shifts, dims): x with its elements moved shifts[i] places
+ * along dims[i] for i < n, those pushed past the end coming back at the
+ * start (negative shifts move the other way; any int64 shift, taken mod
+ * the extent; a dim named twice moves by the sum of its shifts).  n = 0
+ * (dims may then be NULL) is torch's roll without dims: the flattened x
+ * moved by shifts[0], its shape kept.  A new contiguous tensor of x's dtype
+ * (integers too); differentiable to any order (the gradient is g rolled
+ * back).  A 0-d x takes only n = 0, as torch.  TG_EINVAL for a NULL out, x
+ * or shifts, n outside [0, TG_MAX_DIMS], dims NULL with n > 0, or a dim
+ * out of range. */
+TG_API int tg_roll(tg_tensor **out, tg_tensor *x, int n, const int64_t *shifts, const int *dims);
+/* Tensor.repeat(repeats): x tiled repeats[i] times along dim i, i < n, x's
+ * shape first padded with leading 1s to n dims (n may exceed x's ndim, as
+ * torch; not fall short of it); the result has extents repeats[i] times
+ * the padded ones.  A new contiguous tensor of x's dtype (integers too),
+ * also when every repeat is 1, as torch's.  Made of tg_reshape, tg_expand
+ * and the copy of the last reshape, so the gradient (the sum of g's tiles)
+ * is differentiable to any order.  n 0 copies a 0-d x.  TG_EINVAL for a
+ * NULL out or x, repeats NULL with n > 0, n outside [x's ndim,
+ * TG_MAX_DIMS], a negative repeat, or a result whose extents or bytes
+ * overflow int64. */
+TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeats);
 /* Indexing along one dim, each returning a new reference (a new contiguous
  * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
  * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the

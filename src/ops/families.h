@@ -46,6 +46,8 @@
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
     X(hardact, 4)        /* hardact.c: hardtanh hardsigmoid hardswish mish */ \
+    X(cumsum, 1)         /* cumsum.c: cumsum */                               \
+    X(roll, 1)           /* roll.c: roll */                                   \
     X(gather, 4)         /* gather.c: gather scatter_add index_select index_add */ \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
 

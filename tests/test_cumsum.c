@@ -1,0 +1,195 @@
+/* tests/test_cumsum.c - tg_cumsum against PyTorch's torch.cumsum and its
+ * gradient (f32, f64, bf16; ranks 0 to 4, every dim from the front and
+ * from the end, empty extents), gradcheck and gradgradcheck in f64, views,
+ * rounding once per element, integers promoted to int64, autocast and the
+ * refusals.  Goldens: scripts/make_cumsum_goldens.py. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+/* f64 and f32 to rounding (torch's CPU kernel also sums f32 in double);
+ * bf16 within a unit of the last place of torch's (which sums in f32) and
+ * within half a unit of the f64 sums of the same bf16 values. */
+Test(cumsum, every_case_matches_torch)
+{
+    tg_st_file *f = th_golden_load("cumsum.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int per_dtype[3] = {0}, empty = 0, ranks = 0;
+    for (int i = 0; i < n; i++) {
+        char c[16], what[96];
+        snprintf(c, sizeof c, "case%d", i);
+        const char *dt = th_golden_meta(f, c, "dtype");
+        const int dim = atoi(th_golden_meta(f, c, "dim"));
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *dx = NULL;
+        snprintf(what, sizeof what, "%s (%s, %d-d, dim %d)", c, dt, tg_tensor_ndim(x), dim);
+        OK(tg_cumsum(&y, x, dim));
+        const bool f64 = !strcmp(dt, "f64"), f32 = !strcmp(dt, "f32");
+        const double r = f64 ? 1e-15 : f32 ? 1e-7 : 1.0 / 128, a = f64 ? 1e-14 : 1e-6;
+        th_expect_near(what, y, th_golden_get(f, c, "y"), r, a);
+        tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g");
+        OK(tg_grad(&dx, 1, &y, &g, 1, &x, NULL));
+        th_expect_near(what, dx, th_golden_get(f, c, "dx"), r, a);
+        if (!f64 && !f32) {
+            th_expect_near(what, y, th_golden_get(f, c, "y64"), 1.0 / 256, 1e-6);
+            th_expect_near(what, dx, th_golden_get(f, c, "dx64"), 1.0 / 256, 1e-6);
+        }
+        per_dtype[f64 ? 0 : f32 ? 1 : 2]++;
+        empty += tg_tensor_numel(x) == 0;
+        ranks |= 1 << tg_tensor_ndim(x);
+        th_release_all(3, (tg_tensor *[]){x, y, dx});
+    }
+    for (int d = 0; d < 3; d++)
+        cr_assert(per_dtype[d] >= 25, "dtype %d: %d cases", d, per_dtype[d]);
+    cr_assert(empty >= 6 && ranks == 0x1f, "%d empty cases, ranks mask %x", empty, ranks);
+    tg_st_free(f);
+}
+
+static int cumsum_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    return tg_cumsum(out, in[0], *(const int *)user);
+}
+
+Test(cumsum, gradcheck_and_gradgradcheck)
+{
+    const int dims[] = {0, 1, 2, -1, -3};
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
+        uint64_t s = 71 + i;
+        tg_tensor *x = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 4}, -3, 3);
+        OK(tg_tensor_set_requires_grad(x, true));
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(cumsum_fn, (void *)&dims[i], 1, &x, &o), TG_OK),
+                  "dim %d: %s", dims[i], tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(cumsum_fn, (void *)&dims[i], 1, &x, &o), TG_OK),
+                  "dim %d: %s", dims[i], tg_error_message());
+        tg_tensor_release(x);
+    }
+}
+
+/* cumsum is linear: the backward's backward is cumsum itself, bit for bit. */
+Test(cumsum, double_backward_is_the_forward)
+{
+    uint64_t s = 91;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){4, 6}, -2, 2), *y = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_cumsum(&y, x, -1));
+    th_expect_double_backward_is_forward(x, y, 17);
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* A transposed, a sliced and an expanded x (stride 0) give the bits of
+ * their contiguous copies, in every dim. */
+Test(cumsum, views_match_their_contiguous_copies)
+{
+    uint64_t s = 5;
+    tg_tensor *base = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 4, 5}, -2, 2);
+    tg_tensor *one = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 1, 5}, -2, 2);
+    tg_tensor *v[3] = {NULL};
+    OK(tg_transpose(&v[0], base, 0, 2));
+    OK(tg_slice(&v[1], base, 1, 1, 4, 2));
+    OK(tg_expand(&v[2], one, 3, (int64_t[]){3, 4, 5}));
+    for (int k = 0; k < 3; k++)
+        for (int dim = -3; dim < 3; dim++) {
+            tg_tensor *c = NULL, *got = NULL, *want = NULL;
+            char what[48];
+            snprintf(what, sizeof what, "view %d dim %d", k, dim);
+            OK(tg_contiguous(&c, v[k]));
+            cr_assert(not(tg_tensor_is_contiguous(v[k])), "%s", what);
+            OK(tg_cumsum(&got, v[k], dim));
+            OK(tg_cumsum(&want, c, dim));
+            th_expect_same_bits(what, v[k], got, want);
+            th_release_all(3, (tg_tensor *[]){c, got, want});
+        }
+    th_release_all(5, (tg_tensor *[]){base, one, v[0], v[1], v[2]});
+}
+
+/* Each element is its double sum rounded once: 2^24 + 1 + 1 gives 2^24 + 2
+ * in f32, where adding in f32 would stay at 2^24. */
+Test(cumsum, rounds_each_double_sum_once)
+{
+    tg_tensor *x = th_vec(TG_F32, 3, (double[]){16777216.0, 1, 1}, "x", false), *y = NULL;
+    OK(tg_cumsum(&y, x, 0));
+    cr_assert(eq(dbl, th_at(y, 0), 16777216.0));
+    cr_assert(eq(dbl, th_at(y, 1), 16777216.0));   /* 2^24 + 1 ties to even */
+    cr_assert(eq(dbl, th_at(y, 2), 16777218.0));
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* Integers give exact int64 sums, as torch's promotion, wrapping on
+ * overflow, and are not differentiable. */
+Test(cumsum, integers_give_int64)
+{
+    const tg_dtype dts[] = {TG_U8, TG_I8, TG_I32, TG_I64};
+    for (size_t k = 0; k < sizeof dts / sizeof *dts; k++) {
+        tg_tensor *x = th_tensor_from(dts[k], 2, (int64_t[]){2, 3},
+                                      (double[]){1, 2, 3, 100, 100, 100}), *y = NULL;
+        OK(tg_cumsum(&y, x, 1));
+        cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+        cr_assert(not(tg_tensor_requires_grad(y)));
+        const double want[] = {1, 3, 6, 100, 200, 300};
+        for (int i = 0; i < 6; i++) cr_assert(eq(dbl, th_at(y, i), want[i]), "%zu %d", k, i);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    tg_tensor *big = NULL, *y = NULL;
+    OK(tg_tensor_full(&big, TG_I64, 1, (int64_t[]){2}, 4611686018427387904.0));   /* 2^62 */
+    OK(tg_cumsum(&y, big, 0));
+    const int64_t *v = tg_tensor_data(y);
+    cr_assert(eq(i64, v[1], INT64_MIN), "%lld", (long long)v[1]);   /* 2^63 wraps */
+    th_release_all(2, (tg_tensor *[]){big, y});
+}
+
+/* A 0-d x takes dim 0 and -1 and gives its value; its gradient is g. */
+Test(cumsum, zero_d_x_is_its_own_sum)
+{
+    tg_tensor *x = NULL, *y = NULL, *z = NULL;
+    OK(tg_tensor_full(&x, TG_F64, 0, NULL, 2.5));
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_cumsum(&y, x, -1));
+    cr_assert(eq(int, tg_tensor_ndim(y), 0));
+    cr_assert(eq(dbl, th_at(y, 0), 2.5));
+    OK(tg_backward(y, NULL, NULL));
+    cr_assert(eq(dbl, th_at(tg_tensor_grad(x), 0), 1.0));
+    th_expect_refused(tg_cumsum(&z, x, 1), TG_EINVAL, "dim", z);
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* FP32 under autocast: a bf16 x gives the f32 result of x in f32, and x's
+ * gradient comes back in bf16; outside autocast, bf16. */
+Test(cumsum, autocast_computes_in_f32)
+{
+    uint64_t s = 411;
+    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
+    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_to_dtype(&x32, x, TG_F32));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_cumsum(&y, x, 1));
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    OK(tg_cumsum(&want, x32, 1));
+    th_expect_same_bits("autocast", x, y, want);
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
+    OK(tg_cumsum(&yb, x, 1));
+    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
+    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
+}
+
+Test(cumsum, refusals_name_the_argument)
+{
+    tg_tensor *x = th_vec(TG_F32, 3, (double[]){1, 2, 3}, "x", false), *z = NULL;
+    th_expect_refused(tg_cumsum(&z, NULL, 0), TG_EINVAL, "x must not be NULL", z);
+    th_expect_refused(tg_cumsum(NULL, x, 0), TG_EINVAL, "out", NULL);
+    th_expect_refused(tg_cumsum(&z, x, 1), TG_EINVAL, "dim", z);
+    th_expect_refused(tg_cumsum(&z, x, -2), TG_EINVAL, "dim", z);
+    tg_tensor_release(x);
+}
