@@ -88,6 +88,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"gather", TG_AMP_KEEP},      {"scatter_add", TG_AMP_KEEP},
         {"index_select", TG_AMP_KEEP}, {"index_add", TG_AMP_KEEP},
         {"logsumexp", TG_AMP_FP32},
+        {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;
