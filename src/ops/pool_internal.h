@@ -1,6 +1,6 @@
-/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, upsample.c,
- * interpolate.c and the pooling modules (src/nn/pool_modules.c) share: parameter checks, the
- * output shape and the geometry of a call. */
+/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, adaptive_pool.c,
+ * upsample.c, interpolate.c and the pooling modules (src/nn/pool_modules.c)
+ * share: parameter checks, the output shape and the geometry of a call. */
 #ifndef TAPEGRAD_OPS_POOL_INTERNAL_H
 #define TAPEGRAD_OPS_POOL_INTERNAL_H
 

@@ -1,6 +1,6 @@
 /* src/ops/pool_params.c - the rules of pooling and upsampling parameters
  * and inputs, and the output shape, shared by avg_pool.c, max_pool.c,
- * upsample.c, interpolate.c and the pooling modules.
+ * adaptive_pool.c, upsample.c, interpolate.c and the pooling modules.
  *
  * Pooling output extent, as PyTorch's pooling_output_shape:
  *   O = floor((I + 2p - d(k-1) - 1 + (ceil_mode ? s-1 : 0)) / s) + 1,
