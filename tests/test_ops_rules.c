@@ -90,6 +90,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"logsumexp", TG_AMP_FP32},   {"cumsum", TG_AMP_FP32},      {"roll", TG_AMP_KEEP},
         {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
         {"mish", TG_AMP_KEEP},
+        {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

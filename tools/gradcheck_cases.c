@@ -481,6 +481,8 @@ const gc_case gc_cases[] = {
     /* pooling and upsampling */
     GC_FN("avg_pool", "pool", f_avg_pool, "(2, 2, 5, 4) 2-d k 3 s 2 p 1 ceil_mode", 1,
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("adaptive_avg_pool", "pool", f_adaptive_avg_pool, "(2, 2, 5, 4) 2-d to (3, 6)", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("max_pool", "pool", f_max_pool, "(2, 2, 5, 4) 2-d k 2 s 1 p 1 dilation 1,2", 1,
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("upsample_nearest", "pool", f_upsample_nearest, "(2, 2, 5, 4) scale 2,3", 1,

@@ -385,6 +385,14 @@ TG_API int tg_nn_instance_norm_params(const tg_module *m, int *n_spatial, int64_
 TG_API int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
 TG_API int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
 TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale);
+/* nn.AdaptiveAvgPool{1,2,3}d(output_size) over n_spatial dims (type names
+ * "AdaptiveAvgPool1d", ...): no parameters or buffers; forward is
+ * tg_adaptive_avg_pool with output_size[0..n_spatial) (copied), each in
+ * [1, TG_POOL_MAX_PARAM] or 0 for the input's extent (torch's None).
+ * TG_EINVAL for a NULL out or output_size, n_spatial outside 1..3 or an
+ * entry out of range. */
+TG_API int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial,
+                                       const int64_t *output_size);
 /* nn.Upsample(scale_factor=scale, mode='linear' | 'bilinear' | 'trilinear'
  * for n_spatial 1, 2, 3, align_corners=align_corners) with integer factors
  * (type name "Upsample"): forward is tg_upsample_linear to the extents
@@ -410,6 +418,10 @@ TG_API int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode,
  * the module's type for another module. */
 TG_API int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p);
 TG_API int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale);
+/* An AdaptiveAvgPoolNd's n_spatial and its *n_spatial output extents as
+ * given (0: the input's).  Out-pointers may be NULL; TG_EINVAL naming the
+ * module's type for another module. */
+TG_API int tg_nn_adaptive_pool_params(const tg_module *m, int *n_spatial, int64_t *output_size);
 /* An Upsample's mode and align_corners (false for nearest).  Out-pointers
  * may be NULL; TG_EINVAL for another module. */
 TG_API int tg_nn_upsample_mode(const tg_module *m, tg_upsample_mode *mode, bool *align_corners);

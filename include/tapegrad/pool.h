@@ -1,4 +1,4 @@
-/* tapegrad/pool.h - AvgPoolNd, MaxPoolNd, nearest upsampling
+/* tapegrad/pool.h - AvgPoolNd, MaxPoolNd, AdaptiveAvgPoolNd, nearest upsampling
  * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')), linear
  * interpolation (modes 'linear', 'bilinear', 'trilinear') for N = 1, 2, 3
  * spatial dims, and bicubic and antialiased (antialias=True) bilinear and
@@ -167,6 +167,26 @@ TG_API int tg_upsample_bicubic(tg_tensor **out, tg_tensor *x, const int64_t *siz
  * cannot be allocated. */
 TG_API int tg_upsample_antialias(tg_tensor **out, tg_tensor *x, tg_upsample_mode mode,
                                  const int64_t *size, bool align_corners);
+
+/* AdaptiveAvgPool{1,2,3}d: F.adaptive_avg_pool1d/2d/3d(x, output_size) over
+ * the last n_spatial dims of x, (B, C, S...) or unbatched (C, S...).  Along
+ * an axis of extent I pooled to O = output_size[a], output o is the mean of
+ * x's indices [floor(o*I/O), ceil((o+1)*I/O)): windows of size I/O when O
+ * divides I (avg_pool with kernel = stride = I/O), overlapping windows
+ * otherwise, and windows repeated when O > I (each output is then one
+ * element or the mean of two).  output_size[a] is in [1,
+ * TG_POOL_MAX_PARAM], or 0 for x's own extent (PyTorch's None).  Sums in
+ * the compute dtype, divided by each axis's window size in turn, as
+ * PyTorch's CPU kernel.  Gradients of every order: the gradient spreads
+ * each g element over its window divided by the same sizes, an op whose own
+ * gradient is this pooling again.  *out receives a new reference; on error
+ * it is untouched.  TG_EINVAL for a NULL out, x or output_size, n_spatial
+ * outside 1..3 or an output_size entry out of range, TG_ESHAPE when x's
+ * rank is not n_spatial + 1 or + 2 or a dim but the batch is 0, TG_EDTYPE
+ * for an integer x.  A 2-d or 3-d output of extent 1 on every axis is
+ * x.mean over those axes in PyTorch (another order of the same sum). */
+TG_API int tg_adaptive_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial,
+                                const int64_t *output_size);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
- * AvgPool{1,2,3}d, MaxPool{1,2,3}d and Upsample (nearest, linear or bicubic,
- * antialiased or not, integer scale factors).  Each keeps its n_spatial and
- * parameters, checked when it is made, and runs the op of tapegrad/pool.h. */
+ * AvgPool{1,2,3}d, MaxPool{1,2,3}d, AdaptiveAvgPool{1,2,3}d and Upsample
+ * (nearest, linear or bicubic, antialiased or not, integer scale factors).
+ * Each keeps its n_spatial and parameters, checked when it is made, and runs
+ * the op of tapegrad/pool.h. */
 #include <string.h>
 
 #include "nn/module_internal.h"
@@ -12,6 +13,7 @@ typedef struct tg__pool_state {
     int ns;
     tg_pool_params p;                       /* pools: strides resolved */
     int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
+    int64_t size[TG_POOL_MAX_SPATIAL];      /* AdaptiveAvgPool: output size, 0 for x's */
     tg_upsample_mode mode;                  /* Upsample */
     bool align_corners;                     /* Upsample, linear or bicubic */
     bool antialias;                         /* Upsample, bilinear or bicubic */
@@ -27,6 +29,12 @@ static int tg__max_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__pool_state *s = m->state;
     return tg_max_pool(y, x, s->ns, &s->p);
+}
+
+static int tg__adaptive_avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__pool_state *s = m->state;
+    return tg_adaptive_avg_pool(y, x, s->ns, s->size);
 }
 
 static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -70,6 +78,13 @@ static const tg_module_vtable tg__nn_max_pool_vt[TG_POOL_MAX_SPATIAL] = {
      .state_size = sizeof(tg__pool_state)},
     {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free,
      .state_size = sizeof(tg__pool_state)}};
+static const tg_module_vtable tg__nn_adaptive_avg_pool_vt[TG_POOL_MAX_SPATIAL] = {
+    {.type_name = "AdaptiveAvgPool1d", .forward = tg__adaptive_avg_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AdaptiveAvgPool2d", .forward = tg__adaptive_avg_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AdaptiveAvgPool3d", .forward = tg__adaptive_avg_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)}};
 static const tg_module_vtable tg__nn_upsample_vt = {
     .type_name = "Upsample", .forward = tg__upsample_forward, .release = free,
     .state_size = sizeof(tg__pool_state)};
@@ -104,6 +119,23 @@ int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
 int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
 {
     return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
+}
+
+int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial, const int64_t *output_size)
+{
+    const char *fn = "nn_adaptive_avg_pool_new";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    TG_CHECK(n_spatial >= 1 && n_spatial <= TG_POOL_MAX_SPATIAL, TG_EINVAL,
+             "%s: n_spatial=%d must be 1, 2 or 3", fn, n_spatial);
+    TG_CHECK(output_size != NULL, TG_EINVAL, "%s: output_size must not be NULL", fn);
+    tg__pool_state s = {.ns = n_spatial};
+    for (int a = 0; a < n_spatial; a++) {
+        TG_CHECK(output_size[a] >= 0 && output_size[a] <= TG_POOL_MAX_PARAM, TG_EINVAL,
+                 "%s: output_size[%d]=%lld must be in [1, %lld], or 0 for x's extent", fn, a,
+                 (long long)output_size[a], (long long)TG_POOL_MAX_PARAM);
+        s.size[a] = output_size[a];
+    }
+    return tg__pool_module_new(out, &tg__nn_adaptive_avg_pool_vt[n_spatial - 1], &s);
 }
 
 /* An Upsample of that mode, antialiased or not (fn: the public function, for
@@ -164,6 +196,21 @@ int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p)
     const tg__pool_state *s = m->state;
     if (n_spatial) *n_spatial = s->ns;
     if (p) *p = s->p;
+    return TG_OK;
+}
+
+int tg_nn_adaptive_pool_params(const tg_module *m, int *n_spatial, int64_t *output_size)
+{
+    const char *fn = "nn_adaptive_pool_params";
+    TG_CHECK(m != NULL, TG_EINVAL, "%s: m must not be NULL", fn);
+    bool adaptive = false;
+    for (int i = 0; i < TG_POOL_MAX_SPATIAL; i++)
+        adaptive |= m->vt == &tg__nn_adaptive_avg_pool_vt[i];
+    TG_CHECK(adaptive, TG_EINVAL, "%s: m is a %s module, not AdaptiveAvgPoolNd", fn,
+             tg_module_type_name(m));
+    const tg__pool_state *s = m->state;
+    if (n_spatial) *n_spatial = s->ns;
+    if (output_size) memcpy(output_size, s->size, (size_t)s->ns * sizeof *output_size);
     return TG_OK;
 }
 

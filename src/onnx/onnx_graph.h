@@ -122,9 +122,10 @@ int tg__onnx_emit_hardswish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
-/* Upsample, AvgPoolNd and MaxPoolNd (onnx_pool.c). */
+/* Upsample, AvgPoolNd, MaxPoolNd and AdaptiveAvgPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y);
 /* TG_EUNSUPPORTED naming the module and onnx_op unless s's input is (N, C,
  * S...) with ns spatial dims (onnx_pool.c). */
 int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);

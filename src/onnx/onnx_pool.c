@@ -17,6 +17,11 @@
  *   AvgPoolNd  -> AveragePool(kernel_shape, strides, pads,
  *                 count_include_pad), ceil_mode 0
  *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0
+ *   AdaptiveAvgPoolNd -> GlobalAveragePool when every output extent is 1;
+ *                 AveragePool(kernel_shape = strides = I/O, no pads) when
+ *                 each output extent O divides the input's I (the same
+ *                 windows); otherwise refused: ONNX has no pooling whose
+ *                 windows overlap unevenly
  * ONNX's ceil_mode is not PyTorch's: opset 17 rounds the output extent up
  * without dropping a window that would start in the right padding, and
  * AveragePool's count_include_pad counts every padded element of a window.
@@ -181,4 +186,34 @@ int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
     if (!avg) return tg__onnx_attr_ints(s->g, n, "dilations", ns, p.dilation);
     TG_TRY(tg__onnx_attr_int(s->g, n, "count_include_pad", p.count_include_pad));
     return rescale ? tg__onnx_pool_rescale(s, ns, &p, t, y) : TG_OK;
+}
+
+int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
+{
+    int ns;
+    TG_TRY(tg_nn_adaptive_pool_params(s->m, &ns, NULL));
+    TG_TRY(tg__onnx_need_batched(s, ns, "AveragePool"));
+    int64_t k[TG_POOL_MAX_SPATIAL], zeros[2 * TG_POOL_MAX_SPATIAL] = {0};
+    bool global = true;
+    for (int a = 0; a < ns; a++) {
+        const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
+        TG_CHECK(in % out == 0, TG_EUNSUPPORTED,
+                 "onnx_export: module '%s' (%s) pools spatial dim %d of extent %lld to %lld, "
+                 "which does not divide it: ONNX has no pooling with the uneven windows of "
+                 "that size (a divisor of the extent, or 1 everywhere, exports)",
+                 s->path[0] ? s->path : "<top>", tg_module_type_name(s->m), a, (long long)in,
+                 (long long)out);
+        k[a] = in / out;
+        global &= out == 1;
+    }
+    if (global)
+        return tg__onnx_add(s->g, NULL, y, s->scope, "GlobalAveragePool", 1,
+                            (const char *const[]){s->x});
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "AveragePool", 1, (const char *const[]){s->x}));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, k));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, k));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, zeros));
+    TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
+    return tg__onnx_attr_int(s->g, n, "count_include_pad", 0);
 }

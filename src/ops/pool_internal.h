@@ -1,6 +1,6 @@
-/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, upsample.c,
- * interpolate.c and the pooling modules (src/nn/pool_modules.c) share: parameter checks, the
- * output shape and the geometry of a call. */
+/* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, adaptive_pool.c,
+ * upsample.c, interpolate.c and the pooling modules (src/nn/pool_modules.c)
+ * share: parameter checks, the output shape and the geometry of a call. */
 #ifndef TAPEGRAD_OPS_POOL_INTERNAL_H
 #define TAPEGRAD_OPS_POOL_INTERNAL_H
 
@@ -16,11 +16,12 @@ typedef enum tg__pool_kind {
     TG__UPSAMPLE,          /* nearest, integer scale factors */
     TG__UPSAMPLE_LINEAR,   /* linear, bilinear, trilinear to a given size */
     TG__UPSAMPLE_CUBIC,    /* bicubic to a given size */
+    TG__ADAPTIVE_AVG_POOL, /* adaptive average pooling to a given size */
 } tg__pool_kind;
 
-/* "avg_pool2d", "max_pool1d", "upsample_nearest3d", "upsample_bilinear2d"
- * ("avg_pool" ... when n_spatial is not 1..3): the name messages give the
- * call. */
+/* "avg_pool2d", "max_pool1d", "upsample_nearest3d", "upsample_bilinear2d",
+ * "adaptive_avg_pool1d" ("avg_pool" ... when n_spatial is not 1..3): the
+ * name messages give the call. */
 const char *tg__pool_opname(tg__pool_kind kind, int n_spatial);
 
 /* Checks n_spatial and p for a pooling of that kind (messages name op) and
@@ -37,6 +38,10 @@ int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size);
  * name fn). */
 const char *tg__upsample_aa_opname(bool cubic);
 int tg__upsample_check_aa_mode(const char *fn, tg_upsample_mode mode);
+/* tg_adaptive_avg_pool, with the general kernels even where avg_pool's
+ * apply when `general` (adaptive_pool.c; the tests compare the two). */
+int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
+                               const int64_t *output_size, bool general);
 /* Checks an input's rank: n_spatial + 1 (C, S...) or + 2 (B, C, S...). */
 int tg__pool_check_rank(const char *op, int n_spatial, int ndim);
 
@@ -47,9 +52,12 @@ typedef struct tg__pool_call {
     int ns;
     tg_pool_params p;                  /* pooling */
     int64_t scale[TG_POOL_MAX_SPATIAL];   /* nearest upsampling */
-    int64_t size[TG_POOL_MAX_SPATIAL];    /* linear, cubic upsampling: the output extents */
+    int64_t size[TG_POOL_MAX_SPATIAL];    /* linear, cubic upsampling, adaptive pooling: the
+                                             output extents */
     bool align_corners;                   /* linear, cubic upsampling */
     bool cubic;                           /* interpolate.c: the cubic ops' call */
+    bool general;                         /* adaptive pooling: the general kernels even where
+                                             avg_pool's apply (the tests compare the two) */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
@@ -89,7 +97,7 @@ typedef struct tg__pool_geom {
 
 /* The geometry of call c of that kind whose output has shape out_shape.
  * A nearest upsampling's k holds its scale factors (s 1, p 0, dil 1); a
- * linear one has k 1, s 1, p 0, dil 1. */
+ * linear one and an adaptive pooling have k 1, s 1, p 0, dil 1. */
 void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t *out_shape,
                       tg__pool_geom *g);
 
@@ -125,6 +133,12 @@ typedef struct tg__pool_axes {
  * allocated. */
 int tg__pool_axes_init(tg__pool_axes *ax, const tg__pool_geom *g, bool cip, tg_dtype cdt);
 void tg__pool_axes_free(tg__pool_axes *ax);
+/* The windows of an adaptive pooling of geometry g (its in and out): for
+ * axis a and output index o, lo[a][o] = floor(o*I/O), hi[a][o] =
+ * ceil((o+1)*I/O) and div[a][o] = hi - lo (PyTorch's start_index,
+ * end_index); divt, olo and ohi are not set.  TG_ENOMEM when the tables
+ * cannot be allocated. */
+int tg__adaptive_axes_init(tg__pool_axes *ax, const tg__pool_geom *g);
 
 /* One run of a kernel, shared by the plane ranges of tg__parallel_range:
  * src and dst hold whole planes in the compute dtype, contiguous (x's or
@@ -155,10 +169,15 @@ typedef struct tg__pool_kernels {
  *   max_pool_scatter  g (out) -> dx (in, zeroed): g[o] added into dx[idx[o]]
  *   max_pool_gather   h (in) -> y (out): h[idx[o]], 0 for an empty window
  *   upsample_sum      g (out) -> dx (in, zeroed): each element's block of g
- *                     summed (nearest upsampling's adjoint; k: the scales) */
+ *                     summed (nearest upsampling's adjoint; k: the scales)
+ *   adaptive_avg      x (in) -> y (out): the sums over the windows of
+ *                     tg__adaptive_axes_init divided by their three
+ *                     extents in turn
+ *   adaptive_avg_adjoint  g (out) -> dx (in, zeroed): g divided so, added
+ *                     over each window */
 extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels,
     tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
-    tg__upsample_sum_kernels;
+    tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels;
 
 /* Runs kernel k over the planes of job->g (in parallel when large) in
  * compute dtype cdt (TG_F32 or TG_F64) with job->src the elements of src in

@@ -1,5 +1,6 @@
-/* src/ops/pool_kernels.c - the kernels of avg_pool.c, max_pool.c and
- * upsample.c (pool_kernels_tmpl.h instantiated for float and double), the
+/* src/ops/pool_kernels.c - the kernels of avg_pool.c, max_pool.c,
+ * upsample.c and adaptive_pool.c (pool_kernels_tmpl.h instantiated for
+ * float and double), the
  * window tables they read and the driver that moves a call's tensors in and
  * out of the compute dtype. */
 #include <math.h>
@@ -86,6 +87,29 @@ int tg__pool_axes_init(tg__pool_axes *ax, const tg__pool_geom *g, bool cip, tg_d
 
 void tg__pool_axes_free(tg__pool_axes *ax) { free(ax->mem); }
 
+int tg__adaptive_axes_init(tg__pool_axes *ax, const tg__pool_geom *g)
+{
+    const int64_t no = g->out[0] + g->out[1] + g->out[2];
+    *ax = (tg__pool_axes){0};
+    ax->mem = tg__malloc((size_t)(3 * no) * sizeof(int64_t));
+    if (!ax->mem) return TG_ENOMEM;
+    int64_t *m = ax->mem;
+    for (int a = 0; a < 3; a++) {
+        /* I, O <= TG_POOL_MAX_PARAM, so (o + 1) * I fits */
+        const int64_t I = g->in[a], O = g->out[a];
+        ax->lo[a] = m;
+        ax->hi[a] = m + O;
+        ax->div[a] = m + 2 * O;
+        m += 3 * O;
+        for (int64_t o = 0; o < O; o++) {
+            ax->lo[a][o] = floor_div(o * I, O);
+            ax->hi[a][o] = ceil_div((o + 1) * I, O);
+            ax->div[a][o] = ax->hi[a][o] - ax->lo[a][o];
+        }
+    }
+    return TG_OK;
+}
+
 #define TG__POOL_BLOCK 256
 
 #define T float
@@ -112,6 +136,9 @@ const tg__pool_kernels tg__max_pool_scatter_kernels = {max_pool_scatter_f32,
                                                        max_pool_scatter_f64};
 const tg__pool_kernels tg__max_pool_gather_kernels = {max_pool_gather_f32, max_pool_gather_f64};
 const tg__pool_kernels tg__upsample_sum_kernels = {upsample_sum_f32, upsample_sum_f64};
+const tg__pool_kernels tg__adaptive_avg_kernels = {adaptive_avg_f32, adaptive_avg_f64};
+const tg__pool_kernels tg__adaptive_avg_adjoint_kernels = {adaptive_avg_adjoint_f32,
+                                                           adaptive_avg_adjoint_f64};
 
 int tg__pool_run(const tg__pool_kernels *k, tg__pool_job *job, tg_dtype cdt,
                  const tg_tensor *src, int ndim, const int64_t *shape, bool zeroed,

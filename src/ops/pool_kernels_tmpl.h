@@ -9,8 +9,9 @@
  * adjoint's quotients g / divisor, max_pool's indices) are held on the
  * stack.
  * It defines the static kernels {avg_pool, avg_pool_adjoint, max_pool,
- * max_pool_scatter, max_pool_gather, upsample_sum}_SUF (FN pastes the
- * suffix), which pool_kernels.c puts in the tables of pool_internal.h.
+ * max_pool_scatter, max_pool_gather, upsample_sum, adaptive_avg,
+ * adaptive_avg_adjoint}_SUF (FN pastes the suffix), which pool_kernels.c
+ * puts in the tables of pool_internal.h.
  *
  * Every kernel walks a plane's output rows (o0, o1) and, inside a row, the
  * x rows and taps of the windows, with the innermost loop along the row's
@@ -306,6 +307,63 @@ static void FN(upsample_sum)(void *job, int64_t plo, int64_t phi)
                         for (int64_t i = 0; i < I2; i++) xr[i] += gr[i * k2 + r];
                 }
             }
+    }
+}
+
+/* y[o] = the sum of window o of x, from 0 in row-major order, divided by
+ * the window's extents along axes 0, 1 and 2 in turn (PyTorch's
+ * cpu_adaptive_avg_pool and adaptive_avg_pool3d_out_frame: sum / kd / kh /
+ * kw, each extent converted to T; 1-d and 2-d have extent 1 along the
+ * added axes, a division that changes nothing). */
+static void FN(adaptive_avg)(void *job, int64_t plo, int64_t phi)
+{
+    const tg__pool_job *j = job;
+    const tg__pool_geom *g = j->g;
+    const tg__pool_axes *ax = j->ax;
+    const int64_t I1 = g->in[1], I2 = g->in[2], O1 = g->out[1], O2 = g->out[2];
+    for (int64_t pl = plo; pl < phi; pl++) {
+        const T *x = (const T *)j->src + pl * g->in_plane;   /* x is (I0, I1, I2) */
+        T *y = (T *)j->dst + pl * g->out_plane;                /* y is (O0, O1, O2) */
+        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < O1; o1++)
+                for (int64_t o2 = 0; o2 < O2; o2++) {
+                    T sum = 0;
+                    for (int64_t i0 = ax->lo[0][o0]; i0 < ax->hi[0][o0]; i0++)
+                        for (int64_t i1 = ax->lo[1][o1]; i1 < ax->hi[1][o1]; i1++) {
+                            const T *xr = x + (i0 * I1 + i1) * I2;
+                            for (int64_t i2 = ax->lo[2][o2]; i2 < ax->hi[2][o2]; i2++)
+                                sum += xr[i2];
+                        }
+                    y[(o0 * O1 + o1) * O2 + o2] = sum / (T)ax->div[0][o0] /
+                                                  (T)ax->div[1][o1] / (T)ax->div[2][o2];
+                }
+    }
+}
+
+/* dx += A^T g: g[o] divided by window o's extents in turn, added into each
+ * x element of the window, over the outputs in row-major order (PyTorch's
+ * backward kernels; windows overlap when I is not a multiple of O). */
+static void FN(adaptive_avg_adjoint)(void *job, int64_t plo, int64_t phi)
+{
+    const tg__pool_job *j = job;
+    const tg__pool_geom *g = j->g;
+    const tg__pool_axes *ax = j->ax;
+    const int64_t I1 = g->in[1], I2 = g->in[2], O1 = g->out[1], O2 = g->out[2];
+    for (int64_t pl = plo; pl < phi; pl++) {
+        const T *gp = (const T *)j->src + pl * g->out_plane;   /* g is (O0, O1, O2) */
+        T *dx = (T *)j->dst + pl * g->in_plane;                /* dx is (I0, I1, I2) */
+        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < O1; o1++)
+                for (int64_t o2 = 0; o2 < O2; o2++) {
+                    const T d = gp[(o0 * O1 + o1) * O2 + o2] / (T)ax->div[0][o0] /
+                                (T)ax->div[1][o1] / (T)ax->div[2][o2];
+                    for (int64_t i0 = ax->lo[0][o0]; i0 < ax->hi[0][o0]; i0++)
+                        for (int64_t i1 = ax->lo[1][o1]; i1 < ax->hi[1][o1]; i1++) {
+                            T *xr = dx + (i0 * I1 + i1) * I2;
+                            for (int64_t i2 = ax->lo[2][o2]; i2 < ax->hi[2][o2]; i2++)
+                                xr[i2] += d;
+                        }
+                }
     }
 }
 

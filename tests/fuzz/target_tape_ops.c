@@ -137,7 +137,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 18;
+    uint8_t k = u8(g) % 19;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -183,6 +183,7 @@ int op_view(prog *g)
         rc = tg_repeat(&y, a, tg_tensor_ndim(a) + nd % 3, reps);
         break;
     }
+    case 17: rc = tg_adaptive_avg_pool(&y, a, nd % 3 + 1, shape); break;   /* -1: refused */
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
     }
     return after(g, i, "view or reduction", rc, y);
