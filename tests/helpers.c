@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tapegrad/autograd.h"
+#include "tapegrad/ops.h"
 
 #ifndef TG_SOURCE_ROOT
 #define TG_SOURCE_ROOT "."
@@ -191,6 +192,26 @@ void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *
         cr_assert(same, "%s[%lld]: x = %.17g: got %.17g, torch %.17g", what, (long long)i,
                   th_at(x, i), g, w);
     }
+}
+
+void th_backward_with(tg_tensor *y, const tg_tensor *gy)
+{
+    tg_tensor *p = NULL, *s = NULL;
+    cr_assert(eq(int, tg_mul(&p, y, (tg_tensor *)gy), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_sum(&s, p), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_backward(s, NULL, NULL), TG_OK), "%s", tg_error_message());
+    th_release_all(2, (tg_tensor *[]){p, s});
+}
+
+void th_views_of_3x4x5(tg_tensor *v[3])
+{
+    uint64_t s = 5;
+    tg_tensor *base = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 4, 5}, -2, 2);
+    tg_tensor *one = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 1, 5}, -2, 2);
+    cr_assert(eq(int, tg_transpose(&v[0], base, 0, 2), TG_OK));
+    cr_assert(eq(int, tg_slice(&v[1], base, 1, 1, 4, 2), TG_OK));
+    cr_assert(eq(int, tg_expand(&v[2], one, 3, (int64_t[]){3, 4, 5}), TG_OK));
+    th_release_all(2, (tg_tensor *[]){base, one});
 }
 
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)

@@ -156,6 +156,14 @@ void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *
  * must be y bit for bit (the backward's backward is the forward op). */
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed);
 
+/* sum(y * gy) backward: the gradients of y's leaves for an upstream gy. */
+void th_backward_with(tg_tensor *y, const tg_tensor *gy);
+
+/* Three f32 views that are not contiguous, over random values (seed 5): a
+ * (3, 4, 5) transposed over dims 0 and 2, every other row of one (rows 1
+ * and 3), and a (3, 1, 5) expanded to (3, 4, 5) (stride 0); new references. */
+void th_views_of_3x4x5(tg_tensor *v[3]);
+
 /* ---- golden files under tests/golden ---- */
 
 /* Writes "<root>/tests/golden/<rel>" into buf (n bytes), root being the

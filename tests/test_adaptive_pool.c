@@ -18,16 +18,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* sum(y * gy) backward. */
-static void backward_with(tg_tensor *y, const tg_tensor *gy)
-{
-    tg_tensor *p = NULL, *s = NULL;
-    OK(tg_mul(&p, y, (tg_tensor *)gy));
-    OK(tg_sum(&s, p));
-    OK(tg_backward(s, NULL, NULL));
-    th_release_all(2, (tg_tensor *[]){p, s});
-}
-
 /* th_expect_close for got (any dtype) against an f64 want. */
 static void expect_close_f64(const char *what, const tg_tensor *got, const tg_tensor *want,
                              double rtol)
@@ -71,7 +61,7 @@ Test(adaptive_pool, every_case_matches_torch)
         const double tol = dt == TG_F64 ? 1e-14 : dt == TG_F32 ? (exact ? 0 : 1e-6) : 1.0 / 64;
         OK(tg_adaptive_avg_pool(&y, x, ns, size));
         th_expect_close_scaled(c, y, want, tol);
-        backward_with(y, th_golden_get(f, c, "grad_y"));
+        th_backward_with(y, th_golden_get(f, c, "grad_y"));
         th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x"), tol);
         if (dt == TG_BF16) {
             bf16++;
@@ -129,7 +119,7 @@ Test(adaptive_pool, fast_path_is_the_general_path)
                 else OK(tg_avg_pool(&y[r], xr, k->ns, &p));
                 tg_tensor *gs = th_rand_uniform(dt, tg_tensor_ndim(y[r]), tg_tensor_shape(y[r]),
                                                 90 + i);
-                backward_with(y[r], gs);
+                th_backward_with(y[r], gs);
                 OK(tg_tensor_clone(&dx[r], tg_tensor_grad(xr)));
                 th_release_all(2, (tg_tensor *[]){xr, gs});
             }

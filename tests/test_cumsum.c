@@ -89,13 +89,8 @@ Test(cumsum, double_backward_is_the_forward)
  * their contiguous copies, in every dim. */
 Test(cumsum, views_match_their_contiguous_copies)
 {
-    uint64_t s = 5;
-    tg_tensor *base = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 4, 5}, -2, 2);
-    tg_tensor *one = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 1, 5}, -2, 2);
-    tg_tensor *v[3] = {NULL};
-    OK(tg_transpose(&v[0], base, 0, 2));
-    OK(tg_slice(&v[1], base, 1, 1, 4, 2));
-    OK(tg_expand(&v[2], one, 3, (int64_t[]){3, 4, 5}));
+    tg_tensor *v[3];
+    th_views_of_3x4x5(v);
     for (int k = 0; k < 3; k++)
         for (int dim = -3; dim < 3; dim++) {
             tg_tensor *c = NULL, *got = NULL, *want = NULL;
@@ -108,7 +103,7 @@ Test(cumsum, views_match_their_contiguous_copies)
             th_expect_same_bits(what, v[k], got, want);
             th_release_all(3, (tg_tensor *[]){c, got, want});
         }
-    th_release_all(5, (tg_tensor *[]){base, one, v[0], v[1], v[2]});
+    th_release_all(3, v);
 }
 
 /* Each element is its double sum rounded once: 2^24 + 1 + 1 gives 2^24 + 2

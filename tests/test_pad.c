@@ -60,16 +60,6 @@ static int ints_of(const char *s, int64_t *v)
     return n;
 }
 
-/* sum(y * gy) backward: the gradient of every leaf. */
-static void backward_with(tg_tensor *y, const tg_tensor *gy)
-{
-    tg_tensor *p = NULL, *s = NULL;
-    OK(tg_mul(&p, y, (tg_tensor *)gy));
-    OK(tg_sum(&s, p));
-    OK(tg_backward(s, NULL, NULL));
-    th_release_all(2, (tg_tensor *[]){p, s});
-}
-
 /* The golden's cases <prefix>0, <prefix>1, ... (at least min of them):
  * values exactly torch's, the gradient within rounding. */
 static void expect_pad_cases(const char *prefix, int min)
@@ -88,7 +78,7 @@ static void expect_pad_cases(const char *prefix, int min)
         OK(tg_pad(&y, x, np, pads, mode_of(meta(f, c, "mode")), atof(meta(f, c, "value"))));
         /* a copy of the values: exactly torch's */
         th_expect_close(c, y, get(f, c, "y"), 0);
-        backward_with(y, get(f, c, "grad_y"));
+        th_backward_with(y, get(f, c, "grad_y"));
         th_expect_close_scaled(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-14);
         th_release_all(2, (tg_tensor *[]){x, y});
     }
@@ -260,7 +250,7 @@ Test(pad, conv_padding_mode_matches_torch_in_the_op_and_the_module)
         tg_tensor *b = th_leaf_clone(get(f, c, "b")), *y = NULL;
         OK(tg_conv(&y, x, w, b, &p));
         th_expect_close_scaled(c, y, get(f, c, "y"), 1e-12);
-        backward_with(y, get(f, c, "grad_y"));
+        th_backward_with(y, get(f, c, "grad_y"));
         th_expect_close_scaled(c, tg_tensor_grad(x), get(f, c, "grad_x"), 1e-12);
         th_expect_close_scaled(c, tg_tensor_grad(w), get(f, c, "grad_w"), 1e-12);
         th_expect_close_scaled(c, tg_tensor_grad(b), get(f, c, "grad_b"), 1e-12);

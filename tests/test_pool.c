@@ -46,16 +46,6 @@ static double tol_of(tg_dtype dt)
     return dt == TG_F64 ? 1e-14 : dt == TG_F32 ? 0 : 1.0 / 128;
 }
 
-/* sum(y * gy) backward. */
-static void backward_with(tg_tensor *y, const tg_tensor *gy)
-{
-    tg_tensor *p = NULL, *s = NULL;
-    OK(tg_mul(&p, y, (tg_tensor *)gy));
-    OK(tg_sum(&s, p));
-    OK(tg_backward(s, NULL, NULL));
-    th_release_all(2, (tg_tensor *[]){p, s});
-}
-
 Test(pool, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("pool/pool.safetensors");
@@ -72,7 +62,7 @@ Test(pool, every_case_matches_torch)
         OK(run(&k, &y, x));
         /* max and nearest copy elements of x: exactly torch's */
         th_expect_close_scaled(c, y, want, k.k == AVG ? tol : 0);
-        backward_with(y, th_golden_get(f, c, "grad_y"));
+        th_backward_with(y, th_golden_get(f, c, "grad_y"));
         th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "grad_x"), tol);
         th_release_all(2, (tg_tensor *[]){x, y});
     }

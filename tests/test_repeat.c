@@ -116,13 +116,8 @@ Test(repeat, double_backward_is_the_forward)
  * contiguous copies. */
 Test(repeat, views_match_their_contiguous_copies)
 {
-    uint64_t s = 5;
-    tg_tensor *base = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 4, 5}, -2, 2);
-    tg_tensor *one = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 1, 5}, -2, 2);
-    tg_tensor *v[3] = {NULL};
-    OK(tg_transpose(&v[0], base, 0, 2));
-    OK(tg_slice(&v[1], base, 1, 1, 4, 2));
-    OK(tg_expand(&v[2], one, 3, (int64_t[]){3, 4, 5}));
+    tg_tensor *v[3];
+    th_views_of_3x4x5(v);
     const rep_case reps[] = {{3, {2, 1, 3}}, {4, {2, 1, 1, 2}}, {3, {1, 1, 1}}};
     for (int k = 0; k < 3; k++)
         for (int j = 0; j < 3; j++) {
@@ -136,7 +131,7 @@ Test(repeat, views_match_their_contiguous_copies)
             th_expect_same_bits(what, v[k], got, want);
             th_release_all(3, (tg_tensor *[]){c, got, want});
         }
-    th_release_all(5, (tg_tensor *[]){base, one, v[0], v[1], v[2]});
+    th_release_all(3, v);
 }
 
 /* Any dtype; the result is a new tensor even when nothing is tiled, as
