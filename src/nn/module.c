@@ -19,6 +19,17 @@ int tg_module_new(tg_module **out, const tg_module_vtable *vt, void *state)
     return TG_OK;
 }
 
+int tg__module_new_state(tg_module **out, const tg_module_vtable *vt, const void *init)
+{
+    TG_ASSERT(vt->state_size > 0);
+    void *s = tg__malloc(vt->state_size);
+    if (!s) return TG_ENOMEM;
+    memcpy(s, init, vt->state_size);
+    int rc = tg_module_new(out, vt, s);
+    if (rc < 0) free(s);
+    return rc;
+}
+
 void *tg_module_state(const tg_module *m) { return m ? m->state : NULL; }
 
 const char *tg_module_type_name(const tg_module *m)

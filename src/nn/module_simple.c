@@ -49,12 +49,8 @@ int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_new: out must not be NULL");
     TG_CHECK(p >= 0.0 && p <= 1.0, TG_EINVAL, "nn_dropout_new: p=%g must be in [0, 1]", p);
-    tg__dropout_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = (tg__dropout_state){.p = p, .seed = seed, .calls = 0};
-    int rc = tg_module_new(out, &tg__nn_dropout_vt, s);
-    if (rc < 0) free(s);
-    return rc;
+    const tg__dropout_state s = {.p = p, .seed = seed, .calls = 0};
+    return tg__module_new_state(out, &tg__nn_dropout_vt, &s);
 }
 
 /* ---- activations ---- */
@@ -88,12 +84,8 @@ int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
     TG_CHECK((int)act >= 0 && act < TG_ACT_COUNT, TG_EINVAL,
              "nn_activation_new: act=%d is not a tg_activation", (int)act);
     TG_CHECK(isfinite(slope), TG_EINVAL, "nn_activation_new: slope=%g must be finite", slope);
-    tg__act_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = (tg__act_state){act, slope};
-    int rc = tg_module_new(out, &tg__nn_act_vt, s);
-    if (rc < 0) free(s);
-    return rc;
+    const tg__act_state s = {act, slope};
+    return tg__module_new_state(out, &tg__nn_act_vt, &s);
 }
 
 /* ---- ELU ---- */
@@ -115,12 +107,8 @@ int tg_nn_elu_new(tg_module **out, double alpha)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_elu_new: out must not be NULL");
     TG_CHECK(isfinite(alpha), TG_EINVAL, "nn_elu_new: alpha=%g must be finite", alpha);
-    tg__elu_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    s->alpha = alpha;
-    int rc = tg_module_new(out, &tg__nn_elu_vt, s);
-    if (rc < 0) free(s);
-    return rc;
+    const tg__elu_state s = {.alpha = alpha};
+    return tg__module_new_state(out, &tg__nn_elu_vt, &s);
 }
 
 int tg_nn_elu_alpha(const tg_module *m, double *alpha)
@@ -152,30 +140,20 @@ static const tg_module_vtable tg__nn_relu6_vt = {
     .type_name = "ReLU6", .forward = tg__hardtanh_forward, .release = free,
     .state_size = sizeof(tg__hardtanh_state)};
 
-static int tg__hardtanh_make(tg_module **out, const tg_module_vtable *vt, double min_val,
-                             double max_val)
-{
-    tg__hardtanh_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = (tg__hardtanh_state){min_val, max_val};
-    int rc = tg_module_new(out, vt, s);
-    if (rc < 0) free(s);
-    return rc;
-}
-
 int tg_nn_hardtanh_new(tg_module **out, double min_val, double max_val)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_hardtanh_new: out must not be NULL");
     TG_CHECK(min_val < max_val, TG_EINVAL,
              "nn_hardtanh_new: max_val=%g must be > min_val=%g (NaN is neither)", max_val,
              min_val);
-    return tg__hardtanh_make(out, &tg__nn_hardtanh_vt, min_val, max_val);
+    return tg__module_new_state(out, &tg__nn_hardtanh_vt,
+                                &(tg__hardtanh_state){min_val, max_val});
 }
 
 int tg_nn_relu6_new(tg_module **out)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_relu6_new: out must not be NULL");
-    return tg__hardtanh_make(out, &tg__nn_relu6_vt, 0.0, 6.0);
+    return tg__module_new_state(out, &tg__nn_relu6_vt, &(tg__hardtanh_state){0.0, 6.0});
 }
 
 int tg_nn_hardtanh_bounds(const tg_module *m, double *min_val, double *max_val)
@@ -267,17 +245,6 @@ static const tg_module_vtable tg__nn_flatten_vt = {
     .type_name = "Flatten", .forward = tg__flatten_forward, .release = free,
     .state_size = sizeof(tg__reshape_state)};
 
-static int tg__reshape_module_new(tg_module **out, const tg_module_vtable *vt,
-                                  const tg__reshape_state *init)
-{
-    tg__reshape_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = *init;
-    int rc = tg_module_new(out, vt, s);
-    if (rc < 0) free(s);
-    return rc;
-}
-
 int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_flatten_new: out must not be NULL");
@@ -285,7 +252,7 @@ int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim)
              "nn_flatten_new: start_dim=%d, end_dim=%d must be within +-%d", start_dim, end_dim,
              TG_MAX_DIMS);
     tg__reshape_state s = {.dim0 = start_dim, .dim1 = end_dim};
-    return tg__reshape_module_new(out, &tg__nn_flatten_vt, &s);
+    return tg__module_new_state(out, &tg__nn_flatten_vt, &s);
 }
 
 static int tg__unflatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -325,7 +292,7 @@ int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape
                  (long long)shape[i]);
         s.shape[i] = shape[i];
     }
-    return tg__reshape_module_new(out, &tg__nn_unflatten_vt, &s);
+    return tg__module_new_state(out, &tg__nn_unflatten_vt, &s);
 }
 
 /* ---- PixelShuffle / PixelUnshuffle ---- */
@@ -353,12 +320,7 @@ static int tg__pixel_module_new(tg_module **out, const tg_module_vtable *vt, int
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
     TG_CHECK(r >= 1 && r <= ((int64_t)1 << 31), TG_EINVAL, "%s: r=%lld must be in [1, 2^31]", fn,
              (long long)r);
-    int64_t *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = r;
-    int rc = tg_module_new(out, vt, s);
-    if (rc < 0) free(s);
-    return rc;
+    return tg__module_new_state(out, vt, &r);
 }
 
 int tg_nn_pixel_shuffle_new(tg_module **out, int64_t r)

@@ -89,17 +89,6 @@ static const tg_module_vtable tg__nn_upsample_vt = {
     .type_name = "Upsample", .forward = tg__upsample_forward, .release = free,
     .state_size = sizeof(tg__pool_state)};
 
-static int tg__pool_module_new(tg_module **out, const tg_module_vtable *vt,
-                               const tg__pool_state *init)
-{
-    tg__pool_state *s = tg__malloc(sizeof *s);
-    if (!s) return TG_ENOMEM;
-    *s = *init;
-    int rc = tg_module_new(out, vt, s);
-    if (rc < 0) free(s);
-    return rc;
-}
-
 static int tg__pool_new(tg_module **out, tg__pool_kind kind, int n_spatial,
                         const tg_pool_params *p)
 {
@@ -108,7 +97,7 @@ static int tg__pool_new(tg_module **out, tg__pool_kind kind, int n_spatial,
     tg__pool_state s = {.ns = n_spatial};
     TG_TRY(tg__pool_check_params(fn, kind, n_spatial, p, &s.p));
     const tg_module_vtable *vt = kind == TG__AVG_POOL ? tg__nn_avg_pool_vt : tg__nn_max_pool_vt;
-    return tg__pool_module_new(out, &vt[n_spatial - 1], &s);
+    return tg__module_new_state(out, &vt[n_spatial - 1], &s);
 }
 
 int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
@@ -135,7 +124,7 @@ int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial, const int64_t *o
                  (long long)output_size[a], (long long)TG_POOL_MAX_PARAM);
         s.size[a] = output_size[a];
     }
-    return tg__pool_module_new(out, &tg__nn_adaptive_avg_pool_vt[n_spatial - 1], &s);
+    return tg__module_new_state(out, &tg__nn_adaptive_avg_pool_vt[n_spatial - 1], &s);
 }
 
 /* An Upsample of that mode, antialiased or not (fn: the public function, for
@@ -148,7 +137,7 @@ static int tg__upsample_new(const char *fn, tg_module **out, int n_spatial, cons
     tg__pool_state s = {.ns = n_spatial, .mode = mode, .align_corners = align_corners,
                         .antialias = antialias};
     memcpy(s.scale, scale, (size_t)n_spatial * sizeof *scale);
-    return tg__pool_module_new(out, &tg__nn_upsample_vt, &s);
+    return tg__module_new_state(out, &tg__nn_upsample_vt, &s);
 }
 
 int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale)
