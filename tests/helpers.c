@@ -16,6 +16,7 @@
 
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 
 #ifndef TG_SOURCE_ROOT
 #define TG_SOURCE_ROOT "."
@@ -212,6 +213,28 @@ void th_views_of_3x4x5(tg_tensor *v[3])
     cr_assert(eq(int, tg_slice(&v[1], base, 1, 1, 4, 2), TG_OK));
     cr_assert(eq(int, tg_expand(&v[2], one, 3, (int64_t[]){3, 4, 5}), TG_OK));
     th_release_all(2, (tg_tensor *[]){base, one});
+}
+
+void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t seed)
+{
+    uint64_t s = seed;
+    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
+    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
+    cr_assert(eq(int, tg_tensor_set_requires_grad(x, true), TG_OK));
+    cr_assert(eq(int, tg_tensor_to_dtype(&x32, x, TG_F32), TG_OK));
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    const int rc = op(&y, x);
+    cr_assert(eq(int, tg_autocast_end(), TG_OK));
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    cr_assert(eq(int, op(&want, x32), TG_OK), "%s", tg_error_message());
+    th_expect_same_bits("autocast", x, y, want);
+    cr_assert(eq(int, tg_sum(&l, y), TG_OK));
+    cr_assert(eq(int, tg_backward(l, NULL, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
+    cr_assert(eq(int, op(&yb, x), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
+    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
 }
 
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)

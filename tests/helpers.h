@@ -164,6 +164,12 @@ void th_backward_with(tg_tensor *y, const tg_tensor *gy);
  * and 3), and a (3, 1, 5) expanded to (3, 4, 5) (stride 0); new references. */
 void th_views_of_3x4x5(tg_tensor *v[3]);
 
+/* The FP32 autocast policy of a one-input op (op(&y, x), y a new
+ * reference): inside a bf16 autocast scope a bf16 x (4, 7) of random values
+ * (seed) gives an f32 y with the bits of op on x cast to f32, x's gradient
+ * through it comes back in bf16, and outside the scope y is bf16. */
+void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t seed);
+
 /* ---- golden files under tests/golden ---- */
 
 /* Writes "<root>/tests/golden/<rel>" into buf (n bytes), root being the

@@ -158,25 +158,14 @@ Test(cumsum, zero_d_x_is_its_own_sum)
 
 /* FP32 under autocast: a bf16 x gives the f32 result of x in f32, and x's
  * gradient comes back in bf16; outside autocast, bf16. */
+static int cumsum_dim1(tg_tensor **y, tg_tensor *x)
+{
+    return tg_cumsum(y, x, 1);
+}
+
 Test(cumsum, autocast_computes_in_f32)
 {
-    uint64_t s = 411;
-    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
-    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_tensor_to_dtype(&x32, x, TG_F32));
-    OK(tg_autocast_begin(TG_BF16));
-    OK(tg_cumsum(&y, x, 1));
-    OK(tg_autocast_end());
-    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-    OK(tg_cumsum(&want, x32, 1));
-    th_expect_same_bits("autocast", x, y, want);
-    OK(tg_sum(&l, y));
-    OK(tg_backward(l, NULL, NULL));
-    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
-    OK(tg_cumsum(&yb, x, 1));
-    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
-    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
+    th_expect_fp32_autocast(cumsum_dim1, 411);
 }
 
 Test(cumsum, refusals_name_the_argument)

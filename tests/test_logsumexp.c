@@ -49,13 +49,9 @@ Test(logsumexp, every_case_matches_torch)
         else
             th_expect_near(what, dx, th_golden_get(f, c, "dx"), 1.0 / 4, 1.0 / 64);
         if (h) {
-            tg_tensor *p = NULL, *l = NULL;
-            OK(tg_mul(&p, dx, (tg_tensor *)h));
-            OK(tg_sum(&l, p));
-            OK(tg_backward(l, NULL, NULL));
+            th_backward_with(dx, h);
             snprintf(what, sizeof what, "%s ddx", c);
             th_expect_near(what, tg_tensor_grad(x), th_golden_get(f, c, "ddx"), 1e-11, 1e-13);
-            th_release_all(2, (tg_tensor *[]){p, l});
             second++;
         }
         per_dtype[f64 ? 0 : f32 ? 1 : 2]++;
@@ -115,25 +111,14 @@ Test(logsumexp, large_f32_and_empty_rows)
 
 /* FP32 under autocast: a bf16 x gives an f32 result equal to the result
  * for x in f32, and x's gradient comes back in bf16; outside, bf16. */
+static int logsumexp_dim1(tg_tensor **y, tg_tensor *x)
+{
+    return tg_logsumexp(y, x, 1, (int[]){1}, false);
+}
+
 Test(logsumexp, autocast_computes_in_f32)
 {
-    uint64_t s = 411;
-    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
-    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_tensor_to_dtype(&x32, x, TG_F32));
-    OK(tg_autocast_begin(TG_BF16));
-    OK(tg_logsumexp(&y, x, 1, (int[]){1}, false));
-    OK(tg_autocast_end());
-    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-    OK(tg_logsumexp(&want, x32, 1, (int[]){1}, false));
-    th_expect_same_bits("autocast", x, y, want);
-    OK(tg_sum(&l, y));
-    OK(tg_backward(l, NULL, NULL));
-    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
-    OK(tg_logsumexp(&yb, x, 1, (int[]){1}, false));
-    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
-    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
+    th_expect_fp32_autocast(logsumexp_dim1, 411);
 }
 
 Test(logsumexp, refusals_name_the_argument)

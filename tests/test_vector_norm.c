@@ -79,13 +79,9 @@ Test(vector_norm, every_case_matches_torch)
         th_expect_close(what, dx, th_golden_get(f, c, "dx"), f64 ? 1e-12 : f32 ? 1e-5 : 1.0 / 8);
         if (!f64 && !f32) expect_close_f64(what, dx, th_golden_get(f, c, "dx64"), 4.0 / 128);
         if (h) {
-            tg_tensor *p = NULL, *l = NULL;
-            OK(tg_mul(&p, dx, (tg_tensor *)h));
-            OK(tg_sum(&l, p));
-            OK(tg_backward(l, NULL, NULL));
+            th_backward_with(dx, h);
             snprintf(what, sizeof what, "%s ddx (ord %g)", c, ord);
             expect_ddx(what, x, th_golden_get(f, c, "ddx"));
-            th_release_all(2, (tg_tensor *[]){p, l});
             second++;
         }
         per_dtype[f64 ? 0 : f32 ? 1 : 2]++;
@@ -169,17 +165,15 @@ Test(vector_norm, second_derivatives_at_zeros)
         const double ord = atof(th_golden_meta(f, c, "ord"));
         const tg_tensor *want = th_golden_get(f, c, "ddx");
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
-        tg_tensor *y = NULL, *dx = NULL, *p = NULL, *l = NULL;
+        tg_tensor *y = NULL, *dx = NULL;
         OK(tg_vector_norm(&y, x, ord, 0, NULL, false));
         tg_backward_opts o = {.create_graph = true};
         OK(tg_grad(&dx, 1, &y, NULL, 1, &x, &o));
-        OK(tg_mul(&p, dx, (tg_tensor *)th_golden_get(f, c, "h")));
-        OK(tg_sum(&l, p));
-        OK(tg_backward(l, NULL, NULL));
+        th_backward_with(dx, th_golden_get(f, c, "h"));
         char what[48];
         snprintf(what, sizeof what, "%s (ord %g)", c, ord);
         expect_ddx(what, x, want);
-        th_release_all(5, (tg_tensor *[]){x, y, dx, p, l});
+        th_release_all(3, (tg_tensor *[]){x, y, dx});
     }
     tg_st_free(f);
 }
@@ -201,25 +195,14 @@ Test(vector_norm, large_f32_and_empty_rows)
 
 /* FP32 under autocast: a bf16 x gives an f32 norm equal to the norm of x
  * in f32, and x's gradient comes back in bf16; outside, a bf16 norm. */
+static int vector_norm_dim1(tg_tensor **y, tg_tensor *x)
+{
+    return tg_vector_norm(y, x, 2.0, 1, (int[]){1}, false);
+}
+
 Test(vector_norm, autocast_computes_in_f32)
 {
-    uint64_t s = 211;
-    tg_tensor *x = th_rand_tensor(&s, TG_BF16, 2, (int64_t[]){4, 7}, -2, 2), *x32 = NULL;
-    tg_tensor *y = NULL, *want = NULL, *l = NULL, *yb = NULL;
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_tensor_to_dtype(&x32, x, TG_F32));
-    OK(tg_autocast_begin(TG_BF16));
-    OK(tg_vector_norm(&y, x, 2.0, 1, (int[]){1}, false));
-    OK(tg_autocast_end());
-    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
-    OK(tg_vector_norm(&want, x32, 2.0, 1, (int[]){1}, false));
-    th_expect_same_bits("autocast", x, y, want);
-    OK(tg_sum(&l, y));
-    OK(tg_backward(l, NULL, NULL));
-    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(x)), TG_BF16));
-    OK(tg_vector_norm(&yb, x, 2.0, 1, (int[]){1}, false));
-    cr_assert(eq(int, tg_tensor_dtype(yb), TG_BF16));
-    th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
+    th_expect_fp32_autocast(vector_norm_dim1, 211);
 }
 
 Test(vector_norm, refusals_name_the_argument)
