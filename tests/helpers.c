@@ -237,6 +237,15 @@ void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t se
     th_release_all(6, (tg_tensor *[]){x, x32, y, want, l, yb});
 }
 
+tg_reduction th_reduction_of(const char *name)
+{
+    if (!strcmp(name, "mean")) return TG_REDUCTION_MEAN;
+    if (!strcmp(name, "sum")) return TG_REDUCTION_SUM;
+    if (!strcmp(name, "none")) return TG_REDUCTION_NONE;
+    cr_assert(strcmp(name, "batchmean") == 0, "unknown reduction '%s'", name);
+    return TG_REDUCTION_BATCHMEAN;
+}
+
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)
 {
     tg_tensor *g = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), seed);

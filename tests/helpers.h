@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tapegrad/loss.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
 
@@ -169,6 +170,10 @@ void th_views_of_3x4x5(tg_tensor *v[3]);
  * (seed) gives an f32 y with the bits of op on x cast to f32, x's gradient
  * through it comes back in bf16, and outside the scope y is bf16. */
 void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t seed);
+
+/* The reduction a golden file names ("mean", "sum", "none", "batchmean");
+ * any other name fails the test. */
+tg_reduction th_reduction_of(const char *name);
 
 /* ---- golden files under tests/golden ---- */
 

@@ -16,13 +16,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static tg_reduction red_of(const char *s)
-{
-    if (!strcmp(s, "mean")) return TG_REDUCTION_MEAN;
-    if (!strcmp(s, "sum")) return TG_REDUCTION_SUM;
-    return TG_REDUCTION_NONE;
-}
-
 Test(bce_logits_weighted, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("bce_logits_weighted.safetensors");
@@ -39,7 +32,7 @@ Test(bce_logits_weighted, every_case_matches_torch)
         for (int k = 0; k < 4; k++) in[k] = th_leaf_clone(th_golden_get(f, c, names[k]));
         tg_tensor *y = NULL, *d[4] = {NULL};
         OK(tg_bce_with_logits_weighted(&y, in[0], in[1], hw ? in[2] : NULL, hp ? in[3] : NULL,
-                                       red_of(rs)));
+                                       th_reduction_of(rs)));
         const double rtol = f64 ? 1e-13 : 1e-5, atol = f64 ? 1e-14 : 1e-6;
         th_expect_near(what, y, th_golden_get(f, c, "y"), rtol, atol);
         tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g");

@@ -15,15 +15,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static tg_reduction red_of(const char *s)
-{
-    if (!strcmp(s, "mean")) return TG_REDUCTION_MEAN;
-    if (!strcmp(s, "sum")) return TG_REDUCTION_SUM;
-    if (!strcmp(s, "none")) return TG_REDUCTION_NONE;
-    cr_assert(strcmp(s, "batchmean") == 0, "%s", s);
-    return TG_REDUCTION_BATCHMEAN;
-}
-
 /* Values and both gradients within rounding of torch's, NaN where torch's
  * is NaN (a negative target; the gradient in a target of 0). */
 Test(kl_div, every_case_matches_torch)
@@ -37,7 +28,7 @@ Test(kl_div, every_case_matches_torch)
         const char *ds = th_golden_meta(f, c, "dtype");
         const bool f64 = !strcmp(ds, "f64"), bf16 = !strcmp(ds, "bf16");
         const char *rs = th_golden_meta(f, c, "red");
-        const tg_reduction red = red_of(rs);
+        const tg_reduction red = th_reduction_of(rs);
         const bool lt = atoi(th_golden_meta(f, c, "log_target")) != 0;
         snprintf(what, sizeof what, "%s (%s, %s, log_target %d)", c, ds, rs, lt);
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
