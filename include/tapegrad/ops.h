@@ -201,6 +201,12 @@ TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_
 /* a where cond is nonzero, else b (torch.where); the three broadcast
  * together.  cond: any dtype, no gradient; a, b: float (promoted). */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
+/* x with value where mask is nonzero (x.masked_fill(mask, value)): mask
+ * (any dtype, as tg_where's cond; no gradient) and x broadcast together;
+ * value is rounded to x's dtype.  The gradient is g where mask is 0, summed
+ * back to x's shape.  TG_EDTYPE for an integer x (torch also fills integer
+ * tensors), TG_ESHAPE when the shapes do not broadcast. */
+TG_API int tg_masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value);
 /* The larger (smaller) of a and b elementwise, broadcast together
  * (torch.maximum / torch.minimum): NaN when either is NaN; float dtypes,
  * promoted as tg_add.  Gradients as torch's: g to the larger (smaller)

@@ -8,6 +8,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "core/core.h"
 #include "ops/families.h"
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
@@ -102,4 +103,42 @@ int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b)
 {
     tg_tensor *in[3] = {cond, a, b};
     return tg_op_call(&where_op, out, 3, in, NULL, 0);
+}
+
+/* where(cond, a, 0) with the 0 a 0-d tensor of a's dtype. */
+int tg__where_or_zero(tg_tensor **out, tg_tensor *cond, tg_tensor *a)
+{
+    tg_tensor *zero = NULL;
+    TG_TRY(tg_tensor_scalar(&zero, a->dtype, 0.0));
+    const int rc = tg_where(out, cond, a, zero);
+    tg_tensor_release(zero);
+    return rc;
+}
+
+/* where(mask, value, x), value a 0-d tensor of x's dtype (so rounded to it,
+ * as torch casts the fill value). */
+static int masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value)
+{
+    TG_CHECK(mask != NULL, TG_EINVAL, "masked_fill: mask must not be NULL");
+    TG_CHECK(x != NULL, TG_EINVAL, "masked_fill: x must not be NULL");
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
+             "masked_fill: x has dtype %s; float dtypes only", tg_dtype_name(x->dtype));
+    tg_tensor *v = NULL;
+    int rc = tg_tensor_scalar(&v, x->dtype, value);
+    if (rc == TG_EINVAL)
+        return tg__error(rc, "masked_fill: value %g cannot be converted to x's dtype %s without "
+                             "overflow", value, tg_dtype_name(x->dtype));
+    TG_TRY(rc);
+    rc = tg_where(out, mask, v, x);
+    tg_tensor_release(v);
+    return rc;
+}
+
+int tg_masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "masked_fill: out must not be NULL");
+    tg__lib_enter();
+    const int rc = masked_fill(out, x, mask, value);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
 }
