@@ -20,6 +20,7 @@
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
+#include "ops/elementwise.h"
 #include "ops/families.h"
 #include "ops/reduce_internal.h"
 #include "tapegrad/ops.h"
@@ -101,7 +102,7 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
 static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const amax_params *p = tg_op_ctx_params(ctx);
-    tg_tensor *x, *y = NULL, *m = NULL, *c = NULL, *gk = NULL, *t = NULL, *zero = NULL;
+    tg_tensor *x, *y = NULL, *m = NULL, *c = NULL, *gk = NULL, *t = NULL;
     unsigned mask;
     int rc;
     TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
@@ -110,19 +111,14 @@ static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg__tie_mask(x, y, mask, p->whole, false, g->dtype, &m, &c));
     TG_TRY_GOTO(tg_reshape(&gk, g, c->ndim, c->shape));   /* the reduced dims as 1 */
     TG_TRY_GOTO(tg_div(&t, gk, c));
-    if (p->whole) {
-        TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
-        TG_TRY_GOTO(tg_where(&gi[0], m, t, zero));
-    } else {
-        TG_TRY_GOTO(tg_mul(&gi[0], t, m));
-    }
+    if (p->whole) TG_TRY_GOTO(tg__where_or_zero(&gi[0], m, t));
+    else TG_TRY_GOTO(tg_mul(&gi[0], t, m));
 done:
     tg_tensor_release(y);
     tg_tensor_release(m);
     tg_tensor_release(c);
     tg_tensor_release(gk);
     tg_tensor_release(t);
-    tg_tensor_release(zero);
     return rc;
 }
 

@@ -13,6 +13,9 @@ int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int
 /* TG_EINVAL if t is NULL, TG_EDTYPE if its dtype is not float; i numbers the
  * input in the message ("mul: input 1 has dtype i32; float dtypes only"). */
 int tg__ew_check_float(const char *op, int i, const tg_tensor *t);
+/* where(cond, a, 0), the 0 in a's dtype (src/ops/where.c): a gradient kept
+ * where cond holds and 0 elsewhere, differentiable again in a. */
+int tg__where_or_zero(tg_tensor **out, tg_tensor *cond, tg_tensor *a);
 
 /* An elementwise kernel over n contiguous elements of compute dtype cdt
  * (f32 or f64): out[i] = f(a[i], b[i]; s).  b is NULL for unary kernels; s is

@@ -101,17 +101,15 @@ MAP_FORWARD(mish)
 static int band_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, const hardtanh_params *p,
                          double s)
 {
-    tg_tensor *x, *m = NULL, *t = NULL, *zero = NULL;
+    tg_tensor *x, *m = NULL, *t = NULL;
     int rc;
     TG_TRY(tg__ctx_saved(ctx, 0, &x));
     TG_TRY_GOTO(tg__map_f64(&m, x, x->dtype, inside, p));   /* a constant mask */
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
     if (s != 1.0) TG_TRY_GOTO(tg_mul_scalar(&t, g, s));
-    TG_TRY_GOTO(tg_where(&gi[0], m, t ? t : g, zero));
+    TG_TRY_GOTO(tg__where_or_zero(&gi[0], m, t ? t : g));
 done:
     tg_tensor_release(m);
     tg_tensor_release(t);
-    tg_tensor_release(zero);
     return rc;
 }
 
@@ -130,7 +128,7 @@ static int hardsigmoid_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
  * constant, x / 3 + 1/2 differentiable (its derivative g / 3 between). */
 static int hardswish_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    enum { N = 7 };
+    enum { N = 6 };
     tg_tensor *x, *t[N] = {NULL};
     int rc;
     TG_TRY(tg__ctx_saved(ctx, 0, &x));
@@ -140,8 +138,7 @@ static int hardswish_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg_add_scalar(&t[3], t[2], 0.5));
     TG_TRY_GOTO(tg_mul(&t[4], g, t[3]));
     TG_TRY_GOTO(tg_where(&t[5], t[1], g, t[4]));
-    TG_TRY_GOTO(tg_tensor_scalar(&t[6], g->dtype, 0.0));
-    TG_TRY_GOTO(tg_where(&gi[0], t[0], t[6], t[5]));
+    TG_TRY_GOTO(tg_masked_fill(&gi[0], t[5], t[0], 0.0));
 done:
     for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
     return rc;

@@ -17,18 +17,16 @@
 /* xlogy(t, t): where(t == 0, 0, t * log t). */
 static int xlogx(tg_tensor **out, tg_tensor *t)
 {
-    tg_tensor *lg = NULL, *p = NULL, *z = NULL, *zero = NULL;
+    tg_tensor *lg = NULL, *p = NULL, *z = NULL;
     int rc;
     TG_TRY_GOTO(tg_log(&lg, t));
     TG_TRY_GOTO(tg_mul(&p, t, lg));
     TG_TRY_GOTO(tg_eq_scalar(&z, t, 0.0));
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, p->dtype, 0.0));
-    rc = tg_where(out, z, zero, p);
+    rc = tg_masked_fill(out, p, z, 0.0);
 done:
     tg_tensor_release(lg);
     tg_tensor_release(p);
     tg_tensor_release(z);
-    tg_tensor_release(zero);
     return rc;
 }
 

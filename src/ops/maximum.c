@@ -44,20 +44,18 @@ static int forward(const char *op, bool min, tg_ctx *ctx, tg_tensor **out,
 static int input_grad(const char *op, tg_ctx *ctx, int i, tg_tensor *g, tg_tensor *p,
                       tg_tensor *q, tg_tensor **gi)
 {
-    tg_tensor *w = NULL, *gw = NULL, *zero = NULL, *t = NULL;
+    tg_tensor *w = NULL, *gw = NULL, *t = NULL;
     tg_dtype dt;
     int nd, rc;
     const int64_t *shape;
     tg_op_ctx_input(ctx, i, &dt, &nd, &shape);
     TG_TRY_GOTO(tg__ew_binary(op, &w, p, q, k_weight, 0.0));   /* a constant */
     TG_TRY_GOTO(tg_mul(&gw, g, w));
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
-    TG_TRY_GOTO(tg_where(&t, w, gw, zero));
+    TG_TRY_GOTO(tg__where_or_zero(&t, w, gw));
     TG_TRY_GOTO(tg_sum_to_shape(gi, t, nd, shape));
 done:
     tg_tensor_release(w);
     tg_tensor_release(gw);
-    tg_tensor_release(zero);
     tg_tensor_release(t);
     return rc;
 }

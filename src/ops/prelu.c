@@ -83,20 +83,19 @@ static int prelu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
 
 static int prelu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *x, *w, *wv = NULL, *m = NULL, *zero = NULL, *t = NULL, *u = NULL, *s = NULL;
+    tg_tensor *x, *w, *wv = NULL, *m = NULL, *t = NULL, *u = NULL, *s = NULL;
     int rc;
     TG_TRY(tg_op_ctx_saved(ctx, 0, &x));
     TG_TRY(tg_op_ctx_saved(ctx, 1, &w));
     TG_TRY_GOTO(weight_view(&wv, x, w));
     TG_TRY_GOTO(tg_gt_scalar(&m, x, 0.0));   /* a constant mask */
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
     if (tg_op_ctx_needs_grad(ctx, 0)) {
         TG_TRY_GOTO(tg_mul(&t, g, wv));
         TG_TRY_GOTO(tg_where(&gi[0], m, g, t));
     }
     if (tg_op_ctx_needs_grad(ctx, 1)) {
         TG_TRY_GOTO(tg_mul(&u, g, x));
-        TG_TRY_GOTO(tg_where(&s, m, zero, u));
+        TG_TRY_GOTO(tg_masked_fill(&s, u, m, 0.0));
         tg_tensor *sw = NULL;
         TG_TRY_GOTO(tg_sum_to_shape(&sw, s, wv->ndim, wv->shape));
         rc = tg_reshape(&gi[1], sw, 1, w->shape);
@@ -110,7 +109,6 @@ done:
     }
     tg_tensor_release(wv);
     tg_tensor_release(m);
-    tg_tensor_release(zero);
     tg_tensor_release(t);
     tg_tensor_release(u);
     tg_tensor_release(s);

@@ -22,6 +22,7 @@
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
+#include "ops/elementwise.h"
 #include "ops/families.h"
 #include "ops/reduce_internal.h"
 #include "tapegrad/ops.h"
@@ -125,7 +126,6 @@ static int var_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const var_params *p = tg_op_ctx_params(ctx);
     tg_tensor *x, *y = NULL, *gk = NULL, *yk = NULL, *y2 = NULL, *q = NULL, *qm = NULL;
-    tg_tensor *zero = NULL;
     unsigned mask;
     int kn, rc;
     int64_t kept[TG_MAX_DIMS];
@@ -142,8 +142,7 @@ static int var_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg_reshape(&yk, y, kn, kept));
     TG_TRY_GOTO(tg_mul_scalar(&y2, yk, 2.0));
     TG_TRY_GOTO(tg_div(&q, gk, y2));
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, g->dtype, 0.0));
-    TG_TRY_GOTO(tg_where(&qm, yk, q, zero));   /* 0 where std = 0 */
+    TG_TRY_GOTO(tg__where_or_zero(&qm, yk, q));   /* 0 where std = 0 */
     TG_TRY_GOTO(var_grad(p, x, mask, qm, &gi[0]));
 done:
     tg_tensor_release(gk);
@@ -152,7 +151,6 @@ done:
     tg_tensor_release(y2);
     tg_tensor_release(q);
     tg_tensor_release(qm);
-    tg_tensor_release(zero);
     return rc;
 }
 

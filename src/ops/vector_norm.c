@@ -154,7 +154,7 @@ done:
  * for ord > 1, gk * y^(1-ord) for ord < 1. */
 static int g_factor(double ord, tg_tensor *yk, tg_tensor *gk, tg_tensor **q)
 {
-    tg_tensor *yp = NULL, *t = NULL, *nz = NULL, *zero = NULL;
+    tg_tensor *yp = NULL, *t = NULL, *nz = NULL;
     int rc;
     TG_TRY_GOTO(tg_pow_scalar(&yp, yk, ord > 1 ? ord - 1 : 1 - ord));
     if (ord < 1) {
@@ -163,13 +163,11 @@ static int g_factor(double ord, tg_tensor *yk, tg_tensor *gk, tg_tensor **q)
     }
     TG_TRY_GOTO(tg_div(&t, gk, yp));
     TG_TRY_GOTO(tg_ne_scalar(&nz, yk, 0.0));
-    TG_TRY_GOTO(tg_tensor_scalar(&zero, gk->dtype, 0.0));
-    rc = tg_where(q, nz, t, zero);
+    rc = tg__where_or_zero(q, nz, t);
 done:
     tg_tensor_release(yp);
     tg_tensor_release(t);
     tg_tensor_release(nz);
-    tg_tensor_release(zero);
     return rc;
 }
 
