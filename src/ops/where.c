@@ -4,7 +4,12 @@
  *
  * Gradients: da = sum_to_shape(g * c), db = sum_to_shape(g * (1 - c)) with c
  * the 0/1 mask of cond, a constant: products that can be differentiated
- * again.  cond has no gradient. */
+ * again.  cond has no gradient.
+ *
+ * The forward copies elements: directly, in parallel blocks, when each
+ * input is contiguous in the result's shape or a single element (the
+ * masked fills and the 0s of gradients); otherwise each input is broadcast
+ * into a double buffer first. */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -40,6 +45,78 @@ static int expanded(tg_tensor *t, int nd, const int64_t *shape, double **v)
     return *v ? TG_OK : TG_ENOMEM;
 }
 
+/* The direct path: when each input either is contiguous with the result's
+ * shape or holds one element (a 0-d zero, a scalar fill), the result's
+ * elements are copied from a's or b's bits (one dtype: the value itself, as
+ * a round trip through double would give), cond read in blocks as a mask. */
+typedef struct where_job {
+    const void *p[3];   /* cond, a, b */
+    bool one[3];        /* a single element, broadcast */
+    tg_dtype cdt;
+    size_t size;        /* bytes of an a, b and result element */
+    void *y;
+} where_job;
+
+enum { WHERE_BLOCK = 1024 };
+
+/* m[k] = 1 where cond element lo + k is nonzero (a NaN too, -0.0 not). */
+static void cond_block(const where_job *j, int64_t lo, int64_t n, uint8_t *m)
+{
+    const int64_t s = j->one[0] ? 0 : 1;
+    const char *c = j->p[0];
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = (lo + k) * s;
+        switch (j->cdt) {
+        case TG_F32: m[k] = ((const float *)c)[i] != 0; break;
+        case TG_F64: m[k] = ((const double *)c)[i] != 0; break;
+        case TG_F16:
+        case TG_BF16: m[k] = (((const uint16_t *)c)[i] & 0x7fff) != 0; break;
+        case TG_I32: m[k] = ((const int32_t *)c)[i] != 0; break;
+        case TG_I64: m[k] = ((const int64_t *)c)[i] != 0; break;
+        default: m[k] = ((const uint8_t *)c)[i] != 0; break;   /* u8, i8 */
+        }
+    }
+}
+
+#define WHERE_SELECT(T)                                                           \
+    do {                                                                          \
+        const T *a = j->p[1], *b = j->p[2];                                       \
+        T *y = (T *)j->y + lo;                                                    \
+        const int64_t sa = j->one[1] ? 0 : 1, sb = j->one[2] ? 0 : 1;             \
+        for (int64_t k = 0; k < n; k++)                                           \
+            y[k] = m[k] ? a[(lo + k) * sa] : b[(lo + k) * sb];                    \
+    } while (0)
+
+static void where_range(void *p, int64_t lo0, int64_t hi)
+{
+    const where_job *j = p;
+    uint8_t m[WHERE_BLOCK];
+    for (int64_t lo = lo0; lo < hi; lo += WHERE_BLOCK) {
+        const int64_t n = hi - lo < WHERE_BLOCK ? hi - lo : WHERE_BLOCK;
+        cond_block(j, lo, n, m);
+        if (j->size == 2) WHERE_SELECT(uint16_t);
+        else if (j->size == 4) WHERE_SELECT(uint32_t);
+        else WHERE_SELECT(uint64_t);
+    }
+}
+
+/* True (and *j filled) when every input is contiguous with (nd, shape) or
+ * holds one element. */
+static bool where_direct(tg_tensor *const *in, int nd, const int64_t *shape, where_job *j)
+{
+    for (int i = 0; i < 3; i++) {
+        const tg_tensor *t = in[i];
+        bool full = t->ndim == nd && tg_tensor_is_contiguous(t);
+        for (int d = 0; full && d < nd; d++) full = t->shape[d] == shape[d];
+        j->one[i] = tg_tensor_numel(t) == 1;
+        if (!full && !j->one[i]) return false;
+        j->p[i] = tg_tensor_cdata(t);
+    }
+    j->cdt = in[0]->dtype;
+    j->size = tg_dtype_size(in[1]->dtype);
+    return true;
+}
+
 static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                          const void *params)
 {
@@ -52,9 +129,19 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     int nd;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(where_shape(in, &nd, shape));
-    double *v[3] = {NULL, NULL, NULL};
     tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape);
-    int rc = r ? TG_OK : TG_ENOMEM;
+    if (!r) return TG_ENOMEM;
+    where_job j;
+    if (where_direct(in, nd, shape, &j)) {
+        const int64_t numel = tg_tensor_numel(r);
+        j.y = tg_tensor_data(r);
+        tg__parallel_range(numel, numel > 32768, where_range, &j);
+        if (ctx) tg__ctx_save(ctx, in[0]);
+        *out = r;
+        return TG_OK;
+    }
+    double *v[3] = {NULL, NULL, NULL};
+    int rc = TG_OK;
     for (int i = 0; i < 3 && rc >= 0; i++) rc = expanded(in[i], nd, shape, &v[i]);
     if (rc >= 0) {
         int64_t numel = tg_tensor_numel(r);
