@@ -4,7 +4,7 @@
  * not, larger than x's, 1 everywhere, None; batched and unbatched; x with
  * ties, NaNs and windows of -infs), the call with and without indices
  * against each other, derivatives to second order by finite differences,
- * f16, the AdaptiveMaxPoolNd modules and the refusals.
+ * f16, views, scopes, the AdaptiveMaxPoolNd modules and the refusals.
  * Goldens: scripts/make_adaptive_max_pool_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -319,6 +319,23 @@ Test(adaptive_max_pool, the_pair_checks_its_indices)
         r = NULL;
     }
     th_release_all(2, (tg_tensor *[]){g, h});
+}
+
+/* Inside a scope the scope owns y and the indices, and nothing else the
+ * call made. */
+Test(adaptive_max_pool, a_scope_gets_both_results)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 5, 4}, 8), *y = NULL, *idx = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_scope_begin());
+    OK(tg_adaptive_max_pool(&y, &idx, x, 2, (int64_t[]){3, 3}));
+    cr_assert(eq(int, tg_scope_size(), 2));
+    OK(tg_adaptive_max_pool(&y, NULL, x, 2, (int64_t[]){3, 3}));
+    cr_assert(eq(int, tg_scope_size(), 3));
+    cr_assert(tg_scope_keep(idx) == idx, "the indices are the scope's");
+    OK(tg_scope_end());
+    th_expect_shape(idx, 3, (int64_t[]){2, 3, 3});
+    th_release_all(2, (tg_tensor *[]){x, idx});
 }
 
 /* The indices op keeps x's dtype under autocast and has no gradient; the

@@ -15,9 +15,11 @@
  *                   one x element may take several)
  *   d(S^T g)/dg = S adaptive_max_pool_gather(h, idx) = h[idx[o]]
  * and the gradient of the gather is the backward again: the pair are each
- * other's adjoint, so derivatives of any order are these two ops (max_pool's
- * pair cannot take them: its kernel, stride and padding give no windows
- * repeated more than once when O > I + 1).  The indices are an input of
+ * other's adjoint, so derivatives of any order are these two ops.  (They
+ * run max_pool's scatter and gather kernels, but max_pool's ops check a
+ * max_pool call's output shape, and no kernel, stride and padding of at
+ * most half the kernel give more than I + 1 outputs along an axis of extent
+ * I: they cannot take O > I + 1.)  The indices are an input of
  * both, an i64 tensor of y's shape that gets no gradient.  A caller who
  * wants the indices gets them from adaptive_max_pool_indices (not
  * differentiable) and y as adaptive_max_pool_gather(x, idx): the same
