@@ -380,7 +380,7 @@ Test(cli, tg_profile_prints_the_table_at_exit)
     th_expect_in(th_err, "self ms");
     th_expect_in(th_err, "3 of ");
     th_expect_in(th_err, " rows shown; self time of all rows");
-    th_expect_in(th_out, "9 cases, 0 failed");
+    th_expect_in(th_out, "10 cases, 0 failed");
     cr_assert(eq(int, setenv("TG_PROFILE", "many", 1), 0));
     cr_assert(eq(int, RUN("gradcheck", "pool"), 0));
     th_expect_in(th_err, "tapegrad: TG_PROFILE=many is not a number of rows >= 1; not profiling");

@@ -3,8 +3,8 @@
  * Upsample (nearest, linear, bicubic, antialiased bilinear and bicubic; an
  * antialiased one with align_corners refused), AvgPool and MaxPool of every rank
  * (ceil_mode, count_include_pad, dilation) with the graph expected node by
- * node, AdaptiveAvgPool (global, kernel = stride; uneven windows refused),
- * and LayerNorm, GroupNorm and InstanceNorm (with and without running
+ * node, AdaptiveAvgPool and AdaptiveMaxPool (global, kernel = stride;
+ * uneven windows refused), and LayerNorm, GroupNorm and InstanceNorm (with and without running
  * statistics).
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
@@ -305,6 +305,63 @@ Test(onnx_resample, adaptive_avg_pool_matches_onnxruntime)
     x = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 6, 4}, 4);
     cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED));
     th_expect_in(tg_error_message(), "(AdaptiveAvgPool2d) runs on an unbatched input (3 dims)");
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    tg_module_release(m);
+    tg_tensor_release(x);
+}
+
+/* AdaptiveMaxPoolNd: output 1 everywhere is GlobalMaxPool, output extents
+ * that divide the input's a MaxPool with kernel = stride = I/O; ONNX
+ * Runtime computes tapegrad's outputs.  Uneven windows and an unbatched
+ * input are refused, nothing written. */
+Test(onnx_resample, adaptive_max_pool_matches_onnxruntime)
+{
+    need_onnx();
+    static const struct {
+        const char *name;
+        int ns;
+        int64_t size[3], in[5];
+        const char *graph;
+    } cases[] = {
+        {"adaptive_max1d_global", 1, {1}, {2, 3, 7}, "\"ops\": [\"GlobalMaxPool\"]"},
+        {"adaptive_max2d_global", 2, {1, 1}, {2, 3, 5, 6}, "\"ops\": [\"GlobalMaxPool\"]"},
+        {"adaptive_max3d_global", 3, {1, 1, 1}, {1, 2, 3, 4, 5},
+         "\"ops\": [\"GlobalMaxPool\"]"},
+        {"adaptive_max1d_divides", 1, {4}, {2, 3, 12},
+         "\"ops\": [\"MaxPool\"], \"attributes\": {\"MaxPool\": {\"kernel_shape\": "
+         "[3], \"strides\": [3], \"pads\": [0, 0]}}"},
+        {"adaptive_max2d_divides_none", 2, {2, 0}, {2, 3, 8, 5},
+         "\"ops\": [\"MaxPool\"], \"attributes\": {\"MaxPool\": {\"kernel_shape\": "
+         "[4, 1], \"strides\": [4, 1], \"pads\": [0, 0, 0, 0]}}"},
+        {"adaptive_max3d_divides", 3, {2, 1, 3}, {1, 2, 4, 3, 6},
+         "\"ops\": [\"MaxPool\"], \"attributes\": {\"MaxPool\": {\"kernel_shape\": "
+         "[2, 3, 2], \"strides\": [2, 3, 2]}}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tg_module *m = NULL;
+        cr_assert(tg_nn_adaptive_max_pool_new(&m, cases[i].ns, cases[i].size) == TG_OK);
+        tg_tensor *x = th_rand_uniform(TG_F32, cases[i].ns + 2, cases[i].in, 720 + i);
+        case_graph = cases[i].graph;
+        write_case(cases[i].name, m, x, 1e-5, 0, NULL, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+
+    tg_module *m = NULL;
+    char path[256];
+    th_tmp_path(path, sizeof path, "adaptive_max_uneven.onnx");
+    cr_assert(tg_nn_adaptive_max_pool_new(&m, 3, (const int64_t[]){2, 2, 5}) == TG_OK);
+    tg_tensor *x = th_rand_uniform(TG_F32, 5, (const int64_t[]){1, 2, 4, 6, 3}, 3);
+    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
+              tg_error_message());
+    th_expect_in(tg_error_message(), "onnx_export: module '<top>' (AdaptiveMaxPool3d) pools "
+                                     "spatial dim 2 of extent 3 to 5, which does not divide it");
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    tg_tensor_release(x);
+    x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 4, 6, 5}, 4);
+    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "(AdaptiveMaxPool3d) runs on an unbatched input (4 dims)");
     cr_assert(th_exists(path) == false, "a refused export left %s", path);
     tg_module_release(m);
     tg_tensor_release(x);

@@ -91,6 +91,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
         {"mish", TG_AMP_KEEP},
         {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
+        {"adaptive_max_pool", TG_AMP_KEEP}, {"adaptive_max_pool_backward", TG_AMP_KEEP},
+        {"adaptive_max_pool_gather", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

@@ -483,6 +483,8 @@ const gc_case gc_cases[] = {
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("adaptive_avg_pool", "pool", f_adaptive_avg_pool, "(2, 2, 5, 4) 2-d to (3, 6)", 1,
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
+    GC_FN("adaptive_max_pool", "pool", f_adaptive_max_pool, "(2, 2, 5, 4) 2-d to (3, 6)", 1,
+          .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("max_pool", "pool", f_max_pool, "(2, 2, 5, 4) 2-d k 2 s 1 p 1 dilation 1,2", 1,
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),
     GC_FN("upsample_nearest", "pool", f_upsample_nearest, "(2, 2, 5, 4) scale 2,3", 1,

@@ -62,6 +62,7 @@ int f_cross_entropy(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_adaptive_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_adaptive_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_upsample_nearest(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user);

@@ -115,6 +115,11 @@ int f_adaptive_avg_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user
     return tg_adaptive_avg_pool(out, in[0], 2, (const int64_t[]){3, 6});
 }
 
+int f_adaptive_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_adaptive_max_pool(out, NULL, in[0], 2, (const int64_t[]){3, 6});
+}
+
 int f_max_pool(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     tg_pool_params p = TG_POOL_PARAMS_INIT;

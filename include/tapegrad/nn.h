@@ -393,6 +393,12 @@ TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *sca
  * entry out of range. */
 TG_API int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial,
                                        const int64_t *output_size);
+/* nn.AdaptiveMaxPool{1,2,3}d(output_size) over n_spatial dims (type names
+ * "AdaptiveMaxPool1d", ...), return_indices=False: forward is
+ * tg_adaptive_max_pool without indices; output_size as
+ * tg_nn_adaptive_avg_pool_new's, with its errors. */
+TG_API int tg_nn_adaptive_max_pool_new(tg_module **out, int n_spatial,
+                                       const int64_t *output_size);
 /* nn.Upsample(scale_factor=scale, mode='linear' | 'bilinear' | 'trilinear'
  * for n_spatial 1, 2, 3, align_corners=align_corners) with integer factors
  * (type name "Upsample"): forward is tg_upsample_linear to the extents
@@ -418,8 +424,9 @@ TG_API int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode,
  * the module's type for another module. */
 TG_API int tg_nn_pool_params(const tg_module *m, int *n_spatial, tg_pool_params *p);
 TG_API int tg_nn_upsample_params(const tg_module *m, int *n_spatial, int64_t *scale);
-/* An AdaptiveAvgPoolNd's n_spatial and its *n_spatial output extents as
- * given (0: the input's).  Out-pointers may be NULL; TG_EINVAL naming the
+/* An AdaptiveAvgPoolNd's or AdaptiveMaxPoolNd's n_spatial and its
+ * *n_spatial output extents as given (0: the input's); tg_module_type_name
+ * tells the two apart.  Out-pointers may be NULL; TG_EINVAL naming the
  * module's type for another module. */
 TG_API int tg_nn_adaptive_pool_params(const tg_module *m, int *n_spatial, int64_t *output_size);
 /* An Upsample's mode and align_corners (false for nearest).  Out-pointers

@@ -188,6 +188,29 @@ TG_API int tg_upsample_antialias(tg_tensor **out, tg_tensor *x, tg_upsample_mode
 TG_API int tg_adaptive_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial,
                                 const int64_t *output_size);
 
+/* AdaptiveMaxPool{1,2,3}d: F.adaptive_max_pool1d/2d/3d(x, output_size,
+ * return_indices=indices != NULL) over the last n_spatial dims of x,
+ * (B, C, S...) or unbatched (C, S...).  The windows are
+ * tg_adaptive_avg_pool's: along an axis of extent I pooled to O =
+ * output_size[a] (in [1, TG_POOL_MAX_PARAM], or 0 for x's own extent,
+ * PyTorch's None), output o covers x's indices [floor(o*I/O),
+ * ceil((o+1)*I/O)).  Each output is its window's largest element, found as
+ * PyTorch's CPU kernels scan the window in row-major order: ties give the
+ * first, a NaN wins over every number (the window's last NaN when it has
+ * several), a window of -infs gives its first element.  When indices is
+ * not NULL it receives a new reference to an i64 tensor of *out's shape
+ * holding each maximum's flat index within its (b, c) plane of x
+ * (row-major over the n_spatial dims), PyTorch's returned indices; it
+ * never requires grad.  Gradients of every order: the gradient adds each g
+ * element into its window's maximum (an x element that is the maximum of
+ * several overlapping windows takes all their g), an op whose own gradient
+ * picks those elements again.  f32, f64, f16 and bf16 (exact: a maximum
+ * is one of x's values).  *out receives a new reference; on error out and
+ * indices are untouched.  Errors as tg_adaptive_avg_pool, and TG_EINVAL
+ * when out and indices are the same pointer. */
+TG_API int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                                int n_spatial, const int64_t *output_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* src/nn/pool_modules.c - the parameter-free resampling modules:
- * AvgPool{1,2,3}d, MaxPool{1,2,3}d, AdaptiveAvgPool{1,2,3}d and Upsample
+ * AvgPool{1,2,3}d, MaxPool{1,2,3}d, AdaptiveAvgPool{1,2,3}d,
+ * AdaptiveMaxPool{1,2,3}d and Upsample
  * (nearest, linear or bicubic, antialiased or not, integer scale factors).
  * Each keeps its n_spatial and parameters, checked when it is made, and runs
  * the op of tapegrad/pool.h. */
@@ -13,7 +14,7 @@ typedef struct tg__pool_state {
     int ns;
     tg_pool_params p;                       /* pools: strides resolved */
     int64_t scale[TG_POOL_MAX_SPATIAL];     /* Upsample */
-    int64_t size[TG_POOL_MAX_SPATIAL];      /* AdaptiveAvgPool: output size, 0 for x's */
+    int64_t size[TG_POOL_MAX_SPATIAL];      /* Adaptive*Pool: output size, 0 for x's */
     tg_upsample_mode mode;                  /* Upsample */
     bool align_corners;                     /* Upsample, linear or bicubic */
     bool antialias;                         /* Upsample, bilinear or bicubic */
@@ -35,6 +36,12 @@ static int tg__adaptive_avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor 
 {
     const tg__pool_state *s = m->state;
     return tg_adaptive_avg_pool(y, x, s->ns, s->size);
+}
+
+static int tg__adaptive_max_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    const tg__pool_state *s = m->state;
+    return tg_adaptive_max_pool(y, NULL, x, s->ns, s->size);
 }
 
 static int tg__upsample_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
@@ -85,6 +92,13 @@ static const tg_module_vtable tg__nn_adaptive_avg_pool_vt[TG_POOL_MAX_SPATIAL] =
      .release = free, .state_size = sizeof(tg__pool_state)},
     {.type_name = "AdaptiveAvgPool3d", .forward = tg__adaptive_avg_pool_forward,
      .release = free, .state_size = sizeof(tg__pool_state)}};
+static const tg_module_vtable tg__nn_adaptive_max_pool_vt[TG_POOL_MAX_SPATIAL] = {
+    {.type_name = "AdaptiveMaxPool1d", .forward = tg__adaptive_max_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AdaptiveMaxPool2d", .forward = tg__adaptive_max_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)},
+    {.type_name = "AdaptiveMaxPool3d", .forward = tg__adaptive_max_pool_forward,
+     .release = free, .state_size = sizeof(tg__pool_state)}};
 static const tg_module_vtable tg__nn_upsample_vt = {
     .type_name = "Upsample", .forward = tg__upsample_forward, .release = free,
     .state_size = sizeof(tg__pool_state)};
@@ -110,9 +124,12 @@ int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
     return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
 }
 
-int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial, const int64_t *output_size)
+/* An adaptive pooling module (max: AdaptiveMaxPoolNd, else AdaptiveAvgPoolNd),
+ * its output size checked (messages name fn). */
+static int tg__adaptive_pool_new(tg_module **out, bool max, int n_spatial,
+                                 const int64_t *output_size)
 {
-    const char *fn = "nn_adaptive_avg_pool_new";
+    const char *fn = max ? "nn_adaptive_max_pool_new" : "nn_adaptive_avg_pool_new";
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
     TG_CHECK(n_spatial >= 1 && n_spatial <= TG_POOL_MAX_SPATIAL, TG_EINVAL,
              "%s: n_spatial=%d must be 1, 2 or 3", fn, n_spatial);
@@ -124,7 +141,18 @@ int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial, const int64_t *o
                  (long long)output_size[a], (long long)TG_POOL_MAX_PARAM);
         s.size[a] = output_size[a];
     }
-    return tg__module_new_state(out, &tg__nn_adaptive_avg_pool_vt[n_spatial - 1], &s);
+    const tg_module_vtable *vt = max ? tg__nn_adaptive_max_pool_vt : tg__nn_adaptive_avg_pool_vt;
+    return tg__module_new_state(out, &vt[n_spatial - 1], &s);
+}
+
+int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial, const int64_t *output_size)
+{
+    return tg__adaptive_pool_new(out, false, n_spatial, output_size);
+}
+
+int tg_nn_adaptive_max_pool_new(tg_module **out, int n_spatial, const int64_t *output_size)
+{
+    return tg__adaptive_pool_new(out, true, n_spatial, output_size);
 }
 
 /* An Upsample of that mode, antialiased or not (fn: the public function, for
@@ -194,8 +222,10 @@ int tg_nn_adaptive_pool_params(const tg_module *m, int *n_spatial, int64_t *outp
     TG_CHECK(m != NULL, TG_EINVAL, "%s: m must not be NULL", fn);
     bool adaptive = false;
     for (int i = 0; i < TG_POOL_MAX_SPATIAL; i++)
-        adaptive |= m->vt == &tg__nn_adaptive_avg_pool_vt[i];
-    TG_CHECK(adaptive, TG_EINVAL, "%s: m is a %s module, not AdaptiveAvgPoolNd", fn,
+        adaptive |= m->vt == &tg__nn_adaptive_avg_pool_vt[i] ||
+                    m->vt == &tg__nn_adaptive_max_pool_vt[i];
+    TG_CHECK(adaptive, TG_EINVAL,
+             "%s: m is a %s module, not AdaptiveAvgPoolNd or AdaptiveMaxPoolNd", fn,
              tg_module_type_name(m));
     const tg__pool_state *s = m->state;
     if (n_spatial) *n_spatial = s->ns;

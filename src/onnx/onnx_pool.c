@@ -22,6 +22,8 @@
  *                 each output extent O divides the input's I (the same
  *                 windows); otherwise refused: ONNX has no pooling whose
  *                 windows overlap unevenly
+ *   AdaptiveMaxPoolNd -> GlobalMaxPool or MaxPool the same way (ties and
+ *                 NaNs as ONNX Runtime's MaxPool takes them)
  * ONNX's ceil_mode is not PyTorch's: opset 17 rounds the output extent up
  * without dropping a window that would start in the right padding, and
  * AveragePool's count_include_pad counts every padded element of a window.
@@ -192,7 +194,9 @@ int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
 {
     int ns;
     TG_TRY(tg_nn_adaptive_pool_params(s->m, &ns, NULL));
-    TG_TRY(tg__onnx_need_batched(s, ns, "AveragePool"));
+    const bool max = !strncmp(tg_module_type_name(s->m), "AdaptiveMax", 11);
+    const char *pool = max ? "MaxPool" : "AveragePool";
+    TG_TRY(tg__onnx_need_batched(s, ns, pool));
     int64_t k[TG_POOL_MAX_SPATIAL], zeros[2 * TG_POOL_MAX_SPATIAL] = {0};
     bool global = true;
     for (int a = 0; a < ns; a++) {
@@ -207,13 +211,13 @@ int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
         global &= out == 1;
     }
     if (global)
-        return tg__onnx_add(s->g, NULL, y, s->scope, "GlobalAveragePool", 1,
-                            (const char *const[]){s->x});
+        return tg__onnx_add(s->g, NULL, y, s->scope, max ? "GlobalMaxPool" : "GlobalAveragePool",
+                            1, (const char *const[]){s->x});
     tg__onnx_node *n = NULL;
-    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "AveragePool", 1, (const char *const[]){s->x}));
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, pool, 1, (const char *const[]){s->x}));
     TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, k));
     TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, k));
     TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, zeros));
     TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
-    return tg__onnx_attr_int(s->g, n, "count_include_pad", 0);
+    return max ? TG_OK : tg__onnx_attr_int(s->g, n, "count_include_pad", 0);
 }

@@ -116,10 +116,9 @@ static_assert(sizeof tg__adaptive_pool_ops / sizeof tg__adaptive_pool_ops[0] ==
                   TG__adaptive_pool_N,
               "src/ops/families.h must count the adaptive_pool ops");
 
-int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
-                               const int64_t *output_size, bool general)
+int tg__adaptive_pool_check(const char *op, tg_tensor **out, tg_tensor *x, int n_spatial,
+                            const int64_t *output_size, tg__pool_call *c)
 {
-    const char *op = tg__pool_opname(TG__ADAPTIVE_AVG_POOL, n_spatial);
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(n_spatial >= 1 && n_spatial <= TG_POOL_MAX_SPATIAL, TG_EINVAL,
@@ -127,7 +126,7 @@ int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
     TG_CHECK(output_size != NULL, TG_EINVAL, "%s: output_size must not be NULL", op);
     const int nd = tg_tensor_ndim(x);
     TG_TRY(tg__pool_check_rank(op, n_spatial, nd));
-    tg__pool_call c = {.ns = n_spatial, .general = general};
+    *c = (tg__pool_call){.ns = n_spatial};
     for (int a = 0; a < n_spatial; a++) {
         const int64_t s = output_size[a];
         TG_CHECK(s >= 0 && s <= TG_POOL_MAX_PARAM, TG_EINVAL,
@@ -136,8 +135,18 @@ int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
         const int64_t in = tg_tensor_shape(x)[nd - n_spatial + a];
         TG_CHECK(s > 0 || in > 0, TG_ESHAPE, "%s: x's dim %d has extent 0; every dim but the "
                  "batch must be >= 1", op, nd - n_spatial + a);
-        c.size[a] = s ? s : in;
+        c->size[a] = s ? s : in;
     }
+    return TG_OK;
+}
+
+int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
+                               const int64_t *output_size, bool general)
+{
+    const char *op = tg__pool_opname(TG__ADAPTIVE_AVG_POOL, n_spatial);
+    tg__pool_call c;
+    TG_TRY(tg__adaptive_pool_check(op, out, x, n_spatial, output_size, &c));
+    c.general = general;
     tg_tensor *in[1] = {x};
     return tg_op_call(&adaptive_avg_op, out, 1, in, &c, sizeof c);
 }

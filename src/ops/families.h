@@ -34,6 +34,7 @@
     X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
     X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */ \
     X(adaptive_pool, 2)  /* adaptive_pool.c: adaptive_avg_pool adaptive_avg_pool_backward */ \
+    X(adaptive_max_pool, 4) /* adaptive_max_pool.c: adaptive_max_pool _indices _backward _gather */\
     X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
     X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */ \
     X(bce_loss, 1)       /* bce_loss.c: bce_loss */                           \

@@ -1,6 +1,6 @@
 /* src/ops/pool_internal.h - what avg_pool.c, max_pool.c, adaptive_pool.c,
- * upsample.c, interpolate.c and the pooling modules (src/nn/pool_modules.c)
- * share: parameter checks, the output shape and the geometry of a call. */
+ * adaptive_max_pool.c, upsample.c, interpolate.c and the pooling modules
+ * (src/nn/pool_modules.c) share: parameter checks, the output shape and the geometry of a call. */
 #ifndef TAPEGRAD_OPS_POOL_INTERNAL_H
 #define TAPEGRAD_OPS_POOL_INTERNAL_H
 
@@ -17,10 +17,12 @@ typedef enum tg__pool_kind {
     TG__UPSAMPLE_LINEAR,   /* linear, bilinear, trilinear to a given size */
     TG__UPSAMPLE_CUBIC,    /* bicubic to a given size */
     TG__ADAPTIVE_AVG_POOL, /* adaptive average pooling to a given size */
+    TG__ADAPTIVE_MAX_POOL, /* adaptive max pooling to a given size */
 } tg__pool_kind;
 
 /* "avg_pool2d", "max_pool1d", "upsample_nearest3d", "upsample_bilinear2d",
- * "adaptive_avg_pool1d" ("avg_pool" ... when n_spatial is not 1..3): the
+ * "adaptive_avg_pool1d", "adaptive_max_pool3d" ("avg_pool" ... when
+ * n_spatial is not 1..3): the
  * name messages give the call. */
 const char *tg__pool_opname(tg__pool_kind kind, int n_spatial);
 
@@ -56,11 +58,19 @@ typedef struct tg__pool_call {
                                              output extents */
     bool align_corners;                   /* linear, cubic upsampling */
     bool cubic;                           /* interpolate.c: the cubic ops' call */
-    bool general;                         /* adaptive pooling: the general kernels even where
-                                             avg_pool's apply (the tests compare the two) */
+    bool general;                         /* adaptive average pooling: the general kernels even
+                                             where avg_pool's apply (the tests compare the
+                                             two) */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
+
+/* The checks of tg_adaptive_avg_pool and tg_adaptive_max_pool (messages
+ * name op): out, x and output_size not NULL, n_spatial 1..3, x's rank, each
+ * output_size entry in [0, TG_POOL_MAX_PARAM] (0 only for an axis of x's of
+ * extent >= 1); *c gets the call, its sizes resolved (adaptive_pool.c). */
+int tg__adaptive_pool_check(const char *op, tg_tensor **out, tg_tensor *x, int n_spatial,
+                            const int64_t *output_size, tg__pool_call *c);
 
 /* Checks call c of that kind on an input of rank c->ndim and shape
  * c->shape (dtype: x's, for the message) and gives the output shape:
@@ -174,10 +184,14 @@ typedef struct tg__pool_kernels {
  *                     tg__adaptive_axes_init divided by their three
  *                     extents in turn
  *   adaptive_avg_adjoint  g (out) -> dx (in, zeroed): g divided so, added
- *                     over each window */
+ *                     over each window
+ *   adaptive_max      x (in) -> y (out) and idx_out (may be NULL): the
+ *                     maxima over the windows of tg__adaptive_axes_init and
+ *                     their indices, by max_pool's scan */
 extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels,
     tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
-    tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels;
+    tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels,
+    tg__adaptive_max_kernels;
 
 /* Runs kernel k over the planes of job->g (in parallel when large) in
  * compute dtype cdt (TG_F32 or TG_F64) with job->src the elements of src in

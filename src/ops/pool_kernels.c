@@ -1,6 +1,6 @@
 /* src/ops/pool_kernels.c - the kernels of avg_pool.c, max_pool.c,
- * upsample.c and adaptive_pool.c (pool_kernels_tmpl.h instantiated for
- * float and double), the
+ * upsample.c, adaptive_pool.c and adaptive_max_pool.c (pool_kernels_tmpl.h
+ * instantiated for float and double), the
  * window tables they read and the driver that moves a call's tensors in and
  * out of the compute dtype. */
 #include <math.h>
@@ -139,6 +139,7 @@ const tg__pool_kernels tg__upsample_sum_kernels = {upsample_sum_f32, upsample_su
 const tg__pool_kernels tg__adaptive_avg_kernels = {adaptive_avg_f32, adaptive_avg_f64};
 const tg__pool_kernels tg__adaptive_avg_adjoint_kernels = {adaptive_avg_adjoint_f32,
                                                            adaptive_avg_adjoint_f64};
+const tg__pool_kernels tg__adaptive_max_kernels = {adaptive_max_f32, adaptive_max_f64};
 
 int tg__pool_run(const tg__pool_kernels *k, tg__pool_job *job, tg_dtype cdt,
                  const tg_tensor *src, int ndim, const int64_t *shape, bool zeroed,

@@ -10,7 +10,7 @@
  * stack.
  * It defines the static kernels {avg_pool, avg_pool_adjoint, max_pool,
  * max_pool_scatter, max_pool_gather, upsample_sum, adaptive_avg,
- * adaptive_avg_adjoint}_SUF (FN pastes the suffix), which pool_kernels.c
+ * adaptive_avg_adjoint, adaptive_max}_SUF (FN pastes the suffix), which pool_kernels.c
  * puts in the tables of pool_internal.h.
  *
  * Every kernel walks a plane's output rows (o0, o1) and, inside a row, the
@@ -363,6 +363,46 @@ static void FN(adaptive_avg_adjoint)(void *job, int64_t plo, int64_t phi)
                             for (int64_t i2 = ax->lo[2][o2]; i2 < ax->hi[2][o2]; i2++)
                                 xr[i2] += d;
                         }
+                }
+    }
+}
+
+/* y[o] = the largest element of window o of x and idx_out[o] (when kept)
+ * its index within the plane, by PyTorch's scan (cpu_adaptive_max_pool,
+ * adaptive_max_pool3d's frame loop): the window in row-major order from
+ * -inf and its first element, taking v when it is greater or NaN, so ties
+ * keep the first, the last NaN wins and a window of -infs gives its first
+ * element.  Adaptive windows are never empty. */
+static void FN(adaptive_max)(void *job, int64_t plo, int64_t phi)
+{
+    const tg__pool_job *j = job;
+    const tg__pool_geom *g = j->g;
+    const tg__pool_axes *ax = j->ax;
+    const int64_t I1 = g->in[1], I2 = g->in[2], O1 = g->out[1], O2 = g->out[2];
+    for (int64_t pl = plo; pl < phi; pl++) {
+        const T *x = (const T *)j->src + pl * g->in_plane;   /* x is (I0, I1, I2) */
+        T *y = (T *)j->dst + pl * g->out_plane;                /* y is (O0, O1, O2) */
+        int64_t *idx = j->idx_out ? j->idx_out + pl * g->out_plane : NULL;
+        for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+            for (int64_t o1 = 0; o1 < O1; o1++)
+                for (int64_t o2 = 0; o2 < O2; o2++) {
+                    const int64_t lo2 = ax->lo[2][o2], hi2 = ax->hi[2][o2];
+                    T best = -(T)INFINITY;
+                    int64_t at = (ax->lo[0][o0] * I1 + ax->lo[1][o1]) * I2 + lo2;
+                    for (int64_t i0 = ax->lo[0][o0]; i0 < ax->hi[0][o0]; i0++)
+                        for (int64_t i1 = ax->lo[1][o1]; i1 < ax->hi[1][o1]; i1++) {
+                            const int64_t row = (i0 * I1 + i1) * I2;
+                            for (int64_t i2 = lo2; i2 < hi2; i2++) {
+                                const T v = x[row + i2];
+                                if (v > best || v != v) {
+                                    best = v;
+                                    at = row + i2;
+                                }
+                            }
+                        }
+                    const int64_t o = (o0 * O1 + o1) * O2 + o2;
+                    y[o] = best;
+                    if (idx) idx[o] = at;
                 }
     }
 }

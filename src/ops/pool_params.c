@@ -1,6 +1,7 @@
 /* src/ops/pool_params.c - the rules of pooling and upsampling parameters
  * and inputs, and the output shape, shared by avg_pool.c, max_pool.c,
- * adaptive_pool.c, upsample.c, interpolate.c and the pooling modules.
+ * adaptive_pool.c, adaptive_max_pool.c, upsample.c, interpolate.c and the
+ * pooling modules.
  *
  * Pooling output extent, as PyTorch's pooling_output_shape:
  *   O = floor((I + 2p - d(k-1) - 1 + (ceil_mode ? s-1 : 0)) / s) + 1,
@@ -14,14 +15,16 @@
 
 const char *tg__pool_opname(tg__pool_kind kind, int n_spatial)
 {
-    static const char *names[6][4] = {
+    static const char *names[7][4] = {
         {"avg_pool", "avg_pool1d", "avg_pool2d", "avg_pool3d"},
         {"max_pool", "max_pool1d", "max_pool2d", "max_pool3d"},
         {"upsample_nearest", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"},
         {"upsample_linear", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d"},
         {"upsample_bicubic", "upsample_bicubic", "upsample_bicubic2d", "upsample_bicubic"},
         {"adaptive_avg_pool", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-         "adaptive_avg_pool3d"}};
+         "adaptive_avg_pool3d"},
+        {"adaptive_max_pool", "adaptive_max_pool1d", "adaptive_max_pool2d",
+         "adaptive_max_pool3d"}};
     return names[kind][n_spatial >= 1 && n_spatial <= 3 ? n_spatial : 0];
 }
 
@@ -164,7 +167,7 @@ static int out_shape(const char *op, tg__pool_kind kind, const tg__pool_call *c,
     for (int a = 0; a < c->ns; a++) {
         const int64_t in = c->shape[lead + a];
         if (kind == TG__UPSAMPLE_LINEAR || kind == TG__UPSAMPLE_CUBIC ||
-            kind == TG__ADAPTIVE_AVG_POOL) {
+            kind == TG__ADAPTIVE_AVG_POOL || kind == TG__ADAPTIVE_MAX_POOL) {
             out[lead + a] = c->size[a];
         } else if (kind == TG__UPSAMPLE) {
             TG_CHECK(in <= INT64_MAX / c->scale[a], TG_EINVAL,
@@ -186,7 +189,8 @@ int tg__pool_prepare(const char *op, tg__pool_kind kind, tg_dtype dtype, tg__poo
                      int64_t *out)
 {
     if (kind == TG__UPSAMPLE) TG_TRY(tg__upsample_check_scale(op, c->ns, c->scale));
-    else if (kind == TG__UPSAMPLE_LINEAR || kind == TG__ADAPTIVE_AVG_POOL)
+    else if (kind == TG__UPSAMPLE_LINEAR || kind == TG__ADAPTIVE_AVG_POOL ||
+             kind == TG__ADAPTIVE_MAX_POOL)
         TG_TRY(tg__upsample_check_size(op, c->ns, c->size));
     else if (kind == TG__UPSAMPLE_CUBIC) {
         TG_CHECK(c->ns == 2, TG_EINVAL, "%s: n_spatial=%d; bicubic interpolation is 2-d", op,
@@ -220,7 +224,7 @@ void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t 
 {
     const bool up = kind == TG__UPSAMPLE,
                lin = kind == TG__UPSAMPLE_LINEAR || kind == TG__UPSAMPLE_CUBIC ||
-                     kind == TG__ADAPTIVE_AVG_POOL;
+                     kind == TG__ADAPTIVE_AVG_POOL || kind == TG__ADAPTIVE_MAX_POOL;
     const int lead = c->ndim - c->ns, first = 3 - c->ns;
     *g = (tg__pool_geom){.planes = tg__numel(lead, c->shape), .in_plane = 1, .out_plane = 1};
     for (int a = 0; a < 3; a++) {

@@ -137,7 +137,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 19;
+    uint8_t k = u8(g) % 20;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -184,6 +184,12 @@ int op_view(prog *g)
         break;
     }
     case 17: rc = tg_adaptive_avg_pool(&y, a, nd % 3 + 1, shape); break;   /* -1: refused */
+    case 18: {   /* with or without the indices; -1 in shape refused */
+        tg_tensor *idx = NULL;
+        rc = tg_adaptive_max_pool(&y, d1 & 1 ? &idx : NULL, a, nd % 3 + 1, shape);
+        tg_tensor_release(idx);
+        break;
+    }
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
     }
     return after(g, i, "view or reduction", rc, y);

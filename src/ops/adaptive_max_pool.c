@@ -1,0 +1,299 @@
+/* src/ops/adaptive_max_pool.c - adaptive_max_pool(x) (AdaptiveMaxPool1d/2d/3d),
+ * adaptive_max_pool_indices(x), and the adjoint pair
+ * adaptive_max_pool_backward / adaptive_max_pool_gather.
+ *
+ * The windows are adaptive_avg_pool's: along an axis of extent I pooled to
+ * O, window o covers [floor(o*I/O), ceil((o+1)*I/O)), never empty.  The
+ * forward picks in each window the index of its largest element, idx[o],
+ * within the (b, c) plane (PyTorch's returned indices), by PyTorch's scan:
+ * ties go to the first, the last NaN wins, a window of -infs gives its
+ * first element.  Then y[o] = x[idx[o]] = (S x)[o] for the 0/1 selection
+ * matrix S that idx defines (held fixed: the choice has gradient 0 almost
+ * everywhere), so
+ *   dx = S^T g      adaptive_max_pool_backward(g, idx): g[o] added into
+ *                   x[idx[o]] (windows overlap when O does not divide I, so
+ *                   one x element may take several)
+ *   d(S^T g)/dg = S adaptive_max_pool_gather(h, idx) = h[idx[o]]
+ * and the gradient of the gather is the backward again: the pair are each
+ * other's adjoint, so derivatives of any order are these two ops.  (They
+ * run max_pool's scatter and gather kernels, but max_pool's ops check a
+ * max_pool call's output shape, and no kernel, stride and padding of at
+ * most half the kernel give more than I + 1 outputs along an axis of extent
+ * I: they cannot take O > I + 1.)  The indices are an input of
+ * both, an i64 tensor of y's shape that gets no gradient.  A caller who
+ * wants the indices gets them from adaptive_max_pool_indices (not
+ * differentiable) and y as adaptive_max_pool_gather(x, idx): the same
+ * elements, one scan. */
+#include <assert.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "core/core.h"
+#include "ops/families.h"
+#include "ops/pool_internal.h"
+#include "tapegrad/pool.h"
+#include "tapegrad/scope.h"
+
+static const tg_op_schema amax_op, amax_indices_op, amax_backward_op, amax_gather_op;
+
+/* y = the window maxima of x for call c (output shape os) into a new *y,
+ * and their indices into a new i64 *idx when idx is not NULL. */
+static int amax_run(const tg__pool_call *c, const int64_t *os, const tg_tensor *x,
+                    tg_tensor **y, tg_tensor **idx)
+{
+    tg__pool_geom g;
+    tg__pool_geom_of(TG__ADAPTIVE_MAX_POOL, c, os, &g);
+    tg__pool_axes ax;
+    TG_TRY(tg__adaptive_axes_init(&ax, &g));
+    tg_tensor *it = idx ? tg__tensor_uninit(TG_I64, c->ndim, os) : NULL;
+    int rc = it || !idx ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) {
+        tg__pool_job j = {.g = &g, .ax = &ax,
+                          .idx_out = it ? (int64_t *)it->storage->data : NULL};
+        rc = tg__pool_run(&tg__adaptive_max_kernels, &j, tg__compute_dtype(x->dtype), x,
+                          c->ndim, os, false, y);
+    }
+    if (rc >= 0 && idx) *idx = it;
+    else tg_tensor_release(it);
+    tg__pool_axes_free(&ax);
+    return rc;
+}
+
+static int amax_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
+                      int *ndim, int64_t *shape)
+{
+    (void)n;
+    return tg__pool_forward_shape(TG__ADAPTIVE_MAX_POOL, in, params, dtype, ndim, shape);
+}
+
+/* y and, when recorded, the indices (saved for the backward). */
+static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
+{
+    (void)n;
+    tg__pool_call c;
+    int64_t os[TG_MAX_DIMS];
+    TG_TRY(tg__pool_prepare_x(TG__ADAPTIVE_MAX_POOL, params, in[0], &c, os));
+    tg_tensor *y = NULL, *idx = NULL;
+    int rc = amax_run(&c, os, in[0], &y, ctx ? &idx : NULL);
+    if (rc >= 0 && idx) rc = tg__ctx_save(ctx, idx);
+    if (rc >= 0) {
+        *out = y;
+        y = NULL;
+    }
+    tg_tensor_release(idx);
+    tg_tensor_release(y);
+    return rc < 0 ? rc : TG_OK;
+}
+
+static int amax_indices_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
+                              int *ndim, int64_t *shape)
+{
+    TG_TRY(amax_shape(n, in, params, dtype, ndim, shape));
+    *dtype = TG_I64;
+    return TG_OK;
+}
+
+/* The indices alone (the maxima computed on the way are dropped). */
+static int amax_indices_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                                const void *params)
+{
+    (void)ctx, (void)n;
+    tg__pool_call c;
+    int64_t os[TG_MAX_DIMS];
+    TG_TRY(tg__pool_prepare_x(TG__ADAPTIVE_MAX_POOL, params, in[0], &c, os));
+    tg_tensor *y = NULL;
+    const int rc = amax_run(&c, os, in[0], &y, out);
+    tg_tensor_release(y);
+    return rc;
+}
+
+/* Checks the indices of call c (an i64 tensor of shape `want`, each in
+ * [0, in_plane)) and gives their elements in *iv: idx's own when it is
+ * contiguous, else a copy that *owned holds (NULL otherwise) for the caller
+ * to free. */
+static int read_indices(const char *op, const tg_tensor *idx, const tg__pool_call *c,
+                        const int64_t *want, int64_t in_plane, const int64_t **iv,
+                        int64_t **owned)
+{
+    TG_CHECK(idx != NULL && idx->dtype == TG_I64, TG_EDTYPE,
+             "%s: the indices must be an i64 tensor", op);
+    bool same = idx->ndim == c->ndim;
+    for (int d = 0; same && d < idx->ndim; d++) same = idx->shape[d] == want[d];
+    TG_CHECK(same, TG_ESHAPE, "%s: the indices must have the pooled shape", op);
+    const int64_t n = tg_tensor_numel(idx);
+    int64_t *copy = NULL;
+    if (!tg_tensor_is_contiguous(idx)) {
+        copy = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+        if (!copy) return TG_ENOMEM;
+        tg__gather(idx, TG_I64, copy);
+    }
+    const int64_t *v = copy ? copy : (const int64_t *)idx->storage->data + idx->offset;
+    for (int64_t e = 0; e < n; e++) {
+        if (v[e] < 0 || v[e] >= in_plane) {
+            const long long bad = (long long)v[e];
+            tg__work_free(copy);
+            return tg__error(TG_EINVAL, "%s: indices[%lld]=%lld must be in [0, %lld)", op,
+                             (long long)e, bad, (long long)in_plane);
+        }
+    }
+    *iv = v;
+    *owned = copy;
+    return TG_OK;
+}
+
+/* The forwards of adaptive_max_pool_backward (scatter: in[0] g of y's
+ * shape, the result of x's, in the params: each g[o] added into dx[idx[o]]
+ * of its plane) and adaptive_max_pool_gather (in[0] h of x's shape, the
+ * result of y's: h[idx[o]]), in[1] the indices, saved when the call is
+ * recorded.  max_pool's kernels, which read only the planes' sizes. */
+static int indexed_forward(const char *op, bool scatter, tg_ctx *ctx, tg_tensor **out,
+                           tg_tensor *const *in, const void *params)
+{
+    tg__pool_call c = *(const tg__pool_call *)params;
+    int64_t os[TG_MAX_DIMS];
+    TG_CHECK(in[0] != NULL, TG_EINVAL, "%s: input 0 must not be NULL", op);
+    TG_TRY(tg__pool_prepare(op, TG__ADAPTIVE_MAX_POOL, in[0]->dtype, &c, os));
+    tg__pool_geom g;
+    tg__pool_geom_of(TG__ADAPTIVE_MAX_POOL, &c, os, &g);
+    const int64_t *iv = NULL;
+    int64_t *owned = NULL;
+    TG_TRY(read_indices(op, in[1], &c, os, g.in_plane, &iv, &owned));
+    int rc = tg__pool_check_grad(op, in[0], &c, scatter ? os : c.shape);
+    tg_tensor *r = NULL;
+    if (rc >= 0) {
+        tg__pool_job j = {.g = &g, .idx = iv};
+        rc = tg__pool_run(scatter ? &tg__max_pool_scatter_kernels : &tg__max_pool_gather_kernels,
+                          &j, tg__compute_dtype(in[0]->dtype), in[0], c.ndim,
+                          scatter ? c.shape : os, scatter, &r);
+    }
+    if (rc >= 0 && ctx) rc = tg__ctx_save(ctx, in[1]);
+    if (rc >= 0) {
+        *out = r;
+        r = NULL;
+    }
+    tg_tensor_release(r);
+    tg__work_free(owned);
+    return rc < 0 ? rc : TG_OK;
+}
+
+static int amax_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                           const void *params)
+{
+    (void)n;
+    return indexed_forward("adaptive_max_pool_backward", true, ctx, out, in, params);
+}
+
+static int amax_gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                               const void *params)
+{
+    (void)n;
+    return indexed_forward("adaptive_max_pool_gather", false, ctx, out, in, params);
+}
+
+/* op(a, the saved indices) with params: a node's gradient through the
+ * other op of the pair. */
+static int call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_ctx *ctx,
+                        const tg__pool_call *params)
+{
+    tg_tensor *idx;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    tg_tensor *in[2] = {a, idx};
+    return tg_op_call(op, out, 2, in, params, sizeof *params);
+}
+
+/* The gradient of adaptive_max_pool: adaptive_max_pool_backward(g, idx),
+ * told x's shape. */
+static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
+    tg__pool_call b = *(const tg__pool_call *)tg__ctx_params(ctx);
+    b.ndim = xm->ndim;
+    memcpy(b.shape, xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
+    return call_indexed(&amax_backward_op, &gi[0], g, ctx, &b);
+}
+
+/* The gradient of adaptive_max_pool_backward in g: the gather (none for
+ * the indices). */
+static int amax_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
+{
+    return call_indexed(&amax_gather_op, &gi[0], h, ctx, tg__ctx_params(ctx));
+}
+
+/* The gradient of adaptive_max_pool_gather in h: the backward. */
+static int amax_gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return call_indexed(&amax_backward_op, &gi[0], g, ctx, tg__ctx_params(ctx));
+}
+
+static const tg_op_schema amax_op = {
+    .name = "adaptive_max_pool", .arity = 1, .amp = TG_AMP_KEEP, .forward = amax_forward,
+    .backward = amax_backward, .shape = amax_shape, .double_backward = true,
+    .vjp = "da = adaptive_max_pool_backward(g, indices): each g element added into its "
+           "window's maximum"};
+static const tg_op_schema amax_indices_op = {
+    .name = "adaptive_max_pool_indices", .arity = 1, .amp = TG_AMP_KEEP,
+    .forward = amax_indices_forward, .shape = amax_indices_shape,
+    .vjp = "no gradient: the result is indices"};
+static const tg_op_schema amax_backward_op = {
+    .name = "adaptive_max_pool_backward", .arity = 2, .amp = TG_AMP_KEEP,
+    .forward = amax_bw_forward, .backward = amax_bw_backward, .double_backward = true,
+    .vjp = "dg = adaptive_max_pool_gather(g', indices): g' at each window's maximum; the "
+           "indices get none"};
+static const tg_op_schema amax_gather_op = {
+    .name = "adaptive_max_pool_gather", .arity = 2, .amp = TG_AMP_KEEP,
+    .forward = amax_gather_forward, .backward = amax_gather_backward, .double_backward = true,
+    .vjp = "da = adaptive_max_pool_backward(g, indices); the indices get none"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__adaptive_max_pool_ops[] = {&amax_op, &amax_indices_op,
+                                                         &amax_backward_op, &amax_gather_op};
+static_assert(sizeof tg__adaptive_max_pool_ops / sizeof tg__adaptive_max_pool_ops[0] ==
+                  TG__adaptive_max_pool_N,
+              "src/ops/families.h must count the adaptive_max_pool ops");
+
+/* idx = adaptive_max_pool_indices(x), y = adaptive_max_pool_gather(x, idx)
+ * for call c (whose shape is x's). */
+static int amax_with_indices(tg_tensor **y, tg_tensor **idx, tg_tensor *x, tg__pool_call *c)
+{
+    TG_TRY(tg_op_call(&amax_indices_op, idx, 1, (tg_tensor *[]){x}, c, sizeof *c));
+    c->ndim = tg_tensor_ndim(x);
+    memcpy(c->shape, tg_tensor_shape(x), sizeof(int64_t) * (size_t)c->ndim);
+    const int rc = tg_op_call(&amax_gather_op, y, 2, (tg_tensor *[]){x, *idx}, c, sizeof *c);
+    if (rc < 0) {
+        tg_tensor_release(*idx);
+        *idx = NULL;
+    }
+    return rc;
+}
+
+int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int n_spatial,
+                         const int64_t *output_size)
+{
+    const char *op = tg__pool_opname(TG__ADAPTIVE_MAX_POOL, n_spatial);
+    tg__pool_call c;
+    TG_TRY(tg__adaptive_pool_check(op, out, x, n_spatial, output_size, &c));
+    TG_CHECK(out != indices, TG_EINVAL, "%s: out and indices must be two different places", op);
+    if (!indices) return tg_op_call(&amax_op, out, 1, (tg_tensor *[]){x}, &c, sizeof c);
+    /* Two op calls made on the library's behalf; the caller's scope, if
+     * any, gets both results.  On error nothing is handed out. */
+    tg_tensor *y = NULL, *idx = NULL;
+    tg__lib_enter();
+    int rc = amax_with_indices(&y, &idx, x, &c);
+    tg__lib_leave();
+    if (rc < 0) return rc;
+    rc = tg__scope_capture(&idx, TG_OK);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    rc = tg__scope_capture(&y, TG_OK);
+    if (rc < 0) {
+        /* idx went into the same (innermost) scope: take it back out. */
+        if (tg_scope_keep(idx)) tg_tensor_release(idx);
+        return rc;
+    }
+    *out = y;
+    *indices = idx;
+    return TG_OK;
+}
