@@ -108,122 +108,40 @@ static int amax_indices_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *
     return rc;
 }
 
-/* Checks the indices of call c (an i64 tensor of shape `want`, each in
- * [0, in_plane)) and gives their elements in *iv: idx's own when it is
- * contiguous, else a copy that *owned holds (NULL otherwise) for the caller
- * to free. */
-static int read_indices(const char *op, const tg_tensor *idx, const tg__pool_call *c,
-                        const int64_t *want, int64_t in_plane, const int64_t **iv,
-                        int64_t **owned)
-{
-    TG_CHECK(idx != NULL && idx->dtype == TG_I64, TG_EDTYPE,
-             "%s: the indices must be an i64 tensor", op);
-    bool same = idx->ndim == c->ndim;
-    for (int d = 0; same && d < idx->ndim; d++) same = idx->shape[d] == want[d];
-    TG_CHECK(same, TG_ESHAPE, "%s: the indices must have the pooled shape", op);
-    const int64_t n = tg_tensor_numel(idx);
-    int64_t *copy = NULL;
-    if (!tg_tensor_is_contiguous(idx)) {
-        copy = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
-        if (!copy) return TG_ENOMEM;
-        tg__gather(idx, TG_I64, copy);
-    }
-    const int64_t *v = copy ? copy : (const int64_t *)idx->storage->data + idx->offset;
-    for (int64_t e = 0; e < n; e++) {
-        if (v[e] < 0 || v[e] >= in_plane) {
-            const long long bad = (long long)v[e];
-            tg__work_free(copy);
-            return tg__error(TG_EINVAL, "%s: indices[%lld]=%lld must be in [0, %lld)", op,
-                             (long long)e, bad, (long long)in_plane);
-        }
-    }
-    *iv = v;
-    *owned = copy;
-    return TG_OK;
-}
-
-/* The forwards of adaptive_max_pool_backward (scatter: in[0] g of y's
- * shape, the result of x's, in the params: each g[o] added into dx[idx[o]]
- * of its plane) and adaptive_max_pool_gather (in[0] h of x's shape, the
- * result of y's: h[idx[o]]), in[1] the indices, saved when the call is
- * recorded.  max_pool's kernels, which read only the planes' sizes. */
-static int indexed_forward(const char *op, bool scatter, tg_ctx *ctx, tg_tensor **out,
-                           tg_tensor *const *in, const void *params)
-{
-    tg__pool_call c = *(const tg__pool_call *)params;
-    int64_t os[TG_MAX_DIMS];
-    TG_CHECK(in[0] != NULL, TG_EINVAL, "%s: input 0 must not be NULL", op);
-    TG_TRY(tg__pool_prepare(op, TG__ADAPTIVE_MAX_POOL, in[0]->dtype, &c, os));
-    tg__pool_geom g;
-    tg__pool_geom_of(TG__ADAPTIVE_MAX_POOL, &c, os, &g);
-    const int64_t *iv = NULL;
-    int64_t *owned = NULL;
-    TG_TRY(read_indices(op, in[1], &c, os, g.in_plane, &iv, &owned));
-    int rc = tg__pool_check_grad(op, in[0], &c, scatter ? os : c.shape);
-    tg_tensor *r = NULL;
-    if (rc >= 0) {
-        tg__pool_job j = {.g = &g, .idx = iv};
-        rc = tg__pool_run(scatter ? &tg__max_pool_scatter_kernels : &tg__max_pool_gather_kernels,
-                          &j, tg__compute_dtype(in[0]->dtype), in[0], c.ndim,
-                          scatter ? c.shape : os, scatter, &r);
-    }
-    if (rc >= 0 && ctx) rc = tg__ctx_save(ctx, in[1]);
-    if (rc >= 0) {
-        *out = r;
-        r = NULL;
-    }
-    tg_tensor_release(r);
-    tg__work_free(owned);
-    return rc < 0 ? rc : TG_OK;
-}
-
 static int amax_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                            const void *params)
 {
     (void)n;
-    return indexed_forward("adaptive_max_pool_backward", true, ctx, out, in, params);
+    return tg__pool_indexed_forward("adaptive_max_pool_backward", TG__ADAPTIVE_MAX_POOL, true,
+                                    ctx, out, in, params);
 }
 
 static int amax_gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                                const void *params)
 {
     (void)n;
-    return indexed_forward("adaptive_max_pool_gather", false, ctx, out, in, params);
-}
-
-/* op(a, the saved indices) with params: a node's gradient through the
- * other op of the pair. */
-static int call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_ctx *ctx,
-                        const tg__pool_call *params)
-{
-    tg_tensor *idx;
-    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
-    tg_tensor *in[2] = {a, idx};
-    return tg_op_call(op, out, 2, in, params, sizeof *params);
+    return tg__pool_indexed_forward("adaptive_max_pool_gather", TG__ADAPTIVE_MAX_POOL, false,
+                                    ctx, out, in, params);
 }
 
 /* The gradient of adaptive_max_pool: adaptive_max_pool_backward(g, idx),
  * told x's shape. */
 static int amax_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
-    tg__pool_call b = *(const tg__pool_call *)tg__ctx_params(ctx);
-    b.ndim = xm->ndim;
-    memcpy(b.shape, xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
-    return call_indexed(&amax_backward_op, &gi[0], g, ctx, &b);
+    return tg__pool_indexed_backward(&amax_backward_op, ctx, g, gi);
 }
 
 /* The gradient of adaptive_max_pool_backward in g: the gather (none for
  * the indices). */
 static int amax_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 {
-    return call_indexed(&amax_gather_op, &gi[0], h, ctx, tg__ctx_params(ctx));
+    return tg__pool_call_indexed(&amax_gather_op, &gi[0], h, ctx, tg__ctx_params(ctx));
 }
 
 /* The gradient of adaptive_max_pool_gather in h: the backward. */
 static int amax_gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return call_indexed(&amax_backward_op, &gi[0], g, ctx, tg__ctx_params(ctx));
+    return tg__pool_call_indexed(&amax_backward_op, &gi[0], g, ctx, tg__ctx_params(ctx));
 }
 
 static const tg_op_schema amax_op = {

@@ -69,12 +69,12 @@ static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
 }
 
 /* Checks the indices of call c (an i64 tensor of shape `want`, each in
- * [-1, in_plane)) and gives their elements in *iv: idx's own when it is
- * contiguous, else a copy that *owned holds (NULL otherwise) for the caller
- * to free. */
+ * [lowest, in_plane): lowest -1 lets an empty window pick none) and gives
+ * their elements in *iv: idx's own when it is contiguous, else a copy that
+ * *owned holds (NULL otherwise) for the caller to free. */
 static int read_indices(const char *op, const tg_tensor *idx, const tg__pool_call *c,
-                        const int64_t *want, int64_t in_plane, const int64_t **iv,
-                        int64_t **owned)
+                        const int64_t *want, int64_t lowest, int64_t in_plane,
+                        const int64_t **iv, int64_t **owned)
 {
     TG_CHECK(idx != NULL && idx->dtype == TG_I64, TG_EDTYPE,
              "%s: the indices must be an i64 tensor", op);
@@ -90,11 +90,11 @@ static int read_indices(const char *op, const tg_tensor *idx, const tg__pool_cal
     }
     const int64_t *v = copy ? copy : (const int64_t *)idx->storage->data + idx->offset;
     for (int64_t e = 0; e < n; e++) {
-        if (v[e] < -1 || v[e] >= in_plane) {
+        if (v[e] < lowest || v[e] >= in_plane) {
             const long long bad = (long long)v[e];
             tg__work_free(copy);
-            return tg__error(TG_EINVAL, "%s: indices[%lld]=%lld must be in [-1, %lld)", op,
-                             (long long)e, bad, (long long)in_plane);
+            return tg__error(TG_EINVAL, "%s: indices[%lld]=%lld must be in [%lld, %lld)", op,
+                             (long long)e, bad, (long long)lowest, (long long)in_plane);
         }
     }
     *iv = v;
@@ -102,23 +102,19 @@ static int read_indices(const char *op, const tg_tensor *idx, const tg__pool_cal
     return TG_OK;
 }
 
-/* The forwards of max_pool_backward (scatter: in[0] g of y's shape, the
- * result dx of x's, in the params: each g[o] added into dx[idx[o]] of its
- * plane) and max_pool_gather (in[0] h of x's shape, the result of y's:
- * h[idx[o]], 0 where a window is empty), in[1] the indices, saved when the
- * call is recorded. */
-static int indexed_forward(const char *op, bool scatter, tg_ctx *ctx, tg_tensor **out,
-                           tg_tensor *const *in, const void *params)
+int tg__pool_indexed_forward(const char *op, tg__pool_kind kind, bool scatter, tg_ctx *ctx,
+                             tg_tensor **out, tg_tensor *const *in, const void *params)
 {
     tg__pool_call c = *(const tg__pool_call *)params;
     int64_t os[TG_MAX_DIMS];
     TG_CHECK(in[0] != NULL, TG_EINVAL, "%s: input 0 must not be NULL", op);
-    TG_TRY(tg__pool_prepare(op, TG__MAX_POOL, in[0]->dtype, &c, os));
+    TG_TRY(tg__pool_prepare(op, kind, in[0]->dtype, &c, os));
     tg__pool_geom g;
-    tg__pool_geom_of(TG__MAX_POOL, &c, os, &g);
+    tg__pool_geom_of(kind, &c, os, &g);
     const int64_t *iv = NULL;
     int64_t *owned = NULL;
-    TG_TRY(read_indices(op, in[1], &c, os, g.in_plane, &iv, &owned));
+    const int64_t lowest = kind == TG__MAX_POOL ? -1 : 0;
+    TG_TRY(read_indices(op, in[1], &c, os, lowest, g.in_plane, &iv, &owned));
     int rc = tg__pool_check_grad(op, in[0], &c, scatter ? os : c.shape);
     tg_tensor *r = NULL;
     if (rc >= 0) {
@@ -141,20 +137,20 @@ static int max_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
                           const void *params)
 {
     (void)n;
-    return indexed_forward("max_pool_backward", true, ctx, out, in, params);
+    return tg__pool_indexed_forward("max_pool_backward", TG__MAX_POOL, true, ctx, out, in,
+                                    params);
 }
 
 static int max_gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
     (void)n;
-    return indexed_forward("max_pool_gather", false, ctx, out, in, params);
+    return tg__pool_indexed_forward("max_pool_gather", TG__MAX_POOL, false, ctx, out, in,
+                                    params);
 }
 
-/* op(a, the saved indices) with params: a node's gradient through the
- * other op of the pair. */
-static int call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_ctx *ctx,
-                        const tg__pool_call *params)
+int tg__pool_call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_ctx *ctx,
+                          const tg__pool_call *params)
 {
     tg_tensor *idx;
     TG_TRY(tg__ctx_saved(ctx, 0, &idx));
@@ -162,27 +158,33 @@ static int call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, t
     return tg_op_call(op, out, 2, in, params, sizeof *params);
 }
 
-/* The gradient of max_pool: max_pool_backward(g, idx), told x's shape. */
-static int max_pool_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+int tg__pool_indexed_backward(const tg_op_schema *scatter, tg_ctx *ctx, tg_tensor *g,
+                              tg_tensor **gi)
 {
     const tg_meta *xm = tg__ctx_input_meta(ctx, 0);
     tg__pool_call b = *(const tg__pool_call *)tg__ctx_params(ctx);
     b.ndim = xm->ndim;
     memcpy(b.shape, xm->shape, sizeof(int64_t) * (size_t)xm->ndim);
-    return call_indexed(&max_pool_backward_op, &gi[0], g, ctx, &b);
+    return tg__pool_call_indexed(scatter, &gi[0], g, ctx, &b);
+}
+
+/* The gradient of max_pool: max_pool_backward(g, idx), told x's shape. */
+static int max_pool_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    return tg__pool_indexed_backward(&max_pool_backward_op, ctx, g, gi);
 }
 
 /* The gradient of max_pool_backward in g: max_pool_gather (none for the
  * indices). */
 static int max_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 {
-    return call_indexed(&max_pool_gather_op, &gi[0], h, ctx, tg__ctx_params(ctx));
+    return tg__pool_call_indexed(&max_pool_gather_op, &gi[0], h, ctx, tg__ctx_params(ctx));
 }
 
 /* The gradient of max_pool_gather in h: max_pool_backward. */
 static int max_gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return call_indexed(&max_pool_backward_op, &gi[0], g, ctx, tg__ctx_params(ctx));
+    return tg__pool_call_indexed(&max_pool_backward_op, &gi[0], g, ctx, tg__ctx_params(ctx));
 }
 
 static const tg_op_schema max_pool_op = {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autograd/tape.h"
 #include "core/core.h"
 #include "tapegrad/pool.h"
 
@@ -110,6 +111,25 @@ typedef struct tg__pool_geom {
  * linear one and an adaptive pooling have k 1, s 1, p 0, dil 1. */
 void tg__pool_geom_of(tg__pool_kind kind, const tg__pool_call *c, const int64_t *out_shape,
                       tg__pool_geom *g);
+
+/* ---- the index-driven pair of a max pooling (src/ops/max_pool.c) ----
+ * max_pool and adaptive max pooling each have two ops, each the other's
+ * adjoint, over the indices their forward picked (an i64 tensor of y's
+ * shape, in[1]): a scatter (in[0] g of y's shape, the result of x's, given
+ * in the params: each g[o] added into dx[idx[o]] of its plane) and a gather
+ * (in[0] h of x's shape, the result of y's: h[idx[o]], 0 where max_pool's
+ * window is empty, index -1).  The indices are checked (i64, y's shape, in
+ * [-1 for max_pool else 0, the plane's size)) and saved when recorded. */
+int tg__pool_indexed_forward(const char *op, tg__pool_kind kind, bool scatter, tg_ctx *ctx,
+                             tg_tensor **out, tg_tensor *const *in, const void *params);
+/* op(a, the indices ctx saved first) with params: a node's gradient
+ * through the other op of the pair. */
+int tg__pool_call_indexed(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_ctx *ctx,
+                          const tg__pool_call *params);
+/* The gradient of a max pooling forward (its params, x its input 0, the
+ * indices saved first): gi[0] = scatter(g, idx), the params told x's shape. */
+int tg__pool_indexed_backward(const tg_op_schema *scatter, tg_ctx *ctx, tg_tensor *g,
+                              tg_tensor **gi);
 
 /* ---- the kernels (pool_kernels.c, pool_kernels_tmpl.h) ----
  *
