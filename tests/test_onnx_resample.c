@@ -253,19 +253,64 @@ Test(onnx_resample, antialias_with_align_corners_is_refused)
     tg_tensor_release(x);
 }
 
+/* A case of an adaptive pooling module: output_size (0: the input's),
+ * the input's shape and the graph's expected ops and attributes. */
+typedef struct adaptive_case {
+    const char *name;
+    int ns;
+    int64_t size[3], in[5];
+    const char *graph;
+} adaptive_case;
+
+/* The adaptive average (max) pooling modules of cases exported and run in
+ * ONNX Runtime; then, with output_size `size`, the input of shape `in` (an
+ * extent it does not divide) refused naming `uneven`, and the unbatched
+ * input of shape `flat` refused, no file written. */
+static void adaptive_exports(bool max, const adaptive_case *cases, size_t n, int ns,
+                             const int64_t *size, const int64_t *in, const char *uneven,
+                             const int64_t *flat)
+{
+    need_onnx();
+    int (*make)(tg_module **, int, const int64_t *) =
+        max ? tg_nn_adaptive_max_pool_new : tg_nn_adaptive_avg_pool_new;
+    for (size_t i = 0; i < n; i++) {
+        tg_module *m = NULL;
+        cr_assert(make(&m, cases[i].ns, cases[i].size) == TG_OK);
+        tg_tensor *x = th_rand_uniform(TG_F32, cases[i].ns + 2, cases[i].in, 700 + 20 * max + i);
+        case_graph = cases[i].graph;
+        write_case(cases[i].name, m, x, 1e-5, 0, NULL, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+
+    tg_module *m = NULL;
+    char path[256], words[96];
+    th_tmp_path(path, sizeof path, max ? "adaptive_max_uneven.onnx" : "adaptive_uneven.onnx");
+    cr_assert(make(&m, ns, size) == TG_OK);
+    tg_tensor *x = th_rand_uniform(TG_F32, ns + 2, in, 3);
+    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
+              tg_error_message());
+    th_expect_in(tg_error_message(), uneven);
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    tg_tensor_release(x);
+    x = th_rand_uniform(TG_F32, ns + 1, flat, 4);
+    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED));
+    snprintf(words, sizeof words, "(Adaptive%sPool%dd) runs on an unbatched input (%d dims)",
+             max ? "Max" : "Avg", ns, ns + 1);
+    th_expect_in(tg_error_message(), words);
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+    tg_module_release(m);
+    tg_tensor_release(x);
+}
+
 /* AdaptiveAvgPoolNd: output 1 everywhere is GlobalAveragePool, output
  * extents that divide the input's an AveragePool with kernel = stride =
  * I/O; ONNX Runtime computes tapegrad's outputs.  Uneven windows and an
  * unbatched input are refused, nothing written. */
 Test(onnx_resample, adaptive_avg_pool_matches_onnxruntime)
 {
-    need_onnx();
-    static const struct {
-        const char *name;
-        int ns;
-        int64_t size[3], in[5];
-        const char *graph;
-    } cases[] = {
+    static const adaptive_case cases[] = {
         {"adaptive1d_global", 1, {1}, {2, 3, 7}, "\"ops\": [\"GlobalAveragePool\"]"},
         {"adaptive2d_global", 2, {1, 1}, {2, 3, 5, 6}, "\"ops\": [\"GlobalAveragePool\"]"},
         {"adaptive3d_global", 3, {1, 1, 1}, {1, 2, 3, 4, 5},
@@ -280,34 +325,11 @@ Test(onnx_resample, adaptive_avg_pool_matches_onnxruntime)
          "\"ops\": [\"AveragePool\"], \"attributes\": {\"AveragePool\": {\"kernel_shape\": "
          "[2, 3, 2], \"strides\": [2, 3, 2]}}"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        tg_module *m = NULL;
-        cr_assert(tg_nn_adaptive_avg_pool_new(&m, cases[i].ns, cases[i].size) == TG_OK);
-        tg_tensor *x = th_rand_uniform(TG_F32, cases[i].ns + 2, cases[i].in, 700 + i);
-        case_graph = cases[i].graph;
-        write_case(cases[i].name, m, x, 1e-5, 0, NULL, NULL);
-        tg_module_release(m);
-        tg_tensor_release(x);
-    }
-    check_cases();
-
-    tg_module *m = NULL;
-    char path[256];
-    th_tmp_path(path, sizeof path, "adaptive_uneven.onnx");
-    cr_assert(tg_nn_adaptive_avg_pool_new(&m, 2, (const int64_t[]){3, 2}) == TG_OK);
-    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){1, 2, 7, 4}, 3);
-    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
-              tg_error_message());
-    th_expect_in(tg_error_message(), "onnx_export: module '<top>' (AdaptiveAvgPool2d) pools "
-                                     "spatial dim 0 of extent 7 to 3, which does not divide it");
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_tensor_release(x);
-    x = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 6, 4}, 4);
-    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED));
-    th_expect_in(tg_error_message(), "(AdaptiveAvgPool2d) runs on an unbatched input (3 dims)");
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_module_release(m);
-    tg_tensor_release(x);
+    adaptive_exports(false, cases, sizeof cases / sizeof *cases, 2, (const int64_t[]){3, 2},
+                     (const int64_t[]){1, 2, 7, 4},
+                     "onnx_export: module '<top>' (AdaptiveAvgPool2d) pools spatial dim 0 of "
+                     "extent 7 to 3, which does not divide it",
+                     (const int64_t[]){2, 6, 4});
 }
 
 /* AdaptiveMaxPoolNd: output 1 everywhere is GlobalMaxPool, output extents
@@ -316,13 +338,7 @@ Test(onnx_resample, adaptive_avg_pool_matches_onnxruntime)
  * input are refused, nothing written. */
 Test(onnx_resample, adaptive_max_pool_matches_onnxruntime)
 {
-    need_onnx();
-    static const struct {
-        const char *name;
-        int ns;
-        int64_t size[3], in[5];
-        const char *graph;
-    } cases[] = {
+    static const adaptive_case cases[] = {
         {"adaptive_max1d_global", 1, {1}, {2, 3, 7}, "\"ops\": [\"GlobalMaxPool\"]"},
         {"adaptive_max2d_global", 2, {1, 1}, {2, 3, 5, 6}, "\"ops\": [\"GlobalMaxPool\"]"},
         {"adaptive_max3d_global", 3, {1, 1, 1}, {1, 2, 3, 4, 5},
@@ -337,34 +353,11 @@ Test(onnx_resample, adaptive_max_pool_matches_onnxruntime)
          "\"ops\": [\"MaxPool\"], \"attributes\": {\"MaxPool\": {\"kernel_shape\": "
          "[2, 3, 2], \"strides\": [2, 3, 2]}}"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        tg_module *m = NULL;
-        cr_assert(tg_nn_adaptive_max_pool_new(&m, cases[i].ns, cases[i].size) == TG_OK);
-        tg_tensor *x = th_rand_uniform(TG_F32, cases[i].ns + 2, cases[i].in, 720 + i);
-        case_graph = cases[i].graph;
-        write_case(cases[i].name, m, x, 1e-5, 0, NULL, NULL);
-        tg_module_release(m);
-        tg_tensor_release(x);
-    }
-    check_cases();
-
-    tg_module *m = NULL;
-    char path[256];
-    th_tmp_path(path, sizeof path, "adaptive_max_uneven.onnx");
-    cr_assert(tg_nn_adaptive_max_pool_new(&m, 3, (const int64_t[]){2, 2, 5}) == TG_OK);
-    tg_tensor *x = th_rand_uniform(TG_F32, 5, (const int64_t[]){1, 2, 4, 6, 3}, 3);
-    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
-              tg_error_message());
-    th_expect_in(tg_error_message(), "onnx_export: module '<top>' (AdaptiveMaxPool3d) pools "
-                                     "spatial dim 2 of extent 3 to 5, which does not divide it");
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_tensor_release(x);
-    x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 4, 6, 5}, 4);
-    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED));
-    th_expect_in(tg_error_message(), "(AdaptiveMaxPool3d) runs on an unbatched input (4 dims)");
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_module_release(m);
-    tg_tensor_release(x);
+    adaptive_exports(true, cases, sizeof cases / sizeof *cases, 3, (const int64_t[]){2, 2, 5},
+                     (const int64_t[]){1, 2, 4, 6, 3},
+                     "onnx_export: module '<top>' (AdaptiveMaxPool3d) pools spatial dim 2 of "
+                     "extent 3 to 5, which does not divide it",
+                     (const int64_t[]){2, 4, 6, 5});
 }
 
 /* ---- layer and group normalisation ---- */
