@@ -200,12 +200,12 @@ Test(pointwise, clamp_keeps_nan_and_takes_absent_bounds)
     tg_tensor_release(x);
 }
 
-/* where copies a's or b's elements: with every input contiguous in the
- * result's shape or of one element it selects their bits directly (in
- * blocks, on the pool past 32768 elements); a transposed copy of an input
- * takes the general path.  Both must give the same bits, and each element
- * must be a's where cond is nonzero (NaN too, -0.0 not), else b's, for
- * every cond dtype and every float dtype of a and b. */
+/* where copies a's or b's elements (in blocks, on the pool past 32768
+ * elements), reading an input in place when it is contiguous in the
+ * result's shape or of one element, else from a contiguous copy (a
+ * transposed b here).  Both must give the same bits, and each element must
+ * be a's where cond is nonzero (NaN too, -0.0 not), else b's, for every
+ * cond dtype and every float dtype of a and b. */
 Test(pointwise, where_direct_and_general_paths_agree)
 {
     const tg_dtype conds[] = {TG_U8, TG_I8, TG_I32, TG_I64, TG_F32, TG_F64, TG_F16, TG_BF16};
@@ -226,7 +226,7 @@ Test(pointwise, where_direct_and_general_paths_agree)
             tg_tensor *ys = NULL;
             OK(tg_tensor_scalar(&b0, dt, -0.0));
             bt = th_rand_tensor(&s, dt, 2, tshape, -4, 4);
-            OK(tg_transpose(&bv, bt, 0, 1));   /* non-contiguous: the general path */
+            OK(tg_transpose(&bv, bt, 0, 1));   /* non-contiguous: read from a copy */
             OK(tg_contiguous(&bc, bv));
             cr_assert(not(tg_tensor_is_contiguous(bv)), "%s", what);
             OK(tg_where(&y, c, a, bc));

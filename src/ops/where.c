@@ -6,12 +6,10 @@
  * the 0/1 mask of cond, a constant: products that can be differentiated
  * again.  cond has no gradient.
  *
- * The forward copies elements: directly, in parallel blocks, when each
- * input is contiguous in the result's shape or a single element (the
- * masked fills and the 0s of gradients); otherwise each input is broadcast
- * into a double buffer first. */
+ * The forward copies elements in parallel blocks: each input in place when
+ * it is contiguous in the result's shape or a single element (the masked
+ * fills and the 0s of gradients), else a contiguous copy of it broadcast. */
 #include <assert.h>
-#include <stdlib.h>
 
 #include "core/core.h"
 #include "ops/families.h"
@@ -34,21 +32,11 @@ static int where_shape(tg_tensor *const *in, int *nd, int64_t *shape)
     return tg__broadcast_shapes("where", nd1, s1, in[2]->ndim, in[2]->shape, nd, shape);
 }
 
-/* in[i] broadcast to shape, as doubles (malloc'd) in *v. */
-static int expanded(tg_tensor *t, int nd, const int64_t *shape, double **v)
-{
-    tg_tensor *e = NULL;
-    TG_TRY(tg_expand(&e, t, nd, shape));
-    *v = tg__malloc((size_t)(tg_tensor_numel(e) > 0 ? tg_tensor_numel(e) : 1) * sizeof **v);
-    if (*v) tg__gather(e, TG_F64, *v);
-    tg_tensor_release(e);
-    return *v ? TG_OK : TG_ENOMEM;
-}
-
-/* The direct path: when each input either is contiguous with the result's
- * shape or holds one element (a 0-d zero, a scalar fill), the result's
- * elements are copied from a's or b's bits (one dtype: the value itself, as
- * a round trip through double would give), cond read in blocks as a mask. */
+/* The result's elements are copied from a's or b's bits (one dtype: the
+ * value itself), cond read in blocks as a mask.  Each input is read in
+ * place when it is contiguous in the result's shape or holds one element
+ * (a 0-d zero, a scalar fill); otherwise from a contiguous copy of it
+ * broadcast to the result's shape, in its own dtype. */
 typedef struct where_job {
     const void *p[3];   /* cond, a, b */
     bool one[3];        /* a single element, broadcast */
@@ -100,21 +88,30 @@ static void where_range(void *p, int64_t lo0, int64_t hi)
     }
 }
 
-/* True (and *j filled) when every input is contiguous with (nd, shape) or
- * holds one element. */
-static bool where_direct(tg_tensor *const *in, int nd, const int64_t *shape, where_job *j)
+/* Points j at the inputs: each one's own elements when it is contiguous
+ * with (nd, shape) or holds one element, else a contiguous copy of it
+ * broadcast to the shape, which held[i] keeps for the caller to release. */
+static int where_inputs(tg_tensor *const *in, int nd, const int64_t *shape, where_job *j,
+                        tg_tensor **held)
 {
     for (int i = 0; i < 3; i++) {
         const tg_tensor *t = in[i];
         bool full = t->ndim == nd && tg_tensor_is_contiguous(t);
         for (int d = 0; full && d < nd; d++) full = t->shape[d] == shape[d];
         j->one[i] = tg_tensor_numel(t) == 1;
-        if (!full && !j->one[i]) return false;
+        if (!full && !j->one[i]) {
+            tg_tensor *e = NULL;
+            TG_TRY(tg_expand(&e, in[i], nd, shape));
+            const int rc = tg_contiguous(&held[i], e);
+            tg_tensor_release(e);
+            TG_TRY(rc);
+            t = held[i];
+        }
         j->p[i] = tg_tensor_cdata(t);
     }
     j->cdt = in[0]->dtype;
     j->size = tg_dtype_size(in[1]->dtype);
-    return true;
+    return TG_OK;
 }
 
 static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -129,29 +126,19 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     int nd;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(where_shape(in, &nd, shape));
-    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape);
+    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape), *held[3] = {NULL, NULL, NULL};
     if (!r) return TG_ENOMEM;
     where_job j;
-    if (where_direct(in, nd, shape, &j)) {
+    int rc = where_inputs(in, nd, shape, &j, held);
+    if (rc >= 0) {
         const int64_t numel = tg_tensor_numel(r);
         j.y = tg_tensor_data(r);
         tg__parallel_range(numel, numel > 32768, where_range, &j);
         if (ctx) tg__ctx_save(ctx, in[0]);
         *out = r;
-        return TG_OK;
-    }
-    double *v[3] = {NULL, NULL, NULL};
-    int rc = TG_OK;
-    for (int i = 0; i < 3 && rc >= 0; i++) rc = expanded(in[i], nd, shape, &v[i]);
-    if (rc >= 0) {
-        int64_t numel = tg_tensor_numel(r);
-        for (int64_t k = 0; k < numel; k++) v[1][k] = v[0][k] != 0 ? v[1][k] : v[2][k];
-        tg__scatter(r, TG_F64, v[1]);
-        if (ctx) tg__ctx_save(ctx, in[0]);
-        *out = r;
         r = NULL;
     }
-    for (int i = 0; i < 3; i++) free(v[i]);
+    for (int i = 0; i < 3; i++) tg_tensor_release(held[i]);
     tg_tensor_release(r);
     return rc;
 }
