@@ -215,6 +215,45 @@ void th_views_of_3x4x5(tg_tensor *v[3])
     th_release_all(2, (tg_tensor *[]){base, one});
 }
 
+tg_tensor *th_layout_of(tg_dtype dt, int nd, const int64_t *shape, int layout, uint64_t seed)
+{
+    int64_t s[TG_MAX_DIMS];
+    memcpy(s, shape, sizeof(int64_t) * (size_t)nd);
+    if (layout == 1) {
+        s[0] = shape[nd - 1];
+        s[nd - 1] = shape[0];
+    } else if (layout == 2) {
+        s[0] = 2 * shape[0];
+    }
+    tg_tensor *base = NULL, *v = NULL;
+    cr_assert(eq(int, tg_tensor_zeros(&base, dt, nd, s), TG_OK));
+    void *d = tg_tensor_data(base);
+    for (int64_t i = 0; i < tg_tensor_numel(base); i++) {
+        if (tg_dtype_is_float(dt)) {
+            tg_dtype_store(dt, d, i, 100 * th_uniform_pm1(&seed));
+            continue;
+        }
+        const uint64_t r = th_xorshift64(&seed);
+        if (dt == TG_I64) ((uint64_t *)d)[i] = r;
+        else if (dt == TG_I32) ((uint32_t *)d)[i] = (uint32_t)r;
+        else ((uint8_t *)d)[i] = (uint8_t)r;
+    }
+    if (layout == 0) return base;
+    if (layout == 1) cr_assert(eq(int, tg_transpose(&v, base, 0, nd - 1), TG_OK));
+    else cr_assert(eq(int, tg_slice(&v, base, 0, 1, s[0], 2), TG_OK));
+    tg_tensor_release(base);
+    return v;
+}
+
+int64_t th_first_difference(const tg_tensor *got, const tg_tensor *want)
+{
+    const size_t sz = tg_dtype_size(tg_tensor_dtype(want));
+    const char *g = tg_tensor_cdata(got), *w = tg_tensor_cdata(want);
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        if (memcmp(g + (size_t)i * sz, w + (size_t)i * sz, sz)) return i;
+    return -1;
+}
+
 void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t seed)
 {
     uint64_t s = seed;

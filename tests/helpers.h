@@ -165,6 +165,18 @@ void th_backward_with(tg_tensor *y, const tg_tensor *gy);
  * and 3), and a (3, 1, 5) expanded to (3, 4, 5) (stride 0); new references. */
 void th_views_of_3x4x5(tg_tensor *v[3]);
 
+/* A new tensor of dtype dt and shape (nd >= 1 dims), or a view of that
+ * shape: contiguous (layout 0), the transpose over the first and last dims
+ * of a tensor of the swapped shape (1), or every other slice along dim 0
+ * of a tensor twice as long there (2).  Values from the xorshift64 state
+ * seed (nonzero): floats 100 th_uniform_pm1, integers over their whole
+ * range (so that int64 sums wrap). */
+tg_tensor *th_layout_of(tg_dtype dt, int nd, const int64_t *shape, int layout, uint64_t seed);
+
+/* The first element at which got and want (contiguous, want's dtype and
+ * numel) differ in their bytes, or -1. */
+int64_t th_first_difference(const tg_tensor *got, const tg_tensor *want);
+
 /* The FP32 autocast policy of a one-input op (op(&y, x), y a new
  * reference): inside a bf16 autocast scope a bf16 x (4, 7) of random values
  * (seed) gives an f32 y with the bits of op on x cast to f32, x's gradient

@@ -1,8 +1,9 @@
 /* tests/test_cumsum.c - tg_cumsum against PyTorch's torch.cumsum and its
  * gradient (f32, f64, bf16; ranks 0 to 4, every dim from the front and
  * from the end, empty extents), gradcheck and gradgradcheck in f64, views,
- * rounding once per element, integers promoted to int64, autocast and the
- * refusals.  Goldens: scripts/make_cumsum_goldens.py. */
+ * rounding once per element, integers promoted to int64, autocast, the
+ * refusals, and large tensors against a plain loop bit for bit on one and
+ * two threads.  Goldens: scripts/make_cumsum_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -176,4 +177,79 @@ Test(cumsum, refusals_name_the_argument)
     th_expect_refused(tg_cumsum(&z, x, 1), TG_EINVAL, "dim", z);
     th_expect_refused(tg_cumsum(&z, x, -2), TG_EINVAL, "dim", z);
     tg_tensor_release(x);
+}
+
+/* cumsum of x along dim (in [0, ndim)) by a plain loop over x's row-major
+ * elements: double sums for a float x, each rounded once to x's dtype,
+ * wrapping int64 sums for an integer x. */
+static tg_tensor *cumsum_by_loop(tg_tensor *x, int dim)
+{
+    tg_tensor *c = NULL, *want = NULL;
+    OK(tg_contiguous(&c, x));
+    const int nd = tg_tensor_ndim(x);
+    const int64_t *shape = tg_tensor_shape(x), n = tg_tensor_numel(x);
+    const tg_dtype dt = tg_tensor_dtype(x);
+    const bool ints = !tg_dtype_is_float(dt);
+    OK(tg_tensor_zeros(&want, ints ? TG_I64 : dt, nd, shape));
+    int64_t inner = 1;
+    for (int d = dim + 1; d < nd; d++) inner *= shape[d];
+    const void *xv = tg_tensor_cdata(c);
+    void *yv = tg_tensor_data(want);
+    double *sum = malloc(sizeof(double) * (size_t)n);
+    uint64_t *isum = yv;
+    cr_assert(sum != NULL);
+    for (int64_t e = 0; e < n; e++) {
+        const bool first = e / inner % shape[dim] == 0;
+        if (ints) {
+            const uint64_t v = dt == TG_I64 ? ((const uint64_t *)xv)[e]
+                                            : (uint64_t)(int64_t)tg_dtype_load(dt, xv, e);
+            isum[e] = first ? v : isum[e - inner] + v;
+        } else {
+            const double v = tg_dtype_load(dt, xv, e);
+            sum[e] = first ? v : sum[e - inner] + v;
+            tg_dtype_store(dt, yv, e, sum[e]);
+        }
+    }
+    free(sum);
+    tg_tensor_release(c);
+    return want;
+}
+
+/* Tensors large enough to be shared out among threads, summed along every
+ * dim (the first: one o and its columns in blocks, the last: whole lines;
+ * 129 and 257 columns end in a short block), contiguous, transposed and
+ * sliced, give the bits of the plain loop on one thread and on two. */
+Test(cumsum, large_tensors_give_the_plain_loops_bits_on_one_and_two_threads)
+{
+    const tg_dtype dts[] = {TG_F32, TG_BF16, TG_I32, TG_I64};
+    const struct { int nd; int64_t shape[3]; } shapes[] = {{2, {512, 512}}, {3, {3, 257, 129}}};
+    const int old = tg_get_num_threads();
+    int cases = 0;
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+        for (size_t s = 0; s < 2; s++)
+            for (int layout = 0; layout < 3; layout++) {
+                const int nd = shapes[s].nd;
+                tg_tensor *x = th_layout_of(dts[t], nd, shapes[s].shape, layout, 7 + t);
+                cr_assert(layout == 0 || !tg_tensor_is_contiguous(x));
+                for (int dim = 0; dim < nd; dim++) {
+                    tg_tensor *want = cumsum_by_loop(x, dim), *y[2] = {NULL, NULL};
+                    /* both results held, so that the second cannot be given
+                     * the first one's memory, right values and all */
+                    for (int threads = 1; threads <= 2; threads++) {
+                        OK(tg_set_num_threads(threads));
+                        OK(tg_cumsum(&y[threads - 1], x, dim));
+                        const int64_t at = th_first_difference(y[threads - 1], want);
+                        const int64_t a = at < 0 ? 0 : at;
+                        cr_assert(eq(i64, at, -1), "%s (%d dims) layout %d dim %d, %d threads: "
+                                  "element %lld is %g, not %g", tg_dtype_name(dts[t]), nd,
+                                  layout, dim, threads, (long long)at, th_at(y[threads - 1], a),
+                                  th_at(want, a));
+                        cases++;
+                    }
+                    th_release_all(3, (tg_tensor *[]){want, y[0], y[1]});
+                }
+                tg_tensor_release(x);
+            }
+    OK(tg_set_num_threads(old));
+    cr_assert(eq(int, cases, 4 * 3 * 5 * 2));
 }

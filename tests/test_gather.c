@@ -4,7 +4,8 @@
  * bf16; ranks 1 to 4, every dim positive and negative, repeated indices),
  * derivatives to second order by finite differences, the backward's
  * backward as the op itself, a transposed x, empty tensors, f16 sums, the
- * autocast rule and the refusals.
+ * autocast rule, the refusals, and large tensors against a plain loop bit
+ * for bit on one and two threads.
  * Goldens: scripts/make_gather_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -280,4 +281,106 @@ Test(gather, refusals_name_the_argument)
     OK(tg_index_add(&y1, x0, 0, v0, y0));
     cr_assert(eq(dbl, th_at(y1, 0), 4.0));
     th_release_all(4, (tg_tensor *[]){x0, v0, y0, y1});
+}
+
+/* op on (x, dim, index, src) by a plain loop over its positions p in
+ * row-major order (the index's, or x's shape with the index's length at
+ * dim): a pick copies x's element, an add adds src's into a double copy
+ * of x; each result rounded once to x's dtype. */
+static tg_tensor *by_loop(const char *op, tg_tensor *x, int dim, tg_tensor *idx, tg_tensor *src)
+{
+    const bool select = !strncmp(op, "index_", 6), adds = src != NULL;
+    const int nd = tg_tensor_ndim(x);
+    const int64_t *xs = tg_tensor_shape(x);
+    int64_t ps[TG_MAX_DIMS], m = 1;
+    memcpy(ps, select ? xs : tg_tensor_shape(idx), sizeof(int64_t) * (size_t)nd);
+    if (select) ps[dim] = tg_tensor_numel(idx);
+    for (int d = 0; d < nd; d++) m *= ps[d];
+    double *xv = th_doubles(x), *iv = th_doubles(idx), *sv = adds ? th_doubles(src) : NULL;
+    double *out = adds ? xv : malloc(sizeof(double) * (size_t)m);
+    cr_assert(out != NULL);
+    for (int64_t p = 0; p < m; p++) {
+        int64_t c[TG_MAX_DIMS], rest = p, e = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            c[d] = rest % ps[d];
+            rest /= ps[d];
+        }
+        c[dim] = (int64_t)iv[select ? c[dim] : p];
+        for (int d = 0; d < nd; d++) e = e * xs[d] + c[d];
+        if (adds) xv[e] += sv[p];
+        else out[p] = xv[e];
+    }
+    tg_tensor *want = NULL;
+    OK(tg_tensor_zeros(&want, tg_tensor_dtype(x), nd, adds ? xs : ps));
+    for (int64_t i = 0; i < tg_tensor_numel(want); i++)
+        tg_dtype_store(tg_tensor_dtype(x), tg_tensor_data(want), i, out[i]);
+    if (!adds) free(out);
+    free(xv);
+    free(iv);
+    free(sv);
+    return want;
+}
+
+/* An i64 tensor of shape (nd, shape) of values in [0, extent), repeating. */
+static tg_tensor *rand_index(int nd, const int64_t *shape, int64_t extent, uint64_t seed)
+{
+    tg_tensor *t = NULL;
+    OK(tg_tensor_zeros(&t, TG_I64, nd, shape));
+    int64_t *v = tg_tensor_data(t);
+    for (int64_t i = 0; i < tg_tensor_numel(t); i++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        v[i] = (int64_t)(seed % (uint64_t)extent);
+    }
+    return t;
+}
+
+/* Large enough to be shared out among threads: every op along the first,
+ * a middle and the last dim, an index that covers x's other dims and one
+ * that does not, contiguous and transposed x and src (f32), transposed
+ * (bf16), give the bits of the plain loop on one thread and on two. */
+Test(gather, large_tensors_give_the_plain_loops_bits_on_one_and_two_threads)
+{
+    const char *ops[4] = {"gather", "scatter_add", "index_select", "index_add"};
+    const tg_dtype dts[2] = {TG_F32, TG_BF16};
+    /* x's shape, dim, the index's shape (gather, scatter_add), its length (the others) */
+    const struct { int nd; int64_t x[3]; int dim; int64_t idx[3]; int64_t len; } cs[] = {
+        {2, {512, 512}, 0, {512, 512}, 600},
+        {2, {512, 512}, 1, {400, 700}, 300},
+        {3, {3, 257, 129}, 1, {3, 300, 100}, 257},
+        {3, {3, 257, 129}, 2, {2, 257, 129}, 129},
+    };
+    const int old = tg_get_num_threads();
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+        for (int variant = 0; variant < 3; variant++) {   /* f32, f32 transposed, bf16 transposed */
+            const int t = variant == 2, layout = variant > 0;
+            const int nd = cs[i].nd, dim = cs[i].dim;
+            tg_tensor *x = th_layout_of(dts[t], nd, cs[i].x, layout, 3 + i);
+            tg_tensor *idx = rand_index(nd, cs[i].idx, cs[i].x[dim], 5 + i);
+            tg_tensor *sel = rand_index(1, &cs[i].len, cs[i].x[dim], 9 + i);
+            int64_t sshape[3];
+            memcpy(sshape, cs[i].x, sizeof sshape);
+            sshape[dim] = cs[i].len;
+            tg_tensor *src = th_layout_of(dts[t], nd, cs[i].idx, layout, 11 + i);
+            tg_tensor *ssrc = th_layout_of(dts[t], nd, sshape, layout, 13 + i);
+            for (int k = 0; k < 4; k++) {
+                const bool select = k >= 2, adds = k % 2 == 1;
+                tg_tensor *ix = select ? sel : idx, *s = !adds ? NULL : select ? ssrc : src;
+                tg_tensor *want = by_loop(ops[k], x, dim, ix, s), *y[2] = {NULL, NULL};
+                /* both held: the second result cannot reuse the first's memory */
+                for (int threads = 1; threads <= 2; threads++) {
+                    tg_tensor **yt = &y[threads - 1];
+                    OK(tg_set_num_threads(threads));
+                    OK(run_op(ops[k], yt, x, dim, ix, s));
+                    const int64_t at = th_first_difference(*yt, want), a = at < 0 ? 0 : at;
+                    cr_assert(eq(i64, at, -1), "%s %s case %zu layout %d, %d threads: "
+                              "element %lld is %g, not %g", ops[k], tg_dtype_name(dts[t]),
+                              i, layout, threads, (long long)at, th_at(*yt, a), th_at(want, a));
+                }
+                th_release_all(3, (tg_tensor *[]){want, y[0], y[1]});
+            }
+            th_release_all(5, (tg_tensor *[]){x, idx, sel, src, ssrc});
+        }
+    OK(tg_set_num_threads(old));
 }

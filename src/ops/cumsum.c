@@ -1,18 +1,27 @@
 /* src/ops/cumsum.c - cumsum(x, dim): the running sums of x along dim
  * (torch.cumsum), y[.., k, ..] = sum_{j <= k} x[.., j, ..].
  *
- * x is gathered row-major into one buffer, of double for a float x and of
- * int64 for an integer x (torch promotes integers to int64), and each line
- * along dim is summed in place: with O the extent of the dims before dim,
- * D dim's extent and I that of the dims after it, the buffer is (O, D, I)
- * and line (o, i) runs over k with stride I.  A float result is rounded
- * once per element from its double sum; integer sums wrap as torch's.
+ * With O the extent of the dims before dim, D dim's extent and I that of
+ * the dims after it, x is (O, D, I) and its O I lines (o, i) run over k.
+ * A line's running sum is a double for a float x and int64 bits for an
+ * integer x (torch promotes integers to int64), x's elements added in k's
+ * order as read in x's dtype; a float result is rounded once per element
+ * from its double sum, and integer sums wrap as torch's.
+ *
+ * The lines are independent, so they are shared out among threads in
+ * blocks read through x's strides (a view is summed where it lies, with
+ * no copy of x): with I > 1 a block is one o and a run of columns i,
+ * walked row by row (k) with one running sum per column, each row a run
+ * of y; with I = 1 a block is one whole line.  The split never changes
+ * which terms are added in which order, so the bits are the same for any
+ * thread count.
  *
  * cumsum is linear, and x[j] reaches every y[k] with k >= j, so
  *   dx[j] = sum_{k >= j} g[k] = flip(cumsum(flip(g))),
  * the reversed running sum, written with flip and cumsum itself:
  * differentiable to any order. */
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -25,28 +34,211 @@ typedef struct cumsum_params {
     int dim;   /* wrapped into [0, ndim); 0 for a 0-d x */
 } cumsum_params;
 
-/* The buffer (O, D, I) and its element type, split over o for the pool.
- * Within a slab of D I elements, element k's predecessor along dim is
- * k - I, so one pass over the slab in order adds each line's running sum. */
+/* A column block is at most CUMSUM_COLS wide, narrower (halving, down to
+ * CUMSUM_MIN_COLS, which keeps two threads' runs of a row of y off one
+ * cache line) until there are two blocks per thread to share out.  A line
+ * (I = 1) is summed CUMSUM_COLS elements at a time into a row of sums. */
+enum { CUMSUM_COLS = 256, CUMSUM_MIN_COLS = 16 };
+
+/* x as (O, D, I) = (outer, d, inner) and y, contiguous (O, D, I) of dtype
+ * ydt.  With inner > 1, block t is (o, c) = (t / nblk, t % nblk), columns
+ * [c cols, c cols + cols) (the last block shorter); with inner 1, block t
+ * is line t. */
 typedef struct cumsum_job {
-    void *buf;
-    bool ints;
-    int64_t d, inner;
+    const tg_tensor *x;
+    void *y;
+    tg_dtype ydt;
+    int dim;
+    int64_t outer, d, inner, cols, nblk;
+    int64_t dstride;   /* x's stride along dim */
+    bool unit;         /* the dims after dim are contiguous: column i at offset i */
 } cumsum_job;
+
+/* Running sums of a float x (doubles) or of an integer x (int64 bits in
+ * unsigned arithmetic, so that overflow wraps as torch's int64). */
+typedef union cumsum_acc {
+    double f[CUMSUM_COLS];
+    uint64_t i[CUMSUM_COLS];
+} cumsum_acc;
+
+/* Each dtype the kernels read: its element type, what one element adds
+ * (exact: a double for a float, the sign-extended value for an integer)
+ * and the member of cumsum_acc it adds into.  f16 and bf16 elements come
+ * as f32 (halves_to_f32). */
+#define CUMSUM_DTYPES(X)                                         \
+    X(TG_F32, float, (double), f)                                \
+    X(TG_F64, double, (double), f)                               \
+    X(TG_I8, int8_t, (uint64_t)(int64_t), i)                     \
+    X(TG_U8, uint8_t, (uint64_t)(int64_t), i)                    \
+    X(TG_I32, int32_t, (uint64_t)(int64_t), i)                   \
+    X(TG_I64, int64_t, (uint64_t), i)
+
+/* x's element e added to a running sum s: e + s in double, e's NaN
+ * (quieted) when both are NaN, as x86's addition keeps its first
+ * operand's, whatever order the compiler emits; wrapping for int64. */
+static inline double add_f(double e, double s)
+{
+    return isnan(e) ? e + e : e + s;
+}
+#define ADD_f(e, s) add_f(e, s)
+#define ADD_i(e, s) ((e) + (s))
+
+/* The storage offset (from x's offset) of the row-major flat index f over
+ * x's dims [lo, hi) (each extent >= 1). */
+static int64_t dims_offset(const tg_tensor *x, int lo, int hi, int64_t f)
+{
+    int64_t off = 0;
+    for (int d = hi - 1; d >= lo; d--) {
+        off += f % x->shape[d] * x->strides[d];
+        f /= x->shape[d];
+    }
+    return off;
+}
+
+/* n halves of dtype dt at s[off[c]] (off given) or s[c stride] as f32
+ * values in fb, through hb (the bulk conversion: tg_f16_to_f32's and
+ * tg_bf16_to_f32's bits). */
+static const float *halves_to_f32(tg_dtype dt, const uint16_t *s, const int64_t *off,
+                                  int64_t stride, int64_t n, uint16_t *hb, float *fb)
+{
+    if (off)
+        for (int64_t c = 0; c < n; c++) hb[c] = s[off[c]];
+    else if (stride != 1)
+        for (int64_t c = 0; c < n; c++) hb[c] = s[c * stride];
+    tg__half_to_f32_rows(dt, off || stride != 1 ? hb : s, 0, fb, 0, 1, n);
+    return fb;
+}
+
+/* n sums written to y (dtype dt) at y: a float sum rounded once (as
+ * tg_dtype_store: f16/bf16 in one rounding from the double), int64 bits
+ * as they are. */
+static void put_sums(tg_dtype dt, const cumsum_acc *a, void *y, int64_t n)
+{
+    if (dt == TG_I64 || dt == TG_F64) memcpy(y, a, (size_t)n * 8);
+    else if (dt == TG_F32)
+        for (int64_t c = 0; c < n; c++) ((float *)y)[c] = (float)a->f[c];
+    else tg__f64_to_half_n(dt, a->f, y, n);
+}
+
+/* Row k of a column block, column c at s[c] (unit) or s[off[c]]: each
+ * column's element added to its sum (row 0: the sum is the element, so
+ * that y[0] has x[0]'s bits, -0.0 and NaN payloads too). */
+#define ADD_ROW(DT, T, LOAD, M)                                                     \
+    case DT:                                                                        \
+        if (k == 0)                                                                 \
+            for (int64_t c = 0; c < b; c++)                                         \
+                acc.M[c] = LOAD(((const T *)s)[unit ? c : off[c]]);                 \
+        else if (unit)                                                              \
+            for (int64_t c = 0; c < b; c++)                                         \
+                acc.M[c] = ADD_##M(LOAD(((const T *)s)[c]), acc.M[c]);              \
+        else                                                                        \
+            for (int64_t c = 0; c < b; c++)                                         \
+                acc.M[c] = ADD_##M(LOAD(((const T *)s)[off[c]]), acc.M[c]);         \
+        break;
+
+/* Columns [i0, i0 + b) of block o (inner > 1): the rows k in order, each
+ * row's sums written to y's row. */
+static void cumsum_cols(const cumsum_job *j, int64_t o, int64_t i0, int64_t b)
+{
+    const tg_tensor *x = j->x;
+    const int64_t xsz = (int64_t)tg_dtype_size(x->dtype), ysz = (int64_t)tg_dtype_size(j->ydt);
+    int64_t base = x->offset + dims_offset(x, 0, j->dim, o), off[CUMSUM_COLS];
+    if (j->unit) base += i0;
+    else
+        for (int64_t c = 0; c < b; c++) off[c] = dims_offset(x, j->dim + 1, x->ndim, i0 + c);
+    char *y = (char *)j->y + (o * j->d * j->inner + i0) * ysz;
+    cumsum_acc acc;
+    uint16_t hb[CUMSUM_COLS];
+    float fb[CUMSUM_COLS];
+    const bool half = tg__dtype_is_half(x->dtype);
+    for (int64_t k = 0; k < j->d; k++) {
+        const char *s = (const char *)x->storage->data + (base + k * j->dstride) * xsz;
+        bool unit = j->unit;
+        if (half) {   /* the row as f32 values, in order */
+            s = (const char *)halves_to_f32(x->dtype, (const uint16_t *)s, unit ? NULL : off, 1,
+                                            b, hb, fb);
+            unit = true;
+        }
+        switch (half ? TG_F32 : x->dtype) {
+        CUMSUM_DTYPES(ADD_ROW)
+        case TG_F16: case TG_BF16: case TG_DTYPE_COUNT: break;
+        }
+        put_sums(j->ydt, &acc, y + k * j->inner * ysz, b);
+    }
+}
+
+/* Elements [k0, k0 + n) of a line, s at element k0 (then step apart): the
+ * running sum carried on in sum_f or sum_i, each step's value into row
+ * (element 0: the sum is the element, as in ADD_ROW). */
+#define ADD_RUN(DT, T, LOAD, M)                                                     \
+    case DT:                                                                        \
+        for (int64_t t = 0; t < n; t++) {                                           \
+            const T e = ((const T *)s)[t * step];                                   \
+            sum_##M = k0 + t > 0 ? ADD_##M(LOAD(e), sum_##M) : LOAD(e);             \
+            row.M[t] = sum_##M;                                                     \
+        }                                                                           \
+        break;
+
+/* Line o (inner 1), CUMSUM_COLS elements at a time. */
+static void cumsum_line(const cumsum_job *j, int64_t o)
+{
+    const tg_tensor *x = j->x;
+    const int64_t xsz = (int64_t)tg_dtype_size(x->dtype), ysz = (int64_t)tg_dtype_size(j->ydt);
+    const int64_t at = x->offset + dims_offset(x, 0, j->dim, o);
+    cumsum_acc row;
+    double sum_f = 0;     /* a float x's sum */
+    uint64_t sum_i = 0;   /* an integer x's */
+    uint16_t hb[CUMSUM_COLS];
+    float fb[CUMSUM_COLS];
+    const bool half = tg__dtype_is_half(x->dtype);
+    for (int64_t k0 = 0; k0 < j->d; k0 += CUMSUM_COLS) {
+        const int64_t n = j->d - k0 < CUMSUM_COLS ? j->d - k0 : CUMSUM_COLS;
+        const char *s = (const char *)x->storage->data + (at + k0 * j->dstride) * xsz;
+        int64_t step = j->dstride;
+        if (half) {   /* the run as f32 values, in order */
+            s = (const char *)halves_to_f32(x->dtype, (const uint16_t *)s, NULL, step, n, hb, fb);
+            step = 1;
+        }
+        switch (half ? TG_F32 : x->dtype) {
+        CUMSUM_DTYPES(ADD_RUN)
+        case TG_F16: case TG_BF16: case TG_DTYPE_COUNT: break;
+        }
+        put_sums(j->ydt, &row, (char *)j->y + (o * j->d + k0) * ysz, n);
+    }
+}
 
 static void cumsum_range(void *p, int64_t lo, int64_t hi)
 {
     const cumsum_job *j = p;
-    const int64_t line = j->d * j->inner;
-    for (int64_t o = lo; o < hi; o++) {
-        if (j->ints) {   /* unsigned, so that overflow wraps as torch's int64 */
-            uint64_t *v = (uint64_t *)j->buf + o * line;
-            for (int64_t k = j->inner; k < line; k++) v[k] += v[k - j->inner];
-        } else {
-            double *v = (double *)j->buf + o * line;
-            for (int64_t k = j->inner; k < line; k++) v[k] += v[k - j->inner];
+    for (int64_t t = lo; t < hi; t++) {
+        if (j->inner == 1) {
+            cumsum_line(j, t);
+            continue;
+        }
+        const int64_t i0 = t % j->nblk * j->cols;
+        cumsum_cols(j, t / j->nblk, i0, j->inner - i0 < j->cols ? j->inner - i0 : j->cols);
+    }
+}
+
+/* x's (O, D, I) geometry and the blocks of a non-empty x. */
+static void cumsum_plan(const tg_tensor *x, int dim, cumsum_job *j)
+{
+    j->outer = j->d = j->inner = 1;
+    j->unit = true;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (d < dim) j->outer *= x->shape[d];
+        else if (d == dim) j->d = x->shape[d];
+        else {
+            j->unit = j->unit && (x->shape[d] == 1 || x->strides[d] == j->inner);
+            j->inner *= x->shape[d];
         }
     }
+    j->dstride = x->ndim > 0 ? x->strides[dim] : 0;
+    const int64_t tasks = 2 * (int64_t)tg_get_num_threads();
+    j->cols = CUMSUM_COLS;
+    while (j->cols > CUMSUM_MIN_COLS && j->outer * ((j->inner + j->cols - 1) / j->cols) < tasks)
+        j->cols /= 2;
+    j->nblk = (j->inner + j->cols - 1) / j->cols;
 }
 
 static int cumsum_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -57,27 +249,15 @@ static int cumsum_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     const tg_tensor *x = in[0];
     const int dim = ((const cumsum_params *)params)->dim;
     const bool ints = !tg_dtype_is_float(x->dtype);
-    const tg_dtype as = ints ? TG_I64 : TG_F64;
     tg_tensor *y = tg__tensor_uninit(ints ? TG_I64 : x->dtype, x->ndim, x->shape);
     if (!y) return TG_ENOMEM;
     const int64_t numel = tg__numel(x->ndim, x->shape);
     if (numel > 0) {
-        cumsum_job j = {.ints = ints, .d = 1, .inner = 1};
-        int64_t outer = 1;
-        for (int d = 0; d < x->ndim; d++) {
-            if (d < dim) outer *= x->shape[d];
-            else if (d == dim) j.d = x->shape[d];
-            else j.inner *= x->shape[d];
-        }
-        j.buf = tg__work_alloc((size_t)numel * 8);
-        if (!j.buf) {
-            tg_tensor_release(y);
-            return TG_ENOMEM;
-        }
-        tg__gather(x, as, j.buf);
-        tg__parallel_range(outer, numel > 32768, cumsum_range, &j);
-        tg__scatter(y, as, j.buf);
-        tg__work_free(j.buf);
+        cumsum_job j = {.x = x, .y = tg_tensor_data(y), .ydt = y->dtype,
+                        .dim = dim};
+        cumsum_plan(x, dim, &j);
+        const int64_t blocks = j.inner == 1 ? j.outer : j.outer * j.nblk;
+        tg__parallel_range(blocks, numel > 32768, cumsum_range, &j);
     }
     *out = y;
     return TG_OK;

@@ -8,9 +8,17 @@
  *   index_select  out[i][j][k] = x[i][v][k],      v = index[j]
  *   index_add     out = x;  out[i][v][k] += src[i][j][k]
  * index_select and index_add are gather and scatter_add with index[j]
- * repeated over the other dims, which is how they run.  Sums are taken in
- * double in the index's row-major order, one thread, and rounded once to
- * x's dtype (so repeated indices of f16/bf16 accumulate exactly first).
+ * repeated over the other dims, which is how they run.  A result element
+ * is x's element as a double plus its terms of src in the index's
+ * row-major order, rounded once to x's dtype (so repeated indices of
+ * f16/bf16 accumulate exactly first); a pick goes through a double too.
+ *
+ * x is read through its strides, with no copy of it.  The threads share
+ * disjoint elements of the result, so the bits do not depend on their
+ * number: the picks runs of the result's positions; the adds blocks of
+ * the index's lines along dim (the terms of a line all land in one line
+ * of x, and those of different lines in different lines), each block
+ * summing its line in order in doubles of its own.
  *
  * The adjoint pairs: <gather(x, v), h> = <x, scatter_add(0, v, h)>, and
  * scatter_add is linear in (x, src), so
@@ -27,6 +35,7 @@
 #include "core/core.h"
 #include "ops/elementwise.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct gather_params {
@@ -143,123 +152,29 @@ static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_
     return TG_OK;
 }
 
-/* pos[p]: the row-major offset in x (xshape) that position p of an index of
- * shape ishape addresses: p's coordinates with v[p] at dim. */
-static void positions(int nd, const int64_t *xshape, const int64_t *ishape, int dim,
-                      const int64_t *v, int64_t m, int64_t *pos)
-{
-    int64_t xs[TG_MAX_DIMS], c[TG_MAX_DIMS] = {0};
-    int64_t s = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        xs[d] = s;
-        s *= xshape[d];
-    }
-    for (int64_t p = 0; p < m; p++) {
-        int64_t off = 0;
-        for (int d = 0; d < nd; d++) off += (d == dim ? v[p] : c[d]) * xs[d];
-        pos[p] = off;
-        for (int d = nd - 1; d >= 0 && ++c[d] == ishape[d]; d--) c[d] = 0;
-    }
-}
-
-/* The gather-shaped work of every op: ishape positions into x, each with its
- * index value (a full-shape index, already range-checked). */
-typedef struct pick {
-    int nd;
-    int64_t xshape[TG_MAX_DIMS], ishape[TG_MAX_DIMS];
-    int64_t m;      /* numel of ishape */
-    int64_t *pos;   /* m offsets into x, malloc'd */
-} pick;
-
-static int pick_make(pick *k, const tg_tensor *x, const int64_t *ishape, int dim, const int64_t *v)
-{
-    k->nd = shape_of(x, k->xshape);
-    memcpy(k->ishape, ishape, sizeof(int64_t) * (size_t)k->nd);
-    k->m = tg__numel(k->nd, k->ishape);
-    k->pos = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *k->pos);
-    if (!k->pos) return TG_ENOMEM;
-    positions(k->nd, k->xshape, k->ishape, dim, v, k->m, k->pos);
-    return TG_OK;
-}
-
-/* out (oshape, x's dtype) = x at pos. */
-static int run_gather(const tg_tensor *x, const pick *k, int ond, const int64_t *oshape,
-                      tg_tensor **out)
-{
-    const int64_t nx = tg_tensor_numel(x);
-    double *xv = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xv);
-    double *ov = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *ov);
-    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
-    int rc = xv && ov && r ? TG_OK : TG_ENOMEM;
-    if (rc >= 0) {
-        if (nx > 0) tg__gather(x, TG_F64, xv);
-        for (int64_t p = 0; p < k->m; p++) ov[p] = xv[k->pos[p]];
-        if (k->m > 0) tg__scatter(r, TG_F64, ov);
-        *out = r;
-        r = NULL;
-    }
-    free(xv);
-    free(ov);
-    tg_tensor_release(r);
-    return rc;
-}
-
-/* out (x's shape and dtype) = x with src[p] added at pos[p], in p's order. */
-static int run_scatter_add(const tg_tensor *x, const tg_tensor *src, const pick *k,
-                           tg_tensor **out)
-{
-    const int64_t nx = tg_tensor_numel(x);
-    double *acc = tg__malloc((size_t)(nx > 0 ? nx : 1) * sizeof *acc);
-    double *sv = tg__malloc((size_t)(k->m > 0 ? k->m : 1) * sizeof *sv);
-    tg_tensor *r = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
-    int rc = acc && sv && r ? TG_OK : TG_ENOMEM;
-    if (rc >= 0) {
-        if (nx > 0) tg__gather(x, TG_F64, acc);
-        if (k->m > 0) tg__gather(src, TG_F64, sv);
-        for (int64_t p = 0; p < k->m; p++) acc[k->pos[p]] += sv[p];
-        if (nx > 0) tg__scatter(r, TG_F64, acc);
-        *out = r;
-        r = NULL;
-    }
-    free(acc);
-    free(sv);
-    tg_tensor_release(r);
-    return rc;
-}
-
 /* The pick of gather / scatter_add: index's own values and shape. */
-static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx, pick *k)
+static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
+                       tg__pick *k)
 {
-    int64_t xshape[TG_MAX_DIMS], ishape[TG_MAX_DIMS], *v = NULL;
-    const int nd = shape_of(x, xshape);
+    int64_t ishape[TG_MAX_DIMS];
     shape_of(idx, ishape);
-    TG_TRY(read_index(op, idx, nd, ishape, dim, xshape[dim], &v));
-    int rc = pick_make(k, x, ishape, dim, v);
-    free(v);
-    return rc;
+    tg__pick_init(k, x, dim, true, ishape);
+    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], &k->v);
 }
 
 /* The pick of index_select / index_add: index[j] at every position whose
- * coordinate at dim is j; the result's shape (x's, index's length at dim)
- * into ishape. */
+ * coordinate at dim is j, positions of x's shape with index's length at
+ * dim (the result's shape for index_select). */
 static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
-                       pick *k, int64_t *ishape)
+                       tg__pick *k)
 {
-    int64_t *v = NULL, *full = NULL;
-    const int nd = shape_of(x, ishape);
-    const int64_t L = tg_tensor_numel(idx), extent = ishape[dim];
-    TG_TRY(read_index(op, idx, 1, (int64_t[]){L}, dim, extent, &v));
+    int64_t ishape[TG_MAX_DIMS];
+    const int64_t L = tg_tensor_numel(idx);
+    shape_of(x, ishape);
+    const int64_t extent = ishape[dim];
     ishape[dim] = L;
-    const int64_t m = tg__numel(nd, ishape), inner = tg__numel(nd - dim - 1, ishape + dim + 1);
-    full = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *full);
-    int rc = full ? TG_OK : TG_ENOMEM;
-    if (rc >= 0) {
-        for (int64_t p = 0; p < m; p++) full[p] = v[p / inner % L];
-        rc = pick_make(k, x, ishape, dim, full);
-    }
-    free(v);
-    free(full);
-    return rc;
+    tg__pick_init(k, x, dim, false, ishape);
+    return read_index(op, idx, 1, (int64_t[]){L}, dim, extent, &k->v);
 }
 
 static int call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *x, int dim,
@@ -276,11 +191,11 @@ static int gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
 {
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
-    pick k = {0};
+    tg__pick k = {0};
     TG_TRY(check_gather_args("gather", in[0], dim, in[1], NULL));
     TG_TRY(gather_pick("gather", in[0], dim, in[1], &k));
-    int rc = run_gather(in[0], &k, in[1]->ndim, in[1]->shape, out);
-    free(k.pos);
+    int rc = tg__pick_gather(&k, in[1]->ndim, in[1]->shape, out);
+    free(k.v);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -290,11 +205,11 @@ static int scatter_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
 {
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
-    pick k = {0};
+    tg__pick k = {0};
     TG_TRY(check_gather_args("scatter_add", in[0], dim, in[1], in[2]));
     TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], &k));
-    int rc = run_scatter_add(in[0], in[2], &k, out);
-    free(k.pos);
+    int rc = tg__pick_scatter_add(&k, in[2], out);
+    free(k.v);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -304,13 +219,12 @@ static int index_select_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *
 {
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
-    pick k = {0};
-    int64_t oshape[TG_MAX_DIMS];
+    tg__pick k = {0};
     TG_TRY(check_select_args("index_select", in[0], dim, in[1], NULL));
-    TG_TRY(select_pick("index_select", in[0], dim, in[1], &k, oshape));
+    TG_TRY(select_pick("index_select", in[0], dim, in[1], &k));
     /* a 0-d x gives a 0-d result, as torch's */
-    int rc = run_gather(in[0], &k, in[0]->ndim, oshape, out);
-    free(k.pos);
+    int rc = tg__pick_gather(&k, in[0]->ndim, k.ishape, out);
+    free(k.v);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -320,12 +234,11 @@ static int index_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
 {
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
-    pick k = {0};
-    int64_t ishape[TG_MAX_DIMS];
+    tg__pick k = {0};
     TG_TRY(check_select_args("index_add", in[0], dim, in[1], in[2]));
-    TG_TRY(select_pick("index_add", in[0], dim, in[1], &k, ishape));
-    int rc = run_scatter_add(in[0], in[2], &k, out);
-    free(k.pos);
+    TG_TRY(select_pick("index_add", in[0], dim, in[1], &k));
+    int rc = tg__pick_scatter_add(&k, in[2], out);
+    free(k.v);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }

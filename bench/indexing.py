@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""cumsum along the first and the last dim, gather, index_select, scatter_add
+and index_add: tapegrad (bench/indexing) against PyTorch (Debian's
+python3-torch), the same thread count, in one run.
+
+    /usr/bin/python3 bench/indexing.py [--build build-rel] [--threads 2] [--repeat 20]
+                                       [--rounds 5] [--only NAME] [--markdown FILE]
+
+Each case is one forward call.  Each measurement is its own process;
+PyTorch and tapegrad alternate --rounds times per case, each giving the
+median of --repeat calls.  The table gives the median over rounds of each
+side and of the per-round ratio PyTorch / tapegrad (> 1: tapegrad is
+faster), with the ratio's range over the rounds.  Index values are uniform
+over x's extent at dim (not the same draws on both sides).  PyTorch's
+children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+from benchlib import ROOT, print_table, run_json
+
+# name, op, dtype, x shape, dim, index length (index_select / index_add; -1: x's extent)
+CASES = [
+    ("cumsum dim 0", "cumsum", "f32", (512, 512), 0, -1),
+    ("cumsum dim -1", "cumsum", "f32", (512, 512), -1, -1),
+    ("cumsum dim 0", "cumsum", "f32", (2048, 2048), 0, -1),
+    ("cumsum dim -1", "cumsum", "f32", (2048, 2048), -1, -1),
+    ("cumsum dim 1", "cumsum", "f32", (32, 256, 256), 1, -1),
+    ("cumsum dim 0 bf16", "cumsum", "bf16", (512, 512), 0, -1),
+    ("gather dim 1", "gather", "f32", (512, 512), 1, -1),
+    ("gather dim 0", "gather", "f32", (1024, 1024), 0, -1),
+    ("index_select dim 0", "index_select", "f32", (8192, 256), 0, 4096),
+    ("index_select dim 1", "index_select", "f32", (512, 512), 1, 256),
+    ("scatter_add dim 1", "scatter_add", "f32", (512, 512), 1, -1),
+    ("index_add dim 0", "index_add", "f32", (8192, 256), 0, 4096),
+]
+
+DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
+
+
+def torch_child(a):
+    """Runs in a child process: times the case in PyTorch, prints JSON."""
+    import json
+    import time
+    import torch
+    torch.set_num_threads(a.threads)
+    shape = tuple(int(v) for v in a.shape.split(","))
+    dtype = getattr(torch, DTYPES[a.dtype])
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(*shape, generator=g) * 2 - 1).to(dtype)
+    dim = a.dim % len(shape)
+    ishape = list(shape)
+    select = a.op.startswith("index_")
+    if select:
+        ishape[dim] = a.len if a.len >= 0 else shape[dim]
+        index = torch.randint(0, shape[dim], (ishape[dim],), generator=g)
+    else:
+        index = torch.randint(0, shape[dim], tuple(ishape), generator=g)
+    src = (torch.rand(*ishape, generator=g) * 2 - 1).to(dtype)
+    fns = {
+        "cumsum": lambda: torch.cumsum(x, dim),
+        "gather": lambda: torch.gather(x, dim, index),
+        "index_select": lambda: torch.index_select(x, dim, index),
+        "scatter_add": lambda: torch.scatter_add(x, dim, index, src),
+        "index_add": lambda: torch.index_add(x, dim, index, src),
+    }
+    fn = fns[a.op]
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+
+
+def case_args(c):
+    name, op, dt, shape, dim, length = c
+    return ["--op", op, "--dtype", dt, "--shape", ",".join(map(str, shape)), "--dim", str(dim),
+            "--len", str(length)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default=None, help="substring of case names to run")
+    ap.add_argument("--markdown", default=None, help="also write the table to this file")
+    ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
+    for opt in ("--op", "--dtype", "--shape"):
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    for opt in ("--dim", "--len"):
+        ap.add_argument(opt, type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a)
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ours = os.path.join(a.build, "bench", "indexing")
+    if not os.path.exists(ours):
+        sys.exit(f"indexing.py: {ours} not found: build it (ninja -C {a.build} bench/indexing)")
+    common = ["--threads", str(a.threads), "--repeat", str(a.repeat)]
+    rows = []
+    for c in CASES:
+        if a.only and a.only not in c[0]:
+            continue
+        extra = case_args(c) + common
+        tcmd = [sys.executable, os.path.abspath(__file__), "--torch-child"] + extra
+        ocmd = [ours] + extra
+        tms, oms = [], []
+        for r in range(a.rounds):   # alternate, each side first in turn
+            for cmd, out in ((tcmd, tms), (ocmd, oms))[:: 1 if r % 2 == 0 else -1]:
+                out.append(run_json(cmd)["median_ms"])
+        ratios = [t / o for t, o in zip(tms, oms)]
+        tm, om, rm = statistics.median(tms), statistics.median(oms), statistics.median(ratios)
+        shape = "x".join(map(str, c[3]))
+        rows.append((c[0], c[2], shape, tm, om, rm, min(ratios), max(ratios)))
+        print(f"{c[0]:20s} {c[2]:4s} {shape:12s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
+              f"torch/tapegrad {rm:5.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})",
+              flush=True)
+    lines = [f"| case | dtype | x | PyTorch ms | tapegrad ms | PyTorch / tapegrad "
+             f"(range over {a.rounds} rounds) |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for name, dt, shape, tm, om, rm, lo, hi in rows:
+        lines.append(f"| {name} | {dt} | {shape} | {tm:.3f} | {om:.3f} | {rm:.2f}x "
+                     f"({lo:.2f}-{hi:.2f}) |")
+    print_table(lines, a.markdown)
+
+
+if __name__ == "__main__":
+    main()
