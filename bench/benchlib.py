@@ -1,9 +1,11 @@
 """Helpers shared by the bench/*.py scripts: where the tree and the tapegrad
 tool are, running a child that prints JSON, printing a markdown table.
 Importing this module also puts scripts/ on sys.path (for stfile)."""
+import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -52,3 +54,30 @@ def print_table(lines, markdown=None):
     if markdown:
         with open(markdown, "w") as f:
             f.write(table + "\n")
+
+
+def add_pair_args(ap):
+    """The options of a script that times its tool against PyTorch case by
+    case (bench/pool.py, bench/indexing.py): --build, --threads, --repeat,
+    --rounds, --only, --markdown, and the hidden --torch-child."""
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default=None, help="substring of case names to run")
+    ap.add_argument("--markdown", default=None, help="also write the table to this file")
+    ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
+
+
+def alternate(tcmd, ocmd, rounds):
+    """Runs PyTorch's child tcmd and ours ocmd `rounds` times each, each
+    side first in turn, both printing {"median_ms": ...}; returns the
+    medians (PyTorch's ms, ours, PyTorch / ours) and the range of the
+    per-round ratios."""
+    tms, oms = [], []
+    for r in range(rounds):
+        for cmd, out in ((tcmd, tms), (ocmd, oms))[:: 1 if r % 2 == 0 else -1]:
+            out.append(run_json(cmd)["median_ms"])
+    ratios = [t / o for t, o in zip(tms, oms)]
+    return (statistics.median(tms), statistics.median(oms), statistics.median(ratios),
+            min(ratios), max(ratios))

@@ -15,9 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <tapegrad/tapegrad.h>
+
+#include "timing.h"
 
 #define CHECK(call)                                                                  \
     do {                                                                             \
@@ -35,15 +36,9 @@ typedef struct index_case {
     tg_tensor *x, *index, *src;   /* src: scatter_add and index_add only */
 } index_case;
 
-static double now_ms(void)
+static void call(const void *arg)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static void call(const index_case *c)
-{
+    const index_case *c = arg;
     tg_tensor *y = NULL;
     if (!strcmp(c->op, "cumsum")) CHECK(tg_cumsum(&y, c->x, c->dim));
     else if (!strcmp(c->op, "gather")) CHECK(tg_gather(&y, c->x, c->dim, c->index));
@@ -54,30 +49,12 @@ static void call(const index_case *c)
     tg_tensor_release(y);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int usage(void)
 {
     fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add "
                     "--shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16] "
                     "[--threads T] [--repeat R]\n");
     return 2;
-}
-
-static bool parse_dtype(const char *s, tg_dtype *dt)
-{
-    static const struct { const char *name; tg_dtype dt; } names[] = {
-        {"f32", TG_F32}, {"f64", TG_F64}, {"bf16", TG_BF16}, {"f16", TG_F16}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(s, names[i].name)) {
-            *dt = names[i].dt;
-            return true;
-        }
-    return false;
 }
 
 /* A new i64 tensor of shape (nd, shape) of values uniform in [0, extent). */
@@ -127,7 +104,7 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
                 if (!strcmp(v, ops[k])) c.op = ops[k];
             i++;
-        } else if (!strcmp(a, "--dtype") && v && parse_dtype(v, &dt)) {
+        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
             i++;
         } else if (!strcmp(a, "--shape") && v) {
             nd = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64, &shape[0], &shape[1], &shape[2]);
@@ -152,19 +129,7 @@ int main(int argc, char **argv)
                          : random_index(nd, ishape, shape[c.dim]);
         if (strstr(c.op, "add")) c.src = random_values(dt, nd, ishape, &rng);
     }
-    for (int i = 0; i < 3; i++) call(&c);
-    double *ms = malloc((size_t)repeat * sizeof *ms);
-    if (!ms) return 1;
-    for (long i = 0; i < repeat; i++) {
-        const double t0 = now_ms();
-        call(&c);
-        ms[i] = now_ms() - t0;
-    }
-    qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);
-    const double med = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
-    printf("{\"tool\": \"tapegrad\", \"median_ms\": %.4f, \"threads\": %d}\n", med,
-           tg_get_num_threads());
-    free(ms);
+    if (bench_time_calls(call, &c, repeat)) return 1;
     tg_tensor_release(c.src);
     tg_tensor_release(c.index);
     tg_tensor_release(c.x);

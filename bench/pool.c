@@ -15,9 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <tapegrad/tapegrad.h>
+
+#include "timing.h"
 
 #define CHECK(call)                                                               \
     do {                                                                          \
@@ -36,13 +37,6 @@ typedef struct pool_case {
     tg_tensor *x, *gy;   /* gy: NULL for the forward alone */
 } pool_case;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 static void run_op(const pool_case *c, tg_tensor **y)
 {
     if (c->op == 'm') CHECK(tg_max_pool(y, c->x, 2, &c->p));
@@ -50,8 +44,9 @@ static void run_op(const pool_case *c, tg_tensor **y)
     else CHECK(tg_upsample_nearest(y, c->x, 2, c->scale));
 }
 
-static void pass(const pool_case *c)
+static void pass(const void *arg)
 {
+    const pool_case *c = arg;
     tg_tensor *y = NULL;
     run_op(c, &y);
     if (c->gy) {
@@ -61,30 +56,12 @@ static void pass(const pool_case *c)
     tg_tensor_release(y);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int usage(void)
 {
     fprintf(stderr, "usage: pool --op max|avg|up --shape N,C,H,W [--kernel K] [--stride S] "
                     "[--padding P] [--scale F] [--dtype f32|f64|bf16|f16] [--threads T] "
                     "[--repeat R] [--backward]\n");
     return 2;
-}
-
-static bool parse_dtype(const char *s, tg_dtype *dt)
-{
-    static const struct { const char *name; tg_dtype dt; } names[] = {
-        {"f32", TG_F32}, {"f64", TG_F64}, {"bf16", TG_BF16}, {"f16", TG_F16}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(s, names[i].name)) {
-            *dt = names[i].dt;
-            return true;
-        }
-    return false;
 }
 
 int main(int argc, char **argv)
@@ -114,7 +91,7 @@ int main(int argc, char **argv)
                    (!strcmp(v, "max") || !strcmp(v, "avg") || !strcmp(v, "up"))) {
             c.op = v[0];
             i++;
-        } else if (!strcmp(a, "--dtype") && v && parse_dtype(v, &dt)) {
+        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
             i++;
         } else if (!strcmp(a, "--shape") && v) {
             have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64, &shape[0],
@@ -142,19 +119,7 @@ int main(int argc, char **argv)
         tg_tensor_release(y);
         CHECK(tg_tensor_set_requires_grad(c.x, true));
     }
-    for (int i = 0; i < 3; i++) pass(&c);
-    double *ms = malloc((size_t)repeat * sizeof *ms);
-    if (!ms) return 1;
-    for (long i = 0; i < repeat; i++) {
-        const double t0 = now_ms();
-        pass(&c);
-        ms[i] = now_ms() - t0;
-    }
-    qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);
-    const double med = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
-    printf("{\"tool\": \"tapegrad\", \"median_ms\": %.4f, \"threads\": %d}\n", med,
-           tg_get_num_threads());
-    free(ms);
+    if (bench_time_calls(pass, &c, repeat)) return 1;
     tg_tensor_release(c.gy);
     tg_tensor_release(c.x);
     return 0;

@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 
-from benchlib import ROOT, print_table, run_json
+from benchlib import ROOT, add_pair_args, alternate, print_table
 
 # name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale
 CASES = [
@@ -79,13 +79,7 @@ def case_args(c):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build-rel"))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", default=None, help="substring of case names to run")
-    ap.add_argument("--markdown", default=None, help="also write the table to this file")
-    ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
+    add_pair_args(ap)
     for opt in ("--op", "--dtype", "--shape"):
         ap.add_argument(opt, help=argparse.SUPPRESS)
     for opt in ("--kernel", "--stride", "--padding", "--scale"):
@@ -108,17 +102,11 @@ def main():
             extra = case_args(c) + common + (["--backward"] if bwd else [])
             tcmd = [sys.executable, os.path.abspath(__file__), "--torch-child"] + extra
             ocmd = [ours] + extra
-            tms, oms = [], []
-            for r in range(a.rounds):   # alternate, each side first in turn
-                for cmd, out in ((tcmd, tms), (ocmd, oms))[:: 1 if r % 2 == 0 else -1]:
-                    out.append(run_json(cmd)["median_ms"])
-            ratios = [t / o for t, o in zip(tms, oms)]
-            tm, om, rm = statistics.median(tms), statistics.median(oms), statistics.median(ratios)
+            tm, om, rm, lo, hi = alternate(tcmd, ocmd, a.rounds)
             mode = "fwd+bwd" if bwd else "fwd"
-            rows.append((c[0], mode, tm, om, rm, min(ratios), max(ratios)))
+            rows.append((c[0], mode, tm, om, rm, lo, hi))
             print(f"{c[0]:22s} {mode:7s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
-                  f"torch/tapegrad {rm:5.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})",
-                  flush=True)
+                  f"torch/tapegrad {rm:5.2f}x (rounds {lo:.2f}-{hi:.2f})", flush=True)
     lines = [f"| case (64, 64, 32, 32) | pass | PyTorch ms | tapegrad ms | PyTorch / tapegrad "
              f"(range over {a.rounds} rounds) |",
              "| --- | --- | ---: | ---: | ---: |"]
