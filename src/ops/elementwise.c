@@ -59,10 +59,7 @@ static bool same_shape(const tg_tensor *t, int nd, const int64_t *shape)
     return true;
 }
 
-/* Points *p at t's elements broadcast to (nd, shape) as a contiguous buffer of
- * cdt: t's own data when possible, else a gathered copy stored in *owned (a
- * work buffer: tg__work_free). */
-static int ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *shape, int64_t n,
+int tg__ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *shape, int64_t n,
                     const void **p, void **owned)
 {
     *owned = NULL;
@@ -166,7 +163,7 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
         const tg_tensor *t = in[i];
         src[i].half = t->dtype == res->dtype && same_shape(t, nd, shape) && tg_tensor_is_contiguous(t);
         if (src[i].half) src[i].p = tg_tensor_cdata(t);
-        else rc = ew_input(t, TG_F32, nd, shape, n, &src[i].p, &owned[i]);
+        else rc = tg__ew_input(t, TG_F32, nd, shape, n, &src[i].p, &owned[i]);
     }
     if (rc == TG_OK) {
         ew_half_job q = {.dt = res->dtype, .k = k, .s = s, .nsrc = nsrc, .src = src,
@@ -209,8 +206,8 @@ static int ew_fill(tg_tensor *res, int nd, const int64_t *shape, const tg_tensor
     if (dt != cdt) return ew_run_half(res, nd, shape, n, a, b, k, s);
     const void *pa = NULL, *pb = NULL;
     void *own_a = NULL, *own_b = NULL;
-    int rc = ew_input(a, cdt, nd, shape, n, &pa, &own_a);
-    if (rc == TG_OK && b) rc = ew_input(b, cdt, nd, shape, n, &pb, &own_b);
+    int rc = tg__ew_input(a, cdt, nd, shape, n, &pa, &own_a);
+    if (rc == TG_OK && b) rc = tg__ew_input(b, cdt, nd, shape, n, &pb, &own_b);
     if (rc == TG_OK) {
         ew_whole_job q = {.cdt = cdt, .k = k, .s = s, .out = tg_tensor_data(res), .a = pa, .b = pb,
                           .es = (int64_t)tg_dtype_size(cdt)};

@@ -13,6 +13,11 @@ int tg__broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int
 /* TG_EINVAL if t is NULL, TG_EDTYPE if its dtype is not float; i numbers the
  * input in the message ("mul: input 1 has dtype i32; float dtypes only"). */
 int tg__ew_check_float(const char *op, int i, const tg_tensor *t);
+/* Points *p at t's elements broadcast to (nd, shape) (n elements) as a
+ * contiguous buffer of cdt: t's own data when possible, else a gathered
+ * copy stored in *owned (a work buffer: tg__work_free).  TG_ENOMEM. */
+int tg__ew_input(const tg_tensor *t, tg_dtype cdt, int nd, const int64_t *shape, int64_t n,
+                 const void **p, void **owned);
 /* where(cond, a, 0), the 0 in a's dtype (src/ops/where.c): a gradient kept
  * where cond holds and 0 elsewhere, differentiable again in a. */
 int tg__where_or_zero(tg_tensor **out, tg_tensor *cond, tg_tensor *a);

@@ -8,7 +8,8 @@
  *
  * The forward copies elements in parallel blocks: each input in place when
  * it is contiguous in the result's shape or a single element (the masked
- * fills and the 0s of gradients), else a contiguous copy of it broadcast. */
+ * fills and the 0s of gradients), else from a contiguous copy of it
+ * broadcast (tg__ew_input). */
 #include <assert.h>
 
 #include "core/core.h"
@@ -88,26 +89,17 @@ static void where_range(void *p, int64_t lo0, int64_t hi)
     }
 }
 
-/* Points j at the inputs: each one's own elements when it is contiguous
- * with (nd, shape) or holds one element, else a contiguous copy of it
- * broadcast to the shape, which held[i] keeps for the caller to release. */
-static int where_inputs(tg_tensor *const *in, int nd, const int64_t *shape, where_job *j,
-                        tg_tensor **held)
+/* Points j at the inputs: a single element in place (read at every
+ * index), any other through tg__ew_input (its own elements when contiguous
+ * with (nd, shape), else a broadcast copy in its dtype that owned[i] keeps
+ * for the caller to free). */
+static int where_inputs(tg_tensor *const *in, int nd, const int64_t *shape, int64_t n,
+                        where_job *j, void **owned)
 {
     for (int i = 0; i < 3; i++) {
-        const tg_tensor *t = in[i];
-        bool full = t->ndim == nd && tg_tensor_is_contiguous(t);
-        for (int d = 0; full && d < nd; d++) full = t->shape[d] == shape[d];
-        j->one[i] = tg_tensor_numel(t) == 1;
-        if (!full && !j->one[i]) {
-            tg_tensor *e = NULL;
-            TG_TRY(tg_expand(&e, in[i], nd, shape));
-            const int rc = tg_contiguous(&held[i], e);
-            tg_tensor_release(e);
-            TG_TRY(rc);
-            t = held[i];
-        }
-        j->p[i] = tg_tensor_cdata(t);
+        j->one[i] = tg_tensor_numel(in[i]) == 1;
+        if (j->one[i]) j->p[i] = tg_tensor_cdata(in[i]);
+        else TG_TRY(tg__ew_input(in[i], in[i]->dtype, nd, shape, n, &j->p[i], &owned[i]));
     }
     j->cdt = in[0]->dtype;
     j->size = tg_dtype_size(in[1]->dtype);
@@ -126,19 +118,20 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     int nd;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(where_shape(in, &nd, shape));
-    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape), *held[3] = {NULL, NULL, NULL};
+    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape);
     if (!r) return TG_ENOMEM;
+    const int64_t numel = tg_tensor_numel(r);
+    void *owned[3] = {NULL, NULL, NULL};
     where_job j;
-    int rc = where_inputs(in, nd, shape, &j, held);
+    int rc = where_inputs(in, nd, shape, numel, &j, owned);
     if (rc >= 0) {
-        const int64_t numel = tg_tensor_numel(r);
         j.y = tg_tensor_data(r);
         tg__parallel_range(numel, numel > 32768, where_range, &j);
         if (ctx) tg__ctx_save(ctx, in[0]);
         *out = r;
         r = NULL;
     }
-    for (int i = 0; i < 3; i++) tg_tensor_release(held[i]);
+    for (int i = 0; i < 3; i++) tg__work_free(owned[i]);
     tg_tensor_release(r);
     return rc;
 }
