@@ -15,14 +15,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static bool same_shape(const tg_tensor *a, const tg_tensor *b)
-{
-    if (tg_tensor_ndim(a) != tg_tensor_ndim(b)) return false;
-    for (int d = 0; d < tg_tensor_ndim(a); d++)
-        if (tg_tensor_shape(a)[d] != tg_tensor_shape(b)[d]) return false;
-    return true;
-}
-
 /* y moves values: torch's bits.  dx is g where the mask is 0, torch's bits
  * when y has x's shape; summed back over broadcast dims, within a rounding
  * of the dtype (torch and tapegrad may add in another order). */
@@ -46,7 +38,7 @@ Test(masked_fill, every_case_matches_torch)
         OK(tg_grad(&dx, 1, &y, &g, 1, &x, NULL));
         const int k = !strcmp(dt, "f64") ? 0 : !strcmp(dt, "f32") ? 1 : 2;
         const double sum_rtol[3] = {1e-15, 1e-7, 1.0 / 256};
-        const bool sum = !same_shape(x, y);
+        const bool sum = !tg_tensor_same_shape(x, y);
         th_expect_close(what, dx, th_golden_get(f, c, "dx"), sum ? sum_rtol[k] : 0);
         per_dtype[k]++;
         summed += sum;
