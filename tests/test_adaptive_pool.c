@@ -289,6 +289,39 @@ Test(adaptive_pool, refusals)
     th_release_all(2, (tg_tensor *[]){x, e});
 }
 
+/* The gradient ops of average pooling, called through the registry as a
+ * plugin or the fuzzer may, refuse a missing, integer or misshapen g and an
+ * integer x's shape, and take a g of the pooled shape. */
+Test(adaptive_pool, the_backward_ops_check_g)
+{
+    const char *names[2] = {"adaptive_avg_pool_backward", "avg_pool_backward"};
+    tg__pool_call calls[2] = {
+        {.ns = 2, .size = {3, 2}, .ndim = 3, .shape = {2, 5, 4}},
+        {.ns = 2, .p = TG_POOL_PARAMS_INIT, .ndim = 3, .shape = {2, 5, 4}}};
+    calls[1].p.kernel[0] = 2, calls[1].p.kernel[1] = 2;   /* pooled: (2, 2, 2) */
+    const int64_t pooled[2][3] = {{2, 3, 2}, {2, 2, 2}};
+    for (int k = 0; k < 2; k++) {
+        const tg_op_schema *op = NULL;
+        OK(tg_op_find(&op, names[k]));
+        tg_tensor *g = NULL, *r = NULL;
+        const tg__pool_call *c = &calls[k];
+        th_expect_refused(tg_op_call(op, &r, 1, (tg_tensor *[]){NULL}, c, sizeof *c),
+                          TG_EINVAL, "g must not be NULL", r);
+        OK(tg_tensor_zeros(&g, TG_I32, 3, pooled[k]));
+        th_expect_refused(tg_op_call(op, &r, 1, (tg_tensor *[]){g}, c, sizeof *c), TG_EDTYPE,
+                          "a float dtype is needed", r);
+        tg_tensor_release(g);
+        OK(tg_tensor_zeros(&g, TG_F32, 3, (int64_t[]){2, 3, 3}));
+        th_expect_refused(tg_op_call(op, &r, 1, (tg_tensor *[]){g}, c, sizeof *c), TG_ESHAPE,
+                          "g has shape (2, 3, 3); it must be", r);
+        tg_tensor_release(g);
+        OK(tg_tensor_zeros(&g, TG_F32, 3, pooled[k]));
+        OK(tg_op_call(op, &r, 1, (tg_tensor *[]){g}, c, sizeof *c));
+        th_expect_shape(r, 3, (int64_t[]){2, 5, 4});
+        th_release_all(2, (tg_tensor *[]){g, r});
+    }
+}
+
 /* AdaptiveAvgPoolNd runs tg_adaptive_avg_pool with its output size (0
  * kept as None), which its getter returns. */
 Test(adaptive_pool, module_runs_the_op)
