@@ -1,10 +1,12 @@
 /* src/ops/where.c - where(cond, a, b): a where cond is nonzero, b elsewhere,
  * the three broadcast together (torch.where).  cond may have any dtype (a
- * mask of 0 and 1, or a comparison's result); a and b are float of one dtype.
+ * mask of 0 and 1, or a comparison's result); a and b have one dtype, any
+ * (mixed float dtypes are promoted first by the AMP policy).
  *
  * Gradients: da = sum_to_shape(g * c), db = sum_to_shape(g * (1 - c)) with c
  * the 0/1 mask of cond, a constant: products that can be differentiated
- * again.  cond has no gradient.
+ * again.  cond has no gradient, and an integer result is not recorded
+ * (tg_op_call), as torch's.
  *
  * The forward copies elements in parallel blocks: each input in place when
  * it is contiguous in the result's shape or a single element (the masked
@@ -42,7 +44,7 @@ typedef struct where_job {
     const void *p[3];   /* cond, a, b */
     bool one[3];        /* a single element, broadcast */
     tg_dtype cdt;
-    size_t size;        /* bytes of an a, b and result element */
+    size_t size;        /* bytes of an a, b and result element: 1, 2, 4 or 8 */
     void *y;
 } where_job;
 
@@ -83,7 +85,8 @@ static void where_range(void *p, int64_t lo0, int64_t hi)
     for (int64_t lo = lo0; lo < hi; lo += WHERE_BLOCK) {
         const int64_t n = hi - lo < WHERE_BLOCK ? hi - lo : WHERE_BLOCK;
         cond_block(j, lo, n, m);
-        if (j->size == 2) WHERE_SELECT(uint16_t);
+        if (j->size == 1) WHERE_SELECT(uint8_t);
+        else if (j->size == 2) WHERE_SELECT(uint16_t);
         else if (j->size == 4) WHERE_SELECT(uint32_t);
         else WHERE_SELECT(uint64_t);
     }
@@ -110,10 +113,11 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
                          const void *params)
 {
     TG_CHECK(in[0] != NULL, TG_EINVAL, "where: cond must not be NULL");
-    TG_TRY(tg__ew_check_float("where", 1, in[1]));
-    TG_TRY(tg__ew_check_float("where", 2, in[2]));
+    TG_CHECK(in[1] != NULL, TG_EINVAL, "where: a must not be NULL");
+    TG_CHECK(in[2] != NULL, TG_EINVAL, "where: b must not be NULL");
     TG_CHECK(in[1]->dtype == in[2]->dtype, TG_EDTYPE,
-             "where: a (%s) and b (%s) must have the same dtype", tg_dtype_name(in[1]->dtype),
+             "where: a (%s) and b (%s) must have the same dtype (float dtypes are promoted; "
+             "convert an integer one with tg_to_dtype)", tg_dtype_name(in[1]->dtype),
              tg_dtype_name(in[2]->dtype));
     int nd;
     int64_t shape[TG_MAX_DIMS];
