@@ -13,6 +13,9 @@
  * fills and the 0s of gradients), else from a contiguous copy of it
  * broadcast (tg__ew_input). */
 #include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/core.h"
 #include "ops/families.h"
@@ -186,19 +189,54 @@ int tg__where_or_zero(tg_tensor **out, tg_tensor *cond, tg_tensor *a)
     return rc;
 }
 
-/* where(mask, value, x), value a 0-d tensor of x's dtype (so rounded to it,
- * as torch casts the fill value). */
+/* v with the fewest significant digits that read back as v, an integer
+ * part of up to 17 digits written out ("300", "127.5", "2147483647.5",
+ * "1e+300", "9.223372036854776e+18"). */
+static const char *shortest(char *buf, size_t size, double v)
+{
+    int p = 1;
+    while (p < 17) {
+        snprintf(buf, size, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+        p++;
+    }
+    const double a = fabs(v);
+    const int digits = a >= 1 && a < 1e17 ? (int)floor(log10(a)) + 1 : 0;
+    snprintf(buf, size, "%.*g", digits > p ? digits : p, v);
+    return buf;
+}
+
+/* The range of integer dtype dt as text, for the refusal of a value. */
+static const char *int_range(tg_dtype dt)
+{
+    switch (dt) {
+    case TG_I8: return "[-128, 127]";
+    case TG_U8: return "[0, 255]";
+    case TG_I32: return "[-2147483648, 2147483647]";
+    default: return "[-9223372036854775808, 9223372036854775807]";   /* i64 */
+    }
+}
+
+/* where(mask, value, x), value a 0-d tensor of x's dtype: rounded to a
+ * float dtype, truncated toward zero for an integer one, as torch converts
+ * a Python float.  A value beyond the dtype's range is refused (for an
+ * integer dtype also NaN and +-inf), as torch's "value cannot be converted
+ * to type int8_t without overflow"; torch 1.13 accepts 2^63 for int64 and
+ * writes an undefined conversion (INT64_MIN), refused here too. */
 static int masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value)
 {
     TG_CHECK(mask != NULL, TG_EINVAL, "masked_fill: mask must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "masked_fill: x must not be NULL");
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "masked_fill: x has dtype %s; float dtypes only", tg_dtype_name(x->dtype));
     tg_tensor *v = NULL;
     int rc = tg_tensor_scalar(&v, x->dtype, value);
-    if (rc == TG_EINVAL)
-        return tg__error(rc, "masked_fill: value %g cannot be converted to x's dtype %s without "
-                             "overflow", value, tg_dtype_name(x->dtype));
+    if (rc == TG_EINVAL) {
+        char vs[32], range[64] = "";
+        if (!tg_dtype_is_float(x->dtype))
+            snprintf(range, sizeof range, " (range %s)", int_range(x->dtype));
+        return tg__error(rc, "masked_fill: value %s cannot be converted to x's dtype %s without "
+                             "overflow%s", shortest(vs, sizeof vs, value), tg_dtype_name(x->dtype),
+                         range);
+    }
     TG_TRY(rc);
     rc = tg_where(out, mask, v, x);
     tg_tensor_release(v);
