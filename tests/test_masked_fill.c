@@ -2,7 +2,8 @@
  * Tensor.masked_fill and its gradient (f32, f64, bf16; a mask and an x
  * that broadcast either way, 0-d and empty tensors, NaN/inf/-0.0 in x and
  * as the value), gradcheck and gradgradcheck in f64, masks of any dtype and
- * the refusals.  Goldens: scripts/make_masked_fill_goldens.py. */
+ * the refusals; integer x (i8, u8, i32, i64) filled and refused as torch's.
+ * Goldens: scripts/make_masked_fill_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -108,14 +109,130 @@ Test(masked_fill, masks_of_any_dtype)
 Test(masked_fill, refusals_name_the_argument)
 {
     tg_tensor *x = th_arange(TG_F32, 2, (int64_t[]){2, 3}), *m = NULL, *z = NULL;
-    tg_tensor *xi = th_arange(TG_I32, 1, (int64_t[]){3});
     OK(tg_tensor_zeros(&m, TG_U8, 1, (int64_t[]){2}));
     th_expect_refused(tg_masked_fill(NULL, x, m, 0), TG_EINVAL, "out must not be NULL", NULL);
     th_expect_refused(tg_masked_fill(&z, NULL, m, 0), TG_EINVAL, "x must not be NULL", z);
     th_expect_refused(tg_masked_fill(&z, x, NULL, 0), TG_EINVAL, "mask must not be NULL", z);
-    th_expect_refused(tg_masked_fill(&z, xi, m, 0), TG_EDTYPE, "x has dtype i32", z);
     th_expect_refused(tg_masked_fill(&z, x, m, 0), TG_ESHAPE, "where", z);
     th_expect_refused(tg_masked_fill(&z, x, m, 1e300), TG_EINVAL,
                       "value 1e+300 cannot be converted to x's dtype f32", z);
-    th_release_all(3, (tg_tensor *[]){x, m, xi});
+    th_release_all(2, (tg_tensor *[]){x, m});
+}
+
+/* An integer x: y has x's dtype and torch's bytes (the value truncated
+ * toward zero, an i64 beyond 2^53 exact), is not recorded, and the all-true
+ * and all-false masks fill everything and nothing. */
+Test(masked_fill, integer_cases_match_torch)
+{
+    tg_st_file *f = th_golden_load("masked_fill.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "icases"));
+    int per_dtype[4] = {0};
+    for (int i = 0; i < n; i++) {
+        char c[16], what[96];
+        snprintf(c, sizeof c, "icase%d", i);
+        const char *dt = th_golden_meta(f, c, "dtype");
+        const double value = strtod(th_golden_meta(f, c, "value"), NULL);
+        tg_tensor *x = (tg_tensor *)th_golden_get(f, c, "x"), *y = NULL;
+        tg_tensor *mask = (tg_tensor *)th_golden_get(f, c, "mask");
+        const tg_tensor *want = th_golden_get(f, c, "y");
+        snprintf(what, sizeof what, "%s (%s, %d-d x, %d-d mask, value %s)", c, dt,
+                 tg_tensor_ndim(x), tg_tensor_ndim(mask), th_golden_meta(f, c, "value"));
+        OK(tg_masked_fill(&y, x, mask, value));
+        cr_assert(eq(int, tg_tensor_dtype(y), tg_tensor_dtype(want)), "%s: dtype", what);
+        cr_assert(tg_tensor_same_shape(y, want), "%s: shape", what);
+        const int64_t k = th_first_difference(y, want);
+        cr_assert(k < 0, "%s: element %lld is %.17g, want %.17g", what, (long long)k,
+                  th_at(y, k), th_at(want, k));
+        cr_assert(not(tg_tensor_requires_grad(y)), "%s: y requires grad", what);
+        per_dtype[!strcmp(dt, "i8") ? 0 : !strcmp(dt, "u8") ? 1 : !strcmp(dt, "i32") ? 2 : 3]++;
+        tg_tensor_release(y);
+    }
+    cr_assert(per_dtype[0] == 56 && per_dtype[1] == 42 && per_dtype[2] == 56 &&
+                  per_dtype[3] == 56,
+              "cases per dtype: %d %d %d %d", per_dtype[0], per_dtype[1], per_dtype[2],
+              per_dtype[3]);
+    tg_st_free(f);
+}
+
+/* Each value torch refuses for an integer dtype ("cannot be converted ...
+ * without overflow") is TG_EINVAL naming the value, the dtype and its
+ * range; so is 2^63 for i64, which torch 1.13 writes as INT64_MIN. */
+Test(masked_fill, integer_overflow_is_refused_as_torch)
+{
+    tg_st_file *f = th_golden_load("masked_fill.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "refusals"));
+    cr_assert(n == 29, "%d refusals", n);
+    tg_tensor *m = th_tensor_from(TG_U8, 1, (int64_t[]){3}, (double[]){1, 0, 1}), *y = NULL;
+    for (int i = 0; i < n; i++) {
+        char c[16], words[96];
+        snprintf(c, sizeof c, "refuse%d", i);
+        const char *dt = th_golden_meta(f, c, "dtype");
+        tg_dtype d;
+        OK(tg_dtype_from_name(&d, dt));
+        tg_tensor *x = th_arange(d, 1, (int64_t[]){3});
+        const double value = strtod(th_golden_meta(f, c, "value"), NULL);
+        snprintf(words, sizeof words, "cannot be converted to x's dtype %s without overflow", dt);
+        th_expect_refused(tg_masked_fill(&y, x, m, value), TG_EINVAL, words, y);
+        tg_tensor_release(x);
+    }
+    static const struct {
+        tg_dtype dt;
+        double v;
+        const char *words;
+    } edges[] = {
+        {TG_I8, 128, "masked_fill: value 128 cannot be converted to x's dtype i8 without "
+                     "overflow (range [-128, 127])"},
+        {TG_I8, 127.5, "value 127.5 cannot be converted to x's dtype i8"},
+        {TG_I8, -128.5, "value -128.5 cannot"},
+        {TG_U8, 300, "value 300 cannot be converted to x's dtype u8 without overflow "
+                     "(range [0, 255])"},
+        {TG_U8, -1, "value -1 cannot be converted to x's dtype u8"},
+        {TG_U8, -0.5, "value -0.5 cannot"},
+        {TG_U8, 256, "value 256 cannot"},
+        {TG_I32, 2147483648.0, "value 2147483648 cannot be converted to x's dtype i32 without "
+                               "overflow (range [-2147483648, 2147483647])"},
+        {TG_I32, -2147483648.5, "value -2147483648.5 cannot"},
+        {TG_I64, 0x1p63, "value 9.223372036854776e+18 cannot be converted to x's dtype i64 "
+                         "without overflow (range [-9223372036854775808, 9223372036854775807])"},
+        {TG_I64, NAN, "value nan cannot be converted to x's dtype i64"},
+        {TG_I32, INFINITY, "value inf cannot be converted to x's dtype i32"},
+        {TG_I8, -INFINITY, "value -inf cannot be converted to x's dtype i8"},
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) {
+        tg_tensor *x = th_arange(edges[i].dt, 1, (int64_t[]){3});
+        th_expect_refused(tg_masked_fill(&y, x, m, edges[i].v), TG_EINVAL, edges[i].words, y);
+        tg_tensor_release(x);
+    }
+    tg_tensor_release(m);
+    tg_st_free(f);
+}
+
+/* The ends of each integer range are accepted and land exactly: 127 and
+ * -128 into i8, 255 and -0.0 into u8, -2^63 into i64 (beyond 2^53); a
+ * fraction inside the range truncates toward zero (-127.5 to -127, 254.75
+ * to 254, 2.9 to 2). */
+Test(masked_fill, integer_range_ends_are_filled)
+{
+    tg_tensor *m = th_tensor_from(TG_U8, 1, (int64_t[]){2}, (double[]){1, 0}), *y = NULL;
+    static const struct {
+        tg_dtype dt;
+        double v, want;
+    } cases[] = {
+        {TG_I8, 127, 127},  {TG_I8, -128, -128}, {TG_I8, -127.5, -127}, {TG_U8, 255, 255},
+        {TG_U8, -0.0, 0},   {TG_U8, 254.75, 254}, {TG_I32, 2.9, 2},       {TG_I32, -2.9, -2},
+        {TG_I64, -0x1p63, -0x1p63},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tg_tensor *x = th_arange(cases[i].dt, 1, (int64_t[]){2});
+        OK(tg_masked_fill(&y, x, m, cases[i].v));
+        cr_assert(eq(dbl, th_at(y, 0), cases[i].want), "%s %.17g", tg_dtype_name(cases[i].dt),
+                  cases[i].v);
+        cr_assert(eq(dbl, th_at(y, 1), 1.0));
+        th_release_all(2, (tg_tensor *[]){x, y});
+        y = NULL;
+    }
+    tg_tensor *x = th_arange(TG_I64, 1, (int64_t[]){2});
+    OK(tg_masked_fill(&y, x, m, -0x1p63));
+    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[0], INT64_MIN));
+    th_release_all(3, (tg_tensor *[]){x, y, m});
 }

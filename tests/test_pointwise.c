@@ -205,27 +205,29 @@ Test(pointwise, clamp_keeps_nan_and_takes_absent_bounds)
  * result's shape or of one element, else from a contiguous copy (a
  * transposed b here).  Both must give the same bits, and each element must
  * be a's where cond is nonzero (NaN too, -0.0 not), else b's, for every
- * cond dtype and every float dtype of a and b. */
+ * cond dtype and every dtype of a and b (elements of 1, 2, 4 and 8 bytes). */
 Test(pointwise, where_direct_and_general_paths_agree)
 {
     const tg_dtype conds[] = {TG_U8, TG_I8, TG_I32, TG_I64, TG_F32, TG_F64, TG_F16, TG_BF16};
     const int64_t shape[2] = {193, 257}, tshape[2] = {257, 193}, n = 193 * 257;
     for (size_t ci = 0; ci < sizeof conds / sizeof *conds; ci++)
-        for (int fi = 0; fi < 4; fi++) {
-            const tg_dtype dt = th_floats[fi];
+        for (int fi = 0; fi < TG_DTYPE_COUNT; fi++) {
+            const tg_dtype dt = (tg_dtype)fi;
+            const bool fl = tg_dtype_is_float(dt);
+            const double lo = fl ? -4 : 0, hi = fl ? 4 : 100, zero = fl ? -0.0 : 0.0;
             char what[64];
             snprintf(what, sizeof what, "cond %s, a/b %s", tg_dtype_name(conds[ci]),
                      tg_dtype_name(dt));
-            uint64_t s = 17 + ci * 4 + (uint64_t)fi;
+            uint64_t s = 17 + ci * 8 + (uint64_t)fi;
             double *cv = malloc((size_t)n * sizeof *cv);
             for (int64_t k = 0; k < n; k++) cv[k] = k % 3 == 0 ? 0.0 : (double)(k % 5);
             if (tg_dtype_is_float(conds[ci])) cv[3] = -0.0, cv[5] = NAN, cv[6] = -0.0;
             tg_tensor *c = th_tensor_from(conds[ci], 2, shape, cv);
-            tg_tensor *a = th_rand_tensor(&s, dt, 2, shape, -4, 4);
+            tg_tensor *a = th_rand_tensor(&s, dt, 2, shape, lo, hi);
             tg_tensor *b0 = NULL, *bt = NULL, *bv = NULL, *bc = NULL, *y = NULL, *w = NULL;
             tg_tensor *ys = NULL;
-            OK(tg_tensor_scalar(&b0, dt, -0.0));
-            bt = th_rand_tensor(&s, dt, 2, tshape, -4, 4);
+            OK(tg_tensor_scalar(&b0, dt, zero));
+            bt = th_rand_tensor(&s, dt, 2, tshape, lo, hi);
             OK(tg_transpose(&bv, bt, 0, 1));   /* non-contiguous: read from a copy */
             OK(tg_contiguous(&bc, bv));
             cr_assert(not(tg_tensor_is_contiguous(bv)), "%s", what);
@@ -238,7 +240,7 @@ Test(pointwise, where_direct_and_general_paths_agree)
             }
             OK(tg_where(&ys, c, a, b0));   /* a 0-d b */
             for (int64_t k = 0; k < n; k += 7) {
-                const double want = cv[k] != 0 || isnan(cv[k]) ? th_at(a, k) : -0.0;
+                const double want = cv[k] != 0 || isnan(cv[k]) ? th_at(a, k) : zero;
                 const double got = th_at(ys, k);
                 cr_assert(got == want && signbit(got) == signbit(want), "%s: %ld", what,
                           (long)k);

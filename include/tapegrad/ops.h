@@ -199,13 +199,26 @@ typedef enum tg_pad_mode {
 TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_pad_mode mode,
                   double value);
 /* a where cond is nonzero, else b (torch.where); the three broadcast
- * together.  cond: any dtype, no gradient; a, b: float (promoted). */
+ * together.  cond: any dtype (NaN is nonzero, -0.0 is not), no gradient.
+ * a and b: any one dtype, the result's; two float dtypes are promoted (AMP
+ * policy PROMOTE), any other mix is TG_EDTYPE naming both (torch promotes
+ * i32 with i64, or an integer with a float: tg_to_dtype first).  A float
+ * result's gradients are g where cond is nonzero (a) and elsewhere (b),
+ * summed back to each input's shape, differentiable to any order; an
+ * integer result is not recorded, as torch's.  TG_EINVAL for a NULL
+ * argument, TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
 /* x with value where mask is nonzero (x.masked_fill(mask, value)): mask
- * (any dtype, as tg_where's cond; no gradient) and x broadcast together;
- * value is rounded to x's dtype.  The gradient is g where mask is 0, summed
- * back to x's shape.  TG_EDTYPE for an integer x (torch also fills integer
- * tensors), TG_ESHAPE when the shapes do not broadcast. */
+ * (any dtype, as tg_where's cond; no gradient) and x (any dtype) broadcast
+ * together.  value is converted to x's dtype as torch converts a Python
+ * float: rounded to a float dtype, truncated toward zero for an integer
+ * one (2.7 -> 2, -2.7 -> -2).  TG_EINVAL naming the value and the dtype
+ * when it lies outside the dtype's range, as torch's "cannot be converted
+ * without overflow" (1e300 for f32; 300, -1 or 255.5 for u8; 127.5 for i8;
+ * NaN and +-inf for an integer dtype; 2^63 for i64, which torch 1.13
+ * writes as INT64_MIN).  A float x's gradient is g where mask is 0, summed
+ * back to x's shape; an integer result is not recorded.  TG_EINVAL for a
+ * NULL argument, TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value);
 /* The larger (smaller) of a and b elementwise, broadcast together
  * (torch.maximum / torch.minimum): NaN when either is NaN; float dtypes,

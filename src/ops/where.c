@@ -1,16 +1,21 @@
 /* src/ops/where.c - where(cond, a, b): a where cond is nonzero, b elsewhere,
  * the three broadcast together (torch.where).  cond may have any dtype (a
- * mask of 0 and 1, or a comparison's result); a and b are float of one dtype.
+ * mask of 0 and 1, or a comparison's result); a and b have one dtype, any
+ * (mixed float dtypes are promoted first by the AMP policy).
  *
  * Gradients: da = sum_to_shape(g * c), db = sum_to_shape(g * (1 - c)) with c
  * the 0/1 mask of cond, a constant: products that can be differentiated
- * again.  cond has no gradient.
+ * again.  cond has no gradient, and an integer result is not recorded
+ * (tg_op_call), as torch's.
  *
  * The forward copies elements in parallel blocks: each input in place when
  * it is contiguous in the result's shape or a single element (the masked
  * fills and the 0s of gradients), else from a contiguous copy of it
  * broadcast (tg__ew_input). */
 #include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/core.h"
 #include "ops/families.h"
@@ -42,7 +47,7 @@ typedef struct where_job {
     const void *p[3];   /* cond, a, b */
     bool one[3];        /* a single element, broadcast */
     tg_dtype cdt;
-    size_t size;        /* bytes of an a, b and result element */
+    size_t size;        /* bytes of an a, b and result element: 1, 2, 4 or 8 */
     void *y;
 } where_job;
 
@@ -83,7 +88,8 @@ static void where_range(void *p, int64_t lo0, int64_t hi)
     for (int64_t lo = lo0; lo < hi; lo += WHERE_BLOCK) {
         const int64_t n = hi - lo < WHERE_BLOCK ? hi - lo : WHERE_BLOCK;
         cond_block(j, lo, n, m);
-        if (j->size == 2) WHERE_SELECT(uint16_t);
+        if (j->size == 1) WHERE_SELECT(uint8_t);
+        else if (j->size == 2) WHERE_SELECT(uint16_t);
         else if (j->size == 4) WHERE_SELECT(uint32_t);
         else WHERE_SELECT(uint64_t);
     }
@@ -110,10 +116,11 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
                          const void *params)
 {
     TG_CHECK(in[0] != NULL, TG_EINVAL, "where: cond must not be NULL");
-    TG_TRY(tg__ew_check_float("where", 1, in[1]));
-    TG_TRY(tg__ew_check_float("where", 2, in[2]));
+    TG_CHECK(in[1] != NULL, TG_EINVAL, "where: a must not be NULL");
+    TG_CHECK(in[2] != NULL, TG_EINVAL, "where: b must not be NULL");
     TG_CHECK(in[1]->dtype == in[2]->dtype, TG_EDTYPE,
-             "where: a (%s) and b (%s) must have the same dtype", tg_dtype_name(in[1]->dtype),
+             "where: a (%s) and b (%s) must have the same dtype (float dtypes are promoted; "
+             "convert an integer one with tg_to_dtype)", tg_dtype_name(in[1]->dtype),
              tg_dtype_name(in[2]->dtype));
     int nd;
     int64_t shape[TG_MAX_DIMS];
@@ -182,19 +189,54 @@ int tg__where_or_zero(tg_tensor **out, tg_tensor *cond, tg_tensor *a)
     return rc;
 }
 
-/* where(mask, value, x), value a 0-d tensor of x's dtype (so rounded to it,
- * as torch casts the fill value). */
+/* v with the fewest significant digits that read back as v, an integer
+ * part of up to 17 digits written out ("300", "127.5", "2147483647.5",
+ * "1e+300", "9.223372036854776e+18"). */
+static const char *shortest(char *buf, size_t size, double v)
+{
+    int p = 1;
+    while (p < 17) {
+        snprintf(buf, size, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+        p++;
+    }
+    const double a = fabs(v);
+    const int digits = a >= 1 && a < 1e17 ? (int)floor(log10(a)) + 1 : 0;
+    snprintf(buf, size, "%.*g", digits > p ? digits : p, v);
+    return buf;
+}
+
+/* The range of integer dtype dt as text, for the refusal of a value. */
+static const char *int_range(tg_dtype dt)
+{
+    switch (dt) {
+    case TG_I8: return "[-128, 127]";
+    case TG_U8: return "[0, 255]";
+    case TG_I32: return "[-2147483648, 2147483647]";
+    default: return "[-9223372036854775808, 9223372036854775807]";   /* i64 */
+    }
+}
+
+/* where(mask, value, x), value a 0-d tensor of x's dtype: rounded to a
+ * float dtype, truncated toward zero for an integer one, as torch converts
+ * a Python float.  A value beyond the dtype's range is refused (for an
+ * integer dtype also NaN and +-inf), as torch's "value cannot be converted
+ * to type int8_t without overflow"; torch 1.13 accepts 2^63 for int64 and
+ * writes an undefined conversion (INT64_MIN), refused here too. */
 static int masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value)
 {
     TG_CHECK(mask != NULL, TG_EINVAL, "masked_fill: mask must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "masked_fill: x must not be NULL");
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "masked_fill: x has dtype %s; float dtypes only", tg_dtype_name(x->dtype));
     tg_tensor *v = NULL;
     int rc = tg_tensor_scalar(&v, x->dtype, value);
-    if (rc == TG_EINVAL)
-        return tg__error(rc, "masked_fill: value %g cannot be converted to x's dtype %s without "
-                             "overflow", value, tg_dtype_name(x->dtype));
+    if (rc == TG_EINVAL) {
+        char vs[32], range[64] = "";
+        if (!tg_dtype_is_float(x->dtype))
+            snprintf(range, sizeof range, " (range %s)", int_range(x->dtype));
+        return tg__error(rc, "masked_fill: value %s cannot be converted to x's dtype %s without "
+                             "overflow%s", shortest(vs, sizeof vs, value), tg_dtype_name(x->dtype),
+                         range);
+    }
     TG_TRY(rc);
     rc = tg_where(out, mask, v, x);
     tg_tensor_release(v);

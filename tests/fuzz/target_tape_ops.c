@@ -77,7 +77,7 @@ int op_binary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 10;
+    uint8_t k = u8(g) % 11;
     if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
     if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
         return 0;
@@ -91,7 +91,14 @@ int op_binary(prog *g)
     case 5: rc = tg_matmul(&y, a, b); break;
     case 6: rc = tg_linear(&y, a, b, NULL); break;
     case 7: rc = tg_prelu(&y, a, b); break;
-    case 8: rc = tg_masked_fill(&y, a, b, value(u8(g))); break;
+    case 8: rc = tg_masked_fill(&y, a, b, value(u8(g))); break;   /* x of any dtype */
+    case 9: {   /* where(b, a, c): a and c of any dtype, the same or not */
+        tg_tensor *c = slot(g);
+        if (big(c) || broadcast_numel(a, b) * (double)(c ? tg_tensor_numel(c) : 1) > MAX_ELEMS)
+            return 0;
+        rc = tg_where(&y, b, a, c);
+        break;
+    }
     default: {
         tg_tensor *ts[2] = {a, b};
         rc = tg_cat(&y, 2, ts, (int)(u8(g) % 4) - 1);
