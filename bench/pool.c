@@ -2,11 +2,12 @@
  * forward and backward, for bench/pool.py (which runs the same call in
  * PyTorch and gives the ratio).
  *
- *   pool --op max|avg|up --shape N,C,H,W [--kernel K] [--stride S (0: K)]
- *        [--padding P] [--scale F] [--dtype f32|f64|bf16|f16] [--threads T]
- *        [--repeat R (20)] [--backward]
+ *   pool --op max|avg|up|adaptive_max --shape N,C,H,W [--kernel K]
+ *        [--stride S (0: K)] [--padding P] [--scale F] [--size O]
+ *        [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)] [--backward]
  *
- * x is U[-1, 1) of the shape (its last two dims spatial).  The forward pass
+ * x is U[-1, 1) of the shape (its last two dims spatial); adaptive_max pools
+ * both to O (tg_adaptive_max_pool without its indices).  The forward pass
  * is y = op(x) with x not requiring grad; with --backward x requires grad and
  * a pass is y = op(x), backward with a fixed random grad_y of y's shape, and
  * x's gradient released, as PyTorch's x.grad = None.  After three passes of
@@ -31,8 +32,9 @@
     } while (0)
 
 typedef struct pool_case {
-    char op;   /* 'm'ax, 'a'vg, 'u'p */
+    char op;   /* 'm'ax, 'a'vg, 'u'p, 'A'daptive max */
     tg_pool_params p;
+    int64_t size[2];
     int64_t scale[2];
     tg_tensor *x, *gy;   /* gy: NULL for the forward alone */
 } pool_case;
@@ -41,6 +43,7 @@ static void run_op(const pool_case *c, tg_tensor **y)
 {
     if (c->op == 'm') CHECK(tg_max_pool(y, c->x, 2, &c->p));
     else if (c->op == 'a') CHECK(tg_avg_pool(y, c->x, 2, &c->p));
+    else if (c->op == 'A') CHECK(tg_adaptive_max_pool(y, NULL, c->x, 2, c->size));
     else CHECK(tg_upsample_nearest(y, c->x, 2, c->scale));
 }
 
@@ -58,15 +61,15 @@ static void pass(const void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: pool --op max|avg|up --shape N,C,H,W [--kernel K] [--stride S] "
-                    "[--padding P] [--scale F] [--dtype f32|f64|bf16|f16] [--threads T] "
-                    "[--repeat R] [--backward]\n");
+    fprintf(stderr, "usage: pool --op max|avg|up|adaptive_max --shape N,C,H,W [--kernel K] "
+                    "[--stride S] [--padding P] [--scale F] [--size O] "
+                    "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    long kernel = 2, stride = 0, padding = 0, scale = 2, threads = 0, repeat = 20;
+    long kernel = 2, stride = 0, padding = 0, scale = 2, size = 1, threads = 0, repeat = 20;
     int64_t shape[4] = {0};
     bool backward = false, have_shape = false;
     tg_dtype dt = TG_F32;
@@ -77,6 +80,7 @@ int main(int argc, char **argv)
                     : !strcmp(a, "--stride")  ? &stride
                     : !strcmp(a, "--padding") ? &padding
                     : !strcmp(a, "--scale")   ? &scale
+                    : !strcmp(a, "--size")    ? &size
                     : !strcmp(a, "--threads") ? &threads
                     : !strcmp(a, "--repeat")  ? &repeat
                                               : NULL;
@@ -90,6 +94,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--op") && v &&
                    (!strcmp(v, "max") || !strcmp(v, "avg") || !strcmp(v, "up"))) {
             c.op = v[0];
+            i++;
+        } else if (!strcmp(a, "--op") && v && !strcmp(v, "adaptive_max")) {
+            c.op = 'A';
             i++;
         } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
             i++;
@@ -106,6 +113,7 @@ int main(int argc, char **argv)
     c.p = (tg_pool_params)TG_POOL_PARAMS_INIT;
     tg_pool_params_set(&c.p, kernel, stride, padding);
     c.scale[0] = c.scale[1] = scale;
+    c.size[0] = c.size[1] = size;
 
     tg_rng rng;
     tg_rng_init(&rng, 1);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Pooling and nearest upsampling: tapegrad (bench/pool) against PyTorch
-(Debian's python3-torch) on the layers of a DCGAN-like encoder/decoder, the
-same thread count, in one run.
+"""Pooling (max, average, adaptive max) and nearest upsampling: tapegrad
+(bench/pool) against PyTorch (Debian's python3-torch) on the layers of a
+DCGAN-like encoder/decoder, the same thread count, in one run.
 
     /usr/bin/python3 bench/pool.py [--build build-rel] [--threads 2] [--repeat 20]
                                    [--rounds 5] [--only NAME] [--markdown FILE]
@@ -23,7 +23,8 @@ import sys
 
 from benchlib import ROOT, add_pair_args, alternate, print_table
 
-# name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale
+# name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max: the
+# output size)
 CASES = [
     ("max_pool 2x2", "max", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
     ("avg_pool 2x2", "avg", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
@@ -32,6 +33,10 @@ CASES = [
     ("upsample x2", "up", "f32", (64, 64, 32, 32), 1, 0, 0, 2),
     ("upsample x2 bf16", "up", "bf16", (64, 64, 32, 32), 1, 0, 0, 2),
     ("avg_pool 2x2 bf16", "avg", "bf16", (64, 64, 32, 32), 2, 0, 0, 1),
+    ("adaptive_max 16->8 (64, 128, 16, 16)", "adaptive_max", "f32", (64, 128, 16, 16), 1, 0, 0,
+     8),
+    ("adaptive_max 16->1 (64, 128, 16, 16)", "adaptive_max", "f32", (64, 128, 16, 16), 1, 0, 0,
+     1),
 ]
 
 
@@ -49,6 +54,8 @@ def torch_child(a):
         def fn(t): return F.max_pool2d(t, k, s, p)
     elif op == "avg":
         def fn(t): return F.avg_pool2d(t, k, s, p)
+    elif op == "adaptive_max":
+        def fn(t): return F.adaptive_max_pool2d(t, a.scale)
     else:
         def fn(t): return F.interpolate(t, scale_factor=a.scale, mode="nearest")
     gy = None
@@ -73,8 +80,9 @@ def torch_child(a):
 
 def case_args(c):
     name, op, dt, shape, k, s, p, sc = c
+    last = ["--size" if op == "adaptive_max" else "--scale", str(sc)]
     return ["--op", op, "--dtype", dt, "--shape", ",".join(map(str, shape)), "--kernel", str(k),
-            "--stride", str(s), "--padding", str(p), "--scale", str(sc)]
+            "--stride", str(s), "--padding", str(p)] + last
 
 
 def main():
@@ -84,6 +92,7 @@ def main():
         ap.add_argument(opt, help=argparse.SUPPRESS)
     for opt in ("--kernel", "--stride", "--padding", "--scale"):
         ap.add_argument(opt, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, dest="scale", help=argparse.SUPPRESS)
     ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -107,8 +116,8 @@ def main():
             rows.append((c[0], mode, tm, om, rm, lo, hi))
             print(f"{c[0]:22s} {mode:7s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
                   f"torch/tapegrad {rm:5.2f}x (rounds {lo:.2f}-{hi:.2f})", flush=True)
-    lines = [f"| case (64, 64, 32, 32) | pass | PyTorch ms | tapegrad ms | PyTorch / tapegrad "
-             f"(range over {a.rounds} rounds) |",
+    lines = [f"| case (x (64, 64, 32, 32) unless named) | pass | PyTorch ms | tapegrad ms "
+             f"| PyTorch / tapegrad (range over {a.rounds} rounds) |",
              "| --- | --- | ---: | ---: | ---: |"]
     for name, mode, tm, om, rm, lo, hi in rows:
         lines.append(f"| {name} | {mode} | {tm:.2f} | {om:.2f} | {rm:.2f}x ({lo:.2f}-{hi:.2f}) |")

@@ -4,7 +4,8 @@
  * not, larger than x's, 1 everywhere, None; batched and unbatched; x with
  * ties, NaNs and windows of -infs), the call with and without indices
  * against each other, derivatives to second order by finite differences,
- * f16, views, scopes, the AdaptiveMaxPoolNd modules and the refusals.
+ * f16, views, max_pool's kernels (where they run) against the adaptive
+ * scan bit for bit, scopes, the AdaptiveMaxPoolNd modules and the refusals.
  * Goldens: scripts/make_adaptive_max_pool_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -138,6 +139,8 @@ static const mcase cases[] = {
     {3, 5, {1, 1, 3, 5, 4}, {2, 3, 3}, true},
     {3, 4, {2, 2, 3, 5}, {3, 2, 4}, false},
     {3, 4, {2, 4, 2, 4}, {2, 1, 2}, true},
+    {2, 4, {1, 2, 4, 8}, {2, 4}, true},   /* max_pool's kernels */
+    {1, 3, {2, 3, 12}, {4}, false},       /* max_pool's kernels */
 };
 
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -218,6 +221,90 @@ Test(adaptive_max_pool, views_read_their_elements)
         th_expect_same_bits("view indices", c, iy, iz);
         th_release_all(6, (tg_tensor *[]){v[i], c, y, z, iy, iz});
     }
+}
+
+/* Calls where O divides I on every axis and the last output extent is 4
+ * or more (max_pool's kernels run them), with kernels 1..4 along the last
+ * axis (strides 1 and 2 have loops of their own), one large enough to run
+ * in parallel. */
+static const mcase divisible[] = {
+    {1, 3, {3, 2, 16}, {8}, true},
+    {1, 2, {4, 12}, {4}, true},
+    {1, 3, {2, 3, 20}, {5}, true},
+    {2, 4, {2, 3, 8, 8}, {4, 4}, true},
+    {2, 3, {3, 6, 16}, {2, 4}, true},
+    {2, 4, {1, 2, 9, 12}, {3, 4}, true},
+    {2, 4, {4, 8, 32, 64}, {16, 32}, true},
+    {3, 5, {2, 2, 4, 6, 8}, {2, 3, 4}, true},
+    {3, 4, {3, 3, 4, 12}, {3, 1, 6}, true},
+};
+
+/* x for the fast-path sweep: the values -1, -0, 0, 0.5, 1, NaN and -inf (so
+ * windows hold ties, several NaNs and zeros of both signs), and one run
+ * of -infs long enough to fill some windows; transposed over its last two
+ * dims (a strided view) when `strided`.  A new reference. */
+static tg_tensor *tricky_x(tg_dtype dt, const mcase *k, bool strided, uint64_t seed)
+{
+    static const double levels[7] = {-1, -0.0, 0, 0.5, 1, NAN, -INFINITY};
+    int64_t shape[5];
+    memcpy(shape, k->shape, sizeof shape);
+    const int nd = k->ndim;
+    if (strided) {
+        shape[nd - 1] = k->shape[nd - 2];
+        shape[nd - 2] = k->shape[nd - 1];
+    }
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    double *v = malloc((size_t)n * sizeof *v);
+    cr_assert(v != NULL);
+    uint64_t s = seed;
+    for (int64_t e = 0; e < n; e++) v[e] = levels[th_rand_int(&s, 0, 6)];
+    int64_t plane = 1;
+    for (int d = nd - k->ns; d < nd; d++) plane *= shape[d];
+    for (int64_t e = plane; e < 2 * plane && e < n; e++) v[e] = -INFINITY;
+    tg_tensor *x = th_tensor_from(dt, nd, shape, v), *t = NULL;
+    free(v);
+    if (!strided) return x;
+    OK(tg_transpose(&t, x, nd - 2, nd - 1));
+    tg_tensor_release(x);
+    return t;
+}
+
+/* max_pool's kernels where they run give the adaptive scan's values and
+ * indices to the bit (ties keep the first, the last NaN wins, a window of
+ * -infs gives its first element), in every float dtype, on contiguous and
+ * strided x, on one thread and two, with and without indices asked for
+ * and when recorded. */
+Test(adaptive_max_pool, fast_path_same_bits_as_general_path)
+{
+    const int threads = tg_get_num_threads();
+    for (int th = 1; th <= 2; th++) {
+        OK(tg_set_num_threads(th));
+        for (size_t i = 0; i < sizeof divisible / sizeof *divisible; i++)
+            for (int d = 0; d < 4; d++)
+                for (int v = 0; v < 4; v++) {
+                    const mcase *k = &divisible[i];
+                    tg_tensor *x = tricky_x(th_floats[d], k, v & 1, 11 + i * 8 + (size_t)d);
+                    if (v & 2) OK(tg_tensor_set_requires_grad(x, true));
+                    tg_tensor *y[2] = {0}, *idx[2] = {0}, *z[2] = {0};
+                    for (int g = 0; g < 2; g++) {
+                        OK(tg__adaptive_max_pool_call(&y[g], &idx[g], x, k->ns, k->size, g));
+                        OK(tg__adaptive_max_pool_call(&z[g], NULL, x, k->ns, k->size, g));
+                    }
+                    char what[80];
+                    snprintf(what, sizeof what, "case %zu dtype %d %s%s, %d threads", i, d,
+                             v & 1 ? "strided" : "contiguous", v & 2 ? " recorded" : "", th);
+                    cr_assert(eq(i64, th_first_difference(y[0], y[1]), -1), "%s: y", what);
+                    cr_assert(eq(i64, th_first_difference(idx[0], idx[1]), -1), "%s: idx",
+                              what);
+                    cr_assert(eq(i64, th_first_difference(z[0], y[1]), -1), "%s: y alone",
+                              what);
+                    cr_assert(eq(i64, th_first_difference(z[1], y[1]), -1), "%s: y alone",
+                              what);
+                    th_release_all(7, (tg_tensor *[]){x, y[0], y[1], idx[0], idx[1], z[0], z[1]});
+                }
+    }
+    OK(tg_set_num_threads(threads));
 }
 
 /* An empty batch gives an empty result, empty indices and an empty

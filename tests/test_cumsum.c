@@ -3,7 +3,7 @@
  * from the end, empty extents), gradcheck and gradgradcheck in f64, views,
  * rounding once per element, integers promoted to int64, autocast, the
  * refusals, and large tensors against a plain loop bit for bit on one and
- * two threads.  Goldens: scripts/make_cumsum_goldens.py. */
+ * two threads, NaN payloads too.  Goldens: scripts/make_cumsum_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -179,9 +179,20 @@ Test(cumsum, refusals_name_the_argument)
     tg_tensor_release(x);
 }
 
+/* v with its quiet bit set (v + v for a NaN v on x86). */
+static double quieted(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    b |= UINT64_C(1) << 51;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+
 /* cumsum of x along dim (in [0, ndim)) by a plain loop over x's row-major
- * elements: double sums for a float x, each rounded once to x's dtype,
- * wrapping int64 sums for an integer x. */
+ * elements: double sums for a float x, each rounded once to x's dtype (a
+ * NaN element's NaN, quieted, is the sum where it is added), wrapping
+ * int64 sums for an integer x. */
 static tg_tensor *cumsum_by_loop(tg_tensor *x, int dim)
 {
     tg_tensor *c = NULL, *want = NULL;
@@ -206,7 +217,7 @@ static tg_tensor *cumsum_by_loop(tg_tensor *x, int dim)
             isum[e] = first ? v : isum[e - inner] + v;
         } else {
             const double v = tg_dtype_load(dt, xv, e);
-            sum[e] = first ? v : sum[e - inner] + v;
+            sum[e] = first ? v : isnan(v) ? quieted(v) : sum[e - inner] + v;
             tg_dtype_store(dt, yv, e, sum[e]);
         }
     }
@@ -252,4 +263,48 @@ Test(cumsum, large_tensors_give_the_plain_loops_bits_on_one_and_two_threads)
             }
     OK(tg_set_num_threads(old));
     cr_assert(eq(int, cases, 4 * 3 * 5 * 2));
+}
+
+/* NaNs of distinct payloads and signs, and infinities of both signs (whose
+ * sum is NaN), in lines of three runs of 256 (f32, f64; along the last dim:
+ * lines summed side by side, along the first: columns): each NaN element's
+ * own NaN, quieted, is the sum from there on until the next, as the plain
+ * loop's, on one thread and on two. */
+Test(cumsum, nans_keep_the_payload_of_the_last_nan_added)
+{
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const int64_t shape[2] = {63, 600};   /* 15 blocks of 4 lines and 3 lines */
+    const int old = tg_get_num_threads();
+    for (int t = 0; t < 2; t++) {
+        tg_tensor *x = th_layout_of(dts[t], 2, shape, 0, 3 + (uint64_t)t);
+        void *xv = tg_tensor_data(x);
+        uint64_t st = 17;
+        for (int k = 0; k < 300; k++) {
+            const int64_t e = th_rand_int(&st, 0, 63 * 600 - 1), kind = th_rand_int(&st, 0, 3);
+            const uint32_t sign = kind == 1 ? UINT32_C(0x80000000) : 0;
+            if (kind >= 2) {
+                tg_dtype_store(dts[t], xv, e, kind == 2 ? INFINITY : -INFINITY);
+            } else if (dts[t] == TG_F32) {
+                const uint32_t b = sign | UINT32_C(0x7fc00000) | (uint32_t)(k + 1);
+                memcpy((float *)xv + e, &b, sizeof b);
+            } else {
+                const uint64_t b = (uint64_t)sign << 32 | UINT64_C(0x7ff8000000000000) |
+                                   (uint64_t)(k + 1) << 29;
+                memcpy((double *)xv + e, &b, sizeof b);
+            }
+        }
+        for (int dim = 0; dim < 2; dim++) {
+            tg_tensor *want = cumsum_by_loop(x, dim), *y[2] = {NULL, NULL};
+            for (int threads = 1; threads <= 2; threads++) {
+                OK(tg_set_num_threads(threads));
+                OK(tg_cumsum(&y[threads - 1], x, dim));
+                const int64_t at = th_first_difference(y[threads - 1], want);
+                cr_assert(eq(i64, at, -1), "%s dim %d, %d threads: element %lld differs",
+                          tg_dtype_name(dts[t]), dim, threads, (long long)at);
+            }
+            th_release_all(3, (tg_tensor *[]){want, y[0], y[1]});
+        }
+        tg_tensor_release(x);
+    }
+    OK(tg_set_num_threads(old));
 }

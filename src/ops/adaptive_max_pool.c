@@ -7,7 +7,9 @@
  * forward picks in each window the index of its largest element, idx[o],
  * within the (b, c) plane (PyTorch's returned indices), by PyTorch's scan:
  * ties go to the first, the last NaN wins, a window of -infs gives its
- * first element.  Then y[o] = x[idx[o]] = (S x)[o] for the 0/1 selection
+ * first element.  (Where O divides I the windows are max_pool's, and
+ * max_pool's kernels, which scan alike, may run them: see amax_run.)
+ * Then y[o] = x[idx[o]] = (S x)[o] for the 0/1 selection
  * matrix S that idx defines (held fixed: the choice has gradient 0 almost
  * everywhere), so
  *   dx = S^T g      adaptive_max_pool_backward(g, idx): g[o] added into
@@ -37,20 +39,35 @@
 static const tg_op_schema amax_op, amax_indices_op, amax_backward_op, amax_gather_op;
 
 /* y = the window maxima of x for call c (output shape os) into a new *y,
- * and their indices into a new i64 *idx when idx is not NULL. */
+ * and their indices into a new i64 *idx when idx is not NULL.  When O
+ * divides I on every axis (and c does not ask for the general kernels),
+ * the windows are max_pool's with kernel = stride = I/O and no padding, and
+ * max_pool's kernels (vectorised along a row) run them: they scan a window
+ * in the same row-major order from the same start (-inf, its first
+ * element) with the same rule (greater or NaN), so the values and indices
+ * are the adaptive scan's to the bit.  Those kernels loop over an output
+ * row once per tap, so they pay where a row holds a few outputs at least:
+ * a last output extent below 4 (a global pooling) takes the adaptive scan,
+ * which runs along x's rows.  In f32 they keep indices in 32 bits: a larger
+ * plane takes the adaptive kernels too. */
 static int amax_run(const tg__pool_call *c, const int64_t *os, const tg_tensor *x,
                     tg_tensor **y, tg_tensor **idx)
 {
+    const tg_dtype cdt = tg__compute_dtype(x->dtype);
     tg__pool_geom g;
     tg__pool_geom_of(TG__ADAPTIVE_MAX_POOL, c, os, &g);
+    bool fast = !c->general && g.out[2] >= 4 && (cdt == TG_F64 || g.in_plane <= INT32_MAX);
+    for (int a = 0; a < 3; a++) fast = fast && g.in[a] % g.out[a] == 0;
+    if (fast)
+        for (int a = 0; a < 3; a++) g.k[a] = g.s[a] = g.in[a] / g.out[a];
     tg__pool_axes ax;
-    TG_TRY(tg__adaptive_axes_init(&ax, &g));
+    TG_TRY(fast ? tg__pool_axes_init(&ax, &g, false, cdt) : tg__adaptive_axes_init(&ax, &g));
     tg_tensor *it = idx ? tg__tensor_uninit(TG_I64, c->ndim, os) : NULL;
     int rc = it || !idx ? TG_OK : TG_ENOMEM;
     if (rc >= 0) {
         tg__pool_job j = {.g = &g, .ax = &ax,
                           .idx_out = it ? (int64_t *)it->storage->data : NULL};
-        rc = tg__pool_run(&tg__adaptive_max_kernels, &j, tg__compute_dtype(x->dtype), x,
+        rc = tg__pool_run(fast ? &tg__max_pool_kernels : &tg__adaptive_max_kernels, &j, cdt, x,
                           c->ndim, os, false, y);
     }
     if (rc >= 0 && idx) *idx = it;
@@ -185,12 +202,13 @@ static int amax_with_indices(tg_tensor **y, tg_tensor **idx, tg_tensor *x, tg__p
     return rc;
 }
 
-int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int n_spatial,
-                         const int64_t *output_size)
+int tg__adaptive_max_pool_call(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                               int n_spatial, const int64_t *output_size, bool general)
 {
     const char *op = tg__pool_opname(TG__ADAPTIVE_MAX_POOL, n_spatial);
     tg__pool_call c;
     TG_TRY(tg__adaptive_pool_check(op, out, x, n_spatial, output_size, &c));
+    c.general = general;
     TG_CHECK(out != indices, TG_EINVAL, "%s: out and indices must be two different places", op);
     if (!indices) return tg_op_call(&amax_op, out, 1, (tg_tensor *[]){x}, &c, sizeof c);
     /* Two op calls made on the library's behalf; the caller's scope, if
@@ -214,4 +232,10 @@ int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int
     *out = y;
     *indices = idx;
     return TG_OK;
+}
+
+int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int n_spatial,
+                         const int64_t *output_size)
+{
+    return tg__adaptive_max_pool_call(out, indices, x, n_spatial, output_size, false);
 }

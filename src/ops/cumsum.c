@@ -12,9 +12,9 @@
  * blocks read through x's strides (a view is summed where it lies, with
  * no copy of x): with I > 1 a block is one o and a run of columns i,
  * walked row by row (k) with one running sum per column, each row a run
- * of y; with I = 1 a block is one whole line.  The split never changes
- * which terms are added in which order, so the bits are the same for any
- * thread count.
+ * of y; with I = 1 a block is a few whole lines, summed side by side.
+ * The split never changes which terms are added in which order, so the
+ * bits are the same for any thread count.
  *
  * cumsum is linear, and x[j] reaches every y[k] with k >= j, so
  *   dx[j] = sum_{k >= j} g[k] = flip(cumsum(flip(g))),
@@ -36,20 +36,24 @@ typedef struct cumsum_params {
 
 /* A column block is at most CUMSUM_COLS wide, narrower (halving, down to
  * CUMSUM_MIN_COLS, which keeps two threads' runs of a row of y off one
- * cache line) until there are two blocks per thread to share out.  A line
- * (I = 1) is summed CUMSUM_COLS elements at a time into a row of sums. */
-enum { CUMSUM_COLS = 256, CUMSUM_MIN_COLS = 16 };
+ * cache line) until there are two blocks per thread to share out.  Lines
+ * (I = 1) are summed CUMSUM_COLS elements at a time into rows of sums,
+ * CUMSUM_LINES lines side by side where there are two such blocks per
+ * thread (a line's sum is a chain of dependent additions: several chains
+ * at once keep the adder busy), else one by one. */
+enum { CUMSUM_COLS = 256, CUMSUM_MIN_COLS = 16, CUMSUM_LINES = 4 };
 
 /* x as (O, D, I) = (outer, d, inner) and y, contiguous (O, D, I) of dtype
  * ydt.  With inner > 1, block t is (o, c) = (t / nblk, t % nblk), columns
  * [c cols, c cols + cols) (the last block shorter); with inner 1, block t
- * is line t. */
+ * is lines [t lines, t lines + lines) (the last block shorter). */
 typedef struct cumsum_job {
     const tg_tensor *x;
     void *y;
     tg_dtype ydt;
     int dim;
     int64_t outer, d, inner, cols, nblk;
+    int64_t lines;     /* inner 1: lines per block, CUMSUM_LINES or 1 */
     int64_t dstride;   /* x's stride along dim */
     bool unit;         /* the dims after dim are contiguous: column i at offset i */
 } cumsum_job;
@@ -167,43 +171,69 @@ static void cumsum_cols(const cumsum_job *j, int64_t o, int64_t i0, int64_t b)
     }
 }
 
-/* Elements [k0, k0 + n) of a line, s at element k0 (then step apart): the
- * running sum carried on in sum_f or sum_i, each step's value into row
- * (element 0: the sum is the element, as in ADD_ROW). */
+/* Elements [k0, k0 + n) of NL lines, line l's at s[l] (then step apart):
+ * each line's running sum carried on from sum_f[l] or sum_i[l], each
+ * step's value into rows[l] (element 0: the sum is the element, as in
+ * ADD_ROW).  The lines' sums are independent, so their additions overlap.
+ * A run is first summed with the plain addition, a chain of additions
+ * alone: that is add_f unless an element is NaN, and then the sum ends
+ * NaN (a NaN stays one), so a run whose sum ends NaN is summed again from
+ * its start with add_f. */
+#define RUN_LOOP(T, LOAD, M, ADD)                                                   \
+    for (int l = 0; l < NL; l++) {                                                  \
+        const T e0 = ((const T *)s[l])[0];                                          \
+        sum_##M[l] = k0 == 0 ? LOAD(e0) : ADD(LOAD(e0), from_##M[l]);               \
+        rows[l].M[0] = sum_##M[l];                                                  \
+    }                                                                               \
+    for (int64_t t = 1; t < n; t++)                                                 \
+        for (int l = 0; l < NL; l++) {                                              \
+            sum_##M[l] = ADD(LOAD(((const T *)s[l])[t * step]), sum_##M[l]);        \
+            rows[l].M[t] = sum_##M[l];                                              \
+        }
+#define ADD_PLAIN(e, s) ((e) + (s))
 #define ADD_RUN(DT, T, LOAD, M)                                                     \
-    case DT:                                                                        \
-        for (int64_t t = 0; t < n; t++) {                                           \
-            const T e = ((const T *)s)[t * step];                                   \
-            sum_##M = k0 + t > 0 ? ADD_##M(LOAD(e), sum_##M) : LOAD(e);             \
-            row.M[t] = sum_##M;                                                     \
+    case DT: {                                                                      \
+        bool nan = false;                                                           \
+        for (int l = 0; l < NL; l++) from_##M[l] = sum_##M[l];                      \
+        RUN_LOOP(T, LOAD, M, ADD_PLAIN)                                             \
+        for (int l = 0; l < NL; l++) nan |= sum_##M[l] != sum_##M[l];               \
+        if (nan) {                                                                  \
+            RUN_LOOP(T, LOAD, M, ADD_##M)                                           \
         }                                                                           \
-        break;
+        break;                                                                      \
+    }
 
-/* Line o (inner 1), CUMSUM_COLS elements at a time. */
-static void cumsum_line(const cumsum_job *j, int64_t o)
+/* Lines [o, o + NL) (inner 1), CUMSUM_COLS elements at a time. */
+static inline __attribute__((always_inline)) void cumsum_lines(const cumsum_job *j, int64_t o,
+                                                               const int NL)
 {
     const tg_tensor *x = j->x;
     const int64_t xsz = (int64_t)tg_dtype_size(x->dtype), ysz = (int64_t)tg_dtype_size(j->ydt);
-    const int64_t at = x->offset + dims_offset(x, 0, j->dim, o);
-    cumsum_acc row;
-    double sum_f = 0;     /* a float x's sum */
-    uint64_t sum_i = 0;   /* an integer x's */
+    int64_t at[CUMSUM_LINES];
+    for (int l = 0; l < NL; l++) at[l] = x->offset + dims_offset(x, 0, j->dim, o + l);
+    cumsum_acc rows[CUMSUM_LINES];
+    double sum_f[CUMSUM_LINES] = {0}, from_f[CUMSUM_LINES];       /* a float x's sums */
+    uint64_t sum_i[CUMSUM_LINES] = {0}, from_i[CUMSUM_LINES];     /* an integer x's */
     uint16_t hb[CUMSUM_COLS];
-    float fb[CUMSUM_COLS];
+    float fb[CUMSUM_LINES][CUMSUM_COLS];
     const bool half = tg__dtype_is_half(x->dtype);
     for (int64_t k0 = 0; k0 < j->d; k0 += CUMSUM_COLS) {
         const int64_t n = j->d - k0 < CUMSUM_COLS ? j->d - k0 : CUMSUM_COLS;
-        const char *s = (const char *)x->storage->data + (at + k0 * j->dstride) * xsz;
+        const char *s[CUMSUM_LINES];
         int64_t step = j->dstride;
-        if (half) {   /* the run as f32 values, in order */
-            s = (const char *)halves_to_f32(x->dtype, (const uint16_t *)s, NULL, step, n, hb, fb);
-            step = 1;
+        for (int l = 0; l < NL; l++) {
+            s[l] = (const char *)x->storage->data + (at[l] + k0 * j->dstride) * xsz;
+            if (half)   /* the run as f32 values, in order */
+                s[l] = (const char *)halves_to_f32(x->dtype, (const uint16_t *)s[l], NULL, step,
+                                                   n, hb, fb[l]);
         }
+        if (half) step = 1;
         switch (half ? TG_F32 : x->dtype) {
         CUMSUM_DTYPES(ADD_RUN)
         case TG_F16: case TG_BF16: case TG_DTYPE_COUNT: break;
         }
-        put_sums(j->ydt, &row, (char *)j->y + (o * j->d + k0) * ysz, n);
+        for (int l = 0; l < NL; l++)
+            put_sums(j->ydt, &rows[l], (char *)j->y + ((o + l) * j->d + k0) * ysz, n);
     }
 }
 
@@ -212,7 +242,11 @@ static void cumsum_range(void *p, int64_t lo, int64_t hi)
     const cumsum_job *j = p;
     for (int64_t t = lo; t < hi; t++) {
         if (j->inner == 1) {
-            cumsum_line(j, t);
+            /* block t: lines [t lines, t lines + lines), the last one shorter */
+            const int64_t o = t * j->lines, o1 = o + j->lines < j->outer ? o + j->lines : j->outer;
+            if (o1 - o == CUMSUM_LINES) cumsum_lines(j, o, CUMSUM_LINES);
+            else
+                for (int64_t l = o; l < o1; l++) cumsum_lines(j, l, 1);
             continue;
         }
         const int64_t i0 = t % j->nblk * j->cols;
@@ -239,6 +273,7 @@ static void cumsum_plan(const tg_tensor *x, int dim, cumsum_job *j)
     while (j->cols > CUMSUM_MIN_COLS && j->outer * ((j->inner + j->cols - 1) / j->cols) < tasks)
         j->cols /= 2;
     j->nblk = (j->inner + j->cols - 1) / j->cols;
+    j->lines = j->outer >= CUMSUM_LINES * tasks ? CUMSUM_LINES : 1;
 }
 
 static int cumsum_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -256,7 +291,8 @@ static int cumsum_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         cumsum_job j = {.x = x, .y = tg_tensor_data(y), .ydt = y->dtype,
                         .dim = dim};
         cumsum_plan(x, dim, &j);
-        const int64_t blocks = j.inner == 1 ? j.outer : j.outer * j.nblk;
+        const int64_t blocks = j.inner == 1 ? (j.outer + j.lines - 1) / j.lines
+                                            : j.outer * j.nblk;
         tg__parallel_range(blocks, numel > 32768, cumsum_range, &j);
     }
     *out = y;

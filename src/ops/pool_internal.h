@@ -45,6 +45,10 @@ int tg__upsample_check_aa_mode(const char *fn, tg_upsample_mode mode);
  * apply when `general` (adaptive_pool.c; the tests compare the two). */
 int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
                                const int64_t *output_size, bool general);
+/* tg_adaptive_max_pool, with the adaptive kernels even where max_pool's
+ * apply when `general` (adaptive_max_pool.c; the tests compare the two). */
+int tg__adaptive_max_pool_call(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                               int n_spatial, const int64_t *output_size, bool general);
 /* Checks an input's rank: n_spatial + 1 (C, S...) or + 2 (B, C, S...). */
 int tg__pool_check_rank(const char *op, int n_spatial, int ndim);
 
@@ -59,9 +63,9 @@ typedef struct tg__pool_call {
                                              output extents */
     bool align_corners;                   /* linear, cubic upsampling */
     bool cubic;                           /* interpolate.c: the cubic ops' call */
-    bool general;                         /* adaptive average pooling: the general kernels even
-                                             where avg_pool's apply (the tests compare the
-                                             two) */
+    bool general;                         /* adaptive pooling: the general kernels even where
+                                             avg_pool's or max_pool's apply (the tests compare
+                                             the two) */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
