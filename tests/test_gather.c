@@ -5,8 +5,8 @@
  * derivatives to second order by finite differences, the backward's
  * backward as the op itself, a transposed x, empty tensors, f16 sums, the
  * autocast rule, the refusals, large tensors against a plain loop bit
- * for bit on one and two threads, and the picks' copies of NaN payloads
- * and -0.0 bit for bit.
+ * for bit on one and two threads, the picks' copies of NaN payloads and
+ * -0.0 bit for bit, and a strided index.
  * Goldens: scripts/make_gather_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -463,4 +463,30 @@ Test(gather, picks_copy_bits)
                     th_release_all(2, (tg_tensor *[]){x, idx});
                 }
     OK(tg_set_num_threads(old));
+}
+
+/* A transposed index (gather, scatter_add) and every other value of one
+ * (index_select, index_add) give the results of their contiguous copies. */
+Test(gather, strided_index_gives_its_copys_result)
+{
+    const char *ops[4] = {"gather", "scatter_add", "index_select", "index_add"};
+    const int64_t xs[2] = {40, 30}, its[2] = {30, 40}, len = 2 * 40;
+    tg_tensor *x = th_layout_of(TG_F32, 2, xs, 0, 41), *base = rand_index(2, its, 30, 43);
+    tg_tensor *sel_base = rand_index(1, &len, 40, 47), *idx[2] = {NULL, NULL};
+    tg_tensor *sel[2] = {NULL, NULL}, *src = th_layout_of(TG_F32, 2, xs, 0, 53);
+    OK(tg_transpose(&idx[0], base, 0, 1));   /* (40, 30) of values in [0, 30): dim 1 */
+    OK(tg_slice(&sel[0], sel_base, 0, 0, len, 2));   /* 40 values in [0, 40): dim 0 */
+    OK(tg_tensor_contiguous(&idx[1], idx[0]));
+    OK(tg_tensor_contiguous(&sel[1], sel[0]));
+    cr_assert(eq(int, tg_tensor_is_contiguous(idx[0]) || tg_tensor_is_contiguous(sel[0]), 0));
+    for (int k = 0; k < 4; k++) {
+        tg_tensor *y[2] = {NULL, NULL};
+        const bool select = k >= 2;
+        for (int c = 0; c < 2; c++)
+            OK(run_op(ops[k], &y[c], x, select ? 0 : 1, select ? sel[c] : idx[c],
+                      k % 2 ? src : NULL));
+        cr_assert(eq(i64, th_first_difference(y[0], y[1]), -1), "%s", ops[k]);
+        th_release_all(2, y);
+    }
+    th_release_all(8, (tg_tensor *[]){x, base, sel_base, idx[0], idx[1], sel[0], sel[1], src});
 }
