@@ -123,22 +123,11 @@ static int check_select_args(const char *op, const tg_tensor *x, int dim, const 
     return TG_OK;
 }
 
-/* The index values as int64, each checked to be in [0, extent): *out is
- * index's own memory when it is contiguous, else a copy in *owned
- * (malloc'd; NULL otherwise) that the caller frees.  A bad value is
- * TG_EINVAL naming its position in the index (ishape). */
-static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_t *ishape,
-                      int dim, int64_t extent, const int64_t **out, int64_t **owned)
+/* TG_OK when each of the m index values v is in [0, extent), else
+ * TG_EINVAL naming the first bad one's position in the index (ishape). */
+static int check_index(const char *op, const int64_t *v, int64_t m, int nd,
+                       const int64_t *ishape, int dim, int64_t extent)
 {
-    const int64_t m = tg_tensor_numel(idx);
-    const int64_t *v = (const int64_t *)idx->storage->data + idx->offset;
-    int64_t *copy = NULL;
-    if (m > 1 && !tg_tensor_is_contiguous(idx)) {
-        copy = tg__malloc((size_t)m * sizeof *copy);
-        if (!copy) return TG_ENOMEM;
-        tg__gather(idx, TG_I64, copy);
-        v = copy;
-    }
     /* one unsigned comparison per value finds any outside [0, extent) */
     bool bad = false;
     for (int64_t p = 0; p < m; p++) bad |= (uint64_t)v[p] >= (uint64_t)extent;
@@ -155,24 +144,48 @@ static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_
         for (int d = 0; d < nd; d++)
             len += (size_t)snprintf(at + len, sizeof at - len, "%s%lld", d ? ", " : "",
                                     (long long)c[d]);
-        const long long bad_v = (long long)v[p];
-        free(copy);
         return tg__error(TG_EINVAL, "%s: index[%s]=%lld is out of range for dim %d of extent %lld",
-                         op, at, bad_v, dim, (long long)extent);
+                         op, at, (long long)v[p], dim, (long long)extent);
+    }
+    return TG_OK;
+}
+
+/* The index values as int64, checked by check_index when `check`: *out is
+ * index's own memory when it is contiguous, else a copy in *owned
+ * (malloc'd; NULL otherwise) that the caller frees. */
+static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_t *ishape,
+                      int dim, int64_t extent, bool check, const int64_t **out,
+                      int64_t **owned)
+{
+    const int64_t m = tg_tensor_numel(idx);
+    const int64_t *v = (const int64_t *)idx->storage->data + idx->offset;
+    int64_t *copy = NULL;
+    if (m > 1 && !tg_tensor_is_contiguous(idx)) {
+        copy = tg__malloc((size_t)m * sizeof *copy);
+        if (!copy) return TG_ENOMEM;
+        tg__gather(idx, TG_I64, copy);
+        v = copy;
+    }
+    const int rc = check ? check_index(op, v, m, nd, ishape, dim, extent) : TG_OK;
+    if (rc < 0) {
+        free(copy);
+        return rc;
     }
     *out = v;
     *owned = copy;
     return TG_OK;
 }
 
-/* The pick of gather / scatter_add: index's own values and shape. */
+/* The pick of gather / scatter_add: index's own values and shape, checked
+ * here unless the kernel checks them as it reads them (k->checks). */
 static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
-                       tg__pick *k, int64_t **owned)
+                       bool checks, tg__pick *k, int64_t **owned)
 {
     int64_t ishape[TG_MAX_DIMS];
     shape_of(idx, ishape);
     tg__pick_init(k, x, dim, true, ishape);
-    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], &k->v, owned);
+    k->checks = checks;
+    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], !checks, &k->v, owned);
 }
 
 /* The pick of index_select / index_add: index[j] at every position whose
@@ -187,7 +200,7 @@ static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_ten
     const int64_t extent = ishape[dim];
     ishape[dim] = L;
     tg__pick_init(k, x, dim, false, ishape);
-    return read_index(op, idx, 1, (int64_t[]){L}, dim, extent, &k->v, owned);
+    return read_index(op, idx, 1, (int64_t[]){L}, dim, extent, true, &k->v, owned);
 }
 
 static int call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *x, int dim,
@@ -207,8 +220,12 @@ static int gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     tg__pick k = {0};
     int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("gather", in[0], dim, in[1], NULL));
-    TG_TRY(gather_pick("gather", in[0], dim, in[1], &k, &owned));
+    TG_TRY(gather_pick("gather", in[0], dim, in[1], true, &k, &owned));
     int rc = tg__pick_gather(&k, in[1]->ndim, in[1]->shape, out);
+    if (rc == TG_EINVAL) {   /* a value out of range, found in the pick: name it */
+        rc = check_index("gather", k.v, k.m, k.nd, k.ishape, dim, k.xshape[dim]);
+        TG_ASSERT(rc == TG_EINVAL);
+    }
     free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
@@ -222,7 +239,7 @@ static int scatter_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
     tg__pick k = {0};
     int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("scatter_add", in[0], dim, in[1], in[2]));
-    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], &k, &owned));
+    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], false, &k, &owned));
     int rc = tg__pick_scatter_add(&k, in[2], out);
     free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);

@@ -18,6 +18,7 @@ typedef struct tg__pick {
     const tg_tensor *x;
     int nd, dim;
     bool per_pos;
+    bool checks;   /* tg__pick_gather checks v as it reads it (per_pos only) */
     int64_t xshape[TG_MAX_DIMS], xstrides[TG_MAX_DIMS], ishape[TG_MAX_DIMS];
     int64_t m;     /* numel of ishape */
     const int64_t *v;   /* the index values, each in [0, xshape[dim]); the caller's */
@@ -28,7 +29,8 @@ typedef struct tg__pick {
 void tg__pick_init(tg__pick *k, const tg_tensor *x, int dim, bool per_pos,
                    const int64_t *ishape);
 /* *out (oshape, ond dims: numel k->m; x's dtype) = x's elements at k's
- * positions, their bits copied.  TG_ENOMEM. */
+ * positions, their bits copied.  TG_ENOMEM; with k->checks, TG_EINVAL
+ * with no message and no result when a value of k->v is out of range. */
 int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor **out);
 /* *out (x's shape and dtype) = x with src's element p (src has the shape
  * k->ishape and x's dtype, any strides) added at position p, each

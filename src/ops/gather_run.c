@@ -10,6 +10,7 @@
  * through another dtype: both read it through its strides, a run or a
  * block at a time. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/gather_internal.h"
@@ -123,6 +124,7 @@ static void pick_seg(size_t es, void *out, const void *xd, int64_t at, int64_t s
 typedef struct gather_job {
     const tg__pick *k;
     void *r;
+    atomic_bool bad;   /* k->checks: a value out of range was met */
 } gather_job;
 
 static void gather_runs(void *p, int64_t lo, int64_t hi)
@@ -146,6 +148,15 @@ static void gather_runs(void *p, int64_t lo, int64_t hi)
             /* gather: v per position; index_select: v[c[L]] on along dim L, else v[c[dim]] */
             const int64_t *v = k->per_pos ? k->v + r0 + t : k->v + c[L == k->dim ? L : k->dim];
             const int64_t vs = k->per_pos || L == k->dim;
+            if (k->checks) {   /* the segment's values, in the cache for the pick */
+                const uint64_t extent = (uint64_t)k->xshape[k->dim];
+                bool bad = false;
+                for (int64_t i = 0; i < seg; i++) bad |= (uint64_t)v[i] >= extent;
+                if (bad) {
+                    atomic_store_explicit(&j->bad, true, memory_order_relaxed);
+                    return;
+                }
+            }
             pick_seg(es, (char *)j->r + (size_t)(r0 + t) * es, x->storage->data, at, others[L],
                      v, vs, xs, seg);
             t += seg;
@@ -161,7 +172,12 @@ int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor
     tg_tensor *r = tg__tensor_uninit(k->x->dtype, ond, oshape);
     if (!r) return TG_ENOMEM;
     gather_job j = {.k = k, .r = tg_tensor_data(r)};
+    atomic_init(&j.bad, false);
     tg__parallel_range((k->m + GATHER_RUN - 1) / GATHER_RUN, k->m > GATHER_PAR, gather_runs, &j);
+    if (atomic_load(&j.bad)) {
+        tg_tensor_release(r);
+        return TG_EINVAL;
+    }
     *out = r;
     return TG_OK;
 }
@@ -369,6 +385,7 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
     }
     if (in_place || !covers || k->m == 0) {
         gather_job g = {.k = k, .r = j.r};
+        atomic_init(&g.bad, false);
         tg__parallel_range((nx + GATHER_RUN - 1) / GATHER_RUN, nx > GATHER_PAR, copy_runs, &g);
     }
     int rc = TG_OK;
