@@ -4,8 +4,9 @@
  * bf16; ranks 1 to 4, every dim positive and negative, repeated indices),
  * derivatives to second order by finite differences, the backward's
  * backward as the op itself, a transposed x, empty tensors, f16 sums, the
- * autocast rule, the refusals, and large tensors against a plain loop bit
- * for bit on one and two threads.
+ * autocast rule, the refusals, large tensors against a plain loop bit
+ * for bit on one and two threads, the picks' copies of NaN payloads and
+ * -0.0 bit for bit, and a strided index.
  * Goldens: scripts/make_gather_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -31,9 +32,9 @@ static int run_op(const char *op, tg_tensor **y, tg_tensor *x, int dim, tg_tenso
     return tg_index_add(y, x, dim, idx, src);
 }
 
-/* f64 and f32 picks are exact and their sums of a few terms within
- * rounding (ours sums in double and rounds once, torch's f32 sums in f32
- * steps); torch's bf16 sums round at each step, so bf16 is held loosely. */
+/* f64 and f32 are torch's bits: picks copy, sums round at each term in
+ * the index's order as torch's; torch's bf16 sums round at each step
+ * where ours round once, so bf16 is held loosely. */
 Test(gather, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("gather.safetensors");
@@ -45,7 +46,7 @@ Test(gather, every_case_matches_torch)
         const char *op = th_golden_meta(f, c, "op"), *dt = th_golden_meta(f, c, "dtype");
         const int dim = atoi(th_golden_meta(f, c, "dim"));
         const bool adds = strstr(op, "add") != NULL;
-        const double tol = !strcmp(dt, "f64") ? 1e-14 : !strcmp(dt, "f32") ? 1e-6 : 1.0 / 32;
+        const double tol = !strcmp(dt, "bf16") ? 1.0 / 32 : 0;
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
         tg_tensor *idx = (tg_tensor *)th_golden_get(f, c, "index");
         tg_tensor *src = adds ? th_leaf_clone(th_golden_get(f, c, "src")) : NULL, *y = NULL;
@@ -286,7 +287,8 @@ Test(gather, refusals_name_the_argument)
 /* op on (x, dim, index, src) by a plain loop over its positions p in
  * row-major order (the index's, or x's shape with the index's length at
  * dim): a pick copies x's element, an add adds src's into a double copy
- * of x; each result rounded once to x's dtype. */
+ * of x, rounding to f32 at each term for f32 (a double sum of two f32
+ * rounded to f32 is their f32 sum) and once at the end for bf16. */
 static tg_tensor *by_loop(const char *op, tg_tensor *x, int dim, tg_tensor *idx, tg_tensor *src)
 {
     const bool select = !strncmp(op, "index_", 6), adds = src != NULL;
@@ -307,7 +309,8 @@ static tg_tensor *by_loop(const char *op, tg_tensor *x, int dim, tg_tensor *idx,
         }
         c[dim] = (int64_t)iv[select ? c[dim] : p];
         for (int d = 0; d < nd; d++) e = e * xs[d] + c[d];
-        if (adds) xv[e] += sv[p];
+        if (adds && tg_tensor_dtype(x) == TG_F32) xv[e] = (float)(xv[e] + sv[p]);
+        else if (adds) xv[e] += sv[p];
         else out[p] = xv[e];
     }
     tg_tensor *want = NULL;
@@ -383,4 +386,107 @@ Test(gather, large_tensors_give_the_plain_loops_bits_on_one_and_two_threads)
             th_release_all(5, (tg_tensor *[]){x, idx, sel, src, ssrc});
         }
     OK(tg_set_num_threads(old));
+}
+
+/* Per dtype (f32, f64, f16, bf16): a signalling NaN with a payload, -0.0
+ * and a negative quiet NaN with a payload, as bits. */
+static const uint64_t special_bits[4][3] = {
+    {0x7f800001u, 0x80000000u, 0xffc12345u},
+    {0x7ff0000000000001u, 0x8000000000000000u, 0xfff8000000abcdefu},
+    {0x7c01u, 0x8000u, 0xfe55u},
+    {0x7f81u, 0x8000u, 0xffc5u},
+};
+
+/* th_layout_of's 2-d views (layout 0, 1, 2) of dtype dt (f32, f64, f16,
+ * bf16) whose storage holds random bits with special_bits at every fifth
+ * element. */
+static tg_tensor *bits_layout(tg_dtype dt, const int64_t *shape, int layout, uint64_t seed)
+{
+    const int64_t s[2] = {layout == 1 ? shape[1] : layout == 2 ? 2 * shape[0] : shape[0],
+                          layout == 1 ? shape[0] : shape[1]};
+    const size_t es = tg_dtype_size(dt);
+    const int which = dt == TG_F32 ? 0 : dt == TG_F64 ? 1 : dt == TG_F16 ? 2 : 3;
+    tg_tensor *base = NULL, *v = NULL;
+    OK(tg_tensor_zeros(&base, dt, 2, s));
+    unsigned char *d = tg_tensor_data(base);
+    for (int64_t i = 0; i < s[0] * s[1]; i++) {
+        const uint64_t b = i % 5 ? th_xorshift64(&seed) : special_bits[which][i / 5 % 3];
+        memcpy(d + (size_t)i * es, &b, es);   /* the low bytes: x86 is little-endian */
+    }
+    if (layout == 0) return base;
+    if (layout == 1) OK(tg_transpose(&v, base, 0, 1));
+    else OK(tg_slice(&v, base, 0, 1, s[0], 2));
+    tg_tensor_release(base);
+    return v;
+}
+
+/* gather and index_select copy x's bits: NaN payloads, a signalling NaN
+ * and -0.0 come out as they went in, for every float dtype, contiguous,
+ * transposed and row-strided x, along either dim, on one and two threads. */
+Test(gather, picks_copy_bits)
+{
+    const tg_dtype dts[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
+    const int64_t xs[2] = {300, 200}, len = 250;
+    const int64_t ishape[2][2] = {{320, 190}, {290, 230}};   /* gather's index, dim 0 and 1 */
+    const int old = tg_get_num_threads();
+    for (int t = 0; t < 4; t++)
+        for (int layout = 0; layout < 3; layout++)
+            for (int dim = 0; dim < 2; dim++)
+                for (int select = 0; select < 2; select++) {
+                    tg_tensor *x = bits_layout(dts[t], xs, layout, 21 + (uint64_t)layout);
+                    tg_tensor *idx = select ? rand_index(1, &len, xs[dim], 31 + (uint64_t)dim)
+                                            : rand_index(2, ishape[dim], xs[dim], 37);
+                    const int64_t *iv = tg_tensor_data(idx), *st = tg_tensor_strides(x);
+                    const unsigned char *xd = tg_tensor_cdata(x);
+                    const size_t es = tg_dtype_size(dts[t]);
+                    int64_t ys[2] = {xs[0], xs[1]};
+                    if (select) ys[dim] = len;
+                    else memcpy(ys, ishape[dim], sizeof ys);
+                    for (int threads = 1; threads <= 2; threads++) {
+                        tg_tensor *y = NULL;
+                        OK(tg_set_num_threads(threads));
+                        OK(select ? tg_index_select(&y, x, dim, idx) : tg_gather(&y, x, dim, idx));
+                        th_expect_shape(y, 2, ys);
+                        const unsigned char *yd = tg_tensor_cdata(y);
+                        int64_t bad = -1;
+                        for (int64_t p = 0; bad < 0 && p < ys[0] * ys[1]; p++) {
+                            int64_t c[2] = {p / ys[1], p % ys[1]};
+                            c[dim] = iv[select ? c[dim] : p];
+                            const int64_t e = c[0] * st[0] + c[1] * st[1];
+                            if (memcmp(yd + (size_t)p * es, xd + (size_t)e * es, es)) bad = p;
+                        }
+                        cr_assert(eq(i64, bad, -1), "%s %s dim %d layout %d, %d threads",
+                                  select ? "index_select" : "gather", tg_dtype_name(dts[t]), dim,
+                                  layout, threads);
+                        tg_tensor_release(y);
+                    }
+                    th_release_all(2, (tg_tensor *[]){x, idx});
+                }
+    OK(tg_set_num_threads(old));
+}
+
+/* A transposed index (gather, scatter_add) and every other value of one
+ * (index_select, index_add) give the results of their contiguous copies. */
+Test(gather, strided_index_gives_its_copys_result)
+{
+    const char *ops[4] = {"gather", "scatter_add", "index_select", "index_add"};
+    const int64_t xs[2] = {40, 30}, its[2] = {30, 40}, len = 2 * 40;
+    tg_tensor *x = th_layout_of(TG_F32, 2, xs, 0, 41), *base = rand_index(2, its, 30, 43);
+    tg_tensor *sel_base = rand_index(1, &len, 40, 47), *idx[2] = {NULL, NULL};
+    tg_tensor *sel[2] = {NULL, NULL}, *src = th_layout_of(TG_F32, 2, xs, 0, 53);
+    OK(tg_transpose(&idx[0], base, 0, 1));   /* (40, 30) of values in [0, 30): dim 1 */
+    OK(tg_slice(&sel[0], sel_base, 0, 0, len, 2));   /* 40 values in [0, 40): dim 0 */
+    OK(tg_tensor_contiguous(&idx[1], idx[0]));
+    OK(tg_tensor_contiguous(&sel[1], sel[0]));
+    cr_assert(eq(int, tg_tensor_is_contiguous(idx[0]) || tg_tensor_is_contiguous(sel[0]), 0));
+    for (int k = 0; k < 4; k++) {
+        tg_tensor *y[2] = {NULL, NULL};
+        const bool select = k >= 2;
+        for (int c = 0; c < 2; c++)
+            OK(run_op(ops[k], &y[c], x, select ? 0 : 1, select ? sel[c] : idx[c],
+                      k % 2 ? src : NULL));
+        cr_assert(eq(i64, th_first_difference(y[0], y[1]), -1), "%s", ops[k]);
+        th_release_all(2, y);
+    }
+    th_release_all(8, (tg_tensor *[]){x, base, sel_base, idx[0], idx[1], sel[0], sel[1], src});
 }

@@ -475,10 +475,13 @@ TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeat
  * end); a 0-d x takes dim 0 or -1.  An index value outside
  * [0, x.size(dim)) is TG_EINVAL naming its position, its value and the
  * extent ("gather: index[1, 0]=7 is out of range for dim 1 of extent 5").
- * Repeated indices add up: the sums are taken in double, in the index's
- * row-major order (deterministic), and rounded once to x's dtype, so f16
- * and bf16 results are the exact sums rounded.  x and src may have any
- * strides.  Differentiable to any order in x and src; the index gets no
+ * gather and index_select copy bits, as torch's: a NaN keeps its payload
+ * and a signalling NaN stays signalling.  Repeated indices add up in the
+ * index's row-major order (deterministic, whatever the thread count): f32
+ * and f64 sums round at each term in their own dtype, as torch's; f16 and
+ * bf16 sums are taken in double and rounded once to x's dtype, so they
+ * are the exact sums rounded (torch's round at each term).  x and src may
+ * have any strides.  Differentiable to any order in x and src; the index gets no
  * gradient.  AMP policy keep: they run in x's dtype inside autocast too,
  * and a src of another dtype stays TG_EDTYPE there (torch's CUDA autocast
  * promotes scatter_add's inputs; cast src first).  TG_EINVAL for a NULL

@@ -8,17 +8,19 @@
  *   index_select  out[i][j][k] = x[i][v][k],      v = index[j]
  *   index_add     out = x;  out[i][v][k] += src[i][j][k]
  * index_select and index_add are gather and scatter_add with index[j]
- * repeated over the other dims, which is how they run.  A result element
- * is x's element as a double plus its terms of src in the index's
- * row-major order, rounded once to x's dtype (so repeated indices of
- * f16/bf16 accumulate exactly first); a pick goes through a double too.
+ * repeated over the other dims, which is how they run.  A pick copies x's
+ * element's bits, as torch's.  An added element is x's element plus its
+ * terms of src in the index's row-major order: f32 and f64 rounded at
+ * each term, as torch's CPU kernels add; f16 and bf16 summed in double
+ * and rounded once to x's dtype (so repeated indices accumulate exactly
+ * first, where torch rounds at each term).
  *
- * x is read through its strides, with no copy of it.  The threads share
- * disjoint elements of the result, so the bits do not depend on their
- * number: the picks runs of the result's positions; the adds blocks of
- * the index's lines along dim (the terms of a line all land in one line
- * of x, and those of different lines in different lines), each block
- * summing its line in order in doubles of its own.
+ * x is read through its strides, with no copy of it in another dtype.
+ * The threads share disjoint elements of the result, so the bits do not
+ * depend on their number: the picks runs of the result's positions; the
+ * adds blocks of the index's lines along dim (the terms of a line all
+ * land in one line of x, and those of different lines in different
+ * lines), each block adding its line's terms in order.
  *
  * The adjoint pairs: <gather(x, v), h> = <x, scatter_add(0, v, h)>, and
  * scatter_add is linear in (x, src), so
@@ -121,16 +123,15 @@ static int check_select_args(const char *op, const tg_tensor *x, int dim, const 
     return TG_OK;
 }
 
-/* The index values as int64 (malloc'd), each checked to be in [0, extent);
- * a bad one is TG_EINVAL naming its position in the index (ishape). */
-static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_t *ishape,
-                      int dim, int64_t extent, int64_t **out)
+/* TG_OK when each of the m index values v is in [0, extent), else
+ * TG_EINVAL naming the first bad one's position in the index (ishape). */
+static int check_index(const char *op, const int64_t *v, int64_t m, int nd,
+                       const int64_t *ishape, int dim, int64_t extent)
 {
-    const int64_t m = tg_tensor_numel(idx);
-    int64_t *v = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
-    if (!v) return TG_ENOMEM;
-    if (m > 0) tg__gather(idx, TG_I64, v);
-    for (int64_t p = 0; p < m; p++) {
+    /* one unsigned comparison per value finds any outside [0, extent) */
+    bool bad = false;
+    for (int64_t p = 0; p < m; p++) bad |= (uint64_t)v[p] >= (uint64_t)extent;
+    for (int64_t p = 0; bad && p < m; p++) {
         if (v[p] >= 0 && v[p] < extent) continue;
         char at[TG_MAX_DIMS * 22 + 2] = "";
         size_t len = 0;
@@ -143,30 +144,55 @@ static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_
         for (int d = 0; d < nd; d++)
             len += (size_t)snprintf(at + len, sizeof at - len, "%s%lld", d ? ", " : "",
                                     (long long)c[d]);
-        const long long bad = (long long)v[p];
-        free(v);
         return tg__error(TG_EINVAL, "%s: index[%s]=%lld is out of range for dim %d of extent %lld",
-                         op, at, bad, dim, (long long)extent);
+                         op, at, (long long)v[p], dim, (long long)extent);
     }
-    *out = v;
     return TG_OK;
 }
 
-/* The pick of gather / scatter_add: index's own values and shape. */
+/* The index values as int64, checked by check_index when `check`: *out is
+ * index's own memory when it is contiguous, else a copy in *owned
+ * (malloc'd; NULL otherwise) that the caller frees. */
+static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_t *ishape,
+                      int dim, int64_t extent, bool check, const int64_t **out,
+                      int64_t **owned)
+{
+    const int64_t m = tg_tensor_numel(idx);
+    const int64_t *v = (const int64_t *)idx->storage->data + idx->offset;
+    int64_t *copy = NULL;
+    if (m > 1 && !tg_tensor_is_contiguous(idx)) {
+        copy = tg__malloc((size_t)m * sizeof *copy);
+        if (!copy) return TG_ENOMEM;
+        tg__gather(idx, TG_I64, copy);
+        v = copy;
+    }
+    const int rc = check ? check_index(op, v, m, nd, ishape, dim, extent) : TG_OK;
+    if (rc < 0) {
+        free(copy);
+        return rc;
+    }
+    *out = v;
+    *owned = copy;
+    return TG_OK;
+}
+
+/* The pick of gather / scatter_add: index's own values and shape, checked
+ * here unless the kernel checks them as it reads them (k->checks). */
 static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
-                       tg__pick *k)
+                       bool checks, tg__pick *k, int64_t **owned)
 {
     int64_t ishape[TG_MAX_DIMS];
     shape_of(idx, ishape);
     tg__pick_init(k, x, dim, true, ishape);
-    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], &k->v);
+    k->checks = checks;
+    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], !checks, &k->v, owned);
 }
 
 /* The pick of index_select / index_add: index[j] at every position whose
  * coordinate at dim is j, positions of x's shape with index's length at
  * dim (the result's shape for index_select). */
 static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
-                       tg__pick *k)
+                       tg__pick *k, int64_t **owned)
 {
     int64_t ishape[TG_MAX_DIMS];
     const int64_t L = tg_tensor_numel(idx);
@@ -174,7 +200,7 @@ static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_ten
     const int64_t extent = ishape[dim];
     ishape[dim] = L;
     tg__pick_init(k, x, dim, false, ishape);
-    return read_index(op, idx, 1, (int64_t[]){L}, dim, extent, &k->v);
+    return read_index(op, idx, 1, (int64_t[]){L}, dim, extent, true, &k->v, owned);
 }
 
 static int call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *x, int dim,
@@ -192,10 +218,15 @@ static int gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
     tg__pick k = {0};
+    int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("gather", in[0], dim, in[1], NULL));
-    TG_TRY(gather_pick("gather", in[0], dim, in[1], &k));
+    TG_TRY(gather_pick("gather", in[0], dim, in[1], true, &k, &owned));
     int rc = tg__pick_gather(&k, in[1]->ndim, in[1]->shape, out);
-    free(k.v);
+    if (rc == TG_EINVAL) {   /* a value out of range, found in the pick: name it */
+        rc = check_index("gather", k.v, k.m, k.nd, k.ishape, dim, k.xshape[dim]);
+        TG_ASSERT(rc == TG_EINVAL);
+    }
+    free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -206,10 +237,11 @@ static int scatter_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
     tg__pick k = {0};
+    int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("scatter_add", in[0], dim, in[1], in[2]));
-    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], &k));
+    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], false, &k, &owned));
     int rc = tg__pick_scatter_add(&k, in[2], out);
-    free(k.v);
+    free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -220,11 +252,12 @@ static int index_select_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
     tg__pick k = {0};
+    int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_select_args("index_select", in[0], dim, in[1], NULL));
-    TG_TRY(select_pick("index_select", in[0], dim, in[1], &k));
+    TG_TRY(select_pick("index_select", in[0], dim, in[1], &k, &owned));
     /* a 0-d x gives a 0-d result, as torch's */
     int rc = tg__pick_gather(&k, in[0]->ndim, k.ishape, out);
-    free(k.v);
+    free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }
@@ -235,10 +268,11 @@ static int index_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
     (void)n;
     const int dim = ((const gather_params *)params)->dim;
     tg__pick k = {0};
+    int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_select_args("index_add", in[0], dim, in[1], in[2]));
-    TG_TRY(select_pick("index_add", in[0], dim, in[1], &k));
+    TG_TRY(select_pick("index_add", in[0], dim, in[1], &k, &owned));
     int rc = tg__pick_scatter_add(&k, in[2], out);
-    free(k.v);
+    free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;
 }

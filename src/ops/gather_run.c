@@ -1,11 +1,16 @@
 /* src/ops/gather_run.c - the picks and adds of the indexing ops
  * (src/ops/gather_internal.h).
  *
- * Each element goes through a double as tg__gather and tg__scatter move
- * it (tg_dtype_load's and tg_dtype_store's bits), so a pick is x's value
- * and a sum is rounded once.  Neither kernel copies x: both read it
- * through its strides, a run or a block at a time. */
+ * A pick copies x's element's bits (a whole run of them with memcpy where
+ * both sides are contiguous), so a NaN keeps its payload and signalling
+ * bit, as torch's copies.  An add of f32 or f64 adds into the result in
+ * its own dtype, one rounding per term in the index's order, as torch's
+ * CPU kernels; an add of f16 or bf16 sums in doubles and rounds once
+ * (tg_dtype_load's and tg_dtype_store's bits).  Neither kernel copies x
+ * through another dtype: both read it through its strides, a run or a
+ * block at a time. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/gather_internal.h"
@@ -29,7 +34,8 @@ void tg__pick_init(tg__pick *k, const tg_tensor *x, int dim, bool per_pos,
 }
 
 /* x's element as a double, and a double rounded once to dt into element i
- * of a buffer of dt: tg_dtype_load's and tg_dtype_store's bits. */
+ * of a buffer of dt: tg_dtype_load's and tg_dtype_store's bits (the f16
+ * and bf16 sums). */
 static inline double load_at(tg_dtype dt, const void *base, int64_t i)
 {
     if (dt == TG_F32) return ((const float *)base)[i];
@@ -46,13 +52,18 @@ static inline void store_at(tg_dtype dt, void *base, int64_t i, double v)
 
 /* A sum s plus a term e: s + e, s's NaN (quieted) when both are NaN, as
  * x86's addition keeps its first operand's, whatever order the compiler
- * emits. */
+ * emits.  One per accumulating type. */
 static inline double add_to(double s, double e)
 {
     return isnan(s) ? s + s : s + e;
 }
 
-/* The work is shared out in runs of GATHER_RUN elements (gather and the
+static inline float add_to_f(float s, float e)
+{
+    return isnan(s) ? s + s : s + e;
+}
+
+/* The work is shared out in runs of GATHER_RUN elements (the picks and the
  * copy of x) and blocks of lines (the adds), among threads when there are
  * more than GATHER_PAR elements; each writes its own elements of the
  * result. */
@@ -82,12 +93,38 @@ static void coords_next(int nd, const int64_t *shape, const int64_t *strides, in
     }
 }
 
-/* A run of gather: r's elements [lo, hi) (positions of the pick, r
- * row-major) = x's picked elements, through doubles in a row as
- * tg__gather and tg__scatter convert them. */
+/* n elements of es bytes into out: out[i] = x[at + i * s + v[i * vs] * xs]
+ * (elements of x), their bits.  With vs = 0 the elements are x[base + i *
+ * s], one memcpy when s = 1. */
+#define PICK_SEG(T)                                                                     \
+    do {                                                                                \
+        const T *xv = xd;                                                               \
+        T *o = out;                                                                     \
+        if (vs == 0) {                                                                  \
+            const T *b = xv + at + v[0] * xs;                                           \
+            if (s == 1) memcpy(o, b, sizeof(T) * (size_t)n);                            \
+            else for (int64_t i = 0; i < n; i++) o[i] = b[i * s];                       \
+        } else {                                                                        \
+            for (int64_t i = 0; i < n; i++) o[i] = xv[at + i * s + v[i] * xs];          \
+        }                                                                               \
+    } while (0)
+
+static void pick_seg(size_t es, void *out, const void *xd, int64_t at, int64_t s,
+                     const int64_t *v, int64_t vs, int64_t xs, int64_t n)
+{
+    if (es == 2) PICK_SEG(uint16_t);
+    else if (es == 4) PICK_SEG(uint32_t);
+    else PICK_SEG(uint64_t);
+}
+#undef PICK_SEG
+
+/* A run of gather: r's elements [lo, hi) runs (positions of the pick, r
+ * row-major) = x's picked elements' bits, a segment along the last dim at
+ * a time. */
 typedef struct gather_job {
     const tg__pick *k;
     void *r;
+    atomic_bool bad;   /* k->checks: a value out of range was met */
 } gather_job;
 
 static void gather_runs(void *p, int64_t lo, int64_t hi)
@@ -95,23 +132,38 @@ static void gather_runs(void *p, int64_t lo, int64_t hi)
     const gather_job *j = p;
     const tg__pick *k = j->k;
     const tg_tensor *x = k->x;
-    const void *xd = x->storage->data;
+    const size_t es = tg_dtype_size(x->dtype);
+    const int L = k->nd - 1;
     const int64_t xs = k->xstrides[k->dim];
     int64_t others[TG_MAX_DIMS];   /* x's strides, 0 at dim: v gives that coordinate */
     memcpy(others, k->xstrides, sizeof others);
     others[k->dim] = 0;
-    double row[GATHER_RUN];
     for (int64_t r0 = lo * GATHER_RUN; r0 < hi * GATHER_RUN && r0 < k->m; r0 += GATHER_RUN) {
         const int64_t n = k->m - r0 < GATHER_RUN ? k->m - r0 : GATHER_RUN;
         int64_t c[TG_MAX_DIMS], at = x->offset;
         coords_of(k->nd, k->ishape, r0, c);
         for (int d = 0; d < k->nd; d++) at += c[d] * others[d];
-        for (int64_t t = 0; t < n; t++) {
-            const int64_t v = k->per_pos ? k->v[r0 + t] : k->v[c[k->dim]];
-            row[t] = load_at(x->dtype, xd, at + v * xs);
+        for (int64_t t = 0; t < n;) {
+            const int64_t left = k->ishape[L] - c[L], seg = n - t < left ? n - t : left;
+            /* gather: v per position; index_select: v[c[L]] on along dim L, else v[c[dim]] */
+            const int64_t *v = k->per_pos ? k->v + r0 + t : k->v + c[L == k->dim ? L : k->dim];
+            const int64_t vs = k->per_pos || L == k->dim;
+            if (k->checks) {   /* the segment's values, in the cache for the pick */
+                const uint64_t extent = (uint64_t)k->xshape[k->dim];
+                bool bad = false;
+                for (int64_t i = 0; i < seg; i++) bad |= (uint64_t)v[i] >= extent;
+                if (bad) {
+                    atomic_store_explicit(&j->bad, true, memory_order_relaxed);
+                    return;
+                }
+            }
+            pick_seg(es, (char *)j->r + (size_t)(r0 + t) * es, x->storage->data, at, others[L],
+                     v, vs, xs, seg);
+            t += seg;
+            c[L] += seg - 1;
+            at += (seg - 1) * others[L];
             coords_next(k->nd, k->ishape, others, c, &at);
         }
-        for (int64_t t = 0; t < n; t++) store_at(x->dtype, j->r, r0 + t, row[t]);
     }
 }
 
@@ -120,47 +172,62 @@ int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor
     tg_tensor *r = tg__tensor_uninit(k->x->dtype, ond, oshape);
     if (!r) return TG_ENOMEM;
     gather_job j = {.k = k, .r = tg_tensor_data(r)};
+    atomic_init(&j.bad, false);
     tg__parallel_range((k->m + GATHER_RUN - 1) / GATHER_RUN, k->m > GATHER_PAR, gather_runs, &j);
+    if (atomic_load(&j.bad)) {
+        tg_tensor_release(r);
+        return TG_EINVAL;
+    }
     *out = r;
     return TG_OK;
 }
 
 /* A run of the copy of x into r (x's shape, row-major): elements [lo, hi)
- * runs, each through a double as gather_runs. */
+ * runs, their bits, a segment along the last dim at a time. */
 static void copy_runs(void *p, int64_t lo, int64_t hi)
 {
     const gather_job *j = p;
     const tg__pick *k = j->k;
     const tg_tensor *x = k->x;
-    const int64_t nx = tg__numel(k->nd, k->xshape);
-    double row[GATHER_RUN];
+    const size_t es = tg_dtype_size(x->dtype);
+    const int L = k->nd - 1;
+    const int64_t nx = tg__numel(k->nd, k->xshape), zero = 0;
     for (int64_t r0 = lo * GATHER_RUN; r0 < hi * GATHER_RUN && r0 < nx; r0 += GATHER_RUN) {
         const int64_t n = nx - r0 < GATHER_RUN ? nx - r0 : GATHER_RUN;
         int64_t c[TG_MAX_DIMS], at = x->offset;
         coords_of(k->nd, k->xshape, r0, c);
         for (int d = 0; d < k->nd; d++) at += c[d] * k->xstrides[d];
-        for (int64_t t = 0; t < n; t++) {
-            row[t] = load_at(x->dtype, x->storage->data, at);
+        for (int64_t t = 0; t < n;) {
+            const int64_t left = k->xshape[L] - c[L], seg = n - t < left ? n - t : left;
+            pick_seg(es, (char *)j->r + (size_t)(r0 + t) * es, x->storage->data, at,
+                     k->xstrides[L], &zero, 0, 0, seg);
+            t += seg;
+            c[L] += seg - 1;
+            at += (seg - 1) * k->xstrides[L];
             coords_next(k->nd, k->xshape, k->xstrides, c, &at);
         }
-        for (int64_t t = 0; t < n; t++) store_at(x->dtype, j->r, r0 + t, row[t]);
     }
 }
 
 /* The adds.  The pick's positions are (a, q, b): a over the dims before
  * dim (A), q along dim (Q), b over the dims after it (B); the positions of
  * one line (a, b) add into x's line (a, b) only, at rows v, and different
- * lines into different lines of x.  A block is line a, up to ADD_COLS
- * consecutive b and the rows [v0, v1) of x: its sums (rows, cols) start
- * as x's elements, take src's terms for q = 0 .. Q-1 in order (so each
- * element's terms come in the index's row-major order, as one thread adds
- * them) and are rounded once into r.  Blocks write disjoint elements of r.
- * A block's sums are kept within ADD_SUMS doubles (a core's cache): its
- * columns are halved down to ADD_MIN_COLS (a cache line of f32), then its
- * rows split, each part reading all of its line's terms and adding those
- * that fall in it; the rows are split too when there are fewer lines than
- * threads. */
-enum { ADD_COLS = 64, ADD_MIN_COLS = 16, ADD_SUMS = 1 << 17 };
+ * lines into different lines of x.  A block is line a, up to cols
+ * consecutive b and the rows [v0, v1) of x: its sums take src's terms for
+ * q = 0 .. Q-1 in order (so each element's terms come in the index's
+ * row-major order, as one thread adds them).  Blocks write disjoint
+ * elements of r; the rows are split when there are fewer lines than
+ * threads, each part reading all of its line's terms and adding those
+ * that fall in it.
+ *
+ * f32 and f64 (add_into) add into r, a copy of x made first, in place.
+ * f16 and bf16 (add_wide) keep a block's sums in doubles that start as
+ * x's elements and are rounded once into r; they are kept within ADD_SUMS
+ * doubles (a core's cache): the columns are halved from ADD_WIDE_COLS
+ * down to ADD_MIN_COLS (a cache line of f32), then the rows split. */
+enum { ADD_COLS = 256, ADD_WIDE_COLS = 64, ADD_MIN_COLS = 16, ADD_SUMS = 1 << 17 };
+/* add_into takes a block of up to ADD_FEW_COLS columns a column at a time. */
+enum { ADD_FEW_COLS = 4 };
 
 typedef struct add_job {
     const tg__pick *k;
@@ -181,41 +248,123 @@ static int64_t line_offset(const tg__pick *k, const int64_t *c, const int64_t *s
     return at;
 }
 
-static int add_block(void *p, int64_t t)
+/* Block t's place: its first row v0 and rows nv, line a, first column b0
+ * and columns nb; per column c, the offsets at row 0 of x (xo), src (so)
+ * and r (ro), and its position (a, 0, b) (po). */
+typedef struct add_block_at {
+    int64_t v0, nv, nb;
+    int64_t xo[ADD_COLS], so[ADD_COLS], ro[ADD_COLS], po[ADD_COLS];
+} add_block_at;
+
+static void block_at(const add_job *j, int64_t t, add_block_at *b)
+{
+    const tg__pick *k = j->k;
+    const int64_t line = t / j->nrow, a = line / j->nblk, b0 = line % j->nblk * j->cols;
+    b->v0 = t % j->nrow * j->rows;
+    b->nb = j->b_n - b0 < j->cols ? j->b_n - b0 : j->cols;
+    b->nv = j->x_n - b->v0 < j->rows ? j->x_n - b->v0 : j->rows;
+    for (int64_t c = 0; c < b->nb; c++) {
+        int64_t cc[TG_MAX_DIMS];
+        b->po[c] = a * j->q_n * j->b_n + b0 + c;
+        coords_of(k->nd, k->ishape, b->po[c], cc);
+        b->xo[c] = k->x->offset + line_offset(k, cc, k->xstrides);
+        b->so[c] = j->src->offset + line_offset(k, cc, j->sstrides);
+        b->ro[c] = line_offset(k, cc, j->rstrides);
+    }
+}
+
+/* The step of offs over columns when it is one step (else -1). */
+static int64_t even_step(const int64_t *offs, int64_t n)
+{
+    const int64_t step = n > 1 ? offs[1] - offs[0] : 1;
+    for (int64_t c = 2; c < n; c++)
+        if (offs[c] - offs[c - 1] != step) return -1;
+    return step;
+}
+
+/* add_into for T (float: add_to_f, double: add_to): with one index value
+ * per q (index_add) and evenly spaced columns, a row of terms at a time;
+ * with a few columns, a column at a time (its terms still in q's order);
+ * else a row of the block at a time. */
+#define ADD_INTO(T, ADD)                                                                \
+    do {                                                                                \
+        T *r = j->r;                                                                    \
+        const T *s = j->src->storage->data;                                             \
+        const int64_t rcs = even_step(b.ro, b.nb), scs = even_step(b.so, b.nb);         \
+        const bool rowwise = !k->per_pos && rcs >= 0 && scs >= 0;                       \
+        for (int64_t c = 0; !rowwise && b.nb <= ADD_FEW_COLS && c < b.nb; c++) {        \
+            const int64_t *vc = k->per_pos ? k->v + b.po[c] : k->v;                     \
+            const int64_t vs = k->per_pos ? j->b_n : 1;                                 \
+            T *rc = r + b.ro[c] + b.v0 * rs;                                            \
+            const T *sc = s + b.so[c];                                                  \
+            for (int64_t q = 0; q < j->q_n; q++) {                                      \
+                const int64_t v = vc[q * vs] - b.v0;                                    \
+                if (v >= 0 && v < b.nv) rc[v * rs] = ADD(rc[v * rs], sc[q * ss]);      \
+            }                                                                           \
+        }                                                                               \
+        for (int64_t q = 0; (rowwise || b.nb > ADD_FEW_COLS) && q < j->q_n; q++) {      \
+            if (rowwise) {                                                              \
+                const int64_t v = k->v[q] - b.v0;                                       \
+                if (v < 0 || v >= b.nv) continue;                                       \
+                T *rp = r + b.ro[0] + (b.v0 + v) * rs;                                  \
+                const T *sp = s + b.so[0] + q * ss;                                     \
+                if (rcs == 1 && scs == 1)                                               \
+                    for (int64_t c = 0; c < b.nb; c++) rp[c] = ADD(rp[c], sp[c]);       \
+                else                                                                    \
+                    for (int64_t c = 0; c < b.nb; c++)                                  \
+                        rp[c * rcs] = ADD(rp[c * rcs], sp[c * scs]);                    \
+                continue;                                                               \
+            }                                                                           \
+            for (int64_t c = 0; c < b.nb; c++) {                                        \
+                const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) - b.v0; \
+                if (v < 0 || v >= b.nv) continue;                                       \
+                T *e = r + b.ro[c] + (b.v0 + v) * rs;                                   \
+                *e = ADD(*e, s[b.so[c] + q * ss]);                                      \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
+
+/* Block t of f32 or f64: src's terms added into r (x's copy) in place,
+ * in r's dtype. */
+static int add_into(void *p, int64_t t)
+{
+    const add_job *j = p;
+    const tg__pick *k = j->k;
+    add_block_at b;
+    block_at(j, t, &b);
+    const int64_t ss = j->sstrides[k->dim], rs = j->rstrides[k->dim];
+    if (k->x->dtype == TG_F32) ADD_INTO(float, add_to_f);
+    else ADD_INTO(double, add_to);
+    return TG_OK;
+}
+#undef ADD_INTO
+
+/* Block t of f16 or bf16: sums in doubles from x's elements, rounded once
+ * into r. */
+static int add_wide(void *p, int64_t t)
 {
     const add_job *j = p;
     const tg__pick *k = j->k;
     const tg_tensor *x = k->x, *src = j->src;
-    const int64_t line = t / j->nrow, v0 = t % j->nrow * j->rows;
-    const int64_t a = line / j->nblk, b0 = line % j->nblk * j->cols;
-    const int64_t nb = j->b_n - b0 < j->cols ? j->b_n - b0 : j->cols;
-    const int64_t nv = j->x_n - v0 < j->rows ? j->x_n - v0 : j->rows;
+    add_block_at b;
+    block_at(j, t, &b);
+    const int64_t nv = b.nv, nb = b.nb, v0 = b.v0;
     double *acc = tg__work_alloc((size_t)(nv * nb) * sizeof *acc);
     if (!acc) return TG_ENOMEM;
-    /* per column: x's, src's and r's offsets at row 0, and position (a, 0, b) */
-    int64_t xo[ADD_COLS], so[ADD_COLS], ro[ADD_COLS], po[ADD_COLS];
-    for (int64_t c = 0; c < nb; c++) {
-        int64_t cc[TG_MAX_DIMS];
-        po[c] = a * j->q_n * j->b_n + b0 + c;
-        coords_of(k->nd, k->ishape, po[c], cc);
-        xo[c] = x->offset + line_offset(k, cc, k->xstrides);
-        so[c] = src->offset + line_offset(k, cc, j->sstrides);
-        ro[c] = line_offset(k, cc, j->rstrides);
-    }
     const int64_t xs = k->xstrides[k->dim], ss = j->sstrides[k->dim], rs = j->rstrides[k->dim];
     for (int64_t v = 0; v < nv; v++)
         for (int64_t c = 0; c < nb; c++)
-            acc[v * nb + c] = load_at(x->dtype, x->storage->data, xo[c] + (v0 + v) * xs);
+            acc[v * nb + c] = load_at(x->dtype, x->storage->data, b.xo[c] + (v0 + v) * xs);
     for (int64_t q = 0; q < j->q_n; q++)
         for (int64_t c = 0; c < nb; c++) {
-            const int64_t v = (k->per_pos ? k->v[po[c] + q * j->b_n] : k->v[q]) - v0;
+            const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) - v0;
             if (v >= 0 && v < nv)
                 acc[v * nb + c] = add_to(acc[v * nb + c],
-                                         load_at(src->dtype, src->storage->data, so[c] + q * ss));
+                                         load_at(src->dtype, src->storage->data, b.so[c] + q * ss));
         }
     for (int64_t v = 0; v < nv; v++)
         for (int64_t c = 0; c < nb; c++)
-            store_at(x->dtype, j->r, ro[c] + (v0 + v) * rs, acc[v * nb + c]);
+            store_at(x->dtype, j->r, b.ro[c] + (v0 + v) * rs, acc[v * nb + c]);
     tg__work_free(acc);
     return TG_OK;
 }
@@ -224,6 +373,7 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
 {
     tg_tensor *r = tg__tensor_uninit(k->x->dtype, k->x->ndim, k->x->shape);
     if (!r) return TG_ENOMEM;
+    const bool in_place = k->x->dtype == TG_F32 || k->x->dtype == TG_F64;
     const int64_t nx = tg__numel(k->nd, k->xshape);
     add_job j = {.k = k, .src = src, .r = tg_tensor_data(r), .q_n = k->ishape[k->dim],
                  .x_n = k->xshape[k->dim], .a_n = 1, .b_n = 1};
@@ -233,24 +383,27 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
         if (d > k->dim) j.b_n *= k->ishape[d];
         covers = covers && (d == k->dim || k->ishape[d] == k->xshape[d]);
     }
-    if (!covers || k->m == 0) {
+    if (in_place || !covers || k->m == 0) {
         gather_job g = {.k = k, .r = j.r};
+        atomic_init(&g.bad, false);
         tg__parallel_range((nx + GATHER_RUN - 1) / GATHER_RUN, nx > GATHER_PAR, copy_runs, &g);
     }
     int rc = TG_OK;
     if (k->m > 0) {
         strides_of(src, j.sstrides);
         tg__contiguous_strides(k->nd, k->xshape, j.rstrides);
-        j.cols = j.b_n < ADD_COLS ? j.b_n : ADD_COLS;
-        while (j.cols > ADD_MIN_COLS && j.x_n * j.cols > ADD_SUMS) j.cols /= 2;
+        const int64_t most = in_place ? ADD_COLS : ADD_WIDE_COLS;
+        j.cols = j.b_n < most ? j.b_n : most;
+        while (!in_place && j.cols > ADD_MIN_COLS && j.x_n * j.cols > ADD_SUMS) j.cols /= 2;
         j.nblk = (j.b_n + j.cols - 1) / j.cols;
         const int64_t lines = j.a_n * j.nblk, threads = tg_get_num_threads();
-        const int64_t by_mem = (j.x_n * j.cols + ADD_SUMS - 1) / ADD_SUMS;
+        const int64_t by_mem = in_place ? 1 : (j.x_n * j.cols + ADD_SUMS - 1) / ADD_SUMS;
         j.nrow = lines < threads ? (threads + lines - 1) / lines : 1;
         j.nrow = by_mem > j.nrow ? by_mem : j.nrow;
         j.rows = (j.x_n + j.nrow - 1) / j.nrow;
         j.nrow = (j.x_n + j.rows - 1) / j.rows;
-        rc = tg__run_tasks(lines * j.nrow, nx + k->m > GATHER_PAR, add_block, &j);
+        rc = tg__run_tasks(lines * j.nrow, nx + k->m > GATHER_PAR, in_place ? add_into : add_wide,
+                           &j);
     }
     if (rc < 0) {
         tg_tensor_release(r);
@@ -259,4 +412,3 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
     *out = r;
     return TG_OK;
 }
-
