@@ -40,6 +40,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_cases import int_tensor  # noqa: E402
 from stfile import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,17 +75,6 @@ def int_refusals(dt):
     return vals
 
 
-def int_x(dt, shape, gen):
-    """Random elements of dtype dt with its minimum and maximum among them."""
-    info = torch.iinfo(dt)
-    x = torch.randint(-1000, 1000, shape, generator=gen, dtype=torch.int64)
-    x = x.clamp(info.min, info.max).to(dt)
-    flat = x.view(-1)
-    if flat.numel() >= 3:
-        flat[0], flat[-1] = info.min, info.max
-    return x
-
-
 def int_cases(tensors, meta):
     gen = torch.Generator().manual_seed(ISEED)
     i = 0
@@ -93,7 +83,7 @@ def int_cases(tensors, meta):
             masks = (torch.rand(ms, generator=gen) < 0.5, torch.ones(ms, dtype=torch.bool),
                      torch.zeros(ms, dtype=torch.bool))
             for m, value in enumerate(int_values(dt)):
-                x = int_x(dt, xs, gen)
+                x = int_tensor(dt, xs, gen)
                 mask = masks[m % 3]
                 y = x.masked_fill(mask, value)
                 assert y.dtype == dt and not y.requires_grad

@@ -25,6 +25,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_cases import int_tensor  # noqa: E402
 from stfile import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,13 +49,7 @@ def values(dt, shape, gen):
             if k < flat.numel() - 1:
                 flat[k + 1] = special
         return x.to(dt)
-    info = torch.iinfo(dt)
-    x = torch.randint(-1000, 1000, shape, generator=gen, dtype=torch.int64)
-    x = x.clamp(info.min, info.max).to(dt)
-    flat = x.view(-1)
-    if flat.numel() >= 3:
-        flat[0], flat[-1] = info.min, info.max
-    return x
+    return int_tensor(dt, shape, gen)
 
 
 def main():
