@@ -291,19 +291,8 @@ static int64_t even_step(const int64_t *offs, int64_t n)
         T *r = j->r;                                                                    \
         const T *s = j->src->storage->data;                                             \
         const int64_t rcs = even_step(b.ro, b.nb), scs = even_step(b.so, b.nb);         \
-        const bool rowwise = !k->per_pos && rcs >= 0 && scs >= 0;                       \
-        for (int64_t c = 0; !rowwise && b.nb <= ADD_FEW_COLS && c < b.nb; c++) {        \
-            const int64_t *vc = k->per_pos ? k->v + b.po[c] : k->v;                     \
-            const int64_t vs = k->per_pos ? j->b_n : 1;                                 \
-            T *rc = r + b.ro[c] + b.v0 * rs;                                            \
-            const T *sc = s + b.so[c];                                                  \
+        if (!k->per_pos && rcs >= 0 && scs >= 0) {   /* a row of terms at a time */     \
             for (int64_t q = 0; q < j->q_n; q++) {                                      \
-                const int64_t v = vc[q * vs] - b.v0;                                    \
-                if (v >= 0 && v < b.nv) rc[v * rs] = ADD(rc[v * rs], sc[q * ss]);      \
-            }                                                                           \
-        }                                                                               \
-        for (int64_t q = 0; (rowwise || b.nb > ADD_FEW_COLS) && q < j->q_n; q++) {      \
-            if (rowwise) {                                                              \
                 const int64_t v = k->v[q] - b.v0;                                       \
                 if (v < 0 || v >= b.nv) continue;                                       \
                 T *rp = r + b.ro[0] + (b.v0 + v) * rs;                                  \
@@ -313,14 +302,27 @@ static int64_t even_step(const int64_t *offs, int64_t n)
                 else                                                                    \
                     for (int64_t c = 0; c < b.nb; c++)                                  \
                         rp[c * rcs] = ADD(rp[c * rcs], sp[c * scs]);                    \
-                continue;                                                               \
             }                                                                           \
+        } else if (b.nb <= ADD_FEW_COLS) {   /* a column at a time */                   \
             for (int64_t c = 0; c < b.nb; c++) {                                        \
-                const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) - b.v0; \
-                if (v < 0 || v >= b.nv) continue;                                       \
-                T *e = r + b.ro[c] + (b.v0 + v) * rs;                                   \
-                *e = ADD(*e, s[b.so[c] + q * ss]);                                      \
+                const int64_t *vc = k->per_pos ? k->v + b.po[c] : k->v;                 \
+                const int64_t vs = k->per_pos ? j->b_n : 1;                             \
+                T *rc = r + b.ro[c] + b.v0 * rs;                                        \
+                const T *sc = s + b.so[c];                                              \
+                for (int64_t q = 0; q < j->q_n; q++) {                                  \
+                    const int64_t v = vc[q * vs] - b.v0;                                \
+                    if (v >= 0 && v < b.nv) rc[v * rs] = ADD(rc[v * rs], sc[q * ss]);   \
+                }                                                                       \
             }                                                                           \
+        } else {   /* a row of the block at a time */                                   \
+            for (int64_t q = 0; q < j->q_n; q++)                                        \
+                for (int64_t c = 0; c < b.nb; c++) {                                    \
+                    const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) -\
+                                      b.v0;                                             \
+                    if (v < 0 || v >= b.nv) continue;                                   \
+                    T *e = r + b.ro[c] + (b.v0 + v) * rs;                               \
+                    *e = ADD(*e, s[b.so[c] + q * ss]);                                  \
+                }                                                                       \
         }                                                                               \
     } while (0)
 
