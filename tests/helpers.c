@@ -254,6 +254,18 @@ int64_t th_first_difference(const tg_tensor *got, const tg_tensor *want)
     return -1;
 }
 
+void th_expect_same_tensor_bytes(const char *what, const tg_tensor *got,
+                                 const tg_tensor *want)
+{
+    cr_assert(got != NULL, "%s: no result", what);
+    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype %s, want %s",
+              what, tg_dtype_name(tg_tensor_dtype(got)), tg_dtype_name(tg_tensor_dtype(want)));
+    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
+    const int64_t k = th_first_difference(got, want);
+    cr_assert(k < 0, "%s: element %lld is %.17g, want %.17g", what, (long long)k,
+              th_at(got, k < 0 ? 0 : k), th_at(want, k < 0 ? 0 : k));
+}
+
 void th_expect_fp32_autocast(int (*op)(tg_tensor **y, tg_tensor *x), uint64_t seed)
 {
     uint64_t s = seed;

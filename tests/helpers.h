@@ -177,6 +177,11 @@ tg_tensor *th_layout_of(tg_dtype dt, int nd, const int64_t *shape, int layout, u
  * numel) differ in their bytes, or -1. */
 int64_t th_first_difference(const tg_tensor *got, const tg_tensor *want);
 
+/* got (not NULL) has want's dtype, shape and bytes (an i64 beyond 2^53
+ * too); a failure names what and the first element that differs. */
+void th_expect_same_tensor_bytes(const char *what, const tg_tensor *got,
+                                 const tg_tensor *want);
+
 /* The FP32 autocast policy of a one-input op (op(&y, x), y a new
  * reference): inside a bf16 autocast scope a bf16 x (4, 7) of random values
  * (seed) gives an f32 y with the bits of op on x cast to f32, x's gradient

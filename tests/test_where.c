@@ -16,17 +16,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* got has want's dtype, shape and bytes (an i64 beyond 2^53 too). */
-static void expect_bytes(const char *what, const tg_tensor *got, const tg_tensor *want)
-{
-    cr_assert(got != NULL, "%s: no result", what);
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s: dtype %s, want %s",
-              what, tg_dtype_name(tg_tensor_dtype(got)), tg_dtype_name(tg_tensor_dtype(want)));
-    cr_assert(tg_tensor_same_shape(got, want), "%s: shape", what);
-    const int64_t k = th_first_difference(got, want);
-    cr_assert(k < 0, "%s: element %lld differs", what, (long long)k);
-}
-
 /* da and db of a float case: torch's bits when the input has y's shape,
  * else summed back within a rounding of the dtype. */
 static void expect_grads(const char *what, const char *dt, tg_st_file *f, const char *c,
@@ -65,7 +54,7 @@ Test(where, every_case_matches_torch)
         snprintf(what, sizeof what, "%s (%s, %d-d cond, %d-d a, %d-d b)", c, dt,
                  tg_tensor_ndim(cond), tg_tensor_ndim(a0), tg_tensor_ndim(b0));
         OK(tg_where(&y, cond, ab[0], ab[1]));
-        expect_bytes(what, y, th_golden_get(f, c, "y"));
+        th_expect_same_tensor_bytes(what, y, th_golden_get(f, c, "y"));
         if (fl) {
             expect_grads(what, dt, f, c, y, ab);
             th_release_all(2, ab);
