@@ -1,5 +1,6 @@
 """Helpers shared by the bench/*.py scripts: where the tree and the tapegrad
-tool are, running a child that prints JSON, printing a markdown table.
+tool are, running a child that prints JSON, timing our bench tool against
+PyTorch case by case, printing a markdown table.
 Importing this module also puts scripts/ on sys.path (for stfile)."""
 import argparse
 import json
@@ -81,3 +82,22 @@ def alternate(tcmd, ocmd, rounds):
     ratios = [t / o for t, o in zip(tms, oms)]
     return (statistics.median(tms), statistics.median(oms), statistics.median(ratios),
             min(ratios), max(ratios))
+
+
+def pair_binary(a, name):
+    """Our side of a pair script (bench/pool.py, bench/indexing.py):
+    bench/<name> in a.build, exiting with the target to build when it is
+    missing; PyTorch's children get OMP_WAIT_POLICY=passive unless set."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ours = os.path.join(a.build, "bench", name)
+    if not os.path.exists(ours):
+        sys.exit(f"{name}.py: {ours} not found: build it (ninja -C {a.build} bench/{name})")
+    return ours
+
+
+def time_pair(a, script, ours, args):
+    """alternate() of the case args (plus --threads and --repeat) run by
+    script's --torch-child and by ours, a.rounds times."""
+    args = args + ["--threads", str(a.threads), "--repeat", str(a.repeat)]
+    tcmd = [sys.executable, os.path.abspath(script), "--torch-child"] + args
+    return alternate(tcmd, [ours] + args, a.rounds)

@@ -15,11 +15,9 @@ over x's extent at dim (not the same draws on both sides).  PyTorch's
 children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
-import os
 import statistics
-import sys
 
-from benchlib import ROOT, add_pair_args, alternate, print_table
+from benchlib import add_pair_args, pair_binary, print_table, time_pair
 
 # name, op, dtype, x shape, dim, index length (index_select / index_add; -1: x's extent)
 CASES = [
@@ -94,19 +92,12 @@ def main():
     if a.torch_child:
         return torch_child(a)
 
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    ours = os.path.join(a.build, "bench", "indexing")
-    if not os.path.exists(ours):
-        sys.exit(f"indexing.py: {ours} not found: build it (ninja -C {a.build} bench/indexing)")
-    common = ["--threads", str(a.threads), "--repeat", str(a.repeat)]
+    ours = pair_binary(a, "indexing")
     rows = []
     for c in CASES:
         if a.only and a.only not in c[0]:
             continue
-        extra = case_args(c) + common
-        tcmd = [sys.executable, os.path.abspath(__file__), "--torch-child"] + extra
-        ocmd = [ours] + extra
-        tm, om, rm, lo, hi = alternate(tcmd, ocmd, a.rounds)
+        tm, om, rm, lo, hi = time_pair(a, __file__, ours, case_args(c))
         shape = "x".join(map(str, c[3]))
         rows.append((c[0], c[2], shape, tm, om, rm, lo, hi))
         print(f"{c[0]:20s} {c[2]:4s} {shape:12s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "

@@ -17,11 +17,9 @@ PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
 import json
-import os
 import statistics
-import sys
 
-from benchlib import ROOT, add_pair_args, alternate, print_table
+from benchlib import add_pair_args, pair_binary, print_table, time_pair
 
 # name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max: the
 # output size)
@@ -98,20 +96,14 @@ def main():
     if a.torch_child:
         return torch_child(a)
 
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    ours = os.path.join(a.build, "bench", "pool")
-    if not os.path.exists(ours):
-        sys.exit(f"pool.py: {ours} not found: build it (ninja -C {a.build} bench/pool)")
-    common = ["--threads", str(a.threads), "--repeat", str(a.repeat)]
+    ours = pair_binary(a, "pool")
     rows = []
     for c in CASES:
         if a.only and a.only not in c[0]:
             continue
         for bwd in (False, True):
-            extra = case_args(c) + common + (["--backward"] if bwd else [])
-            tcmd = [sys.executable, os.path.abspath(__file__), "--torch-child"] + extra
-            ocmd = [ours] + extra
-            tm, om, rm, lo, hi = alternate(tcmd, ocmd, a.rounds)
+            args = case_args(c) + (["--backward"] if bwd else [])
+            tm, om, rm, lo, hi = time_pair(a, __file__, ours, args)
             mode = "fwd+bwd" if bwd else "fwd"
             rows.append((c[0], mode, tm, om, rm, lo, hi))
             print(f"{c[0]:22s} {mode:7s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
