@@ -89,7 +89,14 @@ Test(ops_rules, amp_policies_are_registered)
         {"index_select", TG_AMP_KEEP}, {"index_add", TG_AMP_KEEP},
         {"logsumexp", TG_AMP_FP32},   {"cumsum", TG_AMP_FP32},      {"roll", TG_AMP_KEEP},
         {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
-        {"mish", TG_AMP_KEEP},
+        {"mish", TG_AMP_KEEP},        {"sign", TG_AMP_KEEP},       {"floor", TG_AMP_KEEP},
+        {"ceil", TG_AMP_KEEP},        {"round", TG_AMP_KEEP},      {"trunc", TG_AMP_KEEP},
+        {"reciprocal", TG_AMP_FP32},  {"rsqrt", TG_AMP_FP32},      {"tan", TG_AMP_FP32},
+        {"atan", TG_AMP_KEEP},        {"asin", TG_AMP_FP32},       {"acos", TG_AMP_FP32},
+        {"sinh", TG_AMP_FP32},        {"cosh", TG_AMP_FP32},       {"asinh", TG_AMP_KEEP},
+        {"acosh", TG_AMP_KEEP},       {"atanh", TG_AMP_KEEP},      {"log2", TG_AMP_FP32},
+        {"log10", TG_AMP_FP32},       {"exp2", TG_AMP_FP32},       {"logsigmoid", TG_AMP_KEEP},
+        {"atan2", TG_AMP_PROMOTE},
         {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool", TG_AMP_KEEP}, {"adaptive_max_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool_gather", TG_AMP_KEEP},
@@ -183,7 +190,14 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
              {"sin", tg_sin},   {"cos", tg_cos},         {"log1p", tg_log1p},
              {"expm1", tg_expm1},     {"hardsigmoid", tg_hardsigmoid},
              {"hardswish", tg_hardswish}, {"mish", tg_mish},
-             {"hardtanh", tg_relu6}};   /* relu6 calls the hardtanh op */
+             {"hardtanh", tg_relu6},    /* relu6 calls the hardtanh op */
+             {"sign", tg_sign}, {"floor", tg_floor},     {"ceil", tg_ceil},
+             {"round", tg_round}, {"trunc", tg_trunc},   {"reciprocal", tg_reciprocal},
+             {"rsqrt", tg_rsqrt}, {"tan", tg_tan},       {"atan", tg_atan},
+             {"asin", tg_asin}, {"acos", tg_acos},       {"sinh", tg_sinh},
+             {"cosh", tg_cosh}, {"asinh", tg_asinh},     {"acosh", tg_acosh},
+             {"atanh", tg_atanh}, {"log2", tg_log2},     {"log10", tg_log10},
+             {"exp2", tg_exp2}, {"logsigmoid", tg_logsigmoid}};
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);

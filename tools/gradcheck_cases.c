@@ -13,6 +13,28 @@ static int f_unary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return ((const gc_case *)user)->unary(out, in[0]);
 }
 
+/* The unary op of f(x * scalar) (asin, acos, atanh: U[-1, 1] scaled inside
+ * their domain) and f(x + scalar) (acosh: U[0.5, 2] moved past 1). */
+static int f_unary_scaled(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    tg_tensor *t = NULL;
+    int rc = tg_mul_scalar(&t, in[0], c->scalar);
+    if (rc >= 0) rc = c->unary(out, t);
+    tg_tensor_release(t);
+    return rc;
+}
+
+static int f_unary_shifted(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_case *c = user;
+    tg_tensor *t = NULL;
+    int rc = tg_add_scalar(&t, in[0], c->scalar);
+    if (rc >= 0) rc = c->unary(out, t);
+    tg_tensor_release(t);
+    return rc;
+}
+
 static int f_binary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return ((const gc_case *)user)->binary(out, in[0], in[1]);
@@ -369,6 +391,33 @@ const gc_case gc_cases[] = {
     GC_UN("cos", "elementwise", tg_cos, 2, GC_ANY, 3, 4),
     GC_UN("log1p", "elementwise", tg_log1p, 2, GC_POSITIVE, 3, 4),
     GC_UN("expm1", "elementwise", tg_expm1, 2, GC_ANY, 3, 4),
+    GC_UN("sign", "elementwise", tg_sign, 2, GC_ANY, 3, 4),
+    GC_UN("floor", "elementwise", tg_floor, 2, GC_ANY, 3, 4),
+    GC_UN("ceil", "elementwise", tg_ceil, 2, GC_ANY, 3, 4),
+    GC_UN("round", "elementwise", tg_round, 2, GC_ANY, 3, 4),
+    GC_UN("trunc", "elementwise", tg_trunc, 2, GC_ANY, 3, 4),
+    GC_UN("reciprocal", "elementwise", tg_reciprocal, 2, GC_POSITIVE, 3, 4),
+    GC_UN("rsqrt", "elementwise", tg_rsqrt, 2, GC_POSITIVE, 3, 4),
+    GC_UN("tan", "elementwise", tg_tan, 2, GC_ANY, 3, 4),
+    GC_UN("atan", "elementwise", tg_atan, 2, GC_ANY, 3, 4),
+    GC_FN("asin", "elementwise", f_unary_scaled, "(3, 4) times 0.8", 1, .ndim = {2},
+          .shape = {{3, 4}}, .unary = tg_asin, .scalar = 0.8),
+    GC_FN("acos", "elementwise", f_unary_scaled, "(3, 4) times 0.8", 1, .ndim = {2},
+          .shape = {{3, 4}}, .unary = tg_acos, .scalar = 0.8),
+    GC_UN("sinh", "elementwise", tg_sinh, 2, GC_ANY, 3, 4),
+    GC_UN("cosh", "elementwise", tg_cosh, 2, GC_ANY, 3, 4),
+    GC_UN("asinh", "elementwise", tg_asinh, 2, GC_ANY, 3, 4),
+    GC_FN("acosh", "elementwise", f_unary_shifted, "(3, 4) in [0.5, 2] plus 1", 1,
+          .ndim = {2}, .shape = {{3, 4}}, .domain = GC_POSITIVE, .unary = tg_acosh,
+          .scalar = 1.0),
+    GC_FN("atanh", "elementwise", f_unary_scaled, "(3, 4) times 0.8", 1, .ndim = {2},
+          .shape = {{3, 4}}, .unary = tg_atanh, .scalar = 0.8),
+    GC_UN("log2", "elementwise", tg_log2, 2, GC_POSITIVE, 3, 4),
+    GC_UN("log10", "elementwise", tg_log10, 2, GC_POSITIVE, 3, 4),
+    GC_UN("exp2", "elementwise", tg_exp2, 2, GC_ANY, 3, 4),
+    GC_UN("logsigmoid", "activation", tg_logsigmoid, 2, GC_ANY, 3, 4),
+    GC_BIN("atan2", "elementwise", tg_atan2, GC_ANY, "atan2((3, 1), (4))", 2, 1,
+           GC_SHAPE(3, 1), GC_SHAPE(4)),
     /* activations */
     GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
     GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),

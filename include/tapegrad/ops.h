@@ -74,6 +74,49 @@ TG_API int tg_cos(tg_tensor **out, tg_tensor *a);
  * any order; the FP32 AMP policy, as tg_log and tg_exp. */
 TG_API int tg_log1p(tg_tensor **out, tg_tensor *a);
 TG_API int tg_expm1(tg_tensor **out, tg_tensor *a);
+/* Rounding (torch.sign, torch.floor, torch.ceil, torch.round, torch.trunc):
+ * sign(a) in {-1, 0, 1} (0 for +-0 and NaN, as torch's); floor, ceil and trunc
+ * round down, up and toward zero; round takes halves to the even neighbour
+ * (round(0.5) = 0, round(1.5) = 2, round(-2.5) = -2), as torch.round without
+ * decimals.  Each keeps -0.0, +-inf and NaN and a's dtype (f32, f64, f16,
+ * bf16).  The gradient is zero everywhere (torch's, also at the jumps), to any
+ * order.  An integer a is TG_EDTYPE (torch returns it unchanged, or its
+ * sign): the elementwise driver computes in floating point only. */
+TG_API int tg_sign(tg_tensor **out, tg_tensor *a);
+TG_API int tg_floor(tg_tensor **out, tg_tensor *a);
+TG_API int tg_ceil(tg_tensor **out, tg_tensor *a);
+TG_API int tg_round(tg_tensor **out, tg_tensor *a);
+TG_API int tg_trunc(tg_tensor **out, tg_tensor *a);
+/* More of torch's elementwise math, each computed in double by C's function
+ * and rounded once to a's dtype; out-of-domain inputs give NaN and the poles
+ * +-inf, as torch's (rsqrt(0) = inf, rsqrt(-0.0) = -inf, log2(0) = -inf,
+ * atanh(+-1) = +-inf, acos(1.5) = NaN).  Gradients as torch writes them, from
+ * a with differentiable ops, so to any order (infinite at the domain edges:
+ * acos'(+-1), atanh'(+-1), rsqrt'(0)):
+ *   reciprocal 1/a: -g / a^2          rsqrt 1/sqrt(a): -g / (2 a^(3/2))
+ *   tan: g (1 + tan^2 a)              atan: g / (1 + a^2)
+ *   asin: g / sqrt(1 - a^2)           acos: -g / sqrt(1 - a^2)
+ *   sinh: g cosh a                    cosh: g sinh a
+ *   asinh: g / sqrt(a^2 + 1)          acosh: g / sqrt(a^2 - 1)
+ *   atanh: g / (1 - a^2)              log2, log10: g / (a ln 2), g / (a ln 10)
+ *   exp2 2^a: g 2^a ln 2
+ * AMP: FP32 for reciprocal, rsqrt, tan, asin, acos, sinh, cosh, log2, log10
+ * and exp2 (torch's autocast fp32 list, exp2 as exp), the others keep their
+ * dtype (as sin and cos).  An integer a is TG_EDTYPE. */
+TG_API int tg_reciprocal(tg_tensor **out, tg_tensor *a);
+TG_API int tg_rsqrt(tg_tensor **out, tg_tensor *a);
+TG_API int tg_tan(tg_tensor **out, tg_tensor *a);
+TG_API int tg_atan(tg_tensor **out, tg_tensor *a);
+TG_API int tg_asin(tg_tensor **out, tg_tensor *a);
+TG_API int tg_acos(tg_tensor **out, tg_tensor *a);
+TG_API int tg_sinh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_cosh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_asinh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_acosh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_atanh(tg_tensor **out, tg_tensor *a);
+TG_API int tg_log2(tg_tensor **out, tg_tensor *a);
+TG_API int tg_log10(tg_tensor **out, tg_tensor *a);
+TG_API int tg_exp2(tg_tensor **out, tg_tensor *a);
 
 /* ---- activations ---- */
 /* relu is torch's clamp_min(a, 0): NaN and -0.0 stay.  Its gradient is g
@@ -178,6 +221,26 @@ TG_API int tg_softplus(tg_tensor **out, tg_tensor *a, double beta, double thresh
 /* min(max(a, lo), hi) as torch.clamp; NAN for lo or hi means no such bound.
  * NaN elements stay NaN.  The gradient passes where lo <= a <= hi. */
 TG_API int tg_clamp(tg_tensor **out, tg_tensor *a, double lo, double hi);
+/* F.logsigmoid(a) = log(1 / (1 + e^-a)) = -softplus(-a), as
+ * min(a, 0) - log1p(e^-|a|) in double, rounded once: no overflow for a far
+ * below 0 (logsigmoid(-100) = -100) and the tiny tail above (logsigmoid(100)
+ * = -e^-100 in f64).  Gradient g * sigmoid(-a), to any order; KEEP under
+ * autocast, as the activations. */
+TG_API int tg_logsigmoid(tg_tensor **out, tg_tensor *a);
+/* torch.atan2(y, x): the angle of (x, y) in [-pi, pi], y and x broadcast
+ * together (one float dtype, promoted as tg_add's), computed in double and
+ * rounded once; atan2(+-0, -0) = +-pi as C's.  Gradients, as torch's:
+ * dy = g x / (x^2 + y^2), dx = -g y / (x^2 + y^2) (NaN at the origin),
+ * summed back to each input's shape, to any order.  PROMOTE under autocast
+ * (torch's autocast promote list has atan2). */
+TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
+/* torch.lerp(start, end, weight) with a tensor weight, the three broadcast
+ * together: start + w (end - start) where |w| < 0.5, else
+ * end - (end - start) (1 - w), torch's two forms (exact at w = 0 and w = 1),
+ * written with differentiable ops (sub, mul, add, where), so gradients flow
+ * to all three, to any order: g (1 - w), g w and g (end - start).  One
+ * float dtype (TG_EDTYPE otherwise); a composite, so KEEP under autocast. */
+TG_API int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight);
 /* x padded as torch.nn.functional.pad: pads holds n/2 (low, high) pairs for
  * the last n/2 dims, the last dim first; the new entries are `value`
  * (CONSTANT), x mirrored without repeating its edge (REFLECT: each padding

@@ -10,7 +10,11 @@
 /* X(family, count, file: ops) */
 #define TG__OP_FAMILIES(X)                                                    \
     X(binary, 10)        /* binary.c: add sub mul div pow, scalar variants */ \
-    X(unary, 11)         /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos log1p expm1 */ \
+    X(unary, 16)         /* unary.c: neg exp log sqrt abs pow_scalar erf sin cos log1p expm1 \
+                            sign floor ceil round trunc */                   \
+    X(unary_math, 15)    /* unary_math.c: reciprocal rsqrt tan atan asin acos sinh cosh asinh \
+                            acosh atanh log2 log10 exp2 logsigmoid */        \
+    X(atan2, 1)          /* atan2_lerp.c: atan2 */                            \
     X(activation, 7)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu elu */ \
     X(cast, 1)           /* cast.c: to_dtype */                               \
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \

@@ -1,10 +1,12 @@
 /* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf, sin, cos,
- * log1p, expm1.
+ * log1p, expm1, and the rounding ops sign, floor, ceil, round, trunc.
  *
  * Backwards save the op's input (never its output, which would be a refcount
  * cycle through the node) and recompute what they need from it with
  * differentiable ops.  log of a non-positive number is -inf/NaN as in C and
- * PyTorch, not an error.
+ * PyTorch, not an error.  The rounding ops are piecewise constant: their
+ * gradient is zero everywhere (as torch's, also at the jumps), and they keep
+ * +-0, +-inf and NaN (sign(NaN) is 0, as torch's).
  */
 #include <assert.h>
 #include <math.h>
@@ -33,6 +35,12 @@ TG_EW_UNARY_KERNEL(k_expm1, expm1((double)a))
 /* sign(a) in {-1, 0, 1}, the derivative of |a| as PyTorch defines it: 0 at
  * 0, -0 and NaN. */
 TG_EW_UNARY_KERNEL(k_sign, a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0)
+TG_EW_UNARY_KERNEL(k_floor, floor((double)a))
+TG_EW_UNARY_KERNEL(k_ceil, ceil((double)a))
+/* nearbyint in the default rounding mode: halves to even, torch.round's rule
+ * (round() would take them away from zero). */
+TG_EW_UNARY_KERNEL(k_round, nearbyint((double)a))
+TG_EW_UNARY_KERNEL(k_trunc, trunc((double)a))
 
 /* Forward of a one-input op: runs k and saves the input when recorded. */
 static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
@@ -59,6 +67,11 @@ UNARY_FORWARD(sin, k_sin, true)
 UNARY_FORWARD(cos, k_cos, true)
 UNARY_FORWARD(log1p, k_log1p, true)
 UNARY_FORWARD(expm1, k_expm1, true)
+UNARY_FORWARD(sign, k_sign, false)
+UNARY_FORWARD(floor, k_floor, false)
+UNARY_FORWARD(ceil, k_ceil, false)
+UNARY_FORWARD(round, k_round, false)
+UNARY_FORWARD(trunc, k_trunc, false)
 
 static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
@@ -214,6 +227,19 @@ static int expm1_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return g_times(ctx, g, tg_exp, gi);
 }
 
+/* The rounding ops: a zero gradient of g's shape and dtype (a constant, so
+ * every higher derivative is zero too). */
+static int zero_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    (void)ctx;
+    return tg_tensor_zeros_like(&gi[0], g);
+}
+#define sign_backward zero_backward
+#define floor_backward zero_backward
+#define ceil_backward zero_backward
+#define round_backward zero_backward
+#define trunc_backward zero_backward
+
 /* formula: the schema's vjp; sym: its scalar (tapegrad/op.h). */
 #define SCHEMA(op, policy, formula, sym)                                      \
     static const tg_op_schema op##_op = {.name = #op, .arity = 1, .amp = policy,    \
@@ -230,11 +256,18 @@ SCHEMA(sin, TG_AMP_KEEP, "da = g * cos(a)", NULL);
 SCHEMA(cos, TG_AMP_KEEP, "da = -g * sin(a)", NULL);
 SCHEMA(log1p, TG_AMP_FP32, "da = g / (1 + a)", NULL);
 SCHEMA(expm1, TG_AMP_FP32, "da = g * exp(a)", NULL);
+SCHEMA(sign, TG_AMP_KEEP, "da = 0", NULL);
+SCHEMA(floor, TG_AMP_KEEP, "da = 0", NULL);
+SCHEMA(ceil, TG_AMP_KEEP, "da = 0", NULL);
+SCHEMA(round, TG_AMP_KEEP, "da = 0", NULL);
+SCHEMA(trunc, TG_AMP_KEEP, "da = 0", NULL);
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__unary_ops[] = {&neg_op,        &exp_op, &log_op, &sqrt_op,
                                              &abs_op,        &erf_op, &sin_op, &cos_op,
-                                             &pow_scalar_op, &log1p_op, &expm1_op};
+                                             &pow_scalar_op, &log1p_op, &expm1_op,
+                                             &sign_op,       &floor_op, &ceil_op,
+                                             &round_op,      &trunc_op};
 static_assert(sizeof tg__unary_ops / sizeof tg__unary_ops[0] == TG__unary_N,
               "src/ops/families.h must count the unary ops");
 
@@ -254,6 +287,11 @@ int tg_sin(tg_tensor **out, tg_tensor *a) { return call1(&sin_op, out, a); }
 int tg_cos(tg_tensor **out, tg_tensor *a) { return call1(&cos_op, out, a); }
 int tg_log1p(tg_tensor **out, tg_tensor *a) { return call1(&log1p_op, out, a); }
 int tg_expm1(tg_tensor **out, tg_tensor *a) { return call1(&expm1_op, out, a); }
+int tg_sign(tg_tensor **out, tg_tensor *a) { return call1(&sign_op, out, a); }
+int tg_floor(tg_tensor **out, tg_tensor *a) { return call1(&floor_op, out, a); }
+int tg_ceil(tg_tensor **out, tg_tensor *a) { return call1(&ceil_op, out, a); }
+int tg_round(tg_tensor **out, tg_tensor *a) { return call1(&round_op, out, a); }
+int tg_trunc(tg_tensor **out, tg_tensor *a) { return call1(&trunc_op, out, a); }
 
 /* The exponent in a's dtype, as torch's (and as the scalar ops of
  * binary.c): an f32 x ** 1.7 is x ** 1.7f, a bf16 one x ** 1.703125, each

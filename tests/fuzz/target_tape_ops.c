@@ -34,7 +34,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 30;
+    uint8_t k = u8(g) % 50;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -68,6 +68,26 @@ int op_unary(prog *g)
     case 26: rc = tg_hardsigmoid(&y, a); break;
     case 27: rc = tg_hardswish(&y, a); break;
     case 28: rc = tg_mish(&y, a); break;
+    case 29: rc = tg_sign(&y, a); break;
+    case 30: rc = tg_floor(&y, a); break;
+    case 31: rc = tg_ceil(&y, a); break;
+    case 32: rc = tg_round(&y, a); break;
+    case 33: rc = tg_trunc(&y, a); break;
+    case 34: rc = tg_reciprocal(&y, a); break;
+    case 35: rc = tg_rsqrt(&y, a); break;
+    case 36: rc = tg_tan(&y, a); break;
+    case 37: rc = tg_atan(&y, a); break;
+    case 38: rc = tg_asin(&y, a); break;
+    case 39: rc = tg_acos(&y, a); break;
+    case 40: rc = tg_sinh(&y, a); break;
+    case 41: rc = tg_cosh(&y, a); break;
+    case 42: rc = tg_asinh(&y, a); break;
+    case 43: rc = tg_acosh(&y, a); break;
+    case 44: rc = tg_atanh(&y, a); break;
+    case 45: rc = tg_log2(&y, a); break;
+    case 46: rc = tg_log10(&y, a); break;
+    case 47: rc = tg_exp2(&y, a); break;
+    case 48: rc = tg_logsigmoid(&y, a); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
@@ -77,7 +97,7 @@ int op_binary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 11;
+    uint8_t k = u8(g) % 13;
     if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
     if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
         return 0;
@@ -97,6 +117,14 @@ int op_binary(prog *g)
         if (big(c) || broadcast_numel(a, b) * (double)(c ? tg_tensor_numel(c) : 1) > MAX_ELEMS)
             return 0;
         rc = tg_where(&y, b, a, c);
+        break;
+    }
+    case 10: rc = tg_atan2(&y, a, b); break;
+    case 11: {   /* lerp(a, b, w): w from a third slot */
+        tg_tensor *w = slot(g);
+        if (big(w) || broadcast_numel(a, b) * (double)(w ? tg_tensor_numel(w) : 1) > MAX_ELEMS)
+            return 0;
+        rc = tg_lerp(&y, a, b, w);
         break;
     }
     default: {
