@@ -2,13 +2,14 @@
  * forward and backward, for bench/pool.py (which runs the same call in
  * PyTorch and gives the ratio).
  *
- *   pool --op max|avg|up|adaptive_max --shape N,C,H,W [--kernel K]
+ *   pool --op max|avg|up|adaptive_max|adaptive_avg --shape N,C,H,W [--kernel K]
  *        [--stride S (0: K)] [--padding P] [--scale F] [--size O]
  *        [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)] [--backward]
  *
  * x is U[-1, 1) of the shape (its last two dims spatial); adaptive_max pools
- * both to O (tg_adaptive_max_pool without its indices).  The forward pass
- * is y = op(x) with x not requiring grad; with --backward x requires grad and
+ * both to O (tg_adaptive_max_pool without its indices), adaptive_avg too
+ * (tg_adaptive_avg_pool).  The forward pass is y = op(x) with x not
+ * requiring grad; with --backward x requires grad and
  * a pass is y = op(x), backward with a fixed random grad_y of y's shape, and
  * x's gradient released, as PyTorch's x.grad = None.  After three passes of
  * warmup, times R passes and prints one JSON line with the median in ms. */
@@ -32,7 +33,7 @@
     } while (0)
 
 typedef struct pool_case {
-    char op;   /* 'm'ax, 'a'vg, 'u'p, 'A'daptive max */
+    char op;   /* 'm'ax, 'a'vg, 'u'p, 'A'daptive max, adaptive a'V'g */
     tg_pool_params p;
     int64_t size[2];
     int64_t scale[2];
@@ -44,6 +45,7 @@ static void run_op(const pool_case *c, tg_tensor **y)
     if (c->op == 'm') CHECK(tg_max_pool(y, c->x, 2, &c->p));
     else if (c->op == 'a') CHECK(tg_avg_pool(y, c->x, 2, &c->p));
     else if (c->op == 'A') CHECK(tg_adaptive_max_pool(y, NULL, c->x, 2, c->size));
+    else if (c->op == 'V') CHECK(tg_adaptive_avg_pool(y, c->x, 2, c->size));
     else CHECK(tg_upsample_nearest(y, c->x, 2, c->scale));
 }
 
@@ -61,8 +63,8 @@ static void pass(const void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: pool --op max|avg|up|adaptive_max --shape N,C,H,W [--kernel K] "
-                    "[--stride S] [--padding P] [--scale F] [--size O] "
+    fprintf(stderr, "usage: pool --op max|avg|up|adaptive_max|adaptive_avg --shape N,C,H,W "
+                    "[--kernel K] [--stride S] [--padding P] [--scale F] [--size O] "
                     "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
     return 2;
 }
@@ -97,6 +99,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--op") && v && !strcmp(v, "adaptive_max")) {
             c.op = 'A';
+            i++;
+        } else if (!strcmp(a, "--op") && v && !strcmp(v, "adaptive_avg")) {
+            c.op = 'V';
             i++;
         } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
             i++;

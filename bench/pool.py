@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Pooling (max, average, adaptive max) and nearest upsampling: tapegrad
+"""Pooling (max, average, adaptive max and average) and nearest upsampling: tapegrad
 (bench/pool) against PyTorch (Debian's python3-torch) on the layers of a
 DCGAN-like encoder/decoder, the same thread count, in one run.
 
@@ -21,8 +21,8 @@ import statistics
 
 from benchlib import add_pair_args, pair_binary, print_table, time_pair
 
-# name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max: the
-# output size)
+# name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max and
+# adaptive_avg: the output size)
 CASES = [
     ("max_pool 2x2", "max", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
     ("avg_pool 2x2", "avg", "f32", (64, 64, 32, 32), 2, 0, 0, 1),
@@ -35,6 +35,14 @@ CASES = [
      8),
     ("adaptive_max 16->1 (64, 128, 16, 16)", "adaptive_max", "f32", (64, 128, 16, 16), 1, 0, 0,
      1),
+    ("adaptive_max 16->3 (64, 128, 16, 16)", "adaptive_max", "f32", (64, 128, 16, 16), 1, 0, 0,
+     3),
+    ("adaptive_max 7->1 (64, 512, 7, 7)", "adaptive_max", "f32", (64, 512, 7, 7), 1, 0, 0, 1),
+    ("adaptive_avg 16->1 (64, 128, 16, 16)", "adaptive_avg", "f32", (64, 128, 16, 16), 1, 0, 0,
+     1),
+    ("adaptive_avg 16->3 (64, 128, 16, 16)", "adaptive_avg", "f32", (64, 128, 16, 16), 1, 0, 0,
+     3),
+    ("adaptive_avg 7->1 (64, 512, 7, 7)", "adaptive_avg", "f32", (64, 512, 7, 7), 1, 0, 0, 1),
 ]
 
 
@@ -54,6 +62,8 @@ def torch_child(a):
         def fn(t): return F.avg_pool2d(t, k, s, p)
     elif op == "adaptive_max":
         def fn(t): return F.adaptive_max_pool2d(t, a.scale)
+    elif op == "adaptive_avg":
+        def fn(t): return F.adaptive_avg_pool2d(t, a.scale)
     else:
         def fn(t): return F.interpolate(t, scale_factor=a.scale, mode="nearest")
     gy = None
@@ -78,7 +88,7 @@ def torch_child(a):
 
 def case_args(c):
     name, op, dt, shape, k, s, p, sc = c
-    last = ["--size" if op == "adaptive_max" else "--scale", str(sc)]
+    last = ["--size" if op.startswith("adaptive") else "--scale", str(sc)]
     return ["--op", op, "--dtype", dt, "--shape", ",".join(map(str, shape)), "--kernel", str(k),
             "--stride", str(s), "--padding", str(p)] + last
 

@@ -270,8 +270,8 @@ static tg_tensor *tricky_x(tg_dtype dt, const mcase *k, bool strided, uint64_t s
     return t;
 }
 
-/* max_pool's kernels where they run give the adaptive scan's values and
- * indices to the bit (ties keep the first, the last NaN wins, a window of
+/* max_pool's kernels where they run give the serial adaptive scan's values
+ * and indices to the bit (ties keep the first, the last NaN wins, a window of
  * -infs gives its first element), in every float dtype, on contiguous and
  * strided x, on one thread and two, with and without indices asked for
  * and when recorded. */
@@ -288,8 +288,9 @@ Test(adaptive_max_pool, fast_path_same_bits_as_general_path)
                     if (v & 2) OK(tg_tensor_set_requires_grad(x, true));
                     tg_tensor *y[2] = {0}, *idx[2] = {0}, *z[2] = {0};
                     for (int g = 0; g < 2; g++) {
-                        OK(tg__adaptive_max_pool_call(&y[g], &idx[g], x, k->ns, k->size, g));
-                        OK(tg__adaptive_max_pool_call(&z[g], NULL, x, k->ns, k->size, g));
+                        const unsigned kn = g ? TG__POOL_GENERAL | TG__POOL_SERIAL : 0;
+                        OK(tg__adaptive_max_pool_call(&y[g], &idx[g], x, k->ns, k->size, kn));
+                        OK(tg__adaptive_max_pool_call(&z[g], NULL, x, k->ns, k->size, kn));
                     }
                     char what[80];
                     snprintf(what, sizeof what, "case %zu dtype %d %s%s, %d threads", i, d,

@@ -49,17 +49,23 @@ static const tg_op_schema amax_op, amax_indices_op, amax_backward_op, amax_gathe
  * row once per tap, so they pay where a row holds a few outputs at least:
  * a last output extent below 4 (a global pooling) takes the adaptive scan,
  * which runs along x's rows.  In f32 they keep indices in 32 bits: a larger
- * plane takes the adaptive kernels too. */
+ * plane takes the adaptive kernels too.  The adaptive scan runs with lanes
+ * (pool_small.c's adaptive_max_lanes: the same values and indices) unless c
+ * asks for the serial one, or its 32-bit indices cannot hold the plane's. */
 static int amax_run(const tg__pool_call *c, const int64_t *os, const tg_tensor *x,
                     tg_tensor **y, tg_tensor **idx)
 {
     const tg_dtype cdt = tg__compute_dtype(x->dtype);
     tg__pool_geom g;
     tg__pool_geom_of(TG__ADAPTIVE_MAX_POOL, c, os, &g);
-    bool fast = !c->general && g.out[2] >= 4 && (cdt == TG_F64 || g.in_plane <= INT32_MAX);
+    const bool narrow = cdt == TG_F64 || g.in_plane <= INT32_MAX;
+    bool fast = !c->general && g.out[2] >= 4 && narrow;
     for (int a = 0; a < 3; a++) fast = fast && g.in[a] % g.out[a] == 0;
     if (fast)
         for (int a = 0; a < 3; a++) g.k[a] = g.s[a] = g.in[a] / g.out[a];
+    const tg__pool_kernels *k = fast                      ? &tg__max_pool_kernels
+                                : !c->serial && narrow ? &tg__adaptive_max_lanes_kernels
+                                                       : &tg__adaptive_max_kernels;
     tg__pool_axes ax;
     TG_TRY(fast ? tg__pool_axes_init(&ax, &g, false, cdt) : tg__adaptive_axes_init(&ax, &g));
     tg_tensor *it = idx ? tg__tensor_uninit(TG_I64, c->ndim, os) : NULL;
@@ -67,8 +73,7 @@ static int amax_run(const tg__pool_call *c, const int64_t *os, const tg_tensor *
     if (rc >= 0) {
         tg__pool_job j = {.g = &g, .ax = &ax,
                           .idx_out = it ? (int64_t *)it->storage->data : NULL};
-        rc = tg__pool_run(fast ? &tg__max_pool_kernels : &tg__adaptive_max_kernels, &j, cdt, x,
-                          c->ndim, os, false, y);
+        rc = tg__pool_run(k, &j, cdt, x, c->ndim, os, false, y);
     }
     if (rc >= 0 && idx) *idx = it;
     else tg_tensor_release(it);
@@ -203,12 +208,13 @@ static int amax_with_indices(tg_tensor **y, tg_tensor **idx, tg_tensor *x, tg__p
 }
 
 int tg__adaptive_max_pool_call(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
-                               int n_spatial, const int64_t *output_size, bool general)
+                               int n_spatial, const int64_t *output_size, unsigned kernels)
 {
     const char *op = tg__pool_opname(TG__ADAPTIVE_MAX_POOL, n_spatial);
     tg__pool_call c;
     TG_TRY(tg__adaptive_pool_check(op, out, x, n_spatial, output_size, &c));
-    c.general = general;
+    c.general = kernels & TG__POOL_GENERAL;
+    c.serial = kernels & TG__POOL_SERIAL;
     TG_CHECK(out != indices, TG_EINVAL, "%s: out and indices must be two different places", op);
     if (!indices) return tg_op_call(&amax_op, out, 1, (tg_tensor *[]){x}, &c, sizeof c);
     /* Two op calls made on the library's behalf; the caller's scope, if
@@ -237,5 +243,5 @@ int tg__adaptive_max_pool_call(tg_tensor **out, tg_tensor **indices, tg_tensor *
 int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int n_spatial,
                          const int64_t *output_size)
 {
-    return tg__adaptive_max_pool_call(out, indices, x, n_spatial, output_size, false);
+    return tg__adaptive_max_pool_call(out, indices, x, n_spatial, output_size, 0);
 }

@@ -13,7 +13,9 @@
  * with kernel = stride = I/O, and avg_pool's kernels (vectorised) compute
  * both ops; otherwise the adaptive kernels of pool_kernels_tmpl.h do, in
  * PyTorch's order (a window's sum from 0, then a division by each axis's
- * size in turn).  Both run in the compute dtype. */
+ * size in turn).  Where those are slow (see adaptive_run), pool_small.c's
+ * planes kernel gives either's results with the sums of several planes
+ * side by side.  All run in the compute dtype. */
 #include <assert.h>
 #include <string.h>
 
@@ -34,14 +36,23 @@ static int adaptive_run(const tg__pool_call *c, const int64_t *os, const tg_tens
     tg__pool_geom_of(TG__ADAPTIVE_AVG_POOL, c, os, &g);
     bool fast = !c->general;
     for (int a = 0; a < 3; a++) fast = fast && g.in[a] % g.out[a] == 0;
-    if (fast)
+    /* avg_pool's kernels loop over an output row once per tap: where a row
+     * holds fewer than 4 outputs, and wherever the adaptive kernels run,
+     * the planes kernel and the adaptive adjoint run instead, with
+     * avg_pool's division where its windows are these. */
+    const bool small = !c->serial && (!fast || g.out[2] < 4);
+    if (fast && !small)
         for (int a = 0; a < 3; a++) g.k[a] = g.s[a] = g.in[a] / g.out[a];
     tg__pool_axes ax;
-    TG_TRY(fast ? tg__pool_axes_init(&ax, &g, true, cdt) : tg__adaptive_axes_init(&ax, &g));
+    TG_TRY(fast && !small ? tg__pool_axes_init(&ax, &g, true, cdt)
+                          : tg__adaptive_axes_init(&ax, &g));
     const tg__pool_kernels *k =
-        fast ? (adjoint ? &tg__avg_pool_adjoint_kernels : &tg__avg_pool_kernels)
-             : (adjoint ? &tg__adaptive_avg_adjoint_kernels : &tg__adaptive_avg_kernels);
-    tg__pool_job j = {.g = &g, .ax = &ax};
+        adjoint ? (fast && !small ? &tg__avg_pool_adjoint_kernels
+                                  : &tg__adaptive_avg_adjoint_kernels)
+                : (small  ? &tg__adaptive_avg_planes_kernels
+                   : fast ? &tg__avg_pool_kernels
+                          : &tg__adaptive_avg_kernels);
+    tg__pool_job j = {.g = &g, .ax = &ax, .one_division = fast};
     int rc = tg__pool_run(k, &j, cdt, t, ndim, shape, adjoint, out);
     tg__pool_axes_free(&ax);
     return rc;
@@ -141,12 +152,13 @@ int tg__adaptive_pool_check(const char *op, tg_tensor **out, tg_tensor *x, int n
 }
 
 int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
-                               const int64_t *output_size, bool general)
+                               const int64_t *output_size, unsigned kernels)
 {
     const char *op = tg__pool_opname(TG__ADAPTIVE_AVG_POOL, n_spatial);
     tg__pool_call c;
     TG_TRY(tg__adaptive_pool_check(op, out, x, n_spatial, output_size, &c));
-    c.general = general;
+    c.general = kernels & TG__POOL_GENERAL;
+    c.serial = kernels & TG__POOL_SERIAL;
     tg_tensor *in[1] = {x};
     return tg_op_call(&adaptive_avg_op, out, 1, in, &c, sizeof c);
 }
@@ -154,5 +166,5 @@ int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
 int tg_adaptive_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial,
                          const int64_t *output_size)
 {
-    return tg__adaptive_avg_pool_call(out, x, n_spatial, output_size, false);
+    return tg__adaptive_avg_pool_call(out, x, n_spatial, output_size, 0);
 }

@@ -41,14 +41,20 @@ int tg__upsample_check_size(const char *op, int n_spatial, const int64_t *size);
  * name fn). */
 const char *tg__upsample_aa_opname(bool cubic);
 int tg__upsample_check_aa_mode(const char *fn, tg_upsample_mode mode);
-/* tg_adaptive_avg_pool, with the general kernels even where avg_pool's
- * apply when `general` (adaptive_pool.c; the tests compare the two). */
+/* The kernels an adaptive pooling may take, for the tests that compare
+ * them (a set of flags; 0: the fastest that apply):
+ *   TG__POOL_GENERAL  the adaptive kernels even where avg_pool's or
+ *                     max_pool's apply
+ *   TG__POOL_SERIAL   one window of one plane at a time: none of
+ *                     pool_small.c's kernels */
+enum { TG__POOL_GENERAL = 1, TG__POOL_SERIAL = 2 };
+/* tg_adaptive_avg_pool with the kernels `kernels` allows (adaptive_pool.c). */
 int tg__adaptive_avg_pool_call(tg_tensor **out, tg_tensor *x, int n_spatial,
-                               const int64_t *output_size, bool general);
-/* tg_adaptive_max_pool, with the adaptive kernels even where max_pool's
- * apply when `general` (adaptive_max_pool.c; the tests compare the two). */
+                               const int64_t *output_size, unsigned kernels);
+/* tg_adaptive_max_pool with the kernels `kernels` allows
+ * (adaptive_max_pool.c). */
 int tg__adaptive_max_pool_call(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
-                               int n_spatial, const int64_t *output_size, bool general);
+                               int n_spatial, const int64_t *output_size, unsigned kernels);
 /* Checks an input's rank: n_spatial + 1 (C, S...) or + 2 (B, C, S...). */
 int tg__pool_check_rank(const char *op, int n_spatial, int ndim);
 
@@ -66,6 +72,8 @@ typedef struct tg__pool_call {
     bool general;                         /* adaptive pooling: the general kernels even where
                                              avg_pool's or max_pool's apply (the tests compare
                                              the two) */
+    bool serial;                          /* adaptive pooling: none of pool_small.c's kernels
+                                             (the tests compare them with the others) */
     int ndim;
     int64_t shape[TG_MAX_DIMS];
 } tg__pool_call;
@@ -185,6 +193,9 @@ typedef struct tg__pool_job {
     void *dst;
     const int64_t *idx;   /* read: max_pool_backward, max_pool_gather */
     int64_t *idx_out;     /* written by max_pool's forward, NULL when not kept */
+    bool one_division;    /* adaptive_avg_adjoint, adaptive_avg_planes: divide by a window's
+                             size (the product of its extents) at once, as avg_pool's kernels
+                             do, rather than by each extent in turn */
 } tg__pool_job;
 
 /* A kernel over planes [lo, hi) of a job, in one compute dtype. */
@@ -207,15 +218,26 @@ typedef struct tg__pool_kernels {
  *   adaptive_avg      x (in) -> y (out): the sums over the windows of
  *                     tg__adaptive_axes_init divided by their three
  *                     extents in turn
- *   adaptive_avg_adjoint  g (out) -> dx (in, zeroed): g divided so, added
- *                     over each window
+ *   adaptive_avg_adjoint  g (out) -> dx (in, zeroed): g divided so (or
+ *                     by the window's size, job->one_division), added over
+ *                     each window
  *   adaptive_max      x (in) -> y (out) and idx_out (may be NULL): the
  *                     maxima over the windows of tg__adaptive_axes_init and
- *                     their indices, by max_pool's scan */
+ *                     their indices, by max_pool's scan
+ * and pool_small.c's, for poolings to small outputs, each to the bit the
+ * result of the kernel named:
+ *   adaptive_max_lanes   adaptive_max's, with lanes (f32: in_plane <=
+ *                        INT32_MAX)
+ *   adaptive_avg_planes  adaptive_avg's (or with job->one_division
+ *                        avg_pool's, where the windows are its), with the
+ *                        sums of several planes side by side */
 extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels,
     tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
     tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels,
-    tg__adaptive_max_kernels;
+    tg__adaptive_max_kernels, tg__adaptive_max_lanes_kernels, tg__adaptive_avg_planes_kernels;
+/* The longest x row whose columns adaptive_max_lanes holds as lanes (on
+ * the stack). */
+#define TG__POOL_LANE_COLS 512
 
 /* Runs kernel k over the planes of job->g (in parallel when large) in
  * compute dtype cdt (TG_F32 or TG_F64) with job->src the elements of src in

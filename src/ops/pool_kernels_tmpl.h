@@ -340,8 +340,10 @@ static void FN(adaptive_avg)(void *job, int64_t plo, int64_t phi)
     }
 }
 
-/* dx += A^T g: g[o] divided by window o's extents in turn, added into each
- * x element of the window, over the outputs in row-major order (PyTorch's
+/* dx += A^T g: g[o] divided by window o's extents in turn (by its size at
+ * once when job->one_division: avg_pool_adjoint's quotient, where the
+ * windows are avg_pool's and each x element takes one), added into each x
+ * element of the window, over the outputs in row-major order (PyTorch's
  * backward kernels; windows overlap when I is not a multiple of O). */
 static void FN(adaptive_avg_adjoint)(void *job, int64_t plo, int64_t phi)
 {
@@ -355,8 +357,10 @@ static void FN(adaptive_avg_adjoint)(void *job, int64_t plo, int64_t phi)
         for (int64_t o0 = 0; o0 < g->out[0]; o0++)
             for (int64_t o1 = 0; o1 < O1; o1++)
                 for (int64_t o2 = 0; o2 < O2; o2++) {
-                    const T d = gp[(o0 * O1 + o1) * O2 + o2] / (T)ax->div[0][o0] /
-                                (T)ax->div[1][o1] / (T)ax->div[2][o2];
+                    const int64_t d0 = ax->div[0][o0], d1 = ax->div[1][o1], d2 = ax->div[2][o2];
+                    const T go = gp[(o0 * O1 + o1) * O2 + o2];
+                    const T d = j->one_division ? go / (T)(d0 * d1 * d2)
+                                                : go / (T)d0 / (T)d1 / (T)d2;
                     for (int64_t i0 = ax->lo[0][o0]; i0 < ax->hi[0][o0]; i0++)
                         for (int64_t i1 = ax->lo[1][o1]; i1 < ax->hi[1][o1]; i1++) {
                             T *xr = dx + (i0 * I1 + i1) * I2;

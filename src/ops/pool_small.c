@@ -1,0 +1,30 @@
+/* src/ops/pool_small.c - the kernels of adaptive_max_pool.c and
+ * adaptive_pool.c for poolings to small outputs (pool_small_tmpl.h
+ * instantiated for float and double): window maxima found with lanes, and
+ * window sums of several planes side by side, each to the bit the result
+ * of the one-window-at-a-time kernels of pool_kernels_tmpl.h. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/pool_internal.h"
+
+#define T float
+#define IT int32_t
+#define SUF f32
+#include "ops/pool_small_tmpl.h"
+#undef T
+#undef IT
+#undef SUF
+
+#define T double
+#define IT int64_t
+#define SUF f64
+#include "ops/pool_small_tmpl.h"
+#undef T
+#undef IT
+#undef SUF
+
+const tg__pool_kernels tg__adaptive_max_lanes_kernels = {adaptive_max_lanes_f32,
+                                                         adaptive_max_lanes_f64};
+const tg__pool_kernels tg__adaptive_avg_planes_kernels = {adaptive_avg_planes_f32,
+                                                          adaptive_avg_planes_f64};
