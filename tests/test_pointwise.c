@@ -184,9 +184,10 @@ Test(pointwise, bad_arguments_name_the_rule)
     th_expect_in(tg_error_message(), "embedding: indices[1]=3 must be in [0, 3)");
     cr_assert(eq(int, tg_embedding(&y, x, lab), TG_ESHAPE));
     cr_assert(eq(int, tg_embedding(&y, w, x), TG_EDTYPE));
-    cr_assert(eq(int, tg_where(&y, lab, x, lab), TG_EDTYPE));
+    tg_tensor *i8 = th_arange(TG_I8, 1, (int64_t[]){3}), *u8 = th_arange(TG_U8, 1, (int64_t[]){3});
+    cr_assert(eq(int, tg_where(&y, lab, i8, u8), TG_EDTYPE));   /* int16 in torch */
     cr_assert(y == NULL, "an error left a result");
-    th_release_all(3, (tg_tensor *[]){x, lab, w});
+    th_release_all(5, (tg_tensor *[]){x, lab, w, i8, u8});
 }
 
 Test(pointwise, clamp_keeps_nan_and_takes_absent_bounds)

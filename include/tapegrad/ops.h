@@ -262,12 +262,16 @@ typedef enum tg_pad_mode {
 TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_pad_mode mode,
                   double value);
 /* a where cond is nonzero, else b (torch.where); the three broadcast
- * together.  cond: any dtype (NaN is nonzero, -0.0 is not), no gradient.
- * a and b: any one dtype, the result's; two float dtypes are promoted (AMP
- * policy PROMOTE), any other mix is TG_EDTYPE naming both (torch promotes
- * i32 with i64, or an integer with a float: tg_to_dtype first).  A float
+ * together.  cond: any dtype (NaN is nonzero, -0.0 is not), no gradient,
+ * no part in the result's dtype.  a and b: any dtypes, promoted as torch's
+ * where (torch.result_type): an integer with a float gives the float, two
+ * integers the wider (u8 with i32 gives i32), two floats tg_promote_dtypes;
+ * a 0-d operand counts only against a 0-d one or one of a lower category
+ * (an f32 tensor with a 0-d f64 is f32, an i32 tensor with a 0-d f64 is
+ * f64).  i8 with u8 (int16 in torch) is TG_EDTYPE naming both.  A float
  * result's gradients are g where cond is nonzero (a) and elsewhere (b),
- * summed back to each input's shape, differentiable to any order; an
+ * summed back to each input's shape and converted to its dtype,
+ * differentiable to any order; an integer operand gets none, and an
  * integer result is not recorded, as torch's.  TG_EINVAL for a NULL
  * argument, TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);

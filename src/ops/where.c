@@ -1,17 +1,29 @@
 /* src/ops/where.c - where(cond, a, b): a where cond is nonzero, b elsewhere,
  * the three broadcast together (torch.where).  cond may have any dtype (a
- * mask of 0 and 1, or a comparison's result); a and b have one dtype, any
- * (mixed float dtypes are promoted first by the AMP policy).
+ * mask of 0 and 1, or a comparison's result) and takes no part in the
+ * result's dtype.
+ *
+ * a and b of different dtypes are promoted as torch 1.13's where does,
+ * which is torch.result_type(a, b) (scripts/make_where_goldens.py checks
+ * every pair): an integer with a float gives the float dtype, two integers
+ * the wider (u8 with i32 gives i32), two floats tg_promote_dtypes.  A 0-d
+ * operand's dtype counts only against a 0-d operand or one of a lower
+ * category: an f32 tensor with a 0-d f64 is f32, a u8 tensor with a 0-d i64
+ * is u8, an i32 tensor with a 0-d f64 is f64.  i8 with u8 is int16 in
+ * torch, which tapegrad does not have: TG_EDTYPE.  The forward converts
+ * both to the result's dtype itself (the op's AMP policy is KEEP, so cond
+ * is never cast and cannot widen the result).
  *
  * Gradients: da = sum_to_shape(g * c), db = sum_to_shape(g * (1 - c)) with c
  * the 0/1 mask of cond, a constant: products that can be differentiated
- * again.  cond has no gradient, and an integer result is not recorded
+ * again; each converted back to its input's float dtype.  cond and an
+ * integer operand have no gradient, and an integer result is not recorded
  * (tg_op_call), as torch's.
  *
  * The forward copies elements in parallel blocks: each input in place when
- * it is contiguous in the result's shape or a single element (the masked
- * fills and the 0s of gradients), else from a contiguous copy of it
- * broadcast (tg__ew_input). */
+ * it is contiguous in the result's shape (in the result's dtype) or a
+ * single element (the masked fills and the 0s of gradients), else from a
+ * contiguous copy of it broadcast and converted (tg__ew_input). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,14 +50,53 @@ static int where_shape(tg_tensor *const *in, int *nd, int64_t *shape)
     return tg__broadcast_shapes("where", nd1, s1, in[2]->ndim, in[2]->shape, nd, shape);
 }
 
-/* The result's elements are copied from a's or b's bits (one dtype: the
- * value itself), cond read in blocks as a mask.  Each input is read in
- * place when it is contiguous in the result's shape or holds one element
- * (a 0-d zero, a scalar fill); otherwise from a contiguous copy of it
- * broadcast to the result's shape, in its own dtype. */
+/* The dtype of two operand dtypes of one rank class (both 0-d or both
+ * not), as torch promotes them; false for i8 with u8 (int16 in torch). */
+static bool promote(tg_dtype a, tg_dtype b, tg_dtype *r)
+{
+    if (a == b || tg_dtype_is_float(a) || tg_dtype_is_float(b)) {
+        *r = tg_promote_dtypes(a, b);   /* a float wins over an integer */
+        return true;
+    }
+    /* Two integer dtypes: the wider; of one width they are i8 and u8. */
+    if (tg_dtype_size(a) == tg_dtype_size(b)) return false;
+    *r = tg_dtype_size(a) > tg_dtype_size(b) ? a : b;
+    return true;
+}
+
+/* The result's dtype of where(cond, a, b), torch.result_type(a, b): a 0-d
+ * operand against one with dims counts only when it is a float and the
+ * other an integer (then it is the float's dtype). */
+static int where_dtype(const tg_tensor *a, const tg_tensor *b, tg_dtype *r)
+{
+    const bool fa = tg_dtype_is_float(a->dtype), fb = tg_dtype_is_float(b->dtype);
+    if ((a->ndim == 0) != (b->ndim == 0) && fa == fb) {
+        *r = a->ndim > 0 ? a->dtype : b->dtype;
+        return TG_OK;
+    }
+    if (promote(a->dtype, b->dtype, r)) return TG_OK;
+    return tg__error(TG_EDTYPE, "where: a (%s) and b (%s): torch promotes them to int16, which "
+                     "tapegrad does not have (convert one with tg_to_dtype)",
+                     tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+}
+
+/* One element of an integer dtype, as its bits. */
+typedef union where_int {
+    uint8_t u8;
+    uint32_t u32;
+    uint64_t u64;
+} where_int;
+
+/* The result's elements are copied from a's or b's bits in the result's
+ * dtype, cond read in blocks as a mask.  Each input is read in place when
+ * it is contiguous in the result's shape (a and b: in the result's dtype)
+ * or holds one element of that dtype (a 0-d zero, a scalar fill); otherwise
+ * from a contiguous copy of it broadcast to the result's shape, a and b
+ * converted to the result's dtype. */
 typedef struct where_job {
     const void *p[3];   /* cond, a, b */
     bool one[3];        /* a single element, broadcast */
+    where_int wrapped[3];   /* a 0-d integer a or b in a narrower integer dtype */
     tg_dtype cdt;
     size_t size;        /* bytes of an a, b and result element: 1, 2, 4 or 8 */
     void *y;
@@ -95,20 +146,47 @@ static void where_range(void *p, int64_t lo0, int64_t hi)
     }
 }
 
-/* Points j at the inputs: a single element in place (read at every
- * index), any other through tg__ew_input (its own elements when contiguous
- * with (nd, shape), else a broadcast copy in its dtype that owned[i] keeps
- * for the caller to free). */
-static int where_inputs(tg_tensor *const *in, int nd, const int64_t *shape, int64_t n,
-                        where_job *j, void **owned)
+/* The one element of integer tensor t in integer dtype dt, wrapped as
+ * torch converts (two's complement, modulo 2^bits: a 0-d u8 255 against an
+ * i8 tensor is -1, a 0-d i32 -5 against a u8 tensor 251); *p points at it. */
+static void wrap_int(const tg_tensor *t, tg_dtype dt, where_int *w, const void **p)
+{
+    const void *x = tg_tensor_cdata(t);
+    int64_t v;
+    switch (t->dtype) {
+    case TG_I8: v = *(const int8_t *)x; break;
+    case TG_U8: v = *(const uint8_t *)x; break;
+    case TG_I32: v = *(const int32_t *)x; break;
+    default: v = *(const int64_t *)x; break;   /* i64 */
+    }
+    const uint64_t u = (uint64_t)v;
+    switch (tg_dtype_size(dt)) {
+    case 1: w->u8 = (uint8_t)u; *p = &w->u8; break;
+    case 4: w->u32 = (uint32_t)u; *p = &w->u32; break;
+    default: w->u64 = u; *p = &w->u64; break;
+    }
+}
+
+/* Points j at the inputs, a and b in the result's dtype dt: a single
+ * element in place (read at every index) or converted (wrapped, between
+ * integer dtypes), any other through tg__ew_input (its own elements when
+ * contiguous with (nd, shape) and of dt, else a broadcast copy converted
+ * to dt).  owned[i] keeps a copy for the caller to free. */
+static int where_inputs(tg_tensor *const *in, tg_dtype dt, int nd, const int64_t *shape,
+                        int64_t n, where_job *j, void **owned)
 {
     for (int i = 0; i < 3; i++) {
+        const tg_dtype want = i == 0 ? in[0]->dtype : dt;
         j->one[i] = tg_tensor_numel(in[i]) == 1;
-        if (j->one[i]) j->p[i] = tg_tensor_cdata(in[i]);
-        else TG_TRY(tg__ew_input(in[i], in[i]->dtype, nd, shape, n, &j->p[i], &owned[i]));
+        if (j->one[i] && in[i]->dtype == want) j->p[i] = tg_tensor_cdata(in[i]);
+        else if (j->one[i] && !tg_dtype_is_float(in[i]->dtype) && !tg_dtype_is_float(want))
+            wrap_int(in[i], want, &j->wrapped[i], &j->p[i]);
+        else if (j->one[i])   /* its one element, converted */
+            TG_TRY(tg__ew_input(in[i], want, in[i]->ndim, in[i]->shape, 1, &j->p[i], &owned[i]));
+        else TG_TRY(tg__ew_input(in[i], want, nd, shape, n, &j->p[i], &owned[i]));
     }
     j->cdt = in[0]->dtype;
-    j->size = tg_dtype_size(in[1]->dtype);
+    j->size = tg_dtype_size(dt);
     return TG_OK;
 }
 
@@ -118,19 +196,17 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     TG_CHECK(in[0] != NULL, TG_EINVAL, "where: cond must not be NULL");
     TG_CHECK(in[1] != NULL, TG_EINVAL, "where: a must not be NULL");
     TG_CHECK(in[2] != NULL, TG_EINVAL, "where: b must not be NULL");
-    TG_CHECK(in[1]->dtype == in[2]->dtype, TG_EDTYPE,
-             "where: a (%s) and b (%s) must have the same dtype (float dtypes are promoted; "
-             "convert an integer one with tg_to_dtype)", tg_dtype_name(in[1]->dtype),
-             tg_dtype_name(in[2]->dtype));
+    tg_dtype dt = TG_F32;
+    TG_TRY(where_dtype(in[1], in[2], &dt));
     int nd;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(where_shape(in, &nd, shape));
-    tg_tensor *r = tg__tensor_uninit(in[1]->dtype, nd, shape);
+    tg_tensor *r = tg__tensor_uninit(dt, nd, shape);
     if (!r) return TG_ENOMEM;
     const int64_t numel = tg_tensor_numel(r);
     void *owned[3] = {NULL, NULL, NULL};
     where_job j;
-    int rc = where_inputs(in, nd, shape, numel, &j, owned);
+    int rc = where_inputs(in, dt, nd, shape, numel, &j, owned);
     if (rc >= 0) {
         j.y = tg_tensor_data(r);
         tg__parallel_range(numel, numel > 32768, where_range, &j);
@@ -145,7 +221,7 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
 
 static int where_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *cond, *c = NULL, *nc = NULL, *t = NULL;
+    tg_tensor *cond, *c = NULL, *nc = NULL, *t = NULL, *s = NULL;
     int rc = tg__ctx_saved(ctx, 0, &cond);
     if (rc >= 0) rc = tg__map_f64(&c, cond, g->dtype, nonzero, NULL);
     for (int i = 1; i <= 2 && rc >= 0; i++) {
@@ -153,20 +229,25 @@ static int where_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
         const tg_meta *m = tg__ctx_input_meta(ctx, i);
         if (i == 2) rc = tg_rsub_scalar(&nc, c, 1.0);
         if (rc >= 0) rc = tg_mul(&t, g, i == 1 ? c : nc);
-        if (rc >= 0) rc = tg_sum_to_shape(&gi[i], t, m->ndim, m->shape);
+        if (rc >= 0) rc = tg_sum_to_shape(&s, t, m->ndim, m->shape);
+        /* Summed in the result's dtype, then rounded to the input's (a
+         * promoted f16 a gets an f16 gradient), as torch. */
+        if (rc >= 0 && m->dtype != s->dtype) rc = tg_to_dtype(&gi[i], s, m->dtype);
+        else if (rc >= 0) gi[i] = tg_tensor_retain(s);
         tg_tensor_release(t);
-        t = NULL;
+        tg_tensor_release(s);
+        t = s = NULL;
     }
     tg_tensor_release(c);
     tg_tensor_release(nc);
     return rc;
 }
 
-static const tg_op_schema where_op = {.name = "where", .arity = 3, .amp = TG_AMP_PROMOTE,
+static const tg_op_schema where_op = {.name = "where", .arity = 3, .amp = TG_AMP_KEEP,
                                 .forward = where_forward, .backward = where_backward,
                                 .double_backward = true,
                                 .vjp = "da = g where cond, db = g elsewhere (each summed back to "
-                                       "its input's shape); cond gets none"};
+                                       "its input's shape, in its dtype); cond gets none"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__where_ops[] = {&where_op};

@@ -80,7 +80,8 @@ static inline int after(prog *g, int i, const char *call, int rc, tg_tensor *out
     return 0;
 }
 
-static const tg_dtype DTYPES[] = {TG_F32, TG_F64, TG_F16, TG_BF16, TG_I32, TG_I64, TG_U8};
+static const tg_dtype DTYPES[] = {TG_F32, TG_F64, TG_F16, TG_BF16, TG_I32, TG_I64, TG_U8, TG_I8};
+#define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
 
 /* A small value from a byte: -4 .. 4 in steps of 1/4, and a few specials. */
 static inline double value(uint8_t b)

@@ -87,7 +87,7 @@ int op_misc(prog *g)
     switch (k) {
     case 0: rc = tg_tensor_detach(&y, a); break;
     case 1: rc = tg_tensor_clone(&y, a); break;
-    case 2: rc = tg_to_dtype(&y, a, DTYPES[b % 7]); break;
+    case 2: rc = tg_to_dtype(&y, a, DTYPES[b % N_DTYPES]); break;
     case 3:   /* a's gradient into a slot, when it has one */
         if (!tg_tensor_grad(a)) return 0;
         y = tg_tensor_retain(tg_tensor_grad(a));

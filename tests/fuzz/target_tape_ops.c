@@ -10,7 +10,7 @@
 int op_new(prog *g)
 {
     int i = u8(g) % SLOTS, nd = u8(g) % 5;
-    tg_dtype dt = DTYPES[u8(g) % (sizeof DTYPES / sizeof DTYPES[0])];
+    tg_dtype dt = DTYPES[u8(g) % N_DTYPES];
     int64_t shape[4];
     for (int d = 0; d < nd; d++) shape[d] = u8(g) % 5;
     uint8_t seed = u8(g), flags = u8(g);
@@ -112,11 +112,19 @@ int op_binary(prog *g)
     case 6: rc = tg_linear(&y, a, b, NULL); break;
     case 7: rc = tg_prelu(&y, a, b); break;
     case 8: rc = tg_masked_fill(&y, a, b, value(u8(g))); break;   /* x of any dtype */
-    case 9: {   /* where(b, a, c): a and c of any dtype, the same or not */
-        tg_tensor *c = slot(g);
+    case 9: {   /* where(b, a, c): a and c of any dtype, c often converted to another */
+        tg_tensor *c = slot(g), *cd = NULL;
+        const uint8_t d = u8(g);
         if (big(c) || broadcast_numel(a, b) * (double)(c ? tg_tensor_numel(c) : 1) > MAX_ELEMS)
             return 0;
+        if (c && d < 2 * N_DTYPES) {
+            rc = tg_to_dtype(&cd, c, DTYPES[d % N_DTYPES]);
+            if (checked(g, "to_dtype", rc) < 0) return -1;
+            if (rc < 0) return 0;
+            c = cd;
+        }
         rc = tg_where(&y, b, a, c);
+        tg_tensor_release(cd);
         break;
     }
     case 10: rc = tg_atan2(&y, a, b); break;
