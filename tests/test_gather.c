@@ -6,7 +6,8 @@
  * backward as the op itself, a transposed x, empty tensors, f16 sums, the
  * autocast rule, the refusals, large tensors against a plain loop bit
  * for bit on one and two threads, the picks' copies of NaN payloads and
- * -0.0 bit for bit, and a strided index.
+ * -0.0 bit for bit, a strided index, a bad index value refused wherever
+ * it falls in the adds' blocks, and the NaN bits of the sums.
  * Goldens: scripts/make_gather_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -489,4 +490,150 @@ Test(gather, strided_index_gives_its_copys_result)
         th_release_all(2, y);
     }
     th_release_all(8, (tg_tensor *[]){x, base, sel_base, idx[0], idx[1], sel[0], sel[1], src});
+}
+
+/* The shapes that take each way through the adds' blocks (a column at a
+ * time, a row of a block, a few columns, rows split over two threads,
+ * blocks of part of a line, lines that do not cover x, the bf16 sums):
+ * x's shape, dim, the index's shape. */
+static const struct {
+    int nd;
+    int64_t x[3];
+    int dim;
+    int64_t idx[3];
+    tg_dtype dt;
+} refusal_cases[] = {
+    {2, {300, 200}, 1, {300, 200}, TG_F32},   /* along the last dim: a column per block */
+    {2, {300, 200}, 0, {300, 200}, TG_F64},   /* a row of the block; rows split on 2 threads */
+    {3, {1, 300, 3}, 1, {1, 300, 3}, TG_F32}, /* a few columns, one line: rows split */
+    {2, {40, 600}, 0, {40, 600}, TG_F32},     /* 600 columns: blocks of part of a line */
+    {2, {300, 200}, 1, {250, 150}, TG_F32},   /* the index covers part of x */
+    {2, {300, 200}, 0, {300, 200}, TG_BF16},  /* sums in doubles */
+};
+
+/* One value out of range (-1, or the extent) at the first position of the
+ * index, within it and at its last position: gather and scatter_add refuse
+ * with TG_EINVAL naming that position and value, on one thread and two,
+ * give no result and leave x, src and the index as they were. */
+Test(gather, bad_index_refused_wherever_it_is_in_a_block)
+{
+    const int old = tg_get_num_threads();
+    for (size_t i = 0; i < sizeof refusal_cases / sizeof *refusal_cases; i++) {
+        const int nd = refusal_cases[i].nd, dim = refusal_cases[i].dim;
+        const int64_t *is = refusal_cases[i].idx, extent = refusal_cases[i].x[dim];
+        const tg_dtype dt = refusal_cases[i].dt;
+        tg_tensor *x = th_layout_of(dt, nd, refusal_cases[i].x, 0, 61 + i);
+        tg_tensor *src = th_layout_of(dt, nd, is, 0, 67 + i);
+        tg_tensor *idx = rand_index(nd, is, extent, 71 + i), *x0 = NULL, *s0 = NULL, *i0 = NULL;
+        OK(tg_tensor_clone(&x0, x));
+        OK(tg_tensor_clone(&s0, src));
+        const int64_t m = tg_tensor_numel(idx);
+        const int64_t at[3] = {0, m / 2 + 3, m - 1};
+        for (int w = 0; w < 3; w++) {
+            int64_t *v = tg_tensor_data(idx);
+            const int64_t keep = v[at[w]], bad = w == 1 ? -1 : extent;
+            v[at[w]] = bad;
+            OK(tg_tensor_clone(&i0, idx));
+            char words[160], pos[64];
+            int64_t c[3], rest = at[w];
+            for (int d = nd - 1; d >= 0; d--) {
+                c[d] = rest % is[d];
+                rest /= is[d];
+            }
+            if (nd == 2) snprintf(pos, sizeof pos, "%lld, %lld", (long long)c[0], (long long)c[1]);
+            else snprintf(pos, sizeof pos, "%lld, %lld, %lld", (long long)c[0], (long long)c[1],
+                          (long long)c[2]);
+            for (int k = 0; k < 2; k++)
+                for (int threads = 1; threads <= 2; threads++) {
+                    tg_tensor *y = NULL;
+                    OK(tg_set_num_threads(threads));
+                    snprintf(words, sizeof words,
+                             "%s: index[%s]=%lld is out of range for dim %d of extent %lld",
+                             k ? "scatter_add" : "gather", pos, (long long)bad, dim,
+                             (long long)extent);
+                    th_expect_refused(k ? tg_scatter_add(&y, x, dim, idx, src)
+                                        : tg_gather(&y, x, dim, idx),
+                                      TG_EINVAL, words, y);
+                    th_expect_same_tensor_bytes(words, x, x0);
+                    th_expect_same_tensor_bytes(words, src, s0);
+                    th_expect_same_tensor_bytes(words, idx, i0);
+                }
+            v[at[w]] = keep;
+            tg_tensor_release(i0);
+            i0 = NULL;
+        }
+        th_release_all(5, (tg_tensor *[]){x, src, idx, x0, s0});
+    }
+    OK(tg_set_num_threads(old));
+}
+
+/* x with nothing along dim takes no index value: every one is refused. */
+Test(gather, index_into_an_empty_dim_is_refused)
+{
+    tg_tensor *x = NULL, *src = NULL, *y = NULL;
+    tg_tensor *idx = th_tensor_from(TG_I64, 2, (int64_t[]){3, 2}, (double[]){0, 0, 0, 0, 0, 0});
+    OK(tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){3, 0}));
+    OK(tg_tensor_zeros(&src, TG_F32, 2, (int64_t[]){3, 2}));
+    th_expect_refused(tg_scatter_add(&y, x, 1, idx, src), TG_EINVAL,
+                      "scatter_add: index[0, 0]=0 is out of range for dim 1 of extent 0", y);
+    th_expect_refused(tg_gather(&y, x, 1, idx), TG_EINVAL,
+                      "gather: index[0, 0]=0 is out of range for dim 1 of extent 0", y);
+    th_release_all(3, (tg_tensor *[]){x, src, idx});
+}
+
+/* The sum of s and a term e as torch's CPU adds do on x86: s's NaN
+ * (quieted) when s is a NaN, else s + e (e's NaN when only e is one). */
+static float nan_sum_f(float s, float e) { return s != s ? s + s : s + e; }
+static double nan_sum(double s, double e) { return s != s ? s + s : s + e; }
+
+/* scatter_add of f32 and f64 along either dim, with NaNs carrying
+ * payloads in x only, in src only, in both and in neither (a line each),
+ * gives the bits of a loop that adds in the index's order with torch's
+ * choice of NaN. */
+Test(gather, adds_keep_torchs_nan_bits)
+{
+    const int64_t shape[2] = {4, 64};
+    for (int t = 0; t < 2; t++)
+        for (int dim = 0; dim < 2; dim++) {
+            const tg_dtype dt = t ? TG_F64 : TG_F32;
+            const size_t es = tg_dtype_size(dt);
+            tg_tensor *x = th_layout_of(dt, 2, shape, 0, 81), *src = th_layout_of(dt, 2, shape, 0,
+                                                                                 83);
+            tg_tensor *idx = rand_index(2, shape, shape[dim], 87), *y = NULL;
+            unsigned char *xd = tg_tensor_data(x), *sd = tg_tensor_data(src);
+            const int64_t *iv = tg_tensor_data(idx);
+            /* line 0: NaNs in neither; 1: in x; 2: in src; 3: in both (dim 1's lines) */
+            for (int64_t p = 0; p < shape[0] * shape[1]; p++) {
+                const int64_t line = dim ? p / shape[1] : p % shape[0];
+                const uint64_t nan = t ? special_bits[1][p % 3 == 0 ? 0 : 2]
+                                       : special_bits[0][p % 3 == 0 ? 0 : 2];
+                if (p % 7 == 1 && (line == 1 || line == 3)) memcpy(xd + (size_t)p * es, &nan, es);
+                if (p % 5 == 2 && line >= 2) memcpy(sd + (size_t)p * es, &nan, es);
+            }
+            tg_tensor *want = NULL;
+            OK(tg_tensor_clone(&want, x));
+            unsigned char *wd = tg_tensor_data(want);
+            for (int64_t p = 0; p < shape[0] * shape[1]; p++) {
+                int64_t c[2] = {p / shape[1], p % shape[1]};
+                c[dim] = iv[p];
+                const int64_t e = c[0] * shape[1] + c[1];
+                if (t) {
+                    double a, b;
+                    memcpy(&a, wd + (size_t)e * es, es);
+                    memcpy(&b, sd + (size_t)p * es, es);
+                    a = nan_sum(a, b);
+                    memcpy(wd + (size_t)e * es, &a, es);
+                } else {
+                    float a, b;
+                    memcpy(&a, wd + (size_t)e * es, es);
+                    memcpy(&b, sd + (size_t)p * es, es);
+                    a = nan_sum_f(a, b);
+                    memcpy(wd + (size_t)e * es, &a, es);
+                }
+            }
+            OK(tg_scatter_add(&y, x, dim, idx, src));
+            cr_assert(eq(i64, th_first_difference(y, want), -1), "%s dim %d",
+                      tg_dtype_name(dt), dim);
+            th_release_all(5, (tg_tensor *[]){x, src, idx, y, want});
+        }
 }

@@ -176,16 +176,17 @@ static int read_index(const char *op, const tg_tensor *idx, int nd, const int64_
     return TG_OK;
 }
 
-/* The pick of gather / scatter_add: index's own values and shape, checked
- * here unless the kernel checks them as it reads them (k->checks). */
+/* The pick of gather / scatter_add: index's own values and shape, which
+ * the kernels check as they read them (k->checks); their refusal is
+ * named by check_index. */
 static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
-                       bool checks, tg__pick *k, int64_t **owned)
+                       tg__pick *k, int64_t **owned)
 {
     int64_t ishape[TG_MAX_DIMS];
     shape_of(idx, ishape);
     tg__pick_init(k, x, dim, true, ishape);
-    k->checks = checks;
-    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], !checks, &k->v, owned);
+    k->checks = true;
+    return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], false, &k->v, owned);
 }
 
 /* The pick of index_select / index_add: index[j] at every position whose
@@ -220,7 +221,7 @@ static int gather_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
     tg__pick k = {0};
     int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("gather", in[0], dim, in[1], NULL));
-    TG_TRY(gather_pick("gather", in[0], dim, in[1], true, &k, &owned));
+    TG_TRY(gather_pick("gather", in[0], dim, in[1], &k, &owned));
     int rc = tg__pick_gather(&k, in[1]->ndim, in[1]->shape, out);
     if (rc == TG_EINVAL) {   /* a value out of range, found in the pick: name it */
         rc = check_index("gather", k.v, k.m, k.nd, k.ishape, dim, k.xshape[dim]);
@@ -239,8 +240,12 @@ static int scatter_add_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *c
     tg__pick k = {0};
     int64_t *owned = NULL;   /* the index's values when not contiguous */
     TG_TRY(check_gather_args("scatter_add", in[0], dim, in[1], in[2]));
-    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], false, &k, &owned));
+    TG_TRY(gather_pick("scatter_add", in[0], dim, in[1], &k, &owned));
     int rc = tg__pick_scatter_add(&k, in[2], out);
+    if (rc == TG_EINVAL) {   /* a value out of range, found by the adds: name it */
+        rc = check_index("scatter_add", k.v, k.m, k.nd, k.ishape, dim, k.xshape[dim]);
+        TG_ASSERT(rc == TG_EINVAL);
+    }
     free(owned);
     if (rc >= 0 && ctx) tg__ctx_save(ctx, in[1]);
     return rc;

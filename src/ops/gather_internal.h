@@ -18,7 +18,7 @@ typedef struct tg__pick {
     const tg_tensor *x;
     int nd, dim;
     bool per_pos;
-    bool checks;   /* tg__pick_gather checks v as it reads it (per_pos only) */
+    bool checks;   /* the kernels check v as they read it (per_pos only) */
     int64_t xshape[TG_MAX_DIMS], xstrides[TG_MAX_DIMS], ishape[TG_MAX_DIMS];
     int64_t m;     /* numel of ishape */
     const int64_t *v;   /* the index values, each in [0, xshape[dim]); the caller's */
@@ -35,7 +35,9 @@ int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor
 /* *out (x's shape and dtype) = x with src's element p (src has the shape
  * k->ishape and x's dtype, any strides) added at position p, each
  * element's terms in p's order: f32 and f64 rounded at each term, f16 and
- * bf16 summed in double from x's value and rounded once.  TG_ENOMEM. */
+ * bf16 summed in double from x's value and rounded once.  TG_ENOMEM;
+ * with k->checks, TG_EINVAL with no message and no result when a value
+ * of k->v is out of range. */
 int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **out);
 
 #endif

@@ -93,9 +93,24 @@ static void coords_next(int nd, const int64_t *shape, const int64_t *strides, in
     }
 }
 
-/* n elements of es bytes into out: out[i] = x[at + i * s + v[i * vs] * xs]
+/* Whether each of the n values v[i] is in [0, extent).  v is in [0,
+ * extent) when neither v nor extent - 1 - v is negative, so one OR of both
+ * (as uint64: no overflow) over all values finds a bad one in its sign
+ * bit: a reduction of subtractions and ORs that the compiler vectorizes
+ * with any SIMD (an unsigned 64-bit comparison needs AVX-512). */
+static bool values_in_range(const int64_t *v, int64_t n, int64_t extent)
+{
+    const uint64_t last = (uint64_t)extent - 1;
+    uint64_t any = extent > 0 ? 0 : UINT64_C(1) << 63;
+    for (int64_t i = 0; i < n; i++) any |= (uint64_t)v[i] | (last - (uint64_t)v[i]);
+    return (any >> 63) == 0;
+}
+
+/* n elements of es bytes into out: out[i] = x[at + i * s + v[i] * xs]
  * (elements of x), their bits.  With vs = 0 the elements are x[base + i *
- * s], one memcpy when s = 1. */
+ * s], one memcpy when s = 1.  The cases with s = 0 (x's line along dim:
+ * gather along the last dim) and s = 1 have their own loops, free of the
+ * multiplications that the compiler cannot drop. */
 #define PICK_SEG(T)                                                                     \
     do {                                                                                \
         const T *xv = xd;                                                               \
@@ -104,6 +119,15 @@ static void coords_next(int nd, const int64_t *shape, const int64_t *strides, in
             const T *b = xv + at + v[0] * xs;                                           \
             if (s == 1) memcpy(o, b, sizeof(T) * (size_t)n);                            \
             else for (int64_t i = 0; i < n; i++) o[i] = b[i * s];                       \
+        } else if (s == 0 && xs == 1) {                                                 \
+            const T *b = xv + at;                                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = b[v[i]];                             \
+        } else if (s == 0) {                                                            \
+            const T *b = xv + at;                                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = b[v[i] * xs];                        \
+        } else if (s == 1) {                                                            \
+            const T *b = xv + at;                                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = b[i + v[i] * xs];                    \
         } else {                                                                        \
             for (int64_t i = 0; i < n; i++) o[i] = xv[at + i * s + v[i] * xs];          \
         }                                                                               \
@@ -148,14 +172,10 @@ static void gather_runs(void *p, int64_t lo, int64_t hi)
             /* gather: v per position; index_select: v[c[L]] on along dim L, else v[c[dim]] */
             const int64_t *v = k->per_pos ? k->v + r0 + t : k->v + c[L == k->dim ? L : k->dim];
             const int64_t vs = k->per_pos || L == k->dim;
-            if (k->checks) {   /* the segment's values, in the cache for the pick */
-                const uint64_t extent = (uint64_t)k->xshape[k->dim];
-                bool bad = false;
-                for (int64_t i = 0; i < seg; i++) bad |= (uint64_t)v[i] >= extent;
-                if (bad) {
-                    atomic_store_explicit(&j->bad, true, memory_order_relaxed);
-                    return;
-                }
+            /* the segment's values, checked in the cache for the pick */
+            if (k->checks && !values_in_range(v, seg, k->xshape[k->dim])) {
+                atomic_store_explicit(&j->bad, true, memory_order_relaxed);
+                return;
             }
             pick_seg(es, (char *)j->r + (size_t)(r0 + t) * es, x->storage->data, at, others[L],
                      v, vs, xs, seg);
@@ -220,7 +240,15 @@ static void copy_runs(void *p, int64_t lo, int64_t hi)
  * threads, each part reading all of its line's terms and adding those
  * that fall in it.
  *
- * f32 and f64 (add_into) add into r, a copy of x made first, in place.
+ * With k->checks (scatter_add), each block checks its line's values
+ * before it adds any (all of them, also where the rows are split), in the
+ * cache for the adds; a bad one fails the block with TG_EINVAL, and r is
+ * then dropped, so nothing is written where the caller sees it.  A block
+ * with all of x's rows then adds with no test of the row per term.
+ *
+ * f32 and f64 (add_into) add into r, a copy of x, in place: each block
+ * copies its own elements of x first (while they are in its cache) when
+ * the lines cover x, else the copy is a pass of its own before the adds.
  * f16 and bf16 (add_wide) keep a block's sums in doubles that start as
  * x's elements and are rounded once into r; they are kept within ADD_SUMS
  * doubles (a core's cache): the columns are halved from ADD_WIDE_COLS
@@ -236,6 +264,7 @@ typedef struct add_job {
     int64_t a_n, q_n, b_n, x_n;   /* A, Q, B and x's extent at dim */
     int64_t cols, nblk;           /* the b of a block, blocks per line */
     int64_t rows, nrow;           /* the v of a block, row ranges per block of lines */
+    bool copies;                  /* add_into copies its block of x into r first */
     int64_t sstrides[TG_MAX_DIMS], rstrides[TG_MAX_DIMS];
 } add_job;
 
@@ -282,10 +311,76 @@ static int64_t even_step(const int64_t *offs, int64_t n)
     return step;
 }
 
+/* Whether any of the n floats (es = 4) or doubles (es = 8) at p is a NaN.
+ * Only a NaN term needs add_to's care: a NaN sum plus a number is the
+ * sum's NaN in either operand order.  A NaN's magnitude bits exceed
+ * infinity's, so infinity's bits minus them is negative: one OR of the
+ * differences finds any, in integers that any SIMD subtracts. */
+static bool any_nan(size_t es, const void *p, int64_t n)
+{
+    const char *b = p;
+    if (es == 4) {
+        uint32_t any = 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, b + i * 4, 4);
+            any |= UINT32_C(0x7f800000) - (u & UINT32_C(0x7fffffff));
+        }
+        return any >> 31;
+    }
+    uint64_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, b + i * 8, 8);
+        any |= UINT64_C(0x7ff0000000000000) - (u & UINT64_C(0x7fffffffffffffff));
+    }
+    return any >> 63;
+}
+
+/* Whether block b's index values (per position: its columns' values for
+ * every q, rows of nb consecutive values b_n apart) are all in [0, x_n). */
+static bool block_values_ok(const add_job *j, const add_block_at *b)
+{
+    const int64_t *v = j->k->v + b->po[0];
+    if (b->nb == j->b_n) return values_in_range(v, j->q_n * j->b_n, j->x_n);
+    for (int64_t q = 0; q < j->q_n; q++)
+        if (!values_in_range(v + q * j->b_n, b->nb, j->x_n)) return false;
+    return true;
+}
+
+/* x's elements of block b copied into r, their bits: a column (a run
+ * along dim) at a time when r's rows are one element apart, else a row
+ * of the block at a time where both sides' columns are evenly spaced,
+ * else one element at a time. */
+static void copy_block(const add_job *j, const add_block_at *b)
+{
+    const tg_tensor *x = j->k->x;
+    const size_t es = tg_dtype_size(x->dtype);
+    const int64_t xs = j->k->xstrides[j->k->dim], rs = j->rstrides[j->k->dim], zero = 0;
+    const int64_t xstep = even_step(b->xo, b->nb), rstep = even_step(b->ro, b->nb);
+    char *r = j->r;
+    const char *xd = x->storage->data;
+    if (rs == 1) {
+        for (int64_t c = 0; c < b->nb; c++)
+            pick_seg(es, r + (size_t)(b->ro[c] + b->v0) * es, xd, b->xo[c] + b->v0 * xs, xs,
+                     &zero, 0, 0, b->nv);
+    } else if (rstep == 1 && xstep >= 0) {
+        for (int64_t v = b->v0; v < b->v0 + b->nv; v++)
+            pick_seg(es, r + (size_t)(b->ro[0] + v * rs) * es, xd, b->xo[0] + v * xs, xstep,
+                     &zero, 0, 0, b->nb);
+    } else {
+        for (int64_t v = b->v0; v < b->v0 + b->nv; v++)
+            for (int64_t c = 0; c < b->nb; c++)
+                memcpy(r + (size_t)(b->ro[c] + v * rs) * es, xd + (size_t)(b->xo[c] + v * xs) * es,
+                       es);
+    }
+}
+
 /* add_into for T (float: add_to_f, double: add_to): with one index value
  * per q (index_add) and evenly spaced columns, a row of terms at a time;
  * with a few columns, a column at a time (its terms still in q's order);
- * else a row of the block at a time. */
+ * else a row of the block at a time.  A block of all rows (whole) takes
+ * every term, with no test of its row. */
 #define ADD_INTO(T, ADD)                                                                \
     do {                                                                                \
         T *r = j->r;                                                                    \
@@ -309,12 +404,35 @@ static int64_t even_step(const int64_t *offs, int64_t n)
                 const int64_t vs = k->per_pos ? j->b_n : 1;                             \
                 T *rc = r + b.ro[c] + b.v0 * rs;                                        \
                 const T *sc = s + b.so[c];                                              \
-                for (int64_t q = 0; q < j->q_n; q++) {                                  \
-                    const int64_t v = vc[q * vs] - b.v0;                                \
-                    if (v >= 0 && v < b.nv) rc[v * rs] = ADD(rc[v * rs], sc[q * ss]);   \
+                if (whole && vs == 1 && rs == 1 && ss == 1) {                           \
+                    if (any_nan(sizeof(T), sc, j->q_n))   /* ADD's order matters */     \
+                        for (int64_t q = 0; q < j->q_n; q++) {                          \
+                            T *e = rc + vc[q];                                          \
+                            *e = ADD(*e, sc[q]);                                        \
+                        }                                                               \
+                    else                                                                \
+                        for (int64_t q = 0; q < j->q_n; q++) rc[vc[q]] += sc[q];        \
+                } else if (whole) {                                                     \
+                    for (int64_t q = 0; q < j->q_n; q++) {                              \
+                        T *e = rc + vc[q * vs] * rs;                                    \
+                        *e = ADD(*e, sc[q * ss]);                                       \
+                    }                                                                   \
+                } else {                                                                \
+                    for (int64_t q = 0; q < j->q_n; q++) {                              \
+                        const int64_t v = vc[q * vs] - b.v0;                            \
+                        if (v >= 0 && v < b.nv) rc[v * rs] = ADD(rc[v * rs], sc[q * ss]);\
+                    }                                                                   \
                 }                                                                       \
             }                                                                           \
-        } else {   /* a row of the block at a time */                                   \
+        } else if (whole && k->per_pos) {   /* a row of the block at a time */          \
+            for (int64_t q = 0; q < j->q_n; q++) {                                      \
+                const int64_t *vq = k->v + b.po[0] + q * j->b_n;                        \
+                for (int64_t c = 0; c < b.nb; c++) {                                    \
+                    T *e = r + b.ro[c] + vq[c] * rs;                                    \
+                    *e = ADD(*e, s[b.so[c] + q * ss]);                                  \
+                }                                                                       \
+            }                                                                           \
+        } else {   /* the same, testing each term's row */                              \
             for (int64_t q = 0; q < j->q_n; q++)                                        \
                 for (int64_t c = 0; c < b.nb; c++) {                                    \
                     const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) -\
@@ -334,7 +452,10 @@ static int add_into(void *p, int64_t t)
     const tg__pick *k = j->k;
     add_block_at b;
     block_at(j, t, &b);
+    if (k->checks && !block_values_ok(j, &b)) return TG_EINVAL;
+    if (j->copies) copy_block(j, &b);
     const int64_t ss = j->sstrides[k->dim], rs = j->rstrides[k->dim];
+    const bool whole = b.nv == j->x_n;
     if (k->x->dtype == TG_F32) ADD_INTO(float, add_to_f);
     else ADD_INTO(double, add_to);
     return TG_OK;
@@ -350,6 +471,7 @@ static int add_wide(void *p, int64_t t)
     const tg_tensor *x = k->x, *src = j->src;
     add_block_at b;
     block_at(j, t, &b);
+    if (k->checks && !block_values_ok(j, &b)) return TG_EINVAL;
     const int64_t nv = b.nv, nb = b.nb, v0 = b.v0;
     double *acc = tg__work_alloc((size_t)(nv * nb) * sizeof *acc);
     if (!acc) return TG_ENOMEM;
@@ -385,7 +507,15 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
         if (d > k->dim) j.b_n *= k->ishape[d];
         covers = covers && (d == k->dim || k->ishape[d] == k->xshape[d]);
     }
-    if (in_place || !covers || k->m == 0) {
+    if (k->m > 0 && j.x_n == 0) {   /* no value can be in range */
+        TG_ASSERT(k->checks);
+        tg_tensor_release(r);
+        return TG_EINVAL;
+    }
+    j.copies = in_place && covers && k->m > 0;
+    /* x's copy into r, as a pass of its own unless the blocks make it or
+     * add_wide's roundings write every element */
+    if (in_place ? !j.copies : !covers || k->m == 0) {
         gather_job g = {.k = k, .r = j.r};
         atomic_init(&g.bad, false);
         tg__parallel_range((nx + GATHER_RUN - 1) / GATHER_RUN, nx > GATHER_PAR, copy_runs, &g);
