@@ -203,6 +203,37 @@ Test(nn_inputs, batchnorm_empty_batch_in_training)
         }
 }
 
+/* An empty batch of half values read channel by channel (rows of 16 or
+ * more): in eval mode an empty output, and in training a contiguous empty
+ * gradient (not the expanded zero of a sum) gives zero weight and bias
+ * gradients; f16 and bf16. */
+Test(nn_inputs, batchnorm_empty_half_batch_eval_and_contiguous_grad)
+{
+    const tg_dtype dts[2] = {TG_F16, TG_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int training = 0; training < 2; training++) {
+            tg_module *m = NULL;
+            cr_assert(eq(int, tg_nn_batchnorm_new(&m, 2, 3, 1e-5, 0.1, true, true), TG_OK));
+            cr_assert(eq(int, tg_module_to_dtype(m, dts[d]), TG_OK));
+            tg_module_train(m, training);
+            tg_tensor *x = NULL, *y = NULL, *gy = NULL;
+            cr_assert(eq(int, tg_tensor_zeros(&x, dts[d], 4, (int64_t[]){0, 3, 8, 8}), TG_OK));
+            cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK), "%s", tg_error_message());
+            cr_assert(eq(i64, tg_tensor_numel(y), 0));
+            cr_assert(eq(int, tg_tensor_zeros(&gy, dts[d], 4, (int64_t[]){0, 3, 8, 8}), TG_OK));
+            cr_assert(eq(int, tg_backward(y, gy, NULL), TG_OK), "%s", tg_error_message());
+            for (int p = 0; p < 2; p++) {
+                const tg_tensor *g = tg_tensor_grad(tg_module_find(m, p ? "bias" : "weight"));
+                cr_assert(g != NULL);
+                for (int c = 0; c < 3; c++) cr_assert(eq(dbl, th_at(g, c), 0.0), "grad %d[%d]", p, c);
+            }
+            tg_tensor_release(gy);
+            tg_tensor_release(y);
+            tg_tensor_release(x);
+            tg_module_release(m);
+        }
+}
+
 Test(nn_inputs, constructor_errors_leave_out_untouched)
 {
     tg_rng rng;
