@@ -153,7 +153,7 @@ typedef struct gather_job {
 
 static void gather_runs(void *p, int64_t lo, int64_t hi)
 {
-    const gather_job *j = p;
+    gather_job *j = p;
     const tg__pick *k = j->k;
     const tg_tensor *x = k->x;
     const size_t es = tg_dtype_size(x->dtype);
