@@ -18,7 +18,7 @@ BROWSER_PACKAGES := chromium
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps torch-deps build demo node-deps test test-minimal test-asan test-tsan check bench goldens clean
+.PHONY: all deps torch-deps build demo node-deps test test-minimal test-asan test-tsan check-clang check bench goldens clean
 
 all: build
 
@@ -98,6 +98,14 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 	  TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/bench/dcgan_step --threads 2 --batch 16 \
 	    --steps 2 --warmup 1 $$( [ $$amp = f32 ] || echo --amp $$amp ) >/dev/null || exit 1; \
 	done
+
+# The library compiled by clang too (the fuzzer's compiler, docs/fuzzing.md),
+# which refuses some things gcc lets pass.  Compiles, runs nothing.
+CLANG_BUILD ?= build-clang
+check-clang: deps
+	$(call install_missing,clang)
+	[ -f $(CLANG_BUILD)/build.ninja ] || CC=clang meson setup $(CLANG_BUILD)
+	ninja -C $(CLANG_BUILD) libtapegrad.a
 
 check: test test-asan
 
