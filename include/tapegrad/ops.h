@@ -55,6 +55,9 @@ TG_API int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a / s */
 TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);
 
 /* ---- elementwise unary ---- */
+/* -a and |a|.  An integer a (i8, u8, i32, i64) gives a new tensor of its
+ * dtype, wrapping as torch's: -(-128) and |-128| are -128 in i8, -(1) is 255
+ * in u8; not recorded (integers have no gradient). */
 TG_API int tg_neg(tg_tensor **out, tg_tensor *a);
 TG_API int tg_exp(tg_tensor **out, tg_tensor *a);
 TG_API int tg_log(tg_tensor **out, tg_tensor *a);
@@ -80,8 +83,10 @@ TG_API int tg_expm1(tg_tensor **out, tg_tensor *a);
  * (round(0.5) = 0, round(1.5) = 2, round(-2.5) = -2), as torch.round without
  * decimals.  Each keeps -0.0, +-inf and NaN and a's dtype (f32, f64, f16,
  * bf16).  The gradient is zero everywhere (torch's, also at the jumps), to any
- * order.  An integer a is TG_EDTYPE (torch returns it unchanged, or its
- * sign): the elementwise driver computes in floating point only. */
+ * order.  An integer a (i8, u8, i32, i64) gives, as torch's, a new tensor of
+ * its dtype: a copy of a from floor, ceil, round and trunc, -1, 0 or 1 from
+ * sign (0 or 1 in u8), computed on the integers (exact for every i64); not
+ * recorded (integers have no gradient). */
 TG_API int tg_sign(tg_tensor **out, tg_tensor *a);
 TG_API int tg_floor(tg_tensor **out, tg_tensor *a);
 TG_API int tg_ceil(tg_tensor **out, tg_tensor *a);
