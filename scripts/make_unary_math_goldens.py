@@ -23,6 +23,12 @@ extremes and their neighbours, 0, +-1, +-2, values around 2^53 in i64,
 then random ones over the whole range) and int.<d>.<op> = torch.<op>(x)
 for op in the metadata "int_ops" (a tensor of dtype d).  Drawn from their
 own generator, after the float cases, so those do not change.
+
+lerp with a number weight: for the k-th weight w of the metadata
+"lerp_scalar_weights" and d in (f32, f64, bf16), case "lerp_s<k>" (start
+and end of 203 values: a few infinities, NaN and -0.0, then random ones)
+and "lerp_s<k>_bc" (start (3, 1), end (4)): <case>.<d>.start, .end, .g, .out, .dstart, .dend.
+Also from their own generator, after the integer cases.
 """
 import math
 import os
@@ -68,6 +74,7 @@ OPS = {
 PAIR_VALUES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 1e-30]
 INT_DTYPES = {"i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
 INT_OPS = ["sign", "floor", "ceil", "round", "trunc", "abs", "neg"]
+LERP_S_WEIGHTS = [0.0, 1.0, 0.5, 0.3, 0.7, -0.7, 0.001, 0.0001, 0.9999, 1.3, 0.49999, -2.0]
 WEIGHTS = [0.0, 1.0, 0.5, -0.5, 0.49, 2.0, -1.0, math.nan, math.inf, -math.inf]
 
 
@@ -130,6 +137,25 @@ def int_cases(tensors):
             tensors.append(("int.%s.%s" % (dn, op), y.contiguous()))
 
 
+def lerp_scalar_cases(tensors):
+    gen = torch.Generator().manual_seed(SEED + 2)
+    n = 203
+    for k, w in enumerate(LERP_S_WEIGHTS):
+        st = torch.randn(n, dtype=torch.float64, generator=gen) * 3
+        en = torch.randn(n, dtype=torch.float64, generator=gen) * 3
+        st[:4] = torch.tensor([math.inf, 1.0, math.nan, -0.0])
+        en[:4] = torch.tensor([1.0, -math.inf, 2.0, 0.0])
+        sb = torch.randn(3, 1, dtype=torch.float64, generator=gen)
+        eb = torch.randn(4, dtype=torch.float64, generator=gen)
+        def fn(s, e, w=w):
+            return torch.lerp(s, e, w)
+        for dn, dt in DTYPES.items():
+            graded("lerp_s%d.%s." % (k, dn), fn, [("start", st), ("end", en)],
+                   ["dstart", "dend"], dt, tensors)
+            graded("lerp_s%d_bc.%s." % (k, dn), fn, [("start", sb), ("end", eb)],
+                   ["dstart", "dend"], dt, tensors)
+
+
 def main():
     torch.manual_seed(SEED)
     tensors = []
@@ -146,7 +172,9 @@ def main():
                 tensors.append((p + k, v.detach().contiguous()))
     binary_cases(tensors)
     int_cases(tensors)
+    lerp_scalar_cases(tensors)
     write_safetensors(OUT, tensors, {"ops": ",".join(OPS), "int_ops": ",".join(INT_OPS),
+                                     "lerp_scalar_weights": ",".join(map(repr, LERP_S_WEIGHTS)),
                                      "torch": torch.__version__})
     print("wrote", OUT, "(%d tensors)" % len(tensors))
 

@@ -390,6 +390,105 @@ Test(unary_math, atan2_and_lerp_gradcheck_and_gradgradcheck)
     th_release_all(5, (tg_tensor *[]){a[0], a[1], l[0], l[1], l[2]});
 }
 
+/* lerp with a number weight, for each golden weight (0, 1, 0.5, -0.7 in
+ * the first form, 0.9999 as an EMA's, ...), against torch's values and
+ * gradients: f32 and f64 values equal (fused as torch's kernel; any NaN
+ * for a NaN, zeros with their sign), bf16 (computed in f32, rounded once)
+ * too; gradients g (1 - w) and g w equal
+ * too (but the sign of a zero: a leaf's .grad is accumulated), and within
+ * a few roundings when summed over the broadcast dims. */
+Test(unary_math, lerp_scalar_matches_torch)
+{
+    tg_st_file *f = th_golden_load("unary_math.safetensors");
+    char list[256];
+    snprintf(list, sizeof list, "%s", tg_st_meta_get(f, "lerp_scalar_weights"));
+    static const char *const dts[] = {"f64", "f32", "bf16"};
+    static const char *const d[2] = {"dstart", "dend"};
+    int k = 0;
+    for (char *save = NULL, *ws = strtok_r(list, ",", &save); ws;
+         ws = strtok_r(NULL, ",", &save), k++) {
+        const double w = strtod(ws, NULL);
+        for (int bc = 0; bc < 2; bc++) {
+            for (int j = 0; j < 3; j++) {
+                char p[48], what[80];
+                snprintf(p, sizeof p, "lerp_s%d%s.%s", k, bc ? "_bc" : "", dts[j]);
+                tg_tensor *x[2] = {th_leaf_clone(th_golden_get(f, p, "start")),
+                                   th_leaf_clone(th_golden_get(f, p, "end"))};
+                tg_tensor *y = NULL, *gy = NULL, *l = NULL;
+                OK(tg_lerp_scalar(&y, x[0], x[1], w));
+                snprintf(what, sizeof what, "%s (w = %g) out", p, w);
+                expect_rel(what, x[0], y, th_golden_get(f, p, "out"), 0,
+                           j == 0 ? 0x1p-1022 : 0x1p-126, true);
+                OK(tg_mul(&gy, y, (tg_tensor *)th_golden_get(f, p, "g")));
+                OK(tg_sum(&l, gy));
+                OK(tg_backward(l, NULL, NULL));
+                for (int i = 0; i < 2; i++) {
+                    snprintf(what, sizeof what, "%s (w = %g) %s", p, w, d[i]);
+                    const tg_tensor *want = th_golden_get(f, p, d[i]);
+                    /* a broadcast input's terms: torch sums them in its
+                     * dtype, tapegrad in double rounded once */
+                    if (bc) th_expect_close(what, tg_tensor_grad(x[i]), want,
+                                            j == 0 ? 1e-15 : j == 1 ? 1e-6 : 1.0 / 32);
+                    else expect_rel(what, x[i], tg_tensor_grad(x[i]), want, 0,
+                                    j == 0 ? 0x1p-1022 : 0x1p-126, false);
+                }
+                th_release_all(5, (tg_tensor *[]){x[0], x[1], y, gy, l});
+            }
+        }
+    }
+    cr_assert(eq(int, k, 12), "%d weights", k);
+    tg_st_free(f);
+}
+
+/* user: the weight, a double. */
+static int lerp_scalar_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    return tg_lerp_scalar(out, in[0], in[1], *(const double *)user);
+}
+
+/* f64 gradcheck and gradgradcheck with start (2, 3, 1) and end (3, 4), a
+ * weight in each form (and 0.5, the second). */
+Test(unary_math, lerp_scalar_gradcheck_and_gradgradcheck)
+{
+    uint64_t s = 71;
+    tg_tensor *x[2] = {th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 1}, -2, 2),
+                       th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 4}, -2, 2)};
+    for (int i = 0; i < 2; i++) OK(tg_tensor_set_requires_grad(x[i], true));
+    const double ws[] = {0.3, -0.7, 0.5, 0.9999, 1.6};
+    for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) {
+        double w = ws[k];
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(lerp_scalar_fn, &w, 2, x, &o), TG_OK), "w = %g: %s",
+                  ws[k], tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(lerp_scalar_fn, &w, 2, x, &o), TG_OK),
+                  "w = %g: %s", ws[k], tg_error_message());
+    }
+    th_release_all(2, x);
+}
+
+/* NULL operands, an integer one, two dtypes and shapes that do not
+ * broadcast; *out stays NULL. */
+Test(unary_math, lerp_scalar_refusals)
+{
+    tg_tensor *f = th_seq(TG_F32, 1, (int64_t[]){3}, 0, 1);
+    tg_tensor *d = th_seq(TG_F64, 1, (int64_t[]){3}, 0, 1);
+    tg_tensor *f4 = th_seq(TG_F32, 1, (int64_t[]){4}, 0, 1), *i = NULL, *y = NULL;
+    OK(tg_tensor_zeros(&i, TG_I32, 1, (int64_t[]){3}));
+    th_expect_refused(tg_lerp_scalar(NULL, f, f, 0.5), TG_EINVAL, "lerp_scalar: out", y);
+    th_expect_refused(tg_lerp_scalar(&y, NULL, f, 0.5), TG_EINVAL,
+                      "lerp_scalar: input 0 is NULL", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, NULL, 0.5), TG_EINVAL,
+                      "lerp_scalar: input 1 is NULL", y);
+    th_expect_refused(tg_lerp_scalar(&y, i, f, 0.5), TG_EDTYPE,
+                      "lerp_scalar: input 0 has dtype i32", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, i, 0.5), TG_EDTYPE,
+                      "lerp_scalar: input 1 has dtype i32", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, d, 0.5), TG_EDTYPE, "dtypes f32 and f64", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, f4, 0.5), TG_ESHAPE, "cannot be broadcast", y);
+    th_release_all(5, (tg_tensor *[]){f, d, f4, i, y});
+}
+
 /* NULL operands, integer dtypes, lerp's mixed dtypes and shapes that do not
  * broadcast. */
 Test(unary_math, atan2_and_lerp_refusals)

@@ -246,6 +246,15 @@ TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
  * to all three, to any order: g (1 - w), g w and g (end - start).  One
  * float dtype (TG_EDTYPE otherwise); a composite, so KEEP under autocast. */
 TG_API int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight);
+/* torch.lerp(start, end, weight) with a number weight (the EMA of weights,
+ * p_ema.lerp_(p, 1 - decay)), start and end broadcast together, as torch
+ * 1.13's kernel: start + w (end - start) where w < 0.5, else
+ * end - (end - start) (1 - w), each with one rounding; f16/bf16 computed in
+ * f32.  Gradients g (1 - w) to start and g w to end, to any order.
+ * TG_EINVAL for a NULL operand, TG_EDTYPE for an integer one or two dtypes
+ * that differ, TG_ESHAPE for shapes that do not broadcast.  One op, KEEP
+ * under autocast. */
+TG_API int tg_lerp_scalar(tg_tensor **out, tg_tensor *start, tg_tensor *end, double weight);
 /* x padded as torch.nn.functional.pad: pads holds n/2 (low, high) pairs for
  * the last n/2 dims, the last dim first; the new entries are `value`
  * (CONSTANT), x mirrored without repeating its edge (REFLECT: each padding
