@@ -17,6 +17,18 @@ Cases "atan2" (all pairs of special and unit values, then random ones) and
 ones; start and end random, with specials) and "lerp_bc" (start (2, 3, 1),
 end (3, 4), weight (4)): <case>.<d>.start, .end, .weight, .g, .out,
 .dstart, .dend, .dweight.
+
+Integer inputs, for d in (i8, u8, i32, i64): int.<d>.x (the dtype's
+extremes and their neighbours, 0, +-1, +-2, values around 2^53 in i64,
+then random ones over the whole range) and int.<d>.<op> = torch.<op>(x)
+for op in the metadata "int_ops" (a tensor of dtype d).  Drawn from their
+own generator, after the float cases, so those do not change.
+
+lerp with a number weight: for the k-th weight w of the metadata
+"lerp_scalar_weights" and d in (f32, f64, bf16), case "lerp_s<k>" (start
+and end of 203 values: a few infinities, NaN and -0.0, then random ones)
+and "lerp_s<k>_bc" (start (3, 1), end (4)): <case>.<d>.start, .end, .g, .out, .dstart, .dend.
+Also from their own generator, after the integer cases.
 """
 import math
 import os
@@ -60,6 +72,9 @@ OPS = {
     "logsigmoid": (F.logsigmoid, -20, 20, [100.0, -100.0, 800.0, -800.0, 1e-30, 30.0]),
 }
 PAIR_VALUES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 1e-30]
+INT_DTYPES = {"i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
+INT_OPS = ["sign", "floor", "ceil", "round", "trunc", "abs", "neg"]
+LERP_S_WEIGHTS = [0.0, 1.0, 0.5, 0.3, 0.7, -0.7, 0.001, 0.0001, 0.9999, 1.3, 0.49999, -2.0]
 WEIGHTS = [0.0, 1.0, 0.5, -0.5, 0.49, 2.0, -1.0, math.nan, math.inf, -math.inf]
 
 
@@ -106,6 +121,41 @@ def binary_cases(tensors):
                names, dt, tensors)
 
 
+def int_cases(tensors):
+    gen = torch.Generator().manual_seed(SEED + 1)
+    for dn, dt in INT_DTYPES.items():
+        info = torch.iinfo(dt)
+        vals = [info.min, info.min + 1, info.min + 2, info.max - 1, info.max, 0, 1, 2]
+        vals += [-1, -2] if info.min < 0 else []
+        vals += [2**53 + 1, -(2**53) - 1, 2**62 + 3, -(2**62) - 3] if dt == torch.int64 else []
+        rnd = torch.randint(info.min, info.max, (64,), dtype=dt, generator=gen)
+        x = torch.cat([torch.tensor(vals, dtype=dt), rnd])
+        tensors.append(("int.%s.x" % dn, x))
+        for op in INT_OPS:
+            y = getattr(torch, op)(x)
+            assert y.dtype == dt, (op, dn, y.dtype)
+            tensors.append(("int.%s.%s" % (dn, op), y.contiguous()))
+
+
+def lerp_scalar_cases(tensors):
+    gen = torch.Generator().manual_seed(SEED + 2)
+    n = 203
+    for k, w in enumerate(LERP_S_WEIGHTS):
+        st = torch.randn(n, dtype=torch.float64, generator=gen) * 3
+        en = torch.randn(n, dtype=torch.float64, generator=gen) * 3
+        st[:4] = torch.tensor([math.inf, 1.0, math.nan, -0.0])
+        en[:4] = torch.tensor([1.0, -math.inf, 2.0, 0.0])
+        sb = torch.randn(3, 1, dtype=torch.float64, generator=gen)
+        eb = torch.randn(4, dtype=torch.float64, generator=gen)
+        def fn(s, e, w=w):
+            return torch.lerp(s, e, w)
+        for dn, dt in DTYPES.items():
+            graded("lerp_s%d.%s." % (k, dn), fn, [("start", st), ("end", en)],
+                   ["dstart", "dend"], dt, tensors)
+            graded("lerp_s%d_bc.%s." % (k, dn), fn, [("start", sb), ("end", eb)],
+                   ["dstart", "dend"], dt, tensors)
+
+
 def main():
     torch.manual_seed(SEED)
     tensors = []
@@ -121,7 +171,11 @@ def main():
             for k, v in (("x", x), ("g", g), ("y", y), ("dx", dx)):
                 tensors.append((p + k, v.detach().contiguous()))
     binary_cases(tensors)
-    write_safetensors(OUT, tensors, {"ops": ",".join(OPS), "torch": torch.__version__})
+    int_cases(tensors)
+    lerp_scalar_cases(tensors)
+    write_safetensors(OUT, tensors, {"ops": ",".join(OPS), "int_ops": ",".join(INT_OPS),
+                                     "lerp_scalar_weights": ",".join(map(repr, LERP_S_WEIGHTS)),
+                                     "torch": torch.__version__})
     print("wrote", OUT, "(%d tensors)" % len(tensors))
 
 

@@ -4,7 +4,8 @@
  * atan2 and lerp: values and gradients against PyTorch in f32, f64 and bf16
  * (random values, +-0, +-inf, NaN and each op's domain edges, broadcasting),
  * round's ties to even, f16, derivatives to second order by finite
- * differences, and the refusals.
+ * differences, integer inputs of the rounding ops, neg and abs (i8, u8,
+ * i32, i64, torch's integers, not recorded), and the refusals.
  * Goldens: scripts/make_unary_math_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -201,9 +202,9 @@ Test(unary_math, amp_policies)
     }
 }
 
-/* A NULL input is TG_EINVAL, an integer one TG_EDTYPE (torch would return
- * an integer tensor for the rounding ops; the elementwise driver computes in
- * floating point only); *out stays NULL. */
+/* A NULL input is TG_EINVAL; an integer one TG_EDTYPE for the math ops
+ * (torch gives a float result, the elementwise driver computes in floating
+ * point only); *out stays NULL.  The rounding ops take integers (below). */
 Test(unary_math, refusals)
 {
     tg_tensor *xi = NULL;
@@ -215,11 +216,88 @@ Test(unary_math, refusals)
         char want[64];
         snprintf(want, sizeof want, "%s: input 0 is NULL", ops[i].name);
         th_expect_refused(ops[i].f(&y, NULL), TG_EINVAL, want, y);
+        if (ops[i].rounding) continue;
         snprintf(want, sizeof want, "%s: input 0 has dtype i32", ops[i].name);
         th_expect_refused(ops[i].f(&y, xi), TG_EDTYPE, want, y);
         th_expect_refused(ops[i].f(&y, xu), TG_EDTYPE, ops[i].name, y);
     }
     th_release_all(2, (tg_tensor *[]){xi, xu});
+}
+
+/* The ops that take an integer input, as torch's: the rounding ops, neg
+ * and abs. */
+static const struct {
+    const char *name;
+    unary_fn f;
+} int_ops[] = {{"sign", tg_sign}, {"floor", tg_floor}, {"ceil", tg_ceil}, {"round", tg_round},
+               {"trunc", tg_trunc}, {"abs", tg_abs}, {"neg", tg_neg}};
+#define NINT ((int)(sizeof int_ops / sizeof int_ops[0]))
+
+/* An integer x gives torch's integers bit for bit (the extremes, i64 values
+ * beyond 2^53, random ones; sign of u8 0 or 1, neg and abs wrapping), in
+ * x's dtype: a new tensor (writing it leaves x alone), a leaf that does not
+ * require grad with grad mode on. */
+Test(unary_math, integer_inputs_match_torch)
+{
+    tg_st_file *f = th_golden_load("unary_math.safetensors");
+    char list[128];
+    snprintf(list, sizeof list, "%s", tg_st_meta_get(f, "int_ops"));
+    static const char *const dts[] = {"i8", "u8", "i32", "i64"};
+    static const tg_dtype dtv[] = {TG_I8, TG_U8, TG_I32, TG_I64};
+    int seen = 0;
+    for (char *save = NULL, *op = strtok_r(list, ",", &save); op; op = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < NINT && strcmp(int_ops[i].name, op)) i++;
+        cr_assert(i < NINT, "golden op %s has no entry here", op);
+        for (int k = 0; k < 4; k++) {
+            char p[32], what[48];
+            snprintf(p, sizeof p, "int.%s", dts[k]);
+            snprintf(what, sizeof what, "%s(%s)", op, dts[k]);
+            const tg_tensor *x = th_golden_get(f, p, "x");
+            cr_assert(eq(int, tg_tensor_dtype(x), dtv[k]), "%s: the golden x's dtype", what);
+            tg_tensor *y = NULL;
+            OK(int_ops[i].f(&y, (tg_tensor *)x));
+            th_expect_same_tensor_bytes(what, y, th_golden_get(f, p, op));
+            cr_assert(tg_tensor_is_leaf(y) && !tg_tensor_requires_grad(y), "%s is recorded",
+                      what);
+            cr_assert(tg_tensor_cdata(y) != tg_tensor_cdata(x), "%s shares x's data", what);
+            tg_tensor_release(y);
+            seen++;
+        }
+    }
+    cr_assert(eq(int, seen, 4 * NINT));
+    tg_st_free(f);
+}
+
+/* A strided integer x (every other column of a transposed matrix) gives a
+ * contiguous result of the picked elements; more than 32k elements (the
+ * parallel path) each get their own value. */
+Test(unary_math, integer_inputs_strided_and_large)
+{
+    tg_tensor *m = th_tensor_from(TG_I32, 2, (int64_t[]){2, 3},
+                                  (double[]){-5, 0, 7, INT32_MIN, 1, -1});
+    tg_tensor *t = NULL, *v = NULL, *y = NULL;
+    OK(tg_transpose(&t, m, 0, 1));                   /* (3, 2) */
+    OK(tg_slice(&v, t, 0, 0, 3, 2));                 /* rows 0 and 2: -5 INT32_MIN, 7 -1 */
+    OK(tg_neg(&y, v));
+    cr_assert(tg_tensor_is_contiguous(y));
+    const int32_t want[4] = {5, INT32_MIN, -7, 1};
+    cr_assert(memcmp(tg_tensor_cdata(y), want, sizeof want) == 0, "neg of the strided view");
+    th_release_all(4, (tg_tensor *[]){m, t, v, y});
+
+    const int64_t n = 100003;
+    tg_tensor *x = NULL, *s = NULL;
+    OK(tg_tensor_zeros(&x, TG_I64, 1, (int64_t[]){n}));
+    int64_t *xv = tg_tensor_data(x);
+    for (int64_t i = 0; i < n; i++) xv[i] = (i % 3 - 1) * (INT64_MAX - i);
+    OK(tg_sign(&s, x));
+    OK(tg_abs(&y, x));
+    const int64_t *sv = tg_tensor_cdata(s), *av = tg_tensor_cdata(y);
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert(sv[i] == i % 3 - 1, "sign[%lld] = %lld", (long long)i, (long long)sv[i]);
+        cr_assert(av[i] == (i % 3 == 1 ? 0 : INT64_MAX - i), "abs[%lld]", (long long)i);
+    }
+    th_release_all(3, (tg_tensor *[]){x, s, y});
 }
 
 /* The golden case c (atan2, atan2_bc, lerp, lerp_bc) in each dtype: n
@@ -310,6 +388,105 @@ Test(unary_math, atan2_and_lerp_gradcheck_and_gradgradcheck)
     cr_assert(eq(int, tg_gradgradcheck(lerp_fn, NULL, 3, l, &o), TG_OK), "%s",
               tg_error_message());
     th_release_all(5, (tg_tensor *[]){a[0], a[1], l[0], l[1], l[2]});
+}
+
+/* lerp with a number weight, for each golden weight (0, 1, 0.5, -0.7 in
+ * the first form, 0.9999 as an EMA's, ...), against torch's values and
+ * gradients: f32 and f64 values equal (fused as torch's kernel; any NaN
+ * for a NaN, zeros with their sign), bf16 (computed in f32, rounded once)
+ * too; gradients g (1 - w) and g w equal
+ * too (but the sign of a zero: a leaf's .grad is accumulated), and within
+ * a few roundings when summed over the broadcast dims. */
+Test(unary_math, lerp_scalar_matches_torch)
+{
+    tg_st_file *f = th_golden_load("unary_math.safetensors");
+    char list[256];
+    snprintf(list, sizeof list, "%s", tg_st_meta_get(f, "lerp_scalar_weights"));
+    static const char *const dts[] = {"f64", "f32", "bf16"};
+    static const char *const d[2] = {"dstart", "dend"};
+    int k = 0;
+    for (char *save = NULL, *ws = strtok_r(list, ",", &save); ws;
+         ws = strtok_r(NULL, ",", &save), k++) {
+        const double w = strtod(ws, NULL);
+        for (int bc = 0; bc < 2; bc++) {
+            for (int j = 0; j < 3; j++) {
+                char p[48], what[80];
+                snprintf(p, sizeof p, "lerp_s%d%s.%s", k, bc ? "_bc" : "", dts[j]);
+                tg_tensor *x[2] = {th_leaf_clone(th_golden_get(f, p, "start")),
+                                   th_leaf_clone(th_golden_get(f, p, "end"))};
+                tg_tensor *y = NULL, *gy = NULL, *l = NULL;
+                OK(tg_lerp_scalar(&y, x[0], x[1], w));
+                snprintf(what, sizeof what, "%s (w = %g) out", p, w);
+                expect_rel(what, x[0], y, th_golden_get(f, p, "out"), 0,
+                           j == 0 ? 0x1p-1022 : 0x1p-126, true);
+                OK(tg_mul(&gy, y, (tg_tensor *)th_golden_get(f, p, "g")));
+                OK(tg_sum(&l, gy));
+                OK(tg_backward(l, NULL, NULL));
+                for (int i = 0; i < 2; i++) {
+                    snprintf(what, sizeof what, "%s (w = %g) %s", p, w, d[i]);
+                    const tg_tensor *want = th_golden_get(f, p, d[i]);
+                    /* a broadcast input's terms: torch sums them in its
+                     * dtype, tapegrad in double rounded once */
+                    if (bc) th_expect_close(what, tg_tensor_grad(x[i]), want,
+                                            j == 0 ? 1e-15 : j == 1 ? 1e-6 : 1.0 / 32);
+                    else expect_rel(what, x[i], tg_tensor_grad(x[i]), want, 0,
+                                    j == 0 ? 0x1p-1022 : 0x1p-126, false);
+                }
+                th_release_all(5, (tg_tensor *[]){x[0], x[1], y, gy, l});
+            }
+        }
+    }
+    cr_assert(eq(int, k, 12), "%d weights", k);
+    tg_st_free(f);
+}
+
+/* user: the weight, a double. */
+static int lerp_scalar_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    return tg_lerp_scalar(out, in[0], in[1], *(const double *)user);
+}
+
+/* f64 gradcheck and gradgradcheck with start (2, 3, 1) and end (3, 4), a
+ * weight in each form (and 0.5, the second). */
+Test(unary_math, lerp_scalar_gradcheck_and_gradgradcheck)
+{
+    uint64_t s = 71;
+    tg_tensor *x[2] = {th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 1}, -2, 2),
+                       th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 4}, -2, 2)};
+    for (int i = 0; i < 2; i++) OK(tg_tensor_set_requires_grad(x[i], true));
+    const double ws[] = {0.3, -0.7, 0.5, 0.9999, 1.6};
+    for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) {
+        double w = ws[k];
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(lerp_scalar_fn, &w, 2, x, &o), TG_OK), "w = %g: %s",
+                  ws[k], tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(lerp_scalar_fn, &w, 2, x, &o), TG_OK),
+                  "w = %g: %s", ws[k], tg_error_message());
+    }
+    th_release_all(2, x);
+}
+
+/* NULL operands, an integer one, two dtypes and shapes that do not
+ * broadcast; *out stays NULL. */
+Test(unary_math, lerp_scalar_refusals)
+{
+    tg_tensor *f = th_seq(TG_F32, 1, (int64_t[]){3}, 0, 1);
+    tg_tensor *d = th_seq(TG_F64, 1, (int64_t[]){3}, 0, 1);
+    tg_tensor *f4 = th_seq(TG_F32, 1, (int64_t[]){4}, 0, 1), *i = NULL, *y = NULL;
+    OK(tg_tensor_zeros(&i, TG_I32, 1, (int64_t[]){3}));
+    th_expect_refused(tg_lerp_scalar(NULL, f, f, 0.5), TG_EINVAL, "lerp_scalar: out", y);
+    th_expect_refused(tg_lerp_scalar(&y, NULL, f, 0.5), TG_EINVAL,
+                      "lerp_scalar: input 0 is NULL", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, NULL, 0.5), TG_EINVAL,
+                      "lerp_scalar: input 1 is NULL", y);
+    th_expect_refused(tg_lerp_scalar(&y, i, f, 0.5), TG_EDTYPE,
+                      "lerp_scalar: input 0 has dtype i32", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, i, 0.5), TG_EDTYPE,
+                      "lerp_scalar: input 1 has dtype i32", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, d, 0.5), TG_EDTYPE, "dtypes f32 and f64", y);
+    th_expect_refused(tg_lerp_scalar(&y, f, f4, 0.5), TG_ESHAPE, "cannot be broadcast", y);
+    th_release_all(5, (tg_tensor *[]){f, d, f4, i, y});
 }
 
 /* NULL operands, integer dtypes, lerp's mixed dtypes and shapes that do not

@@ -40,6 +40,12 @@ static int f_binary(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return ((const gc_case *)user)->binary(out, in[0], in[1]);
 }
 
+/* lerp_scalar(in[0], in[1], the case's scalar). */
+static int f_lerp_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_lerp_scalar(out, in[0], in[1], ((const gc_case *)user)->scalar);
+}
+
 static int f_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     const gc_case *c = user;
@@ -418,6 +424,10 @@ const gc_case gc_cases[] = {
     GC_UN("logsigmoid", "activation", tg_logsigmoid, 2, GC_ANY, 3, 4),
     GC_BIN("atan2", "elementwise", tg_atan2, GC_ANY, "atan2((3, 1), (4))", 2, 1,
            GC_SHAPE(3, 1), GC_SHAPE(4)),
+    GC_FN("lerp_scalar", "elementwise", f_lerp_scalar, "lerp_scalar((3, 1), (4), 0.3)", 2,
+          .ndim = {2, 1}, .shape = {{3, 1}, {4}}, .scalar = 0.3),
+    GC_FN("lerp_scalar", "elementwise", f_lerp_scalar, "lerp_scalar((3, 4), (3, 4), 0.9)", 2,
+          .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}, .scalar = 0.9),
     /* activations */
     GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
     GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),

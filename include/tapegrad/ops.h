@@ -55,6 +55,9 @@ TG_API int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a / s */
 TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);
 
 /* ---- elementwise unary ---- */
+/* -a and |a|.  An integer a (i8, u8, i32, i64) gives a new tensor of its
+ * dtype, wrapping as torch's: -(-128) and |-128| are -128 in i8, -(1) is 255
+ * in u8; not recorded (integers have no gradient). */
 TG_API int tg_neg(tg_tensor **out, tg_tensor *a);
 TG_API int tg_exp(tg_tensor **out, tg_tensor *a);
 TG_API int tg_log(tg_tensor **out, tg_tensor *a);
@@ -80,8 +83,10 @@ TG_API int tg_expm1(tg_tensor **out, tg_tensor *a);
  * (round(0.5) = 0, round(1.5) = 2, round(-2.5) = -2), as torch.round without
  * decimals.  Each keeps -0.0, +-inf and NaN and a's dtype (f32, f64, f16,
  * bf16).  The gradient is zero everywhere (torch's, also at the jumps), to any
- * order.  An integer a is TG_EDTYPE (torch returns it unchanged, or its
- * sign): the elementwise driver computes in floating point only. */
+ * order.  An integer a (i8, u8, i32, i64) gives, as torch's, a new tensor of
+ * its dtype: a copy of a from floor, ceil, round and trunc, -1, 0 or 1 from
+ * sign (0 or 1 in u8), computed on the integers (exact for every i64); not
+ * recorded (integers have no gradient). */
 TG_API int tg_sign(tg_tensor **out, tg_tensor *a);
 TG_API int tg_floor(tg_tensor **out, tg_tensor *a);
 TG_API int tg_ceil(tg_tensor **out, tg_tensor *a);
@@ -241,6 +246,15 @@ TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
  * to all three, to any order: g (1 - w), g w and g (end - start).  One
  * float dtype (TG_EDTYPE otherwise); a composite, so KEEP under autocast. */
 TG_API int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight);
+/* torch.lerp(start, end, weight) with a number weight (the EMA of weights,
+ * p_ema.lerp_(p, 1 - decay)), start and end broadcast together, as torch
+ * 1.13's kernel: start + w (end - start) where w < 0.5, else
+ * end - (end - start) (1 - w), each with one rounding; f16/bf16 computed in
+ * f32.  Gradients g (1 - w) to start and g w to end, to any order.
+ * TG_EINVAL for a NULL operand, TG_EDTYPE for an integer one or two dtypes
+ * that differ, TG_ESHAPE for shapes that do not broadcast.  One op, KEEP
+ * under autocast. */
+TG_API int tg_lerp_scalar(tg_tensor **out, tg_tensor *start, tg_tensor *end, double weight);
 /* x padded as torch.nn.functional.pad: pads holds n/2 (low, high) pairs for
  * the last n/2 dims, the last dim first; the new entries are `value`
  * (CONSTANT), x mirrored without repeating its edge (REFLECT: each padding

@@ -8,6 +8,14 @@
  * e - (e - s) (1 - w) elsewhere, so that w = 0 gives s and w = 1 gives e
  * exactly; the gradients g (1 - w), g w, g (e - s) come from the ops.  lerp
  * is not a registered op: a ternary op has no elementwise driver here.
+ *
+ * lerp_scalar(s, e, w), w a number (torch.lerp with a Python float, as in
+ * an EMA of weights), is one op with torch 1.13's kernel: s + w (e - s)
+ * where w < 0.5 (not |w|: a w of -0.7 takes this form too), else
+ * e - (e - s) (1 - w), each product and sum fused (one rounding, as torch's
+ * f32 and f64 kernels), w and the arithmetic in f32 for f32, f16 and bf16.
+ * Gradients g (1 - w) and g w (torch's, 1 - w in double), summed back over
+ * broadcast dims; products with a number, differentiable again.
  */
 #include <assert.h>
 #include <math.h>
@@ -23,6 +31,24 @@ TG_EW_BINARY_KERNEL(k_atan2, atan2((double)a, (double)b))
  * complement. */
 TG_EW_UNARY_KERNEL(k_lerp_low, fabs((double)a) < 0.5 ? 1.0 : 0.0)
 TG_EW_UNARY_KERNEL(k_lerp_high, fabs((double)a) < 0.5 ? 0.0 : 1.0)
+
+/* w < 0.5 ? fma(w, e - s, s) : fma(-(e - s), 1 - w, e), a the start and
+ * b the end, w in T. */
+#define LERP_S_LOOP(T, FMA)                                                   \
+    {                                                                         \
+        T *o = out;                                                           \
+        const T *s = a, *e = b, wt = (T)w, omw = (T)1 - wt;                   \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            const T d = e[i] - s[i];                                          \
+            o[i] = w < 0.5 ? FMA(wt, d, s[i]) : FMA(-d, omw, e[i]);           \
+        }                                                                     \
+    }
+static void k_lerp_s(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                     double w)
+{
+    if (cdt == TG_F64) LERP_S_LOOP(double, fma)
+    else LERP_S_LOOP(float, fmaf)
+}
 
 static int atan2_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                          const void *params)
@@ -86,8 +112,46 @@ static const tg_op_schema atan2_op = {
     .backward = atan2_backward, .double_backward = true,
     .vjp = "dy = g * x / (x^2 + y^2), dx = -g * y / (x^2 + y^2)", .scalar = NULL};
 
+typedef struct lerp_s_params {
+    double w;
+} lerp_s_params;
+
+static int lerp_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                               const void *params)
+{
+    const double w = ((const lerp_s_params *)params)->w;
+    return tg__ew_binary("lerp_scalar", out, in[0], in[1], k_lerp_s, w);
+}
+
+/* dstart = g (1 - w), dend = g w, each summed to its input's shape. */
+static int lerp_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const double w = ((const lerp_s_params *)tg__ctx_params(ctx))->w;
+    tg_tensor *t = NULL;
+    int rc = TG_OK;
+    for (int i = 0; i < 2 && rc >= 0; i++) {
+        if (!tg__ctx_needs_grad(ctx, i)) continue;
+        rc = tg_mul_scalar(&t, g, i == 0 ? 1.0 - w : w);
+        if (rc >= 0) rc = to_input(ctx, i, &t, &gi[i]);
+    }
+    tg_tensor_release(t);
+    if (rc < 0) {
+        for (int i = 0; i < 2; i++) {
+            tg_tensor_release(gi[i]);
+            gi[i] = NULL;
+        }
+    }
+    return rc;
+}
+
+/* KEEP: torch's autocast lists no lerp. */
+static const tg_op_schema lerp_scalar_op = {
+    .name = "lerp_scalar", .arity = 2, .amp = TG_AMP_KEEP, .forward = lerp_scalar_forward,
+    .backward = lerp_scalar_backward, .double_backward = true,
+    .vjp = "dstart = g * (1 - w), dend = g * w", .scalar = "w"};
+
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__atan2_ops[] = {&atan2_op};
+const tg_op_schema *const tg__atan2_ops[] = {&atan2_op, &lerp_scalar_op};
 static_assert(sizeof tg__atan2_ops / sizeof tg__atan2_ops[0] == TG__atan2_N,
               "src/ops/families.h must count the atan2 ops");
 
@@ -175,4 +239,10 @@ int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight
     int rc = lerp_any(out, start, end, weight);
     tg__lib_leave();
     return tg__scope_capture(out, rc);
+}
+
+int tg_lerp_scalar(tg_tensor **out, tg_tensor *start, tg_tensor *end, double weight)
+{
+    lerp_s_params prm = {.w = weight};
+    return tg_op_call(&lerp_scalar_op, out, 2, (tg_tensor *[]){start, end}, &prm, sizeof prm);
 }

@@ -7,6 +7,13 @@
  * PyTorch, not an error.  The rounding ops are piecewise constant: their
  * gradient is zero everywhere (as torch's, also at the jumps), and they keep
  * +-0, +-inf and NaN (sign(NaN) is 0, as torch's).
+ *
+ * neg, abs and the rounding ops also take an integer a (i8, u8, i32, i64),
+ * as torch's: floor, ceil, round and trunc give a copy of a, sign -1, 0 or
+ * 1, neg and abs wrap modulo 2^bits (-(-128) and |-128| are -128 in i8,
+ * -(1) is 255 in u8), each a new tensor of a's dtype computed on the
+ * integers (through double an i64 beyond 2^53 would change).  An integer
+ * result is not recorded (tg_op_call), as torch's.
  */
 #include <assert.h>
 #include <math.h>
@@ -42,42 +49,98 @@ TG_EW_UNARY_KERNEL(k_ceil, ceil((double)a))
 TG_EW_UNARY_KERNEL(k_round, nearbyint((double)a))
 TG_EW_UNARY_KERNEL(k_trunc, trunc((double)a))
 
-/* Forward of a one-input op: runs k and saves the input when recorded. */
-static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
-                         tg_ew_kernel_fn k, double s, bool save)
+/* What an op does to an integer a: refuse it (the float-only ops), copy
+ * it, or take its sign, negation or absolute value. */
+typedef enum int_kind { INT_NONE, INT_COPY, INT_SIGN, INT_NEG, INT_ABS } int_kind;
+
+typedef struct int_job {
+    int_kind kind;
+    tg_dtype dt;
+    void *y;   /* the result's contiguous elements, a copy of a's */
+} int_job;
+
+/* -v modulo 2^bits, in unsigned arithmetic (no signed overflow); the
+ * conversion back to T wraps (two's complement, as gcc and clang define
+ * it). */
+#define INT_APPLY(T, U)                                                       \
+    do {                                                                      \
+        T *y = j->y;                                                          \
+        for (int64_t i = lo; i < hi; i++) {                                   \
+            const T v = y[i], m = (T)(U)(0u - (U)v);                          \
+            y[i] = j->kind == INT_SIGN ? (T)((v > 0) - (v < 0))               \
+                 : (j->kind == INT_NEG || v < 0) ? m : v;                     \
+        }                                                                     \
+    } while (0)
+
+static void int_range(void *p, int64_t lo, int64_t hi)
 {
+    const int_job *j = p;
+    switch (j->dt) {
+    case TG_I8: INT_APPLY(int8_t, uint8_t); break;
+    case TG_I32: INT_APPLY(int32_t, uint32_t); break;
+    case TG_I64: INT_APPLY(int64_t, uint64_t); break;
+    default: {   /* u8: never negative, so abs is a copy */
+        uint8_t *y = j->y;
+        for (int64_t i = lo; i < hi; i++)
+            y[i] = j->kind == INT_SIGN ? y[i] != 0 : (uint8_t)(0u - y[i]);
+    }
+    }
+}
+
+/* *out = the integer form (kind) of integer a: a new contiguous tensor of
+ * a's dtype. */
+static int int_unary(tg_tensor **out, tg_tensor *a, int_kind kind)
+{
+    tg_tensor *y = NULL;
+    TG_TRY(tg_tensor_clone(&y, a));
+    if (a->dtype == TG_U8 && kind == INT_ABS) kind = INT_COPY;
+    if (kind != INT_COPY) {
+        const int64_t n = tg_tensor_numel(y);
+        int_job j = {.kind = kind, .dt = y->dtype, .y = tg_tensor_data(y)};
+        tg__parallel_range(n, n > 32768, int_range, &j);
+    }
+    *out = y;
+    return TG_OK;
+}
+
+/* Forward of a one-input op: runs k and saves the input when recorded; an
+ * integer a takes the op's integer form ik, if it has one. */
+static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
+                         tg_ew_kernel_fn k, double s, bool save, int_kind ik)
+{
+    if (a && ik != INT_NONE && !tg_dtype_is_float(a->dtype)) return int_unary(out, a, ik);
     TG_TRY(tg__ew_unary(name, out, a, k, s));
     if (ctx && save) tg__ctx_save(ctx, a);
     return TG_OK;
 }
 
-#define UNARY_FORWARD(op, k, save)                                            \
+#define UNARY_FORWARD(op, k, save, ik)                                        \
     static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
                             const void *params)                               \
     {                                                                         \
-        return unary_forward(ctx, #op, out, in[0], k, 0.0, save);             \
+        return unary_forward(ctx, #op, out, in[0], k, 0.0, save, ik);         \
     }
-UNARY_FORWARD(neg, k_neg, false)
-UNARY_FORWARD(exp, k_exp, true)
-UNARY_FORWARD(log, k_log, true)
-UNARY_FORWARD(sqrt, k_sqrt, true)
-UNARY_FORWARD(abs, k_abs, true)
-UNARY_FORWARD(erf, k_erf, true)
-UNARY_FORWARD(sin, k_sin, true)
-UNARY_FORWARD(cos, k_cos, true)
-UNARY_FORWARD(log1p, k_log1p, true)
-UNARY_FORWARD(expm1, k_expm1, true)
-UNARY_FORWARD(sign, k_sign, false)
-UNARY_FORWARD(floor, k_floor, false)
-UNARY_FORWARD(ceil, k_ceil, false)
-UNARY_FORWARD(round, k_round, false)
-UNARY_FORWARD(trunc, k_trunc, false)
+UNARY_FORWARD(neg, k_neg, false, INT_NEG)
+UNARY_FORWARD(exp, k_exp, true, INT_NONE)
+UNARY_FORWARD(log, k_log, true, INT_NONE)
+UNARY_FORWARD(sqrt, k_sqrt, true, INT_NONE)
+UNARY_FORWARD(abs, k_abs, true, INT_ABS)
+UNARY_FORWARD(erf, k_erf, true, INT_NONE)
+UNARY_FORWARD(sin, k_sin, true, INT_NONE)
+UNARY_FORWARD(cos, k_cos, true, INT_NONE)
+UNARY_FORWARD(log1p, k_log1p, true, INT_NONE)
+UNARY_FORWARD(expm1, k_expm1, true, INT_NONE)
+UNARY_FORWARD(sign, k_sign, false, INT_SIGN)
+UNARY_FORWARD(floor, k_floor, false, INT_COPY)
+UNARY_FORWARD(ceil, k_ceil, false, INT_COPY)
+UNARY_FORWARD(round, k_round, false, INT_COPY)
+UNARY_FORWARD(trunc, k_trunc, false, INT_COPY)
 
 static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
     return unary_forward(ctx, "pow_scalar", out, in[0], k_pow_s,
-                         ((const pow_params *)params)->p, true);
+                         ((const pow_params *)params)->p, true, INT_NONE);
 }
 
 /* d(-a) = -g. */

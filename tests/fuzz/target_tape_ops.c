@@ -97,7 +97,7 @@ int op_binary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 13;
+    uint8_t k = u8(g) % 14;
     if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
     if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
         return 0;
@@ -135,6 +135,7 @@ int op_binary(prog *g)
         rc = tg_lerp(&y, a, b, w);
         break;
     }
+    case 12: rc = tg_lerp_scalar(&y, a, b, (int)(u8(g) % 9) * 0.25 - 0.5); break;
     default: {
         tg_tensor *ts[2] = {a, b};
         rc = tg_cat(&y, 2, ts, (int)(u8(g) % 4) - 1);
