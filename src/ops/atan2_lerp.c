@@ -61,21 +61,11 @@ static int atan2_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     return TG_OK;
 }
 
-/* *t summed to input i's shape into *gi; *t is released and set to NULL. */
-static int to_input(tg_ctx *ctx, int i, tg_tensor **t, tg_tensor **gi)
-{
-    const tg_meta *m = tg__ctx_input_meta(ctx, i);
-    int rc = tg_sum_to_shape(gi, *t, m->ndim, m->shape);
-    tg_tensor_release(*t);
-    *t = NULL;
-    return rc;
-}
-
 /* dy = (g * x) / (y * y + x * x), dx = (g * -y) / (y * y + x * x), in
  * torch's order of operations. */
 static int atan2_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *y, *x, *t[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    tg_tensor *y, *x, *t[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &y));
     TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &x));
@@ -85,25 +75,17 @@ static int atan2_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     if (tg__ctx_needs_grad(ctx, 0)) {
         TG_TRY_GOTO(tg_mul(&t[3], g, x));
         TG_TRY_GOTO(tg_div(&t[4], t[3], t[2]));
-        TG_TRY_GOTO(to_input(ctx, 0, &t[4], &gi[0]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 0, &t[4], &gi[0]));
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
         TG_TRY_GOTO(tg_neg(&t[5], y));
-        tg_tensor_release(t[3]);
-        t[3] = NULL;
-        TG_TRY_GOTO(tg_mul(&t[3], g, t[5]));
-        TG_TRY_GOTO(tg_div(&t[4], t[3], t[2]));
-        TG_TRY_GOTO(to_input(ctx, 1, &t[4], &gi[1]));
+        TG_TRY_GOTO(tg_mul(&t[6], g, t[5]));
+        TG_TRY_GOTO(tg_div(&t[4], t[6], t[2]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 1, &t[4], &gi[1]));
     }
 done:
-    for (int i = 0; i < 6; i++) tg_tensor_release(t[i]);
-    if (rc < 0) {
-        for (int i = 0; i < 2; i++) {
-            tg_tensor_release(gi[i]);
-            gi[i] = NULL;
-        }
-    }
-    return rc;
+    for (int i = 0; i < 7; i++) tg_tensor_release(t[i]);
+    return tg__ew_grads_finish(rc, gi);
 }
 
 /* PROMOTE: torch's autocast lists atan2 with the ops that promote. */
@@ -132,16 +114,10 @@ static int lerp_scalar_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     for (int i = 0; i < 2 && rc >= 0; i++) {
         if (!tg__ctx_needs_grad(ctx, i)) continue;
         rc = tg_mul_scalar(&t, g, i == 0 ? 1.0 - w : w);
-        if (rc >= 0) rc = to_input(ctx, i, &t, &gi[i]);
+        if (rc >= 0) rc = tg__ew_grad_to_input(ctx, i, &t, &gi[i]);
     }
     tg_tensor_release(t);
-    if (rc < 0) {
-        for (int i = 0; i < 2; i++) {
-            tg_tensor_release(gi[i]);
-            gi[i] = NULL;
-        }
-    }
-    return rc;
+    return tg__ew_grads_finish(rc, gi);
 }
 
 /* KEEP: torch's autocast lists no lerp. */

@@ -39,7 +39,7 @@ TG_EW_BINARY_KERNEL(k_zero_base_shift, a == 0 && b >= 0 ? 1.0 : 0.0)
 
 /* Sums *g to input i's shape into *gi (new reference).  Steals *g and sets it
  * to NULL, on success and on error. */
-static int to_input(tg_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi)
+int tg__ew_grad_to_input(tg_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi)
 {
     const tg_meta *m = tg__ctx_input_meta(ctx, i);
     tg_tensor *t = *g;
@@ -56,7 +56,7 @@ static int to_input(tg_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi)
 }
 
 /* On error, releases the gradients already written so none leak. */
-static int finish(int rc, tg_tensor **gi)
+int tg__ew_grads_finish(int rc, tg_tensor **gi)
 {
     if (rc < 0) {
         for (int i = 0; i < 2; i++) {
@@ -104,14 +104,14 @@ static int addsub_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool negat
     tg_tensor *t = NULL;
     if (tg__ctx_needs_grad(ctx, 0)) {
         t = tg_tensor_retain(g);
-        rc = to_input(ctx, 0, &t, &gi[0]);
+        rc = tg__ew_grad_to_input(ctx, 0, &t, &gi[0]);
     }
     if (rc == TG_OK && tg__ctx_needs_grad(ctx, 1)) {
         if (negate_b) rc = tg_neg(&t, g);
         else t = tg_tensor_retain(g);
-        if (rc == TG_OK) rc = to_input(ctx, 1, &t, &gi[1]);
+        if (rc == TG_OK) rc = tg__ew_grad_to_input(ctx, 1, &t, &gi[1]);
     }
-    return finish(rc, gi);
+    return tg__ew_grads_finish(rc, gi);
 }
 
 static int add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
@@ -135,15 +135,15 @@ static int mul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     if (tg__ctx_needs_grad(ctx, 0)) {
         TG_TRY_GOTO(tg__ctx_saved(ctx, 1, &b));
         TG_TRY_GOTO(tg_mul(&t, g, b));
-        TG_TRY_GOTO(to_input(ctx, 0, &t, &gi[0]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 0, &t, &gi[0]));
     }
     if (tg__ctx_needs_grad(ctx, 1)) {
         TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
         TG_TRY_GOTO(tg_mul(&t, g, a));
-        TG_TRY_GOTO(to_input(ctx, 1, &t, &gi[1]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 1, &t, &gi[1]));
     }
 done:
-    return finish(rc, gi);
+    return tg__ew_grads_finish(rc, gi);
 }
 
 /* d(a/b) = g/b, -g*a/b^2 (computed as -((g/b)/b)*a); a is read only for
@@ -159,14 +159,14 @@ static int div_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
         TG_TRY_GOTO(tg_div(&t[1], t[0], b));
         TG_TRY_GOTO(tg_mul(&t[2], t[1], a));
         TG_TRY_GOTO(tg_neg(&t[3], t[2]));
-        TG_TRY_GOTO(to_input(ctx, 1, &t[3], &gi[1]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 1, &t[3], &gi[1]));
     }
     if (tg__ctx_needs_grad(ctx, 0)) {
-        TG_TRY_GOTO(to_input(ctx, 0, &t[0], &gi[0]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 0, &t[0], &gi[0]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
-    return finish(rc, gi);
+    return tg__ew_grads_finish(rc, gi);
 }
 
 /* d(a^b) = g * b * a^(b-1), g * a^b * log(a).  Where b = 0 the first is 0,
@@ -190,7 +190,7 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
         TG_TRY_GOTO(tg_pow(&t[1], a, t[0]));
         TG_TRY_GOTO(tg_mul(&t[2], b, t[1]));
         TG_TRY_GOTO(tg_mul(&r, g, t[2]));
-        TG_TRY_GOTO(to_input(ctx, 0, &r, &gi[0]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 0, &r, &gi[0]));
         for (int i = 0; i < 4; i++) {
             tg_tensor_release(t[i]);
             t[i] = NULL;
@@ -205,12 +205,12 @@ static int pow_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
         TG_TRY_GOTO(tg_pow(&t[0], a, b));
         TG_TRY_GOTO(tg_mul(&t[2], t[0], t[1]));
         TG_TRY_GOTO(tg_mul(&r, g, t[2]));
-        TG_TRY_GOTO(to_input(ctx, 1, &r, &gi[1]));
+        TG_TRY_GOTO(tg__ew_grad_to_input(ctx, 1, &r, &gi[1]));
     }
 done:
     for (int i = 0; i < 4; i++) tg_tensor_release(t[i]);
     tg_tensor_release(r);
-    return finish(rc, gi);
+    return tg__ew_grads_finish(rc, gi);
 }
 
 /* ---- scalar variants ---- */

@@ -5,6 +5,14 @@
 
 #include "ops/dispatch.h"
 
+/* For a backward of two broadcast inputs (src/ops/binary.c): sums *g to
+ * input i's shape into *gi (a new reference; *g itself when the shapes are
+ * equal).  Steals *g and sets it to NULL, on success and on error. */
+int tg__ew_grad_to_input(tg_op_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi);
+/* rc, after releasing gi[0] and gi[1] (setting them NULL) when rc < 0, so
+ * that a failed backward leaks no gradient it wrote. */
+int tg__ew_grads_finish(int rc, tg_tensor **gi);
+
 /* The broadcast shape of a and b (NumPy rules: align trailing dims, an extent
  * of 1 stretches) into *ndim_out / shape_out.  TG_ESHAPE naming op, both
  * shapes and the first clashing output dim otherwise. */
