@@ -5,14 +5,6 @@
 
 #include "ops/dispatch.h"
 
-/* For a backward of two broadcast inputs (src/ops/binary.c): sums *g to
- * input i's shape into *gi (a new reference; *g itself when the shapes are
- * equal).  Steals *g and sets it to NULL, on success and on error. */
-int tg__ew_grad_to_input(tg_op_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi);
-/* rc, after releasing gi[0] and gi[1] (setting them NULL) when rc < 0, so
- * that a failed backward leaks no gradient it wrote. */
-int tg__ew_grads_finish(int rc, tg_tensor **gi);
-
 /* The broadcast shape of a and b (NumPy rules: align trailing dims, an extent
  * of 1 stretches) into *ndim_out / shape_out.  TG_ESHAPE naming op, both
  * shapes and the first clashing output dim otherwise. */
@@ -57,6 +49,20 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
  * converted to dt (f16/bf16 through f32), returned as a double; f64 and
  * other dtypes keep s (src/ops/binary.c). */
 double tg__scalar_in_dtype(tg_dtype dt, double s);
+
+/* For a backward of two broadcast inputs (src/ops/binary.c): sums *g to
+ * input i's shape into *gi (a new reference; *g itself when the shapes are
+ * equal).  Steals *g and sets it to NULL, on success and on error. */
+int tg__ew_grad_to_input(tg_op_ctx *ctx, int i, tg_tensor **g, tg_tensor **gi);
+/* rc, after releasing gi[0] and gi[1] (setting them NULL) when rc < 0, so
+ * that a failed backward leaks no gradient it wrote. */
+int tg__ew_grads_finish(int rc, tg_tensor **gi);
+
+/* For a backward of one input whose derivative is an op h (src/ops/unary.c):
+ * gi[0] = g * h(a) * c, a the saved input (the product by c only when c is
+ * not 1), differentiable again. */
+int tg__unary_g_times(tg_op_ctx *ctx, tg_tensor *g, int (*h)(tg_tensor **, tg_tensor *),
+                      double c, tg_tensor **gi);
 
 /* Kernel generators: expr is written with the element(s) `a` (and `b`) of
  * type T (float or double) and the scalar `s` (double); the result is cast

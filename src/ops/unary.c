@@ -235,25 +235,26 @@ done:
     return rc;
 }
 
-/* g * h(a), a the saved input: the gradient of an op whose derivative is
- * the op h. */
-static int g_times(tg_ctx *ctx, tg_tensor *g, int (*h)(tg_tensor **, tg_tensor *),
-                   tg_tensor **gi)
+/* g * h(a) * c, the gradient of an op whose derivative is the op h (ops/elementwise.h). */
+int tg__unary_g_times(tg_ctx *ctx, tg_tensor *g, int (*h)(tg_tensor **, tg_tensor *), double c,
+                      tg_tensor **gi)
 {
-    tg_tensor *a, *d = NULL;
+    tg_tensor *a, *d = NULL, *gd = NULL;
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
     TG_TRY_GOTO(h(&d, a));
-    TG_TRY_GOTO(tg_mul(&gi[0], g, d));
+    TG_TRY_GOTO(tg_mul(c == 1.0 ? &gi[0] : &gd, g, d));
+    if (c != 1.0) TG_TRY_GOTO(tg_mul_scalar(&gi[0], gd, c));
 done:
     tg_tensor_release(d);
+    tg_tensor_release(gd);
     return rc;
 }
 
 /* d sin(a) = g * cos(a). */
 static int sin_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return g_times(ctx, g, tg_cos, gi);
+    return tg__unary_g_times(ctx, g, tg_cos, 1.0, gi);
 }
 
 /* d cos(a) = -g * sin(a). */
@@ -287,7 +288,7 @@ done:
 /* d expm1(a) = g * exp(a). */
 static int expm1_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return g_times(ctx, g, tg_exp, gi);
+    return tg__unary_g_times(ctx, g, tg_exp, 1.0, gi);
 }
 
 /* The rounding ops: a zero gradient of g's shape and dtype (a constant, so

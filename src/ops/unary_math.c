@@ -182,34 +182,19 @@ static int acosh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return g_rsqrt_square(ctx, g, 2, false, gi);
 }
 
-/* g * h(a), a the saved input, times c when c != 1: sinh, cosh, exp2. */
-static int g_times(tg_ctx *ctx, tg_tensor *g, int (*h)(tg_tensor **, tg_tensor *), double c,
-                   tg_tensor **gi)
-{
-    tg_tensor *a, *t[NTMP] = {NULL};
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY_GOTO(h(&t[0], a));
-    TG_TRY_GOTO(tg_mul(c == 1.0 ? &gi[0] : &t[1], g, t[0]));
-    if (c != 1.0) TG_TRY_GOTO(tg_mul_scalar(&gi[0], t[1], c));
-done:
-    release_tmp(t);
-    return rc;
-}
-
 static int sinh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return g_times(ctx, g, tg_cosh, 1.0, gi);
+    return tg__unary_g_times(ctx, g, tg_cosh, 1.0, gi);
 }
 
 static int cosh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return g_times(ctx, g, tg_sinh, 1.0, gi);
+    return tg__unary_g_times(ctx, g, tg_sinh, 1.0, gi);
 }
 
 static int exp2_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    return g_times(ctx, g, tg_exp2, M_LN2, gi);
+    return tg__unary_g_times(ctx, g, tg_exp2, M_LN2, gi);
 }
 
 /* g / (a * c): log2 (c = ln 2) and log10 (c = ln 10). */
