@@ -53,9 +53,9 @@ static inline void store_at(tg_dtype dt, void *base, int64_t i, double v)
  * copy of x) and blocks of lines (the adds), among threads when there are
  * more than GATHER_PAR elements; each writes its own elements of the
  * result.  Below GATHER_PAR one thread moves the elements at about the
- * speed of memory (a 512 x 512 gather of f32 in about 0.1 ms), and a
- * second thread cost more in its wake-up and its share of the caches than
- * it saved (docs/performance.md). */
+ * speed of memory (a 512 x 512 gather of f32 in about 0.1 ms); a second
+ * thread halved that on an idle 2-core host but doubled it whenever the
+ * other core was busy (docs/performance.md). */
 enum { GATHER_RUN = 256, GATHER_PAR = 1 << 20 };
 
 /* The coordinates of row-major position p of shape (nd dims). */
