@@ -1,13 +1,63 @@
 /* src/ops/gather_internal.h - the kernels of the indexing ops
- * (src/ops/gather_run.c) that src/ops/gather.c calls: the picks (gather,
- * index_select) and the adds (scatter_add, index_add), read through x's
- * strides and shared among threads over disjoint elements of the result. */
+ * (src/ops/gather_run.c, gather_simd.c) that src/ops/gather.c calls: the
+ * picks (gather, index_select) and the adds (scatter_add, index_add),
+ * read through x's strides and shared among threads over disjoint
+ * elements of the result. */
 #ifndef TAPEGRAD_OPS_GATHER_INTERNAL_H
 #define TAPEGRAD_OPS_GATHER_INTERNAL_H
 
+#include <math.h>
 #include <stdbool.h>
 
 #include "core/core.h"
+
+/* The index kernels (src/ops/gather_simd.c): gather's checked picks along
+ * a contiguous line of x and scatter_add's checked lines of adds; the
+ * same bits from each. */
+typedef enum tg__index_kernel {
+    TG__INDEX_KERNEL_AUTO = 0,   /* not a kernel: the name table's first entry */
+    TG__INDEX_KERNEL_PORTABLE,   /* C, one value at a time */
+    TG__INDEX_KERNEL_AVX2,       /* four values per AVX2 gather */
+    TG__INDEX_KERNEL_AVX512,     /* eight values per AVX-512 gather */
+} tg__index_kernel;
+
+/* True when this CPU runs kernel k (PORTABLE: always). */
+bool tg__index_kernel_available(tg__index_kernel k);
+/* "portable", "avx2", "avx512"; "auto", or "?" for another value (static). */
+const char *tg__index_kernel_name(tg__index_kernel k);
+/* TG_INDEX_KERNEL=portable|avx2|avx512 when this CPU runs it, else the best
+ * it runs (another value is reported once on stderr).  Read by the calling
+ * thread at each op. */
+tg__index_kernel tg__index_kernel_get(void);
+/* out[i] = xb[v[i]] (elements of es bytes, their bits) for i < n, each
+ * v[i] checked to be in [0, extent) in the same pass; a value out of
+ * range reads nothing outside [xb, xb + extent).  False when a value is
+ * out of range (out is then partly written). */
+bool tg__pick_line_checked(tg__index_kernel kern, size_t es, void *out, const void *xb,
+                           const int64_t *v, int64_t n, int64_t extent);
+
+/* A sum s plus a term e: s + e, s's NaN (quieted) when both are NaN, as
+ * x86's addition keeps its first operand's, whatever order the compiler
+ * emits.  One per accumulating type. */
+static inline double tg__add_to(double s, double e)
+{
+    return isnan(s) ? s + s : s + e;
+}
+
+static inline float tg__add_to_f(float s, float e)
+{
+    return isnan(s) ? s + s : s + e;
+}
+
+/* One line of scatter_add's adds: r[v[q]] = tg__add_to_f(r[v[q]], s[q])
+ * (tg__add_to for doubles) for q in [0, n) in order.  When `check`, each
+ * value is checked to be in [0, extent) before its term is added: false
+ * at a bad one (r is then partly added).  kern: PORTABLE or AVX512 (the
+ * vector compare); AVX2 runs the portable loop. */
+bool tg__add_line_f(tg__index_kernel kern, float *r, const float *s, const int64_t *v,
+                    int64_t n, bool check, int64_t extent);
+bool tg__add_line_d(tg__index_kernel kern, double *r, const double *s, const int64_t *v,
+                    int64_t n, bool check, int64_t extent);
 
 /* The gather-shaped work of every op: the positions p of ishape (the
  * index's shape, or x's with the index's length at dim for index_select

@@ -1,0 +1,205 @@
+/* tests/test_gather_kernels.c - the index kernels of gather's checked
+ * picks and scatter_add's checked adds along x's last dim
+ * (src/ops/gather_simd.c), each forced with TG_INDEX_KERNEL: the bits of
+ * the portable kernel for every float dtype (the adds: f32 and f64),
+ * lines of every length modulo the vectors' eight lanes, NaN payloads and
+ * -0.0; a value out of range (-1, the extent, the largest and smallest
+ * i64) in each lane of a vector and in a line's tail refused with x, src
+ * and the index untouched; the variable's choice and its fallback.  A
+ * kernel this CPU lacks is left out with the reason. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "ops/gather_internal.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+static const tg__index_kernel vector_kernels[2] = {TG__INDEX_KERNEL_AVX2,
+                                                   TG__INDEX_KERNEL_AVX512};
+
+/* TG_INDEX_KERNEL set to kernel k's name (the ops read it at each call). */
+static void use_kernel(tg__index_kernel k)
+{
+    cr_assert(eq(int, setenv("TG_INDEX_KERNEL", tg__index_kernel_name(k), 1), 0));
+    cr_assert(eq(int, tg__index_kernel_get(), k), "TG_INDEX_KERNEL=%s",
+              tg__index_kernel_name(k));
+}
+
+/* Whether kernel k runs here; when not, says so (th_not_run). */
+static bool runs_here(tg__index_kernel k)
+{
+    if (tg__index_kernel_available(k)) return true;
+    th_not_run("the %s index kernel is not run: this CPU lacks %s", tg__index_kernel_name(k),
+               k == TG__INDEX_KERNEL_AVX2 ? "AVX2" : "AVX-512 F and VL");
+    return false;
+}
+
+/* A (rows, cols) tensor of dtype dt holding random bits, with a signalling
+ * NaN with a payload, -0.0 and a negative quiet NaN at every seventh
+ * element. */
+static tg_tensor *random_bits(tg_dtype dt, int64_t rows, int64_t cols, uint64_t seed)
+{
+    static const uint64_t special[4][3] = {
+        {0x7f800001u, 0x80000000u, 0xffc12345u},
+        {0x7ff0000000000001u, 0x8000000000000000u, 0xfff8000000abcdefu},
+        {0x7c01u, 0x8000u, 0xfe55u},
+        {0x7f81u, 0x8000u, 0xffc5u},
+    };
+    const int which = dt == TG_F32 ? 0 : dt == TG_F64 ? 1 : dt == TG_F16 ? 2 : 3;
+    const size_t es = tg_dtype_size(dt);
+    tg_tensor *t = NULL;
+    OK(tg_tensor_zeros(&t, dt, 2, (int64_t[]){rows, cols}));
+    unsigned char *d = tg_tensor_data(t);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        const uint64_t b = i % 7 ? th_xorshift64(&seed) : special[which][i / 7 % 3];
+        memcpy(d + (size_t)i * es, &b, es);
+    }
+    return t;
+}
+
+/* A (rows, cols) i64 tensor of values in [0, extent). */
+static tg_tensor *random_index(int64_t rows, int64_t cols, int64_t extent, uint64_t seed)
+{
+    tg_tensor *t = NULL;
+    OK(tg_tensor_zeros(&t, TG_I64, 2, (int64_t[]){rows, cols}));
+    int64_t *v = tg_tensor_data(t);
+    for (int64_t i = 0; i < rows * cols; i++)
+        v[i] = (int64_t)(th_xorshift64(&seed) % (uint64_t)extent);
+    return t;
+}
+
+/* gather along the last dim of x (rows, extent) with an index of lines of
+ * 1 to 40 values (every length modulo 8 and 4, a vector's tail alone)
+ * and of 300 (runs of the result split lines), on one thread and two:
+ * each vector kernel gives the portable kernel's bits, which are x's. */
+Test(gather_kernels, vector_kernels_give_the_portable_bits)
+{
+    const tg_dtype dts[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
+    const int64_t lens[6] = {1, 7, 13, 40, 300, 517}, extents[2] = {1, 37};
+    const int old = tg_get_num_threads();
+    for (int t = 0; t < 4; t++)
+        for (int l = 0; l < 6; l++)
+            for (int e = 0; e < 2; e++) {
+                const int64_t rows = 130, extent = extents[e] + lens[l] % 5;
+                tg_tensor *x = random_bits(dts[t], rows, extent, 3 + (uint64_t)l);
+                tg_tensor *idx = random_index(rows, lens[l], extent, 5 + (uint64_t)t);
+                tg_tensor *src = random_bits(dts[t], rows, lens[l], 13 + (uint64_t)l);
+                const bool adds = dts[t] == TG_F32 || dts[t] == TG_F64;
+                tg_tensor *want = NULL, *want_add = NULL;
+                use_kernel(TG__INDEX_KERNEL_PORTABLE);
+                OK(tg_gather(&want, x, 1, idx));
+                if (adds) OK(tg_scatter_add(&want_add, x, 1, idx, src));
+                /* the portable kernel's are x's bits */
+                const size_t es = tg_dtype_size(dts[t]);
+                const unsigned char *xd = tg_tensor_cdata(x), *wd = tg_tensor_cdata(want);
+                const int64_t *iv = tg_tensor_cdata(idx);
+                for (int64_t p = 0; p < rows * lens[l]; p++)
+                    if (memcmp(wd + (size_t)p * es, xd + (size_t)(p / lens[l] * extent + iv[p]) *
+                               es, es))
+                        cr_fatal("portable %s: element %lld", tg_dtype_name(dts[t]),
+                                 (long long)p);
+                for (int k = 0; k < 2; k++) {
+                    if (!tg__index_kernel_available(vector_kernels[k])) continue;
+                    use_kernel(vector_kernels[k]);
+                    for (int threads = 1; threads <= 2; threads++) {
+                        tg_tensor *y = NULL;
+                        OK(tg_set_num_threads(threads));
+                        OK(tg_gather(&y, x, 1, idx));
+                        th_expect_same_tensor_bytes(tg__index_kernel_name(vector_kernels[k]), y,
+                                                    want);
+                        tg_tensor_release(y);
+                        y = NULL;
+                        if (!adds) continue;
+                        OK(tg_scatter_add(&y, x, 1, idx, src));
+                        th_expect_same_tensor_bytes(tg__index_kernel_name(vector_kernels[k]), y,
+                                                    want_add);
+                        tg_tensor_release(y);
+                    }
+                }
+                th_release_all(5, (tg_tensor *[]){x, idx, src, want, want_add});
+            }
+    runs_here(TG__INDEX_KERNEL_AVX2);
+    runs_here(TG__INDEX_KERNEL_AVX512);
+    OK(tg_set_num_threads(old));
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}
+
+/* A value out of range (-1, the extent, INT64_MAX, INT64_MIN, +-2^40) at
+ * each of the first 21 positions of a line (every lane of the first
+ * vectors, on either side of a vector's end) and at its last (the tail):
+ * every kernel refuses it in gather and scatter_add with TG_EINVAL naming
+ * it, gives no result, loads nothing outside x (a load at 2^40 elements
+ * away would fault), and leaves x, src and the index as they were. */
+Test(gather_kernels, every_kernel_refuses_a_bad_value_in_any_lane)
+{
+    const tg__index_kernel kernels[3] = {TG__INDEX_KERNEL_PORTABLE, TG__INDEX_KERNEL_AVX2,
+                                         TG__INDEX_KERNEL_AVX512};
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const int64_t rows = 3, len = 29, extent = 50;
+    /* +-2^40: a load there (a lane not masked off) would fault */
+    const int64_t far = INT64_C(1) << 40, bads[6] = {-1, extent, INT64_MAX, INT64_MIN, far, -far};
+    for (int k = 0; k < 3; k++) {
+        if (!runs_here(kernels[k])) continue;
+        use_kernel(kernels[k]);
+        for (int t = 0; t < 2; t++) {
+            tg_tensor *x = random_bits(dts[t], rows, extent, 7), *x0 = NULL, *i0 = NULL;
+            tg_tensor *idx = random_index(rows, len, extent, 11), *s0 = NULL;
+            tg_tensor *src = random_bits(dts[t], rows, len, 13);
+            OK(tg_tensor_clone(&x0, x));
+            OK(tg_tensor_clone(&s0, src));
+            int64_t *v = tg_tensor_data(idx);
+            for (int64_t at = len; at < 2 * len; at++) {   /* line 1 */
+                if (at - len > 20 && at != 2 * len - 1) continue;
+                for (int b = 0; b < 6; b++) {
+                    const int64_t keep = v[at];
+                    v[at] = bads[b];
+                    OK(tg_tensor_clone(&i0, idx));
+                    for (int op = 0; op < 2; op++) {
+                        char words[160];
+                        snprintf(words, sizeof words,
+                                 "%s: index[1, %lld]=%lld is out of range for dim 1 of extent "
+                                 "%lld", op ? "scatter_add" : "gather", (long long)(at - len),
+                                 (long long)bads[b], (long long)extent);
+                        tg_tensor *y = NULL;
+                        th_expect_refused(op ? tg_scatter_add(&y, x, 1, idx, src)
+                                             : tg_gather(&y, x, 1, idx),
+                                          TG_EINVAL, words, y);
+                        th_expect_same_tensor_bytes(words, x, x0);
+                        th_expect_same_tensor_bytes(words, src, s0);
+                        th_expect_same_tensor_bytes(words, idx, i0);
+                    }
+                    v[at] = keep;
+                    tg_tensor_release(i0);
+                    i0 = NULL;
+                }
+            }
+            th_release_all(5, (tg_tensor *[]){x, x0, idx, src, s0});
+        }
+    }
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}
+
+/* Unset, TG_INDEX_KERNEL gives the best kernel this CPU runs; a name that
+ * is not a kernel gives the same (and a line on stderr). */
+Test(gather_kernels, environment_variable_chooses_the_kernel)
+{
+    const tg__index_kernel best = tg__index_kernel_available(TG__INDEX_KERNEL_AVX512)
+                                      ? TG__INDEX_KERNEL_AVX512
+                                  : tg__index_kernel_available(TG__INDEX_KERNEL_AVX2)
+                                      ? TG__INDEX_KERNEL_AVX2
+                                      : TG__INDEX_KERNEL_PORTABLE;
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+    cr_assert(eq(int, tg__index_kernel_get(), best));
+    cr_assert(eq(int, setenv("TG_INDEX_KERNEL", "sideways", 1), 0));
+    cr_assert(eq(int, tg__index_kernel_get(), best));
+    cr_assert(eq(int, setenv("TG_INDEX_KERNEL", "portable", 1), 0));
+    cr_assert(eq(int, tg__index_kernel_get(), TG__INDEX_KERNEL_PORTABLE));
+    cr_assert(eq(str, (char *)tg__index_kernel_name(TG__INDEX_KERNEL_AVX512), "avx512"));
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}
