@@ -370,28 +370,28 @@ static int public_args(const char *op, tg_tensor **out, const tg_tensor *x, int 
 
 int tg_gather(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
 {
-    int d;
+    int d = 0;   /* set by public_args on success */
     TG_TRY(public_args("gather", out, x, dim, index, false, NULL, &d));
     return call(&gather_op, out, 2, x, d, index, NULL);
 }
 
 int tg_scatter_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
 {
-    int d;
+    int d = 0;   /* set by public_args on success */
     TG_TRY(public_args("scatter_add", out, x, dim, index, true, src, &d));
     return call(&scatter_add_op, out, 3, x, d, index, src);
 }
 
 int tg_index_select(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
 {
-    int d;
+    int d = 0;   /* set by public_args on success */
     TG_TRY(public_args("index_select", out, x, dim, index, false, NULL, &d));
     return call(&index_select_op, out, 2, x, d, index, NULL);
 }
 
 int tg_index_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
 {
-    int d;
+    int d = 0;   /* set by public_args on success */
     TG_TRY(public_args("index_add", out, x, dim, index, true, src, &d));
     return call(&index_add_op, out, 3, x, d, index, src);
 }
