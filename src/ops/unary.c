@@ -56,7 +56,8 @@ TG_EW_UNARY_KERNEL(k_trunc, trunc((double)a))
 
 /* What an op does to an integer a: refuse it (pow_scalar), compute on its
  * f32 values (the floating functions), copy it, or take its sign, negation
- * or absolute value. */
+ * or absolute value; the kinds after INT_FLOAT compute on the integers
+ * (int_unary). */
 typedef enum int_kind { INT_NONE, INT_FLOAT, INT_COPY, INT_SIGN, INT_NEG, INT_ABS } int_kind;
 
 typedef struct int_job {
