@@ -9,8 +9,13 @@
  * stretches); their gradients are summed back to each input's shape.  Float
  * dtypes (f32, f64, f16, bf16) are accepted; f16/bf16 are computed in f32 and
  * rounded once.  Mixed float dtypes follow the op's AMP policy (registry.h).
- * An integer input is TG_EDTYPE naming it, where torch computes in the
- * integer type (or, for /, exp, log, ..., in float): tg_to_dtype first.
+ * An integer input to a floating function (tg_div and tg_atan2 of two
+ * integers, exp, log, sqrt, erf, sin, cos, log1p, expm1, the functions from
+ * reciprocal to exp2 below, tanh, sigmoid) gives f32 as torch's: the
+ * integers converted to f32 (an i64 rounded once), then as for an f32
+ * input, not recorded.  Elsewhere an integer input is TG_EDTYPE naming it,
+ * where torch computes in the integer type or refuses: tg_to_dtype first
+ * (neg, abs and the rounding ops take integers, see there).
  * Transcendental functions are computed in double and rounded once, so f32
  * results are within 0.5 ulp and may differ by an ulp from torch's
  * vectorised kernels; the deliberate differences from torch are listed in
@@ -33,6 +38,8 @@ extern "C" {
 TG_API int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* True division a / b; two integer tensors (any integer dtypes) give f32,
+ * as torch's; an integer with a float is TG_EDTYPE naming the integer. */
 TG_API int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* a ** b elementwise.  Gradients as torch's: d/da is 0 where b = 0 (also
  * at a = 0); d/db = a^b log a is 0 where a = 0 and b >= 0, and NaN for a
@@ -67,7 +74,7 @@ TG_API int tg_abs(tg_tensor **out, tg_tensor *a);
 TG_API int tg_erf(tg_tensor **out, tg_tensor *a);
 /* sin(a) and cos(a) in radians (torch.sin, torch.cos), computed in double
  * and rounded once to a's dtype; differentiable to any order (d sin = cos,
- * d cos = -sin); an integer a is TG_EDTYPE. */
+ * d cos = -sin); an integer a gives f32 (see the top). */
 TG_API int tg_sin(tg_tensor **out, tg_tensor *a);
 TG_API int tg_cos(tg_tensor **out, tg_tensor *a);
 /* log(1 + a) and exp(a) - 1 (torch.log1p, torch.expm1), computed in
@@ -107,7 +114,7 @@ TG_API int tg_trunc(tg_tensor **out, tg_tensor *a);
  *   exp2 2^a: g 2^a ln 2
  * AMP: FP32 for reciprocal, rsqrt, tan, asin, acos, sinh, cosh, log2, log10
  * and exp2 (torch's autocast fp32 list, exp2 as exp), the others keep their
- * dtype (as sin and cos).  An integer a is TG_EDTYPE. */
+ * dtype (as sin and cos).  An integer a gives f32 (see the top). */
 TG_API int tg_reciprocal(tg_tensor **out, tg_tensor *a);
 TG_API int tg_rsqrt(tg_tensor **out, tg_tensor *a);
 TG_API int tg_tan(tg_tensor **out, tg_tensor *a);
@@ -237,7 +244,8 @@ TG_API int tg_logsigmoid(tg_tensor **out, tg_tensor *a);
  * rounded once; atan2(+-0, -0) = +-pi as C's.  Gradients, as torch's:
  * dy = g x / (x^2 + y^2), dx = -g y / (x^2 + y^2) (NaN at the origin),
  * summed back to each input's shape, to any order.  PROMOTE under autocast
- * (torch's autocast promote list has atan2). */
+ * (torch's autocast promote list has atan2).  Two integer tensors give
+ * f32, as tg_div's. */
 TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
 /* torch.lerp(start, end, weight) with a tensor weight, the three broadcast
  * together: start + w (end - start) where |w| < 0.5, else

@@ -98,6 +98,14 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
                      (char *)dst + di * (int64_t)tg_dtype_size(to), ds, n);
         return;
     }
+    /* An i64 goes to f32 in one rounding, as C's and torch's cast: through
+     * double, 2^60 + 2^36 + 1 would round to the tie 2^60 + 2^36 and then to
+     * 2^60, not to the nearest f32, 2^60 + 2^37. */
+    if (from == TG_I64 && to == TG_F32) {
+        for (int64_t k = 0; k < n; k++)
+            ((float *)dst)[di + k * ds] = (float)((const int64_t *)src)[si + k * ss];
+        return;
+    }
     for (int64_t k = 0; k < n; k++)
         tg_dtype_store(to, dst, di + k * ds, tg_dtype_load(from, src, si + k * ss));
 }

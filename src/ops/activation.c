@@ -13,6 +13,10 @@
  * it (1 - y^2 and y (1 - y)), so backward needs no tanh or exp either; for
  * higher derivatives the output comes back with this op as its grad_fn
  * (tg__ctx_saved_output).
+ *
+ * tanh and sigmoid of an integer tensor are f32, as torch's; relu and
+ * leaky_relu refuse integers (torch keeps relu's integer dtype and refuses
+ * leaky_relu's), and so do silu, gelu and elu, as torch's.
  */
 #include <assert.h>
 #include <math.h>
@@ -209,10 +213,21 @@ static int act_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor
     {                                                                         \
         return act_forward(ctx, #op, out, in[0], k, 0.0, save_out);           \
     }
-ACT_FORWARD(tanh, k_tanh, true)
-ACT_FORWARD(sigmoid, k_sigmoid, true)
 ACT_FORWARD(silu, k_silu, false)
 ACT_FORWARD(gelu, k_gelu, false)
+
+/* tanh and sigmoid of an integer a are f32, as torch's: a's values
+ * converted to f32, then as for an f32 a (tg__ew_unary_float).  Recorded
+ * only for a float a, so act_save saves an f32 output. */
+#define FLOAT_ACT_FORWARD(op)                                                 \
+    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
+                            const void *params)                               \
+    {                                                                         \
+        TG_TRY(tg__ew_unary_float(#op, out, in[0], k_##op, 0.0));             \
+        return act_save(ctx, out, in[0], true);                               \
+    }
+FLOAT_ACT_FORWARD(tanh)
+FLOAT_ACT_FORWARD(sigmoid)
 
 static int elu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                        const void *params)

@@ -4,6 +4,7 @@
  * atan2(y, x) = the angle of the point (x, y); with r2 = x^2 + y^2,
  *   d/dy = x / r2,  d/dx = -y / r2,
  * each gradient summed back over the dims its input was stretched along.
+ * Two integer inputs give f32, as torch's (tg__ew_binary_float).
  * lerp(s, e, w) takes torch's two forms, s + w (e - s) where |w| < 0.5 and
  * e - (e - s) (1 - w) elsewhere, so that w = 0 gives s and w = 1 gives e
  * exactly; the gradients g (1 - w), g w, g (e - s) come from the ops.  lerp
@@ -53,7 +54,7 @@ static void k_lerp_s(tg_dtype cdt, void *out, const void *a, const void *b, int6
 static int atan2_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                          const void *params)
 {
-    TG_TRY(tg__ew_binary("atan2", out, in[0], in[1], k_atan2, 0.0));
+    TG_TRY(tg__ew_binary_float("atan2", out, in[0], in[1], k_atan2, 0.0));
     if (ctx) {
         tg__ctx_save(ctx, in[0]);
         tg__ctx_save(ctx, in[1]);

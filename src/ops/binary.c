@@ -72,10 +72,14 @@ int tg__ew_grads_finish(int rc, tg_tensor **gi)
  * for b's gradient; pow both for either. */
 typedef enum { SAVE_NONE, SAVE_CROSS, SAVE_DIV, SAVE_BOTH } save_rule;
 
+/* The driver of a binary op: tg__ew_binary, or tg__ew_binary_float for div. */
+typedef int (*binary_drive)(const char *op, tg_tensor **out, const tg_tensor *a,
+                            const tg_tensor *b, tg_ew_kernel_fn k, double s);
+
 static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *const *in,
-                          tg_ew_kernel_fn k, save_rule save)
+                          tg_ew_kernel_fn k, save_rule save, binary_drive drive)
 {
-    TG_TRY(tg__ew_binary(name, out, in[0], in[1], k, 0.0));
+    TG_TRY(drive(name, out, in[0], in[1], k, 0.0));
     if (!ctx || save == SAVE_NONE) return TG_OK;
     const bool need_a = tg__ctx_needs_grad(ctx, 0), need_b = tg__ctx_needs_grad(ctx, 1);
     tg__ctx_save_if(ctx, in[0], save == SAVE_BOTH || need_b);
@@ -83,17 +87,20 @@ static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_ten
     return TG_OK;
 }
 
-#define BINARY_FORWARD(op, k, save)                                           \
+/* div, true division, is a floating function: two integer operands give
+ * f32, as torch's; add, sub, mul and pow, whose torch results stay
+ * integers, refuse them. */
+#define BINARY_FORWARD(op, k, save, drive)                                    \
     static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
                             const void *params)                               \
     {                                                                         \
-        return binary_forward(ctx, #op, out, in, k, save);                    \
+        return binary_forward(ctx, #op, out, in, k, save, drive);             \
     }
-BINARY_FORWARD(add, k_add, SAVE_NONE)
-BINARY_FORWARD(sub, k_sub, SAVE_NONE)
-BINARY_FORWARD(mul, k_mul, SAVE_CROSS)
-BINARY_FORWARD(div, k_div, SAVE_DIV)
-BINARY_FORWARD(pow, k_pow, SAVE_BOTH)
+BINARY_FORWARD(add, k_add, SAVE_NONE, tg__ew_binary)
+BINARY_FORWARD(sub, k_sub, SAVE_NONE, tg__ew_binary)
+BINARY_FORWARD(mul, k_mul, SAVE_CROSS, tg__ew_binary)
+BINARY_FORWARD(div, k_div, SAVE_DIV, tg__ew_binary_float)
+BINARY_FORWARD(pow, k_pow, SAVE_BOTH, tg__ew_binary)
 
 /* ---- binary backwards ---- */
 

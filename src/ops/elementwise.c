@@ -10,6 +10,11 @@
  * output's shape are converted chunk by chunk into small f32 buffers and each
  * f32 result chunk is rounded straight into the output, so no full-size f32
  * copy exists (kernels are pointwise, so the values are the same).
+ *
+ * The floating functions' drivers take integer inputs the way torch does:
+ * an integer input is gathered, converted to f32, into the kernel's f32
+ * buffer (tg__ew_input converts as it gathers), so exp of an i32 tensor is
+ * bit for bit exp of that tensor cast to f32.
  */
 #include <string.h>
 
@@ -266,4 +271,32 @@ int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kern
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", op);
     TG_TRY(tg__ew_check_float(op, 0, a));
     return ew_run(out, a->dtype, a->ndim, a->shape, a, NULL, k, s);
+}
+
+int tg__ew_unary_float(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
+                       double s)
+{
+    if (!a || tg_dtype_is_float(a->dtype)) return tg__ew_unary(op, out, a, k, s);
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", op);
+    return ew_run(out, TG_F32, a->ndim, a->shape, a, NULL, k, s);
+}
+
+int tg__ew_binary_float(const char *op, tg_tensor **out, const tg_tensor *a,
+                        const tg_tensor *b, tg_ew_kernel_fn k, double s)
+{
+    if (!a || !b || (tg_dtype_is_float(a->dtype) && tg_dtype_is_float(b->dtype)))
+        return tg__ew_binary(op, out, a, b, k, s);
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", op);
+    /* i: the integer input when the other one is a float */
+    const bool fa = tg_dtype_is_float(a->dtype), fb = tg_dtype_is_float(b->dtype);
+    const int i = fa ? 1 : 0;
+    TG_CHECK(!fa && !fb, TG_EDTYPE,
+             "%s: input %d has dtype %s but input %d has %s; an integer input needs an "
+             "integer partner (both then computed in f32): cast input %d to %s first",
+             op, i, tg_dtype_name(i ? b->dtype : a->dtype), 1 - i,
+             tg_dtype_name(i ? a->dtype : b->dtype), i, tg_dtype_name(i ? a->dtype : b->dtype));
+    int nd;
+    int64_t shape[TG_MAX_DIMS];
+    TG_TRY(tg__broadcast_shapes(op, a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
+    return ew_run(out, TG_F32, nd, shape, a, b, k, s);
 }

@@ -45,6 +45,19 @@ int tg__add_over(tg_tensor *b, const tg_tensor *a);
 /* Same for one input (the kernel sees b == NULL). */
 int tg__ew_unary(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
                  double s);
+/* The floating functions' drivers (exp, sin, div, atan2, ...): as
+ * tg__ew_unary and tg__ew_binary, except that an integer input (i8, u8,
+ * i32, i64; for the binary one, two integer inputs of any integer dtypes) is
+ * computed as torch computes it: its values converted to f32, torch's
+ * default dtype (an i64 rounded once to the nearest f32), then the kernel
+ * as for an f32 input, and the result f32.  An integer never requires grad,
+ * so such a call is never recorded.  The binary one refuses an integer
+ * with a float partner (TG_EDTYPE), whose result dtype torch's promotion
+ * would take from the float. */
+int tg__ew_unary_float(const char *op, tg_tensor **out, const tg_tensor *a, tg_ew_kernel_fn k,
+                       double s);
+int tg__ew_binary_float(const char *op, tg_tensor **out, const tg_tensor *a,
+                        const tg_tensor *b, tg_ew_kernel_fn k, double s);
 /* A Python-number operand s as torch uses it with a tensor of dtype dt:
  * converted to dt (f16/bf16 through f32), returned as a double; f64 and
  * other dtypes keep s (src/ops/binary.c). */

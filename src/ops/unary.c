@@ -13,7 +13,12 @@
  * 1, neg and abs wrap modulo 2^bits (-(-128) and |-128| are -128 in i8,
  * -(1) is 255 in u8), each a new tensor of a's dtype computed on the
  * integers (through double an i64 beyond 2^53 would change).  An integer
- * result is not recorded (tg_op_call), as torch's.
+ * result is not recorded (tg_op_call), as torch's.  The floating functions
+ * exp, log, sqrt, erf, sin, cos, log1p and expm1 of an integer a give f32,
+ * as torch's: a's values converted to f32, then as for an f32 a
+ * (tg__ew_unary_float).  pow_scalar refuses an integer a: torch's result
+ * dtype there depends on whether the exponent is a Python int or float,
+ * which a double cannot say.
  */
 #include <assert.h>
 #include <math.h>
@@ -49,9 +54,11 @@ TG_EW_UNARY_KERNEL(k_ceil, ceil((double)a))
 TG_EW_UNARY_KERNEL(k_round, nearbyint((double)a))
 TG_EW_UNARY_KERNEL(k_trunc, trunc((double)a))
 
-/* What an op does to an integer a: refuse it (the float-only ops), copy
- * it, or take its sign, negation or absolute value. */
-typedef enum int_kind { INT_NONE, INT_COPY, INT_SIGN, INT_NEG, INT_ABS } int_kind;
+/* What an op does to an integer a: refuse it (pow_scalar), compute on its
+ * f32 values (the floating functions), copy it, or take its sign, negation
+ * or absolute value; the kinds after INT_FLOAT compute on the integers
+ * (int_unary). */
+typedef enum int_kind { INT_NONE, INT_FLOAT, INT_COPY, INT_SIGN, INT_NEG, INT_ABS } int_kind;
 
 typedef struct int_job {
     int_kind kind;
@@ -104,12 +111,13 @@ static int int_unary(tg_tensor **out, tg_tensor *a, int_kind kind)
 }
 
 /* Forward of a one-input op: runs k and saves the input when recorded; an
- * integer a takes the op's integer form ik, if it has one. */
+ * integer a takes the op's integer form ik (INT_NONE: refused). */
 static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *a,
                          tg_ew_kernel_fn k, double s, bool save, int_kind ik)
 {
-    if (a && ik != INT_NONE && !tg_dtype_is_float(a->dtype)) return int_unary(out, a, ik);
-    TG_TRY(tg__ew_unary(name, out, a, k, s));
+    if (a && ik > INT_FLOAT && !tg_dtype_is_float(a->dtype)) return int_unary(out, a, ik);
+    TG_TRY(ik == INT_FLOAT ? tg__ew_unary_float(name, out, a, k, s)
+                           : tg__ew_unary(name, out, a, k, s));
     if (ctx && save) tg__ctx_save(ctx, a);
     return TG_OK;
 }
@@ -121,15 +129,15 @@ static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tens
         return unary_forward(ctx, #op, out, in[0], k, 0.0, save, ik);         \
     }
 UNARY_FORWARD(neg, k_neg, false, INT_NEG)
-UNARY_FORWARD(exp, k_exp, true, INT_NONE)
-UNARY_FORWARD(log, k_log, true, INT_NONE)
-UNARY_FORWARD(sqrt, k_sqrt, true, INT_NONE)
+UNARY_FORWARD(exp, k_exp, true, INT_FLOAT)
+UNARY_FORWARD(log, k_log, true, INT_FLOAT)
+UNARY_FORWARD(sqrt, k_sqrt, true, INT_FLOAT)
 UNARY_FORWARD(abs, k_abs, true, INT_ABS)
-UNARY_FORWARD(erf, k_erf, true, INT_NONE)
-UNARY_FORWARD(sin, k_sin, true, INT_NONE)
-UNARY_FORWARD(cos, k_cos, true, INT_NONE)
-UNARY_FORWARD(log1p, k_log1p, true, INT_NONE)
-UNARY_FORWARD(expm1, k_expm1, true, INT_NONE)
+UNARY_FORWARD(erf, k_erf, true, INT_FLOAT)
+UNARY_FORWARD(sin, k_sin, true, INT_FLOAT)
+UNARY_FORWARD(cos, k_cos, true, INT_FLOAT)
+UNARY_FORWARD(log1p, k_log1p, true, INT_FLOAT)
+UNARY_FORWARD(expm1, k_expm1, true, INT_FLOAT)
 UNARY_FORWARD(sign, k_sign, false, INT_SIGN)
 UNARY_FORWARD(floor, k_floor, false, INT_COPY)
 UNARY_FORWARD(ceil, k_ceil, false, INT_COPY)

@@ -14,6 +14,9 @@
  *   log2        g / (a * ln 2)                log10  g / (a * ln 10)
  *   logsigmoid  g * sigmoid(-a)
  * Outside a domain the forward is NaN, at a pole +-inf, as C and torch.
+ * An integer a (i8, u8, i32, i64) gives f32, as torch's: its values
+ * converted to f32, then as for an f32 a (tg__ew_unary_float); except for
+ * logsigmoid, which torch refuses for integers (TG_EDTYPE).
  */
 #include <assert.h>
 #include <math.h>
@@ -42,14 +45,16 @@ TG_EW_UNARY_KERNEL(k_exp2, exp2((double)a))
  * and log1p keeps the tail -e^-a of a large a. */
 TG_EW_UNARY_KERNEL(k_logsigmoid, fmin((double)a, 0.0) - log1p(exp(-fabs((double)a))))
 
-#define MATH_FORWARD(op)                                                      \
+/* drive: tg__ew_unary_float, or tg__ew_unary for an op refusing integers */
+#define MATH_FORWARD_WITH(op, drive)                                          \
     static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
                             const void *params)                               \
     {                                                                         \
-        TG_TRY(tg__ew_unary(#op, out, in[0], k_##op, 0.0));                   \
+        TG_TRY(drive(#op, out, in[0], k_##op, 0.0));                          \
         if (ctx) tg__ctx_save(ctx, in[0]);                                    \
         return TG_OK;                                                         \
     }
+#define MATH_FORWARD(op) MATH_FORWARD_WITH(op, tg__ew_unary_float)
 MATH_FORWARD(reciprocal)
 MATH_FORWARD(rsqrt)
 MATH_FORWARD(tan)
@@ -64,7 +69,7 @@ MATH_FORWARD(atanh)
 MATH_FORWARD(log2)
 MATH_FORWARD(log10)
 MATH_FORWARD(exp2)
-MATH_FORWARD(logsigmoid)
+MATH_FORWARD_WITH(logsigmoid, tg__ew_unary)
 
 /* The temporaries of a backward, released together. */
 #define NTMP 4
