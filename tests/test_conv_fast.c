@@ -508,3 +508,60 @@ Test(conv_fast, tap_table_same_bits_as_rows)
             tg_tensor_release(x), tg_tensor_release(w), tg_tensor_release(xt), tg_tensor_release(u);
         }
 }
+
+/* col2im's phased sums compiled for AVX-512 give the portable build's
+ * bits (tg__conv_col2im_kernel): conv_transpose across samples and sample
+ * by sample, in 1-D, 2-D (DCGAN's layers) and 3-D, f32 and f64; skipped
+ * on a CPU without AVX-512 BW.  TG_COL2IM_KERNEL picks the kernel. */
+Test(conv_fast, col2im_avx512_same_bits_as_portable)
+{
+    cr_assert(eq(int, unsetenv("TG_COL2IM_KERNEL"), 0));
+    const tg__conv_col2im best = tg__cpu_has_avx512bw() ? TG__CONV_COL2IM_AVX512
+                                                        : TG__CONV_COL2IM_PORTABLE;
+    cr_assert(eq(int, tg__conv_col2im_kernel(), best));
+    cr_assert(eq(int, setenv("TG_COL2IM_KERNEL", "portable", 1), 0));
+    cr_assert(eq(int, tg__conv_col2im_kernel(), TG__CONV_COL2IM_PORTABLE));
+    cr_assert(eq(int, setenv("TG_COL2IM_KERNEL", "sideways", 1), 0));
+    cr_assert(eq(int, tg__conv_col2im_kernel(), best));
+    cr_assert(eq(int, unsetenv("TG_COL2IM_KERNEL"), 0));
+    tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AVX512);
+    if (tg__conv_col2im_kernel() != TG__CONV_COL2IM_AVX512) {
+        tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
+        cr_skip_test("the avx512 col2im needs AVX-512 F and BW, which this machine lacks");
+    }
+    static const conv_case cs[] = {
+        {2, {14, 14}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* DCGAN's 7 -> 14 */
+        {2, {28, 28}, {4, 4}, {2, 2}, {1, 1}, {{1, 1}, {1, 1}}, 1},   /* and 14 -> 28 */
+        {1, {24}, {3}, {3}, {1}, {{0, 0}}, 2},
+        {1, {12}, {5}, {2}, {2}, {{5, 2}}, 1},
+        {2, {10, 18}, {4, 3}, {2, 3}, {1, 2}, {{1, 1}, {0, 2}}, 2},
+        {3, {4, 6, 12}, {2, 3, 2}, {2, 2, 2}, {1, 1, 1}, {{0, 0}, {1, 0}, {0, 0}}, 1},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int d = 0; d < 2; d++)
+            for (int runs = 0; runs < 2; runs++) {
+                const tg_dtype dt = d ? TG_F64 : TG_F32;
+                const int nsp = cs[c].nsp;
+                tg_conv_params p;
+                int64_t img[5], ws[5], ys[5];
+                case_shapes(&cs[c], 5, 8, &p, img, ws, ys);
+                tg_tensor *w = mk_rand(dt, 2 + nsp, ws), *xt = mk_rand(dt, 2 + nsp, ys);
+                tg_tensor *y[2] = {NULL, NULL};
+                tg__conv_set_chunk(3);
+                tg__conv_set_col2im_runs(runs == 1);
+                for (int v = 0; v < 2; v++) {
+                    tg__conv_set_col2im_kernel(v ? TG__CONV_COL2IM_PORTABLE
+                                                 : TG__CONV_COL2IM_AVX512);
+                    cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
+                              tg_error_message());
+                }
+                tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
+                tg__conv_set_col2im_runs(true);
+                tg__conv_set_chunk(0);
+                cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[1]),
+                                         (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
+                          "case %zu %s runs %d", c, tg_dtype_name(dt), runs);
+                for (int v = 0; v < 2; v++) tg_tensor_release(y[v]);
+                tg_tensor_release(w), tg_tensor_release(xt);
+            }
+}

@@ -393,3 +393,92 @@ Test(dtype_bulk, f64_half_copies_round_as_store)
         tg_tensor_release(t16);
     }
 }
+
+/* Every conversion kernel this CPU runs (tg__cast_kernel: portable, avx2,
+ * avx512) gives the scalar functions' bits: every half pattern to f32, the
+ * f32 sweep to halves, and lengths 0..70 (every tail of sixteen and of
+ * eight) at unaligned starts without writing past n.  A kernel the CPU
+ * lacks is left out, with its name in the not-run list. */
+Test(dtype_bulk, every_cast_kernel_gives_the_scalar_bits)
+{
+    static uint16_t h[65536], hv[65536];
+    static float fv[65536];
+    size_t n;
+    uint32_t *xs = f32_sweep(&n);
+    float *f = malloc(n * sizeof *f);
+    uint16_t *hs = malloc(n * sizeof *hs), *hk = malloc(n * sizeof *hk);
+    cr_assert(f && hs && hk);
+    for (size_t i = 0; i < n; i++) f[i] = float_of(xs[i]);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    static const char *const names[] = {"auto", "portable", "avx2", "avx512"};
+    for (int k = TG__CAST_PORTABLE; k <= TG__CAST_AVX512; k++) {
+        tg__set_cast_kernel((tg__cast)k);
+        if (tg__cast_kernel() != (tg__cast)k) {
+            th_not_run("the %s conversion kernel needs CPU instructions this machine lacks",
+                       names[k]);
+            continue;
+        }
+        for (int which = 0; which < 2; which++) {
+            const tg_dtype dt = which ? TG_BF16 : TG_F16;
+            tg__half_to_f32_n(dt, h, fv, 65536, true);
+            for (uint32_t i = 0; i < 65536; i++) {
+                const float want = dt == TG_F16 ? tg_f16_to_f32(h[i]) : tg_bf16_to_f32(h[i]);
+                if (bits_of(fv[i]) != bits_of(want))
+                    cr_fatal("%s %s 0x%04x: 0x%08x want 0x%08x", names[k], tg_dtype_name(dt), i,
+                             bits_of(fv[i]), bits_of(want));
+            }
+            tg__f32_to_half_n(dt, f, hs, (int64_t)n, false);
+            tg__f32_to_half_n(dt, f, hk, (int64_t)n, true);
+            for (size_t i = 0; i < n; i++)
+                if (hk[i] != hs[i])
+                    cr_fatal("%s %s of 0x%08x: 0x%04x scalar 0x%04x", names[k],
+                             tg_dtype_name(dt), xs[i], hk[i], hs[i]);
+            for (int off = 0; off < 3; off++)
+                for (int m = 0; m <= 70; m++) {
+                    float back[80];
+                    for (int i = 0; i < 80; i++) hv[i] = 0xABCD, back[i] = -7.0f;
+                    tg__f32_to_half_n(dt, f + 1000 + off, hv + off, m, true);
+                    tg__half_to_f32_n(dt, h + 0x3C00 + off, back + off, m, true);
+                    for (int i = 0; i < 80; i++) {
+                        const bool in = i >= off && i < off + m;
+                        const uint16_t wh = !in ? 0xABCD : tg__f32_to_half(dt, f[1000 + i]);
+                        const float wf = !in ? -7.0f
+                                             : dt == TG_F16 ? tg_f16_to_f32(h[0x3C00 + i])
+                                                            : tg_bf16_to_f32(h[0x3C00 + i]);
+                        cr_assert(eq(u16, hv[i], wh), "%s %s n=%d off=%d i=%d", names[k],
+                                  tg_dtype_name(dt), m, off, i);
+                        cr_assert(eq(u32, bits_of(back[i]), bits_of(wf)),
+                                  "%s %s n=%d off=%d i=%d", names[k], tg_dtype_name(dt), m, off,
+                                  i);
+                    }
+                }
+        }
+    }
+    tg__set_cast_kernel(TG__CAST_AUTO);
+    free(xs);
+    free(f);
+    free(hs);
+    free(hk);
+}
+
+/* TG_CAST_KERNEL picks a kernel this CPU runs; an unknown name, or none,
+ * leaves the widest (tg__set_cast_kernel wins over all). */
+Test(dtype_bulk, environment_variable_chooses_the_cast_kernel)
+{
+    const tg__cast best = tg__cpu_has_half_simd() && tg__cpu_has_avx512bw() ? TG__CAST_AVX512
+                          : tg__cpu_has_half_simd()                         ? TG__CAST_AVX2
+                                                                            : TG__CAST_PORTABLE;
+    cr_assert(eq(int, unsetenv("TG_CAST_KERNEL"), 0));
+    cr_assert(eq(int, tg__cast_kernel(), best));
+    cr_assert(eq(int, setenv("TG_CAST_KERNEL", "portable", 1), 0));
+    cr_assert(eq(int, tg__cast_kernel(), TG__CAST_PORTABLE));
+    cr_assert(eq(int, setenv("TG_CAST_KERNEL", "avx2", 1), 0));
+    cr_assert(eq(int, tg__cast_kernel(), tg__cpu_has_half_simd() ? TG__CAST_AVX2 : best));
+    cr_assert(eq(int, setenv("TG_CAST_KERNEL", "sideways", 1), 0));
+    cr_assert(eq(int, tg__cast_kernel(), best));
+    tg__set_cast_kernel(TG__CAST_PORTABLE);
+    cr_assert(eq(int, setenv("TG_CAST_KERNEL", "avx2", 1), 0));
+    cr_assert(eq(int, tg__cast_kernel(), TG__CAST_PORTABLE));
+    tg__set_cast_kernel(TG__CAST_AUTO);
+    cr_assert(eq(int, unsetenv("TG_CAST_KERNEL"), 0));
+}

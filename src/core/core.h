@@ -386,7 +386,8 @@ const char *tg__blas_core(void);
 /* Bulk half <-> f32 (src/core/dtype.c), bit-identical to tg_f32_to_f16 /
  * tg_f32_to_bf16 / tg_f16_to_f32 / tg_bf16_to_f32; `to`/`from` is TG_F16 or
  * TG_BF16.  simd=false forces the portable scalar loop (tests compare the
- * two); long runs are shared by the thread pool. */
+ * two), else the kernel is tg__cast_kernel()'s; long runs are shared by the
+ * thread pool. */
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd);
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd);
 /* The same for `rows` runs of len elements, row r at src + r*sstride and
@@ -420,6 +421,20 @@ void tg__half_to_f64_n(tg_dtype from, const uint16_t *src, double *dst, int64_t 
  * vnni, amx); using avx2"); `a_kind` is "an int8", "a bf16". */
 int tg__kernel_from_env(const char *var, const char *a_kind, const char *const *names, int n,
                         bool (*available)(int), int best, atomic_flag *told);
+/* The kernel of the bulk conversions (all give the same bits): the tests'
+ * choice (tg__set_cast_kernel), else TG_CAST_KERNEL=portable|avx2|avx512
+ * from the environment when the CPU runs it, else the widest this CPU runs
+ * (avx512 needs AVX-512 F and BW besides AVX2 and F16C). */
+typedef enum {
+    TG__CAST_AUTO = 0,
+    TG__CAST_PORTABLE,
+    TG__CAST_AVX2,
+    TG__CAST_AVX512,
+} tg__cast;
+tg__cast tg__cast_kernel(void);
+/* Tests: forces kernel k in every thread (AUTO restores); a kernel this
+ * CPU cannot run is not taken. */
+void tg__set_cast_kernel(tg__cast k);
 /* True when this CPU runs the AVX2/F16C conversion kernels. */
 bool tg__cpu_has_half_simd(void);
 /* True when this CPU has AVX-512 F and BW (the kernels of half_simd.h's

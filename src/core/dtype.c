@@ -224,6 +224,27 @@ TG__AVX2 static void tg__f16_to_f32_f16c(const uint16_t *src, float *dst, int64_
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + i))));
     for (; i < n; i++) dst[i] = tg__f16_to_f32_s(src[i]);
 }
+
+/* Sixteen at a time with half_simd.h's AVX-512 helpers (the rounding of
+ * tg__bf16x8, and F16C's conversion at twice the width: the same bits),
+ * the rest by the AVX2/F16C kernels above. */
+TG__AVX512 static void tg__f32_to_half_avx512(tg_dtype to, const float *src, uint16_t *dst,
+                                              int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) tg__half_store16(to, dst + i, _mm512_loadu_ps(src + i));
+    if (to == TG_F16) tg__f32_to_f16_f16c(src + i, dst + i, n - i);
+    else tg__f32_to_bf16_avx2(src + i, dst + i, n - i);
+}
+
+TG__AVX512 static void tg__half_to_f32_avx512(tg_dtype from, const uint16_t *src, float *dst,
+                                              int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, tg__half_load16(from, src + i));
+    if (from == TG_F16) tg__f16_to_f32_f16c(src + i, dst + i, n - i);
+    else tg__bf16_to_f32_avx2(src + i, dst + i, n - i);
+}
 #endif
 
 bool tg__cpu_has_avx512bw(void)
@@ -262,30 +283,73 @@ bool tg__cpu_has_half_simd(void)
 #endif
 }
 
-/* One block of a conversion, on the fastest path allowed. */
-static void tg__f32_to_half_blk(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
+/* ---- the kernel of the bulk conversions ---------------------------------- */
+
+static const char *const cast_names[] = {
+    [TG__CAST_AUTO] = "auto",
+    [TG__CAST_PORTABLE] = "portable",
+    [TG__CAST_AVX2] = "avx2",
+    [TG__CAST_AVX512] = "avx512",
+};
+
+static bool cast_runs_on(int k)
+{
+    return k == TG__CAST_PORTABLE || (k == TG__CAST_AVX2 && tg__cpu_has_half_simd()) ||
+           (k == TG__CAST_AVX512 && tg__cpu_has_half_simd() && tg__cpu_has_avx512bw());
+}
+
+/* process-wide: long conversions run on the pool's threads */
+static atomic_int cast_forced;
+
+void tg__set_cast_kernel(tg__cast k) { atomic_store(&cast_forced, (int)k); }
+
+tg__cast tg__cast_kernel(void)
+{
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    const int f = atomic_load(&cast_forced);
+    if (f != TG__CAST_AUTO && cast_runs_on(f)) return (tg__cast)f;
+    const int best = cast_runs_on(TG__CAST_AVX512) ? TG__CAST_AVX512
+                     : cast_runs_on(TG__CAST_AVX2) ? TG__CAST_AVX2
+                                                   : TG__CAST_PORTABLE;
+    return (tg__cast)tg__kernel_from_env("TG_CAST_KERNEL", "a conversion", cast_names,
+                                         TG__CAST_AVX512 + 1, cast_runs_on, best, &told);
+}
+
+/* One block of a conversion by kernel k (tg__cast_kernel, asked once per
+ * call of the functions below, not per block). */
+static void tg__f32_to_half_blk(tg_dtype to, const float *src, uint16_t *dst, int64_t n,
+                                tg__cast k)
 {
 #ifdef TG__HAVE_X86_SIMD
-    if (simd && tg__cpu_has_half_simd()) {
+    if (k == TG__CAST_AVX512) {
+        tg__f32_to_half_avx512(to, src, dst, n);
+        return;
+    }
+    if (k == TG__CAST_AVX2) {
         if (to == TG_F16) tg__f32_to_f16_f16c(src, dst, n);
         else tg__f32_to_bf16_avx2(src, dst, n);
         return;
     }
 #endif
-    (void)simd;
+    (void)k;
     tg__f32_to_half_scalar(to, src, dst, n);
 }
 
-static void tg__half_to_f32_blk(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
+static void tg__half_to_f32_blk(tg_dtype from, const uint16_t *src, float *dst, int64_t n,
+                                tg__cast k)
 {
 #ifdef TG__HAVE_X86_SIMD
-    if (simd && tg__cpu_has_half_simd()) {
+    if (k == TG__CAST_AVX512) {
+        tg__half_to_f32_avx512(from, src, dst, n);
+        return;
+    }
+    if (k == TG__CAST_AVX2) {
         if (from == TG_F16) tg__f16_to_f32_f16c(src, dst, n);
         else tg__bf16_to_f32_avx2(src, dst, n);
         return;
     }
 #endif
-    (void)simd;
+    (void)k;
     tg__half_to_f32_scalar(from, src, dst, n);
 }
 
@@ -298,27 +362,30 @@ typedef struct {
     tg_dtype dt;
     float *f32;       /* const when to_half */
     uint16_t *half;   /* const when !to_half */
-    bool to_half, simd;
+    bool to_half;
+    tg__cast kern;
 } cvt_job;
 
 static void cvt_range(void *p, int64_t lo, int64_t hi)
 {
     const cvt_job *q = p;
-    if (q->to_half) tg__f32_to_half_blk(q->dt, q->f32 + lo, q->half + lo, hi - lo, q->simd);
-    else tg__half_to_f32_blk(q->dt, q->half + lo, q->f32 + lo, hi - lo, q->simd);
+    if (q->to_half) tg__f32_to_half_blk(q->dt, q->f32 + lo, q->half + lo, hi - lo, q->kern);
+    else tg__half_to_f32_blk(q->dt, q->half + lo, q->f32 + lo, hi - lo, q->kern);
 }
 
 void tg__f32_to_half_n(tg_dtype to, const float *src, uint16_t *dst, int64_t n, bool simd)
 {
     TG_ASSERT(tg__dtype_is_half(to));
-    cvt_job q = {.dt = to, .f32 = (float *)src, .half = dst, .to_half = true, .simd = simd};
+    cvt_job q = {.dt = to, .f32 = (float *)src, .half = dst, .to_half = true,
+                 .kern = simd ? tg__cast_kernel() : TG__CAST_PORTABLE};
     tg__parallel_range(n, n >= TG__CVT_PAR_MIN, cvt_range, &q);
 }
 
 void tg__half_to_f32_n(tg_dtype from, const uint16_t *src, float *dst, int64_t n, bool simd)
 {
     TG_ASSERT(tg__dtype_is_half(from));
-    cvt_job q = {.dt = from, .f32 = dst, .half = (uint16_t *)src, .to_half = false, .simd = simd};
+    cvt_job q = {.dt = from, .f32 = dst, .half = (uint16_t *)src, .to_half = false,
+                 .kern = simd ? tg__cast_kernel() : TG__CAST_PORTABLE};
     tg__parallel_range(n, n >= TG__CVT_PAR_MIN, cvt_range, &q);
 }
 
@@ -329,16 +396,18 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
                           int64_t dstride, int64_t rows, int64_t len)
 {
     TG_ASSERT(tg__dtype_is_half(to));
+    const tg__cast k = tg__cast_kernel();
     for (int64_t r = 0; r < rows; r++)
-        tg__f32_to_half_blk(to, src + r * sstride, dst + r * dstride, len, true);
+        tg__f32_to_half_blk(to, src + r * sstride, dst + r * dstride, len, k);
 }
 
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len)
 {
     TG_ASSERT(tg__dtype_is_half(from));
+    const tg__cast k = tg__cast_kernel();
     for (int64_t r = 0; r < rows; r++)
-        tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, true);
+        tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, k);
 }
 
 #ifdef TG__HAVE_X86_SIMD
@@ -359,7 +428,7 @@ void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uin
 {
     TG_ASSERT(tg__dtype_is_half(to));
     if (!add) {
-        tg__f32_to_half_blk(to, src, dst, n, true);
+        tg__f32_to_half_blk(to, src, dst, n, tg__cast_kernel());
         return;
     }
     int64_t i = 0;
@@ -423,21 +492,23 @@ enum { TG__F64_BLOCK = 256 };
 void tg__f64_to_half_n(tg_dtype to, const double *src, uint16_t *dst, int64_t n)
 {
     TG_ASSERT(tg__dtype_is_half(to));
+    const tg__cast kern = tg__cast_kernel();
     float blk[TG__F64_BLOCK];
     for (int64_t k0 = 0; k0 < n; k0 += TG__F64_BLOCK) {
         const int64_t m = n - k0 < TG__F64_BLOCK ? n - k0 : TG__F64_BLOCK;
         for (int64_t k = 0; k < m; k++) blk[k] = tg__f64_to_f32_odd(src[k0 + k]);
-        tg__f32_to_half_blk(to, blk, dst + k0, m, true);
+        tg__f32_to_half_blk(to, blk, dst + k0, m, kern);
     }
 }
 
 void tg__half_to_f64_n(tg_dtype from, const uint16_t *src, double *dst, int64_t n)
 {
     TG_ASSERT(tg__dtype_is_half(from));
+    const tg__cast kern = tg__cast_kernel();
     float blk[TG__F64_BLOCK];
     for (int64_t k0 = 0; k0 < n; k0 += TG__F64_BLOCK) {
         const int64_t m = n - k0 < TG__F64_BLOCK ? n - k0 : TG__F64_BLOCK;
-        tg__half_to_f32_blk(from, src + k0, blk, m, true);
+        tg__half_to_f32_blk(from, src + k0, blk, m, kern);
         for (int64_t k = 0; k < m; k++) dst[k0 + k] = blk[k];
     }
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/half_simd.h"
 #include "ops/conv_internal.h"
 #include "ops/scratch.h"
 
@@ -271,6 +272,33 @@ static bool col2im_runs_init(col2im_runs *rn, const tg__conv_geom *g, const conv
     }
     col2im_runs_calls++;
     return true;
+}
+
+static const char *const col2im_names[] = {
+    [TG__CONV_COL2IM_AUTO] = "auto",
+    [TG__CONV_COL2IM_PORTABLE] = "portable",
+    [TG__CONV_COL2IM_AVX512] = "avx512",
+};
+
+static bool col2im_runs_on(int k)
+{
+    return k != TG__CONV_COL2IM_AVX512 || tg__cpu_has_avx512bw();
+}
+
+/* process-wide: col2im's blocks run on the pool's threads */
+static atomic_int col2im_forced;
+
+void tg__conv_set_col2im_kernel(tg__conv_col2im k) { atomic_store(&col2im_forced, (int)k); }
+
+tg__conv_col2im tg__conv_col2im_kernel(void)
+{
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    const int f = atomic_load(&col2im_forced);
+    if (f != TG__CONV_COL2IM_AUTO && col2im_runs_on(f)) return (tg__conv_col2im)f;
+    const int best = tg__cpu_has_avx512bw() ? TG__CONV_COL2IM_AVX512 : TG__CONV_COL2IM_PORTABLE;
+    return (tg__conv_col2im)tg__kernel_from_env("TG_COL2IM_KERNEL", "a col2im", col2im_names,
+                                                TG__CONV_COL2IM_AVX512 + 1, col2im_runs_on, best,
+                                                &told);
 }
 
 #define T float

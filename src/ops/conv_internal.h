@@ -135,6 +135,21 @@ void tg__conv_set_tap_tables(bool on);
 void tg__conv_set_col2im_runs(bool on);
 int64_t tg__conv_col2im_runs_calls(void);
 
+/* The kernel of col2im's phased sums (conv_kernels_tmpl.h): the
+ * compiler's baseline (portable) or the same loops compiled for AVX-512
+ * (the same bits).  The tests' choice (tg__conv_set_col2im_kernel), else
+ * TG_COL2IM_KERNEL=portable|avx512 from the environment when the CPU runs
+ * it, else avx512 on CPUs with AVX-512 F and BW. */
+typedef enum {
+    TG__CONV_COL2IM_AUTO = 0,
+    TG__CONV_COL2IM_PORTABLE,
+    TG__CONV_COL2IM_AVX512,
+} tg__conv_col2im;
+tg__conv_col2im tg__conv_col2im_kernel(void);
+/* Tests: forces kernel k in every thread (AUTO restores); a kernel this
+ * CPU cannot run is not taken. */
+void tg__conv_set_col2im_kernel(tg__conv_col2im k);
+
 /* im2col of small planes of bf16 bits by AVX-512 permutes
  * (conv_im2col_avx512.c), for planes of fewer than TG__CONV_PERM_PLANE
  * elements read through a tap table.  tg__conv_perm_usable: the CPU has

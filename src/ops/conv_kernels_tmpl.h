@@ -16,10 +16,22 @@
 #define TG__CAT(a, b) TG__CAT_(a, b)
 #define FN(name) TG__CAT(name, SUF)
 
+/* The phased col2im (add_kept to col2im_phased) is compiled twice: inlined
+ * into col2im_phased_base for the compiler's baseline and into
+ * col2im_phased_avx512 for AVX-512 at 256-bit vectors (eight floats; at 512
+ * bits gcc 12 left the interleave of two phases scalar, which cost more
+ * than the wider adds saved).  They only add and move elements, in the same
+ * order (no product for a fused multiply-add to take), so both give the
+ * same bits; tg__conv_col2im_kernel chooses. */
+#ifndef TG__COL2IM_INLINE
+#define TG__COL2IM_INLINE static inline __attribute__((always_inline))
+#endif
+
 /* dr[f] += sr[f] where kp[f] is all ones, += +0 where it is 0, by masking
  * the bits (a loop that gcc vectorises, where a select was one element at a
  * time). */
-static void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp, int64_t n)
+TG__COL2IM_INLINE void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp,
+                                    int64_t n)
 {
     for (int64_t f = 0; f < n; f++) {
         T v;
@@ -41,9 +53,9 @@ static void FN(add_kept)(T *restrict dr, const T *restrict sr, const int32_t *kp
 /* The sums of col2im_phased, sample by sample: jb planes stored phase after
  * phase (col2im_phases) in acc.  Tap k's column positions inside the image
  * are tp's runs [lo, hi) (the same as 0 <= o + d < q). */
-static void FN(phase_sums)(const T *cols, int64_t ld, const tg__conv_geom *g,
-                           const conv_taps *tp, const col2im_phases *ph, int64_t ch, int64_t j0,
-                           int64_t jb, T *acc)
+TG__COL2IM_INLINE void FN(phase_sums)(const T *cols, int64_t ld, const tg__conv_geom *g,
+                                      const conv_taps *tp, const col2im_phases *ph, int64_t ch,
+                                      int64_t j0, int64_t jb, T *acc)
 {
     const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride;
     const int64_t ksz = tg__conv_prod3(ke), osz = tg__conv_prod3(oe), isz = tg__conv_prod3(ie);
@@ -102,8 +114,9 @@ static void FN(phase_sums)(const T *cols, int64_t ld, const tg__conv_geom *g,
 
 /* The sums of col2im_phased across the block's samples (col2im_runs): one
  * run a tap, into acc past rn->margin spare elements. */
-static void FN(phase_sums_runs)(const T *cols, int64_t ld, const tg__conv_geom *g,
-                                const col2im_runs *rn, int64_t ch, int64_t j0, int64_t jb, T *acc)
+TG__COL2IM_INLINE void FN(phase_sums_runs)(const T *cols, int64_t ld,
+                                           const tg__conv_geom *g, const col2im_runs *rn,
+                                           int64_t ch, int64_t j0, int64_t jb, T *acc)
 {
     const int64_t ksz = tg__conv_prod3(g->k), osz = tg__conv_prod3(g->col),
                   isz = tg__conv_prod3(g->img);
@@ -118,10 +131,10 @@ static void FN(phase_sums_runs)(const T *cols, int64_t ld, const tg__conv_geom *
  * its phase planes summed sample by sample (phase_sums) or, with rn, across
  * the samples (phase_sums_runs; acc then holds 2 * rn->margin more), then
  * interleaved into img. */
-static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__conv_geom *g,
-                              const conv_taps *tp, const col2im_phases *ph,
-                              const col2im_runs *rn, int64_t ch, int64_t j0, int64_t jb, T *acc,
-                              T *img)
+TG__COL2IM_INLINE void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c,
+                                         const tg__conv_geom *g, const conv_taps *tp,
+                                         const col2im_phases *ph, const col2im_runs *rn,
+                                         int64_t ch, int64_t j0, int64_t jb, T *acc, T *img)
 {
     const int64_t *ie = g->img, *s = g->stride;
     const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(ie);
@@ -166,6 +179,34 @@ static void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c, const tg__co
     }
 }
 
+static void FN(col2im_phased_base)(const T *cols, int64_t ld, int64_t c,
+                                   const tg__conv_geom *g, const conv_taps *tp,
+                                   const col2im_phases *ph, const col2im_runs *rn, int64_t ch,
+                                   int64_t j0, int64_t jb, T *acc, T *img)
+{
+    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img);
+}
+
+#ifdef TG__HAVE_X86_SIMD
+#ifndef TG__COL2IM_AVX512
+#if defined(__clang__)   /* no prefer-vector-width in clang's target attribute */
+#define TG__COL2IM_AVX512 __attribute__((target("avx512f,avx512bw,avx2")))
+#else
+#define TG__COL2IM_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx2,prefer-vector-width=256")))
+#endif
+#endif
+TG__COL2IM_AVX512 static void FN(col2im_phased_avx512)(const T *cols, int64_t ld, int64_t c,
+                                                       const tg__conv_geom *g,
+                                                       const conv_taps *tp,
+                                                       const col2im_phases *ph,
+                                                       const col2im_runs *rn, int64_t ch,
+                                                       int64_t j0, int64_t jb, T *acc, T *img)
+{
+    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img);
+}
+#endif
+
 /* The work of col2im_batch: one task per block of planes. */
 typedef struct {
     const T *cols;
@@ -176,6 +217,7 @@ typedef struct {
     const col2im_runs *rn;     /* phased across the block's samples, or NULL */
     const int32_t *tab;
     bool padded;
+    bool avx512;   /* the phased sums by col2im_phased_avx512 (tg__conv_col2im_kernel) */
     T *img;
     T *rezero;   /* cols itself, to zero each block's rows once read; or NULL */
 } FN(col2im_job);
@@ -197,7 +239,13 @@ static void FN(col2im_block_sum)(const FN(col2im_job) *q, int64_t ch, int64_t j0
         const int64_t spare = q->rn ? 2 * q->rn->margin : 0;
         T *acc = tg__conv_scratch(2, (size_t)(jb * isz + spare) * sizeof(T));
         if (acc) {
-            FN(col2im_phased)(cols, ld, c, g, tp, q->ph, q->rn, ch, j0, jb, acc, img);
+#ifdef TG__HAVE_X86_SIMD
+            if (q->avx512) {
+                FN(col2im_phased_avx512)(cols, ld, c, g, tp, q->ph, q->rn, ch, j0, jb, acc, img);
+                return;
+            }
+#endif
+            FN(col2im_phased_base)(cols, ld, c, g, tp, q->ph, q->rn, ch, j0, jb, acc, img);
             return;
         }
     }
@@ -318,7 +366,9 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
             if (tab[i] < 0) tab[i] = (int32_t)isz;
     FN(col2im_job) q = {.cols = cols, .ld = ld, .nb = nb, .c = c, .jb = jb, .g = g, .tp = &tp,
                         .ph = phased ? &ph : NULL, .rn = runs ? &rn : NULL, .tab = tab,
-                        .padded = padded, .img = img, .rezero = rezero};
+                        .padded = padded,
+                        .avx512 = tg__conv_col2im_kernel() == TG__CONV_COL2IM_AVX512,
+                        .img = img, .rezero = rezero};
     tg__run_tasks(units, nb * c * isz > 32768, FN(col2im_block), &q);
     free(tab);
     if (runs) free(rn.buf);
