@@ -240,11 +240,14 @@ TG_API int tg_logsigmoid(tg_tensor **out, tg_tensor *a);
  * (torch's autocast promote list has atan2). */
 TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
 /* torch.lerp(start, end, weight) with a tensor weight, the three broadcast
- * together: start + w (end - start) where |w| < 0.5, else
- * end - (end - start) (1 - w), torch's two forms (exact at w = 0 and w = 1),
- * written with differentiable ops (sub, mul, add, where), so gradients flow
- * to all three, to any order: g (1 - w), g w and g (end - start).  One
- * float dtype (TG_EDTYPE otherwise); a composite, so KEEP under autocast. */
+ * together, as torch 1.13's CPU kernel, bit for bit: start + w (end - start)
+ * where w < 0.5 (a w of -0.7 too), else end - (end - start) (1 - w), each
+ * product and sum fused (one rounding; exact at w = 0 and w = 1); f16 and
+ * bf16 computed in f32 and rounded once.  Gradients, to any order:
+ * g (1 - w), g w and g (end - start), each summed back to its input's
+ * shape.  TG_EINVAL for a NULL argument, TG_EDTYPE for an integer operand
+ * or dtypes that differ (as torch), TG_ESHAPE for shapes that do not
+ * broadcast.  One op, KEEP under autocast. */
 TG_API int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight);
 /* torch.lerp(start, end, weight) with a number weight (the EMA of weights,
  * p_ema.lerp_(p, 1 - decay)), start and end broadcast together, as torch
