@@ -563,8 +563,8 @@ TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeat
  * and a signalling NaN stays signalling.  Repeated indices add up in the
  * index's row-major order (deterministic, whatever the thread count): f32
  * and f64 sums round at each term in their own dtype, as torch's; f16 and
- * bf16 sums are taken in double and rounded once to x's dtype, so they
- * are the exact sums rounded (torch's round at each term).  x and src may
+ * bf16 too, each term added in f32 and the sum rounded to x's dtype, as
+ * torch's (so 4097 ones added to an f16 0.5 stall at 2048).  x and src may
  * have any strides.  Differentiable to any order in x and src; the index gets no
  * gradient.  AMP policy keep: they run in x's dtype inside autocast too,
  * and a src of another dtype stays TG_EDTYPE there (torch's CUDA autocast
