@@ -289,8 +289,10 @@ TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_
  * result's gradients are g where cond is nonzero (a) and elsewhere (b),
  * summed back to each input's shape and converted to its dtype,
  * differentiable to any order; an integer operand gets none, and an
- * integer result is not recorded, as torch's.  TG_EINVAL for a NULL
- * argument, TG_ESHAPE when the shapes do not broadcast. */
+ * integer result is not recorded, as torch's; cond gets none either, so
+ * with neither a nor b requiring grad the result is not recorded even
+ * when a float cond requires grad.  TG_EINVAL for a NULL argument,
+ * TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
 /* x with value where mask is nonzero (x.masked_fill(mask, value)): mask
  * (any dtype, as tg_where's cond; no gradient) and x (any dtype) broadcast
