@@ -17,6 +17,14 @@ x has ranks 1 to 4, each dim in turn, positive and negative; the index
 values repeat (more values than x's extent at dim), so the adding ops sum
 several terms into one element.  For gather and scatter_add the index is
 smaller than x at the other dims where x's extent is above 1.
+
+Case "sum<i>", i < the metadata "sums" (the same metadata and tensors):
+scatter_add, index_add and gather in f16 and bf16, x of shape (3, 5) at
+dim 0 and 1, with an index of 300 values at dim, so that each added
+element gets about a hundred terms (for gather, its gradient does): torch
+adds each term in f32 and rounds the sum to the dtype, term by term in
+the index's order, which a sum rounded once does not give.  From their
+own generator, after the other cases.
 """
 import os
 import sys
@@ -86,7 +94,40 @@ def main():
                     meta.update({p + "op": op, p + "dtype": name, p + "dim": str(dim)})
                     i += 1
     meta["cases"] = str(i)
+    sum_cases(tensors, meta)
     write_safetensors(OUT, tensors, meta)
+
+
+def sum_cases(tensors, meta):
+    gen = torch.Generator().manual_seed(SEED + 1)
+    i = 0
+    for name, dt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        for op in ("scatter_add", "index_add", "gather"):
+            for dim in (0, 1):
+                shape = [3, 5]
+                ishape = [3, 5] if op != "index_add" else [300]
+                ishape[0 if op == "index_add" else dim] = 300
+                index = torch.randint(0, shape[dim], ishape, dtype=torch.int64, generator=gen)
+                x = (torch.randn(shape, dtype=torch.float64, generator=gen) * 4).to(dt)
+                sshape = list(shape)
+                sshape[dim] = 300
+                sshape = ishape if op == "scatter_add" else sshape
+                src = torch.randn(sshape, dtype=torch.float64, generator=gen).to(dt)
+                x.requires_grad_()
+                src.requires_grad_()
+                y = run(op, x, dim, index, None if op == "gather" else src)
+                g = torch.randn(y.shape, dtype=torch.float64, generator=gen).to(dt)
+                wrt = (x,) if op == "gather" else (x, src)
+                grads = torch.autograd.grad(y, wrt, g)
+                p = "sum%d." % i
+                out = {"x": x, "index": index, "g": g, "y": y, "dx": grads[0]}
+                if op != "gather":
+                    out.update({"src": src, "dsrc": grads[1]})
+                for k, v in out.items():
+                    tensors[p + k] = v.detach().contiguous()
+                meta.update({p + "op": op, p + "dtype": name, p + "dim": str(dim)})
+                i += 1
+    meta["sums"] = str(i)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,12 @@ lerp with a number weight: for the k-th weight w of the metadata
 and end of 203 values: a few infinities, NaN and -0.0, then random ones)
 and "lerp_s<k>_bc" (start (3, 1), end (4)): <case>.<d>.start, .end, .g, .out, .dstart, .dend.
 Also from their own generator, after the integer cases.
+
+lerp's kernel with a tensor weight, case "lerp_fused" (also from its own
+generator, last): 600 weights, a third in [-0.55, -0.45] (torch's first
+form for w < 0.5 where |w| >= 0.5 too), a third in [0.45, 0.55] and a
+third in [-1.5, 2.5], with start and end random; the values of a fused
+product and sum, one rounding, in f32 and f64.  The same names as "lerp".
 """
 import math
 import os
@@ -156,6 +162,22 @@ def lerp_scalar_cases(tensors):
                    ["dstart", "dend"], dt, tensors)
 
 
+def lerp_fused_cases(tensors):
+    gen = torch.Generator().manual_seed(SEED + 3)
+    n = 200
+
+    def uni(lo, hi):
+        return torch.rand(n, dtype=torch.float64, generator=gen) * (hi - lo) + lo
+
+    ws = torch.cat([uni(-0.55, -0.45), uni(0.45, 0.55), uni(-1.5, 2.5)])
+    st = torch.randn(3 * n, dtype=torch.float64, generator=gen) * 3
+    en = torch.randn(3 * n, dtype=torch.float64, generator=gen) * 3
+    names = ["dstart", "dend", "dweight"]
+    for dn, dt in DTYPES.items():
+        graded("lerp_fused.%s." % dn, torch.lerp, [("start", st), ("end", en), ("weight", ws)],
+               names, dt, tensors)
+
+
 def main():
     torch.manual_seed(SEED)
     tensors = []
@@ -173,6 +195,7 @@ def main():
     binary_cases(tensors)
     int_cases(tensors)
     lerp_scalar_cases(tensors)
+    lerp_fused_cases(tensors)
     write_safetensors(OUT, tensors, {"ops": ",".join(OPS), "int_ops": ",".join(INT_OPS),
                                      "lerp_scalar_weights": ",".join(map(repr, LERP_S_WEIGHTS)),
                                      "torch": torch.__version__})

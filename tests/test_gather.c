@@ -33,9 +33,8 @@ static int run_op(const char *op, tg_tensor **y, tg_tensor *x, int dim, tg_tenso
     return tg_index_add(y, x, dim, idx, src);
 }
 
-/* f64 and f32 are torch's bits: picks copy, sums round at each term in
- * the index's order as torch's; torch's bf16 sums round at each step
- * where ours round once, so bf16 is held loosely. */
+/* Torch's bits in every dtype: picks copy, sums round at each term in
+ * the index's order as torch's (bf16: each term added in f32). */
 Test(gather, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("gather.safetensors");
@@ -47,21 +46,20 @@ Test(gather, every_case_matches_torch)
         const char *op = th_golden_meta(f, c, "op"), *dt = th_golden_meta(f, c, "dtype");
         const int dim = atoi(th_golden_meta(f, c, "dim"));
         const bool adds = strstr(op, "add") != NULL;
-        const double tol = !strcmp(dt, "bf16") ? 1.0 / 32 : 0;
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
         tg_tensor *idx = (tg_tensor *)th_golden_get(f, c, "index");
         tg_tensor *src = adds ? th_leaf_clone(th_golden_get(f, c, "src")) : NULL, *y = NULL;
         snprintf(what, sizeof what, "%s y (%s %s, dim %d, %d dims)", c, op, dt, dim,
                  tg_tensor_ndim(x));
         OK(run_op(op, &y, x, dim, idx, src));
-        th_expect_close(what, y, th_golden_get(f, c, "y"), tol);
+        th_expect_close(what, y, th_golden_get(f, c, "y"), 0);
         tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g"), *d[2] = {NULL, NULL};
         OK(tg_grad(d, 1, &y, &g, adds ? 2 : 1, (tg_tensor *[]){x, src}, NULL));
         snprintf(what, sizeof what, "%s dx (%s %s, dim %d)", c, op, dt, dim);
-        th_expect_close(what, d[0], th_golden_get(f, c, "dx"), tol);
+        th_expect_close(what, d[0], th_golden_get(f, c, "dx"), 0);
         if (adds) {
             snprintf(what, sizeof what, "%s dsrc (%s %s, dim %d)", c, op, dt, dim);
-            th_expect_close(what, d[1], th_golden_get(f, c, "dsrc"), tol);
+            th_expect_close(what, d[1], th_golden_get(f, c, "dsrc"), 0);
         }
         per_op[!strcmp(op, "gather") ? 0 : !strcmp(op, "scatter_add") ? 1
                : !strcmp(op, "index_select") ? 2 : 3]++;
@@ -201,9 +199,11 @@ Test(gather, empty_tensors)
     th_release_all(3, (tg_tensor *[]){x, e, y});
 }
 
-/* 4097 ones added to an f16 0.5: the exact sum 4097.5 rounded once is 4096
- * (f16's spacing there is 4), where f16 steps would stall at 2048. */
-Test(gather, half_sums_round_once)
+/* 4097 ones added to an f16 0.5 stall at 2048 (2048 + 1 is a tie, to
+ * even), as torch's f16 steps do, where the exact sum 4097.5 rounded once
+ * would be 4096; 1000 terms of 1e-3 into a bf16 0 stall at 0.5, as
+ * torch's. */
+Test(gather, half_sums_round_at_each_term)
 {
     const int64_t m = 4097;
     tg_tensor *x = th_vec(TG_F16, 1, (double[]){0.5}, "x", false), *idx = NULL, *src = NULL;
@@ -213,8 +213,49 @@ Test(gather, half_sums_round_once)
     OK(tg_add_scalar(&src, ones, 1.0));
     OK(tg_index_add(&y, x, 0, idx, src));
     cr_assert(eq(int, tg_tensor_dtype(y), TG_F16));
-    cr_assert(eq(dbl, th_at(y, 0), 4096.0), "%g", th_at(y, 0));
+    cr_assert(eq(dbl, th_at(y, 0), 2048.0), "%g", th_at(y, 0));
     th_release_all(5, (tg_tensor *[]){x, idx, src, y, ones});
+    const int64_t k = 1000;
+    OK(tg_tensor_zeros(&x, TG_BF16, 1, (int64_t[]){1}));
+    OK(tg_tensor_zeros(&idx, TG_I64, 1, &k));
+    OK(tg_tensor_zeros(&ones, TG_BF16, 1, &k));
+    OK(tg_add_scalar(&src, ones, 1e-3));
+    OK(tg_scatter_add(&y, x, 0, idx, src));
+    cr_assert(eq(dbl, th_at(y, 0), 0.5), "%g", th_at(y, 0));
+    th_release_all(5, (tg_tensor *[]){x, idx, src, y, ones});
+}
+
+/* f16 and bf16 sums of about a hundred terms per element (scatter_add,
+ * index_add, and gather's gradient), each term added in f32 and rounded,
+ * in the index's order: torch's bits. */
+Test(gather, half_sums_match_torch_bit_for_bit)
+{
+    tg_st_file *f = th_golden_load("gather.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "sums"));
+    cr_assert(eq(int, n, 12));
+    for (int i = 0; i < n; i++) {
+        char c[16], what[96];
+        snprintf(c, sizeof c, "sum%d", i);
+        const char *op = th_golden_meta(f, c, "op"), *dt = th_golden_meta(f, c, "dtype");
+        const int dim = atoi(th_golden_meta(f, c, "dim"));
+        const bool adds = strstr(op, "add") != NULL;
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
+        tg_tensor *idx = (tg_tensor *)th_golden_get(f, c, "index");
+        tg_tensor *src = adds ? th_leaf_clone(th_golden_get(f, c, "src")) : NULL, *y = NULL;
+        OK(run_op(op, &y, x, dim, idx, src));
+        snprintf(what, sizeof what, "%s y (%s %s, dim %d)", c, op, dt, dim);
+        th_expect_close(what, y, th_golden_get(f, c, "y"), 0);
+        tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g"), *d[2] = {NULL, NULL};
+        OK(tg_grad(d, 1, &y, &g, adds ? 2 : 1, (tg_tensor *[]){x, src}, NULL));
+        snprintf(what, sizeof what, "%s dx (%s %s, dim %d)", c, op, dt, dim);
+        th_expect_close(what, d[0], th_golden_get(f, c, "dx"), 0);
+        if (adds) {
+            snprintf(what, sizeof what, "%s dsrc (%s %s, dim %d)", c, op, dt, dim);
+            th_expect_close(what, d[1], th_golden_get(f, c, "dsrc"), 0);
+        }
+        th_release_all(5, (tg_tensor *[]){x, src, y, d[0], d[1]});
+    }
+    tg_st_free(f);
 }
 
 /* Policy keep: inside autocast the ops run in x's dtype, and a src of
@@ -289,7 +330,7 @@ Test(gather, refusals_name_the_argument)
  * row-major order (the index's, or x's shape with the index's length at
  * dim): a pick copies x's element, an add adds src's into a double copy
  * of x, rounding to f32 at each term for f32 (a double sum of two f32
- * rounded to f32 is their f32 sum) and once at the end for bf16. */
+ * rounded to f32 is their f32 sum) and for bf16 to f32 and then bf16. */
 static tg_tensor *by_loop(const char *op, tg_tensor *x, int dim, tg_tensor *idx, tg_tensor *src)
 {
     const bool select = !strncmp(op, "index_", 6), adds = src != NULL;
@@ -311,6 +352,8 @@ static tg_tensor *by_loop(const char *op, tg_tensor *x, int dim, tg_tensor *idx,
         c[dim] = (int64_t)iv[select ? c[dim] : p];
         for (int d = 0; d < nd; d++) e = e * xs[d] + c[d];
         if (adds && tg_tensor_dtype(x) == TG_F32) xv[e] = (float)(xv[e] + sv[p]);
+        else if (adds && tg_tensor_dtype(x) == TG_BF16)
+            xv[e] = tg_bf16_to_f32(tg_f32_to_bf16((float)xv[e] + (float)sv[p]));
         else if (adds) xv[e] += sv[p];
         else out[p] = xv[e];
     }

@@ -96,7 +96,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"sinh", TG_AMP_FP32},        {"cosh", TG_AMP_FP32},       {"asinh", TG_AMP_KEEP},
         {"acosh", TG_AMP_KEEP},       {"atanh", TG_AMP_KEEP},      {"log2", TG_AMP_FP32},
         {"log10", TG_AMP_FP32},       {"exp2", TG_AMP_FP32},       {"logsigmoid", TG_AMP_KEEP},
-        {"atan2", TG_AMP_PROMOTE},    {"lerp_scalar", TG_AMP_KEEP},
+        {"atan2", TG_AMP_PROMOTE},    {"lerp_scalar", TG_AMP_KEEP},  {"lerp", TG_AMP_KEEP},
         {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool", TG_AMP_KEEP}, {"adaptive_max_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool_gather", TG_AMP_KEEP},

@@ -2,7 +2,8 @@
  * trunc), the elementwise math ops (reciprocal, rsqrt, tan, atan, asin,
  * acos, sinh, cosh, asinh, acosh, atanh, log2, log10, exp2, logsigmoid),
  * atan2 and lerp: values and gradients against PyTorch in f32, f64 and bf16
- * (random values, +-0, +-inf, NaN and each op's domain edges, broadcasting),
+ * (random values, +-0, +-inf, NaN and each op's domain edges, broadcasting;
+ * lerp's kernel bit for bit),
  * round's ties to even, f16, derivatives to second order by finite
  * differences, integer inputs of the rounding ops, neg and abs (i8, u8,
  * i32, i64, torch's integers, not recorded), and the refusals.
@@ -330,7 +331,8 @@ static void expect_case(const tg_st_file *f, const char *c, int n, const char *c
         snprintf(what, sizeof what, "%s out", p);
         const tg_tensor *want = th_golden_get(f, p, "out");
         cr_assert(tg_tensor_same_shape(y, want), "%s: shape", what);
-        expect_rel(what, y, y, want, rtol, tiny, true);
+        /* lerp's values are torch's kernel's, bit for bit */
+        expect_rel(what, y, y, want, n == 3 ? 0 : rtol, tiny, true);
         for (int i = 0; i < n; i++) {
             snprintf(what, sizeof what, "%s %s", p, d[i]);
             /* bf16: torch sums a broadcast input's terms in bf16, which
@@ -360,6 +362,59 @@ Test(unary_math, atan2_and_lerp_match_torch)
                                                                          "dweight"};
     expect_case(f, "lerp", 3, lin, ld);
     expect_case(f, "lerp_bc", 3, lin, ld);
+    tg_st_free(f);
+}
+
+/* lerp where torch's kernel and two-rounding or |w|-chosen forms part:
+ * weights in [-0.55, -0.45] (the first form for w < 0.5, also below
+ * -0.5), around 0.5 and over [-1.5, 2.5].  Values equal in f64, f32 (one
+ * fused product and sum) and bf16 (computed in f32, rounded once); the
+ * gradients g (1 - w), g w and g (end - start) equal too, each factor
+ * rounded in the dtype as torch's. */
+Test(unary_math, lerp_is_torchs_fused_kernel)
+{
+    tg_st_file *f = th_golden_load("unary_math.safetensors");
+    static const char *const dts[] = {"f64", "f32", "bf16"};
+    static const char *const in[] = {"start", "end", "weight"};
+    static const char *const d[] = {"dstart", "dend", "dweight"};
+    for (int k = 0; k < 3; k++) {
+        char p[48], what[64];
+        snprintf(p, sizeof p, "lerp_fused.%s", dts[k]);
+        tg_tensor *x[3], *y = NULL, *gy = NULL, *l = NULL;
+        for (int i = 0; i < 3; i++) x[i] = th_leaf_clone(th_golden_get(f, p, in[i]));
+        OK(tg_lerp(&y, x[0], x[1], x[2]));
+        const double tiny = k == 0 ? 0x1p-1022 : 0x1p-126;
+        snprintf(what, sizeof what, "%s out", p);
+        expect_rel(what, x[2], y, th_golden_get(f, p, "out"), 0, tiny, true);
+        OK(tg_mul(&gy, y, (tg_tensor *)th_golden_get(f, p, "g")));
+        OK(tg_sum(&l, gy));
+        OK(tg_backward(l, NULL, NULL));
+        for (int i = 0; i < 3; i++) {
+            snprintf(what, sizeof what, "%s %s", p, d[i]);
+            expect_rel(what, x[2], tg_tensor_grad(x[i]), th_golden_get(f, p, d[i]), 0, tiny,
+                       false);
+        }
+        th_release_all(6, (tg_tensor *[]){x[0], x[1], x[2], y, gy, l});
+    }
+    tg_st_free(f);
+}
+
+/* f16 (which torch 1.13's CPU lerp refuses) is computed in f32 and
+ * rounded once: the f32 lerp of the f16 operands, rounded to f16. */
+Test(unary_math, lerp_f16_is_the_f32_kernel_rounded_once)
+{
+    tg_st_file *f = th_golden_load("unary_math.safetensors");
+    static const char *const in[] = {"start", "end", "weight"};
+    tg_tensor *h[3], *w[3], *y = NULL, *y32 = NULL, *want = NULL;
+    for (int i = 0; i < 3; i++) {
+        OK(tg_to_dtype(&h[i], (tg_tensor *)th_golden_get(f, "lerp_fused.f32", in[i]), TG_F16));
+        OK(tg_to_dtype(&w[i], h[i], TG_F32));
+    }
+    OK(tg_lerp(&y, h[0], h[1], h[2]));
+    OK(tg_lerp(&y32, w[0], w[1], w[2]));
+    OK(tg_to_dtype(&want, y32, TG_F16));
+    th_expect_close("f16 lerp", y, want, 0);
+    th_release_all(9, (tg_tensor *[]){h[0], h[1], h[2], w[0], w[1], w[2], y, y32, want});
     tg_st_free(f);
 }
 

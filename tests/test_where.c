@@ -94,6 +94,41 @@ Test(where, integer_results_are_not_recorded)
     tg_tensor_release(cond);
 }
 
+/* A float cond that requires grad (a leaf, or made by ops from one) gets
+ * no gradient: with neither a nor b requiring grad, where is not recorded
+ * and y is a leaf without requires_grad, as torch's (its cond is bool);
+ * masked_fill's mask the same.  With a requiring grad, y does, a gets g
+ * where cond holds and cond none. */
+Test(where, a_cond_alone_that_requires_grad_is_not_recorded)
+{
+    tg_tensor *leaf = th_vec(TG_F32, 3, (double[]){1, 0, 2}, "cond", true), *made = NULL;
+    OK(tg_mul_scalar(&made, leaf, 1.0));
+    tg_tensor *a = th_vec(TG_F32, 3, (double[]){5, 6, 7}, "a", false);
+    tg_tensor *b = th_vec(TG_F32, 3, (double[]){-1, -2, -3}, "b", false);
+    tg_tensor *conds[2] = {leaf, made}, *y = NULL;
+    for (int k = 0; k < 2; k++) {
+        OK(tg_where(&y, conds[k], a, b));
+        cr_assert(not(tg_tensor_requires_grad(y)), "cond %d: y requires grad", k);
+        cr_assert(tg_tensor_is_leaf(y), "cond %d: y was recorded", k);
+        cr_assert(eq(dbl, th_at(y, 1), -2.0));
+        tg_tensor_release(y);
+        OK(tg_masked_fill(&y, a, conds[k], 9.0));
+        cr_assert(not(tg_tensor_requires_grad(y)), "cond %d: masked_fill requires grad", k);
+        cr_assert(th_at(y, 0) == 9.0 && th_at(y, 1) == 6.0, "masked_fill's values");
+        tg_tensor_release(y);
+    }
+    tg_tensor *ag = th_vec(TG_F32, 3, (double[]){5, 6, 7}, "ag", true), *l = NULL;
+    OK(tg_where(&y, leaf, ag, b));
+    cr_assert(tg_tensor_requires_grad(y));
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    const tg_tensor *da = tg_tensor_grad(ag);
+    cr_assert(da != NULL);
+    cr_assert(th_at(da, 0) == 1.0 && th_at(da, 1) == 0.0 && th_at(da, 2) == 1.0, "da");
+    cr_assert(tg_tensor_grad(leaf) == NULL, "cond got a gradient");
+    th_release_all(7, (tg_tensor *[]){leaf, made, a, b, ag, y, l});
+}
+
 /* A float operand's gradient summed over broadcast dims (up to 24 terms):
  * torch adds them in the result's dtype, tapegrad in double rounded once,
  * then each rounds to the operand's dtype; so within a few roundings of

@@ -46,6 +46,11 @@ static int f_lerp_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *use
     return tg_lerp_scalar(out, in[0], in[1], ((const gc_case *)user)->scalar);
 }
 
+static int f_lerp(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_lerp(out, in[0], in[1], in[2]);
+}
+
 static int f_scalar(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     const gc_case *c = user;
@@ -428,6 +433,8 @@ const gc_case gc_cases[] = {
           .ndim = {2, 1}, .shape = {{3, 1}, {4}}, .scalar = 0.3),
     GC_FN("lerp_scalar", "elementwise", f_lerp_scalar, "lerp_scalar((3, 4), (3, 4), 0.9)", 2,
           .ndim = {2, 2}, .shape = {{3, 4}, {3, 4}}, .scalar = 0.9),
+    GC_FN("lerp", "elementwise", f_lerp, "lerp((2, 3, 1), (3, 4), (4))", 3,
+          .ndim = {3, 2, 1}, .shape = {{2, 3, 1}, {3, 4}, {4}}),
     /* activations */
     GC_UN("relu", "activation", tg_relu, 2, GC_ANY, 3, 4),
     GC_SC("leaky_relu", "activation", tg_leaky_relu, 0.1, GC_ANY),

@@ -248,11 +248,14 @@ TG_API int tg_logsigmoid(tg_tensor **out, tg_tensor *a);
  * f32, as tg_div's. */
 TG_API int tg_atan2(tg_tensor **out, tg_tensor *y, tg_tensor *x);
 /* torch.lerp(start, end, weight) with a tensor weight, the three broadcast
- * together: start + w (end - start) where |w| < 0.5, else
- * end - (end - start) (1 - w), torch's two forms (exact at w = 0 and w = 1),
- * written with differentiable ops (sub, mul, add, where), so gradients flow
- * to all three, to any order: g (1 - w), g w and g (end - start).  One
- * float dtype (TG_EDTYPE otherwise); a composite, so KEEP under autocast. */
+ * together, as torch 1.13's CPU kernel, bit for bit: start + w (end - start)
+ * where w < 0.5 (a w of -0.7 too), else end - (end - start) (1 - w), each
+ * product and sum fused (one rounding; exact at w = 0 and w = 1); f16 and
+ * bf16 computed in f32 and rounded once.  Gradients, to any order:
+ * g (1 - w), g w and g (end - start), each summed back to its input's
+ * shape.  TG_EINVAL for a NULL argument, TG_EDTYPE for an integer operand
+ * or dtypes that differ (as torch), TG_ESHAPE for shapes that do not
+ * broadcast.  One op, KEEP under autocast. */
 TG_API int tg_lerp(tg_tensor **out, tg_tensor *start, tg_tensor *end, tg_tensor *weight);
 /* torch.lerp(start, end, weight) with a number weight (the EMA of weights,
  * p_ema.lerp_(p, 1 - decay)), start and end broadcast together, as torch
@@ -294,8 +297,10 @@ TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_
  * result's gradients are g where cond is nonzero (a) and elsewhere (b),
  * summed back to each input's shape and converted to its dtype,
  * differentiable to any order; an integer operand gets none, and an
- * integer result is not recorded, as torch's.  TG_EINVAL for a NULL
- * argument, TG_ESHAPE when the shapes do not broadcast. */
+ * integer result is not recorded, as torch's; cond gets none either, so
+ * with neither a nor b requiring grad the result is not recorded even
+ * when a float cond requires grad.  TG_EINVAL for a NULL argument,
+ * TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b);
 /* x with value where mask is nonzero (x.masked_fill(mask, value)): mask
  * (any dtype, as tg_where's cond; no gradient) and x (any dtype) broadcast
@@ -568,8 +573,8 @@ TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeat
  * and a signalling NaN stays signalling.  Repeated indices add up in the
  * index's row-major order (deterministic, whatever the thread count): f32
  * and f64 sums round at each term in their own dtype, as torch's; f16 and
- * bf16 sums are taken in double and rounded once to x's dtype, so they
- * are the exact sums rounded (torch's round at each term).  x and src may
+ * bf16 too, each term added in f32 and the sum rounded to x's dtype, as
+ * torch's (so 4097 ones added to an f16 0.5 stall at 2048).  x and src may
  * have any strides.  Differentiable to any order in x and src; the index gets no
  * gradient.  AMP policy keep: they run in x's dtype inside autocast too,
  * and a src of another dtype stays TG_EDTYPE there (torch's CUDA autocast

@@ -14,7 +14,7 @@
                             sign floor ceil round trunc */                   \
     X(unary_math, 15)    /* unary_math.c: reciprocal rsqrt tan atan asin acos sinh cosh asinh \
                             acosh atanh log2 log10 exp2 logsigmoid */        \
-    X(atan2, 2)          /* atan2_lerp.c: atan2 lerp_scalar */                \
+    X(atan2, 3)          /* atan2_lerp.c: atan2 lerp_scalar lerp */           \
     X(activation, 7)     /* activation.c: relu leaky_relu tanh sigmoid silu gelu elu */ \
     X(cast, 1)           /* cast.c: to_dtype */                               \
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \

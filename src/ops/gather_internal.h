@@ -84,10 +84,10 @@ void tg__pick_init(tg__pick *k, const tg_tensor *x, int dim, bool per_pos,
 int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor **out);
 /* *out (x's shape and dtype) = x with src's element p (src has the shape
  * k->ishape and x's dtype, any strides) added at position p, each
- * element's terms in p's order: f32 and f64 rounded at each term, f16 and
- * bf16 summed in double from x's value and rounded once.  TG_ENOMEM;
- * with k->checks, TG_EINVAL with no message and no result when a value
- * of k->v is out of range. */
+ * element's terms in p's order, rounded to x's dtype at each term (f16
+ * and bf16: added in f32, then rounded).  TG_ENOMEM; with k->checks,
+ * TG_EINVAL with no message and no result when a value of k->v is out of
+ * range. */
 int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **out);
 
 #endif

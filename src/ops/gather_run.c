@@ -3,12 +3,11 @@
  *
  * A pick copies x's element's bits (a whole run of them with memcpy where
  * both sides are contiguous), so a NaN keeps its payload and signalling
- * bit, as torch's copies.  An add of f32 or f64 adds into the result in
- * its own dtype, one rounding per term in the index's order, as torch's
- * CPU kernels; an add of f16 or bf16 sums in doubles and rounds once
- * (tg_dtype_load's and tg_dtype_store's bits).  Neither kernel copies x
- * through another dtype: both read it through its strides, a run or a
- * block at a time. */
+ * bit, as torch's copies.  An add adds into the result in its own dtype,
+ * one rounding per term in the index's order, as torch's CPU kernels: f16
+ * and bf16 terms are added in f32 and each sum rounded to the dtype (c10's
+ * half += half).  Neither kernel copies x through another dtype: both read
+ * it through its strides, a run or a block at a time. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -34,7 +33,7 @@ void tg__pick_init(tg__pick *k, const tg_tensor *x, int dim, bool per_pos,
 
 /* x's element as a double, and a double rounded once to dt into element i
  * of a buffer of dt: tg_dtype_load's and tg_dtype_store's bits (the f16
- * and bf16 sums). */
+ * and bf16 sums, exact both ways). */
 static inline double load_at(tg_dtype dt, const void *base, int64_t i)
 {
     if (dt == TG_F32) return ((const float *)base)[i];
@@ -47,6 +46,13 @@ static inline void store_at(tg_dtype dt, void *base, int64_t i, double v)
     if (dt == TG_F32) ((float *)base)[i] = (float)v;
     else if (dt == TG_F64) ((double *)base)[i] = v;
     else tg_dtype_store(dt, base, i, v);
+}
+
+/* f rounded to the half dtype dt, as a float (exact). */
+static inline float round_half(tg_dtype dt, float f)
+{
+    const uint16_t h = tg__f32_to_half(dt, f);
+    return dt == TG_F16 ? tg_f16_to_f32(h) : tg_bf16_to_f32(h);
 }
 
 /* The work is shared out in runs of GATHER_RUN elements (the picks and the
@@ -249,10 +255,11 @@ static void copy_runs(void *p, int64_t lo, int64_t hi)
  * f32 and f64 (add_into) add into r, a copy of x, in place: each block
  * copies its own elements of x first (while they are in its cache) when
  * the lines cover x, else the copy is a pass of its own before the adds.
- * f16 and bf16 (add_wide) keep a block's sums in doubles that start as
- * x's elements and are rounded once into r; they are kept within ADD_SUMS
- * doubles (a core's cache): the columns are halved from ADD_WIDE_COLS
- * down to ADD_MIN_COLS (a cache line of f32), then the rows split. */
+ * f16 and bf16 (add_wide) keep a block's sums in floats that start as
+ * x's elements, each rounded to the dtype after every term, and store
+ * them into r; they are kept within ADD_SUMS floats (a core's cache): the
+ * columns are halved from ADD_WIDE_COLS down to ADD_MIN_COLS (a cache line
+ * of f32), then the rows split. */
 enum { ADD_COLS = 256, ADD_WIDE_COLS = 64, ADD_MIN_COLS = 16, ADD_SUMS = 1 << 17 };
 /* add_into takes a block of up to ADD_FEW_COLS columns a column at a time. */
 enum { ADD_FEW_COLS = 4 };
@@ -436,8 +443,9 @@ static int add_into(void *p, int64_t t)
 }
 #undef ADD_INTO
 
-/* Block t of f16 or bf16: sums in doubles from x's elements, rounded once
- * into r. */
+/* Block t of f16 or bf16: sums that start as x's elements, each term
+ * added in f32 and the sum rounded to x's dtype (torch's half += half),
+ * kept as floats and stored into r. */
 static int add_wide(void *p, int64_t t)
 {
     const add_job *j = p;
@@ -447,18 +455,19 @@ static int add_wide(void *p, int64_t t)
     block_at(j, t, &b);
     if (k->checks && !block_values_ok(j, &b)) return TG_EINVAL;
     const int64_t nv = b.nv, nb = b.nb, v0 = b.v0;
-    double *acc = tg__work_alloc((size_t)(nv * nb) * sizeof *acc);
+    const tg_dtype dt = x->dtype;
+    float *acc = tg__work_alloc((size_t)(nv * nb) * sizeof *acc);
     if (!acc) return TG_ENOMEM;
     const int64_t xs = k->xstrides[k->dim], ss = j->sstrides[k->dim], rs = j->rstrides[k->dim];
     for (int64_t v = 0; v < nv; v++)
         for (int64_t c = 0; c < nb; c++)
-            acc[v * nb + c] = load_at(x->dtype, x->storage->data, b.xo[c] + (v0 + v) * xs);
+            acc[v * nb + c] = (float)load_at(dt, x->storage->data, b.xo[c] + (v0 + v) * xs);
     for (int64_t q = 0; q < j->q_n; q++)
         for (int64_t c = 0; c < nb; c++) {
             const int64_t v = (k->per_pos ? k->v[b.po[c] + q * j->b_n] : k->v[q]) - v0;
-            if (v >= 0 && v < nv)
-                acc[v * nb + c] = tg__add_to(acc[v * nb + c],
-                                         load_at(src->dtype, src->storage->data, b.so[c] + q * ss));
+            if (v < 0 || v >= nv) continue;
+            const float e = (float)load_at(dt, src->storage->data, b.so[c] + q * ss);
+            acc[v * nb + c] = round_half(dt, tg__add_to_f(acc[v * nb + c], e));
         }
     for (int64_t v = 0; v < nv; v++)
         for (int64_t c = 0; c < nb; c++)

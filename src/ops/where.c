@@ -18,7 +18,7 @@
  * the 0/1 mask of cond, a constant: products that can be differentiated
  * again; each converted back to its input's float dtype.  cond and an
  * integer operand have no gradient, and an integer result is not recorded
- * (tg_op_call), as torch's.
+ * (tg_op_call), as torch's; nor is one where only cond requires grad.
  *
  * The forward copies elements in parallel blocks: each input in place when
  * it is contiguous in the result's shape (in the result's dtype) or a
@@ -254,10 +254,18 @@ const tg_op_schema *const tg__where_ops[] = {&where_op};
 static_assert(sizeof tg__where_ops / sizeof tg__where_ops[0] == TG__where_N,
               "src/ops/families.h must count the where ops");
 
+/* cond gets no gradient, so a float cond that requires grad goes in
+ * detached (sharing its storage and version): with neither a nor b
+ * requiring grad the result is then not recorded and does not require
+ * grad, as torch's (whose cond is a bool tensor, never differentiable). */
 int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b)
 {
-    tg_tensor *in[3] = {cond, a, b};
-    return tg_op_call(&where_op, out, 3, in, NULL, 0);
+    tg_tensor *c = NULL;
+    if (cond && cond->requires_grad) TG_TRY(tg_tensor_detach(&c, cond));
+    tg_tensor *in[3] = {c ? c : cond, a, b};
+    const int rc = tg_op_call(&where_op, out, 3, in, NULL, 0);
+    tg_tensor_release(c);
+    return rc;
 }
 
 /* where(cond, a, 0) with the 0 a 0-d tensor of a's dtype. */
