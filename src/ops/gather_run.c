@@ -56,13 +56,13 @@ static inline float round_half(tg_dtype dt, float f)
 }
 
 /* The work is shared out in runs of GATHER_RUN elements (the picks and the
- * copy of x) and blocks of lines (the adds), among threads when there are
- * more than GATHER_PAR elements; each writes its own elements of the
- * result.  Below GATHER_PAR one thread moves the elements at about the
- * speed of memory (a 512 x 512 gather of f32 in about 0.1 ms); a second
- * thread halved that on an idle 2-core host but doubled it whenever the
- * other core was busy (docs/performance.md). */
-enum { GATHER_RUN = 256, GATHER_PAR = 1 << 20 };
+ * copy of x) among threads when there are more than GATHER_PAR elements,
+ * and in blocks of lines (the adds) when x and the terms hold more than
+ * ADD_PAR; each task writes its own elements of the result.  On an idle
+ * 2-core host a second thread halves a 512 x 512 gather of f32 (0.1 to
+ * 0.05 ms) but slows scatter_add's adds of the same size (0.17 to 0.23 ms),
+ * whose lines are short tasks (docs/performance.md). */
+enum { GATHER_RUN = 256, GATHER_PAR = 32768, ADD_PAR = 1 << 20 };
 
 /* The coordinates of row-major position p of shape (nd dims). */
 static void coords_of(int nd, const int64_t *shape, int64_t p, int64_t *c)
@@ -517,7 +517,7 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
         j.nrow = by_mem > j.nrow ? by_mem : j.nrow;
         j.rows = (j.x_n + j.nrow - 1) / j.nrow;
         j.nrow = (j.x_n + j.rows - 1) / j.rows;
-        rc = tg__run_tasks(lines * j.nrow, nx + k->m > GATHER_PAR, in_place ? add_into : add_wide,
+        rc = tg__run_tasks(lines * j.nrow, nx + k->m > ADD_PAR, in_place ? add_into : add_wide,
                            &j);
     }
     if (rc < 0) {
