@@ -75,7 +75,7 @@ int tg_split(tg_tensor **outs, int n, tg_tensor *x, const int64_t *sizes, int di
     TG_CHECK(n >= 1, TG_EINVAL, "split: n=%d must be >= 1", n);
     TG_CHECK(outs != NULL, TG_EINVAL, "split: outs must not be NULL");
     TG_CHECK(sizes != NULL, TG_EINVAL, "split: sizes must not be NULL");
-    int d;
+    int d = 0;   /* set by split_dim on success */
     TG_TRY(split_dim("split", x, dim, &d));
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
@@ -127,7 +127,7 @@ int tg_split_size(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int64_t s
 {
     TG_CHECK(n_out != NULL, TG_EINVAL, "split_size: n_out must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "split_size: x must not be NULL");
-    int d;
+    int d = 0;   /* set by split_dim on success */
     TG_TRY(split_dim("split_size", x, dim, &d));
     const int64_t D = x->shape[d];
     TG_CHECK(split_size > 0 || (split_size == 0 && D == 0), TG_EINVAL,
@@ -142,7 +142,7 @@ int tg_chunk(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int chunks, in
     TG_CHECK(n_out != NULL, TG_EINVAL, "chunk: n_out must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "chunk: x must not be NULL");
     TG_CHECK(chunks >= 1, TG_EINVAL, "chunk: chunks=%d must be >= 1", chunks);
-    int d;
+    int d = 0;   /* set by split_dim on success */
     TG_TRY(split_dim("chunk", x, dim, &d));
     const int64_t D = x->shape[d];
     if (D == 0) return cut_sizes("chunk", outs, cap, n_out, x, d, chunks, 0);
@@ -154,7 +154,7 @@ int tg_unbind(tg_tensor **outs, int cap, int *n_out, tg_tensor *x, int dim)
 {
     TG_CHECK(n_out != NULL, TG_EINVAL, "unbind: n_out must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "unbind: x must not be NULL");
-    int d;
+    int d = 0;   /* set by split_dim on success */
     TG_TRY(split_dim("unbind", x, dim, &d));
     const int64_t D = x->shape[d];
     TG_CHECK(D <= 1 << 30, TG_EINVAL, "unbind: %lld pieces are too many", (long long)D);
