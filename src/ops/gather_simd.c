@@ -41,21 +41,16 @@ static const char *const kernel_names[] = {
     [TG__INDEX_KERNEL_AVX512] = "avx512",
 };
 
-/* The CPU's answer for one feature, asked once (a race stores it twice). */
-static bool cpu_has(int which)
+/* The CPU runs kernel k's instructions: avx2, or avx512 F and VL
+ * (__builtin_cpu_supports reads what __builtin_cpu_init found once). */
+static bool cpu_runs(tg__index_kernel k)
 {
 #ifdef INDEX_X86
-    static _Atomic int known[2] = {-1, -1};
-    int k = atomic_load_explicit(&known[which], memory_order_relaxed);
-    if (k < 0) {
-        __builtin_cpu_init();
-        k = which == 0 ? __builtin_cpu_supports("avx2")
-                       : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-        atomic_store_explicit(&known[which], k, memory_order_relaxed);
-    }
-    return k != 0;
+    __builtin_cpu_init();
+    if (k == TG__INDEX_KERNEL_AVX2) return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #else
-    (void)which;
+    (void)k;
     return false;
 #endif
 }
@@ -64,8 +59,8 @@ bool tg__index_kernel_available(tg__index_kernel k)
 {
     switch (k) {
     case TG__INDEX_KERNEL_PORTABLE: return true;
-    case TG__INDEX_KERNEL_AVX2: return cpu_has(0);
-    case TG__INDEX_KERNEL_AVX512: return cpu_has(1);
+    case TG__INDEX_KERNEL_AVX2:
+    case TG__INDEX_KERNEL_AVX512: return cpu_runs(k);
     default: return false;
     }
 }
@@ -80,9 +75,9 @@ static bool available(int k) { return tg__index_kernel_available((tg__index_kern
 tg__index_kernel tg__index_kernel_get(void)
 {
     static atomic_flag told = ATOMIC_FLAG_INIT;
-    const int best = cpu_has(1) ? TG__INDEX_KERNEL_AVX512
-                     : cpu_has(0) ? TG__INDEX_KERNEL_AVX2
-                                  : TG__INDEX_KERNEL_PORTABLE;
+    const int best = cpu_runs(TG__INDEX_KERNEL_AVX512) ? TG__INDEX_KERNEL_AVX512
+                     : cpu_runs(TG__INDEX_KERNEL_AVX2) ? TG__INDEX_KERNEL_AVX2
+                                                       : TG__INDEX_KERNEL_PORTABLE;
     return (tg__index_kernel)tg__kernel_from_env("TG_INDEX_KERNEL", "an index", kernel_names,
                                                  TG__INDEX_KERNEL_AVX512 + 1, available, best,
                                                  &told);
