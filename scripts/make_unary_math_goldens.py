@@ -80,7 +80,8 @@ OPS = {
 PAIR_VALUES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 1e-30]
 INT_DTYPES = {"i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
 INT_OPS = ["sign", "floor", "ceil", "round", "trunc", "abs", "neg"]
-LERP_S_WEIGHTS = [0.0, 1.0, 0.5, 0.3, 0.7, -0.7, 0.001, 0.0001, 0.9999, 1.3, 0.49999, -2.0]
+LERP_S_WEIGHTS = [0.0, 1.0, 0.5, 0.3, 0.7, -0.7, 0.001, 0.0001, 0.9999, 1.3, 0.49999, -2.0,
+                  0.4999999999]
 WEIGHTS = [0.0, 1.0, 0.5, -0.5, 0.49, 2.0, -1.0, math.nan, math.inf, -math.inf]
 
 

@@ -501,7 +501,7 @@ Test(unary_math, lerp_scalar_matches_torch)
             }
         }
     }
-    cr_assert(eq(int, k, 12), "%d weights", k);
+    cr_assert(eq(int, k, 13), "%d weights", k);
     tg_st_free(f);
 }
 

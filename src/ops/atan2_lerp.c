@@ -33,22 +33,35 @@
 
 TG_EW_BINARY_KERNEL(k_atan2, atan2((double)a, (double)b))
 
-/* w < 0.5 ? fma(w, e - s, s) : fma(-(e - s), 1 - w, e), a the start and
- * b the end, w in T. */
-#define LERP_S_LOOP(T, FMA)                                                   \
-    {                                                                         \
-        T *o = out;                                                           \
-        const T *s = a, *e = b, wt = (T)w, omw = (T)1 - wt;                   \
-        for (int64_t i = 0; i < n; i++) {                                     \
-            const T d = e[i] - s[i];                                          \
-            o[i] = w < 0.5 ? FMA(wt, d, s[i]) : FMA(-d, omw, e[i]);           \
-        }                                                                     \
-    }
+/* torch's kernel for one element: d = e - s rounded, then the form that
+ * w < 0.5 picks (NaN: the second), its product and sum fused. */
+static inline float lerp_f32(float s, float e, float w)
+{
+    const float d = e - s;
+    return w < 0.5f ? fmaf(w, d, s) : fmaf(-d, 1.0f - w, e);
+}
+
+static inline double lerp_f64(double s, double e, double w)
+{
+    const double d = e - s;
+    return w < 0.5 ? fma(w, d, s) : fma(-d, 1.0 - w, e);
+}
+
+/* lerp_scalar's kernel, a the start and b the end: torch's w converted to
+ * the compute dtype first, then compared with 0.5 (a w of 0.4999999999 is
+ * 0.5f in f32 and takes the second form there). */
 static void k_lerp_s(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
                      double w)
 {
-    if (cdt == TG_F64) LERP_S_LOOP(double, fma)
-    else LERP_S_LOOP(float, fmaf)
+    if (cdt == TG_F64) {
+        const double *s = a, *e = b;
+        double *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = lerp_f64(s[i], e[i], w);
+    } else {
+        const float *s = a, *e = b, wt = (float)w;
+        float *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = lerp_f32(s[i], e[i], wt);
+    }
 }
 
 static int atan2_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -148,20 +161,6 @@ static int lerp_check(tg_tensor *const *in, int *nd, int64_t *shape)
     TG_TRY(tg__broadcast_shapes("lerp", in[0]->ndim, in[0]->shape, in[1]->ndim, in[1]->shape,
                                 &nd1, sh1));
     return tg__broadcast_shapes("lerp", nd1, sh1, in[2]->ndim, in[2]->shape, nd, shape);
-}
-
-/* torch's kernel for one element: d = e - s rounded, then the form that
- * w < 0.5 picks (NaN: the second), its product and sum fused. */
-static inline float lerp_f32(float s, float e, float w)
-{
-    const float d = e - s;
-    return w < 0.5f ? fmaf(w, d, s) : fmaf(-d, 1.0f - w, e);
-}
-
-static inline double lerp_f64(double s, double e, double w)
-{
-    const double d = e - s;
-    return w < 0.5 ? fma(w, d, s) : fma(-d, 1.0 - w, e);
 }
 
 /* o = lerp(s, e, w) over n contiguous elements of cdt (f32 or f64), the
