@@ -475,20 +475,20 @@ Test(unary_math, lerp_scalar_matches_torch)
         const double w = strtod(ws, NULL);
         for (int bc = 0; bc < 2; bc++) {
             for (int j = 0; j < 3; j++) {
-                char p[48], what[80];
+                char p[48], what[112];
                 snprintf(p, sizeof p, "lerp_s%d%s.%s", k, bc ? "_bc" : "", dts[j]);
                 tg_tensor *x[2] = {th_leaf_clone(th_golden_get(f, p, "start")),
                                    th_leaf_clone(th_golden_get(f, p, "end"))};
                 tg_tensor *y = NULL, *gy = NULL, *l = NULL;
                 OK(tg_lerp_scalar(&y, x[0], x[1], w));
-                snprintf(what, sizeof what, "%s (w = %g) out", p, w);
+                snprintf(what, sizeof what, "%s (w = %.17g) out", p, w);
                 expect_rel(what, x[0], y, th_golden_get(f, p, "out"), 0,
                            j == 0 ? 0x1p-1022 : 0x1p-126, true);
                 OK(tg_mul(&gy, y, (tg_tensor *)th_golden_get(f, p, "g")));
                 OK(tg_sum(&l, gy));
                 OK(tg_backward(l, NULL, NULL));
                 for (int i = 0; i < 2; i++) {
-                    snprintf(what, sizeof what, "%s (w = %g) %s", p, w, d[i]);
+                    snprintf(what, sizeof what, "%s (w = %.17g) %s", p, w, d[i]);
                     const tg_tensor *want = th_golden_get(f, p, d[i]);
                     /* a broadcast input's terms: torch sums them in its
                      * dtype, tapegrad in double rounded once */
