@@ -6,7 +6,7 @@ TSAN_BUILD ?= build-tsan
 PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libcriterion-dev zlib1g-dev libpng-dev libcairo2-dev libgraphviz-dev \
               libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs \
-              libopenmpi-dev openmpi-bin dataset-fashion-mnist
+              libopenmpi-dev openmpi-bin dataset-fashion-mnist cmake
 # PyTorch, the oracle of the tests that run it live (the ONNX export of
 # examples/dcgan_torch.py, the goldens' script) and the peer of the benchmarks.
 TORCH_PACKAGES := python3-torch

@@ -4,7 +4,9 @@
 #   2. against `meson install` into a temporary prefix, via pkg-config,
 #      linked with the shared library and then with the static one;
 #   3. the installed `tapegrad` tool run from that prefix with no
-#      LD_LIBRARY_PATH: its RUNPATH must find the installed library.
+#      LD_LIBRARY_PATH: its RUNPATH must find the installed library;
+#   4. by CMake with find_package(tapegrad) against that prefix
+#      (tests/consumer/CMakeLists.txt), and a version it must refuse.
 # With --subproject (make test-minimal) instead: a meson project holding
 # tapegrad as a subproject, configured with -Dpng=disabled -Dplot=disabled,
 # so that the library builds and runs without libpng and cairo.
@@ -37,7 +39,8 @@ build=$(cd "${1:?usage: test_install.sh BUILD_DIR}" && pwd)
 # A sanitizer build's library needs its runtime in the program too.
 san=$(meson introspect "$build" --buildoptions |
       python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"))')
-if [ "$san" != none ]; then cc="$cc -fsanitize=$san"; fi
+sanflag=
+if [ "$san" != none ]; then sanflag="-fsanitize=$san"; cc="$cc $sanflag"; fi
 
 step "against the build tree (meson-uninstalled/tapegrad-uninstalled.pc)"
 export PKG_CONFIG_PATH="$build/meson-uninstalled"
@@ -76,6 +79,29 @@ step "shared library via pkg-config"
 # shellcheck disable=SC2046
 $cc -std=c17 -o "$tmp/consumer_shared" "$root/tests/consumer/consumer.c" $(pcflags --cflags --libs)
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer_shared"
+
+if command -v cmake >/dev/null; then
+  step "CMake: find_package(tapegrad) from the prefix"
+  version=$(sed -n 's/^Version: //p' "$pc")
+  cmake_conf() { # $1 build dir, $2 the version asked
+    cmake -S "$root/tests/consumer" -B "$1" -DCMAKE_PREFIX_PATH="$tmp/dest$prefix" \
+      -DWANT_VERSION="$2" -DCMAKE_C_COMPILER="${CC:-cc}" -DCMAKE_C_FLAGS="$sanflag"
+  }
+  cmake_conf "$tmp/cmake" "$version" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+  cmake --build "$tmp/cmake" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+  # CMake's build RPATH points at the imported library: no LD_LIBRARY_PATH
+  env -u LD_LIBRARY_PATH "$tmp/cmake/consumer"
+  # a later minor version than the one installed must not be accepted
+  newer=$(echo "$version" | awk -F. '{print $1 "." $2 + 1}')
+  if cmake_conf "$tmp/cmake-newer" "$newer" >"$tmp/cmake-newer.log" 2>&1; then
+    echo "test_install: find_package(tapegrad $newer) accepted version $version" >&2; exit 1
+  fi
+  grep -q "$version" "$tmp/cmake-newer.log" || {
+    cat "$tmp/cmake-newer.log"; echo "test_install: CMake did not name version $version" >&2
+    exit 1; }
+else
+  step "SKIP CMake: cmake is not installed (Debian package cmake)"
+fi
 
 step "static library via pkg-config --static"
 libs=$(pcflags --libs --static | sed "s|-ltapegrad|$libdir/libtapegrad.a|")
