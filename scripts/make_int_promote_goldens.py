@@ -13,7 +13,9 @@ Tensors "x.<dt>", dt in the metadata "dtypes" (i8, u8, i32, i64): the edge
 values of that dtype (0, +-1, its ends, an i32 beyond 2^24, i64s beyond
 2^53, among them 2^60 + 2^36 + 1, which rounds to 2^60 + 2^37 in one step
 but to 2^60 through f64).  "<fn>.<dt>.y" = torch.<fn>(x.<dt>), f32, for
-each fn of the metadata "unary".
+each fn of the metadata "unary".  "cast.<dt>.<to>" = x.<dt>.to(<to>) for to
+in bf16, f16: through f32 (2^24 + 2^16 + 1 gives 2^24 in bf16, not the
+2^24 + 2^17 of one rounding).
 
 Binary case k < the metadata "binary" (div, atan2): "bin<k>.a" and
 "bin<k>.b" (integers, dtypes possibly different, broadcast), metadata
@@ -42,9 +44,9 @@ VALUES = {
     "i8": [0, 1, -1, 2, -2, 3, 7, -7, 100, -100, 127, -128],
     "u8": [0, 1, 2, 3, 7, 100, 127, 128, 200, 255],
     "i32": [0, 1, -1, 2, -3, 10, -10, 1000, 65536, 2**24 + 1, -(2**24 + 3), 123456789,
-            2**31 - 1, -2**31],
+            2**31 - 1, -2**31, 2**24 + 2**16 + 1, -(2**24 + 2**16 + 1)],
     "i64": [0, 1, -1, 3, -5, 2**24 + 1, 2**53 + 1, -(2**53 + 3), 10**15 + 7, P60, -P60,
-            2**62 + 2**38 + 1, 2**63 - 1, -2**63],
+            2**62 + 2**38 + 1, 2**63 - 1, -2**63, 2**40 + 2**32 + 1, 65519, 65520],
 }
 UNARY = ["exp", "log", "sqrt", "erf", "sin", "cos", "log1p", "expm1", "reciprocal", "rsqrt",
          "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
@@ -80,6 +82,8 @@ def main():
             y = unary_fn(fn)(x)
             assert y.dtype == torch.float32, (fn, dn, y.dtype)
             tensors["%s.%s.y" % (fn, dn)] = y
+        for to, tdt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+            tensors["cast.%s.%s" % (dn, to)] = x.to(tdt)
         for fn, f in REFUSED.items():
             try:
                 f(x)

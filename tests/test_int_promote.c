@@ -183,6 +183,36 @@ Test(int_promote, i64_rounds_once_to_f32)
     th_release_all(3, (tg_tensor *[]){x, x32, y});
 }
 
+/* An integer cast to bf16 or f16 has torch's bits: through f32, as c10's
+ * half types are made from a float (2^24 + 2^16 + 1 is 2^24 in bf16, where
+ * one rounding gives 2^24 + 2^17); strided (every other element) too. */
+Test(int_promote, half_casts_match_torch)
+{
+    tg_st_file *f = th_golden_load("int_promote.safetensors");
+    static const char *const dts[] = {"i8", "u8", "i32", "i64"};
+    static const struct { const char *name; tg_dtype dt; } tos[] = {{"bf16", TG_BF16},
+                                                                  {"f16", TG_F16}};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+        for (size_t t = 0; t < sizeof tos / sizeof *tos; t++) {
+            char what[64];
+            tg_tensor *x = th_golden_at(f, "x.%s", dts[i], ""), *y = NULL, *xs = NULL, *ys = NULL;
+            tg_tensor *want = th_golden_at(f, "cast.%s.%s", dts[i], tos[t].name), *ws = NULL;
+            tg_tensor *wc = NULL;
+            snprintf(what, sizeof what, "%s -> %s", dts[i], tos[t].name);
+            OK(tg_to_dtype(&y, x, tos[t].dt));
+            th_expect_same_tensor_bytes(what, y, want);
+            const int64_t n = tg_tensor_numel(x);
+            OK(tg_slice(&xs, x, 0, 0, n, 2));
+            OK(tg_slice(&ws, want, 0, 0, n, 2));
+            OK(tg_contiguous(&wc, ws));
+            OK(tg_to_dtype(&ys, xs, tos[t].dt));
+            snprintf(what, sizeof what, "%s -> %s, every other element", dts[i], tos[t].name);
+            th_expect_same_tensor_bytes(what, ys, wc);
+            th_release_all(5, (tg_tensor *[]){y, xs, ys, ws, wc});
+        }
+    tg_st_free(f);
+}
+
 /* Strided and broadcast integer inputs are gathered as they are: exp of a
  * transposed i32 view, and a division of an (n) i64 by a (3, 1) u8, have
  * the bits of the same on f32 casts; a long input (parallel driver) too. */

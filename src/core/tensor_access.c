@@ -106,6 +106,18 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
             ((float *)dst)[di + k * ds] = (float)((const int64_t *)src)[si + k * ss];
         return;
     }
+    /* An integer goes to f16/bf16 through f32, as torch's cast (c10's half
+     * types are made from a float): in bf16, 2^24 + 2^16 + 1 rounds to the
+     * f32 tie 2^24 + 2^16 and then to 2^24, where one rounding gives
+     * 2^24 + 2^17. */
+    if (!tg_dtype_get_traits(from)->is_float && tg__dtype_is_half(to)) {
+        for (int64_t k = 0; k < n; k++) {
+            const float f = from == TG_I64 ? (float)((const int64_t *)src)[si + k * ss]
+                                           : (float)tg_dtype_load(from, src, si + k * ss);
+            tg_dtype_store(to, dst, di + k * ds, f);
+        }
+        return;
+    }
     for (int64_t k = 0; k < n; k++)
         tg_dtype_store(to, dst, di + k * ds, tg_dtype_load(from, src, si + k * ss));
 }
