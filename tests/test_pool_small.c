@@ -46,6 +46,9 @@ static const pcase cases[] = {
     {3, 4, {3, 7, 6, 5}, {2, 2, 2}},        /* 3-d unbatched */
     {2, 4, {4, 37, 17, 19}, {1, 1}},        /* in parallel; 148 planes */
     {2, 4, {4, 37, 17, 19}, {2, 3}},        /* in parallel */
+    {2, 4, {2, 12, 8, 3}, {1, 1}},          /* global, 24 planes of 24: whole blocks */
+    {1, 3, {1, 17, 5}, {1}},                /* global, planes shorter than a block */
+    {2, 4, {1, 70, 4, 4}, {1, 1}},          /* global, more planes than one chunk */
 };
 
 /* Element e of a fill: 0 uniform in [-1, 1); 1 the values -1, -0, 0, 0.5
@@ -199,6 +202,55 @@ Test(pool_small, adaptive_avg_planes_are_the_serial_sums)
 {
     sweep(false, 0, TG__POOL_SERIAL);
     sweep(false, TG__POOL_GENERAL, TG__POOL_GENERAL | TG__POOL_SERIAL);
+}
+
+/* Each kernel of the sums of whole planes (global average pooling),
+ * forced with TG_POOL_KERNEL: the serial sums, every case above; a kernel
+ * this CPU lacks is left out with the reason. */
+Test(pool_small, global_avg_kernels_are_the_serial_sums)
+{
+    const char *old = getenv("TG_POOL_KERNEL");
+    char saved[32] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX2; k++) {
+        if (!tg__pool_kernel_available((tg__pool_kernel_id)k)) {
+            th_not_run("the %s pooling kernel is not run: this CPU lacks AVX2",
+                       tg__pool_kernel_name((tg__pool_kernel_id)k));
+            continue;
+        }
+        cr_assert(eq(int, setenv("TG_POOL_KERNEL", tg__pool_kernel_name(k), 1), 0));
+        cr_assert(eq(int, tg__pool_kernel_get(), k), "TG_POOL_KERNEL=%s",
+                  tg__pool_kernel_name((tg__pool_kernel_id)k));
+        sweep(false, 0, TG__POOL_SERIAL);
+    }
+    if (old) setenv("TG_POOL_KERNEL", saved, 1);
+    else unsetenv("TG_POOL_KERNEL");
+}
+
+/* The whole-plane sums by hand: one plane's sum in order, where adding in
+ * another order gives other bits (1 + 2^-24 + 2^-24 ... is 1 left to right,
+ * 1 + 2^-23 when the small terms are added first), with eight planes of
+ * each kernel's blocks and a tail. */
+Test(pool_small, global_sums_in_order)
+{
+    const int64_t np = 19, n = 21;
+    float *x = malloc(sizeof *x * (size_t)(np * n)), s[19];
+    cr_assert(x != NULL);
+    for (int64_t p = 0; p < np; p++)
+        for (int64_t i = 0; i < n; i++) x[p * n + i] = i == 0 ? 1.0f + (float)p : 0x1p-24f;
+    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX2; k++) {
+        if (!tg__pool_kernel_available((tg__pool_kernel_id)k)) continue;
+        cr_assert(eq(int, setenv("TG_POOL_KERNEL", tg__pool_kernel_name(k), 1), 0));
+        tg__plane_sums_f32(s, x, n, np);
+        for (int64_t p = 0; p < np; p++) {
+            float want = 0;
+            for (int64_t i = 0; i < n; i++) want += x[p * n + i];
+            cr_assert(s[p] == want && s[p] == 1.0f + (float)p, "%s: plane %lld: %a, want %a",
+                      tg__pool_kernel_name((tg__pool_kernel_id)k), (long long)p, s[p], want);
+        }
+    }
+    unsetenv("TG_POOL_KERNEL");
+    free(x);
 }
 
 /* A window whose maximum sits in the last elements of a run that is not a

@@ -235,6 +235,23 @@ extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels
     tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
     tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels,
     tg__adaptive_max_kernels, tg__adaptive_max_lanes_kernels, tg__adaptive_avg_planes_kernels;
+/* The kernels of the sums of whole f32 planes (src/ops/pool_simd.c), all
+ * with the same bits: the choice of a test (the variable, read at each
+ * call) or TG_POOL_KERNEL=portable|avx2 when the CPU runs it, else the
+ * widest it runs. */
+typedef enum tg__pool_kernel_id {
+    TG__POOL_KERNEL_AUTO = 0,
+    TG__POOL_KERNEL_PORTABLE,
+    TG__POOL_KERNEL_AVX2,
+} tg__pool_kernel_id;
+bool tg__pool_kernel_available(tg__pool_kernel_id k);
+const char *tg__pool_kernel_name(tg__pool_kernel_id k);
+tg__pool_kernel_id tg__pool_kernel_get(void);
+/* s[p] = x[p n] + x[p n + 1] + ... + x[p n + n - 1], added from 0 left to
+ * right, for p in [0, np): the sums of np planes of n elements, one after
+ * the other in x. */
+void tg__plane_sums_f32(float *s, const float *x, int64_t n, int64_t np);
+
 /* The longest x row whose columns adaptive_max_lanes holds as lanes (on
  * the stack). */
 #define TG__POOL_LANE_COLS 512

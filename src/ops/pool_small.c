@@ -8,7 +8,17 @@
 
 #include "ops/pool_internal.h"
 
+/* The sums of np whole planes of n elements in f64, as tg__plane_sums_f32's
+ * portable kernel. */
+static void plane_sums_f64(double *s, const double *x, int64_t n, int64_t np)
+{
+    for (int64_t p = 0; p < np; p++) s[p] = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < np; p++) s[p] += x[p * n + i];
+}
+
 #define T float
+#define PLANE_SUMS tg__plane_sums_f32
 #define IT int32_t
 #define SUF f32
 #include "ops/pool_small_tmpl.h"
@@ -16,13 +26,16 @@
 #undef IT
 #undef SUF
 
+#undef PLANE_SUMS
 #define T double
+#define PLANE_SUMS plane_sums_f64
 #define IT int64_t
 #define SUF f64
 #include "ops/pool_small_tmpl.h"
 #undef T
 #undef IT
 #undef SUF
+#undef PLANE_SUMS
 
 const tg__pool_kernels tg__adaptive_max_lanes_kernels = {adaptive_max_lanes_f32,
                                                          adaptive_max_lanes_f64};

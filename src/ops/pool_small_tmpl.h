@@ -205,6 +205,31 @@ static inline void FN(window_sums)(T *restrict s, int64_t np, const T *x, const 
         }
 }
 
+/* Planes summed at a time by global_avg. */
+#define TG__GLOBAL_PLANES 64
+
+/* adaptive_avg_planes where each plane is one window (an output of one
+ * element per plane): the sums of TG__GLOBAL_PLANES planes at a time by
+ * PLANE_SUMS (the same terms in the same order as window_sums), divided as
+ * adaptive_avg_planes divides them. */
+static void FN(global_avg)(const tg__pool_job *j, int64_t plo, int64_t phi)
+{
+    const tg__pool_geom *g = j->g;
+    const tg__pool_axes *ax = j->ax;
+    const int64_t n = g->in_plane;
+    const int64_t d0 = ax->div[0][0], d1 = ax->div[1][0], d2 = ax->div[2][0];
+    for (int64_t pl = plo; pl < phi; pl += TG__GLOBAL_PLANES) {
+        const int64_t np = phi - pl < TG__GLOBAL_PLANES ? phi - pl : TG__GLOBAL_PLANES;
+        T s[TG__GLOBAL_PLANES];
+        PLANE_SUMS(s, (const T *)j->src + pl * n, n, np);
+        T *y = (T *)j->dst + pl;
+        for (int64_t p = 0; p < np; p++)
+            y[p] = j->one_division ? s[p] / (T)(d0 * d1 * d2) : s[p] / (T)d0 / (T)d1 / (T)d2;
+    }
+}
+
+#undef TG__GLOBAL_PLANES
+
 /* y = the window sums of x divided by their divisors, TG__PLANES planes at
  * a time: each sum is the adaptive_avg kernel's, and the division that
  * of avg_pool's kernels when job->one_division (one division by the
@@ -216,6 +241,10 @@ static void FN(adaptive_avg_planes)(void *job, int64_t plo, int64_t phi)
     const tg__pool_geom *g = j->g;
     const tg__pool_axes *ax = j->ax;
     const int64_t O1 = g->out[1], O2 = g->out[2];
+    if (g->out_plane == 1) {   /* one window, the whole plane */
+        FN(global_avg)(j, plo, phi);
+        return;
+    }
     for (int64_t pl = plo; pl < phi; pl += TG__PLANES) {
         const int64_t np = phi - pl < TG__PLANES ? phi - pl : TG__PLANES;
         const T *x = (const T *)j->src + pl * g->in_plane;   /* x is (np, I0, I1, I2) */
