@@ -1,6 +1,6 @@
 /* tests/onnx_cases.h - writing and checking the cases of the ONNX export
  * tests (test_onnx.c, test_onnx_conv.c, test_onnx_int8.c,
- * test_onnx_resample.c; onnx_cases.c).
+ * test_onnx_resample.c, test_onnx_act.c; onnx_cases.c).
  *
  * Each case writes <name>.onnx, the input and tapegrad's output (raw f32)
  * and <name>.json (shapes, tolerances, the expected initializer names,

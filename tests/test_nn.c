@@ -6,6 +6,8 @@
  * tests the interchange (names, layouts) and the numbers at once.  The rest:
  * state-dict order vs the file's key order, BatchNorm running statistics,
  * LayerNorm and GroupNorm (the ops themselves: test_layer_norm.c),
+ * Softplus, LogSigmoid, Identity, Softmax and LogSoftmax in a Sequential
+ * (scripts/make_act_modules_goldens.py; the modules alone: test_nn_act.c),
  * Dropout statistics, init bounds, and gradcheck/gradgradcheck of BatchNorm
  * in f64.  The state dict's own tests are in test_nn_state.c, unusual and
  * bad inputs in test_nn_inputs.c. */
@@ -247,6 +249,36 @@ Test(nn, conv_groupnorm_stage_matches_torch)
     cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
     cr_assert(eq(int, tg_nn_activation_new(&m, TG_ACT_RELU, 0), TG_OK));
     cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    expect_torch_names(seq, f, "m");
+    check_case(seq, f, "m", "", 1e-5);
+    tg_module_release(seq);
+    tg_st_free(f);
+}
+
+/* Linear -> Softplus(2, 1) -> Linear -> LogSigmoid -> Identity -> Linear ->
+ * Softmax(0) -> Linear -> LogSoftmax(-1): the parameter-free modules keep
+ * torch's child indices and compute torch's values and gradients. */
+Test(nn, activation_modules_sequential_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/act_modules.safetensors");
+    tg_rng rng;
+    tg_rng_init(&rng, 4);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    const int64_t dims[][2] = {{6, 8}, {8, 8}, {8, 5}, {5, 4}};
+    for (int i = 0; i < 4; i++) {
+        cr_assert(eq(int, tg_nn_linear_new(&m, dims[i][0], dims[i][1], true, &rng), TG_OK));
+        cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+        if (i == 0) cr_assert(eq(int, tg_nn_softplus_new(&m, 2, 1), TG_OK));
+        if (i == 1) {
+            cr_assert(eq(int, tg_nn_logsigmoid_new(&m), TG_OK));
+            cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+            cr_assert(eq(int, tg_nn_identity_new(&m), TG_OK));
+        }
+        if (i == 2) cr_assert(eq(int, tg_nn_softmax_new(&m, 0), TG_OK));
+        if (i == 3) cr_assert(eq(int, tg_nn_log_softmax_new(&m, -1), TG_OK));
+        cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    }
     expect_torch_names(seq, f, "m");
     check_case(seq, f, "m", "", 1e-5);
     tg_module_release(seq);

@@ -463,6 +463,33 @@ TG_API int tg_nn_mish_new(tg_module **out);
  * (dim 1).  TG_EINVAL for a NULL out, num_parameters < 1 or an init that
  * is not finite. */
 TG_API int tg_nn_prelu_new(tg_module **out, int64_t num_parameters, double init);
+/* nn.Softplus(beta, threshold) (type name "Softplus"): forward is
+ * tg_softplus(x, beta, threshold) (ops.h), x itself where beta x >
+ * threshold; torch's defaults are 1 and 20.  No parameters or buffers.
+ * TG_EINVAL for a NULL out, a beta that is not finite and > 0 (torch takes
+ * any beta; tg_softplus does not) or a NaN threshold.  An infinite
+ * threshold is allowed (+inf: never x). */
+TG_API int tg_nn_softplus_new(tg_module **out, double beta, double threshold);
+/* nn.LogSigmoid (type name "LogSigmoid"): forward is tg_logsigmoid (ops.h).
+ * No parameters or buffers.  TG_EINVAL for a NULL out. */
+TG_API int tg_nn_logsigmoid_new(tg_module **out);
+/* nn.Softmax(dim) and nn.LogSoftmax(dim) (type names "Softmax",
+ * "LogSoftmax"): forward is tg_softmax(x, dim) or tg_log_softmax(x, dim)
+ * (ops.h), so dim counts from the end when negative and a dim outside x's
+ * rank fails at the forward, as torch's.  dim is explicit: torch's dim=None
+ * (a dim chosen by the input's rank, with a warning) has no equivalent.
+ * No parameters or buffers.  TG_EINVAL for a NULL out or dim outside
+ * [-TG_MAX_DIMS, TG_MAX_DIMS - 1]. */
+TG_API int tg_nn_softmax_new(tg_module **out, int dim);
+TG_API int tg_nn_log_softmax_new(tg_module **out, int dim);
+/* nn.Identity (type name "Identity"): forward gives x itself (a new
+ * reference to the same tensor), as torch's.  TG_EINVAL for a NULL out. */
+TG_API int tg_nn_identity_new(tg_module **out);
+/* What a Softplus was made with; a Softmax's or LogSoftmax's dim as given
+ * (tg_module_type_name tells the two apart).  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_softplus_params(const tg_module *m, double *beta, double *threshold);
+TG_API int tg_nn_softmax_params(const tg_module *m, int *dim);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

@@ -245,7 +245,7 @@ TG_API int tg_quantized_linear_packed(tg_tensor **out, tg_tensor *x, const tg_qw
  * also: followed by an Unflatten of dim 1 into (C, ...) and then a
  * BatchNorm of C channels) is replaced by tg_fold_batchnorm(layer, bn)
  * BEFORE calibration, so the observers see the post-BatchNorm values, and
- * the BatchNorm becomes an "Identity" module.  A folded Linear needs 2-d
+ * the BatchNorm becomes an Identity (tg_nn_identity_new).  A folded Linear needs 2-d
  * input (N, in) (TG_EINVAL otherwise: a 3-d input would put other features
  * on BatchNorm's channel axis).  With opt->fuse_relu (default on) a ReLU
  * right after the layer (after its folded BatchNorm / Unflatten) is fused

@@ -17,9 +17,15 @@
 #include "onnx/onnx_graph.h"
 #include "tapegrad/autograd.h"
 
-/* The identity in eval: no node. */
+static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b);
+
+/* The identity in eval (Dropout, Identity): no node.  The forward must
+ * have given its input back (a custom module may share the name). */
 static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
 {
+    TG_CHECK(s->yt == s->xt || tg__onnx_same(s->yt, s->xt), TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported: its eval forward is not the "
+             "identity", s->path[0] ? s->path : "<top>", tg_module_type_name(s->m));
     *y = s->x;
     return TG_OK;
 }
@@ -47,6 +53,10 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Hardsigmoid", tg__onnx_emit_hardsigmoid},
     {"Hardswish", tg__onnx_emit_hardswish},
     {"Mish", tg__onnx_emit_mish},
+    {"Softplus", tg__onnx_emit_softplus},
+    {"LogSigmoid", tg__onnx_emit_logsigmoid},
+    {"Softmax", tg__onnx_emit_softmax},
+    {"LogSoftmax", tg__onnx_emit_softmax},
     {"Flatten", tg__onnx_emit_reshape},
     {"Unflatten", tg__onnx_emit_reshape},
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle},

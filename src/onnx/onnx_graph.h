@@ -99,6 +99,13 @@ int tg__onnx_conv_pad(const tg__onnx_site *s, tg_conv_params *p, int ns, const c
  * padding: tg__onnx_conv_pad first). */
 int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
                         const tg_tensor *w, bool transpose);
+/* One-input node op(x) -> *y (*n: the node, for its attributes; may be
+ * NULL). */
+int tg__onnx_unary(tg__onnx *g, const char *scope, const char *op, const char *x,
+                   tg__onnx_node **n, const char **y);
+/* A 0-d f32 initializer "<scope>/<what>" holding v: its name, or NULL
+ * (TG_ENOMEM set). */
+const char *tg__onnx_const(tg__onnx *g, const char *scope, const char *what, float v);
 /* The node(s) of activation act applied to x; *y = x for TG_ACT_NONE. */
 int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activation act,
                         double slope, const char **y);
@@ -120,6 +127,10 @@ int tg__onnx_emit_hardtanh(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_hardsigmoid(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_hardswish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y);
+/* Softplus, LogSigmoid, Softmax and LogSoftmax (onnx_act.c). */
+int tg__onnx_emit_softplus(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_logsigmoid(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd, MaxPoolNd and AdaptiveAvgPoolNd (onnx_pool.c). */

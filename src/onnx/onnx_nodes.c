@@ -29,15 +29,13 @@ const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name)
     return s->path[0] ? tg__onnx_str(s->g, "%s.%s", s->path, name) : tg__onnx_str(s->g, "%s", name);
 }
 
-/* One-input node op(x) -> *y. */
-static int tg__onnx_unary(tg__onnx *g, const char *scope, const char *op, const char *x,
-                          tg__onnx_node **n, const char **y)
+int tg__onnx_unary(tg__onnx *g, const char *scope, const char *op, const char *x,
+                   tg__onnx_node **n, const char **y)
 {
     return tg__onnx_add(g, n, y, scope, op, 1, (const char *const[]){x});
 }
 
-/* A 0-d f32 initializer holding v, named after the scope. */
-static const char *tg__onnx_const(tg__onnx *g, const char *scope, const char *what, float v)
+const char *tg__onnx_const(tg__onnx *g, const char *scope, const char *what, float v)
 {
     const char *name = tg__onnx_str(g, "%s/%s", scope, what);
     if (!name || tg__onnx_init_raw(g, name, TG__ONNX_FLOAT, 0, NULL, &v, sizeof v) < 0)

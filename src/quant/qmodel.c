@@ -225,16 +225,6 @@ static int qlayer_convert(tg_module *m, const tg_quantize_options *o)
 
 /* ---- the tree ---- */
 
-static int identity_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
-{
-    (void)m;
-    *y = tg_tensor_retain(x);
-    return TG_OK;
-}
-/* What a folded BatchNorm or a fused ReLU leaves in its slot (torch's
- * nn.Identity), so the other children keep their names. */
-static const tg_module_vtable identity_vt = {.type_name = "Identity", .forward = identity_forward};
-
 /* QL_LINEAR.. for a layer the int8 ops can compute, -1 otherwise (a Conv
  * whose fused activation is not ReLU stays float). */
 static int layer_kind(const tg_module *m)
@@ -360,7 +350,9 @@ static int prepare_child(tg_module **out, const tg_module *m, int i, const tg_qu
                          fuse_plan *plan)
 {
     tg_module *ch = m->children[i].m;
-    if (i == plan->bn || i == plan->relu) return tg_module_new(out, &identity_vt, NULL);
+    /* a folded BatchNorm or a fused ReLU leaves an nn.Identity in its slot, so
+     * the other children keep their names */
+    if (i == plan->bn || i == plan->relu) return tg_nn_identity_new(out);
     const int kind = layer_kind(ch);
     if (kind < 0) return prepare(out, ch, o);
     const bool seq = !strcmp(tg_module_type_name(m), "Sequential");

@@ -1,0 +1,154 @@
+/* src/nn/act_modules.c - modules that call one functional op with numbers
+ * fixed at construction and hold no tensors: nn.Softplus(beta, threshold),
+ * nn.LogSigmoid, nn.Softmax(dim), nn.LogSoftmax(dim) and nn.Identity.
+ *
+ * Each kind is a row of act_vts: torch's class name (the module's type
+ * name) and a forward of one line that calls the op with the module's
+ * act_args.  The state is those flat numbers, so tg_module_copy copies it
+ * bytewise and tg_module_to_dtype has nothing to convert.  Another such
+ * module is an enum value, a forward, a row, and a constructor and reader
+ * of a few lines over act_new and act_args_of, which check the out-pointer
+ * and the module's kind. */
+#include <math.h>
+
+#include "nn/module_internal.h"
+#include "tapegrad/ops.h"
+
+/* A module's numbers; each forward says which ones it reads. */
+typedef struct act_args {
+    double a, b;   /* Softplus: beta, threshold */
+    int dim;       /* Softmax, LogSoftmax */
+} act_args;
+
+static const act_args *args(const tg_module *m) { return m->state; }
+
+static int softplus_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_softplus(y, x, args(m)->a, args(m)->b);
+}
+
+static int logsigmoid_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_logsigmoid(y, x);
+}
+
+static int softmax_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_softmax(y, x, args(m)->dim);
+}
+
+static int log_softmax_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    return tg_log_softmax(y, x, args(m)->dim);
+}
+
+/* torch's nn.Identity returns its input itself */
+static int identity_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    *y = tg_tensor_retain(x);
+    return TG_OK;
+}
+
+typedef enum act_kind {
+    ACT_SOFTPLUS,
+    ACT_LOGSIGMOID,
+    ACT_SOFTMAX,
+    ACT_LOG_SOFTMAX,
+    ACT_IDENTITY,
+    ACT_KINDS
+} act_kind;
+
+#define ACT_ROW(name, fwd)                                                                     \
+    {.type_name = (name), .forward = (fwd), .release = free, .state_size = sizeof(act_args)}
+
+static const tg_module_vtable act_vts[] = {
+    [ACT_SOFTPLUS] = ACT_ROW("Softplus", softplus_forward),
+    [ACT_LOGSIGMOID] = ACT_ROW("LogSigmoid", logsigmoid_forward),
+    [ACT_SOFTMAX] = ACT_ROW("Softmax", softmax_forward),
+    [ACT_LOG_SOFTMAX] = ACT_ROW("LogSoftmax", log_softmax_forward),
+    [ACT_IDENTITY] = ACT_ROW("Identity", identity_forward),
+};
+_Static_assert(sizeof act_vts / sizeof *act_vts == ACT_KINDS, "a row for every act_kind");
+
+/* A new module of kind k holding a (copied); fn names the constructor. */
+static int act_new(tg_module **out, act_kind k, act_args a, const char *fn)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    return tg__module_new_state(out, &act_vts[k], &a);
+}
+
+/* m's numbers in *a when m is of one of the kinds in the bit set `kinds`
+ * (1 << kind); else TG_EINVAL naming fn and the kinds wanted (`want`). */
+static int act_args_of(const tg_module *m, unsigned kinds, const act_args **a, const char *fn,
+                       const char *want)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "%s: m must not be NULL", fn);
+    for (int k = 0; k < ACT_KINDS; k++) {
+        if ((kinds >> k & 1u) && m->vt == &act_vts[k]) {
+            *a = args(m);
+            return TG_OK;
+        }
+    }
+    return tg__error(TG_EINVAL, "%s: m is a %s module, not %s", fn, tg_module_type_name(m),
+                     want);
+}
+
+/* ---- the constructors and readers ---- */
+
+int tg_nn_softplus_new(tg_module **out, double beta, double threshold)
+{
+    const char *fn = "nn_softplus_new";
+    TG_CHECK(isfinite(beta) && beta > 0, TG_EINVAL, "%s: beta=%g must be finite and > 0", fn,
+             beta);
+    TG_CHECK(!isnan(threshold), TG_EINVAL, "%s: threshold must not be NaN", fn);
+    return act_new(out, ACT_SOFTPLUS, (act_args){.a = beta, .b = threshold}, fn);
+}
+
+int tg_nn_softplus_params(const tg_module *m, double *beta, double *threshold)
+{
+    const act_args *a = NULL;
+    TG_TRY(act_args_of(m, 1u << ACT_SOFTPLUS, &a, "nn_softplus_params", "Softplus"));
+    if (beta) *beta = a->a;
+    if (threshold) *threshold = a->b;
+    return TG_OK;
+}
+
+int tg_nn_logsigmoid_new(tg_module **out)
+{
+    return act_new(out, ACT_LOGSIGMOID, (act_args){0}, "nn_logsigmoid_new");
+}
+
+/* dims count from the end when negative; the input's rank is checked by
+ * the op at each forward. */
+static int softmax_module_new(tg_module **out, act_kind k, int dim, const char *fn)
+{
+    TG_CHECK(dim >= -TG_MAX_DIMS && dim < TG_MAX_DIMS, TG_EINVAL,
+             "%s: dim=%d must be in [%d, %d]", fn, dim, -TG_MAX_DIMS, TG_MAX_DIMS - 1);
+    return act_new(out, k, (act_args){.dim = dim}, fn);
+}
+
+int tg_nn_softmax_new(tg_module **out, int dim)
+{
+    return softmax_module_new(out, ACT_SOFTMAX, dim, "nn_softmax_new");
+}
+
+int tg_nn_log_softmax_new(tg_module **out, int dim)
+{
+    return softmax_module_new(out, ACT_LOG_SOFTMAX, dim, "nn_log_softmax_new");
+}
+
+int tg_nn_softmax_params(const tg_module *m, int *dim)
+{
+    const act_args *a = NULL;
+    TG_TRY(act_args_of(m, 1u << ACT_SOFTMAX | 1u << ACT_LOG_SOFTMAX, &a, "nn_softmax_params",
+                       "Softmax or LogSoftmax"));
+    if (dim) *dim = a->dim;
+    return TG_OK;
+}
+
+int tg_nn_identity_new(tg_module **out)
+{
+    return act_new(out, ACT_IDENTITY, (act_args){0}, "nn_identity_new");
+}

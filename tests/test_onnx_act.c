@@ -1,0 +1,197 @@
+/* tests/test_onnx_act.c - the ONNX export of Softplus, LogSigmoid, Softmax,
+ * LogSoftmax and Identity (src/onnx/onnx_act.c), checked as test_onnx.c's
+ * cases are: onnx's checker with the nodes, attributes and constants each
+ * case lists, and ONNX Runtime against tapegrad's outputs (onnx_cases.h).
+ * Softplus is one node for beta 1 and a threshold >= 15 and torch's
+ * formula otherwise; LogSigmoid is -softplus(-x), which keeps both tails
+ * where torch.onnx's Log(Sigmoid(x)) gives -inf and 0; the identity's
+ * pass-through refuses a custom module that only borrows the name. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "onnx_cases.h"
+#include "tapegrad/tapegrad.h"
+
+TestSuite(onnx_act, .init = onnx_setup, .fini = th_tmp_dir_remove);
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+static const char *const no_inits[] = {NULL};
+
+static tg_module *softplus(double beta, double threshold)
+{
+    tg_module *m = NULL;
+    OK(tg_nn_softplus_new(&m, beta, threshold));
+    return m;
+}
+
+static tg_module *softmax(bool log_, int dim)
+{
+    tg_module *m = NULL;
+    OK(log_ ? tg_nn_log_softmax_new(&m, dim) : tg_nn_softmax_new(&m, dim));
+    return m;
+}
+
+/* Softplus: beta 1 with torch's threshold (20) and with 15, one node, on
+ * x in [-40, 40] (values past both thresholds); a threshold under 15 and
+ * another beta, the Where of torch's formula, on x around their kinks. */
+Test(onnx_act, softplus_matches_onnxruntime)
+{
+    need_onnx();
+    uint64_t s = 3;
+    tg_tensor *wide = th_rand_tensor(&s, TG_F32, 3, (const int64_t[]){4, 5, 6}, -40, 40);
+    tg_tensor *near = th_rand_tensor(&s, TG_F32, 2, (const int64_t[]){6, 7}, -4, 4);
+    tg_module *m[5] = {softplus(1, 20), softplus(1, 15), softplus(1, 0.5), softplus(2, 1),
+                       softplus(0.5, 20)};
+    case_graph = "\"ops\": [\"Softplus\"]";
+    write_case("softplus_default", m[0], wide, 1e-6, 1e-7, no_inits, NULL);
+    case_graph = "\"ops\": [\"Softplus\"]";
+    write_case("softplus_threshold15", m[1], wide, 1e-6, 1e-7, no_inits, NULL);
+    case_graph = "\"ops\": [\"Softplus\", \"Greater\", \"Where\"], "
+                 "\"initializer_values\": {\"/threshold\": [0.5]}";
+    write_case("softplus_threshold", m[2], near, 1e-6, 1e-7,
+               (const char *const[]){"/threshold", NULL}, NULL);
+    case_graph = "\"ops\": [\"Mul\", \"Softplus\", \"Div\", \"Greater\", \"Where\"], "
+                 "\"initializer_values\": {\"/beta\": [2.0], \"/threshold\": [1.0]}";
+    write_case("softplus_beta_threshold", m[3], near, 1e-6, 1e-7,
+               (const char *const[]){"/beta", "/threshold", NULL}, NULL);
+    case_graph = "\"ops\": [\"Mul\", \"Softplus\", \"Div\", \"Greater\", \"Where\"], "
+                 "\"initializer_values\": {\"/beta\": [0.5], \"/threshold\": [20.0]}";
+    write_case("softplus_beta_half", m[4], wide, 1e-6, 1e-7, NULL, NULL);
+    check_cases();
+    for (int i = 0; i < 5; i++) tg_module_release(m[i]);
+    th_release_all(2, (tg_tensor *[]){wide, near});
+}
+
+/* LogSigmoid over [-200, 50], and over [10, 100] alone, where the values
+ * are -e^-x (down to the subnormal -3.8e-44): within 1e-5 of the largest,
+ * 4.5e-5, so a form that rounds them to 0 (Log(Sigmoid(x)) gives 0 from
+ * x = 17 on) fails. */
+Test(onnx_act, logsigmoid_keeps_both_tails)
+{
+    need_onnx();
+    tg_module *m = NULL;
+    OK(tg_nn_logsigmoid_new(&m));
+    tg_tensor *wide = th_seq(TG_F32, 2, (const int64_t[]){5, 40}, -200, 50);
+    tg_tensor *tail = th_seq(TG_F32, 2, (const int64_t[]){3, 30}, 10, 100);
+    tg_tensor *neg = th_seq(TG_F32, 2, (const int64_t[]){3, 30}, -120, -15);
+    case_graph = "\"ops\": [\"Neg\", \"Softplus\", \"Neg\"]";
+    write_case("logsigmoid", m, wide, 1e-6, 1e-7, no_inits, NULL);
+    write_case("logsigmoid_tail", m, tail, 1e-5, 0, no_inits, NULL);
+    write_case("logsigmoid_negative", m, neg, 1e-6, 0, no_inits, NULL);
+    check_cases();
+    th_release_all(3, (tg_tensor *[]){wide, tail, neg});
+    tg_module_release(m);
+}
+
+/* Softmax and LogSoftmax along each kind of dim of a (3, 4, 5) input: the
+ * axis is the module's dim as given. */
+Test(onnx_act, softmax_and_log_softmax_match_onnxruntime)
+{
+    need_onnx();
+    uint64_t s = 7;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (const int64_t[]){3, 4, 5}, -6, 6);
+    const struct {
+        const char *name;
+        bool log_;
+        int dim;
+        const char *graph;
+    } c[] = {
+        {"softmax_dim1", false, 1, "\"ops\": [\"Softmax\"], \"attributes\": {\"Softmax\": "
+                                   "{\"axis\": 1}}"},
+        {"softmax_dim_last", false, -1, "\"ops\": [\"Softmax\"], \"attributes\": {\"Softmax\": "
+                                        "{\"axis\": -1}}"},
+        {"log_softmax_dim0", true, 0, "\"ops\": [\"LogSoftmax\"], \"attributes\": "
+                                      "{\"LogSoftmax\": {\"axis\": 0}}"},
+        {"log_softmax_dim2", true, 2, "\"ops\": [\"LogSoftmax\"], \"attributes\": "
+                                      "{\"LogSoftmax\": {\"axis\": 2}}"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        tg_module *m = softmax(c[i].log_, c[i].dim);
+        case_graph = c[i].graph;
+        write_case(c[i].name, m, x, 1e-6, 1e-7, no_inits, NULL);
+        tg_module_release(m);
+    }
+    check_cases();
+    tg_tensor_release(x);
+}
+
+/* Linear -> Softplus(2, 1) -> Linear -> LogSigmoid -> Identity -> Linear ->
+ * Softmax(1) -> Linear -> LogSoftmax(-1), with a symbolic batch; and an
+ * Identity alone, the identity model (one Identity node). */
+Test(onnx_act, sequential_and_identity_match_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_module *seq = NULL, *m = NULL, *id = NULL;
+    OK(tg_nn_sequential_new(&seq));
+    const int64_t dims[][2] = {{6, 8}, {8, 8}, {8, 5}, {5, 4}};
+    tg_module *acts[] = {softplus(2, 1), NULL, softmax(false, 1), softmax(true, -1)};
+    OK(tg_nn_logsigmoid_new(&acts[1]));
+    for (int i = 0; i < 4; i++) {
+        OK(tg_nn_linear_new(&m, dims[i][0], dims[i][1], true, &rng));
+        append(seq, m);
+        append(seq, acts[i]);
+        if (i == 1) {
+            OK(tg_nn_identity_new(&id));
+            append(seq, id);
+        }
+    }
+    tg_tensor *x = th_rand_tensor(&(uint64_t){5}, TG_F32, 2, (const int64_t[]){3, 6}, -2, 2);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    case_graph = "\"ops\": [\"Gemm\", \"Mul\", \"Softplus\", \"Div\", \"Greater\", \"Where\", "
+                 "\"Gemm\", \"Neg\", \"Softplus\", \"Neg\", \"Gemm\", \"Softmax\", \"Gemm\", "
+                 "\"LogSoftmax\"], \"initializer_values\": {\"/1/beta\": [2.0], "
+                 "\"/1/threshold\": [1.0]}";
+    write_case("act_sequential", seq, x, 1e-5, 1e-7,
+               (const char *const[]){"0.weight", "0.bias", "/1/beta", "/1/threshold",
+                                     "2.weight", "2.bias", "5.weight", "5.bias", "7.weight",
+                                     "7.bias", NULL},
+               &o);
+    OK(tg_nn_identity_new(&id));
+    case_graph = "\"ops\": [\"Identity\"]";
+    write_case("identity_module_alone", id, x, 0, 0, no_inits, NULL);
+    check_cases();
+    tg_module_release(id);
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+static int doubler_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    return tg_mul_scalar(y, x, 2.0);
+}
+static const tg_module_vtable fake_identity_vt = {.type_name = "Identity",
+                                                  .forward = doubler_forward};
+static const tg_module_vtable fake_softmax_vt = {.type_name = "Softmax",
+                                                 .forward = doubler_forward};
+
+/* Custom modules that borrow the names Identity and Softmax are refused,
+ * and nothing is written. */
+Test(onnx_act, borrowed_names_are_refused)
+{
+    need_onnx();
+    tg_module *fake = NULL, *fsm = NULL;
+    OK(tg_module_new(&fake, &fake_identity_vt, NULL));
+    OK(tg_module_new(&fsm, &fake_softmax_vt, NULL));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 4}, 1);
+    char path[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    th_expect_refused(tg_onnx_export(fake, x, path, NULL), TG_EUNSUPPORTED,
+                      "module '<top>' (Identity) is not supported: its eval forward is not the "
+                      "identity", NULL);
+    th_expect_refused(tg_onnx_export(fsm, x, path, NULL), TG_EINVAL,
+                      "nn_softmax_params: m is a Softmax module, not Softmax or LogSoftmax",
+                      NULL);
+    cr_assert(th_tmp_dir_count() == 0, "a refused export left a file");
+    tg_tensor_release(x);
+    tg_module_release(fake);
+    tg_module_release(fsm);
+}
