@@ -13,9 +13,11 @@
  * integers, exp, log, sqrt, erf, sin, cos, log1p, expm1, the functions from
  * reciprocal to exp2 below, tanh, sigmoid) gives f32 as torch's: the
  * integers converted to f32 (an i64 rounded once), then as for an f32
- * input, not recorded.  Elsewhere an integer input is TG_EDTYPE naming it,
- * where torch computes in the integer type or refuses: tg_to_dtype first
- * (neg, abs and the rounding ops take integers, see there).
+ * input, not recorded.  The ops whose torch result keeps an integer dtype
+ * take integers as torch's: add, sub, mul, pow, maximum, minimum, their
+ * scalar forms, neg, abs, the rounding ops, relu, relu6, hardtanh and clamp
+ * (see there); elsewhere an integer input is TG_EDTYPE naming it, where
+ * torch refuses it too: tg_to_dtype first.
  * Transcendental functions are computed in double and rounded once, so f32
  * results are within 0.5 ulp and may differ by an ulp from torch's
  * vectorised kernels; the deliberate differences from torch are listed in
@@ -34,23 +36,40 @@
 extern "C" {
 #endif
 
-/* ---- elementwise binary (broadcasting) ---- */
+/* ---- elementwise binary (broadcasting) ----
+ * Integers as torch's: two integer tensors give an integer of
+ * torch.result_type's dtype (the wider; a 0-d operand counts only against
+ * a 0-d one: an i32 tensor with a 0-d i64 is i32), each operand and the
+ * arithmetic wrapping modulo 2^bits (i8 127 + 1 is -128, INT64_MIN - 1 is
+ * INT64_MAX); not recorded.  i8 with u8, int16 in torch, is TG_EDTYPE
+ * naming both.  An integer with a float tensor gives the float's dtype, the
+ * integer converted to it first as torch's cast (to f16/bf16 through f32);
+ * the float operand's gradient is as with two floats.  So for tg_add,
+ * tg_sub, tg_mul, tg_pow, tg_maximum and tg_minimum (tg_div: see there). */
 TG_API int tg_add(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_sub(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_mul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* True division a / b; two integer tensors (any integer dtypes) give f32,
- * as torch's; an integer with a float is TG_EDTYPE naming the integer. */
+ * as torch's; an integer with a float gives the float's dtype, as tg_add. */
 TG_API int tg_div(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* a ** b elementwise.  Gradients as torch's: d/da is 0 where b = 0 (also
  * at a = 0); d/db = a^b log a is 0 where a = 0 and b >= 0, and NaN for a
- * negative a. */
+ * negative a.  Two integers: a^b modulo 2^bits, and for a negative b
+ * torch's integer part (1 for a = 1, +-1 for a = -1, else 0). */
 TG_API int tg_pow(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 
 /* ---- scalar variants ----
  * As a Python number in PyTorch, s is first converted to a's dtype (f32, or
  * f16/bf16 through f32: a half x * 0.1 multiplies by 0.0999755859375, and
  * x * 70000.0 by inf), then the op runs on the two values and rounds once.
- * The backward of mul/div by s uses that converted s too. */
+ * The backward of mul/div by s uses that converted s too.
+ * An integer a: torch's result dtype depends on whether the number is a
+ * Python int (a's dtype) or float (f32), which a double cannot say, so the
+ * rule is by value: an integral s is read as a Python int, the result keeps
+ * a's dtype and s wraps into it (an i8 + 1000 adds -24), not recorded; a
+ * non-integral s (2.5, NaN) is TG_EDTYPE saying to convert a first, and an
+ * s outside [-2^63, 2^63) TG_EINVAL.  tg_div_scalar of an integer a is f32
+ * (a and s converted to f32), as torch's. */
 TG_API int tg_add_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a + s */
 TG_API int tg_sub_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a - s */
 TG_API int tg_rsub_scalar(tg_tensor **out, tg_tensor *a, double s);  /* s - a */
@@ -58,7 +77,10 @@ TG_API int tg_mul_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a * s */
 TG_API int tg_div_scalar(tg_tensor **out, tg_tensor *a, double s);   /* a / s */
 /* a ** p, p converted as s above.  C's pow for every p: torch's f32/f64
  * kernels take sqrt / rsqrt for p = 0.5 / -0.5, which differ at -0.0 and
- * -inf (torch -0.0, NaN; here +0.0, +inf as C pow and torch's f16). */
+ * -inf (torch -0.0, NaN; here +0.0, +inf as C pow and torch's f16).  An
+ * integer a takes an integral p as the scalar ops above (a^p modulo
+ * 2^bits); as torch, TG_EINVAL for a negative p ("integers to negative
+ * integer powers are not allowed") or one past a's dtype (i8: p > 127). */
 TG_API int tg_pow_scalar(tg_tensor **out, tg_tensor *a, double p);
 
 /* ---- elementwise unary ---- */
@@ -136,7 +158,9 @@ TG_API int tg_exp2(tg_tensor **out, tg_tensor *a);
  * except that an inf or NaN g there gives NaN: a product, not a select).
  * leaky_relu's gradient is g where a > 0 and g * slope elsewhere, NaN
  * included, as PyTorch's.  As in torch, the slope is first converted to f32
- * unless a is f64 (an f32 result is a * 0.2f). */
+ * unless a is f64 (an f32 result is a * 0.2f).  relu of an integer a is
+ * max(a, 0) in a's dtype, as torch's, not recorded; leaky_relu refuses
+ * integers (TG_EDTYPE), as torch. */
 TG_API int tg_relu(tg_tensor **out, tg_tensor *a);
 TG_API int tg_leaky_relu(tg_tensor **out, tg_tensor *a, double slope);
 TG_API int tg_tanh(tg_tensor **out, tg_tensor *a);
@@ -164,8 +188,11 @@ TG_API int tg_elu(tg_tensor **out, tg_tensor *x, double alpha);
  * hardtanh(x, 0, 6) (F.relu6).  The gradient is torch's: g where
  * min_val < x < max_val, 0 elsewhere, the bounds and NaN included (torch
  * 1.13's scalar tail loop passes g at NaN).  TG_EINVAL for a NULL argument,
- * a NaN bound or min_val > max_val (infinite bounds are allowed),
- * TG_EDTYPE for an integer x. */
+ * a NaN bound or min_val > max_val (infinite bounds are allowed).  An
+ * integer x stays an integer, as torch's: the bounds truncated toward zero
+ * (-2.5 is -2), then clamped in x's dtype, not recorded; TG_EINVAL, as
+ * torch, for a bound past i64 (inf), a negative one for u8, or one past
+ * x's dtype (1000 for i8). */
 TG_API int tg_hardtanh(tg_tensor **out, tg_tensor *x, double min_val, double max_val);
 TG_API int tg_relu6(tg_tensor **out, tg_tensor *x);
 /* F.hardsigmoid(x) = relu6(x + 3) / 6 and F.hardswish(x) =
@@ -231,7 +258,11 @@ TG_API int tg_log_softmax(tg_tensor **out, tg_tensor *x, int dim);
  * beta a > threshold (torch's defaults: beta 1, threshold 20).  beta > 0. */
 TG_API int tg_softplus(tg_tensor **out, tg_tensor *a, double beta, double threshold);
 /* min(max(a, lo), hi) as torch.clamp; NAN for lo or hi means no such bound.
- * NaN elements stay NaN.  The gradient passes where lo <= a <= hi. */
+ * NaN elements stay NaN.  The gradient passes where lo <= a <= hi.  An
+ * integer a with integral bounds stays an integer (torch's Python int
+ * bounds), not recorded; a non-integral bound is TG_EDTYPE (torch's result
+ * would be f32: convert a first), one past a's dtype TG_EINVAL as torch's
+ * overflow error (u8 takes -255..-1, wrapped: clamp(u8, -2, NAN) is 254). */
 TG_API int tg_clamp(tg_tensor **out, tg_tensor *a, double lo, double hi);
 /* F.logsigmoid(a) = log(1 / (1 + e^-a)) = -softplus(-a), as
  * min(a, 0) - log1p(e^-|a|) in double, rounded once: no overflow for a far
@@ -315,9 +346,10 @@ TG_API int tg_where(tg_tensor **out, tg_tensor *cond, tg_tensor *a, tg_tensor *b
  * NULL argument, TG_ESHAPE when the shapes do not broadcast. */
 TG_API int tg_masked_fill(tg_tensor **out, tg_tensor *x, tg_tensor *mask, double value);
 /* The larger (smaller) of a and b elementwise, broadcast together
- * (torch.maximum / torch.minimum): NaN when either is NaN; float dtypes,
- * promoted as tg_add.  Gradients as torch's: g to the larger (smaller)
- * input, half to each where a = b, all of g to both where either is NaN. */
+ * (torch.maximum / torch.minimum): NaN when either is NaN; any dtypes,
+ * promoted as tg_add (integers too, see there).  Gradients as torch's: g
+ * to the larger (smaller) input, half to each where a = b, all of g to both
+ * where either is NaN. */
 TG_API int tg_maximum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_minimum(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* ---- comparisons ----
@@ -451,7 +483,8 @@ TG_API int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, 
  * -inf, a row holding +inf gives +inf, a NaN gives NaN, a row of no
  * elements gives -inf.  The gradient g * exp(x - y) is torch's (NaN in a
  * row of -inf and at a +inf element, as torch's) and differentiable to any
- * order.  Float dtypes only (TG_EDTYPE otherwise); a dim out of range or
+ * order.  An integer x gives f32, as torch 1.13's: logsumexp of x
+ * converted to f32, not recorded.  A dim out of range or
  * named twice, or dims NULL with ndims > 0, is TG_EINVAL.  The FP32 AMP
  * policy, as tg_vector_norm: inside an autocast scope a half x gives an
  * f32 result. */

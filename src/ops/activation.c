@@ -14,9 +14,9 @@
  * higher derivatives the output comes back with this op as its grad_fn
  * (tg__ctx_saved_output).
  *
- * tanh and sigmoid of an integer tensor are f32, as torch's; relu and
- * leaky_relu refuse integers (torch keeps relu's integer dtype and refuses
- * leaky_relu's), and so do silu, gelu and elu, as torch's.
+ * tanh and sigmoid of an integer tensor are f32, as torch's; relu of an
+ * integer tensor keeps its dtype, as torch's (clamp(a, 0), not recorded);
+ * leaky_relu, silu, gelu and elu refuse integers, as torch's.
  */
 #include <assert.h>
 #include <math.h>
@@ -270,9 +270,12 @@ static int masked_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_ten
     return act_forward(ctx, name, out, a, k, s, s >= 0);
 }
 
+/* relu of an integer a is clamp(a, 0) in a's dtype, as torch's. */
 static int relu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
+    if (in[0] && !tg_dtype_is_float(in[0]->dtype))
+        return tg__int_clamp(out, in[0], true, 0, false, 0);
     return masked_forward(ctx, "relu", out, in[0], k_relu, 0.0, TG__HALF_RELU);
 }
 

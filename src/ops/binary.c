@@ -5,6 +5,11 @@
  * come for free.  A broadcast input's gradient is the output gradient summed
  * over the stretched dims (tg_sum_to_shape), because every stretched element
  * contributed to several outputs.
+ *
+ * Integers (src/ops/int_arith.c): add, sub, mul and pow of two integer
+ * tensors, and the scalar forms of an integer tensor with an integral
+ * number, stay integers, as torch's; an integer with a float tensor is
+ * converted to the float's dtype first.
  */
 #include <assert.h>
 #include <math.h>
@@ -76,31 +81,47 @@ typedef enum { SAVE_NONE, SAVE_CROSS, SAVE_DIV, SAVE_BOTH } save_rule;
 typedef int (*binary_drive)(const char *op, tg_tensor **out, const tg_tensor *a,
                             const tg_tensor *b, tg_ew_kernel_fn k, double s);
 
+/* No integer form: div, a floating function (two integers give f32). */
+#define INT_NONE ((tg_int_op)-1)
+
+/* Two integer operands take the op's integer form ik (tg__int_binary: the
+ * result an integer, as torch's, never recorded); an integer with a float
+ * is converted to the float's dtype first (tg__ew_mixed_to_float, as torch's
+ * promotion), and the converted tensor is what a backward reads. */
 static int binary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *const *in,
-                          tg_ew_kernel_fn k, save_rule save, binary_drive drive)
+                          tg_ew_kernel_fn k, save_rule save, binary_drive drive, tg_int_op ik)
 {
-    TG_TRY(drive(name, out, in[0], in[1], k, 0.0));
-    if (!ctx || save == SAVE_NONE) return TG_OK;
-    const bool need_a = tg__ctx_needs_grad(ctx, 0), need_b = tg__ctx_needs_grad(ctx, 1);
-    tg__ctx_save_if(ctx, in[0], save == SAVE_BOTH || need_b);
-    tg__ctx_save_if(ctx, in[1], save != SAVE_CROSS || need_a);
-    return TG_OK;
+    if (ik != INT_NONE && in[0] && in[1] && !tg_dtype_is_float(in[0]->dtype) &&
+        !tg_dtype_is_float(in[1]->dtype))
+        return tg__int_binary(name, out, in[0], in[1], ik);
+    tg_tensor *eff[2], *conv[2];
+    TG_TRY(tg__ew_mixed_to_float(name, in, eff, conv));
+    int rc = drive(name, out, eff[0], eff[1], k, 0.0);
+    if (rc == TG_OK && ctx && save != SAVE_NONE) {
+        const bool need_a = tg__ctx_needs_grad(ctx, 0), need_b = tg__ctx_needs_grad(ctx, 1);
+        tg__ctx_save_if(ctx, eff[0], save == SAVE_BOTH || need_b);
+        tg__ctx_save_if(ctx, eff[1], save != SAVE_CROSS || need_a);
+    }
+    tg_tensor_release(conv[0]);
+    tg_tensor_release(conv[1]);
+    return rc;
 }
 
-/* div, true division, is a floating function: two integer operands give
- * f32, as torch's; add, sub, mul and pow, whose torch results stay
- * integers, refuse them. */
-#define BINARY_FORWARD(op, k, save, drive)                                    \
+/* add, sub, mul and pow of two integer tensors stay integers, as torch's
+ * (wrapping modulo 2^bits); div, true division, is a floating function: two
+ * integer operands give f32, as torch's.  An integer with a float gives the
+ * float's dtype in all five. */
+#define BINARY_FORWARD(op, k, save, drive, ik)                                \
     static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
                             const void *params)                               \
     {                                                                         \
-        return binary_forward(ctx, #op, out, in, k, save, drive);             \
+        return binary_forward(ctx, #op, out, in, k, save, drive, ik);         \
     }
-BINARY_FORWARD(add, k_add, SAVE_NONE, tg__ew_binary)
-BINARY_FORWARD(sub, k_sub, SAVE_NONE, tg__ew_binary)
-BINARY_FORWARD(mul, k_mul, SAVE_CROSS, tg__ew_binary)
-BINARY_FORWARD(div, k_div, SAVE_DIV, tg__ew_binary_float)
-BINARY_FORWARD(pow, k_pow, SAVE_BOTH, tg__ew_binary)
+BINARY_FORWARD(add, k_add, SAVE_NONE, tg__ew_binary, TG_INT_ADD)
+BINARY_FORWARD(sub, k_sub, SAVE_NONE, tg__ew_binary, TG_INT_SUB)
+BINARY_FORWARD(mul, k_mul, SAVE_CROSS, tg__ew_binary, TG_INT_MUL)
+BINARY_FORWARD(div, k_div, SAVE_DIV, tg__ew_binary_float, INT_NONE)
+BINARY_FORWARD(pow, k_pow, SAVE_BOTH, tg__ew_binary, TG_INT_POW)
 
 /* ---- binary backwards ---- */
 
@@ -222,17 +243,32 @@ done:
 
 /* ---- scalar variants ---- */
 
-#define SCALAR_FORWARD(op, k)                                                 \
+/* An integer a with an integral s (a Python int to torch) stays an integer,
+ * s taken modulo 2^bits as torch wraps it; a non-integral s is refused
+ * (tg__scalar_as_int), as a double cannot say whether torch would have had
+ * a Python int or float.  div_scalar, a floating function, gives f32. */
+static int scalar_forward(const char *op, tg_tensor **out, tg_tensor *a, tg_ew_kernel_fn k,
+                          double s, tg_int_op ik, bool s_first)
+{
+    if (!a || tg_dtype_is_float(a->dtype)) return tg__ew_unary(op, out, a, k, s);
+    if (ik == INT_NONE) return tg__ew_unary_float(op, out, a, k, (float)s);
+    int64_t v;
+    TG_TRY(tg__scalar_as_int(op, "s", a->dtype, s, &v));
+    return tg__int_scalar(op, out, a, v, ik, s_first);
+}
+
+#define SCALAR_FORWARD(op, k, ik, s_first)                                    \
     static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
                             const void *params)                               \
     {                                                                         \
-        return tg__ew_unary(#op, out, in[0], k, ((const scalar_params *)params)->s); \
+        return scalar_forward(#op, out, in[0], k, ((const scalar_params *)params)->s, ik, \
+                              s_first);                                       \
     }
-SCALAR_FORWARD(add_scalar, k_add_s)
-SCALAR_FORWARD(sub_scalar, k_sub_s)
-SCALAR_FORWARD(rsub_scalar, k_rsub_s)
-SCALAR_FORWARD(mul_scalar, k_mul_s)
-SCALAR_FORWARD(div_scalar, k_div_s)
+SCALAR_FORWARD(add_scalar, k_add_s, TG_INT_ADD, false)
+SCALAR_FORWARD(sub_scalar, k_sub_s, TG_INT_SUB, false)
+SCALAR_FORWARD(rsub_scalar, k_rsub_s, TG_INT_SUB, true)
+SCALAR_FORWARD(mul_scalar, k_mul_s, TG_INT_MUL, false)
+SCALAR_FORWARD(div_scalar, k_div_s, INT_NONE, false)
 
 /* d(a+s) = d(a-s) = g. */
 static int identity_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
@@ -300,7 +336,7 @@ double tg__scalar_in_dtype(tg_dtype dt, double s)
     case TG_F32: return (float)s;
     case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)s));
     case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)s));
-    default: return s;   /* f64; other dtypes are refused by the forward */
+    default: return s;   /* f64; an integer dtype's forward reads s itself */
     }
 }
 

@@ -3,10 +3,18 @@
  *
  * The gradient passes where lo <= x <= hi (bounds included, as torch's
  * clamp_backward) and is 0 elsewhere and at NaN: g times a constant mask, a
- * product that can be differentiated again. */
+ * product that can be differentiated again.
+ *
+ * An integer x with integral bounds stays an integer, as torch's with
+ * Python int bounds: min(max(x, lo), hi) in x's dtype (src/ops/int_arith.c),
+ * not recorded.  A bound must convert to x's dtype without torch's overflow
+ * error (i8: [-128, 127]; u8: [-255, 255], a negative one wrapping, so
+ * clamp(u8, -2, NaN) raises every element to 254, as torch's).  A
+ * non-integral bound is refused: torch's result would be f32. */
 #include <assert.h>
 #include <math.h>
 
+#include "ops/elementwise.h"
 #include "ops/families.h"
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
@@ -30,9 +38,24 @@ static double inside(double x, const void *user)
     return ok ? 1.0 : 0.0;
 }
 
+/* A bound for an integer x: integral (a Python int to torch), and one that
+ * torch converts to x's dtype without its overflow error; into *v. */
+static int int_bound(const char *arg, tg_dtype dt, double b, int64_t *v)
+{
+    TG_TRY(tg__scalar_as_int("clamp", arg, dt, b, v));
+    return tg__int_in_dtype("clamp", arg, dt, *v);
+}
+
 static int clamp_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                          const void *params)
 {
+    const clamp_params *p = params;
+    if (in[0] && !tg_dtype_is_float(in[0]->dtype)) {
+        int64_t lo = 0, hi = 0;
+        if (!isnan(p->lo)) TG_TRY(int_bound("lo", in[0]->dtype, p->lo, &lo));
+        if (!isnan(p->hi)) TG_TRY(int_bound("hi", in[0]->dtype, p->hi, &hi));
+        return tg__int_clamp(out, in[0], !isnan(p->lo), lo, !isnan(p->hi), hi);
+    }
     TG_TRY(tg__ew_check_float("clamp", 0, in[0]));
     TG_TRY(tg__map_f64(out, in[0], in[0]->dtype, clamp1, params));
     if (ctx) tg__ctx_save(ctx, in[0]);

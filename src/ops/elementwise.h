@@ -63,6 +63,53 @@ int tg__ew_binary_float(const char *op, tg_tensor **out, const tg_tensor *a,
  * other dtypes keep s (src/ops/binary.c). */
 double tg__scalar_in_dtype(tg_dtype dt, double s);
 
+/* ---- integers (src/ops/int_arith.c) ----
+ * torch.result_type(a, b) into *r: a float wins over an integer (floats
+ * promote as tg_promote_dtypes), two integers give the wider, and a 0-d
+ * operand counts only against a 0-d one or one of a lower category (an
+ * i32 tensor with a 0-d i64 is i32, with a 0-d f64 f64).  TG_EDTYPE naming
+ * op and both dtypes for i8 with u8 (int16 in torch). */
+int tg__result_dtype(const char *op, const tg_tensor *a, const tg_tensor *b, tg_dtype *r);
+/* For a binary op of an integer and a float operand, whose torch result has
+ * the float's dtype: eff[i] = in[i], except that the integer one is
+ * converted to the float's dtype as torch's cast does (to a half dtype
+ * through f32) into conv[i] (a new reference, else NULL), not recorded.
+ * Nothing is converted unless exactly one of the two is an integer.
+ * TG_EINVAL naming op for a NULL input. */
+int tg__ew_mixed_to_float(const char *op, tg_tensor *const *in, tg_tensor **eff,
+                          tg_tensor **conv);
+/* The integer kernels: wrap-around arithmetic modulo 2^bits, the maximum
+ * and minimum, and torch's integer power. */
+typedef enum tg_int_op {
+    TG_INT_ADD,
+    TG_INT_SUB,
+    TG_INT_MUL,
+    TG_INT_MAX,
+    TG_INT_MIN,
+    TG_INT_POW
+} tg_int_op;
+/* *out (new reference) = k(a, b) for integer a and b broadcast together,
+ * in tg__result_dtype's dtype, the operands converted to it modulo 2^bits.
+ * TG_EINVAL for NULL, TG_EDTYPE for i8 with u8, TG_ESHAPE. */
+int tg__int_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
+                   tg_int_op k);
+/* *out = k(a, s), or k(s, a) with s_first, in integer a's dtype, s taken
+ * modulo 2^bits (torch wraps a Python int so: an i8 + 1000 adds -24). */
+int tg__int_scalar(const char *op, tg_tensor **out, const tg_tensor *a, int64_t s, tg_int_op k,
+                   bool s_first);
+/* A double scalar s for an integer tensor of dtype dt, read as torch reads a
+ * Python int: TG_EDTYPE unless s is integral (torch gives f32 for a Python
+ * float; the message says to convert), TG_EINVAL outside [-2^63, 2^63);
+ * arg names it in the message. */
+int tg__scalar_as_int(const char *op, const char *arg, tg_dtype dt, double s, int64_t *v);
+/* TG_EINVAL unless torch converts the integer v to dtype dt without its
+ * overflow error: dt's range, and for u8 also [-255, -1], which wraps. */
+int tg__int_in_dtype(const char *op, const char *arg, tg_dtype dt, int64_t v);
+/* *out = min(max(a, lo), hi) for an integer a, in a's dtype, each bound
+ * only when has_*, taken modulo 2^bits. */
+int tg__int_clamp(tg_tensor **out, const tg_tensor *a, bool has_lo, int64_t lo, bool has_hi,
+                  int64_t hi);
+
 /* For a backward of two broadcast inputs (src/ops/binary.c): sums *g to
  * input i's shape into *gi (a new reference; *g itself when the shapes are
  * equal).  Steals *g and sets it to NULL, on success and on error. */

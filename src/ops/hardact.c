@@ -22,7 +22,11 @@
  * NaN, hardswish gives 1.5 g at 3 and g at NaN), and its hardswish gives
  * -g/2 at x = -3 where later torch gives 0, as here: the derivative of the
  * flat side, as at 3 it is that of the identity side.  torch's f64
- * hardsigmoid gradient multiplies by 1/6 rounded to f32; here by 1/6. */
+ * hardsigmoid gradient multiplies by 1/6 rounded to f32; here by 1/6.
+ *
+ * hardtanh (and relu6) of an integer x stays an integer, as torch's: the
+ * bounds truncated toward zero, then clamp in x's dtype (int_arith.c), not
+ * recorded.  hardsigmoid, hardswish and mish refuse integers, as torch. */
 #include <assert.h>
 #include <math.h>
 
@@ -91,7 +95,16 @@ static int map_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor
         (void)n;                                                              \
         return map_forward(ctx, #op, out, in[0], op##1, params);              \
     }
-MAP_FORWARD(hardtanh)
+/* hardtanh of an integer x is clamp(x, lo, hi) in x's dtype, as torch's:
+ * the bounds are already integers (tg_hardtanh). */
+static int hardtanh_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    const hardtanh_params *p = params;
+    if (in[0] && !tg_dtype_is_float(in[0]->dtype))
+        return tg__int_clamp(out, in[0], true, (int64_t)p->lo, true, (int64_t)p->hi);
+    return map_forward(ctx, "hardtanh", out, in[0], hardtanh1, params);
+}
 MAP_FORWARD(hardsigmoid)
 MAP_FORWARD(hardswish)
 MAP_FORWARD(mish)
@@ -182,6 +195,29 @@ const tg_op_schema *const tg__hardact_ops[] = {&hardtanh_op, &hardsigmoid_op, &h
 static_assert(sizeof tg__hardact_ops / sizeof tg__hardact_ops[0] == TG__hardact_N,
               "src/ops/families.h must count the hardact ops");
 
+/* The bounds for an integer x, as torch's hardtanh takes them: truncated
+ * toward zero to an i64 (TG_EINVAL past its range: inf, 1e30), not negative
+ * for u8 (torch: "cannot do hardtanh on an unsigned type with negative
+ * limits"), then converted to x's dtype without overflow (i8: 1000 is
+ * refused) as torch's clamp. */
+static int int_bounds(tg_dtype dt, hardtanh_params *p)
+{
+    double *b[2] = {&p->lo, &p->hi};
+    const char *name[2] = {"min_val", "max_val"};
+    for (int i = 0; i < 2; i++) {
+        const double t = trunc(*b[i]);
+        TG_CHECK(t >= -0x1p63 && t < 0x1p63, TG_EINVAL,
+                 "hardtanh: %s=%g cannot be converted to i64 without overflow, as torch's "
+                 "bound for an integer x", name[i], *b[i]);
+        TG_CHECK(dt != TG_U8 || t >= 0, TG_EINVAL,
+                 "hardtanh: %s=%g with x of dtype u8: cannot do hardtanh on an unsigned type "
+                 "with negative limits, as torch", name[i], *b[i]);
+        TG_TRY(tg__int_in_dtype("hardtanh", name[i], dt, (int64_t)t));
+        *b[i] = t;
+    }
+    return TG_OK;
+}
+
 int tg_hardtanh(tg_tensor **out, tg_tensor *x, double min_val, double max_val)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "hardtanh: out must not be NULL");
@@ -191,7 +227,9 @@ int tg_hardtanh(tg_tensor **out, tg_tensor *x, double min_val, double max_val)
              "hardtanh: min_val=%g must be <= max_val=%g", min_val, max_val);
     /* the bounds in x's dtype, as torch converts them */
     hardtanh_params p = {.lo = min_val, .hi = max_val};
-    if (x) {
+    if (x && !tg_dtype_is_float(x->dtype)) {
+        TG_TRY(int_bounds(x->dtype, &p));
+    } else if (x) {
         p.lo = tg__scalar_in_dtype(x->dtype, min_val);
         p.hi = tg__scalar_in_dtype(x->dtype, max_val);
     }

@@ -60,11 +60,17 @@ static int lse_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     const lse_params *p = params;
     tg_tensor *x = in[0];
     unsigned mask;
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "logsumexp: x has dtype %s; float "
-             "dtypes only (tg_to_dtype first)", tg_dtype_name(x->dtype));
     TG_TRY(lse_mask(x, p, &mask));
     tg__rows_f64_job j = {.fn = row_lse};
-    return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, tg__rows_f64, &j, true);
+    if (tg_dtype_is_float(x->dtype))
+        return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, TG_F64, tg__rows_f64, &j, true);
+    /* An integer x gives f32, as torch 1.13's: logsumexp of x converted to
+     * f32 (torch's default dtype); never recorded (x has no gradient). */
+    tg_tensor *xf = NULL;
+    TG_TRY(tg_to_dtype(&xf, x, TG_F32));
+    int rc = tg__dim_rows_reduce(NULL, out, xf, mask, p->keepdim, TG_F64, tg__rows_f64, &j, true);
+    tg_tensor_release(xf);
+    return rc;
 }
 
 static int lse_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)

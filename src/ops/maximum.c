@@ -12,7 +12,11 @@
  * a NaN sends all of g to both (torch's where(a == b, g / 2, g) masked to 0
  * where a < b, resp. a > b).  w is a constant, and the products are taken
  * only where w is not 0 (a where with 0 elsewhere, as torch's masked_fill,
- * so an infinite g gives 0 there, not NaN): differentiable again. */
+ * so an infinite g gives 0 there, not NaN): differentiable again.
+ *
+ * Integers as torch's: two integer tensors give an integer of their
+ * promoted dtype (src/ops/int_arith.c), not recorded; an integer with a
+ * float gives the float's dtype. */
 #include <assert.h>
 
 #include "autograd/tape.h"
@@ -25,19 +29,28 @@ TG_EW_BINARY_KERNEL(k_minimum, a != a ? a : b != b ? b : b < a ? b : a)
 /* w(a, b) of the top of the file. */
 TG_EW_BINARY_KERNEL(k_weight, a > b ? 1.0 : a == b ? 0.5 : a < b ? 0.0 : 1.0)
 
+/* Two integer operands give an integer (tg__int_binary), as torch's; an
+ * integer with a float is converted to the float's dtype first, and the
+ * converted tensor is saved for the backward. */
 static int forward(const char *op, bool min, tg_ctx *ctx, tg_tensor **out,
                    tg_tensor *const *in)
 {
-    TG_TRY(tg__ew_binary(op, out, in[0], in[1], min ? k_minimum : k_maximum, 0.0));
-    if (!ctx) return TG_OK;
-    int rc = tg_op_ctx_save(ctx, in[0]);
-    if (rc >= 0) rc = tg_op_ctx_save(ctx, in[1]);
-    if (rc < 0) {
-        tg_tensor_release(*out);
-        *out = NULL;
-        return rc;
+    if (in[0] && in[1] && !tg_dtype_is_float(in[0]->dtype) && !tg_dtype_is_float(in[1]->dtype))
+        return tg__int_binary(op, out, in[0], in[1], min ? TG_INT_MIN : TG_INT_MAX);
+    tg_tensor *eff[2], *conv[2];
+    TG_TRY(tg__ew_mixed_to_float(op, in, eff, conv));
+    int rc = tg__ew_binary(op, out, eff[0], eff[1], min ? k_minimum : k_maximum, 0.0);
+    if (rc >= 0 && ctx) {
+        rc = tg_op_ctx_save(ctx, eff[0]);
+        if (rc >= 0) rc = tg_op_ctx_save(ctx, eff[1]);
+        if (rc < 0) {
+            tg_tensor_release(*out);
+            *out = NULL;
+        }
     }
-    return TG_OK;
+    tg_tensor_release(conv[0]);
+    tg_tensor_release(conv[1]);
+    return rc;
 }
 
 /* gi[i] = sum_to_shape(where(w, g * w, 0)) with w = w(p, q) for input i. */

@@ -16,9 +16,10 @@
  * result is not recorded (tg_op_call), as torch's.  The floating functions
  * exp, log, sqrt, erf, sin, cos, log1p and expm1 of an integer a give f32,
  * as torch's: a's values converted to f32, then as for an f32 a
- * (tg__ew_unary_float).  pow_scalar refuses an integer a: torch's result
- * dtype there depends on whether the exponent is a Python int or float,
- * which a double cannot say.
+ * (tg__ew_unary_float).  pow_scalar of an integer a with an integral
+ * exponent stays an integer (src/ops/int_arith.c); torch's result dtype
+ * there depends on whether the exponent is a Python int or float, which a
+ * double cannot say, so a non-integral one is refused.
  */
 #include <assert.h>
 #include <math.h>
@@ -144,11 +145,26 @@ UNARY_FORWARD(ceil, k_ceil, false, INT_COPY)
 UNARY_FORWARD(round, k_round, false, INT_COPY)
 UNARY_FORWARD(trunc, k_trunc, false, INT_COPY)
 
+/* An integer a with an integral p >= 0 (a Python int to torch) stays an
+ * integer, a^p modulo 2^bits; as torch's, p must convert to a's dtype
+ * without overflow (i8: p <= 127) and may not be negative ("Integers to
+ * negative integer powers are not allowed"); a non-integral p is refused
+ * (tg__scalar_as_int), where torch would give f32 for a Python float. */
 static int pow_scalar_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                               const void *params)
 {
-    return unary_forward(ctx, "pow_scalar", out, in[0], k_pow_s,
-                         ((const pow_params *)params)->p, true, INT_NONE);
+    const double p = ((const pow_params *)params)->p;
+    tg_tensor *a = in[0];
+    if (a && !tg_dtype_is_float(a->dtype)) {
+        int64_t v;
+        TG_TRY(tg__scalar_as_int("pow_scalar", "p", a->dtype, p, &v));
+        TG_CHECK(v >= 0, TG_EINVAL, "pow_scalar: p=%lld with a of dtype %s: integers to "
+                 "negative integer powers are not allowed, as in torch", (long long)v,
+                 tg_dtype_name(a->dtype));
+        TG_TRY(tg__int_in_dtype("pow_scalar", "p", a->dtype, v));
+        return tg__int_scalar("pow_scalar", out, a, v, TG_INT_POW, false);
+    }
+    return unary_forward(ctx, "pow_scalar", out, a, k_pow_s, p, true, INT_NONE);
 }
 
 /* d(-a) = -g. */

@@ -50,36 +50,6 @@ static int where_shape(tg_tensor *const *in, int *nd, int64_t *shape)
     return tg__broadcast_shapes("where", nd1, s1, in[2]->ndim, in[2]->shape, nd, shape);
 }
 
-/* The dtype of two operand dtypes of one rank class (both 0-d or both
- * not), as torch promotes them; false for i8 with u8 (int16 in torch). */
-static bool promote(tg_dtype a, tg_dtype b, tg_dtype *r)
-{
-    if (a == b || tg_dtype_is_float(a) || tg_dtype_is_float(b)) {
-        *r = tg_promote_dtypes(a, b);   /* a float wins over an integer */
-        return true;
-    }
-    /* Two integer dtypes: the wider; of one width they are i8 and u8. */
-    if (tg_dtype_size(a) == tg_dtype_size(b)) return false;
-    *r = tg_dtype_size(a) > tg_dtype_size(b) ? a : b;
-    return true;
-}
-
-/* The result's dtype of where(cond, a, b), torch.result_type(a, b): a 0-d
- * operand against one with dims counts only when it is a float and the
- * other an integer (then it is the float's dtype). */
-static int where_dtype(const tg_tensor *a, const tg_tensor *b, tg_dtype *r)
-{
-    const bool fa = tg_dtype_is_float(a->dtype), fb = tg_dtype_is_float(b->dtype);
-    if ((a->ndim == 0) != (b->ndim == 0) && fa == fb) {
-        *r = a->ndim > 0 ? a->dtype : b->dtype;
-        return TG_OK;
-    }
-    if (promote(a->dtype, b->dtype, r)) return TG_OK;
-    return tg__error(TG_EDTYPE, "where: a (%s) and b (%s): torch promotes them to int16, which "
-                     "tapegrad does not have (convert one with tg_to_dtype)",
-                     tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
-}
-
 /* One element of an integer dtype, as its bits. */
 typedef union where_int {
     uint8_t u8;
@@ -197,7 +167,7 @@ static int where_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     TG_CHECK(in[1] != NULL, TG_EINVAL, "where: a must not be NULL");
     TG_CHECK(in[2] != NULL, TG_EINVAL, "where: b must not be NULL");
     tg_dtype dt = TG_F32;
-    TG_TRY(where_dtype(in[1], in[2], &dt));
+    TG_TRY(tg__result_dtype("where", in[1], in[2], &dt));   /* torch.result_type */
     int nd;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(where_shape(in, &nd, shape));
