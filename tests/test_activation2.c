@@ -252,6 +252,33 @@ Test(activation2, half_dtypes_are_the_f32_op_rounded_once)
         }
 }
 
+/* Every bf16 value through selu and celu (subnormals, the largest values
+ * and the specials included): the f32 op's result rounded once to bf16, as
+ * torch's bf16 kernel rounds its f32 result. */
+Test(activation2, every_bf16_value_rounds_through_f32)
+{
+    tg_tensor *x = NULL, *x32 = NULL;
+    double *v = malloc(65536 * sizeof *v);
+    for (int i = 0; i < 65536; i++) {
+        const uint32_t u = (uint32_t)i << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        v[i] = f;
+    }
+    x32 = th_tensor_from(TG_F32, 1, (int64_t[]){65536}, v);
+    OK(tg_tensor_to_dtype(&x, x32, TG_BF16));
+    for (int o = 0; o < 2; o++) {
+        tg_tensor *y = NULL, *y32 = NULL, *want = NULL;
+        OK(OPS[o].f(&y, x));
+        OK(OPS[o].f(&y32, x32));
+        OK(tg_tensor_to_dtype(&want, y32, TG_BF16));
+        th_expect_same_bits(OPS[o].name, x, y, want);
+        th_release_all(3, (tg_tensor *[]){y, y32, want});
+    }
+    free(v);
+    th_release_all(2, (tg_tensor *[]){x, x32});
+}
+
 /* softsign and tanhshrink of integers are f32, as torch's (values from
  * torch 1.13); the other ops refuse integers naming themselves. */
 Test(activation2, integer_inputs)
