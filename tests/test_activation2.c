@@ -279,8 +279,9 @@ Test(activation2, every_bf16_value_rounds_through_f32)
     th_release_all(2, (tg_tensor *[]){x, x32});
 }
 
-/* softsign and tanhshrink of integers are f32, as torch's (values from
- * torch 1.13); the other ops refuse integers naming themselves. */
+/* softsign and tanhshrink of integers are f32 and threshold's keep their
+ * dtype, as torch's (values from torch 1.13); the other ops refuse integers
+ * naming themselves. */
 Test(activation2, integer_inputs)
 {
     tg_tensor *xf = th_vec(TG_F32, 4, (double[]){1, 2, 3, 0}, "x", false), *xi = NULL;
@@ -297,8 +298,33 @@ Test(activation2, integer_inputs)
     const double ts[4] = {0.23840582370758057, 1.0359723567962646, 2.0049452781677246, 0.0};
     for (int k = 0; k < 4; k++) cr_assert(eq(dbl, th_at(y, k), ts[k]), "%d: %.17g", k, th_at(y, k));
     tg_tensor_release(y);
+    /* threshold keeps the integer dtype, as torch's: the threshold and
+     * value truncated (torch 1.13's values) */
+    tg_tensor *ti = th_vec(TG_F64, 5, (double[]){-2, -1, 0, 1, 2}, "ti", false), *t64 = NULL;
+    const double want[3][5] = {{7, 7, 0, 1, 2}, {7, 7, 7, 7, 2}, {1e10, 1e10, 1e10, 1e10, 2}};
+    const double args[3][2] = {{-1.5, 7.0}, {1.5, 7.7}, {1.5, 1e10}};
+    OK(tg_tensor_to_dtype(&t64, ti, TG_I64));
+    for (int c = 0; c < 3; c++) {
+        OK(tg_threshold(&y, t64, args[c][0], args[c][1]));
+        cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+        for (int k = 0; k < 5; k++) cr_assert(eq(dbl, th_at(y, k), want[c][k]), "%d %d", c, k);
+        tg_tensor_release(y);
+    }
+    y = NULL;
+    OK(tg_threshold(&y, xi, -1e30, 5.0));   /* below the range: nothing replaced */
+    th_expect_same_bits("threshold i32", xi, y, xi);
+    tg_tensor_release(y);
+    y = NULL;
+    OK(tg_threshold(&y, xi, 1e30, -5.0));   /* above: everything */
+    for (int k = 0; k < 4; k++) cr_assert(eq(dbl, th_at(y, k), -5.0));
+    tg_tensor_release(y);
+    y = NULL;
+    th_expect_refused(tg_threshold(&y, xi, 0.5, 1e10), TG_EINVAL,
+                      "threshold: value=1e+10 must fit in x's dtype i32", y);
+    th_expect_refused(tg_threshold(&y, xi, NAN, 1.0), TG_EINVAL, "threshold must not be NaN", y);
+    th_release_all(2, (tg_tensor *[]){ti, t64});
     for (int o = 0; o < N_OPS; o++) {
-        if (o == 8 || o == 9) continue;   /* softsign, tanhshrink */
+        if (o == 4 || o == 8 || o == 9) continue;   /* threshold, softsign, tanhshrink */
         tg_tensor *z = NULL;
         const char *name = strcmp(OPS[o].name, "glu0") ? OPS[o].name : "glu";
         th_expect_refused(OPS[o].f(&z, xi), TG_EDTYPE, name, z);

@@ -215,8 +215,11 @@ TG_API int tg_celu(tg_tensor **out, tg_tensor *x, double alpha);
  * +-lambd and at NaN), and g where x > threshold or x is NaN, 0 elsewhere;
  * to any order.  TG_EINVAL for a NULL argument, a NaN hardshrink lambd
  * (torch passes x through), a softshrink lambd that is NaN or < 0;
- * TG_EDTYPE for an integer x (torch keeps threshold's integer dtype: use
- * tg_to_dtype first). */
+ * TG_EDTYPE for an integer hardshrink or softshrink x.  threshold of an
+ * integer x keeps its dtype, as torch's: the threshold and value truncated
+ * toward zero (a threshold beyond the dtype's range saturates), computed
+ * on the integers, not recorded; TG_EINVAL there for a NaN threshold or a
+ * value outside the dtype's range. */
 TG_API int tg_hardshrink(tg_tensor **out, tg_tensor *x, double lambd);
 TG_API int tg_softshrink(tg_tensor **out, tg_tensor *x, double lambd);
 TG_API int tg_threshold(tg_tensor **out, tg_tensor *x, double threshold, double value);

@@ -18,6 +18,7 @@
  *   threshold:              g where x > t or x is NaN, 0 where x <= t. */
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
@@ -158,8 +159,56 @@ int tg_softshrink(tg_tensor **out, tg_tensor *x, double lambd)
     return call(&softshrink_op, out, x, lambd, 0.0);
 }
 
+/* y = x <= t ? v : x over n integers of type T (none replaced when the
+ * threshold lies below the dtype's range). */
+#define THRESHOLD_INT(T)                                                      \
+    {                                                                         \
+        const T *px = tg_tensor_cdata(c);                                     \
+        T *py = tg_tensor_data(r);                                            \
+        for (int64_t i = 0; i < n; i++)                                       \
+            py[i] = !below && (int64_t)px[i] <= t ? (T)v : px[i];            \
+    }
+
+/* threshold of an integer x, as torch's: the threshold and value converted
+ * to x's dtype (truncated toward zero; a threshold beyond the dtype's range
+ * saturates), the result a new tensor of x's dtype, computed on the
+ * integers and not recorded (an integer never requires grad). */
+static int threshold_int(tg_tensor **out, tg_tensor *x, double threshold, double value)
+{
+    const tg_dtype dt = x->dtype;
+    const double lo = dt == TG_I8 ? -128.0 : dt == TG_U8 ? 0.0 : dt == TG_I32 ? -0x1p31 : -0x1p63;
+    const double hi = dt == TG_I8    ? 127.0
+                      : dt == TG_U8  ? 255.0
+                      : dt == TG_I32 ? 0x1p31 - 1
+                                     : 0x1p63 - 1024;   /* the largest double below 2^63 */
+    TG_CHECK(!isnan(threshold), TG_EINVAL, "threshold: threshold must not be NaN for an "
+             "integer x");
+    TG_CHECK(trunc(value) >= lo && trunc(value) <= hi, TG_EINVAL,
+             "threshold: value=%g must fit in x's dtype %s", value, tg_dtype_name(dt));
+    const double tt = trunc(threshold);
+    const bool below = tt < lo;
+    const int64_t t = below ? 0 : tt > hi ? INT64_MAX : (int64_t)tt;
+    const int64_t v = (int64_t)trunc(value);
+    tg_tensor *c = NULL, *r = NULL;
+    TG_TRY(tg_tensor_contiguous(&c, x));
+    r = tg__tensor_uninit(dt, x->ndim, x->shape);
+    if (!r) {
+        tg_tensor_release(c);
+        return TG_ENOMEM;
+    }
+    const int64_t n = tg_tensor_numel(x);
+    if (dt == TG_I8) THRESHOLD_INT(int8_t)
+    else if (dt == TG_U8) THRESHOLD_INT(uint8_t)
+    else if (dt == TG_I32) THRESHOLD_INT(int32_t)
+    else THRESHOLD_INT(int64_t)
+    tg_tensor_release(c);
+    *out = r;
+    return TG_OK;
+}
+
 int tg_threshold(tg_tensor **out, tg_tensor *x, double threshold, double value)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "threshold: out must not be NULL");
+    if (x && !tg_dtype_is_float(x->dtype)) return threshold_int(out, x, threshold, value);
     return call(&threshold_op, out, x, threshold, value);
 }
