@@ -100,6 +100,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"adaptive_avg_pool", TG_AMP_KEEP}, {"adaptive_avg_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool", TG_AMP_KEEP}, {"adaptive_max_pool_backward", TG_AMP_KEEP},
         {"adaptive_max_pool_gather", TG_AMP_KEEP},
+        {"selu", TG_AMP_KEEP},        {"celu", TG_AMP_KEEP},       {"hardshrink", TG_AMP_KEEP},
+        {"softshrink", TG_AMP_KEEP},  {"threshold", TG_AMP_KEEP},  {"glu", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;
@@ -209,11 +211,12 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
              {"asin", tg_asin}, {"acos", tg_acos},       {"sinh", tg_sinh},
              {"cosh", tg_cosh}, {"asinh", tg_asinh},     {"acosh", tg_acosh},
              {"atanh", tg_atanh}, {"log2", tg_log2},     {"log10", tg_log10},
-             {"exp2", tg_exp2}, {"logsigmoid", tg_logsigmoid}};
+             {"exp2", tg_exp2}, {"logsigmoid", tg_logsigmoid}, {"selu", tg_selu}};
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);
     } s[] = {{"leaky_relu", tg_leaky_relu}, {"pow_scalar", tg_pow_scalar}, {"elu", tg_elu},
+             {"celu", tg_celu}, {"hardshrink", tg_hardshrink}, {"softshrink", tg_softshrink},
              {"add_scalar", tg_add_scalar}, {"sub_scalar", tg_sub_scalar},
              {"rsub_scalar", tg_rsub_scalar}, {"mul_scalar", tg_mul_scalar},
              {"div_scalar", tg_div_scalar}};

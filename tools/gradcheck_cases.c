@@ -290,6 +290,23 @@ static int f_hardtanh(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_hardtanh(out, in[0], -0.5, 0.5);
 }
 
+/* The threshold inside U[-1, 1], so both sides are hit. */
+static int f_threshold(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_threshold(out, in[0], 0.2, -0.7);
+}
+
+/* Halving dim 1 (4 -> 2) and dim 0 (2 -> 1). */
+static int f_glu1(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_glu(out, in[0], 1);
+}
+
+static int f_glu0(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_glu(out, in[0], -2);
+}
+
 /* Along dim 0, not the last: rows of stride 4. */
 static int f_log_softmax(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
@@ -448,6 +465,14 @@ const gc_case gc_cases[] = {
     GC_UN("hardsigmoid", "activation", tg_hardsigmoid, 2, GC_ANY, 3, 4),
     GC_UN("hardswish", "activation", tg_hardswish, 2, GC_ANY, 3, 4),
     GC_UN("mish", "activation", tg_mish, 2, GC_ANY, 3, 4),
+    GC_UN("selu", "activation", tg_selu, 2, GC_ANY, 3, 4),
+    GC_SC("celu", "activation", tg_celu, 0.6, GC_ANY),
+    GC_SC("hardshrink", "activation", tg_hardshrink, 0.4, GC_ANY),
+    GC_SC("softshrink", "activation", tg_softshrink, 0.3, GC_ANY),
+    GC_FN("threshold", "activation", f_threshold, "(3, 4) threshold 0.2 value -0.7", 1,
+          .ndim = {2}, .shape = {{3, 4}}),
+    GC_FN("glu", "activation", f_glu1, "(3, 4) dim 1", 1, .ndim = {2}, .shape = {{3, 4}}),
+    GC_FN("glu", "activation", f_glu0, "(2, 3) dim -2", 1, .ndim = {2}, .shape = {{2, 3}}),
     GC_BIN("prelu", "activation", tg_prelu, GC_ANY, "prelu((2, 3, 2), (3))", 3, 1,
            GC_SHAPE(2, 3, 2), GC_SHAPE(3)),
     GC_FN("softmax", "activation", f_softmax, "(3, 4) dim 1", 1, .ndim = {2},

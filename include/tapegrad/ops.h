@@ -216,6 +216,63 @@ TG_API int tg_hardswish(tg_tensor **out, tg_tensor *x);
  * softplus, sigmoid, mul and add, so differentiable to any order.
  * TG_EINVAL for a NULL argument, TG_EDTYPE for an integer x. */
 TG_API int tg_mish(tg_tensor **out, tg_tensor *x);
+/* F.selu(x) = scale * (x where x > 0, alpha * (e^x - 1) elsewhere) and
+ * F.celu(x, alpha) = x where x > 0, alpha * (e^(x / alpha) - 1) elsewhere
+ * (torch's default alpha is 1): torch's elu kernel, its coefficients
+ * (alpha * scale, scale, 1 / alpha) converted to f32 as torch's unless x
+ * is f64, so the positive side is torch's bits; e^t - 1 is expm1 in double
+ * as in tg_elu (celu(x, 1) is elu(x, 1)), within a few ulp of torch's
+ * elsewhere, and small negative x keep their value; a bf16 x is computed in
+ * f32 and rounded once, as torch's.  Gradients as torch's elu_backward:
+ * g * alpha * scale * e^x (selu) and g * e^(x / alpha) (celu) where x <= 0,
+ * so alpha * scale and 1 at 0, g * scale and g above 0, NaN at NaN (torch's
+ * vectorized kernel; its scalar tail loop gives g * scale), to any order.
+ * TG_EINVAL for a NULL argument or a celu alpha that is 0 or not finite,
+ * TG_EDTYPE for an integer x, as torch. */
+TG_API int tg_selu(tg_tensor **out, tg_tensor *x);
+TG_API int tg_celu(tg_tensor **out, tg_tensor *x, double alpha);
+/* F.hardshrink(x, lambd): 0 where -lambd <= x <= lambd, x elsewhere;
+ * F.softshrink(x, lambd): x - lambd above lambd, x + lambd below -lambd, 0
+ * between and at NaN; F.threshold(x, threshold, value): value where
+ * x <= threshold, x elsewhere (NaN stays).  torch's default lambd is 0.5.
+ * The parameters are first converted to x's dtype, as torch's (softshrink's
+ * value takes lambd in f32 for bf16 and f16 x, as torch's bf16 kernel; its
+ * gradient takes it in x's dtype, as torch's).  Gradients
+ * as torch's vectorized kernels: g where x < -lambd or x > lambd (0 at
+ * +-lambd and at NaN), and g where x > threshold or x is NaN, 0 elsewhere;
+ * to any order.  TG_EINVAL for a NULL argument, a NaN hardshrink lambd
+ * (torch passes x through), a softshrink lambd that is NaN or < 0;
+ * TG_EDTYPE for an integer hardshrink or softshrink x.  threshold of an
+ * integer x keeps its dtype, as torch's: the threshold and value truncated
+ * toward zero (a threshold beyond the dtype's range saturates), computed
+ * on the integers, not recorded; TG_EINVAL there for a NaN threshold or a
+ * value outside the dtype's range. */
+TG_API int tg_hardshrink(tg_tensor **out, tg_tensor *x, double lambd);
+TG_API int tg_softshrink(tg_tensor **out, tg_tensor *x, double lambd);
+TG_API int tg_threshold(tg_tensor **out, tg_tensor *x, double threshold, double value);
+/* F.softsign(x) = x / (|x| + 1) and F.tanhshrink(x) = x - tanh(x), made of
+ * those ops as torch's (so a bf16 x rounds after each, softsign(+-inf) is
+ * NaN); an integer x gives f32, as torch's.  F.softmin(x, dim) =
+ * softmax(-x, dim), with softmax's dims, FP32 autocast policy and errors.
+ * All differentiable to any order.  TG_EINVAL for a NULL argument,
+ * TG_EDTYPE for an integer softmin x. */
+TG_API int tg_softsign(tg_tensor **out, tg_tensor *x);
+TG_API int tg_tanhshrink(tg_tensor **out, tg_tensor *x);
+TG_API int tg_softmin(tg_tensor **out, tg_tensor *x, int dim);
+/* F.glu(x, dim): x split in halves a, b along dim (negative counts from
+ * the end; torch's default -1), a * sigmoid(b), computed in double and
+ * rounded once (bf16: f32, rounded once, as torch's).  The gradient is
+ * torch's glu_backward in its order of products (da = s g, db =
+ * (1 - s) s a g, s = sigmoid(b)), to any order.  TG_EINVAL for a NULL
+ * argument, a 0-d x or dim out of range, TG_ESHAPE for an odd extent along
+ * dim, TG_EDTYPE for an integer x. */
+TG_API int tg_glu(tg_tensor **out, tg_tensor *x, int dim);
+/* F.rrelu(x, lower, upper, training=False): leaky_relu with the slope
+ * (lower + upper) / 2 (torch's defaults 1/8 and 1/3), its values and
+ * gradients.  training = true (a random slope per element) is refused.
+ * TG_EINVAL for a NULL argument, lower > upper or NaN, training true;
+ * TG_EDTYPE for an integer x. */
+TG_API int tg_rrelu(tg_tensor **out, tg_tensor *x, double lower, double upper, bool training);
 /* F.dropout(x, p, training): in training each element is zeroed with
  * probability p and the rest scaled by 1 / (1 - p) (all zeroed for p = 1),
  * the mask drawn by rng in x's dtype (tg_tensor_rand_uniform: the same on

@@ -52,6 +52,9 @@
     X(prelu, 1)          /* prelu.c: prelu */                                 \
     X(flip, 1)           /* flip.c: flip */                                   \
     X(hardact, 4)        /* hardact.c: hardtanh hardsigmoid hardswish mish */ \
+    X(selu, 2)           /* selu.c: selu celu */                              \
+    X(shrink, 3)         /* shrink.c: hardshrink softshrink threshold */      \
+    X(glu, 1)            /* glu.c: glu */                                     \
     X(cumsum, 1)         /* cumsum.c: cumsum */                               \
     X(roll, 1)           /* roll.c: roll */                                   \
     X(gather, 4)         /* gather.c: gather scatter_add index_select index_add */ \

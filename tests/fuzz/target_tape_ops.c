@@ -34,7 +34,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 50;
+    uint8_t k = u8(g) % 60;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -88,6 +88,16 @@ int op_unary(prog *g)
     case 46: rc = tg_log10(&y, a); break;
     case 47: rc = tg_exp2(&y, a); break;
     case 48: rc = tg_logsigmoid(&y, a); break;
+    case 49: rc = tg_selu(&y, a); break;
+    case 50: rc = tg_celu(&y, a, s); break;
+    case 51: rc = tg_hardshrink(&y, a, s); break;
+    case 52: rc = tg_softshrink(&y, a, s); break;
+    case 53: rc = tg_threshold(&y, a, s, -s); break;
+    case 54: rc = tg_softsign(&y, a); break;
+    case 55: rc = tg_tanhshrink(&y, a); break;
+    case 56: rc = tg_glu(&y, a, u8(g) % 4 - 2); break;
+    case 57: rc = tg_softmin(&y, a, u8(g) % 4 - 2); break;
+    case 58: rc = tg_rrelu(&y, a, s, fabs(s) + 0.25, s > 1); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
