@@ -66,17 +66,9 @@ int tg__ew_mixed_to_float(const char *op, tg_tensor *const *in, tg_tensor **eff,
     if (fa == fb) return TG_OK;
     const int i = fa ? 1 : 0;                 /* the integer operand */
     const tg_dtype dt = in[1 - i]->dtype;     /* the float's, the result's */
-    /* As torch's cast: an integer goes to a half dtype through f32 (an i32
-     * 16842753 is bf16 2^24, not the nearest bf16 2^24 + 2^17). */
-    tg_tensor *t = NULL;
-    int rc = tg_to_dtype(&t, in[i], tg__dtype_is_half(dt) ? TG_F32 : dt);
-    if (rc == TG_OK && tg__dtype_is_half(dt)) {
-        rc = tg_to_dtype(&conv[i], t, dt);
-        tg_tensor_release(t);
-    } else {
-        conv[i] = t;
-    }
-    if (rc < 0) return rc;
+    /* torch's cast (to a half dtype through f32, as tg_to_dtype's: an i32
+     * 16842753 is bf16 2^24, not the nearest bf16 2^24 + 2^17) */
+    TG_TRY(tg_to_dtype(&conv[i], in[i], dt));
     eff[i] = conv[i];
     return TG_OK;
 }
