@@ -78,23 +78,6 @@ static double inside(double x, const void *user)
     return x > p->lo && x < p->hi ? 1.0 : 0.0;
 }
 
-/* out = f(x) in double, rounded once; saves x. */
-static int map_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *x,
-                       double (*f)(double, const void *), const void *params)
-{
-    TG_TRY(tg__ew_check_float(name, 0, x));
-    TG_TRY(tg__map_f64(out, x, x->dtype, f, params));
-    if (ctx) tg__ctx_save(ctx, x);
-    return TG_OK;
-}
-
-#define MAP_FORWARD(op)                                                       \
-    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
-                            const void *params)                               \
-    {                                                                         \
-        (void)n;                                                              \
-        return map_forward(ctx, #op, out, in[0], op##1, params);              \
-    }
 /* hardtanh of an integer x is clamp(x, lo, hi) in x's dtype, as torch's:
  * the bounds are already integers (tg_hardtanh). */
 static int hardtanh_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
@@ -103,11 +86,11 @@ static int hardtanh_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     const hardtanh_params *p = params;
     if (in[0] && !tg_dtype_is_float(in[0]->dtype))
         return tg__int_clamp(out, in[0], true, (int64_t)p->lo, true, (int64_t)p->hi);
-    return map_forward(ctx, "hardtanh", out, in[0], hardtanh1, params);
+    return tg__map_forward(ctx, "hardtanh", out, in[0], hardtanh1, params);
 }
-MAP_FORWARD(hardsigmoid)
-MAP_FORWARD(hardswish)
-MAP_FORWARD(mish)
+TG_MAP_FORWARD(hardsigmoid)
+TG_MAP_FORWARD(hardswish)
+TG_MAP_FORWARD(mish)
 
 /* gi = where(lo < x < hi, g * s, 0): s = 1 is hardtanh's gradient, s = 1/6
  * with (lo, hi) = (-3, 3) hardsigmoid's. */

@@ -1,5 +1,7 @@
 /* src/ops/pointwise.c - tg__map_f64, the elementwise map in double shared by
- * softplus, clamp and where (src/ops/pointwise_internal.h). */
+ * softplus, clamp, where, the hard activations and the shrinks, and
+ * tg__map_forward, the forward of an op that is such a map
+ * (src/ops/pointwise_internal.h). */
 #include <stdlib.h>
 
 #include "ops/pointwise_internal.h"
@@ -20,5 +22,14 @@ int tg__map_f64(tg_tensor **out, const tg_tensor *a, tg_dtype dt,
     tg__scatter(r, TG_F64, v);
     free(v);
     *out = r;
+    return TG_OK;
+}
+
+int tg__map_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *x,
+                    double (*f)(double v, const void *user), const void *params)
+{
+    TG_TRY(tg__ew_check_float(name, 0, x));
+    TG_TRY(tg__map_f64(out, x, x->dtype, f, params));
+    if (ctx) tg__ctx_save(ctx, x);
     return TG_OK;
 }

@@ -69,26 +69,9 @@ static double above(double x, const void *user)
     return x <= p->a ? 0.0 : 1.0;
 }
 
-/* out = f(x) in double, rounded once; saves x. */
-static int map_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tensor *x,
-                       double (*f)(double, const void *), const void *params)
-{
-    TG_TRY(tg__ew_check_float(name, 0, x));
-    TG_TRY(tg__map_f64(out, x, x->dtype, f, params));
-    if (ctx) tg__ctx_save(ctx, x);
-    return TG_OK;
-}
-
-#define MAP_FORWARD(op)                                                       \
-    static int op##_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in, \
-                            const void *params)                               \
-    {                                                                         \
-        (void)n;                                                              \
-        return map_forward(ctx, #op, out, in[0], op##1, params);              \
-    }
-MAP_FORWARD(hardshrink)
-MAP_FORWARD(softshrink)
-MAP_FORWARD(threshold)
+TG_MAP_FORWARD(hardshrink)
+TG_MAP_FORWARD(softshrink)
+TG_MAP_FORWARD(threshold)
 
 /* gi = where(keep(x), g, 0), keep a constant mask. */
 static int mask_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi,
