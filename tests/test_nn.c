@@ -6,8 +6,10 @@
  * tests the interchange (names, layouts) and the numbers at once.  The rest:
  * state-dict order vs the file's key order, BatchNorm running statistics,
  * LayerNorm and GroupNorm (the ops themselves: test_layer_norm.c),
- * Softplus, LogSigmoid, Identity, Softmax and LogSoftmax in a Sequential
- * (scripts/make_act_modules_goldens.py; the modules alone: test_nn_act.c),
+ * Softplus, LogSigmoid, Identity, Softmax and LogSoftmax in a Sequential,
+ * SELU, CELU, the shrinks, Threshold, GLU, Softsign, Tanhshrink and Softmin
+ * in another (scripts/make_act_modules_goldens.py; the modules alone:
+ * test_nn_act.c),
  * Dropout statistics, init bounds, and gradcheck/gradgradcheck of BatchNorm
  * in f64.  The state dict's own tests are in test_nn_state.c, unusual and
  * bad inputs in test_nn_inputs.c. */
@@ -278,6 +280,45 @@ Test(nn, activation_modules_sequential_matches_torch)
         if (i == 2) cr_assert(eq(int, tg_nn_softmax_new(&m, 0), TG_OK));
         if (i == 3) cr_assert(eq(int, tg_nn_log_softmax_new(&m, -1), TG_OK));
         cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    }
+    expect_torch_names(seq, f, "m");
+    check_case(seq, f, "m", "", 1e-5);
+    tg_module_release(seq);
+    tg_st_free(f);
+}
+
+/* Linear -> SELU -> Linear -> CELU(0.5) -> Hardshrink(0.3) -> Linear ->
+ * Softshrink(0.2) -> Threshold(0.1, -0.5) -> Linear -> GLU(1) -> Softsign ->
+ * Tanhshrink -> Linear -> Softmin(0), torch's golden (act_modules2). */
+Test(nn, more_activation_modules_sequential_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/act_modules2.safetensors");
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    const int64_t dims[][2] = {{6, 8}, {8, 8}, {8, 8}, {8, 10}, {5, 4}};
+    for (int i = 0; i < 5; i++) {
+        tg_module *acts[3] = {NULL, NULL, NULL};
+        cr_assert(eq(int, tg_nn_linear_new(&m, dims[i][0], dims[i][1], true, &rng), TG_OK));
+        cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+        if (i == 0) cr_assert(eq(int, tg_nn_selu_new(&acts[0]), TG_OK));
+        if (i == 1) {
+            cr_assert(eq(int, tg_nn_celu_new(&acts[0], 0.5), TG_OK));
+            cr_assert(eq(int, tg_nn_hardshrink_new(&acts[1], 0.3), TG_OK));
+        }
+        if (i == 2) {
+            cr_assert(eq(int, tg_nn_softshrink_new(&acts[0], 0.2), TG_OK));
+            cr_assert(eq(int, tg_nn_threshold_new(&acts[1], 0.1, -0.5), TG_OK));
+        }
+        if (i == 3) {
+            cr_assert(eq(int, tg_nn_glu_new(&acts[0], 1), TG_OK));
+            cr_assert(eq(int, tg_nn_softsign_new(&acts[1]), TG_OK));
+            cr_assert(eq(int, tg_nn_tanhshrink_new(&acts[2]), TG_OK));
+        }
+        if (i == 4) cr_assert(eq(int, tg_nn_softmin_new(&acts[0], 0), TG_OK));
+        for (int k = 0; k < 3 && acts[k]; k++)
+            cr_assert(eq(int, tg_nn_sequential_append(seq, acts[k]), TG_OK));
     }
     expect_torch_names(seq, f, "m");
     check_case(seq, f, "m", "", 1e-5);

@@ -5,7 +5,10 @@
  * Softplus is one node for beta 1 and a threshold >= 15 and torch's
  * formula otherwise; LogSigmoid is -softplus(-x), which keeps both tails
  * where torch.onnx's Log(Sigmoid(x)) gives -inf and 0; the identity's
- * pass-through refuses a custom module that only borrows the name. */
+ * pass-through refuses a custom module that only borrows the name.  SELU,
+ * CELU, the shrinks, Threshold, GLU, Softsign, Tanhshrink and Softmin
+ * alone, in a Sequential, with NaN inputs to Threshold, and their
+ * refusals. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -194,4 +197,160 @@ Test(onnx_act, borrowed_names_are_refused)
     tg_tensor_release(x);
     tg_module_release(fake);
     tg_module_release(fsm);
+}
+
+/* ---- SELU, CELU, the shrinks, Threshold, GLU, Softsign, Tanhshrink, Softmin ---- */
+
+static void expect_ok(int rc)
+{
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+}
+
+/* The module a constructor call made into m (the comma sequences the two). */
+#define MADE(call) (expect_ok(call), m)
+
+/* Each module alone on x in [-4, 4] (both sides of every kink, the shrinks'
+ * dead zones and Threshold's cut), its nodes and attributes as listed. */
+Test(onnx_act, newer_activations_match_onnxruntime)
+{
+    need_onnx();
+    uint64_t s = 11;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (const int64_t[]){3, 4, 6}, -4, 4);
+    tg_module *m = NULL;
+    const struct {
+        const char *name;
+        tg_module *m;
+        const char *graph;
+        const char *const *inits;
+    } c[] = {
+        {"selu", MADE(tg_nn_selu_new(&m)),
+         "\"ops\": [\"Selu\"], \"attributes\": {\"Selu\": {\"alpha\": 1.6732631921768188, "
+         "\"gamma\": 1.0507010221481323}}", no_inits},
+        {"celu", MADE(tg_nn_celu_new(&m, 0.5)),
+         "\"ops\": [\"Celu\"], \"attributes\": {\"Celu\": {\"alpha\": 0.5}}", no_inits},
+        {"celu_default", MADE(tg_nn_celu_new(&m, 1)),
+         "\"ops\": [\"Celu\"], \"attributes\": {\"Celu\": {\"alpha\": 1.0}}", no_inits},
+        {"hardshrink", MADE(tg_nn_hardshrink_new(&m, 1.5)),
+         "\"ops\": [\"Shrink\"], \"attributes\": {\"Shrink\": {\"bias\": 0.0, "
+         "\"lambd\": 1.5}}", no_inits},
+        {"softshrink", MADE(tg_nn_softshrink_new(&m, 0.75)),
+         "\"ops\": [\"Shrink\"], \"attributes\": {\"Shrink\": {\"bias\": 0.75, "
+         "\"lambd\": 0.75}}", no_inits},
+        {"softshrink_zero", MADE(tg_nn_softshrink_new(&m, 0)),
+         "\"ops\": [\"Shrink\"], \"attributes\": {\"Shrink\": {\"bias\": 0.0, "
+         "\"lambd\": 0.0}}", no_inits},
+        {"threshold", MADE(tg_nn_threshold_new(&m, 0.5, -2)),
+         "\"ops\": [\"LessOrEqual\", \"Where\"], \"initializer_values\": "
+         "{\"/threshold\": [0.5], \"/value\": [-2.0]}",
+         (const char *const[]){"/threshold", "/value", NULL}},
+        {"glu_last", MADE(tg_nn_glu_new(&m, -1)),
+         "\"ops\": [\"Split\", \"Sigmoid\", \"Mul\"], \"attributes\": {\"Split\": "
+         "{\"axis\": -1}}", no_inits},
+        {"glu_dim1", MADE(tg_nn_glu_new(&m, 1)),
+         "\"ops\": [\"Split\", \"Sigmoid\", \"Mul\"], \"attributes\": {\"Split\": "
+         "{\"axis\": 1}}", no_inits},
+        {"softsign", MADE(tg_nn_softsign_new(&m)), "\"ops\": [\"Softsign\"]", no_inits},
+        {"tanhshrink", MADE(tg_nn_tanhshrink_new(&m)), "\"ops\": [\"Tanh\", \"Sub\"]",
+         no_inits},
+        {"softmin_dim0", MADE(tg_nn_softmin_new(&m, 0)),
+         "\"ops\": [\"Neg\", \"Softmax\"], \"attributes\": {\"Softmax\": {\"axis\": 0}}",
+         no_inits},
+        {"softmin_last", MADE(tg_nn_softmin_new(&m, -1)),
+         "\"ops\": [\"Neg\", \"Softmax\"], \"attributes\": {\"Softmax\": {\"axis\": -1}}",
+         no_inits},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        case_graph = c[i].graph;
+        write_case(c[i].name, c[i].m, x, 1e-6, 1e-7, c[i].inits, NULL);
+    }
+    check_cases();
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) tg_module_release(c[i].m);
+    tg_tensor_release(x);
+}
+
+/* Threshold keeps a NaN x as torch does (x <= threshold is false there),
+ * and a negative CELU alpha is ONNX's formula too. */
+Test(onnx_act, threshold_keeps_nan_and_celu_takes_a_negative_alpha)
+{
+    need_onnx();
+    tg_tensor *x = th_seq(TG_F32, 2, (const int64_t[]){4, 10}, -5, 5);
+    float *px = tg_tensor_data(x);
+    px[3] = NAN;
+    px[17] = NAN;
+    tg_module *t = NULL, *c = NULL;
+    OK(tg_nn_threshold_new(&t, 1.25, 7));
+    OK(tg_nn_celu_new(&c, -2));
+    tg_tensor *y = forward(t, x);
+    cr_assert(isnan(((const float *)tg_tensor_cdata(y))[3]));
+    tg_tensor_release(y);
+    case_graph = "\"ops\": [\"LessOrEqual\", \"Where\"]";
+    write_case("threshold_nan", t, x, 0, 0, NULL, NULL);
+    tg_tensor *xc = th_seq(TG_F32, 2, (const int64_t[]){4, 10}, -5, 5);
+    case_graph = "\"ops\": [\"Celu\"], \"attributes\": {\"Celu\": {\"alpha\": -2.0}}";
+    write_case("celu_negative_alpha", c, xc, 1e-6, 1e-7, no_inits, NULL);
+    check_cases();
+    th_release_all(2, (tg_tensor *[]){x, xc});
+    tg_module_release(t);
+    tg_module_release(c);
+}
+
+/* Linear -> SELU -> Linear -> Softshrink(0.25) -> Threshold(0.1, -1) ->
+ * Linear -> GLU(-1) -> Tanhshrink -> Linear -> Softmin(1), with a symbolic
+ * batch. */
+Test(onnx_act, newer_sequential_matches_onnxruntime)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 12);
+    tg_module *seq = NULL, *m = NULL;
+    OK(tg_nn_sequential_new(&seq));
+    const int64_t dims[][2] = {{6, 8}, {8, 8}, {8, 10}, {5, 4}};
+    for (int i = 0; i < 4; i++) {
+        OK(tg_nn_linear_new(&m, dims[i][0], dims[i][1], true, &rng));
+        append(seq, m);
+        if (i == 0) append(seq, MADE(tg_nn_selu_new(&m)));
+        if (i == 1) {
+            append(seq, MADE(tg_nn_softshrink_new(&m, 0.25)));
+            append(seq, MADE(tg_nn_threshold_new(&m, 0.1, -1)));
+        }
+        if (i == 2) {
+            append(seq, MADE(tg_nn_glu_new(&m, -1)));
+            append(seq, MADE(tg_nn_tanhshrink_new(&m)));
+        }
+        if (i == 3) append(seq, MADE(tg_nn_softmin_new(&m, 1)));
+    }
+    tg_tensor *x = th_rand_tensor(&(uint64_t){13}, TG_F32, 2, (const int64_t[]){3, 6}, -2, 2);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    case_graph = "\"ops\": [\"Gemm\", \"Selu\", \"Gemm\", \"Shrink\", \"LessOrEqual\", "
+                 "\"Where\", \"Gemm\", \"Split\", \"Sigmoid\", \"Mul\", \"Tanh\", \"Sub\", "
+                 "\"Gemm\", \"Neg\", \"Softmax\"], \"initializer_values\": "
+                 "{\"/4/threshold\": [0.10000000149011612], \"/4/value\": [-1.0]}";
+    write_case("newer_act_sequential", seq, x, 1e-5, 1e-7,
+               (const char *const[]){"0.weight", "0.bias", "2.weight", "2.bias",
+                                     "/4/threshold", "/4/value", "5.weight", "5.bias",
+                                     "8.weight", "8.bias", NULL},
+               &o);
+    check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+static const tg_module_vtable fake_glu_vt = {.type_name = "GLU", .forward = doubler_forward};
+
+/* A custom module named GLU is refused by the reader, and nothing is
+ * written. */
+Test(onnx_act, a_borrowed_glu_name_is_refused)
+{
+    need_onnx();
+    tg_module *fake = NULL;
+    OK(tg_module_new(&fake, &fake_glu_vt, NULL));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 4}, 1);
+    char path[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    th_expect_refused(tg_onnx_export(fake, x, path, NULL), TG_EINVAL,
+                      "nn_act_dim: m is a GLU module", NULL);
+    cr_assert(th_tmp_dir_count() == 0, "a refused export left a file");
+    tg_tensor_release(x);
+    tg_module_release(fake);
 }

@@ -490,6 +490,39 @@ TG_API int tg_nn_identity_new(tg_module **out);
  * TG_EINVAL for a NULL m or, naming its type, another module. */
 TG_API int tg_nn_softplus_params(const tg_module *m, double *beta, double *threshold);
 TG_API int tg_nn_softmax_params(const tg_module *m, int *dim);
+/* nn.SELU, nn.Softsign and nn.Tanhshrink (type names "SELU", "Softsign",
+ * "Tanhshrink"): forward is tg_selu, tg_softsign or tg_tanhshrink (ops.h).
+ * nn.CELU(alpha) ("CELU"): tg_celu(x, alpha), torch's default alpha 1;
+ * TG_EINVAL for an alpha that is 0 or not finite, as tg_celu.
+ * nn.Hardshrink(lambd) and nn.Softshrink(lambd) ("Hardshrink",
+ * "Softshrink"): tg_hardshrink or tg_softshrink(x, lambd), torch's default
+ * lambd 0.5; TG_EINVAL for a NaN lambd, or a Softshrink lambd < 0, as the
+ * ops.  nn.Threshold(threshold, value) ("Threshold"): tg_threshold(x,
+ * threshold, value), any numbers; an integer x keeps its dtype and the op
+ * refuses, at the forward, a NaN threshold or a value outside x's range.
+ * nn.GLU(dim) and nn.Softmin(dim) ("GLU", "Softmin"): tg_glu(x, dim) and
+ * tg_softmin(x, dim), torch's GLU default dim -1 (Softmin's dim is explicit,
+ * as Softmax's); dim counts from the end when negative and is checked
+ * against x's rank at the forward; TG_EINVAL for dim outside
+ * [-TG_MAX_DIMS, TG_MAX_DIMS - 1].  No parameters or buffers.  TG_EINVAL
+ * for a NULL out. */
+TG_API int tg_nn_selu_new(tg_module **out);
+TG_API int tg_nn_celu_new(tg_module **out, double alpha);
+TG_API int tg_nn_hardshrink_new(tg_module **out, double lambd);
+TG_API int tg_nn_softshrink_new(tg_module **out, double lambd);
+TG_API int tg_nn_threshold_new(tg_module **out, double threshold, double value);
+TG_API int tg_nn_glu_new(tg_module **out, int dim);
+TG_API int tg_nn_softsign_new(tg_module **out);
+TG_API int tg_nn_tanhshrink_new(tg_module **out);
+TG_API int tg_nn_softmin_new(tg_module **out, int dim);
+/* The one number a CELU (alpha), Hardshrink or Softshrink (lambd) was made
+ * with; a Threshold's threshold and value; the dim of a Softmax,
+ * LogSoftmax, Softmin or GLU as given (tg_module_type_name tells the kinds
+ * apart).  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its
+ * type, another module. */
+TG_API int tg_nn_act_number(const tg_module *m, double *value);
+TG_API int tg_nn_threshold_params(const tg_module *m, double *threshold, double *value);
+TG_API int tg_nn_act_dim(const tg_module *m, int *dim);
 /* nn.Embedding(num_embeddings, dim): weight (num_embeddings, dim) ~ N(0, 1);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,

@@ -145,6 +145,21 @@ int tg__onnx_add(tg__onnx *g, tg__onnx_node **node, const char **out, const char
     return TG_OK;
 }
 
+int tg__onnx_add_output(tg__onnx *g, tg__onnx_node *n, const char *scope, const char **out)
+{
+    const size_t k = n->proto.n_output;
+    char **outs = tg__onnx_alloc(g, (k + 1) * sizeof *outs);
+    const char *value = tg__onnx_str(g, "%s/%s_output_%lld", scope, n->proto.op_type,
+                                     (long long)g->next_value++);
+    if (!outs || !value) return TG_ENOMEM;
+    for (size_t i = 0; i < k; i++) outs[i] = n->proto.output[i];
+    outs[k] = (char *)value;
+    n->proto.output = outs;
+    n->proto.n_output = k + 1;
+    *out = value;
+    return TG_OK;
+}
+
 static Onnx__AttributeProto *tg__onnx_attr(tg__onnx *g, tg__onnx_node *n, const char *name,
                                            Onnx__AttributeProto__AttributeType type)
 {

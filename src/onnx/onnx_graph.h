@@ -44,6 +44,9 @@ const char *tg__onnx_str(tg__onnx *g, const char *fmt, ...) __attribute__((forma
  * attributes (may be NULL). */
 int tg__onnx_add(tg__onnx *g, tg__onnx_node **node, const char **out, const char *scope,
                   const char *op_type, int n_in, const char *const *inputs);
+/* Adds another output to node n (Split's second half), a new value name
+ * "<scope>/<op_type>_output_<k>" in *out. */
+int tg__onnx_add_output(tg__onnx *g, tg__onnx_node *n, const char *scope, const char **out);
 int tg__onnx_attr_int(tg__onnx *g, tg__onnx_node *n, const char *name, int64_t v);
 int tg__onnx_attr_float(tg__onnx *g, tg__onnx_node *n, const char *name, float v);
 int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
@@ -131,6 +134,16 @@ int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_softplus(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_logsigmoid(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y);
+/* SELU, CELU, Hardshrink, Softshrink, Threshold, GLU, Softsign, Tanhshrink
+ * and Softmin (onnx_act.c). */
+int tg__onnx_emit_selu(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_celu(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_shrink(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_threshold(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_glu(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_softsign(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_tanhshrink(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_softmin(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd, MaxPoolNd and AdaptiveAvgPoolNd (onnx_pool.c). */

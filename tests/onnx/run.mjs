@@ -37,10 +37,15 @@ async function run(model, input, shape, level = 'all') {
   return out[s.outputNames[0]];
 }
 
-// max |a - b| and max |b|
+// max |a - b| and max |b| over the non-NaN b; a NaN in both is equal, a
+// NaN in one only an infinite difference
 function diff(a, b) {
   let d = 0, m = 0;
   for (let i = 0; i < b.length; i++) {
+    if (Number.isNaN(a[i]) || Number.isNaN(b[i])) {
+      if (Number.isNaN(a[i]) !== Number.isNaN(b[i])) d = Infinity;
+      continue;
+    }
     d = Math.max(d, Math.abs(a[i] - b[i]));
     m = Math.max(m, Math.abs(b[i]));
   }
