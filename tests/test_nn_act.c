@@ -142,22 +142,19 @@ Test(nn_act, readers_give_what_the_modules_were_made_with)
     OK(tg_nn_softplus_params(sp, &beta, &threshold));
     cr_assert(beta == 0.75 && threshold == -INFINITY, "%g %g", beta, threshold);
     OK(tg_nn_softplus_params(sp, NULL, NULL));
-    OK(tg_nn_softmax_params(sm, &dim));
+    OK(tg_nn_act_dim(sm, &dim));
     cr_assert(eq(int, dim, -2));
-    OK(tg_nn_softmax_params(lsm, &dim));
+    OK(tg_nn_act_dim(lsm, &dim));
     cr_assert(eq(int, dim, 7));
-    OK(tg_nn_softmax_params(lsm, NULL));
+    OK(tg_nn_act_dim(lsm, NULL));
     cr_assert(strncmp(tg_module_type_name(lsm), "LogSoftmax", 11) == 0);
     th_expect_refused(tg_nn_softplus_params(sm, &beta, &threshold), TG_EINVAL,
                       "nn_softplus_params: m is a Softmax module, not Softplus", NULL);
-    th_expect_refused(tg_nn_softmax_params(sp, &dim), TG_EINVAL,
-                      "nn_softmax_params: m is a Softplus module, not Softmax or LogSoftmax",
+    th_expect_refused(tg_nn_act_dim(sp, &dim), TG_EINVAL, "nn_act_dim: m is a Softplus module",
                       NULL);
-    th_expect_refused(tg_nn_softmax_params(ls, &dim), TG_EINVAL, "LogSigmoid module", NULL);
+    th_expect_refused(tg_nn_act_dim(ls, &dim), TG_EINVAL, "LogSigmoid module", NULL);
     th_expect_refused(tg_nn_softplus_params(NULL, &beta, NULL), TG_EINVAL,
                       "nn_softplus_params: m must not be NULL", NULL);
-    th_expect_refused(tg_nn_softmax_params(NULL, &dim), TG_EINVAL,
-                      "nn_softmax_params: m must not be NULL", NULL);
     /* the Activation module is not one of these, nor these an Activation */
     tg_module *relu = NULL;
     OK(tg_nn_activation_new(&relu, TG_ACT_RELU, 0));
@@ -306,8 +303,6 @@ Test(nn_act, readers_of_the_new_kinds_give_their_numbers)
         cr_assert(eq(int, dim, dims[i].dim), "%d", i);
     }
     OK(tg_nn_act_dim(glu, NULL));
-    th_expect_refused(tg_nn_softmax_params(smin, &dim), TG_EINVAL,
-                      "nn_softmax_params: m is a Softmin module", NULL);
     th_expect_refused(tg_nn_act_number(th, &v), TG_EINVAL,
                       "nn_act_number: m is a Threshold module, not CELU, Hardshrink or "
                       "Softshrink", NULL);

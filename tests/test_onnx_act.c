@@ -191,7 +191,7 @@ Test(onnx_act, borrowed_names_are_refused)
                       "module '<top>' (Identity) is not supported: its eval forward is not the "
                       "identity", NULL);
     th_expect_refused(tg_onnx_export(fsm, x, path, NULL), TG_EINVAL,
-                      "nn_softmax_params: m is a Softmax module, not Softmax or LogSoftmax",
+                      "nn_act_dim: m is a Softmax module, not Softmax, LogSoftmax, Softmin or GLU",
                       NULL);
     cr_assert(th_tmp_dir_count() == 0, "a refused export left a file");
     tg_tensor_release(x);

@@ -485,11 +485,10 @@ TG_API int tg_nn_log_softmax_new(tg_module **out, int dim);
 /* nn.Identity (type name "Identity"): forward gives x itself (a new
  * reference to the same tensor), as torch's.  TG_EINVAL for a NULL out. */
 TG_API int tg_nn_identity_new(tg_module **out);
-/* What a Softplus was made with; a Softmax's or LogSoftmax's dim as given
- * (tg_module_type_name tells the two apart).  Out-pointers may be NULL;
- * TG_EINVAL for a NULL m or, naming its type, another module. */
+/* What a Softplus was made with (a Softmax's or LogSoftmax's dim:
+ * tg_nn_act_dim below).  Out-pointers may be NULL; TG_EINVAL for a NULL m
+ * or, naming its type, another module. */
 TG_API int tg_nn_softplus_params(const tg_module *m, double *beta, double *threshold);
-TG_API int tg_nn_softmax_params(const tg_module *m, int *dim);
 /* nn.SELU, nn.Softsign and nn.Tanhshrink (type names "SELU", "Softsign",
  * "Tanhshrink"): forward is tg_selu, tg_softsign or tg_tanhshrink (ops.h).
  * nn.CELU(alpha) ("CELU"): tg_celu(x, alpha), torch's default alpha 1;

@@ -209,15 +209,6 @@ int tg_nn_log_softmax_new(tg_module **out, int dim)
     return dim_module_new(out, ACT_LOG_SOFTMAX, dim, "nn_log_softmax_new");
 }
 
-int tg_nn_softmax_params(const tg_module *m, int *dim)
-{
-    const act_args *a = NULL;
-    TG_TRY(act_args_of(m, 1u << ACT_SOFTMAX | 1u << ACT_LOG_SOFTMAX, &a, "nn_softmax_params",
-                       "Softmax or LogSoftmax"));
-    if (dim) *dim = a->dim;
-    return TG_OK;
-}
-
 int tg_nn_identity_new(tg_module **out)
 {
     return act_new(out, ACT_IDENTITY, (act_args){0}, "nn_identity_new");

@@ -79,7 +79,7 @@ int tg__onnx_emit_logsigmoid(const tg__onnx_site *s, const char **y)
 int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y)
 {
     int dim;
-    TG_TRY(tg_nn_softmax_params(s->m, &dim));
+    TG_TRY(tg_nn_act_dim(s->m, &dim));
     const char *type = tg_module_type_name(s->m);
     TG_CHECK(tg_tensor_ndim(s->xt) >= 1, TG_EUNSUPPORTED,
              "onnx_export: module '%s' (%s) runs on a 0-d input, which ONNX's %s has no axis "
