@@ -163,9 +163,10 @@ Test(init, fills_draw_with_pytorchs_bounds_and_stds)
     tg_rng rng;
     tg_rng_init(&rng, 7);
     for (int k = 0; k < n; k++) {
-        char spec[96], *p[5];
+        char spec[96], *p[5] = {0};
         snprintf(spec, sizeof spec, "%s", specs[k]);
         const int np = split(specs[k], ';', p, 5);
+        cr_assert(np >= 3, "spec %s: fewer than 3 fields", specs[k]);
         int64_t shape[8], numel = 1;
         const int nd = dims_of(p[1], shape);
         for (int d = 0; d < nd; d++) numel *= shape[d];
