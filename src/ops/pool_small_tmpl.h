@@ -205,30 +205,21 @@ static inline void FN(window_sums)(T *restrict s, int64_t np, const T *x, const 
         }
 }
 
-/* Planes summed at a time by global_avg. */
-#define TG__GLOBAL_PLANES 64
-
 /* adaptive_avg_planes where each plane is one window (an output of one
- * element per plane): the sums of TG__GLOBAL_PLANES planes at a time by
- * PLANE_SUMS (the same terms in the same order as window_sums), divided as
- * adaptive_avg_planes divides them. */
+ * element per plane): the sums of planes [plo, phi) by PLANE_SUMS (the same
+ * terms in the same order as window_sums), written straight into y (one
+ * element per plane) and divided there as adaptive_avg_planes divides them. */
 static void FN(global_avg)(const tg__pool_job *j, int64_t plo, int64_t phi)
 {
     const tg__pool_geom *g = j->g;
     const tg__pool_axes *ax = j->ax;
     const int64_t n = g->in_plane;
     const int64_t d0 = ax->div[0][0], d1 = ax->div[1][0], d2 = ax->div[2][0];
-    for (int64_t pl = plo; pl < phi; pl += TG__GLOBAL_PLANES) {
-        const int64_t np = phi - pl < TG__GLOBAL_PLANES ? phi - pl : TG__GLOBAL_PLANES;
-        T s[TG__GLOBAL_PLANES];
-        PLANE_SUMS(s, (const T *)j->src + pl * n, n, np);
-        T *y = (T *)j->dst + pl;
-        for (int64_t p = 0; p < np; p++)
-            y[p] = j->one_division ? s[p] / (T)(d0 * d1 * d2) : s[p] / (T)d0 / (T)d1 / (T)d2;
-    }
+    T *y = (T *)j->dst + plo;
+    PLANE_SUMS(y, (const T *)j->src + plo * n, n, phi - plo);
+    for (int64_t p = 0; p < phi - plo; p++)
+        y[p] = j->one_division ? y[p] / (T)(d0 * d1 * d2) : y[p] / (T)d0 / (T)d1 / (T)d2;
 }
-
-#undef TG__GLOBAL_PLANES
 
 /* y = the window sums of x divided by their divisors, TG__PLANES planes at
  * a time: each sum is the adaptive_avg kernel's, and the division that
