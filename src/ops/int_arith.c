@@ -181,6 +181,25 @@ static int int_input(const tg_tensor *t, tg_dtype dt, int nd, const int64_t *sha
     return TG_OK;
 }
 
+/* Runs job j over n elements into res (when rc is TG_OK), frees the
+ * operands' copies, and hands res to *out, or releases it and returns rc. */
+static int int_finish(int_job *j, int64_t n, int rc, tg_tensor *res, void *own_a, void *own_b,
+                      tg_tensor **out)
+{
+    if (rc == TG_OK && n > 0) {
+        j->out = tg_tensor_data(res);
+        tg__parallel_range(n, n > 32768, int_range, j);
+    }
+    tg__work_free(own_a);
+    tg__work_free(own_b);
+    if (rc < 0) {
+        tg_tensor_release(res);
+        return rc;
+    }
+    *out = res;
+    return TG_OK;
+}
+
 int tg__int_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg_tensor *b,
                    tg_int_op k)
 {
@@ -199,19 +218,8 @@ int tg__int_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg
     void *own_a = NULL, *own_b = NULL;
     rc = n == 0 ? TG_OK : int_input(a, dt, nd, shape, n, &pa, &own_a);
     if (rc == TG_OK && n > 0) rc = int_input(b, dt, nd, shape, n, &pb, &own_b);
-    if (rc == TG_OK && n > 0) {
-        int_job j = {.op = k, .dt = dt, .a = pa, .b = pb, .sa = 1, .sb = 1,
-                     .out = tg_tensor_data(res)};
-        tg__parallel_range(n, n > 32768, int_range, &j);
-    }
-    tg__work_free(own_a);
-    tg__work_free(own_b);
-    if (rc < 0) {
-        tg_tensor_release(res);
-        return rc;
-    }
-    *out = res;
-    return TG_OK;
+    int_job j = {.op = k, .dt = dt, .a = pa, .b = pb, .sa = 1, .sb = 1};
+    return int_finish(&j, n, rc, res, own_a, own_b, out);
 }
 
 int tg__int_scalar(const char *op, tg_tensor **out, const tg_tensor *a, int64_t s, tg_int_op k,
@@ -233,19 +241,10 @@ int tg__int_scalar(const char *op, tg_tensor **out, const tg_tensor *a, int64_t 
     const void *pa = NULL;
     void *own = NULL;
     int rc = n == 0 ? TG_OK : tg__ew_input(a, dt, a->ndim, a->shape, n, &pa, &own);
-    if (rc == TG_OK && n > 0) {
-        int_job j = {.op = k, .dt = dt, .a = s_first ? (const void *)&one : pa,
-                     .b = s_first ? pa : (const void *)&one, .sa = s_first ? 0 : 1,
-                     .sb = s_first ? 1 : 0, .out = tg_tensor_data(res)};
-        tg__parallel_range(n, n > 32768, int_range, &j);
-    }
-    tg__work_free(own);
-    if (rc < 0) {
-        tg_tensor_release(res);
-        return rc;
-    }
-    *out = res;
-    return TG_OK;
+    int_job j = {.op = k, .dt = dt, .a = s_first ? (const void *)&one : pa,
+                 .b = s_first ? pa : (const void *)&one, .sa = s_first ? 0 : 1,
+                 .sb = s_first ? 1 : 0};
+    return int_finish(&j, n, rc, res, own, NULL, out);
 }
 
 /* ---- scalars ---------------------------------------------------------------- */
