@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tapegrad/data.h"
 #include "tapegrad/export.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
@@ -259,6 +260,33 @@ TG_API int tg_averaged_model_update(tg_module *avg, const tg_module *model);
 /* What avg was made with (decay -1 for the equal average).  Out-pointers may
  * be NULL; TG_EINVAL naming the module's type for another module. */
 TG_API int tg_averaged_model_params(const tg_module *avg, double *decay, bool *use_buffers);
+
+/* torch.optim.swa_utils.update_bn(loader, model): recomputes the running
+ * statistics of every BatchNorm of model (each once, however often it
+ * appears) from a pass over data, as an averaged model needs after its
+ * parameters were averaged.  Each BatchNorm with running statistics gets
+ * running_mean 0, running_var 1, num_batches_tracked 0 and momentum None
+ * (the cumulative average); model is put in training mode and run on every
+ * batch under no_grad (the numbers are torch's, which records a graph it
+ * drops); then the momenta are put back and the whole model is set to the
+ * mode model itself was in (torch's model.train(was_training)).  A model
+ * without such a BatchNorm returns TG_OK without reading any batch.
+ * BatchNorms without running statistics are left alone (torch fails on
+ * them); a SyncBatchNorm is refused (TG_EUNSUPPORTED).
+ *
+ * next(user, &x) gives the batches: it returns 1 with *x a new tensor (the
+ * input, owned by update_bn from then on), 0 when there are no more, or a
+ * negative status, which update_bn returns.  For a GAN's generator it can
+ * draw noise.  TG_EINVAL for a NULL model or next, or a batch of 1 with a
+ * NULL *x.  On any error (from next, a forward or memory) the statistics,
+ * momenta and modes are restored: nothing is changed. */
+typedef int (*tg_update_bn_fn)(void *user, tg_tensor **x);
+TG_API int tg_update_bn(tg_module *model, tg_update_bn_fn next, void *user);
+/* update_bn over one epoch of ld: its current epoch from the first batch,
+ * the images of each (the labels are dropped, as torch's input[0]).
+ * Afterwards ld is back at the position it had, so a training loop's loader
+ * goes on as before. */
+TG_API int tg_update_bn_loader(tg_module *model, tg_loader *ld);
 
 /* ---- gradient clipping (torch.nn.utils), between backward and step ---- */
 

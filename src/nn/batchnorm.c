@@ -151,3 +151,16 @@ int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps, doubl
     if (track_running_stats) *track_running_stats = s->track;
     return TG_OK;
 }
+
+bool tg__nn_batchnorm_tracks(const tg_module *m)
+{
+    return m->vt == &tg__nn_batchnorm_vt && ((const tg__bn_state *)m->state)->track;
+}
+
+double tg__nn_batchnorm_swap_momentum(tg_module *m, double momentum)
+{
+    tg__bn_state *s = m->state;
+    double old = s->momentum;
+    s->momentum = momentum;
+    return old;
+}

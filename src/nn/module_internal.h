@@ -71,6 +71,11 @@ void tg__module_replace_child(tg_module *parent, int i, tg_module *child);
 /* tg_module_add_child, its messages naming fn (the public function called). */
 int tg__module_add_child_as(const char *fn, tg_module *parent, const char *name,
                             tg_module *child);
+/* Whether m is a BatchNorm (tg_nn_batchnorm_new) with running statistics;
+ * its momentum replaced (< 0: the cumulative average), the old one returned
+ * (m must be a BatchNorm). */
+bool tg__nn_batchnorm_tracks(const tg_module *m);
+double tg__nn_batchnorm_swap_momentum(tg_module *m, double momentum);
 /* Calls visit(m, user) for m and every descendant, pre-order, children in
  * insertion order (state-dict order); stops at the first negative status. */
 int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void *user);
