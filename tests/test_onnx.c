@@ -166,6 +166,37 @@ Test(onnx, dcgan_generator_matches_onnxruntime_with_state_dict_names)
     tg_tensor_release(z);
 }
 
+/* An averaged generator (an EMA, as dcgan --ema keeps) exports as its copy,
+ * the initializers under torch's AveragedModel names (module.<name>). */
+Test(onnx, averaged_generator_exports_as_its_copy)
+{
+    need_onnx();
+    tg_module *g = dcgan_generator(), *ema = NULL;
+    cr_assert(eq(int, tg_averaged_model_new(&ema, g, 0.5, true), TG_OK));
+    cr_assert(eq(int, tg_averaged_model_update(ema, g), TG_OK));
+    tg_tensor *w = tg_module_find(g, "net.0.weight");
+    cr_assert(eq(int, tg_tensor_fill(w, 0.01), TG_OK));
+    cr_assert(eq(int, tg_averaged_model_update(ema, g), TG_OK));
+    static char names[32][64];
+    const char *inits[32];
+    int n = 0;
+    for (; generator_inits[n]; n++) {
+        const char *name = generator_inits[n];
+        snprintf(names[n], sizeof names[n], name[0] == '/' ? "/module%s" : "module.%s", name);
+        inits[n] = names[n];
+    }
+    inits[n] = NULL;
+    tg_tensor *z = th_rand_uniform(TG_F32, 2, (const int64_t[]){4, 16}, 9);
+    write_case("averaged_generator", ema, z, 1e-5, 0, inits, NULL);
+    check_cases();
+    /* the copy, not the model: its first weight is the average */
+    tg_tensor *y_ema = forward(ema, z), *y_g = forward(g, z);
+    cr_assert(th_first_difference(y_ema, y_g) >= 0);
+    th_release_all(3, (tg_tensor *[]){z, y_ema, y_g});
+    tg_module_release(ema);
+    tg_module_release(g);
+}
+
 /* ---- errors ---- */
 
 static int custom_forward(tg_module *m, tg_tensor **y, tg_tensor *x)

@@ -175,9 +175,10 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
 {
     const char *type = tg_module_type_name(m);
     const int n_children = tg_module_child_count(m);
-    if (!strcmp(type, "Sequential") || (n_children == 1 && tg_module_state(m) == NULL &&
-                                        tg_module_state_count(m) ==
-                                            tg_module_state_count(tg_module_child_at(m, 0))))
+    /* an AveragedModel's one child is its copy; n_averaged is not used */
+    if (!strcmp(type, "Sequential") || (n_children == 1 && !strcmp(type, "AveragedModel")) ||
+        (n_children == 1 && tg_module_state(m) == NULL &&
+         tg_module_state_count(m) == tg_module_state_count(tg_module_child_at(m, 0))))
         return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type))
