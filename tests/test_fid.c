@@ -307,8 +307,9 @@ static void write_images(const char *name, int ndim, const int64_t *shape, doubl
     tg_tensor_release(t);
 }
 
-/* A randomly initialised DCGAN generator's state dict with prefix "gen". */
-static void write_generator(const char *name, int64_t nz)
+/* A randomly initialised DCGAN generator's state dict with prefix (and an
+ * n_averaged, as an averaged model's file has, under "module"). */
+static void write_generator_as(const char *name, int64_t nz, const char *prefix)
 {
     char path[256];
     tg_module *g;
@@ -320,10 +321,19 @@ static void write_generator(const char *name, int64_t nz)
     a.g_ch = 8;
     cr_assert(eq(int, dcgan_generator_new(&g, &a, &rng), TG_OK));
     cr_assert(eq(int, tg_st_new(&f), TG_OK));
-    cr_assert(eq(int, tg_module_state_dict_save(g, f, "gen"), TG_OK));
+    cr_assert(eq(int, tg_module_state_dict_save(g, f, prefix), TG_OK));
+    tg_tensor *n = NULL;
+    cr_assert(eq(int, tg_tensor_full(&n, TG_I64, 0, NULL, 3), TG_OK));
+    if (!strcmp(prefix, "module")) cr_assert(eq(int, tg_st_set(f, "n_averaged", n), TG_OK));
+    tg_tensor_release(n);
     cr_assert(eq(int, tg_safetensors_save(f, th_tmp_path(path, sizeof path, name)), TG_OK));
     tg_st_free(f);
     tg_module_release(g);
+}
+
+static void write_generator(const char *name, int64_t nz)
+{
+    write_generator_as(name, nz, "gen");
 }
 
 static double printed_fid(const char *set)
@@ -355,6 +365,11 @@ Test(fid_cli, scores_image_files_and_generators)
     cr_assert(eq(dbl, printed_fid("g.safetensors"), g));
     cr_assert(eq(int, FID("--count", "250", "--seed", "5", "a.safetensors", "g.safetensors"), 0));
     cr_assert(not(eq(dbl, printed_fid("g.safetensors"), g)));
+    /* the same generator as an averaged model's file (module.net.*) */
+    write_generator_as("ema.safetensors", 16, "module");
+    cr_assert(eq(int, FID("--count", "250", "a.safetensors", "ema.safetensors"), 0), "%s",
+              th_err);
+    cr_assert(eq(dbl, printed_fid("ema.safetensors"), g));
 }
 
 Test(fid_cli, fashion_mnist_sets_from_data)

@@ -390,6 +390,23 @@ Test(onnx, cli_export_matches_torch_onnx_export)
     cr_assert(th_exists(th_tmp_path(path, sizeof path, "x.onnx")) == false);
     rc = th_run("TG_TOOL", (const char *const[]){"export", "generator.safetensors", NULL});
     cr_assert(rc == 2);
+    /* an averaged generator's file (module.net.*, n_averaged) exports the same */
+    tg_tensor *n = NULL;
+    cr_assert(tg_st_new(&f) == TG_OK);
+    cr_assert(tg_module_state_dict_save(g, f, "module") == TG_OK);
+    cr_assert(tg_tensor_full(&n, TG_I64, 0, NULL, 3) == TG_OK);
+    cr_assert(tg_st_set(f, "n_averaged", n) == TG_OK);
+    cr_assert(tg_safetensors_save(f, th_tmp_path(path, sizeof path, "ema.safetensors")) == TG_OK);
+    tg_st_free(f);
+    tg_tensor_release(n);
+    rc = th_run("TG_TOOL", (const char *const[]){"export", "--onnx", "ema.onnx", "--dynamic-batch",
+                                                 "ema.safetensors", NULL});
+    cr_assert(rc == 0, "tapegrad export of an average:\n%s%s", th_out, th_err);
+    th_expect_in(th_out, "(prefix 'module')");
+    rc = th_run("TG_NODE", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/run.mjs", "--same",
+                                                 "ours.onnx", "ema.onnx", "z.f32", "5,16", "0",
+                                                 NULL});
+    cr_assert(rc == 0, "onnxruntime:\n%s%s", th_out, th_err);
     tg_tensor_release(z);
     tg_module_release(g);
 }

@@ -22,7 +22,8 @@ static const char export_usage[] =
     "generator.safetensors or a checkpoint.safetensors of examples/dcgan) as an\n"
     "ONNX model (opset 17, input \"input\" (N, nz), output \"output\" (N, 1, 28, 28)).\n"
     "  --prefix P        key prefix of the generator (default gen when WEIGHTS has\n"
-    "                    gen.net.0.weight, else none)\n"
+    "                    gen.net.0.weight, module when it has module.net.0.weight,\n"
+    "                    as generator_ema.safetensors, else none)\n"
     "  --batch N         batch of the example input (default 1)\n"
     "  --dynamic-batch   make the batch dim symbolic (\"batch\")\n"
     "  --int8            quantize first (tg_quantize_model) and write QDQ nodes\n"
@@ -143,7 +144,10 @@ int tg_cmd_export(int argc, char **argv)
     tg_rng_init(&rng, (uint64_t)o.seed);
     const char *step = "reading";
     int rc = tg_safetensors_load(&f, o.weights);
-    const char *prefix = o.prefix ? o.prefix : f && tg_st_get(f, "gen.net.0.weight") ? "gen" : "";
+    const char *prefix = o.prefix                                  ? o.prefix
+                         : f && tg_st_get(f, "gen.net.0.weight")    ? "gen"
+                         : f && tg_st_get(f, "module.net.0.weight") ? "module"
+                                                                    : "";
     if (rc >= 0) {
         step = "loading the generator from";
         rc = load_generator(&g, f, prefix);

@@ -37,8 +37,9 @@ static const char fid_usage[] =
     "  test:N, train:N    its first N images\n"
     "  FILE.safetensors   images (N, 1, 28, 28) in [-1, 1]: the tensor \"images\",\n"
     "                     or the file's only tensor\n"
-    "  FILE.safetensors   a DCGAN generator (tensors net.* or gen.net.*, as\n"
-    "                     examples/dcgan writes them): --count images (default\n"
+    "  FILE.safetensors   a DCGAN generator (tensors net.*, gen.net.* or an\n"
+    "                     average's module.net.*, as examples/dcgan writes them):\n"
+    "                     --count images (default\n"
     "                     10000) from latents drawn with --seed (default 0)\n"
     "Output, one line per SET: fid VALUE SET (N images) vs REF (N images).\n";
 
@@ -141,13 +142,13 @@ static int dataset_images(tg_tensor **images, const char *data, bool train, int6
     return rc;
 }
 
-/* count images from the generator in f (its keys under prefix, "" or
- * "gen."), from latents drawn with seed, in eval mode. */
+/* count images from the generator in f (its keys under prefix: "", "gen"
+ * or "module"), from latents drawn with seed, in eval mode. */
 static int generator_images(tg_tensor **images, const tg_st_file *f, const char *prefix,
                             int64_t count, uint64_t seed)
 {
     char key[64];
-    snprintf(key, sizeof key, "%snet.0.weight", prefix);
+    snprintf(key, sizeof key, "%s%snet.0.weight", prefix, prefix[0] ? "." : "");
     dcgan_arch arch = DCGAN_ARCH_INIT;
     tg_module *gen = NULL;
     tg_tensor *out = NULL, *z = NULL, *img = NULL;
@@ -155,7 +156,7 @@ static int generator_images(tg_tensor **images, const tg_st_file *f, const char 
     tg_rng_init(&rng, seed);
     int rc = dcgan_arch_from_generator_weight(&arch, tg_st_get(f, key), key);
     if (rc >= 0) rc = dcgan_generator_new(&gen, &arch, &rng);
-    if (rc >= 0) rc = tg_module_load_state_dict(gen, f, prefix[0] ? "gen" : NULL, true);
+    if (rc >= 0) rc = tg_module_load_state_dict(gen, f, prefix[0] ? prefix : NULL, true);
     if (rc >= 0) rc = tg_tensor_zeros(&out, TG_F32, 4, (int64_t[]){count, 1, 28, 28});
     tg_rng_init(&rng, seed);
     if (rc >= 0) tg_module_train(gen, false);
@@ -191,8 +192,8 @@ static int file_images(tg_tensor **images, const tg_st_file *f)
     tg_tensor *t = tg_st_get(f, "images");
     if (!t && tg_st_count(f) == 1) tg_st_at(f, 0, NULL, &t);
     if (!t)
-        return tg_error_set(TG_ENOTFOUND, "no generator (net.0.weight or gen.net.0.weight) and "
-                            "no images (a tensor \"images\" or a single tensor) among its %d "
+        return tg_error_set(TG_ENOTFOUND, "no generator (net.0.weight, gen.net.0.weight or "
+                            "module.net.0.weight) and no images (a tensor \"images\" or a single tensor) among its %d "
                             "tensors", tg_st_count(f));
     const int64_t n = tg_tensor_numel(t);
     for (int64_t i = 0; i < n && tg_dtype_is_float(tg_tensor_dtype(t)); i++) {
@@ -226,11 +227,11 @@ static int set_images(tg_tensor **images, const char *spec, const fid_args *a)
     tg_st_file *f = NULL;
     int rc = tg_safetensors_load(&f, spec);
     if (rc < 0) return rc;
-    if (tg_st_get(f, "gen.net.0.weight")) rc = generator_images(images, f, "gen.", a->count,
-                                                                 a->seed);
-    else if (tg_st_get(f, "net.0.weight")) rc = generator_images(images, f, "", a->count,
-                                                                  a->seed);
-    else rc = file_images(images, f);
+    const char *prefix = tg_st_get(f, "gen.net.0.weight")      ? "gen"
+                         : tg_st_get(f, "module.net.0.weight") ? "module"
+                         : tg_st_get(f, "net.0.weight")        ? ""
+                                                               : NULL;
+    rc = prefix ? generator_images(images, f, prefix, a->count, a->seed) : file_images(images, f);
     tg_st_free(f);
     return rc;
 }
