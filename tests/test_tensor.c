@@ -414,6 +414,44 @@ Test(tensor, full_like_and_randn_like)
     th_release_all(5, (tg_tensor *[]){t, f, r, want, i});
 }
 
+/* randn and rand: what rand_normal / rand_uniform draw into zeros of that
+ * shape from the same generator, in every float dtype; refusals. */
+Test(tensor, randn_and_rand)
+{
+    const int64_t shape[3] = {2, 3, 7};
+    for (int d = 0; d < 4; d++) {
+        for (int normal = 0; normal < 2; normal++) {
+            tg_rng r1, r2;
+            tg_rng_init(&r1, 11);
+            tg_rng_init(&r2, 11);
+            tg_tensor *r = NULL, *want = NULL;
+            cr_assert(eq(int, (normal ? tg_tensor_randn : tg_tensor_rand)(&r, th_floats[d], 3,
+                                                                       shape, &r1), TG_OK));
+            cr_assert(eq(int, tg_tensor_zeros(&want, th_floats[d], 3, shape), TG_OK));
+            cr_assert(eq(int, normal ? tg_tensor_rand_normal(want, &r2, 0.0, 1.0)
+                                     : tg_tensor_rand_uniform(want, &r2, 0.0, 1.0), TG_OK));
+            th_expect_same_bits(normal ? "randn" : "rand", NULL, r, want);
+            cr_assert(eq(u64, r1.counter, r2.counter));
+            for (int64_t k = 0; !normal && k < 42; k++)
+                cr_assert(th_at(r, k) >= 0 && th_at(r, k) < 1);
+            th_release_all(2, (tg_tensor *[]){r, want});
+        }
+    }
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_tensor *z = NULL;
+    th_expect_refused(tg_tensor_randn(&z, TG_I32, 3, shape, &rng), TG_EINVAL,
+                      "tensor_randn: dtype i32; only float dtypes are drawn (as torch's randn)",
+                      z);
+    th_expect_refused(tg_tensor_rand(&z, TG_U8, 3, shape, &rng), TG_EINVAL,
+                      "(as torch's rand)", z);
+    th_expect_refused(tg_tensor_randn(&z, TG_F32, 3, shape, NULL), TG_EINVAL, "rng", z);
+    th_expect_refused(tg_tensor_rand(&z, TG_F32, -1, shape, &rng), TG_EINVAL, "", z);
+    th_expect_refused(tg_tensor_randn(&z, TG_F32, 3, (int64_t[]){2, -1, 3}, &rng), TG_EINVAL,
+                      "shape[1]=-1", z);
+    cr_assert(eq(int, tg_tensor_randn(NULL, TG_F32, 3, shape, &rng), TG_EINVAL));
+}
+
 /* clone and zeros_like check their own out and name themselves, not the
  * function they call. */
 Test(tensor, clone_and_zeros_like_errors_name_themselves)

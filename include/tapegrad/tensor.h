@@ -151,6 +151,16 @@ TG_API int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double 
  * N(0, 1) by rng, as tg_tensor_rand_normal (an integer t is TG_EINVAL, as
  * torch's; *out is then untouched). */
 TG_API int tg_tensor_randn_like(tg_tensor **out, const tg_tensor *t, tg_rng *rng);
+/* torch.randn(shape, dtype=dt) and torch.rand(shape, dtype=dt): a new
+ * tensor of that shape drawn by rng from N(0, 1) (tg_tensor_rand_normal) or
+ * U[0, 1) (tg_tensor_rand_uniform), the numbers a tg_tensor_zeros filled
+ * by those would hold.  dt a float dtype (TG_EINVAL otherwise, as torch's
+ * randn of an integer dtype); shape as tg_tensor_zeros's.  On error *out is
+ * untouched. */
+TG_API int tg_tensor_randn(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape,
+                           tg_rng *rng);
+TG_API int tg_tensor_rand(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape,
+                          tg_rng *rng);
 /* One uniform double in [0, 1); advances the counter by one block. */
 TG_API double tg_rng_uniform(tg_rng *rng);
 

@@ -141,23 +141,42 @@ int tg_tensor_rand_uniform(tg_tensor *t, tg_rng *rng, double lo, double hi)
     return tg__rand_fill(t, rng, TG__DIST_UNIFORM, hi - lo, lo, hi);
 }
 
-int tg_tensor_randn_like(tg_tensor **out, const tg_tensor *t, tg_rng *rng)
+/* A new tensor of dtype dt and shape drawn from N(0, 1) (normal) or
+ * U[0, 1); fn names the public function in messages. */
+static int tg__rand_new(const char *fn, tg_tensor **out, tg_dtype dt, int ndim,
+                        const int64_t *shape, tg_rng *rng, bool normal)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "tensor_randn_like: out must not be NULL");
-    TG_CHECK(t != NULL && rng != NULL, TG_EINVAL,
-             "tensor_randn_like: t and rng must not be NULL");
-    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EINVAL,
-             "tensor_randn_like: t is %s; only float dtypes are drawn (as torch's randn_like)",
-             tg_dtype_name(t->dtype));
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
+    TG_CHECK(rng != NULL, TG_EINVAL, "%s: rng must not be NULL", fn);
+    TG_CHECK(tg_dtype_is_float(dt), TG_EINVAL,
+             "%s: dtype %s; only float dtypes are drawn (as torch's %s)", fn, tg_dtype_name(dt),
+             fn + strlen("tensor_"));
     tg_tensor *r = NULL;
-    TG_TRY(tg_tensor_zeros(&r, t->dtype, t->ndim, t->shape));
-    int rc = tg_tensor_rand_normal(r, rng, 0.0, 1.0);
+    TG_TRY(tg_tensor_zeros(&r, dt, ndim, shape));
+    int rc = normal ? tg_tensor_rand_normal(r, rng, 0.0, 1.0)
+                    : tg_tensor_rand_uniform(r, rng, 0.0, 1.0);
     if (rc < 0) {
         tg_tensor_release(r);
         return rc;
     }
     *out = r;
     return TG_OK;
+}
+
+int tg_tensor_randn_like(tg_tensor **out, const tg_tensor *t, tg_rng *rng)
+{
+    TG_CHECK(t != NULL, TG_EINVAL, "tensor_randn_like: t must not be NULL");
+    return tg__rand_new("tensor_randn_like", out, t->dtype, t->ndim, t->shape, rng, true);
+}
+
+int tg_tensor_randn(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, tg_rng *rng)
+{
+    return tg__rand_new("tensor_randn", out, dt, ndim, shape, rng, true);
+}
+
+int tg_tensor_rand(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, tg_rng *rng)
+{
+    return tg__rand_new("tensor_rand", out, dt, ndim, shape, rng, false);
 }
 
 int tg_tensor_rand_normal(tg_tensor *t, tg_rng *rng, double mean, double std)
