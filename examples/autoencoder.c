@@ -84,21 +84,8 @@ static double now_s(void)
  * saying why when it is missing, empty or not of 1x28x28 images. */
 static tg_dataset *load_set(const opts *o, bool train)
 {
-    tg_dataset *ds = NULL;
-    const char *dir = o->data ? o->data : TG_FASHION_MNIST_DIR, *set = train ? "training" : "test";
-    CHECK(tg_fashion_mnist_load(&ds, o->data, train), "cannot load the %s set from %s", set, dir);
-    CHECK(tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT), "scaling the %s set", set);
-    if (tg_dataset_size(ds) < 1) {
-        fprintf(stderr, "%s: the %s set in %s is empty\n", prog, set, dir);
-        exit(EX_EXIT_FAIL);
-    }
-    int64_t s[3];
-    tg_dataset_image_shape(ds, s);
-    if (s[0] != 1 || s[1] != 28 || s[2] != 28) {
-        fprintf(stderr, "%s: --data %s: the %s images are (%lld, %lld, %lld): the model takes "
-                "(1, 28, 28)\n", prog, dir, set, (long long)s[0], (long long)s[1], (long long)s[2]);
-        exit(EX_EXIT_FAIL);
-    }
+    tg_dataset *ds = ex_load_28x28(prog, o->data, train, TG_PIXELS_UNIT);
+    if (!ds) exit(EX_EXIT_FAIL);
     return ds;
 }
 

@@ -154,3 +154,27 @@ void ex_fail(const char *prog, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, ": %s\n", tg_error_message());
 }
+
+tg_dataset *ex_load_28x28(const char *prog, const char *dir, bool train, tg_pixel_range range)
+{
+    tg_dataset *ds = NULL;
+    const char *where = dir ? dir : TG_FASHION_MNIST_DIR, *set = train ? "training" : "test";
+    if (tg_fashion_mnist_load(&ds, dir, train) < 0) {
+        ex_fail(prog, "cannot load the %s set from %s", set, where);
+        return NULL;
+    }
+    int64_t s[3] = {0, 0, 0};
+    tg_dataset_image_shape(ds, s);
+    if (tg_dataset_set_pixel_range(ds, range) < 0)
+        ex_fail(prog, "scaling the %s set", set);
+    else if (tg_dataset_size(ds) < 1)
+        fprintf(stderr, "%s: the %s set in %s is empty\n", prog, set, where);
+    else if (s[0] != 1 || s[1] != 28 || s[2] != 28)
+        fprintf(stderr, "%s: --data %s: the %s images are (%lld, %lld, %lld): the model takes "
+                "(1, 28, 28)\n", prog, where, set, (long long)s[0], (long long)s[1],
+                (long long)s[2]);
+    else
+        return ds;
+    tg_dataset_release(ds);
+    return NULL;
+}

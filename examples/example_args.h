@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <tapegrad/data.h>
+
 #define EX_EXIT_OK 0
 #define EX_EXIT_FAIL 1
 #define EX_EXIT_USAGE 2
@@ -56,6 +58,13 @@ int ex_arg_positive(const char *prog, const char *opt, const char *s, double hi,
  * refused run makes nothing else.  -1 after printing "<prog>: <opt> <dir>:
  * <the rule>"; an existing file at dir is left as it was. */
 int ex_out_dir(const char *prog, const char *opt, const char *dir);
+
+/* The Fashion-MNIST training (train true) or test set from dir (NULL: the
+ * default folder) with pixels in range, checked to hold 1x28x28 images; NULL
+ * after printing "<prog>: ..." why (missing, empty, another image size:
+ * "--data <dir>: the test images are (1, 14, 14): the model takes (1, 28,
+ * 28)"). */
+tg_dataset *ex_load_28x28(const char *prog, const char *dir, bool train, tg_pixel_range range);
 
 /* After a tapegrad call failed: prints "<prog>: <what>: <tg_error_message()>"
  * on stderr, what being printf(fmt, ...) - what the program was doing, in

@@ -1,4 +1,4 @@
-/* tests/test_examples.c - the small examples (autoencoder, tape_tour,
+/* tests/test_examples.c - the small examples (autoencoder, vae, tape_tour,
  * worked_example) as a user runs them: exit codes (0 ok, 1 failed, 2 usage;
  * examples/example_args.h), what they print, and that a refused run leaves
  * existing output files as they were.  dcgan_load and dcgan_quantize are
@@ -10,6 +10,7 @@
  * there, so every run is a fraction of a second. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,12 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "tapegrad/image.h"
 #include "tapegrad/op.h"
 #include "tapegrad/viz.h"
 
 #define AE(...) th_run("TG_AUTOENCODER", (const char *const[]){__VA_ARGS__, NULL})
+#define VAE(...) th_run("TG_VAE", (const char *const[]){__VA_ARGS__, NULL})
 #define TOUR(...) th_run("TG_TAPE_TOUR", (const char *const[]){__VA_ARGS__, NULL})
 #define WORKED(...) th_run("TG_WORKED_EXAMPLE", (const char *const[]){__VA_ARGS__, NULL})
 
@@ -159,6 +162,71 @@ Test(examples, autoencoder_evaluates_a_short_test_set_and_saves_the_training)
     cr_assert(w != NULL && n > 1000, "no new weights in %s", weights);
     free(w);
     cr_assert(th_exists(th_tmp_path(data, sizeof data, "out/autoencoder_pairs.png")));
+}
+
+/* ---- vae ---------------------------------------------------------------------- */
+
+/* The test loss vae prints ("test loss on N images (z = mu): L (...)"). */
+static double vae_test_loss(void)
+{
+    const char *line = strstr(th_out, "(z = mu): ");
+    cr_assert(line != NULL, "no test loss in:\n%s", th_out);
+    double loss = 0, rec = 0, kl = 0;
+    cr_assert(eq(int, sscanf(line, "(z = mu): %lf (reconstruction %lf + kl %lf)", &loss, &rec,
+                             &kl), 3), "%s", line);
+    cr_assert(kl >= 0 && rec > 0, "%s", line);
+    cr_assert(fabs(loss - (rec + kl)) < 0.02, "%s", line);
+    return loss;
+}
+
+/* A short run writes the weights under torch's names, the reconstructions
+ * and the 8x8 grid of samples; more steps give a lower test loss (the same
+ * seed: the same start). */
+Test(examples, vae_trains_and_writes_weights_and_pictures)
+{
+    char data[256], weights[512], path[256];
+    autoencoder_setup(20, data, weights);
+    cr_assert(eq(int, VAE("--data", data, "--out", "out", "--batch", "8", "--steps", "1",
+                          "--latent", "5", "--threads", "1"), 0), "%s", th_err);
+    th_expect_in(th_out, "vae: ");
+    th_expect_in(th_out, "latent 5, 24 training images");
+    const double first = vae_test_loss();
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, th_tmp_path(path, sizeof path,
+                                                          "out/vae.safetensors")), TG_OK));
+    const char *keys[] = {"encoder.0.weight", "encoder.2.bias", "fc_mu.weight", "fc_logvar.bias",
+                          "decoder.0.weight", "decoder.3.weight", "decoder.5.bias"};
+    for (int i = 0; i < 7; i++) cr_assert(tg_st_get(f, keys[i]) != NULL, "no %s", keys[i]);
+    cr_assert(eq(i64, tg_tensor_dim(tg_st_get(f, "fc_mu.weight"), 0), 5));
+    cr_assert(eq(i64, tg_tensor_dim(tg_st_get(f, "fc_mu.weight"), 1), 64 * 7 * 7));
+    cr_assert(eq(int, tg_st_count(f), 14));
+    tg_st_free(f);
+    tg_image img = {0};
+    cr_assert(eq(int, tg_png_read(&img, th_tmp_path(path, sizeof path, "out/vae_samples.png")),
+                 TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, img.width, 8 * 30 + 2));
+    cr_assert(eq(int, img.height, 8 * 30 + 2));
+    tg_image_free(&img);
+    cr_assert(th_exists(th_tmp_path(path, sizeof path, "out/vae_pairs.png")));
+    cr_assert(eq(int, VAE("--data", data, "--out", "out", "--batch", "8", "--steps", "40",
+                          "--latent", "5", "--threads", "1"), 0), "%s", th_err);
+    const double later = vae_test_loss();
+    cr_assert(later < first, "test loss %g after 40 steps, %g after 1", later, first);
+}
+
+Test(examples, vae_refuses_bad_options_and_data_before_training)
+{
+    char data[256], weights[512];
+    autoencoder_setup(20, data, weights);
+    cr_assert(eq(int, VAE("--data", data, "--out", "out", "--latent", "0"), 2));
+    th_expect_in(th_err, "vae: --latent '0'");
+    cr_assert(eq(int, VAE("--data", data, "--out", "out", "--batch", "100"), 1));
+    th_expect_in(th_err, "vae: batch 100 is larger than the 24 training images");
+    th_write_idx_set(data, "t10k", 10, 14, 17);
+    cr_assert(eq(int, VAE("--data", data, "--out", "out", "--batch", "8"), 1));
+    th_expect_in(th_err, "the test images are (1, 14, 14): the model takes (1, 28, 28)");
+    cr_assert(strstr(th_out, "epoch") == NULL, "it trained:\n%s", th_out);
+    cr_assert(eq(int, th_exists(th_tmp_path(data, sizeof data, "out/vae.safetensors")), 0));
 }
 
 Test(examples, autoencoder_rejects_bad_option_values_with_exit_2)
