@@ -46,6 +46,7 @@
 #ifndef TAPEGRAD_LR_SCHEDULER_H
 #define TAPEGRAD_LR_SCHEDULER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tapegrad/export.h"
@@ -166,6 +167,157 @@ TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
  * schedulers) are unchanged. */
 TG_API int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f,
                                       const char *prefix);
+
+/* ---- cyclic and metric-driven schedulers ----
+ * torch's OneCycleLR, CyclicLR, ReduceLROnPlateau and
+ * torch.optim.swa_utils.SWALR.  Their values are torch's closed formulas
+ * (SWALR's is chained on each group's lr), given per param group: an
+ * argument given as (n, values) takes n = 1 (the same value for every
+ * group) or n = the optimizer's group count (one each, copied), as torch's
+ * float-or-list.  The cycled momentum is tg_optimizer_get_group_momentum's:
+ * SGD's and RMSprop's momentum, Adam's and AdamW's beta1.  Their state
+ * (tg_lr_scheduler_state_save) is the common one plus the keys given with
+ * each; kinds "one_cycle_lr", "cyclic_lr", "reduce_lr_on_plateau" and
+ * "swa_lr".  A param group added after one of them was made fails its step
+ * (ReduceLROnPlateau's when it reduces: torch has no max_lr, swa_lr or
+ * min_lr for it), except that CyclicLR leaves its lr and momentum alone
+ * (torch zips over base_lrs). */
+
+/* How OneCycleLR and SWALR go from one value to another: half a cosine
+ * (torch's 'cos') or a line ('linear'). */
+typedef enum tg_anneal_strategy { TG_ANNEAL_COS = 0, TG_ANNEAL_LINEAR } tg_anneal_strategy;
+
+/* OneCycleLR's options after max_lr, with torch's defaults. */
+typedef struct tg_one_cycle_opts {
+    int64_t total_steps;       /* 0: epochs * steps_per_epoch (torch's None) */
+    int64_t epochs, steps_per_epoch;
+    double pct_start;
+    tg_anneal_strategy anneal_strategy;
+    bool cycle_momentum;
+    double base_momentum, max_momentum;
+    double div_factor, final_div_factor;
+    bool three_phase;
+} tg_one_cycle_opts;
+#define TG_ONE_CYCLE_OPTS_INIT                                                                \
+    {.total_steps = 0, .epochs = 0, .steps_per_epoch = 0, .pct_start = 0.3,                   \
+     .anneal_strategy = TG_ANNEAL_COS, .cycle_momentum = true, .base_momentum = 0.85,         \
+     .max_momentum = 0.95, .div_factor = 25.0, .final_div_factor = 1e4, .three_phase = false}
+
+/* OneCycleLR(max_lr, ...): one cycle of total_steps steps, each group's lr
+ * from initial = max_lr / div_factor up to max_lr over the first pct_start
+ * of the steps, then down to min = initial / final_div_factor (three_phase:
+ * up, back down to initial over as many steps, then down to min), each
+ * phase annealed by cos or linear; with cycle_momentum the momentum goes
+ * the other way, max_momentum -> base_momentum -> max_momentum.  It sets
+ * each group's initial lr (torch's param_group['initial_lr'], base_lrs)
+ * to its initial, also over another scheduler's.  A step past total_steps
+ * (last_epoch > total_steps) fails with TG_EINVAL (torch's "Tried to step
+ * X times"), changing nothing.  The last step, at total_steps, extrapolates
+ * past min; where that gives an lr < 0 (linear) it is 0, and a beta1 >= 1
+ * is the double below 1.  opts NULL means TG_ONE_CYCLE_OPTS_INIT.
+ * TG_EINVAL unless: n_max_lr is 1 or the group count, max_lr[i] finite and
+ * >= 0; total_steps >= 1, or total_steps 0 with epochs and steps_per_epoch
+ * >= 1 (their product at most 2^53); pct_start in [0, 1]; div_factor and
+ * final_div_factor finite and > 0; the momenta finite and >= 0; a valid
+ * anneal_strategy; and no phase of zero length that a step would reach
+ * (torch divides by zero there: pct_start * total_steps = 1, for one).
+ * Each group's max_lr, initial and min are its own (torch keeps them in the
+ * param group, where another OneCycleLR on the optimizer overwrites them;
+ * a SequentialLR refuses two OneCycleLRs for that reason). */
+TG_API int tg_one_cycle_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_max_lr,
+                               const double *max_lr, const tg_one_cycle_opts *opts);
+
+/* CyclicLR's mode: the amplitude constant (triangular), halved every cycle
+ * (triangular2) or times gamma^step (exp_range). */
+typedef enum tg_cyclic_mode {
+    TG_CYCLIC_TRIANGULAR = 0,
+    TG_CYCLIC_TRIANGULAR2,
+    TG_CYCLIC_EXP_RANGE
+} tg_cyclic_mode;
+
+/* CyclicLR's options after base_lr and max_lr, with torch's defaults
+ * (torch's custom scale_fn is not offered). */
+typedef struct tg_cyclic_opts {
+    int64_t step_size_up, step_size_down;   /* step_size_down 0: torch's None (= up) */
+    tg_cyclic_mode mode;
+    double gamma;
+    bool cycle_momentum;
+    double base_momentum, max_momentum;
+} tg_cyclic_opts;
+#define TG_CYCLIC_OPTS_INIT                                                                   \
+    {.step_size_up = 2000, .step_size_down = 0, .mode = TG_CYCLIC_TRIANGULAR, .gamma = 1.0,   \
+     .cycle_momentum = true, .base_momentum = 0.8, .max_momentum = 0.9}
+
+/* CyclicLR(base_lr, max_lr, ...): each group's lr goes from base_lr up to
+ * max_lr over step_size_up steps and back over step_size_down, the
+ * amplitude scaled by mode; with cycle_momentum the momentum goes from
+ * max_momentum down to base_momentum and back.  It sets each group's lr to
+ * base_lr first, as torch; its base lrs are base_lr (the initial lr stays
+ * the first scheduler's).  base_lr and max_lr are each (n, values) with n 1
+ * or the group count.  opts NULL means TG_CYCLIC_OPTS_INIT.  TG_EINVAL unless:
+ * the lrs finite and >= 0; step_size_up >= 1 and step_size_down >= 0, at
+ * most 2^53 together; a valid mode; gamma finite and > 0; the momenta
+ * finite and >= 0; and, with cycle_momentum, an optimizer with a
+ * "momentum" (SGD, RMSprop: torch refuses Adam and AdamW, whose beta1 it
+ * does not cycle). */
+TG_API int tg_cyclic_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_base_lr,
+                            const double *base_lr, int n_max_lr, const double *max_lr,
+                            const tg_cyclic_opts *opts);
+
+/* SWALR(swa_lr, anneal_epochs=10, anneal_strategy='cos'): each group's lr
+ * goes from its lr to swa_lr (n_swa_lr 1 or the group count) over
+ * anneal_epochs steps, then stays; chained on the group's lr as torch's.
+ * TG_EINVAL unless swa_lr[i] is finite and >= 0, anneal_epochs >= 0 and
+ * the strategy valid.  Its state adds "prefix.step_count" (0-d i64, torch's
+ * _step_count, which it counts its steps with; a SequentialLR's restart
+ * does not reset it). */
+TG_API int tg_swa_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_swa_lr,
+                         const double *swa_lr, int64_t anneal_epochs,
+                         tg_anneal_strategy anneal_strategy);
+
+/* ReduceLROnPlateau's options, with torch's defaults. */
+typedef struct tg_plateau_opts {
+    bool mode_max;            /* false: 'min' (lower is better), true: 'max' */
+    double factor;            /* new lr = max(lr * factor, min_lr) */
+    int64_t patience;         /* bad steps tolerated before a reduction */
+    double threshold;
+    bool threshold_abs;       /* false: 'rel', true: 'abs' */
+    int64_t cooldown;         /* steps after a reduction that count no bad step */
+    double eps;               /* a reduction smaller than eps is skipped */
+} tg_plateau_opts;
+#define TG_PLATEAU_OPTS_INIT                                                                  \
+    {.mode_max = false, .factor = 0.1, .patience = 10, .threshold = 1e-4,                     \
+     .threshold_abs = false, .cooldown = 0, .eps = 1e-8}
+
+/* ReduceLROnPlateau(optimizer, ...): stepped with a metric
+ * (tg_reduce_lr_on_plateau_step), it multiplies each group's lr by factor
+ * once the metric has not improved on the best by the threshold for more
+ * than patience steps.  Unlike the others it takes no initial step and
+ * leaves the lrs and initial lrs alone: last_epoch 0, its base lrs (torch
+ * has none) and last lrs the groups' lrs when it is made.
+ * tg_lr_scheduler_step refuses it, and so does a SequentialLR (torch's
+ * step() without a metric).  min_lr is (n_min_lr, values) with n_min_lr 1
+ * or the group count, or NULL with n_min_lr 0 for 0 everywhere; opts NULL
+ * means TG_PLATEAU_OPTS_INIT.  TG_EINVAL unless factor is in [0, 1)
+ * (torch's "Factor should be < 1.0."), patience and cooldown >= 0,
+ * threshold, eps and min_lr finite and >= 0.  Its state adds "prefix.best"
+ * (0-d f64, +-inf before a first metric), "prefix.num_bad_epochs" and
+ * "prefix.cooldown_counter" (0-d i64). */
+TG_API int tg_reduce_lr_on_plateau_new(tg_lr_scheduler **out, tg_optimizer *opt,
+                                       const tg_plateau_opts *opts, int n_min_lr,
+                                       const double *min_lr);
+/* One step with the metric: last_epoch += 1; the metric improves when it
+ * is below best * (1 - threshold) (min, rel), best - threshold (min, abs),
+ * above best * (1 + threshold) or best + threshold (max); a NaN never
+ * improves (a bad step, as in torch).  A group's reduction to
+ * max(lr * factor, min_lr) is skipped when smaller than eps.  TG_EINVAL for
+ * NULL, another kind of scheduler, or a reduction while the optimizer has a
+ * param group added since s was made; nothing is changed then. */
+TG_API int tg_reduce_lr_on_plateau_step(tg_lr_scheduler *s, double metric);
+/* torch's best, num_bad_epochs and cooldown_counter into the non-NULL
+ * out-parameters.  TG_EINVAL for a NULL s or another kind. */
+TG_API int tg_reduce_lr_on_plateau_get(const tg_lr_scheduler *s, double *best,
+                                       int64_t *num_bad_epochs, int64_t *cooldown_counter);
 
 #ifdef __cplusplus
 }

@@ -153,6 +153,17 @@ TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
  * [0, count) or lr < 0 or not finite; get gives NaN then. */
 TG_API int tg_optimizer_set_group_lr(tg_optimizer *opt, int group, double lr);
 TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
+/* The momentum of param group `group` that torch's OneCycleLR and CyclicLR
+ * cycle: SGD's and RMSprop's param_group["momentum"], Adam's and AdamW's
+ * param_group["betas"][0] (beta1).  TG_EINVAL when group is not in
+ * [0, count), for a value the constructor would refuse (not finite, < 0,
+ * beta1 >= 1, SGD momentum 0 with nesterov), for an optimizer without a
+ * momentum (torch's "optimizer must support momentum"), and for RMSprop
+ * going between 0 and > 0 once a parameter of the group has state (its
+ * momentum buffer exists only when momentum > 0 at the first step).  get
+ * gives NaN for NULL, a group out of range or an optimizer without one. */
+TG_API int tg_optimizer_set_group_momentum(tg_optimizer *opt, int group, double momentum);
+TG_API double tg_optimizer_get_group_momentum(const tg_optimizer *opt, int group);
 
 /* One update of every parameter whose .grad is set (others are skipped),
  * with grad mode off; writes the parameters in place and bumps their

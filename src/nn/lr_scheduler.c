@@ -153,6 +153,10 @@ static const kind_traits kinds[] = {
     [TG__SCHED_LINEAR] = {"linear_lr", linear_chain, linear_closed},
     [TG__SCHED_LAMBDA] = {"lambda_lr", lambda_chain, NULL},
     [TG__SCHED_SEQUENTIAL] = {"sequential_lr", NULL, NULL},
+    [TG__SCHED_ONE_CYCLE] = {"one_cycle_lr", NULL, NULL},
+    [TG__SCHED_CYCLIC] = {"cyclic_lr", NULL, NULL},
+    [TG__SCHED_PLATEAU] = {"reduce_lr_on_plateau", NULL, NULL},
+    [TG__SCHED_SWA] = {"swa_lr", NULL, NULL},
 };
 _Static_assert(sizeof kinds / sizeof kinds[0] == TG__SCHED_N_KINDS,
                "one entry of kinds[] per tg__sched_kind");
@@ -164,6 +168,7 @@ const char *tg__sched_kind_name(tg__sched_kind k) { return kinds[k].name; }
 int tg__sched_next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double *io,
                        const char *ctor)
 {
+    if (tg__sched_is_cyclic(s->kind)) return tg__sched_cyclic_next_lrs(s, e, io, ctor);
     const kind_traits *k = &kinds[s->kind];
     const int G = s->opt->n_groups;
     for (int g = 0; g < G; g++) {
@@ -201,6 +206,7 @@ void tg__sched_commit(tg_lr_scheduler *s, int64_t e, const double *lrs)
     }
     s->n_last = G;
     s->last_epoch = e;
+    if (tg__sched_is_cyclic(s->kind)) tg__sched_cyclic_commit(s);
 }
 
 int tg__sched_reserve(tg_lr_scheduler *s)
@@ -291,6 +297,7 @@ void tg_lr_scheduler_free(tg_lr_scheduler *s)
         free(s->u.lambda.fns);
         free(s->u.lambda.users);
     }
+    if (tg__sched_is_cyclic(s->kind)) tg__sched_cyclic_free(s);
     if (s->kind == TG__SCHED_SEQUENTIAL) {
         free(s->u.sequential.schedulers);
         free(s->u.sequential.milestones);

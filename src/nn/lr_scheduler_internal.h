@@ -15,6 +15,10 @@ typedef enum tg__sched_kind {
     TG__SCHED_LINEAR,
     TG__SCHED_LAMBDA,
     TG__SCHED_SEQUENTIAL,
+    TG__SCHED_ONE_CYCLE,
+    TG__SCHED_CYCLIC,
+    TG__SCHED_PLATEAU,
+    TG__SCHED_SWA,
     TG__SCHED_N_KINDS
 } tg__sched_kind;
 
@@ -49,6 +53,9 @@ struct tg_lr_scheduler {
             tg_lr_scheduler **schedulers;   /* owned array of borrowed schedulers */
             int64_t *milestones;            /* owned */
         } sequential;
+        /* OneCycleLR, CyclicLR, ReduceLROnPlateau, SWALR: owned, defined in
+         * lr_scheduler_cyclic.h. */
+        struct tg__sched_cyclic *cyclic;
     } u;
 };
 
@@ -70,5 +77,25 @@ void tg__sched_current_lrs(const tg_optimizer *opt, double *io);
 /* Enters epoch e with lrs (from tg__sched_next_lrs, checked): torch's step()
  * after get_lr() sets each param group's lr, and _last_lr holds them all. */
 void tg__sched_commit(tg_lr_scheduler *s, int64_t e, const double *lrs);
+
+/* ---- OneCycleLR, CyclicLR, ReduceLROnPlateau, SWALR ----
+ * (lr_scheduler_cyclic.c; the state keys in lr_scheduler_plateau.c) */
+
+/* Whether kind k is one of them: tg__sched_next_lrs hands them to
+ * tg__sched_cyclic_next_lrs and tg__sched_commit to tg__sched_cyclic_commit. */
+bool tg__sched_is_cyclic(tg__sched_kind k);
+/* tg__sched_next_lrs of those kinds; also computes (in s->u.cyclic) the
+ * momenta and counters that tg__sched_cyclic_commit then sets. */
+int tg__sched_cyclic_next_lrs(const tg_lr_scheduler *s, int64_t e, double *io,
+                              const char *ctor);
+void tg__sched_cyclic_commit(tg_lr_scheduler *s);
+void tg__sched_cyclic_free(tg_lr_scheduler *s);
+/* TG_EINVAL for schedulers a SequentialLR (op) cannot run. */
+int tg__sched_cyclic_check_sequential(const char *op, tg_lr_scheduler *const *scheds, int n);
+/* Their state's own keys under prefix; load with apply false only checks
+ * them, with apply true (after a check) restores them. */
+int tg__sched_cyclic_save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix);
+int tg__sched_cyclic_load(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
+                          bool apply);
 
 #endif

@@ -195,7 +195,7 @@ static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int 
                  "%s: schedulers[%d] was made for %d param groups; the optimizer has %d", op, i,
                  c->n_groups, opt->n_groups);
     }
-    return TG_OK;
+    return tg__sched_cyclic_check_sequential(op, scheds, n);
 }
 
 /* torch's SequentialLR.__init__: the lr back to the initial lr, every

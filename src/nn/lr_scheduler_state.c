@@ -35,6 +35,7 @@ static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
     TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_groups, 1, s->base_lrs));
     TG_TRY(key(k, what, prefix, "last_lr", -1));
     TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_last, 1, s->last_lrs));
+    if (tg__sched_is_cyclic(s->kind)) TG_TRY(tg__sched_cyclic_save(s, f, prefix));
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         TG_TRY(key(k, what, prefix, NULL, i));
         TG_TRY(save(s->u.sequential.schedulers[i], f, k));
@@ -128,6 +129,8 @@ static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *pref
     int rc = read_values(s, f, prefix, &e, v, v + s->n_groups, &n_last);
     free(v);
     TG_TRY(rc);
+    if (tg__sched_is_cyclic(s->kind))
+        TG_TRY(tg__sched_cyclic_load(s, f, prefix, false));
     if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
     TG_TRY(tg__st_check_indices(f, prefix, s->u.sequential.n, WHAT, "scheduler",
                                 "this sequential_lr has"));
@@ -144,6 +147,8 @@ static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *pref
 static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *prefix)
 {
     int rc = read_values(s, f, prefix, &s->last_epoch, s->base_lrs, s->last_lrs, &s->n_last);
+    TG_ASSERT(rc == TG_OK);
+    rc = tg__sched_is_cyclic(s->kind) ? tg__sched_cyclic_load(s, f, prefix, true) : TG_OK;
     TG_ASSERT(rc == TG_OK);
     for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
         char k[KEY_MAX];

@@ -236,3 +236,62 @@ double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group)
 {
     return opt && group >= 0 && group < opt->n_groups ? opt->groups[group].h.lr : NAN;
 }
+
+/* ---- momentum (cycled by OneCycleLR and CyclicLR) -------------------------------- */
+
+/* The field of h that torch's schedulers cycle for kind k. */
+static double *momentum_of(tg__opt_kind k, tg__opt_hparams *h)
+{
+    switch (k) {
+    case TG__OPT_SGD:
+    case TG__OPT_RMSPROP: return &h->momentum;
+    case TG__OPT_ADAM:
+    case TG__OPT_ADAMW: return &h->beta1;
+    default: return NULL;
+    }
+}
+
+int tg__opt_check_group_momentum(const tg_optimizer *opt, int g, double momentum,
+                                 const char *what)
+{
+    tg__opt_hparams h = opt->groups[g].h;
+    double *m = momentum_of(opt->kind, &h);
+    TG_CHECK(m != NULL, TG_EINVAL, "%s: a %s optimizer has no momentum (nor beta1)", what,
+             tg__opt_kind_name(opt->kind));
+    TG_CHECK(isfinite(momentum), TG_EINVAL, "%s: momentum=%g must be finite", what, momentum);
+    const bool was = *m > 0;
+    *m = momentum;
+    TG_TRY(tg__opt_check_hparams(opt->kind, &h, what, NULL, -1));
+    if (opt->kind != TG__OPT_RMSPROP || was == (momentum > 0)) return TG_OK;
+    for (int i = opt->groups[g].begin; i < opt->groups[g].end; i++)
+        TG_CHECK(opt->state[i].buf[0] == NULL, TG_EINVAL,
+                 "%s: rmsprop param group %d has state made with momentum %s 0; momentum=%g "
+                 "would %s its momentum buffer", what, g, was ? ">" : "==", momentum,
+                 was ? "stop using" : "need");
+    return TG_OK;
+}
+
+void tg__opt_set_group_momentum(tg_optimizer *opt, int g, double momentum)
+{
+    *momentum_of(opt->kind, &opt->groups[g].h) = momentum;
+}
+
+int tg_optimizer_set_group_momentum(tg_optimizer *opt, int group, double momentum)
+{
+    const char *what = "optimizer_set_group_momentum";
+    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
+    TG_CHECK(group >= 0 && group < opt->n_groups, TG_EINVAL,
+             "%s: group=%d must be in [0, %d) (the optimizer's param groups)", what, group,
+             opt->n_groups);
+    TG_TRY(tg__opt_check_group_momentum(opt, group, momentum, what));
+    tg__opt_set_group_momentum(opt, group, momentum);
+    return TG_OK;
+}
+
+double tg_optimizer_get_group_momentum(const tg_optimizer *opt, int group)
+{
+    if (!opt || group < 0 || group >= opt->n_groups) return NAN;
+    tg__opt_hparams h = opt->groups[group].h;
+    const double *m = momentum_of(opt->kind, &h);
+    return m ? *m : NAN;
+}

@@ -68,6 +68,13 @@ tg__opt_hparams tg__opt_rmsprop_hparams(const tg_rmsprop_opts *o);
  * group's index first when group >= 0 ("'<prefix>.betas'[1][0]=2"). */
 int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *what,
                           const char *prefix, int group);
+/* TG_EINVAL unless momentum (SGD's and RMSprop's momentum, Adam's and
+ * AdamW's beta1) may become group g's: tg_optimizer_set_group_momentum's
+ * rules, messages starting with what. */
+int tg__opt_check_group_momentum(const tg_optimizer *opt, int g, double momentum,
+                                 const char *what);
+/* Sets group g's momentum (or beta1), checked by the above. */
+void tg__opt_set_group_momentum(tg_optimizer *opt, int g, double momentum);
 /* TG_EINVAL / TG_EDTYPE unless params[0..n) are n >= 1 distinct float leaf
  * tensors, none of them already in opt (may be NULL). */
 int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
