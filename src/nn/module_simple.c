@@ -70,6 +70,7 @@ static int tg__act_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     case TG_ACT_SIGMOID: return tg_sigmoid(y, x);
     case TG_ACT_SILU: return tg_silu(y, x);
     case TG_ACT_GELU: return tg_gelu(y, x);
+    case TG_ACT_GELU_TANH: return tg_gelu_tanh(y, x);
     default: *y = tg_tensor_retain(x); return TG_OK;
     }
 }
@@ -86,6 +87,16 @@ int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
     TG_CHECK(isfinite(slope), TG_EINVAL, "nn_activation_new: slope=%g must be finite", slope);
     const tg__act_state s = {act, slope};
     return tg__module_new_state(out, &tg__nn_act_vt, &s);
+}
+
+int tg_nn_gelu_new(tg_module **out, const char *approximate)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_gelu_new: out must not be NULL");
+    const bool none = !approximate || strcmp(approximate, "none") == 0;
+    TG_CHECK(none || strcmp(approximate, "tanh") == 0, TG_EINVAL,
+             "nn_gelu_new: approximate=\"%s\" must be \"none\" or \"tanh\", as torch's",
+             approximate);
+    return tg_nn_activation_new(out, none ? TG_ACT_GELU : TG_ACT_GELU_TANH, 0.0);
 }
 
 /* ---- ELU ---- */
