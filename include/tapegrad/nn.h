@@ -346,7 +346,8 @@ TG_API int tg_nn_instance_norm_new_ex(tg_module **out, int n_spatial, int64_t nu
  * their own (seed + rank, say). */
 TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
 /* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu, gelu_tanh; TG_ACT_NONE
- * is the identity. */
+ * is the identity.  The type name is torch's class name: ReLU, LeakyReLU,
+ * Tanh, Sigmoid, SiLU, GELU (both forms), Identity for TG_ACT_NONE. */
 TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope);
 /* nn.GELU(approximate=approximate): "none" (torch's default; NULL too) is
  * the activation module of TG_ACT_GELU, "tanh" that of TG_ACT_GELU_TANH
