@@ -125,6 +125,8 @@ const conv_case conv_cases[] = {
      TG_ACT_TANH, true, TG_PAD_CONSTANT},
     {"convT2d_s23_d21_asym_op12_g2_gelu", true, 2, 4, 6, 2, {3, 2}, {2, 3}, {2, 1}, {0, 1},
      {2, 1}, {1, 2}, {4, 5}, TG_ACT_GELU, true, TG_PAD_CONSTANT},
+    {"conv2d_s2_g2_gelu_tanh", false, 2, 4, 6, 2, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
+     {0, 0}, {7, 6}, TG_ACT_GELU_TANH, true, TG_PAD_CONSTANT},
     {"convT2d_g4_nobias_sigmoid", true, 2, 8, 4, 4, {2, 3}, {1, 2}, {1, 1}, {0, 1}, {0, 1},
      {0, 1}, {3, 4}, TG_ACT_SIGMOID, false, TG_PAD_CONSTANT},
     {"conv3d_s121_asym_g2_silu", false, 3, 4, 4, 2, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1},

@@ -39,6 +39,8 @@ static double act_ref(double v, tg_activation a, double slope)
     case TG_ACT_SIGMOID: return 1 / (1 + exp(-v));
     case TG_ACT_SILU: return v / (1 + exp(-v));
     case TG_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    case TG_ACT_GELU_TANH:
+        return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
     default: return v;
     }
 }

@@ -72,7 +72,8 @@ Test(conv_api, output_padding_for)
 
 Test(conv_api, activation_names_and_parse)
 {
-    const char *names[] = {"none", "relu", "leaky_relu", "tanh", "sigmoid", "silu", "gelu"};
+    const char *names[] = {"none", "relu", "leaky_relu", "tanh",
+                           "sigmoid", "silu", "gelu", "gelu_tanh"};
     for (int a = 0; a < TG_ACT_COUNT; a++) {
         cr_assert(eq(str, (char *)tg_activation_name((tg_activation)a), (char *)names[a]));
         tg_activation got = TG_ACT_COUNT;

@@ -13,7 +13,7 @@
  * the third and fourth derivatives: the backward of the backward of the
  * backward, which runs through conv, conv_transpose and conv_weight_grad each
  * differentiated in turn.  The activation is one whose derivatives of every
- * order are nonzero (tanh, sigmoid, silu, gelu), so none of them vanishes. */
+ * order are nonzero (tanh, sigmoid, silu, gelu, gelu_tanh), so none of them vanishes. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <string.h>
@@ -149,14 +149,15 @@ static void check_level(const ho_case *c, bool transpose, int level)
     for (int d = 1; d <= level; d++) th_release_all(N_IN, h.u[d]);
 }
 
-static const tg_activation smooth[] = {TG_ACT_TANH, TG_ACT_SIGMOID, TG_ACT_SILU, TG_ACT_GELU};
+static const tg_activation smooth[] = {TG_ACT_TANH, TG_ACT_SIGMOID, TG_ACT_SILU, TG_ACT_GELU,
+                                       TG_ACT_GELU_TANH};
 
 /* Levels 0, 1, 2: the first four derivatives against central differences of
  * the ones below them (level 0 is the plain second-order check). */
 static void check_all_levels(bool transpose)
 {
     for (int i = 0; i < 3; i++) {
-        ho_case c = make_case(i, smooth[(i + (transpose ? 0 : 2)) % 4]);
+        ho_case c = make_case(i, smooth[(i + (transpose ? 0 : 2)) % 5]);
         for (int level = 0; level <= MAX_LEVEL; level++) check_level(&c, transpose, level);
     }
 }

@@ -326,6 +326,27 @@ Test(nn, more_activation_modules_sequential_matches_torch)
     tg_st_free(f);
 }
 
+/* Linear -> GELU(approximate='tanh') -> Linear, torch's golden
+ * (scripts/make_gelu_tanh_goldens.py). */
+Test(nn, gelu_tanh_sequential_matches_torch)
+{
+    tg_st_file *f = th_golden_load("nn/gelu_tanh_seq.safetensors");
+    tg_rng rng;
+    tg_rng_init(&rng, 6);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(eq(int, tg_nn_sequential_new(&seq), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&m, 6, 8, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    cr_assert(eq(int, tg_nn_gelu_new(&m, "tanh"), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    cr_assert(eq(int, tg_nn_linear_new(&m, 8, 4, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_sequential_append(seq, m), TG_OK));
+    expect_torch_names(seq, f, "m");
+    check_case(seq, f, "m", "", 1e-5);
+    tg_module_release(seq);
+    tg_st_free(f);
+}
+
 /* ---- init ---- */
 
 /* All |v| <= bound, and (for many elements) the spread reaches 0.9 bound,

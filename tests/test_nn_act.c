@@ -5,8 +5,10 @@
  * backward is its functional op's, bit for bit, in f32 and in f64 (after
  * tg_module_to_dtype) and in a copy; the readers give what a module was
  * made with; no state and state-dict keys only from the other children;
- * the refusals.  The same modules in a Sequential against PyTorch:
- * test_nn.c; their ONNX export: test_onnx_act.c. */
+ * the refusals.  The modules of tg_nn_activation_new have torch's class
+ * names as their type names, and nn.Identity's namesake (TG_ACT_NONE) is
+ * still read as an activation.  The same modules in a Sequential against
+ * PyTorch: test_nn.c; their ONNX export: test_onnx_act.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -155,11 +157,13 @@ Test(nn_act, readers_give_what_the_modules_were_made_with)
     th_expect_refused(tg_nn_act_dim(ls, &dim), TG_EINVAL, "LogSigmoid module", NULL);
     th_expect_refused(tg_nn_softplus_params(NULL, &beta, NULL), TG_EINVAL,
                       "nn_softplus_params: m must not be NULL", NULL);
-    /* the Activation module is not one of these, nor these an Activation */
+    /* tg_nn_activation_new's ReLU is not one of these, nor these one of it */
     tg_module *relu = NULL;
     OK(tg_nn_activation_new(&relu, TG_ACT_RELU, 0));
-    th_expect_refused(tg_nn_softplus_params(relu, NULL, NULL), TG_EINVAL, "Activation", NULL);
-    th_expect_refused(tg_nn_activation_params(sp, NULL, NULL), TG_EINVAL, "Softplus", NULL);
+    th_expect_refused(tg_nn_softplus_params(relu, NULL, NULL), TG_EINVAL,
+                      "m is a ReLU module, not Softplus", NULL);
+    th_expect_refused(tg_nn_activation_params(sp, NULL, NULL), TG_EINVAL,
+                      "m is a Softplus module, not one of tg_nn_activation_new", NULL);
     tg_module *mods[] = {sp, sm, lsm, ls, relu};
     for (int i = 0; i < 5; i++) tg_module_release(mods[i]);
 }
@@ -394,4 +398,34 @@ Test(nn_act, forward_refusals_of_the_new_kinds)
     tg_module_release(smin);
     tg_module_release(th);
     tg_module_release(th2);
+}
+
+/* tg_nn_activation_new's modules are named as torch's classes (nn.ReLU,
+ * nn.LeakyReLU, ...; TG_ACT_NONE as nn.Identity, both GELUs nn.GELU), and
+ * each is still read back by tg_nn_activation_params, while
+ * tg_nn_identity_new's Identity, of the same name, is not. */
+Test(nn_act, activation_modules_have_torchs_class_names)
+{
+    static const char *const names[TG_ACT_COUNT] = {
+        [TG_ACT_NONE] = "Identity", [TG_ACT_RELU] = "ReLU",       [TG_ACT_LEAKY_RELU] = "LeakyReLU",
+        [TG_ACT_TANH] = "Tanh",     [TG_ACT_SIGMOID] = "Sigmoid", [TG_ACT_SILU] = "SiLU",
+        [TG_ACT_GELU] = "GELU",     [TG_ACT_GELU_TANH] = "GELU"};
+    for (int a = 0; a < TG_ACT_COUNT; a++) {
+        tg_module *m = NULL;
+        OK(tg_nn_activation_new(&m, (tg_activation)a, 0.2));
+        cr_assert(strncmp(tg_module_type_name(m), names[a], 16) == 0, "act %d: %s, want %s", a,
+                  tg_module_type_name(m), names[a]);
+        tg_activation got = TG_ACT_COUNT;
+        double slope = 0;
+        OK(tg_nn_activation_params(m, &got, &slope));
+        cr_assert(eq(int, got, a));
+        cr_assert(eq(dbl, slope, 0.2));
+        tg_module_release(m);
+    }
+    tg_module *id = NULL;
+    OK(tg_nn_identity_new(&id));
+    cr_assert(strncmp(tg_module_type_name(id), "Identity", 9) == 0);
+    th_expect_refused(tg_nn_activation_params(id, NULL, NULL), TG_EINVAL,
+                      "m is a Identity module, not one of tg_nn_activation_new", NULL);
+    tg_module_release(id);
 }

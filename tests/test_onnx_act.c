@@ -8,7 +8,7 @@
  * pass-through refuses a custom module that only borrows the name.  SELU,
  * CELU, the shrinks, Threshold, GLU, Softsign, Tanhshrink and Softmin
  * alone, in a Sequential, with NaN inputs to Threshold, and their
- * refusals. */
+ * refusals.  GELU(approximate='tanh') in torch.onnx's form. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -266,6 +266,40 @@ Test(onnx_act, newer_activations_match_onnxruntime)
     check_cases();
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) tg_module_release(c[i].m);
     tg_tensor_release(x);
+}
+
+/* GELU(approximate='tanh') in torch.onnx's form, on x in [-8, 8] and on
+ * wide values (x^3 past f32's range gives x and -0.0); its constants are
+ * f32 initializers. */
+Test(onnx_act, gelu_tanh_matches_onnxruntime)
+{
+    need_onnx();
+    uint64_t s = 13;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (const int64_t[]){3, 4, 6}, -8, 8);
+    tg_tensor *wide = th_seq(TG_F32, 2, (const int64_t[]){4, 25}, -1e13, 1e13);
+    tg_module *m = NULL, *seq = NULL, *lin = NULL, *act = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    expect_ok(tg_nn_gelu_new(&m, "tanh"));
+    const char *inits[] = {"/beta", "/kappa", "/one", "/half", NULL};
+    case_graph = "\"ops\": [\"Mul\", \"Mul\", \"Mul\", \"Add\", \"Mul\", \"Tanh\", "
+                 "\"Add\", \"Mul\", \"Mul\"], \"initializer_values\": {\"/beta\": "
+                 "[0.7978845834732056], \"/kappa\": [0.044714998453855515], \"/one\": [1.0], "
+                 "\"/half\": [0.5]}";
+    write_case("gelu_tanh", m, x, 1e-5, 1e-6, inits, NULL);
+    write_case("gelu_tanh_wide", m, wide, 1e-6, 0, inits, NULL);
+    /* inside a Sequential after a Linear: the constants under its scope */
+    expect_ok(tg_nn_sequential_new(&seq));
+    expect_ok(tg_nn_linear_new(&lin, 6, 5, true, &rng));
+    expect_ok(tg_nn_sequential_append(seq, lin));
+    expect_ok(tg_nn_gelu_new(&act, "tanh"));
+    expect_ok(tg_nn_sequential_append(seq, act));
+    case_graph = NULL;
+    write_case("gelu_tanh_seq", seq, x, 1e-5, 1e-6, NULL, NULL);
+    check_cases();
+    tg_module_release(m);
+    tg_module_release(seq);
+    th_release_all(2, (tg_tensor *[]){x, wide});
 }
 
 /* Threshold keeps a NaN x as torch does (x <= threshold is false there),

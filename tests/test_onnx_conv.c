@@ -37,8 +37,10 @@ Test(onnx_conv, conv_and_conv_transpose_sweep_matches_onnxruntime)
         const char *inits_seq[] = {"0.weight", "0.bias", NULL}, *inits_top[] = {"weight", "bias",
                                                                                 NULL};
         if (!c->bias) inits_seq[1] = inits_top[1] = NULL;
-        /* gelu adds its constants (sqrt 2, 1, 1/2) as initializers */
-        const char *const *inits = c->act == TG_ACT_GELU ? NULL : i % 2 ? inits_seq : inits_top;
+        /* gelu adds its constants (sqrt 2, 1, 1/2; gelu_tanh beta, kappa,
+         * 1, 1/2) as initializers */
+        const bool consts = c->act == TG_ACT_GELU || c->act == TG_ACT_GELU_TANH;
+        const char *const *inits = consts ? NULL : i % 2 ? inits_seq : inits_top;
         write_case(c->name, m, x, 1e-5, 0, inits, NULL);
         tg_module_release(m);
         tg_tensor_release(x);

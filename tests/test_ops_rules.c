@@ -87,7 +87,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"prelu", TG_AMP_KEEP},       {"flip", TG_AMP_KEEP},       {"vector_norm", TG_AMP_FP32},
         {"gather", TG_AMP_KEEP},      {"scatter_add", TG_AMP_KEEP},
         {"index_select", TG_AMP_KEEP}, {"index_add", TG_AMP_KEEP},
-        {"logsumexp", TG_AMP_FP32},   {"cumsum", TG_AMP_FP32},      {"roll", TG_AMP_KEEP},
+        {"logsumexp", TG_AMP_FP32},
+        {"gelu_tanh", TG_AMP_KEEP},   {"cumsum", TG_AMP_FP32},      {"roll", TG_AMP_KEEP},
         {"hardtanh", TG_AMP_KEEP},    {"hardsigmoid", TG_AMP_KEEP}, {"hardswish", TG_AMP_KEEP},
         {"mish", TG_AMP_KEEP},        {"sign", TG_AMP_KEEP},       {"floor", TG_AMP_KEEP},
         {"ceil", TG_AMP_KEEP},        {"round", TG_AMP_KEEP},      {"trunc", TG_AMP_KEEP},
@@ -211,7 +212,8 @@ Test(ops_rules, every_unary_op_refuses_a_null_input)
              {"asin", tg_asin}, {"acos", tg_acos},       {"sinh", tg_sinh},
              {"cosh", tg_cosh}, {"asinh", tg_asinh},     {"acosh", tg_acosh},
              {"atanh", tg_atanh}, {"log2", tg_log2},     {"log10", tg_log10},
-             {"exp2", tg_exp2}, {"logsigmoid", tg_logsigmoid}, {"selu", tg_selu}};
+             {"exp2", tg_exp2}, {"logsigmoid", tg_logsigmoid}, {"selu", tg_selu},
+             {"gelu_tanh", tg_gelu_tanh}};
     static const struct {
         const char *name;
         int (*f)(tg_tensor **, tg_tensor *, double);

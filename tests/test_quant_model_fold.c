@@ -223,14 +223,14 @@ Test(quant_model_fold, folding_removes_batchnorm_fuses_relu_and_leaves_the_float
         cr_assert(eq(str, (char *)tg_module_type_name(tg_module_child_at(qnet, i)), (char *)want[i]));
     cr_assert(tg_module_child(qnet, "4") != NULL, "children keep their names");
     cr_assert(tg_module_child_at(qnet, 1) == tg_module_child_at(fnet, 1), "Unflatten shared");
-    cr_assert(not(has_type(q, "BatchNorm") || has_type(q, "Activation")));
+    cr_assert(not(has_type(q, "BatchNorm") || has_type(q, "ReLU")));
     cr_assert(eq(int, tg_module_state_count(q), 0), "no BatchNorm buffers remain");
     /* option off: the old structure, BatchNorm and ReLU float and shared */
     tg_quantize_options o = TG_QUANTIZE_OPTIONS_INIT;
     o.fold_batchnorm = o.fuse_relu = false;
     cr_assert(eq(int, tg_quantize_model(&q_off, f, 4, batches, &o), TG_OK), "%s", tg_error_message());
-    const char *old[] = {"QuantizedLinear", "Unflatten", "Activation", "QuantizedConvTranspose",
-                         "BatchNorm", "Activation", "QuantizedConv"};
+    const char *old[] = {"QuantizedLinear", "Unflatten", "ReLU", "QuantizedConvTranspose",
+                         "BatchNorm", "ReLU", "QuantizedConv"};
     tg_module *onet = tg_module_child(q_off, "net");
     for (int i = 0; i < 7; i++) {
         cr_assert(eq(str, (char *)tg_module_type_name(tg_module_child_at(onet, i)), (char *)old[i]));

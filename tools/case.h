@@ -10,7 +10,7 @@
  *   output_padding  as stride but >= 0 (conv_transpose only)
  *   dilation        as stride
  *   groups          one int >= 1
- *   activation      relu, leaky_relu:SLOPE, tanh, sigmoid, silu, gelu, none
+ *   activation      relu, leaky_relu:SLOPE, tanh, sigmoid, silu, gelu, gelu_tanh, none
  * Missing keys take PyTorch's defaults (1, 0, 0, 1, 1, none).
  *
  * A RESULT file holds y and, when grad_y was given, grad_x, grad_weight and

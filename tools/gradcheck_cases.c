@@ -459,6 +459,7 @@ const gc_case gc_cases[] = {
     GC_UN("sigmoid", "activation", tg_sigmoid, 2, GC_ANY, 3, 4),
     GC_UN("silu", "activation", tg_silu, 2, GC_ANY, 3, 4),
     GC_UN("gelu", "activation", tg_gelu, 2, GC_ANY, 3, 4),
+    GC_UN("gelu_tanh", "activation", tg_gelu_tanh, 2, GC_ANY, 3, 4),
     GC_SC("elu", "activation", tg_elu, 0.7, GC_ANY),
     GC_FN("hardtanh", "activation", f_hardtanh, "(3, 4) min -0.5 max 0.5", 1, .ndim = {2},
           .shape = {{3, 4}}),

@@ -44,6 +44,7 @@ typedef enum tg_activation {
     TG_ACT_SIGMOID,
     TG_ACT_SILU,
     TG_ACT_GELU,
+    TG_ACT_GELU_TANH,    /* gelu(approximate='tanh'), tg_gelu_tanh */
     TG_ACT_COUNT
 } tg_activation;
 

@@ -345,9 +345,14 @@ TG_API int tg_nn_instance_norm_new_ex(tg_module **out, int n_spatial, int64_t nu
  * masks: data-parallel ranks that should drop independently need seeds of
  * their own (seed + rank, say). */
 TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
-/* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu; TG_ACT_NONE is the
- * identity. */
+/* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu, gelu_tanh; TG_ACT_NONE
+ * is the identity.  The type name is torch's class name: ReLU, LeakyReLU,
+ * Tanh, Sigmoid, SiLU, GELU (both forms), Identity for TG_ACT_NONE. */
 TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope);
+/* nn.GELU(approximate=approximate): "none" (torch's default; NULL too) is
+ * the activation module of TG_ACT_GELU, "tanh" that of TG_ACT_GELU_TANH
+ * (tg_nn_activation_params reads which); any other string is TG_EINVAL. */
+TG_API int tg_nn_gelu_new(tg_module **out, const char *approximate);
 /* nn.Flatten(start_dim, end_dim): PyTorch's defaults are 1, -1. */
 TG_API int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim);
 /* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim). */

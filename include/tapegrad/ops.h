@@ -170,10 +170,19 @@ TG_API int tg_tanh(tg_tensor **out, tg_tensor *a);
 TG_API int tg_sigmoid(tg_tensor **out, tg_tensor *a);
 TG_API int tg_silu(tg_tensor **out, tg_tensor *a);
 /* Exact GELU, x * Phi(x) with the erf form: torch's gelu(approximate='none'),
- * its default; the tanh approximation is not provided.  Computed as
+ * its default (the tanh approximation is tg_gelu_tanh).  Computed as
  * 0.5 x erfc(-x / sqrt 2), which keeps the negative tail (f32 gelu(-5.54) =
  * -8.2e-8, torch 0) and gives -0.0 where it underflows (torch's f32: +0.0). */
 TG_API int tg_gelu(tg_tensor **out, tg_tensor *a);
+/* torch's gelu(x, approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * with torch's constants and the steps of its CPU kernel in the element type
+ * (f16 and bf16 as f32, rounded once).  Its tanh is the one difference
+ * (torch's within 1 ulp; here correctly rounded in f32, libm's in f64), so
+ * the result is torch's bits where the two tanh agree and within
+ * |0.5 x| ulp(tanh) + 1 ulp otherwise.  gelu_tanh(-inf) is NaN, as torch's.
+ * The gradient is torch's formula, written with differentiable ops.
+ * Integers are refused (TG_EDTYPE), as torch's. */
+TG_API int tg_gelu_tanh(tg_tensor **out, tg_tensor *x);
 /* F.elu(x, alpha): x where x > 0, alpha * (e^x - 1) elsewhere (torch's
  * default alpha is 1).  e^x - 1 is expm1 in double, rounded once, so small
  * negative x keep their value where torch's f32 kernel (exp(x) - 1 in f32)

@@ -48,6 +48,11 @@ struct tg_module {
     tg__nn_computed *computed;         /* owned, n_computed entries */
 };
 
+/* Whether m was made by tg_nn_activation_new (or tg_nn_gelu_new): its type
+ * name is torch's class name (ReLU, Tanh, GELU, Identity for TG_ACT_NONE),
+ * which modules of other kinds share ("Identity"), so callers that handle
+ * these modules ask this rather than compare names. */
+bool tg__nn_is_basic_activation(const tg_module *m);
 /* The parameter/buffer named name of m itself (borrowed), or NULL. */
 /* tg_module_new with a malloc'd copy of init (vt->state_size bytes, > 0)
  * as the state, freed again when tg_module_new fails.  TG_ENOMEM. */

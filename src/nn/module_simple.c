@@ -1,6 +1,7 @@
 /* src/nn/module_simple.c - parameter-free modules: Dropout, activations, ELU,
  * Hardtanh and ReLU6, Hardsigmoid, Hardswish, Mish, Flatten and Unflatten,
  * PixelShuffle and PixelUnshuffle. */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -70,13 +71,34 @@ static int tg__act_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     case TG_ACT_SIGMOID: return tg_sigmoid(y, x);
     case TG_ACT_SILU: return tg_silu(y, x);
     case TG_ACT_GELU: return tg_gelu(y, x);
+    case TG_ACT_GELU_TANH: return tg_gelu_tanh(y, x);
     default: *y = tg_tensor_retain(x); return TG_OK;
     }
 }
 
-static const tg_module_vtable tg__nn_act_vt = {
-    .type_name = "Activation", .forward = tg__act_forward, .release = free,
-    .state_size = sizeof(tg__act_state)};
+/* One vtable per tg_activation, each with torch's class name as its type
+ * name (TG_ACT_NONE is nn.Identity's; both GELUs nn.GELU's): code that asks
+ * whether a module is one of these uses tg__nn_is_basic_activation, not the
+ * name, which other modules share. */
+#define ACT_VT(name)                                                          \
+    {.type_name = name, .forward = tg__act_forward, .release = free,          \
+     .state_size = sizeof(tg__act_state)}
+static const tg_module_vtable tg__nn_act_vts[TG_ACT_COUNT] = {
+    [TG_ACT_NONE] = ACT_VT("Identity"),      [TG_ACT_RELU] = ACT_VT("ReLU"),
+    [TG_ACT_LEAKY_RELU] = ACT_VT("LeakyReLU"), [TG_ACT_TANH] = ACT_VT("Tanh"),
+    [TG_ACT_SIGMOID] = ACT_VT("Sigmoid"),    [TG_ACT_SILU] = ACT_VT("SiLU"),
+    [TG_ACT_GELU] = ACT_VT("GELU"),          [TG_ACT_GELU_TANH] = ACT_VT("GELU"),
+};
+#undef ACT_VT
+static_assert(sizeof tg__nn_act_vts / sizeof tg__nn_act_vts[0] == TG_ACT_COUNT,
+              "an activation module's vtable for each tg_activation");
+
+bool tg__nn_is_basic_activation(const tg_module *m)
+{
+    for (int a = 0; m && a < TG_ACT_COUNT; a++)
+        if (m->vt == &tg__nn_act_vts[a]) return true;
+    return false;
+}
 
 int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
 {
@@ -85,7 +107,17 @@ int tg_nn_activation_new(tg_module **out, tg_activation act, double slope)
              "nn_activation_new: act=%d is not a tg_activation", (int)act);
     TG_CHECK(isfinite(slope), TG_EINVAL, "nn_activation_new: slope=%g must be finite", slope);
     const tg__act_state s = {act, slope};
-    return tg__module_new_state(out, &tg__nn_act_vt, &s);
+    return tg__module_new_state(out, &tg__nn_act_vts[act], &s);
+}
+
+int tg_nn_gelu_new(tg_module **out, const char *approximate)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_gelu_new: out must not be NULL");
+    const bool none = !approximate || strcmp(approximate, "none") == 0;
+    TG_CHECK(none || strcmp(approximate, "tanh") == 0, TG_EINVAL,
+             "nn_gelu_new: approximate=\"%s\" must be \"none\" or \"tanh\", as torch's",
+             approximate);
+    return tg_nn_activation_new(out, none ? TG_ACT_GELU : TG_ACT_GELU_TANH, 0.0);
 }
 
 /* ---- ELU ---- */
@@ -338,8 +370,9 @@ int tg_nn_pixel_unshuffle_new(tg_module **out, int64_t r)
 int tg_nn_activation_params(const tg_module *m, tg_activation *act, double *slope)
 {
     TG_CHECK(m != NULL, TG_EINVAL, "nn_activation_params: m must not be NULL");
-    TG_CHECK(m->vt == &tg__nn_act_vt, TG_EINVAL,
-             "nn_activation_params: m is a %s module, not Activation", tg_module_type_name(m));
+    TG_CHECK(tg__nn_is_basic_activation(m), TG_EINVAL,
+             "nn_activation_params: m is a %s module, not one of tg_nn_activation_new",
+             tg_module_type_name(m));
     const tg__act_state *s = m->state;
     if (act) *act = s->act;
     if (slope) *slope = s->slope;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "nn/module_internal.h"
 #include "onnx/onnx_graph.h"
 #include "tapegrad/autograd.h"
 
@@ -45,7 +46,6 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"InstanceNorm1d", tg__onnx_emit_instance_norm},
     {"InstanceNorm2d", tg__onnx_emit_instance_norm},
     {"InstanceNorm3d", tg__onnx_emit_instance_norm},
-    {"Activation", tg__onnx_emit_activation},
     {"PReLU", tg__onnx_emit_prelu},
     {"ELU", tg__onnx_emit_elu},
     {"Hardtanh", tg__onnx_emit_hardtanh},
@@ -180,6 +180,10 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
         (n_children == 1 && tg_module_state(m) == NULL &&
          tg_module_state_count(m) == tg_module_state_count(tg_module_child_at(m, 0))))
         return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
+    /* the activations of tg_nn_activation_new by what they are: their type
+     * names (ReLU, GELU, Identity, ...) are torch's, shared by other modules */
+    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation};
+    if (tg__nn_is_basic_activation(m)) return tg__onnx_leaf_export(g, m, &act, path, scope, x, y);
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type))
             return tg__onnx_leaf_export(g, m, &tg__onnx_leaves[i], path, scope, x, y);

@@ -14,7 +14,8 @@
  * channel order c*r*r + i*r + j); PixelUnshuffle -> Reshape to (N, C, H, r,
  * W, r), Transpose (0, 1, 3, 5, 2, 4), Reshape (SpaceToDepth orders the
  * channels (i*r + j)*C + c); gelu (erf form, opset 17 has no Gelu) ->
- * x * 0.5 * (1 + Erf(x / sqrt 2)); silu -> x * Sigmoid(x); Hardtanh and ReLU6
+ * x * 0.5 * (1 + Erf(x / sqrt 2)); gelu_tanh -> torch.onnx's form,
+ * 0.5 * (x * (1 + Tanh(beta * (x + kappa * x^3)))); silu -> x * Sigmoid(x); Hardtanh and ReLU6
  * -> Clip; Hardsigmoid -> HardSigmoid; Hardswish -> HardSwish; Mish (opset
  * 17 has no Mish) -> x * Tanh(Softplus(x)). */
 #include <math.h>
@@ -43,6 +44,28 @@ const char *tg__onnx_const(tg__onnx *g, const char *scope, const char *what, flo
     return name;
 }
 
+/* gelu(x, approximate='tanh') as torch.onnx exports it (opset 17 has no
+ * Gelu): 0.5 * (x * (1 + Tanh(beta * (x + kappa * (x * (x * x)))))),
+ * beta = sqrt(2 / pi), kappa = 0.044715, the constants f32 initializers. */
+static int gelu_tanh(tg__onnx *g, const char *scope, const char *x, const char **y)
+{
+    const char *beta = tg__onnx_const(g, scope, "beta", (float)(M_SQRT2 * M_2_SQRTPI * 0.5));
+    const char *kappa = tg__onnx_const(g, scope, "kappa", 0.044715f);
+    const char *one = tg__onnx_const(g, scope, "one", 1.0f);
+    const char *half = tg__onnx_const(g, scope, "half", 0.5f);
+    const char *t = NULL;
+    if (!beta || !kappa || !one || !half) return TG_ENOMEM;
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){x, x}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){x, t}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){kappa, t}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Add", 2, (const char *const[]){x, t}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){beta, t}));
+    TG_TRY(tg__onnx_unary(g, scope, "Tanh", t, NULL, &t));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Add", 2, (const char *const[]){one, t}));
+    TG_TRY(tg__onnx_add(g, NULL, &t, scope, "Mul", 2, (const char *const[]){x, t}));
+    return tg__onnx_add(g, NULL, y, scope, "Mul", 2, (const char *const[]){half, t});
+}
+
 int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activation act,
                         double slope, const char **y)
 {
@@ -63,6 +86,7 @@ int tg__onnx_activation(tg__onnx *g, const char *scope, const char *x, tg_activa
         TG_TRY(tg__onnx_unary(g, scope, "Sigmoid", x, NULL, &t));
         return tg__onnx_add(g, NULL, y, scope, "Mul", 2, (const char *const[]){x, t});
     }
+    if (act == TG_ACT_GELU_TANH) return gelu_tanh(g, scope, x, y);
     TG_ASSERT(act == TG_ACT_GELU);
     /* gelu(x) = x * 0.5 * (1 + erf(x / sqrt 2)), tapegrad's (exact) form */
     const char *r2 = tg__onnx_const(g, scope, "sqrt2", (float)sqrt(2.0));

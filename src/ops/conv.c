@@ -342,6 +342,7 @@ static int apply_activation(tg_tensor **out, tg_tensor *a, tg_activation act, do
     case TG_ACT_SIGMOID: return tg_sigmoid(out, a);
     case TG_ACT_SILU: return tg_silu(out, a);
     case TG_ACT_GELU: return tg_gelu(out, a);
+    case TG_ACT_GELU_TANH: return tg_gelu_tanh(out, a);
     default: *out = tg_tensor_retain(a); return TG_OK;
     }
 }

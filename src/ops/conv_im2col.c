@@ -20,6 +20,8 @@ static double conv_activate(double v, tg_activation act, double slope)
     case TG_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
     case TG_ACT_SILU: return v / (1.0 + exp(-v));
     case TG_ACT_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case TG_ACT_GELU_TANH:   /* sqrt(2 / pi) (v + 0.044715 v^3) */
+        return 0.5 * v * (1.0 + tanh(M_SQRT2 * M_2_SQRTPI * 0.5 * (v + 0.044715 * v * v * v)));
     default: return v;
     }
 }

@@ -307,7 +307,7 @@ int tg__conv_validate(bool transpose, const tg_tensor *x, const tg_tensor *w,
 static const char *const act_names[TG_ACT_COUNT] = {
     [TG_ACT_NONE] = "none",       [TG_ACT_RELU] = "relu",       [TG_ACT_LEAKY_RELU] = "leaky_relu",
     [TG_ACT_TANH] = "tanh",       [TG_ACT_SIGMOID] = "sigmoid", [TG_ACT_SILU] = "silu",
-    [TG_ACT_GELU] = "gelu",
+    [TG_ACT_GELU] = "gelu",       [TG_ACT_GELU_TANH] = "gelu_tanh",
 };
 
 const char *tg_activation_name(tg_activation a)
@@ -343,6 +343,6 @@ int tg_activation_parse(const char *s, tg_activation *act, double *slope)
     }
     return tg__error(TG_EINVAL,
                      "activation_parse: \"%s\" is not one of none, relu, leaky_relu[:slope], "
-                     "tanh, sigmoid, silu, gelu", s);
+                     "tanh, sigmoid, silu, gelu, gelu_tanh", s);
 }
 _Static_assert(sizeof act_names / sizeof act_names[0] == TG_ACT_COUNT, "act_names in sync");

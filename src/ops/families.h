@@ -53,6 +53,7 @@
     X(flip, 1)           /* flip.c: flip */                                   \
     X(hardact, 4)        /* hardact.c: hardtanh hardsigmoid hardswish mish */ \
     X(selu, 2)           /* selu.c: selu celu */                              \
+    X(gelu_tanh, 1)      /* gelu_tanh.c: gelu_tanh */                         \
     X(shrink, 3)         /* shrink.c: hardshrink softshrink threshold */      \
     X(glu, 1)            /* glu.c: glu */                                     \
     X(cumsum, 1)         /* cumsum.c: cumsum */                               \

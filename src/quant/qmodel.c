@@ -248,14 +248,14 @@ static tg_tensor *probe(tg_module *m, int nd, const int64_t *shape, const float 
     return y;
 }
 
-/* True when m is an activation module computing ReLU: an "Activation"
- * whose kind is private, told apart by its values either side of 0 (every
+/* True when m is an activation module computing ReLU: one of
+ * tg_nn_activation_new, told apart by its values either side of 0 (every
  * other tg_activation differs from max(v, 0) at one of them). */
 static bool is_relu(tg_module *m)
 {
     static const float v[] = {-3.0f, -1.0f, -0.25f, -1e-6f, 0.0f, 1e-6f, 0.25f, 1.0f, 3.0f};
     const int64_t n = 9;
-    if (strcmp(tg_module_type_name(m), "Activation") != 0) return false;
+    if (!tg__nn_is_basic_activation(m)) return false;
     tg_tensor *y = probe(m, 1, &n, v);
     bool ok = y && tg_tensor_numel(y) == n;
     for (int64_t i = 0; ok && i < n; i++) {

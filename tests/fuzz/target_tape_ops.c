@@ -34,7 +34,7 @@ int op_unary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 60;
+    uint8_t k = u8(g) % 61;
     double s = value(u8(g));
     if (big(a)) return 0;
     int rc;
@@ -98,6 +98,7 @@ int op_unary(prog *g)
     case 56: rc = tg_glu(&y, a, u8(g) % 4 - 2); break;
     case 57: rc = tg_softmin(&y, a, u8(g) % 4 - 2); break;
     case 58: rc = tg_rrelu(&y, a, s, fabs(s) + 0.25, s > 1); break;
+    case 59: rc = tg_gelu_tanh(&y, a); break;
     default: rc = tg_contiguous(&y, a); break;
     }
     return after(g, i, "unary op", rc, y);
