@@ -4,8 +4,9 @@
  * last_epochs bit for bit against PyTorch 1.13's
  * (tests/golden/optim/lr_scheduler2.safetensors from
  * scripts/make_lr_scheduler2_goldens.py, whose CASES cases[] mirrors), alone,
- * in a SequentialLR and chained; a run saved, loaded into fresh schedulers
- * and continued equal to an uninterrupted one; every refusal. */
+ * in a SequentialLR and chained; a run saved (state functions or a
+ * checkpoint), loaded into fresh schedulers and continued equal to an
+ * uninterrupted one; every refusal. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "tapegrad/checkpoint.h"
 #include "tapegrad/lr_scheduler.h"
 #include "tapegrad/optim.h"
 
@@ -268,9 +270,33 @@ Test(lr_scheduler_more, sequences_match_pytorch_bit_for_bit)
     tg_st_free(f);
 }
 
-/* Every case saved after n steps (optimizer and scheduler), loaded into a
- * fresh optimizer and schedulers and stepped on, gives the golden lrs:
- * what an uninterrupted run gives. */
+static char ck_path[128];
+
+static void setup(void)
+{
+    th_tmp_dir_make("tg_sched_more_");
+    th_tmp_path(ck_path, sizeof ck_path, "checkpoint.safetensors");
+}
+
+TestSuite(lr_scheduler_more, .init = setup, .fini = th_tmp_dir_remove);
+
+/* Saves r's optimizer and top scheduler into the checkpoint file, or
+ * (load) loads them from it. */
+static void checkpoint(run *r, bool load)
+{
+    tg_checkpoint *ck = NULL;
+    cr_assert(eq(int, tg_checkpoint_new(&ck), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_optimizer(ck, "opt", r->opt), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_lr_scheduler(ck, "sched", r->top), TG_OK));
+    int rc = load ? tg_checkpoint_load(ck, ck_path) : tg_checkpoint_save(ck, ck_path, NULL);
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    tg_checkpoint_free(ck);
+}
+
+/* Every case saved after n steps (optimizer and scheduler, with the state
+ * functions or in a checkpoint), loaded into a fresh optimizer and
+ * schedulers and stepped on, gives the golden lrs: what an uninterrupted
+ * run gives. */
 Test(lr_scheduler_more, resumed_runs_continue_bit_for_bit)
 {
     tg_st_file *gold = th_golden_load("optim/lr_scheduler2.safetensors");
@@ -281,18 +307,23 @@ Test(lr_scheduler_more, resumed_runs_continue_bit_for_bit)
             run a, b;
             run_make(&a, c);
             for (int k = 1; k <= at[ai]; k++) run_step(&a, c, k);
+            const bool ck = ai % 2 == 1;
             tg_st_file *f = NULL;
             cr_assert(eq(int, tg_st_new(&f), TG_OK));
+            if (ck) checkpoint(&a, false);
             cr_assert(eq(int, tg_optimizer_state_save(a.opt, f, "opt"), TG_OK));
             cr_assert(eq(int, tg_lr_scheduler_state_save(a.top, f, "sched"), TG_OK), "%s: %s",
                       c->name, tg_error_message());
             run_free(&a);
             run_make(&b, c);
             if (c->add_at > 0 && c->add_at <= at[ai]) add_group(&b, 2, c->add_lr);
-            cr_assert(eq(int, tg_optimizer_state_load(b.opt, f, "opt"), TG_OK), "%s: %s",
-                      c->name, tg_error_message());
-            cr_assert(eq(int, tg_lr_scheduler_state_load(b.top, f, "sched"), TG_OK), "%s: %s",
-                      c->name, tg_error_message());
+            if (ck) checkpoint(&b, true);
+            else {
+                cr_assert(eq(int, tg_optimizer_state_load(b.opt, f, "opt"), TG_OK), "%s: %s",
+                          c->name, tg_error_message());
+                cr_assert(eq(int, tg_lr_scheduler_state_load(b.top, f, "sched"), TG_OK),
+                          "%s: %s", c->name, tg_error_message());
+            }
             tg_st_free(f);
             expect_row(&b, c, gold, at[ai]);
             for (int k = at[ai] + 1; k <= STEPS; k++) {

@@ -179,7 +179,8 @@ TG_API void tg_lr_scheduler_free(tg_lr_scheduler *s);
 /* One epoch: last_epoch += 1 and each param group's lr set to its next
  * value (see the top for a group added since s was made).  TG_EINVAL for
  * NULL or when a value is not finite (an ExponentialLR that overflowed, a
- * LambdaLR whose fn gives NaN or a negative factor); TG_ENOMEM. */
+ * LambdaLR or MultiplicativeLR whose fn gives NaN or a negative factor, a
+ * warm restart whose T_i would pass 2^53); TG_ENOMEM. */
 TG_API int tg_lr_scheduler_step(tg_lr_scheduler *s);
 /* The lr the last step (or the constructor) set: torch's get_last_lr()[0].
  * NaN for NULL. */
