@@ -827,6 +827,11 @@ Test(lr_scheduler_cyclic, plateau_refusals)
     REFUSED(tg_sequential_lr_new(&seq, r.opt, 2, (tg_lr_scheduler *[]){step, s},
                                  (int64_t[]){3}),
             "schedulers[1] is a reduce_lr_on_plateau, which steps with a metric");
+    tg_lr_scheduler *chain = NULL;
+    REFUSED(tg_chained_scheduler_new(&chain, 2, (tg_lr_scheduler *[]){step, s}),
+            "chained_scheduler: schedulers[1] is a reduce_lr_on_plateau, which steps with a "
+            "metric; a chained_scheduler steps it without one");
+    cr_assert(chain == NULL);
     /* the nan is a bad step: patience 0 reduces at once (torch's is_better
      * is false for nan) */
     OK(tg_reduce_lr_on_plateau_step(s, 1.0));

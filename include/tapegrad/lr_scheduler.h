@@ -21,9 +21,11 @@
  * reads them).  Its base lrs are those of the groups the optimizer has when
  * it is made.  A group added later (tg_adam_add_param_group) is stepped as
  * torch steps it: the chainable formulas take it from its own lr (StepLR
- * multiplies it by gamma too), and those torch zips over base_lrs leave its
- * lr alone: LambdaLR, CosineAnnealingLR's step at an odd multiple of T_max
- * plus one, and the closed form a SequentialLR restarts a scheduler with.
+ * multiplies it by gamma too), and those torch zips over base_lrs (or a
+ * function per group) leave its lr alone: LambdaLR, MultiplicativeLR,
+ * CosineAnnealingWarmRestarts, CosineAnnealingLR's step at an odd multiple
+ * of T_max plus one, and the closed form a SequentialLR restarts a
+ * scheduler with.
  * Constructors take torch's arguments in torch's order; its defaults are
  * given with each.
  *
@@ -34,9 +36,10 @@
  *   another scheduler has changed the lrs.
  * - A constructor takes one step: last_epoch goes from -1 to 0 and the lr is
  *   set to its epoch-0 value (for LinearLR, lr * start_factor).
- * - The formulas are torch's chainable ones: except for LambdaLR, each step
- *   starts from the optimizer's current lr, so a tg_optimizer_set_lr between
- *   steps carries into the following ones.
+ * - The formulas are torch's chainable ones: except for LambdaLR and
+ *   CosineAnnealingWarmRestarts, each step starts from the optimizer's
+ *   current lr, so a tg_optimizer_set_lr between steps carries into the
+ *   following ones.
  * Where torch's rounding would give a negative lr (LinearLR towards
  * end_factor 0 ends near -1e-18) the lr is 0: an optimizer's lr is >= 0.
  *
@@ -120,14 +123,66 @@ TG_API int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, 
  * through it from then on. */
 TG_API int tg_sequential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_schedulers,
                                 tg_lr_scheduler *const *schedulers, const int64_t *milestones);
-/* Frees s (not its optimizer, nor a SequentialLR's schedulers); NULL does
- * nothing. */
+/* ConstantLR(factor=1/3, total_iters=5): lr * factor from epoch 0, and
+ * lr / factor again at total_iters (torch's lr * (1 / factor)).  factor in
+ * (0, 1], total_iters >= 0 (torch accepts factor 0 and then divides by
+ * zero at total_iters). */
+TG_API int tg_constant_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double factor,
+                              int64_t total_iters);
+/* MultiplicativeLR(lr_lambda): lr * fn(epoch, user) at each epoch > 0,
+ * chained (LambdaLR's is from base_lr).  fn must not be NULL; a factor that
+ * makes the lr negative or not finite fails the step with TG_EINVAL.  As
+ * torch, it has no closed form: a SequentialLR restarts it at its lr. */
+TG_API int tg_multiplicative_lr_new(tg_lr_scheduler **out, tg_optimizer *opt,
+                                    tg_lr_lambda_fn fn, void *user);
+/* MultiplicativeLR(lr_lambda=[f0, f1, ...]): one function per param group,
+ * with tg_lambda_lr_new_per_group's rules for n_fns, fns and users.  Its
+ * state is a MultiplicativeLR's ("multiplicative_lr"). */
+TG_API int tg_multiplicative_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt,
+                                              int n_fns, const tg_lr_lambda_fn *fns,
+                                              void *const *users);
+/* PolynomialLR(total_iters=5, power=1.0): base_lr (1 - e / total_iters)^power
+ * up to total_iters, where it is 0, then stays.  total_iters >= 1, power
+ * finite and >= 0 (torch checks neither: 0 divides by zero, a negative
+ * power raises 0 to it). */
+TG_API int tg_polynomial_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t total_iters,
+                                double power);
+/* CosineAnnealingWarmRestarts(T_0, T_mult=1, eta_min=0): eta_min +
+ * (base_lr - eta_min) (1 + cos(pi T_cur / T_i)) / 2, T_cur counting the
+ * epochs since the last restart; a restart comes when T_cur reaches T_i,
+ * which starts at t_0 and is multiplied by t_mult at each restart.  Not
+ * chainable: each lr is from base_lr (a group added later keeps its lr).
+ * t_0 in [1, 2^53], t_mult >= 1; a step whose T_i would pass 2^53 fails. */
+TG_API int tg_cosine_annealing_warm_restarts_new(tg_lr_scheduler **out, tg_optimizer *opt,
+                                                 int64_t t_0, int64_t t_mult, double eta_min);
+/* torch's CosineAnnealingWarmRestarts.step(epoch): T_cur and T_i computed
+ * from epoch, which may be fractional (epoch + batch / batches), last_epoch
+ * = floor(epoch), and each group's lr set; a tg_lr_scheduler_step after it
+ * goes on from there.  TG_EINVAL for NULL or another kind of s, for epoch
+ * not in [0, 2^53] (NaN included) and for T_i beyond 2^53; TG_ENOMEM. */
+TG_API int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double epoch);
+/* ChainedScheduler(schedulers): each step steps schedulers[0], then [1], ...,
+ * each from the lr the one before set.  Making it takes no step; its
+ * get_last_lr is each group's lr, its last_epoch counts its steps from 0
+ * and its base lrs are the optimizer's initial lrs.  n_schedulers >= 1;
+ * the schedulers (copied array, borrowed schedulers) must be attached to
+ * one optimizer, must outlive the ChainedScheduler, must each be listed
+ * once and must not be SequentialLRs or ChainedSchedulers (torch allows
+ * both), ReduceLROnPlateaus (stepped with a metric) or two OneCycleLRs (as
+ * in a SequentialLR).  A step checks every scheduler's lrs before it changes any.  It
+ * cannot be one of a SequentialLR's schedulers (in torch it has no
+ * last_epoch to move back). */
+TG_API int tg_chained_scheduler_new(tg_lr_scheduler **out, int n_schedulers,
+                                    tg_lr_scheduler *const *schedulers);
+/* Frees s (not its optimizer, nor a SequentialLR's or ChainedScheduler's
+ * schedulers); NULL does nothing. */
 TG_API void tg_lr_scheduler_free(tg_lr_scheduler *s);
 
 /* One epoch: last_epoch += 1 and each param group's lr set to its next
  * value (see the top for a group added since s was made).  TG_EINVAL for
  * NULL or when a value is not finite (an ExponentialLR that overflowed, a
- * LambdaLR whose fn gives NaN or a negative factor); TG_ENOMEM. */
+ * LambdaLR or MultiplicativeLR whose fn gives NaN or a negative factor, a
+ * warm restart whose T_i would pass 2^53); TG_ENOMEM. */
 TG_API int tg_lr_scheduler_step(tg_lr_scheduler *s);
 /* The lr the last step (or the constructor) set: torch's get_last_lr()[0].
  * NaN for NULL. */
@@ -150,8 +205,11 @@ TG_API double tg_lr_scheduler_base_lr(const tg_lr_scheduler *s);
  * _last_lr: one value per param group with a base lr, and per group at the
  * last step; 0-d for one group, else 1-d) and the metadata
  * "prefix.kind" = "step_lr" | "multi_step_lr" | "exponential_lr" |
- * "cosine_annealing_lr" | "linear_lr" | "lambda_lr" | "sequential_lr"; a
- * SequentialLR adds each scheduler i's state under "prefix.<i>".  The
+ * "cosine_annealing_lr" | "linear_lr" | "lambda_lr" | "sequential_lr" |
+ * "constant_lr" | "multiplicative_lr" | "polynomial_lr" |
+ * "cosine_annealing_warm_restarts" | "chained_scheduler"; warm restarts
+ * add "prefix.T_cur" (f64) and "prefix.T_i" (i64); a SequentialLR or
+ * ChainedScheduler adds each scheduler i's state under "prefix.<i>".  The
  * options (gamma, milestones, fn, ...) are not saved: they come from the
  * constructor, and the optimizer's lr from the optimizer's own state. */
 TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
@@ -162,9 +220,10 @@ TG_API int tg_lr_scheduler_state_save(const tg_lr_scheduler *s, tg_st_file *f,
  * base lr for, or last lrs fewer than those or more than the optimizer's
  * groups,
  * TG_EINVAL for another kind of scheduler, a value out of
- * range (last_epoch an integer within +-2^53, lrs finite and >= 0) or a
- * SequentialLR entry for a scheduler it does not have; on error s (and its
- * schedulers) are unchanged. */
+ * range (last_epoch an integer within +-2^53, lrs finite and >= 0, T_cur
+ * within +-2^53, T_i an integer in [1, 2^53]) or a SequentialLR or
+ * ChainedScheduler entry for a scheduler it does not have; on error s (and
+ * its schedulers) are unchanged. */
 TG_API int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f,
                                       const char *prefix);
 

@@ -157,6 +157,13 @@ static const kind_traits kinds[] = {
     [TG__SCHED_CYCLIC] = {"cyclic_lr", NULL, NULL},
     [TG__SCHED_PLATEAU] = {"reduce_lr_on_plateau", NULL, NULL},
     [TG__SCHED_SWA] = {"swa_lr", NULL, NULL},
+    [TG__SCHED_CONSTANT] = {"constant_lr", tg__sched_constant_chain, tg__sched_constant_closed},
+    [TG__SCHED_MULTIPLICATIVE] = {"multiplicative_lr", tg__sched_multiplicative_chain, NULL},
+    [TG__SCHED_POLYNOMIAL] = {"polynomial_lr", tg__sched_polynomial_chain,
+                              tg__sched_polynomial_closed},
+    /* its step(0) is its own step from last_epoch -1, which the chain does */
+    [TG__SCHED_WARM_RESTARTS] = {"cosine_annealing_warm_restarts", tg__sched_warm_chain, NULL},
+    [TG__SCHED_CHAINED] = {"chained_scheduler", NULL, NULL},
 };
 _Static_assert(sizeof kinds / sizeof kinds[0] == TG__SCHED_N_KINDS,
                "one entry of kinds[] per tg__sched_kind");
@@ -179,13 +186,14 @@ int tg__sched_next_lrs(const tg_lr_scheduler *s, int64_t e, bool closed, double 
         /* Rounding only (LinearLR to end_factor 0 ends near -1e-18 in torch),
          * or an lr set below CosineAnnealingLR's eta_min; LambdaLR's factor is
          * the caller's and is checked as given. */
-        if (v < 0 && s->kind != TG__SCHED_LAMBDA) v = 0.0;
+        if (v < 0 && !tg__sched_has_fn(s->kind)) v = 0.0;
         char grp[40] = "";
         if (G > 1) snprintf(grp, sizeof grp, " for param group %d", g);
         TG_CHECK(v >= 0 && isfinite(v), TG_EINVAL,
                  "%s: %s gives lr=%g at epoch %lld%s%s; an lr must be finite and >= 0",
                  ctor ? ctor : "lr_scheduler_step", ctor ? "the initial step" : k->name, v,
-                 (long long)e, grp, s->kind == TG__SCHED_LAMBDA ? " (base_lr * fn(epoch))" : "");
+                 (long long)e, grp, s->kind == TG__SCHED_LAMBDA ? " (base_lr * fn(epoch))"
+                 : s->kind == TG__SCHED_MULTIPLICATIVE ? " (lr * fn(epoch))" : "");
         io[g] = v;
     }
     return TG_OK;
@@ -207,6 +215,7 @@ void tg__sched_commit(tg_lr_scheduler *s, int64_t e, const double *lrs)
     s->n_last = G;
     s->last_epoch = e;
     if (tg__sched_is_cyclic(s->kind)) tg__sched_cyclic_commit(s);
+    if (s->kind == TG__SCHED_WARM_RESTARTS) tg__sched_warm_enter(s, e);
 }
 
 int tg__sched_reserve(tg_lr_scheduler *s)
@@ -221,7 +230,7 @@ int tg__sched_reserve(tg_lr_scheduler *s)
         s->next = b + G;
         s->cap = G;
     }
-    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++)
+    for (int i = 0; tg__sched_borrows(s) && i < s->u.sequential.n; i++)
         TG_TRY(tg__sched_reserve(s->u.sequential.schedulers[i]));
     return TG_OK;
 }
@@ -262,6 +271,7 @@ int tg_lr_scheduler_step(tg_lr_scheduler *s)
     TG_CHECK(s != NULL, TG_EINVAL, "lr_scheduler_step: s must not be NULL");
     TG_TRY(tg__sched_reserve(s));
     if (s->kind == TG__SCHED_SEQUENTIAL) return sequential_step(s);
+    if (s->kind == TG__SCHED_CHAINED) return tg__sched_chained_step(s);
     tg__sched_current_lrs(s->opt, s->next);
     TG_TRY(tg__sched_next_lrs(s, s->last_epoch + 1, false, s->next, NULL));
     tg__sched_commit(s, s->last_epoch + 1, s->next);
@@ -293,12 +303,12 @@ void tg_lr_scheduler_free(tg_lr_scheduler *s)
     free(s->base_lrs);
     free(s->last_lrs);
     if (s->kind == TG__SCHED_MULTI_STEP) free(s->u.multi_step.milestones);
-    if (s->kind == TG__SCHED_LAMBDA) {
+    if (tg__sched_has_fn(s->kind)) {
         free(s->u.lambda.fns);
         free(s->u.lambda.users);
     }
     if (tg__sched_is_cyclic(s->kind)) tg__sched_cyclic_free(s);
-    if (s->kind == TG__SCHED_SEQUENTIAL) {
+    if (tg__sched_borrows(s)) {
         free(s->u.sequential.schedulers);
         free(s->u.sequential.milestones);
     }

@@ -174,7 +174,7 @@ int tg__sched_cyclic_check_sequential(const char *op, tg_lr_scheduler *const *sc
     for (int i = 0; i < n; i++) {
         TG_CHECK(scheds[i]->kind != TG__SCHED_PLATEAU, TG_EINVAL,
                  "%s: schedulers[%d] is a reduce_lr_on_plateau, which steps with a metric; "
-                 "a sequential_lr steps it without one", op, i);
+                 "a %s steps it without one", op, i, op);
         if (scheds[i]->kind != TG__SCHED_ONE_CYCLE) continue;
         TG_CHECK(first_one_cycle < 0 || scheds[first_one_cycle] == scheds[i], TG_EINVAL,
                  "%s: schedulers[%d] and schedulers[%d] are both one_cycle_lr; torch's share "

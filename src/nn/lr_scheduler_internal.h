@@ -19,6 +19,11 @@ typedef enum tg__sched_kind {
     TG__SCHED_CYCLIC,
     TG__SCHED_PLATEAU,
     TG__SCHED_SWA,
+    TG__SCHED_CONSTANT,
+    TG__SCHED_MULTIPLICATIVE,
+    TG__SCHED_POLYNOMIAL,
+    TG__SCHED_WARM_RESTARTS,
+    TG__SCHED_CHAINED,
     TG__SCHED_N_KINDS
 } tg__sched_kind;
 
@@ -47,17 +52,38 @@ struct tg_lr_scheduler {
         struct {
             tg_lr_lambda_fn *fns;   /* owned, one per group with a base lr */
             void **users;           /* owned array of borrowed pointers */
-        } lambda;
+        } lambda;                   /* also MultiplicativeLR's */
         struct {
             int n;                          /* schedulers; n - 1 milestones */
             tg_lr_scheduler **schedulers;   /* owned array of borrowed schedulers */
-            int64_t *milestones;            /* owned */
-        } sequential;
+            int64_t *milestones;            /* owned; NULL for a ChainedScheduler */
+        } sequential;                       /* also ChainedScheduler's */
+        struct { double factor; int64_t total_iters; } constant;
+        struct { int64_t total_iters; double power; } polynomial;
+        struct {
+            int64_t t_0, t_mult, t_i;   /* T_i: the current cycle's length */
+            double eta_min, t_cur;      /* T_cur: epochs since the restart (a double, as
+                                         * torch's after a fractional step) */
+        } warm;
         /* OneCycleLR, CyclicLR, ReduceLROnPlateau, SWALR: owned, defined in
          * lr_scheduler_cyclic.h. */
         struct tg__sched_cyclic *cyclic;
     } u;
 };
+
+/* A SequentialLR or ChainedScheduler: it borrows u.sequential.schedulers,
+ * which it steps, saves and loads. */
+static inline bool tg__sched_borrows(const tg_lr_scheduler *s)
+{
+    return s->kind == TG__SCHED_SEQUENTIAL || s->kind == TG__SCHED_CHAINED;
+}
+
+/* A kind whose factor comes from the caller's fn (LambdaLR,
+ * MultiplicativeLR): a negative lr is the caller's and fails the step. */
+static inline bool tg__sched_has_fn(tg__sched_kind k)
+{
+    return k == TG__SCHED_LAMBDA || k == TG__SCHED_MULTIPLICATIVE;
+}
 
 /* "step_lr", "multi_step_lr", ..., "sequential_lr": the state's "kind". */
 const char *tg__sched_kind_name(tg__sched_kind k);
@@ -90,12 +116,49 @@ int tg__sched_cyclic_next_lrs(const tg_lr_scheduler *s, int64_t e, double *io,
                               const char *ctor);
 void tg__sched_cyclic_commit(tg_lr_scheduler *s);
 void tg__sched_cyclic_free(tg_lr_scheduler *s);
-/* TG_EINVAL for schedulers a SequentialLR (op) cannot run. */
+/* TG_EINVAL for schedulers a SequentialLR or ChainedScheduler (op) cannot run. */
 int tg__sched_cyclic_check_sequential(const char *op, tg_lr_scheduler *const *scheds, int n);
 /* Their state's own keys under prefix; load with apply false only checks
  * them, with apply true (after a check) restores them. */
 int tg__sched_cyclic_save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix);
 int tg__sched_cyclic_load(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
                           bool apply);
+
+/* A new scheduler like proto (kind and options set; its arrays are taken
+ * over on success) attached to opt, with the initial step
+ * (lr_scheduler_new.c). */
+int tg__sched_attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto);
+/* A LambdaLR or MultiplicativeLR (kind) whose group g uses fns[g] with
+ * users[g] (fns[0] and users[0] for every group when shared), n = opt's
+ * group count, all checked (lr_scheduler_new.c). */
+int tg__sched_lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, tg__sched_kind kind, int n,
+                         const tg_lr_lambda_fn *fns, void *const *users, bool shared);
+
+/* ---- the kinds of lr_scheduler_more.c ---- */
+
+/* The lr of a group of base lr base under the kinds of lr_scheduler_more.c,
+ * as kinds[]' chain and closed functions of lr_scheduler.c. */
+double tg__sched_constant_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr,
+                                double base);
+double tg__sched_constant_closed(const tg_lr_scheduler *s, int64_t e, double base);
+double tg__sched_multiplicative_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr,
+                                      double base);
+double tg__sched_polynomial_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr,
+                                  double base);
+double tg__sched_polynomial_closed(const tg_lr_scheduler *s, int64_t e, double base);
+double tg__sched_warm_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr, double base);
+/* CosineAnnealingWarmRestarts entering epoch e by a step: T_cur and T_i
+ * move on (torch's step(), or its step(0) for e <= 0). */
+void tg__sched_warm_enter(tg_lr_scheduler *s, int64_t e);
+/* ChainedScheduler's step: each scheduler's step in turn, all checked
+ * before any is committed. */
+int tg__sched_chained_step(tg_lr_scheduler *s);
+/* The state a kind keeps beyond last_epoch and the lrs (warm restarts'
+ * T_cur and T_i) under prefix: save adds it; load checks it for s and, when
+ * into is not NULL (s itself), restores it there.  TG_OK for the other
+ * kinds. */
+int tg__sched_extra_save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix);
+int tg__sched_extra_load(const tg_lr_scheduler *s, const tg_st_file *f, const char *prefix,
+                         tg_lr_scheduler *into);
 
 #endif

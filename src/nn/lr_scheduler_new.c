@@ -137,6 +137,17 @@ int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_fact
 static int lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
                       const tg_lr_lambda_fn *fns, void *const *users, bool shared)
 {
+    return tg__sched_lambda_new(out, opt, TG__SCHED_LAMBDA, n, fns, users, shared);
+}
+
+int tg__sched_attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto)
+{
+    return attach(out, opt, proto);
+}
+
+int tg__sched_lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, tg__sched_kind kind, int n,
+                         const tg_lr_lambda_fn *fns, void *const *users, bool shared)
+{
     tg_lr_lambda_fn *f = tg__malloc((size_t)n * sizeof *f);
     void **u = tg__malloc((size_t)n * sizeof *u);
     int rc = f && u ? TG_OK : TG_ENOMEM;
@@ -145,8 +156,7 @@ static int lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
         u[g] = users ? users[shared ? 0 : g] : NULL;
     }
     if (rc == TG_OK)
-        rc = attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_LAMBDA,
-                                                .u.lambda = {f, u}});
+        rc = attach(out, opt, (tg_lr_scheduler){.kind = kind, .u.lambda = {f, u}});
     if (rc < 0) {
         free(f);
         free(u);
@@ -189,8 +199,9 @@ static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int 
         TG_CHECK(c->opt == opt, TG_EINVAL,
                  "%s: schedulers[%d] is attached to another optimizer; all must be on opt", op,
                  i);
-        TG_CHECK(c->kind != TG__SCHED_SEQUENTIAL, TG_EINVAL,
-                 "%s: schedulers[%d] is a sequential_lr; they do not nest", op, i);
+        TG_CHECK(!tg__sched_borrows(c), TG_EINVAL,
+                 "%s: schedulers[%d] is a %s; they do not nest", op, i,
+                 tg__sched_kind_name(c->kind));
         TG_CHECK(c->n_groups == opt->n_groups, TG_EINVAL,
                  "%s: schedulers[%d] was made for %d param groups; the optimizer has %d", op, i,
                  c->n_groups, opt->n_groups);

@@ -36,7 +36,8 @@ static int save(const tg_lr_scheduler *s, tg_st_file *f, const char *prefix)
     TG_TRY(key(k, what, prefix, "last_lr", -1));
     TG_TRY(tg__st_put_values(f, k, TG_F64, s->n_last, 1, s->last_lrs));
     if (tg__sched_is_cyclic(s->kind)) TG_TRY(tg__sched_cyclic_save(s, f, prefix));
-    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
+    TG_TRY(tg__sched_extra_save(s, f, prefix));
+    for (int i = 0; tg__sched_borrows(s) && i < s->u.sequential.n; i++) {
         TG_TRY(key(k, what, prefix, NULL, i));
         TG_TRY(save(s->u.sequential.schedulers[i], f, k));
     }
@@ -131,9 +132,11 @@ static int check(const tg_lr_scheduler *s, const tg_st_file *f, const char *pref
     TG_TRY(rc);
     if (tg__sched_is_cyclic(s->kind))
         TG_TRY(tg__sched_cyclic_load(s, f, prefix, false));
-    if (s->kind != TG__SCHED_SEQUENTIAL) return TG_OK;
+    TG_TRY(tg__sched_extra_load(s, f, prefix, NULL));
+    if (!tg__sched_borrows(s)) return TG_OK;
     TG_TRY(tg__st_check_indices(f, prefix, s->u.sequential.n, WHAT, "scheduler",
-                                "this sequential_lr has"));
+                                s->kind == TG__SCHED_CHAINED ? "this chained_scheduler has"
+                                                             : "this sequential_lr has"));
     for (int i = 0; i < s->u.sequential.n; i++) {
         char k[KEY_MAX];
         TG_TRY(key(k, WHAT, prefix, NULL, i));
@@ -149,8 +152,9 @@ static void load_checked(tg_lr_scheduler *s, const tg_st_file *f, const char *pr
     int rc = read_values(s, f, prefix, &s->last_epoch, s->base_lrs, s->last_lrs, &s->n_last);
     TG_ASSERT(rc == TG_OK);
     rc = tg__sched_is_cyclic(s->kind) ? tg__sched_cyclic_load(s, f, prefix, true) : TG_OK;
+    if (rc == TG_OK) rc = tg__sched_extra_load(s, f, prefix, s);
     TG_ASSERT(rc == TG_OK);
-    for (int i = 0; s->kind == TG__SCHED_SEQUENTIAL && i < s->u.sequential.n; i++) {
+    for (int i = 0; tg__sched_borrows(s) && i < s->u.sequential.n; i++) {
         char k[KEY_MAX];
         rc = key(k, WHAT, prefix, NULL, i);
         TG_ASSERT(rc == TG_OK);
