@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
@@ -71,13 +70,6 @@ static int apply(void *opts_, const char *name, const char *v)
     if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 256, &o->threads);
     if (!strcmp(name, "--out")) return (o->out = v), 0;
     return (o->data = v), 0;   /* --data */
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The training (train true) or test set, pixels in [0, 1]; exits after
@@ -135,7 +127,7 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
                             .drop_last = true};
     CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
     int64_t step = 0, seen = 0, count = 0;
-    double t0 = now_s(), last = t0, total = 0;
+    double t0 = ex_now_s(), last = t0, total = 0;
     bool done = false;
     for (int64_t e = 0; e < o->epochs && !done; e++) {
         CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
@@ -153,7 +145,7 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
             CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
             seen += tg_tensor_dim(x, 0), total += tg_tensor_item(loss), count++;
             tg_scope_end();
-            double now = now_s();
+            double now = ex_now_s();
             done = (o->steps > 0 && step >= o->steps) || now - t0 >= o->seconds;
             if (done || now - last >= 2.0) {
                 printf("epoch %lld  step %5lld  mse %.5f  %.0f img/s  %.0f s\n", (long long)e, s,
@@ -165,17 +157,6 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
     }
     tg_loader_free(ld);
     tg_optimizer_free(opt);
-}
-
-static void save_weights(const tg_module *m, const char *dir)
-{
-    tg_st_file *f;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/autoencoder.safetensors", dir);
-    CHECK(tg_st_new(&f), "collecting the weights");
-    CHECK(tg_module_state_dict_save(m, f, NULL), "collecting the weights");
-    CHECK(tg_safetensors_save(f, path), "saving the weights to %s", path);
-    tg_st_free(f);
 }
 
 /* The MSE on the first 1000 test images (or all), and a picture of up to 4
@@ -236,7 +217,7 @@ int main(int argc, char **argv)
            "%.0f s\n", (long long)tg_module_parameter_numel(m), (long long)tg_dataset_size(ds),
            (long long)o.batch, (long long)o.epochs, o.seconds);
     train(m, ds, &o);
-    save_weights(m, o.out);
+    if (ex_save_module(prog, m, o.out, "autoencoder.safetensors") < 0) exit(EX_EXIT_FAIL);
     evaluate(m, test, o.out);
     tg_scope_end();
     tg_module_release(m);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tapegrad/tapegrad.h>
@@ -177,4 +178,27 @@ tg_dataset *ex_load_28x28(const char *prog, const char *dir, bool train, tg_pixe
         return ds;
     tg_dataset_release(ds);
     return NULL;
+}
+
+double ex_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ex_save_module(const char *prog, const tg_module *m, const char *dir, const char *file)
+{
+    tg_st_file *f = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (tg_st_new(&f) < 0 || tg_module_state_dict_save(m, f, NULL) < 0) {
+        ex_fail(prog, "collecting the weights");
+        tg_st_free(f);
+        return -1;
+    }
+    int rc = tg_safetensors_save(f, path);
+    if (rc < 0) ex_fail(prog, "saving the weights to %s", path);
+    tg_st_free(f);
+    return rc < 0 ? -1 : 0;
 }

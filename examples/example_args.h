@@ -1,6 +1,7 @@
 /* examples/example_args.h - strict command-line values for the small examples
- * (autoencoder, dcgan_load, dcgan_quantize), the check of an output folder
- * and the message of a failed library call that they share.
+ * (autoencoder, vae, dcgan_load, dcgan_quantize, ...), the check of an output
+ * folder, the data set, clock and weight-saving helpers and the message of a
+ * failed library call that they share.
  *
  * Each parser takes the whole string or nothing: no empty value, no leading
  * blank, no trailing characters, no value out of range (so "3x", "", " 5",
@@ -19,6 +20,7 @@
 #include <stdio.h>
 
 #include <tapegrad/data.h>
+#include <tapegrad/nn.h>
 
 #define EX_EXIT_OK 0
 #define EX_EXIT_FAIL 1
@@ -65,6 +67,14 @@ int ex_out_dir(const char *prog, const char *opt, const char *dir);
  * "--data <dir>: the test images are (1, 14, 14): the model takes (1, 28,
  * 28)"). */
 tg_dataset *ex_load_28x28(const char *prog, const char *dir, bool train, tg_pixel_range range);
+
+/* Seconds on the monotonic clock (for progress lines and time limits). */
+double ex_now_s(void);
+
+/* Saves m's state dict (PyTorch's names) to "<dir>/<file>"; -1 after
+ * printing "<prog>: collecting the weights: ..." or "<prog>: saving the
+ * weights to <path>: ...". */
+int ex_save_module(const char *prog, const tg_module *m, const char *dir, const char *file);
 
 /* After a tapegrad call failed: prints "<prog>: <what>: <tg_error_message()>"
  * on stderr, what being printf(fmt, ...) - what the program was doing, in

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
@@ -64,13 +63,6 @@ static int apply(void *opts_, const char *name, const char *v)
     if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 256, &o->threads);
     if (!strcmp(name, "--weights")) return (o->weights = v), 0;
     return (o->data = v), 0;   /* --data */
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The fraction of ds's images whose largest logit is their label. */
@@ -173,14 +165,14 @@ int main(int argc, char **argv)
     tg_loader_options lo = {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
                             .drop_last = true};
     CHECK(tg_loader_new(&ld, train, &lo), "setting up the batches of the training set");
-    double t0 = now_s(), acc = 0;
+    double t0 = ex_now_s(), acc = 0;
     for (int64_t e = 0; e < o.epochs; e++) {
         if (e == o.epochs - 1 && o.epochs > 1)
             CHECK(tg_optimizer_set_lr(opt, o.lr / 10), "lowering the learning rate");
         double loss = train_epoch(net, opt, ld, e);
         acc = accuracy(net, test);
         printf("epoch %lld  loss %.4f  test accuracy %.4f  %.0f s\n", (long long)e + 1, loss,
-               acc, now_s() - t0);
+               acc, ex_now_s() - t0);
         fflush(stdout);
     }
     save(net, &o, acc);

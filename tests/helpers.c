@@ -504,3 +504,35 @@ tg_st_file *th_st_copy_without(const tg_st_file *src, const char *skip)
     }
     return d;
 }
+
+typedef struct th_state_ctx {
+    const tg_st_file *f;
+    const char *prefix;
+    double rtol;
+} th_state_ctx;
+
+static int th_state_entry(const char *name, tg_tensor *t, bool is_param, void *user)
+{
+    (void)is_param;
+    const th_state_ctx *c = user;
+    char key[512];
+    snprintf(key, sizeof key, "%s.%s", c->prefix, name);
+    const tg_tensor *want = tg_st_get(c->f, key);
+    cr_assert(want != NULL, "the golden lacks %s", key);
+    if (c->rtol == 0 || !tg_dtype_is_float(tg_tensor_dtype(t)))
+        th_expect_same_bits(key, want, t, want);
+    else
+        th_expect_close_scaled(key, t, want, c->rtol);
+    return TG_OK;
+}
+
+void th_expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol)
+{
+    int missing = -1, unexpected = -1;
+    cr_assert(eq(int, tg_module_state_dict_compare(m, f, prefix, NULL, NULL, &missing,
+                                                   &unexpected), TG_OK));
+    cr_assert(missing == 0 && unexpected == 0, "%s: %d missing, %d unexpected keys", prefix,
+              missing, unexpected);
+    th_state_ctx c = {f, prefix, rtol};
+    cr_assert(eq(int, tg_module_foreach_state(m, th_state_entry, &c), TG_OK));
+}

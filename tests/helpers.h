@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tapegrad/loss.h"
+#include "tapegrad/nn.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
 
@@ -240,6 +241,11 @@ void th_expect_near(const char *what, const tg_tensor *got, const tg_tensor *wan
  * infinity itself). */
 void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_tensor *want,
                             double rtol);
+
+/* Fails unless m's state dict is the one in f under prefix: the same keys
+ * (none missing or unexpected), each value with the same bits (rtol 0, and
+ * always for integer tensors) or th_expect_close_scaled within rtol. */
+void th_expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol);
 
 /* Fails unless a line of text holds, split at spaces, exactly the words of
  * `row` (one string, single spaces: "add 2 promote yes yes"), so that a

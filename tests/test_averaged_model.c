@@ -70,40 +70,6 @@ static tg_module *generator(const tg_st_file *f, tg_dtype dt)
     return seq;
 }
 
-typedef struct expect_ctx {
-    const tg_st_file *f;
-    const char *prefix;
-    double rtol;        /* 0: the same bits */
-} expect_ctx;
-
-static int expect_entry(const char *name, tg_tensor *t, bool is_param, void *user)
-{
-    (void)is_param;
-    const expect_ctx *c = user;
-    char key[512];
-    snprintf(key, sizeof key, "%s.%s", c->prefix, name);
-    const tg_tensor *want = tg_st_get(c->f, key);
-    cr_assert(want != NULL, "the golden lacks %s", key);
-    if (c->rtol == 0 || !tg_dtype_is_float(tg_tensor_dtype(t)))
-        th_expect_same_bits(key, want, t, want);
-    else
-        th_expect_close_scaled(key, t, want, c->rtol);
-    return TG_OK;
-}
-
-/* Fails unless m's state dict is the golden's under prefix: the same keys,
- * and values with the same bits (rtol 0) or within rtol. */
-static void expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol)
-{
-    int missing = -1, unexpected = -1;
-    cr_assert(eq(int, tg_module_state_dict_compare(m, f, prefix, NULL, NULL, &missing,
-                                                   &unexpected), TG_OK));
-    cr_assert(missing == 0 && unexpected == 0, "%s: %d missing, %d unexpected keys", prefix,
-              missing, unexpected);
-    expect_ctx c = {f, prefix, rtol};
-    cr_assert(eq(int, tg_module_foreach_state(m, expect_entry, &c), TG_OK));
-}
-
 static void load(tg_module *m, const tg_st_file *f, const char *prefix)
 {
     cr_assert(eq(int, tg_module_load_state_dict(m, f, prefix, true), TG_OK), "%s: %s", prefix,
@@ -155,7 +121,7 @@ Test(averaged_model, states_after_each_update_are_torchs)
                 cr_assert(eq(int, tg_averaged_model_update(avg, gen), TG_OK), "%s",
                           tg_error_message());
                 snprintf(prefix, sizeof prefix, "%s.%s.step%d", d, kinds[ki].name, step);
-                expect_state(avg, f, prefix, 0);
+                th_expect_state(avg, f, prefix, 0);
             }
             expect_output(avg, f, d, &kinds[ki], dts[di] == TG_F64 ? 1e-12 : 1e-5);
             tg_module_release(avg);
@@ -185,7 +151,7 @@ Test(averaged_model, half_parameters_average_as_torch)
                 load(lin, f, prefix);
                 cr_assert(eq(int, tg_averaged_model_update(avg, lin), TG_OK));
                 snprintf(prefix, sizeof prefix, "%s.%s.step%d", names[di], kinds[ki].name, step);
-                expect_state(avg, f, prefix, 0);
+                th_expect_state(avg, f, prefix, 0);
             }
             tg_module_release(avg);
             tg_module_release(lin);
@@ -239,10 +205,10 @@ Test(averaged_model, training_run_follows_torch)
         }
         char prefix[96];
         snprintf(prefix, sizeof prefix, "%s.step%d", d, STEPS);
-        expect_state(gen, f, prefix, rtol);
+        th_expect_state(gen, f, prefix, rtol);
         for (int ki = 0; ki < N_KINDS; ki++) {
             snprintf(prefix, sizeof prefix, "%s.%s.step%d", d, kinds[ki].name, STEPS);
-            expect_state(avg[ki], f, prefix, rtol);
+            th_expect_state(avg[ki], f, prefix, rtol);
             cr_assert(eq(i64, n_averaged(avg[ki]), STEPS));
             expect_output(avg[ki], f, d, &kinds[ki], rtol);
             tg_module_release(avg[ki]);
@@ -269,7 +235,7 @@ Test(averaged_model, state_dict_round_trips_and_loads_torchs)
     cr_assert(eq(i64, n_averaged(avg), 2));
     load(gen, f, "f32.step3");
     cr_assert(eq(int, tg_averaged_model_update(avg, gen), TG_OK));
-    expect_state(avg, f, "f32.ema0.9.step3", 0);
+    th_expect_state(avg, f, "f32.ema0.9.step3", 0);
     /* saved, written, read back into another averaged model */
     tg_st_file *out = NULL, *back = NULL;
     char path[256];
@@ -281,10 +247,10 @@ Test(averaged_model, state_dict_round_trips_and_loads_torchs)
     cr_assert(eq(int, tg_st_count(back), tg_module_state_count(avg)));
     tg_module *gen2 = generator(NULL, TG_F32), *avg2 = averaged(gen2, k);
     load(avg2, back, NULL);
-    expect_state(avg2, f, "f32.ema0.9.step3", 0);
+    th_expect_state(avg2, f, "f32.ema0.9.step3", 0);
     load(gen2, f, "f32.step4");
     cr_assert(eq(int, tg_averaged_model_update(avg2, gen2), TG_OK));
-    expect_state(avg2, f, "f32.ema0.9.step4", 0);
+    th_expect_state(avg2, f, "f32.ema0.9.step4", 0);
     tg_st_free(back);
     tg_st_free(out);
     tg_module_release(avg2);
@@ -347,7 +313,7 @@ Test(averaged_model, checkpoint_resume_continues_identically)
     tg_st_file *sa = NULL;
     cr_assert(eq(int, tg_st_new(&sa), TG_OK));
     cr_assert(eq(int, tg_module_state_dict_save(a.ema, sa, "a"), TG_OK));
-    expect_state(b.ema, sa, "a", 0);
+    th_expect_state(b.ema, sa, "a", 0);
     cr_assert(eq(i64, n_averaged(b.ema), 4));
     tg_st_free(sa);
     run_free(&b);
@@ -361,7 +327,7 @@ static void expect_unchanged(const tg_module *avg, const tg_module *before)
     tg_st_file *s = NULL;
     cr_assert(eq(int, tg_st_new(&s), TG_OK));
     cr_assert(eq(int, tg_module_state_dict_save(before, s, "b"), TG_OK));
-    expect_state(avg, s, "b", 0);
+    th_expect_state(avg, s, "b", 0);
     tg_st_free(s);
 }
 

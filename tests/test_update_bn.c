@@ -44,33 +44,6 @@ static tg_module *generator(tg_dtype dt)
     return seq;
 }
 
-typedef struct expect_ctx {
-    const tg_st_file *f;
-    const char *prefix;
-    double rtol;   /* 0: the same bits */
-} expect_ctx;
-
-static int expect_entry(const char *name, tg_tensor *t, bool is_param, void *user)
-{
-    (void)is_param;
-    const expect_ctx *c = user;
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", c->prefix, name);
-    const tg_tensor *want = tg_st_get(c->f, key);
-    cr_assert(want != NULL, "the golden lacks %s", key);
-    if (c->rtol == 0 || !tg_dtype_is_float(tg_tensor_dtype(t)))
-        th_expect_same_bits(key, want, t, want);
-    else
-        th_expect_close_scaled(key, t, want, c->rtol);
-    return TG_OK;
-}
-
-static void expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol)
-{
-    expect_ctx c = {f, prefix, rtol};
-    cr_assert(eq(int, tg_module_foreach_state(m, expect_entry, &c), TG_OK));
-}
-
 /* Hands out the golden's batches "<d>.batch<k>" as new tensors. */
 typedef struct golden_batches {
     const tg_st_file *f;
@@ -124,7 +97,7 @@ static void matches_torch(tg_dtype dt, const char *d, double rtol)
     cr_assert(eq(int, tg_update_bn(g, next_golden, &b), TG_OK), "%s", tg_error_message());
     cr_assert(eq(int, b.k, b.n));
     snprintf(prefix, sizeof prefix, "%s.after", d);
-    expect_state(g, f, prefix, rtol);
+    th_expect_state(g, f, prefix, rtol);
     expect_momenta(g, 0.1, 0.3);
     cr_assert(eq(int, tg_module_is_training(g), 0));
     cr_assert(eq(int, tg_module_is_training(tg_module_child_at(g, 4)), 0));
@@ -157,7 +130,7 @@ Test(update_bn, keeps_training_mode_and_forgets_old_statistics)
     cr_assert(eq(int, tg_update_bn(g, next_golden, &b), TG_OK), "%s", tg_error_message());
     cr_assert(eq(int, tg_module_is_training(g), 1));
     cr_assert(eq(int, tg_module_is_training(tg_module_child_at(g, 1)), 1));
-    expect_state(g, f, "f64.after", 1e-12);
+    th_expect_state(g, f, "f64.after", 1e-12);
     tg_module_release(g);
     tg_st_free(f);
 }
@@ -173,7 +146,7 @@ static void restores_on_error(bool with_message, bool training)
     cr_assert(eq(int, tg_update_bn(g, next_golden, &b), TG_EIO));
     th_expect_in(tg_error_message(), with_message ? "no batch 2 today" : "the batch function");
     cr_assert(eq(int, b.k, 3));
-    expect_state(g, f, "f32.init", 0);
+    th_expect_state(g, f, "f32.init", 0);
     expect_momenta(g, 0.1, 0.3);
     cr_assert(eq(int, tg_module_is_training(g), training));
     cr_assert(eq(int, tg_module_is_training(tg_module_child_at(g, 4)), training));
@@ -199,7 +172,7 @@ Test(update_bn, restores_after_a_failing_forward)
     cr_assert(eq(int, tg_st_set(bad, "x.batch1", wide), TG_OK));
     golden_batches b = {bad, "x", 0, 2, -1, 0, false};
     cr_assert(lt(int, tg_update_bn(g, next_golden, &b), 0));
-    expect_state(g, f, "f32.init", 0);
+    th_expect_state(g, f, "f32.init", 0);
     expect_momenta(g, 0.1, 0.3);
     tg_tensor_release(ok);
     tg_tensor_release(wide);
@@ -288,7 +261,7 @@ Test(update_bn, captures_nothing_in_a_scope)
     cr_assert(eq(int, tg_update_bn(g, next_golden, &b), TG_OK), "%s", tg_error_message());
     cr_assert(eq(int, tg_scope_size(), 0));
     cr_assert(eq(int, tg_scope_end(), TG_OK));
-    expect_state(g, f, "f64.after", 1e-12);
+    th_expect_state(g, f, "f64.after", 1e-12);
     tg_module_release(g);
     tg_st_free(f);
 }

@@ -129,10 +129,11 @@ int tg__sched_cyclic_load(const tg_lr_scheduler *s, const tg_st_file *f, const c
  * (lr_scheduler_new.c). */
 int tg__sched_attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto);
 /* A LambdaLR or MultiplicativeLR (kind) whose group g uses fns[g] with
- * users[g] (fns[0] and users[0] for every group when shared), n = opt's
- * group count, all checked (lr_scheduler_new.c). */
-int tg__sched_lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, tg__sched_kind kind, int n,
-                         const tg_lr_lambda_fn *fns, void *const *users, bool shared);
+ * users[g] (fns[0] and users[0] for every group when shared, n ignored),
+ * out, opt and the fns checked with messages naming op (lr_scheduler_new.c). */
+int tg__sched_lambda_new(const char *op, tg_lr_scheduler **out, tg_optimizer *opt,
+                         tg__sched_kind kind, int n, const tg_lr_lambda_fn *fns,
+                         void *const *users, bool shared);
 
 /* ---- the kinds of lr_scheduler_more.c ---- */
 

@@ -79,23 +79,15 @@ double tg__sched_multiplicative_chain(const tg_lr_scheduler *s, int g, int64_t e
 int tg_multiplicative_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn,
                              void *user)
 {
-    TG_TRY(check_common("multiplicative_lr", out, opt));
-    TG_CHECK(fn != NULL, TG_EINVAL, "multiplicative_lr: fn must not be NULL");
-    return tg__sched_lambda_new(out, opt, TG__SCHED_MULTIPLICATIVE, opt->n_groups, &fn, &user,
-                                true);
+    return tg__sched_lambda_new("multiplicative_lr", out, opt, TG__SCHED_MULTIPLICATIVE, 1, &fn,
+                                &user, true);
 }
 
 int tg_multiplicative_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
                                        const tg_lr_lambda_fn *fns, void *const *users)
 {
-    const char *op = "multiplicative_lr_per_group";
-    TG_TRY(check_common(op, out, opt));
-    TG_CHECK(n_fns == opt->n_groups, TG_EINVAL, "%s: n_fns=%d must equal the optimizer's "
-             "param group count %d (one fn per group)", op, n_fns, opt->n_groups);
-    TG_CHECK(fns != NULL, TG_EINVAL, "%s: fns must not be NULL", op);
-    for (int g = 0; g < n_fns; g++)
-        TG_CHECK(fns[g] != NULL, TG_EINVAL, "%s: fns[%d] must not be NULL", op, g);
-    return tg__sched_lambda_new(out, opt, TG__SCHED_MULTIPLICATIVE, n_fns, fns, users, false);
+    return tg__sched_lambda_new("multiplicative_lr_per_group", out, opt,
+                                TG__SCHED_MULTIPLICATIVE, n_fns, fns, users, false);
 }
 
 /* ---- PolynomialLR ---------------------------------------------------------- */

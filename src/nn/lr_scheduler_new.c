@@ -132,22 +132,26 @@ int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_fact
         .kind = TG__SCHED_LINEAR, .u.linear = {start_factor, end_factor, total_iters}});
 }
 
-/* A LambdaLR whose group g uses fns[g] with users[g] (fns[0] and users[0]
- * for every group when shared), n = opt's group count, all checked. */
-static int lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, int n,
-                      const tg_lr_lambda_fn *fns, void *const *users, bool shared)
-{
-    return tg__sched_lambda_new(out, opt, TG__SCHED_LAMBDA, n, fns, users, shared);
-}
-
 int tg__sched_attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto)
 {
     return attach(out, opt, proto);
 }
 
-int tg__sched_lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, tg__sched_kind kind, int n,
-                         const tg_lr_lambda_fn *fns, void *const *users, bool shared)
+int tg__sched_lambda_new(const char *op, tg_lr_scheduler **out, tg_optimizer *opt,
+                         tg__sched_kind kind, int n, const tg_lr_lambda_fn *fns,
+                         void *const *users, bool shared)
 {
+    TG_TRY(check_common(op, out, opt));
+    if (shared) {
+        TG_CHECK(fns[0] != NULL, TG_EINVAL, "%s: fn must not be NULL", op);
+        n = opt->n_groups;
+    } else {
+        TG_CHECK(n == opt->n_groups, TG_EINVAL, "%s: n_fns=%d must equal the optimizer's "
+                 "param group count %d (one fn per group)", op, n, opt->n_groups);
+        TG_CHECK(fns != NULL, TG_EINVAL, "%s: fns must not be NULL", op);
+        for (int g = 0; g < n; g++)
+            TG_CHECK(fns[g] != NULL, TG_EINVAL, "%s: fns[%d] must not be NULL", op, g);
+    }
     tg_lr_lambda_fn *f = tg__malloc((size_t)n * sizeof *f);
     void **u = tg__malloc((size_t)n * sizeof *u);
     int rc = f && u ? TG_OK : TG_ENOMEM;
@@ -166,22 +170,14 @@ int tg__sched_lambda_new(tg_lr_scheduler **out, tg_optimizer *opt, tg__sched_kin
 
 int tg_lambda_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_lambda_fn fn, void *user)
 {
-    TG_TRY(check_common("lambda_lr", out, opt));
-    TG_CHECK(fn != NULL, TG_EINVAL, "lambda_lr: fn must not be NULL");
-    return lambda_new(out, opt, opt->n_groups, &fn, &user, true);
+    return tg__sched_lambda_new("lambda_lr", out, opt, TG__SCHED_LAMBDA, 1, &fn, &user, true);
 }
 
 int tg_lambda_lr_new_per_group(tg_lr_scheduler **out, tg_optimizer *opt, int n_fns,
                                const tg_lr_lambda_fn *fns, void *const *users)
 {
-    const char *op = "lambda_lr_per_group";
-    TG_TRY(check_common(op, out, opt));
-    TG_CHECK(n_fns == opt->n_groups, TG_EINVAL, "%s: n_fns=%d must equal the optimizer's "
-             "param group count %d (one fn per group)", op, n_fns, opt->n_groups);
-    TG_CHECK(fns != NULL, TG_EINVAL, "%s: fns must not be NULL", op);
-    for (int g = 0; g < n_fns; g++)
-        TG_CHECK(fns[g] != NULL, TG_EINVAL, "%s: fns[%d] must not be NULL", op, g);
-    return lambda_new(out, opt, n_fns, fns, users, false);
+    return tg__sched_lambda_new("lambda_lr_per_group", out, opt, TG__SCHED_LAMBDA, n_fns, fns,
+                                users, false);
 }
 
 static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int n,
