@@ -848,7 +848,8 @@ Test(lr_scheduler_cyclic, plateau_refusals)
 }
 
 /* A SequentialLR refuses two OneCycleLRs, which torch's make share each
- * group's max_lr, initial and min lr; one of them, listed twice, is fine. */
+ * group's max_lr, initial and min lr; one of them, listed twice, is fine.
+ * A ChainedScheduler refuses the two as well. */
 Test(lr_scheduler_cyclic, sequential_refuses_two_one_cycles)
 {
     run r;
@@ -860,6 +861,11 @@ Test(lr_scheduler_cyclic, sequential_refuses_two_one_cycles)
             "schedulers[0] and schedulers[1] are both one_cycle_lr");
     OK(tg_sequential_lr_new(&r.top, r.opt, 2, (tg_lr_scheduler *[]){r.parts[0], r.parts[0]},
                             (int64_t[]){5}));
+    /* a ChainedScheduler too (it steps both on the same groups) */
+    tg_lr_scheduler *chain = NULL;
+    REFUSED(tg_chained_scheduler_new(&chain, 2, r.parts),
+            "chained_scheduler: schedulers[0] and schedulers[1] are both one_cycle_lr");
+    cr_assert(chain == NULL);
     run_free(&r);
 }
 
