@@ -31,6 +31,7 @@
 #include "ops/activation_internal.h"
 #include "ops/elementwise.h"
 #include "ops/families.h"
+#include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
 
 /* torch's kBeta and kKappa (aten/src/ATen/native/cpu/Activation.cpp) */
@@ -84,7 +85,7 @@ static void k_gelu_tanh(tg_dtype cdt, void *out, const void *a, const void *b, i
     else gelu_tanh_f32(out, a, n);
 }
 
-/* Integers are refused (torch: "not implemented for 'Int'"); x is saved. */
+/* An integer x is refused, as torch refuses it; x is saved. */
 static int gelu_tanh_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                              const void *params)
 {
@@ -100,8 +101,9 @@ static int gelu_tanh_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
  *   left = 0.5 x, right = 1 + t, dleft = 0.5 right, dtanh = 1 - t t,
  *   dinner = beta (1 + 3kappa x2), dright = (left dtanh) dinner,
  *   gi = g (dleft + dright). */
-static int gelu_tanh_grad(tg_tensor *x, tg_tensor *g, tg_tensor **gi)
+static int gelu_tanh_grad(tg_tensor *x, tg_tensor *g, const void *params, tg_tensor **gi)
 {
+    (void)params;
     enum { N = 17 };
     const bool f64 = x->dtype == TG_F64;
     const double beta = f64 ? GELU_BETA : (double)(float)GELU_BETA;
@@ -134,19 +136,9 @@ done:
 
 static int gelu_tanh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *x, *xf = NULL, *gf = NULL, *r = NULL;
-    int rc;
+    tg_tensor *x;
     TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    if (!tg__dtype_is_half(x->dtype)) return gelu_tanh_grad(x, g, &gi[0]);
-    TG_TRY_GOTO(tg_to_dtype(&xf, x, TG_F32));
-    TG_TRY_GOTO(tg_to_dtype(&gf, g, TG_F32));
-    TG_TRY_GOTO(gelu_tanh_grad(xf, gf, &r));
-    TG_TRY_GOTO(tg_to_dtype(&gi[0], r, x->dtype));
-done:
-    tg_tensor_release(xf);
-    tg_tensor_release(gf);
-    tg_tensor_release(r);
-    return rc;
+    return tg__grad_in_f32(gelu_tanh_grad, NULL, x, g, &gi[0]);
 }
 
 static const tg_op_schema gelu_tanh_op = {

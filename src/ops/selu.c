@@ -78,8 +78,9 @@ static int celu_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
 /* gi = where(x > 0, g * pos, ((g * in) * neg) * e^(x * in)), torch's order
  * of products, in x's dtype (f32 for a half x); NaN takes the second form,
  * so NaN, as torch's vectorized kernel. */
-static int eluk_grad(const eluk_params *p, tg_tensor *x, tg_tensor *g, tg_tensor **gi)
+static int eluk_grad(tg_tensor *x, tg_tensor *g, const void *params, tg_tensor **gi)
 {
+    const eluk_params *p = params;
     enum { N = 6 };
     tg_tensor *t[N] = {NULL};
     int rc;
@@ -100,20 +101,9 @@ done:
 
 static int eluk_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    const eluk_params *p = tg__ctx_params(ctx);
-    tg_tensor *x, *xf = NULL, *gf = NULL, *r = NULL;
-    int rc;
+    tg_tensor *x;
     TG_TRY(tg__ctx_saved(ctx, 0, &x));
-    if (!tg__dtype_is_half(x->dtype)) return eluk_grad(p, x, g, &gi[0]);
-    TG_TRY_GOTO(tg_to_dtype(&xf, x, TG_F32));
-    TG_TRY_GOTO(tg_to_dtype(&gf, g, TG_F32));
-    TG_TRY_GOTO(eluk_grad(p, xf, gf, &r));
-    TG_TRY_GOTO(tg_to_dtype(&gi[0], r, x->dtype));
-done:
-    tg_tensor_release(xf);
-    tg_tensor_release(gf);
-    tg_tensor_release(r);
-    return rc;
+    return tg__grad_in_f32(eluk_grad, tg__ctx_params(ctx), x, g, &gi[0]);
 }
 
 #define selu_backward eluk_backward
