@@ -117,14 +117,10 @@ int tg_update_bn(tg_module *model, tg_update_bn_fn next, void *user)
     return rc;
 }
 
-typedef struct loader_batches {
-    tg_loader *ld;
-} loader_batches;
-
-static int loader_next(void *user, tg_tensor **x)
+static int loader_next(void *ld, tg_tensor **x)
 {
     tg_tensor *labels = NULL;
-    int rc = tg_loader_next(((loader_batches *)user)->ld, x, &labels);
+    int rc = tg_loader_next(ld, x, &labels);
     tg_tensor_release(labels);
     return rc;
 }
@@ -136,8 +132,7 @@ int tg_update_bn_loader(tg_module *model, tg_loader *ld)
     int64_t epoch = 0, index = 0;
     tg_loader_position(ld, &epoch, &index);
     TG_TRY(tg_loader_reset(ld, epoch));
-    loader_batches b = {ld};
-    int rc = tg_update_bn(model, loader_next, &b);
+    int rc = tg_update_bn(model, loader_next, ld);
     int rc2 = tg_loader_set_position(ld, epoch, index);
     return rc < 0 ? rc : rc2;
 }
