@@ -187,13 +187,6 @@ int tg__sched_cyclic_check_sequential(const char *op, tg_lr_scheduler *const *sc
 
 /* ---- construction ------------------------------------------------------------- */
 
-int tg__cyc_check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", op);
-    return TG_OK;
-}
-
 int tg__cyc_per_group(const char *op, const char *name, int n, const double *v, int G,
                       double *out)
 {
@@ -342,7 +335,7 @@ int tg_one_cycle_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_max_lr,
                         const double *max_lr, const tg_one_cycle_opts *opts)
 {
     const char *op = "one_cycle_lr";
-    TG_TRY(tg__cyc_check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     const tg_one_cycle_opts o = opts ? *opts : (tg_one_cycle_opts)TG_ONE_CYCLE_OPTS_INIT;
     int64_t T = 0;
     TG_TRY(check_one_cycle(op, &o, &T));
@@ -394,7 +387,7 @@ int tg_cyclic_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_base_lr,
                      const tg_cyclic_opts *opts)
 {
     const char *op = "cyclic_lr";
-    TG_TRY(tg__cyc_check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     const tg_cyclic_opts o = opts ? *opts : (tg_cyclic_opts)TG_CYCLIC_OPTS_INIT;
     TG_TRY(check_cyclic(op, opt, &o));
     const int G = opt->n_groups;
@@ -428,7 +421,7 @@ int tg_swa_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_swa_lr, const 
                   int64_t anneal_epochs, tg_anneal_strategy anneal_strategy)
 {
     const char *op = "swa_lr";
-    TG_TRY(tg__cyc_check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(anneal_strategy == TG_ANNEAL_COS || anneal_strategy == TG_ANNEAL_LINEAR, TG_EINVAL,
              "%s: anneal_strategy=%d must be TG_ANNEAL_COS or TG_ANNEAL_LINEAR", op,
              (int)anneal_strategy);

@@ -40,8 +40,6 @@ typedef struct tg__sched_cyclic cyc;
  * nothing. */
 cyc *tg__cyc_new(int G);
 void tg__cyc_free(cyc *c);
-/* TG_EINVAL for a NULL out or opt, named in op's message. */
-int tg__cyc_check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt);
 /* v[0..n) (n 1 or G: torch's float or list), each finite and >= 0, into
  * out[0..G); the message names n_<name> and <name>. */
 int tg__cyc_per_group(const char *op, const char *name, int n, const double *v, int G,

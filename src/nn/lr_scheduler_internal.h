@@ -128,6 +128,9 @@ int tg__sched_cyclic_load(const tg_lr_scheduler *s, const tg_st_file *f, const c
  * over on success) attached to opt, with the initial step
  * (lr_scheduler_new.c). */
 int tg__sched_attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler proto);
+/* TG_EINVAL for a NULL out or opt, named in op's message (every
+ * constructor's first check; lr_scheduler_new.c). */
+int tg__sched_check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt);
 /* A LambdaLR or MultiplicativeLR (kind) whose group g uses fns[g] with
  * users[g] (fns[0] and users[0] for every group when shared, n ignored),
  * out, opt and the fns checked with messages naming op (lr_scheduler_new.c). */

@@ -26,13 +26,6 @@ static const double pi = 3.141592653589793;
  * (torch's T_i is a Python int; past 2^53 the two would part). */
 static const int64_t t_i_limit = INT64_C(1) << 53;
 
-static int check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", op);
-    return TG_OK;
-}
-
 /* ---- ConstantLR ------------------------------------------------------------ */
 
 double tg__sched_constant_chain(const tg_lr_scheduler *s, int g, int64_t e, double lr,
@@ -57,7 +50,7 @@ int tg_constant_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double factor,
                        int64_t total_iters)
 {
     const char *op = "constant_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(factor > 0 && factor <= 1, TG_EINVAL, "%s: factor=%g must be in (0, 1]", op, factor);
     TG_CHECK(total_iters >= 0, TG_EINVAL, "%s: total_iters=%lld must be >= 0", op,
              (long long)total_iters);
@@ -116,7 +109,7 @@ int tg_polynomial_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t total
                          double power)
 {
     const char *op = "polynomial_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(total_iters >= 1, TG_EINVAL, "%s: total_iters=%lld must be >= 1", op,
              (long long)total_iters);
     TG_CHECK(power >= 0 && isfinite(power), TG_EINVAL,
@@ -177,7 +170,7 @@ int tg_cosine_annealing_warm_restarts_new(tg_lr_scheduler **out, tg_optimizer *o
                                           int64_t t_0, int64_t t_mult, double eta_min)
 {
     const char *op = "cosine_annealing_warm_restarts";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(t_0 >= 1 && t_0 <= t_i_limit, TG_EINVAL, "%s: t_0=%lld must be >= 1 (and <= 2^53)",
              op, (long long)t_0);
     TG_CHECK(t_mult >= 1, TG_EINVAL, "%s: t_mult=%lld must be >= 1", op, (long long)t_mult);

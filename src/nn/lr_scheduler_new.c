@@ -6,7 +6,7 @@
 
 #include "lr_scheduler_internal.h"
 
-static int check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt)
+int tg__sched_check_common(const char *op, tg_lr_scheduler **out, const tg_optimizer *opt)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", op);
@@ -65,7 +65,7 @@ static int attach(tg_lr_scheduler **out, tg_optimizer *opt, tg_lr_scheduler prot
 
 int tg_step_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t step_size, double gamma)
 {
-    TG_TRY(check_common("step_lr", out, opt));
+    TG_TRY(tg__sched_check_common("step_lr", out, opt));
     TG_CHECK(step_size >= 1, TG_EINVAL, "step_lr: step_size=%lld must be >= 1",
              (long long)step_size);
     TG_TRY(check_factor("step_lr", "gamma", gamma));
@@ -85,7 +85,7 @@ int tg_multi_step_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_milesto
                          const int64_t *milestones, double gamma)
 {
     const char *op = "multi_step_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(n_milestones >= 0, TG_EINVAL, "%s: n_milestones=%d must be >= 0", op, n_milestones);
     TG_CHECK(milestones != NULL || n_milestones == 0, TG_EINVAL,
              "%s: milestones must not be NULL when n_milestones=%d > 0", op, n_milestones);
@@ -100,7 +100,7 @@ int tg_multi_step_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_milesto
 
 int tg_exponential_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double gamma)
 {
-    TG_TRY(check_common("exponential_lr", out, opt));
+    TG_TRY(tg__sched_check_common("exponential_lr", out, opt));
     TG_TRY(check_factor("exponential_lr", "gamma", gamma));
     return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_EXPONENTIAL,
                                               .u.exponential = {gamma}});
@@ -110,7 +110,7 @@ int tg_cosine_annealing_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int64_t
                                double eta_min)
 {
     const char *op = "cosine_annealing_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(t_max >= 1, TG_EINVAL, "%s: t_max=%lld must be >= 1", op, (long long)t_max);
     TG_TRY(check_factor(op, "eta_min", eta_min));
     return attach(out, opt, (tg_lr_scheduler){.kind = TG__SCHED_COSINE,
@@ -121,7 +121,7 @@ int tg_linear_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, double start_fact
                      double end_factor, int64_t total_iters)
 {
     const char *op = "linear_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(start_factor > 0 && start_factor <= 1, TG_EINVAL,
              "%s: start_factor=%g must be in (0, 1]", op, start_factor);
     TG_CHECK(end_factor >= 0 && end_factor <= 1, TG_EINVAL,
@@ -141,7 +141,7 @@ int tg__sched_lambda_new(const char *op, tg_lr_scheduler **out, tg_optimizer *op
                          tg__sched_kind kind, int n, const tg_lr_lambda_fn *fns,
                          void *const *users, bool shared)
 {
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     if (shared) {
         TG_CHECK(fns[0] != NULL, TG_EINVAL, "%s: fn must not be NULL", op);
         n = opt->n_groups;
@@ -184,7 +184,7 @@ static int check_sequential(tg_lr_scheduler **out, const tg_optimizer *opt, int 
                             tg_lr_scheduler *const *scheds, const int64_t *milestones)
 {
     const char *op = "sequential_lr";
-    TG_TRY(check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     TG_CHECK(n >= 1, TG_EINVAL, "%s: n_schedulers=%d must be >= 1", op, n);
     TG_CHECK(scheds != NULL, TG_EINVAL, "%s: schedulers must not be NULL", op);
     TG_CHECK(milestones != NULL || n == 1, TG_EINVAL,

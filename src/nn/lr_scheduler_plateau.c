@@ -13,7 +13,7 @@ int tg_reduce_lr_on_plateau_new(tg_lr_scheduler **out, tg_optimizer *opt,
                                 const tg_plateau_opts *opts, int n_min_lr, const double *min_lr)
 {
     const char *op = "reduce_lr_on_plateau";
-    TG_TRY(tg__cyc_check_common(op, out, opt));
+    TG_TRY(tg__sched_check_common(op, out, opt));
     const tg_plateau_opts o = opts ? *opts : (tg_plateau_opts)TG_PLATEAU_OPTS_INIT;
     TG_CHECK(o.factor < 1.0, TG_EINVAL, "%s: factor=%g should be < 1.0", op, o.factor);
     TG_CHECK(o.factor >= 0, TG_EINVAL, "%s: factor=%g must be >= 0", op, o.factor);
