@@ -64,7 +64,17 @@ void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, do
                     double atol, const char *const *inits)
 {
     char path[256], file[128];
-    write_f32(name, ".in.f32", x);
+    const tg_dtype xdt = tg_tensor_dtype(x);
+    if (xdt == TG_I64 || xdt == TG_I32) {   /* indices: raw little-endian integers */
+        tg_tensor *c = NULL;
+        cr_assert(tg_tensor_contiguous(&c, (tg_tensor *)x) == TG_OK);
+        snprintf(file, sizeof file, "%s.in.%s", name, xdt == TG_I64 ? "i64" : "i32");
+        th_write_bytes(th_tmp_path(path, sizeof path, file), tg_tensor_cdata(c),
+                       (size_t)tg_tensor_numel(c) * (xdt == TG_I64 ? 8 : 4));
+        tg_tensor_release(c);
+    } else {
+        write_f32(name, ".in.f32", x);
+    }
     write_f32(name, ".out.f32", y);
     snprintf(file, sizeof file, "%s.json", name);
     FILE *f = fopen(th_tmp_path(path, sizeof path, file), "w");
@@ -74,6 +84,8 @@ void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, do
     fprintf(f, ", ");
     json_shape(f, "output_shape", y);
     fprintf(f, ", \"rtol\": %.17g, \"atol\": %.17g", rtol, atol);
+    if (xdt == TG_I64 || xdt == TG_I32)
+        fprintf(f, ", \"input_type\": \"%s\"", xdt == TG_I64 ? "int64" : "int32");
     if (inits) {
         fprintf(f, ", \"initializers\": [");
         for (int i = 0; inits[i]; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", inits[i]);

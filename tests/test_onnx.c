@@ -5,7 +5,8 @@
  * computes tapegrad's outputs from it: within 1e-5 of the largest output
  * magnitude in f32, within the output's quantization step for int8.
  *
- * This file: Linear, BatchNorm, activations and reshapes in one model, the
+ * This file: Linear, BatchNorm, activations and reshapes in one model,
+ * Embedding models on integer indices, the
  * DCGAN generator with its state_dict names, the refused modules and
  * options, training flags and state left as they were, `tapegrad export
  * --onnx` against torch.onnx.export, the dcgan example's export, and a
@@ -310,6 +311,57 @@ Test(onnx, unsupported_modules_and_options_are_named_errors_and_write_nothing)
     tg_module_release(seq);
     tg_tensor_release(x);
     tg_tensor_release(x64);
+}
+
+/* A model that begins with an Embedding takes i64 or i32 indices: Gather
+ * along axis 0 of the weight (padding_idx changes only gradients); max_norm
+ * and other integer inputs are refused. */
+Test(onnx, embedding_models_take_integer_indices)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_module *seq = NULL, *emb = NULL, *flat = NULL, *lin = NULL, *alone = NULL, *mn = NULL;
+    tg_embedding_opts eo = TG_EMBEDDING_OPTS_INIT;
+    eo.padding_idx = 0;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_embedding_new_ex(&emb, 10, 4, &eo, &rng) == TG_OK);
+    cr_assert(tg_nn_flatten_new(&flat, 1, -1) == TG_OK);
+    cr_assert(tg_nn_linear_new(&lin, 12, 5, true, &rng) == TG_OK);
+    append(seq, emb);
+    append(seq, flat);
+    append(seq, lin);
+    append(seq, act(TG_ACT_TANH, 0));
+    tg_tensor *idx = th_tensor_from(TG_I64, 2, (const int64_t[]){2, 3},
+                                    (const double[]){0, 9, 4, 4, 1, 0});
+    cr_assert(tg_nn_embedding_new(&alone, 6, 3, &rng) == TG_OK);
+    tg_tensor *i32 = th_tensor_from(TG_I32, 3, (const int64_t[]){2, 2, 2},
+                                    (const double[]){5, 0, 1, 1, 3, 2, 0, 5});
+    /* the refusals first: they expect an empty folder */
+    tg_embedding_opts mo = eo;
+    mo.max_norm = 1.0;
+    cr_assert(tg_nn_embedding_new_ex(&mn, 6, 3, &mo, &rng) == TG_OK);
+    const uint64_t v0 = tg_tensor_version(tg_module_find(mn, "weight"));
+    expect_refused(mn, i32, NULL, TG_EUNSUPPORTED,
+                   "module '<top>' (Embedding) with max_norm=1 is not supported");
+    cr_assert(tg_tensor_version(tg_module_find(mn, "weight")) == v0, "the weight was rescaled");
+    tg_tensor *u8 = th_tensor_from(TG_U8, 1, (const int64_t[]){2}, (const double[]){1, 2});
+    expect_refused(alone, u8, NULL, TG_EDTYPE,
+                   "example_input has dtype u8; the exported graph takes f32, or i64 / i32");
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    case_graph = "\"ops\": [\"Gather\", \"Reshape\", \"Gemm\", \"Tanh\"], "
+                 "\"attributes\": {\"Gather\": {\"axis\": 0}}";
+    write_case("embedding_mlp", seq, idx, 1e-6, 0,
+               (const char *const[]){"0.weight", "2.weight", "2.bias", "/1/shape", NULL}, &o);
+    case_graph = "\"ops\": [\"Gather\"]";
+    write_case("embedding_i32", alone, i32, 0, 0, (const char *const[]){"weight", NULL}, NULL);
+    check_cases();
+
+    th_release_all(3, (tg_tensor *[]){idx, i32, u8});
+    tg_module_release(seq);
+    tg_module_release(alone);
+    tg_module_release(mn);
 }
 
 Test(onnx, export_restores_training_flags_and_changes_no_state)

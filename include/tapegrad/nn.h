@@ -44,6 +44,7 @@
 #include "tapegrad/conv.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/export.h"
+#include "tapegrad/ops.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
 
@@ -531,6 +532,22 @@ TG_API int tg_nn_act_dim(const tg_module *m, int *dim);
  * forward takes integer indices (...) and gives (..., dim) (tg_embedding). */
 TG_API int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim,
                                tg_rng *rng);
+/* The same with F.embedding's options (tg_embedding_opts in ops.h; NULL: the
+ * defaults), as nn.Embedding(V, D, padding_idx, max_norm, norm_type,
+ * scale_grad_by_freq): padding_idx's row of the weight starts at 0 and a
+ * negative one is kept counted from the start, as torch's.  An option
+ * outside its range is TG_EINVAL here, before any forward. */
+TG_API int tg_nn_embedding_new_ex(tg_module **out, int64_t num_embeddings, int64_t dim,
+                                  const tg_embedding_opts *opts, tg_rng *rng);
+/* nn.Embedding.from_pretrained(embeddings, freeze, ...): the weight is a
+ * copy of embeddings (V, D) of a float dtype (borrowed; torch shares its
+ * storage), which requires grad unless freeze (an optimizer then skips it);
+ * padding_idx's row is kept as given. */
+TG_API int tg_nn_embedding_from_pretrained(tg_module **out, tg_tensor *embeddings, bool freeze,
+                                           const tg_embedding_opts *opts);
+/* The options an Embedding was made with (padding_idx counted from the
+ * start); TG_EINVAL for NULL arguments or, naming its type, another module. */
+TG_API int tg_nn_embedding_options(const tg_module *m, tg_embedding_opts *opts);
 /* nn.Sequential: its forward runs the children in order.  A child's failure
  * keeps its status, its message led by the child's path and type: "in
  * enc.2 (Linear): linear: x is (3, 7) and w is (2, 6): ..." (nested

@@ -9,11 +9,12 @@
  * The module runs once on example_input (borrowed) in eval mode without
  * grad, which fixes every shape of the graph; the training flags of the
  * module and its descendants are restored afterwards, and no parameter or
- * buffer changes.  The graph has one input and one output, both f32.
+ * buffer changes.  The graph has one input and one output, both f32, or an
+ * input of i64 or i32 indices for a model that begins with an Embedding.
  * Initializers carry the module's state-dict names ("0.weight",
  * "1.running_mean"); docs/onnx.md lists the nodes each module becomes.
  *
- * Supported: Sequential, Linear, Conv1d/2d/3d and ConvTranspose1d/2d/3d with
+ * Supported: Sequential, Linear, Embedding, Conv1d/2d/3d and ConvTranspose1d/2d/3d with
  * every tg_conv_params option (a fused activation becomes its own node),
  * BatchNorm with running statistics (inference form), the activations,
  * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
@@ -56,8 +57,9 @@ typedef struct tg_onnx_options {
     {.opset = 17, .dynamic_batch = false, .input_name = "input",              \
      .output_name = "output", .graph_name = "tapegrad", .u8_weights = false}
 
-/* Writes m as an ONNX model to path.  m and example_input (f32, its dim 0
- * the batch) are borrowed; opt NULL gives the defaults. */
+/* Writes m as an ONNX model to path.  m and example_input (f32, or i64 /
+ * i32 indices; its dim 0 the batch) are borrowed; opt NULL gives the
+ * defaults. */
 TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
                           const tg_onnx_options *opt);
 /* True when the library was built with ONNX export (protobuf-c). */

@@ -452,6 +452,32 @@ TG_API int tg_one_hot(tg_tensor **out, tg_tensor *labels, int64_t num_classes, t
  * weight's gradient adds each gradient row into the row it picked;
  * differentiable to any order. */
 TG_API int tg_embedding(tg_tensor **out, tg_tensor *weight, tg_tensor *indices);
+/* F.embedding's other arguments:
+ *  - padding_idx: the row that receives no gradient (its forward value is
+ *    weight's row, as torch); negative counts from the end; in [-V, V), else
+ *    TG_EINVAL.  TG_EMBEDDING_NO_PADDING for none (torch's None).
+ *  - scale_grad_by_freq: each gradient row divided by the number of times
+ *    its index occurs in indices.  Its double backward is the derivative of
+ *    that scaled sum (torch 1.13's ignores the scaling).
+ *  - max_norm > 0: first, each row that indices pick whose norm_type-norm
+ *    (> 0, INFINITY for the largest |x|) is above max_norm is rescaled in
+ *    place to max_norm / (norm + 1e-7) times itself, outside the tape,
+ *    as torch's embedding_renorm_: weight is changed and its version bumped
+ *    (so a backward through an earlier use of it is TG_EGRAD).  0 for none.
+ * Errors leave weight unchanged. */
+typedef struct tg_embedding_opts {
+    int64_t padding_idx;
+    bool scale_grad_by_freq;
+    double max_norm;
+    double norm_type;
+} tg_embedding_opts;
+#define TG_EMBEDDING_NO_PADDING INT64_MIN
+#define TG_EMBEDDING_OPTS_INIT                                                                \
+    {.padding_idx = TG_EMBEDDING_NO_PADDING, .scale_grad_by_freq = false, .max_norm = 0,         \
+     .norm_type = 2}
+/* tg_embedding with opts (NULL: TG_EMBEDDING_OPTS_INIT, tg_embedding). */
+TG_API int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
+                           const tg_embedding_opts *opts);
 /* ---- reductions ----
  * Float inputs give their own dtype (summed in double, rounded once); over
  * no elements a sum is 0 and a mean NaN, as in PyTorch.  An integer input's

@@ -1,28 +1,50 @@
 /* src/nn/embedding.c - nn.Embedding(V, D): weight (V, D) drawn from N(0, 1)
- * as torch initialises it; forward picks the rows of integer indices. */
+ * as torch initialises it, padding_idx's row then zeroed; forward picks the
+ * rows of integer indices with the module's F.embedding options.  And
+ * nn.Embedding.from_pretrained. */
+#include <stdlib.h>
+
 #include "core/core.h"
+#include "nn/module_internal.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 
 static int embedding_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
-    return tg_embedding(y, tg_module_find(m, "weight"), x);
+    return tg_embedding_ex(y, tg_module_find(m, "weight"), x, tg_module_state(m));
 }
 
 static const tg_module_vtable embedding_vt = {.type_name = "Embedding",
-                                              .forward = embedding_forward};
+                                              .forward = embedding_forward,
+                                              .release = free,
+                                              .state_size = sizeof(tg_embedding_opts)};
 
-int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim, tg_rng *rng)
+/* The options as the module keeps them: padding_idx counted from the start
+ * (torch's __init__ does the same), the rest checked as tg_embedding_ex
+ * would. */
+static int embedding_opts(tg_embedding_opts *o, const tg_embedding_opts *given, int64_t V,
+                          const char *fn)
 {
-    TG_CHECK(out != NULL && rng != NULL, TG_EINVAL, "nn_embedding_new: out and rng must not be NULL");
-    TG_CHECK(num_embeddings >= 1 && dim >= 1, TG_EINVAL,
-             "nn_embedding_new: num_embeddings=%lld and dim=%lld must be >= 1",
-             (long long)num_embeddings, (long long)dim);
+    *o = (tg_embedding_opts)TG_EMBEDDING_OPTS_INIT;
+    if (given) *o = *given;
+    if (o->padding_idx != TG_EMBEDDING_NO_PADDING) {
+        TG_CHECK(o->padding_idx >= -V && o->padding_idx < V, TG_EINVAL,
+                 "%s: padding_idx=%lld must be within num_embeddings (in [%lld, %lld))", fn,
+                 (long long)o->padding_idx, (long long)-V, (long long)V);
+        if (o->padding_idx < 0) o->padding_idx += V;
+    }
+    TG_CHECK(o->max_norm >= 0, TG_EINVAL, "%s: max_norm=%g must be >= 0 (0 for none)", fn,
+             o->max_norm);
+    TG_CHECK(o->max_norm == 0 || o->norm_type > 0, TG_EINVAL,
+             "%s: norm_type=%g must be > 0 (inf for the max)", fn, o->norm_type);
+    return TG_OK;
+}
+
+/* A new Embedding holding weight w (stolen, also on error). */
+static int embedding_make(tg_module **out, tg_tensor *w, const tg_embedding_opts *o)
+{
     tg_module *m = NULL;
-    tg_tensor *w = NULL;
-    TG_TRY(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){num_embeddings, dim}));
-    int rc = tg_tensor_rand_normal(w, rng, 0.0, 1.0);
-    if (rc >= 0) rc = tg_module_new(&m, &embedding_vt, NULL);
+    int rc = tg__module_new_state(&m, &embedding_vt, o);
     if (rc < 0) {
         tg_tensor_release(w);
         return rc;
@@ -33,5 +55,69 @@ int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim, tg
         return rc;
     }
     *out = m;
+    return TG_OK;
+}
+
+int tg_nn_embedding_new_ex(tg_module **out, int64_t num_embeddings, int64_t dim,
+                           const tg_embedding_opts *opts, tg_rng *rng)
+{
+    const char *fn = "nn_embedding_new";
+    TG_CHECK(out != NULL && rng != NULL, TG_EINVAL, "%s: out and rng must not be NULL", fn);
+    TG_CHECK(num_embeddings >= 1 && dim >= 1, TG_EINVAL,
+             "%s: num_embeddings=%lld and dim=%lld must be >= 1", fn,
+             (long long)num_embeddings, (long long)dim);
+    tg_embedding_opts o;
+    TG_TRY(embedding_opts(&o, opts, num_embeddings, fn));
+    tg_tensor *w = NULL;
+    TG_TRY(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){num_embeddings, dim}));
+    int rc = tg_tensor_rand_normal(w, rng, 0.0, 1.0);
+    for (int64_t j = 0; j < dim && rc >= 0 && o.padding_idx != TG_EMBEDDING_NO_PADDING; j++)
+        rc = tg_tensor_set_flat(w, o.padding_idx * dim + j, 0.0);
+    if (rc < 0) {
+        tg_tensor_release(w);
+        return rc;
+    }
+    return embedding_make(out, w, &o);
+}
+
+int tg_nn_embedding_new(tg_module **out, int64_t num_embeddings, int64_t dim, tg_rng *rng)
+{
+    return tg_nn_embedding_new_ex(out, num_embeddings, dim, NULL, rng);
+}
+
+int tg_nn_embedding_from_pretrained(tg_module **out, tg_tensor *embeddings, bool freeze,
+                                    const tg_embedding_opts *opts)
+{
+    const char *fn = "nn_embedding_from_pretrained";
+    TG_CHECK(out != NULL && embeddings != NULL, TG_EINVAL,
+             "%s: out and embeddings must not be NULL", fn);
+    TG_CHECK(tg_tensor_ndim(embeddings) == 2, TG_ESHAPE,
+             "%s: embeddings has %d dims; must be (num_embeddings, dim)", fn,
+             tg_tensor_ndim(embeddings));
+    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(embeddings)), TG_EDTYPE,
+             "%s: embeddings has dtype %s; a float dtype is needed", fn,
+             tg_dtype_name(tg_tensor_dtype(embeddings)));
+    TG_CHECK(tg_tensor_dim(embeddings, 0) >= 1 && tg_tensor_dim(embeddings, 1) >= 1, TG_ESHAPE,
+             "%s: embeddings is (%lld, %lld); both extents must be >= 1", fn,
+             (long long)tg_tensor_dim(embeddings, 0), (long long)tg_tensor_dim(embeddings, 1));
+    tg_embedding_opts o;
+    TG_TRY(embedding_opts(&o, opts, tg_tensor_dim(embeddings, 0), fn));
+    tg_tensor *w = NULL;
+    tg_module *m = NULL;
+    TG_TRY(tg_tensor_clone(&w, embeddings));
+    TG_TRY(embedding_make(&m, w, &o));   /* a parameter requires grad */
+    if (freeze) tg_tensor_set_requires_grad(tg_module_find(m, "weight"), false);
+    *out = m;
+    return TG_OK;
+}
+
+int tg_nn_embedding_options(const tg_module *m, tg_embedding_opts *opts)
+{
+    TG_CHECK(m != NULL && opts != NULL, TG_EINVAL,
+             "nn_embedding_options: m and opts must not be NULL");
+    TG_CHECK(m->vt == &embedding_vt, TG_EINVAL,
+             "nn_embedding_options: m is a %s module, not an Embedding",
+             tg_module_type_name(m));
+    *opts = *(const tg_embedding_opts *)tg_module_state(m);
     return TG_OK;
 }

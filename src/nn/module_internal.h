@@ -53,10 +53,10 @@ struct tg_module {
  * which modules of other kinds share ("Identity"), so callers that handle
  * these modules ask this rather than compare names. */
 bool tg__nn_is_basic_activation(const tg_module *m);
-/* The parameter/buffer named name of m itself (borrowed), or NULL. */
 /* tg_module_new with a malloc'd copy of init (vt->state_size bytes, > 0)
  * as the state, freed again when tg_module_new fails.  TG_ENOMEM. */
 int tg__module_new_state(tg_module **out, const tg_module_vtable *vt, const void *init);
+/* The parameter/buffer named name of m itself (borrowed), or NULL. */
 tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* The computed tensor named name of m (borrowed), or NULL. */
 const tg__nn_computed *tg__module_computed(const tg_module *m, const char *name);

@@ -36,8 +36,18 @@ typedef struct tg__onnx_leaf {
     int (*emit)(const tg__onnx_site *s, const char **y);
 } tg__onnx_leaf;
 
+/* Leaves refused before their forward runs: a forward that would change the
+ * module's state (the export changes none). */
+static const struct {
+    const char *type;
+    int (*refuse)(const tg_module *m, const char *path);
+} tg__onnx_refusals[] = {
+    {"Embedding", tg__onnx_refuse_embedding},
+};
+
 static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Linear", tg__onnx_emit_linear},
+    {"Embedding", tg__onnx_emit_embedding},
     {"Conv", tg__onnx_emit_conv},
     {"ConvTranspose", tg__onnx_emit_conv},
     {"BatchNorm", tg__onnx_emit_batchnorm},
@@ -103,6 +113,9 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
                                 const char *path, const char *scope, tg__onnx_val x,
                                 tg__onnx_val *y)
 {
+    for (size_t i = 0; i < sizeof tg__onnx_refusals / sizeof *tg__onnx_refusals; i++)
+        if (!strcmp(leaf->type, tg__onnx_refusals[i].type))
+            TG_TRY(tg__onnx_refusals[i].refuse(m, path));
     tg_tensor *yt = NULL;
     TG_TRY(tg_module_forward(m, &yt, x.t));
     tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,
@@ -240,9 +253,10 @@ static int tg__onnx_check_args(const tg_module *m, const tg_tensor *x, const cha
                  strcmp(o->input_name, o->output_name) != 0 && o->graph_name,
              TG_EINVAL, "%s: opt->input_name and opt->output_name must be distinct, non-empty "
              "names (and graph_name set)", op);
-    TG_CHECK(tg_tensor_dtype(x) == TG_F32, TG_EDTYPE,
-             "%s: example_input has dtype %s; the exported graph takes f32", op,
-             tg_dtype_name(tg_tensor_dtype(x)));
+    const tg_dtype dt = tg_tensor_dtype(x);
+    TG_CHECK(dt == TG_F32 || dt == TG_I64 || dt == TG_I32, TG_EDTYPE,
+             "%s: example_input has dtype %s; the exported graph takes f32, or i64 / i32 "
+             "indices (an Embedding first)", op, tg_dtype_name(dt));
     TG_CHECK(tg_tensor_ndim(x) >= 1, TG_EINVAL,
              "%s: example_input must have a batch dim (it is 0-d)", op);
     return TG_OK;
@@ -251,8 +265,11 @@ static int tg__onnx_check_args(const tg_module *m, const tg_tensor *x, const cha
 /* Builds the graph of m on x in g. */
 static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx_options *o)
 {
-    TG_TRY(tg__onnx_io(g, false, o->input_name, TG__ONNX_FLOAT, tg_tensor_ndim(x),
-                       tg_tensor_shape(x), o->dynamic_batch));
+    const tg_dtype dt = tg_tensor_dtype(x);
+    TG_TRY(tg__onnx_io(g, false, o->input_name,
+                       dt == TG_I64 ? TG__ONNX_INT64 : dt == TG_I32 ? TG__ONNX_INT32
+                                                                   : TG__ONNX_FLOAT,
+                       tg_tensor_ndim(x), tg_tensor_shape(x), o->dynamic_batch));
     tg__onnx_val y = {0};
     TG_TRY(tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y));
     int rc = TG_OK;

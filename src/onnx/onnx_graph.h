@@ -121,6 +121,9 @@ int tg__onnx_linear(tg__onnx *g, const char *scope, const char *x, int x_ndim,
  * its output value's name in *y (onnx_nodes.c; onnx_qdq.c for the
  * QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model). */
 int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_embedding(const tg__onnx_site *s, const char **y);
+/* TG_EUNSUPPORTED for an Embedding with max_norm, before its forward runs. */
+int tg__onnx_refuse_embedding(const tg_module *m, const char *path);
 int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);

@@ -160,6 +160,29 @@ int tg__onnx_emit_linear(const tg__onnx_site *s, const char **y)
     return tg__onnx_linear(s->g, s->scope, s->x, tg_tensor_ndim(s->xt), w, b, y);
 }
 
+/* An Embedding with max_norm: its forward rescales its weight, which no
+ * graph of initializers can do (and the export must not). */
+int tg__onnx_refuse_embedding(const tg_module *m, const char *path)
+{
+    tg_embedding_opts o;
+    TG_TRY(tg_nn_embedding_options(m, &o));
+    TG_CHECK(o.max_norm == 0, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (Embedding) with max_norm=%g is not supported: its "
+             "forward rescales its weight", path[0] ? path : "<top>", o.max_norm);
+    return TG_OK;
+}
+
+/* Embedding: Gather(weight, indices) along axis 0, as torch.onnx writes it
+ * (padding_idx changes only gradients). */
+int tg__onnx_emit_embedding(const tg__onnx_site *s, const char **y)
+{
+    const char *w = NULL;
+    TG_TRY(tg__onnx_param(s, "weight", &w));
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "Gather", 2, (const char *const[]){w, s->x}));
+    return tg__onnx_attr_int(s->g, n, "axis", 0);
+}
+
 int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y)
 {
     tg_conv_params p;

@@ -1,13 +1,22 @@
 /* src/ops/embedding.c - embedding(weight, indices): the rows of weight
- * (V, D) picked by integer indices of any shape, giving (..., D)
- * (torch.nn.functional.embedding without padding_idx or max_norm).
+ * (V, D) picked by integer indices of any shape, giving (..., D), as
+ * torch.nn.functional.embedding with its padding_idx, scale_grad_by_freq and
+ * max_norm (tg_embedding_ex).
  *
  * Its gradient with respect to weight adds each row of g into the row its
- * index picked: dW[idx[k], :] += g[k, :] (rows picked twice get both).  That
- * is the op embedding_backward, linear in g, whose own gradient picks the
- * rows again: d/dg <embedding_backward(g), h> = embedding(h, idx).  Each is
- * the other's backward, so gradients of any order come from the pair. */
+ * index picked: dW[idx[k], :] += g[k, :] (rows picked twice get both), where
+ * no row goes into padding_idx's and, with scale_grad_by_freq, each row is
+ * divided by the number of times its index occurs.  That is the op
+ * embedding_backward, linear in g.  Its adjoint picks the rows again, the
+ * same masks and divisions applied to them (embedding with `adjoint` set):
+ * d/dg <embedding_backward(g), h> = embedding(h, idx, adjoint).  Each is the
+ * other's backward, so gradients of any order come from the pair.
+ *
+ * max_norm is no part of the op: tg_embedding_ex first rescales the picked
+ * rows of weight in place, outside the tape (torch's embedding_renorm_). */
 #include <assert.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +25,10 @@
 #include "tapegrad/ops.h"
 
 typedef struct emb_params {
-    int64_t num_rows;   /* V: embedding_backward's result has V rows */
+    int64_t num_rows;      /* V: embedding_backward's result has V rows */
+    int64_t padding_idx;   /* in [0, V), or -1 for none */
+    bool scale_by_freq;    /* gradient rows divided by their index's count */
+    bool adjoint;          /* embedding as embedding_backward's adjoint */
 } emb_params;
 
 static const tg_op_schema embedding_op, embedding_backward_op;
@@ -40,6 +52,53 @@ static int read_indices(const char *op, const tg_tensor *idx, int64_t V, int64_t
     return TG_OK;
 }
 
+/* The factor of picked row k in embedding_backward and its adjoint: 0 at
+ * padding_idx, 1 / (the count of idx[k]) with scale_by_freq, else 1; NULL
+ * in *out when every factor is 1.  The counts cover every index, the
+ * padding index's too, as torch's. */
+static int row_factors(const emb_params *p, const int64_t *iv, int64_t m, int64_t V,
+                       double **out)
+{
+    *out = NULL;
+    if (p->padding_idx < 0 && !p->scale_by_freq) return TG_OK;
+    double *f = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *f);
+    int64_t *count = p->scale_by_freq ? tg__calloc((size_t)V, sizeof *count) : NULL;
+    if (!f || (p->scale_by_freq && !count)) {
+        free(f);
+        free(count);
+        return TG_ENOMEM;
+    }
+    if (count)
+        for (int64_t k = 0; k < m; k++) count[iv[k]]++;
+    for (int64_t k = 0; k < m; k++)
+        f[k] = iv[k] == p->padding_idx ? 0.0 : count ? 1.0 / (double)count[iv[k]] : 1.0;
+    free(count);
+    *out = f;
+    return TG_OK;
+}
+
+/* The adjoint's rows of r (m, D) times their factors (row_factors), in
+ * double, each rounded once to r's dtype. */
+static int scale_rows(tg_tensor *r, const emb_params *p, const int64_t *iv, int64_t m, int64_t V,
+                      int64_t D)
+{
+    double *f = NULL;
+    TG_TRY(row_factors(p, iv, m, V, &f));
+    if (!f) return TG_OK;
+    double *v = tg__malloc((size_t)(m * D > 0 ? m * D : 1) * sizeof *v);
+    if (!v) {
+        free(f);
+        return TG_ENOMEM;
+    }
+    tg__gather(r, TG_F64, v);
+    for (int64_t k = 0; k < m; k++)
+        for (int64_t j = 0; j < D; j++) v[k * D + j] = f[k] == 0.0 ? 0.0 : v[k * D + j] * f[k];
+    tg__scatter(r, TG_F64, v);
+    free(v);
+    free(f);
+    return TG_OK;
+}
+
 /* in[0] weight (V, D), in[1] indices (...). */
 static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                              const void *params)
@@ -54,6 +113,9 @@ static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
     TG_CHECK(idx->ndim < TG_MAX_DIMS, TG_ESHAPE, "embedding: indices have %d dims; at most %d",
              idx->ndim, TG_MAX_DIMS - 1);
     const int64_t V = w->shape[0], D = w->shape[1], m = tg_tensor_numel(idx);
+    const emb_params *p = params;
+    TG_CHECK(p->padding_idx < V, TG_EINVAL, "embedding: padding_idx=%lld must be below V=%lld",
+             (long long)p->padding_idx, (long long)V);
     int64_t *iv = NULL;
     TG_TRY(read_indices("embedding", idx, V, &iv));
     int64_t shape[TG_MAX_DIMS];
@@ -66,7 +128,10 @@ static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
         const char *src = tg_tensor_cdata(wc);
         char *dst = tg_tensor_data(r);
         for (int64_t k = 0; k < m; k++) memcpy(dst + (size_t)k * row, src + (size_t)iv[k] * row, row);
-        if (ctx) tg__ctx_save(ctx, idx);
+        if (p->adjoint) rc = scale_rows(r, p, iv, m, V, D);
+        if (ctx && rc >= 0) tg__ctx_save(ctx, idx);
+    }
+    if (rc >= 0) {
         *out = r;
         r = NULL;
     }
@@ -85,14 +150,17 @@ static int embedding_backward_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_te
     const int64_t m = tg_tensor_numel(idx), D = g->shape[g->ndim - 1];
     int64_t *iv = NULL;
     TG_TRY(read_indices("embedding_backward", idx, p->num_rows, &iv));
-    double *gv = tg__malloc((size_t)(m * D > 0 ? m * D : 1) * sizeof *gv);
+    double *gv = tg__malloc((size_t)(m * D > 0 ? m * D : 1) * sizeof *gv), *f = NULL;
     double *acc = tg__calloc((size_t)(p->num_rows * D > 0 ? p->num_rows * D : 1), sizeof *acc);
     tg_tensor *r = tg__tensor_uninit(g->dtype, 2, (int64_t[]){p->num_rows, D});
-    int rc = gv && acc && r ? TG_OK : TG_ENOMEM;
+    int rc = gv && acc && r ? row_factors(p, iv, m, p->num_rows, &f) : TG_ENOMEM;
     if (rc >= 0) {
         tg__gather(g, TG_F64, gv);
-        for (int64_t k = 0; k < m; k++)
-            for (int64_t j = 0; j < D; j++) acc[iv[k] * D + j] += gv[k * D + j];
+        for (int64_t k = 0; k < m; k++) {
+            const double fk = f ? f[k] : 1.0;
+            if (fk == 0.0) continue;   /* padding_idx's row gets nothing, NaN included */
+            for (int64_t j = 0; j < D; j++) acc[iv[k] * D + j] += fk * gv[k * D + j];
+        }
         tg__scatter(r, TG_F64, acc);
         if (ctx) tg__ctx_save(ctx, idx);
         *out = r;
@@ -100,45 +168,55 @@ static int embedding_backward_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_te
     }
     free(iv);
     free(gv);
+    free(f);
     free(acc);
     tg_tensor_release(r);
     return rc;
 }
 
-static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *idx, int64_t V)
+static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *a, tg_tensor *idx,
+                const emb_params *prm)
 {
-    emb_params prm = {.num_rows = V};
     tg_tensor *in[2] = {a, idx};
-    return tg_op_call(op, out, 2, in, &prm, sizeof prm);
+    return tg_op_call(op, out, 2, in, prm, sizeof *prm);
 }
 
-/* dW = embedding_backward(g, indices). */
+/* dW = embedding_backward(g, indices) (of the adjoint: embedding_backward,
+ * its adjoint's adjoint). */
 static int embedding_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *idx;
     TG_TRY(tg__ctx_saved(ctx, 0, &idx));
-    return call(&embedding_backward_op, &gi[0], g, idx, tg__ctx_input_meta(ctx, 0)->shape[0]);
+    emb_params prm = *(const emb_params *)tg__ctx_params(ctx);
+    prm.num_rows = tg__ctx_input_meta(ctx, 0)->shape[0];
+    prm.adjoint = false;
+    return call(&embedding_backward_op, &gi[0], g, idx, &prm);
 }
 
-/* dg = embedding(h, indices). */
+/* dg = embedding(h, indices) as embedding_backward's adjoint. */
 static int embedding_backward_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 {
     tg_tensor *idx;
     TG_TRY(tg__ctx_saved(ctx, 0, &idx));
-    return call(&embedding_op, &gi[0], h, idx, 0);
+    emb_params prm = *(const emb_params *)tg__ctx_params(ctx);
+    prm.adjoint = true;
+    return call(&embedding_op, &gi[0], h, idx, &prm);
 }
 
 static const tg_op_schema embedding_op = {.name = "embedding", .arity = 2, .amp = TG_AMP_KEEP,
                                     .forward = embedding_forward,
                                     .backward = embedding_backward, .double_backward = true,
                                     .vjp = "dweight = g's rows added into the rows they were "
-                                           "picked from (embedding_backward); "
+                                           "picked from (embedding_backward; none into "
+                                           "padding_idx's, each divided by its index's "
+                                           "count with scale_grad_by_freq); "
                                            "the indices get none"};
 static const tg_op_schema embedding_backward_op = {
     .name = "embedding_backward", .arity = 2, .amp = TG_AMP_KEEP,
     .forward = embedding_backward_forward, .backward = embedding_backward_backward,
     .double_backward = true,
-    .vjp = "dg = the rows of its gradient at the indices (embedding)"};
+    .vjp = "dg = the rows of its gradient at the indices (embedding), "
+           "padding_idx's 0, divided by the counts with scale_grad_by_freq"};
 
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__embedding_ops[] = {&embedding_op, &embedding_backward_op};
@@ -147,5 +225,77 @@ static_assert(sizeof tg__embedding_ops / sizeof tg__embedding_ops[0] == TG__embe
 
 int tg_embedding(tg_tensor **out, tg_tensor *weight, tg_tensor *indices)
 {
-    return call(&embedding_op, out, weight, indices, 0);
+    return call(&embedding_op, out, weight, indices, &(emb_params){.padding_idx = -1});
+}
+
+/* torch's embedding_renorm_: each row that indices pick (once however
+ * often) whose norm_type-norm is above max_norm times max_norm / (norm +
+ * 1e-7), in place, the product in the weight's compute type (f32 for the
+ * float dtypes but f64) and rounded once; the weight's version is bumped. */
+static int renorm_rows(tg_tensor *w, const int64_t *iv, int64_t m, double max_norm, double p)
+{
+    const int64_t V = w->shape[0], D = w->shape[1];
+    bool *seen = tg__calloc((size_t)V, sizeof *seen);
+    double *row = tg__malloc((size_t)D * sizeof *row);
+    int rc = seen && row ? TG_OK : TG_ENOMEM;
+    for (int64_t k = 0; k < m && rc >= 0; k++) {
+        const int64_t r = iv[k];
+        if (seen[r]) continue;
+        seen[r] = true;
+        double norm = 0;
+        for (int64_t j = 0; j < D && rc >= 0; j++) rc = tg_tensor_get_flat(w, r * D + j, &row[j]);
+        for (int64_t j = 0; j < D; j++) {
+            const double a = fabs(row[j]);
+            norm = isinf(p) ? fmax(norm, a) : p == 1 ? norm + a : p == 2 ? norm + a * a
+                                                                         : norm + pow(a, p);
+        }
+        norm = isinf(p) || p == 1 ? norm : p == 2 ? sqrt(norm) : pow(norm, 1 / p);
+        if (rc < 0 || !(norm > max_norm)) continue;
+        double scale = max_norm / (norm + 1e-7);
+        if (w->dtype != TG_F64) scale = (float)scale;
+        for (int64_t j = 0; j < D && rc >= 0; j++) {
+            double v = row[j] * scale;
+            if (w->dtype != TG_F64) v = (float)v;
+            rc = tg__set_flat_rounded(w, r * D + j, v);
+        }
+    }
+    free(seen);
+    free(row);
+    return rc;
+}
+
+int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
+                    const tg_embedding_opts *opts)
+{
+    const char *op = "embedding";
+    TG_CHECK(out != NULL && weight != NULL && indices != NULL, TG_EINVAL,
+             "%s: out, weight and indices must not be NULL", op);
+    tg_embedding_opts o = TG_EMBEDDING_OPTS_INIT;
+    if (opts) o = *opts;
+    TG_CHECK(weight->ndim == 2, TG_ESHAPE, "%s: weight has %d dims; must be (V, D)", op,
+             weight->ndim);
+    const int64_t V = weight->shape[0];
+    emb_params prm = {.padding_idx = -1, .scale_by_freq = o.scale_grad_by_freq};
+    if (o.padding_idx != TG_EMBEDDING_NO_PADDING) {
+        TG_CHECK(o.padding_idx >= -V && o.padding_idx < V, TG_EINVAL,
+                 "%s: padding_idx=%lld must be within num_embeddings (in [%lld, %lld))", op,
+                 (long long)o.padding_idx, (long long)-V, (long long)V);
+        prm.padding_idx = o.padding_idx < 0 ? o.padding_idx + V : o.padding_idx;
+    }
+    TG_CHECK(o.max_norm >= 0 && !isnan(o.max_norm), TG_EINVAL,
+             "%s: max_norm=%g must be >= 0 (0 for none)", op, o.max_norm);
+    if (o.max_norm > 0) {
+        TG_CHECK(o.norm_type > 0, TG_EINVAL, "%s: norm_type=%g must be > 0 (inf for the max)",
+                 op, o.norm_type);
+        TG_CHECK(!tg_dtype_is_float(indices->dtype), TG_EDTYPE,
+                 "%s: indices have dtype %s; an integer dtype is needed", op,
+                 tg_dtype_name(indices->dtype));
+        TG_TRY(tg__ew_check_float(op, 0, weight));
+        int64_t *iv = NULL;
+        TG_TRY(read_indices(op, indices, V, &iv));
+        int rc = renorm_rows(weight, iv, tg_tensor_numel(indices), o.max_norm, o.norm_type);
+        free(iv);
+        TG_TRY(rc);
+    }
+    return call(&embedding_op, out, weight, indices, &prm);
 }

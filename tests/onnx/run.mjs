@@ -4,7 +4,8 @@
 //   node tests/onnx/run.mjs DIR
 //     For every DIR/<name>.json: {"input_shape", "output_shape", "rtol",
 //     "atol"} with DIR/<name>.onnx, DIR/<name>.in.f32 and DIR/<name>.out.f32
-//     (raw little-endian f32): runs the model on the input and requires
+//     (raw little-endian f32; with "input_type" "int64" or "int32" the input
+//     is DIR/<name>.in.i64 or .in.i32, indices): runs the model on it and requires
 //     max |ort - tapegrad| <= atol + rtol * max |tapegrad|.  An optional
 //     "level" is ONNX Runtime's graphOptimizationLevel (default "all";
 //     "basic" runs QDQ nodes as written, without fusing them into int8 ops).
@@ -31,9 +32,17 @@ function f32(path) {
   return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 }
 
-async function run(model, input, shape, level = 'all') {
+// The input of a case: f32 values or, with input_type, int64 / int32 indices.
+function input(dir, name, type) {
+  if (!type) return f32(join(dir, name + '.in.f32'));
+  const b = readFileSync(join(dir, name + (type === 'int64' ? '.in.i64' : '.in.i32')));
+  const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+  return type === 'int64' ? new BigInt64Array(ab) : new Int32Array(ab);
+}
+
+async function run(model, input, shape, level = 'all', type = 'float32') {
   const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: level });
-  const out = await s.run({ [s.inputNames[0]]: new ort.Tensor('float32', input, shape) });
+  const out = await s.run({ [s.inputNames[0]]: new ort.Tensor(type, input, shape) });
   return out[s.outputNames[0]];
 }
 
@@ -65,8 +74,8 @@ async function cases(dir) {
     const want = f32(join(dir, name + '.out.f32'));
     let line;
     try {
-      const y = await run(join(dir, name + '.onnx'), f32(join(dir, name + '.in.f32')),
-                          c.input_shape, c.level ?? 'all');
+      const y = await run(join(dir, name + '.onnx'), input(dir, name, c.input_type),
+                          c.input_shape, c.level ?? 'all', c.input_type ?? 'float32');
       const [d, m] = diff(y.data, want);
       const ok = y.dims.join(',') === c.output_shape.join(',') && y.data.length === want.length &&
                  d <= c.atol + c.rtol * m;
