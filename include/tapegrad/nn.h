@@ -345,6 +345,19 @@ TG_API int tg_nn_instance_norm_new_ex(tg_module **out, int n_spatial, int64_t nu
  * masks: data-parallel ranks that should drop independently need seeds of
  * their own (seed + rank, say). */
 TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
+/* nn.Dropout1d(p), nn.Dropout2d(p), nn.Dropout3d(p) for n_spatial 1, 2, 3
+ * (type names "Dropout1d", ...): in training each channel is zeroed with
+ * probability p and the rest scaled by 1/(1-p), tg_dropout_channels (ops.h,
+ * which gives the input ranks and channels: torch 1.13's, a 3-d input to
+ * Dropout2d read as (N, C, L)); eval is the identity.  The masks, their
+ * count and the checkpoint and recompute behaviour are Dropout's above.  No
+ * parameters or buffers.  TG_EINVAL for a NULL out, n_spatial outside 1..3
+ * or p outside [0, 1]. */
+TG_API int tg_nn_dropout_channels_new(tg_module **out, int n_spatial, double p, uint64_t seed);
+/* A Dropout's p and its n_spatial (0 for Dropout, 1..3 for Dropout1d/2d/3d).
+ * Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its type,
+ * another module. */
+TG_API int tg_nn_dropout_params(const tg_module *m, int *n_spatial, double *p);
 /* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu, gelu_tanh; TG_ACT_NONE
  * is the identity.  The type name is torch's class name: ReLU, LeakyReLU,
  * Tanh, Sigmoid, SiLU, GELU (both forms), Identity for TG_ACT_NONE. */
