@@ -3,7 +3,9 @@
  * ranks, strides, dilations, asymmetric padding, output padding, groups and
  * fused activations, and the reflect, replicate and circular padding modes
  * written as torch.onnx.export writes them; spectral-normed layers, whose
- * exported weight is their eval-mode weight_orig / sigma.
+ * exported weight is their eval-mode weight_orig / sigma; the padding
+ * modules (Pad, or Slice + Concat for circular) and the channel dropouts
+ * (nothing).
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -227,6 +229,144 @@ Test(onnx_conv, spectral_norm_exports_the_eval_mode_weight)
     expect_sn_weight(seq, "0");
     expect_sn_weight(seq, "3");
     check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+/* ---- the padding modules and the channel dropouts ---- */
+
+/* A padding module (zero2d: ZeroPad2d) on an input of shape in[0..nd),
+ * and the ops its export holds (NULL: one Pad). */
+typedef struct pad_module_case {
+    const char *name;
+    tg_pad_mode mode;
+    int ns;
+    int64_t pads[6];
+    double value;
+    bool zero2d;
+    int nd;
+    int64_t in[5];
+    const char *ops;
+} pad_module_case;
+
+/* Batched and unbatched inputs, more leading dims in constant mode, and
+ * negative paddings (the Pad node's negative pads remove elements). */
+static const pad_module_case pad_module_cases[] = {
+    {"zeropad2d", TG_PAD_CONSTANT, 2, {1, 2, 0, 3}, 0, true, 4, {2, 3, 4, 5}, NULL},
+    {"constantpad1d_crop", TG_PAD_CONSTANT, 1, {2, -1}, 1.5, false, 3, {2, 3, 5}, NULL},
+    {"constantpad2d_2d_input", TG_PAD_CONSTANT, 2, {1, 1, 1, 1}, 0.25, false, 2, {3, 4}, NULL},
+    {"constantpad3d", TG_PAD_CONSTANT, 3, {1, 0, 2, 1, 0, 2}, -0.5, false, 5, {1, 2, 3, 4, 5},
+     NULL},
+    {"reflectionpad1d", TG_PAD_REFLECT, 1, {2, 3}, 0, false, 3, {2, 3, 5}, NULL},
+    {"reflectionpad2d_unbatched", TG_PAD_REFLECT, 2, {1, 2, 3, 0}, 0, false, 3, {3, 4, 5}, NULL},
+    {"reflectionpad2d_crop", TG_PAD_REFLECT, 2, {-1, 2, 1, -1}, 0, false, 4, {2, 2, 4, 5}, NULL},
+    {"reflectionpad3d", TG_PAD_REFLECT, 3, {1, 1, 0, 1, 2, 1}, 0, false, 5, {1, 2, 3, 4, 5}, NULL},
+    {"replicationpad1d_unbatched", TG_PAD_REPLICATE, 1, {3, 1}, 0, false, 2, {3, 4}, NULL},
+    {"replicationpad1d_crop", TG_PAD_REPLICATE, 1, {-2, 3}, 0, false, 3, {2, 3, 5}, NULL},
+    {"replicationpad2d", TG_PAD_REPLICATE, 2, {2, 0, 1, 3}, 0, false, 4, {2, 2, 3, 4}, NULL},
+    {"replicationpad3d", TG_PAD_REPLICATE, 3, {1, 2, 0, 1, 1, 0}, 0, false, 5, {1, 2, 3, 3, 4},
+     NULL},
+    /* per spatial axis, the first first: H (2, 0), then W (1, 2) */
+    {"circularpad2d", TG_PAD_CIRCULAR, 2, {1, 2, 2, 0}, 0, false, 4, {2, 2, 3, 4},
+     "\"Slice\", \"Concat\", \"Slice\", \"Slice\", \"Concat\""},
+};
+
+/* What check.py checks of a one-Pad case: the node, its mode, the pads
+ * over every dim (the dims before the padded ones 0, ONNX's order: every
+ * beginning, then every end) and the constant. */
+static void pad_module_graph(char *buf, size_t size, const pad_module_case *c)
+{
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    buf[0] = '\0';
+    if (c->ops) {
+        jcat(buf, size, "\"ops\": [%s]", c->ops);
+        return;
+    }
+    jcat(buf, size, "\"ops\": [\"Pad\"], \"attributes\": {\"Pad\": {\"mode\": \"%s\"}}, "
+         "\"initializer_values\": {\"/pads\": [", modes[c->mode]);
+    for (int e = 0; e < 2 * c->nd; e++) {
+        const int d = e % c->nd, k = c->nd - 1 - d;   /* torch's pair k pads dim nd-1-k */
+        const long long v = k < c->ns ? (long long)c->pads[2 * k + (e >= c->nd)] : 0;
+        jcat(buf, size, "%s%lld", e ? ", " : "", v);
+    }
+    jcat(buf, size, "]");
+    if (c->mode == TG_PAD_CONSTANT) jcat(buf, size, ", \"/value\": [%g]", c->value);
+    jcat(buf, size, "}");
+}
+
+Test(onnx_conv, padding_modules_match_onnxruntime)
+{
+    need_onnx();
+    for (size_t i = 0; i < sizeof pad_module_cases / sizeof *pad_module_cases; i++) {
+        const pad_module_case *c = &pad_module_cases[i];
+        tg_module *m = NULL;
+        int rc = c->zero2d ? tg_nn_zero_pad2d_new(&m, c->pads)
+                           : tg_nn_pad_new(&m, c->mode, c->ns, c->pads, c->value);
+        cr_assert(rc == TG_OK, "%s: %s", c->name, tg_error_message());
+        tg_tensor *x = th_rand_uniform(TG_F32, c->nd, c->in, 600 + i);
+        char graph[1024];
+        pad_module_graph(graph, sizeof graph, c);
+        case_graph = graph;
+        tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+        o.dynamic_batch = c->nd == c->ns + 2;
+        write_case(c->name, m, x, 0, 0, NULL, &o);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    /* ReflectionPad2d(1), Dropout2d, Conv2d, ReplicationPad2d, Dropout3d:
+     * the dropouts write nothing, the pads one Pad each; exported on 2
+     * samples, run on 3 */
+    tg_rng rng;
+    tg_rng_init(&rng, 17);
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_pad_new_int(&m, TG_PAD_REFLECT, 2, 1, 0) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_dropout_channels_new(&m, 2, 0.5, 3) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_conv_new(&m, 2, 3, 4, (const int64_t[]){3, 3}, NULL, true, &rng) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_pad_new(&m, TG_PAD_REPLICATE, 2, (const int64_t[]){0, 1, 2, 0}, 0) == TG_OK);
+    append(seq, m);
+    cr_assert(tg_nn_dropout_channels_new(&m, 3, 0.5, 4) == TG_OK);
+    append(seq, m);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 5, 4}, 7);
+    tg_tensor *xr = th_rand_uniform(TG_F32, 4, (const int64_t[]){3, 3, 5, 4}, 8);
+    tg_tensor *y = forward(seq, xr);
+    char path[256];
+    cr_assert(tg_onnx_export(seq, x, th_tmp_path(path, sizeof path, "pad_conv.onnx"), &o) ==
+                  TG_OK, "%s", tg_error_message());
+    case_graph = "\"ops\": [\"Pad\", \"Conv\", \"Pad\"], \"initializer_values\": {"
+                 "\"/0/pads\": [0, 0, 1, 1, 0, 0, 1, 1], \"/3/pads\": [0, 0, 2, 0, 0, 0, 0, 1]}";
+    write_expected("pad_conv", xr, y, 1e-5, 0,
+                   (const char *const[]){"/0/pads", "2.bias", "2.weight", "/3/pads", NULL});
+    check_cases();
+    th_release_all(3, (tg_tensor *[]){x, xr, y});
+    tg_module_release(seq);
+}
+
+/* Circular padding that also removes elements (tg_pad wraps around what
+ * is left) has no nodes here: refused, naming the module, nothing written. */
+Test(onnx_conv, circular_padding_with_a_negative_padding_is_refused)
+{
+    tg_module *seq = NULL, *m = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_pad_new(&m, TG_PAD_CIRCULAR, 1, (const int64_t[]){2, -1}, 0) == TG_OK);
+    append(seq, m);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){1, 2, 5}, 3);
+    char path[256];
+    th_tmp_path(path, sizeof path, "circular_crop.onnx");
+    int rc = tg_onnx_export(seq, x, path, NULL);
+    if (!tg_onnx_available()) {
+        cr_assert(rc == TG_EUNSUPPORTED);
+    } else {
+        cr_assert(rc == TG_EUNSUPPORTED, "%d: %s", rc, tg_error_message());
+        th_expect_in(tg_error_message(), "onnx_export: module '0' (CircularPad1d) is not "
+                                         "supported: circular padding with a negative padding");
+    }
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
     tg_module_release(seq);
     tg_tensor_release(x);
 }

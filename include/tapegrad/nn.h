@@ -346,6 +346,55 @@ TG_API int tg_nn_instance_norm_new_ex(tg_module **out, int n_spatial, int64_t nu
  * masks: data-parallel ranks that should drop independently need seeds of
  * their own (seed + rank, say). */
 TG_API int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed);
+/* nn.Dropout1d(p), nn.Dropout2d(p), nn.Dropout3d(p) for n_spatial 1, 2, 3
+ * (type names "Dropout1d", ...): in training each channel is zeroed with
+ * probability p and the rest scaled by 1/(1-p), tg_dropout_channels (ops.h,
+ * which gives the input ranks and channels: torch 1.13's, a 3-d input to
+ * Dropout2d read as (N, C, L)); eval is the identity.  The masks, their
+ * count and the checkpoint and recompute behaviour are Dropout's above.  No
+ * parameters or buffers.  TG_EINVAL for a NULL out, n_spatial outside 1..3
+ * or p outside [0, 1]. */
+TG_API int tg_nn_dropout_channels_new(tg_module **out, int n_spatial, double p, uint64_t seed);
+/* A Dropout's p and its n_spatial (0 for Dropout, 1..3 for Dropout1d/2d/3d).
+ * Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its type,
+ * another module. */
+TG_API int tg_nn_dropout_params(const tg_module *m, int *n_spatial, double *p);
+/* The padding modules, F.pad with the module's padding (tg_pad, ops.h):
+ * nn.ConstantPad{1,2,3}d(padding, value), nn.ReflectionPad{1,2,3}d and
+ * nn.ReplicationPad{1,2,3}d(padding) for mode TG_PAD_CONSTANT,
+ * TG_PAD_REFLECT, TG_PAD_REPLICATE and n_spatial 1, 2, 3, with torch's class
+ * names as type names ("ReflectionPad2d", ...); TG_PAD_CIRCULAR gives
+ * CircularPad{1,2,3}d, torch 2.1's module (torch 1.13 has only F.pad's
+ * circular mode).  pads[0..2 n_spatial) (copied) are the paddings in
+ * torch's order, the last dim first: (left, right), (left, right, top,
+ * bottom) or (left, right, top, bottom, front, back); torch's int padding
+ * is the same on every side (tg_nn_pad_new_int).  A negative padding
+ * removes elements, as tg_pad allows in each mode.  value is the constant
+ * (torch's ConstantPadNd has no default; 0 in the other modes).  No
+ * parameters or buffers.  The forward takes, as torch's modules do, any
+ * input of at least n_spatial dims in constant mode (the last n_spatial
+ * padded), an (N, C, S...) or unbatched (C, S...) one in the others
+ * (TG_ESHAPE otherwise), then tg_pad's rules: TG_EINVAL for a reflect
+ * padding >= the dim's size, a circular one > it, or a negative one that
+ * removes more than the dim.  TG_EINVAL for a NULL out or pads, a mode
+ * that is not a tg_pad_mode, n_spatial outside 1..3, a padding outside
+ * [-INT32_MAX, INT32_MAX], or a nonzero value in another mode than
+ * TG_PAD_CONSTANT. */
+TG_API int tg_nn_pad_new(tg_module **out, tg_pad_mode mode, int n_spatial, const int64_t *pads,
+                         double value);
+/* tg_nn_pad_new with padding on every side: nn.ReflectionPad2d(2) is
+ * tg_nn_pad_new_int(&m, TG_PAD_REFLECT, 2, 2, 0). */
+TG_API int tg_nn_pad_new_int(tg_module **out, tg_pad_mode mode, int n_spatial, int64_t padding,
+                             double value);
+/* nn.ZeroPad2d(padding) (type name "ZeroPad2d"): a ConstantPad2d of 0,
+ * pads[0..4) (left, right, top, bottom); errors as tg_nn_pad_new's. */
+TG_API int tg_nn_zero_pad2d_new(tg_module **out, const int64_t *pads);
+/* What a padding module was made with: its mode (TG_PAD_CONSTANT for
+ * ZeroPad2d), n_spatial, the 2 n_spatial paddings into pads and the
+ * constant.  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming
+ * its type, another module. */
+TG_API int tg_nn_pad_params(const tg_module *m, tg_pad_mode *mode, int *n_spatial,
+                            int64_t *pads, double *value);
 /* relu, leaky_relu (slope), tanh, sigmoid, silu, gelu, gelu_tanh; TG_ACT_NONE
  * is the identity.  The type name is torch's class name: ReLU, LeakyReLU,
  * Tanh, Sigmoid, SiLU, GELU (both forms), Identity for TG_ACT_NONE. */

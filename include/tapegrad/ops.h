@@ -292,6 +292,26 @@ TG_API int tg_rrelu(tg_tensor **out, tg_tensor *x, double lower, double upper, b
  * rng where one is needed; TG_EDTYPE for an integer x.  The Dropout module
  * (tg_nn_dropout_new) calls this with a generator of its own. */
 TG_API int tg_dropout(tg_tensor **out, tg_tensor *x, double p, bool training, tg_rng *rng);
+/* F.dropout1d / F.dropout2d / F.dropout3d(x, p, training) for n_spatial 1,
+ * 2, 3: in training each channel (all of x[n, c] at once) is zeroed with
+ * probability p and the rest of x scaled by 1 / (1 - p), as tg_dropout
+ * with one draw per channel (a mask of shape (N, C, 1, ...), drawn by rng
+ * in x's dtype; rng's counter advances).  The channels are torch 1.13's:
+ *  - 1: x (N, C, L), or (C, L) unbatched;
+ *  - 2: x (N, C, H, W), or any x of >= 2 dims read as (N, C, ...): a 3-d x
+ *    is (N, C, L), not an unbatched (C, H, W) (torch warns of both and
+ *    does the same);
+ *  - 3: x (N, C, D, H, W), and any other x of >= 1 dims unbatched, its dim
+ *    0 the channel (torch warns outside 4 and 5 dims and does the same).
+ * The gradient is g times the same mask, to any order.  Not training, or
+ * p = 0, returns x itself (a new reference) and draws nothing; rng may then
+ * be NULL.  TG_EINVAL for a NULL out or x, n_spatial outside 1..3, p
+ * outside [0, 1] (NaN too) or a NULL rng where one is needed; TG_ESHAPE
+ * for a rank the rules above refuse; TG_EDTYPE for an integer x.  The
+ * Dropout1d/2d/3d modules (tg_nn_dropout_channels_new) call this with a
+ * generator of their own. */
+TG_API int tg_dropout_channels(tg_tensor **out, tg_tensor *x, int n_spatial, double p,
+                               bool training, tg_rng *rng);
 /* F.prelu(x, weight): x where x > 0, weight * x elsewhere, one weight per
  * channel (dim 1 of x) or one for all: weight is 1-d with 1 or C elements
  * (an x of fewer than two dims has one channel).  Values as torch's (the

@@ -1,4 +1,5 @@
-/* src/nn/module_simple.c - parameter-free modules: Dropout, activations, ELU,
+/* src/nn/module_simple.c - parameter-free modules: Dropout and
+ * Dropout1d/2d/3d, activations, ELU,
  * Hardtanh and ReLU6, Hardsigmoid, Hardswish, Mish, Flatten and Unflatten,
  * PixelShuffle and PixelUnshuffle. */
 #include <assert.h>
@@ -14,35 +15,49 @@ typedef struct tg__dropout_state {
     double p;
     uint64_t seed;
     uint64_t calls;    /* training forwards so far: call k uses counter block k << 40 */
+    int n_spatial;     /* 0: Dropout; 1..3: Dropout1d/2d/3d */
 } tg__dropout_state;
 
-/* tg_dropout with the module's generator: each training forward owns a
- * disjoint range of 2^40 Philox blocks, so mask k depends only on
- * (seed, k), whatever the sizes of earlier calls. */
+/* tg_dropout (or tg_dropout_channels) with the module's generator: each
+ * training forward owns a disjoint range of 2^40 Philox blocks, so mask k
+ * depends only on (seed, k), whatever the sizes of earlier calls. */
 static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     tg__dropout_state *s = m->state;
     const bool draws = m->training && s->p > 0.0;
     tg_rng rng = {.seed = s->seed, .counter = s->calls << 40};
-    TG_TRY(tg_dropout(y, x, s->p, m->training, &rng));
+    TG_TRY(s->n_spatial ? tg_dropout_channels(y, x, s->n_spatial, s->p, m->training, &rng)
+                        : tg_dropout(y, x, s->p, m->training, &rng));
     if (draws) s->calls++;
     return TG_OK;
 }
 
-static const tg_module_vtable tg__nn_dropout_vt = {
-    .type_name = "Dropout", .forward = tg__dropout_forward, .release = free,
-    .state_size = sizeof(tg__dropout_state)};
+#define DROPOUT_VT(name)                                                      \
+    {.type_name = name, .forward = tg__dropout_forward, .release = free,      \
+     .state_size = sizeof(tg__dropout_state)}
+/* Indexed by n_spatial: Dropout, Dropout1d, Dropout2d, Dropout3d. */
+static const tg_module_vtable tg__nn_dropout_vts[4] = {
+    DROPOUT_VT("Dropout"), DROPOUT_VT("Dropout1d"), DROPOUT_VT("Dropout2d"),
+    DROPOUT_VT("Dropout3d")};
+#undef DROPOUT_VT
+
+static bool tg__nn_is_dropout(const tg_module *m)
+{
+    for (int n = 0; n < 4; n++)
+        if (m->vt == &tg__nn_dropout_vts[n]) return true;
+    return false;
+}
 
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 {
-    if (m->vt != &tg__nn_dropout_vt) return false;
+    if (!tg__nn_is_dropout(m)) return false;
     *calls = ((const tg__dropout_state *)m->state)->calls;
     return true;
 }
 
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
 {
-    TG_ASSERT(m->vt == &tg__nn_dropout_vt);
+    TG_ASSERT(tg__nn_is_dropout(m));
     ((tg__dropout_state *)m->state)->calls = calls;
 }
 
@@ -51,7 +66,30 @@ int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed)
     TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_new: out must not be NULL");
     TG_CHECK(p >= 0.0 && p <= 1.0, TG_EINVAL, "nn_dropout_new: p=%g must be in [0, 1]", p);
     const tg__dropout_state s = {.p = p, .seed = seed, .calls = 0};
-    return tg__module_new_state(out, &tg__nn_dropout_vt, &s);
+    return tg__module_new_state(out, &tg__nn_dropout_vts[0], &s);
+}
+
+int tg_nn_dropout_channels_new(tg_module **out, int n_spatial, double p, uint64_t seed)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_channels_new: out must not be NULL");
+    TG_CHECK(n_spatial >= 1 && n_spatial <= 3, TG_EINVAL,
+             "nn_dropout_channels_new: n_spatial=%d must be 1, 2 or 3", n_spatial);
+    TG_CHECK(p >= 0.0 && p <= 1.0, TG_EINVAL, "nn_dropout_channels_new: p=%g must be in [0, 1]",
+             p);
+    const tg__dropout_state s = {.p = p, .seed = seed, .calls = 0, .n_spatial = n_spatial};
+    return tg__module_new_state(out, &tg__nn_dropout_vts[n_spatial], &s);
+}
+
+int tg_nn_dropout_params(const tg_module *m, int *n_spatial, double *p)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_dropout_params: m must not be NULL");
+    TG_CHECK(tg__nn_is_dropout(m), TG_EINVAL,
+             "nn_dropout_params: m is a %s module, not Dropout or Dropout1d/2d/3d",
+             tg_module_type_name(m));
+    const tg__dropout_state *s = m->state;
+    if (n_spatial) *n_spatial = s->n_spatial;
+    if (p) *p = s->p;
+    return TG_OK;
 }
 
 /* ---- activations ---- */

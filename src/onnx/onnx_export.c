@@ -20,8 +20,9 @@
 
 static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b);
 
-/* The identity in eval (Dropout, Identity): no node.  The forward must
- * have given its input back (a custom module may share the name). */
+/* The identity in eval (Dropout, Dropout1d/2d/3d, Identity): no node.
+ * The forward must have given its input back (a custom module may share
+ * the name). */
 static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
 {
     TG_CHECK(s->yt == s->xt || tg__onnx_same(s->yt, s->xt), TG_EUNSUPPORTED,
@@ -93,7 +94,23 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool},
     {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool},
     {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool},
+    {"ConstantPad1d", tg__onnx_emit_pad},
+    {"ConstantPad2d", tg__onnx_emit_pad},
+    {"ConstantPad3d", tg__onnx_emit_pad},
+    {"ZeroPad2d", tg__onnx_emit_pad},
+    {"ReflectionPad1d", tg__onnx_emit_pad},
+    {"ReflectionPad2d", tg__onnx_emit_pad},
+    {"ReflectionPad3d", tg__onnx_emit_pad},
+    {"ReplicationPad1d", tg__onnx_emit_pad},
+    {"ReplicationPad2d", tg__onnx_emit_pad},
+    {"ReplicationPad3d", tg__onnx_emit_pad},
+    {"CircularPad1d", tg__onnx_emit_pad},
+    {"CircularPad2d", tg__onnx_emit_pad},
+    {"CircularPad3d", tg__onnx_emit_pad},
     {"Dropout", tg__onnx_emit_pass},
+    {"Dropout1d", tg__onnx_emit_pass},
+    {"Dropout2d", tg__onnx_emit_pass},
+    {"Dropout3d", tg__onnx_emit_pass},
     {"Identity", tg__onnx_emit_pass},
     {"QuantizedLinear", tg__onnx_emit_qdq},
     {"QuantizedConv", tg__onnx_emit_qdq},

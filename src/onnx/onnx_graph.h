@@ -98,6 +98,10 @@ int tg__onnx_param(const tg__onnx_site *s, const char *name, const char **out);
  * TG_PAD_CONSTANT, padding 0) for the Conv; with TG_PAD_CONSTANT *x = s->x
  * and p is unchanged.  ns is the number of spatial axes. */
 int tg__onnx_conv_pad(const tg__onnx_site *s, tg_conv_params *p, int ns, const char **x);
+/* A padding module (ConstantPadNd, ZeroPad2d, ReflectionPadNd,
+ * ReplicationPadNd, CircularPadNd) as a Pad node, or Slice + Concat for
+ * circular padding (onnx_pad.c). */
+int tg__onnx_emit_pad(const tg__onnx_site *s, const char **y);
 /* The attributes of a Conv / ConvTranspose node for weight w and p (zero
  * padding: tg__onnx_conv_pad first). */
 int tg__onnx_conv_attrs(tg__onnx *g, tg__onnx_node *n, const tg_conv_params *p,
