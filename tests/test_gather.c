@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "ops/gather_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -430,6 +431,55 @@ Test(gather, large_tensors_give_the_plain_loops_bits_on_one_and_two_threads)
             th_release_all(5, (tg_tensor *[]){x, idx, sel, src, ssrc});
         }
     OK(tg_set_num_threads(old));
+}
+
+/* scatter_add along the last dim of a contiguous x whose rows the index
+ * covers (the rows kernel, rows shared among threads): f32 and f64, 1-d to
+ * 3-d, lines shorter and longer than x's rows, src contiguous and every
+ * other row of a longer tensor, each index kernel, one thread and two:
+ * the plain loop's bits; a bad value in the last row is refused. */
+Test(gather, scatter_add_rows_give_the_plain_loops_bits)
+{
+    const struct { int nd; int64_t x[3], idx[3]; } cs[] = {
+        {2, {512, 512}, {512, 512}}, {2, {300, 37}, {300, 700}}, {2, {257, 9}, {257, 1}},
+        {3, {3, 70, 129}, {3, 70, 200}}, {1, {1000}, {3000}}, {2, {1, 16}, {1, 5}},
+    };
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const int old = tg_get_num_threads();
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+        for (int t = 0; t < 2; t++)
+            for (int layout = 0; layout < (cs[i].nd > 1 ? 2 : 1); layout++) {
+                const int nd = cs[i].nd, dim = nd - 1;
+                tg_tensor *x = th_layout_of(dts[t], nd, cs[i].x, 0, 3 + i);
+                tg_tensor *idx = rand_index(nd, cs[i].idx, cs[i].x[dim], 5 + i);
+                tg_tensor *src = th_layout_of(dts[t], nd, cs[i].idx, 2 * layout, 11 + i);
+                tg_tensor *want = by_loop("scatter_add", x, dim, idx, src);
+                for (int k = TG__INDEX_KERNEL_PORTABLE; k <= TG__INDEX_KERNEL_AVX512; k++) {
+                    if (!tg__index_kernel_available((tg__index_kernel)k)) continue;
+                    OK(setenv("TG_INDEX_KERNEL", tg__index_kernel_name((tg__index_kernel)k), 1));
+                    for (int threads = 1; threads <= 2; threads++) {
+                        tg_tensor *y = NULL;
+                        OK(tg_set_num_threads(threads));
+                        OK(tg_scatter_add(&y, x, dim, idx, src));
+                        const int64_t at = th_first_difference(y, want), a = at < 0 ? 0 : at;
+                        cr_assert(eq(i64, at, -1), "%s case %zu layout %d, %s, %d threads: "
+                                  "element %lld is %g, not %g", tg_dtype_name(dts[t]), i,
+                                  layout, tg__index_kernel_name((tg__index_kernel)k), threads,
+                                  (long long)at, th_at(y, a), th_at(want, a));
+                        tg_tensor_release(y);
+                        y = NULL;
+                        int64_t *v = tg_tensor_data(idx);
+                        const int64_t last = tg_tensor_numel(idx) - 1, keep = v[last];
+                        v[last] = cs[i].x[dim];
+                        th_expect_refused(tg_scatter_add(&y, x, dim, idx, src), TG_EINVAL,
+                                          "scatter_add: index", y);
+                        v[last] = keep;
+                    }
+                }
+                th_release_all(4, (tg_tensor *[]){x, idx, src, want});
+            }
+    OK(tg_set_num_threads(old));
+    unsetenv("TG_INDEX_KERNEL");
 }
 
 /* Per dtype (f32, f64, f16, bf16): a signalling NaN with a payload, -0.0

@@ -131,8 +131,10 @@ Test(gather_kernels, vector_kernels_give_the_portable_bits)
 }
 
 /* A value out of range (-1, the extent, INT64_MAX, INT64_MIN, +-2^40) at
- * each of the first 21 positions of a line (every lane of the first
- * vectors, on either side of a vector's end) and at its last (the tail):
+ * each of the first 21 positions of a line of 29 (every lane of the first
+ * vectors, on either side of a vector's end), of the first 70 of a line of
+ * 150 (every lane of the avx512 adds' first run of 64 and past it), and
+ * at a line's last (the tail):
  * every kernel refuses it in gather and scatter_add with TG_EINVAL naming
  * it, gives no result, loads nothing outside x (a load at 2^40 elements
  * away would fault), and leaves x, src and the index as they were. */
@@ -141,21 +143,22 @@ Test(gather_kernels, every_kernel_refuses_a_bad_value_in_any_lane)
     const tg__index_kernel kernels[3] = {TG__INDEX_KERNEL_PORTABLE, TG__INDEX_KERNEL_AVX2,
                                          TG__INDEX_KERNEL_AVX512};
     const tg_dtype dts[2] = {TG_F32, TG_F64};
-    const int64_t rows = 3, len = 29, extent = 50;
+    const int64_t rows = 3, extent = 50;
     /* +-2^40: a load there (a lane not masked off) would fault */
     const int64_t far = INT64_C(1) << 40, bads[6] = {-1, extent, INT64_MAX, INT64_MIN, far, -far};
     for (int k = 0; k < 3; k++) {
         if (!runs_here(kernels[k])) continue;
         use_kernel(kernels[k]);
-        for (int t = 0; t < 2; t++) {
-            tg_tensor *x = random_bits(dts[t], rows, extent, 7), *x0 = NULL, *i0 = NULL;
+        for (int t = 0; t < 4; t++) {
+            const int64_t len = t < 2 ? 29 : 150, first = t < 2 ? 21 : 70;
+            tg_tensor *x = random_bits(dts[t % 2], rows, extent, 7), *x0 = NULL, *i0 = NULL;
             tg_tensor *idx = random_index(rows, len, extent, 11), *s0 = NULL;
-            tg_tensor *src = random_bits(dts[t], rows, len, 13);
+            tg_tensor *src = random_bits(dts[t % 2], rows, len, 13);
             OK(tg_tensor_clone(&x0, x));
             OK(tg_tensor_clone(&s0, src));
             int64_t *v = tg_tensor_data(idx);
             for (int64_t at = len; at < 2 * len; at++) {   /* line 1 */
-                if (at - len > 20 && at != 2 * len - 1) continue;
+                if (at - len >= first && at != 2 * len - 1) continue;
                 for (int b = 0; b < 6; b++) {
                     const int64_t keep = v[at];
                     v[at] = bads[b];

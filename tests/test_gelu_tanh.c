@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "ops/activation_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -253,4 +254,98 @@ Test(gelu_tanh, conv_epilogue)
     th_expect_same_bits("recorded", x, rec, want);
     cr_assert(tg_tensor_is_leaf(rec) == false);
     th_release_all(6, (tg_tensor *[]){x, w, fused, lin, want, rec});
+}
+
+/* gelu_tanh of n f32 by the scalar steps of the f32 kernel: (x x) x, one
+ * fused multiply-add, beta u, tanh as tg_tanh's f32 kernel, (0.5 x) (1 + t). */
+static void reference_f32(float *o, const float *a, int64_t n)
+{
+    const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = a[i];
+        const float x3 = x * x * x;
+        const float u = fmaf(kappa, x3, x);
+        o[i] = beta * u;
+    }
+    tg__tanh_f32_n(o, o, n, false);
+    for (int64_t i = 0; i < n; i++) {
+        const float h = 0.5f * a[i];
+        const float r = 1.0f + o[i];
+        o[i] = h * r;
+    }
+}
+
+/* Each f32 kernel (portable, AVX2 with FMA, AVX-512), called directly and
+ * forced through the op with TG_GELU_KERNEL, gives the scalar steps' bits
+ * (any NaN for a NaN) on random bit patterns, values in [-12, 12], small
+ * and subnormal values, +-0, +-inf and NaN, at lengths that end inside a
+ * vector and inside a block; a kernel this CPU lacks is left out with the
+ * reason. */
+Test(gelu_tanh, f32_kernels_are_the_scalar_steps)
+{
+    enum { N = 70001 };
+    float *a = malloc(sizeof *a * N), *want = malloc(sizeof *want * N);
+    float *got = malloc(sizeof *got * N);
+    cr_assert(a && want && got);
+    uint64_t s = 73;
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-149f, -0x1p-140f,
+                                    0x1p-126f, 3.0e38f, -3.0e38f, 1.0f, -1.0f};
+    for (int64_t i = 0; i < N; i++) {
+        const int64_t kind = th_rand_int(&s, 0, 3);
+        if (i < (int64_t)(sizeof special / sizeof *special)) a[i] = special[i];
+        else if (kind == 0) {
+            const uint32_t u = (uint32_t)th_rand_int(&s, 0, INT64_C(0xffffffff));
+            memcpy(&a[i], &u, sizeof u);
+        } else if (kind == 1) a[i] = (float)(12 * th_uniform_pm1(&s));
+        else if (kind == 2) a[i] = (float)(th_uniform_pm1(&s) * 1e-3);
+        else a[i] = (float)(th_uniform_pm1(&s) * 0x1p-130);
+    }
+    reference_f32(want, a, N);
+    const char *old = getenv("TG_GELU_KERNEL");
+    char saved[32] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    static const int64_t lengths[] = {N, 1, 15, 17, 255, 257, 1000};
+    for (int k = TG__GELU_KERNEL_PORTABLE; k <= TG__GELU_KERNEL_AVX512; k++) {
+        const char *name = tg__gelu_kernel_name((tg__gelu_kernel)k);
+        if (!tg__gelu_kernel_available((tg__gelu_kernel)k)) {
+            th_not_run("the %s gelu_tanh kernel is not run: this CPU lacks it", name);
+            continue;
+        }
+        for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
+            const int64_t n = lengths[l], off = l == 0 ? 0 : 3;   /* unaligned too */
+            memset(got, 0x55, sizeof *got * N);
+            tg__gelu_tanh_f32_n((tg__gelu_kernel)k, got, a + off, n);
+            reference_f32(want, a + off, n);
+            for (int64_t i = 0; i < n; i++) {
+                const bool same = isnan(want[i]) ? isnan(got[i])
+                                                 : memcmp(&got[i], &want[i], sizeof *got) == 0;
+                cr_assert(same, "%s: x=%a: %a, want %a", name, (double)a[off + i],
+                          (double)got[i], (double)want[i]);
+            }
+            uint32_t guard;
+            memcpy(&guard, &got[n], sizeof guard);
+            cr_assert(n == N || guard == 0x55555555u, "%s wrote past %lld", name, (long long)n);
+        }
+        cr_assert(eq(int, setenv("TG_GELU_KERNEL", name, 1), 0));
+        cr_assert(eq(int, tg__gelu_kernel_get(), k), "TG_GELU_KERNEL=%s", name);
+        double *v = malloc(sizeof *v * N);
+        cr_assert(v != NULL);
+        for (int64_t i = 0; i < N; i++) v[i] = a[i];
+        tg_tensor *x = th_tensor_from(TG_F32, 1, (int64_t[]){N}, v), *y = NULL;
+        free(v);
+        OK(tg_gelu_tanh(&y, x));
+        reference_f32(want, a, N);
+        const float *yd = tg_tensor_data(y);
+        for (int64_t i = 0; i < N; i++)
+            cr_assert(isnan(want[i]) ? isnan(yd[i])
+                                     : memcmp(&yd[i], &want[i], sizeof *yd) == 0,
+                      "op, TG_GELU_KERNEL=%s: x=%a: %a, want %a", name, (double)a[i],
+                      (double)yd[i], (double)want[i]);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    if (old) setenv("TG_GELU_KERNEL", saved, 1);
+    else unsetenv("TG_GELU_KERNEL");
+    free(a);
+    free(want);
+    free(got);
 }

@@ -1,7 +1,9 @@
 /* tests/test_pool_small.c - the kernels of src/ops/pool_small.c (adaptive
  * max pooling with lanes, adaptive average pooling with the sums of several
  * planes side by side) against the kernels that pool one window of one
- * plane at a time, bit for bit: values, indices and gradients, in every
+ * plane at a time, bit for bit (a global average pooling computed in f32,
+ * whose sums of whole planes take another order, within their bound):
+ * values, indices and gradients, in every
  * float dtype, ranks 1 to 3, batched and not, global poolings and output
  * extents that divide x's or not, lengths that are not multiples of a
  * vector, rows longer than the lanes the kernel holds, x contiguous,
@@ -127,13 +129,32 @@ static void run(bool max, const pcase *k, tg_dtype dt, int fill, int layout, boo
     th_release_all(2, (tg_tensor *[]){x, base});
 }
 
+/* The bound on a global average pooling's f32 result against the serial
+ * kernel's, for x's values in [-1, 1] over planes of n elements: the
+ * serial sum's error (n - 1) u sum |x| and the lanes' (ceil(n / 64) + 6) u
+ * sum |x| (src/ops/pool_simd.c), sum |x| <= n, through the division by n
+ * (u each way): (n + ceil(n / 64) + 8) u, for planes of 64 elements or
+ * more.  0 (the same bytes) for any other call. */
+static double global_tol(bool max, const pcase *k, tg_dtype dt)
+{
+    int64_t n = 1;
+    bool global = !max && dt != TG_F64;
+    for (int a = 0; a < k->ns; a++) {
+        global = global && k->size[a] == 1;
+        n *= k->shape[k->ndim - k->ns + a];
+    }
+    return global && n >= 64 ? (double)(n + (n + 63) / 64 + 8) * 0x1p-24 : 0;
+}
+
 /* got and want both NULL, or the same bytes; with `any_nan` a NaN matches
- * any NaN.  (A sum of two NaNs is one of them: x86 keeps the first
- * operand's, and an add's operands are the compiler's to order, so the sign
+ * any NaN; with tol > 0 (dtype dt) a finite element matches within tol
+ * plus an ulp of dt, the rounding of f16 and bf16 to either side.  (A sum
+ * of two NaNs is one of them: x86 keeps the first operand's, and an add's
+ * operands are the compiler's to order, so the sign
  * of a NaN sum is not a kernel's to keep.  A maximum is an element of x's,
  * NaN or not: its bytes are.) */
 static void expect_same(const char *what, const char *part, const tg_tensor *got,
-                        const tg_tensor *want, bool any_nan)
+                        const tg_tensor *want, bool any_nan, double tol)
 {
     char m[160];
     snprintf(m, sizeof m, "%s: %s", what, part);
@@ -145,10 +166,16 @@ static void expect_same(const char *what, const char *part, const tg_tensor *got
         return;
     }
     th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    cr_assert(eq(int, tg_tensor_dtype(got), tg_tensor_dtype(want)), "%s", m);
+    const tg_dtype dt = tg_tensor_dtype(want);
+    cr_assert(eq(int, tg_tensor_dtype(got), dt), "%s", m);
     for (int64_t i = 0; i < tg_tensor_numel(want); i++) {
         const double g = th_at(got, i), w = th_at(want, i);
-        const bool same = isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w);
+        const double ulp = dt == TG_F16    ? fmax(fabs(w), 0x1p-14) * 0x1p-10
+                           : dt == TG_BF16 ? fmax(fabs(w), 0x1p-126) * 0x1p-7
+                                           : 0;
+        const bool same = isnan(w)                  ? isnan(g)
+                          : tol > 0 && isfinite(w) ? fabs(g - w) <= tol + ulp
+                                                   : g == w && signbit(g) == signbit(w);
         cr_assert(same, "%s: element %lld is %a, want %a", m, (long long)i, g, w);
     }
 }
@@ -173,10 +200,11 @@ static void sweep(bool max, unsigned fast, unsigned serial)
                         char what[96];
                         snprintf(what, sizeof what, "case %zu dtype %d fill %d layout %d%s, %d "
                                  "threads", i, d, fill, layout, grad ? " recorded" : "", th);
-                        expect_same(what, "y", a.y, b.y, !max);
-                        expect_same(what, "indices", a.idx, b.idx, false);
-                        expect_same(what, "y without indices", a.y_alone, b.y_alone, false);
-                        expect_same(what, "x's gradient", a.dx, b.dx, !max);
+                        const double tol = global_tol(max, k, th_floats[d]);
+                        expect_same(what, "y", a.y, b.y, !max, tol);
+                        expect_same(what, "indices", a.idx, b.idx, false, 0);
+                        expect_same(what, "y without indices", a.y_alone, b.y_alone, false, 0);
+                        expect_same(what, "x's gradient", a.dx, b.dx, !max, 0);
                         th_release_all(8, (tg_tensor *[]){a.y, a.idx, a.y_alone, a.dx, b.y,
                                                           b.idx, b.y_alone, b.dx});
                     }
@@ -197,7 +225,7 @@ Test(pool_small, adaptive_max_lanes_are_the_serial_scan)
 /* The planes side by side give the serial sums and divisions: avg_pool's
  * where its kernels would run (one division by the window's size), the
  * adaptive kernels' elsewhere and when asked for (by each extent); the
- * gradients too. */
+ * gradients too.  A global pooling computed in f32 within global_tol. */
 Test(pool_small, adaptive_avg_planes_are_the_serial_sums)
 {
     sweep(false, 0, TG__POOL_SERIAL);
@@ -205,16 +233,16 @@ Test(pool_small, adaptive_avg_planes_are_the_serial_sums)
 }
 
 /* Each kernel of the sums of whole planes (global average pooling),
- * forced with TG_POOL_KERNEL: the serial sums, every case above; a kernel
- * this CPU lacks is left out with the reason. */
+ * forced with TG_POOL_KERNEL: the serial sums (within global_tol), every
+ * case above; a kernel this CPU lacks is left out with the reason. */
 Test(pool_small, global_avg_kernels_are_the_serial_sums)
 {
     const char *old = getenv("TG_POOL_KERNEL");
     char saved[32] = "";
     if (old) snprintf(saved, sizeof saved, "%s", old);
-    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX2; k++) {
+    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX512; k++) {
         if (!tg__pool_kernel_available((tg__pool_kernel_id)k)) {
-            th_not_run("the %s pooling kernel is not run: this CPU lacks AVX2",
+            th_not_run("the %s pooling kernel is not run: this CPU lacks it",
                        tg__pool_kernel_name((tg__pool_kernel_id)k));
             continue;
         }
@@ -227,27 +255,81 @@ Test(pool_small, global_avg_kernels_are_the_serial_sums)
     else unsetenv("TG_POOL_KERNEL");
 }
 
-/* The whole-plane sums by hand: one plane's sum in order, where adding in
- * another order gives other bits (1 + 2^-24 + 2^-24 ... is 1 left to right,
- * 1 + 2^-23 when the small terms are added first), with eight planes of
- * each kernel's blocks and a tail. */
-Test(pool_small, global_sums_in_order)
+/* The sum of a plane of n floats in the order src/ops/pool_simd.c states,
+ * written out here: below 64 elements from 0 left to right; else element
+ * i in lane i % 16 of partial sum (i / 16) % 4, each from 0; v[l] = (p0[l]
+ * + p1[l]) + (p2[l] + p3[l]); v[l] += v[l + h] for h = 8, 4, 2, 1. */
+static float lanes_sum(const float *x, int64_t n)
 {
-    const int64_t np = 19, n = 21;
-    float *x = malloc(sizeof *x * (size_t)(np * n)), s[19];
+    float p[4][16], v[16];
+    if (n < 64) {
+        float s = 0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        return s;
+    }
+    for (int a = 0; a < 4; a++)
+        for (int l = 0; l < 16; l++) p[a][l] = 0;
+    for (int64_t i = 0; i < n; i++) p[i / 16 % 4][i % 16] += x[i];
+    for (int l = 0; l < 16; l++) v[l] = (p[0][l] + p[1][l]) + (p[2][l] + p[3][l]);
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) v[l] += v[l + h];
+    return v[0];
+}
+
+/* The whole-plane sums of each kernel against lanes_sum, bit for bit (any
+ * NaN for a NaN), and from 64 elements on against the exact sum within
+ * (ceil(n / 64) + 6) u sum |x|: plane lengths from 1 to past several
+ * blocks, 5 and 19 planes (the short planes' groups of eight and their
+ * tail), values of mixed magnitudes, zeros of both signs, infinities and
+ * NaNs; and by hand, 1 + 63 terms 2^-24, which is 1 from left to right,
+ * 1 + 31 2^-23 here, and 1 + 62 such terms, 1 in any kernel. */
+Test(pool_small, global_sums_in_lanes)
+{
+    enum { NP = 19, MAXN = 700 };
+    float *x = malloc(sizeof *x * NP * MAXN), s[NP];
     cr_assert(x != NULL);
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t i = 0; i < n; i++) x[p * n + i] = i == 0 ? 1.0f + (float)p : 0x1p-24f;
-    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX2; k++) {
+    static const int64_t lengths[] = {1, 2, 7, 8, 15, 16, 17, 31, 33, 49, 63, 64, 65, 100,
+                                      127, 128, 129, 191, 256, 257, 600, 700};
+    uint64_t seed = 91;
+    for (int k = TG__POOL_KERNEL_PORTABLE; k <= TG__POOL_KERNEL_AVX512; k++) {
+        const char *name = tg__pool_kernel_name((tg__pool_kernel_id)k);
         if (!tg__pool_kernel_available((tg__pool_kernel_id)k)) continue;
-        cr_assert(eq(int, setenv("TG_POOL_KERNEL", tg__pool_kernel_name(k), 1), 0));
-        tg__plane_sums_f32(s, x, n, np);
-        for (int64_t p = 0; p < np; p++) {
-            float want = 0;
-            for (int64_t i = 0; i < n; i++) want += x[p * n + i];
-            cr_assert(s[p] == want && s[p] == 1.0f + (float)p, "%s: plane %lld: %a, want %a",
-                      tg__pool_kernel_name((tg__pool_kernel_id)k), (long long)p, s[p], want);
-        }
+        cr_assert(eq(int, setenv("TG_POOL_KERNEL", name, 1), 0));
+        for (size_t c = 0; c < sizeof lengths / sizeof *lengths; c++)
+            for (int fill = 0; fill < 6; fill++) {
+                const int64_t n = lengths[c], np = fill < 3 ? 5 : NP;
+                for (int64_t e = 0; e < np * n; e++) {
+                    const double r = th_uniform_pm1(&seed);
+                    const int kind = fill % 3;
+                    x[e] = kind == 0   ? (float)(r * ldexp(1, (int)th_rand_int(&seed, -30, 30)))
+                           : kind == 1 ? (r < 0 ? -0.0f : 0.0f)
+                           : th_rand_int(&seed, 0, 40) == 0 ? (r < 0 ? -INFINITY : NAN)
+                                                            : (float)r;
+                }
+                tg__plane_sums_f32(s, x, n, np);
+                for (int p = 0; p < np; p++) {
+                    const float want = lanes_sum(x + p * n, n);
+                    double exact = 0, abs_sum = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        exact += x[p * n + i];
+                        abs_sum += fabs(x[p * n + i]);
+                    }
+                    const bool same = isnan(want) ? isnan(s[p])
+                                                  : memcmp(&s[p], &want, sizeof want) == 0;
+                    cr_assert(same, "%s, n %lld, fill %d, plane %d: %a, want %a", name,
+                              (long long)n, fill, p, (double)s[p], (double)want);
+                    if (isfinite(exact) && n >= 64)
+                        cr_assert(fabs(s[p] - exact) <=
+                                      (double)((n + 63) / 64 + 6) * 0x1p-24 * abs_sum * 1.0001,
+                                  "%s, n %lld: %a, exact %a", name, (long long)n, (double)s[p],
+                                  exact);
+                }
+            }
+        for (int64_t i = 0; i < 64; i++) x[i] = i == 0 ? 1.0f : 0x1p-24f;
+        tg__plane_sums_f32(s, x, 64, 1);
+        cr_assert(s[0] == 1.0f + 31 * 0x1p-23f, "%s: %a", name, (double)s[0]);
+        tg__plane_sums_f32(s, x, 63, 1);
+        cr_assert(s[0] == 1.0f, "%s: %a", name, (double)s[0]);
     }
     unsetenv("TG_POOL_KERNEL");
     free(x);

@@ -30,4 +30,22 @@ void tg__act_set_half_avx512(bool on);
  * else in the same arithmetic without (the same results). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd);
 
+/* The kernels of gelu_tanh's f32 forward (src/ops/gelu_tanh.c), all with
+ * the same bits: TG_GELU_KERNEL=portable|avx2|avx512 when the CPU runs it
+ * (read at each call; another value is reported once on stderr), else the
+ * widest it runs.  avx2 needs FMA too. */
+typedef enum tg__gelu_kernel {
+    TG__GELU_KERNEL_AUTO = 0,   /* not a kernel: the name table's first entry */
+    TG__GELU_KERNEL_PORTABLE,
+    TG__GELU_KERNEL_AVX2,
+    TG__GELU_KERNEL_AVX512,
+} tg__gelu_kernel;
+bool tg__gelu_kernel_available(tg__gelu_kernel k);
+/* "portable", "avx2", "avx512"; "auto", or "?" for another value (static). */
+const char *tg__gelu_kernel_name(tg__gelu_kernel k);
+tg__gelu_kernel tg__gelu_kernel_get(void);
+/* gelu_tanh of n contiguous f32 by kernel kern (one the CPU runs; AUTO and
+ * PORTABLE: the portable one).  o may be a. */
+void tg__gelu_tanh_f32_n(tg__gelu_kernel kern, float *o, const float *a, int64_t n);
+
 #endif

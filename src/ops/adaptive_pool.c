@@ -15,7 +15,9 @@
  * PyTorch's order (a window's sum from 0, then a division by each axis's
  * size in turn).  Where those are slow (see adaptive_run), pool_small.c's
  * planes kernel gives either's results with the sums of several planes
- * side by side.  All run in the compute dtype. */
+ * side by side, but for a global pooling in f32 of planes of 64 or more
+ * elements, whose sums (pool_simd.c) take their terms in the lanes of
+ * vectors, in an order of their own.  All run in the compute dtype. */
 #include <assert.h>
 #include <string.h>
 

@@ -476,6 +476,62 @@ static int add_wide(void *p, int64_t t)
     return TG_OK;
 }
 
+/* scatter_add along the last dim of a contiguous f32 or f64 x whose rows
+ * the index's rows cover, src's lines contiguous: row a of the result is
+ * x's row a (memcpy), then src's terms of index row a added into it in
+ * order, each value checked (tg__add_line_f).  The rows share nothing, so
+ * they are split among threads in contiguous chunks, ROWS_PER_THREAD
+ * chunks a thread, each taken whole by one (an element's terms in the
+ * index's order, as on one thread); a task per row would make the threads
+ * fight over the task counter.  With more than ROWS_PAR elements of x and
+ * the terms, the chunks run in parallel: below, as with the blocks of
+ * lines, a second thread costs more than it saves (a 512 x 512 call took
+ * 0.16 ms on one thread and 0.28 on two, on a loaded 2-core host). */
+enum { ROWS_PER_THREAD = 4, ROWS_PAR = ADD_PAR };
+
+typedef struct rows_job {
+    const tg__pick *k;
+    const tg_tensor *src;
+    void *r;
+    int64_t a_n, q_n, x_n, chunk;   /* rows, terms a row, x's row length, rows a chunk */
+    int64_t sstrides[TG_MAX_DIMS];
+    tg__index_kernel kern;
+} rows_job;
+
+/* Whether tg__pick_scatter_add's call k, src suits add_rows. */
+static bool rows_apply(const tg__pick *k, const tg_tensor *src, bool covers)
+{
+    const tg_dtype dt = k->x->dtype;
+    return (dt == TG_F32 || dt == TG_F64) && k->per_pos && covers && k->m > 0 &&
+           k->x->ndim >= 1 && k->dim == k->nd - 1 && k->xshape[k->dim] > 0 &&
+           tg_tensor_is_contiguous(k->x) && src->ndim == k->nd && src->strides[k->dim] == 1;
+}
+
+/* Chunk t of a rows_job: rows [t chunk, (t + 1) chunk). */
+static int add_rows(void *p, int64_t t)
+{
+    const rows_job *j = p;
+    const tg__pick *k = j->k;
+    const size_t es = tg_dtype_size(k->x->dtype);
+    const int64_t a0 = t * j->chunk, a1 = a0 + j->chunk < j->a_n ? a0 + j->chunk : j->a_n;
+    const char *xd = (const char *)k->x->storage->data + (size_t)k->x->offset * es;
+    const char *sd = j->src->storage->data;
+    for (int64_t a = a0; a < a1; a++) {
+        int64_t c[TG_MAX_DIMS], so = j->src->offset;   /* c: the row's coordinates */
+        coords_of(k->nd - 1, k->ishape, a, c);
+        for (int d = 0; d < k->nd - 1; d++) so += c[d] * j->sstrides[d];
+        char *r = (char *)j->r + (size_t)(a * j->x_n) * es;
+        memcpy(r, xd + (size_t)(a * j->x_n) * es, (size_t)j->x_n * es);
+        const int64_t *v = k->v + a * j->q_n;
+        const bool ok = es == 4 ? tg__add_line_f(j->kern, (float *)r, (const float *)sd + so, v,
+                                                 j->q_n, k->checks, j->x_n)
+                                : tg__add_line_d(j->kern, (double *)r, (const double *)sd + so,
+                                                 v, j->q_n, k->checks, j->x_n);
+        if (!ok) return TG_EINVAL;
+    }
+    return TG_OK;
+}
+
 int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **out)
 {
     tg_tensor *r = tg__tensor_uninit(k->x->dtype, k->x->ndim, k->x->shape);
@@ -494,6 +550,22 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
         TG_ASSERT(k->checks);
         tg_tensor_release(r);
         return TG_EINVAL;
+    }
+    if (rows_apply(k, src, covers)) {
+        rows_job rj = {.k = k, .src = src, .r = j.r, .a_n = j.a_n, .q_n = j.q_n,
+                       .x_n = j.x_n, .kern = j.kern};
+        strides_of(src, rj.sstrides);
+        const bool par = nx + k->m > ROWS_PAR;
+        const int64_t threads = par ? tg_get_num_threads() : 1;
+        const int64_t chunks = threads > 1 ? threads * ROWS_PER_THREAD : 1;
+        rj.chunk = (rj.a_n + chunks - 1) / chunks;
+        const int rc = tg__run_tasks((rj.a_n + rj.chunk - 1) / rj.chunk, par, add_rows, &rj);
+        if (rc < 0) {
+            tg_tensor_release(r);
+            return rc;
+        }
+        *out = r;
+        return TG_OK;
     }
     j.copies = in_place && covers && k->m > 0;
     /* x's copy into r, as a pass of its own unless the blocks make it or

@@ -17,11 +17,10 @@
  *
  * The adds stay one term at a time, in the index's order (two terms of a
  * vector may land on one element, and their order fixes the rounding);
- * what the kernels vectorise is the check of each chunk of eight values
- * and the test of its terms for a NaN just before the chunk's adds:
- * portable C (an OR of v | (extent - 1 - v), which any SIMD does) or one
- * AVX-512 compare and one unordered compare (avx512; avx2 runs the
- * portable loop). */
+ * what the kernels vectorise is the check of each chunk of values and the
+ * test of its terms for a NaN just before the chunk's adds: portable C on
+ * chunks of eight (an OR of v | (extent - 1 - v), which any SIMD does) or
+ * AVX-512 compares on runs of 64 (avx512; avx2 runs the portable loop). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -262,46 +261,70 @@ static bool add_line_d(double *r, const double *s, const int64_t *v, int64_t n, 
 
 
 #ifdef INDEX_X86
-/* One line's adds with AVX-512: per chunk of eight, one compare of the
- * values (unsigned, against the extent) and one test of the terms for a
- * NaN, then the chunk's adds one at a time in order, as add_line_f's; the
- * line's last n % 8 terms by add_line_f.  HAS_NAN(p): a NaN among the
- * eight terms at p. */
-#define ADD_LINE_AVX512(T, ADD, HAS_NAN, TAIL)                                          \
+/* One line's adds with AVX-512, AVX512_RUN terms at a time: the run's
+ * values compared (unsigned, against the extent) eight to a compare and
+ * its terms tested for a NaN, sixteen floats or eight doubles to a
+ * compare, then the run's adds one at a time in order, as add_line_f's
+ * (ADD where a term is NaN, else the plain +=); the line's last
+ * n % AVX512_RUN terms by add_line_f.  A run of 64 keeps the tests out of
+ * the loop of adds, whose loads and stores of r are the work.
+ * NAN_RUN(p): a NaN among the run's terms at p. */
+enum { AVX512_RUN = 64 };
+#define ADD_LINE_AVX512(T, ADD, NAN_RUN, TAIL)                                          \
     do {                                                                                \
         const __m512i ext = _mm512_set1_epi64(extent);                                  \
         bool ok = true;                                                                 \
         int64_t q = 0;                                                                  \
-        for (; q + 8 <= n; q += 8) {                                                    \
-            if (check && _mm512_cmplt_epu64_mask(_mm512_loadu_si512(v + q), ext) != 0xff) { \
+        for (; q + AVX512_RUN <= n; q += AVX512_RUN) {                                  \
+            __mmask8 in = 0xff;                                                         \
+            for (int i = 0; check && i < AVX512_RUN; i += 8)                            \
+                in &= _mm512_cmplt_epu64_mask(_mm512_loadu_si512(v + q + i), ext);      \
+            if (in != 0xff) {                                                           \
                 ok = false;                                                             \
                 break;                                                                  \
             }                                                                           \
-            if (HAS_NAN(s + q))                                                         \
-                for (int i = 0; i < 8; i++) r[v[q + i]] = ADD(r[v[q + i]], s[q + i]);   \
+            if (NAN_RUN(s + q))                                                         \
+                for (int i = 0; i < AVX512_RUN; i++) r[v[q + i]] = ADD(r[v[q + i]], s[q + i]); \
             else                                                                        \
-                for (int i = 0; i < 8; i++) r[v[q + i]] += s[q + i];                    \
+                for (int i = 0; i < AVX512_RUN; i++) r[v[q + i]] += s[q + i];           \
         }                                                                               \
         _mm256_zeroupper();                                                             \
         return ok && TAIL(r, s + q, v + q, n - q, check, extent);                       \
     } while (0)
-#define NAN8_F(p) (_mm256_cmp_ps_mask(_mm256_loadu_ps(p), _mm256_loadu_ps(p), _CMP_UNORD_Q) != 0)
-#define NAN8_D(p) (_mm512_cmp_pd_mask(_mm512_loadu_pd(p), _mm512_loadu_pd(p), _CMP_UNORD_Q) != 0)
+
+/* A NaN among AVX512_RUN floats or doubles at p. */
+INDEX_AVX512 static inline bool nan_run_f(const float *p)
+{
+    __mmask16 any = 0;
+    for (int i = 0; i < AVX512_RUN; i += 16) {
+        const __m512 x = _mm512_loadu_ps(p + i);
+        any |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    }
+    return any != 0;
+}
+
+INDEX_AVX512 static inline bool nan_run_d(const double *p)
+{
+    __mmask8 any = 0;
+    for (int i = 0; i < AVX512_RUN; i += 8) {
+        const __m512d x = _mm512_loadu_pd(p + i);
+        any |= _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+    }
+    return any != 0;
+}
 
 INDEX_AVX512 static bool add_line_f_avx512(float *r, const float *s, const int64_t *v, int64_t n,
                                            bool check, int64_t extent)
 {
-    ADD_LINE_AVX512(float, tg__add_to_f, NAN8_F, add_line_f);
+    ADD_LINE_AVX512(float, tg__add_to_f, nan_run_f, add_line_f);
 }
 
 INDEX_AVX512 static bool add_line_d_avx512(double *r, const double *s, const int64_t *v,
                                            int64_t n, bool check, int64_t extent)
 {
-    ADD_LINE_AVX512(double, tg__add_to, NAN8_D, add_line_d);
+    ADD_LINE_AVX512(double, tg__add_to, nan_run_d, add_line_d);
 }
 #undef ADD_LINE_AVX512
-#undef NAN8_F
-#undef NAN8_D
 #endif
 
 bool tg__add_line_f(tg__index_kernel kern, float *r, const float *s, const int64_t *v,

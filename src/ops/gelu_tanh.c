@@ -25,6 +25,7 @@
  * multiply-adds; the recorded ops round each, a few ulp apart. */
 #include <assert.h>
 #include <math.h>
+#include <stdatomic.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
@@ -53,26 +54,148 @@ static void gelu_tanh_f64(double *o, const double *a, int64_t n)
     }
 }
 
-/* In blocks of B: the inner arguments, then their tanh as tg_tanh's f32
- * kernel (vectorized), then the product.  o may be a. */
-static void gelu_tanh_f32(float *o, const float *a, int64_t n)
+/* The f32 kernels (activation_internal.h): in blocks of GELU_BLOCK, the inner
+ * arguments beta (x + kappa x3), then their tanh as tg_tanh's f32 kernel
+ * (tg__tanh_f32_n, vectorized where the CPU has AVX2), then the products
+ * (0.5 x) (1 + t).  The kernels differ only in how the first and last steps
+ * run: portable C (fmaf, a library call on a baseline x86-64 build), AVX2
+ * with FMA, AVX-512; each step rounds as the portable one (the fused
+ * multiply-add is one rounding everywhere), so all give the same bits.
+ * o may be a. */
+enum { GELU_BLOCK = 256 };
+
+static const char *const kernel_names[] = {
+    [TG__GELU_KERNEL_AUTO] = "auto",
+    [TG__GELU_KERNEL_PORTABLE] = "portable",
+    [TG__GELU_KERNEL_AVX2] = "avx2",
+    [TG__GELU_KERNEL_AVX512] = "avx512",
+};
+
+bool tg__gelu_kernel_available(tg__gelu_kernel k)
 {
-    enum { B = 256 };
+    if (k == TG__GELU_KERNEL_PORTABLE) return true;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (k == TG__GELU_KERNEL_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (k == TG__GELU_KERNEL_AVX512) return __builtin_cpu_supports("avx512f");
+#endif
+    return false;
+}
+
+const char *tg__gelu_kernel_name(tg__gelu_kernel k)
+{
+    return k >= TG__GELU_KERNEL_AUTO && k <= TG__GELU_KERNEL_AVX512 ? kernel_names[k] : "?";
+}
+
+static bool available(int k) { return tg__gelu_kernel_available((tg__gelu_kernel)k); }
+
+tg__gelu_kernel tg__gelu_kernel_get(void)
+{
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    const int best = available(TG__GELU_KERNEL_AVX512) ? TG__GELU_KERNEL_AVX512
+                     : available(TG__GELU_KERNEL_AVX2) ? TG__GELU_KERNEL_AVX2
+                                                       : TG__GELU_KERNEL_PORTABLE;
+    return (tg__gelu_kernel)tg__kernel_from_env("TG_GELU_KERNEL", "a gelu_tanh", kernel_names,
+                                                TG__GELU_KERNEL_AVX512 + 1, available, best,
+                                                &told);
+}
+
+/* t[j] = beta (x + kappa x3), x3 = (x x) x, for the m elements x of a. */
+static void inner_portable(float *t, const float *a, int64_t m)
+{
     const float beta = (float)GELU_BETA, kappa = (float)GELU_KAPPA;
-    float t[B];
-    for (int64_t at = 0; at < n; at += B) {
-        const int64_t m = n - at < B ? n - at : B;
-        for (int64_t j = 0; j < m; j++) {
-            const float x = a[at + j];
-            const float x3 = x * x * x;
-            const float u = fmaf(kappa, x3, x);
-            t[j] = beta * u;
+    for (int64_t j = 0; j < m; j++) {
+        const float x = a[j];
+        const float x3 = x * x * x;
+        const float u = fmaf(kappa, x3, x);
+        t[j] = beta * u;
+    }
+}
+
+/* o[j] = (0.5 x) (1 + t[j]) for the m elements x of a. */
+static void outer_portable(float *o, const float *a, const float *t, int64_t m)
+{
+    for (int64_t j = 0; j < m; j++) {
+        const float h = 0.5f * a[j];
+        const float r = 1.0f + t[j];
+        o[j] = h * r;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GELU_AVX2 __attribute__((target("avx2,fma")))
+#define GELU_AVX512 __attribute__((target("avx512f")))
+
+/* inner_portable and outer_portable eight lanes at a time; the last m % 8
+ * elements by them. */
+GELU_AVX2 static void inner_avx2(float *t, const float *a, int64_t m)
+{
+    const __m256 beta = _mm256_set1_ps((float)GELU_BETA), kappa = _mm256_set1_ps((float)GELU_KAPPA);
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 x = _mm256_loadu_ps(a + j);
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        _mm256_storeu_ps(t + j, _mm256_mul_ps(beta, _mm256_fmadd_ps(kappa, x3, x)));
+    }
+    inner_portable(t + j, a + j, m - j);
+}
+
+GELU_AVX2 static void outer_avx2(float *o, const float *a, const float *t, int64_t m)
+{
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        const __m256 h = _mm256_mul_ps(half, _mm256_loadu_ps(a + j));
+        _mm256_storeu_ps(o + j, _mm256_mul_ps(h, _mm256_add_ps(one, _mm256_loadu_ps(t + j))));
+    }
+    outer_portable(o + j, a + j, t + j, m - j);
+}
+
+/* Sixteen lanes at a time, the last m % 16 elements in masked lanes. */
+GELU_AVX512 static void inner_avx512(float *t, const float *a, int64_t m)
+{
+    const __m512 beta = _mm512_set1_ps((float)GELU_BETA), kappa = _mm512_set1_ps((float)GELU_KAPPA);
+    for (int64_t j = 0; j < m; j += 16) {
+        const __mmask16 k = m - j >= 16 ? 0xffff : (__mmask16)((1u << (m - j)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(k, a + j);
+        const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        _mm512_mask_storeu_ps(t + j, k, _mm512_mul_ps(beta, _mm512_fmadd_ps(kappa, x3, x)));
+    }
+}
+
+GELU_AVX512 static void outer_avx512(float *o, const float *a, const float *t, int64_t m)
+{
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int64_t j = 0; j < m; j += 16) {
+        const __mmask16 k = m - j >= 16 ? 0xffff : (__mmask16)((1u << (m - j)) - 1);
+        const __m512 h = _mm512_mul_ps(half, _mm512_maskz_loadu_ps(k, a + j));
+        const __m512 r = _mm512_add_ps(one, _mm512_maskz_loadu_ps(k, t + j));
+        _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(h, r));
+    }
+}
+#endif
+
+void tg__gelu_tanh_f32_n(tg__gelu_kernel kern, float *o, const float *a, int64_t n)
+{
+    float t[GELU_BLOCK];
+    for (int64_t at = 0; at < n; at += GELU_BLOCK) {
+        const int64_t m = n - at < GELU_BLOCK ? n - at : GELU_BLOCK;
+        switch (kern) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        case TG__GELU_KERNEL_AVX512: inner_avx512(t, a + at, m); break;
+        case TG__GELU_KERNEL_AVX2: inner_avx2(t, a + at, m); break;
+#endif
+        default: inner_portable(t, a + at, m);
         }
         tg__tanh_f32_n(t, t, m, true);
-        for (int64_t j = 0; j < m; j++) {
-            const float h = 0.5f * a[at + j];
-            const float r = 1.0f + t[j];
-            o[at + j] = h * r;
+        switch (kern) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        case TG__GELU_KERNEL_AVX512: outer_avx512(o + at, a + at, t, m); break;
+        case TG__GELU_KERNEL_AVX2: outer_avx2(o + at, a + at, t, m); break;
+#endif
+        default: outer_portable(o + at, a + at, t, m);
         }
     }
 }
@@ -82,7 +205,7 @@ static void k_gelu_tanh(tg_dtype cdt, void *out, const void *a, const void *b, i
 {
     (void)b, (void)s;
     if (cdt == TG_F64) gelu_tanh_f64(out, a, n);
-    else gelu_tanh_f32(out, a, n);
+    else tg__gelu_tanh_f32_n(tg__gelu_kernel_get(), out, a, n);
 }
 
 /* An integer x is refused, as torch refuses it; x is saved. */

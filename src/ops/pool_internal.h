@@ -230,26 +230,32 @@ typedef struct tg__pool_kernels {
  *                        INT32_MAX)
  *   adaptive_avg_planes  adaptive_avg's (or with job->one_division
  *                        avg_pool's, where the windows are its), with the
- *                        sums of several planes side by side */
+ *                        sums of several planes side by side; but for a
+ *                        whole f32 plane of 64 or more elements (one output
+ *                        per plane) the sum of tg__plane_sums_f32, in its
+ *                        own order, within its bound */
 extern const tg__pool_kernels tg__avg_pool_kernels, tg__avg_pool_adjoint_kernels,
     tg__max_pool_kernels, tg__max_pool_scatter_kernels, tg__max_pool_gather_kernels,
     tg__upsample_sum_kernels, tg__adaptive_avg_kernels, tg__adaptive_avg_adjoint_kernels,
     tg__adaptive_max_kernels, tg__adaptive_max_lanes_kernels, tg__adaptive_avg_planes_kernels;
 /* The kernels of the sums of whole f32 planes (src/ops/pool_simd.c), all
  * with the same bits: the choice of a test (the variable, read at each
- * call) or TG_POOL_KERNEL=portable|avx2 when the CPU runs it, else the
- * widest it runs. */
+ * call) or TG_POOL_KERNEL=portable|avx2|avx512 when the CPU runs it, else
+ * the widest it runs. */
 typedef enum tg__pool_kernel_id {
     TG__POOL_KERNEL_AUTO = 0,
     TG__POOL_KERNEL_PORTABLE,
     TG__POOL_KERNEL_AVX2,
+    TG__POOL_KERNEL_AVX512,
 } tg__pool_kernel_id;
 bool tg__pool_kernel_available(tg__pool_kernel_id k);
 const char *tg__pool_kernel_name(tg__pool_kernel_id k);
 tg__pool_kernel_id tg__pool_kernel_get(void);
-/* s[p] = x[p n] + x[p n + 1] + ... + x[p n + n - 1], added from 0 left to
- * right, for p in [0, np): the sums of np planes of n elements, one after
- * the other in x. */
+/* s[p] = the sum of x[p n], ..., x[p n + n - 1] for p in [0, np): the sums
+ * of np planes of n elements, one after the other in x.  Below 64
+ * elements a plane's sum is added from 0 left to right; from 64 on, in 64
+ * partial sums of 16 lanes folded in a fixed order (pool_simd.c), within
+ * (ceil(n / 64) + 6) u sum |x| of the exact sum. */
 void tg__plane_sums_f32(float *s, const float *x, int64_t n, int64_t np);
 
 /* The longest x row whose columns adaptive_max_lanes holds as lanes (on

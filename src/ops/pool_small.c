@@ -2,14 +2,16 @@
  * adaptive_pool.c for poolings to small outputs (pool_small_tmpl.h
  * instantiated for float and double): window maxima found with lanes, and
  * window sums of several planes side by side, each to the bit the result
- * of the one-window-at-a-time kernels of pool_kernels_tmpl.h. */
+ * of the one-window-at-a-time kernels of pool_kernels_tmpl.h (but the sum of a
+ * whole f32 plane of 64 or more elements, tg__plane_sums_f32's, within its
+ * bound). */
 #include <math.h>
 #include <string.h>
 
 #include "ops/pool_internal.h"
 
-/* The sums of np whole planes of n elements in f64, as tg__plane_sums_f32's
- * portable kernel. */
+/* The sums of np whole planes of n elements in f64, each from left to
+ * right (window_sums' order). */
 static void plane_sums_f64(double *s, const double *x, int64_t n, int64_t np)
 {
     for (int64_t p = 0; p < np; p++) s[p] = 0;
