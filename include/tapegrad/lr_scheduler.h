@@ -162,16 +162,21 @@ TG_API int tg_cosine_annealing_warm_restarts_new(tg_lr_scheduler **out, tg_optim
  * not in [0, 2^53] (NaN included) and for T_i beyond 2^53; TG_ENOMEM. */
 TG_API int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double epoch);
 /* ChainedScheduler(schedulers): each step steps schedulers[0], then [1], ...,
- * each from the lr the one before set.  Making it takes no step; its
- * get_last_lr is each group's lr, its last_epoch counts its steps from 0
- * and its base lrs are the optimizer's initial lrs.  n_schedulers >= 1;
- * the schedulers (copied array, borrowed schedulers) must be attached to
- * one optimizer, must outlive the ChainedScheduler, must each be listed
- * once and must not be SequentialLRs or ChainedSchedulers (torch allows
- * both), ReduceLROnPlateaus (stepped with a metric) or two OneCycleLRs (as
- * in a SequentialLR).  A step checks every scheduler's lrs before it changes any.  It
- * cannot be one of a SequentialLR's schedulers (in torch it has no
- * last_epoch to move back). */
+ * each from the lr the one before set; a scheduler listed twice steps
+ * twice, and a ChainedScheduler among them steps its own schedulers (and
+ * counts a step of its own).  Making it takes no step; its get_last_lr is
+ * each group's lr, its last_epoch counts its steps from 0 and its base lrs
+ * are the optimizer's initial lrs.  n_schedulers >= 1; the schedulers
+ * (copied array, borrowed schedulers: a repeat is still freed once, by its
+ * creator) must be attached to one optimizer, must outlive the
+ * ChainedScheduler, and must not be SequentialLRs (torch allows them),
+ * ReduceLROnPlateaus (stepped with a metric) or, counted through nested
+ * chains, two different OneCycleLRs (as in a SequentialLR) or more than
+ * 4096 entries (each repeat counted).  A chain is made of schedulers that
+ * exist already, so it cannot contain itself.  A step that fails in one of
+ * them puts every scheduler it reaches and the optimizer's lrs and momenta
+ * back: it changes nothing.  It cannot be one of a SequentialLR's
+ * schedulers (in torch it has no last_epoch to move back). */
 TG_API int tg_chained_scheduler_new(tg_lr_scheduler **out, int n_schedulers,
                                     tg_lr_scheduler *const *schedulers);
 /* Frees s (not its optimizer, nor a SequentialLR's or ChainedScheduler's
