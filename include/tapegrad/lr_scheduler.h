@@ -50,6 +50,7 @@
 #define TAPEGRAD_LR_SCHEDULER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tapegrad/export.h"
@@ -162,16 +163,21 @@ TG_API int tg_cosine_annealing_warm_restarts_new(tg_lr_scheduler **out, tg_optim
  * not in [0, 2^53] (NaN included) and for T_i beyond 2^53; TG_ENOMEM. */
 TG_API int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double epoch);
 /* ChainedScheduler(schedulers): each step steps schedulers[0], then [1], ...,
- * each from the lr the one before set.  Making it takes no step; its
- * get_last_lr is each group's lr, its last_epoch counts its steps from 0
- * and its base lrs are the optimizer's initial lrs.  n_schedulers >= 1;
- * the schedulers (copied array, borrowed schedulers) must be attached to
- * one optimizer, must outlive the ChainedScheduler, must each be listed
- * once and must not be SequentialLRs or ChainedSchedulers (torch allows
- * both), ReduceLROnPlateaus (stepped with a metric) or two OneCycleLRs (as
- * in a SequentialLR).  A step checks every scheduler's lrs before it changes any.  It
- * cannot be one of a SequentialLR's schedulers (in torch it has no
- * last_epoch to move back). */
+ * each from the lr the one before set; a scheduler listed twice steps
+ * twice, and a ChainedScheduler among them steps its own schedulers (and
+ * counts a step of its own).  Making it takes no step; its get_last_lr is
+ * each group's lr, its last_epoch counts its steps from 0 and its base lrs
+ * are the optimizer's initial lrs.  n_schedulers >= 1; the schedulers
+ * (copied array, borrowed schedulers: a repeat is still freed once, by its
+ * creator) must be attached to one optimizer, must outlive the
+ * ChainedScheduler, and must not be SequentialLRs (torch allows them),
+ * ReduceLROnPlateaus (stepped with a metric) or, counted through nested
+ * chains, two different OneCycleLRs (as in a SequentialLR) or more than
+ * 4096 entries (each repeat counted).  A chain is made of schedulers that
+ * exist already, so it cannot contain itself.  A step that fails in one of
+ * them puts every scheduler it reaches and the optimizer's lrs and momenta
+ * back: it changes nothing.  It cannot be one of a SequentialLR's
+ * schedulers (in torch it has no last_epoch to move back). */
 TG_API int tg_chained_scheduler_new(tg_lr_scheduler **out, int n_schedulers,
                                     tg_lr_scheduler *const *schedulers);
 /* Frees s (not its optimizer, nor a SequentialLR's or ChainedScheduler's
@@ -256,11 +262,18 @@ typedef struct tg_one_cycle_opts {
     double base_momentum, max_momentum;
     double div_factor, final_div_factor;
     bool three_phase;
+    /* torch's base_momentum and max_momentum given as lists: NULL (the
+     * default) for base_momentum or max_momentum in every group, else
+     * n_... values (copied), 1 or the group count */
+    int n_base_momentums, n_max_momentums;
+    const double *base_momentums, *max_momentums;
 } tg_one_cycle_opts;
 #define TG_ONE_CYCLE_OPTS_INIT                                                                \
     {.total_steps = 0, .epochs = 0, .steps_per_epoch = 0, .pct_start = 0.3,                   \
      .anneal_strategy = TG_ANNEAL_COS, .cycle_momentum = true, .base_momentum = 0.85,         \
-     .max_momentum = 0.95, .div_factor = 25.0, .final_div_factor = 1e4, .three_phase = false}
+     .max_momentum = 0.95, .div_factor = 25.0, .final_div_factor = 1e4, .three_phase = false, \
+     .n_base_momentums = 0, .n_max_momentums = 0, .base_momentums = NULL,                     \
+     .max_momentums = NULL}
 
 /* OneCycleLR(max_lr, ...): one cycle of total_steps steps, each group's lr
  * from initial = max_lr / div_factor up to max_lr over the first pct_start
@@ -277,7 +290,9 @@ typedef struct tg_one_cycle_opts {
  * TG_EINVAL unless: n_max_lr is 1 or the group count, max_lr[i] finite and
  * >= 0; total_steps >= 1, or total_steps 0 with epochs and steps_per_epoch
  * >= 1 (their product at most 2^53); pct_start in [0, 1]; div_factor and
- * final_div_factor finite and > 0; the momenta finite and >= 0; a valid
+ * final_div_factor finite and > 0; with cycle_momentum the momenta finite
+ * and >= 0 (base_momentums and max_momentums, when not NULL, with
+ * n_base_momentums and n_max_momentums 1 or the group count); a valid
  * anneal_strategy; and no phase of zero length that a step would reach
  * (torch divides by zero there: pct_start * total_steps = 1, for one).
  * Each group's max_lr, initial and min are its own (torch keeps them in the
@@ -294,31 +309,67 @@ typedef enum tg_cyclic_mode {
     TG_CYCLIC_EXP_RANGE
 } tg_cyclic_mode;
 
-/* CyclicLR's options after base_lr and max_lr, with torch's defaults
- * (torch's custom scale_fn is not offered). */
+/* What CyclicLR's custom scale function is given: the cycle, 1 in the
+ * first (torch's scale_mode='cycle'), or the step, last_epoch
+ * ('iterations'). */
+typedef enum tg_cyclic_scale_mode {
+    TG_CYCLIC_SCALE_CYCLE = 0,
+    TG_CYCLIC_SCALE_ITERATIONS
+} tg_cyclic_scale_mode;
+
+/* CyclicLR's custom scale function (torch's scale_fn): the factor of the
+ * amplitude at x, the cycle or the step (an integer, given as a double);
+ * user is tg_cyclic_opts.scale_user (borrowed, passed through untouched).
+ * It may be called more than once for one step and must give the same
+ * value each time. */
+typedef double (*tg_cyclic_scale_fn)(double x, void *user);
+
+/* CyclicLR's options after base_lr and max_lr, with torch's defaults. */
 typedef struct tg_cyclic_opts {
-    int64_t step_size_up, step_size_down;   /* step_size_down 0: torch's None (= up) */
+    /* step_size_down 0 means torch's None (= step_size_up) unless
+     * step_size_down_set is true: then it is taken as given, 0 included
+     * (torch's step_size_down=0: up over step_size_up steps, then straight
+     * back to base_lr) */
+    int64_t step_size_up, step_size_down;
     tg_cyclic_mode mode;
     double gamma;
     bool cycle_momentum;
     double base_momentum, max_momentum;
+    bool step_size_down_set;
+    /* torch's scale_fn and scale_mode: NULL (the default) for mode's own
+     * scale; otherwise mode is ignored, as in torch */
+    tg_cyclic_scale_fn scale_fn;
+    void *scale_user;
+    tg_cyclic_scale_mode scale_mode;
+    /* base_momentum and max_momentum as lists, as tg_one_cycle_opts' */
+    int n_base_momentums, n_max_momentums;
+    const double *base_momentums, *max_momentums;
 } tg_cyclic_opts;
 #define TG_CYCLIC_OPTS_INIT                                                                   \
     {.step_size_up = 2000, .step_size_down = 0, .mode = TG_CYCLIC_TRIANGULAR, .gamma = 1.0,   \
-     .cycle_momentum = true, .base_momentum = 0.8, .max_momentum = 0.9}
+     .cycle_momentum = true, .base_momentum = 0.8, .max_momentum = 0.9,                       \
+     .step_size_down_set = false, .scale_fn = NULL, .scale_user = NULL,                       \
+     .scale_mode = TG_CYCLIC_SCALE_CYCLE, .n_base_momentums = 0, .n_max_momentums = 0,        \
+     .base_momentums = NULL, .max_momentums = NULL}
 
 /* CyclicLR(base_lr, max_lr, ...): each group's lr goes from base_lr up to
  * max_lr over step_size_up steps and back over step_size_down, the
- * amplitude scaled by mode; with cycle_momentum the momentum goes from
- * max_momentum down to base_momentum and back.  It sets each group's lr to
- * base_lr first, as torch; its base lrs are base_lr (the initial lr stays
- * the first scheduler's).  base_lr and max_lr are each (n, values) with n 1
- * or the group count.  opts NULL means TG_CYCLIC_OPTS_INIT.  TG_EINVAL unless:
+ * amplitude scaled by mode (or by scale_fn of the cycle or the step); with
+ * cycle_momentum the momentum goes from max_momentum down to base_momentum
+ * and back, scaled the same way.  It sets each group's lr to base_lr
+ * first, as torch; its base lrs are base_lr (the initial lr stays the
+ * first scheduler's).  base_lr and max_lr are each (n, values) with n 1 or
+ * the group count.  opts NULL means TG_CYCLIC_OPTS_INIT.  TG_EINVAL unless:
  * the lrs finite and >= 0; step_size_up >= 1 and step_size_down >= 0, at
- * most 2^53 together; a valid mode; gamma finite and > 0; the momenta
- * finite and >= 0; and, with cycle_momentum, an optimizer with a
+ * most 2^53 together; a valid mode (without a scale_fn); a valid
+ * scale_mode, which must be TG_CYCLIC_SCALE_CYCLE without a scale_fn (the
+ * built-in modes choose their own, so another one would be ignored);
+ * gamma finite and > 0; with cycle_momentum the momenta finite and >= 0
+ * (the lists as in tg_one_cycle_lr_new) and an optimizer with a
  * "momentum" (SGD, RMSprop: torch refuses Adam and AdamW, whose beta1 it
- * does not cycle). */
+ * does not cycle).  A scale_fn's value that makes an lr negative or not
+ * finite, or a momentum out of the optimizer's range, fails that step
+ * (or the constructor) with TG_EINVAL. */
 TG_API int tg_cyclic_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_base_lr,
                             const double *base_lr, int n_max_lr, const double *max_lr,
                             const tg_cyclic_opts *opts);

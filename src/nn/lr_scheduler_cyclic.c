@@ -14,7 +14,9 @@
  *     linear: (end_v - start_v) * pct + start_v
  *   CyclicLR: cycle = floor(1 + e / total), x = 1 + e / total - cycle,
  *     f = x / r if x <= r else (x - 1) / (r - 1), r the up part of total,
- *     lr = base + (max - base) * f * scale, momentum = max_m - (max_m - base_m) * f * scale
+ *     lr = base + (max - base) * f * scale, momentum = max_m - (max_m - base_m) * f * scale,
+ *     scale = scale_fn(cycle) or scale_fn(e) (triangular: 1 of the cycle, triangular2:
+ *     1 / 2^(cycle - 1), exp_range: gamma^e)
  *   SWALR at its step n (anneal A): alpha(t) = t or (1 - cos(pi t)) / 2,
  *     prev = (lr - a' swa) / (1 - a') with a' = alpha(clamp((n - 1) / max(1, A))),
  *     lr' = swa * a + prev * (1 - a) with a = alpha(clamp(n / max(1, A))).
@@ -60,7 +62,7 @@ static void one_cycle_at(const cyc *c, int g, int64_t e, double *lr, double *mom
 {
     const int three = c->n_phases == 3;
     const double lrv[3] = {c->g0[g], c->g1[g], c->g2[g]};
-    const double momv[2] = {c->max_momentum, c->base_momentum};
+    const double momv[2] = {c->mmom[g], c->bmom[g]};
     double start = 0;
     for (int i = 0; i < c->n_phases; i++) {
         const double end = c->end_step[i];
@@ -75,17 +77,18 @@ static void one_cycle_at(const cyc *c, int g, int64_t e, double *lr, double *mom
     }
 }
 
-/* torch's CyclicLR.get_lr() for base lr `base` and max lr `max` at step e. */
-static void cyclic_at(const cyc *c, double base, double max, int64_t e, double *lr, double *mom)
+/* torch's CyclicLR.get_lr() for group g, of base lr `base`, at step e. */
+static void cyclic_at(const cyc *c, int g, double base, int64_t e, double *lr, double *mom)
 {
     const double cycle = floor(1 + (double)e / c->total_size);
     const double x = 1. + (double)e / c->total_size - cycle;
     double f = x <= c->step_ratio ? x / c->step_ratio : (x - 1) / (c->step_ratio - 1);
     double scale = 1.;
-    if (c->mode == TG_CYCLIC_TRIANGULAR2) scale = 1 / pow(2., cycle - 1);
+    if (c->scale_fn) scale = c->scale_fn(c->scale_iterations ? (double)e : cycle, c->scale_user);
+    else if (c->mode == TG_CYCLIC_TRIANGULAR2) scale = 1 / pow(2., cycle - 1);
     else if (c->mode == TG_CYCLIC_EXP_RANGE) scale = pow(c->gamma, (double)e);
-    *lr = base + (max - base) * f * scale;
-    *mom = c->max_momentum - (c->max_momentum - c->base_momentum) * f * scale;
+    *lr = base + (c->g0[g] - base) * f * scale;
+    *mom = c->mmom[g] - (c->mmom[g] - c->bmom[g]) * f * scale;
 }
 
 static double swa_alpha(bool linear, double t) { return linear ? t : (1 - cos(pi * t)) / 2; }
@@ -133,14 +136,16 @@ int tg__sched_cyclic_next_lrs(const tg_lr_scheduler *s, int64_t e, double *io, c
     for (int g = 0; g < n; g++) {
         double lr = NAN, mom = NAN;
         if (s->kind == TG__SCHED_ONE_CYCLE) one_cycle_at(c, g, e, &lr, &mom);
-        else if (s->kind == TG__SCHED_CYCLIC) cyclic_at(c, s->base_lrs[g], c->g0[g], e, &lr, &mom);
+        else if (s->kind == TG__SCHED_CYCLIC) cyclic_at(c, g, s->base_lrs[g], e, &lr, &mom);
         else lr = swa_at(c, io[g], c->g0[g], count);
-        if (lr < 0) lr = 0;   /* the last OneCycleLR step's extrapolation (linear) */
+        /* the last OneCycleLR step's extrapolation (linear), or rounding; a
+         * custom scale_fn's factor is the caller's and is checked as given */
+        if (lr < 0 && !c->scale_fn) lr = 0;
         char grp[40] = "";
         if (G > 1) snprintf(grp, sizeof grp, " for param group %d", g);
-        TG_CHECK(isfinite(lr), TG_EINVAL,
-                 "%s: %s gives lr=%g at epoch %lld%s; an lr must be finite and >= 0", what,
-                 name, lr, (long long)e, grp);
+        TG_CHECK(lr >= 0 && isfinite(lr), TG_EINVAL,
+                 "%s: %s gives lr=%g at epoch %lld%s%s; an lr must be finite and >= 0", what,
+                 name, lr, (long long)e, grp, c->scale_fn ? " (with its scale_fn)" : "");
         const bool last = s->kind == TG__SCHED_ONE_CYCLE && e == c->total_steps;
         if (c->cycle_momentum) TG_TRY(check_momentum(s->opt, g, &mom, last, what));
         io[g] = lr;
@@ -201,19 +206,29 @@ int tg__cyc_per_group(const char *op, const char *name, int n, const double *v, 
     return TG_OK;
 }
 
-static int check_momenta(const char *op, double base, double max)
+/* Each group's base and max momentum into c->bmom and c->mmom: the lists
+ * when given (n 1 or G), else the one value; each finite and >= 0. */
+static int momenta(const char *op, cyc *c, int G, double base, int n_base, const double *bases,
+                   double max, int n_max, const double *maxes)
 {
-    TG_CHECK(base >= 0 && isfinite(base), TG_EINVAL,
-             "%s: base_momentum=%g must be finite and >= 0", op, base);
+    if (bases) {
+        TG_TRY(tg__cyc_per_group(op, "base_momentums", n_base, bases, G, c->bmom));
+    } else {
+        TG_CHECK(base >= 0 && isfinite(base), TG_EINVAL,
+                 "%s: base_momentum=%g must be finite and >= 0", op, base);
+        for (int g = 0; g < G; g++) c->bmom[g] = base;
+    }
+    if (maxes) return tg__cyc_per_group(op, "max_momentums", n_max, maxes, G, c->mmom);
     TG_CHECK(max >= 0 && isfinite(max), TG_EINVAL,
              "%s: max_momentum=%g must be finite and >= 0", op, max);
+    for (int g = 0; g < G; g++) c->mmom[g] = max;
     return TG_OK;
 }
 
 cyc *tg__cyc_new(int G)
 {
     cyc *c = tg__calloc(1, sizeof *c);
-    double *v = tg__calloc((size_t)G * 4, sizeof *v);
+    double *v = tg__calloc((size_t)G * 6, sizeof *v);
     if (!c || !v) {
         free(c);
         free(v);
@@ -222,7 +237,9 @@ cyc *tg__cyc_new(int G)
     c->g0 = v;
     c->g1 = v + G;
     c->g2 = v + 2 * G;
-    c->mom = v + 3 * G;
+    c->bmom = v + 3 * G;
+    c->mmom = v + 4 * G;
+    c->mom = v + 5 * G;
     return c;
 }
 
@@ -328,7 +345,7 @@ static int check_one_cycle(const char *op, const tg_one_cycle_opts *o, int64_t *
              "%s: div_factor=%g must be finite and > 0", op, o->div_factor);
     TG_CHECK(o->final_div_factor > 0 && isfinite(o->final_div_factor), TG_EINVAL,
              "%s: final_div_factor=%g must be finite and > 0", op, o->final_div_factor);
-    return o->cycle_momentum ? check_momenta(op, o->base_momentum, o->max_momentum) : TG_OK;
+    return TG_OK;
 }
 
 int tg_one_cycle_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_max_lr,
@@ -346,8 +363,9 @@ int tg_one_cycle_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_max_lr,
     c->total_steps = T;
     c->linear = o.anneal_strategy == TG_ANNEAL_LINEAR;
     c->cycle_momentum = o.cycle_momentum;
-    c->base_momentum = o.base_momentum;
-    c->max_momentum = o.max_momentum;
+    if (rc == TG_OK && o.cycle_momentum)
+        rc = momenta(op, c, G, o.base_momentum, o.n_base_momentums, o.base_momentums,
+                     o.max_momentum, o.n_max_momentums, o.max_momentums);
     if (rc == TG_OK) rc = one_cycle_phases(op, c, o.pct_start, o.three_phase);
     for (int g = 0; rc == TG_OK && g < G; g++) {
         c->g0[g] = c->g1[g] / o.div_factor;
@@ -365,21 +383,27 @@ static int check_cyclic(const char *op, const tg_optimizer *opt, const tg_cyclic
     TG_CHECK(o->step_size_up >= 1, TG_EINVAL, "%s: step_size_up=%lld must be >= 1", op,
              (long long)o->step_size_up);
     TG_CHECK(o->step_size_down >= 0, TG_EINVAL,
-             "%s: step_size_down=%lld must be >= 0 (0: the same as step_size_up)", op,
-             (long long)o->step_size_down);
+             "%s: step_size_down=%lld must be >= 0 (0: the same as step_size_up unless "
+             "step_size_down_set)", op, (long long)o->step_size_down);
     TG_CHECK((double)o->step_size_up + (double)o->step_size_down <= TG__SCHED_MAX_STEPS, TG_EINVAL,
              "%s: step_size_up + step_size_down must be at most 2^53", op);
-    TG_CHECK(o->mode == TG_CYCLIC_TRIANGULAR || o->mode == TG_CYCLIC_TRIANGULAR2 ||
+    TG_CHECK(o->scale_fn || o->mode == TG_CYCLIC_TRIANGULAR || o->mode == TG_CYCLIC_TRIANGULAR2 ||
              o->mode == TG_CYCLIC_EXP_RANGE, TG_EINVAL,
-             "%s: mode=%d is invalid (TG_CYCLIC_TRIANGULAR, _TRIANGULAR2 or _EXP_RANGE)", op,
-             (int)o->mode);
+             "%s: mode=%d is invalid (TG_CYCLIC_TRIANGULAR, _TRIANGULAR2 or _EXP_RANGE) and "
+             "scale_fn is NULL", op, (int)o->mode);
+    TG_CHECK(o->scale_mode == TG_CYCLIC_SCALE_CYCLE || o->scale_mode == TG_CYCLIC_SCALE_ITERATIONS,
+             TG_EINVAL, "%s: scale_mode=%d must be TG_CYCLIC_SCALE_CYCLE or "
+             "TG_CYCLIC_SCALE_ITERATIONS", op, (int)o->scale_mode);
+    TG_CHECK(o->scale_fn || o->scale_mode == TG_CYCLIC_SCALE_CYCLE, TG_EINVAL,
+             "%s: scale_mode=TG_CYCLIC_SCALE_ITERATIONS needs a scale_fn (scale_fn is NULL; "
+             "the built-in modes choose their own scale_mode)", op);
     TG_CHECK(o->gamma > 0 && isfinite(o->gamma), TG_EINVAL,
              "%s: gamma=%g must be finite and > 0", op, o->gamma);
     if (!o->cycle_momentum) return TG_OK;
     TG_CHECK(opt->kind == TG__OPT_SGD || opt->kind == TG__OPT_RMSPROP, TG_EINVAL,
              "%s: optimizer must support momentum with cycle_momentum (sgd or rmsprop; "
              "torch does not cycle %s's betas)", op, tg__opt_kind_name(opt->kind));
-    return check_momenta(op, o->base_momentum, o->max_momentum);
+    return TG_OK;
 }
 
 int tg_cyclic_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_base_lr,
@@ -398,19 +422,23 @@ int tg_cyclic_lr_new(tg_lr_scheduler **out, tg_optimizer *opt, int n_base_lr,
      * replaces them by base_lr after it) */
     int rc = tg__cyc_per_group(op, "base_lr", n_base_lr, base_lr, G, c->g1);
     if (rc == TG_OK) rc = tg__cyc_per_group(op, "max_lr", n_max_lr, max_lr, G, c->g0);
+    if (rc == TG_OK && o.cycle_momentum)
+        rc = momenta(op, c, G, o.base_momentum, o.n_base_momentums, o.base_momentums,
+                     o.max_momentum, o.n_max_momentums, o.max_momentums);
     if (rc < 0) {
         tg__cyc_free(c);
         return rc;
     }
     const double up = (double)o.step_size_up;
-    const double down = o.step_size_down ? (double)o.step_size_down : up;
+    const double down = o.step_size_down || o.step_size_down_set ? (double)o.step_size_down : up;
     c->total_size = up + down;
     c->step_ratio = up / c->total_size;
     c->mode = o.mode;
     c->gamma = o.gamma;
+    c->scale_fn = o.scale_fn;
+    c->scale_user = o.scale_user;
+    c->scale_iterations = o.scale_fn ? o.scale_mode == TG_CYCLIC_SCALE_ITERATIONS : false;
     c->cycle_momentum = o.cycle_momentum;
-    c->base_momentum = o.base_momentum;
-    c->max_momentum = o.max_momentum;
     initial_lrs(opt, c->g1, c->g2);
     TG_TRY(tg__cyc_attach(out, opt, TG__SCHED_CYCLIC, c, c->g2, true, true));
     memcpy((*out)->base_lrs, c->g1, (size_t)G * sizeof *c->g1);

@@ -10,23 +10,26 @@
 /* The largest step count kept: doubles hold every integer up to it. */
 #define TG__SCHED_MAX_STEPS 0x1p53
 
-/* What lives in s->u.cyclic.  g0..g2 and mom are n_groups values each, in
- * one owned block: OneCycleLR's initial, max and min lr (torch's
- * param_group 'initial_lr', 'max_lr', 'min_lr'); CyclicLR's max_lrs (g0);
- * SWALR's swa_lr (g0); ReduceLROnPlateau's min_lrs (g0).  mom is the
- * momentum the last tg__sched_cyclic_next_lrs computed, and the next_*
- * fields the counters, that tg__sched_cyclic_commit sets. */
+/* What lives in s->u.cyclic.  g0..g2, bmom, mmom and mom are n_groups
+ * values each, in one owned block: OneCycleLR's initial, max and min lr
+ * (torch's param_group 'initial_lr', 'max_lr', 'min_lr'); CyclicLR's
+ * max_lrs (g0); SWALR's swa_lr (g0); ReduceLROnPlateau's min_lrs (g0);
+ * OneCycleLR's and CyclicLR's base and max momentum of each group (bmom,
+ * mmom).  mom is the momentum the last tg__sched_cyclic_next_lrs computed,
+ * and the next_* fields the counters, that tg__sched_cyclic_commit sets. */
 struct tg__sched_cyclic {
-    double *g0, *g1, *g2, *mom;
+    double *g0, *g1, *g2, *bmom, *mmom, *mom;
     bool cycle_momentum, linear;
-    double base_momentum, max_momentum;
     /* OneCycleLR */
     int64_t total_steps;
     int n_phases;
     double end_step[3];
-    /* CyclicLR */
+    /* CyclicLR; scale_fn NULL for mode's own scale */
     double total_size, step_ratio, gamma;
     tg_cyclic_mode mode;
+    tg_cyclic_scale_fn scale_fn;
+    void *scale_user;
+    bool scale_iterations;
     /* SWALR */
     int64_t anneal_epochs, step_count, next_count;
     /* ReduceLROnPlateau */
@@ -36,7 +39,7 @@ struct tg__sched_cyclic {
 };
 typedef struct tg__sched_cyclic cyc;
 
-/* A new cyc with its block of 4 G values, or NULL; freeing NULL does
+/* A new cyc with its block of 6 G values, or NULL; freeing NULL does
  * nothing. */
 cyc *tg__cyc_new(int G);
 void tg__cyc_free(cyc *c);

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lr_scheduler_internal.h"
+#include "lr_scheduler_cyclic.h"
 #include "nn/state_check.h"
 
 /* Python's math.pi (the double nearest pi). */
@@ -243,25 +243,79 @@ int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double epoch)
 
 /* ---- ChainedScheduler ------------------------------------------------------ */
 
+/* A chain's schedulers are fixed when it is made, from schedulers that
+ * exist then, so a chain never reaches itself: the nesting has no cycle. */
+static bool is_chain(const tg_lr_scheduler *s) { return s->kind == TG__SCHED_CHAINED; }
+
+/* The entries below s: its schedulers and, through the ChainedSchedulers
+ * among them, theirs, a repeat each time.  At most TG__CHAIN_MAX by
+ * construction, which bounds the recursions over them. */
+#define TG__CHAIN_MAX 4096
+static int entries_of(const tg_lr_scheduler *s)
+{
+    int n = s->u.sequential.n;
+    for (int i = 0; i < s->u.sequential.n; i++) {
+        const tg_lr_scheduler *c = s->u.sequential.schedulers[i];
+        if (is_chain(c)) n += entries_of(c);
+    }
+    return n;
+}
+
+/* The schedulers below s that are not ChainedSchedulers, in the order s
+ * steps them (a repeat each time), into leaves (NULL: only counted)
+ * from leaves[n]; n plus their count. */
+static int leaves_of(const tg_lr_scheduler *s, const tg_lr_scheduler **leaves, int n)
+{
+    for (int i = 0; i < s->u.sequential.n; i++) {
+        const tg_lr_scheduler *c = s->u.sequential.schedulers[i];
+        if (is_chain(c)) {
+            n = leaves_of(c, leaves, n);
+        } else {
+            if (leaves) leaves[n] = c;
+            n++;
+        }
+    }
+    return n;
+}
+
 static int check_chained(tg_lr_scheduler **out, int n, tg_lr_scheduler *const *scheds)
 {
     const char *op = "chained_scheduler";
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(n >= 1, TG_EINVAL, "%s: n_schedulers=%d must be >= 1", op, n);
     TG_CHECK(scheds != NULL, TG_EINVAL, "%s: schedulers must not be NULL", op);
+    int64_t n_entries = n, n_leaves = 0;
+    bool nested = false;
     for (int i = 0; i < n; i++) {
         const tg_lr_scheduler *c = scheds[i];
         TG_CHECK(c != NULL, TG_EINVAL, "%s: schedulers[%d] must not be NULL", op, i);
         TG_CHECK(c->opt == scheds[0]->opt, TG_EINVAL,
                  "%s: schedulers[%d] is attached to another optimizer than schedulers[0]; all "
                  "must be on one", op, i);
-        TG_CHECK(!tg__sched_borrows(c), TG_EINVAL, "%s: schedulers[%d] is a %s; they do not nest",
-                 op, i, tg__sched_kind_name(c->kind));
-        for (int j = 0; j < i; j++)
-            TG_CHECK(c != scheds[j], TG_EINVAL,
-                     "%s: schedulers[%d] is schedulers[%d]; each may be listed once", op, i, j);
+        TG_CHECK(c->kind != TG__SCHED_SEQUENTIAL, TG_EINVAL,
+                 "%s: schedulers[%d] is a sequential_lr; a chained_scheduler does not run one",
+                 op, i);
+        nested = nested || is_chain(c);
+        n_entries += is_chain(c) ? entries_of(c) : 0;
+        n_leaves += is_chain(c) ? leaves_of(c, NULL, 0) : 1;
     }
-    return tg__sched_cyclic_check_sequential(op, scheds, n);
+    TG_CHECK(n_entries <= TG__CHAIN_MAX, TG_EINVAL,
+             "%s: the schedulers and those of the chained_schedulers among them are %lld "
+             "entries; at most %d", op, (long long)n_entries, TG__CHAIN_MAX);
+    TG_TRY(tg__sched_cyclic_check_sequential(op, scheds, n));
+    if (!nested) return TG_OK;
+    /* two OneCycleLRs in different chains: numbered in stepping order */
+    const tg_lr_scheduler **all = tg__malloc((size_t)n_leaves * sizeof *all);
+    if (!all) return TG_ENOMEM;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (is_chain(scheds[i])) m = leaves_of(scheds[i], all, m);
+        else all[m++] = scheds[i];
+    }
+    int rc = tg__sched_cyclic_check_sequential("chained_scheduler (nested, in stepping order)",
+                                               (tg_lr_scheduler *const *)all, m);
+    free(all);
+    return rc;
 }
 
 /* torch's ChainedScheduler.__init__ takes no step: _last_lr is each
@@ -301,24 +355,96 @@ int tg_chained_scheduler_new(tg_lr_scheduler **out, int n, tg_lr_scheduler *cons
     return TG_OK;
 }
 
-/* Each scheduler's lrs from the one before's (the first from the
- * optimizer's), into its own next; then all are committed in turn. */
-int tg__sched_chained_step(tg_lr_scheduler *s)
+/* What a chain's step may change, kept to put back when a step fails: per
+ * scheduler its fields (after tg__sched_reserve no pointer moves), its
+ * cyclic object and its last lrs; the optimizer's hyperparameters. */
+typedef struct saved {
+    int n;                       /* distinct schedulers */
+    tg_lr_scheduler **s, *was;   /* n each */
+    struct tg__sched_cyclic *cyc;
+    double *lrs;                 /* n * G */
+    tg__opt_hparams *h;          /* G */
+} saved;
+
+static void add_unique(saved *v, tg_lr_scheduler *s)
 {
-    const int n = s->u.sequential.n;
-    tg_lr_scheduler *const *cs = s->u.sequential.schedulers;
-    const double *from = NULL;
-    for (int i = 0; i < n; i++) {
-        if (from) memcpy(cs[i]->next, from, (size_t)s->opt->n_groups * sizeof *from);
-        else tg__sched_current_lrs(s->opt, cs[i]->next);
-        TG_TRY(tg__sched_next_lrs(cs[i], cs[i]->last_epoch + 1, false, cs[i]->next, NULL));
-        from = cs[i]->next;
+    for (int i = 0; i < v->n; i++)
+        if (v->s[i] == s) return;
+    v->s[v->n++] = s;
+    if (is_chain(s))
+        for (int i = 0; i < s->u.sequential.n; i++) add_unique(v, s->u.sequential.schedulers[i]);
+}
+
+static void saved_free(saved *v)
+{
+    free(v->s);
+    free(v->was);
+    free(v->cyc);
+    free(v->lrs);
+    free(v->h);
+}
+
+static int save_all(saved *v, tg_lr_scheduler *s)
+{
+    const tg_optimizer *opt = s->opt;
+    const size_t G = (size_t)opt->n_groups, most = (size_t)entries_of(s) + 1;
+    *v = (saved){0};
+    v->s = tg__malloc(most * sizeof *v->s);
+    v->was = tg__malloc(most * sizeof *v->was);
+    v->cyc = tg__malloc(most * sizeof *v->cyc);
+    v->lrs = tg__malloc(most * G * sizeof *v->lrs);
+    v->h = tg__malloc(G * sizeof *v->h);
+    if (!v->s || !v->was || !v->cyc || !v->lrs || !v->h) {
+        saved_free(v);
+        return TG_ENOMEM;
     }
-    for (int i = 0; i < n; i++) tg__sched_commit(cs[i], cs[i]->last_epoch + 1, cs[i]->next);
+    add_unique(v, s);
+    for (int i = 0; i < v->n; i++) {
+        v->was[i] = *v->s[i];
+        if (tg__sched_is_cyclic(v->s[i]->kind)) v->cyc[i] = *v->s[i]->u.cyclic;
+        memcpy(v->lrs + (size_t)i * G, v->s[i]->last_lrs, (size_t)v->s[i]->n_last * sizeof *v->lrs);
+    }
+    for (size_t g = 0; g < G; g++) v->h[g] = opt->groups[g].h;
+    return TG_OK;
+}
+
+static void restore_all(const saved *v, tg_optimizer *opt)
+{
+    const size_t G = (size_t)opt->n_groups;
+    for (int i = 0; i < v->n; i++) {
+        tg_lr_scheduler *s = v->s[i];
+        *s = v->was[i];
+        if (tg__sched_is_cyclic(s->kind)) *s->u.cyclic = v->cyc[i];
+        memcpy(s->last_lrs, v->lrs + (size_t)i * G, (size_t)s->n_last * sizeof *s->last_lrs);
+    }
+    for (size_t g = 0; g < G; g++) opt->groups[g].h = v->h[g];
+}
+
+/* torch's ChainedScheduler.step(): each scheduler's step() in turn, a
+ * nested chain's its own; _last_lr is then each group's lr. */
+static int chain_steps(tg_lr_scheduler *s)
+{
+    for (int i = 0; i < s->u.sequential.n; i++) {
+        tg_lr_scheduler *c = s->u.sequential.schedulers[i];
+        TG_TRY(is_chain(c) ? chain_steps(c) : tg_lr_scheduler_step(c));
+    }
     s->n_last = s->opt->n_groups;
-    memcpy(s->last_lrs, from, (size_t)s->n_last * sizeof *from);
+    tg__sched_current_lrs(s->opt, s->last_lrs);
     s->last_epoch += 1;
     return TG_OK;
+}
+
+/* The steps run for real, one after the other (a scheduler listed twice
+ * steps from its own first step); when one fails, every scheduler and the
+ * optimizer's hyperparameters are put back as they were. */
+int tg__sched_chained_step(tg_lr_scheduler *s)
+{
+    saved v;
+    TG_TRY(save_all(&v, s));
+    int rc = chain_steps(s);
+    if (rc < 0) restore_all(&v, s->opt);
+    saved_free(&v);
+    return rc;
 }
 
 /* ---- warm restarts' state ---------------------------------------------------- */
