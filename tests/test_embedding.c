@@ -36,8 +36,11 @@ Test(embedding, padding_idx_and_scale_grad_by_freq_match_pytorch)
         int64_t padding_idx;
         bool freq;
     } cases[] = {
-        {"gw.pad", 2, false},      {"gw.pad", -5, false},     {"gw.freq", TG_EMBEDDING_NO_PADDING, true},
-        {"gw.pad_freq", 2, true}, {"gw.pad_freq", -5, true},
+        {"gw.pad", 2, false},
+        {"gw.pad", -5, false},
+        {"gw.freq", TG_EMBEDDING_NO_PADDING, true},
+        {"gw.pad_freq", 2, true},
+        {"gw.pad_freq", -5, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         tg_embedding_opts o = TG_EMBEDDING_OPTS_INIT;

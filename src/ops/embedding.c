@@ -127,7 +127,8 @@ static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
         size_t row = (size_t)D * tg_dtype_size(w->dtype);
         const char *src = tg_tensor_cdata(wc);
         char *dst = tg_tensor_data(r);
-        for (int64_t k = 0; k < m; k++) memcpy(dst + (size_t)k * row, src + (size_t)iv[k] * row, row);
+        for (int64_t k = 0; k < m; k++)
+            memcpy(dst + (size_t)k * row, src + (size_t)iv[k] * row, row);
         if (p->adjoint) rc = scale_rows(r, p, iv, m, V, D);
         if (ctx && rc >= 0) tg__ctx_save(ctx, idx);
     }

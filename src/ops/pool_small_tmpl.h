@@ -208,8 +208,9 @@ static inline void FN(window_sums)(T *restrict s, int64_t np, const T *x, const 
 /* adaptive_avg_planes where each plane is one window (an output of one
  * element per plane): the sums of planes [plo, phi) by PLANE_SUMS (f64: the
  * same terms in the same order as window_sums; f32: the same too for planes
- * below 64 elements, else tg__plane_sums_f32's lanes in their own order), written straight into y (one element per
- * plane) and divided there as adaptive_avg_planes divides them. */
+ * below 64 elements, else tg__plane_sums_f32's lanes in their own order),
+ * written straight into y (one element per plane) and divided there as
+ * adaptive_avg_planes divides them. */
 static void FN(global_avg)(const tg__pool_job *j, int64_t plo, int64_t phi)
 {
     const tg__pool_geom *g = j->g;
