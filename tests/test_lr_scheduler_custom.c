@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "sched_run.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/lr_scheduler.h"
 #include "tapegrad/optim.h"
@@ -43,25 +44,6 @@ static double decay(double x, void *user)
     (void)user;
     return pow(0.97, x);
 }
-
-/* The optimizers of the cases, each with param groups of lr 0.1 and 0.02:
- * SGD(momentum=0.9), SGD(), Adam() and RMSprop(momentum=0.3). */
-typedef enum { O_SGD_M, O_SGD, O_ADAM, O_RMS3 } okind;
-
-#define N_PARTS 5
-typedef struct run {
-    tg_tensor *p, *q;
-    tg_optimizer *opt;
-    tg_lr_scheduler *parts[N_PARTS], *top;   /* top is a part or its own */
-} run;
-
-typedef void (*build_fn)(run *r);
-
-typedef struct tcase {
-    const char *name;
-    okind o;
-    build_fn build;
-} tcase;
 
 static tg_cyclic_opts cy(int64_t up, int64_t down, tg_cyclic_mode mode)
 {
@@ -197,61 +179,6 @@ static const tcase cases[] = {
 };
 static const int n_cases = (int)(sizeof cases / sizeof *cases);
 
-static tg_tensor *param(void)
-{
-    tg_tensor *t = NULL;
-    OK(tg_tensor_zeros(&t, TG_F64, 1, (int64_t[]){1}));
-    tg_tensor_set_requires_grad(t, true);
-    return t;
-}
-
-/* An optimizer of kind k with param groups of lr 0.1 and 0.02 alone. */
-static void make_opt(run *r, okind k)
-{
-    memset(r, 0, sizeof *r);
-    r->p = param();
-    r->q = param();
-    const double lrs[2] = {0.1, 0.02};
-    tg_tensor *ps[2] = {r->p, r->q};
-    for (int g = 0; g < 2; g++) {
-        if (k == O_SGD_M || k == O_SGD) {
-            tg_sgd_opts o = TG_SGD_OPTS_INIT;
-            o.lr = lrs[g];
-            o.momentum = k == O_SGD_M ? 0.9 : 0.0;
-            OK(g ? tg_sgd_add_param_group(r->opt, 1, &ps[g], &o) : tg_sgd_new(&r->opt, 1, ps, &o));
-        } else if (k == O_ADAM) {
-            tg_adam_opts o = TG_ADAM_OPTS_INIT;
-            o.lr = lrs[g];
-            OK(g ? tg_adam_add_param_group(r->opt, 1, &ps[g], &o)
-                 : tg_adam_new(&r->opt, 1, ps, &o));
-        } else {
-            tg_rmsprop_opts o = TG_RMSPROP_OPTS_INIT;
-            o.lr = lrs[g];
-            o.momentum = 0.3;
-            OK(g ? tg_rmsprop_add_param_group(r->opt, 1, &ps[g], &o)
-                 : tg_rmsprop_new(&r->opt, 1, ps, &o));
-        }
-    }
-}
-
-static void run_make(run *r, const tcase *c)
-{
-    make_opt(r, c->o);
-    c->build(r);
-}
-
-/* A chain borrows its schedulers, so the order of these frees is free. */
-static void run_free(run *r)
-{
-    bool top_is_part = false;
-    for (int i = 0; i < N_PARTS; i++) top_is_part = top_is_part || r->top == r->parts[i];
-    if (!top_is_part) tg_lr_scheduler_free(r->top);
-    for (int i = 0; i < N_PARTS; i++) tg_lr_scheduler_free(r->parts[i]);
-    tg_optimizer_free(r->opt);
-    tg_tensor_release(r->p);
-    tg_tensor_release(r->q);
-}
-
 /* ---- goldens -------------------------------------------------------------------- */
 
 static tg_st_file *goldens;
@@ -262,27 +189,13 @@ static void free_goldens(void) { tg_st_free(goldens); }
 
 TestSuite(lr_scheduler_custom, .init = load_goldens, .fini = free_goldens);
 
-/* The golden entry "<case>.<what>", or NULL. */
-static const tg_tensor *golden(const tcase *c, const char *what)
-{
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", c->name, what);
-    return tg_st_get(goldens, k);
-}
-
-static int64_t n_steps(const tcase *c)
-{
-    const tg_tensor *t = golden(c, "lr");
-    cr_assert(t != NULL, "no golden for %s", c->name);
-    return tg_tensor_shape(t)[0] - 1;
-}
-
 /* After step k (0: construction), r's lrs and momenta are torch's, bit for
  * bit (a negative torch lr, OneCycleLR's linear extrapolation at its last
  * step, is 0 here). */
 static void expect_row(const run *r, const tcase *c, int64_t k, const char *when)
 {
-    const tg_tensor *lr = golden(c, "lr"), *mom = golden(c, "momentum");
+    const tg_tensor *lr = sr_golden(goldens, c, "lr");
+    const tg_tensor *mom = sr_golden(goldens, c, "momentum");
     for (int g = 0; g < 2; g++) {
         double want = th_at(lr, 2 * k + g), got = tg_optimizer_get_group_lr(r->opt, g);
         if (want < 0) want = 0;
@@ -303,16 +216,16 @@ Test(lr_scheduler_custom, every_case_matches_torch_bit_for_bit)
     for (int ci = 0; ci < n_cases; ci++) {
         const tcase *c = &cases[ci];
         run r;
-        run_make(&r, c);
+        sr_run_make(&r, c);
         expect_row(&r, c, 0, "");
-        const int64_t n = n_steps(c);
+        const int64_t n = sr_n_steps(goldens, c);
         for (int64_t k = 1; k <= n; k++) {
             cr_assert(eq(int, tg_lr_scheduler_step(r.top), TG_OK), "%s step %lld: %s",
                       c->name, (long long)k, tg_error_message());
             expect_row(&r, c, k, "");
             cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), k));
         }
-        run_free(&r);
+        sr_run_free(&r);
     }
 }
 
@@ -321,7 +234,7 @@ Test(lr_scheduler_custom, every_case_matches_torch_bit_for_bit)
 Test(lr_scheduler_custom, repeated_schedulers_step_each_time)
 {
     run r;
-    run_make(&r, &cases[8]);   /* ch_nested_repeat */
+    sr_run_make(&r, &cases[8]);   /* ch_nested_repeat */
     cr_assert(strcmp(cases[8].name, "ch_nested_repeat") == 0);
     for (int k = 1; k <= 5; k++) OK(tg_lr_scheduler_step(r.top));
     cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), 5));
@@ -330,7 +243,7 @@ Test(lr_scheduler_custom, repeated_schedulers_step_each_time)
     cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.parts[3]), 5));
     cr_assert(tg_lr_scheduler_get_group_last_lr(r.parts[2], 1) ==
               tg_lr_scheduler_get_group_last_lr(r.top, 1));
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* ---- resuming ------------------------------------------------------------------- */
@@ -345,15 +258,6 @@ static void setup_tmp(void)
 
 static void teardown_tmp(void) { th_tmp_dir_remove(); }
 
-static tg_checkpoint *checkpoint_of(const run *r)
-{
-    tg_checkpoint *ck = NULL;
-    OK(tg_checkpoint_new(&ck));
-    OK(tg_checkpoint_add_optimizer(ck, "opt", r->opt));
-    OK(tg_checkpoint_add_lr_scheduler(ck, "sched", r->top));
-    return ck;
-}
-
 /* Saved after step `at` and loaded into freshly made schedulers, every
  * case goes on with torch's values bit for bit (warm restarts' T_cur and
  * T_i, listed twice in a chain, are saved twice with the same values). */
@@ -362,20 +266,20 @@ Test(lr_scheduler_custom, checkpoint_resume_continues_bit_identically, .init = s
 {
     for (int ci = 0; ci < n_cases; ci++) {
         const tcase *c = &cases[ci];
-        const int64_t n = n_steps(c);
+        const int64_t n = sr_n_steps(goldens, c);
         const int64_t splits[] = {0, 1, n / 2, n - 1};
         for (size_t si = 0; si < sizeof splits / sizeof *splits; si++) {
             const int64_t at = splits[si];
             run r;
-            run_make(&r, c);
+            sr_run_make(&r, c);
             for (int64_t k = 1; k <= at; k++) OK(tg_lr_scheduler_step(r.top));
-            tg_checkpoint *ck = checkpoint_of(&r);
+            tg_checkpoint *ck = sr_checkpoint_of(&r);
             OK(tg_checkpoint_save(ck, ck_path, NULL));
             tg_checkpoint_free(ck);
-            run_free(&r);
+            sr_run_free(&r);
 
-            run_make(&r, c);
-            ck = checkpoint_of(&r);
+            sr_run_make(&r, c);
+            ck = sr_checkpoint_of(&r);
             OK(tg_checkpoint_load(ck, ck_path));
             tg_checkpoint_free(ck);
             cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), at));
@@ -384,7 +288,7 @@ Test(lr_scheduler_custom, checkpoint_resume_continues_bit_identically, .init = s
                 OK(tg_lr_scheduler_step(r.top));
                 expect_row(&r, c, k, " resumed");
             }
-            run_free(&r);
+            sr_run_free(&r);
         }
     }
 }
@@ -394,7 +298,7 @@ Test(lr_scheduler_custom, checkpoint_resume_continues_bit_identically, .init = s
 Test(lr_scheduler_custom, nested_state_keys)
 {
     run r;
-    run_make(&r, &cases[8]);   /* ch_nested_repeat: [[cyclic, multi_step], exp, same] */
+    sr_run_make(&r, &cases[8]);   /* ch_nested_repeat: [[cyclic, multi_step], exp, same] */
     OK(tg_lr_scheduler_step(r.top));
     tg_st_file *f = NULL;
     OK(tg_st_new(&f));
@@ -411,7 +315,7 @@ Test(lr_scheduler_custom, nested_state_keys)
     OK(tg_lr_scheduler_state_load(r.top, f, "s"));
     cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.parts[0]), 2));
     tg_st_free(f);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* ---- a failing step ----------------------------------------------------------- */
@@ -434,7 +338,7 @@ typedef struct fail_run {
 static void fail_make(fail_run *fr)
 {
     run *r = &fr->r;
-    make_opt(r, O_SGD_M);
+    sr_make_opt(r, O_SGD_M);
     tg_lr_scheduler **p = r->parts;
     tg_cyclic_opts o = cy(3, 2, TG_CYCLIC_TRIANGULAR2);
     OK(tg_cyclic_lr_new(&p[0], r->opt, ONE(0.01), PAIR(0.1, 0.05), &o));
@@ -452,11 +356,11 @@ static void expect_same(const fail_run *a, const fail_run *b, int k)
                   "step %d group %d lr", k, g);
         cr_assert(tg_optimizer_get_group_momentum(a->r.opt, g) ==
                   tg_optimizer_get_group_momentum(b->r.opt, g), "step %d group %d momentum", k, g);
-        for (int i = 0; i < N_PARTS; i++)
+        for (int i = 0; i < SR_PARTS; i++)
             cr_assert(tg_lr_scheduler_get_group_last_lr(a->r.parts[i], g) ==
                       tg_lr_scheduler_get_group_last_lr(b->r.parts[i], g), "step %d part %d", k, i);
     }
-    for (int i = 0; i < N_PARTS; i++)
+    for (int i = 0; i < SR_PARTS; i++)
         cr_assert(eq(i64, tg_lr_scheduler_last_epoch(a->r.parts[i]),
                      tg_lr_scheduler_last_epoch(b->r.parts[i])));
     cr_assert(eq(i64, tg_lr_scheduler_last_epoch(a->r.top), tg_lr_scheduler_last_epoch(b->r.top)));
@@ -483,8 +387,8 @@ Test(lr_scheduler_custom, failed_chain_step_changes_nothing)
         OK(tg_lr_scheduler_step(b.r.top));
         expect_same(&a, &b, k);
     }
-    run_free(&a.r);
-    run_free(&b.r);
+    sr_run_free(&a.r);
+    sr_run_free(&b.r);
 }
 
 /* ---- refusals ------------------------------------------------------------------- */
@@ -513,7 +417,7 @@ static double times_user(double x, void *user)
 Test(lr_scheduler_custom, cyclic_scale_refusals)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_lr_scheduler *s = NULL;
     tg_cyclic_opts o = cy(2, 2, TG_CYCLIC_TRIANGULAR);
     o.scale_mode = TG_CYCLIC_SCALE_ITERATIONS;
@@ -538,9 +442,9 @@ Test(lr_scheduler_custom, cyclic_scale_refusals)
     cr_assert(tg_optimizer_get_group_lr(r.opt, 1) == 0.01 + (0.0 - 0.01) * 0.5 * 0.5);
     tg_lr_scheduler_free(s);
     s = NULL;
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     o = cy(2, 2, TG_CYCLIC_TRIANGULAR);
     o.scale_fn = nan_from_2;   /* of the cycle: NaN from step 4 on */
     OK(tg_cyclic_lr_new(&s, r.opt, ONE(0.01), ONE(0.1), &o));
@@ -558,14 +462,14 @@ Test(lr_scheduler_custom, cyclic_scale_refusals)
     OK(tg_lr_scheduler_step(s));
     REFUSED(tg_lr_scheduler_step(s), "gives lr=nan at epoch 2");
     tg_lr_scheduler_free(s);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_custom, explicit_step_size_down)
 {
     /* 0 without step_size_down_set is torch's None: the same as 3 */
     run r;
-    make_opt(&r, O_SGD);
+    sr_make_opt(&r, O_SGD);
     tg_lr_scheduler *s = NULL, *t = NULL;
     tg_cyclic_opts o = cy(3, 0, TG_CYCLIC_TRIANGULAR), p = cy(3, 3, TG_CYCLIC_TRIANGULAR);
     o.cycle_momentum = p.cycle_momentum = false;
@@ -580,13 +484,13 @@ Test(lr_scheduler_custom, explicit_step_size_down)
     o.step_size_down = -1;
     o.step_size_down_set = true;
     REFUSED(tg_cyclic_lr_new(&s, r.opt, ONE(0.01), ONE(0.1), &o), "step_size_down=-1 must be");
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_custom, momentum_list_refusals)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_lr_scheduler *s = NULL;
     tg_cyclic_opts c = cy(2, 2, TG_CYCLIC_TRIANGULAR);
     c.base_momentums = (double[]){0.8, 0.7, 0.6};
@@ -605,9 +509,9 @@ Test(lr_scheduler_custom, momentum_list_refusals)
     OK(tg_cyclic_lr_new(&s, r.opt, ONE(0.01), ONE(0.1), &c));
     tg_lr_scheduler_free(s);
     s = NULL;
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_one_cycle_opts o = TG_ONE_CYCLE_OPTS_INIT;
     o.total_steps = 10;
     o.n_max_momentums = 0;
@@ -622,9 +526,9 @@ Test(lr_scheduler_custom, momentum_list_refusals)
     REFUSED(tg_one_cycle_lr_new(&s, r.opt, ONE(0.1), &o), "base_momentums[0]=-1");
     cr_assert(s == NULL);
     expect_untouched(&r, 0.9);
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_ADAM);   /* a beta1 must be < 1 */
+    sr_make_opt(&r, O_ADAM);   /* a beta1 must be < 1 */
     o = (tg_one_cycle_opts)TG_ONE_CYCLE_OPTS_INIT;
     o.total_steps = 10;
     o.n_max_momentums = 2;
@@ -632,13 +536,13 @@ Test(lr_scheduler_custom, momentum_list_refusals)
     cr_assert(tg_one_cycle_lr_new(&s, r.opt, ONE(0.1), &o) == TG_EINVAL);
     cr_assert(s == NULL);
     expect_untouched(&r, 0.9);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_custom, chain_refusals)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_lr_scheduler **p = r.parts, *s = NULL;
     tg_one_cycle_opts o = TG_ONE_CYCLE_OPTS_INIT;
     o.total_steps = 10;
@@ -656,10 +560,10 @@ Test(lr_scheduler_custom, chain_refusals)
             "schedulers[1] is a sequential_lr");
     REFUSED(tg_sequential_lr_new(&s, r.opt, 1, &p[2], NULL), "chained_scheduler");
     cr_assert(s == NULL);
-    run_free(&r);
+    sr_run_free(&r);
 
     /* a chain of more than 4096 entries, counted through nesting */
-    make_opt(&r, O_SGD);
+    sr_make_opt(&r, O_SGD);
     OK(tg_exponential_lr_new(&p[0], r.opt, 0.9));
     tg_lr_scheduler *many[65];
     for (int i = 0; i < 65; i++) many[i] = p[0];
@@ -670,5 +574,5 @@ Test(lr_scheduler_custom, chain_refusals)
     OK(tg_lr_scheduler_step(p[2]));
     cr_assert(eq(i64, tg_lr_scheduler_last_epoch(p[0]), 62 * 64));
     cr_assert(s == NULL);
-    run_free(&r);
+    sr_run_free(&r);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "sched_run.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/lr_scheduler.h"
 #include "tapegrad/optim.h"
@@ -25,25 +26,6 @@
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 /* ---- the cases ------------------------------------------------------------------ */
-
-/* The optimizers of the script's cases, each with param groups of lr 0.1
- * and 0.02: SGD(momentum=0.9), SGD(), Adam(), AdamW(betas=(0.5, 0.99)),
- * RMSprop(momentum=0.5) and RMSprop(momentum=0.3). */
-typedef enum { O_SGD_M, O_SGD, O_ADAM, O_ADAMW, O_RMS5, O_RMS3 } okind;
-
-typedef struct run {
-    tg_tensor *p, *q;
-    tg_optimizer *opt;
-    tg_lr_scheduler *parts[2], *top;
-} run;
-
-typedef void (*build_fn)(run *r);
-
-typedef struct tcase {
-    const char *name;
-    okind o;
-    build_fn build;
-} tcase;
 
 static tg_one_cycle_opts oc(int64_t total_steps)
 {
@@ -373,66 +355,6 @@ static const tcase *find(const char *name)
     return NULL;
 }
 
-static tg_tensor *param(void)
-{
-    tg_tensor *t = NULL;
-    OK(tg_tensor_zeros(&t, TG_F64, 1, (int64_t[]){1}));
-    tg_tensor_set_requires_grad(t, true);
-    return t;
-}
-
-/* Case c's optimizer (param groups of lr 0.1 and 0.02) alone. */
-static void make_opt(run *r, okind k)
-{
-    memset(r, 0, sizeof *r);
-    r->p = param();
-    r->q = param();
-    const double lrs[2] = {0.1, 0.02};
-    tg_tensor *ps[2] = {r->p, r->q};
-    for (int g = 0; g < 2; g++) {
-        if (k == O_SGD_M || k == O_SGD) {
-            tg_sgd_opts o = TG_SGD_OPTS_INIT;
-            o.lr = lrs[g];
-            o.momentum = k == O_SGD_M ? 0.9 : 0.0;
-            OK(g ? tg_sgd_add_param_group(r->opt, 1, &ps[g], &o) : tg_sgd_new(&r->opt, 1, ps, &o));
-        } else if (k == O_ADAM) {
-            tg_adam_opts o = TG_ADAM_OPTS_INIT;
-            o.lr = lrs[g];
-            OK(g ? tg_adam_add_param_group(r->opt, 1, &ps[g], &o)
-                 : tg_adam_new(&r->opt, 1, ps, &o));
-        } else if (k == O_ADAMW) {
-            tg_adam_opts o = TG_ADAMW_OPTS_INIT;
-            o.lr = lrs[g];
-            o.beta1 = 0.5;
-            o.beta2 = 0.99;
-            OK(g ? tg_adam_add_param_group(r->opt, 1, &ps[g], &o)
-                 : tg_adamw_new(&r->opt, 1, ps, &o));
-        } else {
-            tg_rmsprop_opts o = TG_RMSPROP_OPTS_INIT;
-            o.lr = lrs[g];
-            o.momentum = k == O_RMS5 ? 0.5 : 0.3;
-            OK(g ? tg_rmsprop_add_param_group(r->opt, 1, &ps[g], &o)
-                 : tg_rmsprop_new(&r->opt, 1, ps, &o));
-        }
-    }
-}
-
-static void run_make(run *r, const tcase *c)
-{
-    make_opt(r, c->o);
-    c->build(r);
-}
-
-static void run_free(run *r)
-{
-    if (r->top != r->parts[0]) tg_lr_scheduler_free(r->top);
-    tg_lr_scheduler_free(r->parts[1]);
-    tg_lr_scheduler_free(r->parts[0]);
-    tg_optimizer_free(r->opt);
-    tg_tensor_release(r->p);
-    tg_tensor_release(r->q);
-}
-
 static bool is_plateau(const tcase *c) { return strncmp(c->name, "plateau", 7) == 0; }
 
 /* ---- goldens -------------------------------------------------------------------- */
@@ -444,21 +366,6 @@ static void load_goldens(void) { goldens = th_golden_load("optim/lr_scheduler3.s
 static void free_goldens(void) { tg_st_free(goldens); }
 
 TestSuite(lr_scheduler_cyclic, .init = load_goldens, .fini = free_goldens);
-
-/* The golden entry "<case>.<what>", or NULL. */
-static const tg_tensor *golden(const tcase *c, const char *what)
-{
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", c->name, what);
-    return tg_st_get(goldens, k);
-}
-
-static int64_t n_steps(const tcase *c)
-{
-    const tg_tensor *t = golden(c, "lr");
-    cr_assert(t != NULL, "no golden for %s", c->name);
-    return tg_tensor_shape(t)[0] - 1;
-}
 
 /* Step k (1-based) of case c. */
 static int step(run *r, const tcase *c, int64_t k)
@@ -472,8 +379,9 @@ static int step(run *r, const tcase *c, int64_t k)
  * torch's, bit for bit (a negative torch lr is 0 here). */
 static void expect_row(const run *r, const tcase *c, int64_t k, const char *when)
 {
-    const tg_tensor *lr = golden(c, "lr"), *mom = golden(c, "momentum");
-    const tg_tensor *st = golden(c, "state");
+    const tg_tensor *lr = sr_golden(goldens, c, "lr");
+    const tg_tensor *mom = sr_golden(goldens, c, "momentum");
+    const tg_tensor *st = sr_golden(goldens, c, "state");
     for (int g = 0; g < 2; g++) {
         double want = th_at(lr, 2 * k + g), got = tg_optimizer_get_group_lr(r->opt, g);
         if (want < 0) want = 0;
@@ -502,16 +410,16 @@ Test(lr_scheduler_cyclic, every_case_matches_torch_bit_for_bit)
     for (int ci = 0; ci < n_cases; ci++) {
         const tcase *c = &cases[ci];
         run r;
-        run_make(&r, c);
+        sr_run_make(&r, c);
         expect_row(&r, c, 0, "");
-        const int64_t n = n_steps(c);
+        const int64_t n = sr_n_steps(goldens, c);
         for (int64_t k = 1; k <= n; k++) {
             cr_assert(eq(int, step(&r, c, k), TG_OK), "%s step %lld: %s", c->name,
                       (long long)k, tg_error_message());
             expect_row(&r, c, k, "");
             cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), k));
         }
-        run_free(&r);
+        sr_run_free(&r);
     }
 }
 
@@ -523,8 +431,8 @@ Test(lr_scheduler_cyclic, one_cycle_refuses_a_step_past_total_steps)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const tcase *c = find(names[i]);
         run r;
-        run_make(&r, c);
-        const int64_t n = n_steps(c);
+        sr_run_make(&r, c);
+        const int64_t n = sr_n_steps(goldens, c);
         for (int64_t k = 1; k <= n; k++) OK(step(&r, c, k));
         /* the OneCycleLR's own steps: after the SequentialLR's milestone 5 */
         const int64_t own = strncmp(c->name, "seq", 3) == 0 ? n - 5 : n;
@@ -533,7 +441,7 @@ Test(lr_scheduler_cyclic, one_cycle_refuses_a_step_past_total_steps)
         REFUSED(step(&r, c, n + 1), words);
         expect_row(&r, c, n, " after the refused step");
         cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), n));
-        run_free(&r);
+        sr_run_free(&r);
     }
 }
 
@@ -549,15 +457,6 @@ static void setup_tmp(void)
 
 static void teardown_tmp(void) { th_tmp_dir_remove(); }
 
-static tg_checkpoint *checkpoint_of(const run *r)
-{
-    tg_checkpoint *ck = NULL;
-    OK(tg_checkpoint_new(&ck));
-    OK(tg_checkpoint_add_optimizer(ck, "opt", r->opt));
-    OK(tg_checkpoint_add_lr_scheduler(ck, "sched", r->top));
-    return ck;
-}
-
 /* Saved after step `at` (checkpoint of the optimizer and the scheduler)
  * and loaded into freshly made ones, every case goes on with torch's
  * values bit for bit: the momenta come back with the optimizer, SWALR's
@@ -567,21 +466,21 @@ Test(lr_scheduler_cyclic, checkpoint_resume_continues_bit_identically, .init = s
 {
     for (int ci = 0; ci < n_cases; ci++) {
         const tcase *c = &cases[ci];
-        const int64_t n = n_steps(c);
+        const int64_t n = sr_n_steps(goldens, c);
         const int64_t splits[] = {0, 1, n / 2, n - 1};
         for (size_t si = 0; si < sizeof splits / sizeof *splits; si++) {
             const int64_t at = splits[si];
             if (at < 0) continue;
             run r;
-            run_make(&r, c);
+            sr_run_make(&r, c);
             for (int64_t k = 1; k <= at; k++) OK(step(&r, c, k));
-            tg_checkpoint *ck = checkpoint_of(&r);
+            tg_checkpoint *ck = sr_checkpoint_of(&r);
             OK(tg_checkpoint_save(ck, ck_path, NULL));
             tg_checkpoint_free(ck);
-            run_free(&r);
+            sr_run_free(&r);
 
-            run_make(&r, c);   /* a new process: its constructors set the lrs again */
-            ck = checkpoint_of(&r);
+            sr_run_make(&r, c);   /* a new process: its constructors set the lrs again */
+            ck = sr_checkpoint_of(&r);
             OK(tg_checkpoint_load(ck, ck_path));
             tg_checkpoint_free(ck);
             cr_assert(eq(i64, tg_lr_scheduler_last_epoch(r.top), at));
@@ -590,7 +489,7 @@ Test(lr_scheduler_cyclic, checkpoint_resume_continues_bit_identically, .init = s
                 OK(step(&r, c, k));
                 expect_row(&r, c, k, " resumed");
             }
-            run_free(&r);
+            sr_run_free(&r);
         }
     }
 }
@@ -614,7 +513,7 @@ static void expect_untouched(run *r, double m0)
 Test(lr_scheduler_cyclic, one_cycle_refusals_change_nothing)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_lr_scheduler *s = NULL;
     tg_one_cycle_opts o = oc(10);
     REFUSED(tg_one_cycle_lr_new(NULL, r.opt, ONE(0.1), &o), "out must not be NULL");
@@ -676,27 +575,27 @@ Test(lr_scheduler_cyclic, one_cycle_refusals_change_nothing)
     REFUSED(tg_one_cycle_lr_new(&s, r.opt, ONE(0.1), &b), "makes phase 2 empty");
     cr_assert(s == NULL);
     expect_untouched(&r, 0.9);
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     OK(tg_optimizer_set_group_momentum(r.opt, 0, 0.9));
     b = o;
     b.max_momentum = 0.0;   /* SGD nesterov needs momentum > 0 */
     tg_sgd_opts so = TG_SGD_OPTS_INIT;
     so.momentum = 0.9;
     so.nesterov = true;
-    tg_tensor *x = param();
+    tg_tensor *x = sr_param();
     OK(tg_sgd_add_param_group(r.opt, 1, &x, &so));
     REFUSED(tg_one_cycle_lr_new(&s, r.opt, ONE(0.1), &b), "nesterov requires momentum > 0");
     tg_tensor_release(x);
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_ADAM);
+    sr_make_opt(&r, O_ADAM);
     b = o;
     b.max_momentum = 1.5;
     REFUSED(tg_one_cycle_lr_new(&s, r.opt, ONE(0.1), &b), "beta1=1.5 must be in [0, 1)");
     expect_untouched(&r, 0.9);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* A linear OneCycleLR's last step extrapolates: torch gives beta1 > 1 and a
@@ -704,7 +603,7 @@ Test(lr_scheduler_cyclic, one_cycle_refusals_change_nothing)
 Test(lr_scheduler_cyclic, one_cycle_last_step_stays_in_range)
 {
     run r;
-    make_opt(&r, O_ADAM);
+    sr_make_opt(&r, O_ADAM);
     tg_one_cycle_opts o = oc(10);
     o.anneal_strategy = TG_ANNEAL_LINEAR;
     o.max_momentum = 0.99;
@@ -716,13 +615,13 @@ Test(lr_scheduler_cyclic, one_cycle_last_step_stays_in_range)
     cr_assert(tg_optimizer_get_group_momentum(r.opt, 0) == nextafter(1.0, 0.0));
     cr_assert(tg_optimizer_get_group_lr(r.opt, 0) == 0.0);
     tg_lr_scheduler_free(s);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_cyclic, cyclic_refusals)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_lr_scheduler *s = NULL;
     tg_cyclic_opts o = cy(4, 0, TG_CYCLIC_TRIANGULAR);
     REFUSED(tg_cyclic_lr_new(NULL, r.opt, ONE(0.01), ONE(0.1), &o), "out must not be NULL");
@@ -750,19 +649,19 @@ Test(lr_scheduler_cyclic, cyclic_refusals)
     REFUSED(tg_cyclic_lr_new(&s, r.opt, ONE(0.01), ONE(0.1), &b), "base_momentum=inf must be");
     cr_assert(s == NULL);
     expect_untouched(&r, 0.9);
-    run_free(&r);
+    sr_run_free(&r);
 
-    make_opt(&r, O_ADAMW);   /* torch: 'momentum' not in optimizer.defaults */
+    sr_make_opt(&r, O_ADAMW);   /* torch: 'momentum' not in optimizer.defaults */
     REFUSED(tg_cyclic_lr_new(&s, r.opt, ONE(0.01), ONE(0.1), &o),
             "optimizer must support momentum with cycle_momentum");
     expect_untouched(&r, 0.5);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_cyclic, swa_refusals)
 {
     run r;
-    make_opt(&r, O_SGD);
+    sr_make_opt(&r, O_SGD);
     tg_lr_scheduler *s = NULL;
     REFUSED(tg_swa_lr_new(NULL, r.opt, ONE(0.1), 5, TG_ANNEAL_COS), "out must not be NULL");
     REFUSED(tg_swa_lr_new(&s, NULL, ONE(0.1), 5, TG_ANNEAL_COS), "opt must not be NULL");
@@ -777,13 +676,13 @@ Test(lr_scheduler_cyclic, swa_refusals)
             "anneal_strategy=2 must be");
     cr_assert(s == NULL);
     expect_untouched(&r, 0.0);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 Test(lr_scheduler_cyclic, plateau_refusals)
 {
     run r;
-    make_opt(&r, O_SGD);
+    sr_make_opt(&r, O_SGD);
     tg_lr_scheduler *s = NULL;
     REFUSED(tg_reduce_lr_on_plateau_new(NULL, r.opt, NULL, 0, NULL), "out must not be NULL");
     REFUSED(tg_reduce_lr_on_plateau_new(&s, NULL, NULL, 0, NULL), "opt must not be NULL");
@@ -844,7 +743,7 @@ Test(lr_scheduler_cyclic, plateau_refusals)
     OK(tg_reduce_lr_on_plateau_get(s, NULL, NULL, NULL));
     tg_lr_scheduler_free(s);
     tg_lr_scheduler_free(step);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* A SequentialLR refuses two OneCycleLRs, which torch's make share each
@@ -853,7 +752,7 @@ Test(lr_scheduler_cyclic, plateau_refusals)
 Test(lr_scheduler_cyclic, sequential_refuses_two_one_cycles)
 {
     run r;
-    make_opt(&r, O_SGD_M);
+    sr_make_opt(&r, O_SGD_M);
     tg_one_cycle_opts o = oc(10);
     OK(tg_one_cycle_lr_new(&r.parts[0], r.opt, ONE(0.1), &o));
     OK(tg_one_cycle_lr_new(&r.parts[1], r.opt, ONE(0.2), &o));
@@ -866,7 +765,7 @@ Test(lr_scheduler_cyclic, sequential_refuses_two_one_cycles)
     REFUSED(tg_chained_scheduler_new(&chain, 2, r.parts),
             "chained_scheduler: schedulers[0] and schedulers[1] are both one_cycle_lr");
     cr_assert(chain == NULL);
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* A param group added after the scheduler was made: torch raises a
@@ -879,9 +778,9 @@ Test(lr_scheduler_cyclic, param_group_added_later)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const tcase *c = find(names[i]);
         run r;
-        run_make(&r, c);
+        sr_run_make(&r, c);
         OK(step(&r, c, 1));
-        tg_tensor *x = param();
+        tg_tensor *x = sr_param();
         if (c->o == O_SGD_M || c->o == O_SGD) {
             tg_sgd_opts so = TG_SGD_OPTS_INIT;
             so.lr = 0.5;
@@ -903,7 +802,7 @@ Test(lr_scheduler_cyclic, param_group_added_later)
         }
         expect_row(&r, c, is_plateau(c) || c->name[0] == 'c' ? 2 : 1, " with a group added");
         tg_tensor_release(x);
-        run_free(&r);
+        sr_run_free(&r);
     }
 }
 
@@ -915,7 +814,7 @@ Test(lr_scheduler_cyclic, optimizer_group_momentum)
     const double want[] = {0.9, 0.9, 0.5, 0.5};
     for (int i = 0; i < 4; i++) {
         run r;
-        make_opt(&r, kinds[i]);
+        sr_make_opt(&r, kinds[i]);
         cr_assert(tg_optimizer_get_group_momentum(r.opt, 1) == want[i]);
         OK(tg_optimizer_set_group_momentum(r.opt, 1, 0.25));
         cr_assert(tg_optimizer_get_group_momentum(r.opt, 1) == 0.25);
@@ -928,7 +827,7 @@ Test(lr_scheduler_cyclic, optimizer_group_momentum)
             REFUSED(tg_optimizer_set_group_momentum(r.opt, 0, 1.0), "beta1=1 must be in [0, 1)");
         cr_assert(tg_optimizer_get_group_momentum(r.opt, 0) == want[i]);
         cr_assert(isnan(tg_optimizer_get_group_momentum(r.opt, 2)));
-        run_free(&r);
+        sr_run_free(&r);
     }
     REFUSED(tg_optimizer_set_group_momentum(NULL, 0, 0.5), "opt must not be NULL");
     cr_assert(isnan(tg_optimizer_get_group_momentum(NULL, 0)));
@@ -936,7 +835,7 @@ Test(lr_scheduler_cyclic, optimizer_group_momentum)
     /* RMSprop keeps a momentum buffer only when momentum > 0 at a
      * parameter's first step */
     run r;
-    make_opt(&r, O_RMS5);
+    sr_make_opt(&r, O_RMS5);
     tg_tensor *g = NULL;
     OK(tg_tensor_full(&g, TG_F64, 1, (int64_t[]){1}, 1.0));
     OK(tg_tensor_set_grad(r.p, g));
@@ -945,7 +844,7 @@ Test(lr_scheduler_cyclic, optimizer_group_momentum)
             "rmsprop param group 0 has state made with momentum > 0");
     OK(tg_optimizer_set_group_momentum(r.opt, 0, 0.7));
     OK(tg_optimizer_set_group_momentum(r.opt, 1, 0.0));   /* no state yet */
-    run_free(&r);
+    sr_run_free(&r);
 }
 
 /* ---- state refusals ----------------------------------------------------------------- */
@@ -985,7 +884,7 @@ Test(lr_scheduler_cyclic, state_refusals_change_nothing)
 {
     const tcase *c = find("plateau_min_abs_cooldown");
     run r;
-    run_make(&r, c);
+    sr_run_make(&r, c);
     for (int k = 1; k <= 6; k++) OK(step(&r, c, k));
     const struct {
         const char *key;
@@ -1019,10 +918,10 @@ Test(lr_scheduler_cyclic, state_refusals_change_nothing)
     int64_t nbad, cool;
     OK(tg_reduce_lr_on_plateau_get(r.top, &best, &nbad, &cool));
     cr_assert(best == INFINITY && nbad == bad0 && cool == cool0);
-    run_free(&r);
+    sr_run_free(&r);
 
     c = find("swa_cos");
-    run_make(&r, c);
+    sr_run_make(&r, c);
     for (int k = 1; k <= 3; k++) OK(step(&r, c, k));
     f = state_with(r.top, "o.step_count", TG_U8, 0);
     cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, f, "o"), TG_ENOTFOUND));
@@ -1039,5 +938,5 @@ Test(lr_scheduler_cyclic, state_refusals_change_nothing)
         OK(step(&r, c, k));
         expect_row(&r, c, k, " after refused loads");
     }
-    run_free(&r);
+    sr_run_free(&r);
 }
