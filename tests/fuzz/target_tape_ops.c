@@ -108,7 +108,7 @@ int op_binary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 14;
+    uint8_t k = u8(g) % 15;
     if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
     if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
         return 0;
@@ -147,6 +147,16 @@ int op_binary(prog *g)
         break;
     }
     case 12: rc = tg_lerp_scalar(&y, a, b, (int)(u8(g) % 9) * 0.25 - 0.5); break;
+    case 13: {   /* embedding_ex(a, b): padding_idx, scaling, max_norm (rescales a in place) */
+        const uint8_t o = u8(g);
+        tg_embedding_opts eo = TG_EMBEDDING_OPTS_INIT;
+        if (o & 1) eo.padding_idx = (int64_t)(o >> 4) - 8;
+        eo.scale_grad_by_freq = o & 2;
+        if (o & 4) eo.max_norm = value(u8(g));
+        if (o & 8) eo.norm_type = value(u8(g));
+        rc = tg_embedding_ex(&y, a, b, &eo);
+        break;
+    }
     default: {
         tg_tensor *ts[2] = {a, b};
         rc = tg_cat(&y, 2, ts, (int)(u8(g) % 4) - 1);
