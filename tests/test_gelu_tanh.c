@@ -322,9 +322,11 @@ Test(gelu_tanh, f32_kernels_are_the_scalar_steps)
                 cr_assert(same, "%s: x=%a: %a, want %a", name, (double)a[off + i],
                           (double)got[i], (double)want[i]);
             }
-            uint32_t guard;
-            memcpy(&guard, &got[n], sizeof guard);
-            cr_assert(n == N || guard == 0x55555555u, "%s wrote past %lld", name, (long long)n);
+            if (n < N) {   /* the element after the last, untouched */
+                uint32_t guard;
+                memcpy(&guard, &got[n], sizeof guard);
+                cr_assert(guard == 0x55555555u, "%s wrote past %lld", name, (long long)n);
+            }
         }
         cr_assert(eq(int, setenv("TG_GELU_KERNEL", name, 1), 0));
         cr_assert(eq(int, tg__gelu_kernel_get(), k), "TG_GELU_KERNEL=%s", name);
