@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "nn/module_internal.h"
+#include "ops/embedding_internal.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/ops.h"
 
@@ -18,27 +19,6 @@ static const tg_module_vtable embedding_vt = {.type_name = "Embedding",
                                               .forward = embedding_forward,
                                               .release = free,
                                               .state_size = sizeof(tg_embedding_opts)};
-
-/* The options as the module keeps them: padding_idx counted from the start
- * (torch's __init__ does the same), the rest checked as tg_embedding_ex
- * would. */
-static int embedding_opts(tg_embedding_opts *o, const tg_embedding_opts *given, int64_t V,
-                          const char *fn)
-{
-    *o = (tg_embedding_opts)TG_EMBEDDING_OPTS_INIT;
-    if (given) *o = *given;
-    if (o->padding_idx != TG_EMBEDDING_NO_PADDING) {
-        TG_CHECK(o->padding_idx >= -V && o->padding_idx < V, TG_EINVAL,
-                 "%s: padding_idx=%lld must be within num_embeddings (in [%lld, %lld))", fn,
-                 (long long)o->padding_idx, (long long)-V, (long long)V);
-        if (o->padding_idx < 0) o->padding_idx += V;
-    }
-    TG_CHECK(o->max_norm >= 0, TG_EINVAL, "%s: max_norm=%g must be >= 0 (0 for none)", fn,
-             o->max_norm);
-    TG_CHECK(o->max_norm == 0 || o->norm_type > 0, TG_EINVAL,
-             "%s: norm_type=%g must be > 0 (inf for the max)", fn, o->norm_type);
-    return TG_OK;
-}
 
 /* A new Embedding holding weight w (stolen, also on error). */
 static int embedding_make(tg_module **out, tg_tensor *w, const tg_embedding_opts *o)
@@ -67,7 +47,7 @@ int tg_nn_embedding_new_ex(tg_module **out, int64_t num_embeddings, int64_t dim,
              "%s: num_embeddings=%lld and dim=%lld must be >= 1", fn,
              (long long)num_embeddings, (long long)dim);
     tg_embedding_opts o;
-    TG_TRY(embedding_opts(&o, opts, num_embeddings, fn));
+    TG_TRY(tg__embedding_opts(&o, opts, num_embeddings, fn));
     tg_tensor *w = NULL;
     TG_TRY(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){num_embeddings, dim}));
     int rc = tg_tensor_rand_normal(w, rng, 0.0, 1.0);
@@ -101,7 +81,7 @@ int tg_nn_embedding_from_pretrained(tg_module **out, tg_tensor *embeddings, bool
              "%s: embeddings is (%lld, %lld); both extents must be >= 1", fn,
              (long long)tg_tensor_dim(embeddings, 0), (long long)tg_tensor_dim(embeddings, 1));
     tg_embedding_opts o;
-    TG_TRY(embedding_opts(&o, opts, tg_tensor_dim(embeddings, 0), fn));
+    TG_TRY(tg__embedding_opts(&o, opts, tg_tensor_dim(embeddings, 0), fn));
     tg_tensor *w = NULL;
     tg_module *m = NULL;
     TG_TRY(tg_tensor_clone(&w, embeddings));

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/embedding_internal.h"
 #include "ops/families.h"
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
@@ -265,29 +266,39 @@ static int renorm_rows(tg_tensor *w, const int64_t *iv, int64_t m, double max_no
     return rc;
 }
 
+int tg__embedding_opts(tg_embedding_opts *o, const tg_embedding_opts *opts, int64_t V,
+                       const char *fn)
+{
+    *o = (tg_embedding_opts)TG_EMBEDDING_OPTS_INIT;
+    if (opts) *o = *opts;
+    if (o->padding_idx != TG_EMBEDDING_NO_PADDING) {
+        TG_CHECK(o->padding_idx >= -V && o->padding_idx < V, TG_EINVAL,
+                 "%s: padding_idx=%lld must be within num_embeddings (in [%lld, %lld))", fn,
+                 (long long)o->padding_idx, (long long)-V, (long long)V);
+        if (o->padding_idx < 0) o->padding_idx += V;
+    }
+    TG_CHECK(o->max_norm >= 0, TG_EINVAL, "%s: max_norm=%g must be >= 0 (0 for none)", fn,
+             o->max_norm);
+    TG_CHECK(o->max_norm == 0 || o->norm_type > 0, TG_EINVAL,
+             "%s: norm_type=%g must be > 0 (inf for the max)", fn, o->norm_type);
+    return TG_OK;
+}
+
 int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
                     const tg_embedding_opts *opts)
 {
     const char *op = "embedding";
     TG_CHECK(out != NULL && weight != NULL && indices != NULL, TG_EINVAL,
              "%s: out, weight and indices must not be NULL", op);
-    tg_embedding_opts o = TG_EMBEDDING_OPTS_INIT;
-    if (opts) o = *opts;
     TG_CHECK(weight->ndim == 2, TG_ESHAPE, "%s: weight has %d dims; must be (V, D)", op,
              weight->ndim);
     const int64_t V = weight->shape[0];
-    emb_params prm = {.padding_idx = -1, .scale_by_freq = o.scale_grad_by_freq};
-    if (o.padding_idx != TG_EMBEDDING_NO_PADDING) {
-        TG_CHECK(o.padding_idx >= -V && o.padding_idx < V, TG_EINVAL,
-                 "%s: padding_idx=%lld must be within num_embeddings (in [%lld, %lld))", op,
-                 (long long)o.padding_idx, (long long)-V, (long long)V);
-        prm.padding_idx = o.padding_idx < 0 ? o.padding_idx + V : o.padding_idx;
-    }
-    TG_CHECK(o.max_norm >= 0 && !isnan(o.max_norm), TG_EINVAL,
-             "%s: max_norm=%g must be >= 0 (0 for none)", op, o.max_norm);
+    tg_embedding_opts o;
+    TG_TRY(tg__embedding_opts(&o, opts, V, op));
+    emb_params prm = {.padding_idx = o.padding_idx == TG_EMBEDDING_NO_PADDING ? -1
+                                                                              : o.padding_idx,
+                      .scale_by_freq = o.scale_grad_by_freq};
     if (o.max_norm > 0) {
-        TG_CHECK(o.norm_type > 0, TG_EINVAL, "%s: norm_type=%g must be > 0 (inf for the max)",
-                 op, o.norm_type);
         TG_CHECK(!tg_dtype_is_float(indices->dtype), TG_EDTYPE,
                  "%s: indices have dtype %s; an integer dtype is needed", op,
                  tg_dtype_name(indices->dtype));
