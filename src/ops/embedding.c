@@ -100,19 +100,28 @@ static int scale_rows(tg_tensor *r, const emb_params *p, const int64_t *iv, int6
     return TG_OK;
 }
 
+/* The forward's rules for its inputs; tg_embedding_ex checks them before max_norm writes to
+ * the weight, so that a refused call changes nothing. */
+static int check_inputs(const char *op, const tg_tensor *w, const tg_tensor *idx)
+{
+    TG_CHECK(w != NULL && idx != NULL, TG_EINVAL, "%s: weight and indices must not be NULL",
+             op);
+    TG_CHECK(w->ndim == 2, TG_ESHAPE, "%s: weight has %d dims; must be (V, D)", op, w->ndim);
+    TG_TRY(tg__ew_check_float(op, 0, w));
+    TG_CHECK(!tg_dtype_is_float(idx->dtype), TG_EDTYPE,
+             "%s: indices have dtype %s; an integer dtype is needed", op,
+             tg_dtype_name(idx->dtype));
+    TG_CHECK(idx->ndim < TG_MAX_DIMS, TG_ESHAPE, "%s: indices have %d dims; at most %d", op,
+             idx->ndim, TG_MAX_DIMS - 1);
+    return TG_OK;
+}
+
 /* in[0] weight (V, D), in[1] indices (...). */
 static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                              const void *params)
 {
     tg_tensor *w = in[0], *idx = in[1];
-    TG_TRY(tg__ew_check_float("embedding", 0, w));
-    TG_CHECK(idx != NULL, TG_EINVAL, "embedding: indices must not be NULL");
-    TG_CHECK(!tg_dtype_is_float(idx->dtype), TG_EDTYPE,
-             "embedding: indices have dtype %s; an integer dtype is needed",
-             tg_dtype_name(idx->dtype));
-    TG_CHECK(w->ndim == 2, TG_ESHAPE, "embedding: weight has %d dims; must be (V, D)", w->ndim);
-    TG_CHECK(idx->ndim < TG_MAX_DIMS, TG_ESHAPE, "embedding: indices have %d dims; at most %d",
-             idx->ndim, TG_MAX_DIMS - 1);
+    TG_TRY(check_inputs("embedding", w, idx));
     const int64_t V = w->shape[0], D = w->shape[1], m = tg_tensor_numel(idx);
     const emb_params *p = params;
     TG_CHECK(p->padding_idx < V, TG_EINVAL, "embedding: padding_idx=%lld must be below V=%lld",
@@ -290,8 +299,7 @@ int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
     const char *op = "embedding";
     TG_CHECK(out != NULL && weight != NULL && indices != NULL, TG_EINVAL,
              "%s: out, weight and indices must not be NULL", op);
-    TG_CHECK(weight->ndim == 2, TG_ESHAPE, "%s: weight has %d dims; must be (V, D)", op,
-             weight->ndim);
+    TG_TRY(check_inputs(op, weight, indices));
     const int64_t V = weight->shape[0];
     tg_embedding_opts o;
     TG_TRY(tg__embedding_opts(&o, opts, V, op));
@@ -299,10 +307,6 @@ int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
                                                                               : o.padding_idx,
                       .scale_by_freq = o.scale_grad_by_freq};
     if (o.max_norm > 0) {
-        TG_CHECK(!tg_dtype_is_float(indices->dtype), TG_EDTYPE,
-                 "%s: indices have dtype %s; an integer dtype is needed", op,
-                 tg_dtype_name(indices->dtype));
-        TG_TRY(tg__ew_check_float(op, 0, weight));
         int64_t *iv = NULL;
         TG_TRY(read_indices(op, indices, V, &iv));
         int rc = renorm_rows(weight, iv, tg_tensor_numel(indices), o.max_norm, o.norm_type);
