@@ -32,89 +32,83 @@ static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
     return TG_OK;
 }
 
+/* refuse, where set, runs before the leaf's forward: it refuses a module
+ * whose forward would change its state (the export changes none). */
 typedef struct tg__onnx_leaf {
     const char *type;
     int (*emit)(const tg__onnx_site *s, const char **y);
+    int (*refuse)(const tg_module *m, const char *path);
 } tg__onnx_leaf;
 
-/* Leaves refused before their forward runs: a forward that would change the
- * module's state (the export changes none). */
-static const struct {
-    const char *type;
-    int (*refuse)(const tg_module *m, const char *path);
-} tg__onnx_refusals[] = {
-    {"Embedding", tg__onnx_refuse_embedding},
-};
-
 static const tg__onnx_leaf tg__onnx_leaves[] = {
-    {"Linear", tg__onnx_emit_linear},
-    {"Embedding", tg__onnx_emit_embedding},
-    {"Conv", tg__onnx_emit_conv},
-    {"ConvTranspose", tg__onnx_emit_conv},
-    {"BatchNorm", tg__onnx_emit_batchnorm},
-    {"LayerNorm", tg__onnx_emit_layer_norm},
-    {"GroupNorm", tg__onnx_emit_group_norm},
-    {"InstanceNorm1d", tg__onnx_emit_instance_norm},
-    {"InstanceNorm2d", tg__onnx_emit_instance_norm},
-    {"InstanceNorm3d", tg__onnx_emit_instance_norm},
-    {"PReLU", tg__onnx_emit_prelu},
-    {"ELU", tg__onnx_emit_elu},
-    {"Hardtanh", tg__onnx_emit_hardtanh},
-    {"ReLU6", tg__onnx_emit_hardtanh},
-    {"Hardsigmoid", tg__onnx_emit_hardsigmoid},
-    {"Hardswish", tg__onnx_emit_hardswish},
-    {"Mish", tg__onnx_emit_mish},
-    {"Softplus", tg__onnx_emit_softplus},
-    {"LogSigmoid", tg__onnx_emit_logsigmoid},
-    {"Softmax", tg__onnx_emit_softmax},
-    {"LogSoftmax", tg__onnx_emit_softmax},
-    {"SELU", tg__onnx_emit_selu},
-    {"CELU", tg__onnx_emit_celu},
-    {"Hardshrink", tg__onnx_emit_shrink},
-    {"Softshrink", tg__onnx_emit_shrink},
-    {"Threshold", tg__onnx_emit_threshold},
-    {"GLU", tg__onnx_emit_glu},
-    {"Softsign", tg__onnx_emit_softsign},
-    {"Tanhshrink", tg__onnx_emit_tanhshrink},
-    {"Softmin", tg__onnx_emit_softmin},
-    {"Flatten", tg__onnx_emit_reshape},
-    {"Unflatten", tg__onnx_emit_reshape},
-    {"PixelShuffle", tg__onnx_emit_pixel_shuffle},
-    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle},
-    {"Upsample", tg__onnx_emit_upsample},
-    {"AvgPool1d", tg__onnx_emit_pool},
-    {"AvgPool2d", tg__onnx_emit_pool},
-    {"AvgPool3d", tg__onnx_emit_pool},
-    {"MaxPool1d", tg__onnx_emit_pool},
-    {"MaxPool2d", tg__onnx_emit_pool},
-    {"MaxPool3d", tg__onnx_emit_pool},
-    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool},
-    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool},
-    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool},
-    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool},
-    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool},
-    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool},
-    {"ConstantPad1d", tg__onnx_emit_pad},
-    {"ConstantPad2d", tg__onnx_emit_pad},
-    {"ConstantPad3d", tg__onnx_emit_pad},
-    {"ZeroPad2d", tg__onnx_emit_pad},
-    {"ReflectionPad1d", tg__onnx_emit_pad},
-    {"ReflectionPad2d", tg__onnx_emit_pad},
-    {"ReflectionPad3d", tg__onnx_emit_pad},
-    {"ReplicationPad1d", tg__onnx_emit_pad},
-    {"ReplicationPad2d", tg__onnx_emit_pad},
-    {"ReplicationPad3d", tg__onnx_emit_pad},
-    {"CircularPad1d", tg__onnx_emit_pad},
-    {"CircularPad2d", tg__onnx_emit_pad},
-    {"CircularPad3d", tg__onnx_emit_pad},
-    {"Dropout", tg__onnx_emit_pass},
-    {"Dropout1d", tg__onnx_emit_pass},
-    {"Dropout2d", tg__onnx_emit_pass},
-    {"Dropout3d", tg__onnx_emit_pass},
-    {"Identity", tg__onnx_emit_pass},
-    {"QuantizedLinear", tg__onnx_emit_qdq},
-    {"QuantizedConv", tg__onnx_emit_qdq},
-    {"QuantizedConvTranspose", tg__onnx_emit_qdq},
+    {"Linear", tg__onnx_emit_linear, NULL},
+    {"Embedding", tg__onnx_emit_embedding, tg__onnx_refuse_embedding},
+    {"Conv", tg__onnx_emit_conv, NULL},
+    {"ConvTranspose", tg__onnx_emit_conv, NULL},
+    {"BatchNorm", tg__onnx_emit_batchnorm, NULL},
+    {"LayerNorm", tg__onnx_emit_layer_norm, NULL},
+    {"GroupNorm", tg__onnx_emit_group_norm, NULL},
+    {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL},
+    {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL},
+    {"InstanceNorm3d", tg__onnx_emit_instance_norm, NULL},
+    {"PReLU", tg__onnx_emit_prelu, NULL},
+    {"ELU", tg__onnx_emit_elu, NULL},
+    {"Hardtanh", tg__onnx_emit_hardtanh, NULL},
+    {"ReLU6", tg__onnx_emit_hardtanh, NULL},
+    {"Hardsigmoid", tg__onnx_emit_hardsigmoid, NULL},
+    {"Hardswish", tg__onnx_emit_hardswish, NULL},
+    {"Mish", tg__onnx_emit_mish, NULL},
+    {"Softplus", tg__onnx_emit_softplus, NULL},
+    {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL},
+    {"Softmax", tg__onnx_emit_softmax, NULL},
+    {"LogSoftmax", tg__onnx_emit_softmax, NULL},
+    {"SELU", tg__onnx_emit_selu, NULL},
+    {"CELU", tg__onnx_emit_celu, NULL},
+    {"Hardshrink", tg__onnx_emit_shrink, NULL},
+    {"Softshrink", tg__onnx_emit_shrink, NULL},
+    {"Threshold", tg__onnx_emit_threshold, NULL},
+    {"GLU", tg__onnx_emit_glu, NULL},
+    {"Softsign", tg__onnx_emit_softsign, NULL},
+    {"Tanhshrink", tg__onnx_emit_tanhshrink, NULL},
+    {"Softmin", tg__onnx_emit_softmin, NULL},
+    {"Flatten", tg__onnx_emit_reshape, NULL},
+    {"Unflatten", tg__onnx_emit_reshape, NULL},
+    {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL},
+    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL},
+    {"Upsample", tg__onnx_emit_upsample, NULL},
+    {"AvgPool1d", tg__onnx_emit_pool, NULL},
+    {"AvgPool2d", tg__onnx_emit_pool, NULL},
+    {"AvgPool3d", tg__onnx_emit_pool, NULL},
+    {"MaxPool1d", tg__onnx_emit_pool, NULL},
+    {"MaxPool2d", tg__onnx_emit_pool, NULL},
+    {"MaxPool3d", tg__onnx_emit_pool, NULL},
+    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL},
+    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL},
+    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL},
+    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool, NULL},
+    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool, NULL},
+    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool, NULL},
+    {"ConstantPad1d", tg__onnx_emit_pad, NULL},
+    {"ConstantPad2d", tg__onnx_emit_pad, NULL},
+    {"ConstantPad3d", tg__onnx_emit_pad, NULL},
+    {"ZeroPad2d", tg__onnx_emit_pad, NULL},
+    {"ReflectionPad1d", tg__onnx_emit_pad, NULL},
+    {"ReflectionPad2d", tg__onnx_emit_pad, NULL},
+    {"ReflectionPad3d", tg__onnx_emit_pad, NULL},
+    {"ReplicationPad1d", tg__onnx_emit_pad, NULL},
+    {"ReplicationPad2d", tg__onnx_emit_pad, NULL},
+    {"ReplicationPad3d", tg__onnx_emit_pad, NULL},
+    {"CircularPad1d", tg__onnx_emit_pad, NULL},
+    {"CircularPad2d", tg__onnx_emit_pad, NULL},
+    {"CircularPad3d", tg__onnx_emit_pad, NULL},
+    {"Dropout", tg__onnx_emit_pass, NULL},
+    {"Dropout1d", tg__onnx_emit_pass, NULL},
+    {"Dropout2d", tg__onnx_emit_pass, NULL},
+    {"Dropout3d", tg__onnx_emit_pass, NULL},
+    {"Identity", tg__onnx_emit_pass, NULL},
+    {"QuantizedLinear", tg__onnx_emit_qdq, NULL},
+    {"QuantizedConv", tg__onnx_emit_qdq, NULL},
+    {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -130,9 +124,7 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
                                 const char *path, const char *scope, tg__onnx_val x,
                                 tg__onnx_val *y)
 {
-    for (size_t i = 0; i < sizeof tg__onnx_refusals / sizeof *tg__onnx_refusals; i++)
-        if (!strcmp(leaf->type, tg__onnx_refusals[i].type))
-            TG_TRY(tg__onnx_refusals[i].refuse(m, path));
+    if (leaf->refuse) TG_TRY(leaf->refuse(m, path));
     tg_tensor *yt = NULL;
     TG_TRY(tg_module_forward(m, &yt, x.t));
     tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,
@@ -212,7 +204,7 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
         return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
     /* the activations of tg_nn_activation_new by what they are: their type
      * names (ReLU, GELU, Identity, ...) are torch's, shared by other modules */
-    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation};
+    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL};
     if (tg__nn_is_basic_activation(m)) return tg__onnx_leaf_export(g, m, &act, path, scope, x, y);
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type))
