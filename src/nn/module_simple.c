@@ -15,8 +15,15 @@ typedef struct tg__dropout_state {
     double p;
     uint64_t seed;
     uint64_t calls;    /* training forwards so far: call k uses counter block k << 40 */
-    int n_spatial;     /* 0: Dropout; 1..3: Dropout1d/2d/3d */
 } tg__dropout_state;
+
+static const tg_module_vtable tg__nn_dropout_vts[4];
+
+/* 0: Dropout; 1..3: Dropout1d/2d/3d (the module's vtable says which). */
+static int tg__dropout_n_spatial(const tg_module *m)
+{
+    return (int)(m->vt - tg__nn_dropout_vts);
+}
 
 /* tg_dropout (or tg_dropout_channels) with the module's generator: each
  * training forward owns a disjoint range of 2^40 Philox blocks, so mask k
@@ -26,8 +33,9 @@ static int tg__dropout_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     tg__dropout_state *s = m->state;
     const bool draws = m->training && s->p > 0.0;
     tg_rng rng = {.seed = s->seed, .counter = s->calls << 40};
-    TG_TRY(s->n_spatial ? tg_dropout_channels(y, x, s->n_spatial, s->p, m->training, &rng)
-                        : tg_dropout(y, x, s->p, m->training, &rng));
+    const int ns = tg__dropout_n_spatial(m);
+    TG_TRY(ns ? tg_dropout_channels(y, x, ns, s->p, m->training, &rng)
+              : tg_dropout(y, x, s->p, m->training, &rng));
     if (draws) s->calls++;
     return TG_OK;
 }
@@ -76,7 +84,7 @@ int tg_nn_dropout_channels_new(tg_module **out, int n_spatial, double p, uint64_
              "nn_dropout_channels_new: n_spatial=%d must be 1, 2 or 3", n_spatial);
     TG_CHECK(p >= 0.0 && p <= 1.0, TG_EINVAL, "nn_dropout_channels_new: p=%g must be in [0, 1]",
              p);
-    const tg__dropout_state s = {.p = p, .seed = seed, .calls = 0, .n_spatial = n_spatial};
+    const tg__dropout_state s = {.p = p, .seed = seed, .calls = 0};
     return tg__module_new_state(out, &tg__nn_dropout_vts[n_spatial], &s);
 }
 
@@ -87,7 +95,7 @@ int tg_nn_dropout_params(const tg_module *m, int *n_spatial, double *p)
              "nn_dropout_params: m is a %s module, not Dropout or Dropout1d/2d/3d",
              tg_module_type_name(m));
     const tg__dropout_state *s = m->state;
-    if (n_spatial) *n_spatial = s->n_spatial;
+    if (n_spatial) *n_spatial = tg__dropout_n_spatial(m);
     if (p) *p = s->p;
     return TG_OK;
 }
