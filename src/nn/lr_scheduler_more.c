@@ -262,8 +262,8 @@ static int entries_of(const tg_lr_scheduler *s)
 }
 
 /* The schedulers below s that are not ChainedSchedulers, in the order s
- * steps them (a repeat each time), into leaves (NULL: only counted)
- * from leaves[n]; n plus their count. */
+ * steps them (a repeat each time), into leaves from leaves[n] (room for
+ * entries_of(s) more); n plus their count. */
 static int leaves_of(const tg_lr_scheduler *s, const tg_lr_scheduler **leaves, int n)
 {
     for (int i = 0; i < s->u.sequential.n; i++) {
@@ -271,8 +271,7 @@ static int leaves_of(const tg_lr_scheduler *s, const tg_lr_scheduler **leaves, i
         if (is_chain(c)) {
             n = leaves_of(c, leaves, n);
         } else {
-            if (leaves) leaves[n] = c;
-            n++;
+            leaves[n++] = c;
         }
     }
     return n;
@@ -284,7 +283,7 @@ static int check_chained(tg_lr_scheduler **out, int n, tg_lr_scheduler *const *s
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(n >= 1, TG_EINVAL, "%s: n_schedulers=%d must be >= 1", op, n);
     TG_CHECK(scheds != NULL, TG_EINVAL, "%s: schedulers must not be NULL", op);
-    int64_t n_entries = n, n_leaves = 0;
+    int64_t n_entries = n;
     bool nested = false;
     for (int i = 0; i < n; i++) {
         const tg_lr_scheduler *c = scheds[i];
@@ -297,15 +296,15 @@ static int check_chained(tg_lr_scheduler **out, int n, tg_lr_scheduler *const *s
                  op, i);
         nested = nested || is_chain(c);
         n_entries += is_chain(c) ? entries_of(c) : 0;
-        n_leaves += is_chain(c) ? leaves_of(c, NULL, 0) : 1;
     }
     TG_CHECK(n_entries <= TG__CHAIN_MAX, TG_EINVAL,
              "%s: the schedulers and those of the chained_schedulers among them are %lld "
              "entries; at most %d", op, (long long)n_entries, TG__CHAIN_MAX);
     TG_TRY(tg__sched_cyclic_check_sequential(op, scheds, n));
     if (!nested) return TG_OK;
-    /* two OneCycleLRs in different chains: numbered in stepping order */
-    const tg_lr_scheduler **all = tg__malloc((size_t)n_leaves * sizeof *all);
+    /* two OneCycleLRs in different chains: numbered in stepping order; the
+     * leaves are fewer than the entries */
+    const tg_lr_scheduler **all = tg__malloc((size_t)n_entries * sizeof *all);
     if (!all) return TG_ENOMEM;
     int m = 0;
     for (int i = 0; i < n; i++) {
