@@ -81,6 +81,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Unflatten", tg__onnx_emit_reshape},
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle},
     {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle},
+    {"Unfold", tg__onnx_emit_unfold},
+    {"Fold", tg__onnx_emit_fold},
     {"Upsample", tg__onnx_emit_upsample},
     {"AvgPool1d", tg__onnx_emit_pool},
     {"AvgPool2d", tg__onnx_emit_pool},
