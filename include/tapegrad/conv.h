@@ -162,7 +162,8 @@ typedef struct tg_fold_params {
  * message names it); TG_EDTYPE for a dtype other than f32, f64, bf16, f16;
  * TG_ESHAPE when x has not 3 or 4 dims, or a dim other than N is 0, or an
  * axis has no sliding block (the message gives the extent and parameters),
- * as PyTorch 1.13 refuses them. */
+ * as PyTorch 1.13 refuses them; TG_EINVAL for a result too large to
+ * address. */
 TG_API int tg_unfold(tg_tensor **out, tg_tensor *x, const tg_fold_params *p);
 /* *out = fold(x) into output_size[0..2) (borrowed; each >= 1) with p.
  * Errors as tg_unfold's, and TG_ESHAPE when x has not 2 or 3 dims, a dim
