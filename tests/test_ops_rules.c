@@ -103,6 +103,7 @@ Test(ops_rules, amp_policies_are_registered)
         {"adaptive_max_pool_gather", TG_AMP_KEEP},
         {"selu", TG_AMP_KEEP},        {"celu", TG_AMP_KEEP},       {"hardshrink", TG_AMP_KEEP},
         {"softshrink", TG_AMP_KEEP},  {"threshold", TG_AMP_KEEP},  {"glu", TG_AMP_KEEP},
+        {"unfold", TG_AMP_KEEP},      {"fold", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

@@ -127,6 +127,52 @@ TG_API int tg_conv_weight_to_pytorch(tg_tensor **out, tg_tensor *w, tg_weight_la
 TG_API int tg_conv_weight_from_pytorch(tg_tensor **out, tg_tensor *w, tg_weight_layout to,
                                        int nspatial);
 
+/* ---- Unfold and Fold: the sliding blocks of an image as columns ----
+ *
+ * F.unfold(x, kernel_size, dilation, padding, stride) and F.fold(x,
+ * output_size, ...) of PyTorch, on two spatial axes.  Each (H, W) position
+ * of block l (row-major over the blocks) and tap (i, j) reads the image at
+ *   (lh*stride[0] - padding[0] + i*dilation[0],
+ *    lw*stride[1] - padding[1] + j*dilation[1])       (0 outside it).
+ * With blocks(S, a) = (S + 2 padding[a] - dilation[a] (kernel_size[a] - 1)
+ * - 1) / stride[a] + 1 blocks on axis a and L = blocks(H, 0) * blocks(W, 1):
+ *   tg_unfold: x (N, C, H, W) or unbatched (C, H, W) -> (N, C*kh*kw, L)
+ *              or (C*kh*kw, L); row c*kh*kw + i*kw + j, column l.
+ *   tg_fold:   x (N, C*kh*kw, L) or (C*kh*kw, L) -> (N, C, oh, ow) or
+ *              (C, oh, ow), (oh, ow) = output_size; the entries that land
+ *              on one image position are summed.
+ * fold is the adjoint of unfold with the same parameters,
+ * <unfold(x), y> = <x, fold(y)>, so each one's backward is the other:
+ * differentiable to any order.  f32, f64, bf16 and f16 (the half dtypes
+ * computed in f32: unfold copies exactly, fold rounds each sum once).
+ * Each value is at most TG_CONV_MAX_PARAM. */
+typedef struct tg_fold_params {
+    int64_t kernel_size[2];   /* >= 1; no default */
+    int64_t dilation[2];      /* >= 1 */
+    int64_t padding[2];       /* >= 0, on both sides of the axis */
+    int64_t stride[2];        /* >= 1 */
+} tg_fold_params;
+
+/* PyTorch's defaults, kernel_size left 0: set it. */
+#define TG_FOLD_PARAMS_INIT                                                   \
+    {.kernel_size = {0, 0}, .dilation = {1, 1}, .padding = {0, 0}, .stride = {1, 1}}
+
+/* *out (a new reference; untouched on error) = unfold(x) with p (borrowed).
+ * TG_EINVAL for NULL out, x or p, or a parameter outside its range (the
+ * message names it); TG_EDTYPE for a dtype other than f32, f64, bf16, f16;
+ * TG_ESHAPE when x has not 3 or 4 dims, or a dim other than N is 0, or an
+ * axis has no sliding block (the message gives the extent and parameters),
+ * as PyTorch 1.13 refuses them; TG_EINVAL for a result too large to
+ * address. */
+TG_API int tg_unfold(tg_tensor **out, tg_tensor *x, const tg_fold_params *p);
+/* *out = fold(x) into output_size[0..2) (borrowed; each >= 1) with p.
+ * Errors as tg_unfold's, and TG_ESHAPE when x has not 2 or 3 dims, a dim
+ * other than N is 0, x's channels (dim -2) are not a multiple of
+ * kernel_size[0]*kernel_size[1], an axis of output_size has no sliding
+ * block, or x's last dim is not L. */
+TG_API int tg_fold(tg_tensor **out, tg_tensor *x, const int64_t *output_size,
+                   const tg_fold_params *p);
+
 TG_API const char *tg_activation_name(tg_activation a);
 /* Parses "relu", "leaky_relu:0.2", "tanh", ... ; "" or "none" gives TG_ACT_NONE. */
 TG_API int tg_activation_parse(const char *s, tg_activation *act, double *slope);

@@ -412,6 +412,14 @@ TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t
  * (tapegrad/ops.h); r in [1, 2^31]. */
 TG_API int tg_nn_pixel_shuffle_new(tg_module **out, int64_t r);
 TG_API int tg_nn_pixel_unshuffle_new(tg_module **out, int64_t r);
+/* nn.Unfold(kernel_size, dilation, padding, stride) and
+ * nn.Fold(output_size, kernel_size, dilation, padding, stride) (type names
+ * "Unfold", "Fold"): forward is tg_unfold or tg_fold (tapegrad/conv.h) with
+ * p (copied) and output_size[0..2) (copied).  TG_EINVAL for NULL out, p or
+ * output_size, or a value outside tg_unfold's ranges (output_size >= 1),
+ * where torch's modules take any and fail in forward. */
+TG_API int tg_nn_unfold_new(tg_module **out, const tg_fold_params *p);
+TG_API int tg_nn_fold_new(tg_module **out, const int64_t *output_size, const tg_fold_params *p);
 /* What the built-in modules were made with, for code that walks a model
  * (an exporter).  Any out-pointer may be NULL.  TG_EINVAL naming the module's
  * type when m is not of that kind. */
@@ -421,6 +429,10 @@ TG_API int tg_nn_flatten_params(const tg_module *m, int *start_dim, int *end_dim
 TG_API int tg_nn_unflatten_params(const tg_module *m, int *dim, int *ndim, int64_t *shape);
 /* A PixelShuffle's or PixelUnshuffle's r (*unshuffle: which of the two). */
 TG_API int tg_nn_pixel_shuffle_params(const tg_module *m, int64_t *r, bool *unshuffle);
+/* An Unfold's or Fold's parameters; output_size gets a Fold's (0, 0 for
+ * an Unfold), *fold which of the two. */
+TG_API int tg_nn_fold_params(const tg_module *m, tg_fold_params *p, int64_t *output_size,
+                             bool *fold);
 TG_API int tg_nn_batchnorm_params(const tg_module *m, int *nspatial, double *eps,
                                   double *momentum, bool *affine, bool *track_running_stats);
 /* normalized_shape receives *n extents (at most TG_MAX_DIMS). */

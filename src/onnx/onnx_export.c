@@ -75,6 +75,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Unflatten", tg__onnx_emit_reshape, NULL},
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL},
     {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL},
+    {"Unfold", tg__onnx_emit_unfold, NULL},
+    {"Fold", tg__onnx_emit_fold, NULL},
     {"Upsample", tg__onnx_emit_upsample, NULL},
     {"AvgPool1d", tg__onnx_emit_pool, NULL},
     {"AvgPool2d", tg__onnx_emit_pool, NULL},

@@ -59,7 +59,8 @@
     X(cumsum, 1)         /* cumsum.c: cumsum */                               \
     X(roll, 1)           /* roll.c: roll */                                   \
     X(gather, 4)         /* gather.c: gather scatter_add index_select index_add */ \
-    X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */
+    X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */ \
+    X(fold, 2)           /* fold.c: unfold fold */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
