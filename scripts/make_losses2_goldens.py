@@ -8,7 +8,9 @@ Run from anywhere with the system interpreter (torch 1.13):
 Case "case<i>", i < the metadata "cases", with metadata case<i>.fn (the
 function: cosine_similarity, pairwise_distance, margin_ranking_loss,
 hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss,
-triplet_margin_loss, gaussian_nll_loss, poisson_nll_loss), case<i>.dtype
+triplet_margin_loss, gaussian_nll_loss, poisson_nll_loss,
+multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss;
+a weight=, when given, is the last tensor argument), case<i>.dtype
 (f32 or f64), case<i>.red ("mean", "sum", "none"; "none" for the two
 distances, which have no reduction), case<i>.n (the number of tensor
 arguments), case<i>.grads (the indices of the arguments torch gives a
@@ -25,7 +27,9 @@ pairwise_distance with eps 0, cosine_embedding_loss), broadcast shapes
 (stretched along the reduced dim too), 0-d arguments, margins hit exactly
 (a loss of 0 whose gradient passes, as clamp_min's), hinge targets that are
 neither 1 nor -1 and of dtype i64, var below eps and of each allowed shape,
-and Poisson targets of 0, 1 and above 1 with full.
+Poisson targets of 0, 1 and above 1 with full, multi-label targets ended
+by -1 early, late or not at all and listing a class twice, and samples of
+one class (0-d inputs).
 """
 import math
 import os
@@ -63,16 +67,21 @@ class Cases:
     def __init__(self):
         self.tensors, self.meta, self.i = {}, {}, 0
 
-    def add(self, fn, args, red="none", nograd=(), **kw):
+    def add(self, fn, args, red="none", nograd=(), weight=None, **kw):
         """fn's name, its tensor arguments (f64; i64 stays), the reduction
         and its other keyword arguments; nograd: the arguments torch
-        refuses a gradient (soft_margin_loss's target)."""
+        refuses a gradient (soft_margin_loss's target, multi_margin_loss's
+        weight); weight: a tensor passed as weight=, the last argument."""
+        if weight is not None:
+            args = list(args) + [weight]
         for name, dt in DTYPES.items():
             xs = [a.to(dt).requires_grad_(a.is_floating_point() and k not in nograd)
                   if a.is_floating_point() else a for k, a in enumerate(args)]
             f = getattr(F, fn)
             if fn in ("cosine_similarity", "pairwise_distance"):
                 y = f(*xs, **kw)
+            elif weight is not None:
+                y = f(*xs[:-1], weight=xs[-1], reduction=red, **kw)
             else:
                 y = f(*xs, reduction=red, **kw)
             g = torch.randn(y.shape, dtype=D).to(dt)
@@ -201,6 +210,41 @@ def likelihoods(c):
               log_input=False, full=True, eps=0.25)
 
 
+def multis(c):
+    for red in REDS:
+        for p in (1, 2):
+            for margin in (1.0, 0.5):
+                c.add("multi_margin_loss", [rn(5, 4), torch.randint(0, 4, (5,))], red, p=p,
+                      margin=margin)
+            c.add("multi_margin_loss", [rn(5, 4), torch.randint(0, 4, (5,))], red, p=p,
+                  margin=1.0, weight=torch.rand(4, dtype=D) + 0.5, nograd=(2,))
+            # margin - x[y] + x[i] = 0 exactly for i = 0 (no gradient there)
+            x = torch.tensor([[0.5, 1.5, 0.0, -2.0], [2.0, -1.0, 0.25, 0.0]], dtype=D)
+            c.add("multi_margin_loss", [x, torch.tensor([1, 2])], red, p=p, margin=1.0)
+            c.add("multi_margin_loss", [rn(4), torch.tensor(2)], red, p=p, margin=1.0)
+            c.add("multi_margin_loss", [rn(4), torch.tensor([3])], red, p=p, margin=0.5)
+            c.add("multi_margin_loss", [torch.tensor(0.3, dtype=D), torch.tensor(0)], red, p=p,
+                  margin=1.0)
+        t = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 3, 0, 4], [2, 2, -1, -1, -1],
+                          [-1, 0, 1, 2, 3]])
+        c.add("multilabel_margin_loss", [rn(4, 5) * 0.5, t], red)
+        x = torch.tensor([[1.0, 0.5, 0.0, 0.0, 0.0]], dtype=D)   # 1 - x[0] + x[1] = 0.5
+        x[0, 2] = 0.0
+        c.add("multilabel_margin_loss", [x, torch.tensor([[0, 3, -1, 0, 0]])], red)
+        # 1 - x[j] + x[i] = 0 exactly for j = 0, i = 1
+        x = torch.tensor([[1.5, 0.5, -1.0, 0.25]], dtype=D)
+        c.add("multilabel_margin_loss", [x, torch.tensor([[0, 2, -1, 3]])], red)
+        c.add("multilabel_margin_loss", [rn(5), torch.tensor([4, 1, -1, 0, 0])], red)
+        c.add("multilabel_margin_loss", [torch.tensor(0.7, dtype=D), torch.tensor(0)], red)
+        c.add("multilabel_soft_margin_loss", [rn(4, 5), torch.rand(4, 5, dtype=D)], red)
+        c.add("multilabel_soft_margin_loss", [rn(4, 5), torch.randint(0, 2, (4, 5)).to(D)],
+              red, weight=torch.rand(5, dtype=D))
+        c.add("multilabel_soft_margin_loss", [rn(4, 5), torch.rand(5, dtype=D)], red,
+              weight=torch.rand(4, 5, dtype=D))
+        c.add("multilabel_soft_margin_loss", [rn(2, 3, 4), torch.rand(2, 3, 4, dtype=D)], red)
+        c.add("multilabel_soft_margin_loss", [rn(5), torch.rand(5, dtype=D)], red)
+
+
 def main():
     torch.manual_seed(SEED)
     c = Cases()
@@ -208,6 +252,7 @@ def main():
     margins(c)
     embeddings(c)
     likelihoods(c)
+    multis(c)
     c.meta["cases"] = str(c.i)
     write_safetensors(OUT, c.tensors, c.meta)
 

@@ -29,7 +29,9 @@ typedef struct lcase {
     bool keepdim, swap, full, log_input;
 } lcase;
 
-static int call(const lcase *k, tg_tensor **y, tg_tensor *const *a)
+/* n: the number of tensors in a (a weight when there is one more than the
+ * function's inputs). */
+static int call(const lcase *k, tg_tensor **y, int n, tg_tensor *const *a)
 {
     const char *fn = k->fn;
     if (!strcmp(fn, "cosine_similarity"))
@@ -50,6 +52,13 @@ static int call(const lcase *k, tg_tensor **y, tg_tensor *const *a)
         return tg_gaussian_nll_loss(y, a[0], a[1], a[2], k->full, k->eps, k->red);
     if (!strcmp(fn, "poisson_nll_loss"))
         return tg_poisson_nll_loss(y, a[0], a[1], k->log_input, k->full, k->eps, k->red);
+    if (!strcmp(fn, "multi_margin_loss"))
+        return tg_multi_margin_loss(y, a[0], a[1], (int)k->p, k->margin, n > 2 ? a[2] : NULL,
+                                    k->red);
+    if (!strcmp(fn, "multilabel_margin_loss"))
+        return tg_multilabel_margin_loss(y, a[0], a[1], k->red);
+    if (!strcmp(fn, "multilabel_soft_margin_loss"))
+        return tg_multilabel_soft_margin_loss(y, a[0], a[1], n > 2 ? a[2] : NULL, k->red);
     cr_assert(false, "unknown function '%s'", fn);
     return TG_EINVAL;
 }
@@ -89,11 +98,13 @@ Test(losses2, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("losses2.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    int fns[9] = {0}, grads = 0;
-    static const char *const names[9] = {
-        "cosine_similarity",     "pairwise_distance",   "margin_ranking_loss",
-        "hinge_embedding_loss",  "soft_margin_loss",    "cosine_embedding_loss",
-        "triplet_margin_loss",   "gaussian_nll_loss",   "poisson_nll_loss"};
+    enum { NF = 12 };
+    int fns[NF] = {0}, grads = 0;
+    static const char *const names[NF] = {
+        "cosine_similarity",     "pairwise_distance",      "margin_ranking_loss",
+        "hinge_embedding_loss",  "soft_margin_loss",       "cosine_embedding_loss",
+        "triplet_margin_loss",   "gaussian_nll_loss",      "poisson_nll_loss",
+        "multi_margin_loss",     "multilabel_margin_loss", "multilabel_soft_margin_loss"};
     for (int i = 0; i < n; i++) {
         char c[16], what[128];
         snprintf(c, sizeof c, "case%d", i);
@@ -102,14 +113,14 @@ Test(losses2, every_case_matches_torch)
         const bool f64 = !strcmp(ds, "f64");
         snprintf(what, sizeof what, "%s (%s %s, %s)", c, k.fn, ds, th_golden_meta(f, c, "red"));
         const int na = atoi(th_golden_meta(f, c, "n"));
-        int want[3], nw = 0;
+        int want[4], nw = 0;
         const char *gl = th_golden_meta(f, c, "grads");
         for (int j = 0; j < na; j++) {
             char d[16];
             snprintf(d, sizeof d, "%d", j);
             if (strstr(gl, d)) want[nw++] = j;
         }
-        tg_tensor *a[3] = {NULL}, *y = NULL, *d[3] = {NULL}, *wa[3] = {NULL};
+        tg_tensor *a[4] = {NULL}, *y = NULL, *d[4] = {NULL}, *wa[4] = {NULL};
         for (int j = 0; j < na; j++) {
             char an[16];
             snprintf(an, sizeof an, "a%d", j);
@@ -118,7 +129,7 @@ Test(losses2, every_case_matches_torch)
             for (int w = 0; w < nw; w++) rg |= want[w] == j;
             a[j] = rg ? th_leaf_clone(t) : tg_tensor_retain((tg_tensor *)t);
         }
-        OK(call(&k, &y, a));
+        OK(call(&k, &y, na, a));
         const double rtol = f64 ? 1e-13 : 1e-5, atol = f64 ? 1e-14 : 1e-6;
         th_expect_near(what, y, th_golden_get(f, c, "y"), rtol, atol);
         if (nw > 0) {
@@ -134,20 +145,19 @@ Test(losses2, every_case_matches_torch)
             }
             grads += nw;
         }
-        for (int j = 0; j < 9; j++) fns[j] += !strcmp(k.fn, names[j]);
-        th_release_all(3, a);
-        th_release_all(3, d);
+        for (int j = 0; j < NF; j++) fns[j] += !strcmp(k.fn, names[j]);
+        th_release_all(4, a);
+        th_release_all(4, d);
         tg_tensor_release(y);
     }
-    for (int j = 0; j < 9; j++) cr_assert(fns[j] >= 6, "%s: %d cases", names[j], fns[j]);
-    cr_assert(n >= 200 && grads >= 400, "%d cases, %d gradients", n, grads);
+    for (int j = 0; j < NF; j++) cr_assert(fns[j] >= 6, "%s: %d cases", names[j], fns[j]);
+    cr_assert(n >= 300 && grads >= 500, "%d cases, %d gradients", n, grads);
     tg_st_free(f);
 }
 
 static int lfn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    (void)n;
-    return call(user, out, in);
+    return call(user, out, n, in);
 }
 
 /* f64 inputs in [lo, hi]; rg: require grad. */
@@ -226,6 +236,24 @@ Test(losses2, gradcheck_and_gradgradcheck)
         check_both(&k, 2, (tg_tensor *[]){rnd(&s, 2, s45, 0.5, 2, true),
                                           rnd(&s, 2, s45, 1.5, 4, true)});
     }
+    /* margin 10 against x in [-1, 1]: every z = margin - x[y] + x[i] >= 8 */
+    for (int p = 1; p <= 2; p++) {
+        tg_tensor *t = NULL;
+        OK(tg_tensor_from_data(&t, TG_I64, 1, s4, (int64_t[]){3, 0, 4, 1}));
+        k = (lcase){.fn = "multi_margin_loss", .p = p, .margin = 10, .red = TG_REDUCTION_MEAN};
+        check_both(&k, 3, (tg_tensor *[]){rnd(&s, 2, s45, -1, 1, true), t,
+                                          rnd(&s, 1, s5, 0.5, 1, true)});
+    }
+    /* x in [-0.2, 0.2]: every 1 - x[j] + x[i] >= 0.6 */
+    tg_tensor *t = NULL;
+    OK(tg_tensor_from_data(&t, TG_I64, 2, s45,
+                           (int64_t[]){3, 0, -1, 0, 0, 1, 2, 3, 0, 4, -1, 0, 0, 0, 0, 4, 4, 2,
+                                       -1, 1}));
+    k = (lcase){.fn = "multilabel_margin_loss", .red = TG_REDUCTION_SUM};
+    check_both(&k, 2, (tg_tensor *[]){rnd(&s, 2, s45, -0.2, 0.2, true), t});
+    k = (lcase){.fn = "multilabel_soft_margin_loss", .red = TG_REDUCTION_MEAN};
+    check_both(&k, 3, (tg_tensor *[]){rnd(&s, 2, s45, -2, 2, true), rnd(&s, 2, s45, 0, 1, true),
+                                      rnd(&s, 1, s5, 0.5, 1, true)});
 }
 
 /* cos(x, c x) = 1 for c > 0 and -1 for c < 0; the distance of a pair is
@@ -308,6 +336,27 @@ Test(losses2, refusals_name_the_argument)
                       "target", z);
     th_expect_refused(tg_poisson_nll_loss(&z, x, x, true, false, 1e-8, (tg_reduction)9),
                       TG_EINVAL, "reduction", z);
+    tg_tensor *ti = NULL, *t4 = NULL, *m4 = NULL;
+    OK(tg_tensor_from_data(&ti, TG_I64, 1, (int64_t[]){2}, (int64_t[]){1, 3}));
+    OK(tg_tensor_from_data(&t4, TG_I64, 2, s23, (int64_t[]){0, 1, -1, 2, -2, 0}));
+    OK(tg_tensor_from_data(&m4, TG_I64, 2, s23, (int64_t[]){0, 1, -1, 2, 3, 0}));
+    th_expect_refused(tg_multi_margin_loss(&z, m, ti, 1, 1, NULL, S), TG_EINVAL,
+                      "target[1]=3", z);
+    th_expect_refused(tg_multi_margin_loss(&z, m, t2, 1, 1, NULL, S), TG_EDTYPE, "i64", z);
+    th_expect_refused(tg_multi_margin_loss(&z, m, xi, 1, 1, NULL, S), TG_ESHAPE,
+                      "one class index per sample", z);
+    th_expect_refused(tg_multi_margin_loss(&z, m, ti, 3, 1, NULL, S), TG_EINVAL, "p=3", z);
+    th_expect_refused(tg_multi_margin_loss(&z, m, ti, 1, 1, t2, S), TG_ESHAPE, "weight", z);
+    tg_tensor *m3 = NULL;
+    OK(tg_tensor_zeros(&m3, TG_F32, 3, (int64_t[]){2, 3, 1}));
+    th_expect_refused(tg_multi_margin_loss(&z, m3, ti, 1, 1, NULL, S), TG_ESHAPE, "(N, C)", z);
+    th_expect_refused(tg_multilabel_margin_loss(&z, m, t4, S), TG_EINVAL, "element 4 = -2", z);
+    th_expect_refused(tg_multilabel_margin_loss(&z, m, m4, S), TG_EINVAL, "element 4 = 3", z);
+    th_expect_refused(tg_multilabel_margin_loss(&z, m, ti, S), TG_ESHAPE, "input's shape", z);
+    th_expect_refused(tg_multilabel_soft_margin_loss(&z, m, t2, NULL, S), TG_ESHAPE, "target",
+                      z);
+    th_expect_refused(tg_multilabel_soft_margin_loss(&z, m, m, xi, S), TG_EDTYPE, "weight", z);
+    th_release_all(4, (tg_tensor *[]){ti, t4, m4, m3});
     /* the accepted shapes of var: input's without the last dim, or with it 1 */
     tg_tensor *v2 = NULL, *v21 = NULL;
     OK(tg_tensor_full(&v2, TG_F32, 1, s23, 1.0));

@@ -219,6 +219,32 @@ TG_API int tg_gaussian_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *ta
 TG_API int tg_poisson_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
                                bool log_input, bool full, double eps, tg_reduction red);
 
+/* F.multi_margin_loss(input, target, p, margin, weight): per sample, the
+ * sum over classes i != y of w[y] max(0, margin - x[y] + x[i])^p, / C;
+ * input (N, C), (C) or 0-d (C = 1), target i64 class indices (N), (1) or
+ * 0-d (one per sample; in [0, C), TG_EINVAL naming the first that is not),
+ * p 1 or 2 (TG_EINVAL otherwise, as torch), weight NULL or 1-d of C
+ * elements.  NONE gives (N), or target's shape for an input of one sample.
+ * The gradient is 0 where the margin is hit exactly, as torch's; weight
+ * gets one too (torch: not differentiable in weight). */
+TG_API int tg_multi_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, int p,
+                                double margin, tg_tensor *weight, tg_reduction red);
+/* F.multilabel_margin_loss(input, target): per sample, the sum over the
+ * classes j listed in target's row (up to the first -1) and the classes i
+ * not listed of max(0, 1 - x[j] + x[i]), / C; input (N, C), (C) or 0-d,
+ * target i64 of input's shape with elements in [-1, C) (TG_EINVAL naming
+ * the first that is not, as torch checks every one).  NONE gives (N), ()
+ * for one sample.  Memory: an (N, C, C) grid of pairs. */
+TG_API int tg_multilabel_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                     tg_reduction red);
+/* F.multilabel_soft_margin_loss(input, target, weight): -(t logsigmoid(x) +
+ * (1 - t) logsigmoid(-x)) w, summed over the last dim of the result and
+ * divided by input's last extent C; input of at least one dim, target a
+ * float tensor that broadcasts with it, weight NULL or a float tensor that
+ * broadcasts too.  NONE gives the per-sample losses. */
+TG_API int tg_multilabel_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                          tg_tensor *weight, tg_reduction red);
+
 #ifdef __cplusplus
 }
 #endif
