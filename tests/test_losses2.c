@@ -370,3 +370,37 @@ Test(losses2, refusals_name_the_argument)
     th_expect_refused(tg_gaussian_nll_loss(&z, m, m, x, false, 1e-6, S), TG_ESHAPE, "var", z);
     th_release_all(9, (tg_tensor *[]){x, t2, xi, m, v, vn, v2, v21, NULL});
 }
+
+static int cos_op(tg_tensor **y, tg_tensor *x)
+{
+    return tg_cosine_similarity(y, x, x, 1, 1e-8);
+}
+
+static int soft_margin_op(tg_tensor **y, tg_tensor *x)
+{
+    return tg_soft_margin_loss(y, x, x, TG_REDUCTION_NONE);
+}
+
+static int multilabel_soft_op(tg_tensor **y, tg_tensor *x)
+{
+    return tg_multilabel_soft_margin_loss(y, x, x, NULL, TG_REDUCTION_NONE);
+}
+
+static int gaussian_op(tg_tensor **y, tg_tensor *x)
+{
+    tg_tensor *v = NULL;
+    int rc = tg_abs(&v, x);
+    if (rc == TG_OK) rc = tg_gaussian_nll_loss(y, x, x, v, true, 1e-6, TG_REDUCTION_NONE);
+    tg_tensor_release(v);
+    return rc;
+}
+
+/* The FP32 policy, as the other losses': inside an autocast scope bf16
+ * inputs give the f32 result of their f32 values, and gradients in bf16. */
+Test(losses2, fp32_under_autocast)
+{
+    th_expect_fp32_autocast(cos_op, 7501);
+    th_expect_fp32_autocast(soft_margin_op, 7502);
+    th_expect_fp32_autocast(multilabel_soft_op, 7503);
+    th_expect_fp32_autocast(gaussian_op, 7504);
+}

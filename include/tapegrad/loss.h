@@ -150,7 +150,9 @@ TG_API int tg_nll_loss(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_t
  * for a NULL argument, a NaN parameter or a reduction other than MEAN, SUM
  * or NONE; TG_EDTYPE for an integer input; TG_ESHAPE for shapes torch
  * refuses) and leaves *out untouched.  Inputs are borrowed.  Inputs of
- * mixed float dtypes promote as tg_mul. */
+ * mixed float dtypes promote as tg_mul.  The FP32 policy of the losses
+ * above: inside an autocast scope f16/bf16 inputs are first cast to f32
+ * (their gradients come back in their dtype). */
 
 /* F.cosine_similarity(x1, x2, dim, eps): sum(x1 / n1 * x2 / n2) over dim
  * with n = sqrt(max(sum(x^2, dim), eps^2)), x1 and x2 first expanded to

@@ -19,6 +19,7 @@
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 #include "tapegrad/scope.h"
 
 /* where(s < lo, (s - detach(s)) + lo, s): lo where s < lo, with the
@@ -38,6 +39,26 @@ done:
     tg_tensor_release(z);
     tg_tensor_release(c);
     tg_tensor_release(m);
+    return rc;
+}
+
+int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n)
+{
+    tg_dtype scope;
+    const bool on = tg_autocast_active(&scope);
+    int rc = TG_OK;
+    for (int i = 0; i < n; i++) dst[i] = NULL;
+    for (int i = 0; i < n && rc == TG_OK; i++) {
+        if (src[i] && on && tg__dtype_is_half(src[i]->dtype))
+            rc = tg_to_dtype(&dst[i], src[i], TG_F32);
+        else
+            dst[i] = src[i] ? tg_tensor_retain(src[i]) : NULL;
+    }
+    if (rc < 0)
+        for (int i = 0; i < n; i++) {
+            tg_tensor_release(dst[i]);
+            dst[i] = NULL;
+        }
     return rc;
 }
 
@@ -132,8 +153,11 @@ done:
 int tg_cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim, double eps)
 {
     tg__lib_enter();
-    int rc = cosine_similarity(out, x1, x2, dim, eps);
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) rc = cosine_similarity(out, c[0], c[1], dim, eps);
     tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -141,7 +165,10 @@ int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p
                          bool keepdim)
 {
     tg__lib_enter();
-    int rc = pairwise_distance(out, x1, x2, p, eps, keepdim);
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) rc = pairwise_distance(out, c[0], c[1], p, eps, keepdim);
     tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }

@@ -254,8 +254,11 @@ int tg_margin_ranking_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *input2
                            tg_tensor *target, double margin, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = margin_ranking_loss(out, input1, input2, target, margin, red);
+    tg_tensor *c[3];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input1, input2, target}, 3);
+    if (rc == TG_OK) rc = margin_ranking_loss(out, c[0], c[1], c[2], margin, red);
     tg__lib_leave();
+    for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -263,16 +266,22 @@ int tg_hinge_embedding_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target
                             double margin, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = hinge_embedding_loss(out, input, target, margin, red);
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target}, 2);
+    if (rc == TG_OK) rc = hinge_embedding_loss(out, c[0], c[1], margin, red);
     tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
 int tg_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = soft_margin_loss(out, input, target, red);
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target}, 2);
+    if (rc == TG_OK) rc = soft_margin_loss(out, c[0], c[1], red);
     tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -280,8 +289,11 @@ int tg_cosine_embedding_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *inpu
                              tg_tensor *target, double margin, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = cosine_embedding_loss(out, input1, input2, target, margin, red);
+    tg_tensor *c[3];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input1, input2, target}, 3);
+    if (rc == TG_OK) rc = cosine_embedding_loss(out, c[0], c[1], c[2], margin, red);
     tg__lib_leave();
+    for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -290,7 +302,10 @@ int tg_triplet_margin_loss(tg_tensor **out, tg_tensor *anchor, tg_tensor *positi
                            tg_reduction red)
 {
     tg__lib_enter();
-    int rc = triplet_margin_loss(out, anchor, positive, negative, margin, p, eps, swap, red);
+    tg_tensor *c[3];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){anchor, positive, negative}, 3);
+    if (rc == TG_OK) rc = triplet_margin_loss(out, c[0], c[1], c[2], margin, p, eps, swap, red);
     tg__lib_leave();
+    for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }

@@ -227,8 +227,11 @@ int tg_multi_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, i
                          double margin, tg_tensor *weight, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = multi_margin_loss(out, input, target, p, margin, weight, red);
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, weight}, 2);
+    if (rc == TG_OK) rc = multi_margin_loss(out, c[0], target, p, margin, c[1], red);
     tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -236,8 +239,11 @@ int tg_multilabel_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *targ
                               tg_reduction red)
 {
     tg__lib_enter();
-    int rc = multilabel_margin_loss(out, input, target, red);
+    tg_tensor *c[1];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input}, 1);
+    if (rc == TG_OK) rc = multilabel_margin_loss(out, c[0], target, red);
     tg__lib_leave();
+    for (int i = 0; i < 1; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
 
@@ -245,7 +251,10 @@ int tg_multilabel_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor 
                                    tg_tensor *weight, tg_reduction red)
 {
     tg__lib_enter();
-    int rc = multilabel_soft_margin_loss(out, input, target, weight, red);
+    tg_tensor *c[3];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target, weight}, 3);
+    if (rc == TG_OK) rc = multilabel_soft_margin_loss(out, c[0], c[1], c[2], red);
     tg__lib_leave();
+    for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
     return tg__scope_capture(out, rc);
 }
