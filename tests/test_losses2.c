@@ -282,6 +282,16 @@ Test(losses2, invariants)
     }
     th_expect_shape(d1, 2, (int64_t[]){3, 1});
     th_release_all(5, (tg_tensor *[]){x, x2, y, d1, z});
+    /* f32 with f64: the f32 values in f64 throughout, norms included, as torch */
+    tg_tensor *a = rnd(&s, 2, sh, -1, 1, false), *b = rnd(&s, 2, sh, -1, 1, false);
+    tg_tensor *a32 = NULL, *a64 = NULL, *want = NULL;
+    OK(tg_to_dtype(&a32, a, TG_F32));
+    OK(tg_to_dtype(&a64, a32, TG_F64));
+    y = NULL;
+    OK(tg_cosine_similarity(&y, a32, b, 1, 1e-8));
+    OK(tg_cosine_similarity(&want, a64, b, 1, 1e-8));
+    th_expect_near("mixed dtypes", y, want, 0, 0);
+    th_release_all(6, (tg_tensor *[]){a, b, a32, a64, y, want});
 }
 
 Test(losses2, refusals_name_the_argument)

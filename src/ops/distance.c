@@ -95,6 +95,23 @@ done:
     return rc;
 }
 
+/* x1 and x2 (new references) in their promoted float dtype: f64 if either
+ * is, else f32 if either is or they differ, else their own. */
+static int common_dtype(tg_tensor **a, tg_tensor **b, tg_tensor *x1, tg_tensor *x2)
+{
+    tg_dtype dt = x1->dtype;
+    if (x1->dtype != x2->dtype)
+        dt = x1->dtype == TG_F64 || x2->dtype == TG_F64 ? TG_F64 : TG_F32;
+    int rc = x1->dtype == dt ? (*a = tg_tensor_retain(x1), TG_OK) : tg_to_dtype(a, x1, dt);
+    if (rc == TG_OK)
+        rc = x2->dtype == dt ? (*b = tg_tensor_retain(x2), TG_OK) : tg_to_dtype(b, x2, dt);
+    if (rc < 0) {
+        tg_tensor_release(*a);
+        *a = NULL;
+    }
+    return rc;
+}
+
 static int cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim, double eps)
 {
     const char *op = "cosine_similarity";
@@ -111,9 +128,14 @@ static int cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int 
     if (nd == 0) sh[0] = 1;
     tg_tensor *e1 = NULL, *e2 = NULL, *a = NULL, *b = NULL, *p = NULL, *y = NULL;
     int rc;
-    /* expanded first, as torch's: a stretched extent of dim counts in the norm */
-    TG_TRY_GOTO(tg_expand(&e1, x1, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
-    TG_TRY_GOTO(tg_expand(&e2, x2, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
+    /* in the common dtype (the norms too), expanded first, as torch's: a
+     * stretched extent of dim counts in the norm */
+    TG_TRY_GOTO(common_dtype(&a, &b, x1, x2));
+    TG_TRY_GOTO(tg_expand(&e1, a, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
+    TG_TRY_GOTO(tg_expand(&e2, b, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    a = b = NULL;
     TG_TRY_GOTO(normalize(&a, e1, dim, eps * eps));
     TG_TRY_GOTO(normalize(&b, e2, dim, eps * eps));
     TG_TRY_GOTO(tg_mul(&p, a, b));
