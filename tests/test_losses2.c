@@ -292,6 +292,15 @@ Test(losses2, invariants)
     OK(tg_cosine_similarity(&want, a64, b, 1, 1e-8));
     th_expect_near("mixed dtypes", y, want, 0, 0);
     th_release_all(6, (tg_tensor *[]){a, b, a32, a64, y, want});
+    /* no samples: a sum of 0 and a mean of NaN, as tg_mean's */
+    tg_tensor *x0 = NULL, *t0 = NULL, *l = NULL, *m = NULL;
+    OK(tg_tensor_zeros(&x0, TG_F64, 2, (int64_t[]){0, 3}));
+    OK(tg_tensor_zeros(&t0, TG_I64, 1, (int64_t[]){0}));
+    OK(tg_multi_margin_loss(&l, x0, t0, 1, 1.0, NULL, TG_REDUCTION_SUM));
+    OK(tg_multi_margin_loss(&m, x0, t0, 1, 1.0, NULL, TG_REDUCTION_MEAN));
+    cr_assert(eq(dbl, tg_tensor_item(l), 0.0));
+    cr_assert(isnan(tg_tensor_item(m)));
+    th_release_all(4, (tg_tensor *[]){x0, t0, l, m});
 }
 
 Test(losses2, refusals_name_the_argument)
