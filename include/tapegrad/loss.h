@@ -186,8 +186,9 @@ TG_API int tg_hinge_embedding_loss(tg_tensor **out, tg_tensor *input, tg_tensor 
  * f32. */
 TG_API int tg_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
                                tg_reduction red);
-/* F.cosine_embedding_loss: with cos = sum(x1 x2) / sqrt((sum(x1^2) + 1e-12)
- * (sum(x2^2) + 1e-12)) over the last dim, 1 - cos where target is 1,
+/* F.cosine_embedding_loss: with cos = sum(x1 x2) / sqrt((sum(x1^2) + e)
+ * (sum(x2^2) + e)) over the last dim, e = 1e-12 rounded to float as
+ * torch's constant (also in f64), 1 - cos where target is 1,
  * max(0, cos - margin) where it is -1 and 0 elsewhere.  target (any dtype)
  * is 1-d (N) with input1 and input2 (N, D), or 0-d with (D); input1 and
  * input2 broadcast together, target with the (N) of cos. */
