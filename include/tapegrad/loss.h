@@ -143,6 +143,111 @@ TG_API int tg_kl_div(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_re
 TG_API int tg_nll_loss(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_tensor *weight,
                        tg_reduction red, int64_t ignore_index);
 
+/* ---- distances and the margin, embedding and likelihood losses ----
+ * As torch 1.13's F.<name>, each composed of differentiable ops: gradients
+ * flow to every float input, to any order.  Each writes a new reference
+ * into *out and returns TG_OK, or returns a negative tg_status (TG_EINVAL
+ * for a NULL argument, a NaN parameter or a reduction other than MEAN, SUM
+ * or NONE; TG_EDTYPE for an integer input; TG_ESHAPE for shapes torch
+ * refuses) and leaves *out untouched.  Inputs are borrowed.  Inputs of
+ * mixed float dtypes promote as tg_mul.  The FP32 policy of the losses
+ * above: inside an autocast scope f16/bf16 inputs are first cast to f32
+ * (their gradients come back in their dtype). */
+
+/* F.cosine_similarity(x1, x2, dim, eps): sum(x1 / n1 * x2 / n2) over dim
+ * with n = sqrt(max(sum(x^2, dim), eps^2)), x1 and x2 first expanded to
+ * their broadcast shape (TG_ESHAPE when they do not broadcast); dim is of
+ * that shape, negative counting from the end (a 0-d pair takes 0 and -1;
+ * TG_EINVAL otherwise).  A zero vector gives 0.  As torch's, the clamp does
+ * not stop the gradient: d n / d x = x / n with the clamped n. */
+TG_API int tg_cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim,
+                                double eps);
+/* F.pairwise_distance(x1, x2, p, eps, keepdim): tg_vector_norm(x1 - x2 +
+ * eps, p) over the last dim of the broadcast shape (over the element of a
+ * 0-d pair), keeping it as extent 1 with keepdim.  Any p but NaN, negative
+ * and inf included, as tg_vector_norm (its gradient is 0 for a row of
+ * zeros). */
+TG_API int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p,
+                                double eps, bool keepdim);
+/* F.margin_ranking_loss: max(0, -target (input1 - input2) + margin).  The
+ * three must have the same number of dims (TG_ESHAPE otherwise, as torch)
+ * and broadcast together; target holds 1 or -1, of any dtype. */
+TG_API int tg_margin_ranking_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *input2,
+                                  tg_tensor *target, double margin, tg_reduction red);
+/* F.hinge_embedding_loss: where(target != 1, max(0, margin - input), 0) +
+ * where(target != -1, input, 0), input and target (any dtype, 1 or -1)
+ * broadcast together; a target that is neither gets both terms, as
+ * torch's. */
+TG_API int tg_hinge_embedding_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                   double margin, tg_reduction red);
+/* F.soft_margin_loss: log1p(exp(-input target)), target a float tensor that
+ * broadcasts to input's shape without growing it (TG_ESHAPE otherwise, as
+ * torch).  Like torch's, exp overflows: inf for input target < -89 in
+ * f32. */
+TG_API int tg_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                               tg_reduction red);
+/* F.cosine_embedding_loss: with cos = sum(x1 x2) / sqrt((sum(x1^2) + e)
+ * (sum(x2^2) + e)) over the last dim, e = 1e-12 rounded to float as
+ * torch's constant (also in f64), 1 - cos where target is 1,
+ * max(0, cos - margin) where it is -1 and 0 elsewhere.  target (any dtype)
+ * is 1-d (N) with input1 and input2 (N, D), or 0-d with (D); input1 and
+ * input2 broadcast together, target with the (N) of cos. */
+TG_API int tg_cosine_embedding_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *input2,
+                                    tg_tensor *target, double margin, tg_reduction red);
+/* F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap):
+ * max(0, margin + d(a, p) - d(a, n)) with d = tg_pairwise_distance(., .,
+ * p, eps, false); swap replaces d(a, n) with min(d(a, n), d(p, n))
+ * (tg_minimum: half the gradient to each at a tie).  The three must have
+ * the same number of dims (TG_ESHAPE otherwise, as torch) and broadcast
+ * together. */
+TG_API int tg_triplet_margin_loss(tg_tensor **out, tg_tensor *anchor, tg_tensor *positive,
+                                  tg_tensor *negative, double margin, double p, double eps,
+                                  bool swap, tg_reduction red);
+/* F.gaussian_nll_loss(input, target, var, full, eps): 0.5 (log v + (input -
+ * target)^2 / v), plus 0.5 log(2 pi) with full, v = max(var, eps); as
+ * torch's, the clamp does not stop the gradient in var.  input and target
+ * broadcast together; var has input's shape, or it without the last dim
+ * (then given one of extent 1), or it with a last dim of 1 (TG_ESHAPE
+ * otherwise, as torch's "var is of incorrect size").  A negative element of
+ * var is TG_EINVAL (checked by one read-only pass); NaN passes, as torch's
+ * check. */
+TG_API int tg_gaussian_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                tg_tensor *var, bool full, double eps, tg_reduction red);
+/* F.poisson_nll_loss(input, target, log_input, full, eps): exp(input) -
+ * target input with log_input, input - target log(input + eps) without;
+ * full adds the Stirling term target log target - target + 0.5 log(2 pi
+ * target) where target > 1 (0 elsewhere; its gradient in target is NaN at
+ * target = 0, as torch's).  input and target are float tensors that
+ * broadcast together. */
+TG_API int tg_poisson_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                               bool log_input, bool full, double eps, tg_reduction red);
+
+/* F.multi_margin_loss(input, target, p, margin, weight): per sample, the
+ * sum over classes i != y of w[y] max(0, margin - x[y] + x[i])^p, / C;
+ * input (N, C), (C) or 0-d (C = 1), target i64 class indices (N), (1) or
+ * 0-d (one per sample; in [0, C), TG_EINVAL naming the first that is not),
+ * p 1 or 2 (TG_EINVAL otherwise, as torch), weight NULL or 1-d of C
+ * elements.  NONE gives (N), or target's shape for an input of one sample.
+ * The gradient is 0 where the margin is hit exactly, as torch's; weight
+ * gets one too (torch: not differentiable in weight). */
+TG_API int tg_multi_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, int p,
+                                double margin, tg_tensor *weight, tg_reduction red);
+/* F.multilabel_margin_loss(input, target): per sample, the sum over the
+ * classes j listed in target's row (up to the first -1) and the classes i
+ * not listed of max(0, 1 - x[j] + x[i]), / C; input (N, C), (C) or 0-d,
+ * target i64 of input's shape with elements in [-1, C) (TG_EINVAL naming
+ * the first that is not, as torch checks every one).  NONE gives (N), ()
+ * for one sample.  Memory: an (N, C, C) grid of pairs. */
+TG_API int tg_multilabel_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                     tg_reduction red);
+/* F.multilabel_soft_margin_loss(input, target, weight): -(t logsigmoid(x) +
+ * (1 - t) logsigmoid(-x)) w, summed over the last dim of the result and
+ * divided by input's last extent C; input of at least one dim, target a
+ * float tensor that broadcasts with it, weight NULL or a float tensor that
+ * broadcasts too.  NONE gives the per-sample losses. */
+TG_API int tg_multilabel_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                                          tg_tensor *weight, tg_reduction red);
+
 #ifdef __cplusplus
 }
 #endif

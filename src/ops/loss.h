@@ -1,6 +1,7 @@
 /* src/ops/loss.h - what the loss files (loss.c, bce_loss.c, smooth_l1.c,
- * kl_div.c, bce_logits_weighted.c) share: the argument checks of an
- * elementwise loss and of a weight, and the reduction. */
+ * kl_div.c, bce_logits_weighted.c, distance.c, margin_loss.c,
+ * nll_dist_loss.c) share: the argument checks of an elementwise loss and of
+ * a weight, the reduction, and a clamp that keeps its gradient. */
 #ifndef TAPEGRAD_OPS_LOSS_H
 #define TAPEGRAD_OPS_LOSS_H
 
@@ -23,5 +24,15 @@ int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
 /* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
  * TG_REDUCTION_NONE. */
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);
+/* *out (new reference): max(s, lo) with the gradient of s itself (1 also
+ * where the clamp holds), as torch's in-place clamp under no_grad in
+ * cosine_similarity and gaussian_nll_loss (src/ops/distance.c). */
+int tg__clamp_min_through(tg_tensor **out, tg_tensor *s, double lo);
+/* The FP32 policy of the losses of distance.c, margin_loss.c,
+ * nll_dist_loss.c and multi_margin.c: dst[i] (new references, NULL for a
+ * NULL src[i]) is src[i] cast to f32 when an autocast scope is open and it
+ * is f16/bf16 (a recorded cast: its gradient comes back in its dtype),
+ * src[i] itself otherwise.  On error every dst[i] is NULL. */
+int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n);
 
 #endif

@@ -1,0 +1,196 @@
+/* src/ops/distance.c - F.cosine_similarity and F.pairwise_distance of
+ * PyTorch 1.13, composed of differentiable public ops (derivatives of any
+ * order follow), and the gradient-preserving clamp they and
+ * gaussian_nll_loss share.
+ *
+ *   cosine_similarity(x1, x2) = sum(x1 / n1 * x2 / n2) over dim,
+ *     n = sqrt(max(sum(x^2), eps^2)), x1 and x2 first expanded to their
+ *     broadcast shape (so a stretched extent counts in the norm)
+ *   pairwise_distance(x1, x2) = ||x1 - x2 + eps||_p over the last dim of
+ *     the broadcast shape
+ *
+ * torch clamps the squared norms in place under no_grad, so its gradient
+ * ignores the clamp: d n / d x = x / n with the clamped n.  The clamp here
+ * is tg__clamp_min_through, which keeps that gradient. */
+#include <math.h>
+
+#include "core/core.h"
+#include "ops/elementwise.h"
+#include "ops/loss.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+#include "tapegrad/scope.h"
+
+/* where(s < lo, (s - detach(s)) + lo, s): lo where s < lo, with the
+ * gradient 1 everywhere.  s - detach(s) is exactly 0 for a finite s, so the
+ * value is lo itself; NaN stays NaN (the comparison is false). */
+int tg__clamp_min_through(tg_tensor **out, tg_tensor *s, double lo)
+{
+    tg_tensor *d = NULL, *z = NULL, *c = NULL, *m = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_tensor_detach(&d, s));
+    TG_TRY_GOTO(tg_sub(&z, s, d));
+    TG_TRY_GOTO(tg_add_scalar(&c, z, lo));
+    TG_TRY_GOTO(tg_lt_scalar(&m, s, lo));
+    rc = tg_where(out, m, c, s);
+done:
+    tg_tensor_release(d);
+    tg_tensor_release(z);
+    tg_tensor_release(c);
+    tg_tensor_release(m);
+    return rc;
+}
+
+int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n)
+{
+    tg_dtype scope;
+    const bool on = tg_autocast_active(&scope);
+    int rc = TG_OK;
+    for (int i = 0; i < n; i++) dst[i] = NULL;
+    for (int i = 0; i < n && rc == TG_OK; i++) {
+        if (src[i] && on && tg__dtype_is_half(src[i]->dtype))
+            rc = tg_to_dtype(&dst[i], src[i], TG_F32);
+        else
+            dst[i] = src[i] ? tg_tensor_retain(src[i]) : NULL;
+    }
+    if (rc < 0)
+        for (int i = 0; i < n; i++) {
+            tg_tensor_release(dst[i]);
+            dst[i] = NULL;
+        }
+    return rc;
+}
+
+/* Non-NULL float x1 and x2 whose shapes broadcast: the broadcast shape in
+ * (*nd, sh). */
+static int check_pair(const char *op, tg_tensor **out, const tg_tensor *x1, const tg_tensor *x2,
+                      int *nd, int64_t *sh)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x1 != NULL, TG_EINVAL, "%s: x1 must not be NULL", op);
+    TG_CHECK(x2 != NULL, TG_EINVAL, "%s: x2 must not be NULL", op);
+    TG_CHECK(tg_dtype_is_float(x1->dtype), TG_EDTYPE, "%s: x1 has dtype %s; float dtypes only",
+             op, tg_dtype_name(x1->dtype));
+    TG_CHECK(tg_dtype_is_float(x2->dtype), TG_EDTYPE, "%s: x2 has dtype %s; float dtypes only",
+             op, tg_dtype_name(x2->dtype));
+    return tg__broadcast_shapes(op, x1->ndim, x1->shape, x2->ndim, x2->shape, nd, sh);
+}
+
+/* x / sqrt(max(sum(x^2, dim), eps2)), the sum kept as a dim of extent 1. */
+static int normalize(tg_tensor **out, tg_tensor *x, int dim, double eps2)
+{
+    tg_tensor *sq = NULL, *s = NULL, *c = NULL, *n = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_mul(&sq, x, x));
+    TG_TRY_GOTO(tg_sum_dims(&s, sq, 1, &dim, true));
+    TG_TRY_GOTO(tg__clamp_min_through(&c, s, eps2));
+    TG_TRY_GOTO(tg_sqrt(&n, c));
+    rc = tg_div(out, x, n);
+done:
+    tg_tensor_release(sq);
+    tg_tensor_release(s);
+    tg_tensor_release(c);
+    tg_tensor_release(n);
+    return rc;
+}
+
+/* x1 and x2 (new references) in their promoted float dtype: f64 if either
+ * is, else f32 if either is or they differ, else their own. */
+static int common_dtype(tg_tensor **a, tg_tensor **b, tg_tensor *x1, tg_tensor *x2)
+{
+    tg_dtype dt = x1->dtype;
+    if (x1->dtype != x2->dtype)
+        dt = x1->dtype == TG_F64 || x2->dtype == TG_F64 ? TG_F64 : TG_F32;
+    int rc = x1->dtype == dt ? (*a = tg_tensor_retain(x1), TG_OK) : tg_to_dtype(a, x1, dt);
+    if (rc == TG_OK)
+        rc = x2->dtype == dt ? (*b = tg_tensor_retain(x2), TG_OK) : tg_to_dtype(b, x2, dt);
+    if (rc < 0) {
+        tg_tensor_release(*a);
+        *a = NULL;
+    }
+    return rc;
+}
+
+static int cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim, double eps)
+{
+    const char *op = "cosine_similarity";
+    int nd = 0;
+    int64_t sh[TG_MAX_DIMS];
+    TG_TRY(check_pair(op, out, x1, x2, &nd, sh));
+    const int lim = nd > 0 ? nd : 1;   /* a 0-d pair takes dim 0 and -1, as torch */
+    TG_CHECK(dim >= -lim && dim < lim, TG_EINVAL,
+             "cosine_similarity: dim=%d must be in [%d, %d) for the broadcast shape of %d dims",
+             dim, -lim, lim, nd);
+    TG_CHECK(!isnan(eps), TG_EINVAL, "cosine_similarity: eps must not be NaN");
+    if (dim < 0) dim += lim;
+    const int64_t one = 1;
+    if (nd == 0) sh[0] = 1;
+    tg_tensor *e1 = NULL, *e2 = NULL, *a = NULL, *b = NULL, *p = NULL, *y = NULL;
+    int rc;
+    /* in the common dtype (the norms too), expanded first, as torch's: a
+     * stretched extent of dim counts in the norm */
+    TG_TRY_GOTO(common_dtype(&a, &b, x1, x2));
+    TG_TRY_GOTO(tg_expand(&e1, a, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
+    TG_TRY_GOTO(tg_expand(&e2, b, nd > 0 ? nd : 1, nd > 0 ? sh : &one));
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    a = b = NULL;
+    TG_TRY_GOTO(normalize(&a, e1, dim, eps * eps));
+    TG_TRY_GOTO(normalize(&b, e2, dim, eps * eps));
+    TG_TRY_GOTO(tg_mul(&p, a, b));
+    TG_TRY_GOTO(tg_sum_dims(nd > 0 ? out : &y, p, 1, &dim, false));
+    if (nd == 0) rc = tg_reshape(out, y, 0, NULL);
+done:
+    tg_tensor_release(e1);
+    tg_tensor_release(e2);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(p);
+    tg_tensor_release(y);
+    return rc;
+}
+
+static int pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p, double eps,
+                             bool keepdim)
+{
+    int nd = 0;
+    int64_t sh[TG_MAX_DIMS];
+    TG_TRY(check_pair("pairwise_distance", out, x1, x2, &nd, sh));
+    TG_CHECK(!isnan(p), TG_EINVAL, "pairwise_distance: p must not be NaN");
+    TG_CHECK(!isnan(eps), TG_EINVAL, "pairwise_distance: eps must not be NaN");
+    tg_tensor *d = NULL, *de = NULL;
+    int rc;
+    const int last = nd - 1;
+    TG_TRY_GOTO(tg_sub(&d, x1, x2));
+    TG_TRY_GOTO(tg_add_scalar(&de, d, eps));
+    /* a 0-d difference: torch's norm over dim -1 of it is |d + eps| */
+    rc = tg_vector_norm(out, de, p, nd > 0 ? 1 : 0, nd > 0 ? &last : NULL, keepdim);
+done:
+    tg_tensor_release(d);
+    tg_tensor_release(de);
+    return rc;
+}
+
+int tg_cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim, double eps)
+{
+    tg__lib_enter();
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) rc = cosine_similarity(out, c[0], c[1], dim, eps);
+    tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
+    return tg__scope_capture(out, rc);
+}
+
+int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p, double eps,
+                         bool keepdim)
+{
+    tg__lib_enter();
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) rc = pairwise_distance(out, c[0], c[1], p, eps, keepdim);
+    tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
+    return tg__scope_capture(out, rc);
+}
