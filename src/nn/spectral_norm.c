@@ -218,5 +218,5 @@ int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations, 
     tg__nn_computed c = {.compute = sn_compute, .release = free, .state_size = sizeof *s,
                          .state = s, .value = value};
     const char *names[2] = {s->u, s->v};
-    return tg__module_reparametrize(SN_FN, m, name, s->orig, 2, names, bufs, &c);
+    return tg__module_reparametrize(SN_FN, m, name, s->orig, 0, NULL, NULL, 2, names, bufs, &c);
 }
