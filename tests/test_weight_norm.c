@@ -273,6 +273,34 @@ Test(weight_norm, state_dict_round_trips_through_safetensors)
     }
 }
 
+/* tg_module_copy of a weight-normed module keeps the reparametrization:
+ * the copy computes the original's output from its own g and v. */
+Test(weight_norm, a_copy_keeps_it_and_is_independent)
+{
+    tg_module *m = case_module("convt1d", TG_F32), *c = NULL;
+    cr_assert(eq(int, tg_nn_weight_norm(m, "weight", 0), TG_OK));
+    cr_assert(eq(int, tg_module_copy(&c, m), TG_OK), "%s", tg_error_message());
+    expect_keys(c, 3, wn_keys);
+    cr_assert(tg_module_find(c, "weight_g") != tg_module_find(m, "weight_g"));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 4, 5}, 9), *y = NULL, *yc = NULL;
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(c, &yc, x), TG_OK), "%s", tg_error_message());
+    th_expect_same_bits("copy", x, yc, y);
+    tg_tensor_release(yc);
+    cr_assert(eq(int, tg_tensor_fill(tg_module_find(c, "weight_g"), 0.0), TG_OK));
+    cr_assert(eq(int, tg_module_forward(c, &yc, x), TG_OK));
+    double a = 0, b = 0;
+    tg_tensor_get_flat(yc, 0, &a);
+    tg_tensor_get_flat(tg_module_find(c, "bias"), 0, &b);
+    cr_assert(eq(dbl, a, b), "g = 0 leaves the bias alone");
+    tg_tensor_release(yc);
+    cr_assert(eq(int, tg_module_forward(m, &yc, x), TG_OK));
+    th_expect_same_bits("the original is unchanged", x, yc, y);
+    th_release_all(3, (tg_tensor *[]){x, y, yc});
+    tg_module_release(m);
+    tg_module_release(c);
+}
+
 /* Negative dims count from the end, as torch's: -2 of a 3-d weight is 1;
  * -1 is None (one g). */
 Test(weight_norm, negative_dims_are_torch_s)
