@@ -301,6 +301,26 @@ Test(weight_norm, a_copy_keeps_it_and_is_independent)
     tg_module_release(c);
 }
 
+/* Inside a bf16 autocast scope the weight is still computed in f32, the
+ * parameters' dtype, with the bits it has outside (the layer's matmul is
+ * what autocast lowers). */
+Test(weight_norm, autocast_computes_the_weight_in_the_parameters_dtype)
+{
+    tg_module *m = case_module("lin", TG_F32);
+    cr_assert(eq(int, tg_nn_weight_norm(m, "weight", 0), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 5}, 6), *y = NULL, *w = NULL;
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK));
+    cr_assert(eq(int, tg_tensor_clone(&w, tg_module_find(m, "weight")), TG_OK));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_autocast_begin(TG_BF16), TG_OK));
+    int rc = tg_module_forward(m, &y, x);
+    tg_autocast_end();
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    th_expect_same_bits("weight under autocast", x, tg_module_find(m, "weight"), w);
+    th_release_all(3, (tg_tensor *[]){x, y, w});
+    tg_module_release(m);
+}
+
 /* Negative dims count from the end, as torch's: -2 of a 3-d weight is 1;
  * -1 is None (one g). */
 Test(weight_norm, negative_dims_are_torch_s)

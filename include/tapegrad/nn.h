@@ -123,8 +123,8 @@ TG_API tg_module *tg_module_child_at(const tg_module *m, int i);
 /* The name of the i-th direct child (borrowed from m), or NULL. */
 TG_API const char *tg_module_child_name_at(const tg_module *m, int i);
 /* The parameter or buffer with the dotted name ("net.0.weight"), borrowed,
- * or NULL.  A computed weight (tg_nn_spectral_norm's) is found too: its
- * value at the last forward. */
+ * or NULL.  A computed weight (tg_nn_spectral_norm's, tg_nn_weight_norm's)
+ * is found too: its value at the last forward. */
 TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
 
 /* ---- running ---- */
