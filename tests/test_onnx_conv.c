@@ -3,7 +3,8 @@
  * ranks, strides, dilations, asymmetric padding, output padding, groups and
  * fused activations, and the reflect, replicate and circular padding modes
  * written as torch.onnx.export writes them; spectral-normed layers, whose
- * exported weight is their eval-mode weight_orig / sigma; the padding
+ * exported weight is their eval-mode weight_orig / sigma, and
+ * weight-normed ones, whose exported weight is v * g / ||v||; the padding
  * modules (Pad, or Slice + Concat for circular) and the channel dropouts
  * (nothing).
  * Each case writes its files into the test's temporary folder and
@@ -228,6 +229,60 @@ Test(onnx_conv, spectral_norm_exports_the_eval_mode_weight)
                                      NULL}, NULL);
     expect_sn_weight(seq, "0");
     expect_sn_weight(seq, "3");
+    check_cases();
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
+/* ---- weight norm ---- */
+
+/* Fails unless layer's "weight" (what the export wrote) is
+ * weight_v * (weight_g / ||weight_v||) at the layer's dim. */
+static void expect_wn_weight(const tg_module *seq, const char *layer, int dim)
+{
+    char k[32];
+    snprintf(k, sizeof k, "%s.weight_g", layer);
+    tg_tensor *g = tg_module_find(seq, k), *want = NULL;
+    snprintf(k, sizeof k, "%s.weight_v", layer);
+    tg_tensor *v = tg_module_find(seq, k);
+    snprintf(k, sizeof k, "%s.weight", layer);
+    cr_assert(tg_weight_norm(&want, v, g, dim) == TG_OK);
+    th_expect_close_scaled(k, tg_module_find(seq, k), want, 1e-6);
+    tg_tensor_release(want);
+}
+
+/* A HiFi-GAN-like upsampling block: a weight-normed ConvTranspose1d (dim
+ * 0), LeakyReLU and a weight-normed Conv1d (dim None), whose g is changed
+ * after the last forward: the export holds each layer's computed weight
+ * under "<layer>.weight", and none of weight_g, weight_v. */
+Test(onnx_conv, weight_norm_exports_the_computed_weight)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 43);
+    tg_conv_params p = TG_CONV_PARAMS_INIT, q = TG_CONV_PARAMS_INIT;
+    p.stride[0] = 2;
+    p.padding[0][0] = p.padding[0][1] = 1;
+    q.padding[0][0] = q.padding[0][1] = 1;
+    tg_module *seq = NULL, *up = NULL, *conv = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_conv_transpose_new(&up, 1, 4, 3, (const int64_t[]){4}, &p, true, &rng) ==
+              TG_OK);
+    cr_assert(tg_nn_weight_norm(up, "weight", 0) == TG_OK);
+    cr_assert(tg_nn_conv_new(&conv, 1, 3, 2, (const int64_t[]){3}, &q, true, &rng) == TG_OK);
+    cr_assert(tg_nn_weight_norm(conv, "weight", TG_NN_WEIGHT_NORM_NONE) == TG_OK);
+    append(seq, up);
+    append(seq, act(TG_ACT_LEAKY_RELU, 0.1));
+    append(seq, conv);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 4, 6}, 13), *y = NULL;
+    cr_assert(tg_module_forward(seq, &y, x) == TG_OK);
+    tg_tensor_release(y);
+    cr_assert(tg_tensor_rand_normal(tg_module_find(seq, "0.weight_g"), &rng, 1, 0.5) == TG_OK);
+    cr_assert(tg_tensor_fill(tg_module_find(seq, "2.weight_g"), 0.75) == TG_OK);
+    write_case("wn_upsampler", seq, x, 1e-5, 1e-6,
+               (const char *const[]){"0.weight", "0.bias", "2.weight", "2.bias", NULL}, NULL);
+    expect_wn_weight(seq, "0", 0);
+    expect_wn_weight(seq, "2", TG_NN_WEIGHT_NORM_NONE);
     check_cases();
     tg_module_release(seq);
     tg_tensor_release(x);

@@ -123,8 +123,8 @@ TG_API tg_module *tg_module_child_at(const tg_module *m, int i);
 /* The name of the i-th direct child (borrowed from m), or NULL. */
 TG_API const char *tg_module_child_name_at(const tg_module *m, int i);
 /* The parameter or buffer with the dotted name ("net.0.weight"), borrowed,
- * or NULL.  A computed weight (tg_nn_spectral_norm's) is found too: its
- * value at the last forward. */
+ * or NULL.  A computed weight (tg_nn_spectral_norm's, tg_nn_weight_norm's)
+ * is found too: its value at the last forward. */
 TG_API tg_tensor *tg_module_find(const tg_module *m, const char *dotted_name);
 
 /* ---- running ---- */
@@ -658,6 +658,55 @@ TG_API int tg_nn_init_normal(tg_module *m, double mean, double std, tg_rng *rng)
  * eps <= 0, dim outside [0, ndim) and not -1.  On error m is unchanged. */
 TG_API int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations,
                                double eps, int dim, tg_rng *rng);
+/* torch.nn.utils.remove_spectral_norm(m, name): `name` becomes a plain
+ * parameter again, holding the weight computed with the stored u and v
+ * (the eval-mode weight, not recorded) as a new tensor, last among m's
+ * parameters (torch's order: "bias", "weight"); "<name>_orig", "<name>_u"
+ * and "<name>_v" are released.  An optimizer made before still holds
+ * <name>_orig, not the new parameter.  TG_EINVAL when spectral norm is not
+ * applied to m's `name`; on error m is unchanged. */
+TG_API int tg_nn_remove_spectral_norm(tg_module *m, const char *name);
+
+/* torch.nn.utils.weight_norm(m, name, dim)'s dim=None: the norm of the
+ * whole weight, one g. */
+#define TG_NN_WEIGHT_NORM_NONE (-1)
+
+/* torch.nn.utils.weight_norm(m, name, dim): m's parameter `name` becomes
+ * name_v * (name_g / ||name_v||) at every forward, the norm over every dim
+ * but dim (tg_weight_norm, ops.h), as HiFi-GAN's and MelGAN's layers use.
+ * In place, as torch 1.13: the parameter `name` is removed, then
+ * "<name>_g" (a new tensor: the weight's norm_except_dim, of shape
+ * (1, .., size(dim), .., 1), 0-d for dim TG_NN_WEIGHT_NORM_NONE) and
+ * "<name>_v" (the weight's tensor itself, renamed) are registered, last, so
+ * the state dict reads "bias", "weight_g", "weight_v", torch's keys in
+ * torch's order: state dicts, safetensors and checkpoints load both ways.
+ * The first forward's weight equals the old one (up to rounding).
+ * Optimizers made afterwards see g and v.
+ *
+ * dim: torch's default is 0 for every module, ConvTranspose too (whose
+ * weight is (C_in, C_out/groups, K...): one g per input channel, unlike
+ * spectral norm's default); -1 (TG_NN_WEIGHT_NORM_NONE) is torch's
+ * dim=None; other negative dims count from the end, as torch's.  Each
+ * forward of m computes `name` first, recorded, so g and v get gradients
+ * of every order; tg_module_find(m, name) gives the value the last forward
+ * used (before the first: the initial one), and an ONNX export holds that
+ * weight.  The computation runs in the parameters' dtype, also under
+ * autocast.  A forward writes the computed weight to m, so two threads
+ * must not run the same module at once.
+ *
+ * Works with any module whose forward reads the parameter by name (Linear,
+ * Conv, ConvTranspose, Embedding, a custom module using tg_module_find).
+ * Errors (TG_EINVAL): m or name NULL, m has no parameter `name`, weight
+ * norm (or spectral norm) is already applied to it, "<name>_g" or
+ * "<name>_v" is taken, dim outside [-ndim, ndim) and not -1.  On error m
+ * is unchanged. */
+TG_API int tg_nn_weight_norm(tg_module *m, const char *name, int dim);
+/* torch.nn.utils.remove_weight_norm(m, name): `name` becomes a plain
+ * parameter again, holding the current computed weight (not recorded) as a
+ * new tensor, last among m's parameters (torch's order: "bias",
+ * "weight"); "<name>_g" and "<name>_v" are released.  TG_EINVAL when
+ * weight norm is not applied to m's `name`; on error m is unchanged. */
+TG_API int tg_nn_remove_weight_norm(tg_module *m, const char *name);
 
 #ifdef __cplusplus
 }

@@ -586,6 +586,24 @@ TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
 TG_API int tg_vector_norm(tg_tensor **out, tg_tensor *x, double ord, int ndims, const int *dims,
                           bool keepdim);
 
+/* ---- weight normalization ----
+ * torch._weight_norm(v, g, dim): w = v * (g / ||v||), ||v|| the Euclidean
+ * norm over every dim of v except dim (torch.norm_except_dim(v, 2, dim)),
+ * which tg_norm_except_dim gives: shape (1, .., v.size(dim), .., 1), v's
+ * rank with v's extent at dim (a 1-d v: |v|, element by element).  dim -1
+ * is the norm of the whole tensor, 0-d (torch's dim=None); dim in
+ * [-ndim, -2] counts from the end, as torch's; outside [-ndim, ndim) and
+ * not -1: TG_EINVAL.  g has norm_except_dim's shape (g = that norm
+ * reproduces v), or any shape that broadcasts to v's without changing it
+ * (TG_ESHAPE otherwise); v and g are float tensors of one dtype
+ * (TG_EDTYPE).  Made of tg_vector_norm, tg_div and tg_mul in torch's
+ * order, so gradients of every order are torch's; a v of zeros along a
+ * slice gives NaN there (0 / 0), as torch.  *out is a new reference; on
+ * error it is untouched.  tg_nn_weight_norm (nn.h) applies this to a
+ * module's weight at every forward. */
+TG_API int tg_weight_norm(tg_tensor **out, tg_tensor *v, tg_tensor *g, int dim);
+TG_API int tg_norm_except_dim(tg_tensor **out, tg_tensor *v, int dim);
+
 /* ---- log-sum-exp ----
  * torch.logsumexp(x, dims, keepdim): log(sum(exp(x))) over the listed dims
  * (as in tg_sum_dims), or over every element when ndims is 0 (as

@@ -76,7 +76,7 @@ static bool tg__name_taken(const tg_module *m, const char *name)
     return tg__module_computed(m, name) != NULL;
 }
 
-static int tg__check_name(const char *op, const tg_module *m, const char *name)
+int tg__module_check_name(const char *op, const tg_module *m, const char *name)
 {
     TG_CHECK(m != NULL && name != NULL, TG_EINVAL, "%s: module and name must not be NULL", op);
     size_t len = strlen(name);
@@ -89,7 +89,7 @@ static int tg__check_name(const char *op, const tg_module *m, const char *name)
 }
 
 /* Makes room for one more element in *arr (of *cap elements of size sz). */
-static int tg__grow(void **arr, int *cap, int n, size_t sz)
+int tg__module_grow(void **arr, int *cap, int n, size_t sz)
 {
     if (n < *cap) return TG_OK;
     int ncap = *cap ? *cap * 2 : 4;
@@ -103,7 +103,7 @@ static int tg__grow(void **arr, int *cap, int n, size_t sz)
 static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_tensor *t,
                           bool param)
 {
-    int rc = t ? tg__check_name(op, m, name)
+    int rc = t ? tg__module_check_name(op, m, name)
                : tg__error(TG_EINVAL, "%s: tensor must not be NULL", op);
     if (rc == TG_OK && param && !tg_tensor_is_leaf(t))
         rc = tg__error(TG_EINVAL, "%s: '%s' must be a leaf tensor (detach it first)", op, name);
@@ -113,9 +113,10 @@ static int tg__add_tensor(const char *op, tg_module *m, const char *name, tg_ten
                        op, name, tg_dtype_name(tg_tensor_dtype(t)));
     if (rc == TG_OK && param) rc = tg_tensor_set_requires_grad(t, true);
     if (rc == TG_OK) {
-        rc = param ? tg__grow((void **)&m->params, &m->cap_params, m->n_params, sizeof *m->params)
-                   : tg__grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers,
-                              sizeof *m->buffers);
+        rc = param ? tg__module_grow((void **)&m->params, &m->cap_params, m->n_params,
+                                     sizeof *m->params)
+                   : tg__module_grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers,
+                                     sizeof *m->buffers);
     }
     if (rc < 0) {
         tg_tensor_release(t);
@@ -157,7 +158,7 @@ int tg_module_add_child(tg_module *parent, const char *name, tg_module *child)
 int tg__module_add_child_as(const char *fn, tg_module *parent, const char *name,
                             tg_module *child)
 {
-    int rc = child ? tg__check_name(fn, parent, name)
+    int rc = child ? tg__module_check_name(fn, parent, name)
                    : tg__error(TG_EINVAL, "%s: child must not be NULL", fn);
     if (rc == TG_OK && child == parent)
         rc = tg__error(TG_EINVAL, "%s: a module cannot be its own child", fn);
@@ -166,8 +167,8 @@ int tg__module_add_child_as(const char *fn, tg_module *parent, const char *name,
                                   "modules form a tree, without cycles",
                        fn, name, tg_module_type_name(child));
     if (rc == TG_OK)
-        rc = tg__grow((void **)&parent->children, &parent->cap_children, parent->n_children,
-                      sizeof *parent->children);
+        rc = tg__module_grow((void **)&parent->children, &parent->cap_children,
+                             parent->n_children, sizeof *parent->children);
     if (rc < 0) {
         tg_module_release(child);
         return rc;
@@ -192,65 +193,6 @@ int tg__nn_add_param_zeros(tg_module *m, const char *name, int ndim, const int64
     TG_TRY(tg_tensor_zeros(&t, TG_F32, ndim, shape));
     TG_TRY(tg_module_add_parameter(m, name, t));
     if (borrowed) *borrowed = t;
-    return TG_OK;
-}
-
-static int tg__reparametrize_check(const char *fn, tg_module *m, const char *name,
-                                   const char *orig, int nb, const char *const *buf_names,
-                                   int *at)
-{
-    *at = -1;
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].name, name) == 0) *at = i;
-    TG_CHECK(*at >= 0, TG_EINVAL, "%s: %s has no parameter '%s'", fn, tg_module_type_name(m),
-             name);
-    TG_TRY(tg__check_name(fn, m, orig));
-    for (int i = 0; i < nb; i++) {
-        TG_TRY(tg__check_name(fn, m, buf_names[i]));
-        bool twice = strcmp(buf_names[i], orig) == 0;
-        for (int j = 0; j < i; j++) twice = twice || strcmp(buf_names[i], buf_names[j]) == 0;
-        TG_CHECK(!twice, TG_EINVAL, "%s: name '%s' is given twice", fn, buf_names[i]);
-    }
-    /* room for the new buffers and the computed entry (the parameter count
-     * stays) */
-    for (int i = 0; i < nb; i++)
-        TG_TRY(tg__grow((void **)&m->buffers, &m->cap_buffers, m->n_buffers + i,
-                        sizeof *m->buffers));
-    tg__nn_computed *c = realloc(m->computed, (size_t)(m->n_computed + 1) * sizeof *c);
-    if (!c) return tg__error(TG_ENOMEM, "%s: out of memory", fn);
-    m->computed = c;
-    return TG_OK;
-}
-
-int tg__module_reparametrize(const char *fn, tg_module *m, const char *name, const char *orig,
-                             int nb, const char *const *buf_names, tg_tensor *const *bufs,
-                             const tg__nn_computed *c)
-{
-    int at = -1;
-    int rc = tg__reparametrize_check(fn, m, name, orig, nb, buf_names, &at);
-    if (rc < 0) {
-        for (int i = 0; i < nb; i++) tg_tensor_release(bufs[i]);
-        tg_tensor_release(c->value);
-        if (c->release) c->release(c->state);
-        return rc;
-    }
-    /* torch deletes the parameter and registers it again under `orig`,
-     * which puts it last */
-    tg__nn_tensor_entry e = m->params[at];
-    memmove(&m->params[at], &m->params[at + 1],
-            (size_t)(m->n_params - at - 1) * sizeof *m->params);
-    snprintf(e.name, sizeof e.name, "%s", orig);
-    if (strcmp(tg_tensor_name(e.t), name) == 0) tg_tensor_set_name(e.t, orig);
-    m->params[m->n_params - 1] = e;
-    for (int i = 0; i < nb; i++) {
-        tg__nn_tensor_entry *b = &m->buffers[m->n_buffers++];
-        snprintf(b->name, sizeof b->name, "%s", buf_names[i]);
-        b->t = bufs[i];
-        if (!tg_tensor_name(bufs[i])[0]) tg_tensor_set_name(bufs[i], buf_names[i]);
-    }
-    tg__nn_computed *d = &m->computed[m->n_computed++];
-    *d = *c;
-    snprintf(d->name, sizeof d->name, "%s", name);
     return TG_OK;
 }
 

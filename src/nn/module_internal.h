@@ -60,16 +60,30 @@ int tg__module_new_state(tg_module **out, const tg_module_vtable *vt, const void
 tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* The computed tensor named name of m (borrowed), or NULL. */
 const tg__nn_computed *tg__module_computed(const tg_module *m, const char *name);
+/* tg_module_add_parameter's name check (messages name op) and its list
+ * growth (room for one more element in *arr of *cap, n used). */
+int tg__module_check_name(const char *op, const tg_module *m, const char *name);
+int tg__module_grow(void **arr, int *cap, int n, size_t sz);
 /* Moves m's parameter `name` to a computed one, as torch's spectral_norm
- * reparametrizes a weight: the parameter (the same tensor) goes to the end
- * of the parameter list as `orig`, bufs[0..nb) are added as buffers named
- * buf_names[i], and `name` becomes computed by c (c->name is ignored; its
- * state and value are stolen).  All names are checked first (messages name
- * fn); on error nothing is changed and c's state, its value and bufs are
- * released. */
+ * and weight_norm reparametrize a weight (module_reparam.c): the parameter
+ * is removed, params[0..np) are registered as parameters param_names[i]
+ * (requiring grad), then the parameter itself (the same tensor) as `orig`,
+ * all at the end of the parameter list; bufs[0..nb) are added as buffers
+ * named buf_names[i], and `name` becomes computed by c (c->name is
+ * ignored; its state and value are stolen).  All names are checked first
+ * (messages name fn); on error nothing is changed and c's state, its value,
+ * params and bufs are released.  np + nb <= 7. */
 int tg__module_reparametrize(const char *fn, tg_module *m, const char *name, const char *orig,
+                             int np, const char *const *param_names, tg_tensor *const *params,
                              int nb, const char *const *buf_names, tg_tensor *const *bufs,
                              const tg__nn_computed *c);
+/* The reverse, as torch's remove_spectral_norm / remove_weight_norm: the
+ * computed `name` (which must exist) is dropped, the parameters and buffers
+ * names[0..nr) (which must exist, a parameter among them) are released,
+ * and w (stolen; a float leaf, else TG_EINVAL with m unchanged) is
+ * registered as parameter `name`, last. */
+int tg__module_unreparametrize(const char *fn, tg_module *m, const char *name, tg_tensor *w,
+                               int nr, const char *const *names);
 /* Puts child (stolen) in place of parent's i-th child, which is released;
  * the name stays.  i must be in [0, n_children). */
 void tg__module_replace_child(tg_module *parent, int i, tg_module *child);

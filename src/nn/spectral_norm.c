@@ -218,5 +218,32 @@ int tg_nn_spectral_norm(tg_module *m, const char *name, int n_power_iterations, 
     tg__nn_computed c = {.compute = sn_compute, .release = free, .state_size = sizeof *s,
                          .state = s, .value = value};
     const char *names[2] = {s->u, s->v};
-    return tg__module_reparametrize(SN_FN, m, name, s->orig, 2, names, bufs, &c);
+    return tg__module_reparametrize(SN_FN, m, name, s->orig, 0, NULL, NULL, 2, names, bufs, &c);
+}
+
+int tg_nn_remove_spectral_norm(tg_module *m, const char *name)
+{
+    TG_CHECK(m != NULL && name != NULL, TG_EINVAL,
+             "nn_remove_spectral_norm: m and name must not be NULL");
+    const tg__nn_computed *c = tg__module_computed(m, name);
+    TG_CHECK(c != NULL && c->compute == sn_compute, TG_EINVAL,
+             "nn_remove_spectral_norm: spectral norm of '%s' not found in %s", name,
+             tg_module_type_name(m));
+    const sn_state *s = c->state;
+    tg_tensor *w = tg__module_local(m, s->orig), *u = tg__module_local(m, s->u),
+              *v = tg__module_local(m, s->v), *value = NULL;
+    TG_ASSERT(w && u && v);
+    /* torch's remove: the weight with the stored u and v, without iterating
+     * and not recorded, as a new parameter */
+    tg__lib_enter();
+    tg_no_grad_begin();
+    int rc = sn_weight(s, w, u, v, false, &value);
+    tg_no_grad_end();
+    tg__lib_leave();
+    if (rc < 0) return rc;
+    const char *names[3] = {s->orig, s->u, s->v};
+    char nm[3][TG__NN_LOCAL_NAME_MAX];
+    for (int i = 0; i < 3; i++) snprintf(nm[i], sizeof nm[i], "%s", names[i]);
+    return tg__module_unreparametrize("nn_remove_spectral_norm", m, name, value, 3,
+                                      (const char *const[]){nm[0], nm[1], nm[2]});
 }
