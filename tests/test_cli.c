@@ -269,8 +269,8 @@ Test(cli, ops_and_gradcheck)
     th_expect_in(th_err, "unknown option '--seed'");
 }
 
-/* The losses and the norms have sweep cases; an op without any checks
- * nothing, which is not a pass. */
+/* The losses, the distances, weight norm, unfold and fold have sweep cases;
+ * an op without any checks nothing, which is not a pass. */
 Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
 {
     cr_assert(eq(int, RUN("gradcheck", "nn"), 0), "%s%s", th_out, th_err);
@@ -285,7 +285,14 @@ Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
     th_expect_in(th_out, "nll_loss               x (3, 4), classes {2, -100, 3}");
     th_expect_in(th_out, "mul                    kl_div x (3, 4)");
     th_expect_in(th_out, "mul                    bce_with_logits x, t (3, 4)");
-    th_expect_in(th_out, "11 cases, 0 failed");
+    th_expect_in(th_out, "sum_dims               cosine_similarity x1, x2 (3, 4)");
+    th_expect_in(th_out, "vector_norm            triplet_margin a, p, n (3, 4)");
+    th_expect_in(th_out, "vector_norm            weight_norm v (3, 2, 4)");
+    th_expect_in(th_out, "relu                   multi_margin x (3, 4)");
+    th_expect_in(th_out, "log                    gaussian_nll x, target, var (3, 4)");
+    th_expect_in(th_out, "24 cases, 0 failed");
+    cr_assert(eq(int, RUN("gradcheck", "unfold", "fold"), 0), "%s%s", th_out, th_err);
+    th_expect_in(th_out, "2 cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", th_out, th_err);
     th_expect_in(th_out, "fake_quantize: registered, but the sweep has no cases for it");
     th_expect_in(th_err, "no case checked");
@@ -380,7 +387,7 @@ Test(cli, tg_profile_prints_the_table_at_exit)
     th_expect_in(th_err, "self ms");
     th_expect_in(th_err, "3 of ");
     th_expect_in(th_err, " rows shown; self time of all rows");
-    th_expect_in(th_out, "10 cases, 0 failed");
+    th_expect_in(th_out, "12 cases, 0 failed");
     cr_assert(eq(int, setenv("TG_PROFILE", "many", 1), 0));
     cr_assert(eq(int, RUN("gradcheck", "pool"), 0));
     th_expect_in(th_err, "tapegrad: TG_PROFILE=many is not a number of rows >= 1; not profiling");

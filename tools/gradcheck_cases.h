@@ -71,4 +71,22 @@ int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 
+/* The distances, the newer losses, weight normalization and unfold / fold
+ * (gradcheck_fns_loss.c). */
+int f_cosine_similarity(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_pairwise_distance(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_margin_ranking_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_hinge_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_cosine_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_triplet_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_gaussian_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_poisson_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_multi_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_multilabel_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_multilabel_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_weight_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_unfold(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_fold(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+
 #endif

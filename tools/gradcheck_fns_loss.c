@@ -1,0 +1,145 @@
+/* tools/gradcheck_fns_loss.c - the functions under test of the built-in sweep
+ * of `tapegrad gradcheck` for the distances, the margin, embedding and
+ * likelihood losses, weight normalization, and unfold / fold
+ * (gradcheck_cases.c has the table of cases).  Inputs are U[-1, 1] kept away
+ * from 0 (GC_POSITIVE: U[0.5, 2]); targets and class indices are fixed here,
+ * and the margins are chosen so that no hinge sits at a kink. */
+#include "gradcheck_cases.h"
+#include "tapegrad/conv.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+
+/* A fixed tensor of dtype dt (f64: the sweep's) holding v, (3) or (3, 4). */
+static int fixed(tg_tensor **t, tg_dtype dt, int ndim, const double *v)
+{
+    static const int64_t shape1[] = {3}, shape2[] = {3, 4};
+    return tg_tensor_from_data(t, dt, ndim, ndim == 1 ? shape1 : shape2, v);
+}
+
+int f_cosine_similarity(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_cosine_similarity(out, in[0], in[1], 1, 1e-8);
+}
+
+int f_pairwise_distance(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_pairwise_distance(out, in[0], in[1], 3.0, 1e-6, false);
+}
+
+/* margin 0.25 over differences in [-2, 2]: some samples inside the margin,
+ * some outside, none on it for the sweep's draws. */
+int f_margin_ranking_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const double t[] = {1, -1, 1};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, TG_F64, 1, t);
+    if (rc >= 0) rc = tg_margin_ranking_loss(out, in[0], in[1], target, 0.25, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+int f_hinge_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const double t[] = {1, -1, -1, 1, -1, 1, 1, -1, -1, 1, -1, 1};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, TG_F64, 2, t);
+    if (rc >= 0) rc = tg_hinge_embedding_loss(out, in[0], target, 0.5, TG_REDUCTION_SUM);
+    tg_tensor_release(target);
+    return rc;
+}
+
+/* The target gets a gradient too (torch's does not). */
+int f_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_soft_margin_loss(out, in[0], in[1], TG_REDUCTION_MEAN);
+}
+
+int f_cosine_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const double t[] = {1, -1, -1};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, TG_F64, 1, t);
+    if (rc >= 0)
+        rc = tg_cosine_embedding_loss(out, in[0], in[1], target, -0.5, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+int f_triplet_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_triplet_margin_loss(out, in[0], in[1], in[2], 2.0, 2.0, 1e-6, true,
+                                  TG_REDUCTION_MEAN);
+}
+
+/* input, target, var all U[0.5, 2] (GC_POSITIVE), var above eps. */
+int f_gaussian_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_gaussian_nll_loss(out, in[0], in[1], in[2], true, 1e-6, TG_REDUCTION_MEAN);
+}
+
+/* log_input and full, with counts 0, 1 and above 1 (Stirling's term). */
+int f_poisson_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const double t[] = {0, 1, 2, 3, 5, 0, 1, 4, 2, 7, 1, 0};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, TG_F64, 2, t);
+    if (rc >= 0) rc = tg_poisson_nll_loss(out, in[0], target, true, true, 1e-8, TG_REDUCTION_SUM);
+    tg_tensor_release(target);
+    return rc;
+}
+
+/* p = 2, margin 3 (every hinge active over x in [-1, 1]), class weights. */
+int f_multi_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
+    tg_tensor *target = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
+    if (rc >= 0) rc = tg_multi_margin_loss(out, in[0], target, 2, 3.0, in[1], TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+/* Rows ended by -1 early, late and never. */
+int f_multilabel_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const int64_t labels[] = {3, -1, 0, 1, 0, 2, 1, -1, 1, 0, 3, 2}, shape[] = {3, 4};
+    tg_tensor *target = NULL;
+    int rc = tg_tensor_from_data(&target, TG_I64, 2, shape, labels);
+    if (rc >= 0) rc = tg_multilabel_margin_loss(out, in[0], target, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+int f_multilabel_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const double t[] = {1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, TG_F64, 2, t);
+    if (rc >= 0)
+        rc = tg_multilabel_soft_margin_loss(out, in[0], target, in[1], TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
+}
+
+/* v (3, 2, 4) and g (3, 1, 1): one norm per slice of dim 0. */
+int f_weight_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_weight_norm(out, in[0], in[1], 0);
+}
+
+/* x (2, 2, 5, 4): kernel (2, 3), padding 1, stride (2, 1): 3 x 4 blocks. */
+int f_unfold(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const tg_fold_params p = {.kernel_size = {2, 3}, .dilation = {1, 1}, .padding = {1, 1},
+                              .stride = {2, 1}};
+    return tg_unfold(out, in[0], &p);
+}
+
+/* x (2, 8, 12) into (4, 5): kernel 2, dilation (2, 1), padding (0, 1):
+ * 2 x 6 blocks, neighbours overlapping along W. */
+int f_fold(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const tg_fold_params p = {.kernel_size = {2, 2}, .dilation = {2, 1}, .padding = {0, 1},
+                              .stride = {1, 1}};
+    return tg_fold(out, in[0], (const int64_t[]){4, 5}, &p);
+}
