@@ -203,7 +203,7 @@ int op_view(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 20;
+    uint8_t k = u8(g) % 21;
     int nd = u8(g) % 5, d0 = (int)(u8(g) % 7) - 3, d1 = (int)(u8(g) % 7) - 3;
     int64_t shape[4];
     int dims[TG_MAX_DIMS];   /* permute reads one per dim of a */
@@ -254,6 +254,22 @@ int op_view(prog *g)
         tg_tensor *idx = NULL;
         rc = tg_adaptive_max_pool(&y, d1 & 1 ? &idx : NULL, a, nd % 3 + 1, shape);
         tg_tensor_release(idx);
+        break;
+    }
+    case 19: {   /* unfold, or fold into (shape[0], shape[1]): parameters from dims */
+        tg_fold_params p = TG_FOLD_PARAMS_INIT;
+        for (int d = 0; d < 2; d++) {
+            p.kernel_size[d] = dims[d] + 2;           /* -2 .. 6: < 1 refused */
+            p.dilation[d] = dims[2 + d] % 3 + 1;      /* -1 .. 3 */
+            p.padding[d] = dims[4 + d] % 3;           /* -2 .. 2 */
+            p.stride[d] = (dims[6 + d] + 4) % 4;      /* 0 .. 3 */
+        }
+        if (d1 & 1) rc = tg_fold(&y, a, shape, &p);
+        else rc = tg_unfold(&y, a, &p);
+        if (rc >= 0 && big(y)) {   /* blocks of a large kernel over a small image */
+            tg_tensor_release(y);
+            return 0;
+        }
         break;
     }
     default: rc = tg_sum_to_shape(&y, a, nd, shape); break;
@@ -315,16 +331,34 @@ int op_batch_norm(prog *g)
 int op_loss(prog *g)
 {
     int i = u8(g) % SLOTS;
-    tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 4;
+    tg_tensor *a = slot(g), *b = slot(g), *c = slot(g), *y = NULL;
+    uint8_t k = u8(g) % 17;
     tg_reduction red = (tg_reduction)(u8(g) % 4);   /* one past the end too */
-    if (big(a) || big(b)) return 0;
+    const uint8_t o = u8(g);
+    const double s = value(u8(g)), e = value(u8(g));   /* a margin, p or eps; dims from o */
+    if (big(a) || big(b) || big(c)) return 0;
+    /* multilabel_margin's (N, C, C) grid of pairs, C the last extent */
+    const int64_t last = a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1;
+    if (k == 15 && (double)tg_tensor_numel(a) * (double)last > MAX_ELEMS) return 0;
     int rc;
     switch (k) {
     case 0: rc = tg_mse_loss(&y, a, b, red); break;
     case 1: rc = tg_l1_loss(&y, a, b, red); break;
     case 2: rc = tg_bce_with_logits(&y, a, b, red); break;
-    default: rc = tg_cross_entropy(&y, a, b, red); break;
+    case 3: rc = tg_cross_entropy(&y, a, b, red); break;
+    case 4: rc = tg_cosine_similarity(&y, a, b, (int)(o % 7) - 3, e); break;
+    case 5: rc = tg_pairwise_distance(&y, a, b, s, e, o & 1); break;
+    case 6: rc = tg_margin_ranking_loss(&y, a, b, c, s, red); break;
+    case 7: rc = tg_hinge_embedding_loss(&y, a, b, s, red); break;
+    case 8: rc = tg_soft_margin_loss(&y, a, b, red); break;
+    case 9: rc = tg_cosine_embedding_loss(&y, a, b, c, s, red); break;
+    case 10: rc = tg_triplet_margin_loss(&y, a, b, c, s, e, value(o), o & 1, red); break;
+    case 11: rc = tg_gaussian_nll_loss(&y, a, b, c, o & 1, e, red); break;
+    case 12: rc = tg_poisson_nll_loss(&y, a, b, o & 1, o & 2, e, red); break;
+    case 13: rc = tg_multi_margin_loss(&y, a, b, (int)(o % 4), s, o & 4 ? c : NULL, red); break;
+    case 14: rc = tg_multilabel_soft_margin_loss(&y, a, b, o & 1 ? c : NULL, red); break;
+    case 15: rc = tg_multilabel_margin_loss(&y, a, b, red); break;
+    default: rc = tg_weight_norm(&y, a, b, (int)(o % 7) - 3); break;
     }
     return after(g, i, "loss", rc, y);
 }
