@@ -352,22 +352,23 @@ Test(fold, refusals_name_the_argument_and_rule)
                       "fold: out, x, output_size and p must not be NULL", y);
     tg_fold_params b = p;
     b.kernel_size[1] = 0;
-    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL, "unfold: kernel_size[1]=0 must be in [1, ",
-                      y);
+    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL,
+                      "unfold: p->kernel_size[1]=0 must be in [1, ", y);
     b = p;
     b.stride[0] = 0;
-    th_expect_refused(tg_fold(&y, cols, hw, &b), TG_EINVAL, "fold: stride[0]=0 must be in [1, ",
+    th_expect_refused(tg_fold(&y, cols, hw, &b), TG_EINVAL, "fold: p->stride[0]=0 must be in [1, ",
                       y);
     b = p;
     b.dilation[1] = -1;
-    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL, "unfold: dilation[1]=-1 must be in [1, ",
+    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL, "unfold: p->dilation[1]=-1 must be in [1, ",
                       y);
     b = p;
     b.padding[0] = -1;
-    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL, "unfold: padding[0]=-1 must be in [0, ", y);
+    th_expect_refused(tg_unfold(&y, x, &b), TG_EINVAL,
+                      "unfold: p->padding[0]=-1 must be in [0, ", y);
     b = p;
     b.padding[1] = (int64_t)1 << 40;
-    th_expect_refused(tg_fold(&y, cols, hw, &b), TG_EINVAL, "fold: padding[1]=1099511627776", y);
+    th_expect_refused(tg_fold(&y, cols, hw, &b), TG_EINVAL, "fold: p->padding[1]=1099511627776", y);
     th_expect_refused(tg_fold(&y, cols, (int64_t[]){5, 0}, &p), TG_EINVAL,
                       "fold: output_size[1]=0 must be in [1, ", y);
     /* ranks, as torch 1.13 */

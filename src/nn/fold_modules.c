@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "ops/fold_internal.h"
 #include "tapegrad/conv.h"
 
 typedef struct tg__fold_state {
@@ -31,26 +32,11 @@ static const tg_module_vtable tg__nn_fold_vt = {
     .type_name = "Fold", .forward = tg__fold_forward, .release = free,
     .state_size = sizeof(tg__fold_state)};
 
-/* The parameters' ranges, as tg_unfold checks them (messages naming fn). */
-static int tg__fold_check(const char *fn, const tg_fold_params *p)
-{
-    const char *const names[4] = {"kernel_size", "dilation", "padding", "stride"};
-    const int64_t *const vals[4] = {p->kernel_size, p->dilation, p->padding, p->stride};
-    for (int f = 0; f < 4; f++)
-        for (int a = 0; a < 2; a++) {
-            const int64_t v = vals[f][a], lo = f == 2 ? 0 : 1;
-            TG_CHECK(v >= lo && v <= TG_CONV_MAX_PARAM, TG_EINVAL,
-                     "%s: p->%s[%d]=%lld must be in [%lld, %lld]", fn, names[f], a,
-                     (long long)v, (long long)lo, (long long)TG_CONV_MAX_PARAM);
-        }
-    return TG_OK;
-}
-
 int tg_nn_unfold_new(tg_module **out, const tg_fold_params *p)
 {
     const char *fn = "nn_unfold_new";
     TG_CHECK(out != NULL && p != NULL, TG_EINVAL, "%s: out and p must not be NULL", fn);
-    TG_TRY(tg__fold_check(fn, p));
+    TG_TRY(tg__fold_check_params(fn, p));
     const tg__fold_state s = {.p = *p};
     return tg__module_new_state(out, &tg__nn_unfold_vt, &s);
 }
@@ -60,7 +46,7 @@ int tg_nn_fold_new(tg_module **out, const int64_t *output_size, const tg_fold_pa
     const char *fn = "nn_fold_new";
     TG_CHECK(out != NULL && output_size != NULL && p != NULL, TG_EINVAL,
              "%s: out, output_size and p must not be NULL", fn);
-    TG_TRY(tg__fold_check(fn, p));
+    TG_TRY(tg__fold_check_params(fn, p));
     for (int a = 0; a < 2; a++)
         TG_CHECK(output_size[a] >= 1 && output_size[a] <= TG_CONV_MAX_PARAM, TG_EINVAL,
                  "%s: output_size[%d]=%lld must be in [1, %lld]", fn, a,

@@ -16,6 +16,7 @@
 
 #include "ops/conv_internal.h"
 #include "ops/families.h"
+#include "ops/fold_internal.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/ops.h"
 
@@ -28,7 +29,7 @@ typedef struct fold_op_params {
 
 static const char *const axis_dim[2] = {"H", "W"};
 
-static int check_params(const char *op, const tg_fold_params *p)
+int tg__fold_check_params(const char *fn, const tg_fold_params *p)
 {
     const char *const names[4] = {"kernel_size", "dilation", "padding", "stride"};
     const int64_t *const vals[4] = {p->kernel_size, p->dilation, p->padding, p->stride};
@@ -36,8 +37,8 @@ static int check_params(const char *op, const tg_fold_params *p)
         for (int a = 0; a < 2; a++) {
             const int64_t v = vals[f][a], lo = f == 2 ? 0 : 1;
             TG_CHECK(v >= lo && v <= TG_CONV_MAX_PARAM, TG_EINVAL,
-                     "%s: %s[%d]=%lld must be in [%lld, %lld]", op, names[f], a, (long long)v,
-                     (long long)lo, (long long)TG_CONV_MAX_PARAM);
+                     "%s: p->%s[%d]=%lld must be in [%lld, %lld]", fn, names[f], a,
+                     (long long)v, (long long)lo, (long long)TG_CONV_MAX_PARAM);
         }
     return TG_OK;
 }
@@ -290,7 +291,7 @@ int tg_unfold(tg_tensor **out, tg_tensor *x, const tg_fold_params *p)
     const char *op = "unfold";
     TG_CHECK(out != NULL && x != NULL && p != NULL, TG_EINVAL,
              "%s: out, x and p must not be NULL", op);
-    TG_TRY(check_params(op, p));
+    TG_TRY(tg__fold_check_params(op, p));
     const fold_op_params q = {.p = *p};
     return tg_op_call(&unfold_op, out, 1, (tg_tensor *[]){x}, &q, sizeof q);
 }
@@ -300,7 +301,7 @@ int tg_fold(tg_tensor **out, tg_tensor *x, const int64_t *output_size, const tg_
     const char *op = "fold";
     TG_CHECK(out != NULL && x != NULL && output_size != NULL && p != NULL, TG_EINVAL,
              "%s: out, x, output_size and p must not be NULL", op);
-    TG_TRY(check_params(op, p));
+    TG_TRY(tg__fold_check_params(op, p));
     for (int a = 0; a < 2; a++)
         TG_CHECK(output_size[a] >= 1 && output_size[a] <= TG_CONV_MAX_PARAM, TG_EINVAL,
                  "%s: output_size[%d]=%lld must be in [1, %lld]", op, a,
