@@ -64,6 +64,14 @@ const tg__nn_computed *tg__module_computed(const tg_module *m, const char *name)
  * growth (room for one more element in *arr of *cap, n used). */
 int tg__module_check_name(const char *op, const tg_module *m, const char *name);
 int tg__module_grow(void **arr, int *cap, int n, size_t sz);
+/* *w = m's parameter `name` (borrowed), which fn may reparametrize as
+ * `what` ("spectral norm", its computed tensors made by compute) under
+ * names up to suffix_len characters longer ("_orig": 5).  TG_EINVAL, m
+ * unchanged, when `what` is applied to it already, another computes it, m
+ * has no such parameter, or the name is empty or too long for the
+ * suffixes. */
+int tg__module_reparam_target(const char *fn, tg_module *m, const char *name, const char *what,
+                              tg__nn_compute_fn compute, int suffix_len, tg_tensor **w);
 /* Moves m's parameter `name` to a computed one, as torch's spectral_norm
  * and weight_norm reparametrize a weight (module_reparam.c): the parameter
  * is removed, params[0..np) are registered as parameters param_names[i]

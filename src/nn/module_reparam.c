@@ -8,6 +8,27 @@
 #include "nn/module_internal.h"
 #include "tapegrad/autograd.h"
 
+int tg__module_reparam_target(const char *fn, tg_module *m, const char *name, const char *what,
+                              tg__nn_compute_fn compute, int suffix_len, tg_tensor **w)
+{
+    const tg__nn_computed *c = tg__module_computed(m, name);
+    TG_CHECK(c == NULL || c->compute != compute, TG_EINVAL,
+             "%s: %s's '%s' already has %s: it cannot be applied twice", fn,
+             tg_module_type_name(m), name, what);
+    TG_CHECK(c == NULL, TG_EINVAL, "%s: %s's '%s' is already computed, not a parameter", fn,
+             tg_module_type_name(m), name);
+    *w = NULL;
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) *w = m->params[i].t;
+    TG_CHECK(*w != NULL, TG_EINVAL, "%s: %s has no parameter '%s'", fn, tg_module_type_name(m),
+             name);
+    const size_t len = strlen(name);
+    TG_CHECK(len > 0 && len + (size_t)suffix_len < TG__NN_LOCAL_NAME_MAX, TG_EINVAL,
+             "%s: name '%s' must be 1..%d characters", fn, name,
+             TG__NN_LOCAL_NAME_MAX - 1 - suffix_len);
+    return TG_OK;
+}
+
 static int reparametrize_check(const char *fn, tg_module *m, const char *name,
                                const char *orig, int np, const char *const *param_names,
                                int nb, const char *const *buf_names, int *at)

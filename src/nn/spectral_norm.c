@@ -134,20 +134,11 @@ static int sn_check(tg_module *m, const char *name, int n_power_iterations, doub
 {
     TG_CHECK(m != NULL && name != NULL && rng != NULL, TG_EINVAL,
              SN_FN ": m, name and rng must not be NULL");
-    const tg__nn_computed *c = tg__module_computed(m, name);
-    TG_CHECK(c == NULL || c->compute != sn_compute, TG_EINVAL,
-             SN_FN ": %s's '%s' already has spectral norm: it cannot be applied twice",
-             tg_module_type_name(m), name);
-    TG_CHECK(c == NULL, TG_EINVAL, SN_FN ": %s's '%s' is already computed, not a parameter",
-             tg_module_type_name(m), name);
     TG_CHECK(n_power_iterations >= 1, TG_EINVAL,
              SN_FN ": n_power_iterations=%d must be >= 1", n_power_iterations);
     TG_CHECK(eps > 0, TG_EINVAL, SN_FN ": eps=%g must be > 0", eps);
     tg_tensor *w = NULL;
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].name, name) == 0) w = m->params[i].t;
-    TG_CHECK(w != NULL, TG_EINVAL, SN_FN ": %s has no parameter '%s'", tg_module_type_name(m),
-             name);
+    TG_TRY(tg__module_reparam_target(SN_FN, m, name, "spectral norm", sn_compute, 5, &w));
     const int nd = tg_tensor_ndim(w);
     TG_CHECK(nd >= 1, TG_ESHAPE, SN_FN ": '%s' is 0-d; it must have at least 1 dim", name);
     /* torch's default: dim 1 for ConvTranspose, whose weight is (C_in, C_out/g, K...) */
@@ -155,9 +146,6 @@ static int sn_check(tg_module *m, const char *name, int n_power_iterations, doub
     TG_CHECK(dim >= 0 && dim < nd, TG_EINVAL,
              SN_FN ": dim=%d must be in [0, %d) ('%s' has %d dims) or -1 for the default", dim,
              nd, name, nd);
-    const size_t len = strlen(name);
-    TG_CHECK(len > 0 && len + 5 < TG__NN_LOCAL_NAME_MAX, TG_EINVAL,
-             SN_FN ": name '%s' must be 1..%d characters", name, TG__NN_LOCAL_NAME_MAX - 6);
     *weight = w;
     *resolved_dim = dim;
     return TG_OK;

@@ -44,24 +44,12 @@ static int wn_check(tg_module *m, const char *name, int dim, tg_tensor **weight,
                     int *resolved_dim)
 {
     TG_CHECK(m != NULL && name != NULL, TG_EINVAL, WN_FN ": m and name must not be NULL");
-    const tg__nn_computed *c = tg__module_computed(m, name);
-    TG_CHECK(c == NULL || c->compute != wn_compute, TG_EINVAL,
-             WN_FN ": %s's '%s' already has weight norm: it cannot be applied twice",
-             tg_module_type_name(m), name);
-    TG_CHECK(c == NULL, TG_EINVAL, WN_FN ": %s's '%s' is already computed, not a parameter",
-             tg_module_type_name(m), name);
     tg_tensor *w = NULL;
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].name, name) == 0) w = m->params[i].t;
-    TG_CHECK(w != NULL, TG_EINVAL, WN_FN ": %s has no parameter '%s'", tg_module_type_name(m),
-             name);
+    TG_TRY(tg__module_reparam_target(WN_FN, m, name, "weight norm", wn_compute, 2, &w));
     const int nd = tg_tensor_ndim(w);
     TG_CHECK(dim == -1 || (dim >= -nd && dim < nd), TG_EINVAL,
              WN_FN ": dim=%d must be in [%d, %d) ('%s' has %d dims) or -1 for none (the "
              "whole tensor)", dim, -nd, nd, name, nd);
-    const size_t len = strlen(name);
-    TG_CHECK(len > 0 && len + 2 < TG__NN_LOCAL_NAME_MAX, TG_EINVAL,
-             WN_FN ": name '%s' must be 1..%d characters", name, TG__NN_LOCAL_NAME_MAX - 3);
     *weight = w;
     *resolved_dim = dim < -1 ? dim + nd : dim;
     return TG_OK;
