@@ -42,26 +42,6 @@ done:
     return rc;
 }
 
-int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n)
-{
-    tg_dtype scope;
-    const bool on = tg_autocast_active(&scope);
-    int rc = TG_OK;
-    for (int i = 0; i < n; i++) dst[i] = NULL;
-    for (int i = 0; i < n && rc == TG_OK; i++) {
-        if (src[i] && on && tg__dtype_is_half(src[i]->dtype))
-            rc = tg_to_dtype(&dst[i], src[i], TG_F32);
-        else
-            dst[i] = src[i] ? tg_tensor_retain(src[i]) : NULL;
-    }
-    if (rc < 0)
-        for (int i = 0; i < n; i++) {
-            tg_tensor_release(dst[i]);
-            dst[i] = NULL;
-        }
-    return rc;
-}
-
 /* Non-NULL float x1 and x2 whose shapes broadcast: the broadcast shape in
  * (*nd, sh). */
 static int check_pair(const char *op, tg_tensor **out, const tg_tensor *x1, const tg_tensor *x2,

@@ -165,15 +165,24 @@ int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
     return TG_OK;
 }
 
-/* The FP32 policy: inside an autocast scope, f16/bf16 inputs are cast to f32
- * (a recorded cast, so their gradients come back in their own dtype). */
-static int amp_f32(tg_tensor **dst, tg_tensor *t)
+int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n)
 {
     tg_dtype scope;
-    if (tg_autocast_active(&scope) && tg__dtype_is_half(t->dtype))
-        return tg_to_dtype(dst, t, TG_F32);
-    *dst = tg_tensor_retain(t);
-    return TG_OK;
+    const bool on = tg_autocast_active(&scope);
+    int rc = TG_OK;
+    for (int i = 0; i < n; i++) dst[i] = NULL;
+    for (int i = 0; i < n && rc == TG_OK; i++) {
+        if (src[i] && on && tg__dtype_is_half(src[i]->dtype))
+            rc = tg_to_dtype(&dst[i], src[i], TG_F32);
+        else
+            dst[i] = src[i] ? tg_tensor_retain(src[i]) : NULL;
+    }
+    if (rc < 0)
+        for (int i = 0; i < n; i++) {
+            tg_tensor_release(dst[i]);
+            dst[i] = NULL;
+        }
+    return rc;
 }
 
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
@@ -199,8 +208,7 @@ static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tenso
     TG_TRY(tg__loss_check_pair(op, out, input, target, red));
     tg_tensor *t[4] = {0};
     int rc;
-    TG_TRY_GOTO(amp_f32(&t[0], input));
-    TG_TRY_GOTO(amp_f32(&t[1], target));
+    TG_TRY_GOTO(tg__loss_amp_f32(t, (tg_tensor *[]){input, target}, 2));
     TG_TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
     TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
     TG_TRY_GOTO(tg__loss_reduce(out, t[3], red));

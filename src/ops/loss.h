@@ -28,8 +28,8 @@ int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);
  * where the clamp holds), as torch's in-place clamp under no_grad in
  * cosine_similarity and gaussian_nll_loss (src/ops/distance.c). */
 int tg__clamp_min_through(tg_tensor **out, tg_tensor *s, double lo);
-/* The FP32 policy of the losses of distance.c, margin_loss.c,
- * nll_dist_loss.c and multi_margin.c: dst[i] (new references, NULL for a
+/* The FP32 policy of the losses composed of other ops (loss.c's mse and
+ * l1, distance.c, margin_loss.c, nll_dist_loss.c, multi_margin.c): dst[i] (new references, NULL for a
  * NULL src[i]) is src[i] cast to f32 when an autocast scope is open and it
  * is f16/bf16 (a recorded cast: its gradient comes back in its dtype),
  * src[i] itself otherwise.  On error every dst[i] is NULL. */
