@@ -75,13 +75,11 @@ done:
     return rc;
 }
 
-/* x1 and x2 (new references) in their promoted float dtype: f64 if either
- * is, else f32 if either is or they differ, else their own. */
+/* x1 and x2 (new references) in their promoted float dtype
+ * (tg_promote_dtypes). */
 static int common_dtype(tg_tensor **a, tg_tensor **b, tg_tensor *x1, tg_tensor *x2)
 {
-    tg_dtype dt = x1->dtype;
-    if (x1->dtype != x2->dtype)
-        dt = x1->dtype == TG_F64 || x2->dtype == TG_F64 ? TG_F64 : TG_F32;
+    const tg_dtype dt = tg_promote_dtypes(x1->dtype, x2->dtype);
     int rc = x1->dtype == dt ? (*a = tg_tensor_retain(x1), TG_OK) : tg_to_dtype(a, x1, dt);
     if (rc == TG_OK)
         rc = x2->dtype == dt ? (*b = tg_tensor_retain(x2), TG_OK) : tg_to_dtype(b, x2, dt);
