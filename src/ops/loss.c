@@ -96,14 +96,20 @@ static_assert(sizeof tg__loss_ops / sizeof tg__loss_ops[0] == TG__loss_N,
 
 /* ---- shared checks and steps -------------------------------------------- */
 
-static int check_common(const char *op, tg_tensor **out, const tg_tensor *input,
-                        const tg_tensor *target, tg_reduction red)
+int tg__loss_check_reduction(const char *op, tg_reduction red)
+{
+    TG_CHECK(red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE,
+             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)red);
+    return TG_OK;
+}
+
+int tg__loss_check_common(const char *op, tg_tensor **out, const tg_tensor *input,
+                          const tg_tensor *target, tg_reduction red)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(input != NULL, TG_EINVAL, "%s: input must not be NULL", op);
     TG_CHECK(target != NULL, TG_EINVAL, "%s: target must not be NULL", op);
-    TG_CHECK(red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE,
-             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)red);
+    TG_TRY(tg__loss_check_reduction(op, red));
     TG_CHECK(tg_dtype_is_float(input->dtype), TG_EDTYPE,
              "%s: input has dtype %s; float dtypes only", op, tg_dtype_name(input->dtype));
     return TG_OK;
@@ -114,7 +120,7 @@ static int check_common(const char *op, tg_tensor **out, const tg_tensor *input,
 static int check_pair(const char *op, tg_tensor **out, const tg_tensor *input,
                       const tg_tensor *target, tg_reduction red, bool broadcast)
 {
-    TG_TRY(check_common(op, out, input, target, red));
+    TG_TRY(tg__loss_check_common(op, out, input, target, red));
     TG_CHECK(tg_dtype_is_float(target->dtype), TG_EDTYPE,
              "%s: target has dtype %s; float dtypes only", op, tg_dtype_name(target->dtype));
     int nd = 0;
@@ -193,7 +199,7 @@ int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
     return TG_OK;
 }
 
-static void release_all(tg_tensor **t, int n)
+void tg__loss_release_all(tg_tensor **t, int n)
 {
     for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
 }
@@ -213,7 +219,7 @@ static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tenso
     TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));
     TG_TRY_GOTO(tg__loss_reduce(out, t[3], red));
 done:
-    release_all(t, 4);
+    tg__loss_release_all(t, 4);
     return rc;
 }
 
@@ -244,7 +250,7 @@ static int bce_with_logits(tg_tensor **out, tg_tensor *logits, tg_tensor *target
 static int check_ce(tg_tensor **out, const tg_tensor *logits, const tg_tensor *target,
                     tg_reduction red)
 {
-    TG_TRY(check_common("cross_entropy", out, logits, target, red));
+    TG_TRY(tg__loss_check_common("cross_entropy", out, logits, target, red));
     TG_CHECK(logits->ndim == 2, TG_ESHAPE,
              "cross_entropy: logits must be 2-D (N, C), got %d dims", logits->ndim);
     TG_CHECK(target->dtype == TG_I64, TG_EDTYPE,

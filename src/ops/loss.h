@@ -1,12 +1,20 @@
 /* src/ops/loss.h - what the loss files (loss.c, bce_loss.c, smooth_l1.c,
- * kl_div.c, bce_logits_weighted.c, distance.c, margin_loss.c,
- * nll_dist_loss.c) share: the argument checks of an elementwise loss and of
- * a weight, the reduction, and a clamp that keeps its gradient. */
+ * kl_div.c, bce_logits_weighted.c, nll_loss.c, distance.c, margin_loss.c,
+ * nll_dist_loss.c, multi_margin.c) share: the argument checks of a loss and
+ * of a weight, the reduction, the FP32 cast, and a clamp that keeps its
+ * gradient. */
 #ifndef TAPEGRAD_OPS_LOSS_H
 #define TAPEGRAD_OPS_LOSS_H
 
 #include "tapegrad/loss.h"
 
+/* TG_EINVAL naming op unless red is MEAN, SUM or NONE. */
+int tg__loss_check_reduction(const char *op, tg_reduction red);
+/* The checks every loss of an input and a target starts with: out, input
+ * and target non-NULL, red a reduction, input a float tensor (TG_EINVAL or
+ * TG_EDTYPE naming op). */
+int tg__loss_check_common(const char *op, tg_tensor **out, const tg_tensor *input,
+                          const tg_tensor *target, tg_reduction red);
 /* Checks out, input and target non-NULL, red one of the three reductions,
  * float dtypes, and target of exactly input's shape (no broadcasting):
  * TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming op. */
@@ -24,15 +32,18 @@ int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
 /* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
  * TG_REDUCTION_NONE. */
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);
+/* Releases t[0..n) (NULL entries are skipped): the composed losses' steps. */
+void tg__loss_release_all(tg_tensor **t, int n);
 /* *out (new reference): max(s, lo) with the gradient of s itself (1 also
  * where the clamp holds), as torch's in-place clamp under no_grad in
  * cosine_similarity and gaussian_nll_loss (src/ops/distance.c). */
 int tg__clamp_min_through(tg_tensor **out, tg_tensor *s, double lo);
 /* The FP32 policy of the losses composed of other ops (loss.c's mse and
- * l1, distance.c, margin_loss.c, nll_dist_loss.c, multi_margin.c): dst[i] (new references, NULL for a
- * NULL src[i]) is src[i] cast to f32 when an autocast scope is open and it
- * is f16/bf16 (a recorded cast: its gradient comes back in its dtype),
- * src[i] itself otherwise.  On error every dst[i] is NULL. */
+ * l1, distance.c, margin_loss.c, nll_dist_loss.c, multi_margin.c): dst[i]
+ * (new references, NULL for a NULL src[i]) is src[i] cast to f32 when an
+ * autocast scope is open and it is f16/bf16 (a recorded cast: its gradient
+ * comes back in its dtype), src[i] itself otherwise.  On error every dst[i]
+ * is NULL. */
 int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n);
 
 #endif

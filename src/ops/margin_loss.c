@@ -30,18 +30,6 @@
  * the float nearest 1e-12 (9.99999996e-13), also in f64. */
 #define COS_EMB_EPS ((double)1e-12f)
 
-static void release_all(tg_tensor **t, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
-}
-
-static int check_red(const char *op, tg_reduction red)
-{
-    TG_CHECK(red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE,
-             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)red);
-    return TG_OK;
-}
-
 /* t (named name) non-NULL and float. */
 static int check_float(const char *op, const char *name, const tg_tensor *t)
 {
@@ -91,7 +79,7 @@ static int margin_ranking_loss(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, tg
     TG_TRY(check_float(op, "input1", x1));
     TG_TRY(check_float(op, "input2", x2));
     TG_TRY(check_target(op, y));
-    TG_TRY(check_red(op, red));
+    TG_TRY(tg__loss_check_reduction(op, red));
     TG_CHECK(x1->ndim == x2->ndim && x1->ndim == y->ndim, TG_ESHAPE,
              "%s: input1, input2 and target must have the same number of dims, got %d, %d "
              "and %d", op, x1->ndim, x2->ndim, y->ndim);
@@ -104,7 +92,7 @@ static int margin_ranking_loss(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, tg
     TG_TRY_GOTO(tg_add_scalar(&t[3], t[2], margin));
     rc = relu_reduce(out, t[3], red);
 done:
-    release_all(t, 4);
+    tg__loss_release_all(t, 4);
     return rc;
 }
 
@@ -115,7 +103,7 @@ static int hinge_embedding_loss(tg_tensor **out, tg_tensor *x, tg_tensor *y, dou
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_TRY(check_float(op, "input", x));
     TG_TRY(check_target(op, y));
-    TG_TRY(check_red(op, red));
+    TG_TRY(tg__loss_check_reduction(op, red));
     TG_TRY(check_broadcast(op, x, y, NULL));
     tg_tensor *t[7] = {0};
     int rc;
@@ -128,7 +116,7 @@ static int hinge_embedding_loss(tg_tensor **out, tg_tensor *x, tg_tensor *y, dou
     TG_TRY_GOTO(tg_add(&t[6], t[3], t[5]));
     rc = tg__loss_reduce(out, t[6], red);
 done:
-    release_all(t, 7);
+    tg__loss_release_all(t, 7);
     return rc;
 }
 
@@ -138,7 +126,7 @@ static int soft_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor *y, tg_redu
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_TRY(check_float(op, "input", x));
     TG_TRY(check_target(op, y));
-    TG_TRY(check_red(op, red));
+    TG_TRY(tg__loss_check_reduction(op, red));
     /* torch writes into a tensor of input's shape: target must not grow it */
     TG_TRY(tg__loss_check_weight(op, "target", y, x));
     tg_tensor *t[4] = {0};
@@ -149,7 +137,7 @@ static int soft_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor *y, tg_redu
     TG_TRY_GOTO(tg_log1p(&t[3], t[2]));
     rc = tg__loss_reduce(out, t[3], red);
 done:
-    release_all(t, 4);
+    tg__loss_release_all(t, 4);
     return rc;
 }
 
@@ -178,7 +166,7 @@ static int cos_emb(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim)
     TG_TRY_GOTO(tg_sqrt(&t[6], t[5]));
     rc = tg_div(out, t[0], t[6]);
 done:
-    release_all(t, 7);
+    tg__loss_release_all(t, 7);
     return rc;
 }
 
@@ -190,7 +178,7 @@ static int cosine_embedding_loss(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, 
     TG_TRY(check_float(op, "input1", x1));
     TG_TRY(check_float(op, "input2", x2));
     TG_TRY(check_target(op, y));
-    TG_TRY(check_red(op, red));
+    TG_TRY(tg__loss_check_reduction(op, red));
     TG_CHECK(y->ndim <= 1, TG_ESHAPE,
              "%s: target must be 0-d or 1-d (one target per pair), got %d dims", op, y->ndim);
     TG_CHECK(x1->ndim == y->ndim + 1 && x2->ndim == y->ndim + 1, TG_ESHAPE,
@@ -211,7 +199,7 @@ static int cosine_embedding_loss(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, 
     TG_TRY_GOTO(tg_add(&t[8], t[5], t[7]));
     rc = tg__loss_reduce(out, t[8], red);
 done:
-    release_all(t, 9);
+    tg__loss_release_all(t, 9);
     return rc;
 }
 
@@ -224,7 +212,7 @@ static int triplet_margin_loss(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_t
     TG_TRY(check_float(op, "anchor", a));
     TG_TRY(check_float(op, "positive", p));
     TG_TRY(check_float(op, "negative", n));
-    TG_TRY(check_red(op, red));
+    TG_TRY(tg__loss_check_reduction(op, red));
     TG_CHECK(a->ndim == p->ndim && p->ndim == n->ndim, TG_ESHAPE,
              "%s: anchor, positive and negative must have the same number of dims, got %d, %d "
              "and %d", op, a->ndim, p->ndim, n->ndim);
@@ -244,7 +232,7 @@ static int triplet_margin_loss(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_t
     TG_TRY_GOTO(tg_sub(&t[5], t[4], t[3]));
     rc = relu_reduce(out, t[5], red);
 done:
-    release_all(t, 6);
+    tg__loss_release_all(t, 6);
     return rc;
 }
 

@@ -24,21 +24,12 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/scope.h"
 
-static void release_all(tg_tensor **t, int n)
+/* tg__loss_check_common, then an input of (N, C), (C) or 0-d and i64
+ * class indices. */
+static int check_classes(const char *op, tg_tensor **out, const tg_tensor *x, const tg_tensor *t,
+                         tg_reduction red)
 {
-    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
-}
-
-static int check_common(const char *op, tg_tensor **out, const tg_tensor *x, const tg_tensor *t,
-                        tg_reduction red)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: input must not be NULL", op);
-    TG_CHECK(t != NULL, TG_EINVAL, "%s: target must not be NULL", op);
-    TG_CHECK(red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE,
-             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)red);
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: input has dtype %s; float dtypes only",
-             op, tg_dtype_name(x->dtype));
+    TG_TRY(tg__loss_check_common(op, out, x, t, red));
     TG_CHECK(x->ndim <= 2 && (x->ndim == 0 || x->shape[x->ndim - 1] > 0), TG_ESHAPE,
              "%s: input must be (N, C), (C) or 0-d with C > 0, got %d dims", op, x->ndim);
     TG_CHECK(t->dtype == TG_I64, TG_EDTYPE, "%s: target has dtype %s; must be i64 class indices",
@@ -66,7 +57,7 @@ static int multi_margin_check(tg_tensor **out, const tg_tensor *x, const tg_tens
                               const tg_tensor *w, tg_reduction red, int64_t *n, int64_t *c)
 {
     const char *op = "multi_margin_loss";
-    TG_TRY(check_common(op, out, x, t, red));
+    TG_TRY(check_classes(op, out, x, t, red));
     TG_CHECK(p == 1 || p == 2, TG_EINVAL, "%s: p=%d must be 1 or 2", op, p);
     *n = x->ndim == 2 ? x->shape[0] : 1;
     *c = x->ndim == 0 ? 1 : x->shape[x->ndim - 1];
@@ -125,7 +116,7 @@ static int multi_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor *t, int p,
     rc = x->ndim == 2 ? reduce_frames(out, v[0], red, 1, &n)
                       : reduce_frames(out, v[0], red, t->ndim, t->shape);
 done:
-    release_all(v, 14);
+    tg__loss_release_all(v, 14);
     return rc;
 }
 
@@ -165,7 +156,7 @@ static int multilabel_pairs(const char *op, const tg_tensor *t, int64_t n, int64
 static int multilabel_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor *t, tg_reduction red)
 {
     const char *op = "multilabel_margin_loss";
-    TG_TRY(check_common(op, out, x, t, red));
+    TG_TRY(check_classes(op, out, x, t, red));
     TG_CHECK(tg_tensor_same_shape(x, t), TG_ESHAPE,
              "%s: target must have input's shape (one list of classes per sample)", op);
     const int64_t n = x->ndim == 2 ? x->shape[0] : 1, c = x->ndim == 0 ? 1 : x->shape[x->ndim - 1];
@@ -187,7 +178,7 @@ static int multilabel_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor *t, t
     TG_TRY_GOTO(tg_div_scalar(&v[0], v[11], (double)c));
     rc = reduce_frames(out, v[0], red, x->ndim == 2 ? 1 : 0, &n);
 done:
-    release_all(v, 12);
+    tg__loss_release_all(v, 12);
     return rc;
 }
 
@@ -219,7 +210,7 @@ static int multilabel_soft_margin_loss(tg_tensor **out, tg_tensor *x, tg_tensor 
     TG_TRY_GOTO(tg_div_scalar(&v[10], v[9], c));
     rc = tg__loss_reduce(out, v[10], red);
 done:
-    release_all(v, 11);
+    tg__loss_release_all(v, 11);
     return rc;
 }
 

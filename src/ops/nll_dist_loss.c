@@ -24,11 +24,6 @@
 #define TWO_PI 6.283185307179586     /* 2 pi */
 #define LOG_2PI 1.8378770664093453   /* log(2 pi) */
 
-static void release_all(tg_tensor **t, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(t[i]);
-}
-
 /* torch's rule for var's shape: input's, input's without its last dim
  * (*unsq set: var then gets a last dim of 1), or input's with a last dim
  * of 1.  TG_ESHAPE naming both shapes otherwise. */
@@ -105,7 +100,7 @@ static int gaussian_nll_loss(tg_tensor **out, tg_tensor *x, tg_tensor *t, tg_ten
     else v[8] = tg_tensor_retain(v[7]);
     rc = tg__loss_reduce(out, v[8], red);
 done:
-    release_all(v, 10);
+    tg__loss_release_all(v, 10);
     return rc;
 }
 
@@ -125,7 +120,7 @@ static int stirling(tg_tensor **out, tg_tensor *t)
     TG_TRY_GOTO(tg_le_scalar(&v[7], t, 1.0));
     rc = tg_masked_fill(out, v[6], v[7], 0.0);
 done:
-    release_all(v, 8);
+    tg__loss_release_all(v, 8);
     return rc;
 }
 
@@ -155,7 +150,7 @@ static int poisson_nll_loss(tg_tensor **out, tg_tensor *x, tg_tensor *t, bool lo
     }
     rc = tg__loss_reduce(out, v[5], red);
 done:
-    release_all(v, 6);
+    tg__loss_release_all(v, 6);
     return rc;
 }
 

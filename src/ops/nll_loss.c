@@ -27,6 +27,7 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/loss.h"
 #include "tapegrad/loss.h"
 
 typedef struct nll_params {
@@ -36,14 +37,6 @@ typedef struct nll_params {
 } nll_params;
 
 /* ---- checks ------------------------------------------------------------------ */
-
-static int check_reduction(const char *op, const nll_params *p)
-{
-    TG_CHECK(p->red == TG_REDUCTION_MEAN || p->red == TG_REDUCTION_SUM ||
-                 p->red == TG_REDUCTION_NONE,
-             TG_EINVAL, "%s: reduction=%d must be MEAN, SUM or NONE", op, (int)p->red);
-    return TG_OK;
-}
 
 static int check_target(const char *op, const tg_tensor *target)
 {
@@ -73,7 +66,7 @@ static int check_weight(const char *op, const tg_tensor *weight, int64_t C)
 static int check_nll(const tg_tensor *logp, const tg_tensor *target, const tg_tensor *weight,
                      const nll_params *p)
 {
-    TG_TRY(check_reduction("nll_loss", p));
+    TG_TRY(tg__loss_check_reduction("nll_loss", p->red));
     TG_CHECK(logp != NULL, TG_EINVAL, "nll_loss: logp must not be NULL");
     TG_CHECK(tg_dtype_is_float(logp->dtype), TG_EDTYPE,
              "nll_loss: logp has dtype %s; float dtypes only", tg_dtype_name(logp->dtype));
@@ -275,7 +268,7 @@ static int nllb_shape(int n, tg_tensor *const *in, const void *params, tg_dtype 
     const nll_params *p = params;
     const char *op = "nll_loss_backward";
     const tg_tensor *g = in[0], *target = in[1];
-    TG_TRY(check_reduction(op, p));
+    TG_TRY(tg__loss_check_reduction(op, p->red));
     TG_CHECK(g != NULL, TG_EINVAL, "%s: g must not be NULL", op);
     TG_CHECK(tg_dtype_is_float(g->dtype), TG_EDTYPE, "%s: g has dtype %s; float dtypes only",
              op, tg_dtype_name(g->dtype));
