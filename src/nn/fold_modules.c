@@ -36,7 +36,7 @@ int tg_nn_unfold_new(tg_module **out, const tg_fold_params *p)
 {
     const char *fn = "nn_unfold_new";
     TG_CHECK(out != NULL && p != NULL, TG_EINVAL, "%s: out and p must not be NULL", fn);
-    TG_TRY(tg__fold_check_params(fn, p));
+    TG_TRY(tg__fold_check_params(fn, p, NULL));
     const tg__fold_state s = {.p = *p};
     return tg__module_new_state(out, &tg__nn_unfold_vt, &s);
 }
@@ -46,11 +46,7 @@ int tg_nn_fold_new(tg_module **out, const int64_t *output_size, const tg_fold_pa
     const char *fn = "nn_fold_new";
     TG_CHECK(out != NULL && output_size != NULL && p != NULL, TG_EINVAL,
              "%s: out, output_size and p must not be NULL", fn);
-    TG_TRY(tg__fold_check_params(fn, p));
-    for (int a = 0; a < 2; a++)
-        TG_CHECK(output_size[a] >= 1 && output_size[a] <= TG_CONV_MAX_PARAM, TG_EINVAL,
-                 "%s: output_size[%d]=%lld must be in [1, %lld]", fn, a,
-                 (long long)output_size[a], (long long)TG_CONV_MAX_PARAM);
+    TG_TRY(tg__fold_check_params(fn, p, output_size));
     const tg__fold_state s = {.p = *p, .output_size = {output_size[0], output_size[1]}};
     return tg__module_new_state(out, &tg__nn_fold_vt, &s);
 }

@@ -29,7 +29,7 @@ typedef struct fold_op_params {
 
 static const char *const axis_dim[2] = {"H", "W"};
 
-int tg__fold_check_params(const char *fn, const tg_fold_params *p)
+int tg__fold_check_params(const char *fn, const tg_fold_params *p, const int64_t *output_size)
 {
     const char *const names[4] = {"kernel_size", "dilation", "padding", "stride"};
     const int64_t *const vals[4] = {p->kernel_size, p->dilation, p->padding, p->stride};
@@ -40,6 +40,10 @@ int tg__fold_check_params(const char *fn, const tg_fold_params *p)
                      "%s: p->%s[%d]=%lld must be in [%lld, %lld]", fn, names[f], a,
                      (long long)v, (long long)lo, (long long)TG_CONV_MAX_PARAM);
         }
+    for (int a = 0; output_size && a < 2; a++)
+        TG_CHECK(output_size[a] >= 1 && output_size[a] <= TG_CONV_MAX_PARAM, TG_EINVAL,
+                 "%s: output_size[%d]=%lld must be in [1, %lld]", fn, a,
+                 (long long)output_size[a], (long long)TG_CONV_MAX_PARAM);
     return TG_OK;
 }
 
@@ -291,7 +295,7 @@ int tg_unfold(tg_tensor **out, tg_tensor *x, const tg_fold_params *p)
     const char *op = "unfold";
     TG_CHECK(out != NULL && x != NULL && p != NULL, TG_EINVAL,
              "%s: out, x and p must not be NULL", op);
-    TG_TRY(tg__fold_check_params(op, p));
+    TG_TRY(tg__fold_check_params(op, p, NULL));
     const fold_op_params q = {.p = *p};
     return tg_op_call(&unfold_op, out, 1, (tg_tensor *[]){x}, &q, sizeof q);
 }
@@ -301,11 +305,7 @@ int tg_fold(tg_tensor **out, tg_tensor *x, const int64_t *output_size, const tg_
     const char *op = "fold";
     TG_CHECK(out != NULL && x != NULL && output_size != NULL && p != NULL, TG_EINVAL,
              "%s: out, x, output_size and p must not be NULL", op);
-    TG_TRY(tg__fold_check_params(op, p));
-    for (int a = 0; a < 2; a++)
-        TG_CHECK(output_size[a] >= 1 && output_size[a] <= TG_CONV_MAX_PARAM, TG_EINVAL,
-                 "%s: output_size[%d]=%lld must be in [1, %lld]", op, a,
-                 (long long)output_size[a], (long long)TG_CONV_MAX_PARAM);
+    TG_TRY(tg__fold_check_params(op, p, output_size));
     const fold_op_params q = {.p = *p, .img = {output_size[0], output_size[1]}};
     return tg_op_call(&fold_op, out, 1, (tg_tensor *[]){x}, &q, sizeof q);
 }

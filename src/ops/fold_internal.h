@@ -7,8 +7,9 @@
 #include "tapegrad/conv.h"
 
 /* TG_EINVAL, naming fn and the field ("p->stride[1]"), unless each
- * kernel_size, dilation and stride is in [1, TG_CONV_MAX_PARAM] and each
- * padding in [0, TG_CONV_MAX_PARAM]. */
-int tg__fold_check_params(const char *fn, const tg_fold_params *p);
+ * kernel_size, dilation and stride is in [1, TG_CONV_MAX_PARAM], each
+ * padding in [0, TG_CONV_MAX_PARAM] and, for a fold (output_size not NULL),
+ * each output_size in [1, TG_CONV_MAX_PARAM]. */
+int tg__fold_check_params(const char *fn, const tg_fold_params *p, const int64_t *output_size);
 
 #endif
