@@ -33,7 +33,8 @@ static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
 }
 
 /* refuse, where set, runs before the leaf's forward: it refuses a module
- * whose forward would change its state (the export changes none). */
+ * whose forward would change its state (the export changes none), or one
+ * that has no ONNX form at all (emit NULL: refuse always refuses). */
 typedef struct tg__onnx_leaf {
     const char *type;
     int (*emit)(const tg__onnx_site *s, const char **y);
@@ -76,7 +77,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL},
     {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL},
     {"Unfold", tg__onnx_emit_unfold, NULL},
-    {"Fold", tg__onnx_emit_fold, NULL},
+    {"Fold", NULL, tg__onnx_refuse_fold},
     {"Upsample", tg__onnx_emit_upsample, NULL},
     {"AvgPool1d", tg__onnx_emit_pool, NULL},
     {"AvgPool2d", tg__onnx_emit_pool, NULL},
@@ -127,6 +128,7 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
                                 tg__onnx_val *y)
 {
     if (leaf->refuse) TG_TRY(leaf->refuse(m, path));
+    TG_ASSERT(leaf->emit != NULL);
     tg_tensor *yt = NULL;
     TG_TRY(tg_module_forward(m, &yt, x.t));
     tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,

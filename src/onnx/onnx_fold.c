@@ -88,11 +88,11 @@ int tg__onnx_emit_unfold(const tg__onnx_site *s, const char **y)
     return tg__onnx_add(s->g, NULL, y, s->scope, "Reshape", 2, (const char *const[]){t, sn});
 }
 
-int tg__onnx_emit_fold(const tg__onnx_site *s, const char **y)
+int tg__onnx_refuse_fold(const tg_module *m, const char *path)
 {
-    (void)y;
+    (void)m;
     return tg__error(TG_EUNSUPPORTED,
                      "onnx_export: module '%s' (Fold) is not supported: summing the blocks "
                      "into the image takes ONNX's Col2Im, an opset 18 operator, and the export "
-                     "writes opset 17", s->path[0] ? s->path : "<top>");
+                     "writes opset 17", path[0] ? path : "<top>");
 }
