@@ -86,10 +86,11 @@ int tg__module_reparametrize(const char *fn, tg_module *m, const char *name, con
                              int nb, const char *const *buf_names, tg_tensor *const *bufs,
                              const tg__nn_computed *c);
 /* The reverse, as torch's remove_spectral_norm / remove_weight_norm: the
- * computed `name` (which must exist) is dropped, the parameters and buffers
- * names[0..nr) (which must exist, a parameter among them) are released,
- * and w (stolen; a float leaf, else TG_EINVAL with m unchanged) is
- * registered as parameter `name`, last. */
+ * parameters and buffers names[0..nr) (which must exist, a parameter among
+ * them; the names may live in the computed entry's state) are released, the
+ * computed `name` (which must exist) is dropped, and w (stolen; a float
+ * leaf, else TG_EINVAL with m unchanged) is registered as parameter `name`,
+ * last. */
 int tg__module_unreparametrize(const char *fn, tg_module *m, const char *name, tg_tensor *w,
                                int nr, const char *const *names);
 /* Puts child (stolen) in place of parent's i-th child, which is released;

@@ -131,11 +131,7 @@ int tg__module_unreparametrize(const char *fn, tg_module *m, const char *name, t
         tg_tensor_release(w);
         return rc;
     }
-    tg__nn_computed *c = &m->computed[ci];
-    tg_tensor_release(c->value);
-    if (c->release) c->release(c->state);
-    memmove(c, c + 1, (size_t)(m->n_computed - ci - 1) * sizeof *c);
-    m->n_computed--;
+    /* the entries first: names may point into the computed entry's state */
     int removed_params = 0;
     for (int i = 0; i < nr; i++) {
         bool found = remove_entry(m->params, &m->n_params, names[i]);
@@ -145,6 +141,11 @@ int tg__module_unreparametrize(const char *fn, tg_module *m, const char *name, t
             found = remove_entry(m->buffers, &m->n_buffers, names[i]);
         TG_ASSERT(found);
     }
+    tg__nn_computed *c = &m->computed[ci];
+    tg_tensor_release(c->value);
+    if (c->release) c->release(c->state);
+    memmove(c, c + 1, (size_t)(m->n_computed - ci - 1) * sizeof *c);
+    m->n_computed--;
     /* a parameter was removed, so the list has room */
     TG_ASSERT(removed_params >= 1 && m->n_params < m->cap_params);
     add_entry(&m->params[m->n_params++], name, w);

@@ -229,9 +229,6 @@ int tg_nn_remove_spectral_norm(tg_module *m, const char *name)
     tg_no_grad_end();
     tg__lib_leave();
     if (rc < 0) return rc;
-    const char *names[3] = {s->orig, s->u, s->v};
-    char nm[3][TG__NN_LOCAL_NAME_MAX];
-    for (int i = 0; i < 3; i++) snprintf(nm[i], sizeof nm[i], "%s", names[i]);
     return tg__module_unreparametrize("nn_remove_spectral_norm", m, name, value, 3,
-                                      (const char *const[]){nm[0], nm[1], nm[2]});
+                                      (const char *const[]){s->orig, s->u, s->v});
 }

@@ -102,9 +102,6 @@ int tg_nn_remove_weight_norm(tg_module *m, const char *name)
     tg_no_grad_end();
     tg__lib_leave();
     if (rc < 0) return rc;
-    char gn[TG__NN_LOCAL_NAME_MAX], vn[TG__NN_LOCAL_NAME_MAX];
-    snprintf(gn, sizeof gn, "%s", s->g);
-    snprintf(vn, sizeof vn, "%s", s->v);
     return tg__module_unreparametrize("nn_remove_weight_norm", m, name, value, 2,
-                                      (const char *const[]){gn, vn});
+                                      (const char *const[]){s->g, s->v});
 }
