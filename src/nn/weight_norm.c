@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "ops/weight_norm_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
@@ -46,12 +47,8 @@ static int wn_check(tg_module *m, const char *name, int dim, tg_tensor **weight,
     TG_CHECK(m != NULL && name != NULL, TG_EINVAL, WN_FN ": m and name must not be NULL");
     tg_tensor *w = NULL;
     TG_TRY(tg__module_reparam_target(WN_FN, m, name, "weight norm", wn_compute, 2, &w));
-    const int nd = tg_tensor_ndim(w);
-    TG_CHECK(dim == -1 || (dim >= -nd && dim < nd), TG_EINVAL,
-             WN_FN ": dim=%d must be in [%d, %d) ('%s' has %d dims) or -1 for none (the "
-             "whole tensor)", dim, -nd, nd, name, nd);
+    TG_TRY(tg__weight_norm_dim(WN_FN, name, tg_tensor_ndim(w), dim, resolved_dim));
     *weight = w;
-    *resolved_dim = dim < -1 ? dim + nd : dim;
     return TG_OK;
 }
 

@@ -17,18 +17,17 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/weight_norm_internal.h"
 #include "tapegrad/ops.h"
 
 #define WN_FN "weight_norm"
 
-/* dim resolved to [0, nd), or -1 (the whole tensor); TG_EINVAL outside
- * torch's range [-nd, nd) that -1 joins. */
-static int wn_dim(const char *fn, const tg_tensor *v, int dim, int *out)
+/* torch's range [-nd, nd), which -1 (the whole tensor) joins. */
+int tg__weight_norm_dim(const char *fn, const char *what, int nd, int dim, int *out)
 {
-    const int nd = tg_tensor_ndim(v);
     TG_CHECK(dim == -1 || (dim >= -nd && dim < nd), TG_EINVAL,
-             "%s: dim=%d must be in [%d, %d) (v has %d dims) or -1 for the whole tensor", fn,
-             dim, -nd, nd, nd);
+             "%s: dim=%d must be in [%d, %d) (%s has %d dims) or -1 for the whole tensor", fn,
+             dim, -nd, nd, what, nd);
     *out = dim < -1 ? dim + nd : dim;
     return TG_OK;
 }
@@ -57,7 +56,7 @@ static int check_v(const char *fn, tg_tensor **out, tg_tensor *v)
 int tg_norm_except_dim(tg_tensor **out, tg_tensor *v, int dim)
 {
     TG_TRY(check_v("norm_except_dim", out, v));
-    TG_TRY(wn_dim("norm_except_dim", v, dim, &dim));
+    TG_TRY(tg__weight_norm_dim("norm_except_dim", "v", tg_tensor_ndim(v), dim, &dim));
     tg__lib_enter();
     tg_tensor *r = NULL;
     int rc = norm_except(&r, v, dim);
@@ -101,7 +100,7 @@ int tg_weight_norm(tg_tensor **out, tg_tensor *v, tg_tensor *g, int dim)
     TG_CHECK(tg_tensor_dtype(g) == tg_tensor_dtype(v), TG_EDTYPE,
              WN_FN ": g has dtype %s and v %s; they must be the same",
              tg_dtype_name(tg_tensor_dtype(g)), tg_dtype_name(tg_tensor_dtype(v)));
-    TG_TRY(wn_dim(WN_FN, v, dim, &dim));
+    TG_TRY(tg__weight_norm_dim(WN_FN, "v", tg_tensor_ndim(v), dim, &dim));
     TG_CHECK(g_fits(v, g), TG_ESHAPE,
              WN_FN ": g has %d dims and v %d: g must broadcast to v's shape without "
              "changing it (norm_except_dim's shape: v's extent at dim, 1 elsewhere)",
