@@ -9,11 +9,11 @@
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
-/* A fixed tensor of dtype dt (f64: the sweep's) holding v, (3) or (3, 4). */
-static int fixed(tg_tensor **t, tg_dtype dt, int ndim, const double *v)
+/* A fixed f64 tensor (the sweep's dtype) holding v, (3) or (3, 4). */
+static int fixed(tg_tensor **t, int ndim, const double *v)
 {
     static const int64_t shape1[] = {3}, shape2[] = {3, 4};
-    return tg_tensor_from_data(t, dt, ndim, ndim == 1 ? shape1 : shape2, v);
+    return tg_tensor_from_data(t, TG_F64, ndim, ndim == 1 ? shape1 : shape2, v);
 }
 
 int f_cosine_similarity(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -32,7 +32,7 @@ int f_margin_ranking_loss(tg_tensor **out, int n, tg_tensor *const *in, void *us
 {
     static const double t[] = {1, -1, 1};
     tg_tensor *target = NULL;
-    int rc = fixed(&target, TG_F64, 1, t);
+    int rc = fixed(&target, 1, t);
     if (rc >= 0) rc = tg_margin_ranking_loss(out, in[0], in[1], target, 0.25, TG_REDUCTION_MEAN);
     tg_tensor_release(target);
     return rc;
@@ -42,7 +42,7 @@ int f_hinge_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *u
 {
     static const double t[] = {1, -1, -1, 1, -1, 1, 1, -1, -1, 1, -1, 1};
     tg_tensor *target = NULL;
-    int rc = fixed(&target, TG_F64, 2, t);
+    int rc = fixed(&target, 2, t);
     if (rc >= 0) rc = tg_hinge_embedding_loss(out, in[0], target, 0.5, TG_REDUCTION_SUM);
     tg_tensor_release(target);
     return rc;
@@ -58,7 +58,7 @@ int f_cosine_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *
 {
     static const double t[] = {1, -1, -1};
     tg_tensor *target = NULL;
-    int rc = fixed(&target, TG_F64, 1, t);
+    int rc = fixed(&target, 1, t);
     if (rc >= 0)
         rc = tg_cosine_embedding_loss(out, in[0], in[1], target, -0.5, TG_REDUCTION_MEAN);
     tg_tensor_release(target);
@@ -82,7 +82,7 @@ int f_poisson_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     static const double t[] = {0, 1, 2, 3, 5, 0, 1, 4, 2, 7, 1, 0};
     tg_tensor *target = NULL;
-    int rc = fixed(&target, TG_F64, 2, t);
+    int rc = fixed(&target, 2, t);
     if (rc >= 0) rc = tg_poisson_nll_loss(out, in[0], target, true, true, 1e-8, TG_REDUCTION_SUM);
     tg_tensor_release(target);
     return rc;
@@ -114,7 +114,7 @@ int f_multilabel_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, 
 {
     static const double t[] = {1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 0};
     tg_tensor *target = NULL;
-    int rc = fixed(&target, TG_F64, 2, t);
+    int rc = fixed(&target, 2, t);
     if (rc >= 0)
         rc = tg_multilabel_soft_margin_loss(out, in[0], target, in[1], TG_REDUCTION_MEAN);
     tg_tensor_release(target);
