@@ -148,11 +148,16 @@ TG_API int tg_nll_loss(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_t
  * flow to every float input, to any order.  Each writes a new reference
  * into *out and returns TG_OK, or returns a negative tg_status (TG_EINVAL
  * for a NULL argument, a NaN parameter or a reduction other than MEAN, SUM
- * or NONE; TG_EDTYPE for an integer input; TG_ESHAPE for shapes torch
- * refuses) and leaves *out untouched.  Inputs are borrowed.  Inputs of
- * mixed float dtypes promote as tg_mul.  The FP32 policy of the losses
- * above: inside an autocast scope f16/bf16 inputs are first cast to f32
- * (their gradients come back in their dtype). */
+ * or NONE; TG_EDTYPE for an integer input where torch refuses one;
+ * TG_ESHAPE for shapes torch refuses) and leaves *out untouched.  Inputs
+ * are borrowed.  Inputs of mixed float dtypes promote as tg_mul.  Where
+ * torch takes integer inputs (pairwise_distance, margin_ranking,
+ * cosine_embedding, triplet_margin, gaussian_nll, poisson_nll), each is
+ * first cast to the float inputs' dtype, f32 when none is float (torch
+ * computes their integer parts in integers: the same values below 2^24).
+ * The FP32 policy of the losses above: inside an autocast scope f16/bf16
+ * inputs are first cast to f32 (their gradients come back in their
+ * dtype). */
 
 /* F.cosine_similarity(x1, x2, dim, eps): sum(x1 / n1 * x2 / n2) over dim
  * with n = sqrt(max(sum(x^2, dim), eps^2)), x1 and x2 first expanded to

@@ -167,6 +167,7 @@ int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p
     tg__lib_enter();
     tg_tensor *c[2];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 2);
     if (rc == TG_OK) rc = pairwise_distance(out, c[0], c[1], p, eps, keepdim);
     tg__lib_leave();
     for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);

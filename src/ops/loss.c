@@ -191,6 +191,31 @@ int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n)
     return rc;
 }
 
+int tg__loss_ints_to_float(tg_tensor **t, int n)
+{
+    tg_dtype dt = TG_F32;
+    bool any = false;
+    for (int i = 0; i < n; i++)
+        if (t[i] && tg_dtype_is_float(t[i]->dtype)) {
+            dt = any ? tg_promote_dtypes(dt, t[i]->dtype) : t[i]->dtype;
+            any = true;
+        }
+    int rc = TG_OK;
+    for (int i = 0; i < n && rc == TG_OK; i++) {
+        if (!t[i] || tg_dtype_is_float(t[i]->dtype)) continue;
+        tg_tensor *f = NULL;
+        rc = tg_to_dtype(&f, t[i], dt);
+        tg_tensor_release(t[i]);
+        t[i] = f;
+    }
+    if (rc < 0)
+        for (int i = 0; i < n; i++) {
+            tg_tensor_release(t[i]);
+            t[i] = NULL;
+        }
+    return rc;
+}
+
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red)
 {
     if (red == TG_REDUCTION_MEAN) return tg_mean(out, t);

@@ -45,5 +45,12 @@ int tg__clamp_min_through(tg_tensor **out, tg_tensor *s, double lo);
  * comes back in its dtype), src[i] itself otherwise.  On error every dst[i]
  * is NULL. */
 int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n);
+/* The integer rule of the losses torch runs on integer inputs (the
+ * distances but cosine_similarity, margin_ranking, cosine_embedding,
+ * triplet_margin, gaussian_nll, poisson_nll): each integer tensor among
+ * t[0..n) (new references; NULL entries skipped) is replaced by its cast to
+ * the promoted dtype of the float ones, f32 when none is float.  On error
+ * every t[i] is released and NULL. */
+int tg__loss_ints_to_float(tg_tensor **t, int n);
 
 #endif

@@ -244,6 +244,7 @@ int tg_margin_ranking_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *input2
     tg__lib_enter();
     tg_tensor *c[3];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input1, input2, target}, 3);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 2);
     if (rc == TG_OK) rc = margin_ranking_loss(out, c[0], c[1], c[2], margin, red);
     tg__lib_leave();
     for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
@@ -279,6 +280,7 @@ int tg_cosine_embedding_loss(tg_tensor **out, tg_tensor *input1, tg_tensor *inpu
     tg__lib_enter();
     tg_tensor *c[3];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input1, input2, target}, 3);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 2);
     if (rc == TG_OK) rc = cosine_embedding_loss(out, c[0], c[1], c[2], margin, red);
     tg__lib_leave();
     for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
@@ -292,6 +294,7 @@ int tg_triplet_margin_loss(tg_tensor **out, tg_tensor *anchor, tg_tensor *positi
     tg__lib_enter();
     tg_tensor *c[3];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){anchor, positive, negative}, 3);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 3);
     if (rc == TG_OK) rc = triplet_margin_loss(out, c[0], c[1], c[2], margin, p, eps, swap, red);
     tg__lib_leave();
     for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);

@@ -160,6 +160,7 @@ int tg_gaussian_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, t
     tg__lib_enter();
     tg_tensor *c[3];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target, var}, 3);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 3);
     if (rc == TG_OK) rc = gaussian_nll_loss(out, c[0], c[1], c[2], full, eps, red);
     tg__lib_leave();
     for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
@@ -172,6 +173,7 @@ int tg_poisson_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, bo
     tg__lib_enter();
     tg_tensor *c[2];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target}, 2);
+    if (rc == TG_OK) rc = tg__loss_ints_to_float(c, 2);
     if (rc == TG_OK) rc = poisson_nll_loss(out, c[0], c[1], log_input, full, eps, red);
     tg__lib_leave();
     for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
