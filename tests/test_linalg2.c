@@ -287,3 +287,30 @@ Test(linalg2, einsum_refusals)
             "has more than 8 letters");
     th_release_all(6, (tg_tensor *[]){m23, m42, m34, f32, five[0], five[1]});
 }
+
+/* Under bf16 autocast a broadcast matmul runs in bf16 (the result rounded
+ * once from the f32 product) and each gradient keeps its input's dtype and
+ * shape, summed over the broadcast dims. */
+Test(linalg2, autocast_broadcast_matmul)
+{
+    uint64_t s = 77;
+    tg_tensor *a = th_rand_tensor(&s, TG_F32, 4, (int64_t[]){2, 1, 3, 4}, -1, 1);
+    tg_tensor *b = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 4, 6}, -1, 1);
+    tg_tensor *ref = NULL, *y = NULL, *yf = NULL, *l = NULL;
+    OK(tg_tensor_set_requires_grad(a, true));
+    OK(tg_tensor_set_requires_grad(b, true));
+    OK(tg_matmul(&ref, a, b));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_matmul(&y, a, b));
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+    th_expect_shape(y, 4, (int64_t[]){2, 5, 3, 6});
+    OK(tg_to_dtype(&yf, y, TG_F32));
+    th_expect_close_scaled("bf16 product", yf, ref, 2e-2);
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F32));
+    th_expect_shape(tg_tensor_grad(a), 4, (int64_t[]){2, 1, 3, 4});
+    th_expect_shape(tg_tensor_grad(b), 3, (int64_t[]){5, 4, 6});
+    th_release_all(6, (tg_tensor *[]){a, b, ref, y, yf, l});
+}

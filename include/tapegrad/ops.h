@@ -829,18 +829,21 @@ TG_API int tg_triu(tg_tensor **out, tg_tensor *x, int64_t diagonal);
  * operands of one dtype, each labelled by its term of the equation, one
  * letter (a-z, A-Z) per dim, terms separated by ',', then an optional
  * "->" and the output's letters (without it: the letters used once, in
- * alphabetical order, as torch).  Letters absent from the output are
- * summed over; a letter shared by operands must have one extent (no
- * broadcasting of size-1 dims here).  "..." in a term stands for the dims
- * the letters leave, broadcast across operands and placed where the
- * output's "..." is (first, in an implicit output).  Spaces are ignored.
- * A letter repeated within one term (a diagonal, "ii->i") is refused with
- * TG_EUNSUPPORTED.  Operands are contracted left to right, each pair by
- * permute, reshape and one batched matmul, so the result is
- * differentiable to any order.  TG_EINVAL for a malformed equation (the
- * message names the rule), a term count other than n or a term whose
- * letters do not match its operand's rank; TG_ESHAPE for extents that
- * differ; TG_EDTYPE for dtypes.  On error *out is untouched. */
+ * ASCII order, as torch).  Letters absent from the output are summed over;
+ * a letter's extents must match across operands or be 1 (broadcast).
+ * "..." in a term stands for the dims the letters leave, broadcast across
+ * operands (right-aligned) and placed where the output's "..." is (first,
+ * in an implicit output; summed when an explicit output has none).  A
+ * letter repeated within one term takes the diagonal ("ii->i", "ii" the
+ * trace).  Spaces are ignored.  Operands are contracted left to right,
+ * each pair by permute, reshape and one batched matmul (no contraction
+ * path search), so the result is differentiable to any order.  TG_EINVAL
+ * for a malformed equation (the message names the rule), a term count
+ * other than n, a term whose letters do not match its operand's rank or
+ * more than TG_MAX_DIMS letters in a term; TG_ESHAPE for extents that
+ * differ; TG_EDTYPE for dtypes; TG_EUNSUPPORTED when an intermediate
+ * product would need more than TG_MAX_DIMS dims.  On error *out is
+ * untouched. */
 TG_API int tg_einsum(tg_tensor **out, const char *equation, int n, tg_tensor *const *operands);
 /* y = x W^T + b as torch.nn.functional.linear: x (..., in), w (out, in),
  * b (out) or NULL. */
