@@ -262,7 +262,8 @@ Test(linalg, errors_leave_out_untouched)
     cr_assert(strstr(tg_error_message(), "inner dims 3 and 4 differ") != NULL, "%s",
               tg_error_message());
     cr_assert(strstr(tg_error_message(), "(2, 3)") != NULL, "%s", tg_error_message());
-    cr_assert(eq(int, tg_matmul(&out, a, v), TG_EINVAL));
+    tg_tensor *s0 = th_rand_uniform(TG_F32, 0, NULL, 8);
+    cr_assert(eq(int, tg_matmul(&out, a, s0), TG_EINVAL));   /* 0-d */
     cr_assert(eq(int, tg_matmul(&out, a3, b3), TG_ESHAPE));   /* batch 2 vs 3 */
     cr_assert(eq(int, tg_matmul(&out, a, NULL), TG_EINVAL));
     cr_assert(eq(int, tg_linear(&out, a, b, NULL), TG_ESHAPE));
@@ -274,7 +275,7 @@ Test(linalg, errors_leave_out_untouched)
     cr_assert(eq(int, tg_tensor_zeros(&i32b, TG_I32, 2, (int64_t[]){2, 3}), TG_OK));
     cr_assert(eq(int, tg_matmul(&out, i32b, i32), TG_EDTYPE));
     cr_assert(eq(ptr, out, NULL));
-    tg_tensor *all[] = {a, b, v, a3, b3, i32, i32b, w, bad_b};
+    tg_tensor *all[] = {a, b, v, a3, b3, i32, i32b, w, bad_b, s0};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tg_tensor_release(all[i]);
 }
 

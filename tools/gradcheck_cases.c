@@ -163,6 +163,26 @@ static int f_roll(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_roll(out, in[0], 2, shifts, dims);
 }
 
+static int f_tril(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_tril(out, in[0], 1);
+}
+
+static int f_triu(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_triu(out, in[0], -1);
+}
+
+static int f_einsum(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_einsum(out, "bij,bjk->bik", n, in);
+}
+
+static int f_baddbmm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_baddbmm(out, in[0], in[1], in[2], 0.5, 2.0);
+}
+
 /* The three chunks of (2, 6) along dim 1, multiplied: each piece's gradient
  * depends on the others. */
 static int f_chunk(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -545,6 +565,17 @@ const gc_case gc_cases[] = {
            GC_SHAPE(4, 2)),
     GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(2, 3, 4) @ (2, 4, 2)", 3, 3,
            GC_SHAPE(2, 3, 4), GC_SHAPE(2, 4, 2)),
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(4) @ (2, 4, 3)", 1, 3, GC_SHAPE(4),
+           GC_SHAPE(2, 4, 3)),
+    GC_BIN("matmul", "linalg", tg_matmul, GC_ANY, "(2, 1, 3, 4) @ (3, 4, 2)", 4, 3,
+           GC_SHAPE(2, 1, 3, 4), GC_SHAPE(3, 4, 2)),
+    GC_FN("matmul", "linalg", f_einsum, "einsum 'bij,bjk->bik' (2, 3, 4), (2, 4, 2)", 2,
+          .ndim = {3, 3}, .shape = {{2, 3, 4}, {2, 4, 2}}),
+    GC_FN("matmul", "linalg", f_baddbmm, "baddbmm (3, 1), (2, 3, 2) @ (2, 2, 1) beta 0.5 "
+          "alpha 2", 3, .ndim = {2, 3, 3}, .shape = {{3, 1}, {2, 3, 2}, {2, 2, 1}}),
+    GC_FN("tril", "linalg", f_tril, "(2, 3, 4) diagonal 1", 1, .ndim = {3},
+          .shape = {{2, 3, 4}}),
+    GC_FN("triu", "linalg", f_triu, "(4, 3) diagonal -1", 1, .ndim = {2}, .shape = {{4, 3}}),
     {.op = "linear", .group = "linalg", .label = "x (3, 4), w (2, 4), b (2)",
      .fn = f_linear, .n = 3, .ndim = {2, 2, 1}, .shape = {{3, 4}, {2, 4}, {2}}},
     /* normalisation and losses */

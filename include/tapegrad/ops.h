@@ -782,9 +782,69 @@ TG_API int tg_pixel_unshuffle(tg_tensor **out, tg_tensor *x, int64_t r);
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
 
 /* ---- linear algebra through OpenBLAS ---- */
-/* (M, K) x (K, N) -> (M, N); a leading batch dim on both is allowed:
- * (B, M, K) x (B, K, N) -> (B, M, N). */
+/* torch.matmul(a, b): (M, K) x (K, N) -> (M, N); a 1-d a is a row (1, K)
+ * and a 1-d b a column (K, 1), the added dim removed from the result (1-d x
+ * 1-d is the dot product, 0-d); the dims before the last two are batch
+ * dims, broadcast together as NumPy's: (2, 1, 3, 4) x (5, 4, 6) -> (2, 5, 3,
+ * 6).  When b is at most 2-d, a's leading dims fold into the rows of one
+ * gemm.  Float dtypes, both the same (TG_EDTYPE); AMP policy lower
+ * precision.  Differentiable to any order; each gradient is summed over
+ * the batch dims its operand was broadcast along.  TG_EINVAL for a NULL
+ * argument or a 0-d operand, TG_ESHAPE for inner dims that differ or batch
+ * dims that do not broadcast. */
 TG_API int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch's fixed-rank products, each the checks below in front of
+ * tg_matmul (so differentiable to any order, AMP policy lower precision):
+ * float operands of one dtype (TG_EDTYPE), ranks as listed (TG_EINVAL),
+ * contracted extents that match (TG_ESHAPE).  On error *out is untouched.
+ * tg_mm: (n, m) x (m, p) -> (n, p).  tg_bmm: (B, n, m) x (B, m, p) ->
+ * (B, n, p), the batch sizes equal (no broadcasting, as torch).  tg_mv:
+ * (n, m) x (m) -> (n).  tg_dot: (n) . (n) -> 0-d.  tg_outer: (n) x (m) ->
+ * (n, m), a[i] * b[j] (torch.outer, through tg_mul). */
+TG_API int tg_mm(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_bmm(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_mv(tg_tensor **out, tg_tensor *a, tg_tensor *v);
+TG_API int tg_dot(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.addmm(input, m1, m2, beta=, alpha=): beta * input + alpha * (m1 @
+ * m2) for m1 (n, m), m2 (m, p); tg_baddbmm the same for b1 (B, n, m), b2
+ * (B, m, p).  input has the operands' dtype and broadcasts to the
+ * product's shape (TG_ESHAPE otherwise; the result never takes a larger
+ * shape from input).  beta = 0 leaves input out, its NaN and infinities
+ * too, and input then gets no gradient (torch gives zeros).  Checks and
+ * errors as tg_mm / tg_bmm. */
+TG_API int tg_addmm(tg_tensor **out, tg_tensor *input, tg_tensor *m1, tg_tensor *m2, double beta,
+                    double alpha);
+TG_API int tg_baddbmm(tg_tensor **out, tg_tensor *input, tg_tensor *b1, tg_tensor *b2,
+                      double beta, double alpha);
+/* torch.tril(x, diagonal) / torch.triu(x, diagonal): x (any dtype, at
+ * least 2 dims, TG_ESHAPE otherwise) with the elements of each matrix in
+ * its last two dims above (tril) or below (triu) the given diagonal set to
+ * 0: tril keeps (i, j) with j - i <= diagonal, triu those with j - i >=
+ * diagonal; diagonal 0 is the main one, positive above it.  A copy; the
+ * gradient is g masked the same way, differentiable to any order. */
+TG_API int tg_tril(tg_tensor **out, tg_tensor *x, int64_t diagonal);
+TG_API int tg_triu(tg_tensor **out, tg_tensor *x, int64_t diagonal);
+/* torch.einsum(equation, operands): n (1 to TG_OP_MAX_INPUTS) float
+ * operands of one dtype, each labelled by its term of the equation, one
+ * letter (a-z, A-Z) per dim, terms separated by ',', then an optional
+ * "->" and the output's letters (without it: the letters used once, in
+ * ASCII order, as torch).  Letters absent from the output are summed over;
+ * a letter's extents must match across operands or be 1 (broadcast).
+ * "..." in a term stands for the dims the letters leave, broadcast across
+ * operands (right-aligned) and placed where the output's "..." is (first,
+ * in an implicit output; summed when an explicit output has none).  A
+ * letter repeated within one term takes the diagonal ("ii->i", "ii" the
+ * trace).  Spaces are ignored.  Operands are contracted left to right,
+ * each pair by permute, reshape and one batched matmul (no contraction
+ * path search), so the result is differentiable to any order.  TG_EINVAL
+ * for a malformed equation (the message names the rule), a term count
+ * other than n, a term whose letters do not match its operand's rank or
+ * more than TG_MAX_DIMS letters in a term; TG_ESHAPE for extents that
+ * differ; TG_EDTYPE for dtypes; TG_EUNSUPPORTED when an intermediate
+ * product would need more than TG_MAX_DIMS dims.  On error *out is
+ * untouched. */
+TG_API int tg_einsum(tg_tensor **out, const char *equation, int n, tg_tensor *const *operands);
 /* y = x W^T + b as torch.nn.functional.linear: x (..., in), w (out, in),
  * b (out) or NULL. */
 TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);

@@ -20,7 +20,8 @@
     X(reduce, 5)         /* reduce.c: sum mean sum_dims mean_dims sum_to_shape */ \
     X(shape, 7)          /* shape.c: reshape permute transpose expand unsqueeze squeeze contiguous */ \
     X(slice_cat, 3)      /* shape_cat.c: slice slice_backward cat */          \
-    X(linalg, 2)         /* linalg.c: matmul linear */                        \
+    X(matmul, 1)         /* matmul.c: matmul */                               \
+    X(linalg, 1)         /* linalg.c: linear */                               \
     X(conv, 3)           /* conv.c: conv conv_transpose conv_weight_grad */   \
     X(norm, 1)           /* norm.c: batch_norm */                             \
     X(layer_norm, 2)     /* layer_norm.c: layer_norm group_norm */            \
@@ -60,7 +61,8 @@
     X(roll, 1)           /* roll.c: roll */                                   \
     X(gather, 4)         /* gather.c: gather scatter_add index_select index_add */ \
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */ \
-    X(fold, 2)           /* fold.c: unfold fold */
+    X(fold, 2)           /* fold.c: unfold fold */                            \
+    X(tril, 2)           /* tril.c: tril triu */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

@@ -1,4 +1,5 @@
-/* src/ops/linalg.c - matmul and linear through OpenBLAS gemm.
+/* src/ops/linalg.c - the batched gemm under matmul (src/ops/matmul.c) and
+ * linear, through OpenBLAS.
  *
  * Each operand is described as a batch of strided matrices.  A matrix whose
  * rows or columns are unit-stride goes to gemm as is (CblasNoTrans or
@@ -11,7 +12,6 @@
  * read in place is read as bf16 bits.
  *
  * Backward uses the differentiable ops themselves:
- *   C = A B      =>  dA = dC B^T,  dB = A^T dC
  *   y = x W^T + b  =>  dx = dy W,  dW = dy2d^T x2d,  db = dy summed over rows. */
 #include <assert.h>
 #include <limits.h>
@@ -20,14 +20,10 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/linalg_internal.h"
 #include "tapegrad/ops.h"
 
-/* Matrix k of a batch: element (i, j) is data[off + k*bs + i*rs + j*cs]. */
-typedef struct mat {
-    const tg_tensor *t;
-    int64_t rows, cols;
-    int64_t off, bs, rs, cs;
-} mat;
+typedef tg__mat mat;
 
 static void *elem_ptr(const tg_tensor *t, int64_t off)
 {
@@ -150,12 +146,9 @@ static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel 
     return tg__bf16_panels_get(m->t, kern, b_side, &o);
 }
 
-/* c (nb, M, N) = a (nb, M, K) x b (nb, K, N) [+ bias (N) on every row]; out
- * is a contiguous tensor of nb*M*N elements, written directly when its dtype
- * is the compute dtype.  b_weight: b is a weight, multiplied from its panels
- * when the product is one bf16 GEMM. */
-static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bias,
-                        tg_tensor *out, bool b_weight)
+/* See ops/linalg_internal.h. */
+int tg__gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bias,
+                     tg_tensor *out, bool b_weight)
 {
     int64_t M = a->rows, K = a->cols, N = b->cols;
     tg_dtype dt = out->dtype, ct = tg__compute_dtype(dt);
@@ -219,8 +212,8 @@ static int gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor 
     return TG_OK;
 }
 
-static int check_float_pair(const char *op, const char *na, const tg_tensor *a, const char *nb,
-                            const tg_tensor *b)
+int tg__check_float_pair(const char *op, const char *na, const tg_tensor *a, const char *nb,
+                         const tg_tensor *b)
 {
     TG_CHECK(tg_dtype_is_float(a->dtype), TG_EDTYPE, "%s: %s is %s but must be a float dtype",
              op, na, tg_dtype_name(a->dtype));
@@ -238,100 +231,14 @@ static mat as_mat(const tg_tensor *t)
     return m;
 }
 
-/* ---- matmul -------------------------------------------------------------------- */
-
-static int matmul_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                          const void *params)
-{
-    tg_tensor *a = in[0], *b = in[1];
-    char sa[96], sb[96];
-    TG_CHECK(a && b, TG_EINVAL, "matmul: a and b must not be NULL");
-    TG_TRY(check_float_pair("matmul", "a", a, "b", b));
-    tg_shape_str(sa, sizeof sa, a->ndim, a->shape);
-    tg_shape_str(sb, sizeof sb, b->ndim, b->shape);
-    TG_CHECK((a->ndim == 2 || a->ndim == 3) && b->ndim == a->ndim, TG_EINVAL,
-             "matmul: a is %s and b is %s: both must be 2-d, or both 3-d (batched)", sa, sb);
-    int r = a->ndim - 2;
-    TG_CHECK(a->shape[r + 1] == b->shape[r], TG_ESHAPE,
-             "matmul: a is %s and b is %s: inner dims %lld and %lld differ", sa, sb,
-             (long long)a->shape[r + 1], (long long)b->shape[r]);
-    TG_CHECK(r == 0 || a->shape[0] == b->shape[0], TG_ESHAPE,
-             "matmul: a is %s and b is %s: batch dims %lld and %lld differ", sa, sb,
-             (long long)a->shape[0], (long long)b->shape[0]);
-    int64_t shape[3] = {a->shape[0], 0, 0};
-    shape[r] = a->shape[r];
-    shape[r + 1] = b->shape[r + 1];
-    tg_tensor *c = tg__tensor_empty(a->dtype, a->ndim, shape);
-    if (!c) return TG_ENOMEM;
-    mat ma = as_mat(a), mb = as_mat(b);
-    int rc = gemm_batched(r ? a->shape[0] : 1, &ma, &mb, NULL, c, false);
-    if (rc < 0) {
-        tg_tensor_release(c);
-        return rc;
-    }
-    if (ctx) {   /* each read only for the other's gradient (matmul_backward) */
-        tg__ctx_save_if(ctx, a, tg__ctx_needs_grad(ctx, 1));
-        tg__ctx_save_if(ctx, b, tg__ctx_needs_grad(ctx, 0));
-    }
-    *out = c;
-    return TG_OK;
-}
-
-/* *out = x @ y^T (yt) or x^T @ y (xt), for 2-d or batched 3-d operands. */
-static int matmul_t(tg_tensor **out, tg_tensor *x, bool xt, tg_tensor *y, bool yt)
-{
-    tg_tensor *t = NULL;
-    int rc;
-    if (xt) {
-        TG_TRY(tg_transpose(&t, x, -2, -1));
-        rc = tg_matmul(out, t, y);
-    } else {
-        TG_TRY(tg_transpose(&t, y, -2, -1));
-        rc = tg_matmul(out, x, t);
-    }
-    tg_tensor_release(t);
-    return rc;
-}
-
-/* Each saved operand is read only for the gradient that needs it (as
- * PyTorch saves them): X @ W with X constant may have X written in place
- * before backward. */
-static int matmul_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
-{
-    tg_tensor *a, *b;
-    if (tg__ctx_needs_grad(ctx, 0)) {
-        TG_TRY(tg__ctx_saved(ctx, 1, &b));
-        TG_TRY(matmul_t(&grad_in[0], g, false, b, true));
-    }
-    if (tg__ctx_needs_grad(ctx, 1)) {
-        TG_TRY(tg__ctx_saved(ctx, 0, &a));
-        TG_TRY(matmul_t(&grad_in[1], a, true, g, false));
-    }
-    return TG_OK;
-}
-
-static const tg_op_schema matmul_schema = {
-    .name = "matmul", .arity = 2, .amp = TG_AMP_LOWER_PRECISION, .forward = matmul_forward,
-    .backward = matmul_backward, .double_backward = true,
-    .vjp = "da = g b^T, db = a^T g",
-};
-
-int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "matmul: out must not be NULL");
-    TG_CHECK(a != NULL && b != NULL, TG_EINVAL, "matmul: a and b must not be NULL");
-    tg_tensor *in[2] = {a, b};
-    return tg_op_call(&matmul_schema, out, 2, in, NULL, 0);
-}
-
 /* ---- linear ---------------------------------------------------------------------- */
 
 static int linear_check(const tg_tensor *x, const tg_tensor *w, const tg_tensor *b)
 {
     char sx[96], sw[96];
     TG_CHECK(x && w, TG_EINVAL, "linear: x and w must not be NULL");
-    TG_TRY(check_float_pair("linear", "x", x, "w", w));
-    if (b) TG_TRY(check_float_pair("linear", "x", x, "b", b));
+    TG_TRY(tg__check_float_pair("linear", "x", x, "w", w));
+    if (b) TG_TRY(tg__check_float_pair("linear", "x", x, "b", b));
     tg_shape_str(sx, sizeof sx, x->ndim, x->shape);
     tg_shape_str(sw, sizeof sw, w->ndim, w->shape);
     TG_CHECK(x->ndim >= 1, TG_EINVAL, "linear: x is 0-d but must have at least 1 dim");
@@ -361,7 +268,7 @@ static int linear_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const 
         mat ma = as_mat(x2);
         /* W^T is (in, out): element (i, j) is w[j, i]. */
         mat mw = {w, fin, fout, w->offset, 0, w->strides[1], w->strides[0]};
-        rc = gemm_batched(1, &ma, &mw, b, y, true);
+        rc = tg__gemm_batched(1, &ma, &mw, b, y, true);
     }
     tg_tensor_release(x2);
     if (rc < 0) {
@@ -386,7 +293,7 @@ static int linear_dx(tg_tensor **dx, tg_tensor *g2, tg_tensor *w, const tg_meta 
         const int64_t shape[2] = {g2->shape[0], w->shape[1]};
         if (!(t = tg__tensor_empty(g2->dtype, 2, shape))) return TG_ENOMEM;
         const mat ma = as_mat(g2), mw = as_mat(w);
-        int rc = gemm_batched(1, &ma, &mw, NULL, t, true);
+        int rc = tg__gemm_batched(1, &ma, &mw, NULL, t, true);
         if (rc == TG_OK) rc = tg_reshape(dx, t, mx->ndim, mx->shape);
         tg_tensor_release(t);
         return rc;
@@ -400,16 +307,18 @@ static int linear_dx(tg_tensor **dx, tg_tensor *g2, tg_tensor *w, const tg_meta 
 /* dW = dy2d^T x2d: (out, rows) x (rows, in). */
 static int linear_dw(tg_tensor **dw, tg_tensor *g2, tg_tensor *x, int64_t rows, int64_t fin)
 {
-    tg_tensor *x2 = NULL;
+    tg_tensor *x2 = NULL, *gt = NULL;
     int64_t x2shape[2] = {rows, fin};
-    TG_TRY(tg_reshape(&x2, x, 2, x2shape));
-    int rc = matmul_t(dw, g2, true, x2, false);
+    int rc = tg_reshape(&x2, x, 2, x2shape);
+    if (rc == TG_OK) rc = tg_transpose(&gt, g2, 0, 1);
+    if (rc == TG_OK) rc = tg_matmul(dw, gt, x2);
+    tg_tensor_release(gt);
     tg_tensor_release(x2);
     return rc;
 }
 
 /* x and w are read only for the gradient that needs them (see
- * matmul_backward); the shapes come from the inputs' metadata. */
+ * src/ops/matmul.c); the shapes come from the inputs' metadata. */
 static int linear_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 {
     tg_tensor *x, *w, *g2 = NULL;
@@ -444,6 +353,6 @@ int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)
 }
 
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__linalg_ops[] = {&matmul_schema, &linear_schema};
+const tg_op_schema *const tg__linalg_ops[] = {&linear_schema};
 static_assert(sizeof tg__linalg_ops / sizeof tg__linalg_ops[0] == TG__linalg_N,
               "src/ops/families.h must count the linalg ops");
