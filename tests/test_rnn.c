@@ -1,0 +1,663 @@
+/* tests/test_rnn.c - nn.RNNCell, nn.LSTMCell, nn.GRUCell, nn.RNN, nn.LSTM
+ * and nn.GRU: PyTorch 1.13's outputs, final states and the gradients of
+ * the input, the initial states and every parameter, in f32 and f64, over
+ * one and two layers, bidirectional, batch_first, unbatched inputs, given
+ * and absent states, bias=False, relu and an LSTM projection
+ * (tests/golden/rnn.safetensors, written by scripts/make_rnn_goldens.py,
+ * whose state dicts load under torch's keys); f64 gradcheck to second
+ * order of a cell and a two-layer bidirectional layer; torch's keys,
+ * shapes and init bounds; a safetensors round trip; inter-layer dropout in
+ * training and eval; refusals that name the argument and write nothing. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+static void setup(void) { th_tmp_dir_make("tg_rnn_"); }
+
+TestSuite(rnn, .init = setup, .fini = th_tmp_dir_remove);
+
+/* A golden case's configuration (the script's "C.cfg"). */
+typedef struct cfg {
+    char kind[16];
+    long long in, hidden, layers, bidir, bf, bias, relu, proj, batched, has_state;
+} cfg;
+
+static cfg cfg_of(const tg_st_file *f, const char *c)
+{
+    cfg k;
+    int n = sscanf(th_golden_meta(f, c, "cfg"), "%15s %lld %lld %lld %lld %lld %lld %lld %lld "
+                                                 "%lld %lld",
+                   k.kind, &k.in, &k.hidden, &k.layers, &k.bidir, &k.bf, &k.bias, &k.relu,
+                   &k.proj, &k.batched, &k.has_state);
+    cr_assert(eq(int, n, 11));
+    return k;
+}
+
+static bool is_cell(const cfg *k) { return strstr(k->kind, "_cell") != NULL; }
+static bool is_lstm(const cfg *k) { return strncmp(k->kind, "lstm", 4) == 0; }
+
+static tg_module *make(const cfg *k, tg_dtype dt, uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *m = NULL;
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = (int)k->layers;
+    o.bidirectional = k->bidir;
+    o.batch_first = k->bf;
+    o.bias = k->bias;
+    o.proj_size = k->proj;
+    o.nonlinearity = k->relu ? TG_RNN_RELU : TG_RNN_TANH;
+    int rc;
+    if (!strcmp(k->kind, "rnn_cell"))
+        rc = tg_nn_rnn_cell_new(&m, k->in, k->hidden, k->bias, o.nonlinearity, &rng);
+    else if (!strcmp(k->kind, "lstm_cell"))
+        rc = tg_nn_lstm_cell_new(&m, k->in, k->hidden, k->bias, &rng);
+    else if (!strcmp(k->kind, "gru_cell"))
+        rc = tg_nn_gru_cell_new(&m, k->in, k->hidden, k->bias, &rng);
+    else if (!strcmp(k->kind, "rnn"))
+        rc = tg_nn_rnn_new(&m, k->in, k->hidden, &o, &rng);
+    else if (!strcmp(k->kind, "lstm"))
+        rc = tg_nn_lstm_new(&m, k->in, k->hidden, &o, &rng);
+    else
+        rc = tg_nn_gru_new(&m, k->in, k->hidden, &o, &rng);
+    cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+    if (dt != TG_F32) cr_assert(eq(int, tg_module_to_dtype(m, dt), TG_OK));
+    return m;
+}
+
+/* Runs module m of configuration k: r[0] y (a cell's h), r[1] h_n, r[2]
+ * c_n (a cell's c), NULL where there is none. */
+static int run(tg_module *m, const cfg *k, tg_tensor **r, tg_tensor *x, tg_tensor *h0,
+               tg_tensor *c0)
+{
+    r[0] = r[1] = r[2] = NULL;
+    if (is_cell(k))
+        return is_lstm(k) ? tg_nn_lstm_cell_forward(m, &r[0], &r[2], x, h0, c0)
+                          : tg_nn_rnn_cell_forward(m, &r[0], x, h0);
+    return is_lstm(k) ? tg_nn_lstm_forward(m, &r[0], &r[1], &r[2], x, h0, c0)
+                      : tg_nn_rnn_forward(m, &r[0], &r[1], x, h0);
+}
+
+/* sum over i of sum(r[i] * g[i]) for the r[i] that exist: a new reference. */
+static tg_tensor *loss_of(tg_tensor *const *r, tg_tensor *const *g)
+{
+    tg_tensor *loss = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!r[i]) continue;
+        tg_tensor *p = NULL, *s = NULL, *t = NULL;
+        cr_assert(eq(int, tg_mul(&p, r[i], g[i]), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_sum(&s, p), TG_OK));
+        if (loss) {
+            cr_assert(eq(int, tg_add(&t, loss, s), TG_OK));
+            th_release_all(2, (tg_tensor *[]){loss, s});
+            loss = t;
+        } else {
+            loss = s;
+        }
+        tg_tensor_release(p);
+    }
+    return loss;
+}
+
+/* Tolerances relative to the largest |want| of each tensor.  The values
+ * are sums of at most a few dozen products of O(1) numbers through
+ * tanh/sigmoid, computed by the same formulas as torch's but with other
+ * BLAS kernels, so they differ by a few ulps: f32 a few 1e-7, f64 a few
+ * 1e-16.  A wrong gate order, a lost term or a wrong direction changes
+ * them by O(0.1). */
+static double tol(tg_dtype dt) { return dt == TG_F32 ? 2e-5 : 1e-12; }
+
+static void check_case(const tg_st_file *f, const char *tn, const char *c)
+{
+    const tg_dtype dt = tn[1] == '3' ? TG_F32 : TG_F64;
+    const cfg k = cfg_of(f, c);
+    char pre[96], key[512];
+    snprintf(pre, sizeof pre, "%s.%s", tn, c);
+    tg_module *m = make(&k, dt, 7);
+    snprintf(key, sizeof key, "%s.sd", pre);
+    cr_assert(eq(int, tg_module_load_state_dict(m, f, key, true), TG_OK), "%s: %s", c,
+              tg_error_message());
+    tg_tensor *x = th_leaf_clone(th_golden_get(f, pre, "x"));
+    tg_tensor *h0 = k.has_state ? th_leaf_clone(th_golden_get(f, pre, "h0")) : NULL;
+    tg_tensor *c0 = k.has_state && is_lstm(&k) ? th_leaf_clone(th_golden_get(f, pre, "c0"))
+                                                 : NULL;
+    tg_tensor *r[3], *g[3] = {NULL, NULL, NULL};
+    cr_assert(eq(int, run(m, &k, r, x, h0, c0), TG_OK), "%s: %s", c, tg_error_message());
+    static const char *const rn[3] = {"y", "hn", "cn"}, *const gn[3] = {"gy", "ghn", "gcn"};
+    for (int i = 0; i < 3; i++) {
+        if (!r[i]) continue;
+        snprintf(key, sizeof key, "%s %s", pre, rn[i]);
+        th_expect_close_scaled(key, r[i], th_golden_get(f, pre, rn[i]), tol(dt));
+        g[i] = (tg_tensor *)th_golden_get(f, pre, gn[i]);
+    }
+    tg_tensor *loss = loss_of(r, g);
+    cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_OK), "%s", tg_error_message());
+    tg_tensor *const leaves[3] = {x, h0, c0};
+    static const char *const ln[3] = {"grad.x", "grad.h0", "grad.c0"};
+    for (int i = 0; i < 3; i++) {
+        if (!leaves[i]) continue;
+        snprintf(key, sizeof key, "%s %s", pre, ln[i]);
+        th_expect_close_scaled(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]),
+                               tol(dt));
+    }
+    const int n = tg_module_state_count(m);
+    for (int i = 0; i < n; i++) {
+        char name[TG_MODULE_NAME_MAX], gk[TG_MODULE_NAME_MAX + 8];
+        tg_tensor *p = NULL;
+        cr_assert(eq(int, tg_module_state_at(m, i, name, sizeof name, &p, NULL), TG_OK));
+        snprintf(gk, sizeof gk, "grad.%s", name);
+        snprintf(key, sizeof key, "%s %s", pre, gk);
+        cr_assert(tg_tensor_grad(p) != NULL, "%s has no gradient", key);
+        th_expect_close_scaled(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), tol(dt));
+    }
+    th_release_all(3, r);
+    th_release_all(4, (tg_tensor *[]){loss, x, h0, c0});
+    tg_module_release(m);
+}
+
+static const char *const cases[] = {
+    "rnn_cell", "rnn_cell_relu", "rnn_cell_nobias_nostate", "rnn_cell_unbatched",
+    "lstm_cell", "lstm_cell_nostate", "lstm_cell_unbatched_nobias", "gru_cell",
+    "gru_cell_nostate", "gru_cell_unbatched_nobias", "rnn", "rnn_relu_2l_nostate",
+    "rnn_bidir_bf", "rnn_2l_bidir_unbatched_nobias", "lstm", "lstm_nostate", "lstm_2l_bidir",
+    "lstm_2l_bf_nobias", "lstm_unbatched_bidir_nostate", "lstm_proj_2l_bidir", "gru",
+    "gru_2l_bidir_bf", "gru_2l_nostate_nobias", "gru_unbatched"};
+#define N_CASES ((int)(sizeof cases / sizeof *cases))
+
+Test(rnn, cells_match_torch_in_f32_and_f64)
+{
+    tg_st_file *f = th_golden_load("rnn.safetensors");
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < N_CASES; i++)
+            if (strstr(cases[i], "_cell")) check_case(f, t ? "f64" : "f32", cases[i]);
+    tg_st_free(f);
+}
+
+Test(rnn, layers_match_torch_in_f32_and_f64)
+{
+    tg_st_file *f = th_golden_load("rnn.safetensors");
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < N_CASES; i++)
+            if (!strstr(cases[i], "_cell")) check_case(f, t ? "f64" : "f32", cases[i]);
+    tg_st_free(f);
+}
+
+/* tg_module_forward gives the output from zero states, and
+ * tg_module_forward_n takes the states: the same values as the module's
+ * own forward functions. */
+Test(rnn, module_forward_is_the_output)
+{
+    tg_st_file *f = th_golden_load("rnn.safetensors");
+    static const char *const which[] = {"lstm_2l_bidir", "gru_2l_bidir_bf", "rnn", "lstm_cell",
+                                        "gru_cell"};
+    for (int i = 0; i < 5; i++) {
+        const cfg k = cfg_of(f, which[i]);
+        char pre[96], key[128];
+        snprintf(pre, sizeof pre, "f64.%s", which[i]);
+        tg_module *m = make(&k, TG_F64, 7);
+        snprintf(key, sizeof key, "%s.sd", pre);
+        cr_assert(eq(int, tg_module_load_state_dict(m, f, key, true), TG_OK));
+        tg_tensor *x = th_golden_at(f, "%s.%s", pre, "x");
+        tg_tensor *h0 = th_golden_at(f, "%s.%s", pre, "h0");
+        tg_tensor *c0 = is_lstm(&k) ? th_golden_at(f, "%s.%s", pre, "c0") : NULL;
+        tg_tensor *y = NULL, *y2 = NULL, *r[3];
+        cr_assert(eq(int, tg_module_forward_n(m, &y, is_lstm(&k) ? 3 : 2,
+                                              (tg_tensor *[]){x, h0, c0}), TG_OK),
+                  "%s", tg_error_message());
+        th_expect_close(which[i], y, th_golden_get(f, pre, "y"), 1e-12);
+        cr_assert(eq(int, tg_module_forward(m, &y2, x), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, run(m, &k, r, x, NULL, NULL), TG_OK));
+        th_expect_close(which[i], y2, r[0], 0);
+        th_release_all(3, r);
+        th_release_all(2, (tg_tensor *[]){y, y2});
+        tg_module_release(m);
+    }
+    tg_st_free(f);
+}
+
+/* ---- gradcheck ---- */
+
+/* inputs: x, h, c for an LSTMCell (the parameters are checked through
+ * the module's own tensors, inputs[3..)); out: cat(h', c'). */
+static int lstm_cell_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    tg_tensor *h = NULL, *c = NULL;
+    int rc = tg_nn_lstm_cell_forward(user, &h, &c, in[0], in[1], in[2]);
+    if (rc >= 0) rc = tg_cat(out, 2, (tg_tensor *[]){h, c}, 1);
+    th_release_all(2, (tg_tensor *[]){h, c});
+    return rc;
+}
+
+/* inputs: x (L, N, in), h_0 for a GRU; out: cat(output, h_n) flattened. */
+static int gru_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    tg_tensor *y = NULL, *h = NULL, *a = NULL, *b = NULL;
+    int rc = tg_nn_rnn_forward(user, &y, &h, in[0], in[1]);
+    if (rc >= 0) rc = tg_reshape(&a, y, 1, (int64_t[]){-1});
+    if (rc >= 0) rc = tg_reshape(&b, h, 1, (int64_t[]){-1});
+    if (rc >= 0) rc = tg_cat(out, 2, (tg_tensor *[]){a, b}, 0);
+    th_release_all(4, (tg_tensor *[]){y, h, a, b});
+    return rc;
+}
+
+/* inputs: x, h_0, c_0 for an LSTM; out: cat(output, h_n, c_n) flattened. */
+static int lstm_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    tg_tensor *r[3] = {NULL, NULL, NULL}, *flat[3] = {NULL, NULL, NULL};
+    int rc = tg_nn_lstm_forward(user, &r[0], &r[1], &r[2], in[0], in[1], in[2]);
+    for (int i = 0; i < 3 && rc >= 0; i++) rc = tg_reshape(&flat[i], r[i], 1, (int64_t[]){-1});
+    if (rc >= 0) rc = tg_cat(out, 3, flat, 0);
+    th_release_all(3, r);
+    th_release_all(3, flat);
+    return rc;
+}
+
+/* The inputs of a gradcheck: the n_in tensors, then m's parameters. */
+static int with_params(tg_tensor **all, int n_in, tg_tensor *const *in, tg_module *m)
+{
+    for (int i = 0; i < n_in; i++) all[i] = in[i];
+    tg_tensor **ps = NULL;
+    int np = 0;
+    cr_assert(eq(int, tg_module_parameters(m, &ps, &np), TG_OK));
+    for (int i = 0; i < np; i++) all[n_in + i] = ps[i];
+    free(ps);
+    return n_in + np;
+}
+
+static tg_tensor *leaf(int nd, const int64_t *shape, uint64_t seed)
+{
+    tg_tensor *t = th_rand_uniform(TG_F64, nd, shape, seed);
+    tg_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+/* gradcheck over the n_in inputs and every parameter of m; gradgradcheck
+ * (which takes at most 8 inputs) over the inputs and the parameters named
+ * in second[0..n2). */
+static void gradchecks(tg_gradcheck_fn fn, tg_module *m, int n_in, tg_tensor *const *in,
+                       int n2, const char *const *second)
+{
+    tg_tensor *all[64];
+    const int n = with_params(all, n_in, in, m);
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    cr_assert(eq(int, tg_gradcheck(fn, m, n, all, &o), TG_OK), "%s", tg_error_message());
+    for (int i = 0; i < n2; i++) {
+        all[n_in + i] = tg_module_find(m, second[i]);
+        cr_assert(all[n_in + i] != NULL, "%s", second[i]);
+    }
+    cr_assert(eq(int, tg_gradgradcheck(fn, m, n_in + n2, all, &o), TG_OK), "%s",
+              tg_error_message());
+}
+
+Test(rnn, lstm_cell_gradcheck_f64_first_and_second_order)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 11);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_lstm_cell_new(&m, 3, 2, true, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_to_dtype(m, TG_F64), TG_OK));
+    tg_tensor *in[3] = {leaf(2, (int64_t[]){2, 3}, 1), leaf(2, (int64_t[]){2, 2}, 2),
+                        leaf(2, (int64_t[]){2, 2}, 3)};
+    static const char *const ps[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+    gradchecks(lstm_cell_fn, m, 3, in, 4, ps);
+    th_release_all(3, in);
+    tg_module_release(m);
+}
+
+Test(rnn, two_layer_bidirectional_gradcheck_f64_first_and_second_order)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 12);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.bidirectional = true;
+    tg_module *gru = NULL, *lstm = NULL;
+    cr_assert(eq(int, tg_nn_gru_new(&gru, 2, 2, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_to_dtype(gru, TG_F64), TG_OK));
+    tg_tensor *in[3] = {leaf(3, (int64_t[]){3, 2, 2}, 4), leaf(3, (int64_t[]){4, 2, 2}, 5),
+                        leaf(3, (int64_t[]){4, 2, 2}, 6)};
+    static const char *const gp[] = {"weight_ih_l0",         "weight_hh_l0_reverse",
+                                     "bias_hh_l0",           "weight_ih_l1_reverse",
+                                     "weight_hh_l1",         "bias_hh_l1_reverse"};
+    gradchecks(gru_fn, gru, 2, in, 6, gp);
+    o.proj_size = 1;
+    cr_assert(eq(int, tg_nn_lstm_new(&lstm, 2, 2, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_to_dtype(lstm, TG_F64), TG_OK));
+    tg_tensor *h0 = leaf(3, (int64_t[]){4, 2, 1}, 7);
+    static const char *const lp[] = {"weight_hr_l0", "weight_hh_l0_reverse", "weight_ih_l1",
+                                     "bias_ih_l1_reverse", "weight_hr_l1_reverse"};
+    gradchecks(lstm_fn, lstm, 3, (tg_tensor *[]){in[0], h0, in[2]}, 5, lp);
+    th_release_all(4, (tg_tensor *[]){in[0], in[1], in[2], h0});
+    tg_module_release(gru);
+    tg_module_release(lstm);
+}
+
+/* ---- parameters and the state dict ---- */
+
+/* torch's keys, order and shapes for LSTM(5, 4, num_layers=2,
+ * bidirectional=True, proj_size=3), and the init bound 1/sqrt(4). */
+Test(rnn, lstm_has_torch_keys_shapes_and_init)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.bidirectional = true;
+    o.proj_size = 3;
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_lstm_new(&m, 5, 4, &o, &rng), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "LSTM"));
+    static const char *const base[5] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                        "weight_hr"};
+    /* (rows, cols) per base name; weight_ih's cols: 5, then 2 * 3 */
+    const int64_t shp[5][2] = {{16, 5}, {16, 3}, {16, 0}, {16, 0}, {3, 4}};
+    cr_assert(eq(int, tg_module_state_count(m), 20));
+    int i = 0;
+    for (int l = 0; l < 2; l++)
+        for (int d = 0; d < 2; d++)
+            for (int b = 0; b < 5; b++, i++) {
+                char want[64], got[TG_MODULE_NAME_MAX];
+                tg_tensor *t = NULL;
+                snprintf(want, sizeof want, "%s_l%d%s", base[b], l, d ? "_reverse" : "");
+                cr_assert(eq(int, tg_module_state_at(m, i, got, sizeof got, &t, NULL), TG_OK));
+                cr_assert(eq(str, got, want));
+                const int64_t cols = b == 0 && l == 1 ? 6 : shp[b][1];
+                if (cols) th_expect_shape(t, 2, (int64_t[]){shp[b][0], cols});
+                else th_expect_shape(t, 1, (int64_t[]){shp[b][0]});
+                cr_assert(eq(int, tg_tensor_dtype(t), TG_F32));
+                cr_assert(tg_tensor_requires_grad(t));
+                double lo = 1, hi = -1;
+                for (int64_t e = 0; e < tg_tensor_numel(t); e++) {
+                    lo = fmin(lo, th_at(t, e));
+                    hi = fmax(hi, th_at(t, e));
+                }
+                cr_assert(lo >= -0.5 && hi <= 0.5 && hi > lo, "%s in [%g, %g]", got, lo, hi);
+            }
+    tg_module_release(m);
+}
+
+Test(rnn, cell_keys_and_options_read_back)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_gru_cell_new(&m, 5, 4, true, &rng), TG_OK));
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "GRUCell"));
+    static const char *const keys[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+    cr_assert(eq(int, tg_module_state_count(m), 4));
+    for (int i = 0; i < 4; i++) {
+        char got[TG_MODULE_NAME_MAX];
+        cr_assert(eq(int, tg_module_state_at(m, i, got, sizeof got, NULL, NULL), TG_OK));
+        cr_assert(eq(str, got, (char *)keys[i]));
+    }
+    th_expect_shape(tg_module_find(m, "weight_ih"), 2, (int64_t[]){12, 5});
+    th_expect_shape(tg_module_find(m, "weight_hh"), 2, (int64_t[]){12, 4});
+    int64_t in = 0, h = 0;
+    tg_rnn_opts o;
+    cr_assert(eq(int, tg_nn_rnn_options(m, &in, &h, &o), TG_OK));
+    cr_assert(eq(i64, in, 5));
+    cr_assert(eq(i64, h, 4));
+    cr_assert(eq(int, o.num_layers, 1));
+    cr_assert(o.bias);
+    tg_module_release(m);
+    cr_assert(eq(int, tg_nn_rnn_cell_new(&m, 2, 3, false, TG_RNN_RELU, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_state_count(m), 2));
+    cr_assert(eq(int, tg_nn_rnn_options(m, NULL, NULL, &o), TG_OK));
+    cr_assert(eq(int, o.nonlinearity, TG_RNN_RELU));
+    cr_assert(o.bias == false);
+    tg_module_release(m);
+}
+
+/* Saved with torch's keys and loaded into a module drawn from another
+ * seed, a GRU computes the same output; a copy too. */
+Test(rnn, state_dict_round_trip)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 21);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.bidirectional = true;
+    o.batch_first = true;
+    tg_module *a = NULL, *b = NULL, *c = NULL;
+    cr_assert(eq(int, tg_nn_gru_new(&a, 3, 4, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_gru_new(&b, 3, 4, &o, &rng), TG_OK));
+    tg_st_file *f = NULL;
+    char path[256];
+    th_tmp_path(path, sizeof path, "gru.safetensors");
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_module_state_dict_save(a, f, NULL), TG_OK));
+    cr_assert(eq(int, tg_safetensors_save(f, path), TG_OK));
+    tg_st_free(f);
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK));
+    cr_assert(tg_st_get(f, "weight_hh_l1_reverse") != NULL);
+    cr_assert(tg_st_get(f, "bias_ih_l0") != NULL);
+    cr_assert(eq(int, tg_module_load_state_dict(b, f, NULL, true), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_module_copy(&c, a), TG_OK), "%s", tg_error_message());
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 5, 3}, 9);
+    tg_tensor *ya = NULL, *yb = NULL, *yc = NULL;
+    cr_assert(eq(int, tg_module_forward(a, &ya, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(b, &yb, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(c, &yc, x), TG_OK));
+    th_expect_shape(ya, 3, (int64_t[]){2, 5, 8});
+    th_expect_close("loaded", yb, ya, 0);
+    th_expect_close("copy", yc, ya, 0);
+    th_release_all(4, (tg_tensor *[]){x, ya, yb, yc});
+    tg_st_free(f);
+    tg_module_release(a);
+    tg_module_release(b);
+    tg_module_release(c);
+}
+
+/* ---- dropout between layers ---- */
+
+Test(rnn, dropout_acts_in_training_between_layers_only)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.dropout = 0.5;
+    o.seed = 77;
+    tg_module *m = NULL, *plain = NULL;
+    cr_assert(eq(int, tg_nn_lstm_new(&m, 3, 4, &o, &rng), TG_OK));
+    o.dropout = 0;
+    cr_assert(eq(int, tg_nn_lstm_new(&plain, 3, 4, &o, &rng), TG_OK));
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_module_state_dict_save(m, f, NULL), TG_OK));
+    cr_assert(eq(int, tg_module_load_state_dict(plain, f, NULL, true), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){6, 2, 3}, 8);
+    tg_tensor *y1 = NULL, *y2 = NULL, *y3 = NULL, *ye = NULL, *yp = NULL;
+    cr_assert(eq(int, tg_module_forward(plain, &yp, x), TG_OK));
+    cr_assert(tg_module_is_training(m));
+    cr_assert(eq(int, tg_module_forward(m, &y1, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(m, &y2, x), TG_OK));
+    /* training: the masks change the output, and differ between calls */
+    cr_assert(th_first_difference(y1, yp) >= 0);
+    cr_assert(th_first_difference(y1, y2) >= 0);
+    tg_module_train(m, false);
+    cr_assert(eq(int, tg_module_forward(m, &ye, x), TG_OK));
+    th_expect_close("eval", ye, yp, 0);
+    /* the k-th training forward's masks depend on (seed, k) alone */
+    tg_module *again = NULL;
+    cr_assert(eq(int, tg_module_copy(&again, m), TG_OK));
+    tg_module_train(m, true);
+    cr_assert(eq(int, tg_module_forward(m, &y3, x), TG_OK));
+    tg_tensor *yk = NULL;
+    tg_module_train(again, true);
+    cr_assert(eq(int, tg_module_forward(again, &yk, x), TG_OK));
+    th_expect_close("same count, same masks", yk, y3, 0);
+    th_release_all(7, (tg_tensor *[]){x, y1, y2, y3, ye, yp, yk});
+    tg_st_free(f);
+    tg_module_release(m);
+    tg_module_release(plain);
+    tg_module_release(again);
+}
+
+/* ---- refusals ---- */
+
+Test(rnn, constructors_refuse_bad_options)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.proj_size = 2;
+    th_expect_refused(tg_nn_gru_new(&m, 3, 4, &o, &rng), TG_EINVAL, "proj_size=2", NULL);
+    cr_assert(strstr(tg_error_message(), "LSTM only") != NULL);
+    o.proj_size = 4;
+    th_expect_refused(tg_nn_lstm_new(&m, 3, 4, &o, &rng), TG_EINVAL,
+                      "proj_size=4 must be in [0, hidden_size=4)", NULL);
+    o = (tg_rnn_opts)TG_RNN_OPTS_INIT;
+    o.dropout = 1.5;
+    th_expect_refused(tg_nn_rnn_new(&m, 3, 4, &o, &rng), TG_EINVAL, "dropout=1.5", NULL);
+    o.dropout = NAN;
+    th_expect_refused(tg_nn_rnn_new(&m, 3, 4, &o, &rng), TG_EINVAL, "dropout", NULL);
+    o = (tg_rnn_opts)TG_RNN_OPTS_INIT;
+    o.num_layers = 0;
+    th_expect_refused(tg_nn_lstm_new(&m, 3, 4, &o, &rng), TG_EINVAL, "num_layers=0", NULL);
+    o = (tg_rnn_opts)TG_RNN_OPTS_INIT;
+    o.nonlinearity = TG_RNN_RELU;
+    th_expect_refused(tg_nn_lstm_new(&m, 3, 4, &o, &rng), TG_EINVAL, "RNN only", NULL);
+    th_expect_refused(tg_nn_gru_new(&m, 0, 4, NULL, &rng), TG_EINVAL, "input_size=0", NULL);
+    th_expect_refused(tg_nn_lstm_cell_new(&m, 3, 0, true, &rng), TG_EINVAL, "hidden_size=0",
+                      NULL);
+    th_expect_refused(tg_nn_rnn_cell_new(&m, 3, 2, true, (tg_rnn_nonlinearity)7, &rng),
+                      TG_EINVAL, "nonlinearity=7", NULL);
+    th_expect_refused(tg_nn_gru_cell_new(&m, 3, 2, true, NULL), TG_EINVAL, "rng", NULL);
+    cr_assert(m == NULL);
+}
+
+/* Every refusal of a forward names the argument, writes no output and
+ * leaves the module as it was. */
+Test(rnn, forwards_refuse_bad_arguments)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.bidirectional = true;
+    tg_module *lstm = NULL, *gru = NULL, *cell = NULL;
+    cr_assert(eq(int, tg_nn_lstm_new(&lstm, 3, 4, &o, &rng), TG_OK));
+    o.batch_first = true;
+    cr_assert(eq(int, tg_nn_gru_new(&gru, 3, 4, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_lstm_cell_new(&cell, 3, 4, true, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){5, 2, 3}, 1);
+    tg_tensor *x4 = th_rand_uniform(TG_F32, 4, (int64_t[]){5, 2, 3, 1}, 1);
+    tg_tensor *xw = th_rand_uniform(TG_F32, 3, (int64_t[]){5, 2, 6}, 1);
+    tg_tensor *x64 = th_rand_uniform(TG_F64, 3, (int64_t[]){5, 2, 3}, 1);
+    tg_tensor *x0 = th_rand_uniform(TG_F32, 3, (int64_t[]){0, 2, 3}, 1);
+    tg_tensor *h_ok = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 2, 4}, 2);
+    tg_tensor *h_bad = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 2, 4}, 2);
+    tg_tensor *h_2d = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 4}, 2);
+    tg_tensor *h64 = th_rand_uniform(TG_F64, 3, (int64_t[]){4, 2, 4}, 2);
+    tg_tensor *y = NULL, *h = NULL, *c = NULL;
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x4, NULL, NULL), TG_ESHAPE,
+                      "input is (5, 2, 3, 1); it must be 3-d (L, N, input_size)", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, xw, NULL, NULL), TG_ESHAPE,
+                      "last extent must be input_size=3", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x0, NULL, NULL), TG_ESHAPE,
+                      "must be >= 1", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x64, NULL, NULL), TG_EDTYPE,
+                      "input has dtype f64", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x, h_bad, NULL), TG_ESHAPE,
+                      "h_0 is (2, 2, 4); for a batched input it must be (D*num_layers, N, "
+                      "H_out) = (4, 2, 4)", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x, h_2d, NULL), TG_ESHAPE, "h_0",
+                      y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x, h_ok, h_bad), TG_ESHAPE,
+                      "c_0 is (2, 2, 4)", y);
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x, h64, NULL), TG_EDTYPE,
+                      "h_0 has dtype f64", y);
+    cr_assert(h == NULL && c == NULL);
+    /* batch_first: x (N=5, L=2, 3) wants h_0 (4, 5, 4) */
+    th_expect_refused(tg_nn_rnn_forward(gru, &y, &h, x, h_ok), TG_ESHAPE, "(4, 5, 4)", y);
+    th_expect_refused(tg_nn_rnn_forward(lstm, &y, &h, x, NULL), TG_EINVAL,
+                      "m is a LSTM module, not an RNN or GRU", y);
+    th_expect_refused(tg_nn_lstm_forward(gru, &y, &h, &c, x, NULL, NULL), TG_EINVAL,
+                      "not an LSTM", y);
+    th_expect_refused(tg_nn_rnn_forward(NULL, &y, &h, x, NULL), TG_EINVAL, "m and input", y);
+    th_expect_refused(tg_module_forward_n(lstm, &y, 2, (tg_tensor *[]){x, h_ok}), TG_EINVAL,
+                      "forward takes (input) or (input, h_0, c_0); got 2 inputs", y);
+    /* cells */
+    tg_tensor *cx = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 3);
+    tg_tensor *cv = th_rand_uniform(TG_F32, 1, (int64_t[]){3}, 3);
+    tg_tensor *ch = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 4}, 3);
+    tg_tensor *ch_bad = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 4}, 3);
+    th_expect_refused(tg_nn_lstm_cell_forward(cell, &h, &c, x, NULL, NULL), TG_ESHAPE,
+                      "it must be 2-d (N, input_size) or 1-d unbatched", h);
+    th_expect_refused(tg_nn_lstm_cell_forward(cell, &h, &c, cx, ch_bad, NULL), TG_ESHAPE,
+                      "hx is (3, 4); for an input of batch N=2 it must be (N, hidden_size) = "
+                      "(2, 4)", h);
+    th_expect_refused(tg_nn_lstm_cell_forward(cell, &h, &c, cx, ch, ch_bad), TG_ESHAPE,
+                      "cx is (3, 4)", h);
+    th_expect_refused(tg_nn_lstm_cell_forward(cell, &h, &c, cv, ch, NULL), TG_ESHAPE,
+                      "for an unbatched input it must be (hidden_size) = (4)", h);
+    th_expect_refused(tg_nn_rnn_cell_forward(cell, &h, cx, NULL), TG_EINVAL,
+                      "not an RNNCell or GRUCell", h);
+    th_expect_refused(tg_nn_rnn_cell_forward(lstm, &h, cx, NULL), TG_EINVAL, "LSTM module",
+                      h);
+    cr_assert(c == NULL);
+    th_expect_refused(tg_nn_rnn_options(NULL, NULL, NULL, NULL), TG_EINVAL,
+                      "m must not be NULL", NULL);
+    tg_module *lin = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&lin, 2, 2, true, &rng), TG_OK));
+    th_expect_refused(tg_nn_rnn_options(lin, NULL, NULL, NULL), TG_EINVAL,
+                      "Linear module, not a recurrent one", NULL);
+    th_release_all(9, (tg_tensor *[]){x, x4, xw, x64, x0, h_ok, h_bad, h_2d, h64});
+    th_release_all(4, (tg_tensor *[]){cx, cv, ch, ch_bad});
+    tg_module_release(lin);
+    tg_module_release(lstm);
+    tg_module_release(gru);
+    tg_module_release(cell);
+}
+
+/* The ONNX exporter has no form for these modules: it refuses them by
+ * name, writing no file. */
+Test(rnn, onnx_export_refuses)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_gru_new(&m, 3, 4, NULL, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){5, 2, 3}, 1);
+    char path[256];
+    th_tmp_path(path, sizeof path, "gru.onnx");
+    int rc = tg_onnx_export(m, x, path, NULL);
+    cr_assert(eq(int, rc, TG_EUNSUPPORTED));
+    if (tg_onnx_available())
+        cr_assert(strstr(tg_error_message(), "(GRU) is not supported") != NULL, "%s",
+                  tg_error_message());
+    cr_assert(th_exists(path) == false);
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
+
+/* Inside a scope, a forward's results belong to the scope, and only
+ * they: the ones asked for. */
+Test(rnn, scope_captures_the_results_only)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_lstm_new(&m, 3, 4, NULL, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){5, 3}, 1);
+    tg_tensor *y = NULL, *c = NULL;
+    cr_assert(eq(int, tg_scope_begin(), TG_OK));
+    cr_assert(eq(int, tg_nn_lstm_forward(m, &y, NULL, &c, x, NULL, NULL), TG_OK));
+    cr_assert(eq(int, tg_scope_size(), 2));
+    th_expect_shape(y, 2, (int64_t[]){5, 4});
+    th_expect_shape(c, 2, (int64_t[]){1, 4});
+    cr_assert(eq(int, tg_scope_end(), TG_OK));
+    tg_tensor_release(x);
+    tg_module_release(m);
+}
