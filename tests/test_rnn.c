@@ -661,3 +661,38 @@ Test(rnn, scope_captures_the_results_only)
     tg_tensor_release(x);
     tg_module_release(m);
 }
+
+/* Recomputed (tg_module_forward_recompute), a layer with dropout draws in
+ * the backward the masks of its forward: its values and gradients are
+ * those of a plain run of a copy, and the count goes on as the copy's. */
+Test(rnn, dropout_masks_survive_recomputation)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 3;
+    o.dropout = 0.4;
+    o.seed = 9;
+    tg_module *m = NULL, *c = NULL;
+    cr_assert(eq(int, tg_nn_gru_new(&m, 3, 4, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_module_copy(&c, m), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 2, 3}, 8);
+    tg_tensor *gy = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 2, 4}, 9);
+    tg_tensor *ym = NULL, *yc = NULL, *zm = NULL, *zc = NULL;
+    cr_assert(eq(int, tg_module_forward_recompute(m, &ym, x), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_module_forward(c, &yc, x), TG_OK));
+    th_expect_close("y", ym, yc, 0);
+    th_backward_with(ym, gy);
+    th_backward_with(yc, gy);
+    const char *names[] = {"weight_ih_l0", "weight_hh_l1", "bias_hh_l2"};
+    for (int i = 0; i < 3; i++)
+        th_expect_close(names[i], tg_tensor_grad(tg_module_find(m, names[i])),
+                        tg_tensor_grad(tg_module_find(c, names[i])), 0);
+    cr_assert(eq(int, tg_module_forward(m, &zm, x), TG_OK));
+    cr_assert(eq(int, tg_module_forward(c, &zc, x), TG_OK));
+    th_expect_close("next forward", zm, zc, 0);
+    cr_assert(th_first_difference(zm, ym) >= 0);
+    th_release_all(6, (tg_tensor *[]){x, gy, ym, yc, zm, zc});
+    tg_module_release(m);
+    tg_module_release(c);
+}
