@@ -1,8 +1,8 @@
 /* tests/test_rnn_api.c - what the recurrent modules (nn.RNN, nn.LSTM,
  * nn.GRU and their cells) are besides their numbers (tests/test_rnn.c):
  * torch's keys, shapes and init bounds; options read back; a safetensors
- * round trip and a copy; inter-layer dropout in training and eval, and
- * through recomputation; refusals that name the argument and write
+ * round trip and a copy; inter-layer dropout in training and eval, through
+ * recomputation and checkpoints; refusals that name the argument and write
  * nothing; the ONNX exporter's refusal; scope capture. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -371,4 +371,46 @@ Test(rnn_api, dropout_masks_survive_recomputation)
     th_release_all(6, (tg_tensor *[]){x, gy, ym, yc, zm, zc});
     tg_module_release(m);
     tg_module_release(c);
+}
+
+/* A checkpoint keeps a layer's count of dropout masks (metadata
+ * "<slot>.dropout_calls", as a Dropout's), so a resumed run draws the
+ * masks the uninterrupted one would have. */
+Test(rnn_api, checkpoint_keeps_the_dropout_count)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 5);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.num_layers = 2;
+    o.dropout = 0.5;
+    o.seed = 3;
+    tg_module *m = NULL, *r = NULL;
+    cr_assert(eq(int, tg_nn_rnn_new(&m, 3, 4, &o, &rng), TG_OK));
+    cr_assert(eq(int, tg_nn_rnn_new(&r, 3, 4, &o, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 2, 3}, 8);
+    tg_tensor *y = NULL, *want = NULL, *got = NULL;
+    cr_assert(eq(int, tg_module_forward(m, &y, x), TG_OK));
+    char path[256];
+    th_tmp_path(path, sizeof path, "ck.safetensors");
+    tg_checkpoint *ck = NULL, *ck2 = NULL;
+    cr_assert(eq(int, tg_checkpoint_new(&ck), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_module(ck, "model", m), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_save(ck, path, NULL), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_module_forward(m, &want, x), TG_OK));
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, path), TG_OK));
+    const char *calls = tg_st_meta_get(f, "model.dropout_calls");
+    cr_assert(calls && strcmp(calls, "1") == 0, "model.dropout_calls is %s",
+              calls ? calls : "missing");
+    cr_assert(eq(int, tg_checkpoint_new(&ck2), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_add_module(ck2, "model", r), TG_OK));
+    cr_assert(eq(int, tg_checkpoint_load(ck2, path), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_module_forward(r, &got, x), TG_OK));
+    th_expect_close("resumed", got, want, 0);
+    th_release_all(4, (tg_tensor *[]){x, y, want, got});
+    tg_st_free(f);
+    tg_checkpoint_free(ck);
+    tg_checkpoint_free(ck2);
+    tg_module_release(m);
+    tg_module_release(r);
 }
