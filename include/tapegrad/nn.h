@@ -617,6 +617,121 @@ TG_API int tg_nn_sequential_new(tg_module **out);
 /* Appends child (steals it, also on error) under the name "<count>". */
 TG_API int tg_nn_sequential_append(tg_module *seq, tg_module *child);
 
+/* ---- recurrent layers ----
+ *
+ * nn.RNNCell, nn.LSTMCell, nn.GRUCell, nn.RNN, nn.LSTM and nn.GRU as torch
+ * 1.13 has them (type names "RNNCell", ..., "GRU"), made of recorded
+ * differentiable ops (tg_linear, tg_sigmoid, tg_tanh, tg_mul, ...), so
+ * gradients of every order flow through them.  With H = hidden_size and
+ * x W^T + b a tg_linear, one step from the input x_t and the state h (and
+ * c) is torch's:
+ *   RNN:  h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (relu with
+ *         TG_RNN_RELU)
+ *   LSTM: i, f, g, o = the four H-wide blocks of x W_ih^T + b_ih +
+ *         h W_hh^T + b_hh; c' = sig(f) c + sig(i) tanh(g);
+ *         h' = sig(o) tanh(c') (then h' W_hr^T with proj_size)
+ *   GRU:  r, z, n blocks of gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh;
+ *         r = sig(gi_r + gh_r), z = sig(gi_z + gh_z),
+ *         n = tanh(gi_n + r gh_n), h' = (h - n) z + n
+ * Parameters (f32; tg_module_to_dtype converts) with torch's names, shapes
+ * and state-dict order; G is 1, 4 or 3 gates:
+ *   cells:  weight_ih (G H, input_size), weight_hh (G H, H), bias_ih and
+ *           bias_hh (G H) when bias;
+ *   layers: for each layer k, then each direction (sfx "" and, when
+ *           bidirectional, "_reverse"): weight_ih_l{k}{sfx} (G H, in) with
+ *           in = input_size for k = 0, else D * H_out, weight_hh_l{k}{sfx}
+ *           (G H, H_out), bias_ih_l{k}{sfx}, bias_hh_l{k}{sfx} (G H) when
+ *           bias, weight_hr_l{k}{sfx} (proj_size, H) when proj_size > 0;
+ *           D = 2 when bidirectional, else 1, and H_out = proj_size when
+ *           it is > 0, else H.
+ * Every parameter is drawn from U(-1/sqrt(H), 1/sqrt(H)) with rng in
+ * registration order: torch's law, not its numbers (load torch's state
+ * dict for those).  The inputs and states must have the parameters'
+ * dtype (TG_EDTYPE otherwise, as torch).  Errors name the argument and the
+ * rule; on error nothing is written and no module changes. */
+typedef enum tg_rnn_nonlinearity { TG_RNN_TANH, TG_RNN_RELU } tg_rnn_nonlinearity;
+
+/* The options of nn.RNN, nn.LSTM and nn.GRU with torch's defaults
+ * (TG_RNN_OPTS_INIT).  dropout: in training, the output of every layer but
+ * the last goes through tg_dropout with probability dropout (eval: none);
+ * the mask of the k-th training forward that draws depends only on (seed,
+ * k), as a Dropout module's.  proj_size: LSTM only (0 for the others).
+ * nonlinearity: RNN only (TG_RNN_TANH for the others). */
+typedef struct tg_rnn_opts {
+    int num_layers;                     /* >= 1; 1 */
+    bool bias;                          /* true */
+    bool batch_first;                   /* false */
+    double dropout;                     /* in [0, 1]; 0 */
+    bool bidirectional;                 /* false */
+    int64_t proj_size;                  /* in [0, hidden_size); 0 */
+    tg_rnn_nonlinearity nonlinearity;   /* TG_RNN_TANH */
+    uint64_t seed;                      /* of the dropout masks; 0 */
+} tg_rnn_opts;
+#define TG_RNN_OPTS_INIT                                                      \
+    {.num_layers = 1, .bias = true, .batch_first = false, .dropout = 0,       \
+     .bidirectional = false, .proj_size = 0, .nonlinearity = TG_RNN_TANH,     \
+     .seed = 0}
+
+/* nn.RNNCell(input_size, hidden_size, bias, nonlinearity), nn.LSTMCell and
+ * nn.GRUCell(input_size, hidden_size, bias).  TG_EINVAL for a NULL out or
+ * rng, a size < 1 or a nonlinearity that is not a tg_rnn_nonlinearity. */
+TG_API int tg_nn_rnn_cell_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                              bool bias, tg_rnn_nonlinearity nonlinearity, tg_rng *rng);
+TG_API int tg_nn_lstm_cell_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                               bool bias, tg_rng *rng);
+TG_API int tg_nn_gru_cell_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                              bool bias, tg_rng *rng);
+/* One step of an RNNCell or GRUCell: x (N, input_size) or unbatched
+ * (input_size), hx (N, H) or (H) to match, NULL for zeros; *h gets the new
+ * state (N, H) or (H), a new reference.  The LSTMCell's takes and gives
+ * h and c (c (N, H) or (H); hx or cx NULL: zeros).  h or c may be NULL
+ * when not wanted.  tg_module_forward(m, &h, x) gives h from a zero state;
+ * tg_module_forward_n takes (x, hx) for RNNCell and GRUCell, (x, hx, cx)
+ * for LSTMCell.  TG_ESHAPE for sizes that do not match (the message names
+ * the argument), TG_EDTYPE for a dtype other than the parameters',
+ * TG_EINVAL for a NULL m or x or a module of another kind. */
+TG_API int tg_nn_rnn_cell_forward(tg_module *m, tg_tensor **h, tg_tensor *x, tg_tensor *hx);
+TG_API int tg_nn_lstm_cell_forward(tg_module *m, tg_tensor **h, tg_tensor **c, tg_tensor *x,
+                                   tg_tensor *hx, tg_tensor *cx);
+/* nn.RNN, nn.LSTM and nn.GRU(input_size, hidden_size, **opts) (opts NULL:
+ * TG_RNN_OPTS_INIT).  TG_EINVAL for a NULL out or rng, a size < 1,
+ * num_layers < 1, dropout outside [0, 1], a nonlinearity that is not a
+ * tg_rnn_nonlinearity or given to an LSTM or GRU, a proj_size outside
+ * [0, hidden_size) or given to an RNN or GRU. */
+TG_API int tg_nn_rnn_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                         const tg_rnn_opts *opts, tg_rng *rng);
+TG_API int tg_nn_lstm_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                          const tg_rnn_opts *opts, tg_rng *rng);
+TG_API int tg_nn_gru_new(tg_module **out, int64_t input_size, int64_t hidden_size,
+                         const tg_rnn_opts *opts, tg_rng *rng);
+/* The forward of an RNN or GRU (tg_nn_rnn_forward) or an LSTM
+ * (tg_nn_lstm_forward), as torch's:
+ *   input  (L, N, input_size), (N, L, input_size) with batch_first, or
+ *          unbatched (L, input_size); L >= 1 and N >= 1;
+ *   h_0    (D num_layers, N, H_out), or (D num_layers, H_out) for an
+ *          unbatched input (never batch first); NULL for zeros;
+ *   c_0    (D num_layers, N, H) or (D num_layers, H), LSTM only; NULL for
+ *          zeros;
+ *   output (L, N, D H_out) (batch_first: (N, L, D H_out), a transposed
+ *          view as torch's) or (L, D H_out): the last layer's h at every
+ *          step, the two directions side by side;
+ *   h_n, c_n  the final states in h_0's and c_0's shapes, ordered layer
+ *          0, layer 0 reverse, layer 1, ...
+ * New references; any of output, h_n, c_n may be NULL when not wanted.
+ * tg_module_forward(m, &output, input) gives the output from zero states;
+ * tg_module_forward_n takes (input, h_0), or (input, h_0, c_0) for an
+ * LSTM.  Errors as the cells'. */
+TG_API int tg_nn_rnn_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                             tg_tensor *input, tg_tensor *h_0);
+TG_API int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                              tg_tensor **c_n, tg_tensor *input, tg_tensor *h_0,
+                              tg_tensor *c_0);
+/* What a recurrent module (cell or layer) was made with; a cell reads as
+ * one layer of its options.  Out-pointers may be NULL; TG_EINVAL for a
+ * NULL m or, naming its type, another module. */
+TG_API int tg_nn_rnn_options(const tg_module *m, int64_t *input_size, int64_t *hidden_size,
+                             tg_rnn_opts *opts);
+
 /* DCGAN's weights_init: every Linear/Conv/ConvTranspose weight ~ N(mean, std)
  * (their biases unchanged); every affine BatchNorm weight ~ N(1, std) and
  * bias = 0.  Modules are visited in state-dict order.  For synchronised

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "nn/rnn_internal.h"
 #include "tapegrad/ops.h"
 
 /* ---- Dropout ---- */
@@ -56,8 +57,21 @@ static bool tg__nn_is_dropout(const tg_module *m)
     return false;
 }
 
+/* An RNN, LSTM or GRU with dropout between layers counts its masks as a
+ * Dropout does (rnn.c), so checkpoints and recomputation keep its count. */
+static uint64_t *tg__rnn_dropout_calls(const tg_module *m)
+{
+    tg__rnn_state *s = tg__rnn_state_of(m);
+    return s && s->o.dropout > 0 && s->o.num_layers > 1 ? &s->calls : NULL;
+}
+
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 {
+    const uint64_t *rnn = tg__rnn_dropout_calls(m);
+    if (rnn) {
+        *calls = *rnn;
+        return true;
+    }
     if (!tg__nn_is_dropout(m)) return false;
     *calls = ((const tg__dropout_state *)m->state)->calls;
     return true;
@@ -65,6 +79,11 @@ bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
 {
+    uint64_t *rnn = tg__rnn_dropout_calls(m);
+    if (rnn) {
+        *rnn = calls;
+        return;
+    }
     TG_ASSERT(tg__nn_is_dropout(m));
     ((tg__dropout_state *)m->state)->calls = calls;
 }
