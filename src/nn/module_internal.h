@@ -128,11 +128,14 @@ int tg__nn_add_norm_state(tg_module *m, int64_t c, bool affine, bool track);
 
 /* Dropout's count of masks drawn (mask k comes from counter block k of its
  * seed): run state outside the state dict, which checkpoints keep
- * (checkpoint.c).  false when m is not a Dropout (or Dropout1d/2d/3d,
- * which count alike). */
+ * (checkpoint.c).  false when m is not a Dropout (or Dropout1d/2d/3d or
+ * MultiheadAttention, whose attention dropout counts alike). */
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls);
-/* Sets that count; m must be a Dropout or Dropout1d/2d/3d. */
+/* Sets that count; m must be one of those modules. */
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls);
+/* A MultiheadAttention's count of dropout masks drawn (borrowed from m's
+ * state), or NULL for another module (multihead_attention.c). */
+uint64_t *tg__nn_mha_dropout_calls(tg_module *m);
 
 /* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
 extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,

@@ -58,6 +58,11 @@ static bool tg__nn_is_dropout(const tg_module *m)
 
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 {
+    const uint64_t *mha = tg__nn_mha_dropout_calls((tg_module *)m);
+    if (mha) {
+        *calls = *mha;
+        return true;
+    }
     if (!tg__nn_is_dropout(m)) return false;
     *calls = ((const tg__dropout_state *)m->state)->calls;
     return true;
@@ -65,6 +70,11 @@ bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
 {
+    uint64_t *mha = tg__nn_mha_dropout_calls(m);
+    if (mha) {
+        *mha = calls;
+        return;
+    }
     TG_ASSERT(tg__nn_is_dropout(m));
     ((tg__dropout_state *)m->state)->calls = calls;
 }

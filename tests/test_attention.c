@@ -1,0 +1,301 @@
+/* tests/test_attention.c - tg_scaled_dot_product_attention and the
+ * MultiheadAttention module: against torch 1.13's nn.MultiheadAttention
+ * (self- and cross-attention, kdim/vdim, batch_first both ways, unbatched,
+ * key_padding_mask, u8 and float attn_mask of 2 and 3 dims, averaged and
+ * per-head weights, add_bias_kv, add_zero_attn, bias=False; output,
+ * weights, the inputs' and every parameter's gradients; f32 and f64),
+ * gradients of first and second order by finite differences, torch's
+ * state-dict keys and initialisation, dropout in training and eval, and
+ * the refusals.
+ * Goldens: scripts/make_attention_goldens.py. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+/* The options of a golden case's "cfg": "E H kdim vdim bias add_bias_kv
+ * add_zero_attn batch_first self need_weights average". */
+typedef struct golden_cfg {
+    int64_t e, h;
+    tg_nn_multihead_attention_opts o;
+    bool self, need_weights, average;
+} golden_cfg;
+
+static golden_cfg cfg_of(const char *s)
+{
+    long long v[11];
+    cr_assert(eq(int, sscanf(s, "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0],
+                             &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9],
+                             &v[10]),
+                 11));
+    golden_cfg c = {.e = v[0], .h = v[1], .o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT};
+    c.o.kdim = v[2];
+    c.o.vdim = v[3];
+    c.o.bias = v[4];
+    c.o.add_bias_kv = v[5];
+    c.o.add_zero_attn = v[6];
+    c.o.batch_first = v[7];
+    c.self = v[8];
+    c.need_weights = v[9];
+    c.average = v[10];
+    return c;
+}
+
+/* The module of a golden case, with torch's parameters loaded. */
+static tg_module *golden_module(const tg_st_file *f, const char *c, const golden_cfg *g,
+                                tg_dtype dt)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    OK(tg_nn_multihead_attention_new(&m, g->e, g->h, &g->o, &rng));
+    OK(tg_module_to_dtype(m, dt));
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s.p", c);
+    OK(tg_module_load_state_dict(m, f, prefix, true));
+    return m;
+}
+
+/* Fails unless m's state-dict keys are "a,b,c" in that order. */
+static void expect_keys(const tg_module *m, const char *want)
+{
+    char buf[512] = "", name[TG_MODULE_NAME_MAX];
+    const int n = tg_module_state_count(m);
+    for (int i = 0; i < n; i++) {
+        OK(tg_module_state_at(m, i, name, sizeof name, NULL, NULL));
+        if (i) strcat(buf, ",");
+        strcat(buf, name);
+    }
+    cr_assert(eq(str, buf, (char *)want));
+}
+
+/* sum(g * y) (+ sum(gw * w)), backpropagated. */
+static void backprop(tg_tensor *y, const tg_tensor *g, tg_tensor *w, const tg_tensor *gw)
+{
+    tg_tensor *p = NULL, *l = NULL, *pw = NULL, *lw = NULL, *tot = NULL;
+    OK(tg_mul(&p, y, (tg_tensor *)g));
+    OK(tg_sum(&l, p));
+    if (w) {
+        OK(tg_mul(&pw, w, (tg_tensor *)gw));
+        OK(tg_sum(&lw, pw));
+        OK(tg_add(&tot, l, lw));
+    } else {
+        tot = tg_tensor_retain(l);
+    }
+    OK(tg_backward(tot, NULL, NULL));
+    th_release_all(5, (tg_tensor *[]){p, l, pw, lw, tot});
+}
+
+static void compare_case(const tg_st_file *f, int i, int *counts)
+{
+    char c[16];
+    snprintf(c, sizeof c, "case%d", i);
+    const golden_cfg g = cfg_of(th_golden_meta(f, c, "cfg"));
+    const bool f64 = !strcmp(th_golden_meta(f, c, "dtype"), "f64");
+    const double rtol = f64 ? 1e-10 : 3e-5;
+    tg_module *m = golden_module(f, c, &g, f64 ? TG_F64 : TG_F32);
+    expect_keys(m, th_golden_meta(f, c, "params"));
+    tg_tensor *q = th_leaf_clone(th_golden_get(f, c, "q"));
+    tg_tensor *k = g.self ? tg_tensor_retain(q) : th_leaf_clone(th_golden_get(f, c, "k"));
+    tg_tensor *v = g.self ? tg_tensor_retain(q) : th_leaf_clone(th_golden_get(f, c, "v"));
+    char key[TG_MODULE_NAME_MAX + 16];
+    snprintf(key, sizeof key, "%s.kpm", c);
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    fo.key_padding_mask = (tg_tensor *)tg_st_get(f, key);
+    snprintf(key, sizeof key, "%s.am", c);
+    fo.attn_mask = (tg_tensor *)tg_st_get(f, key);
+    fo.average_attn_weights = g.average;
+    tg_tensor *y = NULL, *w = NULL;
+    OK(tg_nn_multihead_attention_forward(m, &y, g.need_weights ? &w : NULL, q, k, v, &fo));
+    th_expect_close_scaled(c, y, th_golden_get(f, c, "y"), rtol);
+    if (g.need_weights) th_expect_close_scaled(c, w, th_golden_get(f, c, "w"), rtol);
+    backprop(y, th_golden_get(f, c, "g"), w, w ? th_golden_get(f, c, "gw") : NULL);
+    th_expect_close_scaled(c, tg_tensor_grad(q), th_golden_get(f, c, "dq"), rtol);
+    if (!g.self) {
+        th_expect_close_scaled(c, tg_tensor_grad(k), th_golden_get(f, c, "dk"), rtol);
+        th_expect_close_scaled(c, tg_tensor_grad(v), th_golden_get(f, c, "dv"), rtol);
+    }
+    char name[TG_MODULE_NAME_MAX];
+    for (int j = 0; j < tg_module_state_count(m); j++) {
+        tg_tensor *p = NULL;
+        OK(tg_module_state_at(m, j, name, sizeof name, &p, NULL));
+        snprintf(key, sizeof key, "dp.%s", name);
+        cr_assert_not_null(tg_tensor_grad(p), "%s: %s has no gradient", c, name);
+        th_expect_close_scaled(c, tg_tensor_grad(p), th_golden_get(f, c, key), rtol);
+    }
+    counts[f64]++;
+    counts[2] += fo.attn_mask != NULL;
+    counts[3] += fo.key_padding_mask != NULL;
+    th_release_all(5, (tg_tensor *[]){q, k, v, y, w});
+    tg_module_release(m);
+}
+
+Test(attention, every_case_matches_torch)
+{
+    tg_st_file *f = th_golden_load("attention.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int counts[4] = {0};   /* f32, f64, with attn_mask, with key_padding_mask */
+    for (int i = 0; i < n; i++) compare_case(f, i, counts);
+    cr_assert(counts[0] >= 16 && counts[1] >= 16, "%d f32, %d f64 cases", counts[0], counts[1]);
+    cr_assert(counts[2] >= 20 && counts[3] >= 16, "%d, %d masked", counts[2], counts[3]);
+    tg_st_free(f);
+}
+
+/* tg_module_forward_n with (q, k, v) gives the forward's output. */
+Test(attention, forward_n_is_the_forward_without_masks)
+{
+    tg_st_file *f = th_golden_load("attention.safetensors");
+    const golden_cfg g = cfg_of(th_golden_meta(f, "case2", "cfg"));
+    tg_module *m = golden_module(f, "case2", &g, TG_F32);
+    tg_tensor *qkv[3] = {(tg_tensor *)th_golden_get(f, "case2", "q"),
+                         (tg_tensor *)th_golden_get(f, "case2", "k"),
+                         (tg_tensor *)th_golden_get(f, "case2", "v")};
+    tg_tensor *y = NULL, *want = NULL;
+    OK(tg_module_forward_n(m, &y, 3, qkv));
+    OK(tg_nn_multihead_attention_forward(m, &want, NULL, qkv[0], qkv[1], qkv[2], NULL));
+    th_expect_same_bits("forward_n", qkv[0], y, want);
+    th_expect_close_scaled("torch", y, th_golden_get(f, "case2", "y"), 3e-5);
+    tg_tensor *y1 = NULL;
+    th_expect_refused(tg_module_forward(m, &y1, qkv[0]), TG_EINVAL, "takes 3 inputs", y1);
+    th_release_all(2, (tg_tensor *[]){y, want});
+    tg_module_release(m);
+    tg_st_free(f);
+}
+
+/* ---- the functional form ---- */
+
+typedef struct sdpa_user {
+    tg_tensor *mask;
+    bool want_weights;
+} sdpa_user;
+
+/* out, or with want_weights out + sum(w^2, -1) (so that the weights'
+ * derivatives are checked too). */
+static int sdpa_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const sdpa_user *u = user;
+    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
+    o.attn_mask = u->mask;
+    tg_tensor *y = NULL, *w = NULL;
+    int rc = tg_scaled_dot_product_attention(&y, u->want_weights ? &w : NULL, in[0], in[1],
+                                             in[2], &o);
+    if (rc < 0 || !u->want_weights) {
+        if (rc >= 0) *out = y;
+        return rc;
+    }
+    tg_tensor *ww = NULL, *s = NULL;
+    rc = tg_mul(&ww, w, w);
+    if (rc >= 0) rc = tg_sum_dims(&s, ww, 1, (int[]){-1}, true);   /* (..., L, 1) */
+    if (rc >= 0) rc = tg_add(out, y, s);
+    th_release_all(4, (tg_tensor *[]){y, w, ww, s});
+    return rc;
+}
+
+/* First and second derivatives by finite differences in f64: 3-d and 4-d
+ * inputs, no mask, a float mask (broadcast over the batch) and a u8 one. */
+Test(attention, functional_gradcheck_and_gradgradcheck)
+{
+    uint64_t s = 11;
+    const int64_t q3[3] = {2, 3, 4}, k3[3] = {2, 5, 4}, v3[3] = {2, 5, 3};
+    const int64_t q4[4] = {2, 2, 3, 4}, k4[4] = {2, 2, 5, 4}, v4[4] = {2, 2, 5, 3};
+    tg_tensor *fm = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 5}, -1, 1);
+    tg_tensor *bm = th_tensor_from(TG_U8, 3, (int64_t[]){2, 1, 5},
+                                   (double[]){0, 1, 0, 0, 1, 1, 0, 0, 1, 0});
+    for (int c = 0; c < 4; c++) {
+        const bool four = c >= 2;
+        tg_tensor *in[3] = {th_rand_tensor(&s, TG_F64, four ? 4 : 3, four ? q4 : q3, -1, 1),
+                            th_rand_tensor(&s, TG_F64, four ? 4 : 3, four ? k4 : k3, -1, 1),
+                            th_rand_tensor(&s, TG_F64, four ? 4 : 3, four ? v4 : v3, -1, 1)};
+        for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(in[i], true));
+        sdpa_user u = {.mask = c == 1 ? fm : c == 3 ? bm : NULL, .want_weights = c % 2 == 1};
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(sdpa_fn, &u, 3, in, &o), TG_OK), "case %d: %s", c,
+                  tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(sdpa_fn, &u, 3, in, &o), TG_OK), "case %d: %s", c,
+                  tg_error_message());
+        th_release_all(3, in);
+    }
+    th_release_all(2, (tg_tensor *[]){fm, bm});
+}
+
+/* A u8 mask is the float mask of -inf and 0; (B, H, L, E) inputs give the
+ * (B*H, L, E) results in their shape; the weights' rows sum to 1. */
+Test(attention, functional_masks_and_ranks_agree)
+{
+    uint64_t s = 5;
+    tg_tensor *q = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){2, 3, 4, 5}, -1, 1);
+    tg_tensor *k = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){2, 3, 6, 5}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){2, 3, 6, 2}, -1, 1);
+    double mv[24], fv[24];
+    for (int i = 0; i < 24; i++) {
+        mv[i] = (i % 6 != 0) && (i * 7 % 5 == 1);
+        fv[i] = mv[i] ? -INFINITY : 0.0;
+    }
+    tg_tensor *bm = th_tensor_from(TG_U8, 2, (int64_t[]){4, 6}, mv);
+    tg_tensor *fm = th_tensor_from(TG_F64, 2, (int64_t[]){4, 6}, fv);
+    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
+    tg_tensor *yb = NULL, *wb = NULL, *yf = NULL, *wf = NULL;
+    o.attn_mask = bm;
+    OK(tg_scaled_dot_product_attention(&yb, &wb, q, k, v, &o));
+    o.attn_mask = fm;
+    OK(tg_scaled_dot_product_attention(&yf, &wf, q, k, v, &o));
+    th_expect_shape(yb, 4, (int64_t[]){2, 3, 4, 2});
+    th_expect_shape(wb, 4, (int64_t[]){2, 3, 4, 6});
+    th_expect_same_bits("y", q, yb, yf);
+    th_expect_same_bits("w", q, wb, wf);
+    for (int64_t r = 0; r < 24; r++) {
+        double sum = 0;
+        for (int j = 0; j < 6; j++) {
+            sum += th_at(wb, r * 6 + j);
+            if (mv[(r % 4) * 6 + j]) cr_assert(eq(dbl, th_at(wb, r * 6 + j), 0.0));
+        }
+        cr_assert(fabs(sum - 1.0) < 1e-12, "row %lld sums to %g", (long long)r, sum);
+    }
+    tg_tensor *q3 = NULL, *k3 = NULL, *v3 = NULL, *y3 = NULL, *y3b = NULL;
+    OK(tg_reshape(&q3, q, 3, (int64_t[]){6, 4, 5}));
+    OK(tg_reshape(&k3, k, 3, (int64_t[]){6, 6, 5}));
+    OK(tg_reshape(&v3, v, 3, (int64_t[]){6, 6, 2}));
+    OK(tg_scaled_dot_product_attention(&y3, NULL, q3, k3, v3, &o));
+    OK(tg_reshape(&y3b, y3, 4, (int64_t[]){2, 3, 4, 2}));
+    th_expect_same_bits("3-d", q, y3b, yf);
+    th_release_all(14, (tg_tensor *[]){q, k, v, bm, fm, yb, wb, yf, wf, q3, k3, v3, y3, y3b});
+}
+
+/* Dropout on the weights: in training each weight is 0 or scaled by
+ * 1 / (1 - p), the output is the dropped weights times v; not training,
+ * or p = 0, none. */
+Test(attention, functional_dropout_in_training_only)
+{
+    uint64_t s = 8;
+    tg_tensor *q = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 4, 3}, -1, 1);
+    tg_tensor *k = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 6, 3}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 6, 3}, -1, 1);
+    tg_rng rng;
+    tg_rng_init(&rng, 4);
+    tg_attention_opts o = {.dropout_p = 0.5, .training = true, .rng = &rng};
+    tg_tensor *y = NULL, *w = NULL, *y0 = NULL, *w0 = NULL, *ye = NULL, *we = NULL, *yw = NULL;
+    OK(tg_scaled_dot_product_attention(&y, &w, q, k, v, &o));
+    OK(tg_scaled_dot_product_attention(&y0, &w0, q, k, v, NULL));
+    o.training = false;
+    OK(tg_scaled_dot_product_attention(&ye, &we, q, k, v, &o));
+    th_expect_same_bits("eval", q, we, w0);
+    th_expect_same_bits("eval", q, ye, y0);
+    int zeros = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(w); i++) {
+        const double a = th_at(w, i), b = th_at(w0, i);
+        zeros += a == 0.0;
+        cr_assert(a == 0.0 || fabs(a - 2 * b) < 1e-15, "%lld: %g against %g", (long long)i, a, b);
+    }
+    cr_assert(zeros > 5 && zeros < 43, "%d of 48 dropped", zeros);
+    OK(tg_matmul(&yw, w, v));
+    th_expect_close("a @ v", y, yw, 1e-14);
+    th_release_all(10, (tg_tensor *[]){q, k, v, y, w, y0, w0, ye, we, yw});
+}
