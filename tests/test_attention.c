@@ -299,3 +299,352 @@ Test(attention, functional_dropout_in_training_only)
     th_expect_close("a @ v", y, yw, 1e-14);
     th_release_all(10, (tg_tensor *[]){q, k, v, y, w, y0, w0, ye, we, yw});
 }
+
+/* ---- the module ---- */
+
+static tg_module *small_module(const tg_nn_multihead_attention_opts *o, uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *m = NULL;
+    OK(tg_nn_multihead_attention_new(&m, 4, 2, o, &rng));
+    OK(tg_module_to_dtype(m, TG_F64));
+    return m;
+}
+
+typedef struct mha_user {
+    tg_module *m;
+    tg_nn_mha_forward_opts fo;
+} mha_user;
+
+/* out + the mean of the weights squared (n = 3 + the parameters: those are
+ * the module's own tensors, which gradcheck perturbs in place). */
+static int mha_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    mha_user *u = user;
+    tg_tensor *y = NULL, *w = NULL, *ww = NULL, *s = NULL;
+    int rc = tg_nn_multihead_attention_forward(u->m, &y, &w, in[0], in[1], in[2], &u->fo);
+    if (rc >= 0) rc = tg_mul(&ww, w, w);
+    if (rc >= 0) rc = tg_mean(&s, ww);
+    if (rc >= 0) rc = tg_add(out, y, s);
+    th_release_all(4, (tg_tensor *[]){y, w, ww, s});
+    return rc;
+}
+
+/* First derivatives of the module by finite differences in f64, in the
+ * inputs and every parameter, and second ones in the inputs and the first
+ * parameters (in_proj_weight or q/k/v_proj_weight, ...): cross-attention with kdim and vdim,
+ * add_bias_kv and add_zero_attn, both masks, batch_first; and unbatched
+ * self-attention with per-head weights. */
+Test(attention, module_gradcheck_and_gradgradcheck)
+{
+    for (int c = 0; c < 2; c++) {
+        tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+        if (c == 0) {
+            o.kdim = 3;
+            o.vdim = 5;
+            o.add_bias_kv = o.add_zero_attn = o.batch_first = true;
+        }
+        tg_module *m = small_module(&o, 3 + (uint64_t)c);
+        tg_tensor *all[16] = {NULL};
+        uint64_t s = 21;
+        int64_t qs[3] = {2, 3, 4}, ks[3] = {2, 2, 3}, vs[3] = {2, 2, 5};
+        if (c == 1) {   /* unbatched (L, E): only qs is read */
+            qs[0] = 3;
+            qs[1] = 4;
+        }
+        all[0] = th_rand_tensor(&s, TG_F64, 3 - c, qs, -1, 1);
+        all[1] = c ? tg_tensor_retain(all[0]) : th_rand_tensor(&s, TG_F64, 3, ks, -1, 1);
+        all[2] = c ? tg_tensor_retain(all[0]) : th_rand_tensor(&s, TG_F64, 3, vs, -1, 1);
+        for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(all[i], true));
+        tg_tensor **params = NULL;
+        int np = 0;
+        OK(tg_module_parameters(m, &params, &np));
+        cr_assert(eq(int, np, c ? 4 : 8));
+        for (int i = 0; i < np; i++) all[3 + i] = tg_tensor_retain(params[i]);
+        free(params);
+        mha_user u = {.m = m, .fo = TG_NN_MHA_FORWARD_OPTS_INIT};
+        tg_tensor *kpm = th_tensor_from(TG_U8, 2, (int64_t[]){2, 2}, (double[]){0, 1, 0, 0});
+        tg_tensor *am = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 2}, -1, 1);
+        if (c == 0) {
+            u.fo.key_padding_mask = kpm;
+            u.fo.attn_mask = am;
+        } else {
+            u.fo.average_attn_weights = false;
+        }
+        const int n = 3 + np;
+        tg_gradcheck_opts go = TG_GRADCHECK_OPTS_INIT;
+        cr_assert(eq(int, tg_gradcheck(mha_fn, &u, n, all, &go), TG_OK), "case %d: %s", c,
+                  tg_error_message());
+        /* gradgradcheck takes 8 inputs: q, k, v and the first parameters */
+        cr_assert(eq(int, tg_gradgradcheck(mha_fn, &u, n < 8 ? n : 8, all, &go), TG_OK),
+                  "case %d: %s", c, tg_error_message());
+        th_release_all(n, all);
+        th_release_all(2, (tg_tensor *[]){kpm, am});
+        tg_module_release(m);
+    }
+}
+
+/* torch's parameters, shapes and initialisation laws: xavier_uniform_ for
+ * the projections (|w| <= sqrt(6 / (fan_in + fan_out))), zero biases,
+ * out_proj.weight U(-1/sqrt(E), 1/sqrt(E)), bias_k and bias_v drawn; a
+ * state dict written by one module loads into another (strict). */
+Test(attention, parameters_init_and_state_dict_round_trip)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.kdim = 6;
+    o.add_bias_kv = true;
+    tg_module *m = NULL, *m2 = NULL;
+    OK(tg_nn_multihead_attention_new(&m, 8, 4, &o, &rng));
+    cr_assert(eq(str, (char *)tg_module_type_name(m), "MultiheadAttention"));
+    expect_keys(m, "q_proj_weight,k_proj_weight,v_proj_weight,in_proj_bias,bias_k,bias_v,"
+                   "out_proj.weight,out_proj.bias");
+    th_expect_shape(tg_module_find(m, "k_proj_weight"), 2, (int64_t[]){8, 6});
+    th_expect_shape(tg_module_find(m, "v_proj_weight"), 2, (int64_t[]){8, 8});
+    th_expect_shape(tg_module_find(m, "bias_k"), 3, (int64_t[]){1, 1, 8});
+    const struct { const char *name; double bound; } laws[] = {
+        {"q_proj_weight", sqrt(6.0 / 16)}, {"k_proj_weight", sqrt(6.0 / 14)},
+        {"out_proj.weight", 1 / sqrt(8.0)}, {"in_proj_bias", 0}, {"out_proj.bias", 0}};
+    for (size_t i = 0; i < sizeof laws / sizeof *laws; i++) {
+        const tg_tensor *t = tg_module_find(m, laws[i].name);
+        double mx = 0;
+        for (int64_t j = 0; j < tg_tensor_numel(t); j++) mx = fmax(mx, fabs(th_at(t, j)));
+        cr_assert(mx <= laws[i].bound && mx >= 0.7 * laws[i].bound, "%s: max %g, bound %g",
+                  laws[i].name, mx, laws[i].bound);
+    }
+    cr_assert(th_at(tg_module_find(m, "bias_k"), 0) != 0.0);
+    int64_t e = 0, h = 0;
+    tg_nn_multihead_attention_opts got;
+    OK(tg_nn_multihead_attention_params(m, &e, &h, &got));
+    cr_assert(e == 8 && h == 4 && got.kdim == 6 && got.vdim == 8 && got.add_bias_kv);
+    tg_module *packed = NULL;
+    OK(tg_nn_multihead_attention_new(&packed, 6, 3, NULL, &rng));
+    expect_keys(packed, "in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias");
+    th_expect_shape(tg_module_find(packed, "in_proj_weight"), 2, (int64_t[]){18, 6});
+    tg_module_release(packed);
+
+    tg_st_file *f = NULL;
+    OK(tg_st_new(&f));
+    OK(tg_module_state_dict_save(m, f, "attn"));
+    OK(tg_nn_multihead_attention_new(&m2, 8, 4, &o, &rng));
+    OK(tg_module_load_state_dict(m2, f, "attn", true));
+    th_expect_state(m2, f, "attn", 0);
+    uint64_t s = 2;
+    tg_tensor *q = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 8}, -1, 1);
+    tg_tensor *k = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){4, 2, 6}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){4, 2, 8}, -1, 1);
+    tg_tensor *y = NULL, *y2 = NULL;
+    OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, k, v, NULL));
+    OK(tg_nn_multihead_attention_forward(m2, &y2, NULL, q, k, v, NULL));
+    th_expect_same_bits("loaded", q, y2, y);
+    th_expect_shape(y, 3, (int64_t[]){3, 2, 8});
+    th_release_all(5, (tg_tensor *[]){q, k, v, y, y2});
+    tg_st_free(f);
+    tg_module_release(m);
+    tg_module_release(m2);
+}
+
+/* The attention dropout: in training the weights are dropped (0 or scaled
+ * by 1 / (1 - p)) and the k-th mask depends on (seed, k) only, so a copy
+ * of the module repeats it; in eval there is none. */
+Test(attention, module_dropout_follows_train_and_eval)
+{
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.dropout = 0.5;
+    o.seed = 77;
+    tg_module *m = small_module(&o, 5), *c = NULL;
+    OK(tg_module_copy(&c, m));
+    uint64_t s = 6;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    fo.average_attn_weights = false;
+    tg_tensor *y1 = NULL, *w1 = NULL, *y2 = NULL, *w2 = NULL, *yc = NULL, *wc = NULL;
+    tg_tensor *ye = NULL, *we = NULL;
+    OK(tg_nn_multihead_attention_forward(m, &y1, &w1, x, x, x, &fo));
+    OK(tg_nn_multihead_attention_forward(m, &y2, &w2, x, x, x, &fo));
+    OK(tg_nn_multihead_attention_forward(c, &yc, &wc, x, x, x, &fo));
+    th_expect_same_bits("copy", x, wc, w1);
+    th_expect_same_bits("copy", x, yc, y1);
+    cr_assert(th_same_bits(w1, w2) == false, "the second forward draws another mask");
+    tg_module_train(m, false);
+    OK(tg_nn_multihead_attention_forward(m, &ye, &we, x, x, x, &fo));
+    int zeros = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(we); i++) {
+        const double a = th_at(w1, i), b = th_at(we, i);
+        zeros += a == 0.0;
+        cr_assert(a == 0.0 || fabs(a - 2 * b) < 1e-14, "%lld: %g against %g", (long long)i, a, b);
+    }
+    cr_assert(zeros > 10 && zeros < 90, "%d of 100 dropped", zeros);
+    for (int64_t r = 0; r < 20; r++) {
+        double sum = 0;
+        for (int j = 0; j < 5; j++) sum += th_at(we, r * 5 + j);
+        cr_assert(fabs(sum - 1) < 1e-12, "eval row %lld sums to %g", (long long)r, sum);
+    }
+    th_release_all(9, (tg_tensor *[]){x, y1, w1, y2, w2, yc, wc, ye, we});
+    tg_module_release(m);
+    tg_module_release(c);
+}
+
+/* Each refusal names the argument and the rule and leaves the outputs
+ * NULL (the weights too). */
+static void expect_forward_refused(int line, tg_module *m, tg_tensor *q, tg_tensor *k,
+                                   tg_tensor *v, const tg_nn_mha_forward_opts *fo, int status,
+                                   const char *words)
+{
+    tg_tensor *y = NULL, *w = NULL;
+    th_refused_at(line, tg_nn_multihead_attention_forward(m, &y, &w, q, k, v, fo), status,
+                  words, y);
+    cr_assert_null(w, "line %d: weights were written", line);
+}
+#define FWD_REFUSED(q, k, v, fo, status, words) \
+    expect_forward_refused(__LINE__, m, q, k, v, fo, status, words)
+
+Test(attention, module_refusals_name_the_argument)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL, *bad = NULL;
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    th_expect_refused(tg_nn_multihead_attention_new(&bad, 10, 3, NULL, &rng), TG_EINVAL,
+                      "embed_dim=10 must be divisible by num_heads=3", NULL);
+    th_expect_refused(tg_nn_multihead_attention_new(&bad, 0, 1, NULL, &rng), TG_EINVAL,
+                      "must be >= 1", NULL);
+    o.dropout = 1.5;
+    th_expect_refused(tg_nn_multihead_attention_new(&bad, 4, 2, &o, &rng), TG_EINVAL,
+                      "dropout=1.5 must be in [0, 1]", NULL);
+    o = (tg_nn_multihead_attention_opts)TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.kdim = -2;
+    th_expect_refused(tg_nn_multihead_attention_new(&bad, 4, 2, &o, &rng), TG_EINVAL,
+                      "kdim=-2", NULL);
+    th_expect_refused(tg_nn_multihead_attention_new(&bad, 4, 2, NULL, NULL), TG_EINVAL,
+                      "rng must not be NULL", NULL);
+    cr_assert_null(bad);
+
+    o = (tg_nn_multihead_attention_opts)TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.vdim = 3;
+    OK(tg_nn_multihead_attention_new(&m, 4, 2, &o, &rng));
+    uint64_t s = 4;
+    tg_tensor *q = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    tg_tensor *k = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 3}, -1, 1);
+    tg_tensor *v4 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    tg_tensor *v6 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){6, 2, 3}, -1, 1);
+    tg_tensor *k1 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 1, 4}, -1, 1);
+    tg_tensor *q2 = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){3, 4}, -1, 1);
+    tg_tensor *q4 = th_rand_tensor(&s, TG_F32, 4, (int64_t[]){1, 3, 2, 4}, -1, 1);
+    tg_tensor *q5 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 5}, -1, 1);
+    tg_tensor *qd = NULL;
+    OK(tg_tensor_to_dtype(&qd, q, TG_F64));
+    FWD_REFUSED(q, k, v4, NULL, TG_ESHAPE, "value (5, 2, 4) must have vdim=3 features");
+    FWD_REFUSED(q5, k, v, NULL, TG_ESHAPE, "query (3, 2, 5) must have embed_dim=4 features");
+    FWD_REFUSED(q, k, v6, NULL, TG_ESHAPE, "must have one length S");
+    FWD_REFUSED(q, k1, v, NULL, TG_ESHAPE, "must have one batch size");
+    FWD_REFUSED(q2, k, v, NULL, TG_ESHAPE, "key (5, 2, 4) and value (5, 2, 3) must be 2-d");
+    FWD_REFUSED(q4, k, v, NULL, TG_ESHAPE, "must be 3-d (batched) or 2-d (unbatched)");
+    FWD_REFUSED(qd, k, v, NULL, TG_EDTYPE, "must be the parameters' f32");
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    tg_tensor *kpm_f = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){2, 5}, 0, 1);
+    tg_tensor *kpm_s = th_tensor_from(TG_U8, 2, (int64_t[]){5, 2}, (double[10]){0});
+    tg_tensor *am_1 = th_tensor_from(TG_U8, 1, (int64_t[]){5}, (double[5]){0});
+    tg_tensor *am_3 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 3, 5}, 0, 1);
+    tg_tensor *am_i = th_tensor_from(TG_I32, 2, (int64_t[]){3, 5}, (double[15]){0});
+    fo.key_padding_mask = kpm_f;
+    FWD_REFUSED(q, k, v, &fo, TG_EDTYPE, "key_padding_mask is f32; it must be u8");
+    fo.key_padding_mask = kpm_s;
+    FWD_REFUSED(q, k, v, &fo, TG_ESHAPE, "key_padding_mask is (5, 2); it must be (N, S)");
+    fo.key_padding_mask = NULL;
+    fo.attn_mask = am_1;
+    FWD_REFUSED(q, k, v, &fo, TG_ESHAPE, "attn_mask is (5); it must be (L, S) = (3, 5) or");
+    fo.attn_mask = am_3;
+    FWD_REFUSED(q, k, v, &fo, TG_ESHAPE, "(N*num_heads, L, S) = (4, 3, 5)");
+    fo.attn_mask = am_i;
+    FWD_REFUSED(q, k, v, &fo, TG_EDTYPE, "attn_mask is i32; it must be u8");
+    FWD_REFUSED(NULL, k, v, NULL, TG_EINVAL, "must not be NULL");
+    tg_module *lin = NULL;
+    OK(tg_nn_linear_new(&lin, 4, 4, true, &rng));
+    tg_tensor *y = NULL;
+    th_expect_refused(tg_nn_multihead_attention_forward(lin, &y, NULL, q, k, v, NULL),
+                      TG_EINVAL, "m is a Linear module, not MultiheadAttention", y);
+    th_expect_refused(tg_nn_multihead_attention_params(lin, NULL, NULL, NULL), TG_EINVAL,
+                      "not MultiheadAttention", NULL);
+    tg_module_release(lin);
+    th_release_all(15, (tg_tensor *[]){q, k, v, v4, v6, k1, q2, q4, q5, qd, kpm_f, kpm_s, am_1,
+                                       am_3, am_i});
+    tg_module_release(m);
+}
+
+Test(attention, functional_refusals_name_the_argument)
+{
+    uint64_t s = 3;
+    tg_tensor *q = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 3, 4}, -1, 1);
+    tg_tensor *k = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 5, 4}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 5, 6}, -1, 1);
+    tg_tensor *k3 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 5, 3}, -1, 1);
+    tg_tensor *v4 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 4, 6}, -1, 1);
+    tg_tensor *kb = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 5, 4}, -1, 1);
+    tg_tensor *m35 = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){3, 4}, -1, 1);
+    tg_tensor *m64 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 5}, -1, 1);
+    tg_tensor *q1 = th_rand_tensor(&s, TG_F32, 1, (int64_t[]){4}, -1, 1);
+    tg_tensor *qi = NULL, *y = NULL, *w = NULL;
+    OK(tg_tensor_to_dtype(&qi, q, TG_I32));
+    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
+#define SDPA_REFUSED(qq, kk, vv, oo, status, words)                                        \
+    do {                                                                                     \
+        th_expect_refused(tg_scaled_dot_product_attention(&y, &w, qq, kk, vv, oo), status,   \
+                          words, y);                                                         \
+        cr_assert_null(w);                                                                   \
+    } while (0)
+    SDPA_REFUSED(q, k3, v, NULL, TG_ESHAPE, "must have q (2, 3, 4)'s features E=4");
+    SDPA_REFUSED(q, k, v4, NULL, TG_ESHAPE, "must have k (2, 5, 4)'s length S=5");
+    SDPA_REFUSED(q, kb, v, NULL, TG_ESHAPE, "must have the same leading dims");
+    SDPA_REFUSED(q1, q1, q1, NULL, TG_ESHAPE, "must have one rank, 2, 3 or 4");
+    SDPA_REFUSED(qi, k, v, NULL, TG_EDTYPE, "must be of one float dtype");
+    SDPA_REFUSED(NULL, k, v, NULL, TG_EINVAL, "q, k and v must not be NULL");
+    o.attn_mask = m35;
+    SDPA_REFUSED(q, k, v, &o, TG_ESHAPE, "attn_mask (3, 4) must broadcast to the scores' shape "
+                                         "(2, 3, 5)");
+    o.attn_mask = m64;
+    SDPA_REFUSED(q, k, v, &o, TG_EDTYPE, "attn_mask is f64; it must be u8");
+    o.attn_mask = NULL;
+    o.dropout_p = -0.1;
+    SDPA_REFUSED(q, k, v, &o, TG_EINVAL, "dropout_p=-0.1 must be in [0, 1]");
+    o.dropout_p = 0.1;
+    o.training = true;
+    SDPA_REFUSED(q, k, v, &o, TG_EINVAL, "rng must not be NULL");
+    cr_assert(eq(int, tg_scaled_dot_product_attention(NULL, NULL, q, k, v, NULL), TG_EINVAL));
+#undef SDPA_REFUSED
+    th_release_all(10, (tg_tensor *[]){q, k, v, k3, v4, kb, m35, m64, q1, qi});
+}
+
+/* The ONNX exporter has no form for attention: it refuses the module by
+ * name, inside a Sequential too. */
+Test(attention, onnx_export_refuses_the_module)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL, *seq = NULL;
+    OK(tg_nn_multihead_attention_new(&m, 4, 2, NULL, &rng));
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_nn_sequential_append(seq, tg_module_retain(m)));
+    uint64_t s = 1;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    th_tmp_dir_make("attention_onnx");
+    char path[512];
+    th_tmp_path(path, sizeof path, "mha.onnx");
+    if (tg_onnx_available()) {
+        th_expect_refused(tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED,
+                          "'<top>' (MultiheadAttention) is not supported", NULL);
+        th_expect_refused(tg_onnx_export(seq, x, path, NULL), TG_EUNSUPPORTED,
+                          "'0' (MultiheadAttention) is not supported", NULL);
+    } else {
+        cr_assert(tg_onnx_export(m, x, path, NULL) < 0);
+    }
+    cr_assert(th_exists(path) == false);
+    th_tmp_dir_remove();
+    tg_tensor_release(x);
+    tg_module_release(seq);
+    tg_module_release(m);
+}
