@@ -648,3 +648,45 @@ Test(attention, onnx_export_refuses_the_module)
     tg_module_release(seq);
     tg_module_release(m);
 }
+
+/* A checkpoint keeps the number of dropout masks drawn, as a Dropout's, so
+ * a resumed module draws the mask the uninterrupted one would have. */
+Test(attention, a_checkpoint_keeps_the_dropout_count)
+{
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.dropout = 0.5;
+    o.seed = 12;
+    tg_module *m = small_module(&o, 5), *m2 = small_module(&o, 6);
+    uint64_t s = 6;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    tg_tensor *y = NULL, *w = NULL, *want = NULL, *got = NULL;
+    for (int i = 0; i < 2; i++) {
+        OK(tg_nn_multihead_attention_forward(m, &y, &w, x, x, x, NULL));
+        th_release_all(2, (tg_tensor *[]){y, w});
+    }
+    th_tmp_dir_make("attention_ck");
+    char path[512];
+    th_tmp_path(path, sizeof path, "ck.safetensors");
+    tg_checkpoint *ck = NULL, *ck2 = NULL;
+    OK(tg_checkpoint_new(&ck));
+    OK(tg_checkpoint_add_module(ck, "mha", m));
+    OK(tg_checkpoint_save(ck, path, NULL));
+    OK(tg_nn_multihead_attention_forward(m, &y, &want, x, x, x, NULL));
+    tg_st_file *f = NULL;
+    OK(tg_safetensors_load(&f, path));
+    const char *calls = tg_st_meta_get(f, "mha.dropout_calls");
+    cr_assert(calls && strcmp(calls, "2") == 0, "mha.dropout_calls is %s", calls ? calls : "-");
+    OK(tg_checkpoint_new(&ck2));
+    OK(tg_checkpoint_add_module(ck2, "mha", m2));
+    OK(tg_checkpoint_load(ck2, path));
+    tg_tensor_release(y);
+    OK(tg_nn_multihead_attention_forward(m2, &y, &got, x, x, x, NULL));
+    th_expect_same_bits("resumed", x, got, want);
+    th_tmp_dir_remove();
+    tg_st_free(f);
+    tg_checkpoint_free(ck);
+    tg_checkpoint_free(ck2);
+    th_release_all(4, (tg_tensor *[]){x, y, want, got});
+    tg_module_release(m);
+    tg_module_release(m2);
+}
