@@ -690,3 +690,64 @@ Test(attention, a_checkpoint_keeps_the_dropout_count)
     tg_module_release(m);
     tg_module_release(m2);
 }
+
+/* Inside a bf16 autocast scope the linears and products run in bf16, as
+ * torch's CPU autocast: the output is bf16, near the f32 one, and the f32
+ * parameters get f32 gradients; a float attn_mask of f32 is taken. */
+Test(attention, module_runs_under_autocast)
+{
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.add_bias_kv = o.add_zero_attn = true;
+    tg_rng rng;
+    tg_rng_init(&rng, 2);
+    tg_module *m = NULL;
+    OK(tg_nn_multihead_attention_new(&m, 8, 2, &o, &rng));
+    uint64_t s = 3;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){4, 2, 8}, -1, 1);
+    tg_tensor *am = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){4, 4}, -1, 0);
+    tg_tensor *kpm = th_tensor_from(TG_U8, 2, (int64_t[]){2, 4}, (double[]){0, 0, 1, 0,
+                                                                             1, 0, 0, 0});
+    tg_nn_mha_forward_opts fo = {.key_padding_mask = kpm, .attn_mask = am,
+                                 .average_attn_weights = true};
+    tg_tensor *y = NULL, *w = NULL, *y32 = NULL, *w32 = NULL, *yf = NULL, *l = NULL;
+    OK(tg_nn_multihead_attention_forward(m, &y32, &w32, x, x, x, &fo));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_nn_multihead_attention_forward(m, &y, &w, x, x, x, &fo));
+    OK(tg_autocast_end());
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16));
+    OK(tg_to_dtype(&yf, y, TG_F32));
+    th_expect_close_scaled("bf16", yf, y32, 1.0 / 16);
+    OK(tg_sum(&l, yf));
+    OK(tg_backward(l, NULL, NULL));
+    const tg_tensor *g = tg_tensor_grad(tg_module_find(m, "in_proj_weight"));
+    cr_assert_not_null(g);
+    cr_assert(eq(int, tg_tensor_dtype(g), TG_F32));
+    cr_assert_not_null(tg_tensor_grad(tg_module_find(m, "bias_k")));
+    th_release_all(9, (tg_tensor *[]){x, am, kpm, y, w, y32, w32, yf, l});
+    tg_module_release(m);
+}
+
+/* torch.nn.utils.weight_norm(mha, "in_proj_weight"): the forward reads the
+ * weight computed from in_proj_weight_g and _v at each call, through
+ * tg_nn_multihead_attention_forward as through tg_module_forward_n. */
+Test(attention, a_weight_normed_projection_is_computed_at_each_forward)
+{
+    tg_module *m = small_module(NULL, 4);
+    uint64_t s = 9;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    tg_tensor *y0 = NULL, *y1 = NULL, *y2 = NULL, *y3 = NULL;
+    OK(tg_module_forward_n(m, &y0, 3, (tg_tensor *[]){x, x, x}));
+    OK(tg_nn_weight_norm(m, "in_proj_weight", 0));
+    OK(tg_nn_multihead_attention_forward(m, &y1, NULL, x, x, x, NULL));
+    th_expect_close("weight norm", y1, y0, 1e-12);
+    tg_tensor *g = tg_module_find(m, "in_proj_weight_g");
+    cr_assert_not_null(g);
+    for (int64_t i = 0; i < tg_tensor_numel(g); i++)
+        OK(tg_tensor_set_flat(g, i, 0.5 * th_at(g, i)));
+    OK(tg_nn_multihead_attention_forward(m, &y2, NULL, x, x, x, NULL));
+    OK(tg_module_forward_n(m, &y3, 3, (tg_tensor *[]){x, x, x}));
+    th_expect_same_bits("both entry points", x, y2, y3);
+    cr_assert(th_same_bits(y2, y1) == false, "g's change reached the forward");
+    th_release_all(5, (tg_tensor *[]){x, y0, y1, y2, y3});
+    tg_module_release(m);
+}

@@ -56,7 +56,9 @@ typedef struct tg_attention_opts {
  * dropout.  TG_EINVAL for a NULL out, q, k or v, dropout_p outside [0, 1]
  * or a NULL rng where dropout draws; TG_ESHAPE for shapes that do not fit
  * (a mask that does not broadcast to (..., L, S) included); TG_EDTYPE for
- * integer or mixed dtypes, or a mask neither u8 nor of q's dtype. */
+ * integer or mixed dtypes, or a mask neither u8 nor of q's dtype.  Inside
+ * an autocast scope any float dtypes are taken and the products run in
+ * the autocast dtype (tg_matmul's LOWER_PRECISION policy). */
 TG_API int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q,
                                            tg_tensor *k, tg_tensor *v,
                                            const tg_attention_opts *opts);
@@ -120,8 +122,11 @@ typedef struct tg_nn_mha_forward_opts {
  * key_padding_mask; here it is u8 only).  Errors as torch's checks:
  * TG_EINVAL for a NULL argument or m not a MultiheadAttention; TG_ESHAPE
  * for ranks and extents that do not fit (named); TG_EDTYPE for inputs not
- * of the parameters' dtype or masks of other dtypes.  On error *out and
- * *weights are untouched. */
+ * of the parameters' dtype or masks of other dtypes.  Inside an autocast
+ * scope the inputs and a float attn_mask may have any float dtype, and the
+ * projections and products run in the autocast dtype, as torch's CPU
+ * autocast (the output is of that dtype; the parameters' gradients come
+ * back in theirs).  On error *out and *weights are untouched. */
 TG_API int tg_nn_multihead_attention_forward(tg_module *m, tg_tensor **out, tg_tensor **weights,
                                              tg_tensor *query, tg_tensor *key, tg_tensor *value,
                                              const tg_nn_mha_forward_opts *opts);

@@ -56,6 +56,11 @@ bool tg__nn_is_basic_activation(const tg_module *m);
 /* tg_module_new with a malloc'd copy of init (vt->state_size bytes, > 0)
  * as the state, freed again when tg_module_new fails.  TG_ENOMEM. */
 int tg__module_new_state(tg_module **out, const tg_module_vtable *vt, const void *init);
+/* Computes each of m's computed tensors (tg__nn_computed) afresh, as
+ * tg_module_forward does before m's forward: torch's forward pre-hooks.
+ * For a module's own entry points beside tg_module_forward; run at library
+ * depth. */
+int tg__module_compute(tg_module *m);
 /* The parameter/buffer named name of m itself (borrowed), or NULL. */
 tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* The computed tensor named name of m (borrowed), or NULL. */

@@ -22,6 +22,7 @@
 #include "tapegrad/attention.h"
 #include "tapegrad/init.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 
 #define FWD "multihead_attention"
 
@@ -131,7 +132,7 @@ int tg_nn_multihead_attention_params(const tg_module *m, int64_t *embed_dim, int
 /* ---- checks: torch's _mha_shape_check and multi_head_attention_forward's ---- */
 
 static int check_masks(const mha_state *s, const tg_tensor *q, const tg_tensor *k, tg_dtype dt,
-                       const tg_nn_mha_forward_opts *fo)
+                       bool amp, const tg_nn_mha_forward_opts *fo)
 {
     const bool batched = q->ndim == 3;
     const int sd = batched && s->o.batch_first ? 1 : 0;   /* the sequence dim */
@@ -151,7 +152,8 @@ static int check_masks(const mha_state *s, const tg_tensor *q, const tg_tensor *
     }
     if (am) {
         tg_shape_str(sm, sizeof sm, am->ndim, am->shape);
-        TG_CHECK(am->dtype == TG_U8 || am->dtype == dt, TG_EDTYPE,
+        TG_CHECK(am->dtype == TG_U8 || am->dtype == dt || (amp && tg_dtype_is_float(am->dtype)),
+                 TG_EDTYPE,
                  FWD ": attn_mask is %s; it must be u8 (torch's bool) or the query's dtype %s",
                  tg_dtype_name(am->dtype), tg_dtype_name(dt));
         const int64_t nh = n * s->num_heads;
@@ -175,10 +177,15 @@ static int check_inputs(const tg_module *m, const tg_tensor *q, const tg_tensor 
     tg_shape_str(sk, sizeof sk, k->ndim, k->shape);
     tg_shape_str(sv, sizeof sv, v->ndim, v->shape);
     const tg_dtype dt = tg_tensor_dtype(tg_module_find(m, "out_proj.weight"));
-    TG_CHECK(q->dtype == dt && k->dtype == dt && v->dtype == dt, TG_EDTYPE,
-             FWD ": query, key and value are %s, %s and %s; they must be the parameters' %s",
+    /* inside autocast the linears and products cast their operands */
+    const bool amp = tg_autocast_active(NULL);
+    TG_CHECK(amp ? tg_dtype_is_float(q->dtype) && tg_dtype_is_float(k->dtype) &&
+                       tg_dtype_is_float(v->dtype)
+                 : q->dtype == dt && k->dtype == dt && v->dtype == dt,
+             TG_EDTYPE,
+             FWD ": query, key and value are %s, %s and %s; they must be the parameters' %s%s",
              tg_dtype_name(q->dtype), tg_dtype_name(k->dtype), tg_dtype_name(v->dtype),
-             tg_dtype_name(dt));
+             tg_dtype_name(dt), amp ? " (inside autocast: float dtypes)" : "");
     TG_CHECK(q->ndim == 3 || q->ndim == 2, TG_ESHAPE,
              FWD ": query is %s; it must be 3-d (batched) or 2-d (unbatched)", sq);
     TG_CHECK(k->ndim == q->ndim && v->ndim == q->ndim, TG_ESHAPE,
@@ -197,7 +204,7 @@ static int check_inputs(const tg_module *m, const tg_tensor *q, const tg_tensor 
              sq, sk, sv, 1 - sd);
     TG_CHECK(k->shape[sd] == v->shape[sd], TG_ESHAPE,
              FWD ": key %s and value %s must have one length S (dim %d)", sk, sv, sd);
-    return check_masks(s, q, k, dt, fo);
+    return check_masks(s, q, k, dt, amp, fo);
 }
 
 /* ---- forward ---- */
@@ -406,7 +413,9 @@ int tg_nn_multihead_attention_forward(tg_module *m, tg_tensor **out, tg_tensor *
     TG_TRY(check_inputs(m, query, key, value, &fo));
     tg_tensor *y = NULL, *w = NULL;
     tg__lib_enter();
-    int rc = run(m, &y, weights ? &w : NULL, (tg_tensor *[]){query, key, value}, &fo);
+    /* a reparametrized weight (weight_norm, spectral_norm) computed first */
+    int rc = tg__module_compute(m);
+    if (rc >= 0) rc = run(m, &y, weights ? &w : NULL, (tg_tensor *[]){query, key, value}, &fo);
     tg__lib_leave();
     return tg__scope_capture_pair(out, y, weights, w, rc);
 }

@@ -12,6 +12,7 @@
 #include "ops/attention_internal.h"
 #include "tapegrad/attention.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 #include "tapegrad/scope.h"
 
 #define OP "scaled_dot_product_attention"
@@ -34,9 +35,14 @@ static int check_args(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v
     tg_shape_str(sq, sizeof sq, q->ndim, q->shape);
     tg_shape_str(sk, sizeof sk, k->ndim, k->shape);
     tg_shape_str(sv, sizeof sv, v->ndim, v->shape);
-    TG_CHECK(tg_dtype_is_float(q->dtype) && k->dtype == q->dtype && v->dtype == q->dtype,
-             TG_EDTYPE, OP ": q, k and v are %s, %s and %s; they must be of one float dtype",
-             tg_dtype_name(q->dtype), tg_dtype_name(k->dtype), tg_dtype_name(v->dtype));
+    /* inside autocast the products cast their operands, as torch's bmm */
+    const bool amp = tg_autocast_active(NULL);
+    TG_CHECK(tg_dtype_is_float(q->dtype) && tg_dtype_is_float(k->dtype) &&
+                 tg_dtype_is_float(v->dtype) &&
+                 (amp || (k->dtype == q->dtype && v->dtype == q->dtype)),
+             TG_EDTYPE, OP ": q, k and v are %s, %s and %s; they must be of one float dtype%s",
+             tg_dtype_name(q->dtype), tg_dtype_name(k->dtype), tg_dtype_name(v->dtype),
+             amp ? " (inside autocast: float dtypes)" : "");
     const int nd = q->ndim;
     TG_CHECK(nd >= 2 && nd <= 4 && k->ndim == nd && v->ndim == nd, TG_ESHAPE,
              OP ": q %s, k %s and v %s must have one rank, 2, 3 or 4 ((..., L, E))", sq, sk, sv);
@@ -55,8 +61,8 @@ static int check_args(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v
              OP ": rng must not be NULL for dropout_p=%g in training", o->dropout_p);
     const tg_tensor *m = o->attn_mask;
     if (!m) return TG_OK;
-    TG_CHECK(m->dtype == TG_U8 || m->dtype == q->dtype, TG_EDTYPE,
-             OP ": attn_mask is %s; it must be u8 (torch's bool) or q's dtype %s",
+    TG_CHECK(m->dtype == TG_U8 || m->dtype == q->dtype || (amp && tg_dtype_is_float(m->dtype)),
+             TG_EDTYPE, OP ": attn_mask is %s; it must be u8 (torch's bool) or q's dtype %s",
              tg_dtype_name(m->dtype), tg_dtype_name(q->dtype));
     int64_t ss[TG_MAX_DIMS];
     memcpy(ss, q->shape, sizeof(int64_t) * (size_t)nd);
