@@ -21,6 +21,14 @@ Tensors (in the case's dtype, masks u8 or float):
   case<i>.y, .w          forward's output and weights (w with need_weights)
   case<i>.dq, .dk, .dv   the inputs' gradients of sum(g y) + sum(gw w)
   case<i>.dp.<key>       the parameters' gradients
+
+Case "tel<i>", i < the metadata "tel_cases": an nn.TransformerEncoderLayer
+(d_model 8, nhead 2, dim_feedforward 16, no dropout) with random
+parameters, in f32 or f64.  Metadata tel<i>.dtype and tel<i>.cfg
+"batch_first norm_first gelu unbatched" (integers), tel<i>.params the
+state dict's keys.  Tensors: tel<i>.p.<key> (the state dict), .x (src),
+.mask (a float causal src_mask, when given), .kpm (u8
+src_key_padding_mask, when given), .g, .y, .dx, .dp.<key> as above.
 """
 import os
 import sys
@@ -139,6 +147,52 @@ def run_case(c, dt):
     return t, meta
 
 
+TEL_CASES = [
+    dict(),
+    dict(norm_first=True, gelu=True, mask=True),
+    dict(batch_first=True, kpm=True, mask=True),
+    dict(norm_first=True, batch_first=True, kpm=True),
+    dict(unbatched=True, mask=True, gelu=True),
+]
+
+
+def run_tel(c, dt):
+    S, N, E = 5, 3, 8
+    m = nn.TransformerEncoderLayer(E, 2, dim_feedforward=16, dropout=0.0,
+                                   activation="gelu" if c.get("gelu") else "relu",
+                                   batch_first=c.get("batch_first", False),
+                                   norm_first=c.get("norm_first", False)).to(dt)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, dtype=torch.float64) * 0.3)
+    if c.get("unbatched"):
+        shape = (S, E)
+    else:
+        shape = (N, S, E) if c.get("batch_first") else (S, N, E)
+    x = torch.randn(shape, dtype=torch.float64).to(dt).requires_grad_()
+    t = {"x": x}
+    mask = kpm = None
+    if c.get("mask"):
+        mask = torch.triu(torch.full((S, S), float("-inf"), dtype=dt), diagonal=1)
+        t["mask"] = mask
+    if c.get("kpm"):
+        kpm = torch.rand(N, S) < 0.3
+        kpm[:, 0] = False
+        t["kpm"] = kpm.to(torch.uint8)
+    y = m(x, src_mask=mask, src_key_padding_mask=kpm)
+    g = torch.randn(y.shape, dtype=torch.float64).to(dt)
+    (g * y).sum().backward()
+    t.update(g=g, y=y, dx=x.grad)
+    sd = m.state_dict()
+    named = dict(m.named_parameters())
+    for key, val in sd.items():
+        t["p." + key] = val
+        t["dp." + key] = named[key].grad
+    cfg = [c.get(k, False) for k in ("batch_first", "norm_first", "gelu", "unbatched")]
+    meta = {"cfg": " ".join(str(int(v)) for v in cfg), "params": ",".join(sd.keys())}
+    return t, meta
+
+
 def main():
     torch.manual_seed(SEED)
     tensors, meta = {}, {}
@@ -155,6 +209,18 @@ def main():
             meta[p + "dtype"] = name
             i += 1
     meta["cases"] = str(i)
+    i = 0
+    for name, dt in DTYPES.items():
+        for case in TEL_CASES:
+            t, md = run_tel(case, dt)
+            p = "tel%d." % i
+            for k, v in t.items():
+                tensors[p + k] = v.detach().contiguous()
+            for k, v in md.items():
+                meta[p + k] = v
+            meta[p + "dtype"] = name
+            i += 1
+    meta["tel_cases"] = str(i)
     write_safetensors(OUT, tensors, meta)
 
 

@@ -1,6 +1,6 @@
-/* tapegrad/attention.h - scaled dot-product attention and nn.MultiheadAttention
- * as PyTorch 1.13 has them (torch.nn.functional.multi_head_attention_forward,
- * torch.nn.MultiheadAttention).
+/* tapegrad/attention.h - scaled dot-product attention, nn.MultiheadAttention
+ * and nn.TransformerEncoderLayer as PyTorch 1.13 has them
+ * (torch.nn.functional.multi_head_attention_forward, torch.nn.*).
  *
  *   tg_module *mha;
  *   tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
@@ -135,6 +135,48 @@ TG_API int tg_nn_multihead_attention_forward(tg_module *m, tg_tensor **out, tg_t
 TG_API int tg_nn_multihead_attention_params(const tg_module *m, int64_t *embed_dim,
                                             int64_t *num_heads,
                                             tg_nn_multihead_attention_opts *opts);
+
+/* nn.TransformerEncoderLayer's options beside d_model and nhead, torch's
+ * defaults in the _INIT macro. */
+typedef struct tg_nn_transformer_encoder_layer_opts {
+    int64_t dim_feedforward;   /* linear1's outputs */
+    double dropout;            /* self_attn's, dropout's, dropout1's, dropout2's p */
+    tg_activation activation;  /* TG_ACT_RELU or TG_ACT_GELU (torch's "relu", "gelu") */
+    double layer_norm_eps;
+    bool batch_first;          /* src (N, S, E) instead of (S, N, E) */
+    bool norm_first;           /* pre-norm: x + block(norm(x)) */
+    uint64_t seed;             /* self_attn's dropout seed; the Dropout children
+                                * "dropout", "dropout1", "dropout2" take seed + 1,
+                                * + 2, + 3 */
+} tg_nn_transformer_encoder_layer_opts;
+#define TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT {2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
+
+/* nn.TransformerEncoderLayer(d_model, nhead, ...) (type name
+ * "TransformerEncoderLayer"; opts NULL: torch's defaults), with torch's
+ * children and state-dict keys: self_attn (a MultiheadAttention),
+ * linear1 (d_model -> dim_feedforward), dropout, linear2, norm1, norm2 (a
+ * LayerNorm(d_model) each), dropout1, dropout2, and the activation (a
+ * parameter-free child "activation"), initialised in torch's order from
+ * rng.  Its forward (torch's, without the eval fast path):
+ *   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
+ *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
+ * with sa(x) = dropout1(self_attn(x, x, x, src_mask, src_key_padding_mask))
+ * and ff(x) = dropout2(linear2(dropout(activation(linear1(x))))).
+ * tg_module_forward(m, &y, src) runs it without masks.  TG_EINVAL for a
+ * NULL out or rng, d_model or nhead < 1, d_model not divisible by nhead,
+ * dim_feedforward < 1, dropout outside [0, 1], an activation other than
+ * ReLU and GELU, layer_norm_eps not > 0. */
+TG_API int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
+                                               const tg_nn_transformer_encoder_layer_opts *opts,
+                                               tg_rng *rng);
+/* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask):
+ * src (S, N, E) ((N, S, E) with batch_first, (S, E) unbatched); the masks
+ * (NULL: none) as MultiheadAttention's attn_mask and key_padding_mask.
+ * *out has src's shape.  Errors as tg_nn_multihead_attention_forward's
+ * (the messages name the layer's src); on error *out is untouched. */
+TG_API int tg_nn_transformer_encoder_layer_forward(tg_module *m, tg_tensor **out, tg_tensor *src,
+                                                   tg_tensor *src_mask,
+                                                   tg_tensor *src_key_padding_mask);
 
 #ifdef __cplusplus
 }
