@@ -1,10 +1,11 @@
 /* tools/gradcheck_fns_loss.c - the functions under test of the built-in sweep
  * of `tapegrad gradcheck` for the distances, the margin, embedding and
- * likelihood losses, weight normalization, and unfold / fold
+ * likelihood losses, weight normalization, attention, and unfold / fold
  * (gradcheck_cases.c has the table of cases).  Inputs are U[-1, 1] kept away
  * from 0 (GC_POSITIVE: U[0.5, 2]); targets and class indices are fixed here,
  * and the margins are chosen so that no hinge sits at a kink. */
 #include "gradcheck_cases.h"
+#include "tapegrad/attention.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
@@ -125,6 +126,20 @@ int f_multilabel_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, 
 int f_weight_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_weight_norm(out, in[0], in[1], 0);
+}
+
+/* q (2, 3, 4), k (2, 5, 4), v (2, 5, 3), a u8 mask (3, 5) hiding two keys
+ * of each query (never all of them). */
+int f_attention(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    static const uint8_t hide[15] = {0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0};
+    tg_tensor *mask = NULL;
+    int rc = tg_tensor_from_data(&mask, TG_U8, 2, (int64_t[]){3, 5}, hide);
+    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
+    o.attn_mask = mask;
+    if (rc >= 0) rc = tg_scaled_dot_product_attention(out, NULL, in[0], in[1], in[2], &o);
+    tg_tensor_release(mask);
+    return rc;
 }
 
 /* x (2, 2, 5, 4): kernel (2, 3), padding 1, stride (2, 1): 3 x 4 blocks. */

@@ -24,8 +24,9 @@
  * tg_lr_scheduler_state_save / tg_grad_scaler_state_save write them, loader
  * positions, RNG states and counters as i64 tensors (u64 values bit-cast),
  * tensors as they are; the metadata holds "format" = TG_CHECKPOINT_FORMAT,
- * every tg_checkpoint_set_meta pair, and the number of masks each Dropout of
- * a module slot has drawn, as "<prefix>.<path>.dropout_calls" (run state
+ * every tg_checkpoint_set_meta pair, and the number of masks each Dropout
+ * (or MultiheadAttention's attention dropout, tapegrad/attention.h) of a
+ * module slot has drawn, as "<prefix>.<path>.dropout_calls" (run state
  * outside the state dict, so that a resumed run draws the masks that would
  * have followed; a file without the entry leaves the count as it is).
  *

@@ -46,6 +46,7 @@
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/attention.h"
 #include "tapegrad/init.h"
 #include "tapegrad/checkpoint.h"
 #include "tapegrad/quant.h"

@@ -262,13 +262,8 @@ int tg__module_visit(tg_module *m, int (*visit)(tg_module *m, void *user), void 
 
 /* ---- running ---- */
 
-/* Runs m's forward for n inputs, on the library's behalf: only *y goes to the
- * caller's scope (tapegrad/scope.h). */
-static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+int tg__module_compute(tg_module *m)
 {
-    tg_tensor *r = NULL;
-    tg__callback_begin();
-    tg__lib_enter();
     int rc = TG_OK;
     for (int i = 0; rc == TG_OK && i < m->n_computed; i++) {   /* torch's forward pre-hooks */
         tg__nn_computed *c = &m->computed[i];
@@ -279,6 +274,17 @@ static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
             c->value = v;
         }
     }
+    return rc;
+}
+
+/* Runs m's forward for n inputs, on the library's behalf: only *y goes to the
+ * caller's scope (tapegrad/scope.h). */
+static int forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+{
+    tg_tensor *r = NULL;
+    tg__callback_begin();
+    tg__lib_enter();
+    int rc = tg__module_compute(m);
     if (rc == TG_OK)
         rc = m->vt->forward_n ? m->vt->forward_n(m, &r, n, xs) : m->vt->forward(m, &r, xs[0]);
     tg__lib_leave();

@@ -56,6 +56,11 @@ bool tg__nn_is_basic_activation(const tg_module *m);
 /* tg_module_new with a malloc'd copy of init (vt->state_size bytes, > 0)
  * as the state, freed again when tg_module_new fails.  TG_ENOMEM. */
 int tg__module_new_state(tg_module **out, const tg_module_vtable *vt, const void *init);
+/* Computes each of m's computed tensors (tg__nn_computed) afresh, as
+ * tg_module_forward does before m's forward: torch's forward pre-hooks.
+ * For a module's own entry points beside tg_module_forward; run at library
+ * depth. */
+int tg__module_compute(tg_module *m);
 /* The parameter/buffer named name of m itself (borrowed), or NULL. */
 tg_tensor *tg__module_local(const tg_module *m, const char *name);
 /* The computed tensor named name of m (borrowed), or NULL. */
@@ -128,11 +133,15 @@ int tg__nn_add_norm_state(tg_module *m, int64_t c, bool affine, bool track);
 
 /* Dropout's count of masks drawn (mask k comes from counter block k of its
  * seed): run state outside the state dict, which checkpoints keep
- * (checkpoint.c).  false when m is not a Dropout (or Dropout1d/2d/3d, or
- * an RNN, LSTM or GRU with dropout between layers, which count alike). */
+ * (checkpoint.c).  false when m is not a Dropout (or Dropout1d/2d/3d, an
+ * RNN, LSTM or GRU with dropout between layers, or a MultiheadAttention,
+ * which count alike). */
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls);
 /* Sets that count; m must be one of those modules. */
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls);
+/* A MultiheadAttention's count of dropout masks drawn (borrowed from m's
+ * state), or NULL for another module (multihead_attention.c). */
+uint64_t *tg__nn_mha_dropout_calls(tg_module *m);
 
 /* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
 extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,

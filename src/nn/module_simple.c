@@ -65,11 +65,20 @@ static uint64_t *tg__rnn_dropout_calls(const tg_module *m)
     return s && s->o.dropout > 0 && s->o.num_layers > 1 ? &s->calls : NULL;
 }
 
+/* The mask count of a module that draws masks as a Dropout does without
+ * being one: an RNN, LSTM or GRU (above), a MultiheadAttention
+ * (multihead_attention.c); NULL for any other module. */
+static uint64_t *counted_like_dropout(const tg_module *m)
+{
+    uint64_t *c = tg__rnn_dropout_calls(m);
+    return c ? c : tg__nn_mha_dropout_calls((tg_module *)m);
+}
+
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 {
-    const uint64_t *rnn = tg__rnn_dropout_calls(m);
-    if (rnn) {
-        *calls = *rnn;
+    const uint64_t *other = counted_like_dropout(m);
+    if (other) {
+        *calls = *other;
         return true;
     }
     if (!tg__nn_is_dropout(m)) return false;
@@ -79,9 +88,9 @@ bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
 
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
 {
-    uint64_t *rnn = tg__rnn_dropout_calls(m);
-    if (rnn) {
-        *rnn = calls;
+    uint64_t *other = counted_like_dropout(m);
+    if (other) {
+        *other = calls;
         return;
     }
     TG_ASSERT(tg__nn_is_dropout(m));

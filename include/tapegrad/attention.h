@@ -1,0 +1,184 @@
+/* tapegrad/attention.h - scaled dot-product attention, nn.MultiheadAttention
+ * and nn.TransformerEncoderLayer as PyTorch 1.13 has them
+ * (torch.nn.functional.multi_head_attention_forward, torch.nn.*).
+ *
+ *   tg_module *mha;
+ *   tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+ *   o.batch_first = true;
+ *   tg_nn_multihead_attention_new(&mha, 16, 4, &o, &rng);  // E = 16, 4 heads
+ *   tg_nn_multihead_attention_forward(mha, &y, &w, x, x, x, NULL);
+ *   // x (N, L, 16) -> y (N, L, 16), w (N, L, L): self-attention
+ *
+ * Both are made of differentiable ops (linear, matmul, softmax, masked_fill,
+ * dropout, reshapes), so their gradients are differentiable to any order.
+ * Masks: tapegrad has no bool dtype; a u8 mask is torch's bool mask, nonzero
+ * meaning "may not attend" (-inf added to the score); a float mask (of the
+ * inputs' dtype) is added to the scores as it is.
+ *
+ * Outputs are new references; inputs and masks are borrowed.  On error a
+ * negative tg_status and a message naming the argument and the rule; the
+ * outputs are left untouched.
+ */
+#ifndef TAPEGRAD_ATTENTION_H
+#define TAPEGRAD_ATTENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The optional parts of tg_scaled_dot_product_attention. */
+typedef struct tg_attention_opts {
+    tg_tensor *attn_mask;   /* borrowed; NULL: none.  u8 (nonzero: -inf) or a
+                             * float of q's dtype (added), broadcast to the
+                             * scores' shape (..., L, S) */
+    double dropout_p;       /* in [0, 1]: applied to the weights in training */
+    bool training;          /* false: no dropout (rng may be NULL) */
+    tg_rng *rng;            /* draws the dropout mask (tg_dropout) */
+} tg_attention_opts;
+#define TG_ATTENTION_OPTS_INIT {NULL, 0.0, false, NULL}
+
+/* Scaled dot-product attention, as torch 1.13's
+ * F._scaled_dot_product_attention inside multi_head_attention_forward:
+ *   a = softmax(q / sqrt(E) @ k^T + mask, dim=-1), a = dropout(a),
+ *   out = a @ v
+ * q (..., L, E), k (..., S, E), v (..., S, Ev), with the same 0, 1 or 2
+ * leading dims ((L, E), (B*heads, L, E) or (B, heads, L, E)) and the same
+ * float dtype; out is (..., L, Ev).  weights (may be NULL: not wanted)
+ * receives a, (..., L, S), after dropout, as torch returns it.  A row whose
+ * every score is -inf gives NaN, as in torch.  opts NULL: no mask, no
+ * dropout.  TG_EINVAL for a NULL out, q, k or v, dropout_p outside [0, 1]
+ * or a NULL rng where dropout draws; TG_ESHAPE for shapes that do not fit
+ * (a mask that does not broadcast to (..., L, S) included); TG_EDTYPE for
+ * integer or mixed dtypes, or a mask neither u8 nor of q's dtype.  Inside
+ * an autocast scope any float dtypes are taken and the products run in
+ * the autocast dtype (tg_matmul's LOWER_PRECISION policy). */
+TG_API int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q,
+                                           tg_tensor *k, tg_tensor *v,
+                                           const tg_attention_opts *opts);
+
+/* nn.MultiheadAttention's options beside embed_dim and num_heads, torch's
+ * defaults in the _INIT macro. */
+typedef struct tg_nn_multihead_attention_opts {
+    double dropout;         /* on the attention weights, in training */
+    bool bias;              /* in_proj_bias and out_proj.bias */
+    bool add_bias_kv;       /* bias_k, bias_v (1, 1, E) appended to k, v */
+    bool add_zero_attn;     /* a zero key and value appended per head */
+    int64_t kdim, vdim;     /* key's and value's features (0: embed_dim) */
+    bool batch_first;       /* inputs (N, L, E) instead of (L, N, E) */
+    uint64_t seed;          /* the dropout masks' generator, as Dropout's */
+} tg_nn_multihead_attention_opts;
+#define TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT {0.0, true, false, false, 0, 0, false, 0}
+
+/* nn.MultiheadAttention(embed_dim, num_heads, ...) (type name
+ * "MultiheadAttention"; opts NULL: torch's defaults).  Parameters, with
+ * torch's names, shapes and state-dict order (E = embed_dim):
+ *   in_proj_weight (3E, E) when kdim = vdim = E, else q_proj_weight (E, E),
+ *     k_proj_weight (E, kdim), v_proj_weight (E, vdim);
+ *   in_proj_bias (3E) with bias;  bias_k, bias_v (1, 1, E) with add_bias_kv;
+ *   out_proj.weight (E, E), out_proj.bias (E) (bias only): a Linear child.
+ * Initialised as torch's _reset_parameters, drawn from rng: xavier_uniform_
+ * for the projection weights, 0 for in_proj_bias and out_proj.bias,
+ * xavier_normal_ for bias_k and bias_v, and Linear's default for
+ * out_proj.weight (the same laws as torch, not its numbers: load a state
+ * dict for those).  Parameters are f32 (tg_module_to_dtype converts).
+ * The attention dropout of the k-th training forward depends only on
+ * (seed, k), as Dropout's masks; eval (tg_module_train(m, false)) has none.
+ * tg_module_forward_n(m, &y, 3, (tg_tensor *[]){q, k, v}) gives the output
+ * of the forward below without masks.  TG_EINVAL for a NULL out or rng,
+ * embed_dim or num_heads < 1, embed_dim not divisible by num_heads, a
+ * negative kdim or vdim, dropout outside [0, 1]. */
+TG_API int tg_nn_multihead_attention_new(tg_module **out, int64_t embed_dim, int64_t num_heads,
+                                         const tg_nn_multihead_attention_opts *opts,
+                                         tg_rng *rng);
+
+/* The optional inputs of MultiheadAttention.forward. */
+typedef struct tg_nn_mha_forward_opts {
+    tg_tensor *key_padding_mask;   /* borrowed; NULL: none.  u8 (N, S), or
+                                    * (S) unbatched: nonzero keys are ignored */
+    tg_tensor *attn_mask;          /* borrowed; NULL: none.  u8 or float of
+                                    * query's dtype, (L, S) or (N*heads, L, S) */
+    bool average_attn_weights;     /* weights averaged over heads */
+} tg_nn_mha_forward_opts;
+#define TG_NN_MHA_FORWARD_OPTS_INIT {NULL, NULL, true}
+
+/* MultiheadAttention.forward(query, key, value, key_padding_mask,
+ * need_weights, attn_mask, average_attn_weights): query (L, N, E),
+ * key (S, N, kdim), value (S, N, vdim) ((N, L, E) ... with batch_first), or
+ * unbatched (L, E), (S, kdim), (S, vdim); all of the parameters' float
+ * dtype.  *out is (L, N, E) ((N, L, E) with batch_first; (L, E)
+ * unbatched).  weights NULL is torch's need_weights=False; otherwise it
+ * receives the attention weights after dropout, (N, L, S') averaged over
+ * the heads or (N, heads, L, S') (without N unbatched), S' = S plus 1 for
+ * add_bias_kv and 1 for add_zero_attn.  opts NULL: no masks, averaged
+ * weights.  A float attn_mask is added to the scores; a u8 one, or the
+ * key_padding_mask, puts -inf where nonzero (torch 1.13 also takes a float
+ * key_padding_mask; here it is u8 only).  Errors as torch's checks:
+ * TG_EINVAL for a NULL argument or m not a MultiheadAttention; TG_ESHAPE
+ * for ranks and extents that do not fit (named); TG_EDTYPE for inputs not
+ * of the parameters' dtype or masks of other dtypes.  Inside an autocast
+ * scope the inputs and a float attn_mask may have any float dtype, and the
+ * projections and products run in the autocast dtype, as torch's CPU
+ * autocast (the output is of that dtype; the parameters' gradients come
+ * back in theirs).  On error *out and *weights are untouched. */
+TG_API int tg_nn_multihead_attention_forward(tg_module *m, tg_tensor **out, tg_tensor **weights,
+                                             tg_tensor *query, tg_tensor *key, tg_tensor *value,
+                                             const tg_nn_mha_forward_opts *opts);
+/* What a MultiheadAttention was made with.  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_multihead_attention_params(const tg_module *m, int64_t *embed_dim,
+                                            int64_t *num_heads,
+                                            tg_nn_multihead_attention_opts *opts);
+
+/* nn.TransformerEncoderLayer's options beside d_model and nhead, torch's
+ * defaults in the _INIT macro. */
+typedef struct tg_nn_transformer_encoder_layer_opts {
+    int64_t dim_feedforward;   /* linear1's outputs */
+    double dropout;            /* self_attn's, dropout's, dropout1's, dropout2's p */
+    tg_activation activation;  /* TG_ACT_RELU or TG_ACT_GELU (torch's "relu", "gelu") */
+    double layer_norm_eps;
+    bool batch_first;          /* src (N, S, E) instead of (S, N, E) */
+    bool norm_first;           /* pre-norm: x + block(norm(x)) */
+    uint64_t seed;             /* self_attn's dropout seed; the Dropout children
+                                * "dropout", "dropout1", "dropout2" take seed + 1,
+                                * + 2, + 3 */
+} tg_nn_transformer_encoder_layer_opts;
+#define TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT {2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
+
+/* nn.TransformerEncoderLayer(d_model, nhead, ...) (type name
+ * "TransformerEncoderLayer"; opts NULL: torch's defaults), with torch's
+ * children and state-dict keys: self_attn (a MultiheadAttention),
+ * linear1 (d_model -> dim_feedforward), dropout, linear2, norm1, norm2 (a
+ * LayerNorm(d_model) each), dropout1, dropout2, and the activation (a
+ * parameter-free child "activation"), initialised in torch's order from
+ * rng.  Its forward (torch's, without the eval fast path):
+ *   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
+ *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
+ * with sa(x) = dropout1(self_attn(x, x, x, src_mask, src_key_padding_mask))
+ * and ff(x) = dropout2(linear2(dropout(activation(linear1(x))))).
+ * tg_module_forward(m, &y, src) runs it without masks.  TG_EINVAL for a
+ * NULL out or rng, d_model or nhead < 1, d_model not divisible by nhead,
+ * dim_feedforward < 1, dropout outside [0, 1], an activation other than
+ * ReLU and GELU, layer_norm_eps not > 0. */
+TG_API int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
+                                               const tg_nn_transformer_encoder_layer_opts *opts,
+                                               tg_rng *rng);
+/* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask):
+ * src (S, N, E) ((N, S, E) with batch_first, (S, E) unbatched); the masks
+ * (NULL: none) as MultiheadAttention's attn_mask and key_padding_mask.
+ * *out has src's shape.  Errors as tg_nn_multihead_attention_forward's
+ * (the messages name the layer's src); on error *out is untouched. */
+TG_API int tg_nn_transformer_encoder_layer_forward(tg_module *m, tg_tensor **out, tg_tensor *src,
+                                                   tg_tensor *src_mask,
+                                                   tg_tensor *src_key_padding_mask);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
