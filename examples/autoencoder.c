@@ -33,14 +33,6 @@ static const char prog[] = "autoencoder";
 
 /* Runs call; when it fails, prints "autoencoder: <what the program was doing,
  * printf(...)>: <the library's message>" and exits with status 1. */
-#define CHECK(call, ...)                                                          \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            exit(EX_EXIT_FAIL);                                                   \
-        }                                                                         \
-    } while (0)
-
 typedef struct opts {
     int64_t epochs, steps, batch, threads;
     double seconds, lr;
@@ -90,11 +82,11 @@ static void stage(tg_module *seq, bool transpose, int64_t cin, int64_t cout, int
     tg_conv_params p = TG_CONV_PARAMS_INIT;
     p.stride[0] = p.stride[1] = 2;
     tg_conv_params_set_padding(&p, 1);
-    CHECK((transpose ? tg_nn_conv_transpose_new : tg_nn_conv_new)(&layer, 2, cin, cout,
-          (int64_t[]){k, k}, &p, true, rng), "building the model");
-    CHECK(tg_nn_sequential_append(seq, layer), "building the model");
-    CHECK(tg_nn_activation_new(&a, act, 0), "building the model");
-    CHECK(tg_nn_sequential_append(seq, a), "building the model");
+    EX_CHECK((transpose ? tg_nn_conv_transpose_new : tg_nn_conv_new)(&layer, 2, cin, cout,
+             (int64_t[]){k, k}, &p, true, rng), "building the model");
+    EX_CHECK(tg_nn_sequential_append(seq, layer), "building the model");
+    EX_CHECK(tg_nn_activation_new(&a, act, 0), "building the model");
+    EX_CHECK(tg_nn_sequential_append(seq, a), "building the model");
 }
 
 /* Sequential(encoder, decoder), as nn.Sequential(OrderedDict(...)). */
@@ -103,15 +95,15 @@ static tg_module *build_model(uint64_t seed)
     tg_module *m, *enc, *dec;
     tg_rng rng;
     tg_rng_init(&rng, seed);
-    CHECK(tg_nn_sequential_new(&m), "building the model");
-    CHECK(tg_nn_sequential_new(&enc), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&m), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&enc), "building the model");
     stage(enc, false, 1, 16, 3, TG_ACT_RELU, &rng);      /* 28 -> 14 */
     stage(enc, false, 16, 32, 3, TG_ACT_RELU, &rng);     /* 14 -> 7 */
-    CHECK(tg_nn_sequential_new(&dec), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&dec), "building the model");
     stage(dec, true, 32, 16, 4, TG_ACT_RELU, &rng);      /* 7 -> 14 */
     stage(dec, true, 16, 1, 4, TG_ACT_SIGMOID, &rng);    /* 14 -> 28 */
-    CHECK(tg_module_add_child(m, "encoder", enc), "building the model");
-    CHECK(tg_module_add_child(m, "decoder", dec), "building the model");
+    EX_CHECK(tg_module_add_child(m, "encoder", enc), "building the model");
+    EX_CHECK(tg_module_add_child(m, "decoder", dec), "building the model");
     return m;
 }
 
@@ -122,27 +114,28 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
     tg_loader *ld;
     tg_adam_opts ao = TG_ADAM_OPTS_INIT;
     ao.lr = o->lr;
-    CHECK(tg_adam_from_module(&opt, m, &ao), "setting up Adam");
+    EX_CHECK(tg_adam_from_module(&opt, m, &ao), "setting up Adam");
     tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
                             .drop_last = true};
-    CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
+    EX_CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
     int64_t step = 0, seen = 0, count = 0;
     double t0 = ex_now_s(), last = t0, total = 0;
     bool done = false;
     for (int64_t e = 0; e < o->epochs && !done; e++) {
-        CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
+        EX_CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
         tg_tensor *x, *labels, *y, *loss;
         int got;
         while (!done && (got = tg_loader_next(ld, &x, &labels)) != 0) {
             const long long s = (long long)++step;
-            CHECK(got, "taking batch %lld", s);
-            CHECK(tg_scope_begin(), "training step %lld", s);
+            EX_CHECK(got, "taking batch %lld", s);
+            EX_CHECK(tg_scope_begin(), "training step %lld", s);
             tg_scope_add(x), tg_scope_add(labels);
             tg_optimizer_zero_grad(opt);
-            CHECK(tg_module_forward(m, &y, x), "training step %lld: reconstructing the batch", s);
-            CHECK(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN), "training step %lld: the MSE", s);
-            CHECK(tg_backward(loss, NULL, NULL), "training step %lld: the gradients", s);
-            CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
+            EX_CHECK(tg_module_forward(m, &y, x), "training step %lld: reconstructing the batch",
+                     s);
+            EX_CHECK(tg_mse_loss(&loss, y, x, TG_REDUCTION_MEAN), "training step %lld: the MSE", s);
+            EX_CHECK(tg_backward(loss, NULL, NULL), "training step %lld: the gradients", s);
+            EX_CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
             seen += tg_tensor_dim(x, 0), total += tg_tensor_item(loss), count++;
             tg_scope_end();
             double now = ex_now_s();
@@ -168,23 +161,24 @@ static void evaluate(tg_module *m, tg_dataset *test, const char *dir)
     tg_tensor *x, *labels, *y, *mse, *parts[8], *grid;
     int64_t *idx = malloc(sizeof *idx * (size_t)n);
     for (int64_t i = 0; idx && i < n; i++) idx[i] = i;
-    CHECK(idx ? tg_dataset_batch(&x, &labels, test, idx, n) : tg_error_set(TG_ENOMEM, NULL),
-          "taking the first %lld test images", (long long)n);
+    EX_CHECK(idx ? tg_dataset_batch(&x, &labels, test, idx, n) : tg_error_set(TG_ENOMEM, NULL),
+             "taking the first %lld test images", (long long)n);
     free(idx);
     tg_scope_add(x), tg_scope_add(labels);
     tg_module_train(m, false);
     tg_no_grad_begin();
-    CHECK(tg_module_forward(m, &y, x), "reconstructing the test images");
-    CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN), "the MSE on the test images");
+    EX_CHECK(tg_module_forward(m, &y, x), "reconstructing the test images");
+    EX_CHECK(tg_mse_loss(&mse, y, x, TG_REDUCTION_MEAN), "the MSE on the test images");
     printf("test mse on %lld images: %.5f\n", (long long)n, tg_tensor_item(mse));
     char path[4096];
     snprintf(path, sizeof path, "%s/autoencoder_pairs.png", dir);
     for (int64_t r = 0; r < rows; r++) {
-        CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1), "arranging %s", path);
-        CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1), "arranging %s", path);
+        EX_CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1), "arranging %s", path);
+        EX_CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1), "arranging %s",
+                 path);
     }
-    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0), "arranging %s", path);
-    CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2), "writing %s", path);
+    EX_CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0), "arranging %s", path);
+    EX_CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2), "writing %s", path);
     printf("wrote %s (rows 1, 3, 5, 7: test inputs; rows 2, 4, 6, 8: reconstructions)\n", path);
     tg_no_grad_end();
 }
@@ -211,7 +205,7 @@ int main(int argc, char **argv)
         return EX_EXIT_FAIL;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads), tg_set_num_threads((int)o.threads);
-    CHECK(tg_scope_begin(), "starting");
+    EX_CHECK(tg_scope_begin(), "starting");
     tg_module *m = build_model(o.seed);
     printf("autoencoder: %lld weights, %lld training images, batch %lld, up to %lld epochs / "
            "%.0f s\n", (long long)tg_module_parameter_numel(m), (long long)tg_dataset_size(ds),

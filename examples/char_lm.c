@@ -28,14 +28,6 @@
 
 static const char *const prog = "char_lm";
 
-#define CHECK(call, ...)                                                          \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            exit(EX_EXIT_FAIL);                                                   \
-        }                                                                         \
-    } while (0)
-
 static const char builtin_text[] =
     "A transposed convolution spreads every input value over a window of the "
     "output, weighted by the kernel, and adds the windows where they overlap. "
@@ -146,35 +138,35 @@ static void build(model *md, const opts *o, int64_t vocab)
     md->lstm = !strcmp(o->model, "lstm");
     md->seq = o->seq;
     const int64_t e = md->lstm ? 32 : 64, h = md->lstm ? 128 : 64;
-    CHECK(tg_module_new(&md->root, &root_vt, NULL), "building the model");
-    CHECK(tg_nn_embedding_new(&md->embed, vocab, e, &rng), "building the model");
-    CHECK(tg_module_add_child(md->root, "embed", md->embed), "building the model");
+    EX_CHECK(tg_module_new(&md->root, &root_vt, NULL), "building the model");
+    EX_CHECK(tg_nn_embedding_new(&md->embed, vocab, e, &rng), "building the model");
+    EX_CHECK(tg_module_add_child(md->root, "embed", md->embed), "building the model");
     if (md->lstm) {
         tg_rnn_opts ro = TG_RNN_OPTS_INIT;
         ro.batch_first = true;
-        CHECK(tg_nn_lstm_new(&md->body, e, h, &ro, &rng), "building the model");
+        EX_CHECK(tg_nn_lstm_new(&md->body, e, h, &ro, &rng), "building the model");
     } else {
-        CHECK(tg_nn_embedding_new(&md->pos, o->seq, e, &rng), "building the model");
-        CHECK(tg_module_add_child(md->root, "pos", md->pos), "building the model");
+        EX_CHECK(tg_nn_embedding_new(&md->pos, o->seq, e, &rng), "building the model");
+        EX_CHECK(tg_module_add_child(md->root, "pos", md->pos), "building the model");
         tg_nn_transformer_encoder_layer_opts to = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
         to.dim_feedforward = 128;
         to.dropout = 0;
         to.batch_first = true;
         to.norm_first = true;
-        CHECK(tg_nn_transformer_encoder_layer_new(&md->body, e, 4, &to, &rng),
-              "building the model");
+        EX_CHECK(tg_nn_transformer_encoder_layer_new(&md->body, e, 4, &to, &rng),
+                 "building the model");
         const int64_t s = o->seq;
-        CHECK(tg_tensor_zeros(&md->mask, TG_F32, 2, (int64_t[]){s, s}), "building the mask");
+        EX_CHECK(tg_tensor_zeros(&md->mask, TG_F32, 2, (int64_t[]){s, s}), "building the mask");
         float *mk = tg_tensor_data(md->mask);
         for (int64_t i = 0; i < s; i++)
             for (int64_t j = i + 1; j < s; j++) mk[i * s + j] = -INFINITY;
-        CHECK(tg_tensor_zeros(&md->positions, TG_I64, 1, &s), "building the model");
+        EX_CHECK(tg_tensor_zeros(&md->positions, TG_I64, 1, &s), "building the model");
         int64_t *p = tg_tensor_data(md->positions);
         for (int64_t i = 0; i < s; i++) p[i] = i;
     }
-    CHECK(tg_module_add_child(md->root, "body", md->body), "building the model");
-    CHECK(tg_nn_linear_new(&md->head, h, vocab, true, &rng), "building the model");
-    CHECK(tg_module_add_child(md->root, "head", md->head), "building the model");
+    EX_CHECK(tg_module_add_child(md->root, "body", md->body), "building the model");
+    EX_CHECK(tg_nn_linear_new(&md->head, h, vocab, true, &rng), "building the model");
+    EX_CHECK(tg_module_add_child(md->root, "head", md->head), "building the model");
 }
 
 static void model_free(model *md)
@@ -211,8 +203,8 @@ static void batch(const unsigned char *text, size_t n, const int64_t *code, cons
                   tg_rng *rng, tg_tensor **idx, tg_tensor **tgt)
 {
     const int64_t b = o->batch, t = o->seq;
-    CHECK(tg_tensor_zeros(idx, TG_I64, 2, (int64_t[]){b, t}), "making a batch");
-    CHECK(tg_tensor_zeros(tgt, TG_I64, 1, (int64_t[]){b * t}), "making a batch");
+    EX_CHECK(tg_tensor_zeros(idx, TG_I64, 2, (int64_t[]){b, t}), "making a batch");
+    EX_CHECK(tg_tensor_zeros(tgt, TG_I64, 1, (int64_t[]){b * t}), "making a batch");
     int64_t *xi = tg_tensor_data(*idx), *yi = tg_tensor_data(*tgt);
     for (int64_t r = 0; r < b; r++) {
         size_t start = (size_t)(tg_rng_uniform(rng) * (double)(n - (size_t)t));
@@ -231,16 +223,16 @@ static void train_step(model *md, tg_optimizer *opt, tg_tensor *const *params, i
                        tg_tensor *idx, tg_tensor *tgt, int64_t vocab, double *loss)
 {
     tg_tensor *logits, *flat, *l;
-    CHECK(tg_scope_begin(), "training");
+    EX_CHECK(tg_scope_begin(), "training");
     tg_optimizer_zero_grad(opt);
-    CHECK(forward(md, &logits, idx, NULL, NULL), "running the model");
-    CHECK(tg_reshape(&flat, logits, 2, (int64_t[]){-1, vocab}), "running the model");
-    CHECK(tg_cross_entropy(&l, flat, tgt, TG_REDUCTION_MEAN), "computing the loss");
-    CHECK(tg_backward(l, NULL, NULL), "computing the gradients");
-    CHECK(tg_clip_grad_norm(NULL, n_params, params, 1.0, 2.0, false), "clipping the gradients");
-    CHECK(tg_optimizer_step(opt), "updating the weights");
+    EX_CHECK(forward(md, &logits, idx, NULL, NULL), "running the model");
+    EX_CHECK(tg_reshape(&flat, logits, 2, (int64_t[]){-1, vocab}), "running the model");
+    EX_CHECK(tg_cross_entropy(&l, flat, tgt, TG_REDUCTION_MEAN), "computing the loss");
+    EX_CHECK(tg_backward(l, NULL, NULL), "computing the gradients");
+    EX_CHECK(tg_clip_grad_norm(NULL, n_params, params, 1.0, 2.0, false), "clipping the gradients");
+    EX_CHECK(tg_optimizer_step(opt), "updating the weights");
     *loss = tg_tensor_item(l);
-    CHECK(tg_scope_end(), "training");
+    EX_CHECK(tg_scope_end(), "training");
 }
 
 /* Draws an index from softmax(logits / temperature). */
@@ -272,16 +264,16 @@ static void sample(model *md, const opts *o, const unsigned char *text, const in
     tg_tensor *h = NULL, *c = NULL;
     printf("sample (temperature %g):\n%c", o->temperature, byte[ctx[0]]);
     for (int64_t i = 0; i < o->sample; i++) {
-        CHECK(tg_scope_begin(), "sampling");
+        EX_CHECK(tg_scope_begin(), "sampling");
         /* the LSTM reads one byte with its state; the transformer the last seq */
         const int64_t t = md->lstm ? 1 : (i + 1 < md->seq ? i + 1 : md->seq);
         tg_tensor *idx, *logits;
-        CHECK(tg_tensor_from_data(&idx, TG_I64, 2, (int64_t[]){1, t}, ctx + i + 1 - t),
-              "sampling");
+        EX_CHECK(tg_tensor_from_data(&idx, TG_I64, 2, (int64_t[]){1, t}, ctx + i + 1 - t),
+                 "sampling");
         tg_scope_add(idx);
         tg_tensor *h1 = h, *c1 = c;
-        CHECK(forward(md, &logits, idx, md->lstm ? &h1 : NULL, md->lstm ? &c1 : NULL),
-              "sampling");
+        EX_CHECK(forward(md, &logits, idx, md->lstm ? &h1 : NULL, md->lstm ? &c1 : NULL),
+                 "sampling");
         if (md->lstm) {   /* keep the new state past the scope */
             tg_tensor_release(h);
             tg_tensor_release(c);
@@ -289,11 +281,11 @@ static void sample(model *md, const opts *o, const unsigned char *text, const in
             c = tg_tensor_retain(c1);
         }
         tg_tensor *last;
-        CHECK(tg_contiguous(&last, logits), "sampling");
+        EX_CHECK(tg_contiguous(&last, logits), "sampling");
         ctx[i + 1] = draw((const float *)tg_tensor_data(last) + (t - 1) * vocab, vocab,
                           o->temperature, &rng);
         putchar(byte[ctx[i + 1]]);
-        CHECK(tg_scope_end(), "sampling");
+        EX_CHECK(tg_scope_end(), "sampling");
     }
     putchar('\n');
     tg_tensor_release(h);
@@ -333,11 +325,11 @@ int main(int argc, char **argv)
     build(&md, &o, vocab);
     tg_tensor **params;
     int n_params;
-    CHECK(tg_module_parameters(md.root, &params, &n_params), "listing the weights");
+    EX_CHECK(tg_module_parameters(md.root, &params, &n_params), "listing the weights");
     tg_adam_opts ao = TG_ADAM_OPTS_INIT;
     ao.lr = o.lr;
     tg_optimizer *opt;
-    CHECK(tg_adam_from_module(&opt, md.root, &ao), "making the optimizer");
+    EX_CHECK(tg_adam_from_module(&opt, md.root, &ao), "making the optimizer");
     printf("char_lm: %s, %lld weights, %zu bytes of text, %lld distinct, windows of %lld\n",
            o.model, (long long)tg_module_parameter_numel(md.root), n, (long long)vocab,
            (long long)o.seq);
@@ -347,10 +339,10 @@ int main(int argc, char **argv)
     double first = 0, avg = 0, loss = 0;
     for (int64_t s = 1; s <= o.steps; s++) {
         tg_tensor *idx, *tgt;
-        CHECK(tg_scope_begin(), "training");
+        EX_CHECK(tg_scope_begin(), "training");
         batch(text, n, code, &o, &rng, &idx, &tgt);
         train_step(&md, opt, params, n_params, idx, tgt, vocab, &loss);
-        CHECK(tg_scope_end(), "training");
+        EX_CHECK(tg_scope_end(), "training");
         if (s == 1) first = loss;
         avg = s == 1 ? loss : 0.9 * avg + 0.1 * loss;
         if (s == 1 || s % 50 == 0 || s == o.steps)

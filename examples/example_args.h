@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <tapegrad/data.h>
 #include <tapegrad/nn.h>
@@ -93,6 +94,18 @@ void ex_fail(const char *prog, const char *fmt, ...)
         if ((call) < 0) {                                                         \
             ex_fail(prog, __VA_ARGS__);                                           \
             goto done;                                                            \
+        }                                                                         \
+    } while (0)
+
+/* In a file whose program name is `prog`: when call fails, ex_fail(prog,
+ * ...) (what the program was doing, printf-style) and exit with
+ * EX_EXIT_FAIL.  For the small examples' set-up and training loops, which
+ * own nothing the exit would lose. */
+#define EX_CHECK(call, ...)                                                       \
+    do {                                                                          \
+        if ((call) < 0) {                                                         \
+            ex_fail(prog, __VA_ARGS__);                                           \
+            exit(EX_EXIT_FAIL);                                                   \
         }                                                                         \
     } while (0)
 

@@ -28,14 +28,6 @@ static const char prog[] = "fmnist_classifier";
 
 /* Runs call; when it fails, prints "fmnist_classifier: <what>: <the library's
  * message>" and exits with status 1. */
-#define CHECK(call, ...)                                                          \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            exit(EX_EXIT_FAIL);                                                   \
-        }                                                                         \
-    } while (0)
-
 typedef struct opts {
     int64_t epochs, batch, threads;
     double lr;
@@ -70,12 +62,12 @@ static double accuracy(tg_module *net, const tg_dataset *ds)
 {
     const int64_t n = tg_dataset_size(ds);
     int64_t *idx = malloc((size_t)n * sizeof *idx), hits = 0;
-    if (!idx) CHECK(tg_error_set(TG_ENOMEM, "out of memory"), "indexing the test set");
+    if (!idx) EX_CHECK(tg_error_set(TG_ENOMEM, "out of memory"), "indexing the test set");
     for (int64_t i = 0; i < n; i++) idx[i] = i;
     tg_tensor *x, *y, *feat, *logits;
-    CHECK(tg_dataset_batch(&x, &y, ds, idx, n), "taking the test images");
+    EX_CHECK(tg_dataset_batch(&x, &y, ds, idx, n), "taking the test images");
     free(idx);
-    CHECK(tg_fid_features(&feat, &logits, net, x), "classifying the test images");
+    EX_CHECK(tg_fid_features(&feat, &logits, net, x), "classifying the test images");
     const float *l = tg_tensor_cdata(logits);
     const int64_t *lab = tg_tensor_cdata(y);
     for (int64_t i = 0; i < n; i++) {
@@ -99,15 +91,15 @@ static double train_epoch(tg_module *net, tg_optimizer *opt, tg_loader *ld, int6
     int64_t steps = 0;
     int got;
     tg_module_train(net, true);
-    CHECK(tg_loader_reset(ld, epoch), "shuffling the training set");
+    EX_CHECK(tg_loader_reset(ld, epoch), "shuffling the training set");
     while ((got = tg_loader_next(ld, &x, &labels)) != 0) {
-        CHECK(got, "taking a batch of epoch %lld", (long long)epoch + 1);
+        EX_CHECK(got, "taking a batch of epoch %lld", (long long)epoch + 1);
         tg_optimizer_zero_grad(opt);
-        CHECK(tg_module_forward(net, &logits, x), "the forward pass");
-        CHECK(tg_cross_entropy(&loss, logits, labels, TG_REDUCTION_MEAN), "the loss");
-        CHECK(tg_backward(loss, NULL, NULL), "the gradients");
-        CHECK(tg_optimizer_step(opt), "updating the weights");
-        CHECK(tg_tensor_get_flat(loss, 0, &l), "reading the loss");
+        EX_CHECK(tg_module_forward(net, &logits, x), "the forward pass");
+        EX_CHECK(tg_cross_entropy(&loss, logits, labels, TG_REDUCTION_MEAN), "the loss");
+        EX_CHECK(tg_backward(loss, NULL, NULL), "the gradients");
+        EX_CHECK(tg_optimizer_step(opt), "updating the weights");
+        EX_CHECK(tg_tensor_get_flat(loss, 0, &l), "reading the loss");
         sum += l;
         steps++;
         tg_tensor_release(loss);
@@ -122,14 +114,14 @@ static void save(const tg_module *net, const opts *o, double acc)
 {
     tg_st_file *f;
     char meta[256];
-    CHECK(tg_st_new(&f), "collecting the weights");
-    CHECK(tg_module_state_dict_save(net, f, NULL), "collecting the weights");
+    EX_CHECK(tg_st_new(&f), "collecting the weights");
+    EX_CHECK(tg_module_state_dict_save(net, f, NULL), "collecting the weights");
     snprintf(meta, sizeof meta, "fmnist_classifier --epochs %lld --batch %lld --lr %g --seed %llu",
              (long long)o->epochs, (long long)o->batch, o->lr, (unsigned long long)o->seed);
-    CHECK(tg_st_meta_set(f, "command", meta), "collecting the weights");
+    EX_CHECK(tg_st_meta_set(f, "command", meta), "collecting the weights");
     snprintf(meta, sizeof meta, "%.4f", acc);
-    CHECK(tg_st_meta_set(f, "test_accuracy", meta), "collecting the weights");
-    CHECK(tg_safetensors_save(f, o->weights), "saving the weights to %s", o->weights);
+    EX_CHECK(tg_st_meta_set(f, "test_accuracy", meta), "collecting the weights");
+    EX_CHECK(tg_safetensors_save(f, o->weights), "saving the weights to %s", o->weights);
     tg_st_free(f);
 }
 
@@ -147,28 +139,28 @@ int main(int argc, char **argv)
     }
     tg_dataset *train, *test;
     const char *dir = o.data ? o.data : TG_FASHION_MNIST_DIR;
-    CHECK(tg_fashion_mnist_load(&train, o.data, true), "loading the training set from %s", dir);
-    CHECK(tg_fashion_mnist_load(&test, o.data, false), "loading the test set from %s", dir);
+    EX_CHECK(tg_fashion_mnist_load(&train, o.data, true), "loading the training set from %s", dir);
+    EX_CHECK(tg_fashion_mnist_load(&test, o.data, false), "loading the test set from %s", dir);
     tg_rng rng;
     tg_rng_init(&rng, o.seed);
     tg_module *net;
-    CHECK(tg_fid_net_new(&net, &rng), "building the network");
+    EX_CHECK(tg_fid_net_new(&net, &rng), "building the network");
     tg_tensor **params;
     int np;
     tg_optimizer *opt;
     tg_adam_opts ao = TG_ADAM_OPTS_INIT;
     ao.lr = o.lr;
-    CHECK(tg_module_parameters(net, &params, &np), "setting up Adam");
-    CHECK(tg_adam_new(&opt, np, params, &ao), "setting up Adam");
+    EX_CHECK(tg_module_parameters(net, &params, &np), "setting up Adam");
+    EX_CHECK(tg_adam_new(&opt, np, params, &ao), "setting up Adam");
     free(params);
     tg_loader *ld;
     tg_loader_options lo = {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
                             .drop_last = true};
-    CHECK(tg_loader_new(&ld, train, &lo), "setting up the batches of the training set");
+    EX_CHECK(tg_loader_new(&ld, train, &lo), "setting up the batches of the training set");
     double t0 = ex_now_s(), acc = 0;
     for (int64_t e = 0; e < o.epochs; e++) {
         if (e == o.epochs - 1 && o.epochs > 1)
-            CHECK(tg_optimizer_set_lr(opt, o.lr / 10), "lowering the learning rate");
+            EX_CHECK(tg_optimizer_set_lr(opt, o.lr / 10), "lowering the learning rate");
         double loss = train_epoch(net, opt, ld, e);
         acc = accuracy(net, test);
         printf("epoch %lld  loss %.4f  test accuracy %.4f  %.0f s\n", (long long)e + 1, loss,

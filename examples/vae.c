@@ -39,14 +39,6 @@ static const char prog[] = "vae";
 
 /* Runs call; when it fails, prints "vae: <what the program was doing>:
  * <the library's message>" and exits with status 1. */
-#define CHECK(call, ...)                                                          \
-    do {                                                                          \
-        if ((call) < 0) {                                                         \
-            ex_fail(prog, __VA_ARGS__);                                           \
-            exit(EX_EXIT_FAIL);                                                   \
-        }                                                                         \
-    } while (0)
-
 typedef struct opts {
     int64_t epochs, steps, batch, threads, latent;
     double seconds, lr;
@@ -83,8 +75,8 @@ static int apply(void *opts_, const char *name, const char *v)
 /* Appends *m, made by the call that returned rc (*m is read after it). */
 static void add(tg_module *seq, int rc, tg_module **m)
 {
-    CHECK(rc, "building the model");
-    CHECK(tg_nn_sequential_append(seq, *m), "building the model");
+    EX_CHECK(rc, "building the model");
+    EX_CHECK(tg_nn_sequential_append(seq, *m), "building the model");
 }
 
 /* Conv2d or ConvTranspose2d with kernel 4, stride 2, padding 1 (28 <-> 14 <-> 7). */
@@ -105,26 +97,26 @@ static tg_module *build_model(int64_t latent, uint64_t seed)
     tg_rng rng;
     tg_rng_init(&rng, seed);
     const int64_t hidden = 64 * 7 * 7, shape[3] = {64, 7, 7};
-    CHECK(tg_nn_sequential_new(&enc), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&enc), "building the model");
     add(enc, conv(&l, false, 1, 32, &rng), &l);
     add(enc, tg_nn_activation_new(&l, TG_ACT_RELU, 0), &l);
     add(enc, conv(&l, false, 32, 64, &rng), &l);
     add(enc, tg_nn_activation_new(&l, TG_ACT_RELU, 0), &l);
     add(enc, tg_nn_flatten_new(&l, 1, -1), &l);
-    CHECK(tg_nn_linear_new(&mu, hidden, latent, true, &rng), "building the model");
-    CHECK(tg_nn_linear_new(&logvar, hidden, latent, true, &rng), "building the model");
-    CHECK(tg_nn_sequential_new(&dec), "building the model");
+    EX_CHECK(tg_nn_linear_new(&mu, hidden, latent, true, &rng), "building the model");
+    EX_CHECK(tg_nn_linear_new(&logvar, hidden, latent, true, &rng), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&dec), "building the model");
     add(dec, tg_nn_linear_new(&l, latent, hidden, true, &rng), &l);
     add(dec, tg_nn_activation_new(&l, TG_ACT_RELU, 0), &l);
     add(dec, tg_nn_unflatten_new(&l, 1, 3, shape), &l);
     add(dec, conv(&l, true, 64, 32, &rng), &l);
     add(dec, tg_nn_activation_new(&l, TG_ACT_RELU, 0), &l);
     add(dec, conv(&l, true, 32, 1, &rng), &l);
-    CHECK(tg_nn_sequential_new(&m), "building the model");
-    CHECK(tg_module_add_child(m, "encoder", enc), "building the model");
-    CHECK(tg_module_add_child(m, "fc_mu", mu), "building the model");
-    CHECK(tg_module_add_child(m, "fc_logvar", logvar), "building the model");
-    CHECK(tg_module_add_child(m, "decoder", dec), "building the model");
+    EX_CHECK(tg_nn_sequential_new(&m), "building the model");
+    EX_CHECK(tg_module_add_child(m, "encoder", enc), "building the model");
+    EX_CHECK(tg_module_add_child(m, "fc_mu", mu), "building the model");
+    EX_CHECK(tg_module_add_child(m, "fc_logvar", logvar), "building the model");
+    EX_CHECK(tg_module_add_child(m, "decoder", dec), "building the model");
     return m;
 }
 
@@ -172,26 +164,26 @@ static void train(tg_module *m, tg_dataset *ds, const opts *o)
     tg_rng_init(&rng, o->seed + 1);
     tg_adam_opts ao = TG_ADAM_OPTS_INIT;
     ao.lr = o->lr;
-    CHECK(tg_adam_from_module(&opt, m, &ao), "setting up Adam");
+    EX_CHECK(tg_adam_from_module(&opt, m, &ao), "setting up Adam");
     tg_loader_options lo = {.batch_size = o->batch, .shuffle = true, .seed = o->seed,
                             .drop_last = true};
-    CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
+    EX_CHECK(tg_loader_new(&ld, ds, &lo), "setting up the batches of the training set");
     int64_t step = 0, seen = 0, count = 0;
     double t0 = ex_now_s(), last = t0, sum_rec = 0, sum_kl = 0;
     bool done = false;
     for (int64_t e = 0; e < o->epochs && !done; e++) {
-        CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
+        EX_CHECK(tg_loader_reset(ld, e), "shuffling the training set for epoch %lld", (long long)e);
         tg_tensor *x, *labels, *logits, *rec, *kl, *loss;
         int got;
         while (!done && (got = tg_loader_next(ld, &x, &labels)) != 0) {
             const long long s = (long long)++step;
-            CHECK(got, "taking batch %lld", s);
-            CHECK(tg_scope_begin(), "training step %lld", s);
+            EX_CHECK(got, "taking batch %lld", s);
+            EX_CHECK(tg_scope_begin(), "training step %lld", s);
             tg_scope_add(x), tg_scope_add(labels);
             tg_optimizer_zero_grad(opt);
-            CHECK(vae_loss(m, x, &rng, &logits, &rec, &kl, &loss), "training step %lld", s);
-            CHECK(tg_backward(loss, NULL, NULL), "training step %lld: the gradients", s);
-            CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
+            EX_CHECK(vae_loss(m, x, &rng, &logits, &rec, &kl, &loss), "training step %lld", s);
+            EX_CHECK(tg_backward(loss, NULL, NULL), "training step %lld: the gradients", s);
+            EX_CHECK(tg_optimizer_step(opt), "training step %lld: updating the weights", s);
             seen += tg_tensor_dim(x, 0), count++;
             sum_rec += tg_tensor_item(rec), sum_kl += tg_tensor_item(kl);
             tg_scope_end();
@@ -219,33 +211,34 @@ static void evaluate(tg_module *m, tg_dataset *test, const opts *o)
     tg_tensor *x, *labels, *logits, *rec, *kl, *loss, *y, *parts[8], *grid, *z, *s;
     int64_t *idx = malloc(sizeof *idx * (size_t)n);
     for (int64_t i = 0; idx && i < n; i++) idx[i] = i;
-    CHECK(idx ? tg_dataset_batch(&x, &labels, test, idx, n) : tg_error_set(TG_ENOMEM, NULL),
-          "taking the first %lld test images", (long long)n);
+    EX_CHECK(idx ? tg_dataset_batch(&x, &labels, test, idx, n) : tg_error_set(TG_ENOMEM, NULL),
+             "taking the first %lld test images", (long long)n);
     free(idx);
     tg_scope_add(x), tg_scope_add(labels);
     tg_module_train(m, false);
     tg_no_grad_begin();
-    CHECK(vae_loss(m, x, NULL, &logits, &rec, &kl, &loss), "the loss on the test images");
+    EX_CHECK(vae_loss(m, x, NULL, &logits, &rec, &kl, &loss), "the loss on the test images");
     printf("test loss on %lld images (z = mu): %.2f (reconstruction %.2f + kl %.2f)\n",
            (long long)n, tg_tensor_item(loss), tg_tensor_item(rec), tg_tensor_item(kl));
     char path[4096];
     snprintf(path, sizeof path, "%s/vae_pairs.png", o->out);
-    CHECK(tg_sigmoid(&y, logits), "arranging %s", path);
+    EX_CHECK(tg_sigmoid(&y, logits), "arranging %s", path);
     for (int64_t r = 0; r < rows; r++) {
-        CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1), "arranging %s", path);
-        CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1), "arranging %s", path);
+        EX_CHECK(tg_slice(&parts[2 * r], x, 0, per * r, per * r + per, 1), "arranging %s", path);
+        EX_CHECK(tg_slice(&parts[2 * r + 1], y, 0, per * r, per * r + per, 1), "arranging %s",
+                 path);
     }
-    CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0), "arranging %s", path);
-    CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2), "writing %s", path);
+    EX_CHECK(tg_cat(&grid, (int)(2 * rows), parts, 0), "arranging %s", path);
+    EX_CHECK(tg_png_write_grid(path, grid, (int)per, 0.0, 1.0, 2), "writing %s", path);
     printf("wrote %s (rows 1, 3, 5, 7: test inputs; rows 2, 4, 6, 8: reconstructions)\n", path);
     tg_rng rng;
     tg_rng_init(&rng, o->seed + 2);
     snprintf(path, sizeof path, "%s/vae_samples.png", o->out);
-    CHECK(tg_tensor_randn(&z, TG_F32, 2, (int64_t[]){64, o->latent}, &rng), "drawing z");
+    EX_CHECK(tg_tensor_randn(&z, TG_F32, 2, (int64_t[]){64, o->latent}, &rng), "drawing z");
     tg_scope_add(z);
-    CHECK(tg_module_forward(tg_module_child(m, "decoder"), &logits, z), "decoding samples");
-    CHECK(tg_sigmoid(&s, logits), "decoding samples");
-    CHECK(tg_png_write_grid(path, s, 8, 0.0, 1.0, 2), "writing %s", path);
+    EX_CHECK(tg_module_forward(tg_module_child(m, "decoder"), &logits, z), "decoding samples");
+    EX_CHECK(tg_sigmoid(&s, logits), "decoding samples");
+    EX_CHECK(tg_png_write_grid(path, s, 8, 0.0, 1.0, 2), "writing %s", path);
     printf("wrote %s (64 images decoded from z ~ N(0, I))\n", path);
     tg_no_grad_end();
 }
@@ -273,7 +266,7 @@ int main(int argc, char **argv)
         return EX_EXIT_FAIL;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads), tg_set_num_threads((int)o.threads);
-    CHECK(tg_scope_begin(), "starting");
+    EX_CHECK(tg_scope_begin(), "starting");
     tg_module *m = build_model(o.latent, o.seed);
     printf("vae: %lld weights, latent %lld, %lld training images, batch %lld, up to %lld "
            "epochs / %.0f s\n", (long long)tg_module_parameter_numel(m), (long long)o.latent,
