@@ -1,9 +1,11 @@
 /* tests/fuzz/target_tape_ops.c - the "tape" program's instructions that make
  * tensors and compute new ones from them: elementwise, reduction, view,
- * matmul, conv, batch_norm and loss ops (target_tape.h). */
+ * matmul and the other products, einsum, attention, conv, batch_norm and loss
+ * ops (target_tape.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "target_tape.h"
 
@@ -108,9 +110,14 @@ int op_binary(prog *g)
 {
     int i = u8(g) % SLOTS;
     tg_tensor *a = slot(g), *b = slot(g), *y = NULL;
-    uint8_t k = u8(g) % 15;
+    uint8_t k = u8(g) % 24;
     if (big(a) || big(b) || broadcast_numel(a, b) > MAX_ELEMS) return 0;
-    if ((k == 5 || k == 6) && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
+    /* the products: their work, and the outer products' results, bounded */
+    const bool product = k == 5 || k == 6 || (k >= 15 && k <= 19) || k >= 22;
+    if (product && too_much_work(a, b, a && tg_tensor_ndim(a) ? tg_tensor_dim(a, -1) : 1))
+        return 0;
+    if ((k == 19 || k == 22) && a && b &&
+        (double)tg_tensor_numel(a) * (double)tg_tensor_numel(b) > MAX_ELEMS)
         return 0;
     int rc;
     switch (k) {
@@ -155,6 +162,52 @@ int op_binary(prog *g)
         if (o & 4) eo.max_norm = value(u8(g));
         if (o & 8) eo.norm_type = value(u8(g));
         rc = tg_embedding_ex(&y, a, b, &eo);
+        break;
+    }
+    case 15: rc = tg_mm(&y, a, b); break;
+    case 16: rc = tg_bmm(&y, a, b); break;
+    case 17: rc = tg_mv(&y, a, b); break;
+    case 18: rc = tg_dot(&y, a, b); break;
+    case 19: rc = tg_outer(&y, a, b); break;
+    case 20: {   /* tril or triu of a, diagonal from the program */
+        const uint8_t d = u8(g);
+        rc = (d & 1 ? tg_triu : tg_tril)(&y, a, (int64_t)(d >> 1) % 7 - 3);
+        break;
+    }
+    case 21: {   /* addmm or baddbmm(a, b, c): c from a third slot */
+        tg_tensor *c = slot(g);
+        const uint8_t d = u8(g);
+        if (big(c) || too_much_work(b, c, b && tg_tensor_ndim(b) ? tg_tensor_dim(b, -1) : 1))
+            return 0;
+        const double beta = value(u8(g)), alpha = value(u8(g));
+        rc = (d & 1 ? tg_baddbmm : tg_addmm)(&y, a, b, c, beta, alpha);
+        break;
+    }
+    case 22: {   /* einsum of a and b (or of a alone), good and bad equations */
+        static const char *const eq[] = {
+            "ij,jk->ik", "bij,bjk->bik", "ij,kj", "i,i->", "i,j->ij", "...ij,...jk",
+            "ij->ji", "ii->i", "ii", "ij->", "bhqd,bhkd->bhqk", "ij,jk->il", "i->ii",
+            "ij,jk,kl->il", "a b->ab", "", "ij,ij->ij", "...,..."};
+        const uint8_t d = u8(g);
+        const char *e = eq[d % (sizeof eq / sizeof *eq)];
+        const int n = strchr(e, ',') ? 2 : 1;
+        rc = tg_einsum(&y, e, (d & 0x80) ? 3 - n : n, (tg_tensor *const[]){a, b});
+        break;
+    }
+    case 23: {   /* scaled dot-product attention(a, b, c), a mask from a fourth slot */
+        tg_tensor *c = slot(g), *mask = slot(g);
+        const uint8_t d = u8(g);
+        if (big(c) || big(mask) || too_much_work(b, c, 1)) return 0;
+        tg_attention_opts ao = TG_ATTENTION_OPTS_INIT;
+        ao.attn_mask = d & 1 ? mask : NULL;
+        ao.dropout_p = d & 2 ? 0.25 : 0.0;
+        ao.training = d & 4;
+        tg_rng rng;
+        tg_rng_init(&rng, d);
+        ao.rng = d & 8 ? &rng : NULL;
+        tg_tensor *w = NULL;
+        rc = tg_scaled_dot_product_attention(&y, d & 16 ? &w : NULL, a, b, c, &ao);
+        tg_tensor_release(w);
         break;
     }
     default: {
