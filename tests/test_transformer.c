@@ -4,7 +4,8 @@
  * src_key_padding_mask; output and the gradients of src and of every
  * parameter; f32 and f64), its children and state-dict keys, gradients of
  * first and second order by finite differences, dropout in train and eval,
- * and the refusals.
+ * the options it reports (tg_nn_transformer_encoder_layer_params) and the
+ * refusals.
  * Goldens: scripts/make_attention_goldens.py (its "tel" cases). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -226,5 +227,32 @@ Test(transformer, refusals_name_the_argument)
                       "attn_mask is (3, 4); it must be (L, S) = (3, 3)", y);
     th_expect_refused(tg_module_forward(m, &y, x5), TG_ESHAPE, "d_model=4", y);
     th_release_all(3, (tg_tensor *[]){x5, x, bad});
+    tg_module_release(m);
+}
+
+Test(transformer, params_give_what_it_was_made_with)
+{
+    tg_module *m = small_layer(true, 0.25, 7), *lin = NULL;
+    int64_t d = 0, h = 0;
+    tg_nn_transformer_encoder_layer_opts o = {0};
+    OK(tg_nn_transformer_encoder_layer_params(m, &d, &h, &o));
+    cr_assert(eq(i64, d, 4));
+    cr_assert(eq(i64, h, 2));
+    cr_assert(eq(i64, o.dim_feedforward, 6));
+    cr_assert(eq(dbl, o.dropout, 0.25));
+    cr_assert(eq(int, (int)o.activation, (int)TG_ACT_GELU));
+    cr_assert(eq(dbl, o.layer_norm_eps, 1e-5));
+    cr_assert(o.norm_first && !o.batch_first);
+    cr_assert(eq(u64, o.seed, 7));
+    OK(tg_nn_transformer_encoder_layer_params(m, NULL, NULL, NULL));
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    OK(tg_nn_linear_new(&lin, 2, 2, true, &rng));
+    th_expect_refused(tg_nn_transformer_encoder_layer_params(lin, &d, NULL, NULL), TG_EINVAL,
+                      "nn_transformer_encoder_layer_params: m is a Linear module, not "
+                      "TransformerEncoderLayer", NULL);
+    th_expect_refused(tg_nn_transformer_encoder_layer_params(NULL, &d, NULL, NULL), TG_EINVAL,
+                      "m must not be NULL", NULL);
+    tg_module_release(lin);
     tg_module_release(m);
 }

@@ -169,6 +169,12 @@ typedef struct tg_nn_transformer_encoder_layer_opts {
 TG_API int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
                                                const tg_nn_transformer_encoder_layer_opts *opts,
                                                tg_rng *rng);
+/* What a TransformerEncoderLayer was made with (opts as given, or torch's
+ * defaults).  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming
+ * its type, another module. */
+TG_API int tg_nn_transformer_encoder_layer_params(const tg_module *m, int64_t *d_model,
+                                                  int64_t *nhead,
+                                                  tg_nn_transformer_encoder_layer_opts *opts);
 /* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask):
  * src (S, N, E) ((N, S, E) with batch_first, (S, E) unbatched); the masks
  * (NULL: none) as MultiheadAttention's attn_mask and key_padding_mask.

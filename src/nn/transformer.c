@@ -14,8 +14,8 @@
 #define FWD "transformer_encoder_layer"
 
 typedef struct tel_state {
-    int64_t d_model;
-    bool norm_first;
+    int64_t d_model, nhead;
+    tg_nn_transformer_encoder_layer_opts o;   /* what it was made with */
 } tel_state;
 
 static int tel_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
@@ -75,7 +75,7 @@ int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_
              fn, (int)o.activation);
     TG_CHECK(o.layer_norm_eps > 0.0, TG_EINVAL, "%s: layer_norm_eps=%g must be > 0", fn,
              o.layer_norm_eps);
-    const tel_state s = {.d_model = d_model, .norm_first = o.norm_first};
+    const tel_state s = {.d_model = d_model, .nhead = nhead, .o = o};
     tg_module *m = NULL;
     TG_TRY(tg__module_new_state(&m, &tel_vt, &s));
     int rc = tel_children(m, d_model, nhead, &o, rng);
@@ -84,6 +84,20 @@ int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_
         return rc;
     }
     *out = m;
+    return TG_OK;
+}
+
+int tg_nn_transformer_encoder_layer_params(const tg_module *m, int64_t *d_model, int64_t *nhead,
+                                           tg_nn_transformer_encoder_layer_opts *opts)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "nn_transformer_encoder_layer_params: m must not be NULL");
+    TG_CHECK(m->vt == &tel_vt, TG_EINVAL,
+             "nn_transformer_encoder_layer_params: m is a %s module, not TransformerEncoderLayer",
+             tg_module_type_name(m));
+    const tel_state *s = m->state;
+    if (d_model) *d_model = s->d_model;
+    if (nhead) *nhead = s->nhead;
+    if (opts) *opts = s->o;
     return TG_OK;
 }
 
@@ -126,7 +140,7 @@ static int ff_block(tg_module *m, tg_tensor **y, tg_tensor *x)
 /* The forward at library depth, src checked. */
 static int run(tg_module *m, tg_tensor **y, tg_tensor *x, tg_tensor *mask, tg_tensor *kpm)
 {
-    const bool pre = ((const tel_state *)m->state)->norm_first;
+    const bool pre = ((const tel_state *)m->state)->o.norm_first;
     enum { N1, SA, X1, N2, FF, X2, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc;

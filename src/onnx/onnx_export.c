@@ -48,6 +48,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"ConvTranspose", tg__onnx_emit_conv, NULL},
     {"BatchNorm", tg__onnx_emit_batchnorm, NULL},
     {"LayerNorm", tg__onnx_emit_layer_norm, NULL},
+    {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL},
+    {"MultiheadAttention", NULL, tg__onnx_refuse_multihead_attention},
     {"GroupNorm", tg__onnx_emit_group_norm, NULL},
     {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL},
     {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL},

@@ -169,4 +169,8 @@ int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);
 int tg__onnx_emit_layer_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y);
+/* TransformerEncoderLayer, its self-attention written out; MultiheadAttention
+ * on its own (three inputs) refused (onnx_attention.c). */
+int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y);
+int tg__onnx_refuse_multihead_attention(const tg_module *m, const char *path);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);
