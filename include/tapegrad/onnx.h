@@ -18,7 +18,8 @@
  * every tg_conv_params option (a fused activation becomes its own node),
  * BatchNorm with running statistics (inference form), the activations,
  * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
- * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, and the
+ * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
+ * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes, and the
  * QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything
  * else is TG_EUNSUPPORTED with a message naming the module's path and type
  * ("onnx_export: module '2' (MyBlock) is not supported"); parameters that
