@@ -3,7 +3,8 @@
  * torch's keys, shapes and init bounds; options read back; a safetensors
  * round trip and a copy; inter-layer dropout in training and eval, through
  * recomputation and checkpoints; refusals that name the argument and write
- * nothing; the ONNX exporter's refusal; scope capture. */
+ * nothing; the ONNX exporter's refusal of the cells (the layers' export:
+ * tests/test_onnx_rnn.c); scope capture. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -297,21 +298,21 @@ Test(rnn_api, forwards_refuse_bad_arguments)
     tg_module_release(cell);
 }
 
-/* The ONNX exporter has no form for these modules: it refuses them by
- * name, writing no file. */
-Test(rnn_api, onnx_export_refuses)
+/* The ONNX exporter has no form for the cells: it refuses them by name,
+ * writing no file. */
+Test(rnn_api, onnx_export_refuses_cells)
 {
     tg_rng rng;
     tg_rng_init(&rng, 1);
     tg_module *m = NULL;
-    cr_assert(eq(int, tg_nn_gru_new(&m, 3, 4, NULL, &rng), TG_OK));
-    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){5, 2, 3}, 1);
+    cr_assert(eq(int, tg_nn_gru_cell_new(&m, 3, 4, true, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){2, 3}, 1);
     char path[256];
-    th_tmp_path(path, sizeof path, "gru.onnx");
+    th_tmp_path(path, sizeof path, "gru_cell.onnx");
     int rc = tg_onnx_export(m, x, path, NULL);
     cr_assert(eq(int, rc, TG_EUNSUPPORTED));
     if (tg_onnx_available())
-        cr_assert(strstr(tg_error_message(), "(GRU) is not supported") != NULL, "%s",
+        cr_assert(strstr(tg_error_message(), "(GRUCell) is not supported") != NULL, "%s",
                   tg_error_message());
     cr_assert(th_exists(path) == false);
     tg_tensor_release(x);

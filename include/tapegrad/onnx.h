@@ -18,7 +18,8 @@
  * every tg_conv_params option (a fused activation becomes its own node),
  * BatchNorm with running statistics (inference form), the activations,
  * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
- * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs,
+ * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
+ * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes,
  * TransformerEncoderLayer run without masks (its self-attention written
  * out; a MultiheadAttention on its own, with three inputs, is refused), and
  * the QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything

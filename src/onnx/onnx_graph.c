@@ -205,6 +205,24 @@ int tg__onnx_attr_str(tg__onnx *g, tg__onnx_node *n, const char *name, const cha
     return TG_OK;
 }
 
+int tg__onnx_attr_strs(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
+                       const char *const *v)
+{
+    Onnx__AttributeProto *a =
+        tg__onnx_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+    ProtobufCBinaryData *list = tg__onnx_alloc(g, (size_t)(count > 0 ? count : 1) * sizeof *list);
+    if (!a || !list) return TG_ENOMEM;
+    for (int i = 0; i < count; i++) {
+        const char *copy = tg__onnx_str(g, "%s", v[i]);
+        if (!copy) return TG_ENOMEM;
+        list[i].len = strlen(copy);
+        list[i].data = (uint8_t *)copy;
+    }
+    a->n_strings = (size_t)count;
+    a->strings = list;
+    return TG_OK;
+}
+
 int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
                        const int64_t *v)
 {

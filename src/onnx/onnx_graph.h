@@ -53,6 +53,9 @@ int tg__onnx_attr_ints(tg__onnx *g, tg__onnx_node *n, const char *name, int coun
                        const int64_t *v);
 /* A string attribute (copied; ONNX stores its bytes, without the NUL). */
 int tg__onnx_attr_str(tg__onnx *g, tg__onnx_node *n, const char *name, const char *v);
+/* A list-of-strings attribute (RNN's activations; each copied). */
+int tg__onnx_attr_strs(tg__onnx *g, tg__onnx_node *n, const char *name, int count,
+                       const char *const *v);
 
 /* An initializer `name` of ONNX data type dt and the given shape, from
  * numel(shape) values of elem_size bytes (little-endian raw data, copied). */
@@ -174,3 +177,7 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y);
 int tg__onnx_refuse_multihead_attention(const tg_module *m, const char *path);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);
+/* RNN, LSTM and GRU as one ONNX RNN / LSTM / GRU node per layer; an LSTM
+ * with proj_size > 0 refused before its forward runs (onnx_rnn.c). */
+int tg__onnx_emit_rnn(const tg__onnx_site *s, const char **y);
+int tg__onnx_refuse_rnn(const tg_module *m, const char *path);

@@ -21,11 +21,14 @@ import onnx.numpy_helper
 
 
 def attr_value(a):
-    """An attribute's value as JSON writes it: a string, a number or a list."""
+    """An attribute's value as JSON writes it: a string, a number or a list
+    (of numbers or strings)."""
     v = onnx.helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode()
-    return v if isinstance(v, (int, float)) else list(v)
+    if isinstance(v, (int, float)):
+        return v
+    return [e.decode() if isinstance(e, bytes) else e for e in v]
 
 
 def check_graph(model, meta):

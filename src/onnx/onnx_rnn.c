@@ -1,0 +1,212 @@
+/* src/onnx/onnx_rnn.c - nn.RNN, nn.LSTM and nn.GRU as ONNX nodes (opset
+ * 17), as torch.onnx.export of PyTorch 1.13 writes them: one RNN / LSTM /
+ * GRU node per layer, both directions in one node (direction
+ * "bidirectional") when bidirectional.
+ *
+ * A node takes X (L, N, in) and, per direction d, W[d] (G H, in), R[d]
+ * (G H, H) and B[d] = (Wb, Rb) (2 G H), the biases of the input and the
+ * hidden projections; ONNX's gate blocks are ordered differently from
+ * torch's, so each block of H rows is moved:
+ *   LSTM: torch i, f, g, o -> ONNX i, o, f, c (c is torch's g)
+ *   GRU:  torch r, z, n    -> ONNX z, r, h, with linear_before_reset = 1,
+ *         h = tanh(Wx + Wb + r (R h + Rb)): torch's n
+ *   RNN:  one block; activations Tanh or Relu, one per direction
+ * The initializers are "<path>.W_l{k}", "<path>.R_l{k}" and "<path>.B_l{k}"
+ * for layer k, shaped (D, G H, in), (D, G H, H) and (D, 2 G H); without
+ * bias there is no B (ONNX's default: zeros), as torch writes it.  The
+ * initial states are ONNX's default zeros: the module's single-input
+ * forward.
+ *
+ * The node's output Y is (L, D, N, H): Squeeze(axis 1) gives (L, N, H),
+ * and with two directions Transpose (0, 2, 1, 3) and Reshape (0, 0, -1)
+ * give torch's (L, N, 2 H), the directions side by side; that feeds the
+ * next layer (dropout between layers is the identity in eval).  A
+ * batch_first input (N, L, in) is Transposed (1, 0, 2) before the first
+ * node and the output back after the last; an unbatched one (L, in) is
+ * Unsqueezed to (L, 1, in) and the output Squeezed back to (L, D H).  The
+ * Reshape keeps the batch free, so a dynamic batch exports too.
+ *
+ * An LSTM with proj_size > 0 projects h after every step, which ONNX's
+ * LSTM cannot: it is refused before its forward runs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "onnx/onnx_graph.h"
+#include "tapegrad/nn.h"
+
+/* A recurrent layer kind: its ONNX op, its gates G and, for ONNX's gate
+ * block j, the torch block it holds. */
+typedef struct tg__onnx_rnn_kind {
+    const char *type;
+    int gates;
+    int perm[4];
+} tg__onnx_rnn_kind;
+
+static const tg__onnx_rnn_kind tg__onnx_rnn_kinds[] = {
+    {"RNN", 1, {0}},
+    {"LSTM", 4, {0, 3, 1, 2}},   /* i, o, f, c <- i, o, f, g */
+    {"GRU", 3, {1, 0, 2}},       /* z, r, h <- z, r, n */
+};
+
+int tg__onnx_refuse_rnn(const tg_module *m, const char *path)
+{
+    tg_rnn_opts o;
+    TG_TRY(tg_nn_rnn_options(m, NULL, NULL, &o));
+    TG_CHECK(o.proj_size == 0, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (LSTM) with proj_size=%lld is not supported: ONNX's "
+             "LSTM has no projection of its hidden state", path[0] ? path : "<top>",
+             (long long)o.proj_size);
+    return TG_OK;
+}
+
+/* What one module's layers share. */
+typedef struct tg__onnx_rnn {
+    const tg__onnx_site *s;
+    const tg__onnx_rnn_kind *k;
+    tg_rnn_opts o;
+    int64_t in_size, h;
+    int dirs;
+    const char *axes, *shape;   /* int64 (1,) and (0, 0, -1); NULL until needed */
+} tg__onnx_rnn;
+
+/* The G H rows (cols values each) of m's parameter `name`, appended to dst
+ * in ONNX's gate order. */
+static int tg__onnx_rnn_rows(const tg__onnx_rnn *r, const char *name, int64_t cols, float *dst)
+{
+    tg_tensor *t = tg_module_find(r->s->m, name);
+    const int64_t block = r->h * cols;
+    TG_ASSERT(t != NULL && tg_tensor_numel(t) == r->k->gates * block);
+    TG_CHECK(tg_tensor_dtype(t) == TG_F32, TG_EDTYPE,
+             "onnx_export: '%s' of module '%s' has dtype %s; the export writes f32 models "
+             "(convert with tg_module_to_dtype)", name, r->s->path[0] ? r->s->path : "<top>",
+             tg_dtype_name(tg_tensor_dtype(t)));
+    float *buf = tg__malloc((size_t)tg_tensor_numel(t) * sizeof *buf);
+    if (!buf) return TG_ENOMEM;
+    tg__gather(t, TG_F32, buf);
+    for (int j = 0; j < r->k->gates; j++)
+        memcpy(dst + j * block, buf + r->k->perm[j] * block, (size_t)block * sizeof *buf);
+    free(buf);
+    return TG_OK;
+}
+
+/* An f32 initializer "<path>.<what>_l<layer>" of the given shape. */
+static const char *tg__onnx_rnn_init(const tg__onnx_rnn *r, const char *what, int layer,
+                                     int ndim, const int64_t *shape, const float *v)
+{
+    const char *leaf = tg__onnx_str(r->s->g, "%s_l%d", what, layer);
+    const char *name = leaf ? tg__onnx_param_name(r->s, leaf) : NULL;
+    if (!name || tg__onnx_init_raw(r->s->g, name, TG__ONNX_FLOAT, ndim, shape, v, sizeof *v) < 0)
+        return NULL;
+    return name;
+}
+
+/* W, R and B of layer `layer` as initializers: their names in names[0..3)
+ * (names[2] "" without bias). */
+static int tg__onnx_rnn_weights(const tg__onnx_rnn *r, int layer, const char **names)
+{
+    const int64_t d = r->dirs, gh = r->k->gates * r->h;
+    const int64_t in = layer == 0 ? r->in_size : d * r->h;
+    float *w = tg__malloc((size_t)(d * gh * in) * sizeof *w);
+    float *rr = tg__malloc((size_t)(d * gh * r->h) * sizeof *rr);
+    float *b = tg__malloc((size_t)(d * 2 * gh) * sizeof *b);
+    int rc = w && rr && b ? TG_OK : TG_ENOMEM;
+    for (int64_t i = 0; rc >= 0 && i < d; i++) {
+        const char *sfx = i ? "_reverse" : "";
+        char nm[4][48];
+        snprintf(nm[0], sizeof nm[0], "weight_ih_l%d%s", layer, sfx);
+        snprintf(nm[1], sizeof nm[1], "weight_hh_l%d%s", layer, sfx);
+        snprintf(nm[2], sizeof nm[2], "bias_ih_l%d%s", layer, sfx);
+        snprintf(nm[3], sizeof nm[3], "bias_hh_l%d%s", layer, sfx);
+        rc = tg__onnx_rnn_rows(r, nm[0], in, w + i * gh * in);
+        if (rc >= 0) rc = tg__onnx_rnn_rows(r, nm[1], r->h, rr + i * gh * r->h);
+        if (rc >= 0 && r->o.bias) rc = tg__onnx_rnn_rows(r, nm[2], 1, b + i * 2 * gh);
+        if (rc >= 0 && r->o.bias) rc = tg__onnx_rnn_rows(r, nm[3], 1, b + i * 2 * gh + gh);
+    }
+    if (rc >= 0) {
+        names[0] = tg__onnx_rnn_init(r, "W", layer, 3, (const int64_t[]){d, gh, in}, w);
+        names[1] = tg__onnx_rnn_init(r, "R", layer, 3, (const int64_t[]){d, gh, r->h}, rr);
+        names[2] = r->o.bias ? tg__onnx_rnn_init(r, "B", layer, 2, (const int64_t[]){d, 2 * gh},
+                                                 b)
+                             : "";
+        if (!names[0] || !names[1] || !names[2]) rc = TG_ENOMEM;
+    }
+    free(w);
+    free(rr);
+    free(b);
+    return rc;
+}
+
+/* An int64 initializer "<scope>/<what>" of n values. */
+static const char *tg__onnx_rnn_ints(const tg__onnx_rnn *r, const char *what, int64_t n,
+                                     const int64_t *v)
+{
+    const char *name = tg__onnx_str(r->s->g, "%s/%s", r->s->scope, what);
+    if (!name || tg__onnx_init_raw(r->s->g, name, TG__ONNX_INT64, 1, &n, v, sizeof *v) < 0)
+        return NULL;
+    return name;
+}
+
+/* op(x, axes (1,)): Squeeze or Unsqueeze of axis 1. */
+static int tg__onnx_rnn_axis1(tg__onnx_rnn *r, const char *op, const char *x, const char **y)
+{
+    if (!r->axes && !(r->axes = tg__onnx_rnn_ints(r, "axes", 1, (const int64_t[]){1})))
+        return TG_ENOMEM;
+    return tg__onnx_add(r->s->g, NULL, y, r->s->scope, op, 2, (const char *const[]){x, r->axes});
+}
+
+/* Transpose(x, perm) of an n-d x. */
+static int tg__onnx_rnn_transpose(const tg__onnx_rnn *r, const char *x, int n,
+                                  const int64_t *perm, const char **y)
+{
+    tg__onnx_node *node = NULL;
+    TG_TRY(tg__onnx_add(r->s->g, &node, y, r->s->scope, "Transpose", 1, (const char *const[]){x}));
+    return tg__onnx_attr_ints(r->s->g, node, "perm", n, perm);
+}
+
+/* Layer `layer` on x (L, N, in): its node, then its output as (L, N, D H). */
+static int tg__onnx_rnn_layer(tg__onnx_rnn *r, int layer, const char *x, const char **y)
+{
+    tg__onnx *g = r->s->g;
+    const char *w[3] = {0}, *t = NULL;
+    TG_TRY(tg__onnx_rnn_weights(r, layer, w));
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(g, &n, &t, r->s->scope, r->k->type, w[2][0] ? 4 : 3,
+                        (const char *const[]){x, w[0], w[1], w[2]}));
+    TG_TRY(tg__onnx_attr_int(g, n, "hidden_size", r->h));
+    if (r->dirs == 2) TG_TRY(tg__onnx_attr_str(g, n, "direction", "bidirectional"));
+    if (!strcmp(r->k->type, "GRU")) TG_TRY(tg__onnx_attr_int(g, n, "linear_before_reset", 1));
+    if (!strcmp(r->k->type, "RNN")) {
+        const char *a = r->o.nonlinearity == TG_RNN_RELU ? "Relu" : "Tanh";
+        TG_TRY(tg__onnx_attr_strs(g, n, "activations", r->dirs, (const char *const[]){a, a}));
+    }
+    /* Y (L, D, N, H) -> (L, N, D H) */
+    if (r->dirs == 1) return tg__onnx_rnn_axis1(r, "Squeeze", t, y);
+    TG_TRY(tg__onnx_rnn_transpose(r, t, 4, (const int64_t[]){0, 2, 1, 3}, &t));
+    if (!r->shape && !(r->shape = tg__onnx_rnn_ints(r, "shape", 3, (const int64_t[]){0, 0, -1})))
+        return TG_ENOMEM;
+    return tg__onnx_add(g, NULL, y, r->s->scope, "Reshape", 2, (const char *const[]){t, r->shape});
+}
+
+int tg__onnx_emit_rnn(const tg__onnx_site *s, const char **y)
+{
+    tg__onnx_rnn r = {.s = s};
+    for (size_t i = 0; i < sizeof tg__onnx_rnn_kinds / sizeof *tg__onnx_rnn_kinds; i++)
+        if (!strcmp(tg_module_type_name(s->m), tg__onnx_rnn_kinds[i].type))
+            r.k = &tg__onnx_rnn_kinds[i];
+    TG_ASSERT(r.k != NULL);
+    TG_TRY(tg_nn_rnn_options(s->m, &r.in_size, &r.h, &r.o));
+    TG_ASSERT(r.o.proj_size == 0);   /* tg__onnx_refuse_rnn */
+    r.dirs = r.o.bidirectional ? 2 : 1;
+    const bool batched = tg_tensor_ndim(s->xt) == 3;
+    static const int64_t swap01[3] = {1, 0, 2};
+    const char *x = s->x;
+    if (!batched) TG_TRY(tg__onnx_rnn_axis1(&r, "Unsqueeze", x, &x));
+    else if (r.o.batch_first) TG_TRY(tg__onnx_rnn_transpose(&r, x, 3, swap01, &x));
+    for (int k = 0; k < r.o.num_layers; k++) {
+        const bool last = k == r.o.num_layers - 1;
+        TG_TRY(tg__onnx_rnn_layer(&r, k, x, last && batched && !r.o.batch_first ? y : &x));
+    }
+    if (!batched) return tg__onnx_rnn_axis1(&r, "Squeeze", x, y);
+    return r.o.batch_first ? tg__onnx_rnn_transpose(&r, x, 3, swap01, y) : TG_OK;
+}
