@@ -568,6 +568,8 @@ Test(attention, module_refusals_name_the_argument)
     tg_tensor *y = NULL;
     th_expect_refused(tg_nn_multihead_attention_forward(lin, &y, NULL, q, k, v, NULL),
                       TG_EINVAL, "m is a Linear module, not MultiheadAttention", y);
+    th_expect_refused(tg_nn_multihead_attention_forward(m, &y, &y, q, k, v, NULL), TG_EINVAL,
+                      "out and weights must be two different places", y);
     th_expect_refused(tg_nn_multihead_attention_params(lin, NULL, NULL, NULL), TG_EINVAL,
                       "not MultiheadAttention", NULL);
     tg_module_release(lin);
@@ -603,6 +605,8 @@ Test(attention, functional_refusals_name_the_argument)
     SDPA_REFUSED(q1, q1, q1, NULL, TG_ESHAPE, "must have one rank, 2, 3 or 4");
     SDPA_REFUSED(qi, k, v, NULL, TG_EDTYPE, "must be of one float dtype");
     SDPA_REFUSED(NULL, k, v, NULL, TG_EINVAL, "q, k and v must not be NULL");
+    th_expect_refused(tg_scaled_dot_product_attention(&y, &y, q, k, v, NULL), TG_EINVAL,
+                      "out and weights must be two different places", y);
     o.attn_mask = m35;
     SDPA_REFUSED(q, k, v, &o, TG_ESHAPE, "attn_mask (3, 4) must broadcast to the scores' shape "
                                          "(2, 3, 5)");

@@ -404,6 +404,7 @@ int tg_nn_multihead_attention_forward(tg_module *m, tg_tensor **out, tg_tensor *
                                       const tg_nn_mha_forward_opts *opts)
 {
     TG_CHECK(m != NULL && out != NULL, TG_EINVAL, FWD ": m and out must not be NULL");
+    TG_CHECK(weights != out, TG_EINVAL, FWD ": out and weights must be two different places");
     TG_CHECK(query != NULL && key != NULL && value != NULL, TG_EINVAL,
              FWD ": query, key and value must not be NULL");
     TG_CHECK(m->vt == &mha_vt, TG_EINVAL, FWD ": m is a %s module, not MultiheadAttention",

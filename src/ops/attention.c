@@ -155,6 +155,7 @@ int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_ten
 {
     TG_CHECK(out != NULL, TG_EINVAL, OP ": out must not be NULL");
     TG_CHECK(q != NULL && k != NULL && v != NULL, TG_EINVAL, OP ": q, k and v must not be NULL");
+    TG_CHECK(weights != out, TG_EINVAL, OP ": out and weights must be two different places");
     const tg_attention_opts o = opts ? *opts : (tg_attention_opts)TG_ATTENTION_OPTS_INIT;
     TG_TRY(check_args(q, k, v, &o));
     tg_tensor *y = NULL, *w = NULL;
