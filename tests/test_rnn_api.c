@@ -238,6 +238,8 @@ Test(rnn_api, forwards_refuse_bad_arguments)
     tg_tensor *h_2d = th_rand_uniform(TG_F32, 2, (int64_t[]){4, 4}, 2);
     tg_tensor *h64 = th_rand_uniform(TG_F64, 3, (int64_t[]){4, 2, 4}, 2);
     tg_tensor *y = NULL, *h = NULL, *c = NULL;
+    th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &h, x, NULL, NULL), TG_EINVAL,
+                      "outputs 1 and 2 must be two different places", h);
     th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, x4, NULL, NULL), TG_ESHAPE,
                       "input is (5, 2, 3, 1); it must be 3-d (L, N, input_size)", y);
     th_expect_refused(tg_nn_lstm_forward(lstm, &y, &h, &c, xw, NULL, NULL), TG_ESHAPE,

@@ -359,6 +359,7 @@ static int layer_forward(const char *fn, bool lstm, tg_module *m, tg_tensor **co
                     (s->kind == TG__RNN_LSTM) == lstm;
     TG_CHECK(ok, TG_EINVAL, "%s: m is a %s module, not %s", fn, tg_module_type_name(m),
              lstm ? "an LSTM" : "an RNN or GRU");
+    TG_TRY(tg__rnn_check_outputs(fn, 3, dst));
     tg_tensor *res[3] = {NULL, NULL, NULL};
     tg__lib_enter();
     int rc = layer_run(m, res, x, h0, c0);

@@ -173,6 +173,15 @@ int tg__rnn_step(tg__rnn_kind k, const tg__rnn_weights *w, tg_tensor *gi, tg_ten
     return TG_OK;
 }
 
+int tg__rnn_check_outputs(const char *fn, int n, tg_tensor **const *dst)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            TG_CHECK(!dst[i] || dst[i] != dst[j], TG_EINVAL,
+                     "%s: outputs %d and %d must be two different places", fn, i, j);
+    return TG_OK;
+}
+
 int tg__rnn_hand_out(int n, tg_tensor **const *dst, tg_tensor **src)
 {
     for (int i = 0; i < n; i++)
@@ -389,6 +398,7 @@ static int cell_forward(const char *fn, bool lstm, tg_module *m, tg_tensor **h, 
                     (s->kind == TG__RNN_LSTM) == lstm;
     TG_CHECK(ok, TG_EINVAL, "%s: m is a %s module, not %s", fn, tg_module_type_name(m),
              lstm ? "an LSTMCell" : "an RNNCell or GRUCell");
+    TG_TRY(tg__rnn_check_outputs(fn, 2, (tg_tensor **const[]){h, c}));
     tg_tensor *r[2] = {NULL, NULL};
     tg__lib_enter();
     int rc = cell_run(m, &r[0], lstm ? &r[1] : NULL, x, hx, cx);

@@ -63,6 +63,9 @@ tg__rnn_state *tg__rnn_state_of(const tg_module *m);
 extern const tg_module_vtable tg__nn_rnn_cell_vts[3], tg__nn_rnn_layer_vts[3];
 static inline int tg__rnn_vt_index(tg__rnn_kind k) { return k <= TG__RNN_RELU ? 0 : (int)k - 1; }
 
+/* TG_EINVAL (naming fn) when two of the non-NULL out-pointers dst[0..n) are
+ * one place: a second result would overwrite the first and leak it. */
+int tg__rnn_check_outputs(const char *fn, int n, tg_tensor **const *dst);
 /* Hands src[0..n) (new references or NULL) to the caller: each into the
  * caller's open scope, then into *dst[i]; where dst[i] is NULL, src[i] is
  * released instead.  On TG_ENOMEM every src[i] is released and nothing is
