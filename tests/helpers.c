@@ -526,6 +526,21 @@ static int th_state_entry(const char *name, tg_tensor *t, bool is_param, void *u
     return TG_OK;
 }
 
+void th_expect_state_keys(const tg_module *m, const char *want)
+{
+    char buf[1024] = "", name[TG_MODULE_NAME_MAX];
+    const int n = tg_module_state_count(m);
+    for (int i = 0; i < n; i++) {
+        cr_assert(eq(int, tg_module_state_at(m, i, name, sizeof name, NULL, NULL), TG_OK),
+                  "%s", tg_error_message());
+        cr_assert(strlen(buf) + strlen(name) + 2 < sizeof buf, "keys longer than %zu bytes",
+                  sizeof buf);
+        if (i) strcat(buf, ",");
+        strcat(buf, name);
+    }
+    cr_assert(eq(str, buf, (char *)want));
+}
+
 void th_expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol)
 {
     int missing = -1, unexpected = -1;

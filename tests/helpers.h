@@ -246,6 +246,9 @@ void th_expect_close_scaled(const char *what, const tg_tensor *got, const tg_ten
  * (none missing or unexpected), each value with the same bits (rtol 0, and
  * always for integer tensors) or th_expect_close_scaled within rtol. */
 void th_expect_state(const tg_module *m, const tg_st_file *f, const char *prefix, double rtol);
+/* Fails unless m's state-dict keys, joined by commas, are want ("a,b,c"),
+ * in that order. */
+void th_expect_state_keys(const tg_module *m, const char *want);
 
 /* Fails unless a line of text holds, split at spaces, exactly the words of
  * `row` (one string, single spaces: "add 2 promote yes yes"), so that a

@@ -63,19 +63,6 @@ static tg_module *golden_module(const tg_st_file *f, const char *c, const golden
     return m;
 }
 
-/* Fails unless m's state-dict keys are "a,b,c" in that order. */
-static void expect_keys(const tg_module *m, const char *want)
-{
-    char buf[512] = "", name[TG_MODULE_NAME_MAX];
-    const int n = tg_module_state_count(m);
-    for (int i = 0; i < n; i++) {
-        OK(tg_module_state_at(m, i, name, sizeof name, NULL, NULL));
-        if (i) strcat(buf, ",");
-        strcat(buf, name);
-    }
-    cr_assert(eq(str, buf, (char *)want));
-}
-
 /* sum(g * y) (+ sum(gw * w)), backpropagated. */
 static void backprop(tg_tensor *y, const tg_tensor *g, tg_tensor *w, const tg_tensor *gw)
 {
@@ -101,7 +88,7 @@ static void compare_case(const tg_st_file *f, int i, int *counts)
     const bool f64 = !strcmp(th_golden_meta(f, c, "dtype"), "f64");
     const double rtol = f64 ? 1e-10 : 3e-5;
     tg_module *m = golden_module(f, c, &g, f64 ? TG_F64 : TG_F32);
-    expect_keys(m, th_golden_meta(f, c, "params"));
+    th_expect_state_keys(m, th_golden_meta(f, c, "params"));
     tg_tensor *q = th_leaf_clone(th_golden_get(f, c, "q"));
     tg_tensor *k = g.self ? tg_tensor_retain(q) : th_leaf_clone(th_golden_get(f, c, "k"));
     tg_tensor *v = g.self ? tg_tensor_retain(q) : th_leaf_clone(th_golden_get(f, c, "v"));
@@ -400,8 +387,8 @@ Test(attention, parameters_init_and_state_dict_round_trip)
     tg_module *m = NULL, *m2 = NULL;
     OK(tg_nn_multihead_attention_new(&m, 8, 4, &o, &rng));
     cr_assert(eq(str, (char *)tg_module_type_name(m), "MultiheadAttention"));
-    expect_keys(m, "q_proj_weight,k_proj_weight,v_proj_weight,in_proj_bias,bias_k,bias_v,"
-                   "out_proj.weight,out_proj.bias");
+    th_expect_state_keys(m, "q_proj_weight,k_proj_weight,v_proj_weight,in_proj_bias,bias_k,bias_v,"
+                            "out_proj.weight,out_proj.bias");
     th_expect_shape(tg_module_find(m, "k_proj_weight"), 2, (int64_t[]){8, 6});
     th_expect_shape(tg_module_find(m, "v_proj_weight"), 2, (int64_t[]){8, 8});
     th_expect_shape(tg_module_find(m, "bias_k"), 3, (int64_t[]){1, 1, 8});
@@ -422,7 +409,7 @@ Test(attention, parameters_init_and_state_dict_round_trip)
     cr_assert(e == 8 && h == 4 && got.kdim == 6 && got.vdim == 8 && got.add_bias_kv);
     tg_module *packed = NULL;
     OK(tg_nn_multihead_attention_new(&packed, 6, 3, NULL, &rng));
-    expect_keys(packed, "in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias");
+    th_expect_state_keys(packed, "in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias");
     th_expect_shape(tg_module_find(packed, "in_proj_weight"), 2, (int64_t[]){18, 6});
     tg_module_release(packed);
 

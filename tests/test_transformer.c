@@ -24,19 +24,6 @@ static const char *const TORCH_KEYS =
     "self_attn.out_proj.bias,linear1.weight,linear1.bias,linear2.weight,linear2.bias,"
     "norm1.weight,norm1.bias,norm2.weight,norm2.bias";
 
-/* Fails unless m's state-dict keys are "a,b,c" in that order. */
-static void expect_keys(const tg_module *m, const char *want)
-{
-    char buf[1024] = "", name[TG_MODULE_NAME_MAX];
-    const int n = tg_module_state_count(m);
-    for (int i = 0; i < n; i++) {
-        OK(tg_module_state_at(m, i, name, sizeof name, NULL, NULL));
-        if (i) strcat(buf, ",");
-        strcat(buf, name);
-    }
-    cr_assert(eq(str, buf, (char *)want));
-}
-
 static void compare_case(const tg_st_file *f, int i)
 {
     char c[16], prefix[32], key[TG_MODULE_NAME_MAX + 16];
@@ -59,7 +46,7 @@ static void compare_case(const tg_st_file *f, int i)
     OK(tg_module_to_dtype(m, f64 ? TG_F64 : TG_F32));
     snprintf(prefix, sizeof prefix, "%s.p", c);
     OK(tg_module_load_state_dict(m, f, prefix, true));
-    expect_keys(m, th_golden_meta(f, c, "params"));
+    th_expect_state_keys(m, th_golden_meta(f, c, "params"));
     tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *l = NULL;
     snprintf(key, sizeof key, "%s.mask", c);
     tg_tensor *mask = tg_st_get(f, key);
@@ -157,7 +144,7 @@ Test(transformer, gradcheck_and_gradgradcheck)
 Test(transformer, children_forward_dropout_and_state_dict)
 {
     tg_module *m = small_layer(false, 0.5, 7), *m0 = small_layer(false, 0.0, 7);
-    expect_keys(m, TORCH_KEYS);
+    th_expect_state_keys(m, TORCH_KEYS);
     const char *kids[9] = {"self_attn", "linear1", "dropout", "linear2", "norm1", "norm2",
                            "dropout1", "dropout2", "activation"};
     cr_assert(eq(int, tg_module_child_count(m), 9));
