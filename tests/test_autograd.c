@@ -468,3 +468,79 @@ Test(autograd, grad_of_non_leaf_and_unreachable_inputs)
     tg_tensor *all[] = {x, w, u, h, t, y, g[0], g[2]};
     for (size_t i = 0; i < 8; i++) tg_tensor_release(all[i]);
 }
+
+/* y = 2x cut into its rows (tg_unbind: one slice each, whose gradient is
+ * y's shape), row k weighted by k + 1: the rows' gradients sum into y's
+ * pending gradient, in place without create_graph, recorded with it; x's
+ * gradient is the same either way, and its second derivative through the
+ * recorded sum is there. */
+Test(autograd, gradients_of_many_slices_of_one_tensor_sum)
+{
+    const int64_t shape[2] = {6, 3};
+    for (int cg = 0; cg < 2; cg++) {
+        tg_tensor *x = th_arange(TG_F64, 2, shape), *y, *rows[6], *l = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK(tg_mul_scalar(&y, x, 2.0));
+        int n = 0;
+        OK(tg_unbind(rows, 6, &n, y, 0));
+        cr_assert(eq(int, n, 6));
+        for (int k = 0; k < 6; k++) {
+            tg_tensor *sq, *w, *s, *t;
+            OK(tg_mul(&sq, rows[k], rows[k]));   /* d/dy (y^2 (k+1)) = 2 (k+1) y */
+            OK(tg_mul_scalar(&w, sq, (double)(k + 1)));
+            OK(tg_sum(&s, w));
+            if (l) {
+                OK(tg_add(&t, l, s));
+                tg_tensor_release(l);
+                tg_tensor_release(s);
+                l = t;
+            } else {
+                l = s;
+            }
+            tg_tensor_release(sq);
+            tg_tensor_release(w);
+            tg_tensor_release(rows[k]);
+        }
+        tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+        o.create_graph = cg;
+        OK(tg_backward(l, NULL, &o));
+        const tg_tensor *g = tg_tensor_grad(x);
+        for (int64_t i = 0; i < 18; i++)   /* dl/dx = 2 * 2 (k+1) * 2x */
+            cr_assert(epsilon_eq(dbl, th_at(g, i), 8.0 * (double)(i / 3 + 1) * (double)i, 1e-12),
+                      "create_graph=%d, x.grad[%lld] = %g", cg, (long long)i, th_at(g, i));
+        cr_assert(eq(int, tg_tensor_requires_grad(g), cg));
+        if (cg) {   /* d/dx sum(x.grad) = 8 (k+1) */
+            tg_tensor *gs, *gg[1] = {NULL};
+            OK(tg_sum(&gs, (tg_tensor *)g));
+            OK(tg_grad(gg, 1, &gs, NULL, 1, &x, NULL));
+            for (int64_t i = 0; i < 18; i++)
+                cr_assert(epsilon_eq(dbl, th_at(gg[0], i), 8.0 * (double)(i / 3 + 1), 1e-12));
+            tg_tensor_release(gg[0]);
+            tg_tensor_release(gs);
+        }
+        tg_tensor_release(l);
+        tg_tensor_release(y);
+        tg_tensor_release(x);
+    }
+}
+
+/* y + y sends the caller's seed gradient G itself into both of y's slots:
+ * the second is summed into a new tensor, never into G, which the caller
+ * still holds (an in-place sum is only for a tensor the backward owns). */
+Test(autograd, a_seed_gradient_is_never_summed_into_in_place)
+{
+    const double xv[3] = {1, 2, 3}, gv[3] = {0.5, -1, 4};
+    tg_tensor *x = th_vec(TG_F64, 3, xv, "x", true), *g = th_vec(TG_F64, 3, gv, "g", false);
+    tg_tensor *y, *z;
+    OK(tg_mul_scalar(&y, x, 3.0));
+    OK(tg_add(&z, y, y));
+    OK(tg_backward(z, g, NULL));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(dbl, th_at(g, i), gv[i]), "the seed changed: g[%d] = %g", i, th_at(g, i));
+        cr_assert(epsilon_eq(dbl, th_at(tg_tensor_grad(x), i), 6.0 * gv[i], 1e-12));
+    }
+    tg_tensor_release(z);
+    tg_tensor_release(y);
+    tg_tensor_release(x);
+    tg_tensor_release(g);
+}

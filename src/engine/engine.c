@@ -111,6 +111,22 @@ static int accumulate(tg_tensor **slot, tg_tensor *g)
     return TG_OK;
 }
 
+/* A node's pending gradient *slot += g (borrowed; both of the node's
+ * output meta).  Without create_graph the sum is written into *slot in
+ * place when the backward holds the only reference to it and its storage
+ * (tg__grad_is_own), as into a leaf's own .grad: the pieces of one tensor
+ * (the time steps of an RNN, each a slice whose gradient is its input's
+ * shape) then add into one buffer instead of a new one each. */
+static int accumulate_pending(const engine *e, tg_tensor **slot, tg_tensor *g)
+{
+    tg_tensor *s = *slot;
+    if (s && !e->req.create_graph && tg__grad_is_own(s) && s->offset == 0 &&
+        s->dtype == g->dtype && s->ndim == g->ndim &&
+        !memcmp(s->shape, g->shape, sizeof *s->shape * (size_t)s->ndim))
+        return tg__add_over(s, g);
+    return accumulate(slot, g);
+}
+
 /* Indexes tg_grad's inputs: each by tensor, and a non-leaf one by grad_fn. */
 static int index_targets(engine *e)
 {
@@ -304,7 +320,7 @@ static int route(engine *e, const tg_node *node, int i, tg_tensor *grad_in)
     if (!edge->fn) return TG_OK;
     TG_ASSERT(index_of(edge->fn) >= 0 && index_of(edge->fn) < index_of(node));
     if (!e->flows[index_of(edge->fn)] && !node_is_target(e, edge->fn)) return TG_OK;
-    return accumulate(&edge->fn->grad_accum, grad_in);
+    return accumulate_pending(e, &edge->fn->grad_accum, grad_in);
 }
 
 /* flows[k]: some target is reachable through node k's backward.  Producers
