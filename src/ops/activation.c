@@ -128,8 +128,113 @@ static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_
         for (int64_t i = 0; i < n; i++) ((double *)out)[i] = tanh(((const double *)a)[i]);
     else tg__tanh_f32_n(out, a, n, true);
 }
-TG_EW_UNARY_KERNEL(k_sigmoid, sigmoid_d(a))
-TG_EW_UNARY_KERNEL(k_silu, (double)a * sigmoid_d(a))
+
+/* e^t for t <= 0, in f64 arithmetic and branch-free (its loops
+ * vectorize): 0 below -120 (and for t = NaN), else t = k ln2 + r (|r| <= ln2/2, ln2 split as tanh_f32 does),
+ * e^t = 2^k (1 + p(r)) with p tanh_f32's expm1 series, 2^k from the low
+ * bits of t / ln2 rounded by the magic constant (k in [-174, 0]).
+ * Relative error a few 1e-16, as libm's exp. */
+static inline __attribute__((always_inline)) double exp_neg(double t)
+{
+    const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
+                 ln2_lo = 0x1.cf79abc9e3b3ap-40;
+    const bool tiny = !(t >= -120.0);
+    t = tiny ? -120.0 : t;
+    const double km = t * 0x1.71547652b82fep0 + magic;
+    const double kd = km - magic;
+    const double r = (t - kd * ln2_hi) - kd * ln2_lo;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r * r + r;
+    uint64_t kb;
+    memcpy(&kb, &km, sizeof kb);
+    const uint64_t sb = ((kb + 1023) & 0x7FF) << 52;   /* 2^k: k's low bits, biased */
+    double scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return tiny ? 0.0 : scale * (1.0 + p);
+}
+
+/* sigmoid_d's two forms of an f32 a, with e = exp_neg(-|a|) (0 past |a| =
+ * 120, where sigmoid is 0 or 1 in f32, as silu is -0 or a), rounded once
+ * to f32: the bits of
+ * (float)sigmoid_d(a) but where its double rounding falls within the
+ * error of a halfway point.  silu = a sigmoid(a) the same way. */
+static inline __attribute__((always_inline)) float sigmoid_f32(float a)
+{
+    const double x = (double)a, e = exp_neg(-fabs(x));
+    const float y = (float)(x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
+    return a != a ? a : y;
+}
+
+static inline __attribute__((always_inline)) float silu_f32(float a)
+{
+    const double x = (double)a, e = exp_neg(-fabs(x));
+    const float y = (float)(x * (x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)));
+    return a != a ? a : y;
+}
+
+static inline __attribute__((always_inline)) void sigmoid_run(float *o, const float *a,
+                                                              int64_t n, bool silu)
+{
+    if (silu)
+        for (int64_t i = 0; i < n; i++) o[i] = silu_f32(a[i]);
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f32(a[i]);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void sigmoid_run_avx2(float *o, const float *a,
+                                                                 int64_t n, bool silu)
+{
+    sigmoid_run(o, a, n, silu);
+}
+#else
+static void sigmoid_run_avx2(float *o, const float *a, int64_t n, bool silu)
+{
+    sigmoid_run(o, a, n, silu);
+}
+#endif
+
+void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd)
+{
+    if (simd && tg__cpu_has_half_simd()) sigmoid_run_avx2(out, a, n, silu);   /* AVX2 */
+    else sigmoid_run(out, a, n, silu);
+}
+
+/* sigmoid and silu of f64 through libm's exp, of f32 (and the half dtypes,
+ * computed in f32) through sigmoid_f32 and silu_f32. */
+static void sigmoid_kernel(tg_dtype cdt, void *out, const void *a, int64_t n, bool silu)
+{
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *x = a;
+        for (int64_t i = 0; i < n; i++) o[i] = silu ? x[i] * sigmoid_d(x[i]) : sigmoid_d(x[i]);
+    } else {
+        tg__sigmoid_f32_n(out, a, n, silu, true);
+    }
+}
+
+static void k_sigmoid(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    sigmoid_kernel(cdt, out, a, n, false);
+}
+
+static void k_silu(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    sigmoid_kernel(cdt, out, a, n, true);
+}
 TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))
 /* d leaky_relu = 1 where a > 0, slope elsewhere (NaN: the slope), as
  * PyTorch's leaky_relu_backward (a > 0 ? g : g * slope). */

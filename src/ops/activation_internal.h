@@ -29,6 +29,10 @@ void tg__act_set_half_avx512(bool on);
  * arithmetic), in AVX2 registers where the CPU has them and simd is true,
  * else in the same arithmetic without (the same results). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd);
+/* out[i] = sigmoid(a[i]) (silu: a[i] sigmoid(a[i])) for f32, computed in
+ * f64 and rounded once: AVX2 registers when simd is set and the CPU has
+ * them, else the plain loop; the same bits either way (tests). */
+void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd);
 
 /* The kernels of gelu_tanh's f32 forward (src/ops/gelu_tanh.c), all with
  * the same bits: TG_GELU_KERNEL=portable|avx2|avx512 when the CPU runs it
