@@ -7,6 +7,7 @@
  * test_tape.c; tg_grad and running out of memory: test_grad.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -543,4 +544,62 @@ Test(autograd, a_seed_gradient_is_never_summed_into_in_place)
     tg_tensor_release(y);
     tg_tensor_release(x);
     tg_tensor_release(g);
+}
+
+static int count_step(const tg_backward_step *step, void *user)
+{
+    (void)step;
+    ++*(int *)user;
+    return TG_OK;
+}
+
+/* Slices of one tensor along either dim, with steps, overlapping: a
+ * backward adds each slice's gradient into the pending sum in place
+ * (slice's backward_into), a watched one (tg_backward_steps) runs slice's
+ * backward, which makes the whole zero-padded gradient: the same bits. */
+Test(autograd, slices_add_in_place_as_their_backward_would)
+{
+    const int64_t shape[2] = {4, 6};
+    static const int64_t cuts[][4] = {
+        {1, 0, 6, 2}, {1, 1, 5, 3}, {0, 1, 3, 1}, {1, 0, 6, 1}, {0, -3, 4, 2}, {1, 2, 2, 1}};
+    tg_tensor *grads[2];
+    for (int watched = 0; watched < 2; watched++) {
+        tg_tensor *x = th_rand_uniform(TG_F64, 2, shape, 7), *y, *l = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        OK(tg_mul_scalar(&y, x, 1.5));
+        for (int k = 0; k < 6; k++) {
+            tg_tensor *s, *sq, *w, *t;
+            OK(tg_slice(&s, y, (int)cuts[k][0], cuts[k][1], cuts[k][2], cuts[k][3]));
+            OK(tg_mul(&sq, s, s));
+            OK(tg_mul_scalar(&w, sq, 0.25 + k));
+            OK(tg_sum(&t, w));
+            if (l) {
+                tg_tensor *u;
+                OK(tg_add(&u, l, t));
+                tg_tensor_release(l);
+                tg_tensor_release(t);
+                l = u;
+            } else {
+                l = t;
+            }
+            tg_tensor_release(s);
+            tg_tensor_release(sq);
+            tg_tensor_release(w);
+        }
+        int steps = 0;
+        if (watched) OK(tg_backward_steps(l, NULL, NULL, count_step, &steps));
+        else OK(tg_backward(l, NULL, NULL));
+        cr_assert(watched ? steps > 6 : steps == 0);
+        grads[watched] = tg_tensor_retain(tg_tensor_grad(x));
+        tg_tensor_release(l);
+        tg_tensor_release(y);
+        tg_tensor_release(x);
+    }
+    cr_assert(memcmp(tg_tensor_data(grads[0]), tg_tensor_data(grads[1]), 24 * sizeof(double)) == 0,
+              "in-place and watched backwards differ");
+    double any = 0;
+    for (int64_t i = 0; i < 24; i++) any += fabs(th_at(grads[0], i));
+    cr_assert(any > 0);
+    tg_tensor_release(grads[0]);
+    tg_tensor_release(grads[1]);
 }

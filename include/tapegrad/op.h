@@ -97,6 +97,18 @@ typedef int (*tg_op_forward_fn)(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tenso
  * with TG_EGRAD naming the op.  Grad mode is on exactly when the engine
  * builds a graph of the backward (create_graph). */
 typedef int (*tg_op_backward_fn)(tg_op_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in);
+/* backward_into (optional, for an op of one input): adds what backward
+ * would write into grad_in[0] to acc, in place.  acc is a contiguous tensor
+ * of the input's dtype and shape that only the engine holds: the sum of the
+ * input's gradients so far (zeros for the first).  The engine calls it
+ * instead of backward when it builds no graph (grad mode is off) and the
+ * input's gradient goes on to the node that made the input (not to a leaf,
+ * and not while tg_backward_steps or TG_TRACE=2 watch the steps), so that
+ * an op whose input gradient is mostly zeros adds only the rest: slice's
+ * is g in the slice, and the slices of one tensor (an RNN's time steps)
+ * then cost their own size each, not the whole tensor's.  Values as
+ * backward's; a zero outside what it adds keeps its sign. */
+typedef int (*tg_op_backward_into_fn)(tg_op_ctx *ctx, tg_tensor *grad_out, tg_tensor *acc);
 /* shape rule (optional): the dtype, ndim and shape (TG_MAX_DIMS entries) of
  * the output the forward will give for these inputs and params, without
  * computing it; a negative status for inputs the op refuses.  When an op
@@ -126,6 +138,7 @@ typedef struct tg_op_schema {
      * operand (mul_scalar's s, leaky_relu's slope), the symbol vjp uses for
      * it; tg_graph_to_dot draws it as an input, "s = 0.5".  NULL: none. */
     const char *scalar;
+    tg_op_backward_into_fn backward_into;   /* optional; see its type */
 } tg_op_schema;
 
 /* Registers op (borrowed: it must stay valid and unchanged for the life of

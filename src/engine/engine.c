@@ -358,6 +358,40 @@ static int check_extra_slots(const tg_node *n, tg_tensor **grad_in, int rc)
                      n->n_inputs == 1 ? "" : "s");
 }
 
+/* run_node_into's answer when the node's input gradient cannot be added
+ * in place: run its backward. */
+#define TG__NOT_INTO 1
+
+/* Adds node n's input gradient straight into the pending sum of the node
+ * that made its input, by the op's backward_into (tapegrad/op.h): when the
+ * op has one input, which needs a gradient, comes from a node whose
+ * gradient is wanted, and whose pending sum is absent (a new zero tensor)
+ * or the backward's own.  Else TG__NOT_INTO, nothing done. */
+static int run_node_into(engine *e, tg_node *n, tg_tensor *g)
+{
+    const tg_edge *edge = &n->edges[0];
+    if (n->n_inputs != 1 || !n->needs_grad[0] || edge->leaf || !edge->fn) return TG__NOT_INTO;
+    tg_node *to = edge->fn;
+    if (!e->flows[index_of(to)] && !node_is_target(e, to)) return TG__NOT_INTO;
+    const tg_meta *m = &n->in_meta[0];
+    tg_tensor *acc = to->grad_accum;
+    if (acc && !(tg__grad_is_own(acc) && acc->offset == 0 && tg__meta_matches(acc, m)))
+        return TG__NOT_INTO;
+    bool fresh = acc == NULL;
+    if (fresh && !(acc = tg__tensor_empty(m->dtype, m->ndim, m->shape))) return TG_ENOMEM;
+    if (tg__trace_enabled())
+        fprintf(stderr, "[tape] backward #%llu %s (into)\n", (unsigned long long)n->seq,
+                n->op->name);
+    tg__callback_begin();
+    const int prof = tg__prof_enter(n->op->name, TG_PROFILE_BACKWARD);
+    int rc = tg__op_callback_end(n->op->name, "the backward", n->op->backward_into(n, g, acc));
+    tg__prof_leave(prof);
+    if (fresh && rc >= 0) to->grad_accum = acc;
+    else if (fresh) tg_tensor_release(acc);
+    if (rc >= 0 && !e->req.retain_graph) tg__node_release_saved(n);
+    return rc;
+}
+
 static int run_node(engine *e, tg_node *n)
 {
     tg_tensor *g = n->grad_accum, *grad_in[TG_NODE_MAX_INPUTS] = {0};
@@ -391,6 +425,11 @@ static int run_node(engine *e, tg_node *n)
      * reference keeps a backward from reusing g's buffer in place (one it
      * may take when it holds the only reference; the bits are the same). */
     bool watched = e->req.on_step || tg__trace_level() >= 2;
+    if (!watched && n->op->backward_into && !e->req.create_graph) {
+        rc = run_node_into(e, n, g);
+        if (rc != TG__NOT_INTO) goto done;
+        rc = TG_OK;
+    }
     tg_tensor *shown = watched ? tg_tensor_retain(g) : NULL;
     tg__callback_begin();
     const int prof = tg__prof_enter(n->op->name, TG_PROFILE_BACKWARD);

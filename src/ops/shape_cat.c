@@ -101,7 +101,8 @@ static int slice_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
 
 static int slice_bw_call(tg_tensor **out, tg_tensor *g, const slice_bw_params *p);
 
-static int slice_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+/* slice_backward's params for the recorded slice ctx. */
+static slice_bw_params slice_bw_of(const tg_ctx *ctx)
 {
     const slice_params *p = tg__ctx_params(ctx);
     const tg_meta *m = tg__ctx_input_meta(ctx, 0);
@@ -112,7 +113,30 @@ static int slice_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
     q.ndim = m->ndim;
     memcpy(q.shape, m->shape, sizeof q.shape);
     slice_range(m->shape[q.dim], p->start, p->end, p->step, &q.first, &len);
+    return q;
+}
+
+static int slice_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
+{
+    const slice_bw_params q = slice_bw_of(ctx);
     return slice_bw_call(&grad_in[0], g, &q);
+}
+
+/* acc[slice] += g: the elements of the slice only (tg_op_backward_into_fn). */
+static int slice_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const slice_bw_params q = slice_bw_of(ctx);
+    int64_t strides[TG_MAX_DIMS];
+    tg__contiguous_strides(q.ndim, q.shape, strides);
+    const int64_t offset = q.first * strides[q.dim];
+    if (g->shape[q.dim] > 1) strides[q.dim] *= q.step;   /* as in slice_bw_forward */
+    tg_tensor *region = NULL, *sum = NULL;
+    int rc = tg__shape_view(&region, acc, g->ndim, g->shape, strides, offset);
+    if (rc == TG_OK) rc = tg_add(&sum, region, g);
+    if (rc == TG_OK) rc = copy_into(region, sum);
+    tg_tensor_release(sum);
+    tg_tensor_release(region);
+    return rc;
 }
 
 /* The adjoint of embedding is picking the same elements back: a slice. */
@@ -127,7 +151,7 @@ static int slice_bw_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 static const tg_op_schema slice_schema = {
     .name = "slice", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_forward,
     .backward = slice_backward, .double_backward = true,
-    .vjp = "da = zeros of a's shape with g in the slice",
+    .vjp = "da = zeros of a's shape with g in the slice", .backward_into = slice_backward_into,
 };
 static const tg_op_schema slice_bw_schema = {
     .name = "slice_backward", .arity = 1, .amp = TG_AMP_KEEP, .forward = slice_bw_forward,
