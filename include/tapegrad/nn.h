@@ -734,8 +734,8 @@ TG_API int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
  *   output, _ = pad_packed_sequence(out, batch_first, total_length=L)
  * in one call.  lengths: i64 (or i32) (N), borrowed, in any order, each in
  * [1, L]: batch row b holds lengths[b] valid steps, 0 .. lengths[b] - 1,
- * and the input's other steps are padding, never read (neither their
- * values nor their gradients, which are zero).  The output is zero at the
+ * and the input's other steps are padding: their values (NaN too)
+ * change nothing, and their gradients are zero.  The output is zero at the
  * padded steps; h_n and c_n hold each row's state after its last valid
  * step: for the forward direction, after step lengths[b] - 1; for the
  * reverse direction, which starts at step lengths[b] - 1, after step 0.
