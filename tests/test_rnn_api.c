@@ -417,3 +417,35 @@ Test(rnn_api, checkpoint_keeps_the_dropout_count)
     tg_module_release(m);
     tg_module_release(r);
 }
+
+/* An LSTM's h_0 and c_0 may each be given alone (nn.h): the absent one is
+ * zeros, the same values as zeros given. */
+Test(rnn_api, lstm_takes_h_0_or_c_0_alone)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 6);
+    tg_rnn_opts o = TG_RNN_OPTS_INIT;
+    o.bidirectional = true;
+    o.proj_size = 2;
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_lstm_new(&m, 3, 4, &o, &rng), TG_OK));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 2, 3}, 1);
+    tg_tensor *h0 = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 2, 2}, 2);
+    tg_tensor *c0 = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 2, 4}, 3);
+    tg_tensor *hz = NULL, *cz = NULL;
+    cr_assert(eq(int, tg_tensor_zeros_like(&hz, h0), TG_OK));
+    cr_assert(eq(int, tg_tensor_zeros_like(&cz, c0), TG_OK));
+    tg_tensor *const pairs[2][4] = {{h0, NULL, h0, cz}, {NULL, c0, hz, c0}};
+    for (int i = 0; i < 2; i++) {
+        tg_tensor *a[3] = {NULL, NULL, NULL}, *b[3] = {NULL, NULL, NULL};
+        cr_assert(eq(int, tg_nn_lstm_forward(m, &a[0], &a[1], &a[2], x, pairs[i][0],
+                                             pairs[i][1]), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_nn_lstm_forward(m, &b[0], &b[1], &b[2], x, pairs[i][2],
+                                             pairs[i][3]), TG_OK), "%s", tg_error_message());
+        for (int j = 0; j < 3; j++) th_expect_close("one state alone", a[j], b[j], 0);
+        th_release_all(3, a);
+        th_release_all(3, b);
+    }
+    th_release_all(5, (tg_tensor *[]){x, h0, c0, hz, cz});
+    tg_module_release(m);
+}

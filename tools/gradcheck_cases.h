@@ -70,6 +70,13 @@ int f_trilinear(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bicubic(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bilinear_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_bicubic_aa(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_rnn_tanh(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_lstm_proj_bidir(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_gru(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_rnn_cell(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_lstm_cell(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_gru_cell(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_lstm_packed(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 
 /* The distances, the newer losses, weight normalization and unfold / fold
  * (gradcheck_fns_loss.c). */

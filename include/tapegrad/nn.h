@@ -711,7 +711,8 @@ TG_API int tg_nn_gru_new(tg_module **out, int64_t input_size, int64_t hidden_siz
  *   h_0    (D num_layers, N, H_out), or (D num_layers, H_out) for an
  *          unbatched input (never batch first); NULL for zeros;
  *   c_0    (D num_layers, N, H) or (D num_layers, H), LSTM only; NULL for
- *          zeros;
+ *          zeros (h_0 and c_0 may each be NULL on its own, the other one
+ *          given: torch takes the two as one tuple, both or neither);
  *   output (L, N, D H_out) (batch_first: (N, L, D H_out), a transposed
  *          view as torch's) or (L, D H_out): the last layer's h at every
  *          step, the two directions side by side;
@@ -726,6 +727,32 @@ TG_API int tg_nn_rnn_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
 TG_API int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
                               tg_tensor **c_n, tg_tensor *input, tg_tensor *h_0,
                               tg_tensor *c_0);
+/* The forwards over sequences of different lengths: torch's
+ *   packed = pack_padded_sequence(input, lengths, batch_first,
+ *                                 enforce_sorted=False)
+ *   out, h_n (or (h_n, c_n)) = m(packed, h_0 (or (h_0, c_0)))
+ *   output, _ = pad_packed_sequence(out, batch_first, total_length=L)
+ * in one call.  lengths: i64 (or i32) (N), borrowed, in any order, each in
+ * [1, L]: batch row b holds lengths[b] valid steps, 0 .. lengths[b] - 1,
+ * and the input's other steps are padding: their values (NaN too)
+ * change nothing, and their gradients are zero.  The output is zero at the
+ * padded steps; h_n and c_n hold each row's state after its last valid
+ * step: for the forward direction, after step lengths[b] - 1; for the
+ * reverse direction, which starts at step lengths[b] - 1, after step 0.
+ * All in the input's batch order.  The input must be batched (3-d);
+ * everything else as tg_nn_rnn_forward and tg_nn_lstm_forward (dropout,
+ * proj_size, batch_first, bidirectional).  With every length L the results
+ * are those of the plain forwards.  TG_EINVAL, naming lengths and the
+ * rule, for a NULL lengths, a dtype other than i64 and i32, a shape other
+ * than (N) or a length outside [1, L]; TG_ESHAPE for an unbatched input;
+ * on error nothing is written. */
+TG_API int tg_nn_rnn_forward_packed(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                                    tg_tensor *input, const tg_tensor *lengths,
+                                    tg_tensor *h_0);
+TG_API int tg_nn_lstm_forward_packed(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                                     tg_tensor **c_n, tg_tensor *input,
+                                     const tg_tensor *lengths, tg_tensor *h_0,
+                                     tg_tensor *c_0);
 /* What a recurrent module (cell or layer) was made with; a cell reads as
  * one layer of its options.  Out-pointers may be NULL; TG_EINVAL for a
  * NULL m or, naming its type, another module. */

@@ -7,7 +7,19 @@
  * rows; the loop then runs one step per row (last row first for the
  * reverse direction) and stacks the L states h into (L, N, H_out).  The
  * two directions are concatenated along the features; in training the
- * result goes through dropout before the next layer (not after the last). */
+ * result goes through dropout before the next layer (not after the last).
+ *
+ * With lengths (torch's pack_padded_sequence, the RNN, then
+ * pad_packed_sequence with total_length L), row b of the batch has
+ * len[b] valid steps.  The input's padded steps (t >= len[b]) are replaced
+ * by zeros, each step's new state is where(t < len[b], h', h): a padded
+ * step keeps the state it got, so the forward direction ends with the
+ * state after step len[b] - 1 and the reverse direction, which meets the
+ * padded steps first, starts from h_0 at step len[b] - 1 and ends after
+ * step 0; and the output is zero at the padded steps.  tg_where and
+ * tg_masked_fill are recorded ops whose gradients are zero on the side
+ * not taken, so nothing of the padded positions reaches a value or a
+ * gradient, to any order. */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +36,9 @@ typedef struct run {
     tg_tensor **gis, **hs;       /* len each: a direction's input rows and states */
     tg_tensor **h0, **c0;        /* n_states each: the initial states (N, H_out), (N, H) */
     tg_tensor **hn, **cn;        /* n_states each: the final ones */
+    const int64_t *lens;         /* batch valid lengths, or NULL: all L */
+    tg_tensor **keep;            /* len (N, 1) u8: t < len[b], with lens */
+    tg_tensor *pad;              /* (L, N, 1) u8: t >= len[b], with lens */
 } run;
 
 static void run_free(run *r)
@@ -34,6 +49,31 @@ static void run_free(run *r)
         for (int64_t i = 0; a[k] && i < n[k]; i++) tg_tensor_release(a[k][i]);
         free(a[k]);
     }
+    for (int64_t i = 0; r->keep && i < r->len; i++) tg_tensor_release(r->keep[i]);
+    free(r->keep);
+    tg_tensor_release(r->pad);
+}
+
+/* r->pad and r->keep from r->lens. */
+static int run_masks(run *r)
+{
+    const int64_t L = r->len, N = r->batch;
+    uint8_t *pad = tg__calloc((size_t)(L * N), 1);
+    tg_tensor *keep = NULL, *one = NULL;
+    int n = 0, rc = TG_ENOMEM;
+    r->keep = tg__calloc((size_t)L, sizeof *r->keep);
+    if (!pad || !r->keep) goto done;
+    for (int64_t t = 0; t < L; t++)
+        for (int64_t b = 0; b < N; b++) pad[t * N + b] = t >= r->lens[b];
+    TG_TRY_GOTO(tg_tensor_from_data(&r->pad, TG_U8, 3, (int64_t[]){L, N, 1}, pad));
+    TG_TRY_GOTO(tg_tensor_scalar(&one, TG_U8, 1));
+    TG_TRY_GOTO(tg_ne(&keep, r->pad, one));
+    TG_TRY_GOTO(tg_unbind(r->keep, (int)L, &n, keep, 0));
+done:
+    free(pad);
+    tg_tensor_release(keep);
+    tg_tensor_release(one);
+    return rc;
 }
 
 static int run_alloc(run *r)
@@ -107,13 +147,35 @@ static int run_direction(run *r, tg_tensor **y, tg_tensor *x, int layer, bool re
         const int64_t t = reverse ? r->len - 1 - k : k;
         tg_tensor *h1 = NULL, *c1 = NULL;
         TG_TRY_GOTO(tg__rnn_step(s->kind, &w, r->gis[t], h, c, &h1, &c1));
+        if (r->lens) {   /* a padded step keeps the state */
+            tg_tensor *hm = NULL, *cm = NULL;
+            rc = tg_where(&hm, r->keep[t], h1, h);
+            if (rc >= 0 && c1) rc = tg_where(&cm, r->keep[t], c1, c);
+            tg_tensor_release(h1);
+            tg_tensor_release(c1);
+            h1 = hm;
+            c1 = cm;
+            if (rc < 0) {
+                tg_tensor_release(h1);
+                tg_tensor_release(c1);
+                goto done;
+            }
+        }
         tg_tensor_release(h);
         tg_tensor_release(c);
         h = h1;
         c = c1;
         r->hs[t] = tg_tensor_retain(h);
     }
-    TG_TRY_GOTO(tg_stack(y, (int)r->len, r->hs, 0));
+    if (r->lens) {   /* zero at the padded steps */
+        tg_tensor *st = NULL;
+        TG_TRY_GOTO(tg_stack(&st, (int)r->len, r->hs, 0));
+        rc = tg_masked_fill(y, st, r->pad, 0);
+        tg_tensor_release(st);
+        if (rc < 0) goto done;
+    } else {
+        TG_TRY_GOTO(tg_stack(y, (int)r->len, r->hs, 0));
+    }
     r->hn[i] = h;
     r->cn[i] = c;
     h = c = NULL;
@@ -200,6 +262,34 @@ static int check_args(run *r, tg_module *m, tg_tensor *x, tg_tensor *h0, tg_tens
     return TG_OK;
 }
 
+/* Reads lengths (i64 or i32, (N)) into lens[0..N), each in [1, L], for
+ * the batched input x of r's sizes. */
+static int read_lengths(const run *r, int64_t *lens, const tg_tensor *lengths,
+                        const tg_tensor *x)
+{
+    char got[96];
+    const char *fn = r->fn;
+    TG_CHECK(tg_tensor_ndim(x) == 3, TG_ESHAPE,
+             "%s: input is %s; with lengths it must be batched, 3-d %s", fn,
+             tg__rnn_shape(got, sizeof got, x),
+             r->s->o.batch_first ? "(N, L, input_size) (batch_first)" : "(L, N, input_size)");
+    const tg_dtype dt = tg_tensor_dtype(lengths);
+    TG_CHECK(dt == TG_I64 || dt == TG_I32, TG_EINVAL,
+             "%s: lengths has dtype %s; it must be i64 (or i32)", fn, tg_dtype_name(dt));
+    TG_CHECK(tg_tensor_ndim(lengths) == 1 && tg_tensor_dim(lengths, 0) == r->batch, TG_EINVAL,
+             "%s: lengths is %s; it must be 1-d with one length per batch row, (N) = (%lld)",
+             fn, tg__rnn_shape(got, sizeof got, lengths), (long long)r->batch);
+    for (int64_t b = 0; b < r->batch; b++) {
+        double v = 0;
+        TG_TRY(tg_tensor_get_flat(lengths, b, &v));
+        TG_CHECK(v >= 1 && v <= (double)r->len, TG_EINVAL,
+                 "%s: lengths[%lld]=%.0f must be in [1, L=%lld] (L the input's sequence "
+                 "length)", fn, (long long)b, v, (long long)r->len);
+        lens[b] = (int64_t)v;
+    }
+    return TG_OK;
+}
+
 /* The states (n_states, N, h) from the list sts, squeezed when unbatched. */
 static int states_out(tg_tensor **out, const run *r, tg_tensor **sts, bool batched)
 {
@@ -215,23 +305,44 @@ static int states_out(tg_tensor **out, const run *r, tg_tensor **sts, bool batch
 }
 
 /* A forward of layer m: res[0] output, res[1] h_n, res[2] c_n (LSTM),
- * new references; on error none is made and m is unchanged. */
-static int layer_run(tg_module *m, tg_tensor **res, tg_tensor *x, tg_tensor *h0, tg_tensor *c0)
+ * new references; lengths NULL or each row's valid steps.  On error none
+ * is made and m is unchanged. */
+static int layer_run(tg_module *m, tg_tensor **res, tg_tensor *x, const tg_tensor *lengths,
+                     tg_tensor *h0, tg_tensor *c0)
 {
     tg__rnn_state *s = m->state;
     const tg_dtype dt = tg_tensor_dtype(m->params[0].t);
     run r;
     TG_TRY(check_args(&r, m, x, h0, c0, dt));
+    int64_t *lens = NULL;
+    if (lengths) {
+        lens = tg__calloc((size_t)r.batch, sizeof *lens);
+        if (!lens) return TG_ENOMEM;
+        int rc = read_lengths(&r, lens, lengths, x);
+        if (rc < 0) {
+            free(lens);
+            return rc;
+        }
+        r.lens = lens;
+    }
     const bool batched = tg_tensor_ndim(x) == 3, lstm = s->kind == TG__RNN_LSTM;
     tg_tensor *xs = NULL, *y = NULL, *out[3] = {NULL, NULL, NULL};
     tg_rng rng = {.seed = s->o.seed, .counter = s->calls << 40};
     bool drew = false;
     int rc = run_alloc(&r);
     if (rc < 0) goto done;
-    /* xs: the input as (L, N, input_size) */
+    /* xs: the input as (L, N, input_size), zero at the padded steps */
     if (!batched) TG_TRY_GOTO(tg_unsqueeze(&xs, x, 1));
     else if (s->o.batch_first) TG_TRY_GOTO(tg_transpose(&xs, x, 0, 1));
     else xs = tg_tensor_retain(x);
+    if (lens) {
+        tg_tensor *z = NULL;
+        TG_TRY_GOTO(run_masks(&r));
+        rc = tg_masked_fill(&z, xs, r.pad, 0);
+        tg_tensor_release(xs);
+        xs = z;
+        if (rc < 0) goto done;
+    }
     TG_TRY_GOTO(states_in(&r, r.h0, h0, batched, r.h_out, dt));
     if (lstm) TG_TRY_GOTO(states_in(&r, r.c0, c0, batched, s->hidden_size, dt));
     TG_TRY_GOTO(run_layers(&r, m, &y, xs, &rng, &drew));
@@ -250,6 +361,7 @@ done:
     tg_tensor_release(y);
     tg_tensor_release(xs);
     run_free(&r);
+    free(lens);
     return rc;
 }
 
@@ -263,7 +375,7 @@ static int layer_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const 
              "%s: forward takes (input) or (input, %s); got %d inputs",
              tg__rnn_name(s->kind, false), lstm ? "h_0, c_0" : "h_0", n);
     tg_tensor *res[3] = {NULL, NULL, NULL};
-    TG_TRY(layer_run(m, res, xs[0], n > 1 ? xs[1] : NULL, n > 2 ? xs[2] : NULL));
+    TG_TRY(layer_run(m, res, xs[0], NULL, n > 1 ? xs[1] : NULL, n > 2 ? xs[2] : NULL));
     tg_tensor_release(res[1]);
     tg_tensor_release(res[2]);
     *y = res[0];
@@ -351,9 +463,13 @@ int tg_nn_gru_new(tg_module **out, int64_t input_size, int64_t hidden_size,
 /* The public layer forwards: m's kind checked, the ops run on the
  * library's behalf, the results handed to the caller's scope. */
 static int layer_forward(const char *fn, bool lstm, tg_module *m, tg_tensor **const dst[3],
-                         tg_tensor *x, tg_tensor *h0, tg_tensor *c0)
+                         tg_tensor *x, bool packed, const tg_tensor *lengths, tg_tensor *h0,
+                         tg_tensor *c0)
 {
     TG_CHECK(m != NULL && x != NULL, TG_EINVAL, "%s: m and input must not be NULL", fn);
+    TG_CHECK(!packed || lengths != NULL, TG_EINVAL,
+             "%s: lengths must not be NULL (without lengths, use %s)", fn,
+             lstm ? "tg_nn_lstm_forward" : "tg_nn_rnn_forward");
     const tg__rnn_state *s = tg__rnn_state_of(m);
     const bool ok = s && m->vt == &tg__nn_rnn_layer_vts[tg__rnn_vt_index(s->kind)] &&
                     (s->kind == TG__RNN_LSTM) == lstm;
@@ -362,7 +478,7 @@ static int layer_forward(const char *fn, bool lstm, tg_module *m, tg_tensor **co
     TG_TRY(tg__rnn_check_outputs(fn, 3, dst));
     tg_tensor *res[3] = {NULL, NULL, NULL};
     tg__lib_enter();
-    int rc = layer_run(m, res, x, h0, c0);
+    int rc = layer_run(m, res, x, lengths, h0, c0);
     tg__lib_leave();
     if (rc < 0) return rc;
     return tg__rnn_hand_out(3, dst, res);
@@ -372,14 +488,31 @@ int tg_nn_rnn_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n, tg_tens
                       tg_tensor *h_0)
 {
     return layer_forward("nn_rnn_forward", false, m, (tg_tensor **const[]){output, h_n, NULL},
-                         input, h_0, NULL);
+                         input, false, NULL, h_0, NULL);
+}
+
+int tg_nn_rnn_forward_packed(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                             tg_tensor *input, const tg_tensor *lengths, tg_tensor *h_0)
+{
+    return layer_forward("nn_rnn_forward_packed", false, m,
+                         (tg_tensor **const[]){output, h_n, NULL}, input, true, lengths, h_0,
+                         NULL);
 }
 
 int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n, tg_tensor **c_n,
                        tg_tensor *input, tg_tensor *h_0, tg_tensor *c_0)
 {
     return layer_forward("nn_lstm_forward", true, m, (tg_tensor **const[]){output, h_n, c_n},
-                         input, h_0, c_0);
+                         input, false, NULL, h_0, c_0);
+}
+
+int tg_nn_lstm_forward_packed(tg_module *m, tg_tensor **output, tg_tensor **h_n,
+                              tg_tensor **c_n, tg_tensor *input, const tg_tensor *lengths,
+                              tg_tensor *h_0, tg_tensor *c_0)
+{
+    return layer_forward("nn_lstm_forward_packed", true, m,
+                         (tg_tensor **const[]){output, h_n, c_n}, input, true, lengths, h_0,
+                         c_0);
 }
 
 int tg_nn_rnn_options(const tg_module *m, int64_t *input_size, int64_t *hidden_size,
