@@ -265,8 +265,8 @@ TG_API int tg_nn_transformer_decoder_layer_forward(tg_module *m, tg_tensor **out
  * forward).  The copies keep encoder_layer's dropout seeds (layer i draws
  * the k-th masks layer 0 draws).  tg_module_forward(m, &y, src) runs the
  * forward below without masks.  TG_EINVAL for a NULL out or encoder_layer,
- * encoder_layer not a TransformerEncoderLayer, num_layers < 1; the
- * errors of tg_module_copy.  On error *out is untouched and norm keeps
+ * encoder_layer not a TransformerEncoderLayer, num_layers outside
+ * [1, 100000]; the errors of tg_module_copy.  On error *out is untouched and norm keeps
  * its count. */
 TG_API int tg_nn_transformer_encoder_new(tg_module **out, const tg_module *encoder_layer,
                                          int64_t num_layers, tg_module *norm);
