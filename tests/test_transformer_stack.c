@@ -5,7 +5,8 @@
  * of the inputs and of every parameter; f32 and f64), their state-dict
  * keys, the clones' equal weights, Transformer's xavier init, gradients of
  * first and second order by finite differences, the tg_module_forward_n
- * forms, dropout in train and eval, the mask generator and the refusals.
+ * forms, dropout in train and eval, a state-dict round trip, the mask
+ * generator and the refusals.
  * Goldens: scripts/make_transformer_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -546,4 +547,36 @@ Test(transformer_stack, refusals_name_the_argument)
     tg_module_release(t);
     tg_module_release(m);
     tg_module_release(st);
+}
+
+/* A Transformer's state dict loads into one made from another seed and
+ * gives the same output; its dropout draws in training only (eval gives the
+ * output of the same weights without dropout). */
+Test(transformer_stack, state_dict_round_trip_and_dropout)
+{
+    const cfg k = {.layers = 2, .dec_layers = 2, .dropout = 0.5, .seed = 4};
+    tg_module *m = make("tf", &k, 4, 6), *m0 = NULL;
+    tg_rng rng;
+    tg_rng_init(&rng, 99);
+    OK(tg_nn_transformer_new(&m0, 4, 2, &(tg_nn_transformer_opts){2, 2, 6, 0.0, TG_ACT_RELU,
+                                                                  1e-5, false, false, 0},
+                             &rng));
+    tg_st_file *f = NULL;
+    OK(tg_st_new(&f));
+    OK(tg_module_state_dict_save(m, f, NULL));
+    OK(tg_module_load_state_dict(m0, f, NULL, true));
+    uint64_t s = 3;
+    tg_tensor *src = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    tg_tensor *tgt = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    tg_tensor *yt = NULL, *ye = NULL, *y0 = NULL;
+    OK(tg_nn_transformer_forward(m, &yt, src, tgt, NULL));
+    tg_module_train(m, false);
+    OK(tg_nn_transformer_forward(m, &ye, src, tgt, NULL));
+    OK(tg_nn_transformer_forward(m0, &y0, src, tgt, NULL));
+    th_expect_same_bits("loaded", tgt, y0, ye);
+    cr_assert(th_same_bits(yt, ye) == false, "training drops");
+    th_release_all(5, (tg_tensor *[]){src, tgt, yt, ye, y0});
+    tg_st_free(f);
+    tg_module_release(m);
+    tg_module_release(m0);
 }
