@@ -528,7 +528,7 @@ static int th_state_entry(const char *name, tg_tensor *t, bool is_param, void *u
 
 void th_expect_state_keys(const tg_module *m, const char *want)
 {
-    char buf[1024] = "", name[TG_MODULE_NAME_MAX];
+    char buf[8192] = "", name[TG_MODULE_NAME_MAX];
     const int n = tg_module_state_count(m);
     for (int i = 0; i < n; i++) {
         cr_assert(eq(int, tg_module_state_at(m, i, name, sizeof name, NULL, NULL), TG_OK),

@@ -269,9 +269,9 @@ Test(cli, ops_and_gradcheck)
     th_expect_in(th_err, "unknown option '--seed'");
 }
 
-/* The losses, the distances, weight norm, attention, the recurrent modules,
- * unfold and fold have sweep cases; an op without any checks nothing,
- * which is not a pass. */
+/* The losses, the distances, weight norm, attention, a Transformer decoder
+ * layer, the recurrent modules, unfold and fold have sweep cases; an op
+ * without any checks nothing, which is not a pass. */
 Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
 {
     cr_assert(eq(int, RUN("gradcheck", "nn"), 0), "%s%s", th_out, th_err);
@@ -292,11 +292,12 @@ Test(cli, gradcheck_covers_nn_ops_and_fails_when_nothing_ran)
     th_expect_in(th_out, "relu                   multi_margin x (3, 4)");
     th_expect_in(th_out, "log                    gaussian_nll x, target, var (3, 4)");
     th_expect_in(th_out, "softmax                attention q (2, 3, 4), k (2, 5, 4)");
+    th_expect_in(th_out, "layer_norm             TransformerDecoderLayer tgt (3, 2, 4)");
     th_expect_in(th_out, "linear                 RNN tanh x (3, 2, 2)");
     th_expect_in(th_out, "linear                 LSTM proj 2 bidirectional");
     th_expect_in(th_out, "linear                 GRUCell x (2, 2)");
     th_expect_in(th_out, "where                  LSTM bidirectional x (3, 3, 2) lengths");
-    th_expect_in(th_out, "32 cases, 0 failed");
+    th_expect_in(th_out, "33 cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "unfold", "fold"), 0), "%s%s", th_out, th_err);
     th_expect_in(th_out, "2 cases, 0 failed");
     cr_assert(eq(int, RUN("gradcheck", "fake_quantize"), 1), "%s%s", th_out, th_err);

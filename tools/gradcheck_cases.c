@@ -646,6 +646,9 @@ const gc_case gc_cases[] = {
           .shape = {{2, 2}, {2, 3}}),
     GC_FN("where", "nn", f_lstm_packed, "LSTM bidirectional x (3, 3, 2) lengths {3, 1, 2}", 3,
           .ndim = {3, 3, 3}, .shape = {{3, 3, 2}, {2, 3, 3}, {2, 3, 3}}),
+    GC_FN("layer_norm", "nn", f_transformer_decoder_layer,
+          "TransformerDecoderLayer tgt (3, 2, 4), memory (2, 2, 4) causal", 2,
+          .ndim = {3, 3}, .shape = {{3, 2, 4}, {2, 2, 4}}),
     /* pooling and upsampling */
     GC_FN("avg_pool", "pool", f_avg_pool, "(2, 2, 5, 4) 2-d k 3 s 2 p 1 ceil_mode", 1,
           .ndim = {4}, .shape = {{2, 2, 5, 4}}),

@@ -94,6 +94,7 @@ int f_multilabel_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void 
 int f_multilabel_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_weight_norm(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_attention(tg_tensor **out, int n, tg_tensor *const *in, void *user);
+int f_transformer_decoder_layer(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_unfold(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 int f_fold(tg_tensor **out, int n, tg_tensor *const *in, void *user);
 

@@ -1,6 +1,7 @@
 /* tools/gradcheck_fns_loss.c - the functions under test of the built-in sweep
  * of `tapegrad gradcheck` for the distances, the margin, embedding and
- * likelihood losses, weight normalization, attention, and unfold / fold
+ * likelihood losses, weight normalization, attention, a Transformer decoder
+ * layer, and unfold / fold
  * (gradcheck_cases.c has the table of cases).  Inputs are U[-1, 1] kept away
  * from 0 (GC_POSITIVE: U[0.5, 2]); targets and class indices are fixed here,
  * and the margins are chosen so that no hinge sits at a kink. */
@@ -139,6 +140,29 @@ int f_attention(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     o.attn_mask = mask;
     if (rc >= 0) rc = tg_scaled_dot_product_attention(out, NULL, in[0], in[1], in[2], &o);
     tg_tensor_release(mask);
+    return rc;
+}
+
+/* A TransformerDecoderLayer (d_model 4, nhead 2, dim_feedforward 6, gelu,
+ * norm_first, no dropout; weights from seed 3, in f64) over tgt (3, 2, 4)
+ * and memory (2, 2, 4), with a causal tgt_mask (3, 3). */
+int f_transformer_decoder_layer(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    tg_nn_transformer_decoder_layer_opts o = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
+    o.dim_feedforward = 6;
+    o.dropout = 0.0;
+    o.activation = TG_ACT_GELU;
+    o.norm_first = true;
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    tg_module *m = NULL;
+    tg_nn_transformer_masks mk = TG_NN_TRANSFORMER_MASKS_INIT;
+    int rc = tg_nn_transformer_decoder_layer_new(&m, 4, 2, &o, &rng);
+    if (rc >= 0) rc = tg_module_to_dtype(m, TG_F64);
+    if (rc >= 0) rc = tg_nn_transformer_square_subsequent_mask(&mk.tgt_mask, 3, TG_F64);
+    if (rc >= 0) rc = tg_nn_transformer_decoder_layer_forward(m, out, in[0], in[1], &mk);
+    tg_tensor_release(mk.tgt_mask);
+    tg_module_release(m);
     return rc;
 }
 

@@ -1,5 +1,7 @@
 /* tapegrad/attention.h - scaled dot-product attention, nn.MultiheadAttention
- * and nn.TransformerEncoderLayer as PyTorch 1.13 has them
+ * and the Transformer family (nn.TransformerEncoderLayer,
+ * TransformerEncoder, TransformerDecoderLayer, TransformerDecoder,
+ * Transformer) as PyTorch 1.13 has them
  * (torch.nn.functional.multi_head_attention_forward, torch.nn.*).
  *
  *   tg_module *mha;
@@ -183,6 +185,165 @@ TG_API int tg_nn_transformer_encoder_layer_params(const tg_module *m, int64_t *d
 TG_API int tg_nn_transformer_encoder_layer_forward(tg_module *m, tg_tensor **out, tg_tensor *src,
                                                    tg_tensor *src_mask,
                                                    tg_tensor *src_key_padding_mask);
+
+/* ---- the rest of torch's Transformer family ----
+ *
+ * The masks of the decoder and Transformer forwards (all borrowed; NULL:
+ * none), each as MultiheadAttention's attn_mask (u8, nonzero: may not
+ * attend; or a float of the inputs' dtype, added) or key_padding_mask (u8,
+ * (N, len) or (len) unbatched): src_mask (S, S) or (N*nhead, S, S),
+ * tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S) or
+ * (N*nhead, T, S).  A decoder (layer) takes the tgt_ and memory_ ones and
+ * refuses src_ ones (TG_EINVAL). */
+typedef struct tg_nn_transformer_masks {
+    tg_tensor *src_mask, *tgt_mask, *memory_mask;
+    tg_tensor *src_key_padding_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
+} tg_nn_transformer_masks;
+#define TG_NN_TRANSFORMER_MASKS_INIT {NULL, NULL, NULL, NULL, NULL, NULL}
+
+/* nn.TransformerDecoderLayer's options beside d_model and nhead, torch's
+ * defaults in the _INIT macro (the encoder layer's fields). */
+typedef struct tg_nn_transformer_decoder_layer_opts {
+    int64_t dim_feedforward;   /* linear1's outputs */
+    double dropout;            /* every attention's and Dropout child's p */
+    tg_activation activation;  /* TG_ACT_RELU or TG_ACT_GELU */
+    double layer_norm_eps;
+    bool batch_first;          /* tgt (N, T, E), memory (N, S, E) */
+    bool norm_first;           /* pre-norm: x + block(norm(x)) */
+    uint64_t seed;             /* self_attn's dropout seed; multihead_attn
+                                * takes seed + 1, the Dropout children
+                                * "dropout", "dropout1", "dropout2",
+                                * "dropout3" seed + 2, ..., + 5 */
+} tg_nn_transformer_decoder_layer_opts;
+#define TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT {2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
+
+/* nn.TransformerDecoderLayer(d_model, nhead, ...) (type name
+ * "TransformerDecoderLayer"; opts NULL: torch's defaults), with torch's
+ * children and state-dict keys: self_attn, multihead_attn (a
+ * MultiheadAttention each), linear1 (d_model -> dim_feedforward), dropout,
+ * linear2, norm1, norm2, norm3 (a LayerNorm(d_model) each), dropout1,
+ * dropout2, dropout3 and the parameter-free child "activation",
+ * initialised in torch's order from rng.  Its forward (torch's):
+ *   norm_first:  x = x + sa(norm1(x));  x = x + mha(norm2(x), mem);
+ *                x = x + ff(norm3(x))
+ *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + mha(x, mem));
+ *                x = norm3(x + ff(x))
+ * with sa(x) = dropout1(self_attn(x, x, x, tgt_mask, tgt_key_padding_mask)),
+ * mha(x, mem) = dropout2(multihead_attn(x, mem, mem, memory_mask,
+ * memory_key_padding_mask)) and
+ * ff(x) = dropout3(linear2(dropout(activation(linear1(x))))).
+ * tg_module_forward_n(m, &y, 2, (tg_tensor *[]){tgt, memory}) runs it
+ * without masks.  Errors as tg_nn_transformer_encoder_layer_new's. */
+TG_API int tg_nn_transformer_decoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
+                                               const tg_nn_transformer_decoder_layer_opts *opts,
+                                               tg_rng *rng);
+/* What a TransformerDecoderLayer was made with.  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_transformer_decoder_layer_params(const tg_module *m, int64_t *d_model,
+                                                  int64_t *nhead,
+                                                  tg_nn_transformer_decoder_layer_opts *opts);
+/* TransformerDecoderLayer.forward(tgt, memory, tgt_mask, memory_mask,
+ * tgt_key_padding_mask, memory_key_padding_mask): tgt (T, N, E), memory
+ * (S, N, E) ((N, T, E), (N, S, E) with batch_first; (T, E), (S, E)
+ * unbatched), E = d_model; masks NULL: none.  *out has tgt's shape.
+ * TG_EINVAL for a NULL m, out, tgt or memory, m of another type or a src_
+ * mask given; TG_ESHAPE for tgt or memory of another rank or width (named)
+ * and the attentions' errors (tg_nn_multihead_attention_forward: its query
+ * is tgt, its key memory).  On error *out is untouched. */
+TG_API int tg_nn_transformer_decoder_layer_forward(tg_module *m, tg_tensor **out, tg_tensor *tgt,
+                                                   tg_tensor *memory,
+                                                   const tg_nn_transformer_masks *masks);
+
+/* nn.TransformerEncoder(encoder_layer, num_layers, norm) (type name
+ * "TransformerEncoder"): a child "layers" (type name "ModuleList", no
+ * forward) holding num_layers deep copies of encoder_layer (a
+ * TransformerEncoderLayer, borrowed) named "0", "1", ..., as torch's
+ * _get_clones, so every layer starts with encoder_layer's values (keys
+ * layers.0.self_attn.in_proj_weight, ...); then, when norm is not NULL,
+ * the child "norm" (norm itself, retained: the caller keeps its
+ * reference; torch too takes the module as it is; any module with a
+ * forward).  The copies keep encoder_layer's dropout seeds (layer i draws
+ * the k-th masks layer 0 draws).  tg_module_forward(m, &y, src) runs the
+ * forward below without masks.  TG_EINVAL for a NULL out or encoder_layer,
+ * encoder_layer not a TransformerEncoderLayer, num_layers outside
+ * [1, 100000]; the errors of tg_module_copy.  On error *out is untouched and norm keeps
+ * its count. */
+TG_API int tg_nn_transformer_encoder_new(tg_module **out, const tg_module *encoder_layer,
+                                         int64_t num_layers, tg_module *norm);
+/* TransformerEncoder.forward(src, mask, src_key_padding_mask): each layer
+ * in turn (tg_nn_transformer_encoder_layer_forward with the masks), then
+ * norm.  Errors as that function's; TG_EINVAL for a NULL m, out or src or m
+ * of another type.  On error *out is untouched. */
+TG_API int tg_nn_transformer_encoder_forward(tg_module *m, tg_tensor **out, tg_tensor *src,
+                                             tg_tensor *mask, tg_tensor *src_key_padding_mask);
+/* nn.TransformerDecoder(decoder_layer, num_layers, norm) (type name
+ * "TransformerDecoder"), as tg_nn_transformer_encoder_new with a
+ * TransformerDecoderLayer.  tg_module_forward_n(m, &y, 2,
+ * (tg_tensor *[]){tgt, memory}) runs its forward without masks. */
+TG_API int tg_nn_transformer_decoder_new(tg_module **out, const tg_module *decoder_layer,
+                                         int64_t num_layers, tg_module *norm);
+/* TransformerDecoder.forward(tgt, memory, masks): each layer in turn
+ * (tg_nn_transformer_decoder_layer_forward), then norm; errors as that
+ * function's.  On error *out is untouched. */
+TG_API int tg_nn_transformer_decoder_forward(tg_module *m, tg_tensor **out, tg_tensor *tgt,
+                                             tg_tensor *memory,
+                                             const tg_nn_transformer_masks *masks);
+/* What a TransformerEncoder or TransformerDecoder holds: its number of
+ * layers and whether it has a norm (out-pointers may be NULL).  TG_EINVAL
+ * for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_transformer_stack_params(const tg_module *m, int64_t *num_layers,
+                                          bool *has_norm);
+
+/* nn.Transformer's options beside d_model and nhead, torch's defaults in
+ * the _INIT macro (d_model 512, nhead 8 are tg_nn_transformer_new's
+ * arguments). */
+typedef struct tg_nn_transformer_opts {
+    int64_t num_encoder_layers, num_decoder_layers;   /* each >= 1 */
+    int64_t dim_feedforward;
+    double dropout;
+    tg_activation activation;  /* TG_ACT_RELU or TG_ACT_GELU */
+    double layer_norm_eps;
+    bool batch_first, norm_first;
+    uint64_t seed;             /* the encoder layers' seed (as
+                                * tg_nn_transformer_encoder_layer_opts'); the
+                                * decoder layers take seed + 4 */
+} tg_nn_transformer_opts;
+#define TG_NN_TRANSFORMER_OPTS_INIT {6, 6, 2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
+
+/* nn.Transformer(d_model, nhead, ...) (type name "Transformer"; opts NULL:
+ * torch's defaults): children encoder (a TransformerEncoder of
+ * num_encoder_layers layers with a final LayerNorm "norm") and decoder (a
+ * TransformerDecoder likewise), keys as torch's (encoder.layers.0...,
+ * encoder.norm.weight, decoder.layers.0..., decoder.norm.bias).  Then
+ * torch's _reset_parameters: every parameter of rank > 1, in state-dict
+ * order, drawn afresh from rng by xavier_uniform_ (gain 1), so the layers
+ * no longer share values; biases and norms keep their values (the same
+ * laws as torch, not its numbers).  TG_EINVAL for a NULL out or rng,
+ * num_encoder_layers or num_decoder_layers < 1 and the layers' errors
+ * (tg_nn_transformer_encoder_layer_new's).  On error *out is untouched. */
+TG_API int tg_nn_transformer_new(tg_module **out, int64_t d_model, int64_t nhead,
+                                 const tg_nn_transformer_opts *opts, tg_rng *rng);
+/* What a Transformer was made with.  Out-pointers may be NULL; TG_EINVAL
+ * for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_transformer_params(const tg_module *m, int64_t *d_model, int64_t *nhead,
+                                    tg_nn_transformer_opts *opts);
+/* Transformer.forward(src, tgt, masks): memory = encoder(src, src_mask,
+ * src_key_padding_mask), *out = decoder(tgt, memory, tgt_mask,
+ * memory_mask, tgt_key_padding_mask, memory_key_padding_mask).  src
+ * (S, N, E), tgt (T, N, E) ((N, S, E), (N, T, E) with batch_first; (S, E),
+ * (T, E) unbatched).  masks NULL: none.  tg_module_forward_n(m, &y, 2,
+ * (tg_tensor *[]){src, tgt}) runs it without masks.  TG_EINVAL for a NULL
+ * m, out, src or tgt, or m of another type; TG_ESHAPE, as torch's checks,
+ * for src or tgt not of d_model features, of different ranks, or (batched)
+ * of different batch sizes; the layers' errors.  On error *out is
+ * untouched. */
+TG_API int tg_nn_transformer_forward(tg_module *m, tg_tensor **out, tg_tensor *src,
+                                     tg_tensor *tgt, const tg_nn_transformer_masks *masks);
+/* Transformer.generate_square_subsequent_mask(sz): a new (sz, sz) tensor
+ * of dtype dt (a float dtype; torch's is its default f32) with -inf above
+ * the diagonal and 0 elsewhere: the causal tgt_mask.  TG_EINVAL for a
+ * NULL out or sz < 0; TG_EDTYPE for dt not a float dtype. */
+TG_API int tg_nn_transformer_square_subsequent_mask(tg_tensor **out, int64_t sz, tg_dtype dt);
 
 #ifdef __cplusplus
 }
