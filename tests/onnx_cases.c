@@ -111,6 +111,83 @@ void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, doubl
     tg_tensor_release(y);
 }
 
+/* The raw values of t (f32 as f32, u8, i64, i32 as they are) in file. */
+static void write_raw(const char *file, const tg_tensor *t)
+{
+    char path[256];
+    if (tg_tensor_dtype(t) == TG_F32) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(file) - 4), file);
+        write_f32(name, ".f32", t);
+        return;
+    }
+    tg_tensor *c = NULL;
+    cr_assert(tg_tensor_contiguous(&c, (tg_tensor *)t) == TG_OK);
+    th_write_bytes(th_tmp_path(path, sizeof path, file), tg_tensor_cdata(c),
+                   (size_t)tg_tensor_numel(c) * tg_dtype_size(tg_tensor_dtype(c)));
+    tg_tensor_release(c);
+}
+
+void write_expected_n(const char *name, int n, tg_tensor *const *xs, const char *const *names,
+                      const tg_tensor *y, double rtol, double atol, const char *const *inits)
+{
+    char path[256], file[128];
+    write_f32(name, ".out.f32", y);
+    snprintf(file, sizeof file, "%s.json", name);
+    FILE *f = fopen(th_tmp_path(path, sizeof path, file), "w");
+    cr_assert(f != NULL);
+    fprintf(f, "{\"inputs\": [");
+    for (int i = 0; i < n; i++) {
+        const tg_dtype dt = tg_tensor_dtype(xs[i]);
+        const char *type = dt == TG_F32 ? "float32" : dt == TG_U8 ? "uint8"
+                         : dt == TG_I64 ? "int64" : "int32";
+        snprintf(file, sizeof file, "%s.in%d.%s", name, i, dt == TG_F32 ? "f32" : type);
+        write_raw(file, xs[i]);
+        char dflt[24];
+        snprintf(dflt, sizeof dflt, "input_%d", i);
+        fprintf(f, "%s{\"name\": \"%s\", \"type\": \"%s\", \"file\": \"%s\", ",
+                i ? ", " : "", names ? names[i] : dflt, type, file);
+        json_shape(f, "shape", xs[i]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "], ");
+    json_shape(f, "output_shape", y);
+    fprintf(f, ", \"rtol\": %.17g, \"atol\": %.17g", rtol, atol);
+    if (inits) {
+        fprintf(f, ", \"initializers\": [");
+        for (int i = 0; inits[i]; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", inits[i]);
+        fprintf(f, "]");
+    }
+    if (case_graph) fprintf(f, ", %s", case_graph);
+    case_level = case_types = case_graph = NULL;
+    fprintf(f, "}\n");
+    fclose(f);
+}
+
+tg_tensor *forward_n(tg_module *m, int n, tg_tensor *const *xs)
+{
+    tg_tensor *y = NULL;
+    tg_module_train(m, false);
+    tg_no_grad_begin();
+    int rc = tg_module_forward_n(m, &y, n, xs);
+    tg_no_grad_end();
+    cr_assert(rc == TG_OK, "forward_n: %s", tg_error_message());
+    return y;
+}
+
+void write_case_n(const char *name, tg_module *m, int n, tg_tensor *const *xs,
+                  const char *const *names, double rtol, double atol, const char *const *inits,
+                  const tg_onnx_options *o)
+{
+    char path[256], file[128];
+    tg_tensor *y = forward_n(m, n, xs);
+    snprintf(file, sizeof file, "%s.onnx", name);
+    int rc = tg_onnx_export_n(m, n, xs, names, th_tmp_path(path, sizeof path, file), o);
+    cr_assert(rc == TG_OK, "%s: %s", name, tg_error_message());
+    write_expected_n(name, n, xs, names, y, rtol, atol, inits);
+    tg_tensor_release(y);
+}
+
 void check_cases(void)
 {
     int rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/check.py",

@@ -45,6 +45,21 @@ void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, do
 void write_case(const char *name, tg_module *m, tg_tensor *x, double rtol, double atol,
                 const char *const *inits, const tg_onnx_options *o);
 
+/* Runs m (eval, no grad) on its n inputs xs: a new reference. */
+tg_tensor *forward_n(tg_module *m, int n, tg_tensor *const *xs);
+
+/* write_expected for a graph of n inputs xs named names (NULL: input_0,
+ * ...): <name>.in<i>.f32 (or .uint8, .int64, .int32) and "inputs" in the
+ * .json. */
+void write_expected_n(const char *name, int n, tg_tensor *const *xs, const char *const *names,
+                      const tg_tensor *y, double rtol, double atol, const char *const *inits);
+
+/* Exports m on its n inputs xs (tg_onnx_export_n) as case `name`, with
+ * its expected output. */
+void write_case_n(const char *name, tg_module *m, int n, tg_tensor *const *xs,
+                  const char *const *names, double rtol, double atol, const char *const *inits,
+                  const tg_onnx_options *o);
+
 /* The checker and ONNX Runtime over every case of the folder. */
 void check_cases(void);
 

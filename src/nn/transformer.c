@@ -19,10 +19,11 @@ typedef struct tel_state {
 } tel_state;
 
 static int tel_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
+static int tel_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
 
 static const tg_module_vtable tel_vt = {
-    .type_name = "TransformerEncoderLayer", .forward = tel_forward, .release = free,
-    .state_size = sizeof(tel_state)};
+    .type_name = "TransformerEncoderLayer", .forward = tel_forward, .forward_n = tel_forward_n,
+    .release = free, .state_size = sizeof(tel_state)};
 
 /* The children in torch's registration order (so its state-dict order and
  * its order of initialisation). */
@@ -179,6 +180,16 @@ static int tel_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     TG_TRY(check_src(m, x));
     return run(m, y, x, NULL, NULL);
+}
+
+/* tg_module_forward_n: (src), (src, src_mask) or (src, src_mask,
+ * src_key_padding_mask). */
+static int tel_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+{
+    TG_CHECK(n <= 3, TG_EINVAL, FWD ": forward takes (src), (src, src_mask) or (src, src_mask, "
+             "src_key_padding_mask); got %d inputs", n);
+    TG_TRY(check_src(m, xs[0]));
+    return run(m, y, xs[0], n > 1 ? xs[1] : NULL, n > 2 ? xs[2] : NULL);
 }
 
 int tg_nn_transformer_encoder_layer_forward(tg_module *m, tg_tensor **out, tg_tensor *src,

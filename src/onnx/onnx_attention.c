@@ -24,8 +24,17 @@
  * "linear1.bias", "norm2.weight"); the shapes and the scale are named by
  * the node scope ("/self_attn/head_shape", "/self_attn/scale").
  *
- * A MultiheadAttention on its own takes query, key and value, three inputs,
- * and the exported graph has one: it is refused. */
+ * A MultiheadAttention on its own (tg_onnx_export_n's query, key and value)
+ * is the same attention with q, k and v projected apart: in_proj_weight and
+ * in_proj_bias Split in three on axis 0 (or q_proj_weight, k_proj_weight,
+ * v_proj_weight with kdim, vdim), each input laid out as (S, N, X) and
+ * projected as a Linear.  Its output is attn_output only (need_weights'
+ * weights are not a graph output).  The masks, graph inputs of a
+ * TransformerEncoderLayer, act on the scores (N*H, L, S) after the MatMul
+ * of q and k: a float src_mask is Added, a u8 one becomes
+ * Where(Cast(mask, bool), -inf, scores); a src_key_padding_mask (N, S) is
+ * Unsqueezed to (N, 1, S), Tiled over the heads and Reshaped to
+ * (N*H, 1, S), then taken as a u8 src_mask is. */
 #include <math.h>
 #include <string.h>
 
@@ -76,45 +85,144 @@ static int child_emit(const tg__onnx_site *s, const char *name, const char *x,
     return emit(&c, y);
 }
 
-/* The self-attention of site a (the MultiheadAttention child, a->x its
- * input, the layout of the layer's src) as at the top of the file. */
-static int self_attention(const tg__onnx_site *a, bool batch_first, const char **y)
+/* What one attention reads: query, key and value (one value for the
+ * self-attention) and the masks (NULL: none); attn_bool for a u8 attn_mask. */
+typedef struct attn_inputs {
+    const char *q, *k, *v;
+    const char *attn_mask, *key_padding_mask;
+    bool attn_bool;
+} attn_inputs;
+
+/* Where(Cast(mask, bool), -inf, s): the scores s with -inf where mask is
+ * nonzero; *ninf the -inf initializer, made on the first call (NULL). */
+static int mask_where(tg__onnx *g, const char *sc, const char *s, const char *mask,
+                      const char **ninf, const char **y)
+{
+    const char *c = NULL;
+    tg__onnx_node *n = NULL;
+    if (!*ninf && !(*ninf = tg__onnx_const(g, sc, "ninf", -INFINITY))) return TG_ENOMEM;
+    TG_TRY(tg__onnx_unary(g, sc, "Cast", mask, &n, &c));
+    TG_TRY(tg__onnx_attr_int(g, n, "to", TG__ONNX_BOOL));
+    return tg__onnx_add(g, NULL, y, sc, "Where", 3, (const char *const[]){c, *ninf, s});
+}
+
+/* The masks on the scores s (N*H, L, S): a float attn_mask added, a u8 one
+ * -inf where nonzero; the key_padding_mask (N, S) as (N*H, 1, S) (Unsqueeze,
+ * Tile over the heads, Reshape), or (S) unbatched, -inf where nonzero. */
+static int masks(tg__onnx *g, const char *sc, const attn_inputs *in, bool batched, int64_t h,
+                 const char *axis1, const char *s, const char **y)
+{
+    const char *ninf = NULL;   /* the -inf, made once */
+    if (in->attn_mask && in->attn_bool) TG_TRY(mask_where(g, sc, s, in->attn_mask, &ninf, &s));
+    else if (in->attn_mask)
+        TG_TRY(tg__onnx_add(g, NULL, &s, sc, "Add", 2, (const char *const[]){s, in->attn_mask}));
+    if (in->key_padding_mask) {
+        const char *m = in->key_padding_mask;
+        if (batched) {
+            const char *reps = ints(g, sc, "kpm_repeats", 3, (const int64_t[]){1, h, 1});
+            const char *shape = ints(g, sc, "kpm_shape", 3, (const int64_t[]){-1, 1, 0});
+            if (!reps || !shape) return TG_ENOMEM;
+            TG_TRY(tg__onnx_add(g, NULL, &m, sc, "Unsqueeze", 2, (const char *const[]){m, axis1}));
+            TG_TRY(tg__onnx_add(g, NULL, &m, sc, "Tile", 2, (const char *const[]){m, reps}));
+            TG_TRY(tg__onnx_add(g, NULL, &m, sc, "Reshape", 2, (const char *const[]){m, shape}));
+        }
+        TG_TRY(mask_where(g, sc, s, m, &ninf, &s));
+    }
+    *y = s;
+    return TG_OK;
+}
+
+/* x as (L, N, X): batch_first's Transpose (1, 0, 2), or unbatched
+ * Unsqueeze axis 1. */
+static int seq_first(tg__onnx *g, const char *sc, const char *x, bool batched, bool batch_first,
+                     const char *axis1, const char **y)
+{
+    *y = x;
+    if (!batched)
+        return tg__onnx_add(g, NULL, y, sc, "Unsqueeze", 2, (const char *const[]){x, axis1});
+    return batch_first ? transpose3(g, sc, x, 1, 0, 2, y) : TG_OK;
+}
+
+/* The projections of q, k, v apart: in_proj_weight and in_proj_bias Split
+ * in three on axis 0 (or q/k/v_proj_weight with kdim, vdim), each input
+ * laid out as (L, N, X) and multiplied by its weight. */
+static int projections(const tg__onnx_site *a, const attn_inputs *in, bool packed,
+                       bool batched, bool batch_first, const char *split, const char *axis1,
+                       const char **qkv)
+{
+    tg__onnx *g = a->g;
+    const char *sc = a->scope, *w[3] = {NULL}, *b[3] = {"", "", ""}, *p = NULL;
+    const char *const x[3] = {in->q, in->k, in->v};
+    tg__onnx_node *n = NULL;
+    if (packed) {
+        TG_TRY(tg__onnx_param(a, "in_proj_weight", &p));
+        TG_TRY(tg__onnx_add(g, &n, &w[0], sc, "Split", 2, (const char *const[]){p, split}));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &w[1]));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &w[2]));
+        TG_TRY(tg__onnx_attr_int(g, n, "axis", 0));
+    } else {
+        static const char *const names[3] = {"q_proj_weight", "k_proj_weight", "v_proj_weight"};
+        for (int i = 0; i < 3; i++) TG_TRY(tg__onnx_param(a, names[i], &w[i]));
+    }
+    TG_TRY(tg__onnx_param(a, "in_proj_bias", &p));
+    if (p[0]) {
+        TG_TRY(tg__onnx_add(g, &n, &b[0], sc, "Split", 2, (const char *const[]){p, split}));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &b[1]));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &b[2]));
+        TG_TRY(tg__onnx_attr_int(g, n, "axis", 0));
+    }
+    for (int i = 0; i < 3; i++) {
+        const char *t = NULL;
+        TG_ASSERT(w[i][0] != '\0');
+        TG_TRY(seq_first(g, sc, x[i], batched, batch_first, axis1, &t));
+        TG_TRY(tg__onnx_linear(g, sc, t, 3, w[i], b[i], &qkv[i]));
+    }
+    return TG_OK;
+}
+
+/* The attention of site a (a MultiheadAttention, a->xt its query, in the
+ * given layout) on in, as at the top of the file: one packed projection
+ * for the self-attention, three otherwise. */
+static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs *in,
+                     const char **y)
 {
     int64_t e, h;
     tg_nn_multihead_attention_opts o;
     TG_TRY(tg_nn_multihead_attention_params(a->m, &e, &h, &o));
-    /* (a TransformerEncoderLayer's never has them) */
-    TG_CHECK(o.kdim == e && o.vdim == e && !o.add_bias_kv && !o.add_zero_attn, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (MultiheadAttention) with kdim, vdim, add_bias_kv or "
-             "add_zero_attn is not supported", a->path);
+    TG_CHECK(!o.add_bias_kv && !o.add_zero_attn, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (MultiheadAttention) with add_bias_kv or add_zero_attn "
+             "is not supported", a->path[0] ? a->path : "<top>");
+    const bool packed = o.kdim == e && o.vdim == e;
+    const bool self = packed && !strcmp(in->q, in->k) && !strcmp(in->k, in->v);
     tg__onnx *g = a->g;
     const char *sc = a->scope;
     const bool batched = tg_tensor_ndim(a->xt) == 3;
     const int64_t d = e / h;
-    const char *w = NULL, *b = NULL, *x = a->x, *t = NULL;
-    TG_TRY(tg__onnx_param(a, "in_proj_weight", &w));
-    TG_TRY(tg__onnx_param(a, "in_proj_bias", &b));
-    TG_ASSERT(w[0] != '\0');
+    const char *w = NULL, *b = NULL, *x = in->q, *t = NULL;
     const char *split = ints(g, sc, "qkv_split", 3, (const int64_t[]){e, e, e});
     const char *heads = ints(g, sc, "head_shape", 3, (const int64_t[]){0, -1, d});
     const char *merged = ints(g, sc, "merged_shape", 3, (const int64_t[]){0, -1, e});
-    const char *axis1 = batched ? "" : ints(g, sc, "batch_axis", 1, (const int64_t[]){1});
+    const char *axis1 = batched && !in->key_padding_mask
+                            ? "" : ints(g, sc, "batch_axis", 1, (const int64_t[]){1});
     const char *scale = tg__onnx_const(g, sc, "scale", (float)sqrt((double)d));
     if (!split || !heads || !merged || !axis1 || !scale) return TG_ENOMEM;
-    /* (L, N, E) */
-    if (!batched)
-        TG_TRY(tg__onnx_add(g, NULL, &x, sc, "Unsqueeze", 2, (const char *const[]){x, axis1}));
-    else if (batch_first)
-        TG_TRY(transpose3(g, sc, x, 1, 0, 2, &x));
-    /* the packed in-projection, split into q, k, v */
-    TG_TRY(tg__onnx_linear(g, sc, x, 3, w, b, &t));
     tg__onnx_node *n = NULL;
     const char *qkv[3] = {NULL};
-    TG_TRY(tg__onnx_add(g, &n, &qkv[0], sc, "Split", 2, (const char *const[]){t, split}));
-    TG_TRY(tg__onnx_add_output(g, n, sc, &qkv[1]));
-    TG_TRY(tg__onnx_add_output(g, n, sc, &qkv[2]));
-    TG_TRY(tg__onnx_attr_int(g, n, "axis", -1));
-    /* (N*H, L, d); k as (N*H, d, L) */
+    if (self) {
+        TG_TRY(tg__onnx_param(a, "in_proj_weight", &w));
+        TG_TRY(tg__onnx_param(a, "in_proj_bias", &b));
+        TG_ASSERT(w[0] != '\0');
+        /* (L, N, E), the packed in-projection, split into q, k, v */
+        TG_TRY(seq_first(g, sc, x, batched, batch_first, axis1, &x));
+        TG_TRY(tg__onnx_linear(g, sc, x, 3, w, b, &t));
+        TG_TRY(tg__onnx_add(g, &n, &qkv[0], sc, "Split", 2, (const char *const[]){t, split}));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &qkv[1]));
+        TG_TRY(tg__onnx_add_output(g, n, sc, &qkv[2]));
+        TG_TRY(tg__onnx_attr_int(g, n, "axis", -1));
+    } else {
+        TG_TRY(projections(a, in, packed, batched, batch_first, split, axis1, qkv));
+    }
+    /* (N*H, L, d); k as (N*H, d, S) */
     for (int i = 0; i < 3; i++) {
         TG_TRY(tg__onnx_add(g, NULL, &t, sc, "Reshape", 2, (const char *const[]){qkv[i], heads}));
         TG_TRY(transpose3(g, sc, t, 1, i == 1 ? 2 : 0, i == 1 ? 0 : 2, &qkv[i]));
@@ -122,6 +230,7 @@ static int self_attention(const tg__onnx_site *a, bool batch_first, const char *
     const char *q = NULL, *s = NULL, *p = NULL, *o2 = NULL;
     TG_TRY(tg__onnx_add(g, NULL, &q, sc, "Div", 2, (const char *const[]){qkv[0], scale}));
     TG_TRY(tg__onnx_add(g, NULL, &s, sc, "MatMul", 2, (const char *const[]){q, qkv[1]}));
+    TG_TRY(masks(g, sc, in, batched, h, axis1, s, &s));
     TG_TRY(tg__onnx_unary(g, sc, "Softmax", s, &n, &p));
     TG_TRY(tg__onnx_attr_int(g, n, "axis", -1));
     TG_TRY(tg__onnx_add(g, NULL, &t, sc, "MatMul", 2, (const char *const[]){p, qkv[2]}));
@@ -150,13 +259,20 @@ static int feed_forward(const tg__onnx_site *s, const char *x, const char **y)
     return child_emit(s, "linear2", t, tg__onnx_emit_linear, y);
 }
 
-/* sa(x), the self-attention (dropout1 the identity in eval). */
+/* sa(x), the self-attention (dropout1 the identity in eval), with the
+ * masks of s's graph inputs 1 and 2 when there are. */
 static int sa_block(const tg__onnx_site *s, bool batch_first, const char *x, const char **y)
 {
     tg__onnx_site a;
     TG_TRY(child_site(s, "self_attn", &a));
     a.x = x;
-    return self_attention(&a, batch_first, y);
+    attn_inputs in = {x, x, x, NULL, NULL, false};
+    if (s->n > 1) {
+        in.attn_mask = s->xs[1];
+        in.attn_bool = tg_tensor_dtype(s->xts[1]) == TG_U8;
+    }
+    if (s->n > 2) in.key_padding_mask = s->xs[2];
+    return attention(&a, batch_first, &in, y);
 }
 
 int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y)
@@ -181,11 +297,73 @@ int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char *
     return child_emit(s, "norm2", r, tg__onnx_emit_layer_norm, y);
 }
 
-int tg__onnx_refuse_multihead_attention(const tg_module *m, const char *path)
+int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y)
 {
-    return tg__error(TG_EUNSUPPORTED,
-                     "onnx_export: module '%s' (%s) is not supported on its own: its forward "
-                     "takes query, key and value, and the exported graph has one input (the "
-                     "self-attention inside a TransformerEncoderLayer exports)",
-                     path[0] ? path : "<top>", tg_module_type_name(m));
+    TG_ASSERT(s->n == 3);   /* tg__onnx_inputs_multihead_attention */
+    tg_nn_multihead_attention_opts o;
+    TG_TRY(tg_nn_multihead_attention_params(s->m, NULL, NULL, &o));
+    const attn_inputs in = {s->xs[0], s->xs[1], s->xs[2], NULL, NULL, false};
+    return attention(s, o.batch_first, &in, y);
+}
+
+/* TG_EDTYPE unless input i of module path is of one of the dtypes a, b. */
+static int need_dtype(const tg_module *m, const char *path, tg_tensor *const *xs, int i,
+                      const char *what, tg_dtype a, tg_dtype b)
+{
+    const tg_dtype dt = tg_tensor_dtype(xs[i]);
+    TG_CHECK(dt == a || dt == b, TG_EDTYPE,
+             "onnx_export: module '%s' (%s): graph input %d (%s) has dtype %s; it must be %s%s%s",
+             path[0] ? path : "<top>", tg_module_type_name(m), i, what, tg_dtype_name(dt),
+             tg_dtype_name(a), a == b ? "" : " or ", a == b ? "" : tg_dtype_name(b));
+    return TG_OK;
+}
+
+/* The batch axis of a (.., N, ..) input laid out as the module's: 0
+ * batch_first, 1 otherwise, -1 unbatched. */
+static int batch_axis(const tg_tensor *x, bool batch_first)
+{
+    return tg_tensor_ndim(x) == 3 ? (batch_first ? 0 : 1) : -1;
+}
+
+int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, int n,
+                                        tg_tensor *const *xs, int *axes)
+{
+    const char *p = path[0] ? path : "<top>";
+    TG_CHECK(n != 1, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
+             "query, key and value, and the exported graph has one input (tg_onnx_export_n of "
+             "the module takes the three)", p, tg_module_type_name(m));
+    TG_CHECK(n == 3, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes three graph inputs, query, key and value, "
+             "not %d", p, tg_module_type_name(m), n);
+    tg_nn_multihead_attention_opts o;
+    TG_TRY(tg_nn_multihead_attention_params(m, NULL, NULL, &o));
+    static const char *const what[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++) {
+        TG_TRY(need_dtype(m, path, xs, i, what[i], TG_F32, TG_F32));
+        axes[i] = batch_axis(xs[i], o.batch_first);
+    }
+    axes[3] = axes[0];
+    return TG_OK;
+}
+
+int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
+                                              tg_tensor *const *xs, int *axes)
+{
+    TG_CHECK(n >= 1 && n <= 3, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs (src), (src, src_mask) or "
+             "(src, src_mask, src_key_padding_mask), not %d", path[0] ? path : "<top>",
+             tg_module_type_name(m), n);
+    tg_nn_transformer_encoder_layer_opts o;
+    TG_TRY(tg_nn_transformer_encoder_layer_params(m, NULL, NULL, &o));
+    axes[0] = axes[n] = batch_axis(xs[0], o.batch_first);
+    if (n > 1) {
+        TG_TRY(need_dtype(m, path, xs, 1, "src_mask", TG_F32, TG_U8));
+        axes[1] = -1;
+    }
+    if (n > 2) {
+        TG_TRY(need_dtype(m, path, xs, 2, "src_key_padding_mask", TG_U8, TG_U8));
+        axes[2] = tg_tensor_ndim(xs[2]) == 2 ? 0 : -1;
+    }
+    return TG_OK;
 }

@@ -11,6 +11,7 @@
  * own forward is checked to give the children's output on the example
  * input. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -35,88 +36,94 @@ static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
 /* refuse, where set, runs before the leaf's forward: it refuses a module
  * whose forward would change its state (the export changes none), or one
  * that has no ONNX form at all (emit NULL: refuse always refuses). */
+/* inputs, where set, is the module's rule for the graph inputs of
+ * tg_onnx_export_n (onnx_graph.h); without it a module takes one. */
 typedef struct tg__onnx_leaf {
     const char *type;
     int (*emit)(const tg__onnx_site *s, const char **y);
     int (*refuse)(const tg_module *m, const char *path);
+    int (*inputs)(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                  int *axes);
 } tg__onnx_leaf;
 
 static const tg__onnx_leaf tg__onnx_leaves[] = {
-    {"Linear", tg__onnx_emit_linear, NULL},
-    {"Embedding", tg__onnx_emit_embedding, tg__onnx_refuse_embedding},
-    {"Conv", tg__onnx_emit_conv, NULL},
-    {"ConvTranspose", tg__onnx_emit_conv, NULL},
-    {"BatchNorm", tg__onnx_emit_batchnorm, NULL},
-    {"LayerNorm", tg__onnx_emit_layer_norm, NULL},
-    {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL},
-    {"MultiheadAttention", NULL, tg__onnx_refuse_multihead_attention},
-    {"GroupNorm", tg__onnx_emit_group_norm, NULL},
-    {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL},
-    {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL},
-    {"InstanceNorm3d", tg__onnx_emit_instance_norm, NULL},
-    {"PReLU", tg__onnx_emit_prelu, NULL},
-    {"ELU", tg__onnx_emit_elu, NULL},
-    {"Hardtanh", tg__onnx_emit_hardtanh, NULL},
-    {"ReLU6", tg__onnx_emit_hardtanh, NULL},
-    {"Hardsigmoid", tg__onnx_emit_hardsigmoid, NULL},
-    {"Hardswish", tg__onnx_emit_hardswish, NULL},
-    {"Mish", tg__onnx_emit_mish, NULL},
-    {"Softplus", tg__onnx_emit_softplus, NULL},
-    {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL},
-    {"Softmax", tg__onnx_emit_softmax, NULL},
-    {"LogSoftmax", tg__onnx_emit_softmax, NULL},
-    {"SELU", tg__onnx_emit_selu, NULL},
-    {"CELU", tg__onnx_emit_celu, NULL},
-    {"Hardshrink", tg__onnx_emit_shrink, NULL},
-    {"Softshrink", tg__onnx_emit_shrink, NULL},
-    {"Threshold", tg__onnx_emit_threshold, NULL},
-    {"GLU", tg__onnx_emit_glu, NULL},
-    {"Softsign", tg__onnx_emit_softsign, NULL},
-    {"Tanhshrink", tg__onnx_emit_tanhshrink, NULL},
-    {"Softmin", tg__onnx_emit_softmin, NULL},
-    {"Flatten", tg__onnx_emit_reshape, NULL},
-    {"Unflatten", tg__onnx_emit_reshape, NULL},
-    {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL},
-    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL},
-    {"Unfold", tg__onnx_emit_unfold, NULL},
-    {"Fold", NULL, tg__onnx_refuse_fold},
-    {"Upsample", tg__onnx_emit_upsample, NULL},
-    {"AvgPool1d", tg__onnx_emit_pool, NULL},
-    {"AvgPool2d", tg__onnx_emit_pool, NULL},
-    {"AvgPool3d", tg__onnx_emit_pool, NULL},
-    {"MaxPool1d", tg__onnx_emit_pool, NULL},
-    {"MaxPool2d", tg__onnx_emit_pool, NULL},
-    {"MaxPool3d", tg__onnx_emit_pool, NULL},
-    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL},
-    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL},
-    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL},
-    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool, NULL},
-    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool, NULL},
-    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool, NULL},
-    {"ConstantPad1d", tg__onnx_emit_pad, NULL},
-    {"ConstantPad2d", tg__onnx_emit_pad, NULL},
-    {"ConstantPad3d", tg__onnx_emit_pad, NULL},
-    {"ZeroPad2d", tg__onnx_emit_pad, NULL},
-    {"ReflectionPad1d", tg__onnx_emit_pad, NULL},
-    {"ReflectionPad2d", tg__onnx_emit_pad, NULL},
-    {"ReflectionPad3d", tg__onnx_emit_pad, NULL},
-    {"ReplicationPad1d", tg__onnx_emit_pad, NULL},
-    {"ReplicationPad2d", tg__onnx_emit_pad, NULL},
-    {"ReplicationPad3d", tg__onnx_emit_pad, NULL},
-    {"CircularPad1d", tg__onnx_emit_pad, NULL},
-    {"CircularPad2d", tg__onnx_emit_pad, NULL},
-    {"CircularPad3d", tg__onnx_emit_pad, NULL},
-    {"RNN", tg__onnx_emit_rnn, tg__onnx_refuse_rnn},
-    {"LSTM", tg__onnx_emit_rnn, tg__onnx_refuse_rnn},
-    {"GRU", tg__onnx_emit_rnn, tg__onnx_refuse_rnn},
-    {"Dropout", tg__onnx_emit_pass, NULL},
-    {"Dropout1d", tg__onnx_emit_pass, NULL},
-    {"Dropout2d", tg__onnx_emit_pass, NULL},
-    {"Dropout3d", tg__onnx_emit_pass, NULL},
-    {"Identity", tg__onnx_emit_pass, NULL},
-    {"QuantizedLinear", tg__onnx_emit_qdq, NULL},
-    {"QuantizedConv", tg__onnx_emit_qdq, NULL},
-    {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL},
+    {"Linear", tg__onnx_emit_linear, NULL, NULL},
+    {"Embedding", tg__onnx_emit_embedding, tg__onnx_refuse_embedding, NULL},
+    {"Conv", tg__onnx_emit_conv, NULL, NULL},
+    {"ConvTranspose", tg__onnx_emit_conv, NULL, NULL},
+    {"BatchNorm", tg__onnx_emit_batchnorm, NULL, NULL},
+    {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL},
+    {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL,
+     tg__onnx_inputs_transformer_encoder_layer},
+    {"MultiheadAttention", tg__onnx_emit_multihead_attention, NULL,
+     tg__onnx_inputs_multihead_attention},
+    {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL},
+    {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL, NULL},
+    {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL, NULL},
+    {"InstanceNorm3d", tg__onnx_emit_instance_norm, NULL, NULL},
+    {"PReLU", tg__onnx_emit_prelu, NULL, NULL},
+    {"ELU", tg__onnx_emit_elu, NULL, NULL},
+    {"Hardtanh", tg__onnx_emit_hardtanh, NULL, NULL},
+    {"ReLU6", tg__onnx_emit_hardtanh, NULL, NULL},
+    {"Hardsigmoid", tg__onnx_emit_hardsigmoid, NULL, NULL},
+    {"Hardswish", tg__onnx_emit_hardswish, NULL, NULL},
+    {"Mish", tg__onnx_emit_mish, NULL, NULL},
+    {"Softplus", tg__onnx_emit_softplus, NULL, NULL},
+    {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL, NULL},
+    {"Softmax", tg__onnx_emit_softmax, NULL, NULL},
+    {"LogSoftmax", tg__onnx_emit_softmax, NULL, NULL},
+    {"SELU", tg__onnx_emit_selu, NULL, NULL},
+    {"CELU", tg__onnx_emit_celu, NULL, NULL},
+    {"Hardshrink", tg__onnx_emit_shrink, NULL, NULL},
+    {"Softshrink", tg__onnx_emit_shrink, NULL, NULL},
+    {"Threshold", tg__onnx_emit_threshold, NULL, NULL},
+    {"GLU", tg__onnx_emit_glu, NULL, NULL},
+    {"Softsign", tg__onnx_emit_softsign, NULL, NULL},
+    {"Tanhshrink", tg__onnx_emit_tanhshrink, NULL, NULL},
+    {"Softmin", tg__onnx_emit_softmin, NULL, NULL},
+    {"Flatten", tg__onnx_emit_reshape, NULL, NULL},
+    {"Unflatten", tg__onnx_emit_reshape, NULL, NULL},
+    {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL},
+    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL},
+    {"Unfold", tg__onnx_emit_unfold, NULL, NULL},
+    {"Fold", NULL, tg__onnx_refuse_fold, NULL},
+    {"Upsample", tg__onnx_emit_upsample, NULL, NULL},
+    {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL},
+    {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL},
+    {"AvgPool3d", tg__onnx_emit_pool, NULL, NULL},
+    {"MaxPool1d", tg__onnx_emit_pool, NULL, NULL},
+    {"MaxPool2d", tg__onnx_emit_pool, NULL, NULL},
+    {"MaxPool3d", tg__onnx_emit_pool, NULL, NULL},
+    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL},
+    {"ConstantPad1d", tg__onnx_emit_pad, NULL, NULL},
+    {"ConstantPad2d", tg__onnx_emit_pad, NULL, NULL},
+    {"ConstantPad3d", tg__onnx_emit_pad, NULL, NULL},
+    {"ZeroPad2d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReflectionPad1d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReflectionPad2d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReflectionPad3d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReplicationPad1d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReplicationPad2d", tg__onnx_emit_pad, NULL, NULL},
+    {"ReplicationPad3d", tg__onnx_emit_pad, NULL, NULL},
+    {"CircularPad1d", tg__onnx_emit_pad, NULL, NULL},
+    {"CircularPad2d", tg__onnx_emit_pad, NULL, NULL},
+    {"CircularPad3d", tg__onnx_emit_pad, NULL, NULL},
+    {"RNN", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
+    {"LSTM", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
+    {"GRU", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
+    {"Dropout", tg__onnx_emit_pass, NULL, NULL},
+    {"Dropout1d", tg__onnx_emit_pass, NULL, NULL},
+    {"Dropout2d", tg__onnx_emit_pass, NULL, NULL},
+    {"Dropout3d", tg__onnx_emit_pass, NULL, NULL},
+    {"Identity", tg__onnx_emit_pass, NULL, NULL},
+    {"QuantizedLinear", tg__onnx_emit_qdq, NULL, NULL},
+    {"QuantizedConv", tg__onnx_emit_qdq, NULL, NULL},
+    {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -133,6 +140,8 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
                                 tg__onnx_val *y)
 {
     if (leaf->refuse) TG_TRY(leaf->refuse(m, path));
+    int axes[2];
+    if (leaf->inputs) TG_TRY(leaf->inputs(m, path, 1, &x.t, axes));
     TG_ASSERT(leaf->emit != NULL);
     tg_tensor *yt = NULL;
     TG_TRY(tg_module_forward(m, &yt, x.t));
@@ -213,7 +222,7 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
         return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
     /* the activations of tg_nn_activation_new by what they are: their type
      * names (ReLU, GELU, Identity, ...) are torch's, shared by other modules */
-    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL};
+    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL, NULL};
     if (tg__nn_is_basic_activation(m)) return tg__onnx_leaf_export(g, m, &act, path, scope, x, y);
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type))
@@ -260,57 +269,121 @@ static void tg__onnx_flags_restore(tg__onnx_flags *f)
 
 /* ---- the public call ---- */
 
-static int tg__onnx_check_args(const tg_module *m, const tg_tensor *x, const char *path,
+static int tg__onnx_check_args(const tg_module *m, int n, tg_tensor *const *xs,
+                               const char *const *names, const char *path,
                                const tg_onnx_options *o)
 {
     const char *op = "onnx_export";
-    TG_CHECK(m && x && path, TG_EINVAL, "%s: m, example_input and path must not be NULL", op);
+    TG_CHECK(n >= 1 && n <= TG__ONNX_MAX_INPUTS, TG_EINVAL,
+             "%s: n_inputs=%d must be in [1, %d]", op, n, TG__ONNX_MAX_INPUTS);
+    TG_CHECK(m && xs && path, TG_EINVAL, "%s: m, example_input and path must not be NULL", op);
     TG_CHECK(o->opset == 17, TG_EINVAL, "%s: opt->opset=%d; only opset 17 is written", op,
              o->opset);
     TG_CHECK(o->input_name && o->input_name[0] && o->output_name && o->output_name[0] &&
                  strcmp(o->input_name, o->output_name) != 0 && o->graph_name,
              TG_EINVAL, "%s: opt->input_name and opt->output_name must be distinct, non-empty "
              "names (and graph_name set)", op);
-    const tg_dtype dt = tg_tensor_dtype(x);
-    TG_CHECK(dt == TG_F32 || dt == TG_I64 || dt == TG_I32, TG_EDTYPE,
-             "%s: example_input has dtype %s; the exported graph takes f32, or i64 / i32 "
-             "indices (an Embedding first)", op, tg_dtype_name(dt));
-    TG_CHECK(tg_tensor_ndim(x) >= 1, TG_EINVAL,
+    for (int i = 0; i < n; i++) {
+        TG_CHECK(xs[i] != NULL, TG_EINVAL, "%s: example_inputs[%d] must not be NULL", op, i);
+        TG_CHECK(!names || (names[i] && names[i][0] && strcmp(names[i], o->output_name)),
+                 TG_EINVAL, "%s: input_names[%d] must be a non-empty name other than the "
+                 "output's ('%s')", op, i, o->output_name);
+        for (int j = 0; names && j < i; j++)
+            TG_CHECK(strcmp(names[i], names[j]) != 0, TG_EINVAL,
+                     "%s: input_names[%d] and input_names[%d] are both '%s'", op, j, i,
+                     names[i]);
+        const tg_dtype dt = tg_tensor_dtype(xs[i]);
+        char what[32] = "example_input";
+        if (n > 1) snprintf(what, sizeof what, "example_inputs[%d]", i);
+        TG_CHECK(dt == TG_F32 || dt == TG_I64 || dt == TG_I32 || (i > 0 && dt == TG_U8),
+                 TG_EDTYPE, "%s: %s has dtype %s; the exported graph takes f32, or i64 / i32 "
+                 "indices (an Embedding first)%s", op, what, tg_dtype_name(dt),
+                 i > 0 ? ", or a u8 mask" : "");
+    }
+    TG_CHECK(tg_tensor_ndim(xs[0]) >= 1, TG_EINVAL,
              "%s: example_input must have a batch dim (it is 0-d)", op);
     return TG_OK;
+}
+
+static int tg__onnx_dt(const tg_tensor *t)
+{
+    const tg_dtype dt = tg_tensor_dtype(t);
+    return dt == TG_I64 ? TG__ONNX_INT64 : dt == TG_I32 ? TG__ONNX_INT32
+                                        : dt == TG_U8 ? TG__ONNX_UINT8 : TG__ONNX_FLOAT;
+}
+
+/* The graph's output: y renamed to the output name (after an Identity
+ * when y is an input), its batch axis out_axis (-1: none). */
+static int tg__onnx_finish(tg__onnx *g, tg__onnx_val y, int n, const char *const *names,
+                           const tg_onnx_options *o, int out_axis)
+{
+    if (tg_tensor_dtype(y.t) != TG_F32)
+        return tg__error(TG_EDTYPE, "onnx_export: the model's output has dtype %s, not f32",
+                         tg_dtype_name(tg_tensor_dtype(y.t)));
+    bool input = false;
+    for (int i = 0; i < n; i++) input = input || !strcmp(y.name, names[i]);
+    if (input)   /* the identity model */
+        TG_TRY(tg__onnx_add(g, NULL, &y.name, "", "Identity", 1, (const char *const[]){y.name}));
+    TG_TRY(tg__onnx_rename(g, y.name, o->output_name));
+    return tg__onnx_io_axis(g, true, o->output_name, TG__ONNX_FLOAT, tg_tensor_ndim(y.t),
+                            tg_tensor_shape(y.t), out_axis);
 }
 
 /* Builds the graph of m on x in g. */
 static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx_options *o)
 {
-    const tg_dtype dt = tg_tensor_dtype(x);
-    TG_TRY(tg__onnx_io(g, false, o->input_name,
-                       dt == TG_I64 ? TG__ONNX_INT64 : dt == TG_I32 ? TG__ONNX_INT32
-                                                                   : TG__ONNX_FLOAT,
-                       tg_tensor_ndim(x), tg_tensor_shape(x), o->dynamic_batch));
+    TG_TRY(tg__onnx_io(g, false, o->input_name, tg__onnx_dt(x), tg_tensor_ndim(x),
+                       tg_tensor_shape(x), o->dynamic_batch));
     tg__onnx_val y = {0};
     TG_TRY(tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y));
-    int rc = TG_OK;
-    if (tg_tensor_dtype(y.t) != TG_F32)
-        rc = tg__error(TG_EDTYPE, "onnx_export: the model's output has dtype %s, not f32",
-                       tg_dtype_name(tg_tensor_dtype(y.t)));
-    if (rc >= 0 && !strcmp(y.name, o->input_name))   /* the identity model */
-        rc = tg__onnx_add(g, NULL, &y.name, "", "Identity", 1, (const char *const[]){y.name});
-    if (rc >= 0) rc = tg__onnx_rename(g, y.name, o->output_name);
-    if (rc >= 0) {
-        rc = tg__onnx_io(g, true, o->output_name, TG__ONNX_FLOAT, tg_tensor_ndim(y.t),
-                         tg_tensor_shape(y.t), o->dynamic_batch);
-    }
+    int rc = tg__onnx_finish(g, y, 1, &o->input_name, o, o->dynamic_batch ? 0 : -1);
     tg_tensor_release(y.t);
     return rc;
 }
 
-int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
-                   const tg_onnx_options *opt)
+/* Builds the graph of m, a leaf taking n > 1 inputs, on xs in g. */
+static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *xs,
+                            const char *const *names, const tg_onnx_options *o)
+{
+    const char *type = tg_module_type_name(m);
+    const tg__onnx_leaf *leaf = NULL;
+    for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
+        if (!strcmp(type, tg__onnx_leaves[i].type)) leaf = &tg__onnx_leaves[i];
+    TG_CHECK(leaf && leaf->inputs && !tg__nn_is_basic_activation(m), TG_EINVAL,
+             "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
+             "MultiheadAttention, TransformerEncoderLayer, RNN, LSTM or GRU at the top "
+             "takes several: docs/onnx.md)", type, n);
+    if (leaf->refuse) TG_TRY(leaf->refuse(m, ""));
+    int axes[TG__ONNX_MAX_INPUTS + 1];
+    TG_TRY(leaf->inputs(m, "", n, xs, axes));
+    for (int i = 0; i < n; i++)
+        TG_TRY(tg__onnx_io_axis(g, false, names[i], tg__onnx_dt(xs[i]), tg_tensor_ndim(xs[i]),
+                                tg_tensor_shape(xs[i]), o->dynamic_batch ? axes[i] : -1));
+    tg_tensor *yt = NULL;
+    TG_TRY(tg_module_forward_n(m, &yt, n, xs));
+    tg__onnx_site s = {.g = g, .m = m, .path = "", .scope = "", .x = names[0], .xt = xs[0],
+                       .yt = yt, .n = n, .xs = names, .xts = xs};
+    tg__onnx_val y = {NULL, yt};
+    int rc = leaf->emit(&s, &y.name);
+    if (rc >= 0) rc = tg__onnx_finish(g, y, n, names, o, o->dynamic_batch ? axes[n] : -1);
+    tg_tensor_release(yt);
+    return rc;
+}
+
+int tg_onnx_export_n(tg_module *m, int n_inputs, tg_tensor *const *example_inputs,
+                     const char *const *input_names, const char *path,
+                     const tg_onnx_options *opt)
 {
     tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
     if (opt) o = *opt;
-    TG_TRY(tg__onnx_check_args(m, example_input, path, &o));
+    TG_TRY(tg__onnx_check_args(m, n_inputs, example_inputs, input_names, path, &o));
+    const char *names[TG__ONNX_MAX_INPUTS];
+    char dflt[TG__ONNX_MAX_INPUTS][24];
+    for (int i = 0; i < n_inputs; i++) {
+        snprintf(dflt[i], sizeof dflt[i], "input_%d", i);
+        names[i] = input_names ? input_names[i] : n_inputs == 1 ? o.input_name : dflt[i];
+    }
+    o.input_name = names[0];
     tg__onnx_flags flags = {0};
     tg__onnx *g = NULL;
     int rc = tg__onnx_flags_save(&flags, m);
@@ -320,7 +393,8 @@ int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
         tg_no_grad_begin();
         /* the forwards' tensors are the export's own, never a caller's scope's */
         tg__lib_enter();
-        rc = tg__onnx_build(g, m, example_input, &o);
+        rc = n_inputs == 1 ? tg__onnx_build(g, m, example_inputs[0], &o)
+                           : tg__onnx_build_n(g, m, n_inputs, example_inputs, names, &o);
         tg__lib_leave();
         tg_no_grad_end();
     }
@@ -328,6 +402,12 @@ int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
     tg__onnx_free(g);
     tg__onnx_flags_restore(&flags);
     return rc;
+}
+
+int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
+                   const tg_onnx_options *opt)
+{
+    return tg_onnx_export_n(m, 1, example_input ? &example_input : NULL, NULL, path, opt);
 }
 
 bool tg_onnx_available(void) { return true; }

@@ -35,7 +35,9 @@ struct tg__onnx {
     size_t n_nodes, cap_nodes, n_inits, cap_inits;
     Onnx__NodeProto **nodes;
     Onnx__TensorProto **inits;
-    Onnx__ValueInfoProto *io[2];   /* input, output */
+    Onnx__ValueInfoProto *out;     /* the output */
+    Onnx__ValueInfoProto *in[TG__ONNX_MAX_INPUTS];
+    size_t n_in;
     tg_onnx_options opt;
 };
 
@@ -287,6 +289,13 @@ int tg__onnx_init_tensor(tg__onnx *g, const char *name, const tg_tensor *t)
 int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                 const int64_t *shape, bool dynamic_batch)
 {
+    return tg__onnx_io_axis(g, output, name, dt, ndim, shape, dynamic_batch ? 0 : -1);
+}
+
+int tg__onnx_io_axis(tg__onnx *g, bool output, const char *name, int dt, int ndim,
+                     const int64_t *shape, int batch_axis)
+{
+    TG_ASSERT(output || g->n_in < TG__ONNX_MAX_INPUTS);
     Onnx__ValueInfoProto *v = tg__onnx_alloc(g, sizeof *v);
     Onnx__TypeProto *type = tg__onnx_alloc(g, sizeof *type);
     Onnx__TypeProto__Tensor *tt = tg__onnx_alloc(g, sizeof *tt);
@@ -303,7 +312,7 @@ int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
         Onnx__TensorShapeProto__Dimension *dim = tg__onnx_alloc(g, sizeof *dim);
         if (!dim) return TG_ENOMEM;
         onnx__tensor_shape_proto__dimension__init(dim);
-        if (d == 0 && dynamic_batch) {
+        if (d == batch_axis) {
             dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
             dim->dim_param = "batch";
         } else {
@@ -321,7 +330,8 @@ int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
     type->tensor_type = tt;
     v->name = (char *)nm;
     v->type = type;
-    g->io[output] = v;
+    if (output) g->out = v;
+    else g->in[g->n_in++] = v;
     return TG_OK;
 }
 
@@ -342,15 +352,15 @@ int tg__onnx_rename(tg__onnx *g, const char *from, const char *to)
 int tg__onnx_write(tg__onnx *g, const char *path)
 {
     const char *what = "onnx_export";
-    TG_ASSERT(g->io[0] && g->io[1]);
+    TG_ASSERT(g->n_in > 0 && g->out);
     g->graph.n_node = g->n_nodes;
     g->graph.node = g->nodes;
     g->graph.n_initializer = g->n_inits;
     g->graph.initializer = g->inits;
-    g->graph.n_input = 1;
-    g->graph.input = &g->io[0];
+    g->graph.n_input = g->n_in;
+    g->graph.input = g->in;
     g->graph.n_output = 1;
-    g->graph.output = &g->io[1];
+    g->graph.output = &g->out;
     const size_t n = onnx__model_proto__get_packed_size(&g->model);
     uint8_t *buf = tg__malloc(n ? n : 1);
     if (!buf) return TG_ENOMEM;

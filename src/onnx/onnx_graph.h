@@ -20,6 +20,7 @@ enum {
     TG__ONNX_FLOAT = 1,
     TG__ONNX_UINT8 = 2,
     TG__ONNX_INT8 = 3,
+    TG__ONNX_BOOL = 9,
     TG__ONNX_INT32 = 6,
     TG__ONNX_INT64 = 7,
 };
@@ -68,6 +69,11 @@ int tg__onnx_init_tensor(tg__onnx *g, const char *name, const tg_tensor *t);
  * symbolic "batch" when dynamic_batch. */
 int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                 const int64_t *shape, bool dynamic_batch);
+/* The same with the symbolic "batch" at axis batch_axis (-1: none).  A
+ * graph has up to TG__ONNX_MAX_INPUTS inputs, in the order declared. */
+#define TG__ONNX_MAX_INPUTS 8
+int tg__onnx_io_axis(tg__onnx *g, bool output, const char *name, int dt, int ndim,
+                     const int64_t *shape, int batch_axis);
 /* Renames value `from` to `to` in every node's inputs and outputs. */
 int tg__onnx_rename(tg__onnx *g, const char *from, const char *to);
 
@@ -88,6 +94,12 @@ typedef struct tg__onnx_site {
     const char *scope;         /* node-name scope: "/net/4" */
     const char *x;             /* the input value's name */
     const tg_tensor *xt, *yt;  /* tapegrad's input and output (borrowed) */
+    /* A leaf at the top of tg_onnx_export_n: its n graph inputs' names
+     * (xs[0] == x) and tapegrad's tensors for them (xts[0] == xt); n 0 or 1
+     * and both NULL elsewhere. */
+    int n;
+    const char *const *xs;
+    tg_tensor *const *xts;
 } tg__onnx_site;
 
 /* "<path>.<name>", or name at the top level; NULL with TG_ENOMEM set. */
@@ -172,10 +184,23 @@ int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);
 int tg__onnx_emit_layer_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_group_norm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y);
-/* TransformerEncoderLayer, its self-attention written out; MultiheadAttention
- * on its own (three inputs) refused (onnx_attention.c). */
+/* TransformerEncoderLayer, its self-attention written out, with the masks
+ * of tg_onnx_export_n's inputs (onnx_attention.c). */
 int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y);
-int tg__onnx_refuse_multihead_attention(const tg_module *m, const char *path);
+/* MultiheadAttention on (query, key, value), the three graph inputs of
+ * tg_onnx_export_n; the inputs rules of it, of TransformerEncoderLayer
+ * ((src), (src, src_mask), (src, src_mask, src_key_padding_mask)) and of
+ * RNN, LSTM and GRU ((input), (input, h_0), LSTM (input, h_0, c_0)): each
+ * checks n and the inputs' dtypes (TG_EINVAL / TG_EDTYPE naming the module)
+ * and gives axes[i] the batch axis of input i and axes[n] the output's (-1:
+ * none). */
+int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y);
+int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, int n,
+                                        tg_tensor *const *xs, int *axes);
+int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
+                                              tg_tensor *const *xs, int *axes);
+int tg__onnx_inputs_rnn(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                        int *axes);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);
 /* RNN, LSTM and GRU as one ONNX RNN / LSTM / GRU node per layer; an LSTM
  * with proj_size > 0 refused before its forward runs (onnx_rnn.c). */

@@ -11,4 +11,12 @@ int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
                      "(needs protobuf-c and onnx.proto: meson option onnx)");
 }
 
+int tg_onnx_export_n(tg_module *m, int n_inputs, tg_tensor *const *example_inputs,
+                     const char *const *input_names, const char *path,
+                     const tg_onnx_options *opt)
+{
+    (void)n_inputs, (void)input_names;
+    return tg_onnx_export(m, example_inputs ? example_inputs[0] : NULL, path, opt);
+}
+
 bool tg_onnx_available(void) { return false; }

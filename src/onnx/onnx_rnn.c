@@ -14,8 +14,11 @@
  * The initializers are "<path>.W_l{k}", "<path>.R_l{k}" and "<path>.B_l{k}"
  * for layer k, shaped (D, G H, in), (D, G H, H) and (D, 2 G H); without
  * bias there is no B (ONNX's default: zeros), as torch writes it.  The
- * initial states are ONNX's default zeros: the module's single-input
- * forward.
+ * initial states are ONNX's default zeros, or the graph inputs h_0 and
+ * c_0 of tg_onnx_export_n, in torch's layout (D num_layers, N, H) ((D
+ * num_layers, H) unbatched: Unsqueezed to (D num_layers, 1, H)): layer k
+ * takes rows [k D, (k + 1) D) as its initial_h / initial_c, a Slice on
+ * axis 0 (the whole input for one layer), as torch.onnx.export does.
  *
  * The node's output Y is (L, D, N, H): Squeeze(axis 1) gives (L, N, H),
  * and with two directions Transpose (0, 2, 1, 3) and Reshape (0, 0, -1)
@@ -68,6 +71,8 @@ typedef struct tg__onnx_rnn {
     int64_t in_size, h;
     int dirs;
     const char *axes, *shape;   /* int64 (1,) and (0, 0, -1); NULL until needed */
+    const char *h0, *c0;        /* the initial states (L D, N, H), or NULL */
+    const char *slice_axes;     /* int64 (0,); NULL until needed */
 } tg__onnx_rnn;
 
 /* The G H rows (cols values each) of m's parameter `name`, appended to dst
@@ -164,15 +169,40 @@ static int tg__onnx_rnn_transpose(const tg__onnx_rnn *r, const char *x, int n,
     return tg__onnx_attr_ints(r->s->g, node, "perm", n, perm);
 }
 
+/* Layer `layer`'s rows [layer D, (layer + 1) D) of the initial states h0
+ * and c0 (either NULL: none), the whole of them for one layer. */
+static int tg__onnx_rnn_states(tg__onnx_rnn *r, int layer, const char **h0, const char **c0)
+{
+    if (r->h0) *h0 = r->h0;
+    if (r->c0) *c0 = r->c0;
+    if (!r->h0 || r->o.num_layers == 1) return TG_OK;
+    const int64_t b[2] = {(int64_t)layer * r->dirs, (int64_t)(layer + 1) * r->dirs}, zero = 0;
+    const char *se[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        const char *what = tg__onnx_str(r->s->g, "%s_l%d", i ? "ends" : "starts", layer);
+        if (!what || !(se[i] = tg__onnx_rnn_ints(r, what, 1, &b[i]))) return TG_ENOMEM;
+    }
+    if (!r->slice_axes && !(r->slice_axes = tg__onnx_rnn_ints(r, "slice_axes", 1, &zero)))
+        return TG_ENOMEM;
+    const char *st[2] = {r->h0, r->c0};
+    const char **out[2] = {h0, c0};
+    for (int i = 0; i < 2 && st[i]; i++)
+        TG_TRY(tg__onnx_add(r->s->g, NULL, out[i], r->s->scope, "Slice", 4,
+                            (const char *const[]){st[i], se[0], se[1], r->slice_axes}));
+    return TG_OK;
+}
+
 /* Layer `layer` on x (L, N, in): its node, then its output as (L, N, D H). */
 static int tg__onnx_rnn_layer(tg__onnx_rnn *r, int layer, const char *x, const char **y)
 {
     tg__onnx *g = r->s->g;
-    const char *w[3] = {0}, *t = NULL;
+    const char *w[3] = {0}, *t = NULL, *h0 = "", *c0 = "";
     TG_TRY(tg__onnx_rnn_weights(r, layer, w));
+    TG_TRY(tg__onnx_rnn_states(r, layer, &h0, &c0));
+    const int n_in = r->c0 ? 7 : r->h0 ? 6 : w[2][0] ? 4 : 3;
     tg__onnx_node *n = NULL;
-    TG_TRY(tg__onnx_add(g, &n, &t, r->s->scope, r->k->type, w[2][0] ? 4 : 3,
-                        (const char *const[]){x, w[0], w[1], w[2]}));
+    TG_TRY(tg__onnx_add(g, &n, &t, r->s->scope, r->k->type, n_in,
+                        (const char *const[]){x, w[0], w[1], w[2], "", h0, c0}));
     TG_TRY(tg__onnx_attr_int(g, n, "hidden_size", r->h));
     if (r->dirs == 2) TG_TRY(tg__onnx_attr_str(g, n, "direction", "bidirectional"));
     if (!strcmp(r->k->type, "GRU")) TG_TRY(tg__onnx_attr_int(g, n, "linear_before_reset", 1));
@@ -201,6 +231,10 @@ int tg__onnx_emit_rnn(const tg__onnx_site *s, const char **y)
     const bool batched = tg_tensor_ndim(s->xt) == 3;
     static const int64_t swap01[3] = {1, 0, 2};
     const char *x = s->x;
+    if (s->n > 1) r.h0 = s->xs[1];
+    if (s->n > 2) r.c0 = s->xs[2];
+    if (!batched && r.h0) TG_TRY(tg__onnx_rnn_axis1(&r, "Unsqueeze", r.h0, &r.h0));
+    if (!batched && r.c0) TG_TRY(tg__onnx_rnn_axis1(&r, "Unsqueeze", r.c0, &r.c0));
     if (!batched) TG_TRY(tg__onnx_rnn_axis1(&r, "Unsqueeze", x, &x));
     else if (r.o.batch_first) TG_TRY(tg__onnx_rnn_transpose(&r, x, 3, swap01, &x));
     for (int k = 0; k < r.o.num_layers; k++) {
@@ -209,4 +243,26 @@ int tg__onnx_emit_rnn(const tg__onnx_site *s, const char **y)
     }
     if (!batched) return tg__onnx_rnn_axis1(&r, "Squeeze", x, y);
     return r.o.batch_first ? tg__onnx_rnn_transpose(&r, x, 3, swap01, y) : TG_OK;
+}
+
+int tg__onnx_inputs_rnn(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                        int *axes)
+{
+    const bool lstm = !strcmp(tg_module_type_name(m), "LSTM");
+    TG_CHECK(n == 1 || n == (lstm ? 3 : 2), TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs (input) or (input, %s), "
+             "not %d", path[0] ? path : "<top>", tg_module_type_name(m),
+             lstm ? "h_0, c_0" : "h_0", n);
+    tg_rnn_opts o;
+    TG_TRY(tg_nn_rnn_options(m, NULL, NULL, &o));
+    const bool batched = tg_tensor_ndim(xs[0]) == 3;
+    axes[0] = axes[n] = batched ? (o.batch_first ? 0 : 1) : -1;
+    for (int i = 1; i < n; i++) {
+        TG_CHECK(tg_tensor_dtype(xs[i]) == TG_F32, TG_EDTYPE,
+                 "onnx_export: module '%s' (%s): graph input %d (%s) has dtype %s; it must be "
+                 "f32", path[0] ? path : "<top>", tg_module_type_name(m), i,
+                 i == 1 ? "h_0" : "c_0", tg_dtype_name(tg_tensor_dtype(xs[i])));
+        axes[i] = batched ? 1 : -1;   /* (D num_layers, N, H) in either layout */
+    }
+    return TG_OK;
 }

@@ -9,6 +9,9 @@
 //     max |ort - tapegrad| <= atol + rtol * max |tapegrad|.  An optional
 //     "level" is ONNX Runtime's graphOptimizationLevel (default "all";
 //     "basic" runs QDQ nodes as written, without fusing them into int8 ops).
+//     With "inputs" (a list of {"name", "shape", "type", "file"}, type
+//     "float32", "uint8", "int64" or "int32") the model takes several
+//     inputs, each read from DIR/<file>.
 //   node tests/onnx/run.mjs --same A.onnx B.onnx IN.f32 D0,D1,... [tol]
 //     Runs both models on the same input and requires the same outputs
 //     within tol (default 1e-5) relative to their largest magnitude.
@@ -61,6 +64,26 @@ function diff(a, b) {
   return [d, m];
 }
 
+const ARRAYS = { float32: Float32Array, uint8: Uint8Array, int64: BigInt64Array,
+                 int32: Int32Array };
+
+// The several inputs of a case, by name.
+function feeds(dir, inputs) {
+  const f = {};
+  for (const i of inputs) {
+    const b = readFileSync(join(dir, i.file));
+    const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+    f[i.name] = new ort.Tensor(i.type, new ARRAYS[i.type](ab), i.shape);
+  }
+  return f;
+}
+
+async function runN(model, inputs, dir, level = 'all') {
+  const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: level });
+  const out = await s.run(feeds(dir, inputs));
+  return out[s.outputNames[0]];
+}
+
 async function cases(dir) {
   let bad = 0;
   const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
@@ -74,8 +97,10 @@ async function cases(dir) {
     const want = f32(join(dir, name + '.out.f32'));
     let line;
     try {
-      const y = await run(join(dir, name + '.onnx'), input(dir, name, c.input_type),
-                          c.input_shape, c.level ?? 'all', c.input_type ?? 'float32');
+      const y = c.inputs
+        ? await runN(join(dir, name + '.onnx'), c.inputs, dir, c.level ?? 'all')
+        : await run(join(dir, name + '.onnx'), input(dir, name, c.input_type),
+                    c.input_shape, c.level ?? 'all', c.input_type ?? 'float32');
       const [d, m] = diff(y.data, want);
       const ok = y.dims.join(',') === c.output_shape.join(',') && y.data.length === want.length &&
                  d <= c.atol + c.rtol * m;
