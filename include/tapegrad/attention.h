@@ -164,10 +164,12 @@ typedef struct tg_nn_transformer_encoder_layer_opts {
  *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
  * with sa(x) = dropout1(self_attn(x, x, x, src_mask, src_key_padding_mask))
  * and ff(x) = dropout2(linear2(dropout(activation(linear1(x))))).
- * tg_module_forward(m, &y, src) runs it without masks.  TG_EINVAL for a
- * NULL out or rng, d_model or nhead < 1, d_model not divisible by nhead,
- * dim_feedforward < 1, dropout outside [0, 1], an activation other than
- * ReLU and GELU, layer_norm_eps not > 0. */
+ * tg_module_forward(m, &y, src) runs it without masks, and
+ * tg_module_forward_n takes (src), (src, src_mask) or (src, src_mask,
+ * src_key_padding_mask), as tg_nn_transformer_encoder_layer_forward.
+ * TG_EINVAL for a NULL out or rng, d_model or nhead < 1, d_model not
+ * divisible by nhead, dim_feedforward < 1, dropout outside [0, 1], an
+ * activation other than ReLU and GELU, layer_norm_eps not > 0. */
 TG_API int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
                                                const tg_nn_transformer_encoder_layer_opts *opts,
                                                tg_rng *rng);

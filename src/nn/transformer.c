@@ -18,11 +18,10 @@ typedef struct tel_state {
     tg_nn_transformer_encoder_layer_opts o;   /* what it was made with */
 } tel_state;
 
-static int tel_forward(tg_module *m, tg_tensor **y, tg_tensor *x);
 static int tel_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
 
 static const tg_module_vtable tel_vt = {
-    .type_name = "TransformerEncoderLayer", .forward = tel_forward, .forward_n = tel_forward_n,
+    .type_name = "TransformerEncoderLayer", .forward_n = tel_forward_n,
     .release = free, .state_size = sizeof(tel_state)};
 
 /* The children in torch's registration order (so its state-dict order and
@@ -174,12 +173,6 @@ static int check_src(const tg_module *m, const tg_tensor *x)
              FWD ": src is %s; it must be (S, N, d_model=%lld), (N, S, d_model) with "
              "batch_first, or (S, d_model)", sx, (long long)d);
     return TG_OK;
-}
-
-static int tel_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
-{
-    TG_TRY(check_src(m, x));
-    return run(m, y, x, NULL, NULL);
 }
 
 /* tg_module_forward_n: (src), (src, src_mask) or (src, src_mask,
