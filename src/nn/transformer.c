@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
+#include "nn/transformer_internal.h"
 #include "tapegrad/attention.h"
 
 #define FWD "transformer_encoder_layer"
@@ -63,18 +64,8 @@ int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_
     TG_CHECK(out != NULL && rng != NULL, TG_EINVAL, "%s: out and rng must not be NULL", fn);
     tg_nn_transformer_encoder_layer_opts o = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
     if (opts) o = *opts;
-    TG_CHECK(d_model >= 1 && nhead >= 1 && d_model % nhead == 0, TG_EINVAL,
-             "%s: d_model=%lld must be >= 1 and divisible by nhead=%lld (>= 1)", fn,
-             (long long)d_model, (long long)nhead);
-    TG_CHECK(o.dim_feedforward >= 1, TG_EINVAL, "%s: dim_feedforward=%lld must be >= 1", fn,
-             (long long)o.dim_feedforward);
-    TG_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, TG_EINVAL,
-             "%s: dropout=%g must be in [0, 1]", fn, o.dropout);
-    TG_CHECK(o.activation == TG_ACT_RELU || o.activation == TG_ACT_GELU, TG_EINVAL,
-             "%s: activation=%d must be TG_ACT_RELU or TG_ACT_GELU (torch's \"relu\", \"gelu\")",
-             fn, (int)o.activation);
-    TG_CHECK(o.layer_norm_eps > 0.0, TG_EINVAL, "%s: layer_norm_eps=%g must be > 0", fn,
-             o.layer_norm_eps);
+    TG_TRY(tg__transformer_check(fn, d_model, nhead, o.dim_feedforward, o.dropout, o.activation,
+                                 o.layer_norm_eps));
     const tel_state s = {.d_model = d_model, .nhead = nhead, .o = o};
     tg_module *m = NULL;
     TG_TRY(tg__module_new_state(&m, &tel_vt, &s));
@@ -101,30 +92,46 @@ int tg_nn_transformer_encoder_layer_params(const tg_module *m, int64_t *d_model,
     return TG_OK;
 }
 
+int tg__transformer_check(const char *fn, int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                          double dropout, tg_activation activation, double layer_norm_eps)
+{
+    TG_CHECK(d_model >= 1 && nhead >= 1 && d_model % nhead == 0, TG_EINVAL,
+             "%s: d_model=%lld must be >= 1 and divisible by nhead=%lld (>= 1)", fn,
+             (long long)d_model, (long long)nhead);
+    TG_CHECK(dim_feedforward >= 1, TG_EINVAL, "%s: dim_feedforward=%lld must be >= 1", fn,
+             (long long)dim_feedforward);
+    TG_CHECK(dropout >= 0.0 && dropout <= 1.0, TG_EINVAL, "%s: dropout=%g must be in [0, 1]",
+             fn, dropout);
+    TG_CHECK(activation == TG_ACT_RELU || activation == TG_ACT_GELU, TG_EINVAL,
+             "%s: activation=%d must be TG_ACT_RELU or TG_ACT_GELU (torch's \"relu\", \"gelu\")",
+             fn, (int)activation);
+    TG_CHECK(layer_norm_eps > 0.0, TG_EINVAL, "%s: layer_norm_eps=%g must be > 0", fn,
+             layer_norm_eps);
+    return TG_OK;
+}
+
 /* y = child(x) for the named child of m. */
 static int child(tg_module *m, const char *name, tg_tensor **y, tg_tensor *x)
 {
     return tg_module_forward(tg_module_child(m, name), y, x);
 }
 
-/* dropout1(self_attn(x, x, x, masks)). */
-static int sa_block(tg_module *m, tg_tensor **y, tg_tensor *x, tg_tensor *mask, tg_tensor *kpm)
+int tg__transformer_attn_block(tg_module *m, const char *attn, const char *drop, tg_tensor **y,
+                               tg_tensor *x, tg_tensor *kv, tg_tensor *mask, tg_tensor *kpm)
 {
     const tg_nn_mha_forward_opts fo = {.key_padding_mask = kpm, .attn_mask = mask,
                                        .average_attn_weights = true};
     tg_tensor *a = NULL;
-    TG_TRY(tg_nn_multihead_attention_forward(tg_module_child(m, "self_attn"), &a, NULL, x, x, x,
+    TG_TRY(tg_nn_multihead_attention_forward(tg_module_child(m, attn), &a, NULL, x, kv, kv,
                                              &fo));
-    int rc = child(m, "dropout1", y, a);
+    int rc = child(m, drop, y, a);
     tg_tensor_release(a);
     return rc;
 }
 
-/* dropout2(linear2(dropout(activation(linear1(x))))). */
-static int ff_block(tg_module *m, tg_tensor **y, tg_tensor *x)
+int tg__transformer_ff_block(tg_module *m, const char *drop, tg_tensor **y, tg_tensor *x)
 {
-    static const char *const chain[5] = {"linear1", "activation", "dropout", "linear2",
-                                         "dropout2"};
+    const char *const chain[5] = {"linear1", "activation", "dropout", "linear2", drop};
     tg_tensor *cur = tg_tensor_retain(x);
     for (int i = 0; i < 5; i++) {
         tg_tensor *next = NULL;
@@ -146,16 +153,17 @@ static int run(tg_module *m, tg_tensor **y, tg_tensor *x, tg_tensor *mask, tg_te
     int rc;
     if (pre) {
         TG_TRY_GOTO(child(m, "norm1", &t[N1], x));
-        TG_TRY_GOTO(sa_block(m, &t[SA], t[N1], mask, kpm));
+        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], t[N1], t[N1], mask,
+                                               kpm));
         TG_TRY_GOTO(tg_add(&t[X1], x, t[SA]));
         TG_TRY_GOTO(child(m, "norm2", &t[N2], t[X1]));
-        TG_TRY_GOTO(ff_block(m, &t[FF], t[N2]));
+        TG_TRY_GOTO(tg__transformer_ff_block(m, "dropout2", &t[FF], t[N2]));
         TG_TRY_GOTO(tg_add(y, t[X1], t[FF]));
     } else {
-        TG_TRY_GOTO(sa_block(m, &t[SA], x, mask, kpm));
+        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], x, x, mask, kpm));
         TG_TRY_GOTO(tg_add(&t[N1], x, t[SA]));
         TG_TRY_GOTO(child(m, "norm1", &t[X1], t[N1]));
-        TG_TRY_GOTO(ff_block(m, &t[FF], t[X1]));
+        TG_TRY_GOTO(tg__transformer_ff_block(m, "dropout2", &t[FF], t[X1]));
         TG_TRY_GOTO(tg_add(&t[X2], t[X1], t[FF]));
         TG_TRY_GOTO(child(m, "norm2", y, t[X2]));
     }

@@ -70,18 +70,8 @@ int tg_nn_transformer_decoder_layer_new(tg_module **out, int64_t d_model, int64_
     TG_CHECK(out != NULL && rng != NULL, TG_EINVAL, "%s: out and rng must not be NULL", fn);
     tg_nn_transformer_decoder_layer_opts o = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
     if (opts) o = *opts;
-    TG_CHECK(d_model >= 1 && nhead >= 1 && d_model % nhead == 0, TG_EINVAL,
-             "%s: d_model=%lld must be >= 1 and divisible by nhead=%lld (>= 1)", fn,
-             (long long)d_model, (long long)nhead);
-    TG_CHECK(o.dim_feedforward >= 1, TG_EINVAL, "%s: dim_feedforward=%lld must be >= 1", fn,
-             (long long)o.dim_feedforward);
-    TG_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, TG_EINVAL,
-             "%s: dropout=%g must be in [0, 1]", fn, o.dropout);
-    TG_CHECK(o.activation == TG_ACT_RELU || o.activation == TG_ACT_GELU, TG_EINVAL,
-             "%s: activation=%d must be TG_ACT_RELU or TG_ACT_GELU (torch's \"relu\", \"gelu\")",
-             fn, (int)o.activation);
-    TG_CHECK(o.layer_norm_eps > 0.0, TG_EINVAL, "%s: layer_norm_eps=%g must be > 0", fn,
-             o.layer_norm_eps);
+    TG_TRY(tg__transformer_check(fn, d_model, nhead, o.dim_feedforward, o.dropout, o.activation,
+                                 o.layer_norm_eps));
     const tdl_state s = {.d_model = d_model, .nhead = nhead, .o = o};
     tg_module *m = NULL;
     TG_TRY(tg__module_new_state(&m, &tdl_vt, &s));
@@ -108,54 +98,17 @@ int tg_nn_transformer_decoder_layer_params(const tg_module *m, int64_t *d_model,
     return TG_OK;
 }
 
-/* y = child(x) for the named child of m. */
-static int child(tg_module *m, const char *name, tg_tensor **y, tg_tensor *x)
-{
-    return tg_module_forward(tg_module_child(m, name), y, x);
-}
-
-/* drop(attn(x, kv, kv, masks)) with the attention child attn. */
-static int attn_block(tg_module *m, const char *attn, const char *drop, tg_tensor **y,
-                      tg_tensor *x, tg_tensor *kv, tg_tensor *mask, tg_tensor *kpm)
-{
-    const tg_nn_mha_forward_opts fo = {.key_padding_mask = kpm, .attn_mask = mask,
-                                       .average_attn_weights = true};
-    tg_tensor *a = NULL;
-    TG_TRY(tg_nn_multihead_attention_forward(tg_module_child(m, attn), &a, NULL, x, kv, kv,
-                                             &fo));
-    int rc = child(m, drop, y, a);
-    tg_tensor_release(a);
-    return rc;
-}
-
-/* dropout3(linear2(dropout(activation(linear1(x))))). */
-static int ff_block(tg_module *m, tg_tensor **y, tg_tensor *x)
-{
-    static const char *const chain[5] = {"linear1", "activation", "dropout", "linear2",
-                                         "dropout3"};
-    tg_tensor *cur = tg_tensor_retain(x);
-    for (int i = 0; i < 5; i++) {
-        tg_tensor *next = NULL;
-        int rc = child(m, chain[i], &next, cur);
-        tg_tensor_release(cur);
-        if (rc < 0) return rc;
-        cur = next;
-    }
-    *y = cur;
-    return TG_OK;
-}
-
 /* block k (0: sa, 1: mha, 2: ff) of x. */
 static int block(tg_module *m, int k, tg_tensor **y, tg_tensor *x, tg_tensor *mem,
                  const tg_nn_transformer_masks *mk)
 {
     if (k == 0)
-        return attn_block(m, "self_attn", "dropout1", y, x, x, mk->tgt_mask,
+        return tg__transformer_attn_block(m, "self_attn", "dropout1", y, x, x, mk->tgt_mask,
                           mk->tgt_key_padding_mask);
     if (k == 1)
-        return attn_block(m, "multihead_attn", "dropout2", y, x, mem, mk->memory_mask,
+        return tg__transformer_attn_block(m, "multihead_attn", "dropout2", y, x, mem, mk->memory_mask,
                           mk->memory_key_padding_mask);
-    return ff_block(m, y, x);
+    return tg__transformer_ff_block(m, "dropout3", y, x);
 }
 
 /* The forward at library depth, tgt and memory checked. */
@@ -169,13 +122,13 @@ static int run(tg_module *m, tg_tensor **y, tg_tensor *tgt, tg_tensor *mem,
     for (int k = 0; k < 3 && rc >= 0; k++) {
         tg_tensor *n = NULL, *b = NULL, *s = NULL;
         if (pre) {   /* x = x + block(norm(x)) */
-            rc = child(m, norms[k], &n, x);
+            rc = tg_module_forward(tg_module_child(m, norms[k]), &n, x);
             if (rc >= 0) rc = block(m, k, &b, n, mem, mk);
             if (rc >= 0) rc = tg_add(&s, x, b);
         } else {     /* x = norm(x + block(x)) */
             rc = block(m, k, &b, x, mem, mk);
             if (rc >= 0) rc = tg_add(&n, x, b);
-            if (rc >= 0) rc = child(m, norms[k], &s, n);
+            if (rc >= 0) rc = tg_module_forward(tg_module_child(m, norms[k]), &s, n);
         }
         tg_tensor_release(n);
         tg_tensor_release(b);

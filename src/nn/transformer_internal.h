@@ -1,5 +1,5 @@
-/* src/nn/transformer_internal.h - checks shared by the Transformer decoder
- * layer and the stacks (transformer_decoder.c, transformer_stack.c). */
+/* src/nn/transformer_internal.h - what the Transformer layers and stacks
+ * share (transformer.c, transformer_decoder.c, transformer_stack.c). */
 #ifndef TAPEGRAD_NN_TRANSFORMER_INTERNAL_H
 #define TAPEGRAD_NN_TRANSFORMER_INTERNAL_H
 
@@ -12,5 +12,18 @@ int tg__nn_check_tgt_memory(const char *fn, int64_t d, const tg_tensor *t, const
 /* TG_EINVAL (naming fn) when mk gives a src mask, which a decoder has no
  * use for. */
 int tg__nn_check_masks_unused(const char *fn, const tg_nn_transformer_masks *mk);
+
+/* A layer's options: TG_EINVAL naming fn for d_model or nhead < 1, d_model
+ * not divisible by nhead, dim_feedforward < 1, dropout outside [0, 1], an
+ * activation other than ReLU and GELU, layer_norm_eps not > 0. */
+int tg__transformer_check(const char *fn, int64_t d_model, int64_t nhead, int64_t dim_feedforward,
+                          double dropout, tg_activation activation, double layer_norm_eps);
+/* *y = drop(attn(x, kv, kv, mask, kpm)) with layer m's children named attn
+ * (a MultiheadAttention) and drop. */
+int tg__transformer_attn_block(tg_module *m, const char *attn, const char *drop, tg_tensor **y,
+                               tg_tensor *x, tg_tensor *kv, tg_tensor *mask, tg_tensor *kpm);
+/* *y = drop(linear2(dropout(activation(linear1(x))))) with layer m's
+ * children of those names. */
+int tg__transformer_ff_block(tg_module *m, const char *drop, tg_tensor **y, tg_tensor *x);
 
 #endif
