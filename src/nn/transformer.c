@@ -153,14 +153,15 @@ static int run(tg_module *m, tg_tensor **y, tg_tensor *x, tg_tensor *mask, tg_te
     int rc;
     if (pre) {
         TG_TRY_GOTO(child(m, "norm1", &t[N1], x));
-        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], t[N1], t[N1], mask,
-                                               kpm));
+        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], t[N1], t[N1],
+                                               mask, kpm));
         TG_TRY_GOTO(tg_add(&t[X1], x, t[SA]));
         TG_TRY_GOTO(child(m, "norm2", &t[N2], t[X1]));
         TG_TRY_GOTO(tg__transformer_ff_block(m, "dropout2", &t[FF], t[N2]));
         TG_TRY_GOTO(tg_add(y, t[X1], t[FF]));
     } else {
-        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], x, x, mask, kpm));
+        TG_TRY_GOTO(tg__transformer_attn_block(m, "self_attn", "dropout1", &t[SA], x, x, mask,
+                                               kpm));
         TG_TRY_GOTO(tg_add(&t[N1], x, t[SA]));
         TG_TRY_GOTO(child(m, "norm1", &t[X1], t[N1]));
         TG_TRY_GOTO(tg__transformer_ff_block(m, "dropout2", &t[FF], t[X1]));

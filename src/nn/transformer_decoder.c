@@ -104,10 +104,10 @@ static int block(tg_module *m, int k, tg_tensor **y, tg_tensor *x, tg_tensor *me
 {
     if (k == 0)
         return tg__transformer_attn_block(m, "self_attn", "dropout1", y, x, x, mk->tgt_mask,
-                          mk->tgt_key_padding_mask);
+                                          mk->tgt_key_padding_mask);
     if (k == 1)
-        return tg__transformer_attn_block(m, "multihead_attn", "dropout2", y, x, mem, mk->memory_mask,
-                          mk->memory_key_padding_mask);
+        return tg__transformer_attn_block(m, "multihead_attn", "dropout2", y, x, mem,
+                                          mk->memory_mask, mk->memory_key_padding_mask);
     return tg__transformer_ff_block(m, "dropout3", y, x);
 }
 

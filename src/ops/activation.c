@@ -61,23 +61,20 @@ TG_EW_UNARY_KERNEL(k_leaky, (double)a * (a > 0 ? 1.0 : s))
  * their value (torch's f32 kernel takes exp(x) - 1 in f32, which cancels
  * to 0 near 0); elu(-0.0) is +0.0 as torch's. */
 TG_EW_UNARY_KERNEL(k_elu, a > 0 ? (double)a : s * (a == 0 ? 0.0 : expm1((double)a)))
-/* tanh of f32 in f64 arithmetic, branch-free so that its loop vectorizes.
- * With t = 2|a| = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi
- * is exact), expm1(t) = p(r) for k = 0, else 2^k (1 + p(r)) - 1, where
- * p(r) is expm1's Taylor series to r^13 / 13! (truncated below 1e-17
- * relative); tanh|a| = expm1(t) / (expm1(t) + 2).  Relative error a few
- * 1e-16, so the f32 result is (float)tanh((double)a), correctly rounded,
- * but where that double rounding falls within it of a halfway point
- * (tests).  tanh is 1 in f32 past |a| = 9.1, so t is capped at 40; the
- * sign comes back by copysign (tanh(-0) = -0), and NaN stays NaN. */
-static inline __attribute__((always_inline)) float tanh_f32(float a)
+/* The pieces of e^t for t in [-745, 709], in f64 arithmetic and
+ * branch-free so that loops over it vectorize: t = k ln2 + r (|r| <= ln2/2;
+ * ln2 split in two so that k ln2_hi is exact), *kd = k, *pow2 = 2^k (from
+ * the low bits of t / ln2 rounded by the magic constant), and the return
+ * value p(r) = expm1(r), its Taylor series to r^13 / 13! (truncated below
+ * 1e-17 relative): e^t = 2^k (1 + p). */
+static inline __attribute__((always_inline)) double exp_parts(double t, double *kd,
+                                                              double *pow2)
 {
-    const double ax = fabs((double)a), t = 2.0 * (ax < 20.0 ? ax : 20.0);
     const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
                  ln2_lo = 0x1.cf79abc9e3b3ap-40;
     const double km = t * 0x1.71547652b82fep0 + magic;   /* round(t / ln2) in its low bits */
-    const double kd = km - magic;
-    const double r = (t - kd * ln2_hi) - kd * ln2_lo;
+    const double k = km - magic;
+    const double r = (t - k * ln2_hi) - k * ln2_lo;
     double p = 1.0 / 6227020800.0;
     p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
@@ -93,9 +90,24 @@ static inline __attribute__((always_inline)) float tanh_f32(float a)
     p = p * r * r + r;
     uint64_t kb;
     memcpy(&kb, &km, sizeof kb);
-    const uint64_t sb = ((kb & 0xFFF) + 1023) << 52;   /* 2^k, k in [0, 58] */
-    double scale;
-    memcpy(&scale, &sb, sizeof scale);
+    const uint64_t sb = ((kb + 1023) & 0x7FF) << 52;   /* k's low bits, biased */
+    memcpy(pow2, &sb, sizeof sb);
+    *kd = k;
+    return p;
+}
+
+/* tanh of f32 in f64 arithmetic, branch-free so that its loop vectorizes.
+ * With t = 2|a|, expm1(t) = p for k = 0, else 2^k (1 + p) - 1 (exp_parts);
+ * tanh|a| = expm1(t) / (expm1(t) + 2).  Relative error a few 1e-16, so the
+ * f32 result is (float)tanh((double)a), correctly rounded, but where that
+ * double rounding falls within it of a halfway point (tests).  tanh is 1
+ * in f32 past |a| = 9.1, so t is capped at 40; the sign comes back by
+ * copysign (tanh(-0) = -0), and NaN stays NaN. */
+static inline __attribute__((always_inline)) float tanh_f32(float a)
+{
+    const double ax = fabs((double)a), t = 2.0 * (ax < 20.0 ? ax : 20.0);
+    double kd, scale;
+    const double p = exp_parts(t, &kd, &scale);
     const double u = kd == 0.0 ? p : scale * (1.0 + p) - 1.0;
     const float y = (float)copysign(u / (u + 2.0), (double)a);
     return a != a ? a : y;
@@ -129,38 +141,13 @@ static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_
     else tg__tanh_f32_n(out, a, n, true);
 }
 
-/* e^t for t <= 0, in f64 arithmetic and branch-free (its loops
- * vectorize): 0 below -120 (and for t = NaN), else t = k ln2 + r (|r| <= ln2/2, ln2 split as tanh_f32 does),
- * e^t = 2^k (1 + p(r)) with p tanh_f32's expm1 series, 2^k from the low
- * bits of t / ln2 rounded by the magic constant (k in [-174, 0]).
- * Relative error a few 1e-16, as libm's exp. */
+/* e^t for t <= 0 by exp_parts, 0 below -120 (and for t = NaN); relative
+ * error a few 1e-16, as libm's exp. */
 static inline __attribute__((always_inline)) double exp_neg(double t)
 {
-    const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
-                 ln2_lo = 0x1.cf79abc9e3b3ap-40;
     const bool tiny = !(t >= -120.0);
-    t = tiny ? -120.0 : t;
-    const double km = t * 0x1.71547652b82fep0 + magic;
-    const double kd = km - magic;
-    const double r = (t - kd * ln2_hi) - kd * ln2_lo;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r;
-    uint64_t kb;
-    memcpy(&kb, &km, sizeof kb);
-    const uint64_t sb = ((kb + 1023) & 0x7FF) << 52;   /* 2^k: k's low bits, biased */
-    double scale;
-    memcpy(&scale, &sb, sizeof scale);
+    double kd, scale;
+    const double p = exp_parts(tiny ? -120.0 : t, &kd, &scale);
     return tiny ? 0.0 : scale * (1.0 + p);
 }
 
