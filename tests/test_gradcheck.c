@@ -118,6 +118,44 @@ static int f_sqd(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_op_call(&sqd_op, out, n, in, NULL, 0);
 }
 
+/* ---- x^2 with a backward_into (tapegrad/op.h) that adds k x g, k = 2
+ * (right) or 3 (wrong): gradcheck must run and check it ---- */
+
+static int sq_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc, double k)
+{
+    tg_tensor *x = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &x));
+    for (int64_t i = 0; i < tg_tensor_numel(acc); i++) {
+        double a, xi, gi;
+        TG_TRY(tg_tensor_get_flat(acc, i, &a));
+        TG_TRY(tg_tensor_get_flat(x, i, &xi));
+        TG_TRY(tg_tensor_get_flat(g, i, &gi));
+        TG_TRY(tg_tensor_set_flat(acc, i, a + k * xi * gi));
+    }
+    return TG_OK;
+}
+
+static int sq_into_right(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    return sq_into(ctx, g, acc, 2.0);
+}
+
+static int sq_into_wrong(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    return sq_into(ctx, g, acc, 3.0);
+}
+
+static const tg_op_schema sq_into_ops[2] = {
+    {.name = "test_square_into", .arity = 1, .amp = TG_AMP_KEEP, .forward = sq_forward,
+     .backward = sq_backward, .backward_into = sq_into_right},
+    {.name = "test_square_into_wrong", .arity = 1, .amp = TG_AMP_KEEP, .forward = sq_forward,
+     .backward = sq_backward, .backward_into = sq_into_wrong}};
+
+static int f_sq_into(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_op_call(&sq_into_ops[*(const int *)user], out, n, in, NULL, 0);
+}
+
 /* ---- tests ---- */
 
 Test(gradcheck, passes_on_correct_ops)
@@ -380,5 +418,19 @@ Test(gradcheck, fn_failing_without_a_message_gets_one)
     cr_assert(eq(int, tg_gradcheck(f_fails_quietly, NULL, 1, &x, NULL), TG_EIO));
     cr_assert(strstr(tg_error_message(), "gradcheck: fn failed with TG_EIO and no message") != NULL,
               "%s", tg_error_message());
+    tg_tensor_release(x);
+}
+
+/* An op's backward_into is what a backward runs when the op's input comes
+ * from another op: gradcheck takes every other row of the Jacobian through
+ * inputs made by an op, so a wrong one fails and a right one passes. */
+Test(gradcheck, checks_an_ops_backward_into)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    const int right = 0, wrong = 1;
+    OK(tg_gradcheck(f_sq_into, (void *)&right, 1, &x, NULL));
+    cr_assert(eq(int, tg_gradcheck(f_sq_into, (void *)&wrong, 1, &x, NULL), TG_EGRADCHECK));
+    cr_assert(strstr(tg_error_message(), "output element 1:") != NULL, "%s",
+              tg_error_message());
     tg_tensor_release(x);
 }

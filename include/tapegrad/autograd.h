@@ -203,7 +203,11 @@ typedef struct tg_gradcheck_opts {
  * version counters do not change (as torch, which perturbs through .data), so
  * a graph that saved them before the check can still run backward.  The
  * output gradients handed to backward are strided views, not contiguous, so
- * a backward that reads its g as a flat array fails the check. */
+ * a backward that reads its g as a flat array fails the check.  Without
+ * fast_mode, the rows of the odd output elements come from fn called on
+ * its inputs passed through an identity op (x * 1), so an op whose input
+ * is made by another op runs its backward_into (tapegrad/op.h) and that
+ * is checked too; fn is called once more for it. */
 TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                         const tg_gradcheck_opts *opts);
 /* Checks second derivatives: gradcheck of the function that maps (inputs, v)

@@ -75,12 +75,12 @@ static int gc_init(gc *g, const char *what, tg_gradcheck_fn fn, void *user, int 
  * gradcheck calls fn in grad mode): fn may take gradients itself, as a
  * function checked for a higher derivative does.  Checks that it produced a
  * float tensor. */
-static int call_fn(const gc *g, tg_tensor **out)
+static int call_fn_on(const gc *g, tg_tensor *const *inputs, tg_tensor **out)
 {
     bool prev = tg_set_grad_enabled(true);
     tg_tensor *o = NULL;
     tg__callback_begin();
-    int rc = tg__callback_end("gradcheck: fn", g->fn(&o, g->n, g->inputs, g->user));
+    int rc = tg__callback_end("gradcheck: fn", g->fn(&o, g->n, inputs, g->user));
     tg_set_grad_enabled(prev);
     TG_TRY(rc);
     if (!o || !tg_dtype_is_float(o->dtype)) {
@@ -89,6 +89,32 @@ static int call_fn(const gc *g, tg_tensor **out)
     }
     *out = o;
     return TG_OK;
+}
+
+static int call_fn(const gc *g, tg_tensor **out) { return call_fn_on(g, g->inputs, out); }
+
+/* fn's output with each input that requires grad passed through an
+ * identity op (x * 1) first: fn's ops then take inputs made by an op, not
+ * leaves, and an op's backward_into (tapegrad/op.h) runs in a backward in
+ * place of its backward. */
+static int call_fn_staged(const gc *g, tg_tensor **out)
+{
+    tg_tensor **st = tg__calloc((size_t)g->n, sizeof *st);
+    if (!st) return TG_ENOMEM;
+    bool prev = tg_set_grad_enabled(true);
+    int rc = TG_OK;
+    for (int i = 0; i < g->n && rc >= 0; i++)
+        if (g->inputs[i] && g->inputs[i]->requires_grad)
+            rc = tg_mul_scalar(&st[i], g->inputs[i], 1.0);
+    tg_set_grad_enabled(prev);
+    tg_tensor **in = tg__calloc((size_t)g->n, sizeof *in);
+    if (rc >= 0 && !in) rc = TG_ENOMEM;
+    for (int i = 0; rc >= 0 && i < g->n; i++) in[i] = st[i] ? st[i] : g->inputs[i];
+    if (rc >= 0) rc = call_fn_on(g, in, out);
+    for (int i = 0; i < g->n; i++) tg_tensor_release(st[i]);
+    free(in);
+    free(st);
+    return rc;
 }
 
 /* Notes the dtype and shape of fn's output o at the unperturbed inputs. */
@@ -158,12 +184,23 @@ static int strided_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *
 }
 
 /* The analytic Jacobian, one tg_grad per output element with a one-hot
- * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs). */
+ * grad_output: A is (m, total), row k = d out[k] / d (flattened inputs).
+ * The odd rows come through fn run on staged inputs (call_fn_staged), so
+ * the numeric check covers the ops' backward_into as well as their
+ * backward. */
 static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
 {
-    tg_tensor *o = NULL, *onehot = NULL;
+    tg_tensor *o = NULL, *os = NULL, *onehot = NULL;
     TG_TRY(call_fn(g, &o));
     note_output(g, o);
+    int rs = call_fn_staged(g, &os);
+    if (rs >= 0 && (os->dtype != o->dtype || !tg_tensor_same_shape(os, o)))
+        rs = tg__error(TG_EINVAL, "gradcheck: fn's output changed between two calls");
+    if (rs < 0) {
+        tg_tensor_release(os);
+        tg_tensor_release(o);
+        return rs;
+    }
     int64_t m = tg_tensor_numel(o), total = g->off[g->n_req];
     double *A = tg__calloc((size_t)(m * total + 1), sizeof *A);
     tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
@@ -172,11 +209,13 @@ static int analytic_jacobian(gc *g, int64_t *m_out, double **A_out)
     tg_backward_opts bo = {.retain_graph = true, .create_graph = false};
     for (int64_t k = 0; rc >= 0 && onehot && k < m; k++) {
         rc = tg_tensor_set_flat(onehot, k, 1.0);
-        if (rc >= 0) rc = tg_grad(grads, 1, &o, &onehot, g->n_req, g->req_t, &bo);
+        tg_tensor *src = k % 2 && os->requires_grad ? os : o;
+        if (rc >= 0) rc = tg_grad(grads, 1, &src, &onehot, g->n_req, g->req_t, &bo);
         if (rc >= 0) rc = grads_to_row(g, grads, A + k * total);
         if (rc >= 0) rc = tg_tensor_set_flat(onehot, k, 0.0);
     }
     tg_tensor_release(onehot);
+    tg_tensor_release(os);
     tg_tensor_release(o);
     free(grads);
     if (rc < 0) {
