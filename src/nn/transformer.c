@@ -25,33 +25,35 @@ static const tg_module_vtable tel_vt = {
     .type_name = "TransformerEncoderLayer", .forward_n = tel_forward_n,
     .release = free, .state_size = sizeof(tel_state)};
 
-/* The children in torch's registration order (so its state-dict order and
- * its order of initialisation). */
-static int tel_children(tg_module *m, int64_t d, int64_t nhead,
-                        const tg_nn_transformer_encoder_layer_opts *o, tg_rng *rng)
+int tg__transformer_children(const char *fn, tg_module *m, int64_t d, int64_t nhead, int n_attn,
+                             const tg_nn_transformer_encoder_layer_opts *o, tg_rng *rng)
 {
-    static const char fn[] = "nn_transformer_encoder_layer_new";
+    static const char *const attns[2] = {"self_attn", "multihead_attn"};
+    static const char *const norms[3] = {"norm1", "norm2", "norm3"};
+    static const char *const drops[3] = {"dropout1", "dropout2", "dropout3"};
     tg_nn_multihead_attention_opts ao = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
     ao.dropout = o->dropout;
     ao.batch_first = o->batch_first;
-    ao.seed = o->seed;
     tg_module *c = NULL;
-    TG_TRY(tg_nn_multihead_attention_new(&c, d, nhead, &ao, rng));
-    TG_TRY(tg__module_add_child_as(fn, m, "self_attn", c));
+    for (int k = 0; k < n_attn; k++) {
+        ao.seed = o->seed + (uint64_t)k;
+        TG_TRY(tg_nn_multihead_attention_new(&c, d, nhead, &ao, rng));
+        TG_TRY(tg__module_add_child_as(fn, m, attns[k], c));
+    }
     TG_TRY(tg_nn_linear_new(&c, d, o->dim_feedforward, true, rng));
     TG_TRY(tg__module_add_child_as(fn, m, "linear1", c));
-    TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + 1));
+    TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + (uint64_t)n_attn));
     TG_TRY(tg__module_add_child_as(fn, m, "dropout", c));
     TG_TRY(tg_nn_linear_new(&c, o->dim_feedforward, d, true, rng));
     TG_TRY(tg__module_add_child_as(fn, m, "linear2", c));
-    TG_TRY(tg_nn_layer_norm_new(&c, 1, &d, o->layer_norm_eps, true));
-    TG_TRY(tg__module_add_child_as(fn, m, "norm1", c));
-    TG_TRY(tg_nn_layer_norm_new(&c, 1, &d, o->layer_norm_eps, true));
-    TG_TRY(tg__module_add_child_as(fn, m, "norm2", c));
-    TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + 2));
-    TG_TRY(tg__module_add_child_as(fn, m, "dropout1", c));
-    TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + 3));
-    TG_TRY(tg__module_add_child_as(fn, m, "dropout2", c));
+    for (int i = 0; i <= n_attn; i++) {
+        TG_TRY(tg_nn_layer_norm_new(&c, 1, &d, o->layer_norm_eps, true));
+        TG_TRY(tg__module_add_child_as(fn, m, norms[i], c));
+    }
+    for (int i = 0; i <= n_attn; i++) {
+        TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + (uint64_t)(n_attn + 1 + i)));
+        TG_TRY(tg__module_add_child_as(fn, m, drops[i], c));
+    }
     TG_TRY(tg_nn_activation_new(&c, o->activation, 0.0));
     return tg__module_add_child_as(fn, m, "activation", c);
 }
@@ -69,7 +71,7 @@ int tg_nn_transformer_encoder_layer_new(tg_module **out, int64_t d_model, int64_
     const tel_state s = {.d_model = d_model, .nhead = nhead, .o = o};
     tg_module *m = NULL;
     TG_TRY(tg__module_new_state(&m, &tel_vt, &s));
-    int rc = tel_children(m, d_model, nhead, &o, rng);
+    int rc = tg__transformer_children(fn, m, d_model, nhead, 1, &o, rng);
     if (rc < 0) {
         tg_module_release(m);
         return rc;

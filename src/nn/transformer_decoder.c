@@ -26,42 +26,6 @@ static const tg_module_vtable tdl_vt = {
     .type_name = "TransformerDecoderLayer", .forward_n = tdl_forward_n, .n_inputs = 2,
     .release = free, .state_size = sizeof(tdl_state)};
 
-/* The children in torch's registration order (so its state-dict order and
- * its order of initialisation). */
-static int tdl_children(tg_module *m, int64_t d, int64_t nhead,
-                        const tg_nn_transformer_decoder_layer_opts *o, tg_rng *rng)
-{
-    static const char fn[] = "nn_transformer_decoder_layer_new";
-    tg_nn_multihead_attention_opts ao = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
-    ao.dropout = o->dropout;
-    ao.batch_first = o->batch_first;
-    ao.seed = o->seed;
-    tg_module *c = NULL;
-    TG_TRY(tg_nn_multihead_attention_new(&c, d, nhead, &ao, rng));
-    TG_TRY(tg__module_add_child_as(fn, m, "self_attn", c));
-    ao.seed = o->seed + 1;
-    TG_TRY(tg_nn_multihead_attention_new(&c, d, nhead, &ao, rng));
-    TG_TRY(tg__module_add_child_as(fn, m, "multihead_attn", c));
-    TG_TRY(tg_nn_linear_new(&c, d, o->dim_feedforward, true, rng));
-    TG_TRY(tg__module_add_child_as(fn, m, "linear1", c));
-    TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + 2));
-    TG_TRY(tg__module_add_child_as(fn, m, "dropout", c));
-    TG_TRY(tg_nn_linear_new(&c, o->dim_feedforward, d, true, rng));
-    TG_TRY(tg__module_add_child_as(fn, m, "linear2", c));
-    static const char *const norms[3] = {"norm1", "norm2", "norm3"};
-    for (int i = 0; i < 3; i++) {
-        TG_TRY(tg_nn_layer_norm_new(&c, 1, &d, o->layer_norm_eps, true));
-        TG_TRY(tg__module_add_child_as(fn, m, norms[i], c));
-    }
-    static const char *const drops[3] = {"dropout1", "dropout2", "dropout3"};
-    for (int i = 0; i < 3; i++) {
-        TG_TRY(tg_nn_dropout_new(&c, o->dropout, o->seed + 3 + (uint64_t)i));
-        TG_TRY(tg__module_add_child_as(fn, m, drops[i], c));
-    }
-    TG_TRY(tg_nn_activation_new(&c, o->activation, 0.0));
-    return tg__module_add_child_as(fn, m, "activation", c);
-}
-
 int tg_nn_transformer_decoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
                                         const tg_nn_transformer_decoder_layer_opts *opts,
                                         tg_rng *rng)
@@ -75,7 +39,11 @@ int tg_nn_transformer_decoder_layer_new(tg_module **out, int64_t d_model, int64_
     const tdl_state s = {.d_model = d_model, .nhead = nhead, .o = o};
     tg_module *m = NULL;
     TG_TRY(tg__module_new_state(&m, &tdl_vt, &s));
-    int rc = tdl_children(m, d_model, nhead, &o, rng);
+    const tg_nn_transformer_encoder_layer_opts eo = {
+        .dim_feedforward = o.dim_feedforward, .dropout = o.dropout, .activation = o.activation,
+        .layer_norm_eps = o.layer_norm_eps, .batch_first = o.batch_first,
+        .norm_first = o.norm_first, .seed = o.seed};
+    int rc = tg__transformer_children(fn, m, d_model, nhead, 2, &eo, rng);
     if (rc < 0) {
         tg_module_release(m);
         return rc;

@@ -18,6 +18,14 @@ int tg__nn_check_masks_unused(const char *fn, const tg_nn_transformer_masks *mk)
  * activation other than ReLU and GELU, layer_norm_eps not > 0. */
 int tg__transformer_check(const char *fn, int64_t d_model, int64_t nhead, int64_t dim_feedforward,
                           double dropout, tg_activation activation, double layer_norm_eps);
+/* Adds a layer's children to m in torch's registration order (its state-dict
+ * order and order of initialisation from rng): n_attn MultiheadAttentions
+ * (self_attn, and multihead_attn for a decoder's 2) of seeds seed + k,
+ * linear1, dropout (seed + n_attn), linear2, n_attn + 1 LayerNorms norm1...,
+ * n_attn + 1 Dropouts dropout1... (seeds from seed + n_attn + 1), and the
+ * activation.  fn names the caller in messages. */
+int tg__transformer_children(const char *fn, tg_module *m, int64_t d, int64_t nhead, int n_attn,
+                             const tg_nn_transformer_encoder_layer_opts *o, tg_rng *rng);
 /* *y = drop(attn(x, kv, kv, mask, kpm)) with layer m's children named attn
  * (a MultiheadAttention) and drop. */
 int tg__transformer_attn_block(tg_module *m, const char *attn, const char *drop, tg_tensor **y,
