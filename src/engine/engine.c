@@ -111,19 +111,24 @@ static int accumulate(tg_tensor **slot, tg_tensor *g)
     return TG_OK;
 }
 
-/* A node's pending gradient *slot += g (borrowed; both of the node's
- * output meta).  Without create_graph the sum is written into *slot in
- * place when the backward holds the only reference to it and its storage
- * (tg__grad_is_own), as into a leaf's own .grad: the pieces of one tensor
- * (the time steps of an RNN, each a slice whose gradient is its input's
- * shape) then add into one buffer instead of a new one each. */
-static int accumulate_pending(const engine *e, tg_tensor **slot, tg_tensor *g)
+/* Whether a sum of gradients t (a leaf's .grad or a node's pending one)
+ * may take the next term in place: no create_graph (where the sum is
+ * recorded), t the backward's own (tg__grad_is_own: no one else holds it
+ * or its storage), contiguous from offset 0 and of meta m. */
+static bool sums_in_place(const engine *e, const tg_tensor *t, const tg_meta *m)
 {
-    tg_tensor *s = *slot;
-    if (s && !e->req.create_graph && tg__grad_is_own(s) && s->offset == 0 &&
-        s->dtype == g->dtype && s->ndim == g->ndim &&
-        !memcmp(s->shape, g->shape, sizeof *s->shape * (size_t)s->ndim))
-        return tg__add_over(s, g);
+    return t && !e->req.create_graph && tg__grad_is_own(t) && t->offset == 0 &&
+           tg__meta_matches(t, m);
+}
+
+/* A node's pending gradient *slot += g (borrowed, of meta m, the node's
+ * output's), in place when sums_in_place, as into a leaf's own .grad: the
+ * pieces of one tensor (the time steps of an RNN, each a slice whose
+ * gradient is its input's shape) then add into one buffer instead of a
+ * new one each. */
+static int accumulate_pending(const engine *e, tg_tensor **slot, tg_tensor *g, const tg_meta *m)
+{
+    if (sums_in_place(e, *slot, m)) return tg__add_over(*slot, g);
     return accumulate(slot, g);
 }
 
@@ -225,9 +230,7 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
 static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
 {
     tg_tensor *g = leaf->grad;
-    if (g && !e->req.create_graph && tg__grad_is_own(g) && g->offset == 0 &&
-        tg__meta_matches(g, m))
-        return tg__add_over(g, h);
+    if (sums_in_place(e, g, m)) return tg__add_over(g, h);
     return accumulate(&leaf->grad, h);
 }
 
@@ -320,7 +323,7 @@ static int route(engine *e, const tg_node *node, int i, tg_tensor *grad_in)
     if (!edge->fn) return TG_OK;
     TG_ASSERT(index_of(edge->fn) >= 0 && index_of(edge->fn) < index_of(node));
     if (!e->flows[index_of(edge->fn)] && !node_is_target(e, edge->fn)) return TG_OK;
-    return accumulate_pending(e, &edge->fn->grad_accum, grad_in);
+    return accumulate_pending(e, &edge->fn->grad_accum, grad_in, &node->in_meta[i]);
 }
 
 /* flows[k]: some target is reachable through node k's backward.  Producers
@@ -375,8 +378,7 @@ static int run_node_into(engine *e, tg_node *n, tg_tensor *g)
     if (!e->flows[index_of(to)] && !node_is_target(e, to)) return TG__NOT_INTO;
     const tg_meta *m = &n->in_meta[0];
     tg_tensor *acc = to->grad_accum;
-    if (acc && !(tg__grad_is_own(acc) && acc->offset == 0 && tg__meta_matches(acc, m)))
-        return TG__NOT_INTO;
+    if (acc && !sums_in_place(e, acc, m)) return TG__NOT_INTO;
     bool fresh = acc == NULL;
     if (fresh && !(acc = tg__tensor_empty(m->dtype, m->ndim, m->shape))) return TG_ENOMEM;
     if (tg__trace_enabled())
