@@ -835,9 +835,11 @@ TG_API int tg_triu(tg_tensor **out, tg_tensor *x, int64_t diagonal);
  * operands (right-aligned) and placed where the output's "..." is (first,
  * in an implicit output; summed when an explicit output has none).  A
  * letter repeated within one term takes the diagonal ("ii->i", "ii" the
- * trace).  Spaces are ignored.  Operands are contracted left to right,
- * each pair by permute, reshape and one batched matmul (no contraction
- * path search), so the result is differentiable to any order.  TG_EINVAL
+ * trace).  Spaces are ignored.  Operands are contracted a pair at a time,
+ * each pair by permute, reshape and one batched matmul, so the result is
+ * differentiable to any order; the order of the pairs is the cheapest
+ * (tg_einsum_path's TG_EINSUM_AUTO: as torch.einsum with opt_einsum, the
+ * same values up to rounding).  TG_EINVAL
  * for a malformed equation (the message names the rule), a term count
  * other than n, a term whose letters do not match its operand's rank or
  * more than TG_MAX_DIMS letters in a term; TG_ESHAPE for extents that
@@ -845,6 +847,50 @@ TG_API int tg_triu(tg_tensor **out, tg_tensor *x, int64_t diagonal);
  * product would need more than TG_MAX_DIMS dims.  On error *out is
  * untouched. */
 TG_API int tg_einsum(tg_tensor **out, const char *equation, int n, tg_tensor *const *operands);
+
+/* Contraction plans for einsum (numpy.einsum_path, torch's opt_einsum).
+ * The operands of a plan are einsum's operands, then one n x n identity
+ * matrix for each repeat of a letter within a term ("ii" is x_ij eye_ij),
+ * in the order the repeats are read; each is first summed over the letters
+ * no other operand and not the output has.  Step s multiplies the operands
+ * at positions steps[s][0] (left) and [1] (right) of the list, which both
+ * leave; their product joins the list at its end, with the labels still
+ * needed (summing the others), as numpy.einsum_path's contraction list. */
+#define TG_EINSUM_MAX_OPERANDS 72   /* 8 operands, each with its identities */
+/* The most operands TG_EINSUM_AUTO searches exhaustively, and the most
+ * that TG_EINSUM_OPTIMAL takes (it looks at 3^n / 2 pairs of halves). */
+#define TG_EINSUM_AUTO_OPTIMAL_MAX 10
+#define TG_EINSUM_OPTIMAL_MAX 14
+typedef enum tg_einsum_strategy {
+    TG_EINSUM_AUTO,           /* OPTIMAL up to TG_EINSUM_AUTO_OPTIMAL_MAX, then GREEDY */
+    TG_EINSUM_OPTIMAL,        /* the cheapest of every pairing (dynamic programming) */
+    TG_EINSUM_GREEDY,         /* the cheapest pair of the list, again and again */
+    TG_EINSUM_LEFT_TO_RIGHT,  /* ((op0 op1) op2) ...: torch.einsum without opt_einsum */
+} tg_einsum_strategy;
+typedef struct tg_einsum_plan {
+    int n_operands;   /* the operands and the identities */
+    int n_steps;      /* n_operands - 1 */
+    int steps[TG_EINSUM_MAX_OPERANDS - 1][2];
+    /* Multiply-adds of the products (each the product of the extents of
+     * every label of its pair), this plan's and LEFT_TO_RIGHT's (INFINITY
+     * when that order needs an intermediate of more than TG_MAX_DIMS dims),
+     * and the elements of the largest product. */
+    double cost, left_to_right_cost, largest;
+} tg_einsum_plan;
+/* *plan for einsum(equation, operands) by strategy; the operands' dtypes
+ * and shapes are checked as by tg_einsum, their values not read.
+ * TG_EUNSUPPORTED when every order (of those the strategy looks at) needs
+ * an intermediate of more than TG_MAX_DIMS dims, or for OPTIMAL over more
+ * than TG_EINSUM_OPTIMAL_MAX operands; tg_einsum's errors otherwise.  On
+ * error *plan is untouched. */
+TG_API int tg_einsum_path(tg_einsum_plan *plan, const char *equation, int n,
+                          tg_tensor *const *operands, tg_einsum_strategy strategy);
+/* tg_einsum contracting in plan's order (from tg_einsum_path, or written by
+ * hand: steps are checked, TG_EINVAL naming a step that does not name two
+ * different positions of the list, or a plan for another number of
+ * operands; TG_EUNSUPPORTED for a product of more than TG_MAX_DIMS dims). */
+TG_API int tg_einsum_planned(tg_tensor **out, const char *equation, int n,
+                             tg_tensor *const *operands, const tg_einsum_plan *plan);
 /* y = x W^T + b as torch.nn.functional.linear: x (..., in), w (out, in),
  * b (out) or NULL. */
 TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);

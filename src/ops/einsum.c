@@ -11,11 +11,25 @@
  * A size-1 dim under a label whose extent elsewhere is larger is expanded.
  *
  * Then: each operand is summed over the labels no other operand and not
- * the output has; operands are contracted left to right, a pair (A, B) as
- * A (batch, left, contracted) @ B (batch, contracted, right), the batch
- * being the shared labels still needed (in the output or a later operand);
- * the result is permuted to the output's order. */
+ * the output has; the operands are contracted a pair at a time in the order
+ * of a plan (tg_einsum_plan), a pair (A, B) as A (batch, left, contracted)
+ * @ B (batch, contracted, right), the batch being the shared labels still
+ * needed (in the output or an operand not yet contracted); the result is
+ * permuted to the output's order.
+ *
+ * The plan: after a pair is contracted its operands leave the list and the
+ * product joins it at the end (NumPy's einsum_path).  A product's cost is
+ * its multiply-adds, the product of the extents of every label of the pair;
+ * an intermediate keeps the labels still needed, which must fit in
+ * TG_MAX_DIMS.  The search: every way of pairing up the operands, by
+ * dynamic programming over subsets (the cheapest tree for each subset from
+ * its two cheapest halves); greedy (the cheapest pair of the list, again
+ * and again); or left to right as torch.einsum without opt_einsum.
+ * tg_einsum searches exhaustively up to TG_EINSUM_AUTO_OPTIMAL_MAX operands
+ * and greedily beyond. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -30,6 +44,9 @@ enum {
     N_LABELS = FRESH0 + TG_OP_MAX_INPUTS * TG_MAX_DIMS,
     MAX_WORK = TG_OP_MAX_INPUTS * (TG_MAX_DIMS + 1),   /* operands and identities */
 };
+
+_Static_assert(MAX_WORK == TG_EINSUM_MAX_OPERANDS, "tapegrad/ops.h's TG_EINSUM_MAX_OPERANDS");
+_Static_assert(N_LABELS <= 128, "a label set is two 64-bit words");
 
 /* The labels of a tensor's dims, in order. */
 typedef struct labels {
@@ -345,46 +362,344 @@ static int contract(const work *w, tg_tensor **out, labels *lo, tg_tensor *a, co
     return rc;
 }
 
-/* need[l]: l is in out or in an operand of w other than skip whose index
- * is at least from. */
-static void needed(const work *w, const labels *out, int from, int skip, bool *need)
+/* ---- plans ---- */
+
+/* A set of labels, renumbered 0..U-1 for the plan (U <= N_LABELS). */
+typedef struct lset {
+    uint64_t w[2];
+} lset;
+
+static lset lset_or(lset a, lset b)
+{
+    return (lset){{a.w[0] | b.w[0], a.w[1] | b.w[1]}};
+}
+
+static lset lset_and(lset a, lset b)
+{
+    return (lset){{a.w[0] & b.w[0], a.w[1] & b.w[1]}};
+}
+
+static bool lset_has(lset a, int l)
+{
+    return (a.w[l >> 6] >> (l & 63)) & 1;
+}
+
+/* What a plan is made from: m operands' label sets, the output's, and the
+ * extent of each label. */
+typedef struct problem {
+    int m, U;
+    lset op[MAX_WORK], out;
+    double ext[N_LABELS];
+} problem;
+
+static int lset_count(const problem *p, lset a)
+{
+    int n = 0;
+    for (int l = 0; l < p->U; l++) n += lset_has(a, l);
+    return n;
+}
+
+static double lset_size(const problem *p, lset a)
+{
+    double n = 1;
+    for (int l = 0; l < p->U; l++)
+        if (lset_has(a, l)) n *= p->ext[l];
+    return n;
+}
+
+static void problem_of(const work *w, const labels *out, problem *p)
+{
+    int id[N_LABELS];
+    for (int l = 0; l < N_LABELS; l++) id[l] = -1;
+    p->m = w->n;
+    p->U = 0;
+    for (int k = 0; k <= w->n; k++) {
+        const labels *lab = k < w->n ? &w->lab[k] : out;
+        lset s = {{0, 0}};
+        for (int d = 0; d < lab->n; d++) {
+            const int l = lab->l[d];
+            if (id[l] < 0) {
+                id[l] = p->U++;
+                p->ext[id[l]] = (double)w->ext[l];
+            }
+            s.w[id[l] >> 6] |= 1ull << (id[l] & 63);
+        }
+        if (k < w->n) p->op[k] = s;
+        else p->out = s;
+    }
+}
+
+/* The labels of list[i] and list[j] together (*both) and those of their
+ * product, the ones still needed (*res). */
+static void pair_labels(const problem *p, const lset *list, int len, int i, int j, lset *both,
+                        lset *res)
+{
+    lset rest = p->out;
+    for (int k = 0; k < len; k++)
+        if (k != i && k != j) rest = lset_or(rest, list[k]);
+    *both = lset_or(list[i], list[j]);
+    *res = lset_and(*both, rest);
+}
+
+/* list[i] and list[j] leave the list; x joins it at the end. */
+static void replace_pair(lset *list, int *len, int i, int j, lset x)
+{
+    int k2 = 0;
+    for (int k = 0; k < *len; k++)
+        if (k != i && k != j) list[k2++] = list[k];
+    list[k2] = x;
+    *len = k2 + 1;
+}
+
+/* Runs the steps over the label sets: checks them (TG_EINVAL naming the
+ * step) and that every intermediate fits (TG_EUNSUPPORTED), and gives the
+ * cost and the largest intermediate. */
+static int walk(const problem *p, int n_steps, const int (*steps)[2], double *cost,
+                double *largest)
+{
+    lset list[MAX_WORK];
+    int len = p->m;
+    memcpy(list, p->op, sizeof(lset) * (size_t)p->m);
+    TG_CHECK(n_steps == p->m - 1, TG_EINVAL,
+             "einsum: the plan has %d steps but %d operands (with the identities of repeated "
+             "letters) need %d", n_steps, p->m, p->m - 1);
+    *cost = 0;
+    *largest = 0;
+    for (int s = 0; s < n_steps; s++) {
+        const int i = steps[s][0], j = steps[s][1];
+        TG_CHECK(i >= 0 && i < len && j >= 0 && j < len && i != j, TG_EINVAL,
+                 "einsum: step %d of the plan, (%d, %d), must name two different operands of "
+                 "the %d in the list", s, i, j, len);
+        lset both, res;
+        pair_labels(p, list, len, i, j, &both, &res);
+        TG_CHECK(lset_count(p, res) <= TG_MAX_DIMS, TG_EUNSUPPORTED,
+                 "einsum: an intermediate product would have %d dims, more than %d (step %d "
+                 "of the plan)", lset_count(p, res), TG_MAX_DIMS, s);
+        *cost += lset_size(p, both);
+        if (lset_size(p, res) > *largest) *largest = lset_size(p, res);
+        replace_pair(list, &len, i, j, res);
+    }
+    return TG_OK;
+}
+
+/* The product so far (at the end of the list) times the next operand (now
+ * first), as torch.einsum without opt_einsum. */
+static void plan_left_to_right(int m, int (*steps)[2])
+{
+    for (int s = 0; s + 1 < m; s++) {
+        steps[s][0] = s == 0 ? 0 : m - 1 - s;
+        steps[s][1] = s == 0 ? 1 : 0;
+    }
+}
+
+/* The cheapest pair of the list, again and again. */
+static int plan_greedy(const problem *p, int (*steps)[2])
+{
+    lset list[MAX_WORK];
+    int len = p->m;
+    memcpy(list, p->op, sizeof(lset) * (size_t)p->m);
+    for (int s = 0; len > 1; s++) {
+        int bi = -1, bj = -1;
+        double best = INFINITY;
+        lset bres = {{0, 0}};
+        for (int i = 0; i < len; i++)
+            for (int j = i + 1; j < len; j++) {
+                lset both, res;
+                pair_labels(p, list, len, i, j, &both, &res);
+                const double c = lset_size(p, both);
+                if (lset_count(p, res) > TG_MAX_DIMS || c >= best) continue;
+                best = c;
+                bi = i, bj = j, bres = res;
+            }
+        TG_CHECK(bi >= 0, TG_EUNSUPPORTED,
+                 "einsum: every pair of the %d operands left would make an intermediate "
+                 "product of more than %d dims", len, TG_MAX_DIMS);
+        steps[s][0] = bi;
+        steps[s][1] = bj;
+        replace_pair(list, &len, bi, bj, bres);
+    }
+    return TG_OK;
+}
+
+/* Per subset of the operands (a bit mask): its labels still needed, the
+ * cheapest tree's cost and that tree's half holding the lowest operand. */
+typedef struct dp {
+    lset *lab;
+    double *best;
+    int *split;
+} dp;
+
+/* The steps of subset S's tree appended, children first; node[] holds the
+ * subsets in the list. */
+static void emit(const dp *d, int S, int *node, int *len, int (*steps)[2], int *n_steps)
+{
+    if ((S & (S - 1)) == 0) return;
+    const int S1 = d->split[S], S2 = S ^ S1;
+    emit(d, S1, node, len, steps, n_steps);
+    emit(d, S2, node, len, steps, n_steps);
+    int i = -1, j = -1;
+    for (int k = 0; k < *len; k++) {
+        if (node[k] == S1) i = k;
+        if (node[k] == S2) j = k;
+    }
+    steps[*n_steps][0] = i;
+    steps[*n_steps][1] = j;
+    (*n_steps)++;
+    int k2 = 0;
+    for (int k = 0; k < *len; k++)
+        if (k != i && k != j) node[k2++] = node[k];
+    node[k2] = S;
+    *len = k2 + 1;
+}
+
+/* The cheapest of every way of pairing up the operands: each subset's
+ * cheapest tree from those of its two halves (subsets in increasing order,
+ * so the halves come first), after the labels of every subset. */
+static int plan_optimal(const problem *p, int (*steps)[2])
+{
+    const int m = p->m, full = (1 << m) - 1;
+    const size_t n = (size_t)1 << m;
+    dp d = {tg__malloc(sizeof(lset) * n), tg__malloc(sizeof(double) * n),
+            tg__malloc(sizeof(int) * n)};
+    lset *uni = tg__malloc(sizeof(lset) * n);
+    int rc = TG_OK;
+    if (!d.lab || !d.best || !d.split || !uni) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    uni[0] = (lset){{0, 0}};
+    for (int S = 1; S <= full; S++) {
+        int k = 0;
+        while (!((S >> k) & 1)) k++;
+        uni[S] = lset_or(uni[S & (S - 1)], p->op[k]);
+    }
+    for (int S = 1; S <= full; S++) {
+        d.lab[S] = lset_and(uni[S], lset_or(p->out, uni[full ^ S]));
+        d.best[S] = (S & (S - 1)) == 0 ? 0 : INFINITY;
+        if ((S & (S - 1)) == 0 || lset_count(p, d.lab[S]) > TG_MAX_DIMS) continue;
+        const int low = S & -S;
+        for (int S1 = (S - 1) & S; S1 > 0; S1 = (S1 - 1) & S) {
+            const int S2 = S ^ S1;
+            if (!(S1 & low) || isinf(d.best[S1]) || isinf(d.best[S2])) continue;
+            const double c =
+                d.best[S1] + d.best[S2] + lset_size(p, lset_or(d.lab[S1], d.lab[S2]));
+            if (c < d.best[S]) d.best[S] = c, d.split[S] = S1;
+        }
+    }
+    if (isinf(d.best[full])) {
+        rc = tg__error(TG_EUNSUPPORTED,
+                       "einsum: every order of the %d operands makes an intermediate product "
+                       "of more than %d dims", m, TG_MAX_DIMS);
+        goto done;
+    }
+    int node[MAX_WORK], len = m, n_steps = 0;
+    for (int k = 0; k < m; k++) node[k] = 1 << k;
+    emit(&d, full, node, &len, steps, &n_steps);
+done:
+    free(d.lab);
+    free(d.best);
+    free(d.split);
+    free(uni);
+    return rc;
+}
+
+static int make_plan(const problem *p, tg_einsum_strategy strategy, tg_einsum_plan *plan)
+{
+    tg_einsum_plan q = {.n_operands = p->m, .n_steps = p->m - 1};
+    if (strategy == TG_EINSUM_AUTO)
+        strategy = p->m <= TG_EINSUM_AUTO_OPTIMAL_MAX ? TG_EINSUM_OPTIMAL : TG_EINSUM_GREEDY;
+    TG_CHECK(strategy != TG_EINSUM_OPTIMAL || p->m <= TG_EINSUM_OPTIMAL_MAX, TG_EUNSUPPORTED,
+             "einsum: the optimal search takes at most %d operands, here %d (with the "
+             "identities of repeated letters): use TG_EINSUM_GREEDY", TG_EINSUM_OPTIMAL_MAX,
+             p->m);
+    if (strategy == TG_EINSUM_OPTIMAL) TG_TRY(plan_optimal(p, q.steps));
+    else if (strategy == TG_EINSUM_GREEDY) TG_TRY(plan_greedy(p, q.steps));
+    else plan_left_to_right(p->m, q.steps);
+    TG_TRY(walk(p, q.n_steps, (const int (*)[2])q.steps, &q.cost, &q.largest));
+    int l2r[MAX_WORK][2];
+    double unused;
+    plan_left_to_right(p->m, l2r);
+    if (walk(p, q.n_steps, (const int (*)[2])l2r, &q.left_to_right_cost, &unused) < 0) {
+        q.left_to_right_cost = INFINITY;
+        tg_error_clear();
+    }
+    *plan = q;
+    return TG_OK;
+}
+
+/* ---- running ---- */
+
+/* need[l]: l is in out or in the operand of w at list[k] for a k other than
+ * i and j. */
+static void needed(const work *w, const labels *out, const int *list, int len, int i, int j,
+                   bool *need)
 {
     memset(need, 0, sizeof(bool) * N_LABELS);
     for (int d = 0; d < out->n; d++) need[out->l[d]] = true;
-    for (int k = from; k < w->n; k++)
-        if (k != skip)
-            for (int d = 0; d < w->lab[k].n; d++) need[w->lab[k].l[d]] = true;
+    for (int k = 0; k < len; k++)
+        if (k != i && k != j)
+            for (int d = 0; d < w->lab[list[k]].n; d++) need[w->lab[list[k]].l[d]] = true;
 }
 
-static int run(tg_tensor **y, work *w, const equation *e, tg_tensor *const *ops)
+/* The operands labelled, broadcast and summed over the labels no one else
+ * needs; *out the output's labels. */
+static int prepare(work *w, labels *out, const equation *e, tg_tensor *const *ops)
 {
-    labels out;
     bool need[N_LABELS];
+    int all[MAX_WORK];
     TG_TRY(label_all(w, e, ops));
-    TG_TRY(output_labels(e, w->E, &out));
+    TG_TRY(output_labels(e, w->E, out));
+    for (int k = 0; k < w->n; k++) all[k] = k;
     for (int k = 0; k < w->n; k++) {
-        needed(w, &out, 0, k, need);
+        needed(w, out, all, w->n, k, k, need);
         TG_TRY(sum_unneeded(&w->t[k], &w->lab[k], need));
     }
-    for (int k = 1; k < w->n; k++) {
-        tg_tensor *c = NULL;
-        labels lc;
-        needed(w, &out, k + 1, -1, need);
-        TG_TRY(contract(w, &c, &lc, w->t[0], &w->lab[0], w->t[k], &w->lab[k], need));
-        tg_tensor_release(w->t[0]);
-        w->t[0] = c;
-        w->lab[0] = lc;
-    }
-    int perm[TG_MAX_DIMS];
-    for (int d = 0; d < out.n; d++) perm[d] = position(&w->lab[0], out.l[d]);
-    if (out.n == 0) return tg_reshape(y, w->t[0], 0, NULL);
-    return tg_permute(y, w->t[0], perm);
+    return TG_OK;
 }
 
-int tg_einsum(tg_tensor **out, const char *equation_, int n, tg_tensor *const *operands)
+/* The plan's products: a step's product takes its left operand's slot of
+ * w, the right one's is released. */
+static int run(tg_tensor **y, work *w, const labels *out, const tg_einsum_plan *plan)
+{
+    problem p;
+    double cost, largest;
+    problem_of(w, out, &p);
+    TG_CHECK(plan->n_operands == w->n, TG_EINVAL,
+             "einsum: the plan is for %d operands but the equation has %d (with the "
+             "identities of repeated letters)", plan->n_operands, w->n);
+    TG_TRY(walk(&p, plan->n_steps, (const int (*)[2])plan->steps, &cost, &largest));
+    int list[MAX_WORK], len = w->n;
+    for (int k = 0; k < len; k++) list[k] = k;
+    for (int s = 0; s < plan->n_steps; s++) {
+        const int i = plan->steps[s][0], j = plan->steps[s][1], a = list[i], b = list[j];
+        bool need[N_LABELS];
+        tg_tensor *c = NULL;
+        labels lc;
+        needed(w, out, list, len, i, j, need);
+        TG_TRY(contract(w, &c, &lc, w->t[a], &w->lab[a], w->t[b], &w->lab[b], need));
+        tg_tensor_release(w->t[a]);
+        tg_tensor_release(w->t[b]);
+        w->t[a] = c;
+        w->t[b] = NULL;
+        w->lab[a] = lc;
+        int k2 = 0;
+        for (int k = 0; k < len; k++)
+            if (k != i && k != j) list[k2++] = list[k];
+        list[k2] = a;
+        len = k2 + 1;
+    }
+    tg_tensor *r = w->t[list[0]];
+    const labels *lr = &w->lab[list[0]];
+    int perm[TG_MAX_DIMS];
+    for (int d = 0; d < out->n; d++) perm[d] = position(lr, out->l[d]);
+    if (out->n == 0) return tg_reshape(y, r, 0, NULL);
+    return tg_permute(y, r, perm);
+}
+
+static int check_args(tg_tensor **out, const char *eq, int n, tg_tensor *const *operands)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "einsum: out must not be NULL");
-    TG_CHECK(equation_ != NULL, TG_EINVAL, "einsum: equation must not be NULL");
+    TG_CHECK(eq != NULL, TG_EINVAL, "einsum: equation must not be NULL");
     TG_CHECK(n >= 1 && n <= TG_OP_MAX_INPUTS, TG_EINVAL, "einsum: n=%d must be in [1, %d]", n,
              TG_OP_MAX_INPUTS);
     TG_CHECK(operands != NULL, TG_EINVAL, "einsum: operands must not be NULL");
@@ -393,14 +708,65 @@ int tg_einsum(tg_tensor **out, const char *equation_, int n, tg_tensor *const *o
         TG_TRY(tg__check_float_pair("einsum", "operands[0]", operands[0], "another operand",
                                     operands[k]));
     }
+    return TG_OK;
+}
+
+/* tg_einsum_planned, or with plan NULL tg_einsum (the plan made here). */
+static int einsum(tg_tensor **out, const char *eq, int n, tg_tensor *const *operands,
+                  const tg_einsum_plan *plan)
+{
+    TG_TRY(check_args(out, eq, n, operands));
     equation e;
-    TG_TRY(parse(equation_, n, &e));
+    TG_TRY(parse(eq, n, &e));
     work w = {0};
+    labels lo;
     tg_tensor *y = NULL;
     tg__lib_enter();
-    int rc = run(&y, &w, &e, operands);
+    int rc = prepare(&w, &lo, &e, operands);
+    tg_einsum_plan made;
+    if (rc >= 0 && !plan) {
+        problem p;
+        problem_of(&w, &lo, &p);
+        rc = make_plan(&p, TG_EINSUM_AUTO, &made);
+        plan = &made;
+    }
+    if (rc >= 0) rc = run(&y, &w, &lo, plan);
     for (int k = 0; k < w.n; k++) tg_tensor_release(w.t[k]);
     tg__lib_leave();
     if (rc >= 0) *out = y;
     return tg__scope_capture(out, rc);
+}
+
+int tg_einsum(tg_tensor **out, const char *equation_, int n, tg_tensor *const *operands)
+{
+    return einsum(out, equation_, n, operands, NULL);
+}
+
+int tg_einsum_planned(tg_tensor **out, const char *equation_, int n,
+                      tg_tensor *const *operands, const tg_einsum_plan *plan)
+{
+    TG_CHECK(plan != NULL, TG_EINVAL, "einsum: plan must not be NULL");
+    return einsum(out, equation_, n, operands, plan);
+}
+
+int tg_einsum_path(tg_einsum_plan *plan, const char *equation_, int n,
+                   tg_tensor *const *operands, tg_einsum_strategy strategy)
+{
+    TG_CHECK(plan != NULL, TG_EINVAL, "einsum: plan must not be NULL");
+    TG_CHECK(strategy >= TG_EINSUM_AUTO && strategy <= TG_EINSUM_LEFT_TO_RIGHT, TG_EINVAL,
+             "einsum: strategy %d is not a tg_einsum_strategy", (int)strategy);
+    tg_tensor *unused = NULL;
+    TG_TRY(check_args(&unused, equation_, n, operands));
+    equation e;
+    TG_TRY(parse(equation_, n, &e));
+    work w = {0};
+    labels lo;
+    problem p;
+    tg__lib_enter();
+    int rc = prepare(&w, &lo, &e, operands);
+    for (int k = 0; k < w.n; k++) tg_tensor_release(w.t[k]);
+    tg__lib_leave();
+    TG_TRY(rc);
+    problem_of(&w, &lo, &p);
+    return make_plan(&p, strategy, plan);
 }
