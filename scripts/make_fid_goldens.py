@@ -7,6 +7,10 @@ For each case <c> the file holds
   <c>.mu_a, <c>.cov_a, <c>.mu_b, <c>.cov_b
                       torch.mean and torch.cov (unbiased, as numpy.cov)
   <c>.fid             0-d: |mu_a - mu_b|^2 + tr(S_a) + tr(S_b) - 2 tr((S_a S_b)^(1/2))
+  <c>.mmd2, <c>.mmd2_k2
+                      0-d: KID's unbiased squared MMD of a and b (tg_kernel_mmd2) with
+                      the polynomial kernel (x.y / d + 1)^3 (torchmetrics' defaults),
+                      and with (0.5 x.y - 0.25)^2, from full kernel matrices
 The trace of the square root is computed as in pytorch-fid's intent but with
 torch.linalg.eigh only: S_a^(1/2) = V diag(sqrt(max(w, 0))) V^T, then the
 eigenvalues of the symmetric S_a^(1/2) S_b S_a^(1/2), clamped at 0, square
@@ -39,6 +43,17 @@ def frechet(mu_a, cov_a, mu_b, cov_b):
     m = 0.5 * (m + m.T)
     tr_sqrt = torch.linalg.eigvalsh(m).clamp(min=0).sqrt().sum()
     return ((mu_a - mu_b) ** 2).sum() + cov_a.trace() + cov_b.trace() - 2 * tr_sqrt
+
+
+def mmd2(a, b, degree, gamma, coef):
+    """The unbiased estimate: off-diagonal means within a and within b, minus
+    twice the mean across (torchmetrics' maximum_mean_discrepancy for equal
+    sizes, written for any)."""
+    k = lambda x, y: (gamma * x @ y.T + coef) ** degree  # noqa: E731
+    kaa, kbb, kab = k(a, a), k(b, b), k(a, b)
+    m, n = a.shape[0], b.shape[0]
+    return ((kaa.sum() - kaa.diag().sum()) / (m * (m - 1))
+            + (kbb.sum() - kbb.diag().sum()) / (n * (n - 1)) - 2 * kab.mean())
 
 
 def features(gen, n, d, rank, shift, scale):
@@ -75,7 +90,8 @@ def main():
         print(f"{name}: a {tuple(a.shape)}, b {tuple(b.shape)}, fid {fid.item():.12g}")
         out += [(f"{name}.a", a), (f"{name}.b", b), (f"{name}.mu_a", mu_a),
                 (f"{name}.cov_a", cov_a), (f"{name}.mu_b", mu_b), (f"{name}.cov_b", cov_b),
-                (f"{name}.fid", fid)]
+                (f"{name}.fid", fid), (f"{name}.mmd2", mmd2(a, b, 3, 1.0 / a.shape[1], 1.0)),
+                (f"{name}.mmd2_k2", mmd2(a, b, 2, 0.5, -0.25))]
     write_safetensors(OUT, out, {"script": "scripts/make_fid_goldens.py",
                                  "torch": torch.__version__})
     print(f"wrote {OUT}")

@@ -1,5 +1,6 @@
 /* tests/test_fid.c - tapegrad/metrics.h (the Fréchet distance, feature
- * statistics, the Fashion-MNIST feature network) and `tapegrad fid`.
+ * statistics, KID's kernel estimate, the Fashion-MNIST feature network) and
+ * `tapegrad fid`.
  *
  * The numbers: the distance of a set to itself is 0, that of two Gaussians
  * with commuting covariances is the closed form, and on fixed features it
@@ -170,6 +171,163 @@ Test(fid, matches_torch_on_fixed_features)
         free(cov);
     }
     tg_st_free(f);
+}
+
+/* ---- KID ---------------------------------------------------------------------- */
+
+static double golden_scalar(const tg_st_file *f, const char *name, const char *what)
+{
+    int64_t one;
+    double *v = golden(f, name, what, &one), x = *v;
+    free(v);
+    return x;
+}
+
+Test(fid, kernel_mmd2_matches_torch_on_fixed_features)
+{
+    tg_st_file *f;
+    cr_assert(eq(int, tg_safetensors_load(&f, GOLDEN), TG_OK), "%s", tg_error_message());
+    const char *cases[] = {"full", "singular", "lowrank"};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char ka[64], kb[64];
+        snprintf(ka, sizeof ka, "%s.a", cases[c]);
+        snprintf(kb, sizeof kb, "%s.b", cases[c]);
+        const tg_tensor *a = tg_st_get(f, ka), *b = tg_st_get(f, kb);
+        double v = 0, want = golden_scalar(f, cases[c], "mmd2");
+        cr_assert(eq(int, tg_kernel_mmd2(&v, a, b, 3, 0, 1), TG_OK), "%s", tg_error_message());
+        cr_assert(fabs(v - want) <= 1e-10 * (1 + fabs(want)), "%s: %.17g, torch %.17g", cases[c],
+                  v, want);
+        want = golden_scalar(f, cases[c], "mmd2_k2");
+        cr_assert(eq(int, tg_kernel_mmd2(&v, a, b, 2, 0.5, -0.25), TG_OK));
+        cr_assert(fabs(v - want) <= 1e-10 * (1 + fabs(want)), "%s k2: %.17g, torch %.17g",
+                  cases[c], v, want);
+        /* symmetric in the two sets */
+        double w = 0;
+        cr_assert(eq(int, tg_kernel_mmd2(&w, b, a, 3, 0, 1), TG_OK));
+        cr_assert(fabs(w - golden_scalar(f, cases[c], "mmd2")) <= 1e-10 * (1 + fabs(w)));
+    }
+    tg_st_free(f);
+}
+
+/* With the linear kernel x.y the estimate has a closed form in the sums of
+ * the rows: (|S_a|^2 - sum |a_i|^2) / (m (m - 1)) + (the same for b) -
+ * 2 S_a.S_b / (m n).  Rows of more than one BLOCK (256) of the Gram
+ * matrices, in f32. */
+Test(fid, kernel_mmd2_of_the_linear_kernel_is_its_closed_form)
+{
+    const int m = 600, n = 300, d = 5;
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){m, d}, 4);
+    tg_tensor *b = th_rand_uniform(TG_F32, 2, (int64_t[]){n, d}, 5);
+    double *x = malloc((size_t)m * d * sizeof *x), *y = malloc((size_t)n * d * sizeof *y);
+    cr_assert(eq(int, tg_tensor_to_doubles(a, x, (int64_t)m * d), TG_OK));
+    cr_assert(eq(int, tg_tensor_to_doubles(b, y, (int64_t)n * d), TG_OK));
+    double sa[5] = {0}, sb[5] = {0}, qa = 0, qb = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < d; j++) sa[j] += x[i * d + j], qa += x[i * d + j] * x[i * d + j];
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < d; j++) sb[j] += y[i * d + j], qb += y[i * d + j] * y[i * d + j];
+    double aa = 0, bb = 0, ab = 0;
+    for (int j = 0; j < d; j++) aa += sa[j] * sa[j], bb += sb[j] * sb[j], ab += sa[j] * sb[j];
+    const double want = (aa - qa) / ((double)m * (m - 1)) + (bb - qb) / ((double)n * (n - 1)) -
+                        2 * ab / ((double)m * n);
+    double v = 0;
+    cr_assert(eq(int, tg_kernel_mmd2(&v, a, b, 1, 1, 0), TG_OK), "%s", tg_error_message());
+    cr_assert(fabs(v - want) <= 1e-12 * (fabs(aa) + fabs(bb)) / ((double)n * n), "%.17g vs %.17g",
+              v, want);
+    free(x);
+    free(y);
+    th_release_all(2, (tg_tensor *[]){a, b});
+}
+
+/* Subsets as large as both sets are the sets themselves (shuffled): every
+ * subset's estimate is the full one, so the mean is it and the spread 0;
+ * smaller subsets differ from each other; the rng decides them. */
+Test(fid, kid_averages_the_estimate_over_subsets)
+{
+    tg_tensor *a = th_rand_uniform(TG_F64, 2, (int64_t[]){300, 8}, 6);
+    tg_tensor *b = th_rand_uniform(TG_F32, 2, (int64_t[]){300, 8}, 7);
+    double full = 0, mean = 0, sd = -1;
+    cr_assert(eq(int, tg_kernel_mmd2(&full, a, b, 3, 0, 1), TG_OK));
+    tg_kid_opts o = TG_KID_OPTS_INIT;
+    o.subsets = 3;
+    o.subset_size = 300;
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    cr_assert(eq(int, tg_kid(&mean, &sd, a, b, &o, &rng), TG_OK), "%s", tg_error_message());
+    cr_assert(fabs(mean - full) <= 1e-12 * (1 + fabs(full)), "%.17g vs %.17g", mean, full);
+    cr_assert(sd >= 0 && sd <= 1e-12 * (1 + fabs(full)), "%g", sd);
+    o.subsets = 20;
+    o.subset_size = 50;
+    double m1 = 0, s1 = 0, m2 = 0, s2 = 0, m3 = 0;
+    tg_rng_init(&rng, 2);
+    cr_assert(eq(int, tg_kid(&m1, &s1, a, b, &o, &rng), TG_OK));
+    const tg_rng after = rng;
+    tg_rng_init(&rng, 2);
+    cr_assert(eq(int, tg_kid(&m2, &s2, a, b, &o, &rng), TG_OK));
+    cr_assert(eq(dbl, m1, m2));
+    cr_assert(eq(dbl, s1, s2));
+    cr_assert(rng.counter == after.counter && rng.counter > 2);
+    cr_assert(s1 > 0, "subsets of 50 of 300 differ");
+    cr_assert(eq(int, tg_kid(&m3, NULL, a, b, &o, &rng), TG_OK));
+    cr_assert(not(eq(dbl, m3, m1)), "the next subsets differ");
+    /* the spread divides by the number of subsets, as torchmetrics */
+    o.subsets = 1;
+    cr_assert(eq(int, tg_kid(&m3, &s1, a, b, &o, &rng), TG_OK));
+    cr_assert(eq(dbl, s1, 0.0));
+    th_release_all(2, (tg_tensor *[]){a, b});
+}
+
+Test(fid, kid_bad_arguments_are_errors_that_name_them)
+{
+    tg_tensor *a = th_rand_uniform(TG_F32, 2, (int64_t[]){10, 3}, 1);
+    tg_tensor *b4 = th_rand_uniform(TG_F32, 2, (int64_t[]){10, 4}, 2);
+    tg_tensor *one = th_rand_uniform(TG_F32, 2, (int64_t[]){1, 3}, 3);
+    tg_tensor *ints = NULL, *bad = th_rand_uniform(TG_F64, 2, (int64_t[]){10, 3}, 4);
+    cr_assert(eq(int, tg_tensor_zeros(&ints, TG_I32, 2, (int64_t[]){10, 3}), TG_OK));
+    cr_assert(eq(int, tg_tensor_set(bad, (int64_t[]){7, 2}, NAN), TG_OK));
+    double v = 42, sd = 43;
+    tg_rng rng;
+    tg_rng_init(&rng, 9);
+    tg_kid_opts o = TG_KID_OPTS_INIT;
+    o.subset_size = 5;
+    /* each refusal's status (the messages of some below) */
+    const struct {
+        int rc, status;
+    } cases[] = {
+        {tg_kernel_mmd2(NULL, a, a, 3, 0, 1), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, NULL, 3, 0, 1), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, b4, 3, 0, 1), TG_ESHAPE},
+        {tg_kernel_mmd2(&v, one, a, 3, 0, 1), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, ints, 3, 0, 1), TG_EDTYPE},
+        {tg_kernel_mmd2(&v, a, a, 0, 0, 1), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, a, 3, -1, 1), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, a, 3, 0, NAN), TG_EINVAL},
+        {tg_kernel_mmd2(&v, a, bad, 3, 0, 1), TG_EINVAL},
+        {tg_kid(&v, &sd, a, a, &o, NULL), TG_EINVAL},
+        {tg_kid(NULL, &sd, a, a, &o, &rng), TG_EINVAL},
+        {tg_kid(&v, &sd, a, bad, &o, &rng), TG_EINVAL},
+        {tg_kid(&v, &sd, a, a, NULL, &rng), TG_EINVAL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        cr_assert(eq(int, cases[i].rc, cases[i].status), "case %zu: %d", i, cases[i].rc);
+    /* the messages, one call at a time */
+    cr_assert(eq(int, tg_kernel_mmd2(&v, a, b4, 3, 0, 1), TG_ESHAPE));
+    th_expect_in(tg_error_message(), "kernel_mmd2: fa has 3 columns but fb 4");
+    cr_assert(eq(int, tg_kernel_mmd2(&v, one, a, 3, 0, 1), TG_EINVAL));
+    th_expect_in(tg_error_message(), "fa has 1 rows; it needs at least 2");
+    cr_assert(eq(int, tg_kernel_mmd2(&v, a, a, 3, -1, 1), TG_EINVAL));
+    th_expect_in(tg_error_message(), "gamma=-1 must be finite and >= 0");
+    cr_assert(eq(int, tg_kernel_mmd2(&v, a, bad, 3, 0, 1), TG_EINVAL));
+    th_expect_in(tg_error_message(), "the features must be finite");
+    cr_assert(eq(int, tg_kid(&v, &sd, a, a, NULL, &rng), TG_EINVAL));
+    th_expect_in(tg_error_message(), "kid: subset_size=1000 must be <= the rows of fa (10)");
+    o.subsets = 0;
+    cr_assert(eq(int, tg_kid(&v, &sd, a, a, &o, &rng), TG_EINVAL));
+    th_expect_in(tg_error_message(), "subsets=0 must be in [1, 1000000]");
+    cr_assert(eq(dbl, v, 42.0));
+    cr_assert(eq(dbl, sd, 43.0));
+    cr_assert(eq(u64, rng.counter, 0), "on error the rng is untouched");
+    th_release_all(5, (tg_tensor *[]){a, b4, one, ints, bad});
 }
 
 Test(fid, bad_arguments_are_errors_that_name_them)
@@ -370,6 +528,47 @@ Test(fid_cli, scores_image_files_and_generators)
     cr_assert(eq(int, FID("--count", "250", "a.safetensors", "ema.safetensors"), 0), "%s",
               th_err);
     cr_assert(eq(dbl, printed_fid("ema.safetensors"), g));
+}
+
+/* --kid SIZE: a kid line after each fid line, the same for the same --seed;
+ * a set against itself scores near 0, a different one higher. */
+static double printed_kid(const char *set)
+{
+    for (const char *line = th_out; line && *line;) {
+        double v, sd;
+        char name[128];
+        if (sscanf(line, "kid %lf %lf %127s", &v, &sd, name) == 3 && !strcmp(name, set)) {
+            cr_assert(sd >= 0, "%s", line);
+            return v;
+        }
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    cr_assert(false, "no kid line for %s in:\n%s", set, th_out);
+    return 0;
+}
+
+Test(fid_cli, kid_with_the_kid_option)
+{
+    write_images("a.safetensors", 4, (int64_t[]){120, 1, 28, 28}, -1, 1);
+    write_images("b.safetensors", 4, (int64_t[]){100, 1, 28, 28}, -1, 0.2);
+    cr_assert(eq(int, FID("--kid", "50", "a.safetensors", "a.safetensors", "b.safetensors"), 0),
+              "%s", th_err);
+    th_expect_in(th_out, "kid ");
+    th_expect_in(th_out, " b.safetensors (100 images) vs a.safetensors (120 images)\n");
+    const double self = printed_kid("a.safetensors"), other = printed_kid("b.safetensors");
+    cr_assert(other > 10 * fabs(self), "kid %g against itself, %g against another", self, other);
+    cr_assert(eq(int, FID("--kid", "50", "a.safetensors", "b.safetensors"), 0), "%s", th_err);
+    cr_assert(eq(dbl, printed_kid("b.safetensors"), other));
+    cr_assert(eq(int, FID("--kid", "50", "--seed", "3", "a.safetensors", "b.safetensors"), 0));
+    cr_assert(not(eq(dbl, printed_kid("b.safetensors"), other)));
+    cr_assert(eq(int, FID("a.safetensors", "b.safetensors"), 0));
+    cr_assert(strstr(th_out, "kid ") == NULL, "no kid line without --kid");
+    cr_assert(eq(int, FID("--kid", "101", "a.safetensors", "b.safetensors"), 1));
+    th_expect_in(th_err, "b.safetensors: kid: subset_size=101 must be <= the rows of fa (120) "
+                         "and of fb (100)");
+    cr_assert(eq(int, FID("--kid", "1", "a.safetensors", "b.safetensors"), 2));
+    th_expect_in(th_err, "--kid '1' must be an integer in 2..1000000");
 }
 
 Test(fid_cli, fashion_mnist_sets_from_data)

@@ -1,5 +1,6 @@
 /* tools/cmd_fid.c - `tapegrad fid REF SET...`: the Fréchet distance between
- * the features of image sets (tapegrad/metrics.h), each SET against REF.
+ * the features of image sets (tapegrad/metrics.h), each SET against REF, and
+ * with --kid their Kernel Inception Distance.
  *
  * A set is Fashion-MNIST's test or training set (all of it, or its first N
  * images), a safetensors file of images, or a DCGAN generator (examples/dcgan's
@@ -25,7 +26,7 @@
 
 static const char fid_usage[] =
     "usage: tapegrad fid [--weights PATH] [--count N] [--seed N] [--data DIR]\n"
-    "                    [--threads N] REF SET...\n"
+    "                    [--threads N] [--kid SIZE] REF SET...\n"
     "Prints the FID of each SET against REF: the Frechet distance between the\n"
     "means and covariances of their features (the 128 penultimate activations of\n"
     "the Fashion-MNIST classifier in --weights, default\n"
@@ -41,7 +42,10 @@ static const char fid_usage[] =
     "                     average's module.net.*, as examples/dcgan writes them):\n"
     "                     --count images (default\n"
     "                     10000) from latents drawn with --seed (default 0)\n"
-    "Output, one line per SET: fid VALUE SET (N images) vs REF (N images).\n";
+    "Output, one line per SET: fid VALUE SET (N images) vs REF (N images).\n"
+    "--kid SIZE adds a line per SET: kid MEAN STD SET (N images) vs REF (N images),\n"
+    "the Kernel Inception Distance of the same features over 100 random subsets\n"
+    "of SIZE images of each set (torchmetrics' default 1000), drawn with --seed.\n";
 
 /* --weights by default: the source tree's, else the installed copy */
 #define FID_WEIGHTS_SRC "data/fid_classifier.safetensors"
@@ -52,7 +56,7 @@ static const char fid_usage[] =
 
 typedef struct fid_args {
     const char *weights, *data;
-    int64_t count;
+    int64_t count, kid_size;   /* kid_size 0: no KID */
     uint64_t seed;
     int threads;
     int first_set, n_sets;   /* argv[first_set .. first_set + n_sets) */
@@ -108,6 +112,10 @@ static int parse_args(fid_args *a, int argc, char **argv)
             if (parse_int(v, 0, INT64_MAX, &x)) return usage_error("--seed '%s' must be an "
                                                                    "integer >= 0", v);
             a->seed = (uint64_t)x;
+        } else if (!strcmp(opt, "--kid")) {
+            if (parse_int(v, 2, FID_MAX_COUNT, &x))
+                return usage_error("--kid '%s' must be an integer in 2..1000000", v);
+            a->kid_size = x;
         } else if (!strcmp(opt, "--threads")) {
             if (parse_int(v, 1, 256, &x)) return usage_error("--threads '%s' must be an "
                                                              "integer in 1..256", v);
@@ -237,15 +245,17 @@ static int set_images(tg_tensor **images, const char *spec, const fid_args *a)
 }
 
 /* The mean and covariance of one set's features (buffers of TG_FID_FEATURES
- * and its square), and its image count. */
-static int set_stats(double *mu, double *cov, int64_t *n, tg_module *net, const char *spec,
-                     const fid_args *a)
+ * and its square), its image count and, when features is not NULL, the
+ * features themselves (a new reference). */
+static int set_stats(double *mu, double *cov, int64_t *n, tg_tensor **features, tg_module *net,
+                     const char *spec, const fid_args *a)
 {
     tg_tensor *images = NULL, *feat = NULL;
     int rc = set_images(&images, spec, a);
     if (rc >= 0) rc = tg_fid_features(&feat, NULL, net, images);
     if (rc >= 0) rc = tg_feature_stats(mu, cov, feat);
     if (rc >= 0) *n = tg_tensor_dim(images, 0);
+    if (rc >= 0 && features) *features = tg_tensor_retain(feat);
     tg_tensor_release(feat);
     tg_tensor_release(images);
     if (rc < 0) fprintf(stderr, "tapegrad fid: %s: %s\n", spec, tg_error_message());
@@ -277,19 +287,30 @@ int tg_cmd_fid(int argc, char **argv)
     double *mu = malloc(2 * D * sizeof *mu), *cov = malloc(2 * D * D * sizeof *cov);
     int code = TG_EXIT_FAIL;
     int64_t n_ref = 0, n = 0;
+    tg_tensor *ref_feat = NULL;
     const char *ref = argv[a.first_set];
     if (!mu || !cov) {
         fprintf(stderr, "tapegrad fid: out of memory\n");
         goto done;
     }
-    if (set_stats(mu, cov, &n_ref, net, ref, &a) < 0) goto done;
+    if (set_stats(mu, cov, &n_ref, a.kid_size ? &ref_feat : NULL, net, ref, &a) < 0) goto done;
     code = TG_EXIT_OK;
     for (int i = 1; i < a.n_sets; i++) {
         const char *spec = argv[a.first_set + i];
-        double fid;
+        tg_tensor *feat = NULL;
+        double fid, kid = 0, kid_std = 0;
         n = 0;
-        if (set_stats(mu + D, cov + D * D, &n, net, spec, &a) < 0 ||
-            tg_frechet_distance(&fid, D, mu + D, cov + D * D, mu, cov) < 0) {
+        int rc = set_stats(mu + D, cov + D * D, &n, a.kid_size ? &feat : NULL, net, spec, &a);
+        if (rc >= 0) rc = tg_frechet_distance(&fid, D, mu + D, cov + D * D, mu, cov);
+        if (rc >= 0 && a.kid_size) {
+            tg_kid_opts ko = TG_KID_OPTS_INIT;
+            tg_rng rng;
+            ko.subset_size = a.kid_size;
+            tg_rng_init(&rng, a.seed);
+            rc = tg_kid(&kid, &kid_std, ref_feat, feat, &ko, &rng);
+        }
+        tg_tensor_release(feat);
+        if (rc < 0) {
             if (n > 0) fprintf(stderr, "tapegrad fid: %s: %s\n", spec, tg_error_message());
             code = TG_EXIT_FAIL;
             continue;
@@ -297,9 +318,14 @@ int tg_cmd_fid(int argc, char **argv)
         /* A distance is >= 0; a set against itself can come out as -1e-12. */
         printf("fid %.4f %s (%lld images) vs %s (%lld images)\n", fid > 0 ? fid : 0.0, spec,
                (long long)n, ref, (long long)n_ref);
+        /* KID is an unbiased estimate: it may come out below 0. */
+        if (a.kid_size)
+            printf("kid %.6f %.6f %s (%lld images) vs %s (%lld images)\n", kid, kid_std, spec,
+                   (long long)n, ref, (long long)n_ref);
         fflush(stdout);
     }
 done:
+    tg_tensor_release(ref_feat);
     free(mu);
     free(cov);
     tg_module_release(net);

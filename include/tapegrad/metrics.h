@@ -1,6 +1,7 @@
 /* tapegrad/metrics.h - sample quality of image generators: the Fréchet
- * distance between two sets of features, and the Fashion-MNIST feature
- * network whose penultimate activations are the features (FID).
+ * distance between two sets of features (FID), the kernel distance (KID),
+ * and the Fashion-MNIST feature network whose penultimate activations are
+ * the features.
  *
  *   tg_module *net; tg_tensor *fa, *fb;
  *   tg_fid_net_load(&net, "data/fid_classifier.safetensors");
@@ -54,6 +55,43 @@ TG_API int tg_frechet_distance(double *out, int64_t d, const double *mu1, const 
  * TG_EINVAL for NULL or n < 2, TG_ESHAPE for a tensor that is not 2-d,
  * TG_EDTYPE for an integer tensor. */
 TG_API int tg_feature_stats(double *mean, double *cov, const tg_tensor *features);
+
+/* ---- the Kernel Inception Distance ----------------------------------------
+ * KID (Binkowski et al. 2018, torchmetrics' KernelInceptionDistance): the
+ * unbiased estimate of the squared maximum mean discrepancy between two sets
+ * of features under the polynomial kernel k(x, y) = (gamma x.y + coef)^degree,
+ *   MMD^2 = sum_{i != j} k(a_i, a_j) / (m (m - 1))
+ *         + sum_{i != j} k(b_i, b_j) / (n (n - 1)) - 2 sum_{i, j} k(a_i, b_j) / (m n),
+ * averaged over random subsets of each set.  Unlike FID it has no bias in
+ * the number of images (its expectation is 0 for samples of one
+ * distribution; an estimate may be below 0), so sets of a few hundred images
+ * compare fairly with large ones. */
+
+/* *out = MMD^2 above between the rows of fa (m, d) and fb (n, d), m, n >= 2,
+ * any float dtypes, d in [1, TG_FRECHET_MAX_DIM], in f64.  degree in
+ * [1, 16]; gamma >= 0, 0 standing for 1 / d (torchmetrics' None); coef
+ * finite.  TG_EINVAL for NULL, too few rows, a bad kernel parameter or a
+ * non-finite feature; TG_ESHAPE for a tensor that is not 2-d or d that
+ * differs or is out of range; TG_EDTYPE for an integer tensor; TG_ENOMEM. */
+TG_API int tg_kernel_mmd2(double *out, const tg_tensor *fa, const tg_tensor *fb, int degree,
+                          double gamma, double coef);
+
+typedef struct tg_kid_opts {
+    int64_t subsets;       /* random subsets averaged over, in [1, 1000000] */
+    int64_t subset_size;   /* rows of each set in a subset, >= 2 */
+    int degree;            /* the kernel's; torchmetrics' defaults below */
+    double gamma, coef;
+} tg_kid_opts;
+#define TG_KID_OPTS_INIT {.subsets = 100, .subset_size = 1000, .degree = 3, .gamma = 0, .coef = 1}
+
+/* KID: *mean and *std (over the subsets, divided by their count, as
+ * torchmetrics) of tg_kernel_mmd2 over opts->subsets pairs of subsets, each
+ * subset_size rows of fa and of fb drawn by rng without replacement.  opts
+ * NULL means TG_KID_OPTS_INIT; std may be NULL.  subset_size must not exceed
+ * either set's rows (TG_EINVAL, as torchmetrics); tg_kernel_mmd2's errors
+ * otherwise.  On error the outputs and rng are untouched. */
+TG_API int tg_kid(double *mean, double *std, const tg_tensor *fa, const tg_tensor *fb,
+                  const tg_kid_opts *opts, tg_rng *rng);
 
 /* ---- the Fashion-MNIST feature network ----------------------------------------
  * A small classifier of 1x28x28 images in [-1, 1] into the 10 classes, as
