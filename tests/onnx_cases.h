@@ -50,7 +50,7 @@ tg_tensor *forward_n(tg_module *m, int n, tg_tensor *const *xs);
 
 /* write_expected for a graph of n inputs xs named names (NULL: input_0,
  * ...): <name>.in<i>.f32 (or .uint8, .int64, .int32) and "inputs" in the
- * .json. */
+ * .json; a NULL xs[i] (an optional input left out) is skipped. */
 void write_expected_n(const char *name, int n, tg_tensor *const *xs, const char *const *names,
                       const tg_tensor *y, double rtol, double atol, const char *const *inits);
 

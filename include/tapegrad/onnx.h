@@ -20,9 +20,11 @@
  * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
  * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
  * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes,
- * TransformerEncoderLayer (its self-attention written out; with masks
- * through tg_onnx_export_n), MultiheadAttention on (query, key, value)
- * through tg_onnx_export_n (its output only, not the weights), and
+ * TransformerEncoderLayer and TransformerEncoder (the attention written
+ * out; with masks through tg_onnx_export_n), TransformerDecoderLayer,
+ * TransformerDecoder and Transformer through tg_onnx_export_n,
+ * MultiheadAttention on (query, key, value) through tg_onnx_export_n (its
+ * output only, not the weights), and
  * the QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything
  * else is TG_EUNSUPPORTED with a message naming the module's path and type
  * ("onnx_export: module '2' (MyBlock) is not supported"); parameters that
@@ -67,18 +69,27 @@ typedef struct tg_onnx_options {
 TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *path,
                           const tg_onnx_options *opt);
 /* Writes m as an ONNX model whose graph has n_inputs inputs (1 to 8): m
- * runs once through tg_module_forward_n on example_inputs (borrowed), and
- * input i is named input_names[i] (NULL: opt->input_name for one input,
- * "input_0", "input_1", ... for several; the names non-empty, distinct and
- * not the output's).  With one input this is tg_onnx_export.  Several are
- * taken by a MultiheadAttention (query, key, value), a
- * TransformerEncoderLayer (src, src_mask[, src_key_padding_mask]), an RNN
- * or GRU (input, h_0) and an LSTM (input, h_0, c_0) at the top of the
- * export; the masks f32 or u8.  With dynamic_batch each input and the
- * output get "batch" at their batch axis, where they have one (none for
- * unbatched inputs or src_mask).  Any other module, or another number of
- * inputs, is TG_EINVAL naming the module and what it takes, and nothing is
- * written. */
+ * runs once through tg_module_forward_n on example_inputs (borrowed; the
+ * Transformer family through its forward with the masks), and input i is
+ * named input_names[i] (NULL: opt->input_name for one input, "input_0",
+ * "input_1", ... for several; the names non-empty, distinct and not the
+ * output's).  With one input this is tg_onnx_export.  Several are taken by
+ * a MultiheadAttention (query, key, value), a TransformerEncoderLayer or
+ * TransformerEncoder (src[, src_mask[, src_key_padding_mask]]), a
+ * TransformerDecoderLayer or TransformerDecoder (tgt, memory[, tgt_mask[,
+ * memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]), a
+ * Transformer (src, tgt[, src_mask[, tgt_mask[, memory_mask[,
+ * src_key_padding_mask[, tgt_key_padding_mask[,
+ * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0) and an LSTM
+ * (input, h_0, c_0) at the top of the export; the attention masks f32 or
+ * u8, the key padding masks u8.  An optional input of the Transformer
+ * family may be left out by a NULL example input (its input_names entry
+ * unused): the graph has no input there, and the module runs without it;
+ * a NULL example input elsewhere is TG_EINVAL.  With dynamic_batch each
+ * input and the output get "batch" at their batch axis, where they have
+ * one (none for unbatched inputs or attention masks).  Any other module,
+ * or another number of inputs, is TG_EINVAL naming the module and what it
+ * takes, and nothing is written. */
 TG_API int tg_onnx_export_n(tg_module *m, int n_inputs, tg_tensor *const *example_inputs,
                             const char *const *input_names, const char *path,
                             const tg_onnx_options *opt);

@@ -1,5 +1,6 @@
 /* src/onnx/onnx_attention.c - the ONNX nodes of nn.TransformerEncoderLayer
- * (opset 17), with the self-attention of its MultiheadAttention written out
+ * and nn.TransformerDecoderLayer (opset 17), with the attentions of their
+ * MultiheadAttentions written out
  * as torch 1.13's F.multi_head_attention_forward computes it (E = d_model,
  * H heads of d = E / H features, L the sequence, N the batch):
  *   batch_first: Transpose (1, 0, 2) to (L, N, E); unbatched (L, E):
@@ -16,6 +17,10 @@
  * and the layer around it (dropouts are the identity in eval):
  *   post-norm:  x = norm1(x + sa(x));  y = norm2(x + ff(x))
  *   norm_first: x = x + sa(norm1(x));  y = x + ff(norm2(x))
+ * and for a decoder layer the cross-attention mha(x, memory), the query x
+ * and the key and value the memory (graph input 1), between the two:
+ *   post-norm:  x = norm2(x + mha(x, memory)), then ff with norm3
+ *   norm_first: x = x + mha(norm2(x), memory), then ff with norm3
  * ff = linear2(activation(linear1(x))), the Linears as Linear modules
  * export, relu Relu and gelu the Erf form (opset 17 has no Gelu); the
  * norms LayerNormalization; the residuals Add.  The reshapes use 0 and -1,
@@ -29,12 +34,15 @@
  * in_proj_bias Split in three on axis 0 (or q_proj_weight, k_proj_weight,
  * v_proj_weight with kdim, vdim), each input laid out as (S, N, X) and
  * projected as a Linear.  Its output is attn_output only (need_weights'
- * weights are not a graph output).  The masks, graph inputs of a
- * TransformerEncoderLayer, act on the scores (N*H, L, S) after the MatMul
- * of q and k: a float src_mask is Added, a u8 one becomes
- * Where(Cast(mask, bool), -inf, scores); a src_key_padding_mask (N, S) is
- * Unsqueezed to (N, 1, S), Tiled over the heads and Reshaped to
- * (N*H, 1, S), then taken as a u8 src_mask is. */
+ * weights are not a graph output); the cross-attention is the same.  The
+ * masks, graph inputs of a layer in torch's argument order (encoder:
+ * src_mask 1, src_key_padding_mask 2; decoder: tgt_mask 2, memory_mask 3,
+ * tgt_key_padding_mask 4, memory_key_padding_mask 5; NULL where left out),
+ * act on the scores (N*H, L, S) after the MatMul of q and k: a float
+ * attention mask is Added, a u8 one becomes Where(Cast(mask, bool), -inf,
+ * scores); a key padding mask (N, S) is Unsqueezed to (N, 1, S), Tiled
+ * over the heads and Reshaped to (N*H, 1, S), then taken as a u8
+ * attention mask is. */
 #include <math.h>
 #include <string.h>
 
@@ -62,9 +70,7 @@ static int transpose3(tg__onnx *g, const char *scope, const char *x, int64_t p0,
     return tg__onnx_attr_ints(g, n, "perm", 3, (const int64_t[]){p0, p1, p2});
 }
 
-/* The site of s's child `name`: its path and scope under s's.  Its xt is
- * s's (the emitters read only its rank, which the layer keeps); no yt. */
-static int child_site(const tg__onnx_site *s, const char *name, tg__onnx_site *c)
+int tg__onnx_child_site(const tg__onnx_site *s, const char *name, tg__onnx_site *c)
 {
     *c = (tg__onnx_site){.g = s->g, .m = tg_module_child(s->m, name), .xt = s->xt};
     c->path = tg__onnx_param_name(s, name);
@@ -80,7 +86,7 @@ static int child_emit(const tg__onnx_site *s, const char *name, const char *x,
                       int (*emit)(const tg__onnx_site *, const char **), const char **y)
 {
     tg__onnx_site c;
-    TG_TRY(child_site(s, name, &c));
+    TG_TRY(tg__onnx_child_site(s, name, &c));
     c.x = x;
     return emit(&c, y);
 }
@@ -238,7 +244,7 @@ static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs
     TG_TRY(transpose3(g, sc, t, 1, 0, 2, &t));
     TG_TRY(tg__onnx_add(g, NULL, &o2, sc, "Reshape", 2, (const char *const[]){t, merged}));
     tg__onnx_site op;
-    TG_TRY(child_site(a, "out_proj", &op));
+    TG_TRY(tg__onnx_child_site(a, "out_proj", &op));
     op.x = o2;
     TG_TRY(tg__onnx_param(&op, "weight", &w));
     TG_TRY(tg__onnx_param(&op, "bias", &b));
@@ -249,8 +255,8 @@ static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs
     return batch_first ? transpose3(g, sc, t, 1, 0, 2, y) : TG_OK;
 }
 
-/* ff(x) = linear2(activation(linear1(x))): dropout and dropout2 are the
- * identity in eval. */
+/* ff(x) = linear2(activation(linear1(x))): the dropouts are the identity
+ * in eval. */
 static int feed_forward(const tg__onnx_site *s, const char *x, const char **y)
 {
     const char *t = NULL;
@@ -259,42 +265,79 @@ static int feed_forward(const tg__onnx_site *s, const char *x, const char **y)
     return child_emit(s, "linear2", t, tg__onnx_emit_linear, y);
 }
 
-/* sa(x), the self-attention (dropout1 the identity in eval), with the
- * masks of s's graph inputs 1 and 2 when there are. */
-static int sa_block(const tg__onnx_site *s, bool batch_first, const char *x, const char **y)
+/* Graph input i of s, or NULL when s has none there (an optional input
+ * left out); *u8 (may be NULL) tells a u8 one. */
+static const char *input_at(const tg__onnx_site *s, int i, bool *u8)
+{
+    if (i >= s->n || !s->xs[i]) return NULL;
+    if (u8) *u8 = tg_tensor_dtype(s->xts[i]) == TG_U8;
+    return s->xs[i];
+}
+
+/* The attention child `name` of layer s with query x and key and value
+ * kv, its attn_mask graph input i_mask and key_padding_mask i_kpm. */
+static int attn_block(const tg__onnx_site *s, const char *name, bool batch_first, const char *x,
+                      const char *kv, int i_mask, int i_kpm, const char **y)
 {
     tg__onnx_site a;
-    TG_TRY(child_site(s, "self_attn", &a));
+    TG_TRY(tg__onnx_child_site(s, name, &a));
     a.x = x;
-    attn_inputs in = {x, x, x, NULL, NULL, false};
-    if (s->n > 1) {
-        in.attn_mask = s->xs[1];
-        in.attn_bool = tg_tensor_dtype(s->xts[1]) == TG_U8;
-    }
-    if (s->n > 2) in.key_padding_mask = s->xs[2];
+    attn_inputs in = {x, kv, kv, NULL, NULL, false};
+    in.attn_mask = input_at(s, i_mask, &in.attn_bool);
+    in.key_padding_mask = input_at(s, i_kpm, NULL);
     return attention(&a, batch_first, &in, y);
+}
+
+/* Block k of layer s on x: the encoder layer's sa (graph inputs 1 and 2
+ * its masks) and ff; the decoder layer's sa (masks 2 and 4), mha on the
+ * memory, graph input 1 (masks 3 and 5), and ff. */
+static int block(const tg__onnx_site *s, bool dec, bool batch_first, int k, const char *x,
+                 const char **y)
+{
+    if (k == 0)
+        return attn_block(s, "self_attn", batch_first, x, x, dec ? 2 : 1, dec ? 4 : 2, y);
+    if (k == 1 && dec)
+        return attn_block(s, "multihead_attn", batch_first, x, s->xs[1], 3, 5, y);
+    return feed_forward(s, x, y);
+}
+
+/* An encoder (two blocks) or decoder (three) layer, block k with the
+ * norm "norm<k+1>":
+ *   post-norm:  x = norm(x + block(x))
+ *   norm_first: x = x + block(norm(x)) */
+static int layer(const tg__onnx_site *s, bool dec, bool norm_first, bool batch_first,
+                 const char **y)
+{
+    const char *x = s->x;
+    for (int k = 0; k < (dec ? 3 : 2); k++) {
+        const char *norm = k == 0 ? "norm1" : k == 1 ? "norm2" : "norm3", *t = NULL, *r = NULL;
+        if (norm_first) {
+            TG_TRY(child_emit(s, norm, x, tg__onnx_emit_layer_norm, &t));
+            TG_TRY(block(s, dec, batch_first, k, t, &t));
+            TG_TRY(tg__onnx_add(s->g, NULL, &x, s->scope, "Add", 2, (const char *const[]){x, t}));
+        } else {
+            TG_TRY(block(s, dec, batch_first, k, x, &t));
+            TG_TRY(tg__onnx_add(s->g, NULL, &r, s->scope, "Add", 2, (const char *const[]){x, t}));
+            TG_TRY(child_emit(s, norm, r, tg__onnx_emit_layer_norm, &x));
+        }
+    }
+    *y = x;
+    return TG_OK;
 }
 
 int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y)
 {
     tg_nn_transformer_encoder_layer_opts o;
     TG_TRY(tg_nn_transformer_encoder_layer_params(s->m, NULL, NULL, &o));
-    const char *t = NULL, *x1 = NULL, *r = NULL;
-    if (o.norm_first) {   /* x1 = x + sa(norm1(x)); y = x1 + ff(norm2(x1)) */
-        TG_TRY(child_emit(s, "norm1", s->x, tg__onnx_emit_layer_norm, &t));
-        TG_TRY(sa_block(s, o.batch_first, t, &t));
-        TG_TRY(tg__onnx_add(s->g, NULL, &x1, s->scope, "Add", 2, (const char *const[]){s->x, t}));
-        TG_TRY(child_emit(s, "norm2", x1, tg__onnx_emit_layer_norm, &t));
-        TG_TRY(feed_forward(s, t, &t));
-        return tg__onnx_add(s->g, NULL, y, s->scope, "Add", 2, (const char *const[]){x1, t});
-    }
-    /* x1 = norm1(x + sa(x)); y = norm2(x1 + ff(x1)) */
-    TG_TRY(sa_block(s, o.batch_first, s->x, &t));
-    TG_TRY(tg__onnx_add(s->g, NULL, &r, s->scope, "Add", 2, (const char *const[]){s->x, t}));
-    TG_TRY(child_emit(s, "norm1", r, tg__onnx_emit_layer_norm, &x1));
-    TG_TRY(feed_forward(s, x1, &t));
-    TG_TRY(tg__onnx_add(s->g, NULL, &r, s->scope, "Add", 2, (const char *const[]){x1, t}));
-    return child_emit(s, "norm2", r, tg__onnx_emit_layer_norm, y);
+    return layer(s, false, o.norm_first, o.batch_first, y);
+}
+
+int tg__onnx_emit_transformer_decoder_layer(const tg__onnx_site *s, const char **y)
+{
+    TG_ASSERT(s->n >= 2 && s->xs[1] != NULL);   /* tg__onnx_inputs_transformer_decoder */
+    tg_nn_transformer_decoder_layer_opts o;
+    TG_TRY(tg_nn_transformer_decoder_layer_params(s->m, NULL, NULL, &o));
+    return layer(s, true, o.norm_first, o.batch_first, y);
 }
 
 int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y)
@@ -347,23 +390,85 @@ int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, in
     return TG_OK;
 }
 
-int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
-                                              tg_tensor *const *xs, int *axes)
+/* TG_EDTYPE unless graph input i, where given, is an attention mask of
+ * module path (f32, added, or u8) named what; axes[i] -1 (a mask has no
+ * batch axis). */
+static int attn_mask_input(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                           int i, const char *what, int *axes)
+{
+    if (i >= n) return TG_OK;
+    axes[i] = -1;
+    return xs[i] ? need_dtype(m, path, xs, i, what, TG_F32, TG_U8) : TG_OK;
+}
+
+/* TG_EDTYPE unless graph input i, where given, is a key padding mask (u8,
+ * (N, S) or (S) unbatched, its batch axis 0 or none). */
+static int kpm_input(const tg_module *m, const char *path, int n, tg_tensor *const *xs, int i,
+                     const char *what, int *axes)
+{
+    if (i >= n) return TG_OK;
+    axes[i] = xs[i] && tg_tensor_ndim(xs[i]) == 2 ? 0 : -1;
+    return xs[i] ? need_dtype(m, path, xs, i, what, TG_U8, TG_U8) : TG_OK;
+}
+
+int tg__onnx_inputs_encoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                            int *axes, bool batch_first)
 {
     TG_CHECK(n >= 1 && n <= 3, TG_EINVAL,
              "onnx_export: module '%s' (%s) takes the graph inputs (src), (src, src_mask) or "
              "(src, src_mask, src_key_padding_mask), not %d", path[0] ? path : "<top>",
              tg_module_type_name(m), n);
+    axes[0] = axes[n] = batch_axis(xs[0], batch_first);
+    TG_TRY(attn_mask_input(m, path, n, xs, 1, "src_mask", axes));
+    return kpm_input(m, path, n, xs, 2, "src_key_padding_mask", axes);
+}
+
+int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
+                                              tg_tensor *const *xs, int *axes)
+{
     tg_nn_transformer_encoder_layer_opts o;
     TG_TRY(tg_nn_transformer_encoder_layer_params(m, NULL, NULL, &o));
-    axes[0] = axes[n] = batch_axis(xs[0], o.batch_first);
-    if (n > 1) {
-        TG_TRY(need_dtype(m, path, xs, 1, "src_mask", TG_F32, TG_U8));
-        axes[1] = -1;
-    }
-    if (n > 2) {
-        TG_TRY(need_dtype(m, path, xs, 2, "src_key_padding_mask", TG_U8, TG_U8));
-        axes[2] = tg_tensor_ndim(xs[2]) == 2 ? 0 : -1;
-    }
+    return tg__onnx_inputs_encoder(m, path, n, xs, axes, o.batch_first);
+}
+
+int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                            int *axes, bool batch_first)
+{
+    const char *p = path[0] ? path : "<top>";
+    TG_CHECK(n != 1, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
+             "tgt and memory, and the exported graph has one input (tg_onnx_export_n of the "
+             "module takes them)", p, tg_module_type_name(m));
+    TG_CHECK(n >= 2 && n <= 6 && xs[1] != NULL, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs (tgt, memory[, tgt_mask[, "
+             "memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]), memory "
+             "given, not %d", p, tg_module_type_name(m), n);
+    TG_TRY(need_dtype(m, path, xs, 1, "memory", TG_F32, TG_F32));
+    axes[0] = axes[1] = axes[n] = batch_axis(xs[0], batch_first);
+    TG_TRY(attn_mask_input(m, path, n, xs, 2, "tgt_mask", axes));
+    TG_TRY(attn_mask_input(m, path, n, xs, 3, "memory_mask", axes));
+    TG_TRY(kpm_input(m, path, n, xs, 4, "tgt_key_padding_mask", axes));
+    return kpm_input(m, path, n, xs, 5, "memory_key_padding_mask", axes);
+}
+
+int tg__onnx_inputs_transformer(const tg_module *m, const char *path, int n,
+                                tg_tensor *const *xs, int *axes, bool batch_first)
+{
+    const char *p = path[0] ? path : "<top>";
+    TG_CHECK(n != 1, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
+             "src and tgt, and the exported graph has one input (tg_onnx_export_n of the "
+             "module takes them)", p, tg_module_type_name(m));
+    TG_CHECK(n >= 2 && n <= 8 && xs[1] != NULL, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs (src, tgt[, src_mask[, "
+             "tgt_mask[, memory_mask[, src_key_padding_mask[, tgt_key_padding_mask[, "
+             "memory_key_padding_mask]]]]]]), tgt given, not %d", p, tg_module_type_name(m), n);
+    TG_TRY(need_dtype(m, path, xs, 1, "tgt", TG_F32, TG_F32));
+    axes[0] = axes[1] = axes[n] = batch_axis(xs[0], batch_first);
+    static const char *const what[6] = {"src_mask", "tgt_mask", "memory_mask",
+                                        "src_key_padding_mask", "tgt_key_padding_mask",
+                                        "memory_key_padding_mask"};
+    for (int i = 2; i < 5; i++) TG_TRY(attn_mask_input(m, path, n, xs, i, what[i - 2], axes));
+    for (int i = 5; i < 8; i++) TG_TRY(kpm_input(m, path, n, xs, i, what[i - 2], axes));
     return TG_OK;
 }

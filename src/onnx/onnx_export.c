@@ -55,6 +55,14 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL},
     {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL,
      tg__onnx_inputs_transformer_encoder_layer},
+    {"TransformerEncoder", tg__onnx_emit_transformer_encoder, tg__onnx_refuse_transformer_stack,
+     tg__onnx_inputs_transformer_encoder},
+    {"TransformerDecoderLayer", tg__onnx_emit_transformer_decoder_layer, NULL,
+     tg__onnx_inputs_transformer_decoder},
+    {"TransformerDecoder", tg__onnx_emit_transformer_decoder, tg__onnx_refuse_transformer_stack,
+     tg__onnx_inputs_transformer_decoder},
+    {"Transformer", tg__onnx_emit_transformer, tg__onnx_refuse_transformer_stack,
+     tg__onnx_inputs_transformer_model},
     {"MultiheadAttention", tg__onnx_emit_multihead_attention, NULL,
      tg__onnx_inputs_multihead_attention},
     {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL},
@@ -283,13 +291,14 @@ static int tg__onnx_check_args(const tg_module *m, int n, tg_tensor *const *xs,
                  strcmp(o->input_name, o->output_name) != 0 && o->graph_name,
              TG_EINVAL, "%s: opt->input_name and opt->output_name must be distinct, non-empty "
              "names (and graph_name set)", op);
+    TG_CHECK(xs[0] != NULL, TG_EINVAL, "%s: example_inputs[0] must not be NULL", op);
     for (int i = 0; i < n; i++) {
-        TG_CHECK(xs[i] != NULL, TG_EINVAL, "%s: example_inputs[%d] must not be NULL", op, i);
+        if (!xs[i]) continue;   /* an optional input left out: tg__onnx_build_n */
         TG_CHECK(!names || (names[i] && names[i][0] && strcmp(names[i], o->output_name)),
                  TG_EINVAL, "%s: input_names[%d] must be a non-empty name other than the "
                  "output's ('%s')", op, i, o->output_name);
         for (int j = 0; names && j < i; j++)
-            TG_CHECK(strcmp(names[i], names[j]) != 0, TG_EINVAL,
+            TG_CHECK(!xs[j] || strcmp(names[i], names[j]) != 0, TG_EINVAL,
                      "%s: input_names[%d] and input_names[%d] are both '%s'", op, j, i,
                      names[i]);
         const tg_dtype dt = tg_tensor_dtype(xs[i]);
@@ -321,7 +330,7 @@ static int tg__onnx_finish(tg__onnx *g, tg__onnx_val y, int n, const char *const
         return tg__error(TG_EDTYPE, "onnx_export: the model's output has dtype %s, not f32",
                          tg_dtype_name(tg_tensor_dtype(y.t)));
     bool input = false;
-    for (int i = 0; i < n; i++) input = input || !strcmp(y.name, names[i]);
+    for (int i = 0; i < n; i++) input = input || (names[i] && !strcmp(y.name, names[i]));
     if (input)   /* the identity model */
         TG_TRY(tg__onnx_add(g, NULL, &y.name, "", "Identity", 1, (const char *const[]){y.name}));
     TG_TRY(tg__onnx_rename(g, y.name, o->output_name));
@@ -351,16 +360,24 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
         if (!strcmp(type, tg__onnx_leaves[i].type)) leaf = &tg__onnx_leaves[i];
     TG_CHECK(leaf && leaf->inputs && !tg__nn_is_basic_activation(m), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
-             "MultiheadAttention, TransformerEncoderLayer, RNN, LSTM or GRU at the top "
-             "takes several: docs/onnx.md)", type, n);
+             "MultiheadAttention, a module of the Transformer family, RNN, LSTM or GRU at the "
+             "top takes several: docs/onnx.md)", type, n);
+    /* the Transformer family's optional inputs may be left out (NULL), and
+     * its forward takes the masks, which tg_module_forward_n does not */
+    const bool family = !strncmp(type, "Transformer", strlen("Transformer"));
+    for (int i = 1; i < n && !family; i++)
+        TG_CHECK(xs[i] != NULL, TG_EINVAL, "onnx_export: example_inputs[%d] must not be NULL",
+                 i);
     if (leaf->refuse) TG_TRY(leaf->refuse(m, ""));
     int axes[TG__ONNX_MAX_INPUTS + 1];
     TG_TRY(leaf->inputs(m, "", n, xs, axes));
     for (int i = 0; i < n; i++)
-        TG_TRY(tg__onnx_io_axis(g, false, names[i], tg__onnx_dt(xs[i]), tg_tensor_ndim(xs[i]),
-                                tg_tensor_shape(xs[i]), o->dynamic_batch ? axes[i] : -1));
+        if (xs[i])
+            TG_TRY(tg__onnx_io_axis(g, false, names[i], tg__onnx_dt(xs[i]),
+                                    tg_tensor_ndim(xs[i]), tg_tensor_shape(xs[i]),
+                                    o->dynamic_batch ? axes[i] : -1));
     tg_tensor *yt = NULL;
-    TG_TRY(tg_module_forward_n(m, &yt, n, xs));
+    TG_TRY(family ? tg__onnx_run_transformer(m, &yt, n, xs) : tg_module_forward_n(m, &yt, n, xs));
     tg__onnx_site s = {.g = g, .m = m, .path = "", .scope = "", .x = names[0], .xt = xs[0],
                        .yt = yt, .n = n, .xs = names, .xts = xs};
     tg__onnx_val y = {NULL, yt};
@@ -381,7 +398,8 @@ int tg_onnx_export_n(tg_module *m, int n_inputs, tg_tensor *const *example_input
     char dflt[TG__ONNX_MAX_INPUTS][24];
     for (int i = 0; i < n_inputs; i++) {
         snprintf(dflt[i], sizeof dflt[i], "input_%d", i);
-        names[i] = input_names ? input_names[i] : n_inputs == 1 ? o.input_name : dflt[i];
+        names[i] = !example_inputs[i] ? NULL
+                   : input_names ? input_names[i] : n_inputs == 1 ? o.input_name : dflt[i];
     }
     o.input_name = names[0];
     tg__onnx_flags flags = {0};

@@ -94,9 +94,10 @@ typedef struct tg__onnx_site {
     const char *scope;         /* node-name scope: "/net/4" */
     const char *x;             /* the input value's name */
     const tg_tensor *xt, *yt;  /* tapegrad's input and output (borrowed) */
-    /* A leaf at the top of tg_onnx_export_n: its n graph inputs' names
-     * (xs[0] == x) and tapegrad's tensors for them (xts[0] == xt); n 0 or 1
-     * and both NULL elsewhere. */
+    /* A leaf at the top of tg_onnx_export_n (and the layers of a
+     * Transformer stack there): its n graph inputs' names (xs[0] == x) and
+     * tapegrad's tensors for them (xts[0] == xt), both NULL at an optional
+     * input left out; n 0 and both NULL elsewhere. */
     int n;
     const char *const *xs;
     tg_tensor *const *xts;
@@ -199,6 +200,42 @@ int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, in
                                         tg_tensor *const *xs, int *axes);
 int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
                                               tg_tensor *const *xs, int *axes);
+/* The site of s's child `name`: its path and scope under s's, its xt s's
+ * (the emitters read only its rank, which the layers keep); no yt, no
+ * graph inputs.  TG_EUNSUPPORTED when s's module has no such child. */
+int tg__onnx_child_site(const tg__onnx_site *s, const char *name, tg__onnx_site *c);
+/* TransformerDecoderLayer on the graph inputs (tgt, memory, tgt_mask,
+ * memory_mask, tgt_key_padding_mask, memory_key_padding_mask), the masks
+ * optional (onnx_attention.c). */
+int tg__onnx_emit_transformer_decoder_layer(const tg__onnx_site *s, const char **y);
+/* The inputs rules of an encoder (layer or stack: (src[, src_mask[,
+ * src_key_padding_mask]])), a decoder ((tgt, memory[, tgt_mask[,
+ * memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]])) and
+ * a Transformer ((src, tgt[, src_mask, tgt_mask, memory_mask,
+ * src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask])),
+ * for a module of the given batch_first; an input after the first two
+ * (the first for an encoder) may be NULL, left out (onnx_attention.c). */
+int tg__onnx_inputs_encoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                            int *axes, bool batch_first);
+int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                            int *axes, bool batch_first);
+int tg__onnx_inputs_transformer(const tg_module *m, const char *path, int n,
+                                tg_tensor *const *xs, int *axes, bool batch_first);
+/* TransformerEncoder, TransformerDecoder and Transformer: the emitters,
+ * a refusal of a final norm other than a LayerNorm, the inputs rules (the
+ * decoder's for a TransformerDecoderLayer too) and the forward on the
+ * graph inputs of any of the four (onnx_transformer.c). */
+int tg__onnx_emit_transformer_encoder(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_transformer_decoder(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_transformer(const tg__onnx_site *s, const char **y);
+int tg__onnx_refuse_transformer_stack(const tg_module *m, const char *path);
+int tg__onnx_inputs_transformer_encoder(const tg_module *m, const char *path, int n,
+                                        tg_tensor *const *xs, int *axes);
+int tg__onnx_inputs_transformer_decoder(const tg_module *m, const char *path, int n,
+                                        tg_tensor *const *xs, int *axes);
+int tg__onnx_inputs_transformer_model(const tg_module *m, const char *path, int n,
+                                      tg_tensor *const *xs, int *axes);
+int tg__onnx_run_transformer(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
 int tg__onnx_inputs_rnn(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
                         int *axes);
 int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);

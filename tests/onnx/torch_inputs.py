@@ -6,8 +6,14 @@ torch.onnx.export at opset 17 on the several inputs of an ONNX export case
 
 run in the case folder.  NAME.json lists the inputs (names, shapes, types,
 files) and the expected output; WHAT is "mha heads=H [batch_first]",
-"tel heads=H [norm_first] [batch_first]" or "LSTM" / "GRU" / "RNN_TANH"
-[batch_first]; the sizes come from the state dict.  Writes NAME_torch.onnx
+"LSTM" / "GRU" / "RNN_TANH" [batch_first], or for the Transformer family
+"tel" (TransformerEncoderLayer), "te" (TransformerEncoder), "tdl"
+(TransformerDecoderLayer), "td" (TransformerDecoder) or "tf" (Transformer)
+with "heads=H [norm_first] [batch_first] [gelu]"; the sizes, the numbers
+of layers and whether a stack has a final norm come from the state dict.
+The inputs of the Transformer family are passed by the names NAME.json
+gives them, torch's argument names ("src_mask", "memory",
+"memory_key_padding_mask"), so that an input left out is None.  Writes NAME_torch.onnx
 and NAME_torch.json (NAME.json's inputs, output and tolerances) with a
 copy of NAME.out.f32, tapegrad's output, as NAME_torch.out.f32, so that
 run.mjs requires torch's graph to give tapegrad's output on the same
@@ -42,21 +48,66 @@ class MHA(torch.nn.Module):
         return self.m(q, k, v, need_weights=False)[0]
 
 
-class Encoder(torch.nn.Module):
-    def __init__(self, state, heads, norm_first, batch_first):
-        super().__init__()
-        d = state["linear1.weight"].shape[1]
-        self.m = torch.nn.TransformerEncoderLayer(
-            d, heads, dim_feedforward=state["linear1.weight"].shape[0], dropout=0.1,
-            norm_first=norm_first, batch_first=batch_first)
-        self.m.load_state_dict(state)
+def layer_kw(state, prefix, heads, opts):
+    """The keyword arguments of a Transformer layer whose keys begin with
+    prefix."""
+    return dict(d_model=state[prefix + "linear1.weight"].shape[1], nhead=heads,
+                dim_feedforward=state[prefix + "linear1.weight"].shape[0], dropout=0.1,
+                activation="gelu" if opts.get("gelu") else "relu",
+                norm_first=bool(opts.get("norm_first")),
+                batch_first=bool(opts.get("batch_first")))
 
-    def forward(self, src, mask=None, kpm=None):
-        if mask is not None and mask.dtype == torch.uint8:
-            mask = mask.bool()
-        if kpm is not None:
-            kpm = kpm.bool()
-        return self.m(src, src_mask=mask, src_key_padding_mask=kpm)
+
+def count(state, prefix):
+    """The number of layers of the stack whose keys begin with prefix."""
+    return 1 + max(int(k[len(prefix):].split(".")[0]) for k in state if k.startswith(prefix))
+
+
+def no_fast_path(m):
+    """Turns off torch 1.13's eval fast paths (the fused encoder layer and
+    nested tensors), which torch.onnx cannot export; the numbers are the
+    same."""
+    for sub in m.modules():
+        if isinstance(sub, torch.nn.TransformerEncoderLayer):
+            sub.activation_relu_or_gelu = 0
+        if isinstance(sub, torch.nn.TransformerEncoder):
+            sub.enable_nested_tensor = False
+
+
+class Family(torch.nn.Module):
+    """TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
+    TransformerDecoder or Transformer, called with the graph inputs by
+    name."""
+
+    def __init__(self, kind, state, heads, opts, names):
+        super().__init__()
+        nn = torch.nn
+        if kind == "tf":
+            kw = layer_kw(state, "encoder.layers.0.", heads, opts)
+            self.m = nn.Transformer(num_encoder_layers=count(state, "encoder.layers."),
+                                    num_decoder_layers=count(state, "decoder.layers."), **kw)
+        elif kind == "tel":
+            self.m = nn.TransformerEncoderLayer(**layer_kw(state, "", heads, opts))
+        elif kind == "tdl":
+            self.m = nn.TransformerDecoderLayer(**layer_kw(state, "", heads, opts))
+        else:
+            kw = layer_kw(state, "layers.0.", heads, opts)
+            norm = nn.LayerNorm(kw["d_model"]) if "norm.weight" in state else None
+            n = count(state, "layers.")
+            if kind == "te":
+                self.m = nn.TransformerEncoder(nn.TransformerEncoderLayer(**kw), n, norm,
+                                               enable_nested_tensor=False)
+            else:
+                self.m = nn.TransformerDecoder(nn.TransformerDecoderLayer(**kw), n, norm)
+        self.m.load_state_dict(state)
+        no_fast_path(self.m)
+        self.names = names
+
+    def forward(self, *xs):
+        kw = {}
+        for name, x in zip(self.names, xs):
+            kw[name] = x.bool() if x.dtype == torch.uint8 else x
+        return self.m(**kw)
 
 
 class Recurrent(torch.nn.Module):
@@ -78,14 +129,14 @@ class Recurrent(torch.nn.Module):
         return self.m(x, (h0, c0) if self.lstm else h0)[0]
 
 
-def module(what, state):
+def module(what, state, names):
     words = what.split()
     opts = {w.split("=")[0]: (w.split("=")[1] if "=" in w else True) for w in words[1:]}
     bf = bool(opts.get("batch_first"))
     if words[0] == "mha":
         return MHA(state, int(opts["heads"]), bf)
-    if words[0] == "tel":
-        return Encoder(state, int(opts["heads"]), bool(opts.get("norm_first")), bf)
+    if words[0] in ("tel", "te", "tdl", "td", "tf"):
+        return Family(words[0], state, int(opts["heads"]), opts, names)
     return Recurrent(state, words[0], bf)
 
 
@@ -95,7 +146,7 @@ def main():
     case = json.load(open(name + ".json"))
     xs = [torch.from_numpy(np.fromfile(i["file"], dtype=DTYPES[i["type"]])
                            .reshape(i["shape"])) for i in case["inputs"]]
-    m = module(what, state).eval()
+    m = module(what, state, [i["name"] for i in case["inputs"]]).eval()
     with torch.no_grad():
         torch.onnx.export(m, tuple(xs), name + "_torch.onnx", opset_version=17,
                           input_names=[i["name"] for i in case["inputs"]],
