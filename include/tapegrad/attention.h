@@ -269,12 +269,14 @@ TG_API int tg_nn_transformer_decoder_layer_forward(tg_module *m, tg_tensor **out
  * layers.0.self_attn.in_proj_weight, ...); then, when norm is not NULL,
  * the child "norm" (norm itself, retained: the caller keeps its
  * reference; torch too takes the module as it is; any module with a
- * forward).  The copies keep encoder_layer's dropout seeds (layer i draws
- * the k-th masks layer 0 draws).  tg_module_forward(m, &y, src) runs the
- * forward below without masks.  TG_EINVAL for a NULL out or encoder_layer,
- * encoder_layer not a TransformerEncoderLayer, num_layers outside
- * [1, 100000]; the errors of tg_module_copy.  On error *out is untouched and norm keeps
- * its count. */
+ * forward).  Copy i takes encoder_layer's seed + i * 2^32 (its children's
+ * seeds follow from it as the layer's do, and the layer's params report
+ * it), so each layer draws its own dropout masks, as torch's layers draw
+ * fresh ones; layer 0 draws encoder_layer's masks.  tg_module_forward(m,
+ * &y, src) runs the forward below without masks.  TG_EINVAL for a NULL out
+ * or encoder_layer, encoder_layer not a TransformerEncoderLayer,
+ * num_layers outside [1, 100000]; the errors of tg_module_copy.  On error
+ * *out is untouched and norm keeps its count. */
 TG_API int tg_nn_transformer_encoder_new(tg_module **out, const tg_module *encoder_layer,
                                          int64_t num_layers, tg_module *norm);
 /* TransformerEncoder.forward(src, mask, src_key_padding_mask): each layer
@@ -313,7 +315,8 @@ typedef struct tg_nn_transformer_opts {
     bool batch_first, norm_first;
     uint64_t seed;             /* the encoder layers' seed (as
                                 * tg_nn_transformer_encoder_layer_opts'); the
-                                * decoder layers take seed + 4 */
+                                * decoder layers take seed + 4; layer i of
+                                * each stack + i * 2^32 */
 } tg_nn_transformer_opts;
 #define TG_NN_TRANSFORMER_OPTS_INIT {6, 6, 2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
 

@@ -43,6 +43,11 @@ uint64_t *tg__nn_mha_dropout_calls(tg_module *m)
     return m->vt == &mha_vt ? &((mha_state *)m->state)->calls : NULL;
 }
 
+uint64_t *tg__nn_mha_dropout_seed(tg_module *m)
+{
+    return m->vt == &mha_vt ? &((mha_state *)m->state)->o.seed : NULL;
+}
+
 /* ---- construction ---- */
 
 /* The parameters in torch's registration order, drawn as _reset_parameters
