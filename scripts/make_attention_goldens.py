@@ -15,8 +15,10 @@ non-trivial) and no dropout, run in f32 or f64.  Metadata:
 Tensors (in the case's dtype, masks u8 or float):
   case<i>.p.<key>        the state dict (load it with prefix "case<i>.p")
   case<i>.q, .k, .v      query, key, value (self: q only, given as all three)
-  case<i>.kpm, .am       key_padding_mask (u8) and attn_mask (u8 or float),
-                         when the case has them
+  case<i>.kpm, .am       key_padding_mask (u8 or float) and attn_mask (u8 or
+                         float), when the case has them
+  case<i>.dkpm           a float key_padding_mask's gradient, when torch
+                         gives one (not beside a bool attn_mask)
   case<i>.g, .gw         the gradients of the output and of the weights
   case<i>.y, .w          forward's output and weights (w with need_weights)
   case<i>.dq, .dk, .dv   the inputs' gradients of sum(g y) + sum(gw w)
@@ -27,8 +29,14 @@ Case "tel<i>", i < the metadata "tel_cases": an nn.TransformerEncoderLayer
 parameters, in f32 or f64.  Metadata tel<i>.dtype and tel<i>.cfg
 "batch_first norm_first gelu unbatched" (integers), tel<i>.params the
 state dict's keys.  Tensors: tel<i>.p.<key> (the state dict), .x (src),
-.mask (a float causal src_mask, when given), .kpm (u8
-src_key_padding_mask, when given), .g, .y, .dx, .dp.<key> as above.
+.mask (a float causal src_mask, when given), .kpm (u8 or float
+src_key_padding_mask, when given), .g, .y, .dx, .dp.<key> as above, and
+.dkpm (a float src_key_padding_mask's gradient, when torch gives one).
+
+The cases with a float key_padding_mask come after all the others (their
+indices continue both lists), so the earlier cases keep their numbers.
+A float key_padding_mask is never given beside a float attn_mask: torch
+1.13 fails on that pair (its masked_fill reads the float mask as bool).
 """
 import os
 import sys
@@ -69,12 +77,42 @@ CASES = [
     dict(N=0, bias_kv=True, zero_attn=True, need_weights=True, average=False),
 ]
 
+# a float key_padding_mask: alone (added), beside a bool attn_mask (or-ed)
+FKPM_CASES = [
+    dict(kpm="float"),
+    dict(kpm="float", self=False, L=4, S=6, kdim=5, vdim=3, batch_first=True,
+         average=False),
+    dict(N=0, kpm="float"),
+    dict(kpm="float", am="bool2"),
+    dict(kpm="float", am="bool3", batch_first=True),
+    dict(kpm="float", bias_kv=True, zero_attn=True, self=False, L=4, S=6),
+]
+
+
+def float_kpm(n, S, dt, zeros):
+    """A float key_padding_mask (n, S): randn, -inf at some keys (never key
+    0), and with zeros, 0 at about half of them (beside a bool attn_mask
+    torch masks the nonzero ones)."""
+    kpm = torch.randn(n, S, dtype=torch.float64)
+    kpm[torch.rand(n, S) < 0.3] = float("-inf")
+    if zeros:
+        kpm[torch.rand(n, S) < 0.5] = 0.0
+    kpm[:, 0] = torch.randn(n, dtype=torch.float64)
+    return kpm.to(dt)
+
 
 def masks(c, dt):
     """key_padding_mask and attn_mask of case c; no row is all masked."""
     n, h, L, S = max(c["N"], 1), c["H"], c["L"], c["S"]
     kpm = am = None
-    if c["kpm"]:
+    if c["kpm"] == "float":
+        kpm = float_kpm(n, S, dt, c["am"] is not None and c["am"].startswith("bool"))
+        if c["am"] and c["am"].startswith("bool"):
+            kpm[:, 1] = 0.0   # key 1 stays visible, as below
+        if c["N"] == 0:
+            kpm = kpm[0]
+        kpm.requires_grad_()
+    elif c["kpm"]:
         kpm = torch.rand(n, S) < 0.3
         kpm[:, 0] = False
         if c["N"] == 0:
@@ -84,7 +122,7 @@ def masks(c, dt):
         if c["am"].startswith("bool"):
             am = torch.rand(shape) < 0.3
             am[..., 1] = False   # key 1 stays visible, whatever kpm hides
-            if kpm is not None:
+            if kpm is not None and kpm.dtype == torch.bool:
                 kpm[..., 1] = False
         else:
             am = torch.randn(shape, dtype=torch.float64).to(dt)
@@ -127,7 +165,9 @@ def run_case(c, dt):
     if not c["self"]:
         t["k"], t["v"] = k, v
     if kpm is not None:
-        t["kpm"] = kpm.to(torch.uint8)
+        t["kpm"] = kpm.to(torch.uint8) if kpm.dtype == torch.bool else kpm
+        if kpm.grad is not None:
+            t["dkpm"] = kpm.grad
     if am is not None:
         t["am"] = am.to(torch.uint8) if am.dtype == torch.bool else am
     t["g"] = g
@@ -155,6 +195,12 @@ TEL_CASES = [
     dict(unbatched=True, mask=True, gelu=True),
 ]
 
+FKPM_TEL_CASES = [
+    dict(kpm="float"),
+    dict(norm_first=True, batch_first=True, kpm="float", gelu=True),
+    dict(unbatched=True, kpm="float"),
+]
+
 
 def run_tel(c, dt):
     S, N, E = 5, 3, 8
@@ -175,7 +221,12 @@ def run_tel(c, dt):
     if c.get("mask"):
         mask = torch.triu(torch.full((S, S), float("-inf"), dtype=dt), diagonal=1)
         t["mask"] = mask
-    if c.get("kpm"):
+    if c.get("kpm") == "float":
+        kpm = float_kpm(N, S, dt, False)
+        if c.get("unbatched"):
+            kpm = kpm[0]
+        t["kpm"] = kpm.requires_grad_()
+    elif c.get("kpm"):
         kpm = torch.rand(N, S) < 0.3
         kpm[:, 0] = False
         t["kpm"] = kpm.to(torch.uint8)
@@ -183,6 +234,8 @@ def run_tel(c, dt):
     g = torch.randn(y.shape, dtype=torch.float64).to(dt)
     (g * y).sum().backward()
     t.update(g=g, y=y, dx=x.grad)
+    if kpm is not None and kpm.grad is not None:
+        t["dkpm"] = kpm.grad
     sd = m.state_dict()
     named = dict(m.named_parameters())
     for key, val in sd.items():
@@ -193,34 +246,33 @@ def run_tel(c, dt):
     return t, meta
 
 
+def add_cases(tensors, meta, kind, first, cases, run):
+    """Runs cases in f32 then f64 as kind<first>, kind<first + 1>, ...;
+    returns the next index."""
+    i = first
+    for name, dt in DTYPES.items():
+        for case in cases:
+            t, md = run(case, dt)
+            p = "%s%d." % (kind, i)
+            for k, v in t.items():
+                tensors[p + k] = v.detach().contiguous()
+            for k, v in md.items():
+                meta[p + k] = v
+            meta[p + "dtype"] = name
+            i += 1
+    return i
+
+
 def main():
     torch.manual_seed(SEED)
     tensors, meta = {}, {}
-    i = 0
-    for name, dt in DTYPES.items():
-        for case in CASES:
-            c = dict(BASE, **case)
-            t, md = run_case(c, dt)
-            p = "case%d." % i
-            for k, v in t.items():
-                tensors[p + k] = v.detach().contiguous()
-            for k, v in md.items():
-                meta[p + k] = v
-            meta[p + "dtype"] = name
-            i += 1
-    meta["cases"] = str(i)
-    i = 0
-    for name, dt in DTYPES.items():
-        for case in TEL_CASES:
-            t, md = run_tel(case, dt)
-            p = "tel%d." % i
-            for k, v in t.items():
-                tensors[p + k] = v.detach().contiguous()
-            for k, v in md.items():
-                meta[p + k] = v
-            meta[p + "dtype"] = name
-            i += 1
-    meta["tel_cases"] = str(i)
+    def mha(c, dt):
+        return run_case(dict(BASE, **c), dt)
+    n = add_cases(tensors, meta, "case", 0, CASES, mha)
+    n_tel = add_cases(tensors, meta, "tel", 0, TEL_CASES, run_tel)
+    n = add_cases(tensors, meta, "case", n, FKPM_CASES, mha)
+    n_tel = add_cases(tensors, meta, "tel", n_tel, FKPM_TEL_CASES, run_tel)
+    meta["cases"], meta["tel_cases"] = str(n), str(n_tel)
     write_safetensors(OUT, tensors, meta)
 
 

@@ -2,7 +2,7 @@
 """Writes the PyTorch golden file of tapegrad's CyclicLR with a custom
 scale_fn and an explicit step_size_down=0, CyclicLR and OneCycleLR with
 momenta given as lists, and ChainedSchedulers that nest or repeat
-schedulers.
+schedulers or hold a SequentialLR.
 
 Run from the repository root with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_lr_scheduler4_goldens.py
@@ -30,9 +30,9 @@ import warnings
 
 import torch
 from torch.optim import SGD, Adam, RMSprop
-from torch.optim.lr_scheduler import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,
-                                      CyclicLR, ExponentialLR, LinearLR, MultiStepLR,
-                                      OneCycleLR, StepLR)
+from torch.optim.lr_scheduler import (ChainedScheduler, ConstantLR, CosineAnnealingLR,
+                                      CosineAnnealingWarmRestarts, CyclicLR, ExponentialLR,
+                                      LinearLR, MultiStepLR, OneCycleLR, SequentialLR, StepLR)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stfile import write_safetensors  # noqa: E402
@@ -88,6 +88,14 @@ CASES = [
     ("ch_warm_repeat", "SGD(groups, lr=0.1)",
      "(lambda w: ChainedScheduler([w, ExponentialLR(o, gamma=0.9), w]))"
      "(CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2))"),
+    ("ch_sequential", "SGD(groups, lr=0.1)",
+     "ChainedScheduler([SequentialLR(o, [ConstantLR(o, factor=0.1, total_iters=2), "
+     "ExponentialLR(o, gamma=0.9)], milestones=[2]), ExponentialLR(o, gamma=0.95)])"),
+    ("ch_sequential_nested", SGD_M,
+     "ChainedScheduler([ChainedScheduler([MultiStepLR(o, milestones=[4, 11], gamma=0.5), "
+     "SequentialLR(o, [LinearLR(o, start_factor=0.2, total_iters=3), "
+     "CosineAnnealingLR(o, T_max=8), StepLR(o, step_size=4, gamma=0.7)], "
+     "milestones=[5, 14])]), CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=5)])"),
 ]
 
 

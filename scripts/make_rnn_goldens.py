@@ -20,6 +20,12 @@ has_state", kind one of rnn_cell lstm_cell gru_cell rnn lstm gru):
                      d L / d input, states and every parameter, for
                      L = sum(y gy) + sum(hn ghn) + sum(cn gcn)
 
+For each half dtype T (f16, bf16) and case C, the same entries, with the
+state dict, the inputs, the initial states and the upstream gradients in T
+(drawn in f64 and rounded to T) and the results and gradients in f64:
+torch's f64 forward and backward of those very values (torch 1.13 has no
+f16 RNN on the CPU), the exact answer that a T computation approximates.
+
 Run with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_rnn_goldens.py
 """
@@ -85,18 +91,33 @@ def make(cfg):
     return nn.GRU(IN, H, **kw)
 
 
-def randn(shape, gen, dtype):
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+def randn(shape, gen, dtype, half=None):
+    """N(0, 1) drawn in f64, in dtype; with half, rounded to half first."""
+    t = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return (t.to(half) if half else t).to(dtype)
 
 
-def run_case(name, cfg, tname, dtype, gen):
+def stored(t, half):
+    """t as the file holds it: in half when given (exact: t is of half's
+    values), else as it is."""
+    t = t.detach().clone()
+    return t.to(half) if half else t
+
+
+def run_case(name, cfg, tname, dtype, gen, half=None):
+    """The entries of case name in dtype; with half (dtype f64), the
+    parameters and drawn tensors rounded to half and stored in it."""
     kind, layers, bidir, bf, bias, relu, proj, batched, has_state = cfg
     cell = kind.endswith("_cell")
     lstm = kind.startswith("lstm")
     torch.manual_seed(SEED + len(name))
     m = make(cfg).to(dtype)
+    if half:
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(p.to(half).to(dtype))
     pre = f"{tname}.{name}"
-    out = [(f"{pre}.sd.{k}", t.detach().clone()) for k, t in m.state_dict().items()]
+    out = [(f"{pre}.sd.{k}", stored(t, half)) for k, t in m.state_dict().items()]
     d = 2 if bidir else 1
     hout = proj if proj else H
     if cell:
@@ -107,14 +128,14 @@ def run_case(name, cfg, tname, dtype, gen):
         xs = ((N, L, IN) if bf else (L, N, IN)) if batched else (L, IN)
         hs = (d * layers, N, hout) if batched else (d * layers, hout)
         cs = (d * layers, N, H) if batched else (d * layers, H)
-    x = randn(xs, gen, dtype).requires_grad_()
+    x = randn(xs, gen, dtype, half).requires_grad_()
     leaves = [("x", x)]
     h0 = c0 = None
-    if has_state:
-        h0 = (0.5 * randn(hs, gen, dtype)).requires_grad_()
+    if has_state:   # 0.5 times a value of half is one too
+        h0 = (0.5 * randn(hs, gen, dtype, half)).requires_grad_()
         leaves.append(("h0", h0))
         if lstm:
-            c0 = (0.5 * randn(cs, gen, dtype)).requires_grad_()
+            c0 = (0.5 * randn(cs, gen, dtype, half)).requires_grad_()
             leaves.append(("c0", c0))
     if cell:
         hx = None if h0 is None else ((h0, c0) if lstm else h0)
@@ -128,12 +149,12 @@ def run_case(name, cfg, tname, dtype, gen):
     for key, t in (("y", y), ("hn", hn), ("cn", cn)):
         if t is None:
             continue
-        g = randn(t.shape, gen, dtype)
+        g = randn(t.shape, gen, dtype, half)
         gname = {"y": "gy", "hn": "ghn", "cn": "gcn"}[key]
-        out += [(f"{pre}.{key}", t.detach().clone()), (f"{pre}.{gname}", g)]
+        out += [(f"{pre}.{key}", t.detach().clone()), (f"{pre}.{gname}", stored(g, half))]
         loss = loss + (t * g).sum()
     loss.backward()
-    out += [(f"{pre}.{k}", t.detach().clone()) for k, t in leaves]
+    out += [(f"{pre}.{k}", stored(t, half)) for k, t in leaves]
     out += [(f"{pre}.grad.{k}", t.grad.clone()) for k, t in leaves]
     out += [(f"{pre}.grad.{k}", p.grad.clone()) for k, p in m.named_parameters()]
     return out
@@ -149,6 +170,9 @@ def main():
     for tname, dtype in (("f32", torch.float32), ("f64", torch.float64)):
         for name, cfg in CASES.items():
             out += run_case(name, cfg, tname, dtype, gen)
+    for tname, half in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        for name, cfg in CASES.items():
+            out += run_case(name, cfg, tname, torch.float64, gen, half)
     write_safetensors(OUT, out, meta)
 
 

@@ -23,10 +23,18 @@ Tensors (in the case's dtype; masks u8 for torch's bool ones, or float):
                    src and tgt (tf)
   case<i>.src_mask, .tgt_mask, .memory_mask, .src_kpm, .tgt_kpm, .mem_kpm
                    the masks the case gives (kpm: key_padding_mask)
+  case<i>.dsrc_kpm, .dtgt_kpm, .dmem_kpm
+                   a float key padding mask's gradient, when torch gives
+                   one (not beside a bool attn_mask of the same attention)
   case<i>.g        the gradient of the output
   case<i>.y        the output
   case<i>.da, .db  the inputs' gradients of sum(g y)
   case<i>.dp.<key> the parameters' gradients
+
+The cases with float key padding masks come after all the others, so the
+earlier cases keep their numbers and values.  A float key padding mask is
+never given beside a float attn_mask of the same attention: torch 1.13
+fails on that pair (its masked_fill reads the float mask as bool).
 """
 import os
 import sys
@@ -65,6 +73,18 @@ CASES = [
          tgt_mask="causal", mem_kpm=True),
     dict(kind="tf", layers=1, dec_layers=1, unbatched=True, tgt_mask="causal",
          src_kpm=True),
+]
+
+# float key padding masks (kpm "float"): added, or or-ed beside a bool mask
+FKPM_CASES = [
+    dict(kind="tdl", tgt_kpm="float", mem_kpm="float"),
+    dict(kind="tdl", unbatched=True, norm_first=True, tgt_kpm="float", memory_mask="bool",
+         mem_kpm="float"),
+    dict(kind="enc", norm=True, layers=2, src_kpm="float"),
+    dict(kind="enc", batch_first=True, layers=2, src_mask="bool", src_kpm="float"),
+    dict(kind="dec", layers=2, batch_first=True, tgt_kpm="float", mem_kpm="float"),
+    dict(kind="tf", layers=2, dec_layers=1, src_kpm="float", tgt_mask="bool",
+         tgt_kpm="float", mem_kpm="float"),
 ]
 
 
@@ -113,10 +133,21 @@ def attn_mask(kind, rows, cols, dt):
     return torch.randn(rows, cols, dtype=torch.float64).to(dt)
 
 
-def kpm(c, length):
-    m = torch.rand(N, length) < 0.3
-    m[:, 0] = False
-    return m[0] if c.get("unbatched") else m
+def kpm(c, length, kind, dt, zeros):
+    """A bool key padding mask, or (kind "float") randn with -inf at some
+    keys and, with zeros, 0 at about half of them; key 0 never masked."""
+    if kind == "float":
+        m = torch.randn(N, length, dtype=torch.float64)
+        m[torch.rand(N, length) < 0.3] = float("-inf")
+        if zeros:
+            m[torch.rand(N, length) < 0.5] = 0.0
+        m[:, 0] = 0.0 if zeros else torch.randn(N, dtype=torch.float64)
+        m = m.to(dt)
+    else:
+        m = torch.rand(N, length) < 0.3
+        m[:, 0] = False
+    m = m[0] if c.get("unbatched") else m
+    return m.requires_grad_() if kind == "float" else m
 
 
 def run_case(c, dt):
@@ -136,12 +167,14 @@ def run_case(c, dt):
         mk["tgt_mask"] = attn_mask(c["tgt_mask"], T, T, dt)
     if c.get("memory_mask"):
         mk["memory_mask"] = attn_mask(c["memory_mask"], T, S, dt)
+    def bool_beside(name):
+        return c.get(name) == "bool"
     if c.get("src_kpm"):
-        mk["src_kpm"] = kpm(c, S)
+        mk["src_kpm"] = kpm(c, S, c["src_kpm"], dt, bool_beside("src_mask"))
     if c.get("tgt_kpm"):
-        mk["tgt_kpm"] = kpm(c, T)
+        mk["tgt_kpm"] = kpm(c, T, c["tgt_kpm"], dt, bool_beside("tgt_mask"))
     if c.get("mem_kpm"):
-        mk["mem_kpm"] = kpm(c, S)
+        mk["mem_kpm"] = kpm(c, S, c["mem_kpm"], dt, bool_beside("memory_mask"))
     g = mk.get
     if kind == "enc":
         y = m(a, mask=g("src_mask"), src_key_padding_mask=g("src_kpm"))
@@ -159,6 +192,8 @@ def run_case(c, dt):
         t["b"] = b
     for k, v in mk.items():
         t[k] = v.to(torch.uint8) if v.dtype == torch.bool else v
+        if v.requires_grad and v.grad is not None:
+            t["d" + k] = v.grad
     t.update(g=gy, y=y, da=a.grad)
     if b is not None:
         t["db"] = b.grad
@@ -178,16 +213,17 @@ def main():
     torch.manual_seed(SEED)
     tensors, meta = {}, {}
     i = 0
-    for name, dt in DTYPES.items():
-        for case in CASES:
-            t, md = run_case(case, dt)
-            p = "case%d." % i
-            for k, v in t.items():
-                tensors[p + k] = v.detach().contiguous()
-            for k, v in md.items():
-                meta[p + k] = v
-            meta[p + "dtype"] = name
-            i += 1
+    for cases in (CASES, FKPM_CASES):
+        for name, dt in DTYPES.items():
+            for case in cases:
+                t, md = run_case(case, dt)
+                p = "case%d." % i
+                for k, v in t.items():
+                    tensors[p + k] = v.detach().contiguous()
+                for k, v in md.items():
+                    meta[p + k] = v
+                meta[p + "dtype"] = name
+                i += 1
     meta["cases"] = str(i)
     write_safetensors(OUT, tensors, meta)
 

@@ -17,7 +17,7 @@
  * RMSprop(momentum=0.5) and RMSprop(momentum=0.3). */
 typedef enum { O_SGD_M, O_SGD, O_ADAM, O_ADAMW, O_RMS5, O_RMS3 } okind;
 
-#define SR_PARTS 5
+#define SR_PARTS 8
 typedef struct run {
     tg_tensor *p, *q;
     tg_optimizer *opt;

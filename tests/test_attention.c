@@ -1,9 +1,10 @@
 /* tests/test_attention.c - tg_scaled_dot_product_attention and the
  * MultiheadAttention module: against torch 1.13's nn.MultiheadAttention
  * (self- and cross-attention, kdim/vdim, batch_first both ways, unbatched,
- * key_padding_mask, u8 and float attn_mask of 2 and 3 dims, averaged and
- * per-head weights, add_bias_kv, add_zero_attn, bias=False; output,
- * weights, the inputs' and every parameter's gradients; f32 and f64),
+ * u8 and float key_padding_mask (alone and beside a u8 attn_mask), u8
+ * and float attn_mask of 2 and 3 dims, averaged and per-head weights,
+ * add_bias_kv, add_zero_attn, bias=False; output, weights, the inputs',
+ * a float mask's and every parameter's gradients; f32 and f64),
  * gradients of first and second order by finite differences, torch's
  * state-dict keys and initialisation, dropout in training and eval, and
  * the refusals.
@@ -94,8 +95,11 @@ static void compare_case(const tg_st_file *f, int i, int *counts)
     tg_tensor *v = g.self ? tg_tensor_retain(q) : th_leaf_clone(th_golden_get(f, c, "v"));
     char key[TG_MODULE_NAME_MAX + 16];
     snprintf(key, sizeof key, "%s.kpm", c);
+    const tg_tensor *kpm = tg_st_get(f, key);
+    snprintf(key, sizeof key, "%s.dkpm", c);
+    const tg_tensor *dkpm = tg_st_get(f, key);   /* a float mask's gradient */
     tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-    fo.key_padding_mask = (tg_tensor *)tg_st_get(f, key);
+    fo.key_padding_mask = dkpm ? th_leaf_clone(kpm) : tg_tensor_retain((tg_tensor *)kpm);
     snprintf(key, sizeof key, "%s.am", c);
     fo.attn_mask = (tg_tensor *)tg_st_get(f, key);
     fo.average_attn_weights = g.average;
@@ -109,6 +113,7 @@ static void compare_case(const tg_st_file *f, int i, int *counts)
         th_expect_close_scaled(c, tg_tensor_grad(k), th_golden_get(f, c, "dk"), rtol);
         th_expect_close_scaled(c, tg_tensor_grad(v), th_golden_get(f, c, "dv"), rtol);
     }
+    if (dkpm) th_expect_close_scaled(c, tg_tensor_grad(fo.key_padding_mask), dkpm, rtol);
     char name[TG_MODULE_NAME_MAX];
     for (int j = 0; j < tg_module_state_count(m); j++) {
         tg_tensor *p = NULL;
@@ -120,7 +125,9 @@ static void compare_case(const tg_st_file *f, int i, int *counts)
     counts[f64]++;
     counts[2] += fo.attn_mask != NULL;
     counts[3] += fo.key_padding_mask != NULL;
-    th_release_all(5, (tg_tensor *[]){q, k, v, y, w});
+    counts[4] += kpm && tg_tensor_dtype(kpm) != TG_U8;
+    counts[5] += dkpm != NULL;
+    th_release_all(6, (tg_tensor *[]){q, k, v, y, w, fo.key_padding_mask});
     tg_module_release(m);
 }
 
@@ -128,10 +135,13 @@ Test(attention, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("attention.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    int counts[4] = {0};   /* f32, f64, with attn_mask, with key_padding_mask */
+    /* f32, f64, with attn_mask, with key_padding_mask, a float one, its gradient */
+    int counts[6] = {0};
     for (int i = 0; i < n; i++) compare_case(f, i, counts);
-    cr_assert(counts[0] >= 16 && counts[1] >= 16, "%d f32, %d f64 cases", counts[0], counts[1]);
-    cr_assert(counts[2] >= 20 && counts[3] >= 16, "%d, %d masked", counts[2], counts[3]);
+    cr_assert(counts[0] >= 22 && counts[1] >= 22, "%d f32, %d f64 cases", counts[0], counts[1]);
+    cr_assert(counts[2] >= 24 && counts[3] >= 28, "%d, %d masked", counts[2], counts[3]);
+    cr_assert(counts[4] >= 12 && counts[5] >= 8, "%d float kpm, %d with dkpm", counts[4],
+              counts[5]);
     tg_st_free(f);
 }
 
@@ -373,6 +383,91 @@ Test(attention, module_gradcheck_and_gradgradcheck)
     }
 }
 
+/* out + the mean of the weights squared, with in[3] the float
+ * key_padding_mask (n = 4). */
+static int mha_kpm_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    mha_user *u = user;
+    u->fo.key_padding_mask = in[n - 1];
+    return mha_fn(out, n, in, user);
+}
+
+/* A float key_padding_mask is added to the scores: first and second
+ * derivatives by finite differences in f64 in q, k, v and the mask itself,
+ * cross-attention with kdim, vdim, add_bias_kv and add_zero_attn. */
+Test(attention, float_key_padding_mask_gradcheck_and_gradgradcheck)
+{
+    tg_nn_multihead_attention_opts o = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    o.kdim = 3;
+    o.vdim = 5;
+    o.add_bias_kv = o.add_zero_attn = true;
+    tg_module *m = small_module(&o, 7);
+    uint64_t s = 23;
+    tg_tensor *in[4] = {th_rand_tensor(&s, TG_F64, 3, (int64_t[]){3, 2, 4}, -1, 1),
+                        th_rand_tensor(&s, TG_F64, 3, (int64_t[]){4, 2, 3}, -1, 1),
+                        th_rand_tensor(&s, TG_F64, 3, (int64_t[]){4, 2, 5}, -1, 1),
+                        th_rand_tensor(&s, TG_F64, 2, (int64_t[]){2, 4}, -2, 2)};
+    for (int i = 0; i < 4; i++) OK(tg_tensor_set_requires_grad(in[i], true));
+    mha_user u = {.m = m, .fo = TG_NN_MHA_FORWARD_OPTS_INIT};
+    tg_gradcheck_opts go = TG_GRADCHECK_OPTS_INIT;
+    cr_assert(eq(int, tg_gradcheck(mha_kpm_fn, &u, 4, in, &go), TG_OK), "%s",
+              tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(mha_kpm_fn, &u, 4, in, &go), TG_OK), "%s",
+              tg_error_message());
+    th_release_all(4, in);
+    tg_module_release(m);
+}
+
+/* The forward's output with the masks kpm and am (either may be NULL). */
+static tg_tensor *masked_out(tg_module *m, tg_tensor *q, tg_tensor *kpm, tg_tensor *am)
+{
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    fo.key_padding_mask = kpm;
+    fo.attn_mask = am;
+    tg_tensor *y = NULL;
+    OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, q, q, &fo));
+    return y;
+}
+
+/* How a float key_padding_mask merges with the attn_mask (N = 2, H = 2,
+ * L = S = 3): alone, -inf and 0 in it give what the u8 mask of its -inf
+ * gives; beside a u8 attn_mask it masks where nonzero, as torch 1.13's
+ * logical_or; beside a float attn_mask the two are added (torch 2's
+ * merge), as one (N*H, L, S) attn_mask of their sums. */
+Test(attention, float_key_padding_mask_merges_as_torch)
+{
+    tg_module *m = small_module(NULL, 9);
+    uint64_t s = 31;
+    tg_tensor *q = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    const double inf = INFINITY, kv[6] = {0, -inf, 0, 0.0, 0.0, -inf};
+    const double kv2[6] = {0, 0.5, 0, -1.5, 0.0, 0.0};
+    tg_tensor *kf = th_tensor_from(TG_F64, 2, (int64_t[]){2, 3}, kv);
+    tg_tensor *ku = th_tensor_from(TG_U8, 2, (int64_t[]){2, 3}, (double[6]){0, 1, 0, 0, 0, 1});
+    tg_tensor *kf2 = th_tensor_from(TG_F64, 2, (int64_t[]){2, 3}, kv2);
+    tg_tensor *ku2 = th_tensor_from(TG_U8, 2, (int64_t[]){2, 3}, (double[6]){0, 1, 0, 1, 0, 0});
+    tg_tensor *amu = th_tensor_from(TG_U8, 2, (int64_t[]){3, 3},
+                                    (double[9]){0, 0, 1, 0, 0, 0, 1, 0, 0});
+    tg_tensor *amf = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 3}, -1, 1);
+    double sum[4 * 9];   /* (N*H, L, S): amf[l][s] + kf2[n][s] at row n*H + h */
+    for (int r = 0; r < 4; r++)
+        for (int l = 0; l < 3; l++)
+            for (int c = 0; c < 3; c++)
+                sum[(r * 3 + l) * 3 + c] = th_at(amf, l * 3 + c) + kv2[(r / 2) * 3 + c];
+    tg_tensor *am3 = th_tensor_from(TG_F64, 3, (int64_t[]){4, 3, 3}, sum);
+    tg_tensor *y[8] = {masked_out(m, q, kf, NULL), masked_out(m, q, ku, NULL),
+                       masked_out(m, q, kf2, amu), masked_out(m, q, ku2, amu),
+                       masked_out(m, q, kf2, amf), masked_out(m, q, NULL, am3),
+                       masked_out(m, q, kf2, NULL), masked_out(m, q, NULL, NULL)};
+    th_expect_same_bits("-inf and 0 as the u8 mask", q, y[0], y[1]);
+    th_expect_same_bits("or-ed with a u8 attn_mask", q, y[2], y[3]);
+    th_expect_close("added to a float attn_mask", y[4], y[5], 1e-14);
+    const bool unchanged = th_same_bits(y[6], y[7]);
+    cr_assert(unchanged == false, "a finite float mask changes the output");
+    th_release_all(8, y);
+    th_release_all(8, (tg_tensor *[]){q, kf, ku, kf2, ku2, amu, amf, am3});
+    tg_module_release(m);
+}
+
 /* torch's parameters, shapes and initialisation laws: xavier_uniform_ for
  * the projections (|w| <= sqrt(6 / (fan_in + fan_out))), zero biases,
  * out_proj.weight U(-1/sqrt(E), 1/sqrt(E)), bias_k and bias_v drawn; a
@@ -533,13 +628,16 @@ Test(attention, module_refusals_name_the_argument)
     FWD_REFUSED(q4, k, v, NULL, TG_ESHAPE, "must be 3-d (batched) or 2-d (unbatched)");
     FWD_REFUSED(qd, k, v, NULL, TG_EDTYPE, "must be the parameters' f32");
     tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-    tg_tensor *kpm_f = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){2, 5}, 0, 1);
+    tg_tensor *kpm_f = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){2, 5}, 0, 1);
     tg_tensor *kpm_s = th_tensor_from(TG_U8, 2, (int64_t[]){5, 2}, (double[10]){0});
     tg_tensor *am_1 = th_tensor_from(TG_U8, 1, (int64_t[]){5}, (double[5]){0});
     tg_tensor *am_3 = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){2, 3, 5}, 0, 1);
     tg_tensor *am_i = th_tensor_from(TG_I32, 2, (int64_t[]){3, 5}, (double[15]){0});
     fo.key_padding_mask = kpm_f;
-    FWD_REFUSED(q, k, v, &fo, TG_EDTYPE, "key_padding_mask is f32; it must be u8");
+    FWD_REFUSED(q, k, v, &fo, TG_EDTYPE,
+                "key_padding_mask is f64; it must be u8 (torch's bool) or the query's dtype f32");
+    fo.key_padding_mask = am_i;
+    FWD_REFUSED(q, k, v, &fo, TG_EDTYPE, "key_padding_mask is i32; it must be u8");
     fo.key_padding_mask = kpm_s;
     FWD_REFUSED(q, k, v, &fo, TG_ESHAPE, "key_padding_mask is (5, 2); it must be (N, S)");
     fo.key_padding_mask = NULL;

@@ -1,7 +1,8 @@
 /* tests/test_lr_scheduler_custom.c - CyclicLR's custom scale function and
  * explicit step_size_down 0, CyclicLR's and OneCycleLR's momenta per param
- * group, and ChainedSchedulers that nest and repeat schedulers
- * (lr_scheduler.h), against PyTorch 1.13's lrs and momenta bit for bit
+ * group, and ChainedSchedulers that nest and repeat schedulers or hold a
+ * SequentialLR (lr_scheduler.h), against PyTorch 1.13's lrs and momenta
+ * bit for bit
  * (tests/golden/optim/lr_scheduler4.safetensors,
  * scripts/make_lr_scheduler4_goldens.py, whose CASES the table below
  * mirrors); resuming from a checkpoint; a failed chain step changing
@@ -164,6 +165,32 @@ static void b_ch_warm_repeat(run *r)
     chain(r, 3, (tg_lr_scheduler *[]){p[0], p[1], p[0]});
 }
 
+/* Built in torch's order of construction: a SequentialLR's schedulers
+ * first, each taking its initial step. */
+static void b_ch_sequential(run *r)
+{
+    tg_lr_scheduler **p = r->parts;
+    OK(tg_constant_lr_new(&p[0], r->opt, 0.1, 2));
+    OK(tg_exponential_lr_new(&p[1], r->opt, 0.9));
+    OK(tg_sequential_lr_new(&p[2], r->opt, 2, p, (int64_t[]){2}));
+    OK(tg_exponential_lr_new(&p[3], r->opt, 0.95));
+    chain(r, 2, (tg_lr_scheduler *[]){p[2], p[3]});
+}
+
+static void b_ch_sequential_nested(run *r)
+{
+    tg_lr_scheduler **p = r->parts;
+    OK(tg_multi_step_lr_new(&p[0], r->opt, 2, (int64_t[]){4, 11}, 0.5));
+    OK(tg_linear_lr_new(&p[1], r->opt, 0.2, 1.0, 3));
+    OK(tg_cosine_annealing_lr_new(&p[2], r->opt, 8, 0.0));
+    OK(tg_step_lr_new(&p[3], r->opt, 4, 0.7));
+    OK(tg_sequential_lr_new(&p[4], r->opt, 3, p + 1, (int64_t[]){5, 14}));
+    OK(tg_chained_scheduler_new(&p[5], 2, (tg_lr_scheduler *[]){p[0], p[4]}));
+    tg_cyclic_opts o = cy(5, 0, TG_CYCLIC_TRIANGULAR);
+    OK(tg_cyclic_lr_new(&p[6], r->opt, ONE(0.01), ONE(0.1), &o));
+    chain(r, 2, (tg_lr_scheduler *[]){p[5], p[6]});
+}
+
 #define CASE(name, o) {#name, o, b_##name}
 static const tcase cases[] = {
     CASE(cy_scale_cycle, O_SGD_M),
@@ -176,6 +203,8 @@ static const tcase cases[] = {
     CASE(ch_nested, O_SGD),
     CASE(ch_nested_repeat, O_SGD_M),
     CASE(ch_warm_repeat, O_SGD),
+    CASE(ch_sequential, O_SGD),
+    CASE(ch_sequential_nested, O_SGD_M),
 };
 static const int n_cases = (int)(sizeof cases / sizeof *cases);
 
@@ -212,7 +241,7 @@ static void expect_row(const run *r, const tcase *c, int64_t k, const char *when
 
 Test(lr_scheduler_custom, every_case_matches_torch_bit_for_bit)
 {
-    cr_assert(eq(int, tg_st_count(goldens), n_cases + 7), "the golden file and cases[] differ");
+    cr_assert(eq(int, tg_st_count(goldens), n_cases + 8), "the golden file and cases[] differ");
     for (int ci = 0; ci < n_cases; ci++) {
         const tcase *c = &cases[ci];
         run r;
@@ -356,7 +385,7 @@ static void expect_same(const fail_run *a, const fail_run *b, int k)
                   "step %d group %d lr", k, g);
         cr_assert(tg_optimizer_get_group_momentum(a->r.opt, g) ==
                   tg_optimizer_get_group_momentum(b->r.opt, g), "step %d group %d momentum", k, g);
-        for (int i = 0; i < SR_PARTS; i++)
+        for (int i = 0; i < SR_PARTS && a->r.parts[i]; i++)
             cr_assert(tg_lr_scheduler_get_group_last_lr(a->r.parts[i], g) ==
                       tg_lr_scheduler_get_group_last_lr(b->r.parts[i], g), "step %d part %d", k, i);
     }
@@ -378,6 +407,42 @@ Test(lr_scheduler_custom, failed_chain_step_changes_nothing)
     fail_make(&b);
     for (int k = 1; k <= 12; k++) {
         if (k % 3 == 0) {
+            a.fail = true;
+            REFUSED(tg_lr_scheduler_step(a.r.top), "multiplicative_lr gives lr=nan");
+            a.fail = false;
+            expect_same(&a, &b, k);
+        }
+        OK(tg_lr_scheduler_step(a.r.top));
+        OK(tg_lr_scheduler_step(b.r.top));
+        expect_same(&a, &b, k);
+    }
+    sr_run_free(&a.r);
+    sr_run_free(&b.r);
+}
+
+/* [SequentialLR([exponential, step]), multiplicative]: a step that fails
+ * after the SequentialLR stepped one of its schedulers puts that one back
+ * too. */
+static void fail_make_sequential(fail_run *fr)
+{
+    run *r = &fr->r;
+    sr_make_opt(r, O_SGD);
+    tg_lr_scheduler **p = r->parts;
+    OK(tg_exponential_lr_new(&p[0], r->opt, 0.9));
+    OK(tg_step_lr_new(&p[1], r->opt, 2, 0.5));
+    OK(tg_sequential_lr_new(&p[2], r->opt, 2, p, (int64_t[]){3}));
+    OK(tg_multiplicative_lr_new(&p[3], r->opt, maybe_nan, &fr->fail));
+    OK(tg_chained_scheduler_new(&r->top, 2, (tg_lr_scheduler *[]){p[2], p[3]}));
+}
+
+Test(lr_scheduler_custom, failed_chain_step_puts_a_sequential_lr_back)
+{
+    fail_run a, b;
+    a.fail = b.fail = false;
+    fail_make_sequential(&a);
+    fail_make_sequential(&b);
+    for (int k = 1; k <= 8; k++) {
+        if (k % 2 == 0) {
             a.fail = true;
             REFUSED(tg_lr_scheduler_step(a.r.top), "multiplicative_lr gives lr=nan");
             a.fail = false;
@@ -555,9 +620,17 @@ Test(lr_scheduler_custom, chain_refusals)
     s = NULL;
     REFUSED(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){p[2], p[1]}),
             "(nested, in stepping order): schedulers[0] and schedulers[1] are both one_cycle");
+    /* a SequentialLR's OneCycleLR counts too: p[1] inside, p[0] in p[2] */
     OK(tg_sequential_lr_new(&p[3], r.opt, 1, &p[1], NULL));
     REFUSED(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){p[2], p[3]}),
-            "schedulers[1] is a sequential_lr");
+            "(nested, in stepping order): schedulers[0] and schedulers[1] are both one_cycle");
+    OK(tg_chained_scheduler_new(&p[5], 1, &p[3]));   /* and in a chain in a chain */
+    REFUSED(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){p[2], p[5]}),
+            "(nested, in stepping order): schedulers[0] and schedulers[1] are both one_cycle");
+    OK(tg_sequential_lr_new(&p[4], r.opt, 1, &p[0], NULL));
+    OK(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){p[2], p[4]}));
+    tg_lr_scheduler_free(s);
+    s = NULL;
     REFUSED(tg_sequential_lr_new(&s, r.opt, 1, &p[2], NULL), "chained_scheduler");
     cr_assert(s == NULL);
     sr_run_free(&r);

@@ -417,10 +417,11 @@ Test(lr_scheduler_more, bad_arguments_are_refused_with_their_rule)
             "chained_scheduler: schedulers[1] must not be NULL");
     REFUSED(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){r.top, other}),
             "schedulers[1] is attached to another optimizer than schedulers[0]");
-    REFUSED(tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){r.top, seq}),
-            "chained_scheduler: schedulers[1] is a sequential_lr; a chained_scheduler does not "
-            "run one");
-    /* torch's nesting and repeats are accepted (test_lr_scheduler_custom.c) */
+    /* torch's nesting, repeats and SequentialLRs are accepted
+     * (test_lr_scheduler_custom.c) */
+    cr_assert(eq(int, tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){r.top, seq}),
+                 TG_OK));
+    tg_lr_scheduler_free(s);
     cr_assert(eq(int, tg_chained_scheduler_new(&s, 2, (tg_lr_scheduler *[]){chain, r.top}),
                  TG_OK));
     tg_lr_scheduler_free(s);

@@ -4,7 +4,9 @@
  * one and two layers, bidirectional, batch_first, unbatched inputs, given
  * and absent states, bias=False, relu and an LSTM projection
  * (tests/golden/rnn.safetensors, written by scripts/make_rnn_goldens.py,
- * whose state dicts load under torch's keys); f64 gradcheck to second
+ * whose state dicts load under torch's keys); the same cases in f16 and
+ * bf16 against torch's exact (f64) answers for their values, within a
+ * tolerance of the dtype's unit roundoff; f64 gradcheck to second
  * order of a cell and two-layer bidirectional layers (the rest of the API:
  * tests/test_rnn_api.c). */
 #include <criterion/criterion.h>
@@ -106,11 +108,44 @@ static tg_tensor *loss_of(tg_tensor *const *r, tg_tensor *const *g)
  * BLAS kernels, so they differ by a few ulps: f32 a few 1e-7, f64 a few
  * 1e-16.  A wrong gate order, a lost term or a wrong direction changes
  * them by O(0.1). */
-static double tol(tg_dtype dt) { return dt == TG_F32 ? 2e-5 : 1e-12; }
+static double tol(tg_dtype dt)
+{
+    /* f16 and bf16: 16 unit roundoffs (2^-11, 2^-8), the exact answer
+     * being torch's f64 one for the same values; torch's own bf16 RNNs are
+     * within 6 of them on these cases (the steps round their gates and
+     * states to the dtype; the gradients sum over the steps) */
+    switch (dt) {
+    case TG_F16: return 16 * 0x1p-11;
+    case TG_BF16: return 16 * 0x1p-8;
+    case TG_F32: return 2e-5;
+    default: return 1e-12;
+    }
+}
+
+/* The dtype of the file's prefix tn ("f32", "f64", "f16", "bf16"). */
+static tg_dtype dtype_of(const char *tn)
+{
+    if (!strcmp(tn, "f32")) return TG_F32;
+    if (!strcmp(tn, "f16")) return TG_F16;
+    return strcmp(tn, "bf16") ? TG_F64 : TG_BF16;
+}
+
+/* got (of the case's dtype dt) close to want, the golden (f64 for a half
+ * dt) within tol(dt) of its largest value. */
+static void expect_golden(const char *key, const tg_tensor *got, const tg_tensor *want,
+                          tg_dtype dt)
+{
+    tg_tensor *g64 = NULL;
+    if (tg_tensor_dtype(want) != dt)
+        cr_assert(eq(int, tg_tensor_to_dtype(&g64, (tg_tensor *)got, tg_tensor_dtype(want)),
+                     TG_OK));
+    th_expect_close_scaled(key, g64 ? g64 : got, want, tol(dt));
+    tg_tensor_release(g64);
+}
 
 static void check_case(const tg_st_file *f, const char *tn, const char *c)
 {
-    const tg_dtype dt = tn[1] == '3' ? TG_F32 : TG_F64;
+    const tg_dtype dt = dtype_of(tn);
     const cfg k = cfg_of(f, c);
     char pre[96], key[512];
     snprintf(pre, sizeof pre, "%s.%s", tn, c);
@@ -128,7 +163,7 @@ static void check_case(const tg_st_file *f, const char *tn, const char *c)
     for (int i = 0; i < 3; i++) {
         if (!r[i]) continue;
         snprintf(key, sizeof key, "%s %s", pre, rn[i]);
-        th_expect_close_scaled(key, r[i], th_golden_get(f, pre, rn[i]), tol(dt));
+        expect_golden(key, r[i], th_golden_get(f, pre, rn[i]), dt);
         g[i] = (tg_tensor *)th_golden_get(f, pre, gn[i]);
     }
     tg_tensor *loss = loss_of(r, g);
@@ -138,8 +173,7 @@ static void check_case(const tg_st_file *f, const char *tn, const char *c)
     for (int i = 0; i < 3; i++) {
         if (!leaves[i]) continue;
         snprintf(key, sizeof key, "%s %s", pre, ln[i]);
-        th_expect_close_scaled(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]),
-                               tol(dt));
+        expect_golden(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]), dt);
     }
     const int n = tg_module_state_count(m);
     for (int i = 0; i < n; i++) {
@@ -149,7 +183,7 @@ static void check_case(const tg_st_file *f, const char *tn, const char *c)
         snprintf(gk, sizeof gk, "grad.%s", name);
         snprintf(key, sizeof key, "%s %s", pre, gk);
         cr_assert(tg_tensor_grad(p) != NULL, "%s has no gradient", key);
-        th_expect_close_scaled(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), tol(dt));
+        expect_golden(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), dt);
     }
     th_release_all(3, r);
     th_release_all(4, (tg_tensor *[]){loss, x, h0, c0});
@@ -180,6 +214,16 @@ Test(rnn, layers_match_torch_in_f32_and_f64)
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < N_CASES; i++)
             if (!strstr(cases[i], "_cell")) check_case(f, t ? "f64" : "f32", cases[i]);
+    tg_st_free(f);
+}
+
+/* Every case, cells and layers, in f16 and bf16: forward, backward and
+ * every gradient near torch's exact answers for the same values. */
+Test(rnn, half_dtypes_are_near_the_exact_answers)
+{
+    tg_st_file *f = th_golden_load("rnn.safetensors");
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < N_CASES; i++) check_case(f, t ? "bf16" : "f16", cases[i]);
     tg_st_free(f);
 }
 

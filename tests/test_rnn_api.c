@@ -8,10 +8,13 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 static void setup(void) { th_tmp_dir_make("tg_rnn_api_"); }
 
@@ -302,6 +305,113 @@ Test(rnn_api, forwards_refuse_bad_arguments)
 
 /* The ONNX exporter has no form for the cells: it refuses them by name,
  * writing no file. */
+/* sum(y) + sum(h) (+ sum(c)), backpropagated; any may be NULL. */
+static void backprop_sums(tg_tensor *y, tg_tensor *h, tg_tensor *c)
+{
+    tg_tensor *t[3] = {y, h, c}, *tot = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!t[i]) continue;
+        tg_tensor *si = NULL, *acc = NULL;
+        cr_assert(eq(int, tg_sum(&si, t[i]), TG_OK));
+        if (tot) {
+            cr_assert(eq(int, tg_add(&acc, tot, si), TG_OK));
+            th_release_all(2, (tg_tensor *[]){tot, si});
+            tot = acc;
+        } else {
+            tot = si;
+        }
+    }
+    cr_assert(eq(int, tg_backward(tot, NULL, NULL), TG_OK), "%s", tg_error_message());
+    tg_tensor_release(tot);
+}
+
+/* Every parameter of m has a gradient of its shape, all zeros (torch's
+ * for an empty batch). */
+static void expect_zero_param_grads(tg_module *m, const char *what)
+{
+    tg_tensor **ps = NULL;
+    int np = 0;
+    cr_assert(eq(int, tg_module_parameters(m, &ps, &np), TG_OK));
+    for (int i = 0; i < np; i++) {
+        const tg_tensor *g = tg_tensor_grad(ps[i]);
+        cr_assert_not_null(g, "%s: parameter %d has no gradient", what, i);
+        th_expect_shape(g, tg_tensor_ndim(ps[i]), tg_tensor_shape(ps[i]));
+        for (int64_t j = 0; j < tg_tensor_numel(g); j++)
+            cr_assert(th_at(g, j) == 0.0, "%s: parameter %d", what, i);
+    }
+    free(ps);
+}
+
+/* A batch of N = 0, as torch 1.13: output (L, 0, D H_out) ((0, L, D H_out)
+ * batch first), h_n (D num_layers, 0, H_out), c_n (D num_layers, 0, H);
+ * backward gives the input and h_0 gradients of their (empty) shapes and
+ * zero parameter gradients.  The cells give (0, H).  The sequence length
+ * must still be >= 1, and the packed forwards refuse N = 0 (torch cannot
+ * pack an empty batch). */
+Test(rnn_api, a_batch_of_zero_gives_empty_outputs)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 3);
+    for (int kind = 0; kind < 3; kind++) {   /* RNN, LSTM (proj_size 2), GRU */
+        for (int bf = 0; bf < 2; bf++) {
+            tg_rnn_opts o = TG_RNN_OPTS_INIT;
+            o.num_layers = 2;
+            o.bidirectional = true;
+            o.batch_first = bf;
+            o.proj_size = kind == 1 ? 2 : 0;
+            tg_module *m = NULL;
+            if (kind == 0) OK(tg_nn_rnn_new(&m, 3, 4, &o, &rng));
+            else if (kind == 1) OK(tg_nn_lstm_new(&m, 3, 4, &o, &rng));
+            else OK(tg_nn_gru_new(&m, 3, 4, &o, &rng));
+            const int64_t ho = kind == 1 ? 2 : 4;
+            const int64_t xs[3] = {bf ? 0 : 5, bf ? 5 : 0, 3};
+            tg_tensor *x = th_rand_uniform(TG_F32, 3, xs, 1);
+            tg_tensor *h0 = th_rand_uniform(TG_F32, 3, (int64_t[]){4, 0, ho}, 2);
+            OK(tg_tensor_set_requires_grad(x, true));
+            OK(tg_tensor_set_requires_grad(h0, true));
+            tg_tensor *y = NULL, *h = NULL, *c = NULL;
+            if (kind == 1) OK(tg_nn_lstm_forward(m, &y, &h, &c, x, h0, NULL));
+            else OK(tg_nn_rnn_forward(m, &y, &h, x, h0));
+            th_expect_shape(y, 3, (int64_t[]){bf ? 0 : 5, bf ? 5 : 0, 2 * ho});
+            th_expect_shape(h, 3, (int64_t[]){4, 0, ho});
+            if (kind == 1) th_expect_shape(c, 3, (int64_t[]){4, 0, 4});
+            backprop_sums(y, h, c);
+            cr_assert_not_null(tg_tensor_grad(x));
+            th_expect_shape(tg_tensor_grad(x), 3, xs);
+            cr_assert_not_null(tg_tensor_grad(h0));
+            th_expect_shape(tg_tensor_grad(h0), 3, (int64_t[]){4, 0, ho});
+            expect_zero_param_grads(m, kind == 0 ? "RNN" : kind == 1 ? "LSTM" : "GRU");
+            tg_tensor *lens = th_tensor_from(TG_I64, 1, (int64_t[]){0}, NULL), *yp = NULL;
+            if (kind == 1)
+                th_expect_refused(tg_nn_lstm_forward_packed(m, &yp, NULL, NULL, x, lens, NULL,
+                                                            NULL),
+                                  TG_ESHAPE, "torch cannot pack an empty batch", yp);
+            else
+                th_expect_refused(tg_nn_rnn_forward_packed(m, &yp, NULL, x, lens, NULL),
+                                  TG_ESHAPE, "torch cannot pack an empty batch", yp);
+            th_release_all(6, (tg_tensor *[]){x, h0, y, h, c, lens});
+            tg_module_release(m);
+        }
+    }
+    tg_module *cells[3] = {NULL, NULL, NULL};
+    OK(tg_nn_rnn_cell_new(&cells[0], 3, 4, true, TG_RNN_TANH, &rng));
+    OK(tg_nn_lstm_cell_new(&cells[1], 3, 4, true, &rng));
+    OK(tg_nn_gru_cell_new(&cells[2], 3, 4, true, &rng));
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){0, 3}, 4), *h = NULL, *c = NULL;
+        OK(tg_tensor_set_requires_grad(x, true));
+        if (i == 1) OK(tg_nn_lstm_cell_forward(cells[i], &h, &c, x, NULL, NULL));
+        else OK(tg_nn_rnn_cell_forward(cells[i], &h, x, NULL));
+        th_expect_shape(h, 2, (int64_t[]){0, 4});
+        if (i == 1) th_expect_shape(c, 2, (int64_t[]){0, 4});
+        backprop_sums(h, c, NULL);
+        th_expect_shape(tg_tensor_grad(x), 2, (int64_t[]){0, 3});
+        expect_zero_param_grads(cells[i], "cell");
+        th_release_all(3, (tg_tensor *[]){x, h, c});
+        tg_module_release(cells[i]);
+    }
+}
+
 Test(rnn_api, onnx_export_refuses_cells)
 {
     tg_rng rng;

@@ -24,7 +24,7 @@ static const char *const TORCH_KEYS =
     "self_attn.out_proj.bias,linear1.weight,linear1.bias,linear2.weight,linear2.bias,"
     "norm1.weight,norm1.bias,norm2.weight,norm2.bias";
 
-static void compare_case(const tg_st_file *f, int i)
+static void compare_case(const tg_st_file *f, int i, int *counts)
 {
     char c[16], prefix[32], key[TG_MODULE_NAME_MAX + 16];
     snprintf(c, sizeof c, "tel%d", i);
@@ -51,13 +51,19 @@ static void compare_case(const tg_st_file *f, int i)
     snprintf(key, sizeof key, "%s.mask", c);
     tg_tensor *mask = tg_st_get(f, key);
     snprintf(key, sizeof key, "%s.kpm", c);
-    tg_tensor *kpm = tg_st_get(f, key);
+    const tg_tensor *kpm0 = tg_st_get(f, key);
+    snprintf(key, sizeof key, "%s.dkpm", c);
+    const tg_tensor *dkpm = tg_st_get(f, key);   /* a float mask's gradient */
+    tg_tensor *kpm = dkpm ? th_leaf_clone(kpm0) : tg_tensor_retain((tg_tensor *)kpm0);
     OK(tg_nn_transformer_encoder_layer_forward(m, &y, x, mask, kpm));
     th_expect_close_scaled(c, y, th_golden_get(f, c, "y"), rtol);
     OK(tg_mul(&p, y, (tg_tensor *)th_golden_get(f, c, "g")));
     OK(tg_sum(&l, p));
     OK(tg_backward(l, NULL, NULL));
     th_expect_close_scaled(c, tg_tensor_grad(x), th_golden_get(f, c, "dx"), rtol);
+    if (dkpm) th_expect_close_scaled(c, tg_tensor_grad(kpm), dkpm, rtol);
+    counts[0]++;
+    counts[1] += kpm && tg_tensor_dtype(kpm) != TG_U8;
     char name[TG_MODULE_NAME_MAX];
     for (int j = 0; j < tg_module_state_count(m); j++) {
         tg_tensor *t = NULL;
@@ -66,7 +72,7 @@ static void compare_case(const tg_st_file *f, int i)
         cr_assert_not_null(tg_tensor_grad(t), "%s: %s has no gradient", c, name);
         th_expect_close_scaled(c, tg_tensor_grad(t), th_golden_get(f, c, key), rtol);
     }
-    th_release_all(4, (tg_tensor *[]){x, y, p, l});
+    th_release_all(5, (tg_tensor *[]){x, y, p, l, kpm});
     tg_module_release(m);
 }
 
@@ -74,8 +80,9 @@ Test(transformer, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("attention.safetensors");
     const int n = atoi(tg_st_meta_get(f, "tel_cases"));
-    cr_assert(n >= 10, "%d cases", n);
-    for (int i = 0; i < n; i++) compare_case(f, i);
+    int counts[2] = {0};   /* cases, with a float src_key_padding_mask */
+    for (int i = 0; i < n; i++) compare_case(f, i, counts);
+    cr_assert(counts[0] >= 16 && counts[1] >= 6, "%d cases, %d float kpm", counts[0], counts[1]);
     tg_st_free(f);
 }
 

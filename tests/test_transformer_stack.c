@@ -1,12 +1,12 @@
 /* tests/test_transformer_stack.c - TransformerDecoderLayer,
  * TransformerEncoder, TransformerDecoder and Transformer: against torch
  * 1.13 (post-norm and norm_first, relu and gelu, batch_first, unbatched,
- * causal, u8 and float masks, key padding masks; output and the gradients
- * of the inputs and of every parameter; f32 and f64), their state-dict
- * keys, the clones' equal weights, Transformer's xavier init, gradients of
- * first and second order by finite differences, the tg_module_forward_n
- * forms, dropout in train and eval, a state-dict round trip, the mask
- * generator and the refusals.
+ * causal, u8 and float masks, u8 and float key padding masks; output and
+ * the gradients of the inputs, of float key padding masks and of every
+ * parameter; f32 and f64), their state-dict keys, the clones' equal
+ * weights, Transformer's xavier init, gradients of first and second order
+ * by finite differences, the tg_module_forward_n forms, dropout in train
+ * and eval, a state-dict round trip, the mask generator and the refusals.
  * Goldens: scripts/make_transformer_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -112,7 +112,7 @@ static int run(tg_module *m, const char *kind, tg_tensor **y, tg_tensor *a, tg_t
     return tg_nn_transformer_encoder_forward(m, y, a, mk->src_mask, mk->src_key_padding_mask);
 }
 
-static void compare_case(const tg_st_file *f, int i)
+static void compare_case(const tg_st_file *f, int i, int *float_kpm)
 {
     char c[16], prefix[32], key[TG_MODULE_NAME_MAX + 16];
     snprintf(c, sizeof c, "case%d", i);
@@ -132,9 +132,19 @@ static void compare_case(const tg_st_file *f, int i)
     const bool two = strcmp(kind, "enc") != 0;
     tg_tensor *a = th_leaf_clone(th_golden_get(f, c, "a"));
     tg_tensor *b = two ? th_leaf_clone(th_golden_get(f, c, "b")) : NULL;
+    static const char *const kpm_names[3] = {"src_kpm", "tgt_kpm", "mem_kpm"};
+    tg_tensor *kpm[3], *dkpm[3];   /* a float mask with a gradient: a leaf */
+    for (int j = 0; j < 3; j++) {
+        char dname[16];
+        snprintf(dname, sizeof dname, "d%s", kpm_names[j]);
+        dkpm[j] = mask_of(f, c, dname);
+        kpm[j] = mask_of(f, c, kpm_names[j]);
+        kpm[j] = dkpm[j] ? th_leaf_clone(kpm[j]) : tg_tensor_retain(kpm[j]);
+        *float_kpm += kpm[j] && tg_tensor_dtype(kpm[j]) != TG_U8;
+    }
     const tg_nn_transformer_masks mk = {
         mask_of(f, c, "src_mask"), mask_of(f, c, "tgt_mask"), mask_of(f, c, "memory_mask"),
-        mask_of(f, c, "src_kpm"), mask_of(f, c, "tgt_kpm"), mask_of(f, c, "mem_kpm")};
+        kpm[0], kpm[1], kpm[2]};
     tg_tensor *y = NULL, *p = NULL, *l = NULL;
     OK(run(m, kind, &y, a, b, &mk));
     th_expect_close_scaled(c, y, th_golden_get(f, c, "y"), rtol);
@@ -143,6 +153,8 @@ static void compare_case(const tg_st_file *f, int i)
     OK(tg_backward(l, NULL, NULL));
     th_expect_close_scaled(c, tg_tensor_grad(a), th_golden_get(f, c, "da"), rtol);
     if (two) th_expect_close_scaled(c, tg_tensor_grad(b), th_golden_get(f, c, "db"), rtol);
+    for (int j = 0; j < 3; j++)
+        if (dkpm[j]) th_expect_close_scaled(kpm_names[j], tg_tensor_grad(kpm[j]), dkpm[j], rtol);
     char name[TG_MODULE_NAME_MAX];
     for (int j = 0; j < tg_module_state_count(m); j++) {
         tg_tensor *t = NULL;
@@ -152,6 +164,7 @@ static void compare_case(const tg_st_file *f, int i)
         th_expect_close_scaled(name, tg_tensor_grad(t), th_golden_get(f, c, key), rtol);
     }
     th_release_all(5, (tg_tensor *[]){a, b, y, p, l});
+    th_release_all(3, kpm);
     tg_module_release(m);
 }
 
@@ -159,8 +172,9 @@ Test(transformer_stack, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("transformer.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    cr_assert(n >= 28, "%d cases", n);
-    for (int i = 0; i < n; i++) compare_case(f, i);
+    int float_kpm = 0;   /* float key padding masks given */
+    for (int i = 0; i < n; i++) compare_case(f, i, &float_kpm);
+    cr_assert(n >= 40 && float_kpm >= 20, "%d cases, %d float masks", n, float_kpm);
     tg_st_free(f);
 }
 
@@ -382,6 +396,93 @@ Test(transformer_stack, children_forward_forms_and_dropout)
     tg_module_release(m0);
 }
 
+/* Layer i of the stack of kind ("enc", "dec"). */
+static tg_module *layer_at(tg_module *st, int i)
+{
+    return tg_module_child_at(tg_module_child(st, "layers"), i);
+}
+
+/* The forward of layer (encoder or decoder) on x (and mem). */
+static tg_tensor *layer_out(tg_module *layer, bool dec, tg_tensor *x, tg_tensor *mem)
+{
+    tg_tensor *y = NULL;
+    if (dec) OK(tg_nn_transformer_decoder_layer_forward(layer, &y, x, mem, NULL));
+    else OK(tg_nn_transformer_encoder_layer_forward(layer, &y, x, NULL, NULL));
+    return y;
+}
+
+/* The layers of a stack hold equal weights but draw their own dropout
+ * masks (layer i's seed is the layer's + i * 2^32, its attentions' seeds
+ * follow), as torch's layers draw fresh masks; layer 0 draws the masks the
+ * layer given draws; the same seed gives the same training output twice;
+ * eval has no dropout, so the layers agree there. */
+Test(transformer_stack, stack_layers_draw_their_own_dropout_masks)
+{
+    const cfg k = {.layers = 3, .dropout = 0.5, .seed = 7};
+    uint64_t s = 5;
+    tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 4}, -1, 1);
+    tg_tensor *mem = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 4}, -1, 1);
+    for (int dec = 0; dec < 2; dec++) {
+        const char *kind = dec ? "dec" : "enc";
+        tg_module *st = make(kind, &k, 4, 6), *st2 = make(kind, &k, 4, 6);
+        tg_module *st3 = make(kind, &k, 4, 6);
+        tg_rng rng;
+        tg_rng_init(&rng, 1);
+        tg_module *one = dec ? decoder_layer(&k, 4, 6, &rng) : encoder_layer(&k, 4, 6, &rng);
+        tg_tensor *y[3], *y0 = layer_out(one, dec, x, mem);
+        for (int i = 0; i < 3; i++) {
+            y[i] = layer_out(layer_at(st, i), dec, x, mem);
+            uint64_t seed = 0;
+            tg_nn_multihead_attention_opts ao;
+            if (dec) {
+                tg_nn_transformer_decoder_layer_opts o;
+                OK(tg_nn_transformer_decoder_layer_params(layer_at(st, i), NULL, NULL, &o));
+                seed = o.seed;
+                OK(tg_nn_multihead_attention_params(
+                    tg_module_child(layer_at(st, i), "multihead_attn"), NULL, NULL, &ao));
+                cr_assert(eq(u64, ao.seed, seed + 1), "%s layer %d", kind, i);
+            } else {
+                tg_nn_transformer_encoder_layer_opts o;
+                OK(tg_nn_transformer_encoder_layer_params(layer_at(st, i), NULL, NULL, &o));
+                seed = o.seed;
+            }
+            cr_assert(eq(u64, seed, 7 + ((uint64_t)i << 32)), "%s layer %d", kind, i);
+            OK(tg_nn_multihead_attention_params(tg_module_child(layer_at(st, i), "self_attn"),
+                                                NULL, NULL, &ao));
+            cr_assert(eq(u64, ao.seed, seed), "%s layer %d", kind, i);
+        }
+        th_expect_same_bits("layer 0 as the layer given", x, y[0], y0);
+        for (int i = 1; i < 3; i++)
+            cr_assert(th_same_bits(y[i], y[0]) == false, "%s: layer %d drew layer 0's masks",
+                      kind, i);
+        cr_assert(th_same_bits(y[1], y[2]) == false, "%s: layers 1 and 2 drew one mask", kind);
+        /* every Dropout child too (each has drawn once in each layer) */
+        static const char *const drops[4] = {"dropout", "dropout1", "dropout2", "dropout3"};
+        for (int j = 0; j < 3 + dec; j++) {
+            tg_tensor *d0 = NULL, *d1 = NULL;
+            OK(tg_module_forward(tg_module_child(layer_at(st, 0), drops[j]), &d0, x));
+            OK(tg_module_forward(tg_module_child(layer_at(st, 1), drops[j]), &d1, x));
+            cr_assert(th_same_bits(d0, d1) == false, "%s: %s of layer 1", kind, drops[j]);
+            th_release_all(2, (tg_tensor *[]){d0, d1});
+        }
+        tg_tensor *a = NULL, *b = NULL, *e0 = NULL, *e1 = NULL;
+        const tg_nn_transformer_masks none = TG_NN_TRANSFORMER_MASKS_INIT;
+        OK(run(st2, kind, &a, x, mem, &none));
+        OK(run(st3, kind, &b, x, mem, &none));
+        th_expect_same_bits("one seed, one training output", x, a, b);
+        tg_module_train(st, false);
+        e0 = layer_out(layer_at(st, 0), dec, x, mem);
+        e1 = layer_out(layer_at(st, 1), dec, x, mem);
+        th_expect_same_bits("eval: equal layers agree", x, e1, e0);
+        th_release_all(8, (tg_tensor *[]){y[0], y[1], y[2], y0, a, b, e0, e1});
+        tg_module_release(st);
+        tg_module_release(st2);
+        tg_module_release(st3);
+        tg_module_release(one);
+    }
+    th_release_all(2, (tg_tensor *[]){x, mem});
+}
+
 Test(transformer_stack, square_subsequent_mask)
 {
     tg_tensor *t = NULL, *e = NULL;
@@ -428,6 +529,19 @@ Test(transformer_stack, params_give_what_it_was_made_with)
     OK(tg_nn_transformer_params(t, &d, &h, &to));
     cr_assert(d == 8 && h == 2 && to.num_encoder_layers == 2 && to.num_decoder_layers == 3);
     cr_assert(to.batch_first && to.dim_feedforward == 12 && to.seed == 5);
+    /* the layers' seeds: the encoder's from 5, the decoder's from 5 + 4,
+     * layer i + i * 2^32 */
+    tg_nn_transformer_encoder_layer_opts eo;
+    OK(tg_nn_transformer_encoder_layer_params(layer_at(tg_module_child(t, "encoder"), 1), NULL,
+                                              NULL, &eo));
+    cr_assert(eq(u64, eo.seed, 5 + (UINT64_C(1) << 32)));
+    tg_nn_transformer_decoder_layer_opts dlo;
+    OK(tg_nn_transformer_decoder_layer_params(layer_at(tg_module_child(t, "decoder"), 0), NULL,
+                                              NULL, &dlo));
+    cr_assert(eq(u64, dlo.seed, 9));
+    OK(tg_nn_transformer_decoder_layer_params(layer_at(tg_module_child(t, "decoder"), 2), NULL,
+                                              NULL, &dlo));
+    cr_assert(eq(u64, dlo.seed, 9 + (UINT64_C(2) << 32)));
     OK(tg_nn_transformer_params(t, NULL, NULL, NULL));
     th_expect_refused(tg_nn_transformer_params(m, &d, NULL, NULL), TG_EINVAL,
                       "m is a TransformerDecoderLayer module, not Transformer", NULL);
@@ -529,8 +643,8 @@ Test(transformer_stack, refusals_name_the_argument)
                       "m, out, src and tgt must not be NULL", y);
     mk.src_mask = NULL;
     mk.src_key_padding_mask = bad;
-    th_expect_refused(tg_nn_transformer_forward(t, &y, mem, x, &mk), TG_EDTYPE,
-                      "key_padding_mask is f32; it must be u8", y);
+    th_expect_refused(tg_nn_transformer_forward(t, &y, mem, x, &mk), TG_ESHAPE,
+                      "key_padding_mask is (3, 4); it must be (N, S) (N=2, S=5)", y);
     tg_module *e = NULL, *el = NULL;
     OK(tg_nn_transformer_encoder_layer_new(&el, 4, 2, NULL, &rng));
     OK(tg_nn_transformer_encoder_new(&e, el, 2, NULL));

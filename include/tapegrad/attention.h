@@ -102,8 +102,9 @@ TG_API int tg_nn_multihead_attention_new(tg_module **out, int64_t embed_dim, int
 
 /* The optional inputs of MultiheadAttention.forward. */
 typedef struct tg_nn_mha_forward_opts {
-    tg_tensor *key_padding_mask;   /* borrowed; NULL: none.  u8 (N, S), or
-                                    * (S) unbatched: nonzero keys are ignored */
+    tg_tensor *key_padding_mask;   /* borrowed; NULL: none.  (N, S), or (S)
+                                    * unbatched: u8, nonzero keys ignored, or
+                                    * a float of query's dtype, added */
     tg_tensor *attn_mask;          /* borrowed; NULL: none.  u8 or float of
                                     * query's dtype, (L, S) or (N*heads, L, S) */
     bool average_attn_weights;     /* weights averaged over heads */
@@ -119,9 +120,13 @@ typedef struct tg_nn_mha_forward_opts {
  * receives the attention weights after dropout, (N, L, S') averaged over
  * the heads or (N, heads, L, S') (without N unbatched), S' = S plus 1 for
  * add_bias_kv and 1 for add_zero_attn.  opts NULL: no masks, averaged
- * weights.  A float attn_mask is added to the scores; a u8 one, or the
- * key_padding_mask, puts -inf where nonzero (torch 1.13 also takes a float
- * key_padding_mask; here it is u8 only).  Errors as torch's checks:
+ * weights.  A float attn_mask is added to the scores; a u8 one puts -inf
+ * where nonzero.  The key_padding_mask is merged in as torch 1.13 does: a
+ * u8 one puts -inf where nonzero; a float one is added (its gradient flows
+ * back to it), except beside a u8 attn_mask, where torch or-s the two as
+ * bools, so it puts -inf where nonzero.  A float key_padding_mask beside a
+ * float attn_mask (torch 1.13 fails on it, reading the float mask as bool)
+ * is added to it, as torch 2 merges them.  Errors as torch's checks:
  * TG_EINVAL for a NULL argument or m not a MultiheadAttention; TG_ESHAPE
  * for ranks and extents that do not fit (named); TG_EDTYPE for inputs not
  * of the parameters' dtype or masks of other dtypes.  Inside an autocast
@@ -192,11 +197,11 @@ TG_API int tg_nn_transformer_encoder_layer_forward(tg_module *m, tg_tensor **out
  *
  * The masks of the decoder and Transformer forwards (all borrowed; NULL:
  * none), each as MultiheadAttention's attn_mask (u8, nonzero: may not
- * attend; or a float of the inputs' dtype, added) or key_padding_mask (u8,
- * (N, len) or (len) unbatched): src_mask (S, S) or (N*nhead, S, S),
- * tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S) or
- * (N*nhead, T, S).  A decoder (layer) takes the tgt_ and memory_ ones and
- * refuses src_ ones (TG_EINVAL). */
+ * attend; or a float of the inputs' dtype, added) or key_padding_mask (u8
+ * or float, (N, len) or (len) unbatched): src_mask (S, S) or
+ * (N*nhead, S, S), tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S)
+ * or (N*nhead, T, S).  A decoder (layer) takes the tgt_ and memory_ ones
+ * and refuses src_ ones (TG_EINVAL). */
 typedef struct tg_nn_transformer_masks {
     tg_tensor *src_mask, *tgt_mask, *memory_mask;
     tg_tensor *src_key_padding_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
@@ -264,12 +269,14 @@ TG_API int tg_nn_transformer_decoder_layer_forward(tg_module *m, tg_tensor **out
  * layers.0.self_attn.in_proj_weight, ...); then, when norm is not NULL,
  * the child "norm" (norm itself, retained: the caller keeps its
  * reference; torch too takes the module as it is; any module with a
- * forward).  The copies keep encoder_layer's dropout seeds (layer i draws
- * the k-th masks layer 0 draws).  tg_module_forward(m, &y, src) runs the
- * forward below without masks.  TG_EINVAL for a NULL out or encoder_layer,
- * encoder_layer not a TransformerEncoderLayer, num_layers outside
- * [1, 100000]; the errors of tg_module_copy.  On error *out is untouched and norm keeps
- * its count. */
+ * forward).  Copy i takes encoder_layer's seed + i * 2^32 (its children's
+ * seeds follow from it as the layer's do, and the layer's params report
+ * it), so each layer draws its own dropout masks, as torch's layers draw
+ * fresh ones; layer 0 draws encoder_layer's masks.  tg_module_forward(m,
+ * &y, src) runs the forward below without masks.  TG_EINVAL for a NULL out
+ * or encoder_layer, encoder_layer not a TransformerEncoderLayer,
+ * num_layers outside [1, 100000]; the errors of tg_module_copy.  On error
+ * *out is untouched and norm keeps its count. */
 TG_API int tg_nn_transformer_encoder_new(tg_module **out, const tg_module *encoder_layer,
                                          int64_t num_layers, tg_module *norm);
 /* TransformerEncoder.forward(src, mask, src_key_padding_mask): each layer
@@ -308,7 +315,8 @@ typedef struct tg_nn_transformer_opts {
     bool batch_first, norm_first;
     uint64_t seed;             /* the encoder layers' seed (as
                                 * tg_nn_transformer_encoder_layer_opts'); the
-                                * decoder layers take seed + 4 */
+                                * decoder layers take seed + 4; layer i of
+                                * each stack + i * 2^32 */
 } tg_nn_transformer_opts;
 #define TG_NN_TRANSFORMER_OPTS_INIT {6, 6, 2048, 0.1, TG_ACT_RELU, 1e-5, false, false, 0}
 

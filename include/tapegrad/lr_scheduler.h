@@ -170,11 +170,12 @@ TG_API int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double 
  * are the optimizer's initial lrs.  n_schedulers >= 1; the schedulers
  * (copied array, borrowed schedulers: a repeat is still freed once, by its
  * creator) must be attached to one optimizer, must outlive the
- * ChainedScheduler, and must not be SequentialLRs (torch allows them),
- * ReduceLROnPlateaus (stepped with a metric) or, counted through nested
- * chains, two different OneCycleLRs (as in a SequentialLR) or more than
- * 4096 entries (each repeat counted).  A chain is made of schedulers that
- * exist already, so it cannot contain itself.  A step that fails in one of
+ * ChainedScheduler, and must not be ReduceLROnPlateaus (stepped with a
+ * metric) or, counted through nested chains and SequentialLRs, two
+ * different OneCycleLRs (as in a SequentialLR) or more than 4096 entries
+ * (each repeat counted).  A SequentialLR among them steps as its own
+ * step() (torch's ChainedScheduler calls it).  A chain is made of
+ * schedulers that exist already, so it cannot contain itself.  A step that fails in one of
  * them puts every scheduler it reaches and the optimizer's lrs and momenta
  * back: it changes nothing.  It cannot be one of a SequentialLR's
  * schedulers (in torch it has no last_epoch to move back). */

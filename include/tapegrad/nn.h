@@ -681,7 +681,7 @@ TG_API int tg_nn_lstm_cell_new(tg_module **out, int64_t input_size, int64_t hidd
                                bool bias, tg_rng *rng);
 TG_API int tg_nn_gru_cell_new(tg_module **out, int64_t input_size, int64_t hidden_size,
                               bool bias, tg_rng *rng);
-/* One step of an RNNCell or GRUCell: x (N, input_size) or unbatched
+/* One step of an RNNCell or GRUCell: x (N, input_size) (N >= 0) or unbatched
  * (input_size), hx (N, H) or (H) to match, NULL for zeros; *h gets the new
  * state (N, H) or (H), a new reference.  The LSTMCell's takes and gives
  * h and c (c (N, H) or (H); hx or cx NULL: zeros).  h or c may be NULL
@@ -707,7 +707,8 @@ TG_API int tg_nn_gru_new(tg_module **out, int64_t input_size, int64_t hidden_siz
 /* The forward of an RNN or GRU (tg_nn_rnn_forward) or an LSTM
  * (tg_nn_lstm_forward), as torch's:
  *   input  (L, N, input_size), (N, L, input_size) with batch_first, or
- *          unbatched (L, input_size); L >= 1 and N >= 1;
+ *          unbatched (L, input_size); L >= 1, N >= 0 (N = 0 gives
+ *          empty output, h_n and c_n, as torch);
  *   h_0    (D num_layers, N, H_out), or (D num_layers, H_out) for an
  *          unbatched input (never batch first); NULL for zeros;
  *   c_0    (D num_layers, N, H) or (D num_layers, H), LSTM only; NULL for
@@ -744,8 +745,9 @@ TG_API int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
  * proj_size, batch_first, bidirectional).  With every length L the results
  * are those of the plain forwards.  TG_EINVAL, naming lengths and the
  * rule, for a NULL lengths, a dtype other than i64 and i32, a shape other
- * than (N) or a length outside [1, L]; TG_ESHAPE for an unbatched input;
- * on error nothing is written. */
+ * than (N) or a length outside [1, L]; TG_ESHAPE for an unbatched input
+ * or N = 0 (torch cannot pack an empty batch); on error nothing is
+ * written. */
 TG_API int tg_nn_rnn_forward_packed(tg_module *m, tg_tensor **output, tg_tensor **h_n,
                                     tg_tensor *input, const tg_tensor *lengths,
                                     tg_tensor *h_0);

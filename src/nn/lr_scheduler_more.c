@@ -248,27 +248,27 @@ int tg_cosine_annealing_warm_restarts_step_to(tg_lr_scheduler *s, double epoch)
 static bool is_chain(const tg_lr_scheduler *s) { return s->kind == TG__SCHED_CHAINED; }
 
 /* The entries below s: its schedulers and, through the ChainedSchedulers
- * among them, theirs, a repeat each time.  At most TG__CHAIN_MAX by
- * construction, which bounds the recursions over them. */
+ * and SequentialLRs among them, theirs, a repeat each time.  At most
+ * TG__CHAIN_MAX by construction, which bounds the recursions over them. */
 #define TG__CHAIN_MAX 4096
 static int entries_of(const tg_lr_scheduler *s)
 {
     int n = s->u.sequential.n;
     for (int i = 0; i < s->u.sequential.n; i++) {
         const tg_lr_scheduler *c = s->u.sequential.schedulers[i];
-        if (is_chain(c)) n += entries_of(c);
+        if (tg__sched_borrows(c)) n += entries_of(c);
     }
     return n;
 }
 
-/* The schedulers below s that are not ChainedSchedulers, in the order s
- * steps them (a repeat each time), into leaves from leaves[n] (room for
- * entries_of(s) more); n plus their count. */
+/* The schedulers below s that are not ChainedSchedulers or SequentialLRs,
+ * in the order s may step them (a repeat each time), into leaves from
+ * leaves[n] (room for entries_of(s) more); n plus their count. */
 static int leaves_of(const tg_lr_scheduler *s, const tg_lr_scheduler **leaves, int n)
 {
     for (int i = 0; i < s->u.sequential.n; i++) {
         const tg_lr_scheduler *c = s->u.sequential.schedulers[i];
-        if (is_chain(c)) {
+        if (tg__sched_borrows(c)) {
             n = leaves_of(c, leaves, n);
         } else {
             leaves[n++] = c;
@@ -291,24 +291,21 @@ static int check_chained(tg_lr_scheduler **out, int n, tg_lr_scheduler *const *s
         TG_CHECK(c->opt == scheds[0]->opt, TG_EINVAL,
                  "%s: schedulers[%d] is attached to another optimizer than schedulers[0]; all "
                  "must be on one", op, i);
-        TG_CHECK(c->kind != TG__SCHED_SEQUENTIAL, TG_EINVAL,
-                 "%s: schedulers[%d] is a sequential_lr; a chained_scheduler does not run one",
-                 op, i);
-        nested = nested || is_chain(c);
-        n_entries += is_chain(c) ? entries_of(c) : 0;
+        nested = nested || tg__sched_borrows(c);
+        n_entries += tg__sched_borrows(c) ? entries_of(c) : 0;
     }
     TG_CHECK(n_entries <= TG__CHAIN_MAX, TG_EINVAL,
              "%s: the schedulers and those of the chained_schedulers among them are %lld "
              "entries; at most %d", op, (long long)n_entries, TG__CHAIN_MAX);
     TG_TRY(tg__sched_cyclic_check_sequential(op, scheds, n));
     if (!nested) return TG_OK;
-    /* two OneCycleLRs in different chains: numbered in stepping order; the
-     * leaves are fewer than the entries */
+    /* two OneCycleLRs in different chains or SequentialLRs: numbered in
+     * stepping order; the leaves are fewer than the entries */
     const tg_lr_scheduler **all = tg__malloc((size_t)n_entries * sizeof *all);
     if (!all) return TG_ENOMEM;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (is_chain(scheds[i])) m = leaves_of(scheds[i], all, m);
+        if (tg__sched_borrows(scheds[i])) m = leaves_of(scheds[i], all, m);
         else all[m++] = scheds[i];
     }
     int rc = tg__sched_cyclic_check_sequential("chained_scheduler (nested, in stepping order)",
@@ -370,7 +367,7 @@ static void add_unique(saved *v, tg_lr_scheduler *s)
     for (int i = 0; i < v->n; i++)
         if (v->s[i] == s) return;
     v->s[v->n++] = s;
-    if (is_chain(s))
+    if (tg__sched_borrows(s))   /* a chain's or a SequentialLR's schedulers */
         for (int i = 0; i < s->u.sequential.n; i++) add_unique(v, s->u.sequential.schedulers[i]);
 }
 

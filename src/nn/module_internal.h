@@ -142,6 +142,12 @@ void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls);
 /* A MultiheadAttention's count of dropout masks drawn (borrowed from m's
  * state), or NULL for another module (multihead_attention.c). */
 uint64_t *tg__nn_mha_dropout_calls(tg_module *m);
+/* A MultiheadAttention's dropout seed (borrowed from m's state), or NULL
+ * for another module (multihead_attention.c). */
+uint64_t *tg__nn_mha_dropout_seed(tg_module *m);
+/* Sets the seed of a Dropout's (or a MultiheadAttention's) masks; m must
+ * be one of those modules (module_simple.c). */
+void tg__nn_dropout_set_seed(tg_module *m, uint64_t seed);
 
 /* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
 extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,

@@ -97,6 +97,17 @@ void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls)
     ((tg__dropout_state *)m->state)->calls = calls;
 }
 
+void tg__nn_dropout_set_seed(tg_module *m, uint64_t seed)
+{
+    uint64_t *mha = tg__nn_mha_dropout_seed(m);
+    if (mha) {
+        *mha = seed;
+        return;
+    }
+    TG_ASSERT(tg__nn_is_dropout(m));
+    ((tg__dropout_state *)m->state)->seed = seed;
+}
+
 int tg_nn_dropout_new(tg_module **out, double p, uint64_t seed)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "nn_dropout_new: out must not be NULL");

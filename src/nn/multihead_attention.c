@@ -7,8 +7,8 @@
  *   k, v += a row bias_k, bias_v (add_bias_kv)        (S+1, N, E)
  *   q, k, v -> (N*H, ., d) (head h of batch n at row n*H + h)
  *   k, v += a zero row (add_zero_attn)                (N*H, S', d)
- *   mask = attn_mask merged with key_padding_mask (-inf where set), the
- *          appended columns unmasked                  (1 or N*H, L or 1, S')
+ *   mask = attn_mask merged with key_padding_mask, the appended columns
+ *          unmasked                                   (1 or N*H, L or 1, S')
  *   o, a = scaled_dot_product_attention(q, k, v, mask, dropout)
  *   out = out_proj(o -> (L*N, E)) -> (L, N, E)
  * batch_first transposes the inputs and the output; an unbatched input is
@@ -41,6 +41,11 @@ static const tg_module_vtable mha_vt = {
 uint64_t *tg__nn_mha_dropout_calls(tg_module *m)
 {
     return m->vt == &mha_vt ? &((mha_state *)m->state)->calls : NULL;
+}
+
+uint64_t *tg__nn_mha_dropout_seed(tg_module *m)
+{
+    return m->vt == &mha_vt ? &((mha_state *)m->state)->o.seed : NULL;
 }
 
 /* ---- construction ---- */
@@ -141,9 +146,11 @@ static int check_masks(const mha_state *s, const tg_tensor *q, const tg_tensor *
     const tg_tensor *kpm = fo->key_padding_mask, *am = fo->attn_mask;
     if (kpm) {
         tg_shape_str(sm, sizeof sm, kpm->ndim, kpm->shape);
-        TG_CHECK(kpm->dtype == TG_U8, TG_EDTYPE,
-                 FWD ": key_padding_mask is %s; it must be u8 (torch's bool)",
-                 tg_dtype_name(kpm->dtype));
+        TG_CHECK(kpm->dtype == TG_U8 || kpm->dtype == dt ||
+                     (amp && tg_dtype_is_float(kpm->dtype)),
+                 TG_EDTYPE,
+                 FWD ": key_padding_mask is %s; it must be u8 (torch's bool) or the query's "
+                 "dtype %s", tg_dtype_name(kpm->dtype), tg_dtype_name(dt));
         TG_CHECK(batched ? kpm->ndim == 2 && kpm->shape[0] == n && kpm->shape[1] == src
                          : kpm->ndim == 1 && kpm->shape[0] == src,
                  TG_ESHAPE, FWD ": key_padding_mask is %s; it must be %s (N=%lld, S=%lld)", sm,
@@ -270,13 +277,16 @@ done:
 }
 
 /* The additive mask of the scores (1 or N*H, L or 1, S + extra) in *out
- * (NULL without masks): attn_mask (-inf where a u8 one is set) with -inf
- * where key_padding_mask (N, S) is set, and extra unmasked columns for the
- * appended bias and zero keys, as torch merges them. */
+ * (NULL without masks), merged as torch 1.13 does: attn_mask (-inf where a
+ * u8 one is set); a u8 key_padding_mask (N, S) puts -inf where set, and so
+ * does a float one beside a u8 attn_mask (torch or-s the two as bools); a
+ * float key_padding_mask is otherwise added (alone it is the mask; beside a
+ * float attn_mask, where torch 1.13 fails, the sum, as torch 2 merges
+ * them).  Then extra unmasked columns for the appended bias and zero keys. */
 static int make_mask(tg_tensor **out, const mha_state *s, const tg_nn_mha_forward_opts *fo,
                      tg_dtype dt, int64_t n, int64_t extra)
 {
-    enum { AZ, AM, K4, KE, K3, KZ, MK, N_TMP };
+    enum { AZ, AM, K4, KE, K3, KB, KZ, MK, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     tg_tensor *am = fo->attn_mask, *kpm = fo->key_padding_mask;
     int rc = TG_OK;
@@ -291,8 +301,18 @@ static int make_mask(tg_tensor **out, const mha_state *s, const tg_nn_mha_forwar
         TG_TRY_GOTO(tg_reshape(&t[K4], kpm, 4, (int64_t[]){n, 1, 1, src}));
         TG_TRY_GOTO(tg_expand(&t[KE], t[K4], 4, (int64_t[]){n, h, 1, src}));
         TG_TRY_GOTO(tg_reshape(&t[K3], t[KE], 3, (int64_t[]){n * h, 1, src}));
-        if (!t[AM]) TG_TRY_GOTO(tg_tensor_zeros(&t[KZ], dt, 3, (int64_t[]){n * h, 1, src}));
-        TG_TRY_GOTO(tg_masked_fill(&t[MK], t[AM] ? t[AM] : t[KZ], t[K3], -INFINITY));
+        if (kpm->dtype == TG_U8 || (am && am->dtype == TG_U8)) {
+            if (kpm->dtype == TG_U8)
+                t[KB] = tg_tensor_retain(t[K3]);
+            else   /* torch's logical_or: nonzero (NaN too) is set */
+                TG_TRY_GOTO(tg_ne_scalar(&t[KB], t[K3], 0.0));
+            if (!t[AM]) TG_TRY_GOTO(tg_tensor_zeros(&t[KZ], dt, 3, (int64_t[]){n * h, 1, src}));
+            TG_TRY_GOTO(tg_masked_fill(&t[MK], t[AM] ? t[AM] : t[KZ], t[KB], -INFINITY));
+        } else if (t[AM]) {
+            TG_TRY_GOTO(tg_add(&t[MK], t[AM], t[K3]));
+        } else {
+            t[MK] = tg_tensor_retain(t[K3]);
+        }
     } else if (t[AM]) {
         t[MK] = tg_tensor_retain(t[AM]);
     }

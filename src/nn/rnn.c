@@ -248,8 +248,8 @@ static int check_args(run *r, tg_module *m, tg_tensor *x, tg_tensor *h0, tg_tens
     const bool bf = nd == 3 && s->o.batch_first;
     r->len = tg_tensor_dim(x, bf ? 1 : 0);
     r->batch = nd == 3 ? tg_tensor_dim(x, bf ? 0 : 1) : 1;
-    TG_CHECK(r->len >= 1 && r->batch >= 1, TG_ESHAPE,
-             "%s: input is %s; the sequence length L and the batch N must be >= 1", fn,
+    TG_CHECK(r->len >= 1, TG_ESHAPE,
+             "%s: input is %s; the sequence length L must be >= 1 (the batch N may be 0)", fn,
              tg__rnn_shape(got, sizeof got, x));
     TG_TRY(tg__rnn_check_dtype(fn, "input", x, dt));
     TG_CHECK(r->len <= INT32_MAX, TG_ESHAPE, "%s: the sequence length L=%lld must be <= %d", fn,
@@ -273,6 +273,9 @@ static int read_lengths(const run *r, int64_t *lens, const tg_tensor *lengths,
              "%s: input is %s; with lengths it must be batched, 3-d %s", fn,
              tg__rnn_shape(got, sizeof got, x),
              r->s->o.batch_first ? "(N, L, input_size) (batch_first)" : "(L, N, input_size)");
+    TG_CHECK(r->batch >= 1, TG_ESHAPE,
+             "%s: input is %s; with lengths its batch N must be >= 1 (torch cannot pack an "
+             "empty batch)", fn, tg__rnn_shape(got, sizeof got, x));
     const tg_dtype dt = tg_tensor_dtype(lengths);
     TG_CHECK(dt == TG_I64 || dt == TG_I32, TG_EINVAL,
              "%s: lengths has dtype %s; it must be i64 (or i32)", fn, tg_dtype_name(dt));

@@ -282,8 +282,6 @@ static int cell_run(tg_module *m, tg_tensor **h, tg_tensor **c, tg_tensor *x, tg
              tg__rnn_shape(got, sizeof got, x), (long long)s->input_size);
     const bool batched = nd == 2;
     const int64_t n = batched ? tg_tensor_dim(x, 0) : 1, hs = s->hidden_size;
-    TG_CHECK(n >= 1, TG_ESHAPE, "%s: input is %s; its batch extent N must be >= 1", fn,
-             tg__rnn_shape(got, sizeof got, x));
     TG_TRY(tg__rnn_check_dtype(fn, "input", x, dt));
     if (hx) TG_TRY(check_state(fn, "hx", hx, batched, n, hs, dt));
     if (cx) TG_TRY(check_state(fn, "cx", cx, batched, n, hs, dt));

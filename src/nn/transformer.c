@@ -25,12 +25,27 @@ static const tg_module_vtable tel_vt = {
     .type_name = "TransformerEncoderLayer", .forward_n = tel_forward_n,
     .release = free, .state_size = sizeof(tel_state)};
 
+static const char *const attns[2] = {"self_attn", "multihead_attn"};
+static const char *const drops[3] = {"dropout1", "dropout2", "dropout3"};
+
+void tg__transformer_add_seed(tg_module *m, uint64_t delta)
+{
+    const bool enc = m->vt == &tel_vt;
+    uint64_t *own = enc ? &((tel_state *)m->state)->o.seed : tg__transformer_decoder_layer_seed(m);
+    TG_ASSERT(own != NULL);
+    const uint64_t seed = *own += delta;
+    const int n_attn = enc ? 1 : 2;   /* the offsets of tg__transformer_children */
+    for (int k = 0; k < n_attn; k++)
+        tg__nn_dropout_set_seed(tg_module_child(m, attns[k]), seed + (uint64_t)k);
+    tg__nn_dropout_set_seed(tg_module_child(m, "dropout"), seed + (uint64_t)n_attn);
+    for (int i = 0; i <= n_attn; i++)
+        tg__nn_dropout_set_seed(tg_module_child(m, drops[i]), seed + (uint64_t)(n_attn + 1 + i));
+}
+
 int tg__transformer_children(const char *fn, tg_module *m, int64_t d, int64_t nhead, int n_attn,
                              const tg_nn_transformer_encoder_layer_opts *o, tg_rng *rng)
 {
-    static const char *const attns[2] = {"self_attn", "multihead_attn"};
     static const char *const norms[3] = {"norm1", "norm2", "norm3"};
-    static const char *const drops[3] = {"dropout1", "dropout2", "dropout3"};
     tg_nn_multihead_attention_opts ao = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
     ao.dropout = o->dropout;
     ao.batch_first = o->batch_first;

@@ -26,6 +26,11 @@ static const tg_module_vtable tdl_vt = {
     .type_name = "TransformerDecoderLayer", .forward_n = tdl_forward_n, .n_inputs = 2,
     .release = free, .state_size = sizeof(tdl_state)};
 
+uint64_t *tg__transformer_decoder_layer_seed(tg_module *m)
+{
+    return m->vt == &tdl_vt ? &((tdl_state *)m->state)->o.seed : NULL;
+}
+
 int tg_nn_transformer_decoder_layer_new(tg_module **out, int64_t d_model, int64_t nhead,
                                         const tg_nn_transformer_decoder_layer_opts *opts,
                                         tg_rng *rng)

@@ -26,6 +26,13 @@ int tg__transformer_check(const char *fn, int64_t d_model, int64_t nhead, int64_
  * activation.  fn names the caller in messages. */
 int tg__transformer_children(const char *fn, tg_module *m, int64_t d, int64_t nhead, int n_attn,
                              const tg_nn_transformer_encoder_layer_opts *o, tg_rng *rng);
+/* A TransformerDecoderLayer's seed (borrowed from m's state), or NULL for
+ * another module (transformer_decoder.c). */
+uint64_t *tg__transformer_decoder_layer_seed(tg_module *m);
+/* Adds delta to the seed of layer m (a TransformerEncoderLayer or
+ * TransformerDecoderLayer), as if made with that seed: its children's
+ * dropout seeds follow from it as tg__transformer_children derives them. */
+void tg__transformer_add_seed(tg_module *m, uint64_t delta);
 /* *y = drop(attn(x, kv, kv, mask, kpm)) with layer m's children named attn
  * (a MultiheadAttention) and drop. */
 int tg__transformer_attn_block(tg_module *m, const char *attn, const char *drop, tg_tensor **y,

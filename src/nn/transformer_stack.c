@@ -40,7 +40,10 @@ static const tg_module_vtable tf_vt = {
     .state_size = sizeof(tf_state)};
 
 /* The stack m (made with vt): layers (num_layers copies of layer) and norm
- * (retained) when not NULL. */
+ * (retained) when not NULL.  Copy i takes layer's seed + i * 2^32, so each
+ * layer draws its own dropout masks, as torch's layers draw fresh ones
+ * from one generator; the offsets within a layer (< 6) and the
+ * Transformer's decoder offset (4) never reach another layer's seeds. */
 static int stack_new(const char *fn, const tg_module_vtable *vt, tg_module **out,
                      const tg_module *layer, int64_t num_layers, tg_module *norm)
 {
@@ -56,7 +59,9 @@ static int stack_new(const char *fn, const tg_module_vtable *vt, tg_module **out
         char name[24];
         snprintf(name, sizeof name, "%lld", (long long)i);
         rc = tg_module_copy(&c, layer);
-        if (rc >= 0) rc = tg__module_add_child_as(fn, list, name, c);
+        if (rc < 0) break;
+        tg__transformer_add_seed(c, (uint64_t)i << 32);
+        rc = tg__module_add_child_as(fn, list, name, c);
     }
     if (rc >= 0 && norm) rc = tg__module_add_child_as(fn, m, "norm", tg_module_retain(norm));
     if (rc < 0) {
