@@ -6,6 +6,7 @@
  * scripts/make_linalg_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,8 @@ static double tol_of(const char *dt)
 }
 
 /* Every case: the value and each input's gradient, scaled to the largest
- * element (sums of products cancel); an input without a gradient (addmm's
- * input at beta = 0) must have torch's zeros. */
+ * element (sums of products cancel); every input gets one (addmm's input
+ * at beta = 0 torch's zeros). */
 Test(linalg2, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("linalg.safetensors");
@@ -72,11 +73,7 @@ Test(linalg2, every_case_matches_torch)
         for (int j = 0; j < k; j++) {
             snprintf(key, sizeof key, "d%d", j);
             const tg_tensor *want = th_golden_get(f, c, key);
-            if (!d[j]) {
-                for (int64_t e = 0; e < tg_tensor_numel(want); e++)
-                    cr_assert(th_at(want, e) == 0.0, "%s: input %d has no gradient", what, j);
-                continue;
-            }
+            cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
             th_expect_close_scaled(what, d[j], want, tol);
         }
         for (int o = 0; o < 11; o++) per_op[o] += !strcmp(op, ops[o]);
@@ -121,6 +118,8 @@ static const call CHECKED[] = {
     {"outer", "", 2, {1, 1}, {{3}, {2}}},
     {"addmm", "0.5,-2", 3, {1, 2, 2}, {{2}, {3, 2}, {2, 2}}},
     {"baddbmm", "1.5,0.5", 3, {2, 3, 3}, {{3, 1}, {2, 3, 2}, {2, 2, 1}}},
+    {"addmm", "0,1.5", 3, {2, 2, 2}, {{3, 1}, {3, 2}, {2, 1}}},
+    {"baddbmm", "0,-1", 3, {1, 3, 3}, {{2}, {2, 3, 2}, {2, 2, 2}}},
     {"tril", "0", 1, {3}, {{2, 3, 4}}},
     {"triu", "-1", 1, {2}, {{4, 3}}},
     {"einsum", "ij,jk->ik", 2, {2, 2}, {{2, 3}, {3, 2}}},
@@ -163,6 +162,57 @@ Test(linalg2, tril_double_backward_is_the_forward)
     OK(tg_triu(&y, x, -1));
     th_expect_double_backward_is_forward(x, y, 18);
     th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* At beta = 0 addmm and baddbmm ignore input's values (NaN and infinities
+ * too) but, as torch, still give an input that requires grad a gradient of
+ * zeros of its shape, at first and second order; an input that does not
+ * require grad stays off the graph. */
+Test(linalg2, beta_zero_gives_input_a_zero_gradient)
+{
+    uint64_t s = 91;
+    tg_tensor *m1 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 2}, -2, 2);
+    tg_tensor *m2 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){2, 4}, -2, 2);
+    tg_tensor *b1 = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 2}, -2, 2);
+    tg_tensor *b2 = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 2, 4}, -2, 2);
+    tg_tensor *c = th_tensor_from(TG_F64, 2, (int64_t[]){3, 1}, (double[]){NAN, INFINITY, -0.0});
+    tg_tensor *want = NULL, *wantb = NULL;
+    OK(tg_matmul(&want, m1, m2));
+    OK(tg_matmul(&wantb, b1, b2));
+    OK(tg_tensor_set_requires_grad(m1, true));
+    OK(tg_tensor_set_requires_grad(b1, true));
+    for (int batched = 0; batched < 2; batched++) {
+        tg_tensor *y = NULL, *l = NULL, *gc = NULL, *gm = NULL;
+        const char *what = batched ? "baddbmm" : "addmm";
+        OK(tg_tensor_set_requires_grad(c, false));
+        OK(batched ? tg_baddbmm(&y, c, b1, b2, 0, 1) : tg_addmm(&y, c, m1, m2, 0, 1));
+        th_expect_same_bits(what, NULL, y, batched ? wantb : want);
+        tg_tensor_release(y);
+        OK(tg_tensor_set_requires_grad(c, true));
+        OK(batched ? tg_baddbmm(&y, c, b1, b2, 0, 1) : tg_addmm(&y, c, m1, m2, 0, 1));
+        th_expect_same_bits(what, NULL, y, batched ? wantb : want);
+        OK(tg_sum(&l, y));
+        /* with create_graph (gradgradcheck below takes the second order) */
+        tg_tensor *x2[2] = {c, batched ? b1 : m1}, *d2[2] = {NULL, NULL};
+        tg_backward_opts go = TG_BACKWARD_OPTS_INIT;
+        go.create_graph = true;
+        OK(tg_grad(d2, 1, &l, NULL, 2, x2, &go));
+        gc = d2[0];
+        gm = d2[1];
+        cr_assert(gc != NULL, "%s: input has no gradient", what);
+        th_expect_shape(gc, 2, (int64_t[]){3, 1});
+        for (int k = 0; k < 3; k++)
+            cr_assert(th_at(gc, k) == 0.0 && !signbit(th_at(gc, k)), "%s: c.grad[%d]", what, k);
+        /* .grad through backward, too */
+        OK(tg_backward(l, NULL, NULL));
+        const tg_tensor *cg = tg_tensor_grad(c);
+        cr_assert(cg != NULL, "%s: c.grad is NULL", what);
+        th_expect_shape(cg, 2, (int64_t[]){3, 1});
+        for (int k = 0; k < 3; k++) cr_assert(th_at(cg, k) == 0.0, "%s: c.grad[%d]", what, k);
+        tg_tensor_zero_grad(c);
+        th_release_all(4, (tg_tensor *[]){y, l, gc, gm});
+    }
+    th_release_all(7, (tg_tensor *[]){m1, m2, b1, b2, c, want, wantb});
 }
 
 /* ---- strided and broadcast operands ---- */

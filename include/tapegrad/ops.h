@@ -810,9 +810,10 @@ TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
  * m2) for m1 (n, m), m2 (m, p); tg_baddbmm the same for b1 (B, n, m), b2
  * (B, m, p).  input has the operands' dtype and broadcasts to the
  * product's shape (TG_ESHAPE otherwise; the result never takes a larger
- * shape from input).  beta = 0 leaves input out, its NaN and infinities
- * too, and input then gets no gradient (torch gives zeros).  Checks and
- * errors as tg_mm / tg_bmm. */
+ * shape from input).  beta = 0 leaves input's values out, its NaN and
+ * infinities too, while an input that requires grad still gets a
+ * gradient, of zeros of its shape, as torch's (differentiable to any
+ * order).  Checks and errors as tg_mm / tg_bmm. */
 TG_API int tg_addmm(tg_tensor **out, tg_tensor *input, tg_tensor *m1, tg_tensor *m2, double beta,
                     double alpha);
 TG_API int tg_baddbmm(tg_tensor **out, tg_tensor *input, tg_tensor *b1, tg_tensor *b2,

@@ -9,6 +9,7 @@
 
 #include "core/core.h"
 #include "ops/linalg_internal.h"
+#include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
 
 /* TG_EINVAL unless t (named name) has nd dims. */
@@ -96,9 +97,26 @@ int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b)
     return tg__scope_capture(out, rc);
 }
 
+/* *y = p + input filled with -0.0: p's values exactly (x + -0.0 = x, also
+ * for x = -0.0 and NaN), and an edge through which input, broadcast to p,
+ * gets torch's gradient of zeros at beta = 0 (masked_fill's gradient is g
+ * where the mask is 0, so zeros, differentiable to any order). */
+static int add_zero_edge(tg_tensor **y, tg_tensor *p, tg_tensor *input)
+{
+    tg_tensor *one = NULL, *z = NULL;
+    int rc = tg_tensor_scalar(&one, TG_U8, 1);
+    if (rc >= 0) rc = tg_masked_fill(&z, input, one, -0.0);
+    if (rc >= 0) rc = tg_add(y, p, z);
+    tg_tensor_release(one);
+    tg_tensor_release(z);
+    return rc;
+}
+
 /* beta * input + alpha * (m1 @ m2), the product's shape (nd dims) taking
- * input's by broadcasting one way.  beta = 0 leaves input out (its NaN and
- * infinities too, as torch), alpha = 1 and beta = 1 multiply by nothing. */
+ * input's by broadcasting one way.  beta = 0 leaves input's values out
+ * (its NaN and infinities too, as torch), but an input that requires grad
+ * still gets a gradient, of zeros, as torch's; alpha = 1 and beta = 1
+ * multiply by nothing. */
 static int add_product(const char *op, tg_tensor **out, tg_tensor *input, tg_tensor *m1,
                        tg_tensor *m2, int nd, double beta, double alpha)
 {
@@ -126,9 +144,11 @@ static int add_product(const char *op, tg_tensor **out, tg_tensor *input, tg_ten
         tg_tensor_release(p);
         p = rc >= 0 ? t : NULL;
     }
-    if (rc >= 0 && beta == 0.0) {
+    if (rc >= 0 && beta == 0.0 && !(tg_grad_enabled() && input->requires_grad)) {
         y = p;
         p = NULL;
+    } else if (rc >= 0 && beta == 0.0) {
+        rc = add_zero_edge(&y, p, input);
     } else if (rc >= 0) {
         rc = beta == 1.0 ? TG_OK : tg_mul_scalar(&s, input, beta);
         if (rc >= 0) rc = tg_add(&y, beta == 1.0 ? input : s, p);
