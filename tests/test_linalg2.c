@@ -364,3 +364,88 @@ Test(linalg2, autocast_broadcast_matmul)
     th_expect_shape(tg_tensor_grad(b), 3, (int64_t[]){5, 4, 6});
     th_release_all(6, (tg_tensor *[]){a, b, ref, y, yf, l});
 }
+
+/* Outside autocast the products take one float dtype, as torch 1.13's:
+ * matmul, mm, bmm, mv, linear and conv2d of f32 with f64 raise "expected
+ * scalar type Float but found Double", matmul of 1-d operands and dot
+ * "dot : expected both vectors to have same dtype", addmm and linear with
+ * an f64 bias "self and mat2 must have the same dtype".  torch's baddbmm
+ * alone casts input to the product's dtype (an f64 input with f32 batches
+ * gives f32); so does tg_baddbmm, its gradient arriving in f64. */
+Test(linalg2, mixed_float_dtypes_refused_outside_autocast_as_torch)
+{
+    tg_tensor *a32 = t_of(TG_F32, 2, (int64_t[]){2, 3}), *b64 = T(3, 4);
+    tg_tensor *bbf = t_of(TG_BF16, 2, (int64_t[]){3, 4}), *v16 = t_of(TG_F16, 1, (int64_t[]){3});
+    tg_tensor *v32 = t_of(TG_F32, 1, (int64_t[]){3}), *v64 = T(3);
+    tg_tensor *a3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 3}), *b3 = T(2, 3, 4);
+    tg_tensor *b32 = t_of(TG_F32, 2, (int64_t[]){3, 4}), *c64 = T(2, 4);
+    tg_tensor *w64 = T(4, 3), *w32 = t_of(TG_F32, 2, (int64_t[]){4, 3}), *bias64 = T(4);
+    tg_tensor *x4 = t_of(TG_F32, 4, (int64_t[]){1, 1, 4, 4}), *k64 = T(1, 1, 3, 3);
+    tg_tensor *c3 = T(2, 2, 4), *b3f = t_of(TG_F32, 3, (int64_t[]){2, 3, 4});
+    REFUSED(tg_matmul(out_, a32, b64), TG_EDTYPE, "is f64 but input 0 is f32");
+    REFUSED(tg_matmul(out_, b64, a32), TG_EDTYPE, "is f32 but input 0 is f64");
+    REFUSED(tg_matmul(out_, a32, bbf), TG_EDTYPE, "is bf16 but input 0 is f32");
+    REFUSED(tg_matmul(out_, v32, v16), TG_EDTYPE, "is f16 but input 0 is f32");
+    REFUSED(tg_matmul(out_, a3, b64), TG_EDTYPE, "outside autocast");
+    REFUSED(tg_matmul(out_, a3, b3), TG_EDTYPE, "outside autocast");
+    REFUSED(tg_mm(out_, a32, b64), TG_EDTYPE, "the second is f64 but the first operand is f32");
+    REFUSED(tg_mm(out_, a32, bbf), TG_EDTYPE, "the second is bf16");
+    REFUSED(tg_bmm(out_, a3, b3), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_mv(out_, a32, v64), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_dot(out_, v32, v64), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_addmm(out_, c64, a32, b32, 1, 1), TG_EDTYPE, "input is f64 but the first");
+    REFUSED(tg_addmm(out_, c64, a32, b32, 0, 1), TG_EDTYPE, "input is f64 but the first");
+    REFUSED(tg_addmm(out_, c64, a32, b64, 1, 1), TG_EDTYPE, "the second is f64");
+    REFUSED(tg_baddbmm(out_, c3, a3, b3, 1, 1), TG_EDTYPE, "the second is f64");
+    REFUSED(tg_linear(out_, a32, w64, NULL), TG_EDTYPE, "is f64 but input 0 is f32");
+    REFUSED(tg_linear(out_, a32, w32, bias64), TG_EDTYPE, "input 2 is f64 but input 0 is f32");
+    tg_conv_params cp = TG_CONV_PARAMS_INIT;
+    REFUSED(tg_conv(out_, x4, k64, NULL, &cp), TG_EDTYPE, "is f64 but input 0 is f32");
+
+    /* baddbmm: input cast to the batches' dtype, torch's f32 result */
+    tg_tensor *y = NULL, *l = NULL;
+    OK(tg_tensor_set_requires_grad(c3, true));
+    OK(tg_baddbmm(&y, c3, a3, b3f, 0.5, 2));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(c3)), TG_F64));
+    for (int64_t e = 0; e < 16; e++) cr_assert(th_at(tg_tensor_grad(c3), e) == 0.5);
+    th_release_all(2, (tg_tensor *[]){y, l});
+    th_release_all(17, (tg_tensor *[]){a32, b64, bbf, v16, v32, v64, a3, b3, b32, c64, w64, w32,
+                                       bias64, x4, k64, c3, b3f});
+}
+
+/* Under autocast the cast comes first, as torch's lower_precision_fp list:
+ * mm, bmm, addmm and baddbmm of f32 with bf16 give bf16 (input cast too);
+ * mv and dot are not on the list and refuse mixed dtypes there as well
+ * ("expected scalar type Float but found BFloat16"). */
+Test(linalg2, mixed_float_dtypes_under_autocast_as_torch)
+{
+    tg_tensor *a32 = t_of(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *bbf = t_of(TG_BF16, 2, (int64_t[]){3, 4}), *c32 = t_of(TG_F32, 2, (int64_t[]){2, 4});
+    tg_tensor *a3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 3});
+    tg_tensor *b3 = t_of(TG_BF16, 3, (int64_t[]){2, 3, 4});
+    tg_tensor *c3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 4});
+    tg_tensor *v32 = t_of(TG_F32, 1, (int64_t[]){3}), *vbf = t_of(TG_BF16, 1, (int64_t[]){3});
+    tg_tensor *w = t_of(TG_BF16, 2, (int64_t[]){4, 3}), *y[6] = {NULL};
+    OK(tg_tensor_set_requires_grad(c32, true));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_matmul(&y[0], a32, bbf));
+    OK(tg_mm(&y[1], a32, bbf));
+    OK(tg_bmm(&y[2], a3, b3));
+    OK(tg_addmm(&y[3], c32, a32, bbf, 1, 1));
+    OK(tg_baddbmm(&y[4], c3, a3, b3, 0.5, 1));
+    OK(tg_linear(&y[5], a32, w, NULL));
+    REFUSED(tg_mv(out_, a32, vbf), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_dot(out_, v32, vbf), TG_EDTYPE, "dtypes must match");
+    OK(tg_autocast_end());
+    for (int i = 0; i < 6; i++) cr_assert(eq(int, tg_tensor_dtype(y[i]), TG_BF16), "y[%d]", i);
+    tg_tensor *l = NULL;
+    OK(tg_sum(&l, y[3]));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(c32)), TG_F32));
+    tg_tensor_release(l);
+    th_release_all(6, y);
+    th_release_all(10, (tg_tensor *[]){a32, bbf, c32, a3, b3, c3, v32, vbf, w, NULL});
+}
