@@ -199,14 +199,14 @@ Test(amp, each_policy_inside_and_outside_autocast)
         /* LOWER_PRECISION: the scope dtype, even from the other half type;
          * outside autocast mixed float dtypes are refused, as torch's
          * matmul (f32 @ bf16: "expected scalar type Float but found
-         * BFloat16"), linear and conv2d. */
+         * BFloat16") and linear; conv promotes (torch's conv2d refuses). */
         {"matmul", {F, F}, F, B, H},
         {"matmul", {H, H}, H, B, H},
         {"matmul", {B, F}, R, B, H},
         {"linear", {F, F, F}, F, B, H},
         {"linear", {F, B, F}, R, B, H},
         {"conv", {F, F, F}, F, B, H},
-        {"conv", {B, F, F}, R, B, H},
+        {"conv", {B, F, F}, F, B, H},
         /* PROMOTE: the widest input, in and out of autocast. */
         {"conv_transpose", {F, F, F}, F, F, F},
         {"conv_transpose", {B, F, F}, F, F, F},
@@ -229,7 +229,7 @@ Test(amp, each_policy_inside_and_outside_autocast)
         /* f64 is never lowered. */
         {"matmul", {D, D}, D, D, D},
         {"matmul", {D, F}, R, D, D},
-        {"conv", {D, B, F}, R, D, D},
+        {"conv", {D, B, F}, D, D, D},
         {"sum", {D}, D, D, D},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -367,7 +367,8 @@ Test(linalg2, autocast_broadcast_matmul)
 
 /* Outside autocast the products take one float dtype, as torch 1.13's:
  * matmul, mm, bmm, mv, linear and conv2d of f32 with f64 raise "expected
- * scalar type Float but found Double", matmul of 1-d operands and dot
+ * scalar type Float but found Double" (conv, which torch refuses too,
+ * still promotes here), matmul of 1-d operands and dot
  * "dot : expected both vectors to have same dtype", addmm and linear with
  * an f64 bias "self and mat2 must have the same dtype".  torch's baddbmm
  * alone casts input to the product's dtype (an f64 input with f32 batches
@@ -382,10 +383,10 @@ Test(linalg2, mixed_float_dtypes_refused_outside_autocast_as_torch)
     tg_tensor *w64 = T(4, 3), *w32 = t_of(TG_F32, 2, (int64_t[]){4, 3}), *bias64 = T(4);
     tg_tensor *x4 = t_of(TG_F32, 4, (int64_t[]){1, 1, 4, 4}), *k64 = T(1, 1, 3, 3);
     tg_tensor *c3 = T(2, 2, 4), *b3f = t_of(TG_F32, 3, (int64_t[]){2, 3, 4});
-    REFUSED(tg_matmul(out_, a32, b64), TG_EDTYPE, "is f64 but input 0 is f32");
-    REFUSED(tg_matmul(out_, b64, a32), TG_EDTYPE, "is f32 but input 0 is f64");
-    REFUSED(tg_matmul(out_, a32, bbf), TG_EDTYPE, "is bf16 but input 0 is f32");
-    REFUSED(tg_matmul(out_, v32, v16), TG_EDTYPE, "is f16 but input 0 is f32");
+    REFUSED(tg_matmul(out_, a32, b64), TG_EDTYPE, "matmul: b is f64 but a is f32");
+    REFUSED(tg_matmul(out_, b64, a32), TG_EDTYPE, "matmul: b is f32 but a is f64");
+    REFUSED(tg_matmul(out_, a32, bbf), TG_EDTYPE, "b is bf16 but a is f32");
+    REFUSED(tg_matmul(out_, v32, v16), TG_EDTYPE, "b is f16 but a is f32");
     REFUSED(tg_matmul(out_, a3, b64), TG_EDTYPE, "outside autocast");
     REFUSED(tg_matmul(out_, a3, b3), TG_EDTYPE, "outside autocast");
     REFUSED(tg_mm(out_, a32, b64), TG_EDTYPE, "the second is f64 but the first operand is f32");
@@ -397,10 +398,14 @@ Test(linalg2, mixed_float_dtypes_refused_outside_autocast_as_torch)
     REFUSED(tg_addmm(out_, c64, a32, b32, 0, 1), TG_EDTYPE, "input is f64 but the first");
     REFUSED(tg_addmm(out_, c64, a32, b64, 1, 1), TG_EDTYPE, "the second is f64");
     REFUSED(tg_baddbmm(out_, c3, a3, b3, 1, 1), TG_EDTYPE, "the second is f64");
-    REFUSED(tg_linear(out_, a32, w64, NULL), TG_EDTYPE, "is f64 but input 0 is f32");
-    REFUSED(tg_linear(out_, a32, w32, bias64), TG_EDTYPE, "input 2 is f64 but input 0 is f32");
+    REFUSED(tg_linear(out_, a32, w64, NULL), TG_EDTYPE, "linear: w is f64 but x is f32");
+    REFUSED(tg_linear(out_, a32, w32, bias64), TG_EDTYPE, "linear: b is f64 but x is f32");
+    /* conv (not refused here, unlike torch's conv2d) promotes */
     tg_conv_params cp = TG_CONV_PARAMS_INIT;
-    REFUSED(tg_conv(out_, x4, k64, NULL, &cp), TG_EDTYPE, "is f64 but input 0 is f32");
+    tg_tensor *yc = NULL;
+    OK(tg_conv(&yc, x4, k64, NULL, &cp));
+    cr_assert(eq(int, tg_tensor_dtype(yc), TG_F64));
+    tg_tensor_release(yc);
 
     /* baddbmm: input cast to the batches' dtype, torch's f32 result */
     tg_tensor *y = NULL, *l = NULL;

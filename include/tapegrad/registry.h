@@ -12,9 +12,7 @@
  *    As in PyTorch, 0-d inputs count only when every float input is 0-d: an
  *    f32 tensor times an f64 0-d tensor is computed in f32.
  *  - LOWER_PRECISION: inside an autocast scope, float inputs are cast to the
- *    scope's dtype (f64 is never lowered: an f64 input makes the op f64).
- *    Outside, the float inputs must have one dtype (TG_EDTYPE naming two
- *    that differ, as torch's "expected scalar type"); none is cast.
+ *    scope's dtype (f64 is never lowered).  Outside, as PROMOTE.
  *  - FP32: inside an autocast scope, float inputs are cast to f32 (f64 kept).
  *    Outside, as PROMOTE.
  *  - KEEP: never cast; mixed dtypes are TG_EDTYPE.

@@ -47,33 +47,11 @@ static bool amp_target(const tg_op_schema *op, int n, tg_tensor *const *in, tg_d
     return true;
 }
 
-/* Outside an autocast scope a LOWER_PRECISION op (matmul, linear, conv)
- * takes its float inputs in one dtype, as torch's ("expected scalar type
- * Float but found Double"): TG_EDTYPE naming the first two that differ.
- * Inside one, the scope's cast comes first and mixed dtypes are fine. */
-static int check_one_float_dtype(const tg_op_schema *op, int n, tg_tensor *const *in)
-{
-    tg_dtype scope;
-    if (op->amp != TG_AMP_LOWER_PRECISION || tg__autocast_dtype(&scope)) return TG_OK;
-    int first = -1;
-    for (int i = 0; i < n; i++) {
-        if (!in[i] || !tg_dtype_is_float(in[i]->dtype)) continue;
-        if (first < 0) first = i;
-        TG_CHECK(in[i]->dtype == in[first]->dtype, TG_EDTYPE,
-                 "%s: input %d is %s but input %d is %s: outside autocast the float inputs "
-                 "must have one dtype, as torch's (cast one with tg_to_dtype)",
-                 op->name, i, tg_dtype_name(in[i]->dtype), first,
-                 tg_dtype_name(in[first]->dtype));
-    }
-    return TG_OK;
-}
-
 /* Fills eff[i] with in[i] or a recorded cast of it (casts[i], new reference). */
 static int apply_amp(const tg_op_schema *op, int n, tg_tensor *const *in, tg_tensor **eff,
                      tg_tensor **casts)
 {
     tg_dtype target = TG_F32;
-    TG_TRY(check_one_float_dtype(op, n, in));
     bool cast = amp_target(op, n, in, &target);
     for (int i = 0; i < n; i++) {
         eff[i] = in[i];
