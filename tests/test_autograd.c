@@ -8,7 +8,9 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "autograd_fixtures.h"
@@ -602,4 +604,138 @@ Test(autograd, slices_add_in_place_as_their_backward_would)
     cr_assert(any > 0);
     tg_tensor_release(grads[0]);
     tg_tensor_release(grads[1]);
+}
+
+/* y (x * 1.5, so index_select's input is made by a node) picked along dim
+ * by the index values v[0..n) (n = 0: a 0-d index of v[0]), squared, times
+ * w, summed: one term of the loss; a slice of y adds another, so the
+ * pending sum is not zeros when some picks add into it. */
+static tg_tensor *picked_term(tg_tensor *y, int dim, const int64_t *v, int n, double w)
+{
+    tg_tensor *idx = NULL, *s = NULL, *sq = NULL, *m = NULL, *t = NULL;
+    if (n == 0) OK(tg_tensor_scalar(&idx, TG_I64, (double)v[0]));
+    else OK(tg_tensor_from_data(&idx, TG_I64, 1, (int64_t[]){n}, v));
+    OK(tg_index_select(&s, y, dim, idx));
+    OK(tg_mul(&sq, s, s));
+    OK(tg_mul_scalar(&m, sq, w));
+    OK(tg_sum(&t, m));
+    th_release_all(4, (tg_tensor *[]){idx, s, sq, m});
+    return t;
+}
+
+/* index_select along either dim, with repeated and unordered index values
+ * and a 0-d index, in f64, f32 and bf16: a backward adds each pick's
+ * gradient into the pending sum in place (index_select's backward_into,
+ * acc.index_add_), a watched one runs its backward (index_add into zeros,
+ * then the engine's sum): the same bits.  gradcheck (which stages its
+ * inputs through a node) checks the values against finite differences. */
+Test(autograd, index_selects_add_in_place_as_their_backward_would)
+{
+    const int64_t shape[2] = {4, 6};
+    static const int64_t picks[][5] = {{1, 1, 4, 1, 1}, {0, 3, 0, 3, 2}, {1, 5, 0, 2, 5},
+                                       {0, 2, 2, 2, 2}, {1, 3, 3, 3, 3}};
+    static const int dims[] = {1, 0, 1, 0, 1}, ns[] = {5, 4, 3, 0, 4};
+    const tg_dtype dts[3] = {TG_F64, TG_F32, TG_BF16};
+    for (int di = 0; di < 3; di++) {
+        tg_tensor *grads[2];
+        for (int watched = 0; watched < 2; watched++) {
+            tg_tensor *x0 = th_rand_uniform(TG_F64, 2, shape, 11), *x = NULL, *y, *l = NULL;
+            OK(tg_tensor_to_dtype(&x, x0, dts[di]));
+            OK(tg_tensor_set_requires_grad(x, true));
+            OK(tg_mul_scalar(&y, x, 1.5));
+            tg_tensor *sl = NULL, *sq = NULL;
+            OK(tg_slice(&sl, y, 1, 1, 5, 2));
+            OK(tg_mul(&sq, sl, sl));
+            OK(tg_sum(&l, sq));
+            th_release_all(2, (tg_tensor *[]){sl, sq});
+            for (int k = 0; k < 5; k++) {
+                tg_tensor *t = picked_term(y, dims[k], picks[k], ns[k], 0.25 + k), *u = NULL;
+                OK(tg_add(&u, l, t));
+                th_release_all(2, (tg_tensor *[]){l, t});
+                l = u;
+            }
+            int steps = 0;
+            if (watched) OK(tg_backward_steps(l, NULL, NULL, count_step, &steps));
+            else OK(tg_backward(l, NULL, NULL));
+            cr_assert(watched ? steps > 5 : steps == 0);
+            grads[watched] = tg_tensor_retain(tg_tensor_grad(x));
+            th_release_all(4, (tg_tensor *[]){l, y, x, x0});
+        }
+        const size_t bytes = 24 * tg_dtype_size(dts[di]);
+        cr_assert(memcmp(tg_tensor_data(grads[0]), tg_tensor_data(grads[1]), bytes) == 0,
+                  "%s: in-place and watched backwards differ", tg_dtype_name(dts[di]));
+        double any = 0;
+        for (int64_t i = 0; i < 24; i++) any += fabs(th_at(grads[0], i));
+        cr_assert(any > 0);
+        th_release_all(2, grads);
+    }
+}
+
+/* TG_TRACE=1 (read once per process; each Criterion test is a process of
+ * its own) names each backward step, "(into)" when backward_into ran:
+ * index_select's runs when its input is made by a node (the index beside
+ * it never needs a gradient), its backward when the input is a leaf. */
+Test(autograd, index_select_backward_into_runs_for_an_input_made_by_a_node)
+{
+    cr_assert(eq(int, setenv("TG_TRACE", "1", 1), 0));
+    char path[] = "/tmp/tg_into_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    cr_assert(dup2(fd, 2) == 2);
+    const int64_t shape[2] = {4, 3};
+    tg_tensor *x = th_rand_uniform(TG_F64, 2, shape, 3), *y = NULL, *l = NULL, *lx = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_mul_scalar(&y, x, 2.0));
+    l = picked_term(y, 0, (const int64_t[]){3, 1, 3}, 3, 1.0);
+    OK(tg_backward(l, NULL, NULL));
+    fflush(stderr);
+    char buf[8192] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    cr_assert(n > 0);
+    cr_assert(strstr(buf, "index_select (into)") != NULL, "trace: %s", buf);
+    /* a leaf input: the backward, which sends the gradient to x's .grad */
+    cr_assert(ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0);   /* shared with fd 2 */
+    lx = picked_term(x, 1, (const int64_t[]){2}, 0, 1.0);
+    OK(tg_backward(lx, NULL, NULL));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    memset(buf, 0, sizeof buf);
+    n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    cr_assert(n > 0);
+    cr_assert(strstr(buf, "backward #") != NULL && strstr(buf, "(into)") == NULL, "trace: %s",
+              buf);
+    th_release_all(4, (tg_tensor *[]){x, y, l, lx});
+}
+
+static int index_select_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const int *dim = user;
+    tg_tensor *idx = NULL, *s = NULL, *t = NULL;
+    OK(tg_tensor_from_data(&idx, TG_I64, 1, (int64_t[]){5}, (int64_t[]){2, 0, 2, 2, 1}));
+    int rc = tg_index_select(&s, in[0], *dim, idx);
+    if (rc == TG_OK) rc = tg_mul(&t, s, s);   /* a product, so g is not all ones */
+    if (rc == TG_OK) rc = tg_index_select(out, t, *dim, idx);
+    th_release_all(3, (tg_tensor *[]){idx, s, t});
+    return rc;
+}
+
+Test(autograd, index_select_gradcheck_checks_backward_into)
+{
+    for (int dim = 0; dim < 2; dim++) {
+        uint64_t seed = 5;
+        tg_tensor *x = th_rand_tensor(&seed, TG_F64, 2, (int64_t[]){3, 3}, -1, 1);
+        OK(tg_tensor_set_requires_grad(x, true));
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        OK(tg_gradcheck(index_select_fn, &dim, 1, &x, &o));
+        o.fast_mode = true;
+        OK(tg_gradcheck(index_select_fn, &dim, 1, &x, &o));
+        OK(tg_gradgradcheck(index_select_fn, &dim, 1, &x, &o));
+        tg_tensor_release(x);
+    }
 }

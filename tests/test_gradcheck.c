@@ -434,3 +434,24 @@ Test(gradcheck, checks_an_ops_backward_into)
               tg_error_message());
     tg_tensor_release(x);
 }
+
+/* Fast mode takes v^T J both on the inputs and on inputs made by an
+ * identity op, so a wrong backward_into fails there too; the slow check of
+ * the input that fast mode reruns then names the element. */
+Test(gradcheck, fast_mode_checks_an_ops_backward_into)
+{
+    tg_tensor *x = make(TG_F64, 2, S23, 1, "x", true);
+    const int right = 0, wrong = 1;
+    tg_gradcheck_opts fast = TG_GRADCHECK_OPTS_INIT;
+    fast.fast_mode = true;
+    for (uint64_t seed = 0; seed < 3; seed++) {
+        fast.seed = seed;
+        OK(tg_gradcheck(f_sq_into, (void *)&right, 1, &x, &fast));
+        cr_assert(eq(int, tg_gradcheck(f_sq_into, (void *)&wrong, 1, &x, &fast),
+                     TG_EGRADCHECK));
+        cr_assert(strstr(tg_error_message(), "fast mode") != NULL, "%s", tg_error_message());
+        cr_assert(strstr(tg_error_message(), "slow mode: gradcheck: input 0") != NULL, "%s",
+                  tg_error_message());
+    }
+    tg_tensor_release(x);
+}

@@ -6,6 +6,7 @@
  * scripts/make_linalg_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,8 @@ static double tol_of(const char *dt)
 }
 
 /* Every case: the value and each input's gradient, scaled to the largest
- * element (sums of products cancel); an input without a gradient (addmm's
- * input at beta = 0) must have torch's zeros. */
+ * element (sums of products cancel); every input gets one (addmm's input
+ * at beta = 0 torch's zeros). */
 Test(linalg2, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("linalg.safetensors");
@@ -72,11 +73,7 @@ Test(linalg2, every_case_matches_torch)
         for (int j = 0; j < k; j++) {
             snprintf(key, sizeof key, "d%d", j);
             const tg_tensor *want = th_golden_get(f, c, key);
-            if (!d[j]) {
-                for (int64_t e = 0; e < tg_tensor_numel(want); e++)
-                    cr_assert(th_at(want, e) == 0.0, "%s: input %d has no gradient", what, j);
-                continue;
-            }
+            cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
             th_expect_close_scaled(what, d[j], want, tol);
         }
         for (int o = 0; o < 11; o++) per_op[o] += !strcmp(op, ops[o]);
@@ -121,6 +118,8 @@ static const call CHECKED[] = {
     {"outer", "", 2, {1, 1}, {{3}, {2}}},
     {"addmm", "0.5,-2", 3, {1, 2, 2}, {{2}, {3, 2}, {2, 2}}},
     {"baddbmm", "1.5,0.5", 3, {2, 3, 3}, {{3, 1}, {2, 3, 2}, {2, 2, 1}}},
+    {"addmm", "0,1.5", 3, {2, 2, 2}, {{3, 1}, {3, 2}, {2, 1}}},
+    {"baddbmm", "0,-1", 3, {1, 3, 3}, {{2}, {2, 3, 2}, {2, 2, 2}}},
     {"tril", "0", 1, {3}, {{2, 3, 4}}},
     {"triu", "-1", 1, {2}, {{4, 3}}},
     {"einsum", "ij,jk->ik", 2, {2, 2}, {{2, 3}, {3, 2}}},
@@ -163,6 +162,57 @@ Test(linalg2, tril_double_backward_is_the_forward)
     OK(tg_triu(&y, x, -1));
     th_expect_double_backward_is_forward(x, y, 18);
     th_release_all(2, (tg_tensor *[]){x, y});
+}
+
+/* At beta = 0 addmm and baddbmm ignore input's values (NaN and infinities
+ * too) but, as torch, still give an input that requires grad a gradient of
+ * zeros of its shape, at first and second order; an input that does not
+ * require grad stays off the graph. */
+Test(linalg2, beta_zero_gives_input_a_zero_gradient)
+{
+    uint64_t s = 91;
+    tg_tensor *m1 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 2}, -2, 2);
+    tg_tensor *m2 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){2, 4}, -2, 2);
+    tg_tensor *b1 = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 2}, -2, 2);
+    tg_tensor *b2 = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 2, 4}, -2, 2);
+    tg_tensor *c = th_tensor_from(TG_F64, 2, (int64_t[]){3, 1}, (double[]){NAN, INFINITY, -0.0});
+    tg_tensor *want = NULL, *wantb = NULL;
+    OK(tg_matmul(&want, m1, m2));
+    OK(tg_matmul(&wantb, b1, b2));
+    OK(tg_tensor_set_requires_grad(m1, true));
+    OK(tg_tensor_set_requires_grad(b1, true));
+    for (int batched = 0; batched < 2; batched++) {
+        tg_tensor *y = NULL, *l = NULL, *gc = NULL, *gm = NULL;
+        const char *what = batched ? "baddbmm" : "addmm";
+        OK(tg_tensor_set_requires_grad(c, false));
+        OK(batched ? tg_baddbmm(&y, c, b1, b2, 0, 1) : tg_addmm(&y, c, m1, m2, 0, 1));
+        th_expect_same_bits(what, NULL, y, batched ? wantb : want);
+        tg_tensor_release(y);
+        OK(tg_tensor_set_requires_grad(c, true));
+        OK(batched ? tg_baddbmm(&y, c, b1, b2, 0, 1) : tg_addmm(&y, c, m1, m2, 0, 1));
+        th_expect_same_bits(what, NULL, y, batched ? wantb : want);
+        OK(tg_sum(&l, y));
+        /* with create_graph (gradgradcheck below takes the second order) */
+        tg_tensor *x2[2] = {c, batched ? b1 : m1}, *d2[2] = {NULL, NULL};
+        tg_backward_opts go = TG_BACKWARD_OPTS_INIT;
+        go.create_graph = true;
+        OK(tg_grad(d2, 1, &l, NULL, 2, x2, &go));
+        gc = d2[0];
+        gm = d2[1];
+        cr_assert(gc != NULL, "%s: input has no gradient", what);
+        th_expect_shape(gc, 2, (int64_t[]){3, 1});
+        for (int k = 0; k < 3; k++)
+            cr_assert(th_at(gc, k) == 0.0 && !signbit(th_at(gc, k)), "%s: c.grad[%d]", what, k);
+        /* .grad through backward, too */
+        OK(tg_backward(l, NULL, NULL));
+        const tg_tensor *cg = tg_tensor_grad(c);
+        cr_assert(cg != NULL, "%s: c.grad is NULL", what);
+        th_expect_shape(cg, 2, (int64_t[]){3, 1});
+        for (int k = 0; k < 3; k++) cr_assert(th_at(cg, k) == 0.0, "%s: c.grad[%d]", what, k);
+        tg_tensor_zero_grad(c);
+        th_release_all(4, (tg_tensor *[]){y, l, gc, gm});
+    }
+    th_release_all(7, (tg_tensor *[]){m1, m2, b1, b2, c, want, wantb});
 }
 
 /* ---- strided and broadcast operands ---- */
@@ -313,4 +363,94 @@ Test(linalg2, autocast_broadcast_matmul)
     th_expect_shape(tg_tensor_grad(a), 4, (int64_t[]){2, 1, 3, 4});
     th_expect_shape(tg_tensor_grad(b), 3, (int64_t[]){5, 4, 6});
     th_release_all(6, (tg_tensor *[]){a, b, ref, y, yf, l});
+}
+
+/* Outside autocast the products take one float dtype, as torch 1.13's:
+ * matmul, mm, bmm, mv, linear and conv2d of f32 with f64 raise "expected
+ * scalar type Float but found Double" (conv, which torch refuses too,
+ * still promotes here), matmul of 1-d operands and dot
+ * "dot : expected both vectors to have same dtype", addmm and linear with
+ * an f64 bias "self and mat2 must have the same dtype".  torch's baddbmm
+ * alone casts input to the product's dtype (an f64 input with f32 batches
+ * gives f32); so does tg_baddbmm, its gradient arriving in f64. */
+Test(linalg2, mixed_float_dtypes_refused_outside_autocast_as_torch)
+{
+    tg_tensor *a32 = t_of(TG_F32, 2, (int64_t[]){2, 3}), *b64 = T(3, 4);
+    tg_tensor *bbf = t_of(TG_BF16, 2, (int64_t[]){3, 4}), *v16 = t_of(TG_F16, 1, (int64_t[]){3});
+    tg_tensor *v32 = t_of(TG_F32, 1, (int64_t[]){3}), *v64 = T(3);
+    tg_tensor *a3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 3}), *b3 = T(2, 3, 4);
+    tg_tensor *b32 = t_of(TG_F32, 2, (int64_t[]){3, 4}), *c64 = T(2, 4);
+    tg_tensor *w64 = T(4, 3), *w32 = t_of(TG_F32, 2, (int64_t[]){4, 3}), *bias64 = T(4);
+    tg_tensor *x4 = t_of(TG_F32, 4, (int64_t[]){1, 1, 4, 4}), *k64 = T(1, 1, 3, 3);
+    tg_tensor *c3 = T(2, 2, 4), *b3f = t_of(TG_F32, 3, (int64_t[]){2, 3, 4});
+    REFUSED(tg_matmul(out_, a32, b64), TG_EDTYPE, "matmul: b is f64 but a is f32");
+    REFUSED(tg_matmul(out_, b64, a32), TG_EDTYPE, "matmul: b is f32 but a is f64");
+    REFUSED(tg_matmul(out_, a32, bbf), TG_EDTYPE, "b is bf16 but a is f32");
+    REFUSED(tg_matmul(out_, v32, v16), TG_EDTYPE, "b is f16 but a is f32");
+    REFUSED(tg_matmul(out_, a3, b64), TG_EDTYPE, "outside autocast");
+    REFUSED(tg_matmul(out_, a3, b3), TG_EDTYPE, "outside autocast");
+    REFUSED(tg_mm(out_, a32, b64), TG_EDTYPE, "the second is f64 but the first operand is f32");
+    REFUSED(tg_mm(out_, a32, bbf), TG_EDTYPE, "the second is bf16");
+    REFUSED(tg_bmm(out_, a3, b3), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_mv(out_, a32, v64), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_dot(out_, v32, v64), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_addmm(out_, c64, a32, b32, 1, 1), TG_EDTYPE, "input is f64 but the first");
+    REFUSED(tg_addmm(out_, c64, a32, b32, 0, 1), TG_EDTYPE, "input is f64 but the first");
+    REFUSED(tg_addmm(out_, c64, a32, b64, 1, 1), TG_EDTYPE, "the second is f64");
+    REFUSED(tg_baddbmm(out_, c3, a3, b3, 1, 1), TG_EDTYPE, "the second is f64");
+    REFUSED(tg_linear(out_, a32, w64, NULL), TG_EDTYPE, "linear: w is f64 but x is f32");
+    REFUSED(tg_linear(out_, a32, w32, bias64), TG_EDTYPE, "linear: b is f64 but x is f32");
+    /* conv (not refused here, unlike torch's conv2d) promotes */
+    tg_conv_params cp = TG_CONV_PARAMS_INIT;
+    tg_tensor *yc = NULL;
+    OK(tg_conv(&yc, x4, k64, NULL, &cp));
+    cr_assert(eq(int, tg_tensor_dtype(yc), TG_F64));
+    tg_tensor_release(yc);
+
+    /* baddbmm: input cast to the batches' dtype, torch's f32 result */
+    tg_tensor *y = NULL, *l = NULL;
+    OK(tg_tensor_set_requires_grad(c3, true));
+    OK(tg_baddbmm(&y, c3, a3, b3f, 0.5, 2));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    OK(tg_sum(&l, y));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(c3)), TG_F64));
+    for (int64_t e = 0; e < 16; e++) cr_assert(th_at(tg_tensor_grad(c3), e) == 0.5);
+    th_release_all(2, (tg_tensor *[]){y, l});
+    th_release_all(17, (tg_tensor *[]){a32, b64, bbf, v16, v32, v64, a3, b3, b32, c64, w64, w32,
+                                       bias64, x4, k64, c3, b3f});
+}
+
+/* Under autocast the cast comes first, as torch's lower_precision_fp list:
+ * mm, bmm, addmm and baddbmm of f32 with bf16 give bf16 (input cast too);
+ * mv and dot are not on the list and refuse mixed dtypes there as well
+ * ("expected scalar type Float but found BFloat16"). */
+Test(linalg2, mixed_float_dtypes_under_autocast_as_torch)
+{
+    tg_tensor *a32 = t_of(TG_F32, 2, (int64_t[]){2, 3});
+    tg_tensor *bbf = t_of(TG_BF16, 2, (int64_t[]){3, 4}), *c32 = t_of(TG_F32, 2, (int64_t[]){2, 4});
+    tg_tensor *a3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 3});
+    tg_tensor *b3 = t_of(TG_BF16, 3, (int64_t[]){2, 3, 4});
+    tg_tensor *c3 = t_of(TG_F32, 3, (int64_t[]){2, 2, 4});
+    tg_tensor *v32 = t_of(TG_F32, 1, (int64_t[]){3}), *vbf = t_of(TG_BF16, 1, (int64_t[]){3});
+    tg_tensor *w = t_of(TG_BF16, 2, (int64_t[]){4, 3}), *y[6] = {NULL};
+    OK(tg_tensor_set_requires_grad(c32, true));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_matmul(&y[0], a32, bbf));
+    OK(tg_mm(&y[1], a32, bbf));
+    OK(tg_bmm(&y[2], a3, b3));
+    OK(tg_addmm(&y[3], c32, a32, bbf, 1, 1));
+    OK(tg_baddbmm(&y[4], c3, a3, b3, 0.5, 1));
+    OK(tg_linear(&y[5], a32, w, NULL));
+    REFUSED(tg_mv(out_, a32, vbf), TG_EDTYPE, "dtypes must match");
+    REFUSED(tg_dot(out_, v32, vbf), TG_EDTYPE, "dtypes must match");
+    OK(tg_autocast_end());
+    for (int i = 0; i < 6; i++) cr_assert(eq(int, tg_tensor_dtype(y[i]), TG_BF16), "y[%d]", i);
+    tg_tensor *l = NULL;
+    OK(tg_sum(&l, y[3]));
+    OK(tg_backward(l, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(c32)), TG_F32));
+    tg_tensor_release(l);
+    th_release_all(6, y);
+    th_release_all(10, (tg_tensor *[]){a32, bbf, c32, a3, b3, c3, v32, vbf, w, NULL});
 }

@@ -210,8 +210,9 @@ Test(losses2, gradcheck_and_gradgradcheck)
                                       rnd(&s, 1, s4, 0.5, 1, true)});
     k = (lcase){.fn = "hinge_embedding_loss", .margin = 5, .red = TG_REDUCTION_SUM};
     check_both(&k, 2, (tg_tensor *[]){rnd(&s, 1, s4, -1, 1, true), labels(1, s4)});
+    /* torch differentiates soft_margin_loss in input only */
     k = (lcase){.fn = "soft_margin_loss", .red = TG_REDUCTION_NONE};
-    check_both(&k, 2, (tg_tensor *[]){rnd(&s, 2, s45, -2, 2, true), rnd(&s, 1, s5, -1, 1, true)});
+    check_both(&k, 2, (tg_tensor *[]){rnd(&s, 2, s45, -2, 2, true), rnd(&s, 1, s5, -1, 1, false)});
     k = (lcase){.fn = "cosine_embedding_loss", .margin = -2, .red = TG_REDUCTION_MEAN};
     check_both(&k, 3, (tg_tensor *[]){rnd(&s, 2, s45, -1, 1, true),
                                       rnd(&s, 2, s45, -1, 1, true), labels(1, s4)});
@@ -236,13 +237,14 @@ Test(losses2, gradcheck_and_gradgradcheck)
         check_both(&k, 2, (tg_tensor *[]){rnd(&s, 2, s45, 0.5, 2, true),
                                           rnd(&s, 2, s45, 1.5, 4, true)});
     }
-    /* margin 10 against x in [-1, 1]: every z = margin - x[y] + x[i] >= 8 */
+    /* margin 10 against x in [-1, 1]: every z = margin - x[y] + x[i] >= 8;
+     * the weight, as torch's, is a constant */
     for (int p = 1; p <= 2; p++) {
         tg_tensor *t = NULL;
         OK(tg_tensor_from_data(&t, TG_I64, 1, s4, (int64_t[]){3, 0, 4, 1}));
         k = (lcase){.fn = "multi_margin_loss", .p = p, .margin = 10, .red = TG_REDUCTION_MEAN};
         check_both(&k, 3, (tg_tensor *[]){rnd(&s, 2, s45, -1, 1, true), t,
-                                          rnd(&s, 1, s5, 0.5, 1, true)});
+                                          rnd(&s, 1, s5, 0.5, 1, false)});
     }
     /* x in [-0.2, 0.2]: every 1 - x[j] + x[i] >= 0.6 */
     tg_tensor *t = NULL;
@@ -465,9 +467,14 @@ static int cos_op(tg_tensor **y, tg_tensor *x)
     return tg_cosine_similarity(y, x, x, 1, 1e-8);
 }
 
+/* x against itself detached: the target must not require grad. */
 static int soft_margin_op(tg_tensor **y, tg_tensor *x)
 {
-    return tg_soft_margin_loss(y, x, x, TG_REDUCTION_NONE);
+    tg_tensor *t = NULL;
+    int rc = tg_tensor_detach(&t, x);
+    if (rc == TG_OK) rc = tg_soft_margin_loss(y, x, t, TG_REDUCTION_NONE);
+    tg_tensor_release(t);
+    return rc;
 }
 
 static int multilabel_soft_op(tg_tensor **y, tg_tensor *x)
@@ -492,4 +499,57 @@ Test(losses2, fp32_under_autocast)
     th_expect_fp32_autocast(soft_margin_op, 7502);
     th_expect_fp32_autocast(multilabel_soft_op, 7503);
     th_expect_fp32_autocast(gaussian_op, 7504);
+}
+
+/* torch 1.13 defines no derivative of soft_margin_loss in its target nor
+ * of multi_margin_loss in its weight, and refuses at the call: "The
+ * function 'soft_margin_loss' is not differentiable with respect to
+ * argument 'target'. This input cannot have requires_grad True." (and the
+ * same for 'multi_margin_loss' and 'weight'), whatever the reduction and
+ * whether input requires grad.  Under no_grad, or detached, they are read
+ * as constants: the values of the call without grad. */
+Test(losses2, target_and_weight_torch_does_not_differentiate_are_refused)
+{
+    uint64_t s = 77;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 4}, -2, 2);
+    tg_tensor *t = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 4}, -1, 1);
+    tg_tensor *w = th_rand_tensor(&s, TG_F64, 1, (int64_t[]){4}, 0, 1);
+    tg_tensor *cls = th_tensor_from(TG_I64, 1, (int64_t[]){3}, (double[]){0, 2, 3});
+    tg_tensor *z = NULL, *ref[2] = {NULL}, *got = NULL, *td = NULL;
+    OK(tg_soft_margin_loss(&ref[0], x, t, TG_REDUCTION_SUM));
+    OK(tg_multi_margin_loss(&ref[1], x, cls, 1, 1.0, w, TG_REDUCTION_SUM));
+    OK(tg_tensor_set_requires_grad(t, true));
+    OK(tg_tensor_set_requires_grad(w, true));
+    for (int xg = 0; xg < 2; xg++) {
+        OK(tg_tensor_set_requires_grad(x, xg == 1));
+        for (int r = 0; r < 3; r++) {
+            const tg_reduction red = r == 0   ? TG_REDUCTION_NONE
+                                     : r == 1 ? TG_REDUCTION_SUM
+                                              : TG_REDUCTION_MEAN;
+            th_expect_refused(tg_soft_margin_loss(&z, x, t, red), TG_EGRAD,
+                              "soft_margin_loss: target requires grad, but the loss is not "
+                              "differentiable with respect to target",
+                              z);
+            th_expect_refused(tg_multi_margin_loss(&z, x, cls, 2, 1.0, w, red), TG_EGRAD,
+                              "multi_margin_loss: weight requires grad", z);
+        }
+    }
+    /* a target that requires grad, read under no-grad or detached */
+    tg_no_grad_begin();
+    OK(tg_soft_margin_loss(&got, x, t, TG_REDUCTION_SUM));
+    th_expect_same_bits("soft_margin_loss under no-grad", NULL, got, ref[0]);
+    tg_tensor_release(got);
+    got = NULL;
+    OK(tg_multi_margin_loss(&got, x, cls, 1, 1.0, w, TG_REDUCTION_SUM));
+    th_expect_same_bits("multi_margin_loss under no-grad", NULL, got, ref[1]);
+    tg_tensor_release(got);
+    got = NULL;
+    tg_no_grad_end();
+    OK(tg_tensor_detach(&td, t));
+    OK(tg_soft_margin_loss(&got, x, td, TG_REDUCTION_SUM));
+    th_expect_same_bits("soft_margin_loss, target detached", NULL, got, ref[0]);
+    OK(tg_backward(got, NULL, NULL));
+    cr_assert(tg_tensor_grad(x) != NULL);
+    cr_assert(tg_tensor_grad(t) == NULL);
+    th_release_all(8, (tg_tensor *[]){x, t, w, cls, ref[0], ref[1], got, td});
 }

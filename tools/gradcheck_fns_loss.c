@@ -50,10 +50,15 @@ int f_hinge_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *u
     return rc;
 }
 
-/* The target gets a gradient too (torch's does not). */
+/* A fixed target of +-1 and fractions: torch differentiates in input only. */
 int f_soft_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    return tg_soft_margin_loss(out, in[0], in[1], TG_REDUCTION_MEAN);
+    static const double t[] = {1, -1, 0.5, -0.25, 1, 1, -1, 0.75, -1, 0.5, 1, -0.5};
+    tg_tensor *target = NULL;
+    int rc = fixed(&target, 2, t);
+    if (rc >= 0) rc = tg_soft_margin_loss(out, in[0], target, TG_REDUCTION_MEAN);
+    tg_tensor_release(target);
+    return rc;
 }
 
 int f_cosine_embedding_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -90,13 +95,17 @@ int f_poisson_nll_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return rc;
 }
 
-/* p = 2, margin 3 (every hinge active over x in [-1, 1]), class weights. */
+/* p = 2, margin 3 (every hinge active over x in [-1, 1]), fixed class
+ * weights (torch does not differentiate in them). */
 int f_multi_margin_loss(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    static const int64_t classes[] = {2, 0, 3}, shape[] = {3};
-    tg_tensor *target = NULL;
+    static const int64_t classes[] = {2, 0, 3}, shape[] = {3}, wshape[] = {4};
+    static const double w[] = {0.5, 1.5, 0.75, 1};
+    tg_tensor *target = NULL, *weight = NULL;
     int rc = tg_tensor_from_data(&target, TG_I64, 1, shape, classes);
-    if (rc >= 0) rc = tg_multi_margin_loss(out, in[0], target, 2, 3.0, in[1], TG_REDUCTION_MEAN);
+    if (rc >= 0) rc = tg_tensor_from_data(&weight, TG_F64, 1, wshape, w);
+    if (rc >= 0) rc = tg_multi_margin_loss(out, in[0], target, 2, 3.0, weight, TG_REDUCTION_MEAN);
+    tg_tensor_release(weight);
     tg_tensor_release(target);
     return rc;
 }

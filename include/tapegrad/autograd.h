@@ -207,7 +207,8 @@ typedef struct tg_gradcheck_opts {
  * fast_mode, the rows of the odd output elements come from fn called on
  * its inputs passed through an identity op (x * 1), so an op whose input
  * is made by another op runs its backward_into (tapegrad/op.h) and that
- * is checked too; fn is called once more for it. */
+ * is checked too; fn is called once more for it.  In fast_mode v^T J is
+ * taken both ways, each compared with the numeric v^T J u. */
 TG_API int tg_gradcheck(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *inputs,
                         const tg_gradcheck_opts *opts);
 /* Checks second derivatives: gradcheck of the function that maps (inputs, v)

@@ -188,7 +188,9 @@ TG_API int tg_hinge_embedding_loss(tg_tensor **out, tg_tensor *input, tg_tensor 
 /* F.soft_margin_loss: log1p(exp(-input target)), target a float tensor that
  * broadcasts to input's shape without growing it (TG_ESHAPE otherwise, as
  * torch).  Like torch's, exp overflows: inf for input target < -89 in
- * f32. */
+ * f32.  Not differentiable in target, as torch's: a target that requires
+ * grad is TG_EGRAD with grad mode on (torch: "not differentiable with
+ * respect to argument 'target'"). */
 TG_API int tg_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
                                tg_reduction red);
 /* F.cosine_embedding_loss: with cos = sum(x1 x2) / sqrt((sum(x1^2) + e)
@@ -233,8 +235,10 @@ TG_API int tg_poisson_nll_loss(tg_tensor **out, tg_tensor *input, tg_tensor *tar
  * 0-d (one per sample; in [0, C), TG_EINVAL naming the first that is not),
  * p 1 or 2 (TG_EINVAL otherwise, as torch), weight NULL or 1-d of C
  * elements.  NONE gives (N), or target's shape for an input of one sample.
- * The gradient is 0 where the margin is hit exactly, as torch's; weight
- * gets one too (torch: not differentiable in weight). */
+ * The gradient is 0 where the margin is hit exactly, as torch's.  Not
+ * differentiable in weight, as torch's: a weight that requires grad is
+ * TG_EGRAD with grad mode on (torch: "not differentiable with respect to
+ * argument 'weight'"). */
 TG_API int tg_multi_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, int p,
                                 double margin, tg_tensor *weight, tg_reduction red);
 /* F.multilabel_margin_loss(input, target): per sample, the sum over the

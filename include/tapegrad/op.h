@@ -97,17 +97,21 @@ typedef int (*tg_op_forward_fn)(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tenso
  * with TG_EGRAD naming the op.  Grad mode is on exactly when the engine
  * builds a graph of the backward (create_graph). */
 typedef int (*tg_op_backward_fn)(tg_op_ctx *ctx, tg_tensor *grad_out, tg_tensor **grad_in);
-/* backward_into (optional, for an op of one input): adds what backward
- * would write into grad_in[0] to acc, in place.  acc is a contiguous tensor
- * of the input's dtype and shape that only the engine holds: the sum of the
- * input's gradients so far (zeros for the first).  The engine calls it
- * instead of backward when it builds no graph (grad mode is off) and the
- * input's gradient goes on to the node that made the input (not to a leaf,
- * and not while tg_backward_steps or TG_TRACE=2 watch the steps), so that
- * an op whose input gradient is mostly zeros adds only the rest: slice's
- * is g in the slice, and the slices of one tensor (an RNN's time steps)
- * then cost their own size each, not the whole tensor's.  Values as
- * backward's; a zero outside what it adds keeps its sign. */
+/* backward_into (optional, for an op whose first input is the only one
+ * that can need a gradient: one input, or others such as an index that
+ * never need one): adds what backward would write into grad_in[0] to acc,
+ * in place.  acc is a contiguous tensor of the input's dtype and shape
+ * that only the engine holds: the sum of the input's gradients so far
+ * (zeros for the first).  The engine calls it instead of backward when it
+ * builds no graph (grad mode is off), no other input needs a gradient and
+ * the input's gradient goes on to the node that made the input (not to a
+ * leaf, and not while tg_backward_steps or TG_TRACE=2 watch the steps), so
+ * that an op whose input gradient is mostly zeros adds only the rest:
+ * slice's is g in the slice, and the slices of one tensor (an RNN's time
+ * steps) then cost their own size each, not the whole tensor's;
+ * index_select's adds g's rows into acc's, as acc.index_add_(dim, index,
+ * g).  Values as backward's followed by the engine's sum; a zero outside
+ * what it adds keeps its sign. */
 typedef int (*tg_op_backward_into_fn)(tg_op_ctx *ctx, tg_tensor *grad_out, tg_tensor *acc);
 /* shape rule (optional): the dtype, ndim and shape (TG_MAX_DIMS entries) of
  * the output the forward will give for these inputs and params, without

@@ -787,15 +787,18 @@ TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
  * 1-d is the dot product, 0-d); the dims before the last two are batch
  * dims, broadcast together as NumPy's: (2, 1, 3, 4) x (5, 4, 6) -> (2, 5, 3,
  * 6).  When b is at most 2-d, a's leading dims fold into the rows of one
- * gemm.  Float dtypes, both the same (TG_EDTYPE); AMP policy lower
- * precision.  Differentiable to any order; each gradient is summed over
+ * gemm.  Float dtypes, both the same outside autocast (TG_EDTYPE naming
+ * both, as torch's "expected scalar type"); inside, AMP policy lower
+ * precision casts them first.  Differentiable to any order; each gradient is summed over
  * the batch dims its operand was broadcast along.  TG_EINVAL for a NULL
  * argument or a 0-d operand, TG_ESHAPE for inner dims that differ or batch
  * dims that do not broadcast. */
 TG_API int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch's fixed-rank products, each the checks below in front of
  * tg_matmul (so differentiable to any order, AMP policy lower precision):
- * float operands of one dtype (TG_EDTYPE), ranks as listed (TG_EINVAL),
+ * float operands of one dtype (TG_EDTYPE; inside autocast tg_mm and tg_bmm
+ * take mixed ones, cast as tg_matmul's, as torch's lower_precision_fp
+ * list; tg_mv and tg_dot do not), ranks as listed (TG_EINVAL),
  * contracted extents that match (TG_ESHAPE).  On error *out is untouched.
  * tg_mm: (n, m) x (m, p) -> (n, p).  tg_bmm: (B, n, m) x (B, m, p) ->
  * (B, n, p), the batch sizes equal (no broadcasting, as torch).  tg_mv:
@@ -808,11 +811,15 @@ TG_API int tg_dot(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch.addmm(input, m1, m2, beta=, alpha=): beta * input + alpha * (m1 @
  * m2) for m1 (n, m), m2 (m, p); tg_baddbmm the same for b1 (B, n, m), b2
- * (B, m, p).  input has the operands' dtype and broadcasts to the
+ * (B, m, p).  input has the operands' dtype (tg_addmm outside autocast:
+ * TG_EDTYPE otherwise, as torch's "self and mat2 must have the same
+ * dtype"; tg_baddbmm, and tg_addmm inside autocast, cast an input of
+ * another float dtype to the product's, as torch) and broadcasts to the
  * product's shape (TG_ESHAPE otherwise; the result never takes a larger
- * shape from input).  beta = 0 leaves input out, its NaN and infinities
- * too, and input then gets no gradient (torch gives zeros).  Checks and
- * errors as tg_mm / tg_bmm. */
+ * shape from input).  beta = 0 leaves input's values out, its NaN and
+ * infinities too, while an input that requires grad still gets a
+ * gradient, of zeros of its shape, as torch's (differentiable to any
+ * order).  Checks and errors as tg_mm / tg_bmm. */
 TG_API int tg_addmm(tg_tensor **out, tg_tensor *input, tg_tensor *m1, tg_tensor *m2, double beta,
                     double alpha);
 TG_API int tg_baddbmm(tg_tensor **out, tg_tensor *input, tg_tensor *b1, tg_tensor *b2,

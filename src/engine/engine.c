@@ -367,13 +367,16 @@ static int check_extra_slots(const tg_node *n, tg_tensor **grad_in, int rc)
 
 /* Adds node n's input gradient straight into the pending sum of the node
  * that made its input, by the op's backward_into (tapegrad/op.h): when the
- * op has one input, which needs a gradient, comes from a node whose
- * gradient is wanted, and whose pending sum is absent (a new zero tensor)
- * or the backward's own.  Else TG__NOT_INTO, nothing done. */
+ * op's first input is the only one that needs a gradient (an index
+ * beside it never does), comes from a node whose gradient is wanted, and
+ * whose pending sum is absent (a new zero tensor) or the backward's own.
+ * Else TG__NOT_INTO, nothing done. */
 static int run_node_into(engine *e, tg_node *n, tg_tensor *g)
 {
     const tg_edge *edge = &n->edges[0];
-    if (n->n_inputs != 1 || !n->needs_grad[0] || edge->leaf || !edge->fn) return TG__NOT_INTO;
+    if (n->n_inputs < 1 || !n->needs_grad[0] || edge->leaf || !edge->fn) return TG__NOT_INTO;
+    for (int i = 1; i < n->n_inputs; i++)
+        if (n->needs_grad[i]) return TG__NOT_INTO;
     tg_node *to = edge->fn;
     if (!e->flows[index_of(to)] && !node_is_target(e, to)) return TG__NOT_INTO;
     const tg_meta *m = &n->in_meta[0];

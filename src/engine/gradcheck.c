@@ -324,11 +324,13 @@ static void perturb(const gc *g, int r, const double *x0, const double *u, doubl
         *elem(g->req_t[r], j) = s == 0 ? x0[k] : x0[k] + s * u[k];
 }
 
-/* The analytic row v^T J (all inputs) with one tg_grad (grad_output v). */
-static int fast_analytic(const gc *g, tg_tensor *v, double *row)
+/* The analytic row v^T J (all inputs) with one tg_grad (grad_output v),
+ * through fn on the inputs themselves or, staged, on the inputs passed by
+ * an identity op (call_fn_staged: the ops' backward_into). */
+static int fast_analytic(const gc *g, tg_tensor *v, double *row, bool staged)
 {
     tg_tensor *o = NULL;
-    TG_TRY(call_fn(g, &o));
+    TG_TRY(staged ? call_fn_staged(g, &o) : call_fn(g, &o));
     tg_tensor **grads = tg__calloc((size_t)g->n_req, sizeof *grads);
     int rc = grads ? TG_OK : TG_ENOMEM;
     if (rc >= 0 && !tg_tensor_same_shape(o, v))
@@ -396,26 +398,31 @@ static int fast_check(gc *g)
     double *x0 = tg__malloc((size_t)total * sizeof *x0 + 8);
     double *u = tg__malloc((size_t)total * sizeof *u + 8);
     double *row = tg__calloc((size_t)total + 1, sizeof *row);
+    double *rows = tg__calloc((size_t)total + 1, sizeof *rows);
     double *vd = tg__malloc((size_t)m * sizeof *vd + 8);
-    rc = x0 && u && row && vd ? TG_OK : TG_ENOMEM;
+    rc = x0 && u && row && rows && vd ? TG_OK : TG_ENOMEM;
     if (rc >= 0) make_u(g, &rng, u);
     for (int64_t k = 0; rc >= 0 && k < m; k++) rc = tg_tensor_set_flat(v, k, tg_rng_uniform(&rng));
     if (rc >= 0) rc = tg_tensor_to_doubles(v, vd, m);   /* v as fn's dtype rounded it */
     for (int r = 0; rc >= 0 && r < g->n_req; r++)
         rc = tg_tensor_to_doubles(g->req_t[r], x0 + g->off[r], g->off[r + 1] - g->off[r]);
-    if (rc >= 0) rc = fast_analytic(g, v, row);
+    if (rc >= 0) rc = fast_analytic(g, v, row, false);
+    if (rc >= 0) rc = fast_analytic(g, v, rows, true);
     for (int r = 0; rc >= 0 && r < g->n_req; r++) {
         int64_t a0 = g->off[r], len = g->off[r + 1] - a0;
-        double num = 0, a = dot(row + a0, u + a0, len);
+        double num = 0, a = dot(row + a0, u + a0, len), as = dot(rows + a0, u + a0, len);
         double atol = g->o.atol * sum(u + a0, len) * sum(vd, m);
         rc = fast_numeric(g, r, x0, u, vd, m, &num);
         if (rc >= 0 && !(fabs(a - num) <= atol + g->o.rtol * fabs(num)))
             rc = fast_mismatch(g, r, a, num, atol);
+        if (rc >= 0 && !(fabs(as - num) <= atol + g->o.rtol * fabs(num)))
+            rc = fast_mismatch(g, r, as, num, atol);
     }
     tg_tensor_release(v);
     free(x0);
     free(u);
     free(row);
+    free(rows);
     free(vd);
     return rc;
 }

@@ -222,6 +222,17 @@ int tg__check_float_pair(const char *op, const char *na, const tg_tensor *a, con
     return TG_OK;
 }
 
+int tg__check_one_dtype_outside_autocast(const char *op, const char *na, const tg_tensor *a,
+                                         const char *nb, const tg_tensor *b)
+{
+    tg_dtype scope;
+    if (!b || a->dtype == b->dtype || tg__autocast_dtype(&scope)) return TG_OK;
+    return tg__error(TG_EDTYPE,
+                     "%s: %s is %s but %s is %s: outside autocast they must have one dtype, "
+                     "as torch's (cast one with tg_to_dtype)",
+                     op, nb, tg_dtype_name(b->dtype), na, tg_dtype_name(a->dtype));
+}
+
 /* The last two dims of t (with the leading one, if any, as batch) as a mat. */
 static mat as_mat(const tg_tensor *t)
 {
@@ -348,6 +359,8 @@ int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "linear: out must not be NULL");
     TG_CHECK(x != NULL && w != NULL, TG_EINVAL, "linear: x and w must not be NULL");
+    TG_TRY(tg__check_one_dtype_outside_autocast("linear", "x", x, "w", w));
+    TG_TRY(tg__check_one_dtype_outside_autocast("linear", "x", x, "b", b));
     tg_tensor *in[3] = {x, w, b};
     return tg_op_call(&linear_schema, out, 3, in, NULL, 0);
 }

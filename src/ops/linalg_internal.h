@@ -28,4 +28,11 @@ int tg__gemm_batched(int64_t nb, const tg__mat *a, const tg__mat *b, const tg_te
 int tg__check_float_pair(const char *op, const char *na, const tg_tensor *a, const char *nb,
                          const tg_tensor *b);
 
+/* Outside an autocast scope, TG_EDTYPE naming both dtypes unless a and b
+ * (named na, nb; b may be NULL) have one dtype, as torch's matmul and
+ * linear refuse mixed ones ("expected scalar type Float but found
+ * Double"); inside one, the AMP cast comes first and any are fine. */
+int tg__check_one_dtype_outside_autocast(const char *op, const char *na, const tg_tensor *a,
+                                         const char *nb, const tg_tensor *b);
+
 #endif

@@ -150,6 +150,15 @@ int tg__loss_check_pair_broadcast(const char *op, tg_tensor **out, const tg_tens
     return check_pair(op, out, input, target, red, true);
 }
 
+int tg__loss_check_constant(const char *op, const char *name, const tg_tensor *t)
+{
+    TG_CHECK(!t || !t->requires_grad || !tg_grad_enabled(), TG_EGRAD,
+             "%s: %s requires grad, but the loss is not differentiable with respect to %s "
+             "(as torch's); pass it detached (tg_tensor_detach)",
+             op, name, name);
+    return TG_OK;
+}
+
 int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
                           const tg_tensor *input)
 {

@@ -29,6 +29,11 @@ int tg__loss_check_pair_broadcast(const char *op, tg_tensor **out, const tg_tens
  * input's shape): TG_EDTYPE or TG_ESHAPE with a message naming op and w. */
 int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
                           const tg_tensor *input);
+/* TG_EGRAD when t (named name) requires grad with grad mode on: torch
+ * defines no derivative for it ("The function 'op' is not differentiable
+ * with respect to argument 'name'. This input cannot have requires_grad
+ * True."), at the call.  Under no-grad, or for NULL t, TG_OK. */
+int tg__loss_check_constant(const char *op, const char *name, const tg_tensor *t);
 /* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
  * TG_REDUCTION_NONE. */
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);

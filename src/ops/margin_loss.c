@@ -265,6 +265,7 @@ int tg_hinge_embedding_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target
 
 int tg_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, tg_reduction red)
 {
+    TG_TRY(tg__loss_check_constant("soft_margin_loss", "target", target));
     tg__lib_enter();
     tg_tensor *c[2];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, target}, 2);

@@ -217,6 +217,7 @@ done:
 int tg_multi_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target, int p,
                          double margin, tg_tensor *weight, tg_reduction red)
 {
+    TG_TRY(tg__loss_check_constant("multi_margin_loss", "weight", weight));
     tg__lib_enter();
     tg_tensor *c[2];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){input, weight}, 2);
