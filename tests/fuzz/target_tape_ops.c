@@ -190,8 +190,20 @@ int op_binary(prog *g)
             "ij,jk,kl->il", "a b->ab", "", "ij,ij->ij", "...,..."};
         const uint8_t d = u8(g);
         const char *e = eq[d % (sizeof eq / sizeof *eq)];
-        const int n = strchr(e, ',') ? 2 : 1;
-        rc = tg_einsum(&y, e, (d & 0x80) ? 3 - n : n, (tg_tensor *const[]){a, b});
+        const int n = (d & 0x80) ? 3 - (strchr(e, ',') ? 2 : 1) : (strchr(e, ',') ? 2 : 1);
+        tg_tensor *const ops[2] = {a, b};
+        if (!(d & 0x40)) {
+            rc = tg_einsum(&y, e, n, ops);
+            break;
+        }
+        /* A plan: made by a strategy (a bad one too), then perhaps a step
+         * or the operand count overwritten. */
+        tg_einsum_plan plan = {0};
+        const uint8_t p0 = u8(g), p1 = u8(g);
+        if (tg_einsum_path(&plan, e, n, ops, (tg_einsum_strategy)(p0 % 5)) < 0) tg_error_clear();
+        if (p1 & 1) plan.steps[p1 >> 5 & 3][p1 >> 4 & 1] = (int)(p1 >> 1 & 7) - 2;
+        if (p1 & 0x80) plan.n_operands = p1 >> 1 & 3;
+        rc = tg_einsum_planned(&y, e, n, ops, &plan);
         break;
     }
     case 23: {   /* scaled dot-product attention(a, b, c), a mask from a fourth slot */
