@@ -431,20 +431,32 @@ int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *pa
     return tg__onnx_inputs_encoder(m, path, n, xs, axes, o.batch_first);
 }
 
-int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
-                            int *axes, bool batch_first)
+/* The two inputs a decoder or a Transformer cannot do without (first and
+ * second, the graph's inputs as `sig` lists them, at most max of them):
+ * checked, and their batch axes and the output's set. */
+static int two_inputs(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                      int *axes, bool batch_first, const char *first, const char *second,
+                      int max, const char *sig)
 {
     const char *p = path[0] ? path : "<top>";
     TG_CHECK(n != 1, TG_EUNSUPPORTED,
              "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
-             "tgt and memory, and the exported graph has one input (tg_onnx_export_n of the "
-             "module takes them)", p, tg_module_type_name(m));
-    TG_CHECK(n >= 2 && n <= 6 && xs[1] != NULL, TG_EINVAL,
-             "onnx_export: module '%s' (%s) takes the graph inputs (tgt, memory[, tgt_mask[, "
-             "memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]), memory "
-             "given, not %d", p, tg_module_type_name(m), n);
-    TG_TRY(need_dtype(m, path, xs, 1, "memory", TG_F32, TG_F32));
+             "%s and %s, and the exported graph has one input (tg_onnx_export_n of the "
+             "module takes them)", p, tg_module_type_name(m), first, second);
+    TG_CHECK(n >= 2 && n <= max && xs[1] != NULL, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs %s, %s given, not %d", p,
+             tg_module_type_name(m), sig, second, n);
+    TG_TRY(need_dtype(m, path, xs, 1, second, TG_F32, TG_F32));
     axes[0] = axes[1] = axes[n] = batch_axis(xs[0], batch_first);
+    return TG_OK;
+}
+
+int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                            int *axes, bool batch_first)
+{
+    TG_TRY(two_inputs(m, path, n, xs, axes, batch_first, "tgt", "memory", 6,
+                      "(tgt, memory[, tgt_mask[, memory_mask[, tgt_key_padding_mask[, "
+                      "memory_key_padding_mask]]]])"));
     TG_TRY(attn_mask_input(m, path, n, xs, 2, "tgt_mask", axes));
     TG_TRY(attn_mask_input(m, path, n, xs, 3, "memory_mask", axes));
     TG_TRY(kpm_input(m, path, n, xs, 4, "tgt_key_padding_mask", axes));
@@ -454,17 +466,9 @@ int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tens
 int tg__onnx_inputs_transformer(const tg_module *m, const char *path, int n,
                                 tg_tensor *const *xs, int *axes, bool batch_first)
 {
-    const char *p = path[0] ? path : "<top>";
-    TG_CHECK(n != 1, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
-             "src and tgt, and the exported graph has one input (tg_onnx_export_n of the "
-             "module takes them)", p, tg_module_type_name(m));
-    TG_CHECK(n >= 2 && n <= 8 && xs[1] != NULL, TG_EINVAL,
-             "onnx_export: module '%s' (%s) takes the graph inputs (src, tgt[, src_mask[, "
-             "tgt_mask[, memory_mask[, src_key_padding_mask[, tgt_key_padding_mask[, "
-             "memory_key_padding_mask]]]]]]), tgt given, not %d", p, tg_module_type_name(m), n);
-    TG_TRY(need_dtype(m, path, xs, 1, "tgt", TG_F32, TG_F32));
-    axes[0] = axes[1] = axes[n] = batch_axis(xs[0], batch_first);
+    TG_TRY(two_inputs(m, path, n, xs, axes, batch_first, "src", "tgt", 8,
+                      "(src, tgt[, src_mask[, tgt_mask[, memory_mask[, src_key_padding_mask[, "
+                      "tgt_key_padding_mask[, memory_key_padding_mask]]]]]])"));
     static const char *const what[6] = {"src_mask", "tgt_mask", "memory_mask",
                                         "src_key_padding_mask", "tgt_key_padding_mask",
                                         "memory_key_padding_mask"};
