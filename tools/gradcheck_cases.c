@@ -178,6 +178,13 @@ static int f_einsum(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return tg_einsum(out, "bij,bjk->bik", n, in);
 }
 
+/* Three operands: contracted in the searched order (the chain's cheap end
+ * first), not left to right. */
+static int f_einsum3(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_einsum(out, "ab,bc,cd->ad", n, in);
+}
+
 static int f_baddbmm(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_baddbmm(out, in[0], in[1], in[2], 0.5, 2.0);
@@ -571,6 +578,8 @@ const gc_case gc_cases[] = {
            GC_SHAPE(2, 1, 3, 4), GC_SHAPE(3, 4, 2)),
     GC_FN("matmul", "linalg", f_einsum, "einsum 'bij,bjk->bik' (2, 3, 4), (2, 4, 2)", 2,
           .ndim = {3, 3}, .shape = {{2, 3, 4}, {2, 4, 2}}),
+    GC_FN("matmul", "linalg", f_einsum3, "einsum 'ab,bc,cd->ad' (5, 2), (2, 5), (5, 2)", 3,
+          .ndim = {2, 2, 2}, .shape = {{5, 2}, {2, 5}, {5, 2}}),
     GC_FN("matmul", "linalg", f_baddbmm, "baddbmm (3, 1), (2, 3, 2) @ (2, 2, 1) beta 0.5 "
           "alpha 2", 3, .ndim = {2, 3, 3}, .shape = {{3, 1}, {2, 3, 2}, {2, 2, 1}}),
     GC_FN("tril", "linalg", f_tril, "(2, 3, 4) diagonal 1", 1, .ndim = {3},
