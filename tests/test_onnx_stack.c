@@ -343,6 +343,57 @@ Test(onnx_stack, encoder_masks_and_padding_alone)
     tg_module_release(l);
 }
 
+/* A float padding mask of batch n (0: unbatched (len)) holding v where
+ * pad is set, 0 elsewhere. */
+static tg_tensor *float_pad(int64_t n, int64_t len, const uint8_t *pad, float v)
+{
+    float f[15];
+    const int64_t count = (n ? n : 1) * len;
+    cr_assert(count <= 15);
+    for (int64_t i = 0; i < count; i++) f[i] = pad[i] ? v : 0.0f;
+    tg_tensor *t = NULL;
+    const int64_t shape[2] = {n, len};
+    cr_assert(tg_tensor_from_data(&t, TG_F32, n ? 2 : 1, n ? shape : shape + 1, f) == TG_OK,
+              "%s", tg_error_message());
+    return t;
+}
+
+/* Float key padding masks, merged as MultiheadAttention merges them:
+ * added to the scores, or -inf where nonzero beside a u8 attention mask
+ * (torch 1.13 or-s the two as bools). */
+Test(onnx_stack, float_key_padding_masks)
+{
+    need_onnx();
+    masks k = make_masks(2);
+    tg_module *e = stack(false, 2, true, (lopts){2, false, false, false}, 60);
+    tg_module *eb = stack(false, 2, false, (lopts){4, true, true, true}, 61);
+    tg_tensor *x = seq(5, 2, false, 62), *xb = seq(5, 2, true, 63), *xu = seq(5, 0, false, 64);
+    tg_tensor *x3 = seq(5, 3, true, 65), *fm = rnd(2, (const int64_t[]){5, 5}, 66);
+    tg_tensor *fpad = float_pad(2, 5, SRC_PAD, -2.5f), *fpad3 = float_pad(3, 5, SRC_PAD, -2.5f);
+    tg_tensor *fpadu = float_pad(0, 5, SRC_PAD, -2.5f);
+    case_n("enc_fkpm_alone", e, 3, (tg_tensor *[]){x, NULL, fpad}, ENC, NULL, NULL);
+    case_n("enc_u8mask_fkpm", e, 3, (tg_tensor *[]){x, k.src_mask, fpad}, ENC, NULL, NULL);
+    case_n("enc_fmask_fkpm", eb, 3, (tg_tensor *[]){xb, fm, fpad}, ENC, NULL, NULL);
+    case_n("enc_unbatched_fkpm", e, 3, (tg_tensor *[]){xu, NULL, fpadu}, ENC, NULL, NULL);
+    case_n("enc_dynamic_fkpm", eb, 3, (tg_tensor *[]){xb, fm, fpad}, ENC,
+           (tg_tensor *[]){x3, fm, fpad3}, NULL);
+    /* the decoder layer: a float tgt_mask beside a float tgt padding mask
+     * (added), a u8 memory_mask beside a float memory one (or-ed) */
+    tg_module *m = dec_layer((lopts){2, false, false, false}, 67);
+    randomize(m, 68);
+    tg_tensor *t = seq(4, 2, false, 69), *mem = seq(5, 2, false, 70);
+    tg_tensor *ftpad = float_pad(2, 4, TGT_PAD, -1.5f), *fmpad = float_pad(2, 5, MEM_PAD, -2.0f);
+    case_n("tdl_fkpms", m, 6, (tg_tensor *[]){t, mem, k.tgt_mask, k.memory_mask, ftpad, fmpad},
+           DEC, NULL, NULL);
+    check_cases();
+    free_masks(k);
+    th_release_all(12, (tg_tensor *[]){x, xb, xu, x3, fm, fpad, fpad3, fpadu, t, mem, ftpad,
+                                       fmpad});
+    tg_module_release(e);
+    tg_module_release(eb);
+    tg_module_release(m);
+}
+
 Test(onnx_stack, decoder_layer)
 {
     need_onnx();
@@ -586,7 +637,8 @@ Test(onnx_stack, refusals_name_the_module_and_write_nothing)
     need_onnx();
     masks k = make_masks(2);
     tg_tensor *t = seq(4, 2, false, 100), *mem = seq(5, 2, false, 101);
-    tg_tensor *fpad = rnd(2, (const int64_t[]){2, 5}, 102);
+    tg_tensor *ipad = NULL;
+    cr_assert(tg_tensor_zeros(&ipad, TG_I32, 2, (const int64_t[]){2, 5}) == TG_OK);
     tg_module *dl = dec_layer((lopts){2, false, false, false}, 103);
     tg_module *f = transformer((lopts){2, false, false, false}, 104);
     /* one input: the decoders and the Transformer take two */
@@ -601,19 +653,19 @@ Test(onnx_stack, refusals_name_the_module_and_write_nothing)
     append(seq_m, tg_module_retain(dl));
     refused(seq_m, 1, (tg_tensor *[]){t}, TG_EUNSUPPORTED,
             "module '0' (TransformerDecoderLayer) is not supported on its own");
-    /* the memory left out, too many inputs, a float padding mask */
+    /* the memory left out, too many inputs, an integer padding mask */
     refused(dl, 3, (tg_tensor *[]){t, NULL, k.tgt_mask}, TG_EINVAL,
             "module '<top>' (TransformerDecoderLayer) takes the graph inputs (tgt, memory[, "
             "tgt_mask[, memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]), "
             "memory given, not 3");
     refused(dl, 7, (tg_tensor *[]){t, mem, NULL, NULL, NULL, NULL, k.tgt_kpm}, TG_EINVAL,
             "memory given, not 7");
-    refused(dl, 6, (tg_tensor *[]){t, mem, NULL, NULL, NULL, fpad}, TG_EDTYPE,
-            "graph input 5 (memory_key_padding_mask) has dtype f32; it must be u8");
+    refused(dl, 6, (tg_tensor *[]){t, mem, NULL, NULL, NULL, ipad}, TG_EDTYPE,
+            "graph input 5 (memory_key_padding_mask) has dtype i32; it must be u8 or f32");
     refused(f, 3, (tg_tensor *[]){t, NULL, k.src_mask}, TG_EINVAL,
             "module '<top>' (Transformer) takes the graph inputs (src, tgt[, src_mask[, ");
-    refused(f, 8, (tg_tensor *[]){t, t, NULL, NULL, NULL, NULL, NULL, fpad}, TG_EDTYPE,
-            "graph input 7 (memory_key_padding_mask) has dtype f32; it must be u8");
+    refused(f, 8, (tg_tensor *[]){t, t, NULL, NULL, NULL, NULL, NULL, ipad}, TG_EDTYPE,
+            "graph input 7 (memory_key_padding_mask) has dtype i32; it must be u8 or f32");
     /* a stack's final norm other than a LayerNorm */
     tg_module *layer = enc_layer((lopts){2, false, false, false}, 105), *lin = NULL, *e = NULL;
     tg_rng rng;
@@ -628,7 +680,7 @@ Test(onnx_stack, refusals_name_the_module_and_write_nothing)
     refused(tg_module_child(layer, "self_attn"), 3, (tg_tensor *[]){src, NULL, src}, TG_EINVAL,
             "example_inputs[1] must not be NULL");
     free_masks(k);
-    th_release_all(4, (tg_tensor *[]){t, mem, fpad, src});
+    th_release_all(4, (tg_tensor *[]){t, mem, ipad, src});
     tg_module *ms[6] = {dl, f, seq_m, layer, lin, e};
     for (int i = 0; i < 6; i++) tg_module_release(ms[i]);
 }

@@ -81,8 +81,9 @@ TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *pa
  * Transformer (src, tgt[, src_mask[, tgt_mask[, memory_mask[,
  * src_key_padding_mask[, tgt_key_padding_mask[,
  * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0) and an LSTM
- * (input, h_0, c_0) at the top of the export; the attention masks f32 or
- * u8, the key padding masks u8.  An optional input of the Transformer
+ * (input, h_0, c_0) at the top of the export; the masks f32 (added; a
+ * float key padding mask beside a u8 attention mask is -inf where
+ * nonzero, as the module's forward) or u8 (-inf where nonzero).  An optional input of the Transformer
  * family may be left out by a NULL example input (its input_names entry
  * unused): the graph has no input there, and the module runs without it;
  * a NULL example input elsewhere is TG_EINVAL.  With dynamic_batch each

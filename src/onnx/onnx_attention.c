@@ -92,11 +92,12 @@ static int child_emit(const tg__onnx_site *s, const char *name, const char *x,
 }
 
 /* What one attention reads: query, key and value (one value for the
- * self-attention) and the masks (NULL: none); attn_bool for a u8 attn_mask. */
+ * self-attention) and the masks (NULL: none); attn_bool and kpm_bool for
+ * u8 ones. */
 typedef struct attn_inputs {
     const char *q, *k, *v;
     const char *attn_mask, *key_padding_mask;
-    bool attn_bool;
+    bool attn_bool, kpm_bool;
 } attn_inputs;
 
 /* Where(Cast(mask, bool), -inf, s): the scores s with -inf where mask is
@@ -114,7 +115,9 @@ static int mask_where(tg__onnx *g, const char *sc, const char *s, const char *ma
 
 /* The masks on the scores s (N*H, L, S): a float attn_mask added, a u8 one
  * -inf where nonzero; the key_padding_mask (N, S) as (N*H, 1, S) (Unsqueeze,
- * Tile over the heads, Reshape), or (S) unbatched, -inf where nonzero. */
+ * Tile over the heads, Reshape), or (S) unbatched: -inf where nonzero when
+ * it or the attn_mask is u8 (torch 1.13 or-s the two as bools), else
+ * added (MultiheadAttention's merge, nn/multihead_attention.c). */
 static int masks(tg__onnx *g, const char *sc, const attn_inputs *in, bool batched, int64_t h,
                  const char *axis1, const char *s, const char **y)
 {
@@ -132,7 +135,10 @@ static int masks(tg__onnx *g, const char *sc, const attn_inputs *in, bool batche
             TG_TRY(tg__onnx_add(g, NULL, &m, sc, "Tile", 2, (const char *const[]){m, reps}));
             TG_TRY(tg__onnx_add(g, NULL, &m, sc, "Reshape", 2, (const char *const[]){m, shape}));
         }
-        TG_TRY(mask_where(g, sc, s, m, &ninf, &s));
+        if (in->kpm_bool || (in->attn_mask && in->attn_bool))
+            TG_TRY(mask_where(g, sc, s, m, &ninf, &s));
+        else
+            TG_TRY(tg__onnx_add(g, NULL, &s, sc, "Add", 2, (const char *const[]){s, m}));
     }
     *y = s;
     return TG_OK;
@@ -282,9 +288,9 @@ static int attn_block(const tg__onnx_site *s, const char *name, bool batch_first
     tg__onnx_site a;
     TG_TRY(tg__onnx_child_site(s, name, &a));
     a.x = x;
-    attn_inputs in = {x, kv, kv, NULL, NULL, false};
+    attn_inputs in = {x, kv, kv, NULL, NULL, false, false};
     in.attn_mask = input_at(s, i_mask, &in.attn_bool);
-    in.key_padding_mask = input_at(s, i_kpm, NULL);
+    in.key_padding_mask = input_at(s, i_kpm, &in.kpm_bool);
     return attention(&a, batch_first, &in, y);
 }
 
@@ -345,7 +351,7 @@ int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y)
     TG_ASSERT(s->n == 3);   /* tg__onnx_inputs_multihead_attention */
     tg_nn_multihead_attention_opts o;
     TG_TRY(tg_nn_multihead_attention_params(s->m, NULL, NULL, &o));
-    const attn_inputs in = {s->xs[0], s->xs[1], s->xs[2], NULL, NULL, false};
+    const attn_inputs in = {s->xs[0], s->xs[1], s->xs[2], NULL, NULL, false, false};
     return attention(s, o.batch_first, &in, y);
 }
 
@@ -401,14 +407,14 @@ static int attn_mask_input(const tg_module *m, const char *path, int n, tg_tenso
     return xs[i] ? need_dtype(m, path, xs, i, what, TG_F32, TG_U8) : TG_OK;
 }
 
-/* TG_EDTYPE unless graph input i, where given, is a key padding mask (u8,
- * (N, S) or (S) unbatched, its batch axis 0 or none). */
+/* TG_EDTYPE unless graph input i, where given, is a key padding mask (u8
+ * or f32, (N, S) or (S) unbatched, its batch axis 0 or none). */
 static int kpm_input(const tg_module *m, const char *path, int n, tg_tensor *const *xs, int i,
                      const char *what, int *axes)
 {
     if (i >= n) return TG_OK;
     axes[i] = xs[i] && tg_tensor_ndim(xs[i]) == 2 ? 0 : -1;
-    return xs[i] ? need_dtype(m, path, xs, i, what, TG_U8, TG_U8) : TG_OK;
+    return xs[i] ? need_dtype(m, path, xs, i, what, TG_U8, TG_F32) : TG_OK;
 }
 
 int tg__onnx_inputs_encoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
