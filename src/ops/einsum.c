@@ -429,20 +429,29 @@ static void problem_of(const work *w, const labels *out, problem *p)
     }
 }
 
-/* The labels of list[i] and list[j] together (*both) and those of their
- * product, the ones still needed (*res). */
-static void pair_labels(const problem *p, const lset *list, int len, int i, int j, lset *both,
-                        lset *res)
+/* A list of operands as indices into sets[] (the operands' label sets,
+ * then the products'): the operands 0..m-1; returns m. */
+static int start_list(const problem *p, lset *sets, int *list)
+{
+    for (int k = 0; k < p->m; k++) sets[k] = p->op[k], list[k] = k;
+    return p->m;
+}
+
+/* The labels of operands list[i] and list[j] together (*both) and those of
+ * their product, the ones still needed (*res). */
+static void pair_labels(const problem *p, const lset *sets, const int *list, int len, int i,
+                        int j, lset *both, lset *res)
 {
     lset rest = p->out;
     for (int k = 0; k < len; k++)
-        if (k != i && k != j) rest = lset_or(rest, list[k]);
-    *both = lset_or(list[i], list[j]);
+        if (k != i && k != j) rest = lset_or(rest, sets[list[k]]);
+    *both = lset_or(sets[list[i]], sets[list[j]]);
     *res = lset_and(*both, rest);
 }
 
-/* list[i] and list[j] leave the list; x joins it at the end. */
-static void replace_pair(lset *list, int *len, int i, int j, lset x)
+/* list[i] and list[j] leave the list; x joins it at the end: a plan's
+ * step, on label sets, on the subsets of the search or on the tensors. */
+static void replace_pair_index(int *list, int *len, int i, int j, int x)
 {
     int k2 = 0;
     for (int k = 0; k < *len; k++)
@@ -457,9 +466,8 @@ static void replace_pair(lset *list, int *len, int i, int j, lset x)
 static int walk(const problem *p, int n_steps, const int (*steps)[2], double *cost,
                 double *largest)
 {
-    lset list[MAX_WORK];
-    int len = p->m;
-    memcpy(list, p->op, sizeof(lset) * (size_t)p->m);
+    lset sets[2 * MAX_WORK];
+    int list[MAX_WORK], len = start_list(p, sets, list);
     TG_CHECK(n_steps == p->m - 1, TG_EINVAL,
              "einsum: the plan has %d steps but %d operands (with the identities of repeated "
              "letters) need %d", n_steps, p->m, p->m - 1);
@@ -471,13 +479,14 @@ static int walk(const problem *p, int n_steps, const int (*steps)[2], double *co
                  "einsum: step %d of the plan, (%d, %d), must name two different operands of "
                  "the %d in the list", s, i, j, len);
         lset both, res;
-        pair_labels(p, list, len, i, j, &both, &res);
+        pair_labels(p, sets, list, len, i, j, &both, &res);
         TG_CHECK(lset_count(p, res) <= TG_MAX_DIMS, TG_EUNSUPPORTED,
                  "einsum: an intermediate product would have %d dims, more than %d (step %d "
                  "of the plan)", lset_count(p, res), TG_MAX_DIMS, s);
         *cost += lset_size(p, both);
         if (lset_size(p, res) > *largest) *largest = lset_size(p, res);
-        replace_pair(list, &len, i, j, res);
+        sets[p->m + s] = res;
+        replace_pair_index(list, &len, i, j, p->m + s);
     }
     return TG_OK;
 }
@@ -495,9 +504,8 @@ static void plan_left_to_right(int m, int (*steps)[2])
 /* The cheapest pair of the list, again and again. */
 static int plan_greedy(const problem *p, int (*steps)[2])
 {
-    lset list[MAX_WORK];
-    int len = p->m;
-    memcpy(list, p->op, sizeof(lset) * (size_t)p->m);
+    lset sets[2 * MAX_WORK];
+    int list[MAX_WORK], len = start_list(p, sets, list);
     for (int s = 0; len > 1; s++) {
         int bi = -1, bj = -1;
         double best = INFINITY;
@@ -505,7 +513,7 @@ static int plan_greedy(const problem *p, int (*steps)[2])
         for (int i = 0; i < len; i++)
             for (int j = i + 1; j < len; j++) {
                 lset both, res;
-                pair_labels(p, list, len, i, j, &both, &res);
+                pair_labels(p, sets, list, len, i, j, &both, &res);
                 const double c = lset_size(p, both);
                 if (lset_count(p, res) > TG_MAX_DIMS || c >= best) continue;
                 best = c;
@@ -516,7 +524,8 @@ static int plan_greedy(const problem *p, int (*steps)[2])
                  "product of more than %d dims", len, TG_MAX_DIMS);
         steps[s][0] = bi;
         steps[s][1] = bj;
-        replace_pair(list, &len, bi, bj, bres);
+        sets[p->m + s] = bres;
+        replace_pair_index(list, &len, bi, bj, p->m + s);
     }
     return TG_OK;
 }
@@ -545,11 +554,7 @@ static void emit(const dp *d, int S, int *node, int *len, int (*steps)[2], int *
     steps[*n_steps][0] = i;
     steps[*n_steps][1] = j;
     (*n_steps)++;
-    int k2 = 0;
-    for (int k = 0; k < *len; k++)
-        if (k != i && k != j) node[k2++] = node[k];
-    node[k2] = S;
-    *len = k2 + 1;
+    replace_pair_index(node, len, i, j, S);
 }
 
 /* The cheapest of every way of pairing up the operands: each subset's
@@ -682,11 +687,7 @@ static int run(tg_tensor **y, work *w, const labels *out, const tg_einsum_plan *
         w->t[a] = c;
         w->t[b] = NULL;
         w->lab[a] = lc;
-        int k2 = 0;
-        for (int k = 0; k < len; k++)
-            if (k != i && k != j) list[k2++] = list[k];
-        list[k2] = a;
-        len = k2 + 1;
+        replace_pair_index(list, &len, i, j, a);
     }
     tg_tensor *r = w->t[list[0]];
     const labels *lr = &w->lab[list[0]];
@@ -696,9 +697,8 @@ static int run(tg_tensor **y, work *w, const labels *out, const tg_einsum_plan *
     return tg_permute(y, r, perm);
 }
 
-static int check_args(tg_tensor **out, const char *eq, int n, tg_tensor *const *operands)
+static int check_args(const char *eq, int n, tg_tensor *const *operands)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "einsum: out must not be NULL");
     TG_CHECK(eq != NULL, TG_EINVAL, "einsum: equation must not be NULL");
     TG_CHECK(n >= 1 && n <= TG_OP_MAX_INPUTS, TG_EINVAL, "einsum: n=%d must be in [1, %d]", n,
              TG_OP_MAX_INPUTS);
@@ -715,7 +715,8 @@ static int check_args(tg_tensor **out, const char *eq, int n, tg_tensor *const *
 static int einsum(tg_tensor **out, const char *eq, int n, tg_tensor *const *operands,
                   const tg_einsum_plan *plan)
 {
-    TG_TRY(check_args(out, eq, n, operands));
+    TG_CHECK(out != NULL, TG_EINVAL, "einsum: out must not be NULL");
+    TG_TRY(check_args(eq, n, operands));
     equation e;
     TG_TRY(parse(eq, n, &e));
     work w = {0};
@@ -755,8 +756,7 @@ int tg_einsum_path(tg_einsum_plan *plan, const char *equation_, int n,
     TG_CHECK(plan != NULL, TG_EINVAL, "einsum: plan must not be NULL");
     TG_CHECK(strategy >= TG_EINSUM_AUTO && strategy <= TG_EINSUM_LEFT_TO_RIGHT, TG_EINVAL,
              "einsum: strategy %d is not a tg_einsum_strategy", (int)strategy);
-    tg_tensor *unused = NULL;
-    TG_TRY(check_args(&unused, equation_, n, operands));
+    TG_TRY(check_args(equation_, n, operands));
     equation e;
     TG_TRY(parse(equation_, n, &e));
     work w = {0};
