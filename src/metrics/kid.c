@@ -110,25 +110,43 @@ static bool all_finite(const double *x, size_t n)
     return true;
 }
 
+/* fa (m, d) and fb (n, d) checked, m, n >= 2. */
+static int check_pair(const char *fn, const tg_tensor *fa, const tg_tensor *fb, int *m, int *n,
+                      int *d)
+{
+    int db;
+    TG_TRY(check_features(fn, "fa", fa, 2, m, d));
+    TG_TRY(check_features(fn, "fb", fb, 2, n, &db));
+    TG_CHECK(*d == db, TG_ESHAPE, "%s: fa has %d columns but fb %d", fn, *d, db);
+    return TG_OK;
+}
+
+/* The rows of fa and fb as doubles (new buffers in *a and *b, freed by the
+ * caller either way), which must be finite. */
+static int load_pair(const char *fn, const tg_tensor *fa, const tg_tensor *fb, int m, int n,
+                     int d, double **a, double **b)
+{
+    int rc = rows_of(fa, m, d, a);
+    if (rc >= 0) rc = rows_of(fb, n, d, b);
+    if (rc >= 0 && (!all_finite(*a, (size_t)m * d) || !all_finite(*b, (size_t)n * d)))
+        rc = tg__error(TG_EINVAL, "%s: the features must be finite", fn);
+    return rc;
+}
+
 int tg_kernel_mmd2(double *out, const tg_tensor *fa, const tg_tensor *fb, int degree,
                    double gamma, double coef)
 {
     const char *fn = "kernel_mmd2";
-    int m, n, da, db;
+    int m, n, d;
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", fn);
-    TG_TRY(check_features(fn, "fa", fa, 2, &m, &da));
-    TG_TRY(check_features(fn, "fb", fb, 2, &n, &db));
-    TG_CHECK(da == db, TG_ESHAPE, "%s: fa has %d columns but fb %d", fn, da, db);
+    TG_TRY(check_pair(fn, fa, fb, &m, &n, &d));
     TG_TRY(check_kernel(fn, degree, gamma, coef));
-    if (gamma == 0) gamma = 1.0 / da;
+    if (gamma == 0) gamma = 1.0 / d;
     double *a = NULL, *b = NULL, *g = NULL;
-    int rc = rows_of(fa, m, da, &a);
-    if (rc >= 0) rc = rows_of(fb, n, db, &b);
-    if (rc >= 0 && (!all_finite(a, (size_t)m * da) || !all_finite(b, (size_t)n * db)))
-        rc = tg__error(TG_EINVAL, "%s: the features must be finite", fn);
+    int rc = load_pair(fn, fa, fb, m, n, d, &a, &b);
     if (rc >= 0 && !(g = tg__malloc((size_t)BLOCK * (size_t)(m > n ? m : n) * sizeof *g)))
         rc = TG_ENOMEM;
-    if (rc >= 0) *out = mmd2(a, m, b, n, da, degree, gamma, coef, g);
+    if (rc >= 0) *out = mmd2(a, m, b, n, d, degree, gamma, coef, g);
     free(a);
     free(b);
     free(g);
@@ -160,28 +178,23 @@ int tg_kid(double *mean, double *std, const tg_tensor *fa, const tg_tensor *fb,
 {
     const char *fn = "kid";
     const tg_kid_opts o = opts ? *opts : (tg_kid_opts)TG_KID_OPTS_INIT;
-    int m, n, da, db;
+    int m, n, d;
     TG_CHECK(mean != NULL, TG_EINVAL, "%s: mean must not be NULL", fn);
     TG_CHECK(rng != NULL, TG_EINVAL, "%s: rng must not be NULL", fn);
     TG_CHECK(o.subsets >= 1 && o.subsets <= 1000000, TG_EINVAL,
              "%s: subsets=%lld must be in [1, 1000000]", fn, (long long)o.subsets);
     TG_CHECK(o.subset_size >= 2, TG_EINVAL, "%s: subset_size=%lld must be >= 2", fn,
              (long long)o.subset_size);
-    TG_TRY(check_features(fn, "fa", fa, 2, &m, &da));
-    TG_TRY(check_features(fn, "fb", fb, 2, &n, &db));
-    TG_CHECK(da == db, TG_ESHAPE, "%s: fa has %d columns but fb %d", fn, da, db);
+    TG_TRY(check_pair(fn, fa, fb, &m, &n, &d));
     TG_CHECK(o.subset_size <= m && o.subset_size <= n, TG_EINVAL,
              "%s: subset_size=%lld must be <= the rows of fa (%d) and of fb (%d)", fn,
              (long long)o.subset_size, m, n);
     TG_TRY(check_kernel(fn, o.degree, o.gamma, o.coef));
-    const double gamma = o.gamma == 0 ? 1.0 / da : o.gamma;
-    const int k = (int)o.subset_size, d = da;
+    const double gamma = o.gamma == 0 ? 1.0 / d : o.gamma;
+    const int k = (int)o.subset_size;
     double *a = NULL, *b = NULL, *sa = NULL, *sb = NULL, *g = NULL, *v = NULL;
     int *ia = NULL, *ib = NULL;
-    int rc = rows_of(fa, m, d, &a);
-    if (rc >= 0) rc = rows_of(fb, n, d, &b);
-    if (rc >= 0 && (!all_finite(a, (size_t)m * d) || !all_finite(b, (size_t)n * d)))
-        rc = tg__error(TG_EINVAL, "%s: the features must be finite", fn);
+    int rc = load_pair(fn, fa, fb, m, n, d, &a, &b);
     if (rc >= 0) {
         sa = tg__malloc((size_t)k * (size_t)d * sizeof *sa);
         sb = tg__malloc((size_t)k * (size_t)d * sizeof *sb);
