@@ -49,6 +49,13 @@ int tg__op_callback_end(const char *name, const char *part, int rc);
 void tg__lib_enter(void);
 void tg__lib_leave(void);
 int tg__scope_capture(tg_tensor **out, int rc);
+/* Hands a call's two results to the caller's scope, both or neither: with
+ * rc >= 0, a goes to *out_a and b (may be NULL: not wanted) to *out_b; with
+ * rc < 0, or when a capture fails (TG_ENOMEM), both are released and *out_a
+ * and *out_b are left untouched.  Returns rc or the capture's status.
+ * Steals a and b. */
+int tg__scope_capture_pair(tg_tensor **out_a, tg_tensor *a, tg_tensor **out_b, tg_tensor *b,
+                           int rc);
 
 /* Argument check at the top of a function: return an error if cond fails. */
 #define TG_CHECK(cond, status, ...)                                           \

@@ -61,6 +61,31 @@ int tg__scope_capture(tg_tensor **out, int rc)
     return prc < 0 ? prc : rc;
 }
 
+int tg__scope_capture_pair(tg_tensor **out_a, tg_tensor *a, tg_tensor **out_b, tg_tensor *b,
+                           int rc)
+{
+    if (rc < 0) {
+        tg_tensor_release(a);
+        tg_tensor_release(b);
+        return rc;
+    }
+    rc = tg__scope_capture(&a, TG_OK);
+    if (rc < 0) {   /* a was released by the capture */
+        tg_tensor_release(b);
+        return rc;
+    }
+    if (b) {
+        rc = tg__scope_capture(&b, TG_OK);
+        if (rc < 0) {
+            if (tg_scope_keep(a)) tg_tensor_release(a);
+            return rc;
+        }
+        *out_b = b;
+    }
+    *out_a = a;
+    return TG_OK;
+}
+
 int tg_scope_begin(void)
 {
     if (n_open == cap_open) {

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "nn/module_internal.h"
-#include "ops/attention_internal.h"
 #include "tapegrad/attention.h"
 #include "tapegrad/init.h"
 #include "tapegrad/ops.h"

@@ -392,23 +392,7 @@ static int max_dim_call(bool min, tg_tensor **values, tg_tensor **indices, tg_te
     tg__lib_enter();
     int rc = max_dim(min, &v, &ind, x, dim, keepdim, indices != NULL);
     tg__lib_leave();
-    if (rc < 0) return rc;
-    if (indices) {
-        rc = tg__scope_capture(&ind, TG_OK);
-        if (rc < 0) {
-            tg_tensor_release(v);
-            return rc;
-        }
-    }
-    rc = tg__scope_capture(&v, TG_OK);
-    if (rc < 0) {
-        /* ind went into the same (innermost) scope: take it back out. */
-        if (ind && tg_scope_keep(ind)) tg_tensor_release(ind);
-        return rc;
-    }
-    *values = v;
-    if (indices) *indices = ind;
-    return TG_OK;
+    return tg__scope_capture_pair(values, v, indices, ind, rc);
 }
 
 int tg_max_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim, bool keepdim)

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "ops/attention_internal.h"
 #include "tapegrad/attention.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
@@ -123,31 +122,6 @@ static int attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q, tg_tens
 done:
     for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
     return rc;
-}
-
-int tg__scope_capture_pair(tg_tensor **out, tg_tensor *o, tg_tensor **weights, tg_tensor *w,
-                           int rc)
-{
-    if (rc < 0) {
-        tg_tensor_release(o);
-        tg_tensor_release(w);
-        return rc;
-    }
-    rc = tg__scope_capture(&o, TG_OK);
-    if (rc < 0) {   /* o was released by the capture */
-        tg_tensor_release(w);
-        return rc;
-    }
-    if (w) {
-        rc = tg__scope_capture(&w, TG_OK);
-        if (rc < 0) {
-            if (tg_scope_keep(o)) tg_tensor_release(o);
-            return rc;
-        }
-        *weights = w;
-    }
-    *out = o;
-    return TG_OK;
 }
 
 int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q,
