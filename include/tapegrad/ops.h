@@ -550,6 +550,50 @@ TG_API int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dim
 TG_API int tg_max(tg_tensor **out, tg_tensor *x);
 TG_API int tg_min(tg_tensor **out, tg_tensor *x);
 
+/* ---- sorting and selection ----
+ * torch.sort, argsort, topk, kthvalue, median and nanmedian along dim (a
+ * 0-d x takes -1 and 0 and gives 0-d results).  Any dtype; indices are i64
+ * positions along dim.  The order is torch's: ascending puts NaN after
+ * every number, descending before; -0.0 equals 0.0; equal elements keep
+ * their order in both directions (torch's stable=True, which its CPU sort
+ * gives anyway).  Values are x's elements at the indices (x's dtype):
+ * for a float x the gather of them, so the gradient goes to the elements
+ * picked (dx = scatter_add(zeros, dim, indices, g)), differentiable to any
+ * order; integers are not recorded.  Out-pointers: values or indices may
+ * be NULL when not wanted, not both.  TG_EINVAL for a NULL x, a dim out of
+ * range or k out of range, TG_ESHAPE for a kthvalue or median along a dim
+ * of extent 0.  torch's topk, kthvalue and median pick among equal
+ * elements by quickselect, so their index may be another of the equal
+ * elements than the one here (the first in order); the values agree. */
+/* torch.sort(x, dim, descending, stable=True): values and indices of x's
+ * shape. */
+TG_API int tg_sort(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                   bool descending);
+/* torch.argsort(x, dim, descending): tg_sort's indices. */
+TG_API int tg_argsort(tg_tensor **out, tg_tensor *x, int dim, bool descending);
+/* torch.topk(x, k, dim, largest, sorted): the k largest (smallest when
+ * !largest) along dim, k in [0, x.size(dim)], in order whatever sorted
+ * says (torch's sorted=False allows any order).  NaN counts as the
+ * largest. */
+TG_API int tg_topk(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int64_t k, int dim,
+                   bool largest, bool sorted);
+/* torch.kthvalue(x, k, dim, keepdim): the k-th smallest along dim, k in
+ * [1, x.size(dim)] (NaN the largest); dim dropped unless keepdim. */
+TG_API int tg_kthvalue(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int64_t k,
+                       int dim, bool keepdim);
+/* torch.median(x, dim, keepdim): the lower median along dim, the
+ * ((n - 1) / 2 + 1)-th smallest of n; NaN, at the index of the first NaN,
+ * for a row holding one.  torch.nanmedian(x, dim, keepdim): the lower
+ * median of the row's numbers, NaNs left out (NaN when all are). */
+TG_API int tg_median_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                         bool keepdim);
+TG_API int tg_nanmedian_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim,
+                            bool keepdim);
+/* torch.median(x) / nanmedian(x): of every element, 0-d; NaN for an empty
+ * float x (TG_ESHAPE for an empty integer one). */
+TG_API int tg_median(tg_tensor **out, tg_tensor *x);
+TG_API int tg_nanmedian(tg_tensor **out, tg_tensor *x);
+
 /* ---- variance and standard deviation ----
  * torch.var(x, dims, correction=c, keepdim) and torch.std: with N the
  * number of elements each result reduces, var = sum((x - mean)^2) /
