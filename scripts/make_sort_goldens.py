@@ -16,9 +16,10 @@ y) and case<i>.dx, torch.autograd's gradient of sum(g * y).
 
 sort and argsort (stable=True, as tapegrad's always are) run on rows with
 repeated values and NaNs (their order among equal elements is checked here
-against a stable sort of the values written out in Python); topk, kthvalue and the medians on distinct values
-(torch picks among equal ones by quickselect), the medians also with NaNs.  Cases torch 1.13 cannot run on the CPU (the
-medians of f16) are left out.
+against a stable sort of the values written out in Python); topk, kthvalue
+and the medians on distinct values (torch picks among equal ones by
+quickselect), the medians also with NaNs.  Cases torch 1.13 cannot run on
+the CPU (the medians of f16) are left out.
 """
 import os
 import sys

@@ -550,6 +550,28 @@ TG_API int tg_amin_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dim
 TG_API int tg_max(tg_tensor **out, tg_tensor *x);
 TG_API int tg_min(tg_tensor **out, tg_tensor *x);
 
+/* ---- diagonals ----
+ * torch.diagonal(x, offset, dim1, dim2): a view of the elements at index
+ * i of dim1 and i + offset of dim2 (i - offset and i for a negative
+ * offset), x's other dims first, in order, then the diagonal as the last
+ * dim (length 0 when the offset is past the matrix).  x has 2 dims or
+ * more; dims may be negative and must differ (TG_EINVAL otherwise).  The
+ * gradient is g on that diagonal of zeros (diag_embed's op), to any order.
+ * Any dtype. */
+TG_API int tg_diagonal(tg_tensor **out, tg_tensor *x, int64_t offset, int dim1, int dim2);
+/* torch.diag_embed(x, offset, dim1, dim2) (torch's defaults 0, -2, -1):
+ * zeros of x's shape with the last dim n replaced by two dims of
+ * n + |offset| at dim1 and dim2 of the result, x's last dim on that
+ * diagonal.  The gradient is the diagonal of g. */
+TG_API int tg_diag_embed(tg_tensor **out, tg_tensor *x, int64_t offset, int dim1, int dim2);
+/* torch.diag(x, diagonal): of a vector, the square matrix with x on that
+ * diagonal (tg_diag_embed with dims 0 and 1); of a matrix, a copy of that
+ * diagonal (a vector).  TG_EINVAL for other ranks. */
+TG_API int tg_diag(tg_tensor **out, tg_tensor *x, int64_t diagonal);
+/* torch.trace(x): the sum of a matrix's diagonal, 0-d; TG_EINVAL unless x
+ * is 2-d.  Summed as tg_sum: x's dtype for a float x, i64 for integers. */
+TG_API int tg_trace(tg_tensor **out, tg_tensor *x);
+
 /* ---- sorting and selection ----
  * torch.sort, argsort, topk, kthvalue, median and nanmedian along dim (a
  * 0-d x takes -1 and 0 and gives 0-d results).  Any dtype; indices are i64

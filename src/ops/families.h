@@ -63,7 +63,8 @@
     X(compare, 12)       /* compare.c: eq ne lt le gt ge, each also _scalar */ \
     X(fold, 2)           /* fold.c: unfold fold */                            \
     X(tril, 2)           /* tril.c: tril triu */                              \
-    X(sort, 1)           /* sort.c: sort_indices */
+    X(sort, 1)           /* sort.c: sort_indices */                           \
+    X(diagonal, 2)       /* diagonal.c: diagonal diagonal_embed */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
