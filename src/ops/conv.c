@@ -419,10 +419,11 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
 static int check_dtypes(const tg_op_schema *op, const tg_tensor *x, const tg_tensor *w,
                         const tg_tensor *b)
 {
-    if (!x || !w) return TG_OK;
+    if (!x || !w || !tg_dtype_is_float(x->dtype) || !tg_dtype_is_float(w->dtype)) return TG_OK;
     const char *name = op->name;
     if (w->ndim >= 3 && w->ndim <= 5) name = tg__conv_opname(op != &conv_schema, w->ndim - 2);
     TG_TRY(tg__check_amp_dtypes(name, "x", x, "weight", w));
+    if (!b || !tg_dtype_is_float(b->dtype)) return TG_OK;
     return tg__check_amp_dtypes(name, "x", x, "bias", b);
 }
 
