@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 D, S, B, H = torch.float64, torch.float32, torch.bfloat16, torch.float16
-NAMES = {D: "f64", S: "f32", B: "bf16", H: "f16"}
+NAMES = {D: "f64", S: "f32", B: "bf16", H: "f16", torch.int64: "i64"}
 
 
 def show(name, fn):
@@ -119,6 +119,8 @@ def outer():
             for a, b in ((S, D), (D, S), (S, B), (H, B)):
                 show(f"outer ({NAMES[a]}, {NAMES[b]})", lambda: torch.outer(t(3, dt=a), t(4, dt=b)))
             show("ger (f32, f64)", lambda: torch.ger(t(3), t(4, dt=D)))
+    show("outer (i64, i64)", lambda: torch.outer(torch.arange(3), torch.arange(4)))
+    show("outer (f32, i64)", lambda: torch.outer(t(3), torch.arange(4)))
     v, u = t(3).requires_grad_(), t(4, dt=D).requires_grad_()
     torch.outer(v, u).sum().backward()
     print(f"{'outer (f32, f64) gradients':44s} {NAMES[v.grad.dtype]} {NAMES[u.grad.dtype]}")

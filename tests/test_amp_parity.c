@@ -296,6 +296,18 @@ Test(amp_parity, outer_promotes_mixed_dtypes_as_torch)
         }
         if (scope) OK(tg_autocast_end());
     }
+    /* integers too, as torch.outer: i64 with i64 is i64, f32 with i64 f32 */
+    tg_tensor *n3 = th_arange(TG_I64, SHAPE(3)), *n4 = th_arange(TG_I64, SHAPE(4));
+    OK(tg_outer(&y, n3, n4));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I64));
+    cr_assert(eq(dbl, th_at(y, 2 * 4 + 3), 6.0));
+    tg_tensor_release(y);
+    y = NULL;
+    OK(tg_outer(&y, v32, n4));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    tg_tensor_release(y);
+    y = NULL;
+    th_release_all(2, (tg_tensor *[]){n3, n4});
     /* the values: v[i] * u[j] in f64; gradients in each input's dtype
      * (d/dv sum = sum(u) per element, d/du = sum(v)) */
     OK(tg_tensor_set_requires_grad(v32, true));
