@@ -16,8 +16,11 @@ that f16/bf16 inputs are exactly representable), then up-cast to f64 and run
 through torch.nn.functional in f64; each result is rounded once to the dtype
 tapegrad must produce.  That is the tightest reference for an implementation
 that computes low precision in f32 and rounds once.  Mixed dtypes follow
-PyTorch's promotion: x bf16 with weight f32 computes in f32, y is f32 and
-each gradient comes back in its own input's dtype.
+PyTorch's type promotion: x bf16 with weight f32 computes in f32, y is f32
+and each gradient comes back in its own input's dtype.  torch's conv ops
+refuse such inputs outside autocast, and so does tapegrad:
+tests/test_golden.c expects that refusal, and checks the conv_transpose
+cases of half dtypes under autocast, where its PROMOTE policy applies.
 
 Asymmetric padding, which torch's conv functions do not take:
   conv:           F.pad the input by (lo, hi) per axis, then conv with pad 0;
@@ -197,7 +200,7 @@ CASES = [
          act="leaky_relu:0.1", bias=False),
     dict(name="convT3d_bf16_s122", op=T3, dtype="bf16", x=(1, 2, 2, 3, 3),
          w=(2, 2, 2, 2, 2), stride=(1, 2, 2)),
-    # ---- mixed dtypes (AMP PROMOTE outside autocast; appended last so the
+    # ---- mixed dtypes (type promotion; appended last so the
     # shared generator leaves every case above unchanged) ----
     dict(name="convT2d_mixed_bf16_f32", op=T2, dtype="bf16", wdtype="f32",
          x=(1, 2, 3, 3), w=(2, 3, 3, 3), stride=2, padding=1, output_padding=1),

@@ -199,19 +199,20 @@ Test(amp, each_policy_inside_and_outside_autocast)
         /* LOWER_PRECISION: the scope dtype, even from the other half type;
          * outside autocast mixed float dtypes are refused, as torch's
          * matmul (f32 @ bf16: "expected scalar type Float but found
-         * BFloat16") and linear; conv promotes (torch's conv2d refuses). */
+         * BFloat16"), linear and conv2d. */
         {"matmul", {F, F}, F, B, H},
         {"matmul", {H, H}, H, B, H},
         {"matmul", {B, F}, R, B, H},
         {"linear", {F, F, F}, F, B, H},
         {"linear", {F, B, F}, R, B, H},
         {"conv", {F, F, F}, F, B, H},
-        {"conv", {B, F, F}, F, B, H},
-        /* PROMOTE: the widest input, in and out of autocast. */
+        {"conv", {B, F, F}, R, B, H},
+        /* PROMOTE: the widest input under autocast; conv_transpose, as
+         * torch's, refuses mixed dtypes outside. */
         {"conv_transpose", {F, F, F}, F, F, F},
-        {"conv_transpose", {B, F, F}, F, F, F},
+        {"conv_transpose", {B, F, F}, R, F, F},
         {"conv_transpose", {B, B, B}, B, B, B},
-        {"conv_transpose", {H, B, B}, F, F, F},
+        {"conv_transpose", {H, B, B}, R, F, F},
         {"conv_weight_grad", {B, F}, F, F, F},
         {"add", {H, B}, F, F, F},
         {"mul", {B, B}, B, B, B},
@@ -226,10 +227,14 @@ Test(amp, each_policy_inside_and_outside_autocast)
         {"relu", {F}, F, F, F},
         {"tanh", {H}, H, H, H},
         {"mul_scalar", {B}, B, B, B},
-        /* f64 is never lowered. */
+        /* f64 is never lowered, nor cast to meet another float dtype in a
+         * product or convolution (torch: "expected scalar type Double but
+         * found BFloat16"). */
         {"matmul", {D, D}, D, D, D},
-        {"matmul", {D, F}, R, D, D},
-        {"conv", {D, B, F}, D, D, D},
+        {"matmul", {D, F}, R, R, R},
+        {"conv", {D, D, D}, D, D, D},
+        {"conv", {D, B, F}, R, R, R},
+        {"conv_transpose", {D, F, F}, R, R, R},
         {"sum", {D}, D, D, D},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

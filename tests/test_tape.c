@@ -144,14 +144,18 @@ Test(tape, autocast_lowers_matmul_but_not_f64)
     /* d sum(a b) / da = ones b^T: every element 4; it comes back as f32. */
     cr_assert(eq(int, tg_tensor_dtype(tg_tensor_grad(a)), TG_F32));
     for (int i = 0; i < 4; i++) cr_assert(epsilon_eq(dbl, th_at(tg_tensor_grad(a), i), 4.0, 1e-9));
-    tg_tensor *a64 = NULL;
+    tg_tensor *a64 = NULL, *b64 = NULL;
     OK(tg_tensor_full(&a64, TG_F64, 2, s, 1.5));
+    OK(tg_tensor_full(&b64, TG_F64, 2, s, 2.0));
     OK(tg_autocast_begin(TG_F16));
-    OK(tg_matmul(&d, a64, b));   /* an f64 input is never lowered: the op runs in f64 */
+    OK(tg_matmul(&d, a64, b64));   /* f64 inputs are never lowered: the op runs in f64 */
+    /* nor cast to meet an f32 one: refused, as torch's "expected scalar type" */
+    tg_tensor *e = NULL;
+    th_expect_refused(tg_matmul(&e, a64, b), TG_EDTYPE, "autocast does not cast f64", e);
     OK(tg_autocast_end());
     cr_assert(eq(int, tg_tensor_dtype(d), TG_F64));
-    tg_tensor *all[] = {a, b, c, d, y, a64};
-    for (size_t i = 0; i < 6; i++) tg_tensor_release(all[i]);
+    tg_tensor *all[] = {a, b, c, d, y, a64, b64};
+    for (size_t i = 0; i < 7; i++) tg_tensor_release(all[i]);
 }
 
 Test(tape, registry_lists_ops_in_name_order)

@@ -85,6 +85,12 @@ typedef struct tg_conv_params {
 /* Sets symmetric padding p on every axis. */
 TG_API void tg_conv_params_set_padding(tg_conv_params *p, int64_t pad);
 
+/* x, weight and bias (may be NULL) of one float dtype outside autocast:
+ * mixed ones are TG_EDTYPE naming the two, as torch's "expected scalar
+ * type Float but found Double".  Inside autocast the AMP policy casts them
+ * (tg_conv: LOWER_PRECISION, to the scope's dtype; tg_conv_transpose:
+ * PROMOTE, to the widest), but never f64: f64 beside another float dtype
+ * is TG_EDTYPE there too, as torch.  On error *out is untouched. */
 TG_API int tg_conv(tg_tensor **out, tg_tensor *x, tg_tensor *weight, tg_tensor *bias,
                    const tg_conv_params *p);
 TG_API int tg_conv_transpose(tg_tensor **out, tg_tensor *x, tg_tensor *weight,

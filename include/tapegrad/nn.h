@@ -163,7 +163,8 @@ TG_API bool tg_module_is_training(const tg_module *m);
  * input gives a half result (an f32 input still gives f32, PROMOTE's rule,
  * with the weight rounded to half).  LOWER_PRECISION layers (Linear, Conv)
  * cast their inputs anyway: for them the flag changes no value.  No effect
- * outside autocast, on f64 parameters or on other modules (BatchNorm keeps
+ * outside autocast (where, as torch, an input of another dtype than the
+ * weights is TG_EDTYPE), on f64 parameters or on other modules (BatchNorm keeps
  * f32 affine parameters: it returns x's dtype under autocast).  Off by
  * default; the call sets the flag on m and on the descendants it has now. */
 TG_API void tg_module_autocast_weights(tg_module *m, bool on);

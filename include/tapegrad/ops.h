@@ -855,21 +855,24 @@ TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
  * 6).  When b is at most 2-d, a's leading dims fold into the rows of one
  * gemm.  Float dtypes, both the same outside autocast (TG_EDTYPE naming
  * both, as torch's "expected scalar type"); inside, AMP policy lower
- * precision casts them first.  Differentiable to any order; each gradient is summed over
- * the batch dims its operand was broadcast along.  TG_EINVAL for a NULL
- * argument or a 0-d operand, TG_ESHAPE for inner dims that differ or batch
- * dims that do not broadcast. */
+ * precision casts them first, but never f64, so f64 beside another float
+ * dtype is TG_EDTYPE there too, as torch.  Differentiable to any order;
+ * each gradient is summed over the batch dims its operand was broadcast
+ * along.  TG_EINVAL for a NULL argument or a 0-d operand, TG_ESHAPE for
+ * inner dims that differ or batch dims that do not broadcast. */
 TG_API int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch's fixed-rank products, each the checks below in front of
  * tg_matmul (so differentiable to any order, AMP policy lower precision):
  * float operands of one dtype (TG_EDTYPE; inside autocast tg_mm and tg_bmm
  * take mixed ones, cast as tg_matmul's, as torch's lower_precision_fp
- * list; tg_mv and tg_dot do not), ranks as listed (TG_EINVAL),
- * contracted extents that match (TG_ESHAPE).  On error *out is untouched.
+ * list; tg_mv and tg_dot do not, and run in their operands' dtype there),
+ * ranks as listed (TG_EINVAL), contracted extents that match (TG_ESHAPE).
+ * On error *out is untouched.
  * tg_mm: (n, m) x (m, p) -> (n, p).  tg_bmm: (B, n, m) x (B, m, p) ->
  * (B, n, p), the batch sizes equal (no broadcasting, as torch).  tg_mv:
  * (n, m) x (m) -> (n).  tg_dot: (n) . (n) -> 0-d.  tg_outer: (n) x (m) ->
- * (n, m), a[i] * b[j] (torch.outer, through tg_mul). */
+ * (n, m), a[i] * b[j] (torch.outer, through tg_mul, whose dtype rule it
+ * has: mixed dtypes promote, f32 with f64 giving f64). */
 TG_API int tg_mm(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_bmm(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_mv(tg_tensor **out, tg_tensor *a, tg_tensor *v);

@@ -16,6 +16,10 @@
  *  - FP32: inside an autocast scope, float inputs are cast to f32 (f64 kept).
  *    Outside, as PROMOTE.
  *  - KEEP: never cast; mixed dtypes are TG_EDTYPE.
+ * The built-in products and convolutions (matmul and the products made of
+ * it, linear, conv, conv_transpose) check their operands' dtypes before
+ * the policy, as torch's: one dtype outside autocast, and inside it no f64
+ * beside another float dtype (autocast casts f32, f16 and bf16 only).
  * Casts are recorded on the tape, so each gradient arrives in its own tensor's
  * dtype.  When an op saves a cast input for its backward, the tape keeps the
  * input itself and casts it again in backward (no second copy of the

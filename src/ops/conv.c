@@ -16,6 +16,7 @@
 
 #include "ops/conv_internal.h"
 #include "ops/families.h"
+#include "ops/linalg_internal.h"
 #include "tapegrad/ops.h"
 
 /* ---- helpers shared with conv_wgrad.c and norm.c ---- */
@@ -409,12 +410,31 @@ static int call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor
     return rc;
 }
 
+/* torch's dtype rule for x, weight and bias (tg__check_amp_dtypes): one
+ * dtype outside autocast, where torch's conv2d refuses mixed ones
+ * ("expected scalar type Float but found Double"); under autocast the
+ * policy casts them (conv to the scope's dtype, conv_transpose to the
+ * widest), except an f64 beside another float dtype, which autocast does
+ * not cast.  The op's own checks name NULL or non-float tensors. */
+static int check_dtypes(const tg_op_schema *op, const tg_tensor *x, const tg_tensor *w,
+                        const tg_tensor *b)
+{
+    if (!x || !w || !tg_dtype_is_float(x->dtype) || !tg_dtype_is_float(w->dtype)) return TG_OK;
+    const char *name = op->name;
+    if (w->ndim >= 3 && w->ndim <= 5) name = tg__conv_opname(op != &conv_schema, w->ndim - 2);
+    TG_TRY(tg__check_amp_dtypes(name, "x", x, "weight", w));
+    if (!b || !tg_dtype_is_float(b->dtype)) return TG_OK;
+    return tg__check_amp_dtypes(name, "x", x, "bias", b);
+}
+
 /* call() runs public ops on the library's behalf (the unsqueeze of an
  * unbatched x, the split activation); only the result goes to the caller's
  * scope (tapegrad/scope.h). */
 static int scoped_call(const tg_op_schema *op, tg_tensor **out, tg_tensor *x, tg_tensor *w,
                        tg_tensor *b, const tg_conv_params *p)
 {
+    TG_CHECK(out, TG_EINVAL, "%s: out must not be NULL", op->name);
+    TG_TRY(check_dtypes(op, x, w, b));
     tg__lib_enter();
     const int rc = call(op, out, x, w, b, p);
     tg__lib_leave();

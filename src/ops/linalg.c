@@ -222,14 +222,25 @@ int tg__check_float_pair(const char *op, const char *na, const tg_tensor *a, con
     return TG_OK;
 }
 
-int tg__check_one_dtype_outside_autocast(const char *op, const char *na, const tg_tensor *a,
-                                         const char *nb, const tg_tensor *b)
+int tg__check_amp_dtypes(const char *op, const char *na, const tg_tensor *a, const char *nb,
+                         const tg_tensor *b)
 {
     tg_dtype scope;
-    if (!b || a->dtype == b->dtype || tg__autocast_dtype(&scope)) return TG_OK;
+    if (!b || a->dtype == b->dtype) return TG_OK;
+    if (!tg__autocast_dtype(&scope))
+        return tg__error(TG_EDTYPE,
+                         "%s: %s is %s but %s is %s: outside autocast they must have one "
+                         "dtype, as torch's (cast one with tg_to_dtype)",
+                         op, nb, tg_dtype_name(b->dtype), na, tg_dtype_name(a->dtype));
+    /* torch's autocast casts f32, f16 and bf16 only: f64 stays f64 and then
+     * meets the other, cast, operand ("expected scalar type Double but
+     * found BFloat16"). */
+    const bool fa = tg_dtype_is_float(a->dtype), fb = tg_dtype_is_float(b->dtype);
+    if (!fa || !fb || (a->dtype == TG_F64) == (b->dtype == TG_F64)) return TG_OK;
     return tg__error(TG_EDTYPE,
-                     "%s: %s is %s but %s is %s: outside autocast they must have one dtype, "
-                     "as torch's (cast one with tg_to_dtype)",
+                     "%s: %s is %s but %s is %s: autocast does not cast f64, so under "
+                     "autocast an f64 operand must not meet another float dtype, as torch's "
+                     "(cast one with tg_to_dtype)",
                      op, nb, tg_dtype_name(b->dtype), na, tg_dtype_name(a->dtype));
 }
 
@@ -359,8 +370,8 @@ int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "linear: out must not be NULL");
     TG_CHECK(x != NULL && w != NULL, TG_EINVAL, "linear: x and w must not be NULL");
-    TG_TRY(tg__check_one_dtype_outside_autocast("linear", "x", x, "w", w));
-    TG_TRY(tg__check_one_dtype_outside_autocast("linear", "x", x, "b", b));
+    TG_TRY(tg__check_amp_dtypes("linear", "x", x, "w", w));
+    TG_TRY(tg__check_amp_dtypes("linear", "x", x, "b", b));
     tg_tensor *in[3] = {x, w, b};
     return tg_op_call(&linear_schema, out, 3, in, NULL, 0);
 }

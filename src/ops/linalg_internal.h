@@ -1,5 +1,6 @@
 /* src/ops/linalg_internal.h - the batched gemm of src/ops/linalg.c, shared
- * by linear (linalg.c) and matmul (matmul.c). */
+ * by linear (linalg.c) and matmul (matmul.c), and the products' dtype
+ * rule. */
 #ifndef TAPEGRAD_OPS_LINALG_INTERNAL_H
 #define TAPEGRAD_OPS_LINALG_INTERNAL_H
 
@@ -28,11 +29,14 @@ int tg__gemm_batched(int64_t nb, const tg__mat *a, const tg__mat *b, const tg_te
 int tg__check_float_pair(const char *op, const char *na, const tg_tensor *a, const char *nb,
                          const tg_tensor *b);
 
-/* Outside an autocast scope, TG_EDTYPE naming both dtypes unless a and b
- * (named na, nb; b may be NULL) have one dtype, as torch's matmul and
- * linear refuse mixed ones ("expected scalar type Float but found
- * Double"); inside one, the AMP cast comes first and any are fine. */
-int tg__check_one_dtype_outside_autocast(const char *op, const char *na, const tg_tensor *a,
-                                         const char *nb, const tg_tensor *b);
+/* The dtype rule of torch's products and convolutions for operands a and
+ * b (named na, nb; b may be NULL): outside an autocast scope TG_EDTYPE
+ * naming both dtypes unless they are one ("expected scalar type Float but
+ * found Double"); inside one the AMP cast comes first, so any float dtypes
+ * are fine except f64 beside another float dtype, since autocast casts
+ * f32, f16 and bf16 only.  Used by linear, matmul and its fixed-rank
+ * products, and conv and conv_transpose (src/ops/conv.c). */
+int tg__check_amp_dtypes(const char *op, const char *na, const tg_tensor *a, const char *nb,
+                         const tg_tensor *b);
 
 #endif

@@ -2,7 +2,8 @@
  * check in front of the ops it is made of, so their gradients, of any
  * order, are matmul's (src/ops/matmul.c) and mul's:
  *   mm (n, m) x (m, p),  bmm (B, n, m) x (B, m, p) (no broadcasting),
- *   mv (n, m) x (m),  dot (n) . (n),  outer (n) x (m) = a[:, None] * b,
+ *   mv (n, m) x (m),  dot (n) . (n),  outer (n) x (m) = a[:, None] * b
+ *   (of any dtypes, promoting as mul),
  *   addmm = beta * input + alpha * (m1 @ m2),  baddbmm = the same batched,
  * input broadcast to the product's shape. */
 #include <string.h>
@@ -24,7 +25,8 @@ static int check_rank(const char *op, const char *name, const tg_tensor *t, int 
 
 /* Whether an autocast scope is open: mm, bmm, addmm and baddbmm are on
  * torch's lower_precision_fp list, so there their operands may have any
- * float dtypes (matmul casts them); mv and dot are not, and refuse. */
+ * float dtypes (matmul casts them); mv and dot are not: they refuse mixed
+ * dtypes and run in their operands' dtype. */
 static bool in_autocast(void)
 {
     tg_dtype scope;
@@ -43,6 +45,7 @@ static int check_product(const char *op, tg_tensor **out, const tg_tensor *a, in
     if (mixed_ok && in_autocast()) {
         TG_TRY(tg__check_float_pair(op, "the first operand", a, "the first operand", a));
         TG_TRY(tg__check_float_pair(op, "the second operand", b, "the second operand", b));
+        TG_TRY(tg__check_amp_dtypes(op, "the first operand", a, "the second", b));
     } else {
         TG_TRY(tg__check_float_pair(op, "the first operand", a, "the second", b));
     }
@@ -60,14 +63,19 @@ static int check_product(const char *op, tg_tensor **out, const tg_tensor *a, in
     return TG_OK;
 }
 
-/* a @ b through matmul, after check_product. */
+/* a @ b through matmul, after check_product.  Off torch's autocast list
+ * (mixed_ok false: mv, dot), matmul runs with autocast suspended, so in
+ * the operands' dtype, as torch's mv and dot (f32 stay f32 in a bf16 scope). */
 static int product(const char *op, tg_tensor **out, tg_tensor *a, int na, tg_tensor *b, int nb,
                    bool mixed_ok)
 {
     TG_TRY(check_product(op, out, a, na, b, nb, mixed_ok));
     tg__lib_enter();
     tg_tensor *y = NULL;
+    bool suspended = false;
+    if (!mixed_ok) suspended = tg__autocast_suspend(true);
     const int rc = tg_matmul(&y, a, b);
+    if (!mixed_ok) tg__autocast_suspend(suspended);
     tg__lib_leave();
     if (rc >= 0) *out = y;
     return tg__scope_capture(out, rc);
@@ -98,9 +106,10 @@ int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b)
     const char *op = "outer";
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(a != NULL && b != NULL, TG_EINVAL, "%s: the operands must not be NULL", op);
-    TG_TRY(tg__check_float_pair(op, "the first operand", a, "the second", b));
     TG_TRY(check_rank(op, "the first operand", a, 1));
     TG_TRY(check_rank(op, "the second operand", b, 1));
+    /* mul's dtype rule, as torch's outer: mixed dtypes promote (f32 with
+     * f64 gives f64, with bf16 f32), also under autocast. */
     tg_tensor *col = NULL, *row = NULL, *y = NULL;
     tg__lib_enter();
     int rc = tg_unsqueeze(&col, a, 1);
@@ -142,10 +151,13 @@ static int add_product(const char *op, tg_tensor **out, tg_tensor *input, tg_ten
      * does under autocast; addmm outside autocast refuses ("self and mat2
      * must have the same dtype"). */
     const bool cast_input = nd == 3 || in_autocast();
-    if (cast_input)
-        TG_TRY(tg__check_float_pair(op, "input", input, "input", input));
-    else
+    if (!cast_input) {
         TG_TRY(tg__check_float_pair(op, "the first operand", m1, "input", input));
+    } else {
+        TG_TRY(tg__check_float_pair(op, "input", input, "input", input));
+        /* addmm under autocast: autocast does not cast an f64 input */
+        if (nd == 2) TG_TRY(tg__check_amp_dtypes(op, "the first operand", m1, "input", input));
+    }
     int64_t shape[3];
     memcpy(shape, m1->shape, sizeof(int64_t) * (size_t)(nd - 1));
     shape[nd - 1] = m2->shape[nd - 1];

@@ -293,7 +293,7 @@ int tg_matmul(tg_tensor **out, tg_tensor *a, tg_tensor *b)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "matmul: out must not be NULL");
     TG_CHECK(a != NULL && b != NULL, TG_EINVAL, "matmul: a and b must not be NULL");
-    TG_TRY(tg__check_one_dtype_outside_autocast("matmul", "a", a, "b", b));
+    TG_TRY(tg__check_amp_dtypes("matmul", "a", a, "b", b));
     tg_tensor *in[2] = {a, b};
     return tg_op_call(&matmul_schema, out, 2, in, NULL, 0);
 }
