@@ -27,6 +27,7 @@
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/shape_internal.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/scope.h"
@@ -257,6 +258,43 @@ static int pick_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return rc;
 }
 
+/* acc += pick_along_dim_backward(g, indices), touching only the picked
+ * elements, one per line along dim (tg_op_backward_into_fn): the
+ * gradient of a max over dim is the input's size with one nonzero per
+ * line.  Each g element is added to its element as the engine adds the
+ * backward's gradient (tg__sum_term); the bits of the backward and the
+ * sum.  The elements not picked are left alone (the backward's +0 would
+ * turn acc's -0 into +0). */
+static int pick_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const pick_params *p = tg_op_ctx_params(ctx);
+    const char *op = "pick_along_dim";
+    tg_tensor *idx;
+    int d;
+    int64_t outer, C, inner, *iv = NULL;
+    TG_TRY(tg__shape_wrap_dim(op, "dim", p->dim, acc->ndim, &d));
+    split_at(acc->ndim, acc->shape, d, &outer, &C, &inner);
+    TG_TRY(tg_op_ctx_saved(ctx, 0, &idx));
+    TG_TRY(load_indices(op, idx, C, &iv));
+    const int64_t m = outer * inner;
+    double *gv = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *gv);
+    if (!gv) {
+        free(iv);
+        return TG_ENOMEM;
+    }
+    if (m > 0) tg__gather(g, TG_F64, gv);   /* row-major: element (o, k) at o * inner + k */
+    const tg_dtype dt = acc->dtype;
+    char *ad = (char *)acc->storage->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) {
+            const int64_t q = o * inner + k, e = acc->offset + (o * C + iv[q]) * inner + k;
+            tg_dtype_store(dt, ad, e, tg__sum_term(dt, tg_dtype_load(dt, ad, e), gv[q]));
+        }
+    free(gv);
+    free(iv);
+    return TG_OK;
+}
+
 /* pick_along_dim_backward(g, indices): zeros of the shape in params, of g's
  * dtype, with g's elements where the indices point; g and indices have that
  * shape with extent 1 at dim. */
@@ -308,7 +346,8 @@ static const tg_op_schema pick_op = {.name = "pick_along_dim", .arity = 2,
                                      .backward = pick_backward, .double_backward = true,
                                      .vjp = "da = pick_along_dim_backward(g, indices): "
                                             "each g element put where its index points; "
-                                            "the indices get none"};
+                                            "the indices get none",
+                                     .backward_into = pick_backward_into};
 static const tg_op_schema pick_backward_op = {.name = "pick_along_dim_backward", .arity = 2,
                                               .amp = TG_AMP_KEEP, .forward = pick_bw_forward,
                                               .backward = pick_bw_backward,

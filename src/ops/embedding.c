@@ -22,6 +22,7 @@
 
 #include "ops/embedding_internal.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
 
@@ -204,6 +205,59 @@ static int embedding_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return call(&embedding_backward_op, &gi[0], g, idx, &prm);
 }
 
+/* acc += embedding_backward(g, indices), touching only the rows the
+ * indices pick (tg_op_backward_into_fn): the weight's gradient is (V, D)
+ * and a batch picks a few rows of it.  Each picked row's terms fk * g[k]
+ * are summed in double in k's order from 0, rounded once to the dtype and
+ * added to acc's row as the engine adds (tg__sum_term): the bits of the
+ * backward and the sum.  padding_idx's row (all of its terms skipped) is
+ * left alone: the backward's +0 there would turn acc's -0 into +0. */
+static int embedding_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    tg_tensor *idx;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    const emb_params *p = tg__ctx_params(ctx);
+    const int64_t V = acc->shape[0], D = acc->shape[1], m = tg_tensor_numel(idx);
+    if (m == 0 || D == 0) return TG_OK;
+    int64_t *iv = NULL, *slot = tg__malloc((size_t)V * sizeof *slot), *rows = NULL;
+    double *gv = tg__malloc((size_t)(m * D) * sizeof *gv), *f = NULL, *sum = NULL;
+    rows = tg__malloc((size_t)m * sizeof *rows);
+    sum = tg__malloc((size_t)(m * D) * sizeof *sum);   /* (picked rows, D) */
+    int rc = slot && gv && rows && sum ? read_indices("embedding", idx, V, &iv) : TG_ENOMEM;
+    if (rc >= 0) rc = row_factors(p, iv, m, V, &f);
+    int64_t n = 0;
+    if (rc >= 0) {
+        tg__gather(g, TG_F64, gv);
+        for (int64_t r = 0; r < V; r++) slot[r] = -1;
+        for (int64_t k = 0; k < m; k++) {
+            const double fk = f ? f[k] : 1.0;
+            if (fk == 0.0) continue;   /* padding_idx's row gets nothing, NaN included */
+            if (slot[iv[k]] < 0) {
+                slot[iv[k]] = n;
+                rows[n] = iv[k];
+                memset(sum + n++ * D, 0, (size_t)D * sizeof *sum);
+            }
+            double *srow = sum + slot[iv[k]] * D;
+            for (int64_t j = 0; j < D; j++) srow[j] += fk * gv[k * D + j];
+        }
+    }
+    const tg_dtype dt = acc->dtype;
+    char *ad = (char *)acc->storage->data;
+    for (int64_t q = 0; rc >= 0 && q < n; q++)
+        for (int64_t j = 0; j < D; j++) {
+            const int64_t e = acc->offset + rows[q] * D + j;
+            const double t = tg__round_to(dt, sum[q * D + j]);
+            tg_dtype_store(dt, ad, e, tg__sum_term(dt, tg_dtype_load(dt, ad, e), t));
+        }
+    free(iv);
+    free(slot);
+    free(rows);
+    free(gv);
+    free(f);
+    free(sum);
+    return rc;
+}
+
 /* dg = embedding(h, indices) as embedding_backward's adjoint. */
 static int embedding_backward_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
 {
@@ -221,7 +275,8 @@ static const tg_op_schema embedding_op = {.name = "embedding", .arity = 2, .amp 
                                            "picked from (embedding_backward; none into "
                                            "padding_idx's, each divided by its index's "
                                            "count with scale_grad_by_freq); "
-                                           "the indices get none"};
+                                           "the indices get none",
+                                    .backward_into = embedding_backward_into};
 static const tg_op_schema embedding_backward_op = {
     .name = "embedding_backward", .arity = 2, .amp = TG_AMP_KEEP,
     .forward = embedding_backward_forward, .backward = embedding_backward_backward,

@@ -316,78 +316,28 @@ static int index_select_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return picked_backward(&index_add_op, ctx, g, gi);
 }
 
-/* s + e as index_add's kernels add a term: NaN handling of tg__add_to, in
- * f64 for f64, else in f32 (an f32 sum of two floats, which the double sum
- * rounded to float is) and for f16 / bf16 then rounded to the dtype. */
-static double add_term(tg_dtype dt, double s, double e)
-{
-    const double r = tg__add_to(s, e);
-    if (dt == TG_F64) return r;
-    return tg__round_to(dt, (double)(float)r);
-}
-
 /* acc += index_add(zeros_like(acc), dim, index, g), in place and at g's
- * cost, not acc's (tg_op_backward_into_fn): for each line of g along dim,
- * the terms of each index value are summed from +0 in g's order, as the
- * backward's index_add sums them, and each sum is then added to acc's
- * element, as the engine adds the backward's gradient to its pending sum;
- * so the bits are those of the backward, repeated index values too.  The
- * index is 1-d (or 0-d) with values in [0, acc's extent at dim), checked
- * by the forward; a 0-d acc counts as (1,). */
+ * cost, not acc's (tg_op_backward_into_fn; tg__index_select_into). */
 static int index_select_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
 {
     const int dim = ((const gather_params *)tg__ctx_params(ctx))->dim;
     tg_tensor *idx, *ic = NULL;
     TG_TRY(tg__ctx_saved(ctx, 0, &idx));
     TG_TRY(tg_contiguous(&ic, idx));
-    int64_t gs[TG_MAX_DIMS], as[TG_MAX_DIMS], gst[TG_MAX_DIMS] = {0};
-    const int nd = shape_of(g, gs);
-    shape_of(acc, as);
-    for (int d = 0; d < g->ndim; d++) gst[d] = g->strides[d];
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < dim; d++) outer *= gs[d];
-    for (int d = dim + 1; d < nd; d++) inner *= gs[d];
-    const int64_t len = gs[dim], extent = as[dim];
-    const int64_t *v = (const int64_t *)tg_tensor_cdata(ic);
-    double *sum = tg__malloc((size_t)(extent > 0 ? extent : 1) * sizeof *sum);
-    int64_t *seen = tg__malloc((size_t)(len > 0 ? len : 1) * sizeof *seen);
-    unsigned char *hit = tg__calloc((size_t)(extent > 0 ? extent : 1), 1);
-    int rc = sum && seen && hit ? TG_OK : TG_ENOMEM;
-    const tg_dtype dt = acc->dtype;
-    char *ad = (char *)acc->storage->data, *gd = (char *)g->storage->data;
-    for (int64_t a = 0; rc == TG_OK && a < outer; a++) {
-        int64_t goff = g->offset, rem = a;   /* g's offset of line (a, 0, b) less b's part */
-        for (int d = dim - 1; d >= 0; d--) {
-            goff += (rem % gs[d]) * gst[d];
-            rem /= gs[d];
-        }
-        for (int64_t b = 0; b < inner; b++) {
-            int64_t off = goff, r2 = b, n_seen = 0;
-            for (int d = nd - 1; d > dim; d--) {
-                off += (r2 % gs[d]) * gst[d];
-                r2 /= gs[d];
-            }
-            for (int64_t j = 0; j < len; j++) {
-                const int64_t x = v[j];
-                if (!hit[x]) {
-                    hit[x] = 1;
-                    sum[x] = 0.0;
-                    seen[n_seen++] = x;
-                }
-                sum[x] = add_term(dt, sum[x], tg_dtype_load(dt, gd, off + j * gst[dim]));
-            }
-            for (int64_t q = 0; q < n_seen; q++) {
-                const int64_t x = seen[q], e = acc->offset + (a * extent + x) * inner + b;
-                tg_dtype_store(dt, ad, e, add_term(dt, tg_dtype_load(dt, ad, e), sum[x]));
-                hit[x] = 0;
-            }
-        }
-    }
-    free(sum);
-    free(seen);
-    free(hit);
+    const int rc = tg__index_select_into(acc, g, dim, (const int64_t *)tg_tensor_cdata(ic),
+                                         tg_tensor_numel(ic));
     tg_tensor_release(ic);
     return rc;
+}
+
+/* acc += scatter_add(zeros_like(acc), dim, index, g), likewise
+ * (tg__gather_into). */
+static int gather_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const int dim = ((const gather_params *)tg__ctx_params(ctx))->dim;
+    tg_tensor *idx;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    return tg__gather_into(acc, g, dim, idx);
 }
 
 static int scatter_add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
@@ -406,7 +356,8 @@ static int index_add_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 static const tg_op_schema gather_op = {
     .name = "gather", .arity = 2, .amp = TG_AMP_KEEP, .forward = gather_forward,
     .backward = gather_backward, .double_backward = true,
-    .vjp = "dx = scatter_add(zeros_like(x), dim, index, g); the index gets none"};
+    .vjp = "dx = scatter_add(zeros_like(x), dim, index, g); the index gets none",
+    .backward_into = gather_backward_into};
 static const tg_op_schema scatter_add_op = {
     .name = "scatter_add", .arity = 3, .amp = TG_AMP_KEEP, .forward = scatter_add_forward,
     .backward = scatter_add_backward, .double_backward = true,

@@ -49,6 +49,19 @@ static inline float tg__add_to_f(float s, float e)
     return isnan(s) ? s + s : s + e;
 }
 
+/* An element s of a sum of gradients plus a term e of it, as the engine's
+ * sum (tg__add_over) adds them: in f64 for f64, else in f32 (a double sum
+ * of two floats rounded to float is their f32 sum) and for f16 / bf16
+ * then rounded to the dtype; s's NaN (quieted) when both are NaN.  For the
+ * backward_into (tapegrad/op.h) of the ops that pick elements by index,
+ * which add their terms one element at a time. */
+static inline double tg__sum_term(tg_dtype dt, double s, double e)
+{
+    const double r = tg__add_to(s, e);
+    if (dt == TG_F64) return r;
+    return tg__round_to(dt, (double)(float)r);
+}
+
 /* One line of scatter_add's adds: r[v[q]] = tg__add_to_f(r[v[q]], s[q])
  * (tg__add_to for doubles) for q in [0, n) in order.  When `check`, each
  * value is checked to be in [0, extent) before its term is added: false
@@ -89,5 +102,19 @@ int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor
  * TG_EINVAL with no message and no result when a value of k->v is out of
  * range. */
 int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **out);
+
+/* The input gradients of index_select and gather added straight into the
+ * engine's pending sum acc (contiguous, of x's shape and dtype; a 0-d acc
+ * counts as (1,)), at g's cost (src/ops/gather_into.c): acc +=
+ * index_add(zeros_like(acc), dim, v, g) with v[0..len) index_select's
+ * values, and acc += scatter_add(zeros_like(acc), dim, idx, g) with idx
+ * gather's index (g has its shape, any strides).  Each element's terms are
+ * summed from +0 in the backward's order, and the sum added to acc as the
+ * engine adds a gradient (tg__sum_term), so the bits are those of the
+ * backward and the sum.  The values are in range (the forward checked
+ * them).  TG_ENOMEM (acc unchanged). */
+int tg__index_select_into(tg_tensor *acc, const tg_tensor *g, int dim, const int64_t *v,
+                          int64_t len);
+int tg__gather_into(tg_tensor *acc, const tg_tensor *g, int dim, const tg_tensor *idx);
 
 #endif
