@@ -295,7 +295,7 @@ static int extent_at(const char *op, const tg_tensor *x, int dim, int64_t *e)
 
 int tg_sort(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim, bool descending)
 {
-    int64_t e;
+    int64_t e = 0;
     TG_TRY(extent_at("sort", x, dim, &e));
     sort_params p = {.dim = dim, .descending = descending, .count = e};
     return select_call("sort", values, indices, x, &p, false);
@@ -304,7 +304,7 @@ int tg_sort(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim, bool
 int tg_argsort(tg_tensor **out, tg_tensor *x, int dim, bool descending)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "argsort: out must not be NULL");
-    int64_t e;
+    int64_t e = 0;
     TG_TRY(extent_at("argsort", x, dim, &e));
     sort_params p = {.dim = dim, .descending = descending, .count = e};
     return select_call("argsort", NULL, out, x, &p, false);
@@ -314,7 +314,7 @@ int tg_topk(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int64_t k, in
             bool largest, bool sorted)
 {
     (void)sorted;   /* the k are always in order */
-    int64_t e;
+    int64_t e = 0;
     TG_TRY(extent_at("topk", x, dim, &e));
     TG_CHECK(k >= 0 && k <= e, TG_EINVAL, "topk: k=%lld must be in [0, %lld] (the extent of "
              "dim %d)", (long long)k, (long long)e, dim);
@@ -327,7 +327,7 @@ int tg_topk(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int64_t k, in
 int tg_kthvalue(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int64_t k, int dim,
                 bool keepdim)
 {
-    int64_t e;
+    int64_t e = 0;
     TG_TRY(extent_at("kthvalue", x, dim, &e));
     TG_CHECK(e > 0, TG_ESHAPE, "kthvalue: dim %d has extent 0; it needs at least one "
              "element", dim);
