@@ -57,11 +57,31 @@ typedef struct tg_onnx_options {
      * use an instruction that saturates pairs of u8 x i8 products
      * (docs/onnx.md).  false */
     bool u8_weights;
+    /* The outputs of the top module beyond its first as further graph
+     * outputs, as torch.onnx.export writes a module returning a tuple: an
+     * RNN's or GRU's h_n, an LSTM's h_n and c_n (torch's layout (D
+     * num_layers, N, H), or (D num_layers, H) unbatched), an LSTMCell's c'
+     * (an RNNCell and a GRUCell have none) and a MultiheadAttention's
+     * attention weights (averaged over the heads, as torch's default
+     * need_weights=True; per head with mha_per_head_weights).  The top
+     * module runs through its own forward of all outputs; it must be one
+     * of those (a Sequential or any other module is TG_EUNSUPPORTED naming
+     * it).  false */
+    bool extra_outputs;
+    /* Their names, one per extra output; NULL gives "h_n", "c_n" (the
+     * layers), "c_n" (LSTMCell) and "attn_weights".  Non-empty and
+     * distinct from the inputs' and the output's (TG_EINVAL). */
+    const char *const *extra_output_names;
+    /* A MultiheadAttention's weights per head, (N, heads, L, S), as
+     * torch's average_attn_weights=False.  false */
+    bool mha_per_head_weights;
 } tg_onnx_options;
 
 #define TG_ONNX_OPTIONS_INIT                                                  \
     {.opset = 17, .dynamic_batch = false, .input_name = "input",              \
-     .output_name = "output", .graph_name = "tapegrad", .u8_weights = false}
+     .output_name = "output", .graph_name = "tapegrad", .u8_weights = false, \
+     .extra_outputs = false, .extra_output_names = NULL,                     \
+     .mha_per_head_weights = false}
 
 /* Writes m as an ONNX model to path.  m and example_input (f32, or i64 /
  * i32 indices; its dim 0 the batch) are borrowed; opt NULL gives the
