@@ -33,9 +33,12 @@
  * is the same attention with q, k and v projected apart: in_proj_weight and
  * in_proj_bias Split in three on axis 0 (or q_proj_weight, k_proj_weight,
  * v_proj_weight with kdim, vdim), each input laid out as (S, N, X) and
- * projected as a Linear.  Its output is attn_output only (need_weights'
- * weights are not a graph output); the cross-attention is the same.  The
- * masks, graph inputs of a layer in torch's argument order (encoder:
+ * projected as a Linear; the cross-attention is the same.  Its masks are
+ * graph inputs 3 (key_padding_mask) and 4 (attn_mask), and with
+ * extra_outputs its weights, the Softmax's (N*H, L, S), are a second
+ * output (attn_weights: as (N, H, L, S), averaged over the heads unless
+ * per head).  The masks, graph inputs of a layer in torch's argument
+ * order (encoder:
  * src_mask 1, src_key_padding_mask 2; decoder: tgt_mask 2, memory_mask 3,
  * tgt_key_padding_mask 4, memory_key_padding_mask 5; NULL where left out),
  * act on the scores (N*H, L, S) after the MatMul of q and k: a float

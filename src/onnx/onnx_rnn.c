@@ -1,4 +1,4 @@
-/* src/onnx/onnx_rnn.c - nn.RNN, nn.LSTM and nn.GRU as ONNX nodes (opset
+/* src/onnx/onnx_rnn.c - nn.RNN, nn.LSTM, nn.GRU and their cells as ONNX nodes (opset
  * 17), as torch.onnx.export of PyTorch 1.13 writes them: one RNN / LSTM /
  * GRU node per layer, both directions in one node (direction
  * "bidirectional") when bidirectional.
@@ -28,6 +28,16 @@
  * node and the output back after the last; an unbatched one (L, in) is
  * Unsqueezed to (L, 1, in) and the output Squeezed back to (L, D H).  The
  * Reshape keeps the batch free, so a dynamic batch exports too.
+ *
+ * With extra_outputs the final states are outputs too: each node's Y_h
+ * (and an LSTM's Y_c), (D, N, H), Concat-ed on axis 0 over the layers
+ * into torch's (D num_layers, N, H), Squeezed on axis 1 unbatched.
+ *
+ * A cell (RNNCell, LSTMCell, GRUCell) is one step of the same node, its
+ * weights "<path>.W", "<path>.R", "<path>.B" (D = 1): x (N, in) and the
+ * states hx, cx (N, H) Unsqueezed on axis 0 ((in) and (H) unbatched: on
+ * axes 0 and 1), and the node's Y_h (and Y_c) Squeezed back give h' (and
+ * c').
  *
  * An LSTM with proj_size > 0 projects h after every step, which ONNX's
  * LSTM cannot: it is refused before its forward runs. */
