@@ -17,6 +17,10 @@
  * weights go to out/char_lm.safetensors with PyTorch's names: the modules
  * are children "embed", "pos" (transformer), "body" and "head" of one
  * container, as a torch nn.Module with those attributes would name them.
+ * --onnx PATH also writes the trained LSTM model as ONNX (tapegrad/onnx.h):
+ * input "bytes" (batch, --seq) i64 codes, output "logits" (batch, --seq,
+ * V) from zero states, the batch free; the transformer does not export
+ * (its position embedding and causal mask are no chain of modules).
  * Exit status 1 when the loss did not fall. */
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +45,7 @@ static const char builtin_text[] =
     "derivatives. ";
 
 typedef struct opts {
-    const char *model, *text, *out;
+    const char *model, *text, *out, *onnx;
     int64_t steps, seq, batch, sample, threads;
     double lr, temperature;
     uint64_t seed;
@@ -52,7 +56,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: char_lm [--model lstm|transformer (lstm)] [--text FILE (built in)]\n"
                "               [--steps N (300)] [--seq N (32)] [--batch N (16)] [--lr X (3e-3)]\n"
                "               [--sample N (200)] [--temperature X (0.8)] [--seed N (0)]\n"
-               "               [--threads N (1..256)] [--out DIR (out)]\n");
+               "               [--threads N (1..256)] [--out DIR (out)] [--onnx PATH]\n");
 }
 
 static int apply(void *opts_, const char *name, const char *v)
@@ -67,6 +71,7 @@ static int apply(void *opts_, const char *name, const char *v)
     }
     if (!strcmp(name, "--text")) return (o->text = v), 0;
     if (!strcmp(name, "--out")) return (o->out = v), 0;
+    if (!strcmp(name, "--onnx")) return (o->onnx = v), 0;
     if (!strcmp(name, "--steps")) return ex_arg_i64(prog, name, v, 1, INT64_MAX, &o->steps);
     if (!strcmp(name, "--seq")) return ex_arg_i64(prog, name, v, 1, 4096, &o->seq);
     if (!strcmp(name, "--batch")) return ex_arg_i64(prog, name, v, 1, 4096, &o->batch);
@@ -294,11 +299,40 @@ static void sample(model *md, const opts *o, const unsigned char *text, const in
     tg_set_grad_enabled(prev);
 }
 
+/* --onnx PATH: the LSTM model as Sequential(embed, body, head) (the
+ * children shared, so the initializers keep their state-dict names), on
+ * the first window of the text, its batch free. */
+static int export_onnx(const model *md, const opts *o, const unsigned char *text,
+                       const int64_t *code)
+{
+    tg_module *seq = NULL;
+    tg_tensor *idx = NULL;
+    int rc = tg_nn_sequential_new(&seq);
+    if (rc >= 0) rc = tg_module_add_child(seq, "embed", tg_module_retain(md->embed));
+    if (rc >= 0) rc = tg_module_add_child(seq, "body", tg_module_retain(md->body));
+    if (rc >= 0) rc = tg_module_add_child(seq, "head", tg_module_retain(md->head));
+    if (rc >= 0) rc = tg_tensor_zeros(&idx, TG_I64, 2, (int64_t[]){1, o->seq});
+    if (rc >= 0) {
+        int64_t *xi = tg_tensor_data(idx);
+        for (int64_t j = 0; j < o->seq; j++) xi[j] = code[text[j]];
+        tg_onnx_options oo = TG_ONNX_OPTIONS_INIT;
+        oo.dynamic_batch = true;
+        oo.input_name = "bytes";
+        oo.output_name = "logits";
+        oo.graph_name = "char_lm";
+        rc = tg_onnx_export(seq, idx, o->onnx, &oo);
+    }
+    if (rc >= 0) printf("char_lm: wrote the model as ONNX to %s\n", o->onnx);
+    tg_tensor_release(idx);
+    tg_module_release(seq);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[] = {"--model", "--text",  "--steps", "--seq",
                                         "--batch", "--lr",    "--sample", "--temperature",
-                                        "--seed",  "--threads", "--out"};
+                                        "--seed",  "--threads", "--out", "--onnx"};
     opts o = {.model = "lstm", .out = "out", .steps = 300, .seq = 32, .batch = 16,
               .sample = 200, .lr = 3e-3, .temperature = 0.8};
     int rc = ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, &o,
@@ -306,6 +340,11 @@ int main(int argc, char **argv)
     if (rc != 0) {
         if (rc < 0) usage(stderr);
         return rc < 0 ? EX_EXIT_USAGE : EX_EXIT_OK;
+    }
+    if (o.onnx && strcmp(o.model, "lstm") != 0) {
+        fprintf(stderr, "%s: --onnx: only --model lstm exports (the transformer's position "
+                "embedding and causal mask are no chain of modules)\n", prog);
+        return EX_EXIT_USAGE;
     }
     size_t n;
     unsigned char *text = load_text(&o, &n);
@@ -350,6 +389,10 @@ int main(int argc, char **argv)
     }
     printf("char_lm: loss %.4f -> %.4f in %lld steps\n", first, avg, (long long)o.steps);
     if (ex_save_module(prog, md.root, o.out, "char_lm.safetensors") < 0) exit(EX_EXIT_FAIL);
+    if (o.onnx && export_onnx(&md, &o, text, code) < 0) {
+        fprintf(stderr, "%s: --onnx %s: %s\n", prog, o.onnx, tg_error_message());
+        exit(EX_EXIT_FAIL);
+    }
     sample(&md, &o, text, code, byte, vocab);
     const bool fell = avg < first;
     if (!fell) fprintf(stderr, "%s: the loss did not fall (%.4f -> %.4f)\n", prog, first, avg);

@@ -56,6 +56,25 @@ static void json_shape(FILE *f, const char *key, const tg_tensor *t)
 const char *case_level;
 const char *case_types;
 const char *case_graph;
+static char case_extra[1024];
+
+void case_extra_outputs(const char *name, int n, tg_tensor *const *ys, const char *const *names)
+{
+    char ext[32];
+    case_extra[0] = 0;
+    jcat(case_extra, sizeof case_extra, "\"extra_outputs\": [");
+    for (int i = 0; i < n; i++) {
+        snprintf(ext, sizeof ext, ".out%d.f32", i + 1);
+        write_f32(name, ext, ys[i]);
+        jcat(case_extra, sizeof case_extra, "%s{\"name\": \"%s\", \"file\": \"%s%s\", "
+             "\"shape\": [", i ? ", " : "", names[i], name, ext);
+        for (int d = 0; d < tg_tensor_ndim(ys[i]); d++)
+            jcat(case_extra, sizeof case_extra, "%s%lld", d ? ", " : "",
+                 (long long)tg_tensor_dim(ys[i], d));
+        jcat(case_extra, sizeof case_extra, "]}");
+    }
+    jcat(case_extra, sizeof case_extra, "]");
+}
 
 /* The files of case `name` but its .onnx: the input x, tapegrad's output y
  * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
@@ -94,7 +113,9 @@ void write_expected(const char *name, const tg_tensor *x, const tg_tensor *y, do
     if (case_level) fprintf(f, ", \"level\": \"%s\"", case_level);
     if (case_types) fprintf(f, ", \"initializer_types\": {%s}", case_types);
     if (case_graph) fprintf(f, ", %s", case_graph);
+    if (case_extra[0]) fprintf(f, ", %s", case_extra);
     case_level = case_types = case_graph = NULL;
+    case_extra[0] = 0;
     fprintf(f, "}\n");
     fclose(f);
 }
@@ -160,7 +181,9 @@ void write_expected_n(const char *name, int n, tg_tensor *const *xs, const char 
         fprintf(f, "]");
     }
     if (case_graph) fprintf(f, ", %s", case_graph);
+    if (case_extra[0]) fprintf(f, ", %s", case_extra);
     case_level = case_types = case_graph = NULL;
+    case_extra[0] = 0;
     fprintf(f, "}\n");
     fclose(f);
 }

@@ -35,6 +35,13 @@ extern const char *case_level;
 extern const char *case_types;
 extern const char *case_graph;
 
+/* The outputs beyond the first of the next case (tg_onnx_options'
+ * extra_outputs): writes ys[i] to <name>.out<i+1>.f32 and lists them,
+ * named names[i], as the .json's "extra_outputs", which run.mjs compares
+ * with ONNX Runtime's outputs of those names (the same tolerances), also
+ * requiring the graph to have no other outputs.  Reset after each case. */
+void case_extra_outputs(const char *name, int n, tg_tensor *const *ys, const char *const *names);
+
 /* The files of case `name` but its .onnx: the input x, tapegrad's output y
  * and <name>.json; inits (NULL-terminated, or NULL to skip the check) are
  * the initializer names the file must hold. */

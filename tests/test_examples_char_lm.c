@@ -1,6 +1,8 @@
 /* tests/test_examples_char_lm.c - examples/char_lm as a user runs it: both
  * models train (the loss falls), save their weights under PyTorch's names
- * and write a sample; bad options and texts are refused with exit status 2
+ * and write a sample; --onnx writes the LSTM model, the file tg_onnx_export
+ * writes of Embedding, LSTM and Linear holding the saved weights; bad
+ * options and texts are refused with exit status 2
  * or 1 and a message, before anything is written.  The binary is TG_CHAR_LM
  * (set by tests/meson.build); each run is a few seconds. */
 #include <criterion/criterion.h>
@@ -11,7 +13,9 @@
 
 #include "helpers.h"
 #include "tapegrad/nn.h"
+#include "tapegrad/onnx.h"
 #include "tapegrad/safetensors.h"
+#include "tapegrad/tensor.h"
 
 #define LM(...) th_run("TG_CHAR_LM", (const char *const[]){__VA_ARGS__, NULL})
 
@@ -76,6 +80,61 @@ Test(char_lm, transformer_learns_under_a_causal_mask)
     cr_assert(tg_st_get(f, "body.self_attn.in_proj_weight") != NULL);
     cr_assert(tg_st_get(f, "body.linear1.weight") != NULL);
     tg_st_free(f);
+}
+
+/* --onnx: the file is tg_onnx_export's of Sequential(embed, body, head)
+ * holding the weights the run saved, byte for byte (the graph depends on
+ * the example input's shape only); the transformer is refused before the
+ * run. */
+Test(char_lm, onnx_writes_the_lstm_model)
+{
+    if (!tg_onnx_available()) cr_skip_test("the library was built without ONNX support");
+    cr_assert(eq(int, LM("--steps", "10", "--seq", "16", "--sample", "4", "--out", "o",
+                         "--onnx", "lm.onnx"), 0), "%s", th_err);
+    th_expect_in(th_out, "char_lm: wrote the model as ONNX to lm.onnx");
+    char path[512], mine[512];
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&f, th_tmp_path(path, sizeof path,
+                                                          "o/char_lm.safetensors")), TG_OK),
+              "%s", tg_error_message());
+    const int64_t v = tg_tensor_dim(tg_st_get(f, "embed.weight"), 0);
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *seq = NULL, *emb = NULL, *lstm = NULL, *lin = NULL;
+    tg_rnn_opts ro = TG_RNN_OPTS_INIT;
+    ro.batch_first = true;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    cr_assert(tg_nn_embedding_new(&emb, v, 32, &rng) == TG_OK);
+    cr_assert(tg_nn_lstm_new(&lstm, 32, 128, &ro, &rng) == TG_OK);
+    cr_assert(tg_nn_linear_new(&lin, 128, v, true, &rng) == TG_OK);
+    cr_assert(tg_module_add_child(seq, "embed", emb) == TG_OK);
+    cr_assert(tg_module_add_child(seq, "body", lstm) == TG_OK);
+    cr_assert(tg_module_add_child(seq, "head", lin) == TG_OK);
+    cr_assert(eq(int, tg_module_load_state_dict(seq, f, NULL, true), TG_OK), "%s",
+              tg_error_message());
+    tg_st_free(f);
+    tg_tensor *idx = NULL;
+    cr_assert(tg_tensor_zeros(&idx, TG_I64, 2, (const int64_t[]){1, 16}) == TG_OK);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    o.input_name = "bytes";
+    o.output_name = "logits";
+    o.graph_name = "char_lm";
+    cr_assert(eq(int, tg_onnx_export(seq, idx, th_tmp_path(mine, sizeof mine, "mine.onnx"),
+                                     &o), TG_OK), "%s", tg_error_message());
+    size_t n1 = 0, n2 = 0;
+    char *a = th_read_file(th_tmp_path(path, sizeof path, "lm.onnx"), &n1);
+    char *b = th_read_file(mine, &n2);
+    cr_assert(n1 == n2 && memcmp(a, b, n1) == 0, "lm.onnx (%zu bytes) is not mine.onnx (%zu)",
+              n1, n2);
+    free(a);
+    free(b);
+    tg_tensor_release(idx);
+    tg_module_release(seq);
+    cr_assert(eq(int, LM("--model", "transformer", "--onnx", "t.onnx", "--out", "o2"), 2));
+    th_expect_in(th_err, "char_lm: --onnx: only --model lstm exports");
+    const bool made = th_exists(th_tmp_path(path, sizeof path, "o2"));
+    cr_assert(made == false, "a refused run made o2/");
 }
 
 Test(char_lm, a_text_file_is_read)

@@ -1,6 +1,7 @@
 /* tests/test_onnx_inputs.c - tg_onnx_export_n, graphs of several inputs:
  * MultiheadAttention on (query, key, value) (kdim / vdim, batch_first,
- * unbatched, without bias, a dynamic batch), TransformerEncoderLayer on
+ * unbatched, without bias, a dynamic batch) and with key_padding_mask,
+ * attn_mask and its attention weights, TransformerEncoderLayer on
  * (src, src_mask) and (src, src_mask, src_key_padding_mask) with float and
  * u8 masks, RNN / GRU on (input, h_0) and LSTM on (input, h_0, c_0) with
  * one and two layers, bidirectional, batch_first, unbatched, checked by
@@ -343,6 +344,93 @@ Test(onnx_inputs, same_outputs_as_torch_onnx_export)
     for (int i = 0; i < 5; i++) tg_module_release(ms[i]);
 }
 
+static const char *const MHA5[5] = {"query", "key", "value", "key_padding_mask", "attn_mask"};
+
+/* MultiheadAttention m on its n graph inputs xs (query, key, value[,
+ * key_padding_mask[, attn_mask]], NULL masks left out) as case `name`,
+ * with the attention weights (averaged or per head) as a second output
+ * when weights; tapegrad's forward gives the expected values. */
+static void mha_case(const char *name, tg_module *m, int n, tg_tensor *const *xs, bool weights,
+                     bool per_head, bool dynamic)
+{
+    char path[256], file[128];
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    fo.key_padding_mask = n > 3 ? xs[3] : NULL;
+    fo.attn_mask = n > 4 ? xs[4] : NULL;
+    fo.average_attn_weights = !per_head;
+    tg_tensor *y = NULL, *w = NULL;
+    tg_module_train(m, false);
+    tg_no_grad_begin();
+    int rc = tg_nn_multihead_attention_forward(m, &y, weights ? &w : NULL, xs[0], xs[1], xs[2],
+                                               &fo);
+    tg_no_grad_end();
+    cr_assert(rc == TG_OK, "%s: %s", name, tg_error_message());
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.extra_outputs = weights;
+    o.mha_per_head_weights = per_head;
+    o.dynamic_batch = dynamic;
+    snprintf(file, sizeof file, "%s.onnx", name);
+    cr_assert(tg_onnx_export_n(m, n, xs, MHA5, th_tmp_path(path, sizeof path, file), &o) == TG_OK,
+              "%s: %s", name, tg_error_message());
+    if (weights) case_extra_outputs(name, 1, &w, (const char *const[]){"attn_weights"});
+    write_expected_n(name, n, xs, MHA5, y, RTOL, ATOL, NULL);
+    tg_tensor_release(y);
+    tg_tensor_release(w);
+}
+
+/* MultiheadAttention with key_padding_mask and attn_mask graph inputs (u8
+ * or float, either left out) and the attention weights as a second output
+ * (extra_outputs), averaged over the heads or per head: batched, batch
+ * first with kdim and vdim, unbatched, a dynamic batch; torch.onnx.export
+ * of torch's module with need_weights gives the same outputs. */
+Test(onnx_inputs, mha_masks_and_weights_match_onnxruntime)
+{
+    need_onnx();
+    tg_module *a = mha(8, 2, 0, 0, true, false, 120), *b = mha(8, 2, 3, 5, true, true, 121);
+    tg_tensor *q = rand_nd(3, (const int64_t[]){4, 2, 8}, 122);
+    tg_tensor *k = rand_nd(3, (const int64_t[]){5, 2, 8}, 123);
+    tg_tensor *v = rand_nd(3, (const int64_t[]){5, 2, 8}, 124);
+    /* (N, S) u8, no row all masked; a float (L, S) attention mask */
+    tg_tensor *kpm = u8_mask(2, (const int64_t[]){2, 5}, PAD);
+    tg_tensor *am = rand_nd(2, (const int64_t[]){4, 5}, 125);
+    mha_case("mha_kpm_mask_weights", a, 5, (tg_tensor *[]){q, k, v, kpm, am}, true, false,
+             false);
+    same_as_torch("mha_kpm_mask_weights", a, "mha heads=2 weights");
+    mha_case("mha_kpm_mask_head_weights", a, 5, (tg_tensor *[]){q, k, v, kpm, am}, true, true,
+             false);
+    same_as_torch("mha_kpm_mask_head_weights", a, "mha heads=2 weights per_head");
+    mha_case("mha_kpm_mask", a, 5, (tg_tensor *[]){q, k, v, kpm, am}, false, false, false);
+    same_as_torch("mha_kpm_mask", a, "mha heads=2");
+    /* the key padding mask alone, a dynamic batch */
+    mha_case("mha_kpm_weights_dynamic", a, 4, (tg_tensor *[]){q, k, v, kpm}, true, false, true);
+    /* batch first, kdim and vdim: a u8 (N*H, L, S) attention mask, the key
+     * padding mask left out, the weights per head */
+    tg_tensor *qb = rand_nd(3, (const int64_t[]){2, 4, 8}, 126);
+    tg_tensor *kb = rand_nd(3, (const int64_t[]){2, 5, 3}, 127);
+    tg_tensor *vb = rand_nd(3, (const int64_t[]){2, 5, 5}, 128);
+    uint8_t bits[80];
+    for (int i = 0; i < 80; i++) bits[i] = i % 5 != 0 && (i * 7) % 3 == 0;   /* key 0 kept */
+    tg_tensor *amu = u8_mask(3, (const int64_t[]){4, 4, 5}, bits);
+    mha_case("mha_batch_first_u8_mask_head_weights", b, 5, (tg_tensor *[]){qb, kb, vb, NULL, amu},
+             true, true, false);
+    same_as_torch("mha_batch_first_u8_mask_head_weights", b,
+                  "mha heads=2 batch_first weights per_head");
+    mha_case("mha_batch_first_u8_mask_weights", b, 5, (tg_tensor *[]){qb, kb, vb, NULL, amu},
+             true, false, false);
+    /* unbatched: a float (S) key padding mask and a float (L, S) mask */
+    tg_tensor *qu = rand_nd(2, (const int64_t[]){4, 8}, 129);
+    tg_tensor *ku = rand_nd(2, (const int64_t[]){5, 8}, 130);
+    tg_tensor *kpu = rand_nd(1, (const int64_t[]){5}, 131);
+    mha_case("mha_unbatched_weights", a, 5, (tg_tensor *[]){qu, ku, ku, kpu, am}, true, false,
+             false);
+    mha_case("mha_unbatched_head_weights", a, 4, (tg_tensor *[]){qu, ku, ku, kpu}, true, true,
+             false);
+    check_cases();
+    th_release_all(13, (tg_tensor *[]){q, k, v, kpm, am, qb, kb, vb, amu, qu, ku, kpu, NULL});
+    tg_module_release(a);
+    tg_module_release(b);
+}
+
 /* export_n(m, xs) fails with rc and a message holding want, and the file
  * already at path keeps its bytes. */
 static void refused(tg_module *m, int n, tg_tensor *const *xs, const char *const *names, int rc,
@@ -366,8 +454,8 @@ Test(onnx_inputs, refusals_name_the_module_and_write_nothing)
     tg_module *a = mha(8, 2, 0, 0, true, false, 80);
     tg_tensor *q = rand_nd(3, (const int64_t[]){5, 2, 8}, 81);
     refused(a, 2, (tg_tensor *[]){q, q}, NULL, TG_EINVAL,
-            "module '<top>' (MultiheadAttention) takes three graph inputs, query, key and "
-            "value, not 2");
+            "module '<top>' (MultiheadAttention) takes the graph inputs (query, key, value[, "
+            "key_padding_mask[, attn_mask]]), not 2");
     refused(a, 1, (tg_tensor *[]){q}, NULL, TG_EUNSUPPORTED,
             "module '<top>' (MultiheadAttention) is not supported on its own");
     /* names: duplicated, the output's */
@@ -378,6 +466,21 @@ Test(onnx_inputs, refusals_name_the_module_and_write_nothing)
     refused(a, 3, (tg_tensor *[]){q, NULL, q}, NULL, TG_EINVAL,
             "example_inputs[1] must not be NULL");
     refused(a, 0, (tg_tensor *[]){q}, NULL, TG_EINVAL, "n_inputs=0 must be in [1, 8]");
+    /* masks: u8 or f32; at most key_padding_mask and attn_mask */
+    tg_tensor *ikpm = NULL;
+    cr_assert(tg_tensor_zeros(&ikpm, TG_I64, 2, (const int64_t[]){2, 5}) == TG_OK);
+    refused(a, 4, (tg_tensor *[]){q, q, q, ikpm}, NULL, TG_EDTYPE,
+            "module '<top>' (MultiheadAttention): graph input 3 (key_padding_mask) has dtype "
+            "i64; it must be u8 or f32");
+    tg_tensor *u8q = NULL;
+    cr_assert(tg_tensor_zeros(&u8q, TG_U8, 3, (const int64_t[]){5, 2, 8}) == TG_OK);
+    refused(a, 3, (tg_tensor *[]){q, u8q, q}, NULL, TG_EDTYPE,
+            "module '<top>' (MultiheadAttention): graph input 1 (key) has dtype u8; it must be "
+            "f32");
+    refused(a, 6, (tg_tensor *[]){q, q, q, NULL, NULL, q}, NULL, TG_EINVAL,
+            "module '<top>' (MultiheadAttention) takes the graph inputs (query, key, value[, "
+            "key_padding_mask[, attn_mask]]), not 6");
+    th_release_all(2, (tg_tensor *[]){ikpm, u8q});
     /* add_bias_kv has no export */
     tg_nn_multihead_attention_opts ao = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
     ao.add_bias_kv = true;

@@ -5,8 +5,12 @@
  * model (Embedding, LSTM, Linear on i64 indices), checked by onnx's checker
  * and against tapegrad's own forward under ONNX Runtime; the same nodes,
  * attributes and weights as torch.onnx.export of torch's module with the
- * same state dict (tests/onnx/torch_rnn.py); an LSTM with proj_size and the
- * cells refused, nothing written. */
+ * same state dict (tests/onnx/torch_rnn.py); with extra_outputs the final
+ * states h_n and c_n as further outputs (torch's names, shapes and values
+ * with several layers, bidirectional, batch_first, unbatched, with and
+ * without h_0 and c_0); RNNCell, LSTMCell (h' and c') and GRUCell as one
+ * step of the ONNX node; an LSTM with proj_size and wrong uses of
+ * extra_outputs and of a cell's inputs refused, nothing written. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
@@ -212,9 +216,11 @@ Test(onnx_rnn, char_lm_matches_onnxruntime)
 /* torch.onnx.export of torch's module holding the same state dict
  * (tests/onnx/torch_rnn.py) writes the same recurrent nodes with the same
  * W, R and B, and ONNX Runtime gives the same outputs from both files. */
-static void same_as_torch(const char *name, tg_module *m, const char *mode, tg_tensor *x,
-                          bool batch_first)
+static void same_as_torch_ex(const char *name, tg_module *m, const char *mode, tg_tensor *x,
+                             bool batch_first, bool states)
 {
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.extra_outputs = states;
     char path[256], file[128], ours[128], theirs[128], in[128], dims[64] = "";
     tg_st_file *f = NULL;
     snprintf(file, sizeof file, "%s.safetensors", name);
@@ -224,12 +230,13 @@ static void same_as_torch(const char *name, tg_module *m, const char *mode, tg_t
     tg_st_free(f);
     snprintf(ours, sizeof ours, "%s.onnx", name);
     snprintf(theirs, sizeof theirs, "%s.torch.onnx", name);
-    cr_assert(tg_onnx_export(m, x, th_tmp_path(path, sizeof path, ours), NULL) == TG_OK, "%s",
+    cr_assert(tg_onnx_export(m, x, th_tmp_path(path, sizeof path, ours), &o) == TG_OK, "%s",
               tg_error_message());
     for (int d = 0; d < tg_tensor_ndim(x); d++)
         jcat(dims, sizeof dims, "%s%lld", d ? "," : "", (long long)tg_tensor_dim(x, d));
     int rc = th_run("TG_PYTHON", (const char *const[]){TG_SOURCE_ROOT "/tests/onnx/torch_rnn.py",
                                                        file, ours, theirs, mode, dims,
+                                                       states ? "--states" : "--",
                                                        batch_first ? "--batch-first" : NULL,
                                                        NULL});
     cr_log_info("torch_rnn.py %s: %s", name, th_out);
@@ -240,6 +247,12 @@ static void same_as_torch(const char *name, tg_module *m, const char *mode, tg_t
                                                  ours, theirs, in, dims, "1e-5", NULL});
     cr_log_info("%s", th_out);
     cr_assert(rc == 0, "onnxruntime:\n%s%s", th_out, th_err);
+}
+
+static void same_as_torch(const char *name, tg_module *m, const char *mode, tg_tensor *x,
+                          bool batch_first)
+{
+    same_as_torch_ex(name, m, mode, x, batch_first, false);
 }
 
 Test(onnx_rnn, same_nodes_and_weights_as_torch_onnx_export)
@@ -259,6 +272,184 @@ Test(onnx_rnn, same_nodes_and_weights_as_torch_onnx_export)
     th_release_all(2, (tg_tensor *[]){x, xb});
 }
 
+/* With extra_outputs the graph gives torch.onnx.export's outputs of the
+ * module's whole result: output, h_n (and c_n), the same names, shapes and
+ * values under ONNX Runtime. */
+Test(onnx_rnn, final_states_as_torch_onnx_export)
+{
+    need_onnx();
+    tg_tensor *x = seq_input(5, 2, 3, 26), *xb = seq_input(2, 5, 3, 27);
+    tg_module *m[3] = {layer(LSTM, 3, 4, 2, true, true, true, 28),
+                       layer(GRU, 3, 4, 2, false, false, true, 29),
+                       relu_rnn(3, 5, 1, false, 30)};
+    same_as_torch_ex("lstm_states", m[0], "LSTM", xb, true, true);
+    same_as_torch_ex("gru_states", m[1], "GRU", x, false, true);
+    same_as_torch_ex("rnn_states", m[2], "RNN_RELU", x, false, true);
+    for (int i = 0; i < 3; i++) tg_module_release(m[i]);
+    th_release_all(2, (tg_tensor *[]){x, xb});
+}
+
+/* tapegrad's outputs of m on its n inputs xs (a layer: output, h_n, c_n;
+ * a cell: h', c'), eval, no grad: ys[0..3) (NULL where the module has
+ * none), the count returned. */
+static int all_outputs(tg_module *m, int n, tg_tensor *const *xs, tg_tensor **ys)
+{
+    const char *type = tg_module_type_name(m);
+    tg_tensor *h0 = n > 1 ? xs[1] : NULL, *c0 = n > 2 ? xs[2] : NULL;
+    ys[0] = ys[1] = ys[2] = NULL;
+    tg_module_train(m, false);
+    tg_no_grad_begin();
+    int rc, count;
+    if (!strcmp(type, "LSTM")) {
+        rc = tg_nn_lstm_forward(m, &ys[0], &ys[1], &ys[2], xs[0], h0, c0);
+        count = 3;
+    } else if (!strcmp(type, "LSTMCell")) {
+        rc = tg_nn_lstm_cell_forward(m, &ys[0], &ys[1], xs[0], h0, c0);
+        count = 2;
+    } else if (strstr(type, "Cell")) {
+        rc = tg_nn_rnn_cell_forward(m, &ys[0], xs[0], h0);
+        count = 1;
+    } else {
+        rc = tg_nn_rnn_forward(m, &ys[0], &ys[1], xs[0], h0);
+        count = 2;
+    }
+    tg_no_grad_end();
+    cr_assert(rc == TG_OK, "%s: %s", type, tg_error_message());
+    return count;
+}
+
+/* Exports m on its n inputs xs with extra_outputs (names: their names, or
+ * NULL) as case `name`: tapegrad's every output checked under ONNX
+ * Runtime. */
+static void states_case(const char *name, tg_module *m, int n, tg_tensor *const *xs,
+                        const char *const *names, bool dynamic)
+{
+    char path[256], file[128];
+    tg_tensor *ys[3];
+    const int count = all_outputs(m, n, xs, ys);
+    const bool cell = strstr(tg_module_type_name(m), "Cell") != NULL;
+    const char *const dflt[2] = {cell ? "c_n" : "h_n", "c_n"};
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.extra_outputs = true;
+    o.extra_output_names = names;
+    o.dynamic_batch = dynamic;
+    snprintf(file, sizeof file, "%s.onnx", name);
+    cr_assert(tg_onnx_export_n(m, n, xs, NULL, th_tmp_path(path, sizeof path, file), &o) == TG_OK,
+              "%s: %s", name, tg_error_message());
+    case_extra_outputs(name, count - 1, ys + 1, names ? names : dflt);
+    if (n == 1) write_expected(name, xs[0], ys[0], RTOL, ATOL, NULL);
+    else write_expected_n(name, n, xs, NULL, ys[0], RTOL, ATOL, NULL);
+    for (int i = 0; i < count; i++) tg_tensor_release(ys[i]);
+}
+
+Test(onnx_rnn, final_states_match_onnxruntime)
+{
+    need_onnx();
+    tg_tensor *x = seq_input(5, 3, 3, 31), *xb = seq_input(3, 4, 3, 32);
+    tg_tensor *xu = input_nd(2, (const int64_t[]){4, 3}, 33);
+    /* (D num_layers, N, H) states, in either layout */
+    tg_tensor *h4 = input_nd(3, (const int64_t[]){4, 3, 4}, 34);
+    tg_tensor *c4 = input_nd(3, (const int64_t[]){4, 3, 4}, 35);
+    tg_tensor *h3 = input_nd(3, (const int64_t[]){3, 3, 5}, 36);
+    tg_tensor *hu = input_nd(2, (const int64_t[]){2, 4}, 37);
+    tg_module *m[6] = {layer(LSTM, 3, 4, 2, true, false, true, 38),
+                       layer(LSTM, 3, 4, 2, true, true, true, 39),
+                       layer(GRU, 3, 5, 3, false, true, false, 40),
+                       relu_rnn(3, 4, 1, true, 41),
+                       layer(LSTM, 3, 4, 2, false, false, true, 42),
+                       layer(RNN, 3, 4, 2, false, false, true, 43)};
+    /* two bidirectional layers, from zeros and from h_0, c_0 given */
+    case_graph = "\"ops\": [\"LSTM\", \"Transpose\", \"Reshape\", \"LSTM\", \"Transpose\", "
+                 "\"Reshape\", \"Concat\", \"Concat\"]";
+    states_case("lstm_bidir_states", m[0], 1, &x, NULL, false);
+    states_case("lstm_bidir_h0_c0_states", m[0], 3, (tg_tensor *[]){x, h4, c4}, NULL, false);
+    /* batch first: the states stay (D num_layers, N, H); a dynamic batch */
+    tg_tensor *h4b = input_nd(3, (const int64_t[]){4, 3, 4}, 44);
+    states_case("lstm_batch_first_h0_c0_states", m[1], 3, (tg_tensor *[]){xb, h4b, c4}, NULL,
+                true);
+    states_case("gru_3layers_batch_first_h0_states", m[2], 2, (tg_tensor *[]){xb, h3}, NULL,
+                false);
+    states_case("gru_3layers_batch_first_states", m[2], 1, &xb, NULL, true);
+    /* unbatched: (D num_layers, H) */
+    states_case("rnn_relu_bidir_unbatched_states", m[3], 1, &xu, NULL, false);
+    states_case("rnn_relu_bidir_unbatched_h0_states", m[3], 2, (tg_tensor *[]){xu, hu}, NULL,
+                false);
+    states_case("lstm_2layers_unbatched_states", m[4], 1, &xu, NULL, false);
+    states_case("lstm_2layers_named_states", m[4], 1, &x,
+                (const char *const[]){"hidden", "cell"}, false);
+    states_case("rnn_2layers_states", m[5], 1, &x, NULL, false);
+    check_cases();
+    for (int i = 0; i < 6; i++) tg_module_release(m[i]);
+    th_release_all(8, (tg_tensor *[]){x, xb, xu, h4, c4, h3, hu, h4b});
+}
+
+static tg_module *cell(kind k, int64_t in, int64_t h, bool bias, tg_rnn_nonlinearity nl,
+                       uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *m = NULL;
+    int rc = k == LSTM ? tg_nn_lstm_cell_new(&m, in, h, bias, &rng)
+             : k == GRU ? tg_nn_gru_cell_new(&m, in, h, bias, &rng)
+                        : tg_nn_rnn_cell_new(&m, in, h, bias, nl, &rng);
+    cr_assert(rc == TG_OK, "%s", tg_error_message());
+    return m;
+}
+
+/* A cell: one step of an ONNX RNN / LSTM / GRU node between Unsqueeze and
+ * Squeeze, from zeros or the given states, batched and unbatched; the
+ * LSTMCell's c' with extra_outputs. */
+Test(onnx_rnn, cells_match_onnxruntime)
+{
+    need_onnx();
+    tg_tensor *x = input_nd(2, (const int64_t[]){3, 4}, 45), *hx = input_nd(2,
+                                                                          (const int64_t[]){3,
+                                                                                            5},
+                                                                          46);
+    tg_tensor *cx = input_nd(2, (const int64_t[]){3, 5}, 47);
+    tg_tensor *xu = input_nd(1, (const int64_t[]){4}, 48), *hu = input_nd(1, (const int64_t[]){5},
+                                                                            49);
+    tg_tensor *cu = input_nd(1, (const int64_t[]){5}, 50);
+    tg_module *rt = cell(RNN, 4, 5, true, TG_RNN_TANH, 51),
+              *rr = cell(RNN, 4, 5, false, TG_RNN_RELU, 52),
+              *ls = cell(LSTM, 4, 5, true, TG_RNN_TANH, 53),
+              *gr = cell(GRU, 4, 5, true, TG_RNN_TANH, 54),
+              *gn = cell(GRU, 4, 5, false, TG_RNN_TANH, 55);
+    case_graph = "\"ops\": [\"Unsqueeze\", \"RNN\", \"Squeeze\"], \"attributes\": {\"RNN\": "
+                 "{\"hidden_size\": 5, \"activations\": [\"Tanh\"]}}";
+    write_case("rnn_cell", rt, x, RTOL, ATOL,
+               (const char *const[]){"W", "R", "B", "/x_axes", "/h_axes", NULL}, NULL);
+    case_graph = "\"attributes\": {\"RNN\": {\"activations\": [\"Relu\"]}}";
+    write_case_n("rnn_cell_relu_nobias_hx", rr, 2, (tg_tensor *[]){x, hx}, NULL, RTOL, ATOL,
+                 (const char *const[]){"W", "R", "/x_axes", "/hx_axes", "/h_axes", NULL}, NULL);
+    case_graph = "\"ops\": [\"Unsqueeze\", \"LSTM\", \"Squeeze\"]";
+    write_case("lstm_cell", ls, x, RTOL, ATOL, NULL, NULL);
+    case_graph = "\"ops\": [\"Unsqueeze\", \"Unsqueeze\", \"Unsqueeze\", \"LSTM\", "
+                 "\"Squeeze\", \"Squeeze\"]";
+    states_case("lstm_cell_hx_cx_c", ls, 3, (tg_tensor *[]){x, hx, cx}, NULL, true);
+    states_case("lstm_cell_unbatched_c", ls, 3, (tg_tensor *[]){xu, hu, cu},
+                (const char *const[]){"c_1"}, false);
+    states_case("lstm_cell_zeros_c", ls, 1, &x, NULL, false);
+    case_graph = "\"attributes\": {\"GRU\": {\"linear_before_reset\": 1}}";
+    write_case_n("gru_cell_hx", gr, 2, (tg_tensor *[]){x, hx}, NULL, RTOL, ATOL, NULL, NULL);
+    write_case("gru_cell_nobias_unbatched", gn, xu, RTOL, ATOL, NULL, NULL);
+    /* a GRUCell or RNNCell has no output beyond h' */
+    states_case("gru_cell_unbatched_hx", gr, 2, (tg_tensor *[]){xu, hu}, NULL, false);
+    states_case("rnn_cell_hx", rt, 2, (tg_tensor *[]){x, hx}, NULL, true);
+    /* inside a Sequential: from zero states, as its forward */
+    tg_module *seq = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, tg_module_retain(ls));
+    append(seq, act(TG_ACT_RELU, 0));
+    write_case("lstm_cell_in_sequential", seq, x, RTOL, ATOL,
+               (const char *const[]){"0.W", "0.R", "0.B", "/0/x_axes", "/0/h_axes", NULL}, NULL);
+    tg_module_release(seq);
+    check_cases();
+    tg_module *ms[5] = {rt, rr, ls, gr, gn};
+    for (int i = 0; i < 5; i++) tg_module_release(ms[i]);
+    th_release_all(6, (tg_tensor *[]){x, hx, cx, xu, hu, cu});
+}
+
 /* export must fail with status and a message containing words, writing
  * no file. */
 static void expect_refused(tg_module *m, tg_tensor *x, int status, const char *words)
@@ -270,7 +461,20 @@ static void expect_refused(tg_module *m, tg_tensor *x, int status, const char *w
     cr_assert(th_exists(path) == false, "a refused export left %s", path);
 }
 
-Test(onnx_rnn, projections_and_cells_are_refused)
+/* export_n with options o must fail with status and a message containing
+ * words, writing no file. */
+static void expect_refused_n(tg_module *m, int n, tg_tensor *const *xs, const tg_onnx_options *o,
+                             int status, const char *words)
+{
+    char path[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, NULL, path, o), status), "%s",
+              tg_error_message());
+    th_expect_in(tg_error_message(), words);
+    cr_assert(th_exists(path) == false, "a refused export left %s", path);
+}
+
+Test(onnx_rnn, projections_and_extra_outputs_refused)
 {
     need_onnx();
     tg_rng rng;
@@ -289,10 +493,49 @@ Test(onnx_rnn, projections_and_cells_are_refused)
     append(seq, tg_module_retain(proj));
     expect_refused(seq, x, TG_EUNSUPPORTED, "module '1' (LSTM) with proj_size=2");
     cr_assert(tg_nn_lstm_cell_new(&cell, 3, 4, true, &rng) == TG_OK);
-    expect_refused(cell, x2, TG_EUNSUPPORTED,
-                   "onnx_export: module '<top>' (LSTMCell) is not supported");
     cr_assert(tg_nn_gru_cell_new(&gcell, 3, 4, true, &rng) == TG_OK);
-    expect_refused(gcell, x2, TG_EUNSUPPORTED, "module '<top>' (GRUCell) is not supported");
+    /* extra_outputs: only the recurrent modules and MultiheadAttention at
+     * the top; names distinct from each other, the inputs' and the output's */
+    tg_onnx_options eo = TG_ONNX_OPTIONS_INIT;
+    eo.extra_outputs = true;
+    expect_refused_n(seq, 1, &x, &eo, TG_EUNSUPPORTED,
+                     "onnx_export: extra_outputs: module '<top>' (Sequential) is not supported: "
+                     "only an RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention "
+                     "at the top of the export gives outputs beyond its first");
+    tg_module *lin = NULL;
+    cr_assert(tg_nn_linear_new(&lin, 3, 2, true, &rng) == TG_OK);
+    expect_refused_n(lin, 1, &x2, &eo, TG_EUNSUPPORTED, "module '<top>' (Linear) is not "
+                     "supported");
+    expect_refused_n(proj, 1, &x, &eo, TG_EUNSUPPORTED, "(LSTM) with proj_size=2");
+    tg_module *lstm = layer(LSTM, 3, 4, 1, false, false, true, 14);
+    eo.extra_output_names = (const char *const[]){"h_n", "h_n"};
+    expect_refused_n(lstm, 1, &x, &eo, TG_EINVAL,
+                     "onnx_export: extra outputs 0 and 1 are both named 'h_n'");
+    eo.extra_output_names = (const char *const[]){"h_n", "output"};
+    expect_refused_n(lstm, 1, &x, &eo, TG_EINVAL,
+                     "onnx_export: extra output 1 must have a non-empty name other than the "
+                     "output's ('output')");
+    eo.extra_output_names = (const char *const[]){"", "c_n"};
+    expect_refused_n(lstm, 1, &x, &eo, TG_EINVAL, "extra output 0 must have a non-empty name");
+    eo.extra_output_names = (const char *const[]){"input", "c_n"};
+    expect_refused_n(lstm, 1, &x, &eo, TG_EINVAL,
+                     "onnx_export: extra output 0 and input 0 are both named 'input'");
+    eo.extra_output_names = NULL;
+    /* a cell's inputs: (x), (x, hx), LSTMCell (x, hx, cx) */
+    tg_tensor *h2 = th_rand_uniform(TG_F32, 2, (const int64_t[]){2, 4}, 18);
+    tg_tensor *h2d = th_tensor_from(TG_U8, 2, (const int64_t[]){2, 4},
+                                    (const double[]){0, 1, 0, 1, 0, 1, 0, 1});
+    expect_refused_n(cell, 2, (tg_tensor *[]){x2, h2}, &eo, TG_EINVAL,
+                     "onnx_export: module '<top>' (LSTMCell) takes the graph inputs (x) or (x, "
+                     "hx, cx), not 2");
+    expect_refused_n(gcell, 3, (tg_tensor *[]){x2, h2, h2}, NULL, TG_EINVAL,
+                     "module '<top>' (GRUCell) takes the graph inputs (x) or (x, hx), not 3");
+    expect_refused_n(gcell, 2, (tg_tensor *[]){x2, h2d}, NULL, TG_EDTYPE,
+                     "module '<top>' (GRUCell): graph input 1 (hx) has dtype u8; it must be "
+                     "f32");
+    tg_module_release(lin);
+    tg_module_release(lstm);
+    th_release_all(2, (tg_tensor *[]){h2, h2d});
     tg_module_release(proj);
     tg_module_release(seq);
     tg_module_release(cell);

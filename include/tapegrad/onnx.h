@@ -10,7 +10,8 @@
  * grad, which fixes every shape of the graph; the training flags of the
  * module and its descendants are restored afterwards, and no parameter or
  * buffer changes.  The graph has one input and one output, both f32, or an
- * input of i64 or i32 indices for a model that begins with an Embedding.
+ * input of i64 or i32 indices for a model that begins with an Embedding
+ * (several inputs: tg_onnx_export_n; several outputs: extra_outputs).
  * Initializers carry the module's state-dict names ("0.weight",
  * "1.running_mean"); docs/onnx.md lists the nodes each module becomes.
  *
@@ -19,12 +20,14 @@
  * BatchNorm with running statistics (inference form), the activations,
  * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
  * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
- * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes,
+ * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes, RNNCell, LSTMCell and
+ * GRUCell as one step of such a node,
  * TransformerEncoderLayer and TransformerEncoder (the attention written
  * out; with masks through tg_onnx_export_n), TransformerDecoderLayer,
  * TransformerDecoder and Transformer through tg_onnx_export_n,
- * MultiheadAttention on (query, key, value) through tg_onnx_export_n (its
- * output only, not the weights), and
+ * MultiheadAttention on (query, key, value[, key_padding_mask[,
+ * attn_mask]]) through tg_onnx_export_n (its weights with extra_outputs),
+ * and
  * the QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything
  * else is TG_EUNSUPPORTED with a message naming the module's path and type
  * ("onnx_export: module '2' (MyBlock) is not supported"); parameters that
@@ -57,11 +60,31 @@ typedef struct tg_onnx_options {
      * use an instruction that saturates pairs of u8 x i8 products
      * (docs/onnx.md).  false */
     bool u8_weights;
+    /* The outputs of the top module beyond its first as further graph
+     * outputs, as torch.onnx.export writes a module returning a tuple: an
+     * RNN's or GRU's h_n, an LSTM's h_n and c_n (torch's layout (D
+     * num_layers, N, H), or (D num_layers, H) unbatched), an LSTMCell's c'
+     * (an RNNCell and a GRUCell have none) and a MultiheadAttention's
+     * attention weights (averaged over the heads, as torch's default
+     * need_weights=True; per head with mha_per_head_weights).  The top
+     * module runs through its own forward of all outputs; it must be one
+     * of those (a Sequential or any other module is TG_EUNSUPPORTED naming
+     * it).  false */
+    bool extra_outputs;
+    /* Their names, one per extra output; NULL gives "h_n", "c_n" (the
+     * layers), "c_n" (LSTMCell) and "attn_weights".  Non-empty and
+     * distinct from the inputs' and the output's (TG_EINVAL). */
+    const char *const *extra_output_names;
+    /* A MultiheadAttention's weights per head, (N, heads, L, S), as
+     * torch's average_attn_weights=False.  false */
+    bool mha_per_head_weights;
 } tg_onnx_options;
 
 #define TG_ONNX_OPTIONS_INIT                                                  \
     {.opset = 17, .dynamic_batch = false, .input_name = "input",              \
-     .output_name = "output", .graph_name = "tapegrad", .u8_weights = false}
+     .output_name = "output", .graph_name = "tapegrad", .u8_weights = false, \
+     .extra_outputs = false, .extra_output_names = NULL,                     \
+     .mha_per_head_weights = false}
 
 /* Writes m as an ONNX model to path.  m and example_input (f32, or i64 /
  * i32 indices; its dim 0 the batch) are borrowed; opt NULL gives the
@@ -70,21 +93,25 @@ TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *pa
                           const tg_onnx_options *opt);
 /* Writes m as an ONNX model whose graph has n_inputs inputs (1 to 8): m
  * runs once through tg_module_forward_n on example_inputs (borrowed; the
- * Transformer family through its forward with the masks), and input i is
+ * Transformer family and a MultiheadAttention through their forwards with
+ * the masks), and input i is
  * named input_names[i] (NULL: opt->input_name for one input, "input_0",
  * "input_1", ... for several; the names non-empty, distinct and not the
  * output's).  With one input this is tg_onnx_export.  Several are taken by
- * a MultiheadAttention (query, key, value), a TransformerEncoderLayer or
+ * a MultiheadAttention (query, key, value[, key_padding_mask[,
+ * attn_mask]]), a TransformerEncoderLayer or
  * TransformerEncoder (src[, src_mask[, src_key_padding_mask]]), a
  * TransformerDecoderLayer or TransformerDecoder (tgt, memory[, tgt_mask[,
  * memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]), a
  * Transformer (src, tgt[, src_mask[, tgt_mask[, memory_mask[,
  * src_key_padding_mask[, tgt_key_padding_mask[,
- * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0) and an LSTM
- * (input, h_0, c_0) at the top of the export; the masks f32 (added; a
+ * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0), an LSTM
+ * (input, h_0, c_0), an RNNCell or GRUCell (x, hx) and an LSTMCell (x,
+ * hx, cx) at the top of the export; the masks f32 (added; a
  * float key padding mask beside a u8 attention mask is -inf where
- * nonzero, as the module's forward) or u8 (-inf where nonzero).  An optional input of the Transformer
- * family may be left out by a NULL example input (its input_names entry
+ * nonzero, as the module's forward) or u8 (-inf where nonzero).  An
+ * optional input of the Transformer family or a MultiheadAttention's mask
+ * may be left out by a NULL example input (its input_names entry
  * unused): the graph has no input there, and the module runs without it;
  * a NULL example input elsewhere is TG_EINVAL.  With dynamic_batch each
  * input and the output get "batch" at their batch axis, where they have

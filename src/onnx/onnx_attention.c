@@ -33,9 +33,12 @@
  * is the same attention with q, k and v projected apart: in_proj_weight and
  * in_proj_bias Split in three on axis 0 (or q_proj_weight, k_proj_weight,
  * v_proj_weight with kdim, vdim), each input laid out as (S, N, X) and
- * projected as a Linear.  Its output is attn_output only (need_weights'
- * weights are not a graph output); the cross-attention is the same.  The
- * masks, graph inputs of a layer in torch's argument order (encoder:
+ * projected as a Linear; the cross-attention is the same.  Its masks are
+ * graph inputs 3 (key_padding_mask) and 4 (attn_mask), and with
+ * extra_outputs its weights, the Softmax's (N*H, L, S), are a second
+ * output (attn_weights: as (N, H, L, S), averaged over the heads unless
+ * per head).  The masks, graph inputs of a layer in torch's argument
+ * order (encoder:
  * src_mask 1, src_key_padding_mask 2; decoder: tgt_mask 2, memory_mask 3,
  * tgt_key_padding_mask 4, memory_key_padding_mask 5; NULL where left out),
  * act on the scores (N*H, L, S) after the MatMul of q and k: a float
@@ -192,11 +195,40 @@ static int projections(const tg__onnx_site *a, const attn_inputs *in, bool packe
     return TG_OK;
 }
 
+/* The attention weights p (N*H, L, S) as torch's: Transpose (1, 2, 0) to
+ * (L, S, N*H), Reshape (0, 0, -1, H) to (L, S, N, H), Transpose (2, 3, 0,
+ * 1) to (N, H, L, S) (the reshape keeps N, L and S free), then ReduceMean
+ * over the heads unless per_head; unbatched, Squeeze axis 0. */
+static int attn_weights(tg__onnx *g, const char *sc, const char *p, int64_t h, bool batched,
+                        bool per_head, const char **y)
+{
+    const char *t = NULL;
+    tg__onnx_node *n = NULL;
+    const char *shape = ints(g, sc, "weights_shape", 4, (const int64_t[]){0, 0, -1, h});
+    const char *axis0 = batched ? "" : ints(g, sc, "weights_axis", 1, (const int64_t[]){0});
+    if (!shape || !axis0) return TG_ENOMEM;
+    TG_TRY(transpose3(g, sc, p, 1, 2, 0, &t));
+    TG_TRY(tg__onnx_add(g, NULL, &t, sc, "Reshape", 2, (const char *const[]){t, shape}));
+    TG_TRY(tg__onnx_unary(g, sc, "Transpose", t, &n, &t));
+    TG_TRY(tg__onnx_attr_ints(g, n, "perm", 4, (const int64_t[]){2, 3, 0, 1}));
+    if (!per_head) {
+        TG_TRY(tg__onnx_unary(g, sc, "ReduceMean", t, &n, &t));
+        TG_TRY(tg__onnx_attr_ints(g, n, "axes", 1, (const int64_t[]){1}));
+        TG_TRY(tg__onnx_attr_int(g, n, "keepdims", 0));
+    }
+    if (batched) {
+        *y = t;
+        return TG_OK;
+    }
+    return tg__onnx_add(g, NULL, y, sc, "Squeeze", 2, (const char *const[]){t, axis0});
+}
+
 /* The attention of site a (a MultiheadAttention, a->xt its query, in the
  * given layout) on in, as at the top of the file: one packed projection
- * for the self-attention, three otherwise. */
-static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs *in,
-                     const char **y)
+ * for the self-attention, three otherwise.  weights, where not NULL,
+ * receives the attention weights (attn_weights). */
+static int attention_w(const tg__onnx_site *a, bool batch_first, const attn_inputs *in,
+                       const char **y, const char **weights)
 {
     int64_t e, h;
     tg_nn_multihead_attention_opts o;
@@ -245,6 +277,9 @@ static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs
     TG_TRY(masks(g, sc, in, batched, h, axis1, s, &s));
     TG_TRY(tg__onnx_unary(g, sc, "Softmax", s, &n, &p));
     TG_TRY(tg__onnx_attr_int(g, n, "axis", -1));
+    if (weights)
+        TG_TRY(attn_weights(g, sc, p, h, batched, tg__onnx_options(g)->mha_per_head_weights,
+                            weights));
     TG_TRY(tg__onnx_add(g, NULL, &t, sc, "MatMul", 2, (const char *const[]){p, qkv[2]}));
     /* (L, N*H, d) -> (L, N, E) -> out_proj */
     TG_TRY(transpose3(g, sc, t, 1, 0, 2, &t));
@@ -259,6 +294,12 @@ static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs
     if (!batched)
         return tg__onnx_add(g, NULL, y, sc, "Squeeze", 2, (const char *const[]){t, axis1});
     return batch_first ? transpose3(g, sc, t, 1, 0, 2, y) : TG_OK;
+}
+
+static int attention(const tg__onnx_site *a, bool batch_first, const attn_inputs *in,
+                     const char **y)
+{
+    return attention_w(a, batch_first, in, y, NULL);
 }
 
 /* ff(x) = linear2(activation(linear1(x))): the dropouts are the identity
@@ -348,11 +389,41 @@ int tg__onnx_emit_transformer_decoder_layer(const tg__onnx_site *s, const char *
 
 int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y)
 {
-    TG_ASSERT(s->n == 3);   /* tg__onnx_inputs_multihead_attention */
+    TG_ASSERT(s->n >= 3 && s->n <= 5);   /* tg__onnx_inputs_multihead_attention */
     tg_nn_multihead_attention_opts o;
     TG_TRY(tg_nn_multihead_attention_params(s->m, NULL, NULL, &o));
-    const attn_inputs in = {s->xs[0], s->xs[1], s->xs[2], NULL, NULL, false, false};
-    return attention(s, o.batch_first, &in, y);
+    attn_inputs in = {s->xs[0], s->xs[1], s->xs[2], NULL, NULL, false, false};
+    in.key_padding_mask = input_at(s, 3, &in.kpm_bool);
+    in.attn_mask = input_at(s, 4, &in.attn_bool);
+    return attention_w(s, o.batch_first, &in, y, s->extra ? &s->extra[0] : NULL);
+}
+
+/* Graph input i of xs, NULL where left out. */
+static tg_tensor *mha_at(int n, tg_tensor *const *xs, int i)
+{
+    return i < n ? xs[i] : NULL;
+}
+
+int tg__onnx_run_multihead_attention(tg_module *m, tg_tensor **y, tg_tensor **w,
+                                     bool per_head, int n, tg_tensor *const *xs)
+{
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    fo.key_padding_mask = mha_at(n, xs, 3);
+    fo.attn_mask = mha_at(n, xs, 4);
+    fo.average_attn_weights = !per_head;
+    return tg_nn_multihead_attention_forward(m, y, w, xs[0], xs[1], xs[2], &fo);
+}
+
+int tg__onnx_extra_multihead_attention(tg_module *m, const tg_onnx_options *opt, int n,
+                                       tg_tensor *const *xs, tg_tensor **ys, const char **names,
+                                       int *axes)
+{
+    tg_tensor *y = NULL;
+    TG_TRY(tg__onnx_run_multihead_attention(m, &y, &ys[0], opt->mha_per_head_weights, n, xs));
+    tg_tensor_release(y);
+    names[0] = "attn_weights";
+    axes[0] = tg_tensor_ndim(xs[0]) == 3 ? 0 : -1;   /* (N, L, S) or (N, H, L, S) */
+    return 1;
 }
 
 /* TG_EDTYPE unless input i of module path is of one of the dtypes a, b. */
@@ -374,28 +445,6 @@ static int batch_axis(const tg_tensor *x, bool batch_first)
     return tg_tensor_ndim(x) == 3 ? (batch_first ? 0 : 1) : -1;
 }
 
-int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, int n,
-                                        tg_tensor *const *xs, int *axes)
-{
-    const char *p = path[0] ? path : "<top>";
-    TG_CHECK(n != 1, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
-             "query, key and value, and the exported graph has one input (tg_onnx_export_n of "
-             "the module takes the three)", p, tg_module_type_name(m));
-    TG_CHECK(n == 3, TG_EINVAL,
-             "onnx_export: module '%s' (%s) takes three graph inputs, query, key and value, "
-             "not %d", p, tg_module_type_name(m), n);
-    tg_nn_multihead_attention_opts o;
-    TG_TRY(tg_nn_multihead_attention_params(m, NULL, NULL, &o));
-    static const char *const what[3] = {"query", "key", "value"};
-    for (int i = 0; i < 3; i++) {
-        TG_TRY(need_dtype(m, path, xs, i, what[i], TG_F32, TG_F32));
-        axes[i] = batch_axis(xs[i], o.batch_first);
-    }
-    axes[3] = axes[0];
-    return TG_OK;
-}
-
 /* TG_EDTYPE unless graph input i, where given, is an attention mask of
  * module path (f32, added, or u8) named what; axes[i] -1 (a mask has no
  * batch axis). */
@@ -415,6 +464,32 @@ static int kpm_input(const tg_module *m, const char *path, int n, tg_tensor *con
     if (i >= n) return TG_OK;
     axes[i] = xs[i] && tg_tensor_ndim(xs[i]) == 2 ? 0 : -1;
     return xs[i] ? need_dtype(m, path, xs, i, what, TG_U8, TG_F32) : TG_OK;
+}
+
+int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, int n,
+                                        tg_tensor *const *xs, int *axes)
+{
+    const char *p = path[0] ? path : "<top>";
+    TG_CHECK(n != 1, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported on its own: its forward takes "
+             "query, key and value, and the exported graph has one input (tg_onnx_export_n of "
+             "the module takes the three)", p, tg_module_type_name(m));
+    TG_CHECK(n >= 3 && n <= 5, TG_EINVAL,
+             "onnx_export: module '%s' (%s) takes the graph inputs (query, key, value[, "
+             "key_padding_mask[, attn_mask]]), not %d", p, tg_module_type_name(m), n);
+    tg_nn_multihead_attention_opts o;
+    TG_TRY(tg_nn_multihead_attention_params(m, NULL, NULL, &o));
+    static const char *const what[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++) {
+        TG_CHECK(xs[i] != NULL, TG_EINVAL, "onnx_export: module '%s' (%s): example_inputs[%d] "
+                 "(%s) must not be NULL", p, tg_module_type_name(m), i, what[i]);
+        TG_TRY(need_dtype(m, path, xs, i, what[i], TG_F32, TG_F32));
+        axes[i] = batch_axis(xs[i], o.batch_first);
+    }
+    TG_TRY(kpm_input(m, path, n, xs, 3, "key_padding_mask", axes));
+    TG_TRY(attn_mask_input(m, path, n, xs, 4, "attn_mask", axes));
+    axes[n] = axes[0];
+    return TG_OK;
 }
 
 int tg__onnx_inputs_encoder(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
@@ -482,3 +557,4 @@ int tg__onnx_inputs_transformer(const tg_module *m, const char *path, int n,
     for (int i = 5; i < 8; i++) TG_TRY(kpm_input(m, path, n, xs, i, what[i - 2], axes));
     return TG_OK;
 }
+

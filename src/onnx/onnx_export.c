@@ -37,101 +37,107 @@ static int tg__onnx_emit_pass(const tg__onnx_site *s, const char **y)
  * whose forward would change its state (the export changes none), or one
  * that has no ONNX form at all (emit NULL: refuse always refuses). */
 /* inputs, where set, is the module's rule for the graph inputs of
- * tg_onnx_export_n (onnx_graph.h); without it a module takes one. */
+ * tg_onnx_export_n (onnx_graph.h); without it a module takes one.  extra,
+ * where set, gives the outputs beyond the first of extra_outputs. */
 typedef struct tg__onnx_leaf {
     const char *type;
     int (*emit)(const tg__onnx_site *s, const char **y);
     int (*refuse)(const tg_module *m, const char *path);
     int (*inputs)(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
                   int *axes);
+    int (*extra)(tg_module *m, const tg_onnx_options *opt, int n, tg_tensor *const *xs,
+                 tg_tensor **ys, const char **names, int *axes);
 } tg__onnx_leaf;
 
 static const tg__onnx_leaf tg__onnx_leaves[] = {
-    {"Linear", tg__onnx_emit_linear, NULL, NULL},
-    {"Embedding", tg__onnx_emit_embedding, tg__onnx_refuse_embedding, NULL},
-    {"Conv", tg__onnx_emit_conv, NULL, NULL},
-    {"ConvTranspose", tg__onnx_emit_conv, NULL, NULL},
-    {"BatchNorm", tg__onnx_emit_batchnorm, NULL, NULL},
-    {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL},
+    {"Linear", tg__onnx_emit_linear, NULL, NULL, NULL},
+    {"Embedding", tg__onnx_emit_embedding, tg__onnx_refuse_embedding, NULL, NULL},
+    {"Conv", tg__onnx_emit_conv, NULL, NULL, NULL},
+    {"ConvTranspose", tg__onnx_emit_conv, NULL, NULL, NULL},
+    {"BatchNorm", tg__onnx_emit_batchnorm, NULL, NULL, NULL},
+    {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL, NULL},
     {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL,
-     tg__onnx_inputs_transformer_encoder_layer},
+     tg__onnx_inputs_transformer_encoder_layer, NULL},
     {"TransformerEncoder", tg__onnx_emit_transformer_encoder, tg__onnx_refuse_transformer_stack,
-     tg__onnx_inputs_transformer_encoder},
+     tg__onnx_inputs_transformer_encoder, NULL},
     {"TransformerDecoderLayer", tg__onnx_emit_transformer_decoder_layer, NULL,
-     tg__onnx_inputs_transformer_decoder},
+     tg__onnx_inputs_transformer_decoder, NULL},
     {"TransformerDecoder", tg__onnx_emit_transformer_decoder, tg__onnx_refuse_transformer_stack,
-     tg__onnx_inputs_transformer_decoder},
+     tg__onnx_inputs_transformer_decoder, NULL},
     {"Transformer", tg__onnx_emit_transformer, tg__onnx_refuse_transformer_stack,
-     tg__onnx_inputs_transformer_model},
+     tg__onnx_inputs_transformer_model, NULL},
     {"MultiheadAttention", tg__onnx_emit_multihead_attention, NULL,
-     tg__onnx_inputs_multihead_attention},
-    {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL},
-    {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL, NULL},
-    {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL, NULL},
-    {"InstanceNorm3d", tg__onnx_emit_instance_norm, NULL, NULL},
-    {"PReLU", tg__onnx_emit_prelu, NULL, NULL},
-    {"ELU", tg__onnx_emit_elu, NULL, NULL},
-    {"Hardtanh", tg__onnx_emit_hardtanh, NULL, NULL},
-    {"ReLU6", tg__onnx_emit_hardtanh, NULL, NULL},
-    {"Hardsigmoid", tg__onnx_emit_hardsigmoid, NULL, NULL},
-    {"Hardswish", tg__onnx_emit_hardswish, NULL, NULL},
-    {"Mish", tg__onnx_emit_mish, NULL, NULL},
-    {"Softplus", tg__onnx_emit_softplus, NULL, NULL},
-    {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL, NULL},
-    {"Softmax", tg__onnx_emit_softmax, NULL, NULL},
-    {"LogSoftmax", tg__onnx_emit_softmax, NULL, NULL},
-    {"SELU", tg__onnx_emit_selu, NULL, NULL},
-    {"CELU", tg__onnx_emit_celu, NULL, NULL},
-    {"Hardshrink", tg__onnx_emit_shrink, NULL, NULL},
-    {"Softshrink", tg__onnx_emit_shrink, NULL, NULL},
-    {"Threshold", tg__onnx_emit_threshold, NULL, NULL},
-    {"GLU", tg__onnx_emit_glu, NULL, NULL},
-    {"Softsign", tg__onnx_emit_softsign, NULL, NULL},
-    {"Tanhshrink", tg__onnx_emit_tanhshrink, NULL, NULL},
-    {"Softmin", tg__onnx_emit_softmin, NULL, NULL},
-    {"Flatten", tg__onnx_emit_reshape, NULL, NULL},
-    {"Unflatten", tg__onnx_emit_reshape, NULL, NULL},
-    {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL},
-    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL},
-    {"Unfold", tg__onnx_emit_unfold, NULL, NULL},
-    {"Fold", NULL, tg__onnx_refuse_fold, NULL},
-    {"Upsample", tg__onnx_emit_upsample, NULL, NULL},
-    {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL},
-    {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL},
-    {"AvgPool3d", tg__onnx_emit_pool, NULL, NULL},
-    {"MaxPool1d", tg__onnx_emit_pool, NULL, NULL},
-    {"MaxPool2d", tg__onnx_emit_pool, NULL, NULL},
-    {"MaxPool3d", tg__onnx_emit_pool, NULL, NULL},
-    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL},
-    {"ConstantPad1d", tg__onnx_emit_pad, NULL, NULL},
-    {"ConstantPad2d", tg__onnx_emit_pad, NULL, NULL},
-    {"ConstantPad3d", tg__onnx_emit_pad, NULL, NULL},
-    {"ZeroPad2d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReflectionPad1d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReflectionPad2d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReflectionPad3d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReplicationPad1d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReplicationPad2d", tg__onnx_emit_pad, NULL, NULL},
-    {"ReplicationPad3d", tg__onnx_emit_pad, NULL, NULL},
-    {"CircularPad1d", tg__onnx_emit_pad, NULL, NULL},
-    {"CircularPad2d", tg__onnx_emit_pad, NULL, NULL},
-    {"CircularPad3d", tg__onnx_emit_pad, NULL, NULL},
-    {"RNN", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
-    {"LSTM", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
-    {"GRU", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn},
-    {"Dropout", tg__onnx_emit_pass, NULL, NULL},
-    {"Dropout1d", tg__onnx_emit_pass, NULL, NULL},
-    {"Dropout2d", tg__onnx_emit_pass, NULL, NULL},
-    {"Dropout3d", tg__onnx_emit_pass, NULL, NULL},
-    {"Identity", tg__onnx_emit_pass, NULL, NULL},
-    {"QuantizedLinear", tg__onnx_emit_qdq, NULL, NULL},
-    {"QuantizedConv", tg__onnx_emit_qdq, NULL, NULL},
-    {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL},
+     tg__onnx_inputs_multihead_attention, tg__onnx_extra_multihead_attention},
+    {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL, NULL},
+    {"InstanceNorm1d", tg__onnx_emit_instance_norm, NULL, NULL, NULL},
+    {"InstanceNorm2d", tg__onnx_emit_instance_norm, NULL, NULL, NULL},
+    {"InstanceNorm3d", tg__onnx_emit_instance_norm, NULL, NULL, NULL},
+    {"PReLU", tg__onnx_emit_prelu, NULL, NULL, NULL},
+    {"ELU", tg__onnx_emit_elu, NULL, NULL, NULL},
+    {"Hardtanh", tg__onnx_emit_hardtanh, NULL, NULL, NULL},
+    {"ReLU6", tg__onnx_emit_hardtanh, NULL, NULL, NULL},
+    {"Hardsigmoid", tg__onnx_emit_hardsigmoid, NULL, NULL, NULL},
+    {"Hardswish", tg__onnx_emit_hardswish, NULL, NULL, NULL},
+    {"Mish", tg__onnx_emit_mish, NULL, NULL, NULL},
+    {"Softplus", tg__onnx_emit_softplus, NULL, NULL, NULL},
+    {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL, NULL, NULL},
+    {"Softmax", tg__onnx_emit_softmax, NULL, NULL, NULL},
+    {"LogSoftmax", tg__onnx_emit_softmax, NULL, NULL, NULL},
+    {"SELU", tg__onnx_emit_selu, NULL, NULL, NULL},
+    {"CELU", tg__onnx_emit_celu, NULL, NULL, NULL},
+    {"Hardshrink", tg__onnx_emit_shrink, NULL, NULL, NULL},
+    {"Softshrink", tg__onnx_emit_shrink, NULL, NULL, NULL},
+    {"Threshold", tg__onnx_emit_threshold, NULL, NULL, NULL},
+    {"GLU", tg__onnx_emit_glu, NULL, NULL, NULL},
+    {"Softsign", tg__onnx_emit_softsign, NULL, NULL, NULL},
+    {"Tanhshrink", tg__onnx_emit_tanhshrink, NULL, NULL, NULL},
+    {"Softmin", tg__onnx_emit_softmin, NULL, NULL, NULL},
+    {"Flatten", tg__onnx_emit_reshape, NULL, NULL, NULL},
+    {"Unflatten", tg__onnx_emit_reshape, NULL, NULL, NULL},
+    {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
+    {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
+    {"Unfold", tg__onnx_emit_unfold, NULL, NULL, NULL},
+    {"Fold", NULL, tg__onnx_refuse_fold, NULL, NULL},
+    {"Upsample", tg__onnx_emit_upsample, NULL, NULL, NULL},
+    {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"AvgPool3d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"MaxPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"MaxPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"MaxPool3d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"AdaptiveMaxPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"AdaptiveMaxPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"AdaptiveMaxPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
+    {"ConstantPad1d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ConstantPad2d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ConstantPad3d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ZeroPad2d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReflectionPad1d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReflectionPad2d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReflectionPad3d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReplicationPad1d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReplicationPad2d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"ReplicationPad3d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"CircularPad1d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"CircularPad2d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"CircularPad3d", tg__onnx_emit_pad, NULL, NULL, NULL},
+    {"RNN", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn, tg__onnx_extra_rnn},
+    {"LSTM", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn, tg__onnx_extra_rnn},
+    {"GRU", tg__onnx_emit_rnn, tg__onnx_refuse_rnn, tg__onnx_inputs_rnn, tg__onnx_extra_rnn},
+    {"RNNCell", tg__onnx_emit_rnn_cell, NULL, tg__onnx_inputs_rnn_cell, tg__onnx_extra_rnn},
+    {"LSTMCell", tg__onnx_emit_rnn_cell, NULL, tg__onnx_inputs_rnn_cell, tg__onnx_extra_rnn},
+    {"GRUCell", tg__onnx_emit_rnn_cell, NULL, tg__onnx_inputs_rnn_cell, tg__onnx_extra_rnn},
+    {"Dropout", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"Dropout1d", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"Dropout2d", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"Dropout3d", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"Identity", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"QuantizedLinear", tg__onnx_emit_qdq, NULL, NULL, NULL},
+    {"QuantizedConv", tg__onnx_emit_qdq, NULL, NULL, NULL},
+    {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -230,7 +236,8 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
         return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
     /* the activations of tg_nn_activation_new by what they are: their type
      * names (ReLU, GELU, Identity, ...) are torch's, shared by other modules */
-    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL, NULL};
+    static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL, NULL,
+                                      NULL};
     if (tg__nn_is_basic_activation(m)) return tg__onnx_leaf_export(g, m, &act, path, scope, x, y);
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type))
@@ -350,7 +357,36 @@ static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx
     return rc;
 }
 
-/* Builds the graph of m, a leaf taking n > 1 inputs, on xs in g. */
+/* The top module's outputs beyond its first (extra_outputs): tapegrad's
+ * ne of them in ys, which the emitter put in vals, become the graph outputs
+ * of opt's extra_output_names or the extra rule's names. */
+static int tg__onnx_finish_extra(tg__onnx *g, int ne, tg_tensor *const *ys,
+                                 const char *const *vals, const char *const *dflt,
+                                 const int *axes, int n, const char *const *names,
+                                 const tg_onnx_options *o)
+{
+    const char *const *want = o->extra_output_names ? o->extra_output_names : dflt;
+    for (int i = 0; i < ne; i++) {
+        TG_ASSERT(vals[i] != NULL && tg_tensor_dtype(ys[i]) == TG_F32);
+        TG_CHECK(want[i] && want[i][0] && strcmp(want[i], o->output_name), TG_EINVAL,
+                 "onnx_export: extra output %d must have a non-empty name other than the "
+                 "output's ('%s')", i, o->output_name);
+        for (int j = 0; j < n; j++)
+            TG_CHECK(!names[j] || strcmp(want[i], names[j]), TG_EINVAL,
+                     "onnx_export: extra output %d and input %d are both named '%s'", i, j,
+                     want[i]);
+        for (int j = 0; j < i; j++)
+            TG_CHECK(strcmp(want[i], want[j]), TG_EINVAL,
+                     "onnx_export: extra outputs %d and %d are both named '%s'", j, i, want[i]);
+        TG_TRY(tg__onnx_rename(g, vals[i], want[i]));
+        TG_TRY(tg__onnx_io_axis(g, true, want[i], TG__ONNX_FLOAT, tg_tensor_ndim(ys[i]),
+                                tg_tensor_shape(ys[i]), o->dynamic_batch ? axes[i] : -1));
+    }
+    return TG_OK;
+}
+
+/* Builds the graph of m, a leaf taking n > 1 inputs (or any n with
+ * extra_outputs), on xs in g. */
 static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *xs,
                             const char *const *names, const tg_onnx_options *o)
 {
@@ -358,16 +394,22 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     const tg__onnx_leaf *leaf = NULL;
     for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
         if (!strcmp(type, tg__onnx_leaves[i].type)) leaf = &tg__onnx_leaves[i];
-    TG_CHECK(leaf && leaf->inputs && !tg__nn_is_basic_activation(m), TG_EINVAL,
+    TG_CHECK(!o->extra_outputs || (leaf && leaf->extra), TG_EUNSUPPORTED,
+             "onnx_export: extra_outputs: module '<top>' (%s) is not supported: only an RNN, "
+             "LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the top of the "
+             "export gives outputs beyond its first", type);
+    TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
              "MultiheadAttention, a module of the Transformer family, RNN, LSTM or GRU at the "
              "top takes several: docs/onnx.md)", type, n);
     /* the Transformer family's optional inputs may be left out (NULL), and
-     * its forward takes the masks, which tg_module_forward_n does not */
+     * its forward takes the masks, which tg_module_forward_n does not; so
+     * do a MultiheadAttention's masks after query, key and value */
     const bool family = !strncmp(type, "Transformer", strlen("Transformer"));
+    const bool mha = !strcmp(type, "MultiheadAttention");
     for (int i = 1; i < n && !family; i++)
-        TG_CHECK(xs[i] != NULL, TG_EINVAL, "onnx_export: example_inputs[%d] must not be NULL",
-                 i);
+        TG_CHECK(xs[i] != NULL || (mha && i >= 3), TG_EINVAL,
+                 "onnx_export: example_inputs[%d] must not be NULL", i);
     if (leaf->refuse) TG_TRY(leaf->refuse(m, ""));
     int axes[TG__ONNX_MAX_INPUTS + 1];
     TG_TRY(leaf->inputs(m, "", n, xs, axes));
@@ -376,14 +418,23 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
             TG_TRY(tg__onnx_io_axis(g, false, names[i], tg__onnx_dt(xs[i]),
                                     tg_tensor_ndim(xs[i]), tg_tensor_shape(xs[i]),
                                     o->dynamic_batch ? axes[i] : -1));
-    tg_tensor *yt = NULL;
-    TG_TRY(family ? tg__onnx_run_transformer(m, &yt, n, xs) : tg_module_forward_n(m, &yt, n, xs));
+    tg_tensor *yt = NULL, *ys[TG__ONNX_MAX_EXTRA] = {NULL};
+    const char *vals[TG__ONNX_MAX_EXTRA] = {NULL}, *dflt[TG__ONNX_MAX_EXTRA] = {NULL};
+    int ne = 0, eaxes[TG__ONNX_MAX_EXTRA];
+    TG_TRY(family ? tg__onnx_run_transformer(m, &yt, n, xs)
+           : mha  ? tg__onnx_run_multihead_attention(m, &yt, NULL, false, n, xs)
+                  : tg_module_forward_n(m, &yt, n, xs));
+    int rc = o->extra_outputs ? leaf->extra(m, o, n, xs, ys, dflt, eaxes) : 0;
+    if (rc >= 0) ne = rc;
     tg__onnx_site s = {.g = g, .m = m, .path = "", .scope = "", .x = names[0], .xt = xs[0],
-                       .yt = yt, .n = n, .xs = names, .xts = xs};
+                       .yt = yt, .n = n, .xs = names, .xts = xs,
+                       .extra = o->extra_outputs ? vals : NULL};
     tg__onnx_val y = {NULL, yt};
-    int rc = leaf->emit(&s, &y.name);
+    if (rc >= 0) rc = leaf->emit(&s, &y.name);
     if (rc >= 0) rc = tg__onnx_finish(g, y, n, names, o, o->dynamic_batch ? axes[n] : -1);
+    if (rc >= 0) rc = tg__onnx_finish_extra(g, ne, ys, vals, dflt, eaxes, n, names, o);
     tg_tensor_release(yt);
+    for (int i = 0; i < ne; i++) tg_tensor_release(ys[i]);
     return rc;
 }
 
@@ -411,7 +462,7 @@ int tg_onnx_export_n(tg_module *m, int n_inputs, tg_tensor *const *example_input
         tg_no_grad_begin();
         /* the forwards' tensors are the export's own, never a caller's scope's */
         tg__lib_enter();
-        rc = n_inputs == 1 ? tg__onnx_build(g, m, example_inputs[0], &o)
+        rc = n_inputs == 1 && !o.extra_outputs ? tg__onnx_build(g, m, example_inputs[0], &o)
                            : tg__onnx_build_n(g, m, n_inputs, example_inputs, names, &o);
         tg__lib_leave();
         tg_no_grad_end();

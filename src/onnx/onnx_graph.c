@@ -35,7 +35,8 @@ struct tg__onnx {
     size_t n_nodes, cap_nodes, n_inits, cap_inits;
     Onnx__NodeProto **nodes;
     Onnx__TensorProto **inits;
-    Onnx__ValueInfoProto *out;     /* the output */
+    Onnx__ValueInfoProto *out[1 + TG__ONNX_MAX_EXTRA];   /* the outputs */
+    size_t n_out;
     Onnx__ValueInfoProto *in[TG__ONNX_MAX_INPUTS];
     size_t n_in;
     tg_onnx_options opt;
@@ -295,7 +296,7 @@ int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
 int tg__onnx_io_axis(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                      const int64_t *shape, int batch_axis)
 {
-    TG_ASSERT(output || g->n_in < TG__ONNX_MAX_INPUTS);
+    TG_ASSERT(output ? g->n_out < 1 + TG__ONNX_MAX_EXTRA : g->n_in < TG__ONNX_MAX_INPUTS);
     Onnx__ValueInfoProto *v = tg__onnx_alloc(g, sizeof *v);
     Onnx__TypeProto *type = tg__onnx_alloc(g, sizeof *type);
     Onnx__TypeProto__Tensor *tt = tg__onnx_alloc(g, sizeof *tt);
@@ -330,7 +331,7 @@ int tg__onnx_io_axis(tg__onnx *g, bool output, const char *name, int dt, int ndi
     type->tensor_type = tt;
     v->name = (char *)nm;
     v->type = type;
-    if (output) g->out = v;
+    if (output) g->out[g->n_out++] = v;
     else g->in[g->n_in++] = v;
     return TG_OK;
 }
@@ -352,15 +353,15 @@ int tg__onnx_rename(tg__onnx *g, const char *from, const char *to)
 int tg__onnx_write(tg__onnx *g, const char *path)
 {
     const char *what = "onnx_export";
-    TG_ASSERT(g->n_in > 0 && g->out);
+    TG_ASSERT(g->n_in > 0 && g->n_out > 0);
     g->graph.n_node = g->n_nodes;
     g->graph.node = g->nodes;
     g->graph.n_initializer = g->n_inits;
     g->graph.initializer = g->inits;
     g->graph.n_input = g->n_in;
     g->graph.input = g->in;
-    g->graph.n_output = 1;
-    g->graph.output = &g->out;
+    g->graph.n_output = g->n_out;
+    g->graph.output = g->out;
     const size_t n = onnx__model_proto__get_packed_size(&g->model);
     uint8_t *buf = tg__malloc(n ? n : 1);
     if (!buf) return TG_ENOMEM;

@@ -70,8 +70,11 @@ int tg__onnx_init_tensor(tg__onnx *g, const char *name, const tg_tensor *t);
 int tg__onnx_io(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                 const int64_t *shape, bool dynamic_batch);
 /* The same with the symbolic "batch" at axis batch_axis (-1: none).  A
- * graph has up to TG__ONNX_MAX_INPUTS inputs, in the order declared. */
+ * graph has up to TG__ONNX_MAX_INPUTS inputs and 1 + TG__ONNX_MAX_EXTRA
+ * outputs, each in the order declared. */
 #define TG__ONNX_MAX_INPUTS 8
+/* The most outputs beyond the first a module gives (an LSTM's h_n, c_n). */
+#define TG__ONNX_MAX_EXTRA 2
 int tg__onnx_io_axis(tg__onnx *g, bool output, const char *name, int dt, int ndim,
                      const int64_t *shape, int batch_axis);
 /* Renames value `from` to `to` in every node's inputs and outputs. */
@@ -101,7 +104,12 @@ typedef struct tg__onnx_site {
     int n;
     const char *const *xs;
     tg_tensor *const *xts;
+    /* The top module of an export with extra_outputs: the emitter puts
+     * the values of its outputs beyond the first here, in the order of
+     * its extra rule; NULL elsewhere. */
+    const char **extra;
 } tg__onnx_site;
+
 
 /* "<path>.<name>", or name at the top level; NULL with TG_ENOMEM set. */
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name);
@@ -188,14 +196,20 @@ int tg__onnx_emit_instance_norm(const tg__onnx_site *s, const char **y);
 /* TransformerEncoderLayer, its self-attention written out, with the masks
  * of tg_onnx_export_n's inputs (onnx_attention.c). */
 int tg__onnx_emit_transformer_encoder_layer(const tg__onnx_site *s, const char **y);
-/* MultiheadAttention on (query, key, value), the three graph inputs of
- * tg_onnx_export_n; the inputs rules of it, of TransformerEncoderLayer
+/* MultiheadAttention on (query, key, value[, key_padding_mask[,
+ * attn_mask]]), the graph inputs of tg_onnx_export_n, with its attention
+ * weights as the extra output; the inputs rules of it, of TransformerEncoderLayer
  * ((src), (src, src_mask), (src, src_mask, src_key_padding_mask)) and of
  * RNN, LSTM and GRU ((input), (input, h_0), LSTM (input, h_0, c_0)): each
  * checks n and the inputs' dtypes (TG_EINVAL / TG_EDTYPE naming the module)
  * and gives axes[i] the batch axis of input i and axes[n] the output's (-1:
  * none). */
 int tg__onnx_emit_multihead_attention(const tg__onnx_site *s, const char **y);
+/* A MultiheadAttention's forward on its n graph inputs (query, key, value[,
+ * key_padding_mask[, attn_mask]], a NULL mask left out): its output in *y
+ * and, where w is not NULL, its weights, per head or averaged. */
+int tg__onnx_run_multihead_attention(tg_module *m, tg_tensor **y, tg_tensor **w,
+                                     bool per_head, int n, tg_tensor *const *xs);
 int tg__onnx_inputs_multihead_attention(const tg_module *m, const char *path, int n,
                                         tg_tensor *const *xs, int *axes);
 int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *path, int n,
@@ -243,3 +257,20 @@ int tg__onnx_emit_qdq(const tg__onnx_site *s, const char **y);
  * with proj_size > 0 refused before its forward runs (onnx_rnn.c). */
 int tg__onnx_emit_rnn(const tg__onnx_site *s, const char **y);
 int tg__onnx_refuse_rnn(const tg_module *m, const char *path);
+/* RNNCell, LSTMCell and GRUCell as one step of an ONNX RNN / LSTM / GRU
+ * node (onnx_rnn.c), and their inputs rule: (x), (x, hx), LSTMCell (x,
+ * hx, cx). */
+int tg__onnx_emit_rnn_cell(const tg__onnx_site *s, const char **y);
+int tg__onnx_inputs_rnn_cell(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                             int *axes);
+/* The extra rules of tg_onnx_options.extra_outputs: run m on its n graph
+ * inputs xs through its forward of all outputs, and give its outputs
+ * beyond the first (new references) in ys, their default names in names
+ * and their batch axes (-1: none) in axes; the count is returned (0 to
+ * TG__ONNX_MAX_EXTRA).  The recurrent layers and cells (onnx_rnn.c) and
+ * MultiheadAttention (onnx_attention.c, with opt's mha_per_head_weights). */
+int tg__onnx_extra_rnn(tg_module *m, const tg_onnx_options *opt, int n, tg_tensor *const *xs,
+                       tg_tensor **ys, const char **names, int *axes);
+int tg__onnx_extra_multihead_attention(tg_module *m, const tg_onnx_options *opt, int n,
+                                       tg_tensor *const *xs, tg_tensor **ys, const char **names,
+                                       int *axes);

@@ -11,10 +11,13 @@
 //     "basic" runs QDQ nodes as written, without fusing them into int8 ops).
 //     With "inputs" (a list of {"name", "shape", "type", "file"}, type
 //     "float32", "uint8", "int64" or "int32") the model takes several
-//     inputs, each read from DIR/<file>.
+//     inputs, each read from DIR/<file>.  With "extra_outputs" (a list of
+//     {"name", "shape", "file"}, raw f32) the model has those outputs after
+//     its first, and no others, each compared as the first.
 //   node tests/onnx/run.mjs --same A.onnx B.onnx IN.f32 D0,D1,... [tol]
-//     Runs both models on the same input and requires the same outputs
-//     within tol (default 1e-5) relative to their largest magnitude.
+//     Runs both models on the same input and requires the same number of
+//     outputs, each the same as the other's in its place within tol
+//     (default 1e-5) relative to its largest magnitude.
 // Prints one line per model; exit status 1 if any differs.
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -46,7 +49,7 @@ function input(dir, name, type) {
 async function run(model, input, shape, level = 'all', type = 'float32') {
   const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: level });
   const out = await s.run({ [s.inputNames[0]]: new ort.Tensor(type, input, shape) });
-  return out[s.outputNames[0]];
+  return [out[s.outputNames[0]], out, s.outputNames];
 }
 
 // max |a - b| and max |b| over the non-NaN b; a NaN in both is equal, a
@@ -81,7 +84,7 @@ function feeds(dir, inputs) {
 async function runN(model, inputs, dir, level = 'all') {
   const s = await ort.InferenceSession.create(model, { graphOptimizationLevel: level });
   const out = await s.run(feeds(dir, inputs));
-  return out[s.outputNames[0]];
+  return [out[s.outputNames[0]], out, s.outputNames];
 }
 
 async function cases(dir) {
@@ -97,7 +100,7 @@ async function cases(dir) {
     const want = f32(join(dir, name + '.out.f32'));
     let line;
     try {
-      const y = c.inputs
+      const [y, all, names] = c.inputs
         ? await runN(join(dir, name + '.onnx'), c.inputs, dir, c.level ?? 'all')
         : await run(join(dir, name + '.onnx'), input(dir, name, c.input_type),
                     c.input_shape, c.level ?? 'all', c.input_type ?? 'float32');
@@ -107,6 +110,25 @@ async function cases(dir) {
       line = `${ok ? 'ok  ' : 'FAIL'} ${name}: max|diff| ${d.toExponential(3)}, ` +
              `max|y| ${m.toExponential(3)}, dims ${y.dims}, optimization ${c.level ?? 'all'}`;
       if (!ok) bad++;
+      const extra = c.extra_outputs ?? [];
+      if (names.length !== 1 + extra.length) {
+        line += `\nFAIL ${name}: outputs ${names}, expected ${1 + extra.length}`;
+        bad++;
+      }
+      for (const e of extra) {
+        const ye = all[e.name], we = f32(join(dir, e.file));
+        if (!ye) {
+          line += `\nFAIL ${name}: no output ${e.name}`;
+          bad++;
+          continue;
+        }
+        const [de, me] = diff(ye.data, we);
+        const oke = ye.dims.join(',') === e.shape.join(',') && ye.data.length === we.length &&
+                    de <= c.atol + c.rtol * me;
+        line += `\n${oke ? 'ok  ' : 'FAIL'} ${name} ${e.name}: max|diff| ` +
+                `${de.toExponential(3)}, max|y| ${me.toExponential(3)}, dims ${ye.dims}`;
+        if (!oke) bad++;
+      }
     } catch (e) {
       line = `FAIL ${name}: ${e.message}`;
       bad++;
@@ -118,12 +140,18 @@ async function cases(dir) {
 
 async function same(a, b, inPath, dims, tol) {
   const x = f32(inPath), shape = dims.split(',').map(Number);
-  const ya = await run(a, x, shape), yb = await run(b, x, shape);
-  const [d, m] = diff(ya.data, yb.data);
-  const ok = ya.dims.join(',') === yb.dims.join(',') && d <= tol * Math.max(m, 1e-30);
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${a} vs ${b}: max|diff| ${d.toExponential(3)}, ` +
-              `max|y| ${m.toExponential(3)}`);
-  return ok ? 0 : 1;
+  const [, oa, na] = await run(a, x, shape), [, ob, nb] = await run(b, x, shape);
+  let bad = na.length === nb.length ? 0 : 1;
+  if (bad) console.log(`FAIL ${a} has ${na.length} outputs, ${b} ${nb.length}`);
+  for (let i = 0; i < Math.min(na.length, nb.length); i++) {
+    const ya = oa[na[i]], yb = ob[nb[i]];
+    const [d, m] = diff(ya.data, yb.data);
+    const ok = ya.dims.join(',') === yb.dims.join(',') && d <= tol * Math.max(m, 1e-30);
+    console.log(`${ok ? 'ok  ' : 'FAIL'} ${a} vs ${b} output ${i}: max|diff| ` +
+                `${d.toExponential(3)}, max|y| ${m.toExponential(3)}, dims ${ya.dims}`);
+    if (!ok) bad++;
+  }
+  return bad;
 }
 
 const args = process.argv.slice(2);

@@ -5,7 +5,10 @@ torch.onnx.export at opset 17 on the several inputs of an ONNX export case
     python3 tests/onnx/torch_inputs.py STATE.safetensors NAME WHAT
 
 run in the case folder.  NAME.json lists the inputs (names, shapes, types,
-files) and the expected output; WHAT is "mha heads=H [batch_first]",
+files) and the expected output; WHAT is "mha heads=H [batch_first]
+[weights [per_head]]" (the inputs query, key, value, key_padding_mask,
+attn_mask by name; with weights the attention weights, averaged or per
+head, are the second output, named as NAME.json's "extra_outputs"),
 "LSTM" / "GRU" / "RNN_TANH" [batch_first], or for the Transformer family
 "tel" (TransformerEncoderLayer), "te" (TransformerEncoder), "tdl"
 (TransformerDecoderLayer), "td" (TransformerDecoder) or "tf" (Transformer)
@@ -35,8 +38,9 @@ DTYPES = {"float32": np.float32, "uint8": np.uint8, "int64": np.int64, "int32": 
 
 
 class MHA(torch.nn.Module):
-    def __init__(self, state, heads, batch_first):
+    def __init__(self, state, heads, batch_first, names, weights, per_head):
         super().__init__()
+        self.names, self.weights, self.per_head = names, weights, per_head
         e = state["out_proj.weight"].shape[0]
         kdim = state["k_proj_weight"].shape[1] if "k_proj_weight" in state else e
         vdim = state["v_proj_weight"].shape[1] if "v_proj_weight" in state else e
@@ -44,8 +48,12 @@ class MHA(torch.nn.Module):
                                              kdim=kdim, vdim=vdim, batch_first=batch_first)
         self.m.load_state_dict(state)
 
-    def forward(self, q, k, v):
-        return self.m(q, k, v, need_weights=False)[0]
+    def forward(self, *xs):
+        kw = {}
+        for name, x in zip(self.names, xs):
+            kw[name] = x.bool() if x.dtype == torch.uint8 else x
+        out = self.m(need_weights=self.weights, average_attn_weights=not self.per_head, **kw)
+        return out if self.weights else out[0]
 
 
 def layer_kw(state, prefix, heads, opts):
@@ -134,7 +142,8 @@ def module(what, state, names):
     opts = {w.split("=")[0]: (w.split("=")[1] if "=" in w else True) for w in words[1:]}
     bf = bool(opts.get("batch_first"))
     if words[0] == "mha":
-        return MHA(state, int(opts["heads"]), bf)
+        return MHA(state, int(opts["heads"]), bf, names, bool(opts.get("weights")),
+                   bool(opts.get("per_head")))
     if words[0] in ("tel", "te", "tdl", "td", "tf"):
         return Family(words[0], state, int(opts["heads"]), opts, names)
     return Recurrent(state, words[0], bf)
@@ -150,8 +159,10 @@ def main():
     with torch.no_grad():
         torch.onnx.export(m, tuple(xs), name + "_torch.onnx", opset_version=17,
                           input_names=[i["name"] for i in case["inputs"]],
-                          output_names=["output"])
-    keep = {k: case[k] for k in ("inputs", "output_shape", "rtol", "atol")}
+                          output_names=["output"] + [e["name"] for e in
+                                                     case.get("extra_outputs", [])])
+    keep = {k: case[k] for k in ("inputs", "output_shape", "rtol", "atol", "extra_outputs")
+            if k in case}
     json.dump(keep, open(name + "_torch.json", "w"))
     shutil.copyfile(name + ".out.f32", name + "_torch.out.f32")
     print(f"ok   {name}_torch.onnx written by torch.onnx.export ({what})")

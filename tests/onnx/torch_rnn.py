@@ -3,15 +3,17 @@ tapegrad saved, with torch.onnx.export at opset 17, and compares its
 recurrent nodes with those of tapegrad's export of the same module:
 
     python3 tests/onnx/torch_rnn.py STATE.safetensors OURS.onnx OUT.onnx KIND SHAPE
-                                    [--batch-first]
+                                    [--batch-first] [--states]
 
 KIND is RNN_TANH, RNN_RELU, LSTM or GRU and SHAPE the example input's
 ("5,2,3"); the sizes, layers, directions and bias come from the state
 dict.  Writes torch's model to OUT.onnx and requires the same RNN / LSTM /
 GRU nodes in the same order, with the same hidden_size, direction,
 activations and linear_before_reset, and their W, R and B inputs holding
-the same values (B left out by both without bias).  Exit status 1 on a
-difference."""
+the same values (B left out by both without bias).  With --states torch's
+graph gives the module's whole result, (output, h_n) or (output, (h_n,
+c_n)), as the outputs "output", "h_n" and "c_n", and ours must have
+the same outputs.  Exit status 1 on a difference."""
 import os
 import sys
 
@@ -40,6 +42,17 @@ def module(kind, state, batch_first):
     return m.eval()
 
 
+class Output(torch.nn.Module):
+    """The module's output alone, without its final states."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)[0]
+
+
 def nodes(model):
     """The recurrent nodes: (op type, attributes, [W, R, B values or None])."""
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -61,14 +74,26 @@ def nodes(model):
 def main():
     state_path, ours_path, out_path, kind, shape = sys.argv[1:6]
     batch_first = "--batch-first" in sys.argv[6:]
+    states = "--states" in sys.argv[6:]
     state, _ = read_safetensors(state_path)
     m = module(kind, state, batch_first)
     x = torch.zeros([int(d) for d in shape.split(",")])
+    outs = ["output"]
+    if states:
+        outs += ["h_n", "c_n"] if kind == "LSTM" else ["h_n"]
+    else:
+        m = Output(m)
     torch.onnx.export(m, (x,), out_path, opset_version=17, input_names=["input"],
-                      output_names=["output"])
+                      output_names=outs)
     theirs = nodes(onnx.load(out_path))
     ours = nodes(onnx.load(ours_path))
     bad = []
+    got = [(o.name, [d.dim_value for d in o.type.tensor_type.shape.dim])
+           for o in onnx.load(ours_path).graph.output]
+    want = [(o.name, [d.dim_value for d in o.type.tensor_type.shape.dim])
+            for o in onnx.load(out_path).graph.output]
+    if got != want:
+        bad.append(f"outputs {got}, torch's {want}")
     if [n[0] for n in ours] != [n[0] for n in theirs]:
         bad.append(f"nodes {[n[0] for n in ours]}, torch's {[n[0] for n in theirs]}")
     for k, ((op, a, w), (_, ta, tw)) in enumerate(zip(ours, theirs)):
