@@ -46,17 +46,6 @@ typedef struct gather_params {
 
 static const tg_op_schema gather_op, scatter_add_op, index_select_op, index_add_op;
 
-/* t's shape with a 0-d tensor read as (1,): the ops treat it as one element. */
-static int shape_of(const tg_tensor *t, int64_t *shape)
-{
-    if (t->ndim == 0) {
-        shape[0] = 1;
-        return 1;
-    }
-    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    return t->ndim;
-}
-
 static int check_index_dtype(const char *op, const tg_tensor *idx)
 {
     TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
@@ -113,7 +102,7 @@ static int check_select_args(const char *op, const tg_tensor *x, int dim, const 
     if (src) {
         TG_TRY(check_src(op, x, src));
         int64_t want[TG_MAX_DIMS];
-        shape_of(x, want);
+        tg__gather_shape(x, want);
         want[dim] = tg_tensor_numel(idx);
         bool ok = src->ndim == x->ndim;
         for (int d = 0; ok && d < src->ndim; d++) ok = src->shape[d] == want[d];
@@ -183,7 +172,7 @@ static int gather_pick(const char *op, const tg_tensor *x, int dim, const tg_ten
                        tg__pick *k, int64_t **owned)
 {
     int64_t ishape[TG_MAX_DIMS];
-    shape_of(idx, ishape);
+    tg__gather_shape(idx, ishape);
     tg__pick_init(k, x, dim, true, ishape);
     k->checks = true;
     return read_index(op, idx, k->nd, k->ishape, dim, k->xshape[dim], false, &k->v, owned);
@@ -197,7 +186,7 @@ static int select_pick(const char *op, const tg_tensor *x, int dim, const tg_ten
 {
     int64_t ishape[TG_MAX_DIMS];
     const int64_t L = tg_tensor_numel(idx);
-    shape_of(x, ishape);
+    tg__gather_shape(x, ishape);
     const int64_t extent = ishape[dim];
     ishape[dim] = L;
     tg__pick_init(k, x, dim, false, ishape);

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -116,5 +117,17 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
 int tg__index_select_into(tg_tensor *acc, const tg_tensor *g, int dim, const int64_t *v,
                           int64_t len);
 int tg__gather_into(tg_tensor *acc, const tg_tensor *g, int dim, const tg_tensor *idx);
+
+/* t's shape into shape with a 0-d tensor read as (1,): the ops treat it as
+ * one element.  Returns the number of dims written. */
+static inline int tg__gather_shape(const tg_tensor *t, int64_t *shape)
+{
+    if (t->ndim == 0) {
+        shape[0] = 1;
+        return 1;
+    }
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    return t->ndim;
+}
 
 #endif

@@ -23,17 +23,6 @@
 #include "ops/gather_internal.h"
 #include "tapegrad/ops.h"
 
-/* t's shape with a 0-d tensor read as (1,), as gather.c's shape_of. */
-static int shape_of(const tg_tensor *t, int64_t *shape)
-{
-    if (t->ndim == 0) {
-        shape[0] = 1;
-        return 1;
-    }
-    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    return t->ndim;
-}
-
 /* How add_row adds s's row into d's: a row picked once straight into
  * acc's (+0 + s, the term's sum from +0, then the engine's add), a term
  * into its partial sum (index_add's tg__add_to), a partial sum into acc's
@@ -143,8 +132,8 @@ int tg__index_select_into(tg_tensor *acc, const tg_tensor *g, int dim, const int
                           int64_t len)
 {
     int64_t gs[TG_MAX_DIMS], as[TG_MAX_DIMS];
-    const int nd = shape_of(g, gs);
-    shape_of(acc, as);
+    const int nd = tg__gather_shape(g, gs);
+    tg__gather_shape(acc, as);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < dim; d++) outer *= gs[d];
     for (int d = dim + 1; d < nd; d++) inner *= gs[d];
@@ -202,8 +191,8 @@ int tg__index_select_into(tg_tensor *acc, const tg_tensor *g, int dim, const int
 int tg__gather_into(tg_tensor *acc, const tg_tensor *g, int dim, const tg_tensor *idx)
 {
     int64_t is[TG_MAX_DIMS], as[TG_MAX_DIMS], ast[TG_MAX_DIMS];
-    const int nd = shape_of(idx, is);
-    shape_of(acc, as);
+    const int nd = tg__gather_shape(idx, is);
+    tg__gather_shape(acc, as);
     ast[nd - 1] = 1;
     for (int d = nd - 2; d >= 0; d--) ast[d] = ast[d + 1] * as[d + 1];
     const int64_t m = tg_tensor_numel(idx), len = is[dim], extent = as[dim];
