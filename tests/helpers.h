@@ -265,5 +265,20 @@ tg_st_file *th_st_copy_without(const tg_st_file *src, const char *skip);
  * (line: the caller's, for the message); th_expect_refused passes it. */
 void th_refused_at(int line, int rc, int status, const char *words, const tg_tensor *y);
 #define th_expect_refused(rc, status, words, y) th_refused_at(__LINE__, rc, status, words, y)
+/* th_expect_refused of call, which writes its result through out_ (a
+ * tg_tensor ** the macro declares, pointing at a NULL), and a check that
+ * the call left no tensor memory behind. */
+#define th_expect_refused_clean(call, status, words)                                       \
+    do {                                                                                   \
+        tg_tensor *y_ = NULL;                                                              \
+        int64_t before_, after_;                                                           \
+        tg_memory_stats(&before_, NULL);                                                   \
+        tg_tensor **out_ = &y_;                                                            \
+        int rc_ = (call);                                                                  \
+        tg_memory_stats(&after_, NULL);                                                    \
+        th_expect_refused(rc_, status, words, y_);                                         \
+        cr_assert(eq(i64, after_, before_), "%s leaves %lld bytes", #call,                 \
+                  (long long)(after_ - before_));                                          \
+    } while (0)
 
 #endif

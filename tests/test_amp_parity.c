@@ -28,18 +28,7 @@ static tg_tensor *t_of(tg_dtype dt, int nd, const int64_t *shape, uint64_t seed)
 
 /* Each refusal: the status, words of the message, *out left NULL and no
  * tensor memory left behind. */
-#define REFUSED(call, words)                                                               \
-    do {                                                                                   \
-        tg_tensor *y_ = NULL;                                                              \
-        int64_t before_, after_;                                                           \
-        tg_memory_stats(&before_, NULL);                                                   \
-        tg_tensor **out_ = &y_;                                                            \
-        int rc_ = (call);                                                                  \
-        tg_memory_stats(&after_, NULL);                                                    \
-        th_expect_refused(rc_, TG_EDTYPE, words, y_);                                      \
-        cr_assert(eq(i64, after_, before_), "%s leaves %lld bytes", #call,                 \
-                  (long long)(after_ - before_));                                          \
-    } while (0)
+#define REFUSED(call, words) th_expect_refused_clean(call, TG_EDTYPE, words)
 
 /* The dtype of f(x, w, b), or -1 when refused with TG_EDTYPE. */
 typedef int (*conv_fn)(tg_tensor **, tg_tensor *, tg_tensor *, tg_tensor *,
