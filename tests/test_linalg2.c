@@ -52,7 +52,7 @@ Test(linalg2, every_case_matches_torch)
     static const char *const ops[11] = {"matmul", "mm", "bmm", "mv", "dot", "outer",
                                         "addmm", "baddbmm", "tril", "triu", "einsum"};
     for (int i = 0; i < n; i++) {
-        char c[16], what[128], key[8];
+        char c[16], what[128], key[16];
         snprintf(c, sizeof c, "case%d", i);
         const char *op = th_golden_meta(f, c, "op"), *dt = th_golden_meta(f, c, "dtype");
         const char *arg = th_golden_meta(f, c, "arg");

@@ -188,7 +188,7 @@ static void expect_layers(const tg_module *m, int64_t n, bool same)
     cr_assert(eq(int, tg_module_child_count(list), (int)n));
     const tg_module *l0 = tg_module_child_at(list, 0);
     for (int i = 1; i < n; i++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "%d", i);
         const tg_module *li = tg_module_child(list, nm);
         cr_assert_not_null(li, "layers.%s", nm);
