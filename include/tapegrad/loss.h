@@ -174,6 +174,17 @@ TG_API int tg_cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, i
  * zeros). */
 TG_API int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p,
                                 double eps, bool keepdim);
+/* torch.cdist(x1, x2, p): the p-norm distance of every row of x1 (.., P, M)
+ * to every row of x2 (.., R, M), shape (.., P, R), the batch dims
+ * broadcast.  p >= 0 (0, fractional and inf included), as
+ * tg_vector_norm over each pair's difference; for p = 2 with P or R above
+ * 25, torch's default compute mode: sqrt(max(|a|^2 - 2 a.b + |b|^2, 0))
+ * through one matmul (faster, with the cancellation error of that form).
+ * The gradient is 0 where a distance is 0, as torch's; differentiable to any
+ * order.  Float x1 and x2 of one dtype (TG_EDTYPE), at least 2-d
+ * (TG_EINVAL), the same number of columns (TG_ESHAPE).  The FP32 AMP policy
+ * (torch's autocast list): inside autocast half inputs give an f32 result. */
+TG_API int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p);
 /* F.margin_ranking_loss: max(0, -target (input1 - input2) + margin).  The
  * three must have the same number of dims (TG_ESHAPE otherwise, as torch)
  * and broadcast together; target holds 1 or -1, of any dtype. */

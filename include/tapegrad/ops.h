@@ -710,6 +710,26 @@ TG_API int tg_unsqueeze(tg_tensor **out, tg_tensor *a, int dim);
  * (PyTorch's no-op, not an error).  dim is in [-ndim, ndim) (a 0-d tensor
  * takes -1 and 0 and stays 0-d). */
 TG_API int tg_squeeze(tg_tensor **out, tg_tensor *a, int dim);
+/* torch.narrow(x, dim, start, length): a view of length elements of dim
+ * from start (a negative start counts from the end: in [-extent, extent]),
+ * tg_slice's view.  TG_EINVAL for a 0-d x, a dim out of range, or a length
+ * below 0 or past the end. */
+TG_API int tg_narrow(tg_tensor **out, tg_tensor *x, int dim, int64_t start, int64_t length);
+/* torch.movedim(x, source, destination) with n dims each: a view (a
+ * permute) with dim source[i] at destination[i] and the other dims in their
+ * order in the places left.  Dims may be negative; each list names a dim at
+ * most once (TG_EINVAL).  A 0-d x takes -1 and 0 and is returned as it is. */
+TG_API int tg_movedim(tg_tensor **out, tg_tensor *x, int n, const int *source,
+                      const int *destination);
+/* torch.flatten(x, start_dim, end_dim) (torch's defaults 0, -1): dims
+ * start..end as one (tg_reshape: a view where the layout allows); a 0-d x
+ * becomes (1).  TG_EINVAL for dims out of range or start after end. */
+TG_API int tg_flatten(tg_tensor **out, tg_tensor *x, int start_dim, int end_dim);
+/* torch.unflatten(x, dim, sizes) with n sizes: dim as the n dims of sizes,
+ * one of which may be -1 (inferred); their product must be dim's extent
+ * (TG_ESHAPE).  tg_reshape: a view where the layout allows.  TG_EINVAL for a
+ * 0-d x, a dim out of range, n < 1, a size below -1 or two -1s. */
+TG_API int tg_unflatten(tg_tensor **out, tg_tensor *x, int dim, int n, const int64_t *sizes);
 /* A contiguous tensor with a's elements (a itself, retained, when already so). */
 TG_API int tg_contiguous(tg_tensor **out, tg_tensor *a);
 /* Concatenates n tensors of equal shape but for dim (a copy, even for n = 1).
@@ -878,6 +898,27 @@ TG_API int tg_bmm(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_mv(tg_tensor **out, tg_tensor *a, tg_tensor *v);
 TG_API int tg_dot(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.tensordot(a, b, dims): the sum over n pairs of dims, dims_a[i] of
+ * a against dims_b[i] of b (both NULL: a's last n against b's first n, as
+ * tensordot(a, b, n)), the result a's other dims then b's.  One tg_mm on
+ * the operands permuted and folded to matrices, so differentiable to any
+ * order.  Float operands of one dtype (TG_EDTYPE; torch also takes
+ * integers), contracted extents that match (TG_ESHAPE), each dim named at
+ * most once (TG_EINVAL). */
+TG_API int tg_tensordot(tg_tensor **out, tg_tensor *a, tg_tensor *b, int n, const int *dims_a,
+                        const int *dims_b);
+/* torch.kron(a, b): the Kronecker product, the ranks first padded with
+ * leading 1s to the larger one; extent a_i b_i in each dim, entry
+ * a[i / b.shape] b[i % b.shape].  tg_mul of interleaved views: any dtype,
+ * mixed dtypes promote, differentiable to any order.  At most 4 dims
+ * (TG_ESHAPE). */
+TG_API int tg_kron(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.linalg.cross(a, b, dim) (torch's default dim -1): the 3-vector
+ * cross product along dim, of extent 3 in both (TG_ESHAPE); the operands
+ * have the same number of dims and one dtype (TG_EDTYPE) and broadcast
+ * elsewhere.  Entry k is a[k+1] b[k+2] - a[k+2] b[k+1] (indices mod 3),
+ * made of tg_roll, tg_mul and tg_sub: differentiable to any order. */
+TG_API int tg_cross(tg_tensor **out, tg_tensor *a, tg_tensor *b, int dim);
 /* torch.addmm(input, m1, m2, beta=, alpha=): beta * input + alpha * (m1 @
  * m2) for m1 (n, m), m2 (m, p); tg_baddbmm the same for b1 (B, n, m), b2
  * (B, m, p).  input has the operands' dtype (tg_addmm outside autocast:

@@ -8,6 +8,11 @@
  *     broadcast shape (so a stretched extent counts in the norm)
  *   pairwise_distance(x1, x2) = ||x1 - x2 + eps||_p over the last dim of
  *     the broadcast shape
+ *   cdist(x1, x2, p)[.., i, j] = ||x1[.., i, :] - x2[.., j, :]||_p, the
+ *     batch dims broadcast; as torch's default compute mode, for p = 2 with
+ *     more than 25 rows on either side through one product instead:
+ *     sqrt(max(|x1_i|^2 - 2 x1_i . x2_j + |x2_j|^2, 0)), whose gradient is
+ *     torch's there too (0 where the distance is 0)
  *
  * torch clamps the squared norms in place under no_grad, so its gradient
  * ignores the clamp: d n / d x = x / n with the clamped n.  The clamp here
@@ -148,6 +153,111 @@ done:
     tg_tensor_release(d);
     tg_tensor_release(de);
     return rc;
+}
+
+/* Checks cdist's operands: float, one dtype, 2-d or more, the same number
+ * of columns, batch dims that broadcast. */
+static int check_cdist(tg_tensor **out, const tg_tensor *x1, const tg_tensor *x2, double p)
+{
+    const char *op = "cdist";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x1 != NULL, TG_EINVAL, "%s: x1 must not be NULL", op);
+    TG_CHECK(x2 != NULL, TG_EINVAL, "%s: x2 must not be NULL", op);
+    TG_CHECK(tg_dtype_is_float(x1->dtype), TG_EDTYPE, "%s: x1 has dtype %s; float dtypes only",
+             op, tg_dtype_name(x1->dtype));
+    TG_CHECK(x1->dtype == x2->dtype, TG_EDTYPE,
+             "%s: x1 has dtype %s and x2 %s; they must be the same", op,
+             tg_dtype_name(x1->dtype), tg_dtype_name(x2->dtype));
+    TG_CHECK(x1->ndim >= 2 && x2->ndim >= 2, TG_EINVAL,
+             "%s: x1 has %d dims and x2 %d; each must have at least 2 (rows, columns)", op,
+             x1->ndim, x2->ndim);
+    const int64_t m1 = x1->shape[x1->ndim - 1], m2 = x2->shape[x2->ndim - 1];
+    TG_CHECK(m1 == m2, TG_ESHAPE, "%s: x1 has %lld columns and x2 %lld; they must be the same",
+             op, (long long)m1, (long long)m2);
+    TG_CHECK(p >= 0, TG_EINVAL, "%s: p=%g must be >= 0 (and not NaN)", op, p);
+    int nd = 0;
+    int64_t sh[TG_MAX_DIMS];
+    return tg__broadcast_shapes(op, x1->ndim - 2, x1->shape, x2->ndim - 2, x2->shape, &nd, sh);
+}
+
+/* cat(x * scale, |x|^2 or 1, 1 or |x|^2) along the last dim: the rows of
+ * the product whose entries are |x1_i|^2 - 2 x1_i . x2_j + |x2_j|^2. */
+static int augment(tg_tensor **out, tg_tensor *x, double scale, bool norm_first)
+{
+    tg_tensor *sc = NULL, *sq = NULL, *n = NULL, *one = NULL;
+    const int last = x->ndim - 1;
+    int rc;
+    TG_TRY_GOTO(tg_mul_scalar(&sc, x, scale));
+    TG_TRY_GOTO(tg_mul(&sq, x, x));
+    TG_TRY_GOTO(tg_sum_dims(&n, sq, 1, &last, true));
+    TG_TRY_GOTO(tg_tensor_full(&one, n->dtype, n->ndim, n->shape, 1.0));
+    rc = tg_cat(out, 3, (tg_tensor *[]){sc, norm_first ? n : one, norm_first ? one : n}, last);
+done:
+    tg_tensor_release(sc);
+    tg_tensor_release(sq);
+    tg_tensor_release(n);
+    tg_tensor_release(one);
+    return rc;
+}
+
+/* p = 2 through one product: sqrt(r) where r > 0, else 0 with the gradient
+ * 0 (torch's _euclidean_dist and its backward's mask); NaN stays NaN. */
+static int cdist_mm(tg_tensor **out, tg_tensor *x1, tg_tensor *x2)
+{
+    tg_tensor *a = NULL, *b = NULL, *bt = NULL, *r = NULL, *z = NULL, *rs = NULL, *s = NULL;
+    int rc;
+    TG_TRY_GOTO(augment(&a, x1, -2.0, true));
+    TG_TRY_GOTO(augment(&b, x2, 1.0, false));
+    TG_TRY_GOTO(tg_transpose(&bt, b, -1, -2));
+    TG_TRY_GOTO(tg_matmul(&r, a, bt));
+    TG_TRY_GOTO(tg_le_scalar(&z, r, 0.0));
+    TG_TRY_GOTO(tg_masked_fill(&rs, r, z, 1.0));
+    TG_TRY_GOTO(tg_sqrt(&s, rs));
+    rc = tg_masked_fill(out, s, z, 0.0);
+done:
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(bt);
+    tg_tensor_release(r);
+    tg_tensor_release(z);
+    tg_tensor_release(rs);
+    tg_tensor_release(s);
+    return rc;
+}
+
+/* The p-norm of every pair's difference, (.., P, 1, M) - (.., 1, R, M). */
+static int cdist_direct(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
+{
+    tg_tensor *a = NULL, *b = NULL, *d = NULL;
+    const int last = -1;
+    int rc;
+    TG_TRY_GOTO(tg_unsqueeze(&a, x1, x1->ndim - 1));
+    TG_TRY_GOTO(tg_unsqueeze(&b, x2, x2->ndim - 2));
+    TG_TRY_GOTO(tg_sub(&d, a, b));
+    /* no columns: distances of 0 (an empty sum), as torch's for every p */
+    rc = d->shape[d->ndim - 1] == 0 ? tg_sum_dims(out, d, 1, &last, false)
+                                   : tg_vector_norm(out, d, p, 1, &last, false);
+done:
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    tg_tensor_release(d);
+    return rc;
+}
+
+int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
+{
+    TG_TRY(check_cdist(out, x1, x2, p));
+    tg__lib_enter();
+    tg_tensor *c[2];
+    int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
+    if (rc == TG_OK) {
+        const int64_t r1 = x1->shape[x1->ndim - 2], r2 = x2->shape[x2->ndim - 2];
+        rc = p == 2.0 && (r1 > 25 || r2 > 25) ? cdist_mm(out, c[0], c[1])
+                                             : cdist_direct(out, c[0], c[1], p);
+    }
+    tg__lib_leave();
+    for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
+    return tg__scope_capture(out, rc);
 }
 
 int tg_cosine_similarity(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, int dim, double eps)
