@@ -340,22 +340,7 @@ typedef struct tg__reshape_state {
 static int tg__flatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__reshape_state *s = m->state;
-    /* A scalar counts as one dim, as in torch (dims -1 and 0 only), and
-     * flattens into (1). */
-    const int nd = tg_tensor_ndim(x), span = nd ? nd : 1;
-    const int lo = s->dim0 < 0 ? s->dim0 + span : s->dim0;
-    const int hi = s->dim1 < 0 ? s->dim1 + span : s->dim1;
-    TG_CHECK(lo >= 0 && hi < span && lo <= hi, TG_EINVAL,
-             "flatten: start_dim=%d, end_dim=%d do not fit a %d-d input (dims in [%d, %d], "
-             "start before end)", s->dim0, s->dim1, nd, -span, span - 1);
-    const int64_t *xs = tg_tensor_shape(x);
-    int64_t shape[TG_MAX_DIMS], prod = 1;
-    int k = 0;
-    for (int d = 0; d < lo; d++) shape[k++] = xs[d];
-    for (int d = lo; d <= hi && nd; d++) prod *= xs[d];
-    shape[k++] = prod;
-    for (int d = hi + 1; d < nd; d++) shape[k++] = xs[d];
-    return tg_reshape(y, x, k, shape);
+    return tg_flatten(y, x, s->dim0, s->dim1);
 }
 
 static const tg_module_vtable tg__nn_flatten_vt = {
@@ -375,21 +360,7 @@ int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim)
 static int tg__unflatten_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__reshape_state *s = m->state;
-    int nd = tg_tensor_ndim(x), dim = s->dim0 < 0 ? s->dim0 + nd : s->dim0;
-    TG_CHECK(dim >= 0 && dim < nd, TG_EINVAL, "unflatten: dim=%d does not fit a %d-d input",
-             s->dim0, nd);
-    TG_CHECK(nd - 1 + s->dim1 <= TG_MAX_DIMS, TG_ESHAPE,
-             "unflatten: the result would have more than %d dims", TG_MAX_DIMS);
-    const int64_t *xs = tg_tensor_shape(x);
-    int64_t shape[TG_MAX_DIMS], prod = 1;
-    int k = 0;
-    for (int d = 0; d < dim; d++) shape[k++] = xs[d];
-    for (int i = 0; i < s->dim1; i++) prod *= (shape[k++] = s->shape[i]);
-    for (int d = dim + 1; d < nd; d++) shape[k++] = xs[d];
-    TG_CHECK(prod == xs[dim], TG_ESHAPE,
-             "unflatten: dim %d has extent %lld, not the product %lld of the sizes", dim,
-             (long long)xs[dim], (long long)prod);
-    return tg_reshape(y, x, k, shape);
+    return tg_unflatten(y, x, s->dim0, s->dim1, s->shape);
 }
 
 static const tg_module_vtable tg__nn_unflatten_vt = {
