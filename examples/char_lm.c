@@ -12,7 +12,8 @@
  * V is the number of distinct bytes of the text.  Adam trains it on random
  * windows of --seq bytes (the loss is the cross entropy of every next
  * byte), then the model writes --sample bytes, each drawn from the softmax
- * of its logits / --temperature, the LSTM carrying its state from byte to
+ * of its logits / --temperature (with --top-k K, among the K likeliest
+ * bytes only, picked by tg_topk), the LSTM carrying its state from byte to
  * byte, the transformer reading the last --seq bytes again each time.  The
  * weights go to out/char_lm.safetensors with PyTorch's names: the modules
  * are children "embed", "pos" (transformer), "body" and "head" of one
@@ -46,7 +47,7 @@ static const char builtin_text[] =
 
 typedef struct opts {
     const char *model, *text, *out, *onnx;
-    int64_t steps, seq, batch, sample, threads;
+    int64_t steps, seq, batch, sample, threads, top_k;
     double lr, temperature;
     uint64_t seed;
 } opts;
@@ -55,8 +56,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: char_lm [--model lstm|transformer (lstm)] [--text FILE (built in)]\n"
                "               [--steps N (300)] [--seq N (32)] [--batch N (16)] [--lr X (3e-3)]\n"
-               "               [--sample N (200)] [--temperature X (0.8)] [--seed N (0)]\n"
-               "               [--threads N (1..256)] [--out DIR (out)] [--onnx PATH]\n");
+               "               [--sample N (200)] [--temperature X (0.8)] [--top-k K (all)]\n"
+               "               [--seed N (0)] [--threads N (1..256)] [--out DIR (out)]\n"
+               "               [--onnx PATH]\n");
 }
 
 static int apply(void *opts_, const char *name, const char *v)
@@ -78,6 +80,7 @@ static int apply(void *opts_, const char *name, const char *v)
     if (!strcmp(name, "--sample")) return ex_arg_i64(prog, name, v, 0, 1 << 20, &o->sample);
     if (!strcmp(name, "--threads")) return ex_arg_i64(prog, name, v, 1, 256, &o->threads);
     if (!strcmp(name, "--lr")) return ex_arg_positive(prog, name, v, 1.0, &o->lr);
+    if (!strcmp(name, "--top-k")) return ex_arg_i64(prog, name, v, 1, 256, &o->top_k);
     if (!strcmp(name, "--temperature"))
         return ex_arg_positive(prog, name, v, 100.0, &o->temperature);
     return ex_arg_u64(prog, name, v, &o->seed);   /* --seed */
@@ -240,19 +243,23 @@ static void train_step(model *md, tg_optimizer *opt, tg_tensor *const *params, i
     EX_CHECK(tg_scope_end(), "training");
 }
 
-/* Draws an index from softmax(logits / temperature). */
-static int64_t draw(const float *logits, int64_t v, double temperature, tg_rng *rng)
+/* Draws one of the n indices keep[] (NULL: all of 0..v) from
+ * softmax(logits / temperature) over them. */
+static int64_t draw(const float *logits, int64_t v, const int64_t *keep, int64_t n,
+                    double temperature, tg_rng *rng)
 {
+    if (!keep) n = v;
     double mx = -INFINITY, sum = 0;
-    for (int64_t i = 0; i < v; i++) mx = fmax(mx, logits[i]);
-    double *p = malloc(sizeof *p * (size_t)v);
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, logits[keep ? keep[i] : i]);
+    double *p = malloc(sizeof *p * (size_t)n);
     if (!p) return 0;
-    for (int64_t i = 0; i < v; i++) sum += p[i] = exp((logits[i] - mx) / temperature);
+    for (int64_t i = 0; i < n; i++)
+        sum += p[i] = exp((logits[keep ? keep[i] : i] - mx) / temperature);
     double u = tg_rng_uniform(rng) * sum;
     int64_t k = 0;
-    while (k < v - 1 && (u -= p[k]) > 0) k++;
+    while (k < n - 1 && (u -= p[k]) > 0) k++;
     free(p);
-    return k;
+    return keep ? keep[k] : k;
 }
 
 /* Writes o->sample bytes drawn from the model, after the text's first. */
@@ -267,7 +274,10 @@ static void sample(model *md, const opts *o, const unsigned char *text, const in
     if (!ctx) exit(EX_EXIT_FAIL);
     ctx[0] = code[text[0]];
     tg_tensor *h = NULL, *c = NULL;
-    printf("sample (temperature %g):\n%c", o->temperature, byte[ctx[0]]);
+    const int64_t top = o->top_k && o->top_k < vocab ? o->top_k : 0;
+    if (top) printf("sample (temperature %g, top-k %lld):\n", o->temperature, (long long)top);
+    else printf("sample (temperature %g):\n", o->temperature);
+    putchar(byte[ctx[0]]);
     for (int64_t i = 0; i < o->sample; i++) {
         EX_CHECK(tg_scope_begin(), "sampling");
         /* the LSTM reads one byte with its state; the transformer the last seq */
@@ -285,10 +295,15 @@ static void sample(model *md, const opts *o, const unsigned char *text, const in
             h = tg_tensor_retain(h1);
             c = tg_tensor_retain(c1);
         }
-        tg_tensor *last;
+        tg_tensor *last, *row, *best, *idx_k = NULL;
         EX_CHECK(tg_contiguous(&last, logits), "sampling");
+        if (top) {   /* the indices of the top likeliest bytes of the last position */
+            EX_CHECK(tg_narrow(&row, last, 1, t - 1, 1), "sampling");
+            EX_CHECK(tg_topk(NULL, &best, row, top, -1, true, true), "sampling");
+            EX_CHECK(tg_contiguous(&idx_k, best), "sampling");
+        }
         ctx[i + 1] = draw((const float *)tg_tensor_data(last) + (t - 1) * vocab, vocab,
-                          o->temperature, &rng);
+                          idx_k ? tg_tensor_data(idx_k) : NULL, top, o->temperature, &rng);
         putchar(byte[ctx[i + 1]]);
         EX_CHECK(tg_scope_end(), "sampling");
     }
@@ -332,7 +347,7 @@ int main(int argc, char **argv)
 {
     static const char *const names[] = {"--model", "--text",  "--steps", "--seq",
                                         "--batch", "--lr",    "--sample", "--temperature",
-                                        "--seed",  "--threads", "--out", "--onnx"};
+                                        "--seed",  "--threads", "--out", "--onnx", "--top-k"};
     opts o = {.model = "lstm", .out = "out", .steps = 300, .seq = 32, .batch = 16,
               .sample = 200, .lr = 3e-3, .temperature = 0.8};
     int rc = ex_args_parse(prog, argc, argv, names, sizeof names / sizeof *names, apply, &o,

@@ -65,6 +65,40 @@ Test(char_lm, lstm_learns_saves_torch_names_and_samples)
                  81));
 }
 
+/* The sample line of th_out after the given header, copied into buf. */
+static void sample_line(const char *header, char *buf, size_t n)
+{
+    const char *s = strstr(th_out, header);
+    cr_assert(s != NULL, "no '%s' in %s", header, th_out);
+    s += strlen(header);
+    const size_t len = strcspn(s, "\n");
+    cr_assert(len < n);
+    memcpy(buf, s, len);
+    buf[len] = 0;
+}
+
+/* --top-k 1 draws the likeliest byte every time: the same text at any
+ * temperature (the model is the same: the seed is), where drawing from
+ * all bytes gives another text at another temperature. */
+Test(char_lm, top_k_one_is_greedy)
+{
+    char a[128], b[128], c[128], d[128];
+    cr_assert(eq(int, LM("--steps", "40", "--sample", "60", "--out", "o", "--top-k", "1"), 0),
+              "%s", th_err);
+    sample_line("sample (temperature 0.8, top-k 1):\n", a, sizeof a);
+    cr_assert(eq(int, LM("--steps", "40", "--sample", "60", "--out", "o", "--top-k", "1",
+                         "--temperature", "5"), 0), "%s", th_err);
+    sample_line("sample (temperature 5, top-k 1):\n", b, sizeof b);
+    cr_assert(eq(str, a, b));
+    cr_assert(eq(int, LM("--steps", "40", "--sample", "60", "--out", "o"), 0), "%s", th_err);
+    sample_line("sample (temperature 0.8):\n", c, sizeof c);
+    cr_assert(eq(int, LM("--steps", "40", "--sample", "60", "--out", "o", "--temperature",
+                         "5"), 0), "%s", th_err);
+    sample_line("sample (temperature 5):\n", d, sizeof d);
+    cr_assert(strcmp(c, d) != 0, "%s", c);
+    cr_assert(eq(int, LM("--top-k", "0"), 2));
+}
+
 Test(char_lm, transformer_learns_under_a_causal_mask)
 {
     cr_assert(eq(int, LM("--model", "transformer", "--steps", "150", "--sample", "40",
