@@ -297,6 +297,21 @@ tg_reduction th_reduction_of(const char *name)
     return TG_REDUCTION_BATCHMEAN;
 }
 
+void th_expect_gradchecks(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in,
+                          const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+    cr_assert(eq(int, tg_gradcheck(fn, user, n, in, &o), TG_OK), "gradcheck, %s: %s", what,
+              tg_error_message());
+    cr_assert(eq(int, tg_gradgradcheck(fn, user, n, in, &o), TG_OK), "gradgradcheck, %s: %s",
+              what, tg_error_message());
+}
+
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)
 {
     tg_tensor *g = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), seed);

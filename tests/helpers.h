@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tapegrad/autograd.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/safetensors.h"
@@ -157,6 +158,11 @@ void th_expect_same_bits(const char *what, const tg_tensor *x, const tg_tensor *
  * that gradient's own gradient with respect to g at x, which is A x: it
  * must be y bit for bit (the backward's backward is the forward op). */
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed);
+
+/* tg_gradcheck, then tg_gradgradcheck, of fn at in[0..n) with the default
+ * options; a failure says fmt's text and tg_error_message(). */
+void th_expect_gradchecks(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* sum(y * gy) backward: the gradients of y's leaves for an upstream gy. */
 void th_backward_with(tg_tensor *y, const tg_tensor *gy);

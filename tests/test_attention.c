@@ -213,11 +213,7 @@ Test(attention, functional_gradcheck_and_gradgradcheck)
                             th_rand_tensor(&s, TG_F64, four ? 4 : 3, four ? v4 : v3, -1, 1)};
         for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(in[i], true));
         sdpa_user u = {.mask = c == 1 ? fm : c == 3 ? bm : NULL, .want_weights = c % 2 == 1};
-        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-        cr_assert(eq(int, tg_gradcheck(sdpa_fn, &u, 3, in, &o), TG_OK), "case %d: %s", c,
-                  tg_error_message());
-        cr_assert(eq(int, tg_gradgradcheck(sdpa_fn, &u, 3, in, &o), TG_OK), "case %d: %s", c,
-                  tg_error_message());
+        th_expect_gradchecks(sdpa_fn, &u, 3, in, "case %d", c);
         th_release_all(3, in);
     }
     th_release_all(2, (tg_tensor *[]){fm, bm});

@@ -114,11 +114,7 @@ Test(diagonal, gradcheck_and_gradgradcheck)
         const int64_t shape[] = {3, 4, 2};
         tg_tensor *x = th_rand_tensor(&s, TG_F64, cases[c].ndim, shape, -2, 2);
         OK(tg_tensor_set_requires_grad(x, true));
-        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
-        cr_assert(eq(int, tg_gradcheck(diag_fn, (void *)&cases[c], 1, &x, &o), TG_OK),
-                  "case %zu: %s", c, tg_error_message());
-        cr_assert(eq(int, tg_gradgradcheck(diag_fn, (void *)&cases[c], 1, &x, &o), TG_OK),
-                  "case %zu: %s", c, tg_error_message());
+        th_expect_gradchecks(diag_fn, (void *)&cases[c], 1, &x, "case %zu", c);
         tg_tensor_release(x);
     }
 }
