@@ -616,6 +616,82 @@ TG_API int tg_nanmedian_dim(tg_tensor **values, tg_tensor **indices, tg_tensor *
 TG_API int tg_median(tg_tensor **out, tg_tensor *x);
 TG_API int tg_nanmedian(tg_tensor **out, tg_tensor *x);
 
+/* ---- searching, counting, data-dependent shapes ----
+ * None of these is recorded but tg_masked_select of a float x (their
+ * results are positions and counts, as torch's, which has no derivative
+ * for them either).  Results are new tensors; on error *out (and the
+ * other out-pointers) are left as they were.  TG_EINVAL for a NULL
+ * argument. */
+/* torch.searchsorted(sorted_sequence, values, right=right,
+ * out_int32=out_int32): for each value the index at which it would go
+ * into its row of sorted_sequence (the first position after the elements
+ * < v, or <= v when right), i64 (i32 with out_int32) of values' shape.
+ * sorted_sequence is 1-d (one row for every value), or has values' ndim
+ * and its leading dims (row r for the values of row r); TG_ESHAPE
+ * otherwise, and for a 0-d sequence.  torch's binary search, so a NaN
+ * value goes after every element, and the search moves right past a NaN
+ * of the sequence that it probes (as torch's).  Any dtypes, compared in
+ * torch.result_type's: with both of dims integers exactly, an integer
+ * with a float in the float's dtype, two floats promoted; a 0-d values
+ * takes the sequence's dtype unless it is a float against integers (an
+ * i32 -1 against a u8 sequence is 255, as torch's). */
+TG_API int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
+                           bool right, bool out_int32);
+/* torch.bucketize(x, boundaries, right=right, out_int32=out_int32):
+ * tg_searchsorted(boundaries, x); boundaries must be 1-d (TG_ESHAPE). */
+TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bool right,
+                        bool out_int32);
+/* torch.unique(x, sorted=True, return_inverse, return_counts) over every
+ * element (dim=None): values, 1-d in x's dtype, the distinct elements in
+ * ascending order (the bits of the first of equal elements in x's order,
+ * so one of -0.0 and 0.0); inverse (i64 of x's shape) the position in
+ * values of each element; counts (1-d i64) how many elements each value
+ * has.  Each NaN is a value of its own, after every number, with count 1
+ * (torch 1.13's CPU kernel gives its NaNs count 0 and inverse 0, and
+ * keeps a bf16 -0.0 and 0.0 apart or together by their hashes).
+ * inverse and counts may be NULL (not wanted); values may not.  sorted is
+ * ignored: the values are always in order.  Any dtype (torch 1.13 has no
+ * f16 unique on the CPU). */
+TG_API int tg_unique(tg_tensor **values, tg_tensor **inverse, tg_tensor **counts, tg_tensor *x,
+                     bool sorted);
+/* torch.unique_consecutive(x, return_inverse, return_counts) over every
+ * element: the runs of equal elements of x in row-major order, each run
+ * one value (its first element's bits); NaN equals nothing. */
+TG_API int tg_unique_consecutive(tg_tensor **values, tg_tensor **inverse, tg_tensor **counts,
+                                 tg_tensor *x);
+/* torch.bincount(x, weights, minlength): x is 1-d of integers >= 0
+ * (TG_EDTYPE for a float x, TG_ESHAPE for other ranks, TG_EINVAL naming a
+ * negative element); out[v] counts the elements equal to v (i64), or sums
+ * their weights (weights NULL or 1-d of x's length, TG_ESHAPE otherwise):
+ * f32 weights in f32, any other dtype in f64, in x's order.  The length
+ * is max(max(x) + 1, minlength) (minlength >= 0); an empty x gives
+ * minlength i64 zeros, weights or not, as torch's. */
+TG_API int tg_bincount(tg_tensor **out, tg_tensor *x, tg_tensor *weights, int64_t minlength);
+/* torch.histc(x, bins, min, max): counts of x's elements (every element,
+ * any shape; a float dtype, TG_EDTYPE otherwise) in bins (> 0) equal
+ * bins over [min, max], x's dtype.  min == max means x's range (and
+ * [v - 1, v + 1] when that is one value v); TG_EINVAL when the range is
+ * not finite (a NaN in x then) or max < min.  Elements outside the range
+ * are left out, max falls in the last bin; the bin is torch's
+ * (int)((v - min) * bins / (max - min)) computed in x's dtype, the counts
+ * added in it too (so bf16 counts stop at 256).  torch 1.13's bf16 kernel
+ * puts a few elements next to a bin edge into the neighbouring bin, and
+ * has no f16 one.  NaN elements are left out (torch 1.13 reads a bin
+ * through an undefined conversion for them). */
+TG_API int tg_histc(tg_tensor **out, tg_tensor *x, int64_t bins, double min, double max);
+/* torch.nonzero(x) and torch.argwhere(x): the indices of x's nonzero
+ * elements (NaN is nonzero, -0.0 is not) in row-major order, i64 (count,
+ * ndim): (1, 0) or (0, 0) for a 0-d x.  Any dtype. */
+TG_API int tg_nonzero(tg_tensor **out, tg_tensor *x);
+TG_API int tg_argwhere(tg_tensor **out, tg_tensor *x);
+/* torch.masked_select(x, mask): the elements of x where mask is nonzero,
+ * x and mask broadcast together (TG_ESHAPE otherwise), in row-major order,
+ * 1-d of x's dtype.  mask is u8 (torch's bool; TG_EDTYPE otherwise).  A
+ * float x's gradient puts g back at the selected places (an index_add into
+ * zeros, summed over the dims x was broadcast along), differentiable to
+ * any order; any dtype. */
+TG_API int tg_masked_select(tg_tensor **out, tg_tensor *x, tg_tensor *mask);
+
 /* ---- variance and standard deviation ----
  * torch.var(x, dims, correction=c, keepdim) and torch.std: with N the
  * number of elements each result reduces, var = sum((x - mean)^2) /
