@@ -263,6 +263,39 @@ Test(cumprod, edges)
     th_release_all(6, (tg_tensor *[]){z, zy, zi, zp, e, ep});
 }
 
+/* FP32 under autocast, as cumsum: a bf16 x gives the f32 result of x in
+ * f32 and its gradient comes back in bf16; outside autocast, bf16. */
+static int cumprod_dim1(tg_tensor **y, tg_tensor *x)
+{
+    return tg_cumprod(y, x, 1);
+}
+
+static int prod_dim0(tg_tensor **y, tg_tensor *x)
+{
+    return tg_prod_dim(y, x, 0, false);
+}
+
+Test(cumprod, autocast_computes_in_f32)
+{
+    th_expect_fp32_autocast(cumprod_dim1, 412);
+    th_expect_fp32_autocast(prod_dim0, 413);
+}
+
+/* Inside a scope both of cummax's results are the scope's; one alone when
+ * the other is not wanted. */
+Test(cumprod, scopes_own_the_results)
+{
+    tg_tensor *x = th_seq(TG_F32, 2, (int64_t[]){3, 5}, -1, 1), *v = NULL, *i = NULL;
+    tg_tensor *m = NULL, *p = NULL;
+    OK(tg_scope_begin());
+    OK(tg_cummax(&v, &i, x, 1));
+    OK(tg_cummin(NULL, &m, x, 0));
+    OK(tg_prod(&p, x));
+    cr_assert(eq(int, tg_scope_size(), 4));
+    OK(tg_scope_end());
+    tg_tensor_release(x);
+}
+
 Test(cumprod, refusals)
 {
     tg_tensor *x = th_seq(TG_F32, 2, (int64_t[]){3, 5}, -1, 1), *v = NULL, *i = NULL;
