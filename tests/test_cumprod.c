@@ -177,6 +177,57 @@ Test(cumprod, zero_gradients_by_hand)
     th_release_all(3, (tg_tensor *[]){x, p, dp});
 }
 
+/* sum(w * f(x)) (cumprod) or 1.5 f(x) (prod) differentiated three times,
+ * each time against a fixed direction (v, then u): the first, second and
+ * third derivatives into d[0..3) (5 values each). */
+static void three_orders(bool cumprod, const double *xs, double d[3][5])
+{
+    tg_tensor *x = th_vec(TG_F64, 5, xs, "x", true);
+    tg_tensor *w = th_vec(TG_F64, 5, (double[]){1, 2, 3, 4, 5}, "w", false);
+    tg_tensor *v = th_vec(TG_F64, 5, (double[]){0.5, -1, 2, 1, -0.5}, "v", false);
+    tg_tensor *u = th_vec(TG_F64, 5, (double[]){1, 1, -1, 2, 0.5}, "u", false);
+    tg_tensor *c = NULL, *cw = NULL, *y = NULL, *g = NULL, *h = NULL, *t = NULL;
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.create_graph = true;
+    if (cumprod) {
+        OK(tg_cumprod(&c, x, 0));
+        OK(tg_mul(&cw, c, w));
+        OK(tg_sum(&y, cw));
+    } else {
+        OK(tg_prod(&c, x));
+        OK(tg_mul_scalar(&y, c, 1.5));
+    }
+    OK(tg_grad(&g, 1, &y, NULL, 1, &x, &o));
+    OK(tg_grad(&h, 1, &g, &v, 1, &x, &o));
+    OK(tg_grad(&t, 1, &h, &u, 1, &x, NULL));
+    for (int e = 0; e < 5; e++) {
+        d[0][e] = th_at(g, e);
+        d[1][e] = th_at(h, e);
+        d[2][e] = th_at(t, e);
+    }
+    th_release_all(10, (tg_tensor *[]){x, w, v, u, c, cw, y, g, h, t});
+}
+
+/* Derivatives of the first three orders at one and two zeros, as torch
+ * 1.13 gives them (its exact paths for inputs with zeros). */
+Test(cumprod, third_order_at_zeros_matches_torch)
+{
+    const double one[] = {2, 0, 3, 0.5, 4}, two[] = {2, 0, 3, 0, 4};
+    const double want[3][3][5] = {
+        {{1, 94, 0, 0, 0}, {-47, 220, -30, -144, -15}, {-34.5, 301.125, -60.5, 78, -18.75}},
+        {{1, 22, 0, 0, 0}, {-11, 161.5, -6, -144, 0}, {-63, 277.5, -49.5, 78, -30}},
+        {{0, 18, 0, 0, 0}, {-9, 50.25, -6, -36, -4.5}, {-11.25, 73.6875, -15, 18, -5.625}}};
+    for (int k = 0; k < 3; k++) {
+        double d[3][5];
+        three_orders(k < 2, k == 1 ? two : one, d);
+        for (int o = 0; o < 3; o++)
+            for (int e = 0; e < 5; e++)
+                cr_assert(th_close(d[o][e], want[k][o][e], 1e-12, 1e-12),
+                          "case %d order %d [%d]: %g, torch %g", k, o + 1, e, d[o][e],
+                          want[k][o][e]);
+    }
+}
+
 /* torch's CPU rule, element by element: the later of equal elements, a
  * NaN taken when met (the latest NaN's index), -0.0 and 0.0 equal. */
 Test(cumprod, cummax_ties_and_nans)
