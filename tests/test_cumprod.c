@@ -228,6 +228,35 @@ Test(cumprod, third_order_at_zeros_matches_torch)
     }
 }
 
+/* cumprod's gradient at zeros without a graph (a loop per line, O(D)) is
+ * the one with a graph (the D x D products), on lines of 40 with no, one,
+ * two and many zeros, along each dim of a view. */
+Test(cumprod, zero_paths_agree)
+{
+    for (int zeros = 0; zeros < 4; zeros++)
+        for (int dim = 0; dim < 2; dim++) {
+            tg_tensor *b = th_seq(TG_F64, 2, (int64_t[]){40, 3}, -1.5, 1.5), *x = NULL;
+            double *d = tg_tensor_data(b);
+            for (int e = 0; e < 120; e++)
+                if ((zeros == 1 && e == 61) || (zeros == 2 && (e == 4 || e == 100)) ||
+                    (zeros == 3 && e % 7 == 2))
+                    d[e] = 0;
+            OK(tg_tensor_set_requires_grad(b, true));
+            OK(tg_transpose(&x, b, 0, 1));   /* (3, 40), strided */
+            tg_tensor *y = NULL, *g = th_seq(TG_F64, 2, tg_tensor_shape(x), -1, 1);
+            tg_tensor *d1 = NULL, *d2 = NULL;
+            OK(tg_cumprod(&y, x, dim));
+            tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+            o.create_graph = true;
+            OK(tg_grad(&d2, 1, &y, &g, 1, &b, &o));   /* keeps the graph */
+            OK(tg_grad(&d1, 1, &y, &g, 1, &b, NULL));
+            char what[48];
+            snprintf(what, sizeof what, "zeros %d dim %d", zeros, dim);
+            th_expect_close(what, d1, d2, 1e-12);
+            th_release_all(6, (tg_tensor *[]){b, x, y, g, d1, d2});
+        }
+}
+
 /* torch's CPU rule, element by element: the later of equal elements, a
  * NaN taken when met (the latest NaN's index), -0.0 and 0.0 equal. */
 Test(cumprod, cummax_ties_and_nans)

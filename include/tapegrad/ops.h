@@ -787,9 +787,11 @@ TG_API int tg_prod_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
 /* torch.cumprod(x, dim): the running products, of x's shape; int64 for an
  * integer x (wrapping, not differentiable).  The gradient is
  * dx[j] = sum_{k >= j} g[k] prod_{i <= k, i != j} x[i]: through a division
- * by x when x has no zero, else through a D x D matrix of products per line
- * (O(D^2) time and memory, as torch's exact path); either way exact and
- * differentiable to any order.  The FP32 AMP policy, as tg_cumsum. */
+ * by x when x has no zero; with a zero, a loop per line without division
+ * (O(D)), or, when the graph is kept (create_graph), a D x D matrix of
+ * products per line (O(D^2) time and memory, as torch's exact path);
+ * exact and differentiable to any order.  The FP32 AMP policy, as
+ * tg_cumsum. */
 TG_API int tg_cumprod(tg_tensor **out, tg_tensor *x, int dim);
 /* torch.cummax(x, dim) / torch.cummin: the running maximum (minimum) and
  * its i64 index along dim, both of x's shape, any dtype.  As torch's CPU
