@@ -242,10 +242,9 @@ static int cumprod_grad_zeros(tg_tensor **gx, tg_tensor *g, tg_tensor *x, int d)
     tg_tensor *xt = NULL, *gt = NULL, *xu = NULL, *xe = NULL, *eye = NULL, *one = NULL;
     tg_tensor *m = NULL, *c = NULL, *gu = NULL, *p = NULL, *u = NULL, *s = NULL;
     int64_t shape[TG_MAX_DIMS + 1];
+    TG_CHECK(nd < TG_MAX_DIMS, TG_ESHAPE, "cumprod: the gradient with create_graph of a %d-d "
+             "x with a zero needs %d dims; at most %d", nd, nd + 1, TG_MAX_DIMS);
     int rc;
-    TG_TRY_GOTO(nd + 1 <= TG_MAX_DIMS ? TG_OK
-                : tg__error(TG_ESHAPE, "cumprod: the gradient of a %d-d x with a zero needs "
-                            "%d dims; at most %d", nd, nd + 1, TG_MAX_DIMS));
     TG_TRY_GOTO(tg_transpose(&xt, x, d, last));
     TG_TRY_GOTO(tg_transpose(&gt, g, d, last));
     TG_TRY_GOTO(tg_unsqueeze(&xu, xt, last));
