@@ -18,9 +18,10 @@
  *             path for inputs with zeros when the graph is kept.  With no
  *             graph to keep (no create_graph), a loop over each line
  *             gives the same in O(D), without a division.
- * Both are written with cumprod, cumsum, flip, cat, where, triu and
- * products, each an exact polynomial in x (or one divided by a nonzero x),
- * so every order of derivative is right, at zeros too. */
+ * Where a graph is recorded, both are written with cumprod, cumsum, flip,
+ * cat, where, triu and products, each an exact polynomial in x (or one
+ * divided by a nonzero x), so every order of derivative is right, at zeros
+ * too. */
 #include <assert.h>
 #include <string.h>
 
