@@ -866,6 +866,45 @@ TG_API int tg_flip(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
  * FP32 AMP policy, as tg_sum: inside an autocast scope a half x gives an
  * f32 result.  TG_EINVAL for a NULL out or x or a dim out of range. */
 TG_API int tg_cumsum(tg_tensor **out, tg_tensor *x, int dim);
+/* ---- products and running reductions ----
+ * Along dim (negative counts from the end; a 0-d x takes 0 or -1), each a
+ * new contiguous tensor; a float x's results are computed in double and
+ * rounded once to x's dtype.  TG_EINVAL for a NULL out or x or a dim out
+ * of range; on error nothing is changed.
+ * torch.prod(x) and torch.prod(x, dim, keepdim): the product of every
+ * element (0-d) or of each line along dim (dim kept as 1 or removed); 1
+ * for no elements.  An integer x gives an int64 result, wrapping on
+ * overflow, as torch's promotion (not differentiable).  The gradient is
+ * g times the product of the other elements of the line, exact when x
+ * holds zeros (built from exclusive running products: no division),
+ * differentiable to any order.  The FP32 AMP policy, as tg_sum. */
+TG_API int tg_prod(tg_tensor **out, tg_tensor *x);
+TG_API int tg_prod_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+/* torch.cumprod(x, dim): the running products, of x's shape; int64 for an
+ * integer x (wrapping, not differentiable).  The gradient is
+ * dx[j] = sum_{k >= j} g[k] prod_{i <= k, i != j} x[i]: through a division
+ * by x when x has no zero; with a zero, a loop per line without division
+ * (O(D)), or, when the graph is kept (create_graph), a D x D matrix of
+ * products per line (O(D^2) time and memory, as torch's exact path);
+ * exact and differentiable to any order.  The FP32 AMP policy, as
+ * tg_cumsum. */
+TG_API int tg_cumprod(tg_tensor **out, tg_tensor *x, int dim);
+/* torch.cummax(x, dim) / torch.cummin: the running maximum (minimum) and
+ * its i64 index along dim, both of x's shape, any dtype.  As torch's CPU
+ * kernels: among equal elements the later index is taken (-0.0 and 0.0
+ * are equal), and a NaN is taken when met and kept until the next NaN.
+ * The values are gather(x, dim, indices), so the gradient goes to the
+ * elements picked (scatter_add of g), differentiable to any order.  values
+ * or indices may be NULL when not wanted, not both (TG_EINVAL). */
+TG_API int tg_cummax(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim);
+TG_API int tg_cummin(tg_tensor **values, tg_tensor **indices, tg_tensor *x, int dim);
+/* torch.logcumsumexp(x, dim): y[k] = log(sum_{j <= k} exp(x[j])), of x's
+ * shape and float dtype (TG_EDTYPE for an integer x), run with torch's
+ * stable log-add-exp (-inf elements add nothing).  The gradient is torch's
+ * formula, sum_{k >= j} g[k] exp(x[j] - y[k]) taken in logs by g's sign,
+ * differentiable to any order; as torch's it is NaN at an x[j] of +inf and
+ * at an x[j] of -inf with no finite element before it. */
+TG_API int tg_logcumsumexp(tg_tensor **out, tg_tensor *x, int dim);
 /* torch.roll(x, shifts, dims): x with its elements moved shifts[i] places
  * along dims[i] for i < n, those pushed past the end coming back at the
  * start (negative shifts move the other way; any int64 shift, taken mod
