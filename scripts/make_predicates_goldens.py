@@ -141,11 +141,11 @@ def floor_divide_vec(a, b):
     """torch.floor_divide with every element through torch's vector loop.
 
     In f16 and bf16 torch 1.13's vector loop rounds each step of the
-    quotient to the half dtype, while its scalar loop (for the last < 32
-    elements of a contiguous run, and rows shorter than that) keeps the
-    steps in f32 for f16: the two can differ in the last bit.  tapegrad
-    follows the vector loop everywhere, so the operands go in as one
-    contiguous run of a multiple of 64 elements."""
+    quotient to the half dtype, while its scalar loop (for the tail of a
+    contiguous run, and for short rows) keeps the steps in f32 for f16: the
+    two can differ in the last bit.  tapegrad follows the vector loop
+    everywhere, so the operands go in as one contiguous run of a multiple
+    of 64 elements (a multiple of the vector loop's block)."""
     shape = torch.broadcast_shapes(a.shape, b.shape)
     fa, fb = a.expand(shape).reshape(-1), b.expand(shape).reshape(-1)
     n = fa.numel()
