@@ -462,6 +462,67 @@ TG_API int tg_lt_scalar(tg_tensor **out, tg_tensor *a, double s);
 TG_API int tg_le_scalar(tg_tensor **out, tg_tensor *a, double s);
 TG_API int tg_gt_scalar(tg_tensor **out, tg_tensor *a, double s);
 TG_API int tg_ge_scalar(tg_tensor **out, tg_tensor *a, double s);
+/* ---- float tests, truth reductions, remainders ----
+ * torch.isnan, isinf, isposinf, isneginf, isfinite: a u8 tensor of 0 and 1
+ * of x's shape (torch's bool, as tg_eq's); an integer x gives all 0 (all 1
+ * from isfinite).  Never recorded, no gradient. */
+TG_API int tg_isnan(tg_tensor **out, tg_tensor *x);
+TG_API int tg_isinf(tg_tensor **out, tg_tensor *x);
+TG_API int tg_isposinf(tg_tensor **out, tg_tensor *x);
+TG_API int tg_isneginf(tg_tensor **out, tg_tensor *x);
+TG_API int tg_isfinite(tg_tensor **out, tg_tensor *x);
+/* torch.all / torch.any: whether every (some) element is nonzero (NaN is,
+ * -0.0 is not), over the whole tensor (a 0-d result) or along dim (dropped
+ * unless keepdim; negative counts from the end; a 0-d x takes -1 and 0).
+ * Any dtype; a u8 result of 0 and 1 (torch gives u8 for a u8 x, bool
+ * otherwise).  Over no elements all is 1 and any 0.  No gradient. */
+TG_API int tg_all(tg_tensor **out, tg_tensor *x);
+TG_API int tg_any(tg_tensor **out, tg_tensor *x);
+TG_API int tg_all_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+TG_API int tg_any_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim);
+/* torch.nan_to_num(x, nan, posinf, neginf): x with NaN, +inf and -inf
+ * replaced by *nan, *posinf and *neginf, each converted to x's dtype (a
+ * half one through f32).  A NULL pointer asks for torch's default: 0, the
+ * largest and the lowest finite value of x's dtype.  An integer x gives a
+ * copy of x.  Gradient g where x is finite, 0 elsewhere (g * isfinite(x),
+ * as torch's), to any order. */
+TG_API int tg_nan_to_num(tg_tensor **out, tg_tensor *x, const double *nan,
+                         const double *posinf, const double *neginf);
+/* torch.fmod (C's fmod: the sign of a), torch.remainder (Python's %: the
+ * sign of b) and torch.floor_divide (a // b: the quotient rounded down), a
+ * and b broadcast together, as torch 1.13's kernels bit for bit (-0.0,
+ * +-inf and NaN included: fmod(inf, b) and fmod(a, 0) are NaN,
+ * remainder(-1, inf) is inf, floor_divide(a, 0) is a / 0).  Dtypes promote
+ * as tg_add's.  Two integers stay integers; a zero divisor is TG_EINVAL
+ * (torch's ZeroDivisionError), and the most negative value by -1 wraps
+ * (fmod and remainder 0, floor_divide the value itself; torch crashes on
+ * x86 for i64).  Gradients as torch's: fmod da = g, db = -g trunc(a / b);
+ * remainder da = g, db = -g floor(a / b); to any order.  floor_divide has
+ * none in torch 1.13, so a backward through it is TG_EGRAD. */
+TG_API int tg_fmod(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_remainder(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_floor_divide(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* fmod and remainder with a number s, converted as tg_add_scalar's (for an
+ * integer a an integral s, taken modulo 2^bits of a's dtype). */
+TG_API int tg_fmod_scalar(tg_tensor **out, tg_tensor *a, double s);
+TG_API int tg_remainder_scalar(tg_tensor **out, tg_tensor *a, double s);
+/* torch.square(x) = x * x (tg_mul: an integer x stays an integer,
+ * wrapping; the gradient 2 g x). */
+TG_API int tg_square(tg_tensor **out, tg_tensor *x);
+/* torch.addcmul(input, t1, t2, value=v) = input + v t1 t2 and
+ * torch.addcdiv = input + v t1 / t2, the three broadcast together, as torch
+ * 1.13's CPU kernels bit for bit: addcmul fma(v t1, t2, input) (one
+ * rounding after v t1), addcdiv input + (v t1) / t2; f16 and bf16 in f32,
+ * rounded once (torch 1.13 has no f16 CPU kernel).  Dtypes promote as
+ * tg_add's; three integers stay integers for addcmul (an integral v, else
+ * TG_EDTYPE; torch truncates v), and addcdiv of integer t1 and t2 is
+ * TG_EDTYPE, as torch's.  Gradients as torch's, to any order: dinput = g;
+ * addcmul dt1 = g (t2 v), dt2 = g (t1 v); addcdiv dt1 = g (v / t2),
+ * dt2 = -g ((v t1) / (t2 t2)); each summed back to its input's shape. */
+TG_API int tg_addcmul(tg_tensor **out, tg_tensor *input, tg_tensor *t1, tg_tensor *t2,
+                      double value);
+TG_API int tg_addcdiv(tg_tensor **out, tg_tensor *input, tg_tensor *t1, tg_tensor *t2,
+                      double value);
 /* (..., num_classes) with 1 at each label of labels (...) and 0 elsewhere,
  * in dtype dt (torch.nn.functional.one_hot gives int64: TG_I64).  Labels are
  * integers in [0, num_classes), else TG_EINVAL naming the first bad one.

@@ -64,9 +64,13 @@
     X(fold, 2)           /* fold.c: unfold fold */                            \
     X(tril, 2)           /* tril.c: tril triu */                              \
     X(sort, 1)           /* sort.c: sort_indices */                           \
-    X(diagonal, 2)       /* diagonal.c: diagonal diagonal_embed */ \
+    X(diagonal, 2)       /* diagonal.c: diagonal diagonal_embed */            \
     X(cumprod, 2)        /* cumprod.c: cumprod prod_dim */                    \
-    X(cummax, 2)         /* cummax.c: cummax_indices logcumsumexp */
+    X(cummax, 2)         /* cummax.c: cummax_indices logcumsumexp */          \
+    X(predicates, 8)     /* predicates.c: isnan isinf isposinf isneginf isfinite all any \
+                            nan_to_num */                                    \
+    X(remainder, 3)      /* remainder.c: fmod remainder floor_divide */      \
+    X(addcmul, 2)        /* addcmul.c: addcmul addcdiv */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
