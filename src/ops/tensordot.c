@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "ops/elementwise.h"
 #include "tapegrad/ops.h"
 
 /* d wrapped into [0, n), or -1 when outside [-n, n). */
