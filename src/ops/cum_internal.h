@@ -4,6 +4,7 @@
 #define TAPEGRAD_OPS_CUM_INTERNAL_H
 
 #include "core/core.h"
+#include "tapegrad/op.h"
 
 /* What a running op does with one line of n elements of dtype as (TG_F64
  * or TG_I64, x's values converted): replaces it in place by the line's
@@ -17,5 +18,10 @@ typedef void (*tg__line_fn)(void *line, tg_dtype as, int64_t n, const void *arg)
  * is not set. */
 int tg__cum_lines(tg_tensor **out, const tg_tensor *x, int d, tg_dtype as, tg_dtype ydt,
                   tg__line_fn fn, const void *arg);
+
+/* A forward's end for an op whose backward reads both x and its result y:
+ * saves them in ctx (NULL: not recorded) and hands y to *out, or releases
+ * y on error. */
+int tg__cum_save_and_return(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, tg_tensor *y);
 
 #endif

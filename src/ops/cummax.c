@@ -121,15 +121,7 @@ static int lcse_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     tg_tensor *x = in[0], *y = NULL;
     TG_TRY(tg__cum_lines(&y, x, ((const cummax_params *)params)->dim, TG_F64, x->dtype,
                          lcse_line, NULL));
-    int rc = TG_OK;
-    if (ctx) rc = tg_op_ctx_save(ctx, x);
-    if (ctx && rc >= 0) rc = tg_op_ctx_save_output(ctx, y);
-    if (rc < 0) {
-        tg_tensor_release(y);
-        return rc;
-    }
-    *out = y;
-    return TG_OK;
+    return tg__cum_save_and_return(ctx, out, x, y);
 }
 
 /* The lowest finite number of float dtype dt. */

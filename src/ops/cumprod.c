@@ -93,6 +93,19 @@ int tg__cum_lines(tg_tensor **out, const tg_tensor *x, int d, tg_dtype as, tg_dt
     return TG_OK;
 }
 
+int tg__cum_save_and_return(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, tg_tensor *y)
+{
+    int rc = TG_OK;
+    if (ctx) rc = tg_op_ctx_save(ctx, x);
+    if (ctx && rc >= 0) rc = tg_op_ctx_save_output(ctx, y);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
+
 /* ---- forwards -------------------------------------------------------------------- */
 
 /* A line's running products, in place (int64 wrapping as unsigned). */
@@ -116,15 +129,7 @@ static int cumprod_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     const bool fl = tg_dtype_is_float(x->dtype);
     TG_TRY(tg__cum_lines(&y, x, ((const cumprod_params *)params)->dim, fl ? TG_F64 : TG_I64,
                          fl ? x->dtype : TG_I64, cumprod_line, NULL));
-    int rc = TG_OK;
-    if (ctx) rc = tg_op_ctx_save(ctx, x);
-    if (ctx && rc >= 0) rc = tg_op_ctx_save_output(ctx, y);
-    if (rc < 0) {
-        tg_tensor_release(y);
-        return rc;
-    }
-    *out = y;
-    return TG_OK;
+    return tg__cum_save_and_return(ctx, out, x, y);
 }
 
 /* tg__dim_rows_reduce's fn: each row's product into its slot r. */
