@@ -20,15 +20,23 @@ static int wrap_dim(int d, int n)
     return d < 0 ? d + n : d;
 }
 
+/* out and x not NULL, x at least 1-d, dim in [-ndim, ndim): wrapped in *d. */
+static int check_dim(const char *op, tg_tensor **out, const tg_tensor *x, int dim, int *d)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    const int nd = tg_tensor_ndim(x);
+    TG_CHECK(nd > 0, TG_EINVAL, "%s: x is 0-d; it must have at least one dim", op);
+    *d = wrap_dim(dim, nd);
+    TG_CHECK(*d >= 0, TG_EINVAL, "%s: dim=%d is out of range for a %d-d x (in [%d, %d])", op,
+             dim, nd, -nd, nd - 1);
+    return TG_OK;
+}
+
 int tg_narrow(tg_tensor **out, tg_tensor *x, int dim, int64_t start, int64_t length)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "narrow: out must not be NULL");
-    TG_CHECK(x != NULL, TG_EINVAL, "narrow: x must not be NULL");
-    const int nd = tg_tensor_ndim(x);
-    TG_CHECK(nd > 0, TG_EINVAL, "narrow: x is 0-d; it must have at least one dim");
-    const int d = wrap_dim(dim, nd);
-    TG_CHECK(d >= 0, TG_EINVAL, "narrow: dim=%d is out of range for a %d-d x (in [%d, %d])",
-             dim, nd, -nd, nd - 1);
+    int d;
+    TG_TRY(check_dim("narrow", out, x, dim, &d));
     const int64_t n = tg_tensor_shape(x)[d];
     TG_CHECK(start >= -n && start <= n, TG_EINVAL,
              "narrow: start=%lld is out of range for dim %d of extent %lld (in [%lld, %lld])",
@@ -101,13 +109,9 @@ int tg_flatten(tg_tensor **out, tg_tensor *x, int start_dim, int end_dim)
 
 int tg_unflatten(tg_tensor **out, tg_tensor *x, int dim, int n, const int64_t *sizes)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "unflatten: out must not be NULL");
-    TG_CHECK(x != NULL, TG_EINVAL, "unflatten: x must not be NULL");
+    int d;
+    TG_TRY(check_dim("unflatten", out, x, dim, &d));
     const int nd = tg_tensor_ndim(x);
-    TG_CHECK(nd > 0, TG_EINVAL, "unflatten: x is 0-d; it must have at least one dim");
-    const int d = wrap_dim(dim, nd);
-    TG_CHECK(d >= 0, TG_EINVAL, "unflatten: dim=%d is out of range for a %d-d x (in [%d, %d])",
-             dim, nd, -nd, nd - 1);
     TG_CHECK(n >= 1 && n <= TG_MAX_DIMS + 1 - nd, TG_EINVAL,
              "unflatten: n=%d sizes must be in [1, %d] (the result has at most %d dims)", n,
              TG_MAX_DIMS + 1 - nd, TG_MAX_DIMS);
