@@ -261,7 +261,8 @@ Test(dims, cdist_product_path_matches_differences)
     cr_assert(eq(dbl, th_at(z, 4), sqrt(8)));
     OK(tg_sum(&zs, z));
     OK(tg_grad(&da, 1, &zs, NULL, 1, &a, NULL));
-    for (int64_t e = 0; e < 52; e++) cr_assert(isfinite(th_at(da, e)), "element %lld", (long long)e);
+    for (int64_t e = 0; e < 52; e++)
+        cr_assert(isfinite(th_at(da, e)), "element %lld", (long long)e);
     cr_assert(eq(dbl, th_at(da, 6), 0));
     cr_assert(eq(dbl, th_at(da, 7), 0));
     th_release_all(5, (tg_tensor *[]){a, b, z, zs, da});

@@ -1,8 +1,9 @@
 /* tests/test_kl_div.c - tg_kl_div against PyTorch 1.13's F.kl_div and its
  * gradients in input and target (f32, f64, bf16; every reduction,
  * batchmean of a 0-d input; log_target false and true; zeros and a negative
- * value in the target; shapes that broadcast), gradcheck and gradgradcheck in f64 where the loss is smooth
- * (target > 0), and the refusals.  Goldens: scripts/make_kl_div_goldens.py. */
+ * value in the target; shapes that broadcast), gradcheck and gradgradcheck
+ * in f64 where the loss is smooth (target > 0), and the refusals.  Goldens:
+ * scripts/make_kl_div_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
