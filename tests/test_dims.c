@@ -268,6 +268,27 @@ Test(dims, cdist_product_path_matches_differences)
     th_release_all(5, (tg_tensor *[]){a, b, z, zs, da});
 }
 
+/* cdist is on autocast's FP32 list: inside a bf16 scope an f32 pair gives
+ * the bits it gives outside (its product path's matmul is not lowered),
+ * and a bf16 pair an f32 result. */
+Test(dims, cdist_under_autocast_runs_in_f32)
+{
+    uint64_t s = 23;
+    tg_tensor *x1 = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){30, 4}, -2, 2);
+    tg_tensor *x2 = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){6, 4}, -2, 2);
+    tg_tensor *h1 = NULL, *h2 = NULL, *y0 = NULL, *y1 = NULL, *yh = NULL;
+    OK(tg_to_dtype(&h1, x1, TG_BF16));
+    OK(tg_to_dtype(&h2, x2, TG_BF16));
+    OK(tg_cdist(&y0, x1, x2, 2.0));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_cdist(&y1, x1, x2, 2.0));
+    OK(tg_cdist(&yh, h1, h2, 2.0));
+    OK(tg_autocast_end());
+    th_expect_same_bits("f32 under autocast", x1, y1, y0);
+    cr_assert(eq(int, tg_tensor_dtype(yh), TG_F32));
+    th_release_all(7, (tg_tensor *[]){x1, x2, h1, h2, y0, y1, yh});
+}
+
 typedef struct dims_case {
     const char *fn, *a, *b;
     int nd1, nd2;   /* the inputs' ranks (nd2 0: one input) */

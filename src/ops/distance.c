@@ -20,6 +20,7 @@
 #include <math.h>
 
 #include "core/core.h"
+#include "autograd/tape.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
@@ -251,9 +252,13 @@ int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
     tg_tensor *c[2];
     int rc = tg__loss_amp_f32(c, (tg_tensor *[]){x1, x2}, 2);
     if (rc == TG_OK) {
+        /* in c's dtype throughout: the product path's matmul is not lowered
+         * by an autocast scope (torch's cdist is on its fp32 list) */
+        const bool suspended = tg__autocast_suspend(true);
         const int64_t r1 = x1->shape[x1->ndim - 2], r2 = x2->shape[x2->ndim - 2];
         rc = p == 2.0 && (r1 > 25 || r2 > 25) ? cdist_mm(out, c[0], c[1])
                                              : cdist_direct(out, c[0], c[1], p);
+        tg__autocast_suspend(suspended);
     }
     tg__lib_leave();
     for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
