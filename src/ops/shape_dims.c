@@ -35,7 +35,7 @@ static int check_dim(const char *op, tg_tensor **out, const tg_tensor *x, int di
 
 int tg_narrow(tg_tensor **out, tg_tensor *x, int dim, int64_t start, int64_t length)
 {
-    int d;
+    int d = 0;
     TG_TRY(check_dim("narrow", out, x, dim, &d));
     const int64_t n = tg_tensor_shape(x)[d];
     TG_CHECK(start >= -n && start <= n, TG_EINVAL,
@@ -109,7 +109,7 @@ int tg_flatten(tg_tensor **out, tg_tensor *x, int start_dim, int end_dim)
 
 int tg_unflatten(tg_tensor **out, tg_tensor *x, int dim, int n, const int64_t *sizes)
 {
-    int d;
+    int d = 0;
     TG_TRY(check_dim("unflatten", out, x, dim, &d));
     const int nd = tg_tensor_ndim(x);
     TG_CHECK(n >= 1 && n <= TG_MAX_DIMS + 1 - nd, TG_EINVAL,
