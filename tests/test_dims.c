@@ -156,6 +156,27 @@ Test(dims, views_share_storage)
     th_release_all(7, (tg_tensor *[]){x, v[0], v[1], v[2], v[3], s, m});
 }
 
+/* nn.Flatten and nn.Unflatten are tg_flatten and tg_unflatten: Unflatten's
+ * sizes may hold one -1 (two are refused when the module is made). */
+Test(dims, flatten_and_unflatten_modules)
+{
+    tg_module *fl = NULL, *un = NULL, *bad = NULL;
+    tg_tensor *x = th_arange(TG_F32, 3, (int64_t[]){2, 3, 4}), *f = NULL, *u = NULL;
+    OK(tg_nn_flatten_new(&fl, 1, -1));
+    OK(tg_nn_unflatten_new(&un, 1, 2, (int64_t[]){-1, 4}));
+    OK(tg_module_forward(fl, &f, x));
+    th_expect_shape(f, 2, (int64_t[]){2, 12});
+    OK(tg_module_forward(un, &u, f));
+    th_expect_shape(u, 3, (int64_t[]){2, 3, 4});
+    th_expect_same_bits("round trip", x, u, x);
+    cr_assert(eq(int, tg_nn_unflatten_new(&bad, 1, 2, (int64_t[]){-1, -1}), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "both -1") != NULL, "%s", tg_error_message());
+    cr_assert(bad == NULL);
+    th_release_all(3, (tg_tensor *[]){x, f, u});
+    tg_module_release(fl);
+    tg_module_release(un);
+}
+
 /* tensordot over two listed pairs of dims against the sum written out. */
 Test(dims, tensordot_is_the_sum_written_out)
 {

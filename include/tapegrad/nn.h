@@ -406,7 +406,8 @@ TG_API int tg_nn_activation_new(tg_module **out, tg_activation act, double slope
 TG_API int tg_nn_gelu_new(tg_module **out, const char *approximate);
 /* nn.Flatten(start_dim, end_dim): PyTorch's defaults are 1, -1. */
 TG_API int tg_nn_flatten_new(tg_module **out, int start_dim, int end_dim);
-/* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim). */
+/* nn.Unflatten(dim, shape): dim of extent prod(shape) becomes shape[0..ndim)
+ * (tg_unflatten); one size may be -1, inferred from dim's extent. */
 TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape);
 /* nn.PixelShuffle(r) and nn.PixelUnshuffle(r) (type names "PixelShuffle",
  * "PixelUnshuffle"): forward is tg_pixel_shuffle or tg_pixel_unshuffle

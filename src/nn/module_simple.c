@@ -375,9 +375,15 @@ int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t *shape
              "nn_unflatten_new: ndim=%d must be in 1..%d", ndim, TG_MAX_DIMS);
     TG_CHECK(abs(dim) <= TG_MAX_DIMS, TG_EINVAL, "nn_unflatten_new: dim=%d is out of range", dim);
     tg__reshape_state s = {.dim0 = dim, .dim1 = ndim};
+    int inferred = -1;
     for (int i = 0; i < ndim; i++) {
-        TG_CHECK(shape[i] >= 1, TG_EINVAL, "nn_unflatten_new: shape[%d]=%lld must be >= 1", i,
+        TG_CHECK(shape[i] >= 1 || shape[i] == -1, TG_EINVAL,
+                 "nn_unflatten_new: shape[%d]=%lld must be >= 1 or -1 (inferred)", i,
                  (long long)shape[i]);
+        TG_CHECK(shape[i] != -1 || inferred < 0, TG_EINVAL,
+                 "nn_unflatten_new: shape[%d] and shape[%d] are both -1; only one size can be "
+                 "inferred", inferred, i);
+        if (shape[i] == -1) inferred = i;
         s.shape[i] = shape[i];
     }
     return tg__module_new_state(out, &tg__nn_unflatten_vt, &s);
