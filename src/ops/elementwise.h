@@ -97,6 +97,8 @@ int tg__int_binary(const char *op, tg_tensor **out, const tg_tensor *a, const tg
  * modulo 2^bits (torch wraps a Python int so: an i8 + 1000 adds -24). */
 int tg__int_scalar(const char *op, tg_tensor **out, const tg_tensor *a, int64_t s, tg_int_op k,
                    bool s_first);
+/* v modulo 2^bits into element k of a buffer of integer dtype dt. */
+void tg__int_store(tg_dtype dt, void *buf, int64_t k, int64_t v);
 /* A double scalar s for an integer tensor of dtype dt, read as torch reads a
  * Python int: TG_EDTYPE unless s is integral (torch gives f32 for a Python
  * float; the message says to convert), TG_EINVAL outside [-2^63, 2^63);

@@ -145,8 +145,7 @@ static void int_range(void *p, int64_t lo, int64_t hi)
     }
 }
 
-/* v modulo 2^bits into element k of a buffer of integer dtype dt. */
-static void int_store(tg_dtype dt, void *buf, int64_t k, int64_t v)
+void tg__int_store(tg_dtype dt, void *buf, int64_t k, int64_t v)
 {
     const uint64_t u = (uint64_t)v;
     switch (dt) {
@@ -172,12 +171,13 @@ static int int_input(const tg_tensor *t, tg_dtype dt, int nd, const int64_t *sha
     if (!*owned) {   /* an i64 read in place: a copy to narrow */
         void *buf = tg__work_alloc((size_t)n * tg_dtype_size(dt));
         if (!buf) return TG_ENOMEM;
-        for (int64_t k = 0; k < n; k++) int_store(dt, buf, k, ((const int64_t *)*p)[k]);
+        for (int64_t k = 0; k < n; k++)
+            tg__int_store(dt, buf, k, ((const int64_t *)*p)[k]);
         *p = *owned = buf;
         return TG_OK;
     }
     int64_t *w = *owned;
-    for (int64_t k = 0; k < n; k++) int_store(dt, w, k, w[k]);
+    for (int64_t k = 0; k < n; k++) tg__int_store(dt, w, k, w[k]);
     return TG_OK;
 }
 
@@ -235,7 +235,7 @@ int tg__int_scalar(const char *op, tg_tensor **out, const tg_tensor *a, int64_t 
         int32_t i32;
         int64_t i64;
     } one;   /* s modulo 2^bits, in dt: a broadcast operand */
-    int_store(dt, &one, 0, s);
+    tg__int_store(dt, &one, 0, s);
     tg_tensor *res = tg__tensor_uninit(dt, a->ndim, a->shape);
     if (!res) return TG_ENOMEM;
     const void *pa = NULL;
@@ -327,8 +327,8 @@ int tg__int_clamp(tg_tensor **out, const tg_tensor *a, bool has_lo, int64_t lo, 
     TG_TRY(tg_tensor_clone(&y, (tg_tensor *)a));
     clamp_job j = {.dt = a->dtype, .has_lo = has_lo, .has_hi = has_hi,
                    .y = tg_tensor_data(y)};
-    int_store(j.dt, &j.lo, 0, lo);
-    int_store(j.dt, &j.hi, 0, hi);
+    tg__int_store(j.dt, &j.lo, 0, lo);
+    tg__int_store(j.dt, &j.hi, 0, hi);
     const int64_t n = tg_tensor_numel(y);
     if (n > 0) tg__parallel_range(n, n > 32768, clamp_range, &j);
     *out = y;

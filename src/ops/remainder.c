@@ -132,17 +132,6 @@ static int64_t int_rem(rem_kind k, int64_t x, int64_t y)
     return adjust ? q - 1 : q;
 }
 
-/* v into element i of a buffer of integer dtype dt, modulo 2^bits. */
-static void int_put(tg_dtype dt, void *buf, int64_t i, int64_t v)
-{
-    switch (dt) {
-    case TG_I8: ((int8_t *)buf)[i] = (int8_t)wrap(dt, v); break;
-    case TG_U8: ((uint8_t *)buf)[i] = (uint8_t)wrap(dt, v); break;
-    case TG_I32: ((int32_t *)buf)[i] = (int32_t)wrap(dt, v); break;
-    default: ((int64_t *)buf)[i] = v; break;
-    }
-}
-
 static int int_forward(rem_kind k, tg_tensor **out, const tg_tensor *a, const tg_tensor *b)
 {
     const char *op = REM_NAMES[k];
@@ -167,7 +156,8 @@ static int int_forward(rem_kind k, tg_tensor **out, const tg_tensor *a, const tg
                            tg_dtype_name(dt));
             break;
         }
-        int_put(dt, tg_tensor_data(res), i, int_rem(k, wrap(dt, ((const int64_t *)pa)[i]), y));
+        const int64_t x = wrap(dt, ((const int64_t *)pa)[i]);
+        tg__int_store(dt, tg_tensor_data(res), i, int_rem(k, x, y));
     }
     tg__work_free(own_a);
     tg__work_free(own_b);
