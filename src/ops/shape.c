@@ -19,9 +19,10 @@ int tg__shape_wrap_dim(const char *op, const char *arg, int dim, int ndim, int *
     /* A 0-d tensor takes dims -1 and 0, as in PyTorch (both name "the"
      * dim of a scalar); callers check ndim where that makes no sense. */
     const int span = ndim > 0 ? ndim : 1;
-    TG_CHECK(dim >= -span && dim < span, TG_EINVAL,
+    const int w = tg__dim_index(dim, span);
+    TG_CHECK(w >= 0, TG_EINVAL,
              "%s: %s=%d must be in [%d, %d) for a %d-d tensor", op, arg, dim, -span, span, ndim);
-    *out = dim < 0 ? dim + span : dim;
+    *out = w;
     return TG_OK;
 }
 

@@ -11,14 +11,8 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "ops/shape_internal.h"
 #include "tapegrad/ops.h"
-
-/* d wrapped into [0, n), or -1 when outside [-n, n). */
-static int wrap_dim(int d, int n)
-{
-    if (d < -n || d >= n) return -1;
-    return d < 0 ? d + n : d;
-}
 
 /* out and x not NULL, x at least 1-d, dim in [-ndim, ndim): wrapped in *d. */
 static int check_dim(const char *op, tg_tensor **out, const tg_tensor *x, int dim, int *d)
@@ -27,7 +21,7 @@ static int check_dim(const char *op, tg_tensor **out, const tg_tensor *x, int di
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     const int nd = tg_tensor_ndim(x);
     TG_CHECK(nd > 0, TG_EINVAL, "%s: x is 0-d; it must have at least one dim", op);
-    *d = wrap_dim(dim, nd);
+    *d = tg__dim_index(dim, nd);
     TG_CHECK(*d >= 0, TG_EINVAL, "%s: dim=%d is out of range for a %d-d x (in [%d, %d])", op,
              dim, nd, -nd, nd - 1);
     return TG_OK;
@@ -63,7 +57,7 @@ int tg_movedim(tg_tensor **out, tg_tensor *x, int n, const int *source, const in
     int perm[TG_MAX_DIMS], used[TG_MAX_DIMS] = {0};
     for (int i = 0; i < span; i++) perm[i] = -1;
     for (int i = 0; i < n; i++) {
-        const int s = wrap_dim(source[i], span), t = wrap_dim(destination[i], span);
+        const int s = tg__dim_index(source[i], span), t = tg__dim_index(destination[i], span);
         TG_CHECK(s >= 0, TG_EINVAL, "movedim: source[%d]=%d is out of range for a %d-d x", i,
                  source[i], nd);
         TG_CHECK(t >= 0, TG_EINVAL, "movedim: destination[%d]=%d is out of range for a %d-d x",
@@ -90,7 +84,7 @@ int tg_flatten(tg_tensor **out, tg_tensor *x, int start_dim, int end_dim)
     /* A 0-d x counts as one dim (dims -1 and 0) and flattens into (1), as
      * torch's. */
     const int nd = tg_tensor_ndim(x), span = nd ? nd : 1;
-    const int lo = wrap_dim(start_dim, span), hi = wrap_dim(end_dim, span);
+    const int lo = tg__dim_index(start_dim, span), hi = tg__dim_index(end_dim, span);
     TG_CHECK(lo >= 0 && hi >= 0, TG_EINVAL,
              "flatten: start_dim=%d, end_dim=%d do not fit a %d-d x (dims in [%d, %d])",
              start_dim, end_dim, nd, -span, span - 1);

@@ -4,6 +4,13 @@
 
 #include "core/core.h"
 
+/* d wrapped into [0, n) (negative counts from the end), or -1 when it is
+ * outside [-n, n): for callers that word their own message. */
+static inline int tg__dim_index(int d, int n)
+{
+    if (d < -n || d >= n) return -1;
+    return d < 0 ? d + n : d;
+}
 /* Normalises dim (negative counts from the end) into *out; TG_EINVAL with a
  * message naming op and arg when it is not in [-ndim, ndim). */
 int tg__shape_wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out);

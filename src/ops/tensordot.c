@@ -13,15 +13,9 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "ops/shape_internal.h"
 #include "ops/elementwise.h"
 #include "tapegrad/ops.h"
-
-/* d wrapped into [0, n), or -1 when outside [-n, n). */
-static int wrap_dim(int d, int n)
-{
-    if (d < -n || d >= n) return -1;
-    return d < 0 ? d + n : d;
-}
 
 /* Checks tensordot's dims and fills the permutation that puts t's free dims
  * first (front) or last, with the contracted dims cd[0..n) in their listed
@@ -32,7 +26,7 @@ static int contraction_perm(const tg_tensor *t, const char *name, int n, const i
     const int nd = t->ndim;
     bool used[TG_MAX_DIMS] = {false};
     for (int i = 0; i < n; i++) {
-        const int d = wrap_dim(dims[i], nd);
+        const int d = tg__dim_index(dims[i], nd);
         TG_CHECK(d >= 0, TG_EINVAL, "tensordot: %s[%d]=%d is out of range for a %d-d operand",
                  name, i, dims[i], nd);
         TG_CHECK(!used[d], TG_EINVAL, "tensordot: %s names dim %d twice", name, d);
@@ -158,7 +152,7 @@ int tg_cross(tg_tensor **out, tg_tensor *a, tg_tensor *b, int dim)
     TG_CHECK(a->dtype == b->dtype, TG_EDTYPE,
              "cross: the operands have dtypes %s and %s; they must be the same",
              tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
-    const int nd = a->ndim, d = wrap_dim(dim, nd);
+    const int nd = a->ndim, d = tg__dim_index(dim, nd);
     TG_CHECK(d >= 0, TG_EINVAL, "cross: dim=%d is out of range for %d-d operands (in [%d, %d])",
              dim, nd, -nd, nd - 1);
     TG_CHECK(a->shape[d] == 3 && b->shape[d] == 3, TG_ESHAPE,
