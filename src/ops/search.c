@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/elementwise.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
 
@@ -251,18 +252,6 @@ int tg_bincount(tg_tensor **out, tg_tensor *x, tg_tensor *weights, int64_t minle
 
 /* ---- histc ------------------------------------------------------------------------- */
 
-/* v rounded to dt (a float dtype); f32, f16 and bf16 results of float
- * arithmetic, as c10's. */
-static double round_to(tg_dtype dt, double v)
-{
-    switch (dt) {
-    case TG_F32: return (float)v;
-    case TG_F16: return tg_f16_to_f32(tg_f32_to_f16((float)v));
-    case TG_BF16: return tg_bf16_to_f32(tg_f32_to_bf16((float)v));
-    default: return v;
-    }
-}
-
 /* The edges torch's histc uses: [min, max], or the data's range when they
  * are equal (and the data not empty), widened by 1 each way when that is
  * one point.  TG_EINVAL when not finite or not increasing. */
@@ -311,15 +300,16 @@ int tg_histc(tg_tensor **out, tg_tensor *x, int64_t bins, double min, double max
     if (rc >= 0 && !h) rc = TG_ENOMEM;
     if (rc >= 0) {
         memset(h, 0, (size_t)bins * sizeof *h);
-        const double lo = round_to(dt, min), hi = round_to(dt, max);
-        const double width = round_to(dt, hi - lo), nb = round_to(dt, (double)bins);
+        const double lo = tg__scalar_in_dtype(dt, min), hi = tg__scalar_in_dtype(dt, max);
+        const double width = tg__scalar_in_dtype(dt, hi - lo);
+        const double nb = tg__scalar_in_dtype(dt, (double)bins);
         for (int64_t i = 0; i < tg_tensor_numel(x); i++) {
             const double v = xv[i];
             if (!(v >= lo && v <= hi)) continue;   /* outside, or NaN */
-            const double t = round_to(dt, round_to(dt, v - lo) * nb);
-            int64_t b = (int64_t)round_to(dt, t / width);
+            const double t = tg__scalar_in_dtype(dt, tg__scalar_in_dtype(dt, v - lo) * nb);
+            int64_t b = (int64_t)tg__scalar_in_dtype(dt, t / width);
             if (b >= bins) b = bins - 1;   /* the last bin holds max */
-            h[b] = round_to(dt, h[b] + 1);
+            h[b] = tg__scalar_in_dtype(dt, h[b] + 1);
         }
         for (int64_t b = 0; b < bins; b++) tg_dtype_store(dt, tg_tensor_data(r), b, h[b]);
     }
