@@ -230,6 +230,10 @@ int tg__check_shape(const char *what, int ndim, const int64_t *shape);
  * f16), an integer dtype finite values within its range (a fraction is then
  * rounded as tg_dtype_store does).  TG_EINVAL naming `what` otherwise. */
 int tg__check_value(const char *what, tg_dtype dt, double v);
+/* The largest finite value of float dtype dt (torch.finfo(dt).max: 65504
+ * for f16, 0x1.fep127 for bf16, FLT_MAX, DBL_MAX); its negation is the
+ * lowest.  0 for an integer dtype. */
+double tg__dtype_finite_max(tg_dtype dt);
 /* tg_tensor_set_flat without tg__check_value, for a value the library
  * computed into one of its own float buffers (a running statistic): a value
  * past the dtype's range is stored as +-inf, as arithmetic in that dtype

@@ -283,13 +283,24 @@ int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n)
     return TG_OK;
 }
 
+double tg__dtype_finite_max(tg_dtype dt)
+{
+    switch (dt) {
+    case TG_F64: return DBL_MAX;
+    case TG_F32: return FLT_MAX;
+    case TG_F16: return 65504.0;
+    case TG_BF16: return 0x1.fep127;
+    default: return 0.0;
+    }
+}
+
 int tg__check_value(const char *what, tg_dtype dt, double v)
 {
     double lo, hi;
     switch (dt) {
-    case TG_F32: lo = -FLT_MAX, hi = FLT_MAX; break;
-    case TG_F16: lo = -65504.0, hi = 65504.0; break;
-    case TG_BF16: lo = -0x1.fep127, hi = 0x1.fep127; break;
+    case TG_F32:
+    case TG_F16:
+    case TG_BF16: hi = tg__dtype_finite_max(dt), lo = -hi; break;
     case TG_I8: lo = INT8_MIN, hi = INT8_MAX; break;
     case TG_U8: lo = 0, hi = UINT8_MAX; break;
     case TG_I32: lo = INT32_MIN, hi = INT32_MAX; break;

@@ -24,7 +24,6 @@
  * itself, so differentiable to any order.  As torch's, it is NaN at an
  * x[j] = -inf whose y[j] is -inf and at an x[j] = +inf. */
 #include <assert.h>
-#include <float.h>
 #include <math.h>
 
 #include "autograd/tape.h"
@@ -124,17 +123,6 @@ static int lcse_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const
     return tg__cum_save_and_return(ctx, out, x, y);
 }
 
-/* The lowest finite number of float dtype dt. */
-static double lowest(tg_dtype dt)
-{
-    switch (dt) {
-    case TG_F64: return -DBL_MAX;
-    case TG_F16: return -65504.0;
-    case TG_BF16: return -0x1.fep127;
-    default: return -FLT_MAX;
-    }
-}
-
 /* exp(rlcse(where(cond(g), lg, lowest) - y) + x), cond g > 0 or g < 0. */
 static int lcse_part(tg_tensor **out, tg_tensor *g, tg_tensor *lg, tg_tensor *x, tg_tensor *y,
                      int d, bool positive)
@@ -144,7 +132,7 @@ static int lcse_part(tg_tensor **out, tg_tensor *g, tg_tensor *lg, tg_tensor *x,
     int rc;
     if (positive) TG_TRY_GOTO(tg_gt_scalar(&c, g, 0.0));
     else TG_TRY_GOTO(tg_lt_scalar(&c, g, 0.0));
-    TG_TRY_GOTO(tg_tensor_scalar(&lo, g->dtype, lowest(g->dtype)));
+    TG_TRY_GOTO(tg_tensor_scalar(&lo, g->dtype, -tg__dtype_finite_max(g->dtype)));
     TG_TRY_GOTO(tg_where(&w, c, lg, lo));
     TG_TRY_GOTO(tg_sub(&t, w, y));
     TG_TRY_GOTO(tg_flip(&f, t, 1, &d));

@@ -15,7 +15,6 @@
  * torch's, is g * isfinite(x): g times a constant 0/1 mask, a product that
  * can be differentiated again.  An integer x gives a copy of itself. */
 #include <assert.h>
-#include <float.h>
 #include <math.h>
 
 #include "core/core.h"
@@ -224,17 +223,6 @@ int tg_any_dim(tg_tensor **out, tg_tensor *x, int dim, bool keepdim)
     return call1(&any_op, out, x, &p, sizeof p);
 }
 
-/* The largest finite value of a float dtype. */
-static double finite_max(tg_dtype dt)
-{
-    switch (dt) {
-    case TG_F16: return 65504.0;
-    case TG_BF16: return 0x1.fep127;
-    case TG_F32: return FLT_MAX;
-    default: return DBL_MAX;
-    }
-}
-
 int tg_nan_to_num(tg_tensor **out, tg_tensor *x, const double *nan, const double *posinf,
                   const double *neginf)
 {
@@ -242,8 +230,8 @@ int tg_nan_to_num(tg_tensor **out, tg_tensor *x, const double *nan, const double
     if (x && tg_dtype_is_float(x->dtype)) {
         const tg_dtype dt = x->dtype;
         p.nan = nan ? tg__scalar_in_dtype(dt, *nan) : 0.0;
-        p.posinf = posinf ? tg__scalar_in_dtype(dt, *posinf) : finite_max(dt);
-        p.neginf = neginf ? tg__scalar_in_dtype(dt, *neginf) : -finite_max(dt);
+        p.posinf = posinf ? tg__scalar_in_dtype(dt, *posinf) : tg__dtype_finite_max(dt);
+        p.neginf = neginf ? tg__scalar_in_dtype(dt, *neginf) : -tg__dtype_finite_max(dt);
     }
     return call1(&nan_to_num_op, out, x, &p, sizeof p);
 }
