@@ -187,6 +187,64 @@ Test(sort, selections_agree_with_sort)
     th_release_all(6, (tg_tensor *[]){x, asc, desc, med, nmed, mi});
 }
 
+/* On rows long enough for topk and kthvalue to select before sorting (the
+ * kept range within 64 positions of a row at least eight times as long) and
+ * just past those bounds: the indices are argsort's first k, ties and NaNs
+ * included, in both directions, for f64, f32 (with -0.0) and i64, along the
+ * last dim and along dim 0. */
+Test(sort, selecting_rows_gives_the_sorted_indices)
+{
+    uint64_t s = 23;
+    const int64_t ns[] = {8, 64, 200, 511, 520, 1000};
+    const int64_t ks[] = {1, 2, 7, 25, 63, 64, 65, 130};
+    const tg_dtype dts[] = {TG_F64, TG_F32, TG_I64};
+    int selected = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof dts / sizeof *dts; b++) {
+            const int64_t n = ns[a];
+            tg_tensor *x64 = tied_rows(&s, 3, n), *x = NULL, *xt = NULL;
+            double *d = tg_tensor_data(x64);
+            for (int64_t e = 0; e < 3 * n; e++)
+                if (dts[b] == TG_I64 && isnan(d[e])) d[e] = 7;
+                else if (d[e] == 0 && e % 2) d[e] = -0.0;
+            OK(tg_to_dtype(&x, x64, dts[b]));
+            OK(tg_transpose(&xt, x, 0, 1));   /* rows along dim 0, strided */
+            for (int desc = 0; desc < 2; desc++)
+                for (int t = 0; t < 2; t++) {
+                    tg_tensor *src = t ? xt : x, *order = NULL;
+                    const int dim = t ? 0 : 1;
+                    OK(tg_argsort(&order, src, dim, desc));
+                    for (size_t c = 0; c < sizeof ks / sizeof *ks && ks[c] <= n; c++) {
+                        const int64_t k = ks[c];
+                        selected += k <= 64 && 8 * k <= n;
+                        tg_tensor *v = NULL, *i = NULL, *kv = NULL, *ki = NULL;
+                        OK(tg_topk(&v, &i, src, k, dim, desc, true));
+                        if (!desc) OK(tg_kthvalue(&kv, &ki, src, k, dim, false));
+                        for (int64_t r = 0; r < 3; r++) {
+                            for (int64_t j = 0; j < k; j++) {
+                                const int64_t got = (int64_t)(t ? th_at(i, j * 3 + r)
+                                                                : th_at(i, r * k + j));
+                                const int64_t want = (int64_t)(t ? th_at(order, j * 3 + r)
+                                                                 : th_at(order, r * n + j));
+                                cr_assert(eq(i64, got, want), "n %lld k %lld %s desc %d dim %d",
+                                          (long long)n, (long long)k, tg_dtype_name(dts[b]),
+                                          desc, dim);
+                            }
+                            if (desc) continue;
+                            const int64_t kth = (int64_t)th_at(
+                                order, t ? (k - 1) * 3 + r : r * n + k - 1);
+                            cr_assert(eq(i64, (int64_t)th_at(ki, r), kth), "kthvalue n %lld k %lld",
+                                      (long long)n, (long long)k);
+                        }
+                        th_release_all(4, (tg_tensor *[]){v, i, kv, ki});
+                    }
+                    tg_tensor_release(order);
+                }
+            th_release_all(3, (tg_tensor *[]){x64, x, xt});
+        }
+    cr_assert(selected > 100, "%d cases on the selecting path", selected);
+}
+
 typedef struct sel_case {
     int fn;   /* 0 sort, 1 topk, 2 kthvalue, 3 median_dim, 4 nanmedian_dim, 5 median */
     int dim;

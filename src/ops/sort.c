@@ -16,6 +16,9 @@
  * The order is torch's: a NaN is after every number ascending and before
  * every number descending; -0.0 equals 0.0; equal elements keep their
  * order (a stable merge sort), in both directions, as torch's CPU sort.
+ * When the kept range ends within the first 64 positions of a row at least
+ * eight times as long (topk or kthvalue with a small k), a heap selects those
+ * first positions in one pass and only they are sorted: the same indices.
  *
  * The values are gather(x, dim, indices), so the op itself has no backward:
  * dx = scatter_add(zeros_like(x), dim, indices, g), which is gather's
@@ -98,6 +101,55 @@ static inline bool before_i64(int64_t a, int64_t b, bool desc)
 DEFINE_MERGE_SORT(sort_f64, double, before_f64)
 DEFINE_MERGE_SORT(sort_i64, int64_t, before_i64)
 
+/* The first m positions of the stable order of key[0..n), in any order, into
+ * idx[0..m) (m >= 1): a heap of the m kept so far whose root is the last of
+ * them in the order (by key, then by index).  Element i, coming after every
+ * kept one in index, enters only when its key is strictly before the root's.
+ * O(n log m) where sorting the row is O(n log n). */
+#define DEFINE_SELECT(NAME, T, BEFORE)                                            \
+    static inline bool NAME##_after(const T *key, int64_t a, int64_t b, bool desc) \
+    {                                                                             \
+        return BEFORE(key[b], key[a], desc) || (!BEFORE(key[a], key[b], desc) && a > b); \
+    }                                                                             \
+    static void NAME##_sift(int64_t *h, int64_t m, int64_t i, const T *key, bool desc) \
+    {                                                                             \
+        for (;;) {                                                                \
+            int64_t c = 2 * i + 1;                                                \
+            if (c >= m) return;                                                   \
+            if (c + 1 < m && NAME##_after(key, h[c + 1], h[c], desc)) c++;         \
+            if (!NAME##_after(key, h[c], h[i], desc)) return;                     \
+            const int64_t t = h[i];                                               \
+            h[i] = h[c];                                                          \
+            h[c] = t;                                                             \
+            i = c;                                                                \
+        }                                                                         \
+    }                                                                             \
+    static void NAME(int64_t *idx, int64_t n, int64_t m, const T *key, bool desc) \
+    {                                                                             \
+        for (int64_t i = 0; i < m; i++) idx[i] = i;                               \
+        for (int64_t i = m / 2; i-- > 0;) NAME##_sift(idx, m, i, key, desc);       \
+        for (int64_t i = m; i < n; i++) {                                         \
+            if (!BEFORE(key[i], key[idx[0]], desc)) continue;                     \
+            idx[0] = i;                                                           \
+            NAME##_sift(idx, m, 0, key, desc);                                    \
+        }                                                                         \
+    }
+
+DEFINE_SELECT(select_f64, double, before_f64)
+DEFINE_SELECT(select_i64, int64_t, before_i64)
+
+/* Sorts v[0..n) ascending (the kept indices, so that the stable sort of them
+ * by key orders equal keys by index). */
+static void sort_indices_ascending(int64_t *v, int64_t n)
+{
+    for (int64_t i = 1; i < n; i++) {
+        const int64_t x = v[i];
+        int64_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
 typedef struct sort_job {
     const void *rows;      /* rows x n keys, f64 or i64 */
     bool is_float;
@@ -127,16 +179,30 @@ static void sort_rows(void *arg, int64_t lo, int64_t hi)
         j->failed = true;
         return;
     }
+    /* A range near the front of a long row (topk, kthvalue with small k):
+     * select its first m positions, then sort only those. */
+    const int64_t m = j->p->start + j->count;
+    const bool select = j->p->mode == PICK_RANGE && m <= 64 && 8 * m <= n;
+    const int64_t len = select ? m : n;
     for (int64_t r = lo; r < hi; r++) {
-        for (int64_t k = 0; k < n; k++) idx[k] = k;
+        if (!select)
+            for (int64_t k = 0; k < n; k++) idx[k] = k;
         int64_t first = j->p->start;
         if (j->is_float) {
             const double *key = (const double *)j->rows + r * n;
-            sort_f64(idx, idx + n, n, key, j->p->descending);
+            if (select) {
+                select_f64(idx, n, m, key, j->p->descending);
+                sort_indices_ascending(idx, m);
+            }
+            sort_f64(idx, idx + len, len, key, j->p->descending);
             if (j->p->mode != PICK_RANGE) first = first_kept(j, key);
         } else {
             const int64_t *key = (const int64_t *)j->rows + r * n;
-            sort_i64(idx, idx + n, n, key, j->p->descending);
+            if (select) {
+                select_i64(idx, n, m, key, j->p->descending);
+                sort_indices_ascending(idx, m);
+            }
+            sort_i64(idx, idx + len, len, key, j->p->descending);
             if (j->p->mode != PICK_RANGE) first = (n - 1) / 2;   /* no NaN */
         }
         /* row r = (o, k) over the dims before and after dim */
