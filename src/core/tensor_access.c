@@ -87,6 +87,33 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
         }
 #undef TG__MOVE
     }
+    /* The exact widenings (to f64, an integer to i64) and f64 -> f32 as C
+     * casts, which give what tg_dtype_load then tg_dtype_store gives. */
+#define TG__CAST_RUN(TF, TT)                                                   \
+    for (int64_t k = 0; k < n; k++) ((TT *)dst)[di + k * ds] = (TT)((const TF *)src)[si + k * ss]; \
+    return
+    if (to == TG_F64) {
+        switch (from) {
+        case TG_F32: TG__CAST_RUN(float, double);
+        case TG_I8: TG__CAST_RUN(int8_t, double);
+        case TG_U8: TG__CAST_RUN(uint8_t, double);
+        case TG_I32: TG__CAST_RUN(int32_t, double);
+        case TG_I64: TG__CAST_RUN(int64_t, double);
+        default: break;
+        }
+    }
+    if (to == TG_I64) {
+        switch (from) {
+        case TG_I8: TG__CAST_RUN(int8_t, int64_t);
+        case TG_U8: TG__CAST_RUN(uint8_t, int64_t);
+        case TG_I32: TG__CAST_RUN(int32_t, int64_t);
+        default: break;
+        }
+    }
+    if (from == TG_F64 && to == TG_F32) {
+        TG__CAST_RUN(double, float);
+    }
+#undef TG__CAST_RUN
     const bool wide_from = from == TG_F32 || from == TG_F64, wide_to = to == TG_F32 || to == TG_F64;
     if (wide_from && tg__dtype_is_half(to)) {
         tg__half_run(true, from, to, (const char *)src + si * (int64_t)tg_dtype_size(from), ss,
