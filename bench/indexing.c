@@ -1,14 +1,15 @@
 /* bench/indexing: the time of one cumsum, gather, index_select,
- * scatter_add or index_add call (the forward), for bench/indexing.py (which
- * runs the same call in PyTorch and gives the ratio).
+ * scatter_add, index_add or topk call (the forward), for bench/indexing.py
+ * (which runs the same call in PyTorch and gives the ratio).
  *
- *   indexing --op cumsum|gather|index_select|scatter_add|index_add
+ *   indexing --op cumsum|gather|index_select|scatter_add|index_add|topk
  *            --shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16]
  *            [--threads T] [--repeat R (20)]
  *
  * x (and src) are U[-1, 1) in the dtype.  gather and scatter_add take an
  * index of x's shape, index_select and index_add one of L values (default:
  * x's extent at dim); index values are uniform over x's extent at dim.
+ * topk takes the L largest along dim (values and indices, sorted).
  * After three calls of warmup, times R calls and prints one JSON line with
  * the median in ms. */
 #include <inttypes.h>
@@ -33,25 +34,28 @@
 typedef struct index_case {
     const char *op;
     int dim;
+    int64_t k;                    /* topk */
     tg_tensor *x, *index, *src;   /* src: scatter_add and index_add only */
 } index_case;
 
 static void call(const void *arg)
 {
     const index_case *c = arg;
-    tg_tensor *y = NULL;
+    tg_tensor *y = NULL, *i = NULL;
     if (!strcmp(c->op, "cumsum")) CHECK(tg_cumsum(&y, c->x, c->dim));
     else if (!strcmp(c->op, "gather")) CHECK(tg_gather(&y, c->x, c->dim, c->index));
     else if (!strcmp(c->op, "index_select")) CHECK(tg_index_select(&y, c->x, c->dim, c->index));
     else if (!strcmp(c->op, "scatter_add"))
         CHECK(tg_scatter_add(&y, c->x, c->dim, c->index, c->src));
+    else if (!strcmp(c->op, "topk")) CHECK(tg_topk(&y, &i, c->x, c->k, c->dim, true, true));
     else CHECK(tg_index_add(&y, c->x, c->dim, c->index, c->src));
     tg_tensor_release(y);
+    tg_tensor_release(i);
 }
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add "
+    fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add|topk "
                     "--shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16] "
                     "[--threads T] [--repeat R]\n");
     return 2;
@@ -87,7 +91,7 @@ int main(int argc, char **argv)
     tg_dtype dt = TG_F32;
     index_case c = {.op = NULL};
     static const char *const ops[] = {"cumsum", "gather", "index_select", "scatter_add",
-                                      "index_add"};
+                                      "index_add", "topk"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--threads")  ? &threads
@@ -124,7 +128,9 @@ int main(int argc, char **argv)
     int64_t ishape[3];
     memcpy(ishape, shape, sizeof ishape);
     if (select) ishape[c.dim] = len >= 0 ? len : shape[c.dim];
-    if (strcmp(c.op, "cumsum")) {
+    c.k = len >= 0 ? len : 1;
+    if (!strcmp(c.op, "topk") && c.k > shape[c.dim]) return usage();
+    if (strcmp(c.op, "cumsum") && strcmp(c.op, "topk")) {
         c.index = select ? random_index(1, &ishape[c.dim], shape[c.dim])
                          : random_index(nd, ishape, shape[c.dim]);
         if (strstr(c.op, "add")) c.src = random_values(dt, nd, ishape, &rng);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""cumsum along the first and the last dim, gather, index_select, scatter_add
-and index_add: tapegrad (bench/indexing) against PyTorch (Debian's
+"""cumsum along the first and the last dim, gather, index_select, scatter_add,
+index_add and topk: tapegrad (bench/indexing) against PyTorch (Debian's
 python3-torch), the same thread count, in one run.
 
     /usr/bin/python3 bench/indexing.py [--build build-rel] [--threads 2] [--repeat 20]
@@ -20,6 +20,7 @@ import statistics
 from benchlib import add_pair_args, pair_binary, print_table, time_pair
 
 # name, op, dtype, x shape, dim, index length (index_select / index_add; -1: x's extent)
+# or k (topk)
 CASES = [
     ("cumsum dim 0", "cumsum", "f32", (512, 512), 0, -1),
     ("cumsum dim -1", "cumsum", "f32", (512, 512), -1, -1),
@@ -33,6 +34,10 @@ CASES = [
     ("index_select dim 1", "index_select", "f32", (512, 512), 1, 256),
     ("scatter_add dim 1", "scatter_add", "f32", (512, 512), 1, -1),
     ("index_add dim 0", "index_add", "f32", (8192, 256), 0, 4096),
+    ("topk k=1 dim 1", "topk", "f32", (256, 4096), 1, 1),
+    ("topk k=8 dim 1", "topk", "f32", (256, 4096), 1, 8),
+    ("topk k=64 dim 1", "topk", "f32", (256, 4096), 1, 64),
+    ("topk k=512 dim 1", "topk", "f32", (256, 4096), 1, 512),
 ]
 
 DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
@@ -63,6 +68,7 @@ def torch_child(a):
         "index_select": lambda: torch.index_select(x, dim, index),
         "scatter_add": lambda: torch.scatter_add(x, dim, index, src),
         "index_add": lambda: torch.index_add(x, dim, index, src),
+        "topk": lambda: torch.topk(x, a.len, dim),
     }
     fn = fns[a.op]
     for _ in range(3):

@@ -49,7 +49,7 @@ typedef struct sort_params {
     int64_t start, count;  /* PICK_RANGE: positions [start, start + count) */
 } sort_params;
 
-/* ---- a stable merge sort of row indices ----------------------------------------- */
+/* ---- a stable merge sort of (key, index) pairs ------------------------------------ */
 
 /* Whether key a goes before key b (strictly): ascending puts NaN last,
  * descending first. */
@@ -64,91 +64,113 @@ static inline bool before_i64(int64_t a, int64_t b, bool desc)
     return desc ? a > b : a < b;
 }
 
-/* Sorts idx[0..n) (indices into key) stably, tmp having room for n. */
-#define DEFINE_MERGE_SORT(NAME, T, BEFORE)                                        \
-    static void NAME(int64_t *idx, int64_t *tmp, int64_t n, const T *key, bool desc) \
+/* A row's element: its key next to its index along dim, so that sorting
+ * moves both and compares without reaching back into the row. */
+typedef struct pair_f64 {
+    double k;
+    int64_t i;
+} pair_f64;
+
+typedef struct pair_i64 {
+    int64_t k;
+    int64_t i;
+} pair_i64;
+
+/* Sorts v[0..n) by key stably, tmp having room for n: insertion sorts of
+ * runs of 16, then merges taking the right run's pair first only when its
+ * key is strictly before. */
+#define DEFINE_MERGE_SORT(NAME, P, BEFORE)                                        \
+    static void NAME(P *v, P *tmp, int64_t n, bool desc)                          \
     {                                                                             \
         const int64_t run = 16;                                                   \
-        for (int64_t lo = 0; lo < n; lo += run) { /* insertion sort of runs */   \
+        for (int64_t lo = 0; lo < n; lo += run) {                                 \
             const int64_t hi = lo + run < n ? lo + run : n;                       \
             for (int64_t i = lo + 1; i < hi; i++) {                               \
-                const int64_t v = idx[i];                                         \
+                const P x = v[i];                                                 \
                 int64_t j = i;                                                    \
-                for (; j > lo && BEFORE(key[v], key[idx[j - 1]], desc); j--)      \
-                    idx[j] = idx[j - 1];                                          \
-                idx[j] = v;                                                       \
+                for (; j > lo && BEFORE(x.k, v[j - 1].k, desc); j--) v[j] = v[j - 1]; \
+                v[j] = x;                                                         \
             }                                                                     \
         }                                                                         \
-        int64_t *src = idx, *dst = tmp;                                           \
+        P *src = v, *dst = tmp;                                                   \
         for (int64_t w = run; w < n; w *= 2) {                                    \
             for (int64_t lo = 0; lo < n; lo += 2 * w) {                           \
                 const int64_t mid = lo + w < n ? lo + w : n;                      \
                 const int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;               \
                 int64_t a = lo, b = mid, o = lo;                                  \
-                /* b's element first only when strictly before: stable */         \
                 while (a < mid && b < hi)                                         \
-                    dst[o++] = BEFORE(key[src[b]], key[src[a]], desc) ? src[b++] : src[a++]; \
+                    dst[o++] = BEFORE(src[b].k, src[a].k, desc) ? src[b++] : src[a++]; \
                 while (a < mid) dst[o++] = src[a++];                              \
                 while (b < hi) dst[o++] = src[b++];                               \
             }                                                                     \
-            int64_t *t = src;                                                     \
+            P *t = src;                                                           \
             src = dst;                                                            \
             dst = t;                                                              \
         }                                                                         \
-        if (src != idx) memcpy(idx, src, (size_t)n * sizeof *idx);                \
+        if (src != v) memcpy(v, src, (size_t)n * sizeof *v);                      \
     }
 
-DEFINE_MERGE_SORT(sort_f64, double, before_f64)
-DEFINE_MERGE_SORT(sort_i64, int64_t, before_i64)
-
-/* The first m positions of the stable order of key[0..n), in any order, into
- * idx[0..m) (m >= 1): a heap of the m kept so far whose root is the last of
+/* The first m pairs (m >= 1) of the stable order of row[0..n), in any
+ * order, into v[0..m): a heap of the m kept so far whose root is the last of
  * them in the order (by key, then by index).  Element i, coming after every
  * kept one in index, enters only when its key is strictly before the root's.
  * O(n log m) where sorting the row is O(n log n). */
-#define DEFINE_SELECT(NAME, T, BEFORE)                                            \
-    static inline bool NAME##_after(const T *key, int64_t a, int64_t b, bool desc) \
+#define DEFINE_SELECT(NAME, P, T, BEFORE)                                         \
+    static inline bool NAME##_after(P a, P b, bool desc)                          \
     {                                                                             \
-        return BEFORE(key[b], key[a], desc) || (!BEFORE(key[a], key[b], desc) && a > b); \
+        return BEFORE(b.k, a.k, desc) || (!BEFORE(a.k, b.k, desc) && a.i > b.i);  \
     }                                                                             \
-    static void NAME##_sift(int64_t *h, int64_t m, int64_t i, const T *key, bool desc) \
+    static void NAME##_sift(P *h, int64_t m, int64_t i, bool desc)                \
     {                                                                             \
         for (;;) {                                                                \
             int64_t c = 2 * i + 1;                                                \
             if (c >= m) return;                                                   \
-            if (c + 1 < m && NAME##_after(key, h[c + 1], h[c], desc)) c++;         \
-            if (!NAME##_after(key, h[c], h[i], desc)) return;                     \
-            const int64_t t = h[i];                                               \
+            if (c + 1 < m && NAME##_after(h[c + 1], h[c], desc)) c++;             \
+            if (!NAME##_after(h[c], h[i], desc)) return;                          \
+            const P t = h[i];                                                     \
             h[i] = h[c];                                                          \
             h[c] = t;                                                             \
             i = c;                                                                \
         }                                                                         \
     }                                                                             \
-    static void NAME(int64_t *idx, int64_t n, int64_t m, const T *key, bool desc) \
+    static void NAME(P *v, const T *row, int64_t n, int64_t m, bool desc)         \
     {                                                                             \
-        for (int64_t i = 0; i < m; i++) idx[i] = i;                               \
-        for (int64_t i = m / 2; i-- > 0;) NAME##_sift(idx, m, i, key, desc);       \
+        for (int64_t i = 0; i < m; i++) v[i] = (P){row[i], i};                    \
+        for (int64_t i = m / 2; i-- > 0;) NAME##_sift(v, m, i, desc);              \
         for (int64_t i = m; i < n; i++) {                                         \
-            if (!BEFORE(key[i], key[idx[0]], desc)) continue;                     \
-            idx[0] = i;                                                           \
-            NAME##_sift(idx, m, 0, key, desc);                                    \
+            if (!BEFORE(row[i], v[0].k, desc)) continue;                          \
+            v[0] = (P){row[i], i};                                                \
+            NAME##_sift(v, m, 0, desc);                                           \
         }                                                                         \
     }
 
-DEFINE_SELECT(select_f64, double, before_f64)
-DEFINE_SELECT(select_i64, int64_t, before_i64)
-
-/* Sorts v[0..n) ascending (the kept indices, so that the stable sort of them
- * by key orders equal keys by index). */
-static void sort_indices_ascending(int64_t *v, int64_t n)
-{
-    for (int64_t i = 1; i < n; i++) {
-        const int64_t x = v[i];
-        int64_t j = i;
-        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
-        v[j] = x;
+/* Loads row[0..n) into v as pairs, or with select only its first m in
+ * index order; then sorts them.  Returns the count sorted. */
+#define DEFINE_ORDER_ROW(NAME, P, T, SORT, SELECT)                                \
+    static int64_t NAME(P *v, const T *row, int64_t n, int64_t m, bool select, bool desc) \
+    {                                                                             \
+        if (select) {                                                             \
+            SELECT(v, row, n, m, desc);                                           \
+            for (int64_t i = 1; i < m; i++) { /* index order: ties stay stable */ \
+                const P x = v[i];                                                 \
+                int64_t j = i;                                                    \
+                for (; j > 0 && v[j - 1].i > x.i; j--) v[j] = v[j - 1];           \
+                v[j] = x;                                                         \
+            }                                                                     \
+            n = m;                                                                \
+        } else {                                                                  \
+            for (int64_t i = 0; i < n; i++) v[i] = (P){row[i], i};                \
+        }                                                                         \
+        SORT(v, v + n, n, desc);                                                  \
+        return n;                                                                 \
     }
-}
+
+DEFINE_MERGE_SORT(sort_f64, pair_f64, before_f64)
+DEFINE_MERGE_SORT(sort_i64, pair_i64, before_i64)
+DEFINE_SELECT(select_f64, pair_f64, double, before_f64)
+DEFINE_SELECT(select_i64, pair_i64, int64_t, before_i64)
+DEFINE_ORDER_ROW(order_f64, pair_f64, double, sort_f64, select_f64)
+DEFINE_ORDER_ROW(order_i64, pair_i64, int64_t, sort_i64, select_i64)
 
 typedef struct sort_job {
     const void *rows;      /* rows x n keys, f64 or i64 */
@@ -159,7 +181,7 @@ typedef struct sort_job {
     bool failed;           /* no memory for a worker's scratch */
 } sort_job;
 
-/* The first position to keep of row idx (sorted ascending for the medians). */
+/* The first position to keep of row key (sorted ascending for the medians). */
 static int64_t first_kept(const sort_job *j, const double *key)
 {
     if (j->p->mode == PICK_RANGE) return j->p->start;
@@ -174,43 +196,35 @@ static void sort_rows(void *arg, int64_t lo, int64_t hi)
 {
     sort_job *j = arg;
     const int64_t n = j->n;
-    int64_t *idx = tg__malloc((size_t)(2 * n + 1) * sizeof *idx);
-    if (!idx) {
-        j->failed = true;
-        return;
-    }
     /* A range near the front of a long row (topk, kthvalue with small k):
      * select its first m positions, then sort only those. */
     const int64_t m = j->p->start + j->count;
-    const bool select = j->p->mode == PICK_RANGE && m <= 64 && 8 * m <= n;
-    const int64_t len = select ? m : n;
+    const bool select = j->p->mode == PICK_RANGE && 4 * m <= n;
+    void *scratch = tg__malloc((size_t)(2 * n) * sizeof(pair_f64));
+    if (!scratch) {
+        j->failed = true;
+        return;
+    }
+    static_assert(sizeof(pair_f64) == sizeof(pair_i64), "one scratch serves both pairs");
     for (int64_t r = lo; r < hi; r++) {
-        if (!select)
-            for (int64_t k = 0; k < n; k++) idx[k] = k;
-        int64_t first = j->p->start;
+        /* row r = (o, k) over the dims before and after dim */
+        int64_t *out = j->out + (r / j->inner) * j->count * j->inner + r % j->inner;
         if (j->is_float) {
             const double *key = (const double *)j->rows + r * n;
-            if (select) {
-                select_f64(idx, n, m, key, j->p->descending);
-                sort_indices_ascending(idx, m);
-            }
-            sort_f64(idx, idx + len, len, key, j->p->descending);
-            if (j->p->mode != PICK_RANGE) first = first_kept(j, key);
+            pair_f64 *v = scratch;
+            order_f64(v, key, n, m, select, j->p->descending);
+            const int64_t first = first_kept(j, key);
+            for (int64_t c = 0; c < j->count; c++) out[c * j->inner] = v[first + c].i;
         } else {
             const int64_t *key = (const int64_t *)j->rows + r * n;
-            if (select) {
-                select_i64(idx, n, m, key, j->p->descending);
-                sort_indices_ascending(idx, m);
-            }
-            sort_i64(idx, idx + len, len, key, j->p->descending);
-            if (j->p->mode != PICK_RANGE) first = (n - 1) / 2;   /* no NaN */
+            pair_i64 *v = scratch;
+            order_i64(v, key, n, m, select, j->p->descending);
+            /* integers hold no NaN: the median is at (n - 1) / 2 */
+            const int64_t first = j->p->mode == PICK_RANGE ? j->p->start : (n - 1) / 2;
+            for (int64_t c = 0; c < j->count; c++) out[c * j->inner] = v[first + c].i;
         }
-        /* row r = (o, k) over the dims before and after dim */
-        const int64_t o = r / j->inner, k = r % j->inner;
-        for (int64_t c = 0; c < j->count; c++)
-            j->out[(o * j->count + c) * j->inner + k] = idx[first + c];
     }
-    free(idx);
+    free(scratch);
 }
 
 /* sort_indices(x): an i64 tensor of x's shape with the kept count at dim
