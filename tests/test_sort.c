@@ -188,17 +188,18 @@ Test(sort, selections_agree_with_sort)
 }
 
 /* On rows long enough for topk and kthvalue to select before sorting (the
- * kept range within 64 positions of a row at least eight times as long) and
- * just past those bounds: the indices are argsort's first k, ties and NaNs
+ * kept range within a quarter of the row; a heap up to 128 positions,
+ * quickselect past that) and just past those bounds: the indices are
+ * argsort's first k, ties and NaNs
  * included, in both directions, for f64, f32 (with -0.0) and i64, along the
  * last dim and along dim 0. */
 Test(sort, selecting_rows_gives_the_sorted_indices)
 {
     uint64_t s = 23;
-    const int64_t ns[] = {8, 64, 200, 511, 520, 1000};
-    const int64_t ks[] = {1, 2, 7, 25, 63, 64, 65, 130};
+    const int64_t ns[] = {8, 64, 200, 511, 520, 1000, 2000};
+    const int64_t ks[] = {1, 2, 7, 25, 63, 64, 65, 128, 129, 130, 300, 501};
     const tg_dtype dts[] = {TG_F64, TG_F32, TG_I64};
-    int selected = 0;
+    int selected = 0, quick = 0;
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof dts / sizeof *dts; b++) {
             const int64_t n = ns[a];
@@ -216,7 +217,8 @@ Test(sort, selecting_rows_gives_the_sorted_indices)
                     OK(tg_argsort(&order, src, dim, desc));
                     for (size_t c = 0; c < sizeof ks / sizeof *ks && ks[c] <= n; c++) {
                         const int64_t k = ks[c];
-                        selected += k <= 64 && 8 * k <= n;
+                        selected += 4 * k <= n;
+                        quick += k > 128 && 4 * k <= n;
                         tg_tensor *v = NULL, *i = NULL, *kv = NULL, *ki = NULL;
                         OK(tg_topk(&v, &i, src, k, dim, desc, true));
                         if (!desc) OK(tg_kthvalue(&kv, &ki, src, k, dim, false));
@@ -242,7 +244,8 @@ Test(sort, selecting_rows_gives_the_sorted_indices)
                 }
             th_release_all(3, (tg_tensor *[]){x64, x, xt});
         }
-    cr_assert(selected > 100, "%d cases on the selecting path", selected);
+    cr_assert(selected > 100 && quick > 20, "%d cases on the selecting paths, %d by quickselect",
+              selected, quick);
 }
 
 typedef struct sel_case {

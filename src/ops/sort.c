@@ -16,9 +16,9 @@
  * The order is torch's: a NaN is after every number ascending and before
  * every number descending; -0.0 equals 0.0; equal elements keep their
  * order (a stable merge sort), in both directions, as torch's CPU sort.
- * When the kept range ends within the first 64 positions of a row at least
- * eight times as long (topk or kthvalue with a small k), a heap selects those
- * first positions in one pass and only they are sorted: the same indices.
+ * When the kept range ends within the first quarter of a row (topk or
+ * kthvalue with a small k), those first positions are selected (a heap, or
+ * quickselect for more than 128) and only they are sorted: the same indices.
  *
  * The values are gather(x, dim, indices), so the op itself has no backward:
  * dx = scatter_add(zeros_like(x), dim, indices, g), which is gather's
@@ -76,10 +76,25 @@ typedef struct pair_i64 {
     int64_t i;
 } pair_i64;
 
-/* Sorts v[0..n) by key stably, tmp having room for n: insertion sorts of
- * runs of 16, then merges taking the right run's pair first only when its
- * key is strictly before. */
-#define DEFINE_MERGE_SORT(NAME, P, BEFORE)                                        \
+/* Whether pair a goes before pair b: by key only (the merge sort keeps
+ * equal keys in their order), or by key and then index (a total order). */
+#define DEFINE_PAIR_ORDER(P, BEFORE)                                              \
+    static inline bool P##_key_before(P a, P b, bool desc)                        \
+    {                                                                             \
+        return BEFORE(a.k, b.k, desc);                                            \
+    }                                                                             \
+    static inline bool P##_before(P a, P b, bool desc)                            \
+    {                                                                             \
+        return BEFORE(a.k, b.k, desc) || (!BEFORE(b.k, a.k, desc) && a.i < b.i);  \
+    }
+
+DEFINE_PAIR_ORDER(pair_f64, before_f64)
+DEFINE_PAIR_ORDER(pair_i64, before_i64)
+
+/* Sorts v[0..n) stably by LESS, tmp having room for n: insertion sorts of
+ * runs of 16, then merges taking the right run's pair first only when it is
+ * strictly before. */
+#define DEFINE_MERGE_SORT(NAME, P, LESS)                                          \
     static void NAME(P *v, P *tmp, int64_t n, bool desc)                          \
     {                                                                             \
         const int64_t run = 16;                                                   \
@@ -88,7 +103,7 @@ typedef struct pair_i64 {
             for (int64_t i = lo + 1; i < hi; i++) {                               \
                 const P x = v[i];                                                 \
                 int64_t j = i;                                                    \
-                for (; j > lo && BEFORE(x.k, v[j - 1].k, desc); j--) v[j] = v[j - 1]; \
+                for (; j > lo && LESS(x, v[j - 1], desc); j--) v[j] = v[j - 1];     \
                 v[j] = x;                                                         \
             }                                                                     \
         }                                                                         \
@@ -99,7 +114,7 @@ typedef struct pair_i64 {
                 const int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;               \
                 int64_t a = lo, b = mid, o = lo;                                  \
                 while (a < mid && b < hi)                                         \
-                    dst[o++] = BEFORE(src[b].k, src[a].k, desc) ? src[b++] : src[a++]; \
+                    dst[o++] = LESS(src[b], src[a], desc) ? src[b++] : src[a++];   \
                 while (a < mid) dst[o++] = src[a++];                              \
                 while (b < hi) dst[o++] = src[b++];                               \
             }                                                                     \
@@ -118,7 +133,7 @@ typedef struct pair_i64 {
 #define DEFINE_SELECT(NAME, P, T, BEFORE)                                         \
     static inline bool NAME##_after(P a, P b, bool desc)                          \
     {                                                                             \
-        return BEFORE(b.k, a.k, desc) || (!BEFORE(a.k, b.k, desc) && a.i > b.i);  \
+        return P##_before(b, a, desc);                                            \
     }                                                                             \
     static void NAME##_sift(P *h, int64_t m, int64_t i, bool desc)                \
     {                                                                             \
@@ -144,33 +159,75 @@ typedef struct pair_i64 {
         }                                                                         \
     }
 
-/* Loads row[0..n) into v as pairs, or with select only its first m in
- * index order; then sorts them.  Returns the count sorted. */
-#define DEFINE_ORDER_ROW(NAME, P, T, SORT, SELECT)                                \
-    static int64_t NAME(P *v, const T *row, int64_t n, int64_t m, bool select, bool desc) \
+/* Moves the first m of the n pairs v[0..n) in the order by key and index
+ * to v[0..m), in any order (quickselect: partitions around the median of
+ * three until position m is a boundary; O(n) on average).  The order is
+ * total, so the pairs kept are the first m of the stable order whatever
+ * moves the partitions make.  After 64 partitions (inputs built to defeat
+ * the pivots) the rest is merge sorted, tmp having room for n. */
+#define DEFINE_QUICKSELECT(NAME, P, LESS, SORT)                                   \
+    static void NAME(P *v, P *tmp, int64_t n, int64_t m, bool desc)              \
     {                                                                             \
-        if (select) {                                                             \
-            SELECT(v, row, n, m, desc);                                           \
-            for (int64_t i = 1; i < m; i++) { /* index order: ties stay stable */ \
-                const P x = v[i];                                                 \
-                int64_t j = i;                                                    \
-                for (; j > 0 && v[j - 1].i > x.i; j--) v[j] = v[j - 1];           \
-                v[j] = x;                                                         \
+        int64_t lo = 0, hi = n;                                                   \
+        for (int rounds = 0; lo < m && m < hi && hi - lo > 16; rounds++) {        \
+            if (rounds == 64) {                                                   \
+                SORT(v + lo, tmp, hi - lo, desc);                                 \
+                return;                                                           \
             }                                                                     \
-            n = m;                                                                \
-        } else {                                                                  \
-            for (int64_t i = 0; i < n; i++) v[i] = (P){row[i], i};                \
+            int64_t a = lo, b = lo + (hi - lo) / 2, c = hi - 1, t;                \
+            if (LESS(v[b], v[a], desc)) t = a, a = b, b = t;                      \
+            if (LESS(v[c], v[b], desc)) t = b, b = c, c = t;                      \
+            if (LESS(v[b], v[a], desc)) t = a, a = b, b = t;                      \
+            P x = v[b];                                                           \
+            v[b] = v[hi - 1];                                                     \
+            v[hi - 1] = x;                                                        \
+            int64_t s = lo;                                                       \
+            for (int64_t i = lo; i < hi - 1; i++) { /* swaps without a branch */  \
+                const P y = v[i];                                                 \
+                const bool lt = LESS(y, x, desc);                                 \
+                v[i] = v[s];                                                      \
+                v[s] = y;                                                         \
+                s += lt;                                                          \
+            }                                                                     \
+            v[hi - 1] = v[s];                                                     \
+            v[s] = x;                                                             \
+            if (s >= m) hi = s;                                                   \
+            else lo = s + 1;                                                      \
         }                                                                         \
-        SORT(v, v + n, n, desc);                                                  \
-        return n;                                                                 \
+        if (lo < m && m < hi) SORT(v + lo, tmp, hi - lo, desc);                  \
     }
 
-DEFINE_MERGE_SORT(sort_f64, pair_f64, before_f64)
-DEFINE_MERGE_SORT(sort_i64, pair_i64, before_i64)
+/* Loads row[0..n) into v as pairs and sorts them stably by key; or with
+ * select, only its first m, sorted by key and index (a heap for m <= 128,
+ * quickselect for more). */
+#define DEFINE_ORDER_ROW(NAME, P, T, SORT, SORT_SELECTED, HEAP, QUICKSELECT)       \
+    static void NAME(P *v, const T *row, int64_t n, int64_t m, bool select, bool desc) \
+    {                                                                             \
+        if (select && m <= 128) {                                                 \
+            HEAP(v, row, n, m, desc);                                             \
+        } else {                                                                  \
+            for (int64_t i = 0; i < n; i++) v[i] = (P){row[i], i};                \
+            if (!select) {                                                        \
+                SORT(v, v + n, n, desc);                                          \
+                return;                                                           \
+            }                                                                     \
+            QUICKSELECT(v, v + n, n, m, desc);                                    \
+        }                                                                         \
+        SORT_SELECTED(v, v + m, m, desc);                                         \
+    }
+
+DEFINE_MERGE_SORT(sort_f64, pair_f64, pair_f64_key_before)
+DEFINE_MERGE_SORT(sort_i64, pair_i64, pair_i64_key_before)
+DEFINE_MERGE_SORT(sort_selected_f64, pair_f64, pair_f64_before)
+DEFINE_MERGE_SORT(sort_selected_i64, pair_i64, pair_i64_before)
 DEFINE_SELECT(select_f64, pair_f64, double, before_f64)
 DEFINE_SELECT(select_i64, pair_i64, int64_t, before_i64)
-DEFINE_ORDER_ROW(order_f64, pair_f64, double, sort_f64, select_f64)
-DEFINE_ORDER_ROW(order_i64, pair_i64, int64_t, sort_i64, select_i64)
+DEFINE_QUICKSELECT(quickselect_f64, pair_f64, pair_f64_before, sort_selected_f64)
+DEFINE_QUICKSELECT(quickselect_i64, pair_i64, pair_i64_before, sort_selected_i64)
+DEFINE_ORDER_ROW(order_f64, pair_f64, double, sort_f64, sort_selected_f64, select_f64,
+                 quickselect_f64)
+DEFINE_ORDER_ROW(order_i64, pair_i64, int64_t, sort_i64, sort_selected_i64, select_i64,
+                 quickselect_i64)
 
 typedef struct sort_job {
     const void *rows;      /* rows x n keys, f64 or i64 */
@@ -196,8 +253,8 @@ static void sort_rows(void *arg, int64_t lo, int64_t hi)
 {
     sort_job *j = arg;
     const int64_t n = j->n;
-    /* A range near the front of a long row (topk, kthvalue with small k):
-     * select its first m positions, then sort only those. */
+    /* A range within the first quarter of a row (topk, kthvalue with a
+     * small k): select its first m positions, then sort only those. */
     const int64_t m = j->p->start + j->count;
     const bool select = j->p->mode == PICK_RANGE && 4 * m <= n;
     void *scratch = tg__malloc((size_t)(2 * n) * sizeof(pair_f64));
