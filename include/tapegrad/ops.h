@@ -1077,17 +1077,21 @@ TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch.tensordot(a, b, dims): the sum over n pairs of dims, dims_a[i] of
  * a against dims_b[i] of b (both NULL: a's last n against b's first n, as
  * tensordot(a, b, n)), the result a's other dims then b's.  One tg_mm on
- * the operands permuted and folded to matrices, so differentiable to any
- * order.  Float operands of one dtype (TG_EDTYPE; torch also takes
- * integers), contracted extents that match (TG_ESHAPE), each dim named at
- * most once (TG_EINVAL). */
+ * the operands permuted and folded to matrices (m, k) and (k, p), so
+ * differentiable to any order, with tg_mm's dtype rule: float operands of
+ * one dtype outside autocast, inside it any float dtypes (in the scope's)
+ * with f64 only beside f64 (TG_EDTYPE).  Integer operands of one dtype
+ * (TG_EDTYPE otherwise, also beside a float) give that dtype, wrapping
+ * modulo 2^bits as torch's, through an (m, k, p) product (not recorded).
+ * Contracted extents that match (TG_ESHAPE), each dim named at most once
+ * (TG_EINVAL). */
 TG_API int tg_tensordot(tg_tensor **out, tg_tensor *a, tg_tensor *b, int n, const int *dims_a,
                         const int *dims_b);
 /* torch.kron(a, b): the Kronecker product, the ranks first padded with
  * leading 1s to the larger one; extent a_i b_i in each dim, entry
- * a[i / b.shape] b[i % b.shape].  tg_mul of interleaved views: any dtype,
- * mixed dtypes promote, differentiable to any order.  At most 4 dims
- * (TG_ESHAPE). */
+ * a[i / b.shape] b[i % b.shape].  tg_mul of interleaved views (past 4
+ * dims of expanded copies): any dtype and rank, mixed dtypes promote,
+ * differentiable to any order. */
 TG_API int tg_kron(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch.linalg.cross(a, b, dim) (torch's default dim -1): the 3-vector
  * cross product along dim, of extent 3 in both (TG_ESHAPE); the operands
