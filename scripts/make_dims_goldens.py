@@ -21,7 +21,8 @@ to 8 of equal and unequal ranks; cross along
 every dim of extent 3 with broadcast batch dims; cdist for p in 0, 0.5,
 1, 1.5, 2, 3 and inf, with 25 rows or fewer (the difference of every pair)
 and more (p = 2 through one product), batch dims broadcast, equal rows
-(distance 0).  f16 and bf16 only where torch 1.13 has the op on the CPU.
+(distance 0), and for p = inf small integers with tied largest
+differences.  f16 and bf16 only where torch 1.13 has the op on the CPU.
 """
 import os
 import sys
@@ -166,6 +167,13 @@ def cdist_cases(w, dtname, dt):
                 x2[1] = x1[0]
             w.case("cdist", dtname, [x1, x2], None, p,
                    lambda x, y, p=p: torch.cdist(x, y, p=p))
+    # small integers: many tied largest |differences|, each of which gets
+    # the whole gradient at p = inf
+    for sa, sb in (((4, 5), (3, 5)), ((2, 3, 4), (3, 4)), ((6, 2), (5, 2))):
+        x1 = torch.randint(-2, 3, sa).to(dt)
+        x2 = torch.randint(-2, 3, sb).to(dt)
+        w.case("cdist", dtname, [x1, x2], None, float("inf"),
+               lambda x, y: torch.cdist(x, y, p=float("inf")))
 
 
 def main():

@@ -364,6 +364,33 @@ Test(dims, kron_of_eight_dims)
     th_release_all(3, (tg_tensor *[]){a, b, k});
 }
 
+/* cdist with p = inf gives each tied largest |difference| the whole
+ * gradient, signed, as torch's ([0 0 0 0] against [2 -2 1 2]: -1 1 0 -1);
+ * an infinite difference gives an infinite distance (not NaN) and no
+ * gradient. */
+Test(dims, cdist_inf_ties_get_the_whole_gradient)
+{
+    tg_tensor *a = th_tensor_from(TG_F64, 2, (int64_t[]){1, 4}, (double[]){0, 0, 0, 0});
+    tg_tensor *b = th_tensor_from(TG_F64, 2, (int64_t[]){1, 4}, (double[]){2, -2, 1, 2});
+    tg_tensor *c = th_tensor_from(TG_F64, 2, (int64_t[]){1, 2}, (double[]){INFINITY, 1});
+    tg_tensor *e = th_tensor_from(TG_F64, 2, (int64_t[]){1, 2}, (double[]){1, 3});
+    tg_tensor *in[4] = {a, b, c, e}, *y = NULL, *yi = NULL, *d[2] = {NULL}, *di[2] = {NULL};
+    for (int i = 0; i < 4; i++) OK(tg_tensor_set_requires_grad(in[i], true));
+    OK(tg_cdist(&y, a, b, INFINITY));
+    OK(tg_grad(d, 1, &y, NULL, 2, (tg_tensor *[]){a, b}, NULL));
+    cr_assert(eq(dbl, th_get(y, (int64_t[]){0, 0}), 2));
+    const double want[4] = {-1, 1, 0, -1};
+    for (int k = 0; k < 4; k++) {
+        cr_assert(eq(dbl, th_get(d[0], (int64_t[]){0, k}), want[k]), "k %d", k);
+        cr_assert(eq(dbl, th_get(d[1], (int64_t[]){0, k}), -want[k]), "k %d", k);
+    }
+    OK(tg_cdist(&yi, c, e, INFINITY));
+    OK(tg_grad(di, 1, &yi, NULL, 2, (tg_tensor *[]){c, e}, NULL));
+    cr_assert(eq(dbl, th_get(yi, (int64_t[]){0, 0}), INFINITY));
+    for (int k = 0; k < 2; k++) cr_assert(eq(dbl, th_get(di[0], (int64_t[]){0, k}), 0));
+    th_release_all(10, (tg_tensor *[]){a, b, c, e, y, yi, d[0], d[1], di[0], di[1]});
+}
+
 typedef struct dims_case {
     const char *fn, *a, *b;
     int nd1, nd2;   /* the inputs' ranks (nd2 0: one input) */
