@@ -13,7 +13,8 @@ nonzero, argwhere, masked_select), case<i>.right and case<i>.int32
 histc's bins), case<i>.min and case<i>.max (histc), and tensors: case<i>.a
 (the first argument: the sorted sequence, x), case<i>.b (the second, when
 there is one: values, boundaries, weights, mask; a bool mask as u8), the
-result case<i>.y, unique's case<i>.inv and case<i>.cnt, and for
+result case<i>.y, searchsorted's case<i>.sorter when it has one,
+unique's case<i>.inv and case<i>.cnt, and for
 masked_select of a float x case<i>.g and case<i>.dx, torch.autograd's
 gradient of sum(g * y).
 
@@ -119,6 +120,25 @@ def canonical(x, v, inv, cnt):
     return v[perm], inv, cnt[perm]
 
 
+def sorters(w):
+    """searchsorted with a sorter: unsorted rows (ties, NaNs in floats)
+    and torch.argsort's indices (NaNs last), 1-d and batched, from a
+    generator of their own."""
+    gen = torch.Generator().manual_seed(SEED + 2)
+    for sd, vd in [(d, d) for d in ("f32", "f64", "bf16", "i64", "i32", "u8")] + \
+            [("f32", "f64"), ("i64", "f32")]:
+        st, vt = ALL[sd], ALL[vd]
+        for sshape, vshape in (((0,), (4,)), ((1,), (3,)), ((6,), (9,)), ((33,), (3, 5)),
+                               ((6,), ()), ((2, 3, 7), (2, 3, 4))):
+            seq = ties(sshape, st, gen, st.is_floating_point)
+            srt = torch.argsort(seq, dim=-1, stable=True)
+            v = ties(vshape, vt, gen, vt.is_floating_point, lo=-4, hi=5)
+            for right in (False, True):
+                y = torch.searchsorted(seq, v, right=right, sorter=srt)
+                w.case("searchsorted", seq, v, [("y", y), ("sorter", srt)], right=int(right),
+                       int32=0)
+
+
 def uniques(w, gen):
     # the NaN cases draw from a generator of their own, leaving the other
     # cases' draws as they are
@@ -208,6 +228,7 @@ def main():
     w = Writer()
     searches(w, gen)
     uniques(w, gen)
+    sorters(w)
     bincounts(w, gen)
     histcs(w, gen)
     selects(w, gen)

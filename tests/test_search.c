@@ -36,6 +36,9 @@ static int run_case(const tg_st_file *f, const char *c, tg_tensor *a, tg_tensor 
                     tg_tensor **y, tg_tensor **inv, tg_tensor **cnt)
 {
     const char *fn = th_golden_meta(f, c, "fn");
+    tg_tensor *sorter = golden_opt(f, c, "sorter");
+    if (!strcmp(fn, "searchsorted") && sorter)
+        return tg_searchsorted_sorter(y, a, b, sorter, flag(f, c, "right"), flag(f, c, "int32"));
     if (!strcmp(fn, "searchsorted"))
         return tg_searchsorted(y, a, b, flag(f, c, "right"), flag(f, c, "int32"));
     if (!strcmp(fn, "bucketize"))
@@ -325,6 +328,43 @@ Test(search, scopes_own_the_results)
     cr_assert(eq(int, tg_scope_size(), 5));
     OK(tg_scope_end());
     th_release_all(2, (tg_tensor *[]){x, m});
+}
+
+/* A sorter sorts an unsorted sequence for the search, as torch's ([3 1 2
+ * 5] with argsort [1 2 0 3]: 0, 1, 2.5, 6 go to 0 0 2 4, right 0 1 2 4);
+ * NULL is tg_searchsorted; torch's refusals (not i64, another shape), and
+ * an index out of the row (which torch 1.13 reads past) leave nothing
+ * behind. */
+Test(search, searchsorted_sorter)
+{
+    tg_tensor *seq = th_vec(TG_F32, 4, (double[]){3, 1, 2, 5}, "s", false);
+    tg_tensor *srt = th_vec(TG_I64, 4, (double[]){1, 2, 0, 3}, "o", false);
+    tg_tensor *v = th_vec(TG_F32, 4, (double[]){0, 1, 2.5, 6}, "v", false);
+    tg_tensor *yl = NULL, *yr = NULL, *y0 = NULL, *y1 = NULL, *i32 = NULL;
+    OK(tg_searchsorted_sorter(&yl, seq, v, srt, false, false));
+    OK(tg_searchsorted_sorter(&yr, seq, v, srt, true, true));
+    const double wl[4] = {0, 0, 2, 4}, wr[4] = {0, 1, 2, 4};
+    cr_assert(eq(int, tg_tensor_dtype(yr), TG_I32));
+    for (int64_t k = 0; k < 4; k++) {
+        cr_assert(eq(dbl, th_at(yl, k), wl[k]), "left %lld", (long long)k);
+        cr_assert(eq(dbl, th_at(yr, k), wr[k]), "right %lld", (long long)k);
+    }
+    OK(tg_searchsorted_sorter(&y0, srt, v, NULL, false, false));
+    OK(tg_searchsorted(&y1, srt, v, false, false));
+    th_expect_same_bits("no sorter", v, y0, y1);
+    OK(tg_to_dtype(&i32, srt, TG_I32));
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, i32, false, false), TG_EDTYPE,
+                            "sorter has dtype i32; it must be i64");
+    tg_tensor *s3 = th_vec(TG_I64, 3, (double[]){0, 1, 2}, "o3", false);
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, s3, false, false), TG_ESHAPE,
+                            "sorter is (3) but sorted_sequence (4)");
+    tg_tensor *big = th_vec(TG_I64, 4, (double[]){0, 1, 2, 7}, "o7", false);
+    tg_tensor *neg = th_vec(TG_I64, 4, (double[]){0, 1, 2, -1}, "o-", false);
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, big, false, false), TG_EINVAL,
+                            "element 3 is 7, out of range for rows of 4");
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, neg, true, false), TG_EINVAL,
+                            "element 3 is -1");
+    th_release_all(11, (tg_tensor *[]){seq, srt, v, yl, yr, y0, y1, i32, s3, big, neg});
 }
 
 Test(search, refusals)

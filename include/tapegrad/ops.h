@@ -698,6 +698,16 @@ TG_API int tg_nanmedian(tg_tensor **out, tg_tensor *x);
  * i32 -1 against a u8 sequence is 255, as torch's). */
 TG_API int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
                            bool right, bool out_int32);
+/* torch.searchsorted(sorted_sequence, values, right=right,
+ * out_int32=out_int32, sorter=sorter): tg_searchsorted of the sequence
+ * sorted_sequence.gather(-1, sorter), whose rows sorter's rows of indices
+ * sort (sorted_sequence itself need not be sorted); the same probes as
+ * torch's search of seq[sorter[mid]].  sorter is i64 (TG_EDTYPE) of
+ * sorted_sequence's shape (TG_ESHAPE), each index in [0, n) for rows of n
+ * elements (TG_EINVAL: torch 1.13 reads past the row); NULL is no sorter,
+ * tg_searchsorted itself.  torch.argsort(seq) or tg_argsort makes one. */
+TG_API int tg_searchsorted_sorter(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
+                                  tg_tensor *sorter, bool right, bool out_int32);
 /* torch.bucketize(x, boundaries, right=right, out_int32=out_int32):
  * tg_searchsorted(boundaries, x); boundaries must be 1-d (TG_ESHAPE). */
 TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bool right,
