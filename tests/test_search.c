@@ -4,8 +4,9 @@
  * gradients; float and integer dtypes, 0-d and empty inputs, ties, -0.0 and
  * NaNs, broadcasting), invariants on random inputs (a linear scan, unique's
  * values sorted and distinct, counts summing to the numbers in x,
- * values[inverse] == x but for NaNs), NaNs in unique, gradcheck and gradgradcheck of masked_select in f64,
- * views, scopes and the refusals.  Goldens: scripts/make_search_goldens.py. */
+ * values[inverse] == x but for NaNs), NaNs in unique, searchsorted's
+ * sorter, gradcheck and gradgradcheck of masked_select in f64, views,
+ * scopes and the refusals.  Goldens: scripts/make_search_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
