@@ -16,11 +16,13 @@ case<i>.dx2), torch.autograd's gradients of sum(g * y).
 narrow, movedim, flatten and unflatten run on ranks 0 to 4 over dims,
 starts and sizes inside and at the edges (negative ones too), empty
 extents included; tensordot with dims as a count and as two lists, in
-every order; kron on ranks 0 to 3 of equal and unequal ranks; cross along
+every order, also of integers of each dtype (wrapping); kron on ranks 0
+to 8 of equal and unequal ranks; cross along
 every dim of extent 3 with broadcast batch dims; cdist for p in 0, 0.5,
 1, 1.5, 2, 3 and inf, with 25 rows or fewer (the difference of every pair)
 and more (p = 2 through one product), batch dims broadcast, equal rows
-(distance 0).  f16 and bf16 only where torch 1.13 has the op on the CPU.
+(distance 0), and for p = inf small integers with tied largest
+differences.  f16 and bf16 only where torch 1.13 has the op on the CPU.
 """
 import os
 import sys
@@ -110,7 +112,7 @@ def shape_cases(w, dtname, dt):
 
 
 def product_cases(w, dtname, dt):
-    if dt.is_floating_point and dt != torch.float16:
+    if dt != torch.float16:
         for sa, sb, dims in (((3, 4), (4, 5), 1), ((2, 3, 4), (3, 4, 2), 2), ((3,), (2,), 0),
                              ((2, 3, 4), (4, 3), ([1, 2], [1, 0])),
                              ((3, 4, 2), (2, 3), ([0, 2], [1, 0])),
@@ -121,13 +123,35 @@ def product_cases(w, dtname, dt):
             w.case("tensordot", dtname, [make(sa, dt), make(sb, dt)], a, b,
                    lambda x, y, d=dims: torch.tensordot(x, y, dims=d))
     for sa, sb in (((), ()), ((3,), (2,)), ((2, 3), (3, 2)), ((2,), (2, 3)), ((2, 1, 3), (2, 2)),
-                   ((0, 2), (3, 1)), ((2, 2, 2), (1, 3, 2))):
+                   ((0, 2), (3, 1)), ((2, 2, 2), (1, 3, 2)), ((2, 1, 2, 1, 3), (1, 2, 1, 3, 1)),
+                   ((2, 3), (2, 1, 1, 2, 2)), ((1, 2, 1, 2, 1, 2), (2, 1, 2, 1, 2, 1)),
+                   ((2, 1, 1, 2, 1, 1, 2), (1, 2, 1, 1, 1, 2)),
+                   ((1, 2, 1, 1, 2, 1, 1, 2), (2, 1, 1, 2, 1, 1, 2, 1)),
+                   ((2, 0, 1, 1, 2), (1, 2, 1, 2, 1))):
         w.case("kron", dtname, [make(sa, dt), make(sb, dt)], None, None, torch.kron)
     if dt != torch.float16:
         for sa, sb, d in (((3,), (3,), 0), ((4, 3), (4, 3), -1), ((3, 4), (3, 1), 0),
                           ((2, 3, 5), (1, 3, 5), 1), ((2, 1, 3), (1, 4, 3), -1), ((0, 3), (1, 3), 1)):
             w.case("cross", dtname, [make(sa, dt), make(sb, dt)], (d,), None,
                    lambda x, y, d=d: torch.linalg.cross(x, y, dim=d))
+
+
+INT_DTYPES = {"i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
+
+
+def int_tensordot_cases(w):
+    """Integer tensordot over each integer dtype's whole range, so that the
+    products and sums wrap modulo 2^bits as torch's integer mm."""
+    for dtname, dt in INT_DTYPES.items():
+        info = torch.iinfo(dt)
+        for sa, sb, dims in (((3, 4), (4, 5), 1), ((2, 3, 4), (4, 3), ([1, 2], [1, 0])),
+                             ((3,), (2,), 0), ((5,), (5,), 1), ((2, 0), (0, 3), 1)):
+            x = torch.randint(info.min, info.max, sa, dtype=dt)
+            y = torch.randint(info.min, info.max, sb, dtype=dt)
+            a = list(dims[0]) if isinstance(dims, tuple) else dims
+            b = list(dims[1]) if isinstance(dims, tuple) else None
+            w.case("tensordot", dtname, [x, y], a, b,
+                   lambda x, y, d=dims: torch.tensordot(x, y, dims=d))
 
 
 def cdist_cases(w, dtname, dt):
@@ -143,6 +167,13 @@ def cdist_cases(w, dtname, dt):
                 x2[1] = x1[0]
             w.case("cdist", dtname, [x1, x2], None, p,
                    lambda x, y, p=p: torch.cdist(x, y, p=p))
+    # small integers: many tied largest |differences|, each of which gets
+    # the whole gradient at p = inf
+    for sa, sb in (((4, 5), (3, 5)), ((2, 3, 4), (3, 4)), ((6, 2), (5, 2))):
+        x1 = torch.randint(-2, 3, sa).to(dt)
+        x2 = torch.randint(-2, 3, sb).to(dt)
+        w.case("cdist", dtname, [x1, x2], None, float("inf"),
+               lambda x, y: torch.cdist(x, y, p=float("inf")))
 
 
 def main():
@@ -153,6 +184,7 @@ def main():
         product_cases(w, dtname, dt)
         if dt in (torch.float64, torch.float32):
             cdist_cases(w, dtname, dt)
+    int_tensordot_cases(w)
     w.meta["cases"] = str(w.n)
     write_safetensors(OUT, w.tensors, w.meta)
     print("%d cases" % w.n)

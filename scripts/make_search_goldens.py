@@ -13,13 +13,18 @@ nonzero, argwhere, masked_select), case<i>.right and case<i>.int32
 histc's bins), case<i>.min and case<i>.max (histc), and tensors: case<i>.a
 (the first argument: the sorted sequence, x), case<i>.b (the second, when
 there is one: values, boundaries, weights, mask; a bool mask as u8), the
-result case<i>.y, unique's case<i>.inv and case<i>.cnt, and for
+result case<i>.y, searchsorted's case<i>.sorter when it has one,
+unique's case<i>.inv and case<i>.cnt, and for
 masked_select of a float x case<i>.g and case<i>.dx, torch.autograd's
 gradient of sum(g * y).
 
-unique runs without NaNs (torch 1.13's CPU unique gives its NaNs count 0
-and inverse 0; tests/test_search.c checks tapegrad's NaN rule itself), and
-without -0.0 in bf16 (its hash table keeps -0.0 and 0.0 apart or together
+unique runs also with NaNs, where torch 1.13's CPU unique gives each NaN
+element a value of its own with count 0 and inverse 0, but leaves its
+values in no fixed order (its hash set's, then std::sort's with NaN
+breaking the comparison): those cases are stored in tapegrad's order,
+numbers ascending and the NaNs last, torch's inverse and counts permuted
+to match and the NaNs' kept (see canonical); unique runs without -0.0 in
+bf16 (its hash table keeps -0.0 and 0.0 apart or together
 by their hashes);
 histc in f32 and f64 (its bf16 kernel puts a few elements next to an edge
 into the neighbouring bin), without NaNs and over ranges whose
@@ -103,7 +108,41 @@ def searches(w, gen):
             w.case("searchsorted", seq, v, [("y", y)], right=int(right), int32=0)
 
 
+def canonical(x, v, inv, cnt):
+    """torch's unique results with its values sorted, NaNs last (torch.sort's
+    order), the inverse of each number and the counts permuted to match; a
+    NaN element's inverse stays 0."""
+    perm = torch.sort(v, stable=True)[1]
+    pos = torch.empty_like(perm)
+    pos[perm] = torch.arange(perm.numel())
+    nan = torch.isnan(x)
+    inv = torch.where(nan, inv, pos[inv]) if inv.numel() else inv
+    return v[perm], inv, cnt[perm]
+
+
+def sorters(w):
+    """searchsorted with a sorter: unsorted rows (ties, NaNs in floats)
+    and torch.argsort's indices (NaNs last), 1-d and batched, from a
+    generator of their own."""
+    gen = torch.Generator().manual_seed(SEED + 2)
+    for sd, vd in [(d, d) for d in ("f32", "f64", "bf16", "i64", "i32", "u8")] + \
+            [("f32", "f64"), ("i64", "f32")]:
+        st, vt = ALL[sd], ALL[vd]
+        for sshape, vshape in (((0,), (4,)), ((1,), (3,)), ((6,), (9,)), ((33,), (3, 5)),
+                               ((6,), ()), ((2, 3, 7), (2, 3, 4))):
+            seq = ties(sshape, st, gen, st.is_floating_point)
+            srt = torch.argsort(seq, dim=-1, stable=True)
+            v = ties(vshape, vt, gen, vt.is_floating_point, lo=-4, hi=5)
+            for right in (False, True):
+                y = torch.searchsorted(seq, v, right=right, sorter=srt)
+                w.case("searchsorted", seq, v, [("y", y), ("sorter", srt)], right=int(right),
+                       int32=0)
+
+
 def uniques(w, gen):
+    # the NaN cases draw from a generator of their own, leaving the other
+    # cases' draws as they are
+    gen_nan = torch.Generator().manual_seed(SEED + 1)
     shapes = ((), (0,), (2, 0), (7,), (5, 19), (3, 4, 6))
     for dtname, dt in ALL.items():
         for shape in shapes:
@@ -114,6 +153,13 @@ def uniques(w, gen):
                 v, inv, cnt = torch.unique(x, sorted=True, return_inverse=True,
                                            return_counts=True)
                 w.case("unique", x, None, [("y", v), ("inv", inv), ("cnt", cnt)])
+            if dt.is_floating_point and dtname != "f16" and len(shape) and x.numel():
+                xn = ties(shape, dt, gen_nan, nans=True)
+                if dtname == "bf16":
+                    xn = xn + 0.0
+                v, inv, cnt = canonical(xn, *torch.unique(xn, sorted=True, return_inverse=True,
+                                                          return_counts=True))
+                w.case("unique", xn, None, [("y", v), ("inv", inv), ("cnt", cnt)])
             xc = ties(shape, dt, gen, nans=True, lo=-1, hi=2)
             if dtname != "f16":
                 v, inv, cnt = torch.unique_consecutive(xc, return_inverse=True,
@@ -182,6 +228,7 @@ def main():
     w = Writer()
     searches(w, gen)
     uniques(w, gen)
+    sorters(w)
     bincounts(w, gen)
     histcs(w, gen)
     selects(w, gen)

@@ -61,9 +61,10 @@ static int run_case(const char *fn, tg_tensor **y, tg_tensor *x, tg_tensor *x2, 
  * largest |want|, see th_expect_close): the shape ops and kron move or
  * multiply once (bit for bit); cross rounds two products, as torch's, which
  * may fuse one of them; tensordot is a GEMM, cdist a norm of differences or
- * a GEMM. */
+ * a GEMM; integers are exact. */
 static double tolerance(const char *fn, tg_dtype dt)
 {
+    if (!tg_dtype_is_float(dt)) return 0;   /* integer arithmetic is exact */
     const double eps = dt == TG_F64 ? 1e-15 : dt == TG_F32 ? 1e-7 : 1e-2;
     if (!strcmp(fn, "tensordot")) return 20 * eps;
     if (!strcmp(fn, "cdist")) return 50 * eps;
@@ -310,10 +311,90 @@ Test(dims, cdist_under_autocast_runs_in_f32)
     th_release_all(7, (tg_tensor *[]){x1, x2, h1, h2, y0, y1, yh});
 }
 
+/* Integer tensordot gives torch's dtype and wraps modulo 2^bits (i8: 3
+ * products of 100 * 100 = 30000 = 48 mod 256), in and out of autocast;
+ * under a bf16 scope float operands of f32 and f16 run in bf16 as torch's
+ * mm, and f64 beside another float dtype, or an integer beside a float, is
+ * refused as torch's. */
+Test(dims, tensordot_dtypes_as_torch)
+{
+    tg_tensor *a = NULL, *b = NULL, *y = NULL, *ya = NULL, *f = NULL, *h = NULL, *yf = NULL;
+    tg_tensor *d = th_seq(TG_F64, 2, (int64_t[]){3, 2}, -1, 1);
+    OK(tg_tensor_full(&a, TG_I8, 2, (int64_t[]){2, 3}, 100));
+    OK(tg_tensor_full(&b, TG_I8, 2, (int64_t[]){3, 2}, 100));
+    OK(tg_tensordot(&y, a, b, 1, NULL, NULL));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_I8));
+    cr_assert(eq(dbl, th_get(y, (int64_t[]){1, 1}), 48));
+    f = th_seq(TG_F32, 2, (int64_t[]){2, 3}, -1, 1);
+    OK(tg_to_dtype(&h, d, TG_F16));
+    OK(tg_autocast_begin(TG_BF16));
+    OK(tg_tensordot(&ya, a, b, 1, NULL, NULL));
+    OK(tg_tensordot(&yf, f, h, 1, NULL, NULL));
+    th_expect_refused_clean(tg_tensordot(out_, f, d, 1, NULL, NULL), TG_EDTYPE,
+                            "autocast does not cast f64");
+    th_expect_refused_clean(tg_tensordot(out_, a, h, 1, NULL, NULL), TG_EDTYPE,
+                            "b is f16 but a is i8");
+    OK(tg_autocast_end());
+    th_expect_same_bits("i8 under autocast", a, ya, y);
+    cr_assert(eq(int, tg_tensor_dtype(yf), TG_BF16));
+    th_release_all(8, (tg_tensor *[]){a, b, y, ya, f, h, yf, d});
+}
+
+/* kron of 8-d operands (grown one dim at a time): entry i is
+ * a[i / b.shape] b[i % b.shape], the ranks padded with leading 1s. */
+Test(dims, kron_of_eight_dims)
+{
+    uint64_t s = 31;
+    const int64_t sa[8] = {2, 1, 1, 2, 1, 1, 2, 1}, sb[7] = {2, 1, 3, 1, 1, 2, 1};
+    tg_tensor *a = th_rand_tensor(&s, TG_F64, 8, sa, -2, 2);
+    tg_tensor *b = th_rand_tensor(&s, TG_F64, 7, sb, -2, 2), *k = NULL;
+    OK(tg_kron(&k, a, b));
+    th_expect_shape(k, 8, (int64_t[]){2, 2, 1, 6, 1, 1, 4, 1});
+    const int64_t pb[8] = {1, 2, 1, 3, 1, 1, 2, 1};
+    for (int64_t f = 0; f < tg_tensor_numel(k); f++) {
+        int64_t i[8], ia[8], ib[8];
+        for (int d = 7, r = (int)f; d >= 0; d--) {
+            const int64_t e = sa[d] * pb[d];
+            i[d] = r % e, r /= (int)e;
+            ia[d] = i[d] / pb[d], ib[d] = i[d] % pb[d];
+        }
+        cr_assert(eq(dbl, th_get(k, i), th_get(a, ia) * th_get(b, ib + 1)), "element %lld",
+                  (long long)f);
+    }
+    th_release_all(3, (tg_tensor *[]){a, b, k});
+}
+
+/* cdist with p = inf gives each tied largest |difference| the whole
+ * gradient, signed, as torch's ([0 0 0 0] against [2 -2 1 2]: -1 1 0 -1);
+ * an infinite difference gives an infinite distance (not NaN) and no
+ * gradient. */
+Test(dims, cdist_inf_ties_get_the_whole_gradient)
+{
+    tg_tensor *a = th_tensor_from(TG_F64, 2, (int64_t[]){1, 4}, (double[]){0, 0, 0, 0});
+    tg_tensor *b = th_tensor_from(TG_F64, 2, (int64_t[]){1, 4}, (double[]){2, -2, 1, 2});
+    tg_tensor *c = th_tensor_from(TG_F64, 2, (int64_t[]){1, 2}, (double[]){INFINITY, 1});
+    tg_tensor *e = th_tensor_from(TG_F64, 2, (int64_t[]){1, 2}, (double[]){1, 3});
+    tg_tensor *in[4] = {a, b, c, e}, *y = NULL, *yi = NULL, *d[2] = {NULL}, *di[2] = {NULL};
+    for (int i = 0; i < 4; i++) OK(tg_tensor_set_requires_grad(in[i], true));
+    OK(tg_cdist(&y, a, b, INFINITY));
+    OK(tg_grad(d, 1, &y, NULL, 2, (tg_tensor *[]){a, b}, NULL));
+    cr_assert(eq(dbl, th_get(y, (int64_t[]){0, 0}), 2));
+    const double want[4] = {-1, 1, 0, -1};
+    for (int k = 0; k < 4; k++) {
+        cr_assert(eq(dbl, th_get(d[0], (int64_t[]){0, k}), want[k]), "k %d", k);
+        cr_assert(eq(dbl, th_get(d[1], (int64_t[]){0, k}), -want[k]), "k %d", k);
+    }
+    OK(tg_cdist(&yi, c, e, INFINITY));
+    OK(tg_grad(di, 1, &yi, NULL, 2, (tg_tensor *[]){c, e}, NULL));
+    cr_assert(eq(dbl, th_get(yi, (int64_t[]){0, 0}), INFINITY));
+    for (int k = 0; k < 2; k++) cr_assert(eq(dbl, th_get(di[0], (int64_t[]){0, k}), 0));
+    th_release_all(10, (tg_tensor *[]){a, b, c, e, y, yi, d[0], d[1], di[0], di[1]});
+}
+
 typedef struct dims_case {
     const char *fn, *a, *b;
     int nd1, nd2;   /* the inputs' ranks (nd2 0: one input) */
-    int64_t s1[3], s2[3];
+    int64_t s1[TG_MAX_DIMS], s2[TG_MAX_DIMS];
 } dims_case;
 
 static int dims_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -343,6 +424,7 @@ Test(dims, gradcheck_and_gradgradcheck)
         {"tensordot", "1", "-", 2, 1, {3, 4}, {4}},
         {"tensordot", "1,2", "0,1", 3, 2, {3, 4, 5}, {4, 5}},
         {"kron", "-", "-", 2, 2, {3, 2}, {2, 3}},
+        {"kron", "-", "-", 5, 3, {2, 1, 2, 1, 2}, {2, 1, 3}},   /* grown dim by dim */
         {"cross", "-1", "-", 2, 2, {2, 3}, {1, 3}},
         {"cdist", "-", "2", 2, 2, {3, 4}, {5, 4}},
         {"cdist", "-", "1.5", 3, 2, {2, 3, 4}, {5, 4}},
@@ -382,8 +464,15 @@ Test(dims, refusals)
     th_expect_refused_clean(tg_unflatten(out_, x, 1, 2, (int64_t[]){INT64_MAX, 3}), TG_ESHAPE,
                             "not the product");
     th_expect_refused_clean(tg_unflatten(out_, x, 1, 0, (int64_t[]){4}), TG_EINVAL, "n=0");
-    th_expect_refused_clean(tg_tensordot(out_, x, d, 1, NULL, NULL), TG_EDTYPE, "f32 and f64");
-    th_expect_refused_clean(tg_tensordot(out_, i, i, 1, NULL, NULL), TG_EDTYPE, "float dtypes");
+    th_expect_refused_clean(tg_tensordot(out_, x, d, 1, NULL, NULL), TG_EDTYPE,
+                            "b is f64 but a is f32: outside autocast");
+    th_expect_refused_clean(tg_tensordot(out_, i, d, 1, NULL, NULL), TG_EDTYPE,
+                            "b is f64 but a is i64: integer operands must have one dtype");
+    tg_tensor *i32 = NULL;
+    OK(tg_to_dtype(&i32, i, TG_I32));
+    th_expect_refused_clean(tg_tensordot(out_, i, i32, 1, NULL, NULL), TG_EDTYPE,
+                            "b is i32 but a is i64");
+    tg_tensor_release(i32);
     th_expect_refused_clean(tg_tensordot(out_, x, x, 1, NULL, NULL), TG_ESHAPE,
                             "contracted dims must match");
     th_expect_refused_clean(tg_tensordot(out_, x, x, 3, NULL, NULL), TG_EINVAL, "n=3");

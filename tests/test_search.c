@@ -3,9 +3,10 @@
  * and tg_masked_select against PyTorch (results bit for bit, masked_select's
  * gradients; float and integer dtypes, 0-d and empty inputs, ties, -0.0 and
  * NaNs, broadcasting), invariants on random inputs (a linear scan, unique's
- * values sorted and distinct, counts summing to numel, values[inverse] ==
- * x), NaNs in unique, gradcheck and gradgradcheck of masked_select in f64,
- * views, scopes and the refusals.  Goldens: scripts/make_search_goldens.py. */
+ * values sorted and distinct, counts summing to the numbers in x,
+ * values[inverse] == x but for NaNs), NaNs in unique, searchsorted's
+ * sorter, gradcheck and gradgradcheck of masked_select in f64, views,
+ * scopes and the refusals.  Goldens: scripts/make_search_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -36,6 +37,9 @@ static int run_case(const tg_st_file *f, const char *c, tg_tensor *a, tg_tensor 
                     tg_tensor **y, tg_tensor **inv, tg_tensor **cnt)
 {
     const char *fn = th_golden_meta(f, c, "fn");
+    tg_tensor *sorter = golden_opt(f, c, "sorter");
+    if (!strcmp(fn, "searchsorted") && sorter)
+        return tg_searchsorted_sorter(y, a, b, sorter, flag(f, c, "right"), flag(f, c, "int32"));
     if (!strcmp(fn, "searchsorted"))
         return tg_searchsorted(y, a, b, flag(f, c, "right"), flag(f, c, "int32"));
     if (!strcmp(fn, "bucketize"))
@@ -155,8 +159,10 @@ Test(search, searchsorted_nans_and_dtypes)
 }
 
 /* On random x with ties and NaNs: unique's values ascend strictly (NaNs
- * last, one per NaN), counts are >= 1 and sum to numel, values[inverse] is
- * x element for element; unique_consecutive's runs rebuild x too. */
+ * last, one per NaN, each with count 0 and the NaN elements' inverse 0, as
+ * torch's), the numbers' counts are >= 1 and sum to the numbers in x,
+ * values[inverse] is x element for element but for NaNs;
+ * unique_consecutive's runs (a NaN one of its own, count 1) rebuild x. */
 Test(search, unique_invariants)
 {
     uint64_t s = 17;
@@ -172,35 +178,36 @@ Test(search, unique_invariants)
             if (consecutive) OK(tg_unique_consecutive(&v, &inv, &cnt, x));
             else OK(tg_unique(&v, &inv, &cnt, x, true));
             const int64_t k = tg_tensor_numel(v);
-            int64_t total = 0, nans = 0;
+            int64_t total = 0, nans = 0, xnans = 0;
+            for (int64_t e = 0; e < 2 * n; e++) xnans += isnan(th_at(x, e));
             for (int64_t r = 0; r < k; r++) {
-                cr_assert(th_at(cnt, r) >= 1);
+                const bool nan_value = isnan(th_at(v, r));
+                cr_assert(th_at(cnt, r) >= 1 || (!consecutive && nan_value && !th_at(cnt, r)));
                 total += (int64_t)th_at(cnt, r);
-                nans += isnan(th_at(v, r));
+                nans += nan_value;
                 if (consecutive || r == 0) continue;
                 const double a = th_at(v, r - 1), b = th_at(v, r);
                 cr_assert(isnan(b) || (!isnan(a) && a < b), "t %d: values %g, %g", t, a, b);
             }
-            cr_assert(eq(i64, total, 2 * n));
+            cr_assert(eq(i64, total, 2 * n - (consecutive ? 0 : xnans)));
             for (int64_t e = 0; e < 2 * n; e++) {
                 const double want = th_at(x, e), got = th_at(v, (int64_t)th_at(inv, e));
+                if (!consecutive && isnan(want)) {
+                    cr_assert(eq(dbl, th_at(inv, e), 0), "t %d e %lld", t, (long long)e);
+                    continue;
+                }
                 cr_assert(got == want || (isnan(got) && isnan(want)), "t %d e %lld", t,
                           (long long)e);
-                if (!consecutive && isnan(want)) cr_assert(eq(dbl, th_at(cnt, (int64_t)
-                                                                  th_at(inv, e)), 1));
             }
-            if (!consecutive) {   /* each NaN its own value */
-                int64_t xnans = 0;
-                for (int64_t e = 0; e < 2 * n; e++) xnans += isnan(th_at(x, e));
-                cr_assert(eq(i64, nans, xnans));
-            }
+            if (!consecutive) cr_assert(eq(i64, nans, xnans));   /* each NaN its own value */
             th_release_all(3, (tg_tensor *[]){v, inv, cnt});
         }
         tg_tensor_release(x);
     }
 }
 
-/* NaNs, -0.0 and 0.0, and inverse/counts not wanted. */
+/* NaNs (count 0, inverse 0, as torch's), -0.0 and 0.0, and inverse/counts
+ * not wanted. */
 Test(search, unique_nans_and_zeros)
 {
     tg_tensor *x = th_vec(TG_F64, 7, (double[]){1, NAN, 0.0, -0.0, NAN, 1, -2}, "x", false);
@@ -210,7 +217,7 @@ Test(search, unique_nans_and_zeros)
     cr_assert(th_at(v, 0) == -2 && th_at(v, 2) == 1 && isnan(th_at(v, 3)) &&
               isnan(th_at(v, 4)));
     cr_assert(signbit(th_at(v, 1)) == 0, "0.0 comes first in x, so it is the value kept");
-    const int64_t want_inv[7] = {2, 3, 1, 1, 4, 2, 0}, want_cnt[5] = {1, 2, 2, 1, 1};
+    const int64_t want_inv[7] = {2, 0, 1, 1, 0, 2, 0}, want_cnt[5] = {1, 2, 2, 0, 0};
     for (int e = 0; e < 7; e++) cr_assert(eq(i64, (int64_t)th_at(inv, e), want_inv[e]));
     for (int e = 0; e < 5; e++) cr_assert(eq(i64, (int64_t)th_at(cnt, e), want_cnt[e]));
     tg_tensor *v2 = NULL;
@@ -322,6 +329,43 @@ Test(search, scopes_own_the_results)
     cr_assert(eq(int, tg_scope_size(), 5));
     OK(tg_scope_end());
     th_release_all(2, (tg_tensor *[]){x, m});
+}
+
+/* A sorter sorts an unsorted sequence for the search, as torch's ([3 1 2
+ * 5] with argsort [1 2 0 3]: 0, 1, 2.5, 6 go to 0 0 2 4, right 0 1 2 4);
+ * NULL is tg_searchsorted; torch's refusals (not i64, another shape), and
+ * an index out of the row (which torch 1.13 reads past) leave nothing
+ * behind. */
+Test(search, searchsorted_sorter)
+{
+    tg_tensor *seq = th_vec(TG_F32, 4, (double[]){3, 1, 2, 5}, "s", false);
+    tg_tensor *srt = th_vec(TG_I64, 4, (double[]){1, 2, 0, 3}, "o", false);
+    tg_tensor *v = th_vec(TG_F32, 4, (double[]){0, 1, 2.5, 6}, "v", false);
+    tg_tensor *yl = NULL, *yr = NULL, *y0 = NULL, *y1 = NULL, *i32 = NULL;
+    OK(tg_searchsorted_sorter(&yl, seq, v, srt, false, false));
+    OK(tg_searchsorted_sorter(&yr, seq, v, srt, true, true));
+    const double wl[4] = {0, 0, 2, 4}, wr[4] = {0, 1, 2, 4};
+    cr_assert(eq(int, tg_tensor_dtype(yr), TG_I32));
+    for (int64_t k = 0; k < 4; k++) {
+        cr_assert(eq(dbl, th_at(yl, k), wl[k]), "left %lld", (long long)k);
+        cr_assert(eq(dbl, th_at(yr, k), wr[k]), "right %lld", (long long)k);
+    }
+    OK(tg_searchsorted_sorter(&y0, srt, v, NULL, false, false));
+    OK(tg_searchsorted(&y1, srt, v, false, false));
+    th_expect_same_bits("no sorter", v, y0, y1);
+    OK(tg_to_dtype(&i32, srt, TG_I32));
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, i32, false, false), TG_EDTYPE,
+                            "sorter has dtype i32; it must be i64");
+    tg_tensor *s3 = th_vec(TG_I64, 3, (double[]){0, 1, 2}, "o3", false);
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, s3, false, false), TG_ESHAPE,
+                            "sorter is (3) but sorted_sequence (4)");
+    tg_tensor *big = th_vec(TG_I64, 4, (double[]){0, 1, 2, 7}, "o7", false);
+    tg_tensor *neg = th_vec(TG_I64, 4, (double[]){0, 1, 2, -1}, "o-", false);
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, big, false, false), TG_EINVAL,
+                            "element 3 is 7, out of range for rows of 4");
+    th_expect_refused_clean(tg_searchsorted_sorter(out_, seq, v, neg, true, false), TG_EINVAL,
+                            "element 3 is -1");
+    th_release_all(11, (tg_tensor *[]){seq, srt, v, yl, yr, y0, y1, i32, s3, big, neg});
 }
 
 Test(search, refusals)

@@ -180,8 +180,9 @@ TG_API int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, d
  * tg_vector_norm over each pair's difference; for p = 2 with P or R above
  * 25, torch's default compute mode: sqrt(max(|a|^2 - 2 a.b + |b|^2, 0))
  * through one matmul (faster, with the cancellation error of that form).
- * The gradient is 0 where a distance is 0, as torch's; differentiable to any
- * order.  Float x1 and x2 of one dtype (TG_EDTYPE), at least 2-d
+ * The gradient is 0 where a distance is 0, as torch's, and for p = inf
+ * the whole of it goes to each tied largest |difference|, as torch's;
+ * differentiable to any order.  Float x1 and x2 of one dtype (TG_EDTYPE), at least 2-d
  * (TG_EINVAL), the same number of columns (TG_ESHAPE).  The FP32 AMP policy
  * (torch's autocast list): inside autocast half inputs give an f32 result. */
 TG_API int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p);

@@ -698,6 +698,16 @@ TG_API int tg_nanmedian(tg_tensor **out, tg_tensor *x);
  * i32 -1 against a u8 sequence is 255, as torch's). */
 TG_API int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
                            bool right, bool out_int32);
+/* torch.searchsorted(sorted_sequence, values, right=right,
+ * out_int32=out_int32, sorter=sorter): tg_searchsorted of the sequence
+ * sorted_sequence.gather(-1, sorter), whose rows sorter's rows of indices
+ * sort (sorted_sequence itself need not be sorted); the same probes as
+ * torch's search of seq[sorter[mid]].  sorter is i64 (TG_EDTYPE) of
+ * sorted_sequence's shape (TG_ESHAPE), each index in [0, n) for rows of n
+ * elements (TG_EINVAL: torch 1.13 reads past the row); NULL is no sorter,
+ * tg_searchsorted itself.  torch.argsort(seq) or tg_argsort makes one. */
+TG_API int tg_searchsorted_sorter(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
+                                  tg_tensor *sorter, bool right, bool out_int32);
 /* torch.bucketize(x, boundaries, right=right, out_int32=out_int32):
  * tg_searchsorted(boundaries, x); boundaries must be 1-d (TG_ESHAPE). */
 TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bool right,
@@ -707,9 +717,10 @@ TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bo
  * ascending order (the bits of the first of equal elements in x's order,
  * so one of -0.0 and 0.0); inverse (i64 of x's shape) the position in
  * values of each element; counts (1-d i64) how many elements each value
- * has.  Each NaN is a value of its own, after every number, with count 1
- * (torch 1.13's CPU kernel gives its NaNs count 0 and inverse 0, and
- * keeps a bf16 -0.0 and 0.0 apart or together by their hashes).
+ * has.  Each NaN is a value of its own, after every number, with count 0,
+ * and a NaN element's inverse is 0, as torch 1.13's CPU kernel's (which
+ * leaves its values unordered when x holds a NaN, and keeps a bf16 -0.0
+ * and 0.0 apart or together by their hashes).
  * inverse and counts may be NULL (not wanted); values may not.  sorted is
  * ignored: the values are always in order.  Any dtype (torch 1.13 has no
  * f16 unique on the CPU). */
@@ -1077,17 +1088,21 @@ TG_API int tg_outer(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch.tensordot(a, b, dims): the sum over n pairs of dims, dims_a[i] of
  * a against dims_b[i] of b (both NULL: a's last n against b's first n, as
  * tensordot(a, b, n)), the result a's other dims then b's.  One tg_mm on
- * the operands permuted and folded to matrices, so differentiable to any
- * order.  Float operands of one dtype (TG_EDTYPE; torch also takes
- * integers), contracted extents that match (TG_ESHAPE), each dim named at
- * most once (TG_EINVAL). */
+ * the operands permuted and folded to matrices (m, k) and (k, p), so
+ * differentiable to any order, with tg_mm's dtype rule: float operands of
+ * one dtype outside autocast, inside it any float dtypes (in the scope's)
+ * with f64 only beside f64 (TG_EDTYPE).  Integer operands of one dtype
+ * (TG_EDTYPE otherwise, also beside a float) give that dtype, wrapping
+ * modulo 2^bits as torch's, through an (m, k, p) product (not recorded).
+ * Contracted extents that match (TG_ESHAPE), each dim named at most once
+ * (TG_EINVAL). */
 TG_API int tg_tensordot(tg_tensor **out, tg_tensor *a, tg_tensor *b, int n, const int *dims_a,
                         const int *dims_b);
 /* torch.kron(a, b): the Kronecker product, the ranks first padded with
  * leading 1s to the larger one; extent a_i b_i in each dim, entry
- * a[i / b.shape] b[i % b.shape].  tg_mul of interleaved views: any dtype,
- * mixed dtypes promote, differentiable to any order.  At most 4 dims
- * (TG_ESHAPE). */
+ * a[i / b.shape] b[i % b.shape].  tg_mul of interleaved views (past 4
+ * dims of expanded copies): any dtype and rank, mixed dtypes promote,
+ * differentiable to any order. */
 TG_API int tg_kron(tg_tensor **out, tg_tensor *a, tg_tensor *b);
 /* torch.linalg.cross(a, b, dim) (torch's default dim -1): the 3-vector
  * cross product along dim, of extent 3 in both (TG_ESHAPE); the operands

@@ -12,7 +12,8 @@
  *     batch dims broadcast; as torch's default compute mode, for p = 2 with
  *     more than 25 rows on either side through one product instead:
  *     sqrt(max(|x1_i|^2 - 2 x1_i . x2_j + |x2_j|^2, 0)), whose gradient is
- *     torch's there too (0 where the distance is 0)
+ *     torch's there too (0 where the distance is 0); for p = inf with
+ *     torch's gradient, the whole of it to each tied largest |difference|
  *
  * torch clamps the squared norms in place under no_grad, so its gradient
  * ignores the clamp: d n / d x = x / n with the clamped n.  The clamp here
@@ -226,6 +227,42 @@ done:
     return rc;
 }
 
+/* The inf-norm of differences d (.., M), M > 0, with torch's gradient:
+ * g sign(d_k) at every k where |d_k| is the largest, each tie getting the
+ * whole of g (torch's _cdist_backward), not a share as the norm's.  The
+ * value is the norm's, v = detach(norm) + (s - detach(s)) for s = sum(d m)
+ * with m = sign(d) where |d| = v, else 0, held constant: s - detach(s) is
+ * 0 (set to 0 where s is infinite) and its gradient m. */
+static int cdist_inf(tg_tensor **out, tg_tensor *d)
+{
+    enum { V, DD, VD, AD, VK, OFF, SG, M, DM, S, SD, Z, BIG, ZF, N };
+    tg_tensor *t[N] = {NULL};
+    const int last = -1;
+    int rc;
+    TG_TRY_GOTO(tg_vector_norm(&t[V], d, INFINITY, 1, &last, false));
+    if (!tg_tensor_requires_grad(t[V])) {
+        *out = tg_tensor_retain(t[V]);
+        goto done;
+    }
+    TG_TRY_GOTO(tg_tensor_detach(&t[DD], d));
+    TG_TRY_GOTO(tg_tensor_detach(&t[VD], t[V]));
+    TG_TRY_GOTO(tg_abs(&t[AD], t[DD]));
+    TG_TRY_GOTO(tg_unsqueeze(&t[VK], t[VD], -1));
+    TG_TRY_GOTO(tg_ne(&t[OFF], t[AD], t[VK]));
+    TG_TRY_GOTO(tg_sign(&t[SG], t[DD]));
+    TG_TRY_GOTO(tg_masked_fill(&t[M], t[SG], t[OFF], 0.0));
+    TG_TRY_GOTO(tg_mul(&t[DM], d, t[M]));
+    TG_TRY_GOTO(tg_sum_dims(&t[S], t[DM], 1, &last, false));
+    TG_TRY_GOTO(tg_tensor_detach(&t[SD], t[S]));
+    TG_TRY_GOTO(tg_sub(&t[Z], t[S], t[SD]));
+    TG_TRY_GOTO(tg_eq_scalar(&t[BIG], t[SD], INFINITY));   /* s >= 0: the ties' |d| */
+    TG_TRY_GOTO(tg_masked_fill(&t[ZF], t[Z], t[BIG], 0.0));
+    rc = tg_add(out, t[VD], t[ZF]);
+done:
+    tg__loss_release_all(t, N);
+    return rc;
+}
+
 /* The p-norm of every pair's difference, (.., P, 1, M) - (.., 1, R, M). */
 static int cdist_direct(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
 {
@@ -237,7 +274,8 @@ static int cdist_direct(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
     TG_TRY_GOTO(tg_sub(&d, a, b));
     /* no columns: distances of 0 (an empty sum), as torch's for every p */
     rc = d->shape[d->ndim - 1] == 0 ? tg_sum_dims(out, d, 1, &last, false)
-                                   : tg_vector_norm(out, d, p, 1, &last, false);
+         : isinf(p)                 ? cdist_inf(out, d)
+                                    : tg_vector_norm(out, d, p, 1, &last, false);
 done:
     tg_tensor_release(a);
     tg_tensor_release(b);

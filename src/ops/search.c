@@ -11,7 +11,9 @@
  * every e with !(e > v).  A NaN value therefore goes after every element,
  * and the search moves right past every NaN of the sequence it probes.
  * The two tensors are compared in the dtype torch.result_type gives them
- * (converted as Tensor.to: an integer wraps, a float rounds).
+ * (converted as Tensor.to: an integer wraps, a float rounds).  With a
+ * sorter, each row is first gathered in the sorter's order, which the
+ * search then probes as torch's probes seq[sorter[mid]].
  *
  * histc bins as torch's CPU kernel for evenly spaced edges:
  *   bin = (int64)((v - min) * bins / (max - min)),  bins - 1 at v = max,
@@ -114,8 +116,22 @@ static int check_search_shapes(const char *op, const tg_tensor *seq, const tg_te
     return TG_OK;
 }
 
-static int searchsorted(tg_tensor **out, const tg_tensor *seq, const tg_tensor *v, bool right,
-                        bool out_int32)
+/* s (the sequence's rows of n 8-byte elements, nel in all) reordered in
+ * place to s[row][order[row][j]], the order a sorter gives: searching the
+ * reordered rows probes the elements torch's search through the sorter
+ * probes. */
+static int apply_order(void *s, const int64_t *order, int64_t n, int64_t nel)
+{
+    int64_t *e = s, *tmp = tg__work_alloc((size_t)(nel > 0 ? nel : 1) * sizeof *tmp);
+    if (!tmp) return TG_ENOMEM;
+    for (int64_t i = 0; i < nel; i++) tmp[i] = e[i - i % n + order[i]];
+    memcpy(e, tmp, (size_t)nel * sizeof *tmp);
+    tg__work_free(tmp);
+    return TG_OK;
+}
+
+static int searchsorted(tg_tensor **out, const tg_tensor *seq, const tg_tensor *v,
+                        const int64_t *order, bool right, bool out_int32)
 {
     const tg_dtype cdt = compare_dtype(seq, v);
     const bool is_float = tg_dtype_is_float(cdt);
@@ -124,8 +140,10 @@ static int searchsorted(tg_tensor **out, const tg_tensor *seq, const tg_tensor *
     const int64_t per = seq->ndim == 1 ? nv : v->ndim > 0 ? v->shape[v->ndim - 1] : 1;
     void *s = is_float ? (void *)doubles_via(seq, cdt) : (void *)ints_via(seq, cdt);
     void *x = is_float ? (void *)doubles_via(v, cdt) : (void *)ints_via(v, cdt);
-    tg_tensor *r = s && x ? tg__tensor_uninit(out_int32 ? TG_I32 : TG_I64, v->ndim, v->shape)
-                          : NULL;
+    const bool ordered = !order || !s || apply_order(s, order, n, tg_tensor_numel(seq)) >= 0;
+    tg_tensor *r = s && x && ordered
+                       ? tg__tensor_uninit(out_int32 ? TG_I32 : TG_I64, v->ndim, v->shape)
+                       : NULL;
     if (!r) {
         tg__work_free(s);
         tg__work_free(x);
@@ -147,8 +165,38 @@ static int searchsorted(tg_tensor **out, const tg_tensor *seq, const tg_tensor *
     return TG_OK;
 }
 
-int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values, bool right,
-                    bool out_int32)
+/* The sorter's rule, torch's: i64 of sorted_sequence's shape; and each
+ * index in [0, n), which torch 1.13 does not check (it reads past the row;
+ * later torch raises "sorter index out of range").  *order gets the
+ * indices (a work buffer) when the sorter passes. */
+static int check_sorter(const char *op, const tg_tensor *seq, const tg_tensor *sorter,
+                        int64_t **order)
+{
+    TG_CHECK(sorter->dtype == TG_I64, TG_EDTYPE, "%s: sorter has dtype %s; it must be i64",
+             op, tg_dtype_name(sorter->dtype));
+    bool same = sorter->ndim == seq->ndim;
+    for (int d = 0; same && d < seq->ndim; d++) same = sorter->shape[d] == seq->shape[d];
+    char a[96], b[96];
+    tg_shape_str(a, sizeof a, seq->ndim, seq->shape);
+    tg_shape_str(b, sizeof b, sorter->ndim, sorter->shape);
+    TG_CHECK(same, TG_ESHAPE, "%s: sorter is %s but sorted_sequence %s; they must have the "
+             "same shape", op, b, a);
+    const int64_t n = seq->shape[seq->ndim - 1], nel = tg_tensor_numel(sorter);
+    int64_t *o = ints_via(sorter, TG_I64);
+    if (!o) return TG_ENOMEM;
+    for (int64_t i = 0; i < nel; i++)
+        if (o[i] < 0 || o[i] >= n) {
+            tg__work_free(o);
+            return tg__error(TG_EINVAL, "%s: sorter's element %lld is %lld, out of range for "
+                             "rows of %lld elements", op, (long long)i, (long long)o[i],
+                             (long long)n);
+        }
+    *order = o;
+    return TG_OK;
+}
+
+int tg_searchsorted_sorter(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values,
+                           tg_tensor *sorter, bool right, bool out_int32)
 {
     const char *op = "searchsorted";
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
@@ -158,10 +206,19 @@ int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *valu
     const int64_t n = sorted_sequence->shape[sorted_sequence->ndim - 1];
     TG_CHECK(!out_int32 || n < INT32_MAX, TG_EINVAL, "%s: out_int32 needs sorted_sequence's "
              "last dim (%lld) < 2^31 - 1", op, (long long)n);
+    int64_t *order = NULL;
+    if (sorter) TG_TRY(check_sorter(op, sorted_sequence, sorter, &order));
     tg_tensor *r = NULL;
-    const int rc = searchsorted(&r, sorted_sequence, values, right, out_int32);
+    const int rc = searchsorted(&r, sorted_sequence, values, order, right, out_int32);
+    tg__work_free(order);
     if (rc >= 0) *out = r;
     return tg__scope_capture(out, rc);
+}
+
+int tg_searchsorted(tg_tensor **out, tg_tensor *sorted_sequence, tg_tensor *values, bool right,
+                    bool out_int32)
+{
+    return tg_searchsorted_sorter(out, sorted_sequence, values, NULL, right, out_int32);
 }
 
 int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bool right,
@@ -175,7 +232,7 @@ int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bool righ
     TG_CHECK(!out_int32 || boundaries->shape[0] < INT32_MAX, TG_EINVAL, "bucketize: out_int32 "
              "needs fewer than 2^31 - 1 boundaries (%lld)", (long long)boundaries->shape[0]);
     tg_tensor *r = NULL;
-    const int rc = searchsorted(&r, boundaries, x, right, out_int32);
+    const int rc = searchsorted(&r, boundaries, x, NULL, right, out_int32);
     if (rc >= 0) *out = r;
     return tg__scope_capture(out, rc);
 }

@@ -7,7 +7,9 @@
  * of its first element in x's order, so of -0.0 and 0.0 the one that comes
  * first, as torch's), its position in the runs is the inverse of each of
  * its elements, its length the count.  A NaN equals nothing, so each NaN
- * is a value of its own, after every number.  unique_consecutive cuts x's
+ * is a value of its own, after every number, with count 0 and inverse 0,
+ * as torch 1.13's CPU unique (its hash map's lookups of a NaN miss and
+ * read a new entry's 0).  unique_consecutive cuts x's
  * own order the same way (torch's x[i] != x[i - 1]).  Neither is recorded
  * (torch has no derivative for them).
  *
@@ -16,6 +18,7 @@
  * broadcast mask is nonzero, so its gradient puts g back at the selected
  * places (index_add into zeros, then summed over the broadcast dims), to
  * any order.  An integer x's elements are copied (no gradient). */
+#include <math.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -30,7 +33,8 @@ typedef struct unique_out {
 } unique_out;
 
 /* Cuts the order perm (NULL: x's own) of x's n elements into runs of equal
- * keys, filling the three results. */
+ * keys, filling the three results; with a perm (unique), a NaN's inverse
+ * and count are 0. */
 static int unique_runs(unique_out *u, const tg_tensor *x, const int64_t *perm, bool want_counts)
 {
     const int64_t n = tg_tensor_numel(x);
@@ -42,17 +46,18 @@ static int unique_runs(unique_out *u, const tg_tensor *x, const int64_t *perm, b
     u->inverse = tg__tensor_uninit(TG_I64, x->ndim, x->shape);
     int rc = key && raw && first && u->inverse ? TG_OK : TG_ENOMEM;
     int64_t k = 0;
+    const double *kf = key;
+    const bool nan_zero = perm && is_float;   /* unique: a NaN's inverse and count are 0 */
     if (rc >= 0) {
         tg__gather(x, is_float ? TG_F64 : TG_I64, key);
         tg__gather(x, x->dtype, raw);
-        const double *kf = key;
         const int64_t *ki = key;
         int64_t *inv = tg_tensor_data(u->inverse);
         for (int64_t j = 0, prev = -1; j < n; j++) {
             const int64_t p = perm ? perm[j] : j;
             const bool same = prev >= 0 && (is_float ? kf[p] == kf[prev] : ki[p] == ki[prev]);
             if (!same) first[k++] = j;
-            inv[p] = k - 1;
+            inv[p] = nan_zero && isnan(kf[p]) ? 0 : k - 1;
             prev = p;
         }
         u->values = tg__tensor_uninit(x->dtype, 1, &k);
@@ -65,7 +70,7 @@ static int unique_runs(unique_out *u, const tg_tensor *x, const int64_t *perm, b
         for (int64_t r = 0; r < k; r++) {
             const int64_t p = perm ? perm[first[r]] : first[r];
             memcpy(v + (size_t)r * esz, raw + (size_t)p * esz, esz);
-            if (c) c[r] = (r + 1 < k ? first[r + 1] : n) - first[r];
+            if (c) c[r] = nan_zero && isnan(kf[p]) ? 0 : (r + 1 < k ? first[r + 1] : n) - first[r];
         }
     }
     tg__work_free(key);
