@@ -107,6 +107,10 @@ def classification(w):
               ([1, 0.3], {"ignore_index": 1, "label_smoothing": 0.3}, x, t),
               ([-100, 0.15], {"weight": cw, "label_smoothing": 0.15}, x3, t3),
               ([-100, 0.25], {"label_smoothing": 0.25}, x[0], t[1])]
+        pt = torch.softmax(rnd(n, c), 1)
+        ce += [([-100, 0.0], {}, x, pt),
+               ([-100, 0.2], {"weight": cw, "label_smoothing": 0.2}, x, pt),
+               ([-100, 0.1], {"label_smoothing": 0.1}, x3, torch.softmax(rnd(2, c, 3), 1))]
         for a, kw, xi, ti in ce:
             w.case("CrossEntropyLoss", red, a, nn.CrossEntropyLoss(reduction=red, **kw),
                    [xi, ti])

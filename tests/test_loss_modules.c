@@ -1,7 +1,8 @@
 /* tests/test_loss_modules.c - the loss modules of tapegrad/nn.h
  * (tg_nn_*_loss_new): each forward is its loss function's output bit for
  * bit for every reduction; values and state dicts against torch.nn's loss
- * classes (label smoothing, class weights, pos_weight, ignore_index); the
+ * classes (label smoothing, class weights, pos_weight, ignore_index,
+ * probability targets); the
  * weight buffers' keys, copies and dtype conversion; gradients through
  * tg_backward and gradcheck in f64; the refusals of a wrong input count
  * (a Sequential too) and of bad options.
@@ -384,6 +385,9 @@ Test(loss_modules, gradients_reach_the_input)
     g.target = NULL;
     tg_tensor_set_requires_grad(q, true);
     tg_tensor_set_requires_grad(v, true);
+    OK(tg_nn_cross_entropy_loss_new(&g.m, w, -100, TG_REDUCTION_MEAN, 0.1));
+    th_expect_gradchecks(grad_fn, &g, 2, (tg_tensor *[]){x, q}, "probability targets");
+    tg_module_release(g.m);
     OK(tg_nn_gaussian_nll_loss_new(&g.m, true, 1e-6, TG_REDUCTION_MEAN));
     th_expect_gradchecks(grad_fn, &g, 3, (tg_tensor *[]){x, q, v}, "GaussianNLLLoss");
     tg_module_release(g.m);
@@ -413,7 +417,12 @@ Test(loss_modules, wrong_input_count_is_refused)
     rc = tg_module_forward(seq, &y, x);
     th_expect_refused(rc, TG_EINVAL, "CrossEntropyLoss takes 2 inputs", y);
     tg_module_release(seq);
-    tg_tensor_release(x);
+    OK(tg_nn_cross_entropy_loss_new(&m, NULL, -100, TG_REDUCTION_MEAN, 0));
+    tg_tensor *p = th_rand_uniform(TG_F32, 2, (int64_t[]){3, 5}, 7);
+    rc = tg_module_forward_n(m, &y, 2, (tg_tensor *[]){x, p});
+    th_expect_refused(rc, TG_ESHAPE, "a float target (class probabilities) must have", y);
+    tg_module_release(m);
+    th_release_all(2, (tg_tensor *[]){x, p});
 }
 
 /* call (writing a module through out_) is refused with status and words,

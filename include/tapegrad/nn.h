@@ -899,8 +899,11 @@ TG_API int tg_nn_l1_loss_new(tg_module **out, tg_reduction red);
  * per sample (0 where the target is ignore_index), reduced by red as
  * torch's: MEAN divides by the weights of the targets not ignored (their
  * count without weight).  Without weight, ignore_index -100 and e = 0 this
- * is tg_cross_entropy.  Probability targets (a float target of input's
- * shape) are not taken (TG_EDTYPE from tg_nll_loss). */
+ * is tg_cross_entropy.  A float target of input's shape (TG_ESHAPE
+ * otherwise) holds class probabilities p, as torch 1.13's: the loss is
+ * -sum_c w[c] p'[c] logp[c] per sample, p' = (1 - e) p + e / C, MEAN
+ * dividing the sum by the number of samples (numel / C); ignore_index plays
+ * no part then. */
 TG_API int tg_nn_cross_entropy_loss_new(tg_module **out, tg_tensor *weight,
                                         int64_t ignore_index, tg_reduction red,
                                         double label_smoothing);

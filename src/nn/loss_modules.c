@@ -6,7 +6,9 @@
  * label smoothing e, with logp (N, C, d...) and s[n, d...] = -sum_c w[c]
  * logp[n, c, d...] (0 where target is ignore_index),
  *   loss = (1 - e) nll + e / C * reduce(s),
- * MEAN dividing sum(s) by sum(w[target]) over the targets not ignored. */
+ * MEAN dividing sum(s) by sum(w[target]) over the targets not ignored.
+ * A float target holds class probabilities p instead, as torch's (see
+ * prob_target). */
 #include <math.h>
 
 #include "nn/module_internal.h"
@@ -126,15 +128,74 @@ done:
     return rc;
 }
 
+/* Probability targets p of logp's shape, as torch's:
+ * -sum(logp * p' * w) over the class dim (NONE) or over everything (SUM;
+ * MEAN divides that by numel / C), p' = p (1 - e) + e / C. */
+static int prob_target(tg_tensor **y, const loss_state *s, tg_tensor *w, tg_tensor *logp,
+                       tg_tensor *p, int cdim)
+{
+    tg_tensor *ps = NULL, *pt = NULL, *wv = NULL, *prod = NULL, *pw = NULL, *sum = NULL;
+    const double c = (double)logp->shape[cdim], e = s->label_smoothing;
+    int rc = TG_OK;
+    if (e > 0) {
+        TG_TRY_GOTO(tg_mul_scalar(&ps, p, 1.0 - e));
+        TG_TRY_GOTO(tg_add_scalar(&pt, ps, e / c));
+    } else {
+        pt = tg_tensor_retain(p);
+    }
+    TG_TRY_GOTO(tg_mul(&prod, logp, pt));
+    if (w) {   /* weight (C) viewed as (1, C, 1, ...) */
+        int64_t shape[TG_MAX_DIMS];
+        for (int i = 0; i < logp->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
+        TG_TRY_GOTO(tg_reshape(&wv, w, logp->ndim, shape));
+        TG_TRY_GOTO(tg_mul(&pw, prod, wv));
+    } else {
+        pw = tg_tensor_retain(prod);
+    }
+    if (s->red == TG_REDUCTION_NONE) {
+        TG_TRY_GOTO(tg_sum_dims(&sum, pw, 1, &cdim, false));
+        rc = tg_neg(y, sum);
+        goto done;
+    }
+    TG_TRY_GOTO(tg_sum(&sum, pw));
+    tg_tensor_release(ps);
+    ps = NULL;
+    TG_TRY_GOTO(tg_neg(s->red == TG_REDUCTION_SUM ? y : &ps, sum));
+    if (s->red == TG_REDUCTION_MEAN)   /* torch divides by the integer numel / C */
+        rc = tg_div_scalar(y, ps, (double)(tg_tensor_numel(logp) / logp->shape[cdim]));
+done:
+    tg_tensor_release(ps);
+    tg_tensor_release(pt);
+    tg_tensor_release(wv);
+    tg_tensor_release(prod);
+    tg_tensor_release(pw);
+    tg_tensor_release(sum);
+    return rc;
+}
+
 static int cross_entropy_forward(tg_tensor **y, const loss_state *s, tg_tensor *w,
                                  tg_tensor *x, tg_tensor *target)
 {
     TG_CHECK(x->ndim >= 1, TG_ESHAPE,
              "CrossEntropyLoss: input is 0-d; must be (C), (N, C) or (N, C, d1, ...)");
     const int cdim = x->ndim == 1 ? 0 : 1;
+    const bool prob = tg_dtype_is_float(target->dtype);
+    if (prob) {
+        bool same = target->ndim == x->ndim;
+        for (int i = 0; same && i < x->ndim; i++) same = target->shape[i] == x->shape[i];
+        TG_CHECK(same, TG_ESHAPE, "CrossEntropyLoss: a float target (class probabilities) "
+                                  "must have input's shape");
+        TG_CHECK(!w || w->shape[0] == x->shape[cdim], TG_ESHAPE,
+                 "CrossEntropyLoss: weight has %lld elements; input has %lld classes",
+                 (long long)w->shape[0], (long long)x->shape[cdim]);
+    }
     tg_tensor *logp = NULL, *nll = NULL, *sm = NULL, *a = NULL, *b = NULL;
     int rc = TG_OK;
     TG_TRY_GOTO(tg_log_softmax(&logp, x, cdim));   /* FP32 policy, as tg_cross_entropy */
+    if (prob) {
+        rc = prob_target(y, s, w, logp, target, cdim);
+        goto done;
+    }
     TG_TRY_GOTO(tg_nll_loss(&nll, logp, target, w, s->red, s->ignore_index));
     if (s->label_smoothing == 0.0) {
         *y = nll;
