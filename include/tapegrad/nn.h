@@ -44,6 +44,7 @@
 #include "tapegrad/conv.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/export.h"
+#include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/safetensors.h"
 #include "tapegrad/tensor.h"
@@ -853,6 +854,103 @@ TG_API int tg_nn_weight_norm(tg_module *m, const char *name, int dim);
  * "weight"); "<name>_g" and "<name>_v" are released.  TG_EINVAL when
  * weight norm is not applied to m's `name`; on error m is unchanged. */
 TG_API int tg_nn_remove_weight_norm(tg_module *m, const char *name);
+
+/* ---- loss modules ----
+ *
+ * torch.nn's loss classes, each a module whose forward calls the loss
+ * function of tapegrad/loss.h with the options given at construction, so
+ * its output is that function's, bit for bit.  The type name is torch's
+ * class name ("CrossEntropyLoss", ...).  No parameters.  The forward takes
+ * torch's forward arguments in torch's order through tg_module_forward_n:
+ *   2 inputs (input, target): MSELoss, L1Loss, CrossEntropyLoss, NLLLoss,
+ *     BCELoss, BCEWithLogitsLoss, HuberLoss, SmoothL1Loss, KLDivLoss,
+ *     HingeEmbeddingLoss, SoftMarginLoss, MultiMarginLoss,
+ *     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, PoissonNLLLoss;
+ *   3 inputs: MarginRankingLoss and CosineEmbeddingLoss (input1, input2,
+ *     target), TripletMarginLoss (anchor, positive, negative),
+ *     GaussianNLLLoss (input, target, var).
+ * Any other count (tg_module_forward's one included, so a loss appended to
+ * a Sequential) is TG_EINVAL before the forward runs.
+ *
+ * The class weights torch registers as buffers are buffers here, under
+ * torch's names, so state dicts match torch's: "weight" (CrossEntropyLoss,
+ * NLLLoss, BCELoss, BCEWithLogitsLoss, MultiMarginLoss,
+ * MultiLabelSoftMarginLoss) and "pos_weight" (BCEWithLogitsLoss); a NULL
+ * weight registers nothing, as torch's register_buffer(name, None).  Each
+ * is a detached contiguous copy of the tensor given (borrowed; torch keeps
+ * the tensor itself), so tg_module_to_dtype converts it with the module
+ * and the caller's tensor never changes.  weight and pos_weight must be
+ * float tensors; those of CrossEntropyLoss, NLLLoss and MultiMarginLoss
+ * 1-d (C), the others any shape that broadcasts at the forward.
+ *
+ * red is MEAN, SUM or NONE (KLDivLoss: BATCHMEAN too); torch's default is
+ * MEAN.  Errors: TG_EINVAL, naming the argument and the rule, for a NULL
+ * out, another reduction, a weight of another dtype or shape, a NaN
+ * number or one out of its function's range (given with each); nothing is
+ * made then.  Forward errors are the functions'. */
+TG_API int tg_nn_mse_loss_new(tg_module **out, tg_reduction red);
+TG_API int tg_nn_l1_loss_new(tg_module **out, tg_reduction red);
+/* nn.CrossEntropyLoss(weight, ignore_index, reduction, label_smoothing):
+ * tg_log_softmax over the class dim (1; 0 for an input (C) of one sample),
+ * then tg_nll_loss(logp, target, weight, red, ignore_index), so input (N,
+ * C), (N, C, d1, ...) or (C) with i64 class indices target (N), (N, d1,
+ * ...) or 0-d.  With label_smoothing e in [0, 1] (torch's default 0):
+ * (1 - e) nll + e / C * s, s the sum over classes of -weight[c] logp[c]
+ * per sample (0 where the target is ignore_index), reduced by red as
+ * torch's: MEAN divides by the weights of the targets not ignored (their
+ * count without weight).  Without weight, ignore_index -100 and e = 0 this
+ * is tg_cross_entropy.  A float target of input's shape (TG_ESHAPE
+ * otherwise) holds class probabilities p, as torch 1.13's: the loss is
+ * -sum_c w[c] p'[c] logp[c] per sample, p' = (1 - e) p + e / C, MEAN
+ * dividing the sum by the number of samples (numel / C); ignore_index plays
+ * no part then. */
+TG_API int tg_nn_cross_entropy_loss_new(tg_module **out, tg_tensor *weight,
+                                        int64_t ignore_index, tg_reduction red,
+                                        double label_smoothing);
+/* nn.NLLLoss(weight, ignore_index, reduction): tg_nll_loss. */
+TG_API int tg_nn_nll_loss_new(tg_module **out, tg_tensor *weight, int64_t ignore_index,
+                              tg_reduction red);
+/* nn.BCELoss(weight, reduction): tg_bce_loss. */
+TG_API int tg_nn_bce_loss_new(tg_module **out, tg_tensor *weight, tg_reduction red);
+/* nn.BCEWithLogitsLoss(weight, reduction, pos_weight):
+ * tg_bce_with_logits_weighted, tg_bce_with_logits when both are NULL. */
+TG_API int tg_nn_bce_with_logits_loss_new(tg_module **out, tg_tensor *weight,
+                                          tg_reduction red, tg_tensor *pos_weight);
+/* nn.HuberLoss(reduction, delta): tg_huber_loss, delta > 0 (torch's
+ * default 1).  nn.SmoothL1Loss(reduction, beta): tg_smooth_l1_loss,
+ * beta >= 0 (torch's default 1). */
+TG_API int tg_nn_huber_loss_new(tg_module **out, tg_reduction red, double delta);
+TG_API int tg_nn_smooth_l1_loss_new(tg_module **out, tg_reduction red, double beta);
+/* nn.KLDivLoss(reduction, log_target): tg_kl_div; red may be BATCHMEAN. */
+TG_API int tg_nn_kl_div_loss_new(tg_module **out, tg_reduction red, bool log_target);
+/* nn.MarginRankingLoss(margin, reduction) (torch's default margin 0),
+ * nn.HingeEmbeddingLoss(margin, reduction) (1) and
+ * nn.CosineEmbeddingLoss(margin, reduction) (0): the functions of the same
+ * names. */
+TG_API int tg_nn_margin_ranking_loss_new(tg_module **out, double margin, tg_reduction red);
+TG_API int tg_nn_hinge_embedding_loss_new(tg_module **out, double margin, tg_reduction red);
+TG_API int tg_nn_cosine_embedding_loss_new(tg_module **out, double margin, tg_reduction red);
+/* nn.TripletMarginLoss(margin, p, eps, swap, reduction): torch's defaults
+ * 1, 2, 1e-6, false. */
+TG_API int tg_nn_triplet_margin_loss_new(tg_module **out, double margin, double p, double eps,
+                                         bool swap, tg_reduction red);
+/* nn.SoftMarginLoss(reduction) and nn.MultiLabelMarginLoss(reduction). */
+TG_API int tg_nn_soft_margin_loss_new(tg_module **out, tg_reduction red);
+TG_API int tg_nn_multilabel_margin_loss_new(tg_module **out, tg_reduction red);
+/* nn.MultiMarginLoss(p, margin, weight, reduction): p 1 or 2 (torch's
+ * defaults 1, 1). */
+TG_API int tg_nn_multi_margin_loss_new(tg_module **out, int p, double margin,
+                                       tg_tensor *weight, tg_reduction red);
+/* nn.MultiLabelSoftMarginLoss(weight, reduction). */
+TG_API int tg_nn_multilabel_soft_margin_loss_new(tg_module **out, tg_tensor *weight,
+                                                 tg_reduction red);
+/* nn.PoissonNLLLoss(log_input, full, eps, reduction) (torch's defaults
+ * true, false, 1e-8) and nn.GaussianNLLLoss(full, eps, reduction) (false,
+ * 1e-6). */
+TG_API int tg_nn_poisson_nll_loss_new(tg_module **out, bool log_input, bool full, double eps,
+                                      tg_reduction red);
+TG_API int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps,
+                                       tg_reduction red);
 
 #ifdef __cplusplus
 }

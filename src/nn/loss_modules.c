@@ -1,0 +1,450 @@
+/* src/nn/loss_modules.c - torch.nn's loss classes (tapegrad/nn.h): modules
+ * whose forward_n calls the loss function of tapegrad/loss.h with the
+ * options kept in the module's state, and whose class weights are buffers
+ * under torch's names ("weight", "pos_weight").  CrossEntropyLoss is
+ * torch's composition: log_softmax over the class dim, nll_loss, and for
+ * label smoothing e, with logp (N, C, d...) and s[n, d...] = -sum_c w[c]
+ * logp[n, c, d...] (0 where target is ignore_index),
+ *   loss = (1 - e) nll + e / C * reduce(s),
+ * MEAN dividing sum(s) by sum(w[target]) over the targets not ignored.
+ * A float target holds class probabilities p instead, as torch's (see
+ * prob_target). */
+#include <math.h>
+
+#include "nn/module_internal.h"
+#include "tapegrad/loss.h"
+#include "tapegrad/ops.h"
+
+typedef enum loss_kind {
+    MSE, L1, CROSS_ENTROPY, NLL, BCE, BCE_LOGITS, HUBER, SMOOTH_L1, KL_DIV, MARGIN_RANKING,
+    HINGE_EMBEDDING, COSINE_EMBEDDING, TRIPLET_MARGIN, SOFT_MARGIN, MULTI_MARGIN,
+    MULTILABEL_MARGIN, MULTILABEL_SOFT_MARGIN, POISSON_NLL, GAUSSIAN_NLL, N_LOSS_KINDS
+} loss_kind;
+
+/* The options of every kind; each uses the fields its function takes. */
+typedef struct loss_state {
+    loss_kind kind;
+    tg_reduction red;
+    int64_t ignore_index;      /* CrossEntropyLoss, NLLLoss */
+    double label_smoothing;    /* CrossEntropyLoss */
+    double margin;             /* the margin losses */
+    double beta;               /* HuberLoss's delta, SmoothL1Loss's beta */
+    double p;                  /* TripletMarginLoss's norm, MultiMarginLoss's power */
+    double eps;                /* TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss */
+    bool flag;                 /* log_target, swap or full */
+    bool log_input;            /* PoissonNLLLoss */
+} loss_state;
+
+static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
+
+#define LOSS_VT(name, n)                                                                  \
+    {.type_name = name, .forward_n = loss_forward, .n_inputs = n, .release = free,        \
+     .state_size = sizeof(loss_state)}
+
+static const tg_module_vtable loss_vts[N_LOSS_KINDS] = {
+    [MSE] = LOSS_VT("MSELoss", 2),
+    [L1] = LOSS_VT("L1Loss", 2),
+    [CROSS_ENTROPY] = LOSS_VT("CrossEntropyLoss", 2),
+    [NLL] = LOSS_VT("NLLLoss", 2),
+    [BCE] = LOSS_VT("BCELoss", 2),
+    [BCE_LOGITS] = LOSS_VT("BCEWithLogitsLoss", 2),
+    [HUBER] = LOSS_VT("HuberLoss", 2),
+    [SMOOTH_L1] = LOSS_VT("SmoothL1Loss", 2),
+    [KL_DIV] = LOSS_VT("KLDivLoss", 2),
+    [MARGIN_RANKING] = LOSS_VT("MarginRankingLoss", 3),
+    [HINGE_EMBEDDING] = LOSS_VT("HingeEmbeddingLoss", 2),
+    [COSINE_EMBEDDING] = LOSS_VT("CosineEmbeddingLoss", 3),
+    [TRIPLET_MARGIN] = LOSS_VT("TripletMarginLoss", 3),
+    [SOFT_MARGIN] = LOSS_VT("SoftMarginLoss", 2),
+    [MULTI_MARGIN] = LOSS_VT("MultiMarginLoss", 2),
+    [MULTILABEL_MARGIN] = LOSS_VT("MultiLabelMarginLoss", 2),
+    [MULTILABEL_SOFT_MARGIN] = LOSS_VT("MultiLabelSoftMarginLoss", 2),
+    [POISSON_NLL] = LOSS_VT("PoissonNLLLoss", 2),
+    [GAUSSIAN_NLL] = LOSS_VT("GaussianNLLLoss", 3),
+};
+
+/* ---- CrossEntropyLoss ---- */
+
+/* The label-smoothing term reduce(s) of the opening comment, logp (N, C,
+ * d...) or (C) with the class dim cdim, target (N, d...) or 0-d. */
+static int smooth_term(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_tensor *w,
+                       int cdim, const loss_state *s)
+{
+    tg_tensor *wv = NULL, *prod = NULL, *neg = NULL, *ign = NULL, *sm = NULL, *tot = NULL;
+    tg_tensor *den = NULL, *safe = NULL, *flat = NULL, *wt = NULL, *mflat = NULL, *wm = NULL;
+    int rc = TG_OK;
+    if (w) {   /* weight (C) viewed as (1, C, 1, ...) to broadcast against logp */
+        int64_t shape[TG_MAX_DIMS];
+        for (int i = 0; i < logp->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
+        TG_TRY_GOTO(tg_reshape(&wv, w, logp->ndim, shape));
+        TG_TRY_GOTO(tg_mul(&prod, logp, wv));
+    } else {
+        prod = tg_tensor_retain(logp);
+    }
+    TG_TRY_GOTO(tg_sum_dims(&sm, prod, 1, &cdim, false));
+    TG_TRY_GOTO(tg_neg(&neg, sm));   /* -sum_c w[c] logp[c] */
+    tg_tensor_release(sm);
+    sm = NULL;
+    TG_TRY_GOTO(tg_eq_scalar(&ign, target, (double)s->ignore_index));
+    TG_TRY_GOTO(tg_masked_fill(&sm, neg, ign, 0.0));   /* s */
+    if (s->red == TG_REDUCTION_NONE) {
+        *out = sm;
+        sm = NULL;
+        goto done;
+    }
+    TG_TRY_GOTO(tg_sum(&tot, sm));
+    if (s->red == TG_REDUCTION_SUM) {
+        *out = tot;
+        tot = NULL;
+        goto done;
+    }
+    const int64_t nt = tg_tensor_numel(target);
+    if (w) {   /* sum(w[target]) over the targets not ignored */
+        TG_TRY_GOTO(tg_masked_fill(&safe, target, ign, 0.0));
+        TG_TRY_GOTO(tg_reshape(&flat, safe, 1, &nt));
+        TG_TRY_GOTO(tg_index_select(&wt, w, 0, flat));
+        TG_TRY_GOTO(tg_reshape(&mflat, ign, 1, &nt));
+        TG_TRY_GOTO(tg_masked_fill(&wm, wt, mflat, 0.0));
+        TG_TRY_GOTO(tg_sum(&den, wm));
+    } else {   /* the count of targets not ignored */
+        TG_TRY_GOTO(tg_ne_scalar(&safe, target, (double)s->ignore_index));
+        TG_TRY_GOTO(tg_to_dtype(&wt, safe, tot->dtype));
+        TG_TRY_GOTO(tg_sum(&den, wt));
+    }
+    rc = tg_div(out, tot, den);
+done:
+    tg_tensor_release(wv);
+    tg_tensor_release(prod);
+    tg_tensor_release(neg);
+    tg_tensor_release(ign);
+    tg_tensor_release(sm);
+    tg_tensor_release(tot);
+    tg_tensor_release(den);
+    tg_tensor_release(safe);
+    tg_tensor_release(flat);
+    tg_tensor_release(wt);
+    tg_tensor_release(mflat);
+    tg_tensor_release(wm);
+    return rc;
+}
+
+/* Probability targets p of logp's shape, as torch's:
+ * -sum(logp * p' * w) over the class dim (NONE) or over everything (SUM;
+ * MEAN divides that by numel / C), p' = p (1 - e) + e / C. */
+static int prob_target(tg_tensor **y, const loss_state *s, tg_tensor *w, tg_tensor *logp,
+                       tg_tensor *p, int cdim)
+{
+    tg_tensor *ps = NULL, *pt = NULL, *wv = NULL, *prod = NULL, *pw = NULL, *sum = NULL;
+    const double c = (double)logp->shape[cdim], e = s->label_smoothing;
+    int rc = TG_OK;
+    if (e > 0) {
+        TG_TRY_GOTO(tg_mul_scalar(&ps, p, 1.0 - e));
+        TG_TRY_GOTO(tg_add_scalar(&pt, ps, e / c));
+    } else {
+        pt = tg_tensor_retain(p);
+    }
+    TG_TRY_GOTO(tg_mul(&prod, logp, pt));
+    if (w) {   /* weight (C) viewed as (1, C, 1, ...) */
+        int64_t shape[TG_MAX_DIMS];
+        for (int i = 0; i < logp->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
+        TG_TRY_GOTO(tg_reshape(&wv, w, logp->ndim, shape));
+        TG_TRY_GOTO(tg_mul(&pw, prod, wv));
+    } else {
+        pw = tg_tensor_retain(prod);
+    }
+    if (s->red == TG_REDUCTION_NONE) {
+        TG_TRY_GOTO(tg_sum_dims(&sum, pw, 1, &cdim, false));
+        rc = tg_neg(y, sum);
+        goto done;
+    }
+    TG_TRY_GOTO(tg_sum(&sum, pw));
+    tg_tensor_release(ps);
+    ps = NULL;
+    TG_TRY_GOTO(tg_neg(s->red == TG_REDUCTION_SUM ? y : &ps, sum));
+    if (s->red == TG_REDUCTION_MEAN)   /* torch divides by the integer numel / C */
+        rc = tg_div_scalar(y, ps, (double)(tg_tensor_numel(logp) / logp->shape[cdim]));
+done:
+    tg_tensor_release(ps);
+    tg_tensor_release(pt);
+    tg_tensor_release(wv);
+    tg_tensor_release(prod);
+    tg_tensor_release(pw);
+    tg_tensor_release(sum);
+    return rc;
+}
+
+static int cross_entropy_forward(tg_tensor **y, const loss_state *s, tg_tensor *w,
+                                 tg_tensor *x, tg_tensor *target)
+{
+    TG_CHECK(x->ndim >= 1, TG_ESHAPE,
+             "CrossEntropyLoss: input is 0-d; must be (C), (N, C) or (N, C, d1, ...)");
+    const int cdim = x->ndim == 1 ? 0 : 1;
+    const bool prob = tg_dtype_is_float(target->dtype);
+    if (prob) {
+        bool same = target->ndim == x->ndim;
+        for (int i = 0; same && i < x->ndim; i++) same = target->shape[i] == x->shape[i];
+        TG_CHECK(same, TG_ESHAPE, "CrossEntropyLoss: a float target (class probabilities) "
+                                  "must have input's shape");
+        TG_CHECK(!w || w->shape[0] == x->shape[cdim], TG_ESHAPE,
+                 "CrossEntropyLoss: weight has %lld elements; input has %lld classes",
+                 (long long)w->shape[0], (long long)x->shape[cdim]);
+    }
+    tg_tensor *logp = NULL, *nll = NULL, *sm = NULL, *a = NULL, *b = NULL;
+    int rc = TG_OK;
+    TG_TRY_GOTO(tg_log_softmax(&logp, x, cdim));   /* FP32 policy, as tg_cross_entropy */
+    if (prob) {
+        rc = prob_target(y, s, w, logp, target, cdim);
+        goto done;
+    }
+    TG_TRY_GOTO(tg_nll_loss(&nll, logp, target, w, s->red, s->ignore_index));
+    if (s->label_smoothing == 0.0) {
+        *y = nll;
+        nll = NULL;
+        goto done;
+    }
+    TG_TRY_GOTO(smooth_term(&sm, logp, target, w, cdim, s));
+    TG_TRY_GOTO(tg_mul_scalar(&a, nll, 1.0 - s->label_smoothing));
+    TG_TRY_GOTO(tg_mul_scalar(&b, sm, s->label_smoothing / (double)x->shape[cdim]));
+    rc = tg_add(y, a, b);
+done:
+    tg_tensor_release(logp);
+    tg_tensor_release(nll);
+    tg_tensor_release(sm);
+    tg_tensor_release(a);
+    tg_tensor_release(b);
+    return rc;
+}
+
+/* ---- the forward ---- */
+
+static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+{
+    (void)n;   /* the vtable's n_inputs */
+    const loss_state *s = tg_module_state(m);
+    tg_tensor *w = tg__module_local(m, "weight");
+    tg_tensor *pw = tg__module_local(m, "pos_weight");
+    tg_tensor *x = xs[0], *t = xs[1];
+    switch (s->kind) {
+    case MSE: return tg_mse_loss(y, x, t, s->red);
+    case L1: return tg_l1_loss(y, x, t, s->red);
+    case CROSS_ENTROPY: return cross_entropy_forward(y, s, w, x, t);
+    case NLL: return tg_nll_loss(y, x, t, w, s->red, s->ignore_index);
+    case BCE: return tg_bce_loss(y, x, t, w, s->red);
+    case BCE_LOGITS:
+        if (!w && !pw) return tg_bce_with_logits(y, x, t, s->red);
+        return tg_bce_with_logits_weighted(y, x, t, w, pw, s->red);
+    case HUBER: return tg_huber_loss(y, x, t, s->red, s->beta);
+    case SMOOTH_L1: return tg_smooth_l1_loss(y, x, t, s->red, s->beta);
+    case KL_DIV: return tg_kl_div(y, x, t, s->red, s->flag);
+    case MARGIN_RANKING: return tg_margin_ranking_loss(y, x, t, xs[2], s->margin, s->red);
+    case HINGE_EMBEDDING: return tg_hinge_embedding_loss(y, x, t, s->margin, s->red);
+    case COSINE_EMBEDDING: return tg_cosine_embedding_loss(y, x, t, xs[2], s->margin, s->red);
+    case TRIPLET_MARGIN:
+        return tg_triplet_margin_loss(y, x, t, xs[2], s->margin, s->p, s->eps, s->flag, s->red);
+    case SOFT_MARGIN: return tg_soft_margin_loss(y, x, t, s->red);
+    case MULTI_MARGIN: return tg_multi_margin_loss(y, x, t, (int)s->p, s->margin, w, s->red);
+    case MULTILABEL_MARGIN: return tg_multilabel_margin_loss(y, x, t, s->red);
+    case MULTILABEL_SOFT_MARGIN: return tg_multilabel_soft_margin_loss(y, x, t, w, s->red);
+    case POISSON_NLL:
+        return tg_poisson_nll_loss(y, x, t, s->log_input, s->flag, s->eps, s->red);
+    case GAUSSIAN_NLL: return tg_gaussian_nll_loss(y, x, t, xs[2], s->flag, s->eps, s->red);
+    case N_LOSS_KINDS: break;
+    }
+    TG_ASSERT(!"unknown loss kind");
+    return TG_EINVAL;
+}
+
+/* ---- construction ---- */
+
+static int check_weight(const char *op, const char *name, const tg_tensor *t, bool one_d)
+{
+    if (!t) return TG_OK;
+    TG_CHECK(tg_dtype_is_float(t->dtype), TG_EINVAL,
+             "%s: %s has dtype %s; must be a float tensor", op, name, tg_dtype_name(t->dtype));
+    TG_CHECK(!one_d || t->ndim == 1, TG_EINVAL,
+             "%s: %s has %d dims; must be 1-d (one weight per class)", op, name, t->ndim);
+    return TG_OK;
+}
+
+/* Registers a detached contiguous copy of t (NULL: nothing) as buffer name. */
+static int add_weight(tg_module *m, const char *name, const tg_tensor *t)
+{
+    if (!t) return TG_OK;
+    tg_tensor *c = NULL;
+    TG_TRY(tg_tensor_clone(&c, t));
+    return tg_module_add_buffer(m, name, c);   /* steals c */
+}
+
+/* Makes the module of s->kind after checking the reduction and the weights
+ * (the other options are checked by the constructors); on error nothing is
+ * made. */
+static int loss_new(tg_module **out, const char *op, const loss_state *s, tg_tensor *weight,
+                    tg_tensor *pos_weight)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    const bool batchmean = s->kind == KL_DIV && s->red == TG_REDUCTION_BATCHMEAN;
+    TG_CHECK(s->red == TG_REDUCTION_MEAN || s->red == TG_REDUCTION_SUM ||
+                 s->red == TG_REDUCTION_NONE || batchmean, TG_EINVAL,
+             "%s: reduction=%d must be MEAN, SUM or NONE%s", op, (int)s->red,
+             s->kind == KL_DIV ? " or BATCHMEAN" : "");
+    const bool one_d = s->kind == CROSS_ENTROPY || s->kind == NLL || s->kind == MULTI_MARGIN;
+    TG_TRY(check_weight(op, "weight", weight, one_d));
+    TG_TRY(check_weight(op, "pos_weight", pos_weight, false));
+    tg_module *m = NULL;
+    TG_TRY(tg__module_new_state(&m, &loss_vts[s->kind], s));
+    int rc = add_weight(m, "weight", weight);
+    if (rc >= 0) rc = add_weight(m, "pos_weight", pos_weight);
+    if (rc < 0) {
+        tg_module_release(m);
+        return rc;
+    }
+    *out = m;
+    return TG_OK;
+}
+
+#define NOT_NAN(op, name, v) \
+    TG_CHECK(!isnan(v), TG_EINVAL, "%s: " name " must not be NaN", op)
+
+int tg_nn_mse_loss_new(tg_module **out, tg_reduction red)
+{
+    return loss_new(out, "nn_mse_loss_new", &(loss_state){.kind = MSE, .red = red}, NULL, NULL);
+}
+
+int tg_nn_l1_loss_new(tg_module **out, tg_reduction red)
+{
+    return loss_new(out, "nn_l1_loss_new", &(loss_state){.kind = L1, .red = red}, NULL, NULL);
+}
+
+int tg_nn_cross_entropy_loss_new(tg_module **out, tg_tensor *weight, int64_t ignore_index,
+                                 tg_reduction red, double label_smoothing)
+{
+    const char *op = "nn_cross_entropy_loss_new";
+    TG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, TG_EINVAL,
+             "%s: label_smoothing=%g must be in [0, 1]", op, label_smoothing);
+    loss_state s = {.kind = CROSS_ENTROPY, .red = red, .ignore_index = ignore_index,
+                    .label_smoothing = label_smoothing};
+    return loss_new(out, op, &s, weight, NULL);
+}
+
+int tg_nn_nll_loss_new(tg_module **out, tg_tensor *weight, int64_t ignore_index,
+                       tg_reduction red)
+{
+    loss_state s = {.kind = NLL, .red = red, .ignore_index = ignore_index};
+    return loss_new(out, "nn_nll_loss_new", &s, weight, NULL);
+}
+
+int tg_nn_bce_loss_new(tg_module **out, tg_tensor *weight, tg_reduction red)
+{
+    return loss_new(out, "nn_bce_loss_new", &(loss_state){.kind = BCE, .red = red}, weight,
+                    NULL);
+}
+
+int tg_nn_bce_with_logits_loss_new(tg_module **out, tg_tensor *weight, tg_reduction red,
+                                   tg_tensor *pos_weight)
+{
+    return loss_new(out, "nn_bce_with_logits_loss_new",
+                    &(loss_state){.kind = BCE_LOGITS, .red = red}, weight, pos_weight);
+}
+
+int tg_nn_huber_loss_new(tg_module **out, tg_reduction red, double delta)
+{
+    const char *op = "nn_huber_loss_new";
+    TG_CHECK(delta > 0, TG_EINVAL, "%s: delta=%g must be > 0", op, delta);
+    return loss_new(out, op, &(loss_state){.kind = HUBER, .red = red, .beta = delta}, NULL,
+                    NULL);
+}
+
+int tg_nn_smooth_l1_loss_new(tg_module **out, tg_reduction red, double beta)
+{
+    const char *op = "nn_smooth_l1_loss_new";
+    TG_CHECK(beta >= 0, TG_EINVAL, "%s: beta=%g must be >= 0", op, beta);
+    return loss_new(out, op, &(loss_state){.kind = SMOOTH_L1, .red = red, .beta = beta}, NULL,
+                    NULL);
+}
+
+int tg_nn_kl_div_loss_new(tg_module **out, tg_reduction red, bool log_target)
+{
+    loss_state s = {.kind = KL_DIV, .red = red, .flag = log_target};
+    return loss_new(out, "nn_kl_div_loss_new", &s, NULL, NULL);
+}
+
+static int margin_new(tg_module **out, const char *op, loss_kind kind, double margin,
+                      tg_reduction red)
+{
+    NOT_NAN(op, "margin", margin);
+    return loss_new(out, op, &(loss_state){.kind = kind, .red = red, .margin = margin}, NULL,
+                    NULL);
+}
+
+int tg_nn_margin_ranking_loss_new(tg_module **out, double margin, tg_reduction red)
+{
+    return margin_new(out, "nn_margin_ranking_loss_new", MARGIN_RANKING, margin, red);
+}
+
+int tg_nn_hinge_embedding_loss_new(tg_module **out, double margin, tg_reduction red)
+{
+    return margin_new(out, "nn_hinge_embedding_loss_new", HINGE_EMBEDDING, margin, red);
+}
+
+int tg_nn_cosine_embedding_loss_new(tg_module **out, double margin, tg_reduction red)
+{
+    return margin_new(out, "nn_cosine_embedding_loss_new", COSINE_EMBEDDING, margin, red);
+}
+
+int tg_nn_triplet_margin_loss_new(tg_module **out, double margin, double p, double eps,
+                                  bool swap, tg_reduction red)
+{
+    const char *op = "nn_triplet_margin_loss_new";
+    NOT_NAN(op, "margin", margin);
+    NOT_NAN(op, "p", p);
+    NOT_NAN(op, "eps", eps);
+    loss_state s = {.kind = TRIPLET_MARGIN, .red = red, .margin = margin, .p = p, .eps = eps,
+                    .flag = swap};
+    return loss_new(out, op, &s, NULL, NULL);
+}
+
+int tg_nn_soft_margin_loss_new(tg_module **out, tg_reduction red)
+{
+    return loss_new(out, "nn_soft_margin_loss_new",
+                    &(loss_state){.kind = SOFT_MARGIN, .red = red}, NULL, NULL);
+}
+
+int tg_nn_multilabel_margin_loss_new(tg_module **out, tg_reduction red)
+{
+    return loss_new(out, "nn_multilabel_margin_loss_new",
+                    &(loss_state){.kind = MULTILABEL_MARGIN, .red = red}, NULL, NULL);
+}
+
+int tg_nn_multi_margin_loss_new(tg_module **out, int p, double margin, tg_tensor *weight,
+                                tg_reduction red)
+{
+    const char *op = "nn_multi_margin_loss_new";
+    TG_CHECK(p == 1 || p == 2, TG_EINVAL, "%s: p=%d must be 1 or 2", op, p);
+    NOT_NAN(op, "margin", margin);
+    loss_state s = {.kind = MULTI_MARGIN, .red = red, .margin = margin, .p = p};
+    return loss_new(out, op, &s, weight, NULL);
+}
+
+int tg_nn_multilabel_soft_margin_loss_new(tg_module **out, tg_tensor *weight, tg_reduction red)
+{
+    return loss_new(out, "nn_multilabel_soft_margin_loss_new",
+                    &(loss_state){.kind = MULTILABEL_SOFT_MARGIN, .red = red}, weight, NULL);
+}
+
+int tg_nn_poisson_nll_loss_new(tg_module **out, bool log_input, bool full, double eps,
+                               tg_reduction red)
+{
+    const char *op = "nn_poisson_nll_loss_new";
+    NOT_NAN(op, "eps", eps);
+    loss_state s = {.kind = POISSON_NLL, .red = red, .eps = eps, .flag = full,
+                    .log_input = log_input};
+    return loss_new(out, op, &s, NULL, NULL);
+}
+
+int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps, tg_reduction red)
+{
+    const char *op = "nn_gaussian_nll_loss_new";
+    NOT_NAN(op, "eps", eps);
+    loss_state s = {.kind = GAUSSIAN_NLL, .red = red, .eps = eps, .flag = full};
+    return loss_new(out, op, &s, NULL, NULL);
+}
