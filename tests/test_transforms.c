@@ -31,7 +31,10 @@ static void mkdir_in(const char *rel)
 
 /* Byte k of image (c, h, w, seed) in (C, H, W) order, as the script's
  * image_bytes. */
-static uint8_t pattern(int64_t seed, int64_t k) { return (uint8_t)((seed + 7 * k + k * k / 3) % 256); }
+static uint8_t pattern(int64_t seed, int64_t k)
+{
+    return (uint8_t)((seed + 7 * k + k * k / 3) % 256);
+}
 
 /* Writes th_tmp_dir/rel, the PNG of image (c, h, w, seed). */
 static void write_png(const char *rel, const int64_t im[4])
@@ -842,4 +845,32 @@ Test(transforms, bad_augment_options_are_refused)
     tg_loader_free(ld);
     tg_dataset_release(ds);
     tg_st_free(g);
+}
+
+/* Inside a caller's scope, the resize and the padding keep their own
+ * intermediate tensors: the scope captures none of them. */
+Test(transforms, an_open_scope_captures_no_intermediate)
+{
+    NEEDS_PNG();
+    const int64_t im[4] = {3, 9, 6, 60};
+    mkdir_in("a");
+    write_png("a/0.png", im);
+    OK(tg_scope_begin());
+    tg_image_folder_options o = {3, {4, 0}, 0, {4, 4}};
+    tg_dataset *ds = NULL;
+    OK(tg_image_folder_load_ex(&ds, th_tmp_dir, &o));
+    cr_assert(eq(int, tg_scope_size(), 0));
+    tg_loader *ld;
+    OK(tg_loader_new(&ld, ds, NULL));
+    tg_augment_options ao = {0.5, {4, 4}, {1, 1, 1, 1}, TG_PAD_REFLECT, 0, 0, NULL, NULL};
+    OK(tg_loader_set_augment(ld, &ao));
+    tg_tensor *x, *y;
+    cr_assert(eq(int, tg_loader_next(ld, &x, &y), 1));
+    cr_assert(eq(int, tg_scope_size(), 0));
+    OK(tg_scope_end());
+    cr_assert(tg_tensor_dim(x, 2) == 4 && tg_tensor_dim(x, 3) == 4);
+    tg_tensor_release(x);
+    tg_tensor_release(y);
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
 }

@@ -59,8 +59,10 @@ static int check_crop(const tg_augment_options *o, const int64_t chw[3])
                  o->padding_mode == TG_PAD_REPLICATE, TG_EINVAL,
              "loader_set_augment: padding_mode=%d must be TG_PAD_CONSTANT, TG_PAD_REFLECT or "
              "TG_PAD_REPLICATE", (int)o->padding_mode);
-    TG_CHECK(isfinite(o->fill), TG_EINVAL, "loader_set_augment: fill=%g must be finite", o->fill);
-    int64_t ph = chw[1] + o->padding[1] + o->padding[3], pw = chw[2] + o->padding[0] + o->padding[2];
+    TG_CHECK(isfinite(o->fill), TG_EINVAL, "loader_set_augment: fill=%g must be finite",
+             o->fill);
+    int64_t ph = chw[1] + o->padding[1] + o->padding[3];
+    int64_t pw = chw[2] + o->padding[0] + o->padding[2];
     TG_CHECK(o->crop[0] <= ph && o->crop[1] <= pw, TG_ESHAPE,
              "loader_set_augment: crop=(%lld, %lld) is larger than the padded images, (%lld, "
              "%lld) (height, width)", (long long)o->crop[0], (long long)o->crop[1],
@@ -134,7 +136,8 @@ static int64_t pick(double u, int64_t n)
 static void draw(uint64_t seed, int64_t epoch, int64_t index, int64_t nh, int64_t nw, double p,
                  int64_t *top, int64_t *left, bool *flip)
 {
-    tg_rng r = {.seed = seed + (uint64_t)epoch, .counter = (UINT64_C(1) << 63) + 4 * (uint64_t)index};
+    tg_rng r = {.seed = seed + (uint64_t)epoch,
+                .counter = (UINT64_C(1) << 63) + 4 * (uint64_t)index};
     double u0 = tg_rng_uniform(&r), u1 = tg_rng_uniform(&r), u2 = tg_rng_uniform(&r);
     *top = pick(u0, nh);
     *left = pick(u1, nw);
@@ -179,7 +182,10 @@ int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **im
     tg_tensor *x = *images, *src = x, *y;
     if (a->padded) {
         float fill = tg__dataset_map_unit(ds, a->fill);
-        TG_TRY(tg_pad(&src, x, 4, a->pad, a->mode, fill));
+        tg__lib_enter();   /* the padded batch is ours, not the caller's scope's */
+        int rc = tg_pad(&src, x, 4, a->pad, a->mode, fill);
+        tg__lib_leave();
+        TG_TRY(rc);
         TG_ASSERT(tg_tensor_is_contiguous(src));
     }
     const int64_t *s = tg_tensor_shape(src);

@@ -118,16 +118,19 @@ static int resize(tg_tensor **out, const uint8_t *planes, int64_t c, int64_t h, 
     float *d = tg_tensor_data(x);
     for (int64_t i = 0; i < c * h * w; i++) d[i] = (float)planes[i] / 255.0f;
     tg_tensor *y = NULL;
+    int rc = 0;
     /* torchvision returns an image of the new size as it is (and the op
-     * would leave it so too). */
-    int rc = hw[0] == h && hw[1] == w ? 0 : tg_upsample_antialias(&y, x, TG_UPSAMPLE_LINEAR, hw,
-                                                                  false);
+     * would leave it so too).  The op's result is ours, not the caller's
+     * scope's: library depth. */
+    tg__lib_enter();
+    if (hw[0] != h || hw[1] != w) rc = tg_upsample_antialias(&y, x, TG_UPSAMPLE_LINEAR, hw, false);
     if (rc == 0 && y && !tg_tensor_is_contiguous(y)) {
         tg_tensor *yc = NULL;
         rc = tg_tensor_contiguous(&yc, y);
         tg_tensor_release(y);
         y = yc;
     }
+    tg__lib_leave();
     if (rc == 0) *out = y ? y : tg_tensor_retain(x);
     tg_tensor_release(x);
     return rc;
