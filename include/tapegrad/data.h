@@ -158,7 +158,8 @@ typedef struct tg_image_folder_options {
  * {0, w} with w != 0 or center_crop with one extent 0; max_size < 0, given
  * without resize {s, 0} or <= s (torchvision's ValueError).  TG_ESHAPE
  * naming a file whose processed size differs from the first one's (both
- * sizes).  Otherwise as tg_image_folder_load. */
+ * sizes), or one that max_size would shrink to a side of 0.  Otherwise as
+ * tg_image_folder_load. */
 TG_API int tg_image_folder_load_ex(tg_dataset **out, const char *root,
                                    const tg_image_folder_options *opt);
 
