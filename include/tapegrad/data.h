@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "tapegrad/export.h"
+#include "tapegrad/ops.h"
 #include "tapegrad/tensor.h"
 
 #ifdef __cplusplus
@@ -98,13 +99,69 @@ TG_API const char *tg_fashion_mnist_class_name(int label);
  * channels 1: grey images as they are, RGB as PIL's convert("L") makes them,
  * (R 19595 + G 38470 + B 7471 + 32768) >> 16; channels 3: RGB as it is, grey
  * repeated in R, G and B.  Alpha is dropped.  Every image must have the
- * first one's width and height.  Pixel range: TG_PIXELS_SYMMETRIC.
+ * first one's width and height (tg_image_folder_load_ex resizes and crops
+ * them).  Pixel range: TG_PIXELS_SYMMETRIC.
  * TG_EINVAL for NULL, channels not 1 or 3, or more than 65536 classes;
  * TG_EIO when a folder cannot be opened; TG_ENOTFOUND when root has no class
  * folder or a class folder no .png file (naming it); TG_ESHAPE naming a file
  * whose size differs and both sizes; TG_EIO / TG_EFORMAT from tg_png_read;
  * TG_EUNSUPPORTED in a build without PNG support. */
 TG_API int tg_image_folder_load(tg_dataset **out, const char *root, int channels);
+
+/* Options of tg_image_folder_load_ex: torchvision's
+ *   T.Compose([T.ToTensor(), T.Resize(resize, antialias=True, max_size=...),
+ *              T.CenterCrop(center_crop)])
+ * applied to each image as PIL's convert("L") / convert("RGB") reads it
+ * (T.Resize on the f32 tensor: F.interpolate(x, (h', w'), mode='bilinear',
+ * align_corners=False, antialias=True), done by tg_upsample_antialias).
+ *
+ * resize: {0, 0} none; {s, 0} T.Resize(s): the shorter side becomes s and
+ *   the longer one int(s * long / short) (Python's truncation of the double
+ *   quotient), so the aspect ratio is kept; {h, w} T.Resize((h, w)).  An
+ *   image already of the new size is left as it is, as torchvision's.
+ * max_size (with {s, 0} only; 0: none): T.Resize's max_size; when the
+ *   longer side l = int(s * long / short) would exceed it, it becomes
+ *   max_size and the shorter int(max_size * s / l).
+ * center_crop: {0, 0} none; {h, w} T.CenterCrop((h, w)): the window at top
+ *   int(round((H - h) / 2.0)) and left int(round((W - w) / 2.0)), Python's
+ *   round (halves to even: a surplus of 3 rows starts the window at row 2,
+ *   one of 5 at row 2); a side shorter than the crop is first padded with
+ *   zeros (black), (h - H) / 2 rows above and the rest below (likewise
+ *   left and right), as torchvision pads.
+ *
+ * With resize, the dataset keeps the f32 images in [0, 1] (4 bytes a
+ * value) and its batches map them, computed in f32 as torch would,
+ * TG_PIXELS_UNIT: x itself; TG_PIXELS_SYMMETRIC: (x - 0.5) / 0.5, which is
+ * T.Normalize((0.5,) * C, (0.5,) * C) after the pipeline above.  Without
+ * resize (center_crop alone, or nothing) the images stay u8 and map as
+ * tg_image_folder_load's do (p / 255, p / 127.5 - 1, each rounded once
+ * from double; the symmetric value can differ from Normalize's by one
+ * rounding).  torchvision resizes a PIL image (T.Resize before
+ * T.ToTensor, its default) with PIL's own filter on 8-bit pixels and
+ * rounds its results to bytes: those differ from this path's in the last
+ * bits. */
+typedef struct tg_image_folder_options {
+    int channels;              /* 1 (grey) or 3 (RGB) */
+    int64_t resize[2];         /* {0, 0}, {s, 0} or {h, w} */
+    int64_t max_size;          /* 0 or > s, with resize {s, 0} only */
+    int64_t center_crop[2];    /* {0, 0} or {h, w} */
+} tg_image_folder_options;
+
+#define TG_IMAGE_FOLDER_OPTIONS_INIT {3, {0, 0}, 0, {0, 0}}
+
+/* tg_image_folder_load with resizing and cropping (opt NULL: the defaults,
+ * 3 channels and neither).  The images may have any sizes as long as they
+ * all end with the same one: with center_crop or resize {h, w} they do;
+ * with resize {s, 0} alone, only images of one aspect ratio do.
+ * TG_EINVAL naming the option for channels not 1 or 3; a resize or
+ * center_crop extent < 0, or above 2^31 - 1 (TG_POOL_MAX_PARAM); resize
+ * {0, w} with w != 0 or center_crop with one extent 0; max_size < 0, given
+ * without resize {s, 0} or <= s (torchvision's ValueError).  TG_ESHAPE
+ * naming a file whose processed size differs from the first one's (both
+ * sizes), or one that max_size would shrink to a side of 0.  Otherwise as
+ * tg_image_folder_load. */
+TG_API int tg_image_folder_load_ex(tg_dataset **out, const char *root,
+                                   const tg_image_folder_options *opt);
 
 /* Samples idx[0..n) as new tensors: *images f32 (n, C, H, W) in the dataset's
  * pixel range, *labels i64 (n).  TG_EINVAL for n < 1 or an index out of range. */
@@ -162,6 +219,56 @@ TG_API int64_t tg_loader_num_batches(const tg_loader *ld);
  * another.  (0, 1) restores a plain loader.  TG_EINVAL unless
  * 0 <= rank < world_size.  Takes effect from the next batch. */
 TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
+
+/* ---- augmentation -----------------------------------------------------------
+ * Random changes to each sample of a loader's batches, as torchvision's
+ *   T.Compose([T.RandomCrop(crop, padding, fill=fill, padding_mode=mode),
+ *              T.RandomHorizontalFlip(hflip_p), T.Normalize(mean, std)])
+ * applied after the dataset's own pipeline, in that order: pad, crop,
+ * flip, normalize; each step is skipped when its option is left at the
+ * default.  A sample's draw depends only on (the loader's seed, the epoch,
+ * the sample's index in the dataset): the uniforms u0, u1, u2 of a tg_rng
+ * with seed = seed + epoch and counter = 2^63 + 4 * index (the shuffle of
+ * that epoch draws from the same seed at counters below the dataset size)
+ * give the window's top floor(u0 * (H' - h + 1)) and left
+ * floor(u1 * (W' - w + 1)) in the padded (H', W') image (0 and 0 when
+ * that is the crop's size, as torchvision's), and flip the window when
+ * u2 < hflip_p.  So a resumed loader (tg_loader_set_position, checkpoints)
+ * hands out the same batches, and a shard's samples get the draws a single
+ * process gives them.  The batches are then (B, C, h, w). */
+typedef struct tg_augment_options {
+    double hflip_p;            /* in [0, 1]; 0: no flip */
+    int64_t crop[2];           /* (h, w); {0, 0}: no crop */
+    int64_t padding[4];        /* (left, top, right, bottom) before the crop, >= 0 */
+    tg_pad_mode padding_mode;  /* TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE */
+    double fill;               /* TG_PAD_CONSTANT's value, 0 black to 1 white */
+    int norm_channels;         /* T.Normalize: 0 none, 1 or C (the images') */
+    const double *mean;        /* norm_channels values, copied */
+    const double *std;         /* norm_channels values, copied */
+} tg_augment_options;
+
+#define TG_AUGMENT_OPTIONS_INIT {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL}
+
+/* Sets ld's augmentation (NULL: none, the default).  The padding modes are
+ * torchvision's 'constant', 'reflect' (each padding < the side it pads) and
+ * 'edge', done by tg_pad; torchvision's 'symmetric' has no tapegrad mode.
+ * A padded pixel of TG_PAD_CONSTANT holds what the dataset's pixel range
+ * makes of fill: fill (TG_PIXELS_UNIT) or (fill - 0.5) / 0.5 in f32
+ * (TG_PIXELS_SYMMETRIC), so 0 is black in both, as torchvision's fill 0 on
+ * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c]
+ * in f32 with mean and std rounded to f32, as torch, on the values in the
+ * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1],
+ * as torchvision's T.Normalize sees them.  TG_EINVAL naming the option for
+ * ld NULL; hflip_p outside [0, 1] (NaN too); a crop extent < 0 or one of
+ * them 0; padding < 0, or given without crop; padding_mode not one of the
+ * three, a REFLECT padding >= the side it pads; fill not finite;
+ * norm_channels not 0, 1 or C, mean or std NULL with norm_channels, a
+ * value not finite or a std that is 0 in f32 (torchvision's "std
+ * evaluated to zero").  TG_ESHAPE when the crop is larger than the padded
+ * image, as torchvision's "Required crop size ... is larger than input
+ * image size".  On error ld's augmentation is unchanged.  Takes effect
+ * from the next batch. */
+TG_API int tg_loader_set_augment(tg_loader *ld, const tg_augment_options *opt);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,18 @@
 /* src/data/dataset.c - in-memory image-classification datasets: u8 images
  * (N, C, H, W) and i64 labels (N), turned into f32 batches on demand so that
- * a 60000-image dataset costs 47 MB rather than 188 MB. */
+ * a 60000-image dataset costs 47 MB rather than 188 MB.  Resized image
+ * folders keep f32 images in [0, 1] instead (dataset_pixels.h). */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "data/dataset_names.h"
+#include "data/dataset_pixels.h"
 #include "tapegrad/data.h"
 
 struct tg_dataset {
     _Atomic int refcount;
-    tg_tensor *images;        /* u8 (N, C, H, W), contiguous, owned */
+    tg_tensor *images;        /* u8 (N, C, H, W), or f32 in [0, 1], contiguous, owned */
     tg_tensor *labels;        /* i64 (N), contiguous, owned */
     int n_classes;
     tg_pixel_range range;
@@ -72,25 +74,15 @@ static void dataset_free(tg_dataset *ds)
     free(ds);
 }
 
-int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images, const tg_tensor *labels)
+/* A dataset over images (contiguous (N, C, H, W); retained) and a copy of
+ * labels (checked by the caller). */
+static int dataset_new(tg_dataset **out, tg_tensor *images, const tg_tensor *labels)
 {
-    TG_CHECK(out != NULL, TG_EINVAL, "dataset_from_tensors: out must not be NULL");
-    TG_TRY(check_inputs(images, labels));
     tg_dataset *ds = tg__calloc(1, sizeof *ds);
     if (!ds) return TG_ENOMEM;
     ds->refcount = 1;
-    tg_tensor *copy = NULL;
-    int rc = tg_tensor_clone(&copy, images);
-    if (rc == 0) {
-        /* (N, H, W) is read as (N, 1, H, W): same bytes, one more extent. */
-        const int64_t *s = tg_tensor_shape(copy);
-        int64_t shape[4] = {s[0], 1, s[1], s[2]};
-        if (tg_tensor_ndim(copy) == 4) memcpy(shape, s, sizeof shape);
-        ds->images = tg__tensor_view_of(copy->storage, TG_U8, 4, shape, NULL, copy->offset);
-        rc = ds->images ? 0 : TG_ENOMEM;
-    }
-    tg_tensor_release(copy);
-    if (rc == 0) rc = tg_tensor_to_dtype(&ds->labels, labels, TG_I64);
+    ds->images = tg_tensor_retain(images);
+    int rc = tg_tensor_to_dtype(&ds->labels, labels, TG_I64);
     if (rc == 0) rc = count_classes(ds->labels, &ds->n_classes);
     if (rc == 0) rc = tg__dataset_set_class_names(ds, ds->n_classes, NULL);
     if (rc < 0) {
@@ -99,6 +91,32 @@ int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images, const tg_
     }
     *out = ds;
     return 0;
+}
+
+int tg_dataset_from_tensors(tg_dataset **out, const tg_tensor *images, const tg_tensor *labels)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "dataset_from_tensors: out must not be NULL");
+    TG_TRY(check_inputs(images, labels));
+    tg_tensor *copy = NULL, *view = NULL;
+    TG_TRY(tg_tensor_clone(&copy, images));
+    /* (N, H, W) is read as (N, 1, H, W): same bytes, one more extent. */
+    const int64_t *s = tg_tensor_shape(copy);
+    int64_t shape[4] = {s[0], 1, s[1], s[2]};
+    if (tg_tensor_ndim(copy) == 4) memcpy(shape, s, sizeof shape);
+    view = tg__tensor_view_of(copy->storage, TG_U8, 4, shape, NULL, copy->offset);
+    tg_tensor_release(copy);
+    if (!view) return TG_ENOMEM;
+    int rc = dataset_new(out, view, labels);
+    tg_tensor_release(view);
+    return rc;
+}
+
+int tg__dataset_from_unit_images(tg_dataset **out, tg_tensor *images, const tg_tensor *labels)
+{
+    TG_ASSERT(tg_tensor_dtype(images) == TG_F32 && tg_tensor_ndim(images) == 4 &&
+              tg_tensor_is_contiguous(images) && tg_tensor_ndim(labels) == 1 &&
+              tg_tensor_dim(labels, 0) == tg_tensor_dim(images, 0));
+    return dataset_new(out, images, labels);
 }
 
 int tg__dataset_set_class_names(tg_dataset *ds, int n, const char *const *names)
@@ -172,6 +190,23 @@ static void scale_pixels(float *dst, const uint8_t *src, int64_t n, tg_pixel_ran
         for (int64_t i = 0; i < n; i++) dst[i] = (float)(src[i] / 127.5 - 1.0);
 }
 
+/* x in [0, 1] in the range r: x itself, or T.Normalize(0.5, 0.5)'s
+ * (x - 0.5) / 0.5 with f32 operations. */
+static float map_unit(float x, tg_pixel_range r)
+{
+    return r == TG_PIXELS_UNIT ? x : (x - 0.5f) / 0.5f;
+}
+
+static void map_unit_pixels(float *dst, const float *src, int64_t n, tg_pixel_range r)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = map_unit(src[i], r);
+}
+
+float tg__dataset_map_unit(const tg_dataset *ds, double x)
+{
+    return map_unit((float)x, ds->range);
+}
+
 int tg_dataset_batch(tg_tensor **images, tg_tensor **labels, const tg_dataset *ds,
                      const int64_t *idx, int64_t n)
 {
@@ -191,12 +226,16 @@ int tg_dataset_batch(tg_tensor **images, tg_tensor **labels, const tg_dataset *d
         tg_tensor_release(y);
         return TG_ENOMEM;
     }
-    const uint8_t *src = tg_tensor_cdata(ds->images);
+    const bool unit = tg_tensor_dtype(ds->images) == TG_F32;
+    const void *src = tg_tensor_cdata(ds->images);
     const int64_t *lab = tg_tensor_cdata(ds->labels);
     float *dx = tg_tensor_data(x);
     int64_t *dy = tg_tensor_data(y);
     for (int64_t i = 0; i < n; i++) {
-        scale_pixels(dx + i * per, src + idx[i] * per, per, ds->range);
+        if (unit)
+            map_unit_pixels(dx + i * per, (const float *)src + idx[i] * per, per, ds->range);
+        else
+            scale_pixels(dx + i * per, (const uint8_t *)src + idx[i] * per, per, ds->range);
         dy[i] = lab[idx[i]];
     }
     *images = x;

@@ -12,6 +12,8 @@
 
 #include "core/core.h"
 #include "data/dataset_names.h"
+#include "data/dataset_pixels.h"
+#include "data/image_transform.h"
 #include "tapegrad/data.h"
 #include "tapegrad/image.h"
 
@@ -212,34 +214,72 @@ static void to_planes(uint8_t *dst, const tg_image *img, int channels)
     }
 }
 
-/* Reads files[0..n) into images (n, C, H, W), a new tensor whose H and W are
- * the first image's. */
-static int read_images(tg_tensor **images, const name_list *files, int channels)
+/* TG_ESHAPE: files[i], img, whose processed shape s (C, H, W) is not the
+ * first file's first (H, W).  Only resize {s, 0} without center_crop can
+ * make images of other sizes the same, and differing ones. */
+static int size_error(const name_list *files, int64_t i, const tg_image *img, const int64_t *s,
+                      const int64_t first[2], const tg_image_folder_options *o)
 {
-    tg_image img = {0};
-    TG_TRY(tg_png_read(&img, files->v[0]));
-    int w = img.width, h = img.height;
-    int64_t per = (int64_t)channels * w * h, n = (int64_t)files->n;
+    if (o->resize[0] == 0)
+        return tg__error(TG_ESHAPE,
+                         "image_folder_load: '%s' is %dx%d (width x height); every image must "
+                         "have the size of '%s', %lldx%lld (or set resize or center_crop)",
+                         files->v[i], img->width, img->height, files->v[0],
+                         (long long)first[1], (long long)first[0]);
+    return tg__error(TG_ESHAPE,
+                     "image_folder_load_ex: '%s' is %dx%d (width x height), resized to "
+                     "%lldx%lld; every image must end with the size of '%s', %lldx%lld (another "
+                     "aspect ratio: set center_crop)",
+                     files->v[i], img->width, img->height, (long long)s[2], (long long)s[1],
+                     files->v[0], (long long)first[1], (long long)first[0]);
+}
+
+/* Reads files[0..n) through o's pipeline into images (n, C, H, W), a new
+ * tensor of the first image's processed size, u8 (no resize) or f32. */
+static int read_images(tg_tensor **images, const name_list *files,
+                       const tg_image_folder_options *o)
+{
+    const int64_t n = (int64_t)files->n, c = o->channels;
+    int64_t first[2] = {0, 0}, per = 0;
+    uint8_t *planes = NULL, *data = NULL;
+    size_t elt = 0;
     int rc = 0;
-    if (per > INT64_MAX / n) {
-        rc = tg__error(TG_ENOMEM, "image_folder_load: %lld images of %dx%d do not fit in memory",
-                       (long long)n, w, h);
-    } else {
-        *images = tg__tensor_empty(TG_U8, 4, (int64_t[]){n, channels, h, w});
-        if (!*images) rc = TG_ENOMEM;
-    }
-    uint8_t *data = rc == 0 ? tg_tensor_data(*images) : NULL;
     for (int64_t i = 0; rc == 0 && i < n; i++) {
-        if (i > 0) rc = tg_png_read(&img, files->v[i]);
-        if (rc == 0 && (img.width != w || img.height != h))
-            rc = tg__error(TG_ESHAPE,
-                           "image_folder_load: '%s' is %dx%d (width x height); every image "
-                           "must have the size of '%s', %dx%d",
-                           files->v[i], img.width, img.height, files->v[0], w, h);
-        if (rc == 0) to_planes(data + i * per, &img, channels);
+        tg_image img = {0};
+        tg_tensor *one = NULL;
+        rc = tg_png_read(&img, files->v[i]);
+        if (rc == 0) {
+            uint8_t *p = realloc(planes, (size_t)(c * img.width * img.height));
+            if (p) planes = p;
+            else rc = tg__error(TG_ENOMEM, "image_folder_load: out of memory");
+        }
+        if (rc == 0) {
+            to_planes(planes, &img, (int)c);
+            rc = tg__image_transform(&one, planes, img.height, img.width, o, files->v[i]);
+        }
+        const int64_t *s = one ? tg_tensor_shape(one) : NULL;
+        if (rc == 0 && i == 0) {
+            first[0] = s[1];
+            first[1] = s[2];
+            per = c * s[1] * s[2];
+            elt = tg_dtype_size(tg_tensor_dtype(one));
+            if (per > INT64_MAX / 8 / n)
+                rc = tg__error(TG_ENOMEM, "image_folder_load: %lld images of %lldx%lld do not "
+                               "fit in memory", (long long)n, (long long)s[2], (long long)s[1]);
+            else if (!(*images = tg__tensor_empty(tg_tensor_dtype(one), 4,
+                                                  (int64_t[]){n, c, s[1], s[2]})))
+                rc = TG_ENOMEM;
+            else
+                data = tg_tensor_data(*images);
+        }
+        if (rc == 0 && (s[1] != first[0] || s[2] != first[1]))
+            rc = size_error(files, i, &img, s, first, o);
+        if (rc == 0)
+            memcpy(data + (size_t)(i * per) * elt, tg_tensor_cdata(one), (size_t)per * elt);
+        tg_tensor_release(one);
         tg_image_free(&img);
     }
-    tg_image_free(&img);
+    free(planes);
     if (rc < 0 && *images) {
         tg_tensor_release(*images);
         *images = NULL;
@@ -247,12 +287,13 @@ static int read_images(tg_tensor **images, const name_list *files, int channels)
     return rc;
 }
 
-int tg_image_folder_load(tg_dataset **out, const char *root, int channels)
+int tg_image_folder_load_ex(tg_dataset **out, const char *root, const tg_image_folder_options *opt)
 {
+    static const tg_image_folder_options defaults = TG_IMAGE_FOLDER_OPTIONS_INIT;
     TG_CHECK(out != NULL && root != NULL, TG_EINVAL,
              "image_folder_load: out and root must not be NULL");
-    TG_CHECK(channels == 1 || channels == 3, TG_EINVAL,
-             "image_folder_load: channels=%d must be 1 (grey) or 3 (RGB)", channels);
+    if (!opt) opt = &defaults;
+    TG_TRY(tg__image_options_check(opt));
     TG_CHECK(tg_png_available(), TG_EUNSUPPORTED,
              "image_folder_load: tapegrad was built without PNG support "
              "(configure with meson -Dpng=enabled and libpng installed)");
@@ -262,10 +303,13 @@ int tg_image_folder_load(tg_dataset **out, const char *root, int channels)
     tg_dataset *ds = NULL;
     int rc;
     TG_TRY_GOTO(list_samples(&classes, &files, &label_v, root));
-    TG_TRY_GOTO(read_images(&images, &files, channels));
+    TG_TRY_GOTO(read_images(&images, &files, opt));
     int64_t n = (int64_t)files.n;
     TG_TRY_GOTO(tg_tensor_from_data(&labels, TG_I64, 1, &n, label_v));
-    TG_TRY_GOTO(tg_dataset_from_tensors(&ds, images, labels));
+    if (tg_tensor_dtype(images) == TG_F32)
+        TG_TRY_GOTO(tg__dataset_from_unit_images(&ds, images, labels));
+    else
+        TG_TRY_GOTO(tg_dataset_from_tensors(&ds, images, labels));
     TG_TRY_GOTO(tg__dataset_set_class_names(ds, (int)classes.n, (const char *const *)classes.v));
     *out = ds;
     ds = NULL;
@@ -277,4 +321,11 @@ done:
     list_free(&files);
     list_free(&classes);
     return rc;
+}
+
+int tg_image_folder_load(tg_dataset **out, const char *root, int channels)
+{
+    tg_image_folder_options o = TG_IMAGE_FOLDER_OPTIONS_INIT;
+    o.channels = channels;
+    return tg_image_folder_load_ex(out, root, &o);
 }

@@ -10,10 +10,14 @@
  * last, partial run (without drop_last) of L positions is padded to
  * ceil(L / w) w with the epoch's first samples, positions n, n + 1, ...
  * reading order[0], order[1], ... (PyTorch's DistributedSampler pads its
- * indices the same way), so every rank's last batch has the same size. */
+ * indices the same way), so every rank's last batch has the same size.
+ *
+ * An augmentation (src/data/augment.c) changes each batch sample by sample,
+ * each sample's draw a function of (seed, epoch, its dataset index). */
 #include <string.h>
 
 #include "core/core.h"
+#include "data/augment.h"
 #include "data/loader_check.h"
 #include "tapegrad/data.h"
 
@@ -25,6 +29,7 @@ struct tg_loader {
     int64_t index;            /* samples of this epoch already handed out */
     int64_t *order;           /* (n) the sample order of this epoch, owned */
     int rank, world;          /* the shard: rank's slice of each run of world * batch */
+    tg__augment *aug;         /* owned; NULL: none */
 };
 
 /* order[0..n) = a uniformly random permutation: for i = n-1 down to 1, swap
@@ -71,6 +76,7 @@ void tg_loader_free(tg_loader *ld)
 {
     if (!ld) return;
     tg_dataset_release(ld->ds);
+    tg__augment_free(ld->aug);
     free(ld->order);
     free(ld);
 }
@@ -96,17 +102,32 @@ int tg_loader_next(tg_loader *ld, tg_tensor **images, tg_tensor **labels)
     /* len, padded to a multiple of the world (<= run, itself one) */
     int64_t len = left < run ? left : run, share = (len + ld->world - 1) / ld->world;
     int64_t from = ld->index + share * ld->rank;
-    if (from + share <= ld->n) {
-        TG_TRY(tg_dataset_batch(images, labels, ld->ds, ld->order + from, share));
-    } else {
-        int64_t *ids = padded_ids(ld, from, share);
-        if (!ids) return TG_ENOMEM;
-        int rc = tg_dataset_batch(images, labels, ld->ds, ids, share);
-        free(ids);
-        TG_TRY(rc);
+    int64_t *ids = from + share <= ld->n ? ld->order + from : padded_ids(ld, from, share);
+    if (!ids) return TG_ENOMEM;
+    tg_tensor *x = NULL, *y = NULL;
+    int rc = tg_dataset_batch(&x, &y, ld->ds, ids, share);
+    if (rc == 0 && ld->aug)
+        rc = tg__augment_apply(ld->aug, ld->ds, &x, ids, ld->opt.seed, ld->epoch);
+    if (ids != ld->order + from) free(ids);
+    if (rc < 0) {
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+        return rc;
     }
+    *images = x;
+    *labels = y;
     ld->index += len;
     return 1;
+}
+
+int tg_loader_set_augment(tg_loader *ld, const tg_augment_options *opt)
+{
+    TG_CHECK(ld != NULL, TG_EINVAL, "loader_set_augment: ld must not be NULL");
+    tg__augment *a = NULL;
+    if (opt) TG_TRY(tg__augment_new(&a, opt, ld->ds));
+    tg__augment_free(ld->aug);
+    ld->aug = a;
+    return TG_OK;
 }
 
 int tg__loader_position_check(const tg_loader *ld, int64_t epoch, int64_t index)
