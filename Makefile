@@ -8,9 +8,8 @@ PACKAGES   := meson ninja-build pkg-config gcc libopenblas-dev uthash-dev \
               libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx nodejs \
               libopenmpi-dev openmpi-bin dataset-fashion-mnist cmake
 # PyTorch, the oracle of the tests that run it live (the ONNX export of
-# examples/dcgan_torch.py, the goldens' script) and the peer of the benchmarks;
-# torchvision for scripts/make_transforms_goldens.py.
-TORCH_PACKAGES := python3-torch python3-torchvision
+# examples/dcgan_torch.py, the goldens' script) and the peer of the benchmarks.
+TORCH_PACKAGES := python3-torch
 # The browser test (tests/browser): skipped, with the reason, where Chromium
 # cannot be installed.
 BROWSER_PACKAGES := chromium
