@@ -137,6 +137,9 @@ Test(cli_dcgan, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
         {"--time-budget", "0x10", "bad value '0x10' for --time-budget: a number of seconds"},
         {"--sample", "5000", "bad value '5000' for --sample: an integer in 1..4096"},
         {"--data", "", "bad value '' for --data: a path, not empty"},
+        {"--images", "", "bad value '' for --images: a path, not empty"},
+        {"--hflip", "1.5", "bad value '1.5' for --hflip: a probability in [0, 1]"},
+        {"--hflip", "-0.1", "bad value '-0.1' for --hflip: a probability in [0, 1]"},
         {"--out", "--help", "option '--out' needs a value, got the option '--help'"},
         {"--resume", "--overwrite", "option '--resume' needs a value, got the option"},
     };
@@ -150,9 +153,12 @@ Test(cli_dcgan, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
     th_tmp_path(out, sizeof out, "out");
     cr_assert(eq(int, DCGAN("--out", out, "--resume", "auto", "--overwrite"), 2));
     th_expect_in(th_err, "--resume continues a run and --overwrite starts a new one");
+    cr_assert(eq(int, DCGAN("--out", out, "--data", out, "--images", out), 2));
+    th_expect_in(th_err, "--data reads IDX files and --images PNGs: give one of them");
     static const char *const ignored[][2] = {
         {"--epochs", "2"}, {"--max-steps", "5"}, {"--data", "/nonexistent"},
-        {"--time-budget", "1"}, {"--log-every", "3"},
+        {"--time-budget", "1"}, {"--log-every", "3"}, {"--images", "/nonexistent"},
+        {"--hflip", "0.5"},
     };
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
         cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", ignored[i][0], ignored[i][1]), 2),
@@ -162,6 +168,69 @@ Test(cli_dcgan, dcgan_option_errors_name_the_rule_and_conflicts_are_refused)
     cr_assert(eq(int, DCGAN("--out", out, "--sample", "4", "--overwrite"), 2));
     th_expect_in(th_err, "--overwrite has no effect with --sample");
     cr_assert(not(file_exists(out, "samples.png") || file_exists(out, "checkpoint.safetensors")));
+}
+
+/* n PNGs of sizes from 20 x 24 to 36 x 46 in two class folders under
+ * imgs/, each a ramp from dark on the left to light on the right (so that
+ * an image and its mirror differ). */
+static void write_png_folder(int n)
+{
+    char p[512], rel[64];
+    mkdir(th_tmp_path(p, sizeof p, "imgs"), 0755);
+    mkdir(th_tmp_path(p, sizeof p, "imgs/a"), 0755);
+    mkdir(th_tmp_path(p, sizeof p, "imgs/b"), 0755);
+    for (int i = 0; i < n; i++) {
+        const int h = 20 + (3 * i) % 17, w = 24 + (5 * i) % 23;
+        double *v = malloc(sizeof *v * (size_t)(h * w));
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) v[y * w + x] = 255.0 * x / (w - 1) * (0.5 + 0.5 * (i % 2));
+        tg_tensor *t = th_tensor_from(TG_F64, 4, (int64_t[]){1, 1, h, w}, v);
+        snprintf(rel, sizeof rel, "imgs/%c/%02d.png", i % 2 ? 'b' : 'a', i);
+        cr_assert(eq(int, tg_png_write_grid(th_tmp_path(p, sizeof p, rel), t, 1, 0, 255, 0), 0),
+                  "%s", tg_error_message());
+        tg_tensor_release(t);
+        free(v);
+    }
+}
+
+/* --images trains on a folder of PNGs of several sizes (brought to 28 x 28);
+ * --hflip 1 trains on their mirrors, so its generator differs from the one
+ * without flips, which --hflip 0 reproduces byte for byte; resuming on a
+ * folder of another size is refused, naming --images. */
+Test(cli_dcgan, dcgan_trains_on_a_png_folder_with_flips)
+{
+    if (!tg_png_available()) {
+        th_not_run("this build has no PNG support: --images reads PNGs");
+        return;
+    }
+    write_png_folder(20);
+    char imgs[256], out[3][256], gen[3][512];
+    th_tmp_path(imgs, sizeof imgs, "imgs");
+    static const char *const flips[3] = {NULL, "1", "0"};
+    size_t n[3] = {0};
+    char *bytes[3];
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "out%d", k);
+        th_tmp_path(out[k], sizeof out[k], name);
+        const char *flag = flips[k] ? "--hflip" : "--seed";
+        const char *val = flips[k] ? flips[k] : "0";
+        cr_assert(eq(int, DCGAN("--images", imgs, "--out", out[k], "--batch", "4", "--max-steps",
+                                "3", "--g-ch", "16", "--d-ch", "8", "--threads", "1", flag, val),
+                     0),
+                  "%s", th_err);
+        th_expect_in(th_err, "dcgan: 20 images, batch 4");
+        snprintf(gen[k], sizeof gen[k], "%s/generator.safetensors", out[k]);
+        bytes[k] = th_read_file(gen[k], &n[k]);
+        cr_assert(bytes[k] != NULL && n[k] > 1000);
+    }
+    cr_assert(n[0] != n[1] || memcmp(bytes[0], bytes[1], n[0]) != 0,
+              "--hflip 1 trained the same generator as no flips");
+    th_expect_same_bytes(gen[2], bytes[0], n[0]);
+    for (int k = 0; k < 3; k++) free(bytes[k]);
+    write_png_folder(22);
+    cr_assert(eq(int, DCGAN("--images", imgs, "--out", out[0], "--resume", "auto"), 1));
+    th_expect_in(th_err, "the checkpoint was trained on 20 images and --images has 22");
 }
 
 /* --help names every value --amp accepts and its default, and the thread

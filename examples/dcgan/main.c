@@ -225,9 +225,9 @@ static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
     long long n;
     int rc = TG_OK;
     if (data && sscanf(data, "images=%lld", &n) == 1 && n != tg_dataset_size(ds))
-        rc = tg_error_set(TG_EINVAL, "the checkpoint was trained on %lld images and --data "
+        rc = tg_error_set(TG_EINVAL, "the checkpoint was trained on %lld images and %s "
                           "has %lld: a resumed run continues on the same data", n,
-                          (long long)tg_dataset_size(ds));
+                          r->a->images ? "--images" : "--data", (long long)tg_dataset_size(ds));
     if (rc >= 0) rc = dcgan_opts_from_meta(&r->a->train, f);
     /* dcgan_trainer_new is collective under --ddp: a rank whose copy of the
      * checkpoint is refused must not leave the others waiting in it */
@@ -366,6 +366,19 @@ static int finish(run *r)
     return rc;
 }
 
+/* The training set: --images' PNGs brought to the model's 1 x 28 x 28 as
+ * torchvision's T.Grayscale(), T.Resize(28), T.CenterCrop(28) would; else
+ * --data's IDX files (Fashion-MNIST's by default). */
+static int load_data(tg_dataset **ds, const app_opts *a)
+{
+    if (!a->images) return tg_fashion_mnist_load(ds, a->data, true);
+    tg_image_folder_options o = TG_IMAGE_FOLDER_OPTIONS_INIT;
+    o.channels = 1;
+    o.resize[0] = 28;
+    o.center_crop[0] = o.center_crop[1] = 28;
+    return tg_image_folder_load_ex(ds, a->images, &o);
+}
+
 /* Trains from scratch, or from the checkpoint f (--resume; NULL otherwise). */
 static int train(app_opts *a, const tg_st_file *f)
 {
@@ -376,12 +389,17 @@ static int train(app_opts *a, const tg_st_file *f)
     if (agree(out_rc ? tg_error_set(TG_EINVAL, "--out refused") : TG_OK) < 0)
         return out_rc ? out_rc : 1;
     tg_dataset *ds = NULL;
-    int rc = agree(tg_fashion_mnist_load(&ds, a->data, true));
+    int rc = agree(load_data(&ds, a));
     if (rc < 0) {
         tg_dataset_release(ds);
-        return fail(a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
+        return fail(a->images ? a->images : a->data ? a->data : TG_FASHION_MNIST_DIR, rc);
     }
     rc = f ? resume(&r, ds, f) : dcgan_trainer_new(&r.t, &a->train, ds);
+    if (rc >= 0 && a->hflip > 0) {
+        tg_augment_options aug = TG_AUGMENT_OPTIONS_INIT;
+        aug.hflip_p = a->hflip;
+        rc = tg_loader_set_augment(r.t->ld, &aug);
+    }
     rc = agree(rc);
     tg_dataset_release(ds);
     if (rc >= 0 && tg_loader_num_batches(r.t->ld) == 0) {

@@ -31,6 +31,13 @@ static const char usage[] =
     "  --threads N         threads, 1..256 (default: TG_NUM_THREADS, else\n"
     "                      OMP_NUM_THREADS, else the CPUs)\n"
     "  --data DIR          IDX folder (default " TG_FASHION_MNIST_DIR ")\n"
+    "  --images DIR        train on PNGs instead, laid out as torchvision's\n"
+    "                      ImageFolder (DIR/<class>/.../*.png), of any sizes: read\n"
+    "                      as grey, the shorter side resized to 28, the centre\n"
+    "                      cropped to 28x28 (T.Resize(28), T.CenterCrop(28))\n"
+    "  --hflip P           flip each training image left-right with probability P\n"
+    "                      in [0, 1] (T.RandomHorizontalFlip; default 0).  Not saved\n"
+    "                      in the checkpoint: give it again on --resume\n"
     "  --loss bce|wgan-gp  GAN loss (default bce)\n"
     "  --amp bf16|f16|off  autocast the forward passes: half compute, f32 master\n"
     "                      weights (f16 with loss scaling); off: all f32 (default off)\n"
@@ -95,12 +102,14 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
     int64_t n;
     dcgan_opts *t = &o->train;
     const int64_t big = INT64_MAX;
-    if (!strcmp(name, "--out") || !strcmp(name, "--resume") || !strcmp(name, "--data")) {
+    if (!strcmp(name, "--out") || !strcmp(name, "--resume") || !strcmp(name, "--data") ||
+        !strcmp(name, "--images")) {
         *rule = "a path, not empty";
         if (val[0] == '\0') return -1;
         const char **dst = !strcmp(name, "--out")      ? &o->out
                            : !strcmp(name, "--resume") ? &o->resume
-                                                       : &o->data;
+                           : !strcmp(name, "--data")   ? &o->data
+                                                       : &o->images;
         *dst = val;
         return 0;
     }
@@ -161,6 +170,10 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
     if (!strcmp(name, "--snapshot-every")) {
         *rule = "a number of seconds > 0";
         return parse_f64(val, &o->snapshot_every) || !(o->snapshot_every > 0) ? -1 : 0;
+    }
+    if (!strcmp(name, "--hflip")) {
+        *rule = "a probability in [0, 1]";
+        return parse_f64(val, &o->hflip) || !(o->hflip >= 0 && o->hflip <= 1) ? -1 : 0;
     }
     if (!strcmp(name, "--ema")) {
         *rule = "a number in (0, 1)";
@@ -252,7 +265,8 @@ int app_opts_check_checkpoint(const app_opts *o, const dcgan_opts *ck)
 static bool training_only(const char *name)
 {
     static const char *const names[] = {"--epochs", "--max-steps", "--overwrite", "--data",
-                                        "--time-budget", "--log-every", "--snapshot-every"};
+                                        "--images", "--hflip", "--time-budget", "--log-every",
+                                        "--snapshot-every"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!strcmp(name, names[k])) return true;
     return false;
@@ -319,6 +333,10 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     if (o->resume && o->overwrite) {
         fprintf(stderr, "dcgan: --resume continues a run and --overwrite starts a new one: "
                 "give one of them\n");
+        return -1;
+    }
+    if (o->data && o->images) {
+        fprintf(stderr, "dcgan: --data reads IDX files and --images PNGs: give one of them\n");
         return -1;
     }
     if (o->train.sync_bn && !o->ddp) {

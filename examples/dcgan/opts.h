@@ -22,6 +22,8 @@ typedef struct app_opts {
     const char *resume;       /* NULL, a path, or "auto" */
     int threads;              /* 0: leave the libraries' defaults */
     const char *data;         /* IDX folder; NULL: Fashion-MNIST */
+    const char *images;       /* PNG folder (ImageFolder layout) instead of IDX; or NULL */
+    double hflip;             /* probability of a left-right flip per training image */
     int64_t sample;           /* > 0: write that many samples and exit */
     const char *export_onnx;  /* NULL, or where to write the generator as ONNX */
     double time_budget;       /* seconds; 0: none */
