@@ -196,9 +196,9 @@ Test(transforms, a_folder_of_mixed_sizes_loads)
     NEEDS_PNG();
     tg_st_file *g = th_golden_load("transforms.safetensors");
     write_folder(g);
-    int64_t rs[1], cp[2];
-    ints(meta(g, "folder.resize", 0), rs, 1);
-    ints(meta(g, "folder.crop", 0), cp, 2);
+    int64_t rs[1] = {0}, cp[2] = {0};
+    cr_assert(eq(int, ints(meta(g, "folder.resize", 0), rs, 1), 1));
+    cr_assert(eq(int, ints(meta(g, "folder.crop", 0), cp, 2), 2));
     for (int grey = 0; grey < 2; grey++) {
         tg_image_folder_options o = {grey ? 1 : 3, {rs[0], 0}, 0, {cp[0], cp[1]}};
         tg_dataset *ds = NULL;
