@@ -70,6 +70,7 @@ Test(loss_modules, every_case_matches_torch)
     tg_st_file *f = th_golden_load("loss_modules.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
     cr_assert(n > 0);
+    int n_ce = 0;
     for (int i = 0; i < n; i++) {
         char c[32], key[96];
         snprintf(c, sizeof c, "case%d", i);
@@ -97,12 +98,22 @@ Test(loss_modules, every_case_matches_torch)
         char what[96];
         snprintf(what, sizeof what, "%s %s %s", c, cls, th_golden_meta(f, c, "red"));
         th_expect_close(what, y, th_golden_get(f, c, "y"), 1e-12);
+        if (!strcmp(cls, "CrossEntropyLoss")) {   /* F.cross_entropy, the function */
+            tg_tensor *yf = NULL;
+            rc = tg_cross_entropy_ex(&yf, xs[0], xs[1], w, (int64_t)a[0],
+                                     th_reduction_of(th_golden_meta(f, c, "red")), a[1]);
+            cr_assert(eq(int, rc, TG_OK), "%s: %s", what, tg_error_message());
+            th_expect_close(what, yf, th_golden_get(f, c, "y"), 1e-12);
+            tg_tensor_release(yf);
+            n_ce++;
+        }
         th_expect_state_keys(m, th_golden_meta(f, c, "keys"));
         snprintf(key, sizeof key, "%s.state", c);
         th_expect_state(m, f, key, 0);
         tg_tensor_release(y);
         tg_module_release(m);
     }
+    cr_assert(n_ce >= 10, "%d CrossEntropyLoss cases", n_ce);
     tg_st_free(f);
 }
 
@@ -475,6 +486,35 @@ Test(loss_modules, bad_options_are_refused)
     OK(tg_nn_bce_loss_new(&m, w2, TG_REDUCTION_SUM));
     tg_module_release(m);
     th_release_all(3, (tg_tensor *[]){wi, w2, w});
+}
+
+/* tg_cross_entropy_ex's own refusals, each naming the rule. */
+Test(loss_modules, cross_entropy_ex_refusals)
+{
+    tg_tensor *x = th_rand_uniform(TG_F64, 2, (int64_t[]){4, 3}, 1);
+    tg_tensor *t = th_tensor_from(TG_I64, 1, (int64_t[]){4}, (double[]){0, 2, 1, 2});
+    tg_tensor *p = th_rand_uniform(TG_F64, 2, (int64_t[]){4, 2}, 2);
+    tg_tensor *w = th_tensor_from(TG_F64, 1, (int64_t[]){2}, (double[]){1, 2});
+    tg_tensor *z = th_tensor_from(TG_F64, 0, NULL, (double[]){1});
+    tg_tensor *y = NULL;
+    const tg_reduction mean = TG_REDUCTION_MEAN;
+    th_expect_refused(tg_cross_entropy_ex(&y, NULL, t, NULL, -100, mean, 0), TG_EINVAL,
+                      "out, input and target must not be NULL", y);
+    th_expect_refused(tg_cross_entropy_ex(&y, x, t, NULL, -100, mean, 1.5), TG_EINVAL,
+                      "label_smoothing=1.5 must be in [0, 1]", y);
+    th_expect_refused(tg_cross_entropy_ex(&y, x, t, NULL, -100, mean, NAN), TG_EINVAL,
+                      "label_smoothing", y);
+    th_expect_refused(tg_cross_entropy_ex(&y, z, t, NULL, -100, mean, 0), TG_ESHAPE,
+                      "input is 0-d", y);
+    th_expect_refused(tg_cross_entropy_ex(&y, x, p, NULL, -100, mean, 0), TG_ESHAPE,
+                      "a float target (class probabilities) must have input's shape", y);
+    th_expect_refused(tg_cross_entropy_ex(&y, x, x, w, -100, mean, 0.1), TG_ESHAPE,
+                      "weight has 2 elements; input has 3 classes", y);
+    OK(tg_cross_entropy_ex(&y, x, t, NULL, -100, mean, 0));   /* the plain case */
+    tg_tensor *want = NULL;
+    OK(tg_cross_entropy(&want, x, t, mean));
+    th_expect_close("cross_entropy_ex = cross_entropy", y, want, 0);
+    th_release_all(7, (tg_tensor *[]){x, t, p, w, z, y, want});
 }
 
 Test(loss_modules, modules_copy)

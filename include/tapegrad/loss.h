@@ -86,10 +86,28 @@ TG_API int tg_huber_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
  * subtracted before exp (a row holding +inf is NaN, value and gradient, as in
  * PyTorch).  A target of -100 is ignored, as by PyTorch's default
  * ignore_index (loss 0, left out of the mean); any other target outside
- * [0, C) is TG_EINVAL naming its index.  For class weights or another
- * ignore_index, call tg_log_softmax and tg_nll_loss. */
+ * [0, C) is TG_EINVAL naming its index.  For class weights, another
+ * ignore_index, label smoothing or other shapes: tg_cross_entropy_ex. */
 TG_API int tg_cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target,
                             tg_reduction red);
+/* F.cross_entropy(input, target, weight, ignore_index=ignore_index,
+ * reduction=red, label_smoothing=label_smoothing) in full: input (C),
+ * (N, C) or (N, C, d1, ...) logits; target class indices (i64 of input's
+ * shape without the class dim: (), (N) or (N, d1, ...)) or class
+ * probabilities (a float target of input's shape); weight NULL or (C).
+ * The loss is nll_loss(log_softmax(input, class dim), target, weight,
+ * red, ignore_index), and with label smoothing e in [0, 1] as torch's,
+ * (1 - e) of that plus e / C of the smoothing term: -sum_c w[c] logp[c]
+ * per target (0 where ignored), reduced by red (MEAN: divided by the
+ * weights of the targets not ignored).  Probability targets p give
+ * -sum_c w[c] logp[c] p'[c] with p' = (1 - e) p + e / C (MEAN: over the
+ * numel / C targets).  Differentiable to any order.  TG_EINVAL for NULL
+ * out, input or target, or e outside [0, 1]; TG_ESHAPE for a 0-d input,
+ * or a float target or a weight of the wrong shape; the rest as
+ * tg_nll_loss's. */
+TG_API int tg_cross_entropy_ex(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                               tg_tensor *weight, int64_t ignore_index, tg_reduction red,
+                               double label_smoothing);
 
 /* F.binary_cross_entropy_with_logits(logits, target, weight, reduction,
  * pos_weight=pos_weight): weight * ((1 - t) x + lw * softplus(-x)) with lw
