@@ -186,10 +186,10 @@ static int check_sorter(const char *op, const tg_tensor *seq, const tg_tensor *s
     if (!o) return TG_ENOMEM;
     for (int64_t i = 0; i < nel; i++)
         if (o[i] < 0 || o[i] >= n) {
+            const long long bad = (long long)o[i];
             tg__work_free(o);
             return tg__error(TG_EINVAL, "%s: sorter's element %lld is %lld, out of range for "
-                             "rows of %lld elements", op, (long long)i, (long long)o[i],
-                             (long long)n);
+                             "rows of %lld elements", op, (long long)i, bad, (long long)n);
         }
     *order = o;
     return TG_OK;
