@@ -20,22 +20,32 @@ typedef struct ce_opts {
     double label_smoothing;
 } ce_opts;
 
+/* t times the class weights w (C), viewed as (1, C, 1, ...) along t's class
+ * dim cdim; t itself (a new reference) when w is NULL. */
+static int times_class_weight(tg_tensor **out, tg_tensor *t, tg_tensor *w, int cdim)
+{
+    if (!w) {
+        *out = tg_tensor_retain(t);
+        return TG_OK;
+    }
+    int64_t shape[TG_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
+    tg_tensor *wv = NULL;
+    int rc = tg_reshape(&wv, w, t->ndim, shape);
+    if (rc >= 0) rc = tg_mul(out, t, wv);
+    tg_tensor_release(wv);
+    return rc;
+}
+
 /* The label-smoothing term reduce(s) of the opening comment, logp (N, C,
  * d...) or (C) with the class dim cdim, target (N, d...) or 0-d. */
 static int smooth_term(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_tensor *w,
                        int cdim, const ce_opts *s)
 {
-    tg_tensor *wv = NULL, *prod = NULL, *neg = NULL, *ign = NULL, *sm = NULL, *tot = NULL;
+    tg_tensor *prod = NULL, *neg = NULL, *ign = NULL, *sm = NULL, *tot = NULL;
     tg_tensor *den = NULL, *safe = NULL, *flat = NULL, *wt = NULL, *mflat = NULL, *wm = NULL;
     int rc = TG_OK;
-    if (w) {   /* weight (C) viewed as (1, C, 1, ...) to broadcast against logp */
-        int64_t shape[TG_MAX_DIMS];
-        for (int i = 0; i < logp->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
-        TG_TRY_GOTO(tg_reshape(&wv, w, logp->ndim, shape));
-        TG_TRY_GOTO(tg_mul(&prod, logp, wv));
-    } else {
-        prod = tg_tensor_retain(logp);
-    }
+    TG_TRY_GOTO(times_class_weight(&prod, logp, w, cdim));
     TG_TRY_GOTO(tg_sum_dims(&sm, prod, 1, &cdim, false));
     TG_TRY_GOTO(tg_neg(&neg, sm));   /* -sum_c w[c] logp[c] */
     tg_tensor_release(sm);
@@ -68,7 +78,6 @@ static int smooth_term(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_t
     }
     rc = tg_div(out, tot, den);
 done:
-    tg_tensor_release(wv);
     tg_tensor_release(prod);
     tg_tensor_release(neg);
     tg_tensor_release(ign);
@@ -89,7 +98,7 @@ done:
 static int prob_target(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tensor *logp,
                        tg_tensor *p, int cdim)
 {
-    tg_tensor *ps = NULL, *pt = NULL, *wv = NULL, *prod = NULL, *pw = NULL, *sum = NULL;
+    tg_tensor *ps = NULL, *pt = NULL, *prod = NULL, *pw = NULL, *sum = NULL;
     const double c = (double)logp->shape[cdim], e = s->label_smoothing;
     int rc = TG_OK;
     if (e > 0) {
@@ -99,14 +108,7 @@ static int prob_target(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tensor 
         pt = tg_tensor_retain(p);
     }
     TG_TRY_GOTO(tg_mul(&prod, logp, pt));
-    if (w) {   /* weight (C) viewed as (1, C, 1, ...) */
-        int64_t shape[TG_MAX_DIMS];
-        for (int i = 0; i < logp->ndim; i++) shape[i] = i == cdim ? w->shape[0] : 1;
-        TG_TRY_GOTO(tg_reshape(&wv, w, logp->ndim, shape));
-        TG_TRY_GOTO(tg_mul(&pw, prod, wv));
-    } else {
-        pw = tg_tensor_retain(prod);
-    }
+    TG_TRY_GOTO(times_class_weight(&pw, prod, w, cdim));
     if (s->red == TG_REDUCTION_NONE) {
         TG_TRY_GOTO(tg_sum_dims(&sum, pw, 1, &cdim, false));
         rc = tg_neg(y, sum);
@@ -121,7 +123,6 @@ static int prob_target(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tensor 
 done:
     tg_tensor_release(ps);
     tg_tensor_release(pt);
-    tg_tensor_release(wv);
     tg_tensor_release(prod);
     tg_tensor_release(pw);
     tg_tensor_release(sum);
