@@ -1,15 +1,17 @@
 /* bench/indexing: the time of one cumsum, gather, index_select,
- * scatter_add, index_add or topk call (the forward), for bench/indexing.py
+ * scatter_add, index_add, topk or argmax call (the forward), for
+ * bench/indexing.py
  * (which runs the same call in PyTorch and gives the ratio).
  *
- *   indexing --op cumsum|gather|index_select|scatter_add|index_add|topk
+ *   indexing --op cumsum|gather|index_select|scatter_add|index_add|topk|argmax
  *            --shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16]
  *            [--threads T] [--repeat R (20)]
  *
  * x (and src) are U[-1, 1) in the dtype.  gather and scatter_add take an
  * index of x's shape, index_select and index_add one of L values (default:
  * x's extent at dim); index values are uniform over x's extent at dim.
- * topk takes the L largest along dim (values and indices, sorted).
+ * topk takes the L largest along dim (values and indices, sorted), argmax
+ * the index of each line's largest along dim.
  * After three calls of warmup, times R calls and prints one JSON line with
  * the median in ms. */
 #include <inttypes.h>
@@ -48,6 +50,7 @@ static void call(const void *arg)
     else if (!strcmp(c->op, "scatter_add"))
         CHECK(tg_scatter_add(&y, c->x, c->dim, c->index, c->src));
     else if (!strcmp(c->op, "topk")) CHECK(tg_topk(&y, &i, c->x, c->k, c->dim, true, true));
+    else if (!strcmp(c->op, "argmax")) CHECK(tg_argmax_dim(&y, c->x, c->dim, false));
     else CHECK(tg_index_add(&y, c->x, c->dim, c->index, c->src));
     tg_tensor_release(y);
     tg_tensor_release(i);
@@ -55,7 +58,8 @@ static void call(const void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add|topk "
+    fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add|topk|"
+                    "argmax "
                     "--shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16] "
                     "[--threads T] [--repeat R]\n");
     return 2;
@@ -91,7 +95,7 @@ int main(int argc, char **argv)
     tg_dtype dt = TG_F32;
     index_case c = {.op = NULL};
     static const char *const ops[] = {"cumsum", "gather", "index_select", "scatter_add",
-                                      "index_add", "topk"};
+                                      "index_add", "topk", "argmax"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--threads")  ? &threads
@@ -130,7 +134,7 @@ int main(int argc, char **argv)
     if (select) ishape[c.dim] = len >= 0 ? len : shape[c.dim];
     c.k = len >= 0 ? len : 1;
     if (!strcmp(c.op, "topk") && c.k > shape[c.dim]) return usage();
-    if (strcmp(c.op, "cumsum") && strcmp(c.op, "topk")) {
+    if (strcmp(c.op, "cumsum") && strcmp(c.op, "topk") && strcmp(c.op, "argmax")) {
         c.index = select ? random_index(1, &ishape[c.dim], shape[c.dim])
                          : random_index(nd, ishape, shape[c.dim]);
         if (strstr(c.op, "add")) c.src = random_values(dt, nd, ishape, &rng);

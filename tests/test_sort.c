@@ -192,7 +192,8 @@ Test(sort, selections_agree_with_sort)
  * quickselect past that) and just past those bounds: the indices are
  * argsort's first k, ties and NaNs
  * included, in both directions, for f64, f32 (with -0.0) and i64, along the
- * last dim and along dim 0. */
+ * last dim and along dim 0, strided and contiguous (k = 1 on contiguous f32
+ * and f64 rows is the one pass without the sort). */
 Test(sort, selecting_rows_gives_the_sorted_indices)
 {
     uint64_t s = 23;
@@ -203,16 +204,17 @@ Test(sort, selecting_rows_gives_the_sorted_indices)
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof dts / sizeof *dts; b++) {
             const int64_t n = ns[a];
-            tg_tensor *x64 = tied_rows(&s, 3, n), *x = NULL, *xt = NULL;
+            tg_tensor *x64 = tied_rows(&s, 3, n), *x = NULL, *xt = NULL, *xc = NULL;
             double *d = tg_tensor_data(x64);
             for (int64_t e = 0; e < 3 * n; e++)
                 if (dts[b] == TG_I64 && isnan(d[e])) d[e] = 7;
                 else if (d[e] == 0 && e % 2) d[e] = -0.0;
             OK(tg_to_dtype(&x, x64, dts[b]));
             OK(tg_transpose(&xt, x, 0, 1));   /* rows along dim 0, strided */
+            OK(tg_contiguous(&xc, xt));       /* rows along dim 0, inner 3 */
             for (int desc = 0; desc < 2; desc++)
-                for (int t = 0; t < 2; t++) {
-                    tg_tensor *src = t ? xt : x, *order = NULL;
+                for (int t = 0; t < 3; t++) {
+                    tg_tensor *src = t == 0 ? x : t == 1 ? xt : xc, *order = NULL;
                     const int dim = t ? 0 : 1;
                     OK(tg_argsort(&order, src, dim, desc));
                     for (size_t c = 0; c < sizeof ks / sizeof *ks && ks[c] <= n; c++) {
@@ -242,10 +244,75 @@ Test(sort, selecting_rows_gives_the_sorted_indices)
                     }
                     tg_tensor_release(order);
                 }
-            th_release_all(3, (tg_tensor *[]){x64, x, xt});
+            th_release_all(4, (tg_tensor *[]){x64, x, xt, xc});
         }
     cr_assert(selected > 100 && quick > 20, "%d cases on the selecting paths, %d by quickselect",
               selected, quick);
+}
+
+/* Line e of x (n, inner) seen as (o, n, inner) for the one-pass test:
+ * mode e % 4 gives lines without NaN, with a few, all NaN, and of
+ * infinities and NaN; every line has ties and both zeros. */
+static double line_value(uint64_t *s, int64_t e)
+{
+    static const double pool[] = {-INFINITY, -1.0, -0.0, 0.0, 1.0, INFINITY};
+    const int64_t mode = e % 4, v = th_rand_int(s, 0, 19);
+    if (mode == 2 || (mode == 1 && v == 0) || (mode == 3 && v < 10)) return NAN;
+    return mode == 3 ? pool[v % 2 ? 0 : 5] : pool[v % 6];
+}
+
+/* topk and kthvalue with k = 1, argmax and argmin of an f32 or f64 x in
+ * contiguous memory take one pass over x (lanes along the last dim, blocks
+ * of columns along another); the same values in a strided view take the
+ * rows of f64 that the sort reads: the indices are the same, for lines
+ * shorter and longer than the lanes, inner extents past one block. */
+Test(sort, first_position_in_one_pass_equals_the_rows_path)
+{
+    uint64_t s = 31;
+    const int64_t ns[] = {1, 2, 7, 8, 15, 16, 17, 33, 64, 100, 257};
+    const int64_t inners[] = {1, 3, 300};
+    int cases = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+            for (size_t b = 0; b < sizeof inners / sizeof *inners; b++) {
+                const int64_t o = 1 + (int64_t)(a % 3), n = ns[a], in = inners[b];
+                tg_tensor *z = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){o, n, in, 2}, 0, 1);
+                double *zd = tg_tensor_data(z);
+                for (int64_t e = 0; e < o * n * in; e++)   /* line (e / (n in), e % in) */
+                    zd[2 * e] = line_value(&s, (e / (n * in)) * in + e % in);
+                tg_tensor *zz = NULL, *view = NULL, *ref = NULL, *x = NULL;
+                OK(tg_to_dtype(&zz, z, dt ? TG_F32 : TG_F64));
+                OK(tg_narrow(&view, zz, 3, 0, 1));
+                OK(tg_squeeze(&ref, view, 3));   /* strided: the rows path */
+                OK(tg_contiguous(&x, ref));     /* the one pass */
+                cr_assert(tg_tensor_is_contiguous(x));
+                cr_assert(n * in == 1 || tg_tensor_is_contiguous(ref) == false);
+                for (int f = 0; f < 6; f++) {
+                    tg_tensor *got = NULL, *want = NULL, *v = NULL;
+                    for (int t = 0; t < 2; t++) {
+                        tg_tensor *src = t ? ref : x, **r = t ? &want : &got;
+                        if (f == 0) OK(tg_argmax_dim(r, src, 1, false));
+                        if (f == 1) OK(tg_argmin_dim(r, src, 1, false));
+                        if (f == 2) OK(tg_topk(&v, r, src, 1, 1, true, true));
+                        if (f == 3) OK(tg_topk(&v, r, src, 1, 1, false, true));
+                        if (f == 4) OK(tg_kthvalue(&v, r, src, 1, 1, false));
+                        if (f == 5) OK(tg_argmax(r, src));
+                        tg_tensor_release(v);
+                        v = NULL;
+                    }
+                    const int64_t m = tg_tensor_numel(got);
+                    cr_assert(eq(i64, m, tg_tensor_numel(want)));
+                    for (int64_t e = 0; e < m; e++)
+                        cr_assert(eq(dbl, th_at(got, e), th_at(want, e)),
+                                  "fn %d %s o %lld n %lld inner %lld at %lld", f,
+                                  dt ? "f32" : "f64", (long long)o, (long long)n,
+                                  (long long)in, (long long)e);
+                    th_release_all(2, (tg_tensor *[]){got, want});
+                    cases++;
+                }
+                th_release_all(5, (tg_tensor *[]){z, zz, view, ref, x});
+            }
+    cr_assert(eq(int, cases, 2 * 11 * 3 * 6));
 }
 
 typedef struct sel_case {

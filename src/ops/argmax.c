@@ -6,7 +6,9 @@
  * The index of a row's maximum is that of its first NaN if it has one,
  * else that of the first element equal to the largest; the same for the
  * minimum.  PyTorch 1.13's CPU kernels of max(x, dim), argmax and their min
- * forms all pick these elements.
+ * forms all pick these elements.  An f32 or f64 x in contiguous memory is
+ * read in one pass in its own dtype (sort_first.c); other dtypes and
+ * layouts go through rows of f64 or i64.
  *
  * With x walked as (outer, C, inner) at dim and i = argmax(x, dim) kept as
  * an extent of 1 there, max(x, dim) = (pick(x, i), i) where
@@ -29,6 +31,7 @@
 #include "ops/families.h"
 #include "ops/gather_internal.h"
 #include "ops/shape_internal.h"
+#include "ops/sort_internal.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/scope.h"
 
@@ -120,6 +123,20 @@ static int arg_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     int64_t nrows;
     tg_tensor *r = tg__tensor_uninit(TG_I64, ond, oshape);
     if (!r) return TG_ENOMEM;
+    /* x along one dim (or flat, for whole) as (outer, n, inner) */
+    int64_t n1 = tg_tensor_numel(x), inner = 1;
+    if (!p->whole && x->ndim > 0) {
+        int d = 0;
+        while (!(mask >> d & 1u)) d++;
+        n1 = x->shape[d];
+        for (int k = d + 1; k < x->ndim; k++) inner *= x->shape[k];
+    }
+    if (tg__first_applies(x, n1)) {
+        tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n1,
+                        inner, tg_tensor_data(r));
+        *out = r;
+        return TG_OK;
+    }
     int rc = tg__dim_rows(x, mask, j.is_float ? TG_F64 : TG_I64, &rows, &nrows, &j.n);
     if (rc < 0) {
         tg_tensor_release(r);

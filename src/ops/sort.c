@@ -19,6 +19,8 @@
  * When the kept range ends within the first quarter of a row (topk or
  * kthvalue with a small k), those first positions are selected (a heap, or
  * quickselect for more than 128) and only they are sorted: the same indices.
+ * The first position alone (k = 1, an f32 or f64 x in contiguous memory)
+ * is found in one pass over x, without copying its rows (sort_first.c).
  *
  * The values are gather(x, dim, indices), so the op itself has no backward:
  * dx = scatter_add(zeros_like(x), dim, indices, g), which is gather's
@@ -38,6 +40,7 @@
 #include "ops/dim_rows.h"
 #include "ops/families.h"
 #include "ops/shape_internal.h"
+#include "ops/sort_internal.h"
 #include "tapegrad/ops.h"
 
 enum pick_mode { PICK_RANGE, PICK_MEDIAN, PICK_NANMEDIAN };
@@ -313,6 +316,12 @@ static int sort_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     sort_job j = {.is_float = tg_dtype_is_float(x->dtype), .count = count, .p = p,
                   .out = tg_tensor_data(r), .inner = 1};
     for (int k = d + 1; k < x->ndim; k++) j.inner *= x->shape[k];
+    if (p->mode == PICK_RANGE && p->start == 0 && count == 1 && tg__first_applies(x, extent)) {
+        tg__first_along(x, p->descending ? TG__FIRST_MAX_NAN_FIRST : TG__FIRST_MIN_NAN_LAST,
+                        extent, j.inner, j.out);
+        *out = r;
+        return TG_OK;
+    }
     void *rows = NULL;
     int64_t nrows;
     const unsigned mask = x->ndim > 0 ? 1u << d : 0;
