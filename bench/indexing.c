@@ -1,9 +1,9 @@
 /* bench/indexing: the time of one cumsum, gather, index_select,
- * scatter_add, index_add, topk or argmax call (the forward), for
+ * scatter_add, index_add, topk, argmax or amax call (the forward), for
  * bench/indexing.py
  * (which runs the same call in PyTorch and gives the ratio).
  *
- *   indexing --op cumsum|gather|index_select|scatter_add|index_add|topk|argmax
+ *   indexing --op cumsum|gather|index_select|scatter_add|index_add|topk|argmax|amax
  *            --shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16]
  *            [--threads T] [--repeat R (20)]
  *
@@ -11,7 +11,7 @@
  * index of x's shape, index_select and index_add one of L values (default:
  * x's extent at dim); index values are uniform over x's extent at dim.
  * topk takes the L largest along dim (values and indices, sorted), argmax
- * the index of each line's largest along dim.
+ * the index of each line's largest along dim, amax its value.
  * After three calls of warmup, times R calls and prints one JSON line with
  * the median in ms. */
 #include <inttypes.h>
@@ -51,6 +51,7 @@ static void call(const void *arg)
         CHECK(tg_scatter_add(&y, c->x, c->dim, c->index, c->src));
     else if (!strcmp(c->op, "topk")) CHECK(tg_topk(&y, &i, c->x, c->k, c->dim, true, true));
     else if (!strcmp(c->op, "argmax")) CHECK(tg_argmax_dim(&y, c->x, c->dim, false));
+    else if (!strcmp(c->op, "amax")) CHECK(tg_amax_dims(&y, c->x, 1, &c->dim, false));
     else CHECK(tg_index_add(&y, c->x, c->dim, c->index, c->src));
     tg_tensor_release(y);
     tg_tensor_release(i);
@@ -59,7 +60,7 @@ static void call(const void *arg)
 static int usage(void)
 {
     fprintf(stderr, "usage: indexing --op cumsum|gather|index_select|scatter_add|index_add|topk|"
-                    "argmax "
+                    "argmax|amax "
                     "--shape A,B[,C] [--dim D] [--len L] [--dtype f32|f64|bf16|f16] "
                     "[--threads T] [--repeat R]\n");
     return 2;
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
     tg_dtype dt = TG_F32;
     index_case c = {.op = NULL};
     static const char *const ops[] = {"cumsum", "gather", "index_select", "scatter_add",
-                                      "index_add", "topk", "argmax"};
+                                      "index_add", "topk", "argmax",
+                                      "amax"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--threads")  ? &threads
@@ -134,7 +136,7 @@ int main(int argc, char **argv)
     if (select) ishape[c.dim] = len >= 0 ? len : shape[c.dim];
     c.k = len >= 0 ? len : 1;
     if (!strcmp(c.op, "topk") && c.k > shape[c.dim]) return usage();
-    if (strcmp(c.op, "cumsum") && strcmp(c.op, "topk") && strcmp(c.op, "argmax")) {
+    if (strcmp(c.op, "cumsum") && strcmp(c.op, "topk") && strncmp(c.op, "a", 1)) {
         c.index = select ? random_index(1, &ishape[c.dim], shape[c.dim])
                          : random_index(nd, ishape, shape[c.dim]);
         if (strstr(c.op, "add")) c.src = random_values(dt, nd, ishape, &rng);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """cumsum along the first and the last dim, gather, index_select, scatter_add,
-index_add, topk and argmax: tapegrad (bench/indexing) against PyTorch (Debian's
+index_add, topk, argmax and amax: tapegrad (bench/indexing) against PyTorch (Debian's
 python3-torch), the same thread count, in one run.
 
     /usr/bin/python3 bench/indexing.py [--build build-rel] [--threads 2] [--repeat 20]
@@ -40,6 +40,7 @@ CASES = [
     ("topk k=512 dim 1", "topk", "f32", (256, 4096), 1, 512),
     ("argmax dim 1", "argmax", "f32", (256, 4096), 1, -1),
     ("argmax dim 0", "argmax", "f32", (4096, 256), 0, -1),
+    ("amax dim 1", "amax", "f32", (256, 4096), 1, -1),
 ]
 
 DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
@@ -72,6 +73,7 @@ def torch_child(a):
         "index_add": lambda: torch.index_add(x, dim, index, src),
         "topk": lambda: torch.topk(x, a.len, dim),
         "argmax": lambda: torch.argmax(x, dim),
+        "amax": lambda: torch.amax(x, dim),
     }
     fn = fns[a.op]
     for _ in range(3):

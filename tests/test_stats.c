@@ -147,6 +147,59 @@ Test(stats, strided_input_matches_contiguous)
     th_release_all(3, (tg_tensor *[]){x, xt, xc});
 }
 
+/* An f32 or f64 x in contiguous memory reduced over one run of dims takes
+ * one pass over x (amax, amin, max, min, argmax); a strided view of the
+ * same values takes rows of f64: the same bits (which of -0.0 and 0.0,
+ * NaN), on rows longer than the lanes and blocks of columns wider than
+ * one, with ties, infinities and NaNs (in some tensors) or none. */
+Test(stats, one_pass_reductions_match_the_rows_path)
+{
+    static const double pool[] = {-INFINITY, -1.0, -0.0, 0.0, 1.0, INFINITY, 2.0, -2.0};
+    const int64_t shapes[][4] = {{2, 37, 3, 5}, {1, 300, 1, 1}, {3, 4, 5, 260}, {2, 1, 19, 1}};
+    const int runs[][2] = {{1, 1}, {1, 2}, {2, 2}, {0, 3}, {3, 3}, {0, 1}};
+    uint64_t s = 41;
+    int cases = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (size_t a = 0; a < sizeof shapes / sizeof *shapes; a++)
+            for (int nan = 0; nan < 2; nan++) {
+                const int64_t *sh = shapes[a];
+                const int64_t numel = sh[0] * sh[1] * sh[2] * sh[3];
+                tg_tensor *z = th_rand_tensor(&s, TG_F64, 5,
+                                              (int64_t[]){sh[0], sh[1], sh[2], sh[3], 2}, 0, 1);
+                double *zd = tg_tensor_data(z);
+                for (int64_t e = 0; e < numel; e++) {
+                    const int64_t v = th_rand_int(&s, 0, 39);
+                    zd[2 * e] = nan && v == 39 ? NAN : pool[v % 8];
+                }
+                tg_tensor *zz = NULL, *view = NULL, *ref = NULL, *x = NULL;
+                OK(tg_to_dtype(&zz, z, dt ? TG_F32 : TG_F64));
+                OK(tg_narrow(&view, zz, 4, 0, 1));
+                OK(tg_squeeze(&ref, view, 4));   /* strided: rows of f64 */
+                OK(tg_contiguous(&x, ref));     /* one pass */
+                for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
+                    for (int f = 0; f < 6; f++) {
+                        const int d0 = runs[r][0], nd = runs[r][1] - d0 + 1;
+                        const int dims[4] = {d0, d0 + 1, d0 + 2, d0 + 3};
+                        tg_tensor *y[2] = {NULL, NULL};
+                        for (int t = 0; t < 2; t++) {
+                            tg_tensor *src = t ? ref : x;
+                            if (f == 0) OK(tg_amax_dims(&y[t], src, nd, dims, r % 2));
+                            if (f == 1) OK(tg_amin_dims(&y[t], src, nd, dims, false));
+                            if (f == 2) OK(tg_max(&y[t], src));
+                            if (f == 3) OK(tg_min(&y[t], src));
+                            if (f == 4) OK(tg_argmin_dim(&y[t], src, d0, true));
+                            if (f == 5)   /* not a run: rows of f64 for both */
+                                OK(tg_amax_dims(&y[t], src, 2, (int[]){0, 2}, false));
+                        }
+                        th_expect_same_bits("one pass", x, y[0], y[1]);
+                        th_release_all(2, y);
+                        cases++;
+                    }
+                th_release_all(5, (tg_tensor *[]){z, zz, view, ref, x});
+            }
+    cr_assert(eq(int, cases, 2 * 4 * 2 * 6 * 6));
+}
+
 /* i64 values past 2^53 that double would merge: compared exactly. */
 Test(stats, integers_are_compared_exactly)
 {

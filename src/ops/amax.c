@@ -2,7 +2,10 @@
  * and max and min of the whole tensor (torch.max(x) / torch.min(x)).
  *
  * Values: the largest (smallest) element of each row, or NaN when the row
- * holds one, as PyTorch.  Any dtype; integers are compared exactly.
+ * holds one, as PyTorch.  Any dtype; integers are compared exactly.  An
+ * f32 or f64 x in contiguous memory reduced over one run of dims is read
+ * in one pass in its dtype (the index of each row's first NaN or extreme,
+ * src/ops/sort_first.c); other cases go through rows of f64 or i64.
  *
  * Gradients: every element equal to its row's result shares the row's
  * gradient evenly, with m the 0/1 mask of those elements and c = sum(m)
@@ -17,12 +20,14 @@
  * with second derivatives 0 in x. */
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
 #include "ops/elementwise.h"
 #include "ops/families.h"
 #include "ops/reduce_internal.h"
+#include "ops/sort_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct amax_params {
@@ -85,6 +90,62 @@ static void amax_rows(void *min, tg_dtype as, void *buf, int64_t rows, int64_t n
     else reduce_rows_i64(buf, rows, n, *(const bool *)min);
 }
 
+/* Whether mask is one run of dims d0 .. d1 (none for a 0-d x): then x is
+ * (outer, n, inner) with n the run's elements and inner those after it. */
+static bool mask_run(const tg_tensor *x, unsigned mask, int64_t *n, int64_t *inner)
+{
+    *n = 1;
+    *inner = 1;
+    if (mask == 0) return x->ndim == 0;
+    int d0 = 0, d1 = x->ndim - 1;
+    while (!(mask >> d0 & 1u)) d0++;
+    while (!(mask >> d1 & 1u)) d1--;
+    for (int d = 0; d < x->ndim; d++) {
+        const bool in_run = d >= d0 && d <= d1;
+        if (in_run != (bool)(mask >> d & 1u)) return false;
+        if (in_run) *n *= x->shape[d];
+        else if (d > d1) *inner *= x->shape[d];
+    }
+    return true;
+}
+
+/* The forward for an f32 or f64 x in contiguous memory whose reduced dims
+ * are one run: each row's result is its element at the index of its first
+ * NaN, else of its first largest (smallest) element, which one pass over
+ * x finds (src/ops/sort_first.c); the same value as amax_rows'. */
+static int amax_first(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
+                      const amax_params *p, int64_t n, int64_t inner)
+{
+    int ond;
+    int64_t oshape[TG_MAX_DIMS];
+    tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
+    const int64_t m = tg_tensor_numel(x) / n;   /* outer x inner results */
+    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
+    int64_t *ix = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *ix);
+    int rc = r && ix ? TG_OK : TG_ENOMEM;
+    if (rc >= 0) {
+        tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n, inner,
+                        ix);
+        const bool f32 = x->dtype == TG_F32;
+        const void *xd = tg_tensor_cdata(x);
+        void *rd = tg_tensor_data(r);
+        for (int64_t e = 0; e < m; e++) {   /* e = (o, k) */
+            const int64_t at = ((e / inner) * n + ix[e]) * inner + e % inner;
+            if (f32) ((float *)rd)[e] = ((const float *)xd)[at];
+            else ((double *)rd)[e] = ((const double *)xd)[at];
+        }
+    }
+    if (rc >= 0 && ctx) rc = tg_op_ctx_save(ctx, x);
+    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, r);
+    free(ix);
+    if (rc < 0) {
+        tg_tensor_release(r);
+        return rc;
+    }
+    *out = r;
+    return TG_OK;
+}
+
 static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
 {
@@ -94,6 +155,9 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op_name(p));
     TG_TRY(amax_mask(x, p, &mask));
     /* max(x) and min(x) reduce every dim without keepdim: a 0-d result */
+    int64_t rn, inner;
+    if (mask_run(x, mask, &rn, &inner) && tg__first_applies(x, rn))
+        return amax_first(ctx, out, x, mask, p, rn, inner);
     const tg_dtype as = tg_dtype_is_float(x->dtype) ? TG_F64 : TG_I64;
     bool min = p->min;
     return tg__dim_rows_reduce(ctx, out, x, mask, p->keepdim, as, amax_rows, &min, true);
