@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "ops/sort_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -261,17 +262,13 @@ static double line_value(uint64_t *s, int64_t e)
     return mode == 3 ? pool[v % 2 ? 0 : 5] : pool[v % 6];
 }
 
-/* topk and kthvalue with k = 1, argmax and argmin of an f32 or f64 x in
- * contiguous memory take one pass over x (lanes along the last dim, blocks
- * of columns along another); the same values in a strided view take the
- * rows of f64 that the sort reads: the indices are the same, for lines
- * shorter and longer than the lanes, inner extents past one block. */
-Test(sort, first_position_in_one_pass_equals_the_rows_path)
+/* One sweep of the test below under the kernel in use: the cases run. */
+static int first_position_sweep(void)
 {
-    uint64_t s = 31;
     const int64_t ns[] = {1, 2, 7, 8, 15, 16, 17, 33, 64, 100, 257};
     const int64_t inners[] = {1, 3, 300};
     int cases = 0;
+    uint64_t s = 31;
     for (int dt = 0; dt < 2; dt++)
         for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
             for (size_t b = 0; b < sizeof inners / sizeof *inners; b++) {
@@ -312,7 +309,31 @@ Test(sort, first_position_in_one_pass_equals_the_rows_path)
                 }
                 th_release_all(5, (tg_tensor *[]){z, zz, view, ref, x});
             }
-    cr_assert(eq(int, cases, 2 * 11 * 3 * 6));
+    return cases;
+}
+
+/* topk and kthvalue with k = 1, argmax and argmin of an f32 or f64 x in
+ * contiguous memory take one pass over x (lanes along the last dim, blocks
+ * of columns along another) in each kernel, forced with TG_FIRST_KERNEL;
+ * the same values in a strided view take the rows of f64 that the sort
+ * reads: the indices are the same, for lines shorter and longer than the
+ * lanes, inner extents past one block. */
+Test(sort, first_position_in_one_pass_equals_the_rows_path)
+{
+    int kernels = 0, cases = 0;
+    for (int k = TG__FIRST_KERNEL_PORTABLE; k <= TG__FIRST_KERNEL_AVX512; k++) {
+        const char *name = tg__first_kernel_name((tg__first_kernel_id)k);
+        if (!tg__first_kernel_available((tg__first_kernel_id)k)) {
+            th_not_run("the %s first-position kernel is not run: this CPU lacks it", name);
+            continue;
+        }
+        cr_assert(eq(int, setenv("TG_FIRST_KERNEL", name, 1), 0));
+        cr_assert(eq(int, tg__first_kernel_get(), k), "TG_FIRST_KERNEL=%s", name);
+        cases += first_position_sweep();
+        kernels++;
+    }
+    unsetenv("TG_FIRST_KERNEL");
+    cr_assert(eq(int, cases, kernels * 2 * 11 * 3 * 6));
 }
 
 typedef struct sel_case {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "ops/sort_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -147,18 +148,14 @@ Test(stats, strided_input_matches_contiguous)
     th_release_all(3, (tg_tensor *[]){x, xt, xc});
 }
 
-/* An f32 or f64 x in contiguous memory reduced over one run of dims takes
- * one pass over x (amax, amin, max, min, argmax); a strided view of the
- * same values takes rows of f64: the same bits (which of -0.0 and 0.0,
- * NaN), on rows longer than the lanes and blocks of columns wider than
- * one, with ties, infinities and NaNs (in some tensors) or none. */
-Test(stats, one_pass_reductions_match_the_rows_path)
+/* One sweep of the test below under the kernel in use: the cases run. */
+static int one_pass_sweep(void)
 {
+    int cases = 0;
     static const double pool[] = {-INFINITY, -1.0, -0.0, 0.0, 1.0, INFINITY, 2.0, -2.0};
     const int64_t shapes[][4] = {{2, 37, 3, 5}, {1, 300, 1, 1}, {3, 4, 5, 260}, {2, 1, 19, 1}};
     const int runs[][2] = {{1, 1}, {1, 2}, {2, 2}, {0, 3}, {3, 3}, {0, 1}};
     uint64_t s = 41;
-    int cases = 0;
     for (int dt = 0; dt < 2; dt++)
         for (size_t a = 0; a < sizeof shapes / sizeof *shapes; a++)
             for (int nan = 0; nan < 2; nan++) {
@@ -197,7 +194,30 @@ Test(stats, one_pass_reductions_match_the_rows_path)
                     }
                 th_release_all(5, (tg_tensor *[]){z, zz, view, ref, x});
             }
-    cr_assert(eq(int, cases, 2 * 4 * 2 * 6 * 6));
+    return cases;
+}
+
+/* An f32 or f64 x in contiguous memory reduced over one run of dims takes
+ * one pass over x (amax, amin, max, min, argmin) in each kernel, forced
+ * with TG_FIRST_KERNEL; a strided view of the same values takes rows of
+ * f64: the same bits (which of -0.0 and 0.0, NaN), on rows longer than the
+ * lanes and blocks of columns wider than one, with ties, infinities and
+ * NaNs (in some tensors) or none. */
+Test(stats, one_pass_reductions_match_the_rows_path)
+{
+    int kernels = 0, cases = 0;
+    for (int k = TG__FIRST_KERNEL_PORTABLE; k <= TG__FIRST_KERNEL_AVX512; k++) {
+        const char *name = tg__first_kernel_name((tg__first_kernel_id)k);
+        if (!tg__first_kernel_available((tg__first_kernel_id)k)) {
+            th_not_run("the %s first-position kernel is not run: this CPU lacks it", name);
+            continue;
+        }
+        cr_assert(eq(int, setenv("TG_FIRST_KERNEL", name, 1), 0));
+        cases += one_pass_sweep();
+        kernels++;
+    }
+    unsetenv("TG_FIRST_KERNEL");
+    cr_assert(eq(int, cases, kernels * 2 * 4 * 2 * 6 * 6));
 }
 
 /* i64 values past 2^53 that double would merge: compared exactly. */

@@ -1,6 +1,6 @@
 /* src/ops/sort_first.c - the index of a row's first element in an order, in
  * one pass over x in its own dtype: topk and kthvalue with k = 1, argmax and
- * argmin on f32 and f64 tensors in contiguous memory.
+ * argmin, amax and amin on f32 and f64 tensors in contiguous memory.
  *
  * The order puts a before b (strictly) when
  *   NaN first:   b is a number, and a is NaN or a > b (a < b for min)
@@ -11,14 +11,17 @@
  * 0.0 are equal keys (== ties them).
  *
  * x is seen as (outer, n, inner).  A row along the last dim (inner 1) is
- * scanned in LANES lanes: lane l keeps the first best of elements l,
- * l + LANES, ..., and the lanes are merged by (key, index).  Along another
- * dim the pass walks t = 0 .. n - 1 and keeps, for up to COLS inner
- * positions at a time, the best so far, reading x in its memory order.
- * The comparisons are masks, not branches: with GCC's and Clang's vector
- * extension each is a few SSE2 instructions on any x86-64 (a loop over
- * lanes in plain C is unrolled into branches instead). */
+ * scanned in L lanes (four vectors): lane l keeps the first best of
+ * elements l, l + L, ..., and the lanes are merged by (key, index).  Along
+ * another dim the pass walks t = 0 .. n - 1 and keeps, for up to COLS inner
+ * positions at a time, the best so far and its t, reading x in its memory
+ * order.  The comparisons are masks, not branches, in GCC's and Clang's
+ * vector extension: 16-byte vectors (SSE2, on any x86-64), 32-byte ones
+ * (AVX2) or 64-byte ones (AVX-512 F), chosen at run time;
+ * TG_FIRST_KERNEL=portable|avx2|avx512 forces one.  The answer is a
+ * function of the row alone, so every kernel gives the same indices. */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,155 +34,244 @@ enum { COLS = 256 };
     ((NAN_FIRST) ? ((b) == (b)) & (((a) != (a)) | ((MIN) ? (a) < (b) : (a) > (b)))           \
                  : ((a) == (a)) & (((b) != (b)) | ((MIN) ? (a) < (b) : (a) > (b))))
 
-#ifdef __GNUC__
-typedef float vf32 __attribute__((vector_size(16)));
-typedef int32_t vi32 __attribute__((vector_size(16)));
-typedef double vf64 __attribute__((vector_size(16)));
-typedef int64_t vi64 __attribute__((vector_size(16)));
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FIRST_X86 1
+#define FIRST_AVX2 __attribute__((target("avx2")))
+#define FIRST_AVX512 __attribute__((target("avx512f")))
 #endif
 
-/* The lanes of one row into (m, ix): the best value of each lane and its
- * first index; elements [0, done) are taken, done a multiple of L. */
-#ifdef __GNUC__
-#define ROW_LANES(T, IT, VT, VI, L, MIN, NAN_FIRST)                                          \
-    enum { W = 16 / sizeof(T), NV = L / W };                                                \
-    VT vm[NV], v;                                                                           \
-    VI vix[NV], vk[NV];                                                                     \
-    for (int q = 0; q < NV; q++)                                                            \
-        for (int w = 0; w < W; w++) {                                                       \
-            vm[q][w] = r[0];                                                                \
-            vix[q][w] = 0;                                                                  \
-            vk[q][w] = (IT)(q * W + w);                                                     \
-        }                                                                                   \
-    for (; done + L <= n; done += L)                                                        \
-        for (int q = 0; q < NV; q++) {                                                      \
-            memcpy(&v, r + done + q * W, sizeof v);                                         \
-            const VI take = (VI)FIRST_BEFORE(v, vm[q], MIN, NAN_FIRST);                     \
-            vm[q] = (VT)(((VI)v & take) | ((VI)vm[q] & ~take));                             \
-            vix[q] = (vk[q] & take) | (vix[q] & ~take);                                     \
-            vk[q] += (IT)L;                                                                 \
-        }                                                                                   \
-    for (int q = 0; q < NV; q++)                                                            \
-        for (int w = 0; w < W; w++) {                                                       \
-            m[q * W + w] = vm[q][w];                                                        \
-            ix[q * W + w] = vix[q][w];                                                      \
-        }
-#else
-#define ROW_LANES(T, IT, VT, VI, L, MIN, NAN_FIRST)                                          \
-    for (int l = 0; l < L; l++) {                                                           \
-        m[l] = r[0];                                                                        \
-        ix[l] = 0;                                                                          \
-    }                                                                                       \
-    for (; done + L <= n; done += L)                                                        \
-        for (int l = 0; l < L; l++) {                                                       \
-            const T v = r[done + l];                                                        \
-            const int take = FIRST_BEFORE(v, m[l], MIN, NAN_FIRST);                         \
-            m[l] = take ? v : m[l];                                                         \
-            ix[l] = take ? (IT)(done + l) : ix[l];                                          \
-        }
-#endif
+static const char *const kernel_names[] = {
+    [TG__FIRST_KERNEL_AUTO] = "auto",
+    [TG__FIRST_KERNEL_PORTABLE] = "portable",
+    [TG__FIRST_KERNEL_AVX2] = "avx2",
+    [TG__FIRST_KERNEL_AVX512] = "avx512",
+};
 
-/* Generates NAME(r, n): the index of row r's first element (n >= 1). */
-#define DEFINE_FIRST_ROW(NAME, T, IT, VT, VI, L, MIN, NAN_FIRST)                             \
-    static int64_t NAME(const T *r, int64_t n)                                              \
+bool tg__first_kernel_available(tg__first_kernel_id k)
+{
+    if (k == TG__FIRST_KERNEL_PORTABLE) return true;
+#ifdef FIRST_X86
+    __builtin_cpu_init();
+    if (k == TG__FIRST_KERNEL_AVX2) return __builtin_cpu_supports("avx2");
+    if (k == TG__FIRST_KERNEL_AVX512) return __builtin_cpu_supports("avx512f");
+#endif
+    return false;
+}
+
+const char *tg__first_kernel_name(tg__first_kernel_id k)
+{
+    return k >= TG__FIRST_KERNEL_AUTO && k <= TG__FIRST_KERNEL_AVX512 ? kernel_names[k] : "?";
+}
+
+static bool available(int k) { return tg__first_kernel_available((tg__first_kernel_id)k); }
+
+tg__first_kernel_id tg__first_kernel_get(void)
+{
+    static atomic_flag told = ATOMIC_FLAG_INIT;
+    const int best = available(TG__FIRST_KERNEL_AVX512) ? TG__FIRST_KERNEL_AVX512
+                     : available(TG__FIRST_KERNEL_AVX2) ? TG__FIRST_KERNEL_AVX2
+                                                        : TG__FIRST_KERNEL_PORTABLE;
+    return (tg__first_kernel_id)tg__kernel_from_env("TG_FIRST_KERNEL", "a first-position",
+                                                    kernel_names, TG__FIRST_KERNEL_AVX512 + 1,
+                                                    available, best, &told);
+}
+
+/* ---- the kernels ------------------------------------------------------------------- */
+
+typedef int64_t (*row_fn)(const void *r, int64_t n, int order);
+typedef void (*cols_fn)(const void *x, int64_t n, int64_t inner, int order, int64_t *out);
+
+/* The orders' (min, nan_first), by enum tg__first_order. */
+#define ORDER_MIN(o) ((o) != TG__FIRST_MAX_NAN_FIRST)
+#define ORDER_NAN_FIRST(o) ((o) != TG__FIRST_MIN_NAN_LAST)
+
+#ifdef __GNUC__
+/* Generates NAME_body (row r of n >= 1 elements of T in lanes of four VT
+ * vectors, VI their indices) and NAME (it for each order, so that the
+ * order's tests are constants in the loop). */
+#define DEFINE_ROW(NAME, ATTR, T, IT, VT, VI)                                                \
+    ATTR static inline __attribute__((always_inline)) int64_t NAME##_body(                 \
+        const T *r, int64_t n, const int min, const int nan_first)                          \
     {                                                                                       \
-        T m[L];                                                                             \
-        IT ix[L];                                                                           \
+        enum { W = sizeof(VT) / sizeof(T), L = 4 * W };                                     \
+        VT vm[4], v;                                                                        \
+        VI vix[4], vk[4];                                                                   \
+        for (int q = 0; q < 4; q++)                                                         \
+            for (int w = 0; w < W; w++) {                                                   \
+                vm[q][w] = r[0];                                                            \
+                vix[q][w] = 0;                                                              \
+                vk[q][w] = (IT)(q * W + w);                                                 \
+            }                                                                               \
         int64_t done = 0;                                                                   \
-        ROW_LANES(T, IT, VT, VI, L, MIN, NAN_FIRST)                                         \
-        T bm = m[0];                                                                        \
-        int64_t best = ix[0];                                                               \
-        for (int l = 1; l < L; l++)                                                         \
-            if (FIRST_BEFORE(m[l], bm, MIN, NAN_FIRST) ||                                   \
-                (!FIRST_BEFORE(bm, m[l], MIN, NAN_FIRST) && ix[l] < best)) {                \
-                bm = m[l];                                                                  \
-                best = ix[l];                                                               \
+        for (; done + L <= n; done += L)                                                    \
+            for (int q = 0; q < 4; q++) {                                                   \
+                memcpy(&v, r + done + q * W, sizeof v);                                     \
+                const VI take = (VI)FIRST_BEFORE(v, vm[q], min, nan_first);                 \
+                vm[q] = (VT)(((VI)v & take) | ((VI)vm[q] & ~take));                         \
+                vix[q] = (vk[q] & take) | (vix[q] & ~take);                                 \
+                vk[q] += (IT)L;                                                             \
+            }                                                                               \
+        T bm = r[0];                                                                        \
+        int64_t best = 0;                                                                   \
+        for (int q = 0; q < 4; q++)                                                         \
+            for (int w = 0; w < W; w++) {                                                   \
+                const T m = vm[q][w];                                                       \
+                const int64_t i = vix[q][w];                                                \
+                if (FIRST_BEFORE(m, bm, min, nan_first) ||                                  \
+                    (!FIRST_BEFORE(bm, m, min, nan_first) && i < best)) {                   \
+                    bm = m;                                                                 \
+                    best = i;                                                               \
+                }                                                                           \
             }                                                                               \
         for (int64_t k = done; k < n; k++)   /* after every lane's index */                \
-            if (FIRST_BEFORE(r[k], bm, MIN, NAN_FIRST)) {                                   \
+            if (FIRST_BEFORE(r[k], bm, min, nan_first)) {                                   \
                 bm = r[k];                                                                  \
                 best = k;                                                                   \
             }                                                                               \
         return best;                                                                        \
+    }                                                                                       \
+    ATTR static int64_t NAME(const void *r, int64_t n, int order)                           \
+    {                                                                                       \
+        if (order == TG__FIRST_MAX_NAN_FIRST) return NAME##_body(r, n, 0, 1);               \
+        if (order == TG__FIRST_MIN_NAN_LAST) return NAME##_body(r, n, 1, 0);                \
+        return NAME##_body(r, n, 1, 1);                                                     \
     }
 
-/* Generates NAME(x, n, inner, out): out[k] for each of x's inner positions
- * k, x (n, inner). */
-#define DEFINE_FIRST_COLS(NAME, T, MIN, NAN_FIRST)                                           \
-    static void NAME(const T *x, int64_t n, int64_t inner, int64_t *out)                    \
+/* Generates NAME_body (out[k] for each inner position k of x (n, inner),
+ * COLS columns at a time, VT vectors of them and a scalar tail) and NAME
+ * (it for each order). */
+#define DEFINE_COLS(NAME, ATTR, T, IT, VT, VI)                                               \
+    ATTR static inline __attribute__((always_inline)) void NAME##_body(                    \
+        const T *x, int64_t n, int64_t inner, int64_t *out, const int min,                  \
+        const int nan_first)                                                                \
     {                                                                                       \
+        enum { W = sizeof(VT) / sizeof(T), NV = COLS / W };                                 \
         for (int64_t k0 = 0; k0 < inner; k0 += COLS) {                                      \
-            const int64_t w = inner - k0 < COLS ? inner - k0 : COLS;                        \
-            T m[COLS];                                                                      \
-            int64_t ix[COLS];                                                               \
-            memcpy(m, x + k0, (size_t)w * sizeof *m);                                       \
-            memset(ix, 0, (size_t)w * sizeof *ix);                                          \
+            const int64_t w = inner - k0 < COLS ? inner - k0 : COLS, nv = w / W;            \
+            VT m[NV], v;                                                                    \
+            VI ix[NV];                                                                      \
+            T ms[W];                                                                        \
+            int64_t is[W];                                                                  \
+            memcpy(m, x + k0, (size_t)(nv * W) * sizeof(T));                                \
+            memset(ix, 0, sizeof ix);                                                       \
+            for (int64_t k = nv * W; k < w; k++) {                                          \
+                ms[k - nv * W] = x[k0 + k];                                                 \
+                is[k - nv * W] = 0;                                                         \
+            }                                                                               \
             for (int64_t t = 1; t < n; t++) {                                               \
                 const T *row = x + t * inner + k0;                                          \
-                for (int64_t k = 0; k < w; k++) {                                           \
-                    const T v = row[k];                                                     \
-                    const int take = FIRST_BEFORE(v, m[k], MIN, NAN_FIRST);                 \
-                    m[k] = take ? v : m[k];                                                 \
-                    ix[k] = take ? t : ix[k];                                               \
+                const VI tv = (VI){0} + (IT)t;                                              \
+                for (int64_t q = 0; q < nv; q++) {                                          \
+                    memcpy(&v, row + q * W, sizeof v);                                      \
+                    const VI take = (VI)FIRST_BEFORE(v, m[q], min, nan_first);              \
+                    m[q] = (VT)(((VI)v & take) | ((VI)m[q] & ~take));                       \
+                    ix[q] = (tv & take) | (ix[q] & ~take);                                  \
                 }                                                                           \
+                for (int64_t k = nv * W; k < w; k++)                                        \
+                    if (FIRST_BEFORE(row[k], ms[k - nv * W], min, nan_first)) {             \
+                        ms[k - nv * W] = row[k];                                            \
+                        is[k - nv * W] = t;                                                 \
+                    }                                                                       \
             }                                                                               \
-            memcpy(out + k0, ix, (size_t)w * sizeof *ix);                                   \
+            for (int64_t k = 0; k < w; k++)                                                 \
+                out[k0 + k] = k < nv * W ? (int64_t)ix[k / W][k % W] : is[k - nv * W];      \
         }                                                                                   \
+    }                                                                                       \
+    ATTR static void NAME(const void *x, int64_t n, int64_t inner, int order, int64_t *out) \
+    {                                                                                       \
+        if (order == TG__FIRST_MAX_NAN_FIRST) NAME##_body(x, n, inner, out, 0, 1);          \
+        else if (order == TG__FIRST_MIN_NAN_LAST) NAME##_body(x, n, inner, out, 1, 0);      \
+        else NAME##_body(x, n, inner, out, 1, 1);                                           \
     }
 
-/* The twelve kernels: first_row_{f32,f64}_{max,min}_{nanfirst,nanlast} and
- * first_cols_{f32,f64}_... for the three orders in use. */
-DEFINE_FIRST_ROW(first_row_f32_max_nanfirst, float, int32_t, vf32, vi32, 16, 0, 1)
-DEFINE_FIRST_ROW(first_row_f32_min_nanlast, float, int32_t, vf32, vi32, 16, 1, 0)
-DEFINE_FIRST_ROW(first_row_f32_min_nanfirst, float, int32_t, vf32, vi32, 16, 1, 1)
-DEFINE_FIRST_ROW(first_row_f64_max_nanfirst, double, int64_t, vf64, vi64, 8, 0, 1)
-DEFINE_FIRST_ROW(first_row_f64_min_nanlast, double, int64_t, vf64, vi64, 8, 1, 0)
-DEFINE_FIRST_ROW(first_row_f64_min_nanfirst, double, int64_t, vf64, vi64, 8, 1, 1)
-DEFINE_FIRST_COLS(first_cols_f32_max_nanfirst, float, 0, 1)
-DEFINE_FIRST_COLS(first_cols_f32_min_nanlast, float, 1, 0)
-DEFINE_FIRST_COLS(first_cols_f32_min_nanfirst, float, 1, 1)
-DEFINE_FIRST_COLS(first_cols_f64_max_nanfirst, double, 0, 1)
-DEFINE_FIRST_COLS(first_cols_f64_min_nanlast, double, 1, 0)
-DEFINE_FIRST_COLS(first_cols_f64_min_nanfirst, double, 1, 1)
+/* The vectors: B bytes of f32 with i32 indices, of f64 with i64 ones. */
+#define DEFINE_VECTORS(B)                                                                    \
+    typedef float vf32_##B __attribute__((vector_size(B)));                                \
+    typedef int32_t vi32_##B __attribute__((vector_size(B)));                              \
+    typedef double vf64_##B __attribute__((vector_size(B)));                               \
+    typedef int64_t vi64_##B __attribute__((vector_size(B)));
+DEFINE_VECTORS(16)
+DEFINE_VECTORS(32)
+DEFINE_VECTORS(64)
 
-typedef int64_t (*row_fn32)(const float *, int64_t);
-typedef int64_t (*row_fn64)(const double *, int64_t);
-typedef void (*cols_fn32)(const float *, int64_t, int64_t, int64_t *);
-typedef void (*cols_fn64)(const double *, int64_t, int64_t, int64_t *);
+/* row_{f32,f64}_{portable,avx2,avx512} and cols_... */
+DEFINE_ROW(row_f32_portable, , float, int32_t, vf32_16, vi32_16)
+DEFINE_ROW(row_f64_portable, , double, int64_t, vf64_16, vi64_16)
+DEFINE_COLS(cols_f32_portable, , float, int32_t, vf32_16, vi32_16)
+DEFINE_COLS(cols_f64_portable, , double, int64_t, vf64_16, vi64_16)
+#ifdef FIRST_X86
+DEFINE_ROW(row_f32_avx2, FIRST_AVX2, float, int32_t, vf32_32, vi32_32)
+DEFINE_ROW(row_f64_avx2, FIRST_AVX2, double, int64_t, vf64_32, vi64_32)
+DEFINE_COLS(cols_f32_avx2, FIRST_AVX2, float, int32_t, vf32_32, vi32_32)
+DEFINE_COLS(cols_f64_avx2, FIRST_AVX2, double, int64_t, vf64_32, vi64_32)
+DEFINE_ROW(row_f32_avx512, FIRST_AVX512, float, int32_t, vf32_64, vi32_64)
+DEFINE_ROW(row_f64_avx512, FIRST_AVX512, double, int64_t, vf64_64, vi64_64)
+DEFINE_COLS(cols_f32_avx512, FIRST_AVX512, float, int32_t, vf32_64, vi32_64)
+DEFINE_COLS(cols_f64_avx512, FIRST_AVX512, double, int64_t, vf64_64, vi64_64)
+#endif
 
-/* By enum tg__first_order. */
-static const row_fn32 rows32[] = {first_row_f32_max_nanfirst, first_row_f32_min_nanlast,
-                                  first_row_f32_min_nanfirst};
-static const row_fn64 rows64[] = {first_row_f64_max_nanfirst, first_row_f64_min_nanlast,
-                                  first_row_f64_min_nanfirst};
-static const cols_fn32 cols32[] = {first_cols_f32_max_nanfirst, first_cols_f32_min_nanlast,
-                                   first_cols_f32_min_nanfirst};
-static const cols_fn64 cols64[] = {first_cols_f64_max_nanfirst, first_cols_f64_min_nanlast,
-                                   first_cols_f64_min_nanfirst};
-static_assert(sizeof rows32 / sizeof *rows32 == TG__FIRST_N, "one kernel per order");
+#else /* not GCC or Clang: the same scans element by element */
+
+#define DEFINE_ROW(NAME, T)                                                                  \
+    static int64_t NAME(const void *rv, int64_t n, int order)                               \
+    {                                                                                       \
+        const T *r = rv;                                                                    \
+        const int min = ORDER_MIN(order), nan_first = ORDER_NAN_FIRST(order);               \
+        int64_t best = 0;                                                                   \
+        for (int64_t k = 1; k < n; k++)                                                     \
+            if (FIRST_BEFORE(r[k], r[best], min, nan_first)) best = k;                      \
+        return best;                                                                        \
+    }
+#define DEFINE_COLS(NAME, T)                                                                 \
+    static void NAME(const void *xv, int64_t n, int64_t inner, int order, int64_t *out)     \
+    {                                                                                       \
+        const T *x = xv;                                                                    \
+        const int min = ORDER_MIN(order), nan_first = ORDER_NAN_FIRST(order);               \
+        for (int64_t k = 0; k < inner; k++) out[k] = 0;                                     \
+        for (int64_t t = 1; t < n; t++)                                                     \
+            for (int64_t k = 0; k < inner; k++)                                             \
+                if (FIRST_BEFORE(x[t * inner + k], x[out[k] * inner + k], min, nan_first))  \
+                    out[k] = t;                                                             \
+    }
+DEFINE_ROW(row_f32_portable, float)
+DEFINE_ROW(row_f64_portable, double)
+DEFINE_COLS(cols_f32_portable, float)
+DEFINE_COLS(cols_f64_portable, double)
+#endif
+
+/* By tg__first_kernel_id - 1: [f32, f64]. */
+static const row_fn rows_by_kernel[][2] = {
+    {row_f32_portable, row_f64_portable},
+#ifdef FIRST_X86
+    {row_f32_avx2, row_f64_avx2},
+    {row_f32_avx512, row_f64_avx512},
+#endif
+};
+static const cols_fn cols_by_kernel[][2] = {
+    {cols_f32_portable, cols_f64_portable},
+#ifdef FIRST_X86
+    {cols_f32_avx2, cols_f64_avx2},
+    {cols_f32_avx512, cols_f64_avx512},
+#endif
+};
 
 typedef struct first_job {
-    const void *x;
-    bool f32;
+    const char *x;
+    size_t es;         /* bytes an element */
     int order;
     int64_t n, inner;
-    int64_t *out;   /* (outer, inner) */
+    row_fn row;
+    cols_fn cols;
+    int64_t *out;      /* (outer, inner) */
 } first_job;
 
 static void first_blocks(void *arg, int64_t lo, int64_t hi)
 {
     const first_job *j = arg;
     for (int64_t o = lo; o < hi; o++) {
-        const int64_t at = o * j->n * j->inner;
-        int64_t *out = j->out + o * j->inner;
-        if (j->f32 && j->inner > 1)
-            cols32[j->order]((const float *)j->x + at, j->n, j->inner, out);
-        else if (j->inner > 1)
-            cols64[j->order]((const double *)j->x + at, j->n, j->inner, out);
-        else if (j->f32)
-            *out = rows32[j->order]((const float *)j->x + at, j->n);
-        else
-            *out = rows64[j->order]((const double *)j->x + at, j->n);
+        const char *x = j->x + (size_t)(o * j->n * j->inner) * j->es;
+        if (j->inner > 1) j->cols(x, j->n, j->inner, j->order, j->out + o * j->inner);
+        else j->out[o] = j->row(x, j->n, j->order);
     }
 }
 
@@ -194,8 +286,11 @@ void tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, 
 {
     TG_ASSERT(tg__first_applies(x, n) && order >= 0 && order < TG__FIRST_N);
     if (tg_tensor_numel(x) == 0) return;   /* no rows (inner or outer is 0) */
-    first_job j = {.x = tg_tensor_cdata(x), .f32 = x->dtype == TG_F32, .order = order, .n = n,
-                   .inner = inner, .out = out};
+    const int kernel = tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
+    const int f64 = x->dtype == TG_F64;
+    first_job j = {.x = tg_tensor_cdata(x), .es = tg_dtype_size(x->dtype), .order = order,
+                   .n = n, .inner = inner, .row = rows_by_kernel[kernel][f64],
+                   .cols = cols_by_kernel[kernel][f64], .out = out};
     const int64_t outer = tg_tensor_numel(x) / n / inner;
     tg__parallel_range(outer, outer > 1 && outer * n * inner > 16384, first_blocks, &j);
 }

@@ -16,6 +16,20 @@
 enum tg__first_order { TG__FIRST_MAX_NAN_FIRST, TG__FIRST_MIN_NAN_LAST,
                        TG__FIRST_MIN_NAN_FIRST, TG__FIRST_N };
 
+/* The kernels (sort_first.c): TG_FIRST_KERNEL=portable|avx2|avx512 forces
+ * one, else the best this CPU runs; every kernel gives the same indices. */
+typedef enum tg__first_kernel_id {
+    TG__FIRST_KERNEL_AUTO,
+    TG__FIRST_KERNEL_PORTABLE,
+    TG__FIRST_KERNEL_AVX2,
+    TG__FIRST_KERNEL_AVX512,
+} tg__first_kernel_id;
+bool tg__first_kernel_available(tg__first_kernel_id k);
+const char *tg__first_kernel_name(tg__first_kernel_id k);
+/* The kernel in use: the environment's choice when this CPU runs it (a
+ * name it cannot is reported once on stderr), else the best available. */
+tg__first_kernel_id tg__first_kernel_get(void);
+
 /* Whether tg__first_along takes x with n elements along the dim: f32 or
  * f64, contiguous, 1 <= n <= INT32_MAX. */
 bool tg__first_applies(const tg_tensor *x, int64_t n);
