@@ -1,9 +1,10 @@
-/* tests/test_transforms_augment.c - the loader's augmentation
- * (T.RandomCrop with padding in each mode and pad_if_needed,
+/* tests/test_transforms_augment.c - the values of the loader's
+ * augmentation (T.RandomCrop with padding in each mode and pad_if_needed,
  * T.RandomHorizontalFlip, T.RandomVerticalFlip, T.Normalize) against
- * torchvision 0.14 (scripts/make_transforms_goldens.py): the draws against
- * the documented rule, their invariants (windows of torchvision's padded
- * image, mirrors), resumption and shards, and the refusals. */
+ * torchvision 0.14 (scripts/make_transforms_goldens.py): each sample is
+ * the window of torchvision's padded image at the documented draw,
+ * mirrored as it says.  Resumption, shards and refusals are
+ * test_transforms_options.c's. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -15,8 +16,6 @@
 #include "transforms_fixtures.h"
 
 TestSuite(transforms);
-
-/* ---- augmentation -------------------------------------------------------- */
 
 /* The documented draw of sample `index` in epoch `epoch` of a loader seeded
  * with seed, for nh x nw window positions and flip probability p. */
@@ -110,146 +109,6 @@ Test(transforms, random_crops_are_windows_of_torchvision_padding)
         cr_assert(flips > 0 && flips < seen, "flips %d of %d", flips, seen);
         tg_loader_free(ld);
     }
-    tg_dataset_release(ds);
-    tg_st_free(g);
-}
-
-/* Every batch of a loader, concatenated: the images into *x (a new array
- * of *n floats) and the labels into *labels. */
-typedef struct run {
-    float *x;
-    int64_t n, *labels, n_labels;
-} run;
-
-static void run_free(run *r)
-{
-    free(r->x);
-    free(r->labels);
-    memset(r, 0, sizeof *r);
-}
-
-/* Appends ld's batches up to the end of its epoch to r. */
-static void drain(run *r, tg_loader *ld)
-{
-    tg_tensor *x, *y;
-    while (tg_loader_next(ld, &x, &y) == 1) {
-        int64_t nx = tg_tensor_numel(x), ny = tg_tensor_numel(y);
-        r->x = realloc(r->x, (size_t)(r->n + nx) * sizeof *r->x);
-        r->labels = realloc(r->labels, (size_t)(r->n_labels + ny) * sizeof *r->labels);
-        memcpy(r->x + r->n, tg_tensor_cdata(x), (size_t)nx * sizeof *r->x);
-        memcpy(r->labels + r->n_labels, tg_tensor_cdata(y), (size_t)ny * sizeof *r->labels);
-        r->n += nx;
-        r->n_labels += ny;
-        tg_tensor_release(x);
-        tg_tensor_release(y);
-    }
-}
-
-static const double MEAN3[3] = {0.485, 0.456, 0.406}, STD3[3] = {0.229, 0.224, 0.225};
-
-/* Crop, padding, flip and normalize at once. */
-static tg_augment_options all_of_them(void)
-{
-    tg_augment_options o = {0.5, {5, 6}, {2, 1, 3, 2}, TG_PAD_REFLECT, 0, 3, MEAN3, STD3, 0, false};
-    return o;
-}
-
-/* Saving the position mid-epoch and resuming on a new loader (as a
- * checkpoint does) gives the same batches, bit for bit. */
-Test(transforms, a_resumed_loader_hands_out_the_same_batches)
-{
-    tg_st_file *g = th_golden_load("transforms.safetensors");
-    int64_t im[4];
-    tg_dataset *ds = aug_dataset(g, 20, im);
-    tg_loader_options lo = {3, true, 5, false};
-    tg_augment_options ao = all_of_them();
-    tg_loader *a, *b;
-    OK(tg_loader_new(&a, ds, &lo));
-    OK(tg_loader_set_augment(a, &ao));
-    OK(tg_loader_reset(a, 2));
-    tg_tensor *x, *y;
-    for (int k = 0; k < 3; k++) {
-        cr_assert(eq(int, tg_loader_next(a, &x, &y), 1));
-        tg_tensor_release(x);
-        tg_tensor_release(y);
-    }
-    int64_t epoch, index;
-    tg_loader_position(a, &epoch, &index);
-    cr_assert(epoch == 2 && index == 9);
-    OK(tg_loader_new(&b, ds, &lo));
-    OK(tg_loader_set_augment(b, &ao));
-    OK(tg_loader_set_position(b, epoch, index));
-    run ra = {0}, rb = {0};
-    drain(&ra, a);
-    drain(&rb, b);
-    cr_assert(ra.n > 0);
-    cr_assert(eq(i64, ra.n, rb.n));
-    cr_assert(eq(i64, ra.n_labels, 11));
-    cr_assert(memcmp(ra.x, rb.x, (size_t)ra.n * 4) == 0);
-    cr_assert(memcmp(ra.labels, rb.labels, (size_t)ra.n_labels * 8) == 0);
-    /* Another epoch draws otherwise. */
-    run rc = {0};
-    OK(tg_loader_set_position(b, 3, index));
-    drain(&rc, b);
-    cr_assert(memcmp(ra.x, rc.x, (size_t)ra.n * 4) != 0);
-    run_free(&ra);
-    run_free(&rb);
-    run_free(&rc);
-    tg_loader_free(a);
-    tg_loader_free(b);
-    tg_dataset_release(ds);
-    tg_st_free(g);
-}
-
-/* Three ranks with batch 2: batch k of the ranks, side by side, is batch k
- * of one process with batch 6, augmentation included; the padded last run
- * repeats the epoch's first samples with their own draws. */
-Test(transforms, shards_together_are_the_single_process_batches)
-{
-    tg_st_file *g = th_golden_load("transforms.safetensors");
-    int64_t im[4];
-    enum { N = 16, W = 3, B = 2 };
-    tg_dataset *ds = aug_dataset(g, N, im);
-    tg_augment_options ao = all_of_them();
-    tg_loader_options one = {W * B, true, 11, false}, each = {B, true, 11, false};
-    tg_loader *single, *rank[W];
-    OK(tg_loader_new(&single, ds, &one));
-    OK(tg_loader_set_augment(single, &ao));
-    for (int r = 0; r < W; r++) {
-        OK(tg_loader_new(&rank[r], ds, &each));
-        OK(tg_loader_set_shard(rank[r], r, W));
-        OK(tg_loader_set_augment(rank[r], &ao));
-    }
-    const int64_t per = im[0] * 5 * 6;
-    for (int64_t epoch = 0; epoch < 2; epoch++) {
-        OK(tg_loader_reset(single, epoch));
-        for (int r = 0; r < W; r++) OK(tg_loader_reset(rank[r], epoch));
-        run s = {0};
-        drain(&s, single);
-        cr_assert(eq(i64, s.n_labels, N));
-        int64_t pos = 0;   /* the position in the single process's epoch */
-        for (int k = 0; k < 3; k++)
-            for (int r = 0; r < W; r++) {
-                tg_tensor *x, *y;
-                cr_assert(eq(int, tg_loader_next(rank[r], &x, &y), 1));
-                cr_assert(eq(i64, tg_tensor_dim(x, 0), B));
-                for (int64_t i = 0; i < B; i++, pos++) {
-                    /* past the end: the epoch's first samples again */
-                    int64_t p = pos < N ? pos : pos - N;
-                    cr_assert(eq(i64, ((const int64_t *)tg_tensor_cdata(y))[i], s.labels[p]));
-                    cr_assert(memcmp((const float *)tg_tensor_cdata(x) + i * per,
-                                     s.x + p * per, (size_t)per * 4) == 0,
-                              "epoch %lld rank %d batch %d sample %lld", (long long)epoch, r, k,
-                              (long long)i);
-                }
-                tg_tensor_release(x);
-                tg_tensor_release(y);
-            }
-        cr_assert(eq(i64, pos, 18));
-        run_free(&s);
-    }
-    for (int r = 0; r < W; r++) tg_loader_free(rank[r]);
-    tg_loader_free(single);
     tg_dataset_release(ds);
     tg_st_free(g);
 }
@@ -355,102 +214,133 @@ Test(transforms, flips_and_fill_in_each_range)
     tg_st_free(g);
 }
 
-/* Options left at their defaults (or NULL) change nothing: the batches are
- * a plain loader's, bit for bit. */
-Test(transforms, default_options_change_nothing)
+/* Every sample of two epochs of ld is the window of padded (C, H, W) at
+ * the documented draw, mirrored as u2 < hflip_p and u3 < vflip_p say; each
+ * flip happens to some samples and not to others. */
+static void expect_drawn_windows(tg_loader *ld, const tg_tensor *padded, const char *what,
+                                 const tg_augment_options *ao, int64_t n)
+{
+    const int64_t c = tg_tensor_dim(padded, 0), hh = tg_tensor_dim(padded, 1);
+    const int64_t ww = tg_tensor_dim(padded, 2), h = ao->crop[0], w = ao->crop[1];
+    int flips[2] = {0, 0}, seen = 0;
+    for (int64_t epoch = 0; epoch < 2; epoch++) {
+        OK(tg_loader_reset(ld, epoch));
+        tg_tensor *x, *y;
+        while (tg_loader_next(ld, &x, &y) == 1) {
+            cr_assert(tg_tensor_dim(x, 1) == c && tg_tensor_dim(x, 2) == h &&
+                      tg_tensor_dim(x, 3) == w, "%s: the batch's shape", what);
+            const int64_t *index = tg_tensor_cdata(y);   /* label i is sample i */
+            for (int64_t i = 0; i < tg_tensor_dim(x, 0); i++, seen++) {
+                double u[4];
+                draw_uniforms(77, epoch, index[i], u);
+                int64_t top = (int64_t)(u[0] * (double)(hh - h + 1));
+                int64_t left = (int64_t)(u[1] * (double)(ww - w + 1));
+                bool hf = u[2] < ao->hflip_p, vf = u[3] < ao->vflip_p;
+                const float *s = (const float *)tg_tensor_cdata(x) + i * c * h * w;
+                cr_assert(is_window_flipped(s, tg_tensor_cdata(padded), c, hh, ww, h, w, top,
+                                            left, hf, vf),
+                          "%s: epoch %lld sample %lld is not the drawn window (%lld, %lld, "
+                          "flips %d %d)", what, (long long)epoch, (long long)index[i],
+                          (long long)top, (long long)left, hf, vf);
+                flips[0] += hf;
+                flips[1] += vf;
+            }
+            tg_tensor_release(x);
+            tg_tensor_release(y);
+        }
+    }
+    cr_assert(eq(int, seen, 2 * (int)n));
+    for (int f = 0; f < 2; f++)
+        cr_assert(flips[f] > 0 && flips[f] < seen, "%s: %s flips %d of %d", what,
+                  f ? "vertical" : "horizontal", flips[f], seen);
+}
+
+/* Symmetric padding, and pad_if_needed in each mode, give windows of the
+ * image torchvision's RandomCrop crops (F.pad's 'symmetric'; padded, then
+ * padded if needed on both sides), flipped both ways at the draw. */
+Test(transforms, symmetric_padding_and_pad_if_needed_are_torchvision_windows)
 {
     tg_st_file *g = th_golden_load("transforms.safetensors");
     int64_t im[4];
-    tg_dataset *ds = aug_dataset(g, 7, im);
-    tg_loader_options lo = {3, true, 9, false};
-    run want = {0};
-    tg_loader *plain;
-    OK(tg_loader_new(&plain, ds, &lo));
-    drain(&want, plain);
-    tg_loader_free(plain);
-    tg_augment_options init = TG_AUGMENT_OPTIONS_INIT, on = all_of_them();
-    for (int k = 0; k < 2; k++) {
-        tg_loader *ld;
-        OK(tg_loader_new(&ld, ds, &lo));
-        OK(tg_loader_set_augment(ld, &on));
-        OK(tg_loader_set_augment(ld, k ? NULL : &init));
-        run got = {0};
-        drain(&got, ld);
-        cr_assert(eq(i64, got.n, want.n));
-        cr_assert(memcmp(got.x, want.x, (size_t)got.n * 4) == 0);
-        run_free(&got);
-        tg_loader_free(ld);
-    }
-    run_free(&want);
+    enum { N = 24 };
+    tg_dataset *ds = aug_dataset(g, N, im);
+    const double fill = strtod(meta(g, "aug.fill", 0), NULL);
+    const char *name[4] = {"constant", "reflect", "edge", "symmetric"};
+    const tg_pad_mode pm[4] = {TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE,
+                               TG_PAD_SYMMETRIC};
+    const int cases = atoi(meta(g, "ifneeded.cases", 0));
+    cr_assert(cases >= 2);
+    /* k = -1: aug.pad.symmetric with aug.padding and crop (5, 6), no pad_if_needed */
+    for (int k = -1; k < cases; k++)
+        for (int m = k < 0 ? 3 : 0; m < 4; m++) {
+            char key[64];
+            int64_t pad[4], crop[2] = {5, 6};
+            cr_assert(eq(int, ints(k < 0 ? meta(g, "aug.padding", 0)
+                                         : meta(g, "ifneeded%d.padding", k), pad, 4), 4));
+            if (k >= 0) cr_assert(eq(int, ints(meta(g, "ifneeded%d.crop", k), crop, 2), 2));
+            snprintf(key, sizeof key, k < 0 ? "aug.pad.symmetric" : "ifneeded%d.%s", k,
+                     name[m]);
+            const tg_tensor *padded = tg_st_get(g, key);
+            cr_assert(padded != NULL, "%s", key);
+            tg_augment_options ao = {.hflip_p = 0.5, .vflip_p = 0.5, .crop = {crop[0], crop[1]},
+                                     .padding = {pad[0], pad[1], pad[2], pad[3]},
+                                     .padding_mode = pm[m], .pad_if_needed = k >= 0,
+                                     .fill = pm[m] == TG_PAD_CONSTANT ? fill : 0};
+            tg_loader_options lo = {8, true, 77, false};
+            tg_loader *ld;
+            OK(tg_loader_new(&ld, ds, &lo));
+            OK(tg_loader_set_augment(ld, &ao));
+            expect_drawn_windows(ld, padded, key, &ao, N);
+            tg_loader_free(ld);
+        }
     tg_dataset_release(ds);
     tg_st_free(g);
 }
 
-Test(transforms, bad_augment_options_are_refused)
+/* vflip_p 1 alone is torchvision's F.vflip of every sample; added to crop,
+ * padding, hflip and normalize, it flips each sample those give upside down
+ * and changes none of their draws. */
+Test(transforms, vertical_flips_are_vflip_and_leave_the_other_draws)
 {
     tg_st_file *g = th_golden_load("transforms.safetensors");
-    int64_t im[4];   /* images (3, 6, 7) */
-    tg_dataset *ds = aug_dataset(g, 4, im);
-    cr_assert(im[0] == 3 && im[1] == 6 && im[2] == 7);
-    const double two[2] = {0.5, 0.5}, zero[3] = {0.5, 1e-50, 0.5}, nan3[3] = {1, NAN, 1};
-    struct {
-        tg_augment_options o;
-        int rc;
-        const char *msg;
-    } bad[] = {
-        {{-0.1, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "hflip_p=-0.1 must be in [0, 1]"},
-        {{1.5, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "hflip_p=1.5 must be in [0, 1]"},
-        {{NAN, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "hflip_p=nan must be in [0, 1]"},
-        {{0, {-1, 2}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL, "crop[0]=-1 must be >= 0"},
-        {{0, {0, 3}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "crop={0, 3} must be {0, 0} (none) or two extents >= 1"},
-        {{0, {2, 2}, {0, -1, 0, 0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[1]=-1 must be in [0, 2147483647]"},
-        {{0, {0, 0}, {1, 0, 0, 0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding is for the crop; crop must be given with it"},
-        {{0, {2, 2}, {0}, TG_PAD_CIRCULAR, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding_mode=3 must be TG_PAD_CONSTANT, TG_PAD_REFLECT or TG_PAD_REPLICATE"},
-        {{0, {2, 2}, {0, 0, 7, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[2]=7 must be < the images' width 7 with TG_PAD_REFLECT"},
-        {{0, {2, 2}, {0, 6, 0, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[1]=6 must be < the images' height 6 with TG_PAD_REFLECT"},
-        {{0, {2, 2}, {0}, 0, INFINITY, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "fill=inf must be finite"},
-        {{0, {0, 0}, {0}, 0, 0, 2, two, two, 0, false}, TG_EINVAL,
-         "norm_channels=2 must be 0 (none), 1 or 3 (the images' channels)"},
-        {{0, {0, 0}, {0}, 0, 0, 3, NULL, zero, 0, false}, TG_EINVAL,
-         "mean and std must not be NULL with norm_channels=3"},
-        {{0, {0, 0}, {0}, 0, 0, 3, zero, nan3, 0, false}, TG_EINVAL, "std[1]=nan must be finite"},
-        {{0, {0, 0}, {0}, 0, 0, 3, two, zero, 0, false}, TG_EINVAL,
-         "std[1]=1e-50 is 0 in f32 (a division by zero)"},
-        /* torchvision: "Required crop size (7, 7) is larger than input image size (6, 7)" */
-        {{0, {7, 7}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_ESHAPE,
-         "crop=(7, 7) is larger than the padded images, (6, 7) (height, width)"},
-        {{0, {9, 8}, {1, 1, 1, 1}, 0, 0, 0, NULL, NULL, 0, false}, TG_ESHAPE,
-         "crop=(9, 8) is larger than the padded images, (8, 9)"},
-    };
-    tg_loader *ld;
-    OK(tg_loader_new(&ld, ds, NULL));
-    /* a crop + flip set before stays in force after each refusal */
-    tg_augment_options keep = {1, {4, 4}, {0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false};
-    OK(tg_loader_set_augment(ld, &keep));
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert(eq(int, tg_loader_set_augment(ld, &bad[i].o), bad[i].rc), "case %zu", i);
-        th_expect_in(tg_error_message(), "loader_set_augment: ");
-        th_expect_in(tg_error_message(), bad[i].msg);
+    int64_t im[4];
+    tg_dataset *ds = aug_dataset(g, 10, im);
+    const tg_tensor *want = tg_st_get(g, "aug.vflip");
+    const int64_t per = im[0] * im[1] * im[2];
+    tg_loader_options lo = {5, true, 21, false};
+    tg_loader *a, *b;
+    OK(tg_loader_new(&a, ds, &lo));
+    tg_augment_options ao = TG_AUGMENT_OPTIONS_INIT;
+    ao.vflip_p = 1;
+    OK(tg_loader_set_augment(a, &ao));
+    run r = {0};
+    drain(&r, a);
+    cr_assert(eq(i64, r.n, 10 * per));
+    for (int64_t k = 0; k < r.n; k++)
+        cr_assert(r.x[k] == ((const float *)tg_tensor_cdata(want))[k % per], "element %lld",
+                  (long long)k);
+    run_free(&r);
+    tg_augment_options on = all_of_them(), onv = all_of_them();
+    onv.vflip_p = 1;
+    OK(tg_loader_set_augment(a, &on));
+    OK(tg_loader_new(&b, ds, &lo));
+    OK(tg_loader_set_augment(b, &onv));
+    run ra = {0}, rb = {0};
+    OK(tg_loader_reset(a, 1));
+    OK(tg_loader_reset(b, 1));
+    drain(&ra, a);
+    drain(&rb, b);
+    cr_assert(eq(i64, ra.n, rb.n));
+    cr_assert(eq(i64, ra.n, 10 * im[0] * 5 * 6));
+    for (int64_t k = 0; k < ra.n; k++) {
+        int64_t col = k % 6, row = k / 6 % 5, plane = k / 30;
+        cr_assert(rb.x[k] == ra.x[(plane * 5 + 4 - row) * 6 + col], "element %lld",
+                  (long long)k);
     }
-    tg_tensor *x, *y;
-    cr_assert(eq(int, tg_loader_next(ld, &x, &y), 1));
-    cr_assert(tg_tensor_dim(x, 2) == 4 && tg_tensor_dim(x, 3) == 4);
-    tg_tensor_release(x);
-    tg_tensor_release(y);
-    cr_assert(eq(int, tg_loader_set_augment(NULL, &keep), TG_EINVAL));
-    th_expect_in(tg_error_message(), "loader_set_augment: ld must not be NULL");
-    tg_loader_free(ld);
+    run_free(&ra);
+    run_free(&rb);
+    tg_loader_free(a);
+    tg_loader_free(b);
     tg_dataset_release(ds);
     tg_st_free(g);
 }
-

@@ -72,3 +72,35 @@ bool is_window_flipped(const float *s, const float *padded, int64_t c, int64_t h
             }
     return true;
 }
+
+void run_free(run *r)
+{
+    free(r->x);
+    free(r->labels);
+    memset(r, 0, sizeof *r);
+}
+
+void drain(run *r, tg_loader *ld)
+{
+    tg_tensor *x, *y;
+    while (tg_loader_next(ld, &x, &y) == 1) {
+        int64_t nx = tg_tensor_numel(x), ny = tg_tensor_numel(y);
+        r->x = realloc(r->x, (size_t)(r->n + nx) * sizeof *r->x);
+        r->labels = realloc(r->labels, (size_t)(r->n_labels + ny) * sizeof *r->labels);
+        memcpy(r->x + r->n, tg_tensor_cdata(x), (size_t)nx * sizeof *r->x);
+        memcpy(r->labels + r->n_labels, tg_tensor_cdata(y), (size_t)ny * sizeof *r->labels);
+        r->n += nx;
+        r->n_labels += ny;
+        tg_tensor_release(x);
+        tg_tensor_release(y);
+    }
+}
+
+const double MEAN3[3] = {0.485, 0.456, 0.406}, STD3[3] = {0.229, 0.224, 0.225};
+
+tg_augment_options all_of_them(void)
+{
+    tg_augment_options o = {0.5, {5, 6}, {2, 1, 3, 2}, TG_PAD_REFLECT, 0, 3, MEAN3, STD3,
+                            0, false};
+    return o;
+}

@@ -1,7 +1,9 @@
-/* tests/transforms_fixtures.h - what test_transforms.c (folder loading)
- * and test_transforms_augment.c (the loader's augmentation) share: the
+/* tests/transforms_fixtures.h - what test_transforms.c (folder loading),
+ * test_transforms_augment.c and test_transforms_options.c (the loader's
+ * augmentation) share: the
  * golden images' bytes, the golden file's metadata, the augmentation's
- * dataset and the documented draw (transforms_fixtures.c). */
+ * dataset, options and documented draw, and a loader's batches gathered
+ * (transforms_fixtures.c). */
 #ifndef TG_TESTS_TRANSFORMS_FIXTURES_H
 #define TG_TESTS_TRANSFORMS_FIXTURES_H
 
@@ -37,5 +39,24 @@ void draw_uniforms(uint64_t seed, int64_t epoch, int64_t index, double u[4]);
  * bit. */
 bool is_window_flipped(const float *s, const float *padded, int64_t c, int64_t hh, int64_t ww,
                        int64_t h, int64_t w, int64_t top, int64_t left, bool hflip, bool vflip);
+
+/* Every batch of a loader, concatenated: the images into x (n floats) and
+ * the labels into labels (n_labels). */
+typedef struct run {
+    float *x;
+    int64_t n, *labels, n_labels;
+} run;
+
+/* Frees r's arrays and zeroes it. */
+void run_free(run *r);
+/* Appends ld's batches up to the end of its epoch to r. */
+void drain(run *r, tg_loader *ld);
+
+/* ImageNet's mean and std, T.Normalize's usual numbers. */
+extern const double MEAN3[3], STD3[3];
+
+/* Crop (5, 6), padding (2, 1, 3, 2) by reflection, hflip_p 0.5 and
+ * normalize by MEAN3, STD3 at once. */
+tg_augment_options all_of_them(void);
 
 #endif
