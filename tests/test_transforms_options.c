@@ -237,6 +237,8 @@ Test(transforms, bad_flip_and_padding_options_are_refused)
         {{.crop = {15, 9}, .padding = {0, 1, 0, 0}, .pad_if_needed = true, .padding_mode = sym},
          "pad_if_needed pads the height by crop[0] - 7 = 8 on each side, which must be <= the "
          "padded height 7 with TG_PAD_SYMMETRIC"},
+        {{.crop = {4, (int64_t)1 << 31}, .pad_if_needed = true},
+         "crop[1]=2147483648 must be <= 2147483647 with pad_if_needed"},
         {{.crop = {2, 2}, .padding_mode = (tg_pad_mode)5},
          "padding_mode=5 must be TG_PAD_CONSTANT, TG_PAD_REFLECT or TG_PAD_REPLICATE, or "
          "torchvision's TG_PAD_SYMMETRIC"},
@@ -256,6 +258,15 @@ Test(transforms, bad_flip_and_padding_options_are_refused)
         {.crop = {11, 13}, .pad_if_needed = true, .padding_mode = refl},
         {.crop = {40, 50}, .pad_if_needed = true},
     };
+    /* the largest crop with pad_if_needed is taken, and a batch of it is
+     * out of memory, not a crash */
+    const tg_augment_options huge = {.crop = {INT32_MAX, INT32_MAX}, .pad_if_needed = true};
+    OK(tg_loader_set_augment(ld, &huge));
+    tg_tensor *hx = NULL, *hy = NULL;
+    cr_assert(eq(int, tg_loader_next(ld, &hx, &hy), TG_ENOMEM));
+    th_expect_in(tg_error_message(), "out of memory for the augmented batch (4, 3, 2147483647, "
+                                     "2147483647)");
+    cr_assert(hx == NULL && hy == NULL);
     for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
         OK(tg_loader_set_augment(ld, &fine[i]));
         tg_tensor *x, *y;

@@ -76,6 +76,10 @@ static int check_padding(const tg_augment_options *o, const int64_t chw[3])
              "loader_set_augment: padding is for the crop; crop must be given with it");
     TG_CHECK(!o->pad_if_needed || o->crop[0] > 0, TG_EINVAL,
              "loader_set_augment: pad_if_needed is for the crop; crop must be given with it");
+    for (int d = 0; d < 2 && o->pad_if_needed; d++)
+        TG_CHECK(o->crop[d] <= INT32_MAX, TG_EINVAL,
+                 "loader_set_augment: crop[%d]=%lld must be <= %d with pad_if_needed", d,
+                 (long long)o->crop[d], INT32_MAX);
     TG_CHECK(o->padding_mode == TG_PAD_CONSTANT || o->padding_mode == TG_PAD_REFLECT ||
                  o->padding_mode == TG_PAD_REPLICATE || o->padding_mode == TG_PAD_SYMMETRIC,
              TG_EINVAL, "loader_set_augment: padding_mode=%d must be TG_PAD_CONSTANT, "
@@ -194,16 +198,21 @@ static int64_t pad_source(tg_pad_mode m, int64_t i, int64_t n)
     }
 }
 
-/* The table of one axis of extent n: its padding lo and hi, then
- * pad_if_needed's e on both sides for the crop extent k.  *len receives
- * the padded extent; NULL when out of memory. */
-static int64_t *pad_table(const tg__augment *a, int64_t n, int64_t lo, int64_t hi, int64_t k,
-                          int64_t *len)
+/* The extent of an axis of extent n padded by lo and hi, then by
+ * pad_if_needed's shortfall on both sides for the crop extent k. */
+static int64_t padded_extent(const tg__augment *a, int64_t n, int64_t lo, int64_t hi, int64_t k)
 {
-    int64_t n1 = n + lo + hi, e = deficit(a->pad_if_needed, n1, k);
-    *len = n1 + 2 * e;
-    int64_t *t = tg__malloc((size_t)*len * sizeof *t);
-    for (int64_t p = 0; t && p < *len; p++) {
+    int64_t n1 = n + lo + hi;
+    return n1 + 2 * deficit(a->pad_if_needed, n1, k);
+}
+
+/* The table of that axis: padded index p reads index t[p] of the axis (-1:
+ * the fill).  NULL when out of memory. */
+static int64_t *pad_table(const tg__augment *a, int64_t n, int64_t lo, int64_t hi, int64_t k)
+{
+    int64_t n1 = n + lo + hi, e = deficit(a->pad_if_needed, n1, k), len = n1 + 2 * e;
+    int64_t *t = tg__malloc((size_t)len * sizeof *t);
+    for (int64_t p = 0; t && p < len; p++) {
         int64_t q = pad_source(a->mode, p - e, n1);
         t[p] = q < 0 ? -1 : pad_source(a->mode, q - lo, n);
     }
@@ -268,11 +277,18 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
 {
     tg_tensor *x = *images;
     const int64_t *s = tg_tensor_shape(x);
-    int64_t n = s[0], c = s[1], hh = s[2], ww = s[3], ph, pw;
-    int64_t *rows = pad_table(a, hh, a->pad[1], a->pad[3], a->crop[0], &ph);
-    int64_t *cols = pad_table(a, ww, a->pad[0], a->pad[2], a->crop[1], &pw);
+    int64_t n = s[0], c = s[1], hh = s[2], ww = s[3];
+    int64_t ph = padded_extent(a, hh, a->pad[1], a->pad[3], a->crop[0]);
+    int64_t pw = padded_extent(a, ww, a->pad[0], a->pad[2], a->crop[1]);
     int64_t h = a->crop[0] ? a->crop[0] : ph, w = a->crop[0] ? a->crop[1] : pw;
-    tg_tensor *y = rows && cols ? tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w}) : NULL;
+    /* the batch first: a size that overflows is refused before the tables */
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
+    int64_t *rows = y ? pad_table(a, hh, a->pad[1], a->pad[3], a->crop[0]) : NULL;
+    int64_t *cols = rows ? pad_table(a, ww, a->pad[0], a->pad[2], a->crop[1]) : NULL;
+    if (!cols) {
+        tg_tensor_release(y);
+        y = NULL;
+    }
     if (y) {
         const float fill = tg__dataset_map_unit(ds, a->fill);
         const float *xd = tg_tensor_cdata(x);
@@ -285,7 +301,11 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     }
     free(rows);
     free(cols);
-    return y ? TG_OK : TG_ENOMEM;
+    if (!y)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    return TG_OK;
 }
 
 int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
