@@ -275,27 +275,27 @@ typedef struct tg_augment_options {
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
- * 'edge' and 'symmetric' (each padding <= the side it pads; the image's
- * edge pixel repeated, then the pixels inward: d c b a | a b c d | d c).
+ * 'edge' and 'symmetric' (each padding <= the side it pads; the image's edge
+ * pixel repeated, then the pixels inward: d c b a | a b c d | d c).
  * pad_if_needed is torchvision's rule: after the padding, a width w' <
  * crop[1] is padded by crop[1] - w' columns on both sides (not up to
  * crop[1]: the padded width is 2 crop[1] - w'), then a height h' < crop[0]
  * by crop[0] - h' rows above and below, each in padding_mode (so REFLECT
  * needs crop[1] - w' < w', SYMMETRIC crop[1] - w' <= w', likewise for the
- * height).  A padded pixel of TG_PAD_CONSTANT holds what the dataset's pixel range
- * makes of fill: fill (TG_PIXELS_UNIT) or (fill - 0.5) / 0.5 in f32
+ * height).  A padded pixel of TG_PAD_CONSTANT holds what the dataset's pixel
+ * range makes of fill: fill (TG_PIXELS_UNIT) or (fill - 0.5) / 0.5 in f32
  * (TG_PIXELS_SYMMETRIC), so 0 is black in both, as torchvision's fill 0 on
- * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c]
- * in f32 with mean and std rounded to f32, as torch, on the values in the
- * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1],
- * as torchvision's T.Normalize sees them.  TG_EINVAL naming the option for
- * ld NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0
- * or one of them 0; padding < 0, or padding or pad_if_needed given
- * without crop; padding_mode not one of the four, a REFLECT padding >= or
- * a SYMMETRIC one > the side it pads (pad_if_needed's too); fill not
- * finite; norm_channels not 0, 1 or C, mean or std NULL with
- * norm_channels, a value not finite or a std that is 0 in f32
- * (torchvision's "std evaluated to zero").  TG_ESHAPE when the crop is
+ * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c] in
+ * f32 with mean and std rounded to f32, as torch, on the values in the
+ * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1], as
+ * torchvision's T.Normalize sees them.  TG_EINVAL naming the option for ld
+ * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
+ * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
+ * padding or pad_if_needed given without crop; padding_mode not one of the
+ * four, a REFLECT padding >= or a SYMMETRIC one > the side it pads
+ * (pad_if_needed's too); fill not finite; norm_channels not 0, 1 or C, mean
+ * or std NULL with norm_channels, a value not finite or a std that is 0 in
+ * f32 (torchvision's "std evaluated to zero").  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's
  * augmentation is unchanged.  Takes effect from the next batch. */
