@@ -26,8 +26,6 @@ static void mkdir_in(const char *rel)
     cr_assert(eq(int, mkdir(th_tmp_path(p, sizeof p, rel), 0755), 0), "mkdir %s", p);
 }
 
-
-
 /* Writes th_tmp_dir/rel, the PNG of image (c, h, w, seed). */
 static void write_png(const char *rel, const int64_t im[4])
 {
@@ -41,7 +39,6 @@ static void write_png(const char *rel, const int64_t im[4])
     tg_tensor_release(t);
     free(v);
 }
-
 
 /* ULPs between two finite floats of one sign or zero. */
 static int64_t ulps(float a, float b)
@@ -416,7 +413,6 @@ Test(transforms, bad_folder_options_are_refused)
                                      "side (max_size 2) would be 2x0");
     cr_assert(ds == NULL);
 }
-
 
 /* Inside a caller's scope, the resize and the padding keep their own
  * intermediate tensors: the scope captures none of them. */
