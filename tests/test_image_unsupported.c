@@ -27,7 +27,7 @@ Test(image_unsupported, functions_say_the_build_lacks_them)
     cr_assert(eq(int, tg_image_folder_load(&ds, ".", 1), TG_EUNSUPPORTED));
     th_expect_in(tg_error_message(), "image_folder_load: tapegrad was built without PNG support");
     cr_assert(ds == NULL);
-    tg_image_folder_options fo = {3, {8, 0}, 0, {8, 8}};
+    tg_image_folder_options fo = {3, {8, 0}, 0, {8, 8}, TG_RESIZE_BILINEAR};
     cr_assert(eq(int, tg_image_folder_load_ex(&ds, ".", &fo), TG_EUNSUPPORTED));
     th_expect_in(tg_error_message(), "image_folder_load: tapegrad was built without PNG support");
     cr_assert(ds == NULL);

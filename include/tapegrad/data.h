@@ -115,6 +115,16 @@ TG_API int tg_image_folder_load(tg_dataset **out, const char *root, int channels
  * (T.Resize on the f32 tensor: F.interpolate(x, (h', w'), mode='bilinear',
  * align_corners=False, antialias=True), done by tg_upsample_antialias).
  *
+ * interpolation: TG_RESIZE_BILINEAR as above; TG_RESIZE_BICUBIC,
+ *   T.Resize(..., InterpolationMode.BICUBIC, antialias=True), mode='bicubic'
+ *   with antialias (torch's _upsample_bicubic2d_aa, Keys's cubic with
+ *   a = -0.5), also by tg_upsample_antialias; its values may leave [0, 1]
+ *   (torchvision clamps only uint8 tensors, and T.ToTensor's are f32);
+ *   TG_RESIZE_NEAREST, T.Resize(..., InterpolationMode.NEAREST) (which
+ *   takes no antialias): torch's 'nearest' (not 'nearest-exact'), output
+ *   index o reads input index min(floor(o * s), S - 1) with the f32 scale
+ *   s = S / size, so its values are T.ToTensor's, exactly.
+ *
  * resize: {0, 0} none; {s, 0} T.Resize(s): the shorter side becomes s and
  *   the longer one int(s * long / short) (Python's truncation of the double
  *   quotient), so the aspect ratio is kept; {h, w} T.Resize((h, w)).  An
@@ -140,20 +150,28 @@ TG_API int tg_image_folder_load(tg_dataset **out, const char *root, int channels
  * T.ToTensor, its default) with PIL's own filter on 8-bit pixels and
  * rounds its results to bytes: those differ from this path's in the last
  * bits. */
+typedef enum tg_resize_mode {
+    TG_RESIZE_BILINEAR = 0,    /* T.Resize's default, antialiased */
+    TG_RESIZE_NEAREST,         /* InterpolationMode.NEAREST */
+    TG_RESIZE_BICUBIC,         /* InterpolationMode.BICUBIC, antialiased */
+} tg_resize_mode;
+
 typedef struct tg_image_folder_options {
     int channels;              /* 1 (grey) or 3 (RGB) */
     int64_t resize[2];         /* {0, 0}, {s, 0} or {h, w} */
     int64_t max_size;          /* 0 or > s, with resize {s, 0} only */
     int64_t center_crop[2];    /* {0, 0} or {h, w} */
+    tg_resize_mode interpolation;   /* T.Resize's interpolation */
 } tg_image_folder_options;
 
-#define TG_IMAGE_FOLDER_OPTIONS_INIT {3, {0, 0}, 0, {0, 0}}
+#define TG_IMAGE_FOLDER_OPTIONS_INIT {3, {0, 0}, 0, {0, 0}, TG_RESIZE_BILINEAR}
 
 /* tg_image_folder_load with resizing and cropping (opt NULL: the defaults,
  * 3 channels and neither).  The images may have any sizes as long as they
  * all end with the same one: with center_crop or resize {h, w} they do;
  * with resize {s, 0} alone, only images of one aspect ratio do.
- * TG_EINVAL naming the option for channels not 1 or 3; a resize or
+ * TG_EINVAL naming the option for channels not 1 or 3; interpolation not
+ * a tg_resize_mode; a resize or
  * center_crop extent < 0, or above 2^31 - 1 (TG_POOL_MAX_PARAM); resize
  * {0, w} with w != 0 or center_crop with one extent 0; max_size < 0, given
  * without resize {s, 0} or <= s (torchvision's ValueError).  TG_ESHAPE
@@ -222,52 +240,65 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
 
 /* ---- augmentation -----------------------------------------------------------
  * Random changes to each sample of a loader's batches, as torchvision's
- *   T.Compose([T.RandomCrop(crop, padding, fill=fill, padding_mode=mode),
- *              T.RandomHorizontalFlip(hflip_p), T.Normalize(mean, std)])
- * applied after the dataset's own pipeline, in that order: pad, crop,
- * flip, normalize; each step is skipped when its option is left at the
- * default.  A sample's draw depends only on (the loader's seed, the epoch,
- * the sample's index in the dataset): the uniforms u0, u1, u2 of a tg_rng
- * with seed = seed + epoch and counter = 2^63 + 4 * index (the shuffle of
- * that epoch draws from the same seed at counters below the dataset size)
- * give the window's top floor(u0 * (H' - h + 1)) and left
+ *   T.Compose([T.RandomCrop(crop, padding, pad_if_needed, fill=fill,
+ *                           padding_mode=mode),
+ *              T.RandomHorizontalFlip(hflip_p), T.RandomVerticalFlip(vflip_p),
+ *              T.Normalize(mean, std)])
+ * applied after the dataset's own pipeline, in that order: pad, pad if
+ * needed, crop, flips, normalize; each step is skipped when its option is
+ * left at the default.  A sample's draw depends only on (the loader's seed,
+ * the epoch, the sample's index in the dataset): the uniforms u0, u1, u2,
+ * u3 of a tg_rng with seed = seed + epoch and counter = 2^63 + 4 * index
+ * (the shuffle of that epoch draws from the same seed at counters below the
+ * dataset size) give the window's top floor(u0 * (H' - h + 1)) and left
  * floor(u1 * (W' - w + 1)) in the padded (H', W') image (0 and 0 when
- * that is the crop's size, as torchvision's), and flip the window when
- * u2 < hflip_p.  So a resumed loader (tg_loader_set_position, checkpoints)
- * hands out the same batches, and a shard's samples get the draws a single
- * process gives them.  The batches are then (B, C, h, w). */
+ * that is the crop's size, as torchvision's), flip the window left to
+ * right when u2 < hflip_p and upside down when u3 < vflip_p.  So a resumed
+ * loader (tg_loader_set_position, checkpoints) hands out the same batches,
+ * and a shard's samples get the draws a single process gives them.  The
+ * batches are then (B, C, h, w). */
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
     int64_t padding[4];        /* (left, top, right, bottom) before the crop, >= 0 */
-    tg_pad_mode padding_mode;  /* TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE */
+    tg_pad_mode padding_mode;  /* TG_PAD_CONSTANT, _REFLECT, _REPLICATE, _SYMMETRIC */
     double fill;               /* TG_PAD_CONSTANT's value, 0 black to 1 white */
     int norm_channels;         /* T.Normalize: 0 none, 1 or C (the images') */
     const double *mean;        /* norm_channels values, copied */
     const double *std;         /* norm_channels values, copied */
+    double vflip_p;            /* in [0, 1]; 0: no vertical flip */
+    bool pad_if_needed;        /* RandomCrop's pad_if_needed (with crop) */
 } tg_augment_options;
 
-#define TG_AUGMENT_OPTIONS_INIT {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL}
+#define TG_AUGMENT_OPTIONS_INIT                                                   \
+    {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
- * torchvision's 'constant', 'reflect' (each padding < the side it pads) and
- * 'edge', done by tg_pad; torchvision's 'symmetric' has no tapegrad mode.
- * A padded pixel of TG_PAD_CONSTANT holds what the dataset's pixel range
- * makes of fill: fill (TG_PIXELS_UNIT) or (fill - 0.5) / 0.5 in f32
+ * torchvision's 'constant', 'reflect' (each padding < the side it pads),
+ * 'edge' and 'symmetric' (each padding <= the side it pads; the image's edge
+ * pixel repeated, then the pixels inward: d c b a | a b c d | d c).
+ * pad_if_needed is torchvision's rule: after the padding, a width w' <
+ * crop[1] is padded by crop[1] - w' columns on both sides (not up to
+ * crop[1]: the padded width is 2 crop[1] - w'), then a height h' < crop[0]
+ * by crop[0] - h' rows above and below, each in padding_mode (so REFLECT
+ * needs crop[1] - w' < w', SYMMETRIC crop[1] - w' <= w', likewise for the
+ * height).  A padded pixel of TG_PAD_CONSTANT holds what the dataset's pixel
+ * range makes of fill: fill (TG_PIXELS_UNIT) or (fill - 0.5) / 0.5 in f32
  * (TG_PIXELS_SYMMETRIC), so 0 is black in both, as torchvision's fill 0 on
- * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c]
- * in f32 with mean and std rounded to f32, as torch, on the values in the
- * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1],
- * as torchvision's T.Normalize sees them.  TG_EINVAL naming the option for
- * ld NULL; hflip_p outside [0, 1] (NaN too); a crop extent < 0 or one of
- * them 0; padding < 0, or given without crop; padding_mode not one of the
- * three, a REFLECT padding >= the side it pads; fill not finite;
- * norm_channels not 0, 1 or C, mean or std NULL with norm_channels, a
- * value not finite or a std that is 0 in f32 (torchvision's "std
- * evaluated to zero").  TG_ESHAPE when the crop is larger than the padded
- * image, as torchvision's "Required crop size ... is larger than input
- * image size".  On error ld's augmentation is unchanged.  Takes effect
- * from the next batch. */
+ * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c] in
+ * f32 with mean and std rounded to f32, as torch, on the values in the
+ * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1], as
+ * torchvision's T.Normalize sees them.  TG_EINVAL naming the option for ld
+ * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
+ * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
+ * padding or pad_if_needed given without crop; padding_mode not one of the
+ * four, a REFLECT padding >= or a SYMMETRIC one > the side it pads
+ * (pad_if_needed's too); fill not finite; norm_channels not 0, 1 or C, mean
+ * or std NULL with norm_channels, a value not finite or a std that is 0 in
+ * f32 (torchvision's "std evaluated to zero").  TG_ESHAPE when the crop is
+ * larger than the padded image without pad_if_needed, as torchvision's
+ * "Required crop size ... is larger than input image size".  On error ld's
+ * augmentation is unchanged.  Takes effect from the next batch. */
 TG_API int tg_loader_set_augment(tg_loader *ld, const tg_augment_options *opt);
 
 #ifdef __cplusplus

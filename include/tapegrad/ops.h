@@ -400,6 +400,10 @@ typedef enum tg_pad_mode {
     TG_PAD_REFLECT,
     TG_PAD_REPLICATE,
     TG_PAD_CIRCULAR,
+    /* torchvision's 'symmetric' (the edge repeated, then inward), which
+     * torch's F.pad has not: tg_loader_set_augment's alone; tg_pad, the
+     * convolutions and the padding modules refuse it. */
+    TG_PAD_SYMMETRIC,
 } tg_pad_mode;
 TG_API int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_pad_mode mode,
                   double value);

@@ -1,12 +1,20 @@
-/* src/data/augment.c - torchvision's T.RandomCrop(size, padding, fill,
- * padding_mode), T.RandomHorizontalFlip(p) and T.Normalize(mean, std) on a
- * loader's batches.
+/* src/data/augment.c - torchvision's T.RandomCrop(size, padding,
+ * pad_if_needed, fill, padding_mode), T.RandomHorizontalFlip(p),
+ * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches.
  *
- * Sample `index` of epoch e draws three uniforms from tg_rng with seed
- * (seed + e) at counters 2^63 + 4 index .. + 2, so its draw is a function
+ * Sample `index` of epoch e draws four uniforms from tg_rng with seed
+ * (seed + e) at counters 2^63 + 4 index .. + 3, so its draw is a function
  * of (seed, e, index) alone: the same whatever the order, batch, shard or
  * resumption that hands the sample out, and apart from the epoch's shuffle,
- * which uses counters 0 .. N - 2 of the same seed. */
+ * which uses counters 0 .. N - 2 of the same seed.  Each draw has its own
+ * counter, so the draws of options left at their defaults are never used
+ * and never shift the others.
+ *
+ * The padding is separable: padded row p reads source row rows[p] (or the
+ * fill when that is -1), column q source column cols[q].  torchvision pads
+ * twice (the padding, then pad_if_needed's on the padded image); the
+ * tables compose the two index maps, so one pass reads every output pixel
+ * straight from the batch, windowed and flipped. */
 #include <math.h>
 #include <string.h>
 
@@ -15,10 +23,11 @@
 #include "data/dataset_pixels.h"
 
 struct tg__augment {
-    double hflip_p;
+    double hflip_p, vflip_p;
     int64_t crop[2];      /* (h, w); {0, 0}: the image's own size */
-    int64_t pad[4];       /* tg_pad's order: left, right, top, bottom */
-    bool padded;
+    int64_t pad[4];       /* left, top, right, bottom */
+    bool pad_if_needed;
+    bool geometry;        /* a crop or a flip: a new batch of windows */
     tg_pad_mode mode;
     double fill;
     int norm;             /* channels of mean/std: 0, 1 or C */
@@ -33,37 +42,84 @@ void tg__augment_free(tg__augment *a)
     free(a);
 }
 
-static int check_crop(const tg_augment_options *o, const int64_t chw[3])
+static const char *const SIDE[4] = {"width", "height", "width", "height"};
+
+/* The padding a mode allows on a side of extent n: REFLECT < n (torch's
+ * reflection pad), SYMMETRIC <= n (torchvision's index lists), any else. */
+static bool pad_fits(tg_pad_mode m, int64_t pad, int64_t n)
 {
-    const char *side[4] = {"width", "height", "width", "height"};
-    for (int i = 0; i < 2; i++)
-        TG_CHECK(o->crop[i] >= 0, TG_EINVAL, "loader_set_augment: crop[%d]=%lld must be >= 0",
-                 i, (long long)o->crop[i]);
-    TG_CHECK((o->crop[0] > 0) == (o->crop[1] > 0), TG_EINVAL,
-             "loader_set_augment: crop={%lld, %lld} must be {0, 0} (none) or two extents >= 1",
-             (long long)o->crop[0], (long long)o->crop[1]);
+    return m == TG_PAD_REFLECT ? pad < n : m == TG_PAD_SYMMETRIC ? pad <= n : true;
+}
+
+static const char *mode_rule(tg_pad_mode m)
+{
+    return m == TG_PAD_REFLECT ? "<" : "<=";
+}
+
+/* pad_if_needed's padding of each side of an extent n (after the padding)
+ * for a crop extent k: k - n when n < k, else 0. */
+static int64_t deficit(bool on, int64_t n, int64_t k)
+{
+    return on && n < k ? k - n : 0;
+}
+
+static int check_padding(const tg_augment_options *o, const int64_t chw[3])
+{
     bool any = false;
     for (int i = 0; i < 4; i++) {
         TG_CHECK(o->padding[i] >= 0 && o->padding[i] <= INT32_MAX, TG_EINVAL,
                  "loader_set_augment: padding[%d]=%lld must be in [0, %d]", i,
                  (long long)o->padding[i], INT32_MAX);
         any = any || o->padding[i] > 0;
-        int64_t n = chw[i % 2 ? 1 : 2];
-        TG_CHECK(o->padding_mode != TG_PAD_REFLECT || o->padding[i] < n, TG_EINVAL,
-                 "loader_set_augment: padding[%d]=%lld must be < the images' %s %lld with "
-                 "TG_PAD_REFLECT", i, (long long)o->padding[i], side[i], (long long)n);
     }
     TG_CHECK(!any || o->crop[0] > 0, TG_EINVAL,
              "loader_set_augment: padding is for the crop; crop must be given with it");
+    TG_CHECK(!o->pad_if_needed || o->crop[0] > 0, TG_EINVAL,
+             "loader_set_augment: pad_if_needed is for the crop; crop must be given with it");
+    for (int d = 0; d < 2 && o->pad_if_needed; d++)
+        TG_CHECK(o->crop[d] <= INT32_MAX, TG_EINVAL,
+                 "loader_set_augment: crop[%d]=%lld must be <= %d with pad_if_needed", d,
+                 (long long)o->crop[d], INT32_MAX);
     TG_CHECK(o->padding_mode == TG_PAD_CONSTANT || o->padding_mode == TG_PAD_REFLECT ||
-                 o->padding_mode == TG_PAD_REPLICATE, TG_EINVAL,
-             "loader_set_augment: padding_mode=%d must be TG_PAD_CONSTANT, TG_PAD_REFLECT or "
-             "TG_PAD_REPLICATE", (int)o->padding_mode);
+                 o->padding_mode == TG_PAD_REPLICATE || o->padding_mode == TG_PAD_SYMMETRIC,
+             TG_EINVAL, "loader_set_augment: padding_mode=%d must be TG_PAD_CONSTANT, "
+             "TG_PAD_REFLECT or TG_PAD_REPLICATE, or torchvision's TG_PAD_SYMMETRIC",
+             (int)o->padding_mode);
+    const char *mn = o->padding_mode == TG_PAD_REFLECT ? "TG_PAD_REFLECT" : "TG_PAD_SYMMETRIC";
+    for (int i = 0; i < 4; i++) {
+        int64_t n = chw[i % 2 ? 1 : 2];
+        TG_CHECK(pad_fits(o->padding_mode, o->padding[i], n), TG_EINVAL,
+                 "loader_set_augment: padding[%d]=%lld must be %s the images' %s %lld with %s",
+                 i, (long long)o->padding[i], mode_rule(o->padding_mode), SIDE[i],
+                 (long long)n, mn);
+    }
+    /* pad_if_needed pads the padded image: width first, then height */
+    for (int d = 1; d >= 0; d--) {
+        int64_t n = chw[1 + d] + o->padding[d ? 0 : 1] + o->padding[d ? 2 : 3];
+        int64_t k = o->crop[d], e = deficit(o->pad_if_needed, n, k);
+        TG_CHECK(pad_fits(o->padding_mode, e, n), TG_EINVAL,
+                 "loader_set_augment: pad_if_needed pads the %s by crop[%d] - %lld = %lld on "
+                 "each side, which must be %s the padded %s %lld with %s", SIDE[d ? 0 : 1], d,
+                 (long long)n, (long long)e, mode_rule(o->padding_mode), SIDE[d ? 0 : 1],
+                 (long long)n, mn);
+    }
+    return TG_OK;
+}
+
+static int check_crop(const tg_augment_options *o, const int64_t chw[3])
+{
+    for (int i = 0; i < 2; i++)
+        TG_CHECK(o->crop[i] >= 0, TG_EINVAL, "loader_set_augment: crop[%d]=%lld must be >= 0",
+                 i, (long long)o->crop[i]);
+    TG_CHECK((o->crop[0] > 0) == (o->crop[1] > 0), TG_EINVAL,
+             "loader_set_augment: crop={%lld, %lld} must be {0, 0} (none) or two extents >= 1",
+             (long long)o->crop[0], (long long)o->crop[1]);
+    TG_TRY(check_padding(o, chw));
     TG_CHECK(isfinite(o->fill), TG_EINVAL, "loader_set_augment: fill=%g must be finite",
              o->fill);
     int64_t ph = chw[1] + o->padding[1] + o->padding[3];
     int64_t pw = chw[2] + o->padding[0] + o->padding[2];
-    TG_CHECK(o->crop[0] <= ph && o->crop[1] <= pw, TG_ESHAPE,
+    TG_CHECK(o->pad_if_needed || (o->crop[0] <= ph && o->crop[1] <= pw), TG_ESHAPE,
              "loader_set_augment: crop=(%lld, %lld) is larger than the padded images, (%lld, "
              "%lld) (height, width)", (long long)o->crop[0], (long long)o->crop[1],
              (long long)ph, (long long)pw);
@@ -95,10 +151,13 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     tg_dataset_image_shape(ds, chw);
     TG_CHECK(o->hflip_p >= 0 && o->hflip_p <= 1, TG_EINVAL,
              "loader_set_augment: hflip_p=%g must be in [0, 1]", o->hflip_p);
+    TG_CHECK(o->vflip_p >= 0 && o->vflip_p <= 1, TG_EINVAL,
+             "loader_set_augment: vflip_p=%g must be in [0, 1]", o->vflip_p);
     TG_TRY(check_crop(o, chw));
     TG_TRY(check_norm(o, chw[0]));
     *out = NULL;
-    if (o->hflip_p == 0 && o->crop[0] == 0 && o->norm_channels == 0) return TG_OK;
+    bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
+    if (!geometry && o->norm_channels == 0) return TG_OK;
     tg__augment *a = tg__calloc(1, sizeof *a);
     int k = o->norm_channels;
     if (a && k > 0) {
@@ -110,10 +169,11 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
         return TG_ENOMEM;
     }
     a->hflip_p = o->hflip_p;
+    a->vflip_p = o->vflip_p;
+    a->geometry = geometry;
     memcpy(a->crop, o->crop, sizeof a->crop);
-    const int64_t pad[4] = {o->padding[0], o->padding[2], o->padding[1], o->padding[3]};
-    memcpy(a->pad, pad, sizeof a->pad);
-    a->padded = pad[0] || pad[1] || pad[2] || pad[3];
+    memcpy(a->pad, o->padding, sizeof a->pad);
+    a->pad_if_needed = o->pad_if_needed;
     a->mode = o->padding_mode;
     a->fill = o->fill;
     a->norm = k;
@@ -125,6 +185,40 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     return TG_OK;
 }
 
+/* The index of a side of extent n that padded index i (i < 0 before the
+ * side, i >= n after it) reads in mode m, or -1 for the fill. */
+static int64_t pad_source(tg_pad_mode m, int64_t i, int64_t n)
+{
+    if (i >= 0 && i < n) return i;
+    switch (m) {
+    case TG_PAD_REPLICATE: return i < 0 ? 0 : n - 1;
+    case TG_PAD_REFLECT: return i < 0 ? -i : 2 * (n - 1) - i;
+    case TG_PAD_SYMMETRIC: return i < 0 ? -i - 1 : 2 * n - 1 - i;
+    default: return -1;
+    }
+}
+
+/* The extent of an axis of extent n padded by lo and hi, then by
+ * pad_if_needed's shortfall on both sides for the crop extent k. */
+static int64_t padded_extent(const tg__augment *a, int64_t n, int64_t lo, int64_t hi, int64_t k)
+{
+    int64_t n1 = n + lo + hi;
+    return n1 + 2 * deficit(a->pad_if_needed, n1, k);
+}
+
+/* The table of that axis: padded index p reads index t[p] of the axis (-1:
+ * the fill).  NULL when out of memory. */
+static int64_t *pad_table(const tg__augment *a, int64_t n, int64_t lo, int64_t hi, int64_t k)
+{
+    int64_t n1 = n + lo + hi, e = deficit(a->pad_if_needed, n1, k), len = n1 + 2 * e;
+    int64_t *t = tg__malloc((size_t)len * sizeof *t);
+    for (int64_t p = 0; t && p < len; p++) {
+        int64_t q = pad_source(a->mode, p - e, n1);
+        t[p] = q < 0 ? -1 : pad_source(a->mode, q - lo, n);
+    }
+    return t;
+}
+
 /* floor(u * n), u in [0, 1), kept below n (u * n may round up to n). */
 static int64_t pick(double u, int64_t n)
 {
@@ -132,37 +226,38 @@ static int64_t pick(double u, int64_t n)
     return k < n ? k : n - 1;
 }
 
-/* Sample index's window (top, left) among (nh, nw) offsets and flip. */
-static void draw(uint64_t seed, int64_t epoch, int64_t index, int64_t nh, int64_t nw, double p,
-                 int64_t *top, int64_t *left, bool *flip)
+/* One sample's draw: its window's (top, left) and flips. */
+typedef struct draw_t {
+    int64_t top, left;
+    bool hflip, vflip;
+} draw_t;
+
+/* Sample index's draw among (nh, nw) window offsets. */
+static draw_t draw(const tg__augment *a, uint64_t seed, int64_t epoch, int64_t index,
+                   int64_t nh, int64_t nw)
 {
     tg_rng r = {.seed = seed + (uint64_t)epoch,
                 .counter = (UINT64_C(1) << 63) + 4 * (uint64_t)index};
-    double u0 = tg_rng_uniform(&r), u1 = tg_rng_uniform(&r), u2 = tg_rng_uniform(&r);
-    *top = pick(u0, nh);
-    *left = pick(u1, nw);
-    *flip = u2 < p;
+    double u[4];
+    for (int i = 0; i < 4; i++) u[i] = tg_rng_uniform(&r);
+    return (draw_t){pick(u[0], nh), pick(u[1], nw), u[2] < a->hflip_p, u[3] < a->vflip_p};
 }
 
-/* dst (C, h, w) = src (C, H, W)'s window at (top, left), mirrored left to
- * right when flip.  dst may be src when the window is the whole image. */
-static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww, int64_t h,
-                   int64_t w, int64_t top, int64_t left, bool flip)
+/* dst (C, h, w) = the window at (d.top, d.left) of src (C, H, W) padded
+ * through the tables rows and cols, mirrored as d says. */
+static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww,
+                   const int64_t *rows, const int64_t *cols, int64_t h, int64_t w, draw_t d,
+                   float fill)
 {
     for (int64_t p = 0; p < c; p++)
         for (int64_t y = 0; y < h; y++) {
-            const float *s = src + (p * hh + y + top) * ww + left;
-            float *d = dst + (p * h + y) * w;
-            if (!flip) {
-                memmove(d, s, (size_t)w * sizeof *d);
-                continue;
+            const int64_t r = rows[d.top + (d.vflip ? h - 1 - y : y)];
+            float *o = dst + (p * h + y) * w;
+            const float *row = src + (p * hh + (r < 0 ? 0 : r)) * ww;
+            for (int64_t x = 0; x < w; x++) {
+                const int64_t q = cols[d.left + (d.hflip ? w - 1 - x : x)];
+                o[x] = r < 0 || q < 0 ? fill : row[q];
             }
-            for (int64_t x = 0; x < w / 2; x++) {   /* in place when d == s */
-                float t = s[x];
-                d[x] = s[w - 1 - x];
-                d[w - 1 - x] = t;
-            }
-            if (w % 2) d[w / 2] = s[w / 2];
         }
 }
 
@@ -176,38 +271,48 @@ static void normalize(const tg__augment *a, float *x, int64_t n, int64_t c, int6
     }
 }
 
+/* *images (n, C, H, W) replaced by its windows (n, C, h, w). */
+static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
+                   const int64_t *ids, uint64_t seed, int64_t epoch)
+{
+    tg_tensor *x = *images;
+    const int64_t *s = tg_tensor_shape(x);
+    int64_t n = s[0], c = s[1], hh = s[2], ww = s[3];
+    int64_t ph = padded_extent(a, hh, a->pad[1], a->pad[3], a->crop[0]);
+    int64_t pw = padded_extent(a, ww, a->pad[0], a->pad[2], a->crop[1]);
+    int64_t h = a->crop[0] ? a->crop[0] : ph, w = a->crop[0] ? a->crop[1] : pw;
+    /* the batch first: a size that overflows is refused before the tables */
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
+    int64_t *rows = y ? pad_table(a, hh, a->pad[1], a->pad[3], a->crop[0]) : NULL;
+    int64_t *cols = rows ? pad_table(a, ww, a->pad[0], a->pad[2], a->crop[1]) : NULL;
+    if (!cols) {
+        tg_tensor_release(y);
+        y = NULL;
+    }
+    if (y) {
+        const float fill = tg__dataset_map_unit(ds, a->fill);
+        const float *xd = tg_tensor_cdata(x);
+        float *yd = tg_tensor_data(y);
+        for (int64_t i = 0; i < n; i++)
+            window(yd + i * c * h * w, xd + i * c * hh * ww, c, hh, ww, rows, cols, h, w,
+                   draw(a, seed, epoch, ids[i], ph - h + 1, pw - w + 1), fill);
+        tg_tensor_release(x);
+        *images = y;
+    }
+    free(rows);
+    free(cols);
+    if (!y)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    return TG_OK;
+}
+
 int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
                       const int64_t *ids, uint64_t seed, int64_t epoch)
 {
-    tg_tensor *x = *images, *src = x, *y;
-    if (a->padded) {
-        float fill = tg__dataset_map_unit(ds, a->fill);
-        tg__lib_enter();   /* the padded batch is ours, not the caller's scope's */
-        int rc = tg_pad(&src, x, 4, a->pad, a->mode, fill);
-        tg__lib_leave();
-        TG_TRY(rc);
-        TG_ASSERT(tg_tensor_is_contiguous(src));
-    }
-    const int64_t *s = tg_tensor_shape(src);
-    int64_t n = s[0], c = s[1], hh = s[2], ww = s[3];
-    int64_t h = a->crop[0] ? a->crop[0] : hh, w = a->crop[0] ? a->crop[1] : ww;
-    /* A window of the whole image is taken in place (x is the caller's alone). */
-    y = h == hh && w == ww ? src : tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
-    if (!y) {
-        if (src != x) tg_tensor_release(src);
-        return TG_ENOMEM;
-    }
-    const float *sd = tg_tensor_cdata(src);
-    float *yd = tg_tensor_data(y);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t top, left;
-        bool flip;
-        draw(seed, epoch, ids[i], hh - h + 1, ww - w + 1, a->hflip_p, &top, &left, &flip);
-        window(yd + i * c * h * w, sd + i * c * hh * ww, c, hh, ww, h, w, top, left, flip);
-    }
-    if (a->norm) normalize(a, yd, n, c, h * w);
-    if (src != x && src != y) tg_tensor_release(src);
-    if (y != x) tg_tensor_release(x);
-    *images = y;
+    if (a->geometry) TG_TRY(windows(a, ds, images, ids, seed, epoch));
+    const int64_t *s = tg_tensor_shape(*images);
+    if (a->norm) normalize(a, tg_tensor_data(*images), s[0], s[1], s[2] * s[3]);
     return TG_OK;
 }

@@ -1,11 +1,14 @@
 /* src/data/image_transform.c - one image of tg_image_folder_load_ex through
  * torchvision 0.14's
  *   T.ToTensor()                        u8 p -> f32 p / 255
- *   T.Resize(size, antialias=True)      F.interpolate(bilinear, antialias)
+ *   T.Resize(size, interpolation)       F.interpolate: bilinear or bicubic
+ *                                       with antialias, or nearest
  *   T.CenterCrop((h, w))                zero padding, then the centred window
  * The sizes follow torchvision's _compute_resized_output_size and
  * F.center_crop, Python's integer and rounding rules included; the
- * resampling is tg_upsample_antialias, the op PyTorch's interpolate is. */
+ * filtered resampling is tg_upsample_antialias, the op PyTorch's
+ * interpolate is, and nearest a copy of the pixels torch's picks. */
+#include <math.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -24,6 +27,9 @@ int tg__image_options_check(const tg_image_folder_options *o)
 {
     TG_CHECK(o->channels == 1 || o->channels == 3, TG_EINVAL,
              "image_folder_load: channels=%d must be 1 (grey) or 3 (RGB)", o->channels);
+    TG_CHECK(o->interpolation >= TG_RESIZE_BILINEAR && o->interpolation <= TG_RESIZE_BICUBIC,
+             TG_EINVAL, "image_folder_load_ex: interpolation=%d must be TG_RESIZE_BILINEAR, "
+             "TG_RESIZE_NEAREST or TG_RESIZE_BICUBIC", (int)o->interpolation);
     for (int i = 0; i < 2; i++) {
         TG_TRY(check_extent("resize", i, o->resize[i]));
         TG_TRY(check_extent("center_crop", i, o->center_crop[i]));
@@ -109,9 +115,38 @@ static void crop_planes(void *dst, const void *src, size_t elt, int64_t c, int64
         }
 }
 
+/* The input index torch's 'nearest' reads for output index o of an axis
+ * resized from n to m: min(floor(o * s), n - 1) with the f32 scale
+ * s = n / m (area_pixel_compute_scale<float>); the exact product o * s is
+ * rounded to f32 before the floor, as its floorf of the double product. */
+static int64_t nearest_source(int64_t o, int64_t n, int64_t m)
+{
+    const float s = (float)n / (float)m;
+    const int64_t i = (int64_t)floorf((float)((double)o * (double)s));
+    return i < n - 1 ? i : n - 1;
+}
+
+/* *out (1, C, h', w') f32 = x (1, C, h, w) resized by torch's 'nearest'. */
+static int resize_nearest(tg_tensor **out, const tg_tensor *x, const int64_t hw[2])
+{
+    const int64_t *s = tg_tensor_shape(x), c = s[1], h = s[2], w = s[3];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){1, c, hw[0], hw[1]});
+    if (!y) return TG_ENOMEM;
+    const float *src = tg_tensor_cdata(x);
+    float *dst = tg_tensor_data(y);
+    for (int64_t p = 0; p < c; p++)
+        for (int64_t oy = 0; oy < hw[0]; oy++) {
+            const float *row = src + (p * h + nearest_source(oy, h, hw[0])) * w;
+            for (int64_t ox = 0; ox < hw[1]; ox++)
+                *dst++ = row[nearest_source(ox, w, hw[1])];
+        }
+    *out = y;
+    return TG_OK;
+}
+
 /* *out (C, h', w') f32 = T.Resize of T.ToTensor's planes / 255. */
 static int resize(tg_tensor **out, const uint8_t *planes, int64_t c, int64_t h, int64_t w,
-                  const int64_t hw[2])
+                  const int64_t hw[2], tg_resize_mode mode)
 {
     tg_tensor *x = tg__tensor_empty(TG_F32, 4, (int64_t[]){1, c, h, w});
     if (!x) return TG_ENOMEM;
@@ -123,7 +158,11 @@ static int resize(tg_tensor **out, const uint8_t *planes, int64_t c, int64_t h, 
      * would leave it so too).  The op's result is ours, not the caller's
      * scope's: library depth. */
     tg__lib_enter();
-    if (hw[0] != h || hw[1] != w) rc = tg_upsample_antialias(&y, x, TG_UPSAMPLE_LINEAR, hw, false);
+    const tg_upsample_mode um = mode == TG_RESIZE_BICUBIC ? TG_UPSAMPLE_BICUBIC
+                                                          : TG_UPSAMPLE_LINEAR;
+    if (hw[0] != h || hw[1] != w)
+        rc = mode == TG_RESIZE_NEAREST ? resize_nearest(&y, x, hw)
+                                       : tg_upsample_antialias(&y, x, um, hw, false);
     if (rc == 0 && y && !tg_tensor_is_contiguous(y)) {
         tg_tensor *yc = NULL;
         rc = tg_tensor_contiguous(&yc, y);
@@ -146,7 +185,7 @@ int tg__image_transform(tg_tensor **out, const uint8_t *planes, int64_t h, int64
     tg_dtype dt = TG_U8;
     if (o->resize[0] > 0) {
         TG_TRY(resized_size(o, h, w, hw, file));
-        TG_TRY(resize(&resized, planes, c, h, w, hw));
+        TG_TRY(resize(&resized, planes, c, h, w, hw, o->interpolation));
         src = tg_tensor_cdata(resized);
         dt = TG_F32;
     }

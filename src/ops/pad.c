@@ -40,6 +40,7 @@ static const char *mode_name(tg_pad_mode m)
     case TG_PAD_REFLECT: return "reflect";
     case TG_PAD_REPLICATE: return "replicate";
     case TG_PAD_CIRCULAR: return "circular";
+    case TG_PAD_SYMMETRIC: return "symmetric";   /* refused by tg_pad */
     }
     return "?";
 }
@@ -66,6 +67,7 @@ static int64_t source(tg_pad_mode m, int64_t o, int64_t lo, int64_t hi, int64_t 
         const int64_t c = lo < 0 ? -lo : 0, len = in - c - (hi < 0 ? -hi : 0);
         return c + (((i - c) % len) + len) % len;
     }
+    case TG_PAD_SYMMETRIC: break;   /* refused by tg_pad */
     }
     return -1;
 }
@@ -272,6 +274,9 @@ int tg_pad(tg_tensor **out, tg_tensor *x, int n, const int64_t *pads, tg_pad_mod
 {
     TG_CHECK(out != NULL, TG_EINVAL, "pad: out must not be NULL");
     TG_CHECK(x != NULL, TG_EINVAL, "pad: x must not be NULL");
+    TG_CHECK(mode != TG_PAD_SYMMETRIC, TG_EINVAL,
+             "pad: mode TG_PAD_SYMMETRIC is torchvision's, for tg_loader_set_augment; torch's "
+             "F.pad has no symmetric mode");
     TG_CHECK(mode >= TG_PAD_CONSTANT && mode <= TG_PAD_CIRCULAR, TG_EINVAL,
              "pad: mode=%d is not a tg_pad_mode", (int)mode);
     TG_CHECK(n >= 0 && n <= 2 * TG_MAX_DIMS && (n == 0 || pads), TG_EINVAL,
