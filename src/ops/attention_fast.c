@@ -56,76 +56,124 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
     return true;
 }
 
-/* ---- exp in double, four lanes at a time ---- */
+/* ---- exp in double, four or eight lanes at a time ---- */
 
-/* e^t for t <= 0 (and -inf: 0; NaN: NaN), relative error a few 1e-16, in
- * each lane: t = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi
- * is exact), e^t = 2^k (1 + p(r)), p(r) = expm1(r) by its Taylor series to
- * r^13 / 13! (truncated below 1e-17 relative), 2^k from the low bits of
+/* e^t for t <= 0 (and -inf: 0; NaN: NaN) in each lane, relative error
+ * under 1e-12 (for f32 rows, whose probabilities are rounded to 24 bits):
+ * t = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi is
+ * exact), e^t = 2^k (1 + p(r)), p(r) = expm1(r) by its Taylor series to
+ * r^10 / 10! (truncated below 3e-13 relative), 2^k from the low bits of
  * t / ln2 rounded by the magic constant (src/ops/activation.c's exp_parts).
  * Below -708, where 2^k would be subnormal, 0: a probability under
- * 1e-307, 0 in f32.  GCC's vector extensions, so that the AVX2 clone below
- * runs it on 256-bit registers whatever the optimization level. */
+ * 1e-307, 0 in f32.  GCC's vector extensions, so that the AVX2 and
+ * AVX-512 clones below run it on 256- and 512-bit registers whatever the
+ * optimization level; every lane takes the same operations, so the widths
+ * give the same bits.  Vectors go by pointer (no ABI that depends on AVX).
+ * EXP_NONPOS(name, VD, VI) defines name(double *e), in place on one vector
+ * of VD (doubles) with VI (int64) lanes: exp_nonpos4 and exp_nonpos8. */
 typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4i __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+typedef int64_t v8i __attribute__((vector_size(64)));
 
-static inline __attribute__((always_inline)) void exp_nonpos4(double *e)
-{
-    v4d t;
-    memcpy(&t, e, sizeof t);   /* (vectors by pointer: no ABI that depends on AVX) */
-    const v4i tiny = t < -708.0;                 /* all ones where true; false for NaN */
-    const v4d x = (v4d)((v4i)t & ~tiny);         /* 0 there, so nothing overflows */
-    const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
-                 ln2_lo = 0x1.cf79abc9e3b3ap-40;
-    const v4d km = x * 0x1.71547652b82fep0 + magic;   /* round(x / ln2) in its low bits */
-    const v4d kd = km - magic;
-    const v4d r = (x - kd * ln2_hi) - kd * ln2_lo;
-    v4d p = r * (1.0 / 6227020800.0) + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r;
-    const v4i sb = (((v4i)km + 1023) & 0x7FF) << 52;   /* k's low bits, biased */
-    const v4d y = (v4d)sb * (1.0 + p);
-    t = (v4d)((v4i)y & ~tiny);
-    memcpy(e, &t, sizeof t);
-}
-
-/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 or NaN; the last n % 4 in a
- * padded vector, so every element takes the same operations. */
-static inline __attribute__((always_inline)) void exp_run(double *e, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) exp_nonpos4(e + i);
-    if (i < n) {
-        double t[4] = {0.0, 0.0, 0.0, 0.0};
-        memcpy(t, e + i, (size_t)(n - i) * sizeof *e);
-        exp_nonpos4(t);
-        memcpy(e + i, t, (size_t)(n - i) * sizeof *e);
+#define EXP_NONPOS(name, VD, VI)                                                          \
+    static inline __attribute__((always_inline)) void name(double *e)                   \
+    {                                                                                     \
+        VD t;                                                                             \
+        memcpy(&t, e, sizeof t);                                                          \
+        const VI tiny = t < -708.0;           /* all ones where true; false for NaN */    \
+        const VD x = (VD)((VI)t & ~tiny);     /* 0 there, so nothing overflows */         \
+        const VD km = x * 0x1.71547652b82fep0 + 0x1.8p52;   /* round(x / ln2), low bits */ \
+        const VD kd = km - 0x1.8p52;                                                      \
+        const VD r = (x - kd * 0x1.62e42fefa0000p-1) - kd * 0x1.cf79abc9e3b3ap-40;         \
+        VD p = r * (1.0 / 3628800.0) + 1.0 / 362880.0;                                    \
+        p = p * r + 1.0 / 40320.0;                                                        \
+        p = p * r + 1.0 / 5040.0;                                                         \
+        p = p * r + 1.0 / 720.0;                                                          \
+        p = p * r + 1.0 / 120.0;                                                          \
+        p = p * r + 1.0 / 24.0;                                                           \
+        p = p * r + 1.0 / 6.0;                                                            \
+        p = p * r + 0.5;                                                                  \
+        p = p * r * r + r;                                                                \
+        const VI sb = (((VI)km + 1023) & 0x7FF) << 52;   /* k's low bits, biased */       \
+        const VD y = (VD)sb * (1.0 + p);                                                  \
+        t = (VD)((VI)y & ~tiny);                                                          \
+        memcpy(e, &t, sizeof t);                                                          \
     }
-}
+EXP_NONPOS(exp_nonpos4, v4d, v4i)
+EXP_NONPOS(exp_nonpos8, v8d, v8i)
+
+/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 or NaN, W lanes at a time;
+ * the last n % W in a padded vector, so every element takes the same
+ * operations.  EXP_RUN(name, W, fn) defines name(e, n): exp_run4, exp_run8. */
+#define EXP_RUN(name, W, fn)                                                              \
+    static inline __attribute__((always_inline)) void name(double *e, int64_t n)        \
+    {                                                                                     \
+        int64_t i = 0;                                                                    \
+        for (; i + (W) <= n; i += (W)) fn(e + i);                                         \
+        if (i < n) {                                                                      \
+            double t[W] = {0.0};                                                          \
+            memcpy(t, e + i, (size_t)(n - i) * sizeof *e);                                \
+            fn(t);                                                                        \
+            memcpy(e + i, t, (size_t)(n - i) * sizeof *e);                                \
+        }                                                                                 \
+    }
+EXP_RUN(exp_run4, 4, exp_nonpos4)
+EXP_RUN(exp_run8, 8, exp_nonpos8)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx2"))) static void exp_run_avx2(double *e, int64_t n)
 {
-    exp_run(e, n);
+    exp_run4(e, n);
+}
+__attribute__((target("avx512f"))) static void exp_run_avx512(double *e, int64_t n)
+{
+    exp_run8(e, n);
 }
 #else
-static void exp_run_avx2(double *e, int64_t n) { exp_run(e, n); }
+static void exp_run_avx2(double *e, int64_t n) { exp_run4(e, n); }
+static void exp_run_avx512(double *e, int64_t n) { exp_run4(e, n); }
 #endif
 
-/* e[i] = exp(e[i]) for e[i] <= 0, in place; then their sum. */
-static double exp_sum(double *e, int64_t n, bool simd)
+/* x[i] = e[i] / s rounded to f32, for i < n: the probabilities of an f32
+ * row, in a loop that GCC vectorizes, cloned for the wider registers. */
+static inline __attribute__((always_inline)) void probs_f32(float *x, const double *e, double s,
+                                                            int64_t n)
 {
-    if (simd) exp_run_avx2(e, n);
-    else exp_run(e, n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(e[i] / s);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void probs_f32_avx2(float *x, const double *e, double s,
+                                                           int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+__attribute__((target("avx512f"))) static void probs_f32_avx512(float *x, const double *e,
+                                                                double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+#else
+static void probs_f32_avx2(float *x, const double *e, double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+static void probs_f32_avx512(float *x, const double *e, double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+#endif
+
+/* The widest exp this CPU runs. */
+typedef enum { EXP_PLAIN, EXP_AVX2, EXP_AVX512 } exp_kind;
+
+/* e[i] = exp(e[i]) for e[i] <= 0, in place; then their sum. */
+static double exp_sum(double *e, int64_t n, exp_kind kind)
+{
+    if (kind == EXP_AVX512) exp_run_avx512(e, n);
+    else if (kind == EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run4(e, n);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -150,7 +198,7 @@ typedef struct operand {
 
 typedef struct fast_job {
     tg_dtype dt;                 /* TG_F32 or TG_F64 */
-    bool simd;                   /* exp on AVX2 */
+    exp_kind exp;                /* the exp's width */
     int64_t lead1;               /* the second leading extent (1 without one) */
     int64_t L, S, E, Ev;
     int64_t rows, nqb, units, per;   /* block rows, blocks per matrix, blocks, per task */
@@ -248,8 +296,10 @@ static void softmax_row(const fast_job *j, void *row, double *e)
         for (int64_t c = 0; c < S; c++)
             if (x[c] > m) m = x[c];
         for (int64_t c = 0; c < S; c++) e[c] = (double)x[c] - (double)m;
-        const double s = exp_sum(e, S, j->simd);
-        for (int64_t c = 0; c < S; c++) x[c] = (float)(e[c] / s);
+        const double s = exp_sum(e, S, j->exp);
+        if (j->exp == EXP_AVX512) probs_f32_avx512(x, e, s, S);
+        else if (j->exp == EXP_AVX2) probs_f32_avx2(x, e, s, S);
+        else probs_f32(x, e, s, S);
     }
 }
 
@@ -327,7 +377,10 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
                        tg_tensor *mask)
 {
     const int nd = q->ndim;
-    fast_job j = {.dt = q->dtype, .simd = tg__cpu_has_half_simd(),
+    fast_job j = {.dt = q->dtype,
+                  .exp = tg__cpu_has_avx512bw() ? EXP_AVX512
+                         : tg__cpu_has_half_simd() ? EXP_AVX2
+                                                   : EXP_PLAIN,
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
     j.scale = sqrt((double)j.E);
