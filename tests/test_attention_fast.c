@@ -160,6 +160,18 @@ Test(attention_fast, matches_taped_path_f32_and_f64)
     tg_no_grad_end();
 }
 
+/* The f32 rows' exp in plain C, on AVX2 and on AVX-512 (those this CPU
+ * runs; the others fall back to the widest it has): the same results. */
+Test(attention_fast, every_exp_width_matches_the_taped_path)
+{
+    for (int w = 1; w <= 3; w++) {
+        tg__attention_fast_set_exp(w);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            check_case(&cases[i], TG_F32, 600 + i);
+    }
+    tg__attention_fast_set_exp(0);
+}
+
 Test(attention_fast, matches_taped_path_for_1_to_8_heads)
 {
     static const int kinds[] = {M_NONE, M_U8, M_FLOAT, M_CAUSAL, M_PAD_U8, M_FULL};

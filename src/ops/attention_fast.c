@@ -165,8 +165,25 @@ static void probs_f32_avx512(float *x, const double *e, double s, int64_t n)
 }
 #endif
 
-/* The widest exp this CPU runs. */
-typedef enum { EXP_PLAIN, EXP_AVX2, EXP_AVX512 } exp_kind;
+/* The exp's width. */
+typedef enum { EXP_AUTO, EXP_PLAIN, EXP_AVX2, EXP_AVX512 } exp_kind;
+
+static _Thread_local exp_kind exp_forced;   /* tests: tg__attention_fast_set_exp */
+
+void tg__attention_fast_set_exp(int width)
+{
+    exp_forced = width >= EXP_PLAIN && width <= EXP_AVX512 ? (exp_kind)width : EXP_AUTO;
+}
+
+/* The width of this thread's calls: the widest this CPU runs, or the
+ * tests' choice when the CPU runs it. */
+static exp_kind exp_width(void)
+{
+    const exp_kind best = tg__cpu_has_avx512bw() ? EXP_AVX512
+                          : tg__cpu_has_half_simd() ? EXP_AVX2
+                                                    : EXP_PLAIN;
+    return exp_forced != EXP_AUTO && exp_forced <= best ? exp_forced : best;
+}
 
 /* e[i] = exp(e[i]) for e[i] <= 0, in place; then their sum. */
 static double exp_sum(double *e, int64_t n, exp_kind kind)
@@ -377,10 +394,7 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
                        tg_tensor *mask)
 {
     const int nd = q->ndim;
-    fast_job j = {.dt = q->dtype,
-                  .exp = tg__cpu_has_avx512bw() ? EXP_AVX512
-                         : tg__cpu_has_half_simd() ? EXP_AVX2
-                                                   : EXP_PLAIN,
+    fast_job j = {.dt = q->dtype, .exp = exp_width(),
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
     j.scale = sqrt((double)j.E);

@@ -32,4 +32,9 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
 /* The number of tg__attention_fast calls that this thread has made. */
 uint64_t tg__attention_fast_calls(void);
 
+/* Tests: the width of the f32 rows' exp in this thread's calls: 0 the
+ * widest this CPU runs (the default), 1 plain C, 2 AVX2, 3 AVX-512; a
+ * width this CPU does not run is not taken. */
+void tg__attention_fast_set_exp(int width);
+
 #endif
