@@ -3,7 +3,7 @@
  *
  *   seq --model lstm|gru|transformer [--batch B (16)] [--seq T (32)]
  *       [--vocab V (64)] [--embed E (32)] [--hidden H (128)] [--layers L (1)]
- *       [--threads N] [--repeat R (20)]
+ *       [--threads N] [--repeat R (20)] [--infer]
  *
  * The model is Embedding(V, E), then LSTM(E, H) or GRU(E, H) with L layers
  * (batch first), or L TransformerEncoderLayers (d_model E, 4 heads,
@@ -11,8 +11,11 @@
  * mask after a learned position embedding, then Linear(H or E, V).  A step
  * on a fixed batch of random tokens: zero the gradients, the logits (B, T,
  * V), the mean cross entropy against the next tokens, backward, gradient
- * clipping to norm 1, one Adam step (lr 1e-3).  After three steps of
- * warmup, times R steps and prints one JSON line with the median in ms. */
+ * clipping to norm 1, one Adam step (lr 1e-3).  With --infer (transformer
+ * only) the step is the layers' forward instead, in eval and without
+ * gradients, on a fixed (B, T, E) batch of normal values, without a mask.
+ * After three steps of warmup, times R steps and prints one JSON line with
+ * the median in ms. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,7 @@ typedef struct seq_case {
     tg_module *embed, *pos, *head;
     tg_module **body;
     tg_tensor *idx, *tgt, *mask, *positions;
+    tg_tensor *x;            /* --infer: the layers' input (B, T, E) */
     tg_tensor **params;
     int n_params;
     tg_optimizer *opt;
@@ -132,11 +136,32 @@ static void step(const void *arg)
     CHECK(tg_scope_end());
 }
 
+/* --infer: the layers' forward, in eval and without gradients. */
+static void infer_step(const void *arg)
+{
+    const seq_case *c = arg;
+    CHECK(tg_scope_begin());
+    tg_no_grad_begin();
+    tg_tensor *y = c->x;
+    for (int64_t i = 0; i < c->layers; i++)
+        CHECK(tg_nn_transformer_encoder_layer_forward(c->body[i], &y, y, NULL, NULL));
+    tg_no_grad_end();
+    CHECK(tg_scope_end());
+}
+
+static void infer_setup(seq_case *c, int64_t b, int64_t t, int64_t e)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, 2);
+    CHECK(tg_tensor_randn(&c->x, TG_F32, 3, (int64_t[]){b, t, e}, &rng));
+    tg_module_train(c->root, false);
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: seq --model lstm|gru|transformer [--batch B] [--seq T] "
                     "[--vocab V] [--embed E] [--hidden H] [--layers L] [--threads N] "
-                    "[--repeat R]\n");
+                    "[--repeat R] [--infer]\n");
     return 2;
 }
 
@@ -145,6 +170,7 @@ int main(int argc, char **argv)
     long batch = 16, seq = 32, vocab = 64, embed = 32, hidden = 128, layers = 1, threads = 0,
          repeat = 20;
     seq_case c = {.model = 0};
+    bool infer = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--batch")     ? &batch
@@ -161,6 +187,8 @@ int main(int argc, char **argv)
             *dst = strtol(v, &end, 10);
             if (*end || end == v || *dst < 0) return usage();
             i++;
+        } else if (!strcmp(a, "--infer")) {
+            infer = true;
         } else if (!strcmp(a, "--model") && v &&
                    (!strcmp(v, "lstm") || !strcmp(v, "gru") || !strcmp(v, "transformer"))) {
             c.model = v[0];
@@ -170,13 +198,15 @@ int main(int argc, char **argv)
         }
     }
     if (!c.model || batch < 1 || seq < 1 || vocab < 1 || embed < 1 || hidden < 1 ||
-        layers < 1 || repeat < 1 || (c.model == 't' && embed % 4))
+        layers < 1 || repeat < 1 || (c.model == 't' && embed % 4) || (infer && c.model != 't'))
         return usage();
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));
     c.vocab = vocab;
     c.layers = layers;
     build(&c, batch, seq, embed, hidden);
-    if (bench_time_calls(step, &c, repeat)) return 1;
+    if (infer) infer_setup(&c, batch, seq, embed);
+    if (bench_time_calls(infer ? infer_step : step, &c, repeat)) return 1;
+    tg_tensor_release(c.x);
     tg_optimizer_free(c.opt);
     free(c.params);
     tg_tensor_release(c.idx);

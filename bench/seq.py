@@ -15,6 +15,11 @@ each giving the median of --repeat steps after three of warmup.  The table
 gives the median over rounds of each side and of the per-round ratio
 PyTorch / tapegrad (> 1: tapegrad is faster), with the ratio's range.
 PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/pool.py's.
+
+The "eval forward" cases time the Transformer encoder layers' forward
+alone instead of a training step, in eval mode and without gradients
+(torch.no_grad, where PyTorch takes its fused fast path), on a fixed batch
+of normal values, without a mask.
 """
 import argparse
 import json
@@ -29,6 +34,8 @@ CASES = [
     ("GRU E32 H128", "gru", 16, 32, 64, 32, 128, 1),
     ("Transformer E64 ff128 (char_lm)", "transformer", 16, 32, 64, 64, 128, 1),
     ("Transformer E128 ff512 2 layers", "transformer", 32, 64, 64, 128, 512, 2),
+    ("Transformer E64 ff128 eval forward", "transformer-eval", 32, 64, 64, 64, 128, 1),
+    ("Transformer E128 ff512 eval forward", "transformer-eval", 32, 64, 64, 128, 512, 1),
 ]
 
 
@@ -53,6 +60,8 @@ def torch_child(a):
         body = rnn(e, h, nl, batch_first=True)
         head = nn.Linear(h, v)
     model = nn.ModuleList([embed, body, head] + ([pos] if a.model == "transformer" else []))
+    if a.infer:
+        return infer_child(a, body)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     idx = torch.randint(0, v, (b, t))
     tgt = torch.randint(0, v, (b * t,))
@@ -80,10 +89,34 @@ def torch_child(a):
     print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
 
 
+def infer_child(a, body):
+    """The layers' forward in eval and under torch.no_grad, timed."""
+    import time
+    import torch
+    body.eval()
+    x = torch.randn(a.batch, a.seq, a.embed)
+
+    def step():
+        with torch.no_grad():
+            y = x
+            for layer in body:
+                y = layer(y)
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+
+
 def case_args(c):
     _, model, b, t, v, e, h, nl = c
-    return ["--model", model, "--batch", str(b), "--seq", str(t), "--vocab", str(v),
-            "--embed", str(e), "--hidden", str(h), "--layers", str(nl)]
+    infer = model.endswith("-eval")
+    return (["--model", model.split("-")[0], "--batch", str(b), "--seq", str(t),
+             "--vocab", str(v), "--embed", str(e), "--hidden", str(h), "--layers", str(nl)]
+            + (["--infer"] if infer else []))
 
 
 def main():
@@ -92,6 +125,7 @@ def main():
     ap.add_argument("--model", help=argparse.SUPPRESS)
     for opt in ("--batch", "--seq", "--vocab", "--embed", "--hidden", "--layers"):
         ap.add_argument(opt, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--infer", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
         return torch_child(a)
@@ -105,7 +139,7 @@ def main():
         rows.append((c, tm, om, rm, lo, hi))
         print(f"{c[0]:34s} torch {tm:8.3f} ms  tapegrad {om:8.3f} ms  "
               f"torch/tapegrad {rm:5.2f}x (rounds {lo:.2f}-{hi:.2f})", flush=True)
-    lines = [f"| training step | batch x seq | PyTorch ms | tapegrad ms "
+    lines = [f"| step | batch x seq | PyTorch ms | tapegrad ms "
              f"| PyTorch / tapegrad (range over {a.rounds} rounds) |",
              "| --- | --- | ---: | ---: | ---: |"]
     for c, tm, om, rm, lo, hi in rows:

@@ -13,6 +13,10 @@
  *
  * Both are made of differentiable ops (linear, matmul, softmax, masked_fill,
  * dropout, reshapes), so their gradients are differentiable to any order.
+ * For inference (no gradient recorded, no weights wanted, no dropout drawn)
+ * the attention itself runs as one fused kernel, blocks of query rows on
+ * the thread pool, with the same results to a few ulps; TG_ATTENTION_FAST=0
+ * in the environment turns it off.
  * Masks: tapegrad has no bool dtype; a u8 mask is torch's bool mask, nonzero
  * meaning "may not attend" (-inf added to the score); a float mask (of the
  * inputs' dtype) is added to the scores as it is.
@@ -60,7 +64,12 @@ typedef struct tg_attention_opts {
  * (a mask that does not broadcast to (..., L, S) included); TG_EDTYPE for
  * integer or mixed dtypes, or a mask neither u8 nor of q's dtype.  Inside
  * an autocast scope any float dtypes are taken and the products run in
- * the autocast dtype (tg_matmul's LOWER_PRECISION policy). */
+ * the autocast dtype (tg_matmul's LOWER_PRECISION policy).  With weights
+ * NULL, no dropout drawn (not training, or dropout_p 0), f32 or f64
+ * operands outside autocast, and grad mode off or none of q, k, v and the
+ * mask requiring grad, one fused kernel computes out without recording
+ * anything or making the (..., L, S) weights (TG_ATTENTION_FAST=0 in the
+ * environment: the ops above). */
 TG_API int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q,
                                            tg_tensor *k, tg_tensor *v,
                                            const tg_attention_opts *opts);
@@ -164,7 +173,9 @@ typedef struct tg_nn_transformer_encoder_layer_opts {
  * linear1 (d_model -> dim_feedforward), dropout, linear2, norm1, norm2 (a
  * LayerNorm(d_model) each), dropout1, dropout2, and the activation (a
  * parameter-free child "activation"), initialised in torch's order from
- * rng.  Its forward (torch's, without the eval fast path):
+ * rng.  Its forward (torch's; without torch's fused eval layer, but its
+ * attention fused when no gradient is recorded, as
+ * tg_scaled_dot_product_attention's):
  *   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
  *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
  * with sa(x) = dropout1(self_attn(x, x, x, src_mask, src_key_padding_mask))

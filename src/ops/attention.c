@@ -4,11 +4,14 @@
  *   scores = scores + mask, or masked_fill(scores, mask, -inf) for u8
  *   a = dropout(softmax(scores, -1)),  out = a @ v   (B, L, Ev)
  * tg_matmul takes (B, M, K) x (B, K, N), so the leading dims are flattened
- * into one batch dim around each product. */
+ * into one batch dim around each product.  When no weights and no gradient
+ * are wanted and no dropout draws, one fused kernel computes the same
+ * (src/ops/attention_fast.c). */
 #include <math.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/attention_internal.h"
 #include "tapegrad/attention.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
@@ -134,7 +137,9 @@ int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_ten
     TG_TRY(check_args(q, k, v, &o));
     tg_tensor *y = NULL, *w = NULL;
     tg__lib_enter();
-    int rc = attention(&y, weights ? &w : NULL, q, k, v, &o);
+    int rc = !weights && tg__attention_fast_applies(q, k, v, &o)
+                 ? tg__attention_fast(&y, q, k, v, o.attn_mask)
+                 : attention(&y, weights ? &w : NULL, q, k, v, &o);
     tg__lib_leave();
     return tg__scope_capture_pair(out, y, weights, w, rc);
 }

@@ -1,0 +1,434 @@
+/* src/ops/attention_fast.c - scaled dot-product attention for inference,
+ * fused (src/ops/attention_internal.h).  With B the leading dims flattened,
+ * for each block of query rows [r0, r0 + R) of matrix b:
+ *   s = (q[b, r0:r0+R] / sqrt(E)) @ k[b]^T          (R, S)   one GEMM
+ *   s = s + mask[b, r0:r0+R]  (-inf where a u8 mask is set)
+ *   p = softmax(s) along S;  out[b, r0:r0+R] = p @ v[b]   (R, Ev)   one GEMM
+ * so the (B, L, S) weights never exist whole and nothing is recorded; the
+ * blocks (b, r0) are the tasks of the thread pool.
+ *
+ * The arithmetic is the taped path's (src/ops/attention.c): q divided by
+ * sqrt(E) in double and rounded to the dtype (tg_div_scalar), the mask
+ * added in the dtype, softmax in double rounded once with the row's
+ * maximum subtracted (src/ops/softmax.c), the same GEMM calls on the same
+ * layouts.  Two things may differ: OpenBLAS may run a block of R rows on
+ * another kernel than the taped path's L rows, adding each element's
+ * products in another order, and f32 rows take the vectorized exp below
+ * and four partial sums (the last bits of double).  The results agree to a
+ * few ulps of the dtype (tests/test_attention_fast.c: 1e-6 relative in
+ * f32, 1e-12 in f64).  A row whose scores are all -inf, or that holds +inf
+ * or NaN, has x - max = NaN somewhere and gives a NaN row, as the taped
+ * softmax does. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/attention_internal.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/registry.h"
+
+/* Query rows per block, and the most scores (R * S) a block holds. */
+enum { BLOCK_ROWS = 64, BLOCK_SCORES = 32768 };
+
+static _Thread_local uint64_t fast_calls;
+
+uint64_t tg__attention_fast_calls(void) { return fast_calls; }
+
+bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                                const tg_attention_opts *o)
+{
+    const char *env = getenv("TG_ATTENTION_FAST");
+    if (env && strcmp(env, "0") == 0) return false;
+    if ((o->training && o->dropout_p > 0.0) || tg_autocast_active(NULL)) return false;
+    const tg_dtype dt = q->dtype;
+    const tg_tensor *m = o->attn_mask;
+    if ((dt != TG_F32 && dt != TG_F64) || k->dtype != dt || v->dtype != dt) return false;
+    if (m && m->dtype != TG_U8 && m->dtype != dt) return false;
+    if (tg_grad_enabled() &&
+        (tg_tensor_requires_grad(q) || tg_tensor_requires_grad(k) ||
+         tg_tensor_requires_grad(v) || (m && tg_tensor_requires_grad(m))))
+        return false;
+    const tg_tensor *all[3] = {q, k, v};
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < all[i]->ndim; d++)
+            if (all[i]->shape[d] < 1 || all[i]->shape[d] > INT32_MAX) return false;
+    return true;
+}
+
+/* ---- exp in double, four or eight lanes at a time ---- */
+
+/* e^t for t <= 0 (and -inf: 0; NaN: NaN) in each lane, relative error
+ * under 1e-12 (for f32 rows, whose probabilities are rounded to 24 bits):
+ * t = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi is
+ * exact), e^t = 2^k (1 + p(r)), p(r) = expm1(r) by its Taylor series to
+ * r^10 / 10! (truncated below 3e-13 relative), 2^k from the low bits of
+ * t / ln2 rounded by the magic constant (src/ops/activation.c's exp_parts).
+ * Below -708, where 2^k would be subnormal, 0: a probability under
+ * 1e-307, 0 in f32.  GCC's vector extensions, so that the AVX2 and
+ * AVX-512 clones below run it on 256- and 512-bit registers whatever the
+ * optimization level; every lane takes the same operations, so the widths
+ * give the same bits.  Vectors go by pointer (no ABI that depends on AVX).
+ * EXP_NONPOS(name, VD, VI) defines name(double *e), in place on one vector
+ * of VD (doubles) with VI (int64) lanes: exp_nonpos4 and exp_nonpos8. */
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+typedef int64_t v8i __attribute__((vector_size(64)));
+
+#define EXP_NONPOS(name, VD, VI)                                                          \
+    static inline __attribute__((always_inline)) void name(double *e)                   \
+    {                                                                                     \
+        VD t;                                                                             \
+        memcpy(&t, e, sizeof t);                                                          \
+        const VI tiny = t < -708.0;           /* all ones where true; false for NaN */    \
+        const VD x = (VD)((VI)t & ~tiny);     /* 0 there, so nothing overflows */         \
+        const VD km = x * 0x1.71547652b82fep0 + 0x1.8p52;   /* round(x / ln2), low bits */ \
+        const VD kd = km - 0x1.8p52;                                                      \
+        const VD r = (x - kd * 0x1.62e42fefa0000p-1) - kd * 0x1.cf79abc9e3b3ap-40;         \
+        VD p = r * (1.0 / 3628800.0) + 1.0 / 362880.0;                                    \
+        p = p * r + 1.0 / 40320.0;                                                        \
+        p = p * r + 1.0 / 5040.0;                                                         \
+        p = p * r + 1.0 / 720.0;                                                          \
+        p = p * r + 1.0 / 120.0;                                                          \
+        p = p * r + 1.0 / 24.0;                                                           \
+        p = p * r + 1.0 / 6.0;                                                            \
+        p = p * r + 0.5;                                                                  \
+        p = p * r * r + r;                                                                \
+        const VI sb = (((VI)km + 1023) & 0x7FF) << 52;   /* k's low bits, biased */       \
+        const VD y = (VD)sb * (1.0 + p);                                                  \
+        t = (VD)((VI)y & ~tiny);                                                          \
+        memcpy(e, &t, sizeof t);                                                          \
+    }
+EXP_NONPOS(exp_nonpos4, v4d, v4i)
+EXP_NONPOS(exp_nonpos8, v8d, v8i)
+
+/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 or NaN, W lanes at a time;
+ * the last n % W in a padded vector, so every element takes the same
+ * operations.  EXP_RUN(name, W, fn) defines name(e, n): exp_run4, exp_run8. */
+#define EXP_RUN(name, W, fn)                                                              \
+    static inline __attribute__((always_inline)) void name(double *e, int64_t n)        \
+    {                                                                                     \
+        int64_t i = 0;                                                                    \
+        for (; i + (W) <= n; i += (W)) fn(e + i);                                         \
+        if (i < n) {                                                                      \
+            double t[W] = {0.0};                                                          \
+            memcpy(t, e + i, (size_t)(n - i) * sizeof *e);                                \
+            fn(t);                                                                        \
+            memcpy(e + i, t, (size_t)(n - i) * sizeof *e);                                \
+        }                                                                                 \
+    }
+EXP_RUN(exp_run4, 4, exp_nonpos4)
+EXP_RUN(exp_run8, 8, exp_nonpos8)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void exp_run_avx2(double *e, int64_t n)
+{
+    exp_run4(e, n);
+}
+__attribute__((target("avx512f"))) static void exp_run_avx512(double *e, int64_t n)
+{
+    exp_run8(e, n);
+}
+#else
+static void exp_run_avx2(double *e, int64_t n) { exp_run4(e, n); }
+static void exp_run_avx512(double *e, int64_t n) { exp_run4(e, n); }
+#endif
+
+/* x[i] = e[i] / s rounded to f32, for i < n: the probabilities of an f32
+ * row, in a loop that GCC vectorizes, cloned for the wider registers. */
+static inline __attribute__((always_inline)) void probs_f32(float *x, const double *e, double s,
+                                                            int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(e[i] / s);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void probs_f32_avx2(float *x, const double *e, double s,
+                                                           int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+__attribute__((target("avx512f"))) static void probs_f32_avx512(float *x, const double *e,
+                                                                double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+#else
+static void probs_f32_avx2(float *x, const double *e, double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+static void probs_f32_avx512(float *x, const double *e, double s, int64_t n)
+{
+    probs_f32(x, e, s, n);
+}
+#endif
+
+/* The exp's width. */
+typedef enum { EXP_AUTO, EXP_PLAIN, EXP_AVX2, EXP_AVX512 } exp_kind;
+
+static _Thread_local exp_kind exp_forced;   /* tests: tg__attention_fast_set_exp */
+
+void tg__attention_fast_set_exp(int width)
+{
+    exp_forced = width >= EXP_PLAIN && width <= EXP_AVX512 ? (exp_kind)width : EXP_AUTO;
+}
+
+/* The width of this thread's calls: the widest this CPU runs, or the
+ * tests' choice when the CPU runs it. */
+static exp_kind exp_width(void)
+{
+    const exp_kind best = tg__cpu_has_avx512bw() ? EXP_AVX512
+                          : tg__cpu_has_half_simd() ? EXP_AVX2
+                                                    : EXP_PLAIN;
+    return exp_forced != EXP_AUTO && exp_forced <= best ? exp_forced : best;
+}
+
+/* e[i] = exp(e[i]) for e[i] <= 0, in place; then their sum. */
+static double exp_sum(double *e, int64_t n, exp_kind kind)
+{
+    if (kind == EXP_AVX512) exp_run_avx512(e, n);
+    else if (kind == EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run4(e, n);
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a0 += e[i];
+        a1 += e[i + 1];
+        a2 += e[i + 2];
+        a3 += e[i + 3];
+    }
+    for (; i < n; i++) a0 += e[i];
+    return (a0 + a1) + (a2 + a3);
+}
+
+/* ---- the job ---- */
+
+/* q, k or v: matrix b's row i starts at element base + i0 ls[0] + i1 ls[1]
+ * + i rs, (i0, i1) b's leading indices; its columns are unit-stride and
+ * rs >= their count (a GEMM's leading dim). */
+typedef struct operand {
+    const char *base;
+    int64_t ls[2], rs;
+} operand;
+
+typedef struct fast_job {
+    tg_dtype dt;                 /* TG_F32 or TG_F64 */
+    exp_kind exp;                /* the exp's width */
+    int64_t lead1;               /* the second leading extent (1 without one) */
+    int64_t L, S, E, Ev;
+    int64_t rows, nqb, units, per;   /* block rows, blocks per matrix, blocks, per task */
+    double scale;                /* sqrt(E) */
+    operand q, k, v;
+    /* the mask (mbase NULL: none), broadcast by zero strides */
+    const char *mbase;
+    bool mu8;
+    int64_t mls[2], mrs, mcs;
+    char *out;                   /* (B, L, Ev), contiguous */
+} fast_job;
+
+/* The operand of t, a view of it when its matrices can go to a GEMM as they
+ * are, else of its contiguous copy (kept in *keep). */
+static int operand_of(tg_tensor **keep, tg_tensor *t, operand *o)
+{
+    const int nd = t->ndim;
+    const int64_t r = t->shape[nd - 2], c = t->shape[nd - 1], rs = t->strides[nd - 2];
+    const bool fits = (c == 1 || t->strides[nd - 1] == 1) &&
+                      (r == 1 || (rs >= c && rs <= INT32_MAX));
+    if (!fits) {
+        TG_TRY(tg_contiguous(keep, t));
+        t = *keep;
+    }
+    const int64_t es = (int64_t)tg_dtype_size(t->dtype);
+    o->base = (const char *)t->storage->data + t->offset * es;
+    o->ls[0] = nd > 2 ? t->strides[0] : 0;
+    o->ls[1] = nd > 3 ? t->strides[1] : 0;
+    o->rs = r == 1 ? c : t->strides[nd - 2];
+    return TG_OK;
+}
+
+/* The mask m broadcast to nd dims (..., L, S): stride 0 along its extents
+ * of 1 and the dims it lacks. */
+static void mask_of(fast_job *j, const tg_tensor *m, int nd)
+{
+    int64_t st[TG_MAX_DIMS] = {0};
+    for (int i = 1; i <= m->ndim; i++)
+        st[nd - i] = m->shape[m->ndim - i] == 1 ? 0 : m->strides[m->ndim - i];
+    j->mbase = (const char *)m->storage->data + m->offset * (int64_t)tg_dtype_size(m->dtype);
+    j->mu8 = m->dtype == TG_U8;
+    j->mls[0] = nd > 2 ? st[0] : 0;
+    j->mls[1] = nd > 3 ? st[1] : 0;
+    j->mrs = st[nd - 2];
+    j->mcs = st[nd - 1];
+}
+
+/* The offset of matrix b in an operand of leading strides ls. */
+static int64_t lead_off(const fast_job *j, const int64_t *ls, int64_t b)
+{
+    return b / j->lead1 * ls[0] + b % j->lead1 * ls[1];
+}
+
+/* Row `row` (of S scores, query l of matrix b) with the mask applied, as
+ * masked_fill(-inf) or an add in the dtype. */
+static void mask_row(const fast_job *j, void *row, int64_t b, int64_t l)
+{
+    const int64_t esz = j->mu8 ? 1 : (int64_t)tg_dtype_size(j->dt), mcs = j->mcs;
+    const char *m = j->mbase + (lead_off(j, j->mls, b) + l * j->mrs) * esz;
+    if (j->mu8) {
+        const uint8_t *mu = (const uint8_t *)m;
+        double *rd = row;
+        float *rf = row;
+        if (j->dt == TG_F64)
+            for (int64_t c = 0; c < j->S; c++) rd[c] = mu[c * mcs] ? -INFINITY : rd[c];
+        else
+            for (int64_t c = 0; c < j->S; c++) rf[c] = mu[c * mcs] ? -INFINITY : rf[c];
+    } else if (j->dt == TG_F64) {
+        for (int64_t c = 0; c < j->S; c++) ((double *)row)[c] += ((const double *)m)[c * mcs];
+    } else {
+        for (int64_t c = 0; c < j->S; c++) ((float *)row)[c] += ((const float *)m)[c * mcs];
+    }
+}
+
+/* softmax of one row of S scores in place, in double (e: S doubles of
+ * scratch), rounded once to the dtype.  f64 rows take libm's exp and one
+ * running sum, as src/ops/softmax.c; f32 rows the vectorized exp and four
+ * partial sums, whose differences in double's last bits rarely survive the
+ * rounding to f32. */
+static void softmax_row(const fast_job *j, void *row, double *e)
+{
+    const int64_t S = j->S;
+    if (j->dt == TG_F64) {
+        double *x = row, m = -INFINITY;   /* stays -inf for a row of -inf: x - m is NaN */
+        for (int64_t c = 0; c < S; c++)
+            if (x[c] > m) m = x[c];
+        double s = 0.0;   /* libm's exp, summed in order: the taped path's bits */
+        for (int64_t c = 0; c < S; c++) {
+            e[c] = exp(x[c] - m);
+            s += e[c];
+        }
+        for (int64_t c = 0; c < S; c++) x[c] = e[c] / s;
+    } else {
+        float *x = row, m = -INFINITY;
+        for (int64_t c = 0; c < S; c++)
+            if (x[c] > m) m = x[c];
+        for (int64_t c = 0; c < S; c++) e[c] = (double)x[c] - (double)m;
+        const double s = exp_sum(e, S, j->exp);
+        if (j->exp == EXP_AVX512) probs_f32_avx512(x, e, s, S);
+        else if (j->exp == EXP_AVX2) probs_f32_avx2(x, e, s, S);
+        else probs_f32(x, e, s, S);
+    }
+}
+
+/* qs (n, E) = rows [r0, r0 + n) of matrix b of q divided by sqrt(E), as
+ * tg_div_scalar rounds it. */
+static void scaled_q(const fast_job *j, void *qs, int64_t b, int64_t r0, int64_t n)
+{
+    const int64_t es = (int64_t)tg_dtype_size(j->dt), E = j->E;
+    const char *base = j->q.base + (lead_off(j, j->q.ls, b) + r0 * j->q.rs) * es;
+    for (int64_t i = 0; i < n; i++) {
+        const char *src = base + i * j->q.rs * es;
+        if (j->dt == TG_F64)
+            for (int64_t c = 0; c < E; c++)
+                ((double *)qs)[i * E + c] = ((const double *)src)[c] / j->scale;
+        else
+            for (int64_t c = 0; c < E; c++)
+                ((float *)qs)[i * E + c] = (float)((double)((const float *)src)[c] / j->scale);
+    }
+}
+
+/* Block u: rows [r0, r0 + n) of matrix b. */
+static void run_block(const fast_job *j, int64_t u, void *qs, void *sc, double *e)
+{
+    const int64_t b = u / j->nqb, r0 = u % j->nqb * j->rows;
+    const int64_t n = r0 + j->rows <= j->L ? j->rows : j->L - r0;
+    const int64_t es = (int64_t)tg_dtype_size(j->dt), S = j->S;
+    const tg_bf16_kernel plain = TG_BF16_KERNEL_AUTO;
+    scaled_q(j, qs, b, r0, n);
+    const char *kb = j->k.base + lead_off(j, j->k.ls, b) * es;
+    tg__gemm_par(j->dt, plain, false, true, n, S, j->E, qs, j->E, kb, j->k.rs, 0.0, sc, S);
+    for (int64_t i = 0; i < n; i++) {
+        char *row = (char *)sc + i * S * es;
+        if (j->mbase) mask_row(j, row, b, r0 + i);
+        softmax_row(j, row, e);
+    }
+    const char *vb = j->v.base + lead_off(j, j->v.ls, b) * es;
+    char *ob = j->out + (b * j->L + r0) * j->Ev * es;
+    tg__gemm_par(j->dt, plain, false, false, n, j->Ev, S, sc, S, vb, j->v.rs, 0.0, ob, j->Ev);
+}
+
+static int fast_task(void *p, int64_t t)
+{
+    const fast_job *j = p;
+    const size_t es = tg_dtype_size(j->dt);
+    void *qs = tg__work_alloc((size_t)(j->rows * j->E) * es);
+    void *sc = tg__work_alloc((size_t)(j->rows * j->S) * es);
+    double *e = tg__work_alloc((size_t)j->S * sizeof *e);
+    int rc = TG_OK;
+    if (!qs || !sc || !e) {
+        rc = tg__error(TG_ENOMEM, "scaled_dot_product_attention: out of memory for a block of "
+                       "%lld x %lld scores", (long long)j->rows, (long long)j->S);
+    } else {
+        const int64_t end = (t + 1) * j->per < j->units ? (t + 1) * j->per : j->units;
+        for (int64_t u = t * j->per; u < end; u++) run_block(j, u, qs, sc, e);
+    }
+    tg__work_free(qs);
+    tg__work_free(sc);
+    tg__work_free(e);
+    return rc;
+}
+
+/* The block rows: up to BLOCK_ROWS, at most BLOCK_SCORES scores, and small
+ * enough for two blocks per thread when the matrices are few. */
+static int64_t block_rows(int64_t nb, int64_t L, int64_t S)
+{
+    int64_t rows = BLOCK_ROWS;
+    if (rows * S > BLOCK_SCORES) rows = S >= BLOCK_SCORES ? 1 : BLOCK_SCORES / S;
+    const int64_t want = (2 * (int64_t)tg_get_num_threads() + nb - 1) / nb;   /* per matrix */
+    if (want > 1 && (L + want - 1) / want < rows) rows = (L + want - 1) / want;
+    if (rows > L) rows = L;
+    return rows;
+}
+
+int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                       tg_tensor *mask)
+{
+    const int nd = q->ndim;
+    fast_job j = {.dt = q->dtype, .exp = exp_width(),
+                  .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
+                  .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
+    j.scale = sqrt((double)j.E);
+    const int64_t nb = tg__numel(nd - 2, q->shape);
+    j.rows = block_rows(nb, j.L, j.S);
+    j.nqb = (j.L + j.rows - 1) / j.rows;
+    j.units = nb * j.nqb;
+    /* a few tasks per thread, each taking its scratch once */
+    const int64_t tasks_max = 8 * (int64_t)tg_get_num_threads();
+    j.per = (j.units + tasks_max - 1) / tasks_max;
+    tg_tensor *keep[3] = {NULL, NULL, NULL}, *y = NULL;
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, q->shape, sizeof(int64_t) * (size_t)nd);
+    shape[nd - 1] = j.Ev;
+    int rc;
+    TG_TRY_GOTO(operand_of(&keep[0], q, &j.q));
+    TG_TRY_GOTO(operand_of(&keep[1], k, &j.k));
+    TG_TRY_GOTO(operand_of(&keep[2], v, &j.v));
+    if (mask) mask_of(&j, mask, nd);
+    if (!(y = tg__tensor_uninit(j.dt, nd, shape))) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    j.out = (char *)y->storage->data + y->offset * (int64_t)tg_dtype_size(j.dt);
+    const double work = (double)nb * (double)j.L * (double)j.S * (double)(j.E + j.Ev);
+    const int saved = tg__blas_single_begin();
+    rc = tg__run_tasks((j.units + j.per - 1) / j.per, work >= 65536.0, fast_task, &j);
+    tg__blas_restore(saved);
+    if (rc < 0) goto done;
+    fast_calls++;
+    *out = y;
+    y = NULL;
+done:
+    for (int i = 0; i < 3; i++) tg_tensor_release(keep[i]);
+    tg_tensor_release(y);
+    return rc;
+}

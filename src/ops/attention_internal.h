@@ -1,0 +1,40 @@
+/* src/ops/attention_internal.h - the inference path of scaled dot-product
+ * attention (src/ops/attention_fast.c), which tg_scaled_dot_product_attention
+ * (src/ops/attention.c) takes when no gradient and no weights are wanted.
+ * Tests include it to see which path ran. */
+#ifndef TAPEGRAD_OPS_ATTENTION_INTERNAL_H
+#define TAPEGRAD_OPS_ATTENTION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/attention.h"
+#include "tapegrad/tensor.h"
+
+/* Whether the fused kernel may compute attention(q, k, v, o), the
+ * arguments checked (tg_scaled_dot_product_attention's rules): no weights
+ * are wanted (the caller's part), no dropout draws (eval, or p = 0), no
+ * gradient is recorded (grad mode off, or none of q, k, v and the mask
+ * requires one), q, k and v f32 or f64 (a float mask of their dtype),
+ * outside autocast, every extent >= 1, and the environment variable
+ * TG_ATTENTION_FAST is not "0". */
+bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                                const tg_attention_opts *o);
+
+/* *out (new, contiguous, (..., L, Ev)) = softmax(q / sqrt(E) @ k^T + mask)
+ * @ v without a tape and without the (..., L, S) weights: blocks of query
+ * rows per matrix on the thread pool.  mask NULL, u8 (nonzero: -inf) or of
+ * q's dtype, broadcast to (..., L, S).  Only after
+ * tg__attention_fast_applies; TG_ENOMEM otherwise. */
+int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                       tg_tensor *mask);
+
+/* The number of tg__attention_fast calls that this thread has made. */
+uint64_t tg__attention_fast_calls(void);
+
+/* Tests: the width of the f32 rows' exp in this thread's calls: 0 the
+ * widest this CPU runs (the default), 1 plain C, 2 AVX2, 3 AVX-512; a
+ * width this CPU does not run is not taken. */
+void tg__attention_fast_set_exp(int width);
+
+#endif
