@@ -717,10 +717,12 @@ TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bo
  * ascending order (the bits of the first of equal elements in x's order,
  * so one of -0.0 and 0.0); inverse (i64 of x's shape) the position in
  * values of each element; counts (1-d i64) how many elements each value
- * has.  Each NaN is a value of its own, after every number, with count 0,
- * and a NaN element's inverse is 0, as torch 1.13's CPU kernel's (which
- * leaves its values unordered when x holds a NaN, and keeps a bf16 -0.0
- * and 0.0 apart or together by their hashes).
+ * has.  Each NaN is a value of its own with count 0, and a NaN element's
+ * inverse is 0, as torch 1.13's CPU kernel's.  With a NaN in an f32 or f64
+ * x the values are in torch's order, that of its hash set then std::sort,
+ * which the NaNs leave partly unsorted (up to 712697 distinct values;
+ * beyond, and for bf16, the numbers ascending, then the NaNs).  torch
+ * keeps a bf16 -0.0 and 0.0 apart or together by their hashes.
  * inverse and counts may be NULL (not wanted); values may not.  sorted is
  * ignored: the values are always in order.  Any dtype (torch 1.13 has no
  * f16 unique on the CPU). */
