@@ -198,8 +198,10 @@ TG_API int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, d
  * tg_vector_norm over each pair's difference; for p = 2 with P or R above
  * 25, torch's default compute mode: sqrt(max(|a|^2 - 2 a.b + |b|^2, 0))
  * through one matmul (faster, with the cancellation error of that form).
- * The gradient is 0 where a distance is 0, as torch's, and for p = inf
- * the whole of it goes to each tied largest |difference|, as torch's;
+ * The gradient is 0 where a distance is 0, as torch's.  For p = inf, as
+ * torch's CPU kernel: the distance is the largest |difference| that is
+ * not NaN (0 if none), the whole gradient goes to each tied largest
+ * |difference|, and a difference that is NaN or infinite gets NaN;
  * differentiable to any order.  Float x1 and x2 of one dtype (TG_EDTYPE), at least 2-d
  * (TG_EINVAL), the same number of columns (TG_ESHAPE).  The FP32 AMP policy
  * (torch's autocast list): inside autocast half inputs give an f32 result. */

@@ -952,6 +952,30 @@ TG_API int tg_nn_poisson_nll_loss_new(tg_module **out, bool log_input, bool full
 TG_API int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps,
                                        tg_reduction red);
 
+/* The options a loss module was made with, as its constructor took them
+ * (torch's attributes of the same names).  An option the module's class
+ * does not have is 0 or false; the class weights are its buffers
+ * ("weight", "pos_weight"), not options. */
+typedef struct tg_nn_loss_opts {
+    tg_reduction reduction;   /* every class */
+    int64_t ignore_index;     /* CrossEntropyLoss, NLLLoss */
+    double label_smoothing;   /* CrossEntropyLoss */
+    double delta;             /* HuberLoss */
+    double beta;              /* SmoothL1Loss */
+    double margin;            /* MarginRanking, HingeEmbedding, CosineEmbedding, TripletMargin,
+                                 MultiMargin */
+    double p;                 /* TripletMarginLoss (the norm), MultiMarginLoss (1 or 2) */
+    double eps;               /* TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss */
+    bool log_target;          /* KLDivLoss */
+    bool swap;                /* TripletMarginLoss */
+    bool full;                /* PoissonNLLLoss, GaussianNLLLoss */
+    bool log_input;           /* PoissonNLLLoss */
+} tg_nn_loss_opts;
+/* *opts = the options of loss module m (any of the tg_nn_*_loss_new
+ * classes above).  TG_EINVAL for a NULL argument or, naming its type, a
+ * module that is not a loss; *opts is then untouched. */
+TG_API int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

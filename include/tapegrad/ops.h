@@ -721,10 +721,12 @@ TG_API int tg_bucketize(tg_tensor **out, tg_tensor *x, tg_tensor *boundaries, bo
  * ascending order (the bits of the first of equal elements in x's order,
  * so one of -0.0 and 0.0); inverse (i64 of x's shape) the position in
  * values of each element; counts (1-d i64) how many elements each value
- * has.  Each NaN is a value of its own, after every number, with count 0,
- * and a NaN element's inverse is 0, as torch 1.13's CPU kernel's (which
- * leaves its values unordered when x holds a NaN, and keeps a bf16 -0.0
- * and 0.0 apart or together by their hashes).
+ * has.  Each NaN is a value of its own with count 0, and a NaN element's
+ * inverse is 0, as torch 1.13's CPU kernel's.  With a NaN in an f32 or f64
+ * x the values are in torch's order, that of its hash set then std::sort,
+ * which the NaNs leave partly unsorted (up to 712697 distinct values;
+ * beyond, and for bf16, the numbers ascending, then the NaNs).  torch
+ * keeps a bf16 -0.0 and 0.0 apart or together by their hashes.
  * inverse and counts may be NULL (not wanted); values may not.  sorted is
  * ignored: the values are always in order.  Any dtype (torch 1.13 has no
  * f16 unique on the CPU). */
@@ -1147,28 +1149,28 @@ TG_API int tg_triu(tg_tensor **out, tg_tensor *x, int64_t diagonal);
  * operands (right-aligned) and placed where the output's "..." is (first,
  * in an implicit output; summed when an explicit output has none).  A
  * letter repeated within one term takes the diagonal ("ii->i", "ii" the
- * trace).  Spaces are ignored.  Operands are contracted a pair at a time,
- * each pair by permute, reshape and one batched matmul, so the result is
- * differentiable to any order; the order of the pairs is the cheapest
- * (tg_einsum_path's TG_EINSUM_AUTO: as torch.einsum with opt_einsum, the
- * same values up to rounding).  TG_EINVAL
- * for a malformed equation (the message names the rule), a term count
- * other than n, a term whose letters do not match its operand's rank or
- * more than TG_MAX_DIMS letters in a term; TG_ESHAPE for extents that
- * differ; TG_EDTYPE for dtypes; TG_EUNSUPPORTED when an intermediate
+ * trace; tg_diagonal's view, no extra operand).  Up to the 52 letters in
+ * an equation, at most TG_MAX_DIMS in a term.  Spaces are ignored.
+ * Operands are contracted a pair at a time, each pair by permute, reshape
+ * and one batched matmul, so the result is differentiable to any order;
+ * the order of the pairs is the cheapest (tg_einsum_path's TG_EINSUM_AUTO:
+ * as torch.einsum with opt_einsum, the same values up to rounding).
+ * TG_EINVAL for a malformed equation (the message names the rule), a
+ * term count other than n, a term whose letters do not match its
+ * operand's rank or more than TG_MAX_DIMS letters in a term; TG_ESHAPE for
+ * extents that differ; TG_EDTYPE for dtypes; TG_EUNSUPPORTED when an intermediate
  * product would need more than TG_MAX_DIMS dims.  On error *out is
  * untouched. */
 TG_API int tg_einsum(tg_tensor **out, const char *equation, int n, tg_tensor *const *operands);
 
 /* Contraction plans for einsum (numpy.einsum_path, torch's opt_einsum).
- * The operands of a plan are einsum's operands, then one n x n identity
- * matrix for each repeat of a letter within a term ("ii" is x_ij eye_ij),
- * in the order the repeats are read; each is first summed over the letters
+ * The operands of a plan are einsum's operands, each first reduced to its
+ * diagonals (a letter repeated in its term) and summed over the letters
  * no other operand and not the output has.  Step s multiplies the operands
  * at positions steps[s][0] (left) and [1] (right) of the list, which both
  * leave; their product joins the list at its end, with the labels still
  * needed (summing the others), as numpy.einsum_path's contraction list. */
-#define TG_EINSUM_MAX_OPERANDS 72   /* 8 operands, each with its identities */
+#define TG_EINSUM_MAX_OPERANDS 8   /* TG_OP_MAX_INPUTS */
 /* The most operands TG_EINSUM_AUTO searches exhaustively, and the most
  * that TG_EINSUM_OPTIMAL takes (it looks at 3^n / 2 pairs of halves). */
 #define TG_EINSUM_AUTO_OPTIMAL_MAX 10
@@ -1180,7 +1182,7 @@ typedef enum tg_einsum_strategy {
     TG_EINSUM_LEFT_TO_RIGHT,  /* ((op0 op1) op2) ...: torch.einsum without opt_einsum */
 } tg_einsum_strategy;
 typedef struct tg_einsum_plan {
-    int n_operands;   /* the operands and the identities */
+    int n_operands;   /* einsum's operands */
     int n_steps;      /* n_operands - 1 */
     int steps[TG_EINSUM_MAX_OPERANDS - 1][2];
     /* Multiply-adds of the products (each the product of the extents of

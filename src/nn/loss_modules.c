@@ -2,7 +2,8 @@
  * whose forward_n calls the loss function of tapegrad/loss.h with the
  * options kept in the module's state, and whose class weights are buffers
  * under torch's names ("weight", "pos_weight").  CrossEntropyLoss calls
- * tg_cross_entropy_ex, F.cross_entropy with all its arguments. */
+ * tg_cross_entropy_ex, F.cross_entropy with all its arguments.
+ * tg_nn_loss_options gives the options back under their torch names. */
 #include <math.h>
 
 #include "nn/module_internal.h"
@@ -290,4 +291,36 @@ int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps, tg_reduc
     NOT_NAN(op, "eps", eps);
     loss_state s = {.kind = GAUSSIAN_NLL, .red = red, .eps = eps, .flag = full};
     return loss_new(out, op, &s, NULL, NULL);
+}
+
+/* ---- the options ---- */
+
+int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
+{
+    TG_CHECK(m != NULL && opts != NULL, TG_EINVAL,
+             "nn_loss_options: m and opts must not be NULL");
+    int kind = 0;
+    while (kind < N_LOSS_KINDS && m->vt != &loss_vts[kind]) kind++;
+    TG_CHECK(kind < N_LOSS_KINDS, TG_EINVAL,
+             "nn_loss_options: m is a %s module, not a loss (tg_nn_*_loss_new)",
+             tg_module_type_name(m));
+    const loss_state *s = tg_module_state(m);
+    const loss_kind k = s->kind;
+    const bool margin = k == MARGIN_RANKING || k == HINGE_EMBEDDING || k == COSINE_EMBEDDING ||
+                        k == TRIPLET_MARGIN || k == MULTI_MARGIN;
+    *opts = (tg_nn_loss_opts){
+        .reduction = s->red,
+        .ignore_index = k == CROSS_ENTROPY || k == NLL ? s->ignore_index : 0,
+        .label_smoothing = k == CROSS_ENTROPY ? s->label_smoothing : 0,
+        .delta = k == HUBER ? s->beta : 0,
+        .beta = k == SMOOTH_L1 ? s->beta : 0,
+        .margin = margin ? s->margin : 0,
+        .p = k == TRIPLET_MARGIN || k == MULTI_MARGIN ? s->p : 0,
+        .eps = k == TRIPLET_MARGIN || k == POISSON_NLL || k == GAUSSIAN_NLL ? s->eps : 0,
+        .log_target = k == KL_DIV && s->flag,
+        .swap = k == TRIPLET_MARGIN && s->flag,
+        .full = (k == POISSON_NLL || k == GAUSSIAN_NLL) && s->flag,
+        .log_input = k == POISSON_NLL && s->log_input,
+    };
+    return TG_OK;
 }

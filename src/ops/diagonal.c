@@ -9,8 +9,11 @@
  * diagonal_embed(g, shape, offset, dim1, dim2) writes g on that diagonal of
  * zeros of the shape.  The two are each other's adjoint, so each is the
  * other's backward and derivatives of any order are these ops (as slice and
- * slice_backward); diag_embed is diagonal_embed of a shape made from x's. */
+ * slice_backward); diag_embed is diagonal_embed of a shape made from x's.
+ * diagonal's backward_into adds g into the diagonal of the engine's pending
+ * sum, in place, instead of making the zeros. */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -118,6 +121,32 @@ static int diagonal_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg_op_call(&embed_op, &gi[0], 1, &g, &q, sizeof q);
 }
 
+/* acc's diagonal += g: the diagonal's elements only, not a whole tensor
+ * of zeros (tg_op_backward_into_fn).  The sum is diagonal_embed's values
+ * added to acc's, element by element, as the engine's sum would. */
+static int diagonal_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const diag_params *p = tg__ctx_params(ctx);
+    int64_t vshape[TG_MAX_DIMS], vstrides[TG_MAX_DIMS], start;
+    diag_geometry(acc->ndim, acc->shape, acc->strides, p, vshape, vstrides, &start);
+    tg_tensor *region = NULL, *sum = NULL;
+    int rc = tg__shape_view(&region, acc, acc->ndim - 1, vshape, vstrides, acc->offset + start);
+    if (rc >= 0) rc = tg_add(&sum, region, g);
+    const int64_t numel = rc >= 0 ? tg__numel(sum->ndim, sum->shape) : 0;
+    if (numel > 0) {
+        void *buf = tg__malloc((size_t)numel * tg_dtype_size(sum->dtype));
+        if (!buf) rc = TG_ENOMEM;
+        if (buf) {
+            tg__gather(sum, sum->dtype, buf);
+            tg__scatter(region, sum->dtype, buf);
+            free(buf);
+        }
+    }
+    tg_tensor_release(sum);
+    tg_tensor_release(region);
+    return rc;
+}
+
 /* dg = diagonal(g') with the same offset and dims. */
 static int embed_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
@@ -128,7 +157,8 @@ static int embed_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 static const tg_op_schema diagonal_op = {
     .name = "diagonal", .arity = 1, .amp = TG_AMP_KEEP, .forward = diagonal_forward,
     .backward = diagonal_backward, .double_backward = true,
-    .vjp = "da = diagonal_embed(g): zeros of a's shape with g on the diagonal"};
+    .vjp = "da = diagonal_embed(g): zeros of a's shape with g on the diagonal",
+    .backward_into = diagonal_backward_into};
 static const tg_op_schema embed_op = {
     .name = "diagonal_embed", .arity = 1, .amp = TG_AMP_KEEP, .forward = embed_forward,
     .backward = embed_backward, .double_backward = true, .vjp = "da = diagonal(g)"};

@@ -12,8 +12,10 @@
  *     batch dims broadcast; as torch's default compute mode, for p = 2 with
  *     more than 25 rows on either side through one product instead:
  *     sqrt(max(|x1_i|^2 - 2 x1_i . x2_j + |x2_j|^2, 0)), whose gradient is
- *     torch's there too (0 where the distance is 0); for p = inf with
- *     torch's gradient, the whole of it to each tied largest |difference|
+ *     torch's there too (0 where the distance is 0); for p = inf as
+ *     torch's CPU kernel: the largest |difference| that is not NaN, and
+ *     its gradient, the whole of it to each tied largest |difference| and
+ *     NaN at a difference that is NaN or infinite
  *
  * torch clamps the squared norms in place under no_grad, so its gradient
  * ignores the clamp: d n / d x = x / n with the clamped n.  The clamp here
@@ -227,35 +229,48 @@ done:
     return rc;
 }
 
-/* The inf-norm of differences d (.., M), M > 0, with torch's gradient:
- * g sign(d_k) at every k where |d_k| is the largest, each tie getting the
- * whole of g (torch's _cdist_backward), not a share as the norm's.  The
- * value is the norm's, v = detach(norm) + (s - detach(s)) for s = sum(d m)
- * with m = sign(d) where |d| = v, else 0, held constant: s - detach(s) is
- * 0 (set to 0 where s is infinite) and its gradient m. */
+/* The inf-norm of differences d (.., M), M > 0, as torch 1.13's CPU
+ * cdist: v = the largest |d_k| that is not NaN (0 when every one is: its
+ * running max(agg, |d_k|) passes a NaN over), and the gradient
+ * g sign(d_k) (1 - min(1, ceil(||d_k| - v|))) of its _cdist_backward:
+ * g sign(d_k) at every k where |d_k| = v (each tie the whole of g), NaN
+ * where d_k is NaN or infinite (||d_k| - v| is NaN or infinite there,
+ * v being infinite when a d_k is), 0 elsewhere.
+ * The value is v, held constant, plus z = s - detach(s) = 0 for
+ * s = sum(masked_fill(d (m + n), n is NaN, 0)) with m = sign(d) at the
+ * ties, else 0, and n = 0 d (NaN at the non-finite d_k, else 0), both
+ * constant.  s is finite and its gradient reaches d through masked_fill
+ * (a where, whose gradient is g times its 0/1 mask) and the product:
+ * g m at a finite d_k, 0 (m + n) = NaN at the others.  z is set to 0
+ * where s overflows. */
 static int cdist_inf(tg_tensor **out, tg_tensor *d)
 {
-    enum { V, DD, VD, AD, VK, OFF, SG, M, DM, S, SD, Z, BIG, ZF, N };
+    enum { DD, AD, NANS, ADN, VD, VK, OFF, SG, M, K, KNAN, MK, DM, W, S, SD, Z, BIG, ZF, N };
     tg_tensor *t[N] = {NULL};
     const int last = -1;
     int rc;
-    TG_TRY_GOTO(tg_vector_norm(&t[V], d, INFINITY, 1, &last, false));
-    if (!tg_tensor_requires_grad(t[V])) {
-        *out = tg_tensor_retain(t[V]);
+    TG_TRY_GOTO(tg_tensor_detach(&t[DD], d));
+    TG_TRY_GOTO(tg_abs(&t[AD], t[DD]));
+    TG_TRY_GOTO(tg_isnan(&t[NANS], t[AD]));
+    TG_TRY_GOTO(tg_masked_fill(&t[ADN], t[AD], t[NANS], 0.0));
+    TG_TRY_GOTO(tg_amax_dims(&t[VD], t[ADN], 1, &last, false));
+    if (!tg_tensor_requires_grad(d)) {
+        *out = tg_tensor_retain(t[VD]);
         goto done;
     }
-    TG_TRY_GOTO(tg_tensor_detach(&t[DD], d));
-    TG_TRY_GOTO(tg_tensor_detach(&t[VD], t[V]));
-    TG_TRY_GOTO(tg_abs(&t[AD], t[DD]));
     TG_TRY_GOTO(tg_unsqueeze(&t[VK], t[VD], -1));
-    TG_TRY_GOTO(tg_ne(&t[OFF], t[AD], t[VK]));
+    TG_TRY_GOTO(tg_ne(&t[OFF], t[AD], t[VK]));   /* NaN != v: off */
     TG_TRY_GOTO(tg_sign(&t[SG], t[DD]));
     TG_TRY_GOTO(tg_masked_fill(&t[M], t[SG], t[OFF], 0.0));
-    TG_TRY_GOTO(tg_mul(&t[DM], d, t[M]));
-    TG_TRY_GOTO(tg_sum_dims(&t[S], t[DM], 1, &last, false));
+    TG_TRY_GOTO(tg_mul_scalar(&t[K], t[DD], 0.0));
+    TG_TRY_GOTO(tg_isnan(&t[KNAN], t[K]));
+    TG_TRY_GOTO(tg_add(&t[MK], t[M], t[K]));
+    TG_TRY_GOTO(tg_mul(&t[DM], d, t[MK]));
+    TG_TRY_GOTO(tg_masked_fill(&t[W], t[DM], t[KNAN], 0.0));
+    TG_TRY_GOTO(tg_sum_dims(&t[S], t[W], 1, &last, false));
     TG_TRY_GOTO(tg_tensor_detach(&t[SD], t[S]));
     TG_TRY_GOTO(tg_sub(&t[Z], t[S], t[SD]));
-    TG_TRY_GOTO(tg_eq_scalar(&t[BIG], t[SD], INFINITY));   /* s >= 0: the ties' |d| */
+    TG_TRY_GOTO(tg_isinf(&t[BIG], t[SD]));   /* s >= 0: the ties' |d|, summed */
     TG_TRY_GOTO(tg_masked_fill(&t[ZF], t[Z], t[BIG], 0.0));
     rc = tg_add(out, t[VD], t[ZF]);
 done:

@@ -3,12 +3,14 @@
  * of any order, are theirs.
  *
  * Every dim of every operand gets a label: a letter (0..51, 'A'..'Z' then
- * 'a'..'z', ASCII order), one of the E dims that "..." stands for (right-
- * aligned across operands, as NumPy broadcasts), or a fresh label standing
- * for a repeated letter.  A letter repeated in one term, x_ii, is written
- * as sum_j x_ij eye_ij: the second occurrence gets a fresh label j and an
- * identity matrix joins the operands, so a diagonal is one more product.
- * A size-1 dim under a label whose extent elsewhere is larger is expanded.
+ * 'a'..'z', ASCII order) or one of the E dims that "..." stands for (right-
+ * aligned across operands, as NumPy broadcasts).  A letter repeated in one
+ * term, x_ii, is the diagonal of those two dims: tg_diagonal, a strided
+ * view (its gradient g on the diagonal of zeros), as torch.einsum; a letter
+ * written three times takes two diagonals.  A term has at most one letter
+ * per dim, so its letters are bounded by TG_MAX_DIMS, not by the 52 an
+ * equation may use.  A size-1 dim under a label whose extent elsewhere is
+ * larger is expanded.
  *
  * Then: each operand is summed over the labels no other operand and not
  * the output has; the operands are contracted a pair at a time in the order
@@ -40,9 +42,8 @@
 enum {
     N_LETTERS = 52,
     ELL0 = N_LETTERS,               /* the dims of "..." */
-    FRESH0 = ELL0 + TG_MAX_DIMS,    /* the repeats of a letter */
-    N_LABELS = FRESH0 + TG_OP_MAX_INPUTS * TG_MAX_DIMS,
-    MAX_WORK = TG_OP_MAX_INPUTS * (TG_MAX_DIMS + 1),   /* operands and identities */
+    N_LABELS = ELL0 + TG_MAX_DIMS,
+    MAX_WORK = TG_OP_MAX_INPUTS,    /* the operands */
 };
 
 _Static_assert(MAX_WORK == TG_EINSUM_MAX_OPERANDS, "tapegrad/ops.h's TG_EINSUM_MAX_OPERANDS");
@@ -141,25 +142,36 @@ static int parse(const char *eq, int n, equation *e)
 
 /* The working set: tensors (new references) and their labels. */
 typedef struct work {
-    int n, E, next_fresh;
+    int n, E;
     tg_tensor *t[MAX_WORK];
     labels lab[MAX_WORK];
     int64_t ext[N_LABELS];   /* -1: unused */
 } work;
 
-/* n x n identity of dtype dt, labelled (a, b), appended to w. */
-static int add_identity(work *w, tg_dtype dt, int64_t n, int a, int b)
+static int position(const labels *lab, int l)
 {
-    tg_tensor *eye = NULL;
-    TG_TRY(tg_tensor_zeros(&eye, dt, 2, (int64_t[]){n, n}));
-    for (int64_t i = 0; i < n; i++) TG_ASSERT(tg_tensor_set(eye, (int64_t[]){i, i}, 1.0) == 0);
-    w->t[w->n] = eye;
-    w->lab[w->n++] = (labels){2, {a, b}};
-    return TG_OK;
+    for (int d = 0; d < lab->n; d++)
+        if (lab->l[d] == l) return d;
+    return -1;
+}
+
+/* The first letter that lab holds twice, at dims *d1 < *d2; false if none. */
+static bool find_repeat(const labels *lab, int *d1, int *d2)
+{
+    for (int j = 1; j < lab->n; j++)
+        for (int i = 0; i < j; i++)
+            if (lab->l[i] == lab->l[j]) {
+                *d1 = i;
+                *d2 = j;
+                return true;
+            }
+    return false;
 }
 
 /* Operand k's labels from its term (the "..." taking the dims the letters
- * leave); each repeat of a letter gets a fresh label and an identity. */
+ * leave); each repeat of a letter replaces w->t[k] by its diagonal over
+ * the two dims, which go, the letter's one dim last (tg_diagonal's
+ * order). */
 static int label_operand(work *w, const raw_term *r, int k, tg_tensor *x)
 {
     const int ek = r->ell < 0 ? 0 : x->ndim - r->n;
@@ -169,19 +181,26 @@ static int label_operand(work *w, const raw_term *r, int k, tg_tensor *x)
         if (i == r->ell)
             for (int t = 0; t < ek; t++) lab->l[lab->n++] = ELL0 + w->E - ek + t;
         if (i == r->n) break;
-        int l = r->l[i];
-        for (int j = 0; j < lab->n; j++) {
-            if (lab->l[j] != l) continue;
-            const int64_t e0 = x->shape[j], e1 = x->shape[lab->n];
-            TG_CHECK(e0 == e1, TG_ESHAPE,
-                     "einsum: letter '%c' repeats in term %d over dims of extents %lld and "
-                     "%lld (a diagonal needs them equal)",
-                     label_char(l), k, (long long)e0, (long long)e1);
-            TG_TRY(add_identity(w, x->dtype, e0, l, w->next_fresh));
-            l = w->next_fresh++;
-            break;
-        }
+        const int l = r->l[i], j = position(lab, l);
+        const int64_t e0 = j < 0 ? 0 : x->shape[j], e1 = x->shape[lab->n];
+        TG_CHECK(j < 0 || e0 == e1, TG_ESHAPE,
+                 "einsum: letter '%c' repeats in term %d over dims of extents %lld and "
+                 "%lld (a diagonal needs them equal)",
+                 label_char(l), k, (long long)e0, (long long)e1);
         lab->l[lab->n++] = l;
+    }
+    int d1, d2;
+    while (find_repeat(lab, &d1, &d2)) {
+        const int l = lab->l[d1];
+        tg_tensor *dg = NULL;
+        TG_TRY(tg_diagonal(&dg, w->t[k], 0, d1, d2));
+        tg_tensor_release(w->t[k]);
+        w->t[k] = dg;
+        labels kept = {0};
+        for (int d = 0; d < lab->n; d++)
+            if (d != d1 && d != d2) kept.l[kept.n++] = lab->l[d];
+        kept.l[kept.n++] = l;
+        *lab = kept;
     }
     return TG_OK;
 }
@@ -191,7 +210,6 @@ static int label_operand(work *w, const raw_term *r, int k, tg_tensor *x)
 static int label_all(work *w, const equation *e, tg_tensor *const *ops)
 {
     w->E = 0;
-    w->next_fresh = FRESH0;
     for (int k = 0; k < e->n; k++) {
         const raw_term *r = &e->in[k];
         const int nd = ops[k]->ndim;
@@ -274,13 +292,6 @@ static int output_labels(const equation *e, int E, labels *out)
         out->l[out->n++] = l;
     }
     return TG_OK;
-}
-
-static int position(const labels *lab, int l)
-{
-    for (int d = 0; d < lab->n; d++)
-        if (lab->l[d] == l) return d;
-    return -1;
 }
 
 /* *t summed over its labels outside need; *lab updated. */
@@ -469,8 +480,8 @@ static int walk(const problem *p, int n_steps, const int (*steps)[2], double *co
     lset sets[2 * MAX_WORK];
     int list[MAX_WORK], len = start_list(p, sets, list);
     TG_CHECK(n_steps == p->m - 1, TG_EINVAL,
-             "einsum: the plan has %d steps but %d operands (with the identities of repeated "
-             "letters) need %d", n_steps, p->m, p->m - 1);
+             "einsum: the plan has %d steps but %d operands need %d", n_steps, p->m,
+             p->m - 1);
     *cost = 0;
     *largest = 0;
     for (int s = 0; s < n_steps; s++) {
@@ -614,9 +625,8 @@ static int make_plan(const problem *p, tg_einsum_strategy strategy, tg_einsum_pl
     if (strategy == TG_EINSUM_AUTO)
         strategy = p->m <= TG_EINSUM_AUTO_OPTIMAL_MAX ? TG_EINSUM_OPTIMAL : TG_EINSUM_GREEDY;
     TG_CHECK(strategy != TG_EINSUM_OPTIMAL || p->m <= TG_EINSUM_OPTIMAL_MAX, TG_EUNSUPPORTED,
-             "einsum: the optimal search takes at most %d operands, here %d (with the "
-             "identities of repeated letters): use TG_EINSUM_GREEDY", TG_EINSUM_OPTIMAL_MAX,
-             p->m);
+             "einsum: the optimal search takes at most %d operands, here %d: use "
+             "TG_EINSUM_GREEDY", TG_EINSUM_OPTIMAL_MAX, p->m);
     if (strategy == TG_EINSUM_OPTIMAL) TG_TRY(plan_optimal(p, q.steps));
     else if (strategy == TG_EINSUM_GREEDY) TG_TRY(plan_greedy(p, q.steps));
     else plan_left_to_right(p->m, q.steps);
@@ -670,8 +680,8 @@ static int run(tg_tensor **y, work *w, const labels *out, const tg_einsum_plan *
     double cost, largest;
     problem_of(w, out, &p);
     TG_CHECK(plan->n_operands == w->n, TG_EINVAL,
-             "einsum: the plan is for %d operands but the equation has %d (with the "
-             "identities of repeated letters)", plan->n_operands, w->n);
+             "einsum: the plan is for %d operands but the equation has %d",
+             plan->n_operands, w->n);
     TG_TRY(walk(&p, plan->n_steps, (const int (*)[2])plan->steps, &cost, &largest));
     int list[MAX_WORK], len = w->n;
     for (int k = 0; k < len; k++) list[k] = k;

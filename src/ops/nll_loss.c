@@ -18,6 +18,8 @@
  * same target, weight and reduction.  The two ops are each other's backward,
  * so derivatives of every order come from them, as PyTorch pairs nll_loss
  * and nll_loss_backward.  Values are computed in double and rounded once.
+ * nll_loss's backward_into adds the picks straight into the engine's
+ * pending sum of dlogp, N S elements instead of N C S.
  */
 #include <assert.h>
 #include <math.h>
@@ -27,6 +29,7 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
 
@@ -345,6 +348,40 @@ static int nll_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return call_saved(&nllb_op, ctx, g, &p, &gi[0]);
 }
 
+/* acc[pick_k] += -g_k w_k, the picked elements only, not a zero-filled
+ * logp-sized tensor (tg_op_backward_into_fn): each term rounded to the
+ * dtype as nll_loss_backward stores it, then added as the engine adds
+ * (tg__sum_term).  The picks of distinct k are distinct elements. */
+static int nll_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const nll_params *p = tg__ctx_params(ctx);
+    tg_tensor *target = NULL, *weight = NULL;
+    TG_TRY(tg__ctx_saved(ctx, 0, &target));
+    if (tg__ctx_input_meta(ctx, 2)->ndim >= 0) TG_TRY(tg__ctx_saved(ctx, 1, &weight));
+    const tg_dtype dt = acc->dtype;
+    const int64_t C = acc->shape[acc->ndim == 1 ? 0 : 1], K = tg_tensor_numel(target),
+                  S = spatial(target);
+    const bool none = p->red == TG_REDUCTION_NONE;
+    nll_bufs b = {0};
+    double total;
+    int rc;
+    TG_TRY_GOTO(bufs_alloc(&b, "nll_loss", K, none ? K : 1));
+    TG_TRY_GOTO(read_targets("nll_loss", target, weight, C, p->ignore_index, b.cls, b.wk,
+                             &total));
+    tg__gather(g, TG_F64, b.vals);
+    const double scale = p->red == TG_REDUCTION_MEAN ? -(b.vals[0] / total) : -b.vals[0];
+    void *data = tg_tensor_data(acc);
+    for (int64_t k = 0; k < K; k++) {
+        if (b.cls[k] < 0) continue;
+        const int64_t at = pick(k, b.cls[k], C, S);
+        const double e = tg__round_to(dt, none ? -b.wk[k] * b.vals[k] : b.wk[k] * scale);
+        tg_dtype_store(dt, data, at, tg__sum_term(dt, tg_dtype_load(dt, data, at), e));
+    }
+done:
+    bufs_free(&b);
+    return rc;
+}
+
 /* d nll_loss_backward / d g = nll_loss of its output's gradient. */
 static int nllb_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
@@ -361,7 +398,8 @@ static const tg_op_schema nll_op = {.name = "nll_loss", .arity = 3, .amp = TG_AM
                                     .vjp = "dlogp = nll_loss_backward(g): "
                                            "-w[t] * g at each target's class (divided by the sum "
                                            "of the weights for mean), 0 elsewhere; "
-                                           "target and weight get none"};
+                                           "target and weight get none",
+                                    .backward_into = nll_backward_into};
 static const tg_op_schema nllb_op = {.name = "nll_loss_backward", .arity = 3,
                                      .amp = TG_AMP_FP32, .forward = nllb_forward,
                                      .backward = nllb_backward, .shape = nllb_shape,

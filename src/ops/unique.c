@@ -7,9 +7,11 @@
  * of its first element in x's order, so of -0.0 and 0.0 the one that comes
  * first, as torch's), its position in the runs is the inverse of each of
  * its elements, its length the count.  A NaN equals nothing, so each NaN
- * is a value of its own, after every number, with count 0 and inverse 0,
- * as torch 1.13's CPU unique (its hash map's lookups of a NaN miss and
- * read a new entry's 0).  unique_consecutive cuts x's
+ * is a value of its own with count 0 and inverse 0, as torch 1.13's CPU
+ * unique (its hash map's lookups of a NaN miss and read a new entry's 0).
+ * For an f32 or f64 x with a NaN the order is torch's instead, that of
+ * its hash set and std::sort (unique_order.c); the runs are cut the same
+ * way.  unique_consecutive cuts x's
  * own order the same way (torch's x[i] != x[i - 1]).  Neither is recorded
  * (torch has no derivative for them).
  *
@@ -23,6 +25,7 @@
 
 #include "core/core.h"
 #include "ops/elementwise.h"
+#include "ops/unique_internal.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/scope.h"
 
@@ -79,12 +82,38 @@ static int unique_runs(unique_out *u, const tg_tensor *x, const int64_t *perm, b
     return rc;
 }
 
+/* unique of an f32 or f64 x that holds a NaN: its runs cut in torch's
+ * order (tg__unique_torch_order); TG__UNIQUE_UNMODELLED when that order
+ * is not modelled for x (or x has no NaN), nothing done then. */
+static int unique_torch_order(unique_out *u, const tg_tensor *x, bool want_counts)
+{
+    const int64_t n = tg_tensor_numel(x);
+    if (x->dtype != TG_F32 && x->dtype != TG_F64) return TG__UNIQUE_UNMODELLED;
+    double *v = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    int64_t *perm = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *perm);
+    int rc = v && perm ? TG_OK : TG_ENOMEM;
+    bool nan = false;
+    if (rc == TG_OK) {
+        tg__gather(x, TG_F64, v);
+        for (int64_t e = 0; e < n && !nan; e++) nan = isnan(v[e]);
+        rc = nan ? tg__unique_torch_order(v, n, x->dtype == TG_F32, perm)
+                 : TG__UNIQUE_UNMODELLED;
+    }
+    if (rc == TG_OK) rc = unique_runs(u, x, perm, want_counts);
+    tg__work_free(v);
+    tg__work_free(perm);
+    return rc;
+}
+
 static int unique_run(unique_out *u, tg_tensor *x, bool consecutive, bool want_counts)
 {
     const int64_t n = tg_tensor_numel(x);
     tg_tensor *flat = NULL, *perm = NULL;
     int rc = TG_OK;
     if (!consecutive) {
+        rc = unique_torch_order(u, x, want_counts);
+        if (rc != TG__UNIQUE_UNMODELLED) return rc;
+        rc = TG_OK;
         rc = tg_reshape(&flat, x, 1, &n);
         if (rc >= 0) rc = tg_argsort(&perm, flat, 0, false);
     }

@@ -1,0 +1,202 @@
+/* tests/test_backward_into_ops.c - diagonal and nll_loss add their input
+ * gradient straight into the engine's pending sum (their backward_into,
+ * tapegrad/op.h): diagonal adds g into the sum's diagonal, nll_loss adds
+ * -w g at each target's pick.
+ *
+ * Each op's input is made by a node (y = x * 1.5) and a slice of y adds a
+ * first term, so a plain backward runs the op's backward_into into a sum
+ * that is not zeros; a watched one (tg_backward_steps) and one with
+ * create_graph run its backward and the engine's sum.  The two must give
+ * the same bits in every float dtype.  TG_TRACE=1 shows "(into)" for both
+ * ops, and gradcheck in f64 (which stages its inputs through a node)
+ * checks the values against finite differences. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+#include "tapegrad/ops.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+typedef enum kind { K_DIAGONAL, K_NLL, K_NLL_SPATIAL } kind;
+
+static const int64_t kind_shape[][3] = {{4, 5, 4}, {6, 5, 1}, {3, 5, 4}};
+static const int kind_ndim[] = {3, 2, 3};
+
+static int count_step(const tg_backward_step *step, void *user)
+{
+    (void)step;
+    ++*(int *)user;
+    return TG_OK;
+}
+
+/* nll_loss of y (6, 5) or (3, 5, 4) for pick k (0..2): targets with
+ * repeats and an ignored one (class 2 ignored for k = 1), a weight for
+ * k >= 1, reductions mean, sum and none in turn. */
+static tg_tensor *nll_pick(kind kd, tg_tensor *y, int k)
+{
+    static const int64_t t6[3][6] = {{0, 4, 4, 2, 1, 3}, {2, 2, 0, 3, 4, 1}, {1, 1, 1, 0, 4, 2}};
+    static const int64_t t12[12] = {4, 0, 2, 2, 1, 3, 3, 0, 4, 1, 2, 0};
+    static const double wv[5] = {0.5, 2.0, 1.25, 0.75, 3.0};
+    const tg_reduction reds[3] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
+    tg_tensor *t = NULL, *w = NULL, *r = NULL;
+    if (kd == K_NLL) OK(tg_tensor_from_data(&t, TG_I64, 1, (int64_t[]){6}, t6[k]));
+    else OK(tg_tensor_from_data(&t, TG_I64, 2, (int64_t[]){3, 4}, t12));
+    if (k >= 1) {
+        tg_tensor *w64 = NULL;
+        OK(tg_tensor_from_data(&w64, TG_F64, 1, (int64_t[]){5}, wv));
+        OK(tg_tensor_to_dtype(&w, w64, tg_tensor_dtype(y)));
+        tg_tensor_release(w64);
+    }
+    OK(tg_nll_loss(&r, y, t, w, reds[k], k == 1 ? 2 : -100));
+    th_release_all(2, (tg_tensor *[]){t, w});
+    return r;
+}
+
+/* op(y) for the pick number k (0..2) of kind. */
+static tg_tensor *pick(kind kd, tg_tensor *y, int k)
+{
+    static const int64_t offsets[3] = {0, 1, -2};
+    static const int dims[3][2] = {{0, 2}, {2, 1}, {1, 0}};
+    tg_tensor *r = NULL;
+    if (kd != K_DIAGONAL) return nll_pick(kd, y, k);
+    OK(tg_diagonal(&r, y, offsets[k], dims[k][0], dims[k][1]));
+    return r;
+}
+
+/* sum(p * w), w drawn from seed (p's shape; a transpose of it for 2-d p,
+ * so p's gradient is not contiguous). */
+static tg_tensor *weighted(tg_tensor *p, uint64_t seed)
+{
+    tg_tensor *t = NULL, *m = NULL, *s = NULL;
+    if (tg_tensor_ndim(p) >= 2) OK(tg_transpose(&t, p, 0, tg_tensor_ndim(p) - 1));
+    else t = tg_tensor_retain(p);
+    uint64_t sd = seed;
+    tg_tensor *w = th_rand_tensor(&sd, tg_tensor_dtype(p), tg_tensor_ndim(t), tg_tensor_shape(t),
+                                  0.5, 2);
+    OK(tg_mul(&m, t, w));
+    OK(tg_sum(&s, m));
+    th_release_all(3, (tg_tensor *[]){t, m, w});
+    return s;
+}
+
+typedef enum mode { PLAIN, WATCHED, CREATE_GRAPH } mode;
+
+/* x's gradient (a new reference) from three picks of y = x * 1.5 and a
+ * slice of y, by a backward of mode md. */
+static tg_tensor *grad_of(kind kd, tg_dtype dt, mode md)
+{
+    tg_tensor *x0 = th_rand_uniform(TG_F64, kind_ndim[kd], kind_shape[kd], 23), *x = NULL;
+    tg_tensor *y = NULL, *sl = NULL, *l = NULL;
+    OK(tg_tensor_to_dtype(&x, x0, dt));
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_mul_scalar(&y, x, 1.5));
+    OK(tg_slice(&sl, y, 1, 1, 4, 2));   /* a first term: the pending sum is not zeros */
+    l = weighted(sl, 99);
+    for (int k = 0; k < 3; k++) {
+        tg_tensor *p = pick(kd, y, k), *t = weighted(p, 5 + (uint64_t)k), *u = NULL;
+        OK(tg_add(&u, l, t));
+        th_release_all(3, (tg_tensor *[]){l, t, p});
+        l = u;
+    }
+    int steps = 0;
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.create_graph = md == CREATE_GRAPH;
+    if (md == WATCHED) OK(tg_backward_steps(l, NULL, NULL, count_step, &steps));
+    else OK(tg_backward(l, NULL, &o));
+    cr_assert(md == WATCHED ? steps > 3 : steps == 0);
+    tg_tensor *g = NULL;
+    OK(tg_tensor_detach(&g, tg_tensor_grad(x)));
+    th_release_all(5, (tg_tensor *[]){l, y, x, x0, sl});
+    return g;
+}
+
+static void same_bits_both_ways(kind kd, const char *name)
+{
+    const tg_dtype dts[4] = {TG_F64, TG_F32, TG_F16, TG_BF16};
+    for (int di = 0; di < 4; di++) {
+        tg_tensor *into = grad_of(kd, dts[di], PLAIN);
+        const int64_t n = tg_tensor_numel(into);
+        for (mode md = WATCHED; md <= CREATE_GRAPH; md++) {
+            tg_tensor *bw = grad_of(kd, dts[di], md);
+            cr_assert(memcmp(tg_tensor_cdata(into), tg_tensor_cdata(bw),
+                             (size_t)n * tg_dtype_size(dts[di])) == 0,
+                      "%s %s: backward_into and backward (%s) differ", name,
+                      tg_dtype_name(dts[di]), md == WATCHED ? "watched" : "create_graph");
+            tg_tensor_release(bw);
+        }
+        double any = 0;
+        for (int64_t i = 0; i < n; i++) any += fabs(th_at(into, i));
+        cr_assert(any > 0);
+        tg_tensor_release(into);
+    }
+}
+
+Test(backward_into_ops, diagonal_adds_as_its_backward_in_every_dtype)
+{
+    same_bits_both_ways(K_DIAGONAL, "diagonal");
+}
+
+Test(backward_into_ops, nll_loss_adds_as_its_backward_in_every_dtype)
+{
+    same_bits_both_ways(K_NLL, "nll_loss");
+    same_bits_both_ways(K_NLL_SPATIAL, "nll_loss (N, C, d)");
+}
+
+/* TG_TRACE=1 (read once per process; each Criterion test is a process of
+ * its own) names each backward step, "(into)" when backward_into ran. */
+Test(backward_into_ops, both_ops_run_their_backward_into)
+{
+    cr_assert(eq(int, setenv("TG_TRACE", "1", 1), 0));
+    char path[] = "/tmp/tg_into_ops_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    cr_assert(eq(int, dup2(fd, 2), 2));
+    tg_tensor *g1 = grad_of(K_DIAGONAL, TG_F64, PLAIN), *g2 = grad_of(K_NLL, TG_F32, PLAIN);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[16384] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    cr_assert(n > 0);
+    cr_assert(strstr(buf, "diagonal (into)") != NULL, "trace: %s", buf);
+    cr_assert(strstr(buf, "nll_loss (into)") != NULL, "trace: %s", buf);
+    th_release_all(2, (tg_tensor *[]){g1, g2});
+}
+
+/* The three picks' weighted sums, stacked: an output of three elements,
+ * so that gradcheck's staged rows (the odd ones) run backward_into. */
+static int staged_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const kind *kd = user;
+    tg_tensor *t[3];
+    for (int k = 0; k < 3; k++) {
+        tg_tensor *p = pick(*kd, in[0], k);
+        t[k] = weighted(p, 5 + (uint64_t)k);
+        tg_tensor_release(p);
+    }
+    const int rc = tg_stack(out, 3, t, 0);
+    th_release_all(3, t);
+    return rc;
+}
+
+Test(backward_into_ops, gradcheck_f64_checks_the_into_values)
+{
+    for (kind kd = K_DIAGONAL; kd <= K_NLL_SPATIAL; kd++) {
+        tg_tensor *x = th_rand_uniform(TG_F64, kind_ndim[kd], kind_shape[kd], 31);
+        OK(tg_tensor_set_requires_grad(x, true));
+        th_expect_gradchecks(staged_fn, &kd, 1, &x, "kind %d", (int)kd);
+        tg_tensor_release(x);
+    }
+}
