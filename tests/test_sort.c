@@ -269,7 +269,8 @@ static int first_position_sweep(void)
     const int64_t inners[] = {1, 3, 300};
     int cases = 0;
     uint64_t s = 31;
-    for (int dt = 0; dt < 2; dt++)
+    const tg_dtype dts[] = {TG_F64, TG_F32, TG_F16, TG_BF16};   /* halves: widened */
+    for (int dt = 0; dt < 4; dt++)
         for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
             for (size_t b = 0; b < sizeof inners / sizeof *inners; b++) {
                 const int64_t o = 1 + (int64_t)(a % 3), n = ns[a], in = inners[b];
@@ -278,7 +279,7 @@ static int first_position_sweep(void)
                 for (int64_t e = 0; e < o * n * in; e++)   /* line (e / (n in), e % in) */
                     zd[2 * e] = line_value(&s, (e / (n * in)) * in + e % in);
                 tg_tensor *zz = NULL, *view = NULL, *ref = NULL, *x = NULL;
-                OK(tg_to_dtype(&zz, z, dt ? TG_F32 : TG_F64));
+                OK(tg_to_dtype(&zz, z, dts[dt]));
                 OK(tg_narrow(&view, zz, 3, 0, 1));
                 OK(tg_squeeze(&ref, view, 3));   /* strided: the rows path */
                 OK(tg_contiguous(&x, ref));     /* the one pass */
@@ -302,7 +303,7 @@ static int first_position_sweep(void)
                     for (int64_t e = 0; e < m; e++)
                         cr_assert(eq(dbl, th_at(got, e), th_at(want, e)),
                                   "fn %d %s o %lld n %lld inner %lld at %lld", f,
-                                  dt ? "f32" : "f64", (long long)o, (long long)n,
+                                  tg_dtype_name(dts[dt]), (long long)o, (long long)n,
                                   (long long)in, (long long)e);
                     th_release_all(2, (tg_tensor *[]){got, want});
                     cases++;
@@ -312,12 +313,12 @@ static int first_position_sweep(void)
     return cases;
 }
 
-/* topk and kthvalue with k = 1, argmax and argmin of an f32 or f64 x in
- * contiguous memory take one pass over x (lanes along the last dim, blocks
- * of columns along another) in each kernel, forced with TG_FIRST_KERNEL;
- * the same values in a strided view take the rows of f64 that the sort
- * reads: the indices are the same, for lines shorter and longer than the
- * lanes, inner extents past one block. */
+/* topk and kthvalue with k = 1, argmax and argmin of a float x (f64, f32,
+ * and f16 and bf16 widened to f32) in contiguous memory take one pass over
+ * x (lanes along the last dim, blocks of columns along another) in each
+ * kernel, forced with TG_FIRST_KERNEL; the same values in a strided view
+ * take the rows of f64 that the sort reads: the indices are the same, for
+ * lines shorter and longer than the lanes, inner extents past one block. */
 Test(sort, first_position_in_one_pass_equals_the_rows_path)
 {
     int kernels = 0, cases = 0;
@@ -333,7 +334,7 @@ Test(sort, first_position_in_one_pass_equals_the_rows_path)
         kernels++;
     }
     unsetenv("TG_FIRST_KERNEL");
-    cr_assert(eq(int, cases, kernels * 2 * 11 * 3 * 6));
+    cr_assert(eq(int, cases, kernels * 4 * 11 * 3 * 6));
 }
 
 typedef struct sel_case {

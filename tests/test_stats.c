@@ -156,7 +156,8 @@ static int one_pass_sweep(void)
     const int64_t shapes[][4] = {{2, 37, 3, 5}, {1, 300, 1, 1}, {3, 4, 5, 260}, {2, 1, 19, 1}};
     const int runs[][2] = {{1, 1}, {1, 2}, {2, 2}, {0, 3}, {3, 3}, {0, 1}};
     uint64_t s = 41;
-    for (int dt = 0; dt < 2; dt++)
+    const tg_dtype dts[] = {TG_F64, TG_F32, TG_F16, TG_BF16};   /* halves: widened */
+    for (int dt = 0; dt < 4; dt++)
         for (size_t a = 0; a < sizeof shapes / sizeof *shapes; a++)
             for (int nan = 0; nan < 2; nan++) {
                 const int64_t *sh = shapes[a];
@@ -169,7 +170,7 @@ static int one_pass_sweep(void)
                     zd[2 * e] = nan && v == 39 ? NAN : pool[v % 8];
                 }
                 tg_tensor *zz = NULL, *view = NULL, *ref = NULL, *x = NULL;
-                OK(tg_to_dtype(&zz, z, dt ? TG_F32 : TG_F64));
+                OK(tg_to_dtype(&zz, z, dts[dt]));
                 OK(tg_narrow(&view, zz, 4, 0, 1));
                 OK(tg_squeeze(&ref, view, 4));   /* strided: rows of f64 */
                 OK(tg_contiguous(&x, ref));     /* one pass */
@@ -197,8 +198,8 @@ static int one_pass_sweep(void)
     return cases;
 }
 
-/* An f32 or f64 x in contiguous memory reduced over one run of dims takes
- * one pass over x (amax, amin, max, min, argmin) in each kernel, forced
+/* A float x (f64, f32, f16, bf16) in contiguous memory reduced over one
+ * run of dims takes one pass over x (amax, amin, max, min, argmin) in each kernel, forced
  * with TG_FIRST_KERNEL; a strided view of the same values takes rows of
  * f64: the same bits (which of -0.0 and 0.0, NaN), on rows longer than the
  * lanes and blocks of columns wider than one, with ties, infinities and
@@ -217,7 +218,7 @@ Test(stats, one_pass_reductions_match_the_rows_path)
         kernels++;
     }
     unsetenv("TG_FIRST_KERNEL");
-    cr_assert(eq(int, cases, kernels * 2 * 4 * 2 * 6 * 6));
+    cr_assert(eq(int, cases, kernels * 4 * 4 * 2 * 6 * 6));
 }
 
 /* i64 values past 2^53 that double would merge: compared exactly. */

@@ -2,10 +2,10 @@
  * and max and min of the whole tensor (torch.max(x) / torch.min(x)).
  *
  * Values: the largest (smallest) element of each row, or NaN when the row
- * holds one, as PyTorch.  Any dtype; integers are compared exactly.  An
- * f32 or f64 x in contiguous memory reduced over one run of dims is read
- * in one pass in its dtype (the index of each row's first NaN or extreme,
- * src/ops/sort_first.c); other cases go through rows of f64 or i64.
+ * holds one, as PyTorch.  Any dtype; integers are compared exactly.  A
+ * float x in contiguous memory reduced over one run of dims is read in one
+ * pass (the index of each row's first NaN or extreme, src/ops/sort_first.c);
+ * other cases go through rows of f64 or i64.
  *
  * Gradients: every element equal to its row's result shares the row's
  * gradient evenly, with m the 0/1 mask of those elements and c = sum(m)
@@ -21,6 +21,7 @@
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/tape.h"
 #include "ops/dim_rows.h"
@@ -109,8 +110,8 @@ static bool mask_run(const tg_tensor *x, unsigned mask, int64_t *n, int64_t *inn
     return true;
 }
 
-/* The forward for an f32 or f64 x in contiguous memory whose reduced dims
- * are one run: each row's result is its element at the index of its first
+/* The forward for a float x in contiguous memory whose reduced dims are
+ * one run: each row's result is its element at the index of its first
  * NaN, else of its first largest (smallest) element, which one pass over
  * x finds (src/ops/sort_first.c); the same value as amax_rows'. */
 static int amax_first(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned mask,
@@ -123,16 +124,18 @@ static int amax_first(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned ma
     tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
     int64_t *ix = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *ix);
     int rc = r && ix ? TG_OK : TG_ENOMEM;
+    if (rc >= 0)
+        rc = tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n,
+                             inner, ix);
     if (rc >= 0) {
-        tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n, inner,
-                        ix);
-        const bool f32 = x->dtype == TG_F32;
-        const void *xd = tg_tensor_cdata(x);
-        void *rd = tg_tensor_data(r);
+        const size_t es = tg_dtype_size(x->dtype);
+        const char *xd = tg_tensor_cdata(x);
+        char *rd = tg_tensor_data(r);
         for (int64_t e = 0; e < m; e++) {   /* e = (o, k) */
             const int64_t at = ((e / inner) * n + ix[e]) * inner + e % inner;
-            if (f32) ((float *)rd)[e] = ((const float *)xd)[at];
-            else ((double *)rd)[e] = ((const double *)xd)[at];
+            if (es == 4) ((float *)rd)[e] = ((const float *)xd)[at];
+            else if (es == 8) ((double *)rd)[e] = ((const double *)xd)[at];
+            else memcpy(rd + (size_t)e * es, xd + (size_t)at * es, es);   /* f16, bf16 */
         }
     }
     if (rc >= 0 && ctx) rc = tg_op_ctx_save(ctx, x);

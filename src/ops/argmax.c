@@ -6,9 +6,9 @@
  * The index of a row's maximum is that of its first NaN if it has one,
  * else that of the first element equal to the largest; the same for the
  * minimum.  PyTorch 1.13's CPU kernels of max(x, dim), argmax and their min
- * forms all pick these elements.  An f32 or f64 x in contiguous memory is
- * read in one pass in its own dtype (sort_first.c); other dtypes and
- * layouts go through rows of f64 or i64.
+ * forms all pick these elements.  A float x in contiguous memory is read
+ * in one pass (sort_first.c); integers and other layouts go through rows of
+ * f64 or i64.
  *
  * With x walked as (outer, C, inner) at dim and i = argmax(x, dim) kept as
  * an extent of 1 there, max(x, dim) = (pick(x, i), i) where
@@ -132,8 +132,13 @@ static int arg_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
         for (int k = d + 1; k < x->ndim; k++) inner *= x->shape[k];
     }
     if (tg__first_applies(x, n1)) {
-        tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n1,
-                        inner, tg_tensor_data(r));
+        const int rc = tg__first_along(
+            x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n1, inner,
+            tg_tensor_data(r));
+        if (rc < 0) {
+            tg_tensor_release(r);
+            return rc;
+        }
         *out = r;
         return TG_OK;
     }

@@ -19,7 +19,7 @@
  * When the kept range ends within the first quarter of a row (topk or
  * kthvalue with a small k), those first positions are selected (a heap, or
  * quickselect for more than 128) and only they are sorted: the same indices.
- * The first position alone (k = 1, an f32 or f64 x in contiguous memory)
+ * The first position alone (k = 1, a float x in contiguous memory)
  * is found in one pass over x, without copying its rows (sort_first.c).
  *
  * The values are gather(x, dim, indices), so the op itself has no backward:
@@ -317,8 +317,13 @@ static int sort_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
                   .out = tg_tensor_data(r), .inner = 1};
     for (int k = d + 1; k < x->ndim; k++) j.inner *= x->shape[k];
     if (p->mode == PICK_RANGE && p->start == 0 && count == 1 && tg__first_applies(x, extent)) {
-        tg__first_along(x, p->descending ? TG__FIRST_MAX_NAN_FIRST : TG__FIRST_MIN_NAN_LAST,
-                        extent, j.inner, j.out);
+        const int rc = tg__first_along(
+            x, p->descending ? TG__FIRST_MAX_NAN_FIRST : TG__FIRST_MIN_NAN_LAST, extent, j.inner,
+            j.out);
+        if (rc < 0) {
+            tg_tensor_release(r);
+            return rc;
+        }
         *out = r;
         return TG_OK;
     }

@@ -1,6 +1,8 @@
 /* src/ops/sort_first.c - the index of a row's first element in an order, in
- * one pass over x in its own dtype: topk and kthvalue with k = 1, argmax and
- * argmin, amax and amin on f32 and f64 tensors in contiguous memory.
+ * one pass over x: topk and kthvalue with k = 1, argmax and argmin, amax
+ * and amin on f32 and f64 tensors in contiguous memory, read in their
+ * dtype, and on f16 and bf16 ones, widened to f32 first (exactly: the
+ * same order).
  *
  * The order puts a before b (strictly) when
  *   NaN first:   b is a number, and a is NaN or a > b (a < b for min)
@@ -23,6 +25,7 @@
 #include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/sort_internal.h"
@@ -277,20 +280,33 @@ static void first_blocks(void *arg, int64_t lo, int64_t hi)
 
 bool tg__first_applies(const tg_tensor *x, int64_t n)
 {
-    return n > 0 && n <= INT32_MAX && (x->dtype == TG_F32 || x->dtype == TG_F64) &&
+    const tg_dtype dt = x->dtype;
+    return n > 0 && n <= INT32_MAX &&
+           (dt == TG_F32 || dt == TG_F64 || dt == TG_F16 || dt == TG_BF16) &&
            tg_tensor_is_contiguous(x);
 }
 
-void tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, int64_t inner,
-                     int64_t *out)
+int tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, int64_t inner,
+                    int64_t *out)
 {
     TG_ASSERT(tg__first_applies(x, n) && order >= 0 && order < TG__FIRST_N);
-    if (tg_tensor_numel(x) == 0) return;   /* no rows (inner or outer is 0) */
+    const int64_t numel = tg_tensor_numel(x);
+    if (numel == 0) return TG_OK;   /* no rows (inner or outer is 0) */
+    const void *data = tg_tensor_cdata(x);
+    float *wide = NULL;   /* a half x widened to f32: the same order, exactly */
+    if (x->dtype == TG_F16 || x->dtype == TG_BF16) {
+        wide = tg__malloc((size_t)numel * sizeof *wide);
+        if (!wide) return TG_ENOMEM;
+        tg__half_to_f32_n(x->dtype, data, wide, numel, true);
+        data = wide;
+    }
     const int kernel = tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
     const int f64 = x->dtype == TG_F64;
-    first_job j = {.x = tg_tensor_cdata(x), .es = tg_dtype_size(x->dtype), .order = order,
-                   .n = n, .inner = inner, .row = rows_by_kernel[kernel][f64],
-                   .cols = cols_by_kernel[kernel][f64], .out = out};
-    const int64_t outer = tg_tensor_numel(x) / n / inner;
+    first_job j = {.x = data, .es = f64 ? 8 : 4, .order = order, .n = n, .inner = inner,
+                   .row = rows_by_kernel[kernel][f64], .cols = cols_by_kernel[kernel][f64],
+                   .out = out};
+    const int64_t outer = numel / n / inner;
     tg__parallel_range(outer, outer > 1 && outer * n * inner > 16384, first_blocks, &j);
+    free(wide);
+    return TG_OK;
 }

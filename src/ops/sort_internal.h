@@ -30,14 +30,15 @@ const char *tg__first_kernel_name(tg__first_kernel_id k);
  * name it cannot is reported once on stderr), else the best available. */
 tg__first_kernel_id tg__first_kernel_get(void);
 
-/* Whether tg__first_along takes x with n elements along the dim: f32 or
- * f64, contiguous, 1 <= n <= INT32_MAX. */
+/* Whether tg__first_along takes x with n elements along the dim: f32, f64,
+ * f16 or bf16, contiguous, 1 <= n <= INT32_MAX. */
 bool tg__first_applies(const tg_tensor *x, int64_t n);
 
 /* x, contiguous, seen as (outer, n, inner): out (outer, inner) gets the
  * index along n of each row's first element in order.  x must pass
- * tg__first_applies. */
-void tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, int64_t inner,
-                     int64_t *out);
+ * tg__first_applies.  TG_ENOMEM (out unset) when a half x cannot be
+ * widened for want of memory. */
+int tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, int64_t inner,
+                    int64_t *out);
 
 #endif
