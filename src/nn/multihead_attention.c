@@ -17,7 +17,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "nn/mha_internal.h"
 #include "nn/module_internal.h"
+#include "ops/attention_internal.h"
 #include "tapegrad/attention.h"
 #include "tapegrad/init.h"
 #include "tapegrad/ops.h"
@@ -353,6 +355,31 @@ done:
     return rc;
 }
 
+/* Whether the forward may take the fused self-attention
+ * (tg__nn_mha_self_fast): no weights wanted, query, key and value one
+ * tensor, the packed in_proj_weight, no appended keys, the fused kernel's
+ * conditions for the query (no dropout draws, f32 or f64, outside
+ * autocast, TG_ATTENTION_FAST not "0") and no gradient recorded for the
+ * query, the parameters or the masks. */
+static bool self_fast_applies(tg_module *m, const mha_state *s, bool weights,
+                              tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
+{
+    if (weights || qkv[1] != qkv[0] || qkv[2] != qkv[0] || s->o.add_bias_kv ||
+        s->o.add_zero_attn || !tg__module_local(m, "in_proj_weight"))
+        return false;
+    const tg_attention_opts ao = {.dropout_p = s->o.dropout, .training = m->training};
+    if (!tg__attention_fast_applies(qkv[0], qkv[0], qkv[0], &ao)) return false;
+    if (!tg_grad_enabled()) return true;
+    const tg_tensor *need[6] = {tg__module_local(m, "in_proj_weight"),
+                                tg__module_local(m, "in_proj_bias"),
+                                tg_module_find(m, "out_proj.weight"),
+                                tg_module_find(m, "out_proj.bias"), fo->attn_mask,
+                                fo->key_padding_mask};
+    for (int i = 0; i < 6; i++)
+        if (need[i] && tg_tensor_requires_grad(need[i])) return false;
+    return true;
+}
+
 /* The forward, the inputs checked (check_inputs), run at library depth:
  * *out, and *weights when weights is not NULL. */
 static int run(tg_module *m, tg_tensor **out, tg_tensor **weights, tg_tensor *const qkv[3],
@@ -363,6 +390,12 @@ static int run(tg_module *m, tg_tensor **out, tg_tensor **weights, tg_tensor *co
     enum { X0, X1, X2, P0, P1, P2, KB, VB, H0, H1, H2, MASK, O, A, OT, O2, Y2, Y3, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc = TG_OK;
+    if (self_fast_applies(m, s, weights != NULL, qkv, fo)) {
+        const int64_t n = batched ? qkv[0]->shape[s->o.batch_first ? 0 : 1] : 1;
+        TG_TRY_GOTO(make_mask(&t[MASK], s, fo, qkv[0]->dtype, n, 0));
+        rc = tg__nn_mha_self_fast(out, m, qkv[0], t[MASK], s->num_heads, s->o.batch_first);
+        goto done;
+    }
     for (int i = 0; i < 3; i++) {   /* (len, N, feat), then projected to (len, N, E) */
         TG_TRY_GOTO(to_seq_first(&t[X0 + i], qkv[i], s));
         TG_TRY_GOTO(in_proj(&t[P0 + i], m, s, i, t[X0 + i]));

@@ -225,7 +225,10 @@ typedef struct fast_job {
     const char *mbase;
     bool mu8;
     int64_t mls[2], mrs, mcs;
-    char *out;                   /* (B, L, Ev), contiguous */
+    /* the output (B, L, Ev): matrix b's row i at out + ols[.] + i ors,
+     * unit-stride columns */
+    char *out;
+    int64_t ols[2], ors;
 } fast_job;
 
 /* The operand of t, a view of it when its matrices can go to a GEMM as they
@@ -353,8 +356,8 @@ static void run_block(const fast_job *j, int64_t u, void *qs, void *sc, double *
         softmax_row(j, row, e);
     }
     const char *vb = j->v.base + lead_off(j, j->v.ls, b) * es;
-    char *ob = j->out + (b * j->L + r0) * j->Ev * es;
-    tg__gemm_par(j->dt, plain, false, false, n, j->Ev, S, sc, S, vb, j->v.rs, 0.0, ob, j->Ev);
+    char *ob = j->out + (lead_off(j, j->ols, b) + r0 * j->ors) * es;
+    tg__gemm_par(j->dt, plain, false, false, n, j->Ev, S, sc, S, vb, j->v.rs, 0.0, ob, j->ors);
 }
 
 static int fast_task(void *p, int64_t t)
@@ -390,10 +393,20 @@ static int64_t block_rows(int64_t nb, int64_t L, int64_t S)
     return rows;
 }
 
-int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
-                       tg_tensor *mask)
+/* Whether the matrices of o (..., L, Ev) can take a GEMM's rows as they
+ * are: unit-stride columns, row stride >= Ev within int. */
+static bool out_fits(const tg_tensor *o)
+{
+    const int nd = o->ndim;
+    const int64_t r = o->shape[nd - 2], c = o->shape[nd - 1], rs = o->strides[nd - 2];
+    return (c == 1 || o->strides[nd - 1] == 1) && (r == 1 || (rs >= c && rs <= INT32_MAX));
+}
+
+int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                            tg_tensor *mask)
 {
     const int nd = q->ndim;
+    TG_ASSERT(y->ndim == nd && y->dtype == q->dtype && out_fits(y));
     fast_job j = {.dt = q->dtype, .exp = exp_width(),
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
@@ -405,30 +418,39 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
     /* a few tasks per thread, each taking its scratch once */
     const int64_t tasks_max = 8 * (int64_t)tg_get_num_threads();
     j.per = (j.units + tasks_max - 1) / tasks_max;
-    tg_tensor *keep[3] = {NULL, NULL, NULL}, *y = NULL;
-    int64_t shape[TG_MAX_DIMS];
-    memcpy(shape, q->shape, sizeof(int64_t) * (size_t)nd);
-    shape[nd - 1] = j.Ev;
+    tg_tensor *keep[3] = {NULL, NULL, NULL};
     int rc;
     TG_TRY_GOTO(operand_of(&keep[0], q, &j.q));
     TG_TRY_GOTO(operand_of(&keep[1], k, &j.k));
     TG_TRY_GOTO(operand_of(&keep[2], v, &j.v));
     if (mask) mask_of(&j, mask, nd);
-    if (!(y = tg__tensor_uninit(j.dt, nd, shape))) {
-        rc = TG_ENOMEM;
-        goto done;
-    }
     j.out = (char *)y->storage->data + y->offset * (int64_t)tg_dtype_size(j.dt);
+    j.ols[0] = nd > 2 ? y->strides[0] : 0;
+    j.ols[1] = nd > 3 ? y->strides[1] : 0;
+    j.ors = j.L == 1 ? j.Ev : y->strides[nd - 2];
     const double work = (double)nb * (double)j.L * (double)j.S * (double)(j.E + j.Ev);
     const int saved = tg__blas_single_begin();
     rc = tg__run_tasks((j.units + j.per - 1) / j.per, work >= 65536.0, fast_task, &j);
     tg__blas_restore(saved);
-    if (rc < 0) goto done;
-    fast_calls++;
-    *out = y;
-    y = NULL;
+    if (rc >= 0) fast_calls++;
 done:
     for (int i = 0; i < 3; i++) tg_tensor_release(keep[i]);
-    tg_tensor_release(y);
     return rc;
+}
+
+int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                       tg_tensor *mask)
+{
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
+    shape[q->ndim - 1] = v->shape[v->ndim - 1];
+    tg_tensor *y = tg__tensor_uninit(q->dtype, q->ndim, shape);
+    if (!y) return TG_ENOMEM;
+    const int rc = tg__attention_fast_into(y, q, k, v, mask);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
 }

@@ -29,7 +29,15 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
 int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                        tg_tensor *mask);
 
-/* The number of tg__attention_fast calls that this thread has made. */
+/* The same written into y (..., L, Ev) of q's dtype and rank, which may be
+ * a strided view: its last dim unit-stride, its rows at least Ev apart
+ * (a GEMM's leading dim) and not overlapping, so that a caller can have the
+ * heads land where the next product reads them.  y's storage is written in
+ * place (its version is not bumped: for tensors the caller just made). */
+int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                            tg_tensor *mask);
+
+/* The number of tg__attention_fast and tg__attention_fast_into calls that this thread has made. */
 uint64_t tg__attention_fast_calls(void);
 
 /* Tests: the width of the f32 rows' exp in this thread's calls: 0 the
