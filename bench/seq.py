@@ -41,7 +41,6 @@ CASES = [
 
 def torch_child(a):
     """Runs in a child process: times the step in PyTorch, prints JSON."""
-    import time
     import torch
     import torch.nn as nn
     torch.set_num_threads(a.threads)
@@ -79,10 +78,17 @@ def torch_child(a):
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+    print_median(step, a.repeat)
+
+
+def print_median(step, repeat):
+    """Three calls of warmup, then the median of repeat timed calls, in ms,
+    printed as the JSON line bench/seq.py reads."""
+    import time
     for _ in range(3):
         step()
     times = []
-    for _ in range(a.repeat):
+    for _ in range(repeat):
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -91,7 +97,6 @@ def torch_child(a):
 
 def infer_child(a, body):
     """The layers' forward in eval and under torch.no_grad, timed."""
-    import time
     import torch
     body.eval()
     x = torch.randn(a.batch, a.seq, a.embed)
@@ -101,14 +106,7 @@ def infer_child(a, body):
             y = x
             for layer in body:
                 y = layer(y)
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+    print_median(step, a.repeat)
 
 
 def case_args(c):
