@@ -97,7 +97,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
     {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
     {"Unfold", tg__onnx_emit_unfold, NULL, NULL, NULL},
-    {"Fold", NULL, tg__onnx_refuse_fold, NULL, NULL},
+    {"Fold", tg__onnx_emit_fold, NULL, NULL, NULL},
     {"Upsample", tg__onnx_emit_upsample, NULL, NULL, NULL},
     {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
     {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},

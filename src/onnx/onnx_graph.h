@@ -177,11 +177,11 @@ int tg__onnx_emit_tanhshrink(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_softmin(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
-/* Unfold as Pad, Gather, Gather, Transpose and Reshape; Fold refused
- * before its forward runs (TG_EUNSUPPORTED: ONNX's Col2Im is opset 18)
+/* Unfold as Pad, Gather, Gather, Transpose and Reshape; Fold as Reshape,
+ * ConvTranspose (a 0/1 weight per tap) and, unbatched, Reshape
  * (onnx_fold.c). */
 int tg__onnx_emit_unfold(const tg__onnx_site *s, const char **y);
-int tg__onnx_refuse_fold(const tg_module *m, const char *path);
+int tg__onnx_emit_fold(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd, MaxPoolNd and AdaptiveAvgPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
