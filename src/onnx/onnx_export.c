@@ -58,14 +58,13 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL, NULL},
     {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL,
      tg__onnx_inputs_transformer_encoder_layer, NULL},
-    {"TransformerEncoder", tg__onnx_emit_transformer_encoder, tg__onnx_refuse_transformer_stack,
+    {"TransformerEncoder", tg__onnx_emit_transformer_encoder, NULL,
      tg__onnx_inputs_transformer_encoder, NULL},
     {"TransformerDecoderLayer", tg__onnx_emit_transformer_decoder_layer, NULL,
      tg__onnx_inputs_transformer_decoder, NULL},
-    {"TransformerDecoder", tg__onnx_emit_transformer_decoder, tg__onnx_refuse_transformer_stack,
+    {"TransformerDecoder", tg__onnx_emit_transformer_decoder, NULL,
      tg__onnx_inputs_transformer_decoder, NULL},
-    {"Transformer", tg__onnx_emit_transformer, tg__onnx_refuse_transformer_stack,
-     tg__onnx_inputs_transformer_model, NULL},
+    {"Transformer", tg__onnx_emit_transformer, NULL, tg__onnx_inputs_transformer_model, NULL},
     {"MultiheadAttention", tg__onnx_emit_multihead_attention, NULL,
      tg__onnx_inputs_multihead_attention, tg__onnx_extra_multihead_attention},
     {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL, NULL},
@@ -284,6 +283,16 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
     return tg__error(TG_EUNSUPPORTED,
                      "onnx_export: module '%s' (%s) is not supported (docs/onnx.md lists the "
                      "modules that export)", path[0] ? path : "<top>", type);
+}
+
+int tg__onnx_emit_module(const tg__onnx_site *s, const char **y)
+{
+    tg__onnx_val out = {0};
+    TG_TRY(tg__onnx_walk(s->g, s->m, s->path, s->scope,
+                         (tg__onnx_val){s->x, (tg_tensor *)s->xt}, &out, NULL));
+    tg_tensor_release(out.t);
+    *y = out.name;
+    return TG_OK;
 }
 
 /* ---- training flags ---- */
