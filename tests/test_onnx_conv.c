@@ -5,8 +5,8 @@
  * written as torch.onnx.export writes them; spectral-normed layers, whose
  * exported weight is their eval-mode weight_orig / sigma, and
  * weight-normed ones, whose exported weight is v * g / ||v||; the padding
- * modules (Pad, or Slice + Concat for circular) and the channel dropouts
- * (nothing).
+ * modules (Pad, or Slice + Concat for circular, a cropping Slice first
+ * for a negative circular padding) and the channel dropouts (nothing).
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -324,6 +324,15 @@ static const pad_module_case pad_module_cases[] = {
     /* per spatial axis, the first first: H (2, 0), then W (1, 2) */
     {"circularpad2d", TG_PAD_CIRCULAR, 2, {1, 2, 2, 0}, 0, false, 4, {2, 2, 3, 4},
      "\"Slice\", \"Concat\", \"Slice\", \"Slice\", \"Concat\""},
+    /* a negative padding crops (Slice) before wrapping around what is left */
+    {"circularpad1d_crop", TG_PAD_CIRCULAR, 1, {2, -1}, 0, false, 3, {2, 3, 5},
+     "\"Slice\", \"Slice\", \"Concat\""},
+    /* H (1, -2): crop, tail; W (-1, 2): crop, head */
+    {"circularpad2d_crop", TG_PAD_CIRCULAR, 2, {-1, 2, 1, -2}, 0, false, 4, {2, 2, 5, 6},
+     "\"Slice\", \"Slice\", \"Concat\", \"Slice\", \"Slice\", \"Concat\""},
+    /* unbatched; D (2, -1): crop, tail; W (-1, -1): the crop alone */
+    {"circularpad3d_crop_unbatched", TG_PAD_CIRCULAR, 3, {-1, -1, 0, 0, 2, -1}, 0, false, 4,
+     {2, 4, 3, 5}, "\"Slice\", \"Slice\", \"Concat\", \"Slice\""},
 };
 
 /* What check.py checks of a one-Pad case: the node, its mode, the pads
@@ -400,28 +409,4 @@ Test(onnx_conv, padding_modules_match_onnxruntime)
     check_cases();
     th_release_all(3, (tg_tensor *[]){x, xr, y});
     tg_module_release(seq);
-}
-
-/* Circular padding that also removes elements (tg_pad wraps around what
- * is left) has no nodes here: refused, naming the module, nothing written. */
-Test(onnx_conv, circular_padding_with_a_negative_padding_is_refused)
-{
-    tg_module *seq = NULL, *m = NULL;
-    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
-    cr_assert(tg_nn_pad_new(&m, TG_PAD_CIRCULAR, 1, (const int64_t[]){2, -1}, 0) == TG_OK);
-    append(seq, m);
-    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){1, 2, 5}, 3);
-    char path[256];
-    th_tmp_path(path, sizeof path, "circular_crop.onnx");
-    int rc = tg_onnx_export(seq, x, path, NULL);
-    if (!tg_onnx_available()) {
-        cr_assert(rc == TG_EUNSUPPORTED);
-    } else {
-        cr_assert(rc == TG_EUNSUPPORTED, "%d: %s", rc, tg_error_message());
-        th_expect_in(tg_error_message(), "onnx_export: module '0' (CircularPad1d) is not "
-                                         "supported: circular padding with a negative padding");
-    }
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_module_release(seq);
-    tg_tensor_release(x);
 }

@@ -1,8 +1,9 @@
 /* tests/test_onnx_fold.c - tg_onnx_export of nn.Unfold (Pad, Gather,
  * Gather, Transpose, Reshape: copies, so ONNX Runtime gives tapegrad's
  * values exactly), batched, unbatched, with a dynamic batch and inside a
- * Sequential, checked by onnx's checker and ONNX Runtime; nn.Fold refused
- * (ONNX's Col2Im is opset 18), nothing written. */
+ * Sequential, and of nn.Fold (Reshape, a ConvTranspose with a 0/1 weight
+ * per tap: col2im at opset 17) likewise, checked by onnx's checker and
+ * ONNX Runtime. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
@@ -69,23 +70,56 @@ Test(onnx_fold, unfold_matches_onnxruntime)
     th_release_all(3, (tg_tensor *[]){x, x2, x3});
 }
 
-Test(onnx_fold, fold_is_refused)
+static tg_module *fold_module(int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t d0,
+                              int64_t d1, int64_t p0, int64_t p1, int64_t s0, int64_t s1)
+{
+    tg_fold_params p = {.kernel_size = {kh, kw}, .dilation = {d0, d1}, .padding = {p0, p1},
+                        .stride = {s0, s1}};
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_fold_new(&m, (const int64_t[]){oh, ow}, &p), TG_OK), "%s",
+              tg_error_message());
+    return m;
+}
+
+Test(onnx_fold, fold_matches_onnxruntime)
 {
     need_onnx();
-    tg_fold_params p = TG_FOLD_PARAMS_INIT;
-    p.kernel_size[0] = p.kernel_size[1] = 2;
-    tg_module *m = NULL;
-    cr_assert(eq(int, tg_nn_fold_new(&m, (const int64_t[]){5, 6}, &p), TG_OK));
-    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 12, 20}, 3);
-    char path[256];
-    th_tmp_path(path, sizeof path, "fold.onnx");
-    cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%s",
-              tg_error_message());
-    th_expect_in(tg_error_message(),
-                 "onnx_export: module '<top>' (Fold) is not supported: summing the blocks into "
-                 "the image takes ONNX's Col2Im, an opset 18 operator, and the export writes "
-                 "opset 17");
-    cr_assert(th_exists(path) == false, "a refused export left %s", path);
-    tg_module_release(m);
-    tg_tensor_release(x);
+    /* overlapping blocks, padding, dilation, stride; H's blocks end one row
+     * short of output_size (output_padding 1) */
+    tg_module *a = fold_module(5, 7, 2, 3, 1, 2, 1, 0, 2, 1);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (const int64_t[]){2, 12, 9}, 41);
+    case_graph = "\"ops\": [\"Reshape\", \"ConvTranspose\"], "
+                 "\"initializer_values\": {\"/blocks_shape\": [0, 12, 3, 3]}, "
+                 "\"attributes\": {\"ConvTranspose\": {\"group\": 2, "
+                 "\"kernel_shape\": [2, 3], \"strides\": [2, 1], \"dilations\": [1, 2], "
+                 "\"pads\": [1, 0, 1, 0], \"output_padding\": [1, 0]}}";
+    write_case("fold_padded", a, x, 1e-5, 1e-6, NULL, NULL);
+    /* gaps between blocks, a dynamic batch */
+    tg_module *b = fold_module(8, 9, 2, 2, 1, 1, 0, 0, 3, 3);
+    tg_tensor *x2 = th_rand_uniform(TG_F32, 3, (const int64_t[]){3, 8, 9}, 42);
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    case_graph = "\"ops\": [\"Reshape\", \"ConvTranspose\"], "
+                 "\"attributes\": {\"ConvTranspose\": {\"output_padding\": [0, 1]}}";
+    write_case("fold_gaps_dynamic", b, x2, 1e-5, 1e-6, NULL, &o);
+    /* unbatched (C kh kw, L) -> (C, H, W) */
+    tg_module *c = fold_module(6, 5, 3, 2, 2, 1, 2, 1, 1, 2);
+    tg_tensor *x3 = th_rand_uniform(TG_F32, 2, (const int64_t[]){12, 18}, 43);
+    case_graph = "\"ops\": [\"Reshape\", \"ConvTranspose\", \"Reshape\"], "
+                 "\"initializer_values\": {\"/blocks_shape\": [1, 12, 6, 3], "
+                 "\"/image_shape\": [2, 6, 5]}";
+    write_case("fold_unbatched", c, x3, 1e-5, 1e-6, NULL, NULL);
+    /* Unfold then Fold in a Sequential: each pixel times its block count */
+    tg_module *seq = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, unfold_module(2, 2, 1, 1, 0, 0, 1, 1));
+    append(seq, fold_module(5, 7, 2, 2, 1, 1, 0, 0, 1, 1));
+    tg_tensor *x4 = th_rand_uniform(TG_F32, 4, (const int64_t[]){2, 3, 5, 7}, 44);
+    write_case("unfold_fold", seq, x4, 1e-5, 1e-6, NULL, NULL);
+    check_cases();
+    tg_module_release(a);
+    tg_module_release(b);
+    tg_module_release(c);
+    tg_module_release(seq);
+    th_release_all(4, (tg_tensor *[]){x, x2, x3, x4});
 }

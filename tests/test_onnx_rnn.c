@@ -9,7 +9,8 @@
  * states h_n and c_n as further outputs (torch's names, shapes and values
  * with several layers, bidirectional, batch_first, unbatched, with and
  * without h_0 and c_0); RNNCell, LSTMCell (h' and c') and GRUCell as one
- * step of the ONNX node; an LSTM with proj_size and wrong uses of
+ * step of the ONNX node; the states of a Sequential's last recurrent
+ * module (nested too) as outputs; an LSTM with proj_size and wrong uses of
  * extra_outputs and of a cell's inputs refused, nothing written. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -396,6 +397,82 @@ static tg_module *cell(kind k, int64_t in, int64_t h, bool bias, tg_rnn_nonlinea
     return m;
 }
 
+/* states_case for a container seq whose last module `last` takes the
+ * output of head (the modules before it) on x: tapegrad's outputs are
+ * last's on head(x). */
+static void tail_states_case(const char *name, tg_module *seq, tg_module *head, tg_module *last,
+                             tg_tensor *x, const char *const *names, bool dynamic)
+{
+    char path[256], file[128];
+    tg_tensor *ys[3], *h = forward(head, x);
+    const int count = all_outputs(last, 1, &h, ys);
+    const bool cell = strstr(tg_module_type_name(last), "Cell") != NULL;
+    const char *const dflt[2] = {cell ? "c_n" : "h_n", "c_n"};
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.extra_outputs = true;
+    o.extra_output_names = names;
+    o.dynamic_batch = dynamic;
+    snprintf(file, sizeof file, "%s.onnx", name);
+    cr_assert(tg_onnx_export(seq, x, th_tmp_path(path, sizeof path, file), &o) == TG_OK,
+              "%s: %s", name, tg_error_message());
+    case_extra_outputs(name, count - 1, ys + 1, names ? names : dflt);
+    write_expected(name, x, ys[0], RTOL, ATOL, NULL);
+    for (int i = 0; i < count; i++) tg_tensor_release(ys[i]);
+    tg_tensor_release(h);
+}
+
+static tg_module *linear(int64_t in, int64_t out, uint64_t seed)
+{
+    tg_rng rng;
+    tg_rng_init(&rng, seed);
+    tg_module *m = NULL;
+    cr_assert(tg_nn_linear_new(&m, in, out, true, &rng) == TG_OK, "%s", tg_error_message());
+    return m;
+}
+
+/* The last module of a Sequential (through nested ones) gives its outputs
+ * beyond the first, as torch's Sequential returns its last module's
+ * tuple. */
+Test(onnx_rnn, final_states_of_a_sequentials_last_module_match_onnxruntime)
+{
+    need_onnx();
+    tg_tensor *xb = seq_input(3, 4, 3, 60), *x = seq_input(5, 3, 3, 61);
+    tg_tensor *x2 = input_nd(2, (const int64_t[]){3, 4}, 62);
+    /* Linear, then a batch-first 2-layer LSTM: h_n and c_n, a dynamic batch */
+    tg_module *lin = linear(3, 3, 63), *lstm = layer(LSTM, 3, 4, 2, false, true, true, 64);
+    tg_module *seq = NULL, *inner = NULL, *head = NULL, *seq2 = NULL, *seq3 = NULL;
+    cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
+    append(seq, tg_module_retain(lin));
+    append(seq, tg_module_retain(lstm));
+    tail_states_case("linear_lstm_states", seq, lin, lstm, xb, NULL, true);
+    /* a Sequential in a Sequential: Linear, ReLU, bidirectional GRU, whose
+     * h_n is the graph's (module path 0.2) */
+    tg_module *gru = layer(GRU, 3, 5, 1, true, false, true, 65), *relu = act(TG_ACT_RELU, 0);
+    cr_assert(tg_nn_sequential_new(&inner) == TG_OK);
+    cr_assert(tg_nn_sequential_new(&head) == TG_OK);
+    cr_assert(tg_nn_sequential_new(&seq2) == TG_OK);
+    append(inner, tg_module_retain(lin));
+    append(inner, tg_module_retain(relu));
+    append(inner, tg_module_retain(gru));
+    append(head, tg_module_retain(lin));
+    append(head, relu);
+    append(seq2, inner);
+    case_graph = "\"ops\": [\"Transpose\", \"MatMul\", \"Add\", \"Relu\", \"GRU\", "
+                 "\"Transpose\", \"Reshape\"]";
+    tail_states_case("nested_gru_states", seq2, head, gru, x, NULL, false);
+    /* Linear, then an LSTMCell: c', named */
+    tg_module *lc = cell(LSTM, 4, 5, true, TG_RNN_TANH, 66), *lin4 = linear(4, 4, 67);
+    cr_assert(tg_nn_sequential_new(&seq3) == TG_OK);
+    append(seq3, tg_module_retain(lin4));
+    append(seq3, tg_module_retain(lc));
+    tail_states_case("linear_lstm_cell_c", seq3, lin4, lc, x2, (const char *const[]){"cell"},
+                     false);
+    check_cases();
+    tg_module *ms[8] = {lin, lstm, seq, head, seq2, gru, lc, lin4};
+    for (int i = 0; i < 8; i++) tg_module_release(ms[i]);
+    th_release_all(3, (tg_tensor *[]){xb, x, x2});
+}
+
 /* A cell: one step of an ONNX RNN / LSTM / GRU node between Unsqueeze and
  * Squeeze, from zeros or the given states, batched and unbatched; the
  * LSTMCell's c' with extra_outputs. */
@@ -495,15 +572,22 @@ Test(onnx_rnn, projections_and_extra_outputs_refused)
     cr_assert(tg_nn_lstm_cell_new(&cell, 3, 4, true, &rng) == TG_OK);
     cr_assert(tg_nn_gru_cell_new(&gcell, 3, 4, true, &rng) == TG_OK);
     /* extra_outputs: only the recurrent modules and MultiheadAttention at
-     * the top; names distinct from each other, the inputs' and the output's */
+     * the top, or a recurrent module last in a Sequential there; names
+     * distinct from each other, the inputs' and the output's */
     tg_onnx_options eo = TG_ONNX_OPTIONS_INIT;
     eo.extra_outputs = true;
-    expect_refused_n(seq, 1, &x, &eo, TG_EUNSUPPORTED,
-                     "onnx_export: extra_outputs: module '<top>' (Sequential) is not supported: "
-                     "only an RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention "
-                     "at the top of the export gives outputs beyond its first");
-    tg_module *lin = NULL;
+    expect_refused_n(seq, 1, &x, &eo, TG_EUNSUPPORTED, "module '1' (LSTM) with proj_size=2");
+    tg_module *lin = NULL, *seq2 = NULL;
     cr_assert(tg_nn_linear_new(&lin, 3, 2, true, &rng) == TG_OK);
+    cr_assert(tg_nn_sequential_new(&seq2) == TG_OK);
+    append(seq2, layer(GRU, 3, 3, 1, false, false, true, 15));
+    append(seq2, tg_module_retain(lin));
+    expect_refused_n(seq2, 1, &x, &eo, TG_EUNSUPPORTED,
+                     "onnx_export: extra_outputs: module '1' (Linear) is not supported: only an "
+                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the "
+                     "top of the export, or an RNN, LSTM, GRU or cell last in a Sequential "
+                     "there, gives outputs beyond its first");
+    tg_module_release(seq2);
     expect_refused_n(lin, 1, &x2, &eo, TG_EUNSUPPORTED, "module '<top>' (Linear) is not "
                      "supported");
     expect_refused_n(proj, 1, &x, &eo, TG_EUNSUPPORTED, "(LSTM) with proj_size=2");

@@ -9,8 +9,10 @@
  * (post-norm and norm_first, relu and gelu, batch_first or not, unbatched,
  * a dynamic batch), and the graph torch.onnx.export writes for torch's
  * module holding the same state dict (tests/onnx/torch_inputs.py) gives
- * the same output on the same inputs.  Refusals name the module and the
- * rule and leave the file at the path as it was. */
+ * the same output on the same inputs.  A final norm other than a
+ * LayerNorm (a GroupNorm, a Linear, a Sequential) is written as that
+ * module.  Refusals name the module and the rule and leave the file at
+ * the path as it was. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
@@ -617,6 +619,55 @@ Test(onnx_stack, same_outputs_as_torch_onnx_export)
 
 /* export_n(m, xs) fails with rc and a message holding want, and the file
  * already at path keeps its bytes (n 1: tg_onnx_export). */
+/* A stack of 2 layers with the final norm `norm` (stolen), parameters
+ * random. */
+static tg_module *normed_stack(bool dec, tg_module *norm, lopts l, uint64_t seed)
+{
+    tg_module *layer = dec ? dec_layer(l, seed) : enc_layer(l, seed), *m = NULL;
+    int rc = dec ? tg_nn_transformer_decoder_new(&m, layer, 2, norm)
+                 : tg_nn_transformer_encoder_new(&m, layer, 2, norm);
+    cr_assert(rc == TG_OK, "%s", tg_error_message());
+    tg_module_release(layer);
+    tg_module_release(norm);
+    randomize(m, seed + 100);
+    return m;
+}
+
+/* A final norm other than a LayerNorm: any module that exports, written
+ * after the last layer as it would be on its own. */
+Test(onnx_stack, final_norm_of_any_exported_module)
+{
+    need_onnx();
+    tg_rng rng;
+    tg_rng_init(&rng, 120);
+    /* batch first (N, S, D): a GroupNorm over the 6 positions in 3 groups,
+     * a dynamic batch run on 3 samples */
+    tg_module *gn = NULL, *lin = NULL, *ln = NULL, *sq = NULL;
+    cr_assert(tg_nn_group_norm_new(&gn, 3, 6, 1e-5, true) == TG_OK);
+    tg_module *e1 = normed_stack(false, gn, (lopts){2, false, false, true}, 121);
+    tg_tensor *s2 = seq(6, 2, true, 122), *s3 = seq(6, 3, true, 123);
+    case_graph = "\"attributes\": {\"InstanceNormalization\": {}}";
+    case_n("encoder_group_norm", e1, 1, &s2, TEL, &s3, NULL);
+    /* a Linear as the norm, seq-first */
+    cr_assert(tg_nn_linear_new(&lin, D, D, true, &rng) == TG_OK);
+    tg_module *e2 = normed_stack(false, lin, (lopts){2, true, true, false}, 124);
+    tg_tensor *s = seq(5, 2, false, 125);
+    case_n("encoder_linear_norm", e2, 1, &s, TEL, NULL, NULL);
+    /* a decoder's norm a Sequential: LayerNorm, then Tanh */
+    cr_assert(tg_nn_layer_norm_new(&ln, 1, (const int64_t[]){D}, 1e-5, true) == TG_OK);
+    cr_assert(tg_nn_sequential_new(&sq) == TG_OK);
+    append(sq, ln);
+    append(sq, act(TG_ACT_TANH, 0));
+    tg_module *d = normed_stack(true, sq, (lopts){2, false, false, false}, 126);
+    tg_tensor *t = seq(4, 2, false, 127), *mem = seq(5, 2, false, 128);
+    case_graph = "\"attributes\": {\"Tanh\": {}}";
+    case_n("decoder_sequential_norm", d, 2, (tg_tensor *[]){t, mem}, DEC, NULL, NULL);
+    check_cases();
+    tg_module *ms[3] = {e1, e2, d};
+    for (int i = 0; i < 3; i++) tg_module_release(ms[i]);
+    th_release_all(5, (tg_tensor *[]){s2, s3, s, t, mem});
+}
+
 static void refused(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want)
 {
     char path[256];
@@ -666,16 +717,17 @@ Test(onnx_stack, refusals_name_the_module_and_write_nothing)
             "module '<top>' (Transformer) takes the graph inputs (src, tgt[, src_mask[, ");
     refused(f, 8, (tg_tensor *[]){t, t, NULL, NULL, NULL, NULL, NULL, ipad}, TG_EDTYPE,
             "graph input 7 (memory_key_padding_mask) has dtype i32; it must be u8 or f32");
-    /* a stack's final norm other than a LayerNorm */
+    /* a stack's final norm that does not export, named by its path */
     tg_module *layer = enc_layer((lopts){2, false, false, false}, 105), *lin = NULL, *e = NULL;
     tg_rng rng;
     tg_rng_init(&rng, 106);
-    cr_assert(tg_nn_linear_new(&lin, D, D, true, &rng) == TG_OK);
+    tg_rnn_opts ro = TG_RNN_OPTS_INIT;
+    ro.proj_size = 2;
+    cr_assert(tg_nn_lstm_new(&lin, D, 4, &ro, &rng) == TG_OK);
     cr_assert(tg_nn_transformer_encoder_new(&e, layer, 2, lin) == TG_OK);
     tg_tensor *src = seq(5, 2, false, 107);
     refused(e, 1, (tg_tensor *[]){src}, TG_EUNSUPPORTED,
-            "onnx_export: module '<top>' (TransformerEncoder) with a norm of type Linear is "
-            "not supported (the final norm must be a LayerNorm)");
+            "onnx_export: module 'norm' (LSTM) with proj_size=2 is not supported");
     /* still: a MultiheadAttention takes every input */
     refused(tg_module_child(layer, "self_attn"), 3, (tg_tensor *[]){src, NULL, src}, TG_EINVAL,
             "example_inputs[1] must not be NULL");

@@ -68,8 +68,10 @@ typedef struct tg_onnx_options {
      * attention weights (averaged over the heads, as torch's default
      * need_weights=True; per head with mha_per_head_weights).  The top
      * module runs through its own forward of all outputs; it must be one
-     * of those (a Sequential or any other module is TG_EUNSUPPORTED naming
-     * it).  false */
+     * of those, or a Sequential on one input whose last module is a
+     * recurrent layer or cell (its outputs beyond the first, as torch's
+     * Sequential returns its last module's tuple); anything else is
+     * TG_EUNSUPPORTED naming the module.  false */
     bool extra_outputs;
     /* Their names, one per extra output; NULL gives "h_n", "c_n" (the
      * layers), "c_n" (LSTMCell) and "attn_weights".  Non-empty and

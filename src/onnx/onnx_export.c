@@ -58,14 +58,13 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"LayerNorm", tg__onnx_emit_layer_norm, NULL, NULL, NULL},
     {"TransformerEncoderLayer", tg__onnx_emit_transformer_encoder_layer, NULL,
      tg__onnx_inputs_transformer_encoder_layer, NULL},
-    {"TransformerEncoder", tg__onnx_emit_transformer_encoder, tg__onnx_refuse_transformer_stack,
+    {"TransformerEncoder", tg__onnx_emit_transformer_encoder, NULL,
      tg__onnx_inputs_transformer_encoder, NULL},
     {"TransformerDecoderLayer", tg__onnx_emit_transformer_decoder_layer, NULL,
      tg__onnx_inputs_transformer_decoder, NULL},
-    {"TransformerDecoder", tg__onnx_emit_transformer_decoder, tg__onnx_refuse_transformer_stack,
+    {"TransformerDecoder", tg__onnx_emit_transformer_decoder, NULL,
      tg__onnx_inputs_transformer_decoder, NULL},
-    {"Transformer", tg__onnx_emit_transformer, tg__onnx_refuse_transformer_stack,
-     tg__onnx_inputs_transformer_model, NULL},
+    {"Transformer", tg__onnx_emit_transformer, NULL, tg__onnx_inputs_transformer_model, NULL},
     {"MultiheadAttention", tg__onnx_emit_multihead_attention, NULL,
      tg__onnx_inputs_multihead_attention, tg__onnx_extra_multihead_attention},
     {"GroupNorm", tg__onnx_emit_group_norm, NULL, NULL, NULL},
@@ -97,7 +96,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"PixelShuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
     {"PixelUnshuffle", tg__onnx_emit_pixel_shuffle, NULL, NULL, NULL},
     {"Unfold", tg__onnx_emit_unfold, NULL, NULL, NULL},
-    {"Fold", NULL, tg__onnx_refuse_fold, NULL, NULL},
+    {"Fold", tg__onnx_emit_fold, NULL, NULL, NULL},
     {"Upsample", tg__onnx_emit_upsample, NULL, NULL, NULL},
     {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
     {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},
@@ -146,23 +145,45 @@ typedef struct tg__onnx_val {
     tg_tensor *t;
 } tg__onnx_val;
 
+/* With extra_outputs on one graph input below a container: the last
+ * module of the export (path: its state-dict path), whose outputs beyond
+ * its first the walk collects there (ys owned, ne of them; vals their
+ * values in the graph), as torch's Sequential returns its last module's
+ * tuple. */
+typedef struct tg__onnx_tail {
+    const char *path;
+    const tg_onnx_options *o;
+    int ne;
+    bool found;
+    tg_tensor *ys[TG__ONNX_MAX_EXTRA];
+    const char *vals[TG__ONNX_MAX_EXTRA], *dflt[TG__ONNX_MAX_EXTRA];
+    int axes[TG__ONNX_MAX_EXTRA];
+} tg__onnx_tail;
+
 static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
-                         tg__onnx_val x, tg__onnx_val *y);
+                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail);
 
 static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *leaf,
                                 const char *path, const char *scope, tg__onnx_val x,
-                                tg__onnx_val *y)
+                                tg__onnx_val *y, tg__onnx_tail *tail)
 {
     if (leaf->refuse) TG_TRY(leaf->refuse(m, path));
     int axes[2];
     if (leaf->inputs) TG_TRY(leaf->inputs(m, path, 1, &x.t, axes));
     TG_ASSERT(leaf->emit != NULL);
+    const bool last = tail && !strcmp(path, tail->path);
+    TG_ASSERT(!last || leaf->extra != NULL);
     tg_tensor *yt = NULL;
     TG_TRY(tg_module_forward(m, &yt, x.t));
     tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,
-                       .yt = yt};
+                       .yt = yt, .extra = last ? tail->vals : NULL};
     const char *yname = NULL;
-    int rc = leaf->emit(&s, &yname);
+    int rc = last ? leaf->extra(m, tail->o, 1, &x.t, tail->ys, tail->dflt, tail->axes) : 0;
+    if (rc >= 0 && last) {
+        tail->ne = rc;
+        tail->found = true;
+    }
+    if (rc >= 0) rc = leaf->emit(&s, &yname);
     if (rc < 0) {
         tg_tensor_release(yt);
         return rc;
@@ -191,7 +212,8 @@ static bool tg__onnx_same(const tg_tensor *a, const tg_tensor *b)
  * way the container's forward must give the same output on x (a custom
  * module may share the name "Sequential"). */
 static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *path,
-                              const char *scope, tg__onnx_val x, tg__onnx_val *y)
+                              const char *scope, tg__onnx_val x, tg__onnx_val *y,
+                              tg__onnx_tail *tail)
 {
     tg__onnx_val cur = {x.name, tg_tensor_retain(x.t)};
     int rc = TG_OK;
@@ -201,8 +223,9 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
                                     : tg__onnx_str(g, "%s", name);
         const char *cscope = tg__onnx_str(g, "%s/%s", scope, name);
         tg__onnx_val next = {0};
-        rc = cpath && cscope ? tg__onnx_walk(g, tg_module_child_at(m, i), cpath, cscope, cur, &next)
-                             : TG_ENOMEM;
+        rc = cpath && cscope
+                 ? tg__onnx_walk(g, tg_module_child_at(m, i), cpath, cscope, cur, &next, tail)
+                 : TG_ENOMEM;
         tg_tensor_release(cur.t);
         cur = next;
     }
@@ -224,27 +247,52 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
     return TG_OK;
 }
 
-static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
-                         tg__onnx_val x, tg__onnx_val *y)
+/* A Sequential, or a module whose whole content is one child (an
+ * AveragedModel's one child is its copy; n_averaged is not used). */
+static bool tg__onnx_is_container(tg_module *m)
 {
     const char *type = tg_module_type_name(m);
     const int n_children = tg_module_child_count(m);
-    /* an AveragedModel's one child is its copy; n_averaged is not used */
-    if (!strcmp(type, "Sequential") || (n_children == 1 && !strcmp(type, "AveragedModel")) ||
-        (n_children == 1 && tg_module_state(m) == NULL &&
-         tg_module_state_count(m) == tg_module_state_count(tg_module_child_at(m, 0))))
-        return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y);
+    return !strcmp(type, "Sequential") || (n_children == 1 && !strcmp(type, "AveragedModel")) ||
+           (n_children == 1 && tg_module_state(m) == NULL &&
+            tg_module_state_count(m) == tg_module_state_count(tg_module_child_at(m, 0)));
+}
+
+/* m's row of tg__onnx_leaves, or NULL. */
+static const tg__onnx_leaf *tg__onnx_find_leaf(const tg_module *m)
+{
+    for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
+        if (!strcmp(tg_module_type_name(m), tg__onnx_leaves[i].type)) return &tg__onnx_leaves[i];
+    return NULL;
+}
+
+static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
+                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail)
+{
+    const char *type = tg_module_type_name(m);
+    if (tg__onnx_is_container(m))
+        return tg__onnx_container(g, m, !strcmp(type, "Sequential"), path, scope, x, y, tail);
     /* the activations of tg_nn_activation_new by what they are: their type
      * names (ReLU, GELU, Identity, ...) are torch's, shared by other modules */
     static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL, NULL,
                                       NULL};
-    if (tg__nn_is_basic_activation(m)) return tg__onnx_leaf_export(g, m, &act, path, scope, x, y);
-    for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
-        if (!strcmp(type, tg__onnx_leaves[i].type))
-            return tg__onnx_leaf_export(g, m, &tg__onnx_leaves[i], path, scope, x, y);
+    if (tg__nn_is_basic_activation(m))
+        return tg__onnx_leaf_export(g, m, &act, path, scope, x, y, tail);
+    const tg__onnx_leaf *leaf = tg__onnx_find_leaf(m);
+    if (leaf) return tg__onnx_leaf_export(g, m, leaf, path, scope, x, y, tail);
     return tg__error(TG_EUNSUPPORTED,
                      "onnx_export: module '%s' (%s) is not supported (docs/onnx.md lists the "
                      "modules that export)", path[0] ? path : "<top>", type);
+}
+
+int tg__onnx_emit_module(const tg__onnx_site *s, const char **y)
+{
+    tg__onnx_val out = {0};
+    TG_TRY(tg__onnx_walk(s->g, s->m, s->path, s->scope,
+                         (tg__onnx_val){s->x, (tg_tensor *)s->xt}, &out, NULL));
+    tg_tensor_release(out.t);
+    *y = out.name;
+    return TG_OK;
 }
 
 /* ---- training flags ---- */
@@ -345,16 +393,33 @@ static int tg__onnx_finish(tg__onnx *g, tg__onnx_val y, int n, const char *const
                             tg_tensor_shape(y.t), out_axis);
 }
 
-/* Builds the graph of m on x in g. */
-static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx_options *o)
+/* extra_outputs refused for m at path (type ok: at the top, else below). */
+static int tg__onnx_refuse_extra(const tg_module *m, const char *path)
 {
-    TG_TRY(tg__onnx_io(g, false, o->input_name, tg__onnx_dt(x), tg_tensor_ndim(x),
-                       tg_tensor_shape(x), o->dynamic_batch));
-    tg__onnx_val y = {0};
-    TG_TRY(tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y));
-    int rc = tg__onnx_finish(g, y, 1, &o->input_name, o, o->dynamic_batch ? 0 : -1);
-    tg_tensor_release(y.t);
-    return rc;
+    return tg__error(TG_EUNSUPPORTED,
+                     "onnx_export: extra_outputs: module '%s' (%s) is not supported: only an "
+                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the "
+                     "top of the export, or an RNN, LSTM, GRU or cell last in a Sequential "
+                     "there, gives outputs beyond its first", path[0] ? path : "<top>",
+                     tg_module_type_name(m));
+}
+
+/* The last module of a container m, through nested containers: its path
+ * in t->path; it must have an extra rule. */
+static int tg__onnx_tail_find(tg__onnx *g, tg_module *m, tg__onnx_tail *t)
+{
+    const char *path = "";
+    while (tg__onnx_is_container(m) && tg_module_child_count(m) > 0) {
+        const int i = tg_module_child_count(m) - 1;
+        const char *name = tg_module_child_name_at(m, i);
+        path = path[0] ? tg__onnx_str(g, "%s.%s", path, name) : tg__onnx_str(g, "%s", name);
+        if (!path) return TG_ENOMEM;
+        m = tg_module_child_at(m, i);
+    }
+    const tg__onnx_leaf *leaf = tg__nn_is_basic_activation(m) ? NULL : tg__onnx_find_leaf(m);
+    if (!leaf || !leaf->extra) return tg__onnx_refuse_extra(m, path);
+    t->path = path;
+    return TG_OK;
 }
 
 /* The top module's outputs beyond its first (extra_outputs): tapegrad's
@@ -385,19 +450,36 @@ static int tg__onnx_finish_extra(tg__onnx *g, int ne, tg_tensor *const *ys,
     return TG_OK;
 }
 
+/* Builds the graph of m on x in g; with extra_outputs (m a container) the
+ * last module's outputs beyond its first are graph outputs too. */
+static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx_options *o)
+{
+    tg__onnx_tail tail = {.o = o}, *tp = o->extra_outputs ? &tail : NULL;
+    if (tp) TG_TRY(tg__onnx_tail_find(g, m, tp));
+    TG_TRY(tg__onnx_io(g, false, o->input_name, tg__onnx_dt(x), tg_tensor_ndim(x),
+                       tg_tensor_shape(x), o->dynamic_batch));
+    tg__onnx_val y = {0};
+    int rc = tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y, tp);
+    if (rc >= 0) rc = tg__onnx_finish(g, y, 1, &o->input_name, o, o->dynamic_batch ? 0 : -1);
+    if (rc >= 0 && tp) {
+        TG_ASSERT(tail.found);
+        rc = tg__onnx_finish_extra(g, tail.ne, tail.ys, tail.vals, tail.dflt, tail.axes, 1,
+                                   &o->input_name, o);
+    }
+    tg_tensor_release(y.t);
+    for (int i = 0; i < tail.ne; i++) tg_tensor_release(tail.ys[i]);
+    return rc;
+}
+
 /* Builds the graph of m, a leaf taking n > 1 inputs (or any n with
- * extra_outputs), on xs in g. */
+ * extra_outputs; a container on one input: tg__onnx_build), on xs in g. */
 static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *xs,
                             const char *const *names, const tg_onnx_options *o)
 {
     const char *type = tg_module_type_name(m);
-    const tg__onnx_leaf *leaf = NULL;
-    for (size_t i = 0; i < sizeof tg__onnx_leaves / sizeof *tg__onnx_leaves; i++)
-        if (!strcmp(type, tg__onnx_leaves[i].type)) leaf = &tg__onnx_leaves[i];
-    TG_CHECK(!o->extra_outputs || (leaf && leaf->extra), TG_EUNSUPPORTED,
-             "onnx_export: extra_outputs: module '<top>' (%s) is not supported: only an RNN, "
-             "LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the top of the "
-             "export gives outputs beyond its first", type);
+    if (n == 1 && tg__onnx_is_container(m)) return tg__onnx_build(g, m, xs[0], o);
+    const tg__onnx_leaf *leaf = tg__onnx_find_leaf(m);
+    if (o->extra_outputs && !(leaf && leaf->extra)) return tg__onnx_refuse_extra(m, "");
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
              "MultiheadAttention, a module of the Transformer family, RNN, LSTM or GRU at the "

@@ -177,11 +177,11 @@ int tg__onnx_emit_tanhshrink(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_softmin(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_reshape(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pixel_shuffle(const tg__onnx_site *s, const char **y);
-/* Unfold as Pad, Gather, Gather, Transpose and Reshape; Fold refused
- * before its forward runs (TG_EUNSUPPORTED: ONNX's Col2Im is opset 18)
+/* Unfold as Pad, Gather, Gather, Transpose and Reshape; Fold as Reshape,
+ * ConvTranspose (a 0/1 weight per tap) and, unbatched, Reshape
  * (onnx_fold.c). */
 int tg__onnx_emit_unfold(const tg__onnx_site *s, const char **y);
-int tg__onnx_refuse_fold(const tg_module *m, const char *path);
+int tg__onnx_emit_fold(const tg__onnx_site *s, const char **y);
 /* Upsample, AvgPoolNd, MaxPoolNd and AdaptiveAvgPoolNd (onnx_pool.c). */
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
@@ -218,6 +218,10 @@ int tg__onnx_inputs_transformer_encoder_layer(const tg_module *m, const char *pa
  * (the emitters read only its rank, which the layers keep); no yt, no
  * graph inputs.  TG_EUNSUPPORTED when s's module has no such child. */
 int tg__onnx_child_site(const tg__onnx_site *s, const char *name, tg__onnx_site *c);
+/* Any module that exports, s->m at s->path and s->scope, on s->x: its
+ * nodes as the walk writes them (a container's children in turn), its
+ * output value in *y; the module runs on s->xt (onnx_export.c). */
+int tg__onnx_emit_module(const tg__onnx_site *s, const char **y);
 /* TransformerDecoderLayer on the graph inputs (tgt, memory, tgt_mask,
  * memory_mask, tgt_key_padding_mask, memory_key_padding_mask), the masks
  * optional (onnx_attention.c). */
@@ -236,13 +240,12 @@ int tg__onnx_inputs_decoder(const tg_module *m, const char *path, int n, tg_tens
 int tg__onnx_inputs_transformer(const tg_module *m, const char *path, int n,
                                 tg_tensor *const *xs, int *axes, bool batch_first);
 /* TransformerEncoder, TransformerDecoder and Transformer: the emitters,
- * a refusal of a final norm other than a LayerNorm, the inputs rules (the
+ * the inputs rules (the
  * decoder's for a TransformerDecoderLayer too) and the forward on the
  * graph inputs of any of the four (onnx_transformer.c). */
 int tg__onnx_emit_transformer_encoder(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_transformer_decoder(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_transformer(const tg__onnx_site *s, const char **y);
-int tg__onnx_refuse_transformer_stack(const tg_module *m, const char *path);
 int tg__onnx_inputs_transformer_encoder(const tg_module *m, const char *path, int n,
                                         tg_tensor *const *xs, int *axes);
 int tg__onnx_inputs_transformer_decoder(const tg_module *m, const char *path, int n,

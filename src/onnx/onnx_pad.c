@@ -19,8 +19,10 @@
  * mirrors without repeating the edge (lo, hi < the extent), circular wraps
  * once (lo, hi <= the extent: the tail is the last lo elements, the head
  * the first hi).  A negative padding is a negative entry of `pads`, which
- * removes elements as tg_pad does; circular padding with a negative one
- * (tg_pad wraps around what is left) has no nodes here. */
+ * removes elements as tg_pad does.  Circular padding with a negative one
+ * crops first and wraps around what is left, as tg_pad (and torch): a
+ * Slice(x, c, -c') on that axis (c = max(-lo, 0), c' = max(-hi, 0); the
+ * end INT64_MAX when c' = 0), then the Concat of the positive sides. */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,8 +55,9 @@ static int tg__onnx_slice(const tg__onnx_site *s, const char *x, const char *axe
                          (const char *const[]){x, sn, en, axes});
 }
 
-/* Circular padding: one Concat(tail, x, head) along each padded axis d,
- * each reading the previous one's output (so the corners wrap on both
+/* Circular padding: along each padded axis d a Slice cropping the
+ * negative sides, then one Concat(tail, x, head) of the positive ones,
+ * each axis reading the previous one's output (so the corners wrap on both
  * axes); the axis is the initializer `<scope>/wrap<d>_axes`. */
 static int tg__onnx_wrap(const tg__onnx_site *s, int nd, int ns, const int64_t *lo_,
                          const int64_t *hi_, const char **y)
@@ -67,6 +70,10 @@ static int tg__onnx_wrap(const tg__onnx_site *s, int nd, int ns, const int64_t *
         snprintf(what, sizeof what, "wrap%d_axes", (int)d);
         const char *parts[3], *axes = tg__onnx_i64s(s->g, s->scope, what, 1, &d);
         if (!axes) return TG_ENOMEM;
+        if (lo < 0 || hi < 0)   /* x[c:I-c'], what the negative paddings keep */
+            TG_TRY(tg__onnx_slice(s, cur, axes, (int)d, "crop", lo < 0 ? -lo : 0,
+                                  hi < 0 ? hi : INT64_MAX, &cur));
+        if (lo <= 0 && hi <= 0) continue;
         int n = 0;
         if (lo > 0)   /* x[-lo:], the last lo elements */
             TG_TRY(tg__onnx_slice(s, cur, axes, (int)d, "tail", -lo, INT64_MAX, &parts[n++]));
@@ -89,22 +96,16 @@ static int tg__onnx_pad(const tg__onnx_site *s, tg_pad_mode mode, double value, 
 {
     const int nd = tg_tensor_ndim(s->xt);
     TG_ASSERT(ns >= 1 && nd >= ns && nd <= TG_MAX_DIMS);
-    bool any = false, crop = false;
+    bool any = false;
     int64_t pads[2 * TG_MAX_DIMS] = {0};
     for (int a = 0; a < ns; a++) {
         pads[nd - ns + a] = lo[a];
         pads[2 * nd - ns + a] = hi[a];
         any |= lo[a] != 0 || hi[a] != 0;
-        crop |= lo[a] < 0 || hi[a] < 0;
     }
     *y = s->x;
     if (!any) return TG_OK;
-    if (mode == TG_PAD_CIRCULAR) {
-        TG_CHECK(!crop, TG_EUNSUPPORTED,
-                 "onnx_export: module '%s' (%s) is not supported: circular padding with a "
-                 "negative padding", s->path[0] ? s->path : "<top>", tg_module_type_name(s->m));
-        return tg__onnx_wrap(s, nd, ns, lo, hi, y);
-    }
+    if (mode == TG_PAD_CIRCULAR) return tg__onnx_wrap(s, nd, ns, lo, hi, y);
     const char *in[3] = {s->x, tg__onnx_i64s(s->g, s->scope, "pads", 2 * nd, pads), NULL};
     if (!in[1]) return TG_ENOMEM;
     if (mode == TG_PAD_CONSTANT && !(in[2] = tg__onnx_const(s->g, s->scope, "value",

@@ -2,7 +2,7 @@
  * nn.TransformerDecoder and nn.Transformer (opset 17): the layers' graphs
  * (onnx_attention.c) chained, layers.0 first, each reading the one
  * before's output and the stack's masks, then the optional final norm
- * (a LayerNorm, LayerNormalization).  A Transformer is its encoder on
+ * (any module that exports: a LayerNorm is LayerNormalization).  A Transformer is its encoder on
  * (src, src_mask, src_key_padding_mask), whose output is the memory of
  * its decoder on (tgt, memory, tgt_mask, memory_mask,
  * tgt_key_padding_mask, memory_key_padding_mask).  Initializers keep the
@@ -18,30 +18,6 @@
 #include "core/core.h"
 #include "onnx/onnx_graph.h"
 #include "tapegrad/attention.h"
-
-/* TG_EUNSUPPORTED unless the stack m (at path) has no norm or a LayerNorm
- * one: the norm may be any module, and only a LayerNorm is written. */
-static int stack_norm(const tg_module *m, const char *path)
-{
-    const tg_module *norm = tg_module_child(m, "norm");
-    TG_CHECK(!norm || !strcmp(tg_module_type_name(norm), "LayerNorm"), TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) with a norm of type %s is not supported (the "
-             "final norm must be a LayerNorm)", path[0] ? path : "<top>",
-             tg_module_type_name(m), tg_module_type_name(norm));
-    return TG_OK;
-}
-
-int tg__onnx_refuse_transformer_stack(const tg_module *m, const char *path)
-{
-    if (strcmp(tg_module_type_name(m), "Transformer")) return stack_norm(m, path);
-    char p[256];
-    static const char *const parts[2] = {"encoder", "decoder"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s%s%s", path, path[0] ? "." : "", parts[i]);
-        TG_TRY(stack_norm(tg_module_child(m, parts[i]), p));
-    }
-    return TG_OK;
-}
 
 /* The layers of stack s in turn, each a site of its own under
  * "layers.<i>" with s's graph inputs (the masks at the layer's places),
@@ -69,10 +45,13 @@ static int stack(const tg__onnx_site *s, int (*emit)(const tg__onnx_site *, cons
         *y = x;
         return TG_OK;
     }
+    /* the norm's input is the last layer's output, which has the shape of
+     * the stack's input s->xt: the walk runs the norm on s->xt in its
+     * place (the emitters read shapes and the module's state, not values) */
     tg__onnx_site norm;
     TG_TRY(tg__onnx_child_site(s, "norm", &norm));
     norm.x = x;
-    return tg__onnx_emit_layer_norm(&norm, y);
+    return tg__onnx_emit_module(&norm, y);
 }
 
 int tg__onnx_emit_transformer_encoder(const tg__onnx_site *s, const char **y)
