@@ -19,6 +19,7 @@
 
 #include "helpers.h"
 #include "autograd_fixtures.h"
+#include "into_fixtures.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/ops.h"
 
@@ -39,7 +40,7 @@ static tg_tensor *i64(int ndim, const int64_t *shape, const int64_t *v)
 }
 
 /* op(y) for the pick number k (0..2) of kind: repeated, unordered values. */
-static tg_tensor *pick(kind kd, tg_tensor *y, int k)
+static tg_tensor *pick(int kd, tg_tensor *y, int k)
 {
     tg_tensor *r = NULL, *idx = NULL, *vi = NULL;
     switch (kd) {
@@ -80,74 +81,23 @@ static const int64_t kind_shape[][3] = {{3, 5, 11}, {3, 5, 11}, {7, 19, 1}, {7, 
                                         {3, 5, 11}};
 static const int kind_ndim[] = {3, 3, 2, 2, 3};
 
-/* sum(transpose(p) * w) with w drawn from seed, so p's gradient is w's
- * values through a transpose: not contiguous, not all ones. */
-static tg_tensor *weighted(tg_tensor *p, uint64_t seed)
+/* kind's case of the harness (into_fixtures.h): weights in [-2, 2). */
+static th_into_case case_of(kind kd)
 {
-    tg_tensor *t = NULL, *m = NULL, *s = NULL;
-    OK(tg_transpose(&t, p, 0, tg_tensor_ndim(p) - 1));
-    uint64_t sd = seed;
-    tg_tensor *w = th_rand_tensor(&sd, tg_tensor_dtype(p), tg_tensor_ndim(t), tg_tensor_shape(t),
-                                  -2, 2);
-    OK(tg_mul(&m, t, w));
-    OK(tg_sum(&s, m));
-    th_release_all(3, (tg_tensor *[]){t, m, w});
-    return s;
+    return (th_into_case){.kind = kd, .ndim = kind_ndim[kd], .shape = kind_shape[kd],
+                          .seed = 17, .wlo = -2, .whi = 2, .pick = pick};
 }
 
-/* How grad_of runs the backward: plain (backward_into), watched
- * (tg_backward_steps) or with create_graph (both of the latter run the
- * ops' backward and the engine's sum). */
-typedef enum mode { PLAIN, WATCHED, CREATE_GRAPH } mode;
-
-/* x's gradient (a new reference) from three picks of y = x * 1.5 and a
- * slice of y, by a backward of mode md. */
-static tg_tensor *grad_of(kind kd, tg_dtype dt, mode md)
+static tg_tensor *weighted(tg_tensor *p, uint64_t seed)
 {
-    tg_tensor *x0 = th_rand_uniform(TG_F64, kind_ndim[kd], kind_shape[kd], 17), *x = NULL;
-    tg_tensor *y = NULL, *sl = NULL, *l = NULL;
-    OK(tg_tensor_to_dtype(&x, x0, dt));
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_mul_scalar(&y, x, 1.5));
-    OK(tg_slice(&sl, y, 1, 1, 4, 2));   /* a first term: the pending sum is not zeros */
-    l = weighted(sl, 99);
-    for (int k = 0; k < 3; k++) {
-        tg_tensor *p = pick(kd, y, k), *t = weighted(p, 5 + (uint64_t)k), *u = NULL;
-        OK(tg_add(&u, l, t));
-        th_release_all(3, (tg_tensor *[]){l, t, p});
-        l = u;
-    }
-    int steps = 0;
-    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-    o.create_graph = md == CREATE_GRAPH;
-    if (md == WATCHED) OK(tg_backward_steps(l, NULL, NULL, count_step, &steps));
-    else OK(tg_backward(l, NULL, &o));
-    cr_assert(md == WATCHED ? steps > 3 : steps == 0);
-    tg_tensor *g = NULL;   /* detached: with create_graph .grad is on a tape */
-    OK(tg_tensor_detach(&g, tg_tensor_grad(x)));
-    th_release_all(5, (tg_tensor *[]){l, y, x, x0, sl});
-    return g;
+    const th_into_case c = case_of(K_INDEX_SELECT);
+    return th_into_weighted(&c, p, seed);
 }
 
 static void same_bits_both_ways(kind kd, const char *name)
 {
-    const tg_dtype dts[4] = {TG_F64, TG_F32, TG_F16, TG_BF16};
-    for (int di = 0; di < 4; di++) {
-        tg_tensor *into = grad_of(kd, dts[di], PLAIN);
-        const int64_t n = tg_tensor_numel(into);
-        for (mode md = WATCHED; md <= CREATE_GRAPH; md++) {
-            tg_tensor *bw = grad_of(kd, dts[di], md);
-            cr_assert(memcmp(tg_tensor_cdata(into), tg_tensor_cdata(bw),
-                             (size_t)n * tg_dtype_size(dts[di])) == 0,
-                      "%s %s: backward_into and backward (%s) differ", name,
-                      tg_dtype_name(dts[di]), md == WATCHED ? "watched" : "create_graph");
-            tg_tensor_release(bw);
-        }
-        double any = 0;
-        for (int64_t i = 0; i < n; i++) any += fabs(th_at(into, i));
-        cr_assert(any > 0);
-        tg_tensor_release(into);
-    }
+    const th_into_case c = case_of(kd);
+    th_into_same_bits(&c, name);
 }
 
 Test(backward_into, index_select_adds_as_its_backward_in_every_dtype)

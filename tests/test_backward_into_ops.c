@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "into_fixtures.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/ops.h"
 
@@ -29,17 +30,10 @@ typedef enum kind { K_DIAGONAL, K_NLL, K_NLL_SPATIAL } kind;
 static const int64_t kind_shape[][3] = {{4, 5, 4}, {6, 5, 1}, {3, 5, 4}};
 static const int kind_ndim[] = {3, 2, 3};
 
-static int count_step(const tg_backward_step *step, void *user)
-{
-    (void)step;
-    ++*(int *)user;
-    return TG_OK;
-}
-
 /* nll_loss of y (6, 5) or (3, 5, 4) for pick k (0..2): targets with
  * repeats and an ignored one (class 2 ignored for k = 1), a weight for
  * k >= 1, reductions mean, sum and none in turn. */
-static tg_tensor *nll_pick(kind kd, tg_tensor *y, int k)
+static tg_tensor *nll_pick(int kd, tg_tensor *y, int k)
 {
     static const int64_t t6[3][6] = {{0, 4, 4, 2, 1, 3}, {2, 2, 0, 3, 4, 1}, {1, 1, 1, 0, 4, 2}};
     static const int64_t t12[12] = {4, 0, 2, 2, 1, 3, 3, 0, 4, 1, 2, 0};
@@ -60,7 +54,7 @@ static tg_tensor *nll_pick(kind kd, tg_tensor *y, int k)
 }
 
 /* op(y) for the pick number k (0..2) of kind. */
-static tg_tensor *pick(kind kd, tg_tensor *y, int k)
+static tg_tensor *pick(int kd, tg_tensor *y, int k)
 {
     static const int64_t offsets[3] = {0, 1, -2};
     static const int dims[3][2] = {{0, 2}, {2, 1}, {1, 0}};
@@ -70,72 +64,17 @@ static tg_tensor *pick(kind kd, tg_tensor *y, int k)
     return r;
 }
 
-/* sum(p * w), w drawn from seed (p's shape; a transpose of it for 2-d p,
- * so p's gradient is not contiguous). */
-static tg_tensor *weighted(tg_tensor *p, uint64_t seed)
+/* kind's case of the harness (into_fixtures.h): weights in [0.5, 2). */
+static th_into_case case_of(kind kd)
 {
-    tg_tensor *t = NULL, *m = NULL, *s = NULL;
-    if (tg_tensor_ndim(p) >= 2) OK(tg_transpose(&t, p, 0, tg_tensor_ndim(p) - 1));
-    else t = tg_tensor_retain(p);
-    uint64_t sd = seed;
-    tg_tensor *w = th_rand_tensor(&sd, tg_tensor_dtype(p), tg_tensor_ndim(t), tg_tensor_shape(t),
-                                  0.5, 2);
-    OK(tg_mul(&m, t, w));
-    OK(tg_sum(&s, m));
-    th_release_all(3, (tg_tensor *[]){t, m, w});
-    return s;
-}
-
-typedef enum mode { PLAIN, WATCHED, CREATE_GRAPH } mode;
-
-/* x's gradient (a new reference) from three picks of y = x * 1.5 and a
- * slice of y, by a backward of mode md. */
-static tg_tensor *grad_of(kind kd, tg_dtype dt, mode md)
-{
-    tg_tensor *x0 = th_rand_uniform(TG_F64, kind_ndim[kd], kind_shape[kd], 23), *x = NULL;
-    tg_tensor *y = NULL, *sl = NULL, *l = NULL;
-    OK(tg_tensor_to_dtype(&x, x0, dt));
-    OK(tg_tensor_set_requires_grad(x, true));
-    OK(tg_mul_scalar(&y, x, 1.5));
-    OK(tg_slice(&sl, y, 1, 1, 4, 2));   /* a first term: the pending sum is not zeros */
-    l = weighted(sl, 99);
-    for (int k = 0; k < 3; k++) {
-        tg_tensor *p = pick(kd, y, k), *t = weighted(p, 5 + (uint64_t)k), *u = NULL;
-        OK(tg_add(&u, l, t));
-        th_release_all(3, (tg_tensor *[]){l, t, p});
-        l = u;
-    }
-    int steps = 0;
-    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
-    o.create_graph = md == CREATE_GRAPH;
-    if (md == WATCHED) OK(tg_backward_steps(l, NULL, NULL, count_step, &steps));
-    else OK(tg_backward(l, NULL, &o));
-    cr_assert(md == WATCHED ? steps > 3 : steps == 0);
-    tg_tensor *g = NULL;
-    OK(tg_tensor_detach(&g, tg_tensor_grad(x)));
-    th_release_all(5, (tg_tensor *[]){l, y, x, x0, sl});
-    return g;
+    return (th_into_case){.kind = kd, .ndim = kind_ndim[kd], .shape = kind_shape[kd],
+                          .seed = 23, .wlo = 0.5, .whi = 2, .pick = pick};
 }
 
 static void same_bits_both_ways(kind kd, const char *name)
 {
-    const tg_dtype dts[4] = {TG_F64, TG_F32, TG_F16, TG_BF16};
-    for (int di = 0; di < 4; di++) {
-        tg_tensor *into = grad_of(kd, dts[di], PLAIN);
-        const int64_t n = tg_tensor_numel(into);
-        for (mode md = WATCHED; md <= CREATE_GRAPH; md++) {
-            tg_tensor *bw = grad_of(kd, dts[di], md);
-            cr_assert(memcmp(tg_tensor_cdata(into), tg_tensor_cdata(bw),
-                             (size_t)n * tg_dtype_size(dts[di])) == 0,
-                      "%s %s: backward_into and backward (%s) differ", name,
-                      tg_dtype_name(dts[di]), md == WATCHED ? "watched" : "create_graph");
-            tg_tensor_release(bw);
-        }
-        double any = 0;
-        for (int64_t i = 0; i < n; i++) any += fabs(th_at(into, i));
-        cr_assert(any > 0);
-        tg_tensor_release(into);
-    }
+    const th_into_case c = case_of(kd);
+    th_into_same_bits(&c, name);
 }
 
 Test(backward_into_ops, diagonal_adds_as_its_backward_in_every_dtype)
@@ -160,7 +99,9 @@ Test(backward_into_ops, both_ops_run_their_backward_into)
     fflush(stderr);
     int saved = dup(2);
     cr_assert(eq(int, dup2(fd, 2), 2));
-    tg_tensor *g1 = grad_of(K_DIAGONAL, TG_F64, PLAIN), *g2 = grad_of(K_NLL, TG_F32, PLAIN);
+    const th_into_case c1 = case_of(K_DIAGONAL), c2 = case_of(K_NLL);
+    tg_tensor *g1 = th_into_grad(&c1, TG_F64, TH_INTO_PLAIN);
+    tg_tensor *g2 = th_into_grad(&c2, TG_F32, TH_INTO_PLAIN);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -180,10 +121,11 @@ static int staged_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     (void)n;
     const kind *kd = user;
+    const th_into_case c = case_of(*kd);
     tg_tensor *t[3];
     for (int k = 0; k < 3; k++) {
         tg_tensor *p = pick(*kd, in[0], k);
-        t[k] = weighted(p, 5 + (uint64_t)k);
+        t[k] = th_into_weighted(&c, p, 5 + (uint64_t)k);
         tg_tensor_release(p);
     }
     const int rc = tg_stack(out, 3, t, 0);
