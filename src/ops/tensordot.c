@@ -3,9 +3,9 @@
  *
  *   tensordot(a, b, dims_a, dims_b)  a permuted to (free, contracted) and
  *       b to (contracted, free), each folded to a matrix A (m, k) and
- *       B (k, p), one tg_mm (for integers, which tg_mm does not take, the
- *       sum over k of A (m, k, 1) * B (1, k, p)), the result unfolded to
- *       a's free dims then b's
+ *       B (k, p), one tg_mm (for integers, which tg_mm does not take, a
+ *       product of the matrices in uint64_t, wrapped to their dtype), the
+ *       result unfolded to a's free dims then b's
  *   kron(a, b)   a as (a0, 1, a1, 1, ..) times b as (1, b0, 1, b1, ..),
  *       folded pairwise to (a0 b0, a1 b1, ..), ranks first padded with
  *       leading 1s to the larger one; past 4 dims (2 per dim would exceed
@@ -83,22 +83,39 @@ static int wrap_int(tg_tensor **y, tg_tensor *s, tg_dtype dt)
 }
 
 /* *y (m, p) = A (m, k) B (k, p) for integer matrices, in their dtype and
- * wrapping as torch's integer mm: the products wrap in the dtype and their
- * int64 sum over k, taken modulo 2^bits, is exact.  Not recorded (integers
- * have no gradient); autocast does not touch it. */
+ * wrapping as torch's integer mm: the products wrap in the dtype and so
+ * does their sum over k.  Sums of products taken modulo 2^64 (unsigned
+ * arithmetic, which wraps without overflow) and then modulo 2^bits give
+ * the same result, so each row of y is summed in uint64_t, row i of A
+ * against the rows of B in memory order: no (m, k, p) products are made.
+ * Not recorded (integers have no gradient); autocast does not touch it. */
 static int int_mm(tg_tensor **y, tg_tensor *ma, tg_tensor *mb, int64_t m, int64_t k, int64_t p)
 {
-    tg_tensor *a3 = NULL, *b3 = NULL, *prod = NULL, *s = NULL;
+    tg_tensor *a64 = NULL, *b64 = NULL, *ac = NULL, *bc = NULL, *s = NULL;
     const bool suspended = tg__autocast_suspend(true);
-    int rc = tg_reshape(&a3, ma, 3, (int64_t[]){m, k, 1});
-    if (rc >= 0) rc = tg_reshape(&b3, mb, 3, (int64_t[]){1, k, p});
-    if (rc >= 0) rc = tg_mul(&prod, a3, b3);
-    if (rc >= 0) rc = tg_sum_dims(&s, prod, 1, (int[]){1}, false);
-    if (rc >= 0) rc = wrap_int(y, s, ma->dtype);
+    int rc = tg_to_dtype(&a64, ma, TG_I64);
+    if (rc >= 0) rc = tg_to_dtype(&b64, mb, TG_I64);
+    if (rc >= 0) rc = tg_tensor_contiguous(&ac, a64);
+    if (rc >= 0) rc = tg_tensor_contiguous(&bc, b64);
+    if (rc >= 0) rc = tg_tensor_zeros(&s, TG_I64, 2, (int64_t[]){m, p});
+    if (rc >= 0) {
+        const int64_t *av = tg_tensor_cdata(ac), *bv = tg_tensor_cdata(bc);
+        int64_t *sv = tg_tensor_data(s);
+        for (int64_t i = 0; i < m; i++) {
+            uint64_t *row = (uint64_t *)(sv + i * p);   /* zeros; int64_t's bits */
+            for (int64_t q = 0; q < k; q++) {
+                const uint64_t aq = (uint64_t)av[i * k + q];
+                const int64_t *brow = bv + q * p;
+                for (int64_t j = 0; j < p; j++) row[j] += aq * (uint64_t)brow[j];
+            }
+        }
+        rc = wrap_int(y, s, ma->dtype);
+    }
     tg__autocast_suspend(suspended);
-    tg_tensor_release(a3);
-    tg_tensor_release(b3);
-    tg_tensor_release(prod);
+    tg_tensor_release(a64);
+    tg_tensor_release(b64);
+    tg_tensor_release(ac);
+    tg_tensor_release(bc);
     tg_tensor_release(s);
     return rc;
 }
