@@ -731,6 +731,19 @@ TG_API int tg_nn_rnn_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
 TG_API int tg_nn_lstm_forward(tg_module *m, tg_tensor **output, tg_tensor **h_n,
                               tg_tensor **c_n, tg_tensor *input, tg_tensor *h_0,
                               tg_tensor *c_0);
+/* torch.nn.utils.rnn.pad_sequence(seqs, batch_first, padding_value): the
+ * n >= 1 sequences seqs[i] (L_i, *) (borrowed; the dims after the first
+ * alike) padded at the end of dim 0 with padding_value to L = max L_i and
+ * stacked: *out (new reference) is (L, n, *), or (n, L, *) with
+ * batch_first, in seqs[0]'s dtype (the others are cast to it, as torch
+ * copies them).  Differentiable to any order: each sequence gets its slice
+ * of the gradient.  With the lengths L_i it is the input of the forwards
+ * over sequences of different lengths below.  TG_EINVAL for NULL out or
+ * seqs, n < 1 or a NULL sequence; TG_ESHAPE, naming the sequence, for a
+ * 0-d one or dims after the first that differ from seqs[0]'s; on error
+ * *out is not written. */
+TG_API int tg_pad_sequence(tg_tensor **out, int n, tg_tensor *const *seqs, bool batch_first,
+                           double padding_value);
 /* The forwards over sequences of different lengths: torch's
  *   packed = pack_padded_sequence(input, lengths, batch_first,
  *                                 enforce_sorted=False)
