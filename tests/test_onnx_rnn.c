@@ -468,8 +468,8 @@ Test(onnx_rnn, final_states_of_a_sequentials_last_module_match_onnxruntime)
     tail_states_case("linear_lstm_cell_c", seq3, lin4, lc, x2, (const char *const[]){"cell"},
                      false);
     check_cases();
-    tg_module *ms[8] = {lin, lstm, seq, head, seq2, gru, lc, lin4};
-    for (int i = 0; i < 8; i++) tg_module_release(ms[i]);
+    tg_module *ms[9] = {lin, lstm, seq, head, seq2, seq3, gru, lc, lin4};
+    for (int i = 0; i < 9; i++) tg_module_release(ms[i]);
     th_release_all(3, (tg_tensor *[]){xb, x, x2});
 }
 
