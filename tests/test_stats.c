@@ -221,6 +221,45 @@ Test(stats, one_pass_reductions_match_the_rows_path)
     cr_assert(eq(int, cases, kernels * 4 * 4 * 2 * 6 * 6));
 }
 
+/* Rows whose largest (or smallest) element is a zero or a NaN: amax and
+ * amin give the first one's bits, -0.0 or 0.0, and the payload of the first
+ * NaN, in each kernel, where a pass over values alone, lane by lane, would
+ * meet a later one first (index 70 is in an earlier lane than index 10). */
+Test(stats, extreme_zeros_and_nans_are_the_first_ones)
+{
+    enum { N = 100 };
+    const uint32_t nan_a = 0x7fc00001u, nan_b = 0x7fc00002u;
+    for (int k = TG__FIRST_KERNEL_PORTABLE; k <= TG__FIRST_KERNEL_AVX512; k++) {
+        const char *name = tg__first_kernel_name((tg__first_kernel_id)k);
+        if (!tg__first_kernel_available((tg__first_kernel_id)k)) continue;   /* reported above */
+        cr_assert(eq(int, setenv("TG_FIRST_KERNEL", name, 1), 0));
+        for (int c = 0; c < 3; c++) {   /* max is -0.0 first, 0.0 first, NaN a first */
+            float v[N];
+            for (int i = 0; i < N; i++) v[i] = -1.0f - (float)(i % 7);
+            if (c < 2) {
+                v[10] = c == 0 ? -0.0f : 0.0f;
+                v[70] = c == 0 ? 0.0f : -0.0f;
+            } else {
+                memcpy(&v[10], &nan_a, 4);
+                memcpy(&v[70], &nan_b, 4);
+            }
+            for (int mn = 0; mn < 2; mn++) {
+                if (mn) /* min: the same rows negated, zeros and NaNs kept */
+                    for (int i = 0; i < N; i++)
+                        if (i != 10 && i != 70) v[i] = -v[i];
+                tg_tensor *x = NULL, *y = NULL;
+                OK(tg_tensor_from_data(&x, TG_F32, 2, (int64_t[]){1, N}, v));
+                OK(mn ? tg_amin_dims(&y, x, 1, (int[]){1}, false)
+                      : tg_amax_dims(&y, x, 1, (int[]){1}, false));
+                cr_assert(memcmp(tg_tensor_cdata(y), &v[10], 4) == 0,
+                          "%s case %d min %d: not the first extreme's bits", name, c, mn);
+                th_release_all(2, (tg_tensor *[]){x, y});
+            }
+        }
+    }
+    unsetenv("TG_FIRST_KERNEL");
+}
+
 /* i64 values past 2^53 that double would merge: compared exactly. */
 Test(stats, integers_are_compared_exactly)
 {

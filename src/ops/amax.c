@@ -124,10 +124,12 @@ static int amax_first(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned ma
     tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
     int64_t *ix = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *ix);
     int rc = r && ix ? TG_OK : TG_ENOMEM;
-    if (rc >= 0)
+    const bool values = inner == 1 && tg__extreme_applies(x, n);   /* no index needed */
+    if (rc >= 0 && values) tg__extreme_rows(x, p->min, n, tg_tensor_data(r));
+    if (rc >= 0 && !values)
         rc = tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n,
                              inner, ix);
-    if (rc >= 0) {
+    if (rc >= 0 && !values) {
         const size_t es = tg_dtype_size(x->dtype);
         const char *xd = tg_tensor_cdata(x);
         char *rd = tg_tensor_data(r);

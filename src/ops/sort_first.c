@@ -187,6 +187,36 @@ typedef void (*cols_fn)(const void *x, int64_t n, int64_t inner, int order, int6
         else NAME##_body(x, n, inner, out, 1, 1);                                           \
     }
 
+/* Generates NAME_body (the extreme value of row r, n >= 1, NaN first: the
+ * lanes keep values only) and NAME (it for min or max, into *out). */
+#define DEFINE_VALUE(NAME, ATTR, T, VT, VI)                                                 \
+    ATTR static inline __attribute__((always_inline)) T NAME##_body(const T *r, int64_t n,  \
+                                                                     const int min)         \
+    {                                                                                       \
+        enum { W = sizeof(VT) / sizeof(T), L = 4 * W };                                     \
+        VT vm[4], v;                                                                        \
+        for (int q = 0; q < 4; q++)                                                         \
+            for (int w = 0; w < W; w++) vm[q][w] = r[0];                                    \
+        int64_t done = 0;                                                                   \
+        for (; done + L <= n; done += L)                                                    \
+            for (int q = 0; q < 4; q++) {                                                   \
+                memcpy(&v, r + done + q * W, sizeof v);                                     \
+                const VI take = (VI)FIRST_BEFORE(v, vm[q], min, 1);                         \
+                vm[q] = (VT)(((VI)v & take) | ((VI)vm[q] & ~take));                         \
+            }                                                                               \
+        T bm = r[0];                                                                        \
+        for (int q = 0; q < 4; q++)                                                         \
+            for (int w = 0; w < W; w++)                                                     \
+                if (FIRST_BEFORE(vm[q][w], bm, min, 1)) bm = vm[q][w];                      \
+        for (int64_t k = done; k < n; k++)                                                  \
+            if (FIRST_BEFORE(r[k], bm, min, 1)) bm = r[k];                                  \
+        return bm;                                                                          \
+    }                                                                                       \
+    ATTR static void NAME(const void *r, int64_t n, int min, void *out)                     \
+    {                                                                                       \
+        *(T *)out = min ? NAME##_body(r, n, 1) : NAME##_body(r, n, 0);                      \
+    }
+
 /* The vectors: B bytes of f32 with i32 indices, of f64 with i64 ones. */
 #define DEFINE_VECTORS(B)                                                                    \
     typedef float vf32_##B __attribute__((vector_size(B)));                                \
@@ -197,20 +227,26 @@ DEFINE_VECTORS(16)
 DEFINE_VECTORS(32)
 DEFINE_VECTORS(64)
 
-/* row_{f32,f64}_{portable,avx2,avx512} and cols_... */
+/* row_{f32,f64}_{portable,avx2,avx512}, cols_... and value_... */
 DEFINE_ROW(row_f32_portable, , float, int32_t, vf32_16, vi32_16)
 DEFINE_ROW(row_f64_portable, , double, int64_t, vf64_16, vi64_16)
 DEFINE_COLS(cols_f32_portable, , float, int32_t, vf32_16, vi32_16)
 DEFINE_COLS(cols_f64_portable, , double, int64_t, vf64_16, vi64_16)
+DEFINE_VALUE(value_f32_portable, , float, vf32_16, vi32_16)
+DEFINE_VALUE(value_f64_portable, , double, vf64_16, vi64_16)
 #ifdef FIRST_X86
 DEFINE_ROW(row_f32_avx2, FIRST_AVX2, float, int32_t, vf32_32, vi32_32)
 DEFINE_ROW(row_f64_avx2, FIRST_AVX2, double, int64_t, vf64_32, vi64_32)
 DEFINE_COLS(cols_f32_avx2, FIRST_AVX2, float, int32_t, vf32_32, vi32_32)
 DEFINE_COLS(cols_f64_avx2, FIRST_AVX2, double, int64_t, vf64_32, vi64_32)
+DEFINE_VALUE(value_f32_avx2, FIRST_AVX2, float, vf32_32, vi32_32)
+DEFINE_VALUE(value_f64_avx2, FIRST_AVX2, double, vf64_32, vi64_32)
 DEFINE_ROW(row_f32_avx512, FIRST_AVX512, float, int32_t, vf32_64, vi32_64)
 DEFINE_ROW(row_f64_avx512, FIRST_AVX512, double, int64_t, vf64_64, vi64_64)
 DEFINE_COLS(cols_f32_avx512, FIRST_AVX512, float, int32_t, vf32_64, vi32_64)
 DEFINE_COLS(cols_f64_avx512, FIRST_AVX512, double, int64_t, vf64_64, vi64_64)
+DEFINE_VALUE(value_f32_avx512, FIRST_AVX512, float, vf32_64, vi32_64)
+DEFINE_VALUE(value_f64_avx512, FIRST_AVX512, double, vf64_64, vi64_64)
 #endif
 
 #else /* not GCC or Clang: the same scans element by element */
@@ -236,10 +272,21 @@ DEFINE_COLS(cols_f64_avx512, FIRST_AVX512, double, int64_t, vf64_64, vi64_64)
                 if (FIRST_BEFORE(x[t * inner + k], x[out[k] * inner + k], min, nan_first))  \
                     out[k] = t;                                                             \
     }
+#define DEFINE_VALUE(NAME, T)                                                                \
+    static void NAME(const void *rv, int64_t n, int min, void *out)                         \
+    {                                                                                       \
+        const T *r = rv;                                                                    \
+        T bm = r[0];                                                                        \
+        for (int64_t k = 1; k < n; k++)                                                     \
+            if (FIRST_BEFORE(r[k], bm, min, 1)) bm = r[k];                                  \
+        *(T *)out = bm;                                                                     \
+    }
 DEFINE_ROW(row_f32_portable, float)
 DEFINE_ROW(row_f64_portable, double)
 DEFINE_COLS(cols_f32_portable, float)
 DEFINE_COLS(cols_f64_portable, double)
+DEFINE_VALUE(value_f32_portable, float)
+DEFINE_VALUE(value_f64_portable, double)
 #endif
 
 /* By tg__first_kernel_id - 1: [f32, f64]. */
@@ -248,6 +295,14 @@ static const row_fn rows_by_kernel[][2] = {
 #ifdef FIRST_X86
     {row_f32_avx2, row_f64_avx2},
     {row_f32_avx512, row_f64_avx512},
+#endif
+};
+typedef void (*value_fn)(const void *r, int64_t n, int min, void *out);
+static const value_fn values_by_kernel[][2] = {
+    {value_f32_portable, value_f64_portable},
+#ifdef FIRST_X86
+    {value_f32_avx2, value_f64_avx2},
+    {value_f32_avx512, value_f64_avx512},
 #endif
 };
 static const cols_fn cols_by_kernel[][2] = {
@@ -309,4 +364,55 @@ int tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, i
     tg__parallel_range(outer, outer > 1 && outer * n * inner > 16384, first_blocks, &j);
     free(wide);
     return TG_OK;
+}
+
+/* tg__extreme_rows' job: rows [lo, hi) of x (rows, n) into out. */
+typedef struct extreme_job {
+    const char *x;
+    size_t es;
+    int64_t n;
+    bool min;
+    value_fn value;
+    row_fn row;
+    char *out;
+} extreme_job;
+
+static void extreme_rows(void *arg, int64_t lo, int64_t hi)
+{
+    const extreme_job *j = arg;
+    for (int64_t o = lo; o < hi; o++) {
+        const char *r = j->x + (size_t)(o * j->n) * j->es;
+        char *out = j->out + (size_t)o * j->es;
+        j->value(r, j->n, j->min, out);
+        double v;   /* the extreme as a double, to test it */
+        if (j->es == 4) {
+            float f;
+            memcpy(&f, out, 4);
+            v = f;
+        } else {
+            memcpy(&v, out, 8);
+        }
+        if (v == 0 || v != v) {   /* which zero, which NaN: the first one's */
+            const int64_t at = j->row(r, j->n, j->min ? TG__FIRST_MIN_NAN_FIRST
+                                                      : TG__FIRST_MAX_NAN_FIRST);
+            memcpy(out, r + (size_t)at * j->es, j->es);
+        }
+    }
+}
+
+bool tg__extreme_applies(const tg_tensor *x, int64_t n)
+{
+    return tg__first_applies(x, n) && (x->dtype == TG_F32 || x->dtype == TG_F64);
+}
+
+void tg__extreme_rows(const tg_tensor *x, bool min, int64_t n, void *out)
+{
+    TG_ASSERT(tg__extreme_applies(x, n));
+    const int64_t rows = tg_tensor_numel(x) / n;
+    const int kernel = tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
+    const int f64 = x->dtype == TG_F64;
+    extreme_job j = {.x = tg_tensor_cdata(x), .es = f64 ? 8 : 4, .n = n, .min = min,
+                     .value = values_by_kernel[kernel][f64], .row = rows_by_kernel[kernel][f64],
+                     .out = out};
+    tg__parallel_range(rows, rows > 1 && rows * n > 16384, extreme_rows, &j);
 }

@@ -41,4 +41,16 @@ bool tg__first_applies(const tg_tensor *x, int64_t n);
 int tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, int64_t inner,
                     int64_t *out);
 
+/* Whether tg__extreme_rows takes x with rows of n: tg__first_applies and
+ * f32 or f64. */
+bool tg__extreme_applies(const tg_tensor *x, int64_t n);
+
+/* x, contiguous, seen as (rows, n): out (rows, in x's dtype) gets each
+ * row's largest element (smallest with min), NaN first: the element at
+ * tg__first_along's index (TG__FIRST_MAX_NAN_FIRST or _MIN_NAN_FIRST), the
+ * same bits, by a pass over values alone (a row whose extreme is a zero or
+ * a NaN takes the index pass, for which one).  x must pass
+ * tg__extreme_applies. */
+void tg__extreme_rows(const tg_tensor *x, bool min, int64_t n, void *out);
+
 #endif
