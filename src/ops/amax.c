@@ -91,25 +91,6 @@ static void amax_rows(void *min, tg_dtype as, void *buf, int64_t rows, int64_t n
     else reduce_rows_i64(buf, rows, n, *(const bool *)min);
 }
 
-/* Whether mask is one run of dims d0 .. d1 (none for a 0-d x): then x is
- * (outer, n, inner) with n the run's elements and inner those after it. */
-static bool mask_run(const tg_tensor *x, unsigned mask, int64_t *n, int64_t *inner)
-{
-    *n = 1;
-    *inner = 1;
-    if (mask == 0) return x->ndim == 0;
-    int d0 = 0, d1 = x->ndim - 1;
-    while (!(mask >> d0 & 1u)) d0++;
-    while (!(mask >> d1 & 1u)) d1--;
-    for (int d = 0; d < x->ndim; d++) {
-        const bool in_run = d >= d0 && d <= d1;
-        if (in_run != (bool)(mask >> d & 1u)) return false;
-        if (in_run) *n *= x->shape[d];
-        else if (d > d1) *inner *= x->shape[d];
-    }
-    return true;
-}
-
 /* The forward for a float x in contiguous memory whose reduced dims are
  * one run: each row's result is its element at the index of its first
  * NaN, else of its first largest (smallest) element, which one pass over
@@ -121,10 +102,10 @@ static int amax_first(tg_op_ctx *ctx, tg_tensor **out, tg_tensor *x, unsigned ma
     int64_t oshape[TG_MAX_DIMS];
     tg__dims_out_shape(x->ndim, x->shape, mask, p->keepdim, &ond, oshape);
     const int64_t m = tg_tensor_numel(x) / n;   /* outer x inner results */
-    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
-    int64_t *ix = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *ix);
-    int rc = r && ix ? TG_OK : TG_ENOMEM;
     const bool values = inner == 1 && tg__extreme_applies(x, n);   /* no index needed */
+    tg_tensor *r = tg__tensor_uninit(x->dtype, ond, oshape);
+    int64_t *ix = values ? NULL : tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *ix);
+    int rc = r && (values || ix) ? TG_OK : TG_ENOMEM;
     if (rc >= 0 && values) tg__extreme_rows(x, p->min, n, tg_tensor_data(r));
     if (rc >= 0 && !values)
         rc = tg__first_along(x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n,
@@ -161,7 +142,7 @@ static int amax_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     TG_TRY(amax_mask(x, p, &mask));
     /* max(x) and min(x) reduce every dim without keepdim: a 0-d result */
     int64_t rn, inner;
-    if (mask_run(x, mask, &rn, &inner) && tg__first_applies(x, rn))
+    if (tg__dims_run(x, mask, &rn, &inner) && tg__first_applies(x, rn))
         return amax_first(ctx, out, x, mask, p, rn, inner);
     const tg_dtype as = tg_dtype_is_float(x->dtype) ? TG_F64 : TG_I64;
     bool min = p->min;

@@ -123,15 +123,9 @@ static int arg_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     int64_t nrows;
     tg_tensor *r = tg__tensor_uninit(TG_I64, ond, oshape);
     if (!r) return TG_ENOMEM;
-    /* x along one dim (or flat, for whole) as (outer, n, inner) */
-    int64_t n1 = tg_tensor_numel(x), inner = 1;
-    if (!p->whole && x->ndim > 0) {
-        int d = 0;
-        while (!(mask >> d & 1u)) d++;
-        n1 = x->shape[d];
-        for (int k = d + 1; k < x->ndim; k++) inner *= x->shape[k];
-    }
-    if (tg__first_applies(x, n1)) {
+    /* x along one dim (every dim, for whole) as (outer, n, inner) */
+    int64_t n1, inner;
+    if (tg__dims_run(x, mask, &n1, &inner) && tg__first_applies(x, n1)) {
         const int rc = tg__first_along(
             x, p->min ? TG__FIRST_MIN_NAN_FIRST : TG__FIRST_MAX_NAN_FIRST, n1, inner,
             tg_tensor_data(r));

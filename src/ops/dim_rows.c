@@ -29,6 +29,23 @@ int tg__dims_mask(const char *op, int ndims, const int *dims, int ndim, unsigned
     return TG_OK;
 }
 
+bool tg__dims_run(const tg_tensor *x, unsigned mask, int64_t *n, int64_t *inner)
+{
+    *n = 1;
+    *inner = 1;
+    if (mask == 0) return x->ndim == 0;
+    int d0 = 0, d1 = x->ndim - 1;
+    while (!(mask >> d0 & 1u)) d0++;
+    while (!(mask >> d1 & 1u)) d1--;
+    for (int d = 0; d < x->ndim; d++) {
+        const bool in_run = d >= d0 && d <= d1;
+        if (in_run != (bool)(mask >> d & 1u)) return false;
+        if (in_run) *n *= x->shape[d];
+        else if (d > d1) *inner *= x->shape[d];
+    }
+    return true;
+}
+
 int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask)
 {
     for (int d = 0; d < x->ndim; d++)

@@ -22,6 +22,10 @@ static inline unsigned tg__dims_all(int ndim)
 {
     return ndim > 0 ? (1u << ndim) - 1 : 0;
 }
+/* Whether mask is one run of consecutive dims (mask 0: only for a 0-d x):
+ * then x is (outer, n, inner) with n the run's elements and inner those
+ * of the dims after it. */
+bool tg__dims_run(const tg_tensor *x, unsigned mask, int64_t *n, int64_t *inner);
 /* TG_ESHAPE naming op when a dim in mask has extent 0 (a maximum or an
  * index of one needs an element). */
 int tg__dims_nonempty(const char *op, const tg_tensor *x, unsigned mask);

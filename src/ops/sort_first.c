@@ -21,7 +21,10 @@
  * vector extension: 16-byte vectors (SSE2, on any x86-64), 32-byte ones
  * (AVX2) or 64-byte ones (AVX-512 F), chosen at run time;
  * TG_FIRST_KERNEL=portable|avx2|avx512 forces one.  The answer is a
- * function of the row alone, so every kernel gives the same indices. */
+ * function of the row alone, so every kernel gives the same indices.
+ * amax and amin along the last dim want the value alone: their lanes keep
+ * values without indices (tg__extreme_rows), and only a row whose extreme
+ * is a zero or a NaN takes the index pass, to give the first one's bits. */
 #include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -30,7 +33,8 @@
 
 #include "ops/sort_internal.h"
 
-enum { COLS = 256 };
+/* Columns a block; elements past which a call shares rows among threads. */
+enum { COLS = 256, PAR_ELEMENTS = 16384 };
 
 /* Whether a goes before b; a and b are scalars or vectors of one type. */
 #define FIRST_BEFORE(a, b, MIN, NAN_FIRST)                                                   \
@@ -313,6 +317,12 @@ static const cols_fn cols_by_kernel[][2] = {
 #endif
 };
 
+/* The kernel in use as a row of the tables above. */
+static int kernel_row(void)
+{
+    return tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
+}
+
 typedef struct first_job {
     const char *x;
     size_t es;         /* bytes an element */
@@ -355,13 +365,12 @@ int tg__first_along(const tg_tensor *x, enum tg__first_order order, int64_t n, i
         tg__half_to_f32_n(x->dtype, data, wide, numel, true);
         data = wide;
     }
-    const int kernel = tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
-    const int f64 = x->dtype == TG_F64;
+    const int kernel = kernel_row(), f64 = x->dtype == TG_F64;
     first_job j = {.x = data, .es = f64 ? 8 : 4, .order = order, .n = n, .inner = inner,
                    .row = rows_by_kernel[kernel][f64], .cols = cols_by_kernel[kernel][f64],
                    .out = out};
     const int64_t outer = numel / n / inner;
-    tg__parallel_range(outer, outer > 1 && outer * n * inner > 16384, first_blocks, &j);
+    tg__parallel_range(outer, outer > 1 && numel > PAR_ELEMENTS, first_blocks, &j);
     free(wide);
     return TG_OK;
 }
@@ -409,10 +418,9 @@ void tg__extreme_rows(const tg_tensor *x, bool min, int64_t n, void *out)
 {
     TG_ASSERT(tg__extreme_applies(x, n));
     const int64_t rows = tg_tensor_numel(x) / n;
-    const int kernel = tg__first_kernel_get() - TG__FIRST_KERNEL_PORTABLE;
-    const int f64 = x->dtype == TG_F64;
+    const int kernel = kernel_row(), f64 = x->dtype == TG_F64;
     extreme_job j = {.x = tg_tensor_cdata(x), .es = f64 ? 8 : 4, .n = n, .min = min,
                      .value = values_by_kernel[kernel][f64], .row = rows_by_kernel[kernel][f64],
                      .out = out};
-    tg__parallel_range(rows, rows > 1 && rows * n > 16384, extreme_rows, &j);
+    tg__parallel_range(rows, rows > 1 && rows * n > PAR_ELEMENTS, extreme_rows, &j);
 }
