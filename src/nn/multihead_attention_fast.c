@@ -48,10 +48,7 @@ int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor 
     enum { XC, X2, P, Q, K, V, M4, OB, O, Y, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc;
-    if (tg_tensor_is_contiguous(x))
-        t[XC] = tg_tensor_retain(x);
-    else
-        TG_TRY_GOTO(tg_contiguous(&t[XC], x));
+    TG_TRY_GOTO(tg_contiguous(&t[XC], x));   /* x itself when contiguous */
     TG_TRY_GOTO(tg_reshape(&t[X2], t[XC], 2, (int64_t[]){rows, e}));
     TG_TRY_GOTO(tg_linear(&t[P], t[X2], tg__module_local(m, "in_proj_weight"),
                           tg__module_local(m, "in_proj_bias")));
