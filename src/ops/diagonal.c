@@ -13,7 +13,6 @@
  * diagonal's backward_into adds g into the diagonal of the engine's pending
  * sum, in place, instead of making the zeros. */
 #include <assert.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -89,17 +88,7 @@ static int embed_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *
     tg_tensor *z = tg__tensor_empty(g->dtype, p->ndim, p->shape), *region = NULL;
     if (!z) return TG_ENOMEM;
     int rc = tg__shape_view(&region, z, p->ndim - 1, vshape, vstrides, start);
-    const int64_t numel = tg__numel(g->ndim, g->shape);
-    void *buf = NULL;
-    if (rc >= 0 && numel > 0) {
-        buf = tg__malloc((size_t)numel * tg_dtype_size(g->dtype));
-        if (!buf) rc = TG_ENOMEM;
-    }
-    if (buf) {
-        tg__gather(g, g->dtype, buf);
-        tg__scatter(region, g->dtype, buf);
-        free(buf);
-    }
+    if (rc >= 0) rc = tg__shape_copy_into(region, g);
     tg_tensor_release(region);
     if (rc < 0) {
         tg_tensor_release(z);
@@ -122,29 +111,13 @@ static int diagonal_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 }
 
 /* acc's diagonal += g: the diagonal's elements only, not a whole tensor
- * of zeros (tg_op_backward_into_fn).  The sum is diagonal_embed's values
- * added to acc's, element by element, as the engine's sum would. */
+ * of zeros (tg_op_backward_into_fn), as the engine's sum would add them. */
 static int diagonal_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
 {
     const diag_params *p = tg__ctx_params(ctx);
     int64_t vshape[TG_MAX_DIMS], vstrides[TG_MAX_DIMS], start;
     diag_geometry(acc->ndim, acc->shape, acc->strides, p, vshape, vstrides, &start);
-    tg_tensor *region = NULL, *sum = NULL;
-    int rc = tg__shape_view(&region, acc, acc->ndim - 1, vshape, vstrides, acc->offset + start);
-    if (rc >= 0) rc = tg_add(&sum, region, g);
-    const int64_t numel = rc >= 0 ? tg__numel(sum->ndim, sum->shape) : 0;
-    if (numel > 0) {
-        void *buf = tg__malloc((size_t)numel * tg_dtype_size(sum->dtype));
-        if (!buf) rc = TG_ENOMEM;
-        if (buf) {
-            tg__gather(sum, sum->dtype, buf);
-            tg__scatter(region, sum->dtype, buf);
-            free(buf);
-        }
-    }
-    tg_tensor_release(sum);
-    tg_tensor_release(region);
-    return rc;
+    return tg__shape_add_into(acc, acc->ndim - 1, vshape, vstrides, acc->offset + start, g);
 }
 
 /* dg = diagonal(g') with the same offset and dims. */

@@ -12,9 +12,7 @@
 #include "shape_internal.h"
 #include "tapegrad/ops.h"
 
-/* Copies src's elements into dst (same shape, any strides), converting them
- * to dst's dtype. */
-static int copy_into(tg_tensor *dst, const tg_tensor *src)
+int tg__shape_copy_into(tg_tensor *dst, const tg_tensor *src)
 {
     int64_t n = tg__numel(src->ndim, src->shape);
     if (n == 0) return TG_OK;
@@ -89,7 +87,7 @@ static int slice_bw_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     if (g->shape[p->dim] > 1) strides[p->dim] *= p->step;   /* as in slice_forward */
     tg_tensor *region = NULL;
     int rc = tg__shape_view(&region, z, g->ndim, g->shape, strides, offset);
-    if (rc == TG_OK) rc = copy_into(region, g);
+    if (rc == TG_OK) rc = tg__shape_copy_into(region, g);
     tg_tensor_release(region);
     if (rc < 0) {
         tg_tensor_release(z);
@@ -123,6 +121,18 @@ static int slice_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **grad_in)
 }
 
 /* acc[slice] += g: the elements of the slice only (tg_op_backward_into_fn). */
+int tg__shape_add_into(tg_tensor *acc, int ndim, const int64_t *shape, const int64_t *strides,
+                       int64_t offset, tg_tensor *g)
+{
+    tg_tensor *region = NULL, *sum = NULL;
+    int rc = tg__shape_view(&region, acc, ndim, shape, strides, offset);
+    if (rc == TG_OK) rc = tg_add(&sum, region, g);
+    if (rc == TG_OK) rc = tg__shape_copy_into(region, sum);
+    tg_tensor_release(sum);
+    tg_tensor_release(region);
+    return rc;
+}
+
 static int slice_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
 {
     const slice_bw_params q = slice_bw_of(ctx);
@@ -130,13 +140,7 @@ static int slice_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
     tg__contiguous_strides(q.ndim, q.shape, strides);
     const int64_t offset = q.first * strides[q.dim];
     if (g->shape[q.dim] > 1) strides[q.dim] *= q.step;   /* as in slice_bw_forward */
-    tg_tensor *region = NULL, *sum = NULL;
-    int rc = tg__shape_view(&region, acc, g->ndim, g->shape, strides, offset);
-    if (rc == TG_OK) rc = tg_add(&sum, region, g);
-    if (rc == TG_OK) rc = copy_into(region, sum);
-    tg_tensor_release(sum);
-    tg_tensor_release(region);
-    return rc;
+    return tg__shape_add_into(acc, g->ndim, g->shape, strides, offset, g);
 }
 
 /* The adjoint of embedding is picking the same elements back: a slice. */
@@ -260,7 +264,7 @@ static int cat_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
         tg_tensor *region = NULL;
         rc = tg__shape_view(&region, c, c->ndim, in[i]->shape, c->strides,
                             c->offset + at * c->strides[d]);
-        if (rc == TG_OK) rc = copy_into(region, in[i]);
+        if (rc == TG_OK) rc = tg__shape_copy_into(region, in[i]);
         tg_tensor_release(region);
         at += in[i]->shape[d];
     }
