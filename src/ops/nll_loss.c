@@ -290,6 +290,27 @@ static int nllb_shape(int n, tg_tensor *const *in, const void *params, tg_dtype 
     return TG_OK;
 }
 
+/* The picks of nll_loss_backward(g) into b (allocated here; the caller
+ * frees it): each target's class and weight, g's values, and *scale, the
+ * factor of a reduced g (torch's order: -(g / total) for mean). */
+static int read_picks(const char *op, const nll_params *p, int64_t C, tg_tensor *g,
+                      tg_tensor *target, tg_tensor *weight, nll_bufs *b, double *scale)
+{
+    const int64_t K = tg_tensor_numel(target);
+    double total;
+    TG_TRY(bufs_alloc(b, op, K, p->red == TG_REDUCTION_NONE ? K : 1));
+    TG_TRY(read_targets(op, target, weight, C, p->ignore_index, b->cls, b->wk, &total));
+    tg__gather(g, TG_F64, b->vals);
+    *scale = p->red == TG_REDUCTION_MEAN ? -(b->vals[0] / total) : -b->vals[0];
+    return TG_OK;
+}
+
+/* -g_k w_k, pick k's term (then times w_k for a reduced g). */
+static inline double pick_term(const nll_params *p, const nll_bufs *b, int64_t k, double scale)
+{
+    return p->red == TG_REDUCTION_NONE ? -b->wk[k] * b->vals[k] : b->wk[k] * scale;
+}
+
 /* dlogp: zeros, and -g_k w_k at each target's pick (see the top). */
 static int nllb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                         const void *params)
@@ -301,27 +322,20 @@ static int nllb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
     int64_t shape[TG_MAX_DIMS];
     result_shape(target, p->C, &nd, shape);
     const int64_t K = tg_tensor_numel(target), S = spatial(target);
-    const bool none = p->red == TG_REDUCTION_NONE;
     nll_bufs b = {0};
     tg_tensor *r = NULL;
-    double total;
+    double scale;
     int rc;
-    TG_TRY_GOTO(bufs_alloc(&b, "nll_loss_backward", K, none ? K : 1));
-    TG_TRY_GOTO(read_targets("nll_loss_backward", target, weight, p->C, p->ignore_index, b.cls,
-                             b.wk, &total));
-    tg__gather(g, TG_F64, b.vals);
+    TG_TRY_GOTO(read_picks("nll_loss_backward", p, p->C, g, target, weight, &b, &scale));
     r = tg__tensor_empty(dt, nd, shape);   /* zeros */
     if (!r) {
         rc = TG_ENOMEM;
         goto done;
     }
-    /* torch's order: -(g / total) for mean, then times w_k */
-    const double scale = p->red == TG_REDUCTION_MEAN ? -(b.vals[0] / total) : -b.vals[0];
     void *data = tg_tensor_data(r);
     for (int64_t k = 0; k < K; k++)
         if (b.cls[k] >= 0)
-            tg_dtype_store(dt, data, pick(k, b.cls[k], p->C, S),
-                           none ? -b.wk[k] * b.vals[k] : b.wk[k] * scale);
+            tg_dtype_store(dt, data, pick(k, b.cls[k], p->C, S), pick_term(p, &b, k, scale));
 done:
     return forward_end(ctx, in, &b, r, out, rc);
 }
@@ -361,20 +375,15 @@ static int nll_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
     const tg_dtype dt = acc->dtype;
     const int64_t C = acc->shape[acc->ndim == 1 ? 0 : 1], K = tg_tensor_numel(target),
                   S = spatial(target);
-    const bool none = p->red == TG_REDUCTION_NONE;
     nll_bufs b = {0};
-    double total;
+    double scale;
     int rc;
-    TG_TRY_GOTO(bufs_alloc(&b, "nll_loss", K, none ? K : 1));
-    TG_TRY_GOTO(read_targets("nll_loss", target, weight, C, p->ignore_index, b.cls, b.wk,
-                             &total));
-    tg__gather(g, TG_F64, b.vals);
-    const double scale = p->red == TG_REDUCTION_MEAN ? -(b.vals[0] / total) : -b.vals[0];
+    TG_TRY_GOTO(read_picks("nll_loss", p, C, g, target, weight, &b, &scale));
     void *data = tg_tensor_data(acc);
     for (int64_t k = 0; k < K; k++) {
         if (b.cls[k] < 0) continue;
         const int64_t at = pick(k, b.cls[k], C, S);
-        const double e = tg__round_to(dt, none ? -b.wk[k] * b.vals[k] : b.wk[k] * scale);
+        const double e = tg__round_to(dt, pick_term(p, &b, k, scale));
         tg_dtype_store(dt, data, at, tg__sum_term(dt, tg_dtype_load(dt, data, at), e));
     }
 done:
