@@ -82,22 +82,18 @@ static int unique_runs(unique_out *u, const tg_tensor *x, const int64_t *perm, b
     return rc;
 }
 
-/* unique of an f32 or f64 x that holds a NaN: its runs cut in torch's
- * order (tg__unique_torch_order); TG__UNIQUE_UNMODELLED when that order
- * is not modelled for x (or x has no NaN), nothing done then. */
+/* unique of an f32 or f64 x (n >= 1 elements) that holds a NaN: its runs
+ * cut in torch's order (tg__unique_torch_order); TG__UNIQUE_UNMODELLED
+ * when that order is not modelled for x, nothing done then. */
 static int unique_torch_order(unique_out *u, const tg_tensor *x, bool want_counts)
 {
     const int64_t n = tg_tensor_numel(x);
-    if (x->dtype != TG_F32 && x->dtype != TG_F64) return TG__UNIQUE_UNMODELLED;
-    double *v = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-    int64_t *perm = tg__work_alloc((size_t)(n > 0 ? n : 1) * sizeof *perm);
+    double *v = tg__work_alloc((size_t)n * sizeof *v);
+    int64_t *perm = tg__work_alloc((size_t)n * sizeof *perm);
     int rc = v && perm ? TG_OK : TG_ENOMEM;
-    bool nan = false;
     if (rc == TG_OK) {
         tg__gather(x, TG_F64, v);
-        for (int64_t e = 0; e < n && !nan; e++) nan = isnan(v[e]);
-        rc = nan ? tg__unique_torch_order(v, n, x->dtype == TG_F32, perm)
-                 : TG__UNIQUE_UNMODELLED;
+        rc = tg__unique_torch_order(v, n, x->dtype == TG_F32, perm);
     }
     if (rc == TG_OK) rc = unique_runs(u, x, perm, want_counts);
     tg__work_free(v);
@@ -105,19 +101,38 @@ static int unique_torch_order(unique_out *u, const tg_tensor *x, bool want_count
     return rc;
 }
 
+/* Whether the f32 or f64 flat x, sorted ascending by perm, holds a NaN:
+ * then its last element in that order is one (NaN sorts last). */
+static int holds_nan(const tg_tensor *flat, const tg_tensor *perm, bool *nan)
+{
+    const int64_t n = tg_tensor_numel(flat);
+    double last = 0;
+    *nan = false;
+    if (n == 0 || (flat->dtype != TG_F32 && flat->dtype != TG_F64)) return TG_OK;
+    TG_TRY(tg_tensor_get(flat, (const int64_t *)tg_tensor_cdata(perm) + n - 1, &last));
+    *nan = isnan(last);
+    return TG_OK;
+}
+
 static int unique_run(unique_out *u, tg_tensor *x, bool consecutive, bool want_counts)
 {
     const int64_t n = tg_tensor_numel(x);
     tg_tensor *flat = NULL, *perm = NULL;
     int rc = TG_OK;
+    bool nan = false;
     if (!consecutive) {
-        rc = unique_torch_order(u, x, want_counts);
-        if (rc != TG__UNIQUE_UNMODELLED) return rc;
-        rc = TG_OK;
         rc = tg_reshape(&flat, x, 1, &n);
         if (rc >= 0) rc = tg_argsort(&perm, flat, 0, false);
+        if (rc >= 0) rc = holds_nan(flat, perm, &nan);
     }
-    if (rc >= 0) rc = unique_runs(u, x, perm ? tg_tensor_cdata(perm) : NULL, want_counts);
+    bool done = false;   /* by torch's order where it is modelled, else the sorted one */
+    if (nan) {
+        rc = unique_torch_order(u, x, want_counts);
+        done = rc != TG__UNIQUE_UNMODELLED;
+        if (!done) rc = TG_OK;
+    }
+    if (rc >= 0 && !done)
+        rc = unique_runs(u, x, perm ? tg_tensor_cdata(perm) : NULL, want_counts);
     tg_tensor_release(flat);
     tg_tensor_release(perm);
     return rc;
