@@ -26,6 +26,7 @@
  * values without indices (tg__extreme_rows), and only a row whose extreme
  * is a zero or a NaN takes the index pass, to give the first one's bits. */
 #include <assert.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -191,27 +192,50 @@ typedef void (*cols_fn)(const void *x, int64_t n, int64_t inner, int order, int6
         else NAME##_body(x, n, inner, out, 1, 1);                                           \
     }
 
-/* Generates NAME_body (the extreme value of row r, n >= 1, NaN first: the
- * lanes keep values only) and NAME (it for min or max, into *out). */
+/* Generates NAME_body (the extreme value of row r, n >= 1, or a NaN when
+ * the row holds one: the lanes keep values only, each with a plain a > b
+ * (a < b) step, and a NaN anywhere sets a flag beside them instead of
+ * entering the comparison, so a lane's chain is one compare and one blend;
+ * the lanes merge in any order, as equal numbers other than the zeros have
+ * the same bits and a zero extreme takes the index pass) and NAME (it for
+ * min or max, into *out). */
 #define DEFINE_VALUE(NAME, ATTR, T, VT, VI)                                                 \
     ATTR static inline __attribute__((always_inline)) T NAME##_body(const T *r, int64_t n,  \
                                                                      const int min)         \
     {                                                                                       \
         enum { W = sizeof(VT) / sizeof(T), L = 4 * W };                                     \
         VT vm[4], v;                                                                        \
+        VI nan = {0};                                                                       \
         for (int q = 0; q < 4; q++)                                                         \
             for (int w = 0; w < W; w++) vm[q][w] = r[0];                                    \
         int64_t done = 0;                                                                   \
         for (; done + L <= n; done += L)                                                    \
             for (int q = 0; q < 4; q++) {                                                   \
                 memcpy(&v, r + done + q * W, sizeof v);                                     \
-                const VI take = (VI)FIRST_BEFORE(v, vm[q], min, 1);                         \
+                const VI take = (VI)(min ? v < vm[q] : v > vm[q]);                          \
                 vm[q] = (VT)(((VI)v & take) | ((VI)vm[q] & ~take));                         \
+                nan |= (VI)(v != v);                                                        \
             }                                                                               \
-        T bm = r[0];                                                                        \
-        for (int q = 0; q < 4; q++)                                                         \
-            for (int w = 0; w < W; w++)                                                     \
-                if (FIRST_BEFORE(vm[q][w], bm, min, 1)) bm = vm[q][w];                      \
+        for (; done + W <= n; done += W) {                                                  \
+            memcpy(&v, r + done, sizeof v);                                                 \
+            const VI take = (VI)(min ? v < vm[0] : v > vm[0]);                              \
+            vm[0] = (VT)(((VI)v & take) | ((VI)vm[0] & ~take));                             \
+            nan |= (VI)(v != v);                                                            \
+        }                                                                                   \
+        int seen = 0;   /* a NaN r[0] stays in every lane and comes out */                  \
+        for (int w = 0; w < W; w++) seen |= nan[w] != 0;                                    \
+        if (seen) return (T)NAN;   /* the caller finds the first one */                     \
+        for (int q = 1; q < 4; q++) {   /* no NaN: any order of merging */                  \
+            const VI take = (VI)(min ? vm[q] < vm[0] : vm[q] > vm[0]);                      \
+            vm[0] = (VT)(((VI)vm[q] & take) | ((VI)vm[0] & ~take));                         \
+        }                                                                                   \
+        T lane[W];                                                                          \
+        memcpy(lane, &vm[0], sizeof lane);                                                  \
+        for (int h = W / 2; h >= 1; h /= 2)                                                 \
+            for (int w = 0; w < h; w++)                                                     \
+                if (min ? lane[w + h] < lane[w] : lane[w + h] > lane[w])                    \
+                    lane[w] = lane[w + h];                                                  \
+        T bm = lane[0];                                                                     \
         for (int64_t k = done; k < n; k++)                                                  \
             if (FIRST_BEFORE(r[k], bm, min, 1)) bm = r[k];                                  \
         return bm;                                                                          \
