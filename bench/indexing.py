@@ -39,6 +39,8 @@ CASES = [
     ("topk k=64 dim 1", "topk", "f32", (256, 4096), 1, 64),
     ("topk k=512 dim 1", "topk", "f32", (256, 4096), 1, 512),
     ("argmax dim 1", "argmax", "f32", (256, 4096), 1, -1),
+    ("argmax dim 1", "argmax", "f32", (4096, 10), 1, -1),
+    ("argmax dim 1", "argmax", "f32", (4096, 100), 1, -1),
     ("argmax dim 0", "argmax", "f32", (4096, 256), 0, -1),
     ("amax dim 1", "amax", "f32", (256, 4096), 1, -1),
 ]

@@ -13,8 +13,10 @@
  * 0.0 are equal keys (== ties them).
  *
  * x is seen as (outer, n, inner).  A row along the last dim (inner 1) is
- * scanned in L lanes (four vectors): lane l keeps the first best of
- * elements l, l + L, ..., and the lanes are merged by (key, index).  Along
+ * scanned in L lanes (four vectors), then in single vectors into the
+ * first: each lane keeps the first best of its elements, and the lanes are
+ * merged by (key, index), vector by vector, then as a tree; a row shorter
+ * than one vector is scanned element by element.  Along
  * another dim the pass walks t = 0 .. n - 1 and keeps, for up to COLS inner
  * positions at a time, the best so far and its t, reading x in its memory
  * order.  The comparisons are masks, not branches, in GCC's and Clang's
@@ -119,18 +121,37 @@ typedef void (*cols_fn)(const void *x, int64_t n, int64_t inner, int order, int6
                 vix[q] = (vk[q] & take) | (vix[q] & ~take);                                 \
                 vk[q] += (IT)L;                                                             \
             }                                                                               \
+        for (; done + W <= n; done += W) {   /* single vectors into lane 0 */               \
+            memcpy(&v, r + done, sizeof v);                                                 \
+            const VI take = (VI)FIRST_BEFORE(v, vm[0], min, nan_first);                     \
+            vm[0] = (VT)(((VI)v & take) | ((VI)vm[0] & ~take));                             \
+            vix[0] = (vk[0] & take) | (vix[0] & ~take);                                     \
+            vk[0] += (IT)W;                                                                 \
+        }                                                                                   \
         T bm = r[0];                                                                        \
         int64_t best = 0;                                                                   \
-        for (int q = 0; q < 4; q++)                                                         \
-            for (int w = 0; w < W; w++) {                                                   \
-                const T m = vm[q][w];                                                       \
-                const int64_t i = vix[q][w];                                                \
-                if (FIRST_BEFORE(m, bm, min, nan_first) ||                                  \
-                    (!FIRST_BEFORE(bm, m, min, nan_first) && i < best)) {                   \
-                    bm = m;                                                                 \
-                    best = i;                                                               \
-                }                                                                           \
+        if (done > 0) {   /* merge the lanes by (key, index): the vectors, then a tree */   \
+            for (int q = 1; q < 4; q++) {                                                   \
+                const VI take = (VI)FIRST_BEFORE(vm[q], vm[0], min, nan_first) |            \
+                                ((VI)~FIRST_BEFORE(vm[0], vm[q], min, nan_first) &          \
+                                 (VI)(vix[q] < vix[0]));                                    \
+                vm[0] = (VT)(((VI)vm[q] & take) | ((VI)vm[0] & ~take));                     \
+                vix[0] = (vix[q] & take) | (vix[0] & ~take);                                \
             }                                                                               \
+            T lm[W];                                                                        \
+            IT li[W];                                                                       \
+            memcpy(lm, &vm[0], sizeof lm);                                                  \
+            memcpy(li, &vix[0], sizeof li);                                                 \
+            for (int h = W / 2; h >= 1; h /= 2)                                             \
+                for (int w = 0; w < h; w++)                                                 \
+                    if (FIRST_BEFORE(lm[w + h], lm[w], min, nan_first) ||                   \
+                        (!FIRST_BEFORE(lm[w], lm[w + h], min, nan_first) && li[w + h] < li[w])) {\
+                        lm[w] = lm[w + h];                                                  \
+                        li[w] = li[w + h];                                                  \
+                    }                                                                       \
+            bm = lm[0];                                                                     \
+            best = li[0];                                                                   \
+        }                                                                                   \
         for (int64_t k = done; k < n; k++)   /* after every lane's index */                \
             if (FIRST_BEFORE(r[k], bm, min, nan_first)) {                                   \
                 bm = r[k];                                                                  \
