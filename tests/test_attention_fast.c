@@ -14,6 +14,7 @@
 
 #include "helpers.h"
 #include "ops/attention_internal.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -165,11 +166,11 @@ Test(attention_fast, matches_taped_path_f32_and_f64)
 Test(attention_fast, every_exp_width_matches_the_taped_path)
 {
     for (int w = 1; w <= 3; w++) {
-        tg__attention_fast_set_exp(w);
+        tg__exp_width_force(w);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             check_case(&cases[i], TG_F32, 600 + i);
     }
-    tg__attention_fast_set_exp(0);
+    tg__exp_width_force(0);
 }
 
 Test(attention_fast, matches_taped_path_for_1_to_8_heads)

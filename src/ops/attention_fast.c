@@ -9,22 +9,22 @@
  *
  * The arithmetic is the taped path's (src/ops/attention.c): q divided by
  * sqrt(E) in double and rounded to the dtype (tg_div_scalar), the mask
- * added in the dtype, softmax in double rounded once with the row's
- * maximum subtracted (src/ops/softmax.c), the same GEMM calls on the same
- * layouts.  Two things may differ: OpenBLAS may run a block of R rows on
- * another kernel than the taped path's L rows, adding each element's
- * products in another order, and f32 rows take the vectorized exp below
- * and four partial sums (the last bits of double).  The results agree to a
- * few ulps of the dtype (tests/test_attention_fast.c: 1e-6 relative in
- * f32, 1e-12 in f64).  A row whose scores are all -inf, or that holds +inf
- * or NaN, has x - max = NaN somewhere and gives a NaN row, as the taped
- * softmax does. */
+ * added in the dtype, softmax as src/ops/softmax.c computes a row (in
+ * double, the row's maximum subtracted, rounded once; f32 rows with the
+ * vectorized exp of src/ops/softmax_rows.c), the same GEMM calls on the
+ * same layouts.  OpenBLAS may run a block of R rows on another kernel than
+ * the taped path's L rows, adding each element's products in another
+ * order, so the results agree to a few ulps of the dtype
+ * (tests/test_attention_fast.c: 1e-6 relative in f32, 1e-12 in f64).  A
+ * row whose scores are all -inf, or that holds +inf or NaN, has x - max =
+ * NaN somewhere and gives a NaN row, as the taped softmax does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "ops/attention_internal.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/registry.h"
 
@@ -56,153 +56,6 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
     return true;
 }
 
-/* ---- exp in double, four or eight lanes at a time ---- */
-
-/* e^t for t <= 0 (and -inf: 0; NaN: NaN) in each lane, relative error
- * under 1e-12 (for f32 rows, whose probabilities are rounded to 24 bits):
- * t = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi is
- * exact), e^t = 2^k (1 + p(r)), p(r) = expm1(r) by its Taylor series to
- * r^10 / 10! (truncated below 3e-13 relative), 2^k from the low bits of
- * t / ln2 rounded by the magic constant (src/ops/activation.c's exp_parts).
- * Below -708, where 2^k would be subnormal, 0: a probability under
- * 1e-307, 0 in f32.  GCC's vector extensions, so that the AVX2 and
- * AVX-512 clones below run it on 256- and 512-bit registers whatever the
- * optimization level; every lane takes the same operations, so the widths
- * give the same bits.  Vectors go by pointer (no ABI that depends on AVX).
- * EXP_NONPOS(name, VD, VI) defines name(double *e), in place on one vector
- * of VD (doubles) with VI (int64) lanes: exp_nonpos4 and exp_nonpos8. */
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4i __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
-typedef int64_t v8i __attribute__((vector_size(64)));
-
-#define EXP_NONPOS(name, VD, VI)                                                          \
-    static inline __attribute__((always_inline)) void name(double *e)                   \
-    {                                                                                     \
-        VD t;                                                                             \
-        memcpy(&t, e, sizeof t);                                                          \
-        const VI tiny = t < -708.0;           /* all ones where true; false for NaN */    \
-        const VD x = (VD)((VI)t & ~tiny);     /* 0 there, so nothing overflows */         \
-        const VD km = x * 0x1.71547652b82fep0 + 0x1.8p52;   /* round(x / ln2), low bits */ \
-        const VD kd = km - 0x1.8p52;                                                      \
-        const VD r = (x - kd * 0x1.62e42fefa0000p-1) - kd * 0x1.cf79abc9e3b3ap-40;         \
-        VD p = r * (1.0 / 3628800.0) + 1.0 / 362880.0;                                    \
-        p = p * r + 1.0 / 40320.0;                                                        \
-        p = p * r + 1.0 / 5040.0;                                                         \
-        p = p * r + 1.0 / 720.0;                                                          \
-        p = p * r + 1.0 / 120.0;                                                          \
-        p = p * r + 1.0 / 24.0;                                                           \
-        p = p * r + 1.0 / 6.0;                                                            \
-        p = p * r + 0.5;                                                                  \
-        p = p * r * r + r;                                                                \
-        const VI sb = (((VI)km + 1023) & 0x7FF) << 52;   /* k's low bits, biased */       \
-        const VD y = (VD)sb * (1.0 + p);                                                  \
-        t = (VD)((VI)y & ~tiny);                                                          \
-        memcpy(e, &t, sizeof t);                                                          \
-    }
-EXP_NONPOS(exp_nonpos4, v4d, v4i)
-EXP_NONPOS(exp_nonpos8, v8d, v8i)
-
-/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 or NaN, W lanes at a time;
- * the last n % W in a padded vector, so every element takes the same
- * operations.  EXP_RUN(name, W, fn) defines name(e, n): exp_run4, exp_run8. */
-#define EXP_RUN(name, W, fn)                                                              \
-    static inline __attribute__((always_inline)) void name(double *e, int64_t n)        \
-    {                                                                                     \
-        int64_t i = 0;                                                                    \
-        for (; i + (W) <= n; i += (W)) fn(e + i);                                         \
-        if (i < n) {                                                                      \
-            double t[W] = {0.0};                                                          \
-            memcpy(t, e + i, (size_t)(n - i) * sizeof *e);                                \
-            fn(t);                                                                        \
-            memcpy(e + i, t, (size_t)(n - i) * sizeof *e);                                \
-        }                                                                                 \
-    }
-EXP_RUN(exp_run4, 4, exp_nonpos4)
-EXP_RUN(exp_run8, 8, exp_nonpos8)
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) static void exp_run_avx2(double *e, int64_t n)
-{
-    exp_run4(e, n);
-}
-__attribute__((target("avx512f"))) static void exp_run_avx512(double *e, int64_t n)
-{
-    exp_run8(e, n);
-}
-#else
-static void exp_run_avx2(double *e, int64_t n) { exp_run4(e, n); }
-static void exp_run_avx512(double *e, int64_t n) { exp_run4(e, n); }
-#endif
-
-/* x[i] = e[i] / s rounded to f32, for i < n: the probabilities of an f32
- * row, in a loop that GCC vectorizes, cloned for the wider registers. */
-static inline __attribute__((always_inline)) void probs_f32(float *x, const double *e, double s,
-                                                            int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) x[i] = (float)(e[i] / s);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) static void probs_f32_avx2(float *x, const double *e, double s,
-                                                           int64_t n)
-{
-    probs_f32(x, e, s, n);
-}
-__attribute__((target("avx512f"))) static void probs_f32_avx512(float *x, const double *e,
-                                                                double s, int64_t n)
-{
-    probs_f32(x, e, s, n);
-}
-#else
-static void probs_f32_avx2(float *x, const double *e, double s, int64_t n)
-{
-    probs_f32(x, e, s, n);
-}
-static void probs_f32_avx512(float *x, const double *e, double s, int64_t n)
-{
-    probs_f32(x, e, s, n);
-}
-#endif
-
-/* The exp's width. */
-typedef enum { EXP_AUTO, EXP_PLAIN, EXP_AVX2, EXP_AVX512 } exp_kind;
-
-static _Thread_local exp_kind exp_forced;   /* tests: tg__attention_fast_set_exp */
-
-void tg__attention_fast_set_exp(int width)
-{
-    exp_forced = width >= EXP_PLAIN && width <= EXP_AVX512 ? (exp_kind)width : EXP_AUTO;
-}
-
-/* The width of this thread's calls: the widest this CPU runs, or the
- * tests' choice when the CPU runs it. */
-static exp_kind exp_width(void)
-{
-    const exp_kind best = tg__cpu_has_avx512bw() ? EXP_AVX512
-                          : tg__cpu_has_half_simd() ? EXP_AVX2
-                                                    : EXP_PLAIN;
-    return exp_forced != EXP_AUTO && exp_forced <= best ? exp_forced : best;
-}
-
-/* e[i] = exp(e[i]) for e[i] <= 0, in place; then their sum. */
-static double exp_sum(double *e, int64_t n, exp_kind kind)
-{
-    if (kind == EXP_AVX512) exp_run_avx512(e, n);
-    else if (kind == EXP_AVX2) exp_run_avx2(e, n);
-    else exp_run4(e, n);
-    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a0 += e[i];
-        a1 += e[i + 1];
-        a2 += e[i + 2];
-        a3 += e[i + 3];
-    }
-    for (; i < n; i++) a0 += e[i];
-    return (a0 + a1) + (a2 + a3);
-}
-
 /* ---- the job ---- */
 
 /* q, k or v: matrix b's row i starts at element base + i0 ls[0] + i1 ls[1]
@@ -215,7 +68,7 @@ typedef struct operand {
 
 typedef struct fast_job {
     tg_dtype dt;                 /* TG_F32 or TG_F64 */
-    exp_kind exp;                /* the exp's width */
+    tg__exp_width exp;           /* the f32 rows' exp's width */
     int64_t lead1;               /* the second leading extent (1 without one) */
     int64_t L, S, E, Ev;
     int64_t rows, nqb, units, per;   /* block rows, blocks per matrix, blocks, per task */
@@ -294,10 +147,8 @@ static void mask_row(const fast_job *j, void *row, int64_t b, int64_t l)
 }
 
 /* softmax of one row of S scores in place, in double (e: S doubles of
- * scratch), rounded once to the dtype.  f64 rows take libm's exp and one
- * running sum, as src/ops/softmax.c; f32 rows the vectorized exp and four
- * partial sums, whose differences in double's last bits rarely survive the
- * rounding to f32. */
+ * scratch), rounded once to the dtype, as src/ops/softmax.c: f64 rows with
+ * libm's exp and one running sum, f32 rows by src/ops/softmax_rows.c. */
 static void softmax_row(const fast_job *j, void *row, double *e)
 {
     const int64_t S = j->S;
@@ -312,14 +163,7 @@ static void softmax_row(const fast_job *j, void *row, double *e)
         }
         for (int64_t c = 0; c < S; c++) x[c] = e[c] / s;
     } else {
-        float *x = row, m = -INFINITY;
-        for (int64_t c = 0; c < S; c++)
-            if (x[c] > m) m = x[c];
-        for (int64_t c = 0; c < S; c++) e[c] = (double)x[c] - (double)m;
-        const double s = exp_sum(e, S, j->exp);
-        if (j->exp == EXP_AVX512) probs_f32_avx512(x, e, s, S);
-        else if (j->exp == EXP_AVX2) probs_f32_avx2(x, e, s, S);
-        else probs_f32(x, e, s, S);
+        tg__softmax_row_f32(row, row, S, false, e, j->exp);
     }
 }
 
@@ -366,7 +210,7 @@ static int fast_task(void *p, int64_t t)
     const size_t es = tg_dtype_size(j->dt);
     void *qs = tg__work_alloc((size_t)(j->rows * j->E) * es);
     void *sc = tg__work_alloc((size_t)(j->rows * j->S) * es);
-    double *e = tg__work_alloc((size_t)j->S * sizeof *e);
+    double *e = tg__work_alloc((size_t)(j->S + TG__EXP_PAD) * sizeof *e);
     int rc = TG_OK;
     if (!qs || !sc || !e) {
         rc = tg__error(TG_ENOMEM, "scaled_dot_product_attention: out of memory for a block of "
@@ -407,7 +251,7 @@ int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor 
 {
     const int nd = q->ndim;
     TG_ASSERT(y->ndim == nd && y->dtype == q->dtype && out_fits(y));
-    fast_job j = {.dt = q->dtype, .exp = exp_width(),
+    fast_job j = {.dt = q->dtype, .exp = tg__exp_width_get(),
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
     j.scale = sqrt((double)j.E);

@@ -40,9 +40,4 @@ int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor 
 /* The number of tg__attention_fast and tg__attention_fast_into calls that this thread has made. */
 uint64_t tg__attention_fast_calls(void);
 
-/* Tests: the width of the f32 rows' exp in this thread's calls: 0 the
- * widest this CPU runs (the default), 1 plain C, 2 AVX2, 3 AVX-512; a
- * width this CPU does not run is not taken. */
-void tg__attention_fast_set_exp(int width);
-
 #endif

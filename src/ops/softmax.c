@@ -5,7 +5,9 @@
  * maximum keeps every exp(x - m) <= 1, so nothing overflows at |x| = 1000):
  *   softmax(x)_c     = exp(x_c - m) / s,   s = sum_k exp(x_k - m)
  *   log_softmax(x)_c = (x_c - m) - log(s)
- * computed in double and rounded once to x's dtype (f16/bf16 too).  A row
+ * computed in double and rounded once to x's dtype (f16/bf16 too; f32 rows
+ * along the last dim with the vectorized exp of src/ops/softmax_rows.c,
+ * within 1e-12 relative of libm's before the rounding).  A row
  * of -inf, or one holding +inf or NaN, has x - m = NaN somewhere and is NaN
  * throughout, as in PyTorch, which subtracts the maximum too.
  *
@@ -34,6 +36,7 @@
 #include "autograd/tape.h"
 #include "ops/families.h"
 #include "ops/shape_internal.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct softmax_params {
@@ -94,6 +97,12 @@ static void forward_slab(double *v, double *m, double *s, int64_t C, int64_t inn
 static void softmax_backward_slab(const double *y, double *g, double *s, int64_t C,
                                   int64_t inner)
 {
+    if (inner == 1) {   /* one row: the sum in a register */
+        double sum = 0.0;
+        for (int64_t c = 0; c < C; c++) sum += g[c] * y[c];
+        for (int64_t c = 0; c < C; c++) g[c] = y[c] * (g[c] - sum);
+        return;
+    }
     for (int64_t i = 0; i < inner; i++) s[i] = 0.0;
     for (int64_t c = 0; c < C; c++)
         for (int64_t i = 0; i < inner; i++) s[i] += g[c * inner + i] * y[c * inner + i];
@@ -109,6 +118,18 @@ static void softmax_backward_slab(const double *y, double *g, double *s, int64_t
  * m is 3 inner doubles of scratch. */
 static void log_softmax_backward_slab(double *x, double *g, double *m, int64_t C, int64_t inner)
 {
+    if (inner == 1) {   /* one row: the maximum and sums in registers */
+        double mx = -INFINITY, s = 0.0, sg = 0.0;
+        for (int64_t c = 0; c < C; c++)
+            if (x[c] > mx) mx = x[c];
+        for (int64_t c = 0; c < C; c++) {
+            x[c] = exp(x[c] - mx);
+            s += x[c];
+            sg += g[c];
+        }
+        for (int64_t c = 0; c < C; c++) g[c] -= x[c] * (sg / s);
+        return;
+    }
     double *s = m + inner, *sg = s + inner;
     for (int64_t i = 0; i < inner; i++) {
         m[i] = -INFINITY;
@@ -164,7 +185,7 @@ static int softmax_task(void *p, int64_t t)
 {
     const softmax_job *j = p;
     const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
-    double *va = tg__work_alloc((size_t)slab * sizeof *va);
+    double *va = tg__work_alloc((size_t)(slab + TG__EXP_PAD) * sizeof *va);
     double *vb = j->backward ? tg__work_alloc((size_t)slab * sizeof *vb) : NULL;
     double *m = tg__work_alloc((size_t)(3 * j->inner) * sizeof *m);
     int rc = TG_OK;
@@ -174,8 +195,20 @@ static int softmax_task(void *p, int64_t t)
         goto done;
     }
     const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
+    /* f32 rows along the last dim: src/ops/softmax_rows.c, read and written in f32 */
+    const bool rows = j->dt == TG_F32 && j->inner == 1;
+    const tg__exp_width w = rows ? tg__exp_width_get() : TG__EXP_AUTO;
     for (int64_t o = t * j->per; o < end; o++) {
         const int64_t at = o * slab * esz;
+        if (rows) {
+            const float *a = (const float *)(j->a + at);
+            float *y = (float *)(j->out + at);
+            const float *g = (const float *)(j->b + at);
+            if (j->backward && j->log_) tg__log_softmax_backward_row_f32(a, g, y, j->C, va, w);
+            else if (j->backward) tg__softmax_backward_row_f32(a, g, y, j->C);
+            else tg__softmax_row_f32(a, y, j->C, j->log_, va, w);
+            continue;
+        }
         load_f64(j->dt, j->a + at, va, slab);
         if (j->backward) {
             load_f64(j->dt, j->b + at, vb, slab);

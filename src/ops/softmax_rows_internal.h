@@ -1,0 +1,39 @@
+/* src/ops/softmax_rows_internal.h - softmax, log_softmax and log_softmax's
+ * backward of one contiguous f32 row in double with a vectorized exp
+ * (src/ops/softmax_rows.c), for softmax.c's kernels and the fused
+ * attention.  Internal to src/ops. */
+#ifndef TAPEGRAD_OPS_SOFTMAX_ROWS_INTERNAL_H
+#define TAPEGRAD_OPS_SOFTMAX_ROWS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The exp's vector width: plain C (four lanes), AVX2, AVX-512. */
+enum { TG__EXP_PAD = 8 };   /* doubles of scratch past a row's n */
+typedef enum { TG__EXP_AUTO, TG__EXP_PLAIN, TG__EXP_AVX2, TG__EXP_AVX512 } tg__exp_width;
+
+/* The width of this thread's calls: the widest this CPU runs, or the one
+ * tg__exp_width_force chose when the CPU runs it. */
+tg__exp_width tg__exp_width_get(void);
+
+/* Tests: 0 the widest this CPU runs (the default), 1 plain C, 2 AVX2,
+ * 3 AVX-512, for this thread; a width this CPU does not run is not taken. */
+void tg__exp_width_force(int width);
+
+/* y = softmax(x) (log_: log_softmax(x)) of the n values of x; y may be x.
+ * e: n + TG__EXP_PAD doubles of scratch. */
+void tg__softmax_row_f32(const float *x, float *y, int64_t n, bool log_, double *e,
+                         tg__exp_width w);
+
+/* dx = g - softmax(x) sum(g): log_softmax's backward from its input x and
+ * the gradient g, n values each; dx may be g.  e: n + TG__EXP_PAD doubles
+ * of scratch. */
+void tg__log_softmax_backward_row_f32(const float *x, const float *g, float *dx, int64_t n,
+                                      double *e, tg__exp_width w);
+
+/* dx = y (g - sum(g y)): softmax's backward from its output y and the
+ * gradient g, n values each, the sum in double (eight partial sums) and
+ * each dx rounded once; dx may be g. */
+void tg__softmax_backward_row_f32(const float *y, const float *g, float *dx, int64_t n);
+
+#endif
