@@ -52,7 +52,7 @@ typedef struct norm_job {
  * Instantiated as act_rows_f32, norm_rows_f32, act_rows_f64 and
  * norm_rows_f64. */
 #define ROWS_KERNELS(T, SUF)                                                                    \
-    static void act_rows_##SUF(void *job, int64_t r0, int64_t r1)                              \
+    static void act_rows_##SUF(void *job, int64_t r0, int64_t r1)                               \
     {                                                                                           \
         const act_job *q = job;                                                                 \
         const T *b = q->b;                                                                      \
@@ -67,9 +67,9 @@ typedef struct norm_job {
         }                                                                                       \
     }                                                                                           \
                                                                                                 \
-    /* sum over i of (p[i] - m)^2 (sq) or of p[i] - m: acc[i mod 4] in double, */             \
+    /* sum over i of (p[i] - m)^2 (sq) or of p[i] - m: acc[i mod 4] in double, */               \
     /* (acc0 + acc1) + (acc2 + acc3), as tg__bn_stats's bn_sum */                               \
-    static double row_sum_##SUF(const T *p, int64_t n, double m, bool sq)                      \
+    static double row_sum_##SUF(const T *p, int64_t n, double m, bool sq)                       \
     {                                                                                           \
         double acc[4] = {0, 0, 0, 0};                                                           \
         int64_t i = 0;                                                                          \
@@ -85,7 +85,7 @@ typedef struct norm_job {
         return (acc[0] + acc[1]) + (acc[2] + acc[3]);                                           \
     }                                                                                           \
                                                                                                 \
-    static void norm_rows_##SUF(void *job, int64_t r0, int64_t r1)                             \
+    static void norm_rows_##SUF(void *job, int64_t r0, int64_t r1)                              \
     {                                                                                           \
         const norm_job *q = job;                                                                \
         const int64_t n = q->n;                                                                 \
@@ -93,8 +93,9 @@ typedef struct norm_job {
         for (int64_t r = r0; r < r1; r++) {                                                     \
             T *h = (T *)q->h + r * n;                                                           \
             const T *res = q->res ? (const T *)q->res + r * n : NULL;                           \
-            /* s where a later step reads it: sum, else ln, else h itself */                    \
-            T *s = q->sum ? (T *)q->sum + r * n : q->ln ? (T *)q->ln + r * n : h;               \
+            /* s where a later step reads it: sum; h itself when nothing is added */            \
+            T *s = q->sum ? (T *)q->sum + r * n                                                 \
+                   : !bias && !res ? h : q->ln ? (T *)q->ln + r * n : h;                        \
             if (bias && res)                                                                    \
                 for (int64_t i = 0; i < n; i++) s[i] = res[i] + (h[i] + bias[i]);               \
             else if (bias)                                                                      \
@@ -104,7 +105,7 @@ typedef struct norm_job {
             else if (s != h)                                                                    \
                 for (int64_t i = 0; i < n; i++) s[i] = h[i];                                    \
             if (!q->ln) continue;                                                               \
-            const double mean = row_sum_##SUF(s, n, 0.0, false) / (double)n;                   \
+            const double mean = row_sum_##SUF(s, n, 0.0, false) / (double)n;                    \
             const double var = row_sum_##SUF(s, n, mean, true) / (double)n;                     \
             const T mu = (T)mean, inv = (T)(1.0 / sqrt(var + q->eps));                          \
             T *o = (T *)q->ln + r * n;                                                          \
