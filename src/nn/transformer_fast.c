@@ -14,8 +14,8 @@
  * out_proj (tg__nn_mha_self_attend), each product one GEMM and each "one
  * pass" one walk over the rows (src/ops/rows_fused.c).  The op by op path
  * makes a tensor and a pass for each bias, activation, residual add and
- * LayerNorm; here four tensors serve the layer (A, H, N, Fh) and nothing
- * is recorded.  Dropouts are identities in eval.  The numbers are the op
+ * LayerNorm; here A, H, Fh (and N with norm_first) serve the layer and
+ * nothing is recorded.  Dropouts are identities in eval.  The numbers are the op
  * by op path's steps, except that a bias is added after the GEMM's sum
  * instead of before it (the last bit may differ) and that the GEMMs may
  * block their sums otherwise; tests/test_encoder_fast.c holds the two to
