@@ -1,5 +1,6 @@
 /* src/ops/activation_internal.h - the half-precision activation kernels of
- * activation_half.c, used by activation.c. */
+ * activation_half.c, used by activation.c, and gelu's value of an element,
+ * which activation.c and rows_fused.c share. */
 #ifndef TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 #define TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 
