@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tapegrad/attention.h"
 #include "tapegrad/nn.h"
 #include "tapegrad/tensor.h"
 
@@ -24,7 +25,25 @@
 int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor *mask,
                          int64_t heads, bool batch_first);
 
-/* The number of tg__nn_mha_self_fast calls that this thread has made. */
+/* The same up to out_proj: *out (new) = O (T, E), contiguous, the heads'
+ * outputs in x's row order (x's contiguous copy when x is strided), which
+ * out_proj takes as its input. */
+int tg__nn_mha_self_heads(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor *mask,
+                          int64_t heads, bool batch_first);
+
+/* The number of fused self-attentions (tg__nn_mha_self_fast and
+ * tg__nn_mha_self_heads calls) that this thread has made. */
 uint64_t tg__nn_mha_self_fast_calls(void);
+
+/* For a module that runs MultiheadAttention m's self-attention of x itself
+ * (src/nn/transformer_fast.c): the forward's checks of x as query, key and
+ * value and of fo's masks (its errors), then *fused: whether the fused
+ * self-attention applies (the forward's own rule, no weights wanted). */
+int tg__nn_mha_self_check(tg_module *m, tg_tensor *x, const tg_nn_mha_forward_opts *fo,
+                          bool *fused);
+/* *out (new) = tg__nn_mha_self_heads of x with fo's masks merged as the
+ * forward merges them; only after tg__nn_mha_self_check said fused. */
+int tg__nn_mha_self_attend(tg_tensor **out, tg_module *m, tg_tensor *x,
+                           const tg_nn_mha_forward_opts *fo);
 
 #endif

@@ -380,6 +380,27 @@ static bool self_fast_applies(tg_module *m, const mha_state *s, bool weights,
     return true;
 }
 
+int tg__nn_mha_self_check(tg_module *m, tg_tensor *x, const tg_nn_mha_forward_opts *fo,
+                          bool *fused)
+{
+    TG_ASSERT(m->vt == &mha_vt);
+    TG_TRY(check_inputs(m, x, x, x, fo));
+    *fused = self_fast_applies(m, m->state, false, (tg_tensor *[]){x, x, x}, fo);
+    return TG_OK;
+}
+
+int tg__nn_mha_self_attend(tg_tensor **out, tg_module *m, tg_tensor *x,
+                           const tg_nn_mha_forward_opts *fo)
+{
+    const mha_state *s = m->state;
+    const int64_t n = x->ndim == 3 ? x->shape[s->o.batch_first ? 0 : 1] : 1;
+    tg_tensor *mask = NULL;
+    TG_TRY(make_mask(&mask, s, fo, x->dtype, n, 0));
+    int rc = tg__nn_mha_self_heads(out, m, x, mask, s->num_heads, s->o.batch_first);
+    tg_tensor_release(mask);
+    return rc;
+}
+
 /* The forward, the inputs checked (check_inputs), run at library depth:
  * *out, and *weights when weights is not NULL. */
 static int run(tg_module *m, tg_tensor **out, tg_tensor **weights, tg_tensor *const qkv[3],

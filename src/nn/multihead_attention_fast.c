@@ -36,8 +36,8 @@ static int mask_4d(tg_tensor **out, tg_tensor *mask, int64_t n, int64_t heads)
     return tg_reshape(out, mask, 4, s4);
 }
 
-int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor *mask,
-                         int64_t heads, bool batch_first)
+int tg__nn_mha_self_heads(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor *mask,
+                          int64_t heads, bool batch_first)
 {
     const bool batched = x->ndim == 3, bf = !batched || batch_first;
     const int64_t e = x->shape[x->ndim - 1];
@@ -45,7 +45,7 @@ int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor 
     const int64_t n = bf ? a0 : a1, len = bf ? a1 : a0, d = e / heads, rows = a0 * a1;
     const int64_t rn = bf ? a1 : 1, rl = bf ? 1 : a1;   /* row steps of n and l */
     const tg_dtype dt = x->dtype;
-    enum { XC, X2, P, Q, K, V, M4, OB, O, Y, N_TMP };
+    enum { XC, X2, P, Q, K, V, M4, OB, O, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc;
     TG_TRY_GOTO(tg_contiguous(&t[XC], x));   /* x itself when contiguous */
@@ -68,10 +68,21 @@ int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor 
         goto done;
     }
     TG_TRY_GOTO(tg__attention_fast_into(t[O], t[Q], t[K], t[V], t[M4]));
-    TG_TRY_GOTO(tg_module_forward(tg_module_child(m, "out_proj"), &t[Y], t[OB]));
-    rc = tg_reshape(out, t[Y], x->ndim, x->shape);
-    if (rc >= 0) self_fast_calls++;
+    *out = tg_tensor_retain(t[OB]);
+    self_fast_calls++;
 done:
     for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+int tg__nn_mha_self_fast(tg_tensor **out, tg_module *m, tg_tensor *x, tg_tensor *mask,
+                         int64_t heads, bool batch_first)
+{
+    tg_tensor *ob = NULL, *y = NULL;
+    TG_TRY(tg__nn_mha_self_heads(&ob, m, x, mask, heads, batch_first));
+    int rc = tg_module_forward(tg_module_child(m, "out_proj"), &y, ob);
+    if (rc >= 0) rc = tg_reshape(out, y, x->ndim, x->shape);
+    tg_tensor_release(ob);
+    tg_tensor_release(y);
     return rc;
 }

@@ -165,6 +165,9 @@ int tg__transformer_ff_block(tg_module *m, const char *drop, tg_tensor **y, tg_t
 static int run(tg_module *m, tg_tensor **y, tg_tensor *x, tg_tensor *mask, tg_tensor *kpm)
 {
     const bool pre = ((const tel_state *)m->state)->o.norm_first;
+    bool fused = false;   /* the inference path (transformer_fast.c) */
+    TG_TRY(tg__transformer_encoder_fast(m, pre, y, x, mask, kpm, &fused));
+    if (fused) return TG_OK;
     enum { N1, SA, X1, N2, FF, X2, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc;

@@ -1,9 +1,14 @@
 /* src/nn/transformer_internal.h - what the Transformer layers and stacks
- * share (transformer.c, transformer_decoder.c, transformer_stack.c). */
+ * share (transformer.c, transformer_decoder.c, transformer_stack.c,
+ * transformer_fast.c). */
 #ifndef TAPEGRAD_NN_TRANSFORMER_INTERNAL_H
 #define TAPEGRAD_NN_TRANSFORMER_INTERNAL_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "tapegrad/attention.h"
+#include "tapegrad/nn.h"
 
 /* t (named tname) of rank 3 or 2 with d features, and mem (mname) of t's
  * rank with d features; TG_ESHAPE naming them and fn otherwise. */
@@ -40,5 +45,22 @@ int tg__transformer_attn_block(tg_module *m, const char *attn, const char *drop,
 /* *y = drop(linear2(dropout(activation(linear1(x))))) with layer m's
  * children of those names. */
 int tg__transformer_ff_block(tg_module *m, const char *drop, tg_tensor **y, tg_tensor *x);
+
+/* TransformerEncoderLayer m's forward on the fused inference path
+ * (transformer_fast.c) when it applies, with *taken true; otherwise
+ * nothing done, TG_OK and *taken false, and the caller runs the modules.
+ * It applies when TG_ENCODER_FAST is not "0" in the environment, x is f32
+ * or f64 outside autocast, no gradient is recorded (grad mode off, or
+ * neither x, the masks nor a parameter requires one), the layer and every
+ * module in it are in eval with no computed weights (weight_norm,
+ * spectral_norm), its children are the modules it was made with (Linear,
+ * LayerNorm over E, Dropout, ReLU or GELU) with contiguous parameters of
+ * x's dtype, and MultiheadAttention's fused self-attention applies
+ * (tg__nn_mha_self_check; its mask checks' errors are returned).  x
+ * checked by the caller (rank 2 or 3, E features). */
+int tg__transformer_encoder_fast(tg_module *m, bool norm_first, tg_tensor **y, tg_tensor *x,
+                                 tg_tensor *mask, tg_tensor *kpm, bool *taken);
+/* The number of forwards that path has run on this thread (tests). */
+uint64_t tg__transformer_encoder_fast_calls(void);
 
 #endif

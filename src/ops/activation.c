@@ -46,13 +46,6 @@ static inline double sigmoid_d(double x)
     return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 
-/* gelu(x) = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x/sqrt2)) = 0.5 * erfc(-x/sqrt2);
- * the erfc form keeps precision for large negative x where 1 + erf cancels. */
-static inline double gelu_d(double x)
-{
-    return 0.5 * x * erfc(-x * M_SQRT1_2);
-}
-
 /* a < 0 ? 0 : a, as torch's clamp_min(a, 0): NaN and -0.0 stay. */
 TG_EW_UNARY_KERNEL(k_relu, a < 0 ? 0 : a)
 /* (a times 1 is a: branch-free, see k_masked_grad) */
@@ -222,7 +215,7 @@ static void k_silu(tg_dtype cdt, void *out, const void *a, const void *b, int64_
     (void)b, (void)s;
     sigmoid_kernel(cdt, out, a, n, true);
 }
-TG_EW_UNARY_KERNEL(k_gelu, gelu_d(a))
+TG_EW_UNARY_KERNEL(k_gelu, tg__gelu_d(a))
 /* d leaky_relu = 1 where a > 0, slope elsewhere (NaN: the slope), as
  * PyTorch's leaky_relu_backward (a > 0 ? g : g * slope). */
 TG_EW_UNARY_KERNEL(k_leaky_mask, a > 0 ? 1.0 : s)

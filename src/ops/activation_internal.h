@@ -1,9 +1,21 @@
 /* src/ops/activation_internal.h - the half-precision activation kernels of
- * activation_half.c, used by activation.c. */
+ * activation_half.c, used by activation.c, and gelu's value of an element,
+ * which activation.c and rows_fused.c share. */
 #ifndef TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 #define TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 
+#include <math.h>
+
 #include "core/core.h"
+
+/* gelu(x) = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x/sqrt2)) = 0.5 * erfc(-x/sqrt2);
+ * the erfc form keeps precision for large negative x where 1 + erf cancels.
+ * tg_gelu's value of each element (in double, rounded once to the dtype);
+ * src/ops/rows_fused.c applies it too. */
+static inline double tg__gelu_d(double x)
+{
+    return 0.5 * x * erfc(-x * M_SQRT1_2);
+}
 
 /* relu, leaky_relu (slope s) and their one-pass gradients, leaky_relu's
  * g * (a > 0 ? 1 : s) and relu's g * (a <= 0 ? 0 : 1), on n contiguous halves of
