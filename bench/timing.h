@@ -1,5 +1,5 @@
 /* bench/timing.h - what the one-call timing tools (bench/pool,
- * bench/indexing, bench/softmax) share: a dtype's name, and timing a call. */
+ * bench/indexing, bench/rows) share: a dtype's name, and timing a call. */
 #ifndef TAPEGRAD_BENCH_TIMING_H
 #define TAPEGRAD_BENCH_TIMING_H
 

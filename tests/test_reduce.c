@@ -9,6 +9,7 @@
 
 #include "helpers.h"
 #include "core/core.h"
+#include "ops/reduce_internal.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
@@ -152,6 +153,69 @@ Test(reduce, sum_dims_of_many_outputs_is_row_major_order_bit_for_bit)
             }
             th_release_all(4, (tg_tensor *[]){a, p, pc, sd});
         }
+}
+
+/* The documented order of an f32 run of 64 or more: term k into lane k % 32,
+ * the lanes met pairwise (lane l + w into lane l, w = 16, 8, 4, 2, 1). */
+static double lanes_want(const float *x, int64_t n)
+{
+    double s[32] = {0.0};
+    for (int64_t k = 0; k < n; k++) s[k % 32] += (double)x[k];
+    for (int w = 16; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) s[l] += s[l + w];
+    return s[0];
+}
+
+/* f32 runs of 64 or more sum in 32 lanes, the same bits in every vector
+ * width this CPU runs: values spanning 2^60, where any other order of the
+ * double adds shows in the result. */
+Test(reduce, f32_runs_sum_in_32_lanes_in_every_width)
+{
+    static const int64_t ns[] = {1, 31, 63, 64, 65, 100, 1000, 4099};
+    static const char *const names[] = {"", "plain", "AVX2", "AVX-512"};
+    static float x[4099];
+    uint64_t st = 77;
+    for (int i = 0; i < 4099; i++)
+        x[i] = (float)ldexp(th_uniform_pm1(&st), (i * 13) % 61 - 30);
+    int widths = 0;
+    for (int w = 1; w <= 3; w++) {
+        tg__reduce_lanes_force(w);
+        if (tg__reduce_lanes_width() != w) {
+            th_not_run("the %s f32 sum lanes are not run: this CPU lacks them", names[w]);
+            continue;
+        }
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+            cr_assert(eq(dbl, tg__reduce_lanes_f32(x, ns[i]), lanes_want(x, ns[i])),
+                      "%s n=%lld", names[w], (long long)ns[i]);
+        widths++;
+    }
+    tg__reduce_lanes_force(0);
+    cr_assert(widths >= 1, "no width ran");
+}
+
+/* sum, mean and a sum over the last dim of f32 take the lanes for runs of
+ * 64 or more and one running sum below: 2^60 + 1 - 2^60 is 1 in lanes (the
+ * 1 in a lane of its own) and 0 in one running sum. */
+Test(reduce, f32_sums_take_the_lanes_from_runs_of_64)
+{
+    for (int64_t n = 63; n <= 64; n++) {
+        float v[64] = {0};
+        v[0] = 0x1p60f;
+        v[1] = 1.0f;
+        v[n == 64 ? 32 : 62] = -0x1p60f;   /* in lane 0 with 2^60 when n is 64 */
+        const double want = n == 64 ? 1.0 : 0.0;
+        tg_tensor *x = NULL, *s = NULL, *m = NULL, *sd = NULL;
+        cr_assert(eq(int, tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){1, n}), TG_OK));
+        memcpy(tg_tensor_data(x), v, (size_t)n * sizeof *v);
+        cr_assert(eq(int, tg_sum(&s, x), TG_OK));
+        cr_assert(eq(int, tg_mean(&m, x), TG_OK));
+        cr_assert(eq(int, tg_sum_dims(&sd, x, 1, (int[]){1}, false), TG_OK));
+        cr_assert(eq(dbl, th_at(s, 0), want), "sum of %lld", (long long)n);
+        cr_assert(eq(dbl, th_at(m, 0), (double)(float)(want / (double)n)), "mean of %lld",
+                  (long long)n);
+        cr_assert(eq(dbl, th_at(sd, 0), want), "sum over the last dim of %lld", (long long)n);
+        th_release_all(4, (tg_tensor *[]){x, s, m, sd});
+    }
 }
 
 /* mean of an integer tensor is an error in torch too ("could not infer output

@@ -74,6 +74,21 @@ static void tg__copy_run(tg_dtype from, const void *src, int64_t si, int64_t ss,
             memmove(d + di * (int64_t)sz, s + si * (int64_t)sz, (size_t)n * sz);
             return;
         }
+        /* One element repeated into a contiguous run (a broadcast gradient
+         * made whole): a fill that the compiler vectorizes. */
+#define TG__FILL(T)                                                           \
+    do {                                                                      \
+        const T v_ = ((const T *)src)[si];                                    \
+        T *d_ = (T *)dst + di;                                                \
+        for (int64_t k = 0; k < n; k++) d_[k] = v_;                           \
+        return;                                                               \
+    } while (0)
+        if (ss == 0 && ds == 1) {
+            if (sz == 4) TG__FILL(uint32_t);
+            if (sz == 8) TG__FILL(uint64_t);
+            if (sz == 2) TG__FILL(uint16_t);
+        }
+#undef TG__FILL
         /* Word-sized element moves (storage is aligned to its element size). */
 #define TG__MOVE(T)                                                           \
     for (int64_t k = 0; k < n; k++) ((T *)dst)[di + k * ds] = ((const T *)src)[si + k * ss]; \

@@ -4,8 +4,9 @@
  * element is added into the output element whose flat index is
  * sum_d idx[d] * ostride[d], where ostride[d] is 0 for a reduced dim and the
  * output's contiguous stride of that dim otherwise; sums accumulate in
- * double and are rounded once, in an order that does not depend on the
- * thread count.
+ * double and are rounded once, in an order that depends on the shape alone
+ * (not on the thread count or the CPU): row-major, except that a
+ * contiguous f32 run of 64 or more terms goes into 32 interleaved lanes.
  *
  * Integer inputs: sum and sum_dims give an exact int64 (reduce_int.c), as
  * torch; mean, mean_dims and sum_to_shape take float dtypes only.
@@ -48,23 +49,22 @@ static int all_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     return tg__reduce_float(out, a, 0, NULL, zero, p->mean ? 1.0 / numel : 1.0);
 }
 
-/* Expands g (the reduced shape) to the input's shape; scales by 1/N for means. */
+/* Expands g (the reduced shape) to the input's shape; scales by 1/N for
+ * means, before the expansion: the same quotient in every element, divided
+ * once per element of g, and the expanded gradient stays a broadcast view. */
 static int expand_back(tg_ctx *ctx, tg_tensor *g, bool mean, tg_tensor **grad)
 {
     const tg_meta *m = tg__ctx_input_meta(ctx, 0);
-    tg_tensor *e = NULL;
-    TG_TRY(tg_expand(&e, g, m->ndim, m->shape));
-    if (!mean) {
-        *grad = e;
-        return TG_OK;
-    }
+    if (!mean) return tg_expand(grad, g, m->ndim, m->shape);
     /* g / count, as PyTorch's mean backward divides (count is converted to
      * g's dtype first, as every scalar operand: multiplying by a rounded
      * 1/count would differ in half precision). */
     int64_t gn = tg__numel(g->ndim, g->shape), n = tg__numel(m->ndim, m->shape);
     double count = gn > 0 ? (double)n / (double)gn : 0.0;
-    int rc = tg_div_scalar(grad, e, count);
-    tg_tensor_release(e);
+    tg_tensor *q = NULL;
+    TG_TRY(tg_div_scalar(&q, g, count));
+    int rc = tg_expand(grad, q, m->ndim, m->shape);
+    tg_tensor_release(q);
     return rc;
 }
 

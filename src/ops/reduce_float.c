@@ -8,8 +8,10 @@
  * once into the output dtype; the order is fixed, so results do not depend
  * on the thread count.  f32/f64 inputs take reduce_fast, which reads a in
  * place and adds the same terms in the same order per output (bit-identical
- * results); outputs may be split over threads but each is summed by one
- * thread.  f16/bf16 inputs go through reduce_fast in small f32 pieces. */
+ * results), except that a contiguous f32 run of 64 or more terms along the
+ * innermost reduced dim is summed in lanes (below); outputs may be split
+ * over threads but each is summed by one thread.  f16/bf16 inputs go
+ * through reduce_fast in small f32 pieces. */
 #include <string.h>
 
 #include "core/core.h"
@@ -99,6 +101,59 @@ static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int
     for (int64_t k = 0; k < len; k++) buf[k] = (float)tg_dtype_load(dt, h, k * st);
 }
 
+/* ---- f32 runs in lanes ------------------------------------------------------------
+ *
+ * A contiguous run of f32 terms of at least LANES_MIN is summed in LANES
+ * interleaved double accumulators (term k into lane k % LANES), which meet
+ * pairwise at the end: a sum's order then depends on the run's length
+ * alone, so every vector width below gives the same bits, on any CPU and
+ * thread count; f64 runs keep one accumulator (row-major order, exact to
+ * the order of the terms). */
+enum { LANES = 32, LANES_MIN = 64 };
+
+static inline __attribute__((always_inline)) double lanes_body(const float *x, int64_t n)
+{
+    double s[LANES] = {0.0};
+    int64_t k = 0;
+    for (; k + LANES <= n; k += LANES)
+        for (int l = 0; l < LANES; l++) s[l] += (double)x[k + l];
+    for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) s[l] += s[l + w];
+    return s[0];
+}
+
+static double lanes_plain(const float *x, int64_t n) { return lanes_body(x, n); }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static double lanes_avx2(const float *x, int64_t n)
+{
+    return lanes_body(x, n);
+}
+__attribute__((target("avx512f"))) static double lanes_avx512(const float *x, int64_t n)
+{
+    return lanes_body(x, n);
+}
+#else
+static double lanes_avx2(const float *x, int64_t n) { return lanes_body(x, n); }
+static double lanes_avx512(const float *x, int64_t n) { return lanes_body(x, n); }
+#endif
+
+static _Thread_local int lanes_forced;   /* tests: tg__reduce_lanes_force */
+
+void tg__reduce_lanes_force(int width) { lanes_forced = width >= 1 && width <= 3 ? width : 0; }
+
+int tg__reduce_lanes_width(void)
+{
+    const int best = tg__cpu_has_avx512bw() ? 3 : tg__cpu_has_half_simd() ? 2 : 1;
+    return lanes_forced && lanes_forced <= best ? lanes_forced : best;
+}
+
+double tg__reduce_lanes_f32(const float *x, int64_t n)
+{
+    const int w = tg__reduce_lanes_width();
+    return w == 3 ? lanes_avx512(x, n) : w == 2 ? lanes_avx2(x, n) : lanes_plain(x, n);
+}
+
 /* Sum over the reduced dims r[0..nr) (row-major, nr >= 1) of a's elements
  * from pos[i] into out[i], for cnt outputs side by side: for a fixed kept
  * index that is exactly the subsequence reduce_kernel adds into that
@@ -122,6 +177,9 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
             const double *x = (const double *)data + off;
             for (int64_t k = 0; k < inner; k++)
                 for (int i = 0; i < cnt; i++) s[i] += x[pos[i] + k * ist];
+        } else if (dt == TG_F32 && ist == 1 && inner >= LANES_MIN) {
+            const float *x = (const float *)data + off;
+            for (int i = 0; i < cnt; i++) s[i] += tg__reduce_lanes_f32(x + pos[i], inner);
         } else if (dt == TG_F32) {
             const float *x = (const float *)data + off;
             for (int64_t k = 0; k < inner; k++)

@@ -1,15 +1,18 @@
-/* bench/softmax: the time of one softmax, log_softmax or cross_entropy call
- * over the last dim of a (N, C) tensor, forward or forward and backward, for
- * bench/softmax.py (which runs the same call in PyTorch and gives the
- * ratio).
+/* bench/rows: the time of one call of an op over the rows of a (N, C)
+ * tensor, forward or forward and backward, for bench/rows.py (which runs
+ * the same call in PyTorch and gives the ratio): softmax, log_softmax,
+ * cross_entropy along the last dim, sum and mean of every element, sum
+ * over the last dim, mse_loss.
  *
- *   softmax --op softmax|log_softmax|cross_entropy --shape N,C
- *           [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)] [--backward]
+ *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss
+ *        --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)]
+ *        [--backward]
  *
- * x is U[-4, 4) of the shape; cross_entropy's targets are n % C (mean
- * reduction).  With --backward x requires grad and a pass is the forward, a
- * backward with a fixed random grad_y (softmax, log_softmax) or from the loss
- * (cross_entropy), and x's gradient released, as PyTorch's x.grad = None.
+ * x is U[-4, 4) of the shape; cross_entropy's targets are n % C, mse_loss's
+ * target a second U[-4, 4) tensor (both with mean reduction).  With
+ * --backward x requires grad and a pass is the forward, a backward with a
+ * fixed random grad_y of the output's shape, and x's gradient released, as
+ * PyTorch's x.grad = None.
  * After three passes of warmup, times R passes and prints one JSON line with
  * the median in ms. */
 #include <inttypes.h>
@@ -25,28 +28,37 @@
     do {                                                                               \
         int rc_ = (call);                                                              \
         if (rc_ < 0) {                                                                 \
-            fprintf(stderr, "softmax: %s failed: %s: %s\n", #call, tg_status_name(rc_), \
+            fprintf(stderr, "rows: %s failed: %s: %s\n", #call, tg_status_name(rc_), \
                     tg_error_message());                                               \
             exit(1);                                                                   \
         }                                                                              \
     } while (0)
 
-typedef struct softmax_case {
-    char op;   /* 's'oftmax, 'l'og_softmax, 'c'ross_entropy */
+typedef struct rows_case {
+    const char *op;
     bool backward;
-    tg_tensor *x, *target, *gy;
-} softmax_case;
+    tg_tensor *x, *target, *other, *gy;
+} rows_case;
 
-static void run_op(const softmax_case *c, tg_tensor **y)
+static const char *const ops[] = {"softmax", "log_softmax", "cross_entropy", "sum", "mean",
+                                  "sum_dim1", "mse_loss"};
+
+static void run_op(const rows_case *c, tg_tensor **y)
 {
-    if (c->op == 's') CHECK(tg_softmax(y, c->x, 1));
-    else if (c->op == 'l') CHECK(tg_log_softmax(y, c->x, 1));
-    else CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN));
+    const char *op = c->op;
+    if (!strcmp(op, "softmax")) CHECK(tg_softmax(y, c->x, 1));
+    else if (!strcmp(op, "log_softmax")) CHECK(tg_log_softmax(y, c->x, 1));
+    else if (!strcmp(op, "cross_entropy"))
+        CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN));
+    else if (!strcmp(op, "sum")) CHECK(tg_sum(y, c->x));
+    else if (!strcmp(op, "mean")) CHECK(tg_mean(y, c->x));
+    else if (!strcmp(op, "sum_dim1")) CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false));
+    else CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN));
 }
 
 static void pass(const void *arg)
 {
-    const softmax_case *c = arg;
+    const rows_case *c = arg;
     tg_tensor *y = NULL;
     run_op(c, &y);
     if (c->backward) {
@@ -58,8 +70,9 @@ static void pass(const void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: softmax --op softmax|log_softmax|cross_entropy --shape N,C "
-                    "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
+    fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
+                    "mse_loss --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] "
+                    "[--repeat R] [--backward]\n");
     return 2;
 }
 
@@ -69,7 +82,7 @@ int main(int argc, char **argv)
     int64_t shape[2] = {0};
     bool have_shape = false;
     tg_dtype dt = TG_F32;
-    softmax_case c = {.op = 0};
+    rows_case c = {.op = NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
@@ -80,10 +93,10 @@ int main(int argc, char **argv)
             *dst = strtol(v, &end, 10);
             if (*end || end == v || *dst < 0) return usage();
             i++;
-        } else if (!strcmp(a, "--op") && v &&
-                   (!strcmp(v, "softmax") || !strcmp(v, "log_softmax") ||
-                    !strcmp(v, "cross_entropy"))) {
-            c.op = v[0] == 'l' ? 'l' : v[0] == 'c' ? 'c' : 's';
+        } else if (!strcmp(a, "--op") && v) {
+            for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+                if (!strcmp(v, ops[k])) c.op = ops[k];
+            if (!c.op) return usage();
             i++;
         } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
             i++;
@@ -105,13 +118,19 @@ int main(int argc, char **argv)
     CHECK(tg_tensor_zeros(&c.target, TG_I64, 1, shape));
     int64_t *t = tg_tensor_data(c.target);
     for (int64_t n = 0; n < shape[0]; n++) t[n] = n % shape[1];
-    if (c.backward && c.op != 'c') {
-        CHECK(tg_tensor_zeros(&c.gy, dt, 2, shape));
+    CHECK(tg_tensor_zeros(&c.other, dt, 2, shape));
+    CHECK(tg_tensor_rand_uniform(c.other, &rng, -4.0, 4.0));
+    if (c.backward) {
+        tg_tensor *y = NULL;
+        run_op(&c, &y);
+        CHECK(tg_tensor_zeros(&c.gy, dt, tg_tensor_ndim(y), tg_tensor_shape(y)));
         CHECK(tg_tensor_rand_uniform(c.gy, &rng, -1.0, 1.0));
+        tg_tensor_release(y);
+        CHECK(tg_tensor_set_requires_grad(c.x, true));
     }
-    if (c.backward) CHECK(tg_tensor_set_requires_grad(c.x, true));
     if (bench_time_calls(pass, &c, repeat)) return 1;
     tg_tensor_release(c.gy);
+    tg_tensor_release(c.other);
     tg_tensor_release(c.target);
     tg_tensor_release(c.x);
     return 0;

@@ -1,14 +1,14 @@
 #!/usr/bin/python3
-"""softmax, log_softmax and cross_entropy over the last dim of (N, C): tapegrad
-(bench/softmax) against PyTorch (Debian's python3-torch), the same thread
-count, in one run.
+"""Ops over the rows of (N, C): softmax, log_softmax and cross_entropy along the
+last dim, sum and mean of every element, sum over the last dim, mse_loss;
+tapegrad (bench/rows) against PyTorch (Debian's python3-torch), the same
+thread count, in one run.
 
-    /usr/bin/python3 bench/softmax.py [--build build-rel] [--threads 2] [--repeat 20]
-                                      [--rounds 5] [--only NAME] [--markdown FILE]
+    /usr/bin/python3 bench/rows.py [--build build-rel] [--threads 2] [--repeat 20]
+                                   [--rounds 5] [--only NAME] [--markdown FILE]
 
-Each case runs forward alone and forward + backward (softmax and
-log_softmax: grad_y fixed; cross_entropy: from the mean loss; x.grad
-released after each pass, on both sides).  Each measurement is its own
+Each case runs forward alone and forward + backward (grad_y fixed, of the
+output's shape; x.grad released after each pass, on both sides).  Each measurement is its own
 process; PyTorch and tapegrad alternate --rounds times per case and pass,
 each giving the median of --repeat passes.  The table gives the median over
 rounds of each side and of the per-round ratio PyTorch / tapegrad (> 1:
@@ -28,6 +28,10 @@ CASES = [
     ("cross_entropy", "cross_entropy", "f32", (256, 1000)),
     ("cross_entropy", "cross_entropy", "f32", (4096, 10)),
     ("log_softmax", "log_softmax", "f32", (4096, 100)),
+    ("sum", "sum", "f32", (256, 1024)),
+    ("mean", "mean", "f32", (256, 1024)),
+    ("sum dim 1", "sum_dim1", "f32", (256, 1024)),
+    ("mse_loss", "mse_loss", "f32", (256, 1024)),
 ]
 
 DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
@@ -43,18 +47,22 @@ def torch_child(a):
     dtype = getattr(torch, DTYPES[a.dtype])
     g = torch.Generator().manual_seed(1)
     x = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
+    other = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     target = torch.arange(n) % c
     fns = {
         "softmax": lambda t: F.softmax(t, 1),
         "log_softmax": lambda t: F.log_softmax(t, 1),
         "cross_entropy": lambda t: F.cross_entropy(t, target),
+        "sum": lambda t: t.sum(),
+        "mean": lambda t: t.mean(),
+        "sum_dim1": lambda t: t.sum(1),
+        "mse_loss": lambda t: F.mse_loss(t, other),
     }
     fn = fns[a.op]
     gy = None
     if a.backward:
+        gy = (torch.rand(fn(x).shape, generator=g) * 2 - 1).to(dtype)
         x.requires_grad_(True)
-        if a.op != "cross_entropy":
-            gy = (torch.rand(n, c, generator=g) * 2 - 1).to(dtype)
 
     def once():
         y = fn(x)
@@ -86,7 +94,7 @@ def main():
     if a.torch_child:
         return torch_child(a)
 
-    ours = pair_binary(a, "softmax")
+    ours = pair_binary(a, "rows")
     rows = []
     for c in CASES:
         if a.only and a.only not in c[0]:
