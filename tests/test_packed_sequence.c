@@ -369,9 +369,15 @@ Test(packed_sequence, pad_undoes_pack)
     OK(tg_pack_padded_sequence(&again, y, yl, true, false));
     th_expect_same_bits("data", again.data, again.data, ps.data);
     th_expect_same_bits("batch_sizes", again.batch_sizes, again.batch_sizes, ps.batch_sizes);
+    tg_packed_sequence_release(&again);
+    tg_tensor *len32 = NULL;   /* i32 lengths pack the same */
+    OK(tg_tensor_to_dtype(&len32, len, TG_I32));
+    OK(tg_pack_padded_sequence(&again, x, len32, true, false));
+    th_expect_same_bits("i32", again.data, again.data, ps.data);
+    th_expect_same_bits("i32", again.sorted_indices, again.sorted_indices, ps.sorted_indices);
     tg_packed_sequence_release(&ps);
     tg_packed_sequence_release(&again);
-    th_release_all(4, (tg_tensor *[]){x, y, yl, len});
+    th_release_all(5, (tg_tensor *[]){x, y, yl, len, len32});
 }
 
 /* The struct holds one reference to each tensor, which release drops;
@@ -486,6 +492,9 @@ Test(packed_sequence, pad_refusals_name_the_rule)
                             "total_length=2 must be at least the longest length 3");
     th_expect_refused_clean(tg_pad_packed_sequence(out_, NULL, &ps, false, 0, 0), TG_EINVAL,
                             "total_length=0 must be at least");
+    th_expect_refused_clean(tg_pad_packed_sequence(out_, NULL, &ps, false, 1e300, -1),
+                            TG_EINVAL, "padding_value=1e+300 cannot be converted to data's "
+                                       "dtype f32");
     th_expect_refused_clean(tg_pad_packed_sequence(out_, NULL, NULL, false, 0, -1), TG_EINVAL,
                             "out and packed must not be NULL");
     tg_packed_sequence b = ps;

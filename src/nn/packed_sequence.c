@@ -412,6 +412,12 @@ int tg_pad_packed_sequence(tg_tensor **out, tg_tensor **out_lengths,
                        "length %lld (or -1 for torch's None)", fn, (long long)total_length,
                        (long long)lay.steps);
     tg_tensor *y = NULL, *len = NULL;
+    const tg_dtype dt = tg_tensor_dtype(packed->data);
+    if (rc >= 0 && tg_tensor_scalar(&y, dt, padding_value) < 0)
+        rc = tg__error(TG_EINVAL, "%s: padding_value=%g cannot be converted to data's dtype "
+                       "%s", fn, padding_value, tg_dtype_name(dt));
+    tg_tensor_release(y);
+    y = NULL;
     if (rc >= 0) {
         tg__lib_enter();
         rc = tg__packed_scatter(&y, out_lengths ? &len : NULL, packed->data, &lay, batch_first,
