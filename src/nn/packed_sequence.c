@@ -104,8 +104,7 @@ static int read_order(tg__packed_layout *lay, const char *fn, const tg_packed_se
     }
     TG_TRY(check_i64_vector(fn, "sorted_indices", ps->sorted_indices, n));
     TG_TRY(check_i64_vector(fn, "unsorted_indices", ps->unsorted_indices, n));
-    /* lay->off (steps entries) is free until layout_finish: too short for
-     * the inverse, so the inverse goes to rank and unsorted to a copy */
+    /* un: unsorted_indices, compared with rank, sorted_indices' inverse */
     int64_t *un = tg__calloc((size_t)n, sizeof *un);
     if (!un) return tg__error(TG_ENOMEM, "%s: no memory for the indices", fn);
     int rc;

@@ -1,6 +1,8 @@
 /* src/nn/rnn_internal.h - what the recurrent modules' files share: the
  * module state, one time step of each cell kind, the parameter setup and
- * the argument messages (rnn_cell.c; the layers in rnn.c). */
+ * the argument messages (rnn_cell.c; the layers in rnn.c), and the
+ * sequence padding and packing (rnn_utils.c, packed_sequence.c) that the
+ * forwards over a packed sequence (rnn_packed_sequence.c) use. */
 #ifndef TAPEGRAD_NN_RNN_INTERNAL_H
 #define TAPEGRAD_NN_RNN_INTERNAL_H
 
