@@ -771,6 +771,96 @@ TG_API int tg_nn_lstm_forward_packed(tg_module *m, tg_tensor **output, tg_tensor
                                      tg_tensor **c_n, tg_tensor *input,
                                      const tg_tensor *lengths, tg_tensor *h_0,
                                      tg_tensor *c_0);
+/* ---- packed sequences: torch.nn.utils.rnn.PackedSequence ----
+ *
+ * N sequences of different lengths packed step by step, as torch's
+ * PackedSequence: with the sequences ordered longest first (ties keep
+ * their batch order), step t of data holds the rows of the batch_sizes[t]
+ * sequences longer than t, longest first.  For the lengths (3, 1, 2) of
+ * rows 0, 1, 2: sorted_indices (0, 2, 1), batch_sizes (3, 2, 1) and data
+ * the rows x0[0] x2[0] x1[0] x0[1] x2[1] x0[2].
+ *
+ * Ownership: the struct holds one reference to each of its non-NULL
+ * tensors; tg_packed_sequence_release releases them.  The functions that
+ * fill a tg_packed_sequence write four new references (the indices NULL
+ * when the lengths were sorted, enforce_sorted) over *out's old contents
+ * without releasing them; an open scope does not capture them, so release
+ * the struct inside a scope too.  The functions that read one borrow it
+ * and check it first (TG_EINVAL naming the field and the rule): data at
+ * least 1-d; batch_sizes i64 (T), T >= 1, each >= 1, non-increasing,
+ * summing to data's first extent; sorted_indices and unsorted_indices
+ * both NULL or both i64 (N = batch_sizes[0]), a permutation and its
+ * inverse. */
+typedef struct tg_packed_sequence {
+    tg_tensor *data;               /* (sum of the lengths, *) */
+    tg_tensor *batch_sizes;        /* i64 (T): rows of data at each step */
+    tg_tensor *sorted_indices;     /* i64 (N): the batch row of the k-th
+                                      longest sequence; or NULL */
+    tg_tensor *unsorted_indices;   /* i64 (N): its inverse; or NULL */
+} tg_packed_sequence;
+#define TG_PACKED_SEQUENCE_INIT {NULL, NULL, NULL, NULL}
+/* Releases ps's four tensors and sets them NULL; NULL ps does nothing. */
+TG_API void tg_packed_sequence_release(tg_packed_sequence *ps);
+/* torch.nn.utils.rnn.pack_padded_sequence(input, lengths, batch_first,
+ * enforce_sorted): input (T, N, *) (batch_first: (N, T, *)), borrowed;
+ * lengths i64 or i32 (N), borrowed, each in [1, T] (torch refuses a length
+ * <= 0), row b holding lengths[b] valid steps.  With enforce_sorted the
+ * lengths must be non-increasing and the indices are NULL.  data is one
+ * recorded index_select of input, so input's gradient is data's at the
+ * valid steps and zero at the others, to any order.  TG_EINVAL for NULL
+ * arguments, a lengths of another dtype or shape, a length outside
+ * [1, T] or, with enforce_sorted, lengths not sorted in decreasing
+ * order; TG_ESHAPE for an input of fewer than 2 dims or N = 0; on error
+ * *out is not written. */
+TG_API int tg_pack_padded_sequence(tg_packed_sequence *out, tg_tensor *input,
+                                   const tg_tensor *lengths, bool batch_first,
+                                   bool enforce_sorted);
+/* torch.nn.utils.rnn.pad_packed_sequence(packed, batch_first,
+ * padding_value, total_length): *out (new reference) is (T', N, *)
+ * (batch_first: (N, T', *)) in the batch order packed came from, row b
+ * holding its sequence, then padding_value; T' = total_length, or T when
+ * total_length is -1 (torch's None).  *out_lengths (new reference; NULL
+ * when not wanted) is i64 (N), each row's length.  Both go to an open
+ * scope.  Differentiable to any order: data's gradient is out's at the
+ * valid steps.  TG_EINVAL for NULL out or packed, a packed that breaks
+ * the rules above, a total_length other than -1 below T or a
+ * padding_value data's dtype cannot hold; on error nothing is written. */
+TG_API int tg_pad_packed_sequence(tg_tensor **out, tg_tensor **out_lengths,
+                                  const tg_packed_sequence *packed, bool batch_first,
+                                  double padding_value, int64_t total_length);
+/* torch.nn.utils.rnn.pack_sequence(seqs, enforce_sorted): the n >= 1
+ * sequences seqs[i] (L_i, *) (borrowed; the dims after the first alike,
+ * cast to seqs[0]'s dtype) packed as tg_pack_padded_sequence packs their
+ * tg_pad_sequence with the lengths L_i.  Differentiable: each sequence
+ * gets its rows' gradient.  TG_EINVAL for NULL out or seqs, n < 1, a NULL
+ * sequence, a length L_i of 0 or, with enforce_sorted, lengths not in
+ * decreasing order; TG_ESHAPE as tg_pad_sequence; on error *out is not
+ * written. */
+TG_API int tg_pack_sequence(tg_packed_sequence *out, int n, tg_tensor *const *seqs,
+                            bool enforce_sorted);
+/* An RNN or GRU (tg_nn_rnn_forward_packed_sequence) or an LSTM
+ * (tg_nn_lstm_forward_packed_sequence) called with a packed sequence, as
+ * torch's module is: input's data is (sum of lengths, input_size) (the
+ * module's batch_first does not apply); *output gets the last layer's h at
+ * every valid step, (sum of lengths, D H_out), packed as input is (its
+ * batch_sizes and indices are input's, retained); h_0, c_0, h_n and c_n
+ * are (D num_layers, N, H_out or H) in the batch order the sequences came
+ * from (torch permutes them by sorted_indices and back).  Computed as
+ * tg_pad_packed_sequence, the forwards over lengths above, then packing:
+ * differentiable to any order, the same numbers.  output as a packed
+ * sequence above (not captured by a scope); h_n and c_n new references
+ * (NULL when not wanted) captured by an open scope.  TG_EINVAL for a NULL
+ * m, output or input, output and input one place, a module of another
+ * kind or a packed sequence that breaks the rules above; TG_ESHAPE for a
+ * data that is not (S, input_size); the forwards' errors otherwise; on
+ * error nothing is written. */
+TG_API int tg_nn_rnn_forward_packed_sequence(tg_module *m, tg_packed_sequence *output,
+                                             tg_tensor **h_n, const tg_packed_sequence *input,
+                                             tg_tensor *h_0);
+TG_API int tg_nn_lstm_forward_packed_sequence(tg_module *m, tg_packed_sequence *output,
+                                              tg_tensor **h_n, tg_tensor **c_n,
+                                              const tg_packed_sequence *input, tg_tensor *h_0,
+                                              tg_tensor *c_0);
 /* What a recurrent module (cell or layer) was made with; a cell reads as
  * one layer of its options.  Out-pointers may be NULL; TG_EINVAL for a
  * NULL m or, naming its type, another module. */

@@ -1,6 +1,8 @@
 /* src/nn/rnn_internal.h - what the recurrent modules' files share: the
  * module state, one time step of each cell kind, the parameter setup and
- * the argument messages (rnn_cell.c; the layers in rnn.c). */
+ * the argument messages (rnn_cell.c; the layers in rnn.c), and the
+ * sequence padding and packing (rnn_utils.c, packed_sequence.c) that the
+ * forwards over a packed sequence (rnn_packed_sequence.c) use. */
 #ifndef TAPEGRAD_NN_RNN_INTERNAL_H
 #define TAPEGRAD_NN_RNN_INTERNAL_H
 
@@ -71,5 +73,34 @@ int tg__rnn_check_outputs(const char *fn, int n, tg_tensor **const *dst);
  * released instead.  On TG_ENOMEM every src[i] is released and nothing is
  * written. */
 int tg__rnn_hand_out(int n, tg_tensor **const *dst, tg_tensor **src);
+
+/* pad_sequence's check of seqs[0..n) (rnn_utils.c), its messages led by
+ * op: n >= 1, no sequence NULL or 0-d, the dims after the first all
+ * seqs[0]'s; *longest gets the largest first extent. */
+int tg__rnn_check_sequences(const char *op, int n, tg_tensor *const *seqs, int64_t *longest);
+
+/* The layout of a packed sequence (packed_sequence.c): T steps of
+ * sizes[t] rows each, N = sizes[0] sequences, rows = the sum of the sizes;
+ * order[p] is the batch row of the p-th longest sequence and rank its
+ * inverse (both the identity without indices); off[t] the first row of
+ * step t.  Owned arrays. */
+typedef struct tg__packed_layout {
+    int64_t steps, batch, rows;
+    int64_t *sizes, *off, *order, *rank;
+} tg__packed_layout;
+/* Reads and checks ps (the rules in nn.h, messages led by fn) into *lay;
+ * on error *lay holds nothing to free. */
+int tg__packed_layout_of(tg__packed_layout *lay, const char *fn, const tg_packed_sequence *ps);
+void tg__packed_layout_free(tg__packed_layout *lay);
+/* *data (S, *): the valid rows of padded (T' >= T steps, N, *), time first
+ * or batch_first, packed by lay: one recorded index_select. */
+int tg__packed_gather(tg_tensor **data, tg_tensor *padded, const tg__packed_layout *lay,
+                      bool batch_first);
+/* *padded (T', N, *) (batch_first: (N, T', *)) from data (S, *) by lay,
+ * value at the padded steps, T' = total >= T: one recorded index_select;
+ * *lengths (may be NULL) i64 (N) in batch order. */
+int tg__packed_scatter(tg_tensor **padded, tg_tensor **lengths, tg_tensor *data,
+                       const tg__packed_layout *lay, bool batch_first, double value,
+                       int64_t total);
 
 #endif

@@ -13,14 +13,11 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "tapegrad/nn.h"
+#include "nn/rnn_internal.h"
 #include "tapegrad/ops.h"
 
-/* Checks seqs: n >= 1, none NULL or 0-d, the dims after the first all
- * seqs[0]'s; *longest gets the largest first extent. */
-static int check_sequences(int n, tg_tensor *const *seqs, int64_t *longest)
+int tg__rnn_check_sequences(const char *op, int n, tg_tensor *const *seqs, int64_t *longest)
 {
-    const char *op = "pad_sequence";
     TG_CHECK(n >= 1 && seqs != NULL, TG_EINVAL,
              "%s: n=%d must be >= 1 and seqs not NULL (torch's max over no sequence fails too)",
              op, n);
@@ -76,7 +73,7 @@ int tg_pad_sequence(tg_tensor **out, int n, tg_tensor *const *seqs, bool batch_f
 {
     TG_CHECK(out != NULL, TG_EINVAL, "pad_sequence: out must not be NULL");
     int64_t longest;
-    TG_TRY(check_sequences(n, seqs, &longest));
+    TG_TRY(tg__rnn_check_sequences("pad_sequence", n, seqs, &longest));
     tg_tensor *r = NULL;
     tg__lib_enter();
     const int rc = pad_and_stack(&r, n, seqs, longest, batch_first, padding_value);
