@@ -206,3 +206,34 @@ Test(gather_kernels, environment_variable_chooses_the_kernel)
     cr_assert(eq(str, (char *)tg__index_kernel_name(TG__INDEX_KERNEL_AVX512), "avx512"));
     cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
 }
+
+/* scatter_add along the last dim of a (600, 300) x with an index of the
+ * same shape (x and the terms past the size at which its rows are shared
+ * among threads), many terms on each element: two threads give one
+ * thread's bits, in every kernel. */
+Test(gather_kernels, scatter_add_rows_on_two_threads_give_one_threads_bits)
+{
+    const tg__index_kernel kernels[3] = {TG__INDEX_KERNEL_PORTABLE, TG__INDEX_KERNEL_AVX2,
+                                         TG__INDEX_KERNEL_AVX512};
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const int64_t rows = 600, cols = 300;
+    const int old = tg_get_num_threads();
+    for (int k = 0; k < 3; k++) {
+        if (!runs_here(kernels[k])) continue;
+        use_kernel(kernels[k]);
+        for (int t = 0; t < 2; t++) {
+            tg_tensor *x = random_bits(dts[t], rows, cols, 17);
+            tg_tensor *idx = random_index(rows, cols, 40, 19);
+            tg_tensor *src = random_bits(dts[t], rows, cols, 23);
+            tg_tensor *one = NULL, *two = NULL;
+            OK(tg_set_num_threads(1));
+            OK(tg_scatter_add(&one, x, 1, idx, src));
+            OK(tg_set_num_threads(2));
+            OK(tg_scatter_add(&two, x, 1, idx, src));
+            th_expect_same_tensor_bytes(tg__index_kernel_name(kernels[k]), two, one);
+            th_release_all(5, (tg_tensor *[]){x, idx, src, one, two});
+        }
+    }
+    OK(tg_set_num_threads(old));
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}

@@ -484,10 +484,11 @@ static int add_wide(void *p, int64_t t)
  * chunks a thread, each taken whole by one (an element's terms in the
  * index's order, as on one thread); a task per row would make the threads
  * fight over the task counter.  With more than ROWS_PAR elements of x and
- * the terms, the chunks run in parallel: below, as with the blocks of
- * lines, a second thread costs more than it saves (a 512 x 512 call took
- * 0.16 ms on one thread and 0.28 on two, on a loaded 2-core host). */
-enum { ROWS_PER_THREAD = 4, ROWS_PAR = ADD_PAR };
+ * the terms, the chunks run in parallel: a 512 x 512 call (2^19 of them)
+ * took 0.118 ms on one thread of a 2-core host and 0.073 ms on two when
+ * its other core was free, 0.22 ms when that core was busy and the second
+ * thread waited for it (docs/performance.md). */
+enum { ROWS_PER_THREAD = 4, ROWS_PAR = 1 << 18 };
 
 typedef struct rows_job {
     const tg__pick *k;
