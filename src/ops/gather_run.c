@@ -490,13 +490,16 @@ static int add_wide(void *p, int64_t t)
  * thread waited for it (docs/performance.md).  There the two threads take
  * turns on one core: the caller runs every chunk of a call and spins
  * while the worker waits for the core, and the worker every chunk of the
- * next.  A parallel call whose chunks all ran on one thread so makes the
- * next ROWS_BACKOFF calls run on one thread (the same bits: the rows are
- * independent), and the call after them tries two again. */
+ * next.  Two parallel calls in a row whose chunks all ran on one thread
+ * so make the next ROWS_BACKOFF calls run on one thread (the same bits:
+ * the rows are independent), and the call after them tries two again.
+ * One such call alone is no sign: the first call of a process starts the
+ * worker, and a worker asleep wakes late. */
 enum { ROWS_PER_THREAD = 4, ROWS_PAR = 1 << 18, ROWS_BACKOFF = 64 };
 
-/* Calls left to run on one thread (ROWS_BACKOFF); any thread's. */
-static atomic_int rows_serial_left;
+/* Calls left to run on one thread (ROWS_BACKOFF), and the parallel calls
+ * in a row whose chunks all ran on one thread; any thread's. */
+static atomic_int rows_serial_left, rows_one_sided;
 /* One per thread: its address tells the calling thread's chunks apart. */
 static _Thread_local char thread_mark;
 
@@ -582,8 +585,14 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
         const int64_t tasks = (rj.a_n + rj.chunk - 1) / rj.chunk;
         const int rc = tg__run_tasks(tasks, par, add_rows, &rj);
         const int64_t others = atomic_load(&rj.others);
-        if (par && tasks > 1 && (others == 0 || others == tasks))
-            atomic_store_explicit(&rows_serial_left, ROWS_BACKOFF, memory_order_relaxed);
+        if (par && tasks > 1 && (others == 0 || others == tasks)) {
+            if (atomic_fetch_add_explicit(&rows_one_sided, 1, memory_order_relaxed) >= 1) {
+                atomic_store_explicit(&rows_one_sided, 0, memory_order_relaxed);
+                atomic_store_explicit(&rows_serial_left, ROWS_BACKOFF, memory_order_relaxed);
+            }
+        } else if (par) {
+            atomic_store_explicit(&rows_one_sided, 0, memory_order_relaxed);
+        }
         if (rc < 0) {
             tg_tensor_release(r);
             return rc;
