@@ -154,6 +154,36 @@ TOPK_AVX512 static int64_t scan_avx512(const float *x, int64_t i, int64_t end,
 }
 #endif
 
+/* Merges the ascending runs s[lo..mid) and s[mid..hi) (distinct keys)
+ * into d[lo..hi) from both ends at once, so that two chains of loads and
+ * compares overlap: the front takes the smallest half, the back the
+ * largest, and an odd run's middle key is the one left.  Where one end
+ * has used up a run, the key it reads there is one the other end took,
+ * on the far side of every key left, so it is not taken again; only the
+ * ends of the runs need the guards. */
+static void merge_runs(const uint64_t *s, uint64_t *d, int64_t lo, int64_t mid, int64_t hi)
+{
+    int64_t a = lo, b = mid, o = lo, ra = mid - 1, rb = hi - 1, ro = hi - 1, t = 0;
+    const int64_t half = (hi - lo) / 2;
+    for (; t < half && a < mid && b < hi && ra >= lo && rb >= mid; t++) {
+        const uint64_t x = s[a], y = s[b], u = s[ra], w = s[rb];
+        const bool fb = y < x, ba = u > w;
+        d[o++] = fb ? y : x;
+        b += fb;
+        a += !fb;
+        d[ro--] = ba ? u : w;
+        ra -= ba;
+        rb -= !ba;
+    }
+    for (; t < half; t++) {
+        const bool fa = a < mid && (b >= hi || s[a] < s[b]);
+        d[o++] = fa ? s[a++] : s[b++];
+        const bool ba = ra >= lo && (rb < mid || s[ra] > s[rb]);
+        d[ro--] = ba ? s[ra--] : s[rb--];
+    }
+    if (o == ro) d[o] = a <= ra ? s[a] : s[b];
+}
+
 /* Sorts v[0..n) ascending, tmp having room for n: insertion sorts of runs
  * of 16, then merges (the keys are distinct: any sort gives one order). */
 static void sort_keys(uint64_t *v, uint64_t *tmp, int64_t n)
@@ -171,15 +201,7 @@ static void sort_keys(uint64_t *v, uint64_t *tmp, int64_t n)
     for (int64_t w = 16; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             const int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) {
-                const bool right = src[b] < src[a];
-                dst[o++] = right ? src[b] : src[a];
-                b += right;
-                a += !right;
-            }
-            while (a < mid) dst[o++] = src[a++];
-            while (b < hi) dst[o++] = src[b++];
+            merge_runs(src, dst, lo, mid, hi);
         }
         uint64_t *t = src;
         src = dst;
