@@ -30,6 +30,8 @@ CASES = [
     ("cumsum dim 0 bf16", "cumsum", "bf16", (512, 512), 0, -1),
     ("gather dim 1", "gather", "f32", (512, 512), 1, -1),
     ("gather dim 0", "gather", "f32", (1024, 1024), 0, -1),
+    ("gather dim 1 f16", "gather", "f16", (512, 512), 1, -1),
+    ("gather dim 1 bf16", "gather", "bf16", (512, 512), 1, -1),
     ("index_select dim 0", "index_select", "f32", (8192, 256), 0, 4096),
     ("index_select dim 1", "index_select", "f32", (512, 512), 1, 256),
     ("scatter_add dim 1", "scatter_add", "f32", (512, 512), 1, -1),

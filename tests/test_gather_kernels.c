@@ -2,10 +2,11 @@
  * picks and scatter_add's checked adds along x's last dim
  * (src/ops/gather_simd.c), each forced with TG_INDEX_KERNEL: the bits of
  * the portable kernel for every float dtype (the adds: f32 and f64),
- * lines of every length modulo the vectors' eight lanes, NaN payloads and
- * -0.0; a value out of range (-1, the extent, the largest and smallest
- * i64) in each lane of a vector and in a line's tail refused with x, src
- * and the index untouched; the variable's choice and its fallback.  A
+ * lines of every length modulo the vectors' eight lanes and of every
+ * length up to 300 (and index_select's bits), NaN payloads and -0.0; a value
+ * out of range (-1, the extent, the largest and smallest i64) in each lane
+ * of a vector and in a line's tail refused with x, src and the index
+ * untouched, in every dtype; the variable's choice and its fallback.  A
  * kernel this CPU lacks is left out with the reason. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -142,18 +143,18 @@ Test(gather_kernels, every_kernel_refuses_a_bad_value_in_any_lane)
 {
     const tg__index_kernel kernels[3] = {TG__INDEX_KERNEL_PORTABLE, TG__INDEX_KERNEL_AVX2,
                                          TG__INDEX_KERNEL_AVX512};
-    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const tg_dtype dts[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
     const int64_t rows = 3, extent = 50;
     /* +-2^40: a load there (a lane not masked off) would fault */
     const int64_t far = INT64_C(1) << 40, bads[6] = {-1, extent, INT64_MAX, INT64_MIN, far, -far};
     for (int k = 0; k < 3; k++) {
         if (!runs_here(kernels[k])) continue;
         use_kernel(kernels[k]);
-        for (int t = 0; t < 4; t++) {
-            const int64_t len = t < 2 ? 29 : 150, first = t < 2 ? 21 : 70;
-            tg_tensor *x = random_bits(dts[t % 2], rows, extent, 7), *x0 = NULL, *i0 = NULL;
+        for (int t = 0; t < 8; t++) {
+            const int64_t len = t < 4 ? 29 : 150, first = t < 4 ? 21 : 70;
+            tg_tensor *x = random_bits(dts[t % 4], rows, extent, 7), *x0 = NULL, *i0 = NULL;
             tg_tensor *idx = random_index(rows, len, extent, 11), *s0 = NULL;
-            tg_tensor *src = random_bits(dts[t % 2], rows, len, 13);
+            tg_tensor *src = random_bits(dts[t % 4], rows, len, 13);
             OK(tg_tensor_clone(&x0, x));
             OK(tg_tensor_clone(&s0, src));
             int64_t *v = tg_tensor_data(idx);
@@ -204,5 +205,93 @@ Test(gather_kernels, environment_variable_chooses_the_kernel)
     cr_assert(eq(int, setenv("TG_INDEX_KERNEL", "portable", 1), 0));
     cr_assert(eq(int, tg__index_kernel_get(), TG__INDEX_KERNEL_PORTABLE));
     cr_assert(eq(str, (char *)tg__index_kernel_name(TG__INDEX_KERNEL_AVX512), "avx512"));
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}
+
+/* scatter_add along the last dim of a (600, 300) x with an index of the
+ * same shape (x and the terms past the size at which its rows are shared
+ * among threads), many terms on each element: two threads give one
+ * thread's bits, in every kernel. */
+Test(gather_kernels, scatter_add_rows_on_two_threads_give_one_threads_bits)
+{
+    const tg__index_kernel kernels[3] = {TG__INDEX_KERNEL_PORTABLE, TG__INDEX_KERNEL_AVX2,
+                                         TG__INDEX_KERNEL_AVX512};
+    const tg_dtype dts[2] = {TG_F32, TG_F64};
+    const int64_t rows = 600, cols = 300;
+    const int old = tg_get_num_threads();
+    for (int k = 0; k < 3; k++) {
+        if (!runs_here(kernels[k])) continue;
+        use_kernel(kernels[k]);
+        for (int t = 0; t < 2; t++) {
+            tg_tensor *x = random_bits(dts[t], rows, cols, 17);
+            tg_tensor *idx = random_index(rows, cols, 40, 19);
+            tg_tensor *src = random_bits(dts[t], rows, cols, 23);
+            tg_tensor *one = NULL, *two = NULL;
+            OK(tg_set_num_threads(1));
+            OK(tg_scatter_add(&one, x, 1, idx, src));
+            OK(tg_set_num_threads(2));
+            OK(tg_scatter_add(&two, x, 1, idx, src));
+            th_expect_same_tensor_bytes(tg__index_kernel_name(kernels[k]), two, one);
+            th_release_all(5, (tg_tensor *[]){x, idx, src, one, two});
+        }
+    }
+    OK(tg_set_num_threads(old));
+    cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
+}
+
+/* gather and index_select along the last dim of x (2, extent) for every
+ * index length from 1 to 300, extents 1, 2, 3 and 37 (a line of one
+ * element, and lines whose last element is picked by any lane), every
+ * float dtype: each vector kernel gives the portable kernel's bits, which
+ * are x's. */
+Test(gather_kernels, every_length_and_dtype_gives_the_portable_bits)
+{
+    const tg_dtype dts[4] = {TG_F32, TG_F64, TG_F16, TG_BF16};
+    const int64_t extents[4] = {1, 2, 3, 37}, rows = 2;
+    int cases = 0;
+    for (int t = 0; t < 4; t++)
+        for (int e = 0; e < 4; e++) {
+            const int64_t extent = extents[e];
+            const size_t es = tg_dtype_size(dts[t]);
+            tg_tensor *x = random_bits(dts[t], rows, extent, 29 + (uint64_t)e);
+            const unsigned char *xd = tg_tensor_cdata(x);
+            for (int64_t len = 1; len <= 300; len++) {
+                tg_tensor *idx = random_index(rows, len, extent, 31 + (uint64_t)len);
+                tg_tensor *sel = random_index(1, len, extent, 37 + (uint64_t)len), *sel1 = NULL;
+                OK(tg_reshape(&sel1, sel, 1, (int64_t[]){len}));
+                const int64_t *iv = tg_tensor_cdata(idx), *sv = tg_tensor_cdata(sel);
+                tg_tensor *want = NULL, *want_sel = NULL;
+                use_kernel(TG__INDEX_KERNEL_PORTABLE);
+                OK(tg_gather(&want, x, 1, idx));
+                OK(tg_index_select(&want_sel, x, 1, sel1));
+                const unsigned char *wd = tg_tensor_cdata(want), *ws = tg_tensor_cdata(want_sel);
+                for (int64_t p = 0; p < rows * len; p++) {
+                    const int64_t r = p / len;
+                    cr_assert(memcmp(wd + (size_t)p * es, xd + (size_t)(r * extent + iv[p]) * es,
+                                     es) == 0, "gather %s len %lld at %lld",
+                              tg_dtype_name(dts[t]), (long long)len, (long long)p);
+                    cr_assert(memcmp(ws + (size_t)p * es,
+                                     xd + (size_t)(r * extent + sv[p % len]) * es, es) == 0,
+                              "index_select %s len %lld at %lld", tg_dtype_name(dts[t]),
+                              (long long)len, (long long)p);
+                }
+                for (int k = 0; k < 2; k++) {
+                    if (!tg__index_kernel_available(vector_kernels[k])) continue;
+                    use_kernel(vector_kernels[k]);
+                    tg_tensor *y = NULL, *ys = NULL;
+                    OK(tg_gather(&y, x, 1, idx));
+                    OK(tg_index_select(&ys, x, 1, sel1));
+                    th_expect_same_tensor_bytes(tg__index_kernel_name(vector_kernels[k]), y,
+                                                want);
+                    th_expect_same_tensor_bytes(tg__index_kernel_name(vector_kernels[k]), ys,
+                                                want_sel);
+                    th_release_all(2, (tg_tensor *[]){y, ys});
+                    cases++;
+                }
+                th_release_all(5, (tg_tensor *[]){idx, sel, sel1, want, want_sel});
+            }
+            tg_tensor_release(x);
+        }
+    cr_assert(cases > 0 || !tg__index_kernel_available(TG__INDEX_KERNEL_AVX2));
     cr_assert(eq(int, unsetenv("TG_INDEX_KERNEL"), 0));
 }

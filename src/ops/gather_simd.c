@@ -6,8 +6,11 @@
  * checks against the line's extent, in one pass over v: each lane's value
  * is compared (unsigned, so a negative value is out of range too) and
  * only the lanes in range are loaded, so a bad value never reads outside
- * x.  The vector kernels copy 4- or 8-byte elements (f32, f64; f16 and
- * bf16 take the portable loop):
+ * x.  The vector kernels gather 4- or 8-byte elements (f32, f64), and
+ * for 2-byte ones (f16, bf16) the 4-byte word that starts at the element
+ * (at the one before it for the line's last element, whose word would
+ * end past the line; its high half then), narrowed to the element's 16
+ * bits; a line of one 2-byte element takes the portable loop:
  *   portable  one value at a time, a bad value's load redirected to b[0]
  *   avx2      four values per vpgatherqd / vpgatherqq
  *   avx512    eight values per vpgatherqd / vpgatherqq, compares in masks
@@ -132,13 +135,32 @@ INDEX_AVX2 static bool pick_avx2(size_t es, void *out, const void *xb, const int
             const __m128i g = _mm256_mask_i64gather_epi32(_mm_setzero_si128(), xb, iv, m, 4);
             _mm_storeu_si128((__m128i *)((uint32_t *)out + i), g);
         }
-    } else {
+    } else if (es == 8) {
         for (; i + 4 <= n; i += 4) {
             const __m256i iv = _mm256_loadu_si256((const __m256i *)(const void *)(v + i));
             const __m256i ok = lanes_ok4(iv, ext);
             all = _mm256_and_si256(all, ok);
             const __m256i g = _mm256_mask_i64gather_epi64(_mm256_setzero_si256(), xb, iv, ok, 8);
             _mm256_storeu_si256((__m256i *)((uint64_t *)out + i), g);
+        }
+    } else if (es == 2 && extent >= 2) {
+        const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+        const __m256i last = _mm256_set1_epi64x(extent - 1);
+        const __m128i halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
+                                             -1, -1);
+        for (; i + 4 <= n; i += 4) {
+            const __m256i iv = _mm256_loadu_si256((const __m256i *)(const void *)(v + i));
+            const __m256i ok = lanes_ok4(iv, ext);
+            all = _mm256_and_si256(all, ok);
+            /* the word at the element, or at the one before it for the last */
+            const __m256i end = _mm256_cmpeq_epi64(iv, last);
+            const __m256i w = _mm256_add_epi64(iv, end);
+            const __m128i m = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ok, even));
+            const __m128i e = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(end, even));
+            const __m128i g = _mm256_mask_i64gather_epi32(_mm_setzero_si128(), xb, w, m, 2);
+            const __m128i h = _mm_srlv_epi32(g, _mm_and_si128(e, _mm_set1_epi32(16)));
+            _mm_storel_epi64((__m128i *)(void *)((uint16_t *)out + i),
+                             _mm_shuffle_epi8(h, halves));
         }
     }
     const bool ok = _mm256_movemask_pd(_mm256_castsi256_pd(all)) == 0xf;
@@ -160,13 +182,27 @@ INDEX_AVX512 static bool pick_avx512(size_t es, void *out, const void *xb, const
             const __m256i g = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), ok, iv, xb, 4);
             _mm256_storeu_si256((__m256i *)((uint32_t *)out + i), g);
         }
-    } else {
+    } else if (es == 8) {
         for (; i + 8 <= n; i += 8) {
             const __m512i iv = _mm512_loadu_si512(v + i);
             const __mmask8 ok = _mm512_cmplt_epu64_mask(iv, ext);
             all &= ok;
             const __m512i g = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), ok, iv, xb, 8);
             _mm512_storeu_si512((uint64_t *)out + i, g);
+        }
+    } else if (extent >= 2) {
+        const __m512i last = _mm512_set1_epi64(extent - 1), one = _mm512_set1_epi64(1);
+        const __m256i sixteen = _mm256_set1_epi32(16);
+        for (; i + 8 <= n; i += 8) {
+            const __m512i iv = _mm512_loadu_si512(v + i);
+            const __mmask8 ok = _mm512_cmplt_epu64_mask(iv, ext);
+            all &= ok;
+            /* the word at the element, or at the one before it for the last */
+            const __mmask8 end = _mm512_cmpeq_epi64_mask(iv, last);
+            const __m512i w = _mm512_mask_sub_epi64(iv, end, iv, one);
+            const __m256i g = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), ok, w, xb, 2);
+            const __m256i h = _mm256_srlv_epi32(g, _mm256_maskz_mov_epi32(end, sixteen));
+            _mm_storeu_si128((__m128i *)(void *)((uint16_t *)out + i), _mm256_cvtepi32_epi16(h));
         }
     }
     _mm256_zeroupper();   /* as pick_avx2's */
@@ -180,8 +216,8 @@ bool tg__pick_line_checked(tg__index_kernel kern, size_t es, void *out, const vo
 {
     if (extent <= 0) return n == 0;   /* no value is in range, and b[0] is not x's */
 #ifdef INDEX_X86
-    if (es != 2 && kern == TG__INDEX_KERNEL_AVX512) return pick_avx512(es, out, xb, v, n, extent);
-    if (es != 2 && kern == TG__INDEX_KERNEL_AVX2) return pick_avx2(es, out, xb, v, n, extent);
+    if (kern == TG__INDEX_KERNEL_AVX512) return pick_avx512(es, out, xb, v, n, extent);
+    if (kern == TG__INDEX_KERNEL_AVX2) return pick_avx2(es, out, xb, v, n, extent);
 #else
     (void)kern;
 #endif

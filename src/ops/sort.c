@@ -20,7 +20,9 @@
  * kthvalue with a small k), those first positions are selected (a heap, or
  * quickselect for more than 128) and only they are sorted: the same indices.
  * The first position alone (k = 1, a float x in contiguous memory)
- * is found in one pass over x, without copying its rows (sort_first.c).
+ * is found in one pass over x, without copying its rows (sort_first.c);
+ * the first m within a quarter of a contiguous f32 row along the last dim
+ * are selected in x's dtype, reading the row in vectors (sort_topk.c).
  *
  * The values are gather(x, dim, indices), so the op itself has no backward:
  * dx = scatter_add(zeros_like(x), dim, indices, g), which is gather's
@@ -320,6 +322,16 @@ static int sort_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *i
         const int rc = tg__first_along(
             x, p->descending ? TG__FIRST_MAX_NAN_FIRST : TG__FIRST_MIN_NAN_LAST, extent, j.inner,
             j.out);
+        if (rc < 0) {
+            tg_tensor_release(r);
+            return rc;
+        }
+        *out = r;
+        return TG_OK;
+    }
+    if (p->mode == PICK_RANGE && count > 0 &&
+        tg__topk_applies(x, extent, j.inner, p->start + count)) {
+        const int rc = tg__topk_rows(x, p->descending, extent, p->start, count, j.out);
         if (rc < 0) {
             tg_tensor_release(r);
             return rc;

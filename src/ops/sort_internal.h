@@ -53,4 +53,18 @@ bool tg__extreme_applies(const tg_tensor *x, int64_t n);
  * tg__extreme_applies. */
 void tg__extreme_rows(const tg_tensor *x, bool min, int64_t n, void *out);
 
+/* Whether tg__topk_rows takes x with rows of n (dims after them of total
+ * extent inner) and the first m positions kept: f32, contiguous, inner 1,
+ * 2 <= m, 4 m <= n <= INT32_MAX (src/ops/sort_topk.c). */
+bool tg__topk_applies(const tg_tensor *x, int64_t n, int64_t inner, int64_t m);
+
+/* x (passing tg__topk_applies with m = start + count), seen as (rows, n):
+ * out (rows, count) gets the indices of positions [start, start + count)
+ * of each row's order, TG__FIRST_MAX_NAN_FIRST's with desc, else
+ * TG__FIRST_MIN_NAN_LAST's, equal elements by index: the sort's.  The
+ * first-position kernel in use (tg__first_kernel_get) reads the rows.
+ * TG_ENOMEM (out partly written). */
+int tg__topk_rows(const tg_tensor *x, bool desc, int64_t n, int64_t start, int64_t count,
+                  int64_t *out);
+
 #endif
