@@ -57,8 +57,11 @@ static int distinct_threads(const seen_t *s, int64_t n)
     return k;
 }
 
+/* With the caller waiting for every worker to join, each share runs on a
+ * thread of its own. */
 Test(parallel, range_covers_every_index_once_on_the_asked_threads)
 {
+    const int64_t patience = tg__pool_set_patience(-1);
     static const int64_t ns[] = {1, 2, 3, 7, 64, 1000, MAXN};
     for (int t = 1; t <= 4; t++) {
         cr_assert(eq(int, tg_set_num_threads(t), TG_OK));
@@ -81,6 +84,7 @@ Test(parallel, range_covers_every_index_once_on_the_asked_threads)
         }
     }
     cr_assert(not(tg__in_parallel()));
+    tg__pool_set_patience(patience);
 }
 
 Test(parallel, range_not_parallel_runs_on_the_caller)
@@ -221,6 +225,7 @@ Test(parallel, a_forked_child_gets_its_own_team)
     cr_assert(pid >= 0);
     if (pid == 0) {
         memset(&s, 0, sizeof s);
+        tg__pool_set_patience(-1);   /* its new worker joins, however long it takes */
         tg__parallel_range(1000, true, record, &s);
         int ok = distinct_threads(&s, 1000) == 2;
         for (int64_t i = 0; i < 1000; i++) ok = ok && atomic_load(&s.hits[i]) == 1;
@@ -334,4 +339,59 @@ Test(parallel, blas_kernels_fit_the_cpu_and_compute_right)
             cr_assert(eq(dbl, (double)pc[i * N + j], s), "c[%d][%d] (core %s)", i, j, core);
         }
     tg_tensor_release(a), tg_tensor_release(b), tg_tensor_release(c);
+}
+
+/* A worker that cannot join (held back, as one without a CPU): the caller
+ * runs its share itself once the patience is spent and returns without it,
+ * every index once; a task call does not wait for it at all.  The held
+ * worker, let go, finds no ticket, and the next calls share the work again.
+ * The call runs on a thread of the test's, so that a caller waiting for the
+ * held worker shows as a call not done in 10 s, not as a hung test. */
+typedef struct {
+    seen_t s;
+    tasks_t t;
+    atomic_int done;
+} held_call;
+
+static void *held_caller(void *p)
+{
+    held_call *c = p;
+    tg__parallel_range(1000, true, record, &c->s);
+    tg__run_tasks(40, true, count_task, &c->t);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+Test(parallel, a_worker_that_cannot_join_is_not_waited_for)
+{
+    cr_assert(eq(int, tg_set_num_threads(2), TG_OK));
+    static seen_t warm;
+    tg__parallel_range(100, true, record, &warm);   /* the worker exists */
+    const int64_t patience = tg__pool_set_patience(1000000);   /* 1 ms */
+    static held_call c;
+    memset(&c, 0, sizeof c);
+    tg__pool_hold(true);
+    pthread_t th;
+    cr_assert(eq(int, pthread_create(&th, NULL, held_caller, &c), 0));
+    for (int i = 0; i < 10000 && !atomic_load(&c.done); i++) {
+        const struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    const int done = atomic_load(&c.done);
+    tg__pool_hold(false);   /* a waiting caller finishes now: the join below returns */
+    cr_assert(eq(int, pthread_join(th, NULL), 0));
+    cr_assert(eq(int, done, 1), "the call waited for a worker that could not join");
+    for (int64_t i = 0; i < 1000; i++)
+        cr_assert(eq(int, atomic_load(&c.s.hits[i]), 1), "index %lld", (long long)i);
+    cr_assert(eq(int, distinct_threads(&c.s, 1000), 1));
+    for (int64_t i = 0; i < 40; i++) cr_assert(eq(int, atomic_load(&c.t.ran[i]), 1));
+    tg__pool_set_patience(-1);
+    static seen_t after;
+    for (int r = 0; r < 3; r++) {
+        memset(&after, 0, sizeof after);
+        tg__parallel_range(1000, true, record, &after);
+        for (int64_t i = 0; i < 1000; i++) cr_assert(eq(int, atomic_load(&after.hits[i]), 1));
+        cr_assert(eq(int, distinct_threads(&after, 1000), 2), "round %d", r);
+    }
+    tg__pool_set_patience(patience);
 }

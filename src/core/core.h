@@ -490,6 +490,12 @@ void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_
 int tg__parse_threads(const char *s);
 /* True inside a parallel call (tg__run_tasks, tg__parallel_range). */
 bool tg__in_parallel(void);
+/* Tests: how long a parallel call waits for its workers to join before it
+ * runs their shares itself (default 200 us; negative: without end; returns
+ * the one it replaces), and workers held back from joining (true) or let
+ * go (false). */
+int64_t tg__pool_set_patience(int64_t ns);
+void tg__pool_hold(bool hold);
 
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }

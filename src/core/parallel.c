@@ -4,7 +4,18 @@
  * tg_get_num_threads() - 1 workers, started on first use.  A parallel call
  * publishes a job (a function, its argument) by bumping a generation number;
  * each thread runs the function with its own id, and the caller waits until
- * every worker has finished.
+ * every worker that took part has finished.
+ *
+ * Taking part needs a ticket: a job comes with one per worker, and a worker
+ * takes one before it reads the job.  When a worker cannot get a CPU (a
+ * shared 2-core machine whose other core is busy), the caller does not
+ * wait for it: after its own share, and a quarter as long again (at most
+ * TG__PATIENCE_NS) without every ticket taken, it withdraws the tickets left, runs the shares no worker
+ * claimed itself, and waits only for the workers holding a ticket.  A
+ * worker that wakes later finds no ticket and goes back to waiting; the
+ * job's memory is never read by a thread without a ticket.  A share is
+ * claimed before it runs, so it runs once, and the split of the work is
+ * the same whoever runs it.
  *
  * Waiting is "spin, then sleep".  A DCGAN training step makes about a
  * hundred parallel calls with a few tens of microseconds of serial work
@@ -38,6 +49,10 @@
 /* 50 us: as fast as 0.2-20 ms on an idle machine for the DCGAN step, and
  * the least lost when another process wants the cores (docs/performance.md) */
 #define TG__SPIN_NS 50000
+/* At most 200 us, and a quarter of the caller's own share: longer than a
+ * worker's wake-up on an idle machine for the shares worth sharing, far
+ * shorter than a busy core's time slice */
+#define TG__PATIENCE_NS 200000
 
 typedef void (*tg__team_fn)(void *arg, int tid, int nt);
 
@@ -46,7 +61,8 @@ static struct {
     pthread_cond_t wake;      /* workers: a new generation */
     pthread_cond_t done;      /* caller: the last worker finished */
     alignas(64) atomic_ullong gen;   /* bumped to publish fn/arg; a worker runs each one once */
-    alignas(64) atomic_int pending;  /* workers still running the current generation */
+    alignas(64) atomic_int pending;  /* tickets of the current generation not yet done */
+    alignas(64) atomic_int tickets;  /* tickets not yet taken (see the top) */
     atomic_int sleepers;      /* workers waiting on `wake` */
     atomic_int caller_asleep; /* the caller waits on `done` */
     tg__team_fn fn;           /* NULL: workers exit */
@@ -61,6 +77,8 @@ static struct {
           .done = PTHREAD_COND_INITIALIZER};
 
 static pthread_mutex_t pool_owner = PTHREAD_MUTEX_INITIALIZER;   /* one caller at a time */
+static _Atomic int64_t patience_ns = TG__PATIENCE_NS;   /* tests: tg__pool_set_patience */
+static atomic_int held;     /* tests: workers wait before taking a ticket (tg__pool_hold) */
 static atomic_int wanted;   /* tg_set_num_threads; 0: not called */
 static atomic_int deflt;    /* TG_NUM_THREADS, OMP_NUM_THREADS or the CPUs; 0: not read yet */
 static _Thread_local bool in_team;
@@ -108,6 +126,17 @@ static inline bool all_done(unsigned long long unused)
     return atomic_load_explicit(&pool.pending, memory_order_acquire) == 0;
 }
 
+/* Takes a ticket of the current job, if one is left. */
+static bool take_ticket(void)
+{
+    int t = atomic_load_explicit(&pool.tickets, memory_order_relaxed);
+    while (t > 0)
+        if (atomic_compare_exchange_weak_explicit(&pool.tickets, &t, t - 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
 static void *worker_main(void *p)
 {
     const int tid = (int)(intptr_t)p;
@@ -122,6 +151,11 @@ static void *worker_main(void *p)
             pthread_mutex_unlock(&pool.mu);
         }
         seen = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        while (atomic_load(&held)) {   /* tests only */
+            const struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        if (!take_ticket()) continue;   /* withdrawn: the caller did without us */
         const tg__team_fn fn = pool.fn;
         if (fn) fn(pool.arg, tid, pool.nworkers + 1);
         if (atomic_fetch_sub(&pool.pending, 1) == 1 &&
@@ -140,6 +174,7 @@ static void publish(tg__team_fn fn, void *arg)
     pool.fn = fn;
     pool.arg = arg;
     atomic_store_explicit(&pool.pending, pool.nworkers, memory_order_relaxed);
+    atomic_store_explicit(&pool.tickets, pool.nworkers, memory_order_release);
     atomic_fetch_add(&pool.gen, 1);   /* seq_cst: ordered before the sleepers load */
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.mu);
@@ -272,11 +307,40 @@ static int call_threads(bool parallel, int64_t n)
     return !parallel || n < 2 || in_team ? 1 : tg_get_num_threads();
 }
 
+/* Every ticket is taken (the caller, waiting for its team to join). */
+static inline bool all_joined(void)
+{
+    return atomic_load_explicit(&pool.tickets, memory_order_relaxed) == 0;
+}
+
+/* Waits up to `wait` ns for every worker to take its ticket (negative:
+ * without end), then withdraws the tickets left; returns how many. */
+static int withdraw_tickets(int64_t wait)
+{
+    if (wait < 0) {
+        while (!all_joined()) sched_yield();
+    } else {
+        const int64_t end = now_ns() + wait;
+        while (!all_joined() && now_ns() < end) cpu_relax();
+    }
+    const int left = atomic_exchange(&pool.tickets, 0);
+    if (left > 0) atomic_fetch_sub(&pool.pending, left);
+    return left;
+}
+
+int64_t tg__pool_set_patience(int64_t ns) { return atomic_exchange(&patience_ns, ns); }
+
+void tg__pool_hold(bool hold) { atomic_store(&held, hold); }
+
 /* Runs fn(arg, tid, nt) on nt threads, tid 0 being this one, for a call
- * outside any parallel call that wants `want` >= 2 threads.  Serial (nt =
- * 1) while another thread of the program holds the team, or when no worker
- * could be started. */
-static void team_run(tg__team_fn fn, void *arg, int want)
+ * outside any parallel call that wants `want` >= 2 threads, then, when a
+ * worker did not join in time, rest(arg, nt) on this thread: the shares
+ * no one claimed (see the top).  rest NULL: the caller's fn leaves nothing
+ * undone (it takes work until none is left), so no worker is waited for
+ * that has not joined when it returns.  Serial (nt = 1) while another
+ * thread of the program holds the team, or when no worker could be
+ * started. */
+static void team_run(tg__team_fn fn, void (*rest)(void *arg, int nt), void *arg, int want)
 {
     bool team = pthread_mutex_trylock(&pool_owner) == 0;
     if (team && !pool_size(want)) {
@@ -291,7 +355,15 @@ static void team_run(tg__team_fn fn, void *arg, int want)
     }
     publish(fn, arg);
     in_team = true;
-    fn(arg, 0, pool.nworkers + 1);
+    const int nt = pool.nworkers + 1;
+    const int64_t t0 = now_ns();
+    fn(arg, 0, nt);
+    /* Patience: a quarter of what the caller's own share took, about what
+     * running a missing worker's share costs: a worker that never comes
+     * makes the call a quarter slower than a serial one. */
+    int64_t wait = rest ? atomic_load(&patience_ns) : 0, own = (now_ns() - t0) / 4;
+    if (wait > own) wait = own;
+    if (withdraw_tickets(wait) > 0 && rest) rest(arg, nt);
     in_team = false;
     wait_workers();
     pthread_mutex_unlock(&pool_owner);
@@ -303,15 +375,23 @@ typedef struct {
     int64_t n;
     void (*body)(void *ctx, int64_t lo, int64_t hi);
     void *ctx;
+    atomic_flag claimed[TG__MAX_THREADS];   /* share tid taken */
 } range_job;
 
 static void range_part(void *p, int tid, int nt)
 {
-    const range_job *j = p;
+    range_job *j = p;
+    if (atomic_flag_test_and_set(&j->claimed[tid])) return;   /* the caller ran it */
     /* n/nt each, the first n%nt one more (no n*tid, which could overflow) */
     const int64_t q = j->n / nt, r = j->n % nt;
     const int64_t lo = tid * q + (tid < r ? tid : r), hi = lo + q + (tid < r ? 1 : 0);
     if (lo < hi) j->body(j->ctx, lo, hi);
+}
+
+/* The shares of workers that did not join in time, on the caller. */
+static void range_rest(void *p, int nt)
+{
+    for (int tid = 1; tid < nt; tid++) range_part(p, tid, nt);
 }
 
 void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_t lo, int64_t hi),
@@ -324,7 +404,8 @@ void tg__parallel_range(int64_t n, bool parallel, void (*body)(void *ctx, int64_
         return;
     }
     range_job j = {.n = n, .body = body, .ctx = ctx};
-    team_run(range_part, &j, nt);
+    for (int i = 0; i < nt; i++) atomic_flag_clear(&j.claimed[i]);
+    team_run(range_part, range_rest, &j, nt);
 }
 
 /* ---- independent tasks, taken one at a time ----------------------------- */
@@ -367,7 +448,7 @@ int tg__run_tasks(int64_t n, bool parallel, int (*task)(void *job, int64_t i), v
     tasks_job j = {.n = n, .task = task, .job = job, .msg_taken = ATOMIC_FLAG_INIT};
     atomic_init(&j.next, 0);
     atomic_init(&j.rc, TG_OK);
-    team_run(tasks_part, &j, nt);
+    team_run(tasks_part, NULL, &j, nt);
     const int rc = atomic_load(&j.rc);
     return rc < 0 ? tg_error_set(rc, "%s", j.msg) : TG_OK;
 }
