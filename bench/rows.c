@@ -2,9 +2,10 @@
  * tensor, forward or forward and backward, for bench/rows.py (which runs
  * the same call in PyTorch and gives the ratio): softmax, log_softmax,
  * cross_entropy along the last dim, sum and mean of every element, sum
- * over the last dim, mse_loss.
+ * over the last dim, mse_loss, layer_norm over the last dim (weight and
+ * bias U[0.5, 2) and U[-1, 1)).
  *
- *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss
+ *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss|layer_norm
  *        --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)]
  *        [--backward]
  *
@@ -37,11 +38,11 @@
 typedef struct rows_case {
     const char *op;
     bool backward;
-    tg_tensor *x, *target, *other, *gy;
+    tg_tensor *x, *target, *other, *w, *b, *gy;
 } rows_case;
 
 static const char *const ops[] = {"softmax", "log_softmax", "cross_entropy", "sum", "mean",
-                                  "sum_dim1", "mse_loss"};
+                                  "sum_dim1", "mse_loss", "layer_norm"};
 
 static void run_op(const rows_case *c, tg_tensor **y)
 {
@@ -53,7 +54,8 @@ static void run_op(const rows_case *c, tg_tensor **y)
     else if (!strcmp(op, "sum")) CHECK(tg_sum(y, c->x));
     else if (!strcmp(op, "mean")) CHECK(tg_mean(y, c->x));
     else if (!strcmp(op, "sum_dim1")) CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false));
-    else CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN));
+    else if (!strcmp(op, "mse_loss")) CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN));
+    else CHECK(tg_layer_norm(y, c->x, 1, &tg_tensor_shape(c->x)[1], c->w, c->b, 1e-5));
 }
 
 static void pass(const void *arg)
@@ -71,7 +73,7 @@ static void pass(const void *arg)
 static int usage(void)
 {
     fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
-                    "mse_loss --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] "
+                    "mse_loss|layer_norm --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] "
                     "[--repeat R] [--backward]\n");
     return 2;
 }
@@ -120,6 +122,10 @@ int main(int argc, char **argv)
     for (int64_t n = 0; n < shape[0]; n++) t[n] = n % shape[1];
     CHECK(tg_tensor_zeros(&c.other, dt, 2, shape));
     CHECK(tg_tensor_rand_uniform(c.other, &rng, -4.0, 4.0));
+    CHECK(tg_tensor_zeros(&c.w, dt, 1, &shape[1]));
+    CHECK(tg_tensor_rand_uniform(c.w, &rng, 0.5, 2.0));
+    CHECK(tg_tensor_zeros(&c.b, dt, 1, &shape[1]));
+    CHECK(tg_tensor_rand_uniform(c.b, &rng, -1.0, 1.0));
     if (c.backward) {
         tg_tensor *y = NULL;
         run_op(&c, &y);
@@ -131,6 +137,8 @@ int main(int argc, char **argv)
     if (bench_time_calls(pass, &c, repeat)) return 1;
     tg_tensor_release(c.gy);
     tg_tensor_release(c.other);
+    tg_tensor_release(c.w);
+    tg_tensor_release(c.b);
     tg_tensor_release(c.target);
     tg_tensor_release(c.x);
     return 0;

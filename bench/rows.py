@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Ops over the rows of (N, C): softmax, log_softmax and cross_entropy along the
-last dim, sum and mean of every element, sum over the last dim, mse_loss;
+last dim, sum and mean of every element, sum over the last dim, mse_loss,
+layer_norm over the last dim;
 tapegrad (bench/rows) against PyTorch (Debian's python3-torch), the same
 thread count, in one run.
 
@@ -32,6 +33,7 @@ CASES = [
     ("mean", "mean", "f32", (256, 1024)),
     ("sum dim 1", "sum_dim1", "f32", (256, 1024)),
     ("mse_loss", "mse_loss", "f32", (256, 1024)),
+    ("layer_norm", "layer_norm", "f32", (256, 1024)),
 ]
 
 DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
@@ -49,6 +51,8 @@ def torch_child(a):
     x = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     other = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     target = torch.arange(n) % c
+    w = (torch.rand(c, generator=g) * 1.5 + 0.5).to(dtype)
+    b = (torch.rand(c, generator=g) * 2 - 1).to(dtype)
     fns = {
         "softmax": lambda t: F.softmax(t, 1),
         "log_softmax": lambda t: F.log_softmax(t, 1),
@@ -57,6 +61,7 @@ def torch_child(a):
         "mean": lambda t: t.mean(),
         "sum_dim1": lambda t: t.sum(1),
         "mse_loss": lambda t: F.mse_loss(t, other),
+        "layer_norm": lambda t: F.layer_norm(t, (c,), w, b, 1e-5),
     }
     fn = fns[a.op]
     gy = None

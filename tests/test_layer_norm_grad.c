@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "helpers.h"
+#include "core/core.h"
 #include "layer_norm_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
@@ -94,5 +95,54 @@ Test(layer_norm_grad, fused_backward_matches_recorded_backward)
                 th_expect_close(what, g[1][i], g[0][i], d ? 1e-5 : 1e-12);
                 th_release_all(2, (tg_tensor *[]){g[0][i], g[1][i]});
             }
+        }
+}
+
+/* The one-pass backward in each vector width this CPU runs (TG_CAST_KERNEL's,
+ * forced here): the same bits for x, w and b, for layer norm over a row of
+ * 1027 values (spans of four and a tail) and group norm with S = 1 (the
+ * affine tiles) and S = 21, in f32 and f64. */
+Test(layer_norm_grad, every_vector_width_gives_the_same_bits)
+{
+    static const struct {
+        bool group;
+        int nd, n_norm;
+        int64_t xs[4], groups;
+    } cs[] = {{false, 2, 1, {7, 1027}, 0}, {true, 2, 0, {300, 12}, 3}, {true, 3, 0, {5, 4, 21}, 2}};
+    static const tg__cast widths[] = {TG__CAST_PORTABLE, TG__CAST_AVX2, TG__CAST_AVX512};
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
+        for (int d = 0; d < 2; d++) {
+            const tg_dtype dt = d ? TG_F32 : TG_F64;
+            ln_case c = make_case(cs[k].group, cs[k].nd, cs[k].xs, cs[k].n_norm, cs[k].groups,
+                                  true, true);
+            tg_tensor *x = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 800 + k);
+            tg_tensor *m = th_rand_uniform(dt, cs[k].nd, cs[k].xs, 810 + k);
+            tg_tensor *w = affine_tensor(&c, cs[k].nd, cs[k].xs, 820 + k, 0.5, 2, dt);
+            tg_tensor *b = affine_tensor(&c, cs[k].nd, cs[k].xs, 830 + k, -1, 1, dt);
+            tg_tensor *leaves[3] = {x, w, b}, *first[3] = {NULL, NULL, NULL};
+            for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(leaves[i], true));
+            for (size_t v = 0; v < 3; v++) {
+                tg__set_cast_kernel(widths[v]);
+                if (tg__cast_kernel() != widths[v]) {
+                    th_not_run("layer norm's backward in width %zu is not run: this CPU lacks "
+                               "it", v);
+                    continue;
+                }
+                tg_tensor *y = NULL, *z = NULL, *s = NULL;
+                OK(run_case(&y, &c, x, w, b));
+                OK(tg_mul(&z, y, m));
+                OK(tg_sum(&s, z));
+                OK(tg_backward(s, NULL, NULL));
+                for (int i = 0; i < 3; i++) {
+                    tg_tensor *gi = tg_tensor_grad(leaves[i]);
+                    if (first[i]) th_expect_same_bits("width", leaves[i], gi, first[i]);
+                    else first[i] = tg_tensor_retain(gi);
+                    tg_tensor_zero_grad(leaves[i]);
+                }
+                th_release_all(3, (tg_tensor *[]){y, z, s});
+            }
+            tg__set_cast_kernel(TG__CAST_AUTO);
+            th_release_all(4, (tg_tensor *[]){x, m, w, b});
+            for (int i = 0; i < 3; i++) tg_tensor_release(first[i]);
         }
 }

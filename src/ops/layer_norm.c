@@ -75,6 +75,14 @@ static int64_t ln_scratch(ln_geom g)
     return g.s >= LN_RUN_MIN ? 2 * g.n * g.c : 2 * ((g.n + LN_CHUNK - 1) / LN_CHUNK) * g.c;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LN_AVX2 __attribute__((target("avx2")))
+#define LN_AVX512 __attribute__((target("avx512f,avx512bw")))
+#else
+#define LN_AVX2
+#define LN_AVX512
+#endif
+
 #define T float
 #define SUF f32
 #include "ops/layer_norm_kernels_tmpl.h"

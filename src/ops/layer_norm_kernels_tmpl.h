@@ -26,27 +26,38 @@ typedef struct {
 } FN(ln_job);
 
 /* Sums over n values of gw = q w (w per element, or NULL for 1) and of
- * gw (p - m), in double with four interleaved accumulators. */
-static void FN(ln_span)(const T *p, const T *q, const T *w, int64_t n, double m, double *sg,
-                        double *sgx)
+ * gw (p - m), in double with four interleaved accumulators, kept as the
+ * lanes of one vector of four doubles (the same adds as four scalars). */
+typedef double FN(ln_v4d) __attribute__((vector_size(32)));
+typedef T FN(ln_v4t) __attribute__((vector_size(4 * sizeof(T))));
+
+/* Four values of T at v widened into *d (vectors go by pointer: no ABI that
+ * depends on AVX). */
+static inline __attribute__((always_inline)) void FN(ln_load4)(const T *v, FN(ln_v4d) *d)
 {
-    double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+    FN(ln_v4t) t;
+    memcpy(&t, v, sizeof t);
+    *d = __builtin_convertvector(t, FN(ln_v4d));
+}
+
+static inline __attribute__((always_inline)) void FN(ln_span)(const T *p, const T *q,
+                                                              const T *w, int64_t n, double m,
+                                                              double *sg, double *sgx)
+{
+    FN(ln_v4d) va = {0, 0, 0, 0}, vb = {0, 0, 0, 0};
     int64_t i = 0;
-    if (w) {
-        for (; i + 4 <= n; i += 4)
-            for (int l = 0; l < 4; l++) {
-                const double gw = (double)q[i + l] * (double)w[i + l];
-                a[l] += gw;
-                b[l] += gw * ((double)p[i + l] - m);
-            }
-    } else {
-        for (; i + 4 <= n; i += 4)
-            for (int l = 0; l < 4; l++) {
-                const double gw = (double)q[i + l];
-                a[l] += gw;
-                b[l] += gw * ((double)p[i + l] - m);
-            }
+    for (; i + 4 <= n; i += 4) {
+        FN(ln_v4d) gw, wv, pv;
+        FN(ln_load4)(q + i, &gw);
+        if (w) {
+            FN(ln_load4)(w + i, &wv);
+            gw = gw * wv;
+        }
+        FN(ln_load4)(p + i, &pv);
+        va += gw;
+        vb += gw * (pv - m);
     }
+    double a[4] = {va[0], va[1], va[2], va[3]}, b[4] = {vb[0], vb[1], vb[2], vb[3]};
     for (; i < n; i++) {
         const double gw = (double)q[i] * (w ? (double)w[i] : 1.0);
         a[i & 3] += gw;
@@ -119,7 +130,9 @@ static void FN(ln_affine_from_runs)(const FN(ln_job) *q)
  * (task t: chunk t / ncb, channel block t % ncb), each sample's values of
  * the block in a row, into part (chunk j: dw at 2 j C, db at (2 j + 1) C).
  * The tiles depend on the shape alone, not on the thread count. */
-static void FN(ln_affine_tiles)(void *job, int64_t t0, int64_t t1)
+static inline __attribute__((always_inline)) void FN(ln_affine_tiles_body)(void *job,
+                                                                          int64_t t0,
+                                                                          int64_t t1)
 {
     const FN(ln_job) *q = job;
     const ln_geom g = q->g;
@@ -156,7 +169,8 @@ static void FN(ln_affine_tiles)(void *job, int64_t t0, int64_t t1)
  * with sg = sum gw and sgx = sum gw (x - mean) over the row's L values:
  * from the run sums when there are, else in one span.  out may be gr
  * itself: a row's sums are taken before its dx is written. */
-static void FN(ln_dx_rows)(void *job, int64_t r0, int64_t r1)
+static inline __attribute__((always_inline)) void FN(ln_dx_rows_body)(void *job, int64_t r0,
+                                                                     int64_t r1)
 {
     const FN(ln_job) *q = job;
     const ln_geom g = q->g;
@@ -199,6 +213,33 @@ static void FN(ln_dx_rows)(void *job, int64_t r0, int64_t r1)
     }
 }
 
+/* The bodies above compiled for SSE2 (any x86-64), AVX2 and AVX-512: the
+ * same operations in each, so the same bits (no contraction into FMAs in
+ * ISO C); the width is the bulk conversions' (tg__cast_kernel, forced by
+ * TG_CAST_KERNEL). */
+#define LN_CLONES(name)                                                                        \
+    static void FN(name)(void *job, int64_t a, int64_t b) { FN(name##_body)(job, a, b); }    \
+    LN_AVX2 static void FN(name##_avx2)(void *job, int64_t a, int64_t b)                       \
+    {                                                                                          \
+        FN(name##_body)(job, a, b);                                                            \
+    }                                                                                          \
+    LN_AVX512 static void FN(name##_avx512)(void *job, int64_t a, int64_t b)                   \
+    {                                                                                          \
+        FN(name##_body)(job, a, b);                                                            \
+    }
+LN_CLONES(ln_affine_tiles)
+LN_CLONES(ln_dx_rows)
+#undef LN_CLONES
+
+/* fn, fn_avx2 or fn_avx512 as the width in use. */
+static void (*FN(ln_pick)(void (*fn)(void *, int64_t, int64_t),
+                          void (*fn_avx2)(void *, int64_t, int64_t),
+                          void (*fn_avx512)(void *, int64_t, int64_t)))(void *, int64_t, int64_t)
+{
+    const tg__cast k = tg__cast_kernel();
+    return k == TG__CAST_AVX512 ? fn_avx512 : k == TG__CAST_AVX2 ? fn_avx2 : fn;
+}
+
 /* The gradients: dx (when not NULL; may be gr itself) and, when dw != NULL,
  * dw and db (C doubles each).  scratch: ln_scratch(g) doubles, for the run
  * sums (S >= LN_RUN_MIN) or the tiles' partial sums.  dw and db are taken
@@ -218,7 +259,10 @@ static void FN(ln_grads)(const T *x, const T *gr, ln_geom g, const double *mean,
         const int64_t nch = (g.n + LN_CHUNK - 1) / LN_CHUNK, ncb = (g.c + LN_CBLK - 1) / LN_CBLK;
         FN(ln_job) tiles = q;
         tiles.s1 = scratch;
-        tg__parallel_range(nch * ncb, par, FN(ln_affine_tiles), &tiles);
+        tg__parallel_range(nch * ncb, par,
+                           FN(ln_pick)(FN(ln_affine_tiles), FN(ln_affine_tiles_avx2),
+                                       FN(ln_affine_tiles_avx512)),
+                           &tiles);
         for (int64_t c = 0; c < g.c; c++) dw[c] = db[c] = 0;
         for (int64_t j = 0; j < nch; j++)   /* the chunks in order */
             for (int64_t c = 0; c < g.c; c++) {
@@ -226,7 +270,11 @@ static void FN(ln_grads)(const T *x, const T *gr, ln_geom g, const double *mean,
                 db[c] += scratch[(2 * j + 1) * g.c + c];
             }
     }
-    if (dx) tg__parallel_range(g.n * g.g, par, FN(ln_dx_rows), &q);
+    if (dx)
+        tg__parallel_range(g.n * g.g, par,
+                           FN(ln_pick)(FN(ln_dx_rows), FN(ln_dx_rows_avx2),
+                                       FN(ln_dx_rows_avx512)),
+                           &q);
 }
 
 #undef FN
