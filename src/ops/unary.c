@@ -28,6 +28,7 @@
 #include "ops/elementwise.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/unary_simd_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct pow_params {
@@ -35,7 +36,36 @@ typedef struct pow_params {
 } pow_params;
 
 TG_EW_UNARY_KERNEL(k_neg, -a)
-TG_EW_UNARY_KERNEL(k_exp, exp((double)a))
+/* exp of f64 by libm; of f32 (and the half dtypes) in vector registers
+ * (src/ops/unary_simd.c: within one rounding of (float)exp((double)a),
+ * tests). */
+static void k_exp(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *x = a;
+        for (int64_t i = 0; i < n; i++) o[i] = exp(x[i]);
+    } else {
+        tg__unary_simd_f32(TG__USIMD_EXP, out, a, NULL, n, tg__exp_width_get());
+    }
+}
+
+/* exp's gradient g * exp(a) in one pass (a the saved input, b = g), exp
+ * rounded to the element type and the product in it: the bits of
+ * tg_mul(g, tg_exp(a)). */
+static void k_exp_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                       double s)
+{
+    (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;   /* o may be pg (in place) */
+        const double *pa = a, *pg = b;
+        for (int64_t i = 0; i < n; i++) o[i] = pg[i] * exp(pa[i]);
+    } else {
+        tg__unary_simd_f32(TG__USIMD_EXP_GRAD, out, a, b, n, tg__exp_width_get());
+    }
+}
 TG_EW_UNARY_KERNEL(k_log, log((double)a))
 TG_EW_UNARY_KERNEL(k_sqrt, sqrt((double)a))
 TG_EW_UNARY_KERNEL(k_abs, fabs((double)a))
@@ -173,12 +203,23 @@ static int neg_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg_neg(&gi[0], g);
 }
 
-/* d exp(a) = g * exp(a). */
+/* d exp(a) = g * exp(a); outside grad mode, with g of a's dtype, in one
+ * pass (k_exp_grad), over g itself when the engine holds its only
+ * reference. */
 static int exp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *e = NULL;
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    if (!tg_grad_enabled() && g->dtype == a->dtype) {
+        if (tg__grad_is_reusable(g, a->dtype, a)) {
+            TG_TRY_GOTO(tg__ew_binary_over("exp_backward", a, g, k_exp_grad, 0.0));
+            gi[0] = tg_tensor_retain(g);
+        } else {
+            TG_TRY_GOTO(tg__ew_binary("exp_backward", &gi[0], a, g, k_exp_grad, 0.0));
+        }
+        goto done;
+    }
     TG_TRY_GOTO(tg_exp(&e, a));
     TG_TRY_GOTO(tg_mul(&gi[0], g, e));
 done:
