@@ -189,3 +189,35 @@ Test(unary_simd, ops_take_the_kernels)
     }
     th_release_all(2, (tg_tensor *[]){x, g});
 }
+
+/* f64: the one-pass gradients of exp, gelu and silu (libm, outside grad
+ * mode) against their recorded ops (create_graph), which the gradchecks
+ * check. */
+Test(unary_simd, f64_one_pass_gradients_match_the_recorded_ops)
+{
+    enum { N = 401 };
+    double xs[N], gs[N];
+    for (int i = 0; i < N; i++) {
+        xs[i] = (double)(i - 200) * 0.0437;
+        gs[i] = (double)((i % 5) - 2) * 0.75 + 0.125;
+    }
+    tg_tensor *x = NULL, *g = NULL;
+    OK(tg_tensor_from_data(&x, TG_F64, 1, (int64_t[]){N}, xs));
+    OK(tg_tensor_from_data(&g, TG_F64, 1, (int64_t[]){N}, gs));
+    OK(tg_tensor_set_requires_grad(x, true));
+    int (*fns[3])(tg_tensor **, tg_tensor *) = {tg_exp, tg_gelu, tg_silu};
+    for (int f = 0; f < 3; f++) {
+        tg_tensor *y = NULL, *d = NULL, *dg = NULL;
+        OK(fns[f](&y, x));
+        tg_backward_opts keep = {.retain_graph = true}, cg = {.create_graph = true};
+        OK(tg_grad(&d, 1, &y, &g, 1, &x, &keep));
+        OK(tg_grad(&dg, 1, &y, &g, 1, &x, &cg));
+        for (int i = 0; i < N; i++) {
+            const double w = th_at(dg, i);
+            cr_assert(fabs(th_at(d, i) - w) <= 1e-15 * (fabs(w) + fabs(gs[i])),
+                      "op %d x=%g: %.17g, recorded %.17g", f, xs[i], th_at(d, i), w);
+        }
+        th_release_all(3, (tg_tensor *[]){y, d, dg});
+    }
+    th_release_all(2, (tg_tensor *[]){x, g});
+}
