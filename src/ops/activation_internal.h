@@ -1,5 +1,5 @@
 /* src/ops/activation_internal.h - the half-precision activation kernels of
- * activation_half.c, used by activation.c, and gelu's value of an element,
+ * activation_half.c, used by activation.c, and gelu's value of an f64 element,
  * which activation.c and rows_fused.c share. */
 #ifndef TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 #define TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
@@ -10,8 +10,9 @@
 
 /* gelu(x) = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x/sqrt2)) = 0.5 * erfc(-x/sqrt2);
  * the erfc form keeps precision for large negative x where 1 + erf cancels.
- * tg_gelu's value of each element (in double, rounded once to the dtype);
- * src/ops/rows_fused.c applies it too. */
+ * tg_gelu's value of each f64 element, and src/ops/rows_fused.c's; f32
+ * elements (and the half dtypes') take src/ops/unary_simd.c's, within one
+ * rounding of this. */
 static inline double tg__gelu_d(double x)
 {
     return 0.5 * x * erfc(-x * M_SQRT1_2);
