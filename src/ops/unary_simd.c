@@ -1,5 +1,5 @@
-/* src/ops/unary_simd.c - exp, gelu and the one-pass gradients of exp, gelu
- * and silu on contiguous f32 in double arithmetic, each result rounded
+/* src/ops/unary_simd.c - exp, gelu and the one-pass gradients of gelu and
+ * silu on contiguous f32 in double arithmetic, each result rounded
  * once to f32 (src/ops/unary_simd_internal.h).
  *
  * GCC's vector extensions, as src/ops/softmax_rows.c: four lanes of double
@@ -132,7 +132,6 @@ RUN(run8, 8, block8)
 #define BY_OP(run, op, o, a, g, n)                                                        \
     switch (op) {                                                                         \
     case TG__USIMD_EXP: run(TG__USIMD_EXP, o, a, g, n); break;                            \
-    case TG__USIMD_EXP_GRAD: run(TG__USIMD_EXP_GRAD, o, a, g, n); break;                  \
     case TG__USIMD_GELU: run(TG__USIMD_GELU, o, a, g, n); break;                          \
     case TG__USIMD_GELU_GRAD: run(TG__USIMD_GELU_GRAD, o, a, g, n); break;                \
     default: run(TG__USIMD_SILU_GRAD, o, a, g, n); break;                                 \

@@ -1,5 +1,5 @@
 /* src/ops/unary_simd_internal.h - exp, gelu and the one-pass gradients of
- * exp, gelu and silu on contiguous f32, in double, four or eight lanes at
+ * gelu and silu on contiguous f32, in double, four or eight lanes at
  * a time (src/ops/unary_simd.c), for unary.c's and activation.c's f32
  * kernels (and the half dtypes, which compute in f32).  Internal to
  * src/ops. */
@@ -13,7 +13,6 @@
 /* The op of a tg__unary_simd_f32 call, each element in double arithmetic
  * and rounded once to f32 (a = the input, g = the gradient):
  *   EXP        o = exp(a)              (a relative error a few 1e-16)
- *   EXP_GRAD   o = g * (float)exp(a)   (an f32 product, as tg_mul(g, exp(a)))
  *   GELU       o = a Phi(a)            Phi(a) = 0.5 erfc(-a / sqrt 2)
  *   GELU_GRAD  o = g (Phi(a) + a phi(a)), phi(a) = exp(-a^2 / 2) / sqrt(2 pi)
  *   SILU_GRAD  o = g s (1 + a (1 - s)), s = sigmoid(a)
@@ -22,7 +21,6 @@
  * rounding of the value from libm's exp and erfc (tests). */
 typedef enum tg__unary_simd_op {
     TG__USIMD_EXP,
-    TG__USIMD_EXP_GRAD,
     TG__USIMD_GELU,
     TG__USIMD_GELU_GRAD,
     TG__USIMD_SILU_GRAD,

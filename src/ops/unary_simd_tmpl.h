@@ -12,18 +12,13 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
     const VD x = __builtin_convertvector(af, VD);
     const VD zero = {0};
     VD y;
-    if (op == TG__USIMD_EXP || op == TG__USIMD_EXP_GRAD) {
+    if (op == TG__USIMD_EXP) {
         /* [-120, 100]: 0 and inf in f32 beyond; NaN stays NaN */
         const VI lo = x < -120.0, hi = x > 100.0;
         const VD t = SEL(lo, zero - 120.0, SEL(hi, zero + 100.0, x));
         EXPV(t, y);
         y = (VD)((VI)y & ~lo);
-        if (op == TG__USIMD_EXP) {
-            of = __builtin_convertvector(y, VF);
-        } else {
-            of = __builtin_convertvector(y, VF);
-            of = gf * of;
-        }
+        of = __builtin_convertvector(y, VF);
         memcpy(o, &of, sizeof of);
         return;
     }
