@@ -219,3 +219,17 @@ Test(unary_simd, f64_one_pass_gradients_match_the_recorded_ops)
     }
     th_release_all(2, (tg_tensor *[]){x, g});
 }
+
+/* exp saves its output, as PyTorch's: writing into it before backward is
+ * TG_EINPLACE naming the op. */
+Test(unary_simd, exp_checks_its_saved_output)
+{
+    tg_tensor *x = th_seq(TG_F32, 1, (int64_t[]){5}, -1, 1), *y = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_exp(&y, x));
+    OK(tg_tensor_fill(y, 0.5));
+    cr_assert(eq(int, tg_backward(y, y, NULL), TG_EINPLACE));
+    cr_assert(strstr(tg_error_message(), "exp: saved tensor #0") != NULL, "%s",
+              tg_error_message());
+    th_release_all(2, (tg_tensor *[]){x, y});
+}
