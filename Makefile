@@ -113,7 +113,7 @@ REL_BUILD ?= build-rel
 
 # The results table of the README, in a release build: the DCGAN training step,
 # the conv layers against PyTorch and OpenBLAS sgemm, AMP, int8, pooling, cumsum,
-# indexing, softmax and sums (about 20 min).
+# indexing, softmax, sums and the element-wise ops (about 20 min).
 bench: deps torch-deps
 	[ -f $(REL_BUILD)/build.ninja ] || meson setup $(REL_BUILD) -Dbuildtype=release
 	ninja -C $(REL_BUILD)
@@ -124,6 +124,7 @@ bench: deps torch-deps
 	/usr/bin/python3 bench/pool.py --build $(REL_BUILD) --rounds 5
 	/usr/bin/python3 bench/indexing.py --build $(REL_BUILD) --rounds 3
 	/usr/bin/python3 bench/rows.py --build $(REL_BUILD) --rounds 3
+	/usr/bin/python3 bench/pointwise.py --build $(REL_BUILD) --rounds 3
 
 goldens: torch-deps
 	/usr/bin/python3 scripts/make_goldens.py

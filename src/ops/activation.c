@@ -24,6 +24,7 @@
 
 #include "core/core.h"
 #include "ops/activation_internal.h"
+#include "ops/unary_simd_internal.h"
 #include "ops/elementwise.h"
 #include "ops/dispatch.h"
 #include "autograd/tape.h"
@@ -112,17 +113,27 @@ static inline __attribute__((always_inline)) void tanh_run(float *o, const float
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) static void tanh_run_avx2(float *o, const float *a, int64_t n)
+#define ACT_AVX2 __attribute__((target("avx2")))
+#define ACT_AVX512 __attribute__((target("avx512f")))
+#else
+#define ACT_AVX2
+#define ACT_AVX512
+#endif
+/* The loops compiled for AVX2 and AVX-512 registers (neither enables FMA,
+ * and c17 does not contract: the same bits). */
+ACT_AVX2 static void tanh_run_avx2(float *o, const float *a, int64_t n) { tanh_run(o, a, n); }
+ACT_AVX512 static void tanh_run_avx512(float *o, const float *a, int64_t n)
 {
     tanh_run(o, a, n);
 }
-#else
-static void tanh_run_avx2(float *o, const float *a, int64_t n) { tanh_run(o, a, n); }
-#endif
 
+/* The vector width of tanh and sigmoid when simd is set: this thread's exp
+ * width (softmax_rows_internal.h, forced by tests). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd)
 {
-    if (simd && tg__cpu_has_half_simd()) tanh_run_avx2(out, a, n);   /* AVX2 */
+    const tg__exp_width w = simd ? tg__exp_width_get() : TG__EXP_PLAIN;
+    if (w == TG__EXP_AVX512) tanh_run_avx512(out, a, n);
+    else if (w == TG__EXP_AVX2) tanh_run_avx2(out, a, n);
     else tanh_run(out, a, n);
 }
 
@@ -172,22 +183,20 @@ static inline __attribute__((always_inline)) void sigmoid_run(float *o, const fl
         for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f32(a[i]);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) static void sigmoid_run_avx2(float *o, const float *a,
-                                                                 int64_t n, bool silu)
+ACT_AVX2 static void sigmoid_run_avx2(float *o, const float *a, int64_t n, bool silu)
 {
     sigmoid_run(o, a, n, silu);
 }
-#else
-static void sigmoid_run_avx2(float *o, const float *a, int64_t n, bool silu)
+ACT_AVX512 static void sigmoid_run_avx512(float *o, const float *a, int64_t n, bool silu)
 {
     sigmoid_run(o, a, n, silu);
 }
-#endif
 
 void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd)
 {
-    if (simd && tg__cpu_has_half_simd()) sigmoid_run_avx2(out, a, n, silu);   /* AVX2 */
+    const tg__exp_width w = simd ? tg__exp_width_get() : TG__EXP_PLAIN;
+    if (w == TG__EXP_AVX512) sigmoid_run_avx512(out, a, n, silu);
+    else if (w == TG__EXP_AVX2) sigmoid_run_avx2(out, a, n, silu);
     else sigmoid_run(out, a, n, silu);
 }
 
@@ -215,7 +224,56 @@ static void k_silu(tg_dtype cdt, void *out, const void *a, const void *b, int64_
     (void)b, (void)s;
     sigmoid_kernel(cdt, out, a, n, true);
 }
-TG_EW_UNARY_KERNEL(k_gelu, tg__gelu_d(a))
+/* gelu of f64 by tg__gelu_d (libm's erfc); of f32 (and the half dtypes)
+ * in vector registers (src/ops/unary_simd.c: within one rounding of
+ * (float)tg__gelu_d(a), tests). */
+static void k_gelu(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *x = a;
+        for (int64_t i = 0; i < n; i++) o[i] = tg__gelu_d(x[i]);
+    } else {
+        tg__unary_simd_f32(TG__USIMD_GELU, out, a, NULL, n, tg__exp_width_get());
+    }
+}
+
+/* One-pass gradients (a the saved input, b the gradient g), in double and
+ * rounded once: gelu's g (Phi(a) + a phi(a)) and silu's g s (1 + a (1 - s)),
+ * the formulas of gelu_backward's and silu_backward's recorded ops; f32 in
+ * vector registers (src/ops/unary_simd.c). */
+static void k_gelu_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                        double s)
+{
+    (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;   /* o may be pg (in place) */
+        const double *pa = a, *pg = b;
+        for (int64_t i = 0; i < n; i++) {
+            const double x = pa[i], phi = 0.5 * erfc(-x * M_SQRT1_2);
+            o[i] = pg[i] * (phi + x * (exp(-0.5 * (x * x)) * (0.5 * M_2_SQRTPI * M_SQRT1_2)));
+        }
+    } else {
+        tg__unary_simd_f32(TG__USIMD_GELU_GRAD, out, a, b, n, tg__exp_width_get());
+    }
+}
+
+static void k_silu_grad(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n,
+                        double s)
+{
+    (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *pa = a, *pg = b;
+        for (int64_t i = 0; i < n; i++) {
+            const double x = pa[i], sg = sigmoid_d(x);
+            o[i] = pg[i] * (sg * (1.0 + x * (1.0 - sg)));
+        }
+    } else {
+        tg__unary_simd_f32(TG__USIMD_SILU_GRAD, out, a, b, n, tg__exp_width_get());
+    }
+}
 /* d leaky_relu = 1 where a > 0, slope elsewhere (NaN: the slope), as
  * PyTorch's leaky_relu_backward (a > 0 ? g : g * slope). */
 TG_EW_UNARY_KERNEL(k_leaky_mask, a > 0 ? 1.0 : s)
@@ -502,12 +560,18 @@ static int sigmoid_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return output_backward(ctx, g, gi, false);
 }
 
-/* d (a * s(a)) = g * (s + a*s*(1-s)) = g * s * (1 + a*(1-s)). */
+/* d (a * s(a)) = g * (s + a*s*(1-s)) = g * s * (1 + a*(1-s)); outside
+ * grad mode in one pass (k_silu_grad). */
 static int silu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *a, *t[5] = {NULL, NULL, NULL, NULL, NULL};
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(one_pass_grad("silu_backward", a, g, k_silu_grad, 0.0, &gi[0]));
+    if (rc == 1) {
+        rc = TG_OK;
+        goto done;
+    }
     TG_TRY_GOTO(tg_sigmoid(&t[0], a));
     TG_TRY_GOTO(tg_rsub_scalar(&t[1], t[0], 1.0));
     TG_TRY_GOTO(tg_mul(&t[2], a, t[1]));
@@ -520,13 +584,19 @@ done:
 }
 
 /* d (a * Phi(a)) = g * (Phi(a) + a * phi(a)) with
- * Phi(a) = 0.5 * (1 + erf(a/sqrt2)) and phi(a) = exp(-a^2/2) / sqrt(2 pi). */
+ * Phi(a) = 0.5 * (1 + erf(a/sqrt2)) and phi(a) = exp(-a^2/2) / sqrt(2 pi);
+ * outside grad mode in one pass (k_gelu_grad). */
 static int gelu_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     enum { N = 9 };
     tg_tensor *a, *t[N] = {NULL};
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(one_pass_grad("gelu_backward", a, g, k_gelu_grad, 0.0, &gi[0]));
+    if (rc == 1) {
+        rc = TG_OK;
+        goto done;
+    }
     TG_TRY_GOTO(tg_mul_scalar(&t[0], a, M_SQRT1_2));
     TG_TRY_GOTO(tg_erf(&t[1], t[0]));
     TG_TRY_GOTO(tg_add_scalar(&t[2], t[1], 1.0));

@@ -1,5 +1,5 @@
 /* src/ops/activation_internal.h - the half-precision activation kernels of
- * activation_half.c, used by activation.c, and gelu's value of an element,
+ * activation_half.c, used by activation.c, and gelu's value of an f64 element,
  * which activation.c and rows_fused.c share. */
 #ifndef TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
 #define TAPEGRAD_OPS_ACTIVATION_INTERNAL_H
@@ -10,8 +10,9 @@
 
 /* gelu(x) = x * Phi(x), Phi(x) = 0.5 * (1 + erf(x/sqrt2)) = 0.5 * erfc(-x/sqrt2);
  * the erfc form keeps precision for large negative x where 1 + erf cancels.
- * tg_gelu's value of each element (in double, rounded once to the dtype);
- * src/ops/rows_fused.c applies it too. */
+ * tg_gelu's value of each f64 element, and src/ops/rows_fused.c's; f32
+ * elements (and the half dtypes') take src/ops/unary_simd.c's, within one
+ * rounding of this. */
 static inline double tg__gelu_d(double x)
 {
     return 0.5 * x * erfc(-x * M_SQRT1_2);
@@ -38,12 +39,13 @@ void tg__act_set_half_fused(bool on);
  * AVX-512 BW too (process-wide; true, the default, restores). */
 void tg__act_set_half_avx512(bool on);
 /* tanh of n contiguous f32 as the f32 op computes it (activation.c: in f64
- * arithmetic), in AVX2 registers where the CPU has them and simd is true,
- * else in the same arithmetic without (the same results). */
+ * arithmetic), in AVX2 or AVX-512 registers when simd is true (this
+ * thread's tg__exp_width_get(), softmax_rows_internal.h), else in the same
+ * arithmetic without (the same results). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd);
 /* out[i] = sigmoid(a[i]) (silu: a[i] sigmoid(a[i])) for f32, computed in
- * f64 and rounded once: AVX2 registers when simd is set and the CPU has
- * them, else the plain loop; the same bits either way (tests). */
+ * f64 and rounded once: AVX2 or AVX-512 registers when simd is set (as
+ * tg__tanh_f32_n), else the plain loop; the same bits either way (tests). */
 void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd);
 
 /* The kernels of gelu_tanh's f32 forward (src/ops/gelu_tanh.c), all with

@@ -10,7 +10,7 @@
  * Each element takes the ops' steps in the dtype: h + b rounded (the op by
  * op path adds the GEMM's products onto the bias, so the two may differ in
  * the last bit), then + res rounded as tg_add's, then relu (a < 0 ? 0 : a:
- * NaN and -0.0 stay) or gelu (tg__gelu_d in double, rounded once).  The
+ * NaN and -0.0 stay) or gelu (tg_gelu's kernels, in double, rounded once).  The
  * LayerNorm is layer_norm.c's: the row's mean and biased variance in double
  * with four interleaved accumulators (tg__bn_stats's order), invstd =
  * 1 / sqrt(var + eps), y = (s - mean) (invstd w) + b in the dtype, so its
@@ -22,6 +22,19 @@
 #include "core/core.h"
 #include "ops/activation_internal.h"
 #include "ops/rows_fused_internal.h"
+#include "ops/unary_simd_internal.h"
+
+/* gelu of a row in place with tg_gelu's kernels: f32 in vector registers
+ * (src/ops/unary_simd.c), f64 by tg__gelu_d. */
+static void gelu_row_f32(float *y, int64_t n)
+{
+    tg__unary_simd_f32(TG__USIMD_GELU, y, y, NULL, n, tg__exp_width_get());
+}
+
+static void gelu_row_f64(double *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = tg__gelu_d(y[i]);
+}
 
 /* Passes of fewer elements stay on the calling thread (the element-wise
  * ops' threshold). */
@@ -63,7 +76,7 @@ typedef struct norm_job {
             if (q->act == TG_ACT_RELU)                                                          \
                 for (int64_t i = 0; i < q->n; i++) y[i] = y[i] < 0 ? (T)0 : y[i];               \
             else if (q->act == TG_ACT_GELU)                                                     \
-                for (int64_t i = 0; i < q->n; i++) y[i] = (T)tg__gelu_d((double)y[i]);          \
+                gelu_row_##SUF(y, q->n);                                                        \
         }                                                                                       \
     }                                                                                           \
                                                                                                 \

@@ -1,9 +1,10 @@
 /* src/ops/unary.c - neg, exp, log, sqrt, abs, pow_scalar, erf, sin, cos,
  * log1p, expm1, and the rounding ops sign, floor, ceil, round, trunc.
  *
- * Backwards save the op's input (never its output, which would be a refcount
- * cycle through the node) and recompute what they need from it with
- * differentiable ops.  log of a non-positive number is -inf/NaN as in C and
+ * Backwards save the op's input and recompute what they need from it with
+ * differentiable ops; exp saves its output instead, as PyTorch's (a
+ * detached alias: the output itself would be a refcount cycle through the
+ * node), and its gradient is g times it.  log of a non-positive number is -inf/NaN as in C and
  * PyTorch, not an error.  The rounding ops are piecewise constant: their
  * gradient is zero everywhere (as torch's, also at the jumps), and they keep
  * +-0, +-inf and NaN (sign(NaN) is 0, as torch's).
@@ -28,6 +29,7 @@
 #include "ops/elementwise.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/unary_simd_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct pow_params {
@@ -35,7 +37,20 @@ typedef struct pow_params {
 } pow_params;
 
 TG_EW_UNARY_KERNEL(k_neg, -a)
-TG_EW_UNARY_KERNEL(k_exp, exp((double)a))
+/* exp of f64 by libm; of f32 (and the half dtypes) in vector registers
+ * (src/ops/unary_simd.c: within one rounding of (float)exp((double)a),
+ * tests). */
+static void k_exp(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
+{
+    (void)b, (void)s;
+    if (cdt == TG_F64) {
+        double *o = out;
+        const double *x = a;
+        for (int64_t i = 0; i < n; i++) o[i] = exp(x[i]);
+    } else {
+        tg__unary_simd_f32(TG__USIMD_EXP, out, a, NULL, n, tg__exp_width_get());
+    }
+}
 TG_EW_UNARY_KERNEL(k_log, log((double)a))
 TG_EW_UNARY_KERNEL(k_sqrt, sqrt((double)a))
 TG_EW_UNARY_KERNEL(k_abs, fabs((double)a))
@@ -130,7 +145,26 @@ static int unary_forward(tg_ctx *ctx, const char *name, tg_tensor **out, tg_tens
         return unary_forward(ctx, #op, out, in[0], k, 0.0, save, ik);         \
     }
 UNARY_FORWARD(neg, k_neg, false, INT_NEG)
-UNARY_FORWARD(exp, k_exp, true, INT_FLOAT)
+
+/* exp saves its output y (a detached alias of it: saving y itself would
+ * make the cycle y -> node -> ctx -> y), as PyTorch's: the gradient is
+ * g * y, the bits of g * exp(a). */
+static int exp_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                       const void *params)
+{
+    TG_TRY(tg__ew_unary_float("exp", out, in[0], k_exp, 0.0));
+    if (!ctx) return TG_OK;
+    tg_tensor *alias = NULL;
+    int rc = tg_tensor_detach(&alias, *out);
+    if (rc < 0) {
+        tg_tensor_release(*out);
+        *out = NULL;
+        return rc;
+    }
+    tg__ctx_save(ctx, alias);
+    tg_tensor_release(alias);
+    return TG_OK;
+}
 UNARY_FORWARD(log, k_log, true, INT_FLOAT)
 UNARY_FORWARD(sqrt, k_sqrt, true, INT_FLOAT)
 UNARY_FORWARD(abs, k_abs, true, INT_ABS)
@@ -173,16 +207,15 @@ static int neg_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg_neg(&gi[0], g);
 }
 
-/* d exp(a) = g * exp(a). */
+/* d exp(a) = g * y, y the saved output; with create_graph y comes back
+ * with this op as its grad_fn (tg__ctx_saved_output), so the product is
+ * differentiable again. */
 static int exp_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *a, *e = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &a));
-    TG_TRY_GOTO(tg_exp(&e, a));
-    TG_TRY_GOTO(tg_mul(&gi[0], g, e));
-done:
-    tg_tensor_release(e);
+    tg_tensor *y;
+    TG_TRY(tg__ctx_saved_output(ctx, 0, &y));
+    const int rc = tg_mul(&gi[0], g, y);
+    tg_tensor_release(y);
     return rc;
 }
 

@@ -1,0 +1,112 @@
+/* bench/pointwise: the time of one element-wise op call on a (N, C) tensor,
+ * forward or forward and backward, for bench/pointwise.py (which runs the
+ * same call in PyTorch and gives the ratio).
+ *
+ *   pointwise --op gelu|sigmoid|tanh|silu|exp|relu --shape N,C
+ *             [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)] [--backward]
+ *
+ * x is U[-4, 4) of the shape.  With --backward x requires grad and a pass
+ * is the forward, a backward with a fixed random grad_y (U[-1, 1)) and x's
+ * gradient released, as PyTorch's x.grad = None.  After three passes of
+ * warmup, times R passes and prints one JSON line with the median in ms. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tapegrad/tapegrad.h>
+
+#include "timing.h"
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        int rc_ = (call);                                                              \
+        if (rc_ < 0) {                                                                 \
+            fprintf(stderr, "pointwise: %s failed: %s: %s\n", #call, tg_status_name(rc_), \
+                    tg_error_message());                                               \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+typedef int (*op_fn)(tg_tensor **, tg_tensor *);
+
+static const struct {
+    const char *name;
+    op_fn fn;
+} OPS[] = {{"gelu", tg_gelu}, {"sigmoid", tg_sigmoid}, {"tanh", tg_tanh},
+           {"silu", tg_silu}, {"exp", tg_exp},         {"relu", tg_relu}};
+
+typedef struct pointwise_case {
+    op_fn fn;
+    bool backward;
+    tg_tensor *x, *gy;
+} pointwise_case;
+
+static void pass(const void *arg)
+{
+    const pointwise_case *c = arg;
+    tg_tensor *y = NULL;
+    CHECK(c->fn(&y, c->x));
+    if (c->backward) {
+        CHECK(tg_backward(y, c->gy, NULL));
+        tg_tensor_zero_grad(c->x);
+    }
+    tg_tensor_release(y);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: pointwise --op gelu|sigmoid|tanh|silu|exp|relu --shape N,C "
+                    "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    long threads = 0, repeat = 20;
+    int64_t shape[2] = {0};
+    bool have_shape = false;
+    tg_dtype dt = TG_F32;
+    pointwise_case c = {.fn = NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
+        if (!strcmp(a, "--backward")) {
+            c.backward = true;
+        } else if (dst && v) {
+            char *end;
+            *dst = strtol(v, &end, 10);
+            if (*end || end == v || *dst < 0) return usage();
+            i++;
+        } else if (!strcmp(a, "--op") && v) {
+            for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
+                if (!strcmp(v, OPS[k].name)) c.fn = OPS[k].fn;
+            if (!c.fn) return usage();
+            i++;
+        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
+            i++;
+        } else if (!strcmp(a, "--shape") && v) {
+            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &shape[0], &shape[1]) == 2 &&
+                         shape[0] > 0 && shape[1] > 0;
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    if (!c.fn || !have_shape || repeat < 1) return usage();
+    if (threads > 0) CHECK(tg_set_num_threads((int)threads));
+
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    CHECK(tg_tensor_zeros(&c.x, dt, 2, shape));
+    CHECK(tg_tensor_rand_uniform(c.x, &rng, -4.0, 4.0));
+    if (c.backward) {
+        CHECK(tg_tensor_zeros(&c.gy, dt, 2, shape));
+        CHECK(tg_tensor_rand_uniform(c.gy, &rng, -1.0, 1.0));
+        CHECK(tg_tensor_set_requires_grad(c.x, true));
+    }
+    if (bench_time_calls(pass, &c, repeat)) return 1;
+    tg_tensor_release(c.gy);
+    tg_tensor_release(c.x);
+    return 0;
+}

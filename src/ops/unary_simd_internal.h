@@ -1,0 +1,37 @@
+/* src/ops/unary_simd_internal.h - exp, gelu and the one-pass gradients of
+ * gelu and silu on contiguous f32, in double, four or eight lanes at
+ * a time (src/ops/unary_simd.c), for unary.c's and activation.c's f32
+ * kernels (and the half dtypes, which compute in f32).  Internal to
+ * src/ops. */
+#ifndef TAPEGRAD_OPS_UNARY_SIMD_INTERNAL_H
+#define TAPEGRAD_OPS_UNARY_SIMD_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ops/softmax_rows_internal.h"
+
+/* The op of a tg__unary_simd_f32 call, each element in double arithmetic
+ * and rounded once to f32 (a = the input, g = the gradient):
+ *   EXP        o = exp(a)              (a relative error a few 1e-16)
+ *   GELU       o = a Phi(a)            Phi(a) = 0.5 erfc(-a / sqrt 2)
+ *   GELU_GRAD  o = g (Phi(a) + a phi(a)), phi(a) = exp(-a^2 / 2) / sqrt(2 pi)
+ *   SILU_GRAD  o = g s (1 + a (1 - s)), s = sigmoid(a)
+ * erfc as exp(-z^2) erfcx(z), erfcx by a polynomial within 5e-16 relative
+ * on [0, 11] (scripts/make_erfcx_coeffs.py; past 11, exp(-z^2) < e^-120
+ * and the term is 0), so each f32 result is within one rounding of the
+ * value from libm's exp and erfc (tests). */
+typedef enum tg__unary_simd_op {
+    TG__USIMD_EXP,
+    TG__USIMD_GELU,
+    TG__USIMD_GELU_GRAD,
+    TG__USIMD_SILU_GRAD,
+} tg__unary_simd_op;
+
+/* o[i] = op(a[i], g[i]) for i < n (g read by the gradients only), at width
+ * w (softmax_rows_internal.h: tg__exp_width_get() picks this thread's, which
+ * tg__exp_width_force sets for tests).  Every width takes the same
+ * operations per element, so all give the same bits.  o may be a or g. */
+void tg__unary_simd_f32(tg__unary_simd_op op, float *o, const float *a, const float *g,
+                        int64_t n, tg__exp_width w);
+
+#endif

@@ -1,0 +1,58 @@
+/* src/ops/unary_simd_tmpl.h - one block of lanes of src/ops/unary_simd.c,
+ * included once per vector width with VF (floats), VD (doubles), VI
+ * (int64) and BLOCK (the function's name) defined; no include guard. */
+
+/* o[0..W) = op(a, g) for one vector of W lanes (ops: unary_simd_internal.h). */
+static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const float *a,
+                                                        const float *g)
+{
+    VF af, gf = {0}, of;
+    memcpy(&af, a, sizeof af);
+    if (op != TG__USIMD_EXP && op != TG__USIMD_GELU) memcpy(&gf, g, sizeof gf);
+    const VD x = __builtin_convertvector(af, VD);
+    const VD zero = {0};
+    VD y;
+    if (op == TG__USIMD_EXP) {
+        /* [-120, 100]: 0 and inf in f32 beyond; NaN stays NaN */
+        const VI lo = x < -120.0, hi = x > 100.0;
+        const VD t = SEL(lo, zero - 120.0, SEL(hi, zero + 100.0, x));
+        EXPV(t, y);
+        y = (VD)((VI)y & ~lo);
+        of = __builtin_convertvector(y, VF);
+        memcpy(o, &of, sizeof of);
+        return;
+    }
+    VD e;
+    if (op == TG__USIMD_SILU_GRAD) {
+        /* sigmoid_d's two forms with e = exp(-|x|), 0 past |x| = 120 and at NaN */
+        const VD t = zero - ABSV(x);
+        const VI tiny = ~(t >= -120.0);
+        EXPV(SEL(tiny, zero - 120.0, t), e);
+        e = (VD)((VI)e & ~tiny);
+        const VD s = SEL(x >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e));
+        const VD d = s * (1.0 + x * (1.0 - s));
+        y = __builtin_convertvector(gf, VD) * d;
+    } else {
+        /* E = 0.5 erfc(|x| / sqrt2) = 0.5 exp(-x^2 / 2) erfcx(|x| / sqrt2),
+         * x^2 / 2 exact for an f32 x; Phi = E for x < 0, 1 - E else.  Past
+         * x^2 / 2 = 120 (and for NaN) e and so E are 0. */
+        VD z = ABSV(x) * M_SQRT1_2, hx;
+        z = SEL(z > 11.0, zero + 11.0, z);   /* inf too: the polynomial's range */
+        ERFCXV(z, hx);
+        const VD q = (x * x) * -0.5;
+        const VI tiny = ~(q >= -120.0);
+        EXPV(SEL(tiny, zero - 120.0, q), e);
+        e = (VD)((VI)e & ~tiny);
+        const VD big_e = (e * hx) / (1.0 + 2.0 * z);
+        const VD phi = SEL(x < 0.0, big_e, 1.0 - big_e);
+        if (op == TG__USIMD_GELU) {
+            y = x * phi;
+        } else {
+            const VD d = phi + x * (e * 0x1.9884533d43651p-2);   /* 1 / sqrt(2 pi) */
+            y = __builtin_convertvector(gf, VD) * d;
+        }
+        y = SEL(x != x, x, y);   /* NaN: x's (widths differ in a NaN's sign) */
+    }
+    of = __builtin_convertvector(y, VF);
+    memcpy(o, &of, sizeof of);
+}
