@@ -101,3 +101,53 @@ def time_pair(a, script, ours, args):
     args = args + ["--threads", str(a.threads), "--repeat", str(a.repeat)]
     tcmd = [sys.executable, os.path.abspath(script), "--torch-child"] + args
     return alternate(tcmd, [ours] + args, a.rounds)
+
+
+def torch_time(once, repeat):
+    """In a PyTorch child: calls once() three times as warmup, then times
+    `repeat` calls and prints {"tool": "torch", "median_ms": M}."""
+    import time
+    for _ in range(3):
+        once()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        once()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+
+
+def fwd_bwd_main(script, name, cases, torch_child):
+    """The main of a script whose cases (name, op, dtype, (N, C)) each run
+    forward alone and forward + backward, tapegrad's bench/<name> against
+    script's --torch-child (bench/rows.py, bench/pointwise.py); torch_child(a)
+    times one case in PyTorch."""
+    ap = argparse.ArgumentParser()
+    add_pair_args(ap)
+    for opt in ("--op", "--dtype", "--shape"):
+        ap.add_argument(opt, help=argparse.SUPPRESS)
+    ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a)
+    ours = pair_binary(a, name)
+    rows = []
+    for c in cases:
+        if a.only and a.only not in c[0]:
+            continue
+        shape = "x".join(map(str, c[3]))
+        for bwd in (False, True):
+            args = ["--op", c[1], "--dtype", c[2], "--shape", ",".join(map(str, c[3]))]
+            tm, om, rm, lo, hi = time_pair(a, script, ours, args + (["--backward"] if bwd else []))
+            mode = "fwd+bwd" if bwd else "fwd"
+            rows.append((c[0], c[2], shape, mode, tm, om, rm, lo, hi))
+            print(f"{c[0]:14s} {c[2]:4s} {shape:10s} {mode:7s} torch {tm:8.3f} ms  "
+                  f"tapegrad {om:8.3f} ms  torch/tapegrad {rm:5.2f}x (rounds {lo:.2f}-{hi:.2f})",
+                  flush=True)
+    lines = [f"| case | dtype | x | pass | PyTorch ms | tapegrad ms | PyTorch / tapegrad "
+             f"(range over {a.rounds} rounds) |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+    for cname, dt, shape, mode, tm, om, rm, lo, hi in rows:
+        lines.append(f"| {cname} | {dt} | {shape} | {mode} | {tm:.3f} | {om:.3f} | {rm:.2f}x "
+                     f"({lo:.2f}-{hi:.2f}) |")
+    print_table(lines, a.markdown)

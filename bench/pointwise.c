@@ -9,7 +9,6 @@
  * is the forward, a backward with a fixed random grad_y (U[-1, 1)) and x's
  * gradient released, as PyTorch's x.grad = None.  After three passes of
  * warmup, times R passes and prints one JSON line with the median in ms. */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,47 +53,20 @@ static void pass(const void *arg)
     tg_tensor_release(y);
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: pointwise --op gelu|sigmoid|tanh|silu|exp|relu --shape N,C "
-                    "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    long threads = 0, repeat = 20;
-    int64_t shape[2] = {0};
-    bool have_shape = false;
-    tg_dtype dt = TG_F32;
-    pointwise_case c = {.fn = NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
-        if (!strcmp(a, "--backward")) {
-            c.backward = true;
-        } else if (dst && v) {
-            char *end;
-            *dst = strtol(v, &end, 10);
-            if (*end || end == v || *dst < 0) return usage();
-            i++;
-        } else if (!strcmp(a, "--op") && v) {
-            for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
-                if (!strcmp(v, OPS[k].name)) c.fn = OPS[k].fn;
-            if (!c.fn) return usage();
-            i++;
-        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
-            i++;
-        } else if (!strcmp(a, "--shape") && v) {
-            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &shape[0], &shape[1]) == 2 &&
-                         shape[0] > 0 && shape[1] > 0;
-            i++;
-        } else {
-            return usage();
-        }
-    }
-    if (!c.fn || !have_shape || repeat < 1) return usage();
-    if (threads > 0) CHECK(tg_set_num_threads((int)threads));
+    const char *names[sizeof OPS / sizeof OPS[0]];
+    for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++) names[k] = OPS[k].name;
+    bench_nc_args a;
+    if (!bench_parse_nc(argc, argv, names, (int)(sizeof OPS / sizeof OPS[0]),
+                        "usage: pointwise --op gelu|sigmoid|tanh|silu|exp|relu --shape N,C "
+                        "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]",
+                        &a))
+        return 2;
+    if (a.threads > 0) CHECK(tg_set_num_threads((int)a.threads));
+    pointwise_case c = {.fn = OPS[a.op].fn, .backward = a.backward};
+    const tg_dtype dt = a.dt;
+    const int64_t *shape = a.shape;
 
     tg_rng rng;
     tg_rng_init(&rng, 1);
@@ -105,7 +77,7 @@ int main(int argc, char **argv)
         CHECK(tg_tensor_rand_uniform(c.gy, &rng, -1.0, 1.0));
         CHECK(tg_tensor_set_requires_grad(c.x, true));
     }
-    if (bench_time_calls(pass, &c, repeat)) return 1;
+    if (bench_time_calls(pass, &c, a.repeat)) return 1;
     tg_tensor_release(c.gy);
     tg_tensor_release(c.x);
     return 0;

@@ -16,7 +16,6 @@
  * PyTorch's x.grad = None.
  * After three passes of warmup, times R passes and prints one JSON line with
  * the median in ms. */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,48 +69,19 @@ static void pass(const void *arg)
     tg_tensor_release(y);
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
-                    "mse_loss|layer_norm --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] "
-                    "[--repeat R] [--backward]\n");
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    long threads = 0, repeat = 20;
-    int64_t shape[2] = {0};
-    bool have_shape = false;
-    tg_dtype dt = TG_F32;
-    rows_case c = {.op = NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
-        if (!strcmp(a, "--backward")) {
-            c.backward = true;
-        } else if (dst && v) {
-            char *end;
-            *dst = strtol(v, &end, 10);
-            if (*end || end == v || *dst < 0) return usage();
-            i++;
-        } else if (!strcmp(a, "--op") && v) {
-            for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
-                if (!strcmp(v, ops[k])) c.op = ops[k];
-            if (!c.op) return usage();
-            i++;
-        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
-            i++;
-        } else if (!strcmp(a, "--shape") && v) {
-            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &shape[0], &shape[1]) == 2 &&
-                         shape[0] > 0 && shape[1] > 0;
-            i++;
-        } else {
-            return usage();
-        }
-    }
-    if (!c.op || !have_shape || repeat < 1) return usage();
-    if (threads > 0) CHECK(tg_set_num_threads((int)threads));
+    bench_nc_args a;
+    if (!bench_parse_nc(argc, argv, ops, (int)(sizeof ops / sizeof ops[0]),
+                        "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
+                        "mse_loss|layer_norm --shape N,C [--dtype f32|f64|bf16|f16] "
+                        "[--threads T] [--repeat R] [--backward]",
+                        &a))
+        return 2;
+    if (a.threads > 0) CHECK(tg_set_num_threads((int)a.threads));
+    rows_case c = {.op = ops[a.op], .backward = a.backward};
+    const tg_dtype dt = a.dt;
+    const int64_t *shape = a.shape;
 
     tg_rng rng;
     tg_rng_init(&rng, 1);
@@ -134,7 +104,7 @@ int main(int argc, char **argv)
         tg_tensor_release(y);
         CHECK(tg_tensor_set_requires_grad(c.x, true));
     }
-    if (bench_time_calls(pass, &c, repeat)) return 1;
+    if (bench_time_calls(pass, &c, a.repeat)) return 1;
     tg_tensor_release(c.gy);
     tg_tensor_release(c.other);
     tg_tensor_release(c.w);

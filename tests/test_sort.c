@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "first_kernels.h"
 #include "helpers.h"
 #include "ops/sort_internal.h"
 #include "tapegrad/tapegrad.h"
@@ -323,13 +324,7 @@ Test(sort, first_position_in_one_pass_equals_the_rows_path)
 {
     int kernels = 0, cases = 0;
     for (int k = TG__FIRST_KERNEL_PORTABLE; k <= TG__FIRST_KERNEL_AVX512; k++) {
-        const char *name = tg__first_kernel_name((tg__first_kernel_id)k);
-        if (!tg__first_kernel_available((tg__first_kernel_id)k)) {
-            th_not_run("the %s first-position kernel is not run: this CPU lacks it", name);
-            continue;
-        }
-        cr_assert(eq(int, setenv("TG_FIRST_KERNEL", name, 1), 0));
-        cr_assert(eq(int, tg__first_kernel_get(), k), "TG_FIRST_KERNEL=%s", name);
+        if (!th_force_first_kernel(k)) continue;
         cases += first_position_sweep();
         kernels++;
     }

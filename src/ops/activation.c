@@ -330,16 +330,7 @@ static int act_save(tg_ctx *ctx, tg_tensor **out, tg_tensor *a, bool save_out)
         tg__ctx_save(ctx, a);
         return TG_OK;
     }
-    tg_tensor *alias = NULL;
-    int rc = tg_tensor_detach(&alias, *out);
-    if (rc < 0) {
-        tg_tensor_release(*out);
-        *out = NULL;
-        return rc;
-    }
-    tg__ctx_save(ctx, alias);
-    tg_tensor_release(alias);
-    return TG_OK;
+    return tg__ew_save_output(ctx, out);
 }
 
 /* out = k(a), then act_save. */

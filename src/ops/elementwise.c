@@ -300,3 +300,18 @@ int tg__ew_binary_float(const char *op, tg_tensor **out, const tg_tensor *a,
     TG_TRY(tg__broadcast_shapes(op, a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
     return ew_run(out, TG_F32, nd, shape, a, b, k, s);
 }
+
+int tg__ew_save_output(tg_ctx *ctx, tg_tensor **out)
+{
+    if (!ctx) return TG_OK;
+    tg_tensor *alias = NULL;
+    const int rc = tg_tensor_detach(&alias, *out);
+    if (rc < 0) {
+        tg_tensor_release(*out);
+        *out = NULL;
+        return rc;
+    }
+    tg__ctx_save(ctx, alias);
+    tg_tensor_release(alias);
+    return TG_OK;
+}

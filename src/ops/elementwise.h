@@ -112,6 +112,13 @@ int tg__int_in_dtype(const char *op, const char *arg, tg_dtype dt, int64_t v);
 int tg__int_clamp(tg_tensor **out, const tg_tensor *a, bool has_lo, int64_t lo, bool has_hi,
                   int64_t hi);
 
+/* Saves the op's output *out in ctx (when ctx is not NULL) as a detached
+ * alias of it: saving *out itself would make the cycle out -> node -> ctx ->
+ * out.  Its storage is *out's, so an in-place change of *out before the
+ * backward is caught by the saved version.  On failure releases *out, sets
+ * it to NULL and returns the error (src/ops/elementwise.c). */
+int tg__ew_save_output(tg_ctx *ctx, tg_tensor **out);
+
 /* For a backward of two broadcast inputs (src/ops/binary.c): sums *g to
  * input i's shape into *gi (a new reference; *g itself when the shapes are
  * equal).  Steals *g and sets it to NULL, on success and on error. */

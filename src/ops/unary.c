@@ -153,17 +153,7 @@ static int exp_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
                        const void *params)
 {
     TG_TRY(tg__ew_unary_float("exp", out, in[0], k_exp, 0.0));
-    if (!ctx) return TG_OK;
-    tg_tensor *alias = NULL;
-    int rc = tg_tensor_detach(&alias, *out);
-    if (rc < 0) {
-        tg_tensor_release(*out);
-        *out = NULL;
-        return rc;
-    }
-    tg__ctx_save(ctx, alias);
-    tg_tensor_release(alias);
-    return TG_OK;
+    return tg__ew_save_output(ctx, out);
 }
 UNARY_FORWARD(log, k_log, true, INT_FLOAT)
 UNARY_FORWARD(sqrt, k_sqrt, true, INT_FLOAT)
