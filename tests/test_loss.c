@@ -257,6 +257,34 @@ Test(loss, bce_is_stable_at_1000_in_f32_and_f64)
 
 /* Row [1000, 0, -1000] with target 1: loss = logsumexp - 0 = 1000 (to f32
  * precision), gradient softmax - onehot = (1, -1, 0). */
+/* f32 bce_with_logits, element by element (reduction none): softplus(x)
+ * rounded to f32, then minus x t in f32, with softplus through libm's log1p
+ * in double here, over logits from -104 to 88 (exp(x) down to the smallest
+ * f32 subnormals, where log1p of a tiny e must keep all of e) and targets 0,
+ * 0.3 and 1: the same bits. */
+Test(loss, bce_f32_softplus_is_libms_rounded)
+{
+    enum { N = 4001 };
+    static float xs[N], ts[N];
+    for (int i = 0; i < N; i++) {
+        xs[i] = (float)(-104.0 + 192.0 * i / (N - 1) + 1e-3 * (i % 7));
+        ts[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 0.3f : 1.0f;
+    }
+    tg_tensor *x = NULL, *t = NULL, *l = NULL;
+    cr_assert(eq(int, tg_tensor_from_data(&x, TG_F32, 1, (int64_t[]){N}, xs), TG_OK));
+    cr_assert(eq(int, tg_tensor_from_data(&t, TG_F32, 1, (int64_t[]){N}, ts), TG_OK));
+    cr_assert(eq(int, tg_bce_with_logits(&l, x, t, TG_REDUCTION_NONE), TG_OK));
+    const float *lv = tg_tensor_cdata(l);
+    for (int i = 0; i < N; i++) {
+        const double a = xs[i];
+        const float sp = (float)((a > 0 ? a : 0.0) + log1p(exp(-fabs(a))));
+        const float want = sp - xs[i] * ts[i];
+        cr_assert(memcmp(&lv[i], &want, sizeof want) == 0, "x %.9g t %g: %.9g, want %.9g",
+                  (double)xs[i], (double)ts[i], (double)lv[i], (double)want);
+    }
+    th_release_all(3, (tg_tensor *[]){x, t, l});
+}
+
 Test(loss, cross_entropy_is_stable_at_1000_in_f32)
 {
     float xs[3] = {1000.f, 0.f, -1000.f};

@@ -37,9 +37,25 @@ static double softplus(double x)
     return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
 }
 
+/* log1p(e) for e in [0, 1] as log(1 + e) e / ((1 + e) - 1) (Goldberg's
+ * correction of the rounded 1 + e): within 3.7e-16 relative of libm's
+ * log1p, which costs four times libm's log.  For the f32 kernel, whose
+ * softplus is rounded to f32: over every 61st f32 bit pattern (70 million
+ * finite x) the rounded softplus equals the one through libm's log1p. */
+static double log1p_unit(double e)
+{
+    const double u = 1.0 + e;
+    return u == 1.0 ? e : log(u) * e / (u - 1.0);
+}
+
+static double softplus_f32(double x)
+{
+    return (x > 0 ? x : 0.0) + log1p_unit(exp(-fabs(x)));
+}
+
 /* a = x, b = t.  _Generic rounds softplus to the kernel's type T. */
 TG_EW_BINARY_KERNEL(k_bce, isinf(a) ? (a > 0 ? (1 - b) * a : NAN)
-                                    : _Generic(a, float: (float)softplus(a),
+                                    : _Generic(a, float: (float)softplus_f32(a),
                                                   default: softplus(a)) - a * b)
 
 static int bce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
