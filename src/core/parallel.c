@@ -358,9 +358,10 @@ static void team_run(tg__team_fn fn, void (*rest)(void *arg, int nt), void *arg,
     const int nt = pool.nworkers + 1;
     const int64_t t0 = now_ns();
     fn(arg, 0, nt);
-    /* Patience: a quarter of what the caller's own share took, about what
-     * running a missing worker's share costs: a worker that never comes
-     * makes the call a quarter slower than a serial one. */
+    /* Patience: a quarter of the time the caller's own share took (a
+     * missing worker's share costs about that whole time to run here), so
+     * a worker that never comes makes the call at most a quarter slower
+     * than a serial one. */
     int64_t wait = rest ? atomic_load(&patience_ns) : 0, own = (now_ns() - t0) / 4;
     if (wait > own) wait = own;
     if (withdraw_tickets(wait) > 0 && rest) rest(arg, nt);
