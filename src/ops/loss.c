@@ -19,6 +19,7 @@
 #include "autograd/tape.h"
 #include "ops/families.h"
 #include "ops/loss.h"
+#include "ops/unary_simd_internal.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
@@ -58,10 +59,32 @@ TG_EW_BINARY_KERNEL(k_bce, isinf(a) ? (a > 0 ? (1 - b) * a : NAN)
                                     : _Generic(a, float: (float)softplus_f32(a),
                                                   default: softplus(a)) - a * b)
 
+/* f32 x and t of one shape in contiguous memory: softplus by the vector
+ * kernel (src/ops/unary_simd.c, the value through libm's exp and log1p
+ * rounded once), then k_bce's steps in f32.  NULL when they are not. */
+static tg_tensor *bce_f32_rows(const tg_tensor *x, const tg_tensor *t)
+{
+    if (x->dtype != TG_F32 || t->dtype != TG_F32 || x->ndim != t->ndim ||
+        !tg_tensor_is_contiguous(x) || !tg_tensor_is_contiguous(t))
+        return NULL;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != t->shape[d]) return NULL;
+    tg_tensor *r = tg__tensor_uninit(TG_F32, x->ndim, x->shape);
+    if (!r) return NULL;
+    const int64_t n = tg_tensor_numel(x);
+    const float *a = tg_tensor_cdata(x), *b = tg_tensor_cdata(t);
+    float *o = tg_tensor_data(r);
+    tg__unary_simd_f32(TG__USIMD_SOFTPLUS, o, a, NULL, n, tg__exp_width_get());
+    for (int64_t i = 0; i < n; i++)
+        o[i] = isinf(a[i]) ? (a[i] > 0 ? (1 - b[i]) * a[i] : NAN) : o[i] - a[i] * b[i];
+    return r;
+}
+
 static int bce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                        const void *params)
 {
-    TG_TRY(tg__ew_binary("bce_with_logits", out, in[0], in[1], k_bce, 0.0));
+    *out = bce_f32_rows(in[0], in[1]);
+    if (!*out) TG_TRY(tg__ew_binary("bce_with_logits", out, in[0], in[1], k_bce, 0.0));
     if (ctx) {
         tg__ctx_save(ctx, in[0]);
         tg__ctx_save(ctx, in[1]);

@@ -8,7 +8,7 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
 {
     VF af, gf = {0}, of;
     memcpy(&af, a, sizeof af);
-    if (op != TG__USIMD_EXP && op != TG__USIMD_GELU) memcpy(&gf, g, sizeof gf);
+    if (op == TG__USIMD_GELU_GRAD || op == TG__USIMD_SILU_GRAD) memcpy(&gf, g, sizeof gf);
     const VD x = __builtin_convertvector(af, VD);
     const VD zero = {0};
     VD y;
@@ -23,7 +23,17 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
         return;
     }
     VD e;
-    if (op == TG__USIMD_SILU_GRAD) {
+    if (op == TG__USIMD_SOFTPLUS) {
+        /* e = exp(-|x|), 0 past |x| = 120 (below every f32 there) and at NaN */
+        const VD t = zero - ABSV(x);
+        const VI tiny = ~(t >= -120.0);
+        EXPV(SEL(tiny, zero - 120.0, t), e);
+        e = (VD)((VI)e & ~tiny);
+        VD l;
+        LOG1PV(e, l);
+        y = SEL(x > 0.0, x, zero) + l;
+        y = SEL(x != x, x, y);
+    } else if (op == TG__USIMD_SILU_GRAD) {
         /* sigmoid_d's two forms with e = exp(-|x|), 0 past |x| = 120 and at NaN */
         const VD t = zero - ABSV(x);
         const VI tiny = ~(t >= -120.0);
