@@ -103,9 +103,10 @@ def time_pair(a, script, ours, args):
     return alternate(tcmd, [ours] + args, a.rounds)
 
 
-def torch_time(once, repeat):
+def torch_time(once, repeat, extra=None):
     """In a PyTorch child: calls once() three times as warmup, then times
-    `repeat` calls and prints {"tool": "torch", "median_ms": M}."""
+    `repeat` calls and prints {"tool": "torch", "median_ms": M} as the JSON
+    line the scripts read, with the fields of extra() (when given) after."""
     import time
     for _ in range(3):
         once()
@@ -114,7 +115,39 @@ def torch_time(once, repeat):
         t0 = time.perf_counter()
         once()
         times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+    out = {"tool": "torch", "median_ms": statistics.median(times)}
+    if extra:
+        out.update(extra())
+    print(json.dumps(out))
+
+
+TORCH_DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
+
+
+def torch_fwd_bwd_child(a, make_fns):
+    """The PyTorch child of fwd_bwd_main's scripts: x (N, C) U[-4, 4) of
+    a.dtype, then make_fns(torch, n, c, dtype, g) (g the generator, for any
+    more draws) gives the ops by name; a.op's is timed with torch_time,
+    forward alone or, with a.backward, with a backward from a fixed U[-1, 1)
+    grad_y of the output's shape and x.grad released after each pass."""
+    import torch
+    torch.set_num_threads(a.threads)
+    n, c = (int(v) for v in a.shape.split(","))
+    dtype = getattr(torch, TORCH_DTYPES[a.dtype])
+    g = torch.Generator().manual_seed(1)
+    x = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
+    fn = make_fns(torch, n, c, dtype, g)[a.op]
+    gy = None
+    if a.backward:
+        gy = (torch.rand(fn(x).shape, generator=g) * 2 - 1).to(dtype)
+        x.requires_grad_(True)
+
+    def once():
+        y = fn(x)
+        if a.backward:
+            y.backward(gy)
+            x.grad = None
+    torch_time(once, a.repeat)
 
 
 def fwd_bwd_main(script, name, cases, torch_child):

@@ -17,13 +17,12 @@ with OMP_WAIT_POLICY=passive unless --omp-wait says otherwise.  (tapegrad has
 its own thread pool, src/core/parallel.c, and does not read it.)
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 
-from benchlib import ROOT, find_tool, print_table, run_json, same_blas_kernels
+from benchlib import ROOT, find_tool, print_table, run_json, same_blas_kernels, torch_time
 
 # name, op, dtype, x shape, weight shape, stride, padding, output_padding, dilation, groups
 CASES = [
@@ -94,7 +93,6 @@ def peak_rss_mb():
 
 def torch_child(path, backward, repeat, threads):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
-    import time
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -119,17 +117,7 @@ def torch_child(path, backward, repeat, threads):
             y.backward(torch.ones_like(y))
             x.grad = None
             w.grad = None
-    for _ in range(3):
-        once()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        once()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    med = times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])
-    print(json.dumps({"tool": "torch", "median_ms": med,
-                      "peak_rss_mb": peak_rss_mb()}))
+    torch_time(once, repeat, extra=lambda: {"peak_rss_mb": peak_rss_mb()})
 
 
 def main():

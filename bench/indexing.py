@@ -15,9 +15,8 @@ over x's extent at dim (not the same draws on both sides).  PyTorch's
 children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
-import statistics
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair
+from benchlib import TORCH_DTYPES, add_pair_args, pair_binary, print_table, time_pair, torch_time
 
 # name, op, dtype, x shape, dim, index length (index_select / index_add; -1: x's extent)
 # or k (topk)
@@ -47,17 +46,12 @@ CASES = [
     ("amax dim 1", "amax", "f32", (256, 4096), 1, -1),
 ]
 
-DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
-
-
 def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
-    import json
-    import time
     import torch
     torch.set_num_threads(a.threads)
     shape = tuple(int(v) for v in a.shape.split(","))
-    dtype = getattr(torch, DTYPES[a.dtype])
+    dtype = getattr(torch, TORCH_DTYPES[a.dtype])
     g = torch.Generator().manual_seed(1)
     x = (torch.rand(*shape, generator=g) * 2 - 1).to(dtype)
     dim = a.dim % len(shape)
@@ -80,14 +74,7 @@ def torch_child(a):
         "amax": lambda: torch.amax(x, dim),
     }
     fn = fns[a.op]
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+    torch_time(fn, a.repeat)
 
 
 def case_args(c):

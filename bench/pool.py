@@ -16,10 +16,8 @@ round can be far off, so read the median and the spread together.
 PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
-import json
-import statistics
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
 
 # name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max and
 # adaptive_avg: the output size)
@@ -48,7 +46,6 @@ CASES = [
 
 def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
-    import time
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(a.threads)
@@ -76,14 +73,7 @@ def torch_child(a):
         if gy is not None:
             y.backward(gy)
             x.grad = None
-    for _ in range(3):
-        once()
-    times = []
-    for _ in range(a.repeat):
-        t0 = time.perf_counter()
-        once()
-        times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+    torch_time(once, a.repeat)
 
 
 def case_args(c):

@@ -16,7 +16,7 @@ rounds of each side and of the per-round ratio PyTorch / tapegrad (> 1:
 tapegrad is faster), with the ratio's range over the rounds.  PyTorch's
 children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
-from benchlib import fwd_bwd_main, torch_time
+from benchlib import fwd_bwd_main, torch_fwd_bwd_child
 
 # name, op, dtype, (N, C)
 CASES = [
@@ -32,23 +32,14 @@ CASES = [
     ("layer_norm", "layer_norm", "f32", (256, 1024)),
 ]
 
-DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "float16"}
-
-
-def torch_child(a):
-    """Runs in a child process: times the case in PyTorch, prints JSON."""
-    import torch
+def make_fns(torch, n, c, dtype, g):
+    """The ops by name, with their other operands drawn from g after x."""
     import torch.nn.functional as F
-    torch.set_num_threads(a.threads)
-    n, c = (int(v) for v in a.shape.split(","))
-    dtype = getattr(torch, DTYPES[a.dtype])
-    g = torch.Generator().manual_seed(1)
-    x = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     other = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     target = torch.arange(n) % c
     w = (torch.rand(c, generator=g) * 1.5 + 0.5).to(dtype)
     b = (torch.rand(c, generator=g) * 2 - 1).to(dtype)
-    fns = {
+    return {
         "softmax": lambda t: F.softmax(t, 1),
         "log_softmax": lambda t: F.log_softmax(t, 1),
         "cross_entropy": lambda t: F.cross_entropy(t, target),
@@ -58,22 +49,10 @@ def torch_child(a):
         "mse_loss": lambda t: F.mse_loss(t, other),
         "layer_norm": lambda t: F.layer_norm(t, (c,), w, b, 1e-5),
     }
-    fn = fns[a.op]
-    gy = None
-    if a.backward:
-        gy = (torch.rand(fn(x).shape, generator=g) * 2 - 1).to(dtype)
-        x.requires_grad_(True)
-
-    def once():
-        y = fn(x)
-        if a.backward:
-            y.backward(gy)
-            x.grad = None
-    torch_time(once, a.repeat)
 
 
 def main():
-    fwd_bwd_main(__file__, "rows", CASES, torch_child)
+    fwd_bwd_main(__file__, "rows", CASES, lambda a: torch_fwd_bwd_child(a, make_fns))
 
 
 if __name__ == "__main__":

@@ -22,10 +22,8 @@ alone instead of a training step, in eval mode and without gradients
 of normal values, without a mask.
 """
 import argparse
-import json
-import statistics
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
 
 # name, model, batch, seq, vocab, embed, hidden, layers
 CASES = [
@@ -78,21 +76,7 @@ def torch_child(a):
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-    print_median(step, a.repeat)
-
-
-def print_median(step, repeat):
-    """Three calls of warmup, then the median of repeat timed calls, in ms,
-    printed as the JSON line bench/seq.py reads."""
-    import time
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"tool": "torch", "median_ms": statistics.median(times)}))
+    torch_time(step, a.repeat)
 
 
 def infer_child(a, body):
@@ -106,7 +90,7 @@ def infer_child(a, body):
             y = x
             for layer in body:
                 y = layer(y)
-    print_median(step, a.repeat)
+    torch_time(step, a.repeat)
 
 
 def case_args(c):
