@@ -22,15 +22,7 @@
 
 #include "timing.h"
 
-#define CHECK(call)                                                               \
-    do {                                                                          \
-        int rc_ = (call);                                                         \
-        if (rc_ < 0) {                                                            \
-            fprintf(stderr, "pool: %s failed: %s: %s\n", #call, tg_status_name(rc_),  \
-                    tg_error_message());                                          \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
+#define CHECK(call) BENCH_CHECK("pool", call)
 
 typedef struct pool_case {
     char op;   /* 'm'ax, 'a'vg, 'u'p, 'A'daptive max, adaptive a'V'g */

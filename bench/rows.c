@@ -24,15 +24,7 @@
 
 #include "timing.h"
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        int rc_ = (call);                                                              \
-        if (rc_ < 0) {                                                                 \
-            fprintf(stderr, "rows: %s failed: %s: %s\n", #call, tg_status_name(rc_), \
-                    tg_error_message());                                               \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#define CHECK(call) BENCH_CHECK("rows", call)
 
 typedef struct rows_case {
     const char *op;

@@ -1,12 +1,28 @@
 /* bench/timing.h - what the one-call timing tools (bench/pool,
- * bench/indexing, bench/rows) share: a dtype's name, and timing a call. */
+ * bench/indexing, bench/rows, bench/pointwise, bench/seq) share: a dtype's
+ * name, the check of a call, the (N, C) tools' arguments, and timing a
+ * call. */
 #ifndef TAPEGRAD_BENCH_TIMING_H
 #define TAPEGRAD_BENCH_TIMING_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <tapegrad/tapegrad.h>
+
+/* Exits with "tool: call failed: STATUS: message" when call returns a
+ * negative tg_status (the one-call timing tools' CHECK). */
+#define BENCH_CHECK(tool, call)                                                      \
+    do {                                                                             \
+        int rc_ = (call);                                                            \
+        if (rc_ < 0) {                                                               \
+            fprintf(stderr, "%s: %s failed: %s: %s\n", tool, #call, tg_status_name(rc_), \
+                    tg_error_message());                                             \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
 
 /* The dtype named s ("f32", "f64", "bf16" or "f16") into *dt; false for
  * any other name. */
