@@ -21,27 +21,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* Every element: NaN where want is NaN, else |got - want| <= rtol (|want| +
- * the largest |want|). */
-static void expect_agree(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    cr_assert(eq(int, (int)tg_tensor_dtype(got), (int)tg_tensor_dtype(want)), "%s: dtype", what);
-    const int64_t n = tg_tensor_numel(want);
-    double *a = th_doubles(got), *b = th_doubles(want), scale = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-        if (isnan(b[i]) ? !isnan(a[i]) : !(fabs(a[i] - b[i]) <= rtol * (fabs(b[i]) + scale)))
-            bad = i;
-    cr_assert(bad < 0, "%s: element %lld is %.17g, the op by op path's %.17g", what,
-              (long long)bad, bad < 0 ? 0.0 : a[bad], bad < 0 ? 0.0 : b[bad]);
-    free(a);
-    free(b);
-}
-
 /* An encoder layer of E = 32, 4 heads, dim_feedforward 48 in eval, of dtype
  * dt, with nonzero biases and norm affines (so that a term in the wrong
  * place shows). */
@@ -150,7 +129,7 @@ static void check_layer(int c, int layout, int kind, tg_dtype dt, uint64_t seed)
     cr_assert(took_fast, "%s: the fused path was not taken", what);
     cr_assert(took_slow == false, "%s: TG_ENCODER_FAST=0 took it", what);
     cr_assert(tg_tensor_requires_grad(y) == false, "%s: the output records nothing", what);
-    expect_agree(what, y, want, dt == TG_F64 ? 1e-12 : 1e-5);
+    th_expect_close(what, y, want, dt == TG_F64 ? 1e-12 : 1e-5);
     th_release_all(6, (tg_tensor *[]){x, base, am, kpm, y, want});
     tg_module_release(m);
 }
@@ -193,7 +172,7 @@ Test(encoder_fast, stack_with_final_norm)
         tg_no_grad_end();
         char what[32];
         snprintf(what, sizeof what, "stack case %d", c);
-        expect_agree(what, y, want, dt == TG_F64 ? 1e-12 : 1e-5);
+        th_expect_close(what, y, want, dt == TG_F64 ? 1e-12 : 1e-5);
         th_release_all(4, (tg_tensor *[]){x, am, y, want});
         tg_module_release(st);
         tg_module_release(norm);
@@ -266,19 +245,19 @@ Test(encoder_fast, op_by_op_outside_its_conditions)
     tg_tensor *yg = NULL;   /* grad mode on, the parameters require grad */
     OK(tg_nn_transformer_encoder_layer_forward(m, &yg, x, NULL, NULL));
     cr_assert(tg_tensor_requires_grad(yg), "the output records a gradient");
-    expect_agree("with gradients", yg, want, 1e-5);
+    th_expect_close("with gradients", yg, want, 1e-5);
     tg_module_train(m, true);   /* training, though its dropout (p = 0) draws nothing */
     tg_tensor *yt = NULL;
     tg_no_grad_begin();
     OK(tg_nn_transformer_encoder_layer_forward(m, &yt, x, NULL, NULL));
     tg_no_grad_end();
     tg_module_train(m, false);
-    expect_agree("training at p = 0", yt, want, 1e-5);
+    th_expect_close("training at p = 0", yt, want, 1e-5);
     setenv("TG_ATTENTION_FAST", "0", 1);
     tg_tensor *ya = run(true, m, x, NULL, NULL, &took);
     unsetenv("TG_ATTENTION_FAST");
     cr_assert(took == false, "TG_ATTENTION_FAST=0: the attention is not fused, nor the layer");
-    expect_agree("TG_ATTENTION_FAST=0", ya, want, 1e-5);
+    th_expect_close("TG_ATTENTION_FAST=0", ya, want, 1e-5);
     OK(tg_autocast_begin(TG_BF16));
     tg_tensor *yc = NULL;
     tg_no_grad_begin();
@@ -300,7 +279,7 @@ Test(encoder_fast, op_by_op_outside_its_conditions)
     tg_module_train(m, false);
     tg_tensor *yw = run(true, m, x, NULL, NULL, &took);
     cr_assert(took == false, "a computed weight: not fused");
-    expect_agree("weight norm", yw, want, 1e-5);
+    th_expect_close("weight norm", yw, want, 1e-5);
     th_release_all(8, (tg_tensor *[]){x, want, yg, yt, ya, yc, bad, yw});
     tg_module_release(m);
 }

@@ -18,26 +18,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* Every element: NaN where want is NaN, else |got - want| <= rtol (|want| +
- * the largest |want|). */
-static void expect_agree(const char *what, const tg_tensor *got, const tg_tensor *want,
-                         double rtol)
-{
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    const int64_t n = tg_tensor_numel(want);
-    double *a = th_doubles(got), *b = th_doubles(want), scale = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(b[i]) > scale) scale = fabs(b[i]);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-        if (isnan(b[i]) ? !isnan(a[i]) : !(fabs(a[i] - b[i]) <= rtol * (fabs(b[i]) + scale)))
-            bad = i;
-    cr_assert(bad < 0, "%s: element %lld is %.17g, the step by step path's %.17g", what,
-              (long long)bad, bad < 0 ? 0.0 : a[bad], bad < 0 ? 0.0 : b[bad]);
-    free(a);
-    free(b);
-}
-
 /* Mask kinds: attn_mask u8 (L, S), float (L, S), float (N*H, L, S), causal;
  * key_padding_mask u8 or float (N, S); both. */
 enum { K_NONE, K_U8, K_FLOAT, K_HEADS, K_CAUSAL, K_PAD_U8, K_PAD_FLOAT, K_BOTH, N_KINDS };
@@ -135,7 +115,7 @@ static void check_mha(int64_t h, int layout, int kind, tg_dtype dt, uint64_t see
              (long long)h, layout, kind);
     cr_assert(took_fast, "%s: the fused self-attention was not taken", what);
     cr_assert(took_slow == false, "%s: TG_ATTENTION_FAST=0 took it", what);
-    expect_agree(what, y, want, dt == TG_F64 ? 1e-12 : 1e-6);
+    th_expect_close(what, y, want, dt == TG_F64 ? 1e-12 : 1e-6);
     th_release_all(6, (tg_tensor *[]){x, base, fo.attn_mask, fo.key_padding_mask, y, want});
     tg_module_release(m);
 }
@@ -180,16 +160,16 @@ Test(mha_fast, not_taken_outside_its_conditions)
     OK(tg_nn_multihead_attention_forward(m, &yw, &a, x, x, x, NULL));   /* weights */
     tg_no_grad_end();
     cr_assert(eq(u64, tg__nn_mha_self_fast_calls(), before), "cross-attention or weights");
-    expect_agree("cross-attention", y, want, 1e-6);
-    expect_agree("key another tensor", yk, want, 1e-6);
-    expect_agree("value another tensor", yv, want, 1e-6);
-    expect_agree("with weights", yw, want, 1e-6);
+    th_expect_close("cross-attention", y, want, 1e-6);
+    th_expect_close("key another tensor", yk, want, 1e-6);
+    th_expect_close("value another tensor", yv, want, 1e-6);
+    th_expect_close("with weights", yw, want, 1e-6);
     /* gradients recorded: the step by step path, whose result is the same */
     tg_tensor *yg = NULL;
     OK(tg_nn_multihead_attention_forward(m, &yg, NULL, x, x, x, NULL));
     cr_assert(eq(u64, tg__nn_mha_self_fast_calls(), before), "gradients recorded");
     cr_assert(tg_tensor_requires_grad(yg), "the output records a gradient");
-    expect_agree("with gradients", yg, want, 1e-6);
+    th_expect_close("with gradients", yg, want, 1e-6);
     /* training with dropout: it draws, so no fused path */
     tg_module_train(m, true);
     tg_tensor *yt = NULL;
@@ -249,7 +229,7 @@ Test(mha_fast, transformer_encoder_layer_eval_forward)
         tg_no_grad_end();
         char what[48];
         snprintf(what, sizeof what, "encoder layer case %d", c);
-        expect_agree(what, y, want, 1e-6);
+        th_expect_close(what, y, want, 1e-6);
         th_release_all(5, (tg_tensor *[]){x, fo.attn_mask, fo.key_padding_mask, y, want});
         tg_module_release(m);
     }
