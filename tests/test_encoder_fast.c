@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "transformer_fixtures.h"
 #include "nn/transformer_internal.h"
 #include "tapegrad/tapegrad.h"
 
@@ -189,25 +190,10 @@ Test(encoder_fast, matches_torch_goldens)
     const int n = atoi(tg_st_meta_get(f, "tel_cases"));
     int cases = 0;
     for (int i = 0; i < n; i++) {
-        char c[16], prefix[32], key[64];
+        char c[16], key[64];
         snprintf(c, sizeof c, "tel%d", i);
-        int bf = 0, nf = 0, gelu = 0, unb = 0;
-        cr_assert(eq(int, sscanf(th_golden_meta(f, c, "cfg"), "%d %d %d %d", &bf, &nf, &gelu,
-                                 &unb), 4));
-        const bool f64 = !strcmp(th_golden_meta(f, c, "dtype"), "f64");
-        tg_nn_transformer_encoder_layer_opts o = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
-        o.dim_feedforward = 16;
-        o.dropout = 0.0;
-        o.activation = gelu ? TG_ACT_GELU : TG_ACT_RELU;
-        o.batch_first = bf;
-        o.norm_first = nf;
-        tg_rng rng;
-        tg_rng_init(&rng, 1);
-        tg_module *m = NULL;
-        OK(tg_nn_transformer_encoder_layer_new(&m, 8, 2, &o, &rng));
-        OK(tg_module_to_dtype(m, f64 ? TG_F64 : TG_F32));
-        snprintf(prefix, sizeof prefix, "%s.p", c);
-        OK(tg_module_load_state_dict(m, f, prefix, true));
+        bool f64;
+        tg_module *m = th_golden_encoder_layer(f, c, &f64);
         tg_module_train(m, false);
         snprintf(key, sizeof key, "%s.mask", c);
         tg_tensor *mask = tg_st_get(f, key);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "transformer_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -26,26 +27,11 @@ static const char *const TORCH_KEYS =
 
 static void compare_case(const tg_st_file *f, int i, int *counts)
 {
-    char c[16], prefix[32], key[TG_MODULE_NAME_MAX + 16];
+    char c[16], key[TG_MODULE_NAME_MAX + 16];
     snprintf(c, sizeof c, "tel%d", i);
-    int bf = 0, nf = 0, gelu = 0, unb = 0;
-    cr_assert(eq(int, sscanf(th_golden_meta(f, c, "cfg"), "%d %d %d %d", &bf, &nf, &gelu, &unb),
-                 4));
-    const bool f64 = !strcmp(th_golden_meta(f, c, "dtype"), "f64");
+    bool f64;
+    tg_module *m = th_golden_encoder_layer(f, c, &f64);
     const double rtol = f64 ? 1e-10 : 5e-5;
-    tg_nn_transformer_encoder_layer_opts o = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
-    o.dim_feedforward = 16;
-    o.dropout = 0.0;
-    o.activation = gelu ? TG_ACT_GELU : TG_ACT_RELU;
-    o.batch_first = bf;
-    o.norm_first = nf;
-    tg_rng rng;
-    tg_rng_init(&rng, 1);
-    tg_module *m = NULL;
-    OK(tg_nn_transformer_encoder_layer_new(&m, 8, 2, &o, &rng));
-    OK(tg_module_to_dtype(m, f64 ? TG_F64 : TG_F32));
-    snprintf(prefix, sizeof prefix, "%s.p", c);
-    OK(tg_module_load_state_dict(m, f, prefix, true));
     th_expect_state_keys(m, th_golden_meta(f, c, "params"));
     tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *p = NULL, *l = NULL;
     snprintf(key, sizeof key, "%s.mask", c);
