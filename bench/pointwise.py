@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Element-wise gelu, sigmoid, tanh, silu, exp and relu of (N, C): tapegrad
-(bench/pointwise) against PyTorch (Debian's python3-torch), the same thread
+(bench/rows) against PyTorch (Debian's python3-torch), the same thread
 count, in one run.
 
     /usr/bin/python3 bench/pointwise.py [--build build-rel] [--threads 2] [--repeat 20]
@@ -28,7 +28,7 @@ def make_fns(torch, n, c, dtype, g):
 
 
 def main():
-    fwd_bwd_main(__file__, "pointwise", CASES, lambda a: torch_fwd_bwd_child(a, make_fns))
+    fwd_bwd_main(__file__, "rows", CASES, lambda a: torch_fwd_bwd_child(a, make_fns))
 
 
 if __name__ == "__main__":

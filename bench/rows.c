@@ -1,11 +1,13 @@
-/* bench/rows: the time of one call of an op over the rows of a (N, C)
- * tensor, forward or forward and backward, for bench/rows.py (which runs
- * the same call in PyTorch and gives the ratio): softmax, log_softmax,
+/* bench/rows: the time of one call of an op on a (N, C) tensor, forward or
+ * forward and backward, for bench/rows.py and bench/pointwise.py (which
+ * run the same call in PyTorch and give the ratio): softmax, log_softmax,
  * cross_entropy along the last dim, sum and mean of every element, sum
  * over the last dim, mse_loss, layer_norm over the last dim (weight and
- * bias U[0.5, 2) and U[-1, 1)).
+ * bias U[0.5, 2) and U[-1, 1)), and the element-wise gelu, sigmoid, tanh,
+ * silu, exp and relu.
  *
- *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss|layer_norm
+ *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss|layer_norm|
+ *             gelu|sigmoid|tanh|silu|exp|relu
  *        --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)]
  *        [--backward]
  *
@@ -16,6 +18,8 @@
  * PyTorch's x.grad = None.
  * After three passes of warmup, times R passes and prints one JSON line with
  * the median in ms. */
+#include <assert.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,26 +31,87 @@
 #define CHECK(call) BENCH_CHECK("rows", call)
 
 typedef struct rows_case {
-    const char *op;
+    int op;   /* its index in ops */
     bool backward;
     tg_tensor *x, *target, *other, *w, *b, *gy;
 } rows_case;
 
-static const char *const ops[] = {"softmax", "log_softmax", "cross_entropy", "sum", "mean",
-                                  "sum_dim1", "mse_loss", "layer_norm"};
+/* The ops; from FIRST_UNARY on, the element-wise ones of unary[], in order. */
+enum { FIRST_UNARY = 8 };
+static const char *const ops[] = {"softmax",  "log_softmax", "cross_entropy", "sum",
+                                  "mean",     "sum_dim1",    "mse_loss",      "layer_norm",
+                                  "gelu",     "sigmoid",     "tanh",          "silu",
+                                  "exp",      "relu"};
+static int (*const unary[])(tg_tensor **, tg_tensor *) = {tg_gelu, tg_sigmoid, tg_tanh,
+                                                          tg_silu, tg_exp,     tg_relu};
+static_assert(FIRST_UNARY + sizeof unary / sizeof unary[0] == sizeof ops / sizeof ops[0],
+              "rows.c: every op after FIRST_UNARY has its function in unary");
 
 static void run_op(const rows_case *c, tg_tensor **y)
 {
-    const char *op = c->op;
-    if (!strcmp(op, "softmax")) CHECK(tg_softmax(y, c->x, 1));
-    else if (!strcmp(op, "log_softmax")) CHECK(tg_log_softmax(y, c->x, 1));
-    else if (!strcmp(op, "cross_entropy"))
-        CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN));
-    else if (!strcmp(op, "sum")) CHECK(tg_sum(y, c->x));
-    else if (!strcmp(op, "mean")) CHECK(tg_mean(y, c->x));
-    else if (!strcmp(op, "sum_dim1")) CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false));
-    else if (!strcmp(op, "mse_loss")) CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN));
-    else CHECK(tg_layer_norm(y, c->x, 1, &tg_tensor_shape(c->x)[1], c->w, c->b, 1e-5));
+    switch (c->op) {
+    case 0: CHECK(tg_softmax(y, c->x, 1)); break;
+    case 1: CHECK(tg_log_softmax(y, c->x, 1)); break;
+    case 2: CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN)); break;
+    case 3: CHECK(tg_sum(y, c->x)); break;
+    case 4: CHECK(tg_mean(y, c->x)); break;
+    case 5: CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false)); break;
+    case 6: CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN)); break;
+    case 7: CHECK(tg_layer_norm(y, c->x, 1, &tg_tensor_shape(c->x)[1], c->w, c->b, 1e-5)); break;
+    default: CHECK(unary[c->op - FIRST_UNARY](y, c->x)); break;
+    }
+}
+
+/* The arguments: --op NAME (op: its index in ops), --shape N,C,
+ * [--dtype f32|f64|bf16|f16 (f32)], [--threads T (0: the default)],
+ * [--repeat R (20)], [--backward]. */
+typedef struct rows_args {
+    int op;
+    int64_t shape[2];
+    tg_dtype dt;
+    long threads, repeat;
+    bool backward;
+} rows_args;
+
+/* Parses argv into *a; false (after printing the usage to stderr) for a
+ * missing or unknown argument. */
+static bool parse_args(int argc, char **argv, rows_args *a)
+{
+    *a = (rows_args){.op = -1, .dt = TG_F32, .repeat = 20};
+    bool have_shape = false, ok = true;
+    for (int i = 1; i < argc && ok; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long *dst = !strcmp(s, "--threads") ? &a->threads : !strcmp(s, "--repeat") ? &a->repeat
+                                                                                 : NULL;
+        if (!strcmp(s, "--backward")) {
+            a->backward = true;
+            continue;
+        }
+        if (!v) {
+            ok = false;
+        } else if (dst) {
+            char *end;
+            *dst = strtol(v, &end, 10);
+            ok = !*end && end != v && *dst >= 0;
+        } else if (!strcmp(s, "--op")) {
+            for (int k = 0; k < (int)(sizeof ops / sizeof ops[0]); k++)
+                if (!strcmp(v, ops[k])) a->op = k;
+            ok = a->op >= 0;
+        } else if (!strcmp(s, "--dtype")) {
+            ok = bench_parse_dtype(v, &a->dt);
+        } else if (!strcmp(s, "--shape")) {
+            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &a->shape[0], &a->shape[1]) == 2 &&
+                         a->shape[0] > 0 && a->shape[1] > 0;
+        } else {
+            ok = false;
+        }
+        i++;
+    }
+    if (ok && a->op >= 0 && have_shape && a->repeat >= 1) return true;
+    fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
+                    "mse_loss|layer_norm|gelu|sigmoid|tanh|silu|exp|relu --shape N,C "
+                    "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
+    return false;
 }
 
 static void pass(const void *arg)
@@ -63,15 +128,10 @@ static void pass(const void *arg)
 
 int main(int argc, char **argv)
 {
-    bench_nc_args a;
-    if (!bench_parse_nc(argc, argv, ops, (int)(sizeof ops / sizeof ops[0]),
-                        "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
-                        "mse_loss|layer_norm --shape N,C [--dtype f32|f64|bf16|f16] "
-                        "[--threads T] [--repeat R] [--backward]",
-                        &a))
-        return 2;
+    rows_args a;
+    if (!parse_args(argc, argv, &a)) return 2;
     if (a.threads > 0) CHECK(tg_set_num_threads((int)a.threads));
-    rows_case c = {.op = ops[a.op], .backward = a.backward};
+    rows_case c = {.op = a.op, .backward = a.backward};
     const tg_dtype dt = a.dt;
     const int64_t *shape = a.shape;
 

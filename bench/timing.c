@@ -1,7 +1,6 @@
 /* bench/timing.c - see timing.h. */
 #include "timing.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,44 +17,6 @@ bool bench_parse_dtype(const char *s, tg_dtype *dt)
             *dt = names[i].dt;
             return true;
         }
-    return false;
-}
-
-bool bench_parse_nc(int argc, char **argv, const char *const *names, int n, const char *usage,
-                    bench_nc_args *a)
-{
-    *a = (bench_nc_args){.op = -1, .dt = TG_F32, .repeat = 20};
-    bool have_shape = false, ok = true;
-    for (int i = 1; i < argc && ok; i++) {
-        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *dst = !strcmp(s, "--threads") ? &a->threads : !strcmp(s, "--repeat") ? &a->repeat
-                                                                                 : NULL;
-        if (!strcmp(s, "--backward")) {
-            a->backward = true;
-            continue;
-        }
-        if (!v) {
-            ok = false;
-        } else if (dst) {
-            char *end;
-            *dst = strtol(v, &end, 10);
-            ok = !*end && end != v && *dst >= 0;
-        } else if (!strcmp(s, "--op")) {
-            for (int k = 0; k < n; k++)
-                if (!strcmp(v, names[k])) a->op = k;
-            ok = a->op >= 0;
-        } else if (!strcmp(s, "--dtype")) {
-            ok = bench_parse_dtype(v, &a->dt);
-        } else if (!strcmp(s, "--shape")) {
-            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &a->shape[0], &a->shape[1]) == 2 &&
-                         a->shape[0] > 0 && a->shape[1] > 0;
-        } else {
-            ok = false;
-        }
-        i++;
-    }
-    if (ok && a->op >= 0 && have_shape && a->repeat >= 1) return true;
-    fprintf(stderr, "%s\n", usage);
     return false;
 }
 
