@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "rnn_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 TestSuite(packed_sequence);
@@ -162,28 +163,6 @@ static tg_module *make_layer(const tg_st_file *f, const char *pre, const char *n
     return m;
 }
 
-/* sum over i of sum(r[i] g[i]), for the r[i] that exist. */
-static tg_tensor *weighted_sum(int n, tg_tensor *const *r, tg_tensor *const *g)
-{
-    tg_tensor *loss = NULL;
-    for (int i = 0; i < n; i++) {
-        if (!r[i]) continue;
-        tg_tensor *p = NULL, *s = NULL;
-        OK(tg_mul(&p, r[i], g[i]));
-        OK(tg_sum(&s, p));
-        tg_tensor_release(p);
-        if (!loss) {
-            loss = s;
-            continue;
-        }
-        tg_tensor *t = NULL;
-        OK(tg_add(&t, loss, s));
-        th_release_all(2, (tg_tensor *[]){loss, s});
-        loss = t;
-    }
-    return loss;
-}
-
 static void check_layer(const tg_st_file *f, const char *tn, const char *name)
 {
     const tg_dtype dt = strcmp(tn, "f32") ? TG_F64 : TG_F32;
@@ -212,26 +191,9 @@ static void check_layer(const tg_st_file *f, const char *tn, const char *name)
         th_expect_close_scaled(key, r[i], th_golden_get(f, pre, rn[i]), tol);
         g[i] = (tg_tensor *)th_golden_get(f, pre, gn[i]);
     }
-    tg_tensor *loss = weighted_sum(3, r, g);
+    tg_tensor *loss = th_weighted_sum(3, r, g);
     OK(tg_backward(loss, NULL, NULL));
-    tg_tensor *const leaves[3] = {x, h0, c0};
-    static const char *const ln[3] = {"grad.x", "grad.h0", "grad.c0"};
-    for (int i = 0; i < 3; i++) {
-        if (!leaves[i]) continue;
-        snprintf(key, sizeof key, "%s %s", pre, ln[i]);
-        th_expect_close_scaled(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]),
-                               tol);
-    }
-    const int n = tg_module_state_count(m);
-    for (int i = 0; i < n; i++) {
-        char pname[TG_MODULE_NAME_MAX], gk[TG_MODULE_NAME_MAX + 8];
-        tg_tensor *p = NULL;
-        OK(tg_module_state_at(m, i, pname, sizeof pname, &p, NULL));
-        snprintf(gk, sizeof gk, "grad.%s", pname);
-        snprintf(key, sizeof key, "%s %s", pre, gk);
-        cr_assert(tg_tensor_grad(p) != NULL, "%s has no gradient", key);
-        th_expect_close_scaled(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), tol);
-    }
+    th_expect_golden_grads(f, pre, m, (tg_tensor *const[3]){x, h0, c0}, tol);
     tg_packed_sequence_release(&in);
     tg_packed_sequence_release(&out);
     th_release_all(6, (tg_tensor *[]){r[1], r[2], loss, x, h0, c0});

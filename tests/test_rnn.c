@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "rnn_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 TestSuite(rnn);
@@ -81,27 +82,6 @@ static int run(tg_module *m, const cfg *k, tg_tensor **r, tg_tensor *x, tg_tenso
                       : tg_nn_rnn_forward(m, &r[0], &r[1], x, h0);
 }
 
-/* sum over i of sum(r[i] * g[i]) for the r[i] that exist: a new reference. */
-static tg_tensor *loss_of(tg_tensor *const *r, tg_tensor *const *g)
-{
-    tg_tensor *loss = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (!r[i]) continue;
-        tg_tensor *p = NULL, *s = NULL, *t = NULL;
-        cr_assert(eq(int, tg_mul(&p, r[i], g[i]), TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_sum(&s, p), TG_OK));
-        if (loss) {
-            cr_assert(eq(int, tg_add(&t, loss, s), TG_OK));
-            th_release_all(2, (tg_tensor *[]){loss, s});
-            loss = t;
-        } else {
-            loss = s;
-        }
-        tg_tensor_release(p);
-    }
-    return loss;
-}
-
 /* Tolerances relative to the largest |want| of each tensor.  The values
  * are sums of at most a few dozen products of O(1) numbers through
  * tanh/sigmoid, computed by the same formulas as torch's but with other
@@ -130,19 +110,6 @@ static tg_dtype dtype_of(const char *tn)
     return strcmp(tn, "bf16") ? TG_F64 : TG_BF16;
 }
 
-/* got (of the case's dtype dt) close to want, the golden (f64 for a half
- * dt) within tol(dt) of its largest value. */
-static void expect_golden(const char *key, const tg_tensor *got, const tg_tensor *want,
-                          tg_dtype dt)
-{
-    tg_tensor *g64 = NULL;
-    if (tg_tensor_dtype(want) != dt)
-        cr_assert(eq(int, tg_tensor_to_dtype(&g64, (tg_tensor *)got, tg_tensor_dtype(want)),
-                     TG_OK));
-    th_expect_close_scaled(key, g64 ? g64 : got, want, tol(dt));
-    tg_tensor_release(g64);
-}
-
 static void check_case(const tg_st_file *f, const char *tn, const char *c)
 {
     const tg_dtype dt = dtype_of(tn);
@@ -163,28 +130,12 @@ static void check_case(const tg_st_file *f, const char *tn, const char *c)
     for (int i = 0; i < 3; i++) {
         if (!r[i]) continue;
         snprintf(key, sizeof key, "%s %s", pre, rn[i]);
-        expect_golden(key, r[i], th_golden_get(f, pre, rn[i]), dt);
+        th_expect_golden_in(key, r[i], th_golden_get(f, pre, rn[i]), tol(dt));
         g[i] = (tg_tensor *)th_golden_get(f, pre, gn[i]);
     }
-    tg_tensor *loss = loss_of(r, g);
+    tg_tensor *loss = th_weighted_sum(3, r, g);
     cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_OK), "%s", tg_error_message());
-    tg_tensor *const leaves[3] = {x, h0, c0};
-    static const char *const ln[3] = {"grad.x", "grad.h0", "grad.c0"};
-    for (int i = 0; i < 3; i++) {
-        if (!leaves[i]) continue;
-        snprintf(key, sizeof key, "%s %s", pre, ln[i]);
-        expect_golden(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]), dt);
-    }
-    const int n = tg_module_state_count(m);
-    for (int i = 0; i < n; i++) {
-        char name[TG_MODULE_NAME_MAX], gk[TG_MODULE_NAME_MAX + 8];
-        tg_tensor *p = NULL;
-        cr_assert(eq(int, tg_module_state_at(m, i, name, sizeof name, &p, NULL), TG_OK));
-        snprintf(gk, sizeof gk, "grad.%s", name);
-        snprintf(key, sizeof key, "%s %s", pre, gk);
-        cr_assert(tg_tensor_grad(p) != NULL, "%s has no gradient", key);
-        expect_golden(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), dt);
-    }
+    th_expect_golden_grads(f, pre, m, (tg_tensor *const[3]){x, h0, c0}, tol(dt));
     th_release_all(3, r);
     th_release_all(4, (tg_tensor *[]){loss, x, h0, c0});
     tg_module_release(m);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "rnn_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 TestSuite(rnn_packed);
@@ -72,27 +73,6 @@ static int run(tg_module *m, bool lstm, tg_tensor **r, tg_tensor *x, const tg_te
                 : tg_nn_rnn_forward_packed(m, &r[0], &r[1], x, lengths, h0);
 }
 
-/* sum over i of sum(r[i] * g[i]) for the r[i] that exist. */
-static tg_tensor *loss_of(tg_tensor *const *r, tg_tensor *const *g)
-{
-    tg_tensor *loss = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (!r[i]) continue;
-        tg_tensor *p = NULL, *s = NULL, *t = NULL;
-        cr_assert(eq(int, tg_mul(&p, r[i], g[i]), TG_OK), "%s", tg_error_message());
-        cr_assert(eq(int, tg_sum(&s, p), TG_OK));
-        if (loss) {
-            cr_assert(eq(int, tg_add(&t, loss, s), TG_OK));
-            th_release_all(2, (tg_tensor *[]){loss, s});
-            loss = t;
-        } else {
-            loss = s;
-        }
-        tg_tensor_release(p);
-    }
-    return loss;
-}
-
 /* As tests/test_rnn.c's: a few ulps of sums of O(1) products, while a
  * wrong step, direction or mask changes values by O(0.1). */
 static double tol(tg_dtype dt) { return dt == TG_F32 ? 2e-5 : 1e-12; }
@@ -122,26 +102,9 @@ static void check_case(const tg_st_file *f, const char *tn, const char *c)
         th_expect_close_scaled(key, r[i], th_golden_get(f, pre, rn[i]), tol(dt));
         g[i] = (tg_tensor *)th_golden_get(f, pre, gn[i]);
     }
-    tg_tensor *loss = loss_of(r, g);
+    tg_tensor *loss = th_weighted_sum(3, r, g);
     cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_OK), "%s", tg_error_message());
-    tg_tensor *const leaves[3] = {x, h0, c0};
-    static const char *const ln[3] = {"grad.x", "grad.h0", "grad.c0"};
-    for (int i = 0; i < 3; i++) {
-        if (!leaves[i]) continue;
-        snprintf(key, sizeof key, "%s %s", pre, ln[i]);
-        th_expect_close_scaled(key, tg_tensor_grad(leaves[i]), th_golden_get(f, pre, ln[i]),
-                               tol(dt));
-    }
-    const int n = tg_module_state_count(m);
-    for (int i = 0; i < n; i++) {
-        char name[TG_MODULE_NAME_MAX], gk[TG_MODULE_NAME_MAX + 8];
-        tg_tensor *p = NULL;
-        cr_assert(eq(int, tg_module_state_at(m, i, name, sizeof name, &p, NULL), TG_OK));
-        snprintf(gk, sizeof gk, "grad.%s", name);
-        snprintf(key, sizeof key, "%s %s", pre, gk);
-        cr_assert(tg_tensor_grad(p) != NULL, "%s has no gradient", key);
-        th_expect_close_scaled(key, tg_tensor_grad(p), th_golden_get(f, pre, gk), tol(dt));
-    }
+    th_expect_golden_grads(f, pre, m, (tg_tensor *const[3]){x, h0, c0}, tol(dt));
     th_release_all(3, r);
     th_release_all(4, (tg_tensor *[]){loss, x, h0, c0});
     tg_module_release(m);
@@ -261,7 +224,7 @@ Test(rnn_packed, a_row_is_its_valid_steps_alone)
         tg_tensor_set_requires_grad(xp, true);
         cr_assert(eq(int, run(m, true, q, xp, len, h0, c0), TG_OK), "%s", tg_error_message());
         for (int j = 0; j < 3; j++) th_expect_close("padding ignored", q[j], r[j], 0);
-        tg_tensor *loss = loss_of(q, g);
+        tg_tensor *loss = th_weighted_sum(3, q, g);
         tg_module_zero_grad(m);
         cr_assert(eq(int, tg_backward(loss, NULL, NULL), TG_OK), "%s", tg_error_message());
         cr_assert(eq(int, tg_tensor_clone(&gx[k], tg_tensor_grad(xp)), TG_OK));
