@@ -486,22 +486,10 @@ static int add_wide(void *p, int64_t t)
  * fight over the task counter.  With more than ROWS_PAR elements of x and
  * the terms, the chunks run in parallel: a 512 x 512 call (2^19 of them)
  * took 0.118 ms on one thread of a 2-core host and 0.073 ms on two when
- * its other core was free, 0.22 ms when that core was busy and the second
- * thread waited for it (docs/performance.md).  There the two threads take
- * turns on one core: the caller runs every chunk of a call and spins
- * while the worker waits for the core, and the worker every chunk of the
- * next.  Two parallel calls in a row whose chunks all ran on one thread
- * so make the next ROWS_BACKOFF calls run on one thread (the same bits:
- * the rows are independent), and the call after them tries two again.
- * One such call alone is no sign: the first call of a process starts the
- * worker, and a worker asleep wakes late. */
-enum { ROWS_PER_THREAD = 4, ROWS_PAR = 1 << 18, ROWS_BACKOFF = 64 };
-
-/* Calls left to run on one thread (ROWS_BACKOFF), and the parallel calls
- * in a row whose chunks all ran on one thread; any thread's. */
-static atomic_int rows_serial_left, rows_one_sided;
-/* One per thread: its address tells the calling thread's chunks apart. */
-static _Thread_local char thread_mark;
+ * its other core was free (docs/performance.md); when that core is busy,
+ * the caller takes every chunk itself and does not wait for the worker
+ * (src/core/parallel.c). */
+enum { ROWS_PER_THREAD = 4, ROWS_PAR = 1 << 18 };
 
 typedef struct rows_job {
     const tg__pick *k;
@@ -510,8 +498,6 @@ typedef struct rows_job {
     int64_t a_n, q_n, x_n, chunk;   /* rows, terms a row, x's row length, rows a chunk */
     int64_t sstrides[TG_MAX_DIMS];
     tg__index_kernel kern;
-    const char *caller_mark;   /* the calling thread's thread_mark */
-    atomic_llong others;       /* chunks run on other threads */
 } rows_job;
 
 /* Whether tg__pick_scatter_add's call k, src suits add_rows. */
@@ -526,9 +512,7 @@ static bool rows_apply(const tg__pick *k, const tg_tensor *src, bool covers)
 /* Chunk t of a rows_job: rows [t chunk, (t + 1) chunk). */
 static int add_rows(void *p, int64_t t)
 {
-    rows_job *j = p;
-    if (&thread_mark != j->caller_mark)
-        atomic_fetch_add_explicit(&j->others, 1, memory_order_relaxed);
+    const rows_job *j = p;
     const tg__pick *k = j->k;
     const size_t es = tg_dtype_size(k->x->dtype);
     const int64_t a0 = t * j->chunk, a1 = a0 + j->chunk < j->a_n ? a0 + j->chunk : j->a_n;
@@ -571,28 +555,14 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
     }
     if (rows_apply(k, src, covers)) {
         rows_job rj = {.k = k, .src = src, .r = j.r, .a_n = j.a_n, .q_n = j.q_n,
-                       .x_n = j.x_n, .kern = j.kern, .caller_mark = &thread_mark};
-        atomic_init(&rj.others, 0);
+                       .x_n = j.x_n, .kern = j.kern};
         strides_of(src, rj.sstrides);
-        bool par = nx + k->m > ROWS_PAR && tg_get_num_threads() > 1 && !tg__in_parallel();
-        if (par && atomic_load_explicit(&rows_serial_left, memory_order_relaxed) > 0) {
-            atomic_fetch_sub_explicit(&rows_serial_left, 1, memory_order_relaxed);
-            par = false;
-        }
+        const bool par = nx + k->m > ROWS_PAR && tg_get_num_threads() > 1 && !tg__in_parallel();
         const int64_t threads = par ? tg_get_num_threads() : 1;
         const int64_t chunks = threads > 1 ? threads * ROWS_PER_THREAD : 1;
         rj.chunk = (rj.a_n + chunks - 1) / chunks;
         const int64_t tasks = (rj.a_n + rj.chunk - 1) / rj.chunk;
         const int rc = tg__run_tasks(tasks, par, add_rows, &rj);
-        const int64_t others = atomic_load(&rj.others);
-        if (par && tasks > 1 && (others == 0 || others == tasks)) {
-            if (atomic_fetch_add_explicit(&rows_one_sided, 1, memory_order_relaxed) >= 1) {
-                atomic_store_explicit(&rows_one_sided, 0, memory_order_relaxed);
-                atomic_store_explicit(&rows_serial_left, ROWS_BACKOFF, memory_order_relaxed);
-            }
-        } else if (par) {
-            atomic_store_explicit(&rows_one_sided, 0, memory_order_relaxed);
-        }
         if (rc < 0) {
             tg_tensor_release(r);
             return rc;
