@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "core/core.h"
 #include "ops/reduce_internal.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/tapegrad.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/ops.h"
@@ -179,8 +180,8 @@ Test(reduce, f32_runs_sum_in_32_lanes_in_every_width)
         x[i] = (float)ldexp(th_uniform_pm1(&st), (i * 13) % 61 - 30);
     int widths = 0;
     for (int w = 1; w <= 3; w++) {
-        tg__reduce_lanes_force(w);
-        if (tg__reduce_lanes_width() != w) {
+        tg__exp_width_force(w);
+        if (tg__exp_width_get() != (tg__exp_width)w) {
             th_not_run("the %s f32 sum lanes are not run: this CPU lacks them", names[w]);
             continue;
         }
@@ -189,7 +190,7 @@ Test(reduce, f32_runs_sum_in_32_lanes_in_every_width)
                       "%s n=%lld", names[w], (long long)ns[i]);
         widths++;
     }
-    tg__reduce_lanes_force(0);
+    tg__exp_width_force(0);
     cr_assert(widths >= 1, "no width ran");
 }
 

@@ -17,6 +17,7 @@
 #include "core/core.h"
 #include "ops/activation_internal.h"
 #include "ops/reduce_internal.h"
+#include "ops/softmax_rows_internal.h"
 
 /* Sums a into out (contiguous, float) following ostride (see above), then
  * multiplies by scale.  TG_ENOMEM leaves out unchanged. */
@@ -138,20 +139,13 @@ static double lanes_avx2(const float *x, int64_t n) { return lanes_body(x, n); }
 static double lanes_avx512(const float *x, int64_t n) { return lanes_body(x, n); }
 #endif
 
-static _Thread_local int lanes_forced;   /* tests: tg__reduce_lanes_force */
-
-void tg__reduce_lanes_force(int width) { lanes_forced = width >= 1 && width <= 3 ? width : 0; }
-
-int tg__reduce_lanes_width(void)
-{
-    const int best = tg__cpu_has_avx512bw() ? 3 : tg__cpu_has_half_simd() ? 2 : 1;
-    return lanes_forced && lanes_forced <= best ? lanes_forced : best;
-}
-
+/* At the width of the other double-lane kernels (tg__exp_width_get). */
 double tg__reduce_lanes_f32(const float *x, int64_t n)
 {
-    const int w = tg__reduce_lanes_width();
-    return w == 3 ? lanes_avx512(x, n) : w == 2 ? lanes_avx2(x, n) : lanes_plain(x, n);
+    const tg__exp_width w = tg__exp_width_get();
+    return w == TG__EXP_AVX512 ? lanes_avx512(x, n)
+           : w == TG__EXP_AVX2 ? lanes_avx2(x, n)
+                               : lanes_plain(x, n);
 }
 
 /* Sum over the reduced dims r[0..nr) (row-major, nr >= 1) of a's elements

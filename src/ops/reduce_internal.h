@@ -17,13 +17,10 @@ int tg__reduce_float(tg_tensor **out, const tg_tensor *a, int ndim, const int64_
                      const int64_t *ostride, double scale);
 /* The sum in double of the n contiguous f32 values of x in 32 interleaved
  * lanes that meet pairwise (reduce_float.c's order for runs of 64 or
- * more).  The vector width of this thread's calls (1 plain, 2 AVX2, 3
- * AVX-512: the same bits) is the widest this CPU runs, or the one
- * tg__reduce_lanes_force chose (tests; 0 restores, a width this CPU lacks
- * is not taken). */
+ * more), at this thread's width of the double-lane kernels
+ * (softmax_rows_internal.h's tg__exp_width_get; tests force it with
+ * tg__exp_width_force): plain, AVX2 and AVX-512 give the same bits. */
 double tg__reduce_lanes_f32(const float *x, int64_t n);
-int tg__reduce_lanes_width(void);
-void tg__reduce_lanes_force(int width);
 /* The arguments of a reduction over dims (op's name; its input x, named
  * xname in the messages), checked before the call's params are made:
  * TG_EINVAL naming op for a NULL out or x, ndims outside [0, TG_MAX_DIMS],

@@ -8,7 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The exp's vector width: plain C (four lanes), AVX2, AVX-512. */
+/* The vector width of the double-lane kernels (this exp, unary_simd.c's,
+ * reduce_float.c's f32 sum lanes): plain C (four lanes), AVX2, AVX-512. */
 enum { TG__EXP_PAD = 8 };   /* doubles of scratch past a row's n */
 typedef enum { TG__EXP_AUTO, TG__EXP_PLAIN, TG__EXP_AVX2, TG__EXP_AVX512 } tg__exp_width;
 
