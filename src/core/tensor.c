@@ -220,7 +220,7 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_to_dtype: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_to_dtype: t must not be NULL");
     TG_TRY(tg__check_dtype("tensor_to_dtype", dt));
-    tg_tensor *c = tg__tensor_empty(dt, t->ndim, t->shape);
+    tg_tensor *c = tg__tensor_uninit(dt, t->ndim, t->shape);   /* tg__gather writes all */
     if (!c) return TG_ENOMEM;
     tg__gather(t, dt, c->storage->data);
     *out = c;
