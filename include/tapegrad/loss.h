@@ -1,8 +1,8 @@
 /* tapegrad/loss.h - loss functions (differentiable to any order).
  *
  * Every loss is built from differentiable ops (nll_loss, smooth_l1_loss,
- * huber_loss and mse_loss of one f32 or f64 dtype are each one op whose
- * gradient is another), so its gradient and
+ * huber_loss, and mse_loss and l1_loss of one f32 or f64 dtype, are each
+ * one op whose gradient is another), so its gradient and
  * the gradient of that gradient come from autograd.  Each writes a new reference into *out and returns
  * TG_OK, or returns a negative tg_status and leaves *out untouched.  Inputs
  * are borrowed.

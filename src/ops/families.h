@@ -44,7 +44,7 @@
     X(nll_loss, 2)       /* nll_loss.c: nll_loss nll_loss_backward */ \
     X(bce_loss, 1)       /* bce_loss.c: bce_loss */                           \
     X(smooth_l1, 3)      /* smooth_l1.c: smooth_l1_loss huber_loss smooth_l1_backward */ \
-    X(mse_loss, 2)       /* mse_loss.c: mse_loss mse_backward */              \
+    X(diff_loss, 4)      /* diff_loss.c: mse_loss mse_backward l1_loss l1_backward */ \
     X(argmax, 4)         /* argmax.c: argmax argmin pick_along_dim pick_along_dim_backward */ \
     X(amax, 4)           /* amax.c: amax amin max min */                      \
     X(var, 2)            /* var.c: var std */                                 \

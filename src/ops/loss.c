@@ -280,8 +280,9 @@ void tg__loss_release_all(tg_tensor **t, int n)
 /* ---- elementwise losses ------------------------------------------------ */
 
 /* reduce(|input - target|^2) or reduce(|input - target|): MSE and L1 differ
- * only in the elementwise step (square or abs).  MSE of one f32 or f64
- * dtype takes its own op (src/ops/mse_loss.c), the same bits in one pass. */
+ * only in the elementwise step (square or abs).  Of one f32 or f64 dtype
+ * each takes its own op (src/ops/diff_loss.c), the same bits, its gradient
+ * in one pass. */
 static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tensor *target,
                      tg_reduction red, bool square)
 {
@@ -289,9 +290,8 @@ static int diff_loss(const char *op, tg_tensor **out, tg_tensor *input, tg_tenso
     tg_tensor *t[4] = {0};
     int rc;
     TG_TRY_GOTO(tg__loss_amp_f32(t, (tg_tensor *[]){input, target}, 2));
-    if (square && t[0]->dtype == t[1]->dtype &&
-        (t[0]->dtype == TG_F32 || t[0]->dtype == TG_F64)) {
-        TG_TRY_GOTO(tg__mse_elementwise(&t[3], t[0], t[1]));
+    if (t[0]->dtype == t[1]->dtype && (t[0]->dtype == TG_F32 || t[0]->dtype == TG_F64)) {
+        TG_TRY_GOTO(tg__diff_elementwise(&t[3], t[0], t[1], square));
     } else {
         TG_TRY_GOTO(tg_sub(&t[2], t[0], t[1]));
         TG_TRY_GOTO(square ? tg_mul(&t[3], t[2], t[2]) : tg_abs(&t[3], t[2]));

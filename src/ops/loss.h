@@ -57,10 +57,10 @@ int tg__loss_amp_f32(tg_tensor **dst, tg_tensor *const *src, int n);
  * the promoted dtype of the float ones, f32 when none is float.  On error
  * every t[i] is released and NULL. */
 int tg__loss_ints_to_float(tg_tensor **t, int n);
-/* *out (new reference) = (x - t)^2 element-wise as one recorded op whose
- * gradient is one pass (src/ops/mse_loss.c), the bits of mul(sub(x, t),
- * sub(x, t)) and of its gradient: for x and t of one shape and one dtype,
- * f32 or f64. */
-int tg__mse_elementwise(tg_tensor **out, tg_tensor *x, tg_tensor *t);
+/* *out (new reference) = (x - t)^2 (square) or |x - t| element-wise as one
+ * recorded op whose gradient is one pass (src/ops/diff_loss.c), the bits of
+ * mul(sub(x, t), sub(x, t)) or abs(sub(x, t)) and of their gradients: for
+ * x and t of one shape and one dtype, f32 or f64. */
+int tg__diff_elementwise(tg_tensor **out, tg_tensor *x, tg_tensor *t, bool square);
 
 #endif
