@@ -42,6 +42,44 @@ static void write_case(const char *path, const char *const *meta)
     tg_st_free(f);
 }
 
+/* TG_MAX_ISA bounds every kernel choice of the process: portable runs plain
+ * C everywhere, avx2 what an AVX2-only CPU runs; a value naming no level is
+ * said on stderr and bounds nothing. */
+Test(cli, max_isa_bounds_every_kernel)
+{
+    unsetenv("TG_INT8_KERNEL");
+    unsetenv("TG_BF16_KERNEL");
+    unsetenv("TG_AMX_EMULATE");
+    setenv("TG_MAX_ISA", "portable", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    th_expect_in(th_out, "; int8 kernel: portable; bf16 kernel: portable; f16 kernel: f32; "
+                         "vector ISA: portable)");
+    if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) {
+        setenv("TG_MAX_ISA", "avx2", 1);
+        setenv("TG_AMX_EMULATE", "1", 1);   /* tiles are above avx2 too */
+        cr_assert(eq(int, RUN("--version"), 0));
+        th_expect_in(th_out, "; int8 kernel: avx2; bf16 kernel: portable; f16 kernel: f32 "
+                             "(F16C); vector ISA: avx2)");
+        unsetenv("TG_AMX_EMULATE");
+    }
+    /* a forced kernel above the bound is not taken */
+    setenv("TG_MAX_ISA", "portable", 1);
+    setenv("TG_INT8_KERNEL", "avx2", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    th_expect_in(th_out, "; int8 kernel: portable;");
+    unsetenv("TG_INT8_KERNEL");
+    unsetenv("TG_MAX_ISA");
+    cr_assert(eq(int, RUN("--version"), 0));
+    char native[256];
+    snprintf(native, sizeof native, "%s", th_out);
+    setenv("TG_MAX_ISA", "avx1024", 1);
+    cr_assert(eq(int, RUN("--version"), 0));
+    th_expect_in(th_err, "tapegrad: TG_MAX_ISA=avx1024 is not one of portable, avx2, avx512, "
+                         "amx, native; no bound is put on the kernels");
+    cr_assert(eq(str, th_out, native));
+    unsetenv("TG_MAX_ISA");
+}
+
 Test(cli, usage_help_and_unknown_command)
 {
     cr_assert(eq(int, RUN("--help"), 0));

@@ -84,11 +84,11 @@ int main(int argc, char **argv)
         if (bk == TG_BF16_KERNEL_AVX512)
             snprintf(bcast, sizeof bcast, " (%s broadcast)", tg_bf16_broadcast_name());
         printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s%s; bf16 kernel: %s%s%s; "
-               "f16 kernel: %s)\n",
+               "f16 kernel: %s; vector ISA: %s)\n",
                TG_VERSION, tg_blas_core(), tg_int8_kernel_name(ik),
                ik == TG_INT8_KERNEL_AMX && tg_amx_emulated() ? emu : "", tg_bf16_kernel_name(bk),
                bk == TG_BF16_KERNEL_AMX && tg_amx_emulated() ? emu : "", bcast,
-               tg_f16_kernel_name());
+               tg_f16_kernel_name(), tg_cpu_isa());
         return TG_EXIT_OK;
     }
     const command *c = find_command(cmd);

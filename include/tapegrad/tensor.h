@@ -247,6 +247,14 @@ TG_API int tg_get_num_threads(void);
  * set (src/core/blas.c). */
 TG_API const char *tg_blas_core(void);
 
+/* The widest instruction set tapegrad's own kernels use here: "amx",
+ * "avx512", "avx2" or "portable" (plain C), the CPU's, lowered by the
+ * environment variable TG_MAX_ISA when it is set to one of those (read at
+ * the first kernel choice; "native" or unset: no bound).  The variable makes
+ * a machine run the kernels a narrower CPU runs, as oneDNN's
+ * ONEDNN_MAX_CPU_ISA; OpenBLAS's are OPENBLAS_CORETYPE's. */
+TG_API const char *tg_cpu_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

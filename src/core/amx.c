@@ -188,6 +188,7 @@ static bool amx_probe(unsigned type_bit)
 
 bool tg__amx_available(tg__amx_type type)
 {
+    if (!tg__isa_allows(TG__ISA_AMX)) return false;
     if (tg__amx_emulated()) return true;
     /* per type: 0 not probed yet, 1 yes, 2 no (probing twice is harmless) */
     static atomic_int state[2];
@@ -205,7 +206,7 @@ bool tg__amx_available(tg__amx_type type)
 bool tg__amx_available(tg__amx_type type)
 {
     (void)type;
-    return tg__amx_emulated();
+    return tg__isa_allows(TG__ISA_AMX) && tg__amx_emulated();
 }
 void tg__amx_tiles_begin(void)
 {

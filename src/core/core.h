@@ -446,10 +446,20 @@ tg__cast tg__cast_kernel(void);
 /* Tests: forces kernel k in every thread (AUTO restores); a kernel this
  * CPU cannot run is not taken. */
 void tg__set_cast_kernel(tg__cast k);
-/* True when this CPU runs the AVX2/F16C conversion kernels. */
+/* The instruction sets of the vector kernels, narrowest first. */
+typedef enum tg__isa { TG__ISA_PORTABLE, TG__ISA_AVX2, TG__ISA_AVX512, TG__ISA_AMX } tg__isa;
+/* False when TG_MAX_ISA (portable, avx2, avx512, amx or native; read once)
+ * puts level above the bound (src/core/cpu.c).  Every vector kernel's
+ * dispatch asks this as well as the CPU. */
+bool tg__isa_allows(tg__isa level);
+/* Tests: sets the bound to level (a tg__isa; -1: read TG_MAX_ISA again at
+ * the next question); returns the one it replaces. */
+int tg__isa_set_bound(int level);
+/* True when this CPU runs the AVX2/F16C conversion kernels (and TG_MAX_ISA
+ * allows AVX2). */
 bool tg__cpu_has_half_simd(void);
 /* True when this CPU has AVX-512 F and BW (the kernels of half_simd.h's
- * sixteen-lane helpers). */
+ * sixteen-lane helpers) and TG_MAX_ISA allows AVX-512. */
 bool tg__cpu_has_avx512bw(void);
 /* Converts n contiguous elements: src (dtype from) -> dst (dtype to), with
  * the rounding of tg_dtype_store.  src and dst must not overlap unless

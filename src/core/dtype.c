@@ -250,6 +250,7 @@ TG__AVX512 static void tg__half_to_f32_avx512(tg_dtype from, const uint16_t *src
 bool tg__cpu_has_avx512bw(void)
 {
 #ifdef TG__HAVE_X86_SIMD
+    if (!tg__isa_allows(TG__ISA_AVX512)) return false;
     static _Atomic int known = -1;   /* a race only stores the same answer twice */
     int k = atomic_load_explicit(&known, memory_order_relaxed);
     if (k < 0) {
@@ -266,6 +267,7 @@ bool tg__cpu_has_avx512bw(void)
 bool tg__cpu_has_half_simd(void)
 {
 #ifdef TG__HAVE_X86_SIMD
+    if (!tg__isa_allows(TG__ISA_AVX2)) return false;
     /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not
      * know "f16c"); cpuid traps in a VM, so it is asked once.  A race only
      * makes two threads store the same answer. */

@@ -49,8 +49,10 @@ static bool cpu_runs(tg__index_kernel k)
 {
 #ifdef INDEX_X86
     __builtin_cpu_init();
-    if (k == TG__INDEX_KERNEL_AVX2) return __builtin_cpu_supports("avx2");
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    if (k == TG__INDEX_KERNEL_AVX2)
+        return tg__isa_allows(TG__ISA_AVX2) && __builtin_cpu_supports("avx2");
+    return tg__isa_allows(TG__ISA_AVX512) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl");
 #else
     (void)k;
     return false;

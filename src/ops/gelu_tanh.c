@@ -77,8 +77,10 @@ bool tg__gelu_kernel_available(tg__gelu_kernel k)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     if (k == TG__GELU_KERNEL_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (k == TG__GELU_KERNEL_AVX512) return __builtin_cpu_supports("avx512f");
+        return tg__isa_allows(TG__ISA_AVX2) && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+    if (k == TG__GELU_KERNEL_AVX512)
+        return tg__isa_allows(TG__ISA_AVX512) && __builtin_cpu_supports("avx512f");
 #endif
     return false;
 }

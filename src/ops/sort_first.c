@@ -62,8 +62,10 @@ bool tg__first_kernel_available(tg__first_kernel_id k)
     if (k == TG__FIRST_KERNEL_PORTABLE) return true;
 #ifdef FIRST_X86
     __builtin_cpu_init();
-    if (k == TG__FIRST_KERNEL_AVX2) return __builtin_cpu_supports("avx2");
-    if (k == TG__FIRST_KERNEL_AVX512) return __builtin_cpu_supports("avx512f");
+    if (k == TG__FIRST_KERNEL_AVX2)
+        return tg__isa_allows(TG__ISA_AVX2) && __builtin_cpu_supports("avx2");
+    if (k == TG__FIRST_KERNEL_AVX512)
+        return tg__isa_allows(TG__ISA_AVX512) && __builtin_cpu_supports("avx512f");
 #endif
     return false;
 }

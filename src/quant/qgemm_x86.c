@@ -23,12 +23,15 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-bool tg__q_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+bool tg__q_cpu_has_avx2(void)
+{
+    return tg__isa_allows(TG__ISA_AVX2) && __builtin_cpu_supports("avx2");
+}
 
 bool tg__q_cpu_has_vnni(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vnni");
+    return tg__isa_allows(TG__ISA_AVX512) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
 }
 
 __attribute__((target("avx2"))) static inline int32_t hsum256(__m256i v)
