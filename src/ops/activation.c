@@ -145,63 +145,17 @@ static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_
     else tg__tanh_f32_n(out, a, n, true);
 }
 
-/* e^t for t <= 0 by exp_parts, 0 below -120 (and for t = NaN); relative
- * error a few 1e-16, as libm's exp. */
-static inline __attribute__((always_inline)) double exp_neg(double t)
-{
-    const bool tiny = !(t >= -120.0);
-    double kd, scale;
-    const double p = exp_parts(tiny ? -120.0 : t, &kd, &scale);
-    return tiny ? 0.0 : scale * (1.0 + p);
-}
-
-/* sigmoid_d's two forms of an f32 a, with e = exp_neg(-|a|) (0 past |a| =
- * 120, where sigmoid is 0 or 1 in f32, as silu is -0 or a), rounded once
- * to f32: the bits of
- * (float)sigmoid_d(a) but where its double rounding falls within the
- * error of a halfway point.  silu = a sigmoid(a) the same way. */
-static inline __attribute__((always_inline)) float sigmoid_f32(float a)
-{
-    const double x = (double)a, e = exp_neg(-fabs(x));
-    const float y = (float)(x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
-    return a != a ? a : y;
-}
-
-static inline __attribute__((always_inline)) float silu_f32(float a)
-{
-    const double x = (double)a, e = exp_neg(-fabs(x));
-    const float y = (float)(x * (x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)));
-    return a != a ? a : y;
-}
-
-static inline __attribute__((always_inline)) void sigmoid_run(float *o, const float *a,
-                                                              int64_t n, bool silu)
-{
-    if (silu)
-        for (int64_t i = 0; i < n; i++) o[i] = silu_f32(a[i]);
-    else
-        for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f32(a[i]);
-}
-
-ACT_AVX2 static void sigmoid_run_avx2(float *o, const float *a, int64_t n, bool silu)
-{
-    sigmoid_run(o, a, n, silu);
-}
-ACT_AVX512 static void sigmoid_run_avx512(float *o, const float *a, int64_t n, bool silu)
-{
-    sigmoid_run(o, a, n, silu);
-}
-
+/* sigmoid and silu of f32 in double, rounded once (src/ops/unary_simd.c's
+ * SIGMOID and SILU: sigmoid_d's two forms with its exp), at this thread's
+ * exp width when simd is set, else the plain one (the same bits). */
 void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd)
 {
-    const tg__exp_width w = simd ? tg__exp_width_get() : TG__EXP_PLAIN;
-    if (w == TG__EXP_AVX512) sigmoid_run_avx512(out, a, n, silu);
-    else if (w == TG__EXP_AVX2) sigmoid_run_avx2(out, a, n, silu);
-    else sigmoid_run(out, a, n, silu);
+    tg__unary_simd_f32(silu ? TG__USIMD_SILU : TG__USIMD_SIGMOID, out, a, NULL, n,
+                       simd ? tg__exp_width_get() : TG__EXP_PLAIN);
 }
 
 /* sigmoid and silu of f64 through libm's exp, of f32 (and the half dtypes,
- * computed in f32) through sigmoid_f32 and silu_f32. */
+ * computed in f32) through tg__sigmoid_f32_n. */
 static void sigmoid_kernel(tg_dtype cdt, void *out, const void *a, int64_t n, bool silu)
 {
     if (cdt == TG_F64) {

@@ -21,6 +21,12 @@ tg__exp_width tg__exp_width_get(void);
  * 3 AVX-512, for this thread; a width this CPU does not run is not taken. */
 void tg__exp_width_force(int width);
 
+/* e[i] = exp(e[i]) for i < n, in place, at width w: each e[i] <= 700
+ * (below -708: 0; NaN: NaN), by src/ops/exp_simd.h's exp, the rows' exp;
+ * e holds n rounded up to a multiple of 8 doubles (the last vector's
+ * lanes past n are computed too).  For tests. */
+void tg__exp_f64_inplace(double *e, int64_t n, tg__exp_width w);
+
 /* y = softmax(x) (log_: log_softmax(x)) of the n values of x; y may be x.
  * e: n + TG__EXP_PAD doubles of scratch. */
 void tg__softmax_row_f32(const float *x, float *y, int64_t n, bool log_, double *e,
