@@ -17,7 +17,7 @@ N = 32
 def main():
     for j in range(N):
         v = float(mp.power(2, mp.mpf(j) / N))   # mpf -> float rounds to nearest
-        print(f"    {v.hex().replace('0x1.', '0x1.').replace('p+0', 'p+0')},   /* 2^({j}/32) */")
+        print(f"    {v.hex()},   /* 2^({j}/32) */")
 
 
 if __name__ == "__main__":

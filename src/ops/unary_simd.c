@@ -1,18 +1,20 @@
-/* src/ops/unary_simd.c - exp, gelu, softplus and the one-pass gradients of
- * gelu and silu on contiguous f32 in double arithmetic, each result
- * rounded once to f32 (src/ops/unary_simd_internal.h).
+/* src/ops/unary_simd.c - exp, gelu, softplus, sigmoid, silu and the
+ * one-pass gradients of gelu and silu on contiguous f32 in double
+ * arithmetic, each result rounded once to f32
+ * (src/ops/unary_simd_internal.h).
  *
  * GCC's vector extensions, as src/ops/softmax_rows.c: four lanes of double
- * in the plain C and AVX2 clones, eight in the AVX-512 one, every lane
- * taking the same operations (no fused multiply-adds: c17 does not contract,
- * and neither target enables FMA), so all widths give the same bits.  The
- * last, partial vector runs on a zero-padded copy.
+ * in the plain C and AVX2 (with FMA) clones, eight in the AVX-512 one,
+ * every lane taking the same operations, fused multiply-adds written out
+ * (src/ops/exp_simd.h's FMA helpers: c17 contracts nothing else), so all
+ * widths give the same bits.  The last, partial vector runs on a
+ * zero-padded copy.
  *
- * exp is activation.c's exp_parts: t = k ln2 + r, e^t = 2^k (1 + p(r)), p
- * the Taylor series of expm1 to r^13 / 13!, a relative error of a few
- * 1e-16.  erfc(z) for z >= 0 is exp(-z^2) erfcx(z), erfcx(z) = 2 / (1 + 2z)
- * h(u), u = S z / (z + 3) - 1, h a polynomial of degree 19 (Chebyshev
- * interpolation, by Horner's rule) within 5e-16 relative over [0, 11]
+ * exp is src/ops/exp_simd.h's (a 32-entry table and a polynomial of
+ * degree 6, a relative error under 2.3e-16).  erfc(z) for z >= 0 is
+ * exp(-z^2) erfcx(z), erfcx(z) = 2 / (1 + 2z) h(u), u = S z / (z + 3) -
+ * 1, h a polynomial of degree 19 (Chebyshev interpolation, its even and
+ * odd parts by Horner's rule) within 5e-16 relative over [0, 11]
  * (scripts/make_erfcx_coeffs.py prints ERFCX_C); past z = 11, e^-z^2 is
  * below e^-120 and erfc's term is taken as 0.  For gelu, z = |x| /
  * sqrt 2 and z^2 = x^2 / 2 exact for an f32 x, so exp(-z^2) carries no
@@ -69,18 +71,31 @@ static const double ERFCX_C[ERFCX_N] = {
 #define LOG1PV(e_in, y)                                                                   \
     do {                                                                                  \
         const VD s_ = (e_in) / (2.0 + (e_in)), z_ = s_ * s_, zero_ = {0};                 \
-        VD p_ = FMA(z_, zero_ + 1.0 / 37.0, zero_ + 1.0 / 35.0);                          \
-        for (int k_ = 33; k_ >= 3; k_ -= 2) p_ = FMA(p_, z_, zero_ + 1.0 / k_);           \
+        const VD w_ = z_ * z_;   /* the terms' even and odd parts in z, as ERFCXV's */   \
+        VD pe_ = FMA(w_, zero_ + 1.0 / 35.0, zero_ + 1.0 / 31.0);                         \
+        VD po_ = FMA(w_, zero_ + 1.0 / 37.0, zero_ + 1.0 / 33.0);                         \
+        for (int k_ = 27; k_ >= 3; k_ -= 4) {                                             \
+            pe_ = FMA(pe_, w_, zero_ + 1.0 / k_);                                         \
+            po_ = FMA(po_, w_, zero_ + 1.0 / (k_ + 2));                                   \
+        }                                                                                 \
+        const VD p_ = FMA(po_, z_, pe_);                                                  \
         (y) = 2.0 * FMA(s_ * z_, p_, s_);                                                 \
     } while (0)
 
-/* y = erfcx(z) (1 + 2z) / 2, z in [0, 11]: the polynomial by Horner's rule. */
+/* y = erfcx(z) (1 + 2z) / 2, z in [0, 11]: the polynomial as its even and
+ * odd parts in w = u^2, two independent chains by Horner's rule (half the
+ * latency of one), y = E(w) + u O(w). */
 #define ERFCXV(z_in, y)                                                                   \
     do {                                                                                  \
-        const VD z_ = (z_in), u_ = (z_ * ERFCX_S) / (z_ + 3.0) - 1.0, zero_ = {0};        \
-        VD p_ = FMA(u_, zero_ + ERFCX_C[ERFCX_N - 1], zero_ + ERFCX_C[ERFCX_N - 2]);      \
-        for (int j_ = ERFCX_N - 3; j_ >= 0; j_--) p_ = FMA(p_, u_, zero_ + ERFCX_C[j_]);  \
-        (y) = p_;                                                                         \
+        const VD z_ = (z_in), u_ = (z_ * ERFCX_S) / (z_ + 3.0) - 1.0, w_ = u_ * u_;       \
+        const VD zero_ = {0};                                                             \
+        VD pe_ = FMA(w_, zero_ + ERFCX_C[ERFCX_N - 2], zero_ + ERFCX_C[ERFCX_N - 4]);     \
+        VD po_ = FMA(w_, zero_ + ERFCX_C[ERFCX_N - 1], zero_ + ERFCX_C[ERFCX_N - 3]);     \
+        for (int j_ = ERFCX_N - 6; j_ >= 0; j_ -= 2) {                                    \
+            pe_ = FMA(pe_, w_, zero_ + ERFCX_C[j_]);                                      \
+            po_ = FMA(po_, w_, zero_ + ERFCX_C[j_ + 1]);                                  \
+        }                                                                                 \
+        (y) = FMA(po_, u_, pe_);                                                          \
     } while (0)
 
 /* The three widths: plain C and AVX2 with four lanes, AVX-512 with eight. */

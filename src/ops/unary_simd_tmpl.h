@@ -60,7 +60,10 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         EXPV(SEL(tiny, zero - 120.0, q), e);
         e = (VD)((VI)e & ~tiny);
         const VD big_e = (e * hx) / (1.0 + 2.0 * z);
-        const VD phi = SEL(x < 0.0, big_e, 1.0 - big_e);
+        /* below |x| = 2^-60, Phi = 0.5 in double (libm's erfc is 1 there):
+         * the polynomial's value at z = 0 is an ulp or so off, which would
+         * decide the rounding of x / 2 for a subnormal x, a halfway case */
+        const VD phi = SEL(ABSV(x) < 0x1p-60, zero + 0.5, SEL(x < 0.0, big_e, 1.0 - big_e));
         if (op == TG__USIMD_GELU) {
             y = x * phi;
         } else {
