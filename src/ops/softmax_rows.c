@@ -164,11 +164,23 @@ void tg__exp_width_force(int width)
                                                                : TG__EXP_AUTO;
 }
 
+/* The AVX2 width fuses its multiply-adds: FMA too (every CPU with AVX2
+ * and F16C known has it, but the instruction set does not promise it). */
+static bool has_fma(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
 tg__exp_width tg__exp_width_get(void)
 {
-    const tg__exp_width best = tg__cpu_has_avx512bw() ? TG__EXP_AVX512
-                               : tg__cpu_has_half_simd() ? TG__EXP_AVX2
-                                                         : TG__EXP_PLAIN;
+    const tg__exp_width best = tg__cpu_has_avx512bw()                 ? TG__EXP_AVX512
+                               : tg__cpu_has_half_simd() && has_fma() ? TG__EXP_AVX2
+                                                                      : TG__EXP_PLAIN;
     return forced != TG__EXP_AUTO && forced <= best ? forced : best;
 }
 
