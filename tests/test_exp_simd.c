@@ -1,10 +1,12 @@
 /* tests/test_exp_simd.c - the exp in double of src/ops/exp_simd.h (taken
  * by softmax_rows.c and unary_simd.c): its table holds the doubles nearest
- * 2^(j/32); its relative error against expl stays under 2.3e-16 over a
- * sweep of [-708, 700] that takes in both sides of every point where the
- * reduction's K = round(32 t / ln2) steps; every width this CPU runs gives
- * the plain C width's bits; special values (0, -0, -inf, NaN, below -708);
- * and f32 exp next to those steps is within one rounding of libm's. */
+ * 2^(j/32), and its low parts what is left (expm1's, which tanh takes:
+ * tests/test_activation.c); its relative error against expl stays under
+ * 2.3e-16 over a sweep of [-708, 700] that takes in both sides of every
+ * point where the reduction's K = round(32 t / ln2) steps; every width this
+ * CPU runs gives the plain C width's bits; special values (0, -0, -inf,
+ * NaN, below -708); and f32 exp next to those steps is within one rounding
+ * of libm's. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -29,6 +31,18 @@ Test(exp_simd, table_holds_the_nearest_doubles)
         cr_assert(d <= fabsl((long double)nextafter(t, INFINITY) - v) &&
                       d <= fabsl((long double)nextafter(t, -INFINITY) - v),
                   "2^(%d/32): %a, not the nearest double to %La", j, t, v);
+    }
+}
+
+Test(exp_simd, low_parts_complete_the_table)
+{
+    for (int j = 0; j < 32; j++) {
+        const long double v = exp2l((long double)j / 32);
+        const long double sum = (long double)TG__EXP2_TAB[j] + TG__EXP2_TAB_LO[j];
+        cr_assert(fabsl(sum - v) <= 0x1p-62L * v, "2^(%d/32): %a + %a, not %La", j,
+                  TG__EXP2_TAB[j], TG__EXP2_TAB_LO[j], v);
+        cr_assert(fabs(TG__EXP2_TAB_LO[j]) <= 0x1p-53 * TG__EXP2_TAB[j], "2^(%d/32): low %a", j,
+                  TG__EXP2_TAB_LO[j]);
     }
 }
 
@@ -93,6 +107,44 @@ Test(exp_simd, every_width_gives_the_plain_bits)
     tg__exp_width_force(0);
     cr_log_info("exp_simd: %d vector widths besides plain", widths);
     free(t), free(want), free(got);
+}
+
+/* expm1 (tanh's) over [0, 40] around every step of K: relative error under
+ * 6e-16 (where e^t - 1 < 2^(j/32) - 1 cancels a little, just past a step of
+ * K), and every width gives the plain one's bits. */
+Test(exp_simd, expm1_relative_error_and_widths)
+{
+    enum { K1 = 1847 };   /* 40 * 32 / ln2 */
+    const int64_t n = (int64_t)(K1 + 1) * 2 * (2 * NEAR + 1) + 8;
+    double *t = calloc((size_t)n, sizeof *t), *y = malloc((size_t)n * sizeof *y);
+    double *w = malloc((size_t)n * sizeof *w);
+    int64_t i = 8;
+    t[1] = 0x1p-30, t[2] = 1e-300, t[3] = 1e-10, t[4] = 0.5, t[5] = 1.0, t[6] = 40.0;
+    for (int64_t k = 0; k <= K1; k++)
+        for (int h = 0; h < 2; h++) {
+            double c = (double)(((long double)k + 0.5L * h) * LN2_32);
+            for (int s = 0; s < NEAR; s++) c = nextafter(c, -INFINITY);
+            for (int s = 0; s < 2 * NEAR + 1; s++, c = nextafter(c, INFINITY))
+                t[i++] = c < 0.0 ? 0.0 : c;
+        }
+    tg__expm1_f64(y, t, n, TG__EXP_PLAIN);
+    double worst = 0.0, at = 0.0;
+    for (i = 0; i < n; i++) {
+        const long double want = expm1l((long double)t[i]);
+        const long double d = fabsl((long double)y[i] - want);
+        const double rel = want == 0 ? fabs(y[i]) : (double)(d / want);
+        if (rel > worst) worst = rel, at = t[i];
+    }
+    cr_log_info("exp_simd: expm1's largest relative error %.3g at t=%a", worst, at);
+    cr_assert(worst < 6e-16, "expm1: relative error %.3g at t=%a", worst, at);
+    for (int wd = TG__EXP_AVX2; wd <= TG__EXP_AVX512; wd++) {
+        tg__exp_width_force(wd);
+        if (tg__exp_width_get() != (tg__exp_width)wd) continue;
+        tg__expm1_f64(w, t, n, (tg__exp_width)wd);
+        cr_assert(memcmp(w, y, (size_t)n * sizeof *w) == 0, "expm1: width %d differs", wd);
+    }
+    tg__exp_width_force(0);
+    free(t), free(y), free(w);
 }
 
 Test(exp_simd, special_values)

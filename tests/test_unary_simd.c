@@ -1,4 +1,4 @@
-/* tests/test_unary_simd.c - exp, gelu, softplus, sigmoid, silu and the
+/* tests/test_unary_simd.c - exp, gelu, softplus, sigmoid, silu, tanh and the
  * one-pass gradients of gelu and silu on f32 in vector registers
  * (src/ops/unary_simd.c), and tanh, sigmoid and silu (activation.c): every
  * width this CPU runs gives the plain C width's bits; each unary_simd
@@ -21,7 +21,7 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-enum { CHUNK = 65531, NOPS = 7 };   /* odd: every chunk ends in a partial vector */
+enum { CHUNK = 65531, NOPS = 8 };   /* odd: every chunk ends in a partial vector */
 
 static const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
                                  -0x1p-126f, 1e-30f, -1e-30f, 1.0f, -1.0f, 0.5f, -0.75f,
@@ -68,6 +68,7 @@ static double reference(int op, float xf, float gf)
                : op == TG__USIMD_SILU  ? x * s
                                        : g * (s * (1.0 + x * (1.0 - s)));
     }
+    case TG__USIMD_TANH: return tanh(x);
     default: return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));   /* softplus */
     }
 }

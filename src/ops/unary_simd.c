@@ -1,4 +1,4 @@
-/* src/ops/unary_simd.c - exp, gelu, softplus, sigmoid, silu and the
+/* src/ops/unary_simd.c - exp, gelu, softplus, sigmoid, silu, tanh and the
  * one-pass gradients of gelu and silu on contiguous f32 in double
  * arithmetic, each result rounded once to f32
  * (src/ops/unary_simd_internal.h).
@@ -164,6 +164,7 @@ RUN(run8, 8, block_avx512, TG__SIMD_AVX512)
     case TG__USIMD_SILU_GRAD: run(TG__USIMD_SILU_GRAD, o, a, g, n); break;                \
     case TG__USIMD_SIGMOID: run(TG__USIMD_SIGMOID, o, a, g, n); break;                    \
     case TG__USIMD_SILU: run(TG__USIMD_SILU, o, a, g, n); break;                          \
+    case TG__USIMD_TANH: run(TG__USIMD_TANH, o, a, g, n); break;                          \
     default: run(TG__USIMD_SOFTPLUS, o, a, g, n); break;                                  \
     }
 
@@ -180,6 +181,28 @@ TG__SIMD_AVX512 static void run_avx512(int op, float *o, const float *a, const f
                                        int64_t n)
 {
     BY_OP(run8, op, o, a, g, n)
+}
+
+/* Tests: exp_simd.h's expm1 on doubles, one vector at a time. */
+#define EXPM1_RUN(name, VD, VU, FMA, TAB, attr)                                           \
+    attr static void name(double *y, const double *t, int64_t n)                          \
+    {                                                                                     \
+        for (int64_t i = 0; i < n; i += (int64_t)(sizeof(VD) / sizeof(double))) {        \
+            VD tv, yv;                                                                    \
+            memcpy(&tv, t + i, sizeof tv);                                                \
+            TG__EXPM1V(VD, VU, FMA, TAB, tv, yv);                                         \
+            memcpy(y + i, &yv, sizeof yv);                                                \
+        }                                                                                 \
+    }
+EXPM1_RUN(expm1_plain, tg__v4d, tg__v4u, TG__FMA4, TG__TAB4, )
+EXPM1_RUN(expm1_avx2, tg__v4d, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
+EXPM1_RUN(expm1_avx512, tg__v8d, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
+
+void tg__expm1_f64(double *y, const double *t, int64_t n, tg__exp_width w)
+{
+    if (w == TG__EXP_AVX512) expm1_avx512(y, t, n);
+    else if (w == TG__EXP_AVX2) expm1_avx2(y, t, n);
+    else expm1_plain(y, t, n);
 }
 
 void tg__unary_simd_f32(tg__unary_simd_op op, float *o, const float *a, const float *g,

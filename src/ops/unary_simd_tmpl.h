@@ -25,7 +25,16 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         return;
     }
     VD e;
-    if (op == TG__USIMD_SOFTPLUS) {
+    if (op == TG__USIMD_TANH) {
+        /* tanh|x| = u / (u + 2), u = expm1(2|x|), 2|x| capped at 40 (tanh is
+         * 1 in f32 past 9.1); the sign back by copysign (tanh(-0) = -0);
+         * NaN stays */
+        const VD ax = ABSV(x), t = 2.0 * SEL(ax < 20.0, ax, zero + 20.0);
+        VD u;
+        TG__EXPM1V(VD, VU, FMA, TAB, t, u);
+        y = (VD)((VI)(u / (u + 2.0)) | ((VI)x & ~0x7FFFFFFFFFFFFFFF));   /* copysign */
+        y = SEL(x != x, x, y);
+    } else if (op == TG__USIMD_SOFTPLUS) {
         /* e = exp(-|x|), 0 past |x| = 120 (below every f32 there) and at NaN */
         const VD t = zero - ABSV(x);
         const VI tiny = ~(t >= -120.0);
