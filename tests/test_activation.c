@@ -428,7 +428,7 @@ Test(activation, f32_tanh_is_libms_correctly_rounded_tanh)
     if (!tg__cpu_has_half_simd()) th_not_run("this CPU has no AVX2: tanh's AVX2 loop was not run");
 }
 
-/* f32 sigmoid and silu (f64 arithmetic with an exp of their own,
+/* f32 sigmoid and silu (f64 arithmetic with unary_simd.c's exp,
  * vectorized) against sigmoid and x sigmoid(x) in long double rounded to
  * f32, in AVX2 registers and without: the same bits both ways, NaN for NaN,
  * never more than one unit in the last place off, and one off at most once

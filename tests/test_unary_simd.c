@@ -1,12 +1,12 @@
-/* tests/test_unary_simd.c - exp, gelu, softplus and the one-pass gradients
- * of gelu and silu on f32 in vector registers (src/ops/unary_simd.c), and
- * tanh, sigmoid and silu (activation.c): every width this CPU runs gives
- * the plain C width's bits; each unary_simd result is within
- * one rounding of the value from libm's exp and erfc in double, over a
- * sweep of every 257th f32 bit pattern and a list of special values (+-0,
- * subnormals, +-inf, NaN, large magnitudes); and tg_exp, tg_gelu and the
- * backwards of gelu and silu (one pass outside grad mode, recorded ops with
- * create_graph) take them. */
+/* tests/test_unary_simd.c - exp, gelu, softplus, sigmoid, silu, tanh and the
+ * one-pass gradients of gelu and silu on f32 in vector registers
+ * (src/ops/unary_simd.c), and tanh, sigmoid and silu (activation.c): every
+ * width this CPU runs gives the plain C width's bits; each unary_simd
+ * result is within one rounding of the value from libm's exp and erfc in
+ * double, over a sweep of every 257th f32 bit pattern and a list of
+ * special values (+-0, subnormals, +-inf, NaN, large magnitudes); and
+ * tg_exp, tg_gelu and the backwards of gelu and silu (one pass outside
+ * grad mode, recorded ops with create_graph) take them. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -21,7 +21,7 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-enum { CHUNK = 65531, NOPS = 5 };   /* odd: every chunk ends in a partial vector */
+enum { CHUNK = 65531, NOPS = 8 };   /* odd: every chunk ends in a partial vector */
 
 static const float specials[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
                                  -0x1p-126f, 1e-30f, -1e-30f, 1.0f, -1.0f, 0.5f, -0.75f,
@@ -60,10 +60,15 @@ static double reference(int op, float xf, float gf)
     case TG__USIMD_GELU_GRAD:
         return g * (0.5 * erfc(-x * M_SQRT1_2) +
                     x * (exp(-0.5 * (x * x)) * (0.5 * M_2_SQRTPI * M_SQRT1_2)));
-    case TG__USIMD_SILU_GRAD: {
+    case TG__USIMD_SILU_GRAD:
+    case TG__USIMD_SIGMOID:
+    case TG__USIMD_SILU: {
         const double e = exp(-fabs(x)), s = x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-        return g * (s * (1.0 + x * (1.0 - s)));
+        return op == TG__USIMD_SIGMOID ? s
+               : op == TG__USIMD_SILU  ? x * s
+                                       : g * (s * (1.0 + x * (1.0 - s)));
     }
+    case TG__USIMD_TANH: return tanh(x);
     default: return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));   /* softplus */
     }
 }

@@ -55,86 +55,16 @@ TG_EW_UNARY_KERNEL(k_leaky, (double)a * (a > 0 ? 1.0 : s))
  * their value (torch's f32 kernel takes exp(x) - 1 in f32, which cancels
  * to 0 near 0); elu(-0.0) is +0.0 as torch's. */
 TG_EW_UNARY_KERNEL(k_elu, a > 0 ? (double)a : s * (a == 0 ? 0.0 : expm1((double)a)))
-/* The pieces of e^t for t in [-745, 709], in f64 arithmetic and
- * branch-free so that loops over it vectorize: t = k ln2 + r (|r| <= ln2/2;
- * ln2 split in two so that k ln2_hi is exact), *kd = k, *pow2 = 2^k (from
- * the low bits of t / ln2 rounded by the magic constant), and the return
- * value p(r) = expm1(r), its Taylor series to r^13 / 13! (truncated below
- * 1e-17 relative): e^t = 2^k (1 + p). */
-static inline __attribute__((always_inline)) double exp_parts(double t, double *kd,
-                                                              double *pow2)
-{
-    const double magic = 0x1.8p52, ln2_hi = 0x1.62e42fefa0000p-1,
-                 ln2_lo = 0x1.cf79abc9e3b3ap-40;
-    const double km = t * 0x1.71547652b82fep0 + magic;   /* round(t / ln2) in its low bits */
-    const double k = km - magic;
-    const double r = (t - k * ln2_hi) - k * ln2_lo;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r * r + r;
-    uint64_t kb;
-    memcpy(&kb, &km, sizeof kb);
-    const uint64_t sb = ((kb + 1023) & 0x7FF) << 52;   /* k's low bits, biased */
-    memcpy(pow2, &sb, sizeof sb);
-    *kd = k;
-    return p;
-}
-
-/* tanh of f32 in f64 arithmetic, branch-free so that its loop vectorizes.
- * With t = 2|a|, expm1(t) = p for k = 0, else 2^k (1 + p) - 1 (exp_parts);
- * tanh|a| = expm1(t) / (expm1(t) + 2).  Relative error a few 1e-16, so the
- * f32 result is (float)tanh((double)a), correctly rounded, but where that
- * double rounding falls within it of a halfway point (tests).  tanh is 1
- * in f32 past |a| = 9.1, so t is capped at 40; the sign comes back by
- * copysign (tanh(-0) = -0), and NaN stays NaN. */
-static inline __attribute__((always_inline)) float tanh_f32(float a)
-{
-    const double ax = fabs((double)a), t = 2.0 * (ax < 20.0 ? ax : 20.0);
-    double kd, scale;
-    const double p = exp_parts(t, &kd, &scale);
-    const double u = kd == 0.0 ? p : scale * (1.0 + p) - 1.0;
-    const float y = (float)copysign(u / (u + 2.0), (double)a);
-    return a != a ? a : y;
-}
-
-static inline __attribute__((always_inline)) void tanh_run(float *o, const float *a, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) o[i] = tanh_f32(a[i]);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define ACT_AVX2 __attribute__((target("avx2")))
-#define ACT_AVX512 __attribute__((target("avx512f")))
-#else
-#define ACT_AVX2
-#define ACT_AVX512
-#endif
-/* The loops compiled for AVX2 and AVX-512 registers (neither enables FMA,
- * and c17 does not contract: the same bits). */
-ACT_AVX2 static void tanh_run_avx2(float *o, const float *a, int64_t n) { tanh_run(o, a, n); }
-ACT_AVX512 static void tanh_run_avx512(float *o, const float *a, int64_t n)
-{
-    tanh_run(o, a, n);
-}
-
-/* The vector width of tanh and sigmoid when simd is set: this thread's exp
- * width (softmax_rows_internal.h, forced by tests). */
+/* tanh of f32 in double, rounded once (src/ops/unary_simd.c's TANH:
+ * expm1(2|a|) by exp_simd.h's expm1, tanh|a| = u / (u + 2)), at this
+ * thread's exp width when simd is set, else the plain one (the same bits).
+ * Relative error a few 1e-16, so the f32 result is (float)tanh((double)a),
+ * correctly rounded, but where that double rounding falls within it of a
+ * halfway point (tests). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd)
 {
-    const tg__exp_width w = simd ? tg__exp_width_get() : TG__EXP_PLAIN;
-    if (w == TG__EXP_AVX512) tanh_run_avx512(out, a, n);
-    else if (w == TG__EXP_AVX2) tanh_run_avx2(out, a, n);
-    else tanh_run(out, a, n);
+    tg__unary_simd_f32(TG__USIMD_TANH, out, a, NULL, n,
+                       simd ? tg__exp_width_get() : TG__EXP_PLAIN);
 }
 
 static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_t n, double s)
@@ -145,63 +75,17 @@ static void k_tanh(tg_dtype cdt, void *out, const void *a, const void *b, int64_
     else tg__tanh_f32_n(out, a, n, true);
 }
 
-/* e^t for t <= 0 by exp_parts, 0 below -120 (and for t = NaN); relative
- * error a few 1e-16, as libm's exp. */
-static inline __attribute__((always_inline)) double exp_neg(double t)
-{
-    const bool tiny = !(t >= -120.0);
-    double kd, scale;
-    const double p = exp_parts(tiny ? -120.0 : t, &kd, &scale);
-    return tiny ? 0.0 : scale * (1.0 + p);
-}
-
-/* sigmoid_d's two forms of an f32 a, with e = exp_neg(-|a|) (0 past |a| =
- * 120, where sigmoid is 0 or 1 in f32, as silu is -0 or a), rounded once
- * to f32: the bits of
- * (float)sigmoid_d(a) but where its double rounding falls within the
- * error of a halfway point.  silu = a sigmoid(a) the same way. */
-static inline __attribute__((always_inline)) float sigmoid_f32(float a)
-{
-    const double x = (double)a, e = exp_neg(-fabs(x));
-    const float y = (float)(x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
-    return a != a ? a : y;
-}
-
-static inline __attribute__((always_inline)) float silu_f32(float a)
-{
-    const double x = (double)a, e = exp_neg(-fabs(x));
-    const float y = (float)(x * (x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e)));
-    return a != a ? a : y;
-}
-
-static inline __attribute__((always_inline)) void sigmoid_run(float *o, const float *a,
-                                                              int64_t n, bool silu)
-{
-    if (silu)
-        for (int64_t i = 0; i < n; i++) o[i] = silu_f32(a[i]);
-    else
-        for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f32(a[i]);
-}
-
-ACT_AVX2 static void sigmoid_run_avx2(float *o, const float *a, int64_t n, bool silu)
-{
-    sigmoid_run(o, a, n, silu);
-}
-ACT_AVX512 static void sigmoid_run_avx512(float *o, const float *a, int64_t n, bool silu)
-{
-    sigmoid_run(o, a, n, silu);
-}
-
+/* sigmoid and silu of f32 in double, rounded once (src/ops/unary_simd.c's
+ * SIGMOID and SILU: sigmoid_d's two forms with its exp), at this thread's
+ * exp width when simd is set, else the plain one (the same bits). */
 void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd)
 {
-    const tg__exp_width w = simd ? tg__exp_width_get() : TG__EXP_PLAIN;
-    if (w == TG__EXP_AVX512) sigmoid_run_avx512(out, a, n, silu);
-    else if (w == TG__EXP_AVX2) sigmoid_run_avx2(out, a, n, silu);
-    else sigmoid_run(out, a, n, silu);
+    tg__unary_simd_f32(silu ? TG__USIMD_SILU : TG__USIMD_SIGMOID, out, a, NULL, n,
+                       simd ? tg__exp_width_get() : TG__EXP_PLAIN);
 }
 
 /* sigmoid and silu of f64 through libm's exp, of f32 (and the half dtypes,
- * computed in f32) through sigmoid_f32 and silu_f32. */
+ * computed in f32) through tg__sigmoid_f32_n. */
 static void sigmoid_kernel(tg_dtype cdt, void *out, const void *a, int64_t n, bool silu)
 {
     if (cdt == TG_F64) {

@@ -38,14 +38,15 @@ void tg__act_set_half_fused(bool on);
 /* Tests: false makes tg__half_act_n take its AVX2 loop on a CPU with
  * AVX-512 BW too (process-wide; true, the default, restores). */
 void tg__act_set_half_avx512(bool on);
-/* tanh of n contiguous f32 as the f32 op computes it (activation.c: in f64
- * arithmetic), in AVX2 or AVX-512 registers when simd is true (this
- * thread's tg__exp_width_get(), softmax_rows_internal.h), else in the same
- * arithmetic without (the same results). */
+/* tanh of n contiguous f32 as the f32 op computes it (in f64 arithmetic,
+ * src/ops/unary_simd.c), in AVX2 or AVX-512 registers when simd is true
+ * (this thread's tg__exp_width_get(), softmax_rows_internal.h), else in
+ * the plain C width (the same results). */
 void tg__tanh_f32_n(float *out, const float *a, int64_t n, bool simd);
 /* out[i] = sigmoid(a[i]) (silu: a[i] sigmoid(a[i])) for f32, computed in
- * f64 and rounded once: AVX2 or AVX-512 registers when simd is set (as
- * tg__tanh_f32_n), else the plain loop; the same bits either way (tests). */
+ * f64 and rounded once (src/ops/unary_simd.c): AVX2 or AVX-512 registers
+ * when simd is set (as tg__tanh_f32_n), else the plain C width; the same
+ * bits either way (tests). */
 void tg__sigmoid_f32_n(float *out, const float *a, int64_t n, bool silu, bool simd);
 
 /* The kernels of gelu_tanh's f32 forward (src/ops/gelu_tanh.c), all with

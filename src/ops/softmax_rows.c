@@ -8,7 +8,7 @@
  * A row's arithmetic is softmax.c's: m the row's maximum, e_c = exp(x_c -
  * m) in double, s their sum, y_c = e_c / s or (x_c - m) - log(s).  Three
  * things differ, in double's last bits only: the exp below (relative error
- * under 1e-12), s summed in eight partial sums, and e_c times 1 / s for
+ * under 2.3e-16), s summed in eight partial sums, and e_c times 1 / s for
  * e_c / s; the rounding to f32's 24 bits rarely lets them through.  A
  * NaN never becomes the maximum, but its exp is NaN and so is s: a row
  * holding a NaN or +inf, or of -inf only, is NaN throughout, as
@@ -17,66 +17,36 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/exp_simd.h"
 #include "ops/softmax_rows_internal.h"
 
 /* ---- exp in double, four or eight lanes at a time ---- */
 
-/* e^t for t <= 0 (and -inf: 0; NaN: NaN) in each lane, relative error
- * under 1e-12 (for f32 rows, whose results are rounded to 24 bits):
- * t = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2_hi is
- * exact), e^t = 2^k (1 + p(r)), p(r) = expm1(r) by its Taylor series to
- * r^10 / 10! (truncated below 3e-13 relative), 2^k from the low bits of
- * t / ln2 rounded by the magic constant (src/ops/activation.c's exp_parts).
- * Below -708, where 2^k would be subnormal, 0: a probability under
- * 1e-307, 0 in f32.  GCC's vector extensions, so that the AVX2 and
- * AVX-512 clones below run it on 256- and 512-bit registers whatever the
- * optimization level; every lane takes the same operations, so the widths
- * give the same bits.  Vectors go by pointer (no ABI that depends on AVX).
- * EXP_NONPOS(name, VD, VI) defines name(double *e), in place on one vector
- * of VD (doubles) with VI (int64) lanes: exp_nonpos4 and exp_nonpos8. */
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4i __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
-typedef int64_t v8i __attribute__((vector_size(64)));
-
-#define EXP_NONPOS(name, VD, VI)                                                          \
-    static inline __attribute__((always_inline)) void name(double *e)                   \
+/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 (-inf: 0) or NaN (NaN), by
+ * src/ops/exp_simd.h's exp (relative error under 2.3e-16); below -708,
+ * where 2^k would be subnormal, 0: a probability under 1e-307, 0 in f32.
+ * W lanes at a time; the last vector runs past n into e's padding
+ * (TG__EXP_PAD), so every element takes the same operations and no scalar
+ * store feeds a vector load.  Every width gives the same bits.
+ * EXP_RUN(name, VD, VI, VU, FMA, TAB, attr) defines name(e, n), a function
+ * of its own (called once a row), so that the width's target attribute
+ * stays on it: exp_run_plain, exp_run_avx2, exp_run_avx512. */
+#define EXP_RUN(name, VD, VI, VU, FMA, TAB, attr)                                         \
+    attr static void name(double *e, int64_t n)                                           \
     {                                                                                     \
-        VD t;                                                                             \
-        memcpy(&t, e, sizeof t);                                                          \
-        const VI tiny = t < -708.0;           /* all ones where true; false for NaN */    \
-        const VD x = (VD)((VI)t & ~tiny);     /* 0 there, so nothing overflows */         \
-        const VD km = x * 0x1.71547652b82fep0 + 0x1.8p52;   /* round(x / ln2), low bits */ \
-        const VD kd = km - 0x1.8p52;                                                      \
-        const VD r = (x - kd * 0x1.62e42fefa0000p-1) - kd * 0x1.cf79abc9e3b3ap-40;         \
-        VD p = r * (1.0 / 3628800.0) + 1.0 / 362880.0;                                    \
-        p = p * r + 1.0 / 40320.0;                                                        \
-        p = p * r + 1.0 / 5040.0;                                                         \
-        p = p * r + 1.0 / 720.0;                                                          \
-        p = p * r + 1.0 / 120.0;                                                          \
-        p = p * r + 1.0 / 24.0;                                                           \
-        p = p * r + 1.0 / 6.0;                                                            \
-        p = p * r + 0.5;                                                                  \
-        p = p * r * r + r;                                                                \
-        const VI sb = (((VI)km + 1023) & 0x7FF) << 52;   /* k's low bits, biased */       \
-        const VD y = (VD)sb * (1.0 + p);                                                  \
-        t = (VD)((VI)y & ~tiny);                                                          \
-        memcpy(e, &t, sizeof t);                                                          \
+        for (int64_t i = 0; i < n; i += (int64_t)(sizeof(VD) / sizeof(double))) {        \
+            VD t, y;                                                                      \
+            memcpy(&t, e + i, sizeof t);                                                  \
+            const VI tiny = t < -708.0;         /* all ones where true; false for NaN */  \
+            const VD x = (VD)((VI)t & ~tiny);   /* 0 there, in the exp's range */          \
+            TG__EXPV(VD, VU, FMA, TAB, x, y);                                             \
+            t = (VD)((VI)y & ~tiny);                                                      \
+            memcpy(e + i, &t, sizeof t);                                                  \
+        }                                                                                 \
     }
-EXP_NONPOS(exp_nonpos4, v4d, v4i)
-EXP_NONPOS(exp_nonpos8, v8d, v8i)
-
-/* e[i] = exp(e[i]) for i < n, each e[i] <= 0 or NaN, W lanes at a time;
- * the last vector runs past n into e's padding (TG__EXP_PAD), so every
- * element takes the same operations and no scalar store feeds a vector
- * load.  EXP_RUN(name, W, fn) defines name(e, n): exp_run4, exp_run8. */
-#define EXP_RUN(name, W, fn)                                                              \
-    static inline __attribute__((always_inline)) void name(double *e, int64_t n)        \
-    {                                                                                     \
-        for (int64_t i = 0; i < n; i += (W)) fn(e + i);                                   \
-    }
-EXP_RUN(exp_run4, 4, exp_nonpos4)
-EXP_RUN(exp_run8, 8, exp_nonpos8)
+EXP_RUN(exp_run_plain, tg__v4d, tg__v4i, tg__v4u, TG__FMA4, TG__TAB4, )
+EXP_RUN(exp_run_avx2, tg__v4d, tg__v4i, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
+EXP_RUN(exp_run_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
 
 /* ---- one row ---- */
 
@@ -101,15 +71,16 @@ static inline double sum8(const double *a)
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-/* e[c] = exp(x[c] - m) for c < n, the exp W lanes wide; then their sum in
+/* e[c] = exp(x[c] - m) for c < n, the exp at width W; then their sum in
  * eight partial sums (one vector's lanes), added pairwise at the end. */
 static inline __attribute__((always_inline)) double exp_shifted(const float *x, double m,
                                                                 double *e, int64_t n, int W)
 {
     for (int64_t c = 0; c < n; c++) e[c] = (double)x[c] - m;
     for (int c = 0; c < TG__EXP_PAD; c++) e[n + c] = 0.0;   /* the padding: defined values */
-    if (W == 8) exp_run8(e, n);
-    else exp_run4(e, n);
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, n);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run_plain(e, n);
     double a[8] = {0.0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -150,41 +121,37 @@ static inline __attribute__((always_inline)) void log_backward_row(const float *
     for (c = 0; c < n; c++) dx[c] = (float)((double)g[c] - e[c] * f);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define ROWS_AVX2 __attribute__((target("avx2")))
-#define ROWS_AVX512 __attribute__((target("avx512f")))
-#else
-#define ROWS_AVX2
-#define ROWS_AVX512
-#endif
+#define ROWS_AVX2 TG__SIMD_AVX2
+#define ROWS_AVX512 TG__SIMD_AVX512
 
-/* The clones: plain (four lanes of SSE2 on x86-64), AVX2, AVX-512. */
+/* The clones: plain (four lanes of SSE2 on x86-64), AVX2 with FMA,
+ * AVX-512; W the width of their exp. */
 static void forward_plain(const float *x, float *y, int64_t n, bool log_, double *e)
 {
-    forward_row(x, y, n, log_, e, 4);
+    forward_row(x, y, n, log_, e, TG__EXP_PLAIN);
 }
 ROWS_AVX2 static void forward_avx2(const float *x, float *y, int64_t n, bool log_, double *e)
 {
-    forward_row(x, y, n, log_, e, 4);
+    forward_row(x, y, n, log_, e, TG__EXP_AVX2);
 }
 ROWS_AVX512 static void forward_avx512(const float *x, float *y, int64_t n, bool log_,
                                        double *e)
 {
-    forward_row(x, y, n, log_, e, 8);
+    forward_row(x, y, n, log_, e, TG__EXP_AVX512);
 }
 static void backward_plain(const float *x, const float *g, float *dx, int64_t n, double *e)
 {
-    log_backward_row(x, g, dx, n, e, 4);
+    log_backward_row(x, g, dx, n, e, TG__EXP_PLAIN);
 }
 ROWS_AVX2 static void backward_avx2(const float *x, const float *g, float *dx, int64_t n,
                                     double *e)
 {
-    log_backward_row(x, g, dx, n, e, 4);
+    log_backward_row(x, g, dx, n, e, TG__EXP_AVX2);
 }
 ROWS_AVX512 static void backward_avx512(const float *x, const float *g, float *dx, int64_t n,
                                         double *e)
 {
-    log_backward_row(x, g, dx, n, e, 8);
+    log_backward_row(x, g, dx, n, e, TG__EXP_AVX512);
 }
 
 /* ---- the width ---- */
@@ -197,12 +164,32 @@ void tg__exp_width_force(int width)
                                                                : TG__EXP_AUTO;
 }
 
+/* The AVX2 width fuses its multiply-adds: FMA too (every CPU with AVX2
+ * and F16C known has it, but the instruction set does not promise it). */
+static bool has_fma(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
 tg__exp_width tg__exp_width_get(void)
 {
-    const tg__exp_width best = tg__cpu_has_avx512bw() ? TG__EXP_AVX512
-                               : tg__cpu_has_half_simd() ? TG__EXP_AVX2
-                                                         : TG__EXP_PLAIN;
+    const tg__exp_width best = tg__cpu_has_avx512bw()                 ? TG__EXP_AVX512
+                               : tg__cpu_has_half_simd() && has_fma() ? TG__EXP_AVX2
+                                                                      : TG__EXP_PLAIN;
     return forced != TG__EXP_AUTO && forced <= best ? forced : best;
+}
+
+void tg__exp_f64_inplace(double *e, int64_t n, tg__exp_width w)
+{
+    if (n <= 0) return;
+    if (w == TG__EXP_AVX512) exp_run_avx512(e, n);
+    else if (w == TG__EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run_plain(e, n);
 }
 
 void tg__softmax_row_f32(const float *x, float *y, int64_t n, bool log_, double *e,

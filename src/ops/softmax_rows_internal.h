@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 /* The vector width of the double-lane kernels (this exp, unary_simd.c's,
- * reduce_float.c's f32 sum lanes): plain C (four lanes), AVX2, AVX-512. */
+ * reduce_float.c's f32 sum lanes): plain C (four lanes), AVX2 (with FMA),
+ * AVX-512. */
 enum { TG__EXP_PAD = 8 };   /* doubles of scratch past a row's n */
 typedef enum { TG__EXP_AUTO, TG__EXP_PLAIN, TG__EXP_AVX2, TG__EXP_AVX512 } tg__exp_width;
 
@@ -20,6 +21,12 @@ tg__exp_width tg__exp_width_get(void);
 /* Tests: 0 the widest this CPU runs (the default), 1 plain C, 2 AVX2,
  * 3 AVX-512, for this thread; a width this CPU does not run is not taken. */
 void tg__exp_width_force(int width);
+
+/* e[i] = exp(e[i]) for i < n, in place, at width w: each e[i] <= 700
+ * (below -708: 0; NaN: NaN), by src/ops/exp_simd.h's exp, the rows' exp;
+ * e holds n rounded up to a multiple of 8 doubles (the last vector's
+ * lanes past n are computed too).  For tests. */
+void tg__exp_f64_inplace(double *e, int64_t n, tg__exp_width w);
 
 /* y = softmax(x) (log_: log_softmax(x)) of the n values of x; y may be x.
  * e: n + TG__EXP_PAD doubles of scratch. */

@@ -1,18 +1,20 @@
-/* src/ops/unary_simd.c - exp, gelu, softplus and the one-pass gradients of
- * gelu and silu on contiguous f32 in double arithmetic, each result
- * rounded once to f32 (src/ops/unary_simd_internal.h).
+/* src/ops/unary_simd.c - exp, gelu, softplus, sigmoid, silu, tanh and the
+ * one-pass gradients of gelu and silu on contiguous f32 in double
+ * arithmetic, each result rounded once to f32
+ * (src/ops/unary_simd_internal.h).
  *
  * GCC's vector extensions, as src/ops/softmax_rows.c: four lanes of double
- * in the plain C and AVX2 clones, eight in the AVX-512 one, every lane
- * taking the same operations (no fused multiply-adds: c17 does not contract,
- * and neither target enables FMA), so all widths give the same bits.  The
- * last, partial vector runs on a zero-padded copy.
+ * in the plain C and AVX2 (with FMA) clones, eight in the AVX-512 one,
+ * every lane taking the same operations, fused multiply-adds written out
+ * (src/ops/exp_simd.h's FMA helpers: c17 contracts nothing else), so all
+ * widths give the same bits.  The last, partial vector runs on a
+ * zero-padded copy.
  *
- * exp is activation.c's exp_parts: t = k ln2 + r, e^t = 2^k (1 + p(r)), p
- * the Taylor series of expm1 to r^13 / 13!, a relative error of a few
- * 1e-16.  erfc(z) for z >= 0 is exp(-z^2) erfcx(z), erfcx(z) = 2 / (1 + 2z)
- * h(u), u = S z / (z + 3) - 1, h a polynomial of degree 19 (Chebyshev
- * interpolation, by Horner's rule) within 5e-16 relative over [0, 11]
+ * exp is src/ops/exp_simd.h's (a 32-entry table and a polynomial of
+ * degree 6, a relative error under 2.3e-16).  erfc(z) for z >= 0 is
+ * exp(-z^2) erfcx(z), erfcx(z) = 2 / (1 + 2z) h(u), u = S z / (z + 3) -
+ * 1, h a polynomial of degree 19 (Chebyshev interpolation, its even and
+ * odd parts by Horner's rule) within 5e-16 relative over [0, 11]
  * (scripts/make_erfcx_coeffs.py prints ERFCX_C); past z = 11, e^-z^2 is
  * below e^-120 and erfc's term is taken as 0.  For gelu, z = |x| /
  * sqrt 2 and z^2 = x^2 / 2 exact for an f32 x, so exp(-z^2) carries no
@@ -23,14 +25,11 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "ops/exp_simd.h"
 #include "ops/unary_simd_internal.h"
 
 typedef float v4f __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4i __attribute__((vector_size(32)));
 typedef float v8f __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
-typedef int64_t v8i __attribute__((vector_size(64)));
 
 enum { ERFCX_N = 20 };
 /* scripts/make_erfcx_coeffs.py: erfcx(z) = 2 / (1 + 2z) sum_j ERFCX_C[j] u^j,
@@ -63,68 +62,84 @@ static const double ERFCX_C[ERFCX_N] = {
 #define SEL(m, a, b) ((VD)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
 #define ABSV(x) ((VD)((VI)(x) & 0x7FFFFFFFFFFFFFFF))
 
-/* y = e^t, t in [-120, 100] (or NaN: NaN), as exp_parts. */
-#define EXPV(t_in, y)                                                                     \
-    do {                                                                                  \
-        const VD t_ = (t_in);                                                             \
-        const VD km_ = t_ * 0x1.71547652b82fep0 + 0x1.8p52;   /* round(t / ln2) */        \
-        const VD k_ = km_ - 0x1.8p52;                                                     \
-        const VD r_ = (t_ - k_ * 0x1.62e42fefa0000p-1) - k_ * 0x1.cf79abc9e3b3ap-40;       \
-        VD p_ = r_ * (1.0 / 6227020800.0) + 1.0 / 479001600.0;                            \
-        p_ = p_ * r_ + 1.0 / 39916800.0;                                                  \
-        p_ = p_ * r_ + 1.0 / 3628800.0;                                                   \
-        p_ = p_ * r_ + 1.0 / 362880.0;                                                    \
-        p_ = p_ * r_ + 1.0 / 40320.0;                                                     \
-        p_ = p_ * r_ + 1.0 / 5040.0;                                                      \
-        p_ = p_ * r_ + 1.0 / 720.0;                                                       \
-        p_ = p_ * r_ + 1.0 / 120.0;                                                       \
-        p_ = p_ * r_ + 1.0 / 24.0;                                                        \
-        p_ = p_ * r_ + 1.0 / 6.0;                                                         \
-        p_ = p_ * r_ + 0.5;                                                               \
-        p_ = p_ * r_ * r_ + r_;                                                           \
-        const VI sb_ = (((VI)km_ + 1023) & 0x7FF) << 52;   /* 2^k */                      \
-        (y) = (VD)sb_ * (1.0 + p_);                                                       \
-    } while (0)
+/* y = e^t, t in [-120, 100] (or NaN: NaN): src/ops/exp_simd.h. */
+#define EXPV(t_in, y) TG__EXPV(VD, VU, FMA, TAB, t_in, y)
 
 /* y = log1p(e) for e in [0, 1] (normal or 0): 2 atanh(s), s = e / (2 + e)
  * in [0, 1/3], by the series s + s^3 / 3 + ... + s^37 / 37 (the rest below
  * 1e-18 relative); within 4.4e-16 of libm's log1p over [0, 1]. */
 #define LOG1PV(e_in, y)                                                                   \
     do {                                                                                  \
-        const VD s_ = (e_in) / (2.0 + (e_in)), z_ = s_ * s_;                              \
-        VD p_ = z_ * (1.0 / 37.0) + 1.0 / 35.0;                                           \
-        for (int k_ = 33; k_ >= 3; k_ -= 2) p_ = p_ * z_ + 1.0 / k_;                      \
-        (y) = 2.0 * (s_ + s_ * z_ * p_);                                                  \
+        const VD s_ = (e_in) / (2.0 + (e_in)), z_ = s_ * s_, zero_ = {0};                 \
+        const VD w_ = z_ * z_;   /* the terms' even and odd parts in z, as ERFCXV's */   \
+        VD pe_ = FMA(w_, zero_ + 1.0 / 35.0, zero_ + 1.0 / 31.0);                         \
+        VD po_ = FMA(w_, zero_ + 1.0 / 37.0, zero_ + 1.0 / 33.0);                         \
+        for (int k_ = 27; k_ >= 3; k_ -= 4) {                                             \
+            pe_ = FMA(pe_, w_, zero_ + 1.0 / k_);                                         \
+            po_ = FMA(po_, w_, zero_ + 1.0 / (k_ + 2));                                   \
+        }                                                                                 \
+        const VD p_ = FMA(po_, z_, pe_);                                                  \
+        (y) = 2.0 * FMA(s_ * z_, p_, s_);                                                 \
     } while (0)
 
-/* y = erfcx(z) (1 + 2z) / 2, z in [0, 11]: the polynomial by Horner's rule. */
+/* y = erfcx(z) (1 + 2z) / 2, z in [0, 11]: the polynomial as its even and
+ * odd parts in w = u^2, two independent chains by Horner's rule (half the
+ * latency of one), y = E(w) + u O(w). */
 #define ERFCXV(z_in, y)                                                                   \
     do {                                                                                  \
-        const VD z_ = (z_in), u_ = (z_ * ERFCX_S) / (z_ + 3.0) - 1.0;                     \
-        VD p_ = u_ * ERFCX_C[ERFCX_N - 1] + ERFCX_C[ERFCX_N - 2];                         \
-        for (int j_ = ERFCX_N - 3; j_ >= 0; j_--) p_ = p_ * u_ + ERFCX_C[j_];             \
-        (y) = p_;                                                                         \
+        const VD z_ = (z_in), u_ = (z_ * ERFCX_S) / (z_ + 3.0) - 1.0, w_ = u_ * u_;       \
+        const VD zero_ = {0};                                                             \
+        VD pe_ = FMA(w_, zero_ + ERFCX_C[ERFCX_N - 2], zero_ + ERFCX_C[ERFCX_N - 4]);     \
+        VD po_ = FMA(w_, zero_ + ERFCX_C[ERFCX_N - 1], zero_ + ERFCX_C[ERFCX_N - 3]);     \
+        for (int j_ = ERFCX_N - 6; j_ >= 0; j_ -= 2) {                                    \
+            pe_ = FMA(pe_, w_, zero_ + ERFCX_C[j_]);                                      \
+            po_ = FMA(po_, w_, zero_ + ERFCX_C[j_ + 1]);                                  \
+        }                                                                                 \
+        (y) = FMA(po_, u_, pe_);                                                          \
     } while (0)
 
+/* The three widths: plain C and AVX2 with four lanes, AVX-512 with eight. */
 #define VF v4f
-#define VD v4d
-#define VI v4i
-#define BLOCK block4
+#define VD tg__v4d
+#define VI tg__v4i
+#define VU tg__v4u
+#define FMA TG__FMA4
+#define TAB TG__TAB4
+#define BLOCK block_plain
+#define ATTR
+#include "ops/unary_simd_tmpl.h"
+#undef FMA
+#undef TAB
+#undef BLOCK
+#undef ATTR
+#define FMA TG__FMA4X
+#define TAB TG__TAB4X
+#define BLOCK block_avx2
+#define ATTR TG__SIMD_AVX2
 #include "ops/unary_simd_tmpl.h"
 #undef VF
 #undef VD
 #undef VI
+#undef VU
+#undef FMA
+#undef TAB
 #undef BLOCK
+#undef ATTR
 #define VF v8f
-#define VD v8d
-#define VI v8i
-#define BLOCK block8
+#define VD tg__v8d
+#define VI tg__v8i
+#define VU tg__v8u
+#define FMA TG__FMA8
+#define TAB TG__TAB8
+#define BLOCK block_avx512
+#define ATTR TG__SIMD_AVX512
 #include "ops/unary_simd_tmpl.h"
 
 /* n elements, W at a time; the tail through zero-padded copies. */
-#define RUN(name, W, block)                                                               \
-    static inline __attribute__((always_inline)) void name(int op, float *o, const float *a, \
-                                                           const float *g, int64_t n)     \
+#define RUN(name, W, block, attr)                                                         \
+    attr static inline __attribute__((always_inline)) void name(int op, float *o,         \
+                                                                const float *a,           \
+                                                                const float *g, int64_t n) \
     {                                                                                     \
         int64_t i = 0;                                                                    \
         for (; i + (W) <= n; i += (W)) block(op, o + i, a + i, g ? g + i : NULL);          \
@@ -136,8 +151,9 @@ static const double ERFCX_C[ERFCX_N] = {
         block(op, to, ta, tg);                                                            \
         memcpy(o + i, to, m);                                                             \
     }
-RUN(run4, 4, block4)
-RUN(run8, 8, block8)
+RUN(run4p, 4, block_plain, )
+RUN(run4x, 4, block_avx2, TG__SIMD_AVX2)
+RUN(run8, 8, block_avx512, TG__SIMD_AVX512)
 
 /* One call per op, so that each inlined body is specialized to it. */
 #define BY_OP(run, op, o, a, g, n)                                                        \
@@ -146,29 +162,47 @@ RUN(run8, 8, block8)
     case TG__USIMD_GELU: run(TG__USIMD_GELU, o, a, g, n); break;                          \
     case TG__USIMD_GELU_GRAD: run(TG__USIMD_GELU_GRAD, o, a, g, n); break;                \
     case TG__USIMD_SILU_GRAD: run(TG__USIMD_SILU_GRAD, o, a, g, n); break;                \
+    case TG__USIMD_SIGMOID: run(TG__USIMD_SIGMOID, o, a, g, n); break;                    \
+    case TG__USIMD_SILU: run(TG__USIMD_SILU, o, a, g, n); break;                          \
+    case TG__USIMD_TANH: run(TG__USIMD_TANH, o, a, g, n); break;                          \
     default: run(TG__USIMD_SOFTPLUS, o, a, g, n); break;                                  \
     }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define USIMD_AVX2 __attribute__((target("avx2")))
-#define USIMD_AVX512 __attribute__((target("avx512f")))
-#else
-#define USIMD_AVX2
-#define USIMD_AVX512
-#endif
-
 static void run_plain(int op, float *o, const float *a, const float *g, int64_t n)
 {
-    BY_OP(run4, op, o, a, g, n)
+    BY_OP(run4p, op, o, a, g, n)
 }
-USIMD_AVX2 static void run_avx2(int op, float *o, const float *a, const float *g, int64_t n)
+TG__SIMD_AVX2 static void run_avx2(int op, float *o, const float *a, const float *g,
+                                   int64_t n)
 {
-    BY_OP(run4, op, o, a, g, n)
+    BY_OP(run4x, op, o, a, g, n)
 }
-USIMD_AVX512 static void run_avx512(int op, float *o, const float *a, const float *g,
-                                    int64_t n)
+TG__SIMD_AVX512 static void run_avx512(int op, float *o, const float *a, const float *g,
+                                       int64_t n)
 {
     BY_OP(run8, op, o, a, g, n)
+}
+
+/* Tests: exp_simd.h's expm1 on doubles, one vector at a time. */
+#define EXPM1_RUN(name, VD, VU, FMA, TAB, attr)                                           \
+    attr static void name(double *y, const double *t, int64_t n)                          \
+    {                                                                                     \
+        for (int64_t i = 0; i < n; i += (int64_t)(sizeof(VD) / sizeof(double))) {        \
+            VD tv, yv;                                                                    \
+            memcpy(&tv, t + i, sizeof tv);                                                \
+            TG__EXPM1V(VD, VU, FMA, TAB, tv, yv);                                         \
+            memcpy(y + i, &yv, sizeof yv);                                                \
+        }                                                                                 \
+    }
+EXPM1_RUN(expm1_plain, tg__v4d, tg__v4u, TG__FMA4, TG__TAB4, )
+EXPM1_RUN(expm1_avx2, tg__v4d, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
+EXPM1_RUN(expm1_avx512, tg__v8d, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
+
+void tg__expm1_f64(double *y, const double *t, int64_t n, tg__exp_width w)
+{
+    if (w == TG__EXP_AVX512) expm1_avx512(y, t, n);
+    else if (w == TG__EXP_AVX2) expm1_avx2(y, t, n);
+    else expm1_plain(y, t, n);
 }
 
 void tg__unary_simd_f32(tg__unary_simd_op op, float *o, const float *a, const float *g,

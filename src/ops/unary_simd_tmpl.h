@@ -1,10 +1,12 @@
 /* src/ops/unary_simd_tmpl.h - one block of lanes of src/ops/unary_simd.c,
  * included once per vector width with VF (floats), VD (doubles), VI
- * (int64) and BLOCK (the function's name) defined; no include guard. */
+ * (int64), VU (uint64), FMA and TAB (the width's helpers of
+ * src/ops/exp_simd.h), BLOCK (the function's name) and ATTR (its target
+ * attribute) defined; no include guard. */
 
 /* o[0..W) = op(a, g) for one vector of W lanes (ops: unary_simd_internal.h). */
-static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const float *a,
-                                                        const float *g)
+ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
+                                                             const float *a, const float *g)
 {
     VF af, gf = {0}, of;
     memcpy(&af, a, sizeof af);
@@ -23,7 +25,16 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
         return;
     }
     VD e;
-    if (op == TG__USIMD_SOFTPLUS) {
+    if (op == TG__USIMD_TANH) {
+        /* tanh|x| = u / (u + 2), u = expm1(2|x|), 2|x| capped at 40 (tanh is
+         * 1 in f32 past 9.1); the sign back by copysign (tanh(-0) = -0);
+         * NaN stays */
+        const VD ax = ABSV(x), t = 2.0 * SEL(ax < 20.0, ax, zero + 20.0);
+        VD u;
+        TG__EXPM1V(VD, VU, FMA, TAB, t, u);
+        y = (VD)((VI)(u / (u + 2.0)) | ((VI)x & ~0x7FFFFFFFFFFFFFFF));   /* copysign */
+        y = SEL(x != x, x, y);
+    } else if (op == TG__USIMD_SOFTPLUS) {
         /* e = exp(-|x|), 0 past |x| = 120 (below every f32 there) and at NaN */
         const VD t = zero - ABSV(x);
         const VI tiny = ~(t >= -120.0);
@@ -33,15 +44,19 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
         LOG1PV(e, l);
         y = SEL(x > 0.0, x, zero) + l;
         y = SEL(x != x, x, y);
-    } else if (op == TG__USIMD_SILU_GRAD) {
-        /* sigmoid_d's two forms with e = exp(-|x|), 0 past |x| = 120 and at NaN */
+    } else if (op == TG__USIMD_SILU_GRAD || op == TG__USIMD_SIGMOID ||
+               op == TG__USIMD_SILU) {
+        /* sigmoid_d's two forms, 1 / (1 + e) and e / (1 + e), with e =
+         * exp(-|x|), 0 past |x| = 120 (sigmoid 0 or 1 in f32) and at NaN */
         const VD t = zero - ABSV(x);
         const VI tiny = ~(t >= -120.0);
         EXPV(SEL(tiny, zero - 120.0, t), e);
         e = (VD)((VI)e & ~tiny);
-        const VD s = SEL(x >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e));
-        const VD d = s * (1.0 + x * (1.0 - s));
-        y = __builtin_convertvector(gf, VD) * d;
+        const VD s = SEL(x >= 0.0, zero + 1.0, e) / (1.0 + e);
+        if (op == TG__USIMD_SIGMOID) y = s;
+        else if (op == TG__USIMD_SILU) y = x * s;
+        else y = __builtin_convertvector(gf, VD) * (s * (1.0 + x * (1.0 - s)));
+        y = SEL(x != x, x, y);
     } else {
         /* E = 0.5 erfc(|x| / sqrt2) = 0.5 exp(-x^2 / 2) erfcx(|x| / sqrt2),
          * x^2 / 2 exact for an f32 x; Phi = E for x < 0, 1 - E else.  Past
@@ -54,7 +69,10 @@ static inline __attribute__((always_inline)) void BLOCK(int op, float *o, const 
         EXPV(SEL(tiny, zero - 120.0, q), e);
         e = (VD)((VI)e & ~tiny);
         const VD big_e = (e * hx) / (1.0 + 2.0 * z);
-        const VD phi = SEL(x < 0.0, big_e, 1.0 - big_e);
+        /* below |x| = 2^-60, Phi = 0.5 in double (libm's erfc is 1 there):
+         * the polynomial's value at z = 0 is an ulp or so off, which would
+         * decide the rounding of x / 2 for a subnormal x, a halfway case */
+        const VD phi = SEL(ABSV(x) < 0x1p-60, zero + 0.5, SEL(x < 0.0, big_e, 1.0 - big_e));
         if (op == TG__USIMD_GELU) {
             y = x * phi;
         } else {
