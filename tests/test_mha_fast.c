@@ -197,6 +197,20 @@ Test(mha_fast, not_taken_outside_its_conditions)
     cr_assert(took == false, "add_bias_kv: not taken");
     th_release_all(2, (tg_tensor *[]){x, y});
     tg_module_release(m);
+    /* kdim = vdim = 8, not E: separate projections, the step by step path */
+    mo = (tg_nn_multihead_attention_opts)TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    mo.kdim = mo.vdim = 8;
+    OK(tg_nn_multihead_attention_new(&m, 16, 2, &mo, &rng));
+    tg_module_train(m, false);
+    x = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){6, 2, 16}, -1, 1);
+    tg_tensor *mem = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){4, 2, 8}, -1, 1);
+    before = tg__nn_mha_cross_fast_calls();
+    tg_no_grad_begin();
+    OK(tg_nn_multihead_attention_forward(m, &y, NULL, x, mem, mem, NULL));
+    tg_no_grad_end();
+    cr_assert(eq(u64, tg__nn_mha_cross_fast_calls(), before), "kdim, vdim not E: not taken");
+    th_release_all(3, (tg_tensor *[]){x, mem, y});
+    tg_module_release(m);
 }
 
 /* A sequence of n = 3 batches (layout 2: unbatched) of len positions of
