@@ -1,7 +1,7 @@
 /* bench/seq: the time of one training step of a small sequence model, for
  * bench/seq.py (which runs the same step in PyTorch and gives the ratio).
  *
- *   seq --model lstm|gru|transformer [--batch B (16)] [--seq T (32)]
+ *   seq --model lstm|gru|transformer|decoder [--batch B (16)] [--seq T (32)]
  *       [--vocab V (64)] [--embed E (32)] [--hidden H (128)] [--layers L (1)]
  *       [--threads N] [--repeat R (20)] [--infer]
  *
@@ -14,6 +14,9 @@
  * clipping to norm 1, one Adam step (lr 1e-3).  With --infer (transformer
  * only) the step is the layers' forward instead, in eval and without
  * gradients, on a fixed (B, T, E) batch of normal values, without a mask.
+ * --model decoder (with --infer only) times L TransformerDecoderLayers'
+ * forward so (the transformer's options), tgt and memory fixed (B, T, E)
+ * batches of normal values, under the causal tgt_mask.
  * After three steps of warmup, times R steps and prints one JSON line with
  * the median in ms. */
 #include <math.h>
@@ -28,13 +31,13 @@
 #define CHECK(call) BENCH_CHECK("seq", call)
 
 typedef struct seq_case {
-    char model;              /* 'l'stm, 'g'ru, 't'ransformer */
+    char model;              /* 'l'stm, 'g'ru, 't'ransformer, 'd'ecoder */
     int64_t vocab, layers;
     tg_module *root;         /* owns embed, pos, body[], head */
     tg_module *embed, *pos, *head;
     tg_module **body;
     tg_tensor *idx, *tgt, *mask, *positions;
-    tg_tensor *x;            /* --infer: the layers' input (B, T, E) */
+    tg_tensor *x, *mem;      /* --infer: the layers' input (B, T, E), the memory */
     tg_tensor **params;
     int n_params;
     tg_optimizer *opt;
@@ -57,7 +60,7 @@ static void build(seq_case *c, int64_t b, int64_t t, int64_t e, int64_t h)
     c->body = calloc((size_t)c->layers, sizeof *c->body);
     if (!c->body) exit(1);
     int64_t width = h;
-    if (c->model == 't') {
+    if (c->model == 't' || c->model == 'd') {
         width = e;
         CHECK(tg_nn_embedding_new(&c->pos, t, e, &rng));
         add(c->root, "pos", c->pos);
@@ -69,7 +72,16 @@ static void build(seq_case *c, int64_t b, int64_t t, int64_t e, int64_t h)
         for (int64_t i = 0; i < c->layers; i++) {
             char name[32];
             snprintf(name, sizeof name, "body%lld", (long long)i);
-            CHECK(tg_nn_transformer_encoder_layer_new(&c->body[i], e, 4, &to, &rng));
+            if (c->model == 't') {
+                CHECK(tg_nn_transformer_encoder_layer_new(&c->body[i], e, 4, &to, &rng));
+            } else {
+                tg_nn_transformer_decoder_layer_opts d = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
+                d.dim_feedforward = h;
+                d.dropout = 0;
+                d.batch_first = true;
+                d.norm_first = true;
+                CHECK(tg_nn_transformer_decoder_layer_new(&c->body[i], e, 4, &d, &rng));
+            }
             add(c->root, name, c->body[i]);
         }
         CHECK(tg_tensor_zeros(&c->mask, TG_F32, 2, (int64_t[]){t, t}));
@@ -135,8 +147,13 @@ static void infer_step(const void *arg)
     CHECK(tg_scope_begin());
     tg_no_grad_begin();
     tg_tensor *y = c->x;
+    tg_nn_transformer_masks mk = TG_NN_TRANSFORMER_MASKS_INIT;
+    mk.tgt_mask = c->mask;
     for (int64_t i = 0; i < c->layers; i++)
-        CHECK(tg_nn_transformer_encoder_layer_forward(c->body[i], &y, y, NULL, NULL));
+        if (c->model == 'd')
+            CHECK(tg_nn_transformer_decoder_layer_forward(c->body[i], &y, y, c->mem, &mk));
+        else
+            CHECK(tg_nn_transformer_encoder_layer_forward(c->body[i], &y, y, NULL, NULL));
     tg_no_grad_end();
     CHECK(tg_scope_end());
 }
@@ -146,12 +163,13 @@ static void infer_setup(seq_case *c, int64_t b, int64_t t, int64_t e)
     tg_rng rng;
     tg_rng_init(&rng, 2);
     CHECK(tg_tensor_randn(&c->x, TG_F32, 3, (int64_t[]){b, t, e}, &rng));
+    if (c->model == 'd') CHECK(tg_tensor_randn(&c->mem, TG_F32, 3, (int64_t[]){b, t, e}, &rng));
     tg_module_train(c->root, false);
 }
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: seq --model lstm|gru|transformer [--batch B] [--seq T] "
+    fprintf(stderr, "usage: seq --model lstm|gru|transformer|decoder [--batch B] [--seq T] "
                     "[--vocab V] [--embed E] [--hidden H] [--layers L] [--threads N] "
                     "[--repeat R] [--infer]\n");
     return 2;
@@ -182,7 +200,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--infer")) {
             infer = true;
         } else if (!strcmp(a, "--model") && v &&
-                   (!strcmp(v, "lstm") || !strcmp(v, "gru") || !strcmp(v, "transformer"))) {
+                   (!strcmp(v, "lstm") || !strcmp(v, "gru") || !strcmp(v, "transformer") ||
+                    !strcmp(v, "decoder"))) {
             c.model = v[0];
             i++;
         } else {
@@ -190,7 +209,8 @@ int main(int argc, char **argv)
         }
     }
     if (!c.model || batch < 1 || seq < 1 || vocab < 1 || embed < 1 || hidden < 1 ||
-        layers < 1 || repeat < 1 || (c.model == 't' && embed % 4) || (infer && c.model != 't'))
+        layers < 1 || repeat < 1 || ((c.model == 't' || c.model == 'd') && embed % 4) ||
+        (infer && c.model != 't' && c.model != 'd') || (c.model == 'd' && !infer))
         return usage();
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));
     c.vocab = vocab;
@@ -199,6 +219,7 @@ int main(int argc, char **argv)
     if (infer) infer_setup(&c, batch, seq, embed);
     if (bench_time_calls(infer ? infer_step : step, &c, repeat)) return 1;
     tg_tensor_release(c.x);
+    tg_tensor_release(c.mem);
     tg_optimizer_free(c.opt);
     free(c.params);
     tg_tensor_release(c.idx);

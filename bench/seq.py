@@ -19,7 +19,9 @@ PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/pool.py's.
 The "eval forward" cases time the Transformer encoder layers' forward
 alone instead of a training step, in eval mode and without gradients
 (torch.no_grad, where PyTorch takes its fused fast path), on a fixed batch
-of normal values, without a mask.
+of normal values, without a mask.  "Decoder ... eval forward" times
+pre-norm TransformerDecoderLayers' forward so, over a memory of normal
+values of the same shape, under the causal tgt_mask.
 """
 import argparse
 
@@ -34,6 +36,7 @@ CASES = [
     ("Transformer E128 ff512 2 layers", "transformer", 32, 64, 64, 128, 512, 2),
     ("Transformer E64 ff128 eval forward", "transformer-eval", 32, 64, 64, 64, 128, 1),
     ("Transformer E128 ff512 eval forward", "transformer-eval", 32, 64, 64, 128, 512, 1),
+    ("Decoder E64 ff128 eval forward", "decoder-eval", 32, 64, 64, 64, 128, 1),
 ]
 
 
@@ -44,6 +47,10 @@ def torch_child(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     b, t, v, e, h, nl = a.batch, a.seq, a.vocab, a.embed, a.hidden, a.layers
+    if a.model == "decoder":
+        body = nn.ModuleList(nn.TransformerDecoderLayer(e, 4, h, 0.0, batch_first=True,
+                                                        norm_first=True) for _ in range(nl))
+        return infer_child(a, body)
     embed = nn.Embedding(v, e)
     if a.model == "transformer":
         pos = nn.Embedding(t, e)
@@ -84,12 +91,14 @@ def infer_child(a, body):
     import torch
     body.eval()
     x = torch.randn(a.batch, a.seq, a.embed)
+    mem = torch.randn(a.batch, a.seq, a.embed)
+    mask = torch.triu(torch.full((a.seq, a.seq), float("-inf")), 1)
 
     def step():
         with torch.no_grad():
             y = x
             for layer in body:
-                y = layer(y)
+                y = layer(y, mem, tgt_mask=mask) if a.model == "decoder" else layer(y)
     torch_time(step, a.repeat)
 
 

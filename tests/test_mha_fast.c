@@ -1,11 +1,13 @@
-/* tests/test_mha_fast.c - MultiheadAttention's fused self-attention for
- * inference (src/nn/multihead_attention_fast.c): its eval forwards under
- * no_grad against the step by step path's (TG_ATTENTION_FAST=0) over
- * batch_first, unbatched and strided queries, 1 to 8 heads, u8 and float
- * masks (shared, per head, key padding), f32 (1e-6) and f64 (1e-12); when
- * it is taken and when not (cross-attention, weights, appended keys,
- * dropout in training, gradients); and TransformerEncoderLayer's eval
- * forwards (pre- and post-norm, ReLU and GELU, masks) through it. */
+/* tests/test_mha_fast.c - MultiheadAttention's fused attention for
+ * inference (src/nn/multihead_attention_fast.c), self-attention and
+ * attention over a memory (key = value, another tensor): its eval forwards
+ * under no_grad against the step by step path's (TG_ATTENTION_FAST=0) over
+ * batch_first, unbatched and strided queries and memories, 1 to 8 heads,
+ * u8 and float masks (shared, per head, key padding), f32 (1e-6) and f64
+ * (1e-12); when it is taken and when not (key and value two tensors,
+ * weights, appended keys, dropout in training, gradients); and
+ * TransformerEncoderLayer's eval forwards (pre- and post-norm, ReLU and
+ * GELU, masks) through it. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -22,32 +24,33 @@
  * key_padding_mask u8 or float (N, S); both. */
 enum { K_NONE, K_U8, K_FLOAT, K_HEADS, K_CAUSAL, K_PAD_U8, K_PAD_FLOAT, K_BOTH, N_KINDS };
 
-/* The masks of kind `kind` for n batches (0: unbatched), h heads, L = S. */
+/* The masks of kind `kind` for n batches (0: unbatched), h heads, L
+ * queries and S keys; a u8 attn_mask never masks key l mod S of query l. */
 static void make_masks(tg_nn_mha_forward_opts *fo, int kind, tg_dtype dt, int64_t n, int64_t h,
-                       int64_t L, uint64_t *seed)
+                       int64_t L, int64_t S, uint64_t *seed)
 {
     const int64_t nb = n ? n : 1;
     tg_tensor *am = NULL, *kpm = NULL;
-    if (kind == K_U8 || kind == K_BOTH) {   /* the diagonal never masked */
-        OK(tg_tensor_zeros(&am, TG_U8, 2, (int64_t[]){L, L}));
-        for (int64_t i = 0; i < L * L; i++)
-            if (i % (L + 1) != 0) OK(tg_tensor_set_flat(am, i, th_uniform_pm1(seed) > 0.3));
+    if (kind == K_U8 || kind == K_BOTH) {
+        OK(tg_tensor_zeros(&am, TG_U8, 2, (int64_t[]){L, S}));
+        for (int64_t i = 0; i < L * S; i++)
+            if (i % S != i / S % S) OK(tg_tensor_set_flat(am, i, th_uniform_pm1(seed) > 0.3));
     } else if (kind == K_FLOAT) {
-        am = th_rand_tensor(seed, dt, 2, (int64_t[]){L, L}, -2.0, 2.0);
+        am = th_rand_tensor(seed, dt, 2, (int64_t[]){L, S}, -2.0, 2.0);
     } else if (kind == K_HEADS) {
-        am = th_rand_tensor(seed, dt, 3, (int64_t[]){nb * h, L, L}, -2.0, 2.0);
+        am = th_rand_tensor(seed, dt, 3, (int64_t[]){nb * h, L, S}, -2.0, 2.0);
     } else if (kind == K_CAUSAL) {
         OK(tg_nn_transformer_square_subsequent_mask(&am, L, dt));
     }
     if (kind == K_PAD_U8 || kind == K_PAD_FLOAT || kind == K_BOTH) {
         const tg_dtype kd = kind == K_PAD_FLOAT ? dt : TG_U8;
         if (n)
-            OK(tg_tensor_zeros(&kpm, kd, 2, (int64_t[]){n, L}));
+            OK(tg_tensor_zeros(&kpm, kd, 2, (int64_t[]){n, S}));
         else
-            OK(tg_tensor_zeros(&kpm, kd, 1, (int64_t[]){L}));
+            OK(tg_tensor_zeros(&kpm, kd, 1, (int64_t[]){S}));
         for (int64_t b = 0; b < nb; b++)   /* the last b % 3 keys of batch b */
-            for (int64_t s = L - b % 3 - (n ? 0 : 1); s < L; s++)
-                OK(tg_tensor_set_flat(kpm, b * L + s, kd == TG_U8 ? 1.0 : -1.5));
+            for (int64_t s = S - b % 3 - (n ? 0 : 1); s < S; s++)
+                OK(tg_tensor_set_flat(kpm, b * S + s, kd == TG_U8 ? 1.0 : -1.5));
     }
     fo->attn_mask = am;
     fo->key_padding_mask = kpm;
@@ -106,7 +109,7 @@ static void check_mha(int64_t h, int layout, int kind, tg_dtype dt, uint64_t see
                            -1, 1);
     }
     tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-    make_masks(&fo, kind, dt, n, h, L, &seed);
+    make_masks(&fo, kind, dt, n, h, L, L, &seed);
     bool took_fast, took_slow;
     tg_tensor *y = mha(true, m, x, &fo, &took_fast);
     tg_tensor *want = mha(false, m, x, &fo, &took_slow);
@@ -138,8 +141,9 @@ Test(mha_fast, matches_step_by_step_in_f64_and_f32_alike)
 }
 
 /* The step by step path where the fused one does not apply, with its
- * result: key not the query's tensor, weights wanted, appended keys, dropout
- * in training, gradients recorded. */
+ * result: key and value two tensors, weights wanted, appended keys, dropout
+ * in training, gradients recorded; key = value another tensor than the
+ * query: the fused attention over a memory. */
 Test(mha_fast, not_taken_outside_its_conditions)
 {
     uint64_t seed = 77;
@@ -151,6 +155,7 @@ Test(mha_fast, not_taken_outside_its_conditions)
     want = mha(true, m, x, NULL, &took);
     cr_assert(took, "self-attention: taken");
     uint64_t before = tg__nn_mha_self_fast_calls();
+    const uint64_t cross = tg__nn_mha_cross_fast_calls();
     tg_no_grad_begin();
     OK(tg_nn_multihead_attention_forward(m, &y, NULL, x, xc, xc, NULL));   /* cross */
     tg_tensor *yk = NULL, *yv = NULL;   /* one of key and value another tensor */
@@ -160,6 +165,7 @@ Test(mha_fast, not_taken_outside_its_conditions)
     OK(tg_nn_multihead_attention_forward(m, &yw, &a, x, x, x, NULL));   /* weights */
     tg_no_grad_end();
     cr_assert(eq(u64, tg__nn_mha_self_fast_calls(), before), "cross-attention or weights");
+    cr_assert(eq(u64, tg__nn_mha_cross_fast_calls(), cross + 1), "key = value: fused alone");
     th_expect_close("cross-attention", y, want, 1e-6);
     th_expect_close("key another tensor", yk, want, 1e-6);
     th_expect_close("value another tensor", yv, want, 1e-6);
@@ -191,6 +197,75 @@ Test(mha_fast, not_taken_outside_its_conditions)
     cr_assert(took == false, "add_bias_kv: not taken");
     th_release_all(2, (tg_tensor *[]){x, y});
     tg_module_release(m);
+    /* kdim = vdim = 8, not E: separate projections, the step by step path */
+    mo = (tg_nn_multihead_attention_opts)TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+    mo.kdim = mo.vdim = 8;
+    OK(tg_nn_multihead_attention_new(&m, 16, 2, &mo, &rng));
+    tg_module_train(m, false);
+    x = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){6, 2, 16}, -1, 1);
+    tg_tensor *mem = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){4, 2, 8}, -1, 1);
+    before = tg__nn_mha_cross_fast_calls();
+    tg_no_grad_begin();
+    OK(tg_nn_multihead_attention_forward(m, &y, NULL, x, mem, mem, NULL));
+    tg_no_grad_end();
+    cr_assert(eq(u64, tg__nn_mha_cross_fast_calls(), before), "kdim, vdim not E: not taken");
+    th_release_all(3, (tg_tensor *[]){x, mem, y});
+    tg_module_release(m);
+}
+
+/* A sequence of n = 3 batches (layout 2: unbatched) of len positions of
+ * E = 16 in layout 0: (len, N, E); 1: batch_first; 2: (len, E); 3: (len,
+ * N, E) as a transposed view of an (N, len, E) tensor (*base, else NULL). */
+static tg_tensor *make_seq(int layout, int64_t len, tg_dtype dt, uint64_t *seed,
+                           tg_tensor **base)
+{
+    tg_tensor *x = NULL;
+    *base = NULL;
+    if (layout == 2) return th_rand_tensor(seed, dt, 2, (int64_t[]){len, 16}, -1, 1);
+    if (layout == 1) return th_rand_tensor(seed, dt, 3, (int64_t[]){3, len, 16}, -1, 1);
+    if (layout == 0) return th_rand_tensor(seed, dt, 3, (int64_t[]){len, 3, 16}, -1, 1);
+    *base = th_rand_tensor(seed, dt, 3, (int64_t[]){3, len, 16}, -1, 1);
+    OK(tg_transpose(&x, *base, 0, 1));
+    return x;
+}
+
+/* m(q, mem, mem, fo) of L = 9 queries over S = 6 keys, fused against step
+ * by step (TG_ATTENTION_FAST=0). */
+static void check_cross(int64_t h, int layout, int kind, tg_dtype dt, uint64_t seed)
+{
+    const int64_t L = 9, S = 6;
+    tg_module *m = make_mha(h, layout == 1, dt, 60 + seed);
+    tg_tensor *qb, *mb, *q = make_seq(layout, L, dt, &seed, &qb);
+    tg_tensor *mem = make_seq(layout, S, dt, &seed, &mb), *y = NULL, *want = NULL;
+    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+    make_masks(&fo, kind == K_CAUSAL ? K_NONE : kind, dt, layout == 2 ? 0 : 3, h, L, S, &seed);
+    const uint64_t self = tg__nn_mha_self_fast_calls(), cross = tg__nn_mha_cross_fast_calls();
+    tg_no_grad_begin();
+    OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, mem, mem, &fo));
+    char what[96];
+    snprintf(what, sizeof what, "cross %s heads %lld layout %d mask %d", tg_dtype_name(dt),
+             (long long)h, layout, kind);
+    cr_assert(eq(u64, tg__nn_mha_cross_fast_calls(), cross + 1), "%s: not fused", what);
+    cr_assert(eq(u64, tg__nn_mha_self_fast_calls(), self), "%s: self-attention", what);
+    setenv("TG_ATTENTION_FAST", "0", 1);
+    OK(tg_nn_multihead_attention_forward(m, &want, NULL, q, mem, mem, &fo));
+    unsetenv("TG_ATTENTION_FAST");
+    tg_no_grad_end();
+    cr_assert(eq(u64, tg__nn_mha_cross_fast_calls(), cross + 1), "%s: fused when off", what);
+    th_expect_close(what, y, want, dt == TG_F64 ? 1e-12 : 1e-6);
+    th_release_all(8, (tg_tensor *[]){q, qb, mem, mb, fo.attn_mask, fo.key_padding_mask, y,
+                                      want});
+    tg_module_release(m);
+}
+
+Test(mha_fast, attention_over_a_memory_matches_step_by_step)
+{
+    uint64_t seed = 31;
+    for (int64_t h = 1; h <= 8; h *= 2)
+        for (int layout = 0; layout < 4; layout++)
+            for (int kind = 0; kind < N_KINDS; kind++)
+                for (int d = 0; d < 2; d++)
+                    check_cross(h, layout, kind, d ? TG_F64 : TG_F32, seed++);
 }
 
 /* TransformerEncoderLayer in eval under no_grad: one fused self-attention
@@ -215,7 +290,7 @@ Test(mha_fast, transformer_encoder_layer_eval_forward)
         tg_tensor *x = th_rand_tensor(&seed, TG_F32, 3,
                                       bf ? (int64_t[]){n, S, 32} : (int64_t[]){S, n, 32}, -1, 1);
         tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-        if (masks) make_masks(&fo, K_BOTH, TG_F32, n, 4, S, &seed);
+        if (masks) make_masks(&fo, K_BOTH, TG_F32, n, 4, S, S, &seed);
         tg_tensor *y = NULL, *want = NULL;
         tg_no_grad_begin();
         const uint64_t before = tg__nn_mha_self_fast_calls();

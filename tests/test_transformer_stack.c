@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "transformer_fixtures.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -26,82 +27,6 @@ static const char *const TDL_KEYS =
     "multihead_attn.out_proj.weight,multihead_attn.out_proj.bias,linear1.weight,linear1.bias,"
     "linear2.weight,linear2.bias,norm1.weight,norm1.bias,norm2.weight,norm2.bias,"
     "norm3.weight,norm3.bias";
-
-typedef struct cfg {
-    int bf, nf, gelu, unb, norm, layers, dec_layers;
-    double dropout;
-    uint64_t seed;
-} cfg;
-
-static tg_module *decoder_layer(const cfg *c, int64_t d, int64_t ff, tg_rng *rng)
-{
-    tg_nn_transformer_decoder_layer_opts o = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
-    o.dim_feedforward = ff;
-    o.dropout = c->dropout;
-    o.activation = c->gelu ? TG_ACT_GELU : TG_ACT_RELU;
-    o.batch_first = c->bf;
-    o.norm_first = c->nf;
-    o.seed = c->seed;
-    tg_module *m = NULL;
-    OK(tg_nn_transformer_decoder_layer_new(&m, d, 2, &o, rng));
-    return m;
-}
-
-static tg_module *encoder_layer(const cfg *c, int64_t d, int64_t ff, tg_rng *rng)
-{
-    tg_nn_transformer_encoder_layer_opts o = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
-    o.dim_feedforward = ff;
-    o.dropout = c->dropout;
-    o.activation = c->gelu ? TG_ACT_GELU : TG_ACT_RELU;
-    o.batch_first = c->bf;
-    o.norm_first = c->nf;
-    o.seed = c->seed;
-    tg_module *m = NULL;
-    OK(tg_nn_transformer_encoder_layer_new(&m, d, 2, &o, rng));
-    return m;
-}
-
-/* A module of kind ("tdl", "enc", "dec", "tf") with d_model d, nhead 2. */
-static tg_module *make(const char *kind, const cfg *c, int64_t d, int64_t ff)
-{
-    tg_rng rng;
-    tg_rng_init(&rng, 1);
-    tg_module *m = NULL, *norm = NULL;
-    if (!strcmp(kind, "tdl")) return decoder_layer(c, d, ff, &rng);
-    if (!strcmp(kind, "tf")) {
-        tg_nn_transformer_opts o = TG_NN_TRANSFORMER_OPTS_INIT;
-        o.num_encoder_layers = c->layers;
-        o.num_decoder_layers = c->dec_layers;
-        o.dim_feedforward = ff;
-        o.dropout = c->dropout;
-        o.activation = c->gelu ? TG_ACT_GELU : TG_ACT_RELU;
-        o.batch_first = c->bf;
-        o.norm_first = c->nf;
-        o.seed = c->seed;
-        OK(tg_nn_transformer_new(&m, d, 2, &o, &rng));
-        return m;
-    }
-    if (c->norm) OK(tg_nn_layer_norm_new(&norm, 1, &d, 1e-5, true));
-    tg_module *layer;
-    if (!strcmp(kind, "enc")) {
-        layer = encoder_layer(c, d, ff, &rng);
-        OK(tg_nn_transformer_encoder_new(&m, layer, c->layers, norm));
-    } else {
-        layer = decoder_layer(c, d, ff, &rng);
-        OK(tg_nn_transformer_decoder_new(&m, layer, c->layers, norm));
-    }
-    tg_module_release(layer);
-    tg_module_release(norm);
-    return m;
-}
-
-/* The case's mask named what, or NULL. */
-static tg_tensor *mask_of(const tg_st_file *f, const char *c, const char *what)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.%s", c, what);
-    return tg_st_get(f, key);
-}
 
 static int run(tg_module *m, const char *kind, tg_tensor **y, tg_tensor *a, tg_tensor *b,
                const tg_nn_transformer_masks *mk)
@@ -114,21 +39,12 @@ static int run(tg_module *m, const char *kind, tg_tensor **y, tg_tensor *a, tg_t
 
 static void compare_case(const tg_st_file *f, int i, int *float_kpm)
 {
-    char c[16], prefix[32], key[TG_MODULE_NAME_MAX + 16];
+    char c[16], key[TG_MODULE_NAME_MAX + 16];
     snprintf(c, sizeof c, "case%d", i);
-    cfg k = {0};
-    cr_assert(eq(int, sscanf(th_golden_meta(f, c, "cfg"), "%d %d %d %d %d %d %d", &k.bf, &k.nf,
-                             &k.gelu, &k.unb, &k.norm, &k.layers, &k.dec_layers), 7));
-    k.dropout = 0.1;
     const char *kind = th_golden_meta(f, c, "kind");
-    const bool f64 = !strcmp(th_golden_meta(f, c, "dtype"), "f64");
+    bool f64;
+    tg_module *m = th_golden_transformer(f, c, &f64);
     const double rtol = f64 ? 1e-10 : 1e-4;
-    tg_module *m = make(kind, &k, 8, 16);
-    tg_module_train(m, false);
-    OK(tg_module_to_dtype(m, f64 ? TG_F64 : TG_F32));
-    th_expect_state_keys(m, th_golden_meta(f, c, "params"));
-    snprintf(prefix, sizeof prefix, "%s.p", c);
-    OK(tg_module_load_state_dict(m, f, prefix, true));
     const bool two = strcmp(kind, "enc") != 0;
     tg_tensor *a = th_leaf_clone(th_golden_get(f, c, "a"));
     tg_tensor *b = two ? th_leaf_clone(th_golden_get(f, c, "b")) : NULL;
@@ -137,14 +53,14 @@ static void compare_case(const tg_st_file *f, int i, int *float_kpm)
     for (int j = 0; j < 3; j++) {
         char dname[16];
         snprintf(dname, sizeof dname, "d%s", kpm_names[j]);
-        dkpm[j] = mask_of(f, c, dname);
-        kpm[j] = mask_of(f, c, kpm_names[j]);
+        dkpm[j] = th_golden_opt(f, c, dname);
+        kpm[j] = th_golden_opt(f, c, kpm_names[j]);
         kpm[j] = dkpm[j] ? th_leaf_clone(kpm[j]) : tg_tensor_retain(kpm[j]);
         *float_kpm += kpm[j] && tg_tensor_dtype(kpm[j]) != TG_U8;
     }
     const tg_nn_transformer_masks mk = {
-        mask_of(f, c, "src_mask"), mask_of(f, c, "tgt_mask"), mask_of(f, c, "memory_mask"),
-        kpm[0], kpm[1], kpm[2]};
+        th_golden_opt(f, c, "src_mask"), th_golden_opt(f, c, "tgt_mask"),
+        th_golden_opt(f, c, "memory_mask"), kpm[0], kpm[1], kpm[2]};
     tg_tensor *y = NULL, *p = NULL, *l = NULL;
     OK(run(m, kind, &y, a, b, &mk));
     th_expect_close_scaled(c, y, th_golden_get(f, c, "y"), rtol);
@@ -209,8 +125,8 @@ static void expect_layers(const tg_module *m, int64_t n, bool same)
  * _get_clones), the given norm as "norm", torch's keys. */
 Test(transformer_stack, fresh_stacks_clone_the_layer)
 {
-    const cfg k = {.layers = 3, .norm = 1, .dropout = 0.1};
-    tg_module *e = make("enc", &k, 4, 6), *d = make("dec", &k, 4, 6);
+    const th_tf_cfg k = {.layers = 3, .norm = 1, .dropout = 0.1};
+    tg_module *e = th_transformer_make("enc", &k, 4, 6), *d = th_transformer_make("dec", &k, 4, 6);
     expect_layers(e, 3, true);
     expect_layers(d, 3, true);
     cr_assert(eq(str, (char *)tg_module_type_name(e), "TransformerEncoder"));
@@ -233,8 +149,8 @@ Test(transformer_stack, fresh_stacks_clone_the_layer)
     bool hn = false;
     OK(tg_nn_transformer_stack_params(e, &nl, &hn));
     cr_assert(nl == 3 && hn);
-    const cfg k0 = {.layers = 2, .norm = 0};
-    tg_module *e0 = make("enc", &k0, 4, 6);
+    const th_tf_cfg k0 = {.layers = 2, .norm = 0};
+    tg_module *e0 = th_transformer_make("enc", &k0, 4, 6);
     OK(tg_nn_transformer_stack_params(e0, &nl, &hn));
     cr_assert(nl == 2 && !hn);
     cr_assert_null(tg_module_child(e0, "norm"));
@@ -249,8 +165,8 @@ Test(transformer_stack, fresh_stacks_clone_the_layer)
  * biases keep their laws (in_proj_bias 0), the norms 1 and 0. */
 Test(transformer_stack, transformer_init_is_xavier)
 {
-    const cfg k = {.layers = 2, .dec_layers = 2, .dropout = 0.1};
-    tg_module *m = make("tf", &k, 16, 32);
+    const th_tf_cfg k = {.layers = 2, .dec_layers = 2, .dropout = 0.1};
+    tg_module *m = th_transformer_make("tf", &k, 16, 32);
     cr_assert(eq(str, (char *)tg_module_child_name_at(m, 0), "encoder"));
     cr_assert(eq(str, (char *)tg_module_child_name_at(m, 1), "decoder"));
     cr_assert_not_null(tg_module_find(m, "encoder.norm.weight"));
@@ -311,10 +227,10 @@ Test(transformer_stack, decoder_layer_gradcheck_and_gradgradcheck)
     tg_tensor *mask = NULL;
     OK(tg_nn_transformer_square_subsequent_mask(&mask, 3, TG_F64));
     for (int c = 0; c < 2; c++) {
-        const cfg k = {.nf = c, .gelu = 1, .seed = 3};
+        const th_tf_cfg k = {.nf = c, .gelu = 1, .seed = 3};
         tg_rng rng;
         tg_rng_init(&rng, 3);
-        tg_module *m = decoder_layer(&k, 4, 6, &rng);
+        tg_module *m = th_decoder_layer(&k, 4, 6, &rng);
         OK(tg_module_to_dtype(m, TG_F64));
         uint64_t s = 4;
         tg_tensor *in[8] = {th_rand_tensor(&s, TG_F64, 3, (int64_t[]){3, 2, 4}, -1, 1),
@@ -339,12 +255,12 @@ Test(transformer_stack, decoder_layer_gradcheck_and_gradgradcheck)
  * dropout in training only (eval gives the dropout-free module's output). */
 Test(transformer_stack, children_forward_forms_and_dropout)
 {
-    const cfg k = {.dropout = 0.5, .seed = 7}, k0 = {.seed = 7};
+    const th_tf_cfg k = {.dropout = 0.5, .seed = 7}, k0 = {.seed = 7};
     tg_rng rng;
     tg_rng_init(&rng, 7);
-    tg_module *m = decoder_layer(&k, 4, 6, &rng);
+    tg_module *m = th_decoder_layer(&k, 4, 6, &rng);
     tg_rng_init(&rng, 7);
-    tg_module *m0 = decoder_layer(&k0, 4, 6, &rng);
+    tg_module *m0 = th_decoder_layer(&k0, 4, 6, &rng);
     th_expect_state_keys(m, TDL_KEYS);
     const char *kids[12] = {"self_attn", "multihead_attn", "linear1", "dropout", "linear2",
                             "norm1", "norm2", "norm3", "dropout1", "dropout2", "dropout3",
@@ -372,10 +288,10 @@ Test(transformer_stack, children_forward_forms_and_dropout)
     th_expect_refused(tg_module_forward(m, &yn, x), TG_EINVAL, "takes 2 inputs", yn);
     th_release_all(3, (tg_tensor *[]){yt, ye, y0});
     /* the stacks and the Transformer: forward(_n) = the explicit forward */
-    const cfg ks = {.layers = 2, .dec_layers = 1, .norm = 1};
+    const th_tf_cfg ks = {.layers = 2, .dec_layers = 1, .norm = 1};
     static const char *const kinds[3] = {"enc", "dec", "tf"};
     for (int i = 0; i < 3; i++) {
-        tg_module *st = make(kinds[i], &ks, 4, 6);
+        tg_module *st = th_transformer_make(kinds[i], &ks, 4, 6);
         const tg_nn_transformer_masks none = TG_NN_TRANSFORMER_MASKS_INIT;
         tg_tensor *a = i == 2 ? mem : x, *b = i == 2 ? x : mem;
         if (i == 0) OK(tg_module_forward(st, &yt, a));
@@ -414,17 +330,18 @@ static tg_tensor *layer_out(tg_module *layer, bool dec, tg_tensor *x, tg_tensor 
  * eval has no dropout, so the layers agree there. */
 Test(transformer_stack, stack_layers_draw_their_own_dropout_masks)
 {
-    const cfg k = {.layers = 3, .dropout = 0.5, .seed = 7};
+    const th_tf_cfg k = {.layers = 3, .dropout = 0.5, .seed = 7};
     uint64_t s = 5;
     tg_tensor *x = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){3, 2, 4}, -1, 1);
     tg_tensor *mem = th_rand_tensor(&s, TG_F32, 3, (int64_t[]){5, 2, 4}, -1, 1);
     for (int dec = 0; dec < 2; dec++) {
         const char *kind = dec ? "dec" : "enc";
-        tg_module *st = make(kind, &k, 4, 6), *st2 = make(kind, &k, 4, 6);
-        tg_module *st3 = make(kind, &k, 4, 6);
+        tg_module *st = th_transformer_make(kind, &k, 4, 6);
+        tg_module *st2 = th_transformer_make(kind, &k, 4, 6);
+        tg_module *st3 = th_transformer_make(kind, &k, 4, 6);
         tg_rng rng;
         tg_rng_init(&rng, 1);
-        tg_module *one = dec ? decoder_layer(&k, 4, 6, &rng) : encoder_layer(&k, 4, 6, &rng);
+        tg_module *one = dec ? th_decoder_layer(&k, 4, 6, &rng) : th_encoder_layer(&k, 4, 6, &rng);
         tg_tensor *y[3], *y0 = layer_out(one, dec, x, mem);
         for (int i = 0; i < 3; i++) {
             y[i] = layer_out(layer_at(st, i), dec, x, mem);
@@ -505,10 +422,10 @@ Test(transformer_stack, square_subsequent_mask)
 
 Test(transformer_stack, params_give_what_it_was_made_with)
 {
-    const cfg k = {.nf = 1, .gelu = 1, .dropout = 0.25, .seed = 9};
+    const th_tf_cfg k = {.nf = 1, .gelu = 1, .dropout = 0.25, .seed = 9};
     tg_rng rng;
     tg_rng_init(&rng, 1);
-    tg_module *m = decoder_layer(&k, 4, 6, &rng);
+    tg_module *m = th_decoder_layer(&k, 4, 6, &rng);
     int64_t d = 0, h = 0;
     tg_nn_transformer_decoder_layer_opts o = {0};
     OK(tg_nn_transformer_decoder_layer_params(m, &d, &h, &o));
@@ -519,8 +436,8 @@ Test(transformer_stack, params_give_what_it_was_made_with)
     tg_nn_multihead_attention_opts ao;
     OK(tg_nn_multihead_attention_params(tg_module_child(m, "multihead_attn"), NULL, NULL, &ao));
     cr_assert(eq(u64, ao.seed, 10));
-    const cfg kt = {.layers = 2, .dec_layers = 3, .bf = 1, .seed = 5};
-    tg_module *t = make("tf", &kt, 8, 12);
+    const th_tf_cfg kt = {.layers = 2, .dec_layers = 3, .bf = 1, .seed = 5};
+    tg_module *t = th_transformer_make("tf", &kt, 8, 12);
     tg_nn_transformer_opts to = {0};
     OK(tg_nn_transformer_params(t, &d, &h, &to));
     cr_assert(d == 8 && h == 2 && to.num_encoder_layers == 2 && to.num_decoder_layers == 3);
@@ -664,8 +581,8 @@ Test(transformer_stack, refusals_name_the_argument)
  * output of the same weights without dropout). */
 Test(transformer_stack, state_dict_round_trip_and_dropout)
 {
-    const cfg k = {.layers = 2, .dec_layers = 2, .dropout = 0.5, .seed = 4};
-    tg_module *m = make("tf", &k, 4, 6), *m0 = NULL;
+    const th_tf_cfg k = {.layers = 2, .dec_layers = 2, .dropout = 0.5, .seed = 4};
+    tg_module *m = th_transformer_make("tf", &k, 4, 6), *m0 = NULL;
     tg_rng rng;
     tg_rng_init(&rng, 99);
     OK(tg_nn_transformer_new(&m0, 4, 2, &(tg_nn_transformer_opts){2, 2, 6, 0.0, TG_ACT_RELU,

@@ -173,9 +173,9 @@ typedef struct tg_nn_transformer_encoder_layer_opts {
  * linear1 (d_model -> dim_feedforward), dropout, linear2, norm1, norm2 (a
  * LayerNorm(d_model) each), dropout1, dropout2, and the activation (a
  * parameter-free child "activation"), initialised in torch's order from
- * rng.  Its forward (torch's; without torch's fused eval layer, but its
- * attention fused when no gradient is recorded, as
- * tg_scaled_dot_product_attention's):
+ * rng.  Its forward (torch's; in eval with no gradient recorded the layer
+ * runs fused, as torch's fast path, with the same results to a few ulps;
+ * TG_ENCODER_FAST=0 in the environment turns that off):
  *   norm_first:  x = x + sa(norm1(x));  x = x + ff(norm2(x))
  *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + ff(x))
  * with sa(x) = dropout1(self_attn(x, x, x, src_mask, src_key_padding_mask))
@@ -241,7 +241,10 @@ typedef struct tg_nn_transformer_decoder_layer_opts {
  * MultiheadAttention each), linear1 (d_model -> dim_feedforward), dropout,
  * linear2, norm1, norm2, norm3 (a LayerNorm(d_model) each), dropout1,
  * dropout2, dropout3 and the parameter-free child "activation",
- * initialised in torch's order from rng.  Its forward (torch's):
+ * initialised in torch's order from rng.  Its forward (torch's; in eval
+ * with no gradient recorded the layer runs fused as the encoder layer, its
+ * attention over the memory too, with the same results to a few ulps;
+ * TG_DECODER_FAST=0 in the environment turns that off):
  *   norm_first:  x = x + sa(norm1(x));  x = x + mha(norm2(x), mem);
  *                x = x + ff(norm3(x))
  *   otherwise:   x = norm1(x + sa(x));  x = norm2(x + mha(x, mem));

@@ -355,20 +355,20 @@ done:
     return rc;
 }
 
-/* Whether the forward may take the fused self-attention
- * (tg__nn_mha_self_fast): no weights wanted, query, key and value one
- * tensor, the packed in_proj_weight, no appended keys, the fused kernel's
- * conditions for the query (no dropout draws, f32 or f64, outside
- * autocast, TG_ATTENTION_FAST not "0") and no gradient recorded for the
- * query, the parameters or the masks. */
-static bool self_fast_applies(tg_module *m, const mha_state *s, bool weights,
-                              tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
+/* Whether the forward may take the fused attention (tg__nn_mha_fast): no
+ * weights wanted, key and value one tensor (the query's for
+ * self-attention), the packed in_proj_weight, no appended keys, the fused
+ * kernel's conditions (no dropout draws, f32 or f64, outside autocast,
+ * TG_ATTENTION_FAST not "0", no gradient recorded for query or key) and no
+ * gradient recorded for the parameters or the masks. */
+static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
+                         tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
 {
-    if (weights || qkv[1] != qkv[0] || qkv[2] != qkv[0] || s->o.add_bias_kv ||
-        s->o.add_zero_attn || !tg__module_local(m, "in_proj_weight"))
+    if (weights || qkv[2] != qkv[1] || s->o.add_bias_kv || s->o.add_zero_attn ||
+        !tg__module_local(m, "in_proj_weight"))
         return false;
     const tg_attention_opts ao = {.dropout_p = s->o.dropout, .training = m->training};
-    if (!tg__attention_fast_applies(qkv[0], qkv[0], qkv[0], &ao)) return false;
+    if (!tg__attention_fast_applies(qkv[0], qkv[1], qkv[1], &ao)) return false;
     if (!tg_grad_enabled()) return true;
     const tg_tensor *need[6] = {tg__module_local(m, "in_proj_weight"),
                                 tg__module_local(m, "in_proj_bias"),
@@ -380,23 +380,23 @@ static bool self_fast_applies(tg_module *m, const mha_state *s, bool weights,
     return true;
 }
 
-int tg__nn_mha_self_check(tg_module *m, tg_tensor *x, const tg_nn_mha_forward_opts *fo,
-                          bool *fused)
+int tg__nn_mha_fast_check(tg_module *m, tg_tensor *q, tg_tensor *kv,
+                          const tg_nn_mha_forward_opts *fo, bool *fused)
 {
     TG_ASSERT(m->vt == &mha_vt);
-    TG_TRY(check_inputs(m, x, x, x, fo));
-    *fused = self_fast_applies(m, m->state, false, (tg_tensor *[]){x, x, x}, fo);
+    TG_TRY(check_inputs(m, q, kv, kv, fo));
+    *fused = fast_applies(m, m->state, false, (tg_tensor *[]){q, kv, kv}, fo);
     return TG_OK;
 }
 
-int tg__nn_mha_self_attend(tg_tensor **out, tg_module *m, tg_tensor *x,
-                           const tg_nn_mha_forward_opts *fo)
+int tg__nn_mha_attend(tg_tensor **out, tg_module *m, tg_tensor *q, tg_tensor *kv,
+                      const tg_nn_mha_forward_opts *fo)
 {
     const mha_state *s = m->state;
-    const int64_t n = x->ndim == 3 ? x->shape[s->o.batch_first ? 0 : 1] : 1;
+    const int64_t n = q->ndim == 3 ? q->shape[s->o.batch_first ? 0 : 1] : 1;
     tg_tensor *mask = NULL;
-    TG_TRY(make_mask(&mask, s, fo, x->dtype, n, 0));
-    int rc = tg__nn_mha_self_heads(out, m, x, mask, s->num_heads, s->o.batch_first);
+    TG_TRY(make_mask(&mask, s, fo, q->dtype, n, 0));
+    int rc = tg__nn_mha_heads(out, m, q, kv, mask, s->num_heads, s->o.batch_first);
     tg_tensor_release(mask);
     return rc;
 }
@@ -411,10 +411,10 @@ static int run(tg_module *m, tg_tensor **out, tg_tensor **weights, tg_tensor *co
     enum { X0, X1, X2, P0, P1, P2, KB, VB, H0, H1, H2, MASK, O, A, OT, O2, Y2, Y3, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc = TG_OK;
-    if (self_fast_applies(m, s, weights != NULL, qkv, fo)) {
+    if (fast_applies(m, s, weights != NULL, qkv, fo)) {
         const int64_t n = batched ? qkv[0]->shape[s->o.batch_first ? 0 : 1] : 1;
         TG_TRY_GOTO(make_mask(&t[MASK], s, fo, qkv[0]->dtype, n, 0));
-        rc = tg__nn_mha_self_fast(out, m, qkv[0], t[MASK], s->num_heads, s->o.batch_first);
+        rc = tg__nn_mha_fast(out, m, qkv[0], qkv[1], t[MASK], s->num_heads, s->o.batch_first);
         goto done;
     }
     for (int i = 0; i < 3; i++) {   /* (len, N, feat), then projected to (len, N, E) */

@@ -6,7 +6,8 @@
  * where sa is self-attention followed by dropout1, mha the attention over
  * the memory followed by dropout2, and ff is linear1, activation, dropout,
  * linear2, dropout3.  Every part is a module whose forward is
- * differentiable to any order. */
+ * differentiable to any order.  In eval without gradients the layer runs
+ * fused instead (tg__transformer_decoder_fast, transformer_fast.c). */
 #include <string.h>
 
 #include "nn/module_internal.h"
@@ -90,6 +91,9 @@ static int run(tg_module *m, tg_tensor **y, tg_tensor *tgt, tg_tensor *mem,
 {
     static const char *const norms[3] = {"norm1", "norm2", "norm3"};
     const bool pre = ((const tdl_state *)m->state)->o.norm_first;
+    bool fused = false;   /* the inference path (transformer_fast.c) */
+    TG_TRY(tg__transformer_decoder_fast(m, pre, y, tgt, mem, mk, &fused));
+    if (fused) return TG_OK;
     tg_tensor *x = tg_tensor_retain(tgt);
     int rc = TG_OK;
     for (int k = 0; k < 3 && rc >= 0; k++) {

@@ -1,25 +1,28 @@
-/* src/nn/transformer_fast.c - TransformerEncoderLayer's inference forward,
- * fused in the spirit of torch's _transformer_encoder_layer_fwd
- * (src/nn/transformer_internal.h).  With x's rows in their memory order
- * (T rows of E), F = dim_feedforward and LN1, LN2 norm1, norm2:
- *   post-norm                              norm_first
- *   A = attention(x)        (T, E)         N = LN1(x)                 (T, E)
- *   H = A Wo^T              (T, E)         A = attention(N)
- *   H = LN1(x + (H + bo))   one pass       H = A Wo^T
- *                                          H = x + (H + bo), N = LN2(H)  one pass
- *   Fh = act(H W1^T + b1)   (T, F)         Fh = act(N W1^T + b1)      (T, F)
- *   A = Fh W2^T                            A = Fh W2^T
- *   A = LN2(H + (A + b2))   one pass       A = H + (A + b2)           one pass
- * where attention is MultiheadAttention's fused self-attention up to its
- * out_proj (tg__nn_mha_self_attend), each product one GEMM and each "one
- * pass" one walk over the rows (src/ops/rows_fused.c).  The op by op path
- * makes a tensor and a pass for each bias, activation, residual add and
- * LayerNorm; here A, H, Fh (and N with norm_first) serve the layer and
- * nothing is recorded.  Dropouts are identities in eval.  The numbers are the op
- * by op path's steps, except that a bias is added after the GEMM's sum
- * instead of before it (the last bit may differ) and that the GEMMs may
- * block their sums otherwise; tests/test_encoder_fast.c holds the two to
- * 1e-5 (f32) and 1e-12 (f64) relative. */
+/* src/nn/transformer_fast.c - TransformerEncoderLayer's and
+ * TransformerDecoderLayer's inference forwards, fused in the spirit of
+ * torch's _transformer_encoder_layer_fwd (src/nn/transformer_internal.h).
+ * A layer is a chain of blocks, each with its LayerNorm: the encoder's
+ * self-attention and feed-forward, the decoder's self-attention, attention
+ * over the memory and feed-forward.  With x's rows in their memory order
+ * (T rows of E), X the running rows (x at first), F = dim_feedforward and
+ * LN_k block k's norm:
+ *   post-norm, for each block k            norm_first: N = LN_0(x), then
+ *   B = block_k(X) without its last bias   B = block_k(N)
+ *   X = LN_k(X + (B + b_k))  one pass      X = X + (B + b_k), N = LN_k+1(X)
+ *                                          one pass (the last block: no N)
+ * where an attention block is MultiheadAttention's fused attention up to
+ * its out_proj (tg__nn_mha_attend) of the block's input over itself or
+ * over the memory, then B = A Wo^T; the feed-forward Fh = act(in W1^T +
+ * b1) (T, F) in one pass, B = Fh W2^T.  Each product is one GEMM and each
+ * "one pass" one walk over the rows (src/ops/rows_fused.c).  The op by op
+ * path makes a tensor and a pass for each bias, activation, residual add
+ * and LayerNorm; here X, B, Fh (and N with norm_first) serve the layer
+ * and nothing is recorded.  Dropouts are identities in eval.  The numbers
+ * are the op by op path's steps, except that a bias is added after the
+ * GEMM's sum instead of before it (the last bit may differ) and that the
+ * GEMMs may block their sums otherwise; tests/test_encoder_fast.c and
+ * tests/test_decoder_fast.c hold the two to 1e-5 (f32) and 1e-12 (f64)
+ * relative. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,18 +34,26 @@
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
 
-static _Thread_local uint64_t fast_calls;
+static _Thread_local uint64_t enc_calls, dec_calls;
 
-uint64_t tg__transformer_encoder_fast_calls(void) { return fast_calls; }
+uint64_t tg__transformer_encoder_fast_calls(void) { return enc_calls; }
 
-/* What the fused forward reads from the layer's children (borrowed). */
-typedef struct enc_parts {
-    tg_module *sa;
-    tg_tensor *wo, *bo, *w1, *b1, *w2, *b2;
-    tg_tensor *g1, *c1, *g2, *c2;   /* norm1's and norm2's weight and bias */
-    double eps1, eps2;
+uint64_t tg__transformer_decoder_fast_calls(void) { return dec_calls; }
+
+/* The most attention blocks of a layer (a decoder's two). */
+enum { MAX_ATTN = 2 };
+
+/* What the fused forward reads from the layer's children (borrowed):
+ * n_attn attention blocks, then the feed-forward; norm k is block k's. */
+typedef struct layer_parts {
+    int n_attn;
+    tg_module *attn[MAX_ATTN];
+    tg_tensor *wo[MAX_ATTN], *bo[MAX_ATTN];
+    tg_tensor *w1, *b1, *w2, *b2;
+    tg_tensor *g[MAX_ATTN + 1], *c[MAX_ATTN + 1];   /* the norms' weights and biases */
+    double eps[MAX_ATTN + 1];
     tg_activation act;
-} enc_parts;
+} layer_parts;
 
 /* Whether t is NULL or a contiguous tensor of dtype dt and rank ndim. */
 static bool plain(const tg_tensor *t, tg_dtype dt, int ndim)
@@ -90,82 +101,140 @@ static int not_plain_eval(tg_module *m, void *user)
     return TG_OK;
 }
 
-/* Whether the fused forward applies to layer m and x (dtype dt, e
- * features), filling p; the conditions are in transformer_internal.h. */
-static bool applies(tg_module *m, tg_tensor *x, tg_tensor *mask, tg_tensor *kpm, enc_parts *p)
+/* Whether the fused forward applies to layer m (n_attn attention blocks)
+ * and x (dtype dt, e features), env not "0" in the environment and none of
+ * the n inputs ins (x, the memory, the masks; NULL ones skipped) recording
+ * a gradient, filling p; the conditions are in transformer_internal.h. */
+static bool applies(tg_module *m, const char *env, tg_tensor *x, int n, tg_tensor *const *ins,
+                    int n_attn, layer_parts *p)
 {
-    const char *env = getenv("TG_ENCODER_FAST");
-    if (env && strcmp(env, "0") == 0) return false;
+    static const char *const attns[MAX_ATTN] = {"self_attn", "multihead_attn"};
+    static const char *const drops[MAX_ATTN + 2] = {"dropout", "dropout1", "dropout2",
+                                                    "dropout3"};
+    static const char *const norms[MAX_ATTN + 1] = {"norm1", "norm2", "norm3"};
+    const char *off = getenv(env);
+    if (off && strcmp(off, "0") == 0) return false;
     const tg_dtype dt = x->dtype;
     if ((dt != TG_F32 && dt != TG_F64) || tg_autocast_active(NULL)) return false;
     bool grad = tg_grad_enabled();
-    if (grad && (tg_tensor_requires_grad(x) || (mask && tg_tensor_requires_grad(mask)) ||
-                 (kpm && tg_tensor_requires_grad(kpm))))
-        return false;
+    for (int i = 0; grad && i < n; i++)
+        if (ins[i] && tg_tensor_requires_grad(ins[i])) return false;
     if (tg__module_visit(m, not_plain_eval, &grad) != TG_OK) return false;
     const int64_t e = x->shape[x->ndim - 1];
     tg_module *lin1 = tg_module_child(m, "linear1");
     const tg_tensor *w1 = lin1 ? tg__module_local(lin1, "weight") : NULL;
     const int64_t f = w1 && w1->ndim == 2 ? w1->shape[0] : 0;
-    static const char *const drops[3] = {"dropout", "dropout1", "dropout2"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n_attn + 2; i++)
         if (tg_nn_dropout_params(tg_module_child(m, drops[i]), NULL, NULL) != TG_OK) return false;
     tg_module *act = tg_module_child(m, "activation");
-    p->sa = tg_module_child(m, "self_attn");
     if (!act || tg_nn_activation_params(act, &p->act, NULL) != TG_OK ||
-        (p->act != TG_ACT_RELU && p->act != TG_ACT_GELU) || !p->sa ||
-        tg_nn_multihead_attention_params(p->sa, NULL, NULL, NULL) != TG_OK)
+        (p->act != TG_ACT_RELU && p->act != TG_ACT_GELU) || f <= 0)
         return false;
-    return f > 0 && linear_part(tg_module_child(p->sa, "out_proj"), dt, e, e, &p->wo, &p->bo) &&
-           linear_part(lin1, dt, f, e, &p->w1, &p->b1) &&
-           linear_part(tg_module_child(m, "linear2"), dt, e, f, &p->w2, &p->b2) &&
-           norm_part(tg_module_child(m, "norm1"), dt, e, &p->g1, &p->c1, &p->eps1) &&
-           norm_part(tg_module_child(m, "norm2"), dt, e, &p->g2, &p->c2, &p->eps2);
+    p->n_attn = n_attn;
+    for (int k = 0; k < n_attn; k++) {
+        p->attn[k] = tg_module_child(m, attns[k]);
+        if (!p->attn[k] ||
+            tg_nn_multihead_attention_params(p->attn[k], NULL, NULL, NULL) != TG_OK ||
+            !linear_part(tg_module_child(p->attn[k], "out_proj"), dt, e, e, &p->wo[k], &p->bo[k]))
+            return false;
+    }
+    for (int k = 0; k <= n_attn; k++)
+        if (!norm_part(tg_module_child(m, norms[k]), dt, e, &p->g[k], &p->c[k], &p->eps[k]))
+            return false;
+    return linear_part(lin1, dt, f, e, &p->w1, &p->b1) &&
+           linear_part(tg_module_child(m, "linear2"), dt, e, f, &p->w2, &p->b2);
 }
 
-/* The layer on the fused path: xc contiguous, x2 its (T, E) view. */
-static int fused(const enc_parts *p, bool pre, tg_tensor **y, tg_tensor *xc, tg_tensor *x2,
-                 const tg_nn_mha_forward_opts *fo)
+/* The buffers of a fused forward: X the running rows, N the normed ones
+ * (norm_first), B a block's output, FH the feed-forward's hidden rows. */
+enum { X, N, B, FH, N_BUF };
+
+/* b[B] = block k of in2 (T, E), x's rows (x3: in2 as x's shape), without
+ * its last bias (*bias): the attention over itself or, for block 1, over
+ * mem, then out_proj; or the feed-forward. */
+static int block(const layer_parts *p, int k, tg_tensor *const *b, tg_tensor *in2,
+                 const tg_tensor *xc, tg_tensor *mem, const tg_nn_mha_forward_opts *fo,
+                 tg_tensor **bias)
+{
+    if (k == p->n_attn) {   /* Fh = act(in W1^T + b1); B = Fh W2^T */
+        *bias = p->b2;
+        TG_TRY(tg__linear_act_into(b[FH], in2, p->w1, p->b1, p->act));
+        return tg__linear_act_into(b[B], b[FH], p->w2, NULL, TG_ACT_NONE);
+    }
+    *bias = p->bo[k];
+    tg_tensor *in3 = NULL, *a = NULL;
+    int rc = tg_reshape(&in3, in2, xc->ndim, xc->shape);
+    if (rc >= 0) rc = tg__nn_mha_attend(&a, p->attn[k], in3, k == 1 ? mem : in3, &fo[k]);
+    if (rc >= 0) rc = tg__linear_act_into(b[B], a, p->wo[k], NULL, TG_ACT_NONE);
+    tg_tensor_release(in3);
+    tg_tensor_release(a);
+    return rc;
+}
+
+/* The layer on the fused path: xc contiguous, x2 its (T, E) view, fo[k]
+ * attention block k's masks. */
+static int fused(const layer_parts *p, bool pre, tg_tensor **y, tg_tensor *xc, tg_tensor *x2,
+                 tg_tensor *mem, const tg_nn_mha_forward_opts *fo)
 {
     const tg_dtype dt = xc->dtype;
     const int64_t rows = x2->shape[0], e = x2->shape[1], f = p->w1->shape[0];
-    enum { A, H, N, N3, FH, N_TMP };
-    tg_tensor *t[N_TMP] = {NULL};
+    tg_tensor *b[N_BUF] = {NULL};
     int rc = TG_ENOMEM;
-    if (!(t[H] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, e})) ||
-        !(t[FH] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, f})) ||
-        (pre && !(t[N] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, e}))))
+    if (!(b[X] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, e})) ||
+        !(b[B] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, e})) ||
+        !(b[FH] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, f})) ||
+        (pre && !(b[N] = tg__tensor_uninit(dt, 2, (int64_t[]){rows, e}))))
         goto done;
-    if (pre) {   /* N = LN1(x); A = attention(N) */
-        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = x2, .weight = p->g1, .ln_bias = p->c1,
-                                                   .eps = p->eps1, .ln = t[N]});
-        TG_TRY_GOTO(tg_reshape(&t[N3], t[N], xc->ndim, xc->shape));
-        TG_TRY_GOTO(tg__nn_mha_self_attend(&t[A], p->sa, t[N3], fo));
-    } else {
-        TG_TRY_GOTO(tg__nn_mha_self_attend(&t[A], p->sa, xc, fo));
+    if (pre)   /* N = LN_0(x) */
+        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = x2, .weight = p->g[0],
+                                                   .ln_bias = p->c[0], .eps = p->eps[0],
+                                                   .ln = b[N]});
+    tg_tensor *res = x2;   /* the running rows: x, then X */
+    for (int k = 0; k <= p->n_attn; k++) {
+        tg_tensor *bias = NULL;
+        TG_TRY_GOTO(block(p, k, b, pre ? b[N] : res, xc, mem, fo, &bias));
+        tg__add_norm_rows a = {.h = b[B], .bias = bias, .res = res};
+        if (!pre) {   /* X = LN_k(X + (B + b_k)) */
+            a.weight = p->g[k];
+            a.ln_bias = p->c[k];
+            a.eps = p->eps[k];
+            a.ln = b[X];
+        } else {      /* X = X + (B + b_k); N = LN_k+1(X) but after the last block */
+            a.sum = b[X];
+            if (k < p->n_attn) {
+                a.weight = p->g[k + 1];
+                a.ln_bias = p->c[k + 1];
+                a.eps = p->eps[k + 1];
+                a.ln = b[N];
+            }
+        }
+        tg__add_norm_rows_run(&a);
+        res = b[X];
     }
-    TG_TRY_GOTO(tg__linear_act_into(t[H], t[A], p->wo, NULL, TG_ACT_NONE));
-    if (pre)   /* H = x + (H + bo), the residual; N = LN2(H) */
-        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = t[H], .bias = p->bo, .res = x2,
-                                                   .sum = t[H], .weight = p->g2,
-                                                   .ln_bias = p->c2, .eps = p->eps2,
-                                                   .ln = t[N]});
-    else   /* H = LN1(x + (H + bo)) */
-        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = t[H], .bias = p->bo, .res = x2,
-                                                   .weight = p->g1, .ln_bias = p->c1,
-                                                   .eps = p->eps1, .ln = t[H]});
-    TG_TRY_GOTO(tg__linear_act_into(t[FH], pre ? t[N] : t[H], p->w1, p->b1, p->act));
-    TG_TRY_GOTO(tg__linear_act_into(t[A], t[FH], p->w2, NULL, TG_ACT_NONE));
-    if (pre)   /* A = H + (A + b2) */
-        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = t[A], .bias = p->b2, .res = t[H],
-                                                   .sum = t[A]});
-    else   /* A = LN2(H + (A + b2)) */
-        tg__add_norm_rows_run(&(tg__add_norm_rows){.h = t[A], .bias = p->b2, .res = t[H],
-                                                   .weight = p->g2, .ln_bias = p->c2,
-                                                   .eps = p->eps2, .ln = t[A]});
-    rc = tg_reshape(y, t[A], xc->ndim, xc->shape);
+    rc = tg_reshape(y, b[X], xc->ndim, xc->shape);
 done:
-    for (int i = 0; i < N_TMP; i++) tg_tensor_release(t[i]);
+    for (int i = 0; i < N_BUF; i++) tg_tensor_release(b[i]);
+    return rc;
+}
+
+/* Runs layer p on x (and mem) when every attention block's fused attention
+ * applies (its checks' errors returned); *taken says whether it ran. */
+static int run_fused(const layer_parts *p, bool pre, tg_tensor **y, tg_tensor *x,
+                     tg_tensor *mem, const tg_nn_mha_forward_opts *fo, bool *taken)
+{
+    for (int k = 0; k < p->n_attn; k++) {
+        bool ok = false;
+        TG_TRY(tg__nn_mha_fast_check(p->attn[k], x, k == 1 ? mem : x, &fo[k], &ok));
+        if (!ok) return TG_OK;
+    }
+    const int64_t e = x->shape[x->ndim - 1], rows = tg_tensor_numel(x) / e;
+    tg_tensor *xc = NULL, *x2 = NULL;
+    int rc = tg_contiguous(&xc, x);   /* x itself when contiguous */
+    if (rc >= 0) rc = tg_reshape(&x2, xc, 2, (int64_t[]){rows, e});
+    if (rc >= 0) rc = fused(p, pre, y, xc, x2, mem, fo);
+    tg_tensor_release(xc);
+    tg_tensor_release(x2);
+    *taken = rc >= 0;
     return rc;
 }
 
@@ -173,23 +242,30 @@ int tg__transformer_encoder_fast(tg_module *m, bool norm_first, tg_tensor **y, t
                                  tg_tensor *mask, tg_tensor *kpm, bool *taken)
 {
     *taken = false;
-    enc_parts p;
-    if (!applies(m, x, mask, kpm, &p)) return TG_OK;
+    layer_parts p;
+    if (!applies(m, "TG_ENCODER_FAST", x, 3, (tg_tensor *[]){x, mask, kpm}, 1, &p))
+        return TG_OK;
     const tg_nn_mha_forward_opts fo = {.key_padding_mask = kpm, .attn_mask = mask,
                                        .average_attn_weights = true};
-    bool ok = false;
-    TG_TRY(tg__nn_mha_self_check(p.sa, x, &fo, &ok));
-    if (!ok) return TG_OK;
-    const int64_t e = x->shape[x->ndim - 1], rows = tg_tensor_numel(x) / e;
-    tg_tensor *xc = NULL, *x2 = NULL;
-    int rc = tg_contiguous(&xc, x);   /* x itself when contiguous */
-    if (rc >= 0) rc = tg_reshape(&x2, xc, 2, (int64_t[]){rows, e});
-    if (rc >= 0) rc = fused(&p, norm_first, y, xc, x2, &fo);
-    tg_tensor_release(xc);
-    tg_tensor_release(x2);
-    if (rc >= 0) {
-        *taken = true;
-        fast_calls++;
-    }
-    return rc;
+    TG_TRY(run_fused(&p, norm_first, y, x, NULL, &fo, taken));
+    if (*taken) enc_calls++;
+    return TG_OK;
+}
+
+int tg__transformer_decoder_fast(tg_module *m, bool norm_first, tg_tensor **y, tg_tensor *x,
+                                 tg_tensor *mem, const tg_nn_transformer_masks *mk, bool *taken)
+{
+    *taken = false;
+    layer_parts p;
+    tg_tensor *const ins[6] = {x, mem, mk->tgt_mask, mk->tgt_key_padding_mask, mk->memory_mask,
+                               mk->memory_key_padding_mask};
+    if (!applies(m, "TG_DECODER_FAST", x, 6, ins, 2, &p)) return TG_OK;
+    const tg_nn_mha_forward_opts fo[2] = {
+        {.key_padding_mask = mk->tgt_key_padding_mask, .attn_mask = mk->tgt_mask,
+         .average_attn_weights = true},
+        {.key_padding_mask = mk->memory_key_padding_mask, .attn_mask = mk->memory_mask,
+         .average_attn_weights = true}};
+    TG_TRY(run_fused(&p, norm_first, y, x, mem, fo, taken));
+    if (*taken) dec_calls++;
+    return TG_OK;
 }

@@ -56,11 +56,23 @@ int tg__transformer_ff_block(tg_module *m, const char *drop, tg_tensor **y, tg_t
  * spectral_norm), its children are the modules it was made with (Linear,
  * LayerNorm over E, Dropout, ReLU or GELU) with contiguous parameters of
  * x's dtype, and MultiheadAttention's fused self-attention applies
- * (tg__nn_mha_self_check; its mask checks' errors are returned).  x
+ * (tg__nn_mha_fast_check; its mask checks' errors are returned).  x
  * checked by the caller (rank 2 or 3, E features). */
 int tg__transformer_encoder_fast(tg_module *m, bool norm_first, tg_tensor **y, tg_tensor *x,
                                  tg_tensor *mask, tg_tensor *kpm, bool *taken);
 /* The number of forwards that path has run on this thread (tests). */
 uint64_t tg__transformer_encoder_fast_calls(void);
+
+/* TransformerDecoderLayer m's forward of tgt x over memory mem with mk's
+ * tgt_ and memory_ masks on the same fused path (transformer_fast.c), on
+ * the same terms: it applies when TG_DECODER_FAST is not "0" in the
+ * environment and the encoder's conditions above hold with the memory and
+ * the four masks beside x, the children the decoder layer was made with,
+ * and MultiheadAttention's fused attention applies to self_attn (x over x)
+ * and to multihead_attn (x over mem).  x and mem checked by the caller. */
+int tg__transformer_decoder_fast(tg_module *m, bool norm_first, tg_tensor **y, tg_tensor *x,
+                                 tg_tensor *mem, const tg_nn_transformer_masks *mk, bool *taken);
+/* The number of forwards the decoder's path has run on this thread. */
+uint64_t tg__transformer_decoder_fast_calls(void);
 
 #endif
