@@ -243,9 +243,12 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  *   T.Compose([T.RandomCrop(crop, padding, pad_if_needed, fill=fill,
  *                           padding_mode=mode),
  *              T.RandomHorizontalFlip(hflip_p), T.RandomVerticalFlip(vflip_p),
+ *              T.ColorJitter(brightness, contrast, saturation, hue),
  *              T.Normalize(mean, std)])
- * applied after the dataset's own pipeline, in that order: pad, pad if
- * needed, crop, flips, normalize; each step is skipped when its option is
+ * (or T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio,
+ * rrc_interpolation) in RandomCrop's place) applied after the dataset's own
+ * pipeline, in that order: pad, pad if needed, crop (or resized crop),
+ * flips, colour jitter, normalize; each step is skipped when its option is
  * left at the default.  A sample's draw depends only on (the loader's seed,
  * the epoch, the sample's index in the dataset): the uniforms u0, u1, u2,
  * u3 of a tg_rng with seed = seed + epoch and counter = 2^63 + 4 * index
@@ -256,7 +259,15 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  * right when u2 < hflip_p and upside down when u3 < vflip_p.  So a resumed
  * loader (tg_loader_set_position, checkpoints) hands out the same batches,
  * and a shard's samples get the draws a single process gives them.  The
- * batches are then (B, C, h, w). */
+ * batches are then (B, C, h, w) (rrc_size with RandomResizedCrop).
+ * RandomResizedCrop and ColorJitter draw from counters 2^62 + 64 * index +
+ * slot, apart from those four, so setting them leaves the windows and flips
+ * as they were: the resized crop's attempt a (0..9) slots 4a .. 4a + 3
+ * (area H W * U(scale), aspect exp(U(log ratio)), top, left: torchvision's
+ * get_params, its central box when no attempt fits), ColorJitter slots 40
+ * .. 42 (its order: from brightness, contrast, saturation, hue, position i
+ * = 3, 2, 1 swaps with floor(u * (i + 1))) and 43 .. 46 (the factors,
+ * lo + u * (hi - lo)). */
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
@@ -268,10 +279,21 @@ typedef struct tg_augment_options {
     const double *std;         /* norm_channels values, copied */
     double vflip_p;            /* in [0, 1]; 0: no vertical flip */
     bool pad_if_needed;        /* RandomCrop's pad_if_needed (with crop) */
+    /* T.ColorJitter(brightness, contrast, saturation, hue); 0: that op off */
+    double brightness;         /* >= 0: factor in [max(0, 1 - b), 1 + b] */
+    double contrast;           /* >= 0: likewise */
+    double saturation;         /* >= 0: likewise */
+    double hue;                /* in [0, 0.5]: factor in [-hue, hue] */
+    /* T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio, interpolation) */
+    int64_t rrc_size[2];       /* (h, w); {0, 0}: none (not with crop) */
+    double rrc_scale[2];       /* 0 <= lo <= hi; {0, 0}: (0.08, 1) */
+    double rrc_ratio[2];       /* 0 < lo <= hi; {0, 0}: (3/4, 4/3) */
+    tg_resize_mode rrc_interpolation;  /* BILINEAR, NEAREST or BICUBIC */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
-    {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false}
+    {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,         \
+     0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
@@ -288,14 +310,27 @@ typedef struct tg_augment_options {
  * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c] in
  * f32 with mean and std rounded to f32, as torch, on the values in the
  * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1], as
- * torchvision's T.Normalize sees them.  TG_EINVAL naming the option for ld
+ * torchvision's T.Normalize sees them.  RandomResizedCrop resizes its box
+ * as torchvision 0.14's F.resized_crop on tensors (antialias off): bilinear
+ * and bicubic by tg_upsample_linear / tg_upsample_bicubic (align_corners
+ * false; their last bits may differ from torch's), nearest by torch's
+ * index rule.  ColorJitter is torchvision 0.14's tensor F.adjust_* in f32
+ * (contrast's mean summed in double) on images of 1 or 3 channels
+ * (saturation and hue leave one channel alone, as torchvision's), on the
+ * unit range: with TG_PIXELS_SYMMETRIC it maps x to x * 0.5 + 0.5 and back
+ * by (y - 0.5) / 0.5 in f32.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
  * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
  * padding or pad_if_needed given without crop; padding_mode not one of the
  * four, a REFLECT padding >= or a SYMMETRIC one > the side it pads
  * (pad_if_needed's too); fill not finite; norm_channels not 0, 1 or C, mean
  * or std NULL with norm_channels, a value not finite or a std that is 0 in
- * f32 (torchvision's "std evaluated to zero").  TG_ESHAPE when the crop is
+ * f32 (torchvision's "std evaluated to zero"); brightness, contrast or
+ * saturation negative or not finite, hue outside [0, 0.5], any of them on
+ * images of other than 1 or 3 channels; an rrc_size extent < 0 or above
+ * 2^31 - 1 or one of them 0, rrc_size with crop, rrc_scale not finite or
+ * not 0 <= lo <= hi, rrc_ratio not finite or not 0 < lo <= hi,
+ * rrc_interpolation not a tg_resize_mode.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's
  * augmentation is unchanged.  Takes effect from the next batch. */

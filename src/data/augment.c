@@ -1,6 +1,9 @@
 /* src/data/augment.c - torchvision's T.RandomCrop(size, padding,
  * pad_if_needed, fill, padding_mode), T.RandomHorizontalFlip(p),
- * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches.
+ * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches,
+ * with T.RandomResizedCrop and T.ColorJitter (src/data/augment_resize.c,
+ * src/data/augment_color.c) in the order RandomResizedCrop or RandomCrop,
+ * flips, ColorJitter, Normalize.
  *
  * Sample `index` of epoch e draws four uniforms from tg_rng with seed
  * (seed + e) at counters 2^63 + 4 index .. + 3, so its draw is a function
@@ -8,7 +11,8 @@
  * resumption that hands the sample out, and apart from the epoch's shuffle,
  * which uses counters 0 .. N - 2 of the same seed.  Each draw has its own
  * counter, so the draws of options left at their defaults are never used
- * and never shift the others.
+ * and never shift the others.  RandomResizedCrop and ColorJitter draw from
+ * counters 2^62 + 64 index + slot (src/data/augment_parts.h), below these.
  *
  * The padding is separable: padded row p reads source row rows[p] (or the
  * fill when that is -1), column q source column cols[q].  torchvision pads
@@ -20,6 +24,7 @@
 
 #include "core/core.h"
 #include "data/augment.h"
+#include "data/augment_parts.h"
 #include "data/dataset_pixels.h"
 
 struct tg__augment {
@@ -32,6 +37,8 @@ struct tg__augment {
     double fill;
     int norm;             /* channels of mean/std: 0, 1 or C */
     float *mean, *std;    /* norm values each, rounded to f32 as torch's */
+    bool rrc, jitter;     /* RandomResizedCrop, ColorJitter */
+    tg_augment_options o; /* their options (mean and std NULL) */
 };
 
 void tg__augment_free(tg__augment *a)
@@ -155,9 +162,12 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
              "loader_set_augment: vflip_p=%g must be in [0, 1]", o->vflip_p);
     TG_TRY(check_crop(o, chw));
     TG_TRY(check_norm(o, chw[0]));
+    bool rrc, jitter;
+    TG_TRY(tg__rrc_check(o, chw, &rrc));
+    TG_TRY(tg__jitter_check(o, chw[0], &jitter));
     *out = NULL;
     bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
-    if (!geometry && o->norm_channels == 0) return TG_OK;
+    if (!geometry && o->norm_channels == 0 && !rrc && !jitter) return TG_OK;
     tg__augment *a = tg__calloc(1, sizeof *a);
     int k = o->norm_channels;
     if (a && k > 0) {
@@ -177,6 +187,10 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     a->mode = o->padding_mode;
     a->fill = o->fill;
     a->norm = k;
+    a->rrc = rrc;
+    a->jitter = jitter;
+    a->o = *o;
+    a->o.mean = a->o.std = NULL;
     for (int i = 0; i < k; i++) {
         a->mean[i] = (float)o->mean[i];
         a->std[i] = (float)o->std[i];
@@ -308,11 +322,66 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     return TG_OK;
 }
 
+/* *images (n, C, H, W) replaced by its resized crops (n, C, h, w). */
+static int resized_crops(const tg__augment *a, tg_tensor **images, const int64_t *ids,
+                         uint64_t seed, int64_t epoch)
+{
+    const int64_t *s = tg_tensor_shape(*images);
+    const int64_t n = s[0], c = s[1], hh = s[2], ww = s[3];
+    const int64_t h = a->o.rrc_size[0], w = a->o.rrc_size[1];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
+    if (!y)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    double scale[2], ratio[2], u[40];
+    tg__rrc_ranges(&a->o, scale, ratio);
+    const float *xd = tg_tensor_cdata(*images);
+    float *yd = tg_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t box[4];
+        for (int k = 0; k < 40; k++)
+            u[k] = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_RRC_SLOT + k);
+        tg__rrc_box(box, hh, ww, scale, ratio, u);
+        int rc = tg__resized_crop(yd + i * c * h * w, xd + i * c * hh * ww, c, hh, ww, box,
+                                  a->o.rrc_size, a->o.rrc_interpolation);
+        if (rc < 0) {
+            tg_tensor_release(y);
+            return tg__error(rc, "loader_next: out of memory for a resized crop");
+        }
+    }
+    tg_tensor_release(*images);
+    *images = y;
+    return TG_OK;
+}
+
+/* Each sample of x (n, C, hw) through its ColorJitter draw, on the values
+ * of the unit range (x * 0.5 + 0.5 and back for TG_PIXELS_SYMMETRIC). */
+static void jitter(const tg__augment *a, const tg_dataset *ds, float *x, const int64_t *ids,
+                   int64_t n, int64_t c, int64_t hw, uint64_t seed, int64_t epoch)
+{
+    const bool sym = tg__dataset_pixel_range(ds) == TG_PIXELS_SYMMETRIC;
+    const double on[4] = {a->o.brightness, a->o.contrast, a->o.saturation, a->o.hue};
+    for (int64_t i = 0; i < n; i++) {
+        float *v = x + i * c * hw;
+        int order[4];
+        double factor[4];
+        tg__jitter_draw(&a->o, seed, epoch, ids[i], order, factor);
+        for (int64_t j = 0; sym && j < c * hw; j++) v[j] = v[j] * 0.5f + 0.5f;
+        for (int k = 0; k < 4; k++)
+            if (on[order[k]] > 0) tg__color_adjust(v, c, hw, order[k], factor[order[k]]);
+        for (int64_t j = 0; sym && j < c * hw; j++) v[j] = (v[j] - 0.5f) / 0.5f;
+    }
+}
+
 int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
                       const int64_t *ids, uint64_t seed, int64_t epoch)
 {
+    if (a->rrc) TG_TRY(resized_crops(a, images, ids, seed, epoch));
     if (a->geometry) TG_TRY(windows(a, ds, images, ids, seed, epoch));
     const int64_t *s = tg_tensor_shape(*images);
+    if (a->jitter)
+        jitter(a, ds, tg_tensor_data(*images), ids, s[0], s[1], s[2] * s[3], seed, epoch);
     if (a->norm) normalize(a, tg_tensor_data(*images), s[0], s[1], s[2] * s[3]);
     return TG_OK;
 }
