@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Writes the torchvision golden file of the loader's colour and resizing
-augmentation (tests/test_augment_color.c, tests/test_augment_resize.c):
+"""Writes the torchvision golden file of the loader's colour, resizing and
+rotating augmentation (tests/test_augment_color.c,
+tests/test_augment_resize.c, tests/test_augment_rotate.c):
 tests/golden/augment.safetensors.
 
 Run from anywhere with the system interpreter (torch 1.13, torchvision 0.14):
@@ -26,6 +27,13 @@ RandomResizedCrop.get_params' central fallback: tensor fallback.in, f64
 (n, 6) rows (H, W, scale_lo, scale_hi, ratio_lo, ratio_hi) with scales that
 no attempt can meet, and fallback.out, i64 (n, 4) rows (top, left, height,
 width) that T.RandomResizedCrop.get_params returns for them.
+
+Rotations: for k < the metadata "rot.cases", tensors rot<k>.x (C, H, W),
+rot<k>.params, f64 (angle, fill), and rot<k>.y = F.rotate(x, angle, mode,
+fill=[fill] * C), what T.RandomRotation(..., fill=fill) does with that
+angle; mode the metadata rot<k>.interpolation (nearest or bilinear).  The
+images have at most 66 pixels, so that torch builds the sampling grid with
+its plain bmm loop rather than BLAS.
 """
 import os
 import sys
@@ -101,6 +109,25 @@ CROPS = [
     (0, 3, 9, 8, 6, 11, "bicubic"),
     (5, 5, 1, 1, 4, 3, "bilinear"),       # one pixel
 ]
+# (image, angle, fill, mode)
+ROT_RGB = image(3, 7, 9, 44)
+ROT_GREY = image(1, 6, 6, 45)
+ROTATIONS = [
+    (ROT_RGB, 30.0, 0.0, "bilinear"),
+    (ROT_RGB, -45.0, 0.0, "bilinear"),
+    (ROT_RGB, 90.0, 0.3, "bilinear"),
+    (ROT_RGB, 137.5, 0.7, "bilinear"),
+    (ROT_RGB, -12.3, 1.0, "bilinear"),
+    (ROT_RGB, 0.0, 0.5, "bilinear"),
+    (ROT_RGB, 30.0, 0.0, "nearest"),
+    (ROT_RGB, -45.0, 0.25, "nearest"),
+    (ROT_RGB, 180.0, 0.0, "nearest"),
+    (ROT_RGB, 71.9, 0.6, "nearest"),
+    (ROT_GREY, 17.0, 0.2, "bilinear"),
+    (ROT_GREY, -100.0, 0.9, "nearest"),
+    (image(3, 5, 8, 46), 250.0, 0.4, "bilinear"),
+    (image(3, 5, 8, 46), 250.0, 0.4, "nearest"),
+]
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "nearest": T.InterpolationMode.NEAREST,
          "bicubic": T.InterpolationMode.BICUBIC}
 # (H, W, scale, ratio): scales of 4 to 5 times the area never fit
@@ -140,6 +167,15 @@ def main():
         rows_out.append(list(box))
     tensors += [("fallback.in", torch.tensor(rows_in, dtype=torch.float64)),
                 ("fallback.out", torch.tensor(rows_out, dtype=torch.int64))]
+    for k, (x, angle, fill, mode) in enumerate(ROTATIONS):
+        assert x.shape[1] * x.shape[2] * 6 < 400
+        y = F.rotate(x, angle, MODES[mode], fill=[fill] * x.shape[0])
+        p = "rot%d." % k
+        tensors += [(p + "x", x.contiguous()),
+                    (p + "params", torch.tensor([angle, fill], dtype=torch.float64)),
+                    (p + "y", y.contiguous())]
+        meta[p + "interpolation"] = mode
+    meta["rot.cases"] = str(len(ROTATIONS))
     write_safetensors(OUT, tensors, meta)
     print("wrote", OUT, len(tensors), "tensors")
 

@@ -42,9 +42,9 @@ Test(augment, resized_crops_are_torchvision_resized_crop)
         float *v = malloc((size_t)(c * size[0] * size[1]) * sizeof *v);
         OK(tg__resized_crop(v, tg_tensor_cdata(x), c, tg_tensor_dim(x, 1), tg_tensor_dim(x, 2), b,
                             size, mode_of(meta(g, "rrc%d.interpolation", k))));
-        /* nearest copies values; the interpolations sum their taps in another
-         * order than torch's CPU kernels (tests/test_interpolate.c's 4e-7),
-         * bicubic 16 of them with weights adding up to more than 1 */
+        /* nearest copies values; the interpolations round otherwise than
+         * torch's AVX2 kernels (tests/test_interpolate.c's 4e-7), bicubic
+         * over 16 taps with weights adding up to more than 1 */
         const tg_resize_mode m = mode_of(meta(g, "rrc%d.interpolation", k));
         const double tol = m == TG_RESIZE_NEAREST ? 0 : m == TG_RESIZE_BILINEAR ? 4e-7 : 1e-6;
         const double d = max_diff(v, want, c * size[0] * size[1]);
@@ -143,8 +143,9 @@ Test(augment, resized_crop_follows_the_documented_draw)
     tg_dataset_release(ds);
 }
 
-/* All of the new ones together: a loader resumed mid-epoch hands out the
- * batches of one that ran through, and a second run the same. */
+/* All of the new ones together (resized crop, flips, rotation, jitter): a
+ * loader resumed mid-epoch hands out the batches of one that ran through,
+ * and a second run the same. */
 Test(augment, resumed_loader_gives_the_same_batches)
 {
     enum { N = 13 };
@@ -154,6 +155,9 @@ Test(augment, resumed_loader_gives_the_same_batches)
     o.hflip_p = o.vflip_p = 0.5;
     o.brightness = o.contrast = o.saturation = 0.4;
     o.hue = 0.3;
+    o.rotation[0] = -30;
+    o.rotation[1] = 30;
+    o.rotation_interpolation = TG_RESIZE_BILINEAR;
     run r[3] = {{0}, {0}, {0}};
     for (int k = 0; k < 3; k++) {
         tg_loader *ld;

@@ -243,13 +243,15 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  *   T.Compose([T.RandomCrop(crop, padding, pad_if_needed, fill=fill,
  *                           padding_mode=mode),
  *              T.RandomHorizontalFlip(hflip_p), T.RandomVerticalFlip(vflip_p),
+ *              T.RandomRotation(rotation, rotation_interpolation,
+ *                               fill=rotation_fill),
  *              T.ColorJitter(brightness, contrast, saturation, hue),
  *              T.Normalize(mean, std)])
  * (or T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio,
  * rrc_interpolation) in RandomCrop's place) applied after the dataset's own
  * pipeline, in that order: pad, pad if needed, crop (or resized crop),
- * flips, colour jitter, normalize; each step is skipped when its option is
- * left at the default.  A sample's draw depends only on (the loader's seed,
+ * flips, rotation, colour jitter, normalize; each step is skipped when its
+ * option is left at the default.  A sample's draw depends only on (the loader's seed,
  * the epoch, the sample's index in the dataset): the uniforms u0, u1, u2,
  * u3 of a tg_rng with seed = seed + epoch and counter = 2^63 + 4 * index
  * (the shuffle of that epoch draws from the same seed at counters below the
@@ -260,14 +262,15 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  * loader (tg_loader_set_position, checkpoints) hands out the same batches,
  * and a shard's samples get the draws a single process gives them.  The
  * batches are then (B, C, h, w) (rrc_size with RandomResizedCrop).
- * RandomResizedCrop and ColorJitter draw from counters 2^62 + 64 * index +
- * slot, apart from those four, so setting them leaves the windows and flips
+ * RandomResizedCrop, RandomRotation and ColorJitter draw from counters
+ * 2^62 + 64 * index + slot, apart from those four, so setting them leaves the windows and flips
  * as they were: the resized crop's attempt a (0..9) slots 4a .. 4a + 3
  * (area H W * U(scale), aspect exp(U(log ratio)), top, left: torchvision's
  * get_params, its central box when no attempt fits), ColorJitter slots 40
  * .. 42 (its order: from brightness, contrast, saturation, hue, position i
  * = 3, 2, 1 swaps with floor(u * (i + 1))) and 43 .. 46 (the factors,
- * lo + u * (hi - lo)). */
+ * lo + u * (hi - lo)), RandomRotation slot 47 (the angle, lo + u * (hi -
+ * lo) degrees). */
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
@@ -289,11 +292,16 @@ typedef struct tg_augment_options {
     double rrc_scale[2];       /* 0 <= lo <= hi; {0, 0}: (0.08, 1) */
     double rrc_ratio[2];       /* 0 < lo <= hi; {0, 0}: (3/4, 4/3) */
     tg_resize_mode rrc_interpolation;  /* BILINEAR, NEAREST or BICUBIC */
+    /* T.RandomRotation(rotation, rotation_interpolation, fill=rotation_fill) */
+    double rotation[2];        /* degrees (lo, hi), lo <= hi; {0, 0}: none */
+    tg_resize_mode rotation_interpolation;  /* NEAREST (the default) or BILINEAR */
+    double rotation_fill;      /* the corners' value, 0 black to 1 white */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
     {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,         \
-     0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR}
+     0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR,  \
+     {0, 0}, TG_RESIZE_NEAREST, 0}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
@@ -318,7 +326,11 @@ typedef struct tg_augment_options {
  * (contrast's mean summed in double) on images of 1 or 3 channels
  * (saturation and hue leave one channel alone, as torchvision's), on the
  * unit range: with TG_PIXELS_SYMMETRIC it maps x to x * 0.5 + 0.5 and back
- * by (y - 0.5) / 0.5 in f32.  TG_EINVAL naming the option for ld
+ * by (y - 0.5) / 0.5 in f32.  RandomRotation is torchvision 0.14's tensor
+ * F.rotate (expand False, center None, fill [rotation_fill] * C, the fill
+ * mapped to the pixel range as fill is): its f32 grid and torch's CPU
+ * grid_sample (align_corners False, zeros, the AVX2 kernel's fused
+ * multiply-adds), nearest or bilinear.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
  * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
  * padding or pad_if_needed given without crop; padding_mode not one of the
@@ -330,7 +342,9 @@ typedef struct tg_augment_options {
  * images of other than 1 or 3 channels; an rrc_size extent < 0 or above
  * 2^31 - 1 or one of them 0, rrc_size with crop, rrc_scale not finite or
  * not 0 <= lo <= hi, rrc_ratio not finite or not 0 < lo <= hi,
- * rrc_interpolation not a tg_resize_mode.  TG_ESHAPE when the crop is
+ * rrc_interpolation not a tg_resize_mode; rotation not finite or lo > hi,
+ * rotation_interpolation not NEAREST or BILINEAR, rotation_fill not
+ * finite.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's
  * augmentation is unchanged.  Takes effect from the next batch. */

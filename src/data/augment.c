@@ -1,9 +1,10 @@
 /* src/data/augment.c - torchvision's T.RandomCrop(size, padding,
  * pad_if_needed, fill, padding_mode), T.RandomHorizontalFlip(p),
  * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches,
- * with T.RandomResizedCrop and T.ColorJitter (src/data/augment_resize.c,
- * src/data/augment_color.c) in the order RandomResizedCrop or RandomCrop,
- * flips, ColorJitter, Normalize.
+ * with T.RandomResizedCrop, T.RandomRotation and T.ColorJitter
+ * (src/data/augment_resize.c, augment_rotate.c, augment_color.c) in the
+ * order RandomResizedCrop or RandomCrop, flips, RandomRotation, ColorJitter,
+ * Normalize.
  *
  * Sample `index` of epoch e draws four uniforms from tg_rng with seed
  * (seed + e) at counters 2^63 + 4 index .. + 3, so its draw is a function
@@ -11,7 +12,8 @@
  * resumption that hands the sample out, and apart from the epoch's shuffle,
  * which uses counters 0 .. N - 2 of the same seed.  Each draw has its own
  * counter, so the draws of options left at their defaults are never used
- * and never shift the others.  RandomResizedCrop and ColorJitter draw from
+ * and never shift the others.  RandomResizedCrop, RandomRotation and
+ * ColorJitter draw from
  * counters 2^62 + 64 index + slot (src/data/augment_parts.h), below these.
  *
  * The padding is separable: padded row p reads source row rows[p] (or the
@@ -37,7 +39,7 @@ struct tg__augment {
     double fill;
     int norm;             /* channels of mean/std: 0, 1 or C */
     float *mean, *std;    /* norm values each, rounded to f32 as torch's */
-    bool rrc, jitter;     /* RandomResizedCrop, ColorJitter */
+    bool rrc, rotate, jitter;   /* RandomResizedCrop, RandomRotation, ColorJitter */
     tg_augment_options o; /* their options (mean and std NULL) */
 };
 
@@ -162,12 +164,14 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
              "loader_set_augment: vflip_p=%g must be in [0, 1]", o->vflip_p);
     TG_TRY(check_crop(o, chw));
     TG_TRY(check_norm(o, chw[0]));
-    bool rrc, jitter;
+    bool rrc, rotate, jitter;
     TG_TRY(tg__rrc_check(o, chw, &rrc));
+    TG_TRY(tg__rotate_check(o, &rotate));
     TG_TRY(tg__jitter_check(o, chw[0], &jitter));
     *out = NULL;
     bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
-    if (!geometry && o->norm_channels == 0 && !rrc && !jitter) return TG_OK;
+    if (!geometry && o->norm_channels == 0 && !rrc && !rotate && !jitter)
+        return TG_OK;
     tg__augment *a = tg__calloc(1, sizeof *a);
     int k = o->norm_channels;
     if (a && k > 0) {
@@ -188,6 +192,7 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     a->fill = o->fill;
     a->norm = k;
     a->rrc = rrc;
+    a->rotate = rotate;
     a->jitter = jitter;
     a->o = *o;
     a->o.mean = a->o.std = NULL;
@@ -355,6 +360,31 @@ static int resized_crops(const tg__augment *a, tg_tensor **images, const int64_t
     return TG_OK;
 }
 
+/* *images (n, C, H, W) replaced by its samples rotated by their angles. */
+static int rotations(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
+                     const int64_t *ids, uint64_t seed, int64_t epoch)
+{
+    const int64_t *s = tg_tensor_shape(*images);
+    const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, s);
+    if (!y)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    const float fill = tg__dataset_map_unit(ds, a->o.rotation_fill);
+    const double lo = a->o.rotation[0], hi = a->o.rotation[1];
+    const float *xd = tg_tensor_cdata(*images);
+    float *yd = tg_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        double u = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_ROTATE_SLOT);
+        tg__rotate(yd + i * c * h * w, xd + i * c * h * w, c, h, w, lo + u * (hi - lo),
+                   a->o.rotation_interpolation, fill);
+    }
+    tg_tensor_release(*images);
+    *images = y;
+    return TG_OK;
+}
+
 /* Each sample of x (n, C, hw) through its ColorJitter draw, on the values
  * of the unit range (x * 0.5 + 0.5 and back for TG_PIXELS_SYMMETRIC). */
 static void jitter(const tg__augment *a, const tg_dataset *ds, float *x, const int64_t *ids,
@@ -379,6 +409,7 @@ int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **im
 {
     if (a->rrc) TG_TRY(resized_crops(a, images, ids, seed, epoch));
     if (a->geometry) TG_TRY(windows(a, ds, images, ids, seed, epoch));
+    if (a->rotate) TG_TRY(rotations(a, ds, images, ids, seed, epoch));
     const int64_t *s = tg_tensor_shape(*images);
     if (a->jitter)
         jitter(a, ds, tg_tensor_data(*images), ids, s[0], s[1], s[2] * s[3], seed, epoch);

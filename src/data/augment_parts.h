@@ -1,6 +1,7 @@
 /* src/data/augment_parts.h - the loader's T.ColorJitter
- * (src/data/augment_color.c) and T.RandomResizedCrop
- * (src/data/augment_resize.c): each as a function of fixed parameters, as
+ * (src/data/augment_color.c), T.RandomResizedCrop
+ * (src/data/augment_resize.c) and T.RandomRotation
+ * (src/data/augment_rotate.c): each as a function of fixed parameters, as
  * torchvision's functional ops take them, and the draws of those parameters,
  * which src/data/augment.c applies to each sample. */
 #ifndef TAPEGRAD_DATA_AUGMENT_PARTS_H
@@ -15,8 +16,10 @@
  * with seed + epoch at counter 2^62 + 64 index + slot, slot in [0, 64):
  * RandomResizedCrop's attempt a (0..9) uses slots 4a .. 4a + 3 (area,
  * log-ratio, top, left), ColorJitter slots 40 .. 42 (the order) and 43 ..
- * 46 (brightness, contrast, saturation, hue factors). */
-enum { TG__AUG_SLOTS = 64, TG__AUG_RRC_SLOT = 0, TG__AUG_JITTER_SLOT = 40 };
+ * 46 (brightness, contrast, saturation, hue factors), RandomRotation slot
+ * 47 (the angle). */
+enum { TG__AUG_SLOTS = 64, TG__AUG_RRC_SLOT = 0, TG__AUG_JITTER_SLOT = 40,
+       TG__AUG_ROTATE_SLOT = 47 };
 
 /* The slot-th uniform of sample index in epoch epoch of a loader seeded
  * with seed. */
@@ -60,5 +63,16 @@ void tg__rrc_box(int64_t box[4], int64_t hh, int64_t ww, const double scale[2],
  * mode) (antialias off, torchvision 0.14's tensor default).  TG_ENOMEM. */
 int tg__resized_crop(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww,
                      const int64_t box[4], const int64_t size[2], tg_resize_mode mode);
+
+/* ---- RandomRotation ---- */
+/* The rules of tg_loader_set_augment for o's RandomRotation; whether it is
+ * on into *on. */
+int tg__rotate_check(const tg_augment_options *o, bool *on);
+
+/* dst (c, h, w) = F.rotate(src (c, h, w), angle (degrees, counter-
+ * clockwise), mode, expand=False, center=None, fill=[fill] * c) on tensors
+ * in torchvision 0.14, in f32.  mode TG_RESIZE_NEAREST or _BILINEAR. */
+void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, double angle,
+                tg_resize_mode mode, float fill);
 
 #endif
