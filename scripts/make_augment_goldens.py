@@ -29,9 +29,10 @@ no attempt can meet, and fallback.out, i64 (n, 4) rows (top, left, height,
 width) that T.RandomResizedCrop.get_params returns for them.
 
 Rotations: for k < the metadata "rot.cases", tensors rot<k>.x (C, H, W),
-rot<k>.params, f64 (angle, fill), and rot<k>.y = F.rotate(x, angle, mode,
-fill=[fill] * C), what T.RandomRotation(..., fill=fill) does with that
-angle; mode the metadata rot<k>.interpolation (nearest or bilinear).  The
+rot<k>.params, f64 (angle, fill), rot<k>.fills, f64 (C), the fill of
+each channel, and rot<k>.y = F.rotate(x, angle, mode, fill=fills), what
+T.RandomRotation(..., fill=fill) does with that angle (fills = [fill] * C)
+or T.RandomRotation(..., fill=fills) (a fill per channel); mode the metadata rot<k>.interpolation (nearest or bilinear).  The
 images have at most 66 pixels, so that torch builds the sampling grid with
 its plain bmm loop rather than BLAS.
 """
@@ -127,6 +128,8 @@ ROTATIONS = [
     (ROT_GREY, -100.0, 0.9, "nearest"),
     (image(3, 5, 8, 46), 250.0, 0.4, "bilinear"),
     (image(3, 5, 8, 46), 250.0, 0.4, "nearest"),
+    (ROT_RGB, 33.0, [0.1, 0.5, 0.9], "bilinear"),
+    (ROT_RGB, -61.0, [0.8, 0.0, 0.3], "nearest"),
 ]
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "nearest": T.InterpolationMode.NEAREST,
          "bicubic": T.InterpolationMode.BICUBIC}
@@ -169,10 +172,12 @@ def main():
                 ("fallback.out", torch.tensor(rows_out, dtype=torch.int64))]
     for k, (x, angle, fill, mode) in enumerate(ROTATIONS):
         assert x.shape[1] * x.shape[2] * 6 < 400
-        y = F.rotate(x, angle, MODES[mode], fill=[fill] * x.shape[0])
+        fills = fill if isinstance(fill, list) else [fill] * x.shape[0]
+        y = F.rotate(x, angle, MODES[mode], fill=fills)
         p = "rot%d." % k
         tensors += [(p + "x", x.contiguous()),
-                    (p + "params", torch.tensor([angle, fill], dtype=torch.float64)),
+                    (p + "params", torch.tensor([angle, fills[0]], dtype=torch.float64)),
+                    (p + "fills", torch.tensor(fills, dtype=torch.float64)),
                     (p + "y", y.contiguous())]
         meta[p + "interpolation"] = mode
     meta["rot.cases"] = str(len(ROTATIONS))

@@ -53,10 +53,11 @@ void run_free(run *r);
 void drain(run *r, tg_loader *ld);
 
 /* The fields of tg_augment_options after pad_if_needed (ColorJitter,
- * RandomResizedCrop, RandomRotation), all off, for initializers that list
- * every field. */
+ * RandomResizedCrop, RandomRotation, fills), all off, for initializers that
+ * list every field. */
 #define AUG_NEW_OFF                                                                    \
-    0, 0, 0, 0, {0, 0}, {0, 0}, {0, 0}, TG_RESIZE_BILINEAR, {0, 0}, TG_RESIZE_NEAREST, 0
+    0, 0, 0, 0, {0, 0}, {0, 0}, {0, 0}, TG_RESIZE_BILINEAR, {0, 0}, TG_RESIZE_NEAREST, 0, \
+        0, NULL
 
 /* ImageNet's mean and std, T.Normalize's usual numbers. */
 extern const double MEAN3[3], STD3[3];

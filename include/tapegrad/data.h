@@ -296,12 +296,16 @@ typedef struct tg_augment_options {
     double rotation[2];        /* degrees (lo, hi), lo <= hi; {0, 0}: none */
     tg_resize_mode rotation_interpolation;  /* NEAREST (the default) or BILINEAR */
     double rotation_fill;      /* the corners' value, 0 black to 1 white */
+    /* A fill per channel, instead of fill (constant padding) and of
+     * rotation_fill: 0 none, 1 (one for every channel) or C values */
+    int fill_channels;
+    const double *fills;       /* fill_channels values, copied */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
     {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,         \
      0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR,  \
-     {0, 0}, TG_RESIZE_NEAREST, 0}
+     {0, 0}, TG_RESIZE_NEAREST, 0, 0, NULL}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
@@ -330,7 +334,9 @@ typedef struct tg_augment_options {
  * F.rotate (expand False, center None, fill [rotation_fill] * C, the fill
  * mapped to the pixel range as fill is): its f32 grid and torch's CPU
  * grid_sample (align_corners False, zeros, the AVX2 kernel's fused
- * multiply-adds), nearest or bilinear.  TG_EINVAL naming the option for ld
+ * multiply-adds), nearest or bilinear.  fill_channels 1 or C: fills
+ * replaces fill (for every channel, fills[0] with 1) and rotation_fill, each
+ * value mapped to the pixel range as fill.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
  * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
  * padding or pad_if_needed given without crop; padding_mode not one of the
@@ -344,6 +350,7 @@ typedef struct tg_augment_options {
  * not 0 <= lo <= hi, rrc_ratio not finite or not 0 < lo <= hi,
  * rrc_interpolation not a tg_resize_mode; rotation not finite or lo > hi,
  * rotation_interpolation not NEAREST or BILINEAR, rotation_fill not
+ * finite; fill_channels not 0, 1 or C, fills NULL with it or a value not
  * finite.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's

@@ -40,6 +40,8 @@ struct tg__augment {
     int norm;             /* channels of mean/std: 0, 1 or C */
     float *mean, *std;    /* norm values each, rounded to f32 as torch's */
     bool rrc, rotate, jitter;   /* RandomResizedCrop, RandomRotation, ColorJitter */
+    int nfill;            /* values of fills: 0, 1 or C */
+    double *fills;        /* the fill of each channel (one for all when nfill 1) */
     tg_augment_options o; /* their options (mean and std NULL) */
 };
 
@@ -48,6 +50,7 @@ void tg__augment_free(tg__augment *a)
     if (!a) return;
     free(a->mean);
     free(a->std);
+    free(a->fills);
     free(a);
 }
 
@@ -154,6 +157,20 @@ static int check_norm(const tg_augment_options *o, int64_t c)
     return TG_OK;
 }
 
+static int check_fills(const tg_augment_options *o, int64_t c)
+{
+    TG_CHECK(o->fill_channels == 0 || o->fill_channels == 1 || o->fill_channels == c,
+             TG_EINVAL, "loader_set_augment: fill_channels=%d must be 0 (none), 1 or %lld (the "
+             "images' channels)", o->fill_channels, (long long)c);
+    TG_CHECK(o->fill_channels == 0 || o->fills != NULL, TG_EINVAL,
+             "loader_set_augment: fills must not be NULL with fill_channels=%d",
+             o->fill_channels);
+    for (int i = 0; i < o->fill_channels; i++)
+        TG_CHECK(isfinite(o->fills[i]), TG_EINVAL,
+                 "loader_set_augment: fills[%d]=%g must be finite", i, o->fills[i]);
+    return TG_OK;
+}
+
 int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dataset *ds)
 {
     int64_t chw[3];
@@ -167,6 +184,7 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     bool rrc, rotate, jitter;
     TG_TRY(tg__rrc_check(o, chw, &rrc));
     TG_TRY(tg__rotate_check(o, &rotate));
+    TG_TRY(check_fills(o, chw[0]));
     TG_TRY(tg__jitter_check(o, chw[0], &jitter));
     *out = NULL;
     bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
@@ -178,7 +196,9 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
         a->mean = tg__malloc((size_t)k * sizeof *a->mean);
         a->std = tg__malloc((size_t)k * sizeof *a->std);
     }
-    if (!a || (k > 0 && (!a->mean || !a->std))) {
+    if (a && o->fill_channels > 0)
+        a->fills = tg__malloc((size_t)o->fill_channels * sizeof *a->fills);
+    if (!a || (k > 0 && (!a->mean || !a->std)) || (o->fill_channels > 0 && !a->fills)) {
         tg__augment_free(a);
         return TG_ENOMEM;
     }
@@ -196,6 +216,9 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     a->jitter = jitter;
     a->o = *o;
     a->o.mean = a->o.std = NULL;
+    a->o.fills = NULL;
+    a->nfill = o->fill_channels;
+    if (a->nfill > 0) memcpy(a->fills, o->fills, (size_t)a->nfill * sizeof *a->fills);
     for (int i = 0; i < k; i++) {
         a->mean[i] = (float)o->mean[i];
         a->std[i] = (float)o->std[i];
@@ -266,7 +289,7 @@ static draw_t draw(const tg__augment *a, uint64_t seed, int64_t epoch, int64_t i
  * through the tables rows and cols, mirrored as d says. */
 static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww,
                    const int64_t *rows, const int64_t *cols, int64_t h, int64_t w, draw_t d,
-                   float fill)
+                   const float *fill)
 {
     for (int64_t p = 0; p < c; p++)
         for (int64_t y = 0; y < h; y++) {
@@ -275,7 +298,7 @@ static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t 
             const float *row = src + (p * hh + (r < 0 ? 0 : r)) * ww;
             for (int64_t x = 0; x < w; x++) {
                 const int64_t q = cols[d.left + (d.hflip ? w - 1 - x : x)];
-                o[x] = r < 0 || q < 0 ? fill : row[q];
+                o[x] = r < 0 || q < 0 ? fill[p] : row[q];
             }
         }
 }
@@ -288,6 +311,16 @@ static void normalize(const tg__augment *a, float *x, int64_t n, int64_t c, int6
         float m = a->mean[k], s = a->std[k];
         for (int64_t j = 0; j < hw; j++) x[i * hw + j] = (x[i * hw + j] - m) / s;
     }
+}
+
+/* The fill of each of c channels in ds's pixel range: a's fills, or
+ * `single` for every channel.  NULL when out of memory. */
+static float *channel_fills(const tg__augment *a, const tg_dataset *ds, double single, int64_t c)
+{
+    float *f = tg__malloc((size_t)c * sizeof *f);
+    for (int64_t p = 0; f && p < c; p++)
+        f[p] = tg__dataset_map_unit(ds, a->nfill ? a->fills[a->nfill == 1 ? 0 : p] : single);
+    return f;
 }
 
 /* *images (n, C, H, W) replaced by its windows (n, C, h, w). */
@@ -304,12 +337,12 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
     int64_t *rows = y ? pad_table(a, hh, a->pad[1], a->pad[3], a->crop[0]) : NULL;
     int64_t *cols = rows ? pad_table(a, ww, a->pad[0], a->pad[2], a->crop[1]) : NULL;
-    if (!cols) {
+    float *fill = cols ? channel_fills(a, ds, a->fill, c) : NULL;
+    if (!fill) {
         tg_tensor_release(y);
         y = NULL;
     }
     if (y) {
-        const float fill = tg__dataset_map_unit(ds, a->fill);
         const float *xd = tg_tensor_cdata(x);
         float *yd = tg_tensor_data(y);
         for (int64_t i = 0; i < n; i++)
@@ -320,6 +353,7 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     }
     free(rows);
     free(cols);
+    free(fill);
     if (!y)
         return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
                          "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
@@ -367,11 +401,12 @@ static int rotations(const tg__augment *a, const tg_dataset *ds, tg_tensor **ima
     const int64_t *s = tg_tensor_shape(*images);
     const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
     tg_tensor *y = tg__tensor_empty(TG_F32, 4, s);
-    if (!y)
+    float *fill = y ? channel_fills(a, ds, a->o.rotation_fill, c) : NULL;
+    if (!fill) tg_tensor_release(y);
+    if (!fill)
         return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
                          "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
                          (long long)w);
-    const float fill = tg__dataset_map_unit(ds, a->o.rotation_fill);
     const double lo = a->o.rotation[0], hi = a->o.rotation[1];
     const float *xd = tg_tensor_cdata(*images);
     float *yd = tg_tensor_data(y);
@@ -380,6 +415,7 @@ static int rotations(const tg__augment *a, const tg_dataset *ds, tg_tensor **ima
         tg__rotate(yd + i * c * h * w, xd + i * c * h * w, c, h, w, lo + u * (hi - lo),
                    a->o.rotation_interpolation, fill);
     }
+    free(fill);
     tg_tensor_release(*images);
     *images = y;
     return TG_OK;

@@ -70,9 +70,9 @@ int tg__resized_crop(float *dst, const float *src, int64_t c, int64_t hh, int64_
 int tg__rotate_check(const tg_augment_options *o, bool *on);
 
 /* dst (c, h, w) = F.rotate(src (c, h, w), angle (degrees, counter-
- * clockwise), mode, expand=False, center=None, fill=[fill] * c) on tensors
+ * clockwise), mode, expand=False, center=None, fill=fill[0..c)) on tensors
  * in torchvision 0.14, in f32.  mode TG_RESIZE_NEAREST or _BILINEAR. */
 void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, double angle,
-                tg_resize_mode mode, float fill);
+                tg_resize_mode mode, const float *fill);
 
 #endif

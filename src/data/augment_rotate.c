@@ -40,7 +40,7 @@ static float inside(int64_t h, int64_t w, int64_t y, int64_t x)
 }
 
 void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, double angle,
-                tg_resize_mode mode, float fill)
+                tg_resize_mode mode, const float *fill)
 {
     /* _get_inverse_affine_matrix(center 0, -angle, no translation, scale 1,
      * no shear): [cos, sin, 0, -sin, cos, 0] of math.radians(-angle) */
@@ -66,7 +66,7 @@ void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, d
                 const int64_t nx = (int64_t)nearbyintf(x), ny = (int64_t)nearbyintf(y);
                 const bool in = inside(h, w, ny, nx) >= 0.5f;
                 for (int64_t p = 0; p < c; p++)
-                    o[p * h * w] = in ? src[(p * h + ny) * w + nx] : fill;
+                    o[p * h * w] = in ? src[(p * h + ny) * w + nx] : fill[p];
                 continue;
             }
             const float xw = floorf(x), yn = floorf(y);
@@ -82,7 +82,7 @@ void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, d
                 v = fmaf(at(q, h, w, iy + 1, ix), swt, v);
                 v = fmaf(at(q, h, w, iy + 1, ix + 1), se, v);
                 /* img * mask + (1.0 - mask) * fill, three torch ops */
-                const float a = v * m, b = (1.0f - m) * fill;
+                const float a = v * m, b = (1.0f - m) * fill[p];
                 o[p * h * w] = a + b;
             }
         }
