@@ -35,6 +35,13 @@ T.RandomRotation(..., fill=fill) does with that angle (fills = [fill] * C)
 or T.RandomRotation(..., fill=fills) (a fill per channel); mode the metadata rot<k>.interpolation (nearest or bilinear).  The
 images have at most 66 pixels, so that torch builds the sampling grid with
 its plain bmm loop rather than BLAS.
+
+Negative padding: tensor negpad.x, T.ToTensor of the plain byte pattern
+(3, 6, 7, seed 47) without the grey pixels; for k < the metadata
+"negpad.cases", negpad<k>.padding, i64 (left, top, right, bottom), and
+tensors negpad<k>.<mode> = F.pad(x, padding, fill=0.25, padding_mode=mode)
+for mode constant, reflect, edge and symmetric (the padded image that
+T.RandomCrop crops; negative values crop it).
 """
 import os
 import sys
@@ -54,13 +61,13 @@ OUT = os.path.join(ROOT, "tests", "golden", "augment.safetensors")
 OPS = [F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue]
 
 
-def image(c, h, w, seed):
+def image(c, h, w, seed, plain=False):
     """T.ToTensor of the byte pattern of scripts/make_transforms_goldens.py,
     with a few grey pixels (r = g = b) and ties of the largest channel put
     in (the cases of _rgb2hsv's masks)."""
     k = np.arange(c * h * w, dtype=np.int64)
     a = ((seed + 7 * k + k * k // 3) % 256).astype(np.uint8).reshape(c, h, w)
-    if c == 3:
+    if c == 3 and not plain:
         a[:, 0, 0] = 77                    # grey
         a[:, 0, 1] = 0                     # black
         a[:, 0, 2] = 255                   # white
@@ -131,6 +138,8 @@ ROTATIONS = [
     (ROT_RGB, 33.0, [0.1, 0.5, 0.9], "bilinear"),
     (ROT_RGB, -61.0, [0.8, 0.0, 0.3], "nearest"),
 ]
+NEG_IMAGE = image(3, 6, 7, 47, plain=True)
+NEG_PADDINGS = [[-2, 1, 3, -1], [2, -3, -1, 2], [-1, -1, -2, -2], [-4, 0, 3, 0]]
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "nearest": T.InterpolationMode.NEAREST,
          "bicubic": T.InterpolationMode.BICUBIC}
 # (H, W, scale, ratio): scales of 4 to 5 times the area never fit
@@ -181,6 +190,14 @@ def main():
                     (p + "y", y.contiguous())]
         meta[p + "interpolation"] = mode
     meta["rot.cases"] = str(len(ROTATIONS))
+    tensors.append(("negpad.x", NEG_IMAGE.contiguous()))
+    for k, padding in enumerate(NEG_PADDINGS):
+        p = "negpad%d." % k
+        tensors.append((p + "padding", torch.tensor(padding)))
+        for mode in ("constant", "reflect", "edge", "symmetric"):
+            y = F.pad(NEG_IMAGE, padding, fill=0.25, padding_mode=mode)
+            tensors.append((p + mode, y.contiguous()))
+    meta["negpad.cases"] = str(len(NEG_PADDINGS))
     write_safetensors(OUT, tensors, meta)
     print("wrote", OUT, len(tensors), "tensors")
 

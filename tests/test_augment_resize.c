@@ -228,3 +228,74 @@ Test(augment, resized_crop_refusals)
     tg_loader_free(ld);
     tg_dataset_release(ds);
 }
+
+/* RandomCrop with negative paddings (which crop) in each mode: a crop of
+ * the padded size is torchvision's F.pad of the picture, bit for bit
+ * (reflection reading past a cropped side as torch's does).  Symmetric
+ * padding is measured against the cropped side, as torchvision's index
+ * lists; an axis cropped away is refused. */
+Test(augment, negative_padding_is_torchvision_pad)
+{
+    tg_st_file *g = th_golden_load("augment.safetensors");
+    const int n = atoi(meta(g, "negpad.cases", 0));
+    const tg_tensor *x0 = tg_st_get(g, "negpad.x");
+    enum { C = 3, H = 6, W = 7 };
+    tg_dataset *ds = pattern_dataset(2, C, H, W, 47);
+    float image[C * H * W];
+    pattern_image(image, C, H, W, 47);
+    cr_assert(same_bits(image, tg_tensor_cdata(x0), C * H * W), "the dataset's picture");
+    const char *modes[4] = {"constant", "reflect", "edge", "symmetric"};
+    const tg_pad_mode pm[4] = {TG_PAD_CONSTANT, TG_PAD_REFLECT, TG_PAD_REPLICATE,
+                               TG_PAD_SYMMETRIC};
+    char key[40];
+    for (int k = 0; k < n; k++) {
+        snprintf(key, sizeof key, "negpad%d.padding", k);
+        const int64_t *pad = tg_tensor_cdata(tg_st_get(g, key));
+        for (int m = 0; m < 4; m++) {
+            snprintf(key, sizeof key, "negpad%d.%s", k, modes[m]);
+            const tg_tensor *want = tg_st_get(g, key);
+            const int64_t h = tg_tensor_dim(want, 1), w = tg_tensor_dim(want, 2);
+            tg_augment_options o = TG_AUGMENT_OPTIONS_INIT;
+            o.crop[0] = h;
+            o.crop[1] = w;
+            memcpy(o.padding, pad, sizeof o.padding);
+            o.padding_mode = pm[m];
+            o.fill = 0.25;
+            tg_loader *ld;
+            OK(tg_loader_new(&ld, ds, NULL));
+            OK(tg_loader_set_augment(ld, &o));
+            tg_tensor *x, *y;
+            cr_assert(eq(int, tg_loader_next(ld, &x, &y), 1));
+            cr_assert(tg_tensor_dim(x, 2) == h && tg_tensor_dim(x, 3) == w);
+            cr_assert(same_bits(tg_tensor_cdata(x), tg_tensor_cdata(want), C * h * w),
+                      "padding %lld %lld %lld %lld %s: max diff %g", (long long)pad[0],
+                      (long long)pad[1], (long long)pad[2], (long long)pad[3], modes[m],
+                      max_diff(tg_tensor_cdata(x), tg_tensor_cdata(want), C * h * w));
+            tg_tensor_release(x);
+            tg_tensor_release(y);
+            tg_loader_free(ld);
+        }
+    }
+    tg_loader *ld;
+    OK(tg_loader_new(&ld, ds, NULL));
+    tg_augment_options o = TG_AUGMENT_OPTIONS_INIT;
+    o.crop[0] = o.crop[1] = 2;
+    o.padding[0] = -5;   /* width 7 cropped to 2 */
+    o.padding[2] = 3;
+    o.padding_mode = TG_PAD_SYMMETRIC;
+    cr_assert(eq(int, tg_loader_set_augment(ld, &o), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "padding[2]=3 must be <=") != NULL, "%s",
+              tg_error_message());
+    o.padding[2] = 2;
+    OK(tg_loader_set_augment(ld, &o));
+    o.padding_mode = TG_PAD_REFLECT;   /* torch measures the whole width */
+    o.padding[2] = 6;
+    OK(tg_loader_set_augment(ld, &o));
+    o.padding[0] = -7;
+    o.padding[2] = 0;
+    cr_assert(eq(int, tg_loader_set_augment(ld, &o), TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "no pixel") != NULL, "%s", tg_error_message());
+    tg_loader_free(ld);
+    tg_dataset_release(ds);
+    tg_st_free(g);
+}

@@ -274,7 +274,7 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
-    int64_t padding[4];        /* (left, top, right, bottom) before the crop, >= 0 */
+    int64_t padding[4];        /* (left, top, right, bottom) before the crop; < 0 crops */
     tg_pad_mode padding_mode;  /* TG_PAD_CONSTANT, _REFLECT, _REPLICATE, _SYMMETRIC */
     double fill;               /* TG_PAD_CONSTANT's value, 0 black to 1 white */
     int norm_channels;         /* T.Normalize: 0 none, 1 or C (the images') */
@@ -310,7 +310,9 @@ typedef struct tg_augment_options {
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
  * 'edge' and 'symmetric' (each padding <= the side it pads; the image's edge
- * pixel repeated, then the pixels inward: d c b a | a b c d | d c).
+ * pixel repeated, then the pixels inward: d c b a | a b c d | d c).  A
+ * negative padding crops that side first, as torchvision's F.pad (a
+ * reflection reads from the whole side, as torch's reflection pad does).
  * pad_if_needed is torchvision's rule: after the padding, a width w' <
  * crop[1] is padded by crop[1] - w' columns on both sides (not up to
  * crop[1]: the padded width is 2 crop[1] - w'), then a height h' < crop[0]
@@ -338,10 +340,12 @@ typedef struct tg_augment_options {
  * replaces fill (for every channel, fills[0] with 1) and rotation_fill, each
  * value mapped to the pixel range as fill.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
- * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
+ * one of them 0, or above 2^31 - 1 with pad_if_needed; padding outside
+ * [-(2^31 - 1), 2^31 - 1], negative paddings that leave an axis no pixel, or
  * padding or pad_if_needed given without crop; padding_mode not one of the
- * four, a REFLECT padding >= or a SYMMETRIC one > the side it pads
- * (pad_if_needed's too); fill not finite; norm_channels not 0, 1 or C, mean
+ * four, a REFLECT padding >= the side it pads or a SYMMETRIC one > that
+ * side as the negative paddings crop it (pad_if_needed's too); fill not
+ * finite; norm_channels not 0, 1 or C, mean
  * or std NULL with norm_channels, a value not finite or a std that is 0 in
  * f32 (torchvision's "std evaluated to zero"); brightness, contrast or
  * saturation negative or not finite, hue outside [0, 0.5], any of them on

@@ -79,10 +79,10 @@ static int check_padding(const tg_augment_options *o, const int64_t chw[3])
 {
     bool any = false;
     for (int i = 0; i < 4; i++) {
-        TG_CHECK(o->padding[i] >= 0 && o->padding[i] <= INT32_MAX, TG_EINVAL,
-                 "loader_set_augment: padding[%d]=%lld must be in [0, %d]", i,
-                 (long long)o->padding[i], INT32_MAX);
-        any = any || o->padding[i] > 0;
+        TG_CHECK(o->padding[i] >= -INT32_MAX && o->padding[i] <= INT32_MAX, TG_EINVAL,
+                 "loader_set_augment: padding[%d]=%lld must be in [%d, %d]", i,
+                 (long long)o->padding[i], -INT32_MAX, INT32_MAX);
+        any = any || o->padding[i] != 0;
     }
     TG_CHECK(!any || o->crop[0] > 0, TG_EINVAL,
              "loader_set_augment: padding is for the crop; crop must be given with it");
@@ -98,8 +98,18 @@ static int check_padding(const tg_augment_options *o, const int64_t chw[3])
              "TG_PAD_REFLECT or TG_PAD_REPLICATE, or torchvision's TG_PAD_SYMMETRIC",
              (int)o->padding_mode);
     const char *mn = o->padding_mode == TG_PAD_REFLECT ? "TG_PAD_REFLECT" : "TG_PAD_SYMMETRIC";
+    /* negative paddings crop; an axis must keep a pixel */
+    for (int i = 0; i < 2; i++) {
+        int64_t n = chw[i ? 1 : 2], n1 = n + o->padding[i] + o->padding[i + 2];
+        TG_CHECK(n1 >= 1, TG_EINVAL, "loader_set_augment: padding[%d] + padding[%d] = %lld "
+                 "leaves the images' %s %lld no pixel", i, i + 2,
+                 (long long)(o->padding[i] + o->padding[i + 2]), SIDE[i], (long long)n);
+    }
     for (int i = 0; i < 4; i++) {
-        int64_t n = chw[i % 2 ? 1 : 2];
+        /* torch's reflection pad measures the image, torchvision's symmetric
+         * one the image cropped by the negative paddings */
+        int64_t n = chw[i % 2 ? 1 : 2], other = o->padding[(i + 2) % 4];
+        if (o->padding_mode == TG_PAD_SYMMETRIC && other < 0) n += other;
         TG_CHECK(pad_fits(o->padding_mode, o->padding[i], n), TG_EINVAL,
                  "loader_set_augment: padding[%d]=%lld must be %s the images' %s %lld with %s",
                  i, (long long)o->padding[i], mode_rule(o->padding_mode), SIDE[i],
