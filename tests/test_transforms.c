@@ -430,7 +430,7 @@ Test(transforms, an_open_scope_captures_no_intermediate)
     tg_loader *ld;
     OK(tg_loader_new(&ld, ds, NULL));
     tg_augment_options ao = {0.5, {4, 4}, {1, 1, 1, 1}, TG_PAD_REFLECT, 0, 0, NULL, NULL,
-                              0, false};
+                              0, false, AUG_NEW_OFF};
     OK(tg_loader_set_augment(ld, &ao));
     tg_tensor *x, *y;
     cr_assert(eq(int, tg_loader_next(ld, &x, &y), 1));

@@ -73,7 +73,7 @@ Test(transforms, random_crops_are_windows_of_torchvision_padding)
         tg_loader *ld;
         OK(tg_loader_new(&ld, ds, &lo));
         tg_augment_options ao = {0.5, {h, w}, {pad[0], pad[1], pad[2], pad[3]}, pm[m],
-                                 m == 1 ? fill : 0, 0, NULL, NULL, 0, false};
+                                 m == 1 ? fill : 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF};
         OK(tg_loader_set_augment(ld, &ao));
         int flips = 0, seen = 0;
         for (int64_t epoch = 0; epoch < 2; epoch++) {
@@ -188,7 +188,7 @@ Test(transforms, flips_and_fill_in_each_range)
         tg_loader *ld;
         OK(tg_loader_new(&ld, ds, NULL));
         tg_augment_options ao = {0, {h + 3, w + 1}, {1, 2, 0, 1}, TG_PAD_CONSTANT, 0.25, 0,
-                                 NULL, NULL, 0, false};
+                                 NULL, NULL, 0, false, AUG_NEW_OFF};
         OK(tg_loader_set_augment(ld, &ao));
         tg_tensor *x, *y;
         cr_assert(eq(int, tg_loader_next(ld, &x, &y), 1));

@@ -157,44 +157,49 @@ Test(transforms, bad_augment_options_are_refused)
         int rc;
         const char *msg;
     } bad[] = {
-        {{-0.1, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{-0.1, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "hflip_p=-0.1 must be in [0, 1]"},
-        {{1.5, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{1.5, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "hflip_p=1.5 must be in [0, 1]"},
-        {{NAN, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{NAN, {0, 0}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "hflip_p=nan must be in [0, 1]"},
-        {{0, {-1, 2}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL, "crop[0]=-1 must be >= 0"},
-        {{0, {0, 3}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{0, {-1, 2}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF},
+         TG_EINVAL, "crop[0]=-1 must be >= 0"},
+        {{0, {0, 3}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "crop={0, 3} must be {0, 0} (none) or two extents >= 1"},
-        {{0, {2, 2}, {0, -1, 0, 0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[1]=-1 must be in [0, 2147483647]"},
-        {{0, {0, 0}, {1, 0, 0, 0}, 0, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{0, {2, 2}, {0, -4, 0, -2}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
+         "padding[1] + padding[3] = -6 leaves the images' height 6 no pixel"},
+        {{0, {2, 2}, {0, -INT32_MAX - 1LL, 0, 0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF},
+         TG_EINVAL, "padding[1]=-2147483648 must be in [-2147483647, 2147483647]"},
+        {{0, {0, 0}, {1, 0, 0, 0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "padding is for the crop; crop must be given with it"},
-        {{0, {2, 2}, {0}, TG_PAD_CIRCULAR, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{0, {2, 2}, {0}, TG_PAD_CIRCULAR, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "padding_mode=3 must be TG_PAD_CONSTANT, TG_PAD_REFLECT or TG_PAD_REPLICATE"},
-        {{0, {2, 2}, {0, 0, 7, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[2]=7 must be < the images' width 7 with TG_PAD_REFLECT"},
-        {{0, {2, 2}, {0, 6, 0, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false}, TG_EINVAL,
-         "padding[1]=6 must be < the images' height 6 with TG_PAD_REFLECT"},
-        {{0, {2, 2}, {0}, 0, INFINITY, 0, NULL, NULL, 0, false}, TG_EINVAL,
+        {{0, {2, 2}, {0, 0, 7, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF},
+         TG_EINVAL, "padding[2]=7 must be < the images' width 7 with TG_PAD_REFLECT"},
+        {{0, {2, 2}, {0, 6, 0, 0}, TG_PAD_REFLECT, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF},
+         TG_EINVAL, "padding[1]=6 must be < the images' height 6 with TG_PAD_REFLECT"},
+        {{0, {2, 2}, {0}, 0, INFINITY, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "fill=inf must be finite"},
-        {{0, {0, 0}, {0}, 0, 0, 2, two, two, 0, false}, TG_EINVAL,
+        {{0, {0, 0}, {0}, 0, 0, 2, two, two, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "norm_channels=2 must be 0 (none), 1 or 3 (the images' channels)"},
-        {{0, {0, 0}, {0}, 0, 0, 3, NULL, zero, 0, false}, TG_EINVAL,
+        {{0, {0, 0}, {0}, 0, 0, 3, NULL, zero, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "mean and std must not be NULL with norm_channels=3"},
-        {{0, {0, 0}, {0}, 0, 0, 3, zero, nan3, 0, false}, TG_EINVAL, "std[1]=nan must be finite"},
-        {{0, {0, 0}, {0}, 0, 0, 3, two, zero, 0, false}, TG_EINVAL,
+        {{0, {0, 0}, {0}, 0, 0, 3, zero, nan3, 0, false, AUG_NEW_OFF},
+         TG_EINVAL, "std[1]=nan must be finite"},
+        {{0, {0, 0}, {0}, 0, 0, 3, two, zero, 0, false, AUG_NEW_OFF}, TG_EINVAL,
          "std[1]=1e-50 is 0 in f32 (a division by zero)"},
         /* torchvision: "Required crop size (7, 7) is larger than input image size (6, 7)" */
-        {{0, {7, 7}, {0}, 0, 0, 0, NULL, NULL, 0, false}, TG_ESHAPE,
+        {{0, {7, 7}, {0}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_ESHAPE,
          "crop=(7, 7) is larger than the padded images, (6, 7) (height, width)"},
-        {{0, {9, 8}, {1, 1, 1, 1}, 0, 0, 0, NULL, NULL, 0, false}, TG_ESHAPE,
+        {{0, {9, 8}, {1, 1, 1, 1}, 0, 0, 0, NULL, NULL, 0, false, AUG_NEW_OFF}, TG_ESHAPE,
          "crop=(9, 8) is larger than the padded images, (8, 9)"},
     };
     tg_loader *ld;
     OK(tg_loader_new(&ld, ds, NULL));
     /* a crop + flip set before stays in force after each refusal */
-    tg_augment_options keep = {1, {4, 4}, {0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false};
+    tg_augment_options keep = {1, {4, 4}, {0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,
+                               AUG_NEW_OFF};
     OK(tg_loader_set_augment(ld, &keep));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert(eq(int, tg_loader_set_augment(ld, &bad[i].o), bad[i].rc), "case %zu", i);

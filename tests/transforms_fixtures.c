@@ -101,6 +101,6 @@ const double MEAN3[3] = {0.485, 0.456, 0.406}, STD3[3] = {0.229, 0.224, 0.225};
 tg_augment_options all_of_them(void)
 {
     tg_augment_options o = {0.5, {5, 6}, {2, 1, 3, 2}, TG_PAD_REFLECT, 0, 3, MEAN3, STD3,
-                            0, false};
+                            0, false, AUG_NEW_OFF};
     return o;
 }

@@ -52,6 +52,13 @@ void run_free(run *r);
 /* Appends ld's batches up to the end of its epoch to r. */
 void drain(run *r, tg_loader *ld);
 
+/* The fields of tg_augment_options after pad_if_needed (ColorJitter,
+ * RandomResizedCrop, RandomRotation, fills), all off, for initializers that
+ * list every field. */
+#define AUG_NEW_OFF                                                                    \
+    0, 0, 0, 0, {0, 0}, {0, 0}, {0, 0}, TG_RESIZE_BILINEAR, {0, 0}, TG_RESIZE_NEAREST, 0, \
+        0, NULL
+
 /* ImageNet's mean and std, T.Normalize's usual numbers. */
 extern const double MEAN3[3], STD3[3];
 

@@ -243,10 +243,15 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  *   T.Compose([T.RandomCrop(crop, padding, pad_if_needed, fill=fill,
  *                           padding_mode=mode),
  *              T.RandomHorizontalFlip(hflip_p), T.RandomVerticalFlip(vflip_p),
+ *              T.RandomRotation(rotation, rotation_interpolation,
+ *                               fill=rotation_fill),
+ *              T.ColorJitter(brightness, contrast, saturation, hue),
  *              T.Normalize(mean, std)])
- * applied after the dataset's own pipeline, in that order: pad, pad if
- * needed, crop, flips, normalize; each step is skipped when its option is
- * left at the default.  A sample's draw depends only on (the loader's seed,
+ * (or T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio,
+ * rrc_interpolation) in RandomCrop's place) applied after the dataset's own
+ * pipeline, in that order: pad, pad if needed, crop (or resized crop),
+ * flips, rotation, colour jitter, normalize; each step is skipped when its
+ * option is left at the default.  A sample's draw depends only on (the loader's seed,
  * the epoch, the sample's index in the dataset): the uniforms u0, u1, u2,
  * u3 of a tg_rng with seed = seed + epoch and counter = 2^63 + 4 * index
  * (the shuffle of that epoch draws from the same seed at counters below the
@@ -256,11 +261,20 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  * right when u2 < hflip_p and upside down when u3 < vflip_p.  So a resumed
  * loader (tg_loader_set_position, checkpoints) hands out the same batches,
  * and a shard's samples get the draws a single process gives them.  The
- * batches are then (B, C, h, w). */
+ * batches are then (B, C, h, w) (rrc_size with RandomResizedCrop).
+ * RandomResizedCrop, RandomRotation and ColorJitter draw from counters
+ * 2^62 + 64 * index + slot, apart from those four, so setting them leaves the windows and flips
+ * as they were: the resized crop's attempt a (0..9) slots 4a .. 4a + 3
+ * (area H W * U(scale), aspect exp(U(log ratio)), top, left: torchvision's
+ * get_params, its central box when no attempt fits), ColorJitter slots 40
+ * .. 42 (its order: from brightness, contrast, saturation, hue, position i
+ * = 3, 2, 1 swaps with floor(u * (i + 1))) and 43 .. 46 (the factors,
+ * lo + u * (hi - lo)), RandomRotation slot 47 (the angle, lo + u * (hi -
+ * lo) degrees). */
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
-    int64_t padding[4];        /* (left, top, right, bottom) before the crop, >= 0 */
+    int64_t padding[4];        /* (left, top, right, bottom) before the crop; < 0 crops */
     tg_pad_mode padding_mode;  /* TG_PAD_CONSTANT, _REFLECT, _REPLICATE, _SYMMETRIC */
     double fill;               /* TG_PAD_CONSTANT's value, 0 black to 1 white */
     int norm_channels;         /* T.Normalize: 0 none, 1 or C (the images') */
@@ -268,15 +282,37 @@ typedef struct tg_augment_options {
     const double *std;         /* norm_channels values, copied */
     double vflip_p;            /* in [0, 1]; 0: no vertical flip */
     bool pad_if_needed;        /* RandomCrop's pad_if_needed (with crop) */
+    /* T.ColorJitter(brightness, contrast, saturation, hue); 0: that op off */
+    double brightness;         /* >= 0: factor in [max(0, 1 - b), 1 + b] */
+    double contrast;           /* >= 0: likewise */
+    double saturation;         /* >= 0: likewise */
+    double hue;                /* in [0, 0.5]: factor in [-hue, hue] */
+    /* T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio, interpolation) */
+    int64_t rrc_size[2];       /* (h, w); {0, 0}: none (not with crop) */
+    double rrc_scale[2];       /* 0 <= lo <= hi; {0, 0}: (0.08, 1) */
+    double rrc_ratio[2];       /* 0 < lo <= hi; {0, 0}: (3/4, 4/3) */
+    tg_resize_mode rrc_interpolation;  /* BILINEAR, NEAREST or BICUBIC */
+    /* T.RandomRotation(rotation, rotation_interpolation, fill=rotation_fill) */
+    double rotation[2];        /* degrees (lo, hi), lo <= hi; {0, 0}: none */
+    tg_resize_mode rotation_interpolation;  /* NEAREST (the default) or BILINEAR */
+    double rotation_fill;      /* the corners' value, 0 black to 1 white */
+    /* A fill per channel, instead of fill (constant padding) and of
+     * rotation_fill: 0 none, 1 (one for every channel) or C values */
+    int fill_channels;
+    const double *fills;       /* fill_channels values, copied */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
-    {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false}
+    {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,         \
+     0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR,  \
+     {0, 0}, TG_RESIZE_NEAREST, 0, 0, NULL}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
  * 'edge' and 'symmetric' (each padding <= the side it pads; the image's edge
- * pixel repeated, then the pixels inward: d c b a | a b c d | d c).
+ * pixel repeated, then the pixels inward: d c b a | a b c d | d c).  A
+ * negative padding crops that side first, as torchvision's F.pad (a
+ * reflection reads from the whole side, as torch's reflection pad does).
  * pad_if_needed is torchvision's rule: after the padding, a width w' <
  * crop[1] is padded by crop[1] - w' columns on both sides (not up to
  * crop[1]: the padded width is 2 crop[1] - w'), then a height h' < crop[0]
@@ -288,14 +324,38 @@ typedef struct tg_augment_options {
  * T.ToTensor's [0, 1] images.  Normalize computes (x - mean[c]) / std[c] in
  * f32 with mean and std rounded to f32, as torch, on the values in the
  * dataset's pixel range: set TG_PIXELS_UNIT to have T.ToTensor's [0, 1], as
- * torchvision's T.Normalize sees them.  TG_EINVAL naming the option for ld
+ * torchvision's T.Normalize sees them.  RandomResizedCrop resizes its box
+ * as torchvision 0.14's F.resized_crop on tensors (antialias off): bilinear
+ * and bicubic by tg_upsample_linear / tg_upsample_bicubic (align_corners
+ * false; their last bits may differ from torch's), nearest by torch's
+ * index rule.  ColorJitter is torchvision 0.14's tensor F.adjust_* in f32
+ * (contrast's mean summed in double) on images of 1 or 3 channels
+ * (saturation and hue leave one channel alone, as torchvision's), on the
+ * unit range: with TG_PIXELS_SYMMETRIC it maps x to x * 0.5 + 0.5 and back
+ * by (y - 0.5) / 0.5 in f32.  RandomRotation is torchvision 0.14's tensor
+ * F.rotate (expand False, center None, fill [rotation_fill] * C, the fill
+ * mapped to the pixel range as fill is): its f32 grid and torch's CPU
+ * grid_sample (align_corners False, zeros, the AVX2 kernel's fused
+ * multiply-adds), nearest or bilinear.  fill_channels 1 or C: fills
+ * replaces fill (for every channel, fills[0] with 1) and rotation_fill, each
+ * value mapped to the pixel range as fill.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
- * one of them 0, or above 2^31 - 1 with pad_if_needed; padding < 0, or
+ * one of them 0, or above 2^31 - 1 with pad_if_needed; padding outside
+ * [-(2^31 - 1), 2^31 - 1], negative paddings that leave an axis no pixel, or
  * padding or pad_if_needed given without crop; padding_mode not one of the
- * four, a REFLECT padding >= or a SYMMETRIC one > the side it pads
- * (pad_if_needed's too); fill not finite; norm_channels not 0, 1 or C, mean
+ * four, a REFLECT padding >= the side it pads or a SYMMETRIC one > that
+ * side as the negative paddings crop it (pad_if_needed's too); fill not
+ * finite; norm_channels not 0, 1 or C, mean
  * or std NULL with norm_channels, a value not finite or a std that is 0 in
- * f32 (torchvision's "std evaluated to zero").  TG_ESHAPE when the crop is
+ * f32 (torchvision's "std evaluated to zero"); brightness, contrast or
+ * saturation negative or not finite, hue outside [0, 0.5], any of them on
+ * images of other than 1 or 3 channels; an rrc_size extent < 0 or above
+ * 2^31 - 1 or one of them 0, rrc_size with crop, rrc_scale not finite or
+ * not 0 <= lo <= hi, rrc_ratio not finite or not 0 < lo <= hi,
+ * rrc_interpolation not a tg_resize_mode; rotation not finite or lo > hi,
+ * rotation_interpolation not NEAREST or BILINEAR, rotation_fill not
+ * finite; fill_channels not 0, 1 or C, fills NULL with it or a value not
+ * finite.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's
  * augmentation is unchanged.  Takes effect from the next batch. */

@@ -1,6 +1,10 @@
 /* src/data/augment.c - torchvision's T.RandomCrop(size, padding,
  * pad_if_needed, fill, padding_mode), T.RandomHorizontalFlip(p),
- * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches.
+ * T.RandomVerticalFlip(p) and T.Normalize(mean, std) on a loader's batches,
+ * with T.RandomResizedCrop, T.RandomRotation and T.ColorJitter
+ * (src/data/augment_resize.c, augment_rotate.c, augment_color.c) in the
+ * order RandomResizedCrop or RandomCrop, flips, RandomRotation, ColorJitter,
+ * Normalize.
  *
  * Sample `index` of epoch e draws four uniforms from tg_rng with seed
  * (seed + e) at counters 2^63 + 4 index .. + 3, so its draw is a function
@@ -8,7 +12,9 @@
  * resumption that hands the sample out, and apart from the epoch's shuffle,
  * which uses counters 0 .. N - 2 of the same seed.  Each draw has its own
  * counter, so the draws of options left at their defaults are never used
- * and never shift the others.
+ * and never shift the others.  RandomResizedCrop, RandomRotation and
+ * ColorJitter draw from
+ * counters 2^62 + 64 index + slot (src/data/augment_parts.h), below these.
  *
  * The padding is separable: padded row p reads source row rows[p] (or the
  * fill when that is -1), column q source column cols[q].  torchvision pads
@@ -20,6 +26,7 @@
 
 #include "core/core.h"
 #include "data/augment.h"
+#include "data/augment_parts.h"
 #include "data/dataset_pixels.h"
 
 struct tg__augment {
@@ -32,6 +39,10 @@ struct tg__augment {
     double fill;
     int norm;             /* channels of mean/std: 0, 1 or C */
     float *mean, *std;    /* norm values each, rounded to f32 as torch's */
+    bool rrc, rotate, jitter;   /* RandomResizedCrop, RandomRotation, ColorJitter */
+    int nfill;            /* values of fills: 0, 1 or C */
+    double *fills;        /* the fill of each channel (one for all when nfill 1) */
+    tg_augment_options o; /* their options (mean and std NULL) */
 };
 
 void tg__augment_free(tg__augment *a)
@@ -39,6 +50,7 @@ void tg__augment_free(tg__augment *a)
     if (!a) return;
     free(a->mean);
     free(a->std);
+    free(a->fills);
     free(a);
 }
 
@@ -67,10 +79,10 @@ static int check_padding(const tg_augment_options *o, const int64_t chw[3])
 {
     bool any = false;
     for (int i = 0; i < 4; i++) {
-        TG_CHECK(o->padding[i] >= 0 && o->padding[i] <= INT32_MAX, TG_EINVAL,
-                 "loader_set_augment: padding[%d]=%lld must be in [0, %d]", i,
-                 (long long)o->padding[i], INT32_MAX);
-        any = any || o->padding[i] > 0;
+        TG_CHECK(o->padding[i] >= -INT32_MAX && o->padding[i] <= INT32_MAX, TG_EINVAL,
+                 "loader_set_augment: padding[%d]=%lld must be in [%d, %d]", i,
+                 (long long)o->padding[i], -INT32_MAX, INT32_MAX);
+        any = any || o->padding[i] != 0;
     }
     TG_CHECK(!any || o->crop[0] > 0, TG_EINVAL,
              "loader_set_augment: padding is for the crop; crop must be given with it");
@@ -86,8 +98,18 @@ static int check_padding(const tg_augment_options *o, const int64_t chw[3])
              "TG_PAD_REFLECT or TG_PAD_REPLICATE, or torchvision's TG_PAD_SYMMETRIC",
              (int)o->padding_mode);
     const char *mn = o->padding_mode == TG_PAD_REFLECT ? "TG_PAD_REFLECT" : "TG_PAD_SYMMETRIC";
+    /* negative paddings crop; an axis must keep a pixel */
+    for (int i = 0; i < 2; i++) {
+        int64_t n = chw[i ? 1 : 2], n1 = n + o->padding[i] + o->padding[i + 2];
+        TG_CHECK(n1 >= 1, TG_EINVAL, "loader_set_augment: padding[%d] + padding[%d] = %lld "
+                 "leaves the images' %s %lld no pixel", i, i + 2,
+                 (long long)(o->padding[i] + o->padding[i + 2]), SIDE[i], (long long)n);
+    }
     for (int i = 0; i < 4; i++) {
-        int64_t n = chw[i % 2 ? 1 : 2];
+        /* torch's reflection pad measures the image, torchvision's symmetric
+         * one the image cropped by the negative paddings */
+        int64_t n = chw[i % 2 ? 1 : 2], other = o->padding[(i + 2) % 4];
+        if (o->padding_mode == TG_PAD_SYMMETRIC && other < 0) n += other;
         TG_CHECK(pad_fits(o->padding_mode, o->padding[i], n), TG_EINVAL,
                  "loader_set_augment: padding[%d]=%lld must be %s the images' %s %lld with %s",
                  i, (long long)o->padding[i], mode_rule(o->padding_mode), SIDE[i],
@@ -145,6 +167,20 @@ static int check_norm(const tg_augment_options *o, int64_t c)
     return TG_OK;
 }
 
+static int check_fills(const tg_augment_options *o, int64_t c)
+{
+    TG_CHECK(o->fill_channels == 0 || o->fill_channels == 1 || o->fill_channels == c,
+             TG_EINVAL, "loader_set_augment: fill_channels=%d must be 0 (none), 1 or %lld (the "
+             "images' channels)", o->fill_channels, (long long)c);
+    TG_CHECK(o->fill_channels == 0 || o->fills != NULL, TG_EINVAL,
+             "loader_set_augment: fills must not be NULL with fill_channels=%d",
+             o->fill_channels);
+    for (int i = 0; i < o->fill_channels; i++)
+        TG_CHECK(isfinite(o->fills[i]), TG_EINVAL,
+                 "loader_set_augment: fills[%d]=%g must be finite", i, o->fills[i]);
+    return TG_OK;
+}
+
 int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dataset *ds)
 {
     int64_t chw[3];
@@ -155,16 +191,24 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
              "loader_set_augment: vflip_p=%g must be in [0, 1]", o->vflip_p);
     TG_TRY(check_crop(o, chw));
     TG_TRY(check_norm(o, chw[0]));
+    bool rrc, rotate, jitter;
+    TG_TRY(tg__rrc_check(o, chw, &rrc));
+    TG_TRY(tg__rotate_check(o, &rotate));
+    TG_TRY(check_fills(o, chw[0]));
+    TG_TRY(tg__jitter_check(o, chw[0], &jitter));
     *out = NULL;
     bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
-    if (!geometry && o->norm_channels == 0) return TG_OK;
+    if (!geometry && o->norm_channels == 0 && !rrc && !rotate && !jitter)
+        return TG_OK;
     tg__augment *a = tg__calloc(1, sizeof *a);
     int k = o->norm_channels;
     if (a && k > 0) {
         a->mean = tg__malloc((size_t)k * sizeof *a->mean);
         a->std = tg__malloc((size_t)k * sizeof *a->std);
     }
-    if (!a || (k > 0 && (!a->mean || !a->std))) {
+    if (a && o->fill_channels > 0)
+        a->fills = tg__malloc((size_t)o->fill_channels * sizeof *a->fills);
+    if (!a || (k > 0 && (!a->mean || !a->std)) || (o->fill_channels > 0 && !a->fills)) {
         tg__augment_free(a);
         return TG_ENOMEM;
     }
@@ -177,6 +221,14 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     a->mode = o->padding_mode;
     a->fill = o->fill;
     a->norm = k;
+    a->rrc = rrc;
+    a->rotate = rotate;
+    a->jitter = jitter;
+    a->o = *o;
+    a->o.mean = a->o.std = NULL;
+    a->o.fills = NULL;
+    a->nfill = o->fill_channels;
+    if (a->nfill > 0) memcpy(a->fills, o->fills, (size_t)a->nfill * sizeof *a->fills);
     for (int i = 0; i < k; i++) {
         a->mean[i] = (float)o->mean[i];
         a->std[i] = (float)o->std[i];
@@ -247,7 +299,7 @@ static draw_t draw(const tg__augment *a, uint64_t seed, int64_t epoch, int64_t i
  * through the tables rows and cols, mirrored as d says. */
 static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww,
                    const int64_t *rows, const int64_t *cols, int64_t h, int64_t w, draw_t d,
-                   float fill)
+                   const float *fill)
 {
     for (int64_t p = 0; p < c; p++)
         for (int64_t y = 0; y < h; y++) {
@@ -256,7 +308,7 @@ static void window(float *dst, const float *src, int64_t c, int64_t hh, int64_t 
             const float *row = src + (p * hh + (r < 0 ? 0 : r)) * ww;
             for (int64_t x = 0; x < w; x++) {
                 const int64_t q = cols[d.left + (d.hflip ? w - 1 - x : x)];
-                o[x] = r < 0 || q < 0 ? fill : row[q];
+                o[x] = r < 0 || q < 0 ? fill[p] : row[q];
             }
         }
 }
@@ -269,6 +321,16 @@ static void normalize(const tg__augment *a, float *x, int64_t n, int64_t c, int6
         float m = a->mean[k], s = a->std[k];
         for (int64_t j = 0; j < hw; j++) x[i * hw + j] = (x[i * hw + j] - m) / s;
     }
+}
+
+/* The fill of each of c channels in ds's pixel range: a's fills, or
+ * `single` for every channel.  NULL when out of memory. */
+static float *channel_fills(const tg__augment *a, const tg_dataset *ds, double single, int64_t c)
+{
+    float *f = tg__malloc((size_t)c * sizeof *f);
+    for (int64_t p = 0; f && p < c; p++)
+        f[p] = tg__dataset_map_unit(ds, a->nfill ? a->fills[a->nfill == 1 ? 0 : p] : single);
+    return f;
 }
 
 /* *images (n, C, H, W) replaced by its windows (n, C, h, w). */
@@ -285,12 +347,12 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
     int64_t *rows = y ? pad_table(a, hh, a->pad[1], a->pad[3], a->crop[0]) : NULL;
     int64_t *cols = rows ? pad_table(a, ww, a->pad[0], a->pad[2], a->crop[1]) : NULL;
-    if (!cols) {
+    float *fill = cols ? channel_fills(a, ds, a->fill, c) : NULL;
+    if (!fill) {
         tg_tensor_release(y);
         y = NULL;
     }
     if (y) {
-        const float fill = tg__dataset_map_unit(ds, a->fill);
         const float *xd = tg_tensor_cdata(x);
         float *yd = tg_tensor_data(y);
         for (int64_t i = 0; i < n; i++)
@@ -301,6 +363,7 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     }
     free(rows);
     free(cols);
+    free(fill);
     if (!y)
         return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
                          "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
@@ -308,11 +371,94 @@ static int windows(const tg__augment *a, const tg_dataset *ds, tg_tensor **image
     return TG_OK;
 }
 
+/* *images (n, C, H, W) replaced by its resized crops (n, C, h, w). */
+static int resized_crops(const tg__augment *a, tg_tensor **images, const int64_t *ids,
+                         uint64_t seed, int64_t epoch)
+{
+    const int64_t *s = tg_tensor_shape(*images);
+    const int64_t n = s[0], c = s[1], hh = s[2], ww = s[3];
+    const int64_t h = a->o.rrc_size[0], w = a->o.rrc_size[1];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, h, w});
+    if (!y)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    double scale[2], ratio[2], u[40];
+    tg__rrc_ranges(&a->o, scale, ratio);
+    const float *xd = tg_tensor_cdata(*images);
+    float *yd = tg_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t box[4];
+        for (int k = 0; k < 40; k++)
+            u[k] = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_RRC_SLOT + k);
+        tg__rrc_box(box, hh, ww, scale, ratio, u);
+        int rc = tg__resized_crop(yd + i * c * h * w, xd + i * c * hh * ww, c, hh, ww, box,
+                                  a->o.rrc_size, a->o.rrc_interpolation);
+        if (rc < 0) {
+            tg_tensor_release(y);
+            return tg__error(rc, "loader_next: out of memory for a resized crop");
+        }
+    }
+    tg_tensor_release(*images);
+    *images = y;
+    return TG_OK;
+}
+
+/* *images (n, C, H, W) replaced by its samples rotated by their angles. */
+static int rotations(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
+                     const int64_t *ids, uint64_t seed, int64_t epoch)
+{
+    const int64_t *s = tg_tensor_shape(*images);
+    const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, s);
+    float *fill = y ? channel_fills(a, ds, a->o.rotation_fill, c) : NULL;
+    if (!fill) tg_tensor_release(y);
+    if (!fill)
+        return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
+                         (long long)w);
+    const double lo = a->o.rotation[0], hi = a->o.rotation[1];
+    const float *xd = tg_tensor_cdata(*images);
+    float *yd = tg_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        double u = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_ROTATE_SLOT);
+        tg__rotate(yd + i * c * h * w, xd + i * c * h * w, c, h, w, lo + u * (hi - lo),
+                   a->o.rotation_interpolation, fill);
+    }
+    free(fill);
+    tg_tensor_release(*images);
+    *images = y;
+    return TG_OK;
+}
+
+/* Each sample of x (n, C, hw) through its ColorJitter draw, on the values
+ * of the unit range (x * 0.5 + 0.5 and back for TG_PIXELS_SYMMETRIC). */
+static void jitter(const tg__augment *a, const tg_dataset *ds, float *x, const int64_t *ids,
+                   int64_t n, int64_t c, int64_t hw, uint64_t seed, int64_t epoch)
+{
+    const bool sym = tg__dataset_pixel_range(ds) == TG_PIXELS_SYMMETRIC;
+    const double on[4] = {a->o.brightness, a->o.contrast, a->o.saturation, a->o.hue};
+    for (int64_t i = 0; i < n; i++) {
+        float *v = x + i * c * hw;
+        int order[4];
+        double factor[4];
+        tg__jitter_draw(&a->o, seed, epoch, ids[i], order, factor);
+        for (int64_t j = 0; sym && j < c * hw; j++) v[j] = v[j] * 0.5f + 0.5f;
+        for (int k = 0; k < 4; k++)
+            if (on[order[k]] > 0) tg__color_adjust(v, c, hw, order[k], factor[order[k]]);
+        for (int64_t j = 0; sym && j < c * hw; j++) v[j] = (v[j] - 0.5f) / 0.5f;
+    }
+}
+
 int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
                       const int64_t *ids, uint64_t seed, int64_t epoch)
 {
+    if (a->rrc) TG_TRY(resized_crops(a, images, ids, seed, epoch));
     if (a->geometry) TG_TRY(windows(a, ds, images, ids, seed, epoch));
+    if (a->rotate) TG_TRY(rotations(a, ds, images, ids, seed, epoch));
     const int64_t *s = tg_tensor_shape(*images);
+    if (a->jitter)
+        jitter(a, ds, tg_tensor_data(*images), ids, s[0], s[1], s[2] * s[3], seed, epoch);
     if (a->norm) normalize(a, tg_tensor_data(*images), s[0], s[1], s[2] * s[3]);
     return TG_OK;
 }

@@ -1,5 +1,6 @@
-/* src/data/augment.h - a loader's random crop, flip and normalize
- * (tg_loader_set_augment), applied to each batch by src/data/loader.c. */
+/* src/data/augment.h - a loader's random crops, flips, rotations, colour
+ * jitter and normalize (tg_loader_set_augment), applied to each batch by
+ * src/data/loader.c. */
 #ifndef TAPEGRAD_DATA_AUGMENT_H
 #define TAPEGRAD_DATA_AUGMENT_H
 
@@ -18,7 +19,8 @@ void tg__augment_free(tg__augment *a);
 /* Replaces *images, the batch (n, C, H, W) tg_dataset_batch made of ds's
  * samples ids[0..n) (owned by the caller, who must hold the only
  * reference), by its augmented version, the draws of epoch `epoch` of a
- * loader seeded with seed.  On error *images is unchanged. */
+ * loader seeded with seed.  On error *images is unchanged or a partly
+ * augmented batch that replaced it; the caller releases it either way. */
 int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
                       const int64_t *ids, uint64_t seed, int64_t epoch);
 

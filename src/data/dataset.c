@@ -207,6 +207,8 @@ float tg__dataset_map_unit(const tg_dataset *ds, double x)
     return map_unit((float)x, ds->range);
 }
 
+tg_pixel_range tg__dataset_pixel_range(const tg_dataset *ds) { return ds->range; }
+
 int tg_dataset_batch(tg_tensor **images, tg_tensor **labels, const tg_dataset *ds,
                      const int64_t *idx, int64_t n)
 {

@@ -15,4 +15,7 @@ int tg__dataset_from_unit_images(tg_dataset **out, tg_tensor *images, const tg_t
  * (TG_PIXELS_UNIT), or (x - 0.5) / 0.5 in f32 (TG_PIXELS_SYMMETRIC). */
 float tg__dataset_map_unit(const tg_dataset *ds, double x);
 
+/* The range ds's batches are in (tg_dataset_set_pixel_range). */
+tg_pixel_range tg__dataset_pixel_range(const tg_dataset *ds);
+
 #endif
