@@ -9,26 +9,6 @@
 #include "helpers.h"
 #include "transforms_fixtures.h"
 
-tg_dataset *pattern_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t seed)
-{
-    int64_t per = c * h * w;
-    double *v = malloc((size_t)(n * per) * sizeof *v), *l = malloc((size_t)n * sizeof *l);
-    for (int64_t i = 0; i < n; i++) {
-        l[i] = (double)i;
-        for (int64_t k = 0; k < per; k++) v[i * per + k] = pattern(seed, k);
-    }
-    tg_tensor *x = th_tensor_from(TG_U8, 4, (int64_t[]){n, c, h, w}, v);
-    tg_tensor *y = th_tensor_from(TG_I64, 1, &n, l);
-    tg_dataset *ds;
-    OK(tg_dataset_from_tensors(&ds, x, y));
-    OK(tg_dataset_set_pixel_range(ds, TG_PIXELS_UNIT));
-    tg_tensor_release(x);
-    tg_tensor_release(y);
-    free(v);
-    free(l);
-    return ds;
-}
-
 void pattern_image(float *x, int64_t c, int64_t h, int64_t w, int64_t seed)
 {
     for (int64_t k = 0; k < c * h * w; k++) x[k] = (float)(pattern(seed, k) / 255.0);

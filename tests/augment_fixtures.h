@@ -1,7 +1,8 @@
 /* tests/augment_fixtures.h - what test_augment_color.c and
  * test_augment_resize.c (the loader's ColorJitter and RandomResizedCrop)
- * share: a dataset of patterned images, the documented uniforms of those
- * transforms and bitwise comparison (augment_fixtures.c). */
+ * share: the documented uniforms of those transforms, the patterned image
+ * as a batch holds it, and bitwise comparison (augment_fixtures.c); the
+ * patterned datasets are transforms_fixtures.h's. */
 #ifndef TG_TESTS_AUGMENT_FIXTURES_H
 #define TG_TESTS_AUGMENT_FIXTURES_H
 
@@ -9,11 +10,6 @@
 #include <stdint.h>
 
 #include "tapegrad/tapegrad.h"
-
-/* n copies of image (c, h, w) holding pattern(seed, k) at position k, u8,
- * in the unit range; sample i labelled i (the test reads the index off the
- * label). */
-tg_dataset *pattern_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t seed);
 
 /* That image as the dataset's f32 batches hold it (p / 255 in double,
  * rounded once); x has c h w floats. */

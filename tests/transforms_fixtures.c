@@ -36,13 +36,18 @@ const char *meta(const tg_st_file *g, const char *fmt, int i)
 tg_dataset *aug_dataset(const tg_st_file *g, int64_t n, int64_t im[4])
 {
     cr_assert(eq(int, ints(meta(g, "aug.image", 0), im, 4), 4));
-    int64_t per = im[0] * im[1] * im[2];
+    return pattern_dataset(n, im[0], im[1], im[2], im[3]);
+}
+
+tg_dataset *pattern_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t seed)
+{
+    int64_t per = c * h * w;
     double *v = malloc((size_t)(n * per) * sizeof *v), *l = malloc((size_t)n * sizeof *l);
     for (int64_t i = 0; i < n; i++) {
-        l[i] = (double)i;   /* label i: the test reads the sample's index off it */
-        for (int64_t k = 0; k < per; k++) v[i * per + k] = pattern(im[3], k);
+        l[i] = (double)i;
+        for (int64_t k = 0; k < per; k++) v[i * per + k] = pattern(seed, k);
     }
-    tg_tensor *x = th_tensor_from(TG_U8, 4, (int64_t[]){n, im[0], im[1], im[2]}, v);
+    tg_tensor *x = th_tensor_from(TG_U8, 4, (int64_t[]){n, c, h, w}, v);
     tg_tensor *y = th_tensor_from(TG_I64, 1, &n, l);
     tg_dataset *ds;
     OK(tg_dataset_from_tensors(&ds, x, y));

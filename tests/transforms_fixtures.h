@@ -29,6 +29,10 @@ const char *meta(const tg_st_file *g, const char *fmt, int i);
  * range, sample i labelled i (the samples differ only by their index, hence
  * their draws).  im receives the image's (c, h, w, seed). */
 tg_dataset *aug_dataset(const tg_st_file *g, int64_t n, int64_t im[4]);
+/* n copies of image (c, h, w) holding pattern(seed, k) at position k, u8,
+ * in the unit range; sample i labelled i (the test reads the index off the
+ * label). */
+tg_dataset *pattern_dataset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t seed);
 
 /* The documented uniforms u0..u3 of sample `index` in epoch `epoch` of a
  * loader seeded with seed. */
