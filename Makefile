@@ -18,7 +18,7 @@ BROWSER_PACKAGES := chromium
 DEMO_PACKAGES := dataset-fashion-mnist
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps torch-deps build demo node-deps test test-minimal test-asan test-tsan check-clang check bench goldens clean
+.PHONY: all deps torch-deps build demo node-deps test test-minimal test-asan test-tsan test-isa check-clang check bench goldens clean
 
 all: build
 
@@ -98,6 +98,13 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 	  TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/bench/dcgan_step --threads 2 --batch 16 \
 	    --steps 2 --warmup 1 $$( [ $$amp = f32 ] || echo --amp $$amp ) >/dev/null || exit 1; \
 	done
+
+# The suite again with the vector kernels bounded to what an AVX2-only CPU
+# runs, then to plain C (TG_MAX_ISA), so that a machine with AVX-512 or AMX
+# also tests the narrower paths end to end.  Not part of `make test`.
+test-isa: build node-deps torch-deps
+	TG_MAX_ISA=avx2 scripts/run_tests.sh $(BUILD)
+	TG_MAX_ISA=portable scripts/run_tests.sh $(BUILD)
 
 # The library compiled by clang too (the fuzzer's compiler, docs/fuzzing.md),
 # which refuses some things gcc lets pass.  Compiles, runs nothing.
