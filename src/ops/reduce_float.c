@@ -112,6 +112,13 @@ static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int
  * the order of the terms). */
 enum { LANES = 32, LANES_MIN = 64 };
 
+typedef double lanes_v8d __attribute__((vector_size(64)));
+typedef double lanes_v4d __attribute__((vector_size(32)));
+typedef double lanes_v2d __attribute__((vector_size(16)));
+
+/* The pairwise meeting (lanes l and l + w for w = 16, 8, ..., 1) as vector
+ * adds of the same pairs, lane l of v[l / 8] being s[l], so that it does not
+ * go through memory one double at a time. */
 static inline __attribute__((always_inline)) double lanes_body(const float *x, int64_t n)
 {
     double s[LANES] = {0.0};
@@ -119,10 +126,17 @@ static inline __attribute__((always_inline)) double lanes_body(const float *x, i
     for (; k + LANES <= n; k += LANES)
         for (int l = 0; l < LANES; l++) s[l] += (double)x[k + l];
     for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; l++) s[l] += s[l + w];
-    return s[0];
+    lanes_v8d v[LANES / 8];
+    memcpy(v, s, sizeof v);
+    v[0] += v[2];   /* w = 16 */
+    v[1] += v[3];
+    v[0] += v[1];   /* w = 8 */
+    lanes_v4d h = __builtin_shufflevector(v[0], v[0], 0, 1, 2, 3) +
+                  __builtin_shufflevector(v[0], v[0], 4, 5, 6, 7);   /* w = 4 */
+    lanes_v2d p = __builtin_shufflevector(h, h, 0, 1) + __builtin_shufflevector(h, h, 2, 3);
+    return p[0] + p[1];   /* w = 2, 1 */
 }
+_Static_assert(LANES == 32, "lanes_body's meeting is written for 32 lanes");
 
 static double lanes_plain(const float *x, int64_t n) { return lanes_body(x, n); }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
