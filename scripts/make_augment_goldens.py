@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the torchvision golden file of the loader's colour, resizing and
 rotating augmentation (tests/test_augment_color.c,
-tests/test_augment_resize.c, tests/test_augment_rotate.c):
+tests/test_augment_resize.c, tests/test_augment_rotate.c,
+tests/test_augment_affine.c):
 tests/golden/augment.safetensors.
 
 Run from anywhere with the system interpreter (torch 1.13, torchvision 0.14):
@@ -35,6 +36,20 @@ T.RandomRotation(..., fill=fill) does with that angle (fills = [fill] * C)
 or T.RandomRotation(..., fill=fills) (a fill per channel); mode the metadata rot<k>.interpolation (nearest or bilinear).  The
 images have at most 66 pixels, so that torch builds the sampling grid with
 its plain bmm loop rather than BLAS.
+
+Affine transforms: for k < the metadata "aff.cases", tensors aff<k>.x (C, H,
+W), aff<k>.params, f64 (angle, tx, ty, scale, shear_x, shear_y), aff<k>.fills,
+f64 (C), and aff<k>.y = F.affine(x, angle, [tx, ty], scale, [shear_x,
+shear_y], mode, fill=fills), what T.RandomAffine does when get_params
+returns those (the translations are whole pixels there); mode the metadata
+aff<k>.interpolation.
+
+Rotations about a given centre and expanded: for k < the metadata
+"rotx.cases", tensors rotx<k>.x (C, H, W), rotx<k>.params, f64 (angle,
+center given (0 or 1), center x, center y, expand (0 or 1)), rotx<k>.fills,
+f64 (C), and rotx<k>.y = F.rotate(x, angle, mode, expand, center, fills),
+whose size is the expanded one with expand; mode the metadata
+rotx<k>.interpolation.  All these outputs have at most 66 pixels too.
 
 Negative padding: tensor negpad.x, T.ToTensor of the plain byte pattern
 (3, 6, 7, seed 47) without the grey pixels; for k < the metadata
@@ -138,6 +153,37 @@ ROTATIONS = [
     (ROT_RGB, 33.0, [0.1, 0.5, 0.9], "bilinear"),
     (ROT_RGB, -61.0, [0.8, 0.0, 0.3], "nearest"),
 ]
+# (image, angle, (tx, ty), scale, (shear_x, shear_y), fill, mode)
+AFF_RGB = image(3, 7, 9, 48)
+AFFINES = [
+    (AFF_RGB, 0.0, (0, 0), 1.0, (0.0, 0.0), 0.0, "bilinear"),
+    (AFF_RGB, 0.0, (2, -1), 1.0, (0.0, 0.0), 0.0, "nearest"),
+    (AFF_RGB, 0.0, (-3, 2), 1.0, (0.0, 0.0), 0.5, "bilinear"),
+    (AFF_RGB, 0.0, (0, 0), 1.3, (0.0, 0.0), 0.2, "bilinear"),
+    (AFF_RGB, 0.0, (0, 0), 0.7, (0.0, 0.0), 0.2, "nearest"),
+    (AFF_RGB, 0.0, (0, 0), 1.0, (20.0, 0.0), 0.0, "bilinear"),
+    (AFF_RGB, 0.0, (0, 0), 1.0, (0.0, -15.0), 0.0, "bilinear"),
+    (AFF_RGB, 0.0, (0, 0), 1.0, (-25.0, 30.0), 0.9, "nearest"),
+    (AFF_RGB, 27.0, (1, 1), 0.85, (10.0, -5.0), 0.4, "bilinear"),
+    (AFF_RGB, -63.5, (-2, 0), 1.6, (-33.0, 12.0), 0.1, "nearest"),
+    (AFF_RGB, 140.0, (0, -2), 0.9, (44.0, 0.0), [0.1, 0.5, 0.9], "bilinear"),
+    (image(1, 6, 6, 49), -20.0, (1, -1), 1.1, (5.0, 5.0), 0.3, "bilinear"),
+    (image(1, 6, 6, 49), 75.0, (0, 1), 0.95, (0.0, -40.0), 0.6, "nearest"),
+]
+# (image, angle, center or None, expand, fill, mode)
+ROTX_RGB = image(3, 4, 5, 50)
+ROTXS = [
+    (ROT_RGB, 30.0, [2, 3], False, 0.0, "bilinear"),
+    (ROT_RGB, -45.0, [0, 0], False, 0.3, "nearest"),
+    (ROT_RGB, 100.0, [8.5, 1.25], False, 0.7, "bilinear"),
+    (ROTX_RGB, 30.0, None, True, 0.0, "bilinear"),
+    (ROTX_RGB, 45.0, None, True, 0.2, "nearest"),
+    (ROTX_RGB, 90.0, None, True, 0.5, "bilinear"),
+    (ROTX_RGB, -120.0, None, True, 0.5, "bilinear"),
+    (ROTX_RGB, 0.0, None, True, 0.5, "bilinear"),
+    (ROTX_RGB, 20.0, [1, 3], True, [0.1, 0.5, 0.9], "bilinear"),
+    (image(1, 4, 5, 51), 63.0, None, True, 0.8, "nearest"),
+]
 NEG_IMAGE = image(3, 6, 7, 47, plain=True)
 NEG_PADDINGS = [[-2, 1, 3, -1], [2, -3, -1, 2], [-1, -1, -2, -2], [-4, 0, 3, 0]]
 MODES = {"bilinear": T.InterpolationMode.BILINEAR, "nearest": T.InterpolationMode.NEAREST,
@@ -190,6 +236,31 @@ def main():
                     (p + "y", y.contiguous())]
         meta[p + "interpolation"] = mode
     meta["rot.cases"] = str(len(ROTATIONS))
+    for k, (x, angle, tr, scale, shear, fill, mode) in enumerate(AFFINES):
+        assert x.shape[1] * x.shape[2] * 6 < 400
+        fills = fill if isinstance(fill, list) else [fill] * x.shape[0]
+        y = F.affine(x, angle, list(tr), scale, list(shear), MODES[mode], fill=fills)
+        p = "aff%d." % k
+        params = [angle, tr[0], tr[1], scale, shear[0], shear[1]]
+        tensors += [(p + "x", x.contiguous()),
+                    (p + "params", torch.tensor(params, dtype=torch.float64)),
+                    (p + "fills", torch.tensor(fills, dtype=torch.float64)),
+                    (p + "y", y.contiguous())]
+        meta[p + "interpolation"] = mode
+    meta["aff.cases"] = str(len(AFFINES))
+    for k, (x, angle, center, expand, fill, mode) in enumerate(ROTXS):
+        fills = fill if isinstance(fill, list) else [fill] * x.shape[0]
+        y = F.rotate(x, angle, MODES[mode], expand, center, fills)
+        assert y.shape[1] * y.shape[2] * 6 < 400, y.shape
+        p = "rotx%d." % k
+        cx, cy = center if center is not None else (0, 0)
+        params = [angle, center is not None, cx, cy, expand]
+        tensors += [(p + "x", x.contiguous()),
+                    (p + "params", torch.tensor(params, dtype=torch.float64)),
+                    (p + "fills", torch.tensor(fills, dtype=torch.float64)),
+                    (p + "y", y.contiguous())]
+        meta[p + "interpolation"] = mode
+    meta["rotx.cases"] = str(len(ROTXS))
     tensors.append(("negpad.x", NEG_IMAGE.contiguous()))
     for k, padding in enumerate(NEG_PADDINGS):
         p = "negpad%d." % k

@@ -244,13 +244,17 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  *                           padding_mode=mode),
  *              T.RandomHorizontalFlip(hflip_p), T.RandomVerticalFlip(vflip_p),
  *              T.RandomRotation(rotation, rotation_interpolation,
- *                               fill=rotation_fill),
+ *                               expand=rotation_expand,
+ *                               center=rotation_center, fill=rotation_fill),
+ *              T.RandomAffine(affine_degrees, affine_translate, affine_scale,
+ *                             affine_shear, affine_interpolation,
+ *                             fill=affine_fill),
  *              T.ColorJitter(brightness, contrast, saturation, hue),
  *              T.Normalize(mean, std)])
  * (or T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio,
  * rrc_interpolation) in RandomCrop's place) applied after the dataset's own
  * pipeline, in that order: pad, pad if needed, crop (or resized crop),
- * flips, rotation, colour jitter, normalize; each step is skipped when its
+ * flips, rotation, affine map, colour jitter, normalize; each step is skipped when its
  * option is left at the default.  A sample's draw depends only on (the loader's seed,
  * the epoch, the sample's index in the dataset): the uniforms u0, u1, u2,
  * u3 of a tg_rng with seed = seed + epoch and counter = 2^63 + 4 * index
@@ -270,7 +274,9 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  * .. 42 (its order: from brightness, contrast, saturation, hue, position i
  * = 3, 2, 1 swaps with floor(u * (i + 1))) and 43 .. 46 (the factors,
  * lo + u * (hi - lo)), RandomRotation slot 47 (the angle, lo + u * (hi -
- * lo) degrees). */
+ * lo) degrees), RandomAffine slots 48 .. 53 (angle, x and y translations,
+ * scale, x and y shears, each lo + u * (hi - lo); the translations then
+ * rounded half to even to whole pixels, as get_params). */
 typedef struct tg_augment_options {
     double hflip_p;            /* in [0, 1]; 0: no flip */
     int64_t crop[2];           /* (h, w); {0, 0}: no crop */
@@ -300,12 +306,33 @@ typedef struct tg_augment_options {
      * rotation_fill: 0 none, 1 (one for every channel) or C values */
     int fill_channels;
     const double *fills;       /* fill_channels values, copied */
+    /* T.RandomAffine(affine_degrees, affine_translate, affine_scale,
+     * shear, affine_interpolation, fill=affine_fill) */
+    bool affine;                /* on; false: none (the rest unused) */
+    double affine_degrees[2];   /* degrees (lo, hi), lo <= hi */
+    double affine_translate[2]; /* fractions (of w, of h) in [0, 1] */
+    double affine_scale[2];     /* 0 < lo <= hi; {0, 0}: none (1) */
+    int affine_shear_values;    /* values of affine_shear: 0 none, 1, 2, 4 */
+    double affine_shear[4];     /* x in [-s0, s0]; x in [s0, s1]; y [s2, s3] */
+    tg_resize_mode affine_interpolation;   /* NEAREST (the default) or BILINEAR */
+    double affine_fill;         /* outside the image, 0 black to 1 white */
+    /* T.RandomRotation's expand and center */
+    bool rotation_expand;       /* the size that holds it all (one angle) */
+    bool rotation_has_center;   /* rotation_center given (else the middle) */
+    double rotation_center[2];  /* (x, y) in pixels from the top-left corner */
+    /* T.ColorJitter's ranges, (lo, hi) each, for the one number above */
+    double brightness_range[2]; /* 0 <= lo <= hi; {0, 0}: unset; {1, 1}: off */
+    double contrast_range[2];   /* likewise */
+    double saturation_range[2]; /* likewise */
+    double hue_range[2];        /* -0.5 <= lo <= hi <= 0.5; {0, 0}: off */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
     {0, {0, 0}, {0, 0, 0, 0}, TG_PAD_CONSTANT, 0, 0, NULL, NULL, 0, false,         \
      0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR,  \
-     {0, 0}, TG_RESIZE_NEAREST, 0, 0, NULL}
+     {0, 0}, TG_RESIZE_NEAREST, 0, 0, NULL, false, {0, 0}, {0, 0}, {0, 0}, 0,          \
+     {0, 0, 0, 0}, TG_RESIZE_NEAREST, 0, false, false, {0, 0}, {0, 0}, {0, 0}, {0, 0}, \
+     {0, 0}}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
@@ -336,9 +363,18 @@ typedef struct tg_augment_options {
  * F.rotate (expand False, center None, fill [rotation_fill] * C, the fill
  * mapped to the pixel range as fill is): its f32 grid and torch's CPU
  * grid_sample (align_corners False, zeros, the AVX2 kernel's fused
- * multiply-adds), nearest or bilinear.  fill_channels 1 or C: fills
- * replaces fill (for every channel, fills[0] with 1) and rotation_fill, each
- * value mapped to the pixel range as fill.  TG_EINVAL naming the option for ld
+ * multiply-adds), nearest or bilinear; rotation_has_center turns it about
+ * rotation_center (x, y), torchvision's center; rotation_expand gives the
+ * batch F.rotate's expanded size, which only one angle (rotation[0] ==
+ * rotation[1]) keeps the same for every sample.  RandomAffine (affine
+ * true) is T.RandomAffine's get_params and the tensor F.affine (center
+ * None) through the rotation's grid and grid_sample, the size kept;
+ * affine_shear_values 1 draws an x shear in [-s0, s0], 2 in [s0, s1], 4
+ * also a y shear in [s2, s3].  ColorJitter's *_range {lo, hi} replaces
+ * its number ({0, 0}: unset; {1, 1}, hue's {0, 0}: off, as torchvision's
+ * None).  fill_channels 1 or C: fills replaces fill (for every channel,
+ * fills[0] with 1), rotation_fill and affine_fill, each value mapped to
+ * the pixel range as fill.  TG_EINVAL naming the option for ld
  * NULL; hflip_p or vflip_p outside [0, 1] (NaN too); a crop extent < 0 or
  * one of them 0, or above 2^31 - 1 with pad_if_needed; padding outside
  * [-(2^31 - 1), 2^31 - 1], negative paddings that leave an axis no pixel, or
@@ -354,8 +390,15 @@ typedef struct tg_augment_options {
  * not 0 <= lo <= hi, rrc_ratio not finite or not 0 < lo <= hi,
  * rrc_interpolation not a tg_resize_mode; rotation not finite or lo > hi,
  * rotation_interpolation not NEAREST or BILINEAR, rotation_fill not
- * finite; fill_channels not 0, 1 or C, fills NULL with it or a value not
- * finite.  TG_ESHAPE when the crop is
+ * finite, rotation_center not finite, rotation_expand with a range of
+ * angles, either without rotation; affine_degrees not finite or lo > hi,
+ * an affine_translate value outside [0, 1], affine_scale not {0, 0} nor
+ * finite with 0 < lo <= hi, affine_shear_values not 0, 1, 2 or 4, a
+ * negative or non-finite single shear, a shear range not finite or lo >
+ * hi, affine_interpolation not NEAREST or BILINEAR, affine_fill not
+ * finite; a ColorJitter range beside its number, not finite, or not 0 <=
+ * lo <= hi (hue -0.5 <= lo <= hi <= 0.5); fill_channels not 0, 1 or C,
+ * fills NULL with it or a value not finite.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's
  * "Required crop size ... is larger than input image size".  On error ld's
  * augmentation is unchanged.  Takes effect from the next batch. */

@@ -40,6 +40,7 @@ struct tg__augment {
     int norm;             /* channels of mean/std: 0, 1 or C */
     float *mean, *std;    /* norm values each, rounded to f32 as torch's */
     bool rrc, rotate, jitter;   /* RandomResizedCrop, RandomRotation, ColorJitter */
+    bool affine;          /* RandomAffine */
     int nfill;            /* values of fills: 0, 1 or C */
     double *fills;        /* the fill of each channel (one for all when nfill 1) */
     tg_augment_options o; /* their options (mean and std NULL) */
@@ -191,14 +192,17 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
              "loader_set_augment: vflip_p=%g must be in [0, 1]", o->vflip_p);
     TG_TRY(check_crop(o, chw));
     TG_TRY(check_norm(o, chw[0]));
-    bool rrc, rotate, jitter;
+    bool rrc, rotate, jitter, affine;
     TG_TRY(tg__rrc_check(o, chw, &rrc));
-    TG_TRY(tg__rotate_check(o, &rotate));
+    /* the size the rotation gets: the resized crop's, the crop's or the image's */
+    const int64_t *rhw = rrc ? o->rrc_size : o->crop[0] > 0 ? o->crop : chw + 1;
+    TG_TRY(tg__rotate_check(o, rhw, &rotate));
+    TG_TRY(tg__affine_check(o, &affine));
     TG_TRY(check_fills(o, chw[0]));
     TG_TRY(tg__jitter_check(o, chw[0], &jitter));
     *out = NULL;
     bool geometry = o->hflip_p > 0 || o->vflip_p > 0 || o->crop[0] > 0;
-    if (!geometry && o->norm_channels == 0 && !rrc && !rotate && !jitter)
+    if (!geometry && o->norm_channels == 0 && !rrc && !rotate && !jitter && !affine)
         return TG_OK;
     tg__augment *a = tg__calloc(1, sizeof *a);
     int k = o->norm_channels;
@@ -224,6 +228,7 @@ int tg__augment_new(tg__augment **out, const tg_augment_options *o, const tg_dat
     a->rrc = rrc;
     a->rotate = rotate;
     a->jitter = jitter;
+    a->affine = affine;
     a->o = *o;
     a->o.mean = a->o.std = NULL;
     a->o.fills = NULL;
@@ -404,26 +409,45 @@ static int resized_crops(const tg__augment *a, tg_tensor **images, const int64_t
     return TG_OK;
 }
 
-/* *images (n, C, H, W) replaced by its samples rotated by their angles. */
-static int rotations(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
-                     const int64_t *ids, uint64_t seed, int64_t epoch)
+/* *images (n, C, H, W) replaced by its samples rotated by their angles
+ * (n, C, H', W') (the expanded size with rotation_expand, else (H, W)), or
+ * by their RandomAffine draws (n, C, H, W) when affine. */
+static int grid_transforms(const tg__augment *a, const tg_dataset *ds, tg_tensor **images,
+                           const int64_t *ids, uint64_t seed, int64_t epoch, bool affine)
 {
     const int64_t *s = tg_tensor_shape(*images);
     const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
-    tg_tensor *y = tg__tensor_empty(TG_F32, 4, s);
-    float *fill = y ? channel_fills(a, ds, a->o.rotation_fill, c) : NULL;
+    const double lo = a->o.rotation[0], hi = a->o.rotation[1];
+    double m[6];
+    int64_t size[2] = {h, w};
+    if (!affine && a->o.rotation_expand) {
+        tg__rotate_matrix(m, &a->o, h, w, lo);   /* one angle: one size */
+        tg__rotate_size(size, m, h, w);
+    }
+    const int64_t oh = size[0], ow = size[1];
+    tg_tensor *y = tg__tensor_empty(TG_F32, 4, (int64_t[]){n, c, oh, ow});
+    double f = affine ? a->o.affine_fill : a->o.rotation_fill;
+    float *fill = y ? channel_fills(a, ds, f, c) : NULL;
     if (!fill) tg_tensor_release(y);
     if (!fill)
         return tg__error(TG_ENOMEM, "loader_next: out of memory for the augmented batch (%lld, "
-                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)h,
-                         (long long)w);
-    const double lo = a->o.rotation[0], hi = a->o.rotation[1];
+                         "%lld, %lld, %lld)", (long long)n, (long long)c, (long long)oh,
+                         (long long)ow);
     const float *xd = tg_tensor_cdata(*images);
     float *yd = tg_tensor_data(y);
     for (int64_t i = 0; i < n; i++) {
-        double u = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_ROTATE_SLOT);
-        tg__rotate(yd + i * c * h * w, xd + i * c * h * w, c, h, w, lo + u * (hi - lo),
-                   a->o.rotation_interpolation, fill);
+        tg_resize_mode mode = a->o.rotation_interpolation;
+        if (affine) {
+            double angle, t[2], scale, shear[2];
+            tg__affine_draw(&a->o, seed, epoch, ids[i], h, w, &angle, t, &scale, shear);
+            tg__affine_inverse(m, (const double[2]){0.0, 0.0}, angle, t, scale, shear);
+            mode = a->o.affine_interpolation;
+        } else {
+            double u = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_ROTATE_SLOT);
+            tg__rotate_matrix(m, &a->o, h, w, lo + u * (hi - lo));
+        }
+        tg__grid_transform(yd + i * c * oh * ow, xd + i * c * h * w, c, h, w, oh, ow, m, mode,
+                           fill);
     }
     free(fill);
     tg_tensor_release(*images);
@@ -437,7 +461,8 @@ static void jitter(const tg__augment *a, const tg_dataset *ds, float *x, const i
                    int64_t n, int64_t c, int64_t hw, uint64_t seed, int64_t epoch)
 {
     const bool sym = tg__dataset_pixel_range(ds) == TG_PIXELS_SYMMETRIC;
-    const double on[4] = {a->o.brightness, a->o.contrast, a->o.saturation, a->o.hue};
+    bool on[4];
+    for (int op = 0; op < 4; op++) on[op] = tg__jitter_range(&a->o, op, (double[2]){0, 0});
     for (int64_t i = 0; i < n; i++) {
         float *v = x + i * c * hw;
         int order[4];
@@ -445,7 +470,7 @@ static void jitter(const tg__augment *a, const tg_dataset *ds, float *x, const i
         tg__jitter_draw(&a->o, seed, epoch, ids[i], order, factor);
         for (int64_t j = 0; sym && j < c * hw; j++) v[j] = v[j] * 0.5f + 0.5f;
         for (int k = 0; k < 4; k++)
-            if (on[order[k]] > 0) tg__color_adjust(v, c, hw, order[k], factor[order[k]]);
+            if (on[order[k]]) tg__color_adjust(v, c, hw, order[k], factor[order[k]]);
         for (int64_t j = 0; sym && j < c * hw; j++) v[j] = (v[j] - 0.5f) / 0.5f;
     }
 }
@@ -455,7 +480,8 @@ int tg__augment_apply(const tg__augment *a, const tg_dataset *ds, tg_tensor **im
 {
     if (a->rrc) TG_TRY(resized_crops(a, images, ids, seed, epoch));
     if (a->geometry) TG_TRY(windows(a, ds, images, ids, seed, epoch));
-    if (a->rotate) TG_TRY(rotations(a, ds, images, ids, seed, epoch));
+    if (a->rotate) TG_TRY(grid_transforms(a, ds, images, ids, seed, epoch, false));
+    if (a->affine) TG_TRY(grid_transforms(a, ds, images, ids, seed, epoch, true));
     const int64_t *s = tg_tensor_shape(*images);
     if (a->jitter)
         jitter(a, ds, tg_tensor_data(*images), ids, s[0], s[1], s[2] * s[3], seed, epoch);

@@ -25,6 +25,27 @@ static double magnitude(const tg_augment_options *o, int op)
     return m[op];
 }
 
+static const double *range_of(const tg_augment_options *o, int op)
+{
+    const double *r[4] = {o->brightness_range, o->contrast_range, o->saturation_range,
+                          o->hue_range};
+    return r[op];
+}
+
+bool tg__jitter_range(const tg_augment_options *o, int op, double r[2])
+{
+    const double *g = range_of(o, op), m = magnitude(o, op), centre = op == TG__HUE ? 0 : 1;
+    if (g[0] != 0 || g[1] != 0) {
+        r[0] = g[0];
+        r[1] = g[1];
+    } else {
+        r[0] = op == TG__HUE ? -m : (1 - m > 0 ? 1 - m : 0);
+        r[1] = op == TG__HUE ? m : 1 + m;
+    }
+    /* torchvision's None: (1, 1), or (0, 0) for hue */
+    return !(r[0] == centre && r[1] == centre);
+}
+
 int tg__jitter_check(const tg_augment_options *o, int64_t c, bool *on)
 {
     *on = false;
@@ -33,7 +54,16 @@ int tg__jitter_check(const tg_augment_options *o, int64_t c, bool *on)
         TG_CHECK(m >= 0 && m <= hi && !isinf(m), TG_EINVAL,
                  "loader_set_augment: %s=%g must be %s", NAME[op], m,
                  op == TG__HUE ? "in [0, 0.5]" : "finite and >= 0");
-        *on = *on || m > 0;
+        const double *g = range_of(o, op), lo = op == TG__HUE ? -0.5 : 0;
+        if (g[0] != 0 || g[1] != 0) {
+            TG_CHECK(m == 0, TG_EINVAL, "loader_set_augment: %s=%g and %s_range={%g, %g} are "
+                     "both given; give one", NAME[op], m, NAME[op], g[0], g[1]);
+            TG_CHECK(lo <= g[0] && g[0] <= g[1] && g[1] <= hi && !isinf(g[1]), TG_EINVAL,
+                     "loader_set_augment: %s_range={%g, %g} must be %s", NAME[op], g[0], g[1],
+                     op == TG__HUE ? "-0.5 <= lo <= hi <= 0.5" : "finite with 0 <= lo <= hi");
+        }
+        double r[2];
+        *on = *on || tg__jitter_range(o, op, r);
     }
     TG_CHECK(!*on || c == 1 || c == 3, TG_EINVAL,
              "loader_set_augment: brightness, contrast, saturation and hue (ColorJitter) need "
@@ -54,11 +84,10 @@ void tg__jitter_draw(const tg_augment_options *o, uint64_t seed, int64_t epoch, 
         order[j] = t;
     }
     for (int op = 0; op < 4; op++) {
-        double m = magnitude(o, op);
-        double lo = op == TG__HUE ? -m : (1 - m > 0 ? 1 - m : 0);
-        double hi = op == TG__HUE ? m : 1 + m;
+        double r[2];
+        const bool on = tg__jitter_range(o, op, r);
         double u = tg__augment_uniform(seed, epoch, index, TG__AUG_JITTER_SLOT + 3 + op);
-        factor[op] = m > 0 ? lo + u * (hi - lo) : (op == TG__HUE ? 0 : 1);
+        factor[op] = on ? r[0] + u * (r[1] - r[0]) : (op == TG__HUE ? 0 : 1);
     }
 }
 

@@ -1,7 +1,7 @@
 /* src/data/augment_parts.h - the loader's T.ColorJitter
  * (src/data/augment_color.c), T.RandomResizedCrop
- * (src/data/augment_resize.c) and T.RandomRotation
- * (src/data/augment_rotate.c): each as a function of fixed parameters, as
+ * (src/data/augment_resize.c), T.RandomRotation (src/data/augment_rotate.c)
+ * and T.RandomAffine (src/data/augment_affine.c): each as a function of fixed parameters, as
  * torchvision's functional ops take them, and the draws of those parameters,
  * which src/data/augment.c applies to each sample. */
 #ifndef TAPEGRAD_DATA_AUGMENT_PARTS_H
@@ -17,9 +17,10 @@
  * RandomResizedCrop's attempt a (0..9) uses slots 4a .. 4a + 3 (area,
  * log-ratio, top, left), ColorJitter slots 40 .. 42 (the order) and 43 ..
  * 46 (brightness, contrast, saturation, hue factors), RandomRotation slot
- * 47 (the angle). */
+ * 47 (the angle), RandomAffine slots 48 .. 53 (angle, x and y
+ * translations, scale, x and y shears). */
 enum { TG__AUG_SLOTS = 64, TG__AUG_RRC_SLOT = 0, TG__AUG_JITTER_SLOT = 40,
-       TG__AUG_ROTATE_SLOT = 47 };
+       TG__AUG_ROTATE_SLOT = 47, TG__AUG_AFFINE_SLOT = 48 };
 
 /* The slot-th uniform of sample index in epoch epoch of a loader seeded
  * with seed. */
@@ -32,8 +33,12 @@ enum { TG__BRIGHTNESS, TG__CONTRAST, TG__SATURATION, TG__HUE };
  * channels; whether it is on into *on. */
 int tg__jitter_check(const tg_augment_options *o, int64_t c, bool *on);
 
+/* Op op's factor range (lo, hi) of o into r (its range, else the one of
+ * its number); whether the op is on (not torchvision's None). */
+bool tg__jitter_range(const tg_augment_options *o, int op, double r[2]);
+
 /* Sample index's draw: the order of the four ops and each op's factor (by
- * op id; an op whose option is 0 gets factor 1, or 0 for hue, and is
+ * op id; an op that is off gets factor 1, or 0 for hue, and is
  * skipped). */
 void tg__jitter_draw(const tg_augment_options *o, uint64_t seed, int64_t epoch, int64_t index,
                      int order[4], double factor[4]);
@@ -64,15 +69,49 @@ void tg__rrc_box(int64_t box[4], int64_t hh, int64_t ww, const double scale[2],
 int tg__resized_crop(float *dst, const float *src, int64_t c, int64_t hh, int64_t ww,
                      const int64_t box[4], const int64_t size[2], tg_resize_mode mode);
 
-/* ---- RandomRotation ---- */
-/* The rules of tg_loader_set_augment for o's RandomRotation; whether it is
- * on into *on. */
-int tg__rotate_check(const tg_augment_options *o, bool *on);
+/* ---- RandomRotation and RandomAffine: grid transforms ---- */
+/* The rules of tg_loader_set_augment for o's RandomRotation on images of
+ * hw (h, w) as the rotation gets them; whether it is on into *on. */
+int tg__rotate_check(const tg_augment_options *o, const int64_t hw[2], bool *on);
+
+/* torchvision 0.14's _get_inverse_affine_matrix(center, angle, translate,
+ * scale, shear) (center relative to the image's centre, angles in
+ * degrees) in double, as Python evaluates it. */
+void tg__affine_inverse(double m[6], const double center[2], double angle,
+                        const double translate[2], double scale, const double shear[2]);
+
+/* F.rotate's matrix for angle (degrees, counter-clockwise) on an (h, w)
+ * image about o's rotation_center (the image's centre without one). */
+void tg__rotate_matrix(double m[6], const tg_augment_options *o, int64_t h, int64_t w,
+                       double angle);
+
+/* F.rotate's expanded size (h, w) for matrix m on an (h, w) image
+ * (_compute_affine_output_size in f32); an extent that is not a finite
+ * number >= 0 comes out as -1. */
+void tg__rotate_size(int64_t size[2], const double m[6], int64_t h, int64_t w);
+
+/* dst (c, oh, ow) = src (c, h, w) through the inverse matrix m (rounded to
+ * f32): _gen_affine_grid(theta, w, h, ow, oh), torch's CPU grid_sample
+ * (zeros, align_corners False) and _apply_grid_transform's fill (fill[0..c)),
+ * in f32.  mode TG_RESIZE_NEAREST or _BILINEAR. */
+void tg__grid_transform(float *dst, const float *src, int64_t c, int64_t h, int64_t w,
+                        int64_t oh, int64_t ow, const double m[6], tg_resize_mode mode,
+                        const float *fill);
 
 /* dst (c, h, w) = F.rotate(src (c, h, w), angle (degrees, counter-
  * clockwise), mode, expand=False, center=None, fill=fill[0..c)) on tensors
  * in torchvision 0.14, in f32.  mode TG_RESIZE_NEAREST or _BILINEAR. */
 void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, double angle,
                 tg_resize_mode mode, const float *fill);
+
+/* The rules of tg_loader_set_augment for o's RandomAffine; whether it is
+ * on into *on. */
+int tg__affine_check(const tg_augment_options *o, bool *on);
+
+/* Sample index's T.RandomAffine.get_params on an (h, w) image: the angle,
+ * the translation (whole pixels), the scale and the shear (x, y). */
+void tg__affine_draw(const tg_augment_options *o, uint64_t seed, int64_t epoch, int64_t index,
+                     int64_t h, int64_t w, double *angle, double translate[2], double *scale,
+                     double shear[2]);
 
 #endif
