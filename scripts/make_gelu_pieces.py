@@ -16,8 +16,9 @@ a rounding of k at its edge), expanded in powers of t.  The check below
 measures each polynomial with its coefficients rounded to double against
 mpmath (F relative to F, D relative to F + a phi, the size of its terms)
 at 400 points of each piece; tests/test_unary_simd.c checks gelu and its
-gradient against libm over a dense sweep of f32 and the polynomials alone
-against long double at the pieces' edges.
+gradient against libm over a sweep of f32, tests/test_gelu_pieces.c the
+polynomials alone, evaluated as the kernels do, against long double over
+each piece and at its edges.
 """
 import mpmath as mp
 
