@@ -19,13 +19,23 @@
  * below e^-120 and erfc's term is taken as 0.  For gelu, z = |x| /
  * sqrt 2 and z^2 = x^2 / 2 exact for an f32 x, so exp(-z^2) carries no
  * error from z; Phi(x) = 0.5 erfc(|x| / sqrt 2) for x < 0 and 1 minus that
- * for x >= 0 (no cancellation: Phi >= 0.5 there).
+ * for x >= 0 (no cancellation: Phi >= 0.5 there).  That is gelu's path for
+ * |x| > GELU_AMAX only: below, a = |x| picks one of 16 pieces (k =
+ * round(a / 0.375), t = a - 0.375 k exact) and a polynomial of degree 15 in
+ * t from src/ops/gelu_pieces.h gives F(a) = Phi(-a) (forward: Phi = F for x
+ * < 0, 1 - F else) or D(a) = gelu'(-a) (the gradient: D for x < 0, 1 - D
+ * else), with no exp and no division; each lane's coefficients of piece k
+ * by permutes (AVX-512), paired loads (AVX2) or an index (plain C).  The long
+ * path runs only for a vector holding a lane past GELU_AMAX (or NaN), and
+ * each lane takes its own path's value, so the bits do not depend on the
+ * width.
  */
 #include <math.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "ops/exp_simd.h"
+#include "ops/gelu_pieces.h"
 #include "ops/unary_simd_internal.h"
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -98,6 +108,63 @@ static const double ERFCX_C[ERFCX_N] = {
         (y) = FMA(po_, u_, pe_);                                                          \
     } while (0)
 
+/* |x| up to which gelu takes the pieces of src/ops/gelu_pieces.h (round(a /
+ * 0.375) <= 15 with a margin for the rounding of a * 8 / 3). */
+#define GELU_AMAX 5.8
+
+/* p = the polynomial of each lane's piece kb (0..15) at t, by Horner's rule
+ * (the same steps at every width), from the coefficient-major table cm or
+ * the piece-major pm (src/ops/gelu_pieces.h); and whether any lane of a
+ * mask m is set.  Plain C indexes lane by lane, AVX-512 permutes the 16
+ * entries of cm's rows, AVX2 loads two coefficients of each lane's row
+ * and interleaves them. */
+#define POLY_TAB(TABF, cm, kb, t, p)                                                      \
+    do {                                                                                  \
+        VD pt_ = TABF((cm)[GELU_N - 1], kb);                                              \
+        for (int jt_ = GELU_N - 2; jt_ >= 0; jt_--) pt_ = FMA(pt_, t, TABF((cm)[jt_], kb)); \
+        (p) = pt_;                                                                        \
+    } while (0)
+#define POLY_4(cm, pm, kb, t, p) POLY_TAB(TG__TAB4, cm, kb, t, p)
+#define ANY_4(m) ((m)[0] | (m)[1] | (m)[2] | (m)[3])
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TAB16_8(row, kb)                                                                  \
+    ((tg__v8d)_mm512_permutex2var_pd(_mm512_load_pd(row), (__m512i)(kb),                  \
+                                     _mm512_load_pd((row) + 8)))
+#define POLY_8(cm, pm, kb, t, p) POLY_TAB(TAB16_8, cm, kb, t, p)
+/* Coefficients j and j + 1 of lanes 0 and 2 (a) and of 1 and 3 (b):
+ * their low and high interleavings are the vectors of j and j + 1. */
+#define PAIR_4X(pm, kb, j, lo, hi)                                                        \
+    do {                                                                                  \
+        const __m256d a_ = _mm256_insertf128_pd(                                          \
+            _mm256_castpd128_pd256(_mm_loadu_pd((pm)[(kb)[0]] + (j))),                    \
+            _mm_loadu_pd((pm)[(kb)[2]] + (j)), 1);                                        \
+        const __m256d b_ = _mm256_insertf128_pd(                                          \
+            _mm256_castpd128_pd256(_mm_loadu_pd((pm)[(kb)[1]] + (j))),                    \
+            _mm_loadu_pd((pm)[(kb)[3]] + (j)), 1);                                        \
+        (lo) = (tg__v4d)_mm256_unpacklo_pd(a_, b_);                                       \
+        (hi) = (tg__v4d)_mm256_unpackhi_pd(a_, b_);                                       \
+    } while (0)
+#define POLY_4X(cm, pm, kb, t, p)                                                         \
+    do {                                                                                  \
+        const tg__v4u kp_ = (kb);                                                         \
+        tg__v4d lp_, hp_, pp_;                                                            \
+        PAIR_4X(pm, kp_, GELU_N - 2, lp_, hp_);                                           \
+        pp_ = FMA(hp_, t, lp_);                                                           \
+        for (int jp_ = GELU_N - 4; jp_ >= 0; jp_ -= 2) {                                  \
+            PAIR_4X(pm, kp_, jp_, lp_, hp_);                                              \
+            pp_ = FMA(FMA(pp_, t, hp_), t, lp_);                                          \
+        }                                                                                 \
+        (p) = pp_;                                                                        \
+    } while (0)
+#define ANY_4X(m) _mm256_movemask_pd((__m256d)(m))
+#define ANY_8(m) _mm512_test_epi64_mask((__m512i)(m), (__m512i)(m))
+#else
+#define POLY_4X(cm, pm, kb, t, p) POLY_4(cm, pm, kb, t, p)
+#define POLY_8(cm, pm, kb, t, p) POLY_TAB(TG__TAB8, cm, kb, t, p)
+#define ANY_4X(m) ANY_4(m)
+#define ANY_8(m) (ANY_4(m) | (m)[4] | (m)[5] | (m)[6] | (m)[7])
+#endif
+
 /* The three widths: plain C and AVX2 with four lanes, AVX-512 with eight. */
 #define VF v4f
 #define VD tg__v4d
@@ -105,15 +172,21 @@ static const double ERFCX_C[ERFCX_N] = {
 #define VU tg__v4u
 #define FMA TG__FMA4
 #define TAB TG__TAB4
+#define POLY POLY_4
+#define ANY ANY_4
 #define BLOCK block_plain
 #define ATTR
 #include "ops/unary_simd_tmpl.h"
 #undef FMA
 #undef TAB
+#undef POLY
+#undef ANY
 #undef BLOCK
 #undef ATTR
 #define FMA TG__FMA4X
 #define TAB TG__TAB4X
+#define POLY POLY_4X
+#define ANY ANY_4X
 #define BLOCK block_avx2
 #define ATTR TG__SIMD_AVX2
 #include "ops/unary_simd_tmpl.h"
@@ -123,6 +196,8 @@ static const double ERFCX_C[ERFCX_N] = {
 #undef VU
 #undef FMA
 #undef TAB
+#undef POLY
+#undef ANY
 #undef BLOCK
 #undef ATTR
 #define VF v8f
@@ -131,6 +206,8 @@ static const double ERFCX_C[ERFCX_N] = {
 #define VU tg__v8u
 #define FMA TG__FMA8
 #define TAB TG__TAB8
+#define POLY POLY_8
+#define ANY ANY_8
 #define BLOCK block_avx512
 #define ATTR TG__SIMD_AVX512
 #include "ops/unary_simd_tmpl.h"

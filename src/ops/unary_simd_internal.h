@@ -25,8 +25,9 @@
  * exp as src/ops/exp_simd.h (relative error under 2.3e-16), erfc as
  * exp(-z^2) erfcx(z), erfcx by a polynomial within 5e-16 relative
  * on [0, 11] (scripts/make_erfcx_coeffs.py; past 11, exp(-z^2) < e^-120
- * and the term is 0), so each f32 result is within one rounding of the
- * value from libm's exp and erfc (tests). */
+ * and the term is 0); gelu and its gradient for |a| <= 5.8 by piecewise
+ * polynomials in |a| instead (src/ops/gelu_pieces.h), so each f32 result
+ * is within one rounding of the value from libm's exp and erfc (tests). */
 typedef enum tg__unary_simd_op {
     TG__USIMD_EXP,
     TG__USIMD_GELU,

@@ -58,26 +58,41 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         else y = __builtin_convertvector(gf, VD) * (s * (1.0 + x * (1.0 - s)));
         y = SEL(x != x, x, y);
     } else {
-        /* E = 0.5 erfc(|x| / sqrt2) = 0.5 exp(-x^2 / 2) erfcx(|x| / sqrt2),
-         * x^2 / 2 exact for an f32 x; Phi = E for x < 0, 1 - E else.  Past
-         * x^2 / 2 = 120 (and for NaN) e and so E are 0. */
-        VD z = ABSV(x) * M_SQRT1_2, hx;
-        z = SEL(z > 11.0, zero + 11.0, z);   /* inf too: the polynomial's range */
-        ERFCXV(z, hx);
-        const VD q = (x * x) * -0.5;
-        const VI tiny = ~(q >= -120.0);
-        EXPV(SEL(tiny, zero - 120.0, q), e);
-        e = (VD)((VI)e & ~tiny);
-        const VD big_e = (e * hx) / (1.0 + 2.0 * z);
-        /* below |x| = 2^-60, Phi = 0.5 in double (libm's erfc is 1 there):
-         * the polynomial's value at z = 0 is an ulp or so off, which would
-         * decide the rounding of x / 2 for a subnormal x, a halfway case */
-        const VD phi = SEL(ABSV(x) < 0x1p-60, zero + 0.5, SEL(x < 0.0, big_e, 1.0 - big_e));
+        /* a = |x| <= GELU_AMAX: piece k of F (forward) or D (gradient) at t,
+         * Phi(x) = F(a) and gelu'(x) = D(a) for x < 0, 1 minus those else
+         * (src/ops/unary_simd.c) */
+        const VD ax = ABSV(x), km = FMA(ax, zero + 8.0 / 3.0, zero + 0x1.8p52);
+        const VU kb = (VU)km & 15;   /* inf and NaN: some piece, replaced below */
+        const VD t = ax - (km - 0x1.8p52) * 0.375;
+        VD p;
+        if (op == TG__USIMD_GELU) POLY(GELU_F, GELU_FP, kb, t, p);
+        else POLY(GELU_D, GELU_DP, kb, t, p);
+        VD r = SEL(x < 0.0, p, 1.0 - p);   /* Phi(x) or gelu'(x) */
+        const VI far = ~(ax <= GELU_AMAX);
+        if (ANY(far)) {
+            /* E = 0.5 erfc(|x| / sqrt2) = 0.5 exp(-x^2 / 2) erfcx(|x| / sqrt2),
+             * x^2 / 2 exact for an f32 x; Phi = E for x < 0, 1 - E else.
+             * Past x^2 / 2 = 120 (and for NaN) e and so E are 0. */
+            VD z = ax * M_SQRT1_2, hx;
+            z = SEL(z > 11.0, zero + 11.0, z);   /* inf too: the polynomial's range */
+            ERFCXV(z, hx);
+            const VD q = (x * x) * -0.5;
+            const VI tiny = ~(q >= -120.0);
+            EXPV(SEL(tiny, zero - 120.0, q), e);
+            e = (VD)((VI)e & ~tiny);
+            const VD big_e = (e * hx) / (1.0 + 2.0 * z);
+            VD rf = SEL(x < 0.0, big_e, 1.0 - big_e);
+            if (op == TG__USIMD_GELU_GRAD)
+                rf = rf + x * (e * 0x1.9884533d43651p-2);   /* 1 / sqrt(2 pi) */
+            r = SEL(far, rf, r);
+        }
         if (op == TG__USIMD_GELU) {
-            y = x * phi;
+            /* below |x| = 2^-60, Phi = 0.5 in double (libm's erfc is 1
+             * there), which decides the rounding of x / 2 for a subnormal
+             * x, a halfway case */
+            y = x * SEL(ax < 0x1p-60, zero + 0.5, r);
         } else {
-            const VD d = phi + x * (e * 0x1.9884533d43651p-2);   /* 1 / sqrt(2 pi) */
-            y = __builtin_convertvector(gf, VD) * d;
+            y = __builtin_convertvector(gf, VD) * r;
         }
         y = SEL(x != x, x, y);   /* NaN: x's (widths differ in a NaN's sign) */
     }
