@@ -35,3 +35,26 @@ double max_diff(const float *a, const float *b, int64_t n)
     }
     return m;
 }
+
+golden_case golden_case_at(const tg_st_file *g, const char *family, int k)
+{
+    char key[48];
+    golden_case gc;
+    snprintf(key, sizeof key, "%s%d.x", family, k);
+    gc.x = tg_st_get(g, key);
+    snprintf(key, sizeof key, "%s%d.y", family, k);
+    gc.y = tg_st_get(g, key);
+    snprintf(key, sizeof key, "%s%d.params", family, k);
+    gc.params = tg_tensor_cdata(tg_st_get(g, key));
+    snprintf(key, sizeof key, "%s%d.fills", family, k);
+    const tg_tensor *f = tg_st_get(g, key);
+    cr_assert(gc.x != NULL && gc.y != NULL && f != NULL, "golden case %s%d missing", family, k);
+    gc.c = tg_tensor_dim(gc.x, 0);
+    gc.h = tg_tensor_dim(gc.x, 1);
+    gc.w = tg_tensor_dim(gc.x, 2);
+    cr_assert(gc.c <= 3 && tg_tensor_numel(f) >= gc.c, "golden case %s%d: fills", family, k);
+    for (int64_t i = 0; i < gc.c; i++) gc.fill[i] = (float)((const double *)tg_tensor_cdata(f))[i];
+    snprintf(key, sizeof key, "%s%%d.interpolation", family);
+    gc.mode = strcmp(meta(g, key, k), "nearest") == 0 ? TG_RESIZE_NEAREST : TG_RESIZE_BILINEAR;
+    return gc;
+}

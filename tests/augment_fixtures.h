@@ -20,6 +20,19 @@ void pattern_image(float *x, int64_t c, int64_t h, int64_t w, int64_t seed);
  * slot. */
 double doc_uniform(uint64_t seed, int64_t epoch, int64_t index, int slot);
 
+/* Case k of a family of golden sampling cases ("rot", "rotx", "aff" in
+ * augment.safetensors, scripts/make_augment_goldens.py): the image x (c, h,
+ * w), its parameters, its fill per channel as f32 (up to 3), the expected
+ * output y and whether it samples the nearest pixel; borrowed from g. */
+typedef struct golden_case {
+    const tg_tensor *x, *y;
+    const double *params;
+    float fill[3];
+    int64_t c, h, w;
+    tg_resize_mode mode;
+} golden_case;
+golden_case golden_case_at(const tg_st_file *g, const char *family, int k);
+
 /* Whether a[0..n) and b[0..n) hold the same bits. */
 bool same_bits(const float *a, const float *b, int64_t n);
 

@@ -23,24 +23,15 @@ Test(augment, affines_are_torchvision_affine)
     tg_st_file *g = th_golden_load("augment.safetensors");
     const int n = atoi(meta(g, "aff.cases", 0));
     cr_assert(n > 0);
-    char key[32];
     for (int k = 0; k < n; k++) {
-        snprintf(key, sizeof key, "aff%d.x", k);
-        const tg_tensor *x = tg_st_get(g, key);
-        snprintf(key, sizeof key, "aff%d.params", k);
-        const double *p = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "aff%d.fills", k);
-        const double *fd = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "aff%d.y", k);
-        const float *want = tg_tensor_cdata(tg_st_get(g, key));
-        const int64_t c = tg_tensor_dim(x, 0), h = tg_tensor_dim(x, 1), w = tg_tensor_dim(x, 2);
-        const bool nearest = !strcmp(meta(g, "aff%d.interpolation", k), "nearest");
-        float *v = malloc((size_t)(c * h * w) * sizeof *v), fill[3];
-        for (int64_t i = 0; i < c; i++) fill[i] = (float)fd[i];
+        const golden_case gc = golden_case_at(g, "aff", k);
+        const double *p = gc.params;
+        const float *want = tg_tensor_cdata(gc.y);
+        const int64_t c = gc.c, h = gc.h, w = gc.w;
+        float *v = malloc((size_t)(c * h * w) * sizeof *v);
         double m[6];
         tg__affine_inverse(m, (const double[2]){0, 0}, p[0], p + 1, p[3], p + 4);
-        tg__grid_transform(v, tg_tensor_cdata(x), c, h, w, h, w, m,
-                           nearest ? TG_RESIZE_NEAREST : TG_RESIZE_BILINEAR, fill);
+        tg__grid_transform(v, tg_tensor_cdata(gc.x), c, h, w, h, w, m, gc.mode, gc.fill);
         cr_assert(same_bits(v, want, c * h * w), "case %d: max diff %g", k,
                   max_diff(v, want, c * h * w));
         free(v);

@@ -25,22 +25,14 @@ Test(augment, rotations_are_torchvision_rotate)
     tg_st_file *g = th_golden_load("augment.safetensors");
     const int n = atoi(meta(g, "rot.cases", 0));
     cr_assert(n > 0);
-    char key[32];
     for (int k = 0; k < n; k++) {
-        snprintf(key, sizeof key, "rot%d.x", k);
-        const tg_tensor *x = tg_st_get(g, key);
-        snprintf(key, sizeof key, "rot%d.params", k);
-        const double *p = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "rot%d.fills", k);
-        const double *fd = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "rot%d.y", k);
-        const float *want = tg_tensor_cdata(tg_st_get(g, key));
-        const int64_t c = tg_tensor_dim(x, 0), h = tg_tensor_dim(x, 1), w = tg_tensor_dim(x, 2);
-        const bool nearest = !strcmp(meta(g, "rot%d.interpolation", k), "nearest");
-        float *v = malloc((size_t)(c * h * w) * sizeof *v), fill[3];
-        for (int64_t i = 0; i < c; i++) fill[i] = (float)fd[i];
-        tg__rotate(v, tg_tensor_cdata(x), c, h, w, p[0],
-                   nearest ? TG_RESIZE_NEAREST : TG_RESIZE_BILINEAR, fill);
+        const golden_case gc = golden_case_at(g, "rot", k);
+        const double *p = gc.params;
+        const float *want = tg_tensor_cdata(gc.y);
+        const int64_t c = gc.c, h = gc.h, w = gc.w;
+        const bool nearest = gc.mode == TG_RESIZE_NEAREST;
+        float *v = malloc((size_t)(c * h * w) * sizeof *v);
+        tg__rotate(v, tg_tensor_cdata(gc.x), c, h, w, p[0], gc.mode, gc.fill);
         cr_assert(same_bits(v, want, c * h * w), "case %d (%g degrees, %s): max diff %g", k,
                   p[0], nearest ? "nearest" : "bilinear", max_diff(v, want, c * h * w));
         free(v);

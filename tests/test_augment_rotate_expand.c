@@ -23,18 +23,11 @@ Test(augment, rotations_about_a_center_and_expanded)
     tg_st_file *g = th_golden_load("augment.safetensors");
     const int n = atoi(meta(g, "rotx.cases", 0));
     cr_assert(n > 0);
-    char key[32];
     for (int k = 0; k < n; k++) {
-        snprintf(key, sizeof key, "rotx%d.x", k);
-        const tg_tensor *x = tg_st_get(g, key);
-        snprintf(key, sizeof key, "rotx%d.params", k);
-        const double *p = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "rotx%d.fills", k);
-        const double *fd = tg_tensor_cdata(tg_st_get(g, key));
-        snprintf(key, sizeof key, "rotx%d.y", k);
-        const tg_tensor *y = tg_st_get(g, key);
-        const int64_t c = tg_tensor_dim(x, 0), h = tg_tensor_dim(x, 1), w = tg_tensor_dim(x, 2);
-        const bool nearest = !strcmp(meta(g, "rotx%d.interpolation", k), "nearest");
+        const golden_case gc = golden_case_at(g, "rotx", k);
+        const double *p = gc.params;
+        const tg_tensor *y = gc.y;
+        const int64_t c = gc.c, h = gc.h, w = gc.w;
         tg_augment_options o = TG_AUGMENT_OPTIONS_INIT;
         o.rotation_has_center = p[1] != 0;
         o.rotation_center[0] = p[2];
@@ -46,10 +39,9 @@ Test(augment, rotations_about_a_center_and_expanded)
         cr_assert(eq(i64, size[0], tg_tensor_dim(y, 1)), "case %d height", k);
         cr_assert(eq(i64, size[1], tg_tensor_dim(y, 2)), "case %d width", k);
         const int64_t len = c * size[0] * size[1];
-        float *v = malloc((size_t)len * sizeof *v), fill[3];
-        for (int64_t i = 0; i < c; i++) fill[i] = (float)fd[i];
-        tg__grid_transform(v, tg_tensor_cdata(x), c, h, w, size[0], size[1], m,
-                           nearest ? TG_RESIZE_NEAREST : TG_RESIZE_BILINEAR, fill);
+        float *v = malloc((size_t)len * sizeof *v);
+        tg__grid_transform(v, tg_tensor_cdata(gc.x), c, h, w, size[0], size[1], m, gc.mode,
+                           gc.fill);
         cr_assert(same_bits(v, tg_tensor_cdata(y), len), "case %d (%g degrees): max diff %g",
                   k, p[0], max_diff(v, tg_tensor_cdata(y), len));
         free(v);
