@@ -2,9 +2,10 @@
  * dtype run ops of their own (src/ops/diff_loss.c); they must give the
  * bits of the compositions they replace, mean/sum/none of mul(sub(x, t),
  * sub(x, t)) and of abs(sub(x, t)), value and both gradients, for every
- * reduction, for contiguous and strided inputs, on one thread and two.  Its derivatives against finite differences are in
- * tests/test_loss.c (gradcheck and gradgradcheck of every reduction), its
- * values against PyTorch's there too. */
+ * reduction, for contiguous and strided inputs, on one thread and two.
+ * Their derivatives against finite differences are in tests/test_loss.c
+ * (gradcheck and gradgradcheck of every reduction), their values against
+ * PyTorch's there too. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>

@@ -2,10 +2,10 @@
  *
  * Every loss is built from differentiable ops (nll_loss, smooth_l1_loss,
  * huber_loss, and mse_loss and l1_loss of one f32 or f64 dtype, are each
- * one op whose gradient is another), so its gradient and
- * the gradient of that gradient come from autograd.  Each writes a new reference into *out and returns
- * TG_OK, or returns a negative tg_status and leaves *out untouched.  Inputs
- * are borrowed.
+ * one op whose gradient is another), so its gradient and the gradient of
+ * that gradient come from autograd.  Each writes a new reference into *out
+ * and returns TG_OK, or returns a negative tg_status and leaves *out
+ * untouched.  Inputs are borrowed.
  *
  * For mse, l1, bce_with_logits, bce, smooth_l1 and huber, input and target
  * must have exactly the same shape (no broadcasting: TG_ESHAPE otherwise)
