@@ -53,13 +53,13 @@ Test(cli, max_isa_bounds_every_kernel)
     setenv("TG_MAX_ISA", "portable", 1);
     cr_assert(eq(int, RUN("--version"), 0));
     th_expect_in(th_out, "; int8 kernel: portable; bf16 kernel: portable; f16 kernel: f32; "
-                         "vector ISA: portable)");
+                         "vector ISA: portable, bounded by TG_MAX_ISA=portable)");
     if (tg_int8_kernel_available(TG_INT8_KERNEL_AVX2)) {
         setenv("TG_MAX_ISA", "avx2", 1);
         setenv("TG_AMX_EMULATE", "1", 1);   /* tiles are above avx2 too */
         cr_assert(eq(int, RUN("--version"), 0));
         th_expect_in(th_out, "; int8 kernel: avx2; bf16 kernel: portable; f16 kernel: f32 "
-                             "(F16C); vector ISA: avx2)");
+                             "(F16C); vector ISA: avx2, bounded by TG_MAX_ISA=avx2)");
         unsetenv("TG_AMX_EMULATE");
     }
     /* a forced kernel above the bound is not taken */
