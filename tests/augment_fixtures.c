@@ -58,3 +58,34 @@ golden_case golden_case_at(const tg_st_file *g, const char *family, int k)
     gc.mode = strcmp(meta(g, key, k), "nearest") == 0 ? TG_RESIZE_NEAREST : TG_RESIZE_BILINEAR;
     return gc;
 }
+
+void refusals_begin(refusals *r, const tg_augment_options *good)
+{
+    r->ds = pattern_dataset(2, 3, 4, 5, 1);
+    tg_loader_options lo = {2, false, 0, false};
+    OK(tg_loader_new(&r->ld, r->ds, &lo));
+    OK(tg_loader_set_augment(r->ld, good));
+    r->before = (run){0};
+    drain(&r->before, r->ld);
+}
+
+void expect_refusal(refusals *r, const tg_augment_options *o, const char *want,
+                    const char *what)
+{
+    cr_assert(eq(int, tg_loader_set_augment(r->ld, o), TG_EINVAL), "%s", what);
+    cr_assert(strstr(tg_error_message(), want) != NULL, "%s: '%s' does not say %s", what,
+              tg_error_message(), want);
+    run after = {0};
+    OK(tg_loader_reset(r->ld, 0));
+    drain(&after, r->ld);
+    cr_assert(eq(i64, after.n, r->before.n), "%s", what);
+    cr_assert(same_bits(after.x, r->before.x, r->before.n), "%s changed the augmentation", what);
+    run_free(&after);
+}
+
+void refusals_end(refusals *r)
+{
+    run_free(&r->before);
+    tg_loader_free(r->ld);
+    tg_dataset_release(r->ds);
+}

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tapegrad/tapegrad.h"
+#include "transforms_fixtures.h"
 
 /* That image as the dataset's f32 batches hold it (p / 255 in double,
  * rounded once); x has c h w floats. */
@@ -32,6 +33,21 @@ typedef struct golden_case {
     tg_resize_mode mode;
 } golden_case;
 golden_case golden_case_at(const tg_st_file *g, const char *family, int k);
+
+/* The refusal tests' loader: pattern_dataset(2, 3, 4, 5, 1) in one batch
+ * of 2 under the augmentation good, and the batch it hands out then. */
+typedef struct refusals {
+    tg_dataset *ds;
+    tg_loader *ld;
+    run before;
+} refusals;
+void refusals_begin(refusals *r, const tg_augment_options *good);
+/* tg_loader_set_augment(ld, o) is TG_EINVAL with a message holding want,
+ * and after a reset the loader hands out the batch it did before; what
+ * names the case in a failure. */
+void expect_refusal(refusals *r, const tg_augment_options *o, const char *want,
+                    const char *what);
+void refusals_end(refusals *r);
 
 /* Whether a[0..n) and b[0..n) hold the same bits. */
 bool same_bits(const float *a, const float *b, int64_t n);
