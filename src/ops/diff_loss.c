@@ -20,7 +20,6 @@
 #include <assert.h>
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
@@ -42,19 +41,7 @@ static int diff_shape(int n, tg_tensor *const *in, const void *params, tg_dtype 
                       int *ndim, int64_t *shape)
 {
     (void)params;
-    for (int i = 0; i < n; i++) TG_TRY(tg__ew_check_float("diff_loss", i, in[i]));
-    for (int i = 1; i < n; i++)
-        if (!tg_tensor_same_shape(in[0], in[i])) {
-            char a[96], b[96];
-            tg_shape_str(a, sizeof a, in[0]->ndim, in[0]->shape);
-            tg_shape_str(b, sizeof b, in[i]->ndim, in[i]->shape);
-            return tg__error(TG_ESHAPE, "diff_loss: input %d shape %s must equal input 0 "
-                             "shape %s (no broadcasting)", i, b, a);
-        }
-    *dtype = in[0]->dtype;
-    *ndim = in[0]->ndim;
-    memcpy(shape, in[0]->shape, (size_t)in[0]->ndim * sizeof *shape);
-    return TG_OK;
+    return tg__loss_same_shape("diff_loss", n, in, dtype, ndim, shape);
 }
 
 static void save_all(tg_ctx *ctx, int n, tg_tensor *const *in)

@@ -198,6 +198,24 @@ int tg__loss_check_constant(const char *op, const char *name, const tg_tensor *t
     return TG_OK;
 }
 
+int tg__loss_same_shape(const char *op, int n, tg_tensor *const *in, tg_dtype *dtype,
+                        int *ndim, int64_t *shape)
+{
+    for (int i = 0; i < n; i++) TG_TRY(tg__ew_check_float(op, i, in[i]));
+    for (int i = 1; i < n; i++)
+        if (!tg_tensor_same_shape(in[0], in[i])) {
+            char a[96], b[96];
+            tg_shape_str(a, sizeof a, in[0]->ndim, in[0]->shape);
+            tg_shape_str(b, sizeof b, in[i]->ndim, in[i]->shape);
+            return tg__error(TG_ESHAPE, "%s: input %d shape %s must equal input 0 shape %s "
+                             "(no broadcasting)", op, i, b, a);
+        }
+    *dtype = in[0]->dtype;
+    *ndim = in[0]->ndim;
+    memcpy(shape, in[0]->shape, (size_t)in[0]->ndim * sizeof *shape);
+    return TG_OK;
+}
+
 int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
                           const tg_tensor *input)
 {

@@ -34,6 +34,12 @@ int tg__loss_check_weight(const char *op, const char *name, const tg_tensor *w,
  * with respect to argument 'name'. This input cannot have requires_grad
  * True."), at the call.  Under no-grad, or for NULL t, TG_OK. */
 int tg__loss_check_constant(const char *op, const char *name, const tg_tensor *t);
+/* The shape rule of a loss op on n float inputs of one shape (no
+ * broadcasting; dispatch has promoted them to one dtype): the result has
+ * input 0's dtype and shape.  TG_EDTYPE or TG_ESHAPE naming op and the
+ * input otherwise. */
+int tg__loss_same_shape(const char *op, int n, tg_tensor *const *in, tg_dtype *dtype,
+                        int *ndim, int64_t *shape);
 /* *out (new reference): tg_mean or tg_sum of t, or t itself retained for
  * TG_REDUCTION_NONE. */
 int tg__loss_reduce(tg_tensor **out, tg_tensor *t, tg_reduction red);

@@ -20,7 +20,6 @@
 #include <assert.h>
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
@@ -62,22 +61,9 @@ static const char *op_name(const sl1_params *p)
 static int sl1_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                      int *ndim, int64_t *shape)
 {
-    (void)n;
     const char *op = params ? op_name(params) : "smooth_l1";
     TG_CHECK(params != NULL, TG_EINVAL, "%s: params must not be NULL", op);
-    TG_TRY(tg__ew_check_float(op, 0, in[0]));
-    TG_TRY(tg__ew_check_float(op, 1, in[1]));
-    if (!tg_tensor_same_shape(in[0], in[1])) {
-        char a[96], b[96];
-        tg_shape_str(a, sizeof a, in[0]->ndim, in[0]->shape);
-        tg_shape_str(b, sizeof b, in[1]->ndim, in[1]->shape);
-        return tg__error(TG_ESHAPE, "%s: input 1 shape %s must equal input 0 shape %s "
-                         "(no broadcasting)", op, b, a);
-    }
-    *dtype = in[0]->dtype;
-    *ndim = in[0]->ndim;
-    memcpy(shape, in[0]->shape, (size_t)in[0]->ndim * sizeof *shape);
-    return TG_OK;
+    return tg__loss_same_shape(op, n, in, dtype, ndim, shape);
 }
 
 /* beta >= 0 (0: L1), delta > 0; NaN neither. */
