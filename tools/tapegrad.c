@@ -1,7 +1,6 @@
 /* tools/tapegrad.c - `tapegrad <command> [options]`: dispatch to the
  * subcommands declared in tools.h. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "tapegrad/precision.h"
@@ -84,12 +83,9 @@ int main(int argc, char **argv)
         char bcast[40] = "";   /* how the avx512 kernel broadcasts */
         if (bk == TG_BF16_KERNEL_AVX512)
             snprintf(bcast, sizeof bcast, " (%s broadcast)", tg_bf16_broadcast_name());
-        const char *bound = getenv("TG_MAX_ISA");   /* said when it names a level */
-        static const char *const levels[] = {"portable", "avx2", "avx512", "amx"};
+        const char *bound = tg_cpu_isa_bound();
         char bound_note[64] = "";
-        for (int i = 0; bound && i < 4; i++)
-            if (strcmp(bound, levels[i]) == 0)
-                snprintf(bound_note, sizeof bound_note, ", bounded by TG_MAX_ISA=%s", bound);
+        if (bound) snprintf(bound_note, sizeof bound_note, ", bounded by TG_MAX_ISA=%s", bound);
         printf("tapegrad %s (OpenBLAS kernels: %s; int8 kernel: %s%s; bf16 kernel: %s%s%s; "
                "f16 kernel: %s; vector ISA: %s%s)\n",
                TG_VERSION, tg_blas_core(), tg_int8_kernel_name(ik),

@@ -254,6 +254,9 @@ TG_API const char *tg_blas_core(void);
  * a machine run the kernels a narrower CPU runs, as oneDNN's
  * ONEDNN_MAX_CPU_ISA; OpenBLAS's are OPENBLAS_CORETYPE's. */
 TG_API const char *tg_cpu_isa(void);
+/* The level TG_MAX_ISA names ("portable", "avx2", "avx512" or "amx"), or
+ * NULL when it names none (unset, "native" or an unknown value). */
+TG_API const char *tg_cpu_isa_bound(void);
 
 #ifdef __cplusplus
 }

@@ -16,14 +16,23 @@
 static const char *const ISA_NAMES[] = {"portable", "avx2", "avx512", "amx"};
 enum { N_ISA = sizeof ISA_NAMES / sizeof ISA_NAMES[0] };
 
+/* The level TG_MAX_ISA names, or -1 (unset, empty, "native" or unknown). */
+static int named_level(void)
+{
+    const char *e = getenv("TG_MAX_ISA");
+    for (int k = 0; e && k < N_ISA; k++)
+        if (strcmp(e, ISA_NAMES[k]) == 0) return k;
+    return -1;
+}
+
 /* TG_MAX_ISA's level: unset or empty, "native" or "amx" put no bound; an
  * unknown value puts none either and says so on stderr, once. */
 static int cap_from_env(void)
 {
     const char *e = getenv("TG_MAX_ISA");
     if (!e || !*e || strcmp(e, "native") == 0) return N_ISA - 1;
-    for (int k = 0; k < N_ISA; k++)
-        if (strcmp(e, ISA_NAMES[k]) == 0) return k;
+    const int k = named_level();
+    if (k >= 0) return k;
     fprintf(stderr, "tapegrad: TG_MAX_ISA=%s is not one of portable, avx2, avx512, amx, "
             "native; no bound is put on the kernels\n", e);
     return N_ISA - 1;
@@ -57,4 +66,10 @@ const char *tg_cpu_isa(void)
     if (tg__cpu_has_avx512bw()) return ISA_NAMES[TG__ISA_AVX512];
     if (tg__cpu_has_half_simd()) return ISA_NAMES[TG__ISA_AVX2];
     return ISA_NAMES[TG__ISA_PORTABLE];
+}
+
+const char *tg_cpu_isa_bound(void)
+{
+    const int k = named_level();
+    return k >= 0 ? ISA_NAMES[k] : NULL;
 }
