@@ -22,6 +22,17 @@
 #define TG_SOURCE_ROOT "."
 #endif
 
+const char *th_isa_bound_note(void)
+{
+    static _Thread_local char note[160];
+    const char *b = tg_cpu_isa_bound();
+    if (!b) return "";
+    snprintf(note, sizeof note,
+             " [TG_MAX_ISA=%s is set: kernels past %s count as missing, whatever the CPU has]", b,
+             b);
+    return note;
+}
+
 void th_not_run(const char *fmt, ...)
 {
     char reason[512];
@@ -30,7 +41,8 @@ void th_not_run(const char *fmt, ...)
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
     const struct criterion_test *t = criterion_current_test;
-    fprintf(stderr, "[NOT RUN] %s::%s: %s\n", t ? t->category : "?", t ? t->name : "?", reason);
+    fprintf(stderr, "[NOT RUN] %s::%s: %s%s\n", t ? t->category : "?", t ? t->name : "?", reason,
+            th_isa_bound_note());
     fflush(stderr);
 }
 
@@ -39,8 +51,8 @@ void th_not_run(const char *fmt, ...)
 ReportHook(POST_TEST)(struct criterion_test_stats *st)
 {
     if (st->test_status != CR_STATUS_SKIPPED) return;
-    fprintf(stderr, "[SKIP] %s::%s: %s\n", st->test->category, st->test->name,
-            st->message ? st->message : "(no reason given)");
+    fprintf(stderr, "[SKIP] %s::%s: %s%s\n", st->test->category, st->test->name,
+            st->message ? st->message : "(no reason given)", th_isa_bound_note());
     fflush(stderr);
 }
 

@@ -21,8 +21,12 @@
  * current test that this CPU or build cannot run (a kernel whose
  * instructions it lacks, say).  The test goes on and can still pass.  A
  * skipped test's reason is printed as "[SKIP] suite::test: <reason>" by a
- * report hook of helpers.c; scripts/run_tests.sh lists both at the end. */
+ * report hook of helpers.c; scripts/run_tests.sh lists both at the end.
+ * Under TG_MAX_ISA both lines end with th_isa_bound_note(). */
 void th_not_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "" without TG_MAX_ISA; with it, a note that the bound, not the CPU, may
+ * be what leaves a kernel out (this thread's buffer). */
+const char *th_isa_bound_note(void);
 
 /* ---- a temporary directory per test (suite .init / .fini), programs, files
  * (helpers_files.c) ---- */

@@ -4,9 +4,11 @@
  * read once per process, is tested through the command (test_cli.c). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "helpers.h"
 #include "ops/activation_internal.h"
 #include "ops/gather_internal.h"
 #include "ops/pool_internal.h"
@@ -77,4 +79,23 @@ Test(max_isa, native_names_the_widest_set_the_cpu_runs)
         cr_assert(eq(str, (char *)isa, "avx2"));
     else
         cr_assert(eq(str, (char *)isa, "portable"));
+}
+
+/* The tests' "[NOT RUN]" and "[SKIP]" lines end with th_isa_bound_note(),
+ * which names the bound when TG_MAX_ISA sets one, so that a kernel left out
+ * by it does not read as one the CPU lacks; without a bound it is empty. */
+Test(max_isa, skip_reasons_name_the_bound)
+{
+    const char *was = getenv("TG_MAX_ISA");
+    char *saved_env = was ? strdup(was) : NULL;
+    cr_assert(eq(int, setenv("TG_MAX_ISA", "avx2", 1), 0));
+    const char *note = th_isa_bound_note();
+    cr_assert(strstr(note, "TG_MAX_ISA=avx2") != NULL, "note '%s'", note);
+    cr_assert(eq(int, unsetenv("TG_MAX_ISA"), 0));
+    cr_assert(eq(str, (char *)th_isa_bound_note(), ""));
+    cr_assert(eq(int, setenv("TG_MAX_ISA", "native", 1), 0));
+    cr_assert(eq(str, (char *)th_isa_bound_note(), ""));
+    if (saved_env) cr_assert(eq(int, setenv("TG_MAX_ISA", saved_env, 1), 0));
+    else cr_assert(eq(int, unsetenv("TG_MAX_ISA"), 0));
+    free(saved_env);
 }
