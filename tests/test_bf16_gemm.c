@@ -145,14 +145,24 @@ Test(bf16_gemm, avx512_register_broadcast_against_f64)
     tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
 }
 
-Test(bf16_gemm, avx512_broadcast_forms_give_the_same_bits)
+/* The sweep's shapes and tile edges: m and n at and past the 4-, 8- and
+ * 12-row and 16- and 32-column tiles, k past a block. */
+static const int64_t tile_dims[][3] = {{1, 1, 1},   {4, 16, 9},  {5, 17, 3},   {8, 8, 64},
+                                       {9, 31, 5},  {12, 32, 2}, {13, 33, 389}, {20, 48, 7},
+                                       {25, 40, 50}, {130, 70, 51}};
+
+/* On every shape of dims (n_dims of them), form (ta, tb) and beta, the
+ * avx512 GEMM once with choose(0) and once with choose(1) in force gives the
+ * same bits; choose(-1) restores the default. */
+static void same_bits_either_way(const int64_t (*dims)[3], size_t n_dims, void (*choose)(int),
+                                 const char *what)
 {
     use_kernel(TG_BF16_KERNEL_AVX512);
-    for (size_t s = 0; s < sizeof sweep_dims / sizeof *sweep_dims; s++)
+    for (size_t s = 0; s < n_dims; s++)
         for (int form = 0; form < 8; form++) {
             const bool ta = form & 1, tb = form & 2;
             const float beta = (form & 4) ? 0.5f : 0.0f;
-            const int64_t m = sweep_dims[s][0], n = sweep_dims[s][1], kk = sweep_dims[s][2];
+            const int64_t m = dims[s][0], n = dims[s][1], kk = dims[s][2];
             const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
             float *a = malloc(sizeof(float) * (size_t)(m * kk));
             float *b = malloc(sizeof(float) * (size_t)(kk * n));
@@ -163,19 +173,55 @@ Test(bf16_gemm, avx512_broadcast_forms_give_the_same_bits)
             for (int64_t i = 0; i < kk * n; i++) b[i] = rnd_bf16();
             for (int64_t i = 0; i < m * n; i++) c[0][i] = c[1][i] = (float)rnd();
             for (int f = 0; f < 2; f++) {
-                tg__bf16_set_broadcast(f ? TG__BF16_BCAST_REGISTER : TG__BF16_BCAST_LOAD);
+                choose(f);
                 tg__gemm_bf16(TG_BF16_KERNEL_AVX512, ta, tb, m, n, kk, a, lda, b, ldb, beta,
                               c[f], n);
             }
-            tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+            choose(-1);
             cr_assert(eq(int, memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0),
-                      "m=%lld n=%lld k=%lld ta=%d tb=%d beta=%g: the two broadcasts differ",
-                      (long long)m, (long long)n, (long long)kk, ta, tb, beta);
+                      "m=%lld n=%lld k=%lld ta=%d tb=%d beta=%g: %s differ", (long long)m,
+                      (long long)n, (long long)kk, ta, tb, beta, what);
             free(a);
             free(b);
             free(c[0]);
             free(c[1]);
         }
+}
+
+static void choose_broadcast(int f)
+{
+    tg__bf16_set_broadcast(f < 0 ? TG__BF16_BCAST_AUTO
+                           : f  ? TG__BF16_BCAST_REGISTER
+                                : TG__BF16_BCAST_LOAD);
+}
+
+Test(bf16_gemm, avx512_broadcast_forms_give_the_same_bits)
+{
+    same_bits_either_way(sweep_dims, sizeof sweep_dims / sizeof *sweep_dims, choose_broadcast,
+                         "the two broadcasts");
+}
+
+/* A tile of mr x nr runs as the smallest of 4, 8 or 12 rows by 16 or 32
+ * columns that holds it: the same bits as the full 12 x 32 tile, in each
+ * broadcast form. */
+static void choose_full_tiles_load(int f)
+{
+    tg__bf16_set_full_tiles(f == 1);
+    tg__bf16_set_broadcast(f < 0 ? TG__BF16_BCAST_AUTO : TG__BF16_BCAST_LOAD);
+}
+
+static void choose_full_tiles_register(int f)
+{
+    tg__bf16_set_full_tiles(f == 1);
+    tg__bf16_set_broadcast(f < 0 ? TG__BF16_BCAST_AUTO : TG__BF16_BCAST_REGISTER);
+}
+
+Test(bf16_gemm, avx512_tile_sizes_give_the_full_tiles_bits)
+{
+    same_bits_either_way(tile_dims, sizeof tile_dims / sizeof *tile_dims, choose_full_tiles_load,
+                         "sized and full tiles (load broadcast)");
+    same_bits_either_way(tile_dims, sizeof tile_dims / sizeof *tile_dims,
+                         choose_full_tiles_register, "sized and full tiles (register broadcast)");
 }
 
 /* TG_BF16_BROADCAST=load|register picks the form; any other value, or none,

@@ -85,6 +85,10 @@ void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t 
 void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp,
                                     float *c, int64_t ldc, int mr, int nr, bool first,
                                     float beta);
+/* Both forms compute a tile of mr x nr as the smallest of 4, 8 or 12 rows by
+ * 16 or 32 columns that holds it, with the same bits as the 12 x 32 tile.
+ * Tests: true makes this thread's avx512 tiles all 12 x 32; false restores. */
+void tg__bf16_set_full_tiles(bool on);
 /* True when the register form is the faster one on this CPU: all but AMD
  * family 19h (Zen 4). */
 bool tg__bf16_broadcast_best_register(void);

@@ -263,62 +263,134 @@ void tg__bf16_pack(uint32_t *dst, int64_t R, int64_t rs, int64_t ps, const tg__b
                 : [c0] "+v"(c##r##0), [c1] "+v"(c##r##1), [x] "=&v"(x_)           \
                 : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0), [b1] "v"(b1));         \
     } while (0)
+/* The same for a tile of at most 16 columns: the panel's first half only. */
+#define ROW_LOAD16(r)                                                             \
+    __asm__("vdpbf16ps %[a]%{1to16%}, %[b0], %[c0]"                               \
+            : [c0] "+v"(c##r##0)                                                  \
+            : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0))
+#define ROW_REGISTER16(r)                                                         \
+    do {                                                                          \
+        __m512 x_;                                                                \
+        __asm__("vbroadcastss %[a], %[x]\n\t"                                    \
+                "vdpbf16ps %[x], %[b0], %[c0]"                                    \
+                : [c0] "+v"(c##r##0), [x] "=&v"(x_)                               \
+                : [a] "m"(ap[p * 12 + (r)]), [b0] "v"(b0));                       \
+    } while (0)
+/* Row r of a tile of R rows (R a constant: the rows past it compile to
+ * nothing). */
+#define ROW_IF(HOW, R, r)                                                         \
+    do {                                                                          \
+        if ((r) < (R)) ROW_##HOW(r);                                              \
+    } while (0)
 #define OUT(r)                                                                    \
     do {                                                                          \
         if ((r) < mr) store_row(c + (r) * ldc, c##r##0, c##r##1, m0, m1, first, beta); \
     } while (0)
 
 /* tg__bf16_store of one row of the tile, the first nr of its 32 lanes (masks
- * m0, m1). */
+ * m0, m1; m1 empty leaves the second half alone). */
 BF16_TARGET static inline void store_row(float *c, __m512 v0, __m512 v1, __mmask16 m0,
                                          __mmask16 m1, bool first, float beta)
 {
     if (!first || beta != 0) {
         const __m512 b = _mm512_set1_ps(first ? beta : 1.0f);
         v0 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m0, c), v0);
-        v1 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+        if (m1) v1 = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(m1, c + 16), v1);
     }
     _mm512_mask_storeu_ps(c, m0, v0);
-    _mm512_mask_storeu_ps(c + 16, m1, v1);
+    if (m1) _mm512_mask_storeu_ps(c + 16, m1, v1);
 }
 
-/* The micro-kernel with ROW_##HOW (tg__bf16_micro_avx512_load, _register). */
-#define MICRO(HOW)                                                                \
+/* The micro-kernel on a tile of R (4, 8 or 12) rows of A's 12-row panel and
+ * W (16 or 32) columns of B's panel, with ROW_##HOW (broadcast form) and
+ * ROW_##HOW##16 for 16 columns.  Rows and columns past the tile are never
+ * computed: a tile of mr <= R rows and nr <= W columns costs R x W lanes,
+ * not 12 x 32.  Each lane's sums are the full tile's, instruction for
+ * instruction, so every tile size gives the same bits. */
+#define MICRO(HOW, R, W)                                                          \
     _Static_assert(TG__BF16_MR_AVX512 == 12 && TG__BF16_NR == 32, "the tile below is 12 x 32"); \
     /* C's tile is read at the end when it is added to (a later k block):   \
      * fetched now, it arrives while the dot products run */                      \
     if (!first || beta != 0)                                                      \
         for (int r = 0; r < mr; r++) {                                            \
             _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);               \
-            _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0);          \
+            if ((W) > 16) _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0); \
         }                                                                         \
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00; \
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;      \
     __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00, c81 = c00;      \
     __m512 c90 = c00, c91 = c00, c100 = c00, c101 = c00, c110 = c00, c111 = c00;  \
-    for (int64_t p = 0; p < kp; p++) {                                            \
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32)); \
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32 + 16)); \
-        ROW_##HOW(0); ROW_##HOW(1); ROW_##HOW(2); ROW_##HOW(3);                   \
-        ROW_##HOW(4); ROW_##HOW(5); ROW_##HOW(6); ROW_##HOW(7);                   \
-        ROW_##HOW(8); ROW_##HOW(9); ROW_##HOW(10); ROW_##HOW(11);                 \
-    }                                                                             \
+    if ((W) > 16)                                                                 \
+        for (int64_t p = 0; p < kp; p++) {                                        \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32)); \
+            const __m512bh b1 =                                                   \
+                (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32 + 16));   \
+            ROW_IF(HOW, R, 0); ROW_IF(HOW, R, 1); ROW_IF(HOW, R, 2);              \
+            ROW_IF(HOW, R, 3); ROW_IF(HOW, R, 4); ROW_IF(HOW, R, 5);              \
+            ROW_IF(HOW, R, 6); ROW_IF(HOW, R, 7); ROW_IF(HOW, R, 8);              \
+            ROW_IF(HOW, R, 9); ROW_IF(HOW, R, 10); ROW_IF(HOW, R, 11);            \
+        }                                                                         \
+    else                                                                          \
+        for (int64_t p = 0; p < kp; p++) {                                        \
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(bp + p * 32)); \
+            ROW_IF(HOW##16, R, 0); ROW_IF(HOW##16, R, 1); ROW_IF(HOW##16, R, 2);  \
+            ROW_IF(HOW##16, R, 3); ROW_IF(HOW##16, R, 4); ROW_IF(HOW##16, R, 5);  \
+            ROW_IF(HOW##16, R, 6); ROW_IF(HOW##16, R, 7); ROW_IF(HOW##16, R, 8);  \
+            ROW_IF(HOW##16, R, 9); ROW_IF(HOW##16, R, 10); ROW_IF(HOW##16, R, 11); \
+        }                                                                         \
     const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);              \
     OUT(0); OUT(1); OUT(2); OUT(3); OUT(4); OUT(5);                               \
     OUT(6); OUT(7); OUT(8); OUT(9); OUT(10); OUT(11)
 
-BF16_TARGET void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp,
-                                            float *c, int64_t ldc, int mr, int nr, bool first,
-                                            float beta)
+/* One function per broadcast form and tile size. */
+#define MICRO_FN(HOW, R, W)                                                       \
+    BF16_TARGET static void micro_##HOW##_##R##x##W(const uint32_t *ap, const uint32_t *bp, \
+                                                   int64_t kp, float *c, int64_t ldc, int mr, \
+                                                   int nr, bool first, float beta) \
+    {                                                                             \
+        MICRO(HOW, R, W);                                                         \
+    }
+MICRO_FN(LOAD, 4, 16)
+MICRO_FN(LOAD, 8, 16)
+MICRO_FN(LOAD, 12, 16)
+MICRO_FN(LOAD, 4, 32)
+MICRO_FN(LOAD, 8, 32)
+MICRO_FN(LOAD, 12, 32)
+MICRO_FN(REGISTER, 4, 16)
+MICRO_FN(REGISTER, 8, 16)
+MICRO_FN(REGISTER, 12, 16)
+MICRO_FN(REGISTER, 4, 32)
+MICRO_FN(REGISTER, 8, 32)
+MICRO_FN(REGISTER, 12, 32)
+
+typedef void (*micro_fn)(const uint32_t *, const uint32_t *, int64_t, float *, int64_t, int, int,
+                         bool, float);
+
+/* The smallest tile that holds mr x nr: [rows 4, 8, 12][columns 16, 32]. */
+static const micro_fn micro_load[3][2] = {{micro_LOAD_4x16, micro_LOAD_4x32},
+                                          {micro_LOAD_8x16, micro_LOAD_8x32},
+                                          {micro_LOAD_12x16, micro_LOAD_12x32}};
+static const micro_fn micro_register[3][2] = {{micro_REGISTER_4x16, micro_REGISTER_4x32},
+                                              {micro_REGISTER_8x16, micro_REGISTER_8x32},
+                                              {micro_REGISTER_12x16, micro_REGISTER_12x32}};
+
+static _Thread_local bool full_tiles_only;
+
+void tg__bf16_set_full_tiles(bool on) { full_tiles_only = on; }
+
+static int rows_at(int mr) { return full_tiles_only ? 2 : (mr - 1) / 4; }
+static int cols_at(int nr) { return full_tiles_only || nr > 16 ? 1 : 0; }
+
+void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                int64_t ldc, int mr, int nr, bool first, float beta)
 {
-    MICRO(LOAD);
+    micro_load[rows_at(mr)][cols_at(nr)](ap, bp, kp, c, ldc, mr, nr, first, beta);
 }
 
-BF16_TARGET void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp,
-                                                int64_t kp, float *c, int64_t ldc, int mr,
-                                                int nr, bool first, float beta)
+void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                    int64_t ldc, int mr, int nr, bool first, float beta)
 {
-    MICRO(REGISTER);
+    micro_register[rows_at(mr)][cols_at(nr)](ap, bp, kp, c, ldc, mr, nr, first, beta);
 }
 
 /* AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512 BF16). */
@@ -345,8 +417,12 @@ bool tg__bf16_broadcast_best_register(void)
 }
 
 #undef MICRO
+#undef MICRO_FN
 #undef ROW_LOAD
 #undef ROW_REGISTER
+#undef ROW_LOAD16
+#undef ROW_REGISTER16
+#undef ROW_IF
 #undef OUT
 
 #else /* not x86 with GCC or Clang */
@@ -373,4 +449,5 @@ void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int6
     TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
 }
 bool tg__bf16_broadcast_best_register(void) { return false; }
+void tg__bf16_set_full_tiles(bool on) { (void)on; }
 #endif
