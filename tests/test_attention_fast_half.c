@@ -6,7 +6,8 @@
  * one row per block), u8 and float masks (broadcast, causal, key padding),
  * 1 and 2 threads, each bf16 kernel this CPU runs (portable, avx512, amx on
  * emulated tiles) and f16; fully masked rows (NaN in both); and
- * MultiheadAttention's self- and cross-attention in eval. */
+ * MultiheadAttention's self- and cross-attention, TransformerEncoderLayer
+ * and TransformerDecoderLayer in eval. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -425,6 +426,46 @@ Test(attention_fast_half, transformer_encoder_layer_bf16_eval_forward)
         tg_no_grad_end();
         expect_close("encoder layer bf16", y, want, 8 * unit_of(TG_BF16));
         th_release_all(4, (tg_tensor *[]){x, causal, y, want});
+        tg_module_release(m);
+    }
+}
+
+/* TransformerDecoderLayer (d_model 64, 4 heads) in f16 and bf16 eval
+ * under no_grad with a causal tgt_mask over a memory of another length:
+ * both attention blocks take the fused kernel, the output the taped path's
+ * within the same tolerance. */
+Test(attention_fast_half, transformer_decoder_layer_half_eval_forward)
+{
+    uint64_t seed = 29;
+    const tg_dtype dts[2] = {TG_BF16, TG_F16};
+    for (int i = 0; i < 2; i++) {
+        tg_rng rng;
+        tg_rng_init(&rng, 10);
+        tg_nn_transformer_decoder_layer_opts to = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
+        to.dim_feedforward = 128;
+        to.batch_first = true;
+        tg_module *m = NULL;
+        OK(tg_nn_transformer_decoder_layer_new(&m, 64, 4, &to, &rng));
+        OK(tg_module_to_dtype(m, dts[i]));
+        tg_module_train(m, false);
+        const int64_t n = 3, T = 33, S = 45;
+        tg_tensor *x = th_rand_tensor(&seed, dts[i], 3, (int64_t[]){n, T, 64}, -1, 1);
+        tg_tensor *mem = th_rand_tensor(&seed, dts[i], 3, (int64_t[]){n, S, 64}, -1, 1);
+        tg_tensor *causal = NULL, *y = NULL, *want = NULL;
+        OK(tg_nn_transformer_square_subsequent_mask(&causal, T, dts[i]));
+        tg_nn_transformer_masks mk = TG_NN_TRANSFORMER_MASKS_INIT;
+        mk.tgt_mask = causal;
+        tg_no_grad_begin();
+        const uint64_t before = tg__attention_fast_calls();
+        OK(tg_nn_transformer_decoder_layer_forward(m, &y, x, mem, &mk));
+        cr_assert(eq(u64, tg__attention_fast_calls(), before + 2), "%s",
+                  tg_dtype_name(dts[i]));
+        setenv("TG_ATTENTION_FAST", "0", 1);
+        OK(tg_nn_transformer_decoder_layer_forward(m, &want, x, mem, &mk));
+        unsetenv("TG_ATTENTION_FAST");
+        tg_no_grad_end();
+        expect_close("decoder layer", y, want, 8 * unit_of(dts[i]));
+        th_release_all(5, (tg_tensor *[]){x, mem, causal, y, want});
         tg_module_release(m);
     }
 }
