@@ -18,6 +18,7 @@
 #include "core/core.h"
 #include "helpers.h"
 #include "ops/attention_internal.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -468,4 +469,16 @@ Test(attention_fast_half, transformer_decoder_layer_half_eval_forward)
         th_release_all(5, (tg_tensor *[]){x, mem, causal, y, want});
         tg_module_release(m);
     }
+}
+
+/* The softmax's exp in plain C, on AVX2 and on AVX-512 (those this CPU
+ * runs; the others fall back to the widest it has): the same checks. */
+Test(attention_fast_half, every_exp_width_matches_the_taped_path)
+{
+    for (int w = 1; w <= 3; w++) {
+        tg__exp_width_force(w);
+        sweep(TG_BF16, 500 + (uint64_t)w);
+        sweep(TG_F16, 600 + (uint64_t)w);
+    }
+    tg__exp_width_force(0);
 }

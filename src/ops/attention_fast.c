@@ -23,15 +23,17 @@
  * bf16 and f16 blocks (run_block_half) hold the dtype's values in f32
  * buffers and round where the taped path's half ops round: q / sqrt(E)
  * (sqrt(E) rounded to the dtype) in double, to f32, to the dtype; the
- * scores' f32 sums to the dtype; the mask
- * added in f32 and rounded; softmax in double rounded once to the dtype;
- * the output's f32 sums rounded into its rows.  The products are bf16 (f16)
- * values multiplied exactly and summed in f32: on the bf16 kernel where
- * the taped product takes it (tg_bf16_kernel_get() of the calling thread,
+ * scores' f32 sums to the dtype; the mask added in f32 and rounded;
+ * softmax in double rounded once to the dtype; the output's f32 sums
+ * rounded into its rows.  The products are bf16 (f16) values multiplied
+ * exactly and summed in f32: on the bf16 kernel where the taped product
+ * takes it (tg_bf16_kernel_get() of the calling thread,
  * tg__bf16_gemm_pays), with k and v read as bits in place, else sgemm on
  * widened copies, made once per matrix and task.  Only the order of those
- * f32 sums can differ from the taped path's; the bound that follows is in
- * docs/autograd.md and tests/test_attention_fast_half.c. */
+ * f32 sums, and the softmax's double arithmetic (src/ops/softmax_rows.c's
+ * vectorized exp and partial sums, where the taped half softmax calls
+ * libm's exp and keeps one sum), can differ from the taped path's; the bound
+ * that follows is in docs/autograd.md and tests/test_attention_fast_half.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,7 @@
 #include "core/core.h"
 #include "ops/attention_internal.h"
 #include "ops/elementwise.h"
+#include "ops/exp_simd.h"
 #include "ops/softmax_rows_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/registry.h"
@@ -250,10 +253,50 @@ static void widen(const fast_job *j, const operand *o, int64_t b, int64_t r, int
     tg__half_to_f32_rows(j->dt, src, o->rs, f, c, r, c);
 }
 
+/* The n weights e narrowed to f32 with round-to-odd into row (truncated,
+ * the last bit set when inexact): tg__f64_to_half_n's first step, which a
+ * rounding to the dtype then completes with its bits (the double rounded
+ * once).  Branch-free, where that one steps back from a rounding away from
+ * zero by a branch the data decides, so the loop vectorizes; a clone for
+ * AVX-512 (TG__SIMD_AVX512 of src/ops/exp_simd.h).  The weights are NaN or
+ * in [0, 1], so no f32 overflows. */
+static inline __attribute__((always_inline)) void narrow_odd(const double *e, float *row,
+                                                             int64_t n)
+{
+    for (int64_t c = 0; c < n; c++) {
+        const double v = e[c];
+        const float f = (float)v;
+        uint32_t x;
+        memcpy(&x, &f, sizeof x);
+        x -= (uint32_t)(fabs((double)f) > fabs(v));
+        x |= (uint32_t)((double)f != v && v == v);
+        memcpy(&row[c], &x, sizeof x);
+    }
+}
+static void narrow_odd_plain(const double *e, float *row, int64_t n) { narrow_odd(e, row, n); }
+TG__SIMD_AVX512 static void narrow_odd_avx512(const double *e, float *row, int64_t n)
+{
+    narrow_odd(e, row, n);
+}
+
+/* The n weights e rounded once to the dtype, into row as f32 values. */
+static void weights_to_half(const fast_job *j, const double *e, float *row, uint16_t *h,
+                            int64_t n)
+{
+    if (j->exp == TG__EXP_AVX512) narrow_odd_avx512(e, row, n);
+    else narrow_odd_plain(e, row, n);
+    round_row(j->dt, row, h, n);
+}
+
 /* Row `row` (query l of matrix b) as the taped half path has it: the
  * product's f32 sum rounded to the dtype; -inf where a u8 mask is set, or
- * the mask added in f32 and rounded; softmax in double (libm's exp, one
- * running sum) rounded once to the dtype. */
+ * the mask added in f32 and rounded; softmax in double rounded once to the
+ * dtype.  The softmax is the f32 rows' (src/ops/softmax_rows.c: the
+ * vectorized exp, within a few 1e-16 of the libm exp of the taped half
+ * softmax, eight partial sums where that one keeps one, times 1 / sum):
+ * within a few 1e-16 relative of the taped weights before their rounding,
+ * which it moves only when a weight lies that close to a rounding
+ * boundary. */
 static void half_row(const fast_job *j, float *row, int64_t b, int64_t l, double *e,
                      uint16_t *h)
 {
@@ -269,16 +312,8 @@ static void half_row(const fast_job *j, float *row, int64_t b, int64_t l, double
             row[c] += j->dt == TG_F16 ? tg_f16_to_f32(mh[c * mcs]) : tg_bf16_to_f32(mh[c * mcs]);
         round_row(j->dt, row, h, S);
     }
-    double m = -INFINITY, s = 0.0;   /* m stays -inf for a row of -inf: x - m is NaN */
-    for (int64_t c = 0; c < S; c++)
-        if (row[c] > m) m = row[c];
-    for (int64_t c = 0; c < S; c++) {
-        e[c] = exp((double)row[c] - m);
-        s += e[c];
-    }
-    for (int64_t c = 0; c < S; c++) e[c] /= s;
-    tg__f64_to_half_n(j->dt, e, h, S);
-    tg__half_to_f32_rows(j->dt, h, S, row, S, 1, S);
+    tg__softmax_row_f32_to_f64(row, S, e, j->exp);
+    weights_to_half(j, e, row, h, S);
 }
 
 /* Block u of a half dtype: q's rows divided by sqrt(E) (in double, to f32,
