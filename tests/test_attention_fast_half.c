@@ -482,3 +482,69 @@ Test(attention_fast_half, every_exp_width_matches_the_taped_path)
     }
     tg__exp_width_force(0);
 }
+
+/* ---- PyTorch's bf16 MultiheadAttention ---- */
+
+/* Each case of tests/golden/attention_half.safetensors (torch 1.13's
+ * nn.MultiheadAttention in bf16, eval, no_grad; scripts/
+ * make_attention_half_goldens.py): the fused forward (taken) and the taped
+ * one each within 8u (|y| + max |y|) of torch's output, u = 2^-8 (the
+ * MultiheadAttention check's tolerance above).  Without batch_first torch
+ * runs its math path, whose bits both give here; with batch_first its eval
+ * forward takes its own fused kernel, whose roundings land elsewhere (as
+ * they do against its math path). */
+Test(attention_fast_half, mha_bf16_matches_torch)
+{
+    tg_st_file *f = th_golden_load("attention_half.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    cr_assert(n > 0, "no cases");
+    for (int i = 0; i < n; i++) {
+        char c[16];
+        snprintf(c, sizeof c, "case%d", i);
+        long long e, h, bf, self;
+        cr_assert(eq(int, sscanf(th_golden_meta(f, c, "cfg"), "%lld %lld %lld %lld", &e, &h,
+                                 &bf, &self), 4));
+        tg_rng rng;
+        tg_rng_init(&rng, 1);
+        tg_nn_multihead_attention_opts mo = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
+        mo.batch_first = bf;
+        tg_module *m = NULL;
+        OK(tg_nn_multihead_attention_new(&m, e, h, &mo, &rng));
+        OK(tg_module_to_dtype(m, TG_BF16));
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%s.p", c);
+        OK(tg_module_load_state_dict(m, f, prefix, true));
+        tg_module_train(m, false);
+        tg_tensor *q = (tg_tensor *)th_golden_get(f, c, "q");
+        tg_tensor *kv = self ? q : (tg_tensor *)th_golden_get(f, c, "kv");
+        tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
+        snprintf(prefix, sizeof prefix, "%s.kpm", c);
+        fo.key_padding_mask = tg_st_get(f, prefix);   /* NULL: none */
+        snprintf(prefix, sizeof prefix, "%s.am", c);
+        fo.attn_mask = tg_st_get(f, prefix);
+        tg_tensor *y = NULL, *yt = NULL;
+        tg_no_grad_begin();
+        const uint64_t before = tg__attention_fast_calls();
+        OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, kv, kv, &fo));
+        cr_assert(eq(u64, tg__attention_fast_calls(), before + 1), "%s: not fused", c);
+        setenv("TG_ATTENTION_FAST", "0", 1);
+        OK(tg_nn_multihead_attention_forward(m, &yt, NULL, q, kv, kv, &fo));
+        unsetenv("TG_ATTENTION_FAST");
+        tg_no_grad_end();
+        const tg_tensor *want = th_golden_get(f, c, "y");
+        char what[48];
+        snprintf(what, sizeof what, "%s fused", c);
+        const int64_t dfused = expect_close(what, y, want, 8 * unit_of(TG_BF16));
+        snprintf(what, sizeof what, "%s taped", c);
+        const int64_t dtaped = expect_close(what, yt, want, 8 * unit_of(TG_BF16));
+        cr_log_info("%s: %lld (fused) and %lld (taped) of %lld elements differ from torch's",
+                    c, (long long)dfused, (long long)dtaped, (long long)tg_tensor_numel(want));
+        if (!bf) {
+            cr_assert(eq(i64, dfused, 0), "%s: the fused path is not torch's math path", c);
+            cr_assert(eq(i64, dtaped, 0), "%s: the taped path is not torch's math path", c);
+        }
+        th_release_all(2, (tg_tensor *[]){y, yt});
+        tg_module_release(m);
+    }
+    tg_st_free(f);
+}
