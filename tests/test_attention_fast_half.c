@@ -5,15 +5,18 @@
  * shapes of tests/test_attention_fast.c (ranks, L != S, many query blocks,
  * one row per block), u8 and float masks (broadcast, causal, key padding),
  * 1 and 2 threads, each bf16 kernel this CPU runs (portable, avx512, amx on
- * emulated tiles) and f16; fully masked rows (NaN in both); and
- * MultiheadAttention's self- and cross-attention, TransformerEncoderLayer
- * and TransformerDecoderLayer in eval. */
+ * emulated tiles), f16, every exp width and inside autocast of the inputs'
+ * dtype; fully masked rows (NaN in both); and weights whose rounding once
+ * and through f32 differ.  MultiheadAttention and the Transformer layers:
+ * tests/test_mha_fast_half.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "attention_half_fixtures.h"
 #include "bf16_gemm_fixtures.h"
 #include "core/core.h"
 #include "helpers.h"
@@ -38,8 +41,6 @@ static tg_tensor *sdpa(bool fast, tg_tensor *q, tg_tensor *k, tg_tensor *v,
     return y;
 }
 
-/* The unit roundoff of a half dtype. */
-static double unit_of(tg_dtype dt) { return dt == TG_BF16 ? 0x1p-8 : 0x1p-11; }
 
 /* t (nd dims) as contiguous doubles, broadcast to shape (nd dims) first. */
 static double *doubles_as(const tg_tensor *t, int nd, const int64_t *shape)
@@ -136,36 +137,6 @@ static int64_t expect_within_bound(const char *what, const bound_in *in, const t
     free(bound);
     free(p);
     return differ;
-}
-
-/* Mask kinds of a case. */
-enum { M_NONE, M_U8, M_FLOAT, M_CAUSAL, M_PAD_U8, M_FULL };
-
-/* The mask of kind `kind` for scores (lead..., L, S) of nd dims. */
-static tg_tensor *make_mask(int kind, tg_dtype dt, int nd, const int64_t *sc, uint64_t *seed)
-{
-    const int64_t L = sc[nd - 2], S = sc[nd - 1];
-    tg_tensor *m = NULL;
-    if (kind == M_U8 || kind == M_CAUSAL) {
-        OK(tg_tensor_zeros(&m, kind == M_U8 ? TG_U8 : dt, 2, (int64_t[]){L, S}));
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t s = 0; s < S; s++) {
-                const int64_t i = l * S + s;
-                if (kind == M_U8) OK(tg_tensor_set_flat(m, i, th_uniform_pm1(seed) > 0.4));
-                else if (s > l + S - L) OK(tg_tensor_set_flat(m, i, -INFINITY));
-            }
-    } else if (kind == M_FLOAT) {
-        m = th_rand_tensor(seed, dt, 2, (int64_t[]){L, S}, -2.0, 2.0);
-    } else if (kind == M_PAD_U8) {   /* (lead0, 1, ..., S): keys of batch b padded */
-        int64_t sh[4] = {sc[0], 1, 1, 1};
-        sh[nd - 1] = S;
-        OK(tg_tensor_zeros(&m, TG_U8, nd, sh));
-        for (int64_t b = 0; b < sc[0]; b++)
-            for (int64_t s = S - b % 3; s < S; s++) OK(tg_tensor_set_flat(m, b * S + s, 1));
-    } else if (kind == M_FULL) {
-        m = th_rand_tensor(seed, dt, nd, sc, -3.0, 3.0);
-    }
-    return m;
 }
 
 typedef struct sdpa_case {
@@ -294,182 +265,6 @@ Test(attention_fast_half, f16_matches_taped_path)
     sweep(TG_F16, 400);
 }
 
-/* ---- MultiheadAttention ---- */
-
-/* Every element: NaN where want is NaN, else |got - want| <= tol (|want| +
- * max |want|); returns the elements whose bits differ. */
-static int64_t expect_close(const char *what, const tg_tensor *got, const tg_tensor *want,
-                            double tol)
-{
-    th_expect_shape(got, tg_tensor_ndim(want), tg_tensor_shape(want));
-    const int64_t n = tg_tensor_numel(want);
-    double *a = th_doubles(got), *b = th_doubles(want), big = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(b[i]) > big) big = fabs(b[i]);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(b[i])) {
-            cr_assert(isnan(a[i]), "%s: element %lld is %g, the taped path's NaN", what,
-                      (long long)i, a[i]);
-            continue;
-        }
-        differ += a[i] != b[i];
-        cr_assert(fabs(a[i] - b[i]) <= tol * (fabs(b[i]) + big),
-                  "%s: element %lld is %.9g, the taped path's %.9g (tol %g, max %g)", what,
-                  (long long)i, a[i], b[i], tol, big);
-    }
-    free(a);
-    free(b);
-    return differ;
-}
-
-/* MultiheadAttention (E 64, 4 heads) in eval under no_grad, self- (query =
- * key = value) and cross-attention (a memory of another length), batch
- * first or not, a float causal mask and a u8 key padding mask, in dtype dt:
- * one fused call per forward, the output the taped path's within 8u
- * (|y| + max |y|), u the dtype's unit roundoff (the attention's bound of
- * docs/autograd.md carried through out_proj's dot products of 64 terms,
- * whose weights are below 1/8), most elements bit for bit. */
-static void mha_case(tg_dtype dt, bool self, bool bf, uint64_t seed)
-{
-    tg_rng rng;
-    tg_rng_init(&rng, seed);
-    tg_nn_multihead_attention_opts mo = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
-    mo.batch_first = bf;
-    tg_module *m = NULL;
-    const int64_t E = 64, n = 3, L = 40, S = self ? L : 29;
-    OK(tg_nn_multihead_attention_new(&m, E, 4, &mo, &rng));
-    OK(tg_module_to_dtype(m, dt));
-    tg_module_train(m, false);
-    const int64_t qs[3] = {bf ? n : L, bf ? L : n, E}, ks[3] = {bf ? n : S, bf ? S : n, E};
-    tg_tensor *q = th_rand_tensor(&seed, dt, 3, qs, -1, 1);
-    tg_tensor *kv = self ? tg_tensor_retain(q) : th_rand_tensor(&seed, dt, 3, ks, -1, 1);
-    tg_tensor *causal = NULL, *y = NULL, *want = NULL;
-    OK(tg_nn_transformer_square_subsequent_mask(&causal, L, dt));
-    tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-    fo.key_padding_mask = make_mask(M_PAD_U8, dt, 2, (int64_t[]){n, S}, &seed);
-    if (self) fo.attn_mask = causal;
-    tg_no_grad_begin();
-    const uint64_t before = tg__attention_fast_calls();
-    OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, kv, kv, &fo));
-    cr_assert(eq(u64, tg__attention_fast_calls(), before + 1), "%s self %d: not fused",
-              tg_dtype_name(dt), self);
-    setenv("TG_ATTENTION_FAST", "0", 1);
-    OK(tg_nn_multihead_attention_forward(m, &want, NULL, q, kv, kv, &fo));
-    unsetenv("TG_ATTENTION_FAST");
-    cr_assert(eq(u64, tg__attention_fast_calls(), before + 1), "TG_ATTENTION_FAST=0: fused");
-    tg_no_grad_end();
-    cr_assert(eq(int, tg_tensor_dtype(y), dt));
-    char what[96];
-    snprintf(what, sizeof what, "mha %s self %d batch_first %d %s", tg_dtype_name(dt), self, bf,
-             tg_bf16_kernel_name(tg_bf16_kernel_get()));
-    const int64_t differ = expect_close(what, y, want, 8 * unit_of(dt));
-    cr_log_info("%s: %lld of %lld elements differ", what, (long long)differ,
-                (long long)tg_tensor_numel(want));
-    cr_assert(differ * 10 <= tg_tensor_numel(want), "%s: %lld elements differ", what,
-              (long long)differ);
-    th_release_all(6, (tg_tensor *[]){q, kv, causal, fo.key_padding_mask, y, want});
-    tg_module_release(m);
-}
-
-static void mha_sweep(tg_dtype dt)
-{
-    for (int self = 0; self < 2; self++)
-        for (int bf = 0; bf < 2; bf++) mha_case(dt, self, bf, 50 + (uint64_t)(2 * self + bf));
-}
-
-Test(attention_fast_half, mha_bf16_portable_kernel)
-{
-    use_kernel(TG_BF16_KERNEL_PORTABLE);
-    mha_sweep(TG_BF16);
-}
-
-Test(attention_fast_half, mha_bf16_avx512_kernel)
-{
-    use_kernel(TG_BF16_KERNEL_AVX512);
-    mha_sweep(TG_BF16);
-}
-
-Test(attention_fast_half, mha_f16)
-{
-    mha_sweep(TG_F16);
-}
-
-/* TransformerEncoderLayer (d_model 64, 4 heads) in bf16 eval under
- * no_grad with a causal mask: the self-attention block takes the fused
- * kernel (the rest of the layer its bf16 ops), the output the taped
- * path's within the MultiheadAttention check's tolerance. */
-Test(attention_fast_half, transformer_encoder_layer_bf16_eval_forward)
-{
-    uint64_t seed = 23;
-    for (int pre = 0; pre < 2; pre++) {
-        tg_rng rng;
-        tg_rng_init(&rng, 9);
-        tg_nn_transformer_encoder_layer_opts to = TG_NN_TRANSFORMER_ENCODER_LAYER_OPTS_INIT;
-        to.dim_feedforward = 128;
-        to.batch_first = true;
-        to.norm_first = pre;
-        tg_module *m = NULL;
-        OK(tg_nn_transformer_encoder_layer_new(&m, 64, 4, &to, &rng));
-        OK(tg_module_to_dtype(m, TG_BF16));
-        tg_module_train(m, false);
-        const int64_t n = 4, S = 40;
-        tg_tensor *x = th_rand_tensor(&seed, TG_BF16, 3, (int64_t[]){n, S, 64}, -1, 1);
-        tg_tensor *causal = NULL, *y = NULL, *want = NULL;
-        OK(tg_nn_transformer_square_subsequent_mask(&causal, S, TG_BF16));
-        tg_no_grad_begin();
-        const uint64_t before = tg__attention_fast_calls();
-        OK(tg_nn_transformer_encoder_layer_forward(m, &y, x, causal, NULL));
-        cr_assert(eq(u64, tg__attention_fast_calls(), before + 1), "norm_first %d", pre);
-        setenv("TG_ATTENTION_FAST", "0", 1);
-        OK(tg_nn_transformer_encoder_layer_forward(m, &want, x, causal, NULL));
-        unsetenv("TG_ATTENTION_FAST");
-        tg_no_grad_end();
-        expect_close("encoder layer bf16", y, want, 8 * unit_of(TG_BF16));
-        th_release_all(4, (tg_tensor *[]){x, causal, y, want});
-        tg_module_release(m);
-    }
-}
-
-/* TransformerDecoderLayer (d_model 64, 4 heads) in f16 and bf16 eval
- * under no_grad with a causal tgt_mask over a memory of another length:
- * both attention blocks take the fused kernel, the output the taped path's
- * within the same tolerance. */
-Test(attention_fast_half, transformer_decoder_layer_half_eval_forward)
-{
-    uint64_t seed = 29;
-    const tg_dtype dts[2] = {TG_BF16, TG_F16};
-    for (int i = 0; i < 2; i++) {
-        tg_rng rng;
-        tg_rng_init(&rng, 10);
-        tg_nn_transformer_decoder_layer_opts to = TG_NN_TRANSFORMER_DECODER_LAYER_OPTS_INIT;
-        to.dim_feedforward = 128;
-        to.batch_first = true;
-        tg_module *m = NULL;
-        OK(tg_nn_transformer_decoder_layer_new(&m, 64, 4, &to, &rng));
-        OK(tg_module_to_dtype(m, dts[i]));
-        tg_module_train(m, false);
-        const int64_t n = 3, T = 33, S = 45;
-        tg_tensor *x = th_rand_tensor(&seed, dts[i], 3, (int64_t[]){n, T, 64}, -1, 1);
-        tg_tensor *mem = th_rand_tensor(&seed, dts[i], 3, (int64_t[]){n, S, 64}, -1, 1);
-        tg_tensor *causal = NULL, *y = NULL, *want = NULL;
-        OK(tg_nn_transformer_square_subsequent_mask(&causal, T, dts[i]));
-        tg_nn_transformer_masks mk = TG_NN_TRANSFORMER_MASKS_INIT;
-        mk.tgt_mask = causal;
-        tg_no_grad_begin();
-        const uint64_t before = tg__attention_fast_calls();
-        OK(tg_nn_transformer_decoder_layer_forward(m, &y, x, mem, &mk));
-        cr_assert(eq(u64, tg__attention_fast_calls(), before + 2), "%s",
-                  tg_dtype_name(dts[i]));
-        setenv("TG_ATTENTION_FAST", "0", 1);
-        OK(tg_nn_transformer_decoder_layer_forward(m, &want, x, mem, &mk));
-        unsetenv("TG_ATTENTION_FAST");
-        tg_no_grad_end();
-        expect_close("decoder layer", y, want, 8 * unit_of(dts[i]));
-        th_release_all(5, (tg_tensor *[]){x, mem, causal, y, want});
-        tg_module_release(m);
-    }
-}
 
 /* The softmax's exp in plain C, on AVX2 and on AVX-512 (those this CPU
  * runs; the others fall back to the widest it has): the same checks. */
@@ -483,68 +278,85 @@ Test(attention_fast_half, every_exp_width_matches_the_taped_path)
     tg__exp_width_force(0);
 }
 
-/* ---- PyTorch's bf16 MultiheadAttention ---- */
-
-/* Each case of tests/golden/attention_half.safetensors (torch 1.13's
- * nn.MultiheadAttention in bf16, eval, no_grad; scripts/
- * make_attention_half_goldens.py): the fused forward (taken) and the taped
- * one each within 8u (|y| + max |y|) of torch's output, u = 2^-8 (the
- * MultiheadAttention check's tolerance above).  Without batch_first torch
- * runs its math path, whose bits both give here; with batch_first its eval
- * forward takes its own fused kernel, whose roundings land elsewhere (as
- * they do against its math path). */
-Test(attention_fast_half, mha_bf16_matches_torch)
+/* Inside autocast of bf16 (f16) with q, k, v and the masks already bf16
+ * (f16): the fused path, the taped path's bits there as above (softmax an
+ * f32 op, its weights rounded to f32 and then to the dtype); f32 inputs
+ * inside autocast keep the taped path (tests/test_attention_fast.c). */
+Test(attention_fast_half, inside_autocast_of_the_inputs_dtype)
 {
-    tg_st_file *f = th_golden_load("attention_half.safetensors");
-    const int n = atoi(tg_st_meta_get(f, "cases"));
-    cr_assert(n > 0, "no cases");
-    for (int i = 0; i < n; i++) {
-        char c[16];
-        snprintf(c, sizeof c, "case%d", i);
-        long long e, h, bf, self;
-        cr_assert(eq(int, sscanf(th_golden_meta(f, c, "cfg"), "%lld %lld %lld %lld", &e, &h,
-                                 &bf, &self), 4));
-        tg_rng rng;
-        tg_rng_init(&rng, 1);
-        tg_nn_multihead_attention_opts mo = TG_NN_MULTIHEAD_ATTENTION_OPTS_INIT;
-        mo.batch_first = bf;
-        tg_module *m = NULL;
-        OK(tg_nn_multihead_attention_new(&m, e, h, &mo, &rng));
-        OK(tg_module_to_dtype(m, TG_BF16));
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "%s.p", c);
-        OK(tg_module_load_state_dict(m, f, prefix, true));
-        tg_module_train(m, false);
-        tg_tensor *q = (tg_tensor *)th_golden_get(f, c, "q");
-        tg_tensor *kv = self ? q : (tg_tensor *)th_golden_get(f, c, "kv");
-        tg_nn_mha_forward_opts fo = TG_NN_MHA_FORWARD_OPTS_INIT;
-        snprintf(prefix, sizeof prefix, "%s.kpm", c);
-        fo.key_padding_mask = tg_st_get(f, prefix);   /* NULL: none */
-        snprintf(prefix, sizeof prefix, "%s.am", c);
-        fo.attn_mask = tg_st_get(f, prefix);
-        tg_tensor *y = NULL, *yt = NULL;
-        tg_no_grad_begin();
-        const uint64_t before = tg__attention_fast_calls();
-        OK(tg_nn_multihead_attention_forward(m, &y, NULL, q, kv, kv, &fo));
-        cr_assert(eq(u64, tg__attention_fast_calls(), before + 1), "%s: not fused", c);
-        setenv("TG_ATTENTION_FAST", "0", 1);
-        OK(tg_nn_multihead_attention_forward(m, &yt, NULL, q, kv, kv, &fo));
-        unsetenv("TG_ATTENTION_FAST");
-        tg_no_grad_end();
-        const tg_tensor *want = th_golden_get(f, c, "y");
-        char what[48];
-        snprintf(what, sizeof what, "%s fused", c);
-        const int64_t dfused = expect_close(what, y, want, 8 * unit_of(TG_BF16));
-        snprintf(what, sizeof what, "%s taped", c);
-        const int64_t dtaped = expect_close(what, yt, want, 8 * unit_of(TG_BF16));
-        cr_log_info("%s: %lld (fused) and %lld (taped) of %lld elements differ from torch's",
-                    c, (long long)dfused, (long long)dtaped, (long long)tg_tensor_numel(want));
-        if (!bf) {
-            cr_assert(eq(i64, dfused, 0), "%s: the fused path is not torch's math path", c);
-            cr_assert(eq(i64, dtaped, 0), "%s: the taped path is not torch's math path", c);
+    use_kernel(TG_BF16_KERNEL_AVX512);
+    OK(tg_autocast_begin(TG_BF16));
+    sweep(TG_BF16, 700);
+    OK(tg_autocast_end());
+    OK(tg_autocast_begin(TG_F16));
+    sweep(TG_F16, 800);
+    OK(tg_autocast_end());
+}
+
+/* Rows whose weights round differently once than through f32: scores (0,
+ * a, b) of three keys (q = 1, E = 1, k the scores), v the identity, so the
+ * output is the weights.  A weight p whose f32 rounding lands exactly
+ * halfway between two values of the dtype (and is not p) rounds once to
+ * p's side and through f32 to the even one; up to 64 rows with such a
+ * weight are sought among a, b = -i/256, -j/256 (i <= j <= 2048).  Outside autocast the
+ * taped softmax rounds p once, inside it rounds p to f32 (an f32 op) and
+ * the product's cast to the dtype: the fused path each way, bit for bit,
+ * and the two ways differ on some row. */
+static void tie_rows(tg_dtype dt)
+{
+    const uint32_t low = dt == TG_BF16 ? 0xFFFFu : 0x1FFFu, half = dt == TG_BF16 ? 0x8000u
+                                                                                : 0x1000u;
+    enum { MAX_ROWS = 64 };
+    double kv[MAX_ROWS * 3];
+    int64_t n = 0;
+    for (int i = 1; i <= 2048 && n < MAX_ROWS; i++)
+        for (int j = i; j <= 2048 && n < MAX_ROWS; j++) {
+            const double s[3] = {0.0, th_round_to(dt, -i / 256.0), th_round_to(dt, -j / 256.0)};
+            const double sum = 1.0 + exp(s[1]) + exp(s[2]);
+            bool tie = false;
+            for (int c = 0; c < 3; c++) {
+                const double p = exp(s[c]) / sum;
+                const float f = (float)p;
+                uint32_t x;
+                memcpy(&x, &f, sizeof x);
+                tie |= (x & low) == half && (double)f != p && p >= 0x1p-14;
+            }
+            if (!tie) continue;
+            for (int c = 0; c < 3; c++) kv[n * 3 + c] = s[c];
+            n++;
         }
-        th_release_all(2, (tg_tensor *[]){y, yt});
-        tg_module_release(m);
+    cr_assert(n > 0, "%s: no row with a tie found", tg_dtype_name(dt));
+    double *ones = malloc(sizeof *ones * (size_t)n), *eye = malloc(sizeof *eye * (size_t)(9 * n));
+    for (int64_t r = 0; r < n; r++) {
+        ones[r] = 1.0;
+        for (int c = 0; c < 9; c++) eye[r * 9 + c] = c % 4 == 0 ? 1.0 : 0.0;
     }
-    tg_st_free(f);
+    tg_tensor *q = th_tensor_from(dt, 3, (int64_t[]){n, 1, 1}, ones);
+    tg_tensor *k = th_tensor_from(dt, 3, (int64_t[]){n, 3, 1}, kv);
+    tg_tensor *v = th_tensor_from(dt, 3, (int64_t[]){n, 3, 3}, eye);
+    tg_tensor *y[2] = {NULL, NULL};
+    for (int amp = 0; amp < 2; amp++) {
+        if (amp) OK(tg_autocast_begin(dt));
+        bool took, taped;
+        y[amp] = sdpa(true, q, k, v, NULL, &took);
+        tg_tensor *want = sdpa(false, q, k, v, NULL, &taped);
+        if (amp) OK(tg_autocast_end());
+        cr_assert(took, "%s autocast %d: not fused", tg_dtype_name(dt), amp);
+        th_expect_same_bits("tie rows", q, y[amp], want);
+        tg_tensor_release(want);
+    }
+    cr_assert(th_same_bits(y[0], y[1]) == false,
+              "%s: %lld rows with a tie, none rounded otherwise inside autocast",
+              tg_dtype_name(dt), (long long)n);
+    th_release_all(5, (tg_tensor *[]){q, k, v, y[0], y[1]});
+    free(ones);
+    free(eye);
+}
+
+Test(attention_fast_half, weights_round_once_or_through_f32_inside_autocast)
+{
+    tg_no_grad_begin();
+    tie_rows(TG_BF16);
+    tie_rows(TG_F16);
+    tg_no_grad_end();
 }

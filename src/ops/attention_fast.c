@@ -58,10 +58,12 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
 {
     const char *env = getenv("TG_ATTENTION_FAST");
     if (env && strcmp(env, "0") == 0) return false;
-    if ((o->training && o->dropout_p > 0.0) || tg_autocast_active(NULL)) return false;
+    if (o->training && o->dropout_p > 0.0) return false;
     const tg_dtype dt = q->dtype;
     const tg_tensor *m = o->attn_mask;
     if (!tg_dtype_is_float(dt) || k->dtype != dt || v->dtype != dt) return false;
+    tg_dtype amp;   /* inside autocast: q, k and v of its half dtype only */
+    if (tg_autocast_active(&amp) && (amp != dt || !tg__dtype_is_half(dt))) return false;
     if (m && m->dtype != TG_U8 && m->dtype != dt) return false;
     if (tg_grad_enabled() &&
         (tg_tensor_requires_grad(q) || tg_tensor_requires_grad(k) ||
@@ -91,6 +93,9 @@ typedef struct fast_job {
      * whether k (v) goes to it as bf16 bits, read in place */
     tg_bf16_kernel kern_qk, kern_pv;
     bool bits_k, bits_v;
+    /* inside autocast: softmax is an f32 op there, so the weights are
+     * rounded to f32 and then to the dtype (the cast of p @ v's operand) */
+    bool amp;
     int64_t lead1;               /* the second leading extent (1 without one) */
     int64_t L, S, E, Ev;
     int64_t rows, nqb, units, per;   /* block rows, blocks per matrix, blocks, per task */
@@ -279,12 +284,17 @@ TG__SIMD_AVX512 static void narrow_odd_avx512(const double *e, float *row, int64
     narrow_odd(e, row, n);
 }
 
-/* The n weights e rounded once to the dtype, into row as f32 values. */
+/* The n weights e rounded once to the dtype, into row as f32 values; inside
+ * autocast rounded to f32 and that to the dtype, as the taped path there. */
 static void weights_to_half(const fast_job *j, const double *e, float *row, uint16_t *h,
                             int64_t n)
 {
-    if (j->exp == TG__EXP_AVX512) narrow_odd_avx512(e, row, n);
-    else narrow_odd_plain(e, row, n);
+    if (j->amp)
+        for (int64_t c = 0; c < n; c++) row[c] = (float)e[c];
+    else if (j->exp == TG__EXP_AVX512)
+        narrow_odd_avx512(e, row, n);
+    else
+        narrow_odd_plain(e, row, n);
     round_row(j->dt, row, h, n);
 }
 
@@ -420,6 +430,7 @@ int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor 
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
     j.scale = tg__scalar_in_dtype(j.dt, sqrt((double)j.E));   /* as tg_div_scalar takes it */
+    j.amp = tg_autocast_active(NULL);
     if (j.dt == TG_BF16) {   /* the kernels the taped path's two products take */
         const tg_bf16_kernel kern = tg_bf16_kernel_get();
         j.kern_qk = tg__bf16_gemm_pays(j.L, j.S, j.E) ? kern : TG_BF16_KERNEL_AUTO;
