@@ -3,7 +3,7 @@
  *
  *   seq --model lstm|gru|transformer|decoder [--batch B (16)] [--seq T (32)]
  *       [--vocab V (64)] [--embed E (32)] [--hidden H (128)] [--layers L (1)]
- *       [--threads N] [--repeat R (20)] [--infer]
+ *       [--threads N] [--repeat R (20)] [--infer] [--dtype f32|bf16|f16 (f32)]
  *
  * The model is Embedding(V, E), then LSTM(E, H) or GRU(E, H) with L layers
  * (batch first), or L TransformerEncoderLayers (d_model E, 4 heads,
@@ -16,7 +16,9 @@
  * gradients, on a fixed (B, T, E) batch of normal values, without a mask.
  * --model decoder (with --infer only) times L TransformerDecoderLayers'
  * forward so (the transformer's options), tgt and memory fixed (B, T, E)
- * batches of normal values, under the causal tgt_mask.
+ * batches of normal values, under the causal tgt_mask.  --dtype (with
+ * --infer only) runs the layers, their input, the memory and the mask in
+ * that dtype (cast from the f32 ones).
  * After three steps of warmup, times R steps and prints one JSON line with
  * the median in ms. */
 #include <math.h>
@@ -158,20 +160,34 @@ static void infer_step(const void *arg)
     CHECK(tg_scope_end());
 }
 
-static void infer_setup(seq_case *c, int64_t b, int64_t t, int64_t e)
+/* *t cast to dt in place of it (f32: kept). */
+static void cast_to(tg_tensor **t, tg_dtype dt)
+{
+    if (!*t || dt == TG_F32) return;
+    tg_tensor *c = NULL;
+    CHECK(tg_to_dtype(&c, *t, dt));
+    tg_tensor_release(*t);
+    *t = c;
+}
+
+static void infer_setup(seq_case *c, int64_t b, int64_t t, int64_t e, tg_dtype dt)
 {
     tg_rng rng;
     tg_rng_init(&rng, 2);
     CHECK(tg_tensor_randn(&c->x, TG_F32, 3, (int64_t[]){b, t, e}, &rng));
     if (c->model == 'd') CHECK(tg_tensor_randn(&c->mem, TG_F32, 3, (int64_t[]){b, t, e}, &rng));
     tg_module_train(c->root, false);
+    if (dt != TG_F32) CHECK(tg_module_to_dtype(c->root, dt));
+    cast_to(&c->x, dt);
+    cast_to(&c->mem, dt);
+    cast_to(&c->mask, dt);
 }
 
 static int usage(void)
 {
     fprintf(stderr, "usage: seq --model lstm|gru|transformer|decoder [--batch B] [--seq T] "
                     "[--vocab V] [--embed E] [--hidden H] [--layers L] [--threads N] "
-                    "[--repeat R] [--infer]\n");
+                    "[--repeat R] [--infer] [--dtype f32|bf16|f16]\n");
     return 2;
 }
 
@@ -181,6 +197,7 @@ int main(int argc, char **argv)
          repeat = 20;
     seq_case c = {.model = 0};
     bool infer = false;
+    tg_dtype dtype = TG_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--batch")     ? &batch
@@ -199,6 +216,10 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--infer")) {
             infer = true;
+        } else if (!strcmp(a, "--dtype") && v &&
+                   (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16"))) {
+            dtype = !strcmp(v, "f32") ? TG_F32 : !strcmp(v, "bf16") ? TG_BF16 : TG_F16;
+            i++;
         } else if (!strcmp(a, "--model") && v &&
                    (!strcmp(v, "lstm") || !strcmp(v, "gru") || !strcmp(v, "transformer") ||
                     !strcmp(v, "decoder"))) {
@@ -210,13 +231,14 @@ int main(int argc, char **argv)
     }
     if (!c.model || batch < 1 || seq < 1 || vocab < 1 || embed < 1 || hidden < 1 ||
         layers < 1 || repeat < 1 || ((c.model == 't' || c.model == 'd') && embed % 4) ||
-        (infer && c.model != 't' && c.model != 'd') || (c.model == 'd' && !infer))
+        (infer && c.model != 't' && c.model != 'd') || (c.model == 'd' && !infer) ||
+        (dtype != TG_F32 && !infer))
         return usage();
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));
     c.vocab = vocab;
     c.layers = layers;
     build(&c, batch, seq, embed, hidden);
-    if (infer) infer_setup(&c, batch, seq, embed);
+    if (infer) infer_setup(&c, batch, seq, embed, dtype);
     if (bench_time_calls(infer ? infer_step : step, &c, repeat)) return 1;
     tg_tensor_release(c.x);
     tg_tensor_release(c.mem);

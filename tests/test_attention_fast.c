@@ -4,7 +4,8 @@
  * 1 to 8 heads, u8 and float masks (broadcast, causal, key padding),
  * strided and expanded inputs and many query blocks, in f32 (1e-6) and
  * f64 (1e-12); fully masked rows (NaN in both); when it is taken and when
- * not (weights, gradients, dropout in training, the variable, f16); and
+ * not (weights, gradients, dropout in training, the variable, autocast;
+ * f16 taken, see tests/test_attention_fast_half.c); and
  * MultiheadAttention's and TransformerEncoderLayer's eval forwards. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -292,8 +293,16 @@ Test(attention_fast, taken_only_without_gradient_weights_or_dropout)
     OK(tg_to_dtype(&kh, k, TG_F16));
     OK(tg_to_dtype(&vh, v, TG_F16));
     y = sdpa(true, qh, kh, vh, NULL, &took);
-    cr_assert(took == false, "f16: the taped path");
+    cr_assert(took, "f16: the fused path is due");
     tg_tensor_release(y);
+    OK(tg_autocast_begin(TG_BF16));
+    y = sdpa(true, q, k, v, NULL, &took);
+    cr_assert(took == false, "inside autocast: the taped path");
+    tg_tensor_release(y);
+    y = sdpa(true, qh, kh, vh, NULL, &took);
+    cr_assert(took == false, "f16 inside autocast: the taped path");
+    tg_tensor_release(y);
+    OK(tg_autocast_end());
     tg_no_grad_end();
     th_release_all(6, (tg_tensor *[]){q, k, v, qh, kh, vh});
 }

@@ -358,9 +358,9 @@ done:
 /* Whether the forward may take the fused attention (tg__nn_mha_fast): no
  * weights wanted, key and value one tensor (the query's for
  * self-attention), the packed in_proj_weight, no appended keys, the fused
- * kernel's conditions (no dropout draws, f32 or f64, outside autocast,
- * TG_ATTENTION_FAST not "0", no gradient recorded for query or key) and no
- * gradient recorded for the parameters or the masks. */
+ * kernel's conditions (no dropout draws, one float dtype, outside autocast
+ * or of its half dtype, TG_ATTENTION_FAST not "0", no gradient recorded for
+ * query or key) and no gradient recorded for the parameters or the masks. */
 static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
                          tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
 {

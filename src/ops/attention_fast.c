@@ -8,7 +8,8 @@
  * blocks (b, r0) are the tasks of the thread pool.
  *
  * The arithmetic is the taped path's (src/ops/attention.c): q divided by
- * sqrt(E) in double and rounded to the dtype (tg_div_scalar), the mask
+ * sqrt(E) (itself rounded to the dtype first, as tg_div_scalar rounds its
+ * scalar) in double and rounded to the dtype (tg_div_scalar), the mask
  * added in the dtype, softmax as src/ops/softmax.c computes a row (in
  * double, the row's maximum subtracted, rounded once; f32 rows with the
  * vectorized exp of src/ops/softmax_rows.c), the same GEMM calls on the
@@ -17,13 +18,30 @@
  * order, so the results agree to a few ulps of the dtype
  * (tests/test_attention_fast.c: 1e-6 relative in f32, 1e-12 in f64).  A
  * row whose scores are all -inf, or that holds +inf or NaN, has x - max =
- * NaN somewhere and gives a NaN row, as the taped softmax does. */
+ * NaN somewhere and gives a NaN row, as the taped softmax does.
+ *
+ * bf16 and f16 blocks (run_block_half) hold the dtype's values in f32
+ * buffers and round where the taped path's half ops round: q / sqrt(E)
+ * (sqrt(E) rounded to the dtype) in double, to f32, to the dtype; the
+ * scores' f32 sums to the dtype; the mask added in f32 and rounded;
+ * softmax in double rounded once to the dtype; the output's f32 sums
+ * rounded into its rows.  The products are bf16 (f16) values multiplied
+ * exactly and summed in f32: on the bf16 kernel where the taped product
+ * takes it (tg_bf16_kernel_get() of the calling thread,
+ * tg__bf16_gemm_pays), with k and v read as bits in place, else sgemm on
+ * widened copies, made once per matrix and task.  Only the order of those
+ * f32 sums, and the softmax's double arithmetic (src/ops/softmax_rows.c's
+ * vectorized exp and partial sums, where the taped half softmax calls
+ * libm's exp and keeps one sum), can differ from the taped path's; the bound
+ * that follows is in docs/autograd.md and tests/test_attention_fast_half.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "ops/attention_internal.h"
+#include "ops/elementwise.h"
+#include "ops/exp_simd.h"
 #include "ops/softmax_rows_internal.h"
 #include "tapegrad/autograd.h"
 #include "tapegrad/registry.h"
@@ -40,10 +58,12 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
 {
     const char *env = getenv("TG_ATTENTION_FAST");
     if (env && strcmp(env, "0") == 0) return false;
-    if ((o->training && o->dropout_p > 0.0) || tg_autocast_active(NULL)) return false;
+    if (o->training && o->dropout_p > 0.0) return false;
     const tg_dtype dt = q->dtype;
     const tg_tensor *m = o->attn_mask;
-    if ((dt != TG_F32 && dt != TG_F64) || k->dtype != dt || v->dtype != dt) return false;
+    if (!tg_dtype_is_float(dt) || k->dtype != dt || v->dtype != dt) return false;
+    tg_dtype amp;   /* inside autocast: q, k and v of its half dtype only */
+    if (tg_autocast_active(&amp) && (amp != dt || !tg__dtype_is_half(dt))) return false;
     if (m && m->dtype != TG_U8 && m->dtype != dt) return false;
     if (tg_grad_enabled() &&
         (tg_tensor_requires_grad(q) || tg_tensor_requires_grad(k) ||
@@ -67,12 +87,19 @@ typedef struct operand {
 } operand;
 
 typedef struct fast_job {
-    tg_dtype dt;                 /* TG_F32 or TG_F64 */
+    tg_dtype dt;                 /* TG_F32, TG_F64, TG_BF16 or TG_F16 */
     tg__exp_width exp;           /* the f32 rows' exp's width */
+    /* half dtypes: the bf16 kernel of q k^T and of p v (AUTO: sgemm), and
+     * whether k (v) goes to it as bf16 bits, read in place */
+    tg_bf16_kernel kern_qk, kern_pv;
+    bool bits_k, bits_v;
+    /* inside autocast: softmax is an f32 op there, so the weights are
+     * rounded to f32 and then to the dtype (the cast of p @ v's operand) */
+    bool amp;
     int64_t lead1;               /* the second leading extent (1 without one) */
     int64_t L, S, E, Ev;
     int64_t rows, nqb, units, per;   /* block rows, blocks per matrix, blocks, per task */
-    double scale;                /* sqrt(E) */
+    double scale;                /* sqrt(E), rounded to the dtype as tg_div_scalar's s */
     operand q, k, v;
     /* the mask (mbase NULL: none), broadcast by zero strides */
     const char *mbase;
@@ -204,24 +231,172 @@ static void run_block(const fast_job *j, int64_t u, void *qs, void *sc, double *
     tg__gemm_par(j->dt, plain, false, false, n, j->Ev, S, sc, S, vb, j->v.rs, 0.0, ob, j->ors);
 }
 
+/* ---- f16 and bf16: f32 buffers holding the dtype's values ---- */
+
+/* A task's scratch for half dtypes: k and v of matrix kb (vb) widened to
+ * f32 when their GEMM does not read the bits (-1: none yet), the block's
+ * output in f32, and a row of halves. */
+typedef struct half_scratch {
+    float *kf, *vf, *of;
+    uint16_t *h;
+    int64_t kb, vb;
+} half_scratch;
+
+/* row (n f32 values) rounded to the dtype, as a half op's f32 result is
+ * (h: n halves of scratch). */
+static void round_row(tg_dtype dt, float *row, uint16_t *h, int64_t n)
+{
+    tg__f32_to_half_rows(dt, row, n, h, n, 1, n);
+    tg__half_to_f32_rows(dt, h, n, row, n, 1, n);
+}
+
+/* Matrix b of operand o (r rows of c halves) widened into f (r, c). */
+static void widen(const fast_job *j, const operand *o, int64_t b, int64_t r, int64_t c,
+                  float *f)
+{
+    const uint16_t *src = (const uint16_t *)o->base + lead_off(j, o->ls, b);
+    tg__half_to_f32_rows(j->dt, src, o->rs, f, c, r, c);
+}
+
+/* The n weights e narrowed to f32 with round-to-odd into row (truncated,
+ * the last bit set when inexact): tg__f64_to_half_n's first step, which a
+ * rounding to the dtype then completes with its bits (the double rounded
+ * once).  Branch-free, where that one steps back from a rounding away from
+ * zero by a branch the data decides, so the loop vectorizes; a clone for
+ * AVX-512 (TG__SIMD_AVX512 of src/ops/exp_simd.h).  The weights are NaN or
+ * in [0, 1], so no f32 overflows. */
+static inline __attribute__((always_inline)) void narrow_odd(const double *e, float *row,
+                                                             int64_t n)
+{
+    for (int64_t c = 0; c < n; c++) {
+        const double v = e[c];
+        const float f = (float)v;
+        uint32_t x;
+        memcpy(&x, &f, sizeof x);
+        x -= (uint32_t)(fabs((double)f) > fabs(v));
+        x |= (uint32_t)((double)f != v && v == v);
+        memcpy(&row[c], &x, sizeof x);
+    }
+}
+static void narrow_odd_plain(const double *e, float *row, int64_t n) { narrow_odd(e, row, n); }
+TG__SIMD_AVX512 static void narrow_odd_avx512(const double *e, float *row, int64_t n)
+{
+    narrow_odd(e, row, n);
+}
+
+/* The n weights e rounded once to the dtype, into row as f32 values; inside
+ * autocast rounded to f32 and that to the dtype, as the taped path there. */
+static void weights_to_half(const fast_job *j, const double *e, float *row, uint16_t *h,
+                            int64_t n)
+{
+    if (j->amp)
+        for (int64_t c = 0; c < n; c++) row[c] = (float)e[c];
+    else if (j->exp == TG__EXP_AVX512)
+        narrow_odd_avx512(e, row, n);
+    else
+        narrow_odd_plain(e, row, n);
+    round_row(j->dt, row, h, n);
+}
+
+/* Row `row` (query l of matrix b) as the taped half path has it: the
+ * product's f32 sum rounded to the dtype; -inf where a u8 mask is set, or
+ * the mask added in f32 and rounded; softmax in double rounded once to the
+ * dtype.  The softmax is the f32 rows' (src/ops/softmax_rows.c: the
+ * vectorized exp, within a few 1e-16 of the libm exp of the taped half
+ * softmax, eight partial sums where that one keeps one, times 1 / sum):
+ * within a few 1e-16 relative of the taped weights before their rounding,
+ * which it moves only when a weight lies that close to a rounding
+ * boundary. */
+static void half_row(const fast_job *j, float *row, int64_t b, int64_t l, double *e,
+                     uint16_t *h)
+{
+    const int64_t S = j->S, mcs = j->mcs;
+    round_row(j->dt, row, h, S);
+    if (j->mbase && j->mu8) {
+        const uint8_t *mu = (const uint8_t *)j->mbase + lead_off(j, j->mls, b) + l * j->mrs;
+        for (int64_t c = 0; c < S; c++)
+            if (mu[c * mcs]) row[c] = -INFINITY;
+    } else if (j->mbase) {
+        const uint16_t *mh = (const uint16_t *)j->mbase + lead_off(j, j->mls, b) + l * j->mrs;
+        for (int64_t c = 0; c < S; c++)
+            row[c] += j->dt == TG_F16 ? tg_f16_to_f32(mh[c * mcs]) : tg_bf16_to_f32(mh[c * mcs]);
+        round_row(j->dt, row, h, S);
+    }
+    tg__softmax_row_f32_to_f64(row, S, e, j->exp);
+    weights_to_half(j, e, row, h, S);
+}
+
+/* Block u of a half dtype: q's rows divided by sqrt(E) (in double, to f32,
+ * to the dtype: tg_div_scalar's roundings), the two GEMMs on f32 buffers
+ * of the dtype's values (bf16 on the kernel where it pays, else sgemm),
+ * the output's f32 sums rounded into its rows. */
+static void run_block_half(const fast_job *j, int64_t u, float *qs, float *sc, double *e,
+                           half_scratch *hs)
+{
+    const int64_t b = u / j->nqb, r0 = u % j->nqb * j->rows;
+    const int64_t n = r0 + j->rows <= j->L ? j->rows : j->L - r0;
+    const int64_t S = j->S, E = j->E, Ev = j->Ev;
+    const uint16_t *qb = (const uint16_t *)j->q.base + lead_off(j, j->q.ls, b) + r0 * j->q.rs;
+    tg__half_to_f32_rows(j->dt, qb, j->q.rs, qs, E, n, E);
+    for (int64_t i = 0; i < n * E; i++) qs[i] = (float)((double)qs[i] / j->scale);
+    for (int64_t i = 0; i < n; i++) round_row(j->dt, qs + i * E, hs->h, E);
+    const void *kp = (const uint16_t *)j->k.base + lead_off(j, j->k.ls, b);
+    if (!j->bits_k) {
+        if (hs->kb != b) widen(j, &j->k, b, S, E, hs->kf);
+        hs->kb = b;
+        kp = hs->kf;
+    }
+    tg__gemm_par_bits(j->kern_qk, false, true, n, S, E, qs, false, E, kp, j->bits_k,
+                      j->bits_k ? j->k.rs : E, 0.0f, sc, S, NULL, NULL);
+    for (int64_t i = 0; i < n; i++) half_row(j, sc + i * S, b, r0 + i, e, hs->h);
+    const void *vp = (const uint16_t *)j->v.base + lead_off(j, j->v.ls, b);
+    if (!j->bits_v) {
+        if (hs->vb != b) widen(j, &j->v, b, S, Ev, hs->vf);
+        hs->vb = b;
+        vp = hs->vf;
+    }
+    tg__gemm_par_bits(j->kern_pv, false, false, n, Ev, S, sc, false, S, vp, j->bits_v,
+                      j->bits_v ? j->v.rs : Ev, 0.0f, hs->of, Ev, NULL, NULL);
+    uint16_t *ob = (uint16_t *)j->out + lead_off(j, j->ols, b) + r0 * j->ors;
+    tg__f32_to_half_rows(j->dt, hs->of, Ev, ob, j->ors, n, Ev);
+}
+
 static int fast_task(void *p, int64_t t)
 {
     const fast_job *j = p;
-    const size_t es = tg_dtype_size(j->dt);
+    const bool half = tg__dtype_is_half(j->dt);
+    const size_t es = half ? sizeof(float) : tg_dtype_size(j->dt);
+    const int64_t hn = j->S > j->E ? j->S : j->E;
     void *qs = tg__work_alloc((size_t)(j->rows * j->E) * es);
     void *sc = tg__work_alloc((size_t)(j->rows * j->S) * es);
     double *e = tg__work_alloc((size_t)(j->S + TG__EXP_PAD) * sizeof *e);
+    half_scratch hs = {.kb = -1, .vb = -1};
+    if (half) {
+        hs.h = tg__work_alloc((size_t)hn * sizeof *hs.h);
+        hs.of = tg__work_alloc((size_t)(j->rows * j->Ev) * sizeof *hs.of);
+        if (!j->bits_k) hs.kf = tg__work_alloc((size_t)(j->S * j->E) * sizeof *hs.kf);
+        if (!j->bits_v) hs.vf = tg__work_alloc((size_t)(j->S * j->Ev) * sizeof *hs.vf);
+    }
     int rc = TG_OK;
-    if (!qs || !sc || !e) {
+    if (!qs || !sc || !e ||
+        (half && (!hs.h || !hs.of || (!j->bits_k && !hs.kf) || (!j->bits_v && !hs.vf)))) {
         rc = tg__error(TG_ENOMEM, "scaled_dot_product_attention: out of memory for a block of "
                        "%lld x %lld scores", (long long)j->rows, (long long)j->S);
     } else {
         const int64_t end = (t + 1) * j->per < j->units ? (t + 1) * j->per : j->units;
-        for (int64_t u = t * j->per; u < end; u++) run_block(j, u, qs, sc, e);
+        for (int64_t u = t * j->per; u < end; u++)
+            if (half)
+                run_block_half(j, u, qs, sc, e, &hs);
+            else
+                run_block(j, u, qs, sc, e);
     }
     tg__work_free(qs);
     tg__work_free(sc);
     tg__work_free(e);
+    tg__work_free(hs.h);
+    tg__work_free(hs.of);
+    tg__work_free(hs.kf);
+    tg__work_free(hs.vf);
     return rc;
 }
 
@@ -254,7 +429,15 @@ int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor 
     fast_job j = {.dt = q->dtype, .exp = tg__exp_width_get(),
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
-    j.scale = sqrt((double)j.E);
+    j.scale = tg__scalar_in_dtype(j.dt, sqrt((double)j.E));   /* as tg_div_scalar takes it */
+    j.amp = tg_autocast_active(NULL);
+    if (j.dt == TG_BF16) {   /* the kernels the taped path's two products take */
+        const tg_bf16_kernel kern = tg_bf16_kernel_get();
+        j.kern_qk = tg__bf16_gemm_pays(j.L, j.S, j.E) ? kern : TG_BF16_KERNEL_AUTO;
+        j.kern_pv = tg__bf16_gemm_pays(j.L, j.Ev, j.S) ? kern : TG_BF16_KERNEL_AUTO;
+        j.bits_k = j.kern_qk > TG_BF16_KERNEL_PORTABLE;
+        j.bits_v = j.kern_pv > TG_BF16_KERNEL_PORTABLE;
+    }
     const int64_t nb = tg__numel(nd - 2, q->shape);
     j.rows = block_rows(nb, j.L, j.S);
     j.nqb = (j.L + j.rows - 1) / j.rows;

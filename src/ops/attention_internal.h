@@ -15,9 +15,10 @@
  * arguments checked (tg_scaled_dot_product_attention's rules): no weights
  * are wanted (the caller's part), no dropout draws (eval, or p = 0), no
  * gradient is recorded (grad mode off, or none of q, k, v and the mask
- * requires one), q, k and v f32 or f64 (a float mask of their dtype),
- * outside autocast, every extent >= 1, and the environment variable
- * TG_ATTENTION_FAST is not "0". */
+ * requires one), q, k and v of one float dtype (f32, f64, bf16 or f16; a
+ * float mask of their dtype), outside autocast or of its dtype (bf16 or
+ * f16), every extent >= 1, and the environment variable TG_ATTENTION_FAST
+ * is not "0". */
 bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
                                 const tg_attention_opts *o);
 

@@ -139,6 +139,26 @@ ROWS_AVX512 static void forward_avx512(const float *x, float *y, int64_t n, bool
 {
     forward_row(x, y, n, log_, e, TG__EXP_AVX512);
 }
+/* e[c] = softmax(x)_c in double, not rounded: forward_row's steps. */
+static inline __attribute__((always_inline)) void forward_row_f64(const float *x, int64_t n,
+                                                                  double *e, int W)
+{
+    const double m = row_max(x, n);
+    const double r = 1.0 / exp_shifted(x, m, e, n, W);
+    for (int64_t c = 0; c < n; c++) e[c] *= r;
+}
+static void forward_f64_plain(const float *x, int64_t n, double *e)
+{
+    forward_row_f64(x, n, e, TG__EXP_PLAIN);
+}
+ROWS_AVX2 static void forward_f64_avx2(const float *x, int64_t n, double *e)
+{
+    forward_row_f64(x, n, e, TG__EXP_AVX2);
+}
+ROWS_AVX512 static void forward_f64_avx512(const float *x, int64_t n, double *e)
+{
+    forward_row_f64(x, n, e, TG__EXP_AVX512);
+}
 static void backward_plain(const float *x, const float *g, float *dx, int64_t n, double *e)
 {
     log_backward_row(x, g, dx, n, e, TG__EXP_PLAIN);
@@ -199,6 +219,14 @@ void tg__softmax_row_f32(const float *x, float *y, int64_t n, bool log_, double 
     if (w == TG__EXP_AVX512) forward_avx512(x, y, n, log_, e);
     else if (w == TG__EXP_AVX2) forward_avx2(x, y, n, log_, e);
     else forward_plain(x, y, n, log_, e);
+}
+
+void tg__softmax_row_f32_to_f64(const float *x, int64_t n, double *e, tg__exp_width w)
+{
+    if (n <= 0) return;
+    if (w == TG__EXP_AVX512) forward_f64_avx512(x, n, e);
+    else if (w == TG__EXP_AVX2) forward_f64_avx2(x, n, e);
+    else forward_f64_plain(x, n, e);
 }
 
 void tg__log_softmax_backward_row_f32(const float *x, const float *g, float *dx, int64_t n,

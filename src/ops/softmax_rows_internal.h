@@ -33,6 +33,11 @@ void tg__exp_f64_inplace(double *e, int64_t n, tg__exp_width w);
 void tg__softmax_row_f32(const float *x, float *y, int64_t n, bool log_, double *e,
                          tg__exp_width w);
 
+/* e[c] = softmax(x)_c for the n values of x, in double and not rounded
+ * (tg__softmax_row_f32's values before their rounding to f32), for callers
+ * that round them to a half dtype.  e: n + TG__EXP_PAD doubles. */
+void tg__softmax_row_f32_to_f64(const float *x, int64_t n, double *e, tg__exp_width w);
+
 /* dx = g - softmax(x) sum(g): log_softmax's backward from its input x and
  * the gradient g, n values each; dx may be g.  e: n + TG__EXP_PAD doubles
  * of scratch. */
