@@ -225,25 +225,32 @@ Test(bf16_gemm, avx512_tile_sizes_give_the_full_tiles_bits)
 }
 
 /* TG_BF16_BROADCAST=load|register picks the form; any other value, or none,
- * leaves this CPU's best (tg__bf16_set_broadcast wins over all). */
+ * leaves this CPU's best (tg__bf16_set_broadcast wins over all).  It is
+ * read at the first call and again only after tg__bf16_broadcast_reread. */
 Test(bf16_gemm, environment_variable_chooses_the_broadcast)
 {
     const tg__bf16_bcast best = tg__bf16_broadcast_best_register() ? TG__BF16_BCAST_REGISTER
                                                                    : TG__BF16_BCAST_LOAD;
     cr_assert(eq(int, unsetenv("TG_BF16_BROADCAST"), 0));
+    tg__bf16_broadcast_reread();
     cr_assert(eq(int, tg__bf16_broadcast(), best));
     cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "load", 1), 0));
+    cr_assert(eq(int, tg__bf16_broadcast(), best), "read once: not yet seen");
+    tg__bf16_broadcast_reread();
     cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_LOAD));
     cr_assert(eq(str, (char *)tg_bf16_broadcast_name(), "load"));
     cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "register", 1), 0));
+    tg__bf16_broadcast_reread();
     cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_REGISTER));
     cr_assert(eq(str, (char *)tg_bf16_broadcast_name(), "register"));
     cr_assert(eq(int, setenv("TG_BF16_BROADCAST", "sideways", 1), 0));
+    tg__bf16_broadcast_reread();
     cr_assert(eq(int, tg__bf16_broadcast(), best));
     tg__bf16_set_broadcast(TG__BF16_BCAST_LOAD);
     cr_assert(eq(int, tg__bf16_broadcast(), TG__BF16_BCAST_LOAD));
     tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
     cr_assert(eq(int, unsetenv("TG_BF16_BROADCAST"), 0));
+    tg__bf16_broadcast_reread();
 }
 
 /* Without memory for the packing buffers: the plain loops, which read f32

@@ -60,7 +60,8 @@ TG_API const char *tg_bf16_kernel_name(tg_bf16_kernel k);
  * "register" (once per row and pair, into a register: where two 512-bit
  * vdpbf16ps issue a cycle) or "load" (by each instruction's own load: AMD
  * Zen 4, which issues one); TG_BF16_BROADCAST=load|register in the
- * environment chooses.  Both give the same bits (static). */
+ * environment, read once (at the first bf16 GEMM or call of this),
+ * chooses.  Both give the same bits (static). */
 TG_API const char *tg_bf16_broadcast_name(void);
 /* What the f16 GEMMs run on this CPU, for display: "f32 (F16C)" or "f32"
  * (static). */

@@ -87,16 +87,28 @@ static bool any_form(int b)
     return true;
 }
 
+/* TG_BF16_BROADCAST's choice, or AUTO until it is read.  It is read once:
+ * both forms give the same bits, so it is a setting of speed only, and
+ * every GEMM asks (a block of the fused attention is two GEMMs), where
+ * getenv would cost a few percent.  A race reads it twice, alike. */
+static atomic_int bcast_env;
+
+void tg__bf16_broadcast_reread(void) { atomic_store(&bcast_env, TG__BF16_BCAST_AUTO); }
+
 tg__bf16_bcast tg__bf16_broadcast(void)
 {
     static atomic_flag told = ATOMIC_FLAG_INIT;
     const int f = atomic_load(&bcast_forced);
     if (f != TG__BF16_BCAST_AUTO) return (tg__bf16_bcast)f;
-    const int best = tg__bf16_broadcast_best_register() ? TG__BF16_BCAST_REGISTER
-                                                        : TG__BF16_BCAST_LOAD;
-    return (tg__bf16_bcast)tg__kernel_from_env("TG_BF16_BROADCAST", "a broadcast form of the "
-                                               "avx512 bf16", bcast_names,
-                                               TG__BF16_BCAST_REGISTER + 1, any_form, best, &told);
+    int e = atomic_load_explicit(&bcast_env, memory_order_relaxed);
+    if (e == TG__BF16_BCAST_AUTO) {
+        const int best = tg__bf16_broadcast_best_register() ? TG__BF16_BCAST_REGISTER
+                                                            : TG__BF16_BCAST_LOAD;
+        e = tg__kernel_from_env("TG_BF16_BROADCAST", "a broadcast form of the avx512 bf16",
+                                bcast_names, TG__BF16_BCAST_REGISTER + 1, any_form, best, &told);
+        atomic_store_explicit(&bcast_env, e, memory_order_relaxed);
+    }
+    return (tg__bf16_bcast)e;
 }
 
 const char *tg_bf16_broadcast_name(void) { return bcast_names[tg__bf16_broadcast()]; }

@@ -93,8 +93,9 @@ void tg__bf16_set_full_tiles(bool on);
  * family 19h (Zen 4). */
 bool tg__bf16_broadcast_best_register(void);
 /* The form the avx512 GEMMs use: the tests' choice (tg__bf16_set_broadcast),
- * else TG_BF16_BROADCAST=load|register from the environment, else this
- * CPU's best. */
+ * else TG_BF16_BROADCAST=load|register from the environment (read at the
+ * first call; tg__bf16_broadcast_reread reads it again), else this CPU's
+ * best. */
 typedef enum {
     TG__BF16_BCAST_AUTO = 0,
     TG__BF16_BCAST_LOAD,
@@ -103,6 +104,8 @@ typedef enum {
 tg__bf16_bcast tg__bf16_broadcast(void);
 /* Tests: forces form b in every thread (AUTO restores). */
 void tg__bf16_set_broadcast(tg__bf16_bcast b);
+/* Tests: the next call reads TG_BF16_BROADCAST again. */
+void tg__bf16_broadcast_reread(void);
 #define TG__BF16_MR_AMX 32
 void tg__bf16_micro_amx(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                         int64_t ldc, int mr, int nr, bool first, float beta);
