@@ -412,6 +412,18 @@ void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, f
         tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, k);
 }
 
+void tg__f32_to_half_k(tg_dtype to, const float *src, uint16_t *dst, int64_t n, tg__cast k)
+{
+    TG_ASSERT(tg__dtype_is_half(to));
+    tg__f32_to_half_blk(to, src, dst, n, k == TG__CAST_AUTO ? tg__cast_kernel() : k);
+}
+
+void tg__half_to_f32_k(tg_dtype from, const uint16_t *src, float *dst, int64_t n, tg__cast k)
+{
+    TG_ASSERT(tg__dtype_is_half(from));
+    tg__half_to_f32_blk(from, src, dst, n, k == TG__CAST_AUTO ? tg__cast_kernel() : k);
+}
+
 #ifdef TG__HAVE_X86_SIMD
 /* The first multiple of eight of tg__half_add_round's n values; returns it. */
 TG__AVX2 static int64_t half_add_round_avx2(tg_dtype to, const float *src, float bias,
@@ -426,11 +438,12 @@ TG__AVX2 static int64_t half_add_round_avx2(tg_dtype to, const float *src, float
 #endif
 
 void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
-                        int64_t n)
+                        int64_t n, tg__cast k)
 {
     TG_ASSERT(tg__dtype_is_half(to));
+    if (k == TG__CAST_AUTO) k = tg__cast_kernel();
     if (!add) {
-        tg__f32_to_half_blk(to, src, dst, n, tg__cast_kernel());
+        tg__f32_to_half_blk(to, src, dst, n, k);
         return;
     }
     int64_t i = 0;
