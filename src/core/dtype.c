@@ -448,7 +448,9 @@ void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uin
     }
     int64_t i = 0;
 #ifdef TG__HAVE_X86_SIMD
-    if (tg__cpu_has_half_simd()) i = half_add_round_avx2(to, src, bias, dst, n);
+    /* the vector kernels imply AVX2 and F16C (cast_runs_on): no CPU
+     * question per row */
+    if (k == TG__CAST_AVX2 || k == TG__CAST_AVX512) i = half_add_round_avx2(to, src, bias, dst, n);
 #endif
     for (; i < n; i++) dst[i] = tg__f32_to_half(to, src[i] + bias);
 }
