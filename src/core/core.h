@@ -394,6 +394,18 @@ void tg__gemm_par_bits(tg_bf16_kernel bf16, bool ta, bool tb, int64_t m, int64_t
 /* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...), chosen when the library
  * is loaded (src/core/blas.c). */
 const char *tg__blas_core(void);
+/* The kernel of the bulk conversions (all give the same bits): the tests'
+ * choice (tg__set_cast_kernel), else TG_CAST_KERNEL=portable|avx2|avx512
+ * from the environment when the CPU runs it, else the widest this CPU runs
+ * (avx512 needs AVX-512 F and BW besides AVX2 and F16C).  Asking reads the
+ * environment: an op asks once and passes the answer to the *_k functions
+ * below rather than asking per row or per block. */
+typedef enum {
+    TG__CAST_AUTO = 0,
+    TG__CAST_PORTABLE,
+    TG__CAST_AVX2,
+    TG__CAST_AVX512,
+} tg__cast;
 /* Bulk half <-> f32 (src/core/dtype.c), bit-identical to tg_f32_to_f16 /
  * tg_f32_to_bf16 / tg_f16_to_f32 / tg_bf16_to_f32; `to`/`from` is TG_F16 or
  * TG_BF16.  simd=false forces the portable scalar loop (tests compare the
@@ -408,6 +420,10 @@ void tg__f32_to_half_rows(tg_dtype to, const float *src, int64_t sstride, uint16
                           int64_t dstride, int64_t rows, int64_t len);
 void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, float *dst,
                           int64_t dstride, int64_t rows, int64_t len);
+/* One serial run of n elements by kernel k (a tg__cast_kernel() answer, or
+ * PORTABLE; AUTO asks it), with the bits of the functions above. */
+void tg__f32_to_half_k(tg_dtype to, const float *src, uint16_t *dst, int64_t n, tg__cast k);
+void tg__half_to_f32_k(tg_dtype from, const uint16_t *src, float *dst, int64_t n, tg__cast k);
 /* f rounded to a half of dtype dt (TG_F16 or TG_BF16): tg_f32_to_f16 or
  * tg_f32_to_bf16, the bulk conversions' rule, one value at a time. */
 static inline uint16_t tg__f32_to_half(tg_dtype dt, float f)
@@ -416,9 +432,10 @@ static inline uint16_t tg__f32_to_half(tg_dtype dt, float f)
 }
 /* dst[i] = half(src[i] + bias) for i < n, the sum in f32 (without add:
  * half(src[i]), -0.0 kept), rounded with the bulk conversions' rule; serial
- * (for loops that are already parallel). */
+ * (for loops that are already parallel).  k is the conversion kernel
+ * (tg__cast_kernel(), asked once per op by the caller, not once per row). */
 void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
-                        int64_t n);
+                        int64_t n, tg__cast k);
 /* Bulk half <-> f64, serial (for loops that are already parallel), with
  * the bits of tg_dtype_load and tg_dtype_store element by element: f64 to
  * half rounds once (round-to-odd into f32, then the f32 kernels above). */
@@ -432,16 +449,7 @@ void tg__half_to_f64_n(tg_dtype from, const uint16_t *src, double *dst, int64_t 
  * vnni, amx); using avx2"); `a_kind` is "an int8", "a bf16". */
 int tg__kernel_from_env(const char *var, const char *a_kind, const char *const *names, int n,
                         bool (*available)(int), int best, atomic_flag *told);
-/* The kernel of the bulk conversions (all give the same bits): the tests'
- * choice (tg__set_cast_kernel), else TG_CAST_KERNEL=portable|avx2|avx512
- * from the environment when the CPU runs it, else the widest this CPU runs
- * (avx512 needs AVX-512 F and BW besides AVX2 and F16C). */
-typedef enum {
-    TG__CAST_AUTO = 0,
-    TG__CAST_PORTABLE,
-    TG__CAST_AVX2,
-    TG__CAST_AVX512,
-} tg__cast;
+/* The kernel of the bulk conversions (tg__cast above). */
 tg__cast tg__cast_kernel(void);
 /* Tests: forces kernel k in every thread (AUTO restores); a kernel this
  * CPU cannot run is not taken. */

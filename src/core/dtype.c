@@ -412,6 +412,18 @@ void tg__half_to_f32_rows(tg_dtype from, const uint16_t *src, int64_t sstride, f
         tg__half_to_f32_blk(from, src + r * sstride, dst + r * dstride, len, k);
 }
 
+void tg__f32_to_half_k(tg_dtype to, const float *src, uint16_t *dst, int64_t n, tg__cast k)
+{
+    TG_ASSERT(tg__dtype_is_half(to));
+    tg__f32_to_half_blk(to, src, dst, n, k == TG__CAST_AUTO ? tg__cast_kernel() : k);
+}
+
+void tg__half_to_f32_k(tg_dtype from, const uint16_t *src, float *dst, int64_t n, tg__cast k)
+{
+    TG_ASSERT(tg__dtype_is_half(from));
+    tg__half_to_f32_blk(from, src, dst, n, k == TG__CAST_AUTO ? tg__cast_kernel() : k);
+}
+
 #ifdef TG__HAVE_X86_SIMD
 /* The first multiple of eight of tg__half_add_round's n values; returns it. */
 TG__AVX2 static int64_t half_add_round_avx2(tg_dtype to, const float *src, float bias,
@@ -423,19 +435,35 @@ TG__AVX2 static int64_t half_add_round_avx2(tg_dtype to, const float *src, float
         tg__half_store8(to, dst + i, _mm256_add_ps(_mm256_loadu_ps(src + i), b));
     return i;
 }
+
+/* The same sixteen at a time (tg__half_store16 has tg__half_store8's bits),
+ * the rest of the multiples of eight by half_add_round_avx2. */
+TG__AVX512 static int64_t half_add_round_avx512(tg_dtype to, const float *src, float bias,
+                                                uint16_t *dst, int64_t n)
+{
+    const __m512 b = _mm512_set1_ps(bias);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        tg__half_store16(to, dst + i, _mm512_add_ps(_mm512_loadu_ps(src + i), b));
+    return i + half_add_round_avx2(to, src + i, bias, dst + i, n - i);
+}
 #endif
 
 void tg__half_add_round(tg_dtype to, const float *src, bool add, float bias, uint16_t *dst,
-                        int64_t n)
+                        int64_t n, tg__cast k)
 {
     TG_ASSERT(tg__dtype_is_half(to));
+    if (k == TG__CAST_AUTO) k = tg__cast_kernel();
     if (!add) {
-        tg__f32_to_half_blk(to, src, dst, n, tg__cast_kernel());
+        tg__f32_to_half_blk(to, src, dst, n, k);
         return;
     }
     int64_t i = 0;
 #ifdef TG__HAVE_X86_SIMD
-    if (tg__cpu_has_half_simd()) i = half_add_round_avx2(to, src, bias, dst, n);
+    /* the vector kernels imply AVX2 and F16C (cast_runs_on): no CPU
+     * question per row */
+    if (k == TG__CAST_AVX512) i = half_add_round_avx512(to, src, bias, dst, n);
+    else if (k == TG__CAST_AVX2) i = half_add_round_avx2(to, src, bias, dst, n);
 #endif
     for (; i < n; i++) dst[i] = tg__f32_to_half(to, src[i] + bias);
 }

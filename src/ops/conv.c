@@ -42,6 +42,8 @@ void tg__conv_acts(tg__conv_geom *g, tg_dtype cdt, const tg_tensor *a, const tg_
                    const void **ab, const void **bb, void **ao, void **bo)
 {
     if (a->dtype == TG_BF16) g->bf16 = tg_bf16_kernel_get();
+    g->cast = tg__cast_kernel();
+    g->col2im = tg__conv_col2im_kernel();
     if (cdt == TG_F32 && tg__dtype_is_half(a->dtype) && tg_tensor_is_contiguous(a) &&
         (!b || (b->dtype == a->dtype && tg_tensor_is_contiguous(b)))) {
         g->half_in = a->dtype;

@@ -32,7 +32,7 @@ static double conv_activate(double v, tg_activation act, double slope)
 static void load_f32(const tg__conv_geom *g, const void *src, int64_t at, int64_t n, float *dst)
 {
     if (tg__conv_half_in(g))
-        tg__half_to_f32_n(g->half_in, (const uint16_t *)src + at, dst, n, true);
+        tg__half_to_f32_k(g->half_in, (const uint16_t *)src + at, dst, n, tg__conv_cast(g));
     else
         memcpy(dst, (const float *)src + at, (size_t)n * sizeof(float));
 }

@@ -46,19 +46,14 @@ uint16_t *tg__conv_perm_table(const int32_t *tab, int64_t ksz, int64_t osz)
     return idx;
 }
 
-PERM_TARGET void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx,
-                                     int64_t ksz, int64_t osz, uint16_t *dst, int64_t tap_ld)
+/* The taps of a plane held in r (np register pairs), for one np at a time:
+ * with np a constant the pairs stay in registers and the loop over them is
+ * unrolled (np = 4, the 14x14 planes of the DCGAN: 0.74x the time of the
+ * loop with np a variable, which kept the pairs on the stack). */
+PERM_TARGET static inline __attribute__((always_inline)) void
+perm_taps(const __m512i *r, int np, const uint16_t *idx, int64_t ksz, int64_t osz, uint16_t *dst,
+          int64_t tap_ld)
 {
-    const int np = (int)((isz + 1 + 63) / 64);   /* register pairs in use */
-    /* the plane straight into registers, zeros past its end (masked loads
-     * read nothing there) */
-    __m512i r[TG__CONV_PERM_PLANE / 32];
-    for (int i = 0; i < 2 * np; i++) {
-        const int64_t n = isz - 32 * i;
-        const __mmask32 in = n >= 32 ? (__mmask32)0xFFFFFFFFu
-                                     : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
-        r[i] = _mm512_maskz_loadu_epi16(in, plane + 32 * i);
-    }
     const int64_t nv = (osz + 31) / 32;
     for (int64_t k = 0; k < ksz; k++, dst += tap_ld) {
         for (int64_t v = 0; v < nv; v++) {
@@ -76,6 +71,28 @@ PERM_TARGET void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const u
             const __mmask32 keep = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
             _mm512_mask_storeu_epi16(dst + 32 * v, keep, out);
         }
+    }
+}
+
+PERM_TARGET void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx,
+                                     int64_t ksz, int64_t osz, uint16_t *dst, int64_t tap_ld)
+{
+    const int np = (int)((isz + 1 + 63) / 64);   /* register pairs in use */
+    /* the plane straight into registers, zeros past its end (masked loads
+     * read nothing there) */
+    __m512i r[TG__CONV_PERM_PLANE / 32];
+    for (int i = 0; i < 2 * np; i++) {
+        const int64_t n = isz - 32 * i;
+        const __mmask32 in = n >= 32 ? (__mmask32)0xFFFFFFFFu
+                                     : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+        r[i] = _mm512_maskz_loadu_epi16(in, plane + 32 * i);
+    }
+    _Static_assert(TG__CONV_PERM_PLANE == 256, "perm_taps is called for np = 1..4");
+    switch (np) {
+    case 1: perm_taps(r, 1, idx, ksz, osz, dst, tap_ld); break;
+    case 2: perm_taps(r, 2, idx, ksz, osz, dst, tap_ld); break;
+    case 3: perm_taps(r, 3, idx, ksz, osz, dst, tap_ld); break;
+    default: perm_taps(r, 4, idx, ksz, osz, dst, tap_ld); break;
     }
 }
 

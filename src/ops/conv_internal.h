@@ -20,6 +20,18 @@
 #include "ops/scratch.h"
 #include "tapegrad/conv.h"
 
+/* The kernel of col2im's phased sums (conv_kernels_tmpl.h): the
+ * compiler's baseline (portable) or the same loops compiled for AVX-512
+ * (the same bits).  The tests' choice (tg__conv_set_col2im_kernel), else
+ * TG_COL2IM_KERNEL=portable|avx512 from the environment when the CPU runs
+ * it, else avx512 on CPUs with AVX-512 F and BW. */
+typedef enum {
+    TG__CONV_COL2IM_AUTO = 0,
+    TG__CONV_COL2IM_PORTABLE,
+    TG__CONV_COL2IM_AVX512,
+} tg__conv_col2im;
+tg__conv_col2im tg__conv_col2im_kernel(void);
+
 typedef struct tg__conv_geom {
     int nsp;                 /* spatial axes of the caller, 1..3 */
     int64_t batch, groups;
@@ -51,7 +63,23 @@ typedef struct tg__conv_geom {
     /* The calling thread's tg__conv_set_bits, taken by tg__conv_acts with
      * half_in (the workers read it here); tg__conv_bits says when it applies. */
     bool bits;
+    /* The kernels of the half conversions and of col2im, asked once per op
+     * call by tg__conv_acts (asking reads the environment), so that rows and
+     * chunks do not ask each; AUTO (a zeroed geometry): asked where used
+     * (tg__conv_cast, tg__conv_col2im_of). */
+    tg__cast cast;
+    tg__conv_col2im col2im;
 } tg__conv_geom;
+
+static inline tg__cast tg__conv_cast(const tg__conv_geom *g)
+{
+    return g->cast != TG__CAST_AUTO ? g->cast : tg__cast_kernel();
+}
+
+static inline tg__conv_col2im tg__conv_col2im_of(const tg__conv_geom *g)
+{
+    return g->col2im != TG__CONV_COL2IM_AUTO ? g->col2im : tg__conv_col2im_kernel();
+}
 
 static inline bool tg__conv_half_in(const tg__conv_geom *g)
 {
@@ -135,17 +163,7 @@ void tg__conv_set_tap_tables(bool on);
 void tg__conv_set_col2im_runs(bool on);
 int64_t tg__conv_col2im_runs_calls(void);
 
-/* The kernel of col2im's phased sums (conv_kernels_tmpl.h): the
- * compiler's baseline (portable) or the same loops compiled for AVX-512
- * (the same bits).  The tests' choice (tg__conv_set_col2im_kernel), else
- * TG_COL2IM_KERNEL=portable|avx512 from the environment when the CPU runs
- * it, else avx512 on CPUs with AVX-512 F and BW. */
-typedef enum {
-    TG__CONV_COL2IM_AUTO = 0,
-    TG__CONV_COL2IM_PORTABLE,
-    TG__CONV_COL2IM_AVX512,
-} tg__conv_col2im;
-tg__conv_col2im tg__conv_col2im_kernel(void);
+/* The kernel of col2im's phased sums: tg__conv_col2im above. */
 /* Tests: forces kernel k in every thread (AUTO restores); a kernel this
  * CPU cannot run is not taken. */
 void tg__conv_set_col2im_kernel(tg__conv_col2im k);

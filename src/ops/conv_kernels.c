@@ -63,6 +63,7 @@ typedef struct {
     bool cbs;
     uint16_t *y;
     float *rezero;
+    tg__cast kern;
 } store_job;
 
 static void store_rows(void *p, int64_t r0, int64_t r1)
@@ -73,7 +74,7 @@ static void store_rows(void *p, int64_t r0, int64_t r1)
         const int64_t ch = q->cbs ? r / q->nb : r % q->c, j = q->cbs ? r % q->nb : r / q->c;
         const float bias = q->g->out_bias ? q->g->out_bias[ch] : 0.0f;
         tg__half_add_round(q->g->half_out, q->src + r * s, q->g->out_bias != NULL, bias,
-                           q->y + (j * q->c + ch) * s, s);
+                           q->y + (j * q->c + ch) * s, s, q->kern);
         if (q->rezero) memset(q->rezero + r * s, 0, (size_t)s * sizeof(float));
     }
 }
@@ -83,7 +84,7 @@ void tg__conv_store_f32(const tg__conv_geom *g, const float *yf, int64_t n, int6
 {
     TG_ASSERT(tg__conv_half_out(g));
     store_job q = {.g = g, .src = yf, .nb = n, .c = c, .s = s, .cbs = cbs,
-                   .y = (uint16_t *)y + at, .rezero = rezero};
+                   .y = (uint16_t *)y + at, .rezero = rezero, .kern = tg__conv_cast(g)};
     tg__parallel_range(n * c, n * c * s > 32768, store_rows, &q);
 }
 

@@ -367,7 +367,7 @@ int FN(tg__conv_col2im_batch)(const T *cols, int64_t ld, int64_t nb, int64_t c,
     FN(col2im_job) q = {.cols = cols, .ld = ld, .nb = nb, .c = c, .jb = jb, .g = g, .tp = &tp,
                         .ph = phased ? &ph : NULL, .rn = runs ? &rn : NULL, .tab = tab,
                         .padded = padded,
-                        .avx512 = tg__conv_col2im_kernel() == TG__CONV_COL2IM_AVX512,
+                        .avx512 = tg__conv_col2im_of(g) == TG__CONV_COL2IM_AVX512,
                         .img = img, .rezero = rezero};
     tg__run_tasks(units, nb * c * isz > 32768, FN(col2im_block), &q);
     free(tab);

@@ -119,12 +119,12 @@ typedef struct ew_src {
 /* Elements [lo, lo + m) of the result: inputs to f32 (buf holds three
  * chunks: two inputs and the result), kernel, one rounding into dst. */
 static void ew_chunk(tg_dtype dt, tg_ew_kernel_fn k, double s, int nsrc, const ew_src *src,
-                     uint16_t *dst, int64_t lo, int64_t m, float *buf)
+                     uint16_t *dst, int64_t lo, int64_t m, float *buf, tg__cast cast)
 {
     const void *pin[2] = {NULL, NULL};
     for (int i = 0; i < nsrc; i++) {
         if (src[i].half) {
-            tg__half_to_f32_n(dt, (const uint16_t *)src[i].p + lo, buf + i * EW_STRIDE, m, true);
+            tg__half_to_f32_k(dt, (const uint16_t *)src[i].p + lo, buf + i * EW_STRIDE, m, cast);
             pin[i] = buf + i * EW_STRIDE;
         } else {
             pin[i] = (const float *)src[i].p + lo;
@@ -132,7 +132,7 @@ static void ew_chunk(tg_dtype dt, tg_ew_kernel_fn k, double s, int nsrc, const e
     }
     float *o = buf + 2 * EW_STRIDE;
     k(TG_F32, o, pin[0], pin[1], m, s);
-    tg__f32_to_half_n(dt, o, dst + lo, m, true);
+    tg__f32_to_half_k(dt, o, dst + lo, m, cast);
 }
 
 typedef struct {
@@ -143,6 +143,7 @@ typedef struct {
     const ew_src *src;
     uint16_t *dst;
     int64_t n;
+    tg__cast cast;   /* tg__cast_kernel(), asked once per call */
 } ew_half_job;
 
 /* Chunks [c0, c1) of an ew_half_job, through this thread's buffer. */
@@ -152,7 +153,7 @@ static void ew_half_chunks(void *p, int64_t c0, int64_t c1)
     float buf[3 * EW_STRIDE];
     for (int64_t c = c0; c < c1; c++) {
         const int64_t lo = c * EW_CHUNK, m = q->n - lo < EW_CHUNK ? q->n - lo : EW_CHUNK;
-        ew_chunk(q->dt, q->k, q->s, q->nsrc, q->src, q->dst, lo, m, buf);
+        ew_chunk(q->dt, q->k, q->s, q->nsrc, q->src, q->dst, lo, m, buf, q->cast);
     }
 }
 
@@ -172,7 +173,7 @@ static int ew_run_half(tg_tensor *res, int nd, const int64_t *shape, int64_t n, 
     }
     if (rc == TG_OK) {
         ew_half_job q = {.dt = res->dtype, .k = k, .s = s, .nsrc = nsrc, .src = src,
-                         .dst = tg_tensor_data(res), .n = n};
+                         .dst = tg_tensor_data(res), .n = n, .cast = tg__cast_kernel()};
         tg__parallel_range((n + EW_CHUNK - 1) / EW_CHUNK, n > 32768, ew_half_chunks, &q);
     }
     tg__work_free(owned[0]);

@@ -131,10 +131,11 @@ static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
     for (int64_t c = 0; c < nc; c++)
         bn_affine_f32(c0 + c, j->mean, j->invstd, j->w, j->b, &mu[c], &k[c], &sh[c]);
     uint16_t *y = (uint16_t *)tg_tensor_data(j->y) + c0 * g.s;
+    const bool simd = tg__bn_half_simd();
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < nc; c++)
             tg__bn_half_affine(j->y->dtype, buf + (n * nc + c) * g.s, g.s, mu[c], k[c], sh[c],
-                               y + (n * g.c + c) * g.s);
+                               y + (n * g.c + c) * g.s, simd);
 }
 
 typedef struct bn_half_bwd {
@@ -163,11 +164,12 @@ static void half_backward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
                             j->dw, j->db, &f[c].kt, &f[c].mu, &f[c].a, &f[c].bc);
     if (!j->dx) return;
     uint16_t *dx = (uint16_t *)tg_tensor_data(j->dx) + c0 * g.s;
+    const bool simd = tg__bn_half_simd();
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < nc; c++) {
             const int64_t r = (n * nc + c) * g.s;
             tg__bn_half_dx(j->dx->dtype, bufs[0] + r, bufs[1] + r, g.s, &f[c],
-                           dx + (n * g.c + c) * g.s);
+                           dx + (n * g.c + c) * g.s, simd);
         }
 }
 

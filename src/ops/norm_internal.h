@@ -80,11 +80,14 @@ typedef struct tg__bn_dx_factors {
 /* n values of a row rounded into the halves o (dtype dt, TG_F16 or TG_BF16)
  * with the bulk conversion's rule, each computed in f32 as the f32 kernels
  * do: o = (p - mu) * k + sh (the forward), o = kt * (q - a - (p - mu) * bc)
- * (dx from x's row p and g's row q).  src/ops/norm_simd.c. */
+ * (dx from x's row p and g's row q); by the AVX2 loops when simd (the
+ * answer of tg__bn_half_simd, asked once per block of rows, not per row),
+ * else the portable ones.  src/ops/norm_simd.c. */
+bool tg__bn_half_simd(void);
 void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
-                        uint16_t *o);
+                        uint16_t *o, bool simd);
 void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
-                    const tg__bn_dx_factors *f, uint16_t *o);
+                    const tg__bn_dx_factors *f, uint16_t *o, bool simd);
 
 /* bn_sum (norm_kernels_tmpl.h) of four f32 channels at once, with their
  * bits: out[k] = the sum over rows r < n of channel k's row at

@@ -132,11 +132,13 @@ bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool c
     return false;
 }
 
+bool tg__bn_half_simd(void) { return use_simd(); }
+
 void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
-                        uint16_t *o)
+                        uint16_t *o, bool simd)
 {
 #ifdef TG__HAVE_X86_SIMD
-    if (use_simd()) {
+    if (simd) {
         affine_avx2(dt, p, n, mu, k, sh, o);
         return;
     }
@@ -145,10 +147,10 @@ void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float 
 }
 
 void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
-                    const tg__bn_dx_factors *f, uint16_t *o)
+                    const tg__bn_dx_factors *f, uint16_t *o, bool simd)
 {
 #ifdef TG__HAVE_X86_SIMD
-    if (use_simd()) {
+    if (simd) {
         dx_avx2(dt, p, q, n, f, o);
         return;
     }

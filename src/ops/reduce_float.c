@@ -92,11 +92,11 @@ static inline int64_t step_pos(int nd, const rdim *dims, int64_t *idx, int64_t p
 
 /* buf[0..len) = the f16/bf16 elements data[pos + k*st] as f32. */
 static void half_run(tg_dtype dt, const void *data, int64_t pos, int64_t st, int64_t len,
-                     float *buf)
+                     float *buf, tg__cast cast)
 {
     const uint16_t *h = (const uint16_t *)data + pos;
     if (st == 1) {
-        tg__half_to_f32_n(dt, h, buf, len, true);
+        tg__half_to_f32_k(dt, h, buf, len, cast);
         return;
     }
     for (int64_t k = 0; k < len; k++) buf[k] = (float)tg_dtype_load(dt, h, k * st);
@@ -174,7 +174,8 @@ double tg__reduce_lanes_f32(const float *x, int64_t n)
 
 static inline __attribute__((always_inline)) void sum_blocks(const void *data, tg_dtype dt,
                                                              const int64_t *pos, int cnt, int nr,
-                                                             const rdim *r, double *out)
+                                                             const rdim *r, double *out,
+                                                             tg__cast cast)
 {
     double s[GROUP] = {0};
     int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1, off = 0;
@@ -197,7 +198,7 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
             for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
                 const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
                 for (int i = 0; i < cnt; i++)
-                    half_run(dt, data, pos[i] + off + k0 * ist, ist, len, buf[i]);
+                    half_run(dt, data, pos[i] + off + k0 * ist, ist, len, buf[i], cast);
                 for (int64_t k = 0; k < len; k++)
                     for (int i = 0; i < cnt; i++) s[i] += (double)buf[i][k];
             }
@@ -221,6 +222,7 @@ typedef struct {
     const rdim *k, *r;
     tg_tensor *out;
     double scale;
+    tg__cast cast;   /* half a: tg__cast_kernel(), asked once per reduction */
 } blocks_job;
 
 /* Outputs [j0, j1) of reduce_blocks. */
@@ -243,8 +245,9 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
             }
         }
         if (q->nr == 0) sum[0] = 0.0 + tg_dtype_load(a->dtype, a->storage->data, pos[0]);
-        else if (cnt == GROUP) sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, sum);
-        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, sum);
+        else if (cnt == GROUP)
+            sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, sum, q->cast);
+        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, sum, q->cast);
         for (int i = 0; i < cnt; i++) store_out(q->out, j + i, sum[i] * q->scale);
         j += cnt;
     }
@@ -253,7 +256,8 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
 static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
                           tg_tensor *out, int64_t on, double scale)
 {
-    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale};
+    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale,
+                    .cast = tg__dtype_is_half(a->dtype) ? tg__cast_kernel() : TG__CAST_AUTO};
     tg__parallel_range(on, tg__numel(a->ndim, a->shape) > 32768, reduce_blocks_range, &q);
 }
 
@@ -270,6 +274,7 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
         if (!dd[d].red) run *= dd[d].n;
     }
     const void *data = a->storage->data;
+    const tg__cast cast = tg__dtype_is_half(a->dtype) ? tg__cast_kernel() : TG__CAST_AUTO;
     int64_t inner = dd[nd - 1].n, ist = dd[nd - 1].st, rows = 1;
     int64_t idx[TG_MAX_DIMS] = {0}, pos = a->offset, o = 0;
     for (int d = 0; d < nd - 1; d++) rows *= dd[d].n;
@@ -285,7 +290,7 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
             float buf[TG__HALF_RUN];
             for (int64_t k0 = 0; k0 < inner; k0 += TG__HALF_RUN) {
                 const int64_t len = inner - k0 < TG__HALF_RUN ? inner - k0 : TG__HALF_RUN;
-                half_run(a->dtype, data, pos + k0 * ist, ist, len, buf);
+                half_run(a->dtype, data, pos + k0 * ist, ist, len, buf, cast);
                 for (int64_t k = 0; k < len; k++) y[k0 + k] += (double)buf[k];
             }
         }
