@@ -14,6 +14,10 @@
  * through reduce_fast in small f32 pieces. */
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include "core/core.h"
 #include "ops/activation_internal.h"
 #include "ops/reduce_internal.h"
@@ -144,23 +148,52 @@ __attribute__((target("avx2"))) static double lanes_avx2(const float *x, int64_t
 {
     return lanes_body(x, n);
 }
+/* lanes_body's sums with each 8-float load widened in one instruction
+ * (what the compiler made of lanes_body loaded 16 floats and split them,
+ * an extra shuffle per 8 terms); lane l of v[l / 8] is s[l], the same adds
+ * in the same order. */
 __attribute__((target("avx512f"))) static double lanes_avx512(const float *x, int64_t n)
 {
-    return lanes_body(x, n);
+    __m512d v0 = _mm512_setzero_pd(), v1 = v0, v2 = v0, v3 = v0;
+    int64_t k = 0;
+    for (; k + LANES <= n; k += LANES) {
+        v0 = _mm512_add_pd(v0, _mm512_cvtps_pd(_mm256_loadu_ps(x + k)));
+        v1 = _mm512_add_pd(v1, _mm512_cvtps_pd(_mm256_loadu_ps(x + k + 8)));
+        v2 = _mm512_add_pd(v2, _mm512_cvtps_pd(_mm256_loadu_ps(x + k + 16)));
+        v3 = _mm512_add_pd(v3, _mm512_cvtps_pd(_mm256_loadu_ps(x + k + 24)));
+    }
+    double s[LANES];
+    _mm512_storeu_pd(s, v0);
+    _mm512_storeu_pd(s + 8, v1);
+    _mm512_storeu_pd(s + 16, v2);
+    _mm512_storeu_pd(s + 24, v3);
+    for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
+    lanes_v8d v[LANES / 8];
+    memcpy(v, s, sizeof v);
+    v[0] += v[2];   /* w = 16, as lanes_body */
+    v[1] += v[3];
+    v[0] += v[1];   /* w = 8 */
+    lanes_v4d h = __builtin_shufflevector(v[0], v[0], 0, 1, 2, 3) +
+                  __builtin_shufflevector(v[0], v[0], 4, 5, 6, 7);   /* w = 4 */
+    lanes_v2d p = __builtin_shufflevector(h, h, 0, 1) + __builtin_shufflevector(h, h, 2, 3);
+    return p[0] + p[1];   /* w = 2, 1 */
 }
 #else
 static double lanes_avx2(const float *x, int64_t n) { return lanes_body(x, n); }
 static double lanes_avx512(const float *x, int64_t n) { return lanes_body(x, n); }
 #endif
 
-/* At the width of the other double-lane kernels (tg__exp_width_get). */
-double tg__reduce_lanes_f32(const float *x, int64_t n)
+/* The lanes' sum at the width of the other double-lane kernels
+ * (tg__exp_width_get): looked up once per reduction, not per run. */
+typedef double (*lanes_fn)(const float *, int64_t);
+
+static lanes_fn lanes_pick(void)
 {
     const tg__exp_width w = tg__exp_width_get();
-    return w == TG__EXP_AVX512 ? lanes_avx512(x, n)
-           : w == TG__EXP_AVX2 ? lanes_avx2(x, n)
-                               : lanes_plain(x, n);
+    return w == TG__EXP_AVX512 ? lanes_avx512 : w == TG__EXP_AVX2 ? lanes_avx2 : lanes_plain;
 }
+
+double tg__reduce_lanes_f32(const float *x, int64_t n) { return lanes_pick()(x, n); }
 
 /* Sum over the reduced dims r[0..nr) (row-major, nr >= 1) of a's elements
  * from pos[i] into out[i], for cnt outputs side by side: for a fixed kept
@@ -174,7 +207,8 @@ double tg__reduce_lanes_f32(const float *x, int64_t n)
 
 static inline __attribute__((always_inline)) void sum_blocks(const void *data, tg_dtype dt,
                                                              const int64_t *pos, int cnt, int nr,
-                                                             const rdim *r, double *out)
+                                                             const rdim *r, lanes_fn lanes,
+                                                             double *out)
 {
     double s[GROUP] = {0};
     int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1, off = 0;
@@ -187,7 +221,7 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
                 for (int i = 0; i < cnt; i++) s[i] += x[pos[i] + k * ist];
         } else if (dt == TG_F32 && ist == 1 && inner >= LANES_MIN) {
             const float *x = (const float *)data + off;
-            for (int i = 0; i < cnt; i++) s[i] += tg__reduce_lanes_f32(x + pos[i], inner);
+            for (int i = 0; i < cnt; i++) s[i] += lanes(x + pos[i], inner);
         } else if (dt == TG_F32) {
             const float *x = (const float *)data + off;
             for (int64_t k = 0; k < inner; k++)
@@ -207,10 +241,12 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
     for (int i = 0; i < cnt; i++) out[i] = s[i];
 }
 
-static void store_out(tg_tensor *out, int64_t j, double v)
+/* Output j of data (out's, taken once: tg_tensor_data counts each call)
+ * of dtype dt, f32 or f64. */
+static inline void store_out(tg_dtype dt, void *data, int64_t j, double v)
 {
-    if (out->dtype == TG_F64) ((double *)tg_tensor_data(out))[j] = v;
-    else ((float *)tg_tensor_data(out))[j] = (float)v;
+    if (dt == TG_F64) ((double *)data)[j] = v;
+    else ((float *)data)[j] = (float)v;
 }
 
 /* Innermost dim reduced: each output is one independent block sum, so the
@@ -219,7 +255,9 @@ typedef struct {
     const tg_tensor *a;
     int nk, nr;
     const rdim *k, *r;
-    tg_tensor *out;
+    tg_dtype odt;
+    void *od;   /* the output's data */
+    lanes_fn lanes;
     double scale;
 } blocks_job;
 
@@ -232,7 +270,7 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
     for (int64_t j = j0; j < j1;) {
         const int cnt = q->nr > 0 && j1 - j >= GROUP ? GROUP : 1;
         int64_t pos[GROUP];
-        double sum[GROUP];
+        double sum[GROUP] = {0};
         for (int i = 0; i < cnt; i++) {
             /* Kept multi-index of output j + i (row-major over k) -> position in a. */
             int64_t rest = j + i;
@@ -243,9 +281,10 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
             }
         }
         if (q->nr == 0) sum[0] = 0.0 + tg_dtype_load(a->dtype, a->storage->data, pos[0]);
-        else if (cnt == GROUP) sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, sum);
-        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, sum);
-        for (int i = 0; i < cnt; i++) store_out(q->out, j + i, sum[i] * q->scale);
+        else if (cnt == GROUP)
+            sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, q->lanes, sum);
+        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, q->lanes, sum);
+        for (int i = 0; i < cnt; i++) store_out(q->odt, q->od, j + i, sum[i] * q->scale);
         j += cnt;
     }
 }
@@ -253,7 +292,8 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
 static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
                           tg_tensor *out, int64_t on, double scale)
 {
-    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale};
+    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .odt = out->dtype,
+                    .od = tg_tensor_data(out), .lanes = lanes_pick(), .scale = scale};
     tg__parallel_range(on, tg__numel(a->ndim, a->shape) > 32768, reduce_blocks_range, &q);
 }
 
@@ -299,7 +339,8 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
             idx[d] = 0;
         }
     }
-    for (int64_t j = 0; j < on; j++) store_out(out, j, acc[j] * scale);
+    void *od = tg_tensor_data(out);
+    for (int64_t j = 0; j < on; j++) store_out(out->dtype, od, j, acc[j] * scale);
     free(acc);
     return TG_OK;
 }
