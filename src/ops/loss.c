@@ -386,6 +386,9 @@ static int cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, 
 {
     TG_TRY(check_ce(out, logits, target, red));
     TG_TRY(check_targets(target, logits->shape[1]));
+    const int fused = tg__cross_entropy_rows(out, logits, target, NULL, red,
+                                             TG_IGNORE_INDEX_DEFAULT);
+    if (fused != TG__CE_ROWS_NOT_TAKEN) return fused;
     tg_tensor *logp = NULL;
     int rc = tg_log_softmax(&logp, logits, 1);   /* FP32 policy, as the losses' */
     if (rc == TG_OK)

@@ -180,8 +180,10 @@ lanes_runs_avx512(const float *const *x, int R, int64_t n, double *out)
     int64_t k = 0;
     for (; k + LANES <= n; k += LANES)
         for (int r = 0; r < R; r++)
-            for (int j = 0; j < LANES / 8; j++)
-                v[r][j] = _mm512_add_pd(v[r][j], _mm512_cvtps_pd(_mm256_loadu_ps(x[r] + k + 8 * j)));
+            for (int j = 0; j < LANES / 8; j++) {
+                const __m512d t = _mm512_cvtps_pd(_mm256_loadu_ps(x[r] + k + 8 * j));
+                v[r][j] = _mm512_add_pd(v[r][j], t);
+            }
     for (int r = 0; r < R; r++) out[r] = lanes_end_avx512(v[r], x[r], k, n);
 }
 

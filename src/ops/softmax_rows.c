@@ -121,6 +121,33 @@ static inline __attribute__((always_inline)) void log_backward_row(const float *
     for (c = 0; c < n; c++) dx[c] = (float)((double)g[c] - e[c] * f);
 }
 
+/* The row's maximum m and s = sum exp(x - m) of forward_row. */
+static inline __attribute__((always_inline)) void stats_row(const float *x, int64_t n,
+                                                            double *st, double *e, int W)
+{
+    st[0] = row_max(x, n);
+    st[1] = exp_shifted(x, st[0], e, n, W);
+}
+
+/* log_backward_row for g zero but at class t (none for t < 0), g[t] = gt,
+ * from the row's stats st (stats_row): sum(g) is 0 + gt as its partial
+ * sums add it, and each dx is g - exp(x - m) (sum(g) / s) as there. */
+static inline __attribute__((always_inline)) void pick_backward_row(const float *x, float *dx,
+                                                                    int64_t n, const double *st,
+                                                                    int64_t t, float gt,
+                                                                    double *e, int W)
+{
+    const double m = st[0];
+    for (int64_t c = 0; c < n; c++) e[c] = (double)x[c] - m;
+    for (int c = 0; c < TG__EXP_PAD; c++) e[n + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, n);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run_plain(e, n);
+    const double f = (0.0 + (double)gt) / st[1];
+    for (int64_t c = 0; c < n; c++) dx[c] = (float)(0.0 - e[c] * f);
+    if (t >= 0) dx[t] = (float)((double)gt - e[t] * f);
+}
+
 #define ROWS_AVX2 TG__SIMD_AVX2
 #define ROWS_AVX512 TG__SIMD_AVX512
 
@@ -152,6 +179,34 @@ ROWS_AVX512 static void backward_avx512(const float *x, const float *g, float *d
                                         double *e)
 {
     log_backward_row(x, g, dx, n, e, TG__EXP_AVX512);
+}
+
+static void stats_plain(const float *x, int64_t n, double *st, double *e)
+{
+    stats_row(x, n, st, e, TG__EXP_PLAIN);
+}
+ROWS_AVX2 static void stats_avx2(const float *x, int64_t n, double *st, double *e)
+{
+    stats_row(x, n, st, e, TG__EXP_AVX2);
+}
+ROWS_AVX512 static void stats_avx512(const float *x, int64_t n, double *st, double *e)
+{
+    stats_row(x, n, st, e, TG__EXP_AVX512);
+}
+static void pick_plain(const float *x, float *dx, int64_t n, const double *st, int64_t t,
+                       float gt, double *e)
+{
+    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_PLAIN);
+}
+ROWS_AVX2 static void pick_avx2(const float *x, float *dx, int64_t n, const double *st,
+                                int64_t t, float gt, double *e)
+{
+    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_AVX2);
+}
+ROWS_AVX512 static void pick_avx512(const float *x, float *dx, int64_t n, const double *st,
+                                    int64_t t, float gt, double *e)
+{
+    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_AVX512);
 }
 
 /* ---- the width ---- */
@@ -219,4 +274,23 @@ void tg__softmax_backward_row_f32(const float *y, const float *g, float *dx, int
     for (int l = 0; c < n; c++, l++) a[l] += (double)g[c] * (double)y[c];
     const double s = sum8(a);
     for (c = 0; c < n; c++) dx[c] = (float)((double)y[c] * ((double)g[c] - s));
+}
+
+void tg__log_softmax_stats_row_f32(const float *x, int64_t n, double *st, double *e,
+                                   tg__exp_width w)
+{
+    if (n <= 0) return;
+    if (w == TG__EXP_AVX512) stats_avx512(x, n, st, e);
+    else if (w == TG__EXP_AVX2) stats_avx2(x, n, st, e);
+    else stats_plain(x, n, st, e);
+}
+
+void tg__log_softmax_pick_backward_row_f32(const float *x, float *dx, int64_t n,
+                                           const double *st, int64_t t, float gt, double *e,
+                                           tg__exp_width w)
+{
+    if (n <= 0) return;
+    if (w == TG__EXP_AVX512) pick_avx512(x, dx, n, st, t, gt, e);
+    else if (w == TG__EXP_AVX2) pick_avx2(x, dx, n, st, t, gt, e);
+    else pick_plain(x, dx, n, st, t, gt, e);
 }
