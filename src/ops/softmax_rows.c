@@ -52,13 +52,22 @@ EXP_RUN(exp_run_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_
 
 /* The largest number of x (n >= 1), -inf when it holds none: sixteen
  * running maxima (a NaN never replaces one), merged at the end. */
+typedef float rows_v16f __attribute__((vector_size(64)));
+typedef int32_t rows_v16i __attribute__((vector_size(64)));
+
 static inline __attribute__((always_inline)) float row_max(const float *x, int64_t n)
 {
-    float m[16];
-    for (int l = 0; l < 16; l++) m[l] = -INFINITY;
+    rows_v16f mv;
+    for (int l = 0; l < 16; l++) mv[l] = -INFINITY;
     int64_t c = 0;
-    for (; c + 16 <= n; c += 16)
-        for (int l = 0; l < 16; l++) m[l] = x[c + l] > m[l] ? x[c + l] : m[l];
+    for (; c + 16 <= n; c += 16) {   /* running maximum l: x[c + l] > m[l] ? x[c + l] : m[l] */
+        rows_v16f v;
+        memcpy(&v, x + c, sizeof v);
+        const rows_v16i gt = v > mv;
+        mv = (rows_v16f)((gt & (rows_v16i)v) | (~gt & (rows_v16i)mv));
+    }
+    float m[16];
+    memcpy(m, &mv, sizeof m);
     for (; c < n; c++) m[0] = x[c] > m[0] ? x[c] : m[0];
     float r = m[0];
     for (int l = 1; l < 16; l++) r = m[l] > r ? m[l] : r;
