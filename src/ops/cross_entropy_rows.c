@@ -13,7 +13,7 @@
  * follow (tg__nll_read_targets).  The backward is, per row, log_softmax's
  * dx = g' - exp(x - m) sum(g') / s of nll_loss's gradient g', zero but at
  * t_n, where it is -w_n g (over sum_n w_n for mean) rounded to f32
- * (tg__log_softmax_pick_backward_row_f32): one exp and one store per
+ * (tg__log_softmax_pick_backward_rows_f32): one exp and one store per
  * element.  A create_graph backward builds the composition's own recorded
  * ops (nll_loss_backward, softmax, sum_dims, mul, sub), so higher
  * derivatives are the composition's. */
@@ -55,23 +55,25 @@ typedef struct ce_job {
 static int ce_task(void *p, int64_t t)
 {
     const ce_job *j = p;
-    double *e = tg__work_alloc((size_t)(j->C + TG__EXP_PAD) * sizeof *e);
+    const int64_t ne = j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
+    double *e = tg__work_alloc((size_t)(ne + TG__EXP_PAD) * sizeof *e);
     if (!e)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",
                          (long long)j->C);
-    const int64_t end = (t + 1) * j->per < j->N ? (t + 1) * j->per : j->N;
-    for (int64_t n = t * j->per; n < end; n++) {
-        const float *x = j->x + n * j->C;
-        double *st = j->st + 2 * n;
-        if (j->backward) {
-            tg__log_softmax_pick_backward_row_f32(x, j->dx + n * j->C, j->C, st, j->cls[n],
-                                                  j->gt[n], e, j->w);
-            continue;
-        }
-        tg__log_softmax_stats_row_f32(x, j->C, st, e, j->w);
+    const int64_t n0 = t * j->per, end = (t + 1) * j->per < j->N ? (t + 1) * j->per : j->N;
+    const float *x = j->x + n0 * j->C;
+    if (j->backward) {
+        tg__log_softmax_pick_backward_rows_f32(x, j->dx + n0 * j->C, end - n0, j->C,
+                                               j->st + 2 * n0, j->cls + n0, j->gt + n0, e, j->w);
+        tg__work_free(e);
+        return TG_OK;
+    }
+    tg__log_softmax_stats_rows_f32(x, end - n0, j->C, j->st + 2 * n0, e, j->w);
+    for (int64_t n = n0; n < end; n++) {
+        const double *st = j->st + 2 * n;
         j->l[n] = 0.0;   /* an ignored target's loss is +0, as nll_loss's */
         if (j->cls[n] >= 0) {
-            const float logp = (float)(((double)x[j->cls[n]] - st[0]) - log(st[1]));
+            const float logp = (float)(((double)j->x[n * j->C + j->cls[n]] - st[0]) - log(st[1]));
             j->l[n] = -(double)logp * j->wk[n];
         }
     }

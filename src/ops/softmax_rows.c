@@ -157,6 +157,91 @@ static inline __attribute__((always_inline)) void pick_backward_row(const float 
     if (t >= 0) dx[t] = (float)((double)gt - e[t] * f);
 }
 
+/* Rows shorter than SMALL_ROW go through the exp together, up to
+ * TG__ROWS_BLOCK values at a time: a row of ten values alone leaves the
+ * exp's long chain of dependent steps waiting. */
+enum { SMALL_ROW = 64 };
+
+/* stats_row of `rows` rows of n values (rows n <= TG__ROWS_BLOCK),
+ * contiguous: each row's maximum, then one exp run over every x - m, then
+ * each row's eight partial sums as exp_shifted adds them. */
+static inline __attribute__((always_inline)) void stats_block(const float *x, int64_t rows,
+                                                              int64_t n, double *st, double *e,
+                                                              int W)
+{
+    const int64_t k = rows * n;
+    for (int64_t r = 0; r < rows; r++) st[2 * r] = row_max(x + r * n, n);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
+    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
+    else exp_run_plain(e, k);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *er = e + r * n;
+        double a[8] = {0.0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++) a[l] += er[i + l];
+        for (int l = 0; i < n; i++, l++) a[l] += er[i];
+        st[2 * r + 1] = sum8(a);
+    }
+}
+
+/* pick_backward_row of `rows` rows as stats_block takes them: t[r] and
+ * gt[r] the class and gradient of row r. */
+static inline __attribute__((always_inline)) void pick_block(const float *x, float *dx,
+                                                             int64_t rows, int64_t n,
+                                                             const double *st, const int64_t *t,
+                                                             const float *gt, double *e, int W)
+{
+    const int64_t k = rows * n;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
+    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
+    else exp_run_plain(e, k);
+    for (int64_t r = 0; r < rows; r++) {
+        const double f = (0.0 + (double)gt[r]) / st[2 * r + 1];
+        const double *er = e + r * n;
+        float *d = dx + r * n;
+        for (int64_t c = 0; c < n; c++) d[c] = (float)(0.0 - er[c] * f);
+        if (t[r] >= 0) d[t[r]] = (float)((double)gt[r] - er[t[r]] * f);
+    }
+}
+
+/* The rows of stats_rows_f32 / pick_rows_f32: one at a time from
+ * SMALL_ROW values on, else in blocks of TG__ROWS_BLOCK values. */
+static inline __attribute__((always_inline)) void stats_rows(const float *x, int64_t rows,
+                                                             int64_t n, double *st, double *e,
+                                                             int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++) stats_row(x + r * n, n, st + 2 * r, e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        stats_block(x + r * n, rows - r < per ? rows - r : per, n, st + 2 * r, e, W);
+}
+
+static inline __attribute__((always_inline)) void pick_rows(const float *x, float *dx,
+                                                            int64_t rows, int64_t n,
+                                                            const double *st, const int64_t *t,
+                                                            const float *gt, double *e, int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++)
+            pick_backward_row(x + r * n, dx + r * n, n, st + 2 * r, t[r], gt[r], e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        pick_block(x + r * n, dx + r * n, rows - r < per ? rows - r : per, n, st + 2 * r,
+                   t + r, gt + r, e, W);
+}
+
 #define ROWS_AVX2 TG__SIMD_AVX2
 #define ROWS_AVX512 TG__SIMD_AVX512
 
@@ -190,33 +275,21 @@ ROWS_AVX512 static void backward_avx512(const float *x, const float *g, float *d
     log_backward_row(x, g, dx, n, e, TG__EXP_AVX512);
 }
 
-static void stats_plain(const float *x, int64_t n, double *st, double *e)
-{
-    stats_row(x, n, st, e, TG__EXP_PLAIN);
-}
-ROWS_AVX2 static void stats_avx2(const float *x, int64_t n, double *st, double *e)
-{
-    stats_row(x, n, st, e, TG__EXP_AVX2);
-}
-ROWS_AVX512 static void stats_avx512(const float *x, int64_t n, double *st, double *e)
-{
-    stats_row(x, n, st, e, TG__EXP_AVX512);
-}
-static void pick_plain(const float *x, float *dx, int64_t n, const double *st, int64_t t,
-                       float gt, double *e)
-{
-    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_PLAIN);
-}
-ROWS_AVX2 static void pick_avx2(const float *x, float *dx, int64_t n, const double *st,
-                                int64_t t, float gt, double *e)
-{
-    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_AVX2);
-}
-ROWS_AVX512 static void pick_avx512(const float *x, float *dx, int64_t n, const double *st,
-                                    int64_t t, float gt, double *e)
-{
-    pick_backward_row(x, dx, n, st, t, gt, e, TG__EXP_AVX512);
-}
+#define ROWS_CLONES(sfx, attr, W)                                                          \
+    attr static void stats_##sfx(const float *x, int64_t rows, int64_t n, double *st,       \
+                                 double *e)                                                 \
+    {                                                                                       \
+        stats_rows(x, rows, n, st, e, W);                                                   \
+    }                                                                                       \
+    attr static void pick_##sfx(const float *x, float *dx, int64_t rows, int64_t n,         \
+                                const double *st, const int64_t *t, const float *gt,        \
+                                double *e)                                                  \
+    {                                                                                       \
+        pick_rows(x, dx, rows, n, st, t, gt, e, W);                                         \
+    }
+ROWS_CLONES(plain, , TG__EXP_PLAIN)
+ROWS_CLONES(avx2, ROWS_AVX2, TG__EXP_AVX2)
+ROWS_CLONES(avx512, ROWS_AVX512, TG__EXP_AVX512)
 
 /* ---- the width ---- */
 
@@ -285,21 +358,21 @@ void tg__softmax_backward_row_f32(const float *y, const float *g, float *dx, int
     for (c = 0; c < n; c++) dx[c] = (float)((double)y[c] * ((double)g[c] - s));
 }
 
-void tg__log_softmax_stats_row_f32(const float *x, int64_t n, double *st, double *e,
-                                   tg__exp_width w)
+void tg__log_softmax_stats_rows_f32(const float *x, int64_t rows, int64_t n, double *st,
+                                    double *e, tg__exp_width w)
 {
-    if (n <= 0) return;
-    if (w == TG__EXP_AVX512) stats_avx512(x, n, st, e);
-    else if (w == TG__EXP_AVX2) stats_avx2(x, n, st, e);
-    else stats_plain(x, n, st, e);
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) stats_avx512(x, rows, n, st, e);
+    else if (w == TG__EXP_AVX2) stats_avx2(x, rows, n, st, e);
+    else stats_plain(x, rows, n, st, e);
 }
 
-void tg__log_softmax_pick_backward_row_f32(const float *x, float *dx, int64_t n,
-                                           const double *st, int64_t t, float gt, double *e,
-                                           tg__exp_width w)
+void tg__log_softmax_pick_backward_rows_f32(const float *x, float *dx, int64_t rows, int64_t n,
+                                            const double *st, const int64_t *t, const float *gt,
+                                            double *e, tg__exp_width w)
 {
-    if (n <= 0) return;
-    if (w == TG__EXP_AVX512) pick_avx512(x, dx, n, st, t, gt, e);
-    else if (w == TG__EXP_AVX2) pick_avx2(x, dx, n, st, t, gt, e);
-    else pick_plain(x, dx, n, st, t, gt, e);
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) pick_avx512(x, dx, rows, n, st, t, gt, e);
+    else if (w == TG__EXP_AVX2) pick_avx2(x, dx, rows, n, st, t, gt, e);
+    else pick_plain(x, dx, rows, n, st, t, gt, e);
 }
