@@ -158,9 +158,10 @@ static inline __attribute__((always_inline)) void pick_backward_row(const float 
 }
 
 /* Rows shorter than SMALL_ROW go through the exp together, up to
- * TG__ROWS_BLOCK values at a time: a row of ten values alone leaves the
- * exp's long chain of dependent steps waiting. */
-enum { SMALL_ROW = 64 };
+ * TG__ROWS_BLOCK values at a time: a short row alone leaves the exp's long
+ * chain of dependent steps waiting (each value still takes the same exp
+ * and each row the same sums, so the bits are a row's alone). */
+enum { SMALL_ROW = 256 };
 
 /* stats_row of `rows` rows of n values (rows n <= TG__ROWS_BLOCK),
  * contiguous: each row's maximum, then one exp run over every x - m, then
@@ -209,6 +210,41 @@ static inline __attribute__((always_inline)) void pick_block(const float *x, flo
         for (int64_t c = 0; c < n; c++) d[c] = (float)(0.0 - er[c] * f);
         if (t[r] >= 0) d[t[r]] = (float)((double)gt[r] - er[t[r]] * f);
     }
+}
+
+/* forward_row of `rows` rows of n values as stats_block takes them. */
+static inline __attribute__((always_inline)) void forward_block(const float *x, float *y,
+                                                                int64_t rows, int64_t n,
+                                                                bool log_, double *e, int W)
+{
+    double st[2 * TG__ROWS_BLOCK];
+    stats_block(x, rows, n, st, e, W);
+    for (int64_t r = 0; r < rows; r++) {
+        const double m = st[2 * r], s = st[2 * r + 1];
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        if (log_) {
+            const double ls = log(s);
+            for (int64_t c = 0; c < n; c++) yr[c] = (float)(((double)xr[c] - m) - ls);
+        } else {
+            const double inv = 1.0 / s;
+            const double *er = e + r * n;
+            for (int64_t c = 0; c < n; c++) yr[c] = (float)(er[c] * inv);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void forward_rows(const float *x, float *y,
+                                                               int64_t rows, int64_t n,
+                                                               bool log_, double *e, int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++) forward_row(x + r * n, y + r * n, n, log_, e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        forward_block(x + r * n, y + r * n, rows - r < per ? rows - r : per, n, log_, e, W);
 }
 
 /* The rows of stats_rows_f32 / pick_rows_f32: one at a time from
@@ -287,6 +323,15 @@ ROWS_AVX512 static void backward_avx512(const float *x, const float *g, float *d
     {                                                                                       \
         pick_rows(x, dx, rows, n, st, t, gt, e, W);                                         \
     }
+#define FORWARD_CLONE(sfx, attr, W)                                                         \
+    attr static void forward_rows_##sfx(const float *x, float *y, int64_t rows, int64_t n,  \
+                                        bool log_, double *e)                               \
+    {                                                                                       \
+        forward_rows(x, y, rows, n, log_, e, W);                                            \
+    }
+FORWARD_CLONE(plain, , TG__EXP_PLAIN)
+FORWARD_CLONE(avx2, ROWS_AVX2, TG__EXP_AVX2)
+FORWARD_CLONE(avx512, ROWS_AVX512, TG__EXP_AVX512)
 ROWS_CLONES(plain, , TG__EXP_PLAIN)
 ROWS_CLONES(avx2, ROWS_AVX2, TG__EXP_AVX2)
 ROWS_CLONES(avx512, ROWS_AVX512, TG__EXP_AVX512)
@@ -375,4 +420,13 @@ void tg__log_softmax_pick_backward_rows_f32(const float *x, float *dx, int64_t r
     if (w == TG__EXP_AVX512) pick_avx512(x, dx, rows, n, st, t, gt, e);
     else if (w == TG__EXP_AVX2) pick_avx2(x, dx, rows, n, st, t, gt, e);
     else pick_plain(x, dx, rows, n, st, t, gt, e);
+}
+
+void tg__softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_,
+                          double *e, tg__exp_width w)
+{
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) forward_rows_avx512(x, y, rows, n, log_, e);
+    else if (w == TG__EXP_AVX2) forward_rows_avx2(x, y, rows, n, log_, e);
+    else forward_rows_plain(x, y, rows, n, log_, e);
 }

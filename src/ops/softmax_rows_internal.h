@@ -41,6 +41,11 @@ void tg__log_softmax_backward_row_f32(const float *x, const float *g, float *dx,
 
 /* Values of scratch the rows functions below take beside a row's. */
 enum { TG__ROWS_BLOCK = 1024 };
+/* tg__softmax_row_f32 of `rows` contiguous rows of n values (row r at x +
+ * r n and y + r n), the same bits; short rows go through the exp
+ * together.  e: max(n, TG__ROWS_BLOCK) + TG__EXP_PAD doubles of scratch. */
+void tg__softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_,
+                          double *e, tg__exp_width w);
 /* For each of `rows` contiguous rows r of the n >= 1 values of x (row r
  * at x + r n): st[2 r] = m, its maximum, and st[2 r + 1] = s = sum exp(x -
  * m), as tg__softmax_row_f32 computes them (log_softmax(x) = (x - m) -
