@@ -48,6 +48,52 @@ EXP_RUN(exp_run_plain, tg__v4d, tg__v4i, tg__v4u, TG__FMA4, TG__TAB4, )
 EXP_RUN(exp_run_avx2, tg__v4d, tg__v4i, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
 EXP_RUN(exp_run_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
 
+/* exp_run's e[i] = exp(e[i]) for i < n, and the sum of those in eight
+ * partial sums (term i into sum i % 8, each in order: one vector's lanes
+ * at eight lanes, two vectors' at four), added pairwise (sum8): the adds
+ * of a separate pass over e, in the exp's loop, where its chain of adds
+ * runs beside the exps instead of after them.  EXP_SUM(name, ...) as
+ * EXP_RUN. */
+#define EXP_SUM(name, VD, VI, VU, FMA, TAB, attr)                                         \
+    attr static double name(double *e, int64_t n)                                         \
+    {                                                                                     \
+        enum { L = (int)(sizeof(VD) / sizeof(double)), H = 8 / L };                       \
+        VD acc[H];                                                                        \
+        memset(acc, 0, sizeof acc);                                                       \
+        int64_t i = 0;                                                                    \
+        for (; i + 8 <= n; i += 8)                                                        \
+            for (int h = 0; h < H; h++) {                                                 \
+                VD t, y;                                                                  \
+                memcpy(&t, e + i + h * L, sizeof t);                                      \
+                const VI tiny = t < -708.0;                                               \
+                const VD x = (VD)((VI)t & ~tiny);                                         \
+                TG__EXPV(VD, VU, FMA, TAB, x, y);                                         \
+                t = (VD)((VI)y & ~tiny);                                                  \
+                memcpy(e + i + h * L, &t, sizeof t);                                      \
+                acc[h] += t;                                                              \
+            }                                                                             \
+        double a[8];                                                                      \
+        memcpy(a, acc, sizeof a);                                                         \
+        if (i < n) {                                                                      \
+            name##_tail(e + i, n - i);                                                    \
+            for (int l = 0; i < n; i++, l++) a[l] += e[i];                                \
+        }                                                                                 \
+        return sum8(a);                                                                   \
+    }
+#define exp_sum_plain_tail exp_run_plain
+#define exp_sum_avx2_tail exp_run_avx2
+#define exp_sum_avx512_tail exp_run_avx512
+
+/* Eight partial sums added pairwise. */
+static inline double sum8(const double *a)
+{
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+EXP_SUM(exp_sum_plain, tg__v4d, tg__v4i, tg__v4u, TG__FMA4, TG__TAB4, )
+EXP_SUM(exp_sum_avx2, tg__v4d, tg__v4i, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
+EXP_SUM(exp_sum_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
+
 /* ---- one row ---- */
 
 /* The largest number of x (n >= 1), -inf when it holds none: sixteen
@@ -74,12 +120,6 @@ static inline __attribute__((always_inline)) float row_max(const float *x, int64
     return r;
 }
 
-/* Eight partial sums added pairwise. */
-static inline double sum8(const double *a)
-{
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
 /* e[c] = exp(x[c] - m) for c < n, the exp at width W; then their sum in
  * eight partial sums (one vector's lanes), added pairwise at the end. */
 static inline __attribute__((always_inline)) double exp_shifted(const float *x, double m,
@@ -87,15 +127,9 @@ static inline __attribute__((always_inline)) double exp_shifted(const float *x, 
 {
     for (int64_t c = 0; c < n; c++) e[c] = (double)x[c] - m;
     for (int c = 0; c < TG__EXP_PAD; c++) e[n + c] = 0.0;   /* the padding: defined values */
-    if (W == TG__EXP_AVX512) exp_run_avx512(e, n);
-    else if (W == TG__EXP_AVX2) exp_run_avx2(e, n);
-    else exp_run_plain(e, n);
-    double a[8] = {0.0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) a[l] += e[i + l];
-    for (int l = 0; i < n; i++, l++) a[l] += e[i];
-    return sum8(a);
+    if (W == TG__EXP_AVX512) return exp_sum_avx512(e, n);
+    if (W == TG__EXP_AVX2) return exp_sum_avx2(e, n);
+    return exp_sum_plain(e, n);
 }
 
 static inline __attribute__((always_inline)) void forward_row(const float *x, float *y,
