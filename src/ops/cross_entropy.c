@@ -8,7 +8,9 @@
  * MEAN dividing sum(s) by sum(w[target]) over the targets not ignored.  A
  * float target holds class probabilities p instead, as torch's (see
  * prob_target).  Every step is a differentiable op, so the loss is
- * differentiable to any order; nn's CrossEntropyLoss module calls it. */
+ * differentiable to any order; nn's CrossEntropyLoss module calls it.
+ * f32 (N, C) logits with class indices and no label smoothing take the
+ * one op of src/ops/cross_entropy_rows.c instead, with the same bits. */
 #include "core/core.h"
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
