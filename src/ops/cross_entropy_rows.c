@@ -19,7 +19,6 @@
  * derivatives are the composition's. */
 #include <assert.h>
 #include <math.h>
-#include <string.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
@@ -156,11 +155,15 @@ static int ce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
         for (int64_t k = 0; k < N; k++) sum += l[k];
         y[0] = (float)(p->red == TG_REDUCTION_MEAN ? sum / tt.total : sum);
     }
-    if (ctx) {
-        tg__ctx_save(ctx, x);
-        tg__ctx_save(ctx, target);
-        tg__ctx_save(ctx, st);
-        if (weight) tg__ctx_save(ctx, weight);
+    if (ctx) {   /* the slots SAVED_X ... SAVED_WEIGHT */
+        int slot = tg__ctx_save(ctx, x);
+        if (slot >= 0) slot = tg__ctx_save(ctx, target);
+        if (slot >= 0) slot = tg__ctx_save(ctx, st);
+        if (slot >= 0 && weight) slot = tg__ctx_save(ctx, weight);
+        if (slot < 0) {
+            rc = slot;
+            goto done;
+        }
     }
     *out = r;
     r = NULL;
